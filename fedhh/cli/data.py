@@ -1,0 +1,231 @@
+"""`fedhh data`: generate, import, inspect and describe datasets; write the warm-start list.
+
+    fedhh data describe
+    fedhh data generate NAME [--users N] [--seed S] [--out DIR] [--workers W] [--force]
+    fedhh data import PATH --format {text,leaf} --out DIR [--lowercase] [--name NAME]
+    fedhh data inspect PATH_OR_NAME [--top K] [--json]
+    fedhh data warm-start --out FILE [--size 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedhh.cli.main import usage_error
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``data`` command and its actions to the top-level subparsers."""
+    from fedhh.data.registry import BUILTINS
+
+    parser = subparsers.add_parser(
+        "data", help="generate, import, inspect and describe datasets",
+        description="Generate, import, inspect and describe datasets; write the warm-start list.",
+    )
+    actions = parser.add_subparsers(dest="action", required=True,
+                                    parser_class=type(parser))
+
+    describe = actions.add_parser("describe", help="list the built-in datasets and provenance")
+    describe.add_argument("--cache-dir", type=Path, default=None,
+                          help="cache folder (default: $FEDHH_CACHE or ./cache)")
+    describe.set_defaults(handler=_describe)
+
+    generate = actions.add_parser("generate", help="build a built-in dataset into the cache")
+    generate.add_argument("name", choices=sorted(BUILTINS), help="built-in dataset")
+    generate.add_argument("--users", type=_positive_int, default=None,
+                          help="population size (synthetic datasets; default: the dataset's)")
+    generate.add_argument("--seed", type=_seed, default=0, help="seed (synthetic datasets)")
+    generate.add_argument("--out", type=Path, default=None,
+                          help="write the dataset directory here instead of the cache")
+    generate.add_argument("--workers", type=_positive_int, default=None,
+                          help="worker processes (default: min(2, cores))")
+    generate.add_argument("--force", action="store_true", help="rebuild even if cached")
+    generate.add_argument("--cache-dir", type=Path, default=None, help="cache folder")
+    generate.set_defaults(handler=_generate)
+
+    imp = actions.add_parser("import", help="convert a text or LEAF file into a dataset")
+    imp.add_argument("path", type=Path, help="text file, LEAF .json file or LEAF directory")
+    imp.add_argument("--format", choices=("text", "leaf"), required=True, dest="fmt",
+                     help="input format")
+    imp.add_argument("--out", type=Path, required=True, help="dataset directory to write")
+    imp.add_argument("--lowercase", action="store_true", help="lower-case every item")
+    imp.add_argument("--name", default=None, help="dataset name (default: the file's stem)")
+    imp.set_defaults(handler=_import)
+
+    inspect = actions.add_parser("inspect", help="summary statistics and top items")
+    inspect.add_argument("dataset", help="built-in name or path (dataset dir, .txt, LEAF)")
+    inspect.add_argument("--top", type=_positive_int, default=20, help="top items to list")
+    inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    inspect.add_argument("--cache-dir", type=Path, default=None, help="cache folder")
+    inspect.set_defaults(handler=_inspect)
+
+    warm = actions.add_parser("warm-start", help="write the public warm-start deny list")
+    warm.add_argument("--out", type=Path, required=True, help="file to write, one item a line")
+    warm.add_argument("--size", type=_positive_int, default=2000, help="number of items")
+    warm.set_defaults(handler=_warm_start)
+
+
+def _describe(args: argparse.Namespace) -> int:
+    from fedhh.data.registry import DEFAULT_DATASET, describe_datasets
+    from fedhh.data.wordlists import WARM_START_SOURCE
+
+    for row in describe_datasets(args.cache_dir):
+        default = " (default)" if row["name"] == DEFAULT_DATASET else ""
+        state = "cached" if row["cached"] else "not built yet"
+        print(f"{row['name']}{default}: {row['summary']}")
+        print(f"    cache: {row['cache']} ({state})")
+        print(f"    provenance: {row['provenance']}")
+    print(f"warm-start list (fedhh data warm-start): {WARM_START_SOURCE}")
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from fedhh.data import synthetic
+    from fedhh.data.dataset import load_dataset, save_dataset
+    from fedhh.data.registry import BUILTINS, builtin_path
+
+    spec = BUILTINS[args.name]
+    if not spec.synthetic and (args.users is not None or args.seed != 0):
+        usage_error("fedhh data generate",
+                    f"--users and --seed apply only to synthetic datasets, not {args.name}")
+    started = time.perf_counter()
+    if args.out is not None:
+        if (args.out / "meta.json").exists() and not args.force:
+            usage_error("fedhh data generate",
+                        f"--out {args.out} already holds a dataset; add --force to replace it")
+        if spec.synthetic:
+            path = synthetic.generate_synthetic(
+                args.out, num_users=args.users or spec.default_users or 1, seed=args.seed,
+                workers=args.workers, name=args.name, progress=True,
+            )
+        else:
+            from fedhh.data.shakespeare import build_shakespeare
+
+            path = save_dataset(build_shakespeare(), args.out)
+    else:
+        path = builtin_path(args.name, args.cache_dir, num_users=args.users, seed=args.seed,
+                            progress=True, force=args.force)
+    summary = load_dataset(path).summary()
+    print(f"{args.name}: {path} ({time.perf_counter() - started:.1f} s)")
+    _print_summary(summary)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from fedhh.data.dataset import load_dataset
+    from fedhh.data.leaf import import_leaf
+    from fedhh.data.text import import_text
+
+    if not args.path.exists():
+        usage_error("fedhh data import", f"PATH {args.path} does not exist")
+    convert = import_leaf if args.fmt == "leaf" else import_text
+    path = convert(args.path, args.out, lowercase=args.lowercase, name=args.name, progress=True)
+    print(f"imported {args.path} -> {path}")
+    _print_summary(load_dataset(path).summary())
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from fedhh.data.registry import resolve_dataset
+    from fedhh.data.truth import ground_truth
+
+    dataset = resolve_dataset(args.dataset, args.cache_dir, progress=True)
+    summary = dataset.summary()
+    tokens = dataset.tokens_per_user()
+    distinct = dataset.distinct_per_user()
+    truth = ground_truth(dataset)
+    quantiles = [0.1, 0.5, 0.9, 0.99]
+    report: dict[str, Any] = {
+        **summary,
+        "path": str(dataset.root) if dataset.root else None,
+        "provenance": dataset.provenance,
+        "words_per_user_quantiles": _quantiles(tokens, quantiles),
+        "distinct_words_per_user_quantiles": _quantiles(distinct, quantiles),
+        "top_weighted": [
+            {"item": dataset.vocabulary[i], "weighted": float(truth.weighted[i]),
+             "unweighted": float(truth.unweighted[i])}
+            for i in truth.top(args.top, weighted=True).tolist()
+        ],
+        "top_unweighted": [
+            {"item": dataset.vocabulary[i], "unweighted": float(truth.unweighted[i])}
+            for i in truth.top(args.top, weighted=False).tolist()
+        ],
+        "stats": dataset.stats,
+    }
+    if args.json:
+        json.dump(report, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return 0
+    print(f"{summary['name']}: {report['path']}")
+    if dataset.provenance:
+        print(f"  provenance: {dataset.provenance}")
+    _print_summary(summary)
+    print("  words per user (10/50/90/99%): "
+          + " / ".join(f"{v:g}" for v in report["words_per_user_quantiles"].values()))
+    print("  distinct words per user (10/50/90/99%): "
+          + " / ".join(f"{v:g}" for v in report["distinct_words_per_user_quantiles"].values()))
+    if "tail_token_share" in dataset.stats:
+        print(f"  share of tokens from the rare tail: {dataset.stats['tail_token_share']:.4f}")
+    print(f"  {'rank':>4}  {'item':<24} {'weighted':>10} {'users holding':>14}")
+    for rank, row in enumerate(report["top_weighted"], start=1):
+        print(f"  {rank:>4}  {row['item']:<24} {row['weighted']:>10.5f} {row['unweighted']:>14.4f}")
+    return 0
+
+
+def _quantiles(values: np.ndarray, qs: list[float]) -> dict[str, float]:
+    if values.size == 0:
+        return {f"{q:g}": 0.0 for q in qs}
+    return {f"{q:g}": float(v) for q, v in zip(qs, np.quantile(values, qs), strict=True)}
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    print(f"  users: {summary['users']:,}   vocabulary: {summary['vocabulary']:,}   "
+          f"entries: {summary['entries']:,}   tokens: {summary['tokens']:,}")
+    print(f"  mean words per user: {summary['mean_words_per_user']:.1f}   "
+          f"mean distinct words per user: {summary['mean_distinct_words_per_user']:.1f}   "
+          f"users without items: {summary['users_without_items']:,}")
+
+
+def _warm_start(args: argparse.Namespace) -> int:
+    from fedhh.data.wordlists import (
+        WARM_START_SOURCE,
+        warm_start_counts,
+        warm_start_list,
+        write_item_list,
+    )
+
+    available = len(warm_start_counts())
+    if args.size > available:
+        usage_error("fedhh data warm-start",
+                    f"--size must be at most {available} (the source's size), got {args.size}")
+    path = write_item_list(warm_start_list(args.size), args.out)
+    print(f"wrote {args.size} items to {path}")
+    print(f"source: {WARM_START_SOURCE}")
+    return 0

@@ -1,0 +1,60 @@
+"""Entry point of the `fedhh` console script.
+
+Each subcommand lives in its own module with a `register(subparsers)` function that adds its
+parser and sets `handler`. Invalid option values end with one line naming the option and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from fedhh.errors import FedhhError
+
+# Subcommand modules, imported lazily so `fedhh privacy` does not pay for matplotlib.
+SUBCOMMANDS = ("simulate", "data", "privacy", "demo")
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse parser whose usage errors are a single line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def usage_error(parser_prog: str, message: str) -> NoReturn:
+    """Fail like argparse does for a bad option value: one line, exit code 2."""
+    sys.stderr.write(f"{parser_prog}: error: {message}\n")
+    raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineErrorParser(
+        prog="fedhh", description="Private federated heavy-hitter discovery (OptPrefixTree)."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"fedhh.cli.{name}").register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.handler(args) or 0)
+    except FedhhError as error:
+        usage_error(f"fedhh {args.command}", str(error))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""The LEAF JSON layout (Caldas et al., "LEAF: A Benchmark for Federated Settings").
+
+A LEAF file is one JSON object::
+
+    {"users": ["u1", ...], "num_samples": [n1, ...],
+     "user_data": {"u1": {"x": [...], "y": [...]}, ...}}
+
+Each element of a user's ``x`` is one sample. For LEAF Reddit it is either a comment string
+(``reddit_json``, tokens separated by spaces) or, after LEAF's ``preprocess.py``, a list of
+fixed-length token sequences (``reddit_leaf/{train,val,test}``) padded with ``<PAD>`` and framed by
+``<BOS>``/``<EOS>``. We accept any nesting of lists whose leaves are strings; every leaf is split on
+whitespace. The structural markers ``<PAD>``, ``<BOS>`` and ``<EOS>`` are dropped (they are not
+words); LEAF's content placeholders ``<url>``, ``<user>``, ``<subreddit>`` are kept. ``y`` (labels
+and metadata) is ignored.
+
+A directory is read recursively (``*.json``, sorted by path). Files that differ only by a split
+suffix (``reddit_0_train.json``, ``reddit_0_val.json``, ``reddit_0_test.json``, also with a
+``_<digits>`` tail) form one group, and a user's samples are merged across the files of a group, so
+a user holds all of their comments. A user id appearing in two groups is an error. One group's
+files are held in memory at a time (LEAF writes files of a few hundred MB); the dataset itself is
+built shard by shard.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, ShardedBuilder
+from fedhh.errors import DatasetError
+
+logger = logging.getLogger(__name__)
+
+STRUCTURAL_TOKENS = frozenset({"<PAD>", "<BOS>", "<EOS>", "<pad>", "<bos>", "<eos>"})
+_SPLIT_SUFFIX = re.compile(r"_(train|val|valid|validation|test)(_\d+)?$")
+
+
+def leaf_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The JSON files of a LEAF file or directory, sorted; DatasetError if there are none."""
+    root = Path(path)
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise DatasetError(f"LEAF input {root} does not exist")
+    files = sorted(p for p in root.rglob("*.json") if p.is_file() and not p.name.startswith("."))
+    if not files:
+        raise DatasetError(f"LEAF directory {root} holds no .json files")
+    return files
+
+
+def group_files(files: Iterable[Path]) -> list[list[Path]]:
+    """Group files that differ only by a train/val/test suffix, keeping the first-seen order."""
+    groups: dict[str, list[Path]] = {}
+    for file in files:
+        groups.setdefault(_SPLIT_SUFFIX.sub("", file.stem), []).append(file)
+    return list(groups.values())
+
+
+def read_leaf_file(path: Path) -> dict[str, Any]:
+    """Parse and check one LEAF file's structure; DatasetError names the file and the defect."""
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise DatasetError(f"cannot read LEAF file {path}: {error.strerror}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise DatasetError(f"{path}: not UTF-8 at byte {error.start}") from None
+    except json.JSONDecodeError as error:
+        raise DatasetError(
+            f"{path}: line {error.lineno} column {error.colno}: invalid JSON ({error.msg})"
+        ) from None
+    except RecursionError:
+        raise DatasetError(f"{path}: JSON nested too deeply") from None
+    if not isinstance(data, dict):
+        raise DatasetError(f"{path}: top level is {type(data).__name__}, expected a LEAF object")
+    users = data.get("users")
+    user_data = data.get("user_data")
+    if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
+        raise DatasetError(f"{path}: 'users' must be a list of strings")
+    if not isinstance(user_data, dict):
+        raise DatasetError(f"{path}: 'user_data' must be an object keyed by user id")
+    if len(set(users)) != len(users):
+        dup = next(u for u, c in Counter(users).items() if c > 1)
+        raise DatasetError(f"{path}: user {dup!r} is listed twice in 'users'")
+    samples = data.get("num_samples")
+    if samples is not None and (not isinstance(samples, list) or len(samples) != len(users)):
+        raise DatasetError(f"{path}: 'num_samples' must be a list as long as 'users' "
+                           f"({len(users)})")
+    for user in users:
+        entry = user_data.get(user)
+        if not isinstance(entry, dict) or not isinstance(entry.get("x"), list):
+            raise DatasetError(f"{path}: user_data[{user!r}] must be an object with a list 'x'")
+    return data
+
+
+def _tokens(sample: Any, path: Path, user: str, drop: frozenset[str]) -> Iterator[str]:
+    stack = [sample]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            for token in node.split():
+                if token not in drop:
+                    yield token
+        elif isinstance(node, list):
+            stack.extend(reversed(node))
+        else:
+            raise DatasetError(
+                f"{path}: user {user!r}: a sample holds {type(node).__name__} {node!r}; "
+                "expected strings or lists of strings"
+            )
+
+
+def iter_leaf_users(
+    path: str | os.PathLike[str],
+    *,
+    lowercase: bool = False,
+    drop_tokens: frozenset[str] = STRUCTURAL_TOKENS,
+) -> Iterator[tuple[str, Counter[str]]]:
+    """Yield (user id, item counts) for every user of a LEAF file or directory."""
+    seen: dict[str, Path] = {}
+    for group in group_files(leaf_files(path)):
+        merged: dict[str, Counter[str]] = {}
+        for file in group:
+            data = read_leaf_file(file)
+            for user in data["users"]:
+                if user in seen:
+                    raise DatasetError(f"{file}: user {user!r} also appears in {seen[user]}")
+                counts = merged.setdefault(user, Counter())
+                for sample in data["user_data"][user]["x"]:
+                    tokens = _tokens(sample, file, user, drop_tokens)
+                    if lowercase:
+                        counts.update(t.lower() for t in tokens)
+                    else:
+                        counts.update(tokens)
+            del data
+        for user in merged:
+            seen[user] = group[0]
+        yield from merged.items()
+
+
+def import_leaf(
+    path: str | os.PathLike[str],
+    target: str | os.PathLike[str],
+    *,
+    lowercase: bool = False,
+    name: str | None = None,
+    shard_entries: int = DEFAULT_SHARD_ENTRIES,
+    progress: bool = False,
+) -> Path:
+    """Convert a LEAF JSON file or directory into a dataset directory at ``target``."""
+    source = Path(path)
+    out = Path(target)
+    bar: Any = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(desc=f"reading {source.name}", unit=" users", unit_scale=True)
+    try:
+        with ShardedBuilder(out.parent, shard_entries) as builder:
+            for _user, counts in iter_leaf_users(source, lowercase=lowercase):
+                builder.add_user(counts)
+                if bar is not None:
+                    bar.update(1)
+            return builder.finish(
+                out,
+                name=name or source.stem,
+                provenance=f"imported from LEAF JSON {source.resolve()}"
+                + (" (lowercased)" if lowercase else ""),
+                stats={"source_format": "leaf", "lowercase": lowercase},
+            )
+    finally:
+        if bar is not None:
+            bar.close()

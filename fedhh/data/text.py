@@ -1,0 +1,117 @@
+"""The plain text dataset format: one user per line.
+
+Format (UTF-8; lines end with ``\\n``, a ``\\r`` before it is ignored)::
+
+    the cat sat on the mat        <- user 0 holds the:2, cat:1, sat:1, on:1, mat:1
+                                  <- user 1 holds nothing (a blank line is a user with no items)
+    hello hello world             <- user 2
+
+Items are separated by any whitespace (``str.split()``), and an item is repeated as often as the
+user holds it. A blank (or all-whitespace) line is a user with no items, so line ``i`` is always
+user ``i - 1``: the population size, which the privacy accounting and the simulator's round sizes
+depend on, is the number of lines. Items are taken as written unless ``lowercase=True``, which
+applies ``str.lower()`` to every item.
+
+Reading streams the file line by line into `ShardedBuilder`, so the whole text is never held in
+memory. Bytes that are not UTF-8 give a DatasetError naming the file and line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, ShardedBuilder
+from fedhh.data.dataset import FederatedDataset
+from fedhh.errors import DatasetError
+
+logger = logging.getLogger(__name__)
+
+
+def iter_text_users(
+    path: str | os.PathLike[str], *, lowercase: bool = False
+) -> Iterator[Counter[str]]:
+    """Yield each line's items as a Counter, in file order (blank lines yield empty Counters)."""
+    source = Path(path)
+    try:
+        handle = open(source, "rb")  # noqa: SIM115 - closed in the finally below
+    except OSError as error:
+        raise DatasetError(f"cannot read text dataset {source}: {error.strerror}") from None
+    try:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise DatasetError(
+                    f"{source}: line {number}: not UTF-8 (byte {error.start} of the line: "
+                    f"{raw[error.start:error.start + 1]!r})"
+                ) from None
+            tokens = line.lower().split() if lowercase else line.split()
+            yield Counter(tokens)
+    finally:
+        handle.close()
+
+
+def import_text(
+    path: str | os.PathLike[str],
+    target: str | os.PathLike[str],
+    *,
+    lowercase: bool = False,
+    name: str | None = None,
+    shard_entries: int = DEFAULT_SHARD_ENTRIES,
+    progress: bool = False,
+) -> Path:
+    """Convert a text-format file into a dataset directory at ``target`` (atomically)."""
+    source = Path(path)
+    out = Path(target)
+    bar: Any = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(desc=f"reading {source.name}", unit=" users", unit_scale=True)
+    try:
+        with ShardedBuilder(out.parent, shard_entries) as builder:
+            for counts in iter_text_users(source, lowercase=lowercase):
+                builder.add_user(counts)
+                if bar is not None:
+                    bar.update(1)
+            provenance = f"imported from text file {source.resolve()}" + (
+                " (lowercased)" if lowercase else ""
+            )
+            return builder.finish(
+                out, name=name or source.stem, provenance=provenance,
+                stats={"source_format": "text", "lowercase": lowercase},
+            )
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def load_text(
+    path: str | os.PathLike[str], target: str | os.PathLike[str], *, lowercase: bool = False
+) -> FederatedDataset:
+    """Import a text file into ``target`` and open the result (memory-mapped)."""
+    from fedhh.data.dataset import load_dataset
+
+    return load_dataset(import_text(path, target, lowercase=lowercase))
+
+
+def write_text(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:
+    """Export a dataset in the text format (items repeated, users in order, ids ascending)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    vocab = dataset.vocabulary
+    with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
+        for user in range(dataset.num_users):
+            items, counts = dataset.user_items(user)
+            words = [" ".join([vocab[i]] * int(c)) for i, c in zip(items.tolist(),
+                                                                 counts.tolist(), strict=True)]
+            handle.write(" ".join(words))
+            handle.write("\n")
+    os.replace(tmp, out)
+    return out

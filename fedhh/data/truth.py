@@ -1,0 +1,151 @@
+"""Ground-truth item distributions of a dataset, computed chunk by chunk and cached.
+
+- weighted: the average over users of each user's empirical distribution,
+  ``p(w) = (1/N) sum_u count_u(w) / total_u``, where N counts the users that hold at least one
+  item (a user with no items has no distribution); it sums to 1. This is what weighted data
+  selection estimates.
+- unweighted: the fraction of all users (including users with no items) that hold the item at
+  least once. This is what uniform data selection estimates, up to the 1/distinct_u factor.
+
+Both are float64 arrays indexed by item id. They are cached in the dataset directory as
+``truth_weighted.npy`` and ``truth_unweighted.npy`` with ``truth.json`` recording the dataset
+they belong to; a cache that fails validation is recomputed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fedhh.data.dataset import FederatedDataset, release_pages, user_chunks
+from fedhh.errors import DatasetError
+
+logger = logging.getLogger(__name__)
+
+WEIGHTED_FILE = "truth_weighted.npy"
+UNWEIGHTED_FILE = "truth_unweighted.npy"
+TRUTH_META = "truth.json"
+_CHUNK = 1 << 24
+_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """The weighted and unweighted distributions (float64, one entry per item id)."""
+
+    weighted: np.ndarray
+    unweighted: np.ndarray
+
+    def top(self, k: int, weighted: bool = True) -> np.ndarray:
+        """Ids of the k most frequent items, most frequent first (ties by id)."""
+        dist = self.weighted if weighted else self.unweighted
+        k = min(k, dist.size)
+        return np.lexsort((np.arange(dist.size), -dist))[:k]
+
+
+def compute_truth(dataset: FederatedDataset) -> GroundTruth:
+    """Both distributions, streaming over the entries in chunks."""
+    vocab = len(dataset.vocabulary)
+    weighted = np.zeros(vocab, dtype=np.float64)
+    holders = np.zeros(vocab, dtype=np.int64)
+    nonempty = 0
+    indptr = dataset.indptr
+    for lo, hi in user_chunks(indptr, _CHUNK):
+        a, b = int(indptr[lo]), int(indptr[hi])
+        lengths = np.diff(np.asarray(indptr[lo : hi + 1]))
+        if b == a:
+            continue
+        items = np.asarray(dataset.items[a:b])
+        counts = np.asarray(dataset.counts[a:b]).astype(np.float64)
+        starts = np.asarray(indptr[lo:hi]) - a
+        has = lengths > 0
+        totals = np.add.reduceat(counts, starts[has])
+        nonempty += int(has.sum())
+        share = counts / np.repeat(totals, lengths[has])
+        weighted += np.bincount(items, weights=share, minlength=vocab)
+        holders += np.bincount(items, minlength=vocab)
+        release_pages(dataset.items, dataset.counts)
+    if nonempty:
+        weighted /= nonempty
+    users = dataset.num_users
+    unweighted = holders / users if users else holders.astype(np.float64)
+    return GroundTruth(weighted, unweighted)
+
+
+def _meta(dataset: FederatedDataset) -> dict[str, int]:
+    return {
+        "num_users": dataset.num_users,
+        "num_entries": dataset.num_entries,
+        "vocabulary_size": len(dataset.vocabulary),
+    }
+
+
+def _check(truth: GroundTruth, dataset: FederatedDataset, where: str) -> None:
+    vocab = len(dataset.vocabulary)
+    for label, dist in (("weighted", truth.weighted), ("unweighted", truth.unweighted)):
+        if dist.dtype != np.float64 or dist.shape != (vocab,):
+            raise DatasetError(f"{where}: {label} truth has dtype {dist.dtype} and shape "
+                               f"{dist.shape}; expected float64 ({vocab},)")
+        if not np.all(np.isfinite(dist)) or np.any(dist < 0) or np.any(dist > 1 + _TOLERANCE):
+            raise DatasetError(f"{where}: {label} truth holds values outside [0, 1]")
+    total = float(truth.weighted.sum())
+    if dataset.num_entries and abs(total - 1.0) > _TOLERANCE:
+        raise DatasetError(f"{where}: weighted truth sums to {total}, expected 1")
+
+
+def load_truth(root: str | os.PathLike[str], dataset: FederatedDataset) -> GroundTruth:
+    """Read and validate cached truth files of ``dataset`` stored in ``root``."""
+    base = Path(root)
+    try:
+        meta = json.loads((base / TRUTH_META).read_text(encoding="utf-8"))
+        weighted = np.load(base / WEIGHTED_FILE, allow_pickle=False)
+        unweighted = np.load(base / UNWEIGHTED_FILE, allow_pickle=False)
+    except FileNotFoundError as error:
+        raise DatasetError(f"{base}: ground truth file {Path(str(error.filename)).name} is "
+                           "missing") from None
+    except (ValueError, OSError, EOFError, UnicodeDecodeError) as error:
+        raise DatasetError(f"{base}: ground truth files are unreadable: {error}") from None
+    if meta != _meta(dataset):
+        raise DatasetError(f"{base}/{TRUTH_META} describes {meta}, the dataset is "
+                           f"{_meta(dataset)}")
+    truth = GroundTruth(weighted, unweighted)
+    _check(truth, dataset, str(base))
+    return truth
+
+
+def save_truth(root: str | os.PathLike[str], dataset: FederatedDataset,
+               truth: GroundTruth) -> None:
+    """Write the truth files next to the dataset (each file atomically, meta last)."""
+    base = Path(root)
+    _check(truth, dataset, str(base))
+    for name, dist in ((WEIGHTED_FILE, truth.weighted), (UNWEIGHTED_FILE, truth.unweighted)):
+        tmp = base / f".{name}.tmp.npy"
+        np.save(tmp, dist)
+        os.replace(tmp, base / name)
+    tmp_meta = base / f".{TRUTH_META}.tmp"
+    tmp_meta.write_text(json.dumps(_meta(dataset)) + "\n", encoding="utf-8")
+    os.replace(tmp_meta, base / TRUTH_META)
+
+
+def ground_truth(dataset: FederatedDataset, root: str | os.PathLike[str] | None = None
+                 ) -> GroundTruth:
+    """The dataset's ground truth, from the cache in ``root`` (default: the directory it was
+    loaded from) when valid, else computed and, where writable, cached."""
+    base = Path(root) if root is not None else dataset.root
+    if base is not None and (base / TRUTH_META).exists():
+        try:
+            return load_truth(base, dataset)
+        except DatasetError as error:
+            logger.warning("recomputing ground truth: %s", error)
+    truth = compute_truth(dataset)
+    if base is not None:
+        try:
+            save_truth(base, dataset, truth)
+        except OSError as error:
+            logger.warning("cannot cache ground truth in %s: %s", base, error)
+    return truth

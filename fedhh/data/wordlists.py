@@ -1,0 +1,150 @@
+"""Word lists that ship inside registry packages, and item-list files (deny lists).
+
+- `wordfreq_frequencies`: the English word-frequency list of the ``wordfreq`` package (Speer et
+  al., a blend of Wikipedia, subtitles, news, books, web text, Twitter and Reddit), read straight
+  from the package's data file with msgpack. We do not import ``wordfreq`` itself: we only need
+  the numbers, and importing it pulls in ftfy, regex and langcodes.
+- `warm_start_list`: the public warm-start deny list, the analogue of the paper's top 2000 words
+  of Twitter Sentiment140. It comes from a different source than the synthetic population: the
+  English frequency list of ``pyspellchecker`` (built by its author from the OpenSubtitles 2018
+  corpus of OPUS, cleaned with include/exclude lists; MIT licence). Subtitles are conversational
+  English, as tweets are, and they are not the distribution synthetic-reddit is drawn from, so
+  the warm start is useful but imperfect, as in the paper.
+- `load_item_list` / `write_item_list`: files with one item per line (UTF-8), the format that
+  ``--deny-list PATH`` reads.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+from fedhh.errors import DatasetError
+
+logger = logging.getLogger(__name__)
+
+WARM_START_SOURCE = (
+    "pyspellchecker's English word-frequency list (spellchecker/resources/en.json.gz), built "
+    "from the OpenSubtitles 2018 corpus (OPUS) by the pyspellchecker project, MIT licence"
+)
+
+
+def _package_file(package: str, *parts: str) -> Path:
+    """A data file inside an installed package, located without importing the package."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise DatasetError(f"the package {package!r} is not installed; it ships the data needed")
+    path = Path(spec.origin).parent.joinpath(*parts)
+    if not path.is_file():
+        raise DatasetError(f"{path} is missing from the installed {package!r} package")
+    return path
+
+
+def wordfreq_frequencies(lang: str = "en", wordlist: str = "large") -> tuple[list[str], np.ndarray]:
+    """Words and frequencies of a wordfreq list, most frequent first (ties in file order).
+
+    wordfreq's "cBpack" file is gzipped msgpack: a header ``{"format": "cB", "version": 1}``
+    followed by buckets; bucket i holds the words whose frequency rounds to 10^(-i/100).
+    Multi-digit numbers appear with their digits replaced by 0 ("0000" stands for all 4-digit
+    numbers), as wordfreq stores them.
+    """
+    import msgpack  # a dependency of wordfreq
+
+    path = _package_file("wordfreq", "data", f"{wordlist}_{lang}.msgpack.gz")
+    try:
+        pack = msgpack.unpackb(gzip.decompress(path.read_bytes()), raw=False)
+    except (OSError, ValueError, msgpack.exceptions.ExtraData) as error:
+        raise DatasetError(f"{path} is not a readable wordfreq list: {error}") from None
+    if not pack or pack[0] != {"format": "cB", "version": 1}:
+        raise DatasetError(f"{path}: unexpected wordfreq header {pack[0] if pack else None!r}")
+    words: list[str] = []
+    freqs: list[float] = []
+    for index, bucket in enumerate(pack[1:]):
+        freq = 10.0 ** (-index / 100.0)
+        for word in bucket:
+            words.append(str(word))
+            freqs.append(freq)
+    return words, np.asarray(freqs, dtype=np.float64)
+
+
+def warm_start_counts() -> list[tuple[str, int]]:
+    """pyspellchecker's English (word, count) pairs, most frequent first (ties by word)."""
+    path = _package_file("spellchecker", "resources", "en.json.gz")
+    try:
+        table = json.loads(gzip.decompress(path.read_bytes()).decode("utf-8"))
+    except (OSError, ValueError) as error:
+        raise DatasetError(f"{path} is not a readable word-frequency list: {error}") from None
+    if not isinstance(table, dict):
+        raise DatasetError(f"{path}: expected an object of word counts")
+    pairs = [
+        (word, int(count))
+        for word, count in table.items()
+        if isinstance(word, str) and word and not any(ch.isspace() for ch in word)
+        and isinstance(count, int) and count > 0
+    ]
+    pairs.sort(key=lambda pair: (-pair[1], pair[0]))
+    return pairs
+
+
+def warm_start_list(n: int = 2000) -> list[str]:
+    """The ``n`` most frequent words of the warm-start source (see `WARM_START_SOURCE`)."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    pairs = warm_start_counts()
+    if n > len(pairs):
+        raise ValueError(f"n must be at most {len(pairs)} (the source's size), got {n}")
+    return [word.lower() for word, _ in pairs[:n]]
+
+
+def write_item_list(items: list[str], path: str | os.PathLike[str]) -> Path:
+    """Write items one per line (UTF-8), atomically; items must be valid (no whitespace)."""
+    for i, item in enumerate(items):
+        if not item or any(ch.isspace() for ch in item):
+            raise DatasetError(f"item {i} ({item!r}) is empty or contains whitespace")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
+        for item in items:
+            handle.write(item + "\n")
+    os.replace(tmp, out)
+    return out
+
+
+def load_item_list(path: str | os.PathLike[str]) -> list[str]:
+    """Read an item list: one item per line, UTF-8; a final newline is optional.
+
+    A line must hold exactly one item: an empty line, surrounding or inner whitespace, or bytes
+    that are not UTF-8 give a DatasetError naming the file and the line. Repeated items are kept
+    once (first occurrence order).
+    """
+    source = Path(path)
+    try:
+        raw = source.read_bytes()
+    except OSError as error:
+        raise DatasetError(f"cannot read item list {source}: {error.strerror}") from None
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    items: dict[str, None] = {}
+    for number, line in enumerate(lines, start=1):
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        try:
+            item = line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise DatasetError(
+                f"{source}: line {number}: not UTF-8 (byte {error.start} of the line)"
+            ) from None
+        if not item:
+            raise DatasetError(f"{source}: line {number} is empty; one item per line expected")
+        if any(ch.isspace() for ch in item):
+            raise DatasetError(f"{source}: line {number}: item {item!r} contains whitespace")
+        items.setdefault(item, None)
+    return list(items)

@@ -1,0 +1,20 @@
+"""The one base class of every domain error fedhh raises.
+
+Services map these to status codes in one place; anything else is a bug.
+"""
+
+
+class FedhhError(Exception):
+    """Base class of fedhh's domain errors (bad input, impossible targets, protocol violations)."""
+
+
+class ConfigError(FedhhError, ValueError):
+    """A configuration value is out of its allowed range; the message names the value."""
+
+
+class DatasetError(FedhhError):
+    """A dataset file or directory is missing, malformed or corrupt."""
+
+
+class PrivacyError(FedhhError, ValueError):
+    """An impossible privacy target, or a spend that would exceed the declared budget."""

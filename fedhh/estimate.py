@@ -1,0 +1,132 @@
+"""Frequency estimation from a round's aggregate, and the null distributions used to threshold.
+
+For asymmetric randomized response (a0 = P[0 -> 1], a1 = P[1 -> 1]) the aggregate of n reports at
+coordinate w is S_w = Bin(c_w, a1) + Bin(n - c_w, a0), where c_w devices selected w. The estimator
+
+    f(w) = (S_w - n a0) / (a1 - a0)
+
+is unbiased (E[S_w] = c_w a1 + (n - c_w) a0), with variance
+
+    Var f(w) = (c_w a1 (1 - a1) + (n - c_w) a0 (1 - a0)) / (a1 - a0)^2
+
+(Feldman and Talwar 2021, "Lossless Compression of Efficient Private Local Randomizers", Lemma 4.2;
+the paper's Appendix "PI-RAPPOR", equation for f~[w]). For a zero-count item the standard
+deviation is ``sqrt(n a0 (1 - a0)) / (a1 - a0)``; since a1 (1 - a1) = 1/4 is the largest value of
+p(1 - p), ``sqrt(n / 4) / (a1 - a0)`` bounds it for every count.
+
+A *null tail* is the distribution of the estimate of an item no device selected; PruneHH needs its
+survival function and inverse. The paper uses the Gaussian approximation (Section "Adaptive
+Thresholding"); for small n its footnote suggests exact binomial bounds, which ``BinomialTail``
+gives; central baselines use the Laplace or Gaussian noise law itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from scipy import stats
+
+from fedhh.randomizer import RandomizedResponse
+
+
+def rr_estimate(sums: np.ndarray, n: int, rr: RandomizedResponse) -> np.ndarray:
+    """Unbiased count estimates f(w) = (S_w - n a0) / (a1 - a0)."""
+    return (np.asarray(sums, dtype=np.float64) - n * rr.a0) / (rr.a1 - rr.a0)
+
+
+def rr_variance(count: float | np.ndarray, n: int, rr: RandomizedResponse) -> float | np.ndarray:
+    """Var f(w) for an item selected by ``count`` of the n devices."""
+    a0, a1 = rr.a0, rr.a1
+    return (count * a1 * (1 - a1) + (n - count) * a0 * (1 - a0)) / (a1 - a0) ** 2
+
+
+def rr_null_std(n: int, rr: RandomizedResponse) -> float:
+    """Standard deviation of f(w) for a zero-count item: sqrt(n a0 (1 - a0)) / (a1 - a0)."""
+    return math.sqrt(n * rr.a0 * (1 - rr.a0)) / (rr.a1 - rr.a0)
+
+
+def rr_std_upper(n: int, rr: RandomizedResponse) -> float:
+    """Upper bound on the standard deviation of f(w) for any count: sqrt(n / 4) / (a1 - a0)."""
+    return math.sqrt(n / 4) / (rr.a1 - rr.a0)
+
+
+class NullTail(Protocol):
+    """Law of the estimate of a zero-count item: scale, survival function and its inverse."""
+
+    @property
+    def sigma(self) -> float: ...
+
+    def sf(self, x: float) -> float:
+        """P[estimate > x]."""
+        ...
+
+    def isf(self, p: float) -> float:
+        """The threshold x with P[estimate > x] <= p (the smallest such, for discrete laws)."""
+        ...
+
+
+@dataclass(frozen=True)
+class GaussianTail:
+    """N(0, sigma^2): the paper's approximation E = 1 - Phi(tau) at threshold tau * sigma."""
+
+    sigma: float
+
+    def sf(self, x: float) -> float:
+        return float(stats.norm.sf(x / self.sigma))
+
+    def isf(self, p: float) -> float:
+        return float(stats.norm.isf(p)) * self.sigma
+
+
+@dataclass(frozen=True)
+class LaplaceTail:
+    """Laplace(0, b): P[X > x] = exp(-x / b) / 2 for x >= 0 (standard deviation b sqrt 2)."""
+
+    scale: float
+
+    @property
+    def sigma(self) -> float:
+        return self.scale * math.sqrt(2.0)
+
+    def sf(self, x: float) -> float:
+        return float(stats.laplace.sf(x, scale=self.scale))
+
+    def isf(self, p: float) -> float:
+        return float(stats.laplace.isf(p, scale=self.scale))
+
+
+@dataclass(frozen=True)
+class BinomialTail:
+    """Exact law of f(w) for a zero-count item: (Bin(n, a0) - n a0) / (a1 - a0).
+
+    Thresholds land on the lattice of attainable estimates, so comparing an estimate with the
+    threshold is the exact integer comparison S_w > k.
+    """
+
+    n: int
+    rr: RandomizedResponse
+
+    @property
+    def sigma(self) -> float:
+        return rr_null_std(self.n, self.rr)
+
+    def _to_sum(self, x: float) -> float:
+        return self.n * self.rr.a0 + x * (self.rr.a1 - self.rr.a0)
+
+    def _to_estimate(self, k: float) -> float:
+        return (k - self.n * self.rr.a0) / (self.rr.a1 - self.rr.a0)
+
+    def sf(self, x: float) -> float:
+        return float(stats.binom.sf(math.floor(self._to_sum(x)), self.n, self.rr.a0))
+
+    def isf(self, p: float) -> float:
+        k = int(stats.binom.isf(p, self.n, self.rr.a0))
+        while k > 0 and stats.binom.sf(k - 1, self.n, self.rr.a0) <= p:
+            k -= 1
+        while stats.binom.sf(k, self.n, self.rr.a0) > p:
+            k += 1
+        # estimate > x  <=>  S > k, for x on the lattice point of k.
+        return self._to_estimate(k)

@@ -1,0 +1,138 @@
+"""How a round's aggregate is formed and read: one value per algorithm family.
+
+- ``LocalRandomizer``: OptPrefixTree. Every participant randomizes its one-hot report locally
+  (``fedhh.randomizer``); the server sees the sum, estimates counts and thresholds them with
+  PruneHH against the zero-count law (Gaussian approximation, or exact binomial).
+- ``VoteThreshold``: TrieHH (Zhu et al. 2020) and TrieHH++ (Cormode & Bharadwaj 2022). Sampled
+  devices send their prefix in the clear; a prefix is kept when at least ``theta`` devices voted.
+- ``CentralNoise``: a trusted curator adds Laplace or Gaussian noise to every coordinate of the
+  exact histogram; thresholded with PruneHH against the noise law.
+
+Mechanisms are frozen values: the simulator and the coordinator read them, nothing mutates them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+from fedhh.errors import ConfigError
+from fedhh.estimate import (
+    BinomialTail,
+    GaussianTail,
+    LaplaceTail,
+    NullTail,
+    rr_estimate,
+    rr_null_std,
+)
+from fedhh.prune import prune_hh
+from fedhh.randomizer import RandomizedResponse
+
+
+class TailKind(StrEnum):
+    GAUSSIAN = "gaussian"
+    BINOMIAL = "binomial"
+
+
+@dataclass(frozen=True)
+class Thresholded:
+    """What a round's thresholding kept, with its diagnostics."""
+
+    kept: np.ndarray
+    estimates: np.ndarray
+    threshold: float
+    tau: float
+    sigma: float
+    expected_false_positives: float
+
+
+@dataclass(frozen=True)
+class LocalRandomizer:
+    eps_local: float
+    tail: TailKind = TailKind.GAUSSIAN
+
+    @property
+    def randomizer(self) -> RandomizedResponse:
+        return RandomizedResponse(self.eps_local)
+
+    def null_tail(self, n: int) -> NullTail:
+        rr = self.randomizer
+        if self.tail is TailKind.BINOMIAL:
+            return BinomialTail(n, rr)
+        return GaussianTail(rr_null_std(n, rr))
+
+    def estimate(self, sums: np.ndarray, n: int) -> np.ndarray:
+        return rr_estimate(sums, n, self.randomizer)
+
+    def threshold(self, sums: np.ndarray, n: int, fp_ratio: float, tau0: float, eta: float
+                  ) -> Thresholded:
+        estimates = self.estimate(sums, n)
+        if n == 0:
+            return _nothing(estimates)
+        tail = self.null_tail(n)
+        result = prune_hh(estimates, tail, fp_ratio, tau0, eta)
+        return Thresholded(result.kept, estimates, result.threshold, result.tau, tail.sigma,
+                           result.expected_false_positives)
+
+
+@dataclass(frozen=True)
+class VoteThreshold:
+    theta: int
+    sampling_rate: float
+
+    def __post_init__(self) -> None:
+        if self.theta < 1:
+            raise ConfigError(f"theta must be >= 1, got {self.theta}")
+        if not 0 < self.sampling_rate <= 1:
+            raise ConfigError(f"sampling_rate must be in (0, 1], got {self.sampling_rate}")
+
+    def estimate(self, sums: np.ndarray, n: int) -> np.ndarray:
+        """Votes scaled by 1/rate: an unbiased estimate of the population count."""
+        return np.asarray(sums, dtype=np.float64) / self.sampling_rate
+
+    def threshold(self, sums: np.ndarray, n: int, fp_ratio: float, tau0: float, eta: float
+                  ) -> Thresholded:
+        kept = np.flatnonzero(np.asarray(sums) >= self.theta)
+        return Thresholded(kept, self.estimate(sums, n), float(self.theta), float("nan"),
+                           0.0, 0.0)
+
+
+class NoiseKind(StrEnum):
+    LAPLACE = "laplace"
+    GAUSSIAN = "gaussian"
+
+
+@dataclass(frozen=True)
+class CentralNoise:
+    kind: NoiseKind
+    scale: float  # Laplace b, or Gaussian sigma, per coordinate
+
+    def __post_init__(self) -> None:
+        if not self.scale > 0:
+            raise ConfigError(f"noise scale must be > 0, got {self.scale}")
+
+    def null_tail(self) -> NullTail:
+        if self.kind is NoiseKind.LAPLACE:
+            return LaplaceTail(self.scale)
+        return GaussianTail(self.scale)
+
+    def estimate(self, sums: np.ndarray, n: int) -> np.ndarray:
+        return np.asarray(sums, dtype=np.float64)
+
+    def threshold(self, sums: np.ndarray, n: int, fp_ratio: float, tau0: float, eta: float
+                  ) -> Thresholded:
+        estimates = self.estimate(sums, n)
+        tail = self.null_tail()
+        result = prune_hh(estimates, tail, fp_ratio, tau0, eta)
+        return Thresholded(result.kept, estimates, result.threshold, result.tau, tail.sigma,
+                           result.expected_false_positives)
+
+
+Mechanism = LocalRandomizer | VoteThreshold | CentralNoise
+
+
+def _nothing(estimates: np.ndarray) -> Thresholded:
+    return Thresholded(np.zeros(0, dtype=np.int64), estimates, float("inf"), float("inf"),
+                       0.0, 0.0)

@@ -1,0 +1,147 @@
+"""Utility metrics of a discovered heavy-hitter set against the ground truth.
+
+Ground truth is kept per *code* (items that encode identically are one item to any algorithm).
+Two distributions are reported, as in the paper: the weighted one (the average of the users'
+empirical distributions, the paper's global empirical distribution D^) and the unweighted one
+(the fraction of users holding the item; the paper's footnote and Appendix "Additional
+Experimental Results").
+
+For an output H (ordered by true frequency) and the true ranking x*_1, x*_2, ...:
+
+- true positives: items of H held by at least one user (frequency > 0); false positives: the rest,
+  i.e. items no device could have sent (the paper's definition in Section "Server Algorithm");
+- weight ratio WR(H) = sum_{x in H} p(x) / sum_{i <= |H|} p(x*_i) and utility loss 1 - WR(H)
+  (Appendix "Adaptive Segmentation Exploration");
+- recall of the true top-k for several k;
+- the marginal discovered-frequency curve: for each i, the sum of p over the sliding window
+  (x_{i-W}, ..., x_i) of H ordered by true frequency, and the same for the true top list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fedhh.data.dataset import FederatedDataset, user_chunks
+
+TOP_K = (10, 100, 1000, 10000)
+WINDOW = 50
+
+
+@dataclass(frozen=True)
+class Truth:
+    """True frequencies per distinct code: ``codes`` ascending, and parallel arrays."""
+
+    codes: np.ndarray
+    weighted: np.ndarray
+    unweighted: np.ndarray
+
+    @staticmethod
+    def from_items(
+        item_codes: np.ndarray,
+        weighted: np.ndarray,
+        unweighted: np.ndarray,
+        dataset: FederatedDataset | None = None,
+    ) -> Truth:
+        """Aggregate per-item truth to codes.
+
+        Weighted frequencies add up. A user holding two items with one code holds that code
+        once, so for codes shared by several items the user fraction is recounted exactly from
+        ``dataset`` (only the entries of such codes are visited); without a dataset it is capped
+        at the sum, an upper bound.
+        """
+        codes, inverse = np.unique(np.asarray(item_codes, np.uint64), return_inverse=True)
+        w = np.bincount(inverse, weights=weighted, minlength=codes.size)
+        u = np.bincount(inverse, weights=unweighted, minlength=codes.size)
+        shared = np.flatnonzero(np.bincount(inverse, minlength=codes.size) > 1)
+        if shared.size and dataset is not None and dataset.num_users:
+            u[shared] = _users_holding(dataset, inverse, shared)
+        return Truth(codes, w, np.minimum(u, 1.0))
+
+    def lookup(self, codes: np.ndarray, which: str) -> np.ndarray:
+        freq = self.weighted if which == "weighted" else self.unweighted
+        codes = np.asarray(codes, dtype=np.uint64)
+        if self.codes.size == 0:
+            return np.zeros(codes.shape)
+        pos = np.minimum(np.searchsorted(self.codes, codes), self.codes.size - 1)
+        return np.where(self.codes[pos] == codes, freq[pos], 0.0)
+
+    def ranking(self, which: str) -> np.ndarray:
+        """Frequencies of the true items in decreasing order (positive ones only)."""
+        freq = self.weighted if which == "weighted" else self.unweighted
+        ordered = np.sort(freq[freq > 0])[::-1]
+        return ordered
+
+    def top_codes(self, which: str, k: int) -> np.ndarray:
+        freq = self.weighted if which == "weighted" else self.unweighted
+        order = np.lexsort((self.codes, -freq))[:k]
+        return self.codes[order[freq[order] > 0]]
+
+
+def evaluate(output_codes: Sequence[int] | np.ndarray, truth: Truth,
+             top_k: Sequence[int] = TOP_K) -> dict[str, Any]:
+    """All metrics of an output set (codes, duplicates ignored)."""
+    codes = np.unique(np.asarray(output_codes, dtype=np.uint64))
+    report: dict[str, Any] = {"discovered": int(codes.size)}
+    for which in ("weighted", "unweighted"):
+        freq = truth.lookup(codes, which)
+        positives = int(np.count_nonzero(freq > 0))
+        ranking = truth.ranking(which)
+        best = float(ranking[: codes.size].sum())
+        ratio = float(freq.sum()) / best if best > 0 else 0.0
+        recall = {}
+        for k in top_k:
+            top = truth.top_codes(which, k)
+            if top.size:
+                recall[str(k)] = float(np.isin(top, codes).sum() / top.size)
+        report[which] = {
+            "true_positives": positives,
+            "false_positives": int(codes.size - positives),
+            "false_positive_ratio": (codes.size - positives) / codes.size if codes.size else 0.0,
+            "discovered_mass": float(freq.sum()),
+            "weight_ratio": ratio,
+            "utility_loss": 1.0 - ratio,
+            "recall_at": recall,
+        }
+    report["true_positives"] = report["weighted"]["true_positives"]
+    report["false_positives"] = report["weighted"]["false_positives"]
+    report["false_positive_ratio"] = report["weighted"]["false_positive_ratio"]
+    return report
+
+
+def marginal_curve(output_codes: Sequence[int] | np.ndarray, truth: Truth, which: str,
+                   window: int = WINDOW) -> tuple[np.ndarray, np.ndarray]:
+    """Sliding-window sums of true frequency over H (by true frequency) and over the true top.
+
+    Entry i (0-based) sums positions max(0, i - window) .. i, the paper's (x_{i-W}, ..., x_i).
+    """
+    freq = np.sort(truth.lookup(np.unique(np.asarray(output_codes, np.uint64)), which))[::-1]
+    top = truth.ranking(which)[: max(freq.size, 1)]
+    return _window_sums(freq, window), _window_sums(top, window)
+
+
+def _window_sums(values: np.ndarray, window: int) -> np.ndarray:
+    cum = np.concatenate(([0.0], np.cumsum(values)))
+    idx = np.arange(values.size)
+    return cum[idx + 1] - cum[np.maximum(idx - window, 0)]
+
+
+def _users_holding(dataset: FederatedDataset, item_code: np.ndarray, codes: np.ndarray
+                   ) -> np.ndarray:
+    """Fraction of users holding each of ``codes`` (indices into the code table)."""
+    wanted = np.zeros(int(item_code.max()) + 1, dtype=bool)
+    wanted[codes] = True
+    holders = np.zeros(wanted.size, dtype=np.int64)
+    for lo, hi in user_chunks(dataset.indptr, 1 << 24):
+        a, b = int(dataset.indptr[lo]), int(dataset.indptr[hi])
+        entry_code = item_code[dataset.items[a:b]]
+        hit = np.flatnonzero(wanted[entry_code])
+        if not hit.size:
+            continue
+        user = np.searchsorted(dataset.indptr[lo : hi + 1], hit + a, side="right") - 1
+        pairs = np.unique(user.astype(np.int64) * wanted.size + entry_code[hit])
+        holders += np.bincount(pairs % wanted.size, minlength=wanted.size)
+    return holders[codes] / dataset.num_users

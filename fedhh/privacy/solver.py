@@ -1,0 +1,187 @@
+"""The solver: the largest per-round local epsilon that meets an aggregate (eps, delta) target.
+
+``aggregate_epsilon`` is non-decreasing in eps_local (a randomizer with a smaller epsilon is a
+post-processing-equivalent special case for the reductions used), so the answer is found by a
+safeguarded bisection on eps_local: the bracket [lo, hi] always has lo feasible
+(aggregate <= target) and hi infeasible; each step tries the regula-falsi point of
+log(aggregate) - log(target) (Illinois variant) and falls back to the midpoint whenever the
+bracket did not halve, until hi - lo <= 1e-3. The returned eps_local is the feasible end, so
+plugging it back gives an aggregate epsilon at most the target.
+
+Speed. Only RDP orders whose conversion term alone is below the target can matter
+(``accountant.useful_orders``); the truncation windows are sized for them (larger orders
+remain valid, looser bounds); reductions are cached per (eps0, n, method). One solve for
+n = 1.6e6 takes well under a second.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fedhh.errors import PrivacyError
+from fedhh.privacy import shuffle
+from fedhh.privacy._checks import check_delta, check_devices, check_eps, check_rate, check_rounds
+from fedhh.privacy.accountant import (
+    AggregateEpsilon,
+    aggregate_epsilon,
+    participants_for,
+    useful_orders,
+    window_order,
+)
+from fedhh.privacy.composition import ORDERS
+
+TOLERANCE = 1e-3
+EPS_LOCAL_MAX = 40.0
+
+
+@dataclass(frozen=True)
+class LocalEpsilonSolution:
+    """Result of ``solve_local_epsilon`` (JSON-ready via ``to_dict``).
+
+    ``eps_local`` is the per-round local epsilon to use; ``eps_agg_achieved`` the aggregate
+    epsilon it achieves (<= ``eps_agg_target``); ``breakdown`` how: each bound's value, which was
+    tightest and the best RDP order.
+    """
+
+    eps_local: float
+    eps_agg_target: float
+    eps_agg_achieved: float
+    delta: float
+    rounds: int
+    num_devices: int
+    sampling_rate: float
+    method: str
+    tolerance: float
+    evaluations: int
+    conditions_verified: bool
+    breakdown: AggregateEpsilon
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["breakdown"] = self.breakdown.to_dict()
+        d["notes"] = list(self.notes)
+        return d
+
+
+def _initial_guess(eps_agg: float, delta: float, rounds: int, n: int) -> float:
+    """Heuristic start: e^eps0 ~ n eps_r^2 / log(1/delta) with eps_r = eps_agg / sqrt(T)."""
+    x = n * eps_agg * eps_agg / (rounds * math.log(1.0 / delta))
+    return min(EPS_LOCAL_MAX / 2, max(0.5, math.log(max(x, 1.0)) - 1.5))
+
+
+def solve_local_epsilon(
+    eps_agg: float,
+    delta: float,
+    rounds: int,
+    num_devices: int,
+    sampling_rate: float = 1.0,
+    method: str = shuffle.DEFAULT_METHOD,
+) -> LocalEpsilonSolution:
+    """Largest eps_local (to 1e-3) such that the run satisfies (eps_agg, delta)-DP in aggregate."""
+    eps_agg = check_eps("eps_agg", eps_agg)
+    delta = check_delta(delta)
+    rounds = check_rounds(rounds)
+    num_devices = check_devices(num_devices)
+    sampling_rate = check_rate(sampling_rate)
+    method = shuffle.check_method(method)
+    n = participants_for(num_devices, sampling_rate)
+    orders = useful_orders(eps_agg, delta)
+    max_order = window_order(orders)
+    if sampling_rate < 1.0:
+        orders = np.asarray(ORDERS)  # Zhu-Wang needs the curve at every integer order <= a
+    cache: dict[float, AggregateEpsilon] = {}
+
+    def evaluate(x: float) -> AggregateEpsilon:
+        if x not in cache:
+            cache[x] = aggregate_epsilon(
+                x, delta, rounds, num_devices, sampling_rate, method, orders, max_order
+            )
+        return cache[x]
+
+    def gap(x: float) -> float:
+        return math.log(max(evaluate(x).eps_agg, 1e-300)) - math.log(eps_agg)
+
+    # Bracket: lo feasible, hi infeasible (gap is log(aggregate / target)).
+    x = _initial_guess(eps_agg, delta, rounds, n)
+    step = 1.0
+    if gap(x) <= 0:
+        lo = x
+        while True:
+            x = min(EPS_LOCAL_MAX, lo + step)
+            if gap(x) > 0:
+                hi = x
+                break
+            lo = x
+            if lo >= EPS_LOCAL_MAX:
+                notes = (f"capped at eps_local = {EPS_LOCAL_MAX}",)
+                return _solution(lo, evaluate(lo), eps_agg, len(cache), notes)
+            step *= 2
+    else:
+        hi = x
+        while True:
+            x = hi - step if hi - step > 0.25 * hi else 0.5 * hi
+            if x < TOLERANCE:
+                raise PrivacyError(
+                    f"no eps_local >= {TOLERANCE} meets eps_agg={eps_agg}, delta={delta} over "
+                    f"{rounds} rounds among {num_devices} devices (sampling rate "
+                    f"{sampling_rate})"
+                )
+            if gap(x) <= 0:
+                lo = x
+                break
+            hi = x
+            step *= 2
+
+    # Safeguarded Illinois bisection on log(aggregate) - log(target).
+    f_lo, f_hi = gap(lo), gap(hi)
+    side = 0
+    while hi - lo > TOLERANCE:
+        width = hi - lo
+        if math.isfinite(f_lo) and math.isfinite(f_hi) and f_hi != f_lo:
+            x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
+            x = min(max(x, lo + 0.05 * width), hi - 0.05 * width)
+        else:
+            x = 0.5 * (lo + hi)
+        fx = gap(x)
+        if fx <= 0:
+            lo, f_lo = x, fx
+            if side == -1:
+                f_hi *= 0.5
+            side = -1
+        else:
+            hi, f_hi = x, fx
+            if side == 1:
+                f_lo *= 0.5
+            side = 1
+        if hi - lo > 0.5 * width:  # did not halve: bisect
+            mid = 0.5 * (lo + hi)
+            if gap(mid) <= 0:
+                lo, f_lo = mid, gap(mid)
+            else:
+                hi, f_hi = mid, gap(mid)
+    return _solution(lo, evaluate(lo), eps_agg, len(cache), ())
+
+
+def _solution(
+    eps_local: float, agg: AggregateEpsilon, target: float, evaluations: int, notes: tuple[str, ...]
+) -> LocalEpsilonSolution:
+    return LocalEpsilonSolution(
+        eps_local=eps_local,
+        eps_agg_target=target,
+        eps_agg_achieved=agg.eps_agg,
+        delta=agg.delta,
+        rounds=agg.rounds,
+        num_devices=agg.num_devices,
+        sampling_rate=agg.sampling_rate,
+        method=agg.method,
+        tolerance=TOLERANCE,
+        evaluations=evaluations,
+        conditions_verified=agg.conditions_verified,
+        breakdown=agg,
+        notes=notes + agg.notes,
+    )

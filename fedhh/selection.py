@@ -1,0 +1,151 @@
+"""Data selection: which one of its items a device reports in a round.
+
+Rules (paper, Section "Device Algorithm"):
+
+- ``weighted``: sample from the device's empirical distribution (probability proportional to the
+  item's count);
+- ``uniform``: sample uniformly from the device's distinct items.
+
+Each rule is either *conditioned* on the round's prefix list (only items whose prefix is on the
+list are eligible) or not (the item is drawn from all items; if its prefix is not on the list the
+device has nothing to report). Items on the deny list are never eligible. A device with no
+eligible item reports nothing (the all-zeros vector).
+
+The functions work on a CSR block of users so that one code path serves a single device (a block
+of one user) and the population simulator (blocks of a hundred thousand users).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+from fedhh.errors import ConfigError
+from fedhh.randomness import RandomSource, as_source
+
+NOTHING = -1
+
+
+class SelectionRule(StrEnum):
+    UNIFORM = "uniform"
+    WEIGHTED = "weighted"
+
+
+@dataclass(frozen=True)
+class Selection:
+    rule: SelectionRule = SelectionRule.UNIFORM
+    prefix_conditioning: bool = True
+
+    @staticmethod
+    def parse(rule: str, prefix_conditioning: bool = True) -> Selection:
+        try:
+            return Selection(SelectionRule(rule), prefix_conditioning)
+        except ValueError:
+            choices = ", ".join(r.value for r in SelectionRule)
+            raise ConfigError(f"selection must be one of {choices}, got {rule!r}") from None
+
+
+@dataclass(frozen=True)
+class RoundFilter:
+    """The round's query as seen by selection: prefix list (sorted values of ``prefix_bits``
+    bits), deny list (sorted left-aligned item codes) and the codes' width ``max_bits``."""
+
+    prefixes: np.ndarray
+    prefix_bits: int
+    deny: np.ndarray
+    max_bits: int
+
+    def prefix_index(self, codes: np.ndarray) -> np.ndarray:
+        """Index of each code's prefix in the prefix list, or -1 when it is not on the list."""
+        codes = np.asarray(codes, dtype=np.uint64)
+        if self.prefix_bits == 0:
+            return np.zeros(codes.shape, dtype=np.int64)
+        heads = codes >> np.uint64(self.max_bits - self.prefix_bits)
+        pos = np.searchsorted(self.prefixes, heads)
+        pos_clipped = np.minimum(pos, max(self.prefixes.size - 1, 0))
+        hit = (pos < self.prefixes.size) & (self.prefixes[pos_clipped] == heads) \
+            if self.prefixes.size else np.zeros(codes.shape, dtype=bool)
+        return np.where(hit, pos, -1).astype(np.int64)
+
+    def denied(self, codes: np.ndarray) -> np.ndarray:
+        codes = np.asarray(codes, dtype=np.uint64)
+        if self.deny.size == 0:
+            return np.zeros(codes.shape, dtype=bool)
+        pos = np.minimum(np.searchsorted(self.deny, codes), self.deny.size - 1)
+        return self.deny[pos] == codes
+
+
+@dataclass(frozen=True)
+class Eligibility:
+    """Per item (indexed by item id): may it be selected this round?
+
+    ``prefix_index``: the index of its prefix on the list, or -1 when off the list or denied;
+    ``on_list``: ``prefix_index >= 0`` (conditioned selection draws among these);
+    ``allowed``: it is not denied (unconditioned selection draws among these).
+    """
+
+    prefix_index: np.ndarray
+    on_list: np.ndarray
+    allowed: np.ndarray
+
+    @staticmethod
+    def of(item_codes: np.ndarray, round_filter: RoundFilter) -> Eligibility:
+        allowed = ~round_filter.denied(item_codes)
+        index = np.where(allowed, round_filter.prefix_index(item_codes), -1)
+        return Eligibility(index, index >= 0, allowed)
+
+    @staticmethod
+    def everything(num_items: int) -> Eligibility:
+        """Every item eligible (the single-item draw)."""
+        ones = np.ones(num_items, dtype=bool)
+        return Eligibility(np.zeros(num_items, dtype=np.int64), ones, ones)
+
+
+def select_block(
+    indptr: np.ndarray,
+    item_ids: np.ndarray,
+    counts: np.ndarray,
+    eligibility: Eligibility,
+    selection: Selection,
+    rng: RandomSource | np.random.Generator,
+) -> np.ndarray:
+    """Select one entry per user of a CSR block; returns entry positions or NOTHING (-1).
+
+    ``indptr`` holds the block's user boundaries relative to ``item_ids``/``counts``; item ids
+    index the arrays of ``eligibility``. Returns int64 positions into the block's entries.
+    """
+    on_list = eligibility.on_list[item_ids]
+    if selection.prefix_conditioning:
+        return _sample(indptr, counts, on_list, selection.rule, rng)
+    chosen = _sample(indptr, counts, eligibility.allowed[item_ids], selection.rule, rng)
+    picked = chosen >= 0
+    keep = np.zeros(chosen.size, dtype=bool)
+    keep[picked] = on_list[chosen[picked]]
+    return np.where(keep, chosen, NOTHING)
+
+
+def _sample(
+    indptr: np.ndarray,
+    counts: np.ndarray,
+    allowed: np.ndarray,
+    rule: SelectionRule,
+    rng: RandomSource | np.random.Generator,
+) -> np.ndarray:
+    """Per user, an allowed entry drawn by ``rule``, or NOTHING when none is allowed."""
+    cum = np.zeros(allowed.size + 1, dtype=np.int64)
+    if rule is SelectionRule.WEIGHTED:
+        np.cumsum(np.where(allowed, counts, 0), out=cum[1:])
+    else:
+        np.cumsum(allowed, out=cum[1:])
+    totals = cum[indptr[1:]] - cum[indptr[:-1]]
+    chosen = np.full(indptr.size - 1, NOTHING, dtype=np.int64)
+    has = totals > 0
+    if not np.any(has):
+        return chosen
+    draws = as_source(rng).below(totals[has])
+    targets = cum[indptr[:-1][has]] + draws
+    # The entry whose cumulative weight interval [cum[i], cum[i+1]) holds the target.
+    chosen[has] = np.searchsorted(cum, targets, side="right") - 1
+    return chosen

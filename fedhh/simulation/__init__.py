@@ -1,0 +1,1 @@
+"""The exact population simulator: whole discoveries over a dataset in one process."""

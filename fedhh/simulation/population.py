@@ -1,0 +1,131 @@
+"""A simulated population: a dataset with its items encoded, and each round's selections.
+
+Multi-data-point mode: each round every device selects one of its items by the selection rule.
+Single-data-point mode (paper, Section "Experiments"): each device draws one item once from its
+empirical distribution and keeps it for every round.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedhh.codec import Codec
+from fedhh.data.dataset import FederatedDataset, release_pages, user_chunks
+from fedhh.prefixtree import RoundQuery
+from fedhh.selection import NOTHING, Eligibility, Selection, SelectionRule, select_block
+
+CHUNK_ENTRIES = 1 << 23
+WORKERS = min(2, os.cpu_count() or 1)
+
+
+@dataclass
+class Population:
+    dataset: FederatedDataset
+    codec: Codec
+    item_codes: np.ndarray                 # uint64 code per vocabulary item
+    single_items: np.ndarray | None = None  # per user: the one item id (or -1), single mode
+
+    @staticmethod
+    def build(dataset: FederatedDataset, codec: Codec) -> Population:
+        codes = codec.encode_many(list(dataset.vocabulary)).codes
+        return Population(dataset, codec, codes)
+
+    @property
+    def num_users(self) -> int:
+        return self.dataset.num_users
+
+    def fix_single_items(self, rng: np.random.Generator) -> None:
+        """Single-data-point mode: each user draws one item from its empirical distribution."""
+        picks = np.full(self.num_users, NOTHING, dtype=np.int64)
+        weighted = Selection(SelectionRule.WEIGHTED, prefix_conditioning=True)
+        everything = Eligibility.everything(self.item_codes.size)
+        ds = self.dataset
+        for lo, hi in user_chunks(ds.indptr, CHUNK_ENTRIES):
+            base = int(ds.indptr[lo])
+            end = int(ds.indptr[hi])
+            chosen = select_block(
+                ds.indptr[lo : hi + 1] - base, ds.items[base:end], ds.counts[base:end],
+                everything, weighted, rng,
+            )
+            ok = chosen >= 0
+            picks[lo:hi][ok] = ds.items[base:end][chosen[ok]]
+        self.single_items = picks
+
+    def selected_domain_indices(
+        self,
+        query: RoundQuery,
+        selection: Selection,
+        seeds: np.random.SeedSequence,
+        participants: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Each participating user's domain element (-1: nothing to report), in user order.
+
+        Users are processed in blocks of about CHUNK_ENTRIES entries on a small thread pool
+        (numpy releases the GIL in the heavy steps); block i draws from ``seeds.spawn``'s child
+        i, so the result does not depend on the number of threads.
+        """
+        eligibility = Eligibility.of(self.item_codes, query.round_filter())
+        if self.single_items is not None:
+            items = self.single_items if participants is None else self.single_items[participants]
+        else:
+            items = self._select(eligibility, selection, seeds, participants)
+        prefix_index = np.where(items >= 0, eligibility.prefix_index[np.maximum(items, 0)], -1)
+        return query.domain_index(self.item_codes[np.maximum(items, 0)], prefix_index)
+
+    def _select(
+        self,
+        eligibility: Eligibility,
+        selection: Selection,
+        seeds: np.random.SeedSequence,
+        users: np.ndarray | None,
+    ) -> np.ndarray:
+        """The selected item id of every user (or of ``users``), NOTHING when none."""
+        ds = self.dataset
+        indptr = ds.indptr
+        lengths = np.diff(indptr) if users is None else indptr[users + 1] - indptr[users]
+        bounds = user_chunks(np.concatenate(([0], np.cumsum(lengths))), CHUNK_ENTRIES)
+        picked = np.full(lengths.size, NOTHING, dtype=np.int64)
+        children = seeds.spawn(len(bounds))
+
+        def work(block: int) -> None:
+            lo, hi = bounds[block]
+            if users is None:
+                base, end = int(ds.indptr[lo]), int(ds.indptr[hi])
+                rows: slice | np.ndarray = slice(base, end)
+                sub_indptr = ds.indptr[lo : hi + 1] - base
+            else:
+                starts = ds.indptr[users[lo:hi]]
+                rows = _gather_rows(starts, lengths[lo:hi])
+                sub_indptr = np.concatenate(([0], np.cumsum(lengths[lo:hi])))
+            block_items = np.asarray(ds.items[rows])
+            chosen = select_block(
+                sub_indptr, block_items, np.asarray(ds.counts[rows]), eligibility, selection,
+                np.random.default_rng(children[block]),
+            )
+            ok = chosen >= 0
+            result = np.full(hi - lo, NOTHING, dtype=np.int64)
+            result[ok] = block_items[chosen[ok]]
+            picked[lo:hi] = result
+            release_pages(ds.items, ds.counts)
+
+        if len(bounds) <= 1 or WORKERS <= 1:
+            for block in range(len(bounds)):
+                work(block)
+        else:
+            with ThreadPoolExecutor(WORKERS) as pool:
+                list(pool.map(work, range(len(bounds))))
+        return picked
+
+
+def _gather_rows(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenated entry positions of the given rows."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return np.arange(total, dtype=np.int64) + offsets
+

@@ -1,0 +1,76 @@
+"""End to end in the simulator: planted items above a computable count are all found at
+eps_local = 8, and a population with no repeated item yields nothing."""
+
+from __future__ import annotations
+
+import string
+
+import numpy as np
+from scipy import stats
+
+from fedhh.data.dataset import from_user_counts
+from fedhh.estimate import BinomialTail
+from fedhh.mechanisms import LocalRandomizer, TailKind
+from fedhh.prefixtree import TreeConfig
+from fedhh.randomizer import RandomizedResponse
+from fedhh.simulation.runner import SimulationConfig, simulate
+
+EPS = 8.0
+P = 2**20
+GAMMA = 0.5
+ETA = 0.5
+
+
+def random_words(count: int, rng: np.random.Generator) -> list[str]:
+    letters = np.array(list(string.ascii_lowercase))
+    return ["".join(rng.choice(letters, size=9)) for _ in range(count)]
+
+
+def count_found_surely(n: int) -> int:
+    """Smallest count whose item beats the largest threshold PruneHH can reach with
+    probability 1 - 1e-9 per round.
+
+    While a planted item is kept, the loop stops once E <= gamma / |D|, so E > eta gamma / |D|
+    and the threshold is at most x_max = isf(eta gamma / P). An item selected by c devices has
+    sum S >= Bin(c, a1) (the other devices add non-negative terms), so it clears x_max when
+    Bin(c, 1/2) > k_max, with k_max the sum that x_max corresponds to.
+    """
+    rr = RandomizedResponse(EPS)
+    tail = BinomialTail(n, rr)
+    x_max = tail.isf(ETA * GAMMA / P)
+    k_max = int(np.ceil(n * rr.a0 + x_max * (rr.a1 - rr.a0)))
+    c = k_max
+    while stats.binom.cdf(k_max, c, 0.5) > 1e-9:
+        c += 1
+    return c
+
+
+def test_planted_items_above_the_computable_count_are_found() -> None:
+    rng = np.random.default_rng(4)
+    n = 30_000
+    c_min = count_found_surely(n)
+    planted = {"apple": c_min, "be": c_min + 10, "cherrypie": 2 * c_min, "zebrafish": c_min}
+    users = [{w: 1} for w, c in planted.items() for _ in range(c)]
+    users += [{w: 1} for w in random_words(n - len(users), rng)]
+    dataset = from_user_counts(users)
+    config = SimulationConfig(
+        tree=TreeConfig(rounds=4, dim_limit=P, fp_ratio=GAMMA, eta=ETA),
+        mechanism=LocalRandomizer(EPS, TailKind.BINOMIAL), seed=1,
+    )
+    result = simulate(dataset, config)
+    found = {h.item for h in result.heavy_hitters}
+    assert set(planted) <= found, (c_min, found)
+
+
+def test_no_repeated_items_means_nothing_found() -> None:
+    """With gamma = 1e-7 the loop only stops with a kept set once E |D| <= 1e-7 * kept, so a
+    null element survives a round with probability about 1e-7; count-1 items raise that by a
+    small factor: a false failure below 1e-6."""
+    rng = np.random.default_rng(5)
+    dataset = from_user_counts([{w: 1} for w in random_words(20_000, rng)])
+    config = SimulationConfig(
+        tree=TreeConfig(rounds=4, dim_limit=P, fp_ratio=1e-7),
+        mechanism=LocalRandomizer(EPS, TailKind.BINOMIAL), seed=2,
+    )
+    result = simulate(dataset, config)
+    assert result.heavy_hitters == []

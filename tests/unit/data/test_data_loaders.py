@@ -1,0 +1,132 @@
+"""Text and LEAF loaders: round trips through save/load, sharding, and malformed input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _data_helpers import TINY_USERS, as_dicts
+
+from fedhh.data.builder import ShardedBuilder
+from fedhh.data.dataset import FederatedDataset, load_dataset
+from fedhh.data.leaf import import_leaf
+from fedhh.data.text import import_text, write_text
+from fedhh.errors import DatasetError
+
+
+def test_text_round_trip(tmp_path: Path, tiny: FederatedDataset) -> None:
+    text = write_text(tiny, tmp_path / "tiny.txt")
+    lines = text.read_text(encoding="utf-8").split("\n")
+    assert lines[1] == ""  # the user without items is a blank line
+    loaded = load_dataset(import_text(text, tmp_path / "ds"))
+    assert as_dicts(loaded) == TINY_USERS
+    assert loaded.vocabulary == tiny.vocabulary
+
+
+def test_text_format_details(tmp_path: Path) -> None:
+    src = tmp_path / "users.txt"
+    src.write_bytes("The cat  the\tCAT\r\n\n  \nnaïve café café".encode())
+    plain = as_dicts(load_dataset(import_text(src, tmp_path / "plain")))
+    assert plain == [{"The": 1, "cat": 1, "the": 1, "CAT": 1}, {}, {}, {"naïve": 1, "café": 2}]
+    lower = as_dicts(load_dataset(import_text(src, tmp_path / "lower", lowercase=True)))
+    assert lower[0] == {"the": 2, "cat": 2}
+
+
+@pytest.mark.parametrize("shard_entries", [1, 2, 3, 1000])
+def test_sharding_does_not_change_the_result(tmp_path: Path, shard_entries: int) -> None:
+    users = [{"b": 1, "a": 2}, {"c": 5}, {}, {"a": 1, "d": 1, "b": 3}, {"e": 2, "a": 1}]
+    with ShardedBuilder(tmp_path, shard_entries) as builder:
+        for user in users:
+            builder.add_user(user)
+        path = builder.finish(tmp_path / "ds", name="s", provenance="p")
+    ds = load_dataset(path)
+    assert ds.vocabulary == ("a", "b", "c", "d", "e")
+    assert as_dicts(ds) == users
+    assert ds.stats["tokens"] == 16
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # scratch removed
+
+
+def test_text_not_utf8_names_file_and_line(tmp_path: Path) -> None:
+    src = tmp_path / "bad.txt"
+    src.write_bytes(b"fine words\nmore words\nbad \xff byte\n")
+    target = tmp_path / "out"
+    with pytest.raises(DatasetError, match=r"bad\.txt: line 3: not UTF-8"):
+        import_text(src, target)
+    assert not target.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt"]
+
+
+def test_text_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="cannot read"):
+        import_text(tmp_path / "nope.txt", tmp_path / "out")
+
+
+def _leaf(users: dict[str, list[object]]) -> dict[str, object]:
+    return {
+        "users": list(users),
+        "num_samples": [len(x) for x in users.values()],
+        "user_data": {u: {"x": x, "y": [{} for _ in x]} for u, x in users.items()},
+    }
+
+
+def test_leaf_comment_strings_and_sequences(tmp_path: Path) -> None:
+    raw = _leaf({"1": ["i like it", "i like <url> too"]})
+    seqs = _leaf({"2": [[["<BOS>", "hello", "world", "<EOS>", "<PAD>", "<PAD>"]],
+                        [["<BOS>", "hello", "<EOS>", "<PAD>"]]]})
+    (tmp_path / "a.json").write_text(json.dumps(raw))
+    (tmp_path / "b.json").write_text(json.dumps(seqs))
+    ds = load_dataset(import_leaf(tmp_path, tmp_path / "ds"))
+    assert as_dicts(ds) == [{"i": 2, "like": 2, "it": 1, "<url>": 1, "too": 1},
+                            {"hello": 2, "world": 1}]
+    one = load_dataset(import_leaf(tmp_path / "a.json", tmp_path / "one"))
+    assert one.num_users == 1
+
+
+def test_leaf_splits_merge_by_user(tmp_path: Path) -> None:
+    for split, words in (("train", "a b"), ("val", "b c"), ("test", "c d")):
+        (tmp_path / split).mkdir()
+        data = _leaf({"u1": [words], "u2": ["z"]})
+        (tmp_path / split / f"reddit_0_{split}.json").write_text(json.dumps(data))
+    ds = load_dataset(import_leaf(tmp_path, tmp_path / "out" / "ds"))
+    assert as_dicts(ds) == [{"a": 1, "b": 2, "c": 2, "d": 1}, {"z": 3}]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"users": ["1"], "user_data": {"1": {"x": ["a"]}}', "line 1 column"),
+        ("[1, 2]", "top level is list"),
+        ('{"users": "1", "user_data": {}}', "'users' must be a list"),
+        ('{"users": ["1"], "user_data": []}', "'user_data' must be an object"),
+        ('{"users": ["1"], "user_data": {}}', r"user_data\['1'\] must be an object"),
+        ('{"users": ["1"], "user_data": {"1": {"x": "abc"}}}', "with a list 'x'"),
+        ('{"users": ["1"], "user_data": {"1": {"x": [["a", 3]]}}}', "holds int 3"),
+        ('{"users": ["1", "1"], "user_data": {"1": {"x": []}}}', "listed twice"),
+        ('{"users": ["1"], "num_samples": [1, 2], "user_data": {"1": {"x": []}}}',
+         "num_samples"),
+    ],
+)
+def test_malformed_leaf(tmp_path: Path, content: str, message: str) -> None:
+    src = tmp_path / "bad.json"
+    src.write_text(content)
+    with pytest.raises(DatasetError, match=message) as info:
+        import_leaf(src, tmp_path / "out")
+    assert "bad.json" in str(info.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_leaf_user_in_two_groups(tmp_path: Path) -> None:
+    (tmp_path / "x.json").write_text(json.dumps(_leaf({"u": ["a"]})))
+    (tmp_path / "y.json").write_text(json.dumps(_leaf({"u": ["b"]})))
+    with pytest.raises(DatasetError, match="also appears in"):
+        import_leaf(tmp_path, tmp_path / "out")
+
+
+def test_leaf_not_utf8_and_empty_dir(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_bytes(b'{"users": ["\xff"]}')
+    with pytest.raises(DatasetError, match="not UTF-8"):
+        import_leaf(tmp_path / "bad.json", tmp_path / "out")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DatasetError, match=r"no .json files"):
+        import_leaf(tmp_path / "empty", tmp_path / "out")

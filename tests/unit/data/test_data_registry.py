@@ -1,0 +1,78 @@
+"""resolve_dataset: built-in names, paths, conversions cached once, corrupt directories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _data_helpers import fingerprint
+
+from fedhh.data.dataset import FederatedDataset, save_dataset
+from fedhh.data.registry import (
+    BUILTINS,
+    cache_root,
+    describe_datasets,
+    resolve_dataset,
+    resolve_dataset_path,
+)
+from fedhh.errors import DatasetError
+
+
+def test_cache_root_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FEDHH_CACHE", raising=False)
+    assert cache_root() == tmp_path / "cache"
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "env"))
+    assert cache_root() == tmp_path / "env"
+    assert cache_root(tmp_path / "explicit") == tmp_path / "explicit"
+
+
+def test_builtin_shakespeare_built_once(tmp_path: Path) -> None:
+    ds = resolve_dataset("shakespeare", tmp_path)
+    assert ds.name == "shakespeare" and ds.num_users > 1000
+    root = resolve_dataset_path("shakespeare", tmp_path)
+    before = fingerprint(root)
+    resolve_dataset("shakespeare", tmp_path)
+    assert fingerprint(root) == before
+    rows = {r["name"]: r for r in describe_datasets(tmp_path)}
+    assert rows["shakespeare"]["cached"] and set(rows) == set(BUILTINS)
+
+
+def test_text_and_leaf_paths_are_converted_once(tmp_path: Path) -> None:
+    text = tmp_path / "users.txt"
+    text.write_text("a b a\nc\n", encoding="utf-8")
+    ds = resolve_dataset(text, tmp_path / "cache")
+    assert ds.num_users == 2 and ds.vocabulary == ("a", "b", "c")
+    first = resolve_dataset_path(text, tmp_path / "cache")
+    assert first == resolve_dataset_path(text, tmp_path / "cache")
+    assert first.parent == tmp_path / "cache" / "imported"
+    leaf = tmp_path / "leaf"
+    leaf.mkdir()
+    (leaf / "r.json").write_text(json.dumps(
+        {"users": ["u"], "user_data": {"u": {"x": ["x y"], "y": [{}]}}}))
+    assert resolve_dataset(leaf, tmp_path / "cache").vocabulary == ("x", "y")
+
+
+def test_dataset_directory_and_errors(tmp_path: Path, tiny: FederatedDataset) -> None:
+    root = save_dataset(tiny, tmp_path / "ds")
+    assert resolve_dataset(root).num_users == tiny.num_users
+    np.save(root / "items.npy", np.zeros(2, dtype=np.float32))
+    with pytest.raises(DatasetError, match=r"items.npy"):
+        resolve_dataset(root)
+    with pytest.raises(DatasetError, match="not a built-in dataset"):
+        resolve_dataset("no-such-dataset", tmp_path)
+    (tmp_path / "data.csv").write_text("a,b\n")
+    with pytest.raises(DatasetError, match="unknown dataset file type"):
+        resolve_dataset(tmp_path / "data.csv", tmp_path)
+    (tmp_path / "emptydir").mkdir()
+    with pytest.raises(DatasetError, match="neither a dataset directory"):
+        resolve_dataset(tmp_path / "emptydir", tmp_path)
+
+
+def test_corrupt_cached_builtin_is_reported(tmp_path: Path) -> None:
+    root = resolve_dataset_path("shakespeare", tmp_path)
+    (root / "counts.npy").write_bytes(b"\x93NUMPY broken")
+    with pytest.raises(DatasetError, match=r"delete .* to rebuild"):
+        resolve_dataset("shakespeare", tmp_path)

@@ -1,0 +1,56 @@
+"""PruneHH: the threshold rises until the expected false-positive ratio is at most gamma."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fedhh.errors import ConfigError
+from fedhh.estimate import GaussianTail
+from fedhh.prune import prune_hh
+
+
+def planted(domain: int, signal: dict[int, float], seed: int = 0) -> np.ndarray:
+    est = np.random.default_rng(seed).normal(0.0, 1.0, size=domain)
+    for index, value in signal.items():
+        est[index] += value
+    return est
+
+
+@pytest.mark.parametrize("gamma", [0.1, 0.5, 1.0, 2.0])
+def test_stops_at_the_first_admissible_threshold(gamma: float) -> None:
+    est = planted(100_000, {i: 8.0 for i in range(50)})
+    tail = GaussianTail(1.0)
+    result = prune_hh(est, tail, gamma, tau0=1.0, eta=0.5)
+    kept = result.kept.size
+    assert kept == np.count_nonzero(est > result.threshold)
+    assert result.expected_false_positives <= gamma * kept
+    # One step earlier (E / eta) the ratio was still too high.
+    e_prev = result.false_positive_probability / 0.5
+    x_prev = stats.norm.isf(e_prev)
+    if result.iterations:
+        assert e_prev * est.size > gamma * np.count_nonzero(est > x_prev)
+    # The paper's loop: E = (1 - Phi(tau0)) * eta^k.
+    expected_e = stats.norm.sf(1.0) * 0.5**result.iterations
+    assert result.false_positive_probability == pytest.approx(expected_e, rel=1e-9)
+    assert set(range(50)) <= set(result.kept.tolist())
+
+
+def test_pure_noise_keeps_nothing() -> None:
+    est = np.random.default_rng(3).normal(size=200_000)
+    result = prune_hh(est, GaussianTail(1.0), 0.5)
+    assert result.kept.size == 0
+
+
+def test_large_gamma_keeps_at_tau0() -> None:
+    est = planted(1000, {1: 10.0})
+    result = prune_hh(est, GaussianTail(1.0), 1e9, tau0=2.0)
+    assert result.iterations == 0 and result.tau == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("kwargs", [{"fp_ratio": 0}, {"fp_ratio": 1, "eta": 1.0},
+                                    {"fp_ratio": 1, "eta": 0.0}, {"fp_ratio": 1, "tau0": -1}])
+def test_bad_parameters(kwargs: dict) -> None:
+    with pytest.raises(ConfigError):
+        prune_hh(np.zeros(10), GaussianTail(1.0), **kwargs)
