@@ -19,6 +19,7 @@ from fedhh.cli import options
 from fedhh.codec import CODEC_NAMES
 from fedhh.mechanisms import TailKind
 from fedhh.prefixtree import RoundReport, TreeConfig
+from fedhh.privacy import PrivacyLedger
 from fedhh.selection import Selection, SelectionRule
 from fedhh.simulation.runner import SimulationConfig, SimulationResult, config_summary, simulate
 
@@ -92,8 +93,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=options.non_negative_int, default=0)
 
 
-def build_config(args: argparse.Namespace, num_devices: int) -> tuple[SimulationConfig, dict]:
-    """The simulation config and the privacy calibration for parsed options."""
+def build_config(
+    args: argparse.Namespace, num_devices: int
+) -> tuple[SimulationConfig, dict, PrivacyLedger | None]:
+    """The simulation config, the privacy calibration and (OptPrefixTree with a privacy target)
+    the ledger that will record every round's spend."""
     from fedhh.data.wordlists import load_item_list, warm_start_list
 
     deny: list[str] = []
@@ -125,7 +129,16 @@ def build_config(args: argparse.Namespace, num_devices: int) -> tuple[Simulation
     config.validate()
     privacy = {"eps_agg": args.eps_agg, "delta": args.delta, "charged_rounds": args.rounds * runs,
                **choice.privacy}
-    return config, privacy
+    ledger = None
+    if args.algorithm == "optprefixtree" and args.eps_local is None:
+        q = config.participation.rate
+        ledger = PrivacyLedger.open(
+            args.eps_agg, args.delta, args.rounds * runs,
+            n_min=num_devices if q >= 1 else max(2, round(q * num_devices)),
+            sampling_rate=q, eps_local=choice.privacy["eps_local"],
+            **({"method": args.privacy_method} if args.privacy_method else {}),
+        )
+    return config, privacy, ledger
 
 
 def run(args: argparse.Namespace) -> int:
@@ -133,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     from fedhh.data.truth import ground_truth
 
     dataset = resolve_dataset(args.dataset)
-    config, privacy = build_config(args, dataset.num_users)
+    config, privacy, ledger = build_config(args, dataset.num_users)
     truth = None if config.single_item else ground_truth(dataset)
     bar = None
     if not args.quiet:
@@ -147,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
                             next_s=report.next_segment_bits)
             bar.update(1)
 
-    result = simulate(dataset, config, truth, progress)
+    result = simulate(dataset, config, truth, progress, ledger)
     if bar is not None:
         bar.update(bar.total - bar.n)
         bar.close()

@@ -53,6 +53,7 @@ class Population:
             )
             ok = chosen >= 0
             picks[lo:hi][ok] = ds.items[base:end][chosen[ok]]
+            release_pages(ds.items, ds.counts)
         self.single_items = picks
 
     def selected_domain_indices(

@@ -27,6 +27,7 @@ from fedhh.errors import ConfigError
 from fedhh.mechanisms import Mechanism
 from fedhh.metrics import Truth, evaluate
 from fedhh.prefixtree import HeavyHitter, PrefixTree, RoundReport, TreeConfig
+from fedhh.privacy import PrivacyLedger
 from fedhh.selection import Selection
 from fedhh.simulation.participation import Participation
 from fedhh.simulation.population import Population
@@ -67,6 +68,7 @@ class SimulationResult:
     timings: dict[str, float]
     output_codes: np.ndarray
     truth: Truth | None = None
+    ledger: PrivacyLedger | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +80,7 @@ class SimulationResult:
             "metrics": self.metrics,
             "rounds": self.rounds,
             "timings": self.timings,
+            "ledger": None if self.ledger is None else self.ledger.to_dict(),
         }
 
 
@@ -86,8 +89,15 @@ def simulate(
     config: SimulationConfig,
     truth_items: GroundTruth | None = None,
     progress: ProgressCallback | None = None,
+    ledger: PrivacyLedger | None = None,
 ) -> SimulationResult:
-    """Run the configured discovery; ``truth_items`` is the dataset's per-item ground truth."""
+    """Run the configured discovery; ``truth_items`` is the dataset's per-item ground truth.
+
+    With a ``ledger`` every released round is recorded in it (round index counted across runs),
+    exactly as the coordinator does; a round the ledger refuses stops the run with PrivacyError.
+    Under Poisson sampling the accountant's guarantee is over the sampling at the planned
+    expected cohort, so a sampled round is recorded at no fewer than the ledger's n_min.
+    """
     config.validate()
     clock = time.perf_counter()
     codec = Codec(config.encoding, config.max_bits)
@@ -112,6 +122,11 @@ def simulate(
             started = time.perf_counter()
             query = tree.query(state)
             round_sum = transport.aggregate(query)
+            if ledger is not None:
+                contributors = round_sum.participants
+                if config.participation.rate < 1:
+                    contributors = max(contributors, ledger.n_min)
+                ledger = ledger.record(run * config.tree.rounds + query.round - 1, contributors)
             aggregated = time.perf_counter()
             state, report = tree.advance(state, round_sum.sums, round_sum.participants,
                                          round_sum.true_counts)
@@ -139,7 +154,8 @@ def simulate(
         metrics = evaluate(output, truth)
         metrics["discovered_by_run"] = len(hitters)
     timings["total_s"] = time.perf_counter() - clock
-    return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output, truth)
+    return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output, truth,
+                            ledger)
 
 
 def ground_truth(population: Population, truth_items: GroundTruth | None) -> Truth | None:

@@ -1,0 +1,101 @@
+"""SecAgg+ secure aggregation of 0/1 report vectors: primitives and pure state machines.
+
+No network stack and no event loop: the aggregator service and the device process are thin
+transports over :class:`SecAggServer` and :class:`SecAggDevice`, which exchange the frozen
+dataclasses of :mod:`fedhh.secagg.messages`. See docs/secagg.md for the protocol as built.
+"""
+
+from fedhh.secagg.config import (
+    Admission,
+    RoundConfig,
+    SignedConfig,
+    StageDeadlines,
+    issue_admission,
+    session_id_of,
+    sign_config,
+    verify_admission,
+    verify_config,
+)
+from fedhh.secagg.device import DevicePolicy, DeviceState, SecAggDevice
+from fedhh.secagg.errors import (
+    AbortReason,
+    InvalidReport,
+    ProtocolViolation,
+    SecAggAbort,
+    SecAggConfigError,
+    SecAggError,
+    Violation,
+)
+from fedhh.secagg.messages import (
+    AdvertiseKeys,
+    AggregateResult,
+    ConsistencyRequest,
+    ConsistencyResponse,
+    DeviceMessage,
+    EncryptedShare,
+    MaskedInput,
+    MaskedInputRequest,
+    ServerMessage,
+    ShareKeysRequest,
+    ShareKeysResponse,
+    Stage,
+    UnmaskRequest,
+    UnmaskResponse,
+)
+from fedhh.secagg.params import (
+    FailureBounds,
+    SecAggParameters,
+    Threat,
+    choose_parameters,
+    failure_bounds,
+    modulus_bits_for,
+)
+from fedhh.secagg.prg import MaskGenerator
+from fedhh.secagg.report import check_report, indices_from_dense
+from fedhh.secagg.server import SecAggServer
+
+__all__ = [
+    "AbortReason",
+    "Admission",
+    "AdvertiseKeys",
+    "AggregateResult",
+    "ConsistencyRequest",
+    "ConsistencyResponse",
+    "DeviceMessage",
+    "DevicePolicy",
+    "DeviceState",
+    "EncryptedShare",
+    "FailureBounds",
+    "InvalidReport",
+    "MaskGenerator",
+    "MaskedInput",
+    "MaskedInputRequest",
+    "ProtocolViolation",
+    "RoundConfig",
+    "SecAggAbort",
+    "SecAggConfigError",
+    "SecAggDevice",
+    "SecAggError",
+    "SecAggParameters",
+    "SecAggServer",
+    "ServerMessage",
+    "ShareKeysRequest",
+    "ShareKeysResponse",
+    "SignedConfig",
+    "Stage",
+    "StageDeadlines",
+    "Threat",
+    "UnmaskRequest",
+    "UnmaskResponse",
+    "Violation",
+    "check_report",
+    "choose_parameters",
+    "failure_bounds",
+    "indices_from_dense",
+    "issue_admission",
+    "modulus_bits_for",
+    "session_id_of",
+    "sign_config",
+    "verify_admission",
+    "verify_config",
+]

@@ -1,0 +1,487 @@
+"""The device-side state machine of one round.
+
+Call order: :meth:`SecAggDevice.advertise_keys`, :meth:`~SecAggDevice.share_keys`,
+:meth:`~SecAggDevice.masked_input`, :meth:`~SecAggDevice.consistency_check` (only if the config
+enables it), :meth:`~SecAggDevice.unmask`. Each takes the server's request for that stage and
+returns the device's message.
+
+The device checks everything the server sends (SECAGG.md section 3) and raises
+:class:`SecAggAbort` on the first failed check, after which it answers nothing more in this round.
+Every check of a stage runs before the stage reveals anything, so an abort never releases a share.
+The rule that protects the report: for each mask partner the device reveals at most one of its two
+secrets' shares, and it answers the unmask stage once.
+
+A repeated, identical request (a transport retry) gets the same answer again; a different request
+for a stage already answered aborts.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+from fedhh.secagg import shamir
+from fedhh.secagg.config import (
+    MAX_DIMENSION,
+    Admission,
+    SignedConfig,
+    session_id_of,
+    verify_admission,
+    verify_config,
+)
+from fedhh.secagg.errors import AbortReason, SecAggAbort, SecAggConfigError
+from fedhh.secagg.graph import neighbours_of
+from fedhh.secagg.messages import (
+    AdvertiseKeys,
+    ConsistencyRequest,
+    ConsistencyResponse,
+    EncryptedShare,
+    MaskedInput,
+    MaskedInputRequest,
+    ShareKeysRequest,
+    ShareKeysResponse,
+    UnmaskRequest,
+    UnmaskResponse,
+    consistency_transcript,
+    keys_transcript,
+    survivors_digest,
+)
+from fedhh.secagg.prg import MaskGenerator, pair_mask_key, self_mask_key
+from fedhh.secagg.primitives import (
+    KEY_BYTES,
+    LABELS,
+    RandomSource,
+    aead_decrypt,
+    aead_encrypt,
+    agree,
+    ed25519_public_bytes,
+    ed25519_verify,
+    hkdf,
+    sha256,
+    system_random,
+    u32,
+    x25519_from_seed,
+    x25519_public_bytes,
+)
+from fedhh.secagg.report import check_report
+
+__all__ = [
+    "SHARE_CIPHERTEXT_BYTES",
+    "DevicePolicy",
+    "DeviceState",
+    "SecAggDevice",
+]
+
+_PLAINTEXT_BYTES = 8 + 2 * shamir.SHARE_BYTES
+SHARE_CIPHERTEXT_BYTES = 12 + _PLAINTEXT_BYTES + 16  # nonce || ciphertext || GCM tag
+
+
+@dataclass(frozen=True)
+class DevicePolicy:
+    """Floors a device enforces on any config, whoever signed it."""
+
+    min_threshold: int = 1
+    min_n_min: int = 1
+    max_dimension: int = MAX_DIMENSION
+    require_device_auth: bool = False
+    require_consistency_check: bool = False
+
+
+class DeviceState(IntEnum):
+    NEW = 0
+    ADVERTISED = 1
+    SHARED = 2
+    MASKED = 3
+    CHECKED = 4
+    DONE = 5
+    ABORTED = 6
+
+
+@dataclass
+class _Neighbour:
+    entry: AdvertiseKeys
+    key_out: bytes  # AES-256-GCM key for my shares to it
+    key_in: bytes  # AES-256-GCM key for its shares to me
+    mask_key: bytes  # PRG key of our pairwise mask
+
+
+class SecAggDevice:
+    """One device's side of one round (not thread-safe; one instance per device per round)."""
+
+    def __init__(self, signed_config: SignedConfig, coordinator_public: bytes, device_id: int,
+                 *, identity_key: Ed25519PrivateKey | None = None,
+                 admission: Admission | None = None, policy: DevicePolicy | None = None,
+                 rand: RandomSource = system_random, masks: MaskGenerator | None = None) -> None:
+        policy = policy or DevicePolicy()
+        try:
+            config = verify_config(signed_config, coordinator_public)
+        except SecAggConfigError as exc:
+            raise SecAggAbort(AbortReason.BAD_CONFIG, str(exc)) from exc
+        _check_policy(config.t, config.n_min, config.dimension, config.device_auth,
+                      config.consistency_check, policy)
+        if not isinstance(device_id, int) or not 1 <= device_id <= config.num_devices:
+            raise SecAggConfigError(f"device_id must be in [1, {config.num_devices}], got "
+                                    f"{device_id!r}")
+        self.config = config
+        self.device_id = device_id
+        self.session_id = session_id_of(config)
+        self._coordinator_public = coordinator_public
+        self._rand = rand
+        if config.device_auth:
+            if identity_key is None or admission is None:
+                raise SecAggConfigError("device_auth needs an identity_key and an admission")
+            if (admission.device_id != device_id
+                    or admission.identity_key != ed25519_public_bytes(identity_key)
+                    or not verify_admission(admission, self.session_id, coordinator_public)):
+                raise SecAggConfigError("the admission is not the coordinator's for this device")
+        self._identity_key = identity_key
+        self._admission = admission
+        if masks is None:
+            masks = MaskGenerator(config.dimension, config.modulus_bits)
+        elif (masks.dimension, masks.modulus_bits) != (config.dimension, config.modulus_bits):
+            raise SecAggConfigError("the mask generator does not match the round's dimension")
+        self._masks = masks
+        self.state = DeviceState.NEW
+        self._abort: SecAggAbort | None = None
+        self._c_key: X25519PrivateKey | None = None
+        self._s_key: X25519PrivateKey | None = None
+        self._b: bytes | None = None
+        self._advert: AdvertiseKeys | None = None
+        self._neighbours: dict[int, _Neighbour] = {}
+        self._received: dict[int, tuple[int, int]] = {}  # partner -> (b-share y, s-share y)
+        self._survivors: tuple[int, ...] | None = None
+        self._survivors_digest = b""
+        self._cache: dict[DeviceState, tuple[object, object]] = {}
+        self._report_digest: bytes | None = None
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _fail(self, reason: AbortReason, detail: str = "") -> SecAggAbort:
+        """Enter the aborted state, forget every secret, and return the error to raise."""
+        self._abort = SecAggAbort(reason, detail)
+        self.state = DeviceState.ABORTED
+        self._forget()
+        return self._abort
+
+    def _forget(self) -> None:
+        self._c_key = self._s_key = None
+        self._b = None
+        self._neighbours = {}
+        self._received = {}
+
+    def _enter(self, expected: DeviceState, request: object, kind: type) -> object | None:
+        """Common entry checks; returns a cached response for an identical retried request."""
+        if self._abort is not None:
+            raise self._abort
+        if not isinstance(request, kind):
+            raise self._fail(AbortReason.MALFORMED, f"expected a {kind.__name__}")
+        cached = self._cache.get(expected)
+        if cached is not None:
+            if cached[0] == request:
+                return cached[1]
+            raise self._fail(AbortReason.REPEATED_REQUEST, f"a second, different {expected.name}"
+                             " request")
+        if self.state != expected:
+            raise self._fail(AbortReason.WRONG_STATE, f"got a request in state {self.state.name}")
+        session_id = getattr(request, "session_id", None)
+        device_id = getattr(request, "device_id", None)
+        if session_id != self.session_id or device_id != self.device_id:
+            raise self._fail(AbortReason.WRONG_SESSION, "request for another round or device")
+        return None
+
+    # -- stage 0 -------------------------------------------------------------------------------
+
+    def advertise_keys(self) -> AdvertiseKeys:
+        """Fresh X25519 key pairs for this round (c for encryption, s for masks)."""
+        if self._abort is not None:
+            raise self._abort
+        if self._advert is not None:
+            return self._advert
+        self._c_key = x25519_from_seed(self._rand(KEY_BYTES))
+        self._s_key = x25519_from_seed(self._rand(KEY_BYTES))
+        c_pk, s_pk = x25519_public_bytes(self._c_key), x25519_public_bytes(self._s_key)
+        signature = b""
+        if self.config.device_auth and self._identity_key is not None:
+            signature = self._identity_key.sign(
+                keys_transcript(self.session_id, self.device_id, c_pk, s_pk))
+        self._advert = AdvertiseKeys(self.session_id, self.device_id, c_pk, s_pk,
+                                     self._admission, signature)
+        self.state = DeviceState.ADVERTISED
+        return self._advert
+
+    # -- stage 1 -------------------------------------------------------------------------------
+
+    def share_keys(self, request: ShareKeysRequest) -> ShareKeysResponse:
+        """Check the roster, then Shamir-share b_u and s_u^SK among the listed neighbours."""
+        cached = self._enter(DeviceState.ADVERTISED, request, ShareKeysRequest)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        others = self._check_roster(request)
+        neighbours = self._agree_all(others)
+        me, sid, t = self.device_id, self.session_id, self.config.t
+        if self._s_key is None:
+            raise self._fail(AbortReason.WRONG_STATE, "no mask key")
+        b = self._rand(KEY_BYTES)
+        xs = sorted(neighbours)
+        b_ys = shamir.share(int.from_bytes(b, "big"), t, xs, self._rand)
+        s_raw = self._s_key.private_bytes_raw()
+        s_ys = shamir.share(int.from_bytes(s_raw, "big"), t, xs, self._rand)
+        shares = []
+        for v, b_y, s_y in zip(xs, b_ys, s_ys, strict=True):
+            plaintext = u32(me) + u32(v) + shamir.encode_share(b_y) + shamir.encode_share(s_y)
+            blob = aead_encrypt(neighbours[v].key_out, plaintext, sid + u32(me) + u32(v),
+                                self._rand)
+            shares.append(EncryptedShare(me, v, blob))
+        commitment = sha256(LABELS["commit"], sid, u32(me), b)
+        response = ShareKeysResponse(sid, me, tuple(shares), commitment)
+        self._b = b
+        self._neighbours = neighbours
+        self.state = DeviceState.SHARED
+        self._cache[DeviceState.ADVERTISED] = (request, response)
+        return response
+
+    def _check_roster(self, request: ShareKeysRequest) -> list[AdvertiseKeys]:
+        roster = request.roster
+        if not isinstance(roster, tuple) or not all(isinstance(e, AdvertiseKeys) for e in roster):
+            raise self._fail(AbortReason.MALFORMED, "roster must be a tuple of AdvertiseKeys")
+        ids = [e.device_id for e in roster]
+        if not all(isinstance(i, int) for i in ids) or len(set(ids)) != len(ids):
+            raise self._fail(AbortReason.MALFORMED, "a device appears twice in the roster")
+        if any(e.session_id != self.session_id for e in roster):
+            raise self._fail(AbortReason.WRONG_SESSION, "roster entry of another round")
+        own = [e for e in roster if e.device_id == self.device_id]
+        if len(own) != 1 or own[0] != self._advert:
+            raise self._fail(AbortReason.KEY_ALTERED, "own keys missing or altered")
+        others = [e for e in roster if e.device_id != self.device_id]
+        allowed = set(neighbours_of(self.config.graph_seed, self.config.num_devices,
+                                    self.config.k, self.device_id))
+        strangers = [e.device_id for e in others if e.device_id not in allowed]
+        if strangers:
+            raise self._fail(AbortReason.UNEXPECTED_NEIGHBOUR,
+                             f"ids not in the committed graph: {strangers[:5]}")
+        if len(others) < self.config.t:
+            raise self._fail(AbortReason.TOO_FEW_NEIGHBOURS,
+                             f"{len(others)} neighbours < t={self.config.t}")
+        keys: list[bytes] = []
+        for e in roster:
+            for key in (e.c_pk, e.s_pk):
+                if not isinstance(key, bytes) or len(key) != KEY_BYTES:
+                    raise self._fail(AbortReason.BAD_KEY, f"malformed key of {e.device_id}")
+                keys.append(key)
+        if len(set(keys)) != len(keys):
+            raise self._fail(AbortReason.DUPLICATE_KEY, "two roster keys are equal")
+        if self.config.device_auth:
+            for e in others:
+                adm = e.admission
+                if (adm is None
+                        or not verify_admission(adm, self.session_id, self._coordinator_public)
+                        or adm.device_id != e.device_id
+                        or not ed25519_verify(adm.identity_key, e.signature, keys_transcript(
+                            self.session_id, e.device_id, e.c_pk, e.s_pk))):
+                    raise self._fail(AbortReason.BAD_SIGNATURE, f"entry of {e.device_id}")
+        return others
+
+    def _agree_all(self, others: list[AdvertiseKeys]) -> dict[int, _Neighbour]:
+        if self._c_key is None or self._s_key is None:
+            raise self._fail(AbortReason.WRONG_STATE, "keys not generated")
+        me, sid = self.device_id, self.session_id
+        result = {}
+        for e in others:
+            v = e.device_id
+            try:
+                enc_secret = agree(self._c_key, e.c_pk)
+                mask_secret = agree(self._s_key, e.s_pk)
+            except ValueError as exc:
+                raise self._fail(AbortReason.BAD_KEY, f"low-order key of {v}") from exc
+            key_out = hkdf(enc_secret, salt=sid, info=LABELS["enc"] + u32(me) + u32(v))
+            key_in = hkdf(enc_secret, salt=sid, info=LABELS["enc"] + u32(v) + u32(me))
+            result[v] = _Neighbour(e, key_out, key_in, pair_mask_key(mask_secret, sid, me, v))
+        return result
+
+    # -- stage 2 -------------------------------------------------------------------------------
+
+    def masked_input(self, request: MaskedInputRequest, ones: np.ndarray) -> MaskedInput:
+        """Decrypt the partners' shares, then send y_u = x_u + PRG(b_u) + sum of pair masks.
+
+        ``ones``: the strictly increasing indices of the report's one bits (see
+        :func:`indices_from_dense` for a dense 0/1 vector). Raises :class:`InvalidReport` without
+        changing state if the report is not a 0/1 vector of the round's dimension.
+        """
+        idx = check_report(ones, self.config.dimension)
+        digest = sha256(idx.astype("<i8").tobytes())
+        if self._abort is None and DeviceState.SHARED in self._cache:
+            if self._cache[DeviceState.SHARED][0] == request and digest == self._report_digest:
+                return self._mask(idx)  # a retry: the same masks give the same vector
+            if self._cache[DeviceState.SHARED][0] == request:
+                raise self._fail(AbortReason.REPORT_CHANGED,
+                                 "a retry with a different report would reveal x - x'")
+        self._enter(DeviceState.SHARED, request, MaskedInputRequest)
+        shares = request.shares
+        if not isinstance(shares, tuple) or not all(isinstance(s, EncryptedShare) for s in shares):
+            raise self._fail(AbortReason.MALFORMED, "shares must be a tuple of EncryptedShare")
+        me, sid = self.device_id, self.session_id
+        received: dict[int, tuple[int, int]] = {}
+        for s in shares:
+            if not isinstance(s.src, int) or s.dst != me or s.src not in self._neighbours:
+                raise self._fail(AbortReason.UNEXPECTED_NEIGHBOUR, f"share {s.src}->{s.dst}")
+            if s.src in received:
+                raise self._fail(AbortReason.MALFORMED, f"two shares from {s.src}")
+            plain = aead_decrypt(self._neighbours[s.src].key_in, s.ciphertext,
+                                 sid + u32(s.src) + u32(me))
+            if (plain is None or len(plain) != _PLAINTEXT_BYTES
+                    or plain[:8] != u32(s.src) + u32(me)):
+                raise self._fail(AbortReason.DECRYPTION_FAILED, f"share from {s.src}")
+            try:
+                b_y = shamir.decode_share(plain[8:8 + shamir.SHARE_BYTES])
+                s_y = shamir.decode_share(plain[8 + shamir.SHARE_BYTES:])
+            except shamir.ShareError as exc:
+                raise self._fail(AbortReason.CORRUPT_SHARE, f"share from {s.src}") from exc
+            received[s.src] = (b_y, s_y)
+        if len(received) < self.config.t:
+            raise self._fail(AbortReason.TOO_FEW_NEIGHBOURS,
+                             f"{len(received)} mask partners < t={self.config.t}")
+        self._received = received
+        self._report_digest = digest
+        self._cache[DeviceState.SHARED] = (request, None)
+        self.state = DeviceState.MASKED
+        return self._mask(idx)
+
+    def _mask(self, idx: np.ndarray) -> MaskedInput:
+        if self._b is None:
+            raise self._fail(AbortReason.WRONG_STATE, "no self-mask seed")
+        me, masks = self.device_id, self._masks
+        y = masks.zeros()
+        masks.add(y, self_mask_key(self._b, self.session_id, me))
+        for v in sorted(self._received):
+            masks.add(y, self._neighbours[v].mask_key, 1 if me > v else -1)
+        y[idx] += 1  # indices are distinct, so this adds exactly x_u
+        return MaskedInput(self.session_id, me, y)
+
+    # -- stage 3 (optional) --------------------------------------------------------------------
+
+    def consistency_check(self, request: ConsistencyRequest) -> ConsistencyResponse:
+        """Sign the survivor set U3 with the identity key, after checking it."""
+        if not self.config.consistency_check:
+            if self._abort is not None:
+                raise self._abort
+            raise self._fail(AbortReason.WRONG_STATE, "this round has no consistency check")
+        cached = self._enter(DeviceState.MASKED, request, ConsistencyRequest)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        survivors = request.survivors
+        n = self.config.num_devices
+        if (not isinstance(survivors, tuple) or not all(isinstance(i, int) for i in survivors)
+                or any(not 1 <= i <= n for i in survivors)
+                or any(a >= b for a, b in itertools.pairwise(survivors))):
+            raise self._fail(AbortReason.MALFORMED, "survivors must be increasing ids")
+        if self.device_id not in survivors:
+            raise self._fail(AbortReason.LISTED_AS_DROPPED, "own id not in the survivor set")
+        if len(survivors) < self.config.n_min:
+            raise self._fail(AbortReason.TOO_FEW_NEIGHBOURS,
+                             f"{len(survivors)} survivors < n_min={self.config.n_min}")
+        if len(set(survivors) & set(self._received)) < self.config.t:
+            raise self._fail(AbortReason.TOO_FEW_NEIGHBOURS, "fewer than t surviving partners")
+        if self._identity_key is None:
+            raise self._fail(AbortReason.WRONG_STATE, "no identity key")
+        digest = survivors_digest(survivors)
+        signature = self._identity_key.sign(
+            consistency_transcript(self.session_id, self.device_id, digest))
+        response = ConsistencyResponse(self.session_id, self.device_id, signature)
+        self._survivors = survivors
+        self._survivors_digest = digest
+        self._cache[DeviceState.MASKED] = (request, response)
+        self.state = DeviceState.CHECKED
+        return response
+
+    # -- stage 4 -------------------------------------------------------------------------------
+
+    def unmask(self, request: UnmaskRequest) -> UnmaskResponse:
+        """Reveal b-shares of alive partners and s-shares of dropped ones, once."""
+        expected = DeviceState.CHECKED if self.config.consistency_check else DeviceState.MASKED
+        cached = self._enter(expected, request, UnmaskRequest)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        alive, dropped = self._check_lists(request)
+        if self.config.consistency_check:
+            self._check_consistency(request, alive, dropped)
+        b_shares = tuple((v, shamir.encode_share(self._received[v][0])) for v in alive)
+        s_shares = tuple((v, shamir.encode_share(self._received[v][1])) for v in dropped)
+        response = UnmaskResponse(self.session_id, self.device_id, b_shares, s_shares)
+        self._cache[expected] = (request, response)
+        self.state = DeviceState.DONE
+        self._forget()
+        return response
+
+    def _check_lists(self, request: UnmaskRequest) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        alive, dropped = request.alive, request.dropped
+        for name, ids in (("alive", alive), ("dropped", dropped)):
+            if not isinstance(ids, tuple) or not all(isinstance(i, int) for i in ids):
+                raise self._fail(AbortReason.MALFORMED, f"{name} must be a tuple of ids")
+            if len(set(ids)) != len(ids):
+                raise self._fail(AbortReason.MALFORMED, f"an id repeats in {name}")
+        if self.device_id in dropped:
+            raise self._fail(AbortReason.LISTED_AS_DROPPED, "own id in the dropped list")
+        if self.device_id in alive:
+            raise self._fail(AbortReason.INCONSISTENT_LISTS, "own id in the alive list")
+        if set(alive) & set(dropped):
+            raise self._fail(AbortReason.INCONSISTENT_LISTS, "a partner is both alive and dropped")
+        foreign = [i for i in alive + dropped if i not in self._received]
+        if foreign:
+            raise self._fail(AbortReason.FOREIGN_ID, f"not mask partners: {foreign[:5]}")
+        if len(alive) < self.config.t:
+            raise self._fail(AbortReason.TOO_FEW_NEIGHBOURS,
+                             f"{len(alive)} alive partners < t={self.config.t}")
+        return alive, dropped
+
+    def _check_consistency(self, request: UnmaskRequest, alive: tuple[int, ...],
+                           dropped: tuple[int, ...]) -> None:
+        survivors = self._survivors or ()
+        u3 = set(survivors)
+        partners = sorted(self._received)
+        if (sorted(alive) != [v for v in partners if v in u3]
+                or sorted(dropped) != [v for v in partners if v not in u3]):
+            raise self._fail(AbortReason.INCONSISTENT_LISTS, "lists disagree with the signed U3")
+        signatures = request.signatures
+        if not isinstance(signatures, tuple):
+            raise self._fail(AbortReason.MALFORMED, "signatures must be a tuple")
+        signers: set[int] = set()
+        for item in signatures:
+            if len(signers) >= self.config.t:
+                break  # t valid signatures suffice; the rest need not be checked
+            if not isinstance(item, tuple) or len(item) != 2:
+                raise self._fail(AbortReason.MALFORMED, "signature entries are (id, bytes)")
+            w, sig = item
+            if not isinstance(w, int) or not isinstance(sig, bytes):
+                raise self._fail(AbortReason.MALFORMED, "signature entries are (id, bytes)")
+            if w not in alive or w in signers:
+                raise self._fail(AbortReason.FOREIGN_ID, f"signature from {w}")
+            adm = self._neighbours[w].entry.admission
+            if adm is None or not ed25519_verify(adm.identity_key, sig, consistency_transcript(
+                    self.session_id, w, self._survivors_digest)):
+                raise self._fail(AbortReason.BAD_SIGNATURE, f"consistency signature of {w}")
+            signers.add(w)
+        if len(signers) < self.config.t:
+            raise self._fail(AbortReason.TOO_FEW_NEIGHBOURS,
+                             f"{len(signers)} consistency signatures < t={self.config.t}")
+
+
+def _check_policy(t: int, n_min: int, dimension: int, device_auth: bool, consistency: bool,
+                  policy: DevicePolicy) -> None:
+    problems = []
+    if t < policy.min_threshold:
+        problems.append(f"t={t} < floor {policy.min_threshold}")
+    if n_min < policy.min_n_min:
+        problems.append(f"n_min={n_min} < floor {policy.min_n_min}")
+    if dimension > policy.max_dimension:
+        problems.append(f"dimension={dimension} > cap {policy.max_dimension}")
+    if policy.require_device_auth and not device_auth:
+        problems.append("device_auth off")
+    if policy.require_consistency_check and not consistency:
+        problems.append("consistency_check off")
+    if problems:
+        raise SecAggAbort(AbortReason.BAD_CONFIG, "; ".join(problems))

@@ -1,0 +1,219 @@
+"""The messages between devices and the aggregator: plain frozen dataclasses, transport-agnostic.
+
+Every message names the round's ``session_id`` and the ``device_id`` it is from (device to server)
+or for (server to device). Fields are bytes, ints, tuples of those, or a numpy vector; receivers
+validate every field (types and exact lengths) and never trust the constructor.
+
+Order of one round (server -> device requests come from ``SecAggServer.close_stage``)::
+
+    device                                     server
+    advertise_keys()       -- AdvertiseKeys -->      handle_advertise_keys
+                           <-- ShareKeysRequest --   close_stage  (stage 0 -> 1)
+    share_keys(req)        -- ShareKeysResponse -->  handle_share_keys
+                           <-- MaskedInputRequest -- close_stage  (1 -> 2)
+    masked_input(req, x)   -- MaskedInput -->        handle_masked_input
+                           <-- ConsistencyRequest -- close_stage  (2 -> 3, if consistency_check)
+    consistency_check(req) -- ConsistencyResponse -> handle_consistency_check
+                           <-- UnmaskRequest --      close_stage  (2 or 3 -> 4)
+    unmask(req)            -- UnmaskResponse -->     handle_unmask
+                                                     close_stage  (4 -> done) -> AggregateResult
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from fedhh.secagg.config import Admission
+from fedhh.secagg.errors import ProtocolViolation, Violation
+from fedhh.secagg.primitives import LABELS, sha256, u32
+
+__all__ = [
+    "AdvertiseKeys",
+    "AggregateResult",
+    "ConsistencyRequest",
+    "ConsistencyResponse",
+    "DeviceMessage",
+    "EncryptedShare",
+    "MaskedInput",
+    "MaskedInputRequest",
+    "ServerMessage",
+    "ShareKeysRequest",
+    "ShareKeysResponse",
+    "Stage",
+    "UnmaskRequest",
+    "UnmaskResponse",
+    "consistency_transcript",
+    "keys_transcript",
+    "survivors_digest",
+]
+
+
+class Stage(IntEnum):
+    """The protocol stages, in order; the server collects one device message type per stage."""
+
+    ADVERTISE_KEYS = 0
+    SHARE_KEYS = 1
+    MASKED_INPUT = 2
+    CONSISTENCY_CHECK = 3
+    UNMASK = 4
+    DONE = 5
+
+
+@dataclass(frozen=True)
+class AdvertiseKeys:
+    """Stage 0, device -> server: the device's fresh X25519 public keys for this round.
+
+    ``c_pk`` keys the share encryption, ``s_pk`` the pairwise masks. With device_auth,
+    ``admission`` is the coordinator's admission and ``signature`` the identity key's signature
+    over :func:`keys_transcript`. The server forwards these entries verbatim to the neighbours.
+    """
+
+    session_id: bytes
+    device_id: int
+    c_pk: bytes
+    s_pk: bytes
+    admission: Admission | None = None
+    signature: bytes = b""
+
+
+@dataclass(frozen=True)
+class ShareKeysRequest:
+    """Stage 1, server -> device: the advertised entries of the device and its live neighbours."""
+
+    session_id: bytes
+    device_id: int
+    roster: tuple[AdvertiseKeys, ...]
+
+
+@dataclass(frozen=True)
+class EncryptedShare:
+    """One AES-256-GCM ciphertext of (src, dst, b-share, s-share) from ``src`` to ``dst``."""
+
+    src: int
+    dst: int
+    ciphertext: bytes
+
+
+@dataclass(frozen=True)
+class ShareKeysResponse:
+    """Stage 1, device -> server: one ciphertext per roster neighbour, and a commitment to b_u."""
+
+    session_id: bytes
+    device_id: int
+    shares: tuple[EncryptedShare, ...]
+    b_commitment: bytes
+
+
+@dataclass(frozen=True)
+class MaskedInputRequest:
+    """Stage 2, server -> device: the ciphertexts sent to the device by surviving neighbours."""
+
+    session_id: bytes
+    device_id: int
+    shares: tuple[EncryptedShare, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class MaskedInput:
+    """Stage 2, device -> server: y_u, a vector of ``dimension`` little-endian uint16/uint32."""
+
+    session_id: bytes
+    device_id: int
+    vector: np.ndarray
+
+    def vector_bytes(self) -> bytes:
+        """The wire form of the vector (little-endian)."""
+        return self.vector.tobytes()
+
+    @classmethod
+    def from_wire(cls, session_id: bytes, device_id: int, data: bytes,
+                  modulus_bits: int) -> MaskedInput:
+        """Wrap received little-endian bytes without copying.
+
+        Raises :class:`ProtocolViolation` (WRONG_LENGTH) if ``data`` is not a whole number of
+        elements; the server checks the element count against the round's dimension.
+        """
+        dtype = np.dtype("<u2") if modulus_bits == 16 else np.dtype("<u4")
+        if len(data) % dtype.itemsize:
+            raise ProtocolViolation(Violation.WRONG_LENGTH,
+                                    f"{len(data)} bytes is not a whole number of {dtype} values")
+        return cls(session_id, device_id, np.frombuffer(data, dtype=dtype))
+
+
+@dataclass(frozen=True)
+class ConsistencyRequest:
+    """Stage 3 (optional), server -> device: U3, the ids whose masked inputs are in the sum."""
+
+    session_id: bytes
+    device_id: int
+    survivors: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ConsistencyResponse:
+    """Stage 3 (optional), device -> server: identity-key signature over the survivor set."""
+
+    session_id: bytes
+    device_id: int
+    signature: bytes
+
+
+@dataclass(frozen=True)
+class UnmaskRequest:
+    """Stage 4, server -> device: which mask partners survived (alive) and which dropped.
+
+    With the consistency check, ``signatures`` holds (neighbour id, signature) pairs over the
+    survivor set from stage 3, from the device's neighbours in U3.
+    """
+
+    session_id: bytes
+    device_id: int
+    alive: tuple[int, ...]
+    dropped: tuple[int, ...]
+    signatures: tuple[tuple[int, bytes], ...] = ()
+
+
+@dataclass(frozen=True)
+class UnmaskResponse:
+    """Stage 4, device -> server: b-shares of alive partners, s-shares of dropped ones.
+
+    Each entry is (owner device id, 33-byte share value); the share's x is the sender's id.
+    """
+
+    session_id: bytes
+    device_id: int
+    b_shares: tuple[tuple[int, bytes], ...]
+    s_shares: tuple[tuple[int, bytes], ...]
+
+
+@dataclass(frozen=True, eq=False)
+class AggregateResult:
+    """What the aggregator releases: the sum over U3 (exact, it cannot wrap) and |U3|."""
+
+    session_id: bytes
+    round_id: bytes
+    total: np.ndarray
+    num_contributors: int
+
+
+DeviceMessage = (AdvertiseKeys | ShareKeysResponse | MaskedInput | ConsistencyResponse
+                 | UnmaskResponse)
+ServerMessage = ShareKeysRequest | MaskedInputRequest | ConsistencyRequest | UnmaskRequest
+
+
+def keys_transcript(session_id: bytes, device_id: int, c_pk: bytes, s_pk: bytes) -> bytes:
+    """What a device's identity key signs in stage 0."""
+    return LABELS["keys"] + session_id + u32(device_id) + c_pk + s_pk
+
+
+def survivors_digest(survivors: tuple[int, ...]) -> bytes:
+    """SHA-256 of the survivor ids as big-endian uint32 (compute once per round, not per check)."""
+    return sha256(np.asarray(survivors, dtype=">u4").tobytes())
+
+
+def consistency_transcript(session_id: bytes, device_id: int, digest: bytes) -> bytes:
+    """What a device's identity key signs in stage 3: its id and the survivor set's digest."""
+    return LABELS["consistency"] + session_id + u32(device_id) + digest

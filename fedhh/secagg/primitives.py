@@ -1,0 +1,191 @@
+"""Cryptographic building blocks of the protocol, all from pyca ``cryptography``.
+
+Nothing here is hand-rolled: X25519 (key agreement), Ed25519 (signatures), HKDF-SHA256 (key
+derivation), AES-256-GCM (share encryption) and SHA-256 (session ids, commitments) are pyca's.
+
+Every key derivation is domain separated: salt = the round's session id, info = a label from
+:data:`LABELS` followed by the big-endian 32-bit ids it concerns. So a key of one round, purpose or
+direction is never the key of another.
+
+Randomness is passed in as a :data:`RandomSource` (``n -> n random bytes``). Production code uses
+:func:`os.urandom`; tests and simulations may pass :class:`DeterministicRandom`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from collections.abc import Callable
+
+from cryptography.exceptions import InvalidSignature, InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+__all__ = [
+    "KEY_BYTES",
+    "LABELS",
+    "NONCE_BYTES",
+    "SIGNATURE_BYTES",
+    "DeterministicRandom",
+    "RandomSource",
+    "aead_decrypt",
+    "aead_encrypt",
+    "agree",
+    "ed25519_from_seed",
+    "ed25519_public_bytes",
+    "ed25519_verify",
+    "hkdf",
+    "is_valid_x25519_public",
+    "sha256",
+    "system_random",
+    "u32",
+    "x25519_from_seed",
+    "x25519_public_bytes",
+]
+
+RandomSource = Callable[[int], bytes]
+"""A source of uniformly random bytes: ``rand(n)`` returns ``n`` bytes."""
+
+system_random: RandomSource = os.urandom
+"""The production randomness source (the OS CSPRNG)."""
+
+KEY_BYTES = 32  # X25519 and Ed25519 public keys, HKDF outputs for AES-256, secrets b_u
+SIGNATURE_BYTES = 64  # Ed25519
+NONCE_BYTES = 12  # AES-GCM
+
+LABELS = {
+    "session": b"fedhh/secagg/v1/session",
+    "graph": b"fedhh/secagg/v1/graph",
+    "enc": b"fedhh/secagg/v1/enc",
+    "self": b"fedhh/secagg/v1/self-mask",
+    "pair": b"fedhh/secagg/v1/pair-mask",
+    "commit": b"fedhh/secagg/v1/commit-b",
+    "keys": b"fedhh/secagg/v1/advertise-keys",
+    "admission": b"fedhh/secagg/v1/admission",
+    "consistency": b"fedhh/secagg/v1/consistency",
+    "config": b"fedhh/secagg/v1/round-config",
+}
+
+# A fixed scalar used only to detect low-order points: X25519 with any scalar maps a low-order
+# point to the all-zero output, which pyca reports as ValueError.
+_PROBE_KEY = X25519PrivateKey.from_private_bytes(hashlib.sha256(b"fedhh/secagg/probe").digest())
+
+
+def u32(value: int) -> bytes:
+    """Big-endian unsigned 32-bit encoding (ids and counts in every label and transcript)."""
+    return struct.pack(">I", value)
+
+
+def sha256(*parts: bytes) -> bytes:
+    """SHA-256 over the concatenation of ``parts`` (callers use fixed-length fields only)."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part)
+    return h.digest()
+
+
+def hkdf(ikm: bytes, *, salt: bytes, info: bytes, length: int = KEY_BYTES) -> bytes:
+    """HKDF-SHA256 (RFC 5869) of ``ikm``."""
+    return HKDF(algorithm=hashes.SHA256(), length=length, salt=salt, info=info).derive(ikm)
+
+
+def x25519_from_seed(seed: bytes) -> X25519PrivateKey:
+    """An X25519 private key from 32 uniformly random bytes (pyca clamps them)."""
+    if len(seed) != KEY_BYTES:
+        raise ValueError(f"an X25519 key needs {KEY_BYTES} random bytes, got {len(seed)}")
+    return X25519PrivateKey.from_private_bytes(seed)
+
+
+def x25519_public_bytes(key: X25519PrivateKey) -> bytes:
+    """The 32-byte raw public key of ``key``."""
+    return key.public_key().public_bytes_raw()
+
+
+def is_valid_x25519_public(public: bytes) -> bool:
+    """True iff ``public`` is 32 bytes and not a low-order point (which would zero every secret)."""
+    if not isinstance(public, bytes) or len(public) != KEY_BYTES:
+        return False
+    try:
+        _PROBE_KEY.exchange(X25519PublicKey.from_public_bytes(public))
+    except ValueError:
+        return False
+    return True
+
+
+def agree(private: X25519PrivateKey, peer_public: bytes) -> bytes:
+    """X25519 shared secret; raises ValueError for a malformed or low-order peer key."""
+    return private.exchange(X25519PublicKey.from_public_bytes(peer_public))
+
+
+def ed25519_from_seed(seed: bytes) -> Ed25519PrivateKey:
+    """An Ed25519 signing key from 32 uniformly random bytes."""
+    if len(seed) != KEY_BYTES:
+        raise ValueError(f"an Ed25519 key needs {KEY_BYTES} random bytes, got {len(seed)}")
+    return Ed25519PrivateKey.from_private_bytes(seed)
+
+
+def ed25519_public_bytes(key: Ed25519PrivateKey) -> bytes:
+    """The 32-byte raw verification key of ``key``."""
+    return key.public_key().public_bytes_raw()
+
+
+def ed25519_verify(public: bytes, signature: bytes, message: bytes) -> bool:
+    """True iff ``signature`` is a valid Ed25519 signature of ``message`` under ``public``."""
+    if (
+        not isinstance(public, bytes)
+        or not isinstance(signature, bytes)
+        or len(public) != KEY_BYTES
+        or len(signature) != SIGNATURE_BYTES
+    ):
+        return False
+    try:
+        Ed25519PublicKey.from_public_bytes(public).verify(signature, message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def aead_encrypt(key: bytes, plaintext: bytes, aad: bytes, rand: RandomSource) -> bytes:
+    """AES-256-GCM: returns ``nonce (12 bytes) || ciphertext || tag (16 bytes)``."""
+    nonce = rand(NONCE_BYTES)
+    return nonce + AESGCM(key).encrypt(nonce, plaintext, aad)
+
+
+def aead_decrypt(key: bytes, blob: bytes, aad: bytes) -> bytes | None:
+    """Inverse of :func:`aead_encrypt`; ``None`` if the blob is short or fails authentication."""
+    if not isinstance(blob, bytes) or len(blob) < NONCE_BYTES + 16:
+        return None
+    try:
+        return AESGCM(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad)
+    except InvalidTag:
+        return None
+
+
+class DeterministicRandom:
+    """A seeded byte stream (AES-256-CTR keystream) for tests and simulations only.
+
+    Deployed devices and servers must use :data:`system_random`; a seed known to anyone else
+    would reveal every key and mask derived from it.
+    """
+
+    def __init__(self, seed: bytes | int) -> None:
+        raw = seed if isinstance(seed, bytes) else str(seed).encode()
+        key = hashlib.sha256(b"fedhh/secagg/test-rng" + raw).digest()
+        self._key = key
+        self._stream = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor()
+
+    def __call__(self, n: int) -> bytes:
+        return self._stream.update(bytes(n))
+
+    def spawn(self, label: bytes | int) -> DeterministicRandom:
+        """An independent child stream named by ``label`` (e.g. a device id).
+
+        Depends only on the seed and the label, not on how much of this stream was consumed.
+        """
+        tag = label if isinstance(label, bytes) else u32(label)
+        return DeterministicRandom(self._key + tag)

@@ -1,0 +1,476 @@
+"""The server-side state machine of one round (the aggregator's logic, with no transport).
+
+Use: construct with the coordinator-signed config; feed each device message to the matching
+``handle_*`` method while its stage is open; call :meth:`SecAggServer.close_stage` at the
+stage's deadline (or earlier, when :meth:`SecAggServer.can_close_early`); it returns the
+requests to deliver for the next stage, keyed by device id. Closing the unmask stage computes
+the result, available as :attr:`SecAggServer.result`.
+
+Each ``handle_*`` either accepts the message (returns True), ignores an identical duplicate
+(returns False), or raises :class:`ProtocolViolation` and changes nothing. A masked vector is
+length-checked, added to the running sum on arrival and dropped. The server releases only the
+sum and the number of contributors, and only if at least n_min devices survived; otherwise
+:meth:`close_stage` raises :class:`SecAggAbort` and every later call raises it again.
+Not thread-safe: the transport serialises calls (one asyncio loop does).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import numpy as np
+
+from fedhh.secagg import shamir
+from fedhh.secagg.config import SignedConfig, session_id_of, verify_admission, verify_config
+from fedhh.secagg.device import SHARE_CIPHERTEXT_BYTES
+from fedhh.secagg.errors import AbortReason, ProtocolViolation, SecAggAbort, Violation
+from fedhh.secagg.graph import NeighbourGraph
+from fedhh.secagg.messages import (
+    AdvertiseKeys,
+    AggregateResult,
+    ConsistencyRequest,
+    ConsistencyResponse,
+    EncryptedShare,
+    MaskedInput,
+    MaskedInputRequest,
+    ServerMessage,
+    ShareKeysRequest,
+    ShareKeysResponse,
+    Stage,
+    UnmaskRequest,
+    UnmaskResponse,
+    consistency_transcript,
+    keys_transcript,
+    survivors_digest,
+)
+from fedhh.secagg.prg import MaskGenerator
+from fedhh.secagg.primitives import KEY_BYTES, ed25519_verify, is_valid_x25519_public, sha256
+from fedhh.secagg.recovery import remove_masks
+
+__all__ = ["SecAggServer"]
+
+log = logging.getLogger(__name__)
+_FINGERPRINT_BYTES = 4096
+
+
+def _fingerprint(vector: np.ndarray) -> bytes:
+    """Identifies an honest retry of a masked input cheaply (length and both ends of the vector).
+
+    A different vector with the same fingerprint is only ignored instead of rejected: a second
+    masked input is never added either way, so the fingerprint needs no collision resistance.
+    """
+    raw = vector.view(np.uint8)
+    return sha256(len(raw).to_bytes(8, "big"), raw[:_FINGERPRINT_BYTES].tobytes(),
+                  raw[-_FINGERPRINT_BYTES:].tobytes())
+
+
+class SecAggServer:
+    """One round of secure aggregation, server side."""
+
+    def __init__(self, signed_config: SignedConfig, coordinator_public: bytes, *,
+                 masks: MaskGenerator | None = None) -> None:
+        self.config = verify_config(signed_config, coordinator_public)
+        self.session_id = session_id_of(self.config)
+        self._coordinator_public = coordinator_public
+        self.graph = NeighbourGraph(self.config.graph_seed, self.config.num_devices,
+                                    self.config.k)
+        cfg = self.config
+        self._masks = masks or MaskGenerator(cfg.dimension, cfg.modulus_bits)
+        if (self._masks.dimension, self._masks.modulus_bits) != (cfg.dimension, cfg.modulus_bits):
+            raise ValueError("the mask generator does not match the round's dimension")
+        self.stage = Stage.ADVERTISE_KEYS
+        self._abort: SecAggAbort | None = None
+        self.result: AggregateResult | None = None
+        # Stage 0
+        self._adverts: dict[int, AdvertiseKeys] = {}
+        self._keys_seen: set[bytes] = set()
+        # Stage 1
+        self._share_requests: dict[int, ShareKeysRequest] = {}
+        self._share_responses: dict[int, ShareKeysResponse] = {}
+        # Stage 2
+        self._masked_requests: dict[int, MaskedInputRequest] = {}
+        self._partners: dict[int, tuple[int, ...]] = {}  # P_v = N(v) ∩ U2 for v in U2
+        self._commitments: dict[int, bytes] = {}
+        self._acc: np.ndarray | None = None
+        self._fingerprints: dict[int, bytes] = {}  # U3, in arrival order
+        # Stage 3
+        self._consistency_requests: dict[int, ConsistencyRequest] = {}
+        self._consistency: dict[int, bytes] = {}
+        self._survivors_digest = b""
+        # Stage 4
+        self._unmask_requests: dict[int, UnmaskRequest] = {}
+        self._unmask_responses: dict[int, UnmaskResponse] = {}
+        self._b_points: dict[int, list[tuple[int, int]]] = {}
+        self._s_points: dict[int, list[tuple[int, int]]] = {}
+        self._missing_secrets = 0  # secrets that still have fewer than t shares
+        self.counts: dict[Stage, int] = {}  # devices accepted per closed stage (for metrics)
+
+    # -- common --------------------------------------------------------------------------------
+
+    @property
+    def aborted(self) -> SecAggAbort | None:
+        """The abort, if the round was aborted."""
+        return self._abort
+
+    def abort(self, reason: AbortReason = AbortReason.CANCELLED, detail: str = "") -> None:
+        """Abort the round from outside (e.g. the coordinator cancelled it); releases nothing."""
+        if self._abort is None and self.stage != Stage.DONE:
+            self._set_abort(reason, detail)
+
+    def _set_abort(self, reason: AbortReason, detail: str) -> SecAggAbort:
+        self._abort = SecAggAbort(reason, detail)
+        log.warning("secagg round %s aborted at %s: %s %s", self.config.round_id.hex(),
+                    self.stage.name, reason.value, detail)
+        if self._acc is not None:
+            self._acc.fill(0)
+        self._acc = None
+        self._b_points, self._s_points, self._unmask_responses = {}, {}, {}
+        return self._abort
+
+    def _check(self, message: object, kind: type, stage: Stage) -> int:
+        """Checks shared by every handler; returns the sender's id."""
+        if self._abort is not None:
+            raise self._abort
+        if not isinstance(message, kind):
+            raise ProtocolViolation(Violation.MALFORMED, f"expected {kind.__name__}")
+        if getattr(message, "session_id", None) != self.session_id:
+            raise ProtocolViolation(Violation.WRONG_SESSION, "session_id of another round")
+        device_id = getattr(message, "device_id", None)
+        if (not isinstance(device_id, int) or isinstance(device_id, bool)
+                or not 1 <= device_id <= self.config.num_devices):
+            raise ProtocolViolation(Violation.UNKNOWN_DEVICE, f"device_id {device_id!r}")
+        if self.stage < stage:
+            raise ProtocolViolation(Violation.EARLY, f"{stage.name} has not started")
+        if self.stage > stage:
+            raise ProtocolViolation(Violation.LATE, f"{stage.name} has closed")
+        return device_id
+
+    def _requests(self) -> Mapping[int, object] | None:
+        """The open stage's outstanding requests (None while keys are advertised: all of 1..n)."""
+        if self.stage == Stage.ADVERTISE_KEYS:
+            return None
+        by_stage: dict[Stage, Mapping[int, object]] = {
+            Stage.SHARE_KEYS: self._share_requests,
+            Stage.MASKED_INPUT: self._masked_requests,
+            Stage.CONSISTENCY_CHECK: self._consistency_requests,
+            Stage.UNMASK: self._unmask_requests}
+        return by_stage.get(self.stage, {})
+
+    def expected(self) -> frozenset[int]:
+        """The devices the open stage waits for (for progress metrics)."""
+        if self.stage == Stage.ADVERTISE_KEYS:
+            return frozenset(range(1, self.config.num_devices + 1))
+        return frozenset(self._requests() or ())
+
+    def received(self) -> int:
+        """How many devices the open stage has accepted a message from."""
+        return {Stage.ADVERTISE_KEYS: len(self._adverts),
+                Stage.SHARE_KEYS: len(self._share_responses),
+                Stage.MASKED_INPUT: len(self._fingerprints),
+                Stage.CONSISTENCY_CHECK: len(self._consistency),
+                Stage.UNMASK: len(self._unmask_responses)}.get(self.stage, 0)
+
+    def can_close_early(self) -> bool:
+        """True when waiting for the deadline cannot change the outcome of the open stage."""
+        if self._abort is not None or self.stage == Stage.DONE:
+            return False
+        if self.stage == Stage.UNMASK and self._missing_secrets == 0:
+            return True
+        requests = self._requests()
+        expected = self.config.num_devices if requests is None else len(requests)
+        return self.received() == expected
+
+    # -- stage 0: advertise keys ---------------------------------------------------------------
+
+    def handle_advertise_keys(self, message: AdvertiseKeys) -> bool:
+        u = self._check(message, AdvertiseKeys, Stage.ADVERTISE_KEYS)
+        if u in self._adverts:
+            if self._adverts[u] == message:
+                return False
+            raise ProtocolViolation(Violation.DUPLICATE, f"second, different keys from {u}")
+        for key in (message.c_pk, message.s_pk):
+            if not isinstance(key, bytes) or len(key) != KEY_BYTES:
+                raise ProtocolViolation(Violation.WRONG_LENGTH, f"public keys are {KEY_BYTES} B")
+        if message.c_pk == message.s_pk:
+            raise ProtocolViolation(Violation.BAD_KEY, "c_pk equals s_pk")
+        if message.c_pk in self._keys_seen or message.s_pk in self._keys_seen:
+            raise ProtocolViolation(Violation.DUPLICATE_KEY, "key advertised by another device")
+        if not (is_valid_x25519_public(message.c_pk) and is_valid_x25519_public(message.s_pk)):
+            raise ProtocolViolation(Violation.BAD_KEY, "low-order public key")
+        adm = message.admission
+        if self.config.device_auth:
+            if (adm is None
+                    or not verify_admission(adm, self.session_id, self._coordinator_public)
+                    or adm.device_id != u
+                    or not ed25519_verify(adm.identity_key, message.signature, keys_transcript(
+                        self.session_id, u, message.c_pk, message.s_pk))):
+                raise ProtocolViolation(Violation.BAD_SIGNATURE, f"keys of {u}")
+        elif adm is not None or message.signature != b"":
+            raise ProtocolViolation(Violation.MALFORMED, "signatures without device_auth")
+        self._adverts[u] = message
+        self._keys_seen.update((message.c_pk, message.s_pk))
+        return True
+
+    def _close_advertise_keys(self) -> dict[int, ServerMessage]:
+        u1 = self._adverts
+        self._require(len(u1) >= self.config.n_min, AbortReason.TOO_FEW_DEVICES,
+                      f"|U1|={len(u1)} < n_min={self.config.n_min}")
+        requests: dict[int, ServerMessage] = {}
+        for u, advert in u1.items():
+            live = [v for v in self.graph.neighbours(u) if v in u1]
+            if len(live) < self.config.t:  # it would abort; it counts as dropped
+                continue
+            roster = (advert, *(u1[v] for v in live))
+            req = ShareKeysRequest(self.session_id, u, roster)
+            self._share_requests[u] = req
+            requests[u] = req
+        self._keys_seen = set()
+        return requests
+
+    # -- stage 1: share keys -------------------------------------------------------------------
+
+    def handle_share_keys(self, message: ShareKeysResponse) -> bool:
+        u = self._check(message, ShareKeysResponse, Stage.SHARE_KEYS)
+        request = self._share_requests.get(u)
+        if request is None:
+            raise ProtocolViolation(Violation.NOT_IN_ROUND, f"{u} got no ShareKeysRequest")
+        if u in self._share_responses:
+            if self._share_responses[u] == message:
+                return False
+            raise ProtocolViolation(Violation.DUPLICATE, f"second, different shares from {u}")
+        commitment, shares = message.b_commitment, message.shares
+        if not isinstance(commitment, bytes) or len(commitment) != 32:
+            raise ProtocolViolation(Violation.WRONG_LENGTH, "b_commitment is 32 bytes")
+        if not isinstance(shares, tuple) or not all(
+                isinstance(s, EncryptedShare) and isinstance(s.src, int)
+                and isinstance(s.dst, int) for s in shares):
+            raise ProtocolViolation(Violation.MALFORMED, "shares must be EncryptedShare")
+        expected = {e.device_id for e in request.roster} - {u}
+        if any(s.src != u for s in shares) or sorted(s.dst for s in shares) != sorted(expected):
+            raise ProtocolViolation(Violation.MALFORMED, "need one share per roster neighbour")
+        if any(not isinstance(s.ciphertext, bytes) or len(s.ciphertext) != SHARE_CIPHERTEXT_BYTES
+               for s in shares):
+            raise ProtocolViolation(Violation.WRONG_LENGTH,
+                                    f"share ciphertexts are {SHARE_CIPHERTEXT_BYTES} bytes")
+        self._share_responses[u] = message
+        return True
+
+    def _close_share_keys(self) -> dict[int, ServerMessage]:
+        u2 = set(self._share_responses)
+        t = self.config.t
+        # Prune devices that can no longer have t share holders: their secrets could never be
+        # reconstructed, so they are treated as having dropped before sending shares.
+        changed = True
+        while changed:
+            weak = {u for u in u2 if sum(v in u2 for v in self.graph.neighbours(u)) < t}
+            u2 -= weak
+            changed = bool(weak)
+        self._require(len(u2) >= self.config.n_min, AbortReason.TOO_FEW_DEVICES,
+                      f"|U2|={len(u2)} < n_min={self.config.n_min}")
+        inbox: dict[int, list[EncryptedShare]] = {u: [] for u in u2}
+        for u in u2:
+            for s in self._share_responses[u].shares:
+                if s.dst in u2:
+                    inbox[s.dst].append(s)
+        requests: dict[int, ServerMessage] = {}
+        for v in sorted(u2):
+            shares = tuple(sorted(inbox[v], key=lambda s: s.src))
+            self._partners[v] = tuple(s.src for s in shares)
+            self._commitments[v] = self._share_responses[v].b_commitment
+            req = MaskedInputRequest(self.session_id, v, shares)
+            self._masked_requests[v] = req
+            requests[v] = req
+        self._share_responses = {}
+        self._acc = self._masks.zeros()
+        return requests
+
+    # -- stage 2: masked input -----------------------------------------------------------------
+
+    def handle_masked_input(self, message: MaskedInput) -> bool:
+        u = self._check(message, MaskedInput, Stage.MASKED_INPUT)
+        if u not in self._masked_requests:
+            raise ProtocolViolation(Violation.NOT_IN_ROUND, f"{u} got no MaskedInputRequest")
+        vector = message.vector
+        if not isinstance(vector, np.ndarray) or vector.ndim != 1:
+            raise ProtocolViolation(Violation.MALFORMED, "vector must be a 1-D numpy array")
+        if vector.shape[0] != self.config.dimension:
+            raise ProtocolViolation(Violation.WRONG_LENGTH,
+                                    f"{vector.shape[0]} entries, expected {self.config.dimension}")
+        wire = self._masks.dtype
+        if vector.dtype != wire and vector.dtype != self._masks.native_dtype:
+            if not np.issubdtype(vector.dtype, np.integer):
+                raise ProtocolViolation(Violation.MALFORMED, f"vector dtype {vector.dtype}")
+            if vector.size and (vector.min() < 0 or vector.max() >= 1 << self.config.modulus_bits):
+                raise ProtocolViolation(Violation.OUT_OF_RANGE, "entries must be in [0, R)")
+            vector = vector.astype(self._masks.native_dtype)
+        vector = np.ascontiguousarray(vector)
+        fingerprint = _fingerprint(vector)
+        if u in self._fingerprints:
+            if self._fingerprints[u] == fingerprint:
+                return False
+            raise ProtocolViolation(Violation.DUPLICATE, f"second, different vector from {u}")
+        if self._acc is None:
+            raise ProtocolViolation(Violation.LATE, "no running sum")
+        np.add(self._acc, vector, out=self._acc)
+        self._fingerprints[u] = fingerprint
+        return True
+
+    def _close_masked_input(self) -> dict[int, ServerMessage]:
+        u3 = set(self._fingerprints)
+        self._require(len(u3) >= self.config.n_min, AbortReason.TOO_FEW_DEVICES,
+                      f"|U3|={len(u3)} < n_min={self.config.n_min}")
+        t = self.config.t
+        for u, partners in self._partners.items():
+            holders = sum(v in u3 for v in partners)
+            self._require(holders >= t, AbortReason.TOO_FEW_SHARE_HOLDERS,
+                          f"device {u} has {holders} surviving share holders < t={t}")
+        self._masked_requests = {}
+        if self.config.consistency_check:
+            survivors = tuple(sorted(u3))
+            self._survivors_digest = survivors_digest(survivors)
+            requests: dict[int, ServerMessage] = {}
+            for v in survivors:
+                req = ConsistencyRequest(self.session_id, v, survivors)
+                self._consistency_requests[v] = req
+                requests[v] = req
+            return requests
+        return self._unmask_requests_for(u3, signers={})
+
+    # -- stage 3: consistency check (optional) -------------------------------------------------
+
+    def handle_consistency_check(self, message: ConsistencyResponse) -> bool:
+        u = self._check(message, ConsistencyResponse, Stage.CONSISTENCY_CHECK)
+        if u not in self._consistency_requests:
+            raise ProtocolViolation(Violation.NOT_IN_ROUND, f"{u} is not in U3")
+        if u in self._consistency:
+            if self._consistency[u] == message.signature:
+                return False
+            raise ProtocolViolation(Violation.DUPLICATE, f"second, different signature from {u}")
+        adm = self._adverts[u].admission
+        transcript = consistency_transcript(self.session_id, u, self._survivors_digest)
+        if adm is None or not ed25519_verify(adm.identity_key, message.signature, transcript):
+            raise ProtocolViolation(Violation.BAD_SIGNATURE, f"consistency signature of {u}")
+        self._consistency[u] = message.signature
+        return True
+
+    def _close_consistency_check(self) -> dict[int, ServerMessage]:
+        u3 = set(self._fingerprints)
+        signers = dict(self._consistency)
+        return self._unmask_requests_for(u3, signers)
+
+    def _unmask_requests_for(self, u3: set[int],
+                             signers: Mapping[int, bytes]) -> dict[int, ServerMessage]:
+        requests: dict[int, ServerMessage] = {}
+        with_check = self.config.consistency_check
+        for v in sorted(u3):
+            if with_check and v not in signers:
+                continue  # it did not sign, so it cannot answer
+            partners = self._partners[v]
+            alive = tuple(w for w in partners if w in u3)
+            dropped = tuple(w for w in partners if w not in u3)
+            sigs = tuple((w, signers[w]) for w in alive if w in signers) if with_check else ()
+            if with_check and len(sigs) < self.config.t:
+                continue  # it would refuse (too few of its neighbours confirmed U3)
+            req = UnmaskRequest(self.session_id, v, alive, dropped, sigs)
+            self._unmask_requests[v] = req
+            requests[v] = req
+        for u in self._partners:
+            (self._b_points if u in u3 else self._s_points)[u] = []
+        self._missing_secrets = len(self._partners)
+        return requests
+
+    # -- stage 4: unmask -----------------------------------------------------------------------
+
+    def handle_unmask(self, message: UnmaskResponse) -> bool:
+        v = self._check(message, UnmaskResponse, Stage.UNMASK)
+        request = self._unmask_requests.get(v)
+        if request is None:
+            raise ProtocolViolation(Violation.NOT_IN_ROUND, f"{v} got no UnmaskRequest")
+        if v in self._unmask_responses:
+            if self._unmask_responses[v] == message:
+                return False
+            raise ProtocolViolation(Violation.DUPLICATE, f"second, different shares from {v}")
+        decoded = []
+        for entries, wanted in ((message.b_shares, request.alive),
+                                (message.s_shares, request.dropped)):
+            if not isinstance(entries, tuple) or not all(
+                    isinstance(e, tuple) and len(e) == 2 and isinstance(e[0], int)
+                    for e in entries):
+                raise ProtocolViolation(Violation.MALFORMED, "share lists hold (id, bytes) pairs")
+            owners = [e[0] for e in entries]
+            if len(owners) != len(wanted) or sorted(owners) != sorted(wanted):
+                raise ProtocolViolation(Violation.MALFORMED, "shares must match the request")
+            values = []
+            for owner, raw in entries:
+                if not isinstance(raw, bytes) or len(raw) != shamir.SHARE_BYTES:
+                    raise ProtocolViolation(Violation.WRONG_LENGTH, f"share of {owner}")
+                try:
+                    values.append((owner, shamir.decode_share(raw)))
+                except shamir.ShareError as exc:
+                    raise ProtocolViolation(Violation.OUT_OF_RANGE, f"share of {owner}") from exc
+            decoded.append(values)
+        t = self.config.t
+        for points, values in ((self._b_points, decoded[0]), (self._s_points, decoded[1])):
+            for owner, y in values:
+                points[owner].append((v, y))
+                if len(points[owner]) == t:
+                    self._missing_secrets -= 1
+        self._unmask_responses[v] = message
+        return True
+
+    def _close_unmask(self) -> dict[int, ServerMessage]:
+        t = self.config.t
+        for kind, points in (("b", self._b_points), ("s", self._s_points)):
+            for u, pts in points.items():
+                self._require(len(pts) >= t, AbortReason.TOO_FEW_SHARES,
+                              f"{len(pts)} {kind}-shares of {u} < t={t}")
+        if self._acc is None:
+            raise self._set_abort(AbortReason.CANCELLED, "no running sum")
+        u3 = sorted(self._fingerprints)
+        failure = remove_masks(
+            self._acc, self._masks, self.session_id, t,
+            b_points=self._b_points, s_points=self._s_points, commitments=self._commitments,
+            s_public={u: self._adverts[u].s_pk for u in self._partners},
+            partners=self._partners, survivors=set(u3))
+        if failure is not None:
+            raise self._set_abort(AbortReason.CORRUPT_SHARE, failure)
+        total = self._acc
+        self._require(int(total.max(initial=0)) <= len(u3), AbortReason.OUTPUT_OUT_OF_RANGE,
+                      "a coordinate of the sum exceeds the number of contributors")
+        self.result = AggregateResult(self.session_id, self.config.round_id, total, len(u3))
+        self._acc = None
+        self._b_points, self._s_points, self._unmask_responses = {}, {}, {}
+        return {}
+
+    # -- stage transitions ---------------------------------------------------------------------
+
+    def _require(self, condition: bool, reason: AbortReason, detail: str) -> None:
+        if not condition:
+            raise self._set_abort(reason, detail)
+
+    def close_stage(self) -> dict[int, ServerMessage]:
+        """Close the open stage; returns the next stage's requests by device id.
+
+        Raises :class:`SecAggAbort` if the round cannot go on (and on every call afterwards).
+        Closing the unmask stage returns ``{}`` and sets :attr:`result`.
+        """
+        if self._abort is not None:
+            raise self._abort
+        closers = {
+            Stage.ADVERTISE_KEYS: (self._close_advertise_keys, len(self._adverts)),
+            Stage.SHARE_KEYS: (self._close_share_keys, len(self._share_responses)),
+            Stage.MASKED_INPUT: (self._close_masked_input, len(self._fingerprints)),
+            Stage.CONSISTENCY_CHECK: (self._close_consistency_check, len(self._consistency)),
+            Stage.UNMASK: (self._close_unmask, len(self._unmask_responses)),
+        }
+        if self.stage not in closers:
+            return {}
+        closer, accepted = closers[self.stage]
+        self.counts[self.stage] = accepted
+        requests = closer()
+        if self.stage == Stage.MASKED_INPUT and not self.config.consistency_check:
+            self.stage = Stage.UNMASK
+        else:
+            self.stage = Stage(self.stage + 1)
+        return requests

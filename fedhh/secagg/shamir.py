@@ -1,0 +1,125 @@
+"""Shamir secret sharing over GF(p), p = 2^256 + 297, in plain Python integers.
+
+p is the smallest prime above 2^256 (the tests check primality and that every odd number in
+(2^256, p) is composite), so any 32-byte secret, read as a big-endian integer, is a field element.
+A share is the pair (x, y) with x the holder's device id (1..n, never 0) and y = f(x) in [0, p),
+transmitted as 33 big-endian bytes. f has degree t - 1 with f(0) = secret and uniformly random
+other coefficients (rejection-sampled from the injected randomness source), so any t - 1 shares
+are independent of the secret and any t determine it.
+
+Reconstruction uses exactly the t points it is given (Lagrange interpolation at 0). The x's are
+small integers, so the Lagrange denominators are computed exactly and inverted together with one
+modular inversion. A result >= 2^256 cannot be a 32-byte secret: it proves a corrupted share and
+raises :class:`ShareError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fedhh.secagg.errors import SecAggError
+from fedhh.secagg.primitives import RandomSource
+
+__all__ = [
+    "PRIME",
+    "SECRET_BYTES",
+    "SHARE_BYTES",
+    "ShareError",
+    "decode_share",
+    "encode_share",
+    "reconstruct",
+    "share",
+]
+
+PRIME = (1 << 256) + 297
+SECRET_BYTES = 32
+SHARE_BYTES = 33  # a y value in [0, p) as big-endian bytes
+_SECRET_BOUND = 1 << 256
+
+
+class ShareError(SecAggError, ValueError):
+    """A share or a set of shares is malformed, or the points reconstruct no 32-byte secret."""
+
+
+def _random_element(rand: RandomSource, prime: int) -> int:
+    """A uniform element of GF(prime) by rejection sampling (expected < 2 draws for p ~ 2^256)."""
+    nbits = prime.bit_length()
+    nbytes = (nbits + 7) // 8
+    mask = (1 << nbits) - 1
+    while True:
+        candidate = int.from_bytes(rand(nbytes), "big") & mask
+        if candidate < prime:
+            return candidate
+
+
+def share(secret: int, threshold: int, xs: Sequence[int], rand: RandomSource,
+          prime: int = PRIME) -> list[int]:
+    """The y values f(x) for each x in ``xs`` of a fresh random polynomial with f(0) = secret.
+
+    ``threshold`` shares reconstruct the secret; fewer reveal nothing about it.
+    """
+    if not 0 <= secret < prime:
+        raise ShareError(f"secret must be in [0, p), got a {secret.bit_length()}-bit value")
+    if not 1 <= threshold <= len(xs):
+        raise ShareError(f"threshold must be in [1, {len(xs)}], got {threshold}")
+    if len(set(xs)) != len(xs) or any(not 0 < x < prime for x in xs):
+        raise ShareError("share points must be distinct and non-zero")
+    coefficients = [_random_element(rand, prime) for _ in range(threshold - 1)]
+    ys = []
+    for x in xs:
+        acc = 0
+        for c in reversed(coefficients):  # Horner: ((a_{t-1} x + a_{t-2}) x + ...) x + secret
+            acc = (acc + c) * x % prime
+        ys.append((acc + secret) % prime)
+    return ys
+
+
+def reconstruct(points: Sequence[tuple[int, int]], prime: int = PRIME,
+                bound: int = _SECRET_BOUND) -> int:
+    """f(0) from the points (x, f(x)); raises :class:`ShareError` if it is >= ``bound``."""
+    if not points:
+        raise ShareError("reconstruction needs at least one share")
+    xs = [x for x, _ in points]
+    if len(set(xs)) != len(xs) or any(not 0 < x < prime for x in xs):
+        raise ShareError("share points must be distinct and non-zero")
+    if any(not 0 <= y < prime for _, y in points):
+        raise ShareError("share values must be in [0, p)")
+    # lambda_i = prod_{j != i} x_j / (x_j - x_i); numerators and denominators are exact integers.
+    nums, dens = [], []
+    for i, xi in enumerate(xs):
+        num, den = 1, 1
+        for j, xj in enumerate(xs):
+            if j != i:
+                num *= xj
+                den *= xj - xi
+        nums.append(num % prime)
+        dens.append(den % prime)
+    # Invert all denominators with one modular inversion (prefix products).
+    prefix = [1]
+    for d in dens:
+        prefix.append(prefix[-1] * d % prime)
+    inv = pow(prefix[-1], -1, prime)
+    secret = 0
+    for i in range(len(points) - 1, -1, -1):
+        inv_d = inv * prefix[i] % prime
+        inv = inv * dens[i] % prime
+        secret += points[i][1] * nums[i] % prime * inv_d
+    secret %= prime
+    if secret >= bound:
+        raise ShareError("shares reconstruct a value >= 2^256: a share is corrupt")
+    return secret
+
+
+def encode_share(y: int) -> bytes:
+    """33 big-endian bytes of a share value."""
+    return y.to_bytes(SHARE_BYTES, "big")
+
+
+def decode_share(data: bytes, prime: int = PRIME) -> int:
+    """Inverse of :func:`encode_share`; rejects a wrong length or a value >= p."""
+    if not isinstance(data, bytes) or len(data) != SHARE_BYTES:
+        raise ShareError(f"a share is {SHARE_BYTES} bytes")
+    y = int.from_bytes(data, "big")
+    if y >= prime:
+        raise ShareError("share value >= p")
+    return y

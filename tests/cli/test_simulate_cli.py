@@ -1,0 +1,105 @@
+"""`fedhh simulate` end to end on a small text dataset: JSON keys, the plot, and one-line
+errors with exit code 2 for every invalid option value."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedhh.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def text_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rng = np.random.default_rng(0)
+    words = ["apple", "banana", "cherry", "delta", "echo"]
+    lines = []
+    for _ in range(3000):
+        held = rng.choice(words, size=int(rng.integers(1, 4)), p=[0.4, 0.3, 0.15, 0.1, 0.05])
+        lines.append(" ".join(held))
+    path = tmp_path_factory.mktemp("data") / "users.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_simulate_writes_json_and_plot(text_dataset: Path, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    out_json, out_png = tmp_path / "r.json", tmp_path / "r.png"
+    code, stdout, _ = run_cli(
+        ["simulate", "--dataset", str(text_dataset), "--eps-local", "8", "--rounds", "4",
+         "--dim-limit", "1e6", "--json", str(out_json), "--plot", str(out_png), "--seed", "3"],
+        capsys,
+    )
+    assert code == 0
+    payload = json.loads(out_json.read_text())
+    assert {"heavy_hitters", "metrics", "rounds", "privacy", "config"} <= set(payload)
+    items = {h["item"] for h in payload["heavy_hitters"]}
+    assert {"apple", "banana", "cherry"} <= items
+    assert all(isinstance(h["estimate"], float) for h in payload["heavy_hitters"])
+    assert payload["rounds"][0]["domain_size"] <= 10**6
+    assert payload["metrics"]["true_positives"] >= 3
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "heavy hitters discovered" in stdout
+
+
+def test_same_seed_same_result(text_dataset: Path, tmp_path: Path,
+                               capsys: pytest.CaptureFixture[str],
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    results = []
+    for name in ("a.json", "b.json"):
+        code, _, _ = run_cli(["simulate", "--dataset", str(text_dataset), "--eps-agg", "4",
+                              "--rounds", "4", "--dim-limit", "1e6", "--quiet",
+                              "--json", str(tmp_path / name)], capsys)
+        assert code == 0
+        results.append(json.loads((tmp_path / name).read_text()))
+    assert results[0]["heavy_hitters"] == results[1]["heavy_hitters"]
+    assert results[0]["ledger"] == results[1]["ledger"]
+    assert results[0]["ledger"]["spends"]
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--rounds", "0"], "--rounds"),
+        (["--dim-limit", "abc"], "--dim-limit"),
+        (["--fp-ratio", "-1"], "--fp-ratio"),
+        (["--selection", "random"], "--selection"),
+        (["--encoding", "morse"], "--encoding"),
+        (["--sampling-rate", "1.5"], "--sampling-rate"),
+        (["--eps-local", "nan"], "--eps-local"),
+        (["--delta", "1"], "--delta"),
+        (["--eta", "1"], "--eta"),
+        (["--algorithm", "magic"], "--algorithm"),
+        (["--rounds", "2"], "cannot cover"),
+        (["--segment-bits", "15", "--rounds", "3"], "cover only"),
+        (["--deny-list", "/nonexistent/list.txt"], "list.txt"),
+        (["--dataset", "/nonexistent/data"], "/nonexistent/data"),
+    ],
+)
+def test_invalid_values_get_one_line_and_exit_2(
+    argv: list[str], needle: str, text_dataset: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    base = ["simulate", "--dataset", str(text_dataset), "--quiet", "--eps-local", "8"]
+    code, stdout, stderr = run_cli(base + argv, capsys)
+    assert code == 2
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert needle in lines[0]
+    assert stdout == ""

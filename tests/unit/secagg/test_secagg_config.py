@@ -1,0 +1,123 @@
+"""The signed round config and admissions."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from fedhh.errors import ConfigError, FedhhError
+from fedhh.secagg.config import (
+    RoundConfig,
+    SignedConfig,
+    StageDeadlines,
+    issue_admission,
+    session_id_of,
+    sign_config,
+    verify_admission,
+    verify_config,
+)
+from fedhh.secagg.errors import SecAggConfigError
+from fedhh.secagg.primitives import ed25519_from_seed, ed25519_public_bytes
+
+COORD = ed25519_from_seed(bytes(32))
+COORD_PUB = ed25519_public_bytes(COORD)
+DEADLINES = StageDeadlines(1_000, 2_000, 3_000, 4_000, 5_000)
+
+
+def config(**changes: object) -> RoundConfig:
+    base = dict(round_id=b"run-7/round-3", num_devices=100, dimension=1 << 10, modulus_bits=16,
+                n_min=50, k=10, t=6, graph_seed=bytes(range(32)), deadlines=DEADLINES,
+                device_auth=True, consistency_check=True)
+    base.update(changes)
+    return RoundConfig(**base)  # type: ignore[arg-type]
+
+
+def test_round_trip_and_signature() -> None:
+    cfg = config()
+    assert RoundConfig.from_bytes(cfg.to_bytes()) == cfg
+    signed = sign_config(cfg, COORD)
+    assert verify_config(signed, COORD_PUB) == cfg
+
+
+def test_tampered_or_foreign_config_is_rejected() -> None:
+    signed = sign_config(config(), COORD)
+    forged = sign_config(config(t=2), COORD)
+    with pytest.raises(SecAggConfigError, match="signature"):
+        verify_config(SignedConfig(forged.payload, signed.signature), COORD_PUB)
+    other = ed25519_public_bytes(ed25519_from_seed(b"\x01" * 32))
+    with pytest.raises(SecAggConfigError, match="signature"):
+        verify_config(signed, other)
+    with pytest.raises(SecAggConfigError):
+        RoundConfig.from_bytes(signed.payload + b"x")
+    with pytest.raises(SecAggConfigError):
+        RoundConfig.from_bytes(b"garbage")
+
+
+def test_session_id_depends_on_every_field() -> None:
+    base = config()
+    sids = {session_id_of(base)}
+    changes: list[dict[str, Any]] = [
+        dict(round_id=b"run-7/round-4"), dict(t=7), dict(n_min=51), dict(k=12),
+        dict(dimension=1 << 11), dict(graph_seed=bytes(32)),
+        dict(device_auth=True, consistency_check=False),
+        dict(deadlines=StageDeadlines(1_000, 2_000, 3_000, 4_000, 5_001))]
+    for change in changes:
+        sids.add(session_id_of(dataclasses.replace(base, **change)))
+    assert len(sids) == 9
+
+
+def test_modulus_must_exceed_the_cohort() -> None:
+    """SECAGG.md 7.11: R <= N would let n ones wrap to a small number; the config is refused."""
+    with pytest.raises(SecAggConfigError, match="exceed num_devices"):
+        config(num_devices=65536, modulus_bits=16, k=10)
+    with pytest.raises(SecAggConfigError, match="exceed num_devices"):
+        config(num_devices=1 << 16, modulus_bits=16)
+    assert config(num_devices=65535, modulus_bits=16).modulus_bits == 16
+    assert config(num_devices=65536, modulus_bits=32).modulus_bits == 32
+
+
+@pytest.mark.parametrize(("field", "value", "match"), [
+    ("round_id", b"", "round_id"),
+    ("num_devices", 1, "num_devices"),
+    ("dimension", 0, "dimension"),
+    ("dimension", (1 << 24) + 1, "dimension"),
+    ("modulus_bits", 24, "modulus_bits"),
+    ("n_min", 0, "n_min"),
+    ("n_min", 101, "n_min"),
+    ("k", 9, "even"),
+    ("k", 100, "k must"),
+    ("t", 0, "t must"),
+    ("t", 11, "t must"),
+    ("t", True, "t must"),
+    ("graph_seed", b"x", "graph_seed"),
+    ("consistency_check", "yes", "bools"),
+])
+def test_invalid_values_are_named(field: str, value: object, match: str) -> None:
+    with pytest.raises(SecAggConfigError, match=match) as info:
+        config(**{field: value})
+    assert isinstance(info.value, ConfigError) and isinstance(info.value, FedhhError)
+
+
+def test_consistency_check_needs_device_auth() -> None:
+    with pytest.raises(SecAggConfigError, match="device_auth"):
+        config(device_auth=False, consistency_check=True)
+
+
+def test_deadlines_must_not_decrease() -> None:
+    with pytest.raises(SecAggConfigError, match="non-decreasing"):
+        StageDeadlines(2, 1, 3, 4, 5)
+    with pytest.raises(SecAggConfigError, match="deadline"):
+        StageDeadlines(-1, 1, 3, 4, 5)
+
+
+def test_admissions() -> None:
+    sid = session_id_of(config())
+    identity = ed25519_public_bytes(ed25519_from_seed(b"\x02" * 32))
+    adm = issue_admission(sid, 5, identity, COORD)
+    assert verify_admission(adm, sid, COORD_PUB)
+    assert not verify_admission(adm, session_id_of(config(t=5)), COORD_PUB)  # another round
+    assert not verify_admission(dataclasses.replace(adm, device_id=6), sid, COORD_PUB)
+    assert not verify_admission(dataclasses.replace(adm, identity_key=bytes(32)), sid, COORD_PUB)
+    assert not verify_admission(dataclasses.replace(adm, signature=b""), sid, COORD_PUB)

@@ -1,0 +1,144 @@
+"""Honest rounds: complete and sparse graphs, dropouts at every stage, retries, options."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from secagg_testkit import assert_correct, drive_to, reports_for, small_cohort
+
+from fedhh.secagg.errors import AbortReason
+from fedhh.secagg.messages import MaskedInput, Stage
+from fedhh.secagg.params import choose_parameters
+from fedhh.secagg.report import indices_from_dense
+from fedhh.secagg.simulate import DropoutPlan, make_cohort, run_round
+
+STAGES = [Stage.ADVERTISE_KEYS, Stage.SHARE_KEYS, Stage.MASKED_INPUT, Stage.CONSISTENCY_CHECK,
+          Stage.UNMASK]
+
+
+@pytest.mark.parametrize(("auth", "check"), [(False, False), (True, False), (True, True)])
+def test_round_without_dropouts_releases_the_exact_sum(auth: bool, check: bool) -> None:
+    cohort = make_cohort(40, 64, 10, 6, n_min=30, device_auth=auth, consistency_check=check)
+    outcome = run_round(cohort, reports_for(40, 64))
+    assert_correct(outcome)
+    assert outcome.result is not None and outcome.result.num_contributors == 40
+    expected = sum(np.bincount(r, minlength=64) for r in reports_for(40, 64).values())
+    assert np.array_equal(outcome.result.total, expected)
+    assert outcome.rejected == [] and outcome.device_aborts == {}
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_dropouts_at_each_stage(stage: Stage) -> None:
+    """SECAGG.md 7.6: the sum is the plaintext sum over U3, whichever stage devices drop at."""
+    cohort = make_cohort(40, 32, 10, 5, n_min=20, device_auth=True, consistency_check=True)
+    dropped = {3, 4, 17, 29, 40}
+    outcome = run_round(cohort, reports_for(40, 32), DropoutPlan.at(stage, dropped))
+    assert_correct(outcome)
+    in_sum = stage > Stage.MASKED_INPUT  # dropped after sending y_u: still a contributor
+    assert (outcome.contributors >= dropped) == in_sum
+    assert len(outcome.contributors) == (40 if in_sum else 35)
+
+
+def test_dropouts_at_every_stage_in_one_round() -> None:
+    cohort = make_cohort(60, 16, 14, 7, n_min=30)
+    plan = DropoutPlan({s: frozenset({10 * i + 1, 10 * i + 2}) for i, s in enumerate(STAGES)})
+    assert_correct(run_round(cohort, reports_for(60, 16), plan))
+
+
+def test_both_ends_of_one_edge_drop() -> None:
+    """u and its neighbour v both drop before masked input: their pairwise mask is never used,
+    and the masks they share with the survivors are removed through their s-shares."""
+    cohort = make_cohort(30, 16, 8, 4, n_min=10)
+    driver = drive_to(cohort, Stage.SHARE_KEYS)
+    u = 5
+    v = driver.server.graph.neighbours(u)[0]
+    outcome = run_round(cohort, reports_for(30, 16), DropoutPlan.at(Stage.MASKED_INPUT, {u, v}))
+    assert_correct(outcome)
+    assert u not in outcome.contributors and v not in outcome.contributors
+    assert outcome.revealed[u] == {"s"} and outcome.revealed[v] == {"s"}
+
+
+def test_both_ends_of_one_edge_drop_at_different_stages() -> None:
+    cohort = make_cohort(30, 16, 8, 4, n_min=10)
+    v = drive_to(cohort, Stage.SHARE_KEYS).server.graph.neighbours(5)[0]
+    plan = DropoutPlan({Stage.SHARE_KEYS: frozenset({5}), Stage.UNMASK: frozenset({v})})
+    assert_correct(run_round(cohort, reports_for(30, 16), plan))
+
+
+def test_parameters_from_the_finder_survive_ten_percent_dropout() -> None:
+    params = choose_parameters(200, 0.1, 0.05)
+    cohort = make_cohort(200, 8, params.k, params.t, n_min=150)
+    plan = DropoutPlan.random(200, 0.1, np.random.default_rng(5))
+    assert_correct(run_round(cohort, reports_for(200, 8), plan))
+
+
+def test_thirty_two_bit_modulus() -> None:
+    cohort = make_cohort(12, 20, 6, 3, modulus_bits=32)
+    outcome = run_round(cohort, reports_for(12, 20))
+    assert_correct(outcome)
+    assert outcome.result is not None and outcome.result.total.dtype == np.uint32
+
+
+def test_dense_reports_are_accepted_through_indices_from_dense() -> None:
+    cohort = small_cohort()
+    dense = {u: (np.arange(12) % u == 0).astype(np.int8) for u in range(1, 9)}
+    outcome = run_round(cohort, {u: indices_from_dense(d) for u, d in dense.items()})
+    assert_correct(outcome)
+    assert outcome.result is not None
+    assert np.array_equal(outcome.result.total, sum(d.astype(np.int64) for d in dense.values()))
+
+
+def test_retried_requests_get_the_same_answers() -> None:
+    """A transport retry re-sends an identical request: the device answers identically, and the
+    server ignores the identical duplicate."""
+    driver = drive_to(small_cohort(), Stage.MASKED_INPUT)
+    device, request = driver.devices[2], driver.pending[2]
+    first = device.masked_input(request, driver.reports[2])  # type: ignore[arg-type]
+    again = device.masked_input(request, driver.reports[2])  # type: ignore[arg-type]
+    assert np.array_equal(first.vector, again.vector)
+    assert driver.server.handle_masked_input(first) is True
+    assert driver.server.handle_masked_input(again) is False
+    assert driver.devices[3].advertise_keys() == driver.devices[3].advertise_keys()
+
+
+def test_masked_input_wire_round_trip() -> None:
+    driver = drive_to(small_cohort(), Stage.MASKED_INPUT)
+    msg = driver.devices[1].masked_input(driver.pending[1], driver.reports[1])  # type: ignore[arg-type]
+    wire = MaskedInput.from_wire(msg.session_id, 1, msg.vector_bytes(), 16)
+    assert np.array_equal(wire.vector, msg.vector)
+    assert driver.server.handle_masked_input(wire) is True
+
+
+def test_can_close_early_when_everyone_answered() -> None:
+    driver = drive_to(small_cohort(), Stage.SHARE_KEYS)
+    server = driver.server
+    assert server.expected() == frozenset(range(1, 9)) and not server.can_close_early()
+    for u, request in driver.pending.items():
+        server.handle_share_keys(driver.devices[u].share_keys(request))  # type: ignore[arg-type]
+    assert server.received() == 8 and server.can_close_early()
+
+
+def test_server_abort_from_outside_releases_nothing() -> None:
+    driver = drive_to(small_cohort(), Stage.UNMASK)
+    driver.server.abort()
+    driver.step()
+    assert driver.outcome.abort is not None
+    assert driver.outcome.abort.reason is AbortReason.CANCELLED
+    assert driver.server.result is None
+
+
+def test_unmask_can_close_as_soon_as_every_secret_has_t_shares() -> None:
+    driver = drive_to(small_cohort(), Stage.UNMASK, DropoutPlan.at(Stage.MASKED_INPUT, {8}))
+    server = driver.server
+    answered = 0
+    for u, request in sorted(driver.pending.items()):
+        if server.can_close_early():
+            break
+        server.handle_unmask(driver.devices[u].unmask(request))  # type: ignore[arg-type]
+        answered += 1
+    # t = 4 shares per secret: 5 of the 7 survivors suffice (nobody holds a share of itself)
+    assert server.can_close_early() and answered == 5
+    server.close_stage()
+    assert server.result is not None and server.result.num_contributors == 7
+    expected = sum(np.bincount(driver.reports[u], minlength=12) for u in range(1, 8))
+    assert np.array_equal(server.result.total, expected)

@@ -1,0 +1,145 @@
+"""Shamir sharing over GF(2^256 + 297): the field, exhaustive small cases, corruption."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+
+import pytest
+
+from fedhh.secagg import shamir
+from fedhh.secagg.primitives import DeterministicRandom
+
+_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73)
+
+
+def _probable_prime(n: int, bases: tuple[int, ...] = _BASES) -> bool:
+    """Miller-Rabin with fixed bases (deterministic test, error < 4^-len(bases) for composites
+    that are not adversarially constructed)."""
+    if n < 2:
+        return False
+    for p in bases:
+        if n % p == 0:
+            return n == p
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d, s = d // 2, s + 1
+    for a in bases:
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(s - 1):
+            x = pow(x, 2, n)
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+def test_prime_is_the_smallest_prime_above_2_256() -> None:
+    assert shamir.PRIME == 2**256 + 297
+    assert _probable_prime(shamir.PRIME)
+    assert not any(_probable_prime(c) for c in range(2**256 + 1, shamir.PRIME, 2))
+
+
+@pytest.mark.parametrize("prime", [7, 13])
+def test_exhaustive_small_field(prime: int) -> None:
+    """Every secret and every polynomial of degree < t over GF(p), every t-subset of 5 holders:
+    t shares reconstruct the secret; the share vectors are exactly the polynomial's values."""
+    xs = [1, 2, 3, 4, 5][: prime - 1]
+    for t in (1, 2, 3):
+        for secret in range(prime):
+            for coeffs in itertools.product(range(prime), repeat=t - 1):
+                ys = [(secret + sum(c * x ** (i + 1) for i, c in enumerate(coeffs))) % prime
+                      for x in xs]
+                for subset in itertools.combinations(range(len(xs)), t):
+                    points = [(xs[i], ys[i]) for i in subset]
+                    assert shamir.reconstruct(points, prime=prime, bound=prime) == secret
+
+
+def test_fewer_than_t_shares_are_independent_of_the_secret() -> None:
+    """Over GF(7) with t = 3: for each secret, the 49 polynomials map one-to-one onto the 49
+    possible share pairs of 2 holders, so 2 shares are uniform whatever the secret."""
+    prime, xs = 7, (2, 5)
+    for secret in range(prime):
+        seen: dict[tuple[int, ...], int] = {}
+        for a1, a2 in itertools.product(range(prime), repeat=2):
+            ys = tuple((secret + a1 * x + a2 * x * x) % prime for x in xs)
+            seen[ys] = seen.get(ys, 0) + 1
+        assert len(seen) == prime * prime and set(seen.values()) == {1}
+
+
+@pytest.mark.parametrize(("n", "t"), [(1, 1), (5, 3), (21, 11), (40, 40)])
+def test_share_and_reconstruct_every_window(n: int, t: int) -> None:
+    rand = DeterministicRandom(n * 100 + t)
+    secret = int.from_bytes(rand(32), "big")
+    xs = list(range(3, 3 + 7 * n, 7))  # device ids, not 1..n
+    ys = shamir.share(secret, t, xs, rand)
+    points = list(zip(xs, ys, strict=True))
+    for start in range(n - t + 1):
+        assert shamir.reconstruct(points[start:start + t]) == secret
+    assert shamir.reconstruct(points[::-1][:t]) == secret
+    if t > 1:  # t - 1 shares interpolate some other value (with overwhelming probability)
+        with contextlib.suppress(shamir.ShareError):
+            assert shamir.reconstruct(points[: t - 1]) != secret
+
+
+def test_extremes_of_the_secret_range() -> None:
+    rand = DeterministicRandom(1)
+    for secret in (0, 1, 2**256 - 1):
+        ys = shamir.share(secret, 3, [1, 2, 3, 4], rand)
+        assert shamir.reconstruct([(2, ys[1]), (4, ys[3]), (1, ys[0])]) == secret
+
+
+def test_sharing_is_randomised() -> None:
+    a = shamir.share(5, 3, [1, 2, 3], DeterministicRandom(1))
+    b = shamir.share(5, 3, [1, 2, 3], DeterministicRandom(2))
+    assert a != b
+
+
+def test_reconstruction_at_or_above_2_256_is_rejected() -> None:
+    """A secret >= 2^256 is not a 32-byte value: it proves a corrupted share."""
+    for value in (2**256, shamir.PRIME - 1):
+        ys = shamir.share(value, 2, [1, 2], DeterministicRandom(3))
+        with pytest.raises(shamir.ShareError, match="corrupt"):
+            shamir.reconstruct(list(zip([1, 2], ys, strict=True)))
+
+
+def test_a_corrupted_share_changes_the_result() -> None:
+    rand = DeterministicRandom(4)
+    secret = int.from_bytes(rand(32), "big")
+    ys = shamir.share(secret, 3, [1, 2, 3], rand)
+    bad = [(1, ys[0]), (2, (ys[1] + 1) % shamir.PRIME), (3, ys[2])]
+    with contextlib.suppress(shamir.ShareError):
+        assert shamir.reconstruct(bad) != secret
+
+
+def test_bad_inputs() -> None:
+    rand = DeterministicRandom(5)
+    with pytest.raises(shamir.ShareError):
+        shamir.share(shamir.PRIME, 1, [1], rand)
+    with pytest.raises(shamir.ShareError):
+        shamir.share(1, 3, [1, 2], rand)
+    with pytest.raises(shamir.ShareError):
+        shamir.share(1, 0, [1, 2], rand)
+    with pytest.raises(shamir.ShareError):
+        shamir.share(1, 2, [1, 1], rand)
+    with pytest.raises(shamir.ShareError):
+        shamir.share(1, 2, [0, 1], rand)
+    with pytest.raises(shamir.ShareError):
+        shamir.reconstruct([])
+    with pytest.raises(shamir.ShareError):
+        shamir.reconstruct([(1, 1), (1, 2)])
+    with pytest.raises(shamir.ShareError):
+        shamir.reconstruct([(1, shamir.PRIME)])
+
+
+def test_share_encoding() -> None:
+    for y in (0, 1, shamir.PRIME - 1):
+        raw = shamir.encode_share(y)
+        assert len(raw) == shamir.SHARE_BYTES and shamir.decode_share(raw) == y
+    with pytest.raises(shamir.ShareError, match=">= p"):
+        shamir.decode_share(shamir.PRIME.to_bytes(33, "big"))
+    with pytest.raises(shamir.ShareError):
+        shamir.decode_share(bytes(32))
