@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Set up fedhh in ./.venv (only Python >= 3.11 needed) and run the demo or the test suite.
+"""Set up fedhh in ./.venv (only Python >= 3.11 needed), then run the system or the tests.
 
-    python3 bootstrap.py demo     # install, then run the main job on the embedded default
-    python3 bootstrap.py test     # install, then run the whole test suite
+    python3 bootstrap.py up       # install, then `fedhh up`: the whole system, one discovery
+    python3 bootstrap.py test     # install, then the whole test suite
 
 The install is repeated only when pyproject.toml changes. Extra arguments are passed on.
 """
@@ -49,13 +49,13 @@ def main(argv: list[str]) -> int:
     if sys.version_info < (3, 11):  # noqa: UP036 - the one check an old interpreter must reach
         print(f"fedhh needs Python >= 3.11, this is {sys.version.split()[0]}", file=sys.stderr)
         return 2
-    if not argv or argv[0] not in ("demo", "test"):
+    if not argv or argv[0] not in ("up", "test"):
         print(__doc__)
         return 2
     python = _setup()
-    if argv[0] == "demo":
-        demo = [python, "-m", "fedhh.cli.main", "demo", *argv[1:]]
-        return subprocess.run(demo, cwd=ROOT).returncode
+    if argv[0] == "up":
+        up = [python, "-m", "fedhh.cli.main", "up", *argv[1:]]
+        return subprocess.run(up, cwd=ROOT).returncode
     code = subprocess.run([python, "-m", "pytest", *argv[1:]], cwd=ROOT).returncode
     if code == 5:
         print("bootstrap: pytest collected no tests; that is a failure", file=sys.stderr)

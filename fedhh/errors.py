@@ -18,3 +18,20 @@ class DatasetError(FedhhError):
 
 class PrivacyError(FedhhError, ValueError):
     """An impossible privacy target, or a spend that would exceed the declared budget."""
+
+
+class AuthenticationError(FedhhError):
+    """A request without valid credentials (a service answers UNAUTHENTICATED)."""
+
+
+class NotFoundError(FedhhError):
+    """An unknown run, round or device (NOT_FOUND)."""
+
+
+class ConflictError(FedhhError):
+    """The request conflicts with stored state: a duplicate or replayed message (ALREADY_EXISTS)."""
+
+
+class StateError(FedhhError):
+    """The request is valid but not now: wrong stage, round closed, run finished
+    (FAILED_PRECONDITION)."""

@@ -16,7 +16,10 @@ from typing import NoReturn
 from fedhh.errors import FedhhError
 
 # Subcommand modules, imported lazily so `fedhh privacy` does not pay for matplotlib.
-SUBCOMMANDS = ("simulate", "data", "privacy", "demo")
+SUBCOMMANDS = (
+    "simulate", "data", "privacy", "up", "loadtest", "admin",
+    "coordinator", "aggregator", "device", "certs", "health",
+)
 
 
 class OneLineErrorParser(argparse.ArgumentParser):

@@ -1,0 +1,107 @@
+"""Who may call what.
+
+- Control calls (the coordinator): metadata ``authorization: Bearer <token>``, compared in
+  constant time with the token read at startup; OpenRound also needs the coordinator's Ed25519
+  signature on the config (checked by the registry against the configured public key).
+- Device calls: the coordinator's admission of the device to the round's session, and the
+  identity key's signature over the call (``fedhh.rpc.aggregator_wire.call_transcript``).
+
+Every failure is an :class:`~fedhh.errors.AuthenticationError` (UNAUTHENTICATED), raised before
+anything is handed to the round.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from pathlib import Path
+
+import grpc
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from fedhh.errors import AuthenticationError, ConfigError
+from fedhh.rpc.aggregator_wire import CallKind, admission_from_pb, call_transcript
+from fedhh.secagg.config import Admission
+from fedhh.secagg.primitives import ed25519_verify
+from fedhh.v1 import aggregator_pb2 as pb
+from fedhh_aggregator.rounds import Round
+
+TOKEN_ENV = "FEDHH_CONTROL_TOKEN"
+MIN_TOKEN_BYTES = 16
+
+
+def read_control_token(path: str | os.PathLike[str] | None, env: str = TOKEN_ENV) -> bytes:
+    """The control token from a file (surrounding whitespace stripped) or from ``$env``."""
+    if path:
+        try:
+            token = Path(path).read_bytes().strip()
+        except OSError as error:
+            raise ConfigError(f"cannot read the control token file {path}: "
+                              f"{error.strerror}") from None
+    else:
+        token = os.environ.get(env, "").strip().encode()
+    if len(token) < MIN_TOKEN_BYTES:
+        raise ConfigError(f"the control token (from {path or '$' + env}) must be at least "
+                          f"{MIN_TOKEN_BYTES} bytes")
+    return token
+
+
+def load_coordinator_key(path: str | os.PathLike[str]) -> bytes:
+    """The coordinator's raw Ed25519 public key from a PEM (SubjectPublicKeyInfo) file."""
+    try:
+        key = serialization.load_pem_public_key(Path(path).read_bytes())
+    except OSError as error:
+        raise ConfigError(f"cannot read the coordinator key {path}: {error.strerror}") from None
+    except ValueError as error:
+        raise ConfigError(f"{path} is not a PEM public key: {error}") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise ConfigError(f"{path} does not hold an Ed25519 public key")
+    return key.public_bytes_raw()
+
+
+class ControlAuth:
+    """Checks the coordinator's bearer token on every control call."""
+
+    def __init__(self, token: bytes) -> None:
+        if len(token) < MIN_TOKEN_BYTES:
+            raise ConfigError(f"the control token must be at least {MIN_TOKEN_BYTES} bytes")
+        self._token = token
+
+    def check(self, context: grpc.aio.ServicerContext) -> None:
+        presented = b""
+        for key, value in context.invocation_metadata() or ():
+            if key.lower() == "authorization":
+                text = value.decode("latin-1") if isinstance(value, bytes) else value
+                scheme, _, credential = text.partition(" ")
+                if scheme.lower() == "bearer":
+                    presented = credential.strip().encode("latin-1", errors="replace")
+                break
+        # compare_digest takes time independent of where the tokens differ.
+        if not presented or not hmac.compare_digest(presented, self._token):
+            raise AuthenticationError("missing or invalid control token")
+
+
+def device_admission(round_: Round, creds: pb.DeviceCredentials) -> Admission:
+    """The caller's admission, if the coordinator issued it for this round's session."""
+    if not creds.HasField("admission"):
+        raise AuthenticationError("missing device credentials")
+    admission = admission_from_pb(creds.admission)
+    if not round_.admitted(admission):
+        raise AuthenticationError("the admission is not the coordinator's for this round")
+    return admission
+
+
+def check_call(round_: Round, admission: Admission, creds: pb.DeviceCredentials, kind: CallKind,
+               body_digest: bytes) -> int:
+    """The device id, if ``creds`` signs this call with the admitted identity key."""
+    transcript = call_transcript(kind, round_.session_id, admission.device_id, body_digest)
+    if not ed25519_verify(admission.identity_key, bytes(creds.signature), transcript):
+        raise AuthenticationError("the call is not signed by the admitted device")
+    return admission.device_id
+
+
+def authenticate_device(round_: Round, creds: pb.DeviceCredentials, kind: CallKind,
+                        body_digest: bytes) -> int:
+    """Both checks: admission, then the call's signature; returns the device id."""
+    return check_call(round_, device_admission(round_, creds), creds, kind, body_digest)

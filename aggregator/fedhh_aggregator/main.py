@@ -1,0 +1,130 @@
+"""Start and stop the aggregator; the entry point of ``fedhh aggregator`` (fedhh/cli/aggregator.py).
+
+In-process use (tests, launchers)::
+
+    agg = await start(Settings(coordinator_public=raw_key, control_token=token,
+                               listen="127.0.0.1:0", insecure=True))
+    ...  # agg.port is the bound port
+    await agg.stop()
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from fedhh.errors import ConfigError
+from fedhh.rpc import serving
+from fedhh.rpc.aggregator_wire import CONTROL_SERVICE, DEVICE_SERVICE
+from fedhh.rpc.observability import configure_logging, start_metrics
+from fedhh.rpc.tls import TlsFiles
+from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
+from fedhh_aggregator.auth import ControlAuth, load_coordinator_key, read_control_token
+from fedhh_aggregator.registry import RoundRegistry
+from fedhh_aggregator.rounds import Limits
+from fedhh_aggregator.servicers import ControlServicer, DeviceServicer
+
+log = logging.getLogger(__name__)
+
+SERVICES = (DEVICE_SERVICE, CONTROL_SERVICE)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the service needs; :meth:`from_args` builds it from the CLI options."""
+
+    coordinator_public: bytes  # raw Ed25519 public key that signs round configs and admissions
+    control_token: bytes  # bearer token of the control API (at least 16 bytes)
+    listen: str = "127.0.0.1:0"
+    tls: TlsFiles | None = None
+    insecure: bool = False  # plaintext, loopback addresses only
+    limits: Limits = field(default_factory=Limits)
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    ready_file: Path | None = None
+    grace_s: float = 5.0
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Settings:
+        if args.tls_dir and args.insecure:
+            raise ConfigError("give either --tls-dir or --insecure, not both")
+        limits = Limits(max_rounds=args.max_rounds, max_wait_s=args.max_wait_ms / 1000,
+                        result_ttl_s=args.result_ttl, max_round_s=args.max_round_seconds,
+                        max_uploads=args.max_uploads)
+        return cls(
+            coordinator_public=load_coordinator_key(args.coordinator_key),
+            control_token=read_control_token(args.control_token_file),
+            listen=args.listen,
+            tls=TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None,
+            insecure=args.insecure,
+            limits=limits,
+            metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host,
+            ready_file=Path(args.ready_file) if args.ready_file else None,
+        )
+
+
+@dataclass
+class Aggregator:
+    """A running aggregator in this process."""
+
+    server: grpc.aio.Server
+    registry: RoundRegistry
+    port: int
+
+    async def stop(self, grace: float | None = 1.0) -> None:
+        self.registry.close()
+        await self.server.stop(grace)
+
+
+async def start(settings: Settings) -> Aggregator:
+    """Build, bind and start the service (health SERVING once it returns)."""
+    registry = RoundRegistry(settings.coordinator_public, settings.limits)
+    server = serving.new_server()
+    pb_grpc.add_SecureAggregationServicer_to_server(DeviceServicer(registry), server)
+    pb_grpc.add_AggregatorControlServicer_to_server(
+        ControlServicer(registry, ControlAuth(settings.control_token)), server)
+    health = serving.add_health_and_reflection(server, SERVICES)
+    port = serving.bind(server, settings.listen, settings.tls, settings.insecure)
+    await server.start()
+    await serving.set_serving(health, SERVICES)
+    return Aggregator(server, registry, port)
+
+
+def _write_ready(path: Path, content: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(content))
+    os.replace(tmp, path)  # readers see the whole file or none
+
+
+async def serve(settings: Settings) -> None:
+    """Serve until SIGTERM/SIGINT, then stop gracefully."""
+    aggregator = await start(settings)
+    metrics_port = start_metrics(settings.metrics_port, settings.metrics_host)
+    if settings.ready_file is not None:
+        _write_ready(settings.ready_file, {"port": aggregator.port, "metrics_port": metrics_port,
+                                           "pid": os.getpid()})
+    log.info("aggregator serving", extra={"port": aggregator.port, "metrics_port": metrics_port,
+                                          "tls": settings.tls is not None})
+    try:
+        await serving.wait_for_signal(aggregator.server, settings.grace_s)
+    finally:
+        aggregator.registry.close()
+    log.info("aggregator stopped")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``fedhh aggregator``: configure logs, read secrets and keys, serve."""
+    configure_logging(args.log_level, "aggregator")
+    settings = Settings.from_args(args)
+    serving.install_uvloop()
+    asyncio.run(serve(settings))
+    return 0

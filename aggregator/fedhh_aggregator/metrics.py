@@ -1,0 +1,42 @@
+"""The aggregator's Prometheus metrics (exported by ``--metrics-port``).
+
+Labels are bounded enums only (stage names, reason codes, RPC names); never a round id, a device
+id, or anything derived from a report.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+_DEVICE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 50000)
+_SECOND_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+ROUNDS_OPEN = Gauge("fedhh_aggregator_rounds_open",
+                    "Rounds held by the aggregator (running, or finished and not yet fetched)")
+ROUNDS_OPENED = Counter("fedhh_aggregator_rounds_opened_total", "Rounds opened")
+ROUNDS_RELEASED = Counter("fedhh_aggregator_rounds_released_total",
+                          "Rounds whose sum was released")
+ROUNDS_DELIVERED = Counter("fedhh_aggregator_rounds_delivered_total",
+                           "Released sums streamed completely to the coordinator")
+ROUNDS_EXPIRED = Counter("fedhh_aggregator_rounds_expired_total",
+                         "Finished rounds dropped because nobody fetched their outcome")
+ABORTS = Counter("fedhh_aggregator_round_aborts_total", "Aborted rounds, by reason", ["reason"])
+STAGE_DEVICES = Histogram("fedhh_aggregator_stage_devices",
+                          "Devices whose message a stage accepted, observed when it closes",
+                          ["stage"], buckets=_DEVICE_BUCKETS)
+STAGE_SECONDS = Histogram("fedhh_aggregator_stage_seconds",
+                          "Wall time from a stage's opening to its closing", ["stage"],
+                          buckets=_SECOND_BUCKETS)
+CLOSE_SECONDS = Histogram("fedhh_aggregator_stage_close_seconds",
+                          "Server work to close a stage (unmasking is the close of UNMASK)",
+                          ["stage"], buckets=_SECOND_BUCKETS)
+EARLY_CLOSES = Counter("fedhh_aggregator_stage_early_closes_total",
+                       "Stages closed before their deadline (every expected device answered)",
+                       ["stage"])
+MESSAGES = Counter("fedhh_aggregator_device_messages_total",
+                   "Device submissions, by stage and outcome (accepted, duplicate, or the "
+                   "rejection reason)", ["stage", "outcome"])
+BYTES_RECEIVED = Counter("fedhh_aggregator_received_bytes_total",
+                         "Request payload bytes received, by RPC", ["rpc"])
+UPLOADS_ACTIVE = Gauge("fedhh_aggregator_uploads_active",
+                       "Masked vectors being received (each holds one vector's buffer)")

@@ -1,0 +1,248 @@
+"""Many simulated devices in one process, each an asyncio task with its own data, identity key,
+credential and randomness.
+
+A device enrolls once (its id, credential and identity key are kept in the state directory, so a
+restarted process keeps its devices), then polls the coordinator for tasks with jittered
+exponential backoff. For each task it verifies the coordinator's signature and that the task is
+its own, computes its report (``fedhh_device.report``), and runs the secure-aggregation protocol
+with the aggregator. Coordinator or aggregator restarts only cost retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from fedhh import streams
+from fedhh.errors import ConfigError, FedhhError
+from fedhh.randomness import RandomSource, SecureSource
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+from fedhh_device.report import DeviceData, make_report
+from fedhh_device.secagg_run import DropPlan, run_secure_aggregation
+
+log = logging.getLogger(__name__)
+TASK_CONTEXT = b"fedhh/v1/task"
+
+
+@dataclass
+class Identity:
+    device_id: int
+    credential: bytes
+    key: Ed25519PrivateKey
+    coordinator_public: bytes
+
+    def to_json(self) -> dict[str, Any]:
+        raw = self.key.private_bytes(serialization.Encoding.Raw,
+                                     serialization.PrivateFormat.Raw,
+                                     serialization.NoEncryption())
+        return {"device_id": self.device_id, "credential": self.credential.hex(),
+                "key": raw.hex(), "coordinator_public": self.coordinator_public.hex()}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Identity:
+        return Identity(int(data["device_id"]), bytes.fromhex(data["credential"]),
+                        Ed25519PrivateKey.from_private_bytes(bytes.fromhex(data["key"])),
+                        bytes.fromhex(data["coordinator_public"]))
+
+
+@dataclass
+class FleetStats:
+    """Counters and per-stage latencies the load test reads."""
+
+    tasks: int = 0
+    completed: int = 0
+    dropped: int = 0
+    failed: int = 0
+    report_seconds: list[float] = field(default_factory=list)
+    outcome_seconds: dict[str, list[float]] = field(default_factory=dict)
+
+
+class Fleet:
+    """The devices of one process."""
+
+    def __init__(
+        self,
+        users: list[tuple[int, DeviceData]],
+        coordinator: grpc.aio.Channel,
+        enrollment_token: bytes,
+        channel_factory: Callable[[str], grpc.aio.Channel],
+        state_dir: Path | None = None,
+        seed: int | None = None,
+        drop: DropPlan | None = None,
+        stop: asyncio.Event | None = None,
+    ) -> None:
+        self.users = users
+        self.stub = pb_grpc.DeviceServiceStub(coordinator)
+        self.enrollment_token = enrollment_token
+        self.channel_factory = channel_factory
+        self._aggregators: dict[str, grpc.aio.Channel] = {}
+        self.state_file = None if state_dir is None else Path(state_dir) / "devices.json"
+        self.seed = seed
+        self.drop = drop or DropPlan()
+        self.stop = stop or asyncio.Event()
+        self.stats = FleetStats()
+        self._identities: dict[int, Identity] = self._load_state()
+
+    # ---- identities ----------------------------------------------------------------------
+    def _load_state(self) -> dict[int, Identity]:
+        if self.state_file is None or not self.state_file.exists():
+            return {}
+        try:
+            data = json.loads(self.state_file.read_text())
+            return {int(u): Identity.from_json(v) for u, v in data.items()}
+        except (ValueError, KeyError, TypeError) as error:
+            raise ConfigError(f"{self.state_file} is corrupt: {error}") from None
+
+    def _save_state(self) -> None:
+        if self.state_file is None:
+            return
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump({str(u): i.to_json() for u, i in self._identities.items()}, out)
+        os.replace(tmp, self.state_file)
+
+    async def enroll_all(self, concurrency: int = 64) -> None:
+        """Enroll every device not enrolled yet (a few dozen requests in flight at once)."""
+        gate = asyncio.Semaphore(concurrency)
+
+        async def enroll(user: int) -> None:
+            key = Ed25519PrivateKey.generate()
+            public = key.public_key().public_bytes(serialization.Encoding.Raw,
+                                                   serialization.PublicFormat.Raw)
+            request = pb.EnrollRequest(enrollment_token=self.enrollment_token,
+                                       identity_public_key=public, label=f"user-{user}")
+
+            async def call() -> pb.EnrollResponse:
+                return await self.stub.Enroll(request)
+
+            async with gate:
+                response = await self._retry(call)
+            self._identities[user] = Identity(response.device_id, response.credential, key,
+                                              response.coordinator_public_key)
+
+        await asyncio.gather(*(enroll(user) for user, _ in self.users
+                               if user not in self._identities))
+        self._save_state()
+
+    # ---- the device loop -----------------------------------------------------------------
+    async def run(self) -> None:
+        await self.enroll_all()
+        await asyncio.gather(*(self._device(user, data) for user, data in self.users))
+
+    async def _device(self, user: int, data: DeviceData) -> None:
+        identity = self._identities[user]
+        metadata = (("authorization",
+                     f"Bearer {identity.device_id}.{identity.credential.hex()}"),)
+        done: set[tuple[str, int, int]] = set()
+        backoff = 0.2
+        while not self.stop.is_set():
+            try:
+                response = await self.stub.GetTask(
+                    pb.GetTaskRequest(device_id=identity.device_id, wait_ms=10_000),
+                    metadata=metadata)
+                backoff = 0.2
+            except grpc.aio.AioRpcError as error:
+                if error.code() == grpc.StatusCode.UNAUTHENTICATED:
+                    log.error("device credential rejected", extra={"user": user})
+                    return
+                await self._sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+                continue
+            if not response.HasField("task"):
+                await self._sleep(response.retry_after_ms / 1000)
+                continue
+            task = self._verified(response.task, identity)
+            if task is None:
+                continue
+            key = (task.run_id, task.round, task.attempt)
+            if key in done:
+                await self._sleep(0.2)
+                continue
+            done.add(key)
+            await self._perform(user, data, identity, task)
+
+    def _verified(self, signed: pb.SignedTask, identity: Identity) -> pb.Task | None:
+        try:
+            Ed25519PublicKey.from_public_bytes(identity.coordinator_public).verify(
+                signed.signature, TASK_CONTEXT + signed.task)
+            task = pb.Task.FromString(signed.task)
+        except (InvalidSignature, ValueError) as error:
+            log.warning("rejected a task", extra={"device_id": identity.device_id,
+                                                  "reason": str(error) or "bad signature"})
+            return None
+        if task.device_id != identity.device_id:
+            log.warning("rejected a task for another device",
+                        extra={"device_id": identity.device_id})
+            return None
+        return task
+
+    async def _perform(self, user: int, data: DeviceData, identity: Identity, task: pb.Task
+                       ) -> None:
+        self.stats.tasks += 1
+        rng: RandomSource | np.random.Generator
+        if self.seed is None:
+            rng = SecureSource()
+        else:
+            rng = streams.device_stream(self.seed, task.round, user)
+        started = time.perf_counter()
+        try:
+            ones = make_report(data, task, rng)
+        except FedhhError as error:
+            log.warning("cannot compute a report", extra={"user": user, "error": str(error)})
+            self.stats.failed += 1
+            return
+        self.stats.report_seconds.append(time.perf_counter() - started)
+        channel = self._aggregator(task.aggregator_address)
+        outcome = await run_secure_aggregation(
+            channel, task, identity.key, identity.coordinator_public, ones,
+            self.drop.stage_for(user, task, self.seed), self.stats)
+        if outcome == "completed":
+            self.stats.completed += 1
+        elif outcome == "dropped":
+            self.stats.dropped += 1
+        else:
+            self.stats.failed += 1
+
+    def _aggregator(self, address: str) -> grpc.aio.Channel:
+        if address not in self._aggregators:
+            self._aggregators[address] = self.channel_factory(address)
+        return self._aggregators[address]
+
+    async def close(self) -> None:
+        for channel in self._aggregators.values():
+            await channel.close()
+
+    async def _sleep(self, seconds: float) -> None:
+        jittered = seconds * (0.5 + random.random())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stop.wait(), jittered)
+
+    async def _retry(self, call: Callable[[], Any]) -> Any:
+        backoff = 0.2
+        while True:
+            try:
+                return await call()
+            except grpc.aio.AioRpcError as error:
+                if error.code() not in (grpc.StatusCode.UNAVAILABLE,
+                                        grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise
+                await self._sleep(backoff)
+                backoff = min(backoff * 2, 10.0)

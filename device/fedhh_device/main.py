@@ -1,0 +1,134 @@
+"""The device process: `fedhh device ...` hosts a slice of a dataset's users as devices."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import secrets
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from fedhh.data.registry import resolve_dataset
+from fedhh.errors import ConfigError
+from fedhh.rpc import serving
+from fedhh.rpc.observability import configure_logging
+from fedhh.rpc.tls import ca_credentials
+from fedhh_device.fleet import Fleet
+from fedhh_device.report import DeviceData
+from fedhh_device.secagg_run import DropPlan
+from fedhh_device.timing import CallStats, interceptors
+
+log = logging.getLogger(__name__)
+OPTIONS = serving.OPTIONS
+
+
+def parse_users(text: str, num_users: int) -> list[int]:
+    """``START:END`` (END exclusive, either may be empty), ``i/N`` (shard i of N), or
+    ``random:COUNT`` (COUNT distinct users drawn with OS entropy: scaled compose replicas)."""
+    if text.startswith("random:"):
+        try:
+            count = int(text.removeprefix("random:"))
+        except ValueError:
+            raise ConfigError(f"--users random:COUNT needs an integer, got {text!r}") from None
+        if not 1 <= count <= num_users:
+            raise ConfigError(f"--users {text!r}: COUNT must be in [1, {num_users}]")
+        return sorted(secrets.SystemRandom().sample(range(num_users), count))
+    return list(_user_range(text, num_users))
+
+
+def _user_range(text: str, num_users: int) -> range:
+    try:
+        if "/" in text:
+            index, count = (int(x) for x in text.split("/"))
+            if not 0 <= index < count:
+                raise ValueError
+            per = -(-num_users // count)
+            return range(index * per, min((index + 1) * per, num_users))
+        start_text, _, end_text = text.partition(":")
+        start = int(start_text) if start_text else 0
+        end = int(end_text) if end_text else num_users
+    except ValueError:
+        raise ConfigError(f"--users must be START:END or i/N, got {text!r}") from None
+    if not 0 <= start <= end <= num_users:
+        raise ConfigError(f"--users {text!r} is outside the dataset's 0..{num_users}")
+    return range(start, end)
+
+
+def channel_factory(args: argparse.Namespace, calls: CallStats
+                    ) -> Callable[[str], grpc.aio.Channel]:
+    timers = interceptors(calls)
+
+    def make(address: str) -> grpc.aio.Channel:
+        if args.insecure:
+            if not serving.is_loopback(address):
+                raise ConfigError(f"plaintext to {address} is not allowed (loopback only)")
+            return grpc.aio.insecure_channel(address, options=OPTIONS, interceptors=timers)
+        if not args.ca:
+            raise ConfigError("give --ca (the CA that signed the services' certificates) "
+                              "or --insecure on loopback")
+        return grpc.aio.secure_channel(address, ca_credentials(args.ca), options=OPTIONS,
+                                       interceptors=timers)
+
+    return make
+
+
+async def serve(args: argparse.Namespace) -> None:
+    dataset = resolve_dataset(args.dataset)
+    users = parse_users(args.users, dataset.num_users)
+    hosted = []
+    for user in users:
+        items, counts = dataset.user_items(user)
+        if items.size == 0:
+            continue
+        words = tuple(dataset.vocabulary[i] for i in items.tolist())
+        hosted.append((user, DeviceData(words, np.asarray(counts, dtype=np.int64))))
+    token = _token(args)
+    calls = CallStats()
+    make_channel = channel_factory(args, calls)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    coordinator = make_channel(args.coordinator)
+    fleet = Fleet(hosted, coordinator, token, make_channel,
+                  Path(args.state_dir) if args.state_dir else None, args.seed,
+                  DropPlan(args.drop_rate, args.drop_stage), stop)
+    log.info("device process started", extra={"devices": len(hosted)})
+    runner = asyncio.create_task(fleet.run())
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    stop.set()
+    runner.cancel()
+    await asyncio.gather(runner, return_exceptions=True)
+    await fleet.close()
+    await coordinator.close()
+    if args.stats_file:
+        stats = fleet.stats
+        tmp = Path(f"{args.stats_file}.tmp")
+        tmp.write_text(json.dumps({
+            "devices": len(hosted), "tasks": stats.tasks, "completed": stats.completed,
+            "dropped": stats.dropped, "failed": stats.failed,
+            "report_seconds": stats.report_seconds, "outcome_seconds": stats.outcome_seconds,
+            "rpc_seconds": calls.seconds, "rpc_bytes_sent": calls.bytes_sent,
+        }))
+        os.replace(tmp, args.stats_file)
+
+
+def _token(args: argparse.Namespace) -> bytes:
+    from fedhh.rpc.credentials import read_secret
+
+    return read_secret(args.enrollment_token_file, "FEDHH_ENROLLMENT_TOKEN")
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level, "device")
+    serving.install_uvloop()
+    asyncio.run(serve(args))
+    return 0

@@ -1,0 +1,72 @@
+"""One device's report for a task: the same core functions the simulator uses.
+
+Selection (``fedhh.selection.select_block`` over the device's own items) then the local
+randomizer (``fedhh.randomizer.RandomizedResponse``), drawing from one random source in that
+order. A deployed device's source is ``SecureSource`` (OS entropy, AES-CTR); in test mode it is
+``fedhh.streams.device_stream(seed, round, user)``, the very stream the per-device simulation
+gives the same user, so a networked run reproduces the simulation exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fedhh.codec import Codec
+from fedhh.errors import ConfigError
+from fedhh.prefixtree import RoundQuery
+from fedhh.randomizer import RandomizedResponse
+from fedhh.randomness import RandomSource
+from fedhh.selection import Eligibility, Selection, SelectionRule, select_block
+from fedhh.v1 import coordinator_pb2 as pb
+
+
+@dataclass
+class DeviceData:
+    """A device's items (words) and their counts."""
+
+    words: tuple[str, ...]
+    counts: np.ndarray
+    _codes: dict[tuple[str, int], np.ndarray] = field(default_factory=dict, repr=False)
+
+    def codes(self, codec: Codec) -> np.ndarray:
+        key = (codec.name, codec.max_bits)
+        if key not in self._codes:
+            self._codes[key] = codec.encode_many(list(self.words)).codes
+        return self._codes[key]
+
+
+def query_of(task: pb.Task) -> RoundQuery:
+    """The round query a task carries, validated."""
+    prefixes = np.array(task.prefixes, dtype=np.uint64)
+    deny = np.array(task.deny_list, dtype=np.uint64)
+    if task.prefix_bits + task.segment_bits > task.max_bits or task.segment_bits < 1:
+        raise ConfigError(f"task has prefix_bits {task.prefix_bits} + segment_bits "
+                          f"{task.segment_bits} outside [1, max_bits {task.max_bits}]")
+    if prefixes.size == 0 or np.any(np.diff(prefixes) <= 0) or np.any(deny[1:] <= deny[:-1]):
+        raise ConfigError("task prefix or deny list is empty or not strictly ascending")
+    if task.prefix_bits < 64 and prefixes.size and int(prefixes[-1]) >> task.prefix_bits:
+        raise ConfigError("a task prefix is wider than prefix_bits")
+    return RoundQuery(round=task.round, prefix_bits=task.prefix_bits, prefixes=prefixes,
+                      segment_bits=task.segment_bits, deny=deny, max_bits=task.max_bits)
+
+
+def make_report(data: DeviceData, task: pb.Task, rng: RandomSource | np.random.Generator
+                ) -> np.ndarray:
+    """Sorted positions of the 1 bits of the device's randomized one-hot report."""
+    codec = Codec(task.codec, task.max_bits)
+    query = query_of(task)
+    selection = Selection(SelectionRule(task.selection), task.prefix_conditioning)
+    codes = data.codes(codec)
+    eligibility = Eligibility.of(codes, query.round_filter())
+    k = codes.size
+    chosen = select_block(np.array([0, k]), np.arange(k), data.counts, eligibility, selection,
+                          rng)
+    index: int | None = None
+    if k and chosen[0] >= 0:
+        position = int(chosen[0])
+        domain = query.domain_index(codes[position : position + 1],
+                                    eligibility.prefix_index[position : position + 1])
+        index = int(domain[0]) if domain[0] >= 0 else None
+    return RandomizedResponse(task.eps_local).randomize(index, query.domain_size, rng)

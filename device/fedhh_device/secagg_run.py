@@ -1,0 +1,80 @@
+"""A device's part in one secure-aggregation round, and dropout injection for tests.
+
+The protocol itself is ``fedhh.rpc.aggregator_client.participate`` over the pure
+``fedhh.secagg.SecAggDevice``; this module builds the device from a verified task and records
+the per-stage latencies the load test reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import numpy as np
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fedhh.errors import FedhhError
+from fedhh.rpc.aggregator_client import Outcome, participate
+from fedhh.secagg import Admission, DevicePolicy, SecAggDevice, Stage
+from fedhh.secagg.config import SignedConfig
+from fedhh.v1 import coordinator_pb2 as pb
+
+log = logging.getLogger(__name__)
+STAGES = {"advertise": Stage.ADVERTISE_KEYS, "share": Stage.SHARE_KEYS,
+          "masked": Stage.MASKED_INPUT, "unmask": Stage.UNMASK}
+POLICY = DevicePolicy(min_threshold=2, require_device_auth=True)
+
+
+@dataclass(frozen=True)
+class DropPlan:
+    """Each task, drop out with probability ``rate`` before ``stage`` (or a random stage)."""
+
+    rate: float = 0.0
+    stage: str = "random"
+
+    def stage_for(self, user: int, task: pb.Task, seed: int | None) -> Stage | None:
+        if self.rate <= 0:
+            return None
+        # Not privacy-relevant: only decides whether this test device misbehaves.
+        rng = random.Random(f"{seed}/{user}/{task.round}/{task.attempt}") if seed is not None \
+            else random.Random()
+        if rng.random() >= self.rate:
+            return None
+        if self.stage == "random":
+            return rng.choice(list(STAGES.values()))
+        return STAGES[self.stage]
+
+
+async def run_secure_aggregation(channel: grpc.aio.Channel, task: pb.Task,
+                                 key: Ed25519PrivateKey, coordinator_public: bytes,
+                                 ones: np.ndarray, drop_at: Stage | None, stats: Any) -> str:
+    """Run the round; returns "completed", "dropped" or "failed"."""
+    public = key.public_key().public_bytes(serialization.Encoding.Raw,
+                                           serialization.PublicFormat.Raw)
+    started = time.perf_counter()
+    try:
+        signed = SignedConfig(task.round_config, task.round_config_signature)
+        admission = Admission(task.secagg_id, public, task.admission)
+        device = SecAggDevice(signed, coordinator_public, task.secagg_id, identity_key=key,
+                              admission=admission, policy=POLICY)
+        result = await participate(channel, device, ones, identity_key=key,
+                                   admission=admission, drop_at=drop_at)
+    except FedhhError:
+        return "failed"
+    stats.outcome_seconds.setdefault(result.outcome.value, []).append(
+        time.perf_counter() - started)
+    if result.outcome is Outcome.COMPLETED or (result.outcome is Outcome.LATE
+                                               and result.contributed):
+        return "completed"
+    if result.outcome is Outcome.DROPPED:
+        return "dropped"
+    log.warning("secure aggregation failed", extra={
+        "secagg_id": task.secagg_id, "round": task.round, "attempt": task.attempt,
+        "outcome": result.outcome.value, "stage": result.reached.name, "detail": result.detail})
+    return "failed"
+

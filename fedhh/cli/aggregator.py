@@ -1,0 +1,56 @@
+"""`fedhh aggregator`: run the secure-aggregation service (aggregator/fedhh_aggregator).
+
+The coordinator opens each round with a config it signed (verified against --coordinator-key) and
+authenticates control calls with the control token (--control-token-file, or $FEDHH_CONTROL_TOKEN;
+at least 16 bytes). Devices are admitted per round by the coordinator's admissions. Serves TLS
+from --tls-dir (server.pem, server.key, ca.pem), or plaintext with --insecure on loopback only.
+Once serving, --ready-file receives {"port": ..., "metrics_port": ..., "pid": ...} as JSON.
+SIGTERM or SIGINT stops it gracefully.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("aggregator", help="run the secure-aggregation service",
+                              description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    p.set_defaults(handler=run)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--listen", default="127.0.0.1:7100", help="HOST:PORT (port 0: OS-chosen)")
+    p.add_argument("--tls-dir", help="server.pem, server.key and ca.pem")
+    p.add_argument("--insecure", action="store_true",
+                   help="plaintext gRPC; only allowed on loopback addresses")
+    p.add_argument("--coordinator-key", required=True,
+                   help="the coordinator's Ed25519 public key (PEM), which signs round configs "
+                        "and device admissions")
+    p.add_argument("--control-token-file",
+                   help="bearer token of the control API (default: $FEDHH_CONTROL_TOKEN)")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus metrics on this port (0: any; default: off)")
+    p.add_argument("--metrics-host", default="127.0.0.1")
+    p.add_argument("--ready-file", help="write the bound ports as JSON once serving")
+    p.add_argument("--log-level", default="INFO", type=str.upper,
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--max-rounds", type=int, default=16,
+                   help="rounds held at once, running or waiting to be fetched (default: 16)")
+    p.add_argument("--max-uploads", type=int, default=32,
+                   help="masked vectors buffered at once (default: 32)")
+    p.add_argument("--max-wait-ms", type=int, default=30_000,
+                   help="cap of any long-poll (default: 30000)")
+    p.add_argument("--result-ttl", type=float, default=600.0,
+                   help="seconds a finished round waits for its fetch (default: 600)")
+    p.add_argument("--max-round-seconds", type=float, default=3600.0,
+                   help="refuse configs whose last deadline is further ahead (default: 3600)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from fedhh_aggregator.main import run as run_service  # imports grpc: only when serving
+
+    return run_service(args)

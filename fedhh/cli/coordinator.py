@@ -1,0 +1,50 @@
+"""`fedhh coordinator`: run the coordinator service (server/fedhh_coordinator).
+
+Secrets come from files or the environment: the aggregator control token
+($FEDHH_CONTROL_TOKEN), the device enrollment token ($FEDHH_ENROLLMENT_TOKEN) and the admin
+token ($FEDHH_ADMIN_TOKEN), each at least 16 bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("coordinator", help="run the coordinator service",
+                              description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    p.set_defaults(handler=run)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--listen", default="127.0.0.1:7000", help="HOST:PORT (port 0: OS-chosen)")
+    p.add_argument("--tls-dir", help="server.pem, server.key and ca.pem for every connection")
+    p.add_argument("--insecure", action="store_true",
+                   help="plaintext gRPC; only allowed on loopback addresses")
+    p.add_argument("--db", default="fedhh-coordinator.sqlite", help="SQLite file")
+    p.add_argument("--signing-key", default="coordinator-signing.pem",
+                   help="Ed25519 key signing tasks and round configs (created if missing; the "
+                        "public key is written to <file>.pub for the aggregator)")
+    p.add_argument("--aggregator", required=True, help="aggregator control address HOST:PORT")
+    p.add_argument("--aggregator-public-address",
+                   help="aggregator address given to devices (default: --aggregator)")
+    p.add_argument("--control-token-file", help="token for the aggregator's control API "
+                   "(default: $FEDHH_CONTROL_TOKEN)")
+    p.add_argument("--enrollment-token-file", help="token devices enroll with "
+                   "(default: $FEDHH_ENROLLMENT_TOKEN)")
+    p.add_argument("--admin-token-file", help="token of the admin API (default: "
+                   "$FEDHH_ADMIN_TOKEN)")
+    p.add_argument("--metrics-port", type=int, default=None, help="Prometheus port (0: any)")
+    p.add_argument("--metrics-host", default="127.0.0.1")
+    p.add_argument("--ready-file", help="write {'port': ..., 'metrics_port': ...} when serving")
+    p.add_argument("--log-level", default="INFO")
+
+
+
+def run(args: argparse.Namespace) -> int:
+    from fedhh_coordinator.main import run as run_service  # imports grpc: only when serving
+
+    return run_service(args)

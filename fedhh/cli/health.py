@@ -1,0 +1,49 @@
+"""`fedhh health`: ask a service's gRPC health endpoint; exit 0 when it is SERVING.
+
+Used by the compose health checks: `fedhh health --address localhost:7000 --ca /tls/ca.pem`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from fedhh.cli import options
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("health", help="check a service's gRPC health",
+                              description=__doc__)
+    p.add_argument("--address", required=True, help="HOST:PORT")
+    p.add_argument("--ca", help="CA certificate for TLS (default: plaintext, loopback only)")
+    p.add_argument("--tls-name", help="expected name in the server certificate")
+    p.add_argument("--service", default="", help="service name (default: the server overall)")
+    p.add_argument("--timeout", type=options.positive_float, default=5.0)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from fedhh.errors import ConfigError
+    from fedhh.rpc import serving
+    from fedhh.rpc.tls import ca_credentials
+
+    if args.ca:
+        opts = [("grpc.ssl_target_name_override", args.tls_name)] if args.tls_name else []
+        channel = grpc.secure_channel(args.address, ca_credentials(args.ca), options=opts)
+    elif serving.is_loopback(args.address):
+        channel = grpc.insecure_channel(args.address)
+    else:
+        raise ConfigError("--ca is required for a non-loopback address")
+    with channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout)
+        except grpc.RpcError as error:
+            print(f"{args.address}: {error.code().name}")
+            return 1
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+    print(f"{args.address}: {status}")
+    return 0 if reply.status == health_pb2.HealthCheckResponse.SERVING else 1

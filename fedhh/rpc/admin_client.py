@@ -1,0 +1,78 @@
+"""A synchronous client of the coordinator's admin API, for operators' commands and tests."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from fedhh.errors import StateError
+from fedhh.rpc import serving
+from fedhh.rpc.tls import ca_credentials
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+
+FINAL = ("done", "failed", "cancelled")
+
+
+class AdminClient:
+    def __init__(self, address: str, token: bytes, ca: str | Path | None = None) -> None:
+        if ca is not None:
+            self.channel = grpc.secure_channel(address, ca_credentials(ca),
+                                               options=serving.OPTIONS)
+        else:
+            self.channel = grpc.insecure_channel(address, options=serving.OPTIONS)
+        self.stub = pb_grpc.AdminServiceStub(self.channel)
+        self.metadata = (("authorization", f"Bearer {token.decode()}"),)
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start_run(self, config: pb.RunConfig, run_id: str = "") -> pb.Run:
+        return self.stub.StartRun(pb.StartRunRequest(config=config, run_id=run_id),
+                                  metadata=self.metadata, timeout=60)
+
+    def run(self, run_id: str) -> pb.Run:
+        return self.stub.GetRun(pb.GetRunRequest(run_id=run_id), metadata=self.metadata,
+                                timeout=30)
+
+    def runs(self) -> list[pb.Run]:
+        return list(self.stub.ListRuns(pb.ListRunsRequest(), metadata=self.metadata,
+                                       timeout=30).runs)
+
+    def results(self, run_id: str) -> pb.Results:
+        return self.stub.GetResults(pb.GetResultsRequest(run_id=run_id),
+                                    metadata=self.metadata, timeout=30)
+
+    def cancel(self, run_id: str) -> pb.Run:
+        return self.stub.CancelRun(pb.CancelRunRequest(run_id=run_id), metadata=self.metadata,
+                                   timeout=30)
+
+    def wait(self, run_id: str, timeout_s: float, on_change: Any = None) -> pb.Run:
+        """Poll the run until it is done, failed or cancelled."""
+        deadline = time.monotonic() + timeout_s
+        seen = -1
+        while True:
+            try:
+                run = self.run(run_id)
+            except grpc.RpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                run = None
+            if run is not None:
+                if on_change is not None and len(run.rounds) != seen:
+                    seen = len(run.rounds)
+                    on_change(run)
+                if run.state in FINAL:
+                    return run
+            if time.monotonic() > deadline:
+                raise StateError(f"run {run_id} not finished after {timeout_s:.0f} s")
+            time.sleep(0.5)

@@ -1,0 +1,482 @@
+"""Async clients of the secure-aggregation service (grpc.aio): the coordinator's and a device's.
+
+Coordinator (one :class:`AggregatorControl` per aggregator; every call sends the control token)::
+
+    channel = open_channel("aggregator:7100", credentials)    # or any grpc.aio.Channel
+    control = AggregatorControl(channel, token)
+    signed = sign_config(config, coordinator_key)             # config.device_auth must be True
+    session_id = await control.open_round(signed)             # 1. before devices get the task
+    try:                                                      # 2. wait for the outcome
+        result = await control.result(config.round_id, timeout=seconds, on_release=hook)
+        # AggregateResult(session_id, round_id, total, num_contributors); the aggregator has
+        # now forgotten the sum
+    except RoundAborted as aborted:                           # nothing was released
+        ...aborted.reason...                                  # a fedhh.secagg.AbortReason value
+    except TimeoutError:                                      # still running after `timeout`
+        await control.cancel(config.round_id)                 # 3. (optional) abort / drop it
+
+``on_release(num_contributors)`` runs after the aggregator said "released" and before the sum is
+read: raise from it to refuse the sum (then cancel the round to drop it). Rejections raise the
+``fedhh.errors`` class of their status code (AuthenticationError, NotFoundError, ConflictError,
+StateError, ConfigError, AggregatorBusy); transport failures raise ``grpc.aio.AioRpcError``.
+
+Device (one call per device per round; many may share a channel)::
+
+    signed = SignedConfig(task.round_config, task.round_config_signature)
+    admission = Admission(task.secagg_id, identity_public_bytes, task.admission)
+    device = SecAggDevice(signed, coordinator_public, task.secagg_id, identity_key=key,
+                          admission=admission, policy=DevicePolicy(require_device_auth=True))
+    outcome = await participate(channel, device, ones, identity_key=key, admission=admission)
+    # ones: sorted indices of the randomized report's 1 bits (InvalidReport if not a 0/1
+    # vector of the round's dimension, raised before anything is sent)
+
+:func:`participate` runs every stage: AdvertiseKeys; then for each later stage a long-poll
+(AwaitStage) for this device's request, the library's answer, and its submission (the masked
+vector streamed in chunks of at most 1 MiB). UNAVAILABLE is retried with jittered exponential
+backoff (a retried submission is an identical duplicate, which the aggregator ignores). It never
+raises for protocol or transport outcomes: it returns a :class:`Participation` saying where the
+device stopped and why. ``drop_at=Stage.X`` makes it stop silently before sending stage X's
+message (dropout injection for tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, TypeVar
+
+import grpc
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fedhh.errors import (
+    AuthenticationError,
+    ConfigError,
+    ConflictError,
+    FedhhError,
+    NotFoundError,
+    StateError,
+)
+from fedhh.rpc.aggregator_wire import (
+    CHUNK_BYTES,
+    CallKind,
+    await_digest,
+    consistency_digest,
+    credentials,
+    keys_to_pb,
+    request_from_pb,
+    shares_digest,
+    shares_to_pb,
+    stage_to_pb,
+    unmask_digest,
+    unmask_to_pb,
+)
+from fedhh.rpc.serving import OPTIONS
+from fedhh.secagg import (
+    AdvertiseKeys,
+    AggregateResult,
+    ConsistencyRequest,
+    ConsistencyResponse,
+    MaskedInput,
+    MaskedInputRequest,
+    SecAggAbort,
+    SecAggDevice,
+    ServerMessage,
+    ShareKeysRequest,
+    ShareKeysResponse,
+    SignedConfig,
+    Stage,
+    UnmaskRequest,
+    UnmaskResponse,
+    check_report,
+)
+from fedhh.secagg.config import Admission
+from fedhh.secagg.prg import mask_dtype
+from fedhh.v1 import aggregator_pb2 as pb
+from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
+
+__all__ = [
+    "AggregatorBusy",
+    "AggregatorControl",
+    "AggregatorError",
+    "DeviceSession",
+    "Outcome",
+    "Participation",
+    "RetryPolicy",
+    "RoundAborted",
+    "open_channel",
+    "participate",
+]
+
+T = TypeVar("T")
+_SERVER_WAIT_CAP_S = 30.0  # ask for at most this long per GetResult (the server caps it too)
+
+
+class RoundAborted(FedhhError):
+    """The aggregator aborted the round; nothing was or will be released."""
+
+    def __init__(self, reason: str, round_id: bytes = b"") -> None:
+        self.reason = reason
+        self.round_id = round_id
+        super().__init__(f"secure aggregation aborted ({reason or 'unknown reason'})")
+
+
+class AggregatorError(FedhhError):
+    """The aggregator's answer does not follow the wire contract."""
+
+
+class AggregatorBusy(FedhhError):
+    """The aggregator holds too many rounds (RESOURCE_EXHAUSTED)."""
+
+
+_DOMAIN_ERRORS: dict[grpc.StatusCode, type[FedhhError]] = {
+    grpc.StatusCode.UNAUTHENTICATED: AuthenticationError,
+    grpc.StatusCode.NOT_FOUND: NotFoundError,
+    grpc.StatusCode.ALREADY_EXISTS: ConflictError,
+    grpc.StatusCode.FAILED_PRECONDITION: StateError,
+    grpc.StatusCode.INVALID_ARGUMENT: ConfigError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: AggregatorBusy,
+}
+
+
+def _domain_error(error: grpc.aio.AioRpcError) -> Exception:
+    kind = _DOMAIN_ERRORS.get(error.code())
+    return kind(f"aggregator: {error.details()}") if kind is not None else error
+
+
+def open_channel(address: str, credentials: grpc.ChannelCredentials | None = None
+                 ) -> grpc.aio.Channel:
+    """A channel to the aggregator (TLS with ``credentials``, else plaintext for loopback),
+    with the same message size limits as the services."""
+    if credentials is None:
+        return grpc.aio.insecure_channel(address, options=OPTIONS)
+    return grpc.aio.secure_channel(address, credentials, options=OPTIONS)
+
+
+# -- the coordinator's client ---------------------------------------------------------------
+
+class AggregatorControl:
+    """The coordinator's calls: open a round, wait for its outcome, cancel it."""
+
+    def __init__(self, channel: grpc.aio.Channel, token: str | bytes, *,
+                 call_timeout: float = 30.0) -> None:
+        text = token.decode() if isinstance(token, bytes) else token
+        self._stub = pb_grpc.AggregatorControlStub(channel)
+        self._metadata = (("authorization", f"Bearer {text}"),)
+        self._call_timeout = call_timeout
+
+    async def open_round(self, signed: SignedConfig) -> bytes:
+        """Open the round; returns its session id. Opening the same signed config again is a
+        no-op (safe to retry)."""
+        request = pb.OpenRoundRequest(config=signed.payload, signature=signed.signature)
+        try:
+            response = await self._stub.OpenRound(request, metadata=self._metadata,
+                                                  timeout=self._call_timeout)
+        except grpc.aio.AioRpcError as error:
+            raise _domain_error(error) from error
+        return bytes(response.session_id)
+
+    async def result(self, round_id: bytes, timeout: float,
+                     on_release: Callable[[int], Awaitable[None]] | None = None
+                     ) -> AggregateResult:
+        """Wait up to ``timeout`` seconds for the round's sum.
+
+        Raises :class:`RoundAborted` if the round released nothing, ``TimeoutError`` if it is
+        still running after ``timeout``. The aggregator forgets the sum once it has been sent.
+        """
+        loop = asyncio.get_running_loop()
+        until = loop.time() + timeout
+        while True:
+            remaining = max(0.0, until - loop.time())
+            wait_ms = int(min(remaining, _SERVER_WAIT_CAP_S) * 1000)
+            call = self._stub.GetResult(pb.GetResultRequest(round_id=round_id, wait_ms=wait_ms),
+                                        metadata=self._metadata,
+                                        timeout=wait_ms / 1000 + self._call_timeout)
+            try:
+                result = await _read_result(call, on_release)
+            except grpc.aio.AioRpcError as error:
+                raise _domain_error(error) from error
+            except BaseException:
+                call.cancel()
+                raise
+            if result is not None:
+                return result
+            if loop.time() >= until:
+                raise TimeoutError(f"round {round_id!r} still running after {timeout} s")
+
+    async def cancel(self, round_id: bytes) -> str:
+        """Abort the round if it is running, or drop its unfetched sum; returns the round's
+        state afterwards ("running", "released" or "aborted"). Idempotent."""
+        try:
+            response = await self._stub.CancelRound(pb.CancelRoundRequest(round_id=round_id),
+                                                    metadata=self._metadata,
+                                                    timeout=self._call_timeout)
+        except grpc.aio.AioRpcError as error:
+            raise _domain_error(error) from error
+        return pb.AggregationState.Name(response.state).removeprefix("AGGREGATION_STATE_").lower()
+
+
+async def _read_result(call: Any, on_release: Callable[[int], Awaitable[None]] | None
+                       ) -> AggregateResult | None:
+    header: pb.ResultHeader | None = None
+    buffer = bytearray()
+    expected = received = 0
+    async for chunk in call:
+        if header is None:
+            if chunk.WhichOneof("part") != "header":
+                raise AggregatorError("the result stream must start with its header")
+            header = chunk.header
+            if header.state == pb.AGGREGATION_STATE_RUNNING:
+                return None
+            if header.state == pb.AGGREGATION_STATE_ABORTED:
+                raise RoundAborted(header.abort_reason, bytes(header.round_id))
+            if header.state != pb.AGGREGATION_STATE_RELEASED or header.modulus_bits not in (16, 32):
+                raise AggregatorError(f"unexpected result header (state {header.state})")
+            expected = header.dimension * header.modulus_bits // 8
+            if header.total_bytes != expected:
+                raise AggregatorError("the result's length does not match its dimension")
+            if on_release is not None:
+                await on_release(int(header.num_contributors))
+            buffer = bytearray(expected)
+            continue
+        data = chunk.data
+        if chunk.WhichOneof("part") != "data" or received + len(data) > expected:
+            raise AggregatorError("the result stream holds more than the declared sum")
+        buffer[received:received + len(data)] = data
+        received += len(data)
+    if header is None or received != expected:
+        raise AggregatorError("the result stream ended early")
+    dtype = mask_dtype(header.modulus_bits)
+    total = np.frombuffer(buffer, dtype=dtype).astype(dtype.newbyteorder("="), copy=False)
+    return AggregateResult(bytes(header.session_id), bytes(header.round_id), total,
+                           int(header.num_contributors))
+
+
+# -- the device's client ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retries of UNAVAILABLE: ``attempts`` tries in all, full-jitter exponential backoff."""
+
+    attempts: int = 5
+    initial_backoff_s: float = 0.1
+    max_backoff_s: float = 2.0
+
+    def backoff(self, attempt: int, rng: random.Random) -> float:
+        return rng.uniform(0, min(self.max_backoff_s, self.initial_backoff_s * 2 ** attempt))
+
+
+class Outcome(StrEnum):
+    """How a device's participation ended."""
+
+    COMPLETED = "completed"  # its unmask shares were accepted
+    DROPPED = "dropped"  # drop_at stopped it
+    NOT_SELECTED = "not_selected"  # the round went on without it (it counts as dropped)
+    LATE = "late"  # the stage closed before its request or message
+    ROUND_ABORTED = "round_aborted"  # the aggregator aborted the round
+    DEVICE_ABORTED = "device_aborted"  # the device refused a server request (SecAggAbort)
+    REJECTED = "rejected"  # the aggregator refused a message (INVALID_ARGUMENT, ...)
+    NOT_FOUND = "not_found"  # the aggregator does not know the round (or forgot it)
+    UNAVAILABLE = "unavailable"  # the aggregator stayed unreachable through the retries
+    TIMED_OUT = "timed_out"  # no request arrived in time
+
+
+@dataclass(frozen=True)
+class Participation:
+    """Where a device stopped: ``reached`` is the stage it was in (``Stage.DONE`` after its
+    unmask shares were accepted); ``contributed`` says its masked input was accepted, so its
+    report is in the sum if the round is released."""
+
+    reached: Stage
+    outcome: Outcome
+    contributed: bool = False
+    detail: str = ""
+
+
+_CODE_OUTCOMES = {
+    grpc.StatusCode.ABORTED: Outcome.ROUND_ABORTED,
+    grpc.StatusCode.NOT_FOUND: Outcome.NOT_FOUND,
+    grpc.StatusCode.FAILED_PRECONDITION: Outcome.LATE,
+    grpc.StatusCode.UNAVAILABLE: Outcome.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED: Outcome.TIMED_OUT,
+}
+
+
+@dataclass
+class DeviceSession:
+    """One device's calls in one round, each signed with its identity key and retried on
+    UNAVAILABLE. :func:`participate` drives these; tests call them one by one."""
+
+    stub: Any  # pb_grpc.SecureAggregationStub
+    device: SecAggDevice
+    identity_key: Ed25519PrivateKey
+    admission: Admission
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    call_timeout: float = 30.0
+    chunk_bytes: int = CHUNK_BYTES
+    rng: random.Random = field(default_factory=random.Random)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.chunk_bytes <= CHUNK_BYTES:
+            raise ConfigError(f"chunk_bytes must be in [1, {CHUNK_BYTES}], got {self.chunk_bytes}")
+        self.session_id = self.device.session_id
+
+    def _creds(self, kind: CallKind, digest: bytes) -> pb.DeviceCredentials:
+        return credentials(self.identity_key, self.admission, kind, self.session_id, digest)
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        for attempt in range(self.retry.attempts):
+            try:
+                return await call()
+            except grpc.aio.AioRpcError as error:
+                if (error.code() != grpc.StatusCode.UNAVAILABLE
+                        or attempt + 1 >= self.retry.attempts):
+                    raise
+            await asyncio.sleep(self.retry.backoff(attempt, self.rng))
+        raise AssertionError("unreachable")  # pragma: no cover - attempts >= 1
+
+    async def advertise(self, message: AdvertiseKeys) -> bool:
+        request = pb.AdvertiseKeysRequest(session_id=self.session_id, keys=keys_to_pb(message))
+        response = await self._retrying(
+            lambda: self.stub.AdvertiseKeys(request, timeout=self.call_timeout))
+        return bool(response.accepted)
+
+    async def await_request(self, stage: Stage, wait_ms: int
+                            ) -> tuple[int, ServerMessage | None, str]:
+        """One long-poll: (AwaitStatus value, the request if READY, the abort reason)."""
+        request = pb.AwaitStageRequest(
+            session_id=self.session_id, credentials=self._creds(CallKind.AWAIT,
+                                                                await_digest(stage)),
+            stage=stage_to_pb(stage), wait_ms=max(0, wait_ms))
+        response = await self._retrying(lambda: self.stub.AwaitStage(
+            request, timeout=wait_ms / 1000 + self.call_timeout))
+        message = request_from_pb(self.session_id, self.device.device_id, response)
+        return int(response.status), message, str(response.abort_reason)
+
+    async def submit_shares(self, message: ShareKeysResponse) -> bool:
+        request = shares_to_pb(message, self._creds(CallKind.SHARES, shares_digest(message)))
+        response = await self._retrying(
+            lambda: self.stub.SubmitShares(request, timeout=self.call_timeout))
+        return bool(response.accepted)
+
+    async def submit_masked_input(self, message: MaskedInput) -> bool:
+        data = message.vector_bytes()
+        creds = self._creds(CallKind.MASKED_INPUT, hashlib.sha256(data).digest())
+        header = pb.MaskedInputHeader(session_id=self.session_id, credentials=creds,
+                                      total_bytes=len(data))
+        step = self.chunk_bytes
+
+        async def chunks() -> AsyncIterator[pb.MaskedInputChunk]:
+            yield pb.MaskedInputChunk(header=header)
+            for offset in range(0, len(data), step):
+                yield pb.MaskedInputChunk(data=data[offset:offset + step])
+
+        response = await self._retrying(
+            lambda: self.stub.SubmitMaskedInput(chunks(), timeout=self.call_timeout))
+        return bool(response.accepted)
+
+    async def submit_consistency(self, message: ConsistencyResponse) -> bool:
+        request = pb.SubmitConsistencyRequest(
+            session_id=self.session_id, signature=message.signature,
+            credentials=self._creds(CallKind.CONSISTENCY, consistency_digest(message)))
+        response = await self._retrying(
+            lambda: self.stub.SubmitConsistency(request, timeout=self.call_timeout))
+        return bool(response.accepted)
+
+    async def submit_unmask(self, message: UnmaskResponse) -> bool:
+        request = unmask_to_pb(message, self._creds(CallKind.UNMASK, unmask_digest(message)))
+        response = await self._retrying(
+            lambda: self.stub.SubmitUnmask(request, timeout=self.call_timeout))
+        return bool(response.accepted)
+
+
+def _deadline_s(device: SecAggDevice, stage: Stage) -> float:
+    d = device.config.deadlines
+    ms = {Stage.ADVERTISE_KEYS: d.advertise_keys, Stage.SHARE_KEYS: d.share_keys,
+          Stage.MASKED_INPUT: d.masked_input, Stage.CONSISTENCY_CHECK: d.consistency_check
+          }.get(stage, d.unmask)
+    return ms / 1000
+
+
+async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, ones: np.ndarray,
+                      *, identity_key: Ed25519PrivateKey, admission: Admission,
+                      drop_at: Stage | None = None, poll_ms: int = 20_000,
+                      retry: RetryPolicy | None = None, call_timeout: float = 30.0,
+                      overrun_s: float = 30.0, chunk_bytes: int = CHUNK_BYTES,
+                      rng: random.Random | None = None) -> Participation:
+    """Run one device through a round (see the module docstring for the call sequence).
+
+    ``channel`` is a ``grpc.aio.Channel`` or a ``SecureAggregationStub``; ``device`` a fresh
+    :class:`SecAggDevice` built with ``identity_key`` and ``admission`` (the same two are needed
+    here to sign each call). Long-polls ask for at most ``poll_ms`` each; the device gives up
+    waiting for a stage's request ``overrun_s`` after the previous stage's deadline. Raises
+    only :class:`~fedhh.secagg.InvalidReport` (bad ``ones``, before anything is sent).
+    """
+    stub = (pb_grpc.SecureAggregationStub(channel) if isinstance(channel, grpc.aio.Channel)
+            else channel)
+    idx = check_report(ones, device.config.dimension)
+    session = DeviceSession(stub, device, identity_key, admission,
+                            retry=retry or RetryPolicy(), call_timeout=call_timeout,
+                            chunk_bytes=chunk_bytes, rng=rng or random.Random())
+    stages = [Stage.SHARE_KEYS, Stage.MASKED_INPUT]
+    if device.config.consistency_check:
+        stages.append(Stage.CONSISTENCY_CHECK)
+    stages.append(Stage.UNMASK)
+    current, contributed = Stage.ADVERTISE_KEYS, False
+    try:
+        if drop_at == Stage.ADVERTISE_KEYS:
+            return Participation(current, Outcome.DROPPED)
+        await session.advertise(device.advertise_keys())
+        previous = Stage.ADVERTISE_KEYS
+        for stage in stages:
+            current = stage
+            if drop_at == stage:
+                return Participation(stage, Outcome.DROPPED, contributed)
+            request = await _wait_for_request(session, stage, _deadline_s(device, previous)
+                                              + overrun_s, poll_ms)
+            if isinstance(request, Participation):
+                return Participation(stage, request.outcome, contributed, request.detail)
+            if isinstance(request, ShareKeysRequest):
+                await session.submit_shares(device.share_keys(request))
+            elif isinstance(request, MaskedInputRequest):
+                await session.submit_masked_input(device.masked_input(request, idx))
+                contributed = True
+            elif isinstance(request, ConsistencyRequest):
+                await session.submit_consistency(device.consistency_check(request))
+            elif isinstance(request, UnmaskRequest):
+                await session.submit_unmask(device.unmask(request))
+            previous = stage
+        return Participation(Stage.DONE, Outcome.COMPLETED, contributed)
+    except SecAggAbort as abort:
+        return Participation(current, Outcome.DEVICE_ABORTED, contributed, str(abort))
+    except grpc.aio.AioRpcError as error:
+        outcome = _CODE_OUTCOMES.get(error.code(), Outcome.REJECTED)
+        return Participation(current, outcome, contributed,
+                             f"{error.code().name}: {error.details()} DEBUG {error.debug_error_string()}")
+
+
+async def _wait_for_request(session: DeviceSession, stage: Stage, give_up_at: float,
+                            poll_ms: int) -> ServerMessage | Participation:
+    """Long-poll until this device's request for ``stage`` (or a terminal answer)."""
+    while True:
+        remaining_ms = int((give_up_at - time.time()) * 1000)
+        if remaining_ms <= 0:
+            return Participation(stage, Outcome.TIMED_OUT, detail="no request before the "
+                                 "previous stage's deadline")
+        status, request, reason = await session.await_request(stage, min(poll_ms, remaining_ms))
+        if status == pb.AWAIT_STATUS_READY and request is not None:
+            return request
+        if status == pb.AWAIT_STATUS_PENDING:
+            continue
+        if status == pb.AWAIT_STATUS_NOT_SELECTED:
+            return Participation(stage, Outcome.NOT_SELECTED)
+        if status == pb.AWAIT_STATUS_CLOSED:
+            return Participation(stage, Outcome.LATE, detail="the stage closed")
+        if status == pb.AWAIT_STATUS_ABORTED:
+            return Participation(stage, Outcome.ROUND_ABORTED, detail=reason)
+        return Participation(stage, Outcome.REJECTED, detail=f"unexpected answer {status}")

@@ -1,0 +1,246 @@
+"""The aggregator's wire form: proto <-> ``fedhh.secagg`` messages, and device call transcripts.
+
+Shared by the service (``fedhh_aggregator``) and its clients (:mod:`fedhh.rpc.aggregator_client`),
+so both sides convert and sign the same way. Conversions from the wire never trust the peer:
+they only copy fields; the state machines validate every value.
+
+Device authentication. The library authenticates stage 0 itself (the coordinator's admission
+plus the identity key's signature over the advertised keys). Every later device call carries
+:class:`DeviceCredentials`: the admission again and the identity key's Ed25519 signature over
+:func:`call_transcript` = label || kind || session id || device id || SHA-256 of the call's body
+(canonical encodings below; for the masked input, of the vector's bytes). So only the admitted
+device can submit, or fetch its requests, in its name; a replayed call is an identical duplicate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Iterable
+from enum import StrEnum
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fedhh.secagg.config import Admission
+from fedhh.secagg.messages import (
+    AdvertiseKeys,
+    ConsistencyRequest,
+    ConsistencyResponse,
+    EncryptedShare,
+    MaskedInputRequest,
+    ServerMessage,
+    ShareKeysRequest,
+    ShareKeysResponse,
+    Stage,
+    UnmaskRequest,
+    UnmaskResponse,
+)
+from fedhh.v1 import aggregator_pb2 as pb
+
+__all__ = [
+    "CHUNK_BYTES",
+    "CONTROL_SERVICE",
+    "DEVICE_SERVICE",
+    "SESSION_ID_BYTES",
+    "CallKind",
+    "admission_from_pb",
+    "admission_to_pb",
+    "await_digest",
+    "call_transcript",
+    "consistency_digest",
+    "credentials",
+    "keys_from_pb",
+    "keys_to_pb",
+    "request_from_pb",
+    "request_to_pb",
+    "shares_digest",
+    "shares_from_pb",
+    "shares_to_pb",
+    "stage_from_pb",
+    "stage_to_pb",
+    "unmask_digest",
+    "unmask_from_pb",
+    "unmask_to_pb",
+]
+
+DEVICE_SERVICE = "fedhh.v1.SecureAggregation"
+CONTROL_SERVICE = "fedhh.v1.AggregatorControl"
+CHUNK_BYTES = 1 << 20  # the largest vector chunk on the wire, either direction
+SESSION_ID_BYTES = 32
+_CALL_LABEL = b"fedhh/aggregator/v1/call"
+
+
+class CallKind(StrEnum):
+    """The device calls that carry :class:`DeviceCredentials` (part of the signed transcript)."""
+
+    AWAIT = "await"
+    SHARES = "shares"
+    MASKED_INPUT = "masked-input"
+    CONSISTENCY = "consistency"
+    UNMASK = "unmask"
+
+
+def _u32(value: int) -> bytes:
+    return struct.pack(">I", value & 0xFFFFFFFF)
+
+
+def _field(data: bytes) -> bytes:
+    return _u32(len(data)) + data
+
+
+# -- stages and admissions ---------------------------------------------------------------------
+
+def stage_to_pb(stage: Stage) -> pb.SecAggStage:
+    return pb.SecAggStage.ValueType(int(stage) + 1)
+
+
+def stage_from_pb(value: int) -> Stage | None:
+    """The library stage, or None for SECAGG_STAGE_UNSPECIFIED or an unknown value."""
+    try:
+        return Stage(int(value) - 1)
+    except ValueError:
+        return None
+
+
+def admission_to_pb(admission: Admission) -> pb.SecAggAdmission:
+    return pb.SecAggAdmission(device_id=admission.device_id,
+                              identity_key=admission.identity_key,
+                              signature=admission.signature)
+
+
+def admission_from_pb(message: pb.SecAggAdmission) -> Admission:
+    return Admission(int(message.device_id), bytes(message.identity_key),
+                     bytes(message.signature))
+
+
+# -- call transcripts ----------------------------------------------------------------------------
+
+def call_transcript(kind: CallKind, session_id: bytes, device_id: int, body_digest: bytes) -> bytes:
+    """What a device's identity key signs for one call."""
+    return (_CALL_LABEL + _field(kind.value.encode()) + _field(session_id) + _u32(device_id)
+            + _field(body_digest))
+
+
+def await_digest(stage: Stage) -> bytes:
+    return hashlib.sha256(_u32(int(stage))).digest()
+
+
+def shares_digest(message: ShareKeysResponse) -> bytes:
+    h = hashlib.sha256(_field(message.b_commitment) + _u32(len(message.shares)))
+    for share in message.shares:
+        h.update(_u32(share.src) + _u32(share.dst) + _field(share.ciphertext))
+    return h.digest()
+
+
+def consistency_digest(message: ConsistencyResponse) -> bytes:
+    return hashlib.sha256(_field(message.signature)).digest()
+
+
+def unmask_digest(message: UnmaskResponse) -> bytes:
+    h = hashlib.sha256()
+    for entries in (message.b_shares, message.s_shares):
+        h.update(_u32(len(entries)))
+        for owner, share in entries:
+            h.update(_u32(owner) + _field(share))
+    return h.digest()
+
+
+def credentials(identity_key: Ed25519PrivateKey, admission: Admission, kind: CallKind,
+                session_id: bytes, body_digest: bytes) -> pb.DeviceCredentials:
+    """Sign one call as the admitted device."""
+    transcript = call_transcript(kind, session_id, admission.device_id, body_digest)
+    return pb.DeviceCredentials(admission=admission_to_pb(admission),
+                                signature=identity_key.sign(transcript))
+
+
+# -- stage 0 -------------------------------------------------------------------------------------
+
+def keys_to_pb(message: AdvertiseKeys) -> pb.DeviceKeys:
+    out = pb.DeviceKeys(device_id=message.device_id, c_pk=message.c_pk, s_pk=message.s_pk,
+                        signature=message.signature)
+    if message.admission is not None:
+        out.admission.CopyFrom(admission_to_pb(message.admission))
+    return out
+
+
+def keys_from_pb(session_id: bytes, message: pb.DeviceKeys) -> AdvertiseKeys:
+    admission = admission_from_pb(message.admission) if message.HasField("admission") else None
+    return AdvertiseKeys(session_id, int(message.device_id), bytes(message.c_pk),
+                         bytes(message.s_pk), admission, bytes(message.signature))
+
+
+# -- server -> device requests -------------------------------------------------------------------
+
+def _shares_to_pb(shares: tuple[EncryptedShare, ...]) -> list[pb.EncryptedShare]:
+    return [pb.EncryptedShare(src=s.src, dst=s.dst, ciphertext=s.ciphertext) for s in shares]
+
+
+def _shares_from_pb(shares: Iterable[pb.EncryptedShare]) -> tuple[EncryptedShare, ...]:
+    return tuple(EncryptedShare(int(s.src), int(s.dst), bytes(s.ciphertext)) for s in shares)
+
+
+def request_to_pb(request: ServerMessage) -> pb.AwaitStageResponse:
+    """A server request as a READY answer to AwaitStage."""
+    out = pb.AwaitStageResponse(status=pb.AWAIT_STATUS_READY)
+    if isinstance(request, ShareKeysRequest):
+        out.share_keys.roster.extend(keys_to_pb(e) for e in request.roster)
+    elif isinstance(request, MaskedInputRequest):
+        out.masked_input.shares.extend(_shares_to_pb(request.shares))
+    elif isinstance(request, ConsistencyRequest):
+        out.consistency_check.survivors.extend(request.survivors)
+    elif isinstance(request, UnmaskRequest):
+        out.unmask.alive.extend(request.alive)
+        out.unmask.dropped.extend(request.dropped)
+        out.unmask.signatures.extend(pb.NeighbourSignature(device_id=i, signature=s)
+                                     for i, s in request.signatures)
+    else:  # pragma: no cover - the union is exhaustive
+        raise TypeError(f"not a server request: {type(request).__name__}")
+    return out
+
+
+def request_from_pb(session_id: bytes, device_id: int, message: pb.AwaitStageResponse
+                    ) -> ServerMessage | None:
+    """The library request in a READY answer (None if the answer holds none)."""
+    which = message.WhichOneof("request")
+    if which == "share_keys":
+        return ShareKeysRequest(session_id, device_id, tuple(
+            keys_from_pb(session_id, e) for e in message.share_keys.roster))
+    if which == "masked_input":
+        return MaskedInputRequest(session_id, device_id,
+                                  _shares_from_pb(message.masked_input.shares))
+    if which == "consistency_check":
+        return ConsistencyRequest(session_id, device_id,
+                                  tuple(int(i) for i in message.consistency_check.survivors))
+    if which == "unmask":
+        u = message.unmask
+        return UnmaskRequest(session_id, device_id, tuple(int(i) for i in u.alive),
+                             tuple(int(i) for i in u.dropped),
+                             tuple((int(s.device_id), bytes(s.signature)) for s in u.signatures))
+    return None
+
+
+# -- device -> server submissions ----------------------------------------------------------------
+
+def shares_to_pb(message: ShareKeysResponse, creds: pb.DeviceCredentials
+                 ) -> pb.SubmitSharesRequest:
+    return pb.SubmitSharesRequest(session_id=message.session_id, credentials=creds,
+                                  shares=_shares_to_pb(message.shares),
+                                  b_commitment=message.b_commitment)
+
+
+def shares_from_pb(device_id: int, message: pb.SubmitSharesRequest) -> ShareKeysResponse:
+    return ShareKeysResponse(bytes(message.session_id), device_id,
+                             _shares_from_pb(message.shares), bytes(message.b_commitment))
+
+
+def unmask_to_pb(message: UnmaskResponse, creds: pb.DeviceCredentials) -> pb.SubmitUnmaskRequest:
+    return pb.SubmitUnmaskRequest(
+        session_id=message.session_id, credentials=creds,
+        b_shares=[pb.OwnerShare(owner=o, share=s) for o, s in message.b_shares],
+        s_shares=[pb.OwnerShare(owner=o, share=s) for o, s in message.s_shares])
+
+
+def unmask_from_pb(device_id: int, message: pb.SubmitUnmaskRequest) -> UnmaskResponse:
+    return UnmaskResponse(bytes(message.session_id), device_id,
+                          tuple((int(e.owner), bytes(e.share)) for e in message.b_shares),
+                          tuple((int(e.owner), bytes(e.share)) for e in message.s_shares))

@@ -1,0 +1,73 @@
+"""The one place where domain errors become gRPC status codes.
+
+Servicer methods are wrapped with ``@status_errors``: a ``FedhhError`` aborts the call with the
+mapped code and its message; anything else is a bug, logged with its traceback and answered
+INTERNAL with a generic message (no internals leak to callers).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+
+from fedhh.errors import (
+    AuthenticationError,
+    ConfigError,
+    ConflictError,
+    DatasetError,
+    FedhhError,
+    NotFoundError,
+    PrivacyError,
+    StateError,
+)
+
+log = logging.getLogger(__name__)
+
+_CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
+    (AuthenticationError, grpc.StatusCode.UNAUTHENTICATED),
+    (NotFoundError, grpc.StatusCode.NOT_FOUND),
+    (ConflictError, grpc.StatusCode.ALREADY_EXISTS),
+    (StateError, grpc.StatusCode.FAILED_PRECONDITION),
+    (PrivacyError, grpc.StatusCode.FAILED_PRECONDITION),
+    (ConfigError, grpc.StatusCode.INVALID_ARGUMENT),
+    (DatasetError, grpc.StatusCode.INVALID_ARGUMENT),
+)
+
+T = TypeVar("T")
+
+
+def status_of(error: BaseException) -> grpc.StatusCode:
+    """The status code for a domain error (subclasses may define ``grpc_status``)."""
+    custom = getattr(error, "grpc_status", None)
+    if isinstance(custom, grpc.StatusCode):
+        return custom
+    for kind, code in _CODES:
+        if isinstance(error, kind):
+            return code
+    return grpc.StatusCode.INVALID_ARGUMENT if isinstance(error, FedhhError) else \
+        grpc.StatusCode.INTERNAL
+
+
+def status_errors(
+    method: Callable[..., Awaitable[T]],
+) -> Callable[..., Awaitable[T]]:
+    """Wrap an async unary servicer method: domain errors abort with their status code."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> T:
+        try:
+            return await method(self, request, context)
+        except FedhhError as error:
+            await context.abort(status_of(error), str(error))
+        except (grpc.aio.AbortError, grpc.aio.UsageError):
+            raise
+        except Exception:
+            log.exception("unexpected error in %s", method.__qualname__)
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error")
+        raise AssertionError("unreachable")  # pragma: no cover - abort always raises
+
+    return wrapper

@@ -1,0 +1,172 @@
+"""The load test: the real services with many devices across several processes.
+
+Builds a population of N devices (each holding three words of a 64-word vocabulary, so a round
+has real heavy hitters), starts the aggregator, the coordinator and K device processes over TLS
+on 127.0.0.1, runs R rounds of dimension D with dropout rate p injected at random stages, and
+reports: the round wall times (check-in, then secure aggregation through release), the latency
+percentiles of every protocol call as devices see them, the bytes each device sends, and each
+service's CPU time and peak memory (from /proc).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedhh.errors import ConfigError
+from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.topology import LocalTopology
+from fedhh.segment import floor_log2
+from fedhh.v1 import coordinator_pb2 as pb
+
+VOCABULARY = 64
+WORD_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    devices: int
+    dim: int
+    dropout: float
+    rounds: int = 1
+    processes: int = 4
+    stage_ms: int = 2_000
+    checkin_ms: int = 120_000
+    eps_local: float = 4.0
+
+
+def population(path: Path, devices: int, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    words = ["".join(rng.choice(WORD_LETTERS) for _ in range(rng.randint(3, 8)))
+             for _ in range(VOCABULARY)]
+    weights = [1 / (i + 1) for i in range(VOCABULARY)]
+    lines = [" ".join(rng.choices(words, weights, k=3)) for _ in range(devices)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
+    if spec.dim < 2 or spec.dim & (spec.dim - 1):
+        raise ConfigError(f"--dim must be a power of two >= 2, got {spec.dim}")
+    if not 0 <= spec.dropout < 1:
+        raise ConfigError(f"--dropout must be in [0, 1), got {spec.dropout}")
+    bits = floor_log2(spec.dim)
+    max_bits = min(bits * spec.rounds, 63)
+    with LocalTopology(workdir) as topo:
+        data = population(topo.workdir / "load.txt", spec.devices)
+        topo.start_aggregator(["--metrics-port", "0"])
+        topo.start_coordinator(["--metrics-port", "0"])
+        processes = max(1, min(spec.processes, spec.devices))
+        per = math.ceil(spec.devices / processes)
+        drop = ["--drop-rate", str(spec.dropout), "--drop-stage", "random"] if spec.dropout else []
+        started = time.monotonic()
+        for i in range(processes):
+            lo, hi = i * per, min((i + 1) * per, spec.devices)
+            topo.start_devices(f"devices-{i}", str(data), f"{lo}:{hi}", drop)
+        min_devices = max(3, math.floor(spec.devices * (1 - spec.dropout) * 0.8))
+        config = pb.RunConfig(
+            eps_agg=1e6, delta=1e-6, eps_local=spec.eps_local, rounds=spec.rounds,
+            dim_limit=spec.dim, target_devices=spec.devices, min_devices=min_devices,
+            codec="5bit", max_bits=max_bits, checkin_ms=spec.checkin_ms,
+            stage_ms=spec.stage_ms, expected_dropout=max(spec.dropout, 0.05),
+            max_attempts=2,
+        )
+        with AdminClient(topo.address("coordinator"), topo.token("admin"),
+                         topo.workdir / "tls" / "ca.pem") as admin:
+            admin.start_run(config, run_id="load")
+            run = admin.wait("load", 600 + spec.rounds * 120)
+        wall = time.monotonic() - started
+        usage = {name: _usage(service.pid) for name, service in topo.services.items()}
+        topo.close()
+        stats = [json.loads((topo.workdir / f"devices-{i}.stats.json").read_text())
+                 for i in range(processes)]
+        return _report(spec, run, wall, usage, stats)
+
+
+def _usage(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) and peak resident memory (MiB) of a live process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = (int(fields[11]) + int(fields[12])) / _clock_ticks()
+    peak_kib = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            peak_kib = int(line.split()[1])
+    return {"cpu_s": ticks, "peak_mib": peak_kib / 1024}
+
+
+def _clock_ticks() -> int:
+    import os
+
+    return int(os.sysconf("SC_CLK_TCK"))
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    array = np.array(values) * 1000
+    return {f"p{q}": float(np.percentile(array, q)) for q in (50, 90, 99)} | {
+        "max": float(array.max()), "count": int(array.size)}
+
+
+def _report(spec: LoadSpec, run: pb.Run, wall: float, usage: dict[str, dict[str, float]],
+            stats: list[dict[str, Any]]) -> dict[str, Any]:
+    rpc: dict[str, list[float]] = {}
+    sent: dict[str, int] = {}
+    for s in stats:
+        for name, values in s["rpc_seconds"].items():
+            rpc.setdefault(name, []).extend(values)
+        for name, value in s["rpc_bytes_sent"].items():
+            sent[name] = sent.get(name, 0) + value
+    tasks = sum(s["tasks"] for s in stats)
+    aggregator_bytes = sum(v for k, v in sent.items() if k != "GetTask" and k != "Enroll")
+    devices_usage = {"cpu_s": sum(u["cpu_s"] for n, u in usage.items() if n.startswith("dev")),
+                     "peak_mib": max((u["peak_mib"] for n, u in usage.items()
+                                      if n.startswith("dev")), default=0.0)}
+    return {
+        "spec": spec.__dict__,
+        "state": run.state,
+        "error": run.error,
+        "wall_s": wall,
+        "rounds": [{"round": r.round, "attempt": r.attempt, "state": r.state,
+                    "participants": r.participants, "domain_size": r.domain_size,
+                    "seconds": r.seconds, "reason": r.reason} for r in run.rounds],
+        "devices": {"tasks": tasks, "completed": sum(s["completed"] for s in stats),
+                    "dropped": sum(s["dropped"] for s in stats),
+                    "failed": sum(s["failed"] for s in stats)},
+        "rpc_latency_ms": {name: _percentiles(v) for name, v in sorted(rpc.items())},
+        "bytes_per_device_round": aggregator_bytes / max(tasks, 1),
+        "usage": {"aggregator": usage.get("aggregator", {}),
+                  "coordinator": usage.get("coordinator", {}),
+                  "devices (all processes)": devices_usage},
+    }
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [f"load test: {report['spec']['devices']} devices, D = {report['spec']['dim']}, "
+             f"dropout {report['spec']['dropout']}, {report['spec']['rounds']} round(s): "
+             f"{report['state']} {report['error']}".rstrip()]
+    for r in report["rounds"]:
+        lines.append(f"  round {r['round']}.{r['attempt']}: {r['state']}, "
+                     f"{r['participants']} contributors, {r['seconds']:.2f} s wall "
+                     f"(check-in + secure aggregation + server) {r['reason']}".rstrip())
+    d = report["devices"]
+    lines.append(f"  devices: {d['tasks']} tasks, {d['completed']} completed, "
+                 f"{d['dropped']} dropped (injected), {d['failed']} failed")
+    lines.append(f"  bytes sent per device per round: {report['bytes_per_device_round']:,.0f}")
+    lines.append("  call latency as devices see it (ms):")
+    for name, p in report["rpc_latency_ms"].items():
+        if p:
+            lines.append(f"    {name:18s} p50 {p['p50']:8.1f}  p90 {p['p90']:8.1f}  "
+                         f"p99 {p['p99']:8.1f}  max {p['max']:8.1f}  (n={p['count']})")
+    for name, u in report["usage"].items():
+        if u:
+            lines.append(f"  {name}: CPU {u['cpu_s']:.1f} s, peak memory {u['peak_mib']:.0f} MiB")
+    lines.append(f"  total wall time incl. start-up and enrolment: {report['wall_s']:.1f} s")
+    return "\n".join(lines)

@@ -1,0 +1,60 @@
+"""Structured logs and the Prometheus endpoint of a service (configured in entry points only)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and any ``extra`` fields."""
+
+    _standard: frozenset[str] = frozenset(vars(logging.makeLogRecord({})))
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in self._standard and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(level: str = "INFO", service: str = "") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    if service:
+        old_factory = logging.getLogRecordFactory()
+
+        def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record = old_factory(*args, **kwargs)
+            record.service = service
+            return record
+
+        logging.setLogRecordFactory(factory)
+
+
+def start_metrics(port: int | None, host: str = "127.0.0.1") -> int | None:
+    """Expose Prometheus metrics over HTTP on ``host:port`` (port 0: OS-chosen; None: off).
+
+    Returns the bound port.
+    """
+    if port is None:
+        return None
+    from prometheus_client import start_http_server
+
+    server, _thread = start_http_server(port, addr=host)
+    return int(server.server_port)

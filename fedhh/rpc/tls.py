@@ -1,0 +1,111 @@
+"""TLS material: loading certificates from files, and a development CA.
+
+Every listener serves TLS from PEM files (``TlsFiles``). ``make_dev_pki`` writes a local CA and a
+certificate for the given host names, signed by it, for development and tests
+(`fedhh certs --out DIR`); production deployments mount their own files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from fedhh.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files: this endpoint's certificate and key, and the CA that signs its peers."""
+
+    cert: Path
+    key: Path
+    ca: Path
+
+    @staticmethod
+    def from_dir(directory: str | os.PathLike[str], name: str = "server") -> TlsFiles:
+        root = Path(directory)
+        return TlsFiles(root / f"{name}.pem", root / f"{name}.key", root / "ca.pem")
+
+    def _read(self, path: Path) -> bytes:
+        try:
+            return path.read_bytes()
+        except OSError as error:
+            raise ConfigError(f"cannot read TLS file {path}: {error.strerror}") from None
+
+    def server_credentials(self) -> grpc.ServerCredentials:
+        return grpc.ssl_server_credentials([(self._read(self.key), self._read(self.cert))])
+
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(root_certificates=self._read(self.ca))
+
+
+def ca_credentials(ca: str | os.PathLike[str]) -> grpc.ChannelCredentials:
+    """Client credentials that trust the CA in ``ca``."""
+    try:
+        return grpc.ssl_channel_credentials(root_certificates=Path(ca).read_bytes())
+    except OSError as error:
+        raise ConfigError(f"cannot read CA file {ca}: {error.strerror}") from None
+
+
+def make_dev_pki(out: str | os.PathLike[str], hosts: list[str], days: int = 30) -> TlsFiles:
+    """A development CA (ca.pem/ca.key) and a server certificate (server.pem/server.key) valid
+    for ``hosts`` (DNS names or IP addresses), all under ``out``."""
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fedhh development CA")])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=False,
+                                     encipher_only=False, decipher_only=False), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
+        .issuer_name(ca_name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    private = serialization.PrivateFormat.PKCS8
+    none = serialization.NoEncryption()
+    (root / "ca.pem").write_bytes(ca_cert.public_bytes(pem))
+    _write_secret(root / "ca.key", ca_key.private_bytes(pem, private, none))
+    (root / "server.pem").write_bytes(cert.public_bytes(pem))
+    _write_secret(root / "server.key", key.private_bytes(pem, private, none))
+    return TlsFiles.from_dir(root)
+
+
+def _write_secret(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)

@@ -1,0 +1,179 @@
+"""The whole system as local processes: aggregator, coordinator and device processes on
+127.0.0.1 with OS-chosen ports, TLS from a freshly made development CA, fresh secrets.
+
+Used by `fedhh up`, `fedhh loadtest` and the integration tests. Each service writes a ready file
+with its bound port; the topology waits for it (no sleeps as synchronisation) and stops every
+process on exit (SIGTERM, then SIGKILL after a grace period).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from fedhh.errors import StateError
+from fedhh.rpc.tls import make_dev_pki
+
+READY_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Service:
+    name: str
+    args: list[str]
+    log: Path
+    ready_file: Path | None
+    process: subprocess.Popen[bytes] | None = None
+    ready: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        if self.process is None:
+            raise StateError(f"{self.name} is not running")
+        return self.process.pid
+
+
+class LocalTopology:
+    """Start with ``with LocalTopology(...) as topo:``; every process stops on exit."""
+
+    def __init__(self, workdir: str | Path | None = None, tls: bool = True,
+                 env: dict[str, str] | None = None) -> None:
+        self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="fedhh-up-")
+        self.workdir = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.tls = tls
+        from fedhh.data.registry import cache_root
+
+        # Children run in the workdir: point them at the caller's dataset cache.
+        self.env = {**os.environ, "FEDHH_CACHE": str(cache_root().resolve()), **(env or {})}
+        self.services: dict[str, Service] = {}
+        self.pki = make_dev_pki(self.workdir / "tls", ["localhost", "127.0.0.1"]) if tls else None
+        for name in ("control", "enrollment", "admin"):
+            _write_secret(self.workdir / f"{name}.token", secrets.token_hex(24).encode())
+        self.signing_key = self.workdir / "coordinator-signing.pem"
+        from fedhh_coordinator.auth import load_or_create_signing_key
+
+        load_or_create_signing_key(self.signing_key)
+
+    # ---- addresses and secrets -------------------------------------------------------------
+    def token(self, name: str) -> bytes:
+        return (self.workdir / f"{name}.token").read_bytes()
+
+    def address(self, name: str) -> str:
+        return f"127.0.0.1:{self.services[name].ready['port']}"
+
+    def _transport(self) -> list[str]:
+        return ["--tls-dir", str(self.workdir / "tls")] if self.tls else ["--insecure"]
+
+    # ---- processes -------------------------------------------------------------------------
+    def start_aggregator(self, extra: list[str] | None = None) -> Service:
+        port = self.services["aggregator"].ready["port"] if "aggregator" in self.services else 0
+        args = ["aggregator", "--listen", f"127.0.0.1:{port}", *self._transport(),
+                "--coordinator-key", f"{self.signing_key}.pub",
+                "--control-token-file", str(self.workdir / "control.token"), *(extra or [])]
+        return self._start("aggregator", args)
+
+    def start_coordinator(self, extra: list[str] | None = None) -> Service:
+        port = self.services["coordinator"].ready["port"] if "coordinator" in self.services \
+            else 0
+        args = ["coordinator", "--listen", f"127.0.0.1:{port}", *self._transport(),
+                "--db", str(self.workdir / "coordinator.sqlite"),
+                "--signing-key", str(self.signing_key),
+                "--aggregator", self.address("aggregator"),
+                "--control-token-file", str(self.workdir / "control.token"),
+                "--enrollment-token-file", str(self.workdir / "enrollment.token"),
+                "--admin-token-file", str(self.workdir / "admin.token"), *(extra or [])]
+        return self._start("coordinator", args)
+
+    def start_devices(self, name: str, dataset: str, users: str,
+                      extra: list[str] | None = None) -> Service:
+        transport = ["--ca", str(self.workdir / "tls" / "ca.pem")] if self.tls else ["--insecure"]
+        args = ["device", "--coordinator", self.address("coordinator"), *transport,
+                "--dataset", dataset, "--users", users,
+                "--enrollment-token-file", str(self.workdir / "enrollment.token"),
+                "--state-dir", str(self.workdir / name),
+                "--stats-file", str(self.workdir / f"{name}.stats.json"), *(extra or [])]
+        return self._start(name, args, ready=False)
+
+    def _start(self, name: str, args: list[str], ready: bool = True) -> Service:
+        ready_file = self.workdir / f"{name}.ready.json" if ready else None
+        full = [*args, "--ready-file", str(ready_file)] if ready_file else list(args)
+        log = self.workdir / f"{name}.log"
+        service = Service(name, full, log, ready_file)
+        if ready_file is not None and ready_file.exists():
+            ready_file.unlink()
+        with open(log, "ab") as out:
+            service.process = subprocess.Popen(
+                [sys.executable, "-m", "fedhh.cli.main", *full], stdout=out,
+                stderr=subprocess.STDOUT, env=self.env, cwd=self.workdir)
+        self.services[name] = service
+        if ready_file is not None:
+            service.ready = self._wait_ready(service)
+        return service
+
+    def _wait_ready(self, service: Service) -> dict[str, Any]:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        assert service.ready_file is not None and service.process is not None
+        while time.monotonic() < deadline:
+            if service.ready_file.exists():
+                return dict(json.loads(service.ready_file.read_text()))
+            if service.process.poll() is not None:
+                raise StateError(f"{service.name} exited with {service.process.returncode}; "
+                                 f"see {service.log}:\n{_tail(service.log)}")
+            time.sleep(0.05)  # polling a file the child writes; not synchronising on time
+        raise StateError(f"{service.name} not ready after {READY_TIMEOUT_S} s; see {service.log}")
+
+    def stop(self, name: str, sig: int = signal.SIGTERM, grace_s: float = 15.0) -> int | None:
+        service = self.services.get(name)
+        if service is None or service.process is None or service.process.poll() is not None:
+            return None if service is None or service.process is None \
+                else service.process.returncode
+        service.process.send_signal(sig)
+        try:
+            return service.process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            service.process.kill()
+            return service.process.wait()
+
+    def kill(self, name: str) -> None:
+        """SIGKILL, as a crash would."""
+        self.stop(name, signal.SIGKILL)
+
+    def close(self) -> None:
+        for name in reversed(list(self.services)):
+            if name.startswith("devices"):
+                self.stop(name)
+        for name in ("coordinator", "aggregator"):
+            self.stop(name)
+
+    def __enter__(self) -> LocalTopology:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+def _write_secret(path: Path, value: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(value)
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

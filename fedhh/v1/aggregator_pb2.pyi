@@ -1,0 +1,295 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SecAggStage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SECAGG_STAGE_UNSPECIFIED: _ClassVar[SecAggStage]
+    SECAGG_STAGE_ADVERTISE_KEYS: _ClassVar[SecAggStage]
+    SECAGG_STAGE_SHARE_KEYS: _ClassVar[SecAggStage]
+    SECAGG_STAGE_MASKED_INPUT: _ClassVar[SecAggStage]
+    SECAGG_STAGE_CONSISTENCY_CHECK: _ClassVar[SecAggStage]
+    SECAGG_STAGE_UNMASK: _ClassVar[SecAggStage]
+    SECAGG_STAGE_DONE: _ClassVar[SecAggStage]
+
+class AwaitStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    AWAIT_STATUS_UNSPECIFIED: _ClassVar[AwaitStatus]
+    AWAIT_STATUS_READY: _ClassVar[AwaitStatus]
+    AWAIT_STATUS_PENDING: _ClassVar[AwaitStatus]
+    AWAIT_STATUS_NOT_SELECTED: _ClassVar[AwaitStatus]
+    AWAIT_STATUS_CLOSED: _ClassVar[AwaitStatus]
+    AWAIT_STATUS_ABORTED: _ClassVar[AwaitStatus]
+
+class AggregationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    AGGREGATION_STATE_UNSPECIFIED: _ClassVar[AggregationState]
+    AGGREGATION_STATE_RUNNING: _ClassVar[AggregationState]
+    AGGREGATION_STATE_RELEASED: _ClassVar[AggregationState]
+    AGGREGATION_STATE_ABORTED: _ClassVar[AggregationState]
+SECAGG_STAGE_UNSPECIFIED: SecAggStage
+SECAGG_STAGE_ADVERTISE_KEYS: SecAggStage
+SECAGG_STAGE_SHARE_KEYS: SecAggStage
+SECAGG_STAGE_MASKED_INPUT: SecAggStage
+SECAGG_STAGE_CONSISTENCY_CHECK: SecAggStage
+SECAGG_STAGE_UNMASK: SecAggStage
+SECAGG_STAGE_DONE: SecAggStage
+AWAIT_STATUS_UNSPECIFIED: AwaitStatus
+AWAIT_STATUS_READY: AwaitStatus
+AWAIT_STATUS_PENDING: AwaitStatus
+AWAIT_STATUS_NOT_SELECTED: AwaitStatus
+AWAIT_STATUS_CLOSED: AwaitStatus
+AWAIT_STATUS_ABORTED: AwaitStatus
+AGGREGATION_STATE_UNSPECIFIED: AggregationState
+AGGREGATION_STATE_RUNNING: AggregationState
+AGGREGATION_STATE_RELEASED: AggregationState
+AGGREGATION_STATE_ABORTED: AggregationState
+
+class SecAggAdmission(_message.Message):
+    __slots__ = ("device_id", "identity_key", "signature")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_KEY_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    device_id: int
+    identity_key: bytes
+    signature: bytes
+    def __init__(self, device_id: _Optional[int] = ..., identity_key: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class DeviceCredentials(_message.Message):
+    __slots__ = ("admission", "signature")
+    ADMISSION_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    admission: SecAggAdmission
+    signature: bytes
+    def __init__(self, admission: _Optional[_Union[SecAggAdmission, _Mapping]] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class DeviceKeys(_message.Message):
+    __slots__ = ("device_id", "c_pk", "s_pk", "admission", "signature")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    C_PK_FIELD_NUMBER: _ClassVar[int]
+    S_PK_FIELD_NUMBER: _ClassVar[int]
+    ADMISSION_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    device_id: int
+    c_pk: bytes
+    s_pk: bytes
+    admission: SecAggAdmission
+    signature: bytes
+    def __init__(self, device_id: _Optional[int] = ..., c_pk: _Optional[bytes] = ..., s_pk: _Optional[bytes] = ..., admission: _Optional[_Union[SecAggAdmission, _Mapping]] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class EncryptedShare(_message.Message):
+    __slots__ = ("src", "dst", "ciphertext")
+    SRC_FIELD_NUMBER: _ClassVar[int]
+    DST_FIELD_NUMBER: _ClassVar[int]
+    CIPHERTEXT_FIELD_NUMBER: _ClassVar[int]
+    src: int
+    dst: int
+    ciphertext: bytes
+    def __init__(self, src: _Optional[int] = ..., dst: _Optional[int] = ..., ciphertext: _Optional[bytes] = ...) -> None: ...
+
+class OwnerShare(_message.Message):
+    __slots__ = ("owner", "share")
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    owner: int
+    share: bytes
+    def __init__(self, owner: _Optional[int] = ..., share: _Optional[bytes] = ...) -> None: ...
+
+class NeighbourSignature(_message.Message):
+    __slots__ = ("device_id", "signature")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    device_id: int
+    signature: bytes
+    def __init__(self, device_id: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class SubmitResponse(_message.Message):
+    __slots__ = ("accepted",)
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    def __init__(self, accepted: _Optional[bool] = ...) -> None: ...
+
+class AdvertiseKeysRequest(_message.Message):
+    __slots__ = ("session_id", "keys")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    session_id: bytes
+    keys: DeviceKeys
+    def __init__(self, session_id: _Optional[bytes] = ..., keys: _Optional[_Union[DeviceKeys, _Mapping]] = ...) -> None: ...
+
+class AwaitStageRequest(_message.Message):
+    __slots__ = ("session_id", "credentials", "stage", "wait_ms")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    session_id: bytes
+    credentials: DeviceCredentials
+    stage: SecAggStage
+    wait_ms: int
+    def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class ShareKeysRequest(_message.Message):
+    __slots__ = ("roster",)
+    ROSTER_FIELD_NUMBER: _ClassVar[int]
+    roster: _containers.RepeatedCompositeFieldContainer[DeviceKeys]
+    def __init__(self, roster: _Optional[_Iterable[_Union[DeviceKeys, _Mapping]]] = ...) -> None: ...
+
+class MaskedInputRequest(_message.Message):
+    __slots__ = ("shares",)
+    SHARES_FIELD_NUMBER: _ClassVar[int]
+    shares: _containers.RepeatedCompositeFieldContainer[EncryptedShare]
+    def __init__(self, shares: _Optional[_Iterable[_Union[EncryptedShare, _Mapping]]] = ...) -> None: ...
+
+class ConsistencyRequest(_message.Message):
+    __slots__ = ("survivors",)
+    SURVIVORS_FIELD_NUMBER: _ClassVar[int]
+    survivors: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, survivors: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class UnmaskRequest(_message.Message):
+    __slots__ = ("alive", "dropped", "signatures")
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURES_FIELD_NUMBER: _ClassVar[int]
+    alive: _containers.RepeatedScalarFieldContainer[int]
+    dropped: _containers.RepeatedScalarFieldContainer[int]
+    signatures: _containers.RepeatedCompositeFieldContainer[NeighbourSignature]
+    def __init__(self, alive: _Optional[_Iterable[int]] = ..., dropped: _Optional[_Iterable[int]] = ..., signatures: _Optional[_Iterable[_Union[NeighbourSignature, _Mapping]]] = ...) -> None: ...
+
+class AwaitStageResponse(_message.Message):
+    __slots__ = ("status", "share_keys", "masked_input", "consistency_check", "unmask", "abort_reason")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_KEYS_FIELD_NUMBER: _ClassVar[int]
+    MASKED_INPUT_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_CHECK_FIELD_NUMBER: _ClassVar[int]
+    UNMASK_FIELD_NUMBER: _ClassVar[int]
+    ABORT_REASON_FIELD_NUMBER: _ClassVar[int]
+    status: AwaitStatus
+    share_keys: ShareKeysRequest
+    masked_input: MaskedInputRequest
+    consistency_check: ConsistencyRequest
+    unmask: UnmaskRequest
+    abort_reason: str
+    def __init__(self, status: _Optional[_Union[AwaitStatus, str]] = ..., share_keys: _Optional[_Union[ShareKeysRequest, _Mapping]] = ..., masked_input: _Optional[_Union[MaskedInputRequest, _Mapping]] = ..., consistency_check: _Optional[_Union[ConsistencyRequest, _Mapping]] = ..., unmask: _Optional[_Union[UnmaskRequest, _Mapping]] = ..., abort_reason: _Optional[str] = ...) -> None: ...
+
+class SubmitSharesRequest(_message.Message):
+    __slots__ = ("session_id", "credentials", "shares", "b_commitment")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    SHARES_FIELD_NUMBER: _ClassVar[int]
+    B_COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    session_id: bytes
+    credentials: DeviceCredentials
+    shares: _containers.RepeatedCompositeFieldContainer[EncryptedShare]
+    b_commitment: bytes
+    def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., shares: _Optional[_Iterable[_Union[EncryptedShare, _Mapping]]] = ..., b_commitment: _Optional[bytes] = ...) -> None: ...
+
+class MaskedInputHeader(_message.Message):
+    __slots__ = ("session_id", "credentials", "total_bytes")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    session_id: bytes
+    credentials: DeviceCredentials
+    total_bytes: int
+    def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., total_bytes: _Optional[int] = ...) -> None: ...
+
+class MaskedInputChunk(_message.Message):
+    __slots__ = ("header", "data")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    header: MaskedInputHeader
+    data: bytes
+    def __init__(self, header: _Optional[_Union[MaskedInputHeader, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class SubmitConsistencyRequest(_message.Message):
+    __slots__ = ("session_id", "credentials", "signature")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    session_id: bytes
+    credentials: DeviceCredentials
+    signature: bytes
+    def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class SubmitUnmaskRequest(_message.Message):
+    __slots__ = ("session_id", "credentials", "b_shares", "s_shares")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    B_SHARES_FIELD_NUMBER: _ClassVar[int]
+    S_SHARES_FIELD_NUMBER: _ClassVar[int]
+    session_id: bytes
+    credentials: DeviceCredentials
+    b_shares: _containers.RepeatedCompositeFieldContainer[OwnerShare]
+    s_shares: _containers.RepeatedCompositeFieldContainer[OwnerShare]
+    def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., b_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ..., s_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ...) -> None: ...
+
+class OpenRoundRequest(_message.Message):
+    __slots__ = ("config", "signature")
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    config: bytes
+    signature: bytes
+    def __init__(self, config: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class OpenRoundResponse(_message.Message):
+    __slots__ = ("session_id", "created")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    session_id: bytes
+    created: bool
+    def __init__(self, session_id: _Optional[bytes] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class GetResultRequest(_message.Message):
+    __slots__ = ("round_id", "wait_ms")
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    round_id: bytes
+    wait_ms: int
+    def __init__(self, round_id: _Optional[bytes] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class ResultHeader(_message.Message):
+    __slots__ = ("state", "round_id", "session_id", "num_contributors", "dimension", "modulus_bits", "total_bytes", "abort_reason")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    NUM_CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
+    DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    MODULUS_BITS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ABORT_REASON_FIELD_NUMBER: _ClassVar[int]
+    state: AggregationState
+    round_id: bytes
+    session_id: bytes
+    num_contributors: int
+    dimension: int
+    modulus_bits: int
+    total_bytes: int
+    abort_reason: str
+    def __init__(self, state: _Optional[_Union[AggregationState, str]] = ..., round_id: _Optional[bytes] = ..., session_id: _Optional[bytes] = ..., num_contributors: _Optional[int] = ..., dimension: _Optional[int] = ..., modulus_bits: _Optional[int] = ..., total_bytes: _Optional[int] = ..., abort_reason: _Optional[str] = ...) -> None: ...
+
+class ResultChunk(_message.Message):
+    __slots__ = ("header", "data")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    header: ResultHeader
+    data: bytes
+    def __init__(self, header: _Optional[_Union[ResultHeader, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class CancelRoundRequest(_message.Message):
+    __slots__ = ("round_id",)
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    round_id: bytes
+    def __init__(self, round_id: _Optional[bytes] = ...) -> None: ...
+
+class CancelRoundResponse(_message.Message):
+    __slots__ = ("state",)
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    state: AggregationState
+    def __init__(self, state: _Optional[_Union[AggregationState, str]] = ...) -> None: ...

@@ -1,0 +1,257 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class EnrollRequest(_message.Message):
+    __slots__ = ("enrollment_token", "identity_public_key", "label")
+    ENROLLMENT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    enrollment_token: bytes
+    identity_public_key: bytes
+    label: str
+    def __init__(self, enrollment_token: _Optional[bytes] = ..., identity_public_key: _Optional[bytes] = ..., label: _Optional[str] = ...) -> None: ...
+
+class EnrollResponse(_message.Message):
+    __slots__ = ("device_id", "credential", "coordinator_public_key")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    device_id: int
+    credential: bytes
+    coordinator_public_key: bytes
+    def __init__(self, device_id: _Optional[int] = ..., credential: _Optional[bytes] = ..., coordinator_public_key: _Optional[bytes] = ...) -> None: ...
+
+class GetTaskRequest(_message.Message):
+    __slots__ = ("device_id", "wait_ms")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    device_id: int
+    wait_ms: int
+    def __init__(self, device_id: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class GetTaskResponse(_message.Message):
+    __slots__ = ("task", "retry_after_ms")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    task: SignedTask
+    retry_after_ms: int
+    def __init__(self, task: _Optional[_Union[SignedTask, _Mapping]] = ..., retry_after_ms: _Optional[int] = ...) -> None: ...
+
+class SignedTask(_message.Message):
+    __slots__ = ("task", "signature")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    task: bytes
+    signature: bytes
+    def __init__(self, task: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class Task(_message.Message):
+    __slots__ = ("run_id", "round", "attempt", "device_id", "prefix_bits", "prefixes", "deny_list", "segment_bits", "eps_local", "codec", "max_bits", "selection", "prefix_conditioning", "aggregator_address", "round_config", "secagg_id", "admission", "deadline_unix_ms", "round_config_signature")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_BITS_FIELD_NUMBER: _ClassVar[int]
+    PREFIXES_FIELD_NUMBER: _ClassVar[int]
+    DENY_LIST_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_BITS_FIELD_NUMBER: _ClassVar[int]
+    EPS_LOCAL_FIELD_NUMBER: _ClassVar[int]
+    CODEC_FIELD_NUMBER: _ClassVar[int]
+    MAX_BITS_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_CONDITIONING_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATOR_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ROUND_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    SECAGG_ID_FIELD_NUMBER: _ClassVar[int]
+    ADMISSION_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    ROUND_CONFIG_SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    round: int
+    attempt: int
+    device_id: int
+    prefix_bits: int
+    prefixes: _containers.RepeatedScalarFieldContainer[int]
+    deny_list: _containers.RepeatedScalarFieldContainer[int]
+    segment_bits: int
+    eps_local: float
+    codec: str
+    max_bits: int
+    selection: str
+    prefix_conditioning: bool
+    aggregator_address: str
+    round_config: bytes
+    secagg_id: int
+    admission: bytes
+    deadline_unix_ms: int
+    round_config_signature: bytes
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., attempt: _Optional[int] = ..., device_id: _Optional[int] = ..., prefix_bits: _Optional[int] = ..., prefixes: _Optional[_Iterable[int]] = ..., deny_list: _Optional[_Iterable[int]] = ..., segment_bits: _Optional[int] = ..., eps_local: _Optional[float] = ..., codec: _Optional[str] = ..., max_bits: _Optional[int] = ..., selection: _Optional[str] = ..., prefix_conditioning: _Optional[bool] = ..., aggregator_address: _Optional[str] = ..., round_config: _Optional[bytes] = ..., secagg_id: _Optional[int] = ..., admission: _Optional[bytes] = ..., deadline_unix_ms: _Optional[int] = ..., round_config_signature: _Optional[bytes] = ...) -> None: ...
+
+class RunConfig(_message.Message):
+    __slots__ = ("eps_agg", "delta", "rounds", "dim_limit", "target_devices", "min_devices", "codec", "max_bits", "selection", "prefix_conditioning", "deny_list", "fp_ratio", "tau0", "eta", "tail", "segment_bits", "eps_local", "privacy_method", "checkin_ms", "stage_ms", "expected_dropout", "corrupt_fraction", "max_attempts")
+    EPS_AGG_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    DIM_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    TARGET_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    MIN_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    CODEC_FIELD_NUMBER: _ClassVar[int]
+    MAX_BITS_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_CONDITIONING_FIELD_NUMBER: _ClassVar[int]
+    DENY_LIST_FIELD_NUMBER: _ClassVar[int]
+    FP_RATIO_FIELD_NUMBER: _ClassVar[int]
+    TAU0_FIELD_NUMBER: _ClassVar[int]
+    ETA_FIELD_NUMBER: _ClassVar[int]
+    TAIL_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_BITS_FIELD_NUMBER: _ClassVar[int]
+    EPS_LOCAL_FIELD_NUMBER: _ClassVar[int]
+    PRIVACY_METHOD_FIELD_NUMBER: _ClassVar[int]
+    CHECKIN_MS_FIELD_NUMBER: _ClassVar[int]
+    STAGE_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_DROPOUT_FIELD_NUMBER: _ClassVar[int]
+    CORRUPT_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    eps_agg: float
+    delta: float
+    rounds: int
+    dim_limit: int
+    target_devices: int
+    min_devices: int
+    codec: str
+    max_bits: int
+    selection: str
+    prefix_conditioning: bool
+    deny_list: _containers.RepeatedScalarFieldContainer[str]
+    fp_ratio: float
+    tau0: float
+    eta: float
+    tail: str
+    segment_bits: int
+    eps_local: float
+    privacy_method: str
+    checkin_ms: int
+    stage_ms: int
+    expected_dropout: float
+    corrupt_fraction: float
+    max_attempts: int
+    def __init__(self, eps_agg: _Optional[float] = ..., delta: _Optional[float] = ..., rounds: _Optional[int] = ..., dim_limit: _Optional[int] = ..., target_devices: _Optional[int] = ..., min_devices: _Optional[int] = ..., codec: _Optional[str] = ..., max_bits: _Optional[int] = ..., selection: _Optional[str] = ..., prefix_conditioning: _Optional[bool] = ..., deny_list: _Optional[_Iterable[str]] = ..., fp_ratio: _Optional[float] = ..., tau0: _Optional[float] = ..., eta: _Optional[float] = ..., tail: _Optional[str] = ..., segment_bits: _Optional[int] = ..., eps_local: _Optional[float] = ..., privacy_method: _Optional[str] = ..., checkin_ms: _Optional[int] = ..., stage_ms: _Optional[int] = ..., expected_dropout: _Optional[float] = ..., corrupt_fraction: _Optional[float] = ..., max_attempts: _Optional[int] = ...) -> None: ...
+
+class StartRunRequest(_message.Message):
+    __slots__ = ("config", "run_id")
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    config: RunConfig
+    run_id: str
+    def __init__(self, config: _Optional[_Union[RunConfig, _Mapping]] = ..., run_id: _Optional[str] = ...) -> None: ...
+
+class GetRunRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class ListRunsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListRunsResponse(_message.Message):
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[Run]
+    def __init__(self, runs: _Optional[_Iterable[_Union[Run, _Mapping]]] = ...) -> None: ...
+
+class GetResultsRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class CancelRunRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class RoundSummary(_message.Message):
+    __slots__ = ("round", "attempt", "state", "reason", "participants", "prefixes", "segment_bits", "domain_size", "kept", "finished", "threshold", "expected_false_positives", "seconds")
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PARTICIPANTS_FIELD_NUMBER: _ClassVar[int]
+    PREFIXES_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_BITS_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_SIZE_FIELD_NUMBER: _ClassVar[int]
+    KEPT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_FALSE_POSITIVES_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    attempt: int
+    state: str
+    reason: str
+    participants: int
+    prefixes: int
+    segment_bits: int
+    domain_size: int
+    kept: int
+    finished: int
+    threshold: float
+    expected_false_positives: float
+    seconds: float
+    def __init__(self, round: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., participants: _Optional[int] = ..., prefixes: _Optional[int] = ..., segment_bits: _Optional[int] = ..., domain_size: _Optional[int] = ..., kept: _Optional[int] = ..., finished: _Optional[int] = ..., threshold: _Optional[float] = ..., expected_false_positives: _Optional[float] = ..., seconds: _Optional[float] = ...) -> None: ...
+
+class Run(_message.Message):
+    __slots__ = ("run_id", "state", "config", "eps_local", "eps_spent", "rounds_released", "error", "rounds")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    EPS_LOCAL_FIELD_NUMBER: _ClassVar[int]
+    EPS_SPENT_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_RELEASED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    state: str
+    config: RunConfig
+    eps_local: float
+    eps_spent: float
+    rounds_released: int
+    error: str
+    rounds: _containers.RepeatedCompositeFieldContainer[RoundSummary]
+    def __init__(self, run_id: _Optional[str] = ..., state: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., eps_local: _Optional[float] = ..., eps_spent: _Optional[float] = ..., rounds_released: _Optional[int] = ..., error: _Optional[str] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ...) -> None: ...
+
+class HeavyHitter(_message.Message):
+    __slots__ = ("item", "estimate", "round", "code")
+    ITEM_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATE_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    item: str
+    estimate: float
+    round: int
+    code: int
+    def __init__(self, item: _Optional[str] = ..., estimate: _Optional[float] = ..., round: _Optional[int] = ..., code: _Optional[int] = ...) -> None: ...
+
+class Results(_message.Message):
+    __slots__ = ("run_id", "state", "heavy_hitters", "deny_list", "ledger_json", "rounds")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    HEAVY_HITTERS_FIELD_NUMBER: _ClassVar[int]
+    DENY_LIST_FIELD_NUMBER: _ClassVar[int]
+    LEDGER_JSON_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    state: str
+    heavy_hitters: _containers.RepeatedCompositeFieldContainer[HeavyHitter]
+    deny_list: _containers.RepeatedScalarFieldContainer[str]
+    ledger_json: str
+    rounds: _containers.RepeatedCompositeFieldContainer[RoundSummary]
+    def __init__(self, run_id: _Optional[str] = ..., state: _Optional[str] = ..., heavy_hitters: _Optional[_Iterable[_Union[HeavyHitter, _Mapping]]] = ..., deny_list: _Optional[_Iterable[str]] = ..., ledger_json: _Optional[str] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,72 @@
+"""Where devices wait for tasks: round check-in and task delivery.
+
+A round first opens check-in: the first ``capacity`` devices to ask for a task join the cohort.
+Check-in closes when the cohort is full or its window ends. The coordinator then opens the round
+at the aggregator and hands every cohort member its signed task; a device asking again for the
+same attempt gets the same task (a retry after a lost response is harmless).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from fedhh.v1 import coordinator_pb2 as pb
+
+
+class Lobby:
+    def __init__(self) -> None:
+        self._open = False
+        self._capacity = 0
+        self._cohort: dict[int, asyncio.Future[pb.SignedTask | None]] = {}
+        self._full = asyncio.Event()
+        self._opened = asyncio.Event()
+
+    async def collect(self, capacity: int, window_s: float) -> list[int]:
+        """Open check-in for up to ``capacity`` devices; the cohort when it closes."""
+        self.clear()
+        self._capacity = capacity
+        self._open = True
+        self._full = asyncio.Event()
+        self._opened.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._full.wait(), window_s)
+        self._open = False
+        self._opened = asyncio.Event()
+        return sorted(self._cohort)
+
+    def deliver(self, tasks: dict[int, pb.SignedTask]) -> None:
+        """Hand each cohort member its task (members without one get nothing)."""
+        for device_id, future in self._cohort.items():
+            if not future.done():
+                future.set_result(tasks.get(device_id))
+
+    def clear(self) -> None:
+        """Forget the cohort (the round is over or aborted); waiting devices get no task."""
+        for future in self._cohort.values():
+            if not future.done():
+                future.set_result(None)
+        self._cohort = {}
+        self._open = False
+
+    async def wait_for_task(self, device_id: int, wait_s: float) -> pb.SignedTask | None:
+        """The device's task for the current round, joining check-in if it is open."""
+        future = self._cohort.get(device_id)
+        if future is None:
+            if not self._open:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._opened.wait(), wait_s)
+            if not self._open or len(self._cohort) >= self._capacity:
+                return None
+            future = asyncio.get_running_loop().create_future()
+            self._cohort[device_id] = future
+            if len(self._cohort) >= self._capacity:
+                self._full.set()
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), wait_s)
+        except TimeoutError:
+            return None
+
+    @property
+    def cohort_size(self) -> int:
+        return len(self._cohort)

@@ -1,0 +1,71 @@
+"""The coordinator process: `fedhh coordinator ...`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from fedhh.rpc import serving
+from fedhh.rpc.credentials import read_secret
+from fedhh.rpc.observability import configure_logging, start_metrics
+from fedhh.rpc.tls import TlsFiles
+from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+from fedhh_coordinator import auth
+from fedhh_coordinator.link import GrpcAggregatorLink
+from fedhh_coordinator.lobby import Lobby
+from fedhh_coordinator.runner import Runner
+from fedhh_coordinator.service import AdminService, DeviceService
+from fedhh_coordinator.store import Store
+
+log = logging.getLogger(__name__)
+SERVICES = ("fedhh.v1.DeviceService", "fedhh.v1.AdminService")
+
+
+async def serve(args: argparse.Namespace) -> None:
+    key = auth.load_or_create_signing_key(args.signing_key)
+    control_token = read_secret(args.control_token_file, "FEDHH_CONTROL_TOKEN")
+    enrollment_token = read_secret(args.enrollment_token_file, "FEDHH_ENROLLMENT_TOKEN")
+    admin_token = read_secret(args.admin_token_file, "FEDHH_ADMIN_TOKEN")
+    tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
+    store = Store(args.db)
+    lobby = Lobby()
+    link = GrpcAggregatorLink(args.aggregator, tls, control_token)
+    runner = Runner(store, link, key, args.aggregator_public_address or args.aggregator, lobby)
+    server = serving.new_server()
+    pb_grpc.add_DeviceServiceServicer_to_server(
+        DeviceService(store, lobby, key, enrollment_token), server)
+    pb_grpc.add_AdminServiceServicer_to_server(AdminService(store, runner, admin_token), server)
+    health = serving.add_health_and_reflection(server, SERVICES)
+    port = serving.bind(server, args.listen, tls, args.insecure)
+    metrics_port = start_metrics(args.metrics_port, args.metrics_host)
+    await server.start()
+    await serving.set_serving(health, SERVICES)
+    runner_task = asyncio.create_task(runner.serve(), name="runner")
+    if args.ready_file:
+        _write_ready(args.ready_file, {"port": port, "metrics_port": metrics_port,
+                                       "public_key": str(auth.public_key_path(args.signing_key))})
+    log.info("coordinator serving", extra={"port": port, "metrics_port": metrics_port})
+    try:
+        await serving.wait_for_signal(server)
+    finally:
+        runner_task.cancel()
+        await link.close()
+        store.close()
+
+
+def _write_ready(path: str, content: dict[str, Any]) -> None:
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(json.dumps(content))
+    os.replace(tmp, path)
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level, "coordinator")
+    serving.install_uvloop()
+    asyncio.run(serve(args))
+    return 0

@@ -1,0 +1,11 @@
+"""The coordinator's Prometheus metrics."""
+
+from prometheus_client import Counter, Gauge, Histogram
+
+ROUNDS = Counter("fedhh_coordinator_rounds_total", "Round attempts by outcome", ["outcome"])
+ROUND_DEVICES = Gauge("fedhh_coordinator_round_devices", "Devices in the latest round's cohort")
+ROUND_SECONDS = Histogram("fedhh_coordinator_round_seconds", "Wall time of released rounds",
+                          buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300))
+EPS_SPENT = Gauge("fedhh_coordinator_eps_spent", "Aggregate epsilon spent so far", ["run_id"])
+ENROLLED = Counter("fedhh_coordinator_enrolled_total", "Devices enrolled")
+TASKS = Counter("fedhh_coordinator_tasks_total", "GetTask answers", ["outcome"])

@@ -1,0 +1,286 @@
+"""Drives a run's rounds: check-in, secure aggregation, the ledger, the prefix tree.
+
+One round, as the coordinator sees it (ARCHITECTURE.md "A round in the networked system"):
+
+1. open a new attempt of the tree's next round (persisted) and collect a cohort at check-in;
+2. with fewer than ``min_devices`` checked in, abort the attempt (nothing released, no spend);
+3. sign a secure-aggregation round config for the cohort (ids 1..n, (k, t) for n, a fresh
+   graph seed from the OS) and open it at the aggregator; give each member its signed task with
+   the coordinator's admission of its identity key;
+4. wait for the aggregator's outcome. When it starts releasing the sum, check the round against
+   the ledger and record its spend (one transaction) *before* reading the sum; refuse and cancel
+   if it would exceed the budget. An abort or a lost aggregator releases nothing: retry;
+5. advance the prefix tree with the sum and commit the new state (one transaction).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fedhh.codec import Codec
+from fedhh.errors import FedhhError, PrivacyError, StateError
+from fedhh.mechanisms import LocalRandomizer, TailKind
+from fedhh.prefixtree import PrefixTree, RoundQuery, TreeState
+from fedhh.privacy import PrivacyLedger
+from fedhh.secagg import (
+    AggregateResult,
+    RoundConfig,
+    SecAggConfigError,
+    StageDeadlines,
+    choose_parameters,
+    issue_admission,
+    session_id_of,
+    sign_config,
+)
+from fedhh.secagg.config import SignedConfig
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_coordinator import metrics
+from fedhh_coordinator.auth import TASK_CONTEXT
+from fedhh_coordinator.lobby import Lobby
+from fedhh_coordinator.settings import RunSettings
+from fedhh_coordinator.store import Store
+
+log = logging.getLogger(__name__)
+
+ReleaseHook = Callable[[int], Awaitable[None]]
+
+
+class RoundAbortedError(FedhhError):
+    """The aggregator released nothing for the round (the reason says why)."""
+
+
+class AggregatorLink(Protocol):
+    """What the runner needs from the secure-aggregation service."""
+
+    async def open_round(self, signed: SignedConfig) -> None: ...
+
+    async def fetch(self, round_id: bytes, timeout_s: float, on_release: ReleaseHook
+                    ) -> AggregateResult:
+        """Wait for the round's outcome. Before the sum itself is read, ``on_release`` gets the
+        number of contributors (and may raise to refuse the sum). RoundAbortedError if the
+        round released nothing."""
+        ...
+
+    async def cancel(self, round_id: bytes) -> None: ...
+
+
+@dataclass
+class RunContext:
+    run_id: str
+    settings: RunSettings
+    tree: PrefixTree
+    state: TreeState
+    ledger: PrivacyLedger
+
+
+class Runner:
+    """Runs the coordinator's runs one at a time, in creation order."""
+
+    def __init__(self, store: Store, link: AggregatorLink, key: Ed25519PrivateKey,
+                 aggregator_address: str, lobby: Lobby) -> None:
+        self.store = store
+        self.link = link
+        self.key = key
+        self.aggregator_address = aggregator_address
+        self.lobby = lobby
+        self._wake = asyncio.Event()
+        self._cancelled: set[str] = set()
+        self.backoff_s = 1.0
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def cancel(self, run_id: str) -> None:
+        self._cancelled.add(run_id)
+        self._wake.set()
+
+    async def serve(self) -> None:
+        """Forever: drive the oldest pending or running run; sleep until woken when none."""
+        while True:
+            active = [r for r in self.store.runs() if r.state in ("pending", "running")]
+            if not active:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            run_id = active[0].run_id
+            try:
+                await self.drive(run_id)
+            except FedhhError as error:
+                log.error("run failed", extra={"run_id": run_id, "error": str(error)})
+                self.store.set_run_state(run_id, "failed", str(error))
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # a bug: fail the run, keep the service up
+                log.exception("run crashed", extra={"run_id": run_id})
+                self.store.set_run_state(run_id, "failed", f"internal error: {error}")
+            finally:
+                self.lobby.clear()
+
+    def context(self, run_id: str) -> RunContext:
+        row = self.store.run(run_id)
+        settings = RunSettings.from_dict(row.config)
+        codec = Codec(settings.codec, settings.max_bits)
+        mechanism = LocalRandomizer(row.eps_local, TailKind(settings.tail))
+        tree = PrefixTree(settings.tree(), codec, mechanism,
+                          np.array(row.deny_codes, dtype=np.uint64))
+        return RunContext(run_id, settings, tree, TreeState.from_dict(row.tree),
+                          PrivacyLedger.from_dict(row.ledger))
+
+    async def drive(self, run_id: str) -> None:
+        ctx = self.context(run_id)
+        self._recover(ctx)
+        attempts = 0
+        while not ctx.state.done:
+            if run_id in self._cancelled:
+                self.store.set_run_state(run_id, "cancelled", "cancelled by the operator")
+                return
+            query = ctx.tree.query(ctx.state)
+            attempt = self.store.open_round(run_id, query.round)
+            attempts += 1
+            released = await self._attempt(ctx, query, attempt)
+            if released:
+                attempts = 0
+            elif attempts >= ctx.settings.max_attempts:
+                raise StateError(
+                    f"round {query.round} released nothing in {attempts} attempts; giving up")
+            else:
+                await asyncio.sleep(self.backoff_s)
+        self.store.set_run_state(run_id, "done")
+        log.info("run done", extra={"run_id": run_id})
+
+    def _recover(self, ctx: RunContext) -> None:
+        for row in self.store.interrupted_rounds(ctx.run_id):
+            if row.state == "open":
+                self.store.abort_round(ctx.run_id, row.round, row.attempt,
+                                       "the coordinator stopped before the sum was released")
+            else:
+                raise StateError(
+                    f"round {row.round} (attempt {row.attempt}) was being released when the "
+                    "coordinator stopped: its spend is recorded, its sum is lost, and the run "
+                    "cannot continue within its budget")
+
+    async def _attempt(self, ctx: RunContext, query: RoundQuery, attempt: int) -> bool:
+        s = ctx.settings
+        started = time.monotonic()
+        cohort = await self.lobby.collect(s.target_devices, s.checkin_ms / 1000)
+        if len(cohort) < s.min_devices:
+            self._abort(ctx, query, attempt, f"only {len(cohort)} devices checked in "
+                        f"(min_devices {s.min_devices})")
+            return False
+        try:
+            signed, config = self._round_config(ctx, query, attempt, len(cohort))
+        except SecAggConfigError as error:
+            self._abort(ctx, query, attempt, f"no secure-aggregation parameters: {error}")
+            return False
+        try:
+            await self.link.open_round(signed)
+        except FedhhError as error:
+            self._abort(ctx, query, attempt, f"aggregator refused the round: {error}")
+            return False
+        self.lobby.deliver(self._tasks(ctx, query, attempt, cohort, signed, config))
+        metrics.ROUND_DEVICES.set(len(cohort))
+
+        release_started = False
+
+        async def on_release(contributors: int) -> None:
+            nonlocal release_started
+            check = ctx.ledger.check(query.round - 1, contributors)
+            if not check.accepted:
+                await self.link.cancel(config.round_id)
+                raise PrivacyError(f"privacy budget refused the round's sum: {check.reason}")
+            ctx.ledger = ctx.ledger.record(query.round - 1, contributors)
+            release_started = True
+            self.store.begin_release(ctx.run_id, query.round, attempt, contributors,
+                                     ctx.ledger.to_dict())
+            metrics.EPS_SPENT.labels(ctx.run_id).set(ctx.ledger.spent_epsilon())
+
+        timeout = (config.deadlines.unmask / 1000 - time.time()) + s.stage_ms / 1000 + 30
+        try:
+            result = await self.link.fetch(config.round_id, max(timeout, 1.0), on_release)
+        except RoundAbortedError as error:
+            if release_started:
+                raise StateError(
+                    f"round {query.round} (attempt {attempt}) was lost while its sum was being "
+                    f"released ({error}): its spend is recorded, and the run cannot continue "
+                    "within its budget") from None
+            self._abort(ctx, query, attempt, str(error))
+            return False
+        finally:
+            self.lobby.clear()
+        new_state, report = ctx.tree.advance(ctx.state, result.total.astype(np.int64),
+                                             result.num_contributors)
+        summary = report.to_dict()
+        summary["seconds"] = time.monotonic() - started
+        self.store.finish_release(ctx.run_id, query.round, attempt, new_state.to_dict(), summary,
+                                  new_state.done)
+        ctx.state = new_state
+        metrics.ROUNDS.labels("released").inc()
+        metrics.ROUND_SECONDS.observe(summary["seconds"])
+        log.info("round released", extra={"run_id": ctx.run_id, "round": query.round,
+                                          "attempt": attempt,
+                                          "contributors": result.num_contributors,
+                                          "kept": report.kept, "finished": report.finished})
+        return True
+
+    def _abort(self, ctx: RunContext, query: RoundQuery, attempt: int, reason: str) -> None:
+        self.store.abort_round(ctx.run_id, query.round, attempt, reason)
+        metrics.ROUNDS.labels("aborted").inc()
+        log.warning("round aborted", extra={"run_id": ctx.run_id, "round": query.round,
+                                            "attempt": attempt, "reason": reason})
+
+    def _round_config(self, ctx: RunContext, query: RoundQuery, attempt: int, n: int
+                      ) -> tuple[SignedConfig, RoundConfig]:
+        s = ctx.settings
+        params = choose_parameters(n, s.expected_dropout, s.corrupt_fraction)
+        now_ms = int(time.time() * 1000)
+        step = s.stage_ms
+        deadlines = StageDeadlines(*(now_ms + step * (i + 1) for i in range(5)))
+        config = RoundConfig(
+            round_id=f"{ctx.run_id}/{query.round}/{attempt}".encode(),
+            num_devices=n,
+            dimension=query.domain_size,
+            modulus_bits=params.modulus_bits,
+            n_min=min(s.min_devices, n),
+            k=params.k,
+            t=params.t,
+            graph_seed=os.urandom(32),
+            deadlines=deadlines,
+            device_auth=True,
+        )
+        return sign_config(config, self.key), config
+
+    def _tasks(self, ctx: RunContext, query: RoundQuery, attempt: int, cohort: list[int],
+               signed: SignedConfig, config: RoundConfig) -> dict[int, pb.SignedTask]:
+        s = ctx.settings
+        session = session_id_of(config)
+        tasks = {}
+        for secagg_id, device_id in enumerate(cohort, start=1):
+            record = self.store.device(device_id)
+            if record is None:
+                continue
+            admission = issue_admission(session, secagg_id, record[1], self.key)
+            task = pb.Task(
+                run_id=ctx.run_id, round=query.round, attempt=attempt, device_id=device_id,
+                prefix_bits=query.prefix_bits, prefixes=query.prefixes.tolist(),
+                deny_list=query.deny.tolist(), segment_bits=query.segment_bits,
+                eps_local=ctx.tree.mechanism.eps_local,  # type: ignore[union-attr]
+                codec=s.codec, max_bits=s.max_bits, selection=s.selection,
+                prefix_conditioning=s.prefix_conditioning,
+                aggregator_address=self.aggregator_address, round_config=signed.payload,
+                round_config_signature=signed.signature,
+                secagg_id=secagg_id, admission=admission.signature,
+                deadline_unix_ms=config.deadlines.unmask,
+            )
+            payload = task.SerializeToString()
+            tasks[device_id] = pb.SignedTask(task=payload,
+                                             signature=self.key.sign(TASK_CONTEXT + payload))
+        return tasks

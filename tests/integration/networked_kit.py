@@ -1,0 +1,70 @@
+"""Shared pieces of the networked integration tests: a planted population and a run config."""
+
+from __future__ import annotations
+
+import random
+import string
+from pathlib import Path
+
+from fedhh.v1 import coordinator_pb2 as pb
+
+PLANTED = {"apple": 60, "berry": 50, "cherr": 40}
+USERS = 200
+SEED = 11
+
+
+def planted_dataset(path: Path) -> Path:
+    """200 users, each holding 1-3 words: planted words plus unique random ones."""
+    rng = random.Random(5)
+    lines = []
+    holders = [w for w, count in PLANTED.items() for _ in range(count)]
+    holders += [""] * (USERS - len(holders))
+    rng.shuffle(holders)
+    for held in holders:
+        words = [held] if held else []
+        for _ in range(rng.randint(1, 2)):
+            words.append("".join(rng.choice(string.ascii_lowercase) for _ in range(5)))
+        lines.append(" ".join(words))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_config(**overrides: object) -> pb.RunConfig:
+    values: dict[str, object] = dict(
+        eps_agg=64.0, delta=1e-6, eps_local=8.0, rounds=3, dim_limit=1 << 14,
+        target_devices=USERS, min_devices=USERS, codec="5bit", max_bits=30,
+        selection="uniform", checkin_ms=30_000, stage_ms=20_000,
+    )
+    values.update(overrides)
+    return pb.RunConfig(**values)  # type: ignore[arg-type]
+
+
+SHORT = {"a": 70, "b": 60, "c": 50}
+
+
+def short_dataset(path: Path) -> Path:
+    """200 users whose planted items are one letter (10 bits in the 5-bit code), for quick
+    one- and two-round runs; the other items are random two-letter words."""
+    rng = random.Random(7)
+    holders = [w for w, count in SHORT.items() for _ in range(count)]
+    holders += [""] * (USERS - len(holders))
+    rng.shuffle(holders)
+    lines = []
+    for held in holders:
+        other = "".join(rng.choice(string.ascii_lowercase[3:]) for _ in range(2))
+        lines.append(f"{held} {other}".strip())
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def wait_for_line(path: Path, needle: str, timeout_s: float = 120.0) -> None:
+    """Block until a service's log has a line containing ``needle`` (the service's own
+    announcement of an event, not a guess at timing)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and needle in path.read_text(errors="replace"):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"{needle!r} never appeared in {path}")

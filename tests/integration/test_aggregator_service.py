@@ -1,0 +1,610 @@
+"""The secure-aggregation service over real gRPC on 127.0.0.1 (issue 4, section 2).
+
+Servers are started by the tests on OS-chosen ports; nothing sleeps to synchronise: devices
+long-poll, the coordinator waits on GetResult, and stages close at their deadlines or as soon as
+every expected device answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import IO
+
+import grpc
+import numpy as np
+import pytest
+from aggregator_testkit import (
+    COORDINATOR_KEY,
+    COORDINATOR_PUBLIC,
+    TOKEN,
+    Cohort,
+    aggregator,
+    expect_status,
+    make_cohort,
+    run,
+    session,
+)
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client import REGISTRY
+
+from fedhh.errors import AuthenticationError, ConflictError, NotFoundError, StateError
+from fedhh.rpc.aggregator_client import (
+    AggregatorBusy,
+    AggregatorControl,
+    Outcome,
+    Participation,
+    RetryPolicy,
+    RoundAborted,
+    open_channel,
+    participate,
+)
+from fedhh.rpc.aggregator_wire import (
+    CallKind,
+    admission_to_pb,
+    await_digest,
+    credentials,
+    keys_to_pb,
+    stage_to_pb,
+)
+from fedhh.rpc.tls import make_dev_pki
+from fedhh.secagg import (
+    AdvertiseKeys,
+    AggregateResult,
+    EncryptedShare,
+    MaskedInput,
+    MaskedInputRequest,
+    ShareKeysRequest,
+    ShareKeysResponse,
+    Stage,
+    UnmaskRequest,
+    UnmaskResponse,
+    choose_parameters,
+    issue_admission,
+)
+from fedhh.secagg.primitives import ed25519_from_seed, ed25519_public_bytes
+from fedhh.v1 import aggregator_pb2 as pb
+from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
+from fedhh_aggregator.main import Settings, start
+from fedhh_aggregator.rounds import Limits
+
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+UNAUTHENTICATED = grpc.StatusCode.UNAUTHENTICATED
+NOT_FOUND = grpc.StatusCode.NOT_FOUND
+LATE = grpc.StatusCode.FAILED_PRECONDITION
+OTHER_KEY = ed25519_from_seed(b"\x02" * 32)
+
+
+def _metric(name: str, labels: dict[str, str] | None = None) -> float:
+    return REGISTRY.get_sample_value(name, labels or {}) or 0.0
+
+
+async def _everyone(channel: grpc.aio.Channel, cohort: Cohort,
+                    drop: dict[int, Stage] | None = None) -> dict[int, Participation]:
+    drop = drop or {}
+    ids = range(1, cohort.config.num_devices + 1)
+    outcomes = await asyncio.gather(*(
+        participate(channel, cohort.device(u), cohort.reports[u],
+                    identity_key=cohort.identity_keys[u], admission=cohort.admissions[u],
+                    drop_at=drop.get(u))
+        for u in ids))
+    return dict(zip(ids, outcomes, strict=True))
+
+
+# -- a full round ----------------------------------------------------------------------------
+
+def test_fifty_devices_with_dropouts_release_exactly_the_survivors_sum() -> None:
+    params = choose_parameters(50, dropout=0.2, corrupt=0.05)
+    cohort = make_cohort(50, 4096, params.k, params.t, n_min=30, windows_ms=(2500,) * 5,
+                         consistency_check=True)
+    drop = {2: Stage.ADVERTISE_KEYS, 9: Stage.ADVERTISE_KEYS, 13: Stage.SHARE_KEYS,
+            21: Stage.SHARE_KEYS, 30: Stage.MASKED_INPUT, 34: Stage.MASKED_INPUT,
+            41: Stage.CONSISTENCY_CHECK, 47: Stage.UNMASK, 50: Stage.UNMASK}
+    released_before = _metric("fedhh_aggregator_rounds_released_total")
+    announced: list[int] = []
+
+    async def on_release(contributors: int) -> None:
+        announced.append(contributors)
+
+    async def scenario() -> tuple[AggregateResult, dict[int, Participation]]:
+        async with aggregator() as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            assert await control.open_round(cohort.signed) == cohort.session_id
+            fetch = asyncio.create_task(control.result(cohort.round_id, 45, on_release))
+            # Odd devices upload their vector in 1000-byte chunks (9 per vector), even ones in
+            # one chunk.
+            odd = await asyncio.gather(*(
+                participate(channel, cohort.device(u), cohort.reports[u],
+                            identity_key=cohort.identity_keys[u],
+                            admission=cohort.admissions[u], drop_at=drop.get(u),
+                            chunk_bytes=1000 if u % 2 else 1 << 20)
+                for u in range(1, 51)))
+            return await fetch, dict(zip(range(1, 51), odd, strict=True))
+
+    result, outcomes = run(scenario())
+    before_masking = {u for u, s in drop.items() if s <= Stage.MASKED_INPUT}
+    survivors = set(range(1, 51)) - before_masking
+    assert {u for u, o in outcomes.items() if o.contributed} == survivors
+    for u, outcome in outcomes.items():
+        if u in drop:
+            assert (outcome.outcome, outcome.reached) == (Outcome.DROPPED, drop[u])
+        else:  # after enough unmask shares the stage closes early: the last ones are late
+            assert outcome.outcome in (Outcome.COMPLETED, Outcome.LATE), (u, outcome)
+    assert result.num_contributors == len(survivors) == announced[0]
+    assert np.array_equal(result.total.astype(np.int64), cohort.plaintext_sum(survivors))
+    assert _metric("fedhh_aggregator_rounds_released_total") == released_before + 1
+
+
+def test_a_round_below_n_min_aborts_and_releases_nothing() -> None:
+    cohort = make_cohort(8, 64, 7, 4, n_min=6, windows_ms=(1500, 0, 0, 5000, 5000),
+                         round_id=b"run/1/small")
+    drop = {3: Stage.MASKED_INPUT, 5: Stage.MASKED_INPUT, 8: Stage.MASKED_INPUT}
+    aborts_before = _metric("fedhh_aggregator_round_aborts_total", {"reason": "too_few_devices"})
+    announced: list[int] = []
+
+    async def on_release(contributors: int) -> None:
+        announced.append(contributors)
+
+    async def scenario() -> dict[int, Participation]:
+        async with aggregator() as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            outcomes = await _everyone(channel, cohort, drop)
+            with pytest.raises(RoundAborted) as aborted:
+                await control.result(cohort.round_id, 30, on_release)
+            assert aborted.value.reason == "too_few_devices"
+            with pytest.raises(StateError):  # the abort was reported: the round is gone
+                await control.result(cohort.round_id, 0)
+            return outcomes
+
+    outcomes = run(scenario())
+    assert announced == []
+    for u, outcome in outcomes.items():
+        if u in drop:
+            assert (outcome.outcome, outcome.reached) == (Outcome.DROPPED, Stage.MASKED_INPUT)
+        else:  # it was waiting for its unmask request when the round aborted
+            assert (outcome.outcome, outcome.reached) == (Outcome.ROUND_ABORTED, Stage.UNMASK)
+            assert outcome.detail == "too_few_devices"
+    assert _metric("fedhh_aggregator_round_aborts_total",
+                   {"reason": "too_few_devices"}) == aborts_before + 1
+
+
+# -- malformed, replayed and duplicate requests ------------------------------------------------
+
+async def _stream(stub: pb_grpc.SecureAggregationStub, chunks: list[pb.MaskedInputChunk]
+                  ) -> pb.SubmitResponse:
+    async def gen() -> AsyncIterator[pb.MaskedInputChunk]:
+        for chunk in chunks:
+            yield chunk
+
+    return await stub.SubmitMaskedInput(gen(), timeout=10)
+
+
+def _header(cohort: Cohort, u: int, data: bytes, total: int,
+            key: Ed25519PrivateKey | None = None) -> pb.MaskedInputChunk:
+    creds = credentials(key or cohort.identity_keys[u], cohort.admissions[u],
+                        CallKind.MASKED_INPUT, cohort.session_id, hashlib.sha256(data).digest())
+    return pb.MaskedInputChunk(header=pb.MaskedInputHeader(
+        session_id=cohort.session_id, credentials=creds, total_bytes=total))
+
+
+def test_malformed_replayed_and_duplicate_requests_change_nothing() -> None:
+    n = 6
+    cohort = make_cohort(n, 300, 5, 3, n_min=4, modulus_bits=32, windows_ms=(20_000,) * 5,
+                         round_id=b"run/1/malformed")
+    sid = cohort.session_id
+
+    async def scenario() -> None:
+        async with aggregator() as (_, channel):
+            stub = pb_grpc.SecureAggregationStub(channel)
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            devices = {u: cohort.device(u) for u in range(1, n + 1)}
+            s = {u: session(channel, cohort, u, devices[u]) for u in devices}
+            adverts = {u: devices[u].advertise_keys() for u in devices}
+
+            # Unknown round, malformed session id, stage and keys.
+            keys = keys_to_pb(adverts[1])
+            await expect_status(NOT_FOUND, stub.AdvertiseKeys(
+                pb.AdvertiseKeysRequest(session_id=bytes(32), keys=keys)))
+            await expect_status(INVALID, stub.AdvertiseKeys(
+                pb.AdvertiseKeysRequest(session_id=b"short", keys=keys)))
+            await expect_status(INVALID, stub.AdvertiseKeys(pb.AdvertiseKeysRequest(
+                session_id=sid)))
+            garbage = keys_to_pb(adverts[1])
+            garbage.c_pk = b"\x07" * 5
+            await expect_status(INVALID, stub.AdvertiseKeys(
+                pb.AdvertiseKeysRequest(session_id=sid, keys=garbage)))
+            creds = credentials(cohort.identity_keys[1], cohort.admissions[1], CallKind.AWAIT,
+                                sid, await_digest(Stage.ADVERTISE_KEYS))
+            await expect_status(INVALID, stub.AwaitStage(pb.AwaitStageRequest(
+                session_id=sid, credentials=creds, stage=stage_to_pb(Stage.ADVERTISE_KEYS))))
+            await expect_status(INVALID, stub.AwaitStage(pb.AwaitStageRequest(
+                session_id=sid, credentials=creds, stage=pb.SecAggStage.Value(
+                    "SECAGG_STAGE_UNSPECIFIED"))))
+            # A round without the consistency check has no such stage.
+            await expect_status(INVALID, s[1].await_request(Stage.CONSISTENCY_CHECK, 0))
+            # Too early: shares before the keys stage closed.
+            await expect_status(LATE, s[1].submit_shares(
+                ShareKeysResponse(sid, 1, (), bytes(32))))
+            assert await s[1].advertise(adverts[1]) is True
+            assert await s[1].advertise(adverts[1]) is False  # replayed: ignored
+            other = AdvertiseKeys(sid, 1, adverts[2].c_pk[::-1], adverts[2].s_pk[::-1],
+                                  cohort.admissions[1], b"")
+            await expect_status(INVALID, s[1].advertise(other))  # a different second copy
+            for u in range(2, n + 1):  # the last one closes the stage early
+                assert await s[u].advertise(adverts[u]) is True
+            with pytest.raises(TimeoutError):  # still running; wait_ms = 0 answers at once
+                await control.result(cohort.round_id, 0)
+
+            # Share keys.
+            responses = {}
+            for u in devices:
+                status, request, _ = await s[u].await_request(Stage.SHARE_KEYS, 10_000)
+                assert status == pb.AWAIT_STATUS_READY
+                assert isinstance(request, ShareKeysRequest)
+                responses[u] = devices[u].share_keys(request)
+            r1 = responses[1]
+            cut = ShareKeysResponse(sid, 1, tuple(EncryptedShare(e.src, e.dst, e.ciphertext[:-1])
+                                                  for e in r1.shares), r1.b_commitment)
+            await expect_status(INVALID, s[1].submit_shares(cut))
+            impostor = session(channel, cohort, 1, devices[1])
+            impostor.identity_key = OTHER_KEY
+            await expect_status(UNAUTHENTICATED, impostor.submit_shares(r1))
+            await expect_status(LATE, s[1].advertise(adverts[1]))  # stage 0 has closed
+            assert await s[1].submit_shares(r1) is True
+            assert await s[1].submit_shares(r1) is False
+            await expect_status(INVALID, s[1].submit_shares(
+                ShareKeysResponse(sid, 1, r1.shares, bytes(32))))  # a different second copy
+            for u in range(2, n + 1):
+                assert await s[u].submit_shares(responses[u]) is True
+
+            # Masked input: wrong lengths in the stream, bad chunks, bad signature.
+            masked = {}
+            for u in devices:
+                status, request, _ = await s[u].await_request(Stage.MASKED_INPUT, 10_000)
+                assert status == pb.AWAIT_STATUS_READY
+                assert isinstance(request, MaskedInputRequest)
+                masked[u] = devices[u].masked_input(request, cohort.reports[u])
+            data = masked[1].vector_bytes()
+            size = len(data)
+            assert size == 300 * 4
+            longer, shorter = data + bytes(4), data[:-4]
+            bad_streams = [
+                [_header(cohort, 1, data, size - 4), pb.MaskedInputChunk(data=data)],
+                [_header(cohort, 1, longer, size), pb.MaskedInputChunk(data=longer)],
+                [_header(cohort, 1, shorter, size), pb.MaskedInputChunk(data=shorter)],
+                [_header(cohort, 1, data, size), pb.MaskedInputChunk(data=data[:500]),
+                 pb.MaskedInputChunk(data=data[500:] + b"\x00")],
+                [pb.MaskedInputChunk(data=data)],
+                [_header(cohort, 1, data, size), _header(cohort, 1, data, size)],
+                [_header(cohort, 1, data, size), pb.MaskedInputChunk(data=b""),
+                 pb.MaskedInputChunk(data=data)],
+                [],
+            ]
+            for chunks in bad_streams:
+                await expect_status(INVALID, _stream(stub, chunks))
+            tampered = bytearray(data)
+            tampered[0] ^= 1
+            await expect_status(UNAUTHENTICATED, _stream(stub, [
+                _header(cohort, 1, data, size), pb.MaskedInputChunk(data=bytes(tampered))]))
+            await expect_status(UNAUTHENTICATED, _stream(stub, [
+                _header(cohort, 1, data, size, OTHER_KEY), pb.MaskedInputChunk(data=data)]))
+            assert await s[1].submit_masked_input(masked[1]) is True
+            assert await s[1].submit_masked_input(masked[1]) is False  # an identical replay
+            changed = MaskedInput(sid, 1, masked[1].vector + np.uint32(1))
+            await expect_status(INVALID, s[1].submit_masked_input(changed))
+            for u in range(2, n + 1):
+                assert await s[u].submit_masked_input(masked[u]) is True
+
+            # Unmask.
+            answers = {}
+            for u in devices:
+                status, request, _ = await s[u].await_request(Stage.UNMASK, 10_000)
+                assert status == pb.AWAIT_STATUS_READY
+                assert isinstance(request, UnmaskRequest)
+                answers[u] = devices[u].unmask(request)
+            a1 = answers[1]
+            await expect_status(INVALID, s[1].submit_unmask(UnmaskResponse(
+                sid, 1, tuple((o, v[:-1]) for o, v in a1.b_shares), a1.s_shares)))
+            await expect_status(INVALID, s[1].submit_unmask(UnmaskResponse(
+                sid, 1, a1.b_shares[1:], a1.s_shares)))  # a share missing
+            assert await s[1].submit_unmask(a1) is True
+            assert await s[1].submit_unmask(a1) is False
+            for u in range(2, n + 1):
+                # Once every secret has t shares the stage closes early: later answers are late.
+                try:
+                    assert await s[u].submit_unmask(answers[u]) is True
+                except grpc.aio.AioRpcError as error:
+                    assert error.code() == LATE, error.details()
+
+            result = await control.result(cohort.round_id, 20)
+            assert result.num_contributors == n
+            assert np.array_equal(result.total.astype(np.int64),
+                                  cohort.plaintext_sum(list(devices)))
+            # The sum was delivered and dropped; the round cannot be fetched or joined again.
+            with pytest.raises(StateError):
+                await control.result(cohort.round_id, 0)
+            await expect_status(LATE, s[2].submit_masked_input(masked[2]))
+            with pytest.raises(ConflictError):
+                await control.open_round(cohort.signed)
+
+    run(scenario())
+
+
+# -- authentication ----------------------------------------------------------------------------
+
+def test_calls_without_valid_credentials_are_unauthenticated_and_change_nothing() -> None:
+    n = 5
+    cohort = make_cohort(n, 40, 4, 3, n_min=5, windows_ms=(20_000,) * 5, round_id=b"run/1/auth")
+    sid = cohort.session_id
+    elsewhere = make_cohort(n, 40, 4, 3, n_min=5, round_id=b"run/1/elsewhere", seed=1)
+    forged = make_cohort(n, 40, 4, 3, n_min=5, round_id=b"run/1/forged",
+                         coordinator_key=OTHER_KEY)
+
+    async def scenario() -> dict[int, Participation]:
+        async with aggregator() as (_, channel):
+            raw = pb_grpc.AggregatorControlStub(channel)
+            wrong = (("authorization", "Bearer not-the-control-token-at-all"),)
+            for metadata in ((), wrong, (("authorization", TOKEN.decode()),)):
+                await expect_status(UNAUTHENTICATED, raw.OpenRound(pb.OpenRoundRequest(
+                    config=cohort.signed.payload, signature=cohort.signed.signature),
+                    metadata=metadata))
+                await expect_status(UNAUTHENTICATED, raw.GetResult(
+                    pb.GetResultRequest(round_id=cohort.round_id), metadata=metadata).read())
+                await expect_status(UNAUTHENTICATED, raw.CancelRound(
+                    pb.CancelRoundRequest(round_id=cohort.round_id), metadata=metadata))
+            with pytest.raises(AuthenticationError):
+                await AggregatorControl(channel, b"x" * 32).open_round(cohort.signed)
+            control = AggregatorControl(channel, TOKEN)
+            with pytest.raises(AuthenticationError):  # not signed by the coordinator
+                await control.open_round(forged.signed)
+            with pytest.raises(NotFoundError):  # so it was not opened
+                await control.result(forged.round_id, 0)
+            await control.open_round(cohort.signed)
+
+            stub = pb_grpc.SecureAggregationStub(channel)
+            device = cohort.device(1)
+            advert = device.advertise_keys()
+            no_admission = keys_to_pb(advert)
+            no_admission.ClearField("admission")
+            foreign = keys_to_pb(advert)  # admission for another round's session
+            foreign.admission.CopyFrom(admission_to_pb(elsewhere.admissions[1]))
+            borrowed = keys_to_pb(advert)  # device 2's admission on device 1's keys
+            borrowed.admission.CopyFrom(admission_to_pb(cohort.admissions[2]))
+            self_made = keys_to_pb(advert)  # an admission not signed by the coordinator
+            self_made.admission.CopyFrom(admission_to_pb(issue_admission(
+                sid, 1, ed25519_public_bytes(cohort.identity_keys[1]), OTHER_KEY)))
+            resigned = keys_to_pb(advert)  # right admission, keys signed by another key
+            resigned.signature = OTHER_KEY.sign(b"anything")
+            for keys in (no_admission, foreign, borrowed, self_made, resigned):
+                await expect_status(UNAUTHENTICATED, stub.AdvertiseKeys(
+                    pb.AdvertiseKeysRequest(session_id=sid, keys=keys)))
+            stage = stage_to_pb(Stage.SHARE_KEYS)
+            await expect_status(UNAUTHENTICATED, stub.AwaitStage(
+                pb.AwaitStageRequest(session_id=sid, stage=stage)))
+            bad = credentials(OTHER_KEY, cohort.admissions[1], CallKind.AWAIT, sid,
+                              await_digest(Stage.SHARE_KEYS))
+            await expect_status(UNAUTHENTICATED, stub.AwaitStage(
+                pb.AwaitStageRequest(session_id=sid, stage=stage, credentials=bad)))
+            replayed = credentials(cohort.identity_keys[1], cohort.admissions[1],
+                                   CallKind.AWAIT, sid, await_digest(Stage.MASKED_INPUT))
+            await expect_status(UNAUTHENTICATED, stub.AwaitStage(  # signed for another stage
+                pb.AwaitStageRequest(session_id=sid, stage=stage, credentials=replayed)))
+
+            # Nothing above changed the round: every device still joins and it completes.
+            fetch = asyncio.create_task(control.result(cohort.round_id, 30))
+            outcomes = await _everyone(channel, cohort)
+            result = await fetch
+            assert result.num_contributors == n
+            assert np.array_equal(result.total.astype(np.int64),
+                                  cohort.plaintext_sum(list(range(1, n + 1))))
+            return outcomes
+
+    outcomes = run(scenario())
+    assert all(o.contributed for o in outcomes.values())
+
+
+# -- the control API ----------------------------------------------------------------------------
+
+def test_open_round_validates_configs_and_limits_and_cancel_aborts() -> None:
+    a = make_cohort(3, 16, 2, 2, n_min=2, windows_ms=(30_000,) * 5, round_id=b"run/a")
+    a_again = make_cohort(3, 16, 2, 2, n_min=2, windows_ms=(30_000,) * 5, round_id=b"run/a",
+                          seed=7)
+    b = make_cohort(3, 16, 2, 2, n_min=2, windows_ms=(30_000,) * 5, round_id=b"run/b")
+    c = make_cohort(3, 16, 2, 2, n_min=2, windows_ms=(30_000,) * 5, round_id=b"run/c")
+    unauthenticated_devices = make_cohort(3, 16, 2, 2, n_min=2, round_id=b"run/d",
+                                          device_auth=False)
+    past = make_cohort(3, 16, 2, 2, n_min=2, windows_ms=(-5000, 0, 0, 0, 0),
+                       round_id=b"run/e")
+
+    async def scenario() -> dict[int, Participation]:
+        async with aggregator(Limits(max_rounds=2)) as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            raw = pb_grpc.AggregatorControlStub(channel)
+            md = (("authorization", f"Bearer {TOKEN.decode()}"),)
+            junk = b"not a round config"
+            await expect_status(INVALID, raw.OpenRound(pb.OpenRoundRequest(
+                config=junk, signature=COORDINATOR_KEY.sign(junk)), metadata=md))
+            for bad in (unauthenticated_devices, past):
+                await expect_status(INVALID, raw.OpenRound(pb.OpenRoundRequest(
+                    config=bad.signed.payload, signature=bad.signed.signature), metadata=md))
+            first = await raw.OpenRound(pb.OpenRoundRequest(
+                config=a.signed.payload, signature=a.signed.signature), metadata=md)
+            again = await raw.OpenRound(pb.OpenRoundRequest(
+                config=a.signed.payload, signature=a.signed.signature), metadata=md)
+            assert (first.created, again.created) == (True, False)
+            assert first.session_id == again.session_id == a.session_id
+            with pytest.raises(ConflictError):
+                await control.open_round(a_again.signed)
+            await control.open_round(b.signed)
+            with pytest.raises(AggregatorBusy):
+                await control.open_round(c.signed)
+            with pytest.raises(NotFoundError):
+                await control.result(b"run/nope", 0)
+            with pytest.raises(NotFoundError):
+                await control.cancel(b"run/nope")
+
+            # Cancel a running round: its devices are told, nothing is released.
+            joining = asyncio.gather(*(participate(
+                channel, a.device(u), a.reports[u], identity_key=a.identity_keys[u],
+                admission=a.admissions[u]) for u in (1, 2)))  # device 3 never comes
+            assert await control.cancel(a.round_id) == "aborted"
+            outcomes = dict(zip((1, 2), await joining, strict=True))
+            with pytest.raises(RoundAborted) as aborted:
+                await control.result(a.round_id, 5)
+            assert aborted.value.reason == "cancelled"
+            assert await control.cancel(a.round_id) == "aborted"  # idempotent
+            with pytest.raises(ConflictError):
+                await control.open_round(a.signed)
+            await control.open_round(c.signed)  # a's slot is free again
+            return outcomes
+
+    outcomes = run(scenario())
+    assert all(o.outcome == Outcome.ROUND_ABORTED for o in outcomes.values()), outcomes
+
+
+# -- the real process ------------------------------------------------------------------------------
+
+def _lines(stream: IO[str], sink: queue.Queue[str]) -> None:
+    for line in stream:
+        sink.put(line)
+
+
+def _wait_for_log(lines: queue.Queue[str], message: str, timeout: float) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    while True:
+        line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if entry.get("message") == message:
+            return entry
+
+
+def test_the_fedhh_aggregator_process_serves_health_and_stops_on_sigterm(tmp_path: Path) -> None:
+    key_file = tmp_path / "coordinator.pub"
+    key_file.write_bytes(COORDINATOR_KEY.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    token_file = tmp_path / "token"
+    token_file.write_bytes(TOKEN + b"\n")
+    ready = tmp_path / "ready.json"
+    env = {k: v for k, v in os.environ.items() if k != "FEDHH_CONTROL_TOKEN"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fedhh.cli.main", "aggregator", "--insecure",
+         "--listen", "127.0.0.1:0", "--coordinator-key", str(key_file),
+         "--control-token-file", str(token_file), "--ready-file", str(ready),
+         "--metrics-port", "0"],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
+    try:
+        _wait_for_log(lines, "aggregator serving", 30)
+        ports = json.loads(ready.read_text())
+        with grpc.insecure_channel(f"127.0.0.1:{ports['port']}") as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            for service in ("", "fedhh.v1.SecureAggregation", "fedhh.v1.AggregatorControl"):
+                answer = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+                assert answer.status == health_pb2.HealthCheckResponse.SERVING
+            with pytest.raises(grpc.RpcError) as info:  # the control API wants the token
+                pb_grpc.AggregatorControlStub(channel).CancelRound(
+                    pb.CancelRoundRequest(round_id=b"x"), timeout=10)
+            assert info.value.code() == UNAUTHENTICATED
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics_port']}/metrics",
+                                    timeout=10) as page:
+            assert b"fedhh_aggregator_rounds_open" in page.read()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        _wait_for_log(lines, "aggregator stopped", 10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_cli_refuses_a_missing_token(tmp_path: Path) -> None:
+    key_file = tmp_path / "coordinator.pub"
+    key_file.write_bytes(COORDINATOR_KEY.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    env = {k: v for k, v in os.environ.items() if k != "FEDHH_CONTROL_TOKEN"}
+    done = subprocess.run(
+        [sys.executable, "-m", "fedhh.cli.main", "aggregator", "--insecure",
+         "--listen", "127.0.0.1:0", "--coordinator-key", str(key_file)],
+        capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2
+    assert "control token" in done.stderr.splitlines()[-1]
+
+
+def test_an_outcome_nobody_fetches_expires() -> None:
+    cohort = make_cohort(3, 8, 2, 2, n_min=2, windows_ms=(300, 0, 0, 0, 0),
+                         round_id=b"run/expiring")
+    expired_before = _metric("fedhh_aggregator_rounds_expired_total")
+
+    async def scenario() -> None:
+        async with aggregator(Limits(result_ttl_s=0.2)) as (agg, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            driver = agg.registry.by_round(cohort.round_id).driver
+            assert driver is not None
+            await driver  # nobody came: stage 0 aborts at its deadline, then the outcome expires
+            with pytest.raises(StateError):
+                await control.result(cohort.round_id, 0)
+            assert await control.cancel(cohort.round_id) == "aborted"
+            assert len(agg.registry) == 0
+
+    run(scenario())
+    assert _metric("fedhh_aggregator_rounds_expired_total") == expired_before + 1
+
+
+def test_the_service_over_tls(tmp_path: Path) -> None:
+    tls = make_dev_pki(tmp_path, ["127.0.0.1"])
+
+    async def scenario() -> None:
+        agg = await start(Settings(coordinator_public=COORDINATOR_PUBLIC, control_token=TOKEN,
+                                   listen="127.0.0.1:0", tls=tls))
+        channel = open_channel(f"127.0.0.1:{agg.port}", tls.channel_credentials())
+        try:
+            with pytest.raises(NotFoundError):  # a full round trip through TLS
+                await AggregatorControl(channel, TOKEN).cancel(b"run/none")
+        finally:
+            await channel.close()
+            await agg.stop(grace=0.5)
+
+    run(scenario())
+
+
+def test_a_device_gives_up_after_its_retries_when_nobody_listens() -> None:
+    cohort = make_cohort(3, 8, 2, 2, n_min=2, round_id=b"run/nobody")
+    with socket.socket() as probe:  # a port on which nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    async def scenario() -> Participation:
+        channel = open_channel(f"127.0.0.1:{port}")
+        try:
+            return await participate(
+                channel, cohort.device(1), cohort.reports[1],
+                identity_key=cohort.identity_keys[1], admission=cohort.admissions[1],
+                retry=RetryPolicy(attempts=3, initial_backoff_s=0.01, max_backoff_s=0.02),
+                call_timeout=5)
+        finally:
+            await channel.close()
+
+    outcome = run(scenario())
+    assert (outcome.reached, outcome.outcome, outcome.contributed) == (
+        Stage.ADVERTISE_KEYS, Outcome.UNAVAILABLE, False)

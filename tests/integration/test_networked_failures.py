@@ -1,0 +1,97 @@
+"""Failures of the networked system, with real processes: devices dropping out at every stage,
+the coordinator killed with SIGKILL mid-run, the aggregator killed mid-round. Runs complete,
+nothing is released from a broken round, and the privacy ledger counts each released round
+exactly once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from networked_kit import SHORT, run_config, short_dataset, wait_for_line
+
+from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.topology import LocalTopology
+
+pytestmark = pytest.mark.slow
+
+
+def start(root: Path, drop: list[str] | None = None) -> tuple[LocalTopology, Path]:
+    data = short_dataset(root / "users.txt")
+    topo = LocalTopology(root / "topology", env={"FEDHH_CACHE": str(root / "cache")})
+    topo.start_aggregator()
+    topo.start_coordinator()
+    for i, users in enumerate(("0:100", "100:200")):
+        topo.start_devices(f"devices-{i}", str(data), users, drop)
+    return topo, data
+
+
+def admin(topo: LocalTopology) -> AdminClient:
+    return AdminClient(topo.address("coordinator"), topo.token("admin"),
+                       topo.workdir / "tls" / "ca.pem")
+
+
+def ledger_rounds(results) -> list[int]:  # type: ignore[no-untyped-def]
+    return [s["round_index"] for s in json.loads(results.ledger_json)["spends"]]
+
+
+def test_dropouts_at_every_stage(tmp_path: Path) -> None:
+    topo, _ = start(tmp_path, ["--drop-rate", "0.15", "--drop-stage", "random", "--seed", "3"])
+    with topo, admin(topo) as client:
+        client.start_run(run_config(rounds=1, max_bits=10, dim_limit=1 << 10, min_devices=120,
+                                    stage_ms=3000, checkin_ms=20_000), run_id="drops")
+        run = client.wait("drops", 240)
+        results = client.results("drops")
+    assert run.state == "done", run.error
+    released = [r for r in run.rounds if r.state == "released"]
+    assert len(released) == 1 and 120 <= released[0].participants < 200
+    assert set(SHORT) <= {h.item for h in results.heavy_hitters}
+    stats = [json.loads((topo.workdir / f"devices-{i}.stats.json").read_text())
+             for i in range(2)]
+    assert sum(s["dropped"] for s in stats) > 0
+    assert ledger_rounds(results) == [0]
+
+
+def test_coordinator_killed_mid_run_resumes_with_an_exact_ledger(tmp_path: Path) -> None:
+    topo, _ = start(tmp_path)
+    with topo:
+        with admin(topo) as client:
+            client.start_run(run_config(rounds=2, max_bits=20, dim_limit=1 << 10,
+                                        min_devices=150, checkin_ms=4000, stage_ms=10_000),
+                             run_id="crash")
+            wait_for_line(topo.services["coordinator"].log, '"message": "round released"')
+        topo.kill("coordinator")  # round 2 is now open: checking in or aggregating
+        topo.start_coordinator()
+        with admin(topo) as client:
+            run = client.wait("crash", 240)
+            results = client.results("crash")
+    assert run.state == "done", run.error
+    by_round = {}
+    for r in run.rounds:
+        by_round.setdefault(r.round, []).append((r.attempt, r.state, r.reason))
+    assert [s for _, s, _ in by_round[1]] == ["released"]
+    assert by_round[2][-1][1] == "released"
+    assert any("coordinator stopped" in reason for _, _, reason in by_round[2])
+    assert ledger_rounds(results) == [0, 1]
+    assert run.rounds_released == 2
+
+
+def test_aggregator_killed_mid_round_releases_nothing_and_the_retry_succeeds(
+    tmp_path: Path,
+) -> None:
+    topo, _ = start(tmp_path)
+    with topo, admin(topo) as client:
+        client.start_run(run_config(rounds=1, max_bits=10, dim_limit=1 << 10,
+                                    min_devices=150, checkin_ms=4000, stage_ms=10_000),
+                         run_id="lost")
+        wait_for_line(topo.services["aggregator"].log, '"message": "round opened"')
+        topo.kill("aggregator")
+        topo.start_aggregator()
+        run = client.wait("lost", 240)
+        results = client.results("lost")
+    assert run.state == "done", run.error
+    attempts = [(r.attempt, r.state, r.reason) for r in run.rounds]
+    assert attempts[0][1] == "aborted" and attempts[-1][1] == "released"
+    assert ledger_rounds(results) == [0]
+    assert set(SHORT) <= {h.item for h in results.heavy_hitters}

@@ -1,0 +1,193 @@
+"""The networked system as real processes on 127.0.0.1 (OS-chosen ports, TLS from a dev CA):
+a discovery over 200 devices finds the planted heavy hitters, reproduces the in-process
+per-device simulation exactly for the same test seed, and every service rejects bad requests
+with the right status code without changing state."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from networked_kit import PLANTED, SEED, USERS, planted_dataset, run_config
+
+from fedhh.codec import Codec
+from fedhh.data.registry import resolve_dataset
+from fedhh.mechanisms import LocalRandomizer, TailKind
+from fedhh.prefixtree import TreeConfig
+from fedhh.privacy import PrivacyLedger
+from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.tls import ca_credentials
+from fedhh.rpc.topology import LocalTopology
+from fedhh.selection import Selection, SelectionRule
+from fedhh.simulation.runner import SimulationConfig, simulate
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalTopology, Path]]:
+    root = tmp_path_factory.mktemp("networked")
+    data = planted_dataset(root / "users.txt")
+    with LocalTopology(root / "topology", env={"FEDHH_CACHE": str(root / "cache")}) as topo:
+        topo.start_aggregator()
+        topo.start_coordinator()
+        topo.start_devices("devices-0", str(data), "0:100", ["--seed", str(SEED)])
+        topo.start_devices("devices-1", str(data), "100:200", ["--seed", str(SEED)])
+        yield topo, data
+
+
+def admin(topo: LocalTopology) -> AdminClient:
+    return AdminClient(topo.address("coordinator"), topo.token("admin"),
+                       topo.workdir / "tls" / "ca.pem")
+
+
+@pytest.fixture(scope="module")
+def finished_run(system: tuple[LocalTopology, Path]) -> tuple[pb.Run, pb.Results]:
+    topo, _ = system
+    with admin(topo) as client:
+        client.start_run(run_config(), run_id="planted")
+        run = client.wait("planted", 300)
+        return run, client.results("planted")
+
+
+def test_discovery_finds_the_planted_items(finished_run: tuple[pb.Run, pb.Results]) -> None:
+    run, results = finished_run
+    assert run.state == "done", run.error
+    found = {h.item for h in results.heavy_hitters}
+    assert set(PLANTED) <= found
+    assert all(r.participants == USERS for r in run.rounds if r.state == "released")
+
+
+def test_networked_run_equals_the_per_device_simulation(
+    system: tuple[LocalTopology, Path], finished_run: tuple[pb.Run, pb.Results]
+) -> None:
+    topo, data = system
+    run, results = finished_run
+    assert [r.attempt for r in run.rounds] == [1] * len(run.rounds)  # no retried round
+    dataset = resolve_dataset(str(data), cache_dir=topo.workdir.parent / "cache")
+    cfg = run.config
+    ledger = PrivacyLedger.open(cfg.eps_agg, cfg.delta, cfg.rounds, cfg.min_devices,
+                                eps_local=cfg.eps_local)
+    config = SimulationConfig(
+        tree=TreeConfig(rounds=cfg.rounds, dim_limit=cfg.dim_limit, fp_ratio=cfg.fp_ratio,
+                        tau0=cfg.tau0, eta=cfg.eta),
+        mechanism=LocalRandomizer(cfg.eps_local, TailKind.BINOMIAL), encoding=cfg.codec,
+        max_bits=cfg.max_bits, selection=Selection(SelectionRule.UNIFORM), seed=SEED,
+        per_device=True,
+    )
+    sim = simulate(dataset, config, ledger=ledger)
+    networked = [(h.item, h.estimate, h.round) for h in results.heavy_hitters]
+    simulated = [(h.item, h.estimate, h.round) for h in sim.heavy_hitters]
+    assert networked == simulated
+    assert [(r.kept, r.finished) for r in run.rounds] == \
+        [(r["kept"], r["finished"]) for r in sim.rounds]
+    assert sim.ledger is not None
+    assert json.loads(results.ledger_json) == json.loads(json.dumps(sim.ledger.to_dict()))
+
+
+def test_device_api_rejects_bad_requests(system: tuple[LocalTopology, Path]) -> None:
+    topo, _ = system
+    creds = ca_credentials(topo.workdir / "tls" / "ca.pem")
+    with grpc.secure_channel(topo.address("coordinator"), creds) as channel:
+        stub = pb_grpc.DeviceServiceStub(channel)
+        key = Ed25519PrivateKey.generate().public_key().public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        cases = [
+            (lambda: stub.Enroll(pb.EnrollRequest(enrollment_token=b"wrong" * 4,
+                                                  identity_public_key=key)),
+             grpc.StatusCode.UNAUTHENTICATED),
+            (lambda: stub.Enroll(pb.EnrollRequest(enrollment_token=topo.token("enrollment"),
+                                                  identity_public_key=b"short")),
+             grpc.StatusCode.INVALID_ARGUMENT),
+            (lambda: stub.GetTask(pb.GetTaskRequest(device_id=1)),
+             grpc.StatusCode.UNAUTHENTICATED),
+            (lambda: stub.GetTask(pb.GetTaskRequest(device_id=1),
+                                  metadata=(("authorization", "Bearer 1." + "00" * 32),)),
+             grpc.StatusCode.UNAUTHENTICATED),
+            (lambda: stub.GetTask(pb.GetTaskRequest(device_id=1),
+                                  metadata=(("authorization", "Bearer nonsense"),)),
+             grpc.StatusCode.UNAUTHENTICATED),
+        ]
+        for call, code in cases:
+            with pytest.raises(grpc.RpcError) as error:
+                call()
+            assert error.value.code() == code  # type: ignore[attr-defined]
+        enrolled = stub.Enroll(pb.EnrollRequest(enrollment_token=topo.token("enrollment"),
+                                                identity_public_key=key, label="probe"))
+        with pytest.raises(grpc.RpcError) as error:  # the same identity key twice: a replay
+            stub.Enroll(pb.EnrollRequest(enrollment_token=topo.token("enrollment"),
+                                         identity_public_key=key))
+        assert error.value.code() == grpc.StatusCode.ALREADY_EXISTS  # type: ignore[attr-defined]
+        bearer = f"Bearer {enrolled.device_id}.{enrolled.credential.hex()}"
+        with pytest.raises(grpc.RpcError) as error:  # a valid credential, another device's id
+            stub.GetTask(pb.GetTaskRequest(device_id=enrolled.device_id + 1, wait_ms=1),
+                         metadata=(("authorization", bearer),))
+        assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+        idle = stub.GetTask(pb.GetTaskRequest(device_id=enrolled.device_id, wait_ms=1),
+                            metadata=(("authorization", bearer),))
+        assert idle.WhichOneof("outcome") == "retry_after_ms"
+
+
+def test_admin_api_rejects_bad_requests(system: tuple[LocalTopology, Path],
+                                        finished_run: tuple[pb.Run, pb.Results]) -> None:
+    topo, _ = system
+    ca = topo.workdir / "tls" / "ca.pem"
+    with AdminClient(topo.address("coordinator"), b"not-the-admin-token", ca) as stranger:
+        with pytest.raises(grpc.RpcError) as error:
+            stranger.runs()
+        assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+    with admin(topo) as client:
+        before = [r.run_id for r in client.runs()]
+        for config, run_id, code in [
+            (run_config(rounds=1), "x1", grpc.StatusCode.INVALID_ARGUMENT),
+            (run_config(codec="morse"), "x2", grpc.StatusCode.INVALID_ARGUMENT),
+            (run_config(min_devices=2), "x3", grpc.StatusCode.INVALID_ARGUMENT),
+            (run_config(), "bad id!", grpc.StatusCode.INVALID_ARGUMENT),
+            (run_config(), "planted", grpc.StatusCode.ALREADY_EXISTS),
+        ]:
+            with pytest.raises(grpc.RpcError) as error:
+                client.start_run(config, run_id=run_id)
+            assert error.value.code() == code, run_id  # type: ignore[attr-defined]
+        with pytest.raises(grpc.RpcError) as error:
+            client.run("no-such-run")
+        assert error.value.code() == grpc.StatusCode.NOT_FOUND  # type: ignore[attr-defined]
+        assert [r.run_id for r in client.runs()] == before
+
+
+def test_no_rpc_returns_an_individual_report() -> None:
+    """No response of any service can carry a device's report: masked vectors only travel in
+    the device's own upload request, and the only vector any response holds is the released
+    sum (AggregatorControl.GetResult's ResultChunk)."""
+    from fedhh.v1 import aggregator_pb2, coordinator_pb2
+
+    uploads = {"fedhh.v1.MaskedInputChunk", "fedhh.v1.MaskedInputHeader"}
+    for module in (aggregator_pb2, coordinator_pb2):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            for method in service.methods:
+                types = _message_types(method.output_type)
+                assert not types & uploads, f"{service.name}.{method.name}"
+                if "fedhh.v1.ResultChunk" in types:
+                    assert (service.name, method.name) == ("AggregatorControl", "GetResult")
+
+
+def _message_types(message, seen: set[str] | None = None) -> set[str]:  # type: ignore[no-untyped-def]
+    seen = seen if seen is not None else set()
+    if message.full_name not in seen:
+        seen.add(message.full_name)
+        for field in message.fields:
+            if field.message_type is not None:
+                _message_types(field.message_type, seen)
+    return seen
+
+
+def test_codes_of_the_planted_items_are_distinct() -> None:
+    codes = Codec("5bit", 30).encode_many(list(PLANTED)).codes
+    assert np.unique(codes).size == len(PLANTED)

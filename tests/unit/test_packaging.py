@@ -1,0 +1,27 @@
+"""Packaging invariants: the library imports without a network stack, and the checked-in
+protobuf code is exactly what proto/ generates."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_importing_the_library_does_not_import_grpc() -> None:
+    code = (
+        "import sys, fedhh, fedhh.simulation.runner, fedhh.privacy, fedhh.secagg, fedhh.data, "
+        "fedhh.cli.main; fedhh.cli.main.build_parser(); "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'asyncio_grpc')); "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_generated_protobuf_code_has_not_drifted() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "proto" / "generate.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
