@@ -85,10 +85,27 @@ class Aggregator:
         await self.server.stop(grace)
 
 
+def server_options(limits: Limits) -> list[tuple[str, int]]:
+    """The gRPC server's options: the shared message limits, and a backlog of not yet started
+    calls sized for this service's fan-in.
+
+    The asyncio server starts one call per turn of its event loop; calls that arrive faster
+    wait in gRPC core's queue. Past ``grpc.server.max_pending_requests`` (default 1000) core
+    sheds new calls at random, with a probability rising to 1 at the hard limit (default 3000),
+    answering CANCELLED before any handler runs (so nothing is logged or counted here). When a
+    stage opens every device submits and long-polls for its next request at about the same
+    moment, so ~1400 devices already overflowed the defaults: a shed masked-input upload kept
+    its stage open until the deadline, a shed long-poll lost a device's unmask shares.
+    """
+    return [*serving.OPTIONS,
+            ("grpc.server.max_pending_requests", limits.max_pending_calls),
+            ("grpc.server.max_pending_requests_hard_limit", 2 * limits.max_pending_calls)]
+
+
 async def start(settings: Settings) -> Aggregator:
     """Build, bind and start the service (health SERVING once it returns)."""
     registry = RoundRegistry(settings.coordinator_public, settings.limits)
-    server = serving.new_server()
+    server = grpc.aio.server(options=server_options(settings.limits))
     pb_grpc.add_SecureAggregationServicer_to_server(DeviceServicer(registry), server)
     pb_grpc.add_AggregatorControlServicer_to_server(
         ControlServicer(registry, ControlAuth(settings.control_token)), server)

@@ -82,9 +82,14 @@ class Limits:
     result_ttl_s: float = 600.0  # a finished round's outcome is kept this long for the fetch
     max_round_s: float = 3600.0  # the last deadline of a config may be at most this far ahead
     max_uploads: int = 32  # masked vectors buffered at once (each is dimension * 2 or 4 bytes)
+    # Calls that reached the server but wait for its event loop to start them. gRPC core sheds
+    # calls beyond this backlog (at random, all of them at twice it) with a bare CANCELLED
+    # before any handler runs; every device of a round calls at about the same moment when a
+    # stage opens, so keep it well above twice the devices of the rounds open at once.
+    max_pending_calls: int = 16_384
 
     def __post_init__(self) -> None:
-        for name in ("max_rounds", "max_uploads"):
+        for name in ("max_rounds", "max_uploads", "max_pending_calls"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")

@@ -34,7 +34,7 @@ from fedhh.randomness import RandomSource, SecureSource
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_device.report import DeviceData, make_report
-from fedhh_device.secagg_run import DropPlan, run_secure_aggregation
+from fedhh_device.secagg_run import DropPlan, Floors, run_secure_aggregation
 
 log = logging.getLogger(__name__)
 TASK_CONTEXT = b"fedhh/v1/task"
@@ -86,6 +86,7 @@ class Fleet:
         seed: int | None = None,
         drop: DropPlan | None = None,
         stop: asyncio.Event | None = None,
+        floors: Floors | None = None,
     ) -> None:
         self.users = users
         self.stub = pb_grpc.DeviceServiceStub(coordinator)
@@ -95,6 +96,7 @@ class Fleet:
         self.state_file = None if state_dir is None else Path(state_dir) / "devices.json"
         self.seed = seed
         self.drop = drop or DropPlan()
+        self.floors = floors or Floors()
         self.stop = stop or asyncio.Event()
         self.stats = FleetStats()
         self._identities: dict[int, Identity] = self._load_state()
@@ -204,6 +206,9 @@ class Fleet:
             rng = streams.device_stream(self.seed, task.round, user)
         started = time.perf_counter()
         try:
+            if not 0 < task.eps_local <= self.floors.max_eps_local:
+                raise ConfigError(f"task asks for eps_local {task.eps_local}, above this "
+                                  f"device's limit {self.floors.max_eps_local}")
             ones = make_report(data, task, rng)
         except FedhhError as error:
             log.warning("cannot compute a report", extra={"user": user, "error": str(error)})
@@ -213,7 +218,7 @@ class Fleet:
         channel = self._aggregator(task.aggregator_address)
         outcome = await run_secure_aggregation(
             channel, task, identity.key, identity.coordinator_public, ones,
-            self.drop.stage_for(user, task, self.seed), self.stats)
+            self.drop.stage_for(user, task, self.seed), self.stats, self.floors)
         if outcome == "completed":
             self.stats.completed += 1
         elif outcome == "dropped":

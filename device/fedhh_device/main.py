@@ -22,7 +22,7 @@ from fedhh.rpc.observability import configure_logging
 from fedhh.rpc.tls import ca_credentials
 from fedhh_device.fleet import Fleet
 from fedhh_device.report import DeviceData
-from fedhh_device.secagg_run import DropPlan
+from fedhh_device.secagg_run import DropPlan, Floors
 from fedhh_device.timing import CallStats, interceptors
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,8 @@ async def serve(args: argparse.Namespace) -> None:
     coordinator = make_channel(args.coordinator)
     fleet = Fleet(hosted, coordinator, token, make_channel,
                   Path(args.state_dir) if args.state_dir else None, args.seed,
-                  DropPlan(args.drop_rate, args.drop_stage), stop)
+                  DropPlan(args.drop_rate, args.drop_stage), stop,
+                  Floors(args.max_eps_local, args.min_cohort))
     log.info("device process started", extra={"devices": len(hosted)})
     runner = asyncio.create_task(fleet.run())
     stopper = asyncio.create_task(stop.wait())

@@ -18,6 +18,7 @@ from fedhh.errors import ConfigError
 from fedhh.prefixtree import RoundQuery
 from fedhh.randomizer import RandomizedResponse
 from fedhh.randomness import RandomSource
+from fedhh.secagg import RoundConfig
 from fedhh.selection import Eligibility, Selection, SelectionRule, select_block
 from fedhh.v1 import coordinator_pb2 as pb
 
@@ -44,7 +45,7 @@ def query_of(task: pb.Task) -> RoundQuery:
     if task.prefix_bits + task.segment_bits > task.max_bits or task.segment_bits < 1:
         raise ConfigError(f"task has prefix_bits {task.prefix_bits} + segment_bits "
                           f"{task.segment_bits} outside [1, max_bits {task.max_bits}]")
-    if prefixes.size == 0 or np.any(np.diff(prefixes) <= 0) or np.any(deny[1:] <= deny[:-1]):
+    if prefixes.size == 0 or np.any(prefixes[1:] <= prefixes[:-1]) or np.any(deny[1:] <= deny[:-1]):
         raise ConfigError("task prefix or deny list is empty or not strictly ascending")
     if task.prefix_bits < 64 and prefixes.size and int(prefixes[-1]) >> task.prefix_bits:
         raise ConfigError("a task prefix is wider than prefix_bits")
@@ -57,6 +58,10 @@ def make_report(data: DeviceData, task: pb.Task, rng: RandomSource | np.random.G
     """Sorted positions of the 1 bits of the device's randomized one-hot report."""
     codec = Codec(task.codec, task.max_bits)
     query = query_of(task)
+    dimension = RoundConfig.from_bytes(task.round_config).dimension
+    if dimension != query.domain_size:
+        raise ConfigError(f"the round's vectors have {dimension} entries but the task's domain "
+                          f"has {query.domain_size}")
     selection = Selection(SelectionRule(task.selection), task.prefix_conditioning)
     codes = data.codes(codec)
     eligibility = Eligibility.of(codes, query.round_filter())

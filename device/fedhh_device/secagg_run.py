@@ -27,7 +27,6 @@ from fedhh.v1 import coordinator_pb2 as pb
 log = logging.getLogger(__name__)
 STAGES = {"advertise": Stage.ADVERTISE_KEYS, "share": Stage.SHARE_KEYS,
           "masked": Stage.MASKED_INPUT, "unmask": Stage.UNMASK}
-POLICY = DevicePolicy(min_threshold=2, require_device_auth=True)
 
 
 @dataclass(frozen=True)
@@ -50,9 +49,24 @@ class DropPlan:
         return STAGES[self.stage]
 
 
+@dataclass(frozen=True)
+class Floors:
+    """What a device refuses whoever signed the task: local epsilon above ``max_eps_local``
+    (a larger one would weaken its local guarantee), and rounds whose release threshold n_min
+    is below ``min_cohort`` (its report would hide in too small a crowd)."""
+
+    max_eps_local: float = 10.0
+    min_cohort: int = 100
+
+    def policy(self) -> DevicePolicy:
+        return DevicePolicy(min_threshold=2, min_n_min=self.min_cohort,
+                            require_device_auth=True)
+
+
 async def run_secure_aggregation(channel: grpc.aio.Channel, task: pb.Task,
                                  key: Ed25519PrivateKey, coordinator_public: bytes,
-                                 ones: np.ndarray, drop_at: Stage | None, stats: Any) -> str:
+                                 ones: np.ndarray, drop_at: Stage | None, stats: Any,
+                                 floors: Floors) -> str:
     """Run the round; returns "completed", "dropped" or "failed"."""
     public = key.public_key().public_bytes(serialization.Encoding.Raw,
                                            serialization.PublicFormat.Raw)
@@ -61,7 +75,7 @@ async def run_secure_aggregation(channel: grpc.aio.Channel, task: pb.Task,
         signed = SignedConfig(task.round_config, task.round_config_signature)
         admission = Admission(task.secagg_id, public, task.admission)
         device = SecAggDevice(signed, coordinator_public, task.secagg_id, identity_key=key,
-                              admission=admission, policy=POLICY)
+                              admission=admission, policy=floors.policy())
         result = await participate(channel, device, ones, identity_key=key,
                                    admission=admission, drop_at=drop_at)
     except FedhhError:

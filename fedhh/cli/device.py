@@ -38,6 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="fraction of tasks on which a device drops out (tests, load tests)")
     p.add_argument("--drop-stage", choices=(*STAGES, "random"), default="random",
                    help="stage at which a dropping device stops")
+    p.add_argument("--max-eps-local", type=options.positive_float, default=10.0,
+                   help="refuse tasks asking for a larger local epsilon (default 10)")
+    p.add_argument("--min-cohort", type=options.positive_int, default=100,
+                   help="refuse rounds whose release threshold n_min is smaller (default 100)")
     p.add_argument("--stats-file", help="write counters and latencies as JSON on exit")
     p.add_argument("--log-level", default="INFO")
 

@@ -68,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
         topo.start_aggregator()
         topo.start_coordinator()
         per = -(-devices // processes)
-        extra = ["--seed", str(args.seed)] if args.seed is not None else []
+        min_devices = max(3, int(args.min_fraction * holding))
+        extra = ["--min-cohort", str(min_devices)]
+        extra += ["--seed", str(args.seed)] if args.seed is not None else []
         for i in range(processes):
             lo, hi = i * per, min((i + 1) * per, devices)
             if lo < hi:
@@ -78,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         config = pb.RunConfig(
             eps_agg=args.eps_agg, delta=args.delta, rounds=args.rounds,
             dim_limit=args.dim_limit, target_devices=holding,
-            min_devices=max(3, int(args.min_fraction * holding)), codec=args.encoding,
+            min_devices=min_devices, codec=args.encoding,
             selection=args.selection, checkin_ms=args.checkin_ms, stage_ms=args.stage_ms,
         )
         ca = None if args.insecure else topo.workdir / "tls" / "ca.pem"

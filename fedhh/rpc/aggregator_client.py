@@ -32,8 +32,11 @@ Device (one call per device per round; many may share a channel)::
 
 :func:`participate` runs every stage: AdvertiseKeys; then for each later stage a long-poll
 (AwaitStage) for this device's request, the library's answer, and its submission (the masked
-vector streamed in chunks of at most 1 MiB). UNAVAILABLE is retried with jittered exponential
-backoff (a retried submission is an identical duplicate, which the aggregator ignores). It never
+vector streamed in chunks of at most 1 MiB). UNAVAILABLE and CANCELLED are retried with jittered
+exponential backoff: every device call is safe to repeat (AwaitStage only reads, and a retried
+submission is an identical duplicate, which the aggregator ignores). CANCELLED is what gRPC
+core answers for a call it shed from an overfull backlog before any handler ran; a call this
+process cancels raises ``asyncio.CancelledError`` instead, which is never retried. It never
 raises for protocol or transport outcomes: it returns a :class:`Participation` saying where the
 device stopped and why. ``drop_at=Stage.X`` makes it stop silently before sending stage X's
 message (dropout injection for tests).
@@ -261,7 +264,8 @@ async def _read_result(call: Any, on_release: Callable[[int], Awaitable[None]] |
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Retries of UNAVAILABLE: ``attempts`` tries in all, full-jitter exponential backoff."""
+    """Retries of UNAVAILABLE and CANCELLED: ``attempts`` tries in all, full-jitter exponential
+    backoff."""
 
     attempts: int = 5
     initial_backoff_s: float = 0.1
@@ -282,7 +286,7 @@ class Outcome(StrEnum):
     DEVICE_ABORTED = "device_aborted"  # the device refused a server request (SecAggAbort)
     REJECTED = "rejected"  # the aggregator refused a message (INVALID_ARGUMENT, ...)
     NOT_FOUND = "not_found"  # the aggregator does not know the round (or forgot it)
-    UNAVAILABLE = "unavailable"  # the aggregator stayed unreachable through the retries
+    UNAVAILABLE = "unavailable"  # unreachable, or shedding its calls, through the retries
     TIMED_OUT = "timed_out"  # no request arrived in time
 
 
@@ -298,11 +302,19 @@ class Participation:
     detail: str = ""
 
 
+# Transient codes. Retrying them is safe because every device call is idempotent: the server
+# takes the first copy of a message and answers an identical one accepted=False. CANCELLED
+# reaches the caller as an AioRpcError only when the other side ended the call (gRPC core sheds
+# calls beyond the server's backlog this way, before any handler runs); a local cancellation
+# raises asyncio.CancelledError and is never retried.
+_RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
+
 _CODE_OUTCOMES = {
     grpc.StatusCode.ABORTED: Outcome.ROUND_ABORTED,
     grpc.StatusCode.NOT_FOUND: Outcome.NOT_FOUND,
     grpc.StatusCode.FAILED_PRECONDITION: Outcome.LATE,
     grpc.StatusCode.UNAVAILABLE: Outcome.UNAVAILABLE,
+    grpc.StatusCode.CANCELLED: Outcome.UNAVAILABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED: Outcome.TIMED_OUT,
 }
 
@@ -310,7 +322,7 @@ _CODE_OUTCOMES = {
 @dataclass
 class DeviceSession:
     """One device's calls in one round, each signed with its identity key and retried on
-    UNAVAILABLE. :func:`participate` drives these; tests call them one by one."""
+    UNAVAILABLE and CANCELLED. :func:`participate` drives these; tests call them one by one."""
 
     stub: Any  # pb_grpc.SecureAggregationStub
     device: SecAggDevice
@@ -334,8 +346,7 @@ class DeviceSession:
             try:
                 return await call()
             except grpc.aio.AioRpcError as error:
-                if (error.code() != grpc.StatusCode.UNAVAILABLE
-                        or attempt + 1 >= self.retry.attempts):
+                if error.code() not in _RETRIED or attempt + 1 >= self.retry.attempts:
                     raise
             await asyncio.sleep(self.retry.backoff(attempt, self.rng))
         raise AssertionError("unreachable")  # pragma: no cover - attempts >= 1
@@ -457,7 +468,7 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
     except grpc.aio.AioRpcError as error:
         outcome = _CODE_OUTCOMES.get(error.code(), Outcome.REJECTED)
         return Participation(current, outcome, contributed,
-                             f"{error.code().name}: {error.details()} DEBUG {error.debug_error_string()}")
+                             f"{error.code().name}: {error.details()}")
 
 
 async def _wait_for_request(session: DeviceSession, stage: Stage, give_up_at: float,

@@ -65,12 +65,14 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         topo.start_coordinator(["--metrics-port", "0"])
         processes = max(1, min(spec.processes, spec.devices))
         per = math.ceil(spec.devices / processes)
-        drop = ["--drop-rate", str(spec.dropout), "--drop-stage", "random"] if spec.dropout else []
+        min_devices = max(3, math.floor(spec.devices * (1 - spec.dropout) * 0.8))
+        extra = ["--min-cohort", str(min_devices)]
+        if spec.dropout:
+            extra += ["--drop-rate", str(spec.dropout), "--drop-stage", "random"]
         started = time.monotonic()
         for i in range(processes):
             lo, hi = i * per, min((i + 1) * per, spec.devices)
-            topo.start_devices(f"devices-{i}", str(data), f"{lo}:{hi}", drop)
-        min_devices = max(3, math.floor(spec.devices * (1 - spec.dropout) * 0.8))
+            topo.start_devices(f"devices-{i}", str(data), f"{lo}:{hi}", extra)
         config = pb.RunConfig(
             eps_agg=1e6, delta=1e-6, eps_local=spec.eps_local, rounds=spec.rounds,
             dim_limit=spec.dim, target_devices=spec.devices, min_devices=min_devices,

@@ -191,3 +191,18 @@ def _message_types(message, seen: set[str] | None = None) -> set[str]:  # type: 
 def test_codes_of_the_planted_items_are_distinct() -> None:
     codes = Codec("5bit", 30).encode_many(list(PLANTED)).codes
     assert np.unique(codes).size == len(PLANTED)
+
+
+def test_devices_refuse_a_task_above_their_local_epsilon_limit(
+    system: tuple[LocalTopology, Path], finished_run: tuple[pb.Run, pb.Results]
+) -> None:
+    """A coordinator asking for eps_local 12 (devices allow at most 10) gets no reports: the
+    round releases nothing and the run fails without spending anything."""
+    topo, _ = system
+    with admin(topo) as client:
+        client.start_run(run_config(eps_local=12.0, eps_agg=1e6, max_attempts=1,
+                                    stage_ms=2000), run_id="greedy")
+        run = client.wait("greedy", 120)
+    assert run.state == "failed"
+    assert run.rounds_released == 0 and run.eps_spent == 0
+    assert all(r.state == "aborted" for r in run.rounds)

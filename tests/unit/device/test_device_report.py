@@ -1,0 +1,70 @@
+"""A device's report from a task: malformed tasks are refused before anything is computed, and
+the report is the simulator's for the same stream."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from fedhh.codec import Codec
+from fedhh.errors import ConfigError, FedhhError
+from fedhh.randomizer import RandomizedResponse
+from fedhh.secagg import RoundConfig, StageDeadlines
+from fedhh.selection import Eligibility, Selection, select_block
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_device.report import DeviceData, make_report, query_of
+
+CODEC = Codec("5bit", 30)
+
+
+def config_bytes(dimension: int) -> bytes:
+    cfg = RoundConfig(b"r", 10, dimension, 16, 5, 4, 3, os.urandom(32),
+                      StageDeadlines(1, 2, 3, 4, 5), device_auth=True)
+    return cfg.to_bytes()
+
+
+def task(**overrides: object) -> pb.Task:
+    values: dict[str, object] = dict(
+        run_id="r", round=1, attempt=1, device_id=1, prefix_bits=0, prefixes=[0],
+        segment_bits=10, eps_local=4.0, codec="5bit", max_bits=30, selection="uniform",
+        prefix_conditioning=True, round_config=config_bytes(1024))
+    values.update(overrides)
+    return pb.Task(**values)  # type: ignore[arg-type]
+
+
+def test_report_equals_the_simulators_draws() -> None:
+    data = DeviceData(("apple", "berry", "cat"), np.array([1, 2, 3]))
+    report = make_report(data, task(), np.random.default_rng(4))
+    rng = np.random.default_rng(4)
+    codes = CODEC.encode_many(list(data.words)).codes
+    query = query_of(task())
+    eligibility = Eligibility.of(codes, query.round_filter())
+    chosen = int(select_block(np.array([0, 3]), np.arange(3), data.counts, eligibility,
+                              Selection(), rng)[0])
+    index = int(query.domain_index(codes[chosen:chosen + 1])[0])
+    expected = RandomizedResponse(4.0).randomize(index, 1024, rng)
+    assert np.array_equal(report, expected)
+
+
+@pytest.mark.parametrize("overrides", [
+    {"segment_bits": 0},
+    {"segment_bits": 31},
+    {"prefixes": []},
+    {"prefixes": [3, 1], "prefix_bits": 5, "round_config": config_bytes(2 * 1024)},
+    {"prefixes": [64], "prefix_bits": 5, "round_config": config_bytes(1024)},
+    {"round_config": config_bytes(512)},
+    {"round_config": b"garbage"},
+    {"codec": "morse"},
+    {"selection": "greedy"},
+])
+def test_malformed_tasks_are_refused(overrides: dict) -> None:
+    data = DeviceData(("apple",), np.array([1]))
+    with pytest.raises((FedhhError, ValueError)):
+        make_report(data, task(**overrides), np.random.default_rng(0))
+
+
+def test_query_validation_names_the_problem() -> None:
+    with pytest.raises(ConfigError, match="ascending"):
+        query_of(task(prefixes=[5, 5], prefix_bits=5))
