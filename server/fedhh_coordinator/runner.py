@@ -193,14 +193,15 @@ class Runner:
 
         async def on_release(contributors: int) -> None:
             nonlocal release_started
-            check = ctx.ledger.check(query.round - 1, contributors)
-            if not check.accepted:
-                await self.link.cancel(config.round_id)
-                raise PrivacyError(f"privacy budget refused the round's sum: {check.reason}")
-            ctx.ledger = ctx.ledger.record(query.round - 1, contributors)
-            release_started = True
+            try:
+                ledger = ctx.ledger.record(query.round - 1, contributors)
+            except PrivacyError:
+                await self.link.cancel(config.round_id)  # the sum is dropped unread
+                raise
             self.store.begin_release(ctx.run_id, query.round, attempt, contributors,
-                                     ctx.ledger.to_dict())
+                                     ledger.to_dict())
+            ctx.ledger = ledger
+            release_started = True
             metrics.EPS_SPENT.labels(ctx.run_id).set(ctx.ledger.spent_epsilon())
 
         timeout = (config.deadlines.unmask / 1000 - time.time()) + s.stage_ms / 1000 + 30
