@@ -31,22 +31,6 @@ TOKEN_ENV = "FEDHH_CONTROL_TOKEN"
 MIN_TOKEN_BYTES = 16
 
 
-def read_control_token(path: str | os.PathLike[str] | None, env: str = TOKEN_ENV) -> bytes:
-    """The control token from a file (surrounding whitespace stripped) or from ``$env``."""
-    if path:
-        try:
-            token = Path(path).read_bytes().strip()
-        except OSError as error:
-            raise ConfigError(f"cannot read the control token file {path}: "
-                              f"{error.strerror}") from None
-    else:
-        token = os.environ.get(env, "").strip().encode()
-    if len(token) < MIN_TOKEN_BYTES:
-        raise ConfigError(f"the control token (from {path or '$' + env}) must be at least "
-                          f"{MIN_TOKEN_BYTES} bytes")
-    return token
-
-
 def load_coordinator_key(path: str | os.PathLike[str]) -> bytes:
     """The coordinator's raw Ed25519 public key from a PEM (SubjectPublicKeyInfo) file."""
     try:

@@ -24,10 +24,11 @@ import grpc
 from fedhh.errors import ConfigError
 from fedhh.rpc import serving
 from fedhh.rpc.aggregator_wire import CONTROL_SERVICE, DEVICE_SERVICE
+from fedhh.rpc.credentials import read_secret
 from fedhh.rpc.observability import configure_logging, start_metrics
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
-from fedhh_aggregator.auth import ControlAuth, load_coordinator_key, read_control_token
+from fedhh_aggregator.auth import TOKEN_ENV, ControlAuth, load_coordinator_key
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Limits
 from fedhh_aggregator.servicers import ControlServicer, DeviceServicer
@@ -58,10 +59,11 @@ class Settings:
             raise ConfigError("give either --tls-dir or --insecure, not both")
         limits = Limits(max_rounds=args.max_rounds, max_wait_s=args.max_wait_ms / 1000,
                         result_ttl_s=args.result_ttl, max_round_s=args.max_round_seconds,
-                        max_uploads=args.max_uploads)
+                        max_uploads=args.max_uploads,
+                        max_pending_calls=args.max_pending_calls)
         return cls(
             coordinator_public=load_coordinator_key(args.coordinator_key),
-            control_token=read_control_token(args.control_token_file),
+            control_token=read_secret(args.control_token_file, TOKEN_ENV),
             listen=args.listen,
             tls=TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None,
             insecure=args.insecure,

@@ -93,6 +93,8 @@ class Limits:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.max_pending_calls > 1 << 30:  # gRPC takes twice it as a C int
+            raise ConfigError(f"max_pending_calls must be at most {1 << 30}")
         for name in ("max_wait_s", "result_ttl_s", "max_round_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")

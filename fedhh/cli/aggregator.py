@@ -42,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="rounds held at once, running or waiting to be fetched (default: 16)")
     p.add_argument("--max-uploads", type=int, default=32,
                    help="masked vectors buffered at once (default: 32)")
+    p.add_argument("--max-pending-calls", type=int, default=16_384,
+                   help="calls gRPC may queue before shedding them (default: 16384; gRPC's own "
+                        "default of 1000 sheds the bursts of a large fleet)")
     p.add_argument("--max-wait-ms", type=int, default=30_000,
                    help="cap of any long-poll (default: 30000)")
     p.add_argument("--result-ttl", type=float, default=600.0,

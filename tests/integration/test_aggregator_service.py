@@ -183,6 +183,91 @@ def test_a_round_below_n_min_aborts_and_releases_nothing() -> None:
                    {"reason": "too_few_devices"}) == aborts_before + 1
 
 
+# -- load: calls shed by gRPC core ------------------------------------------------------------
+
+def test_a_burst_beyond_grpcs_default_backlog_is_served_not_shed() -> None:
+    # Every device calls at about the same moment when a stage opens. The asyncio server starts
+    # one call per turn of its event loop; gRPC core queues the rest and, past its default
+    # backlog (1000, all of them at 3000), sheds calls at random with a bare CANCELLED before any
+    # handler runs. Started from the server's own event loop, the calls arrive much faster than
+    # it starts them; with the default backlog about a quarter of them were shed.
+    calls = 3000
+
+    async def scenario() -> list[grpc.StatusCode]:
+        async with aggregator() as (_, channel):
+            stub = pb_grpc.SecureAggregationStub(channel)
+            request = pb.AwaitStageRequest(session_id=b"\x00" * 32, wait_ms=0)
+
+            async def one() -> grpc.StatusCode:
+                try:
+                    await stub.AwaitStage(request, timeout=30)
+                except grpc.aio.AioRpcError as error:
+                    return error.code()
+                return grpc.StatusCode.OK
+
+            return await asyncio.gather(*(one() for _ in range(calls)))
+
+    codes = run(scenario())
+    assert codes.count(NOT_FOUND) == calls, {c: codes.count(c) for c in set(codes)}
+
+
+class _SheddingStub:
+    """A device's stub on which every call's first attempt fails the way gRPC core sheds a call
+    from an overfull backlog (CANCELLED before any handler ran); its retry goes through."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self._stub = pb_grpc.SecureAggregationStub(channel)
+        self.attempts: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> object:
+        method = getattr(self._stub, name)
+
+        def call(*args: object, **kwargs: object) -> object:
+            self.attempts[name] = self.attempts.get(name, 0) + 1
+            if self.attempts[name] % 2 == 0:
+                return method(*args, **kwargs)
+
+            async def shed() -> None:
+                raise grpc.aio.AioRpcError(grpc.StatusCode.CANCELLED, grpc.aio.Metadata(),
+                                           grpc.aio.Metadata(), details="CANCELLED")
+
+            return shed()
+
+        return call
+
+
+def test_devices_retry_calls_the_server_shed_and_all_contribute() -> None:
+    # A shed upload used to end the device ("rejected"), so the masked-input stage waited for
+    # its deadline and the device's report was missing from the sum; a shed long-poll lost the
+    # device's unmask shares. Every device call is idempotent, so CANCELLED is retried.
+    cohort = make_cohort(8, 64, 7, 4, n_min=6, windows_ms=(5000,) * 5, round_id=b"run/shed")
+
+    async def scenario() -> tuple[AggregateResult, dict[int, Participation],
+                                  list[_SheddingStub]]:
+        async with aggregator() as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            stubs = [_SheddingStub(channel) for _ in range(8)]
+            outcomes = await asyncio.gather(*(
+                participate(stubs[u - 1], cohort.device(u), cohort.reports[u],
+                            identity_key=cohort.identity_keys[u],
+                            admission=cohort.admissions[u],
+                            retry=RetryPolicy(initial_backoff_s=0.0, max_backoff_s=0.0))
+                for u in range(1, 9)))
+            result = await control.result(cohort.round_id, 30)
+            return result, dict(zip(range(1, 9), outcomes, strict=True)), stubs
+
+    result, outcomes, stubs = run(scenario())
+    for u, outcome in outcomes.items():  # the last unmask shares may come after the close
+        assert outcome.contributed and outcome.outcome in (Outcome.COMPLETED, Outcome.LATE), (
+            u, outcome)
+    for stub in stubs:
+        assert {"AdvertiseKeys", "AwaitStage", "SubmitShares", "SubmitMaskedInput",
+                "SubmitUnmask"} <= set(stub.attempts), stub.attempts
+    assert result.num_contributors == 8
+    assert np.array_equal(result.total.astype(np.int64), cohort.plaintext_sum(set(range(1, 9))))
+
+
 # -- malformed, replayed and duplicate requests ------------------------------------------------
 
 async def _stream(stub: pb_grpc.SecureAggregationStub, chunks: list[pb.MaskedInputChunk]
