@@ -63,7 +63,7 @@ class Settings:
                         max_pending_calls=args.max_pending_calls)
         return cls(
             coordinator_public=load_coordinator_key(args.coordinator_key),
-            control_token=read_secret(args.control_token_file, TOKEN_ENV),
+            control_token=read_secret(args.control_token_file, TOKEN_ENV, "control token"),
             listen=args.listen,
             tls=TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None,
             insecure=args.insecure,

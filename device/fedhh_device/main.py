@@ -125,7 +125,7 @@ async def serve(args: argparse.Namespace) -> None:
 def _token(args: argparse.Namespace) -> bytes:
     from fedhh.rpc.credentials import read_secret
 
-    return read_secret(args.enrollment_token_file, "FEDHH_ENROLLMENT_TOKEN")
+    return read_secret(args.enrollment_token_file, "FEDHH_ENROLLMENT_TOKEN", "enrollment token")
 
 
 def run(args: argparse.Namespace) -> int:

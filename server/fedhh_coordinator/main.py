@@ -28,9 +28,11 @@ SERVICES = ("fedhh.v1.DeviceService", "fedhh.v1.AdminService")
 
 async def serve(args: argparse.Namespace) -> None:
     key = auth.load_or_create_signing_key(args.signing_key)
-    control_token = read_secret(args.control_token_file, "FEDHH_CONTROL_TOKEN")
-    enrollment_token = read_secret(args.enrollment_token_file, "FEDHH_ENROLLMENT_TOKEN")
-    admin_token = read_secret(args.admin_token_file, "FEDHH_ADMIN_TOKEN")
+    control_token = read_secret(args.control_token_file, "FEDHH_CONTROL_TOKEN",
+                                "control token")
+    enrollment_token = read_secret(args.enrollment_token_file, "FEDHH_ENROLLMENT_TOKEN",
+                                   "enrollment token")
+    admin_token = read_secret(args.admin_token_file, "FEDHH_ADMIN_TOKEN", "admin token")
     tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
     store = Store(args.db)
     lobby = Lobby()
