@@ -123,12 +123,14 @@ class LocalTopology:
 
     def _wait_ready(self, service: Service) -> dict[str, Any]:
         deadline = time.monotonic() + READY_TIMEOUT_S
-        assert service.ready_file is not None and service.process is not None
+        ready_file, process = service.ready_file, service.process
+        if ready_file is None or process is None:
+            raise StateError(f"{service.name} has no ready file to wait for")
         while time.monotonic() < deadline:
-            if service.ready_file.exists():
-                return dict(json.loads(service.ready_file.read_text()))
-            if service.process.poll() is not None:
-                raise StateError(f"{service.name} exited with {service.process.returncode}; "
+            if ready_file.exists():
+                return dict(json.loads(ready_file.read_text()))
+            if process.poll() is not None:
+                raise StateError(f"{service.name} exited with {process.returncode}; "
                                  f"see {service.log}:\n{_tail(service.log)}")
             time.sleep(0.05)  # polling a file the child writes; not synchronising on time
         raise StateError(f"{service.name} not ready after {READY_TIMEOUT_S} s; see {service.log}")

@@ -26,7 +26,7 @@ from fedhh.data.truth import GroundTruth
 from fedhh.errors import ConfigError
 from fedhh.mechanisms import Mechanism
 from fedhh.metrics import Truth, evaluate
-from fedhh.prefixtree import HeavyHitter, PrefixTree, RoundReport, TreeConfig
+from fedhh.prefixtree import HeavyHitter, PrefixTree, RoundReport, TreeConfig, TreeState
 from fedhh.privacy import PrivacyLedger
 from fedhh.selection import Selection
 from fedhh.simulation.participation import Participation
@@ -109,41 +109,15 @@ def simulate(
     deny_words = list(dict.fromkeys(config.deny_list))
     deny_codes = codec.encode_many(deny_words).codes
     all_rounds: list[dict[str, Any]] = []
-    tree = None
-    state = None
-    for run in range(config.runs):
-        tree = PrefixTree(config.tree, codec, config.mechanism, deny_codes)
-        transport = SimulatedRounds(
-            population, config.mechanism, config.selection, config.participation,
-            seed=config.seed + 1_000_003 * run, per_device=config.per_device,
-        )
-        state = tree.initial_state()
-        while not state.done:
-            started = time.perf_counter()
-            query = tree.query(state)
-            round_sum = transport.aggregate(query)
-            if ledger is not None:
-                contributors = round_sum.participants
-                if config.participation.rate < 1:
-                    contributors = max(contributors, ledger.n_min)
-                ledger = ledger.record(run * config.tree.rounds + query.round - 1, contributors)
-            aggregated = time.perf_counter()
-            state, report = tree.advance(state, round_sum.sums, round_sum.participants,
-                                         round_sum.true_counts)
-            finished = time.perf_counter()
-            report = replace(report, extra={
-                "run": run + 1,
-                "aggregate_s": aggregated - started,
-                "server_s": finished - aggregated,
-            })
-            all_rounds.append(report.to_dict())
-            if progress is not None:
-                progress(run + 1, query.round, report)
-        if run + 1 < config.runs:
-            found = np.array([f.code for f in state.discovered], dtype=np.uint64)
-            deny_codes = np.union1d(deny_codes, found)
+    tree, state, ledger = _one_run(population, config, codec, deny_codes, 0, ledger, progress,
+                                   all_rounds)
+    for run in range(1, config.runs):
+        # The previous run's output is this run's deny list (the paper's "2 rounds" mode).
+        found = np.array([f.code for f in state.discovered], dtype=np.uint64)
+        deny_codes = np.union1d(deny_codes, found)
+        tree, state, ledger = _one_run(population, config, codec, deny_codes, run, ledger,
+                                       progress, all_rounds)
     timings["rounds_s"] = time.perf_counter() - clock - timings["setup_s"]
-    assert tree is not None and state is not None  # runs >= 1 (validated)
     hitters = tree.heavy_hitters(state)
     deny_display = [codec.display_item(int(c)) for c in np.unique(deny_codes)]
     output = np.union1d(np.array([h.code for h in hitters], dtype=np.uint64),
@@ -156,6 +130,47 @@ def simulate(
     timings["total_s"] = time.perf_counter() - clock
     return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output, truth,
                             ledger)
+
+
+def _one_run(
+    population: Population,
+    config: SimulationConfig,
+    codec: Codec,
+    deny_codes: np.ndarray,
+    run: int,
+    ledger: PrivacyLedger | None,
+    progress: ProgressCallback | None,
+    rounds_out: list[dict[str, Any]],
+) -> tuple[PrefixTree, TreeState, PrivacyLedger | None]:
+    """One discovery (all its rounds); appends each round's diagnostics to ``rounds_out``."""
+    tree = PrefixTree(config.tree, codec, config.mechanism, deny_codes)
+    transport = SimulatedRounds(
+        population, config.mechanism, config.selection, config.participation,
+        seed=config.seed + 1_000_003 * run, per_device=config.per_device,
+    )
+    state = tree.initial_state()
+    while not state.done:
+        started = time.perf_counter()
+        query = tree.query(state)
+        round_sum = transport.aggregate(query)
+        if ledger is not None:
+            contributors = round_sum.participants
+            if config.participation.rate < 1:
+                contributors = max(contributors, ledger.n_min)
+            ledger = ledger.record(run * config.tree.rounds + query.round - 1, contributors)
+        aggregated = time.perf_counter()
+        state, report = tree.advance(state, round_sum.sums, round_sum.participants,
+                                     round_sum.true_counts)
+        finished = time.perf_counter()
+        report = replace(report, extra={
+            "run": run + 1,
+            "aggregate_s": aggregated - started,
+            "server_s": finished - aggregated,
+        })
+        rounds_out.append(report.to_dict())
+        if progress is not None:
+            progress(run + 1, query.round, report)
+    return tree, state, ledger
 
 
 def ground_truth(population: Population, truth_items: GroundTruth | None) -> Truth | None:
