@@ -74,3 +74,24 @@ def test_no_repeated_items_means_nothing_found() -> None:
     )
     result = simulate(dataset, config)
     assert result.heavy_hitters == []
+
+
+def test_deny_list_and_two_runs() -> None:
+    """A deny-listed item is never reported but stays in the output; in the two-run mode the
+    first run's discoveries are the second run's deny list."""
+    rng = np.random.default_rng(8)
+    users = [{"apple": 1, "pear": 1} for _ in range(3000)] + \
+        [{"melon": 1} for _ in range(2000)]
+    users += [{w: 1} for w in random_words(5000, rng)]
+    dataset = from_user_counts(users)
+    base = dict(tree=TreeConfig(rounds=4, dim_limit=P),
+                mechanism=LocalRandomizer(EPS, TailKind.BINOMIAL), seed=3)
+    denied = simulate(dataset, SimulationConfig(**base, deny_list=("apple",)))
+    assert "apple" not in {h.item for h in denied.heavy_hitters}
+    assert "apple" in denied.deny_list and {"pear", "melon"} <= {h.item for h in
+                                                                denied.heavy_hitters}
+    twice = simulate(dataset, SimulationConfig(**base, runs=2))
+    assert {r["extra"]["run"] for r in twice.rounds} == {1, 2}
+    second = {h.item for h in twice.heavy_hitters}
+    assert {"apple", "pear", "melon"} <= set(twice.deny_list)
+    assert not second & {"apple", "pear", "melon"}
