@@ -127,7 +127,7 @@ def _write_ready(path: Path, content: dict[str, Any]) -> None:
 async def serve(settings: Settings) -> None:
     """Serve until SIGTERM/SIGINT, then stop gracefully."""
     aggregator = await start(settings)
-    metrics_port = start_metrics(settings.metrics_port, settings.metrics_host)
+    metrics_port = start_metrics(settings.metrics_port, settings.metrics_host, settings.tls)
     if settings.ready_file is not None:
         _write_ready(settings.ready_file, {"port": aggregator.port, "metrics_port": metrics_port,
                                            "pid": os.getpid()})

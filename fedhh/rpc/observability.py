@@ -8,6 +8,8 @@ import sys
 import time
 from typing import Any
 
+from fedhh.rpc.tls import TlsFiles
+
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message and any ``extra`` fields."""
@@ -47,8 +49,10 @@ def configure_logging(level: str = "INFO", service: str = "") -> None:
         logging.setLogRecordFactory(factory)
 
 
-def start_metrics(port: int | None, host: str = "127.0.0.1") -> int | None:
-    """Expose Prometheus metrics over HTTP on ``host:port`` (port 0: OS-chosen; None: off).
+def start_metrics(port: int | None, host: str = "127.0.0.1",
+                  tls: TlsFiles | None = None) -> int | None:
+    """Expose Prometheus metrics on ``host:port`` (port 0: OS-chosen; None: off), over HTTPS
+    with the service's certificate when it has one, like every other listener.
 
     Returns the bound port.
     """
@@ -56,5 +60,9 @@ def start_metrics(port: int | None, host: str = "127.0.0.1") -> int | None:
         return None
     from prometheus_client import start_http_server
 
-    server, _thread = start_http_server(port, addr=host)
+    if tls is None:
+        server, _thread = start_http_server(port, addr=host)
+    else:
+        server, _thread = start_http_server(port, addr=host, certfile=str(tls.cert),
+                                            keyfile=str(tls.key))
     return int(server.server_port)

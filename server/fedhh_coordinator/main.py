@@ -44,7 +44,7 @@ async def serve(args: argparse.Namespace) -> None:
     pb_grpc.add_AdminServiceServicer_to_server(AdminService(store, runner, admin_token), server)
     health = serving.add_health_and_reflection(server, SERVICES)
     port = serving.bind(server, args.listen, tls, args.insecure)
-    metrics_port = start_metrics(args.metrics_port, args.metrics_host)
+    metrics_port = start_metrics(args.metrics_port, args.metrics_host, tls)
     await server.start()
     await serving.set_serving(health, SERVICES)
     runner_task = asyncio.create_task(runner.serve(), name="runner")
