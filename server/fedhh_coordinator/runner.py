@@ -244,7 +244,8 @@ class Runner:
         params = choose_parameters(n, s.expected_dropout, s.corrupt_fraction)
         now_ms = int(time.time() * 1000)
         step = s.stage_ms
-        deadlines = StageDeadlines(*(now_ms + step * (i + 1) for i in range(5)))
+        # advertise, share, masked input, consistency check (off: no time of its own), unmask
+        deadlines = StageDeadlines(*(now_ms + step * k for k in (1, 2, 3, 3, 4)))
         config = RoundConfig(
             round_id=f"{ctx.run_id}/{query.round}/{attempt}".encode(),
             num_devices=n,
