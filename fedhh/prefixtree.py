@@ -28,19 +28,47 @@ from fedhh.prune import validate_prune_parameters
 from fedhh.segment import check_feasible, plan_segment
 from fedhh.selection import RoundFilter
 
+FP_RATIO_OF = ("kept", "discoveries")
+
 
 @dataclass(frozen=True)
 class TreeConfig:
+    """Round logic parameters.
+
+    ``fp_ratio`` (the paper's gamma) is read per ``fp_ratio_of``: ``"kept"``, the paper's
+    Algorithm as written, stops raising the threshold once expected false positives are at most
+    gamma times the elements kept (so gamma must be below 1: the kept set always contains the
+    expected false positives); ``"discoveries"`` compares them with the expected true
+    discoveries (kept minus expected false positives), which is what the paper's appendix
+    figures for gamma = 0.5..2 show (empirical false-positive shares of about
+    gamma / (1 + gamma)). The two coincide at kept-gamma = gamma / (1 + gamma).
+    """
+
     rounds: int
     dim_limit: int = 10_000_000
     fp_ratio: float = 0.5
     tau0: float = 1.0
     eta: float = 0.5
     segment_bits: int | None = None  # None: adaptive segmentation
+    fp_ratio_of: str = "kept"
 
     def validate(self, max_bits: int) -> None:
         validate_prune_parameters(self.fp_ratio, self.tau0, self.eta)
+        if self.fp_ratio_of not in FP_RATIO_OF:
+            raise ConfigError(f"fp_ratio_of must be kept or discoveries, got {self.fp_ratio_of!r}")
+        if self.fp_ratio_of == "kept" and self.fp_ratio >= 1:
+            raise ConfigError(
+                f"fp_ratio {self.fp_ratio} relative to the kept set never raises the threshold "
+                "(the kept set always holds the expected false positives): use a value below 1, "
+                "or fp_ratio_of='discoveries' (--fp-ratio-of discoveries)")
         check_feasible(self.rounds, max_bits, self.dim_limit, self.segment_bits)
+
+    @property
+    def kept_fp_ratio(self) -> float:
+        """gamma relative to the kept set, the form PruneHH tests."""
+        if self.fp_ratio_of == "discoveries":
+            return self.fp_ratio / (1 + self.fp_ratio)
+        return self.fp_ratio
 
 
 @dataclass(frozen=True)
@@ -195,7 +223,8 @@ class PrefixTree:
         if participants < 0:
             raise ConfigError(f"participants must be >= 0, got {participants}")
         cfg, r = self.config, self.codec.max_bits
-        result = self.mechanism.threshold(sums, participants, cfg.fp_ratio, cfg.tau0, cfg.eta)
+        result = self.mechanism.threshold(sums, participants, cfg.kept_fp_ratio, cfg.tau0,
+                                          cfg.eta)
         s, bits = query.segment_bits, query.prefix_bits + query.segment_bits
         kept = result.kept
         values = (query.prefixes[kept >> s] << np.uint64(s)) | (kept & ((1 << s) - 1)).astype(

@@ -25,6 +25,7 @@ SETTINGS = (
     ("checkin-ms", options.positive_int), ("stage-ms", options.positive_int),
     ("expected-dropout", options.non_negative_float),
     ("corrupt-fraction", options.non_negative_float), ("max-attempts", options.positive_int),
+    ("fp-ratio-of", str),
 )
 
 

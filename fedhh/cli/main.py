@@ -18,7 +18,7 @@ from fedhh.errors import FedhhError
 # Subcommand modules, imported lazily so `fedhh privacy` does not pay for matplotlib.
 SUBCOMMANDS = (
     "simulate", "data", "privacy", "up", "loadtest", "admin",
-    "coordinator", "aggregator", "device", "certs", "health",
+    "coordinator", "aggregator", "device", "certs", "health", "experiments",
 )
 
 

@@ -58,6 +58,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="bound P on a round's domain size (default 1e7)")
     p.add_argument("--fp-ratio", type=options.positive_float, default=0.5,
                    help="target false-positive ratio gamma (default 0.5)")
+    p.add_argument("--fp-ratio-of", choices=("kept", "discoveries"), default="kept",
+                   help="gamma relative to the kept elements (the paper's Algorithm as written; "
+                        "gamma < 1) or to the expected true discoveries (the paper's appendix "
+                        "figures for gamma up to 2)")
     p.add_argument("--tau0", type=options.non_negative_float, default=1.0,
                    help="initial threshold multiplier (default 1)")
     p.add_argument("--eta", type=options.open_unit, default=0.5,
@@ -114,7 +118,8 @@ def build_config(
     )
     config = SimulationConfig(
         tree=TreeConfig(rounds=args.rounds, dim_limit=args.dim_limit, fp_ratio=args.fp_ratio,
-                        tau0=args.tau0, eta=args.eta, segment_bits=args.segment_bits),
+                        tau0=args.tau0, eta=args.eta, segment_bits=args.segment_bits,
+                        fp_ratio_of=args.fp_ratio_of),
         mechanism=choice.mechanism,
         encoding=args.encoding,
         max_bits=args.max_bits,

@@ -9,37 +9,59 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from fedhh import streams
 from fedhh.codec import Codec
 from fedhh.data.dataset import FederatedDataset, release_pages, user_chunks
 from fedhh.prefixtree import RoundQuery
 from fedhh.selection import NOTHING, Eligibility, Selection, SelectionRule, select_block
 
 CHUNK_ENTRIES = 1 << 23
+MAX_KEPT_DRAWS = 8
 WORKERS = min(2, os.cpu_count() or 1)
 
 
 @dataclass
 class Population:
+    """A dataset with its vocabulary encoded; in single-item mode, each user's fixed item.
+
+    One ``Population`` can serve many runs (``simulate(..., population=)``): encoding the
+    vocabulary and drawing single items cost seconds at 1.6M users, and both depend only on the
+    dataset, the codec and (for the items) the seed, so ``with_single_items`` keeps its draws.
+    """
+
     dataset: FederatedDataset
     codec: Codec
     item_codes: np.ndarray                 # uint64 code per vocabulary item
     single_items: np.ndarray | None = None  # per user: the one item id (or -1), single mode
+    _drawn: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
     @staticmethod
     def build(dataset: FederatedDataset, codec: Codec) -> Population:
         codes = codec.encode_many(list(dataset.vocabulary)).codes
+        codes.flags.writeable = False
         return Population(dataset, codec, codes)
 
     @property
     def num_users(self) -> int:
         return self.dataset.num_users
 
-    def fix_single_items(self, rng: np.random.Generator) -> None:
-        """Single-data-point mode: each user draws one item from its empirical distribution."""
+    def with_single_items(self, seed: int) -> Population:
+        """Single-data-point mode: each user draws one item from its empirical distribution,
+        once, from ``streams.single_item_stream(seed)``; the draw is kept for the next run."""
+        items = self._drawn.get(seed)
+        if items is None:
+            items = self._draw_single_items(streams.single_item_stream(seed))
+            items.flags.writeable = False
+            if len(self._drawn) >= MAX_KEPT_DRAWS:
+                self._drawn.pop(next(iter(self._drawn)))
+            self._drawn[seed] = items
+        return Population(self.dataset, self.codec, self.item_codes, items)
+
+    def _draw_single_items(self, rng: np.random.Generator) -> np.ndarray:
         picks = np.full(self.num_users, NOTHING, dtype=np.int64)
         weighted = Selection(SelectionRule.WEIGHTED, prefix_conditioning=True)
         everything = Eligibility.everything(self.item_codes.size)
@@ -54,7 +76,7 @@ class Population:
             ok = chosen >= 0
             picks[lo:hi][ok] = ds.items[base:end][chosen[ok]]
             release_pages(ds.items, ds.counts)
-        self.single_items = picks
+        return picks
 
     def selected_domain_indices(
         self,

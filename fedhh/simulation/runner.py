@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from fedhh import streams
 from fedhh.codec import Codec
 from fedhh.data.dataset import FederatedDataset
 from fedhh.data.truth import GroundTruth
@@ -90,6 +89,7 @@ def simulate(
     truth_items: GroundTruth | None = None,
     progress: ProgressCallback | None = None,
     ledger: PrivacyLedger | None = None,
+    population: Population | None = None,
 ) -> SimulationResult:
     """Run the configured discovery; ``truth_items`` is the dataset's per-item ground truth.
 
@@ -97,13 +97,19 @@ def simulate(
     exactly as the coordinator does; a round the ledger refuses stops the run with PrivacyError.
     Under Poisson sampling the accountant's guarantee is over the sampling at the planned
     expected cohort, so a sampled round is recorded at no fewer than the ledger's n_min.
+    A ``population`` built once (``Population.build``) can be passed to many runs over the same
+    dataset and codec; it is not modified.
     """
     config.validate()
     clock = time.perf_counter()
     codec = Codec(config.encoding, config.max_bits)
-    population = Population.build(dataset, codec)
+    if population is None:
+        population = Population.build(dataset, codec)
+    elif population.dataset is not dataset or (population.codec.name, population.codec.max_bits) \
+            != (codec.name, codec.max_bits):
+        raise ConfigError("the population was built for another dataset or codec")
     if config.single_item:
-        population.fix_single_items(streams.single_item_stream(config.seed))
+        population = population.with_single_items(config.seed)
     timings = {"setup_s": time.perf_counter() - clock}
 
     deny_words = list(dict.fromkeys(config.deny_list))

@@ -38,6 +38,7 @@ class RunSettings:
     expected_dropout: float = 0.1
     corrupt_fraction: float = 0.05
     max_attempts: int = 5
+    fp_ratio_of: str = "kept"
 
     def validate(self) -> None:
         if self.codec not in CODEC_NAMES:
@@ -70,7 +71,8 @@ class RunSettings:
 
     def tree(self) -> TreeConfig:
         return TreeConfig(rounds=self.rounds, dim_limit=self.dim_limit, fp_ratio=self.fp_ratio,
-                          tau0=self.tau0, eta=self.eta, segment_bits=self.segment_bits)
+                          tau0=self.tau0, eta=self.eta, segment_bits=self.segment_bits,
+                          fp_ratio_of=self.fp_ratio_of)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

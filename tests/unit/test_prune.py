@@ -54,3 +54,17 @@ def test_large_gamma_keeps_at_tau0() -> None:
 def test_bad_parameters(kwargs: dict) -> None:
     with pytest.raises(ConfigError):
         prune_hh(np.zeros(10), GaussianTail(1.0), **kwargs)
+
+
+def test_fp_ratio_relative_to_discoveries() -> None:
+    from fedhh.errors import ConfigError as Error
+    from fedhh.prefixtree import TreeConfig
+
+    assert TreeConfig(rounds=4, fp_ratio=2.0, fp_ratio_of="discoveries").kept_fp_ratio == \
+        pytest.approx(2 / 3)
+    assert TreeConfig(rounds=4, fp_ratio=0.4).kept_fp_ratio == 0.4
+    with pytest.raises(Error, match="never raises the threshold"):
+        TreeConfig(rounds=4, fp_ratio=1.0).validate(60)
+    TreeConfig(rounds=4, fp_ratio=1.0, fp_ratio_of="discoveries").validate(60)
+    with pytest.raises(Error, match="fp_ratio_of"):
+        TreeConfig(rounds=4, fp_ratio_of="everything").validate(60)

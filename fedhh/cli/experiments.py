@@ -1,0 +1,144 @@
+"""`fedhh experiments`: the paper's studies at full scale, written up as a report folder.
+
+One subcommand per study, and `all`:
+
+  segmentation  1. adaptive versus uniform segments (single item)
+  dimension     2. dimension limits 20M, 10M, 1M and 1M with one extra round (single item)
+  fp-ratio      3. false-positive ratio gamma in {0.5, 1, 1.5, 2} (single item)
+  sampling      4. device sampling rates 0.1 to 1.0 and the local epsilon each implies
+  selection     5. weighted and uniform selection, with and without prefix-list conditioning
+  deny-list     6. one run, warm start, two runs, and the warm start list alone
+  comparison    7. OptPrefixTree against TrieHH, TrieHH++, central Laplace and Gaussian (5-bit)
+  rounds        8. T = 3 to 12 rounds (multiple items, 5-bit)
+
+Every configuration runs once per seed (--seeds N: seeds 0..N-1) and is stored in a result
+store (--store, default <cache>/experiments); a finished run is never recomputed, so an
+interrupted suite resumes where it stopped and a finished one only rewrites the report. The
+report folder (--out) holds README.md (claims summary first), PNG figures, CSV/JSON of every
+number and the exact `fedhh simulate` command of every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import shlex
+import sys
+import time
+from typing import Any
+
+from fedhh.cli import options
+from fedhh.experiments.studies import STUDIES, STUDY_NAMES
+
+DEFAULT_DATASET = "synthetic-reddit"
+DEFAULT_OUT = "experiments-report"
+DEFAULT_SEEDS = 3
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "experiments", help="run the paper's studies and write a report",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dataset", default=DEFAULT_DATASET, metavar="PATH_OR_NAME",
+                        help=f"dataset name or path (default {DEFAULT_DATASET})")
+    common.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                        help=f"report folder (default {DEFAULT_OUT})")
+    common.add_argument("--seeds", "--repeats", dest="seeds", type=options.positive_int,
+                        default=DEFAULT_SEEDS, metavar="N",
+                        help=f"repeat every configuration with seeds 0..N-1 (default "
+                             f"{DEFAULT_SEEDS})")
+    common.add_argument("--eps-agg", type=options.positive_float, default=1.0,
+                        help="aggregate epsilon of every run (default 1)")
+    common.add_argument("--delta", type=options.open_unit, default=1e-6,
+                        help="aggregate delta (default 1e-6)")
+    common.add_argument("--store", metavar="DIR", default=None,
+                        help="result store (default <cache>/experiments)")
+    common.add_argument("--dry-run", action="store_true",
+                        help="list the runs and whether they are stored; run nothing")
+    common.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    sub = p.add_subparsers(dest="study", required=True, metavar="STUDY")
+    titles = {s.name: f"{s.number}. {s.title}" for s in STUDIES}
+    for name in (*STUDY_NAMES, "all"):
+        sp = sub.add_parser(name, parents=[common], help=titles.get(name, "every study"),
+                            description=titles.get(name, "Every study, one report."))
+        sp.set_defaults(handler=run)
+
+
+def suite_command(args: argparse.Namespace) -> str:
+    """The canonical command line of an invocation (recorded in the report)."""
+    argv = ["fedhh", "experiments", args.study, "--dataset", args.dataset, "--out", args.out,
+            "--seeds", str(args.seeds), "--eps-agg", f"{args.eps_agg:g}",
+            "--delta", f"{args.delta:g}"]
+    if args.store:
+        argv += ["--store", args.store]
+    return shlex.join(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    from fedhh.data.registry import cache_root
+    from fedhh.experiments.report import study_results, write_report
+    from fedhh.experiments.runner import ProgressEvent, Suite, result_records
+    from fedhh.experiments.spec import Settings
+    from fedhh.experiments.store import ResultStore
+    from fedhh.experiments.studies import get_study
+
+    started = time.perf_counter()
+    studies = list(STUDIES) if args.study == "all" else [get_study(args.study)]
+    seeds = list(range(args.seeds))
+    store = ResultStore(args.store or cache_root() / "experiments")
+    suite = Suite(Settings(args.dataset, args.eps_agg, args.delta), store)
+    plan = suite.plan(studies, seeds)
+    if args.dry_run:
+        stored = sum(store.has(r.key) for r in plan)
+        for r in plan:
+            state = "stored " if store.has(r.key) else "pending"
+            print(f"{state}  {r.study:12s}  {r.label}  seed {r.seed}\n         {r.command}")
+        print(f"{len(plan)} runs, {stored} stored, {len(plan) - stored} to run")
+        return 0
+
+    bar = None
+    if not args.quiet:
+        from tqdm import tqdm
+
+        bar = tqdm(total=sum(r.total_rounds for r in plan), desc="experiments", unit="round",
+                   file=sys.stderr, dynamic_ncols=True)
+
+    def progress(event: ProgressEvent) -> None:
+        if bar is None:
+            return
+        if event.kind == "started":
+            bar.set_postfix_str(f"{event.run.study}: {event.run.label}, seed {event.run.seed}")
+        bar.update(event.rounds)
+
+    records = suite.execute(plan, progress)
+    if bar is not None:
+        bar.close()
+    invocation = time.perf_counter() - started
+    results = [study_results(s, seeds, result_records(s, suite, seeds, records),
+                             suite.dataset.num_users) for s in studies]
+    meta = {
+        "command": suite_command(args),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "settings": {"dataset": args.dataset, "eps_agg": args.eps_agg, "delta": args.delta},
+        "seeds": seeds,
+        "studies": [s.name for s in studies],
+        "dataset": suite.identity,
+        "timings": {
+            "invocation_s": invocation,
+            "runs": len(plan),
+            "computed": suite.computed,
+            "reused": suite.reused,
+            "runs_s": sum(float(r.data.get("timings", {}).get("wall_s", 0.0))
+                          for r in records.values()),
+        },
+    }
+    report = write_report(args.out, results, meta)
+    if not args.quiet:
+        width = max((len(c.verdict) for c in report.claims), default=0)
+        for c in report.claims:
+            print(f"{c.verdict:<{width}}  [{c.study}] {c.claim}: ours {c.ours}, paper {c.paper}")
+        print(f"\n{len(plan)} runs ({suite.computed} computed, {suite.reused} reused) in "
+              f"{invocation / 60:.1f} min; report: {report.path}")
+    return 0

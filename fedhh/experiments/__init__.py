@@ -1,0 +1,31 @@
+"""The paper's studies at full scale, with a resumable result store and a report.
+
+- `studies`: the eight studies of issue 6 as data (`STUDIES`, `get_study`);
+- `spec`: a configuration as the `fedhh simulate` options it stands for (`RunSpec`, `Settings`);
+- `runner`: `Suite` plans the runs of studies over seeds and executes the missing ones;
+- `store`: `ResultStore`, one finished run per key, never recomputed;
+- `analysis`, `claims`: statistics over seeds and the paper's claims checked against them;
+- `plots`, `report`: the report folder (markdown, PNG, CSV, JSON).
+
+`fedhh experiments` (``fedhh.cli.experiments``) drives them; see docs/experiments.md.
+"""
+
+from fedhh.experiments.runner import PlannedRun, ProgressEvent, Suite
+from fedhh.experiments.spec import RunSpec, Settings
+from fedhh.experiments.store import ResultStore, RunRecord
+from fedhh.experiments.studies import STUDIES, STUDY_NAMES, Study, Variant, get_study
+
+__all__ = [
+    "STUDIES",
+    "STUDY_NAMES",
+    "PlannedRun",
+    "ProgressEvent",
+    "ResultStore",
+    "RunRecord",
+    "RunSpec",
+    "Settings",
+    "Study",
+    "Suite",
+    "Variant",
+    "get_study",
+]

@@ -1,0 +1,425 @@
+"""The paper's claims, each checked against a study's results.
+
+A claim compares two configurations by the seed-paired ratio of a metric (heavy hitters found
+unless stated). Verdicts:
+
+- ``holds``: the effect has the paper's direction in every seed and at least half the
+  paper's size (when the paper gives a size);
+- ``holds, weaker`` / ``holds, stronger``: the direction holds in every seed but the effect is
+  less than half / more than twice the paper's;
+- ``partly holds``: part of the claim holds (the note says which);
+- ``does not hold``: the opposite direction, or a difference below 2%, in every seed;
+- ``inconclusive``: the direction changes from seed to seed;
+- ``differs``: a reported value (not a comparison) is not the paper's.
+
+Each claim carries a note: the numbers behind it and, where ours differ from the paper's, the
+likely reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from fedhh.experiments.analysis import Ratio, StudyResults
+from fedhh.experiments.studies import BASELINES, CENTRAL, COMPARISON_ROUNDS, NAMES, ROUNDS_SWEEP
+
+HOLDS = "holds"
+WEAKER = "holds, weaker"
+STRONGER = "holds, stronger"
+PARTLY = "partly holds"
+FAILS = "does not hold"
+MIXED = "inconclusive"
+DIFFERS = "differs"
+VERDICTS = (HOLDS, WEAKER, STRONGER, PARTLY, FAILS, MIXED, DIFFERS)
+NEGLIGIBLE = 0.02  # a ratio within 2% of 1 in every seed is no effect
+
+@dataclass(frozen=True)
+class ClaimResult:
+    study: str
+    claim: str    # the paper's claim, in words
+    paper: str    # the paper's number
+    ours: str     # our number, with its spread over seeds
+    verdict: str
+    note: str     # by how much, and the likely reason for a disagreement
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def ratio_verdict(ratio: Ratio, paper: float | None = None, greater: bool = True) -> str:
+    """Verdict for 'a exceeds b' (``greater``) or 'a falls below b', paper factor ``paper``."""
+    per = ratio.per_seed if greater else 1.0 / ratio.per_seed
+    factor = ratio.of_means if greater else 1.0 / ratio.of_means
+    if per.size == 0 or not math.isfinite(factor):
+        return MIXED
+    if np.all(per > 1 + NEGLIGIBLE):
+        if paper is None:
+            return HOLDS
+        want = paper if greater else 1.0 / paper
+        size = (factor - 1) / (want - 1) if want != 1 else 1.0
+        return WEAKER if size < 0.5 else STRONGER if size > 2 else HOLDS
+    if np.all(per <= 1 + NEGLIGIBLE):
+        return FAILS
+    return MIXED
+
+
+def _pct(factor: float) -> str:
+    return f"{(factor - 1) * 100:+.0f}%"
+
+
+def _fp_below(r: StudyResults, bound: float | None = None) -> bool:
+    """Output false-positive ratio at most the target in every run."""
+    return all(np.all(r[v].values("fp_ratio") <= (bound if bound is not None else
+                                                  r[v].variant.params.get("fp_ratio", 0.5)))
+               for v in r.variants if r[v].variant.spec is not None)
+
+
+def _fp_text(r: StudyResults) -> str:
+    return "; ".join(f"{label} {r[label].stat('fp_ratio').fmt(2)} "
+                     f"(rounds {r[label].stat('round_fp_ratio').fmt(2)})"
+                     for label in r.variants if r[label].variant.spec is not None)
+
+
+FP_NOTE = ("Output ratio (false positives / output size), with the ratio over the elements "
+           "PruneHH kept in all rounds in parentheses. PruneHH controls the latter, which "
+           "lands near the target; most false prefixes die in later rounds (no device extends "
+           "them), so the output ratio is far lower. The paper's values are close to the "
+           "ratio over the rounds.")
+
+
+def _segmentation(r: StudyResults) -> list[ClaimResult]:
+    ratio = r.ratio("adaptive", "uniform s=15")
+    a, u = r["adaptive"].stat("true_positives"), r["uniform s=15"].stat("true_positives")
+    segs = r["adaptive"].segments
+    return [
+        ClaimResult("segmentation", "Adaptive segmentation finds about 40% more heavy hitters "
+                    "than uniform 15-bit segments (single item, T = 4, P = 10^7)", "1.40x",
+                    ratio.fmt(), ratio_verdict(ratio, 1.40),
+                    f"{a.fmt()} against {u.fmt()} heavy hitters ({_pct(ratio.of_means)}; paper "
+                    "+40%). With 15-bit segments a round can carry at most 10^7 / 2^15 = 305 "
+                    f"prefixes: {r['uniform s=15'].stat('trimmed').fmt()} live prefixes are "
+                    f"dropped (adaptive: {r['adaptive'].stat('trimmed').fmt()})."),
+        ClaimResult("segmentation", "Adaptive segments are [23, 14, 11, 12]", "[23, 14, 11, 12]",
+                    segs, HOLDS if segs.rstrip("*") == "[23, 14, 11, 12]" else DIFFERS,
+                    "Segment bits per round ('*': varied over seeds). The first is "
+                    "floor(log2 P) = 23 by construction; the others follow the sizes of the "
+                    "prefix lists, i.e. the data, and the Huffman code (ours is built from "
+                    "English letter frequencies)."),
+        ClaimResult("segmentation", "The empirical false-positive ratio stays below gamma = 0.5",
+                    "0.35 (adaptive), 0.41 (uniform)", _fp_text(r),
+                    HOLDS if _fp_below(r) else FAILS, FP_NOTE),
+    ]
+
+
+def _dimension(r: StudyResults) -> list[ClaimResult]:
+    drop = r.ratio("P=1M", "P=10M")
+    extra = r.ratio("P=1M, T=5", "P=1M")
+    wide = r.ratio("P=20M", "P=10M")
+    extra_verdict = ratio_verdict(extra, 1.15)
+    note = (f"T = 5 at P = 1M: {r['P=1M, T=5'].stat('true_positives').fmt()} against "
+            f"{r['P=1M'].stat('true_positives').fmt()} at T = 4 ({_pct(extra.of_means)}; "
+            f"paper +15%), at eps_local {r['P=1M, T=5'].stat('eps_local').fmt(2)} instead of "
+            f"{r['P=1M'].stat('eps_local').fmt(2)}. At P = 1M and T = 4 the segments are "
+            f"{r['P=1M'].segments}: to finish the 60 bits in time the later segments are long, "
+            "leaving room for few prefixes (10^6 / 2^14 = 61 in round 3, one in round 4), so "
+            f"{r['P=1M'].stat('trimmed').fmt()} live prefixes are dropped; with T = 5, "
+            f"{r['P=1M, T=5'].stat('trimmed').fmt()}.")
+    if extra_verdict == STRONGER:
+        note += (" How much that buys depends on how many heavy hitters are still unfinished "
+                 "after round 3, a property of the data and of the Huffman code.")
+    return [
+        ClaimResult("dimension", "A dimension limit of 1M degrades utility significantly "
+                    "against 10M (T = 4)", "large drop (figure)", drop.fmt(),
+                    ratio_verdict(drop, greater=False),
+                    f"{r['P=1M'].stat('true_positives').fmt()} against "
+                    f"{r['P=10M'].stat('true_positives').fmt()} heavy hitters; P = 20M against "
+                    f"10M: {wide.fmt()}. The limit does not bind at 10M ("
+                    f"{r['P=10M'].stat('trimmed').fmt()} prefixes trimmed); a larger round "
+                    "domain only raises PruneHH's threshold (more zero-count elements to guard "
+                    f"against: {r['P=20M'].stat('first_threshold').fmt()} against "
+                    f"{r['P=10M'].stat('first_threshold').fmt()} reporting devices in round "
+                    "1), so slightly fewer prefixes survive."),
+        ClaimResult("dimension", "At P = 1M one extra round (T = 5) finds about 15% more heavy "
+                    "hitters than T = 4", "1.15x", extra.fmt(), extra_verdict, note),
+        ClaimResult("dimension", "Empirical false-positive ratios stay below gamma = 0.5",
+                    "0.42, 0.46, 0.33, 0.42", _fp_text(r), HOLDS if _fp_below(r) else FAILS,
+                    FP_NOTE),
+    ]
+
+
+def _fp_ratio(r: StudyResults) -> list[ClaimResult]:
+    tp = r.ratio("gamma=2", "gamma=0.5")
+    fp = r.ratio("gamma=2", "gamma=0.5", "false_positives")
+    few = bool(tp.per_seed.size) and bool(np.all(tp.per_seed < fp.per_seed))
+    tps = ", ".join(r[v].stat("true_positives").fmt() for v in r.variants)
+    fps = ", ".join(r[v].stat("false_positives").fmt() for v in r.variants)
+    round_fp = ", ".join(r[v].stat("round_fp_ratio").fmt(2) for v in r.variants)
+    targets = {v: r[v].variant.params["fp_ratio"] for v in r.variants}
+    near = all(np.all(r[v].values("round_fp_ratio") <= targets[v] + 0.05) for v in r.variants)
+    return [
+        ClaimResult("fp-ratio", "Raising gamma from 0.5 to 2 finds only slightly more heavy "
+                    "hitters", "660, 656, 678, 695 (1.05x)", f"{tps} ({tp.fmt()})",
+                    HOLDS if few and tp.of_means < 1.25 else FAILS,
+                    f"Heavy hitters found for gamma = 0.5, 1, 1.5, 2: {_pct(tp.of_means)} from "
+                    "0.5 to 2 (paper +5%)."),
+        ClaimResult("fp-ratio", "... but many more false positives", "357, 636, 828, 1400 (3.9x)",
+                    f"{fps} ({fp.fmt()})", ratio_verdict(fp, 3.9),
+                    "False positives in the output for gamma = 0.5, 1, 1.5, 2. Ours are about "
+                    "ten times fewer than the paper's at every gamma because most false "
+                    "prefixes die in later rounds (next claim); the growth with gamma matches."),
+        ClaimResult("fp-ratio", "The empirical false-positive ratio tracks the target: "
+                    "gamma / (1 + gamma) = 0.33, 0.5, 0.6, 0.67", "0.35, 0.49, 0.55, 0.67",
+                    f"output {', '.join(r[v].stat('fp_ratio').fmt(2) for v in r.variants)}; "
+                    f"kept elements over the rounds {round_fp}",
+                    HOLDS if near else FAILS,
+                    "The paper's values are close to gamma / (1 + gamma), the reading of gamma "
+                    "we run (see the study). The ratio PruneHH controls (false positives among "
+                    "the elements kept, over all rounds) stays at or below the target; the "
+                    "output ratio is far lower because false prefixes rarely reach a complete "
+                    "item."),
+    ]
+
+
+def _sampling(r: StudyResults) -> list[ClaimResult]:
+    from scipy.stats import spearmanr
+
+    labels = list(r.variants)
+    qs = np.array([r[v].variant.params["q"] for v in labels])
+    tp = np.array([r[v].stat("true_positives").mean for v in labels])
+    eps = np.array([r[v].stat("eps_local").mean for v in labels])
+    rho = float(spearmanr(qs, tp).statistic) if tp.size > 2 else float("nan")
+    best_is_full = bool(tp.size) and int(np.argmax(tp)) == int(np.argmax(qs))
+    eps_text = ", ".join(f"{q:.1f}: {e:.2f}" for q, e in zip(qs, eps, strict=True))
+    u_shape = bool(eps.size) and eps[0] > eps.min() and eps[-1] > eps.min()
+    return [
+        ClaimResult("sampling", "Sampling devices lowers utility; use no sampling when the "
+                    "dimension limit allows", "q = 1 best (figure)",
+                    f"Spearman(q, found) = {rho:.2f}; found at q = 0.1 / 1.0: "
+                    f"{r[labels[0]].stat('true_positives').fmt()} / "
+                    f"{r[labels[-1]].stat('true_positives').fmt()}",
+                    HOLDS if best_is_full and rho > 0.8 else FAILS,
+                    "Heavy hitters found grow steadily with q: fewer participants mean fewer "
+                    "reports of each item, and with our accountant also a smaller local "
+                    "epsilon (next claim)."),
+        ClaimResult("sampling", "Small sampling rates allow a larger local epsilon than "
+                    "moderate ones, and no sampling a larger one still (Table samp)",
+                    "U-shaped eps_local(q)", f"eps_local by q: {eps_text}",
+                    HOLDS if u_shape else FAILS,
+                    "We account as the paper describes (shuffle amplification among the "
+                    "expected q n participants, then Zhu & Wang's Theorem 5 for Poisson "
+                    "sampling, RDP composition): eps_local grows with q. The factor 3 on the "
+                    "higher-order terms of Theorem 5 costs more than the rate saves, and the "
+                    "shuffle amplification weakens with fewer participants (docs/privacy.md). "
+                    "The paper's table is omitted from our copy, so we cannot tell where its "
+                    "U shape comes from." if not u_shape else
+                    "The local epsilon is U-shaped in q, as in the paper."),
+    ]
+
+
+def _selection(r: StudyResults) -> list[ClaimResult]:
+    out = []
+    for cond, (u, w) in (("with prefix-list conditioning", ("uniform + prefix list",
+                                                           "weighted + prefix list")),
+                         ("without conditioning", ("uniform", "weighted"))):
+        ratio = r.ratio(u, w)
+        losses = [r.ratio(u, w, f"utility_loss_{m}") for m in ("weighted", "unweighted")]
+        lower_loss = all(x.per_seed.size and np.all(x.per_seed < 1) for x in losses)
+        verdict = ratio_verdict(ratio)
+        note = (f"{r[u].stat('true_positives').fmt()} against "
+                f"{r[w].stat('true_positives').fmt()} heavy hitters; utility loss uniform / "
+                f"weighted: {losses[0].fmt()} (weighted metric), {losses[1].fmt()} "
+                "(unweighted).")
+        if verdict != HOLDS and lower_loss:
+            verdict = PARTLY
+            note += (" Both rules find as many heavy hitters, but uniform selection finds "
+                     "heavier ones (lower utility loss in both metrics, every seed). Once the "
+                     "prefix list conditions the choice, a device's eligible items are few and "
+                     "the rule matters little; without conditioning uniform selection wins "
+                     "clearly, as in the paper.")
+        out.append(ClaimResult("selection", f"Uniform selection beats weighted selection, "
+                               f"{cond}", "uniform better (figure)", ratio.fmt(), verdict, note))
+    for rule in ("uniform", "weighted"):
+        ratio = r.ratio(f"{rule} + prefix list", rule)
+        out.append(ClaimResult(
+            "selection", f"Prefix-list conditioning helps {rule} selection",
+            "significant gain (figure)", ratio.fmt(), ratio_verdict(ratio),
+            f"{r[f'{rule} + prefix list'].stat('true_positives').fmt()} against "
+            f"{r[rule].stat('true_positives').fmt()} heavy hitters: without conditioning a "
+            "device whose drawn item is off the list reports nothing."))
+    out.append(ClaimResult("selection", "Empirical false-positive ratios stay below gamma = 0.5",
+                           "0.30, 0.35, 0.35, 0.38", _fp_text(r),
+                           HOLDS if _fp_below(r) else FAILS, FP_NOTE))
+    return out
+
+
+def _deny_list(r: StudyResults) -> list[ClaimResult]:
+    warm = r.ratio("1 run + warm start", "1 run")
+    two = r.ratio("2 runs", "1 run")
+    listed = r["warm start list"]
+    items = max(int(listed.records[0].data.get("items", 1)), 1)
+    in_data = listed.stat("true_positives").mean / items
+    own = r["1 run + warm start"].stat("own_true_positives")
+    one = r["1 run"].stat("true_positives")
+    warm_note = (f"1 run: {one.fmt()}; with the warm start: "
+                 f"{r['1 run + warm start'].stat('true_positives').fmt()}, of which the run "
+                 f"itself found {own.fmt()} beyond the list ({_pct(warm.of_means)}; paper "
+                 f"+110%). The run finds about as many items beyond the list as it finds "
+                 f"without one, so the gain is the list: (list + N) / N. A 2.1x gain means "
+                 f"N ~ {items / 1.1:.0f} on the paper's data; our single run finds "
+                 f"{one.mean:.0f}, so the same list adds proportionally less.")
+    two_verdict = ratio_verdict(two, 1.22)
+    two_note = (f"2 runs: {r['2 runs'].stat('true_positives').fmt()} "
+                f"({_pct(two.of_means)}; paper +22%) at eps_local "
+                f"{r['2 runs'].stat('eps_local').fmt(2)} per round instead of "
+                f"{r['1 run'].stat('eps_local').fmt(2)}.")
+    if two_verdict == STRONGER:
+        two_note += (" The second run's deny list is the population's own top items (the "
+                     "first run's output), so every device moves on to its next items, of "
+                     "which it holds many; the slightly smaller local epsilon costs little.")
+    return [
+        ClaimResult("deny-list", "A public warm-start deny list finds about 2.1x more heavy "
+                    "hitters", "2.1x", warm.fmt(), ratio_verdict(warm, 2.1), warm_note),
+        ClaimResult("deny-list", "Two runs (the first run's output deny-listed in the second, "
+                    "budget split) find about 1.22x more", "1.22x", two.fmt(), two_verdict,
+                    two_note),
+        ClaimResult("deny-list", "Nearly all of the warm start list occurs in the population",
+                    "99.4% (Sentiment140 in Reddit)", f"{in_data:.1%}",
+                    HOLDS if in_data > 0.9 else FAILS,
+                    f"The warm start list alone: {listed.stat('true_positives').fmt()} heavy "
+                    "hitters, weighted utility loss "
+                    f"{listed.stat('utility_loss_weighted').fmt(3)}."),
+    ]
+
+
+def best_rounds(r: StudyResults, algorithm: str, prefix: str = "") -> str:
+    """Label of the algorithm's configuration with the most heavy hitters (mean over seeds)."""
+    labels = [v for v in r.variants if r[v].variant.params.get("algorithm") == algorithm
+              and v.startswith(prefix) and (prefix or not v.startswith("single"))]
+    return max(labels, key=lambda v: r[v].stat("true_positives").mean)
+
+
+def _population_note(r: StudyResults) -> str:
+    triehh, opt = r["TrieHH, T=12"].stat("true_positives"), r["OptPrefixTree, T=12"]
+    return (f"TrieHH at T = 12 finds {triehh.fmt()} here, close to the paper's 816, but "
+            f"OptPrefixTree finds {opt.stat('true_positives').fmt()} where 3.2x would be about "
+            f"{3.2 * 816:.0f}: the gap depends on how many items lie between the two detection "
+            f"floors (an element needs about {opt.stat('threshold').mean:.0f} reporting devices "
+            f"at eps_local {opt.stat('eps_local').fmt(2)}, and theta / q = "
+            f"{10 / r['TrieHH, T=12'].stat('sampling_rate').mean:.0f} devices for TrieHH), "
+            "and our synthetic population has more of them than LEAF Reddit.")
+
+
+def _comparison(r: StudyResults) -> list[ClaimResult]:
+    out = []
+    opt = {t: f"OptPrefixTree, T={t}" for t in COMPARISON_ROUNDS}
+    best_opt = best_rounds(r, "optprefixtree")
+    for base in BASELINES:
+        name = NAMES[base]
+        at12 = r.ratio(opt[12], f"{name}, T=12")
+        per_t = ", ".join(f"T={t}: {r.ratio(opt[t], f'{name}, T={t}').fmt()}"
+                          for t in COMPARISON_ROUNDS)
+        best = best_rounds(r, base)
+        verdict = ratio_verdict(at12, 3.2)
+        note = (f"At every T: {per_t}. Each at its best ({best_opt} against {best}, "
+                f"{r[best].stat('true_positives').fmt()}): {r.ratio(best_opt, best).fmt()}; "
+                f"the paper found {name} best at T = 12 with unweighted selection.")
+        if verdict == STRONGER:
+            note += " " + _population_note(r)
+        out.append(ClaimResult(
+            "comparison", f"OptPrefixTree finds several times more heavy hitters than {name} "
+            "at the same rounds and dimension limit (multiple items, 5-bit, T = 12)",
+            "3.2x", at12.fmt(), verdict, note))
+    opt_single = "single: OptPrefixTree, T=4 adaptive, gamma=2"
+    for base, paper_single in zip(BASELINES, (1.85, 2.1), strict=True):
+        name = NAMES[base]
+        ratio = r.ratio(opt_single, f"single: {name}, T=4")
+        best = best_rounds(r, base, "single")
+        verdict = ratio_verdict(ratio, paper_single)
+        note = (f"{r[opt_single].stat('true_positives').fmt()} against "
+                f"{r[f'single: {name}, T=4'].stat('true_positives').fmt()} "
+                f"(paper {'355' if base == 'triehh' else '314'} for {name}). {name}'s best "
+                f"T here: {best.removeprefix('single: ')} (paper: T = 4).")
+        if verdict == STRONGER:
+            note += (" Same reason as in the multiple-item comparison: the baselines find about "
+                     "what they find in the paper, OptPrefixTree more.")
+        out.append(ClaimResult(
+            "comparison", f"Single item, T = 4: OptPrefixTree finds more heavy hitters than "
+            f"{name}", f"{paper_single}x", ratio.fmt(), verdict, note))
+    for central in CENTRAL:
+        name = NAMES[central]
+        at_t = {t: r.ratio(f"{name}, T={t}", opt[t]) for t in (4, 12)}
+        verdicts = {ratio_verdict(x) for x in at_t.values()}
+        verdict = verdicts.pop() if len(verdicts) == 1 else MIXED
+        out.append(ClaimResult(
+            "comparison", f"{name[0].upper()}{name[1:]} does better still than OptPrefixTree "
+            "(same rounds)", "better (figure)",
+            f"T=4: {at_t[4].fmt()}; T=12: {at_t[12].fmt()}", verdict,
+            f"{r[f'{name}, T=12'].stat('true_positives').fmt()} at T = 12 with noise scale "
+            f"{r[f'{name}, T=12'].stat('noise_scale').fmt(1)} per coordinate and round (one "
+            "trusted curator, calibrated to eps_agg over T rounds), against OptPrefixTree's "
+            f"{r[opt[12]].stat('true_positives').fmt()}."))
+    return out
+
+
+def _rounds(r: StudyResults) -> list[ClaimResult]:
+    from scipy.stats import spearmanr
+
+    labels = [f"T={t}" for t in ROUNDS_SWEEP]
+    tp = np.array([r[v].stat("true_positives").mean for v in labels])
+    rho = float(spearmanr(np.array(ROUNDS_SWEEP), tp).statistic)
+    aligned = [f"T={t}" for t in COMPARISON_ROUNDS]  # 4, 3, 2 and 1 characters per round
+    per_seed = np.stack([r[v].values("true_positives") for v in aligned])
+    monotone = bool(np.all(np.diff(per_seed, axis=0) > 0))
+    best = labels[int(np.argmax(tp))]
+    ratio = r.ratio("T=12", "T=3")
+    trend = ", ".join(f"{t}: {v:.0f}" for t, v in zip(ROUNDS_SWEEP, tp, strict=True))
+    if monotone and best == "T=12":
+        verdict = HOLDS
+    elif monotone or best == "T=12":
+        verdict = PARTLY
+    else:
+        verdict = FAILS
+    rise = "rise in every seed" if monotone else "do not rise in every seed"
+    note = (f"Heavy hitters found by T: {trend} (Spearman {rho:.2f}). T = 3, 4, 6, 12 (whole "
+            f"characters per round) {rise}, and the best T is {best.removeprefix('T=')}.")
+    if rho < 0.95:
+        note += (" The gain is not monotone in between: runs whose segments end inside a "
+                 "5-bit character (T = 5, 7-11, ceil(60/T) bits) find fewer than the "
+                 "character-aligned T = 6 although they spend more rounds; we have not "
+                 "isolated why. T = 11's 6-bit segments cover the 60 bits in 10 rounds, so "
+                 "that run pays for a round it does not use.")
+    adaptive = r.ratio("T=12", "T=4 adaptive")
+    return [
+        ClaimResult("rounds", "Increasing the rounds from 3 to 12 (one character per round) "
+                    "improves utility (multiple items, 5-bit)", "gain (figure)",
+                    f"T=12 / T=3: {ratio.fmt()}", verdict, note),
+        ClaimResult("rounds", "With multiple items, one character per round beats fewer, "
+                    "longer adaptive rounds", "T = 12 best", adaptive.fmt(),
+                    ratio_verdict(adaptive),
+                    f"T = 12: {r['T=12'].stat('true_positives').fmt()}, T = 4 adaptive: "
+                    f"{r['T=4 adaptive'].stat('true_positives').fmt()}: with several items "
+                    "per device, more rounds let the prefix list steer each device's choice "
+                    "more often, which outweighs the smaller per-round budget (the paper's "
+                    "single-item argument for few rounds does not carry over)."),
+    ]
+
+
+CLAIMS: dict[str, Callable[[StudyResults], list[ClaimResult]]] = {
+    "segmentation": _segmentation,
+    "dimension": _dimension,
+    "fp-ratio": _fp_ratio,
+    "sampling": _sampling,
+    "selection": _selection,
+    "deny-list": _deny_list,
+    "comparison": _comparison,
+    "rounds": _rounds,
+}
+
+
+def evaluate_claims(results: StudyResults) -> list[ClaimResult]:
+    return CLAIMS[results.study.name](results)

@@ -1,0 +1,233 @@
+"""The report folder: markdown, PNG figures, CSV and JSON of every number, and the commands.
+
+Layout of ``<out>/``::
+
+    README.md            the report: claims summary first, then one section per study
+    claims.csv|json      every claim with the paper's number, ours, the verdict and a note
+    report.json          how the report was made (command, settings, seeds, dataset, timings)
+    <study>/summary.csv  per configuration: mean, sd, min, max over seeds of every metric
+    <study>/runs.csv     per run: its metrics, segment lengths and exact `fedhh simulate` command
+    <study>/runs.json    per run: command, argv, configuration, privacy calibration, metrics,
+                         per-round diagnostics, timings and the top heavy hitters
+    <study>/curves.csv   the plotted curves of every configuration (sampled ranks)
+    <study>/*.png        the figures
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fedhh.experiments.analysis import SCALARS, StudyResults, VariantResult
+from fedhh.experiments.claims import ClaimResult, evaluate_claims
+from fedhh.experiments.plots import draw_figure, draw_summary, figure_specs
+from fedhh.experiments.store import RunRecord, jsonable
+from fedhh.experiments.studies import Study
+
+log = logging.getLogger(__name__)
+
+# Columns of a study's markdown table: (scalar, header, decimals); shown when any run has it.
+TABLE = (
+    ("true_positives", "found", 0),
+    ("false_positives", "false pos.", 0),
+    ("fp_ratio", "FP ratio", 2),
+    ("round_fp_ratio", "round FP ratio", 2),
+    ("own_true_positives", "found by the run", 0),
+    ("utility_loss_weighted", "loss (w)", 3),
+    ("utility_loss_unweighted", "loss (u)", 3),
+    ("recall_top1000", "recall@1000", 2),
+    ("eps_local", "eps_local", 2),
+    ("sampling_rate", "sampling rate", 4),
+    ("noise_scale", "noise scale", 1),
+    ("wall_s", "s/run", 0),
+)
+OPTIONAL = {"own_true_positives", "sampling_rate", "noise_scale"}
+
+
+@dataclass
+class Report:
+    path: Path
+    claims: list[ClaimResult]
+
+
+def study_results(study: Study, seeds: Sequence[int], records: dict[str, list[RunRecord]],
+                  num_users: int) -> StudyResults:
+    variants = {v.label: VariantResult(v, records[v.label]) for v in study.variants}
+    return StudyResults(study, list(seeds), variants, num_users)
+
+
+def write_report(out: str | Path, results: Sequence[StudyResults], meta: dict[str, Any]
+                 ) -> Report:
+    """Write the whole folder; ``meta`` describes the invocation (command, settings, timings)."""
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    all_claims: list[ClaimResult] = []
+    sections: list[str] = []
+    for res in results:
+        claims = evaluate_claims(res)
+        all_claims.extend(claims)
+        sections.append(_write_study(root, res, claims))
+    _write_csv(root / "claims.csv", [c.to_dict() for c in all_claims])
+    _write_json(root / "claims.json", [c.to_dict() for c in all_claims])
+    _write_json(root / "report.json", meta)
+    (root / "README.md").write_text(_header(meta, all_claims) + "\n".join(sections),
+                                    encoding="utf-8")
+    log.info("report written to %s", root)
+    return Report(root / "README.md", all_claims)
+
+
+def _write_study(root: Path, res: StudyResults, claims: list[ClaimResult]) -> str:
+    study = res.study
+    folder = root / study.name
+    folder.mkdir(parents=True, exist_ok=True)
+    summary_rows, run_rows, run_json = [], [], []
+    for label, vr in res.variants.items():
+        row: dict[str, Any] = {"configuration": label, **vr.variant.params,
+                               "segments": vr.segments, "seeds": len(vr.records)}
+        for name in SCALARS:
+            s = vr.stat(name)
+            row.update({f"{name}_mean": s.mean, f"{name}_sd": s.sd, f"{name}_min": s.min,
+                        f"{name}_max": s.max})
+        summary_rows.append(row)
+        for record in vr.records:
+            run_row: dict[str, Any] = {"configuration": label, "seed": record.seed,
+                                       "key": record.key}
+            run_row.update({name: getter(record) for name, (_, getter) in SCALARS.items()})
+            run_row["segments"] = " ".join(str(s) for s in record.data.get("segments", ()))
+            run_row["command"] = record.command
+            run_rows.append(run_row)
+            run_json.append({"configuration": label, **record.to_json()})
+    _write_csv(folder / "summary.csv", summary_rows)
+    _write_csv(folder / "runs.csv", run_rows)
+    _write_json_lines(folder / "runs.json", run_json)
+    _write_json(folder / "claims.json", [c.to_dict() for c in claims])
+    curve_rows: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    images = []
+    for spec in figure_specs(res):
+        for row in draw_figure(spec, res, folder / f"{spec.name}.png"):
+            series = (row["configuration"], row["seed"])
+            if series not in curve_rows or curve_rows[series][0]["figure"] == spec.name:
+                curve_rows.setdefault(series, []).append(row)
+        images.append((spec.title, f"{study.name}/{spec.name}.png"))
+    draw_summary(res, folder / "found.png")
+    images.append((f"{study.title}: heavy hitters found and false positives",
+                   f"{study.name}/found.png"))
+    _write_csv(folder / "curves.csv", [row for rows in curve_rows.values() for row in rows])
+    return _section(res, claims, images)
+
+
+def _section(res: StudyResults, claims: list[ClaimResult], images: list[tuple[str, str]]) -> str:
+    study = res.study
+    lines = [f"## {study.number}. {study.title}", "", study.description, "",
+             f"*Paper:* {study.paper}. *Data:* [`{study.name}/`]({study.name}/) (summary.csv, "
+             "runs.csv, runs.json, curves.csv).", ""]
+    columns = [(n, h, d) for n, h, d in TABLE if n not in OPTIONAL or _informative(res, n)]
+    header = ["configuration", *[h for _, h, _ in columns], "segments"]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + " --- |" * len(header))
+    for label, vr in res.variants.items():
+        cells = [label, *[vr.stat(n).fmt(d) for n, _, d in columns], vr.segments]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"Mean ± sample standard deviation over {len(res.seeds)} seeds. 'found': "
+              "heavy hitters found (output items held by at least one device); FP ratio: false "
+              "positives / output size; round FP ratio: false positives among the elements "
+              "PruneHH kept over all rounds / elements kept (the ratio gamma controls); loss: "
+              "1 - weight ratio (weighted and unweighted metric); segments: segment bits per "
+              "round ('*': varied over seeds).", ""]
+    lines += ["| claim | paper | ours | verdict | note |", "| --- | --- | --- | --- | --- |"]
+    for c in claims:
+        lines.append(f"| {c.claim} | {c.paper} | {c.ours} | **{c.verdict}** | {c.note} |")
+    lines.append("")
+    for title, path in images:
+        lines += [f"![{title}]({path})", ""]
+    lines += ["<details><summary>Commands (first seed; the other seeds differ only in "
+              "<code>--seed</code>)</summary>", ""]
+    for label, vr in res.variants.items():
+        lines.append(f"- {label}: `{vr.records[0].command}`")
+    lines += ["", "</details>", ""]
+    return "\n".join(lines)
+
+
+def _informative(res: StudyResults, metric: str) -> bool:
+    """An optional column is shown when it tells configurations apart."""
+    if metric == "own_true_positives":
+        return any("run_metrics" in r.data for v in res.variants.values() for r in v.records)
+    means = {round(v.stat(metric).mean, 9) for v in res.variants.values()
+             if v.stat(metric).n}
+    return len(means) > 1
+
+
+def _header(meta: dict[str, Any], claims: list[ClaimResult]) -> str:
+    ds = meta.get("dataset", {})
+    settings = meta.get("settings", {})
+    seeds = meta.get("seeds", [])
+    timing = meta.get("timings", {})
+    lines = [
+        f"# Experiments: the OptPrefixTree paper's studies on {ds.get('name', '?')}",
+        "",
+        f"Generated by `{meta.get('command', '?')}` on {meta.get('date', '?')}. Dataset "
+        f"`{settings.get('dataset', '?')}`: {ds.get('users', 0):,} users, "
+        f"{ds.get('vocabulary', 0):,} distinct items, {ds.get('entries', 0):,} user-item "
+        f"entries. eps_agg = {settings.get('eps_agg')}, delta = {settings.get('delta')}; every "
+        f"configuration is run with seeds {_seed_text(seeds)} and reported as mean ± sample "
+        "standard deviation.",
+        "",
+        f"Runs: {timing.get('runs', 0)} ({timing.get('computed', 0)} computed by this "
+        f"invocation, {timing.get('reused', 0)} reused from the result store). Wall time of "
+        f"this invocation: {timing.get('invocation_s', 0) / 60:.1f} min; compute time of all "
+        f"runs (sum of their wall times): {timing.get('runs_s', 0) / 60:.1f} min. How the "
+        "studies are set up, and how to rerun them: `docs/experiments.md` in the repository.",
+        "",
+        "## Claims",
+        "",
+        "| # | study | claim | paper | ours | verdict |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for i, c in enumerate(claims, start=1):
+        lines.append(f"| {i} | {c.study} | {c.claim} | {c.paper} | {c.ours} | **{c.verdict}** |")
+    lines += ["", "Verdicts: *holds* when the effect has the paper's direction in every seed and "
+              "at least half its size; *weaker*/*stronger* when the direction holds with less "
+              "than half / more than twice the size; *does not hold* when the direction is "
+              "reversed (or there is no effect) in every seed; *inconclusive* when seeds "
+              "disagree. The notes under each study give the numbers and the likely reasons.",
+              "", ""]
+    return "\n".join(lines)
+
+
+def _seed_text(seeds: Sequence[int]) -> str:
+    seeds = list(seeds)
+    if seeds and seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2:
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(str(s) for s in seeds)
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    fields: dict[str, None] = {}
+    for row in rows:
+        fields.update(dict.fromkeys(row))
+    with open(path, "w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=list(fields))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: _cell(v) for k, v in row.items()})
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, float):
+        return f"{value:.5g}"
+    return "" if value is None else value
+
+
+def _write_json_lines(path: Path, items: list[Any]) -> None:
+    """A JSON array with one compact item per line (small and diff-friendly)."""
+    body = ",\n".join(json.dumps(item, default=jsonable, separators=(",", ":")) for item in items)
+    path.write_text(f"[\n{body}\n]\n", encoding="utf-8")
+
+
+def _write_json(path: Path, payload: Any) -> None:
+    path.write_text(json.dumps(payload, indent=1, default=jsonable) + "\n", encoding="utf-8")

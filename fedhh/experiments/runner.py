@@ -1,0 +1,257 @@
+"""Plan and execute the studies' runs against the result store.
+
+``Suite`` opens the dataset once, turns studies into a de-duplicated list of planned runs
+(one per configuration and seed; configurations shared by several studies run once), and
+executes the runs the store does not hold yet, in plan order, one after the other (the
+simulator already uses both cores). Each run is configured exactly as ``fedhh simulate``
+configures it: its argument list is parsed by the same parser and passed to the same
+``build_config``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from fedhh.cli.simulate import add_run_options, build_config
+from fedhh.codec import Codec
+from fedhh.data.dataset import FederatedDataset
+from fedhh.data.truth import GroundTruth
+from fedhh.errors import ConfigError
+from fedhh.experiments.spec import (
+    RunSpec,
+    Settings,
+    command_line,
+    run_key,
+    simulate_argv,
+    static_key,
+)
+from fedhh.experiments.store import ResultStore, RunRecord
+from fedhh.experiments.studies import WARM_START_ALONE, Study, Variant
+from fedhh.metrics import Truth, evaluate
+from fedhh.prefixtree import RoundReport
+from fedhh.simulation.population import Population
+from fedhh.simulation.runner import SimulationConfig, config_summary, simulate
+
+log = logging.getLogger(__name__)
+
+TOP_HITTERS = 20
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    key: str
+    study: str
+    label: str
+    seed: int
+    spec: RunSpec | None
+    static: str | None
+    argv: tuple[str, ...]
+    command: str
+
+    @property
+    def total_rounds(self) -> int:
+        return self.spec.total_rounds if self.spec is not None else 0
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """``cached``: a run found in the store; ``started``; ``round``: one simulated round
+    finished; ``done``: a run finished and was stored (``rounds`` counts what the event
+    accounts for, so ``sum(rounds)`` over a run's events is its ``total_rounds``)."""
+
+    kind: str
+    run: PlannedRun
+    rounds: int = 0
+    seconds: float = 0.0
+
+
+ProgressCallback = Callable[[ProgressEvent], None]
+
+
+class Suite:
+    """The runs of some studies over some seeds, on one dataset with one privacy target."""
+
+    def __init__(self, settings: Settings, store: ResultStore,
+                 dataset: FederatedDataset | None = None, *, reuse_populations: bool = True
+                 ) -> None:
+        self.settings = settings
+        self.store = store
+        # Encoded vocabularies (and, inside them, single-item draws) shared by the runs.
+        self.reuse_populations = reuse_populations
+        self._populations: dict[tuple[str, int], Population] = {}
+        if dataset is None:
+            from fedhh.data.registry import resolve_dataset
+
+            dataset = resolve_dataset(settings.dataset)
+        self.dataset = dataset
+        self.identity = {
+            "name": dataset.name,
+            "directory": dataset.root.name if dataset.root is not None else None,
+            "users": dataset.num_users,
+            "entries": dataset.num_entries,
+            "vocabulary": len(dataset.vocabulary),
+        }
+        self.computed = 0
+        self.reused = 0
+
+    @cached_property
+    def truth_items(self) -> GroundTruth:
+        from fedhh.data.truth import ground_truth
+
+        return ground_truth(self.dataset)
+
+    def planned(self, study: Study, variant: Variant, seed: int) -> PlannedRun:
+        if variant.spec is None:
+            static = variant.static or ""
+            key = static_key(static, "huffman", 60, self.identity)
+            return PlannedRun(key, study.name, variant.label, seed, None, static,
+                              (), f"(not a simulation: {static})")
+        argv = simulate_argv(variant.spec, self.settings, seed)
+        return PlannedRun(run_key(argv, self.identity), study.name, variant.label, seed,
+                          variant.spec, None, tuple(argv), command_line(argv))
+
+    def plan(self, studies: Sequence[Study], seeds: Sequence[int]) -> list[PlannedRun]:
+        """Every distinct run of the studies, seed-major within each study, first use first."""
+        seen: dict[str, PlannedRun] = {}
+        for study in studies:
+            for seed in seeds:
+                for variant in study.variants:
+                    run = self.planned(study, variant, seed)
+                    seen.setdefault(run.key, run)
+        return list(seen.values())
+
+    def execute(self, plan: Sequence[PlannedRun],
+                progress: ProgressCallback | None = None) -> dict[str, RunRecord]:
+        """Load or compute every planned run; returns the records by key."""
+        records: dict[str, RunRecord] = {}
+        for run in plan:
+            records[run.key] = self._load_or_compute(run, progress)
+        return records
+
+    def _population(self, config: SimulationConfig) -> Population | None:
+        if not self.reuse_populations:
+            return None
+        key = (config.encoding, config.max_bits)
+        if key not in self._populations:
+            self._populations[key] = Population.build(
+                self.dataset, Codec(config.encoding, config.max_bits))
+        return self._populations[key]
+
+    def _load_or_compute(self, run: PlannedRun, progress: ProgressCallback | None
+                         ) -> RunRecord:
+        record = self.store.load(run.key)
+        if record is not None:
+            self.reused += 1
+            if progress is not None:
+                progress(ProgressEvent("cached", run, run.total_rounds))
+            return record
+        if progress is not None:
+            progress(ProgressEvent("started", run))
+        started = time.perf_counter()
+        record = self._compute(run, progress)
+        self.store.save(record)
+        self.computed += 1
+        elapsed = time.perf_counter() - started
+        log.info("%s / %s / seed %d: %.1f s", run.study, run.label, run.seed, elapsed)
+        if progress is not None:
+            done = len(record.data.get("rounds", ()))
+            progress(ProgressEvent("done", run, max(run.total_rounds - done, 0), elapsed))
+        return record
+
+    def _compute(self, run: PlannedRun, progress: ProgressCallback | None) -> RunRecord:
+        if run.static == WARM_START_ALONE:
+            return self._warm_start_alone(run)
+        if run.spec is None:
+            raise ConfigError(f"unknown static measurement {run.static!r}")
+        parser = argparse.ArgumentParser(prog="fedhh simulate")
+        add_run_options(parser)
+        args = parser.parse_args(list(run.argv))
+        config, privacy, ledger = build_config(args, self.dataset.num_users)
+        truth_items = None if config.single_item else self.truth_items
+
+        def on_round(run_index: int, round_index: int, report: RoundReport) -> None:
+            if progress is not None:
+                progress(ProgressEvent("round", run, 1))
+
+        started = time.perf_counter()
+        result = simulate(self.dataset, config, truth_items, on_round, ledger,
+                          self._population(config))
+        wall = time.perf_counter() - started
+        if result.truth is None:
+            raise ConfigError("the experiments need the dataset's ground truth")
+        data: dict[str, Any] = {
+            "spec": run.spec.to_dict(),
+            "settings": {"dataset": self.settings.dataset, "eps_agg": self.settings.eps_agg,
+                         "delta": self.settings.delta},
+            "dataset": self.identity,
+            "config": config_summary(config),
+            "privacy": privacy,
+            "metrics": result.metrics,
+            "segments": [r["segment_bits"] for r in result.rounds],
+            "rounds": result.rounds,
+            "timings": {**result.timings, "wall_s": wall},
+            "top_hitters": [{"item": h.item, "estimate": h.estimate, "round": h.round}
+                            for h in result.heavy_hitters[:TOP_HITTERS]],
+        }
+        if run.spec.warm_start:
+            # What the run itself found beyond the public list.
+            own = np.array([h.code for h in result.heavy_hitters], dtype=np.uint64)
+            data["run_metrics"] = evaluate(own, result.truth)
+        return RunRecord(run.key, run.seed, list(run.argv), run.command, data,
+                         _arrays(result.output_codes, result.truth))
+
+    def _warm_start_alone(self, run: PlannedRun) -> RunRecord:
+        from fedhh.data.wordlists import WARM_START_SOURCE, warm_start_list
+        from fedhh.simulation.population import Population
+        from fedhh.simulation.runner import ground_truth as code_truth
+
+        started = time.perf_counter()
+        codec = Codec("huffman", 60)
+        truth = code_truth(Population.build(self.dataset, codec), self.truth_items)
+        if truth is None:
+            raise ConfigError("the warm start list needs the dataset's ground truth")
+        words = warm_start_list()
+        codes = np.unique(codec.encode_many(words).codes)
+        data = {
+            "static": WARM_START_ALONE,
+            "source": WARM_START_SOURCE,
+            "items": len(words),
+            "dataset": self.identity,
+            "metrics": evaluate(codes, truth),
+            "timings": {"wall_s": time.perf_counter() - started},
+        }
+        return RunRecord(run.key, 0, [], run.command, data, _arrays(codes, truth))
+
+
+def _arrays(output_codes: np.ndarray, truth: Truth) -> dict[str, np.ndarray]:
+    """The output codes and the truth restricted to them and to the true top |output|."""
+    output = np.unique(np.asarray(output_codes, dtype=np.uint64))
+    k = max(int(output.size), 1)
+    keep = np.union1d(output, np.union1d(truth.top_codes("weighted", k),
+                                         truth.top_codes("unweighted", k)))
+    return {
+        "output_codes": output,
+        "truth_codes": keep,
+        "truth_weighted": truth.lookup(keep, "weighted"),
+        "truth_unweighted": truth.lookup(keep, "unweighted"),
+    }
+
+
+def result_records(study: Study, suite: Suite, seeds: Sequence[int],
+                   records: dict[str, RunRecord]) -> dict[str, list[RunRecord]]:
+    """Each variant's records in seed order (a static measurement repeats for every seed)."""
+    out: dict[str, list[RunRecord]] = {}
+    for variant in study.variants:
+        out[variant.label] = [records[suite.planned(study, variant, s).key] for s in seeds]
+    return out
+
+
+__all__ = ["PlannedRun", "ProgressEvent", "Suite", "result_records"]

@@ -1,0 +1,160 @@
+"""`fedhh experiments` end to end on a tiny dataset: the report folder holds the markdown,
+the PNGs, CSV/JSON of every number and the exact command and configuration of every run."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedhh.cli.main import main
+from fedhh.experiments.analysis import Ratio, Stat
+from fedhh.experiments.claims import (
+    FAILS,
+    HOLDS,
+    MIXED,
+    STRONGER,
+    VERDICTS,
+    WEAKER,
+    ratio_verdict,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def report(tiny_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("report")
+    out = base / "out"
+    for study in ("segmentation", "deny-list"):
+        code = main(["experiments", study, "--dataset", str(tiny_path), "--out",
+                     str(out / study), "--store", str(base / "store"), "--seeds", "2",
+                     "--quiet"])
+        assert code == 0
+    return out
+
+
+def test_report_folder_layout(report: Path) -> None:
+    root = report / "deny-list"
+    readme = (root / "README.md").read_text()
+    assert readme.index("## Claims") < readme.index("## 6. Deny lists")
+    assert "fedhh experiments deny-list" in readme
+    for name in ("claims.csv", "claims.json", "report.json"):
+        assert (root / name).is_file()
+    folder = root / "deny-list"
+    for name in ("summary.csv", "runs.csv", "runs.json", "curves.csv", "claims.json"):
+        assert (folder / name).stat().st_size > 0
+    pngs = sorted(folder.glob("*.png"))
+    assert {p.name for p in pngs} == {"deny-list.png", "found.png"}
+    assert all(p.read_bytes()[:8] == PNG for p in pngs)
+    for image in ("deny-list/deny-list.png", "deny-list/found.png"):
+        assert f"]({image})" in readme
+
+
+def test_every_run_has_its_command_and_configuration(report: Path) -> None:
+    folder = report / "deny-list" / "deny-list"
+    with open(folder / "runs.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {r["configuration"] for r in rows} == {"1 run", "1 run + warm start", "2 runs",
+                                                  "warm start list"}
+    assert sorted(r["seed"] for r in rows if r["configuration"] == "2 runs") == ["0", "1"]
+    for row in rows:
+        if row["configuration"] != "warm start list":
+            assert row["command"].startswith("fedhh simulate --dataset ")
+            assert row["command"].endswith(f"--seed {row['seed']}")
+    runs = json.loads((folder / "runs.json").read_text())
+    two = [r for r in runs if r["configuration"] == "2 runs"]
+    assert all("--two-runs" in r["argv"] and r["config"]["runs"] == 2 for r in two)
+    assert all(r["privacy"]["charged_rounds"] == 8 for r in two)
+    assert all(r["rounds"] and "metrics" in r for r in two)
+    meta = json.loads((report / "deny-list" / "report.json").read_text())
+    assert meta["seeds"] == [0, 1] and meta["settings"]["eps_agg"] == 1.0
+    assert meta["timings"]["runs"] == 7  # 3 simulated configurations x 2 seeds + the list
+
+
+def test_summary_and_claims_hold_every_number(report: Path) -> None:
+    folder = report / "segmentation"
+    with open(folder / "segmentation" / "summary.csv", newline="") as handle:
+        summary = {r["configuration"]: r for r in csv.DictReader(handle)}
+    with open(folder / "segmentation" / "runs.csv", newline="") as handle:
+        runs = list(csv.DictReader(handle))
+    adaptive = [float(r["true_positives"]) for r in runs if r["configuration"] == "adaptive"]
+    assert float(summary["adaptive"]["true_positives_mean"]) == pytest.approx(
+        np.mean(adaptive), rel=1e-5)
+    claims = json.loads((folder / "claims.json").read_text())
+    assert len(claims) == 3 and all(c["verdict"] in VERDICTS for c in claims)
+    assert all(c["paper"] and c["ours"] for c in claims)
+    with open(folder / "segmentation" / "curves.csv", newline="") as handle:
+        curves = list(csv.DictReader(handle))
+    assert {c["configuration"] for c in curves} == {"adaptive", "uniform s=15", "TruHist"}
+
+
+def test_rerun_reuses_the_store(tiny_path: Path, report: Path, tmp_path: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    store = report.parent / "store"
+    code, out, _ = run_cli(["experiments", "segmentation", "--dataset", str(tiny_path),
+                            "--out", str(tmp_path / "again"), "--store", str(store),
+                            "--seeds", "2"], capsys)
+    assert code == 0
+    assert "4 runs (0 computed, 4 reused)" in out
+    code, out, _ = run_cli(["experiments", "segmentation", "--dataset", str(tiny_path),
+                            "--store", str(store), "--seeds", "3", "--dry-run"], capsys)
+    assert code == 0
+    assert "6 runs, 4 stored, 2 to run" in out
+    assert "fedhh simulate --dataset" in out
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--seeds", "0"], "--seeds"),
+    (["--eps-agg", "-1"], "--eps-agg"),
+    (["--delta", "2"], "--delta"),
+])
+def test_bad_options_fail_in_one_line(argv: list[str], needle: str,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["experiments", "segmentation", *argv], capsys)
+    assert code == 2
+    assert needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_every_study_is_a_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["experiments", "--help"], capsys)
+    assert code == 0
+    for name in ("segmentation", "dimension", "fp-ratio", "sampling", "selection",
+                 "deny-list", "comparison", "rounds", "all"):
+        assert name in out
+
+
+def test_ratio_verdicts() -> None:
+    def ratio(*per_seed: float) -> Ratio:
+        return Ratio(np.array(per_seed), float(np.mean(per_seed)))
+
+    assert ratio_verdict(ratio(1.35, 1.45), 1.40) == HOLDS
+    assert ratio_verdict(ratio(1.05, 1.10), 1.40) == WEAKER
+    assert ratio_verdict(ratio(3.0, 3.2), 1.40) == STRONGER
+    assert ratio_verdict(ratio(0.8, 0.9), 1.40) == FAILS
+    assert ratio_verdict(ratio(0.9, 1.1), 1.40) == MIXED
+    assert ratio_verdict(ratio(0.5, 0.6), greater=False) == HOLDS
+    assert ratio_verdict(ratio(1.2, 1.3)) == HOLDS
+    assert ratio_verdict(ratio(1.005, 1.01)) == FAILS  # below 2%: no effect
+    assert ratio_verdict(Ratio(np.array([]), float("nan"))) == MIXED
+
+
+def test_stat_uses_the_sample_standard_deviation() -> None:
+    s = Stat.of(np.array([1.0, 2.0, 3.0, float("nan")]))
+    assert (s.mean, s.sd, s.min, s.max, s.n) == (2.0, 1.0, 1.0, 3.0, 3)
+    assert s.fmt() == "2 ± 1"
+    assert Stat.of(np.array([5.0])).fmt(1) == "5.0"
+    assert Stat.of(np.array([])).fmt() == "-"
