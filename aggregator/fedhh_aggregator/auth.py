@@ -3,8 +3,9 @@
 - Control calls (the coordinator): metadata ``authorization: Bearer <token>``, compared in
   constant time with the token read at startup; OpenRound also needs the coordinator's Ed25519
   signature on the config (checked by the registry against the configured public key).
-- Device calls: the coordinator's admission of the device to the round's session, and the
-  identity key's signature over the call (``fedhh.rpc.aggregator_wire.call_transcript``).
+- Device calls: the coordinator's admission of the device to the round (a Merkle inclusion proof
+  of its identity key under the signed config's identity root), and the identity key's signature
+  over the call (``fedhh.rpc.aggregator_wire.call_transcript``).
 
 Every failure is an :class:`~fedhh.errors.AuthenticationError` (UNAUTHENTICATED), raised before
 anything is handed to the round.
@@ -67,7 +68,7 @@ class ControlAuth:
 
 
 def device_admission(round_: Round, creds: pb.DeviceCredentials) -> Admission:
-    """The caller's admission, if the coordinator issued it for this round's session."""
+    """The caller's admission, if it proves membership of this round's cohort."""
     if not creds.HasField("admission"):
         raise AuthenticationError("missing device credentials")
     admission = admission_from_pb(creds.admission)

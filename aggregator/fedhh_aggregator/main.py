@@ -42,7 +42,7 @@ SERVICES = (DEVICE_SERVICE, CONTROL_SERVICE)
 class Settings:
     """Everything the service needs; :meth:`from_args` builds it from the CLI options."""
 
-    coordinator_public: bytes  # raw Ed25519 public key that signs round configs and admissions
+    coordinator_public: bytes  # raw Ed25519 public key that signs round configs
     control_token: bytes  # bearer token of the control API (at least 16 bytes)
     listen: str = "127.0.0.1:0"
     tls: TlsFiles | None = None

@@ -68,7 +68,7 @@ class RoundRegistry:
         if len(self._by_round) >= self.limits.max_rounds:
             raise CapacityError(f"the aggregator already holds {self.limits.max_rounds} rounds")
         server = SecAggServer(signed, self.coordinator_public)
-        round_ = Round(server, signed, self.coordinator_public, self.limits, self._expired)
+        round_ = Round(server, signed, self.limits, self._expired)
         self._by_round[config.round_id] = round_
         self._by_session[round_.session_id] = round_
         round_.start()

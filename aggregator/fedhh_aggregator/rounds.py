@@ -115,8 +115,8 @@ def round_label(round_id: bytes) -> str:
 class Round:
     """One open round: its state machine, lock, driver task and waiters."""
 
-    def __init__(self, server: SecAggServer, signed: SignedConfig, coordinator_public: bytes,
-                 limits: Limits, on_expire: Callable[[Round], None]) -> None:
+    def __init__(self, server: SecAggServer, signed: SignedConfig, limits: Limits,
+                 on_expire: Callable[[Round], None]) -> None:
         self.server = server
         self.signed = signed
         self.config = server.config
@@ -132,7 +132,6 @@ class Round:
         self.finished = asyncio.Event()
         self._changed = asyncio.Event()  # replaced on every change; set to wake long-polls
         self._wake = asyncio.Event()  # the open stage may close early
-        self._coordinator_public = coordinator_public
         self._admitted: dict[int, Admission] = {}
         self._on_expire = on_expire
         self._stage_opened = time.monotonic()
@@ -164,12 +163,11 @@ class Round:
     # -- authentication --------------------------------------------------------------------------
 
     def admitted(self, admission: Admission) -> bool:
-        """True iff ``admission`` is the coordinator's, for this session and a cohort id."""
+        """True iff ``admission`` proves its identity key is the cohort member's under the
+        signed config's identity root (a Merkle proof: a few hashes)."""
         if self._admitted.get(admission.device_id) == admission:
             return True
-        if not 1 <= admission.device_id <= self.config.num_devices:
-            return False
-        if not verify_admission(admission, self.session_id, self._coordinator_public):
+        if not verify_admission(admission, self.config):
             return False
         self._admitted[admission.device_id] = admission
         return True

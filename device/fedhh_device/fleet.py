@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -154,11 +155,13 @@ class Fleet:
         metadata = (("authorization",
                      f"Bearer {identity.device_id}.{identity.credential.hex()}"),)
         done: set[tuple[str, int, int]] = set()
+        known = b""  # SHA-256 of the last task this device took part in (or refused)
         backoff = 0.2
         while not self.stop.is_set():
             try:
                 response = await self.stub.GetTask(
-                    pb.GetTaskRequest(device_id=identity.device_id, wait_ms=10_000),
+                    pb.GetTaskRequest(device_id=identity.device_id, wait_ms=10_000,
+                                      known_task=known),
                     metadata=metadata)
                 backoff = 0.2
             except grpc.aio.AioRpcError as error:
@@ -174,6 +177,7 @@ class Fleet:
             task = self._verified(response.task, identity)
             if task is None:
                 continue
+            known = hashlib.sha256(response.task.task).digest()
             key = (task.run_id, task.round, task.attempt)
             if key in done:
                 await self._sleep(0.2)

@@ -23,6 +23,8 @@ SETTINGS = (
     ("fp-ratio", options.positive_float), ("tail", str), ("segment-bits", options.positive_int),
     ("eps-local", options.positive_float), ("privacy-method", str),
     ("checkin-ms", options.positive_int), ("stage-ms", options.positive_int),
+    ("advertise-ms", options.positive_int), ("share-keys-ms", options.positive_int),
+    ("masked-input-ms", options.positive_int), ("unmask-ms", options.positive_int),
     ("expected-dropout", options.non_negative_float),
     ("corrupt-fraction", options.non_negative_float), ("max-attempts", options.positive_int),
     ("fp-ratio-of", str),

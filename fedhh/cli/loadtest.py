@@ -22,7 +22,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--rounds", type=options.positive_int, default=1)
     p.add_argument("--processes", type=options.positive_int, default=4)
     p.add_argument("--stage-ms", type=options.positive_int, default=2_000,
-                   help="secure-aggregation stage deadline step (default 2000)")
+                   help="secure-aggregation stage window, each stage's default (default 2000)")
+    for stage in ("advertise", "share-keys", "masked-input", "unmask"):
+        p.add_argument(f"--{stage}-ms", type=options.positive_int, default=0,
+                       help=f"window of the {stage.replace('-', ' ')} stage (default: --stage-ms)")
     p.add_argument("--workdir", help="keep logs and stats here")
     p.add_argument("--json", metavar="PATH", help="write the report as JSON")
     p.set_defaults(handler=run)
@@ -31,8 +34,9 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from fedhh.rpc.loadtest import LoadSpec, render, run_load
 
+    windows = (args.advertise_ms, args.share_keys_ms, args.masked_input_ms, args.unmask_ms)
     spec = LoadSpec(args.devices, args.dim, args.dropout, args.rounds, args.processes,
-                    args.stage_ms)
+                    args.stage_ms, windows=windows)
     report = run_load(spec, Path(args.workdir) if args.workdir else None)
     print(render(report))
     if args.json:

@@ -4,8 +4,9 @@ Shared by the service (``fedhh_aggregator``) and its clients (:mod:`fedhh.rpc.ag
 so both sides convert and sign the same way. Conversions from the wire never trust the peer:
 they only copy fields; the state machines validate every value.
 
-Device authentication. The library authenticates stage 0 itself (the coordinator's admission
-plus the identity key's signature over the advertised keys). Every later device call carries
+Device authentication. The library authenticates stage 0 itself (the coordinator's admission, a
+Merkle proof under the signed config's identity root, plus the identity key's signature over the
+advertised keys). Every later device call carries
 :class:`DeviceCredentials`: the admission again and the identity key's Ed25519 signature over
 :func:`call_transcript` = label || kind || session id || device id || SHA-256 of the call's body
 (canonical encodings below; for the masked input, of the vector's bytes). So only the admitted
@@ -104,13 +105,11 @@ def stage_from_pb(value: int) -> Stage | None:
 
 def admission_to_pb(admission: Admission) -> pb.SecAggAdmission:
     return pb.SecAggAdmission(device_id=admission.device_id,
-                              identity_key=admission.identity_key,
-                              signature=admission.signature)
+                              identity_key=admission.identity_key, proof=admission.proof)
 
 
 def admission_from_pb(message: pb.SecAggAdmission) -> Admission:
-    return Admission(int(message.device_id), bytes(message.identity_key),
-                     bytes(message.signature))
+    return Admission(int(message.device_id), bytes(message.identity_key), bytes(message.proof))
 
 
 # -- call transcripts ----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ dataclasses of :mod:`fedhh.secagg.messages`. See docs/secagg.md for the protocol
 
 from fedhh.secagg.config import (
     Admission,
+    IdentityTree,
     RoundConfig,
     SignedConfig,
     StageDeadlines,
@@ -66,6 +67,7 @@ __all__ = [
     "DeviceState",
     "EncryptedShare",
     "FailureBounds",
+    "IdentityTree",
     "InvalidReport",
     "MaskGenerator",
     "MaskedInput",

@@ -7,9 +7,12 @@ key, so the aggregator cannot change n_min, k, t, the modulus or the graph.
 ``session_id = SHA-256(label || canonical config bytes)`` binds every key derivation, AEAD and
 signature of the round to this config (and so to its round_id and graph_seed).
 
-With ``device_auth``, each device holds an :class:`Admission`: the coordinator's signature binding
-(session, device id, the device's registered Ed25519 identity key). A device signs its round keys
-with that identity key; its neighbours check both signatures, so the server cannot substitute keys.
+With ``device_auth``, the config commits to the cohort: ``identity_root`` is the root of the
+coordinator's Merkle tree over (device id, registered Ed25519 identity key) for ids 1..n
+(:mod:`fedhh.secagg.merkle`). Each device holds an :class:`Admission`: its id, its identity key and
+its inclusion proof. A device signs its round keys with that identity key; its neighbours check the
+proof against the signed root (a few hashes) and the key signature (one Ed25519 verification), so
+the server can neither substitute keys nor invent devices.
 
 Deadlines are absolute Unix times in milliseconds, one per stage. The library never reads a clock:
 the transport closes each stage at its deadline (``SecAggServer.close_stage``), and anything that
@@ -18,6 +21,7 @@ arrives afterwards is rejected as late.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import struct
 from dataclasses import dataclass
@@ -26,19 +30,18 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.secagg.errors import SecAggConfigError
 from fedhh.secagg.graph import check_graph_parameters
+from fedhh.secagg.merkle import HASH_BYTES, IdentityTree, cohort_salt, root_from_proof
 from fedhh.secagg.primitives import (
-    KEY_BYTES,
     LABELS,
-    SIGNATURE_BYTES,
     ed25519_verify,
     sha256,
-    u32,
 )
 
 __all__ = [
     "MAX_COHORT",
     "MAX_DIMENSION",
     "Admission",
+    "IdentityTree",
     "RoundConfig",
     "SignedConfig",
     "StageDeadlines",
@@ -51,9 +54,10 @@ __all__ = [
 
 MAX_DIMENSION = 1 << 24
 MAX_COHORT = 1 << 24
-_VERSION = 1
+_VERSION = 2  # 2: identity_root (a Merkle root) replaced per-device coordinator signatures
 _HEAD = struct.Struct(">HB")  # version, len(round_id)
-_BODY = struct.Struct(">IIBIII32sB5Q")  # n, D, bits, n_min, k, t, graph_seed, flags, deadlines
+# n, D, bits, n_min, k, t, graph_seed, flags, deadlines, identity_root (zeros without device_auth)
+_BODY = struct.Struct(">IIBIII32sB5Q32s")
 _FLAG_DEVICE_AUTH = 1
 _FLAG_CONSISTENCY = 2
 
@@ -92,6 +96,8 @@ class RoundConfig:
 
     Devices have ids 1..num_devices (their Shamir x coordinate). Sums are taken modulo
     2^modulus_bits, which must exceed num_devices so a sum of 0/1 entries never wraps.
+    ``identity_root`` (32 bytes, exactly when ``device_auth``) is the root of the cohort's
+    :class:`~fedhh.secagg.merkle.IdentityTree` for this round_id and graph_seed.
     """
 
     round_id: bytes
@@ -105,6 +111,7 @@ class RoundConfig:
     deadlines: StageDeadlines
     device_auth: bool = False
     consistency_check: bool = False
+    identity_root: bytes | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.round_id, bytes) or not 1 <= len(self.round_id) <= 64:
@@ -129,6 +136,18 @@ class RoundConfig:
             raise SecAggConfigError("device_auth and consistency_check must be bools")
         if self.consistency_check and not self.device_auth:
             raise SecAggConfigError("consistency_check needs device_auth (signed survivor sets)")
+        if self.device_auth:
+            if not isinstance(self.identity_root, bytes) or len(self.identity_root) != HASH_BYTES:
+                raise SecAggConfigError(
+                    f"device_auth needs identity_root, the {HASH_BYTES}-byte Merkle root of the "
+                    "cohort's identity keys")
+        elif self.identity_root is not None:
+            raise SecAggConfigError("identity_root is only used with device_auth")
+
+    @functools.cached_property
+    def identity_salt(self) -> bytes:
+        """The per-round salt of the cohort's Merkle leaves (computed once per config)."""
+        return cohort_salt(self.round_id, self.graph_seed, self.num_devices)
 
     def to_bytes(self) -> bytes:
         """The canonical encoding that is signed and hashed into the session id."""
@@ -136,7 +155,8 @@ class RoundConfig:
             _FLAG_CONSISTENCY if self.consistency_check else 0)
         return (LABELS["config"] + _HEAD.pack(_VERSION, len(self.round_id)) + self.round_id
                 + _BODY.pack(self.num_devices, self.dimension, self.modulus_bits, self.n_min,
-                             self.k, self.t, self.graph_seed, flags, *self.deadlines.as_tuple()))
+                             self.k, self.t, self.graph_seed, flags, *self.deadlines.as_tuple(),
+                             self.identity_root or bytes(HASH_BYTES)))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> RoundConfig:
@@ -154,12 +174,15 @@ class RoundConfig:
         if len(data) != offset + id_len + _BODY.size:
             raise SecAggConfigError("RoundConfig encoding has the wrong length")
         round_id = data[offset:offset + id_len]
-        n, dim, bits, n_min, k, t, seed, flags, *deadlines = _BODY.unpack_from(
+        n, dim, bits, n_min, k, t, seed, flags, *deadlines, root = _BODY.unpack_from(
             data, offset + id_len)
         if flags & ~(_FLAG_DEVICE_AUTH | _FLAG_CONSISTENCY):
             raise SecAggConfigError(f"unknown RoundConfig flags {flags:#x}")
+        device_auth = bool(flags & _FLAG_DEVICE_AUTH)
+        if not device_auth and root != bytes(HASH_BYTES):
+            raise SecAggConfigError("identity_root without device_auth")
         return cls(round_id, n, dim, bits, n_min, k, t, seed, StageDeadlines(*deadlines),
-                   bool(flags & _FLAG_DEVICE_AUTH), bool(flags & _FLAG_CONSISTENCY))
+                   device_auth, bool(flags & _FLAG_CONSISTENCY), root if device_auth else None)
 
 
 def session_id_of(config: RoundConfig) -> bytes:
@@ -190,34 +213,24 @@ def verify_config(signed: SignedConfig, coordinator_public: bytes) -> RoundConfi
 
 @dataclass(frozen=True)
 class Admission:
-    """The coordinator's statement that ``identity_key`` speaks for ``device_id`` in a session."""
+    """Proof that ``identity_key`` speaks for ``device_id`` in a round: ``proof`` is the inclusion
+    proof of the leaf (device_id, identity_key) in the tree whose root the config commits to."""
 
     device_id: int
     identity_key: bytes  # raw Ed25519 public key registered with the coordinator
-    signature: bytes  # coordinator's Ed25519 signature over the transcript below
+    proof: bytes  # sibling hashes, leaf to root (about log2(n) * 32 bytes)
 
 
-def _admission_transcript(session_id: bytes, device_id: int, identity_key: bytes) -> bytes:
-    return LABELS["admission"] + session_id + u32(device_id) + identity_key
+def issue_admission(tree: IdentityTree, device_id: int) -> Admission:
+    """Coordinator side: ``device_id``'s admission from the round's identity tree."""
+    return Admission(device_id, tree.identity_key(device_id), tree.proof(device_id))
 
 
-def issue_admission(session_id: bytes, device_id: int, identity_key: bytes,
-                    coordinator_key: Ed25519PrivateKey) -> Admission:
-    """Coordinator side: admit ``device_id`` with its registered identity key to the session."""
-    if len(identity_key) != KEY_BYTES:
-        raise SecAggConfigError(f"identity_key must be {KEY_BYTES} bytes")
-    transcript = _admission_transcript(session_id, device_id, identity_key)
-    return Admission(device_id, identity_key, coordinator_key.sign(transcript))
-
-
-def verify_admission(admission: Admission, session_id: bytes, coordinator_public: bytes) -> bool:
-    """True iff ``admission`` is well formed and signed by the coordinator for this session."""
-    if (not isinstance(admission, Admission) or not isinstance(admission.device_id, int)
-            or not isinstance(admission.identity_key, bytes)
-            or len(admission.identity_key) != KEY_BYTES
-            or not isinstance(admission.signature, bytes)
-            or len(admission.signature) != SIGNATURE_BYTES
-            or not 0 <= admission.device_id < 1 << 32):
+def verify_admission(admission: Admission, config: RoundConfig) -> bool:
+    """True iff ``admission`` is well formed and its proof leads to the config's identity root."""
+    if (not isinstance(admission, Admission) or not config.device_auth
+            or config.identity_root is None):
         return False
-    transcript = _admission_transcript(session_id, admission.device_id, admission.identity_key)
-    return ed25519_verify(coordinator_public, admission.signature, transcript)
+    root = root_from_proof(config.identity_salt, config.num_devices, admission.device_id,
+                           admission.identity_key, admission.proof)
+    return root is not None and root == config.identity_root

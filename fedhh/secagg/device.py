@@ -130,14 +130,13 @@ class SecAggDevice:
         self.config = config
         self.device_id = device_id
         self.session_id = session_id_of(config)
-        self._coordinator_public = coordinator_public
         self._rand = rand
         if config.device_auth:
             if identity_key is None or admission is None:
                 raise SecAggConfigError("device_auth needs an identity_key and an admission")
             if (admission.device_id != device_id
                     or admission.identity_key != ed25519_public_bytes(identity_key)
-                    or not verify_admission(admission, self.session_id, coordinator_public)):
+                    or not verify_admission(admission, config)):
                 raise SecAggConfigError("the admission is not the coordinator's for this device")
         self._identity_key = identity_key
         self._admission = admission
@@ -279,8 +278,8 @@ class SecAggDevice:
             for e in others:
                 adm = e.admission
                 if (adm is None
-                        or not verify_admission(adm, self.session_id, self._coordinator_public)
                         or adm.device_id != e.device_id
+                        or not verify_admission(adm, self.config)
                         or not ed25519_verify(adm.identity_key, e.signature, keys_transcript(
                             self.session_id, e.device_id, e.c_pk, e.s_pk))):
                     raise self._fail(AbortReason.BAD_SIGNATURE, f"entry of {e.device_id}")
@@ -298,8 +297,13 @@ class SecAggDevice:
                 mask_secret = agree(self._s_key, e.s_pk)
             except ValueError as exc:
                 raise self._fail(AbortReason.BAD_KEY, f"low-order key of {v}") from exc
-            key_out = hkdf(enc_secret, salt=sid, info=LABELS["enc"] + u32(me) + u32(v))
-            key_in = hkdf(enc_secret, salt=sid, info=LABELS["enc"] + u32(v) + u32(me))
+            # One HKDF call gives both directions' keys: the first 32 bytes encrypt from the
+            # lower id to the higher, the last 32 the other way.
+            lo, hi = (me, v) if me < v else (v, me)
+            keys = hkdf(enc_secret, salt=sid, info=LABELS["enc"] + u32(lo) + u32(hi),
+                        length=2 * KEY_BYTES)
+            up, down = keys[:KEY_BYTES], keys[KEY_BYTES:]
+            key_out, key_in = (up, down) if me < v else (down, up)
             result[v] = _Neighbour(e, key_out, key_in, pair_mask_key(mask_secret, sid, me, v))
         return result
 

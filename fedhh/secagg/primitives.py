@@ -61,14 +61,17 @@ NONCE_BYTES = 12  # AES-GCM
 LABELS = {
     "session": b"fedhh/secagg/v1/session",
     "graph": b"fedhh/secagg/v1/graph",
-    "enc": b"fedhh/secagg/v1/enc",
+    "enc": b"fedhh/secagg/v2/enc",  # v2: one 64-byte output, lower-to-higher id key first
     "self": b"fedhh/secagg/v1/self-mask",
     "pair": b"fedhh/secagg/v1/pair-mask",
     "commit": b"fedhh/secagg/v1/commit-b",
     "keys": b"fedhh/secagg/v1/advertise-keys",
-    "admission": b"fedhh/secagg/v1/admission",
     "consistency": b"fedhh/secagg/v1/consistency",
     "config": b"fedhh/secagg/v1/round-config",
+    # The cohort commitment (fedhh.secagg.merkle); leaf and node labels have equal length.
+    "merkle-salt": b"fedhh/secagg/v2/merkle-salt",
+    "merkle-leaf": b"fedhh/secagg/v2/merkle-leaf",
+    "merkle-node": b"fedhh/secagg/v2/merkle-node",
 }
 
 # A fixed scalar used only to detect low-order points: X25519 with any scalar maps a low-order

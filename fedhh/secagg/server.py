@@ -72,7 +72,6 @@ class SecAggServer:
                  masks: MaskGenerator | None = None) -> None:
         self.config = verify_config(signed_config, coordinator_public)
         self.session_id = session_id_of(self.config)
-        self._coordinator_public = coordinator_public
         self.graph = NeighbourGraph(self.config.graph_seed, self.config.num_devices,
                                     self.config.k)
         cfg = self.config
@@ -201,8 +200,8 @@ class SecAggServer:
         adm = message.admission
         if self.config.device_auth:
             if (adm is None
-                    or not verify_admission(adm, self.session_id, self._coordinator_public)
                     or adm.device_id != u
+                    or not verify_admission(adm, self.config)
                     or not ed25519_verify(adm.identity_key, message.signature, keys_transcript(
                         self.session_id, u, message.c_pk, message.s_pk))):
                 raise ProtocolViolation(Violation.BAD_SIGNATURE, f"keys of {u}")

@@ -5,7 +5,7 @@ machines. Every key, mask and nonce comes from a seeded :class:`DeterministicRan
 is reproducible; this module is for simulation only.
 
 * :func:`make_cohort` builds a signed config, a coordinator key and (with device_auth) each
-  device's identity key and admission.
+  device's identity key, the cohort's identity tree and each device's admission (its proof).
 * :class:`DropoutPlan` says which devices fall silent before sending their message of a stage.
 * :class:`RoundDriver` runs the round stage by stage (tests may stop between stages and inject
   messages); hooks may drop or replace any message in flight, e.g. to play a lying server.
@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.secagg.config import (
     Admission,
+    IdentityTree,
     RoundConfig,
     SignedConfig,
     StageDeadlines,
@@ -96,21 +97,23 @@ def make_cohort(n: int, dimension: int, k: int, t: int, *, n_min: int | None = N
     """A deterministic cohort of devices 1..n with a coordinator-signed config."""
     rand = DeterministicRandom(seed if isinstance(seed, bytes) else str(seed).encode())
     coordinator_key = ed25519_from_seed(rand.spawn(b"coordinator")(32))
+    graph_seed = rand.spawn(b"graph" + round_id)(32)
+    identity_keys: dict[int, Ed25519PrivateKey] = {}
+    admissions: dict[int, Admission] = {}
+    root = None
+    if device_auth:
+        for u in range(1, n + 1):
+            identity_keys[u] = ed25519_from_seed(rand.spawn(b"identity" + u.to_bytes(4, "big"))(32))
+        tree = IdentityTree(round_id, graph_seed,
+                            [ed25519_public_bytes(identity_keys[u]) for u in range(1, n + 1)])
+        admissions = {u: issue_admission(tree, u) for u in range(1, n + 1)}
+        root = tree.root
     config = RoundConfig(
         round_id=round_id, num_devices=n, dimension=dimension,
         modulus_bits=modulus_bits if modulus_bits is not None else modulus_bits_for(n),
-        n_min=n_min if n_min is not None else 1, k=k, t=t,
-        graph_seed=rand.spawn(b"graph" + round_id)(32),
+        n_min=n_min if n_min is not None else 1, k=k, t=t, graph_seed=graph_seed,
         deadlines=StageDeadlines(0, 0, 0, 0, 0),
-        device_auth=device_auth, consistency_check=consistency_check)
-    identity_keys: dict[int, Ed25519PrivateKey] = {}
-    admissions: dict[int, Admission] = {}
-    if device_auth:
-        sid = session_id_of(config)
-        for u in range(1, n + 1):
-            identity_keys[u] = ed25519_from_seed(rand.spawn(b"identity" + u.to_bytes(4, "big"))(32))
-            admissions[u] = issue_admission(sid, u, ed25519_public_bytes(identity_keys[u]),
-                                            coordinator_key)
+        device_auth=device_auth, consistency_check=consistency_check, identity_root=root)
     return Cohort(config, sign_config(config, coordinator_key), coordinator_key, identity_keys,
                   admissions, rand.spawn(b"run" + round_id))
 

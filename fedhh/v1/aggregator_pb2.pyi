@@ -51,14 +51,14 @@ AGGREGATION_STATE_RELEASED: AggregationState
 AGGREGATION_STATE_ABORTED: AggregationState
 
 class SecAggAdmission(_message.Message):
-    __slots__ = ("device_id", "identity_key", "signature")
+    __slots__ = ("device_id", "identity_key", "proof")
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
     IDENTITY_KEY_FIELD_NUMBER: _ClassVar[int]
-    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    PROOF_FIELD_NUMBER: _ClassVar[int]
     device_id: int
     identity_key: bytes
-    signature: bytes
-    def __init__(self, device_id: _Optional[int] = ..., identity_key: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
+    proof: bytes
+    def __init__(self, device_id: _Optional[int] = ..., identity_key: _Optional[bytes] = ..., proof: _Optional[bytes] = ...) -> None: ...
 
 class DeviceCredentials(_message.Message):
     __slots__ = ("admission", "signature")

@@ -3,13 +3,17 @@
 A round first opens check-in: the first ``capacity`` devices to ask for a task join the cohort.
 Check-in closes when the cohort is full or its window ends. The coordinator then opens the round
 at the aggregator and hands every cohort member its signed task; a device asking again for the
-same attempt gets the same task (a retry after a lost response is harmless).
+same attempt gets the same task (a retry after a lost response is harmless), unless it says it
+already holds that task (``known``, the SHA-256 of the task bytes): then its request waits until
+the round is over, so a device that finished (or dropped out of) a round long-polls instead of
+asking again and again while the round runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 
 from fedhh.v1 import coordinator_pb2 as pb
 
@@ -21,6 +25,7 @@ class Lobby:
         self._cohort: dict[int, asyncio.Future[pb.SignedTask | None]] = {}
         self._full = asyncio.Event()
         self._opened = asyncio.Event()
+        self._cleared = asyncio.Event()
 
     async def collect(self, capacity: int, window_s: float) -> list[int]:
         """Open check-in for up to ``capacity`` devices; the cohort when it closes."""
@@ -48,9 +53,27 @@ class Lobby:
                 future.set_result(None)
         self._cohort = {}
         self._open = False
+        self._cleared.set()
+        self._cleared = asyncio.Event()
 
-    async def wait_for_task(self, device_id: int, wait_s: float) -> pb.SignedTask | None:
-        """The device's task for the current round, joining check-in if it is open."""
+    async def wait_for_task(self, device_id: int, wait_s: float, known: bytes = b""
+                            ) -> pb.SignedTask | None:
+        """The device's task for the current round, joining check-in if it is open.
+
+        ``known``: the SHA-256 of the task bytes the device already holds. If that is still its
+        task, wait (within ``wait_s``) until the round is over, then go on as for a new request.
+        """
+        loop = asyncio.get_running_loop()
+        until = loop.time() + wait_s
+        future = self._cohort.get(device_id)
+        if known and future is not None and future.done():
+            task = future.result()
+            if task is not None and hashlib.sha256(task.task).digest() == known:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._cleared.wait(), wait_s)
+                wait_s = until - loop.time()
+                if wait_s <= 0 or self._cohort.get(device_id) is future:
+                    return None
         future = self._cohort.get(device_id)
         if future is None:
             if not self._open:

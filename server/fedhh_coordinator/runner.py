@@ -5,8 +5,8 @@ One round, as the coordinator sees it (ARCHITECTURE.md "A round in the networked
 1. open a new attempt of the tree's next round (persisted) and collect a cohort at check-in;
 2. with fewer than ``min_devices`` checked in, abort the attempt (nothing released, no spend);
 3. sign a secure-aggregation round config for the cohort (ids 1..n, (k, t) for n, a fresh
-   graph seed from the OS) and open it at the aggregator; give each member its signed task with
-   the coordinator's admission of its identity key;
+   graph seed from the OS, the Merkle root of the members' identity keys) and open it at the
+   aggregator; give each member its signed task with its admission (its Merkle proof);
 4. wait for the aggregator's outcome. When it starts releasing the sum, check the round against
    the ledger and record its spend (one transaction) *before* reading the sum; refuse and cancel
    if it would exceed the budget. An abort or a lost aggregator releases nothing: retry;
@@ -33,12 +33,12 @@ from fedhh.prefixtree import PrefixTree, RoundQuery, TreeState
 from fedhh.privacy import PrivacyLedger
 from fedhh.secagg import (
     AggregateResult,
+    IdentityTree,
     RoundConfig,
     SecAggConfigError,
     StageDeadlines,
     choose_parameters,
     issue_admission,
-    session_id_of,
     sign_config,
 )
 from fedhh.secagg.config import SignedConfig
@@ -176,8 +176,12 @@ class Runner:
             self._abort(ctx, query, attempt, f"only {len(cohort)} devices checked in "
                         f"(min_devices {s.min_devices})")
             return False
+        # Secure-aggregation ids 1..n in cohort order, each with its registered identity key.
+        members = [(device_id, record[1]) for device_id in cohort
+                   if (record := self.store.device(device_id)) is not None]
         try:
-            signed, config = self._round_config(ctx, query, attempt, len(cohort))
+            signed, config, identities = self._round_config(ctx, query, attempt,
+                                                            [key for _, key in members])
         except SecAggConfigError as error:
             self._abort(ctx, query, attempt, f"no secure-aggregation parameters: {error}")
             return False
@@ -186,8 +190,9 @@ class Runner:
         except FedhhError as error:
             self._abort(ctx, query, attempt, f"aggregator refused the round: {error}")
             return False
-        self.lobby.deliver(self._tasks(ctx, query, attempt, cohort, signed, config))
-        metrics.ROUND_DEVICES.set(len(cohort))
+        self.lobby.deliver(self._tasks(ctx, query, attempt, [d for d, _ in members], signed,
+                                       config, identities))
+        metrics.ROUND_DEVICES.set(len(members))
 
         release_started = False
 
@@ -204,7 +209,8 @@ class Runner:
             release_started = True
             metrics.EPS_SPENT.labels(ctx.run_id).set(ctx.ledger.spent_epsilon())
 
-        timeout = (config.deadlines.unmask / 1000 - time.time()) + s.stage_ms / 1000 + 30
+        slack_s = max(s.stage_windows()) / 1000 + 30
+        timeout = config.deadlines.unmask / 1000 - time.time() + slack_s
         try:
             result = await self.link.fetch(config.round_id, max(timeout, 1.0), on_release)
         except RoundAbortedError as error:
@@ -238,38 +244,49 @@ class Runner:
         log.warning("round aborted", extra={"run_id": ctx.run_id, "round": query.round,
                                             "attempt": attempt, "reason": reason})
 
-    def _round_config(self, ctx: RunContext, query: RoundQuery, attempt: int, n: int
-                      ) -> tuple[SignedConfig, RoundConfig]:
+    def _round_config(self, ctx: RunContext, query: RoundQuery, attempt: int,
+                      identity_keys: list[bytes]
+                      ) -> tuple[SignedConfig, RoundConfig, IdentityTree]:
+        """The signed config of a cohort whose member i (1-based) holds ``identity_keys[i-1]``,
+        and the Merkle tree over those keys whose root the config commits to (built once per
+        round; each member's admission is its proof in it)."""
         s = ctx.settings
+        n = len(identity_keys)
         params = choose_parameters(n, s.expected_dropout, s.corrupt_fraction)
-        now_ms = int(time.time() * 1000)
-        step = s.stage_ms
-        # advertise, share, masked input, consistency check (off: no time of its own), unmask
-        deadlines = StageDeadlines(*(now_ms + step * k for k in (1, 2, 3, 3, 4)))
+        # Each deadline is the previous one plus its stage's window; the consistency check is
+        # off, so it has no time of its own (its deadline is the masked input's).
+        advertise, share, masked, unmask = s.stage_windows()
+        t0 = int(time.time() * 1000)
+        t1 = t0 + advertise
+        t2 = t1 + share
+        t3 = t2 + masked
+        deadlines = StageDeadlines(t1, t2, t3, t3, t3 + unmask)
+        round_id = f"{ctx.run_id}/{query.round}/{attempt}".encode()
+        graph_seed = os.urandom(32)
+        identities = IdentityTree(round_id, graph_seed, identity_keys)
         config = RoundConfig(
-            round_id=f"{ctx.run_id}/{query.round}/{attempt}".encode(),
+            round_id=round_id,
             num_devices=n,
             dimension=query.domain_size,
             modulus_bits=params.modulus_bits,
             n_min=min(s.min_devices, n),
             k=params.k,
             t=params.t,
-            graph_seed=os.urandom(32),
+            graph_seed=graph_seed,
             deadlines=deadlines,
             device_auth=True,
+            identity_root=identities.root,
         )
-        return sign_config(config, self.key), config
+        return sign_config(config, self.key), config, identities
 
     def _tasks(self, ctx: RunContext, query: RoundQuery, attempt: int, cohort: list[int],
-               signed: SignedConfig, config: RoundConfig) -> dict[int, pb.SignedTask]:
+               signed: SignedConfig, config: RoundConfig, identities: IdentityTree
+               ) -> dict[int, pb.SignedTask]:
+        """One signed task per member; ``cohort[i-1]`` is secure-aggregation id i."""
         s = ctx.settings
-        session = session_id_of(config)
         tasks = {}
         for secagg_id, device_id in enumerate(cohort, start=1):
-            record = self.store.device(device_id)
-            if record is None:
-                continue
-            admission = issue_admission(session, secagg_id, record[1], self.key)
+            admission = issue_admission(identities, secagg_id)
             task = pb.Task(
                 run_id=ctx.run_id, round=query.round, attempt=attempt, device_id=device_id,
                 prefix_bits=query.prefix_bits, prefixes=query.prefixes.tolist(),
@@ -279,7 +296,7 @@ class Runner:
                 prefix_conditioning=s.prefix_conditioning,
                 aggregator_address=self.aggregator_address, round_config=signed.payload,
                 round_config_signature=signed.signature,
-                secagg_id=secagg_id, admission=admission.signature,
+                secagg_id=secagg_id, admission=admission.proof,
                 deadline_unix_ms=config.deadlines.unmask,
             )
             payload = task.SerializeToString()

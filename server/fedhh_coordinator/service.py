@@ -68,7 +68,7 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         if request.device_id != device_id:
             raise AuthenticationError("device_id does not match the credential")
         wait_s = min(request.wait_ms or MAX_WAIT_MS, MAX_WAIT_MS) / 1000
-        task = await self.lobby.wait_for_task(device_id, wait_s)
+        task = await self.lobby.wait_for_task(device_id, wait_s, bytes(request.known_task))
         if task is None:
             metrics.TASKS.labels("wait").inc()
             return pb.GetTaskResponse(retry_after_ms=RETRY_AFTER_MS)

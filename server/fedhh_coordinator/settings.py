@@ -12,6 +12,8 @@ from fedhh.prefixtree import TreeConfig
 from fedhh.selection import SelectionRule
 from fedhh.v1 import coordinator_pb2 as pb
 
+WINDOW_FIELDS = ("advertise_ms", "share_keys_ms", "masked_input_ms", "unmask_ms")
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -39,6 +41,11 @@ class RunSettings:
     corrupt_fraction: float = 0.05
     max_attempts: int = 5
     fp_ratio_of: str = "kept"
+    # Per-stage windows of a secure-aggregation round (None: stage_ms): see stage_windows().
+    advertise_ms: int | None = None
+    share_keys_ms: int | None = None
+    masked_input_ms: int | None = None
+    unmask_ms: int | None = None
 
     def validate(self) -> None:
         if self.codec not in CODEC_NAMES:
@@ -58,6 +65,10 @@ class RunSettings:
         for name in ("checkin_ms", "stage_ms", "max_attempts"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in WINDOW_FIELDS:
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"{name} must be >= 1, got {value}")
         if not 0 <= self.expected_dropout < 1 or not 0 <= self.corrupt_fraction < 1:
             raise ConfigError("expected_dropout and corrupt_fraction must be in [0, 1)")
         if self.eps_local is not None and not self.eps_local > 0:
@@ -68,6 +79,14 @@ class RunSettings:
         for item in self.deny_list:
             if not item or any(c.isspace() for c in item):
                 raise ConfigError(f"deny-list item {item!r} is empty or contains whitespace")
+
+    def stage_windows(self) -> tuple[int, int, int, int]:
+        """(advertise, share keys, masked input, unmask) windows in ms; each defaults to
+        stage_ms. Every stage that lost a device waits for its deadline, so a window must fit
+        the work of the stage's live devices (share keys is the heaviest: k key agreements and
+        k signature checks per device)."""
+        return tuple(self.stage_ms if (value := getattr(self, name)) is None else value
+                     for name in WINDOW_FIELDS)  # type: ignore[return-value]
 
     def tree(self) -> TreeConfig:
         return TreeConfig(rounds=self.rounds, dim_limit=self.dim_limit, fp_ratio=self.fp_ratio,

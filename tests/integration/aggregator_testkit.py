@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.rpc.aggregator_client import DeviceSession, open_channel
 from fedhh.secagg import (
     Admission,
+    IdentityTree,
     RoundConfig,
     SecAggDevice,
     SignedConfig,
@@ -89,14 +90,16 @@ def make_cohort(n: int, dimension: int, k: int, t: int, n_min: int, *,
         acc += w
         ends.append(acc)
     rng = np.random.default_rng(seed)
+    graph_seed = rng.bytes(32)
+    keys = {u: ed25519_from_seed(rng.bytes(32)) for u in range(1, n + 1)}
+    tree = IdentityTree(round_id, graph_seed,
+                        [ed25519_public_bytes(keys[u]) for u in range(1, n + 1)])
+    admissions = {u: issue_admission(tree, u) for u in keys}
     config = RoundConfig(round_id=round_id, num_devices=n, dimension=dimension,
                          modulus_bits=modulus_bits, n_min=n_min, k=k, t=t,
-                         graph_seed=rng.bytes(32), deadlines=StageDeadlines(*ends),
-                         device_auth=device_auth, consistency_check=consistency_check)
-    sid = session_id_of(config)
-    keys = {u: ed25519_from_seed(rng.bytes(32)) for u in range(1, n + 1)}
-    admissions = {u: issue_admission(sid, u, ed25519_public_bytes(keys[u]), coordinator_key)
-                  for u in keys}
+                         graph_seed=graph_seed, deadlines=StageDeadlines(*ends),
+                         device_auth=device_auth, consistency_check=consistency_check,
+                         identity_root=tree.root if device_auth else None)
     reports = {u: np.flatnonzero(rng.random(dimension) < 0.3) for u in keys}
     return Cohort(config, sign_config(config, coordinator_key), keys, admissions, reports)
 

@@ -66,6 +66,7 @@ from fedhh.secagg import (
     AdvertiseKeys,
     AggregateResult,
     EncryptedShare,
+    IdentityTree,
     MaskedInput,
     MaskedInputRequest,
     ShareKeysRequest,
@@ -438,6 +439,7 @@ def test_calls_without_valid_credentials_are_unauthenticated_and_change_nothing(
     cohort = make_cohort(n, 40, 4, 3, n_min=5, windows_ms=(20_000,) * 5, round_id=b"run/1/auth")
     sid = cohort.session_id
     elsewhere = make_cohort(n, 40, 4, 3, n_min=5, round_id=b"run/1/elsewhere", seed=1)
+    stale = make_cohort(n, 40, 4, 3, n_min=5, round_id=b"run/1/stale")  # same keys and seed
     forged = make_cohort(n, 40, 4, 3, n_min=5, round_id=b"run/1/forged",
                          coordinator_key=OTHER_KEY)
 
@@ -469,14 +471,19 @@ def test_calls_without_valid_credentials_are_unauthenticated_and_change_nothing(
             no_admission.ClearField("admission")
             foreign = keys_to_pb(advert)  # admission for another round's session
             foreign.admission.CopyFrom(admission_to_pb(elsewhere.admissions[1]))
+            replayed_proof = keys_to_pb(advert)  # the same device's proof from another round
+            replayed_proof.admission.CopyFrom(admission_to_pb(stale.admissions[1]))
             borrowed = keys_to_pb(advert)  # device 2's admission on device 1's keys
             borrowed.admission.CopyFrom(admission_to_pb(cohort.admissions[2]))
-            self_made = keys_to_pb(advert)  # an admission not signed by the coordinator
-            self_made.admission.CopyFrom(admission_to_pb(issue_admission(
-                sid, 1, ed25519_public_bytes(cohort.identity_keys[1]), OTHER_KEY)))
+            self_made = keys_to_pb(advert)  # a proof in a tree the coordinator did not sign
+            made_up = IdentityTree(cohort.round_id, cohort.config.graph_seed, [
+                ed25519_public_bytes(cohort.identity_keys[1]),
+                *(ed25519_public_bytes(OTHER_KEY) for _ in range(n - 1))])
+            self_made.admission.CopyFrom(admission_to_pb(issue_admission(made_up, 1)))
             resigned = keys_to_pb(advert)  # right admission, keys signed by another key
             resigned.signature = OTHER_KEY.sign(b"anything")
-            for keys in (no_admission, foreign, borrowed, self_made, resigned):
+            assert stale.admissions[1].identity_key == cohort.admissions[1].identity_key
+            for keys in (no_admission, foreign, replayed_proof, borrowed, self_made, resigned):
                 await expect_status(UNAUTHENTICATED, stub.AdvertiseKeys(
                     pb.AdvertiseKeysRequest(session_id=sid, keys=keys)))
             stage = stage_to_pb(Stage.SHARE_KEYS)

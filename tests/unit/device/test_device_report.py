@@ -21,7 +21,8 @@ CODEC = Codec("5bit", 30)
 
 def config_bytes(dimension: int) -> bytes:
     cfg = RoundConfig(b"r", 10, dimension, 16, 5, 4, 3, os.urandom(32),
-                      StageDeadlines(1, 2, 3, 4, 5), device_auth=True)
+                      StageDeadlines(1, 2, 3, 4, 5), device_auth=True,
+                      identity_root=os.urandom(32))
     return cfg.to_bytes()
 
 

@@ -43,8 +43,16 @@ from fedhh.secagg.messages import (
     Stage,
     UnmaskRequest,
     UnmaskResponse,
+    keys_transcript,
 )
-from fedhh.secagg.primitives import aead_encrypt, u32, x25519_from_seed, x25519_public_bytes
+from fedhh.secagg.primitives import (
+    aead_encrypt,
+    ed25519_from_seed,
+    ed25519_public_bytes,
+    u32,
+    x25519_from_seed,
+    x25519_public_bytes,
+)
 from fedhh.secagg.report import indices_from_dense
 from fedhh.secagg.server import SecAggServer
 from fedhh.secagg.simulate import DropoutPlan, RoundDriver, make_cohort, run_round
@@ -509,6 +517,65 @@ def test_9_bad_admission_rejected_by_the_server() -> None:
     assert violation(driver.server.handle_advertise_keys, dataclasses.replace(
         advert, admission=driver.devices[2].advertise_keys().admission)) is Violation.BAD_SIGNATURE
     assert driver.server.received() == 0
+
+
+def _forged_admissions(entry: AdvertiseKeys) -> list[tuple[str, Any]]:
+    adm = entry.admission
+    assert adm is not None
+    other_round = small_cohort(round_id=b"round-2", device_auth=True)  # same keys, other salt
+    flipped = bytes([adm.proof[0] ^ 1]) + adm.proof[1:]
+    return [
+        ("forged proof", dataclasses.replace(adm, proof=flipped)),
+        ("short proof", dataclasses.replace(adm, proof=adm.proof[:-32])),
+        ("long proof", dataclasses.replace(adm, proof=adm.proof + bytes(32))),
+        ("no proof", dataclasses.replace(adm, proof=b"")),
+        ("another id's proof", dataclasses.replace(adm, proof=small_cohort(
+            device_auth=True).admissions[3].proof)),
+        ("another id", small_cohort(device_auth=True).admissions[3]),
+        ("another key", dataclasses.replace(adm, identity_key=small_cohort(
+            device_auth=True).admissions[3].identity_key)),
+        ("another round's proof", other_round.admissions[entry.device_id]),
+        ("no admission", None),
+    ]
+
+
+def test_9_bad_admission_proof_makes_the_device_abort() -> None:
+    """Each neighbour's admission must be its Merkle proof under this round's signed root: a
+    forged, short or long proof, a proof for another id or key, or another round's proof (same
+    cohort and keys) makes the device abort before it reveals anything."""
+    _driver, _device, req = _share_setup(device_auth=True)
+    entry = next(e for e in req.roster if e.device_id == 2)
+    for name, admission in _forged_admissions(entry):
+        _driver, device, req = _share_setup(device_auth=True)
+        with pytest.raises(SecAggAbort) as info:
+            device.share_keys(_with_entry(req, 2, admission=admission))
+        assert info.value.reason is AbortReason.BAD_SIGNATURE, name
+        assert device._b is None  # nothing drawn, nothing shared
+
+
+def test_9_substituted_identity_key_is_caught_by_the_proof() -> None:
+    """A server that replaces a neighbour's keys and signs them with an identity key of its own
+    (so the key signature verifies) cannot prove that key is the neighbour's."""
+    _driver, device, req = _share_setup(device_auth=True)
+    entry = next(e for e in req.roster if e.device_id == 2)
+    assert entry.admission is not None
+    mallory = ed25519_from_seed(b"\x66" * 32)
+    c_pk = x25519_public_bytes(x25519_from_seed(b"\x07" * 32))
+    s_pk = x25519_public_bytes(x25519_from_seed(b"\x08" * 32))
+    signature = mallory.sign(keys_transcript(entry.session_id, 2, c_pk, s_pk))
+    admission = dataclasses.replace(entry.admission, identity_key=ed25519_public_bytes(mallory))
+    forged = _with_entry(req, 2, c_pk=c_pk, s_pk=s_pk, signature=signature, admission=admission)
+    assert abort_reason(device.share_keys, forged) is AbortReason.BAD_SIGNATURE
+
+
+def test_9_bad_admission_proof_rejected_by_the_server() -> None:
+    driver = drive_to(small_cohort(device_auth=True), Stage.ADVERTISE_KEYS)
+    advert = driver.devices[2].advertise_keys()
+    for name, admission in _forged_admissions(advert):
+        assert violation(driver.server.handle_advertise_keys, dataclasses.replace(
+            advert, admission=admission)) is Violation.BAD_SIGNATURE, name
+    assert driver.server.received() == 0
+    assert driver.server.handle_advertise_keys(advert) is True
 
 
 @pytest.mark.parametrize(("policy", "match"), [

@@ -9,6 +9,8 @@ import pytest
 
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.secagg.config import (
+    Admission,
+    IdentityTree,
     RoundConfig,
     SignedConfig,
     StageDeadlines,
@@ -24,12 +26,13 @@ from fedhh.secagg.primitives import ed25519_from_seed, ed25519_public_bytes
 COORD = ed25519_from_seed(bytes(32))
 COORD_PUB = ed25519_public_bytes(COORD)
 DEADLINES = StageDeadlines(1_000, 2_000, 3_000, 4_000, 5_000)
+ROOT = bytes(range(100, 132))
 
 
 def config(**changes: object) -> RoundConfig:
     base = dict(round_id=b"run-7/round-3", num_devices=100, dimension=1 << 10, modulus_bits=16,
                 n_min=50, k=10, t=6, graph_seed=bytes(range(32)), deadlines=DEADLINES,
-                device_auth=True, consistency_check=True)
+                device_auth=True, consistency_check=True, identity_root=ROOT)
     base.update(changes)
     return RoundConfig(**base)  # type: ignore[arg-type]
 
@@ -62,10 +65,12 @@ def test_session_id_depends_on_every_field() -> None:
         dict(round_id=b"run-7/round-4"), dict(t=7), dict(n_min=51), dict(k=12),
         dict(dimension=1 << 11), dict(graph_seed=bytes(32)),
         dict(device_auth=True, consistency_check=False),
-        dict(deadlines=StageDeadlines(1_000, 2_000, 3_000, 4_000, 5_001))]
+        dict(deadlines=StageDeadlines(1_000, 2_000, 3_000, 4_000, 5_001)),
+        dict(identity_root=bytes(32)),
+        dict(device_auth=False, consistency_check=False, identity_root=None)]
     for change in changes:
         sids.add(session_id_of(dataclasses.replace(base, **change)))
-    assert len(sids) == 9
+    assert len(sids) == 11
 
 
 def test_modulus_must_exceed_the_cohort() -> None:
@@ -93,6 +98,8 @@ def test_modulus_must_exceed_the_cohort() -> None:
     ("t", True, "t must"),
     ("graph_seed", b"x", "graph_seed"),
     ("consistency_check", "yes", "bools"),
+    ("identity_root", None, "identity_root"),
+    ("identity_root", bytes(31), "identity_root"),
 ])
 def test_invalid_values_are_named(field: str, value: object, match: str) -> None:
     with pytest.raises(SecAggConfigError, match=match) as info:
@@ -112,12 +119,45 @@ def test_deadlines_must_not_decrease() -> None:
         StageDeadlines(-1, 1, 3, 4, 5)
 
 
+def test_identity_root_only_with_device_auth() -> None:
+    with pytest.raises(SecAggConfigError, match="only used with device_auth"):
+        config(device_auth=False, consistency_check=False)
+    plain = config(device_auth=False, consistency_check=False, identity_root=None)
+    assert RoundConfig.from_bytes(plain.to_bytes()) == plain
+    # A payload that carries a root but no device_auth flag is not a canonical encoding.
+    forged = plain.to_bytes()[:-32] + ROOT
+    with pytest.raises(SecAggConfigError, match="identity_root"):
+        RoundConfig.from_bytes(forged)
+
+
+def test_version_1_configs_are_refused() -> None:
+    """Version 1 configs carried no identity root (admissions were per-device signatures)."""
+    data = bytearray(config().to_bytes())
+    offset = len(b"fedhh/secagg/v1/round-config")
+    data[offset:offset + 2] = (1).to_bytes(2, "big")
+    with pytest.raises(SecAggConfigError, match="version 1"):
+        RoundConfig.from_bytes(bytes(data))
+
+
+def _cohort_config(n: int, round_id: bytes = b"run-7/round-3",
+                   graph_seed: bytes = bytes(range(32))) -> tuple[RoundConfig, IdentityTree,
+                                                                  list[bytes]]:
+    keys = [ed25519_public_bytes(ed25519_from_seed(i.to_bytes(32, "big")))
+            for i in range(1, n + 1)]
+    tree = IdentityTree(round_id, graph_seed, keys)
+    cfg = config(num_devices=n, n_min=2, k=n - 1 if n < 12 else 10, t=2, round_id=round_id,
+                 graph_seed=graph_seed, identity_root=tree.root)
+    return cfg, tree, keys
+
+
 def test_admissions() -> None:
-    sid = session_id_of(config())
-    identity = ed25519_public_bytes(ed25519_from_seed(b"\x02" * 32))
-    adm = issue_admission(sid, 5, identity, COORD)
-    assert verify_admission(adm, sid, COORD_PUB)
-    assert not verify_admission(adm, session_id_of(config(t=5)), COORD_PUB)  # another round
-    assert not verify_admission(dataclasses.replace(adm, device_id=6), sid, COORD_PUB)
-    assert not verify_admission(dataclasses.replace(adm, identity_key=bytes(32)), sid, COORD_PUB)
-    assert not verify_admission(dataclasses.replace(adm, signature=b""), sid, COORD_PUB)
+    cfg, tree, keys = _cohort_config(100)
+    adm = issue_admission(tree, 5)
+    assert adm == Admission(5, keys[4], tree.proof(5))
+    assert verify_admission(adm, cfg)
+    assert not verify_admission(adm, dataclasses.replace(cfg, identity_root=bytes(32)))
+    assert not verify_admission(dataclasses.replace(adm, device_id=6), cfg)
+    assert not verify_admission(dataclasses.replace(adm, identity_key=bytes(32)), cfg)
+    assert not verify_admission(dataclasses.replace(adm, proof=b""), cfg)
+    plain = config(device_auth=False, consistency_check=False, identity_root=None)
+    assert not verify_admission(adm, plain)  # no root to check against
