@@ -163,8 +163,8 @@ class Round:
     # -- authentication --------------------------------------------------------------------------
 
     def admitted(self, admission: Admission) -> bool:
-        """True iff ``admission`` proves its identity key is the cohort member's under the
-        signed config's identity root (a Merkle proof: a few hashes)."""
+        """True iff ``admission`` proves its keys are the cohort member's under the signed
+        config's identity root (a Merkle proof: a few hashes)."""
         if self._admitted.get(admission.device_id) == admission:
             return True
         if not verify_admission(admission, self.config):

@@ -77,6 +77,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
             raise _malformed("AdvertiseKeys needs the keys")
         message = keys_from_pb(round_.session_id, request.keys)
         admission = message.admission
+        # The library then checks that the admission's keys are the advertised ones.
         if admission is None or admission.device_id != message.device_id or not round_.admitted(
                 admission):
             raise AuthenticationError("the admission is not the coordinator's for this device")

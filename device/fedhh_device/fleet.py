@@ -32,6 +32,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from fedhh import streams
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.randomness import RandomSource, SecureSource
+from fedhh.secagg import RoundKeys
+from fedhh.secagg.primitives import system_random
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_device.report import DeviceData, make_report
@@ -156,12 +158,16 @@ class Fleet:
                      f"Bearer {identity.device_id}.{identity.credential.hex()}"),)
         done: set[tuple[str, int, int]] = set()
         known = b""  # SHA-256 of the last task this device took part in (or refused)
+        # The round keys the next check-in presents; the round's config commits to them, so
+        # they are replaced only once a task has used them.
+        round_keys = RoundKeys.generate(system_random)
         backoff = 0.2
         while not self.stop.is_set():
+            c_pk, s_pk = round_keys.public()
             try:
                 response = await self.stub.GetTask(
                     pb.GetTaskRequest(device_id=identity.device_id, wait_ms=10_000,
-                                      known_task=known),
+                                      known_task=known, c_pk=c_pk, s_pk=s_pk),
                     metadata=metadata)
                 backoff = 0.2
             except grpc.aio.AioRpcError as error:
@@ -183,7 +189,8 @@ class Fleet:
                 await self._sleep(0.2)
                 continue
             done.add(key)
-            await self._perform(user, data, identity, task)
+            keys, round_keys = round_keys, RoundKeys.generate(system_random)
+            await self._perform(user, data, identity, task, keys)
 
     def _verified(self, signed: pb.SignedTask, identity: Identity) -> pb.Task | None:
         try:
@@ -200,8 +207,8 @@ class Fleet:
             return None
         return task
 
-    async def _perform(self, user: int, data: DeviceData, identity: Identity, task: pb.Task
-                       ) -> None:
+    async def _perform(self, user: int, data: DeviceData, identity: Identity, task: pb.Task,
+                       round_keys: RoundKeys) -> None:
         self.stats.tasks += 1
         rng: RandomSource | np.random.Generator
         if self.seed is None:
@@ -221,7 +228,7 @@ class Fleet:
         self.stats.report_seconds.append(time.perf_counter() - started)
         channel = self._aggregator(task.aggregator_address)
         outcome = await run_secure_aggregation(
-            channel, task, identity.key, identity.coordinator_public, ones,
+            channel, task, identity.key, round_keys, identity.coordinator_public, ones,
             self.drop.stage_for(user, task, self.seed), self.stats, self.floors)
         if outcome == "completed":
             self.stats.completed += 1

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import FedhhError
 from fedhh.rpc.aggregator_client import Outcome, participate
-from fedhh.secagg import Admission, DevicePolicy, SecAggDevice, Stage
+from fedhh.secagg import Admission, DevicePolicy, RoundKeys, SecAggDevice, Stage
 from fedhh.secagg.config import SignedConfig
 from fedhh.v1 import coordinator_pb2 as pb
 
@@ -64,7 +64,8 @@ class Floors:
 
 
 async def run_secure_aggregation(channel: grpc.aio.Channel, task: pb.Task,
-                                 key: Ed25519PrivateKey, coordinator_public: bytes,
+                                 key: Ed25519PrivateKey, round_keys: RoundKeys,
+                                 coordinator_public: bytes,
                                  ones: np.ndarray, drop_at: Stage | None, stats: Any,
                                  floors: Floors) -> str:
     """Run the round; returns "completed", "dropped" or "failed"."""
@@ -73,9 +74,11 @@ async def run_secure_aggregation(channel: grpc.aio.Channel, task: pb.Task,
     started = time.perf_counter()
     try:
         signed = SignedConfig(task.round_config, task.round_config_signature)
-        admission = Admission(task.secagg_id, public, task.admission)
+        # The task carries the proof; the keys it proves are the ones this device presented.
+        admission = Admission(task.secagg_id, public, *round_keys.public(), task.admission)
         device = SecAggDevice(signed, coordinator_public, task.secagg_id, identity_key=key,
-                              admission=admission, policy=floors.policy())
+                              admission=admission, round_keys=round_keys,
+                              policy=floors.policy())
         result = await participate(channel, device, ones, identity_key=key,
                                    admission=admission, drop_at=drop_at)
     except FedhhError:

@@ -5,8 +5,8 @@ so both sides convert and sign the same way. Conversions from the wire never tru
 they only copy fields; the state machines validate every value.
 
 Device authentication. The library authenticates stage 0 itself (the coordinator's admission, a
-Merkle proof under the signed config's identity root, plus the identity key's signature over the
-advertised keys). Every later device call carries
+Merkle proof under the signed config's identity root of the advertised keys, which the device
+presented at check-in and alone holds the private halves of). Every later device call carries
 :class:`DeviceCredentials`: the admission again and the identity key's Ed25519 signature over
 :func:`call_transcript` = label || kind || session id || device id || SHA-256 of the call's body
 (canonical encodings below; for the masked input, of the vector's bytes). So only the admitted
@@ -104,12 +104,13 @@ def stage_from_pb(value: int) -> Stage | None:
 
 
 def admission_to_pb(admission: Admission) -> pb.SecAggAdmission:
-    return pb.SecAggAdmission(device_id=admission.device_id,
-                              identity_key=admission.identity_key, proof=admission.proof)
+    return pb.SecAggAdmission(device_id=admission.device_id, identity_key=admission.identity_key,
+                              c_pk=admission.c_pk, s_pk=admission.s_pk, proof=admission.proof)
 
 
 def admission_from_pb(message: pb.SecAggAdmission) -> Admission:
-    return Admission(int(message.device_id), bytes(message.identity_key), bytes(message.proof))
+    return Admission(int(message.device_id), bytes(message.identity_key), bytes(message.c_pk),
+                     bytes(message.s_pk), bytes(message.proof))
 
 
 # -- call transcripts ----------------------------------------------------------------------------
@@ -155,8 +156,7 @@ def credentials(identity_key: Ed25519PrivateKey, admission: Admission, kind: Cal
 # -- stage 0 -------------------------------------------------------------------------------------
 
 def keys_to_pb(message: AdvertiseKeys) -> pb.DeviceKeys:
-    out = pb.DeviceKeys(device_id=message.device_id, c_pk=message.c_pk, s_pk=message.s_pk,
-                        signature=message.signature)
+    out = pb.DeviceKeys(device_id=message.device_id, c_pk=message.c_pk, s_pk=message.s_pk)
     if message.admission is not None:
         out.admission.CopyFrom(admission_to_pb(message.admission))
     return out
@@ -165,7 +165,7 @@ def keys_to_pb(message: AdvertiseKeys) -> pb.DeviceKeys:
 def keys_from_pb(session_id: bytes, message: pb.DeviceKeys) -> AdvertiseKeys:
     admission = admission_from_pb(message.admission) if message.HasField("admission") else None
     return AdvertiseKeys(session_id, int(message.device_id), bytes(message.c_pk),
-                         bytes(message.s_pk), admission, bytes(message.signature))
+                         bytes(message.s_pk), admission)
 
 
 # -- server -> device requests -------------------------------------------------------------------

@@ -17,7 +17,7 @@ from fedhh.secagg.config import (
     verify_admission,
     verify_config,
 )
-from fedhh.secagg.device import DevicePolicy, DeviceState, SecAggDevice
+from fedhh.secagg.device import DevicePolicy, DeviceState, RoundKeys, SecAggDevice
 from fedhh.secagg.errors import (
     AbortReason,
     InvalidReport,
@@ -74,6 +74,7 @@ __all__ = [
     "MaskedInputRequest",
     "ProtocolViolation",
     "RoundConfig",
+    "RoundKeys",
     "SecAggAbort",
     "SecAggConfigError",
     "SecAggDevice",

@@ -1,18 +1,19 @@
 """The round config the coordinator signs, device admissions, and the session id.
 
-The coordinator fixes every protocol parameter of a round before any device key exists and signs
-it with Ed25519; devices and the aggregator verify the signature against the coordinator's public
-key, so the aggregator cannot change n_min, k, t, the modulus or the graph.
+The coordinator fixes every protocol parameter of a round and signs it with Ed25519; devices and
+the aggregator verify the signature against the coordinator's public key, so the aggregator
+cannot change n_min, k, t, the modulus or the graph.
 
 ``session_id = SHA-256(label || canonical config bytes)`` binds every key derivation, AEAD and
 signature of the round to this config (and so to its round_id and graph_seed).
 
 With ``device_auth``, the config commits to the cohort: ``identity_root`` is the root of the
-coordinator's Merkle tree over (device id, registered Ed25519 identity key) for ids 1..n
-(:mod:`fedhh.secagg.merkle`). Each device holds an :class:`Admission`: its id, its identity key and
-its inclusion proof. A device signs its round keys with that identity key; its neighbours check the
-proof against the signed root (a few hashes) and the key signature (one Ed25519 verification), so
-the server can neither substitute keys nor invent devices.
+coordinator's Merkle tree over (device id, registered Ed25519 identity key, round keys c_pk and
+s_pk) for ids 1..n (:mod:`fedhh.secagg.merkle`). A device generates its round keys before it
+checks in and presents the public halves to the coordinator; its :class:`Admission` is its keys
+and its inclusion proof. Neighbours and the aggregator check the proof against the signed root
+(a few hashes, no signature), so the server can neither substitute keys nor invent devices. The
+graph seed is drawn after check-in, when the keys are already fixed.
 
 Deadlines are absolute Unix times in milliseconds, one per stage. The library never reads a clock:
 the transport closes each stage at its deadline (``SecAggServer.close_stage``), and anything that
@@ -30,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.secagg.errors import SecAggConfigError
 from fedhh.secagg.graph import check_graph_parameters
-from fedhh.secagg.merkle import HASH_BYTES, IdentityTree, cohort_salt, root_from_proof
+from fedhh.secagg.merkle import HASH_BYTES, IdentityTree, Member, cohort_salt, root_from_proof
 from fedhh.secagg.primitives import (
     LABELS,
     ed25519_verify,
@@ -50,11 +51,14 @@ __all__ = [
     "sign_config",
     "verify_admission",
     "verify_config",
+    "verify_keys",
 ]
 
 MAX_DIMENSION = 1 << 24
 MAX_COHORT = 1 << 24
-_VERSION = 2  # 2: identity_root (a Merkle root) replaced per-device coordinator signatures
+# 2: identity_root (a Merkle root) replaced per-device coordinator signatures;
+# 3: its leaves also commit to the round keys presented at check-in.
+_VERSION = 3
 _HEAD = struct.Struct(">HB")  # version, len(round_id)
 # n, D, bits, n_min, k, t, graph_seed, flags, deadlines, identity_root (zeros without device_auth)
 _BODY = struct.Struct(">IIBIII32sB5Q32s")
@@ -213,17 +217,26 @@ def verify_config(signed: SignedConfig, coordinator_public: bytes) -> RoundConfi
 
 @dataclass(frozen=True)
 class Admission:
-    """Proof that ``identity_key`` speaks for ``device_id`` in a round: ``proof`` is the inclusion
-    proof of the leaf (device_id, identity_key) in the tree whose root the config commits to."""
+    """Proof that ``identity_key`` and the round keys (``c_pk``, ``s_pk``) are ``device_id``'s in
+    a round: ``proof`` is the inclusion proof of that leaf in the tree whose root the config
+    commits to. The device presented the round keys at check-in and alone holds their private
+    halves."""
 
     device_id: int
     identity_key: bytes  # raw Ed25519 public key registered with the coordinator
+    c_pk: bytes  # X25519 public key of the round: share encryption
+    s_pk: bytes  # X25519 public key of the round: pairwise masks
     proof: bytes  # sibling hashes, leaf to root (about log2(n) * 32 bytes)
+
+    @property
+    def keys(self) -> Member:
+        return (self.identity_key, self.c_pk, self.s_pk)
 
 
 def issue_admission(tree: IdentityTree, device_id: int) -> Admission:
     """Coordinator side: ``device_id``'s admission from the round's identity tree."""
-    return Admission(device_id, tree.identity_key(device_id), tree.proof(device_id))
+    identity_key, c_pk, s_pk = tree.member(device_id)
+    return Admission(device_id, identity_key, c_pk, s_pk, tree.proof(device_id))
 
 
 def verify_admission(admission: Admission, config: RoundConfig) -> bool:
@@ -232,5 +245,13 @@ def verify_admission(admission: Admission, config: RoundConfig) -> bool:
             or config.identity_root is None):
         return False
     root = root_from_proof(config.identity_salt, config.num_devices, admission.device_id,
-                           admission.identity_key, admission.proof)
+                           admission.keys, admission.proof)
     return root is not None and root == config.identity_root
+
+
+def verify_keys(admission: Admission | None, config: RoundConfig, device_id: int, c_pk: bytes,
+                s_pk: bytes) -> bool:
+    """True iff ``admission`` proves that (c_pk, s_pk) are ``device_id``'s committed round keys."""
+    return (admission is not None and admission.device_id == device_id
+            and admission.c_pk == c_pk and admission.s_pk == s_pk
+            and verify_admission(admission, config))

@@ -33,6 +33,7 @@ from fedhh.secagg.config import (
     session_id_of,
     verify_admission,
     verify_config,
+    verify_keys,
 )
 from fedhh.secagg.errors import AbortReason, SecAggAbort, SecAggConfigError
 from fedhh.secagg.graph import neighbours_of
@@ -48,7 +49,6 @@ from fedhh.secagg.messages import (
     UnmaskRequest,
     UnmaskResponse,
     consistency_transcript,
-    keys_transcript,
     survivors_digest,
 )
 from fedhh.secagg.prg import MaskGenerator, pair_mask_key, self_mask_key
@@ -102,6 +102,26 @@ class DeviceState(IntEnum):
     ABORTED = 6
 
 
+@dataclass(frozen=True)
+class RoundKeys:
+    """A device's X25519 key pairs for one round (c: share encryption, s: pairwise masks).
+
+    With device_auth the device generates them before it checks in and presents the public
+    halves to the coordinator, which commits to them in the round's identity tree; use a pair
+    for one round attempt only."""
+
+    c_key: X25519PrivateKey
+    s_key: X25519PrivateKey
+
+    @classmethod
+    def generate(cls, rand: RandomSource) -> RoundKeys:
+        return cls(x25519_from_seed(rand(KEY_BYTES)), x25519_from_seed(rand(KEY_BYTES)))
+
+    def public(self) -> tuple[bytes, bytes]:
+        """(c_pk, s_pk), raw."""
+        return x25519_public_bytes(self.c_key), x25519_public_bytes(self.s_key)
+
+
 @dataclass
 class _Neighbour:
     entry: AdvertiseKeys
@@ -115,8 +135,9 @@ class SecAggDevice:
 
     def __init__(self, signed_config: SignedConfig, coordinator_public: bytes, device_id: int,
                  *, identity_key: Ed25519PrivateKey | None = None,
-                 admission: Admission | None = None, policy: DevicePolicy | None = None,
-                 rand: RandomSource = system_random, masks: MaskGenerator | None = None) -> None:
+                 admission: Admission | None = None, round_keys: RoundKeys | None = None,
+                 policy: DevicePolicy | None = None, rand: RandomSource = system_random,
+                 masks: MaskGenerator | None = None) -> None:
         policy = policy or DevicePolicy()
         try:
             config = verify_config(signed_config, coordinator_public)
@@ -132,12 +153,14 @@ class SecAggDevice:
         self.session_id = session_id_of(config)
         self._rand = rand
         if config.device_auth:
-            if identity_key is None or admission is None:
-                raise SecAggConfigError("device_auth needs an identity_key and an admission")
+            if identity_key is None or admission is None or round_keys is None:
+                raise SecAggConfigError("device_auth needs an identity_key, an admission and the "
+                                        "round keys presented at check-in")
             if (admission.device_id != device_id
-                    or admission.identity_key != ed25519_public_bytes(identity_key)
+                    or admission.keys != (ed25519_public_bytes(identity_key), *round_keys.public())
                     or not verify_admission(admission, config)):
-                raise SecAggConfigError("the admission is not the coordinator's for this device")
+                raise SecAggConfigError("the admission is not the coordinator's for this device "
+                                        "and its keys")
         self._identity_key = identity_key
         self._admission = admission
         if masks is None:
@@ -147,6 +170,7 @@ class SecAggDevice:
         self._masks = masks
         self.state = DeviceState.NEW
         self._abort: SecAggAbort | None = None
+        self._round_keys = round_keys
         self._c_key: X25519PrivateKey | None = None
         self._s_key: X25519PrivateKey | None = None
         self._b: bytes | None = None
@@ -168,6 +192,7 @@ class SecAggDevice:
         return self._abort
 
     def _forget(self) -> None:
+        self._round_keys = None
         self._c_key = self._s_key = None
         self._b = None
         self._neighbours = {}
@@ -196,20 +221,17 @@ class SecAggDevice:
     # -- stage 0 -------------------------------------------------------------------------------
 
     def advertise_keys(self) -> AdvertiseKeys:
-        """Fresh X25519 key pairs for this round (c for encryption, s for masks)."""
+        """This round's X25519 public keys: the committed ones (device_auth) or fresh ones."""
         if self._abort is not None:
             raise self._abort
         if self._advert is not None:
             return self._advert
-        self._c_key = x25519_from_seed(self._rand(KEY_BYTES))
-        self._s_key = x25519_from_seed(self._rand(KEY_BYTES))
-        c_pk, s_pk = x25519_public_bytes(self._c_key), x25519_public_bytes(self._s_key)
-        signature = b""
-        if self.config.device_auth and self._identity_key is not None:
-            signature = self._identity_key.sign(
-                keys_transcript(self.session_id, self.device_id, c_pk, s_pk))
+        keys = self._round_keys or RoundKeys.generate(self._rand)
+        self._round_keys = None
+        self._c_key, self._s_key = keys.c_key, keys.s_key
+        c_pk, s_pk = keys.public()
         self._advert = AdvertiseKeys(self.session_id, self.device_id, c_pk, s_pk,
-                                     self._admission, signature)
+                                     self._admission)
         self.state = DeviceState.ADVERTISED
         return self._advert
 
@@ -276,12 +298,7 @@ class SecAggDevice:
             raise self._fail(AbortReason.DUPLICATE_KEY, "two roster keys are equal")
         if self.config.device_auth:
             for e in others:
-                adm = e.admission
-                if (adm is None
-                        or adm.device_id != e.device_id
-                        or not verify_admission(adm, self.config)
-                        or not ed25519_verify(adm.identity_key, e.signature, keys_transcript(
-                            self.session_id, e.device_id, e.c_pk, e.s_pk))):
+                if not verify_keys(e.admission, self.config, e.device_id, e.c_pk, e.s_pk):
                     raise self._fail(AbortReason.BAD_SIGNATURE, f"entry of {e.device_id}")
         return others
 

@@ -61,7 +61,7 @@ class AbortReason(StrEnum):
     KEY_ALTERED = "key_altered"  # the server changed this device's own advertised keys
     BAD_KEY = "bad_key"  # malformed or low-order public key
     DUPLICATE_KEY = "duplicate_key"  # two roster entries share a public key
-    BAD_SIGNATURE = "bad_signature"  # an admission or key signature does not verify
+    BAD_SIGNATURE = "bad_signature"  # an admission (key commitment) or a signature does not verify
     UNEXPECTED_NEIGHBOUR = "unexpected_neighbour"  # an id that the committed graph does not allow
     TOO_FEW_NEIGHBOURS = "too_few_neighbours"  # fewer than t neighbours / partners / alive
     DECRYPTION_FAILED = "decryption_failed"  # a share ciphertext fails AEAD or has wrong ids
@@ -95,7 +95,7 @@ class Violation(StrEnum):
     MALFORMED = "malformed"  # wrong types, wrong recipients, missing or extra entries
     BAD_KEY = "bad_key"  # low-order public key, or both keys equal
     DUPLICATE_KEY = "duplicate_key"  # public key already advertised by another device
-    BAD_SIGNATURE = "bad_signature"  # admission or key signature missing or invalid
+    BAD_SIGNATURE = "bad_signature"  # admission (key commitment) or signature missing or invalid
 
 
 class ProtocolViolation(SecAggError, ValueError):

@@ -46,7 +46,6 @@ __all__ = [
     "UnmaskRequest",
     "UnmaskResponse",
     "consistency_transcript",
-    "keys_transcript",
     "survivors_digest",
 ]
 
@@ -67,8 +66,8 @@ class AdvertiseKeys:
     """Stage 0, device -> server: the device's fresh X25519 public keys for this round.
 
     ``c_pk`` keys the share encryption, ``s_pk`` the pairwise masks. With device_auth,
-    ``admission`` is the coordinator's admission and ``signature`` the identity key's signature
-    over :func:`keys_transcript`. The server forwards these entries verbatim to the neighbours.
+    ``admission`` proves that these keys are the ones the device presented at check-in (it
+    carries the same keys). The server forwards these entries verbatim to the neighbours.
     """
 
     session_id: bytes
@@ -76,7 +75,6 @@ class AdvertiseKeys:
     c_pk: bytes
     s_pk: bytes
     admission: Admission | None = None
-    signature: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -202,11 +200,6 @@ class AggregateResult:
 DeviceMessage = (AdvertiseKeys | ShareKeysResponse | MaskedInput | ConsistencyResponse
                  | UnmaskResponse)
 ServerMessage = ShareKeysRequest | MaskedInputRequest | ConsistencyRequest | UnmaskRequest
-
-
-def keys_transcript(session_id: bytes, device_id: int, c_pk: bytes, s_pk: bytes) -> bytes:
-    """What a device's identity key signs in stage 0."""
-    return LABELS["keys"] + session_id + u32(device_id) + c_pk + s_pk
 
 
 def survivors_digest(survivors: tuple[int, ...]) -> bytes:

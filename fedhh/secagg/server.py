@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from fedhh.secagg import shamir
-from fedhh.secagg.config import SignedConfig, session_id_of, verify_admission, verify_config
+from fedhh.secagg.config import SignedConfig, session_id_of, verify_config, verify_keys
 from fedhh.secagg.device import SHARE_CIPHERTEXT_BYTES
 from fedhh.secagg.errors import AbortReason, ProtocolViolation, SecAggAbort, Violation
 from fedhh.secagg.graph import NeighbourGraph
@@ -41,7 +41,6 @@ from fedhh.secagg.messages import (
     UnmaskRequest,
     UnmaskResponse,
     consistency_transcript,
-    keys_transcript,
     survivors_digest,
 )
 from fedhh.secagg.prg import MaskGenerator
@@ -197,16 +196,11 @@ class SecAggServer:
             raise ProtocolViolation(Violation.DUPLICATE_KEY, "key advertised by another device")
         if not (is_valid_x25519_public(message.c_pk) and is_valid_x25519_public(message.s_pk)):
             raise ProtocolViolation(Violation.BAD_KEY, "low-order public key")
-        adm = message.admission
         if self.config.device_auth:
-            if (adm is None
-                    or adm.device_id != u
-                    or not verify_admission(adm, self.config)
-                    or not ed25519_verify(adm.identity_key, message.signature, keys_transcript(
-                        self.session_id, u, message.c_pk, message.s_pk))):
-                raise ProtocolViolation(Violation.BAD_SIGNATURE, f"keys of {u}")
-        elif adm is not None or message.signature != b"":
-            raise ProtocolViolation(Violation.MALFORMED, "signatures without device_auth")
+            if not verify_keys(message.admission, self.config, u, message.c_pk, message.s_pk):
+                raise ProtocolViolation(Violation.BAD_SIGNATURE, f"keys of {u} not committed")
+        elif message.admission is not None:
+            raise ProtocolViolation(Violation.MALFORMED, "an admission without device_auth")
         self._adverts[u] = message
         self._keys_seen.update((message.c_pk, message.s_pk))
         return True

@@ -33,7 +33,7 @@ from fedhh.secagg.config import (
     session_id_of,
     sign_config,
 )
-from fedhh.secagg.device import DevicePolicy, SecAggDevice
+from fedhh.secagg.device import DevicePolicy, RoundKeys, SecAggDevice
 from fedhh.secagg.errors import ProtocolViolation, SecAggAbort, Violation
 from fedhh.secagg.messages import (
     AggregateResult,
@@ -69,6 +69,7 @@ class Cohort:
     identity_keys: Mapping[int, Ed25519PrivateKey]
     admissions: Mapping[int, Admission]
     rand: DeterministicRandom
+    round_keys: Mapping[int, RoundKeys] = field(default_factory=dict)  # committed (device_auth)
 
     @property
     def coordinator_public(self) -> bytes:
@@ -82,7 +83,8 @@ class Cohort:
                policy: DevicePolicy | None = None) -> SecAggDevice:
         return SecAggDevice(self.signed, self.coordinator_public, device_id,
                             identity_key=self.identity_keys.get(device_id),
-                            admission=self.admissions.get(device_id), policy=policy,
+                            admission=self.admissions.get(device_id),
+                            round_keys=self.round_keys.get(device_id), policy=policy,
                             rand=self.rand.spawn(b"device" + device_id.to_bytes(4, "big")),
                             masks=masks)
 
@@ -100,12 +102,16 @@ def make_cohort(n: int, dimension: int, k: int, t: int, *, n_min: int | None = N
     graph_seed = rand.spawn(b"graph" + round_id)(32)
     identity_keys: dict[int, Ed25519PrivateKey] = {}
     admissions: dict[int, Admission] = {}
+    round_keys: dict[int, RoundKeys] = {}
     root = None
     if device_auth:
         for u in range(1, n + 1):
-            identity_keys[u] = ed25519_from_seed(rand.spawn(b"identity" + u.to_bytes(4, "big"))(32))
+            tag = u.to_bytes(4, "big")
+            identity_keys[u] = ed25519_from_seed(rand.spawn(b"identity" + tag)(32))
+            round_keys[u] = RoundKeys.generate(rand.spawn(b"round-keys" + round_id + tag))
         tree = IdentityTree(round_id, graph_seed,
-                            [ed25519_public_bytes(identity_keys[u]) for u in range(1, n + 1)])
+                            [(ed25519_public_bytes(identity_keys[u]), *round_keys[u].public())
+                             for u in range(1, n + 1)])
         admissions = {u: issue_admission(tree, u) for u in range(1, n + 1)}
         root = tree.root
     config = RoundConfig(
@@ -115,7 +121,7 @@ def make_cohort(n: int, dimension: int, k: int, t: int, *, n_min: int | None = N
         deadlines=StageDeadlines(0, 0, 0, 0, 0),
         device_auth=device_auth, consistency_check=consistency_check, identity_root=root)
     return Cohort(config, sign_config(config, coordinator_key), coordinator_key, identity_keys,
-                  admissions, rand.spawn(b"run" + round_id))
+                  admissions, rand.spawn(b"run" + round_id), round_keys)
 
 
 @dataclass(frozen=True)

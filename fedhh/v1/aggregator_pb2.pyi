@@ -51,14 +51,18 @@ AGGREGATION_STATE_RELEASED: AggregationState
 AGGREGATION_STATE_ABORTED: AggregationState
 
 class SecAggAdmission(_message.Message):
-    __slots__ = ("device_id", "identity_key", "proof")
+    __slots__ = ("device_id", "identity_key", "proof", "c_pk", "s_pk")
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
     IDENTITY_KEY_FIELD_NUMBER: _ClassVar[int]
     PROOF_FIELD_NUMBER: _ClassVar[int]
+    C_PK_FIELD_NUMBER: _ClassVar[int]
+    S_PK_FIELD_NUMBER: _ClassVar[int]
     device_id: int
     identity_key: bytes
     proof: bytes
-    def __init__(self, device_id: _Optional[int] = ..., identity_key: _Optional[bytes] = ..., proof: _Optional[bytes] = ...) -> None: ...
+    c_pk: bytes
+    s_pk: bytes
+    def __init__(self, device_id: _Optional[int] = ..., identity_key: _Optional[bytes] = ..., proof: _Optional[bytes] = ..., c_pk: _Optional[bytes] = ..., s_pk: _Optional[bytes] = ...) -> None: ...
 
 class DeviceCredentials(_message.Message):
     __slots__ = ("admission", "signature")
@@ -69,18 +73,16 @@ class DeviceCredentials(_message.Message):
     def __init__(self, admission: _Optional[_Union[SecAggAdmission, _Mapping]] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class DeviceKeys(_message.Message):
-    __slots__ = ("device_id", "c_pk", "s_pk", "admission", "signature")
+    __slots__ = ("device_id", "c_pk", "s_pk", "admission")
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
     C_PK_FIELD_NUMBER: _ClassVar[int]
     S_PK_FIELD_NUMBER: _ClassVar[int]
     ADMISSION_FIELD_NUMBER: _ClassVar[int]
-    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     device_id: int
     c_pk: bytes
     s_pk: bytes
     admission: SecAggAdmission
-    signature: bytes
-    def __init__(self, device_id: _Optional[int] = ..., c_pk: _Optional[bytes] = ..., s_pk: _Optional[bytes] = ..., admission: _Optional[_Union[SecAggAdmission, _Mapping]] = ..., signature: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, device_id: _Optional[int] = ..., c_pk: _Optional[bytes] = ..., s_pk: _Optional[bytes] = ..., admission: _Optional[_Union[SecAggAdmission, _Mapping]] = ...) -> None: ...
 
 class EncryptedShare(_message.Message):
     __slots__ = ("src", "dst", "ciphertext")

@@ -28,7 +28,8 @@ if _version_not_supported:
 class SecureAggregationStub:
     """Device-facing API. Every call names the round by its 32-byte session id (SHA-256 of the
     signed config, `fedhh.secagg.session_id_of`) and proves the caller is the admitted device:
-    AdvertiseKeys by the library's admission (Merkle proof) + key signature, every other call by
+    AdvertiseKeys by the library's admission (a Merkle proof of the keys it carries under the
+    signed config's root: the keys the device presented at check-in), every other call by
     DeviceCredentials (the admission plus an identity-key signature over the call, see
     `fedhh.rpc.aggregator_wire.call_transcript`). Bad or missing credentials: UNAUTHENTICATED;
     malformed messages (wrong lengths, a different second copy, ...): INVALID_ARGUMENT; a message
@@ -78,7 +79,8 @@ class SecureAggregationStub:
 class SecureAggregationServicer:
     """Device-facing API. Every call names the round by its 32-byte session id (SHA-256 of the
     signed config, `fedhh.secagg.session_id_of`) and proves the caller is the admitted device:
-    AdvertiseKeys by the library's admission (Merkle proof) + key signature, every other call by
+    AdvertiseKeys by the library's admission (a Merkle proof of the keys it carries under the
+    signed config's root: the keys the device presented at check-in), every other call by
     DeviceCredentials (the admission plus an identity-key signature over the call, see
     `fedhh.rpc.aggregator_wire.call_transcript`). Bad or missing credentials: UNAUTHENTICATED;
     malformed messages (wrong lengths, a different second copy, ...): INVALID_ARGUMENT; a message
@@ -176,7 +178,8 @@ def add_SecureAggregationServicer_to_server(servicer, server):
 class SecureAggregation:
     """Device-facing API. Every call names the round by its 32-byte session id (SHA-256 of the
     signed config, `fedhh.secagg.session_id_of`) and proves the caller is the admitted device:
-    AdvertiseKeys by the library's admission (Merkle proof) + key signature, every other call by
+    AdvertiseKeys by the library's admission (a Merkle proof of the keys it carries under the
+    signed config's root: the keys the device presented at check-in), every other call by
     DeviceCredentials (the admission plus an identity-key signature over the call, see
     `fedhh.rpc.aggregator_wire.call_transcript`). Bad or missing credentials: UNAUTHENTICATED;
     malformed messages (wrong lengths, a different second copy, ...): INVALID_ARGUMENT; a message

@@ -27,14 +27,18 @@ class EnrollResponse(_message.Message):
     def __init__(self, device_id: _Optional[int] = ..., credential: _Optional[bytes] = ..., coordinator_public_key: _Optional[bytes] = ...) -> None: ...
 
 class GetTaskRequest(_message.Message):
-    __slots__ = ("device_id", "wait_ms", "known_task")
+    __slots__ = ("device_id", "wait_ms", "known_task", "c_pk", "s_pk")
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     KNOWN_TASK_FIELD_NUMBER: _ClassVar[int]
+    C_PK_FIELD_NUMBER: _ClassVar[int]
+    S_PK_FIELD_NUMBER: _ClassVar[int]
     device_id: int
     wait_ms: int
     known_task: bytes
-    def __init__(self, device_id: _Optional[int] = ..., wait_ms: _Optional[int] = ..., known_task: _Optional[bytes] = ...) -> None: ...
+    c_pk: bytes
+    s_pk: bytes
+    def __init__(self, device_id: _Optional[int] = ..., wait_ms: _Optional[int] = ..., known_task: _Optional[bytes] = ..., c_pk: _Optional[bytes] = ..., s_pk: _Optional[bytes] = ...) -> None: ...
 
 class GetTaskResponse(_message.Message):
     __slots__ = ("task", "retry_after_ms")

@@ -7,6 +7,9 @@ same attempt gets the same task (a retry after a lost response is harmless), unl
 already holds that task (``known``, the SHA-256 of the task bytes): then its request waits until
 the round is over, so a device that finished (or dropped out of) a round long-polls instead of
 asking again and again while the round runs.
+
+A device checks in with its fresh round public keys (c_pk, s_pk); the lobby keeps the keys of
+the call that joined the cohort, and the round's config commits to exactly those.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import asyncio
 import contextlib
 import hashlib
 
+from fedhh.errors import ConfigError
 from fedhh.v1 import coordinator_pb2 as pb
 
 
@@ -23,6 +27,8 @@ class Lobby:
         self._open = False
         self._capacity = 0
         self._cohort: dict[int, asyncio.Future[pb.SignedTask | None]] = {}
+        self._keys: dict[int, tuple[bytes, bytes]] = {}  # round keys presented at check-in
+        self._presented: set[bytes] = set()
         self._full = asyncio.Event()
         self._opened = asyncio.Event()
         self._cleared = asyncio.Event()
@@ -52,13 +58,20 @@ class Lobby:
             if not future.done():
                 future.set_result(None)
         self._cohort = {}
+        self._keys = {}
+        self._presented = set()
         self._open = False
         self._cleared.set()
         self._cleared = asyncio.Event()
 
-    async def wait_for_task(self, device_id: int, wait_s: float, known: bytes = b""
-                            ) -> pb.SignedTask | None:
-        """The device's task for the current round, joining check-in if it is open.
+    def round_keys(self, device_id: int) -> tuple[bytes, bytes]:
+        """(c_pk, s_pk) that cohort member ``device_id`` presented when it joined."""
+        return self._keys[device_id]
+
+    async def wait_for_task(self, device_id: int, round_keys: tuple[bytes, bytes], wait_s: float,
+                            known: bytes = b"") -> pb.SignedTask | None:
+        """The device's task for the current round, joining check-in (with ``round_keys``) if it
+        is open.
 
         ``known``: the SHA-256 of the task bytes the device already holds. If that is still its
         task, wait (within ``wait_s``) until the round is over, then go on as for a new request.
@@ -81,8 +94,14 @@ class Lobby:
                     await asyncio.wait_for(self._opened.wait(), wait_s)
             if not self._open or len(self._cohort) >= self._capacity:
                 return None
+            if any(key in self._presented for key in round_keys):
+                # Only a device that copied another's keys gets here (the keys travel over TLS
+                # and are fresh per round); it would only get that device's keys refused.
+                raise ConfigError("these round keys were already presented in this check-in")
             future = asyncio.get_running_loop().create_future()
             self._cohort[device_id] = future
+            self._keys[device_id] = round_keys
+            self._presented.update(round_keys)
             if len(self._cohort) >= self._capacity:
                 self._full.set()
         try:

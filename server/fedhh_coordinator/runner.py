@@ -42,6 +42,7 @@ from fedhh.secagg import (
     sign_config,
 )
 from fedhh.secagg.config import SignedConfig
+from fedhh.secagg.merkle import Member
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator import metrics
 from fedhh_coordinator.auth import TASK_CONTEXT
@@ -176,12 +177,14 @@ class Runner:
             self._abort(ctx, query, attempt, f"only {len(cohort)} devices checked in "
                         f"(min_devices {s.min_devices})")
             return False
-        # Secure-aggregation ids 1..n in cohort order, each with its registered identity key.
-        members = [(device_id, record[1]) for device_id in cohort
+        # Secure-aggregation ids 1..n in cohort order, each with its registered identity key
+        # and the round keys it presented at check-in.
+        members = [(device_id, (record[1], *self.lobby.round_keys(device_id)))
+                   for device_id in cohort
                    if (record := self.store.device(device_id)) is not None]
         try:
             signed, config, identities = self._round_config(ctx, query, attempt,
-                                                            [key for _, key in members])
+                                                            [keys for _, keys in members])
         except SecAggConfigError as error:
             self._abort(ctx, query, attempt, f"no secure-aggregation parameters: {error}")
             return False
@@ -245,13 +248,13 @@ class Runner:
                                             "attempt": attempt, "reason": reason})
 
     def _round_config(self, ctx: RunContext, query: RoundQuery, attempt: int,
-                      identity_keys: list[bytes]
+                      members: list[Member]
                       ) -> tuple[SignedConfig, RoundConfig, IdentityTree]:
-        """The signed config of a cohort whose member i (1-based) holds ``identity_keys[i-1]``,
-        and the Merkle tree over those keys whose root the config commits to (built once per
-        round; each member's admission is its proof in it)."""
+        """The signed config of a cohort whose member i (1-based) holds ``members[i-1]``
+        (identity key, c_pk, s_pk), and the Merkle tree over those keys whose root the config
+        commits to (built once per round; each member's admission is its proof in it)."""
         s = ctx.settings
-        n = len(identity_keys)
+        n = len(members)
         params = choose_parameters(n, s.expected_dropout, s.corrupt_fraction)
         # Each deadline is the previous one plus its stage's window; the consistency check is
         # off, so it has no time of its own (its deadline is the masked input's).
@@ -263,7 +266,7 @@ class Runner:
         deadlines = StageDeadlines(t1, t2, t3, t3, t3 + unmask)
         round_id = f"{ctx.run_id}/{query.round}/{attempt}".encode()
         graph_seed = os.urandom(32)
-        identities = IdentityTree(round_id, graph_seed, identity_keys)
+        identities = IdentityTree(round_id, graph_seed, members)
         config = RoundConfig(
             round_id=round_id,
             num_devices=n,

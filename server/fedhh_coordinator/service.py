@@ -18,6 +18,7 @@ from fedhh.mechanisms import LocalRandomizer, TailKind
 from fedhh.prefixtree import PrefixTree, TreeState
 from fedhh.privacy import PrivacyLedger
 from fedhh.rpc.errors import status_errors
+from fedhh.secagg.primitives import KEY_BYTES, is_valid_x25519_public
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator import auth, metrics
@@ -67,13 +68,26 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         auth.verify_device(record[0] if record else None, credential)
         if request.device_id != device_id:
             raise AuthenticationError("device_id does not match the credential")
+        round_keys = _round_keys(request)
         wait_s = min(request.wait_ms or MAX_WAIT_MS, MAX_WAIT_MS) / 1000
-        task = await self.lobby.wait_for_task(device_id, wait_s, bytes(request.known_task))
+        task = await self.lobby.wait_for_task(device_id, round_keys, wait_s,
+                                              bytes(request.known_task))
         if task is None:
             metrics.TASKS.labels("wait").inc()
             return pb.GetTaskResponse(retry_after_ms=RETRY_AFTER_MS)
         metrics.TASKS.labels("task").inc()
         return pb.GetTaskResponse(task=task)
+
+
+def _round_keys(request: pb.GetTaskRequest) -> tuple[bytes, bytes]:
+    """The round public keys a check-in presents, checked as the aggregator will check them."""
+    c_pk, s_pk = bytes(request.c_pk), bytes(request.s_pk)
+    if len(c_pk) != KEY_BYTES or len(s_pk) != KEY_BYTES:
+        raise ConfigError(f"GetTask needs the device's round keys c_pk and s_pk, {KEY_BYTES} "
+                          "bytes each")
+    if c_pk == s_pk or not (is_valid_x25519_public(c_pk) and is_valid_x25519_public(s_pk)):
+        raise ConfigError("the round keys must be two distinct X25519 keys, not of low order")
+    return c_pk, s_pk
 
 
 class AdminService(pb_grpc.AdminServiceServicer):

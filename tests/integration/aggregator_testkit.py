@@ -24,6 +24,7 @@ from fedhh.secagg import (
     Admission,
     IdentityTree,
     RoundConfig,
+    RoundKeys,
     SecAggDevice,
     SignedConfig,
     StageDeadlines,
@@ -56,6 +57,7 @@ class Cohort:
     identity_keys: dict[int, Ed25519PrivateKey]
     admissions: dict[int, Admission]
     reports: dict[int, np.ndarray]
+    round_keys: dict[int, RoundKeys]
 
     @property
     def session_id(self) -> bytes:
@@ -67,7 +69,8 @@ class Cohort:
 
     def device(self, u: int) -> SecAggDevice:
         return SecAggDevice(self.signed, COORDINATOR_PUBLIC, u,
-                            identity_key=self.identity_keys[u], admission=self.admissions[u])
+                            identity_key=self.identity_keys[u], admission=self.admissions[u],
+                            round_keys=self.round_keys[u])
 
     def plaintext_sum(self, devices: set[int] | list[int]) -> np.ndarray:
         total = np.zeros(self.config.dimension, np.int64)
@@ -92,8 +95,10 @@ def make_cohort(n: int, dimension: int, k: int, t: int, n_min: int, *,
     rng = np.random.default_rng(seed)
     graph_seed = rng.bytes(32)
     keys = {u: ed25519_from_seed(rng.bytes(32)) for u in range(1, n + 1)}
+    round_keys = {u: RoundKeys.generate(rng.bytes) for u in keys}
     tree = IdentityTree(round_id, graph_seed,
-                        [ed25519_public_bytes(keys[u]) for u in range(1, n + 1)])
+                        [(ed25519_public_bytes(keys[u]), *round_keys[u].public())
+                         for u in range(1, n + 1)])
     admissions = {u: issue_admission(tree, u) for u in keys}
     config = RoundConfig(round_id=round_id, num_devices=n, dimension=dimension,
                          modulus_bits=modulus_bits, n_min=n_min, k=k, t=t,
@@ -101,7 +106,8 @@ def make_cohort(n: int, dimension: int, k: int, t: int, n_min: int, *,
                          device_auth=device_auth, consistency_check=consistency_check,
                          identity_root=tree.root if device_auth else None)
     reports = {u: np.flatnonzero(rng.random(dimension) < 0.3) for u in keys}
-    return Cohort(config, sign_config(config, coordinator_key), keys, admissions, reports)
+    return Cohort(config, sign_config(config, coordinator_key), keys, admissions, reports,
+                  round_keys)
 
 
 @asynccontextmanager

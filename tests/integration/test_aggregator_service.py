@@ -77,7 +77,7 @@ from fedhh.secagg import (
     choose_parameters,
     issue_admission,
 )
-from fedhh.secagg.primitives import ed25519_from_seed, ed25519_public_bytes
+from fedhh.secagg.primitives import ed25519_from_seed
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_aggregator.main import Settings, start
@@ -330,7 +330,7 @@ def test_malformed_replayed_and_duplicate_requests_change_nothing() -> None:
             assert await s[1].advertise(adverts[1]) is True
             assert await s[1].advertise(adverts[1]) is False  # replayed: ignored
             other = AdvertiseKeys(sid, 1, adverts[2].c_pk[::-1], adverts[2].s_pk[::-1],
-                                  cohort.admissions[1], b"")
+                                  cohort.admissions[1])
             await expect_status(INVALID, s[1].advertise(other))  # a different second copy
             for u in range(2, n + 1):  # the last one closes the stage early
                 assert await s[u].advertise(adverts[u]) is True
@@ -477,13 +477,12 @@ def test_calls_without_valid_credentials_are_unauthenticated_and_change_nothing(
             borrowed.admission.CopyFrom(admission_to_pb(cohort.admissions[2]))
             self_made = keys_to_pb(advert)  # a proof in a tree the coordinator did not sign
             made_up = IdentityTree(cohort.round_id, cohort.config.graph_seed, [
-                ed25519_public_bytes(cohort.identity_keys[1]),
-                *(ed25519_public_bytes(OTHER_KEY) for _ in range(n - 1))])
+                cohort.admissions[1].keys, *(cohort.admissions[2].keys for _ in range(n - 1))])
             self_made.admission.CopyFrom(admission_to_pb(issue_admission(made_up, 1)))
-            resigned = keys_to_pb(advert)  # right admission, keys signed by another key
-            resigned.signature = OTHER_KEY.sign(b"anything")
+            swapped = keys_to_pb(advert)  # right admission, other round keys
+            swapped.c_pk = cohort.admissions[2].c_pk
             assert stale.admissions[1].identity_key == cohort.admissions[1].identity_key
-            for keys in (no_admission, foreign, replayed_proof, borrowed, self_made, resigned):
+            for keys in (no_admission, foreign, replayed_proof, borrowed, self_made, swapped):
                 await expect_status(UNAUTHENTICATED, stub.AdvertiseKeys(
                     pb.AdvertiseKeysRequest(session_id=sid, keys=keys)))
             stage = stage_to_pb(Stage.SHARE_KEYS)

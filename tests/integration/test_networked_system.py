@@ -24,6 +24,8 @@ from fedhh.privacy import PrivacyLedger
 from fedhh.rpc.admin_client import AdminClient
 from fedhh.rpc.tls import ca_credentials
 from fedhh.rpc.topology import LocalTopology
+from fedhh.secagg import RoundKeys
+from fedhh.secagg.primitives import system_random
 from fedhh.selection import Selection, SelectionRule
 from fedhh.simulation.runner import SimulationConfig, simulate
 from fedhh.v1 import coordinator_pb2 as pb
@@ -131,7 +133,17 @@ def test_device_api_rejects_bad_requests(system: tuple[LocalTopology, Path]) -> 
             stub.GetTask(pb.GetTaskRequest(device_id=enrolled.device_id + 1, wait_ms=1),
                          metadata=(("authorization", bearer),))
         assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
-        idle = stub.GetTask(pb.GetTaskRequest(device_id=enrolled.device_id, wait_ms=1),
+        c_pk, s_pk = RoundKeys.generate(system_random).public()
+        bad_keys = [{}, {"c_pk": c_pk}, {"c_pk": c_pk, "s_pk": c_pk},
+                    {"c_pk": c_pk, "s_pk": s_pk[:31]}, {"c_pk": c_pk, "s_pk": bytes(32)}]
+        for round_keys in bad_keys:  # missing, equal, short, low-order round keys
+            with pytest.raises(grpc.RpcError) as error:
+                stub.GetTask(pb.GetTaskRequest(device_id=enrolled.device_id, wait_ms=1,
+                                               **round_keys),
+                             metadata=(("authorization", bearer),))
+            assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+        idle = stub.GetTask(pb.GetTaskRequest(device_id=enrolled.device_id, wait_ms=1,
+                                              c_pk=c_pk, s_pk=s_pk),
                             metadata=(("authorization", bearer),))
         assert idle.WhichOneof("outcome") == "retry_after_ms"
 

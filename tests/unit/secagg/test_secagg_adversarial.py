@@ -43,7 +43,6 @@ from fedhh.secagg.messages import (
     Stage,
     UnmaskRequest,
     UnmaskResponse,
-    keys_transcript,
 )
 from fedhh.secagg.primitives import (
     aead_encrypt,
@@ -96,8 +95,8 @@ def test_1_cross_round_replayed_ciphertexts_fail_aead() -> None:
                         new.reports[3]) is AbortReason.DECRYPTION_FAILED
 
 
-def test_1_cross_round_replayed_keys_fail_the_signature() -> None:
-    """With device_auth, last round's signed keys do not verify in this round."""
+def test_1_cross_round_replayed_keys_fail_the_commitment() -> None:
+    """With device_auth, last round's committed keys do not verify in this round."""
     old = drive_to(small_cohort(round_id=b"round-1", device_auth=True), Stage.SHARE_KEYS)
     new = drive_to(small_cohort(round_id=b"round-2", device_auth=True), Stage.SHARE_KEYS)
     request: ShareKeysRequest = new.pending[1]  # type: ignore[assignment]
@@ -498,15 +497,20 @@ def test_9_neighbour_outside_the_committed_graph() -> None:
     assert abort_reason(driver.devices[1].share_keys, forged) is AbortReason.UNEXPECTED_NEIGHBOUR
 
 
-def test_9_bad_key_signature() -> None:
-    _driver, device, req = _share_setup(device_auth=True)
-    entry = next(e for e in req.roster if e.device_id == 2)
-    forged = _with_entry(req, 2, signature=entry.signature[:-1] + b"\x00")
-    assert abort_reason(device.share_keys, forged) is AbortReason.BAD_SIGNATURE
-    _driver2, device2, req2 = _share_setup(device_auth=True)
+def test_9_substituted_round_key() -> None:
+    """A neighbour's key replaced in the entry (the admission still carries the committed one),
+    or in both the entry and the admission: either way the keys are not the committed ones."""
     fresh_key = x25519_public_bytes(x25519_from_seed(b"\x05" * 32))
-    substituted = _with_entry(req2, 2, s_pk=fresh_key)
-    assert abort_reason(device2.share_keys, substituted) is AbortReason.BAD_SIGNATURE
+    for field in ("c_pk", "s_pk"):
+        _driver, device, req = _share_setup(device_auth=True)
+        assert abort_reason(device.share_keys, _with_entry(
+            req, 2, **{field: fresh_key})) is AbortReason.BAD_SIGNATURE
+        _driver, device, req = _share_setup(device_auth=True)
+        entry = next(e for e in req.roster if e.device_id == 2)
+        assert entry.admission is not None
+        admission = dataclasses.replace(entry.admission, **{field: fresh_key})
+        assert abort_reason(device.share_keys, _with_entry(
+            req, 2, admission=admission, **{field: fresh_key})) is AbortReason.BAD_SIGNATURE
 
 
 def test_9_bad_admission_rejected_by_the_server() -> None:
@@ -553,18 +557,18 @@ def test_9_bad_admission_proof_makes_the_device_abort() -> None:
         assert device._b is None  # nothing drawn, nothing shared
 
 
-def test_9_substituted_identity_key_is_caught_by_the_proof() -> None:
-    """A server that replaces a neighbour's keys and signs them with an identity key of its own
-    (so the key signature verifies) cannot prove that key is the neighbour's."""
+def test_9_substituted_keys_are_caught_by_the_proof() -> None:
+    """A server that replaces all of a neighbour's keys (identity and round keys, consistently
+    in the entry and the admission) cannot prove they are the neighbour's."""
     _driver, device, req = _share_setup(device_auth=True)
     entry = next(e for e in req.roster if e.device_id == 2)
     assert entry.admission is not None
     mallory = ed25519_from_seed(b"\x66" * 32)
     c_pk = x25519_public_bytes(x25519_from_seed(b"\x07" * 32))
     s_pk = x25519_public_bytes(x25519_from_seed(b"\x08" * 32))
-    signature = mallory.sign(keys_transcript(entry.session_id, 2, c_pk, s_pk))
-    admission = dataclasses.replace(entry.admission, identity_key=ed25519_public_bytes(mallory))
-    forged = _with_entry(req, 2, c_pk=c_pk, s_pk=s_pk, signature=signature, admission=admission)
+    admission = dataclasses.replace(entry.admission, identity_key=ed25519_public_bytes(mallory),
+                                    c_pk=c_pk, s_pk=s_pk)
+    forged = _with_entry(req, 2, c_pk=c_pk, s_pk=s_pk, admission=admission)
     assert abort_reason(device.share_keys, forged) is AbortReason.BAD_SIGNATURE
 
 

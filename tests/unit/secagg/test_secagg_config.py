@@ -21,7 +21,13 @@ from fedhh.secagg.config import (
     verify_config,
 )
 from fedhh.secagg.errors import SecAggConfigError
-from fedhh.secagg.primitives import ed25519_from_seed, ed25519_public_bytes
+from fedhh.secagg.merkle import Member
+from fedhh.secagg.primitives import (
+    ed25519_from_seed,
+    ed25519_public_bytes,
+    x25519_from_seed,
+    x25519_public_bytes,
+)
 
 COORD = ed25519_from_seed(bytes(32))
 COORD_PUB = ed25519_public_bytes(COORD)
@@ -130,20 +136,31 @@ def test_identity_root_only_with_device_auth() -> None:
         RoundConfig.from_bytes(forged)
 
 
-def test_version_1_configs_are_refused() -> None:
-    """Version 1 configs carried no identity root (admissions were per-device signatures)."""
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_configs_are_refused(version: int) -> None:
+    """Version 1 configs carried no identity root (admissions were per-device signatures);
+    version 2 roots committed to identity keys only (round keys were signed by devices)."""
     data = bytearray(config().to_bytes())
     offset = len(b"fedhh/secagg/v1/round-config")
-    data[offset:offset + 2] = (1).to_bytes(2, "big")
-    with pytest.raises(SecAggConfigError, match="version 1"):
+    data[offset:offset + 2] = version.to_bytes(2, "big")
+    with pytest.raises(SecAggConfigError, match=f"version {version}"):
         RoundConfig.from_bytes(bytes(data))
+
+
+def _member(i: int) -> Member:
+    """Device i's (identity key, c_pk, s_pk), from fixed seeds."""
+    def seed(j: int) -> bytes:
+        return j.to_bytes(32, "big")
+
+    return (ed25519_public_bytes(ed25519_from_seed(seed(i))),
+            x25519_public_bytes(x25519_from_seed(seed(1000 + 2 * i))),
+            x25519_public_bytes(x25519_from_seed(seed(1001 + 2 * i))))
 
 
 def _cohort_config(n: int, round_id: bytes = b"run-7/round-3",
                    graph_seed: bytes = bytes(range(32))) -> tuple[RoundConfig, IdentityTree,
-                                                                  list[bytes]]:
-    keys = [ed25519_public_bytes(ed25519_from_seed(i.to_bytes(32, "big")))
-            for i in range(1, n + 1)]
+                                                                  list[Member]]:
+    keys = [_member(i) for i in range(1, n + 1)]
     tree = IdentityTree(round_id, graph_seed, keys)
     cfg = config(num_devices=n, n_min=2, k=n - 1 if n < 12 else 10, t=2, round_id=round_id,
                  graph_seed=graph_seed, identity_root=tree.root)
@@ -153,11 +170,12 @@ def _cohort_config(n: int, round_id: bytes = b"run-7/round-3",
 def test_admissions() -> None:
     cfg, tree, keys = _cohort_config(100)
     adm = issue_admission(tree, 5)
-    assert adm == Admission(5, keys[4], tree.proof(5))
+    assert adm == Admission(5, *keys[4], tree.proof(5))
     assert verify_admission(adm, cfg)
     assert not verify_admission(adm, dataclasses.replace(cfg, identity_root=bytes(32)))
     assert not verify_admission(dataclasses.replace(adm, device_id=6), cfg)
-    assert not verify_admission(dataclasses.replace(adm, identity_key=bytes(32)), cfg)
+    for name in ("identity_key", "c_pk", "s_pk"):
+        assert not verify_admission(dataclasses.replace(adm, **{name: bytes(32)}), cfg)
     assert not verify_admission(dataclasses.replace(adm, proof=b""), cfg)
     plain = config(device_auth=False, consistency_check=False, identity_root=None)
     assert not verify_admission(adm, plain)  # no root to check against

@@ -1,7 +1,7 @@
-"""The cohort commitment: Merkle inclusion proofs of (device id, identity key) leaves.
+"""The cohort commitment: Merkle inclusion proofs of (device id, identity key, c_pk, s_pk) leaves.
 
 Every case is deterministic (keys from fixed seeds). A proof is accepted only if it has exactly
-the shape the signed n implies and hashes to the signed root from the claimed (id, key) leaf.
+the shape the signed n implies and hashes to the signed root from the claimed (id, keys) leaf.
 """
 
 from __future__ import annotations
@@ -21,15 +21,32 @@ from fedhh.secagg.config import (
     verify_admission,
 )
 from fedhh.secagg.errors import SecAggConfigError
-from fedhh.secagg.merkle import HASH_BYTES, cohort_salt, leaf_hash, proof_hashes, root_from_proof
-from fedhh.secagg.primitives import LABELS, ed25519_from_seed, ed25519_public_bytes
+from fedhh.secagg.merkle import (
+    HASH_BYTES,
+    Member,
+    cohort_salt,
+    leaf_hash,
+    proof_hashes,
+    root_from_proof,
+)
+from fedhh.secagg.primitives import (
+    LABELS,
+    ed25519_from_seed,
+    ed25519_public_bytes,
+    x25519_from_seed,
+    x25519_public_bytes,
+)
 
 ROUND = b"run-1/round-2/1"
 SEED = bytes(range(32))
 
 
-def keys_for(n: int, offset: int = 0) -> list[bytes]:
-    return [ed25519_public_bytes(ed25519_from_seed((i + offset).to_bytes(32, "big")))
+def keys_for(n: int, offset: int = 0) -> list[Member]:
+    def x25519(seed: int) -> bytes:
+        return x25519_public_bytes(x25519_from_seed(seed.to_bytes(32, "big")))
+
+    return [(ed25519_public_bytes(ed25519_from_seed((i + offset).to_bytes(32, "big"))),
+             x25519(2 * (i + offset)), x25519(2 * (i + offset) + 1))
             for i in range(1, n + 1)]
 
 
@@ -76,7 +93,7 @@ def test_leaves_and_nodes_are_domain_separated() -> None:
     key = keys_for(1)[0]
     leaf = leaf_hash(salt, 1, key)
     assert leaf == hashlib.sha256(LABELS["merkle-leaf"] + salt + (1).to_bytes(4, "big")
-                                  + key).digest()
+                                  + b"".join(key)).digest()
     # The id is in the leaf: the same key at another position is another leaf.
     assert leaf_hash(salt, 2, key) != leaf
 
@@ -121,9 +138,13 @@ class TestRejections:
                                     self.config)
         assert not verify_admission(dataclasses.replace(other, identity_key=adm.identity_key),
                                     self.config)
-        assert not verify_admission(Admission(38, other.identity_key, adm.proof), self.config)
+        assert not verify_admission(Admission(38, *other.keys, adm.proof), self.config)
         stranger = keys_for(1, offset=10_000)[0]
-        assert not verify_admission(dataclasses.replace(adm, identity_key=stranger), self.config)
+        for i, name in enumerate(("identity_key", "c_pk", "s_pk")):
+            assert not verify_admission(dataclasses.replace(adm, **{name: stranger[i]}),
+                                        self.config)
+            assert not verify_admission(dataclasses.replace(adm, **{name: getattr(other, name)}),
+                                        self.config)
 
     def test_ids_outside_the_cohort_and_malformed_fields(self) -> None:
         adm = self.admission(self.n)
@@ -158,7 +179,9 @@ def test_tree_input_validation() -> None:
     with pytest.raises(SecAggConfigError, match="empty"):
         IdentityTree(ROUND, SEED, [])
     with pytest.raises(SecAggConfigError, match="device 2"):
-        IdentityTree(ROUND, SEED, [bytes(32), bytes(31)])
+        IdentityTree(ROUND, SEED, [(bytes(32),) * 3, (bytes(32), bytes(31), bytes(32))])
+    with pytest.raises(SecAggConfigError, match="device 1"):
+        IdentityTree(ROUND, SEED, [(bytes(32),) * 2])  # type: ignore[list-item]
     tree = IdentityTree(ROUND, SEED, keys_for(3))
     for bad in (0, 4):
         with pytest.raises(SecAggConfigError, match="device_id"):
@@ -171,4 +194,4 @@ def test_known_root() -> None:
     assert tree.root.hex() == KNOWN_ROOT
 
 
-KNOWN_ROOT = "843a660f2ce70f60139987bae5b61d21e6210d5249954a2ddbf45015aa551ba1"
+KNOWN_ROOT = "36fb1ee601132f039794ebb77e273114a45505dc2387c220fc07d3d14c024c10"
