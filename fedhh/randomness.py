@@ -57,15 +57,19 @@ class SecureSource:
         key = os.urandom(32)
         nonce = os.urandom(16)
         self._encryptor = Cipher(algorithms.AES(key), modes.CTR(nonce)).encryptor()
-        self._buffer = bytearray()
+        self._zeros = b""
 
     def uint32(self, size: int) -> np.ndarray:
+        # The keystream (AES-CTR of zeros) written straight into the result's memory.
         nbytes = 4 * size
-        if len(self._buffer) < nbytes + 15:
-            self._buffer = bytearray(nbytes + 15)
-        zeros = bytes(nbytes)
-        written = self._encryptor.update_into(zeros, self._buffer)
-        return np.frombuffer(bytes(self._buffer[:written]), dtype="<u4").astype(np.uint32)
+        if len(self._zeros) < nbytes:
+            self._zeros = bytes(nbytes)
+        out = np.empty(size + 4, dtype="<u4")  # update_into wants 15 bytes of slack
+        written = self._encryptor.update_into(memoryview(self._zeros)[:nbytes],
+                                              out.view(np.uint8).data)
+        if written != nbytes:
+            raise AssertionError("AES-CTR wrote a partial keystream")  # pragma: no cover
+        return out[:size].astype(np.uint32, copy=False)
 
     def below(self, highs: np.ndarray) -> np.ndarray:
         return np.array([secrets.randbelow(int(h)) for h in np.asarray(highs)], dtype=np.int64)

@@ -60,7 +60,8 @@ class Settings:
         limits = Limits(max_rounds=args.max_rounds, max_wait_s=args.max_wait_ms / 1000,
                         result_ttl_s=args.result_ttl, max_round_s=args.max_round_seconds,
                         max_uploads=args.max_uploads,
-                        max_pending_calls=args.max_pending_calls)
+                        max_pending_calls=args.max_pending_calls,
+                        quiet_close_s=args.quiet_close_ms / 1000)
         return cls(
             coordinator_public=load_coordinator_key(args.coordinator_key),
             control_token=read_secret(args.control_token_file, TOKEN_ENV, "control token"),
@@ -145,5 +146,6 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, "aggregator")
     settings = Settings.from_args(args)
     serving.install_uvloop()
+    serving.tune_gc()
     asyncio.run(serve(settings))
     return 0

@@ -6,7 +6,8 @@
 - Each round has one driver task: it closes the open stage at the config's deadline (Unix ms),
   or as soon as the state machine says waiting cannot change the outcome
   (``SecAggServer.can_close_early``: every expected device answered, or every secret has t
-  shares).
+  shares), or, if the service is configured with ``quiet_close_s``, once n_min devices answered
+  and then none for that long.
 - Devices long-poll for their next request (:meth:`Round.await_request`); the coordinator waits
   for the outcome (:meth:`Round.wait_finished`).
 - A masked vector reaches :meth:`Round.submit` only when complete; the state machine adds it to
@@ -87,12 +88,19 @@ class Limits:
     # before any handler runs; every device of a round calls at about the same moment when a
     # stage opens, so keep it well above twice the devices of the rounds open at once.
     max_pending_calls: int = 16_384
+    # Close a stage before its deadline once at least n_min devices answered it and none for
+    # this long (0: off). Devices that drop out are silent, so without it every stage that lost
+    # one waits for its deadline; with it the round moves at the pace of the live devices, and
+    # a device slower than this after the others counts as dropped.
+    quiet_close_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("max_rounds", "max_uploads", "max_pending_calls"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if not self.quiet_close_s >= 0:
+            raise ConfigError(f"quiet_close_s must be >= 0, got {self.quiet_close_s!r}")
         if self.max_pending_calls > 1 << 30:  # gRPC takes twice it as a C int
             raise ConfigError(f"max_pending_calls must be at most {1 << 30}")
         for name in ("max_wait_s", "result_ttl_s", "max_round_s"):
@@ -135,6 +143,7 @@ class Round:
         self._admitted: dict[int, Admission] = {}
         self._on_expire = on_expire
         self._stage_opened = time.monotonic()
+        self._last_accepted = self._stage_opened  # the open stage's latest accepted message
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -198,8 +207,10 @@ class Round:
                     raise StateError(str(exc)) from None
                 raise
             metrics.MESSAGES.labels(stage.name, "accepted" if accepted else "duplicate").inc()
-            if accepted and self.server.can_close_early():
-                self._wake.set()
+            if accepted:
+                self._last_accepted = time.monotonic()
+                if self.server.can_close_early():
+                    self._wake.set()
             return accepted
 
     async def await_request(self, device_id: int, stage: Stage, wait_s: float) -> AwaitOutcome:
@@ -227,6 +238,14 @@ class Round:
             changed = self._changed
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), remaining)
+
+    def stage_after(self, stage: Stage) -> Stage:
+        """The stage whose request follows a submission for ``stage`` (not UNMASK, the last)."""
+        if stage == Stage.MASKED_INPUT:
+            return Stage.CONSISTENCY_CHECK if self.config.consistency_check else Stage.UNMASK
+        if stage in (Stage.ADVERTISE_KEYS, Stage.SHARE_KEYS, Stage.CONSISTENCY_CHECK):
+            return Stage(stage + 1)
+        raise ProtocolViolation(Violation.MALFORMED, f"no request follows {stage.name}")
 
     def upload_deadline(self) -> float:
         """Seconds until the masked-input stage's deadline (uploads must finish by then)."""
@@ -257,10 +276,7 @@ class Round:
     async def _drive(self) -> None:
         try:
             while not self.finished.is_set():
-                delay = _deadline_ms(self.config, self.stage) / 1000 - time.time()
-                if delay > 0 and not self._wake.is_set():
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), delay)
+                await self._until_closable()
                 try:
                     await self._close()
                 except Exception:  # a bug: abort the round (release nothing), keep serving
@@ -276,6 +292,25 @@ class Round:
                     extra={"round_id": round_label(self.round_id), "state": self.state.value})
         metrics.ROUNDS_EXPIRED.inc()
         self._on_expire(self)
+
+    async def _until_closable(self) -> None:
+        """Wait for the open stage's deadline, an early close, or (with ``quiet_close_s``) a
+        quiet spell after at least n_min answers."""
+        quiet = self.limits.quiet_close_s
+        while not self._wake.is_set():
+            timeout = _deadline_ms(self.config, self.stage) / 1000 - time.time()
+            if timeout <= 0:
+                return
+            if quiet > 0:
+                if self.server.received() >= self.config.n_min:
+                    silent = time.monotonic() - max(self._last_accepted, self._stage_opened)
+                    if silent >= quiet:
+                        return
+                    timeout = min(timeout, quiet - silent)
+                else:
+                    timeout = min(timeout, quiet)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
 
     async def _close(self) -> None:
         async with self.lock:

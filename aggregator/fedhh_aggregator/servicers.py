@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 import numpy as np
@@ -39,7 +39,7 @@ from fedhh_aggregator.auth import (
 )
 from fedhh_aggregator.errors import RoundAbortedError, UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
-from fedhh_aggregator.rounds import AwaitStatus, Round, RoundState
+from fedhh_aggregator.rounds import AwaitOutcome, AwaitStatus, Round, RoundState
 
 _AWAIT_STATUS = {
     AwaitStatus.READY: pb.AWAIT_STATUS_READY,
@@ -82,7 +82,8 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
                 admission):
             raise AuthenticationError("the admission is not the coordinator's for this device")
         accepted = await round_.submit(Stage.ADVERTISE_KEYS, message)
-        return pb.SubmitResponse(accepted=accepted)
+        return await _submitted(round_, message.device_id, Stage.ADVERTISE_KEYS, accepted,
+                                request.wait_next_ms)
 
     @status_errors
     async def AwaitStage(self, request: pb.AwaitStageRequest,
@@ -93,11 +94,8 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
             raise _malformed(f"unknown stage {request.stage}")
         device_id = authenticate_device(round_, request.credentials, CallKind.AWAIT,
                                         await_digest(stage))
-        outcome = await round_.await_request(device_id, stage, request.wait_ms / 1000)
-        if outcome.request is not None:
-            return request_to_pb(outcome.request)
-        return pb.AwaitStageResponse(status=_AWAIT_STATUS[outcome.status],
-                                     abort_reason=outcome.abort_reason)
+        return _await_response(await round_.await_request(device_id, stage,
+                                                          request.wait_ms / 1000))
 
     @status_errors
     async def SubmitShares(self, request: pb.SubmitSharesRequest,
@@ -105,9 +103,11 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
         round_ = self._round(request.session_id, "SubmitShares", request.ByteSize())
         admission = device_admission(round_, request.credentials)
         message = shares_from_pb(admission.device_id, request)
-        check_call(round_, admission, request.credentials, CallKind.SHARES,
-                   shares_digest(message))
-        return pb.SubmitResponse(accepted=await round_.submit(Stage.SHARE_KEYS, message))
+        device_id = check_call(round_, admission, request.credentials, CallKind.SHARES,
+                               shares_digest(message))
+        accepted = await round_.submit(Stage.SHARE_KEYS, message)
+        return await _submitted(round_, device_id, Stage.SHARE_KEYS, accepted,
+                                request.wait_next_ms)
 
     @status_errors
     async def SubmitMaskedInput(self, request: AsyncIterator[pb.MaskedInputChunk],
@@ -116,8 +116,32 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
         first = await anext(chunks, None)
         if first is None or first.WhichOneof("part") != "header":
             raise _malformed("a masked input starts with its header")
-        header = first.header
-        round_ = self._round(header.session_id, "SubmitMaskedInput", first.ByteSize())
+        return await self._masked_input(first.header, first.ByteSize(),
+                                        lambda expected: _receive(chunks, expected),
+                                        "SubmitMaskedInput")
+
+    @status_errors
+    async def SubmitMaskedVector(self, request: pb.MaskedVector,
+                                 context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
+        if not request.HasField("header"):
+            raise _malformed("a masked vector needs its header")
+
+        async def receive(expected: int) -> tuple[bytes, bytes]:
+            data = request.data
+            if len(data) != expected:
+                raise ProtocolViolation(Violation.WRONG_LENGTH, f"got {len(data)} bytes, the "
+                                        f"round's vectors have {expected}")
+            return data, hashlib.sha256(data).digest()
+
+        return await self._masked_input(request.header, request.header.ByteSize(), receive,
+                                        "SubmitMaskedVector")
+
+    async def _masked_input(self, header: pb.MaskedInputHeader, header_size: int,
+                            receive: Callable[[int], Awaitable[tuple[bytes | bytearray, bytes]]],
+                            rpc: str) -> pb.SubmitResponse:
+        """Both forms of stage 2: ``receive(expected)`` returns exactly ``expected`` bytes of
+        vector and their SHA-256, or raises."""
+        round_ = self._round(header.session_id, rpc, header_size)
         admission = device_admission(round_, header.credentials)
         cfg = round_.config
         dtype = mask_dtype(cfg.modulus_bits)
@@ -136,18 +160,19 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
                 async with self._registry.uploads:
                     metrics.UPLOADS_ACTIVE.inc()
                     try:
-                        buffer, digest = await _receive(chunks, expected)
+                        buffer, digest = await receive(expected)
                     finally:
                         metrics.UPLOADS_ACTIVE.dec()
         except TimeoutError:
             raise UploadTimeout("the upload did not finish before the stage's deadline") from None
-        metrics.BYTES_RECEIVED.labels("SubmitMaskedInput").inc(expected)
+        metrics.BYTES_RECEIVED.labels(rpc).inc(expected)
         device_id = check_call(round_, admission, header.credentials, CallKind.MASKED_INPUT,
                                digest)
         message = MaskedInput(round_.session_id, device_id, np.frombuffer(buffer, dtype=dtype))
         accepted = await round_.submit(Stage.MASKED_INPUT, message)
         del message, buffer  # the vector is in the sum (or rejected); drop it now
-        return pb.SubmitResponse(accepted=accepted)
+        return await _submitted(round_, device_id, Stage.MASKED_INPUT, accepted,
+                                header.wait_next_ms)
 
     @status_errors
     async def SubmitConsistency(self, request: pb.SubmitConsistencyRequest,
@@ -156,9 +181,11 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
         admission = device_admission(round_, request.credentials)
         message = ConsistencyResponse(round_.session_id, admission.device_id,
                                       bytes(request.signature))
-        check_call(round_, admission, request.credentials, CallKind.CONSISTENCY,
-                   consistency_digest(message))
-        return pb.SubmitResponse(accepted=await round_.submit(Stage.CONSISTENCY_CHECK, message))
+        device_id = check_call(round_, admission, request.credentials, CallKind.CONSISTENCY,
+                               consistency_digest(message))
+        accepted = await round_.submit(Stage.CONSISTENCY_CHECK, message)
+        return await _submitted(round_, device_id, Stage.CONSISTENCY_CHECK, accepted,
+                                request.wait_next_ms)
 
     @status_errors
     async def SubmitUnmask(self, request: pb.SubmitUnmaskRequest,
@@ -169,6 +196,25 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
         check_call(round_, admission, request.credentials, CallKind.UNMASK,
                    unmask_digest(message))
         return pb.SubmitResponse(accepted=await round_.submit(Stage.UNMASK, message))
+
+
+def _await_response(outcome: AwaitOutcome) -> pb.AwaitStageResponse:
+    if outcome.request is not None:
+        return request_to_pb(outcome.request)
+    return pb.AwaitStageResponse(status=_AWAIT_STATUS[outcome.status],
+                                 abort_reason=outcome.abort_reason)
+
+
+async def _submitted(round_: Round, device_id: int, stage: Stage, accepted: bool,
+                     wait_next_ms: int) -> pb.SubmitResponse:
+    """The answer to a submission; with ``wait_next_ms``, also this device's next request (as
+    AwaitStage would answer it after waiting up to that long)."""
+    response = pb.SubmitResponse(accepted=accepted)
+    if wait_next_ms > 0:
+        outcome = await round_.await_request(device_id, round_.stage_after(stage),
+                                             wait_next_ms / 1000)
+        response.next.CopyFrom(_await_response(outcome))
+    return response
 
 
 async def _receive(chunks: AsyncIterator[pb.MaskedInputChunk], expected: int

@@ -38,6 +38,7 @@ from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_device.report import DeviceData, make_report
 from fedhh_device.secagg_run import DropPlan, Floors, run_secure_aggregation
+from fedhh_device.timing import CallStats
 
 log = logging.getLogger(__name__)
 TASK_CONTEXT = b"fedhh/v1/task"
@@ -74,6 +75,7 @@ class FleetStats:
     failed: int = 0
     report_seconds: list[float] = field(default_factory=list)
     outcome_seconds: dict[str, list[float]] = field(default_factory=dict)
+    calls: CallStats = field(default_factory=CallStats)
 
 
 class Fleet:
@@ -136,7 +138,12 @@ class Fleet:
                                        identity_public_key=public, label=f"user-{user}")
 
             async def call() -> pb.EnrollResponse:
-                return await self.stub.Enroll(request)
+                started = time.perf_counter()
+                try:
+                    return await self.stub.Enroll(request)
+                finally:
+                    self.stats.calls.record("Enroll", time.perf_counter() - started,
+                                            request.ByteSize())
 
             async with gate:
                 response = await self._retry(call)
@@ -164,19 +171,22 @@ class Fleet:
         backoff = 0.2
         while not self.stop.is_set():
             c_pk, s_pk = round_keys.public()
+            request = pb.GetTaskRequest(device_id=identity.device_id, wait_ms=10_000,
+                                        known_task=known, c_pk=c_pk, s_pk=s_pk)
+            started = time.perf_counter()
             try:
-                response = await self.stub.GetTask(
-                    pb.GetTaskRequest(device_id=identity.device_id, wait_ms=10_000,
-                                      known_task=known, c_pk=c_pk, s_pk=s_pk),
-                    metadata=metadata)
+                response = await self.stub.GetTask(request, metadata=metadata)
                 backoff = 0.2
             except grpc.aio.AioRpcError as error:
+                self.stats.calls.record("GetTask", time.perf_counter() - started,
+                                        request.ByteSize())
                 if error.code() == grpc.StatusCode.UNAUTHENTICATED:
                     log.error("device credential rejected", extra={"user": user})
                     return
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, 10.0)
                 continue
+            self.stats.calls.record("GetTask", time.perf_counter() - started, request.ByteSize())
             if not response.HasField("task"):
                 await self._sleep(response.retry_after_ms / 1000)
                 continue

@@ -23,7 +23,6 @@ from fedhh.rpc.tls import ca_credentials
 from fedhh_device.fleet import Fleet
 from fedhh_device.report import DeviceData
 from fedhh_device.secagg_run import DropPlan, Floors
-from fedhh_device.timing import CallStats, interceptors
 
 log = logging.getLogger(__name__)
 OPTIONS = serving.OPTIONS
@@ -61,20 +60,16 @@ def _user_range(text: str, num_users: int) -> range:
     return range(start, end)
 
 
-def channel_factory(args: argparse.Namespace, calls: CallStats
-                    ) -> Callable[[str], grpc.aio.Channel]:
-    timers = interceptors(calls)
-
+def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channel]:
     def make(address: str) -> grpc.aio.Channel:
         if args.insecure:
             if not serving.is_loopback(address):
                 raise ConfigError(f"plaintext to {address} is not allowed (loopback only)")
-            return grpc.aio.insecure_channel(address, options=OPTIONS, interceptors=timers)
+            return grpc.aio.insecure_channel(address, options=OPTIONS)
         if not args.ca:
             raise ConfigError("give --ca (the CA that signed the services' certificates) "
                               "or --insecure on loopback")
-        return grpc.aio.secure_channel(address, ca_credentials(args.ca), options=OPTIONS,
-                                       interceptors=timers)
+        return grpc.aio.secure_channel(address, ca_credentials(args.ca), options=OPTIONS)
 
     return make
 
@@ -90,8 +85,7 @@ async def serve(args: argparse.Namespace) -> None:
         words = tuple(dataset.vocabulary[i] for i in items.tolist())
         hosted.append((user, DeviceData(words, np.asarray(counts, dtype=np.int64))))
     token = _token(args)
-    calls = CallStats()
-    make_channel = channel_factory(args, calls)
+    make_channel = channel_factory(args)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -117,7 +111,7 @@ async def serve(args: argparse.Namespace) -> None:
             "devices": len(hosted), "tasks": stats.tasks, "completed": stats.completed,
             "dropped": stats.dropped, "failed": stats.failed,
             "report_seconds": stats.report_seconds, "outcome_seconds": stats.outcome_seconds,
-            "rpc_seconds": calls.seconds, "rpc_bytes_sent": calls.bytes_sent,
+            "rpc_seconds": stats.calls.seconds, "rpc_bytes_sent": stats.calls.bytes_sent,
         }))
         os.replace(tmp, args.stats_file)
 
@@ -131,5 +125,6 @@ def _token(args: argparse.Namespace) -> bytes:
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, "device")
     serving.install_uvloop()
+    serving.tune_gc()
     asyncio.run(serve(args))
     return 0

@@ -80,7 +80,8 @@ async def run_secure_aggregation(channel: grpc.aio.Channel, task: pb.Task,
                               admission=admission, round_keys=round_keys,
                               policy=floors.policy())
         result = await participate(channel, device, ones, identity_key=key,
-                                   admission=admission, drop_at=drop_at)
+                                   admission=admission, drop_at=drop_at,
+                                   observe=stats.calls.record)
     except FedhhError:
         return "failed"
     stats.outcome_seconds.setdefault(result.outcome.value, []).append(

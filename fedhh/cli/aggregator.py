@@ -45,6 +45,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-pending-calls", type=int, default=16_384,
                    help="calls gRPC may queue before shedding them (default: 16384; gRPC's own "
                         "default of 1000 sheds the bursts of a large fleet)")
+    p.add_argument("--quiet-close-ms", type=int, default=0,
+                   help="close a stage before its deadline once n_min devices answered and "
+                        "none for this long (default: 0, off: every stage that lost a device "
+                        "waits for its deadline)")
     p.add_argument("--max-wait-ms", type=int, default=30_000,
                    help="cap of any long-poll (default: 30000)")
     p.add_argument("--result-ttl", type=float, default=600.0,

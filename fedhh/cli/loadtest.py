@@ -26,6 +26,10 @@ def register(subparsers: Any) -> None:
     for stage in ("advertise", "share-keys", "masked-input", "unmask"):
         p.add_argument(f"--{stage}-ms", type=options.positive_int, default=0,
                        help=f"window of the {stage.replace('-', ' ')} stage (default: --stage-ms)")
+    p.add_argument("--quiet-close-ms", type=options.non_negative_int, default=0,
+                   help="the aggregator closes a stage once n_min devices answered and none for "
+                        "this long (default 0: off, stages that lost a device wait for the "
+                        "deadline)")
     p.add_argument("--workdir", help="keep logs and stats here")
     p.add_argument("--json", metavar="PATH", help="write the report as JSON")
     p.set_defaults(handler=run)
@@ -36,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     windows = (args.advertise_ms, args.share_keys_ms, args.masked_input_ms, args.unmask_ms)
     spec = LoadSpec(args.devices, args.dim, args.dropout, args.rounds, args.processes,
-                    args.stage_ms, windows=windows)
+                    args.stage_ms, windows=windows, quiet_close_ms=args.quiet_close_ms)
     report = run_load(spec, Path(args.workdir) if args.workdir else None)
     print(render(report))
     if args.json:

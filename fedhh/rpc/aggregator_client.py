@@ -22,19 +22,24 @@ StateError, ConfigError, AggregatorBusy); transport failures raise ``grpc.aio.Ai
 
 Device (one call per device per round; many may share a channel)::
 
+    # round_keys: the RoundKeys whose public halves the device presented at check-in
     signed = SignedConfig(task.round_config, task.round_config_signature)
-    admission = Admission(task.secagg_id, identity_public_bytes, task.admission)
+    admission = Admission(task.secagg_id, identity_public_bytes, *round_keys.public(),
+                          task.admission)
     device = SecAggDevice(signed, coordinator_public, task.secagg_id, identity_key=key,
-                          admission=admission, policy=DevicePolicy(require_device_auth=True))
+                          admission=admission, round_keys=round_keys,
+                          policy=DevicePolicy(require_device_auth=True))
     outcome = await participate(channel, device, ones, identity_key=key, admission=admission)
     # ones: sorted indices of the randomized report's 1 bits (InvalidReport if not a 0/1
     # vector of the round's dimension, raised before anything is sent)
 
-:func:`participate` runs every stage: AdvertiseKeys; then for each later stage a long-poll
-(AwaitStage) for this device's request, the library's answer, and its submission (the masked
-vector streamed in chunks of at most 1 MiB). UNAVAILABLE and CANCELLED are retried with jittered
-exponential backoff: every device call is safe to repeat (AwaitStage only reads, and a retried
-submission is an identical duplicate, which the aggregator ignores). CANCELLED is what gRPC
+:func:`participate` runs every stage: AdvertiseKeys; then for each later stage this device's
+request, the library's answer, and its submission (the masked vector streamed in chunks of at
+most 1 MiB). Each submission but the last asks the aggregator to long-poll for the next request
+in the same call (``wait_next_ms``); AwaitStage is called only when that answer was PENDING.
+UNAVAILABLE and CANCELLED are retried with jittered exponential backoff: every device call is
+safe to repeat (AwaitStage only reads, and a retried submission is an identical duplicate, which
+the aggregator ignores). CANCELLED is what gRPC
 core answers for a call it shed from an overfull backlog before any handler ran; a call this
 process cancels raises ``asyncio.CancelledError`` instead, which is never retried. It never
 raises for protocol or transport outcomes: it returns a :class:`Participation` saying where the
@@ -117,6 +122,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+# One long-poll's answer: (AwaitStatus value, the request if READY, the abort reason).
+Awaited = tuple[int, "ServerMessage | None", str]
 _SERVER_WAIT_CAP_S = 30.0  # ask for at most this long per GetResult (the server caps it too)
 
 
@@ -332,77 +339,111 @@ class DeviceSession:
     call_timeout: float = 30.0
     chunk_bytes: int = CHUNK_BYTES
     rng: random.Random = field(default_factory=random.Random)
+    # Told of every call when it ends: (RPC name, seconds including retries, request bytes).
+    observe: Callable[[str, float, int], None] | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.chunk_bytes <= CHUNK_BYTES:
             raise ConfigError(f"chunk_bytes must be in [1, {CHUNK_BYTES}], got {self.chunk_bytes}")
         self.session_id = self.device.session_id
+        # The next-stage answer of the last submission sent with wait_next_ms (take_next()).
+        self._next: Awaited | None = None
+
+    def take_next(self) -> Awaited | None:
+        """What the last submission's ``wait_next_ms`` long-poll answered (once), or None."""
+        awaited, self._next = self._next, None
+        return awaited
+
+    def _submitted(self, response: pb.SubmitResponse) -> bool:
+        self._next = (self._awaited(response.next) if response.HasField("next") else None)
+        return bool(response.accepted)
+
+    def _awaited(self, response: pb.AwaitStageResponse) -> Awaited:
+        message = request_from_pb(self.session_id, self.device.device_id, response)
+        return int(response.status), message, str(response.abort_reason)
+
+    def _timeout(self, wait_next_ms: int) -> float:
+        return wait_next_ms / 1000 + self.call_timeout
 
     def _creds(self, kind: CallKind, digest: bytes) -> pb.DeviceCredentials:
         return credentials(self.identity_key, self.admission, kind, self.session_id, digest)
 
-    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
-        for attempt in range(self.retry.attempts):
-            try:
-                return await call()
-            except grpc.aio.AioRpcError as error:
-                if error.code() not in _RETRIED or attempt + 1 >= self.retry.attempts:
-                    raise
-            await asyncio.sleep(self.retry.backoff(attempt, self.rng))
-        raise AssertionError("unreachable")  # pragma: no cover - attempts >= 1
+    async def _retrying(self, call: Callable[[], Awaitable[T]], name: str, size: int) -> T:
+        started = time.perf_counter()
+        try:
+            for attempt in range(self.retry.attempts):
+                try:
+                    return await call()
+                except grpc.aio.AioRpcError as error:
+                    if error.code() not in _RETRIED or attempt + 1 >= self.retry.attempts:
+                        raise
+                await asyncio.sleep(self.retry.backoff(attempt, self.rng))
+            raise AssertionError("unreachable")  # pragma: no cover - attempts >= 1
+        finally:
+            if self.observe is not None:
+                self.observe(name, time.perf_counter() - started, size)
 
-    async def advertise(self, message: AdvertiseKeys) -> bool:
-        request = pb.AdvertiseKeysRequest(session_id=self.session_id, keys=keys_to_pb(message))
-        response = await self._retrying(
-            lambda: self.stub.AdvertiseKeys(request, timeout=self.call_timeout))
-        return bool(response.accepted)
+    async def advertise(self, message: AdvertiseKeys, wait_next_ms: int = 0) -> bool:
+        request = pb.AdvertiseKeysRequest(session_id=self.session_id, keys=keys_to_pb(message),
+                                          wait_next_ms=wait_next_ms)
+        return self._submitted(await self._retrying(
+            lambda: self.stub.AdvertiseKeys(request, timeout=self._timeout(wait_next_ms)),
+            "AdvertiseKeys", request.ByteSize()))
 
-    async def await_request(self, stage: Stage, wait_ms: int
-                            ) -> tuple[int, ServerMessage | None, str]:
+    async def await_request(self, stage: Stage, wait_ms: int) -> Awaited:
         """One long-poll: (AwaitStatus value, the request if READY, the abort reason)."""
         request = pb.AwaitStageRequest(
             session_id=self.session_id, credentials=self._creds(CallKind.AWAIT,
                                                                 await_digest(stage)),
             stage=stage_to_pb(stage), wait_ms=max(0, wait_ms))
         response = await self._retrying(lambda: self.stub.AwaitStage(
-            request, timeout=wait_ms / 1000 + self.call_timeout))
-        message = request_from_pb(self.session_id, self.device.device_id, response)
-        return int(response.status), message, str(response.abort_reason)
+            request, timeout=self._timeout(wait_ms)), "AwaitStage", request.ByteSize())
+        return self._awaited(response)
 
-    async def submit_shares(self, message: ShareKeysResponse) -> bool:
+    async def submit_shares(self, message: ShareKeysResponse, wait_next_ms: int = 0) -> bool:
         request = shares_to_pb(message, self._creds(CallKind.SHARES, shares_digest(message)))
-        response = await self._retrying(
-            lambda: self.stub.SubmitShares(request, timeout=self.call_timeout))
-        return bool(response.accepted)
+        request.wait_next_ms = wait_next_ms
+        return self._submitted(await self._retrying(
+            lambda: self.stub.SubmitShares(request, timeout=self._timeout(wait_next_ms)),
+            "SubmitShares", request.ByteSize()))
 
-    async def submit_masked_input(self, message: MaskedInput) -> bool:
+    async def submit_masked_input(self, message: MaskedInput, wait_next_ms: int = 0) -> bool:
         data = message.vector_bytes()
         creds = self._creds(CallKind.MASKED_INPUT, hashlib.sha256(data).digest())
         header = pb.MaskedInputHeader(session_id=self.session_id, credentials=creds,
-                                      total_bytes=len(data))
+                                      total_bytes=len(data), wait_next_ms=wait_next_ms)
         step = self.chunk_bytes
+        if len(data) <= step:  # one message: the unary call costs less than a stream
+            vector = pb.MaskedVector(header=header, data=data)
+            return self._submitted(await self._retrying(
+                lambda: self.stub.SubmitMaskedVector(vector,
+                                                     timeout=self._timeout(wait_next_ms)),
+                "SubmitMaskedVector", vector.ByteSize()))
 
         async def chunks() -> AsyncIterator[pb.MaskedInputChunk]:
             yield pb.MaskedInputChunk(header=header)
             for offset in range(0, len(data), step):
                 yield pb.MaskedInputChunk(data=data[offset:offset + step])
 
-        response = await self._retrying(
-            lambda: self.stub.SubmitMaskedInput(chunks(), timeout=self.call_timeout))
-        return bool(response.accepted)
+        return self._submitted(await self._retrying(
+            lambda: self.stub.SubmitMaskedInput(chunks(), timeout=self._timeout(wait_next_ms)),
+            "SubmitMaskedInput", header.ByteSize() + len(data)))
 
-    async def submit_consistency(self, message: ConsistencyResponse) -> bool:
+    async def submit_consistency(self, message: ConsistencyResponse, wait_next_ms: int = 0
+                                 ) -> bool:
         request = pb.SubmitConsistencyRequest(
             session_id=self.session_id, signature=message.signature,
-            credentials=self._creds(CallKind.CONSISTENCY, consistency_digest(message)))
-        response = await self._retrying(
-            lambda: self.stub.SubmitConsistency(request, timeout=self.call_timeout))
-        return bool(response.accepted)
+            credentials=self._creds(CallKind.CONSISTENCY, consistency_digest(message)),
+            wait_next_ms=wait_next_ms)
+        return self._submitted(await self._retrying(
+            lambda: self.stub.SubmitConsistency(request, timeout=self._timeout(wait_next_ms)),
+            "SubmitConsistency", request.ByteSize()))
 
     async def submit_unmask(self, message: UnmaskResponse) -> bool:
         request = unmask_to_pb(message, self._creds(CallKind.UNMASK, unmask_digest(message)))
         response = await self._retrying(
-            lambda: self.stub.SubmitUnmask(request, timeout=self.call_timeout))
+            lambda: self.stub.SubmitUnmask(request, timeout=self.call_timeout),
+            "SubmitUnmask", request.ByteSize())
         return bool(response.accepted)
 
 
@@ -419,21 +460,25 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
                       drop_at: Stage | None = None, poll_ms: int = 20_000,
                       retry: RetryPolicy | None = None, call_timeout: float = 30.0,
                       overrun_s: float = 30.0, chunk_bytes: int = CHUNK_BYTES,
-                      rng: random.Random | None = None) -> Participation:
+                      rng: random.Random | None = None,
+                      observe: Callable[[str, float, int], None] | None = None
+                      ) -> Participation:
     """Run one device through a round (see the module docstring for the call sequence).
 
     ``channel`` is a ``grpc.aio.Channel`` or a ``SecureAggregationStub``; ``device`` a fresh
     :class:`SecAggDevice` built with ``identity_key`` and ``admission`` (the same two are needed
     here to sign each call). Long-polls ask for at most ``poll_ms`` each; the device gives up
-    waiting for a stage's request ``overrun_s`` after the previous stage's deadline. Raises
-    only :class:`~fedhh.secagg.InvalidReport` (bad ``ones``, before anything is sent).
+    waiting for a stage's request ``overrun_s`` after the previous stage's deadline.
+    ``observe(rpc, seconds, request_bytes)`` is told of each call as it ends. Raises only
+    :class:`~fedhh.secagg.InvalidReport` (bad ``ones``, before anything is sent).
     """
     stub = (pb_grpc.SecureAggregationStub(channel) if isinstance(channel, grpc.aio.Channel)
             else channel)
     idx = check_report(ones, device.config.dimension)
     session = DeviceSession(stub, device, identity_key, admission,
                             retry=retry or RetryPolicy(), call_timeout=call_timeout,
-                            chunk_bytes=chunk_bytes, rng=rng or random.Random())
+                            chunk_bytes=chunk_bytes, rng=rng or random.Random(),
+                            observe=observe)
     stages = [Stage.SHARE_KEYS, Stage.MASKED_INPUT]
     if device.config.consistency_check:
         stages.append(Stage.CONSISTENCY_CHECK)
@@ -442,23 +487,26 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
     try:
         if drop_at == Stage.ADVERTISE_KEYS:
             return Participation(current, Outcome.DROPPED)
-        await session.advertise(device.advertise_keys())
+        # Each submission but the last also long-polls for the next request (wait_next_ms), so
+        # a stage costs one call; AwaitStage follows only if that answer was not the request.
+        await session.advertise(device.advertise_keys(), poll_ms)
         previous = Stage.ADVERTISE_KEYS
         for stage in stages:
             current = stage
             if drop_at == stage:
                 return Participation(stage, Outcome.DROPPED, contributed)
             request = await _wait_for_request(session, stage, _deadline_s(device, previous)
-                                              + overrun_s, poll_ms)
+                                              + overrun_s, poll_ms, session.take_next())
             if isinstance(request, Participation):
                 return Participation(stage, request.outcome, contributed, request.detail)
+            wait_next = poll_ms if stage != Stage.UNMASK else 0
             if isinstance(request, ShareKeysRequest):
-                await session.submit_shares(device.share_keys(request))
+                await session.submit_shares(device.share_keys(request), wait_next)
             elif isinstance(request, MaskedInputRequest):
-                await session.submit_masked_input(device.masked_input(request, idx))
+                await session.submit_masked_input(device.masked_input(request, idx), wait_next)
                 contributed = True
             elif isinstance(request, ConsistencyRequest):
-                await session.submit_consistency(device.consistency_check(request))
+                await session.submit_consistency(device.consistency_check(request), wait_next)
             elif isinstance(request, UnmaskRequest):
                 await session.submit_unmask(device.unmask(request))
             previous = stage
@@ -472,14 +520,20 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
 
 
 async def _wait_for_request(session: DeviceSession, stage: Stage, give_up_at: float,
-                            poll_ms: int) -> ServerMessage | Participation:
-    """Long-poll until this device's request for ``stage`` (or a terminal answer)."""
+                            poll_ms: int, first: Awaited | None = None
+                            ) -> ServerMessage | Participation:
+    """Long-poll until this device's request for ``stage`` (or a terminal answer); ``first``
+    is an answer already in hand (from the previous submission's wait_next_ms)."""
     while True:
-        remaining_ms = int((give_up_at - time.time()) * 1000)
-        if remaining_ms <= 0:
-            return Participation(stage, Outcome.TIMED_OUT, detail="no request before the "
-                                 "previous stage's deadline")
-        status, request, reason = await session.await_request(stage, min(poll_ms, remaining_ms))
+        if first is not None:
+            (status, request, reason), first = first, None
+        else:
+            remaining_ms = int((give_up_at - time.time()) * 1000)
+            if remaining_ms <= 0:
+                return Participation(stage, Outcome.TIMED_OUT, detail="no request before the "
+                                     "previous stage's deadline")
+            status, request, reason = await session.await_request(stage,
+                                                                  min(poll_ms, remaining_ms))
         if status == pb.AWAIT_STATUS_READY and request is not None:
             return request
         if status == pb.AWAIT_STATUS_PENDING:

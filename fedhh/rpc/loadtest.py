@@ -41,6 +41,7 @@ class LoadSpec:
     checkin_ms: int = 120_000
     # Per-stage windows (advertise, share keys, masked input, unmask); 0: stage_ms.
     windows: tuple[int, int, int, int] = (0, 0, 0, 0)
+    quiet_close_ms: int = 0  # the aggregator's --quiet-close-ms (0: off)
     eps_local: float = 4.0
 
 
@@ -63,7 +64,8 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
     max_bits = min(bits * spec.rounds, 63)
     with LocalTopology(workdir) as topo:
         data = population(topo.workdir / "load.txt", spec.devices)
-        topo.start_aggregator(["--metrics-port", "0"])
+        topo.start_aggregator(["--metrics-port", "0", "--quiet-close-ms",
+                               str(spec.quiet_close_ms)])
         topo.start_coordinator(["--metrics-port", "0"])
         processes = max(1, min(spec.processes, spec.devices))
         per = math.ceil(spec.devices / processes)

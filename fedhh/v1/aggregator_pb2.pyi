@@ -111,18 +111,22 @@ class NeighbourSignature(_message.Message):
     def __init__(self, device_id: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class SubmitResponse(_message.Message):
-    __slots__ = ("accepted",)
+    __slots__ = ("accepted", "next")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
-    def __init__(self, accepted: _Optional[bool] = ...) -> None: ...
+    next: AwaitStageResponse
+    def __init__(self, accepted: _Optional[bool] = ..., next: _Optional[_Union[AwaitStageResponse, _Mapping]] = ...) -> None: ...
 
 class AdvertiseKeysRequest(_message.Message):
-    __slots__ = ("session_id", "keys")
+    __slots__ = ("session_id", "keys", "wait_next_ms")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_NEXT_MS_FIELD_NUMBER: _ClassVar[int]
     session_id: bytes
     keys: DeviceKeys
-    def __init__(self, session_id: _Optional[bytes] = ..., keys: _Optional[_Union[DeviceKeys, _Mapping]] = ...) -> None: ...
+    wait_next_ms: int
+    def __init__(self, session_id: _Optional[bytes] = ..., keys: _Optional[_Union[DeviceKeys, _Mapping]] = ..., wait_next_ms: _Optional[int] = ...) -> None: ...
 
 class AwaitStageRequest(_message.Message):
     __slots__ = ("session_id", "credentials", "stage", "wait_ms")
@@ -181,26 +185,30 @@ class AwaitStageResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[AwaitStatus, str]] = ..., share_keys: _Optional[_Union[ShareKeysRequest, _Mapping]] = ..., masked_input: _Optional[_Union[MaskedInputRequest, _Mapping]] = ..., consistency_check: _Optional[_Union[ConsistencyRequest, _Mapping]] = ..., unmask: _Optional[_Union[UnmaskRequest, _Mapping]] = ..., abort_reason: _Optional[str] = ...) -> None: ...
 
 class SubmitSharesRequest(_message.Message):
-    __slots__ = ("session_id", "credentials", "shares", "b_commitment")
+    __slots__ = ("session_id", "credentials", "shares", "b_commitment", "wait_next_ms")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
     SHARES_FIELD_NUMBER: _ClassVar[int]
     B_COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    WAIT_NEXT_MS_FIELD_NUMBER: _ClassVar[int]
     session_id: bytes
     credentials: DeviceCredentials
     shares: _containers.RepeatedCompositeFieldContainer[EncryptedShare]
     b_commitment: bytes
-    def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., shares: _Optional[_Iterable[_Union[EncryptedShare, _Mapping]]] = ..., b_commitment: _Optional[bytes] = ...) -> None: ...
+    wait_next_ms: int
+    def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., shares: _Optional[_Iterable[_Union[EncryptedShare, _Mapping]]] = ..., b_commitment: _Optional[bytes] = ..., wait_next_ms: _Optional[int] = ...) -> None: ...
 
 class MaskedInputHeader(_message.Message):
-    __slots__ = ("session_id", "credentials", "total_bytes")
+    __slots__ = ("session_id", "credentials", "total_bytes", "wait_next_ms")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    WAIT_NEXT_MS_FIELD_NUMBER: _ClassVar[int]
     session_id: bytes
     credentials: DeviceCredentials
     total_bytes: int
-    def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., total_bytes: _Optional[int] = ...) -> None: ...
+    wait_next_ms: int
+    def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., total_bytes: _Optional[int] = ..., wait_next_ms: _Optional[int] = ...) -> None: ...
 
 class MaskedInputChunk(_message.Message):
     __slots__ = ("header", "data")
@@ -210,15 +218,25 @@ class MaskedInputChunk(_message.Message):
     data: bytes
     def __init__(self, header: _Optional[_Union[MaskedInputHeader, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
+class MaskedVector(_message.Message):
+    __slots__ = ("header", "data")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    header: MaskedInputHeader
+    data: bytes
+    def __init__(self, header: _Optional[_Union[MaskedInputHeader, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
 class SubmitConsistencyRequest(_message.Message):
-    __slots__ = ("session_id", "credentials", "signature")
+    __slots__ = ("session_id", "credentials", "signature", "wait_next_ms")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    WAIT_NEXT_MS_FIELD_NUMBER: _ClassVar[int]
     session_id: bytes
     credentials: DeviceCredentials
     signature: bytes
-    def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., signature: _Optional[bytes] = ...) -> None: ...
+    wait_next_ms: int
+    def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., signature: _Optional[bytes] = ..., wait_next_ms: _Optional[int] = ...) -> None: ...
 
 class SubmitUnmaskRequest(_message.Message):
     __slots__ = ("session_id", "credentials", "b_shares", "s_shares")

@@ -64,6 +64,11 @@ class SecureAggregationStub:
                 request_serializer=fedhh_dot_v1_dot_aggregator__pb2.MaskedInputChunk.SerializeToString,
                 response_deserializer=fedhh_dot_v1_dot_aggregator__pb2.SubmitResponse.FromString,
                 _registered_method=True)
+        self.SubmitMaskedVector = channel.unary_unary(
+                '/fedhh.v1.SecureAggregation/SubmitMaskedVector',
+                request_serializer=fedhh_dot_v1_dot_aggregator__pb2.MaskedVector.SerializeToString,
+                response_deserializer=fedhh_dot_v1_dot_aggregator__pb2.SubmitResponse.FromString,
+                _registered_method=True)
         self.SubmitConsistency = channel.unary_unary(
                 '/fedhh.v1.SecureAggregation/SubmitConsistency',
                 request_serializer=fedhh_dot_v1_dot_aggregator__pb2.SubmitConsistencyRequest.SerializeToString,
@@ -120,6 +125,14 @@ class SecureAggregationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitMaskedVector(self, request, context):
+        """Stage 2 in one message, for a vector of at most 1 MiB: the same checks (a stream of the
+        header and one chunk, without the per-message cost of a stream).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SubmitConsistency(self, request, context):
         """Stage 3 (only if the config enables the consistency check): the signature over U3.
         """
@@ -155,6 +168,11 @@ def add_SecureAggregationServicer_to_server(servicer, server):
             'SubmitMaskedInput': grpc.stream_unary_rpc_method_handler(
                     servicer.SubmitMaskedInput,
                     request_deserializer=fedhh_dot_v1_dot_aggregator__pb2.MaskedInputChunk.FromString,
+                    response_serializer=fedhh_dot_v1_dot_aggregator__pb2.SubmitResponse.SerializeToString,
+            ),
+            'SubmitMaskedVector': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitMaskedVector,
+                    request_deserializer=fedhh_dot_v1_dot_aggregator__pb2.MaskedVector.FromString,
                     response_serializer=fedhh_dot_v1_dot_aggregator__pb2.SubmitResponse.SerializeToString,
             ),
             'SubmitConsistency': grpc.unary_unary_rpc_method_handler(
@@ -285,6 +303,33 @@ class SecureAggregation:
             target,
             '/fedhh.v1.SecureAggregation/SubmitMaskedInput',
             fedhh_dot_v1_dot_aggregator__pb2.MaskedInputChunk.SerializeToString,
+            fedhh_dot_v1_dot_aggregator__pb2.SubmitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitMaskedVector(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedhh.v1.SecureAggregation/SubmitMaskedVector',
+            fedhh_dot_v1_dot_aggregator__pb2.MaskedVector.SerializeToString,
             fedhh_dot_v1_dot_aggregator__pb2.SubmitResponse.FromString,
             options,
             channel_credentials,

@@ -69,5 +69,6 @@ def _write_ready(path: str, content: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, "coordinator")
     serving.install_uvloop()
+    serving.tune_gc()
     asyncio.run(serve(args))
     return 0

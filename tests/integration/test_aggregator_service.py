@@ -263,7 +263,8 @@ def test_devices_retry_calls_the_server_shed_and_all_contribute() -> None:
         assert outcome.contributed and outcome.outcome in (Outcome.COMPLETED, Outcome.LATE), (
             u, outcome)
     for stub in stubs:
-        assert {"AdvertiseKeys", "AwaitStage", "SubmitShares", "SubmitMaskedInput",
+        # (AwaitStage only if a submission's wait for the next request came back PENDING)
+        assert {"AdvertiseKeys", "SubmitShares", "SubmitMaskedVector",
                 "SubmitUnmask"} <= set(stub.attempts), stub.attempts
     assert result.num_contributors == 8
     assert np.array_equal(result.total.astype(np.int64), cohort.plaintext_sum(set(range(1, 9))))
@@ -384,12 +385,24 @@ def test_malformed_replayed_and_duplicate_requests_change_nothing() -> None:
             ]
             for chunks in bad_streams:
                 await expect_status(INVALID, _stream(stub, chunks))
+            # The same checks on the one-message form.
+            bad_vectors = [
+                pb.MaskedVector(header=_header(cohort, 1, data, size - 4).header, data=data),
+                pb.MaskedVector(header=_header(cohort, 1, longer, size).header, data=longer),
+                pb.MaskedVector(header=_header(cohort, 1, shorter, size).header, data=shorter),
+                pb.MaskedVector(header=_header(cohort, 1, b"", size).header, data=b""),
+                pb.MaskedVector(data=data),
+            ]
+            for vector in bad_vectors:
+                await expect_status(INVALID, stub.SubmitMaskedVector(vector))
             tampered = bytearray(data)
             tampered[0] ^= 1
             await expect_status(UNAUTHENTICATED, _stream(stub, [
                 _header(cohort, 1, data, size), pb.MaskedInputChunk(data=bytes(tampered))]))
             await expect_status(UNAUTHENTICATED, _stream(stub, [
                 _header(cohort, 1, data, size, OTHER_KEY), pb.MaskedInputChunk(data=data)]))
+            await expect_status(UNAUTHENTICATED, stub.SubmitMaskedVector(pb.MaskedVector(
+                header=_header(cohort, 1, data, size).header, data=bytes(tampered))))
             assert await s[1].submit_masked_input(masked[1]) is True
             assert await s[1].submit_masked_input(masked[1]) is False  # an identical replay
             changed = MaskedInput(sid, 1, masked[1].vector + np.uint32(1))
@@ -699,3 +712,34 @@ def test_a_device_gives_up_after_its_retries_when_nobody_listens() -> None:
     outcome = run(scenario())
     assert (outcome.reached, outcome.outcome, outcome.contributed) == (
         Stage.ADVERTISE_KEYS, Outcome.UNAVAILABLE, False)
+
+
+def test_a_submission_can_wait_for_the_next_request() -> None:
+    """wait_next_ms: the submission's answer carries what AwaitStage would answer for the next
+    stage (READY with the device's request once the stage closed, PENDING if it did not close
+    in time); without it, nothing."""
+    n = 5
+    cohort = make_cohort(n, 16, 4, 3, n_min=4, windows_ms=(20_000,) * 5, round_id=b"run/next")
+
+    async def scenario() -> None:
+        async with aggregator() as (_, channel):
+            await AggregatorControl(channel, TOKEN).open_round(cohort.signed)
+            devices = {u: cohort.device(u) for u in range(1, n + 1)}
+            s = {u: session(channel, cohort, u, devices[u]) for u in devices}
+            # The stage stays open while device 5 is silent: a short wait comes back PENDING.
+            assert await s[1].advertise(devices[1].advertise_keys(), 50) is True
+            assert s[1].take_next() == (pb.AWAIT_STATUS_PENDING, None, "")
+            assert s[1].take_next() is None  # taken once
+            assert await s[2].advertise(devices[2].advertise_keys()) is True
+            assert s[2].take_next() is None  # not asked for
+            # The last advertisement closes the stage early: the waits end with the requests.
+            waits = [asyncio.create_task(s[u].advertise(devices[u].advertise_keys(), 10_000))
+                     for u in (3, 4, 5)]
+            assert await asyncio.gather(*waits) == [True, True, True]
+            for u in (3, 4, 5):
+                status, request, _ = s[u].take_next()  # type: ignore[misc]
+                assert status == pb.AWAIT_STATUS_READY
+                assert isinstance(request, ShareKeysRequest) and request.device_id == u
+                assert request == (await s[u].await_request(Stage.SHARE_KEYS, 0))[1]
+
+    run(scenario())
