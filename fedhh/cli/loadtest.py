@@ -30,6 +30,9 @@ def register(subparsers: Any) -> None:
                    help="the aggregator closes a stage once n_min devices answered and none for "
                         "this long (default 0: off, stages that lost a device wait for the "
                         "deadline)")
+    p.add_argument("--seed", type=options.non_negative_int,
+                   help="test mode: seed the devices' randomness and dropout draws (never in "
+                        "a deployment: a known seed voids the local privacy guarantee)")
     p.add_argument("--workdir", help="keep logs and stats here")
     p.add_argument("--json", metavar="PATH", help="write the report as JSON")
     p.set_defaults(handler=run)
@@ -40,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
 
     windows = (args.advertise_ms, args.share_keys_ms, args.masked_input_ms, args.unmask_ms)
     spec = LoadSpec(args.devices, args.dim, args.dropout, args.rounds, args.processes,
-                    args.stage_ms, windows=windows, quiet_close_ms=args.quiet_close_ms)
+                    args.stage_ms, windows=windows, quiet_close_ms=args.quiet_close_ms,
+                    seed=args.seed)
     report = run_load(spec, Path(args.workdir) if args.workdir else None)
     print(render(report))
     if args.json:

@@ -10,11 +10,15 @@ service's CPU time and peak memory (from /proc).
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import math
 import random
+import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +46,7 @@ class LoadSpec:
     # Per-stage windows (advertise, share keys, masked input, unmask); 0: stage_ms.
     windows: tuple[int, int, int, int] = (0, 0, 0, 0)
     quiet_close_ms: int = 0  # the aggregator's --quiet-close-ms (0: off)
+    seed: int | None = None  # test mode: seeded device randomness and dropout draws
     eps_local: float = 4.0
 
 
@@ -73,6 +78,8 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         extra = ["--min-cohort", str(min_devices)]
         if spec.dropout:
             extra += ["--drop-rate", str(spec.dropout), "--drop-stage", "random"]
+        if spec.seed is not None:
+            extra += ["--seed", str(spec.seed)]
         started = time.monotonic()
         for i in range(processes):
             lo, hi = i * per, min((i + 1) * per, spec.devices)
@@ -81,6 +88,8 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         # state file after enrolling), so check-in measures a round, not process start-up.
         _wait_enrolled(topo, processes, time.monotonic() + 300)
         before = {name: _usage(service.pid) for name, service in topo.services.items()}
+        sampler = CpuSampler({name: service.pid for name, service in topo.services.items()})
+        sampler.start()
         config = pb.RunConfig(
             eps_agg=1e6, delta=1e-6, eps_local=spec.eps_local, rounds=spec.rounds,
             dim_limit=spec.dim, target_devices=spec.devices, min_devices=min_devices,
@@ -94,13 +103,15 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
             admin.start_run(config, run_id="load")
             run = admin.wait("load", 600 + spec.rounds * 120)
         wall = time.monotonic() - started
+        sampler.stop()
         usage = {name: _usage(service.pid) for name, service in topo.services.items()}
         for name, u in usage.items():
             u["run_cpu_s"] = u["cpu_s"] - before.get(name, {}).get("cpu_s", 0.0)
         topo.close()
         stats = [json.loads((topo.workdir / f"devices-{i}.stats.json").read_text())
                  for i in range(processes)]
-        return _report(spec, run, wall, usage, stats)
+        stages = stage_profile(topo.workdir / "aggregator.log", sampler.samples)
+        return _report(spec, run, wall, usage, stats, stages)
 
 
 def _wait_enrolled(topo: LocalTopology, processes: int, until: float) -> None:
@@ -140,8 +151,66 @@ def _percentiles(values: list[float]) -> dict[str, float]:
         "max": float(array.max()), "count": int(array.size)}
 
 
+class CpuSampler(threading.Thread):
+    """Every ``period_s``: (Unix time, {service: CPU seconds so far}) of the given processes."""
+
+    def __init__(self, pids: dict[str, int], period_s: float = 0.1) -> None:
+        super().__init__(daemon=True)
+        self.pids = pids
+        self.period_s = period_s
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            cpu = {}
+            for name, pid in self.pids.items():
+                with contextlib.suppress(OSError):
+                    cpu[name] = _usage(pid)["cpu_s"]
+            self.samples.append((time.time(), cpu))
+            self._done.wait(self.period_s)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+def stage_profile(aggregator_log: Path, samples: list[tuple[float, dict[str, float]]]
+                  ) -> list[dict[str, Any]]:
+    """Where a round's time went: from each round's opening at the aggregator to each stage's
+    close (its structured log), the wall time, the devices accepted, whether the stage closed
+    early, and the CPU seconds each service (all device processes together) used meanwhile."""
+    events = []
+    for line in aggregator_log.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if entry.get("message") in ("round opened", "stage closed"):
+                at = datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
+                events.append((at, entry))
+
+    def cpu_at(t: float) -> dict[str, float]:
+        before = [cpu for at, cpu in samples if at <= t]
+        return before[-1] if before else (samples[0][1] if samples else {})
+
+    def grouped(cpu: dict[str, float]) -> dict[str, float]:
+        out = {"aggregator": cpu.get("aggregator", 0.0), "coordinator": cpu.get("coordinator", 0.0)}
+        out["devices"] = sum(v for k, v in cpu.items() if k.startswith("dev"))
+        return out
+
+    stages = []
+    for (t0, _), (t1, entry) in itertools.pairwise(events):
+        if entry["message"] != "stage closed":
+            continue
+        a, b = grouped(cpu_at(t0)), grouped(cpu_at(t1))
+        stages.append({"round_id": entry.get("round_id"), "stage": entry["stage"],
+                       "seconds": t1 - t0, "accepted": entry.get("accepted"),
+                       "early": entry.get("early"),
+                       "cpu_s": {k: b[k] - a[k] for k in b}})
+    return stages
+
+
 def _report(spec: LoadSpec, run: pb.Run, wall: float, usage: dict[str, dict[str, float]],
-            stats: list[dict[str, Any]]) -> dict[str, Any]:
+            stats: list[dict[str, Any]], stages: list[dict[str, Any]]) -> dict[str, Any]:
     rpc: dict[str, list[float]] = {}
     sent: dict[str, int] = {}
     for s in stats:
@@ -168,6 +237,7 @@ def _report(spec: LoadSpec, run: pb.Run, wall: float, usage: dict[str, dict[str,
                     "dropped": sum(s["dropped"] for s in stats),
                     "failed": sum(s["failed"] for s in stats)},
         "rpc_latency_ms": {name: _percentiles(v) for name, v in sorted(rpc.items())},
+        "stages": stages,
         "bytes_per_device_round": aggregator_bytes / max(tasks, 1),
         "usage": {"aggregator": usage.get("aggregator", {}),
                   "coordinator": usage.get("coordinator", {}),
@@ -187,6 +257,15 @@ def render(report: dict[str, Any]) -> str:
     lines.append(f"  devices: {d['tasks']} tasks, {d['completed']} completed, "
                  f"{d['dropped']} dropped (injected), {d['failed']} failed")
     lines.append(f"  bytes sent per device per round: {report['bytes_per_device_round']:,.0f}")
+    if report["stages"]:
+        lines.append("  stages at the aggregator (wall s; CPU s of aggregator / coordinator / "
+                     "all devices):")
+    for st in report["stages"]:
+        cpu = st["cpu_s"]
+        how = "early" if st["early"] else "at its deadline"
+        lines.append(f"    {st['round_id']} {st['stage']:15s} {st['seconds']:6.2f} s, "
+                     f"{st['accepted']} accepted, closed {how}; CPU {cpu['aggregator']:.1f} / "
+                     f"{cpu['coordinator']:.1f} / {cpu['devices']:.1f}")
     lines.append("  call latency as devices see it (ms):")
     for name, p in report["rpc_latency_ms"].items():
         if p:
