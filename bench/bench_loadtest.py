@@ -34,7 +34,7 @@ CONFIGS: list[tuple[str, dict[str, Any], int]] = [
     ("1000 devices, D = 2^16, 10% dropout",
      dict(devices=1000, dim=1 << 16, dropout=0.1, stage_ms=8000, quiet_close_ms=250), 3),
     ("10,000 devices, D = 2^12, 10% dropout",
-     dict(devices=10_000, dim=1 << 12, dropout=0.1, stage_ms=60_000, quiet_close_ms=1000), 1),
+     dict(devices=10_000, dim=1 << 12, dropout=0.1, stage_ms=90_000, quiet_close_ms=3000), 1),
 ]
 
 

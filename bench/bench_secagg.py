@@ -10,8 +10,8 @@ the other on one core, and checks that the released sum equals the plaintext sum
   that completed; mean, p95 and max.
 
 Parameters: (k, t) from choose_parameters(n, dropout=0.10, corrupt=0.05, curious server) for
-every row (the expected dropout rate the deployment is sized for), device_auth on (Ed25519 key
-signatures and coordinator admissions checked by every neighbour), consistency check off except
+every row (the expected dropout rate the deployment is sized for), device_auth on (every
+neighbour's keys checked against the config's Merkle root), consistency check off except
 in the extra row. "10%" rows drop 10% of the devices after they shared keys and before they send
 masked input, the most expensive point for the server (their pairwise masks must be removed).
 
