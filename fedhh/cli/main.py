@@ -57,6 +57,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except FedhhError as error:
         usage_error(f"fedhh {args.command}", str(error))
+    except Exception as error:
+        # A service's refusal (gRPC status) is an answer, not a crash. grpc is only looked up
+        # here, so commands that never load the network stack do not import it.
+        grpc = sys.modules.get("grpc")
+        if grpc is not None and isinstance(error, grpc.RpcError):
+            code, details = error.code(), error.details()
+            usage_error(f"fedhh {args.command}", f"{code.name}: {details}")
+        raise
 
 
 if __name__ == "__main__":

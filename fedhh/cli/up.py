@@ -39,7 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=options.positive_int, default=4)
     p.add_argument("--dim-limit", type=options.positive_int, default=1 << 16)
     p.add_argument("--selection", choices=("uniform", "weighted"), default="weighted")
-    p.add_argument("--encoding", choices=("huffman", "5bit"), default="huffman")
+    # 5-bit: on Shakespeare's ~1,400 devices at eps_agg = 8 (4 rounds, 2^16) the simulator finds
+    # 4 to 10 words over 20 seeds, Huffman 1 to 5 and sometimes none: the demo should show some.
+    p.add_argument("--encoding", choices=("huffman", "5bit"), default="5bit")
     p.add_argument("--min-fraction", type=options.probability, default=0.7,
                    help="n_min as a fraction of the devices (default 0.7)")
     p.add_argument("--stage-ms", type=options.positive_int, default=30_000)

@@ -1,0 +1,25 @@
+"""A service's refusal reaches the operator as one line and exit code 2, not a traceback."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from fedhh.cli.main import main
+
+
+def test_an_unreachable_coordinator_is_a_one_line_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as probe:  # a port the OS just handed out, now closed: refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = tmp_path / "admin.token"
+    token.write_text("0123456789abcdef0123")
+    with pytest.raises(SystemExit) as exit_:
+        main(["admin", "--coordinator", f"127.0.0.1:{port}", "--token-file", str(token),
+              "list"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fedhh admin: error: UNAVAILABLE: ")
