@@ -7,7 +7,7 @@
   or as soon as the state machine says waiting cannot change the outcome
   (``SecAggServer.can_close_early``: every expected device answered, or every secret has t
   shares), or, if the service is configured with ``quiet_close_s``, once n_min devices answered
-  and then none for that long.
+  and then none for that long (every stage but UNMASK).
 - Devices long-poll for their next request (:meth:`Round.await_request`); the coordinator waits
   for the outcome (:meth:`Round.wait_finished`).
 - A masked vector reaches :meth:`Round.submit` only when complete; the state machine adds it to
@@ -88,10 +88,11 @@ class Limits:
     # before any handler runs; every device of a round calls at about the same moment when a
     # stage opens, so keep it well above twice the devices of the rounds open at once.
     max_pending_calls: int = 16_384
-    # Close a stage before its deadline once at least n_min devices answered it and none for
-    # this long (0: off). Devices that drop out are silent, so without it every stage that lost
-    # one waits for its deadline; with it the round moves at the pace of the live devices, and
-    # a device slower than this after the others counts as dropped.
+    # Close a stage (not UNMASK, which closes once every secret can be rebuilt) before its
+    # deadline once at least n_min devices answered it and none for this long (0: off).
+    # Devices that drop out are silent, so without it every stage that lost one waits for its
+    # deadline; with it the round moves at the pace of the live devices, and a device slower
+    # than this after the others counts as dropped.
     quiet_close_s: float = 0.0
 
     def __post_init__(self) -> None:
@@ -301,7 +302,9 @@ class Round:
             timeout = _deadline_ms(self.config, self.stage) / 1000 - time.time()
             if timeout <= 0:
                 return
-            if quiet > 0:
+            # (Not UNMASK: it closes as soon as every secret can be rebuilt; before that, a
+            # quiet spell would only turn a late share into an aborted round.)
+            if quiet > 0 and self.server.stage != Stage.UNMASK:
                 if self.server.received() >= self.config.n_min:
                     silent = time.monotonic() - max(self._last_accepted, self._stage_opened)
                     if silent >= quiet:

@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import REGISTRY
 
-from fedhh.errors import AuthenticationError, ConflictError, NotFoundError, StateError
+from fedhh.errors import AuthenticationError, ConfigError, ConflictError, NotFoundError, StateError
 from fedhh.rpc.aggregator_client import (
     AggregatorBusy,
     AggregatorControl,
@@ -743,3 +743,37 @@ def test_a_submission_can_wait_for_the_next_request() -> None:
                 assert request == (await s[u].await_request(Stage.SHARE_KEYS, 0))[1]
 
     run(scenario())
+
+
+def test_quiet_close_moves_a_round_past_a_silent_device() -> None:
+    """With quiet_close_s, a stage that lost a device closes once n_min devices answered and
+    then none for that long, not at its deadline (20 s here); the sum of the others is
+    released. UNMASK still closes as soon as every secret can be rebuilt."""
+    n = 6
+    cohort = make_cohort(n, 32, 5, 3, n_min=4, windows_ms=(20_000,) * 5, round_id=b"run/quiet")
+    silent = 6  # drops out before advertising its keys
+
+    async def scenario() -> tuple[AggregateResult, float]:
+        async with aggregator(Limits(quiet_close_s=0.3)) as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            started = time.monotonic()
+            outcomes = await asyncio.gather(*(
+                participate(channel, cohort.device(u), cohort.reports[u],
+                            identity_key=cohort.identity_keys[u],
+                            admission=cohort.admissions[u])
+                for u in range(1, n)))
+            assert all(o.contributed for o in outcomes), outcomes
+            result = await control.result(cohort.round_id, 30)
+            return result, time.monotonic() - started
+
+    result, seconds = run(scenario())
+    assert seconds < 10  # the advertise stage did not wait for its 20 s deadline
+    assert result.num_contributors == n - 1
+    assert np.array_equal(result.total.astype(np.int64),
+                          cohort.plaintext_sum(set(range(1, n)) - {silent}))
+
+
+def test_quiet_close_must_not_be_negative() -> None:
+    with pytest.raises(ConfigError, match="quiet_close_s"):
+        Limits(quiet_close_s=-1)
