@@ -65,7 +65,6 @@ LABELS = {
     "self": b"fedhh/secagg/v1/self-mask",
     "pair": b"fedhh/secagg/v1/pair-mask",
     "commit": b"fedhh/secagg/v1/commit-b",
-    "keys": b"fedhh/secagg/v1/advertise-keys",
     "consistency": b"fedhh/secagg/v1/consistency",
     "config": b"fedhh/secagg/v1/round-config",
     # The cohort commitment (fedhh.secagg.merkle); leaf and node labels have equal length.

@@ -95,7 +95,7 @@ class SecureAggregationServicer:
     """
 
     def AdvertiseKeys(self, request, context):
-        """Stage 0: the device's fresh public keys for this round, its admission, its key signature.
+        """Stage 0: the device's public keys for this round (presented at check-in) and its admission.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
