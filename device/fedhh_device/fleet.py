@@ -170,23 +170,24 @@ class Fleet:
         round_keys = RoundKeys.generate(system_random)
         backoff = 0.2
         while not self.stop.is_set():
-            c_pk, s_pk = round_keys.public()
+            c_pk, s_pk = round_keys.public
             request = pb.GetTaskRequest(device_id=identity.device_id, wait_ms=10_000,
                                         known_task=known, c_pk=c_pk, s_pk=s_pk)
             started = time.perf_counter()
+            failure: grpc.aio.AioRpcError | None = None
             try:
                 response = await self.stub.GetTask(request, metadata=metadata)
-                backoff = 0.2
             except grpc.aio.AioRpcError as error:
-                self.stats.calls.record("GetTask", time.perf_counter() - started,
-                                        request.ByteSize())
-                if error.code() == grpc.StatusCode.UNAUTHENTICATED:
+                failure = error
+            self.stats.calls.record("GetTask", time.perf_counter() - started, request.ByteSize())
+            if failure is not None:
+                if failure.code() == grpc.StatusCode.UNAUTHENTICATED:
                     log.error("device credential rejected", extra={"user": user})
                     return
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, 10.0)
                 continue
-            self.stats.calls.record("GetTask", time.perf_counter() - started, request.ByteSize())
+            backoff = 0.2
             if not response.HasField("task"):
                 await self._sleep(response.retry_after_ms / 1000)
                 continue

@@ -75,7 +75,7 @@ async def run_secure_aggregation(channel: grpc.aio.Channel, task: pb.Task,
     try:
         signed = SignedConfig(task.round_config, task.round_config_signature)
         # The task carries the proof; the keys it proves are the ones this device presented.
-        admission = Admission(task.secagg_id, public, *round_keys.public(), task.admission)
+        admission = Admission(task.secagg_id, public, *round_keys.public, task.admission)
         device = SecAggDevice(signed, coordinator_public, task.secagg_id, identity_key=key,
                               admission=admission, round_keys=round_keys,
                               policy=floors.policy())

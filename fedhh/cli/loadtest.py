@@ -43,16 +43,8 @@ def run(args: argparse.Namespace) -> int:
     from fedhh.rpc.loadtest import LoadSpec, render, run_load
 
     windows = (args.advertise_ms, args.share_keys_ms, args.masked_input_ms, args.unmask_ms)
-    # Defaults that let the machine's live devices finish each stage (the window) and do not
-    # cut a device that is merely behind the others on a busy machine (the quiet spell): on 2
-    # cores 1000 devices need ~3 s for the heaviest stage, 10,000 about 45 s, and a silent
-    # spell of 1 s once cut 12% of 10,000 devices while they still worked.
-    stage_ms = args.stage_ms if args.stage_ms is not None else 30_000 + 10 * args.devices
-    quiet_ms = args.quiet_close_ms if args.quiet_close_ms is not None \
-        else 250 + (3 * args.devices) // 10
     spec = LoadSpec(args.devices, args.dim, args.dropout, args.rounds, args.processes,
-                    stage_ms, windows=windows, quiet_close_ms=quiet_ms,
-                    seed=args.seed)
+                    args.stage_ms, args.quiet_close_ms, windows=windows, seed=args.seed)
     report = run_load(spec, Path(args.workdir) if args.workdir else None)
     print(render(report))
     if args.json:

@@ -24,7 +24,7 @@ Device (one call per device per round; many may share a channel)::
 
     # round_keys: the RoundKeys whose public halves the device presented at check-in
     signed = SignedConfig(task.round_config, task.round_config_signature)
-    admission = Admission(task.secagg_id, identity_public_bytes, *round_keys.public(),
+    admission = Admission(task.secagg_id, identity_public_bytes, *round_keys.public,
                           task.admission)
     device = SecAggDevice(signed, coordinator_public, task.secagg_id, identity_key=key,
                           admission=admission, round_keys=round_keys,

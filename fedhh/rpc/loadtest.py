@@ -41,13 +41,24 @@ class LoadSpec:
     dropout: float
     rounds: int = 1
     processes: int = 4
-    stage_ms: int = 2_000
+    # Stage window (None: 30 s + 10 ms per device) and the aggregator's --quiet-close-ms (None:
+    # 250 ms + 0.3 ms per device; 0: off). These defaults let the live devices of a busy 2-core
+    # machine finish each stage (1000 devices need ~3 s for the heaviest, 10,000 about 45 s)
+    # and do not cut a device merely behind the others (a 1 s quiet spell once cut 12% of
+    # 10,000 devices that were still working).
+    stage_ms: int | None = None
+    quiet_close_ms: int | None = None
     checkin_ms: int = 120_000
     # Per-stage windows (advertise, share keys, masked input, unmask); 0: stage_ms.
     windows: tuple[int, int, int, int] = (0, 0, 0, 0)
-    quiet_close_ms: int = 0  # the aggregator's --quiet-close-ms (0: off)
     seed: int | None = None  # test mode: seeded device randomness and dropout draws
     eps_local: float = 4.0
+
+    def __post_init__(self) -> None:
+        if self.stage_ms is None:
+            object.__setattr__(self, "stage_ms", 30_000 + 10 * self.devices)
+        if self.quiet_close_ms is None:
+            object.__setattr__(self, "quiet_close_ms", 250 + (3 * self.devices) // 10)
 
 
 def population(path: Path, devices: int, seed: int = 0) -> Path:
@@ -126,15 +137,19 @@ def _wait_enrolled(topo: LocalTopology, processes: int, until: float) -> None:
         time.sleep(0.1)
 
 
-def _usage(pid: int) -> dict[str, float]:
-    """CPU seconds (user + system) and peak resident memory (MiB) of a live process."""
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) of a live process."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = (int(fields[11]) + int(fields[12])) / _clock_ticks()
+    return (int(fields[11]) + int(fields[12])) / _clock_ticks()
+
+
+def _usage(pid: int) -> dict[str, float]:
+    """CPU seconds and peak resident memory (MiB) of a live process."""
     peak_kib = 0
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             peak_kib = int(line.split()[1])
-    return {"cpu_s": ticks, "peak_mib": peak_kib / 1024}
+    return {"cpu_s": _cpu_seconds(pid), "peak_mib": peak_kib / 1024}
 
 
 def _clock_ticks() -> int:
@@ -166,7 +181,7 @@ class CpuSampler(threading.Thread):
             cpu = {}
             for name, pid in self.pids.items():
                 with contextlib.suppress(OSError):
-                    cpu[name] = _usage(pid)["cpu_s"]
+                    cpu[name] = _cpu_seconds(pid)
             self.samples.append((time.time(), cpu))
             self._done.wait(self.period_s)
 

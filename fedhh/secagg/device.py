@@ -17,6 +17,7 @@ for a stage already answered aborts.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from enum import IntEnum
@@ -117,8 +118,9 @@ class RoundKeys:
     def generate(cls, rand: RandomSource) -> RoundKeys:
         return cls(x25519_from_seed(rand(KEY_BYTES)), x25519_from_seed(rand(KEY_BYTES)))
 
+    @functools.cached_property
     def public(self) -> tuple[bytes, bytes]:
-        """(c_pk, s_pk), raw."""
+        """(c_pk, s_pk), raw (derived once: a device presents them at every check-in)."""
         return x25519_public_bytes(self.c_key), x25519_public_bytes(self.s_key)
 
 
@@ -157,7 +159,7 @@ class SecAggDevice:
                 raise SecAggConfigError("device_auth needs an identity_key, an admission and the "
                                         "round keys presented at check-in")
             if (admission.device_id != device_id
-                    or admission.keys != (ed25519_public_bytes(identity_key), *round_keys.public())
+                    or admission.keys != (ed25519_public_bytes(identity_key), *round_keys.public)
                     or not verify_admission(admission, config)):
                 raise SecAggConfigError("the admission is not the coordinator's for this device "
                                         "and its keys")
@@ -229,7 +231,7 @@ class SecAggDevice:
         keys = self._round_keys or RoundKeys.generate(self._rand)
         self._round_keys = None
         self._c_key, self._s_key = keys.c_key, keys.s_key
-        c_pk, s_pk = keys.public()
+        c_pk, s_pk = keys.public
         self._advert = AdvertiseKeys(self.session_id, self.device_id, c_pk, s_pk,
                                      self._admission)
         self.state = DeviceState.ADVERTISED

@@ -110,7 +110,7 @@ def make_cohort(n: int, dimension: int, k: int, t: int, *, n_min: int | None = N
             identity_keys[u] = ed25519_from_seed(rand.spawn(b"identity" + tag)(32))
             round_keys[u] = RoundKeys.generate(rand.spawn(b"round-keys" + round_id + tag))
         tree = IdentityTree(round_id, graph_seed,
-                            [(ed25519_public_bytes(identity_keys[u]), *round_keys[u].public())
+                            [(ed25519_public_bytes(identity_keys[u]), *round_keys[u].public)
                              for u in range(1, n + 1)])
         admissions = {u: issue_admission(tree, u) for u in range(1, n + 1)}
         root = tree.root

@@ -39,6 +39,9 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         self.lobby = lobby
         self.public = auth.raw_public(key)
         self.enrollment_token = enrollment_token
+        # Each device's last round keys that passed the checks: a device presents the same keys
+        # at every poll until a task uses them, so each pair costs its X25519 checks once.
+        self._checked_keys: dict[int, tuple[bytes, bytes]] = {}
 
     @status_errors
     async def Enroll(self, request: pb.EnrollRequest, context: grpc.aio.ServicerContext
@@ -68,7 +71,10 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         auth.verify_device(record[0] if record else None, credential)
         if request.device_id != device_id:
             raise AuthenticationError("device_id does not match the credential")
-        round_keys = _round_keys(request)
+        round_keys = (bytes(request.c_pk), bytes(request.s_pk))
+        if self._checked_keys.get(device_id) != round_keys:
+            _check_round_keys(*round_keys)
+            self._checked_keys[device_id] = round_keys
         wait_s = min(request.wait_ms or MAX_WAIT_MS, MAX_WAIT_MS) / 1000
         task = await self.lobby.wait_for_task(device_id, round_keys, wait_s,
                                               bytes(request.known_task))
@@ -79,15 +85,13 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         return pb.GetTaskResponse(task=task)
 
 
-def _round_keys(request: pb.GetTaskRequest) -> tuple[bytes, bytes]:
+def _check_round_keys(c_pk: bytes, s_pk: bytes) -> None:
     """The round public keys a check-in presents, checked as the aggregator will check them."""
-    c_pk, s_pk = bytes(request.c_pk), bytes(request.s_pk)
     if len(c_pk) != KEY_BYTES or len(s_pk) != KEY_BYTES:
         raise ConfigError(f"GetTask needs the device's round keys c_pk and s_pk, {KEY_BYTES} "
                           "bytes each")
     if c_pk == s_pk or not (is_valid_x25519_public(c_pk) and is_valid_x25519_public(s_pk)):
         raise ConfigError("the round keys must be two distinct X25519 keys, not of low order")
-    return c_pk, s_pk
 
 
 class AdminService(pb_grpc.AdminServiceServicer):

@@ -97,7 +97,7 @@ def make_cohort(n: int, dimension: int, k: int, t: int, n_min: int, *,
     keys = {u: ed25519_from_seed(rng.bytes(32)) for u in range(1, n + 1)}
     round_keys = {u: RoundKeys.generate(rng.bytes) for u in keys}
     tree = IdentityTree(round_id, graph_seed,
-                        [(ed25519_public_bytes(keys[u]), *round_keys[u].public())
+                        [(ed25519_public_bytes(keys[u]), *round_keys[u].public)
                          for u in range(1, n + 1)])
     admissions = {u: issue_admission(tree, u) for u in keys}
     config = RoundConfig(round_id=round_id, num_devices=n, dimension=dimension,

@@ -133,7 +133,7 @@ def test_device_api_rejects_bad_requests(system: tuple[LocalTopology, Path]) -> 
             stub.GetTask(pb.GetTaskRequest(device_id=enrolled.device_id + 1, wait_ms=1),
                          metadata=(("authorization", bearer),))
         assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
-        c_pk, s_pk = RoundKeys.generate(system_random).public()
+        c_pk, s_pk = RoundKeys.generate(system_random).public
         bad_keys = [{}, {"c_pk": c_pk}, {"c_pk": c_pk, "s_pk": c_pk},
                     {"c_pk": c_pk, "s_pk": s_pk[:31]}, {"c_pk": c_pk, "s_pk": bytes(32)}]
         for round_keys in bad_keys:  # missing, equal, short, low-order round keys
