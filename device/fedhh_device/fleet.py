@@ -25,13 +25,13 @@ from typing import Any
 
 import grpc
 import numpy as np
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh import streams
-from fedhh.errors import ConfigError, FedhhError
+from fedhh.errors import AuthenticationError, ConfigError, FedhhError
 from fedhh.randomness import RandomSource, SecureSource
+from fedhh.rpc.tasks import verify_task
 from fedhh.secagg import RoundKeys
 from fedhh.secagg.primitives import system_random
 from fedhh.v1 import coordinator_pb2 as pb
@@ -41,7 +41,6 @@ from fedhh_device.secagg_run import DropPlan, Floors, run_secure_aggregation
 from fedhh_device.timing import CallStats
 
 log = logging.getLogger(__name__)
-TASK_CONTEXT = b"fedhh/v1/task"
 
 
 @dataclass
@@ -205,12 +204,10 @@ class Fleet:
 
     def _verified(self, signed: pb.SignedTask, identity: Identity) -> pb.Task | None:
         try:
-            Ed25519PublicKey.from_public_bytes(identity.coordinator_public).verify(
-                signed.signature, TASK_CONTEXT + signed.task)
-            task = pb.Task.FromString(signed.task)
-        except (InvalidSignature, ValueError) as error:
+            task = verify_task(signed, identity.coordinator_public)
+        except AuthenticationError as error:
             log.warning("rejected a task", extra={"device_id": identity.device_id,
-                                                  "reason": str(error) or "bad signature"})
+                                                  "reason": str(error)})
             return None
         if task.device_id != identity.device_id:
             log.warning("rejected a task for another device",

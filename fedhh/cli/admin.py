@@ -13,22 +13,8 @@ import argparse
 import json
 from typing import Any
 
-from fedhh.cli import options
-
-SETTINGS = (
-    ("eps-agg", options.positive_float), ("delta", options.open_unit),
-    ("rounds", options.positive_int), ("dim-limit", options.positive_int),
-    ("target-devices", options.positive_int), ("min-devices", options.positive_int),
-    ("codec", str), ("max-bits", options.positive_int), ("selection", str),
-    ("fp-ratio", options.positive_float), ("tail", str), ("segment-bits", options.positive_int),
-    ("eps-local", options.positive_float), ("privacy-method", str),
-    ("checkin-ms", options.positive_int), ("stage-ms", options.positive_int),
-    ("advertise-ms", options.positive_int), ("share-keys-ms", options.positive_int),
-    ("masked-input-ms", options.positive_int), ("unmask-ms", options.positive_int),
-    ("expected-dropout", options.non_negative_float),
-    ("corrupt-fraction", options.non_negative_float), ("max-attempts", options.positive_int),
-    ("fp-ratio-of", str),
-)
+from fedhh.config import Mode
+from fedhh.config.flags import add_run_arguments, config_from_args
 
 
 def register(subparsers: Any) -> None:
@@ -39,15 +25,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--ca", help="CA certificate (default: plaintext, loopback only)")
     p.add_argument("--token-file", help="admin token file (default: $FEDHH_ADMIN_TOKEN)")
     actions = p.add_subparsers(dest="action", required=True, parser_class=type(p))
-    start = actions.add_parser("start", help="start a run")
-    start.add_argument("--run-id", default="")
-    for name, kind in SETTINGS:
-        start.add_argument(f"--{name}", type=kind)
-    start.add_argument("--deny-list", metavar="PATH", help="file of items, one per line")
-    for action in ("status", "results", "wait", "cancel"):
-        sub = actions.add_parser(action)
-        sub.add_argument("run_id")
-    actions.add_parser("list")
+    start = actions.add_parser("start", help="start a run (every knob of fedhh.config.RunConfig)")
+    start.add_argument("--run-id", default="", help="the run's id (default: a random one)")
+    add_run_arguments(start, Mode.NETWORK)
+    for action, text in (("status", "a run's state, rounds and privacy spent"),
+                         ("results", "a finished run's heavy hitters, rounds and ledger"),
+                         ("wait", "wait until a run is done, failed or cancelled"),
+                         ("cancel", "cancel a pending or running run")):
+        sub = actions.add_parser(action, help=text)
+        sub.add_argument("run_id", help="the run's id")
+    actions.add_parser("list", help="every run")
     p.set_defaults(handler=run)
 
 
@@ -65,16 +52,10 @@ def run(args: argparse.Namespace) -> int:
     token = read_secret(args.token_file, "FEDHH_ADMIN_TOKEN", "admin token")
     with AdminClient(args.coordinator, token, args.ca) as client:
         if args.action == "start":
-            config = pb.RunConfig()
-            for name, _ in SETTINGS:
-                value = getattr(args, name.replace("-", "_"))
-                if value is not None:
-                    setattr(config, name.replace("-", "_"), value)
-            if args.deny_list:
-                from fedhh.data.wordlists import load_item_list
+            from fedhh.rpc.run_config import to_proto
 
-                config.deny_list.extend(load_item_list(args.deny_list))
-            reply: Any = client.start_run(config, args.run_id)
+            config = config_from_args(args, Mode.NETWORK)
+            reply: Any = client.start_run(to_proto(config), args.run_id)
         elif args.action == "list":
             reply = pb.ListRunsResponse(runs=client.runs())
         elif args.action == "status":

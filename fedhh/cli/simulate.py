@@ -14,14 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedhh.algorithms import ALGORITHMS, PrivacyTarget, build_algorithm
 from fedhh.cli import options
-from fedhh.codec import CODEC_NAMES
-from fedhh.mechanisms import TailKind
-from fedhh.prefixtree import RoundReport, TreeConfig
-from fedhh.privacy import PrivacyLedger
-from fedhh.selection import Selection, SelectionRule
-from fedhh.simulation.runner import SimulationConfig, SimulationResult, config_summary, simulate
+from fedhh.config import Mode, RunConfig
+from fedhh.config.flags import add_run_arguments, config_from_args
+from fedhh.prefixtree import RoundReport
+from fedhh.simulation.runner import SimulationResult, simulate
 
 DEFAULT_DATASET = "synthetic-reddit"
 
@@ -31,7 +28,9 @@ def register(subparsers: Any) -> None:
         "simulate", help="run a discovery over a simulated population",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_run_options(p)
+    p.add_argument("--dataset", default=DEFAULT_DATASET, metavar="PATH_OR_NAME",
+                   help=f"dataset name or path (default {DEFAULT_DATASET})")
+    add_run_arguments(p, Mode.SIMULATION)
     p.add_argument("--json", metavar="PATH", help="write the results as JSON")
     p.add_argument("--plot", metavar="PATH", help="write the marginal discovered-frequency plot")
     p.add_argument("--top", type=options.non_negative_int, default=20,
@@ -40,124 +39,18 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
-    """Every knob of a simulated run (shared with the experiments)."""
-    p.add_argument("--dataset", default=DEFAULT_DATASET, metavar="PATH_OR_NAME",
-                   help=f"dataset name or path (default {DEFAULT_DATASET})")
-    p.add_argument("--algorithm", choices=ALGORITHMS, default="optprefixtree")
-    p.add_argument("--eps-agg", type=options.positive_float, default=1.0,
-                   help="aggregate epsilon of the whole run (default 1)")
-    p.add_argument("--delta", type=options.open_unit, default=1e-6,
-                   help="aggregate delta (default 1e-6)")
-    p.add_argument("--eps-local", type=options.positive_float, default=None,
-                   help="explicit per-round local epsilon (overrides the accountant)")
-    p.add_argument("--privacy-method", default=None,
-                   help="accountant method for the local epsilon (see `fedhh privacy --help`)")
-    p.add_argument("--rounds", type=options.positive_int, default=4)
-    p.add_argument("--dim-limit", type=options.positive_int, default=10_000_000,
-                   help="bound P on a round's domain size (default 1e7)")
-    p.add_argument("--fp-ratio", type=options.positive_float, default=0.5,
-                   help="target false-positive ratio gamma (default 0.5)")
-    p.add_argument("--fp-ratio-of", choices=("kept", "discoveries"), default="kept",
-                   help="gamma relative to the kept elements (the paper's Algorithm as written; "
-                        "gamma < 1) or to the expected true discoveries (the paper's appendix "
-                        "figures for gamma up to 2)")
-    p.add_argument("--tau0", type=options.non_negative_float, default=1.0,
-                   help="initial threshold multiplier (default 1)")
-    p.add_argument("--eta", type=options.open_unit, default=0.5,
-                   help="PruneHH step: E <- eta * E (default 0.5)")
-    p.add_argument("--tail", choices=[t.value for t in TailKind], default="binomial",
-                   help="law of a zero-count estimate: exact binomial (default) or the paper's "
-                        "Gaussian approximation")
-    p.add_argument("--segment-bits", type=options.positive_int, default=None,
-                   help="fixed segment length (default: adaptive segmentation)")
-    p.add_argument("--selection", choices=[r.value for r in SelectionRule], default="uniform")
-    p.add_argument("--no-prefix-conditioning", action="store_true",
-                   help="select among all items, not only those on the prefix list")
-    p.add_argument("--deny-list", metavar="PATH", help="file of items to exclude, one per line")
-    p.add_argument("--warm-start", action="store_true",
-                   help="deny-list the built-in public warm-start list")
-    p.add_argument("--two-runs", action="store_true",
-                   help="run twice, the first run's output being the second's deny list "
-                        "(the budget covers both)")
-    p.add_argument("--encoding", choices=CODEC_NAMES, default="huffman")
-    p.add_argument("--max-bits", type=options.positive_int, default=60,
-                   help="bits per encoded item r (default 60)")
-    p.add_argument("--sampling-rate", type=options.probability, default=None,
-                   help="device sampling rate (OptPrefixTree: Poisson q, default 1; TrieHH and "
-                        "TrieHH++: overrides the calibrated rate)")
-    p.add_argument("--theta", type=options.positive_int, default=10,
-                   help="TrieHH/TrieHH++ vote threshold (default 10)")
-    p.add_argument("--noise-scale", type=options.positive_float, default=None,
-                   help="central baselines: explicit noise scale (overrides calibration)")
-    p.add_argument("--single-item", action="store_true",
-                   help="single-data-point mode: each device keeps one item for every round")
-    p.add_argument("--per-device", action="store_true",
-                   help="randomize every report instead of drawing the sum exactly (slow)")
-    p.add_argument("--seed", type=options.non_negative_int, default=0)
-
-
-def build_config(
-    args: argparse.Namespace, num_devices: int
-) -> tuple[SimulationConfig, dict, PrivacyLedger | None]:
-    """The simulation config, the privacy calibration and (OptPrefixTree with a privacy target)
-    the ledger that will record every round's spend."""
-    from fedhh.data.wordlists import load_item_list, warm_start_list
-
-    deny: list[str] = []
-    if args.deny_list:
-        deny.extend(load_item_list(args.deny_list))
-    if args.warm_start:
-        deny.extend(warm_start_list())
-    runs = 2 if args.two_runs else 1
-    choice = build_algorithm(
-        args.algorithm, args.rounds * runs, num_devices,
-        PrivacyTarget(args.eps_agg, args.delta, args.privacy_method),
-        eps_local=args.eps_local, sampling_rate=args.sampling_rate, theta=args.theta,
-        noise_scale=args.noise_scale, tail=TailKind(args.tail),
-    )
-    config = SimulationConfig(
-        tree=TreeConfig(rounds=args.rounds, dim_limit=args.dim_limit, fp_ratio=args.fp_ratio,
-                        tau0=args.tau0, eta=args.eta, segment_bits=args.segment_bits,
-                        fp_ratio_of=args.fp_ratio_of),
-        mechanism=choice.mechanism,
-        encoding=args.encoding,
-        max_bits=args.max_bits,
-        selection=Selection(SelectionRule(args.selection), not args.no_prefix_conditioning),
-        participation=choice.participation,
-        single_item=args.single_item,
-        deny_list=tuple(deny),
-        runs=runs,
-        seed=args.seed,
-        per_device=args.per_device,
-    )
-    config.validate()
-    privacy = {"eps_agg": args.eps_agg, "delta": args.delta, "charged_rounds": args.rounds * runs,
-               **choice.privacy}
-    ledger = None
-    if args.algorithm == "optprefixtree" and args.eps_local is None:
-        q = config.participation.rate
-        ledger = PrivacyLedger.open(
-            args.eps_agg, args.delta, args.rounds * runs,
-            n_min=num_devices if q >= 1 else max(2, round(q * num_devices)),
-            sampling_rate=q, eps_local=choice.privacy["eps_local"],
-            **({"method": args.privacy_method} if args.privacy_method else {}),
-        )
-    return config, privacy, ledger
-
-
 def run(args: argparse.Namespace) -> int:
     from fedhh.data.registry import resolve_dataset
     from fedhh.data.truth import ground_truth
 
+    config = config_from_args(args, Mode.SIMULATION)
     dataset = resolve_dataset(args.dataset)
-    config, privacy, ledger = build_config(args, dataset.num_users)
     truth = None if config.single_item else ground_truth(dataset)
     bar = None
     if not args.quiet:
         from tqdm import tqdm
 
-        bar = tqdm(total=args.rounds * config.runs, desc="rounds", unit="round", file=sys.stderr)
+        bar = tqdm(total=config.charged_rounds, desc="rounds", unit="round", file=sys.stderr)
 
     def progress(run_index: int, round_index: int, report: RoundReport) -> None:
         if bar is not None:
@@ -165,11 +58,11 @@ def run(args: argparse.Namespace) -> int:
                             next_s=report.next_segment_bits)
             bar.update(1)
 
-    result = simulate(dataset, config, truth, progress, ledger)
+    result = simulate(dataset, config, truth, progress)
     if bar is not None:
         bar.update(bar.total - bar.n)
         bar.close()
-    payload = result_payload(result, config, privacy, dataset.summary())
+    payload = result_payload(result, config, dataset.summary())
     if args.json:
         Path(args.json).write_text(json.dumps(payload, indent=2, default=_jsonable) + "\n")
     if args.plot:
@@ -179,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_plot(result: SimulationResult, config: SimulationConfig, path: str) -> None:
+def write_plot(result: SimulationResult, config: RunConfig, path: str) -> None:
     from fedhh.errors import ConfigError
     from fedhh.plot import plot_marginal
 
@@ -188,16 +81,16 @@ def write_plot(result: SimulationResult, config: SimulationConfig, path: str) ->
     plot_marginal([(config_label(config), result.output_codes)], result.truth, path)
 
 
-def config_label(config: SimulationConfig) -> str:
-    return {"LocalRandomizer": "OptPrefixTree", "VoteThreshold": "TrieHH",
-            "CentralNoise": "central DP"}.get(type(config.mechanism).__name__, "run")
+def config_label(config: RunConfig) -> str:
+    return {"optprefixtree": "OptPrefixTree", "triehh": "TrieHH", "triehh++": "TrieHH++",
+            "central-laplace": "central DP", "central-gaussian": "central DP",
+            }[config.algorithm]
 
 
-def result_payload(result: SimulationResult, config: SimulationConfig, privacy: dict,
+def result_payload(result: SimulationResult, config: RunConfig,
                    dataset_summary: dict) -> dict[str, Any]:
     payload = result.to_dict()
-    payload["privacy"] = privacy
-    payload["config"] = config_summary(config)
+    payload["config"] = config.to_dict()
     payload["dataset"] = dataset_summary
     return payload
 

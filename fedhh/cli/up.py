@@ -15,9 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 from fedhh.cli import options
+from fedhh.config import Mode
+from fedhh.config.flags import add_run_arguments, config_from_args
 
 
 def register(subparsers: Any) -> None:
@@ -28,43 +31,49 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run)
 
 
+# The demo's own defaults (the rest are RunConfig's). The accountant charges each round for its
+# smallest releasable cohort, n_min = min_fraction x devices. No device is made to drop out
+# here, so 0.9 rather than 0.7. With the 5-bit code the per-device simulation finds 1 to 6
+# words on Shakespeare over 20 seeds, never none; Huffman, or 0.7, sometimes none.
+UP_DEFAULTS = {"eps_agg": 8.0, "selection": "weighted", "codec": "5bit",
+               "stage_ms": 30_000, "checkin_ms": 30_000}
+# Set from the devices started, not by hand.
+DERIVED = ("target_devices", "min_devices")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", default="shakespeare")
+    p.add_argument("--dataset", default="shakespeare", help="dataset whose users become devices "
+                   "(default shakespeare)")
     p.add_argument("--devices", type=options.positive_int, default=None,
                    help="devices (dataset users) to start (default: every user)")
     p.add_argument("--processes", type=options.positive_int, default=4,
-                   help="device processes to spread the devices over")
-    p.add_argument("--eps-agg", type=options.positive_float, default=8.0)
-    p.add_argument("--delta", type=options.open_unit, default=1e-6)
-    p.add_argument("--rounds", type=options.positive_int, default=4)
-    p.add_argument("--dim-limit", type=options.positive_int, default=1 << 16)
-    p.add_argument("--selection", choices=("uniform", "weighted"), default="weighted")
-    # The accountant charges each round for its smallest releasable cohort, n_min = min_fraction x
-    # devices. No device is made to drop out here, so 0.9 (eps_local 4.25 at eps_agg 8, 4 rounds)
-    # rather than 0.7 (4.04). With the 5-bit code the per-device simulation then finds 1 to 6
-    # words on Shakespeare over 20 seeds, never none; Huffman, or 0.7, sometimes none.
-    p.add_argument("--encoding", choices=("huffman", "5bit"), default="5bit")
+                   help="device processes to spread the devices over (default 4)")
     p.add_argument("--min-fraction", type=options.probability, default=0.9,
                    help="n_min as a fraction of the devices (default 0.9)")
-    p.add_argument("--stage-ms", type=options.positive_int, default=30_000)
-    p.add_argument("--checkin-ms", type=options.positive_int, default=30_000)
     p.add_argument("--insecure", action="store_true", help="plaintext on loopback, no TLS")
     p.add_argument("--seed", type=options.non_negative_int, default=None,
-                   help="TEST MODE: seeded device randomness")
-    p.add_argument("--workdir", help="keep logs, keys and the SQLite file here")
-    p.add_argument("--timeout", type=options.positive_float, default=900.0)
+                   help="TEST MODE: seeded device randomness (default: OS entropy)")
+    p.add_argument("--workdir", help="keep logs, keys and the SQLite file here (default: a "
+                   "temporary directory, removed at the end)")
+    p.add_argument("--timeout", type=options.positive_float, default=900.0,
+                   help="give up after this many seconds (default 900)")
+    add_run_arguments(p, Mode.NETWORK, defaults=UP_DEFAULTS, exclude=DERIVED)
 
 
 def run(args: argparse.Namespace) -> int:
     from fedhh.data.registry import resolve_dataset
     from fedhh.rpc.admin_client import AdminClient
+    from fedhh.rpc.run_config import to_proto
     from fedhh.rpc.topology import LocalTopology
-    from fedhh.v1 import coordinator_pb2 as pb
 
+    base = config_from_args(args, Mode.NETWORK, exclude=DERIVED)
     dataset = resolve_dataset(args.dataset)
     devices = min(args.devices or dataset.num_users, dataset.num_users)
     holding = int((dataset.distinct_per_user()[:devices] > 0).sum())
     processes = max(1, min(args.processes, devices))
+    min_devices = max(3, int(args.min_fraction * holding))
+    config = replace(base, target_devices=holding, min_devices=min_devices).validate(
+        Mode.NETWORK)
     print(f"fedhh up: {holding} devices from {args.dataset} in {processes} processes",
           flush=True)
     started = time.monotonic()
@@ -72,7 +81,6 @@ def run(args: argparse.Namespace) -> int:
         topo.start_aggregator()
         topo.start_coordinator()
         per = -(-devices // processes)
-        min_devices = max(3, int(args.min_fraction * holding))
         extra = ["--min-cohort", str(min_devices)]
         extra += ["--seed", str(args.seed)] if args.seed is not None else []
         for i in range(processes):
@@ -81,18 +89,12 @@ def run(args: argparse.Namespace) -> int:
                 topo.start_devices(f"devices-{i}", args.dataset, f"{lo}:{hi}", extra)
         print(f"services up in {time.monotonic() - started:.1f} s (workdir {topo.workdir})",
               flush=True)
-        config = pb.RunConfig(
-            eps_agg=args.eps_agg, delta=args.delta, rounds=args.rounds,
-            dim_limit=args.dim_limit, target_devices=holding,
-            min_devices=min_devices, codec=args.encoding,
-            selection=args.selection, checkin_ms=args.checkin_ms, stage_ms=args.stage_ms,
-        )
         ca = None if args.insecure else topo.workdir / "tls" / "ca.pem"
         with AdminClient(topo.address("coordinator"), topo.token("admin"), ca) as admin:
-            run_ = admin.start_run(config, run_id="demo")
+            run_ = admin.start_run(to_proto(config), run_id="demo")
             print(f"run {run_.run_id}: eps_local {run_.eps_local:.3f} per round for "
-                  f"(eps_agg {args.eps_agg}, delta {args.delta}) over {args.rounds} rounds",
-                  flush=True)
+                  f"(eps_agg {config.eps_agg}, delta {config.delta}) over {config.rounds} "
+                  "rounds", flush=True)
             final = admin.wait(run_.run_id, args.timeout, on_change=_progress)
             results = admin.results(run_.run_id)
         _print_results(final, results)

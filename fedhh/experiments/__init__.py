@@ -1,7 +1,7 @@
 """The paper's studies at full scale, with a resumable result store and a report.
 
 - `studies`: the eight studies of issue 6 as data (`STUDIES`, `get_study`);
-- `spec`: a configuration as the `fedhh simulate` options it stands for (`RunSpec`, `Settings`);
+- `spec`: a variant's run configuration made a run: its command and store key (`Settings`);
 - `runner`: `Suite` plans the runs of studies over seeds and executes the missing ones;
 - `store`: `ResultStore`, one finished run per key, never recomputed;
 - `analysis`, `claims`: statistics over seeds and the paper's claims checked against them;
@@ -11,7 +11,7 @@
 """
 
 from fedhh.experiments.runner import PlannedRun, ProgressEvent, Suite
-from fedhh.experiments.spec import RunSpec, Settings
+from fedhh.experiments.spec import Settings
 from fedhh.experiments.store import ResultStore, RunRecord
 from fedhh.experiments.studies import STUDIES, STUDY_NAMES, Study, Variant, get_study
 
@@ -22,7 +22,6 @@ __all__ = [
     "ProgressEvent",
     "ResultStore",
     "RunRecord",
-    "RunSpec",
     "Settings",
     "Study",
     "Suite",

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from fedhh.config import RunConfig
 from fedhh.experiments.analysis import StudyResults
-from fedhh.experiments.spec import RunSpec
 from fedhh.experiments.store import RunRecord
 from fedhh.experiments.studies import BASELINES, CENTRAL, COMPARISON_ROUNDS, NAMES
 from fedhh.metrics import WINDOW, Truth, marginal_curve
@@ -175,7 +175,7 @@ def _colors(study: str, n: int) -> list[Any]:
     return [cmap(i % cmap.N) for i in range(n)]
 
 
-def _single(spec: RunSpec | None) -> bool:
+def _single(spec: RunConfig | None) -> bool:
     return spec is not None and spec.single_item
 
 

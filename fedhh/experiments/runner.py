@@ -3,14 +3,12 @@
 ``Suite`` opens the dataset once, turns studies into a de-duplicated list of planned runs
 (one per configuration and seed; configurations shared by several studies run once), and
 executes the runs the store does not hold yet, in plan order, one after the other (the
-simulator already uses both cores). Each run is configured exactly as ``fedhh simulate``
-configures it: its argument list is parsed by the same parser and passed to the same
-``build_config``.
+simulator already uses both cores). Each run is a ``RunConfig`` passed to the library's
+``simulate``, as `fedhh simulate` does with the configuration its flags describe.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -20,15 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from fedhh.cli.simulate import add_run_options, build_config
 from fedhh.codec import Codec
+from fedhh.config import RunConfig
 from fedhh.data.dataset import FederatedDataset
 from fedhh.data.truth import GroundTruth
 from fedhh.errors import ConfigError
 from fedhh.experiments.spec import (
-    RunSpec,
     Settings,
     command_line,
+    run_config,
     run_key,
     simulate_argv,
     static_key,
@@ -38,7 +36,7 @@ from fedhh.experiments.studies import WARM_START_ALONE, Study, Variant
 from fedhh.metrics import Truth, evaluate
 from fedhh.prefixtree import RoundReport
 from fedhh.simulation.population import Population
-from fedhh.simulation.runner import SimulationConfig, config_summary, simulate
+from fedhh.simulation.runner import simulate
 
 log = logging.getLogger(__name__)
 
@@ -51,14 +49,13 @@ class PlannedRun:
     study: str
     label: str
     seed: int
-    spec: RunSpec | None
+    config: RunConfig | None
     static: str | None
-    argv: tuple[str, ...]
     command: str
 
     @property
     def total_rounds(self) -> int:
-        return self.spec.total_rounds if self.spec is not None else 0
+        return self.config.charged_rounds if self.config is not None else 0
 
 
 @dataclass(frozen=True)
@@ -113,10 +110,10 @@ class Suite:
             static = variant.static or ""
             key = static_key(static, "huffman", 60, self.identity)
             return PlannedRun(key, study.name, variant.label, seed, None, static,
-                              (), f"(not a simulation: {static})")
-        argv = simulate_argv(variant.spec, self.settings, seed)
-        return PlannedRun(run_key(argv, self.identity), study.name, variant.label, seed,
-                          variant.spec, None, tuple(argv), command_line(argv))
+                              f"(not a simulation: {static})")
+        config = run_config(variant.spec, self.settings, seed)
+        return PlannedRun(run_key(config, self.identity), study.name, variant.label, seed,
+                          config, None, command_line(config, self.settings))
 
     def plan(self, studies: Sequence[Study], seeds: Sequence[int]) -> list[PlannedRun]:
         """Every distinct run of the studies, seed-major within each study, first use first."""
@@ -136,13 +133,13 @@ class Suite:
             records[run.key] = self._load_or_compute(run, progress)
         return records
 
-    def _population(self, config: SimulationConfig) -> Population | None:
+    def _population(self, config: RunConfig) -> Population | None:
         if not self.reuse_populations:
             return None
-        key = (config.encoding, config.max_bits)
+        key = (config.codec, config.max_bits)
         if key not in self._populations:
             self._populations[key] = Population.build(
-                self.dataset, Codec(config.encoding, config.max_bits))
+                self.dataset, Codec(config.codec, config.max_bits))
         return self._populations[key]
 
     def _load_or_compute(self, run: PlannedRun, progress: ProgressCallback | None
@@ -169,12 +166,9 @@ class Suite:
     def _compute(self, run: PlannedRun, progress: ProgressCallback | None) -> RunRecord:
         if run.static == WARM_START_ALONE:
             return self._warm_start_alone(run)
-        if run.spec is None:
+        config = run.config
+        if config is None:
             raise ConfigError(f"unknown static measurement {run.static!r}")
-        parser = argparse.ArgumentParser(prog="fedhh simulate")
-        add_run_options(parser)
-        args = parser.parse_args(list(run.argv))
-        config, privacy, ledger = build_config(args, self.dataset.num_users)
         truth_items = None if config.single_item else self.truth_items
 
         def on_round(run_index: int, round_index: int, report: RoundReport) -> None:
@@ -182,18 +176,18 @@ class Suite:
                 progress(ProgressEvent("round", run, 1))
 
         started = time.perf_counter()
-        result = simulate(self.dataset, config, truth_items, on_round, ledger,
+        result = simulate(self.dataset, config, truth_items, on_round,
                           self._population(config))
         wall = time.perf_counter() - started
         if result.truth is None:
             raise ConfigError("the experiments need the dataset's ground truth")
         data: dict[str, Any] = {
-            "spec": run.spec.to_dict(),
+            "spec": config.overrides(),
             "settings": {"dataset": self.settings.dataset, "eps_agg": self.settings.eps_agg,
                          "delta": self.settings.delta},
             "dataset": self.identity,
-            "config": config_summary(config),
-            "privacy": privacy,
+            "config": config.to_dict(),
+            "privacy": result.privacy,
             "metrics": result.metrics,
             "segments": [r["segment_bits"] for r in result.rounds],
             "rounds": result.rounds,
@@ -201,11 +195,12 @@ class Suite:
             "top_hitters": [{"item": h.item, "estimate": h.estimate, "round": h.round}
                             for h in result.heavy_hitters[:TOP_HITTERS]],
         }
-        if run.spec.warm_start:
+        if config.warm_start:
             # What the run itself found beyond the public list.
             own = np.array([h.code for h in result.heavy_hitters], dtype=np.uint64)
             data["run_metrics"] = evaluate(own, result.truth)
-        return RunRecord(run.key, run.seed, list(run.argv), run.command, data,
+        return RunRecord(run.key, run.seed, simulate_argv(config, self.settings), run.command,
+                         data,
                          _arrays(result.output_codes, result.truth))
 
     def _warm_start_alone(self, run: PlannedRun) -> RunRecord:

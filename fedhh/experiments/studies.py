@@ -20,16 +20,17 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fedhh.config import RunConfig
 from fedhh.errors import ConfigError
-from fedhh.experiments.spec import RunSpec
+from fedhh.experiments.spec import setting_of
 
 P = 10_000_000
 R = 60
 WARM_START_ALONE = "warm-start-list"
 
-SINGLE = RunSpec(single_item=True)                   # T = 4, P = 10^7, gamma = 0.5, Huffman
-MULTI = RunSpec()                                    # uniform selection + prefix list
-MULTI_5BIT = RunSpec(encoding="5bit")
+SINGLE = RunConfig(single_item=True)                 # T = 4, P = 10^7, gamma = 0.5, Huffman
+MULTI = RunConfig()                                  # uniform selection + prefix list
+MULTI_5BIT = RunConfig(codec="5bit")
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Variant:
     simulation (``static`` names it); ``params`` are the swept values shown in tables."""
 
     label: str
-    spec: RunSpec | None
+    spec: RunConfig | None
     params: dict[str, Any] = field(default_factory=dict)
     static: str | None = None
     setting: str = ""
@@ -47,7 +48,7 @@ class Variant:
         if (self.spec is None) == (self.static is None):
             raise ConfigError(f"variant {self.label!r} needs exactly one of spec and static")
         if not self.setting:
-            object.__setattr__(self, "setting", self.spec.setting if self.spec else
+            object.__setattr__(self, "setting", setting_of(self.spec) if self.spec else
                                "multiple items, huffman")
 
 
@@ -194,7 +195,7 @@ def _comparison() -> Study:
             spec = replace(MULTI_5BIT, algorithm=algorithm, rounds=t, segment_bits=char_segments(t))
             variants.append(Variant(f"{NAMES[algorithm]}, T={t}", spec,
                                     {"algorithm": algorithm, "T": t}))
-    single = replace(SINGLE, encoding="5bit")
+    single = replace(SINGLE, codec="5bit")
     variants.append(Variant("single: OptPrefixTree, T=4 adaptive, gamma=2",
                             replace(single, fp_ratio=paper_gamma(2.0)),
                             {"algorithm": "optprefixtree", "T": 4}))

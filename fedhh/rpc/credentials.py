@@ -1,9 +1,14 @@
-"""Reading the services' shared secrets (tokens) from files or the environment."""
+"""The services' credentials on disk: shared secrets (tokens) from files or the environment,
+and the coordinator's Ed25519 signing key (a PEM file, created with mode 0600 on first start;
+its public half is written beside it, ``<file>.pub``, for the aggregator)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from fedhh.errors import ConfigError
 
@@ -21,3 +26,38 @@ def read_secret(path: str | Path | None, env: str, what: str = "secret") -> byte
     if len(value) < 16:
         raise ConfigError(f"the {what} (from {path or '$' + env}) must be at least 16 bytes")
     return value
+
+
+def load_or_create_signing_key(path: str | Path) -> Ed25519PrivateKey:
+    """The coordinator's signing key from ``path`` (created if missing) and ``path.pub``."""
+    key_path = Path(path)
+    if key_path.exists():
+        try:
+            key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+        except ValueError as error:
+            raise ConfigError(f"{key_path} is not a PEM private key: {error}") from None
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ConfigError(f"{key_path} does not hold an Ed25519 key")
+    else:
+        key = Ed25519PrivateKey.generate()
+        key_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(key.private_bytes(serialization.Encoding.PEM,
+                                        serialization.PrivateFormat.PKCS8,
+                                        serialization.NoEncryption()))
+    pub = public_key_path(key_path)
+    pem = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                        serialization.PublicFormat.SubjectPublicKeyInfo)
+    if not pub.exists() or pub.read_bytes() != pem:
+        pub.write_bytes(pem)
+    return key
+
+
+def public_key_path(key_path: str | Path) -> Path:
+    return Path(f"{key_path}.pub")
+
+
+def raw_public(key: Ed25519PrivateKey | Ed25519PublicKey) -> bytes:
+    public = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
+    return public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)

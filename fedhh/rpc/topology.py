@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Any
 
 from fedhh.errors import StateError
+from fedhh.rpc.credentials import load_or_create_signing_key
 from fedhh.rpc.tls import make_dev_pki
 
 READY_TIMEOUT_S = 60.0
@@ -61,8 +62,6 @@ class LocalTopology:
         for name in ("control", "enrollment", "admin"):
             _write_secret(self.workdir / f"{name}.token", secrets.token_hex(24).encode())
         self.signing_key = self.workdir / "coordinator-signing.pem"
-        from fedhh_coordinator.auth import load_or_create_signing_key
-
         load_or_create_signing_key(self.signing_key)
 
     # ---- addresses and secrets -------------------------------------------------------------

@@ -1,33 +1,46 @@
 """Run a whole discovery over a simulated population and score it.
 
-``simulate(dataset, config)`` builds the population, the algorithm's mechanism and the round
-logic (``fedhh.prefixtree.PrefixTree``, the same one the coordinator drives), then for every
-round asks ``SimulatedRounds`` for the released sum and advances the tree. With ``runs = 2`` the
-first run's output becomes the second run's deny list (the paper's "2 rounds" deny-list mode);
-the caller splits the budget (the local epsilon is solved for runs x rounds rounds).
+``simulate(dataset, config)`` prepares the algorithm named by the run configuration (its
+mechanism, participation rule and privacy calibration), builds the population and drives the
+rounds with the library's round driver (``fedhh.rounds.RoundDriver``, the same one the
+coordinator uses) over an in-memory link that draws each round's released sum exactly
+(``SimulatedRounds``). With ``two_runs`` the first run's output becomes the second run's deny
+list (the paper's "2 rounds" deny-list mode); the budget covers both runs (the local epsilon is
+solved for runs x rounds rounds, and the ledger is charged across both).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fedhh.algorithms import PrivacyTarget, build_algorithm
 from fedhh.codec import Codec
+from fedhh.config import Mode, RunConfig
 from fedhh.data.dataset import FederatedDataset
 from fedhh.data.truth import GroundTruth
-from fedhh.errors import ConfigError
-from fedhh.mechanisms import Mechanism
+from fedhh.errors import ConfigError, StateError
+from fedhh.mechanisms import Mechanism, TailKind
 from fedhh.metrics import Truth, evaluate
-from fedhh.prefixtree import HeavyHitter, PrefixTree, RoundReport, TreeConfig, TreeState
+from fedhh.prefixtree import HeavyHitter, PrefixTree, RoundQuery, RoundReport, TreeState
 from fedhh.privacy import PrivacyLedger
-from fedhh.selection import Selection
+from fedhh.rounds import (
+    AttemptId,
+    ChargeHook,
+    MemoryRunStore,
+    Recovered,
+    Recovery,
+    Released,
+    RoundDriver,
+)
 from fedhh.simulation.participation import Participation
 from fedhh.simulation.population import Population
 from fedhh.simulation.rounds import SimulatedRounds
@@ -38,24 +51,39 @@ ProgressCallback = Callable[[int, int, RoundReport], None]
 
 
 @dataclass(frozen=True)
-class SimulationConfig:
-    tree: TreeConfig
-    mechanism: Mechanism
-    encoding: str = "huffman"
-    max_bits: int = 60
-    selection: Selection = field(default_factory=Selection)
-    participation: Participation = field(default_factory=Participation)
-    single_item: bool = False
-    deny_list: tuple[str, ...] = ()
-    runs: int = 1
-    seed: int = 0
-    per_device: bool = False
+class Prepared:
+    """A run configuration made concrete for a population of ``num_devices`` devices."""
 
-    def validate(self) -> None:
-        if self.runs not in (1, 2):
-            raise ConfigError(f"runs must be 1 or 2, got {self.runs}")
-        Codec(self.encoding, self.max_bits)
-        self.tree.validate(self.max_bits)
+    config: RunConfig
+    mechanism: Mechanism
+    participation: Participation
+    privacy: dict[str, Any]
+    ledger: PrivacyLedger | None
+
+
+def prepare(config: RunConfig, num_devices: int) -> Prepared:
+    """Calibrate the configured algorithm for ``num_devices`` devices: its mechanism, its
+    participation rule, the privacy figures, and (OptPrefixTree with a solved local epsilon)
+    the ledger every round's spend is recorded in."""
+    config.validate(Mode.SIMULATION)
+    choice = build_algorithm(
+        config.algorithm, config.charged_rounds, num_devices,
+        PrivacyTarget(config.eps_agg, config.delta, config.privacy_method),
+        eps_local=config.eps_local, sampling_rate=config.sampling_rate, theta=config.theta,
+        noise_scale=config.noise_scale, tail=TailKind(config.tail),
+    )
+    privacy = {"eps_agg": config.eps_agg, "delta": config.delta,
+               "charged_rounds": config.charged_rounds, **choice.privacy}
+    ledger = None
+    if config.algorithm == "optprefixtree" and config.eps_local is None:
+        q = choice.participation.rate
+        ledger = PrivacyLedger.open(
+            config.eps_agg, config.delta, config.charged_rounds,
+            n_min=num_devices if q >= 1 else max(2, round(q * num_devices)),
+            sampling_rate=q, eps_local=choice.privacy["eps_local"],
+            **({"method": config.privacy_method} if config.privacy_method else {}),
+        )
+    return Prepared(config, choice.mechanism, choice.participation, privacy, ledger)
 
 
 @dataclass
@@ -66,6 +94,7 @@ class SimulationResult:
     metrics: dict[str, Any]
     timings: dict[str, float]
     output_codes: np.ndarray
+    privacy: dict[str, Any]
     truth: Truth | None = None
     ledger: PrivacyLedger | None = None
 
@@ -79,30 +108,59 @@ class SimulationResult:
             "metrics": self.metrics,
             "rounds": self.rounds,
             "timings": self.timings,
+            "privacy": self.privacy,
             "ledger": None if self.ledger is None else self.ledger.to_dict(),
         }
 
 
+class SimulationLink:
+    """The in-memory AggregatorLink: each attempt's sum drawn exactly (``SimulatedRounds``).
+
+    Under Poisson sampling the accountant's guarantee is over the sampling at the planned
+    expected cohort, so a sampled round is charged at no fewer than the ledger's n_min."""
+
+    def __init__(self, transport: SimulatedRounds, charge_floor: int) -> None:
+        self.transport = transport
+        self.charge_floor = charge_floor
+        self.started = self.drawn = 0.0  # perf_counter of the last attempt's start and sum
+
+    async def collect(self, attempt: AttemptId, query: RoundQuery,
+                      charge: ChargeHook) -> Released:
+        self.started = time.perf_counter()
+        drawn = self.transport.aggregate(query)
+        self.drawn = time.perf_counter()
+        await charge(max(drawn.participants, self.charge_floor))
+        return Released(drawn.sums, drawn.participants, drawn.true_counts)
+
+    async def recover(self, attempt: AttemptId) -> Recovered:
+        return Recovered(Recovery.NOTHING, "a simulation keeps no attempt across processes")
+
+    async def resume(self, attempt: AttemptId, query: RoundQuery,
+                     charge: ChargeHook) -> Released:
+        raise StateError("a simulated attempt cannot be resumed")
+
+
 def simulate(
     dataset: FederatedDataset,
-    config: SimulationConfig,
+    config: RunConfig,
     truth_items: GroundTruth | None = None,
     progress: ProgressCallback | None = None,
-    ledger: PrivacyLedger | None = None,
     population: Population | None = None,
+    ledger: PrivacyLedger | None = None,
 ) -> SimulationResult:
     """Run the configured discovery; ``truth_items`` is the dataset's per-item ground truth.
 
-    With a ``ledger`` every released round is recorded in it (round index counted across runs),
-    exactly as the coordinator does; a round the ledger refuses stops the run with PrivacyError.
-    Under Poisson sampling the accountant's guarantee is over the sampling at the planned
-    expected cohort, so a sampled round is recorded at no fewer than the ledger's n_min.
-    A ``population`` built once (``Population.build``) can be passed to many runs over the same
-    dataset and codec; it is not modified.
+    Every released round is recorded in the ledger (round index counted across runs), exactly
+    as the coordinator does; a round the ledger refuses stops the run with PrivacyError. A
+    ``ledger`` given here replaces the one ``prepare`` opens (e.g. a coordinator's, to replay
+    its accounting). A ``population`` built once (``Population.build``) can be passed to many
+    runs over the same dataset and codec; it is not modified.
     """
-    config.validate()
+    prepared = prepare(config, dataset.num_users)
+    if ledger is not None:
+        prepared = replace(prepared, ledger=ledger)
     clock = time.perf_counter()
-    codec = Codec(config.encoding, config.max_bits)
+    codec = Codec(config.codec, config.max_bits)
     if population is None:
         population = Population.build(dataset, codec)
     elif population.dataset is not dataset or (population.codec.name, population.codec.max_bits) \
@@ -112,19 +170,18 @@ def simulate(
         population = population.with_single_items(config.seed)
     timings = {"setup_s": time.perf_counter() - clock}
 
-    deny_words = list(dict.fromkeys(config.deny_list))
-    deny_codes = codec.encode_many(deny_words).codes
+    deny_codes = codec.encode_many(config.deny_items()).codes
     all_rounds: list[dict[str, Any]] = []
-    tree, state, ledger = _one_run(population, config, codec, deny_codes, 0, ledger, progress,
-                                   all_rounds)
+    tree, tree_state, ledger = _one_run(population, prepared, codec, deny_codes, 0,
+                                        prepared.ledger, progress, all_rounds)
     for run in range(1, config.runs):
         # The previous run's output is this run's deny list (the paper's "2 rounds" mode).
-        found = np.array([f.code for f in state.discovered], dtype=np.uint64)
+        found = np.array([f.code for f in tree_state.discovered], dtype=np.uint64)
         deny_codes = np.union1d(deny_codes, found)
-        tree, state, ledger = _one_run(population, config, codec, deny_codes, run, ledger,
-                                       progress, all_rounds)
+        tree, tree_state, ledger = _one_run(population, prepared, codec, deny_codes, run,
+                                            ledger, progress, all_rounds)
     timings["rounds_s"] = time.perf_counter() - clock - timings["setup_s"]
-    hitters = tree.heavy_hitters(state)
+    hitters = tree.heavy_hitters(tree_state)
     deny_display = [codec.display_item(int(c)) for c in np.unique(deny_codes)]
     output = np.union1d(np.array([h.code for h in hitters], dtype=np.uint64),
                         np.asarray(deny_codes, dtype=np.uint64))
@@ -134,13 +191,13 @@ def simulate(
         metrics = evaluate(output, truth)
         metrics["discovered_by_run"] = len(hitters)
     timings["total_s"] = time.perf_counter() - clock
-    return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output, truth,
-                            ledger)
+    return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output,
+                            prepared.privacy, truth, ledger)
 
 
 def _one_run(
     population: Population,
-    config: SimulationConfig,
+    prepared: Prepared,
     codec: Codec,
     deny_codes: np.ndarray,
     run: int,
@@ -149,34 +206,31 @@ def _one_run(
     rounds_out: list[dict[str, Any]],
 ) -> tuple[PrefixTree, TreeState, PrivacyLedger | None]:
     """One discovery (all its rounds); appends each round's diagnostics to ``rounds_out``."""
-    tree = PrefixTree(config.tree, codec, config.mechanism, deny_codes)
+    config = prepared.config
+    tree = PrefixTree(config.tree(Mode.SIMULATION), codec, prepared.mechanism, deny_codes)
     transport = SimulatedRounds(
-        population, config.mechanism, config.selection, config.participation,
+        population, prepared.mechanism, config.selection_rule(), prepared.participation,
         seed=config.seed + 1_000_003 * run, per_device=config.per_device,
     )
-    state = tree.initial_state()
-    while not state.done:
-        started = time.perf_counter()
-        query = tree.query(state)
-        round_sum = transport.aggregate(query)
-        if ledger is not None:
-            contributors = round_sum.participants
-            if config.participation.rate < 1:
-                contributors = max(contributors, ledger.n_min)
-            ledger = ledger.record(run * config.tree.rounds + query.round - 1, contributors)
-        aggregated = time.perf_counter()
-        state, report = tree.advance(state, round_sum.sums, round_sum.participants,
-                                     round_sum.true_counts)
-        finished = time.perf_counter()
-        report = replace(report, extra={
-            "run": run + 1,
-            "aggregate_s": aggregated - started,
-            "server_s": finished - aggregated,
-        })
+    floor = 0 if ledger is None or prepared.participation.rate >= 1 else ledger.n_min
+    link = SimulationLink(transport, floor)
+
+    def on_round(attempt: AttemptId, report: RoundReport) -> None:
+        report = replace(report, extra={"run": run + 1,
+                                        "aggregate_s": link.drawn - link.started,
+                                        "server_s": time.perf_counter() - link.drawn})
         rounds_out.append(report.to_dict())
         if progress is not None:
-            progress(run + 1, query.round, report)
-    return tree, state, ledger
+            progress(run + 1, attempt.round, report)
+
+    driver = RoundDriver(
+        run_id=f"simulation-{run + 1}", tree=tree, store=MemoryRunStore(),
+        link=link, ledger=ledger,
+        min_contributors=ledger.n_min if ledger is not None else 2, max_attempts=1,
+        round_offset=run * config.rounds, on_round=on_round,
+    )
+    state = asyncio.run(driver.run(tree.initial_state()))
+    return tree, state, driver.ledger
 
 
 def ground_truth(population: Population, truth_items: GroundTruth | None) -> Truth | None:
@@ -221,10 +275,3 @@ def _load_code_truth(path: Path, ds: FederatedDataset) -> Truth | None:
     if not (truth.codes.size == truth.weighted.size == truth.unweighted.size):
         return None
     return truth
-
-
-def config_summary(config: SimulationConfig) -> dict[str, Any]:
-    """The configuration as plain JSON-ready values."""
-    summary = asdict(config)
-    summary["deny_list"] = len(config.deny_list)
-    return summary

@@ -1,66 +1,286 @@
-"""The coordinator's link to the aggregator: ``fedhh.rpc.aggregator_client.AggregatorControl``
-with its outcomes mapped onto what the runner distinguishes.
+"""The coordinator's ``AggregatorLink`` (``fedhh.rounds``): a round attempt over the network.
 
-``fetch`` passes the runner's release hook through: the aggregator's result stream announces
-the number of contributors before the sum, and the hook records the privacy spend then.
+One attempt, as the coordinator runs it (ARCHITECTURE.md "A round in the networked system"):
+
+1. check-in: a cohort of up to ``target_devices`` is drawn from the devices that check in
+   (``Lobby``); with fewer than ``min_devices`` the attempt is aborted before anything is sent;
+2. a secure-aggregation round config is signed for the cohort (ids 1..n, lying-server (k, t)
+   for n, the consistency check on, a fresh graph seed from the OS, the Merkle root of the
+   members' identity and round keys) and opened at the aggregator; what a restart needs to
+   settle the attempt is stored before the aggregator hears of it;
+3. each member gets its signed task with its admission (its Merkle proof);
+4. the aggregator's outcome: before the sum is read, the driver's charge hook records the spend
+   at the number of contributors; an abort releases nothing; a lost aggregator is asked, once it
+   answers again, whether unmasking began.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Protocol
 
-import grpc
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from fedhh.errors import FedhhError, StateError
-from fedhh.rpc.aggregator_client import AggregatorControl, RoundAborted, open_channel
-from fedhh.rpc.tls import TlsFiles
-from fedhh.secagg import AggregateResult
+from fedhh.config import RunConfig
+from fedhh.errors import FedhhError
+from fedhh.prefixtree import RoundQuery
+from fedhh.rounds import AttemptId, ChargeHook, Recovered, Recovery, Released, RoundAborted
+from fedhh.rpc.tasks import sign_task
+from fedhh.secagg import (
+    IdentityTree,
+    RoundConfig,
+    SecAggConfigError,
+    StageDeadlines,
+    Threat,
+    choose_parameters,
+    issue_admission,
+    sign_config,
+)
 from fedhh.secagg.config import SignedConfig
-from fedhh_coordinator.runner import ReleaseHook, RoundAbortedError
+from fedhh.secagg.merkle import Member
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_coordinator import metrics
+from fedhh_coordinator.lobby import Lobby
+from fedhh_coordinator.store import Store
+
+log = logging.getLogger(__name__)
+
+# How long a link waits for a lost aggregator to answer again before it gives the attempt up
+# as unknown (and so charged).
+RECOVERY_PATIENCE_S = 120.0
 
 
-class GrpcAggregatorLink:
-    def __init__(self, address: str, tls: TlsFiles | None, control_token: bytes) -> None:
-        self.channel = open_channel(address, tls.channel_credentials() if tls else None)
-        self.control = AggregatorControl(self.channel, control_token)
+@dataclass(frozen=True)
+class AggregatorOutcome:
+    """What the aggregator says about a round: ``state`` unknown, running, aborted or
+    released; ``reached_unmask`` whether any unmasking request went out; ``delivered`` whether
+    a released sum was already streamed to a coordinator."""
 
-    async def close(self) -> None:
-        await self.channel.close()
+    state: str
+    reached_unmask: bool = False
+    delivered: bool = False
+    contributors: int | None = None
+    reason: str = ""
 
-    async def open_round(self, signed: SignedConfig) -> None:
+
+class AggregatorUnavailable(FedhhError):
+    """The aggregator did not answer (down, restarting, unreachable)."""
+
+
+class Aggregator(Protocol):
+    """The aggregator's control API as the link needs it (gRPC: ``fedhh_coordinator.control``)."""
+
+    async def open_round(self, signed: SignedConfig) -> None: ...
+
+    async def result(self, round_id: bytes, timeout_s: float, on_release: ChargeHook
+                     ) -> tuple[np.ndarray, int]:
+        """Wait for the round's sum; ``on_release(contributors)`` runs before it is read.
+        Raises RoundAborted (nothing released; ``reached_unmask`` says if unmasking began),
+        TimeoutError, or AggregatorUnavailable."""
+        ...
+
+    async def outcome(self, round_id: bytes) -> AggregatorOutcome: ...
+
+    async def cancel(self, round_id: bytes) -> None: ...
+
+
+class NetworkLink:
+    """Round attempts of one run over the network (module docstring)."""
+
+    def __init__(self, config: RunConfig, eps_local: float, store: Store, aggregator: Aggregator,
+                 lobby: Lobby, key: Ed25519PrivateKey, aggregator_address: str) -> None:
+        self.config = config
+        self.eps_local = eps_local
+        self.store = store
+        self.aggregator = aggregator
+        self.lobby = lobby
+        self.key = key
+        self.aggregator_address = aggregator_address
+        self.recovery_patience_s = RECOVERY_PATIENCE_S
+
+    # ---- AggregatorLink -------------------------------------------------------------------
+    async def collect(self, attempt: AttemptId, query: RoundQuery,
+                      charge: ChargeHook) -> Released:
+        s = self.config
         try:
-            await self.control.open_round(signed)
-        except grpc.aio.AioRpcError as error:
-            raise StateError(f"aggregator unreachable ({error.code().name})") from None
-
-    async def cancel(self, round_id: bytes) -> None:
-        # Nothing to drop, or nobody to drop it: the round is gone either way.
-        with contextlib.suppress(FedhhError, grpc.aio.AioRpcError):
-            await self.control.cancel(round_id)
-
-    async def fetch(self, round_id: bytes, timeout_s: float, on_release: ReleaseHook
-                    ) -> AggregateResult:
-        hook_failed: list[BaseException] = []
-
-        async def guarded(contributors: int) -> None:
+            cohort = await self.lobby.collect(s.target_devices, s.checkin_ms / 1000)
+            if len(cohort) < s.min_devices:
+                raise RoundAborted(f"only {len(cohort)} devices checked in (min_devices "
+                                   f"{s.min_devices})")
+            members = [(device_id, (record[1], *self.lobby.round_keys(device_id)))
+                       for device_id in cohort
+                       if (record := self.store.device(device_id)) is not None]
             try:
-                await on_release(contributors)
-            except BaseException as error:
-                hook_failed.append(error)
+                signed, config, identities = self._round_config(attempt, query,
+                                                                [keys for _, keys in members])
+            except SecAggConfigError as error:
+                raise RoundAborted(f"no secure-aggregation parameters: {error}") from None
+            self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt, {
+                "aggregator_round_id": config.round_id.decode(), "cohort": len(members),
+                "deadline_unix_ms": config.deadlines.unmask})
+            try:
+                await self.aggregator.open_round(signed)
+            except FedhhError as error:
+                raise RoundAborted(f"the aggregator refused the round: {error}") from None
+            self.lobby.deliver(self._tasks(attempt, query, [d for d, _ in members], signed,
+                                           config, identities))
+            metrics.ROUND_DEVICES.set(len(members))
+            return await self._fetch(attempt, config, charge)
+        finally:
+            self.lobby.clear()
+
+    async def recover(self, attempt: AttemptId) -> Recovered:
+        row = next((r for r in self.store.rounds(attempt.run_id)
+                    if (r.round, r.attempt) == (attempt.round, attempt.attempt)), None)
+        round_id = None if row is None else row.summary.get("aggregator_round_id")
+        if round_id is None:
+            return Recovered(Recovery.NOTHING, "the round never reached the aggregator")
+        outcome = await self._patient_outcome(round_id.encode())
+        return _verdict(outcome)
+
+    async def resume(self, attempt: AttemptId, query: RoundQuery,
+                     charge: ChargeHook) -> Released:
+        row = next(r for r in self.store.rounds(attempt.run_id)
+                   if (r.round, r.attempt) == (attempt.round, attempt.attempt))
+        timeout = row.summary["deadline_unix_ms"] / 1000 - time.time() + self._slack_s()
+        return await self._fetch_by_id(_round_id(attempt), max(timeout, 1.0), charge)
+
+    # ---- the pieces -----------------------------------------------------------------------
+    async def _fetch(self, attempt: AttemptId, config: RoundConfig,
+                     charge: ChargeHook) -> Released:
+        timeout = config.deadlines.unmask / 1000 - time.time() + self._slack_s()
+        return await self._fetch_by_id(config.round_id, max(timeout, 1.0), charge)
+
+    def _slack_s(self) -> float:
+        """Time allowed past the last deadline for the unmasking work and the transfer."""
+        return max(self.config.stage_windows()) / 1000 + 30
+
+    async def _fetch_by_id(self, round_id: bytes, timeout_s: float,
+                           charge: ChargeHook) -> Released:
+        charged = False
+
+        async def on_release(contributors: int) -> None:
+            nonlocal charged
+            try:
+                await charge(contributors)
+            except BaseException:
+                with contextlib.suppress(FedhhError):
+                    await self.aggregator.cancel(round_id)  # the sum is dropped unread
                 raise
+            charged = True
 
         try:
-            return await self.control.result(round_id, timeout_s, guarded)
-        except RoundAborted as aborted:
-            raise RoundAbortedError(f"the aggregator aborted the round: {aborted.reason}") from None
+            total, contributors = await self.aggregator.result(round_id, timeout_s, on_release)
         except TimeoutError:
-            await self.cancel(round_id)
-            raise RoundAbortedError("the round did not finish before its deadline") from None
-        except (FedhhError, grpc.aio.AioRpcError) as error:
-            if hook_failed:
-                raise hook_failed[0] from None  # the runner's own refusal or failure
-            if isinstance(error, grpc.aio.AioRpcError):
-                reason = f"lost the aggregator ({error.code().name})"
-            else:
-                reason = f"the aggregator refused the result call ({error})"
-            raise RoundAbortedError(f"{reason}: nothing was released") from None
+            with contextlib.suppress(FedhhError):
+                await self.aggregator.cancel(round_id)
+            outcome = await self._patient_outcome(round_id)
+            raise _aborted("the round did not finish before its deadline", outcome) from None
+        except AggregatorUnavailable as error:
+            if charged:
+                raise RoundAborted(f"lost the aggregator while reading the sum ({error})",
+                                   reached_unmask=True) from None
+            outcome = await self._patient_outcome(round_id)
+            raise _aborted(f"lost the aggregator ({error})", outcome) from None
+        return Released(total.astype(np.int64), contributors)
+
+    async def _patient_outcome(self, round_id: bytes) -> AggregatorOutcome:
+        """The aggregator's word on a round, waiting (with backoff) while it is unreachable;
+        unknown if it stays silent for ``recovery_patience_s``."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.recovery_patience_s
+        delay = 0.2
+        while True:
+            try:
+                return await self.aggregator.outcome(round_id)
+            except AggregatorUnavailable as error:
+                if loop.time() >= give_up:
+                    return AggregatorOutcome("unknown", reason=f"the aggregator stayed "
+                                             f"unreachable ({error})")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    def _round_config(self, attempt: AttemptId, query: RoundQuery, members: list[Member]
+                      ) -> tuple[SignedConfig, RoundConfig, IdentityTree]:
+        """The signed config of a cohort whose member i (1-based) holds ``members[i-1]``
+        (identity key, c_pk, s_pk), and the Merkle tree over those keys whose root the config
+        commits to (built once per attempt; each member's admission is its proof in it)."""
+        s = self.config
+        n = len(members)
+        params = choose_parameters(n, s.expected_dropout, s.corrupt_fraction, Threat.LYING)
+        advertise, share, masked, consistency, unmask = s.stage_windows()
+        t0 = int(time.time() * 1000)
+        t1 = t0 + advertise
+        t2 = t1 + share
+        t3 = t2 + masked
+        t4 = t3 + consistency
+        deadlines = StageDeadlines(t1, t2, t3, t4, t4 + unmask)
+        round_id = _round_id(attempt)
+        graph_seed = os.urandom(32)
+        identities = IdentityTree(round_id, graph_seed, members)
+        config = RoundConfig(
+            round_id=round_id, num_devices=n, dimension=query.domain_size,
+            modulus_bits=params.modulus_bits, n_min=min(s.min_devices, n), k=params.k,
+            t=params.t, graph_seed=graph_seed, deadlines=deadlines, device_auth=True,
+            consistency_check=True, identity_root=identities.root,
+        )
+        return sign_config(config, self.key), config, identities
+
+    def _tasks(self, attempt: AttemptId, query: RoundQuery, cohort: list[int],
+               signed: SignedConfig, config: RoundConfig, identities: IdentityTree
+               ) -> dict[int, pb.SignedTask]:
+        """One signed task per member; ``cohort[i-1]`` is secure-aggregation id i."""
+        s = self.config
+        tasks = {}
+        for secagg_id, device_id in enumerate(cohort, start=1):
+            admission = issue_admission(identities, secagg_id)
+            task = pb.Task(
+                run_id=attempt.run_id, round=attempt.round, attempt=attempt.attempt,
+                device_id=device_id, prefix_bits=query.prefix_bits,
+                prefixes=query.prefixes.tolist(), deny_list=query.deny.tolist(),
+                segment_bits=query.segment_bits, eps_local=self.eps_local, codec=s.codec,
+                max_bits=s.max_bits, selection=s.selection,
+                prefix_conditioning=s.prefix_conditioning,
+                aggregator_address=self.aggregator_address, round_config=signed.payload,
+                round_config_signature=signed.signature, secagg_id=secagg_id,
+                admission=admission.proof, deadline_unix_ms=config.deadlines.unmask,
+            )
+            tasks[device_id] = sign_task(task, self.key)
+        return tasks
+
+
+def _round_id(attempt: AttemptId) -> bytes:
+    return f"{attempt.run_id}/{attempt.round}/{attempt.attempt}".encode()
+
+
+def _verdict(outcome: AggregatorOutcome) -> Recovered:
+    """What an attempt left unsettled costs, from the aggregator's word on it."""
+    if outcome.state == "running":
+        return Recovered(Recovery.RESUME, "the aggregator is still running it")
+    if outcome.state == "released" and not outcome.delivered:
+        return Recovered(Recovery.RESUME, "the aggregator still holds its sum")
+    if outcome.state == "released":
+        return Recovered(Recovery.LOST, "its sum was delivered to a coordinator that stopped",
+                         outcome.contributors)
+    if outcome.state == "aborted" and not outcome.reached_unmask:
+        return Recovered(Recovery.NOTHING, f"the aggregator aborted it before unmasking "
+                         f"({outcome.reason})")
+    if outcome.state == "aborted":
+        return Recovered(Recovery.LOST, f"the aggregator aborted it after unmasking began "
+                         f"({outcome.reason})", outcome.contributors)
+    return Recovered(Recovery.LOST, f"nobody can say whether unmasking began "
+                     f"({outcome.reason or 'the aggregator does not know the round'})")
+
+
+def _aborted(reason: str, outcome: AggregatorOutcome) -> RoundAborted:
+    verdict = _verdict(outcome)
+    if verdict.verdict is Recovery.NOTHING:
+        return RoundAborted(f"{reason}; {verdict.reason}")
+    return RoundAborted(f"{reason}; {verdict.reason}", reached_unmask=True,
+                        contributors=verdict.contributors)

@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.rpc import serving
-from fedhh.rpc.credentials import read_secret
+from fedhh.rpc.credentials import load_or_create_signing_key, public_key_path, read_secret
 from fedhh.rpc.observability import configure_logging, start_metrics
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
-from fedhh_coordinator import auth
-from fedhh_coordinator.link import GrpcAggregatorLink
+from fedhh_coordinator.control import GrpcAggregator
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.service import AdminService, DeviceService
@@ -27,7 +26,7 @@ SERVICES = ("fedhh.v1.DeviceService", "fedhh.v1.AdminService")
 
 
 async def serve(args: argparse.Namespace) -> None:
-    key = auth.load_or_create_signing_key(args.signing_key)
+    key = load_or_create_signing_key(args.signing_key)
     control_token = read_secret(args.control_token_file, "FEDHH_CONTROL_TOKEN",
                                 "control token")
     enrollment_token = read_secret(args.enrollment_token_file, "FEDHH_ENROLLMENT_TOKEN",
@@ -36,8 +35,9 @@ async def serve(args: argparse.Namespace) -> None:
     tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
     store = Store(args.db)
     lobby = Lobby()
-    link = GrpcAggregatorLink(args.aggregator, tls, control_token)
-    runner = Runner(store, link, key, args.aggregator_public_address or args.aggregator, lobby)
+    aggregator = GrpcAggregator(args.aggregator, tls, control_token)
+    runner = Runner(store, aggregator, key, args.aggregator_public_address or args.aggregator,
+                    lobby)
     server = serving.new_server()
     pb_grpc.add_DeviceServiceServicer_to_server(
         DeviceService(store, lobby, key, enrollment_token), server)
@@ -50,13 +50,13 @@ async def serve(args: argparse.Namespace) -> None:
     runner_task = asyncio.create_task(runner.serve(), name="runner")
     if args.ready_file:
         _write_ready(args.ready_file, {"port": port, "metrics_port": metrics_port,
-                                       "public_key": str(auth.public_key_path(args.signing_key))})
+                                       "public_key": str(public_key_path(args.signing_key))})
     log.info("coordinator serving", extra={"port": port, "metrics_port": metrics_port})
     try:
         await serving.wait_for_signal(server)
     finally:
         runner_task.cancel()
-        await link.close()
+        await aggregator.close()
         store.close()
 
 

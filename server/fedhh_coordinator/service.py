@@ -3,33 +3,30 @@
 
 from __future__ import annotations
 
-import asyncio
-import re
+import json
 import secrets
 from typing import Any
 
 import grpc
-import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from fedhh.codec import Codec
+from fedhh.config import RunConfig
 from fedhh.errors import AuthenticationError, ConfigError
-from fedhh.mechanisms import LocalRandomizer, TailKind
-from fedhh.prefixtree import PrefixTree, TreeState
 from fedhh.privacy import PrivacyLedger
+from fedhh.rpc.credentials import raw_public
 from fedhh.rpc.errors import status_errors
+from fedhh.rpc.run_config import from_proto, to_proto
 from fedhh.secagg.primitives import KEY_BYTES, is_valid_x25519_public
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator import auth, metrics
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
-from fedhh_coordinator.settings import RunSettings
+from fedhh_coordinator.runs import RunParts, create_run
 from fedhh_coordinator.store import Store
 
 MAX_WAIT_MS = 30_000
 RETRY_AFTER_MS = 1_000
-RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class DeviceService(pb_grpc.DeviceServiceServicer):
@@ -37,7 +34,7 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
                  enrollment_token: bytes) -> None:
         self.store = store
         self.lobby = lobby
-        self.public = auth.raw_public(key)
+        self.public = raw_public(key)
         self.enrollment_token = enrollment_token
         # Each device's last round keys that passed the checks: a device presents the same keys
         # at every poll until a task uses them, so each pair costs its X25519 checks once.
@@ -107,26 +104,9 @@ class AdminService(pb_grpc.AdminServiceServicer):
     async def StartRun(self, request: pb.StartRunRequest, context: grpc.aio.ServicerContext
                        ) -> pb.Run:
         self._check(context)
-        settings = RunSettings.from_proto(request.config)
-        settings.validate()
-        run_id = request.run_id or secrets.token_hex(8)
-        if not RUN_ID.match(run_id):
-            raise ConfigError(f"run_id must match {RUN_ID.pattern}, got {run_id!r}")
-        ledger = await asyncio.to_thread(
-            PrivacyLedger.open, settings.eps_agg, settings.delta, settings.rounds,
-            settings.min_devices, 1.0,
-            **({"method": settings.privacy_method} if settings.privacy_method else {}),
-            eps_local=settings.eps_local,
-        )
-        codec = Codec(settings.codec, settings.max_bits)
-        deny = np.unique(codec.encode_many(list(settings.deny_list)).codes)
-        tree = PrefixTree(settings.tree(), codec,
-                          LocalRandomizer(ledger.eps_local, TailKind(settings.tail)), deny)
-        self.store.create_run(run_id, settings.to_dict(), ledger.eps_local,
-                              tree.initial_state().to_dict(), ledger.to_dict(),
-                              [int(c) for c in deny])
+        row = await create_run(self.store, from_proto(request.config), request.run_id)
         self.runner.wake()
-        return self._run(run_id)
+        return self._run(row.run_id)
 
     @status_errors
     async def GetRun(self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext
@@ -145,16 +125,15 @@ class AdminService(pb_grpc.AdminServiceServicer):
                          context: grpc.aio.ServicerContext) -> pb.Results:
         self._check(context)
         row = self.store.run(request.run_id)
-        settings = RunSettings.from_dict(row.config)
-        codec = Codec(settings.codec, settings.max_bits)
-        state = TreeState.from_dict(row.tree)
-        hitters = sorted(state.discovered, key=lambda f: (-f.estimate, f.code))
+        parts = RunParts.load(row)
+        codec = parts.tree.codec
         return pb.Results(
             run_id=row.run_id, state=row.state,
-            heavy_hitters=[pb.HeavyHitter(item=codec.display_item(f.code), estimate=f.estimate,
-                                          round=f.round, code=f.code) for f in hitters],
+            heavy_hitters=[pb.HeavyHitter(item=h.item, estimate=h.estimate, round=h.round,
+                                          code=h.code)
+                           for h in parts.tree.heavy_hitters(parts.state)],
             deny_list=[codec.display_item(c) for c in row.deny_codes],
-            ledger_json=_json(row.ledger), rounds=self._rounds(row.run_id),
+            ledger_json=json.dumps(row.ledger, sort_keys=True), rounds=self._rounds(row.run_id),
         )
 
     @status_errors
@@ -173,7 +152,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
         ledger = PrivacyLedger.from_dict(row.ledger)
         return pb.Run(
             run_id=row.run_id, state=row.state,
-            config=RunSettings.from_dict(row.config).to_proto(), eps_local=row.eps_local,
+            config=to_proto(RunConfig.from_dict(row.config)), eps_local=row.eps_local,
             eps_spent=ledger.spent_epsilon(), rounds_released=ledger.rounds_recorded,
             error=row.error, rounds=self._rounds(run_id),
         )
@@ -192,9 +171,3 @@ class AdminService(pb_grpc.AdminServiceServicer):
                 seconds=float(s.get("seconds", 0.0)),
             ))
         return out
-
-
-def _json(value: Any) -> str:
-    import json
-
-    return json.dumps(value, sort_keys=True)

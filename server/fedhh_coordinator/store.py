@@ -1,17 +1,11 @@
-"""SQLite persistence of the coordinator: devices, runs, rounds, tree states and ledgers.
+"""SQLite persistence of the coordinator: devices, runs, round attempts, tree states, ledgers.
 
 Every state change is one transaction, so a crash (even kill -9) leaves either the old state or
-the new one. The round life cycle and what a restart does with it:
-
-- ``open``: check-in or secure aggregation in progress; nothing was released to us. A restart
-  re-runs the round (a new attempt: fresh cohort, fresh keys, fresh randomness).
-- ``releasing``: the aggregator started streaming the sum to us; the round's privacy spend was
-  recorded in the ledger in the same transaction that set this state (before a single byte of the
-  sum was read), so a crash now never loses spend. The sum itself is not stored, so a restart
-  cannot continue the run without spending again: the run fails with a message saying so.
-- ``released``: the sum was consumed; the new tree state and the ledger were committed together.
-- ``aborted``: the aggregator released nothing (too few survivors, an abort, a lost aggregator);
-  no spend. The round is retried as a new attempt.
+the new one. An attempt's states are those of ``fedhh.rounds.AttemptState`` (open, releasing,
+released, aborted, lost); ``RunAttempts`` is the round driver's ``RunStore`` over this file.
+What a restart does with an attempt left open or releasing is the driver's rule
+(``RoundDriver.resume``): it asks the aggregator what became of it, and charges it if
+unmasking began.
 """
 
 from __future__ import annotations
@@ -27,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConflictError, NotFoundError
+from fedhh.rounds import AttemptRecord, AttemptState
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS devices (
@@ -139,10 +134,6 @@ class Store:
                 (device_id,)).fetchone()
         return None if row is None else (bytes(row[0]), bytes(row[1]))
 
-    def device_count(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM devices").fetchone()[0])
-
     # ---- runs ----------------------------------------------------------------------------
     def create_run(self, run_id: str, config: dict[str, Any], eps_local: float,
                    tree: dict[str, Any], ledger: dict[str, Any], deny_codes: list[int]) -> None:
@@ -177,7 +168,7 @@ class Store:
             db.execute("UPDATE runs SET state = ?, error = ?, updated_at = ? WHERE run_id = ?",
                        (state, error, time.time(), run_id))
 
-    # ---- rounds --------------------------------------------------------------------------
+    # ---- round attempts -------------------------------------------------------------------
     def rounds(self, run_id: str) -> list[RoundRow]:
         with self._lock:
             rows = self._db.execute(
@@ -199,42 +190,87 @@ class Store:
                        "AND state = 'pending'", (time.time(), run_id))
             return attempt
 
-    def abort_round(self, run_id: str, round_: int, attempt: int, reason: str,
-                    summary: dict[str, Any] | None = None) -> None:
+    def annotate_round(self, run_id: str, round_: int, attempt: int,
+                       info: dict[str, Any]) -> None:
+        """Merge ``info`` into an open attempt's summary (what a restart needs to settle it)."""
         with self._tx() as db:
-            db.execute("UPDATE rounds SET state = 'aborted', reason = ?, summary = ?, "
-                       "finished_at = ? WHERE run_id = ? AND round = ? AND attempt = ? "
-                       "AND state = 'open'",
-                       (reason, json.dumps(summary or {}), time.time(), run_id, round_, attempt))
+            row = db.execute("SELECT summary FROM rounds WHERE run_id = ? AND round = ? AND "
+                             "attempt = ?", (run_id, round_, attempt)).fetchone()
+            if row is None:
+                raise NotFoundError(f"no attempt {round_}.{attempt} of {run_id}")
+            summary = {**json.loads(row[0]), **info}
+            db.execute("UPDATE rounds SET summary = ? WHERE run_id = ? AND round = ? AND "
+                       "attempt = ?", (json.dumps(summary), run_id, round_, attempt))
 
-    def begin_release(self, run_id: str, round_: int, attempt: int, participants: int,
-                      ledger: dict[str, Any]) -> None:
-        """Record the round's spend (the new ledger) before the sum is read."""
+    def abort_round(self, run_id: str, round_: int, attempt: int, reason: str) -> None:
         with self._tx() as db:
-            cur = db.execute("UPDATE rounds SET state = 'releasing', participants = ? "
-                             "WHERE run_id = ? AND round = ? AND attempt = ? AND state = 'open'",
-                             (participants, run_id, round_, attempt))
+            db.execute("UPDATE rounds SET state = 'aborted', reason = ?, finished_at = ? "
+                       "WHERE run_id = ? AND round = ? AND attempt = ? AND state = 'open'",
+                       (reason, time.time(), run_id, round_, attempt))
+
+    def charge_round(self, run_id: str, round_: int, attempt: int, state: str,
+                     participants: int | None, ledger: dict[str, Any], reason: str = "") -> None:
+        """Record an attempt's charge and the run's new ledger in one transaction: ``state``
+        'releasing' (its sum is about to be read) or 'lost' (unmasking began, no sum for us)."""
+        if state not in ("releasing", "lost"):
+            raise ValueError(f"a charged attempt is releasing or lost, not {state!r}")
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE rounds SET state = ?, reason = ?, "
+                "participants = COALESCE(?, participants), finished_at = ? "
+                "WHERE run_id = ? AND round = ? AND attempt = ? AND state IN ('open', "
+                "'releasing')",
+                (state, reason, participants, time.time() if state == "lost" else None, run_id,
+                 round_, attempt))
             if cur.rowcount != 1:
                 raise ConflictError(f"round {round_}.{attempt} of {run_id} is not open")
-            db.execute("UPDATE runs SET ledger = ?, updated_at = ? WHERE run_id = ?",
-                       (json.dumps(ledger), time.time(), run_id))
+            if ledger:
+                db.execute("UPDATE runs SET ledger = ?, updated_at = ? WHERE run_id = ?",
+                           (json.dumps(ledger), time.time(), run_id))
 
-    def finish_release(self, run_id: str, round_: int, attempt: int, tree: dict[str, Any],
-                       summary: dict[str, Any], done: bool) -> None:
+    def release_round(self, run_id: str, round_: int, attempt: int, tree: dict[str, Any],
+                      summary: dict[str, Any], done: bool) -> None:
         """Commit the round's outcome: the new tree state, its summary, and the run's state."""
         with self._tx() as db:
-            cur = db.execute("UPDATE rounds SET state = 'released', summary = ?, finished_at = ? "
-                             "WHERE run_id = ? AND round = ? AND attempt = ? "
-                             "AND state = 'releasing'",
-                             (json.dumps(summary), time.time(), run_id, round_, attempt))
-            if cur.rowcount != 1:
+            row = db.execute("SELECT summary FROM rounds WHERE run_id = ? AND round = ? AND "
+                             "attempt = ? AND state = 'releasing'",
+                             (run_id, round_, attempt)).fetchone()
+            if row is None:
                 raise ConflictError(f"round {round_}.{attempt} of {run_id} is not releasing")
+            merged = {**json.loads(row[0]), **summary}
+            db.execute("UPDATE rounds SET state = 'released', summary = ?, finished_at = ? "
+                       "WHERE run_id = ? AND round = ? AND attempt = ?",
+                       (json.dumps(merged), time.time(), run_id, round_, attempt))
             db.execute("UPDATE runs SET tree = ?, state = ?, updated_at = ? WHERE run_id = ?",
                        (json.dumps(tree), "done" if done else "running", time.time(), run_id))
 
-    def interrupted_rounds(self, run_id: str) -> list[RoundRow]:
-        """Rounds left 'open' or 'releasing' by a previous process."""
-        return [r for r in self.rounds(run_id) if r.state in ("open", "releasing")]
+
+class RunAttempts:
+    """One run's attempts as the round driver's ``RunStore`` (``fedhh.rounds``)."""
+
+    def __init__(self, store: Store, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+
+    def attempts(self) -> list[AttemptRecord]:
+        return [AttemptRecord(r.round, r.attempt, AttemptState(r.state), r.reason,
+                              r.participants, r.summary)
+                for r in self.store.rounds(self.run_id)]
+
+    def open_attempt(self, round_: int) -> int:
+        return self.store.open_round(self.run_id, round_)
+
+    def abort_attempt(self, round_: int, attempt: int, reason: str) -> None:
+        self.store.abort_round(self.run_id, round_, attempt, reason)
+
+    def charge_attempt(self, round_: int, attempt: int, state: AttemptState,
+                       contributors: int | None, ledger: dict[str, Any], reason: str = "") -> None:
+        self.store.charge_round(self.run_id, round_, attempt, state.value, contributors, ledger,
+                                reason)
+
+    def release_attempt(self, round_: int, attempt: int, tree: dict[str, Any],
+                        summary: dict[str, Any], done: bool) -> None:
+        self.store.release_round(self.run_id, round_, attempt, tree, summary, done)
 
 
 def _run_row(row: tuple[Any, ...]) -> RunRow:

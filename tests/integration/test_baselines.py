@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from fedhh.algorithms import PrivacyTarget, build_algorithm
+from fedhh.config import RunConfig
 from fedhh.data.dataset import from_user_counts
 from fedhh.errors import ConfigError
 from fedhh.mechanisms import VoteThreshold
-from fedhh.prefixtree import TreeConfig
 from fedhh.simulation.participation import Participation, SamplingKind
-from fedhh.simulation.runner import SimulationConfig, simulate
+from fedhh.simulation.runner import simulate
 
 PLANTED = {"apple": 3000, "bear": 2500, "cat": 2000}
 
@@ -38,10 +38,8 @@ def dataset():  # type: ignore[no-untyped-def]
     ],
 )
 def test_each_algorithm_finds_the_planted_items(dataset, name: str, kwargs: dict) -> None:  # type: ignore[no-untyped-def]
-    choice = build_algorithm(name, 4, dataset.num_users, None, **kwargs)
-    config = SimulationConfig(tree=TreeConfig(rounds=4, dim_limit=1 << 20),
-                              mechanism=choice.mechanism, participation=choice.participation,
-                              encoding="5bit", seed=1)
+    config = RunConfig(algorithm=name, rounds=4, dim_limit=1 << 20, codec="5bit", seed=1,
+                       **kwargs)
     result = simulate(dataset, config)
     assert set(PLANTED) <= {h.item for h in result.heavy_hitters}
 

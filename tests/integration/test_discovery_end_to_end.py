@@ -4,16 +4,16 @@ eps_local = 8, and a population with no repeated item yields nothing."""
 from __future__ import annotations
 
 import string
+from dataclasses import replace
 
 import numpy as np
 from scipy import stats
 
+from fedhh.config import RunConfig
 from fedhh.data.dataset import from_user_counts
 from fedhh.estimate import BinomialTail
-from fedhh.mechanisms import LocalRandomizer, TailKind
-from fedhh.prefixtree import TreeConfig
 from fedhh.randomizer import RandomizedResponse
-from fedhh.simulation.runner import SimulationConfig, simulate
+from fedhh.simulation.runner import simulate
 
 EPS = 8.0
 P = 2**20
@@ -53,10 +53,7 @@ def test_planted_items_above_the_computable_count_are_found() -> None:
     users = [{w: 1} for w, c in planted.items() for _ in range(c)]
     users += [{w: 1} for w in random_words(n - len(users), rng)]
     dataset = from_user_counts(users)
-    config = SimulationConfig(
-        tree=TreeConfig(rounds=4, dim_limit=P, fp_ratio=GAMMA, eta=ETA),
-        mechanism=LocalRandomizer(EPS, TailKind.BINOMIAL), seed=1,
-    )
+    config = RunConfig(rounds=4, dim_limit=P, fp_ratio=GAMMA, eta=ETA, eps_local=EPS, seed=1)
     result = simulate(dataset, config)
     found = {h.item for h in result.heavy_hitters}
     assert set(planted) <= found, (c_min, found)
@@ -68,10 +65,7 @@ def test_no_repeated_items_means_nothing_found() -> None:
     small factor: a false failure below 1e-6."""
     rng = np.random.default_rng(5)
     dataset = from_user_counts([{w: 1} for w in random_words(20_000, rng)])
-    config = SimulationConfig(
-        tree=TreeConfig(rounds=4, dim_limit=P, fp_ratio=1e-7),
-        mechanism=LocalRandomizer(EPS, TailKind.BINOMIAL), seed=2,
-    )
+    config = RunConfig(rounds=4, dim_limit=P, fp_ratio=1e-7, eps_local=EPS, seed=2)
     result = simulate(dataset, config)
     assert result.heavy_hitters == []
 
@@ -84,13 +78,12 @@ def test_deny_list_and_two_runs() -> None:
         [{"melon": 1} for _ in range(2000)]
     users += [{w: 1} for w in random_words(5000, rng)]
     dataset = from_user_counts(users)
-    base = dict(tree=TreeConfig(rounds=4, dim_limit=P),
-                mechanism=LocalRandomizer(EPS, TailKind.BINOMIAL), seed=3)
-    denied = simulate(dataset, SimulationConfig(**base, deny_list=("apple",)))
+    base = RunConfig(rounds=4, dim_limit=P, eps_local=EPS, seed=3)
+    denied = simulate(dataset, replace(base, deny_list=("apple",)))
     assert "apple" not in {h.item for h in denied.heavy_hitters}
     assert "apple" in denied.deny_list and {"pear", "melon"} <= {h.item for h in
                                                                 denied.heavy_hitters}
-    twice = simulate(dataset, SimulationConfig(**base, runs=2))
+    twice = simulate(dataset, replace(base, two_runs=True))
     assert {r["extra"]["run"] for r in twice.rounds} == {1, 2}
     second = {h.item for h in twice.heavy_hitters}
     assert {"apple", "pear", "melon"} <= set(twice.deny_list)

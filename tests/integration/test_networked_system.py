@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -18,16 +19,14 @@ from networked_kit import PLANTED, SEED, USERS, planted_dataset, run_config
 
 from fedhh.codec import Codec
 from fedhh.data.registry import resolve_dataset
-from fedhh.mechanisms import LocalRandomizer, TailKind
-from fedhh.prefixtree import TreeConfig
 from fedhh.privacy import PrivacyLedger
 from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.run_config import from_proto
 from fedhh.rpc.tls import ca_credentials
 from fedhh.rpc.topology import LocalTopology
 from fedhh.secagg import RoundKeys
 from fedhh.secagg.primitives import system_random
-from fedhh.selection import Selection, SelectionRule
-from fedhh.simulation.runner import SimulationConfig, simulate
+from fedhh.simulation.runner import simulate
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 
@@ -78,13 +77,8 @@ def test_networked_run_equals_the_per_device_simulation(
     cfg = run.config
     ledger = PrivacyLedger.open(cfg.eps_agg, cfg.delta, cfg.rounds, cfg.min_devices,
                                 eps_local=cfg.eps_local)
-    config = SimulationConfig(
-        tree=TreeConfig(rounds=cfg.rounds, dim_limit=cfg.dim_limit, fp_ratio=cfg.fp_ratio,
-                        tau0=cfg.tau0, eta=cfg.eta),
-        mechanism=LocalRandomizer(cfg.eps_local, TailKind.BINOMIAL), encoding=cfg.codec,
-        max_bits=cfg.max_bits, selection=Selection(SelectionRule.UNIFORM), seed=SEED,
-        per_device=True,
-    )
+    # The run's own configuration, simulated per device with the devices' test seed.
+    config = replace(from_proto(cfg), seed=SEED, per_device=True)
     sim = simulate(dataset, config, ledger=ledger)
     networked = [(h.item, h.estimate, h.round) for h in results.heavy_hitters]
     simulated = [(h.item, h.estimate, h.round) for h in sim.heavy_hitters]

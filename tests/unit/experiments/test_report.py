@@ -77,7 +77,7 @@ def test_every_run_has_its_command_and_configuration(report: Path) -> None:
             assert row["command"].endswith(f"--seed {row['seed']}")
     runs = json.loads((folder / "runs.json").read_text())
     two = [r for r in runs if r["configuration"] == "2 runs"]
-    assert all("--two-runs" in r["argv"] and r["config"]["runs"] == 2 for r in two)
+    assert all("--two-runs" in r["argv"] and r["config"]["two_runs"] for r in two)
     assert all(r["privacy"]["charged_rounds"] == 8 for r in two)
     assert all(r["rounds"] and "metrics" in r for r in two)
     meta = json.loads((report / "deny-list" / "report.json").read_text())

@@ -10,17 +10,18 @@ import numpy as np
 import pytest
 
 from fedhh.cli.main import main
+from fedhh.config import RunConfig
 from fedhh.data.dataset import FederatedDataset
-from fedhh.experiments import ResultStore, RunSpec, Settings, Study, Suite, Variant
+from fedhh.experiments import ResultStore, Settings, Study, Suite, Variant
 from fedhh.experiments import runner as experiments_runner
 from fedhh.experiments.runner import ProgressEvent
 
-SMALL = RunSpec(dim_limit=1 << 16)
+SMALL = RunConfig(dim_limit=1 << 16)
 STUDY = Study("tiny", 0, "tiny", "test study", "-", (
     Variant("multi", SMALL),
-    Variant("single", RunSpec(dim_limit=1 << 16, single_item=True)),
-    Variant("single again", RunSpec(dim_limit=1 << 16, single_item=True)),  # same run
-    Variant("5bit fixed", RunSpec(dim_limit=1 << 16, encoding="5bit", rounds=6,
+    Variant("single", RunConfig(dim_limit=1 << 16, single_item=True)),
+    Variant("single again", RunConfig(dim_limit=1 << 16, single_item=True)),  # same run
+    Variant("5bit fixed", RunConfig(dim_limit=1 << 16, codec="5bit", rounds=6,
                                   segment_bits=10)),
 ))
 

@@ -1,0 +1,320 @@
+"""The run configuration: every knob of a discovery, its default, its validation and its help.
+
+One frozen dataclass, ``RunConfig``, serves every way of running fedhh: ``fedhh simulate`` and
+``fedhh admin start`` generate their flags and help text from it (``fedhh.config.flags``),
+the experiments build it directly, the coordinator stores it (``to_dict``) and sends it over
+the wire (one converter, ``fedhh.rpc.run_config``). Each field carries its description and the
+modes it applies to in its metadata:
+
+- ``both``: the algorithm and its privacy target, the same in simulation and on the network;
+- ``simulation``: the simulator's own choices (baselines, seeds, sampling, per-device mode);
+- ``network``: the networked system's cohort and secure-aggregation timing.
+
+``None`` is a value of its own where a field says so (e.g. ``segment_bits=None``: adaptive
+segmentation); zero is always a value, never "the default".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from enum import StrEnum
+from typing import Any
+
+from fedhh.errors import ConfigError
+
+ALGORITHMS = ("optprefixtree", "triehh", "triehh++", "central-laplace", "central-gaussian")
+SELECTIONS = ("uniform", "weighted")
+TAILS = ("binomial", "gaussian")
+FP_RATIO_OF = ("kept", "discoveries")
+SIMULATION_DIM_LIMIT = 10_000_000  # the paper's P
+NETWORK_DIM_LIMIT = 1 << 16  # each device uploads one 16- or 32-bit entry per domain element
+MAX_NETWORK_DIM_LIMIT = 1 << 24  # fedhh.secagg.config.MAX_DIMENSION
+WINDOW_FIELDS = ("advertise_ms", "share_keys_ms", "masked_input_ms", "consistency_ms",
+                 "unmask_ms")
+
+
+class Mode(StrEnum):
+    BOTH = "both"
+    SIMULATION = "simulation"
+    NETWORK = "network"
+
+
+def _knob(default: Any, help: str, mode: Mode = Mode.BOTH, *,
+          choices: tuple[str, ...] | None = None, metavar: str | None = None) -> Any:
+    return field(default=default, metadata={"help": help, "mode": mode, "choices": choices,
+                                            "metavar": metavar})
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Every knob of a run (module docstring); ``validate()`` checks them all."""
+
+    # ---- privacy --------------------------------------------------------------------------
+    eps_agg: float = _knob(1.0, "aggregate epsilon of the whole run")
+    delta: float = _knob(1e-6, "aggregate delta of the whole run")
+    eps_local: float | None = _knob(
+        None, "explicit per-round local epsilon (default: solved by the accountant)")
+    privacy_method: str | None = _knob(
+        None, "accountant method for the local epsilon (default: the accountant's default; "
+        "see `fedhh privacy --help`)")
+    # ---- the algorithm --------------------------------------------------------------------
+    algorithm: str = _knob("optprefixtree", "the algorithm (the baselines run in simulation "
+                           "only)", choices=ALGORITHMS)
+    rounds: int = _knob(4, "rounds T of the discovery (each charged to the budget)")
+    dim_limit: int | None = _knob(
+        None, f"bound P on a round's domain size (default: {SIMULATION_DIM_LIMIT:.0e}, the "
+        f"paper's, in simulation; 2^16 on the network, where every device uploads one entry "
+        "per domain element)")
+    fp_ratio: float = _knob(0.5, "target false-positive ratio gamma")
+    fp_ratio_of: str = _knob(
+        "kept", "what gamma is relative to: the kept elements (the paper's Algorithm as "
+        "written; gamma < 1) or the expected true discoveries (its appendix figures)",
+        choices=FP_RATIO_OF)
+    tau0: float = _knob(1.0, "initial threshold multiplier tau_0 of PruneHH")
+    eta: float = _knob(0.5, "PruneHH step: E <- eta * E")
+    tail: str = _knob("binomial", "law of a zero-count estimate: the exact binomial or the "
+                      "paper's Gaussian approximation", choices=TAILS)
+    segment_bits: int | None = _knob(None, "fixed segment length (default: adaptive "
+                                     "segmentation)")
+    selection: str = _knob("uniform", "which of its items a device reports", choices=SELECTIONS)
+    prefix_conditioning: bool = _knob(
+        True, "select only among items whose prefix is on the round's prefix list")
+    codec: str = _knob("huffman", "item code (codebook name)")
+    max_bits: int = _knob(60, "bits r of an encoded item")
+    deny_list: tuple[str, ...] = _knob((), "items to exclude (never reported, never output)",
+                                       metavar="PATH")
+    warm_start: bool = _knob(False, "deny-list the built-in public warm-start list")
+    # ---- simulation only ------------------------------------------------------------------
+    two_runs: bool = _knob(False, "run twice, the first run's output being the second's deny "
+                           "list (the budget covers both)", Mode.SIMULATION)
+    sampling_rate: float | None = _knob(
+        None, "device sampling rate (OptPrefixTree: Poisson q, default 1; TrieHH and TrieHH++: "
+        "overrides the calibrated rate)", Mode.SIMULATION)
+    theta: int = _knob(10, "TrieHH/TrieHH++ vote threshold", Mode.SIMULATION)
+    noise_scale: float | None = _knob(
+        None, "central baselines: explicit noise scale (default: calibrated)", Mode.SIMULATION)
+    single_item: bool = _knob(False, "single-data-point mode: each device keeps one item for "
+                              "every round", Mode.SIMULATION)
+    per_device: bool = _knob(False, "randomize every report instead of drawing the sum "
+                             "exactly (slow)", Mode.SIMULATION)
+    seed: int = _knob(0, "seed of the simulation's randomness", Mode.SIMULATION)
+    # ---- network only ---------------------------------------------------------------------
+    target_devices: int = _knob(1000, "devices per round the coordinator admits to a cohort",
+                                Mode.NETWORK)
+    min_devices: int = _knob(100, "n_min: a round releases nothing with fewer contributors; "
+                             "the accountant charges each round at this count", Mode.NETWORK)
+    checkin_ms: int = _knob(10_000, "how long a round's check-in stays open (ms)", Mode.NETWORK)
+    stage_ms: int = _knob(10_000, "default window of each secure-aggregation stage (ms)",
+                          Mode.NETWORK)
+    advertise_ms: int | None = _knob(None, "key-advertisement window (ms; default stage_ms)",
+                                     Mode.NETWORK)
+    share_keys_ms: int | None = _knob(None, "key-sharing window (ms; default stage_ms)",
+                                      Mode.NETWORK)
+    masked_input_ms: int | None = _knob(None, "masked-input window (ms; default stage_ms)",
+                                        Mode.NETWORK)
+    consistency_ms: int | None = _knob(None, "consistency-check window (ms; default stage_ms)",
+                                       Mode.NETWORK)
+    unmask_ms: int | None = _knob(None, "unmasking window (ms; default stage_ms)", Mode.NETWORK)
+    expected_dropout: float = _knob(0.1, "expected dropout rate, for choosing SecAgg+ (k, t)",
+                                    Mode.NETWORK)
+    corrupt_fraction: float = _knob(0.05, "assumed fraction of corrupt devices, for choosing "
+                                    "SecAgg+ (k, t)", Mode.NETWORK)
+    max_attempts: int = _knob(5, "attempts of a round before the run fails (across restarts)",
+                              Mode.NETWORK)
+
+    # ---- derived values ---------------------------------------------------------------------
+    def resolved_dim_limit(self, mode: Mode) -> int:
+        """P for this mode (the field's own value when it is set)."""
+        if self.dim_limit is not None:
+            return self.dim_limit
+        return NETWORK_DIM_LIMIT if mode is Mode.NETWORK else SIMULATION_DIM_LIMIT
+
+    @property
+    def runs(self) -> int:
+        return 2 if self.two_runs else 1
+
+    @property
+    def charged_rounds(self) -> int:
+        """Rounds charged to the budget: rounds x runs."""
+        return self.rounds * self.runs
+
+    def stage_windows(self) -> tuple[int, int, int, int, int]:
+        """(advertise, share keys, masked input, consistency, unmask) windows in ms, each
+        defaulting to stage_ms. Every stage that lost a device waits for its deadline, so a
+        window must fit the work of its live devices (share keys is the heaviest: k key
+        agreements and k signature checks per device)."""
+        return tuple(self.stage_ms if (value := getattr(self, name)) is None else value
+                     for name in WINDOW_FIELDS)  # type: ignore[return-value]
+
+    # ---- validation -------------------------------------------------------------------------
+    def validate(self, mode: Mode = Mode.SIMULATION) -> RunConfig:
+        """Check every knob (and, for ``mode``, their combination); returns self."""
+        _check_types(self)
+        _positive("eps_agg", self.eps_agg)
+        if not 0 < self.delta < 1:
+            raise ConfigError(f"delta must be in (0, 1), got {self.delta}")
+        if self.eps_local is not None:
+            _positive("eps_local", self.eps_local)
+        _at_least("rounds", self.rounds, 1)
+        if self.dim_limit is not None:
+            _at_least("dim_limit", self.dim_limit, 2)
+        _at_least("max_bits", self.max_bits, 1)
+        if self.segment_bits is not None:
+            _at_least("segment_bits", self.segment_bits, 1)
+        for name, choices in (("algorithm", ALGORITHMS), ("selection", SELECTIONS),
+                              ("tail", TAILS), ("fp_ratio_of", FP_RATIO_OF)):
+            if getattr(self, name) not in choices:
+                raise ConfigError(f"{name} must be one of {', '.join(choices)}, got "
+                                  f"{getattr(self, name)!r}")
+        for item in self.deny_list:
+            if not item or any(c.isspace() for c in item):
+                raise ConfigError(f"deny-list item {item!r} is empty or contains whitespace")
+        if self.privacy_method is not None:
+            from fedhh.privacy.shuffle import check_method
+
+            check_method(self.privacy_method)
+        if self.sampling_rate is not None and not 0 < self.sampling_rate <= 1:
+            raise ConfigError(f"sampling_rate must be in (0, 1], got {self.sampling_rate}")
+        _at_least("theta", self.theta, 1)
+        if self.noise_scale is not None:
+            _positive("noise_scale", self.noise_scale)
+        _at_least("seed", self.seed, 0)
+        from fedhh.codec import Codec
+
+        try:
+            Codec(self.codec, self.max_bits)
+        except ConfigError as error:
+            raise ConfigError(f"codec {self.codec!r} with max_bits {self.max_bits}: "
+                              f"{error}") from None
+        self.tree(mode).validate(self.max_bits)
+        if mode is Mode.NETWORK:
+            self._validate_network()
+        return self
+
+    def _validate_network(self) -> None:
+        if self.algorithm != "optprefixtree":
+            raise ConfigError(f"the networked system runs optprefixtree only, got "
+                              f"{self.algorithm!r}")
+        simulation_only = [f.name for f in fields(self) if f.metadata["mode"] is Mode.SIMULATION
+                           and getattr(self, f.name) != f.default]
+        if simulation_only:
+            raise ConfigError(f"simulation-only settings in a networked run: "
+                              f"{', '.join(simulation_only)}")
+        if not 3 <= self.min_devices <= self.target_devices:
+            raise ConfigError(f"need 3 <= min_devices <= target_devices, got "
+                              f"{self.min_devices} and {self.target_devices}")
+        if self.resolved_dim_limit(Mode.NETWORK) > MAX_NETWORK_DIM_LIMIT:
+            raise ConfigError(f"dim_limit must be at most 2^24 on the network, got "
+                              f"{self.dim_limit}")
+        for name in ("checkin_ms", "stage_ms", "max_attempts"):
+            _at_least(name, getattr(self, name), 1)
+        for name in WINDOW_FIELDS:
+            if getattr(self, name) is not None:
+                _at_least(name, getattr(self, name), 1)
+        for name in ("expected_dropout", "corrupt_fraction"):
+            value = getattr(self, name)
+            if not 0 <= value < 1:
+                raise ConfigError(f"{name} must be in [0, 1), got {value}")
+
+    # ---- views used by the library --------------------------------------------------------
+    def tree(self, mode: Mode = Mode.SIMULATION) -> Any:
+        """The prefix tree's round logic parameters."""
+        from fedhh.prefixtree import TreeConfig
+
+        return TreeConfig(rounds=self.rounds, dim_limit=self.resolved_dim_limit(mode),
+                          fp_ratio=self.fp_ratio, tau0=self.tau0, eta=self.eta,
+                          segment_bits=self.segment_bits, fp_ratio_of=self.fp_ratio_of)
+
+    def selection_rule(self) -> Any:
+        from fedhh.selection import Selection
+
+        return Selection.parse(self.selection, self.prefix_conditioning)
+
+    def deny_items(self) -> list[str]:
+        """The deny list as items: the configured ones, then the warm-start list if asked for."""
+        items = list(self.deny_list)
+        if self.warm_start:
+            from fedhh.data.wordlists import warm_start_list
+
+            items.extend(warm_start_list())
+        return list(dict.fromkeys(items))
+
+    # ---- persistence --------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["deny_list"] = list(self.deny_list)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        """Inverse of ``to_dict``; unknown keys are an error, missing keys take defaults."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"a run config is a JSON object, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown run settings: {', '.join(unknown)}")
+        values = dict(data)
+        if "deny_list" in values:
+            if not isinstance(values["deny_list"], list | tuple):
+                raise ConfigError("deny_list must be a list of items")
+            values["deny_list"] = tuple(values["deny_list"])
+        config = cls(**values)
+        _check_types(config)
+        return config
+
+    def overrides(self) -> dict[str, Any]:
+        """The fields that differ from their defaults (a canonical, minimal form)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) != f.default}
+
+    def with_values(self, **values: Any) -> RunConfig:
+        return replace(self, **values)
+
+
+def knobs(mode: Mode | None = None) -> list[Any]:
+    """The dataclass fields of the knobs that apply in ``mode`` (every knob for None)."""
+    return [f for f in fields(RunConfig)
+            if mode is None or f.metadata["mode"] in (Mode.BOTH, mode)]
+
+
+def field_type(f: Any) -> type:
+    """The value type of a knob: bool, int, float, str, or tuple (the deny list)."""
+    text = str(f.type)
+    for kind in (bool, int, float, str):
+        if text.startswith(kind.__name__):
+            return kind
+    if text.startswith("tuple"):
+        return tuple
+    raise TypeError(f"unsupported knob type {f.type!r}")  # pragma: no cover
+
+
+def _check_types(config: RunConfig) -> None:
+    for f in fields(config):
+        value = getattr(config, f.name)
+        kind = field_type(f)
+        optional = "None" in str(f.type)
+        if value is None and optional:
+            continue
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            object.__setattr__(config, f.name, float(value))
+            value = float(value)
+        ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+        if kind is tuple:
+            ok = isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+        if not ok:
+            raise ConfigError(f"{f.name} must be {'an optional ' if optional else 'a '}"
+                              f"{kind.__name__}, got {value!r}")
+        if kind is float and not math.isfinite(value):
+            raise ConfigError(f"{f.name} must be finite, got {value!r}")
+
+
+def _positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ConfigError(f"{name} must be > 0, got {value}")
+
+
+def _at_least(name: str, value: int, low: int) -> None:
+    if value < low:
+        raise ConfigError(f"{name} must be >= {low}, got {value}")

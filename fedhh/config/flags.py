@@ -1,0 +1,134 @@
+"""Command-line flags generated from ``fedhh.config.RunConfig``: one flag per knob, its help
+text and shown default from the field's metadata, so every command that configures a run
+(`simulate`, `admin start`, `up`) offers the same knobs under the same names.
+
+Flags are the field names with dashes. A boolean knob whose default is False is a switch
+(``--warm-start``); one whose default is True is turned off with ``--no-NAME``. The deny list
+is read from a file of items, one per line (``--deny-list PATH``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from fedhh.config import Mode, RunConfig, field_type, knobs
+from fedhh.errors import ConfigError
+
+
+def integer(text: str) -> int:
+    """An integer; integral scientific notation such as 1e7 is accepted."""
+    try:
+        value = float(text) if any(c in text for c in ".eE") else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not math.isfinite(value) or value != int(value):
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+    return int(value)
+
+
+def number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+_PARSERS: dict[type, Callable[[str], Any]] = {int: integer, float: number, str: str}
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, mode: Mode, *,
+                      defaults: Mapping[str, Any] | None = None,
+                      exclude: Collection[str] = ()) -> None:
+    """Add one flag per knob of ``mode``; ``defaults`` overrides the shown and used defaults
+    of this command (e.g. `fedhh up`'s demo settings)."""
+    overrides = dict(defaults or {})
+    group = parser.add_argument_group("run configuration (fedhh.config.RunConfig)")
+    for f in knobs(mode):
+        if f.name in exclude:
+            continue
+        default = overrides.get(f.name, f.default)
+        kind = field_type(f)
+        text = f.metadata["help"]
+        dest = f.name
+        if kind is bool:
+            if default:
+                group.add_argument(flag(f"no_{f.name}"), dest=dest, action="store_false",
+                                   default=True, help=f"turn off: {text}")
+            else:
+                group.add_argument(flag(f.name), dest=dest, action="store_true", default=False,
+                                   help=text)
+            continue
+        if kind is tuple:
+            group.add_argument(flag(f.name), dest=dest, metavar=f.metadata["metavar"] or "PATH",
+                               default=None, help=f"{text}: a file of items, one per line")
+            continue
+        shown = "" if default is None else f" (default: {_show(default)})"
+        group.add_argument(flag(f.name), dest=dest, type=_PARSERS[kind], default=default,
+                           choices=f.metadata["choices"], metavar=f.metadata["metavar"],
+                           help=text + shown)
+
+
+def config_from_args(args: argparse.Namespace, mode: Mode,
+                     exclude: Collection[str] = ()) -> RunConfig:
+    """The RunConfig the parsed flags describe (validated for ``mode``)."""
+    values: dict[str, Any] = {}
+    for f in knobs(mode):
+        if f.name in exclude or not hasattr(args, f.name):
+            continue
+        value = getattr(args, f.name)
+        if f.name == "deny_list":
+            if value:
+                from fedhh.data.wordlists import load_item_list
+
+                values["deny_list"] = tuple(load_item_list(value))
+            continue
+        values[f.name] = value
+    try:
+        return RunConfig.from_dict(values).validate(mode)
+    except ConfigError as error:
+        raise ConfigError(_name_the_flag(str(error))) from None
+
+
+def _name_the_flag(message: str) -> str:
+    """A validation message about a knob, as argparse words it for a flag."""
+    for f in knobs():
+        if message.startswith(f"{f.name} "):
+            return f"argument {flag(f.name)}: {message}"
+    return message
+
+
+def to_argv(config: RunConfig, mode: Mode, always: Collection[str] = ()) -> list[str]:
+    """The flags that reproduce ``config``: fields equal to their defaults are left out, but
+    for those named in ``always``; the deny list, which travels as a file, has no flag form
+    and must be empty."""
+    argv: list[str] = []
+    overrides = config.overrides()
+    for f in knobs(mode):
+        name = f.name
+        if name not in overrides and name not in always:
+            continue
+        value = getattr(config, name)
+        if name == "deny_list":
+            raise ValueError("a deny list given as items has no flag form")
+        if isinstance(value, bool):
+            argv.append(flag(name) if value else flag(f"no_{name}"))
+        else:
+            argv += [flag(name), _show(value)]
+    return argv
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float):
+        text = repr(value)
+        return text[:-2] if text.endswith(".0") else text
+    return str(value)

@@ -1,0 +1,354 @@
+"""The round driver: query -> collect a sum through an ``AggregatorLink`` -> charge -> advance.
+
+One driver runs the rounds of a discovery for the simulator (``fedhh.simulation``, with an
+in-memory link that draws the sum exactly) and for the coordinator (with its gRPC link to the
+secure-aggregation service); the rules below are written once, here.
+
+A round is tried in *attempts*. Each attempt is persisted (``RunStore``) before anything is
+sent, and ends in one of these states:
+
+- ``released``: the sum reached us; the privacy spend was recorded *before* the sum was read
+  (the link calls the driver's charge hook in between), then the tree advanced, in one commit.
+- ``aborted``: nothing was unmasked (too few devices, an abort before unmasking, a lost
+  aggregator that provably had not started unmasking). It costs nothing; the round is retried.
+- ``lost``: unmasking began but the sum never reached us (an abort after unmasking began, the
+  aggregator or the coordinator stopped in between, an outcome nobody can vouch for). Whoever
+  holds the sum, it exists: the attempt is charged like a release, and the round is retried.
+
+Charge on unmask: any attempt that reached unmasking is charged, whatever happens afterwards, at
+the number of contributors the link could verify (``n_min``, the floor every honest device
+enforces, when nothing can be verified). Before an attempt opens, the driver checks that the
+remaining budget can pay for it at ``n_min``; an attempt is never opened on credit. Attempts of a
+round are bounded (``max_attempts``, counted in the store, so restarts do not reset it).
+
+After a restart ``resume`` settles every attempt a previous process left open by asking the link
+what became of it (``AggregatorLink.recover``), before the next attempt opens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Protocol
+
+import numpy as np
+
+from fedhh.errors import FedhhError, PrivacyError, StateError
+from fedhh.prefixtree import PrefixTree, RoundQuery, RoundReport, TreeState
+from fedhh.privacy import PrivacyLedger
+
+log = logging.getLogger(__name__)
+
+ChargeHook = Callable[[int], Awaitable[None]]
+
+
+class AttemptState(StrEnum):
+    OPEN = "open"
+    RELEASING = "releasing"
+    RELEASED = "released"
+    ABORTED = "aborted"
+    LOST = "lost"
+
+
+CHARGED = (AttemptState.RELEASING, AttemptState.RELEASED, AttemptState.LOST)
+
+
+class RoundAborted(FedhhError):
+    """A round attempt released nothing usable; ``reached_unmask`` says whether a sum may exist
+    anyway (then the attempt is charged), ``contributors`` the verified count if known."""
+
+    def __init__(self, reason: str, *, reached_unmask: bool = False,
+                 contributors: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.reached_unmask = reached_unmask
+        self.contributors = contributors
+
+
+@dataclass(frozen=True)
+class Released:
+    """A round's sum as the link read it, after the charge hook accepted it."""
+
+    sums: np.ndarray
+    contributors: int
+    true_counts: np.ndarray | None = None  # simulation only: actual false positives
+
+
+@dataclass(frozen=True)
+class AttemptId:
+    run_id: str
+    round: int
+    attempt: int
+
+    @property
+    def label(self) -> str:
+        """``round.attempt``, the one notation of attempts in logs and consoles."""
+        return f"{self.round}.{self.attempt}"
+
+
+class Recovery(StrEnum):
+    """What a link can say about an attempt a previous process left unsettled."""
+
+    NOTHING = "nothing"  # provably nothing was unmasked: free
+    RESUME = "resume"  # still running, or its sum is still held for us: collect it again
+    LOST = "lost"  # unmasking began (or nobody can say it did not): charge
+
+
+@dataclass(frozen=True)
+class Recovered:
+    verdict: Recovery
+    reason: str
+    contributors: int | None = None
+
+
+class AggregatorLink(Protocol):
+    """How the driver obtains a round's sum (the simulator's and the coordinator's links)."""
+
+    async def collect(self, attempt: AttemptId, query: RoundQuery,
+                      charge: ChargeHook) -> Released:
+        """Run the attempt. Once a sum exists and before it is read, await ``charge(n)`` with
+        the verified number of contributors n (it may raise to refuse the sum: drop it unread).
+        Raises RoundAborted if the attempt released nothing usable."""
+        ...
+
+    async def recover(self, attempt: AttemptId) -> Recovered:
+        """What became of an attempt that a previous process left open."""
+        ...
+
+    async def resume(self, attempt: AttemptId, query: RoundQuery,
+                     charge: ChargeHook) -> Released:
+        """Collect an attempt that ``recover`` said may still be collected (as ``collect``)."""
+        ...
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    round: int
+    attempt: int
+    state: AttemptState
+    reason: str = ""
+    contributors: int = 0
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+class RunStore(Protocol):
+    """Persistence of one run's attempts, ledger and tree state; every method is one
+    transaction (a crash leaves the old state or the new one)."""
+
+    def attempts(self) -> list[AttemptRecord]: ...
+
+    def open_attempt(self, round_: int) -> int:
+        """A new attempt of the round (numbered after every earlier one); returns its number."""
+        ...
+
+    def abort_attempt(self, round_: int, attempt: int, reason: str) -> None: ...
+
+    def charge_attempt(self, round_: int, attempt: int, state: AttemptState,
+                       contributors: int | None, ledger: dict[str, Any], reason: str = "") -> None:
+        """Record the charge and the new ledger together; ``state`` is RELEASING (the sum is
+        about to be read) or LOST; ``contributors`` None keeps the recorded count."""
+        ...
+
+    def release_attempt(self, round_: int, attempt: int, tree: dict[str, Any],
+                        summary: dict[str, Any], done: bool) -> None:
+        """Commit a released attempt's outcome: the new tree state and its summary."""
+        ...
+
+
+class MemoryRunStore:
+    """A RunStore in memory: the simulator's, and the fake of the driver's unit tests."""
+
+    def __init__(self) -> None:
+        self.records: list[AttemptRecord] = []
+        self.ledger: dict[str, Any] | None = None
+        self.tree: dict[str, Any] | None = None
+        self.done = False
+
+    def attempts(self) -> list[AttemptRecord]:
+        return list(self.records)
+
+    def _find(self, round_: int, attempt: int) -> int:
+        for i, r in enumerate(self.records):
+            if (r.round, r.attempt) == (round_, attempt):
+                return i
+        raise StateError(f"no attempt {round_}.{attempt}")
+
+    def open_attempt(self, round_: int) -> int:
+        number = 1 + sum(r.round == round_ for r in self.records)
+        self.records.append(AttemptRecord(round_, number, AttemptState.OPEN))
+        return number
+
+    def abort_attempt(self, round_: int, attempt: int, reason: str) -> None:
+        i = self._find(round_, attempt)
+        self.records[i] = replace(self.records[i], state=AttemptState.ABORTED, reason=reason)
+
+    def charge_attempt(self, round_: int, attempt: int, state: AttemptState,
+                       contributors: int | None, ledger: dict[str, Any], reason: str = "") -> None:
+        i = self._find(round_, attempt)
+        record = self.records[i]
+        self.records[i] = replace(record, state=state, reason=reason, contributors=(
+            record.contributors if contributors is None else contributors))
+        self.ledger = ledger
+
+    def release_attempt(self, round_: int, attempt: int, tree: dict[str, Any],
+                        summary: dict[str, Any], done: bool) -> None:
+        i = self._find(round_, attempt)
+        self.records[i] = replace(self.records[i], state=AttemptState.RELEASED, summary=summary)
+        self.tree = tree
+        self.done = done
+
+
+RoundCallback = Callable[[AttemptId, RoundReport], None]
+AbortCallback = Callable[[AttemptId, str], None]
+
+
+@dataclass
+class RoundDriver:
+    """Drives one discovery's rounds (module docstring).
+
+    ``ledger`` is None for mechanisms without a local privacy budget (the simulator's
+    baselines); ``round_offset`` shifts ledger indices (the second run of the two-run mode);
+    ``min_contributors`` is n_min, the count charged when none can be verified.
+    """
+
+    run_id: str
+    tree: PrefixTree
+    store: RunStore
+    link: AggregatorLink
+    ledger: PrivacyLedger | None
+    min_contributors: int
+    max_attempts: int = 5
+    round_offset: int = 0
+    retry_delay_s: float = 0.0
+    on_round: RoundCallback | None = None
+    on_abort: AbortCallback | None = None
+    cancelled: Callable[[], bool] = field(default=lambda: False)
+
+    async def run(self, state: TreeState) -> TreeState:
+        """Settle what a previous process left open, then run rounds until the tree is done."""
+        state = await self.resume(state)
+        while not state.done:
+            if self.cancelled():
+                raise RunCancelled("cancelled by the operator")
+            state = await self.round(state)
+        return state
+
+    async def round(self, state: TreeState) -> TreeState:
+        """Attempts of the state's next round until one releases; the new state."""
+        query = self.tree.query(state)
+        while True:
+            tried = [r for r in self.store.attempts() if r.round == query.round]
+            if len(tried) >= self.max_attempts:
+                raise StateError(f"round {query.round} released nothing in {len(tried)} "
+                                 "attempts; giving up")
+            self._check_budget(query.round)
+            number = self.store.open_attempt(query.round)
+            attempt = AttemptId(self.run_id, query.round, number)
+            try:
+                released = await self.link.collect(attempt, query, self._charge_hook(attempt))
+            except RoundAborted as aborted:
+                self._settle_abort(attempt, aborted)
+                if self.cancelled():
+                    raise RunCancelled("cancelled by the operator") from None
+                await asyncio.sleep(self.retry_delay_s)
+                continue
+            return self._advance(attempt, query, state, released)
+
+    async def resume(self, state: TreeState) -> TreeState:
+        """Settle every attempt left open or releasing by a previous process; the state after
+        it (advanced if one of them could still be collected)."""
+        for record in self.store.attempts():
+            if record.state not in (AttemptState.OPEN, AttemptState.RELEASING):
+                continue
+            attempt = AttemptId(self.run_id, record.round, record.attempt)
+            recovered = await self.link.recover(attempt)
+            log.info("settling attempt %s of %s: %s (%s)", attempt.label, self.run_id,
+                     recovered.verdict.value, recovered.reason)
+            reason = f"the coordinator stopped; {recovered.reason}"
+            if (recovered.verdict is Recovery.RESUME and not state.done
+                    and record.round == state.next_round):
+                query = self.tree.query(state)
+                try:
+                    released = await self.link.resume(
+                        attempt, query, self._charge_hook(attempt, record.state))
+                except RoundAborted as aborted:
+                    self._settle_abort(attempt, aborted, record.state)
+                    continue
+                state = self._advance(attempt, query, state, released)
+            elif recovered.verdict is Recovery.NOTHING and record.state is AttemptState.OPEN:
+                self._settle_abort(attempt, RoundAborted(reason))
+            else:
+                self._settle_abort(attempt, RoundAborted(
+                    reason, reached_unmask=True, contributors=recovered.contributors),
+                    record.state)
+        return state
+
+    # ---- the rules ----------------------------------------------------------------------------
+    def _index(self, round_: int) -> int:
+        return self.round_offset + round_ - 1
+
+    def _check_budget(self, round_: int) -> None:
+        """Refuse to open an attempt that the budget could not pay for at n_min."""
+        if self.ledger is None:
+            return
+        check = self.ledger.check(self._index(round_), self.min_contributors)
+        if not check.accepted:
+            raise PrivacyError(f"privacy budget refused round {round_} before it opened: "
+                               f"{check.reason}")
+
+    def _record(self, round_: int, contributors: int) -> dict[str, Any]:
+        if self.ledger is None:
+            return {}
+        self.ledger = self.ledger.record(self._index(round_), contributors)
+        return self.ledger.to_dict()
+
+    def _charge_hook(self, attempt: AttemptId,
+                     prior: AttemptState = AttemptState.OPEN) -> ChargeHook:
+        async def charge(contributors: int) -> None:
+            if prior is AttemptState.RELEASING:
+                return  # charged by the process that opened it, before it stopped
+            ledger = self._record(attempt.round, contributors)
+            self.store.charge_attempt(attempt.round, attempt.attempt, AttemptState.RELEASING,
+                                      contributors, ledger)
+
+        return charge
+
+    def _settle_abort(self, attempt: AttemptId, aborted: RoundAborted,
+                      prior: AttemptState = AttemptState.OPEN) -> None:
+        """An attempt that released nothing usable: free unless unmasking began, else charged
+        (once: an attempt already charged before a restart is not charged again)."""
+        if prior is AttemptState.RELEASING:
+            self.store.charge_attempt(attempt.round, attempt.attempt, AttemptState.LOST, None,
+                                      self._ledger_dict(), f"{aborted.reason} (charged)")
+        elif aborted.reached_unmask:
+            contributors = aborted.contributors or self.min_contributors
+            ledger = self._record(attempt.round, contributors)
+            self.store.charge_attempt(attempt.round, attempt.attempt, AttemptState.LOST,
+                                      contributors, ledger,
+                                      f"{aborted.reason} (unmasking began: charged)")
+        else:
+            self.store.abort_attempt(attempt.round, attempt.attempt, aborted.reason)
+        log.warning("attempt %s of %s released nothing: %s", attempt.label, self.run_id,
+                    aborted.reason)
+        if self.on_abort is not None:
+            self.on_abort(attempt, aborted.reason)
+
+    def _ledger_dict(self) -> dict[str, Any]:
+        return {} if self.ledger is None else self.ledger.to_dict()
+
+    def _advance(self, attempt: AttemptId, query: RoundQuery, state: TreeState,
+                 released: Released) -> TreeState:
+        new_state, report = self.tree.advance(state, released.sums, released.contributors,
+                                              released.true_counts)
+        self.store.release_attempt(attempt.round, attempt.attempt, new_state.to_dict(),
+                                   report.to_dict(), new_state.done)
+        if self.on_round is not None:
+            self.on_round(attempt, report)
+        return new_state
+
+
+class RunCancelled(FedhhError):
+    """The operator cancelled the run."""

@@ -1,0 +1,32 @@
+"""Signed tasks: the coordinator signs each device's task, the device verifies it.
+
+The signature is Ed25519 over ``TASK_CONTEXT || task bytes`` (the context keeps a task
+signature from ever verifying as a round-config or any other signature of the same key).
+"""
+
+from __future__ import annotations
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from google.protobuf.message import DecodeError
+
+from fedhh.errors import AuthenticationError
+from fedhh.v1 import coordinator_pb2 as pb
+
+TASK_CONTEXT = b"fedhh/v1/task"
+
+
+def sign_task(task: pb.Task, key: Ed25519PrivateKey) -> pb.SignedTask:
+    payload = task.SerializeToString()
+    return pb.SignedTask(task=payload, signature=key.sign(TASK_CONTEXT + payload))
+
+
+def verify_task(signed: pb.SignedTask, coordinator_public: bytes) -> pb.Task:
+    """The task, if the coordinator's signature verifies; AuthenticationError otherwise."""
+    try:
+        Ed25519PublicKey.from_public_bytes(coordinator_public).verify(
+            signed.signature, TASK_CONTEXT + signed.task)
+        return pb.Task.FromString(signed.task)
+    except (InvalidSignature, ValueError, DecodeError) as error:
+        raise AuthenticationError(f"the task's signature or encoding is invalid "
+                                  f"({error or 'bad signature'})") from None

@@ -1,0 +1,70 @@
+"""The aggregator's control API over gRPC (``fedhh.rpc.aggregator_client.AggregatorControl``)
+with its outcomes mapped onto what ``NetworkLink`` distinguishes."""
+
+from __future__ import annotations
+
+import grpc
+import numpy as np
+
+from fedhh.errors import FedhhError, NotFoundError
+from fedhh.rounds import ChargeHook, RoundAborted
+from fedhh.rpc.aggregator_client import AggregatorControl, open_channel
+from fedhh.rpc.aggregator_client import RoundAborted as AggregatorAborted
+from fedhh.rpc.tls import TlsFiles
+from fedhh.secagg.config import SignedConfig
+from fedhh_coordinator.link import AggregatorOutcome, AggregatorUnavailable
+
+
+class GrpcAggregator:
+    def __init__(self, address: str, tls: TlsFiles | None, control_token: bytes) -> None:
+        self.channel = open_channel(address, tls.channel_credentials() if tls else None)
+        self.control = AggregatorControl(self.channel, control_token)
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+    async def open_round(self, signed: SignedConfig) -> None:
+        try:
+            await self.control.open_round(signed)
+        except grpc.aio.AioRpcError as error:
+            raise AggregatorUnavailable(f"aggregator unreachable ({error.code().name})") from None
+
+    async def result(self, round_id: bytes, timeout_s: float, on_release: ChargeHook
+                     ) -> tuple[np.ndarray, int]:
+        hook_failed: list[BaseException] = []
+
+        async def guarded(contributors: int) -> None:
+            try:
+                await on_release(contributors)
+            except BaseException as error:
+                hook_failed.append(error)
+                raise
+
+        try:
+            result = await self.control.result(round_id, timeout_s, guarded)
+        except AggregatorAborted as aborted:
+            raise RoundAborted(f"the aggregator aborted the round: {aborted.reason}",
+                               reached_unmask=aborted.reached_unmask) from None
+        except (FedhhError, grpc.aio.AioRpcError) as error:
+            if hook_failed:
+                raise hook_failed[0] from None  # the driver's own refusal or failure
+            if isinstance(error, grpc.aio.AioRpcError):
+                raise AggregatorUnavailable(error.code().name) from None
+            raise AggregatorUnavailable(str(error)) from None
+        return result.total, result.num_contributors
+
+    async def outcome(self, round_id: bytes) -> AggregatorOutcome:
+        try:
+            answer = await self.control.outcome(round_id)
+        except NotFoundError:
+            return AggregatorOutcome("unknown", reason="the aggregator does not know the round")
+        except grpc.aio.AioRpcError as error:
+            raise AggregatorUnavailable(error.code().name) from None
+        return AggregatorOutcome(answer.state, answer.reached_unmask, answer.delivered,
+                                 answer.num_contributors, answer.reason)
+
+    async def cancel(self, round_id: bytes) -> None:
+        try:
+            await self.control.cancel(round_id)
+        except grpc.aio.AioRpcError as error:
+            raise AggregatorUnavailable(error.code().name) from None

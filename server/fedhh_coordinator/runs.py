@@ -1,0 +1,67 @@
+"""Creating a run and rebuilding its working parts from the store.
+
+``create_run`` is what StartRun does: validate the configuration for the network, solve the
+per-round local epsilon for n_min contributors (the ledger), encode the deny list, and store the
+run with its initial tree state, in one transaction. ``RunParts.load`` rebuilds the prefix tree,
+its state and the ledger of a stored run, as the runner and the results call need them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedhh.codec import Codec
+from fedhh.config import Mode, RunConfig
+from fedhh.errors import ConfigError
+from fedhh.mechanisms import LocalRandomizer, TailKind
+from fedhh.prefixtree import PrefixTree, TreeState
+from fedhh.privacy import PrivacyLedger
+from fedhh_coordinator.store import RunRow, Store
+
+RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+async def create_run(store: Store, config: RunConfig, run_id: str = "") -> RunRow:
+    """Validate, plan and store a new run (pending); raises ConfigError or PrivacyError."""
+    config.validate(Mode.NETWORK)
+    run_id = run_id or secrets.token_hex(8)
+    if not RUN_ID.match(run_id):
+        raise ConfigError(f"run_id must match {RUN_ID.pattern}, got {run_id!r}")
+    # The solver takes a few hundred milliseconds: keep the event loop free meanwhile.
+    ledger = await asyncio.to_thread(
+        PrivacyLedger.open, config.eps_agg, config.delta, config.rounds, config.min_devices,
+        1.0, **({"method": config.privacy_method} if config.privacy_method else {}),
+        eps_local=config.eps_local)
+    codec = Codec(config.codec, config.max_bits)
+    deny = np.unique(codec.encode_many(config.deny_items()).codes)
+    tree = PrefixTree(config.tree(Mode.NETWORK), codec,
+                      LocalRandomizer(ledger.eps_local, TailKind(config.tail)), deny)
+    store.create_run(run_id, config.to_dict(), ledger.eps_local,
+                     tree.initial_state().to_dict(), ledger.to_dict(), [int(c) for c in deny])
+    return store.run(run_id)
+
+
+@dataclass
+class RunParts:
+    """A stored run's configuration, prefix tree, tree state and ledger."""
+
+    run_id: str
+    config: RunConfig
+    tree: PrefixTree
+    state: TreeState
+    ledger: PrivacyLedger
+
+    @classmethod
+    def load(cls, row: RunRow) -> RunParts:
+        config = RunConfig.from_dict(row.config)
+        codec = Codec(config.codec, config.max_bits)
+        tree = PrefixTree(config.tree(Mode.NETWORK), codec,
+                          LocalRandomizer(row.eps_local, TailKind(config.tail)),
+                          np.array(row.deny_codes, dtype=np.uint64))
+        return cls(row.run_id, config, tree, TreeState.from_dict(row.tree),
+                   PrivacyLedger.from_dict(row.ledger))

@@ -1,0 +1,194 @@
+"""The round driver's rules, against a fake link and the in-memory store (no processes): the
+charge is recorded before the sum is read, an abort before unmasking costs nothing, an attempt
+that reached unmasking is charged whatever happens next, attempts are bounded across restarts,
+a restart settles what a previous process left open, and no attempt opens on credit."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from fedhh.codec import Codec
+from fedhh.errors import PrivacyError, StateError
+from fedhh.mechanisms import LocalRandomizer, TailKind
+from fedhh.prefixtree import PrefixTree, RoundQuery, TreeConfig, TreeState
+from fedhh.privacy import PrivacyLedger
+from fedhh.rounds import (
+    AttemptId,
+    AttemptState,
+    ChargeHook,
+    MemoryRunStore,
+    Recovered,
+    Recovery,
+    Released,
+    RoundAborted,
+    RoundDriver,
+)
+
+N_MIN = 500
+EPS_LOCAL = 2.0
+
+
+def tree() -> PrefixTree:
+    return PrefixTree(TreeConfig(rounds=2, dim_limit=1 << 12), Codec("5bit", 10),
+                      LocalRandomizer(EPS_LOCAL, TailKind.BINOMIAL))
+
+
+def ledger(eps_agg: float = 20.0) -> PrivacyLedger:
+    return PrivacyLedger.open(eps_agg, 1e-6, 2, N_MIN, eps_local=EPS_LOCAL)
+
+
+
+
+@dataclass
+class FakeLink:
+    """Plays a scripted outcome per attempt: "release", "abort", "abort-after-unmask",
+    "refused" (the hook refuses; the link must not read the sum)."""
+
+    script: list[str]
+    store: MemoryRunStore
+    recovered: Recovered = field(default_factory=lambda: Recovered(Recovery.NOTHING, ""))
+    log: list[str] = field(default_factory=list)
+
+    async def collect(self, attempt: AttemptId, query: RoundQuery,
+                      charge: ChargeHook) -> Released:
+        return await self._play(self.script.pop(0), attempt, query, charge)
+
+    async def _play(self, step: str, attempt: AttemptId, query: RoundQuery,
+                    charge: ChargeHook) -> Released:
+        self.log.append(f"{step} {attempt.label}")
+        if step == "abort":
+            raise RoundAborted("too few devices")
+        if step == "abort-after-unmask":
+            raise RoundAborted("output out of range", reached_unmask=True, contributors=N_MIN)
+        await charge(3 if step == "release-few" else N_MIN + 10)
+        # Reading the sum: the charge must already be in the store.
+        record = self.store.attempts()[-1]
+        assert record.state is AttemptState.RELEASING and self.store.ledger
+        self.log.append(f"read {attempt.label}")
+        return Released(np.zeros(query.domain_size, dtype=np.int64), N_MIN + 10)
+
+    async def recover(self, attempt: AttemptId) -> Recovered:
+        self.log.append(f"recover {attempt.label}")
+        return self.recovered
+
+    async def resume(self, attempt: AttemptId, query: RoundQuery,
+                     charge: ChargeHook) -> Released:
+        return await self._play("release", attempt, query, charge)
+
+
+def driver(link: FakeLink, store: MemoryRunStore, book: PrivacyLedger | None = None,
+           max_attempts: int = 5) -> RoundDriver:
+    return RoundDriver(run_id="r", tree=tree(), store=store, link=link,
+                       ledger=ledger() if book is None else book, min_contributors=N_MIN,
+                       max_attempts=max_attempts)
+
+
+def run(d: RoundDriver, state: TreeState | None = None) -> TreeState:
+    return asyncio.run(d.run(state or d.tree.initial_state()))
+
+
+def spends(d: RoundDriver) -> list[tuple[int, int]]:
+    assert d.ledger is not None
+    return [(s.round_index, s.contributors) for s in d.ledger.spends]
+
+
+def test_a_release_is_charged_before_its_sum_is_read() -> None:
+    store = MemoryRunStore()
+    link = FakeLink(["release"], store)
+    d = driver(link, store)
+    final = run(d)
+    assert final.done
+    assert link.log == ["release 1.1", "read 1.1"]
+    assert [r.state for r in store.attempts()] == [AttemptState.RELEASED]
+    assert spends(d) == [(0, N_MIN + 10)]
+
+
+def test_an_abort_before_unmasking_costs_nothing_and_is_retried() -> None:
+    store = MemoryRunStore()
+    d = driver(FakeLink(["abort", "abort", "release"], store), store)
+    run(d)
+    assert [(r.attempt, r.state) for r in store.attempts()] == [
+        (1, AttemptState.ABORTED), (2, AttemptState.ABORTED), (3, AttemptState.RELEASED)]
+    assert spends(d) == [(0, N_MIN + 10)]
+
+
+def test_an_attempt_that_reached_unmasking_is_charged_and_the_retry_again() -> None:
+    store = MemoryRunStore()
+    d = driver(FakeLink(["abort-after-unmask", "release"], store), store)
+    run(d)
+    assert [r.state for r in store.attempts()] == [AttemptState.LOST, AttemptState.RELEASED]
+    assert spends(d) == [(0, N_MIN), (0, N_MIN + 10)]
+    assert d.ledger is not None and d.ledger.rounds_recorded == 1
+
+
+def test_a_charge_the_budget_refuses_stops_the_run_before_the_sum_is_read() -> None:
+    """Three contributors where the plan assumed n_min: the spend is larger than the budget
+    allows, so the sum is never read."""
+    store = MemoryRunStore()
+    link = FakeLink(["release-few"], store)
+    d = driver(link, store, PrivacyLedger.open(1.0, 1e-6, 2, N_MIN))  # solved: fits at n_min
+    with pytest.raises(PrivacyError):
+        run(d)
+    assert "read 1.1" not in link.log
+
+
+def test_attempts_are_bounded_across_restarts() -> None:
+    store = MemoryRunStore()
+    with pytest.raises(StateError, match="3 attempts"):
+        run(driver(FakeLink(["abort"] * 3, store), store, max_attempts=3))
+    link = FakeLink(["release"], store)
+    with pytest.raises(StateError, match="3 attempts"):
+        run(driver(link, store, max_attempts=3))  # a new process: the count is stored
+    assert not [entry for entry in link.log if entry.startswith("release")]
+
+
+def test_no_attempt_opens_on_credit() -> None:
+    store = MemoryRunStore()
+    budget = ledger(eps_agg=2 * EPS_LOCAL)  # two rounds at most: pure composition
+    link = FakeLink(["abort-after-unmask"] * 3 + ["release"], store)
+    d = driver(link, store, budget)
+    with pytest.raises(PrivacyError, match="before it opened"):
+        run(d)
+    charged = [r for r in store.attempts() if r.state is AttemptState.LOST]
+    assert len(charged) == len(spends(d)) and len(charged) >= 1
+    assert d.ledger is not None and d.ledger.spent_epsilon() <= 2 * EPS_LOCAL * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("verdict,expected_state,charges", [
+    (Recovery.NOTHING, AttemptState.ABORTED, 1),  # free; the retry is charged
+    (Recovery.LOST, AttemptState.LOST, 2),  # charged; the retry too
+    (Recovery.RESUME, AttemptState.RELEASED, 1),  # collected after all
+])
+def test_a_restart_settles_an_open_attempt(verdict: Recovery, expected_state: AttemptState,
+                                           charges: int) -> None:
+    store = MemoryRunStore()
+    store.open_attempt(1)  # left open by a process that stopped
+    link = FakeLink(["release"], store, Recovered(verdict, "test"))
+    d = driver(link, store)
+    final = run(d)
+    assert final.done
+    assert link.log[0] == "recover 1.1"
+    assert store.attempts()[0].state is expected_state
+    assert len(spends(d)) == charges
+
+
+def test_a_restart_never_charges_an_attempt_twice() -> None:
+    """An attempt charged (releasing) before the process stopped is not charged again, whether
+    its sum can still be collected or is lost."""
+    for verdict, expected in ((Recovery.RESUME, AttemptState.RELEASED),
+                              (Recovery.LOST, AttemptState.LOST)):
+        store = MemoryRunStore()
+        book = ledger()
+        number = store.open_attempt(1)
+        book = book.record(0, N_MIN)
+        store.charge_attempt(1, number, AttemptState.RELEASING, N_MIN, book.to_dict())
+        link = FakeLink(["release"], store, Recovered(verdict, "test"))
+        d = driver(link, store, book)
+        run(d)
+        assert store.attempts()[0].state is expected
+        expected_spends = 1 if verdict is Recovery.RESUME else 2
+        assert len(spends(d)) == expected_spends
