@@ -35,3 +35,7 @@ class ConflictError(FedhhError):
 class StateError(FedhhError):
     """The request is valid but not now: wrong stage, round closed, run finished
     (FAILED_PRECONDITION)."""
+
+
+class RateLimited(FedhhError):
+    """Too many requests from one caller, or overall; retry later (RESOURCE_EXHAUSTED)."""

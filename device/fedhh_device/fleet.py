@@ -1,11 +1,13 @@
 """Many simulated devices in one process, each an asyncio task with its own data, identity key,
-credential and randomness.
+credential, randomness and privacy budget.
 
-A device enrolls once (its id, credential and identity key are kept in the state directory, so a
-restarted process keeps its devices), then polls the coordinator for tasks with jittered
-exponential backoff. For each task it verifies the coordinator's signature and that the task is
-its own, computes its report (``fedhh_device.report``), and runs the secure-aggregation protocol
-with the aggregator. Coordinator or aggregator restarts only cost retries.
+A device enrolls once with its one-time enrollment token (its id, credential and identity key
+are kept in the state directory, so a restarted process keeps its devices), then polls the
+coordinator for tasks with jittered exponential backoff. For each task it verifies the
+coordinator's signature and that the task is its own, takes its report from its own budget
+(``fedhh_device.budget``: a retried round gets the same report, a spent budget gets none), and
+runs the secure-aggregation protocol with the aggregator. Coordinator or aggregator restarts
+only cost retries.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from fedhh.secagg import RoundKeys
 from fedhh.secagg.primitives import system_random
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+from fedhh_device.budget import DeviceBudget
 from fedhh_device.report import DeviceData, make_report
 from fedhh_device.secagg_run import DropPlan, Floors, run_secure_aggregation
 from fedhh_device.timing import CallStats
@@ -84,7 +87,7 @@ class Fleet:
         self,
         users: list[tuple[int, DeviceData]],
         coordinator: grpc.aio.Channel,
-        enrollment_token: bytes,
+        enrollment_tokens: dict[int, str],
         channel_factory: Callable[[str], grpc.aio.Channel],
         state_dir: Path | None = None,
         seed: int | None = None,
@@ -94,10 +97,12 @@ class Fleet:
     ) -> None:
         self.users = users
         self.stub = pb_grpc.DeviceServiceStub(coordinator)
-        self.enrollment_token = enrollment_token
+        self.enrollment_tokens = enrollment_tokens
         self.channel_factory = channel_factory
         self._aggregators: dict[str, grpc.aio.Channel] = {}
+        self.state_dir = None if state_dir is None else Path(state_dir)
         self.state_file = None if state_dir is None else Path(state_dir) / "devices.json"
+        self._budgets: dict[int, DeviceBudget] = {}
         self.seed = seed
         self.drop = drop or DropPlan()
         self.floors = floors or Floors()
@@ -133,7 +138,10 @@ class Fleet:
             key = Ed25519PrivateKey.generate()
             public = key.public_key().public_bytes(serialization.Encoding.Raw,
                                                    serialization.PublicFormat.Raw)
-            request = pb.EnrollRequest(enrollment_token=self.enrollment_token,
+            token = self.enrollment_tokens.get(user)
+            if token is None:
+                raise ConfigError(f"no enrollment token for user {user}")
+            request = pb.EnrollRequest(enrollment_token=token.encode(),
                                        identity_public_key=public, label=f"user-{user}")
 
             async def call() -> pb.EnrollResponse:
@@ -154,8 +162,11 @@ class Fleet:
         self._save_state()
 
     # ---- the device loop -----------------------------------------------------------------
-    async def run(self) -> None:
+    async def run(self, on_enrolled: Callable[[], None] | None = None) -> None:
+        """Enroll every device, then run them all (``on_enrolled`` is called in between)."""
         await self.enroll_all()
+        if on_enrolled is not None:
+            on_enrolled()
         await asyncio.gather(*(self._device(user, data) for user, data in self.users))
 
     async def _device(self, user: int, data: DeviceData) -> None:
@@ -228,7 +239,7 @@ class Fleet:
             if not 0 < task.eps_local <= self.floors.max_eps_local:
                 raise ConfigError(f"task asks for eps_local {task.eps_local}, above this "
                                   f"device's limit {self.floors.max_eps_local}")
-            ones = make_report(data, task, rng)
+            ones = self._budget(user).report(task, lambda: make_report(data, task, rng))
         except FedhhError as error:
             log.warning("cannot compute a report", extra={"user": user, "error": str(error)})
             self.stats.failed += 1
@@ -244,6 +255,13 @@ class Fleet:
             self.stats.dropped += 1
         else:
             self.stats.failed += 1
+
+    def _budget(self, user: int) -> DeviceBudget:
+        if user not in self._budgets:
+            path = None if self.state_dir is None else self.state_dir / "budgets" / f"{user}.json"
+            self._budgets[user] = DeviceBudget.load(path, self.floors.lifetime_eps_local,
+                                                    self.floors.budget_period_s)
+        return self._budgets[user]
 
     def _aggregator(self, address: str) -> grpc.aio.Channel:
         if address not in self._aggregators:

@@ -18,7 +18,7 @@ import numpy as np
 from fedhh.data.registry import resolve_dataset
 from fedhh.errors import ConfigError
 from fedhh.rpc import serving
-from fedhh.rpc.observability import configure_logging
+from fedhh.rpc.observability import configure_logging, write_ready
 from fedhh.rpc.tls import ca_credentials
 from fedhh_device.fleet import Fleet
 from fedhh_device.report import DeviceData
@@ -84,19 +84,25 @@ async def serve(args: argparse.Namespace) -> None:
             continue
         words = tuple(dataset.vocabulary[i] for i in items.tolist())
         hosted.append((user, DeviceData(words, np.asarray(counts, dtype=np.int64))))
-    token = _token(args)
+    tokens = read_tokens(args.enrollment_tokens_file, [user for user, _ in hosted])
     make_channel = channel_factory(args)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     coordinator = make_channel(args.coordinator)
-    fleet = Fleet(hosted, coordinator, token, make_channel,
+    fleet = Fleet(hosted, coordinator, tokens, make_channel,
                   Path(args.state_dir) if args.state_dir else None, args.seed,
                   DropPlan(args.drop_rate, args.drop_stage), stop,
-                  Floors(args.max_eps_local, args.min_cohort))
+                  Floors(args.max_eps_local, args.min_cohort, args.lifetime_eps_local,
+                         args.budget_period_days * 86400))
     log.info("device process started", extra={"devices": len(hosted)})
-    runner = asyncio.create_task(fleet.run())
+    def enrolled() -> None:
+        log.info("devices enrolled", extra={"devices": len(hosted)})
+        if args.ready_file:
+            write_ready(args.ready_file, {"devices": len(hosted)})
+
+    runner = asyncio.create_task(fleet.run(enrolled))
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)
     stop.set()
@@ -116,10 +122,19 @@ async def serve(args: argparse.Namespace) -> None:
         os.replace(tmp, args.stats_file)
 
 
-def _token(args: argparse.Namespace) -> bytes:
-    from fedhh.rpc.credentials import read_secret
-
-    return read_secret(args.enrollment_token_file, "FEDHH_ENROLLMENT_TOKEN", "enrollment token")
+def read_tokens(path: str | None, users: list[int]) -> dict[int, str]:
+    """The enrollment token of each hosted user: line u of the file is dataset user u's."""
+    if not path:
+        return {}
+    try:
+        lines = Path(path).read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read the enrollment tokens file {path}: {error}") from None
+    missing = [u for u in users if u >= len(lines) or not lines[u].strip()]
+    if missing:
+        raise ConfigError(f"{path} has no token for users {missing[:5]} (line u is the token "
+                          "of dataset user u)")
+    return {u: lines[u].strip() for u in users}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -52,11 +52,14 @@ class DropPlan:
 @dataclass(frozen=True)
 class Floors:
     """What a device refuses whoever signed the task: local epsilon above ``max_eps_local``
-    (a larger one would weaken its local guarantee), and rounds whose release threshold n_min
-    is below ``min_cohort`` (its report would hide in too small a crowd)."""
+    (a larger one would weaken its local guarantee), reports beyond ``lifetime_eps_local``
+    summed over ``budget_period_s`` (``fedhh_device.budget``), and rounds whose release
+    threshold n_min is below ``min_cohort`` (its report would hide in too small a crowd)."""
 
     max_eps_local: float = 10.0
     min_cohort: int = 100
+    lifetime_eps_local: float = 100.0
+    budget_period_s: float = 30 * 24 * 3600.0
 
     def policy(self) -> DevicePolicy:
         return DevicePolicy(min_threshold=2, min_n_min=self.min_cohort,

@@ -3,6 +3,7 @@
     fedhh admin --coordinator HOST:PORT --ca tls/ca.pem --token-file secrets/admin.token \\
         start --run-id r1 --eps-agg 1 --rounds 4 --target-devices 1000 --min-devices 800
     fedhh admin ... status r1 | results r1 | wait r1 | cancel r1 | list
+    fedhh admin ... mint-tokens --count 1000 --out device-tokens.txt
 
 The admin token comes from --token-file or $FEDHH_ADMIN_TOKEN. Results print as JSON.
 """
@@ -13,6 +14,7 @@ import argparse
 import json
 from typing import Any
 
+from fedhh.cli import options
 from fedhh.config import Mode
 from fedhh.config.flags import add_run_arguments, config_from_args
 
@@ -35,6 +37,15 @@ def register(subparsers: Any) -> None:
         sub = actions.add_parser(action, help=text)
         sub.add_argument("run_id", help="the run's id")
     actions.add_parser("list", help="every run")
+    mint = actions.add_parser("mint-tokens", help="one-time enrollment tokens, one per device")
+    mint.add_argument("--count", type=options.positive_int, required=True,
+                      help="how many tokens (one enrolls one device, once)")
+    mint.add_argument("--ttl-hours", type=options.positive_float, default=None,
+                      help="tokens expire after this long (default: valid until used)")
+    mint.add_argument("--label", default="", help="a note kept with the tokens")
+    mint.add_argument("--out", required=True, metavar="PATH",
+                      help="write the tokens here, one per line (mode 0600); line u is the "
+                           "token of a device process's dataset user u")
     p.set_defaults(handler=run)
 
 
@@ -44,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from fedhh.errors import ConfigError
     from fedhh.rpc import serving
     from fedhh.rpc.admin_client import AdminClient
-    from fedhh.rpc.credentials import read_secret
+    from fedhh.rpc.credentials import read_secret, write_private
     from fedhh.v1 import coordinator_pb2 as pb
 
     if not args.ca and not serving.is_loopback(args.coordinator):
@@ -56,6 +67,11 @@ def run(args: argparse.Namespace) -> int:
 
             config = config_from_args(args, Mode.NETWORK)
             reply: Any = client.start_run(to_proto(config), args.run_id)
+        elif args.action == "mint-tokens":
+            tokens = client.mint_tokens(args.count, (args.ttl_hours or 0) * 3600, args.label)
+            write_private(args.out, "".join(f"{t}\n" for t in tokens))
+            print(f"{len(tokens)} enrollment tokens written to {args.out}")
+            return 0
         elif args.action == "list":
             reply = pb.ListRunsResponse(runs=client.runs())
         elif args.action == "status":

@@ -1,14 +1,18 @@
 """`fedhh coordinator`: run the coordinator service (server/fedhh_coordinator).
 
 Secrets come from files or the environment: the aggregator control token
-($FEDHH_CONTROL_TOKEN), the device enrollment token ($FEDHH_ENROLLMENT_TOKEN) and the admin
-token ($FEDHH_ADMIN_TOKEN), each at least 16 bytes.
+($FEDHH_CONTROL_TOKEN) and the admin token ($FEDHH_ADMIN_TOKEN), each at least 16 bytes.
+Devices enroll with one-time tokens the operator mints (`fedhh admin mint-tokens`, or a file
+of tokens imported at start with --enrollment-tokens-file), or with what a pluggable
+attestation verifier accepts (--attestation).
 """
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
+
+from fedhh.cli import options
 
 
 def register(subparsers: Any) -> None:
@@ -33,15 +37,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="aggregator address given to devices (default: --aggregator)")
     p.add_argument("--control-token-file", help="token for the aggregator's control API "
                    "(default: $FEDHH_CONTROL_TOKEN)")
-    p.add_argument("--enrollment-token-file", help="token devices enroll with "
-                   "(default: $FEDHH_ENROLLMENT_TOKEN)")
+    p.add_argument("--enrollment-tokens-file",
+                   help="one-time enrollment tokens to accept, one per line (imported at start; "
+                        "only their hashes are stored)")
+    p.add_argument("--attestation", metavar="MODULE:FACTORY",
+                   help="attestation verifier factory(store) (default: one-time tokens)")
+    p.add_argument("--enroll-rate", type=options.positive_float, default=200.0,
+                   help="enrollments per second, overall and per peer address (default 200)")
+    p.add_argument("--enroll-burst", type=options.positive_int, default=2000,
+                   help="enrollments allowed in a burst (default 2000)")
+    p.add_argument("--lifetime-eps", type=options.positive_float, default=10.0,
+                   help="each device's aggregate epsilon across runs per period (default 10)")
+    p.add_argument("--lifetime-delta", type=options.open_unit, default=1e-5,
+                   help="each device's aggregate delta across runs per period (default 1e-5)")
+    p.add_argument("--budget-period-days", type=options.positive_float, default=30.0,
+                   help="the lifetime budget's rolling period in days (default 30)")
     p.add_argument("--admin-token-file", help="token of the admin API (default: "
                    "$FEDHH_ADMIN_TOKEN)")
     p.add_argument("--metrics-port", type=int, default=None, help="Prometheus port (0: any)")
     p.add_argument("--metrics-host", default="127.0.0.1")
     p.add_argument("--ready-file", help="write {'port': ..., 'metrics_port': ...} when serving")
     p.add_argument("--log-level", default="INFO")
-
 
 
 def run(args: argparse.Namespace) -> int:

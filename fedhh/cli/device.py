@@ -2,8 +2,9 @@
 
 Each hosted user is one device with its own identity key, credential and randomness (OS entropy;
 `--seed` switches to seeded streams for tests only, which makes a networked run reproduce the
-per-device simulation). The enrollment token comes from `--enrollment-token-file` or
-$FEDHH_ENROLLMENT_TOKEN.
+per-device simulation). Each device enrolls with its own one-time token: line u of
+`--enrollment-tokens-file` is the token of dataset user u (`fedhh admin mint-tokens`). A device
+already enrolled (its identity in `--state-dir`) needs no token.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default="shakespeare", help="dataset name or path")
     p.add_argument("--users", default=":",
                    help="users to host: START:END, shard i/N, or random:COUNT")
-    p.add_argument("--enrollment-token-file")
+    p.add_argument("--enrollment-tokens-file", metavar="PATH",
+                   help="one-time enrollment tokens, line u for dataset user u")
     p.add_argument("--state-dir", help="keep enrolled identities here across restarts")
     p.add_argument("--seed", type=options.non_negative_int, default=None,
                    help="TEST MODE: seeded randomness instead of OS entropy")
@@ -42,7 +44,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="refuse tasks asking for a larger local epsilon (default 10)")
     p.add_argument("--min-cohort", type=options.positive_int, default=100,
                    help="refuse rounds whose release threshold n_min is smaller (default 100)")
+    p.add_argument("--lifetime-eps-local", type=options.positive_float, default=100.0,
+                   help="refuse reports beyond this sum of local epsilons per period "
+                        "(default 100)")
+    p.add_argument("--budget-period-days", type=options.positive_float, default=30.0,
+                   help="the period of --lifetime-eps-local in days (default 30)")
     p.add_argument("--stats-file", help="write counters and latencies as JSON on exit")
+    p.add_argument("--ready-file", help="write {'devices': N} once every device is enrolled")
     p.add_argument("--log-level", default="INFO")
 
 

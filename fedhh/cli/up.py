@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
             lo, hi = i * per, min((i + 1) * per, devices)
             if lo < hi:
                 topo.start_devices(f"devices-{i}", args.dataset, f"{lo}:{hi}", extra)
+        topo.wait_for_devices()
         print(f"services up in {time.monotonic() - started:.1f} s (workdir {topo.workdir})",
               flush=True)
         ca = None if args.insecure else topo.workdir / "tls" / "ca.pem"

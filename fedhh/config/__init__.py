@@ -104,7 +104,13 @@ class RunConfig:
                                 Mode.NETWORK)
     min_devices: int = _knob(100, "n_min: a round releases nothing with fewer contributors; "
                              "the accountant charges each round at this count", Mode.NETWORK)
-    checkin_ms: int = _knob(10_000, "how long a round's check-in stays open (ms)", Mode.NETWORK)
+    checkin_ms: int = _knob(10_000, "longest a round's check-in stays open (ms)", Mode.NETWORK)
+    checkin_quiet_ms: int = _knob(
+        1_000, "check-in closes early once target_devices are in the pool and none joined for "
+        "this long (ms)", Mode.NETWORK)
+    oversubscription: float = _knob(
+        1.5, "check-in admits up to this many times target_devices into the pool, and the "
+        "cohort is drawn from the pool uniformly at random", Mode.NETWORK)
     stage_ms: int = _knob(10_000, "default window of each secure-aggregation stage (ms)",
                           Mode.NETWORK)
     advertise_ms: int | None = _knob(None, "key-advertisement window (ms; default stage_ms)",
@@ -207,7 +213,9 @@ class RunConfig:
         if self.resolved_dim_limit(Mode.NETWORK) > MAX_NETWORK_DIM_LIMIT:
             raise ConfigError(f"dim_limit must be at most 2^24 on the network, got "
                               f"{self.dim_limit}")
-        for name in ("checkin_ms", "stage_ms", "max_attempts"):
+        if not self.oversubscription >= 1:
+            raise ConfigError(f"oversubscription must be >= 1, got {self.oversubscription}")
+        for name in ("checkin_ms", "checkin_quiet_ms", "stage_ms", "max_attempts"):
             _at_least(name, getattr(self, name), 1)
         for name in WINDOW_FIELDS:
             if getattr(self, name) is not None:

@@ -56,6 +56,12 @@ class AdminClient:
         return self.stub.CancelRun(pb.CancelRunRequest(run_id=run_id), metadata=self.metadata,
                                    timeout=30)
 
+    def mint_tokens(self, count: int, ttl_s: float = 0.0, label: str = "") -> list[str]:
+        """``count`` one-time enrollment tokens (valid ``ttl_s`` seconds; 0: until used)."""
+        request = pb.MintEnrollmentTokensRequest(count=count, ttl_s=ttl_s, label=label)
+        return list(self.stub.MintEnrollmentTokens(request, metadata=self.metadata,
+                                                   timeout=60).tokens)
+
     def wait(self, run_id: str, timeout_s: float, on_change: Any = None) -> pb.Run:
         """Poll the run until it is done, failed or cancelled."""
         deadline = time.monotonic() + timeout_s

@@ -61,3 +61,13 @@ def public_key_path(key_path: str | Path) -> Path:
 def raw_public(key: Ed25519PrivateKey | Ed25519PublicKey) -> bytes:
     public = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
     return public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def write_private(path: str | Path, text: str) -> None:
+    """Write a secret file readable by its owner only (created 0600, replaced atomically)."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    os.replace(tmp, target)

@@ -22,6 +22,7 @@ from fedhh.errors import (
     FedhhError,
     NotFoundError,
     PrivacyError,
+    RateLimited,
     StateError,
 )
 
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 
 _CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (AuthenticationError, grpc.StatusCode.UNAUTHENTICATED),
+    (RateLimited, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (NotFoundError, grpc.StatusCode.NOT_FOUND),
     (ConflictError, grpc.StatusCode.ALREADY_EXISTS),
     (StateError, grpc.StatusCode.FAILED_PRECONDITION),

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from fedhh.rpc.tls import TlsFiles
@@ -66,3 +68,10 @@ def start_metrics(port: int | None, host: str = "127.0.0.1",
         server, _thread = start_http_server(port, addr=host, certfile=str(tls.cert),
                                             keyfile=str(tls.key))
     return int(server.server_port)
+
+
+def write_ready(path: str | os.PathLike[str], content: dict[str, Any]) -> None:
+    """Announce readiness: ``content`` as JSON, written atomically (readers never see half)."""
+    tmp = Path(f"{os.fspath(path)}.tmp")
+    tmp.write_text(json.dumps(content))
+    os.replace(tmp, path)

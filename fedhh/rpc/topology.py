@@ -25,7 +25,9 @@ from fedhh.errors import StateError
 from fedhh.rpc.credentials import load_or_create_signing_key
 from fedhh.rpc.tls import make_dev_pki
 
-READY_TIMEOUT_S = 60.0
+# Generous: a busy machine (CI beside other work) can take tens of seconds to start a process
+# that imports numpy, scipy and grpc, and a device process enrolls hundreds of devices.
+READY_TIMEOUT_S = 300.0
 
 
 @dataclass
@@ -59,7 +61,7 @@ class LocalTopology:
         self.env = {**os.environ, "FEDHH_CACHE": str(cache_root().resolve()), **(env or {})}
         self.services: dict[str, Service] = {}
         self.pki = make_dev_pki(self.workdir / "tls", ["localhost", "127.0.0.1"]) if tls else None
-        for name in ("control", "enrollment", "admin"):
+        for name in ("control", "admin"):
             _write_secret(self.workdir / f"{name}.token", secrets.token_hex(24).encode())
         self.signing_key = self.workdir / "coordinator-signing.pem"
         load_or_create_signing_key(self.signing_key)
@@ -67,6 +69,23 @@ class LocalTopology:
     # ---- addresses and secrets -------------------------------------------------------------
     def token(self, name: str) -> bytes:
         return (self.workdir / f"{name}.token").read_bytes()
+
+    def enrollment_tokens(self, dataset: str) -> Path:
+        """A file of one-time enrollment tokens for every user of ``dataset`` (line u for user
+        u), minted through the coordinator's admin API the first time it is needed."""
+        from fedhh.data.registry import resolve_dataset
+        from fedhh.rpc.admin_client import AdminClient
+
+        path = self.workdir / "device-tokens.txt"
+        have = path.read_text().count("\n") if path.exists() else 0
+        need = resolve_dataset(dataset).num_users
+        if have < need:
+            ca = self.workdir / "tls" / "ca.pem" if self.tls else None
+            with AdminClient(self.address("coordinator"), self.token("admin"), ca) as admin:
+                tokens = admin.mint_tokens(need - have, label="local topology")
+            with open(path, "a") as out:
+                out.writelines(f"{t}\n" for t in tokens)
+        return path
 
     def address(self, name: str) -> str:
         return f"127.0.0.1:{self.services[name].ready['port']}"
@@ -90,7 +109,6 @@ class LocalTopology:
                 "--signing-key", str(self.signing_key),
                 "--aggregator", self.address("aggregator"),
                 "--control-token-file", str(self.workdir / "control.token"),
-                "--enrollment-token-file", str(self.workdir / "enrollment.token"),
                 "--admin-token-file", str(self.workdir / "admin.token"), *(extra or [])]
         return self._start("coordinator", args)
 
@@ -99,24 +117,31 @@ class LocalTopology:
         transport = ["--ca", str(self.workdir / "tls" / "ca.pem")] if self.tls else ["--insecure"]
         args = ["device", "--coordinator", self.address("coordinator"), *transport,
                 "--dataset", dataset, "--users", users,
-                "--enrollment-token-file", str(self.workdir / "enrollment.token"),
+                "--enrollment-tokens-file", str(self.enrollment_tokens(dataset)),
                 "--state-dir", str(self.workdir / name),
                 "--stats-file", str(self.workdir / f"{name}.stats.json"), *(extra or [])]
-        return self._start(name, args, ready=False)
+        return self._start(name, args, wait=False)
 
-    def _start(self, name: str, args: list[str], ready: bool = True) -> Service:
-        ready_file = self.workdir / f"{name}.ready.json" if ready else None
-        full = [*args, "--ready-file", str(ready_file)] if ready_file else list(args)
+    def wait_for_devices(self) -> None:
+        """Block until every device process has enrolled all its devices (they poll for tasks
+        from then on): start a run only after this, or its first check-in may find nobody."""
+        for service in self.services.values():
+            if service.args[0] == "device" and not service.ready:
+                service.ready = self._wait_ready(service)
+
+    def _start(self, name: str, args: list[str], wait: bool = True) -> Service:
+        ready_file = self.workdir / f"{name}.ready.json"
+        full = [*args, "--ready-file", str(ready_file)]
         log = self.workdir / f"{name}.log"
         service = Service(name, full, log, ready_file)
-        if ready_file is not None and ready_file.exists():
+        if ready_file.exists():
             ready_file.unlink()
         with open(log, "ab") as out:
             service.process = subprocess.Popen(
                 [sys.executable, "-m", "fedhh.cli.main", *full], stdout=out,
                 stderr=subprocess.STDOUT, env=self.env, cwd=self.workdir)
         self.services[name] = service
-        if ready_file is not None:
+        if wait:
             service.ready = self._wait_ready(service)
         return service
 

@@ -7,14 +7,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class EnrollRequest(_message.Message):
-    __slots__ = ("enrollment_token", "identity_public_key", "label")
+    __slots__ = ("enrollment_token", "identity_public_key", "label", "attestation")
     ENROLLMENT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     IDENTITY_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
+    ATTESTATION_FIELD_NUMBER: _ClassVar[int]
     enrollment_token: bytes
     identity_public_key: bytes
     label: str
-    def __init__(self, enrollment_token: _Optional[bytes] = ..., identity_public_key: _Optional[bytes] = ..., label: _Optional[str] = ...) -> None: ...
+    attestation: bytes
+    def __init__(self, enrollment_token: _Optional[bytes] = ..., identity_public_key: _Optional[bytes] = ..., label: _Optional[str] = ..., attestation: _Optional[bytes] = ...) -> None: ...
 
 class EnrollResponse(_message.Message):
     __slots__ = ("device_id", "credential", "coordinator_public_key")
@@ -98,8 +100,24 @@ class Task(_message.Message):
     round_config_signature: bytes
     def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., attempt: _Optional[int] = ..., device_id: _Optional[int] = ..., prefix_bits: _Optional[int] = ..., prefixes: _Optional[_Iterable[int]] = ..., deny_list: _Optional[_Iterable[int]] = ..., segment_bits: _Optional[int] = ..., eps_local: _Optional[float] = ..., codec: _Optional[str] = ..., max_bits: _Optional[int] = ..., selection: _Optional[str] = ..., prefix_conditioning: _Optional[bool] = ..., aggregator_address: _Optional[str] = ..., round_config: _Optional[bytes] = ..., secagg_id: _Optional[int] = ..., admission: _Optional[bytes] = ..., deadline_unix_ms: _Optional[int] = ..., round_config_signature: _Optional[bytes] = ...) -> None: ...
 
+class MintEnrollmentTokensRequest(_message.Message):
+    __slots__ = ("count", "ttl_s", "label")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    TTL_S_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    ttl_s: float
+    label: str
+    def __init__(self, count: _Optional[int] = ..., ttl_s: _Optional[float] = ..., label: _Optional[str] = ...) -> None: ...
+
+class MintEnrollmentTokensResponse(_message.Message):
+    __slots__ = ("tokens",)
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    tokens: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tokens: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class RunConfig(_message.Message):
-    __slots__ = ("eps_agg", "delta", "rounds", "dim_limit", "target_devices", "min_devices", "codec", "max_bits", "selection", "prefix_conditioning", "deny_list", "fp_ratio", "tau0", "eta", "tail", "segment_bits", "eps_local", "privacy_method", "checkin_ms", "stage_ms", "expected_dropout", "corrupt_fraction", "max_attempts", "fp_ratio_of", "advertise_ms", "share_keys_ms", "masked_input_ms", "unmask_ms", "consistency_ms", "warm_start", "algorithm")
+    __slots__ = ("eps_agg", "delta", "rounds", "dim_limit", "target_devices", "min_devices", "codec", "max_bits", "selection", "prefix_conditioning", "deny_list", "fp_ratio", "tau0", "eta", "tail", "segment_bits", "eps_local", "privacy_method", "checkin_ms", "stage_ms", "expected_dropout", "corrupt_fraction", "max_attempts", "fp_ratio_of", "advertise_ms", "share_keys_ms", "masked_input_ms", "unmask_ms", "consistency_ms", "warm_start", "algorithm", "checkin_quiet_ms", "oversubscription")
     EPS_AGG_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     ROUNDS_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +149,8 @@ class RunConfig(_message.Message):
     CONSISTENCY_MS_FIELD_NUMBER: _ClassVar[int]
     WARM_START_FIELD_NUMBER: _ClassVar[int]
     ALGORITHM_FIELD_NUMBER: _ClassVar[int]
+    CHECKIN_QUIET_MS_FIELD_NUMBER: _ClassVar[int]
+    OVERSUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
     eps_agg: float
     delta: float
     rounds: int
@@ -162,7 +182,9 @@ class RunConfig(_message.Message):
     consistency_ms: int
     warm_start: bool
     algorithm: str
-    def __init__(self, eps_agg: _Optional[float] = ..., delta: _Optional[float] = ..., rounds: _Optional[int] = ..., dim_limit: _Optional[int] = ..., target_devices: _Optional[int] = ..., min_devices: _Optional[int] = ..., codec: _Optional[str] = ..., max_bits: _Optional[int] = ..., selection: _Optional[str] = ..., prefix_conditioning: _Optional[bool] = ..., deny_list: _Optional[_Iterable[str]] = ..., fp_ratio: _Optional[float] = ..., tau0: _Optional[float] = ..., eta: _Optional[float] = ..., tail: _Optional[str] = ..., segment_bits: _Optional[int] = ..., eps_local: _Optional[float] = ..., privacy_method: _Optional[str] = ..., checkin_ms: _Optional[int] = ..., stage_ms: _Optional[int] = ..., expected_dropout: _Optional[float] = ..., corrupt_fraction: _Optional[float] = ..., max_attempts: _Optional[int] = ..., fp_ratio_of: _Optional[str] = ..., advertise_ms: _Optional[int] = ..., share_keys_ms: _Optional[int] = ..., masked_input_ms: _Optional[int] = ..., unmask_ms: _Optional[int] = ..., consistency_ms: _Optional[int] = ..., warm_start: _Optional[bool] = ..., algorithm: _Optional[str] = ...) -> None: ...
+    checkin_quiet_ms: int
+    oversubscription: float
+    def __init__(self, eps_agg: _Optional[float] = ..., delta: _Optional[float] = ..., rounds: _Optional[int] = ..., dim_limit: _Optional[int] = ..., target_devices: _Optional[int] = ..., min_devices: _Optional[int] = ..., codec: _Optional[str] = ..., max_bits: _Optional[int] = ..., selection: _Optional[str] = ..., prefix_conditioning: _Optional[bool] = ..., deny_list: _Optional[_Iterable[str]] = ..., fp_ratio: _Optional[float] = ..., tau0: _Optional[float] = ..., eta: _Optional[float] = ..., tail: _Optional[str] = ..., segment_bits: _Optional[int] = ..., eps_local: _Optional[float] = ..., privacy_method: _Optional[str] = ..., checkin_ms: _Optional[int] = ..., stage_ms: _Optional[int] = ..., expected_dropout: _Optional[float] = ..., corrupt_fraction: _Optional[float] = ..., max_attempts: _Optional[int] = ..., fp_ratio_of: _Optional[str] = ..., advertise_ms: _Optional[int] = ..., share_keys_ms: _Optional[int] = ..., masked_input_ms: _Optional[int] = ..., unmask_ms: _Optional[int] = ..., consistency_ms: _Optional[int] = ..., warm_start: _Optional[bool] = ..., algorithm: _Optional[str] = ..., checkin_quiet_ms: _Optional[int] = ..., oversubscription: _Optional[float] = ...) -> None: ...
 
 class StartRunRequest(_message.Message):
     __slots__ = ("config", "run_id")

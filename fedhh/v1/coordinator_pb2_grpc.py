@@ -188,6 +188,11 @@ class AdminServiceStub:
                 request_serializer=fedhh_dot_v1_dot_coordinator__pb2.CancelRunRequest.SerializeToString,
                 response_deserializer=fedhh_dot_v1_dot_coordinator__pb2.Run.FromString,
                 _registered_method=True)
+        self.MintEnrollmentTokens = channel.unary_unary(
+                '/fedhh.v1.AdminService/MintEnrollmentTokens',
+                request_serializer=fedhh_dot_v1_dot_coordinator__pb2.MintEnrollmentTokensRequest.SerializeToString,
+                response_deserializer=fedhh_dot_v1_dot_coordinator__pb2.MintEnrollmentTokensResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -225,6 +230,13 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MintEnrollmentTokens(self, request, context):
+        """One-time enrollment tokens, one per device to enroll.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -252,6 +264,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.CancelRun,
                     request_deserializer=fedhh_dot_v1_dot_coordinator__pb2.CancelRunRequest.FromString,
                     response_serializer=fedhh_dot_v1_dot_coordinator__pb2.Run.SerializeToString,
+            ),
+            'MintEnrollmentTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.MintEnrollmentTokens,
+                    request_deserializer=fedhh_dot_v1_dot_coordinator__pb2.MintEnrollmentTokensRequest.FromString,
+                    response_serializer=fedhh_dot_v1_dot_coordinator__pb2.MintEnrollmentTokensResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -391,6 +408,33 @@ class AdminService:
             '/fedhh.v1.AdminService/CancelRun',
             fedhh_dot_v1_dot_coordinator__pb2.CancelRunRequest.SerializeToString,
             fedhh_dot_v1_dot_coordinator__pb2.Run.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MintEnrollmentTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedhh.v1.AdminService/MintEnrollmentTokens',
+            fedhh_dot_v1_dot_coordinator__pb2.MintEnrollmentTokensRequest.SerializeToString,
+            fedhh_dot_v1_dot_coordinator__pb2.MintEnrollmentTokensResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -26,7 +26,9 @@ def bearer(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str:
     """The bearer value of the ``authorization`` metadata entry."""
     for key, value in metadata or ():
         if key.lower() == "authorization":
-            text = value.decode() if isinstance(value, bytes) else value
+            text = value.decode(errors="replace") if isinstance(value, bytes) else value
+            if len(text) > 512:
+                raise AuthenticationError("the authorization metadata is too long")
             scheme, _, token = text.partition(" ")
             if scheme.lower() == "bearer" and token:
                 return token.strip()
@@ -38,14 +40,25 @@ def check_admin(metadata: tuple[tuple[str, str | bytes], ...] | None, token: byt
         raise AuthenticationError("invalid admin token")
 
 
+MAX_DEVICE_ID = (1 << 63) - 1  # SQLite's INTEGER PRIMARY KEY
+
+
 def parse_device_bearer(metadata: tuple[tuple[str, str | bytes], ...] | None
                         ) -> tuple[int, bytes]:
+    """(device id, credential) of ``<device id>.<64 hex digits>``, checked for shape before
+    anything is parsed, so no caller-chosen length or number reaches the store."""
     token = bearer(metadata)
     device, _, secret = token.partition(".")
+    if not (device.isascii() and device.isdigit() and 1 <= len(device) <= 19
+            and len(secret) == 64):
+        raise AuthenticationError("malformed device credential")
     try:
-        return int(device), bytes.fromhex(secret)
+        device_id, credential = int(device), bytes.fromhex(secret)
     except ValueError:
         raise AuthenticationError("malformed device credential") from None
+    if not 1 <= device_id <= MAX_DEVICE_ID:
+        raise AuthenticationError("malformed device credential")
+    return device_id, credential
 
 
 def verify_device(stored_hash: bytes | None, credential: bytes) -> None:

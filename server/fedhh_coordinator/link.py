@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from fedhh.secagg.config import SignedConfig
 from fedhh.secagg.merkle import Member
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator import metrics
+from fedhh_coordinator.budgets import RunAdmission
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.store import Store
 
@@ -94,7 +96,8 @@ class NetworkLink:
     """Round attempts of one run over the network (module docstring)."""
 
     def __init__(self, config: RunConfig, eps_local: float, store: Store, aggregator: Aggregator,
-                 lobby: Lobby, key: Ed25519PrivateKey, aggregator_address: str) -> None:
+                 lobby: Lobby, key: Ed25519PrivateKey, aggregator_address: str,
+                 admission: RunAdmission) -> None:
         self.config = config
         self.eps_local = eps_local
         self.store = store
@@ -102,6 +105,7 @@ class NetworkLink:
         self.lobby = lobby
         self.key = key
         self.aggregator_address = aggregator_address
+        self.admission = admission
         self.recovery_patience_s = RECOVERY_PATIENCE_S
 
     # ---- AggregatorLink -------------------------------------------------------------------
@@ -109,13 +113,18 @@ class NetworkLink:
                       charge: ChargeHook) -> Released:
         s = self.config
         try:
-            cohort = await self.lobby.collect(s.target_devices, s.checkin_ms / 1000)
+            cohort = await self.lobby.collect(
+                s.target_devices, s.checkin_ms / 1000,
+                pool_size=math.ceil(s.oversubscription * s.target_devices),
+                quiet_s=s.checkin_quiet_ms / 1000, eligible=self.admission.eligible)
             if len(cohort) < s.min_devices:
                 raise RoundAborted(f"only {len(cohort)} devices checked in (min_devices "
                                    f"{s.min_devices})")
             members = [(device_id, (record[1], *self.lobby.round_keys(device_id)))
                        for device_id in cohort
                        if (record := self.store.device(device_id)) is not None]
+            # Charged before the devices hear of the round (their lifetime budgets).
+            self.admission.charge([device_id for device_id, _ in members])
             try:
                 signed, config, identities = self._round_config(attempt, query,
                                                                 [keys for _, keys in members])

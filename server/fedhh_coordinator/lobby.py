@@ -1,12 +1,19 @@
 """Where devices wait for tasks: round check-in and task delivery.
 
-A round first opens check-in: the first ``capacity`` devices to ask for a task join the cohort.
-Check-in closes when the cohort is full or its window ends. The coordinator then opens the round
-at the aggregator and hands every cohort member its signed task; a device asking again for the
-same attempt gets the same task (a retry after a lost response is harmless), unless it says it
-already holds that task (``known``, the SHA-256 of the task bytes): then its request waits until
-the round is over, so a device that finished (or dropped out of) a round long-polls instead of
-asking again and again while the round runs.
+A round first opens check-in: devices that ask for a task join the round's *pool*. Check-in
+closes when its window ends, when the pool holds ``pool_size`` devices, or once it holds at
+least ``capacity`` and no device has joined for ``quiet_s``; the cohort is then ``capacity``
+devices drawn uniformly at random (OS entropy) from the pool. Drawing from an oversubscribed
+pool, rather than taking the first to arrive, keeps a fast group of devices (Sybils scripted to
+poll first) from filling a cohort around a victim: they get seats in proportion to their share
+of the pool, not to their speed. Devices that are not drawn, or that ``eligible`` refuses (a
+device over its lifetime budget), get no task.
+
+The coordinator then opens the round at the aggregator and hands every cohort member its
+signed task; a device asking again for the same attempt gets the same task (a retry after a lost
+response is harmless), unless it says it already holds that task (``known``, the SHA-256 of the
+task bytes): then its request waits until the round is over, so a device that finished (or
+dropped out of) a round long-polls instead of asking again and again while the round runs.
 
 A device checks in with its fresh round public keys (c_pk, s_pk); the lobby keeps the keys of
 the call that joined the cohort, and the round's config commits to exactly those.
@@ -17,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import secrets
+from collections.abc import Callable
 
 from fedhh.errors import ConfigError
 from fedhh.v1 import coordinator_pb2 as pb
@@ -25,26 +34,50 @@ from fedhh.v1 import coordinator_pb2 as pb
 class Lobby:
     def __init__(self) -> None:
         self._open = False
-        self._capacity = 0
+        self._pool_size = 0
+        self._eligible: Callable[[int], bool] = lambda device_id: True
+        self._joined = asyncio.Event()
         self._cohort: dict[int, asyncio.Future[pb.SignedTask | None]] = {}
         self._keys: dict[int, tuple[bytes, bytes]] = {}  # round keys presented at check-in
         self._presented: set[bytes] = set()
-        self._full = asyncio.Event()
         self._opened = asyncio.Event()
         self._cleared = asyncio.Event()
 
-    async def collect(self, capacity: int, window_s: float) -> list[int]:
-        """Open check-in for up to ``capacity`` devices; the cohort when it closes."""
+    async def collect(self, capacity: int, window_s: float, *, pool_size: int | None = None,
+                      quiet_s: float = 1.0,
+                      eligible: Callable[[int], bool] | None = None) -> list[int]:
+        """Open check-in (module docstring); the cohort, sorted, when it closes."""
         self.clear()
-        self._capacity = capacity
+        self._pool_size = max(capacity, pool_size or capacity)
+        self._eligible = eligible or (lambda device_id: True)
         self._open = True
-        self._full = asyncio.Event()
         self._opened.set()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._full.wait(), window_s)
+        loop = asyncio.get_running_loop()
+        until = loop.time() + window_s
+        while len(self._cohort) < self._pool_size:
+            remaining = until - loop.time()
+            if remaining <= 0:
+                break
+            enough = len(self._cohort) >= capacity
+            joined = self._joined = asyncio.Event()
+            try:
+                await asyncio.wait_for(joined.wait(), min(remaining, quiet_s) if enough
+                                       else remaining)
+            except TimeoutError:
+                if enough:
+                    break  # a quiet spell with enough devices in the pool
         self._open = False
         self._opened = asyncio.Event()
-        return sorted(self._cohort)
+        pool = sorted(self._cohort)
+        chosen = set(secrets.SystemRandom().sample(pool, capacity)) if len(pool) > capacity \
+            else set(pool)
+        for device_id in pool:
+            if device_id not in chosen:
+                future = self._cohort.pop(device_id)
+                if not future.done():
+                    future.set_result(None)
+                self._keys.pop(device_id, None)
+        return sorted(chosen)
 
     def deliver(self, tasks: dict[int, pb.SignedTask]) -> None:
         """Hand each cohort member its task (members without one get nothing)."""
@@ -92,7 +125,8 @@ class Lobby:
             if not self._open:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._opened.wait(), wait_s)
-            if not self._open or len(self._cohort) >= self._capacity:
+            if (not self._open or len(self._cohort) >= self._pool_size
+                    or not self._eligible(device_id)):
                 return None
             if any(key in self._presented for key in round_keys):
                 # Only a device that copied another's keys gets here (the keys travel over TLS
@@ -102,8 +136,7 @@ class Lobby:
             self._cohort[device_id] = future
             self._keys[device_id] = round_keys
             self._presented.update(round_keys)
-            if len(self._cohort) >= self._capacity:
-                self._full.set()
+            self._joined.set()
         try:
             return await asyncio.wait_for(asyncio.shield(future), wait_s)
         except TimeoutError:

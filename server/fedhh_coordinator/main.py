@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
-import os
-from pathlib import Path
-from typing import Any
 
 from fedhh.rpc import serving
 from fedhh.rpc.credentials import load_or_create_signing_key, public_key_path, read_secret
-from fedhh.rpc.observability import configure_logging, start_metrics
+from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.control import GrpcAggregator
+from fedhh_coordinator.enrollment import RateLimiter, import_tokens, load_verifier
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.service import AdminService, DeviceService
@@ -29,19 +27,25 @@ async def serve(args: argparse.Namespace) -> None:
     key = load_or_create_signing_key(args.signing_key)
     control_token = read_secret(args.control_token_file, "FEDHH_CONTROL_TOKEN",
                                 "control token")
-    enrollment_token = read_secret(args.enrollment_token_file, "FEDHH_ENROLLMENT_TOKEN",
-                                   "enrollment token")
     admin_token = read_secret(args.admin_token_file, "FEDHH_ADMIN_TOKEN", "admin token")
     tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
     store = Store(args.db)
+    if args.enrollment_tokens_file:
+        added = import_tokens(store, args.enrollment_tokens_file)
+        log.info("enrollment tokens imported", extra={"new": added})
+    verifier = load_verifier(args.attestation, store)
+    budget = LifetimeBudget(args.lifetime_eps, args.lifetime_delta,
+                            args.budget_period_days * 86400)
     lobby = Lobby()
     aggregator = GrpcAggregator(args.aggregator, tls, control_token)
     runner = Runner(store, aggregator, key, args.aggregator_public_address or args.aggregator,
-                    lobby)
+                    lobby, budget)
     server = serving.new_server()
     pb_grpc.add_DeviceServiceServicer_to_server(
-        DeviceService(store, lobby, key, enrollment_token), server)
-    pb_grpc.add_AdminServiceServicer_to_server(AdminService(store, runner, admin_token), server)
+        DeviceService(store, lobby, key, verifier,
+                      RateLimiter(args.enroll_rate, args.enroll_burst)), server)
+    pb_grpc.add_AdminServiceServicer_to_server(AdminService(store, runner, admin_token, budget),
+                                               server)
     health = serving.add_health_and_reflection(server, SERVICES)
     port = serving.bind(server, args.listen, tls, args.insecure)
     metrics_port = start_metrics(args.metrics_port, args.metrics_host, tls)
@@ -49,7 +53,7 @@ async def serve(args: argparse.Namespace) -> None:
     await serving.set_serving(health, SERVICES)
     runner_task = asyncio.create_task(runner.serve(), name="runner")
     if args.ready_file:
-        _write_ready(args.ready_file, {"port": port, "metrics_port": metrics_port,
+        write_ready(args.ready_file, {"port": port, "metrics_port": metrics_port,
                                        "public_key": str(public_key_path(args.signing_key))})
     log.info("coordinator serving", extra={"port": port, "metrics_port": metrics_port})
     try:
@@ -58,12 +62,6 @@ async def serve(args: argparse.Namespace) -> None:
         runner_task.cancel()
         await aggregator.close()
         store.close()
-
-
-def _write_ready(path: str, content: dict[str, Any]) -> None:
-    tmp = Path(f"{path}.tmp")
-    tmp.write_text(json.dumps(content))
-    os.replace(tmp, path)
 
 
 def run(args: argparse.Namespace) -> int:

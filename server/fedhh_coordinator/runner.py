@@ -18,6 +18,7 @@ from fedhh.errors import FedhhError
 from fedhh.prefixtree import RoundReport
 from fedhh.rounds import AttemptId, RoundDriver, RunCancelled
 from fedhh_coordinator import metrics
+from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission
 from fedhh_coordinator.link import Aggregator, NetworkLink
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runs import RunParts
@@ -30,8 +31,9 @@ class Runner:
     """Drives the oldest pending or running run; sleeps until woken when there is none."""
 
     def __init__(self, store: Store, aggregator: Aggregator, key: Ed25519PrivateKey,
-                 aggregator_address: str, lobby: Lobby) -> None:
+                 aggregator_address: str, lobby: Lobby, budget: LifetimeBudget) -> None:
         self.store = store
+        self.budget = budget
         self.aggregator = aggregator
         self.key = key
         self.aggregator_address = aggregator_address
@@ -70,10 +72,12 @@ class Runner:
             finally:
                 self.lobby.clear()
 
-    def driver(self, run_id: str) -> RoundDriver:
-        parts = RunParts.load(self.store.run(run_id))
+    def driver(self, parts: RunParts) -> RoundDriver:
+        run_id = parts.run_id
+        admission = RunAdmission(self.store, self.budget, run_id, parts.config.eps_agg,
+                                 parts.config.delta)
         link = NetworkLink(parts.config, parts.ledger.eps_local, self.store, self.aggregator,
-                           self.lobby, self.key, self.aggregator_address)
+                           self.lobby, self.key, self.aggregator_address, admission)
         started = {"at": time.monotonic()}
 
         def on_round(attempt: AttemptId, report: RoundReport) -> None:
@@ -104,7 +108,6 @@ class Runner:
 
     async def drive(self, run_id: str) -> None:
         parts = RunParts.load(self.store.run(run_id))
-        driver = self.driver(run_id)
-        await driver.run(parts.state)
+        await self.driver(parts).run(parts.state)
         self.store.set_run_state(run_id, "done")
         log.info("run done", extra={"run_id": run_id})

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import json
-import secrets
 from typing import Any
 
 import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from fedhh.config import RunConfig
-from fedhh.errors import AuthenticationError, ConfigError
+from fedhh.errors import AuthenticationError, ConfigError, RateLimited
 from fedhh.privacy import PrivacyLedger
 from fedhh.rpc.credentials import raw_public
 from fedhh.rpc.errors import status_errors
@@ -20,6 +19,8 @@ from fedhh.secagg.primitives import KEY_BYTES, is_valid_x25519_public
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator import auth, metrics
+from fedhh_coordinator.budgets import LifetimeBudget
+from fedhh_coordinator.enrollment import AttestationVerifier, RateLimiter, mint
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.runs import RunParts, create_run
@@ -27,24 +28,31 @@ from fedhh_coordinator.store import Store
 
 MAX_WAIT_MS = 30_000
 RETRY_AFTER_MS = 1_000
+MAX_ATTESTATION_BYTES = 16 * 1024
+MAX_MINT = 100_000
 
 
 class DeviceService(pb_grpc.DeviceServiceServicer):
     def __init__(self, store: Store, lobby: Lobby, key: Ed25519PrivateKey,
-                 enrollment_token: bytes) -> None:
+                 verifier: AttestationVerifier, enroll_limit: RateLimiter) -> None:
         self.store = store
         self.lobby = lobby
         self.public = raw_public(key)
-        self.enrollment_token = enrollment_token
+        self.verifier = verifier
+        self.enroll_limit = enroll_limit
         # Each device's last round keys that passed the checks: a device presents the same keys
         # at every poll until a task uses them, so each pair costs its X25519 checks once.
         self._checked_keys: dict[int, tuple[bytes, bytes]] = {}
+        self._polling: set[int] = set()  # devices with a GetTask in flight
 
     @status_errors
     async def Enroll(self, request: pb.EnrollRequest, context: grpc.aio.ServicerContext
                      ) -> pb.EnrollResponse:
-        if not secrets.compare_digest(request.enrollment_token, self.enrollment_token):
-            raise AuthenticationError("invalid enrollment token")
+        peer = context.peer() or ""
+        self.enroll_limit.check(peer.rsplit(":", 1)[0])
+        if len(request.attestation) > MAX_ATTESTATION_BYTES:
+            raise ConfigError(f"attestation must be at most {MAX_ATTESTATION_BYTES} bytes")
+        attested = self.verifier.verify(request, peer)
         if len(request.identity_public_key) != 32:
             raise ConfigError("identity_public_key must be a 32-byte Ed25519 public key")
         try:
@@ -55,7 +63,8 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
             raise ConfigError("label must be at most 64 bytes")
         credential = auth.new_credential()
         device_id = self.store.add_device(auth.credential_hash(credential),
-                                          request.identity_public_key, request.label)
+                                          request.identity_public_key, request.label,
+                                          attested.token_hash)
         metrics.ENROLLED.inc()
         return pb.EnrollResponse(device_id=device_id, credential=credential,
                                  coordinator_public_key=self.public)
@@ -72,9 +81,17 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         if self._checked_keys.get(device_id) != round_keys:
             _check_round_keys(*round_keys)
             self._checked_keys[device_id] = round_keys
+        if len(request.known_task) not in (0, 32):
+            raise ConfigError("known_task is the 32-byte SHA-256 of a task, or empty")
+        if device_id in self._polling:
+            raise RateLimited("this device already has a GetTask waiting; one at a time")
         wait_s = min(request.wait_ms or MAX_WAIT_MS, MAX_WAIT_MS) / 1000
-        task = await self.lobby.wait_for_task(device_id, round_keys, wait_s,
-                                              bytes(request.known_task))
+        self._polling.add(device_id)
+        try:
+            task = await self.lobby.wait_for_task(device_id, round_keys, wait_s,
+                                                  bytes(request.known_task))
+        finally:
+            self._polling.discard(device_id)
         if task is None:
             metrics.TASKS.labels("wait").inc()
             return pb.GetTaskResponse(retry_after_ms=RETRY_AFTER_MS)
@@ -92,10 +109,12 @@ def _check_round_keys(c_pk: bytes, s_pk: bytes) -> None:
 
 
 class AdminService(pb_grpc.AdminServiceServicer):
-    def __init__(self, store: Store, runner: Runner, admin_token: bytes) -> None:
+    def __init__(self, store: Store, runner: Runner, admin_token: bytes,
+                 budget: LifetimeBudget) -> None:
         self.store = store
         self.runner = runner
         self.admin_token = admin_token
+        self.budget = budget
 
     def _check(self, context: grpc.aio.ServicerContext) -> None:
         auth.check_admin(context.invocation_metadata(), self.admin_token)
@@ -104,9 +123,23 @@ class AdminService(pb_grpc.AdminServiceServicer):
     async def StartRun(self, request: pb.StartRunRequest, context: grpc.aio.ServicerContext
                        ) -> pb.Run:
         self._check(context)
-        row = await create_run(self.store, from_proto(request.config), request.run_id)
+        config = from_proto(request.config)
+        self.budget.check_run(config.eps_agg, config.delta)
+        row = await create_run(self.store, config, request.run_id)
         self.runner.wake()
         return self._run(row.run_id)
+
+    @status_errors
+    async def MintEnrollmentTokens(self, request: pb.MintEnrollmentTokensRequest,
+                                   context: grpc.aio.ServicerContext
+                                   ) -> pb.MintEnrollmentTokensResponse:
+        self._check(context)
+        if not 1 <= request.count <= MAX_MINT:
+            raise ConfigError(f"count must be in [1, {MAX_MINT}], got {request.count}")
+        if not request.ttl_s >= 0 or len(request.label.encode()) > 64:
+            raise ConfigError("ttl_s must be >= 0 and label at most 64 bytes")
+        tokens = mint(self.store, request.count, request.ttl_s or None, request.label)
+        return pb.MintEnrollmentTokensResponse(tokens=tokens)
 
     @status_errors
     async def GetRun(self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedhh.errors import ConflictError, NotFoundError
+from fedhh.errors import AuthenticationError, ConflictError, NotFoundError
 from fedhh.rounds import AttemptRecord, AttemptState
 
 SCHEMA = """
@@ -54,6 +54,21 @@ CREATE TABLE IF NOT EXISTS rounds (
     started_at REAL NOT NULL,
     finished_at REAL,
     PRIMARY KEY (run_id, round, attempt)
+);
+CREATE TABLE IF NOT EXISTS enrollment_tokens (
+    token_hash BLOB PRIMARY KEY,
+    label TEXT NOT NULL DEFAULT '',
+    expires_at REAL,
+    used_by INTEGER REFERENCES devices(device_id),
+    used_at REAL
+);
+CREATE TABLE IF NOT EXISTS device_spends (
+    device_id INTEGER NOT NULL REFERENCES devices(device_id),
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    eps REAL NOT NULL,
+    delta REAL NOT NULL,
+    charged_at REAL NOT NULL,
+    PRIMARY KEY (device_id, run_id)
 );
 """
 
@@ -116,15 +131,59 @@ class Store:
             self._db.execute("COMMIT")
 
     # ---- devices -------------------------------------------------------------------------
-    def add_device(self, credential_hash: bytes, identity_key: bytes, label: str) -> int:
+    def add_device(self, credential_hash: bytes, identity_key: bytes, label: str,
+                   token_hash: bytes | None = None) -> int:
+        """Enroll a device; with ``token_hash``, consume that one-time enrollment token in the
+        same transaction (AuthenticationError if it is unknown, used or expired)."""
+        now = time.time()
         with self._tx() as db:
             if db.execute("SELECT 1 FROM devices WHERE identity_key = ?",
                           (identity_key,)).fetchone():
                 raise ConflictError("this identity key is already enrolled")
+            if token_hash is not None:
+                row = db.execute("SELECT used_by, expires_at FROM enrollment_tokens WHERE "
+                                 "token_hash = ?", (token_hash,)).fetchone()
+                if row is None or row[0] is not None:
+                    raise AuthenticationError("unknown or already used enrollment token")
+                if row[1] is not None and row[1] < now:
+                    raise AuthenticationError("expired enrollment token")
             cur = db.execute(
                 "INSERT INTO devices (credential_hash, identity_key, label, enrolled_at) "
-                "VALUES (?, ?, ?, ?)", (credential_hash, identity_key, label, time.time()))
-            return int(cur.lastrowid or 0)
+                "VALUES (?, ?, ?, ?)", (credential_hash, identity_key, label, now))
+            device_id = int(cur.lastrowid or 0)
+            if token_hash is not None:
+                db.execute("UPDATE enrollment_tokens SET used_by = ?, used_at = ? WHERE "
+                           "token_hash = ?", (device_id, now, token_hash))
+            return device_id
+
+    def add_enrollment_tokens(self, token_hashes: list[bytes], label: str = "",
+                              expires_at: float | None = None) -> int:
+        """Register one-time enrollment tokens (by hash; known ones are left as they are);
+        returns how many were new."""
+        with self._tx() as db:
+            before = db.total_changes
+            db.executemany("INSERT OR IGNORE INTO enrollment_tokens (token_hash, label, "
+                           "expires_at) VALUES (?, ?, ?)",
+                           [(h, label, expires_at) for h in token_hashes])
+            return db.total_changes - before
+
+    # ---- lifetime budgets ---------------------------------------------------------------
+    def charge_devices(self, run_id: str, device_ids: list[int], eps: float,
+                       delta: float) -> None:
+        """Charge each device the run's (eps, delta), once per run."""
+        now = time.time()
+        with self._tx() as db:
+            db.executemany("INSERT OR IGNORE INTO device_spends (device_id, run_id, eps, delta, "
+                           "charged_at) VALUES (?, ?, ?, ?, ?)",
+                           [(d, run_id, eps, delta, now) for d in device_ids])
+
+    def device_spends(self, since: float, exclude_run: str = "") -> dict[int, tuple[float, float]]:
+        """Each device's summed (eps, delta) over the runs charged since ``since``."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT device_id, SUM(eps), SUM(delta) FROM device_spends WHERE charged_at >= ? "
+                "AND run_id != ? GROUP BY device_id", (since, exclude_run)).fetchall()
+        return {int(d): (float(e), float(dl)) for d, e, dl in rows}
 
     def device(self, device_id: int) -> tuple[bytes, bytes] | None:
         """(credential hash, identity key) of an enrolled device."""

@@ -25,6 +25,7 @@ def start(root: Path, drop: list[str] | None = None, *, planted: bool = False
     topo.start_coordinator()
     for i, users in enumerate(("0:100", "100:200")):
         topo.start_devices(f"devices-{i}", str(data), users, drop)
+    topo.wait_for_devices()
     return topo, data
 
 

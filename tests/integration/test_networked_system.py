@@ -42,6 +42,7 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalTopo
         topo.start_coordinator()
         topo.start_devices("devices-0", str(data), "0:100", ["--seed", str(SEED)])
         topo.start_devices("devices-1", str(data), "100:200", ["--seed", str(SEED)])
+        topo.wait_for_devices()
         yield topo, data
 
 
@@ -92,6 +93,8 @@ def test_networked_run_equals_the_per_device_simulation(
 def test_device_api_rejects_bad_requests(system: tuple[LocalTopology, Path]) -> None:
     topo, _ = system
     creds = ca_credentials(topo.workdir / "tls" / "ca.pem")
+    with admin(topo) as client:
+        token, spare = (t.encode() for t in client.mint_tokens(2))
     with grpc.secure_channel(topo.address("coordinator"), creds) as channel:
         stub = pb_grpc.DeviceServiceStub(channel)
         key = Ed25519PrivateKey.generate().public_key().public_bytes(
@@ -100,7 +103,7 @@ def test_device_api_rejects_bad_requests(system: tuple[LocalTopology, Path]) -> 
             (lambda: stub.Enroll(pb.EnrollRequest(enrollment_token=b"wrong" * 4,
                                                   identity_public_key=key)),
              grpc.StatusCode.UNAUTHENTICATED),
-            (lambda: stub.Enroll(pb.EnrollRequest(enrollment_token=topo.token("enrollment"),
+            (lambda: stub.Enroll(pb.EnrollRequest(enrollment_token=token,
                                                   identity_public_key=b"short")),
              grpc.StatusCode.INVALID_ARGUMENT),
             (lambda: stub.GetTask(pb.GetTaskRequest(device_id=1)),
@@ -116,12 +119,16 @@ def test_device_api_rejects_bad_requests(system: tuple[LocalTopology, Path]) -> 
             with pytest.raises(grpc.RpcError) as error:
                 call()
             assert error.value.code() == code  # type: ignore[attr-defined]
-        enrolled = stub.Enroll(pb.EnrollRequest(enrollment_token=topo.token("enrollment"),
+        enrolled = stub.Enroll(pb.EnrollRequest(enrollment_token=token,
                                                 identity_public_key=key, label="probe"))
         with pytest.raises(grpc.RpcError) as error:  # the same identity key twice: a replay
-            stub.Enroll(pb.EnrollRequest(enrollment_token=topo.token("enrollment"),
-                                         identity_public_key=key))
+            stub.Enroll(pb.EnrollRequest(enrollment_token=spare, identity_public_key=key))
         assert error.value.code() == grpc.StatusCode.ALREADY_EXISTS  # type: ignore[attr-defined]
+        other = Ed25519PrivateKey.generate().public_key().public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        with pytest.raises(grpc.RpcError) as error:  # a used token enrolls nobody else
+            stub.Enroll(pb.EnrollRequest(enrollment_token=token, identity_public_key=other))
+        assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
         bearer = f"Bearer {enrolled.device_id}.{enrolled.credential.hex()}"
         with pytest.raises(grpc.RpcError) as error:  # a valid credential, another device's id
             stub.GetTask(pb.GetTaskRequest(device_id=enrolled.device_id + 1, wait_ms=1),

@@ -35,7 +35,7 @@ def forbidden(importer: str, module: str) -> bool:
     if importer == "fedhh":
         return top in SERVICES or module == "fedhh.cli" or module.startswith("fedhh.cli.")
     if importer in SERVICES:
-        return top in SERVICES and top != importer or module.startswith("fedhh.cli")
+        return (top in SERVICES and top != importer) or module.startswith("fedhh.cli")
     return False  # the CLI may import anything (it starts the services)
 
 

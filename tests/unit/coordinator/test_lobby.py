@@ -17,6 +17,10 @@ def keys(i: int) -> tuple[bytes, bytes]:
     return bytes([i]) * 32, bytes([i + 100]) * 32
 
 
+def wide_keys(i: int) -> tuple[bytes, bytes]:
+    return i.to_bytes(4, "big") * 8, (i + 1_000_000).to_bytes(4, "big") * 8
+
+
 def run(coro: object) -> object:
     return asyncio.run(asyncio.wait_for(coro, 10))  # type: ignore[arg-type]
 
@@ -81,5 +85,63 @@ def test_a_device_holding_its_task_waits_for_the_round_to_end() -> None:
         assert not holding.done()
         lobby.clear()
         assert await holding is None  # no round open after this one
+
+    run(scenario())
+
+
+def test_the_cohort_is_drawn_at_random_from_an_oversubscribed_pool() -> None:
+    """100 Sybils that poll first and 100 honest devices, a cohort of 100 from the pool of 200:
+    first come first served would seat no honest device; a uniform draw seats
+    Hypergeometric(200, 100, 100) of them, below 25 with probability < 1e-12."""
+    async def scenario() -> list[int]:
+        lobby = Lobby()
+        collecting = asyncio.create_task(lobby.collect(capacity=100, window_s=10,
+                                                       pool_size=200, quiet_s=5))
+        await asyncio.sleep(0)
+        sybils = [asyncio.create_task(lobby.wait_for_task(d, wide_keys(d), 10))
+                  for d in range(1000, 1100)]
+        await asyncio.sleep(0)
+        honest = [asyncio.create_task(lobby.wait_for_task(d, wide_keys(d), 10))
+                  for d in range(1, 101)]
+        cohort = await collecting  # the pool is full: it closes at once
+        lobby.deliver({d: pb.SignedTask(task=bytes([d % 256])) for d in cohort})
+        answers = await asyncio.gather(*sybils, *honest)
+        seated = [d for d, a in zip([*range(1000, 1100), *range(1, 101)], answers, strict=True)
+                  if a is not None]
+        assert sorted(seated) == cohort
+        return cohort
+
+    cohort = run(scenario())
+    assert len(cohort) == 100
+    assert sum(d < 1000 for d in cohort) >= 25  # type: ignore[operator,union-attr]
+
+
+def test_check_in_closes_after_a_quiet_spell_once_the_cohort_can_be_filled() -> None:
+    async def scenario() -> None:
+        lobby = Lobby()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        collecting = asyncio.create_task(lobby.collect(capacity=2, window_s=30, pool_size=4,
+                                                       quiet_s=0.2))
+        await asyncio.sleep(0)
+        waiters = [asyncio.create_task(lobby.wait_for_task(d, keys(d), 30)) for d in (1, 2)]
+        assert await collecting == [1, 2]
+        assert loop.time() - started < 10  # long before the window's end
+        lobby.clear()
+        assert await asyncio.gather(*waiters) == [None, None]
+
+    run(scenario())
+
+
+def test_ineligible_devices_never_join() -> None:
+    async def scenario() -> None:
+        lobby = Lobby()
+        collecting = asyncio.create_task(lobby.collect(
+            capacity=2, window_s=5, quiet_s=0.1, eligible=lambda d: d != 2))
+        await asyncio.sleep(0)
+        waiters = [asyncio.create_task(lobby.wait_for_task(d, keys(d), 5)) for d in (1, 2, 3)]
+        assert await collecting == [1, 3]
+        assert await waiters[1] is None
+        lobby.clear()
 
     run(scenario())

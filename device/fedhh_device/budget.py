@@ -1,0 +1,133 @@
+"""A device's own privacy budget and its memory of what it reported, kept on the device.
+
+The coordinator's ledgers are the operator's promise; this is the device's: whoever signed a
+task, a device
+
+- refuses a report whose local epsilon would take the sum of its reports' local epsilons over
+  the last ``period_s`` seconds above ``cap`` (each report is eps_local-LDP, and by basic
+  composition, Dwork and Roth 2014, Theorem 3.16, k such reports are (sum eps_i)-LDP);
+- answers every attempt of one round of one run with the *same* report: a retried round
+  (after an abort, a lost aggregator, a restart of anything) never gets fresh randomness, so
+  however many attempts are unmasked, together they reveal no more than one report does. A
+  second attempt whose query differs from the first's (another prefix list, segment, epsilon,
+  domain) is refused: answering it would need a fresh report.
+
+The record is written (atomically) before the report leaves the device, so a crash between the
+two cannot lose a spend. ``path`` None keeps it in memory (tests).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from fedhh.errors import ConfigError, PrivacyError
+from fedhh.v1 import coordinator_pb2 as pb
+
+SLACK = 1e-9
+
+
+def query_digest(task: pb.Task) -> str:
+    """What a report depends on besides the device's data: the round's query and mechanism."""
+    digest = hashlib.sha256()
+    for part in (task.run_id.encode(), task.round.to_bytes(4, "big"),
+                 task.prefix_bits.to_bytes(4, "big"), task.segment_bits.to_bytes(4, "big"),
+                 np.asarray(task.prefixes, dtype=">u8").tobytes(), b"|",
+                 np.asarray(task.deny_list, dtype=">u8").tobytes(), b"|",
+                 repr(task.eps_local).encode(), task.codec.encode(),
+                 task.max_bits.to_bytes(4, "big"), task.selection.encode(),
+                 bytes([task.prefix_conditioning])):
+        digest.update(len(part).to_bytes(4, "big") + part)
+    return digest.hexdigest()
+
+
+@dataclass
+class Spend:
+    run_id: str
+    round: int
+    eps_local: float
+    at: float
+
+
+@dataclass
+class Report:
+    run_id: str
+    round: int
+    digest: str
+    ones: list[int]
+
+
+@dataclass
+class DeviceBudget:
+    """One device's spends and its latest report per run (module docstring)."""
+
+    cap: float
+    period_s: float
+    path: Path | None = None
+    spends: list[Spend] = field(default_factory=list)
+    reports: dict[str, Report] = field(default_factory=dict)
+    clock: Callable[[], float] = time.time
+
+    @classmethod
+    def load(cls, path: Path | None, cap: float, period_s: float) -> DeviceBudget:
+        if not cap > 0 or not period_s > 0:
+            raise ConfigError(f"a device budget needs cap > 0 and a positive period, got {cap} "
+                              f"and {period_s}")
+        budget = cls(cap, period_s, path)
+        if path is not None and path.exists():
+            try:
+                data = json.loads(path.read_text())
+                budget.spends = [Spend(**s) for s in data["spends"]]
+                budget.reports = {k: Report(**r) for k, r in data["reports"].items()}
+            except (ValueError, KeyError, TypeError) as error:
+                raise ConfigError(f"{path} is corrupt: {error}") from None
+        return budget
+
+    def spent(self) -> float:
+        since = self.clock() - self.period_s
+        return sum(s.eps_local for s in self.spends if s.at >= since)
+
+    def report(self, task: pb.Task, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        """The report for ``task``: the one this round already produced, or a new one
+        (``compute()``) recorded, with its spend, before it is returned."""
+        digest = query_digest(task)
+        previous = self.reports.get(task.run_id)
+        if previous is not None and previous.round == task.round:
+            if previous.digest != digest:
+                raise PrivacyError(f"round {task.round} of run {task.run_id} came back with "
+                                   "another query; answering would need a fresh report")
+            return np.asarray(previous.ones, dtype=np.int64)
+        if not task.eps_local > 0:
+            raise ConfigError(f"the task's eps_local must be > 0, got {task.eps_local}")
+        spent = self.spent()
+        if spent + task.eps_local > self.cap * (1 + SLACK):
+            raise PrivacyError(f"this device's budget is spent: {spent:.4g} of {self.cap:g} "
+                               f"used in the period, the task asks for {task.eps_local:.4g}")
+        ones = np.asarray(compute(), dtype=np.int64)
+        now = self.clock()
+        self.spends = [s for s in self.spends if s.at >= now - self.period_s]
+        self.spends.append(Spend(task.run_id, task.round, task.eps_local, now))
+        self.reports[task.run_id] = Report(task.run_id, task.round, digest, ones.tolist())
+        self._save()
+        return ones
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        data = {"spends": [asdict(s) for s in self.spends],
+                "reports": {k: asdict(r) for k, r in self.reports.items()}}
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump(data, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, self.path)

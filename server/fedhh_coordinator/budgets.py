@@ -1,0 +1,63 @@
+"""Lifetime privacy budgets: what every device has spent across runs over a rolling period.
+
+A run's ledger keeps that run within its (eps_agg, delta); nothing in it stops a second and a
+third run over the same devices. The coordinator therefore also keeps, per device, the runs it
+took part in: a device admitted to any cohort of a run is charged that run's whole target
+(eps_agg, delta), once. By basic composition (Dwork and Roth, *The Algorithmic Foundations of
+Differential Privacy*, 2014, Theorem 3.16: k mechanisms that are (eps_i, delta_i)-DP are
+together (sum eps_i, sum delta_i)-DP), a device's guarantee over the period is the sum of its
+charges. A run whose own target exceeds the lifetime budget is refused when it is started; a
+device whose charges plus the run's target would exceed the budget is not admitted to the run's
+cohorts (it gets no task).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from fedhh.errors import ConfigError, PrivacyError
+from fedhh_coordinator.store import Store
+
+SLACK = 1e-9  # relative float tolerance of a sum of charges against the budget
+
+
+@dataclass(frozen=True)
+class LifetimeBudget:
+    """Each device may spend at most (eps, delta) over any ``period_s`` seconds."""
+
+    eps: float = 10.0
+    delta: float = 1e-5
+    period_s: float = 30 * 24 * 3600.0
+
+    def __post_init__(self) -> None:
+        if not self.eps > 0 or not 0 < self.delta < 1 or not self.period_s > 0:
+            raise ConfigError(f"a lifetime budget needs eps > 0, 0 < delta < 1 and a positive "
+                              f"period, got {self.eps}, {self.delta}, {self.period_s} s")
+
+    def check_run(self, eps_agg: float, delta: float) -> None:
+        if eps_agg > self.eps * (1 + SLACK) or delta > self.delta * (1 + SLACK):
+            raise PrivacyError(f"a run of (eps {eps_agg}, delta {delta}) exceeds every device's "
+                               f"lifetime budget (eps {self.eps}, delta {self.delta} per "
+                               f"{self.period_s / 86400:g} days)")
+
+
+class RunAdmission:
+    """Which devices one run may admit, and their charges (built when the run starts)."""
+
+    def __init__(self, store: Store, budget: LifetimeBudget, run_id: str, eps_agg: float,
+                 delta: float) -> None:
+        budget.check_run(eps_agg, delta)
+        self.store, self.run_id = store, run_id
+        self.eps_agg, self.delta = eps_agg, delta
+        spends = store.device_spends(time.time() - budget.period_s, exclude_run=run_id)
+        eps_room = budget.eps * (1 + SLACK) - eps_agg
+        delta_room = budget.delta * (1 + SLACK) - delta
+        self.refused = {device for device, (eps, dl) in spends.items()
+                        if eps > eps_room or dl > delta_room}
+
+    def eligible(self, device_id: int) -> bool:
+        return device_id not in self.refused
+
+    def charge(self, device_ids: list[int]) -> None:
+        self.store.charge_devices(self.run_id, device_ids, self.eps_agg, self.delta)

@@ -1,0 +1,145 @@
+"""Who may enroll a device: attestation verifiers and enrollment rate limits.
+
+Software alone cannot tell one person's phone from a script that pretends to be a thousand
+phones; what it can do is make every enrolled identity cost the operator something it controls.
+Enrollment therefore asks an ``AttestationVerifier``:
+
+- ``OneTimeTokens`` (the default): the request carries an enrollment token that the operator
+  minted for one device (``fedhh admin mint-tokens``, or a tokens file given to the coordinator
+  at start, e.g. from ``fedhh certs --device-tokens N``). Only the token's SHA-256 is stored; a
+  token enrolls one device, once, before it expires.
+- Any other verifier (a platform attestation service, say) plugs in with ``--attestation
+  MODULE:FACTORY``: ``FACTORY(store)`` returns an object with the ``verify`` method below.
+
+On top of it, ``RateLimiter`` caps enrollments per second, overall and per peer address, so a
+leaked batch of tokens cannot be turned into a flood. What remains (docs/threat-model.md): an
+operator who mints tokens for Sybils defeats n_min; each device's local epsilon floor still holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from fedhh.errors import AuthenticationError, ConfigError, RateLimited
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_coordinator.store import Store
+
+TOKEN_BYTES = 32
+
+
+@dataclass(frozen=True)
+class Attested:
+    """What a verifier vouches for: the enrollment token to consume (its hash), if any."""
+
+    token_hash: bytes | None = None
+
+
+class AttestationVerifier(Protocol):
+    def verify(self, request: pb.EnrollRequest, peer: str) -> Attested:
+        """Vouch for the request or raise AuthenticationError (with a one-line reason)."""
+        ...
+
+
+def token_hash(token: bytes) -> bytes:
+    return hashlib.sha256(b"fedhh/v1/enrollment-token" + token).digest()
+
+
+def new_tokens(count: int) -> list[str]:
+    """``count`` fresh one-time enrollment tokens (hex of 32 bytes from the OS)."""
+    if count < 1:
+        raise ConfigError(f"count must be >= 1, got {count}")
+    return [os.urandom(TOKEN_BYTES).hex() for _ in range(count)]
+
+
+def parse_token(text: str | bytes) -> bytes:
+    """A token's bytes; AuthenticationError for anything that is not 64 hex digits."""
+    raw = text.decode(errors="replace") if isinstance(text, bytes) else text
+    raw = raw.strip()
+    if len(raw) != 2 * TOKEN_BYTES:
+        raise AuthenticationError(f"an enrollment token is {2 * TOKEN_BYTES} hex digits")
+    try:
+        return bytes.fromhex(raw)
+    except ValueError:
+        raise AuthenticationError("an enrollment token is hex digits only") from None
+
+
+def mint(store: Store, count: int, ttl_s: float | None = None, label: str = "") -> list[str]:
+    """Mint and register ``count`` tokens (valid ``ttl_s`` seconds, or until used)."""
+    tokens = new_tokens(count)
+    expires = None if ttl_s is None else time.time() + ttl_s
+    store.add_enrollment_tokens([token_hash(bytes.fromhex(t)) for t in tokens], label, expires)
+    return tokens
+
+
+def import_tokens(store: Store, path: str) -> int:
+    """Register the tokens of a file (one per line; blank lines ignored); returns how many
+    were new."""
+    try:
+        lines = Path(path).read_text(encoding="ascii").split()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read the enrollment tokens file {path}: {error}") from None
+    try:
+        hashes = [token_hash(parse_token(line)) for line in lines]
+    except AuthenticationError as error:
+        raise ConfigError(f"{path}: {error}") from None
+    return store.add_enrollment_tokens(hashes, label=f"file {os.path.basename(path)}")
+
+
+class OneTimeTokens:
+    """The default verifier: an unused, unexpired operator-minted token (consumed by the
+    store in the transaction that enrolls the device)."""
+
+    def verify(self, request: pb.EnrollRequest, peer: str) -> Attested:
+        return Attested(token_hash(parse_token(request.enrollment_token)))
+
+
+def load_verifier(spec: str | None, store: Store) -> AttestationVerifier:
+    """``MODULE:FACTORY`` -> ``FACTORY(store)``; the one-time token verifier for None."""
+    if not spec:
+        return OneTimeTokens()
+    module_name, _, factory_name = spec.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), factory_name)
+    except (ImportError, AttributeError, ValueError) as error:
+        raise ConfigError(f"--attestation {spec!r}: {error}") from None
+    verifier = factory(store)
+    if not callable(getattr(verifier, "verify", None)):
+        raise ConfigError(f"--attestation {spec!r} made an object without verify()")
+    return verifier
+
+
+class RateLimiter:
+    """Token buckets: ``rate`` calls per second with bursts of ``burst``, overall and per key
+    (at most ``max_keys`` keys remembered, least recently seen forgotten first)."""
+
+    def __init__(self, rate: float, burst: float, max_keys: int = 10_000) -> None:
+        if not rate > 0 or not burst >= 1:
+            raise ConfigError(f"need rate > 0 and burst >= 1, got {rate} and {burst}")
+        self.rate, self.burst, self.max_keys = rate, burst, max_keys
+        self._overall = (burst, time.monotonic())
+        self._keys: OrderedDict[str, tuple[float, float]] = OrderedDict()
+
+    def _take(self, state: tuple[float, float], now: float) -> tuple[float, float] | None:
+        level, at = state
+        level = min(self.burst, level + (now - at) * self.rate)
+        return None if level < 1 else (level - 1, now)
+
+    def check(self, key: str) -> None:
+        """Take one call for ``key``, or raise RateLimited (nothing is taken then)."""
+        now = time.monotonic()
+        overall = self._take(self._overall, now)
+        mine = self._take(self._keys.get(key, (self.burst, now)), now)
+        if overall is None or mine is None:
+            raise RateLimited("too many enrollments; retry later")
+        self._overall = overall
+        self._keys[key] = mine
+        self._keys.move_to_end(key)
+        while len(self._keys) > self.max_keys:
+            self._keys.popitem(last=False)
