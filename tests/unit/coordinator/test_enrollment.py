@@ -1,0 +1,111 @@
+"""Enrollment: one-time tokens enroll one device once and expire; files of tokens import
+idempotently; bad tokens are one-line refusals; the rate limiter refuses bursts and recovers;
+lifetime budgets keep devices out of runs they cannot pay for."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from fedhh.errors import AuthenticationError, ConfigError, ConflictError, PrivacyError, RateLimited
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_coordinator import auth
+from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission
+from fedhh_coordinator.enrollment import (
+    OneTimeTokens,
+    RateLimiter,
+    import_tokens,
+    mint,
+    new_tokens,
+    token_hash,
+)
+from fedhh_coordinator.store import Store
+
+
+def enroll(store: Store, token: str, key: bytes) -> int:
+    attested = OneTimeTokens().verify(pb.EnrollRequest(enrollment_token=token.encode()), "peer")
+    return store.add_device(b"c" * 32, key, "", attested.token_hash)
+
+
+def test_a_token_enrolls_one_device_once(tmp_path: Path) -> None:
+    store = Store(tmp_path / "c.sqlite")
+    token, = mint(store, 1)
+    enroll(store, token, b"k" * 32)
+    with pytest.raises(AuthenticationError, match="already used"):
+        enroll(store, token, b"j" * 32)
+    with pytest.raises(AuthenticationError, match="unknown"):
+        enroll(store, new_tokens(1)[0], b"j" * 32)
+    with pytest.raises(ConflictError):  # a known key is refused before the token is spent
+        enroll(store, mint(store, 1)[0], b"k" * 32)
+
+
+def test_expired_tokens_enroll_nobody(tmp_path: Path) -> None:
+    store = Store(tmp_path / "c.sqlite")
+    token, = mint(store, 1, ttl_s=-1)
+    with pytest.raises(AuthenticationError, match="expired"):
+        enroll(store, token, b"k" * 32)
+
+
+@pytest.mark.parametrize("bad", [b"", b"00" * 31, b"zz" * 32, b"00" * 33])
+def test_malformed_tokens_are_refused(bad: bytes) -> None:
+    with pytest.raises(AuthenticationError, match="enrollment token"):
+        OneTimeTokens().verify(pb.EnrollRequest(enrollment_token=bad), "peer")
+
+
+def test_token_files_import_once(tmp_path: Path) -> None:
+    store = Store(tmp_path / "c.sqlite")
+    path = tmp_path / "tokens.txt"
+    tokens = new_tokens(3)
+    path.write_text("\n".join(tokens) + "\n\n")
+    assert import_tokens(store, str(path)) == 3
+    assert import_tokens(store, str(path)) == 0
+    enroll(store, tokens[1], b"k" * 32)
+    path.write_text("not-a-token\n")
+    with pytest.raises(ConfigError, match="tokens.txt"):
+        import_tokens(store, str(path))
+    assert token_hash(bytes.fromhex(tokens[0])) != token_hash(bytes.fromhex(tokens[1]))
+
+
+def test_the_rate_limiter_refuses_a_burst_and_recovers() -> None:
+    limiter = RateLimiter(rate=1000.0, burst=5)
+    for _ in range(5):
+        limiter.check("a")
+    with pytest.raises(RateLimited):
+        limiter.check("a")
+    deadline = time.monotonic() + 5
+    while True:  # refills at 1000 per second
+        try:
+            limiter.check("a")
+            break
+        except RateLimited:
+            assert time.monotonic() < deadline
+
+
+@pytest.mark.parametrize("value", ["0." + "00" * 32, "99999999999999999999." + "00" * 32,
+                                   "-1." + "00" * 32, "1." + "00" * 31, "1.zz" + "00" * 31,
+                                   "١." + "00" * 32, "x" * 600])
+def test_malformed_bearers_are_refused_before_parsing(value: str) -> None:
+    with pytest.raises(AuthenticationError):
+        auth.parse_device_bearer((("authorization", f"Bearer {value}"),))
+
+
+def test_lifetime_budgets_keep_spent_devices_out(tmp_path: Path) -> None:
+    store = Store(tmp_path / "c.sqlite")
+    ids = [store.add_device(b"c" * 32, bytes([i]) * 32, "") for i in range(3)]
+    for run_id in ("a", "b", "c"):
+        store.create_run(run_id, {}, 1.0, {}, {}, [])
+    budget = LifetimeBudget(eps=2.0, delta=1e-5, period_s=3600)
+    first = RunAdmission(store, budget, "a", 1.0, 1e-6)
+    first.charge(ids[:2])
+    first.charge(ids[:2])  # once per run
+    second = RunAdmission(store, budget, "b", 1.0, 1e-6)
+    assert all(second.eligible(d) for d in ids)  # 1 + 1 <= 2
+    second.charge(ids[:1])
+    third = RunAdmission(store, budget, "c", 1.0, 1e-6)
+    assert [third.eligible(d) for d in ids] == [False, True, True]
+    again = RunAdmission(store, budget, "b", 1.0, 1e-6)  # a restart of run b
+    assert again.eligible(ids[0])
+    with pytest.raises(PrivacyError, match="lifetime budget"):
+        RunAdmission(store, budget, "d", 3.0, 1e-6)
