@@ -63,7 +63,7 @@ def test_token_files_import_once(tmp_path: Path) -> None:
     assert import_tokens(store, str(path)) == 0
     enroll(store, tokens[1], b"k" * 32)
     path.write_text("not-a-token\n")
-    with pytest.raises(ConfigError, match="tokens.txt"):
+    with pytest.raises(ConfigError, match=r"tokens\.txt"):
         import_tokens(store, str(path))
     assert token_hash(bytes.fromhex(tokens[0])) != token_hash(bytes.fromhex(tokens[1]))
 
