@@ -73,11 +73,6 @@ class RandomizedResponse:
     def a1(self) -> float:
         return self.threshold1 / SCALE
 
-    def effective_epsilon(self) -> float:
-        """ln((1 - a0) / a0) of the implemented thresholds: never above eps_local."""
-        m = self.threshold0
-        return math.log((SCALE - m) / m)
-
     def randomize(self, index: int | None, dim: int, rng: RandomSource | np.random.Generator
                   ) -> np.ndarray:
         """The report's 1-bit positions (sorted int64) for one-hot ``index`` (None = nothing)."""
