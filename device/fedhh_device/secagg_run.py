@@ -52,15 +52,23 @@ class DropPlan:
 @dataclass(frozen=True)
 class Floors:
     """What a device refuses whoever signed the task: local epsilon above ``max_eps_local``
-    (a larger one would weaken its local guarantee), and rounds whose release threshold n_min
-    is below ``min_cohort`` (its report would hide in too small a crowd)."""
+    (a larger one would weaken its local guarantee); rounds whose release threshold n_min is
+    below ``min_cohort`` (its report would hide in too small a crowd); rounds without device
+    authentication or without the consistency check; and rounds whose (n, k, t) fail the
+    lying-server bound that the device computes itself, assuming at most
+    ``max_corrupt_fraction`` of the cohort colludes with the aggregator (privacy plus
+    disconnection at most 2^-``security_bits``; ``fedhh.secagg.DevicePolicy``)."""
 
     max_eps_local: float = 10.0
     min_cohort: int = 100
+    max_corrupt_fraction: float = 0.05
+    security_bits: float = 40.0
 
     def policy(self) -> DevicePolicy:
         return DevicePolicy(min_threshold=2, min_n_min=self.min_cohort,
-                            require_device_auth=True)
+                            require_device_auth=True, require_consistency_check=True,
+                            max_corrupt_fraction=self.max_corrupt_fraction,
+                            security_bits=self.security_bits)
 
 
 async def run_secure_aggregation(channel: grpc.aio.Channel, task: pb.Task,

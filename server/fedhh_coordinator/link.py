@@ -2,7 +2,8 @@
 with its outcomes mapped onto what the runner distinguishes.
 
 ``fetch`` passes the runner's release hook through: the aggregator's result stream announces
-the number of contributors before the sum, and the hook records the privacy spend then.
+the number of contributors (with the evidence of who they are) before the sum, and the hook
+records the privacy spend then.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import grpc
 from fedhh.errors import FedhhError, StateError
 from fedhh.rpc.aggregator_client import AggregatorControl, RoundAborted, open_channel
 from fedhh.rpc.tls import TlsFiles
-from fedhh.secagg import AggregateResult
+from fedhh.secagg import AggregateResult, ReleaseEvidence
 from fedhh.secagg.config import SignedConfig
 from fedhh_coordinator.runner import ReleaseHook, RoundAbortedError
 
@@ -42,9 +43,11 @@ class GrpcAggregatorLink:
                     ) -> AggregateResult:
         hook_failed: list[BaseException] = []
 
-        async def guarded(contributors: int) -> None:
+        async def guarded(evidence: ReleaseEvidence) -> None:
             try:
-                await on_release(contributors)
+                # (The runner still takes the aggregator's count; its replacement charges
+                # fedhh.secagg.verify_release(config, identity keys, evidence) instead.)
+                await on_release(evidence.num_contributors)
             except BaseException as error:
                 hook_failed.append(error)
                 raise

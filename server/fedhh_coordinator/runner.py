@@ -37,6 +37,7 @@ from fedhh.secagg import (
     RoundConfig,
     SecAggConfigError,
     StageDeadlines,
+    Threat,
     choose_parameters,
     issue_admission,
     sign_config,
@@ -255,15 +256,17 @@ class Runner:
         commits to (built once per round; each member's admission is its proof in it)."""
         s = ctx.settings
         n = len(members)
-        params = choose_parameters(n, s.expected_dropout, s.corrupt_fraction)
-        # Each deadline is the previous one plus its stage's window; the consistency check is
-        # off, so it has no time of its own (its deadline is the masked input's).
-        advertise, share, masked, unmask = s.stage_windows()
+        # Against an aggregator that lies about dropouts (t > (k + c) / 2), with the
+        # consistency check; devices refuse anything less.
+        params = choose_parameters(n, s.expected_dropout, s.corrupt_fraction, Threat.LYING)
+        # Each deadline is the previous one plus its stage's window.
+        advertise, share, masked, consistency, unmask = s.stage_windows()
         t0 = int(time.time() * 1000)
         t1 = t0 + advertise
         t2 = t1 + share
         t3 = t2 + masked
-        deadlines = StageDeadlines(t1, t2, t3, t3, t3 + unmask)
+        t4 = t3 + consistency
+        deadlines = StageDeadlines(t1, t2, t3, t4, t4 + unmask)
         round_id = f"{ctx.run_id}/{query.round}/{attempt}".encode()
         graph_seed = os.urandom(32)
         identities = IdentityTree(round_id, graph_seed, members)
@@ -278,6 +281,7 @@ class Runner:
             graph_seed=graph_seed,
             deadlines=deadlines,
             device_auth=True,
+            consistency_check=True,
             identity_root=identities.root,
         )
         return sign_config(config, self.key), config, identities

@@ -12,7 +12,8 @@ from fedhh.prefixtree import TreeConfig
 from fedhh.selection import SelectionRule
 from fedhh.v1 import coordinator_pb2 as pb
 
-WINDOW_FIELDS = ("advertise_ms", "share_keys_ms", "masked_input_ms", "unmask_ms")
+WINDOW_FIELDS = ("advertise_ms", "share_keys_ms", "masked_input_ms", "consistency_ms",
+                 "unmask_ms")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class RunSettings:
     advertise_ms: int | None = None
     share_keys_ms: int | None = None
     masked_input_ms: int | None = None
+    consistency_ms: int | None = None
     unmask_ms: int | None = None
 
     def validate(self) -> None:
@@ -80,11 +82,11 @@ class RunSettings:
             if not item or any(c.isspace() for c in item):
                 raise ConfigError(f"deny-list item {item!r} is empty or contains whitespace")
 
-    def stage_windows(self) -> tuple[int, int, int, int]:
-        """(advertise, share keys, masked input, unmask) windows in ms; each defaults to
-        stage_ms. Every stage that lost a device waits for its deadline, so a window must fit
-        the work of the stage's live devices (share keys is the heaviest: k key agreements and
-        k signature checks per device)."""
+    def stage_windows(self) -> tuple[int, int, int, int, int]:
+        """(advertise, share keys, masked input, consistency, unmask) windows in ms; each
+        defaults to stage_ms. Every stage that lost a device waits for its deadline, so a
+        window must fit the work of the stage's live devices (share keys is the heaviest: k key
+        agreements and k signature checks per device)."""
         return tuple(self.stage_ms if (value := getattr(self, name)) is None else value
                      for name in WINDOW_FIELDS)  # type: ignore[return-value]
 
