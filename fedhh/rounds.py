@@ -242,8 +242,9 @@ class RoundDriver:
         while True:
             tried = [r for r in self.store.attempts() if r.round == query.round]
             if len(tried) >= self.max_attempts:
+                last = f" (the last: {tried[-1].reason})" if tried[-1].reason else ""
                 raise StateError(f"round {query.round} released nothing in {len(tried)} "
-                                 "attempts; giving up")
+                                 f"attempts{last}; giving up")
             self._check_budget(query.round)
             number = self.store.open_attempt(query.round)
             attempt = AttemptId(self.run_id, query.round, number)

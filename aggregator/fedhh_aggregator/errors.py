@@ -23,3 +23,10 @@ class UploadTimeout(FedhhError):
     """A masked-vector upload did not finish before its stage's deadline (DEADLINE_EXCEEDED)."""
 
     grpc_status = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class JournalError(FedhhError):
+    """The outcome journal (--state-dir) could not be written, so the request was refused
+    rather than run unrecorded (UNAVAILABLE: retry once the disk is writable)."""
+
+    grpc_status = grpc.StatusCode.UNAVAILABLE

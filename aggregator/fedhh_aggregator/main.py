@@ -29,6 +29,7 @@ from fedhh.rpc.observability import configure_logging, start_metrics
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_aggregator.auth import TOKEN_ENV, ControlAuth, load_coordinator_key
+from fedhh_aggregator.journal import Journal
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Limits
 from fedhh_aggregator.servicers import ControlServicer, DeviceServicer
@@ -52,6 +53,7 @@ class Settings:
     metrics_host: str = "127.0.0.1"
     ready_file: Path | None = None
     grace_s: float = 5.0
+    state_dir: Path | None = None  # the outcome journal (None: outcomes die with the process)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Settings:
@@ -61,7 +63,12 @@ class Settings:
                         result_ttl_s=args.result_ttl, max_round_s=args.max_round_seconds,
                         max_uploads=args.max_uploads,
                         max_pending_calls=args.max_pending_calls,
-                        quiet_close_s=args.quiet_close_ms / 1000)
+                        quiet_close_s=args.quiet_close_ms / 1000,
+                        max_streams_per_connection=args.max_streams_per_connection,
+                        upload_idle_s=args.upload_idle_ms / 1000,
+                        upload_min_rate=args.upload_min_rate,
+                        max_tombstones=args.max_tombstones,
+                        tombstone_ttl_s=args.tombstone_ttl)
         return cls(
             coordinator_public=load_coordinator_key(args.coordinator_key),
             control_token=read_secret(args.control_token_file, TOKEN_ENV, "control token"),
@@ -72,6 +79,7 @@ class Settings:
             metrics_port=args.metrics_port,
             metrics_host=args.metrics_host,
             ready_file=Path(args.ready_file) if args.ready_file else None,
+            state_dir=Path(args.state_dir) if args.state_dir else None,
         )
 
 
@@ -89,8 +97,9 @@ class Aggregator:
 
 
 def server_options(limits: Limits) -> list[tuple[str, int]]:
-    """The gRPC server's options: the shared message limits, and a backlog of not yet started
-    calls sized for this service's fan-in.
+    """The gRPC server's options beyond the receive cap and the streams per connection
+    (:func:`fedhh.rpc.serving.new_server`): a backlog of not yet started calls sized for this
+    service's fan-in.
 
     The asyncio server starts one call per turn of its event loop; calls that arrive faster
     wait in gRPC core's queue. Past ``grpc.server.max_pending_requests`` (default 1000) core
@@ -100,15 +109,20 @@ def server_options(limits: Limits) -> list[tuple[str, int]]:
     moment, so ~1400 devices already overflowed the defaults: a shed masked-input upload kept
     its stage open until the deadline, a shed long-poll lost a device's unmask shares.
     """
-    return [*serving.OPTIONS,
-            ("grpc.server.max_pending_requests", limits.max_pending_calls),
+    return [("grpc.server.max_pending_requests", limits.max_pending_calls),
             ("grpc.server.max_pending_requests_hard_limit", 2 * limits.max_pending_calls)]
 
 
 async def start(settings: Settings) -> Aggregator:
-    """Build, bind and start the service (health SERVING once it returns)."""
-    registry = RoundRegistry(settings.coordinator_public, settings.limits)
-    server = grpc.aio.server(options=server_options(settings.limits))
+    """Build, bind and start the service (health SERVING once it returns). With a state
+    directory, the outcomes of earlier rounds are restored from its journal first."""
+    journal = Journal(settings.state_dir) if settings.state_dir is not None else None
+    registry = RoundRegistry(settings.coordinator_public, settings.limits, journal)
+    registry.restore()
+    limits = settings.limits
+    server = serving.new_server(max_receive_bytes=limits.max_message_bytes,
+                                max_concurrent_streams=limits.max_streams_per_connection,
+                                extra_options=server_options(limits))
     pb_grpc.add_SecureAggregationServicer_to_server(DeviceServicer(registry), server)
     pb_grpc.add_AggregatorControlServicer_to_server(
         ControlServicer(registry, ControlAuth(settings.control_token)), server)

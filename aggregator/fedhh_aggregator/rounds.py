@@ -14,6 +14,11 @@
   the running sum and it is dropped.
 - A released sum is kept until the coordinator fetched it, or until ``result_ttl_s`` after the
   round finished (then the driver hands the round to ``on_expire``, and the registry forgets it).
+- Before the first unmask request becomes visible to any device, the round marks
+  ``reached_unmask`` and awaits ``hooks.before_unmask`` (the registry's durable journal record);
+  if that fails no request goes out and the round aborts. Whatever happens afterwards (an
+  abort for a corrupt share, an out-of-range sum, a cancel, a shutdown), the round reports that
+  unmasking began. ``hooks.finished`` is told of every outcome once.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -43,14 +48,19 @@ from fedhh.secagg import (
 )
 from fedhh.secagg.config import Admission
 from fedhh_aggregator import metrics
-from fedhh_aggregator.errors import RoundAbortedError
+from fedhh_aggregator.errors import CapacityError, RoundAbortedError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AwaitOutcome", "AwaitStatus", "Limits", "Round", "RoundState", "round_label"]
+__all__ = ["STOPPED", "AwaitOutcome", "AwaitStatus", "Limits", "Round", "RoundHooks", "RoundState",
+           "round_label"]
 
 # Rejections that are about timing or membership, not about the message: FAILED_PRECONDITION.
 _NOT_NOW = frozenset({Violation.EARLY, Violation.LATE, Violation.NOT_IN_ROUND})
+STOPPED = "aggregator_stopped"  # abort reason of the rounds running when the service stops
+# The largest legitimate message: a vector chunk (1 MiB) plus its header (session, credentials
+# with the admission's Merkle proof: well under 2 KiB). Share lists stay far below it (k * 112 B).
+MAX_MESSAGE_BYTES = (1 << 20) + (16 << 10)
 
 
 class RoundState(StrEnum):
@@ -94,19 +104,63 @@ class Limits:
     # deadline; with it the round moves at the pace of the live devices, and a device slower
     # than this after the others counts as dropped.
     quiet_close_s: float = 0.0
+    # Limits before work. A message above max_message_bytes is refused by gRPC before it is
+    # parsed (RESOURCE_EXHAUSTED). A client connection may have at most
+    # max_streams_per_connection calls open (its further calls wait); a device process shares
+    # one connection among its simulated devices, each with one long-poll open at a time.
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+    max_streams_per_connection: int = 4096
+    max_polls_per_device: int = 4  # long-polls (AwaitStage, wait_next_ms) open per device
+    # An upload whose next message does not arrive within upload_idle_s, or that runs slower
+    # than upload_min_rate bytes/s after that grace, is cut off (DEADLINE_EXCEEDED) and frees
+    # its slot; a device has at most one upload in progress, so no member holds every slot.
+    upload_idle_s: float = 5.0
+    upload_min_rate: int = 64 << 10
+    # Finished rounds are remembered (GetOutcome; no reopening) for tombstone_ttl_s, at most
+    # max_tombstones of them (the oldest go first). The age must cover max_round_s, so a
+    # config can never be reopened while its deadlines are still ahead.
+    max_tombstones: int = 4096
+    tombstone_ttl_s: float = 7 * 24 * 3600.0
 
     def __post_init__(self) -> None:
-        for name in ("max_rounds", "max_uploads", "max_pending_calls"):
+        for name in ("max_rounds", "max_uploads", "max_pending_calls", "max_message_bytes",
+                     "max_streams_per_connection", "max_polls_per_device", "upload_min_rate",
+                     "max_tombstones"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if not self.quiet_close_s >= 0:
             raise ConfigError(f"quiet_close_s must be >= 0, got {self.quiet_close_s!r}")
         if self.max_pending_calls > 1 << 30:  # gRPC takes twice it as a C int
             raise ConfigError(f"max_pending_calls must be at most {1 << 30}")
-        for name in ("max_wait_s", "result_ttl_s", "max_round_s"):
+        if not 64 << 10 <= self.max_message_bytes <= 16 << 20:
+            raise ConfigError(f"max_message_bytes must be in [64 KiB, 16 MiB], got "
+                              f"{self.max_message_bytes}")
+        for name in ("max_wait_s", "result_ttl_s", "max_round_s", "upload_idle_s",
+                     "tombstone_ttl_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
+        if self.tombstone_ttl_s < self.max_round_s:
+            raise ConfigError(f"tombstone_ttl_s ({self.tombstone_ttl_s}) must be at least "
+                              f"max_round_s ({self.max_round_s})")
+
+
+@dataclass(frozen=True)
+class RoundHooks:
+    """What a round tells its registry: ``before_unmask`` is awaited before the first unmask
+    request becomes visible (raise OSError to stop it going out); ``finished`` once, when the
+    round released or aborted."""
+
+    before_unmask: Callable[[Round], Awaitable[None]]
+    finished: Callable[[Round], None]
+    expired: Callable[[Round], None]
+
+
+async def _nothing(round_: Round) -> None:
+    return None
+
+
+NO_HOOKS = RoundHooks(_nothing, lambda round_: None, lambda round_: None)
 
 
 def _deadline_ms(config: RoundConfig, stage: Stage) -> int:
@@ -125,7 +179,7 @@ class Round:
     """One open round: its state machine, lock, driver task and waiters."""
 
     def __init__(self, server: SecAggServer, signed: SignedConfig, limits: Limits,
-                 on_expire: Callable[[Round], None]) -> None:
+                 hooks: RoundHooks = NO_HOOKS) -> None:
         self.server = server
         self.signed = signed
         self.config = server.config
@@ -137,12 +191,16 @@ class Round:
         self.requests: dict[int, ServerMessage] = {}  # the open stage's requests
         self.state = RoundState.RUNNING
         self.abort_reason = ""
+        self.reached_unmask = False  # unmask requests were (or were about to be) published
         self.result: AggregateResult | None = None
         self.finished = asyncio.Event()
         self._changed = asyncio.Event()  # replaced on every change; set to wake long-polls
         self._wake = asyncio.Event()  # the open stage may close early
         self._admitted: dict[int, Admission] = {}
-        self._on_expire = on_expire
+        self._hooks = hooks
+        self._polls: dict[int, int] = {}  # long-polls open per device
+        self.uploading: set[int] = set()  # devices with an upload in progress
+        self.upload_digests: dict[int, bytes] = {}  # SHA-256 of each accepted masked vector
         self._stage_opened = time.monotonic()
         self._last_accepted = self._stage_opened  # the open stage's latest accepted message
         self._task: asyncio.Task[None] | None = None
@@ -155,16 +213,15 @@ class Round:
         """The task that closes the stages and, after the round, expires its outcome."""
         return self._task
 
-    def stop(self) -> None:
-        """Stop the driver and drop everything (the registry forgot the round)."""
+    def stop(self, reason: str = AbortReason.CANCELLED.value) -> None:
+        """Stop the driver and drop everything (the registry forgot the round); a running
+        round aborts with ``reason``."""
         if self._task is not None and self._task is not asyncio.current_task():
             self._task.cancel()
         if self.state == RoundState.RUNNING:
             if not self.lock.locked():
                 self.server.abort()  # (a close running in a thread is simply abandoned)
-            self.state = RoundState.ABORTED
-            self.abort_reason = AbortReason.CANCELLED.value
-            self.finished.set()
+            self._finish_aborted(None, reason)
         self.result = None
         self.server.result = None
         self.requests = {}
@@ -221,6 +278,20 @@ class Round:
             raise ProtocolViolation(Violation.MALFORMED, f"no requests are sent for {stage.name}")
         if stage == Stage.CONSISTENCY_CHECK and not self.config.consistency_check:
             raise ProtocolViolation(Violation.MALFORMED, "this round has no consistency check")
+        open_polls = self._polls.get(device_id, 0)
+        if open_polls >= self.limits.max_polls_per_device:
+            raise CapacityError(f"device {device_id} already has {open_polls} long-polls open")
+        self._polls[device_id] = open_polls + 1
+        try:
+            return await self._await_request(device_id, stage, wait_s)
+        finally:
+            left = self._polls[device_id] - 1
+            if left:
+                self._polls[device_id] = left
+            else:
+                del self._polls[device_id]
+
+    async def _await_request(self, device_id: int, stage: Stage, wait_s: float) -> AwaitOutcome:
         loop = asyncio.get_running_loop()
         until = loop.time() + max(0.0, min(wait_s, self.limits.max_wait_s))
         while True:
@@ -239,6 +310,19 @@ class Round:
             changed = self._changed
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), remaining)
+
+    def upload_precheck(self, device_id: int) -> None:
+        """What the state machine would say about ``device_id``'s masked input, said before a
+        byte of it is received (the stage only moves forward): raises RoundAbortedError or
+        StateError."""
+        if self.state == RoundState.ABORTED:
+            raise RoundAbortedError(f"round aborted ({self.abort_reason})")
+        if self.stage < Stage.MASKED_INPUT:
+            raise StateError("the masked-input stage has not started")
+        if self.stage > Stage.MASKED_INPUT or self.upload_deadline() <= 0:
+            raise StateError("the masked-input stage has closed")
+        if device_id not in self.requests:
+            raise StateError(f"device {device_id} got no masked-input request")
 
     def stage_after(self, stage: Stage) -> Stage:
         """The stage whose request follows a submission for ``stage`` (not UNMASK, the last)."""
@@ -292,7 +376,7 @@ class Round:
         log.warning("round outcome expired unfetched",
                     extra={"round_id": round_label(self.round_id), "state": self.state.value})
         metrics.ROUNDS_EXPIRED.inc()
-        self._on_expire(self)
+        self._hooks.expired(self)
 
     async def _until_closable(self) -> None:
         """Wait for the open stage's deadline, an early close, or (with ``quiet_close_s``) a
@@ -330,6 +414,18 @@ class Round:
                 return
             finally:
                 metrics.CLOSE_SECONDS.labels(stage.name).observe(time.perf_counter() - started)
+            if self.server.stage == Stage.UNMASK and stage != Stage.UNMASK:
+                # From here on devices may reveal shares: say so durably before any can.
+                self.reached_unmask = True
+                try:
+                    await self._hooks.before_unmask(self)
+                except OSError as error:
+                    log.error("could not record the start of unmasking; aborting the round",
+                              extra={"round_id": round_label(self.round_id),
+                                     "error": str(error)})
+                    self.server.abort(AbortReason.CANCELLED, "the journal could not be written")
+                    self._finish_aborted(self.server.aborted)
+                    return
             now = time.monotonic()
             metrics.STAGE_SECONDS.labels(stage.name).observe(now - self._stage_opened)
             metrics.STAGE_DEVICES.labels(stage.name).observe(self.server.counts.get(stage, 0))
@@ -349,19 +445,24 @@ class Round:
                 metrics.ROUNDS_RELEASED.inc()
                 log.info("round released", extra={"round_id": round_label(self.round_id),
                                                   "contributors": self.result.num_contributors})
+                self._hooks.finished(self)
             elif self.server.can_close_early():
                 self._wake.set()
             self._notify()
 
-    def _finish_aborted(self, abort: SecAggAbort | None) -> None:
+    def _finish_aborted(self, abort: SecAggAbort | None,
+                        reason: str = AbortReason.CANCELLED.value) -> None:
         if self.finished.is_set():
             return
-        reason = abort.reason.value if abort is not None else AbortReason.CANCELLED.value
+        if abort is not None:
+            reason = abort.reason.value
         self.state = RoundState.ABORTED
         self.abort_reason = reason
         self.requests = {}
         self.finished.set()
         metrics.ABORTS.labels(reason).inc()
         log.warning("round aborted", extra={"round_id": round_label(self.round_id),
-                                            "stage": self.server.stage.name, "reason": reason})
+                                            "stage": self.server.stage.name, "reason": reason,
+                                            "reached_unmask": self.reached_unmask})
         self._notify()
+        self._hooks.finished(self)

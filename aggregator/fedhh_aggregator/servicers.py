@@ -11,17 +11,21 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import grpc
 import numpy as np
 
-from fedhh.errors import AuthenticationError, StateError
+from fedhh.errors import AuthenticationError, ConfigError, StateError
 from fedhh.rpc.aggregator_wire import (
     CHUNK_BYTES,
+    DIGEST_BYTES,
     CallKind,
     await_digest,
     consistency_digest,
+    evidence_parts,
+    header_digest,
     keys_from_pb,
     request_to_pb,
     shares_digest,
     shares_from_pb,
     stage_from_pb,
+    stage_to_pb,
     unmask_digest,
     unmask_from_pb,
 )
@@ -37,9 +41,9 @@ from fedhh_aggregator.auth import (
     check_call,
     device_admission,
 )
-from fedhh_aggregator.errors import RoundAbortedError, UploadTimeout
-from fedhh_aggregator.registry import RoundRegistry
-from fedhh_aggregator.rounds import AwaitOutcome, AwaitStatus, Round, RoundState
+from fedhh_aggregator.errors import CapacityError, UploadTimeout
+from fedhh_aggregator.registry import Outcome, OutcomeState, RoundRegistry
+from fedhh_aggregator.rounds import AwaitOutcome, AwaitStatus, Limits, Round, RoundState
 
 _AWAIT_STATUS = {
     AwaitStatus.READY: pb.AWAIT_STATUS_READY,
@@ -53,6 +57,13 @@ _STATE = {
     RoundState.RELEASED: pb.AGGREGATION_STATE_RELEASED,
     RoundState.ABORTED: pb.AGGREGATION_STATE_ABORTED,
 }
+_OUTCOME = {
+    OutcomeState.UNKNOWN: pb.OUTCOME_STATE_UNKNOWN,
+    OutcomeState.RUNNING: pb.OUTCOME_STATE_RUNNING,
+    OutcomeState.ABORTED: pb.OUTCOME_STATE_ABORTED,
+    OutcomeState.RELEASED: pb.OUTCOME_STATE_RELEASED,
+}
+_MAX_ROUND_ID_BYTES = 64  # RoundConfig's bound
 
 
 def _malformed(detail: str) -> ProtocolViolation:
@@ -113,12 +124,18 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
     async def SubmitMaskedInput(self, request: AsyncIterator[pb.MaskedInputChunk],
                                 context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
         chunks = aiter(request)
-        first = await anext(chunks, None)
+        try:
+            async with asyncio.timeout(self._registry.limits.upload_idle_s):
+                first = await anext(chunks, None)
+        except TimeoutError:
+            raise UploadTimeout("no upload header within "
+                                f"{self._registry.limits.upload_idle_s:g} s") from None
         if first is None or first.WhichOneof("part") != "header":
             raise _malformed("a masked input starts with its header")
-        return await self._masked_input(first.header, first.ByteSize(),
-                                        lambda expected: _receive(chunks, expected),
-                                        "SubmitMaskedInput")
+        limits = self._registry.limits
+        return await self._masked_input(
+            first.header, first.ByteSize(),
+            lambda expected: _receive(chunks, expected, limits), "SubmitMaskedInput")
 
     @status_errors
     async def SubmitMaskedVector(self, request: pb.MaskedVector,
@@ -140,7 +157,15 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
                             receive: Callable[[int], Awaitable[tuple[bytes | bytearray, bytes]]],
                             rpc: str) -> pb.SubmitResponse:
         """Both forms of stage 2: ``receive(expected)`` returns exactly ``expected`` bytes of
-        vector and their SHA-256, or raises."""
+        vector and their SHA-256, or raises.
+
+        Everything that can be checked before the vector is, in this order: the round, the
+        admission, the declared length, the header's signature (so only an admitted device
+        that signed this upload gets further), the stage, a repeat of an accepted upload (an
+        identical one is answered at once, a different one refused), and one upload per
+        device at a time. Only then is an upload slot taken and the vector read, each message
+        within ``upload_idle_s`` and the whole at ``upload_min_rate`` (after that grace).
+        """
         round_ = self._round(header.session_id, rpc, header_size)
         admission = device_admission(round_, header.credentials)
         cfg = round_.config
@@ -149,28 +174,45 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
         if header.total_bytes != expected:
             raise ProtocolViolation(Violation.WRONG_LENGTH, f"declared {header.total_bytes} "
                                     f"bytes, the round's vectors have {expected}")
-        # What the state machine would say after the upload, said before it (the stage only
-        # moves forward): do not receive a vector that cannot be added.
-        if round_.state == RoundState.ABORTED:
-            raise RoundAbortedError(f"round aborted ({round_.abort_reason})")
-        if round_.stage > Stage.MASKED_INPUT or round_.upload_deadline() <= 0:
-            raise StateError("the masked-input stage has closed")
-        try:
-            async with asyncio.timeout(round_.upload_deadline()):
-                async with self._registry.uploads:
-                    metrics.UPLOADS_ACTIVE.inc()
-                    try:
-                        buffer, digest = await receive(expected)
-                    finally:
-                        metrics.UPLOADS_ACTIVE.dec()
-        except TimeoutError:
-            raise UploadTimeout("the upload did not finish before the stage's deadline") from None
-        metrics.BYTES_RECEIVED.labels(rpc).inc(expected)
+        declared = bytes(header.vector_sha256)
+        if len(declared) != DIGEST_BYTES:
+            raise ProtocolViolation(Violation.WRONG_LENGTH,
+                                    f"vector_sha256 must be {DIGEST_BYTES} bytes")
         device_id = check_call(round_, admission, header.credentials, CallKind.MASKED_INPUT,
-                               digest)
+                               header_digest(expected, declared))
+        accepted_digest = round_.upload_digests.get(device_id)
+        if accepted_digest is not None:
+            if accepted_digest != declared:
+                raise ProtocolViolation(Violation.DUPLICATE,
+                                        f"second, different vector from {device_id}")
+            metrics.MESSAGES.labels(Stage.MASKED_INPUT.name, "duplicate").inc()
+            return await _submitted(round_, device_id, Stage.MASKED_INPUT, False,
+                                    header.wait_next_ms)
+        round_.upload_precheck(device_id)
+        if device_id in round_.uploading:
+            raise CapacityError(f"an upload from device {device_id} is already in progress")
+        round_.uploading.add(device_id)
+        try:
+            try:
+                async with asyncio.timeout(round_.upload_deadline()):
+                    async with self._registry.uploads:
+                        metrics.UPLOADS_ACTIVE.inc()
+                        try:
+                            buffer, digest = await receive(expected)
+                        finally:
+                            metrics.UPLOADS_ACTIVE.dec()
+            except TimeoutError:
+                raise UploadTimeout("the upload did not finish before the stage's "
+                                    "deadline") from None
+        finally:
+            round_.uploading.discard(device_id)
+        metrics.BYTES_RECEIVED.labels(rpc).inc(expected)
+        if digest != declared:
+            raise AuthenticationError("the vector does not match its signed header")
         message = MaskedInput(round_.session_id, device_id, np.frombuffer(buffer, dtype=dtype))
         accepted = await round_.submit(Stage.MASKED_INPUT, message)
         del message, buffer  # the vector is in the sum (or rejected); drop it now
+        round_.upload_digests[device_id] = declared
         return await _submitted(round_, device_id, Stage.MASKED_INPUT, accepted,
                                 header.wait_next_ms)
 
@@ -217,14 +259,30 @@ async def _submitted(round_: Round, device_id: int, stage: Stage, accepted: bool
     return response
 
 
-async def _receive(chunks: AsyncIterator[pb.MaskedInputChunk], expected: int
+async def _receive(chunks: AsyncIterator[pb.MaskedInputChunk], expected: int, limits: Limits
                    ) -> tuple[bytearray, bytes]:
-    """Exactly ``expected`` bytes from the data chunks, and their SHA-256."""
+    """Exactly ``expected`` bytes from the data chunks, and their SHA-256; each message must
+    arrive within ``limits.upload_idle_s``, and the whole within that grace plus ``expected``
+    bytes at ``limits.upload_min_rate``."""
     buffer = bytearray(expected)
     view = memoryview(buffer)
     digest = hashlib.sha256()
     received = 0
-    async for chunk in chunks:
+    loop = asyncio.get_running_loop()
+    idle = limits.upload_idle_s
+    until = loop.time() + idle + expected / limits.upload_min_rate
+    while True:
+        wait = min(idle, until - loop.time())
+        try:
+            async with asyncio.timeout(max(wait, 0.0)):
+                chunk = await anext(chunks, None)
+        except TimeoutError:
+            slow = wait < idle
+            raise UploadTimeout(
+                f"upload slower than {limits.upload_min_rate} bytes/s" if slow else
+                f"no upload data for {idle:g} s") from None
+        if chunk is None:
+            break
         if chunk.WhichOneof("part") != "data":
             raise _malformed("only data chunks may follow the header")
         data = chunk.data
@@ -254,19 +312,21 @@ class ControlServicer(pb_grpc.AggregatorControlServicer):
     async def OpenRound(self, request: pb.OpenRoundRequest,
                         context: grpc.aio.ServicerContext) -> pb.OpenRoundResponse:
         self._auth.check(context)
-        round_, created = self._registry.open(bytes(request.config), bytes(request.signature))
+        round_, created = await self._registry.open(bytes(request.config),
+                                                    bytes(request.signature))
         return pb.OpenRoundResponse(session_id=round_.session_id, created=created)
 
     @status_errors
     async def GetResult(self, request: pb.GetResultRequest,
                         context: grpc.aio.ServicerContext) -> None:
         self._auth.check(context)
-        round_ = self._registry.by_round(bytes(request.round_id))
+        round_ = self._registry.by_round(_round_id(request.round_id))
         state = await round_.wait_finished(request.wait_ms / 1000)
         cfg = round_.config
         header = pb.ResultHeader(state=_STATE[state], round_id=cfg.round_id,
                                  session_id=round_.session_id, dimension=cfg.dimension,
-                                 modulus_bits=cfg.modulus_bits)
+                                 modulus_bits=cfg.modulus_bits,
+                                 reached_unmask=round_.reached_unmask)
         if state == RoundState.RUNNING:
             await context.write(pb.ResultChunk(header=header))
             return
@@ -281,16 +341,49 @@ class ControlServicer(pb_grpc.AggregatorControlServicer):
         data = result.total.astype(mask_dtype(cfg.modulus_bits), copy=False).tobytes()
         header.num_contributors = result.num_contributors
         header.total_bytes = len(data)
+        header.survivor_count = len(result.survivors)
+        header.signature_count = len(result.signatures)
         await context.write(pb.ResultChunk(header=header))
+        # The evidence of the contributors comes before the sum: the coordinator checks it
+        # (and records the spend) before it reads a byte of the sum.
+        for part in evidence_parts(result.survivors, result.signatures):
+            await context.write(pb.ResultChunk(evidence=part))
         for offset in range(0, len(data), CHUNK_BYTES):
             await context.write(pb.ResultChunk(data=data[offset:offset + CHUNK_BYTES]))
         # Every chunk was handed to the transport: the coordinator has the sum; forget it.
-        self._registry.forget(round_, "the sum was delivered to the coordinator")
+        self._registry.forget(round_, "the sum was delivered to the coordinator",
+                              delivered=True)
         metrics.ROUNDS_DELIVERED.inc()
 
     @status_errors
     async def CancelRound(self, request: pb.CancelRoundRequest,
                           context: grpc.aio.ServicerContext) -> pb.CancelRoundResponse:
         self._auth.check(context)
-        state = await self._registry.cancel(bytes(request.round_id))
+        state = await self._registry.cancel(_round_id(request.round_id))
         return pb.CancelRoundResponse(state=_STATE[state])
+
+    @status_errors
+    async def GetOutcome(self, request: pb.GetOutcomeRequest,
+                         context: grpc.aio.ServicerContext) -> pb.GetOutcomeResponse:
+        self._auth.check(context)
+        return _outcome_to_pb(self._registry.outcome(_round_id(request.round_id)),
+                              self._registry.durable)
+
+
+def _round_id(raw: bytes) -> bytes:
+    """A round id from a control request, within RoundConfig's bounds."""
+    round_id = bytes(raw)
+    if not 1 <= len(round_id) <= _MAX_ROUND_ID_BYTES:
+        raise ConfigError(f"round_id must be 1..{_MAX_ROUND_ID_BYTES} bytes, got {len(round_id)}")
+    return round_id
+
+
+def _outcome_to_pb(outcome: Outcome, durable: bool) -> pb.GetOutcomeResponse:
+    response = pb.GetOutcomeResponse(
+        state=_OUTCOME[outcome.state], session_id=outcome.session_id,
+        reached_unmask=outcome.reached_unmask, abort_reason=outcome.abort_reason,
+        delivered=outcome.delivered, sum_available=outcome.sum_available,
+        num_contributors=outcome.num_contributors, durable=durable)
+    if outcome.stage is not None:
+        response.stage = stage_to_pb(outcome.stage)
+    return response

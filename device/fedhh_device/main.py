@@ -94,8 +94,9 @@ async def serve(args: argparse.Namespace) -> None:
     fleet = Fleet(hosted, coordinator, tokens, make_channel,
                   Path(args.state_dir) if args.state_dir else None, args.seed,
                   DropPlan(args.drop_rate, args.drop_stage), stop,
-                  Floors(args.max_eps_local, args.min_cohort, args.lifetime_eps_local,
-                         args.budget_period_days * 86400))
+                  Floors(max_eps_local=args.max_eps_local, min_cohort=args.min_cohort,
+                         lifetime_eps_local=args.lifetime_eps_local,
+                         budget_period_s=args.budget_period_days * 86400))
     log.info("device process started", extra={"devices": len(hosted)})
     def enrolled() -> None:
         log.info("devices enrolled", extra={"devices": len(hosted)})

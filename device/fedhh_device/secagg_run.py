@@ -52,18 +52,26 @@ class DropPlan:
 @dataclass(frozen=True)
 class Floors:
     """What a device refuses whoever signed the task: local epsilon above ``max_eps_local``
-    (a larger one would weaken its local guarantee), reports beyond ``lifetime_eps_local``
-    summed over ``budget_period_s`` (``fedhh_device.budget``), and rounds whose release
-    threshold n_min is below ``min_cohort`` (its report would hide in too small a crowd)."""
+    (a larger one would weaken its local guarantee); reports beyond ``lifetime_eps_local``
+    summed over ``budget_period_s`` (``fedhh_device.budget``); rounds whose release threshold
+    n_min is below ``min_cohort`` (its report would hide in too small a crowd); rounds without
+    device authentication or without the consistency check; and rounds whose (n, k, t) fail the
+    lying-server bound that the device computes itself, assuming at most
+    ``max_corrupt_fraction`` of the cohort colludes with the aggregator (privacy plus
+    disconnection at most 2^-``security_bits``; ``fedhh.secagg.DevicePolicy``)."""
 
     max_eps_local: float = 10.0
     min_cohort: int = 100
+    max_corrupt_fraction: float = 0.05
+    security_bits: float = 40.0
     lifetime_eps_local: float = 100.0
     budget_period_s: float = 30 * 24 * 3600.0
 
     def policy(self) -> DevicePolicy:
         return DevicePolicy(min_threshold=2, min_n_min=self.min_cohort,
-                            require_device_auth=True)
+                            require_device_auth=True, require_consistency_check=True,
+                            max_corrupt_fraction=self.max_corrupt_fraction,
+                            security_bits=self.security_bits)
 
 
 async def run_secure_aggregation(channel: grpc.aio.Channel, task: pb.Task,
@@ -85,7 +93,10 @@ async def run_secure_aggregation(channel: grpc.aio.Channel, task: pb.Task,
         result = await participate(channel, device, ones, identity_key=key,
                                    admission=admission, drop_at=drop_at,
                                    observe=stats.calls.record)
-    except FedhhError:
+    except FedhhError as error:
+        log.warning("refused the round", extra={
+            "secagg_id": task.secagg_id, "round": task.round, "attempt": task.attempt,
+            "reason": str(error)})
         return "failed"
     stats.outcome_seconds.setdefault(result.outcome.value, []).append(
         time.perf_counter() - started)

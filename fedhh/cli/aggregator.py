@@ -55,6 +55,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds a finished round waits for its fetch (default: 600)")
     p.add_argument("--max-round-seconds", type=float, default=3600.0,
                    help="refuse configs whose last deadline is further ahead (default: 3600)")
+    p.add_argument("--state-dir",
+                   help="keep a durable journal of round outcomes here (opened, unmasking "
+                        "started, released/aborted, delivered; fsync'd, compacted), so "
+                        "GetOutcome still answers after a restart (default: none; a restart "
+                        "forgets every round)")
+    p.add_argument("--max-tombstones", type=int, default=4096,
+                   help="finished rounds remembered for GetOutcome (default: 4096)")
+    p.add_argument("--tombstone-ttl", type=float, default=7 * 24 * 3600.0,
+                   help="seconds a finished round is remembered (default: 7 days; at least "
+                        "--max-round-seconds)")
+    p.add_argument("--max-streams-per-connection", type=int, default=4096,
+                   help="concurrent calls one client connection may have open (default: 4096;"
+                        " a device process multiplexes its devices over one connection)")
+    p.add_argument("--upload-idle-ms", type=int, default=5000,
+                   help="cut off an upload whose next message takes longer (default: 5000)")
+    p.add_argument("--upload-min-rate", type=int, default=64 << 10,
+                   help="bytes/s an upload must sustain after --upload-idle-ms of grace "
+                        "(default: 65536)")
 
 
 def run(args: argparse.Namespace) -> int:

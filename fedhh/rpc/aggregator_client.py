@@ -8,15 +8,20 @@ Coordinator (one :class:`AggregatorControl` per aggregator; every call sends the
     session_id = await control.open_round(signed)             # 1. before devices get the task
     try:                                                      # 2. wait for the outcome
         result = await control.result(config.round_id, timeout=seconds, on_release=hook)
-        # AggregateResult(session_id, round_id, total, num_contributors); the aggregator has
-        # now forgotten the sum
+        # AggregateResult(session_id, round_id, total, num_contributors, survivors,
+        # signatures); the aggregator has now dropped the sum
     except RoundAborted as aborted:                           # nothing was released
-        ...aborted.reason...                                  # a fedhh.secagg.AbortReason value
+        ...aborted.reason, aborted.reached_unmask...          # reason: an AbortReason value
     except TimeoutError:                                      # still running after `timeout`
         await control.cancel(config.round_id)                 # 3. (optional) abort / drop it
+    outcome = await control.outcome(config.round_id)          # any time, also after a restart
 
-``on_release(num_contributors)`` runs after the aggregator said "released" and before the sum is
-read: raise from it to refuse the sum (then cancel the round to drop it). Rejections raise the
+``on_release(evidence)`` runs after the aggregator said "released" and sent the evidence of the
+contributors (:class:`~fedhh.secagg.ReleaseEvidence`: U3, the survivors' consistency signatures
+over it, the claimed count), before a byte of the sum is read: check it with
+:func:`fedhh.secagg.verify_release`, record the spend, or raise to refuse the sum (then cancel
+the round to drop it). ``RoundAborted.reached_unmask`` says the round aborted after unmask
+requests went out (devices may have revealed shares: charge the attempt). Rejections raise the
 ``fedhh.errors`` class of their status code (AuthenticationError, NotFoundError, ConflictError,
 StateError, ConfigError, AggregatorBusy); transport failures raise ``grpc.aio.AioRpcError``.
 
@@ -76,10 +81,12 @@ from fedhh.rpc.aggregator_wire import (
     await_digest,
     consistency_digest,
     credentials,
+    header_digest,
     keys_to_pb,
     request_from_pb,
     shares_digest,
     shares_to_pb,
+    stage_from_pb,
     stage_to_pb,
     unmask_digest,
     unmask_to_pb,
@@ -92,6 +99,7 @@ from fedhh.secagg import (
     ConsistencyResponse,
     MaskedInput,
     MaskedInputRequest,
+    ReleaseEvidence,
     SecAggAbort,
     SecAggDevice,
     ServerMessage,
@@ -103,7 +111,7 @@ from fedhh.secagg import (
     UnmaskResponse,
     check_report,
 )
-from fedhh.secagg.config import Admission
+from fedhh.secagg.config import MAX_COHORT, Admission
 from fedhh.secagg.prg import mask_dtype
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
@@ -115,8 +123,10 @@ __all__ = [
     "DeviceSession",
     "Outcome",
     "Participation",
+    "ReleaseHook",
     "RetryPolicy",
     "RoundAborted",
+    "RoundOutcome",
     "open_channel",
     "participate",
 ]
@@ -127,13 +137,41 @@ Awaited = tuple[int, "ServerMessage | None", str]
 _SERVER_WAIT_CAP_S = 30.0  # ask for at most this long per GetResult (the server caps it too)
 
 
-class RoundAborted(FedhhError):
-    """The aggregator aborted the round; nothing was or will be released."""
+ReleaseHook = Callable[[ReleaseEvidence], Awaitable[None]]
 
-    def __init__(self, reason: str, round_id: bytes = b"") -> None:
+
+class RoundAborted(FedhhError):
+    """The aggregator aborted the round; no sum was or will be released. ``reached_unmask``:
+    it aborted after unmask requests went out, so devices may have revealed shares (charge the
+    attempt as if released)."""
+
+    def __init__(self, reason: str, round_id: bytes = b"", reached_unmask: bool = False
+                 ) -> None:
         self.reason = reason
         self.round_id = round_id
-        super().__init__(f"secure aggregation aborted ({reason or 'unknown reason'})")
+        self.reached_unmask = reached_unmask
+        after = ", after unmasking began" if reached_unmask else ""
+        super().__init__(f"secure aggregation aborted ({reason or 'unknown reason'}{after})")
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    """What the aggregator says became of a round (``AggregatorControl.outcome``).
+
+    ``state``: "unknown", "running", "aborted" or "released". ``reached_unmask``: unmask
+    requests were (or may have been) sent. ``durable``: the aggregator journals outcomes, so
+    they survive its restarts (without it, "unknown" after a restart says nothing).
+    """
+
+    state: str
+    session_id: bytes = b""
+    stage: Stage | None = None
+    reached_unmask: bool = False
+    abort_reason: str = ""
+    delivered: bool = False
+    sum_available: bool = False
+    num_contributors: int = 0
+    durable: bool = False
 
 
 class AggregatorError(FedhhError):
@@ -192,12 +230,12 @@ class AggregatorControl:
         return bytes(response.session_id)
 
     async def result(self, round_id: bytes, timeout: float,
-                     on_release: Callable[[int], Awaitable[None]] | None = None
-                     ) -> AggregateResult:
+                     on_release: ReleaseHook | None = None) -> AggregateResult:
         """Wait up to ``timeout`` seconds for the round's sum.
 
-        Raises :class:`RoundAborted` if the round released nothing, ``TimeoutError`` if it is
-        still running after ``timeout``. The aggregator forgets the sum once it has been sent.
+        ``on_release(evidence)`` runs before the sum is read (module docstring). Raises
+        :class:`RoundAborted` if the round released nothing, ``TimeoutError`` if it is still
+        running after ``timeout``. The aggregator drops the sum once it has been sent.
         """
         loop = asyncio.get_running_loop()
         until = loop.time() + timeout
@@ -219,6 +257,23 @@ class AggregatorControl:
             if loop.time() >= until:
                 raise TimeoutError(f"round {round_id!r} still running after {timeout} s")
 
+    async def outcome(self, round_id: bytes) -> RoundOutcome:
+        """What became of the round (GetOutcome): also after its outcome was delivered and,
+        with a journaling aggregator, after the aggregator restarted."""
+        try:
+            response = await self._stub.GetOutcome(pb.GetOutcomeRequest(round_id=round_id),
+                                                   metadata=self._metadata,
+                                                   timeout=self._call_timeout)
+        except grpc.aio.AioRpcError as error:
+            raise _domain_error(error) from error
+        state = pb.OutcomeState.Name(response.state).removeprefix("OUTCOME_STATE_").lower()
+        if state == "unspecified":
+            raise AggregatorError("GetOutcome answered without a state")
+        return RoundOutcome(state, bytes(response.session_id), stage_from_pb(response.stage),
+                            response.reached_unmask, response.abort_reason, response.delivered,
+                            response.sum_available, int(response.num_contributors),
+                            response.durable)
+
     async def cancel(self, round_id: bytes) -> str:
         """Abort the round if it is running, or drop its unfetched sum; returns the round's
         state afterwards ("running", "released" or "aborted"). Idempotent."""
@@ -231,40 +286,67 @@ class AggregatorControl:
         return pb.AggregationState.Name(response.state).removeprefix("AGGREGATION_STATE_").lower()
 
 
-async def _read_result(call: Any, on_release: Callable[[int], Awaitable[None]] | None
-                       ) -> AggregateResult | None:
+async def _read_result(call: Any, on_release: ReleaseHook | None) -> AggregateResult | None:
+    """The stream of one GetResult: header; if released, the evidence parts, then the sum.
+    ``on_release`` gets the evidence once it is complete, before any of the sum is read."""
     header: pb.ResultHeader | None = None
+    survivors: list[int] = []
+    signatures: list[tuple[int, bytes]] = []
+    evidence: ReleaseEvidence | None = None
     buffer = bytearray()
     expected = received = 0
     async for chunk in call:
+        part = chunk.WhichOneof("part")
         if header is None:
-            if chunk.WhichOneof("part") != "header":
+            if part != "header":
                 raise AggregatorError("the result stream must start with its header")
             header = chunk.header
             if header.state == pb.AGGREGATION_STATE_RUNNING:
                 return None
             if header.state == pb.AGGREGATION_STATE_ABORTED:
-                raise RoundAborted(header.abort_reason, bytes(header.round_id))
+                raise RoundAborted(header.abort_reason, bytes(header.round_id),
+                                   header.reached_unmask)
             if header.state != pb.AGGREGATION_STATE_RELEASED or header.modulus_bits not in (16, 32):
                 raise AggregatorError(f"unexpected result header (state {header.state})")
             expected = header.dimension * header.modulus_bits // 8
             if header.total_bytes != expected:
                 raise AggregatorError("the result's length does not match its dimension")
-            if on_release is not None:
-                await on_release(int(header.num_contributors))
-            buffer = bytearray(expected)
+            if header.survivor_count > MAX_COHORT or header.signature_count > MAX_COHORT:
+                raise AggregatorError("the result announces more survivors than any cohort")
+        elif part == "evidence":
+            if evidence is not None:
+                raise AggregatorError("the result stream holds more evidence than announced")
+            survivors.extend(chunk.evidence.survivors)
+            signatures.extend((int(s.device_id), bytes(s.signature))
+                              for s in chunk.evidence.signatures)
+            if (len(survivors) > header.survivor_count
+                    or len(signatures) > header.signature_count):
+                raise AggregatorError("the result stream holds more evidence than announced")
+        elif part == "data":
+            if evidence is None:
+                raise AggregatorError("the sum came before the evidence of its contributors")
+            data = chunk.data
+            if received + len(data) > expected:
+                raise AggregatorError("the result stream holds more than the declared sum")
+            buffer[received:received + len(data)] = data
+            received += len(data)
             continue
-        data = chunk.data
-        if chunk.WhichOneof("part") != "data" or received + len(data) > expected:
-            raise AggregatorError("the result stream holds more than the declared sum")
-        buffer[received:received + len(data)] = data
-        received += len(data)
-    if header is None or received != expected:
+        else:
+            raise AggregatorError(f"unexpected part {part!r} in the result stream")
+        if (evidence is None and len(survivors) == header.survivor_count
+                and len(signatures) == header.signature_count):
+            evidence = ReleaseEvidence(tuple(survivors), tuple(signatures),
+                                       int(header.num_contributors))
+            if on_release is not None:
+                await on_release(evidence)
+            buffer = bytearray(expected)
+    if header is None or evidence is None or received != expected:
         raise AggregatorError("the result stream ended early")
     dtype = mask_dtype(header.modulus_bits)
     total = np.frombuffer(buffer, dtype=dtype).astype(dtype.newbyteorder("="), copy=False)
     return AggregateResult(bytes(header.session_id), bytes(header.round_id), total,
-                           int(header.num_contributors))
+                           int(header.num_contributors), evidence.survivors,
+                           evidence.signatures)
 
 
 # -- the device's client ---------------------------------------------------------------------
@@ -409,9 +491,11 @@ class DeviceSession:
 
     async def submit_masked_input(self, message: MaskedInput, wait_next_ms: int = 0) -> bool:
         data = message.vector_bytes()
-        creds = self._creds(CallKind.MASKED_INPUT, hashlib.sha256(data).digest())
+        vector_sha256 = hashlib.sha256(data).digest()
+        creds = self._creds(CallKind.MASKED_INPUT, header_digest(len(data), vector_sha256))
         header = pb.MaskedInputHeader(session_id=self.session_id, credentials=creds,
-                                      total_bytes=len(data), wait_next_ms=wait_next_ms)
+                                      total_bytes=len(data), wait_next_ms=wait_next_ms,
+                                      vector_sha256=vector_sha256)
         step = self.chunk_bytes
         if len(data) <= step:  # one message: the unary call costs less than a stream
             vector = pb.MaskedVector(header=header, data=data)

@@ -9,8 +9,10 @@ Merkle proof under the signed config's identity root of the advertised keys, whi
 presented at check-in and alone holds the private halves of). Every later device call carries
 :class:`DeviceCredentials`: the admission again and the identity key's Ed25519 signature over
 :func:`call_transcript` = label || kind || session id || device id || SHA-256 of the call's body
-(canonical encodings below; for the masked input, of the vector's bytes). So only the admitted
-device can submit, or fetch its requests, in its name; a replayed call is an identical duplicate.
+(canonical encodings below; for the masked input, of its header: the declared length and the
+vector's SHA-256, so the upload is authenticated before a byte of it is read). So only the
+admitted device can submit, or fetch its requests, in its name; a replayed call is an identical
+duplicate.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ __all__ = [
     "call_transcript",
     "consistency_digest",
     "credentials",
+    "evidence_parts",
+    "header_digest",
     "keys_from_pb",
     "keys_to_pb",
     "request_from_pb",
@@ -68,6 +72,8 @@ DEVICE_SERVICE = "fedhh.v1.SecureAggregation"
 CONTROL_SERVICE = "fedhh.v1.AggregatorControl"
 CHUNK_BYTES = 1 << 20  # the largest vector chunk on the wire, either direction
 SESSION_ID_BYTES = 32
+DIGEST_BYTES = 32
+EVIDENCE_PART_ENTRIES = 8192  # survivors and signatures per ReleaseEvidencePart (<= 600 KiB)
 _CALL_LABEL = b"fedhh/aggregator/v1/call"
 
 
@@ -130,6 +136,11 @@ def shares_digest(message: ShareKeysResponse) -> bytes:
     for share in message.shares:
         h.update(_u32(share.src) + _u32(share.dst) + _field(share.ciphertext))
     return h.digest()
+
+
+def header_digest(total_bytes: int, vector_sha256: bytes) -> bytes:
+    """The signed body of a masked-input header: its declared length and the vector's hash."""
+    return hashlib.sha256(struct.pack(">Q", total_bytes) + _field(vector_sha256)).digest()
 
 
 def consistency_digest(message: ConsistencyResponse) -> bytes:
@@ -243,3 +254,18 @@ def unmask_from_pb(device_id: int, message: pb.SubmitUnmaskRequest) -> UnmaskRes
     return UnmaskResponse(bytes(message.session_id), device_id,
                           tuple((int(e.owner), bytes(e.share)) for e in message.b_shares),
                           tuple((int(e.owner), bytes(e.share)) for e in message.s_shares))
+
+
+# -- the release evidence (aggregator -> coordinator) --------------------------------------------
+
+def evidence_parts(survivors: tuple[int, ...], signatures: tuple[tuple[int, bytes], ...]
+                   ) -> list[pb.ReleaseEvidencePart]:
+    """U3 and the survivors' signatures in parts of at most EVIDENCE_PART_ENTRIES each."""
+    parts = []
+    step = EVIDENCE_PART_ENTRIES
+    for offset in range(0, max(len(survivors), len(signatures)), step):
+        parts.append(pb.ReleaseEvidencePart(
+            survivors=survivors[offset:offset + step],
+            signatures=[pb.SurvivorSignature(device_id=i, signature=sig)
+                        for i, sig in signatures[offset:offset + step]]))
+    return parts

@@ -1,14 +1,17 @@
 """Serving a grpc.aio server: uvloop, TLS or loopback-only plaintext, health and reflection,
-message size limits, and graceful shutdown on SIGTERM/SIGINT."""
+limits before work (receive cap, concurrent streams per connection, requests that do not parse
+answered INVALID_ARGUMENT), and graceful shutdown on SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import ipaddress
 import logging
 import signal
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -19,13 +22,97 @@ from fedhh.rpc.tls import TlsFiles
 
 log = logging.getLogger(__name__)
 
-# Vectors travel in bounded chunks; this caps any single message well above a chunk.
+# Vectors travel in bounded chunks; this caps any single message well above a chunk. Clients'
+# channels use it; a service passes its own, smaller receive cap to new_server.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.so_reuseport", 0),
 ]
+
+
+class Unparsable:
+    """Stands in for a request message that did not parse; the call is answered
+    INVALID_ARGUMENT before its handler sees it (:class:`ParseErrors`)."""
+
+    __slots__ = ("detail",)
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+
+
+def _tolerant(deserializer: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def parse(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as error:  # protobuf's DecodeError, or anything a parser raises
+            return Unparsable(" ".join(str(error).split())[:200])
+    return parse
+
+
+async def _reject(context: grpc.aio.ServicerContext, bad: Unparsable) -> None:
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                        f"the request does not parse: {bad.detail}")
+
+
+def _checked_stream(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+                    ) -> AsyncIterator[Any]:
+    async def checked() -> AsyncIterator[Any]:
+        async for request in requests:
+            if isinstance(request, Unparsable):
+                await _reject(context, request)
+            yield request
+    return checked()
+
+
+def _guard(behaviour: Callable[..., Any], streaming_request: bool) -> Callable[..., Any]:
+    """``behaviour`` with unparsable requests answered INVALID_ARGUMENT."""
+    if inspect.isasyncgenfunction(behaviour):
+        async def generator(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            if streaming_request:
+                request = _checked_stream(request, context)
+            elif isinstance(request, Unparsable):
+                await _reject(context, request)
+            async for response in behaviour(request, context):
+                yield response
+        return generator
+
+    async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if streaming_request:
+            request = _checked_stream(request, context)
+        elif isinstance(request, Unparsable):
+            await _reject(context, request)
+        return await behaviour(request, context)
+    return call
+
+
+class ParseErrors(grpc.aio.ServerInterceptor):
+    """Answer a request that does not parse INVALID_ARGUMENT with a one-line reason (gRPC itself
+    answers UNKNOWN with the parser's exception); handlers never see such a request."""
+
+    def __init__(self) -> None:
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+
+    async def intercept_service(self, continuation: Callable[..., Any],
+                                details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or handler.request_deserializer is None:
+            return handler
+        method = details.method
+        method = method.decode() if isinstance(method, bytes) else str(method)
+        wrapped = self._wrapped.get(method)
+        if wrapped is None:
+            kinds = ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
+            changes: dict[str, Any] = {
+                "request_deserializer": _tolerant(handler.request_deserializer)}
+            for kind in kinds:
+                behaviour = getattr(handler, kind)
+                if behaviour is not None:
+                    changes[kind] = _guard(behaviour, kind.startswith("stream"))
+            wrapped = handler._replace(**changes)  # a namedtuple in grpc
+            self._wrapped[method] = wrapped
+        return wrapped
 
 
 def tune_gc() -> None:
@@ -60,8 +147,37 @@ def is_loopback(address: str) -> bool:
         return False
 
 
-def new_server() -> grpc.aio.Server:
-    return grpc.aio.server(options=OPTIONS)
+def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,
+                   max_concurrent_streams: int | None = None,
+                   extra: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
+    """gRPC server options: the receive cap (a larger message is refused with
+    RESOURCE_EXHAUSTED before it is parsed), the cap on concurrent streams (calls) per client
+    connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; a client's further calls wait for a
+    stream), and ``extra``."""
+    if not 1024 <= max_receive_bytes <= MAX_MESSAGE_BYTES:
+        raise ConfigError(f"max_receive_bytes must be in [1024, {MAX_MESSAGE_BYTES}], got "
+                          f"{max_receive_bytes}")
+    options: list[tuple[str, Any]] = [
+        ("grpc.max_receive_message_length", max_receive_bytes),
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.so_reuseport", 0),
+    ]
+    if max_concurrent_streams is not None:
+        if not 1 <= max_concurrent_streams <= 1 << 20:
+            raise ConfigError(f"max_concurrent_streams must be in [1, {1 << 20}], got "
+                              f"{max_concurrent_streams}")
+        options.append(("grpc.max_concurrent_streams", max_concurrent_streams))
+    return [*options, *extra]
+
+
+def new_server(max_receive_bytes: int = MAX_MESSAGE_BYTES,
+               max_concurrent_streams: int | None = None,
+               extra_options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Server:
+    """A grpc.aio server with the limits of :func:`server_options`; requests that do not parse
+    are answered INVALID_ARGUMENT (:class:`ParseErrors`)."""
+    return grpc.aio.server(
+        options=server_options(max_receive_bytes, max_concurrent_streams, extra_options),
+        interceptors=[ParseErrors()])
 
 
 def bind(server: grpc.aio.Server, address: str, tls: TlsFiles | None, insecure: bool) -> int:

@@ -98,6 +98,7 @@ class LocalTopology:
         port = self.services["aggregator"].ready["port"] if "aggregator" in self.services else 0
         args = ["aggregator", "--listen", f"127.0.0.1:{port}", *self._transport(),
                 "--coordinator-key", f"{self.signing_key}.pub",
+                "--state-dir", str(self.workdir / "aggregator-state"),
                 "--control-token-file", str(self.workdir / "control.token"), *(extra or [])]
         return self._start("aggregator", args)
 

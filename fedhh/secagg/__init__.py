@@ -22,6 +22,7 @@ from fedhh.secagg.errors import (
     AbortReason,
     InvalidReport,
     ProtocolViolation,
+    ReleaseEvidenceError,
     SecAggAbort,
     SecAggConfigError,
     SecAggError,
@@ -36,6 +37,7 @@ from fedhh.secagg.messages import (
     EncryptedShare,
     MaskedInput,
     MaskedInputRequest,
+    ReleaseEvidence,
     ServerMessage,
     ShareKeysRequest,
     ShareKeysResponse,
@@ -52,6 +54,7 @@ from fedhh.secagg.params import (
     modulus_bits_for,
 )
 from fedhh.secagg.prg import MaskGenerator
+from fedhh.secagg.release import verify_release
 from fedhh.secagg.report import check_report, indices_from_dense
 from fedhh.secagg.server import SecAggServer
 
@@ -73,6 +76,8 @@ __all__ = [
     "MaskedInput",
     "MaskedInputRequest",
     "ProtocolViolation",
+    "ReleaseEvidence",
+    "ReleaseEvidenceError",
     "RoundConfig",
     "RoundKeys",
     "SecAggAbort",
@@ -101,4 +106,5 @@ __all__ = [
     "sign_config",
     "verify_admission",
     "verify_config",
+    "verify_release",
 ]

@@ -30,6 +30,7 @@ from fedhh.secagg import shamir
 from fedhh.secagg.config import (
     MAX_DIMENSION,
     Admission,
+    RoundConfig,
     SignedConfig,
     session_id_of,
     verify_admission,
@@ -37,7 +38,7 @@ from fedhh.secagg.config import (
     verify_keys,
 )
 from fedhh.secagg.errors import AbortReason, SecAggAbort, SecAggConfigError
-from fedhh.secagg.graph import neighbours_of
+from fedhh.secagg.graph import neighbours_of, survivors_connected
 from fedhh.secagg.messages import (
     AdvertiseKeys,
     ConsistencyRequest,
@@ -52,6 +53,7 @@ from fedhh.secagg.messages import (
     consistency_transcript,
     survivors_digest,
 )
+from fedhh.secagg.params import Threat, failure_bounds
 from fedhh.secagg.prg import MaskGenerator, pair_mask_key, self_mask_key
 from fedhh.secagg.primitives import (
     KEY_BYTES,
@@ -84,13 +86,38 @@ SHARE_CIPHERTEXT_BYTES = 12 + _PLAINTEXT_BYTES + 16  # nonce || ciphertext || GC
 
 @dataclass(frozen=True)
 class DevicePolicy:
-    """Floors a device enforces on any config, whoever signed it."""
+    """Floors a device enforces on any config, whoever signed it.
+
+    With ``max_corrupt_fraction`` set, the device also computes the lying-server failure bound
+    of the config's (n, k, t) itself (:func:`fedhh.secagg.failure_bounds` with
+    ``Threat.LYING``: privacy n * P[H >= 2t - k] plus disconnection, under its own assumed
+    corrupt fraction and dropout rate) and refuses the round unless it is at most
+    2^-security_bits. The library's defaults are permissive (tests, simulations); a deployed
+    device sets every field (``fedhh_device.secagg_run.Floors``).
+    """
 
     min_threshold: int = 1
     min_n_min: int = 1
     max_dimension: int = MAX_DIMENSION
     require_device_auth: bool = False
     require_consistency_check: bool = False
+    max_corrupt_fraction: float | None = None  # None: no failure-bound check
+    security_bits: float = 40.0
+    # The dropout rate the disconnection bound is computed at. It only enters that bound (the
+    # survivors' graph splits when two runs of k/2 ring neighbours all drop or are corrupt), and
+    # a higher rate is the more cautious assumption.
+    assumed_dropout: float = 0.3
+
+    def __post_init__(self) -> None:
+        if self.max_corrupt_fraction is not None and not 0 <= self.max_corrupt_fraction < 1:
+            raise SecAggConfigError(
+                f"max_corrupt_fraction must be in [0, 1), got {self.max_corrupt_fraction!r}")
+        if not 0 <= self.assumed_dropout < 1:
+            raise SecAggConfigError(
+                f"assumed_dropout must be in [0, 1), got {self.assumed_dropout!r}")
+        if not 0 < self.security_bits <= 256:
+            raise SecAggConfigError(
+                f"security_bits must be in (0, 256], got {self.security_bits!r}")
 
 
 class DeviceState(IntEnum):
@@ -145,8 +172,7 @@ class SecAggDevice:
             config = verify_config(signed_config, coordinator_public)
         except SecAggConfigError as exc:
             raise SecAggAbort(AbortReason.BAD_CONFIG, str(exc)) from exc
-        _check_policy(config.t, config.n_min, config.dimension, config.device_auth,
-                      config.consistency_check, policy)
+        _check_policy(config, policy)
         if not isinstance(device_id, int) or not 1 <= device_id <= config.num_devices:
             raise SecAggConfigError(f"device_id must be in [1, {config.num_devices}], got "
                                     f"{device_id!r}")
@@ -409,6 +435,10 @@ class SecAggDevice:
                              f"{len(survivors)} survivors < n_min={self.config.n_min}")
         if len(set(survivors) & set(self._received)) < self.config.t:
             raise self._fail(AbortReason.TOO_FEW_NEIGHBOURS, "fewer than t surviving partners")
+        cfg = self.config
+        if not survivors_connected(cfg.graph_seed, cfg.num_devices, cfg.k, survivors):
+            # Unmasking would give the server the sum of each part (graph.py).
+            raise self._fail(AbortReason.SURVIVORS_DISCONNECTED, "U3 splits the neighbour graph")
         if self._identity_key is None:
             raise self._fail(AbortReason.WRONG_STATE, "no identity key")
         digest = survivors_digest(survivors)
@@ -493,18 +523,34 @@ class SecAggDevice:
                              f"{len(signers)} consistency signatures < t={self.config.t}")
 
 
-def _check_policy(t: int, n_min: int, dimension: int, device_auth: bool, consistency: bool,
-                  policy: DevicePolicy) -> None:
+@functools.lru_cache(maxsize=64)
+def _lying_server_bound(n: int, k: int, t: int, dropout: float, corrupt: float) -> float:
+    """Privacy plus disconnection bound of (n, k, t) against a lying server (params.py;
+    cached: every simulated device of a process checks the same config)."""
+    bounds = failure_bounds(n, k, t, dropout, corrupt, Threat.LYING)
+    return bounds.privacy + bounds.disconnection
+
+
+def _check_policy(config: RoundConfig, policy: DevicePolicy) -> None:
     problems = []
-    if t < policy.min_threshold:
-        problems.append(f"t={t} < floor {policy.min_threshold}")
-    if n_min < policy.min_n_min:
-        problems.append(f"n_min={n_min} < floor {policy.min_n_min}")
-    if dimension > policy.max_dimension:
-        problems.append(f"dimension={dimension} > cap {policy.max_dimension}")
-    if policy.require_device_auth and not device_auth:
+    if config.t < policy.min_threshold:
+        problems.append(f"t={config.t} < floor {policy.min_threshold}")
+    if config.n_min < policy.min_n_min:
+        problems.append(f"n_min={config.n_min} < floor {policy.min_n_min}")
+    if config.dimension > policy.max_dimension:
+        problems.append(f"dimension={config.dimension} > cap {policy.max_dimension}")
+    if policy.require_device_auth and not config.device_auth:
         problems.append("device_auth off")
-    if policy.require_consistency_check and not consistency:
+    if policy.require_consistency_check and not config.consistency_check:
         problems.append("consistency_check off")
+    if policy.max_corrupt_fraction is not None:
+        bound = _lying_server_bound(config.num_devices, config.k, config.t,
+                                    policy.assumed_dropout, policy.max_corrupt_fraction)
+        # The same target as choose_parameters, so the coordinator's choice passes exactly.
+        if bound > 2.0 ** -policy.security_bits:
+            problems.append(
+                f"(n, k, t) = ({config.num_devices}, {config.k}, {config.t}) fails the "
+                f"lying-server bound: {bound:.2g} > 2^-{policy.security_bits:g} with "
+                f"{policy.max_corrupt_fraction:g} corrupt and {policy.assumed_dropout:g} dropout")
     if problems:
         raise SecAggAbort(AbortReason.BAD_CONFIG, "; ".join(problems))

@@ -9,6 +9,8 @@ Three kinds, so a transport can map them to status codes in one place:
   :attr:`Violation.BAD_SIGNATURE`).
 * :class:`SecAggAbort` - the round (server side) or this device's participation (device side) is
   over. The server releases nothing; a device reveals nothing more. Carries a reason code.
+* :class:`ReleaseEvidenceError` - the proof of contributors that travels with a released sum is
+  malformed (the coordinator refuses to trust its count).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = [
     "AbortReason",
     "InvalidReport",
     "ProtocolViolation",
+    "ReleaseEvidenceError",
     "SecAggAbort",
     "SecAggConfigError",
     "SecAggError",
@@ -52,6 +55,8 @@ class AbortReason(StrEnum):
     TOO_FEW_SHARES = "too_few_shares"  # unmasking ended with < t shares of a needed secret
     CORRUPT_SHARE = "corrupt_share"  # a reconstructed secret fails its key or commitment check
     OUTPUT_OUT_OF_RANGE = "output_out_of_range"  # a coordinate of the sum exceeds |U3|
+    # U3 splits the neighbour graph: unmasking would reveal the sum of each part.
+    SURVIVORS_DISCONNECTED = "survivors_disconnected"
     CANCELLED = "cancelled"  # the service aborted the round (e.g. coordinator cancel)
     # Device side (the server misbehaved, or the config is unacceptable).
     BAD_CONFIG = "bad_config"  # bad coordinator signature, or below this device's policy floors
@@ -105,3 +110,9 @@ class ProtocolViolation(SecAggError, ValueError):
         self.reason = reason
         self.detail = detail
         super().__init__(f"message rejected ({reason.value}){': ' + detail if detail else ''}")
+
+
+class ReleaseEvidenceError(SecAggError, ValueError):
+    """The evidence of a release (survivors, their signatures, the claimed count) is malformed:
+    ids out of range or repeated, more survivors than the cohort, a signer outside the survivors,
+    or a claimed count that is not the number of survivors. The message names the value."""

@@ -12,9 +12,18 @@ ties among 64-bit values, probability < n^2 / 2^65). With k >= n - 1 the graph i
 The graph is over the whole cohort and fixed by the config before any key exists, so a device
 derives its own neighbours and rejects any other id, and the server cannot choose the graph
 (not even by choosing which devices count as having advertised keys).
+
+Survivor connectivity. The server learns the sum of every connected component of the survivors'
+mask graph, so U3 must not split it (:func:`survivors_connected`). Deleting devices from the ring
+H(k, n): an edge spans at most k/2 ring positions, so no edge crosses a gap of more than k/2
+positions between two ring-consecutive survivors, and two ring-consecutive survivors at most
+k/2 apart are adjacent. The survivors therefore form one cycle (no such gap), one path (one
+gap), or two or more arcs with no edge between them (two or more gaps).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -22,7 +31,8 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from fedhh.secagg.errors import SecAggConfigError
 from fedhh.secagg.primitives import LABELS, hkdf, u32
 
-__all__ = ["NeighbourGraph", "check_graph_parameters", "neighbours_of", "ring_order"]
+__all__ = ["NeighbourGraph", "check_graph_parameters", "neighbours_of", "ring_order",
+           "survivors_connected"]
 
 
 def check_graph_parameters(n: int, k: int) -> None:
@@ -64,6 +74,33 @@ def neighbours_of(graph_seed: bytes, n: int, k: int, device_id: int) -> tuple[in
     return tuple(sorted(int(i) for i in ids))
 
 
+def _positions(order: np.ndarray) -> np.ndarray:
+    """int64[n + 1]: the ring position of each device id (index 0 unused)."""
+    position = np.empty(order.size + 1, dtype=np.int64)
+    position[0] = -1
+    position[order] = np.arange(order.size)
+    return position
+
+
+def _connected_on_ring(positions: np.ndarray, n: int, k: int) -> bool:
+    """True iff at most one gap between ring-consecutive ``positions`` exceeds k/2."""
+    if positions.size <= 1:
+        return True
+    ring = np.sort(positions)
+    gaps = np.diff(ring, append=ring[0] + n)
+    return int(np.count_nonzero(gaps > k // 2)) <= 1
+
+
+def survivors_connected(graph_seed: bytes, n: int, k: int, survivors: Sequence[int]) -> bool:
+    """True iff ``survivors`` (distinct ids in 1..n) induce a connected subgraph of H(k, n)
+    (module docstring); always true for the complete graph."""
+    check_graph_parameters(n, k)
+    if k == n - 1:
+        return True
+    ids = np.asarray(survivors, dtype=np.int64)
+    return _connected_on_ring(_positions(ring_order(graph_seed, n))[ids], n, k)
+
+
 class NeighbourGraph:
     """All neighbourhoods of a round (built once by the server)."""
 
@@ -74,11 +111,11 @@ class NeighbourGraph:
         self.complete = k == n - 1
         if self.complete:
             self._table = None
+            self._position = None
         else:
             order = ring_order(graph_seed, n)
-            position = np.empty(n + 1, dtype=np.int64)
-            position[order] = np.arange(n)
-            rows = (position[1:, None] + _offsets(n, k)[None, :]) % n
+            self._position = _positions(order)
+            rows = (self._position[1:, None] + _offsets(n, k)[None, :]) % n
             self._table = np.sort(order[rows], axis=1)  # row i-1: neighbours of device i
 
     def neighbours(self, device_id: int) -> tuple[int, ...]:
@@ -88,3 +125,10 @@ class NeighbourGraph:
         if self._table is None:
             return tuple(i for i in range(1, self.n + 1) if i != device_id)
         return tuple(int(i) for i in self._table[device_id - 1])
+
+    def connected(self, members: Sequence[int]) -> bool:
+        """True iff ``members`` (distinct ids) induce a connected subgraph (module docstring)."""
+        if self._position is None:
+            return True
+        return _connected_on_ring(self._position[np.asarray(members, dtype=np.int64)],
+                                  self.n, self.k)

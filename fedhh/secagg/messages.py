@@ -39,6 +39,7 @@ __all__ = [
     "EncryptedShare",
     "MaskedInput",
     "MaskedInputRequest",
+    "ReleaseEvidence",
     "ServerMessage",
     "ShareKeysRequest",
     "ShareKeysResponse",
@@ -187,14 +188,37 @@ class UnmaskResponse:
     s_shares: tuple[tuple[int, bytes], ...]
 
 
+@dataclass(frozen=True)
+class ReleaseEvidence:
+    """The proof of contributors that travels with a released sum, ahead of it.
+
+    ``survivors`` is U3 (increasing ids), ``signatures`` the (device id, identity-key signature
+    over ``consistency_transcript(session_id, id, survivors_digest(U3))``) pairs the aggregator
+    collected in the consistency check, ``num_contributors`` the count it claims. Nothing here is
+    trusted: :func:`fedhh.secagg.verify_release` counts the signatures that verify.
+    """
+
+    survivors: tuple[int, ...]
+    signatures: tuple[tuple[int, bytes], ...]
+    num_contributors: int
+
+
 @dataclass(frozen=True, eq=False)
 class AggregateResult:
-    """What the aggregator releases: the sum over U3 (exact, it cannot wrap) and |U3|."""
+    """What the aggregator releases: the sum over U3 (exact, it cannot wrap), |U3|, and the
+    evidence of who contributed (U3 and, with the consistency check, each survivor's signature
+    over it)."""
 
     session_id: bytes
     round_id: bytes
     total: np.ndarray
     num_contributors: int
+    survivors: tuple[int, ...] = ()
+    signatures: tuple[tuple[int, bytes], ...] = ()
+
+    @property
+    def evidence(self) -> ReleaseEvidence:
+        return ReleaseEvidence(self.survivors, self.signatures, self.num_contributors)
 
 
 DeviceMessage = (AdvertiseKeys | ShareKeysResponse | MaskedInput | ConsistencyResponse

@@ -9,7 +9,8 @@ the result, available as :attr:`SecAggServer.result`.
 Each ``handle_*`` either accepts the message (returns True), ignores an identical duplicate
 (returns False), or raises :class:`ProtocolViolation` and changes nothing. A masked vector is
 length-checked, added to the running sum on arrival and dropped. The server releases only the
-sum and the number of contributors, and only if at least n_min devices survived; otherwise
+sum, the number of contributors and their evidence (U3 and, with the consistency check, each
+survivor's signature over it), and only if at least n_min devices survived; otherwise
 :meth:`close_stage` raises :class:`SecAggAbort` and every later call raises it again.
 Not thread-safe: the transport serialises calls (one asyncio loop does).
 """
@@ -318,6 +319,10 @@ class SecAggServer:
             holders = sum(v in u3 for v in partners)
             self._require(holders >= t, AbortReason.TOO_FEW_SHARE_HOLDERS,
                           f"device {u} has {holders} surviving share holders < t={t}")
+        # The server would learn the sum of each part of a split survivor graph; an honest
+        # server refuses, and with the consistency check every device refuses too.
+        self._require(self.graph.connected(sorted(u3)), AbortReason.SURVIVORS_DISCONNECTED,
+                      "U3 splits the neighbour graph")
         self._masked_requests = {}
         if self.config.consistency_check:
             survivors = tuple(sorted(u3))
@@ -431,7 +436,9 @@ class SecAggServer:
         total = self._acc
         self._require(int(total.max(initial=0)) <= len(u3), AbortReason.OUTPUT_OUT_OF_RANGE,
                       "a coordinate of the sum exceeds the number of contributors")
-        self.result = AggregateResult(self.session_id, self.config.round_id, total, len(u3))
+        signatures = tuple(sorted(self._consistency.items()))
+        self.result = AggregateResult(self.session_id, self.config.round_id, total, len(u3),
+                                      tuple(u3), signatures)
         self._acc = None
         self._b_points, self._s_points, self._unmask_responses = {}, {}, {}
         return {}

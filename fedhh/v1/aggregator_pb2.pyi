@@ -32,6 +32,14 @@ class AggregationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     AGGREGATION_STATE_RUNNING: _ClassVar[AggregationState]
     AGGREGATION_STATE_RELEASED: _ClassVar[AggregationState]
     AGGREGATION_STATE_ABORTED: _ClassVar[AggregationState]
+
+class OutcomeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OUTCOME_STATE_UNSPECIFIED: _ClassVar[OutcomeState]
+    OUTCOME_STATE_UNKNOWN: _ClassVar[OutcomeState]
+    OUTCOME_STATE_RUNNING: _ClassVar[OutcomeState]
+    OUTCOME_STATE_ABORTED: _ClassVar[OutcomeState]
+    OUTCOME_STATE_RELEASED: _ClassVar[OutcomeState]
 SECAGG_STAGE_UNSPECIFIED: SecAggStage
 SECAGG_STAGE_ADVERTISE_KEYS: SecAggStage
 SECAGG_STAGE_SHARE_KEYS: SecAggStage
@@ -49,6 +57,11 @@ AGGREGATION_STATE_UNSPECIFIED: AggregationState
 AGGREGATION_STATE_RUNNING: AggregationState
 AGGREGATION_STATE_RELEASED: AggregationState
 AGGREGATION_STATE_ABORTED: AggregationState
+OUTCOME_STATE_UNSPECIFIED: OutcomeState
+OUTCOME_STATE_UNKNOWN: OutcomeState
+OUTCOME_STATE_RUNNING: OutcomeState
+OUTCOME_STATE_ABORTED: OutcomeState
+OUTCOME_STATE_RELEASED: OutcomeState
 
 class SecAggAdmission(_message.Message):
     __slots__ = ("device_id", "identity_key", "proof", "c_pk", "s_pk")
@@ -199,16 +212,18 @@ class SubmitSharesRequest(_message.Message):
     def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., shares: _Optional[_Iterable[_Union[EncryptedShare, _Mapping]]] = ..., b_commitment: _Optional[bytes] = ..., wait_next_ms: _Optional[int] = ...) -> None: ...
 
 class MaskedInputHeader(_message.Message):
-    __slots__ = ("session_id", "credentials", "total_bytes", "wait_next_ms")
+    __slots__ = ("session_id", "credentials", "total_bytes", "wait_next_ms", "vector_sha256")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
     WAIT_NEXT_MS_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_SHA256_FIELD_NUMBER: _ClassVar[int]
     session_id: bytes
     credentials: DeviceCredentials
     total_bytes: int
     wait_next_ms: int
-    def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., total_bytes: _Optional[int] = ..., wait_next_ms: _Optional[int] = ...) -> None: ...
+    vector_sha256: bytes
+    def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., total_bytes: _Optional[int] = ..., wait_next_ms: _Optional[int] = ..., vector_sha256: _Optional[bytes] = ...) -> None: ...
 
 class MaskedInputChunk(_message.Message):
     __slots__ = ("header", "data")
@@ -275,7 +290,7 @@ class GetResultRequest(_message.Message):
     def __init__(self, round_id: _Optional[bytes] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class ResultHeader(_message.Message):
-    __slots__ = ("state", "round_id", "session_id", "num_contributors", "dimension", "modulus_bits", "total_bytes", "abort_reason")
+    __slots__ = ("state", "round_id", "session_id", "num_contributors", "dimension", "modulus_bits", "total_bytes", "abort_reason", "reached_unmask", "survivor_count", "signature_count")
     STATE_FIELD_NUMBER: _ClassVar[int]
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -284,6 +299,9 @@ class ResultHeader(_message.Message):
     MODULUS_BITS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
     ABORT_REASON_FIELD_NUMBER: _ClassVar[int]
+    REACHED_UNMASK_FIELD_NUMBER: _ClassVar[int]
+    SURVIVOR_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_COUNT_FIELD_NUMBER: _ClassVar[int]
     state: AggregationState
     round_id: bytes
     session_id: bytes
@@ -292,15 +310,64 @@ class ResultHeader(_message.Message):
     modulus_bits: int
     total_bytes: int
     abort_reason: str
-    def __init__(self, state: _Optional[_Union[AggregationState, str]] = ..., round_id: _Optional[bytes] = ..., session_id: _Optional[bytes] = ..., num_contributors: _Optional[int] = ..., dimension: _Optional[int] = ..., modulus_bits: _Optional[int] = ..., total_bytes: _Optional[int] = ..., abort_reason: _Optional[str] = ...) -> None: ...
+    reached_unmask: bool
+    survivor_count: int
+    signature_count: int
+    def __init__(self, state: _Optional[_Union[AggregationState, str]] = ..., round_id: _Optional[bytes] = ..., session_id: _Optional[bytes] = ..., num_contributors: _Optional[int] = ..., dimension: _Optional[int] = ..., modulus_bits: _Optional[int] = ..., total_bytes: _Optional[int] = ..., abort_reason: _Optional[str] = ..., reached_unmask: _Optional[bool] = ..., survivor_count: _Optional[int] = ..., signature_count: _Optional[int] = ...) -> None: ...
+
+class ReleaseEvidencePart(_message.Message):
+    __slots__ = ("survivors", "signatures")
+    SURVIVORS_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURES_FIELD_NUMBER: _ClassVar[int]
+    survivors: _containers.RepeatedScalarFieldContainer[int]
+    signatures: _containers.RepeatedCompositeFieldContainer[SurvivorSignature]
+    def __init__(self, survivors: _Optional[_Iterable[int]] = ..., signatures: _Optional[_Iterable[_Union[SurvivorSignature, _Mapping]]] = ...) -> None: ...
+
+class SurvivorSignature(_message.Message):
+    __slots__ = ("device_id", "signature")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    device_id: int
+    signature: bytes
+    def __init__(self, device_id: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class ResultChunk(_message.Message):
-    __slots__ = ("header", "data")
+    __slots__ = ("header", "data", "evidence")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     header: ResultHeader
     data: bytes
-    def __init__(self, header: _Optional[_Union[ResultHeader, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+    evidence: ReleaseEvidencePart
+    def __init__(self, header: _Optional[_Union[ResultHeader, _Mapping]] = ..., data: _Optional[bytes] = ..., evidence: _Optional[_Union[ReleaseEvidencePart, _Mapping]] = ...) -> None: ...
+
+class GetOutcomeRequest(_message.Message):
+    __slots__ = ("round_id",)
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    round_id: bytes
+    def __init__(self, round_id: _Optional[bytes] = ...) -> None: ...
+
+class GetOutcomeResponse(_message.Message):
+    __slots__ = ("state", "session_id", "stage", "reached_unmask", "abort_reason", "delivered", "sum_available", "num_contributors", "durable")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    REACHED_UNMASK_FIELD_NUMBER: _ClassVar[int]
+    ABORT_REASON_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    SUM_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    NUM_CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_FIELD_NUMBER: _ClassVar[int]
+    state: OutcomeState
+    session_id: bytes
+    stage: SecAggStage
+    reached_unmask: bool
+    abort_reason: str
+    delivered: bool
+    sum_available: bool
+    num_contributors: int
+    durable: bool
+    def __init__(self, state: _Optional[_Union[OutcomeState, str]] = ..., session_id: _Optional[bytes] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., reached_unmask: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., delivered: _Optional[bool] = ..., sum_available: _Optional[bool] = ..., num_contributors: _Optional[int] = ..., durable: _Optional[bool] = ...) -> None: ...
 
 class CancelRoundRequest(_message.Message):
     __slots__ = ("round_id",)

@@ -34,8 +34,9 @@ class SecureAggregationStub:
     `fedhh.rpc.aggregator_wire.call_transcript`). Bad or missing credentials: UNAUTHENTICATED;
     malformed messages (wrong lengths, a different second copy, ...): INVALID_ARGUMENT; a message
     for a stage that is not open, or from a device the stage does not expect, or for a finished
-    round: FAILED_PRECONDITION; unknown session: NOT_FOUND; an aborted round: ABORTED. A rejected
-    call changes nothing.
+    round: FAILED_PRECONDITION; unknown session: NOT_FOUND; an aborted round: ABORTED; a message
+    that does not parse: INVALID_ARGUMENT; one larger than the service's receive cap (1 MiB of
+    vector plus 16 KiB): RESOURCE_EXHAUSTED. A rejected call changes nothing.
     """
 
     def __init__(self, channel):
@@ -90,8 +91,9 @@ class SecureAggregationServicer:
     `fedhh.rpc.aggregator_wire.call_transcript`). Bad or missing credentials: UNAUTHENTICATED;
     malformed messages (wrong lengths, a different second copy, ...): INVALID_ARGUMENT; a message
     for a stage that is not open, or from a device the stage does not expect, or for a finished
-    round: FAILED_PRECONDITION; unknown session: NOT_FOUND; an aborted round: ABORTED. A rejected
-    call changes nothing.
+    round: FAILED_PRECONDITION; unknown session: NOT_FOUND; an aborted round: ABORTED; a message
+    that does not parse: INVALID_ARGUMENT; one larger than the service's receive cap (1 MiB of
+    vector plus 16 KiB): RESOURCE_EXHAUSTED. A rejected call changes nothing.
     """
 
     def AdvertiseKeys(self, request, context):
@@ -202,8 +204,9 @@ class SecureAggregation:
     `fedhh.rpc.aggregator_wire.call_transcript`). Bad or missing credentials: UNAUTHENTICATED;
     malformed messages (wrong lengths, a different second copy, ...): INVALID_ARGUMENT; a message
     for a stage that is not open, or from a device the stage does not expect, or for a finished
-    round: FAILED_PRECONDITION; unknown session: NOT_FOUND; an aborted round: ABORTED. A rejected
-    call changes nothing.
+    round: FAILED_PRECONDITION; unknown session: NOT_FOUND; an aborted round: ABORTED; a message
+    that does not parse: INVALID_ARGUMENT; one larger than the service's receive cap (1 MiB of
+    vector plus 16 KiB): RESOURCE_EXHAUSTED. A rejected call changes nothing.
     """
 
     @staticmethod
@@ -423,6 +426,11 @@ class AggregatorControlStub:
                 request_serializer=fedhh_dot_v1_dot_aggregator__pb2.CancelRoundRequest.SerializeToString,
                 response_deserializer=fedhh_dot_v1_dot_aggregator__pb2.CancelRoundResponse.FromString,
                 _registered_method=True)
+        self.GetOutcome = channel.unary_unary(
+                '/fedhh.v1.AggregatorControl/GetOutcome',
+                request_serializer=fedhh_dot_v1_dot_aggregator__pb2.GetOutcomeRequest.SerializeToString,
+                response_deserializer=fedhh_dot_v1_dot_aggregator__pb2.GetOutcomeResponse.FromString,
+                _registered_method=True)
 
 
 class AggregatorControlServicer:
@@ -442,9 +450,10 @@ class AggregatorControlServicer:
 
     def GetResult(self, request, context):
         """Wait (at most min(wait_ms, the server's cap)) until the round is released or aborted. The
-        stream is a ResultHeader, then, if released, the sum's little-endian bytes in chunks of at
-        most 1 MiB. After the whole sum was sent the aggregator forgets it: a second GetResult
-        answers FAILED_PRECONDITION.
+        stream is a ResultHeader, then, if released, the evidence of its contributors (U3 and their
+        consistency signatures, in ReleaseEvidencePart messages) and the sum's little-endian bytes
+        in chunks of at most 1 MiB. After the whole sum was sent the aggregator drops it: a second
+        GetResult answers FAILED_PRECONDITION (GetOutcome still answers RELEASED, delivered).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -452,6 +461,15 @@ class AggregatorControlServicer:
 
     def CancelRound(self, request, context):
         """Abort a running round (nothing is released), or drop a released, unfetched sum.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetOutcome(self, request, context):
+        """What became of a round, also after its outcome was delivered (tombstones, bounded in count
+        and age) and, with a state directory (--state-dir), across restarts of the aggregator.
+        Read-only; UNKNOWN for a round this aggregator has no record of.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -474,6 +492,11 @@ def add_AggregatorControlServicer_to_server(servicer, server):
                     servicer.CancelRound,
                     request_deserializer=fedhh_dot_v1_dot_aggregator__pb2.CancelRoundRequest.FromString,
                     response_serializer=fedhh_dot_v1_dot_aggregator__pb2.CancelRoundResponse.SerializeToString,
+            ),
+            'GetOutcome': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetOutcome,
+                    request_deserializer=fedhh_dot_v1_dot_aggregator__pb2.GetOutcomeRequest.FromString,
+                    response_serializer=fedhh_dot_v1_dot_aggregator__pb2.GetOutcomeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -560,6 +583,33 @@ class AggregatorControl:
             '/fedhh.v1.AggregatorControl/CancelRound',
             fedhh_dot_v1_dot_aggregator__pb2.CancelRoundRequest.SerializeToString,
             fedhh_dot_v1_dot_aggregator__pb2.CancelRoundResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetOutcome(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedhh.v1.AggregatorControl/GetOutcome',
+            fedhh_dot_v1_dot_aggregator__pb2.GetOutcomeRequest.SerializeToString,
+            fedhh_dot_v1_dot_aggregator__pb2.GetOutcomeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -6,13 +6,14 @@ from __future__ import annotations
 import grpc
 import numpy as np
 
-from fedhh.errors import FedhhError, NotFoundError
-from fedhh.rounds import ChargeHook, RoundAborted
-from fedhh.rpc.aggregator_client import AggregatorControl, open_channel
+from fedhh.errors import FedhhError
+from fedhh.rounds import RoundAborted
+from fedhh.rpc.aggregator_client import AggregatorControl, AggregatorError, open_channel
 from fedhh.rpc.aggregator_client import RoundAborted as AggregatorAborted
 from fedhh.rpc.tls import TlsFiles
+from fedhh.secagg import ReleaseEvidence
 from fedhh.secagg.config import SignedConfig
-from fedhh_coordinator.link import AggregatorOutcome, AggregatorUnavailable
+from fedhh_coordinator.link import AggregatorOutcome, AggregatorUnavailable, EvidenceHook
 
 
 class GrpcAggregator:
@@ -29,13 +30,13 @@ class GrpcAggregator:
         except grpc.aio.AioRpcError as error:
             raise AggregatorUnavailable(f"aggregator unreachable ({error.code().name})") from None
 
-    async def result(self, round_id: bytes, timeout_s: float, on_release: ChargeHook
+    async def result(self, round_id: bytes, timeout_s: float, on_release: EvidenceHook
                      ) -> tuple[np.ndarray, int]:
         hook_failed: list[BaseException] = []
 
-        async def guarded(contributors: int) -> None:
+        async def guarded(evidence: ReleaseEvidence) -> None:
             try:
-                await on_release(contributors)
+                await on_release(evidence)
             except BaseException as error:
                 hook_failed.append(error)
                 raise
@@ -56,12 +57,19 @@ class GrpcAggregator:
     async def outcome(self, round_id: bytes) -> AggregatorOutcome:
         try:
             answer = await self.control.outcome(round_id)
-        except NotFoundError:
-            return AggregatorOutcome("unknown", reason="the aggregator does not know the round")
-        except grpc.aio.AioRpcError as error:
-            raise AggregatorUnavailable(error.code().name) from None
-        return AggregatorOutcome(answer.state, answer.reached_unmask, answer.delivered,
-                                 answer.num_contributors, answer.reason)
+        except (grpc.aio.AioRpcError, AggregatorError) as error:
+            name = error.code().name if isinstance(error, grpc.aio.AioRpcError) else str(error)
+            raise AggregatorUnavailable(name) from None
+        if answer.state == "unknown":
+            reason = ("the aggregator journals its rounds and has no record of it"
+                      if answer.durable else "the aggregator keeps no journal and does not "
+                      "know the round")
+            # A journaling aggregator knows every round it ever opened: unknown means never
+            # opened (the coordinator stopped before the aggregator heard of it).
+            return AggregatorOutcome("never" if answer.durable else "unknown", reason=reason)
+        return AggregatorOutcome(answer.state, answer.reached_unmask,
+                                 answer.delivered and not answer.sum_available,
+                                 answer.num_contributors or None, answer.abort_reason)
 
     async def cancel(self, round_id: bytes) -> None:
         try:

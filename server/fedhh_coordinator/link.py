@@ -22,8 +22,9 @@ import logging
 import math
 import os
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -35,6 +36,8 @@ from fedhh.rounds import AttemptId, ChargeHook, Recovered, Recovery, Released, R
 from fedhh.rpc.tasks import sign_task
 from fedhh.secagg import (
     IdentityTree,
+    ReleaseEvidence,
+    ReleaseEvidenceError,
     RoundConfig,
     SecAggConfigError,
     StageDeadlines,
@@ -42,6 +45,7 @@ from fedhh.secagg import (
     choose_parameters,
     issue_admission,
     sign_config,
+    verify_release,
 )
 from fedhh.secagg.config import SignedConfig
 from fedhh.secagg.merkle import Member
@@ -60,15 +64,19 @@ RECOVERY_PATIENCE_S = 120.0
 
 @dataclass(frozen=True)
 class AggregatorOutcome:
-    """What the aggregator says about a round: ``state`` unknown, running, aborted or
-    released; ``reached_unmask`` whether any unmasking request went out; ``delivered`` whether
-    a released sum was already streamed to a coordinator."""
+    """What the aggregator says about a round: ``state`` "never" (a journaling aggregator has
+    no record of it: it never opened), "unknown" (no record, no journal: nobody can say),
+    "running", "aborted" or "released"; ``reached_unmask`` whether any unmasking request went
+    out; ``sum_available`` whether a released sum is still held for the coordinator."""
 
     state: str
     reached_unmask: bool = False
-    delivered: bool = False
+    sum_available: bool = False
     contributors: int | None = None
     reason: str = ""
+
+
+EvidenceHook = Callable[[ReleaseEvidence], Awaitable[None]]
 
 
 class AggregatorUnavailable(FedhhError):
@@ -80,9 +88,9 @@ class Aggregator(Protocol):
 
     async def open_round(self, signed: SignedConfig) -> None: ...
 
-    async def result(self, round_id: bytes, timeout_s: float, on_release: ChargeHook
+    async def result(self, round_id: bytes, timeout_s: float, on_release: EvidenceHook
                      ) -> tuple[np.ndarray, int]:
-        """Wait for the round's sum; ``on_release(contributors)`` runs before it is read.
+        """Wait for the round's sum; ``on_release(evidence)`` runs before it is read.
         Raises RoundAborted (nothing released; ``reached_unmask`` says if unmasking began),
         TimeoutError, or AggregatorUnavailable."""
         ...
@@ -130,8 +138,12 @@ class NetworkLink:
                                                                 [keys for _, keys in members])
             except SecAggConfigError as error:
                 raise RoundAborted(f"no secure-aggregation parameters: {error}") from None
+            # What a restart needs to settle or collect the attempt, stored before the
+            # aggregator hears of it.
             self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt, {
-                "aggregator_round_id": config.round_id.decode(), "cohort": len(members),
+                "aggregator_round_id": config.round_id.decode(),
+                "round_config": signed.payload.hex(),
+                "members": [device_id for device_id, _ in members],
                 "deadline_unix_ms": config.deadlines.unmask})
             try:
                 await self.aggregator.open_round(signed)
@@ -140,44 +152,66 @@ class NetworkLink:
             self.lobby.deliver(self._tasks(attempt, query, [d for d, _ in members], signed,
                                            config, identities))
             metrics.ROUND_DEVICES.set(len(members))
-            return await self._fetch(attempt, config, charge)
+            keys = {i: keys[0] for i, (_, keys) in enumerate(members, start=1)}
+            timeout = config.deadlines.unmask / 1000 - time.time() + self._slack_s()
+            return await self._fetch(config, keys, max(timeout, 1.0), charge)
         finally:
             self.lobby.clear()
 
     async def recover(self, attempt: AttemptId) -> Recovered:
-        row = next((r for r in self.store.rounds(attempt.run_id)
-                    if (r.round, r.attempt) == (attempt.round, attempt.attempt)), None)
-        round_id = None if row is None else row.summary.get("aggregator_round_id")
-        if round_id is None:
+        annotation = self._annotation(attempt)
+        if "aggregator_round_id" not in annotation:
             return Recovered(Recovery.NOTHING, "the round never reached the aggregator")
-        outcome = await self._patient_outcome(round_id.encode())
+        outcome = await self._patient_outcome(annotation["aggregator_round_id"].encode())
         return _verdict(outcome)
 
     async def resume(self, attempt: AttemptId, query: RoundQuery,
                      charge: ChargeHook) -> Released:
-        row = next(r for r in self.store.rounds(attempt.run_id)
-                   if (r.round, r.attempt) == (attempt.round, attempt.attempt))
-        timeout = row.summary["deadline_unix_ms"] / 1000 - time.time() + self._slack_s()
-        return await self._fetch_by_id(_round_id(attempt), max(timeout, 1.0), charge)
+        annotation = self._annotation(attempt)
+        config = RoundConfig.from_bytes(bytes.fromhex(annotation["round_config"]))
+        keys = {}
+        for i, device_id in enumerate(annotation["members"], start=1):
+            record = self.store.device(int(device_id))
+            if record is not None:
+                keys[i] = record[1]
+        timeout = annotation["deadline_unix_ms"] / 1000 - time.time() + self._slack_s()
+        return await self._fetch(config, keys, max(timeout, 1.0), charge)
 
     # ---- the pieces -----------------------------------------------------------------------
-    async def _fetch(self, attempt: AttemptId, config: RoundConfig,
-                     charge: ChargeHook) -> Released:
-        timeout = config.deadlines.unmask / 1000 - time.time() + self._slack_s()
-        return await self._fetch_by_id(config.round_id, max(timeout, 1.0), charge)
+    def _annotation(self, attempt: AttemptId) -> dict[str, Any]:
+        row = next((r for r in self.store.rounds(attempt.run_id)
+                    if (r.round, r.attempt) == (attempt.round, attempt.attempt)), None)
+        return {} if row is None else row.summary
 
     def _slack_s(self) -> float:
         """Time allowed past the last deadline for the unmasking work and the transfer."""
         return max(self.config.stage_windows()) / 1000 + 30
 
-    async def _fetch_by_id(self, round_id: bytes, timeout_s: float,
-                           charge: ChargeHook) -> Released:
+    async def _fetch(self, config: RoundConfig, identity_keys: dict[int, bytes],
+                     timeout_s: float, charge: ChargeHook) -> Released:
+        """The round's sum, charged at the number of contributors its evidence proves
+        (``fedhh.secagg.verify_release``: survivors' signatures over U3) before it is read.
+        Evidence that does not prove at least n_min contributors is refused: the attempt is
+        charged (the sum exists) at the count it proves, and its sum is never read."""
+        round_id = config.round_id
         charged = False
 
-        async def on_release(contributors: int) -> None:
+        async def on_release(evidence: ReleaseEvidence) -> None:
             nonlocal charged
             try:
-                await charge(contributors)
+                proven = verify_release(config, identity_keys, evidence)
+            except ReleaseEvidenceError as error:
+                proven, problem = 0, str(error)
+            else:
+                problem = f"the release proves {proven} contributors < n_min {config.n_min}"
+            if proven < config.n_min:
+                with contextlib.suppress(FedhhError):
+                    await self.aggregator.cancel(round_id)  # the sum is dropped unread
+                charged = True
+                raise RoundAborted(f"refused the sum: {problem}", reached_unmask=True,
+                                   contributors=max(proven, 1))
+            try:
+                await charge(proven)
             except BaseException:
                 with contextlib.suppress(FedhhError):
                     await self.aggregator.cancel(round_id)  # the sum is dropped unread
@@ -270,9 +304,11 @@ def _round_id(attempt: AttemptId) -> bytes:
 
 def _verdict(outcome: AggregatorOutcome) -> Recovered:
     """What an attempt left unsettled costs, from the aggregator's word on it."""
+    if outcome.state == "never":
+        return Recovered(Recovery.NOTHING, outcome.reason)
     if outcome.state == "running":
         return Recovered(Recovery.RESUME, "the aggregator is still running it")
-    if outcome.state == "released" and not outcome.delivered:
+    if outcome.state == "released" and outcome.sum_available:
         return Recovered(Recovery.RESUME, "the aggregator still holds its sum")
     if outcome.state == "released":
         return Recovered(Recovery.LOST, "its sum was delivered to a coordinator that stopped",

@@ -58,6 +58,7 @@ from fedhh.rpc.aggregator_wire import (
     admission_to_pb,
     await_digest,
     credentials,
+    header_digest,
     keys_to_pb,
     stage_to_pb,
 )
@@ -69,6 +70,7 @@ from fedhh.secagg import (
     IdentityTree,
     MaskedInput,
     MaskedInputRequest,
+    ReleaseEvidence,
     ShareKeysRequest,
     ShareKeysResponse,
     Stage,
@@ -76,6 +78,7 @@ from fedhh.secagg import (
     UnmaskResponse,
     choose_parameters,
     issue_admission,
+    verify_release,
 )
 from fedhh.secagg.primitives import ed25519_from_seed
 from fedhh.v1 import aggregator_pb2 as pb
@@ -116,10 +119,10 @@ def test_fifty_devices_with_dropouts_release_exactly_the_survivors_sum() -> None
             21: Stage.SHARE_KEYS, 30: Stage.MASKED_INPUT, 34: Stage.MASKED_INPUT,
             41: Stage.CONSISTENCY_CHECK, 47: Stage.UNMASK, 50: Stage.UNMASK}
     released_before = _metric("fedhh_aggregator_rounds_released_total")
-    announced: list[int] = []
+    announced: list[ReleaseEvidence] = []
 
-    async def on_release(contributors: int) -> None:
-        announced.append(contributors)
+    async def on_release(evidence: ReleaseEvidence) -> None:
+        announced.append(evidence)
 
     async def scenario() -> tuple[AggregateResult, dict[int, Participation]]:
         async with aggregator() as (_, channel):
@@ -145,8 +148,12 @@ def test_fifty_devices_with_dropouts_release_exactly_the_survivors_sum() -> None
             assert (outcome.outcome, outcome.reached) == (Outcome.DROPPED, drop[u])
         else:  # after enough unmask shares the stage closes early: the last ones are late
             assert outcome.outcome in (Outcome.COMPLETED, Outcome.LATE), (u, outcome)
-    assert result.num_contributors == len(survivors) == announced[0]
+    assert result.num_contributors == len(survivors) == announced[0].num_contributors
+    assert result.survivors == announced[0].survivors == tuple(sorted(survivors))
     assert np.array_equal(result.total.astype(np.int64), cohort.plaintext_sum(survivors))
+    # Every survivor but the one that went silent before the consistency check signed U3.
+    keys = {u: cohort.admissions[u].identity_key for u in range(1, 51)}
+    assert verify_release(cohort.config, keys, announced[0]) == len(survivors) - 1
     assert _metric("fedhh_aggregator_rounds_released_total") == released_before + 1
 
 
@@ -155,10 +162,10 @@ def test_a_round_below_n_min_aborts_and_releases_nothing() -> None:
                          round_id=b"run/1/small")
     drop = {3: Stage.MASKED_INPUT, 5: Stage.MASKED_INPUT, 8: Stage.MASKED_INPUT}
     aborts_before = _metric("fedhh_aggregator_round_aborts_total", {"reason": "too_few_devices"})
-    announced: list[int] = []
+    announced: list[ReleaseEvidence] = []
 
-    async def on_release(contributors: int) -> None:
-        announced.append(contributors)
+    async def on_release(evidence: ReleaseEvidence) -> None:
+        announced.append(evidence)
 
     async def scenario() -> dict[int, Participation]:
         async with aggregator() as (_, channel):
@@ -283,10 +290,13 @@ async def _stream(stub: pb_grpc.SecureAggregationStub, chunks: list[pb.MaskedInp
 
 def _header(cohort: Cohort, u: int, data: bytes, total: int,
             key: Ed25519PrivateKey | None = None) -> pb.MaskedInputChunk:
+    """A header announcing ``total`` bytes hashing like ``data``, signed by ``key``."""
+    digest = hashlib.sha256(data).digest()
     creds = credentials(key or cohort.identity_keys[u], cohort.admissions[u],
-                        CallKind.MASKED_INPUT, cohort.session_id, hashlib.sha256(data).digest())
+                        CallKind.MASKED_INPUT, cohort.session_id, header_digest(total, digest))
     return pb.MaskedInputChunk(header=pb.MaskedInputHeader(
-        session_id=cohort.session_id, credentials=creds, total_bytes=total))
+        session_id=cohort.session_id, credentials=creds, total_bytes=total,
+        vector_sha256=digest))
 
 
 def test_malformed_replayed_and_duplicate_requests_change_nothing() -> None:

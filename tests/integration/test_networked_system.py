@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from networked_kit import PLANTED, SEED, USERS, planted_dataset, run_config
+from networked_kit import COORDINATOR_FLAGS, PLANTED, SEED, USERS, planted_dataset, run_config
 
 from fedhh.codec import Codec
 from fedhh.data.registry import resolve_dataset
@@ -39,7 +39,7 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalTopo
     data = planted_dataset(root / "users.txt")
     with LocalTopology(root / "topology", env={"FEDHH_CACHE": str(root / "cache")}) as topo:
         topo.start_aggregator()
-        topo.start_coordinator()
+        topo.start_coordinator(COORDINATOR_FLAGS)
         topo.start_devices("devices-0", str(data), "0:100", ["--seed", str(SEED)])
         topo.start_devices("devices-1", str(data), "100:200", ["--seed", str(SEED)])
         topo.wait_for_devices()

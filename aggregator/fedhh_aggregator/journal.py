@@ -1,0 +1,248 @@
+"""The durable record of what became of each round (``fedhh aggregator --state-dir DIR``).
+
+Without it, a restarted aggregator knows nothing of the rounds it held, and the coordinator
+cannot tell "it reached unmasking, then the aggregator died" from "nothing was revealed". The
+journal is one append-only file, ``DIR/outcomes.jsonl``, one JSON object per line, each line
+written and fsync'd before the event it records takes effect:
+
+- ``open``: a round was opened (round id, session id);
+- ``unmask``: unmask requests are about to be sent: written, and fsync'd, *before* the first
+  unmask request is visible to any device, so after a crash it is on disk whenever a device
+  may have revealed a share;
+- ``finish``: the round released a sum or aborted (reason, whether unmasking had begun, the
+  contributor count);
+- ``delivered``: the whole sum was streamed to the coordinator.
+
+Loading replays the file into one :class:`RoundRecord` per round. A final line without its
+newline is a write that a crash interrupted (nothing acted on it yet) and is dropped; any other
+line that does not parse means the file was damaged, and loading refuses with the line number
+rather than guess. The file is bounded: when it holds more than ``compact_after`` lines it is
+rewritten (temporary file, fsync, atomic rename, fsync of the directory) with only the records
+the caller keeps (running rounds and the bounded tombstones).
+
+Writes go through one worker thread, so they never block the event loop and land in the order
+they were submitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from fedhh.errors import ConfigError
+
+__all__ = ["Journal", "RoundRecord"]
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "outcomes.jsonl"
+_VERSION = 1
+_OPS = ("open", "unmask", "finish", "delivered")
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """Everything the journal knows about one round."""
+
+    round_id: bytes
+    session_id: bytes
+    opened_at: float
+    unmask_started: bool = False
+    state: str = ""  # "" (no outcome recorded), "released" or "aborted"
+    reason: str = ""
+    contributors: int = 0
+    delivered: bool = False
+    finished_at: float = 0.0
+
+
+def _line(op: str, round_id: bytes, **fields: Any) -> bytes:
+    entry = {"v": _VERSION, "op": op, "round": round_id.hex(), **fields}
+    return (json.dumps(entry, separators=(",", ":")) + "\n").encode()
+
+
+def _apply(records: dict[bytes, RoundRecord], entry: dict[str, Any]) -> None:
+    op = entry["op"]
+    round_id = bytes.fromhex(entry["round"])
+    at = float(entry.get("at", 0.0))
+    if op == "open":
+        records[round_id] = RoundRecord(round_id, bytes.fromhex(entry["session"]), at)
+        return
+    record = records.get(round_id)
+    if record is None:  # its open record was compacted away with it: nothing to update
+        return
+    if op == "unmask":
+        records[round_id] = replace(record, unmask_started=True)
+    elif op == "finish":
+        records[round_id] = replace(
+            record, state=str(entry["state"]), reason=str(entry.get("reason", "")),
+            unmask_started=record.unmask_started or bool(entry.get("reached_unmask")),
+            contributors=int(entry.get("contributors", 0)), finished_at=at)
+    elif op == "delivered":
+        records[round_id] = replace(record, delivered=True)
+
+
+def _record_lines(record: RoundRecord) -> Iterable[bytes]:
+    """The minimal lines that replay to ``record``."""
+    yield _line("open", record.round_id, session=record.session_id.hex(), at=record.opened_at)
+    if record.unmask_started:
+        yield _line("unmask", record.round_id, at=record.opened_at)
+    if record.state:
+        yield _line("finish", record.round_id, state=record.state, reason=record.reason,
+                    reached_unmask=record.unmask_started, contributors=record.contributors,
+                    at=record.finished_at)
+    if record.delivered:
+        yield _line("delivered", record.round_id, at=record.finished_at)
+
+
+class Journal:
+    """The append-only outcome journal in ``directory`` (module docstring).
+
+    :attr:`records` mirrors the file: every record is applied in memory when it is submitted,
+    by the same function that replays the file, and written (in submission order) by the worker
+    thread. Use from one event loop.
+    """
+
+    def __init__(self, directory: Path, compact_after: int = 50_000) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / FILE_NAME
+        self.compact_after = compact_after
+        self.records: dict[bytes, RoundRecord] = {}
+        self._lines = 0
+        self._fd: int | None = None
+        self._closed = False
+        self._worker = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="outcome-journal")
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def load(self) -> dict[bytes, RoundRecord]:
+        """Replay the file (the directory is created if needed) into :attr:`records`."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            data = self.path.read_bytes() if self.path.exists() else b""
+        except OSError as error:
+            raise ConfigError(f"cannot read the state directory {self.directory}: "
+                              f"{error.strerror}") from None
+        records: dict[bytes, RoundRecord] = {}
+        lines = data.split(b"\n")
+        if lines.pop():  # not b"": the last write was interrupted before its newline
+            log.warning("dropping an interrupted last journal line",
+                        extra={"path": str(self.path)})
+        for number, raw in enumerate(lines, start=1):
+            try:
+                entry = json.loads(raw)
+                if not isinstance(entry, dict) or entry.get("v") != _VERSION or entry.get(
+                        "op") not in _OPS:
+                    raise ValueError("not a journal record")
+                _apply(records, entry)
+            except (ValueError, KeyError, TypeError) as error:
+                raise ConfigError(f"{self.path}:{number} is damaged ({error}); move the file "
+                                  "away to start without the record of earlier rounds") from None
+        self.records = records
+        return records
+
+    def rewrite(self) -> None:
+        """Replace the file by the minimal lines of :attr:`records` (temporary file, fsync,
+        atomic rename, fsync of the directory) and open it for appends."""
+        self._rewrite(list(self.records.values()))
+
+    def _rewrite(self, records: list[RoundRecord]) -> None:
+        tmp = self.path.with_name(FILE_NAME + ".tmp")
+        data = b"".join(line for record in records for line in _record_lines(record))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        directory = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(directory)  # the rename itself is durable
+        finally:
+            os.close(directory)
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self._lines = data.count(b"\n")
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        if self._fd is None:
+            raise OSError("the journal is not open")
+        _write_all(self._fd, data)
+        os.fsync(self._fd)
+        self._lines += 1
+
+    def _submit(self, line: bytes) -> concurrent.futures.Future[None]:
+        if self._closed:
+            failed: concurrent.futures.Future[None] = concurrent.futures.Future()
+            failed.set_exception(OSError("the journal is closed"))
+            return failed
+        _apply(self.records, json.loads(line))
+        return self._worker.submit(self._write, line)
+
+    def _submit_logged(self, line: bytes) -> None:
+        self._submit(line).add_done_callback(_log_failure)
+
+    async def opened(self, round_id: bytes, session_id: bytes) -> None:
+        """Record (durably, before returning) that a round was opened; raises OSError."""
+        await asyncio.wrap_future(self._submit(
+            _line("open", round_id, session=session_id.hex(), at=time.time())))
+
+    async def unmask_started(self, round_id: bytes) -> None:
+        """Record (durably, before returning) that unmask requests are about to go out;
+        raises OSError, and then none may be sent."""
+        await asyncio.wrap_future(self._submit(_line("unmask", round_id, at=time.time())))
+
+    def finished(self, round_id: bytes, state: str, reason: str, reached_unmask: bool,
+                 contributors: int) -> None:
+        """Record a round's outcome (written in order, without waiting)."""
+        self._submit_logged(_line("finish", round_id, state=state, reason=reason,
+                                  reached_unmask=reached_unmask, contributors=contributors,
+                                  at=time.time()))
+
+    def delivered(self, round_id: bytes) -> None:
+        """Record that the whole sum reached the coordinator (without waiting)."""
+        self._submit_logged(_line("delivered", round_id, at=time.time()))
+
+    def keep_only(self, round_ids: Iterable[bytes]) -> None:
+        """Drop every other record from memory and, once the file is long, from the file."""
+        keep = set(round_ids)
+        for round_id in [r for r in self.records if r not in keep]:
+            del self.records[round_id]
+        if self._lines > self.compact_after and not self._closed:
+            self._lines = 0  # (asked once; the rewrite resets the count)
+            snapshot = list(self.records.values())
+            self._worker.submit(self._rewrite, snapshot).add_done_callback(_log_failure)
+
+    def close(self) -> None:
+        """Finish the submitted writes and close the file."""
+        self._closed = True
+        self._worker.shutdown(wait=True)
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _log_failure(future: concurrent.futures.Future[None]) -> None:
+    error = future.exception()
+    if error is not None:
+        log.error("could not write the outcome journal: %s", error)
