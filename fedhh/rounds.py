@@ -85,8 +85,8 @@ class AttemptId:
 
     @property
     def label(self) -> str:
-        """``round.attempt``, the one notation of attempts in logs and consoles."""
-        return f"{self.round}.{self.attempt}"
+        """The one way consoles and logs name an attempt."""
+        return f"round {self.round} attempt {self.attempt}"
 
 
 class Recovery(StrEnum):
@@ -266,7 +266,7 @@ class RoundDriver:
                 continue
             attempt = AttemptId(self.run_id, record.round, record.attempt)
             recovered = await self.link.recover(attempt)
-            log.info("settling attempt %s of %s: %s (%s)", attempt.label, self.run_id,
+            log.info("settling %s of run %s: %s (%s)", attempt.label, self.run_id,
                      recovered.verdict.value, recovered.reason)
             reason = f"the coordinator stopped; {recovered.reason}"
             if (recovered.verdict is Recovery.RESUME and not state.done
@@ -332,7 +332,7 @@ class RoundDriver:
                                       f"{aborted.reason} (unmasking began: charged)")
         else:
             self.store.abort_attempt(attempt.round, attempt.attempt, aborted.reason)
-        log.warning("attempt %s of %s released nothing: %s", attempt.label, self.run_id,
+        log.warning("%s of run %s released nothing: %s", attempt.label, self.run_id,
                     aborted.reason)
         if self.on_abort is not None:
             self.on_abort(attempt, aborted.reason)

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.ca and not serving.is_loopback(args.coordinator):
         raise ConfigError("--ca is required for a non-loopback coordinator")
-    token = read_secret(args.token_file, "FEDHH_ADMIN_TOKEN", "admin token")
+    token = read_secret(args.token_file, "FEDHH_ADMIN_TOKEN", "admin token", "--token-file")
     with AdminClient(args.coordinator, token, args.ca) as client:
         if args.action == "start":
             from fedhh.rpc.run_config import to_proto

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from fedhh.cli import options
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
+from fedhh.errors import ConfigError
 from fedhh.prefixtree import RoundReport
 from fedhh.simulation.runner import SimulationResult, simulate
 
@@ -44,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from fedhh.data.truth import ground_truth
 
     config = config_from_args(args, Mode.SIMULATION)
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        check_writable(option, path)
     dataset = resolve_dataset(args.dataset)
     truth = None if config.single_item else ground_truth(dataset)
     bar = None
@@ -72,8 +76,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_writable(option: str, path: str | None) -> None:
+    """Refuse an output path whose folder does not exist or cannot be written, before the run
+    rather than after it."""
+    if path is None:
+        return
+    folder = Path(path).resolve().parent
+    if not folder.is_dir():
+        raise ConfigError(f"{option} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ConfigError(f"{option} {path}: the folder {folder} is not writable")
+
+
 def write_plot(result: SimulationResult, config: RunConfig, path: str) -> None:
-    from fedhh.errors import ConfigError
     from fedhh.plot import plot_marginal
 
     if result.truth is None:
@@ -110,12 +125,14 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
     shown = {k: v for k, v in privacy.items() if isinstance(v, int | float | str)}
     print("privacy: " + ", ".join(f"{k}={_fmt(v)}" for k, v in shown.items()))
     print()
-    header = ("round", "s", "prefixes", "domain", "n", "tau", "kept", "found", "next s",
-              "E[FP]", "FP")
+    two_runs = any(r["extra"].get("run", 1) > 1 for r in payload["rounds"])
+    header = (*(("run",) if two_runs else ()), "round", "s", "prefixes", "domain", "n", "tau",
+              "kept", "found", "next s", "E[FP]", "FP")
     rows = [header]
     for r in payload["rounds"]:
         rows.append((
-            f"{r['extra'].get('run', 1)}.{r['round']}", r["segment_bits"], r["prefixes"],
+            *((r["extra"].get("run", 1),) if two_runs else ()), r["round"], r["segment_bits"],
+            r["prefixes"],
             r["domain_size"], r["participants"], _fmt(r["tau"]), r["kept"], r["finished"],
             r["next_segment_bits"] if r["next_segment_bits"] is not None else "-",
             _fmt(r["expected_false_positives"]),

@@ -106,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
 def _progress(run: Any) -> None:
     if run.rounds:
         r = run.rounds[-1]
-        print(f"  round {r.round}.{r.attempt}: {r.state} {r.reason}".rstrip(), flush=True)
+        print(f"  round {r.round} attempt {r.attempt}: {r.state} {r.reason}".rstrip(),
+              flush=True)
 
 
 def _print_results(run: Any, results: Any) -> None:

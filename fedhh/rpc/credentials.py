@@ -13,9 +13,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from fedhh.errors import ConfigError
 
 
-def read_secret(path: str | Path | None, env: str, what: str = "secret") -> bytes:
+def read_secret(path: str | Path | None, env: str, what: str = "secret",
+                option: str | None = None) -> bytes:
     """A token from a file (stripped) or, without a file, from an environment variable;
-    ``what`` names it in errors ("the control token ...")."""
+    ``what`` names it in errors ("the control token ..."), ``option`` is the flag that gives
+    the file (default ``--<what>-file``)."""
     if path:
         try:
             value = Path(path).read_bytes().strip()
@@ -23,6 +25,9 @@ def read_secret(path: str | Path | None, env: str, what: str = "secret") -> byte
             raise ConfigError(f"cannot read the {what} file {path}: {error.strerror}") from None
     else:
         value = os.environ.get(env, "").encode()
+        if not value:
+            option = option or "--" + what.replace(" ", "-") + "-file"
+            raise ConfigError(f"no {what} was given: pass {option} PATH or set ${env}")
     if len(value) < 16:
         raise ConfigError(f"the {what} (from {path or '$' + env}) must be at least 16 bytes")
     return value

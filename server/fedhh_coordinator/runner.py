@@ -87,14 +87,16 @@ class Runner:
             metrics.ROUND_SECONDS.observe(seconds)
             metrics.EPS_SPENT.labels(run_id).set(driver.ledger.spent_epsilon()
                                                  if driver.ledger else 0.0)
-            log.info("round released", extra={"run_id": run_id, "round": attempt.label,
+            log.info("round released", extra={"run_id": run_id, "round": attempt.round,
+                                              "attempt": attempt.attempt,
                                               "contributors": report.participants,
                                               "kept": report.kept, "finished": report.finished})
 
         def on_abort(attempt: AttemptId, reason: str) -> None:
             started["at"] = time.monotonic()
             metrics.ROUNDS.labels("aborted").inc()
-            log.warning("round aborted", extra={"run_id": run_id, "round": attempt.label,
+            log.warning("round aborted", extra={"run_id": run_id, "round": attempt.round,
+                                                "attempt": attempt.attempt,
                                                 "reason": reason})
 
         driver = RoundDriver(

@@ -23,3 +23,14 @@ def test_an_unreachable_coordinator_is_a_one_line_error(
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("fedhh admin: error: UNAVAILABLE: ")
+
+
+def test_a_missing_admin_token_says_how_to_give_one(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FEDHH_ADMIN_TOKEN", raising=False)
+    with pytest.raises(SystemExit) as exit_:
+        main(["admin", "--coordinator", "127.0.0.1:1", "list"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["fedhh admin: error: no admin token was given: pass --token-file "
+                   "PATH or set $FEDHH_ADMIN_TOKEN"]

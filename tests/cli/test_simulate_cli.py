@@ -89,6 +89,8 @@ def test_same_seed_same_result(text_dataset: Path, tmp_path: Path,
         (["--segment-bits", "15", "--rounds", "3"], "cover only"),
         (["--deny-list", "/nonexistent/list.txt"], "list.txt"),
         (["--dataset", "/nonexistent/data"], "/nonexistent/data"),
+        (["--json", "/nonexistent/dir/out.json"], "--json"),
+        (["--plot", "/nonexistent/dir/p.png"], "--plot"),
     ],
 )
 def test_invalid_values_get_one_line_and_exit_2(

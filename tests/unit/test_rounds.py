@@ -102,7 +102,7 @@ def test_a_release_is_charged_before_its_sum_is_read() -> None:
     d = driver(link, store)
     final = run(d)
     assert final.done
-    assert link.log == ["release 1.1", "read 1.1"]
+    assert link.log == ["release round 1 attempt 1", "read round 1 attempt 1"]
     assert [r.state for r in store.attempts()] == [AttemptState.RELEASED]
     assert spends(d) == [(0, N_MIN + 10)]
 
@@ -133,7 +133,7 @@ def test_a_charge_the_budget_refuses_stops_the_run_before_the_sum_is_read() -> N
     d = driver(link, store, PrivacyLedger.open(1.0, 1e-6, 2, N_MIN))  # solved: fits at n_min
     with pytest.raises(PrivacyError):
         run(d)
-    assert "read 1.1" not in link.log
+    assert "read round 1 attempt 1" not in link.log
 
 
 def test_attempts_are_bounded_across_restarts() -> None:
@@ -171,7 +171,7 @@ def test_a_restart_settles_an_open_attempt(verdict: Recovery, expected_state: At
     d = driver(link, store)
     final = run(d)
     assert final.done
-    assert link.log[0] == "recover 1.1"
+    assert link.log[0] == "recover round 1 attempt 1"
     assert store.attempts()[0].state is expected_state
     assert len(spends(d)) == charges
 
