@@ -63,9 +63,10 @@ class AdminClient:
                                                    timeout=60).tokens)
 
     def wait(self, run_id: str, timeout_s: float, on_change: Any = None) -> pb.Run:
-        """Poll the run until it is done, failed or cancelled."""
+        """Poll the run until it is done, failed or cancelled; ``on_change(run)`` is called
+        whenever a round attempt ends or the attempt in progress changes phase or stage."""
         deadline = time.monotonic() + timeout_s
-        seen = -1
+        seen: tuple[object, ...] = ()
         while True:
             try:
                 run = self.run(run_id)
@@ -74,8 +75,10 @@ class AdminClient:
                     raise
                 run = None
             if run is not None:
-                if on_change is not None and len(run.rounds) != seen:
-                    seen = len(run.rounds)
+                p = run.progress
+                now = (len(run.rounds), run.state, p.round, p.attempt, p.phase, p.stage)
+                if on_change is not None and now != seen:
+                    seen = now
                     on_change(run)
                 if run.state in FINAL:
                     return run

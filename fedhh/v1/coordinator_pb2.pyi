@@ -252,8 +252,24 @@ class RoundSummary(_message.Message):
     seconds: float
     def __init__(self, round: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., participants: _Optional[int] = ..., prefixes: _Optional[int] = ..., segment_bits: _Optional[int] = ..., domain_size: _Optional[int] = ..., kept: _Optional[int] = ..., finished: _Optional[int] = ..., threshold: _Optional[float] = ..., expected_false_positives: _Optional[float] = ..., seconds: _Optional[float] = ...) -> None: ...
 
+class Progress(_message.Message):
+    __slots__ = ("round", "attempt", "phase", "devices", "stage", "seconds")
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    attempt: int
+    phase: str
+    devices: int
+    stage: str
+    seconds: float
+    def __init__(self, round: _Optional[int] = ..., attempt: _Optional[int] = ..., phase: _Optional[str] = ..., devices: _Optional[int] = ..., stage: _Optional[str] = ..., seconds: _Optional[float] = ...) -> None: ...
+
 class Run(_message.Message):
-    __slots__ = ("run_id", "state", "config", "eps_local", "eps_spent", "rounds_released", "error", "rounds")
+    __slots__ = ("run_id", "state", "config", "eps_local", "eps_spent", "rounds_released", "error", "rounds", "progress")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
@@ -262,6 +278,7 @@ class Run(_message.Message):
     ROUNDS_RELEASED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     state: str
     config: RunConfig
@@ -270,7 +287,8 @@ class Run(_message.Message):
     rounds_released: int
     error: str
     rounds: _containers.RepeatedCompositeFieldContainer[RoundSummary]
-    def __init__(self, run_id: _Optional[str] = ..., state: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., eps_local: _Optional[float] = ..., eps_spent: _Optional[float] = ..., rounds_released: _Optional[int] = ..., error: _Optional[str] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ...) -> None: ...
+    progress: Progress
+    def __init__(self, run_id: _Optional[str] = ..., state: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., eps_local: _Optional[float] = ..., eps_spent: _Optional[float] = ..., rounds_released: _Optional[int] = ..., error: _Optional[str] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ...) -> None: ...
 
 class HeavyHitter(_message.Message):
     __slots__ = ("item", "estimate", "round", "code")

@@ -67,9 +67,9 @@ class GrpcAggregator:
             # A journaling aggregator knows every round it ever opened: unknown means never
             # opened (the coordinator stopped before the aggregator heard of it).
             return AggregatorOutcome("never" if answer.durable else "unknown", reason=reason)
-        return AggregatorOutcome(answer.state, answer.reached_unmask,
-                                 answer.delivered and not answer.sum_available,
-                                 answer.num_contributors or None, answer.abort_reason)
+        return AggregatorOutcome(answer.state, answer.reached_unmask, answer.sum_available,
+                                 answer.num_contributors or None, answer.abort_reason,
+                                 answer.stage.name if answer.stage is not None else "")
 
     async def cancel(self, round_id: bytes) -> None:
         try:

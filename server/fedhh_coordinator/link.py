@@ -53,6 +53,7 @@ from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator import metrics
 from fedhh_coordinator.budgets import RunAdmission
 from fedhh_coordinator.lobby import Lobby
+from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.store import Store
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class AggregatorOutcome:
     sum_available: bool = False
     contributors: int | None = None
     reason: str = ""
+    stage: str = ""  # the protocol stage of a running round
 
 
 EvidenceHook = Callable[[ReleaseEvidence], Awaitable[None]]
@@ -105,7 +107,7 @@ class NetworkLink:
 
     def __init__(self, config: RunConfig, eps_local: float, store: Store, aggregator: Aggregator,
                  lobby: Lobby, key: Ed25519PrivateKey, aggregator_address: str,
-                 admission: RunAdmission) -> None:
+                 admission: RunAdmission, progress: Progress | None = None) -> None:
         self.config = config
         self.eps_local = eps_local
         self.store = store
@@ -114,12 +116,14 @@ class NetworkLink:
         self.key = key
         self.aggregator_address = aggregator_address
         self.admission = admission
+        self.progress = progress or Progress()
         self.recovery_patience_s = RECOVERY_PATIENCE_S
 
     # ---- AggregatorLink -------------------------------------------------------------------
     async def collect(self, attempt: AttemptId, query: RoundQuery,
                       charge: ChargeHook) -> Released:
         s = self.config
+        self.progress.enter(attempt.round, attempt.attempt, "check-in")
         try:
             cohort = await self.lobby.collect(
                 s.target_devices, s.checkin_ms / 1000,
@@ -152,6 +156,8 @@ class NetworkLink:
             self.lobby.deliver(self._tasks(attempt, query, [d for d, _ in members], signed,
                                            config, identities))
             metrics.ROUND_DEVICES.set(len(members))
+            self.progress.enter(attempt.round, attempt.attempt, "secure aggregation",
+                                len(members))
             keys = {i: keys[0] for i, (_, keys) in enumerate(members, start=1)}
             timeout = config.deadlines.unmask / 1000 - time.time() + self._slack_s()
             return await self._fetch(config, keys, max(timeout, 1.0), charge)
@@ -169,6 +175,8 @@ class NetworkLink:
                      charge: ChargeHook) -> Released:
         annotation = self._annotation(attempt)
         config = RoundConfig.from_bytes(bytes.fromhex(annotation["round_config"]))
+        self.progress.enter(attempt.round, attempt.attempt, "secure aggregation",
+                            len(annotation["members"]))
         keys = {}
         for i, device_id in enumerate(annotation["members"], start=1):
             record = self.store.device(int(device_id))
@@ -210,6 +218,7 @@ class NetworkLink:
                 charged = True
                 raise RoundAborted(f"refused the sum: {problem}", reached_unmask=True,
                                    contributors=max(proven, 1))
+            self.progress.enter(self.progress.round, self.progress.attempt, "releasing", proven)
             try:
                 await charge(proven)
             except BaseException:
@@ -218,6 +227,7 @@ class NetworkLink:
                 raise
             charged = True
 
+        watcher = asyncio.create_task(self._watch_stage(round_id))
         try:
             total, contributors = await self.aggregator.result(round_id, timeout_s, on_release)
         except TimeoutError:
@@ -231,7 +241,18 @@ class NetworkLink:
                                    reached_unmask=True) from None
             outcome = await self._patient_outcome(round_id)
             raise _aborted(f"lost the aggregator ({error})", outcome) from None
+        finally:
+            watcher.cancel()
         return Released(total.astype(np.int64), contributors)
+
+    async def _watch_stage(self, round_id: bytes) -> None:
+        """Show the aggregator's stage in the run's progress while the round runs."""
+        while True:
+            with contextlib.suppress(AggregatorUnavailable):
+                outcome = await self.aggregator.outcome(round_id)
+                if outcome.state == "running":
+                    self.progress.stage = outcome.stage
+            await asyncio.sleep(1.0)
 
     async def _patient_outcome(self, round_id: bytes) -> AggregatorOutcome:
         """The aggregator's word on a round, waiting (with backoff) while it is unreachable;

@@ -17,10 +17,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.errors import FedhhError
 from fedhh.prefixtree import RoundReport
 from fedhh.rounds import AttemptId, RoundDriver, RunCancelled
+from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator import metrics
 from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission
 from fedhh_coordinator.link import Aggregator, NetworkLink
 from fedhh_coordinator.lobby import Lobby
+from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.runs import RunParts
 from fedhh_coordinator.store import RunAttempts, Store
 
@@ -41,6 +43,7 @@ class Runner:
         self._wake = asyncio.Event()
         self._cancelled: set[str] = set()
         self.retry_delay_s = 1.0
+        self.progress: dict[str, Progress] = {}  # of the running runs
 
     def wake(self) -> None:
         self._wake.set()
@@ -71,13 +74,25 @@ class Runner:
                 self.store.set_run_state(run_id, "failed", f"internal error: {error}")
             finally:
                 self.lobby.clear()
+                self.progress.pop(run_id, None)
+
+    def progress_of(self, run_id: str) -> pb.Progress | None:
+        """The run's progress now (None unless it is running); during check-in, the pool's
+        size so far."""
+        progress = self.progress.get(run_id)
+        if progress is None:
+            return None
+        if progress.phase == "check-in":
+            progress.devices = self.lobby.cohort_size
+        return progress.to_proto()
 
     def driver(self, parts: RunParts) -> RoundDriver:
         run_id = parts.run_id
         admission = RunAdmission(self.store, self.budget, run_id, parts.config.eps_agg,
                                  parts.config.delta)
+        progress = self.progress.setdefault(run_id, Progress())
         link = NetworkLink(parts.config, parts.ledger.eps_local, self.store, self.aggregator,
-                           self.lobby, self.key, self.aggregator_address, admission)
+                           self.lobby, self.key, self.aggregator_address, admission, progress)
         started = {"at": time.monotonic()}
 
         def on_round(attempt: AttemptId, report: RoundReport) -> None:

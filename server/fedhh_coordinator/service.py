@@ -188,6 +188,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
             config=to_proto(RunConfig.from_dict(row.config)), eps_local=row.eps_local,
             eps_spent=ledger.spent_epsilon(), rounds_released=ledger.rounds_recorded,
             error=row.error, rounds=self._rounds(run_id),
+            progress=self.runner.progress_of(run_id),
         )
 
     def _rounds(self, run_id: str) -> list[pb.RoundSummary]:
