@@ -109,17 +109,19 @@ class Narrator:
     the release of each round (contributors, kept, found) or its abort with the reason."""
 
     def __init__(self) -> None:
-        self.rounds_shown = 0
+        self.shown: set[tuple[int, int]] = set()
         self.last = ""
 
     def __call__(self, run: Any) -> None:
-        for r in run.rounds[self.rounds_shown:]:
+        for r in run.rounds:
+            if r.state in ("open", "releasing") or (r.round, r.attempt) in self.shown:
+                continue
+            self.shown.add((r.round, r.attempt))
             if r.state == "released":
                 say(f"round {r.round} attempt {r.attempt}: released: {r.participants} "
                     f"contributors, {r.kept} kept, {r.finished} found ({r.seconds:.0f} s)")
             else:
                 say(f"round {r.round} attempt {r.attempt}: {r.state}: {r.reason}")
-        self.rounds_shown = len(run.rounds)
         p = run.progress
         if run.state != "running" or not p.phase:
             return
