@@ -72,6 +72,10 @@ class Access:
                 f"--group needs a group you belong to)") from None
 
 
+# Certificates and the public key: readable by every container user, whatever the umask.
+PUBLIC = Access(mode=0o644)
+
+
 def owner_spec(text: str) -> tuple[int, int]:
     uid_text, _, gid_text = text.partition(":")
     try:
@@ -101,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
     access = access_of(args)
     files = make_dev_pki(args.out, hosts, days=args.days)
     access.apply(files.key)
+    PUBLIC.apply(files.ca)
+    PUBLIC.apply(files.cert)
     expires = dt.datetime.now(dt.UTC) + dt.timedelta(days=args.days)
     print(f"wrote {files.ca}, {files.cert} and {files.key} for {', '.join(hosts)}; "
           f"valid until {expires:%Y-%m-%d} (rerun to renew)")
@@ -108,7 +114,9 @@ def run(args: argparse.Namespace) -> int:
         for path, made in write_secrets(Path(args.secrets)):
             access.apply(path)
             print(f"{'wrote' if made else 'kept '} {path}")
-        print(f"wrote {public_key_path(Path(args.secrets) / SIGNING_KEY)} (public)")
+        public = public_key_path(Path(args.secrets) / SIGNING_KEY)
+        PUBLIC.apply(public)
+        print(f"wrote {public} (public)")
     return 0
 
 

@@ -27,8 +27,14 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def test_secrets_are_private_by_default_and_public_files_are_readable(tmp_path: Path) -> None:
-    make(tmp_path)
+def test_secrets_are_private_by_default_and_public_files_are_readable(
+    tmp_path: Path
+) -> None:
+    old = os.umask(0o077)  # an operator's strict umask must not hide the certificates
+    try:
+        make(tmp_path)
+    finally:
+        os.umask(old)
     for name in (*SERVICE_FILES, "tls/ca.key"):
         assert mode(tmp_path / name) == 0o600, name
     for name in ("tls/ca.pem", "tls/server.pem", "secrets/coordinator-signing.pem.pub"):
