@@ -29,8 +29,8 @@ fi
 trap '[[ -n "$cleanup" ]] && rm -f "$cleanup"' EXIT
 
 if [[ ! -s "$tar" ]]; then
-    partial="$tar.partial"
-    rm -f "$partial"
+    partial="$tar.$$.partial"  # per process: two concurrent runs must not share one file
+    trap 'rm -f "$partial"; [[ -n "$cleanup" ]] && rm -f "$cleanup"' EXIT
     # stdin closed: mmdebstrap reads extra sources.list lines from a non-terminal stdin.
     mmdebstrap --quiet --format=tar --variant=minbase --include="$packages" "$suite" "$partial" ${MIRROR:-} </dev/null
     mv "$partial" "$tar"

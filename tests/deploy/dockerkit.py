@@ -102,10 +102,15 @@ class Engine:
         log.close()
 
         def ready() -> bool:
+            if self.answers():
+                return True
             if self.process is not None and self.process.poll() is not None:
+                if self.answers():  # another session's dockerd won the race: use that one
+                    self.process = None
+                    return True
                 raise DeployTestError(f"dockerd exited with {self.process.returncode}; see "
                                       f"{self.log_dir / 'dockerd.log'}")
-            return self.answers()
+            return False
 
         wait_until(ready, 120, "dockerd to answer")
         return self
