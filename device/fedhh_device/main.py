@@ -7,7 +7,6 @@ import asyncio
 import json
 import logging
 import os
-import secrets
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -23,41 +22,10 @@ from fedhh.rpc.tls import ca_credentials
 from fedhh_device.fleet import Fleet
 from fedhh_device.report import DeviceData
 from fedhh_device.secagg_run import DropPlan, Floors
+from fedhh_device.shards import ShardClaim, auto_count, shard_range, user_range
 
 log = logging.getLogger(__name__)
 OPTIONS = serving.OPTIONS
-
-
-def parse_users(text: str, num_users: int) -> list[int]:
-    """``START:END`` (END exclusive, either may be empty), ``i/N`` (shard i of N), or
-    ``random:COUNT`` (COUNT distinct users drawn with OS entropy: scaled compose replicas)."""
-    if text.startswith("random:"):
-        try:
-            count = int(text.removeprefix("random:"))
-        except ValueError:
-            raise ConfigError(f"--users random:COUNT needs an integer, got {text!r}") from None
-        if not 1 <= count <= num_users:
-            raise ConfigError(f"--users {text!r}: COUNT must be in [1, {num_users}]")
-        return sorted(secrets.SystemRandom().sample(range(num_users), count))
-    return list(_user_range(text, num_users))
-
-
-def _user_range(text: str, num_users: int) -> range:
-    try:
-        if "/" in text:
-            index, count = (int(x) for x in text.split("/"))
-            if not 0 <= index < count:
-                raise ValueError
-            per = -(-num_users // count)
-            return range(index * per, min((index + 1) * per, num_users))
-        start_text, _, end_text = text.partition(":")
-        start = int(start_text) if start_text else 0
-        end = int(end_text) if end_text else num_users
-    except ValueError:
-        raise ConfigError(f"--users must be START:END or i/N, got {text!r}") from None
-    if not 0 <= start <= end <= num_users:
-        raise ConfigError(f"--users {text!r} is outside the dataset's 0..{num_users}")
-    return range(start, end)
 
 
 def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channel]:
@@ -75,8 +43,27 @@ def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channe
 
 
 async def serve(args: argparse.Namespace) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     dataset = resolve_dataset(args.dataset)
-    users = parse_users(args.users, dataset.num_users)
+    state_dir = Path(args.state_dir) if args.state_dir else None
+    shards = auto_count(args.users)
+    claim = None
+    if shards is None:
+        users = user_range(args.users, dataset.num_users)
+    else:
+        if state_dir is None:
+            raise ConfigError("--users auto/N needs --state-dir, shared by the processes that "
+                              "split the users")
+        shard_range(0, shards, dataset.num_users)  # refuses more shards than users now
+        claim = ShardClaim(state_dir, shards)
+        index = await claim.claim(stop)
+        if index is None:
+            return
+        users = shard_range(index, shards, dataset.num_users)
+        state_dir = claim.state_dir
     hosted = []
     for user in users:
         items, counts = dataset.user_items(user)
@@ -86,18 +73,15 @@ async def serve(args: argparse.Namespace) -> None:
         hosted.append((user, DeviceData(words, np.asarray(counts, dtype=np.int64))))
     tokens = read_tokens(args.enrollment_tokens_file, [user for user, _ in hosted])
     make_channel = channel_factory(args)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     coordinator = make_channel(args.coordinator)
-    fleet = Fleet(hosted, coordinator, tokens, make_channel,
-                  Path(args.state_dir) if args.state_dir else None, args.seed,
+    fleet = Fleet(hosted, coordinator, tokens, make_channel, state_dir, args.seed,
                   DropPlan(args.drop_rate, args.drop_stage), stop,
                   Floors(max_eps_local=args.max_eps_local, min_cohort=args.min_cohort,
                          lifetime_eps_local=args.lifetime_eps_local,
                          budget_period_s=args.budget_period_days * 86400))
-    log.info("device process started", extra={"devices": len(hosted)})
+    log.info("device process started",
+             extra={"devices": len(hosted), "users": f"{users.start}:{users.stop}"})
+
     def enrolled() -> None:
         log.info("devices enrolled", extra={"devices": len(hosted)})
         if args.ready_file:
@@ -111,6 +95,8 @@ async def serve(args: argparse.Namespace) -> None:
     await asyncio.gather(runner, return_exceptions=True)
     await fleet.close()
     await coordinator.close()
+    if claim is not None:
+        claim.release()
     if args.stats_file:
         stats = fleet.stats
         tmp = Path(f"{args.stats_file}.tmp")

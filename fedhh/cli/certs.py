@@ -1,47 +1,163 @@
-"""`fedhh certs`: development TLS material and secrets for a local or compose deployment.
+"""`fedhh certs`: development TLS material and service secrets for a local or compose deployment.
 
 Writes a development CA (ca.pem, ca.key) and one server certificate (server.pem, server.key)
-valid for the given host names, and with --tokens the three service secrets
-(control.token, enrollment.token, admin.token). For production use your own PKI.
+valid for the given host names, both for --days days (default 30: rerun to renew). With
+--secrets DIR (alias --tokens) it also writes the service secrets: control.token,
+admin.token, the coordinator's Ed25519 signing key (coordinator-signing.pem, and
+coordinator-signing.pem.pub for the aggregator) and device-tokens.txt, --device-tokens
+one-time enrollment tokens (line u enrolls dataset user u's device, once; the coordinator
+imports the file at start, `--enrollment-tokens-file`). Existing secrets are kept (a tokens
+file is only extended): devices pin the signing key at enrolment, and operators hold the admin
+token.
+
+Every file a service reads (server.key and the secrets) is written mode 0600 for the caller.
+Containers run as uid 10001, gid 10001 (deploy/Dockerfile), so for docker compose either
+  --owner 10001:10001   give those files to the image's user (needs root), or
+  --group 10001         make them group-readable (0640) by gid 10001 (a group you belong to).
+ca.key never leaves the caller. For production use your own PKI and secret store.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fedhh.cli import options
+from fedhh.errors import ConfigError
+
 DEFAULT_HOSTS = "localhost,127.0.0.1,coordinator,aggregator"
+TOKENS = ("control", "admin")
+DEVICE_TOKENS = "device-tokens.txt"
+SIGNING_KEY = "coordinator-signing.pem"
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("certs", help="make development TLS certificates and secrets",
-                              description=__doc__)
-    p.add_argument("--out", required=True, help="directory to write into")
+                              description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="directory for the CA and server certificate")
     p.add_argument("--hosts", default=DEFAULT_HOSTS,
-                   help=f"comma-separated names and addresses (default {DEFAULT_HOSTS})")
-    p.add_argument("--tokens", metavar="DIR", help="also write the three service tokens here")
+                   help=f"comma-separated names and addresses the server certificate is valid "
+                        f"for (default {DEFAULT_HOSTS}); add the public names devices use")
+    p.add_argument("--days", type=options.positive_int, default=30,
+                   help="validity of the CA and the certificate in days (default 30)")
+    p.add_argument("--secrets", "--tokens", dest="secrets", metavar="DIR",
+                   help="also write the service tokens and the coordinator signing key here")
+    p.add_argument("--device-tokens", type=options.positive_int, default=2000, metavar="N",
+                   help="one-time enrollment tokens to write with --secrets, for dataset users "
+                        "0..N-1 (default 2000)")
+    access = p.add_mutually_exclusive_group()
+    access.add_argument("--owner", type=owner_spec, metavar="UID[:GID]",
+                        help="chown server.key and the secrets to this user (needs root)")
+    access.add_argument("--group", type=options.non_negative_int, metavar="GID",
+                        help="chgrp server.key and the secrets to GID, mode 0640")
     p.set_defaults(handler=run)
 
 
+@dataclass(frozen=True)
+class Access:
+    """Who may read the files services read: the caller only, or also ``uid``/``gid``."""
+
+    uid: int = -1
+    gid: int = -1
+    mode: int = 0o600
+
+    def apply(self, path: Path) -> None:
+        try:
+            if self.uid != -1 or self.gid != -1:
+                os.chown(path, self.uid, self.gid)
+            os.chmod(path, self.mode)
+        except PermissionError:
+            who = f"{self.uid}:{self.gid}" if self.uid != -1 else f"group {self.gid}"
+            raise ConfigError(
+                f"cannot give {path} to {who}: permission denied (--owner needs root; "
+                f"--group needs a group you belong to)") from None
+
+
+# Certificates and the public key: readable by every container user, whatever the umask.
+PUBLIC = Access(mode=0o644)
+
+
+def owner_spec(text: str) -> tuple[int, int]:
+    uid_text, _, gid_text = text.partition(":")
+    try:
+        uid = options.non_negative_int(uid_text)
+        gid = options.non_negative_int(gid_text) if gid_text else -1
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected UID or UID:GID (numbers), got {text!r}") from None
+    return uid, gid
+
+
+def access_of(args: argparse.Namespace) -> Access:
+    if args.owner is not None:
+        return Access(uid=args.owner[0], gid=args.owner[1])
+    if args.group is not None:
+        return Access(gid=args.group, mode=0o640)
+    return Access()
+
+
 def run(args: argparse.Namespace) -> int:
-    from fedhh.errors import ConfigError
+    from fedhh.rpc.credentials import public_key_path
     from fedhh.rpc.tls import make_dev_pki
 
     hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
     if not hosts:
         raise ConfigError("--hosts needs at least one host name")
-    files = make_dev_pki(args.out, hosts)
-    print(f"wrote {files.ca}, {files.cert} and {files.key} for {', '.join(hosts)}")
-    if args.tokens:
-        root = Path(args.tokens)
-        root.mkdir(parents=True, exist_ok=True)
-        for name in ("control", "enrollment", "admin"):
-            path = root / f"{name}.token"
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(secrets.token_hex(24) + "\n")
-            print(f"wrote {path}")
+    access = access_of(args)
+    files = make_dev_pki(args.out, hosts, days=args.days)
+    access.apply(files.key)
+    PUBLIC.apply(files.ca)
+    PUBLIC.apply(files.cert)
+    expires = dt.datetime.now(dt.UTC) + dt.timedelta(days=args.days)
+    print(f"wrote {files.ca}, {files.cert} and {files.key} for {', '.join(hosts)}; "
+          f"valid until {expires:%Y-%m-%d} (rerun to renew)")
+    if args.secrets:
+        for path, made in write_secrets(Path(args.secrets), args.device_tokens):
+            access.apply(path)
+            print(f"{'wrote' if made else 'kept '} {path}")
+        public = public_key_path(Path(args.secrets) / SIGNING_KEY)
+        PUBLIC.apply(public)
+        print(f"wrote {public} (public)")
     return 0
+
+
+def write_secrets(root: Path, device_tokens: int) -> list[tuple[Path, bool]]:
+    """The service tokens, the coordinator signing key and at least ``device_tokens``
+    enrollment tokens under ``root``, each created only if missing (the key's public half is
+    rewritten beside it; a shorter tokens file is extended); (path, created) per secret."""
+    from fedhh.rpc.credentials import load_or_create_signing_key
+
+    root.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in TOKENS:
+        path = root / f"{name}.token"
+        if path.exists():
+            written.append((path, False))
+            continue
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(24) + "\n")
+        written.append((path, True))
+    key = root / SIGNING_KEY
+    made = not key.exists()
+    load_or_create_signing_key(key)
+    written.append((key, made))
+    written.append(_device_tokens(root / DEVICE_TOKENS, device_tokens))
+    return written
+
+
+def _device_tokens(path: Path, count: int) -> tuple[Path, bool]:
+    from fedhh.rpc.credentials import write_private
+
+    have = path.read_text().split() if path.exists() else []
+    if len(have) >= count:
+        return path, False
+    fresh = [secrets.token_bytes(32).hex() for _ in range(count - len(have))]
+    write_private(path, "".join(f"{t}\n" for t in have + fresh))
+    return path, True

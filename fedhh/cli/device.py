@@ -30,10 +30,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--insecure", action="store_true", help="plaintext, loopback addresses only")
     p.add_argument("--dataset", default="shakespeare", help="dataset name or path")
     p.add_argument("--users", default=":",
-                   help="users to host: START:END, shard i/N, or random:COUNT")
+                   help="users to host: START:END, shard i/N, or auto/N (a shard of N that no "
+                        "other process holds, claimed under --state-dir: scaled replicas)")
     p.add_argument("--enrollment-tokens-file", metavar="PATH",
                    help="one-time enrollment tokens, line u for dataset user u")
-    p.add_argument("--state-dir", help="keep enrolled identities here across restarts")
+    p.add_argument("--state-dir",
+                   help="keep enrolled identities here across restarts (with auto/N, one "
+                        "directory per shard, shared by the replicas)")
     p.add_argument("--seed", type=options.non_negative_int, default=None,
                    help="TEST MODE: seeded randomness instead of OS entropy")
     p.add_argument("--drop-rate", type=options.non_negative_float, default=0.0,

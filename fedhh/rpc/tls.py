@@ -60,7 +60,10 @@ def make_dev_pki(out: str | os.PathLike[str], hosts: list[str], days: int = 30) 
     """A development CA (ca.pem/ca.key) and a server certificate (server.pem/server.key) valid
     for ``hosts`` (DNS names or IP addresses), all under ``out``."""
     root = Path(out)
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(f"cannot create {root}: {error.strerror}") from None
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fedhh development CA")])
@@ -98,14 +101,18 @@ def make_dev_pki(out: str | os.PathLike[str], hosts: list[str], days: int = 30) 
     pem = serialization.Encoding.PEM
     private = serialization.PrivateFormat.PKCS8
     none = serialization.NoEncryption()
-    (root / "ca.pem").write_bytes(ca_cert.public_bytes(pem))
-    _write_secret(root / "ca.key", ca_key.private_bytes(pem, private, none))
-    (root / "server.pem").write_bytes(cert.public_bytes(pem))
-    _write_secret(root / "server.key", key.private_bytes(pem, private, none))
+    _write(root / "ca.pem", ca_cert.public_bytes(pem), 0o644)
+    _write(root / "ca.key", ca_key.private_bytes(pem, private, none), 0o600)
+    _write(root / "server.pem", cert.public_bytes(pem), 0o644)
+    _write(root / "server.key", key.private_bytes(pem, private, none), 0o600)
     return TlsFiles.from_dir(root)
 
 
-def _write_secret(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def _write(path: Path, data: bytes, mode: int) -> None:
+    """Write ``data``; a new file gets ``mode``, an existing one keeps its owner and mode."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    except OSError as error:
+        raise ConfigError(f"cannot write {path}: {error.strerror}") from None
     with os.fdopen(fd, "wb") as out:
         out.write(data)

@@ -1,11 +1,13 @@
-"""deploy/: the compose file parses with a real Compose implementation (compose_spec), every
-variable it uses is documented in .env.example, its references resolve, and every service
-command is a valid `fedhh` invocation."""
+"""deploy/ without an engine: the compose file parses with a real Compose implementation
+(compose_spec), every variable it uses is documented in .env.example, its references resolve,
+every service command is a valid `fedhh` invocation, each service mounts only the secrets it
+needs, and the build context and git keep secrets out. tests/deploy runs it all for real."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -13,8 +15,10 @@ from compose_spec import PyCompose
 
 from fedhh.cli.main import build_parser
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
 VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)(?::?-([^}]*))?\}")
+SERVICES = ("aggregator", "coordinator", "devices", "admin")
 
 
 def env_example() -> dict[str, str]:
@@ -33,6 +37,20 @@ def interpolated() -> str:
     return VARIABLE.sub(lambda m: env.get(m.group(1), m.group(2) or ""), text)
 
 
+def document() -> dict[str, Any]:
+    """The interpolated file with YAML merge keys (<<) resolved, as Compose itself reads it."""
+    return dict(yaml.safe_load(interpolated()))
+
+
+def invocation(spec: dict[str, Any]) -> list[str]:
+    """The `fedhh` arguments a service runs (the image's entrypoint is `fedhh`)."""
+    entrypoint = spec.get("entrypoint")
+    if entrypoint:
+        assert entrypoint[0] == "fedhh"
+        return [*entrypoint[1:], *spec["command"]]
+    return list(spec["command"])
+
+
 def test_every_variable_is_documented() -> None:
     used = set(VARIABLE.findall((DEPLOY / "docker-compose.yml").read_text()))
     documented = env_example()
@@ -41,12 +59,14 @@ def test_every_variable_is_documented() -> None:
 
 
 def test_compose_file_is_valid_compose() -> None:
-    compose = PyCompose.from_yaml(interpolated())
-    assert sorted(compose.service_names()) == ["aggregator", "coordinator", "devices"]
+    doc = document()
+    assert "name" not in doc, "Compose v1 rejects a top-level name: (use COMPOSE_PROJECT_NAME)"
+    compose = PyCompose.from_yaml(yaml.safe_dump(doc))
+    assert sorted(compose.service_names()) == sorted(SERVICES)
 
 
 def test_references_resolve() -> None:
-    doc = yaml.safe_load(interpolated())
+    doc = document()
     services = doc["services"]
     for name, service in services.items():
         for target in service.get("depends_on", {}):
@@ -56,27 +76,73 @@ def test_references_resolve() -> None:
             if not source.startswith((".", "/")):
                 assert source in doc["volumes"], f"{name}: undeclared volume {source}"
         for secret in service.get("secrets", []):
-            assert secret in doc["secrets"], f"{name}: undeclared secret {secret}"
+            assert secret["source"] in doc["secrets"], f"{name}: undeclared secret {secret}"
         build = service.get("build")
         if build:
             assert (DEPLOY / build["context"] / build["dockerfile"]).is_file()
-    assert "healthcheck" in services["coordinator"] and "healthcheck" in services["aggregator"]
+    for name in ("coordinator", "aggregator"):
+        assert services[name]["healthcheck"]["test"][:3] == ["CMD", "fedhh", "health"]
 
 
-@pytest.mark.parametrize("service", ["coordinator", "aggregator", "devices"])
+@pytest.mark.parametrize("service", SERVICES)
 def test_commands_are_valid_fedhh_invocations(service: str) -> None:
-    doc = yaml.safe_load(interpolated())
+    spec = document()["services"][service]
     parser = build_parser()
-    spec = doc["services"][service]
-    args = parser.parse_args(spec["command"])
-    assert args.command == spec["command"][0]
+    args = parser.parse_args(invocation(spec))
+    assert args.command == invocation(spec)[0]
     health = spec.get("healthcheck", {}).get("test")
     if health:
-        assert health[:2] == ["CMD", "fedhh"]
         parser.parse_args(health[2:])
 
 
-def test_dockerfile_installs_every_package_dir() -> None:
+def mounted_secrets(service: str) -> set[str]:
+    return {s["target"] for s in document()["services"][service].get("secrets", [])}
+
+
+def test_each_service_mounts_only_the_secrets_it_needs() -> None:
+    assert mounted_secrets("devices") == {"ca.pem", "device-tokens.txt"}
+    assert mounted_secrets("admin") == {"ca.pem", "admin.token"}
+    assert mounted_secrets("aggregator") == {"ca.pem", "server.pem", "server.key",
+                                             "control.token", "coordinator-signing.pem.pub"}
+    assert "ca.key" not in {s["file"].rsplit("/", 1)[-1] for s in document()["secrets"].values()}
+
+
+def test_every_file_a_command_names_under_run_secrets_is_mounted() -> None:
+    for name, spec in document()["services"].items():
+        named = set(re.findall(r"/run/secrets/([\w.-]+)", " ".join(invocation(spec))))
+        tls_dir = "--tls-dir=/run/secrets" in invocation(spec)
+        named |= {"server.pem", "server.key", "ca.pem"} if tls_dir else set()
+        assert named <= mounted_secrets(name), f"{name}: {named - mounted_secrets(name)}"
+
+
+def test_device_replicas_split_the_users_and_devices_get_the_public_aggregator() -> None:
+    services = document()["services"]
+    devices = invocation(services["devices"])
+    replicas = services["devices"]["deploy"]["replicas"]
+    assert f"--users=auto/{replicas}" in devices
+    assert any(arg.startswith("--state-dir=/data") for arg in devices)
+    public = env_example()["FEDHH_AGGREGATOR_PUBLIC_HOST"]
+    port = env_example()["FEDHH_AGGREGATOR_PORT"]
+    assert f"--aggregator-public-address={public}:{port}" in invocation(services["coordinator"])
+    assert public in services["aggregator"]["networks"]["default"]["aliases"]
+    for name in ("coordinator", "aggregator", "devices"):
+        assert any(v.endswith(":/data") for v in services[name]["volumes"]), name
+
+
+def test_dockerfile_installs_every_package_dir_and_takes_its_base_as_an_argument() -> None:
     dockerfile = (DEPLOY / "Dockerfile").read_text()
     for part in ("fedhh", "server", "aggregator", "device", "pyproject.toml"):
         assert f"COPY {part}" in dockerfile
+    assert "ARG BASE_IMAGE=python:3.11-slim" in dockerfile
+    assert "--no-index --find-links" in dockerfile
+    assert "USER 10001:10001" in dockerfile
+
+
+def test_build_context_and_git_keep_secrets_out() -> None:
+    ignored = (ROOT / ".dockerignore").read_text().splitlines()
+    assert ignored[ignored.index("*") + 1:].count("!deploy/wheelhouse") == 1
+    assert not [line for line in ignored if line.startswith("!") and
+                line[1:] in (".venv", "cache", ".git", "deploy/tls", "deploy/secrets")]
+    gitignore = (ROOT / ".gitignore").read_text().splitlines()
+    for entry in ("/deploy/tls/", "/deploy/secrets/", "/deploy/.env", "/deploy/wheelhouse/*"):
+        assert entry in gitignore

@@ -1,0 +1,95 @@
+"""`fedhh certs`: a development PKI and the service secrets, readable by the containers' user
+only when asked (--owner / --group), never overwriting a secret, with a stated lifetime."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from fedhh.cli import certs
+from fedhh.cli.main import main
+
+SERVICE_FILES = ("tls/server.key", "secrets/control.token", "secrets/device-tokens.txt",
+                 "secrets/admin.token", "secrets/coordinator-signing.pem")
+
+
+def make(tmp_path: Path, *extra: str) -> None:
+    assert main(["certs", "--out", str(tmp_path / "tls"), "--secrets",
+                 str(tmp_path / "secrets"), *extra]) == 0
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_secrets_are_private_by_default_and_public_files_are_readable(
+    tmp_path: Path
+) -> None:
+    old = os.umask(0o077)  # an operator's strict umask must not hide the certificates
+    try:
+        make(tmp_path)
+    finally:
+        os.umask(old)
+    for name in (*SERVICE_FILES, "tls/ca.key"):
+        assert mode(tmp_path / name) == 0o600, name
+    for name in ("tls/ca.pem", "tls/server.pem", "secrets/coordinator-signing.pem.pub"):
+        assert mode(tmp_path / name) & 0o044 == 0o044, name
+
+
+def test_group_makes_service_files_group_readable_but_never_the_ca_key(tmp_path: Path) -> None:
+    gid = os.getgid()  # a group the caller belongs to
+    make(tmp_path, "--group", str(gid))
+    for name in SERVICE_FILES:
+        path = tmp_path / name
+        assert (mode(path), path.stat().st_gid) == (0o640, gid), name
+    assert mode(tmp_path / "tls/ca.key") == 0o600
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def test_owner_gives_service_files_to_the_image_user(tmp_path: Path) -> None:
+    make(tmp_path, "--owner", "10001:10001")
+    for name in SERVICE_FILES:
+        info = (tmp_path / name).stat()
+        assert (info.st_uid, info.st_gid, mode(tmp_path / name)) == (10001, 10001, 0o600)
+    assert (tmp_path / "tls/ca.key").stat().st_uid == os.geteuid()
+
+
+def test_a_refused_chown_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    def refuse(*_: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(certs.os, "chown", refuse)
+    with pytest.raises(SystemExit) as exit_:
+        make(tmp_path, "--owner", "10001:10001")
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--owner needs root" in err[0] and "server.key" in err[0]
+
+
+@pytest.mark.parametrize("value", ["x", "1:y", "-1", "1:2:3"])
+def test_bad_owner_is_refused_by_name(value: str, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        make(tmp_path, "--owner", value)
+    assert "--owner" in capsys.readouterr().err
+    assert not (tmp_path / "tls").exists()
+
+
+def test_rerunning_renews_the_certificate_and_keeps_every_secret(tmp_path: Path) -> None:
+    make(tmp_path, "--days", "2")
+    kept = {name: (tmp_path / name).read_bytes() for name in SERVICE_FILES[1:]}
+    cert = x509.load_pem_x509_certificate((tmp_path / "tls/server.pem").read_bytes())
+    left = cert.not_valid_after_utc - dt.datetime.now(dt.UTC)
+    assert dt.timedelta(days=1, hours=23) < left <= dt.timedelta(days=2)
+    make(tmp_path, "--hosts", "coordinator,aggregator,fedhh.example.org")
+    renewed = x509.load_pem_x509_certificate((tmp_path / "tls/server.pem").read_bytes())
+    assert renewed.not_valid_after_utc - dt.datetime.now(dt.UTC) > dt.timedelta(days=29)
+    names = renewed.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "fedhh.example.org" in names.get_values_for_type(x509.DNSName)
+    assert {name: (tmp_path / name).read_bytes() for name in SERVICE_FILES[1:]} == kept

@@ -1,0 +1,352 @@
+"""deploy/ for real: the image built offline by a Docker engine, the compose stack started with
+three device replicas on an internal network the test creates, a discovery run through
+`fedhh admin` (the compose `admin` service) that reproduces the per-device simulation exactly
+(heavy hitters and ledger), a crashed device replica that keeps its shard and identities, a
+crashed coordinator whose run resumes with every released round counted once, and
+`compose down -v` leaving nothing behind.
+
+Needs root (or a running engine), docker.io, docker-compose and mmdebstrap: `python3 bootstrap.py
+test` installs them. Deselect with `-m "not docker"`. Timings: docs/testing.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import secrets
+import string
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from dockerkit import (
+    DEPLOY,
+    DeployTestError,
+    Engine,
+    Project,
+    base_image,
+    build,
+    compose_cli,
+    context_listing,
+    crash,
+    health,
+    log_lines,
+    restarts,
+    run,
+    wait_until,
+    wheelhouse,
+)
+from google.protobuf.json_format import ParseDict
+
+from fedhh.data.registry import resolve_dataset
+from fedhh.privacy import PrivacyLedger
+from fedhh.rpc.run_config import from_proto
+from fedhh.simulation.runner import simulate
+from fedhh.v1 import coordinator_pb2 as pb
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+PLANTED = {"apple": 60, "berry": 50, "cherr": 40}
+USERS = 200
+SEED = 11
+REPLICAS = 3
+PUBLIC_HOST = "aggregator.fedhh.test"
+IMAGE_UID = 10001
+HEALTH_TIMEOUT_S = 300
+RUN_TIMEOUT_S = 900
+RUN_SETTINGS = [
+    "--eps-agg", "64", "--delta", "1e-6", "--eps-local", "8", "--rounds", "3",
+    "--dim-limit", "16384", "--target-devices", str(USERS), "--min-devices", str(USERS),
+    "--codec", "5bit", "--max-bits", "30", "--selection", "uniform",
+    "--checkin-ms", "120000", "--stage-ms", "60000",
+]
+
+
+def planted_dataset(path: Path) -> Path:
+    """200 users, each holding one or two random five-letter words and some a planted word."""
+    rng = random.Random(5)
+    holders = [w for w, count in PLANTED.items() for _ in range(count)]
+    holders += [""] * (USERS - len(holders))
+    rng.shuffle(holders)
+    lines = []
+    for held in holders:
+        words = [held] if held else []
+        words += ["".join(rng.choice(string.ascii_lowercase) for _ in range(5))
+                  for _ in range(rng.randint(1, 2))]
+        lines.append(" ".join(words))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# ---- fixtures: engine, image, stack (each torn down even when a test fails) -------------------
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    docker = Engine(tmp_path_factory.mktemp("engine"))
+    try:
+        yield docker.start()
+    finally:
+        docker.close()
+
+
+@dataclass(frozen=True)
+class Image:
+    base: str
+    tag: str
+
+
+@pytest.fixture(scope="module")
+def image(engine: Engine) -> Iterator[Image]:
+    base = base_image()
+    wheelhouse()
+    tag = f"fedhh-test:{secrets.token_hex(6)}"
+    try:
+        build(tag, base)
+        yield Image(base, tag)
+    finally:
+        run(["docker", "rmi", "--force", tag], check=False)
+
+
+@dataclass
+class Stack:
+    project: Project
+    root: Path
+    data: Path
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("FEDHH_", "COMPOSE_"))}
+
+
+def write_secrets(root: Path) -> None:
+    """`fedhh certs` as the operator runs it: the secrets go to the image's user."""
+    owner = ["--owner", f"{IMAGE_UID}:{IMAGE_UID}"] if os.geteuid() == 0 else []
+    run([sys.executable, "-m", "fedhh.cli.main", "certs", "--out", str(root / "tls"),
+         "--hosts", f"coordinator,aggregator,{PUBLIC_HOST}", "--secrets", str(root / "secrets"),
+         *owner])
+    if not owner:  # a non-root developer with a running engine: throwaway files, world-readable
+        for path in [*(root / "tls").iterdir(), *(root / "secrets").iterdir()]:
+            if path.name != "ca.key":
+                path.chmod(0o644)
+
+
+def override_file(root: Path, data: Path) -> Path:
+    """The test's additions to deploy/docker-compose.yml: an internal network (no route out),
+    the planted dataset, and seeded device randomness (test mode) appended to the real command."""
+    base = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    command = [*base["services"]["devices"]["command"], f"--seed={SEED}"]
+    override = {
+        "services": {"devices": {"command": command,
+                                 "volumes": [f"{data}:/datasets/users.txt:ro"]}},
+        "networks": {"default": {"internal": True}},
+    }
+    path = root / "test-override.yml"
+    path.write_text(yaml.safe_dump(override))
+    return path
+
+
+@pytest.fixture(scope="module")
+def stack(image: Image, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("stack")
+    write_secrets(root)
+    data = planted_dataset(root / "users.txt")
+    env_file = root / "test.env"
+    env_file.write_text("\n".join(f"{k}={v}" for k, v in {
+        "FEDHH_IMAGE": image.tag, "FEDHH_TLS_DIR": root / "tls",
+        "FEDHH_SECRETS_DIR": root / "secrets", "FEDHH_DEVICE_DATASET": "/datasets/users.txt",
+        "FEDHH_DEVICE_REPLICAS": REPLICAS, "FEDHH_AGGREGATOR_PUBLIC_HOST": PUBLIC_HOST,
+        "FEDHH_HEALTHCHECK_INTERVAL": "1s", "FEDHH_BIND_ADDRESS": "127.0.0.1",
+        # The test runs spend eps_agg 64 (an explicit eps_local 8 among 200 devices).
+        "FEDHH_LIFETIME_EPS": "1e9",
+    }.items()) + "\n")
+    # Neither the caller's FEDHH_*/COMPOSE_* variables nor deploy/.env may leak in.
+    project = Project([*compose_cli(), "--env-file", str(env_file)],
+                      f"fedhhtest{secrets.token_hex(4)}",
+                      [DEPLOY / "docker-compose.yml", override_file(root, data)], clean_env())
+    try:
+        project.compose("up", "-d", "--no-build", timeout_s=HEALTH_TIMEOUT_S)
+        yield Stack(project, root, data)
+    finally:
+        try:
+            project.compose("down", "--volumes", "--remove-orphans", "--timeout", "20",
+                            check=False)
+        finally:
+            leftovers = {kind: run(["docker", kind, "ls", "-q", "--filter",
+                                    f"label=com.docker.compose.project={project.name}"]
+                                   + (["--all"] if kind == "container" else [])).stdout.split()
+                         for kind in ("container", "volume", "network")}
+            if any(leftovers.values()):
+                raise DeployTestError(f"compose down -v left {leftovers}")
+
+
+def service_health(stack: Stack, service: str) -> list[str]:
+    return [health(c) for c in stack.project.containers(service)]
+
+
+def wait_healthy(stack: Stack, service: str) -> None:
+    wait_until(lambda: service_health(stack, service) == ["healthy"], HEALTH_TIMEOUT_S,
+               f"{service} to be healthy", stack.project.logs)
+
+
+def started_shards(container: str) -> list[tuple[int, str]]:
+    """(shard, users) of every start of the device process in ``container``."""
+    lines = log_lines(container)
+    shards = [line["shard"] for line in lines if line.get("message") == "claimed a shard"]
+    users = [line["users"] for line in lines if line.get("message") == "device process started"]
+    return list(zip(shards, users, strict=False))
+
+
+@pytest.fixture(scope="module")
+def fleet(stack: Stack) -> list[str]:
+    """The device containers, once every one has claimed a shard and started its devices."""
+    wait_healthy(stack, "aggregator")
+    wait_healthy(stack, "coordinator")
+    containers = stack.project.containers("devices")
+    assert len(containers) == REPLICAS
+    wait_until(lambda: all(started_shards(c) for c in containers), HEALTH_TIMEOUT_S,
+               "every device replica to start", stack.project.logs)
+    return containers
+
+
+def admin(stack: Stack, *args: str) -> Any:
+    return stack.project.admin(*args, timeout_s=RUN_TIMEOUT_S)
+
+
+def released(run_: dict[str, Any]) -> list[int]:
+    return [r["round"] for r in run_["rounds"] if r["state"] == "released"]
+
+
+def ledger_rounds(results: dict[str, Any]) -> list[int]:
+    return [s["round_index"] for s in json.loads(results["ledgerJson"])["spends"]]
+
+
+# ---- tests, in order --------------------------------------------------------------------------
+def test_the_compose_cli_accepts_the_file_without_a_project_name_key() -> None:
+    """Compose v1 rejects a top-level `name:`; the project name comes from -p or the env."""
+    doc = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    assert "name" not in doc
+    done = subprocess.run([*compose_cli(), "-p", "fedhhconfig", "-f",
+                           str(DEPLOY / "docker-compose.yml"), "config", "--services"],
+                          capture_output=True, text=True, timeout=120, cwd=DEPLOY,
+                          stdin=subprocess.DEVNULL, env=clean_env())
+    assert done.returncode == 0, done.stderr
+    assert set(done.stdout.split()) == {"aggregator", "coordinator", "devices", "admin"}
+
+
+def test_build_context_holds_only_the_sources(image: Image, tmp_path: Path) -> None:
+    listing = context_listing(image.base, f"fedhh-context:{secrets.token_hex(6)}", tmp_path)
+    top = {path.split("/")[0] for path in listing}
+    assert top == {"pyproject.toml", "README.md", "bootstrap.py", "fedhh", "server",
+                   "aggregator", "device", "deploy"}, top
+    assert {p for p in listing if p.startswith("deploy/")} - {"deploy/wheelhouse"} == {
+        p for p in listing if p.startswith("deploy/wheelhouse/")}
+    leaked = [p for p in listing if p.endswith((".key", ".token", ".pyc", "/.env"))
+              or "__pycache__" in p or p.startswith((".venv", ".git", "cache"))]
+    assert not leaked, leaked
+
+
+def test_services_are_healthy_and_replicas_host_disjoint_shards(
+    stack: Stack, fleet: list[str]
+) -> None:
+    shards = {started_shards(c)[0] for c in fleet}
+    assert {shard for shard, _ in shards} == set(range(REPLICAS))
+    ranges = sorted(tuple(int(x) for x in users.split(":")) for _, users in shards)
+    assert ranges[0][0] == 0 and ranges[-1][1] == USERS
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))  # disjoint, no gap
+    for container in [*stack.project.containers("coordinator"), *fleet]:
+        assert run(["docker", "exec", container, "id", "-u"]).stdout.strip() == str(IMAGE_UID)
+
+
+def test_each_service_mounts_only_the_secrets_it_needs(stack: Stack, fleet: list[str]) -> None:
+    def secrets_of(service: str) -> set[str]:
+        mounted = set()
+        for container in stack.project.containers(service):
+            mounts = json.loads(run(["docker", "inspect", "--format", "{{json .Mounts}}",
+                                     container]).stdout)
+            mounted |= {m["Destination"].removeprefix("/run/secrets/") for m in mounts
+                        if m["Destination"].startswith("/run/secrets/")}
+        return mounted
+
+    assert secrets_of("devices") == {"ca.pem", "device-tokens.txt"}
+    assert secrets_of("aggregator") == {"ca.pem", "server.pem", "server.key", "control.token",
+                                        "coordinator-signing.pem.pub"}
+    assert secrets_of("coordinator") == {
+        "ca.pem", "server.pem", "server.key", "control.token", "device-tokens.txt",
+        "admin.token", "coordinator-signing.pem", "coordinator-signing.pem.pub"}
+    assert "ca.key" not in set().union(*(secrets_of(s) for s in ("coordinator", "aggregator")))
+
+
+def test_discovery_through_fedhh_admin_equals_the_per_device_simulation(
+    stack: Stack, fleet: list[str]
+) -> None:
+    admin(stack, "start", "--run-id", "planted", *RUN_SETTINGS)
+    run_ = admin(stack, "wait", "planted")
+    results = admin(stack, "results", "planted")
+    assert run_["state"] == "done", run_.get("error")
+    found = [(h["item"], h["estimate"], h["round"]) for h in results.get("heavyHitters", [])]
+    assert set(PLANTED) <= {item for item, _, _ in found}
+    assert all(r["participants"] == USERS for r in run_["rounds"] if r["state"] == "released")
+
+    cfg = run_["config"]
+    dataset = resolve_dataset(str(stack.data), cache_dir=stack.root / "cache")
+    ledger = PrivacyLedger.open(cfg["epsAgg"], cfg["delta"], cfg["rounds"], cfg["minDevices"],
+                                eps_local=cfg["epsLocal"])
+    # The run's own configuration, simulated per device with the devices' test seed.
+    config = replace(from_proto(ParseDict(cfg, pb.RunConfig())), seed=SEED, per_device=True)
+    sim = simulate(dataset, config, ledger=ledger)
+    assert found == [(h.item, h.estimate, h.round) for h in sim.heavy_hitters]
+    finished = [r for r in run_["rounds"] if r["state"] == "released"]
+    assert [(r.get("kept", 0), r.get("finished", 0)) for r in finished] == \
+        [(r["kept"], r["finished"]) for r in sim.rounds]
+    assert sim.ledger is not None
+    assert json.loads(results["ledgerJson"]) == json.loads(json.dumps(sim.ledger.to_dict()))
+
+
+def test_a_crashed_device_replica_comes_back_with_its_shard_and_identities(
+    stack: Stack, fleet: list[str]
+) -> None:
+    victim = fleet[0]
+    (shard, users), = started_shards(victim)
+    identities = f"/data/shards/shard-{shard}-of-{REPLICAS}/devices.json"
+    before = json.loads(run(["docker", "exec", victim, "cat", identities]).stdout)
+    assert len(before) == len(range(*map(int, users.split(":"))))
+    count = restarts(victim)
+    crash(victim)
+    wait_until(lambda: restarts(victim) > count and len(started_shards(victim)) == 2,
+               HEALTH_TIMEOUT_S, f"{victim} to restart", stack.project.logs)
+    assert started_shards(victim)[1] == (shard, users)
+    after = json.loads(run(["docker", "exec", victim, "cat", identities]).stdout)
+    assert after == before  # same device ids and credentials: nothing re-enrolled
+
+
+def test_a_run_survives_a_coordinator_crash(stack: Stack, fleet: list[str]) -> None:
+    coordinator, = stack.project.containers("coordinator")
+    admin(stack, "start", "--run-id", "resume", *RUN_SETTINGS)
+
+    def first_release() -> bool:
+        return any(line.get("message") == "round released" and line.get("run_id") == "resume"
+                   for line in log_lines(coordinator))
+
+    wait_until(first_release, RUN_TIMEOUT_S, "the first round of run resume",
+               stack.project.logs)
+    count = restarts(coordinator)
+    crash(coordinator)  # round 2 is now checking in or aggregating
+    wait_until(lambda: restarts(coordinator) > count, HEALTH_TIMEOUT_S,
+               "the restart policy to restart the coordinator", stack.project.logs)
+    wait_healthy(stack, "coordinator")
+    run_ = admin(stack, "wait", "resume")
+    results = admin(stack, "results", "resume")
+    assert run_["state"] == "done", run_.get("error")
+    assert released(run_) == [1, 2, 3]  # each round released exactly once
+    assert ledger_rounds(results) == [0, 1, 2]  # and spent exactly once
+    aborted = [r for r in run_["rounds"] if r["state"] != "released"]
+    assert all("coordinator stopped" in r.get("reason", "") for r in aborted), aborted
+    # Seeded devices draw per (round, user): the resumed run finds what the first one did.
+    first = admin(stack, "results", "planted")
+    assert results.get("heavyHitters") == first.get("heavyHitters")
