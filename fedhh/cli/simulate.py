@@ -16,7 +16,7 @@ from typing import Any
 
 from fedhh.algorithms import ALGORITHMS, PrivacyTarget, build_algorithm
 from fedhh.cli import options
-from fedhh.codec import CODEC_NAMES
+from fedhh.codec import CODEC_NAMES, DEFAULT_CODEBOOK, codec_spec
 from fedhh.mechanisms import TailKind
 from fedhh.prefixtree import RoundReport, TreeConfig
 from fedhh.privacy import PrivacyLedger
@@ -80,7 +80,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--two-runs", action="store_true",
                    help="run twice, the first run's output being the second's deny list "
                         "(the budget covers both)")
-    p.add_argument("--encoding", choices=CODEC_NAMES, default="huffman")
+    p.add_argument("--encoding", type=_codec_option, default=DEFAULT_CODEBOOK,
+                   metavar="CODEBOOK",
+                   help=f"item codebook: {', '.join(CODEC_NAMES)} (default {DEFAULT_CODEBOOK}), "
+                        "or a codebook JSON file (docs/codecs.md)")
     p.add_argument("--max-bits", type=options.positive_int, default=60,
                    help="bits per encoded item r (default 60)")
     p.add_argument("--sampling-rate", type=options.probability, default=None,
@@ -95,6 +98,15 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-device", action="store_true",
                    help="randomize every report instead of drawing the sum exactly (slow)")
     p.add_argument("--seed", type=options.non_negative_int, default=0)
+
+
+def _codec_option(text: str) -> str:
+    from fedhh.errors import ConfigError
+
+    try:
+        return codec_spec(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def build_config(
@@ -234,9 +246,13 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
           + (f" (+{len(payload['deny_list'])} from the deny list)" if payload["deny_list"] else ""))
     if top:
         _table([("rank", "item", "estimate", "round")] + [
-            (i + 1, h["item"], f"{h['estimate']:,.0f}", h["round"])
+            (i + 1, h["item"] + (f"  ({h['note']})" if h.get("note") else ""),
+             f"{h['estimate']:,.0f}", h["round"])
             for i, h in enumerate(hitters[:top])
         ])
+        if any(h["truncated"] for h in hitters[:top]):
+            print(f"(an item ending in … was truncated at {payload['config']['max_bits']} bits: "
+                  "it stands for every item starting with those bits; see --max-bits)")
     metrics = payload["metrics"]
     if metrics:
         w, u = metrics["weighted"], metrics["unweighted"]
