@@ -193,6 +193,11 @@ class HeavyHitter:
     note: str = ""
 
     @property
+    def code_bytes(self) -> bytes:
+        """The code as ceil(max_bits / 8) big-endian bytes (the wire form)."""
+        return self.code.to_bytes(-(-self.max_bits // 8), "big")
+
+    @property
     def code_hex(self) -> str:
         """The code as fixed-width hex (its max_bits bits, left-aligned, zero padded)."""
         return f"0x{self.code:0{max(1, -(-self.max_bits // 4))}x}"

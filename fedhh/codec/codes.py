@@ -93,7 +93,8 @@ def to_ints(values: np.ndarray) -> list[int]:
     array = np.asarray(values)
     if array.dtype == np.uint64:
         return [int(v) for v in array.reshape(-1).tolist()]
-    rows = np.ascontiguousarray(array.reshape(-1)).view(np.uint8).reshape(array.size, -1)
+    rows = np.ascontiguousarray(array.reshape(-1)).view(np.uint8).reshape(
+        array.size, array.dtype.itemsize)
     return [int.from_bytes(row.tobytes(), "big") for row in rows]
 
 
@@ -102,7 +103,8 @@ def to_words(values: np.ndarray, bits: int) -> np.ndarray:
     array = check_array(values, bits)
     if bits <= WORD_BITS:
         return array.reshape(-1, 1)
-    return np.ascontiguousarray(array).view(">u8").reshape(array.size, -1).astype(np.uint64)
+    return np.ascontiguousarray(array).view(">u8").reshape(
+        array.size, array.dtype.itemsize // 8).astype(np.uint64)
 
 
 def from_words(words: np.ndarray, bits: int) -> np.ndarray:
@@ -222,14 +224,6 @@ def _shift_left_words(words: np.ndarray, shift: int) -> np.ndarray:
         if src + 1 < width:
             out[:, i] |= words[:, src + 1] >> _U64(WORD_BITS - r)
     return out
-
-
-def bit_matrix(values: np.ndarray, bits: int) -> np.ndarray:
-    """``(n, bits)`` uint8 array of each value's bits, most significant first."""
-    words = to_words(values, bits)
-    unpacked = np.unpackbits(np.ascontiguousarray(words.astype(">u8")).view(np.uint8)
-                             .reshape(words.shape[0], -1), axis=1)
-    return unpacked[:, unpacked.shape[1] - bits:]
 
 
 def index_in(sorted_values: np.ndarray, queries: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.codec import Codec
+from fedhh.codec import codes as cw
 from fedhh.errors import FedhhError, PrivacyError, StateError
 from fedhh.mechanisms import LocalRandomizer, TailKind
 from fedhh.prefixtree import PrefixTree, RoundQuery, TreeState
@@ -129,10 +130,10 @@ class Runner:
     def context(self, run_id: str) -> RunContext:
         row = self.store.run(run_id)
         settings = RunSettings.from_dict(row.config)
-        codec = Codec(settings.codec, settings.max_bits)
+        codec = Codec.from_spec(settings.codec, settings.max_bits)
         mechanism = LocalRandomizer(row.eps_local, TailKind(settings.tail))
         tree = PrefixTree(settings.tree(), codec, mechanism,
-                          np.array(row.deny_codes, dtype=np.uint64))
+                          cw.from_ints(row.deny_codes, settings.max_bits))
         return RunContext(run_id, settings, tree, TreeState.from_dict(row.tree),
                           PrivacyLedger.from_dict(row.ledger))
 
@@ -292,8 +293,10 @@ class Runner:
             admission = issue_admission(identities, secagg_id)
             task = pb.Task(
                 run_id=ctx.run_id, round=query.round, attempt=attempt, device_id=device_id,
-                prefix_bits=query.prefix_bits, prefixes=query.prefixes.tolist(),
-                deny_list=query.deny.tolist(), segment_bits=query.segment_bits,
+                prefix_bits=query.prefix_bits,
+                prefixes=cw.to_wire(query.prefixes, query.prefix_bits),
+                deny_list=cw.to_wire(query.deny, query.max_bits),
+                segment_bits=query.segment_bits,
                 eps_local=ctx.tree.mechanism.eps_local,  # type: ignore[union-attr]
                 codec=s.codec, max_bits=s.max_bits, selection=s.selection,
                 prefix_conditioning=s.prefix_conditioning,

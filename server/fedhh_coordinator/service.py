@@ -13,9 +13,10 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from fedhh.codec import Codec
+from fedhh.codec import codes as cw
 from fedhh.errors import AuthenticationError, ConfigError
 from fedhh.mechanisms import LocalRandomizer, TailKind
-from fedhh.prefixtree import PrefixTree, TreeState
+from fedhh.prefixtree import PrefixTree, TreeState, shown_items
 from fedhh.privacy import PrivacyLedger
 from fedhh.rpc.errors import status_errors
 from fedhh.secagg.primitives import KEY_BYTES, is_valid_x25519_public
@@ -118,13 +119,13 @@ class AdminService(pb_grpc.AdminServiceServicer):
             **({"method": settings.privacy_method} if settings.privacy_method else {}),
             eps_local=settings.eps_local,
         )
-        codec = Codec(settings.codec, settings.max_bits)
+        codec = Codec.from_spec(settings.codec, settings.max_bits)
         deny = np.unique(codec.encode_many(list(settings.deny_list)).codes)
         tree = PrefixTree(settings.tree(), codec,
                           LocalRandomizer(ledger.eps_local, TailKind(settings.tail)), deny)
         self.store.create_run(run_id, settings.to_dict(), ledger.eps_local,
                               tree.initial_state().to_dict(), ledger.to_dict(),
-                              [int(c) for c in deny])
+                              cw.to_ints(deny))
         self.runner.wake()
         return self._run(run_id)
 
@@ -146,13 +147,16 @@ class AdminService(pb_grpc.AdminServiceServicer):
         self._check(context)
         row = self.store.run(request.run_id)
         settings = RunSettings.from_dict(row.config)
-        codec = Codec(settings.codec, settings.max_bits)
+        codec = Codec.from_spec(settings.codec, settings.max_bits)
         state = TreeState.from_dict(row.tree)
-        hitters = sorted(state.discovered, key=lambda f: (-f.estimate, f.code))
+        ordered = sorted(state.discovered, key=lambda f: (-f.estimate, f.code))
+        hitters = shown_items(codec, [(f.code, f.estimate, f.round) for f in ordered])
         return pb.Results(
             run_id=row.run_id, state=row.state,
-            heavy_hitters=[pb.HeavyHitter(item=codec.display_item(f.code), estimate=f.estimate,
-                                          round=f.round, code=f.code) for f in hitters],
+            heavy_hitters=[pb.HeavyHitter(
+                item=h.item, estimate=h.estimate, round=h.round,
+                code=h.code if codec.max_bits <= 64 else 0, code_bytes=h.code_bytes,
+                ended=h.ended, truncated=h.truncated, note=h.note) for h in hitters],
             deny_list=[codec.display_item(c) for c in row.deny_codes],
             ledger_json=_json(row.ledger), rounds=self._rounds(row.run_id),
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from fedhh.codec import CODEC_NAMES, Codec
+from fedhh.codec import DEFAULT_CODEBOOK, Codec
 from fedhh.errors import ConfigError
 from fedhh.mechanisms import TailKind
 from fedhh.prefixtree import TreeConfig
@@ -23,7 +23,7 @@ class RunSettings:
     dim_limit: int = 1 << 16
     target_devices: int = 1000
     min_devices: int = 100
-    codec: str = "huffman"
+    codec: str = DEFAULT_CODEBOOK  # a built-in codebook name or a codebook's JSON
     max_bits: int = 60
     selection: str = "uniform"
     prefix_conditioning: bool = True
@@ -48,9 +48,7 @@ class RunSettings:
     unmask_ms: int | None = None
 
     def validate(self) -> None:
-        if self.codec not in CODEC_NAMES:
-            raise ConfigError(f"codec must be one of {', '.join(CODEC_NAMES)}, got {self.codec!r}")
-        Codec(self.codec, self.max_bits)
+        Codec.from_spec(self.codec, self.max_bits)  # a built-in name or a codebook's JSON
         if self.selection not in {r.value for r in SelectionRule}:
             raise ConfigError(f"selection must be uniform or weighted, got {self.selection!r}")
         if self.tail not in {t.value for t in TailKind}:
