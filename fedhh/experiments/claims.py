@@ -296,6 +296,38 @@ def _deny_list(r: StudyResults) -> list[ClaimResult]:
     ]
 
 
+def _codebooks(r: StudyResults) -> list[ClaimResult]:
+    out = []
+    english = r.ratio("default: trained (english)", "default: English letters")
+    kept = english.per_seed.size > 0 and bool(np.all(english.per_seed >= 0.9))
+    out.append(ClaimResult(
+        "codebooks", "On English words the trained byte codebook finds about as many heavy "
+        "hitters as the English letter code (at least 90%)", "-", english.fmt(),
+        HOLDS if kept else FAILS,
+        f"{r['default: trained (english)'].stat('true_positives').fmt()} against "
+        f"{r['default: English letters'].stat('true_positives').fmt()} heavy hitters; utility "
+        f"loss {r['default: trained (english)'].stat('utility_loss_weighted').fmt(3)} against "
+        f"{r['default: English letters'].stat('utility_loss_weighted').fmt(3)}."))
+    for population, trained in (("default", "english"), ("german", "german")):
+        ratio = r.ratio(f"{population}: trained ({trained})", f"{population}: bytes")
+        out.append(ClaimResult(
+            "codebooks", f"A trained codebook beats plain bytes ({population} population)", "-",
+            ratio.fmt(), ratio_verdict(ratio),
+            f"{r[f'{population}: trained ({trained})'].stat('true_positives').fmt()} against "
+            f"{r[f'{population}: bytes'].stat('true_positives').fmt()} heavy hitters: 9 bits "
+            "per byte leave most items truncated at 60 bits."))
+    german = r.ratio("german: trained (german)", "german: English letters")
+    out.append(ClaimResult(
+        "codebooks", "On German words the German codebook beats the English letter code", "-",
+        german.fmt(), ratio_verdict(german),
+        f"{r['german: trained (german)'].stat('true_positives').fmt()} against "
+        f"{r['german: English letters'].stat('true_positives').fmt()} heavy hitters: the letter "
+        "code spends 16 bits on each byte of an umlaut."))
+    out.append(ClaimResult("codebooks", "Empirical false-positive ratios stay below gamma = 0.5",
+                           "-", _fp_text(r), HOLDS if _fp_below(r) else FAILS, FP_NOTE))
+    return out
+
+
 def best_rounds(r: StudyResults, algorithm: str, prefix: str = "") -> str:
     """Label of the algorithm's configuration with the most heavy hitters (mean over seeds)."""
     labels = [v for v in r.variants if r[v].variant.params.get("algorithm") == algorithm
@@ -418,6 +450,7 @@ CLAIMS: dict[str, Callable[[StudyResults], list[ClaimResult]]] = {
     "deny-list": _deny_list,
     "comparison": _comparison,
     "rounds": _rounds,
+    "codebooks": _codebooks,
 }
 
 

@@ -42,6 +42,7 @@ class RunSpec:
     two_runs: bool = False
     sampling_rate: float | None = None  # None: the algorithm's default (calibrated or 1)
     theta: int = 10
+    dataset: str | None = None  # None: the suite's dataset
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -68,7 +69,8 @@ class RunSpec:
     def setting(self) -> str:
         """The population and encoding, e.g. ``single item, huffman``: runs of one setting and
         seed share their ground truth."""
-        return f"{'single item' if self.single_item else 'multiple items'}, {self.encoding}"
+        where = f", {self.dataset}" if self.dataset else ""
+        return f"{'single item' if self.single_item else 'multiple items'}, {self.encoding}{where}"
 
     def options(self) -> list[str]:
         """The `fedhh simulate` options of this configuration, in a canonical order.
@@ -120,7 +122,7 @@ def simulate_argv(spec: RunSpec, settings: Settings, seed: int) -> list[str]:
     """The full `fedhh simulate` argument list of one run."""
     if seed < 0:
         raise ConfigError(f"seed must be >= 0, got {seed}")
-    return ["--dataset", settings.dataset, "--eps-agg", _num(settings.eps_agg),
+    return ["--dataset", spec.dataset or settings.dataset, "--eps-agg", _num(settings.eps_agg),
             "--delta", _num(settings.delta), *spec.options(), "--seed", str(seed)]
 
 

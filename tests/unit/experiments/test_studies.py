@@ -21,10 +21,28 @@ def specs(name: str) -> dict[str, RunSpec]:
     return {v.label: v.spec for v in get_study(name).variants if v.spec is not None}
 
 
-def test_eight_studies_in_order() -> None:
+def test_nine_studies_in_order() -> None:
     assert [s.name for s in STUDIES] == ["segmentation", "dimension", "fp-ratio", "sampling",
-                                         "selection", "deny-list", "comparison", "rounds"]
-    assert [s.number for s in STUDIES] == list(range(1, 9))
+                                         "selection", "deny-list", "comparison", "rounds",
+                                         "codebooks"]
+    assert [s.number for s in STUDIES] == list(range(1, 10))
+
+
+def test_codebooks_compare_letters_bytes_and_trained_on_two_populations() -> None:
+    runs = specs("codebooks")
+    assert {label: (spec.encoding, spec.dataset) for label, spec in runs.items()} == {
+        "default: English letters": ("huffman", None),
+        "default: bytes": ("bytes", None),
+        "default: trained (english)": ("english", None),
+        "german: English letters": ("huffman", "synthetic-german"),
+        "german: bytes": ("bytes", "synthetic-german"),
+        "german: trained (german)": ("german", "synthetic-german"),
+    }
+    german = simulate_argv(runs["german: bytes"], SETTINGS, 0)
+    assert german[german.index("--dataset") + 1] == "synthetic-german"
+    default = simulate_argv(runs["default: bytes"], SETTINGS, 0)
+    assert default[default.index("--dataset") + 1] == "synthetic-reddit"
+    assert runs["german: bytes"].setting != runs["default: bytes"].setting
 
 
 @pytest.mark.parametrize("study", STUDIES, ids=lambda s: s.name)
