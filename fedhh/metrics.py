@@ -124,6 +124,17 @@ def evaluate(output_codes: Sequence[int] | np.ndarray, truth: Truth,
     return report
 
 
+def whole_items(hitters_codes: np.ndarray, ended: np.ndarray, truth: Truth) -> dict[str, int]:
+    """Of a run's heavy hitters (codes, and whether each ended): how many are whole items held
+    by some user (their end symbol found), and how many were truncated at max_bits (each may
+    stand for several items)."""
+    ended = np.asarray(ended, dtype=bool)
+    codes = truth.as_codes(hitters_codes)
+    held = truth.lookup(codes, "weighted") > 0
+    return {"whole_items_found": int(np.count_nonzero(held & ended)),
+            "truncated_found": int(np.count_nonzero(~ended))}
+
+
 def marginal_curve(output_codes: Sequence[int] | np.ndarray, truth: Truth, which: str,
                    window: int = WINDOW) -> tuple[np.ndarray, np.ndarray]:
     """Sliding-window sums of true frequency over H (by true frequency) and over the true top.

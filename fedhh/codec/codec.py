@@ -25,6 +25,7 @@ from fedhh.codec.codebook import DEFAULT_CODEBOOK, Codebook, codebook_from_spec
 from fedhh.errors import ConfigError
 
 MAX_SUPPORTED_BITS = 1024
+ENCODE_BATCH = 1 << 17
 ELLIPSIS = "…"
 
 
@@ -130,6 +131,12 @@ class Codec:
         count = len(items)
         if count == 0:
             return ItemCodes(cw.empty(r), np.zeros(0, np.int64), np.zeros(0, bool))
+        if count > ENCODE_BATCH and r > cw.WORD_BITS:
+            # Wide codes keep several arrays per byte: bound their memory by batching.
+            parts = [self.encode_many(items[i : i + ENCODE_BATCH])
+                     for i in range(0, count, ENCODE_BATCH)]
+            return ItemCodes(*(np.concatenate([getattr(p, f) for p in parts])
+                               for f in ("codes", "lengths", "truncated")))
         encoded = _utf8_all(items)
         sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=count)
         if not sizes.all():

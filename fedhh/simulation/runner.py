@@ -25,7 +25,7 @@ from fedhh.data.dataset import FederatedDataset
 from fedhh.data.truth import GroundTruth
 from fedhh.errors import ConfigError
 from fedhh.mechanisms import Mechanism
-from fedhh.metrics import Truth, evaluate
+from fedhh.metrics import Truth, evaluate, whole_items
 from fedhh.prefixtree import HeavyHitter, PrefixTree, RoundReport, TreeConfig, TreeState
 from fedhh.privacy import PrivacyLedger
 from fedhh.selection import Selection
@@ -129,6 +129,8 @@ def simulate(
     if truth is not None:
         metrics = evaluate(output, truth)
         metrics["discovered_by_run"] = len(hitters)
+        metrics.update(whole_items(cw.from_ints([h.code for h in hitters], codec.max_bits),
+                                   np.array([h.ended for h in hitters], dtype=bool), truth))
     timings["total_s"] = time.perf_counter() - clock
     return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output, truth,
                             ledger)
