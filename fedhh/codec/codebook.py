@@ -43,6 +43,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConfigError
@@ -377,8 +378,6 @@ def codec_spec(value: str) -> str:
         return text
     if text.startswith("{"):
         return Codebook.from_json(text, "inline codebook").spec
-    from pathlib import Path
-
     path = Path(text)
     if not path.is_file():
         raise ConfigError(f"codebook {value!r} is neither a built-in codebook "
