@@ -21,7 +21,7 @@ from fedhh.codec import CODEC_NAMES
 from fedhh.errors import ConfigError
 from fedhh.selection import SelectionRule
 
-STORE_VERSION = 1
+STORE_VERSION = 2  # 2: lossless codecs (issue 13): non-a-z items encode differently
 
 
 @dataclass(frozen=True)
