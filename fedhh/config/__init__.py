@@ -17,6 +17,7 @@ segmentation); zero is always a value, never "the default".
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
@@ -41,9 +42,20 @@ class Mode(StrEnum):
 
 
 def _knob(default: Any, help: str, mode: Mode = Mode.BOTH, *,
-          choices: tuple[str, ...] | None = None, metavar: str | None = None) -> Any:
+          choices: tuple[str, ...] | None = None, metavar: str | None = None,
+          parse: Callable[[str], Any] | None = None) -> Any:
+    """A RunConfig field with its help text, its mode, and how a command line spells it
+    (``parse``: a flag value to the field's value, default by the field's type)."""
     return field(default=default, metadata={"help": help, "mode": mode, "choices": choices,
-                                            "metavar": metavar})
+                                            "metavar": metavar, "parse": parse})
+
+
+def codec_value(text: str) -> str:
+    """A ``--codec`` value (a built-in codebook, a codebook JSON file, or inline JSON) as the
+    codec spec a run carries (``fedhh.codec.codec_spec``)."""
+    from fedhh.codec import codec_spec
+
+    return codec_spec(text)
 
 
 @dataclass(frozen=True)
@@ -80,8 +92,11 @@ class RunConfig:
     selection: str = _knob("uniform", "which of its items a device reports", choices=SELECTIONS)
     prefix_conditioning: bool = _knob(
         True, "select only among items whose prefix is on the round's prefix list")
-    codec: str = _knob("huffman", "item code (codebook name)")
-    max_bits: int = _knob(60, "bits r of an encoded item")
+    codec: str = _knob("english", "item code: a built-in codebook (english, german, bytes, "
+                       "huffman, 5bit) or a codebook JSON file (docs/codecs.md)",
+                       metavar="CODEBOOK", parse=codec_value)
+    max_bits: int = _knob(60, "bits r of an encoded item (items longer are cut and shown "
+                          "with …)")
     deny_list: tuple[str, ...] = _knob((), "items to exclude (never reported, never output)",
                                        metavar="PATH")
     warm_start: bool = _knob(False, "deny-list the built-in public warm-start list")
@@ -189,7 +204,7 @@ class RunConfig:
         from fedhh.codec import Codec
 
         try:
-            Codec(self.codec, self.max_bits)
+            Codec.from_spec(self.codec, self.max_bits)
         except ConfigError as error:
             raise ConfigError(f"codec {self.codec!r} with max_bits {self.max_bits}: "
                               f"{error}") from None

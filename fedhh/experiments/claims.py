@@ -296,6 +296,42 @@ def _deny_list(r: StudyResults) -> list[ClaimResult]:
     ]
 
 
+def _codebooks(r: StudyResults) -> list[ClaimResult]:
+    """Codebooks compare by whole items found (truncated codes can stand for many items, which
+    flatters a code that truncates more) and by utility loss."""
+
+    def found(label: str) -> str:
+        return (f"{r[label].stat('whole_items_found').fmt()} whole items found, utility loss "
+                f"{r[label].stat('utility_loss_weighted').fmt(3)}")
+
+    out = []
+    trained, letters = "default: trained (english)", "default: English letters"
+    loss = r.ratio(trained, letters, "utility_loss_weighted")
+    close = loss.per_seed.size > 0 and bool(np.all(loss.per_seed <= 1.1))
+    out.append(ClaimResult(
+        "codebooks", "On the default dataset the trained byte codebook does about as well as "
+        "the English letter code (utility loss at most 10% higher)", "-", loss.fmt(),
+        HOLDS if close else FAILS, f"trained: {found(trained)}; letters: {found(letters)}."))
+    for population, book in (("default", "english"), ("german", "german")):
+        a, b = f"{population}: trained ({book})", f"{population}: bytes"
+        ratio = r.ratio(a, b, "whole_items_found")
+        out.append(ClaimResult(
+            "codebooks", f"A trained codebook finds more whole items than plain bytes "
+            f"({population} population)", "-", ratio.fmt(), ratio_verdict(ratio),
+            f"trained: {found(a)}; bytes: {found(b)} (9 bits per byte truncate most items "
+            "at 60 bits)."))
+    a, b = "german: trained (german)", "german: English letters"
+    ratio = r.ratio(a, b, "whole_items_found")
+    out.append(ClaimResult(
+        "codebooks", "On German words the German codebook finds more whole items than the "
+        "English letter code", "-", ratio.fmt(), ratio_verdict(ratio),
+        f"German: {found(a)}; letters: {found(b)} (the letter code spends 16 bits on each byte "
+        "of an umlaut)."))
+    out.append(ClaimResult("codebooks", "Empirical false-positive ratios stay below gamma = 0.5",
+                           "-", _fp_text(r), HOLDS if _fp_below(r) else FAILS, FP_NOTE))
+    return out
+
+
 def best_rounds(r: StudyResults, algorithm: str, prefix: str = "") -> str:
     """Label of the algorithm's configuration with the most heavy hitters (mean over seeds)."""
     labels = [v for v in r.variants if r[v].variant.params.get("algorithm") == algorithm
@@ -418,6 +454,7 @@ CLAIMS: dict[str, Callable[[StudyResults], list[ClaimResult]]] = {
     "deny-list": _deny_list,
     "comparison": _comparison,
     "rounds": _rounds,
+    "codebooks": _codebooks,
 }
 
 

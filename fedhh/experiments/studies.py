@@ -1,4 +1,5 @@
-"""The eight studies of issue 6, as data: each a list of labelled configurations.
+"""The studies, as data: each a list of labelled configurations. Studies 1-8 are the paper's
+(issue 6); study 9 compares item codebooks (issue 13).
 
 Every study reproduces one of the paper's experiments (OptPrefixTree, "Experiments" and the
 appendices) at eps_agg and delta given by the suite (default 1 and 1e-6), with the paper's
@@ -43,13 +44,15 @@ class Variant:
     params: dict[str, Any] = field(default_factory=dict)
     static: str | None = None
     setting: str = ""
+    dataset: str | None = None  # the dataset the variant runs on (None: the suite's)
 
     def __post_init__(self) -> None:
         if (self.spec is None) == (self.static is None):
             raise ConfigError(f"variant {self.label!r} needs exactly one of spec and static")
         if not self.setting:
-            object.__setattr__(self, "setting", setting_of(self.spec) if self.spec else
-                               "multiple items, huffman")
+            # (A static measurement, the warm-start list, is shown with the plain runs.)
+            object.__setattr__(self, "setting", setting_of(self.spec or RunConfig(),
+                                                           self.dataset))
 
 
 @dataclass(frozen=True)
@@ -237,9 +240,38 @@ def _rounds() -> Study:
     )
 
 
+NON_ENGLISH = "synthetic-german"
+CODEBOOKS = (("huffman", "English letters"), ("bytes", "bytes"))
+TRAINED = {"default": "english", "german": "german"}
+
+
+def _codebooks() -> Study:
+    variants = []
+    for population, dataset in (("default", None), ("german", NON_ENGLISH)):
+        trained = TRAINED[population]
+        for book, name in (*CODEBOOKS, (trained, f"trained ({trained})")):
+            variants.append(Variant(f"{population}: {name}", replace(MULTI, codec=book),
+                                    {"population": population, "codebook": book},
+                                    dataset=dataset))
+    return Study(
+        "codebooks", 9, "Item codebooks",
+        "Multiple items, T = 4, P = 10^7, gamma = 0.5, uniform selection + prefix list, r = 60 "
+        "bits, on the suite's dataset (English words and a rare tail) and on "
+        f"`{NON_ENGLISH}` (200,000 users of German words from wordfreq). Three codebooks, all "
+        "lossless: the English letter code of the paper's Huffman comparisons (other bytes "
+        "escaped: 8 bits for the escape and 8 for the byte), plain UTF-8 bytes (9 bits per "
+        "byte), and a Huffman code over bytes trained on pyspellchecker's word counts of the "
+        "population's language (`english`, the default, and `german`; a source independent of "
+        "the populations' wordfreq lists). Items longer than r bits are truncated and count "
+        "as one item per code.",
+        "Not in the paper (the paper encodes a-z only); issue 13",
+        tuple(variants),
+    )
+
+
 STUDIES: tuple[Study, ...] = (
     _segmentation(), _dimension(), _fp_ratio(), _sampling(), _selection(), _deny_list(),
-    _comparison(), _rounds(),
+    _comparison(), _rounds(), _codebooks(),
 )
 STUDY_NAMES = tuple(s.name for s in STUDIES)
 

@@ -291,16 +291,24 @@ class Run(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., state: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., eps_local: _Optional[float] = ..., eps_spent: _Optional[float] = ..., rounds_released: _Optional[int] = ..., error: _Optional[str] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ...) -> None: ...
 
 class HeavyHitter(_message.Message):
-    __slots__ = ("item", "estimate", "round", "code")
+    __slots__ = ("item", "estimate", "round", "code", "code_bytes", "ended", "truncated", "note")
     ITEM_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
+    CODE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     item: str
     estimate: float
     round: int
     code: int
-    def __init__(self, item: _Optional[str] = ..., estimate: _Optional[float] = ..., round: _Optional[int] = ..., code: _Optional[int] = ...) -> None: ...
+    code_bytes: bytes
+    ended: bool
+    truncated: bool
+    note: str
+    def __init__(self, item: _Optional[str] = ..., estimate: _Optional[float] = ..., round: _Optional[int] = ..., code: _Optional[int] = ..., code_bytes: _Optional[bytes] = ..., ended: _Optional[bool] = ..., truncated: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
 
 class Results(_message.Message):
     __slots__ = ("run_id", "state", "heavy_hitters", "deny_list", "ledger_json", "rounds")

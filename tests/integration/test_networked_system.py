@@ -65,6 +65,12 @@ def test_discovery_finds_the_planted_items(finished_run: tuple[pb.Run, pb.Result
     assert run.state == "done", run.error
     found = {h.item for h in results.heavy_hitters}
     assert set(PLANTED) <= found
+    codec = Codec(run.config.codec, run.config.max_bits)
+    for h in results.heavy_hitters:
+        assert int.from_bytes(h.code_bytes, "big") == h.code and len(h.code_bytes) == 4
+        assert h.ended != h.truncated
+        if h.item in PLANTED:
+            assert h.ended and h.code == codec.encode(h.item)
     assert all(r.participants == USERS for r in run.rounds if r.state == "released")
 
 
