@@ -25,8 +25,7 @@ whole family f = 0..n-1:
   dominates every f in it. Blocks are {0}, then 25% wide, up to ``cap = 16 (n-1) a0 + 64``;
   every f >= cap is dominated by ``Bin(cap, 1/2)`` alone;
 * the hockey-stick curves delta(eps) of the blocks (both directions) are maximised pointwise on
-  a grid of eps ("dots"), and dp-accounting's pessimistic connect-the-dots PMF
-  (``pld_pmf.create_pmf_pessimistic_connect_dots``; Doroshenko, Ghazi, Kamath, Kumar,
+  a grid of eps ("dots"), and connect-the-dots (``dots``; Doroshenko, Ghazi, Kamath, Kumar,
   Manurangsi 2022, Algorithm 1) turns the maxima into a privacy loss distribution. The
   pointwise maximum of privacy profiles is the profile of a pair (the convex hull of the
   minimum of the trade-off functions), it is convex in e^eps, so linear interpolation in e^eps
@@ -38,9 +37,9 @@ Numerical charges, all counted as delta or as a margin, never dropped:
   of its pmf (never as 1 - sum); the excluded mass tau of a block joins delta
   (joint convexity: delta <= delta_kept + tau);
 * floating point: pmfs come from scipy's binomial pmf (Boost, relative error <= 1e-12,
-  tested); with r = ``float_margin(k)`` >= every relative error, the true curve is at most
-  ``(1 + 2r) delta_computed(eps - 4r)`` (a relative error r in U and V is a shift of 2r in eps
-  and a factor 1 + r; the rest covers the rounding of the suffix sums, see docs/privacy.md);
+  tested); with r = ``float_margin(k)`` bounding the relative error of every value and partial
+  sum, ``profile_bound`` bounds the true curve from above in two ways (suffix and prefix sums)
+  and keeps the smaller, so the rounding of sums close to 1 is never amplified;
 * the dots stop after the first whose value is <= ``DELTA_FLOOR``: the rest of the distribution
   goes to +infinity, i.e. counts fully in delta.
 
@@ -66,11 +65,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from fedhh.privacy import dots
 from fedhh.privacy._checks import check_delta, check_devices, check_eps
 from fedhh.randomizer import A1_THRESHOLD, SCALE, a0_threshold
 
 if TYPE_CHECKING:
-    from dp_accounting.pld.pld_pmf import PLDPmf
     from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
 DISCRETIZATION = 5e-4  # dp-accounting's value_discretization_interval (nats)
@@ -78,10 +77,15 @@ TAIL_MASS = 1e-30  # excluded binomial mass per block, charged as delta
 FLOAT_MARGIN = 1e-11  # bound on every relative floating-point error of U, V (<= 1e-12, tested)
 COMPOSE_TRUNCATION = 1e-15  # dp-accounting moves truncated tail mass to +infinity (pessimistic)
 DELTA_FLOOR = 1e-20  # dots stop where the profile falls below this; the rest goes to +infinity
+SAMPLED_MARGIN = 1e-10  # relative rounding of dp-accounting's delta sums (<= 1e5 masses)
 BLOCK_GROWTH = 0.25  # relative width of the holder blocks after f = 0
 HOLDER_CAP_SCALE = 16.0  # f >= 16 (n-1) a0 + 64 holders: charged by Bin(cap, 1/2) alone
 HOLDER_CAP_EXTRA = 64
 WINDOW_Z = 14.0  # first try for a binomial window: mean +- 14 standard deviations
+# Above this expected count of set coins among the others, (n - 1) a0, a round is accounted as
+# if it had only 1 + LAMBDA_MAX / a0 contributors: fewer contributors are a valid (dominating)
+# charge, and the pmfs stay short (only small eps_local with many devices gets there).
+LAMBDA_MAX = 50_000.0
 
 
 @dataclass(frozen=True)
@@ -204,44 +208,48 @@ def coordinate_pair(count: np.ndarray, r: Rates) -> tuple[np.ndarray, np.ndarray
 
 def hockey_stick(upper: np.ndarray, lower: np.ndarray, eps: np.ndarray) -> np.ndarray:
     """sum_s (upper(s) - e^eps lower(s))_+ at each eps (both arrays positive everywhere)."""
+    return profile_bound(upper, lower, eps, 0.0, 0.0)
+
+
+def profile_bound(upper: np.ndarray, lower: np.ndarray, eps: np.ndarray, rel: float,
+                  tail: float) -> np.ndarray:
+    """Upper bound on the profile of the true pair at each eps, from computed pmfs.
+
+    ``upper``/``lower`` are the computed pmfs of two probability distributions on a window,
+    each value and each partial sum within relative error ``rel`` of the truth, and ``tail``
+    bounds each distribution's mass outside the window. With x = e^eps and
+    rho = log((1 + rel) / (1 - rel)), the minimum of two bounds:
+
+    * A = (1 + rel) SU - (1 - rel) x SL + tail, sums over the computed losses > eps - rho:
+      delta = sum (u - x l)_+, and only those points can have u (1+rel) > x l (1-rel);
+    * B = (1 - x) + (1 + rel) x PL - (1 - rel) PU + x tail, sums over losses < eps + rho:
+      delta = (1 - x) + sum (x l - u)_+ since both distributions have mass 1.
+
+    A is tight where delta is small, B where it is close to 1 - x (the rounding of a sum near
+    1 is not amplified there).
+    """
     loss = np.log(upper) - np.log(lower)
     order = np.argsort(loss, kind="stable")
     loss = loss[order]
-    # suffix sums from the largest loss down: the small masses are added first
-    su = np.append(np.cumsum(upper[order][::-1])[::-1], 0.0)
-    sl = np.append(np.cumsum(lower[order][::-1])[::-1], 0.0)
-    idx = np.searchsorted(loss, eps, side="right")
-    return np.maximum(su[idx] - np.exp(eps) * sl[idx], 0.0)
+    u, low = upper[order], lower[order]
+    x = np.exp(eps)
+    rho = math.log1p(rel) - math.log1p(-rel)
+    # suffix sums from the largest loss down and prefix sums from the smallest: small first
+    su = np.append(np.cumsum(u[::-1])[::-1], 0.0)
+    sl = np.append(np.cumsum(low[::-1])[::-1], 0.0)
+    pu = np.concatenate([[0.0], np.cumsum(u)])
+    pl = np.concatenate([[0.0], np.cumsum(low)])
+    above = np.searchsorted(loss, eps - rho, side="right")
+    below = np.searchsorted(loss, eps + rho, side="left")
+    a = (1.0 + rel) * su[above] - (1.0 - rel) * x * sl[above] + tail
+    b = (1.0 - x) + (1.0 + rel) * x * pl[below] - (1.0 - rel) * pu[below] + x * tail
+    return np.clip(np.minimum(a, b), 0.0, 1.0)
 
 
 def float_margin(points: int) -> float:
-    """Relative margin r for arrays of ``points`` values: >= FLOAT_MARGIN and >= 4 x the
-    rounding bound of their suffix sums (points x 2^-53)."""
-    return max(FLOAT_MARGIN, 4.0 * points * 2.0**-53)
-
-
-def dots(low: float, high: float, step: float) -> np.ndarray:
-    """Integer multiples of DISCRETIZATION covering [low, high], dense near 0.
-
-    Spacing max(step, |x| / 200): the privacy loss concentrates near 0; far out the profile is
-    tiny and nearly linear in e^eps. The ends are rounded outwards.
-    """
-    d = DISCRETIZATION
-    lo_i, hi_i = math.floor(low / d), math.ceil(high / d)
-    step_i = max(1, round(step / d))
-
-    def ray(limit: int) -> list[int]:
-        out, x = [], 0
-        while x < limit:
-            out.append(x)
-            x += max(step_i, x // 200)
-        out.append(limit)
-        return out
-
-    pos = ray(hi_i) if hi_i > 0 else []
-    neg = [-x for x in ray(-lo_i)] if lo_i < 0 else []
-    grid = np.unique(np.array([*neg, *pos, lo_i, hi_i], dtype=np.int64))
-    return grid[(grid >= lo_i) & (grid <= hi_i)]
+    """Relative error bound for pmfs of ``points`` values and their partial sums:
+    FLOAT_MARGIN (the pmfs) plus the rounding of a sum of that many positive terms."""
+    return FLOAT_MARGIN + 2.0 * points * 2.0**-53
 
 
 @dataclass(frozen=True)
@@ -261,14 +269,24 @@ def _loss_scale(n: int, r: Rates) -> float:
     return (r.a1 - r.a0) / math.sqrt(noise)
 
 
+def accounted_contributors(eps_local: float, n: int) -> int:
+    """The count a round of n contributors is accounted at: n, or fewer (``LAMBDA_MAX``)."""
+    a0 = rates(eps_local).a0
+    return min(check_devices(n, "contributors"), 1 + math.floor(LAMBDA_MAX / a0))
+
+
 @lru_cache(maxsize=256)
 def coordinate_profile(eps_local: float, n: int) -> CoordinateProfile:
-    """Profiles of one coordinate dominating every data of the n - 1 other contributors."""
+    """Profiles of one coordinate dominating every data of the n - 1 other contributors.
+
+    More contributors only add independent coins to the count, so the profiles at
+    ``accounted_contributors`` (<= n) dominate those at n.
+    """
     r = rates(eps_local)
-    n = check_devices(n, "contributors")
+    n = accounted_contributors(eps_local, n)
     step = min(1e-3, max(DISCRETIZATION, _loss_scale(n, r) / 64.0))
-    fwd_dots = dots(r.min_loss, r.max_loss, step)
-    rev_dots = dots(-r.max_loss, -r.min_loss, step)
+    fwd_dots = dots.grid(r.min_loss, r.max_loss, step, DISCRETIZATION)
+    rev_dots = dots.grid(-r.max_loss, -r.min_loss, step, DISCRETIZATION)
     d = DISCRETIZATION
     forward = np.zeros(len(fwd_dots))
     reverse = np.zeros(len(rev_dots))
@@ -276,10 +294,9 @@ def coordinate_profile(eps_local: float, n: int) -> CoordinateProfile:
     for fair, biased in blocks:
         _, count, tail = count_pmf(fair, biased, r.a0)
         u, v = coordinate_pair(count, r)
-        m = float_margin(len(u))
-        # true delta(eps) <= (1 + 2m) delta_computed(eps - 4m) + tail (module docstring)
-        fwd = (1.0 + 2.0 * m) * hockey_stick(u, v, fwd_dots * d - 4.0 * m) + tail
-        rev = (1.0 + 2.0 * m) * hockey_stick(v, u, rev_dots * d - 4.0 * m) + tail
+        rel = float_margin(len(u))
+        fwd = profile_bound(u, v, fwd_dots * d, rel, tail)
+        rev = profile_bound(v, u, rev_dots * d, rel, tail)
         forward, reverse = np.maximum(forward, fwd), np.maximum(reverse, rev)
     fwd_dots, forward = _cut(fwd_dots, forward)
     rev_dots, reverse = _cut(rev_dots, reverse)
@@ -299,15 +316,6 @@ def _cut(grid: np.ndarray, profile: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 # ---- privacy loss distributions ------------------------------------------------------------
-def _connect_dots(grid: np.ndarray, deltas: np.ndarray) -> PLDPmf:
-    from dp_accounting.pld import pld_pmf
-
-    # A profile is non-increasing; floating point can break that by an ulp where it is flat.
-    return pld_pmf.create_pmf_pessimistic_connect_dots(
-        DISCRETIZATION, grid, np.minimum.accumulate(deltas)
-    )
-
-
 @lru_cache(maxsize=256)
 def round_pld(eps_local: float, contributors: int) -> PrivacyLossDistribution:
     """Dominating PLD of one round released as a sum over ``contributors`` devices."""
@@ -315,21 +323,27 @@ def round_pld(eps_local: float, contributors: int) -> PrivacyLossDistribution:
     from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
     prof = coordinate_profile(eps_local, contributors)
-    forward = _connect_dots(prof.forward_dots, prof.forward)
-    reverse = _connect_dots(prof.reverse_dots, prof.reverse)
+    forward = dots.connect_dots(prof.forward_dots, prof.forward, DISCRETIZATION)
+    reverse = dots.connect_dots(prof.reverse_dots, prof.reverse, DISCRETIZATION)
     # (U_v x V_w || V_v x U_w): the losses of the two coordinates add. Swapping v and w swaps
     # the two distributions, so one (symmetric) PLD covers both orders of the neighbours.
     return PrivacyLossDistribution(pld_pmf.compose_pmfs(forward, reverse, COMPOSE_TRUNCATION))
 
 
 def sampled_profile(base: PrivacyLossDistribution, p: float, eps: np.ndarray) -> np.ndarray:
-    """Profile of C_p(f) at eps (Dong, Roth, Su 2022, Thm 4.2), f the trade-off of ``base``.
+    """Upper bound on the profile of C_p(f) at eps (Dong, Roth, Su 2022, Theorem 4.2), f the
+    trade-off function of ``base`` (the pair (A, B) of a round given its participants).
 
-    With (A, B) the pair of ``base`` and a = e^eps:
+    With a = e^eps:
     H_a(pA + (1-p)B || B) = p H_{(a-1+p)/p}(A || B) for a > 1 - p, else 1 - a;
     H_a(B || pA + (1-p)B) = 1 - a + a p H_{1/g}(A || B), g = a p / (1 - a (1 - p)), when
     a (1 - p) < 1 (else 0), from H_g(B || A) = 1 - g + g H_{1/g}(A || B).
+    The base's delta(eps) is dp-accounting's float sum over its masses: each H is taken as
+    (1 + 2r) H(eps - 4r) with r = ``SAMPLED_MARGIN`` (>= that rounding, relative), which covers
+    it also where the sum cancels (the argument of ``profile_bound``); the affine parts are
+    exact.
     """
+    r = SAMPLED_MARGIN
     a = np.exp(eps)
     first_arg = np.full(a.shape, -np.inf)
     above = a > 1.0 - p
@@ -338,12 +352,13 @@ def sampled_profile(base: PrivacyLossDistribution, p: float, eps: np.ndarray) ->
     second = c > 0
     second_arg = np.full(a.shape, -np.inf)
     second_arg[second] = np.log(c[second] / (a[second] * p))
-    args = np.concatenate([first_arg, second_arg])
+    args = np.concatenate([first_arg, second_arg]) - 4.0 * r
     order = np.argsort(args)
     values = np.empty_like(args)
     finite = np.isfinite(args[order])
     values[order[~finite]] = 1.0
     values[order[finite]] = base.get_delta_for_epsilon(args[order][finite])
+    values = np.minimum((1.0 + 2.0 * r) * values, 1.0)
     h_first, h_second = values[: len(a)], values[len(a):]
     first = np.where(above, p * h_first, 1.0 - a)
     second_val = np.where(second, 1.0 - a + a * p * h_second, 0.0)
@@ -364,12 +379,11 @@ def sampled_round_pld(eps_local: float, participants: int, population: int
     prof = coordinate_profile(eps_local, participants)
     # the base's largest finite loss (its dots are rounded outwards) maps to the mixture's
     base_top = float(prof.forward_dots[-1] + prof.reverse_dots[-1]) * DISCRETIZATION
-    top = math.log1p(p * math.expm1(base_top)) + 4.0 * FLOAT_MARGIN
+    top = math.log1p(p * math.expm1(base_top)) + 4.0 * SAMPLED_MARGIN
     step = min(1e-3, max(DISCRETIZATION, _loss_scale(participants, r) / 32.0 * p))
-    grid = dots(-top, top, step)
-    eps = grid * DISCRETIZATION - 4.0 * FLOAT_MARGIN
-    grid, profile = _cut(grid, (1.0 + 2.0 * FLOAT_MARGIN) * sampled_profile(base, p, eps))
-    return PrivacyLossDistribution(_connect_dots(grid, profile))
+    points = dots.grid(-top, top, step, DISCRETIZATION)
+    points, profile = _cut(points, sampled_profile(base, p, points * DISCRETIZATION))
+    return PrivacyLossDistribution(dots.connect_dots(points, profile, DISCRETIZATION))
 
 
 # ---- composition ---------------------------------------------------------------------------
