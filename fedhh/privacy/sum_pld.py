@@ -228,6 +228,8 @@ def profile_bound(upper: np.ndarray, lower: np.ndarray, eps: np.ndarray, rel: fl
     A is tight where delta is small, B where it is close to 1 - x (the rounding of a sum near
     1 is not amplified there).
     """
+    keep = (upper > 0) & (lower > 0)  # both vanish together (N(s-1) = N(s) = 0) or neither
+    upper, lower = upper[keep], lower[keep]
     loss = np.log(upper) - np.log(lower)
     order = np.argsort(loss, kind="stable")
     loss = loss[order]
