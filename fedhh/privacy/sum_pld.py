@@ -206,11 +206,6 @@ def coordinate_pair(count: np.ndarray, r: Rates) -> tuple[np.ndarray, np.ndarray
     return r.a1 * shifted + (1.0 - r.a1) * same, r.a0 * shifted + (1.0 - r.a0) * same
 
 
-def hockey_stick(upper: np.ndarray, lower: np.ndarray, eps: np.ndarray) -> np.ndarray:
-    """sum_s (upper(s) - e^eps lower(s))_+ at each eps (both arrays positive everywhere)."""
-    return profile_bound(upper, lower, eps, 0.0, 0.0)
-
-
 def profile_bound(upper: np.ndarray, lower: np.ndarray, eps: np.ndarray, rel: float,
                   tail: float) -> np.ndarray:
     """Upper bound on the profile of the true pair at each eps, from computed pmfs.
