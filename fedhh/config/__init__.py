@@ -192,7 +192,7 @@ class RunConfig:
             if not item or any(c.isspace() for c in item):
                 raise ConfigError(f"deny-list item {item!r} is empty or contains whitespace")
         if self.privacy_method is not None:
-            from fedhh.privacy.shuffle import check_method
+            from fedhh.privacy.methods import check_method
 
             check_method(self.privacy_method)
         if self.sampling_rate is not None and not 0 < self.sampling_rate <= 1:

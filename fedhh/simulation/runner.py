@@ -112,14 +112,12 @@ class SimulationResult:
 
 
 class SimulationLink:
-    """The in-memory AggregatorLink: each attempt's sum drawn exactly (``SimulatedRounds``).
+    """The in-memory AggregatorLink: each attempt's sum drawn exactly (``SimulatedRounds``),
+    charged at its real number of participants (the ledger accounts a sampled round given
+    that number)."""
 
-    Under Poisson sampling the accountant's guarantee is over the sampling at the planned
-    expected cohort, so a sampled round is charged at no fewer than the ledger's n_min."""
-
-    def __init__(self, transport: SimulatedRounds, charge_floor: int) -> None:
+    def __init__(self, transport: SimulatedRounds) -> None:
         self.transport = transport
-        self.charge_floor = charge_floor
         self.started = self.drawn = 0.0  # perf_counter of the last attempt's start and sum
 
     async def collect(self, attempt: AttemptId, query: RoundQuery,
@@ -127,7 +125,7 @@ class SimulationLink:
         self.started = time.perf_counter()
         drawn = self.transport.aggregate(query)
         self.drawn = time.perf_counter()
-        await charge(max(drawn.participants, self.charge_floor))
+        await charge(drawn.participants)
         return Released(drawn.sums, drawn.participants, drawn.true_counts)
 
     async def recover(self, attempt: AttemptId) -> Recovered:
@@ -211,8 +209,7 @@ def _one_run(
         population, prepared.mechanism, config.selection_rule(), prepared.participation,
         seed=config.seed + 1_000_003 * run, per_device=config.per_device,
     )
-    floor = 0 if ledger is None or prepared.participation.rate >= 1 else ledger.n_min
-    link = SimulationLink(transport, floor)
+    link = SimulationLink(transport)
 
     def on_round(attempt: AttemptId, report: RoundReport) -> None:
         report = replace(report, extra={"run": run + 1,

@@ -217,8 +217,9 @@ class NetworkLink:
                 with contextlib.suppress(FedhhError):
                     await self.aggregator.cancel(round_id)  # the sum is dropped unread
                 charged = True
+                # Charged at what it proves (two at least: a sum of fewer is no sum).
                 raise RoundAborted(f"refused the sum: {problem}", reached_unmask=True,
-                                   contributors=max(proven, 1))
+                                   contributors=max(proven, 2))
             self.progress.enter(self.progress.round, self.progress.attempt, "releasing", proven)
             try:
                 await charge(proven)
