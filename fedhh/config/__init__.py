@@ -143,6 +143,9 @@ class RunConfig:
                                     "SecAgg+ (k, t)", Mode.NETWORK)
     max_attempts: int = _knob(5, "attempts of a round before the run fails (across restarts)",
                               Mode.NETWORK)
+    max_eps_local: float = _knob(
+        10.0, "cap on the per-round local epsilon the accountant may choose: the devices' own "
+        "floor (fedhh device --max-eps-local, 10 by default) refuses more", Mode.NETWORK)
 
     # ---- derived values ---------------------------------------------------------------------
     def resolved_dim_limit(self, mode: Mode) -> int:
@@ -235,6 +238,10 @@ class RunConfig:
         for name in WINDOW_FIELDS:
             if getattr(self, name) is not None:
                 _at_least(name, getattr(self, name), 1)
+        _positive("max_eps_local", self.max_eps_local)
+        if self.eps_local is not None and self.eps_local > self.max_eps_local:
+            raise ConfigError(f"eps_local {self.eps_local} is above max_eps_local "
+                              f"{self.max_eps_local}: devices would refuse the tasks")
         for name in ("expected_dropout", "corrupt_fraction"):
             value = getattr(self, name)
             if not 0 <= value < 1:

@@ -161,7 +161,7 @@ def test_rates_are_the_implemented_thresholds() -> None:
     rr = RandomizedResponse(5.0)
     r = sum_pld.rates(5.0)
     assert (r.a1, r.a0) == (rr.a1, rr.a0)
-    assert r.effective_epsilon == pytest.approx(rr.effective_epsilon(), abs=1e-12)
+    assert r.effective_epsilon == pytest.approx(math.log((1 - rr.a0) / rr.a0), abs=1e-12)
 
 
 @pytest.mark.parametrize(("k", "p"), [(1_600_000, 2.1e-4), (5_000, 0.5), (300, 0.03), (40, 0.9)])
