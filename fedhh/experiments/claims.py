@@ -204,20 +204,21 @@ def _sampling(r: StudyResults) -> list[ClaimResult]:
                     f"{r[labels[-1]].stat('true_positives').fmt()}",
                     HOLDS if best_is_full and rho > 0.8 else FAILS,
                     "Heavy hitters found grow steadily with q: fewer participants mean fewer "
-                    "reports of each item, and with our accountant also a smaller local "
-                    "epsilon (next claim)."),
+                    "reports of each item, which outweighs the larger local epsilon a "
+                    "sampled round allows (next claim)."),
         ClaimResult("sampling", "Small sampling rates allow a larger local epsilon than "
                     "moderate ones, and no sampling a larger one still (Table samp)",
                     "U-shaped eps_local(q)", f"eps_local by q: {eps_text}",
                     HOLDS if u_shape else FAILS,
-                    "We account as the paper describes (shuffle amplification among the "
-                    "expected q n participants, then Zhu & Wang's Theorem 5 for Poisson "
-                    "sampling, RDP composition): eps_local grows with q. The factor 3 on the "
-                    "higher-order terms of Theorem 5 costs more than the rate saves, and the "
-                    "shuffle amplification weakens with fewer participants (docs/privacy.md). "
-                    "The paper's table is omitted from our copy, so we cannot tell where its "
-                    "U shape comes from." if not u_shape else
-                    "The local epsilon is U-shaped in q, as in the paper."),
+                    "We account a sampled round exactly, given its number of participants (a "
+                    "data-independent count; docs/privacy.md): the amplification by sampling "
+                    "then only helps, and the local epsilon falls steadily as q rises. Small "
+                    "rates do allow a larger local epsilon than moderate ones, as the paper "
+                    "says, but no sampling does not allow a larger one still. The paper's "
+                    "table is omitted from our copy, so we cannot tell where its U shape comes "
+                    "from; its accounting (shuffling among the expected participants, then "
+                    "Zhu & Wang's Theorem 5) loses more at small rates than ours."
+                    if not u_shape else "The local epsilon is U-shaped in q, as in the paper."),
     ]
 
 

@@ -175,7 +175,7 @@ def test_runs_cannot_spend_a_device_twice_over(tmp_path: Path) -> None:
     data = short_dataset(tmp_path / "users.txt")
     config = to_proto(RunConfig(eps_agg=1.0, rounds=1, codec="5bit", max_bits=10,
                                 dim_limit=1 << 10, target_devices=200, min_devices=150,
-                                checkin_ms=30_000, stage_ms=20_000, max_attempts=2))
+                                checkin_ms=20_000, stage_ms=20_000, max_attempts=1))
     with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")}) \
             as topo:
         topo.start_aggregator()
