@@ -135,7 +135,7 @@ def aggregate_epsilon(
     max_order: float = 256.0,
 ) -> AggregateEpsilon:
     """Aggregate (eps, delta)-DP of ``rounds`` rounds among ``num_devices`` devices (a bound)."""
-    eps_local = check_eps("eps_local", eps_local)
+    eps_local = check_eps(eps_local, "eps_local")
     delta = check_delta(delta)
     rounds = check_rounds(rounds)
     num_devices = check_devices(num_devices)

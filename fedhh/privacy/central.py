@@ -117,7 +117,7 @@ def laplace_calibration(
     eps_agg: float, delta: float, rounds: int, l1_sensitivity: float
 ) -> CentralCalibration:
     """Laplace scale b per coordinate per round (smaller of the RDP and KOV routes)."""
-    eps_agg = check_eps("eps_agg", eps_agg)
+    eps_agg = check_eps(eps_agg, "eps_agg")
     delta = check_delta(delta)
     rounds = check_rounds(rounds)
     sens = check_positive("l1_sensitivity", l1_sensitivity)
@@ -146,7 +146,7 @@ def gaussian_calibration(
     eps_agg: float, delta: float, rounds: int, l2_sensitivity: float
 ) -> CentralCalibration:
     """Gaussian sigma per coordinate per round: exactly sqrt(T) sigma_aGM (module docstring)."""
-    eps_agg = check_eps("eps_agg", eps_agg)
+    eps_agg = check_eps(eps_agg, "eps_agg")
     delta = check_delta(delta)
     rounds = check_rounds(rounds)
     sens = check_positive("l2_sensitivity", l2_sensitivity)

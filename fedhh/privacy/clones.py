@@ -145,7 +145,7 @@ class CloneReduction:
 
     def __init__(self, eps0: float, n: int, variant: str = FMT21, max_order: float = 256.0,
                  participants: int | None = None):
-        self.eps0 = check_eps("eps_local", eps0)
+        self.eps0 = check_eps(eps0, "eps_local")
         self.n = check_devices(n)
         self.participants = self.n if participants is None else check_devices(
             participants, "participants")

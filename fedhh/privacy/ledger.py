@@ -121,7 +121,7 @@ class PrivacyLedger:
         eps_local: float | None = None,
     ) -> PrivacyLedger:
         """Declare a run; solve eps_local for n_min contributors unless it is given."""
-        eps_agg = check_eps("eps_agg", eps_agg)
+        eps_agg = check_eps(eps_agg, "eps_agg")
         delta = check_delta(delta)
         rounds = check_rounds(rounds)
         n_min = check_devices(n_min, "n_min")
@@ -132,7 +132,7 @@ class PrivacyLedger:
             eps_local = solve_local_epsilon(
                 eps_agg, delta, rounds, population, sampling_rate, method
             ).eps_local
-        eps_local = check_eps("eps_local", eps_local)
+        eps_local = check_eps(eps_local, "eps_local")
         per_round_delta = slack = math.nan
         if method != "sum":
             plan = aggregate_epsilon(eps_local, delta, rounds, population, sampling_rate, method)
@@ -354,12 +354,12 @@ class PrivacyLedger:
                     None if attempt is None else _int(attempt, "attempt", 0),
                 ))
             return cls(
-                eps_agg=check_eps("eps_agg", data["eps_agg"]),
+                eps_agg=check_eps(data["eps_agg"], "eps_agg"),
                 delta=check_delta(data["delta"]),
                 rounds=check_rounds(data["rounds"]),
                 n_min=n_min,
                 sampling_rate=rate,
-                eps_local=check_eps("eps_local", data["eps_local"]),
+                eps_local=check_eps(data["eps_local"], "eps_local"),
                 method=method,
                 per_round_delta=math.nan if per_round is None else float(per_round),
                 slack_delta=math.nan if slack is None else float(slack),

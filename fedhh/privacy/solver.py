@@ -104,7 +104,7 @@ def solve_local_epsilon(
     method: str = methods.DEFAULT_METHOD,
 ) -> LocalEpsilonSolution:
     """Largest eps_local (to 1e-3) such that the run satisfies (eps_agg, delta)-DP in aggregate."""
-    eps_agg = check_eps("eps_agg", eps_agg)
+    eps_agg = check_eps(eps_agg, "eps_agg")
     delta = check_delta(delta)
     rounds = check_rounds(rounds)
     num_devices = check_devices(num_devices)

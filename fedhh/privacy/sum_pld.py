@@ -113,7 +113,7 @@ class Rates:
 
 def rates(eps_local: float) -> Rates:
     """a1 = 1/2 and a0 = ceil(2^32 / (e^eps + 1)) / 2^32, exactly as ``fedhh.randomizer``."""
-    return Rates(A1_THRESHOLD / SCALE, a0_threshold(check_eps("eps_local", eps_local)) / SCALE)
+    return Rates(A1_THRESHOLD / SCALE, a0_threshold(check_eps(eps_local, "eps_local")) / SCALE)
 
 
 # ---- the other devices' count --------------------------------------------------------------

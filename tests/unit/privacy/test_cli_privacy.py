@@ -12,6 +12,7 @@ import pytest
 from fedhh.cli import privacy as cli
 from fedhh.cli.main import OneLineErrorParser, usage_error
 from fedhh.errors import FedhhError
+from fedhh.privacy import solve_local_epsilon
 
 
 def run(argv: list[str]) -> int:
@@ -32,7 +33,8 @@ def test_default_mechanism_is_optprefixtree(capsys: pytest.CaptureFixture[str]) 
     assert run(["privacy", *BASE, "--devices", "100000", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["mechanism"] == "optprefixtree" and data["method"] == "sum"
-    assert data["eps_local"] > 1 and data["breakdown"]["tightest"] == "pld"
+    assert data["eps_local"] == solve_local_epsilon(1.0, 1e-6, 4, 100_000).eps_local
+    assert data["breakdown"]["tightest"] == "pld"
     assert data["breakdown"]["pld_epsilon"] <= 1.0
 
 

@@ -20,9 +20,11 @@ def ledger() -> PrivacyLedger:
 
 
 def test_open_solves_and_fits(ledger: PrivacyLedger) -> None:
-    assert ledger.eps_local > 1.0
+    """The solved local epsilon is the largest whose plan fits: 1% more does not."""
     assert ledger.projected_epsilon() <= 1.0
     assert ledger.spent_epsilon() == 0.0
+    with pytest.raises(PrivacyError, match="exceeds the budget"):
+        PrivacyLedger.open(1.0, 1e-6, 3, N_MIN, eps_local=ledger.eps_local * 1.01)
 
 
 def test_record_returns_new_value(ledger: PrivacyLedger) -> None:

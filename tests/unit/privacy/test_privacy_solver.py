@@ -4,7 +4,6 @@ speed, method flags."""
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -75,11 +74,9 @@ def test_monotonicity_grid() -> None:
     assert by_t == sorted(by_t, reverse=True) and by_t[0] > by_t[-1]
 
 
-def test_one_solve_is_fast_at_paper_scale() -> None:
-    solve_local_epsilon(0.5, 1e-6, 2, 1_600_000)  # warm imports
-    start = time.perf_counter()
+def test_the_issues_figures_at_paper_scale() -> None:
+    """(Its speed is bench/bench_privacy.py's to measure, not a test's.)"""
     sol = solve_local_epsilon(1.0, 1e-6, 4, 1_600_000)
-    assert time.perf_counter() - start < 3.0  # ~0.2 s on an idle core; slack for shared CI
     assert sol.eps_local == pytest.approx(10.71, abs=0.01)  # issue 12: ~10.7
     assert solve_local_epsilon(1.0, 1e-6, 4, 50_000).eps_local == pytest.approx(7.25, abs=0.01)
     clones = solve_local_epsilon(1.0, 1e-6, 4, 1_600_000, method="clones")
