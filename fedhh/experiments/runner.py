@@ -114,9 +114,9 @@ class Suite:
         self.reuse_populations = reuse_populations
         self._populations: dict[tuple[str, str], Population] = {}
         if dataset is None:
-            from fedhh.data.registry import resolve_dataset
+            from fedhh.experiments.populations import resolve
 
-            dataset = resolve_dataset(settings.dataset)
+            dataset = resolve(settings.dataset)
         self.dataset = dataset
         self._data = {settings.dataset: SuiteData.of(dataset)}
         self.identity = self._data[settings.dataset].identity
@@ -130,9 +130,9 @@ class Suite:
     def data(self, name: str) -> SuiteData:
         """A dataset by name or path (each resolved once)."""
         if name not in self._data:
-            from fedhh.data.registry import resolve_dataset
+            from fedhh.experiments.populations import resolve
 
-            self._data[name] = SuiteData.of(resolve_dataset(name))
+            self._data[name] = SuiteData.of(resolve(name))
         return self._data[name]
 
     def planned(self, study: Study, variant: Variant, seed: int) -> PlannedRun:
