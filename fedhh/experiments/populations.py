@@ -5,6 +5,9 @@ and on the *held-out* populations, which no tuning ever ran on (docs/utility.md)
 
 - ``dev-reddit-400k`` (development): the synthetic-reddit generator with another seed (1) and a
   quarter of the users (400,000): the default dataset's shape, none of its users.
+- ``dev-reddit-full`` (development, added after the first lever showed that list sizes, and so
+  the segment schedules, depend on the scale): the same generator with seed 1 at the default's
+  1.6 million users.
 - ``synthetic-german`` (held out): the built-in dataset, 200,000 users, each holding
   1 + Poisson(29) tokens drawn independently from wordfreq's German list (docs/datasets.md).
 - ``heldout-spanish`` (held out): 800,000 users, each holding 1 + Poisson(59) tokens drawn
@@ -27,7 +30,7 @@ import numpy as np
 from fedhh.data.dataset import FederatedDataset, load_dataset, save_dataset
 from fedhh.data.lexicon import WeightedStrings
 
-DEVELOPMENT = "dev-reddit-400k"
+DEVELOPMENT = ("dev-reddit-400k", "dev-reddit-full")
 HELD_OUT = ("synthetic-german", "heldout-spanish")
 DEV_USERS = 400_000
 DEV_SEED = 1
@@ -73,9 +76,9 @@ def resolve(name: str) -> FederatedDataset:
     """A population of the utility studies by name, or any dataset name or path."""
     from fedhh.data.registry import builtin_path, cache_root, resolve_dataset
 
-    if name == DEVELOPMENT:
-        return load_dataset(builtin_path("synthetic-reddit", num_users=DEV_USERS,
-                                         seed=DEV_SEED))
+    if name in DEVELOPMENT:
+        users = DEV_USERS if name == "dev-reddit-400k" else None
+        return load_dataset(builtin_path("synthetic-reddit", num_users=users, seed=DEV_SEED))
     if name == "heldout-spanish":
         return load_dataset(_spanish(cache_root()))
     return resolve_dataset(name)
