@@ -37,7 +37,7 @@ from fedhh.codec.automaton import DEAD, ENDED
 from fedhh.errors import ConfigError
 from fedhh.mechanisms import Mechanism
 from fedhh.prune import validate_prune_parameters
-from fedhh.segment import check_feasible, plan_segment
+from fedhh.segment import SEGMENT_PLANS, check_feasible, plan_segment
 from fedhh.selection import RoundFilter
 
 FP_RATIO_OF = ("kept", "discoveries")
@@ -63,9 +63,14 @@ class TreeConfig:
     eta: float = 0.5
     segment_bits: int | None = None  # None: adaptive segmentation
     fp_ratio_of: str = "kept"
+    segment_plan: str = "greedy"  # fedhh.segment.SEGMENT_PLANS
+    fp_ratio_finished: float | None = None  # gamma of the elements that finish an item
 
     def validate(self, max_bits: int) -> None:
         validate_prune_parameters(self.fp_ratio, self.tau0, self.eta)
+        if self.segment_plan not in SEGMENT_PLANS:
+            raise ConfigError(f"segment_plan must be one of {', '.join(SEGMENT_PLANS)}, got "
+                              f"{self.segment_plan!r}")
         if self.fp_ratio_of not in FP_RATIO_OF:
             raise ConfigError(f"fp_ratio_of must be kept or discoveries, got {self.fp_ratio_of!r}")
         if self.fp_ratio_of == "kept" and self.fp_ratio >= 1:
@@ -73,6 +78,9 @@ class TreeConfig:
                 f"fp_ratio {self.fp_ratio} relative to the kept set never raises the threshold "
                 "(the kept set always holds the expected false positives): use a value below 1, "
                 "or fp_ratio_of='discoveries' (--fp-ratio-of discoveries)")
+        if self.fp_ratio_finished is not None and not 0 < self.fp_ratio_finished < 1:
+            raise ConfigError(f"fp_ratio_finished must be in (0, 1) (relative to the kept "
+                              f"finishing elements), got {self.fp_ratio_finished}")
         check_feasible(self.rounds, max_bits, self.dim_limit, self.segment_bits)
 
     @property
@@ -109,6 +117,18 @@ class RoundQuery:
             prefix_index = self.round_filter().prefix_index(codes)
         segment = cw.field(codes, self.max_bits, self.prefix_bits, self.segment_bits)
         return np.where(prefix_index >= 0, (prefix_index << self.segment_bits) + segment, -1)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """The thresholds a round used: the continuing elements' (all elements' with a single
+    false-positive target) and the finishing elements' when they have their own target."""
+
+    threshold: float
+    tau: float
+    sigma: float
+    expected_false_positives: float
+    finished_threshold: float | None
 
 
 @dataclass(frozen=True)
@@ -170,6 +190,7 @@ class RoundReport:
     next_segment_bits: int | None
     expected_false_positives: float
     actual_false_positives: int | None = None
+    finished_threshold: float | None = None  # with fp_ratio_finished: the finishing elements'
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -231,7 +252,8 @@ class PrefixTree:
 
     def initial_state(self) -> TreeState:
         plan = plan_segment(1, 0, self.config.rounds, self.codec.max_bits,
-                            self.config.dim_limit, self.config.segment_bits)
+                            self.config.dim_limit, self.config.segment_bits,
+                            self.config.segment_plan)
         return TreeState(segment_bits=plan.bits)
 
     def query(self, state: TreeState) -> RoundQuery:
@@ -266,20 +288,8 @@ class PrefixTree:
         s, bits = query.segment_bits, query.prefix_bits + query.segment_bits
         automaton = self.codec.automaton
         states = automaton.domain_states(automaton.run(query.prefixes, query.prefix_bits), s)
-        possible = states != DEAD
-        impossible = int(possible.size - np.count_nonzero(possible))
-        if impossible:
-            candidates = np.flatnonzero(possible)
-            result = self.mechanism.threshold(sums[candidates], participants, cfg.kept_fp_ratio,
-                                              cfg.tau0, cfg.eta)
-            kept = candidates[result.kept]
-            del candidates
-        else:
-            result = self.mechanism.threshold(sums, participants, cfg.kept_fp_ratio, cfg.tau0,
-                                              cfg.eta)
-            kept = result.kept
-        estimates = result.estimates[result.kept]
-        del possible
+        impossible = int(np.count_nonzero(states == DEAD))
+        kept, estimates, cut = self._threshold(sums, participants, states, bits >= r)
         values = cw.append(query.prefixes[kept >> s], query.prefix_bits,
                            kept & ((1 << s) - 1), s)
         finished = (states[kept] == ENDED) | (bits >= r)
@@ -296,9 +306,10 @@ class PrefixTree:
         next_bits: int | None = None
         trimmed = 0
         if continuing and rounds_left > 0:
-            plan = plan_segment(len(continuing), bits, rounds_left, r, cfg.dim_limit,
-                                cfg.segment_bits)
             continuing.sort(key=lambda ev: (-ev[0], ev[1]))
+            plan = plan_segment(len(continuing), bits, rounds_left, r, cfg.dim_limit,
+                                cfg.segment_bits, cfg.segment_plan,
+                                masses=np.array([ev[0] for ev in continuing]))
             trimmed = max(0, len(continuing) - plan.keep_prefixes)
             continuing = continuing[: plan.keep_prefixes]
             next_bits = plan.bits
@@ -322,9 +333,9 @@ class PrefixTree:
             prefixes=int(query.prefixes.size),
             domain_size=query.domain_size,
             participants=participants,
-            threshold=result.threshold,
-            tau=result.tau,
-            sigma=result.sigma,
+            threshold=cut.threshold,
+            tau=cut.tau,
+            sigma=cut.sigma,
             kept=int(kept.size),
             finished=len(found),
             impossible=impossible,
@@ -332,10 +343,49 @@ class PrefixTree:
             continuing=len(continuing),
             trimmed=trimmed,
             next_segment_bits=next_bits,
-            expected_false_positives=result.expected_false_positives,
+            expected_false_positives=cut.expected_false_positives,
             actual_false_positives=actual_fp,
+            finished_threshold=cut.finished_threshold,
         )
         return new_state, report
+
+    def _threshold(self, sums: np.ndarray, participants: int, states: np.ndarray,
+                   last_round: bool) -> tuple[np.ndarray, np.ndarray, Cut]:
+        """Domain elements kept (ascending), their estimates, and the thresholds used.
+
+        Impossible elements never take part (module docstring). With ``fp_ratio_finished``
+        the elements that finish an item (they hold the end symbol, or every element of the
+        last round) are thresholded on their own with that target, the others with
+        ``fp_ratio``: the class of an element is a property of its bits, fixed before the
+        sum is seen, so each class's PruneHH bounds its own expected false positives by its
+        own target, against the same null law.
+        """
+        cfg = self.config
+        possible = states != DEAD
+        classes: list[tuple[np.ndarray, float]] = []
+        if cfg.fp_ratio_finished is None:
+            classes.append((possible, cfg.kept_fp_ratio))
+        elif last_round:
+            classes.append((possible, cfg.fp_ratio_finished))
+        else:
+            ends = states == ENDED
+            classes += [(possible & ~ends, cfg.kept_fp_ratio), (ends, cfg.fp_ratio_finished)]
+        kept_parts, estimate_parts, results = [], [], []
+        for member, gamma in classes:
+            index = np.flatnonzero(member) if not np.all(member) else None
+            part = sums if index is None else sums[index]
+            result = self.mechanism.threshold(part, participants, gamma, cfg.tau0, cfg.eta)
+            kept_parts.append(result.kept if index is None else index[result.kept])
+            estimate_parts.append(result.estimates[result.kept])
+            results.append(result)
+        kept = np.concatenate(kept_parts)
+        order = np.argsort(kept, kind="stable")
+        main = results[0]
+        finished = results[1].threshold if len(results) > 1 else (
+            main.threshold if cfg.fp_ratio_finished is not None else None)
+        cut = Cut(main.threshold, main.tau, main.sigma,
+                  sum(r.expected_false_positives for r in results), finished)
+        return kept[order], np.concatenate(estimate_parts)[order], cut
 
     def heavy_hitters(self, state: TreeState) -> list[HeavyHitter]:
         """Discovered items, highest estimate first (deny-list items are reported separately)."""

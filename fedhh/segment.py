@@ -13,13 +13,35 @@ Section "Dimension Limitation"). This reproduces the paper's segmentations [23, 
 
 The fixed variant uses the given length every round, also capped by the bits remaining and
 forced to finish in the last round.
+
+Planned segmentation (issue 15, ``plan="lookahead"`` or ``"spread"``). The greedy rule fills
+the dimension limit now and pays later: at P = 10^7 and r = 60, a list of 2,500 prefixes takes
+11-bit segments twice and then needs 15 bits in the last round, which carries 305 prefixes;
+12, 12 and 13 bits would have trimmed 59 low-estimate prefixes once and carried 1,220 to the
+end. So after the first round (whose one prefix makes the greedy segment free) the planner looks
+at the whole remaining schedule: it assumes the list keeps its current size C (each carried
+prefix has about one continuing child, what the rounds show after the first) and chooses the
+segments s_1..s_k of the k remaining rounds, summing to the remaining bits and each at most
+floor(log2 P), that carry the most prefixes summed over the rounds, sum_j min(C, P >> s_j).
+Ordering a schedule by increasing segments only raises every later list (the running maximum
+of the segments decides what fits), so it is a multiset of segments, found by a knapsack over
+the segment lengths (``best_schedule``); the round takes its smallest member. Among equally
+good schedules the one with the largest smallest segment is taken (the equal split when
+nothing has to be trimmed). ``"lookahead"`` keeps the greedy segment whenever the greedy
+schedule trims nothing (the paper's rule, which may finish before the T rounds paid for);
+``"spread"`` always takes the plan, so an untrimmed tree spends every round it paid for, each
+adding about the same number of bits.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from fedhh.errors import ConfigError
+
+SEGMENT_PLANS = ("greedy", "lookahead", "spread")
 
 
 def floor_log2(x: int) -> int:
@@ -42,6 +64,52 @@ class SegmentPlan:
     keep_prefixes: int  # how many prefixes fit (the list is trimmed to this many, top first)
 
 
+def carried(num_prefixes: int, bits: int, dim_limit: int) -> int:
+    """Prefixes a round of ``bits``-bit segments carries out of ``num_prefixes``."""
+    return min(num_prefixes, dim_limit >> bits)
+
+
+def best_schedule(num_prefixes: int, remaining: int, rounds: int, dim_limit: int,
+                  masses: np.ndarray | None = None) -> tuple[int, ...]:
+    """Segments (ascending) of ``rounds`` rounds covering ``remaining`` bits that carry the most
+    prefixes summed over the rounds, a list of ``num_prefixes`` assumed to keep its size (module
+    docstring); with ``masses`` (the prefixes' estimated counts, highest first) a round carrying
+    the top L prefixes is worth their total mass instead of L. Ties go to the schedule with the
+    largest smallest segment, then the largest next one, and so on. ConfigError if no schedule
+    exists."""
+    cap = min(floor_log2(dim_limit), remaining)
+    if rounds < 1 or not rounds <= remaining <= rounds * cap:
+        raise ConfigError(f"{rounds} rounds of 1 to {cap} bits cannot cover {remaining} bits")
+    carry = [carried(num_prefixes, s, dim_limit) for s in range(1, cap + 1)]
+    if masses is None:
+        values = [float(c) for c in carry]
+    else:
+        total = np.concatenate(([0.0], np.cumsum(np.maximum(np.asarray(masses, float), 0.0))))
+        values = [float(total[min(c, total.size - 1)]) for c in carry]
+    gain = np.array([0.0, *values])
+    schedule: list[int] = []
+    low, bits, left = 1, remaining, rounds
+    while left > 0:
+        best_total, best_m = -np.inf, 0
+        for m in range(low, min(cap, bits) + 1):
+            # table[b]: the best value of the other left - 1 rounds, segments in [m, cap], b bits.
+            table = np.full(bits + 1, -np.inf)
+            table[0] = 0.0
+            for _ in range(left - 1):
+                nxt = np.full(bits + 1, -np.inf)
+                for seg in range(m, min(cap, bits) + 1):
+                    np.maximum(nxt[seg:], table[: bits + 1 - seg] + gain[seg], out=nxt[seg:])
+                table = nxt
+            total_value = table[bits - m] + gain[m]
+            if total_value >= best_total and np.isfinite(total_value):  # ties: larger smallest
+                best_total, best_m = total_value, m
+        if best_m == 0:
+            raise ConfigError(f"{rounds} rounds cannot cover {remaining} bits")
+        schedule.append(best_m)
+        low, bits, left = best_m, bits - best_m, left - 1
+    return tuple(schedule)
+
+
 def plan_segment(
     num_prefixes: int,
     prefix_bits: int,
@@ -49,10 +117,16 @@ def plan_segment(
     max_bits: int,
     dim_limit: int,
     fixed_bits: int | None = None,
+    plan: str = "greedy",
+    masses: np.ndarray | None = None,
 ) -> SegmentPlan:
-    """The next round's segment length and how many prefixes it can carry."""
+    """The next round's segment length and how many prefixes it can carry (``plan``: one of
+    ``SEGMENT_PLANS``; ``masses``: the prefixes' estimated counts, highest first, which the
+    planned schedules weigh; see the module docstring)."""
     if rounds_left < 1:
         raise ConfigError("no rounds left to plan")
+    if plan not in SEGMENT_PLANS:
+        raise ConfigError(f"segment plan must be one of {', '.join(SEGMENT_PLANS)}, got {plan!r}")
     remaining = max_bits - prefix_bits
     if remaining < 1:
         raise ConfigError(f"prefixes of {prefix_bits} bits are already complete")
@@ -63,6 +137,16 @@ def plan_segment(
     else:
         bits = min(adaptive_bits(num_prefixes, dim_limit), remaining)
     bits = max(bits, needed, 1)
+    if fixed_bits is None and plan != "greedy" and rounds_left > 1 and bits <= per_round_cap:
+        equal = -(-remaining // rounds_left)
+        if prefix_bits == 0:
+            # The first round's one prefix makes any segment free: take the greedy one, unless
+            # the rounds are plentiful (equal segments leave room for sqrt(P) prefixes).
+            if plan == "spread" and 2 * equal <= per_round_cap:
+                bits = best_schedule(1, remaining, rounds_left, dim_limit)[0]
+        elif plan == "spread" or _greedy_trims(num_prefixes, bits, remaining, rounds_left,
+                                                dim_limit):
+            bits = best_schedule(num_prefixes, remaining, rounds_left, dim_limit, masses)[0]
     bits = min(bits, remaining)
     if bits > per_round_cap:
         raise ConfigError(
@@ -70,6 +154,23 @@ def plan_segment(
             f"prefix; use more rounds or a larger dim_limit"
         )
     return SegmentPlan(bits=bits, keep_prefixes=min(num_prefixes, dim_limit >> bits))
+
+
+def _greedy_trims(num_prefixes: int, bits: int, remaining: int, rounds: int,
+                  dim_limit: int) -> bool:
+    """Whether greedy segments, starting with ``bits``, trim a list that keeps its size."""
+    cap = floor_log2(dim_limit)
+    left = remaining
+    for k in range(rounds, 0, -1):
+        s = max(min(adaptive_bits(num_prefixes, dim_limit), left), left - (k - 1) * cap, 1)
+        if k == rounds:
+            s = bits
+        if carried(num_prefixes, s, dim_limit) < num_prefixes:
+            return True
+        left -= s
+        if left <= 0:
+            return False
+    return False
 
 
 def check_feasible(

@@ -28,6 +28,7 @@ ALGORITHMS = ("optprefixtree", "triehh", "triehh++", "central-laplace", "central
 SELECTIONS = ("uniform", "weighted")
 TAILS = ("binomial", "gaussian")
 FP_RATIO_OF = ("kept", "discoveries")
+SEGMENT_PLANS = ("greedy", "lookahead", "spread")  # fedhh.segment.SEGMENT_PLANS
 SIMULATION_DIM_LIMIT = 10_000_000  # the paper's P
 NETWORK_DIM_LIMIT = 1 << 16  # each device uploads one 16- or 32-bit entry per domain element
 MAX_NETWORK_DIM_LIMIT = 1 << 24  # fedhh.secagg.config.MAX_DIMENSION
@@ -100,6 +101,16 @@ class RunConfig:
     deny_list: tuple[str, ...] = _knob((), "items to exclude (never reported, never output)",
                                        metavar="PATH")
     warm_start: bool = _knob(False, "deny-list the built-in public warm-start list")
+    # ---- utility levers (issue 15, docs/utility.md; simulation only until they are defaults) --
+    segment_plan: str = _knob(
+        "greedy", "segment schedule: greedy (the paper's: the largest segment that fits now), "
+        "lookahead (plan the remaining rounds when greedy segments would trim the list later), "
+        "spread (always plan: an untrimmed tree spends every round it paid for)",
+        Mode.SIMULATION, choices=SEGMENT_PLANS)
+    fp_ratio_finished: float | None = _knob(
+        None, "false-positive target of the elements that finish an item (they become output), "
+        "relative to those kept; the others keep fp_ratio (default: fp_ratio for all)",
+        Mode.SIMULATION)
     # ---- simulation only ------------------------------------------------------------------
     two_runs: bool = _knob(False, "run twice, the first run's output being the second's deny "
                            "list (the budget covers both)", Mode.SIMULATION)
@@ -187,7 +198,8 @@ class RunConfig:
         if self.segment_bits is not None:
             _at_least("segment_bits", self.segment_bits, 1)
         for name, choices in (("algorithm", ALGORITHMS), ("selection", SELECTIONS),
-                              ("tail", TAILS), ("fp_ratio_of", FP_RATIO_OF)):
+                              ("tail", TAILS), ("fp_ratio_of", FP_RATIO_OF),
+                              ("segment_plan", SEGMENT_PLANS)):
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, got "
                                   f"{getattr(self, name)!r}")
@@ -254,7 +266,9 @@ class RunConfig:
 
         return TreeConfig(rounds=self.rounds, dim_limit=self.resolved_dim_limit(mode),
                           fp_ratio=self.fp_ratio, tau0=self.tau0, eta=self.eta,
-                          segment_bits=self.segment_bits, fp_ratio_of=self.fp_ratio_of)
+                          segment_bits=self.segment_bits, fp_ratio_of=self.fp_ratio_of,
+                          segment_plan=self.segment_plan,
+                          fp_ratio_finished=self.fp_ratio_finished)
 
     def selection_rule(self) -> Any:
         from fedhh.selection import Selection
