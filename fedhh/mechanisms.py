@@ -66,13 +66,13 @@ class LocalRandomizer:
     def estimate(self, sums: np.ndarray, n: int) -> np.ndarray:
         return rr_estimate(sums, n, self.randomizer)
 
-    def threshold(self, sums: np.ndarray, n: int, fp_ratio: float, tau0: float, eta: float
-                  ) -> Thresholded:
+    def threshold(self, sums: np.ndarray, n: int, fp_ratio: float, tau0: float, eta: float,
+                  weights: np.ndarray | None = None) -> Thresholded:
         estimates = self.estimate(sums, n)
         if n == 0:
             return _nothing(estimates)
         tail = self.null_tail(n)
-        result = prune_hh(estimates, tail, fp_ratio, tau0, eta)
+        result = prune_hh(estimates, tail, fp_ratio, tau0, eta, weights=weights)
         return Thresholded(result.kept, estimates, result.threshold, result.tau, tail.sigma,
                            result.expected_false_positives)
 
@@ -92,8 +92,10 @@ class VoteThreshold:
         """Votes scaled by 1/rate: an unbiased estimate of the population count."""
         return np.asarray(sums, dtype=np.float64) / self.sampling_rate
 
-    def threshold(self, sums: np.ndarray, n: int, fp_ratio: float, tau0: float, eta: float
-                  ) -> Thresholded:
+    def threshold(self, sums: np.ndarray, n: int, fp_ratio: float, tau0: float, eta: float,
+                  weights: np.ndarray | None = None) -> Thresholded:
+        if weights is not None:
+            raise ConfigError("vote thresholds take no weights")
         kept = np.flatnonzero(np.asarray(sums) >= self.theta)
         return Thresholded(kept, self.estimate(sums, n), float(self.theta), float("nan"),
                            0.0, 0.0)
@@ -121,11 +123,11 @@ class CentralNoise:
     def estimate(self, sums: np.ndarray, n: int) -> np.ndarray:
         return np.asarray(sums, dtype=np.float64)
 
-    def threshold(self, sums: np.ndarray, n: int, fp_ratio: float, tau0: float, eta: float
-                  ) -> Thresholded:
+    def threshold(self, sums: np.ndarray, n: int, fp_ratio: float, tau0: float, eta: float,
+                  weights: np.ndarray | None = None) -> Thresholded:
         estimates = self.estimate(sums, n)
         tail = self.null_tail()
-        result = prune_hh(estimates, tail, fp_ratio, tau0, eta)
+        result = prune_hh(estimates, tail, fp_ratio, tau0, eta, weights=weights)
         return Thresholded(result.kept, estimates, result.threshold, result.tau, tail.sigma,
                            result.expected_false_positives)
 

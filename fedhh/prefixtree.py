@@ -35,12 +35,15 @@ from fedhh.codec import ELLIPSIS, Codec
 from fedhh.codec import codes as cw
 from fedhh.codec.automaton import DEAD, ENDED
 from fedhh.errors import ConfigError
-from fedhh.mechanisms import Mechanism
+from fedhh.estimate import NullTail
+from fedhh.evidence import real_probability, weight_levels
+from fedhh.mechanisms import CentralNoise, LocalRandomizer, Mechanism
 from fedhh.prune import validate_prune_parameters
 from fedhh.segment import SEGMENT_PLANS, check_feasible, plan_segment
 from fedhh.selection import RoundFilter
 
 FP_RATIO_OF = ("kept", "discoveries")
+THRESHOLD_WEIGHTS = ("uniform", "parent")
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class TreeConfig:
     fp_ratio_of: str = "kept"
     segment_plan: str = "greedy"  # fedhh.segment.SEGMENT_PLANS
     fp_ratio_finished: float | None = None  # gamma of the elements that finish an item
+    threshold_weights: str = "uniform"  # or "parent": weighted by the parents' evidence
 
     def validate(self, max_bits: int) -> None:
         validate_prune_parameters(self.fp_ratio, self.tau0, self.eta)
@@ -78,6 +82,9 @@ class TreeConfig:
                 f"fp_ratio {self.fp_ratio} relative to the kept set never raises the threshold "
                 "(the kept set always holds the expected false positives): use a value below 1, "
                 "or fp_ratio_of='discoveries' (--fp-ratio-of discoveries)")
+        if self.threshold_weights not in THRESHOLD_WEIGHTS:
+            raise ConfigError(f"threshold_weights must be one of {', '.join(THRESHOLD_WEIGHTS)},"
+                              f" got {self.threshold_weights!r}")
         if self.fp_ratio_finished is not None and not 0 < self.fp_ratio_finished < 1:
             raise ConfigError(f"fp_ratio_finished must be in (0, 1) (relative to the kept "
                               f"finishing elements), got {self.fp_ratio_finished}")
@@ -151,6 +158,7 @@ class TreeState:
     segment_bits: int = 0
     discovered: tuple[Found, ...] = ()
     done: bool = False
+    evidence: tuple[float, ...] = ()  # per prefix: the probability it is real (weighted rule)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -165,6 +173,7 @@ class TreeState:
             discovered=tuple(Found(int(f["code"]), float(f["estimate"]), int(f["round"]))
                              for f in data["discovered"]),
             done=bool(data["done"]),
+            evidence=tuple(float(p) for p in data.get("evidence", ())),
         )
 
 
@@ -241,14 +250,31 @@ class PrefixTree:
         codec: Codec,
         mechanism: Mechanism,
         deny_codes: np.ndarray | None = None,
+        round_mechanisms: tuple[Mechanism, ...] | None = None,
     ) -> None:
+        """``round_mechanisms``: one mechanism per round (a per-round budget allocation);
+        None: ``mechanism`` in every round."""
         config.validate(codec.max_bits)
+        if round_mechanisms is not None and len(round_mechanisms) != config.rounds:
+            raise ConfigError(f"{len(round_mechanisms)} round mechanisms for {config.rounds} "
+                              "rounds")
+        if config.threshold_weights != "uniform" and not isinstance(
+                mechanism, LocalRandomizer | CentralNoise):
+            raise ConfigError("weighted thresholds need a noise law (OptPrefixTree or central "
+                              "DP), not vote thresholds")
         self.config = config
         self.codec = codec
         self.mechanism = mechanism
+        self.round_mechanisms = round_mechanisms
         r = codec.max_bits
         deny = cw.empty(r) if deny_codes is None else cw.check_array(deny_codes, r, "deny codes")
         self.deny = np.unique(deny)
+
+    def mechanism_for(self, round_: int) -> Mechanism:
+        """The mechanism of round ``round_`` (1-based)."""
+        if self.round_mechanisms is None:
+            return self.mechanism
+        return self.round_mechanisms[round_ - 1]
 
     def initial_state(self) -> TreeState:
         plan = plan_segment(1, 0, self.config.rounds, self.codec.max_bits,
@@ -289,7 +315,11 @@ class PrefixTree:
         automaton = self.codec.automaton
         states = automaton.domain_states(automaton.run(query.prefixes, query.prefix_bits), s)
         impossible = int(np.count_nonzero(states == DEAD))
-        kept, estimates, cut = self._threshold(sums, participants, states, bits >= r)
+        weights = None
+        if cfg.threshold_weights == "parent" and state.evidence:
+            weights = np.repeat(weight_levels(np.asarray(state.evidence)), 1 << s)
+        kept, estimates, real, cut = self._threshold(self.mechanism_for(query.round), sums,
+                                                     participants, states, bits >= r, weights)
         values = cw.append(query.prefixes[kept >> s], query.prefix_bits,
                            kept & ((1 << s) - 1), s)
         finished = (states[kept] == ENDED) | (bits >= r)
@@ -301,7 +331,7 @@ class PrefixTree:
                  zip(cw.to_ints(codes[~is_denied]), estimates[finished][~is_denied].tolist(),
                      strict=True)]
         continuing = list(zip(estimates[~finished].tolist(), cw.to_ints(values[~finished]),
-                              strict=True))
+                              real[~finished].tolist(), strict=True))
         rounds_left = cfg.rounds - query.round
         next_bits: int | None = None
         trimmed = 0
@@ -318,10 +348,12 @@ class PrefixTree:
         new_state = TreeState(
             next_round=query.round + 1,
             prefix_bits=bits,
-            prefixes=tuple(sorted(v for _, v in continuing)),
+            prefixes=tuple(v for _, v, _ in sorted(continuing, key=lambda ev: ev[1])),
             segment_bits=next_bits or 0,
             discovered=state.discovered + tuple(found),
             done=next_bits is None,
+            evidence=(tuple(p for _, _, p in sorted(continuing, key=lambda ev: ev[1]))
+                      if cfg.threshold_weights == "parent" else ()),
         )
         actual_fp = None
         if true_counts is not None:
@@ -349,16 +381,19 @@ class PrefixTree:
         )
         return new_state, report
 
-    def _threshold(self, sums: np.ndarray, participants: int, states: np.ndarray,
-                   last_round: bool) -> tuple[np.ndarray, np.ndarray, Cut]:
-        """Domain elements kept (ascending), their estimates, and the thresholds used.
+    def _threshold(self, mechanism: Mechanism, sums: np.ndarray, participants: int,
+                   states: np.ndarray, last_round: bool, weights: np.ndarray | None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Cut]:
+        """Domain elements kept (ascending), their estimates, the probability that each is
+        real (``fedhh.evidence``; ones unless the thresholds are weighted), and the thresholds.
 
         Impossible elements never take part (module docstring). With ``fp_ratio_finished``
         the elements that finish an item (they hold the end symbol, or every element of the
         last round) are thresholded on their own with that target, the others with
         ``fp_ratio``: the class of an element is a property of its bits, fixed before the
         sum is seen, so each class's PruneHH bounds its own expected false positives by its
-        own target, against the same null law.
+        own target, against the same null law. ``weights`` (per domain element) weigh the
+        thresholds of each class (``fedhh.prune``).
         """
         cfg = self.config
         possible = states != DEAD
@@ -370,13 +405,23 @@ class PrefixTree:
         else:
             ends = states == ENDED
             classes += [(possible & ~ends, cfg.kept_fp_ratio), (ends, cfg.fp_ratio_finished)]
-        kept_parts, estimate_parts, results = [], [], []
+        kept_parts, estimate_parts, real_parts, results = [], [], [], []
         for member, gamma in classes:
             index = np.flatnonzero(member) if not np.all(member) else None
             part = sums if index is None else sums[index]
-            result = self.mechanism.threshold(part, participants, gamma, cfg.tau0, cfg.eta)
+            part_weights = None if weights is None else (
+                weights if index is None else weights[index])
+            result = mechanism.threshold(part, participants, gamma, cfg.tau0, cfg.eta,
+                                         weights=part_weights)
             kept_parts.append(result.kept if index is None else index[result.kept])
-            estimate_parts.append(result.estimates[result.kept])
+            kept_estimates = result.estimates[result.kept]
+            estimate_parts.append(kept_estimates)
+            if cfg.threshold_weights == "parent" and kept_estimates.size:
+                real_parts.append(real_probability(kept_estimates,
+                                                   _null_tail(mechanism, participants),
+                                                   part.size, result.threshold))
+            else:
+                real_parts.append(np.ones(kept_estimates.size))
             results.append(result)
         kept = np.concatenate(kept_parts)
         order = np.argsort(kept, kind="stable")
@@ -385,12 +430,23 @@ class PrefixTree:
             main.threshold if cfg.fp_ratio_finished is not None else None)
         cut = Cut(main.threshold, main.tau, main.sigma,
                   sum(r.expected_false_positives for r in results), finished)
-        return kept[order], np.concatenate(estimate_parts)[order], cut
+        return (kept[order], np.concatenate(estimate_parts)[order],
+                np.concatenate(real_parts)[order], cut)
+
+
 
     def heavy_hitters(self, state: TreeState) -> list[HeavyHitter]:
         """Discovered items, highest estimate first (deny-list items are reported separately)."""
         ordered = sorted(state.discovered, key=lambda f: (-f.estimate, f.code))
         return shown_items(self.codec, [(f.code, f.estimate, f.round) for f in ordered])
+
+
+def _null_tail(mechanism: Mechanism, participants: int) -> NullTail:
+    if isinstance(mechanism, LocalRandomizer):
+        return mechanism.null_tail(participants)
+    if isinstance(mechanism, CentralNoise):
+        return mechanism.null_tail()
+    raise ConfigError("vote thresholds have no null law")  # refused in PrefixTree.__init__
 
 
 def shown_items(codec: Codec, found: list[tuple[int, float, int]]) -> list[HeavyHitter]:

@@ -29,6 +29,7 @@ SELECTIONS = ("uniform", "weighted")
 TAILS = ("binomial", "gaussian")
 FP_RATIO_OF = ("kept", "discoveries")
 SEGMENT_PLANS = ("greedy", "lookahead", "spread")  # fedhh.segment.SEGMENT_PLANS
+THRESHOLD_WEIGHTS = ("uniform", "parent")  # fedhh.prefixtree.THRESHOLD_WEIGHTS
 SIMULATION_DIM_LIMIT = 10_000_000  # the paper's P
 NETWORK_DIM_LIMIT = 1 << 16  # each device uploads one 16- or 32-bit entry per domain element
 MAX_NETWORK_DIM_LIMIT = 1 << 24  # fedhh.secagg.config.MAX_DIMENSION
@@ -111,6 +112,14 @@ class RunConfig:
         None, "false-positive target of the elements that finish an item (they become output), "
         "relative to those kept; the others keep fp_ratio (default: fp_ratio for all)",
         Mode.SIMULATION)
+    threshold_weights: str = _knob(
+        "uniform", "thresholds: uniform (the paper's) or parent (each element's threshold "
+        "weighted by the probability that its parent prefix is real, from the previous round)",
+        Mode.SIMULATION, choices=THRESHOLD_WEIGHTS)
+    round_budget: str = _knob(
+        "equal", "how the budget is split over the rounds: equal (the paper's) or one positive "
+        "weight per round, comma-separated (a round's share of e^eps_local; eps_local is the "
+        "largest round's; accounted by the sum method)", Mode.SIMULATION, metavar="WEIGHTS")
     # ---- simulation only ------------------------------------------------------------------
     two_runs: bool = _knob(False, "run twice, the first run's output being the second's deny "
                            "list (the budget covers both)", Mode.SIMULATION)
@@ -165,6 +174,21 @@ class RunConfig:
             return self.dim_limit
         return NETWORK_DIM_LIMIT if mode is Mode.NETWORK else SIMULATION_DIM_LIMIT
 
+    def round_weights(self) -> tuple[float, ...] | None:
+        """The per-round allocation weights of ``round_budget`` (None: equal)."""
+        if self.round_budget == "equal":
+            return None
+        try:
+            weights = tuple(float(w) for w in self.round_budget.split(","))
+        except ValueError:
+            raise ConfigError(f"round_budget must be 'equal' or comma-separated weights, got "
+                              f"{self.round_budget!r}") from None
+        if not all(math.isfinite(w) and w > 0 for w in weights):
+            raise ConfigError(f"round_budget weights must be positive, got {self.round_budget!r}")
+        if len(weights) != self.rounds:
+            raise ConfigError(f"round_budget has {len(weights)} weights for {self.rounds} rounds")
+        return weights
+
     @property
     def runs(self) -> int:
         return 2 if self.two_runs else 1
@@ -199,7 +223,8 @@ class RunConfig:
             _at_least("segment_bits", self.segment_bits, 1)
         for name, choices in (("algorithm", ALGORITHMS), ("selection", SELECTIONS),
                               ("tail", TAILS), ("fp_ratio_of", FP_RATIO_OF),
-                              ("segment_plan", SEGMENT_PLANS)):
+                              ("segment_plan", SEGMENT_PLANS),
+                              ("threshold_weights", THRESHOLD_WEIGHTS)):
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, got "
                                   f"{getattr(self, name)!r}")
@@ -210,6 +235,12 @@ class RunConfig:
             from fedhh.privacy.methods import check_method
 
             check_method(self.privacy_method)
+        if self.round_weights() is not None:
+            if self.algorithm != "optprefixtree":
+                raise ConfigError(f"round_budget applies to optprefixtree, not {self.algorithm}")
+            if self.privacy_method not in (None, "sum"):
+                raise ConfigError(f"round_budget is accounted by the sum method only, not "
+                                  f"{self.privacy_method}")
         if self.sampling_rate is not None and not 0 < self.sampling_rate <= 1:
             raise ConfigError(f"sampling_rate must be in (0, 1], got {self.sampling_rate}")
         _at_least("theta", self.theta, 1)
@@ -268,7 +299,8 @@ class RunConfig:
                           fp_ratio=self.fp_ratio, tau0=self.tau0, eta=self.eta,
                           segment_bits=self.segment_bits, fp_ratio_of=self.fp_ratio_of,
                           segment_plan=self.segment_plan,
-                          fp_ratio_finished=self.fp_ratio_finished)
+                          fp_ratio_finished=self.fp_ratio_finished,
+                          threshold_weights=self.threshold_weights)
 
     def selection_rule(self) -> Any:
         from fedhh.selection import Selection

@@ -23,11 +23,13 @@ paper does (Zhu-Wang Theorem 5 on the shuffle RDP at m, see ``subsampling``; RDP
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from fedhh.errors import PrivacyError
 from fedhh.privacy import methods, shuffle, sum_pld
 from fedhh.privacy._checks import check_delta, check_devices, check_eps, check_rate, check_rounds
 from fedhh.privacy.composition import (
@@ -119,6 +121,33 @@ def useful_orders(
     return keep if keep.size else a[-1:]
 
 
+def allocation_offsets(weights: Sequence[float]) -> tuple[float, ...]:
+    """Per-round epsilon offsets of an allocation: round i gets ``log(w_i / max w)`` more than
+    eps_local, so eps_local is the largest round's local epsilon. A weight is a share of
+    e^eps, which each round's privacy cost and the inverse variance of its estimates are both
+    proportional to at large n (docs/utility.md)."""
+    values = [float(w) for w in weights]
+    if not values or not all(math.isfinite(w) and w > 0 for w in values):
+        raise PrivacyError(f"allocation weights must be positive numbers, got {weights!r}")
+    top = max(values)
+    return tuple(math.log(w / top) for w in values)
+
+
+def check_offsets(eps_local: float, offsets: Sequence[float] | None, rounds: int,
+                  method: str) -> list[float]:
+    """Every round's local epsilon under ``offsets`` (None: all eps_local); PrivacyError for
+    a wrong length, a method other than "sum", or a round whose epsilon is not positive."""
+    if offsets is None or not len(offsets):
+        return [eps_local] * rounds
+    if len(offsets) != rounds:
+        raise PrivacyError(f"{len(offsets)} allocation offsets for {rounds} rounds")
+    if method != "sum" and any(o != 0 for o in offsets):
+        raise PrivacyError(f"per-round allocations are accounted by the sum method only, "
+                           f"not {method!r}")
+    return [check_eps(eps_local + float(o), f"eps_local of round {i + 1}")
+            for i, o in enumerate(offsets)]
+
+
 def window_order(orders: np.ndarray) -> float:
     """``max_order`` for the truncation windows: 4x the smallest useful order, in [32, 256]."""
     return float(min(256.0, max(32.0, 4.0 * float(np.min(orders)))))
@@ -133,8 +162,12 @@ def aggregate_epsilon(
     method: str = methods.DEFAULT_METHOD,
     orders: np.ndarray | None = None,
     max_order: float = 256.0,
+    offsets: Sequence[float] | None = None,
 ) -> AggregateEpsilon:
-    """Aggregate (eps, delta)-DP of ``rounds`` rounds among ``num_devices`` devices (a bound)."""
+    """Aggregate (eps, delta)-DP of ``rounds`` rounds among ``num_devices`` devices (a bound).
+
+    ``offsets``: a per-round allocation, round i at local epsilon eps_local + offsets[i]
+    (``allocation_offsets``); accounted by the ``"sum"`` method only."""
     eps_local = check_eps(eps_local, "eps_local")
     delta = check_delta(delta)
     rounds = check_rounds(rounds)
@@ -143,13 +176,14 @@ def aggregate_epsilon(
     method = methods.check_method(method)
     n = participants_for(num_devices, sampling_rate)
     sampled = n < num_devices
-    pure = rounds * eps_local  # basic composition of eps_local-LDP rounds: always valid
+    round_eps = check_offsets(eps_local, offsets, rounds, method)
+    pure = sum(round_eps)  # basic composition of eps-LDP rounds: always valid
 
     pld_eps = rdp_eps = adv_eps = math.inf
     rdp_order = eps_r = delta_r = slack = math.nan
     if method == "sum":
         pld_eps = sum_pld.sum_epsilon(
-            eps_local, delta, [n] * rounds, num_devices if sampled else None
+            round_eps, delta, [n] * rounds, num_devices if sampled else None
         )
     else:
         grid = np.asarray(ORDERS if orders is None else orders, dtype=float)
@@ -179,6 +213,9 @@ def aggregate_epsilon(
     else:
         tightest = "advanced-composition" if best == adv_eps else "pure"
     ok, notes = conditions(method, eps_local, sampling_rate)
+    if any(e != eps_local for e in round_eps):
+        notes = (*notes, "per-round allocation: local epsilons " +
+                 ", ".join(f"{e:.4g}" for e in round_eps))
     return AggregateEpsilon(
         eps_agg=best,
         delta=delta,

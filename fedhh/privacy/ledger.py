@@ -20,6 +20,10 @@ with the n_min curve (shuffling more reports is a post-processing of shuffling f
 by adding RDP (CKS20 Proposition 12) and by KOV Theorem 3.4 at the largest per-round epsilon,
 the smaller wins.
 
+A per-round allocation (``offsets``, method ``"sum"`` only, issue 15) runs and charges round i at
+local epsilon eps_local + offsets[i] (``round_epsilon``; offsets <= 0, so eps_local is the largest
+round's); every charge composes at its round's epsilon.
+
 The projection after a charge is every charge so far, this one, and the rounds not yet charged
 at n_min. A charge is refused (``PrivacyError`` naming the figures) when its round is outside
 [0, T), is charged again without a larger attempt number, or the projection would exceed
@@ -34,6 +38,7 @@ sampled run is taken as ceil(n_min / q).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -42,9 +47,9 @@ import numpy as np
 from fedhh.errors import PrivacyError
 from fedhh.privacy import methods, shuffle, sum_pld
 from fedhh.privacy._checks import check_delta, check_devices, check_eps, check_rate, check_rounds
-from fedhh.privacy.accountant import aggregate_epsilon, participants_for
+from fedhh.privacy.accountant import aggregate_epsilon, check_offsets, participants_for
 from fedhh.privacy.composition import ORDERS, kov_epsilon, rdp_to_dp
-from fedhh.privacy.solver import solve_local_epsilon
+from fedhh.privacy.solver import solve_allocation, solve_local_epsilon
 from fedhh.privacy.subsampling import subsampled_rdp
 
 SLACK = 1e-9  # relative float tolerance when comparing a projected total with the target
@@ -107,6 +112,7 @@ class PrivacyLedger:
     orders: tuple[float, ...] = ORDERS
     spends: tuple[RoundSpend, ...] = field(default=())
     population: int | None = None  # N of a Poisson-sampled run (None when q = 1)
+    offsets: tuple[float, ...] = ()  # per-round allocation ("sum" only): eps_local + offset
 
     # ---- construction -----------------------------------------------------------------------
     @classmethod
@@ -121,6 +127,28 @@ class PrivacyLedger:
         eps_local: float | None = None,
     ) -> PrivacyLedger:
         """Declare a run; solve eps_local for n_min contributors unless it is given."""
+        return cls._open(eps_agg, delta, rounds, n_min, sampling_rate, method, eps_local, None)
+
+    @classmethod
+    def open_allocated(
+        cls,
+        eps_agg: float,
+        delta: float,
+        offsets: Sequence[float],
+        n_min: int,
+        sampling_rate: float = 1.0,
+        method: str = methods.DEFAULT_METHOD,
+        eps_local: float | None = None,
+    ) -> PrivacyLedger:
+        """``open`` for a per-round allocation (method "sum"), one round per offset: round i is
+        charged, and must be run, at local epsilon eps_local + offsets[i] (``round_epsilon``)."""
+        return cls._open(eps_agg, delta, len(offsets), n_min, sampling_rate, method, eps_local,
+                         offsets)
+
+    @classmethod
+    def _open(cls, eps_agg: float, delta: float, rounds: int, n_min: int, sampling_rate: float,
+              method: str, eps_local: float | None, offsets: Sequence[float] | None
+              ) -> PrivacyLedger:
         eps_agg = check_eps(eps_agg, "eps_agg")
         delta = check_delta(delta)
         rounds = check_rounds(rounds)
@@ -128,11 +156,16 @@ class PrivacyLedger:
         sampling_rate = check_rate(sampling_rate)
         method = methods.check_method(method)
         population = n_min if sampling_rate == 1.0 else math.ceil(n_min / sampling_rate)
-        if eps_local is None:
+        allocation = tuple(float(o) for o in offsets) if offsets is not None else ()
+        if eps_local is None and allocation:
+            eps_local = solve_allocation(eps_agg, delta, allocation, population, sampling_rate,
+                                         method).eps_local
+        elif eps_local is None:
             eps_local = solve_local_epsilon(
                 eps_agg, delta, rounds, population, sampling_rate, method
             ).eps_local
         eps_local = check_eps(eps_local, "eps_local")
+        check_offsets(eps_local, allocation or None, rounds, method)
         per_round_delta = slack = math.nan
         if method != "sum":
             plan = aggregate_epsilon(eps_local, delta, rounds, population, sampling_rate, method)
@@ -149,6 +182,7 @@ class PrivacyLedger:
             per_round_delta=per_round_delta,
             slack_delta=slack,
             population=population if expected < population else None,
+            offsets=allocation,
         )
         planned = ledger.projected_epsilon()
         if planned > eps_agg * (1.0 + SLACK):
@@ -159,6 +193,10 @@ class PrivacyLedger:
         return ledger
 
     # ---- per-charge curves -----------------------------------------------------------------
+    def round_epsilon(self, round_index: int) -> float:
+        """The local epsilon round ``round_index`` (0-based) runs and is charged at."""
+        return self.eps_local + (self.offsets[round_index] if self.offsets else 0.0)
+
     def _curve(self, contributors: int) -> RoundSpend:
         """The spend of a round with ``contributors`` reports (round index filled in later)."""
         if self.method == "sum":
@@ -192,7 +230,8 @@ class PrivacyLedger:
             return 0.0
         if self.method == "sum":
             return sum_pld.sum_epsilon(
-                self.eps_local, self.delta, [s.contributors for s in spends], self.population
+                [self.round_epsilon(s.round_index) for s in spends], self.delta,
+                [s.contributors for s in spends], self.population
             )
         grid = np.asarray(self.orders, dtype=float)
         best = len(spends) * self.eps_local
@@ -224,9 +263,10 @@ class PrivacyLedger:
     def projected_epsilon(self, extra: RoundSpend | None = None) -> float:
         """Every charge (+ ``extra``) plus the rounds not yet charged at n_min, composed."""
         spends = list(self.spends) + ([extra] if extra is not None else [])
-        remaining = self.rounds - len({s.round_index for s in spends})
-        if remaining > 0:
-            spends += [self._curve(self.n_min)] * remaining
+        charged = {s.round_index for s in spends}
+        planned = self._curve(self.n_min)
+        spends += [replace(planned, round_index=i) for i in range(self.rounds)
+                   if i not in charged]
         return self._compose(spends)
 
     def check(self, round_index: int, contributors: int, *, attempt: int | None = None
@@ -308,6 +348,7 @@ class PrivacyLedger:
             "per_round_delta": _enc(self.per_round_delta),
             "slack_delta": _enc(self.slack_delta),
             "orders": list(self.orders),
+            "offsets": list(self.offsets),
             "spends": [
                 {
                     "round_index": s.round_index,
@@ -353,19 +394,24 @@ class PrivacyLedger:
                     _dec(eps),
                     None if attempt is None else _int(attempt, "attempt", 0),
                 ))
+            offsets = tuple(float(o) for o in data.get("offsets", ()))
+            rounds = check_rounds(data["rounds"])
+            eps_local = check_eps(data["eps_local"], "eps_local")
+            check_offsets(eps_local, offsets or None, rounds, method)
             return cls(
                 eps_agg=check_eps(data["eps_agg"], "eps_agg"),
                 delta=check_delta(data["delta"]),
-                rounds=check_rounds(data["rounds"]),
+                rounds=rounds,
                 n_min=n_min,
                 sampling_rate=rate,
-                eps_local=check_eps(data["eps_local"], "eps_local"),
+                eps_local=eps_local,
                 method=method,
                 per_round_delta=math.nan if per_round is None else float(per_round),
                 slack_delta=math.nan if slack is None else float(slack),
                 orders=tuple(float(a) for a in data["orders"]),
                 spends=tuple(spends),
                 population=population,
+                offsets=offsets,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             if isinstance(error, PrivacyError):

@@ -18,6 +18,7 @@ are cached per (eps0, n, method). Timings in docs/benchmarks.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ from fedhh.privacy._checks import check_delta, check_devices, check_eps, check_r
 from fedhh.privacy.accountant import (
     AggregateEpsilon,
     aggregate_epsilon,
+    check_offsets,
     participants_for,
     useful_orders,
     window_order,
@@ -77,7 +79,7 @@ def _gaussian_delta(eps: float, mu: float) -> float:
     return phi(-eps / mu + mu / 2.0) - math.exp(eps) * phi(-eps / mu - mu / 2.0)
 
 
-def _initial_guess(eps_agg: float, delta: float, rounds: int, n: int, method: str) -> float:
+def _initial_guess(eps_agg: float, delta: float, rounds: float, n: int, method: str) -> float:
     """Start of the search: the Gaussian approximation of the method's privacy loss.
 
     Sum: each round shifts two coordinates by a1 - a0 ~ 1/2 against noise of variance
@@ -104,6 +106,25 @@ def solve_local_epsilon(
     method: str = methods.DEFAULT_METHOD,
 ) -> LocalEpsilonSolution:
     """Largest eps_local (to 1e-3) such that the run satisfies (eps_agg, delta)-DP in aggregate."""
+    return _solve(eps_agg, delta, rounds, num_devices, sampling_rate, method, None)
+
+
+def solve_allocation(
+    eps_agg: float,
+    delta: float,
+    offsets: Sequence[float],
+    num_devices: int,
+    sampling_rate: float = 1.0,
+    method: str = methods.DEFAULT_METHOD,
+) -> LocalEpsilonSolution:
+    """``solve_local_epsilon`` for a per-round allocation (``accountant.allocation_offsets``):
+    round i runs at eps_local + offsets[i], so eps_local is the largest round's (offsets <= 0);
+    one round per offset."""
+    return _solve(eps_agg, delta, len(offsets), num_devices, sampling_rate, method, offsets)
+
+
+def _solve(eps_agg: float, delta: float, rounds: int, num_devices: int, sampling_rate: float,
+           method: str, offsets: Sequence[float] | None) -> LocalEpsilonSolution:
     eps_agg = check_eps(eps_agg, "eps_agg")
     delta = check_delta(delta)
     rounds = check_rounds(rounds)
@@ -111,6 +132,12 @@ def solve_local_epsilon(
     sampling_rate = check_rate(sampling_rate)
     method = methods.check_method(method)
     n = participants_for(num_devices, sampling_rate)
+    if offsets is not None and len(offsets):
+        check_offsets(EPS_LOCAL_MAX, offsets, rounds, method)
+        if max(offsets) > 0:
+            raise PrivacyError("allocation offsets must be <= 0 (eps_local is the largest "
+                               f"round's), got {list(offsets)}")
+    effective_rounds = float(sum(math.exp(o) for o in offsets)) if offsets else float(rounds)
     orders = useful_orders(eps_agg, delta)
     max_order = window_order(orders)
     if sampling_rate < 1.0 and method == "paper":
@@ -120,7 +147,8 @@ def solve_local_epsilon(
     def evaluate(x: float) -> AggregateEpsilon:
         if x not in cache:
             cache[x] = aggregate_epsilon(
-                x, delta, rounds, num_devices, sampling_rate, method, orders, max_order
+                x, delta, rounds, num_devices, sampling_rate, method, orders, max_order,
+                offsets,
             )
         return cache[x]
 
@@ -128,7 +156,8 @@ def solve_local_epsilon(
         return math.log(max(evaluate(x).eps_agg, 1e-300)) - math.log(eps_agg)
 
     # Bracket: lo feasible, hi infeasible (gap is log(aggregate / target)).
-    x = _initial_guess(eps_agg, delta, rounds, n, method)
+    floor = -min(offsets) if offsets else 0.0  # every round's epsilon stays positive
+    x = max(_initial_guess(eps_agg, delta, effective_rounds, n, method), floor + 0.25)
     step = 0.25 if method == "sum" else 1.0
     if gap(x) <= 0:
         lo = x
@@ -145,8 +174,8 @@ def solve_local_epsilon(
     else:
         hi = x
         while True:
-            x = hi - step if hi - step > 0.25 * hi else 0.5 * hi
-            if x < TOLERANCE:
+            x = hi - step if hi - step > floor + 0.25 * (hi - floor) else floor + 0.5 * (hi - floor)
+            if x - floor < TOLERANCE:
                 raise PrivacyError(
                     f"no eps_local >= {TOLERANCE} meets eps_agg={eps_agg}, delta={delta} over "
                     f"{rounds} rounds among {num_devices} devices (sampling rate "

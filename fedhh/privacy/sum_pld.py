@@ -391,18 +391,23 @@ def _round(eps_local: float, contributors: int, population: int | None
     return sampled_round_pld(eps_local, contributors, population)
 
 
-def composed_pld(eps_local: float, counts: Sequence[int], population: int | None = None
-                 ) -> PrivacyLossDistribution:
-    """PLD of the adaptive composition of rounds with these contributor counts."""
-    groups: dict[int, int] = {}
-    for count in counts:
-        count = check_devices(count, "contributors")
-        groups[count] = groups.get(count, 0) + 1
+def composed_pld(eps_local: float | Sequence[float], counts: Sequence[int],
+                 population: int | None = None) -> PrivacyLossDistribution:
+    """PLD of the adaptive composition of rounds with these contributor counts; ``eps_local``
+    is every round's local epsilon, or one per round (a per-round allocation)."""
+    per_round = ([float(eps_local)] * len(counts) if isinstance(eps_local, int | float)
+                 else [float(e) for e in eps_local])
+    if len(per_round) != len(counts):
+        raise ValueError(f"{len(per_round)} local epsilons for {len(counts)} rounds")
+    groups: dict[tuple[float, int], int] = {}
+    for eps, count in zip(per_round, counts, strict=True):
+        key = (check_eps(eps, "eps_local"), check_devices(count, "contributors"))
+        groups[key] = groups.get(key, 0) + 1
     if not groups:
         raise ValueError("no rounds to compose")
     parts = []
-    for count, times in sorted(groups.items()):
-        single = _round(eps_local, count, population)
+    for (eps, count), times in sorted(groups.items()):
+        single = _round(eps, count, population)
         parts.append(single if times == 1 else single.self_compose(times, COMPOSE_TRUNCATION))
     total = parts[0]
     for part in parts[1:]:
@@ -410,12 +415,15 @@ def composed_pld(eps_local: float, counts: Sequence[int], population: int | None
     return total
 
 
-def sum_epsilon(eps_local: float, delta: float, counts: Sequence[int],
+def sum_epsilon(eps_local: float | Sequence[float], delta: float, counts: Sequence[int],
                 population: int | None = None) -> float:
     """Aggregate epsilon at ``delta`` of rounds released as sums (capped by basic composition:
-    each round is also eps_local-DP, being a post-processing of eps_local-LDP reports)."""
+    each round is also eps_local-DP, being a post-processing of eps_local-LDP reports);
+    ``eps_local`` as in ``composed_pld``."""
     delta = check_delta(delta)
     if not counts:
         return 0.0
-    eps = float(composed_pld(eps_local, counts, population).get_epsilon_for_delta(delta))
-    return min(eps, len(counts) * rates(eps_local).effective_epsilon)
+    per_round = ([float(eps_local)] * len(counts) if isinstance(eps_local, int | float)
+                 else [float(e) for e in eps_local])
+    eps = float(composed_pld(per_round, counts, population).get_epsilon_for_delta(delta))
+    return min(eps, sum(rates(e).effective_epsilon for e in per_round))

@@ -46,13 +46,21 @@ class SimulatedRounds:
         participation: Participation,
         seed: int,
         per_device: bool = False,
+        round_mechanisms: tuple[Mechanism, ...] | None = None,
     ) -> None:
+        """``round_mechanisms``: one mechanism per round (a per-round budget allocation)."""
         self.population = population
         self.mechanism = mechanism
+        self.round_mechanisms = round_mechanisms
         self.selection = selection
         self.participation = participation
         self.seed = seed
         self.per_device = per_device
+
+    def mechanism_for(self, round_: int) -> Mechanism:
+        if self.round_mechanisms is None:
+            return self.mechanism
+        return self.round_mechanisms[round_ - 1]
 
     def aggregate(self, query: RoundQuery) -> RoundSum:
         t = query.round
@@ -66,7 +74,7 @@ class SimulatedRounds:
             query, self.selection, streams.selection_seeds(self.seed, t), users
         )
         counts = np.bincount(indices[indices >= 0], minlength=query.domain_size).astype(np.int64)
-        sums = draw_sums(self.mechanism, counts, n, streams.noise_stream(self.seed, t))
+        sums = draw_sums(self.mechanism_for(t), counts, n, streams.noise_stream(self.seed, t))
         return RoundSum(sums, n, counts)
 
     def _per_device(self, query: RoundQuery, users: np.ndarray | None, n: int) -> RoundSum:
@@ -75,8 +83,8 @@ class SimulatedRounds:
         sums = np.zeros(query.domain_size, dtype=np.int64)
         counts = np.zeros(query.domain_size, dtype=np.int64)
         eligibility = Eligibility.of(pop.item_codes, query.round_filter())
-        randomizer = (self.mechanism.randomizer
-                      if isinstance(self.mechanism, LocalRandomizer) else None)
+        mechanism = self.mechanism_for(query.round)
+        randomizer = mechanism.randomizer if isinstance(mechanism, LocalRandomizer) else None
         for u in ids.tolist():
             rng = streams.device_stream(self.seed, query.round, u)
             index = device_domain_index(pop, u, query, self.selection, rng, eligibility)
@@ -87,7 +95,7 @@ class SimulatedRounds:
                                           rng)] += 1
         if randomizer is None:
             noise = streams.noise_stream(self.seed, query.round)
-            sums = draw_sums(self.mechanism, counts, n, noise)
+            sums = draw_sums(mechanism, counts, n, noise)
         return RoundSum(sums, n, counts)
 
 

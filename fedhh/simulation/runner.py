@@ -29,7 +29,7 @@ from fedhh.config import Mode, RunConfig
 from fedhh.data.dataset import FederatedDataset
 from fedhh.data.truth import GroundTruth
 from fedhh.errors import ConfigError, StateError
-from fedhh.mechanisms import Mechanism, TailKind
+from fedhh.mechanisms import LocalRandomizer, Mechanism, TailKind
 from fedhh.metrics import Truth, evaluate, whole_items
 from fedhh.prefixtree import HeavyHitter, PrefixTree, RoundQuery, RoundReport, TreeState
 from fedhh.privacy import PrivacyLedger
@@ -60,6 +60,7 @@ class Prepared:
     participation: Participation
     privacy: dict[str, Any]
     ledger: PrivacyLedger | None
+    round_mechanisms: tuple[Mechanism, ...] | None = None  # a per-round budget allocation
 
 
 def prepare(config: RunConfig, num_devices: int) -> Prepared:
@@ -67,24 +68,49 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
     participation rule, the privacy figures, and (OptPrefixTree with a solved local epsilon)
     the ledger every round's spend is recorded in."""
     config.validate(Mode.SIMULATION)
+    weights = config.round_weights()
+    offsets: tuple[float, ...] = ()
+    eps_local = config.eps_local
+    solution: dict[str, Any] = {}
+    if weights is not None:
+        from fedhh.privacy.accountant import allocation_offsets
+        from fedhh.privacy.solver import solve_allocation
+
+        offsets = allocation_offsets(weights) * config.runs
+        if eps_local is None:
+            q = 1.0 if config.sampling_rate is None else config.sampling_rate
+            solved = solve_allocation(config.eps_agg, config.delta, offsets, num_devices, q)
+            eps_local, solution = solved.eps_local, solved.to_dict()
     choice = build_algorithm(
         config.algorithm, config.charged_rounds, num_devices,
         PrivacyTarget(config.eps_agg, config.delta, config.privacy_method),
-        eps_local=config.eps_local, sampling_rate=config.sampling_rate, theta=config.theta,
+        eps_local=eps_local, sampling_rate=config.sampling_rate, theta=config.theta,
         noise_scale=config.noise_scale, tail=TailKind(config.tail),
     )
     privacy = {"eps_agg": config.eps_agg, "delta": config.delta,
-               "charged_rounds": config.charged_rounds, **choice.privacy}
+               "charged_rounds": config.charged_rounds, **choice.privacy, **solution}
+    round_mechanisms = None
+    if offsets:
+        base = float(choice.privacy["eps_local"])
+        privacy["round_eps_local"] = [base + o for o in offsets]
+        round_mechanisms = tuple(LocalRandomizer(base + o, TailKind(config.tail))
+                                 for o in offsets[: config.rounds])
     ledger = None
     if config.algorithm == "optprefixtree" and config.eps_local is None:
         q = choice.participation.rate
-        ledger = PrivacyLedger.open(
-            config.eps_agg, config.delta, config.charged_rounds,
-            n_min=num_devices if q >= 1 else max(2, round(q * num_devices)),
-            sampling_rate=q, eps_local=choice.privacy["eps_local"],
-            **({"method": config.privacy_method} if config.privacy_method else {}),
-        )
-    return Prepared(config, choice.mechanism, choice.participation, privacy, ledger)
+        n_min = num_devices if q >= 1 else max(2, round(q * num_devices))
+        method = {"method": config.privacy_method} if config.privacy_method else {}
+        if offsets:
+            ledger = PrivacyLedger.open_allocated(
+                config.eps_agg, config.delta, offsets, n_min, q,
+                eps_local=choice.privacy["eps_local"])
+        else:
+            ledger = PrivacyLedger.open(
+                config.eps_agg, config.delta, config.charged_rounds, n_min=n_min,
+                sampling_rate=q, eps_local=choice.privacy["eps_local"], **method,
+            )
+    return Prepared(config, choice.mechanism, choice.participation, privacy, ledger,
+                    round_mechanisms)
 
 
 @dataclass
@@ -204,10 +230,12 @@ def _one_run(
 ) -> tuple[PrefixTree, TreeState, PrivacyLedger | None]:
     """One discovery (all its rounds); appends each round's diagnostics to ``rounds_out``."""
     config = prepared.config
-    tree = PrefixTree(config.tree(Mode.SIMULATION), codec, prepared.mechanism, deny_codes)
+    tree = PrefixTree(config.tree(Mode.SIMULATION), codec, prepared.mechanism, deny_codes,
+                      prepared.round_mechanisms)
     transport = SimulatedRounds(
         population, prepared.mechanism, config.selection_rule(), prepared.participation,
         seed=config.seed + 1_000_003 * run, per_device=config.per_device,
+        round_mechanisms=prepared.round_mechanisms,
     )
     link = SimulationLink(transport)
 
