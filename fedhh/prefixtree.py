@@ -69,6 +69,7 @@ class TreeConfig:
     segment_plan: str = "greedy"  # fedhh.segment.SEGMENT_PLANS
     fp_ratio_finished: float | None = None  # gamma of the elements that finish an item
     threshold_weights: str = "uniform"  # or "parent": weighted by the parents' evidence
+    selection_hint: float = 0.0  # devices weigh items by (prefix estimate)^-hint; 0: uniform
 
     def validate(self, max_bits: int) -> None:
         validate_prune_parameters(self.fp_ratio, self.tau0, self.eta)
@@ -85,6 +86,8 @@ class TreeConfig:
         if self.threshold_weights not in THRESHOLD_WEIGHTS:
             raise ConfigError(f"threshold_weights must be one of {', '.join(THRESHOLD_WEIGHTS)},"
                               f" got {self.threshold_weights!r}")
+        if not 0 <= self.selection_hint <= 4:
+            raise ConfigError(f"selection_hint must be in [0, 4], got {self.selection_hint}")
         if self.fp_ratio_finished is not None and not 0 < self.fp_ratio_finished < 1:
             raise ConfigError(f"fp_ratio_finished must be in (0, 1) (relative to the kept "
                               f"finishing elements), got {self.fp_ratio_finished}")
@@ -108,13 +111,15 @@ class RoundQuery:
     segment_bits: int
     deny: np.ndarray           # ascending item codes (max_bits-bit values)
     max_bits: int
+    prefix_weights: np.ndarray | None = None  # the selection hint, one per prefix (simulation)
 
     @property
     def domain_size(self) -> int:
         return int(self.prefixes.size) << self.segment_bits
 
     def round_filter(self) -> RoundFilter:
-        return RoundFilter(self.prefixes, self.prefix_bits, self.deny, self.max_bits)
+        return RoundFilter(self.prefixes, self.prefix_bits, self.deny, self.max_bits,
+                           self.prefix_weights)
 
     def domain_index(self, codes: np.ndarray, prefix_index: np.ndarray | None = None
                      ) -> np.ndarray:
@@ -159,6 +164,7 @@ class TreeState:
     discovered: tuple[Found, ...] = ()
     done: bool = False
     evidence: tuple[float, ...] = ()  # per prefix: the probability it is real (weighted rule)
+    hints: tuple[float, ...] = ()  # per prefix: its selection weight (the selection hint)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -174,6 +180,7 @@ class TreeState:
                              for f in data["discovered"]),
             done=bool(data["done"]),
             evidence=tuple(float(p) for p in data.get("evidence", ())),
+            hints=tuple(float(h) for h in data.get("hints", ())),
         )
 
 
@@ -292,6 +299,7 @@ class PrefixTree:
             segment_bits=state.segment_bits,
             deny=self.deny,
             max_bits=self.codec.max_bits,
+            prefix_weights=np.array(state.hints) if state.hints else None,
         )
 
     def advance(
@@ -354,6 +362,9 @@ class PrefixTree:
             done=next_bits is None,
             evidence=(tuple(p for _, _, p in sorted(continuing, key=lambda ev: ev[1]))
                       if cfg.threshold_weights == "parent" else ()),
+            hints=(tuple(max(e, 1.0) ** -cfg.selection_hint
+                         for e, _, _ in sorted(continuing, key=lambda ev: ev[1]))
+                   if cfg.selection_hint > 0 else ()),
         )
         actual_fp = None
         if true_counts is not None:

@@ -11,6 +11,11 @@ list are eligible) or not (the item is drawn from all items; if its prefix is no
 device has nothing to report). Items on the deny list are never eligible. A device with no
 eligible item reports nothing (the all-zeros vector).
 
+A round may carry *prefix weights* (issue 15's selection hint, simulation only): with prefix
+conditioning an item's chance is then also proportional to the weight of its prefix (each
+weight rounded to an integer multiple of 2^-12 of the largest, at least one, so draws stay
+exact integer draws); an unconditioned draw ignores them.
+
 The functions work on a CSR block of users so that one code path serves a single device (a block
 of one user) and the population simulator (blocks of a hundred thousand users).
 """
@@ -27,6 +32,7 @@ from fedhh.errors import ConfigError
 from fedhh.randomness import RandomSource, as_source
 
 NOTHING = -1
+WEIGHT_SCALE = 1 << 12
 
 
 class SelectionRule(StrEnum):
@@ -58,6 +64,7 @@ class RoundFilter:
     prefix_bits: int
     deny: np.ndarray
     max_bits: int
+    prefix_weights: np.ndarray | None = None  # one per prefix (the selection hint), or None
 
     def prefix_index(self, codes: np.ndarray) -> np.ndarray:
         """Index of each code's prefix in the prefix list, or -1 when it is not on the list."""
@@ -80,18 +87,25 @@ class Eligibility:
 
     ``prefix_index``: the index of its prefix on the list, or -1 when off the list or denied;
     ``on_list``: ``prefix_index >= 0`` (conditioned selection draws among these);
-    ``allowed``: it is not denied (unconditioned selection draws among these).
+    ``allowed``: it is not denied (unconditioned selection draws among these);
+    ``weight``: with prefix weights, each item's integer weight (0 off the list), else None.
     """
 
     prefix_index: np.ndarray
     on_list: np.ndarray
     allowed: np.ndarray
+    weight: np.ndarray | None = None
 
     @staticmethod
     def of(item_codes: np.ndarray, round_filter: RoundFilter) -> Eligibility:
         allowed = ~round_filter.denied(item_codes)
         index = np.where(allowed, round_filter.prefix_index(item_codes), -1)
-        return Eligibility(index, index >= 0, allowed)
+        weight = None
+        if round_filter.prefix_weights is not None:
+            w = np.asarray(round_filter.prefix_weights, dtype=np.float64)
+            scaled = np.maximum(np.round(w / w.max() * WEIGHT_SCALE), 1).astype(np.int64)
+            weight = np.where(index >= 0, scaled[np.maximum(index, 0)], 0)
+        return Eligibility(index, index >= 0, allowed, weight)
 
     @staticmethod
     def everything(num_items: int) -> Eligibility:
@@ -114,6 +128,11 @@ def select_block(
     index the arrays of ``eligibility``. Returns int64 positions into the block's entries.
     """
     on_list = eligibility.on_list[item_ids]
+    if eligibility.weight is not None and selection.prefix_conditioning:
+        weight = eligibility.weight[item_ids]
+        if selection.rule is SelectionRule.WEIGHTED:
+            weight = weight * np.asarray(counts, dtype=np.int64)
+        return _sample(indptr, weight, on_list, SelectionRule.WEIGHTED, rng)
     if selection.prefix_conditioning:
         return _sample(indptr, counts, on_list, selection.rule, rng)
     chosen = _sample(indptr, counts, eligibility.allowed[item_ids], selection.rule, rng)

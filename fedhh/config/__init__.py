@@ -30,6 +30,7 @@ TAILS = ("binomial", "gaussian")
 FP_RATIO_OF = ("kept", "discoveries")
 SEGMENT_PLANS = ("greedy", "lookahead", "spread")  # fedhh.segment.SEGMENT_PLANS
 THRESHOLD_WEIGHTS = ("uniform", "parent")  # fedhh.prefixtree.THRESHOLD_WEIGHTS
+LEFTOVER_ROUNDS = ("idle", "passes")
 SIMULATION_DIM_LIMIT = 10_000_000  # the paper's P
 NETWORK_DIM_LIMIT = 1 << 16  # each device uploads one 16- or 32-bit entry per domain element
 MAX_NETWORK_DIM_LIMIT = 1 << 24  # fedhh.secagg.config.MAX_DIMENSION
@@ -116,6 +117,14 @@ class RunConfig:
         "uniform", "thresholds: uniform (the paper's) or parent (each element's threshold "
         "weighted by the probability that its parent prefix is real, from the previous round)",
         Mode.SIMULATION, choices=THRESHOLD_WEIGHTS)
+    selection_hint: float = _knob(
+        0.0, "devices weigh each eligible item by its prefix's estimated count to the power "
+        "-hint (0: uniform among eligible items, the paper's); the weights travel with the "
+        "round's prefix list, so simulation only", Mode.SIMULATION)
+    leftover_rounds: str = _knob(
+        "idle", "rounds a tree finished without: idle (unspent, the paper's) or passes (new "
+        "trees over the rounds left, everything found so far deny-listed, while the rounds "
+        "left can cover an item)", Mode.SIMULATION, choices=LEFTOVER_ROUNDS)
     round_budget: str = _knob(
         "equal", "how the budget is split over the rounds: equal (the paper's) or one positive "
         "weight per round, comma-separated (a round's share of e^eps_local; eps_local is the "
@@ -224,7 +233,8 @@ class RunConfig:
         for name, choices in (("algorithm", ALGORITHMS), ("selection", SELECTIONS),
                               ("tail", TAILS), ("fp_ratio_of", FP_RATIO_OF),
                               ("segment_plan", SEGMENT_PLANS),
-                              ("threshold_weights", THRESHOLD_WEIGHTS)):
+                              ("threshold_weights", THRESHOLD_WEIGHTS),
+                              ("leftover_rounds", LEFTOVER_ROUNDS)):
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, got "
                                   f"{getattr(self, name)!r}")
@@ -300,7 +310,8 @@ class RunConfig:
                           segment_bits=self.segment_bits, fp_ratio_of=self.fp_ratio_of,
                           segment_plan=self.segment_plan,
                           fp_ratio_finished=self.fp_ratio_finished,
-                          threshold_weights=self.threshold_weights)
+                          threshold_weights=self.threshold_weights,
+                          selection_hint=self.selection_hint)
 
     def selection_rule(self) -> Any:
         from fedhh.selection import Selection

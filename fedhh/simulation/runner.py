@@ -31,7 +31,7 @@ from fedhh.data.truth import GroundTruth
 from fedhh.errors import ConfigError, StateError
 from fedhh.mechanisms import LocalRandomizer, Mechanism, TailKind
 from fedhh.metrics import Truth, evaluate, whole_items
-from fedhh.prefixtree import HeavyHitter, PrefixTree, RoundQuery, RoundReport, TreeState
+from fedhh.prefixtree import Found, HeavyHitter, PrefixTree, RoundQuery, RoundReport, TreeState
 from fedhh.privacy import PrivacyLedger
 from fedhh.rounds import (
     AttemptId,
@@ -42,6 +42,7 @@ from fedhh.rounds import (
     Released,
     RoundDriver,
 )
+from fedhh.segment import check_feasible
 from fedhh.simulation.participation import Participation
 from fedhh.simulation.population import Population
 from fedhh.simulation.rounds import SimulatedRounds
@@ -228,30 +229,68 @@ def _one_run(
     progress: ProgressCallback | None,
     rounds_out: list[dict[str, Any]],
 ) -> tuple[PrefixTree, TreeState, PrivacyLedger | None]:
-    """One discovery (all its rounds); appends each round's diagnostics to ``rounds_out``."""
+    """One discovery (all its rounds); appends each round's diagnostics to ``rounds_out``.
+
+    With ``leftover_rounds="passes"``, rounds the tree did not need (it finished early) run
+    further passes, each a new tree over the rounds left with everything found so far
+    deny-listed, while those rounds can still cover an item's bits; their rounds are charged
+    as the rounds they replace (the budget was solved for them). The returned state holds
+    every pass's discoveries."""
     config = prepared.config
-    tree = PrefixTree(config.tree(Mode.SIMULATION), codec, prepared.mechanism, deny_codes,
-                      prepared.round_mechanisms)
+    tree_config = config.tree(Mode.SIMULATION)
+    used, passes = 0, 0
+    found: list[Found] = []
+    while True:
+        rounds = config.rounds - used
+        mechanisms = (None if prepared.round_mechanisms is None
+                      else prepared.round_mechanisms[used:])
+        tree = PrefixTree(replace(tree_config, rounds=rounds), codec, prepared.mechanism,
+                          deny_codes, mechanisms)
+        tree, state, ledger = _one_pass(population, prepared, tree, run, used, passes, ledger,
+                                        progress, rounds_out)
+        found.extend(state.discovered)
+        used += state.next_round - 1
+        passes += 1
+        if config.leftover_rounds != "passes" or used >= config.rounds:
+            break
+        try:
+            check_feasible(config.rounds - used, codec.max_bits, tree_config.dim_limit,
+                           tree_config.segment_bits)
+        except ConfigError:
+            break  # the rounds left cannot cover an item: they stay unspent
+        codes = cw.from_ints([f.code for f in state.discovered], codec.max_bits)
+        deny_codes = np.union1d(deny_codes, codes)
+    return tree, replace(state, discovered=tuple(found)), ledger
+
+
+def _one_pass(population: Population, prepared: Prepared, tree: PrefixTree, run: int,
+              used: int, pass_index: int, ledger: PrivacyLedger | None,
+              progress: ProgressCallback | None, rounds_out: list[dict[str, Any]]
+              ) -> tuple[PrefixTree, TreeState, PrivacyLedger | None]:
+    """The rounds of one tree, its round 1 being round ``used + 1`` of the run."""
+    config = prepared.config
     transport = SimulatedRounds(
         population, prepared.mechanism, config.selection_rule(), prepared.participation,
-        seed=config.seed + 1_000_003 * run, per_device=config.per_device,
-        round_mechanisms=prepared.round_mechanisms,
+        seed=config.seed + 1_000_003 * run + 7_919 * pass_index, per_device=config.per_device,
+        round_mechanisms=tree.round_mechanisms,
     )
     link = SimulationLink(transport)
 
     def on_round(attempt: AttemptId, report: RoundReport) -> None:
-        report = replace(report, extra={"run": run + 1,
-                                        "aggregate_s": link.drawn - link.started,
-                                        "server_s": time.perf_counter() - link.drawn})
+        extra: dict[str, Any] = {"run": run + 1, "aggregate_s": link.drawn - link.started,
+                                 "server_s": time.perf_counter() - link.drawn}
+        if pass_index:
+            extra["pass"] = pass_index + 1
+        report = replace(report, extra=extra)
         rounds_out.append(report.to_dict())
         if progress is not None:
-            progress(run + 1, attempt.round, report)
+            progress(run + 1, used + attempt.round, report)
 
     driver = RoundDriver(
-        run_id=f"simulation-{run + 1}", tree=tree, store=MemoryRunStore(),
-        link=link, ledger=ledger,
+        run_id=f"simulation-{run + 1}" + (f"-pass-{pass_index + 1}" if pass_index else ""),
+        tree=tree, store=MemoryRunStore(), link=link, ledger=ledger,
         min_contributors=ledger.n_min if ledger is not None else 2, max_attempts=1,
-        round_offset=run * config.rounds, on_round=on_round,
+        round_offset=run * config.rounds + used, on_round=on_round,
     )
     state = asyncio.run(driver.run(tree.initial_state()))
     return tree, state, driver.ledger
