@@ -34,11 +34,12 @@ import numpy as np
 from fedhh.codec import ELLIPSIS, Codec
 from fedhh.codec import codes as cw
 from fedhh.codec.automaton import DEAD, ENDED
+from fedhh.consistency import Adjustment, ConsistentTail, adjust
 from fedhh.errors import ConfigError
-from fedhh.estimate import NullTail
+from fedhh.estimate import NullTail, rr_null_std, rr_variance
 from fedhh.evidence import real_probability, weight_levels
-from fedhh.mechanisms import CentralNoise, LocalRandomizer, Mechanism
-from fedhh.prune import validate_prune_parameters
+from fedhh.mechanisms import CentralNoise, LocalRandomizer, Mechanism, Thresholded
+from fedhh.prune import prune_hh, validate_prune_parameters
 from fedhh.segment import SEGMENT_PLANS, check_feasible, plan_segment
 from fedhh.selection import RoundFilter
 
@@ -70,6 +71,7 @@ class TreeConfig:
     fp_ratio_finished: float | None = None  # gamma of the elements that finish an item
     threshold_weights: str = "uniform"  # or "parent": weighted by the parents' evidence
     selection_hint: float = 0.0  # devices weigh items by (prefix estimate)^-hint; 0: uniform
+    consistency: bool = False  # single item, every device: consistent with the parents
 
     def validate(self, max_bits: int) -> None:
         validate_prune_parameters(self.fp_ratio, self.tau0, self.eta)
@@ -165,6 +167,8 @@ class TreeState:
     done: bool = False
     evidence: tuple[float, ...] = ()  # per prefix: the probability it is real (weighted rule)
     hints: tuple[float, ...] = ()  # per prefix: its selection weight (the selection hint)
+    parent_estimates: tuple[float, ...] = ()  # per prefix: its estimate (consistency)
+    parent_variances: tuple[float, ...] = ()  # per prefix: that estimate's variance
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -181,6 +185,8 @@ class TreeState:
             done=bool(data["done"]),
             evidence=tuple(float(p) for p in data.get("evidence", ())),
             hints=tuple(float(h) for h in data.get("hints", ())),
+            parent_estimates=tuple(float(e) for e in data.get("parent_estimates", ())),
+            parent_variances=tuple(float(v) for v in data.get("parent_variances", ())),
         )
 
 
@@ -265,6 +271,8 @@ class PrefixTree:
         if round_mechanisms is not None and len(round_mechanisms) != config.rounds:
             raise ConfigError(f"{len(round_mechanisms)} round mechanisms for {config.rounds} "
                               "rounds")
+        if config.consistency and not isinstance(mechanism, LocalRandomizer):
+            raise ConfigError("consistency needs the local randomizer's estimates")
         if config.threshold_weights != "uniform" and not isinstance(
                 mechanism, LocalRandomizer | CentralNoise):
             raise ConfigError("weighted thresholds need a noise law (OptPrefixTree or central "
@@ -326,8 +334,16 @@ class PrefixTree:
         weights = None
         if cfg.threshold_weights == "parent" and state.evidence:
             weights = np.repeat(weight_levels(np.asarray(state.evidence)), 1 << s)
-        kept, estimates, real, cut = self._threshold(self.mechanism_for(query.round), sums,
-                                                     participants, states, bits >= r, weights)
+        mechanism = self.mechanism_for(query.round)
+        consistent = None
+        if cfg.consistency and state.parent_estimates and participants > 0:
+            assert isinstance(mechanism, LocalRandomizer)  # checked in __init__
+            consistent = adjust(mechanism.estimate(sums, participants), states != DEAD, s,
+                                np.asarray(state.parent_estimates),
+                                np.asarray(state.parent_variances),
+                                rr_null_std(participants, mechanism.randomizer) ** 2)
+        kept, estimates, real, cut = self._threshold(mechanism, sums, participants, states,
+                                                     bits >= r, weights, consistent)
         values = cw.append(query.prefixes[kept >> s], query.prefix_bits,
                            kept & ((1 << s) - 1), s)
         finished = (states[kept] == ENDED) | (bits >= r)
@@ -365,6 +381,7 @@ class PrefixTree:
             hints=(tuple(max(e, 1.0) ** -cfg.selection_hint
                          for e, _, _ in sorted(continuing, key=lambda ev: ev[1]))
                    if cfg.selection_hint > 0 else ()),
+            **self._parents(sorted(continuing, key=lambda ev: ev[1]), mechanism, participants),
         )
         actual_fp = None
         if true_counts is not None:
@@ -392,8 +409,20 @@ class PrefixTree:
         )
         return new_state, report
 
+    def _parents(self, carried: list[tuple[float, int, float]], mechanism: Mechanism,
+                 participants: int) -> dict[str, tuple[float, ...]]:
+        """The carried prefixes' estimates and variances, for the next round's consistency."""
+        if not self.config.consistency or not isinstance(mechanism, LocalRandomizer):
+            return {}
+        estimates = tuple(e for e, _, _ in carried)
+        rr = mechanism.randomizer
+        variances = tuple(float(rr_variance(min(max(e, 0.0), participants), participants, rr))
+                          for e in estimates)
+        return {"parent_estimates": estimates, "parent_variances": variances}
+
     def _threshold(self, mechanism: Mechanism, sums: np.ndarray, participants: int,
-                   states: np.ndarray, last_round: bool, weights: np.ndarray | None
+                   states: np.ndarray, last_round: bool, weights: np.ndarray | None,
+                   consistent: Adjustment | None = None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Cut]:
         """Domain elements kept (ascending), their estimates, the probability that each is
         real (``fedhh.evidence``; ones unless the thresholds are weighted), and the thresholds.
@@ -404,7 +433,9 @@ class PrefixTree:
         ``fp_ratio``: the class of an element is a property of its bits, fixed before the
         sum is seen, so each class's PruneHH bounds its own expected false positives by its
         own target, against the same null law. ``weights`` (per domain element) weigh the
-        thresholds of each class (``fedhh.prune``).
+        thresholds of each class (``fedhh.prune``). ``consistent``: the estimates adjusted for
+        consistency with the parents (``fedhh.consistency``), thresholded against the law of
+        an adjusted zero-count estimate.
         """
         cfg = self.config
         possible = states != DEAD
@@ -416,21 +447,32 @@ class PrefixTree:
         else:
             ends = states == ENDED
             classes += [(possible & ~ends, cfg.kept_fp_ratio), (ends, cfg.fp_ratio_finished)]
+        consistent_tail: ConsistentTail | None = None
+        if consistent is not None:
+            consistent_tail = ConsistentTail(_null_tail(mechanism, participants),
+                                             consistent.shrink, consistent.spread)
         kept_parts, estimate_parts, real_parts, results = [], [], [], []
         for member, gamma in classes:
             index = np.flatnonzero(member) if not np.all(member) else None
             part = sums if index is None else sums[index]
             part_weights = None if weights is None else (
                 weights if index is None else weights[index])
-            result = mechanism.threshold(part, participants, gamma, cfg.tau0, cfg.eta,
-                                         weights=part_weights)
+            if consistent is None or consistent_tail is None:
+                result = mechanism.threshold(part, participants, gamma, cfg.tau0, cfg.eta,
+                                             weights=part_weights)
+            else:
+                values = consistent.estimates if index is None else consistent.estimates[index]
+                pruned = prune_hh(values, consistent_tail, gamma, cfg.tau0, cfg.eta,
+                                  weights=part_weights)
+                result = Thresholded(pruned.kept, values, pruned.threshold, pruned.tau,
+                                     consistent_tail.sigma, pruned.expected_false_positives)
             kept_parts.append(result.kept if index is None else index[result.kept])
             kept_estimates = result.estimates[result.kept]
             estimate_parts.append(kept_estimates)
             if cfg.threshold_weights == "parent" and kept_estimates.size:
-                real_parts.append(real_probability(kept_estimates,
-                                                   _null_tail(mechanism, participants),
-                                                   part.size, result.threshold))
+                real_parts.append(real_probability(
+                    kept_estimates, consistent_tail or _null_tail(mechanism, participants),
+                    part.size, result.threshold))
             else:
                 real_parts.append(np.ones(kept_estimates.size))
             results.append(result)

@@ -121,6 +121,10 @@ class RunConfig:
         0.0, "devices weigh each eligible item by its prefix's estimated count to the power "
         "-hint (0: uniform among eligible items, the paper's); the weights travel with the "
         "round's prefix list, so simulation only", Mode.SIMULATION)
+    consistency: bool = _knob(
+        False, "single item, every device taking part: combine each prefix's estimate with its "
+        "children's by least squares under the constraint that the children's counts add up to "
+        "the parent's (Hay et al. 2010) before thresholding", Mode.SIMULATION)
     leftover_rounds: str = _knob(
         "idle", "rounds a tree finished without: idle (unspent, the paper's) or passes (new "
         "trees over the rounds left, everything found so far deny-listed, while the rounds "
@@ -245,6 +249,10 @@ class RunConfig:
             from fedhh.privacy.methods import check_method
 
             check_method(self.privacy_method)
+        if self.consistency and not (self.single_item and self.algorithm == "optprefixtree"
+                                     and self.sampling_rate in (None, 1.0)):
+            raise ConfigError("consistency holds in the single-item mode of optprefixtree with "
+                              "every device taking part (single_item, no sampling)")
         if self.round_weights() is not None:
             if self.algorithm != "optprefixtree":
                 raise ConfigError(f"round_budget applies to optprefixtree, not {self.algorithm}")
@@ -311,7 +319,8 @@ class RunConfig:
                           segment_plan=self.segment_plan,
                           fp_ratio_finished=self.fp_ratio_finished,
                           threshold_weights=self.threshold_weights,
-                          selection_hint=self.selection_hint)
+                          selection_hint=self.selection_hint,
+                          consistency=self.consistency)
 
     def selection_rule(self) -> Any:
         from fedhh.selection import Selection
