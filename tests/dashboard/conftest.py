@@ -203,3 +203,37 @@ def chromium() -> Iterator[Callable[[Path], Any]]:
             driver.quit()
         for profile in profiles:
             profile.cleanup()
+
+
+# ---- real services ---------------------------------------------------------------------------
+@dataclass
+class System:
+    topo: Any
+    data: Path
+    base: str  # the dashboard's address
+
+    @property
+    def ca(self) -> Path:
+        return Path(self.topo.workdir) / "tls" / "ca.pem"
+
+    @property
+    def server_pem(self) -> Path:
+        return Path(self.topo.workdir) / "tls" / "server.pem"
+
+
+@pytest.fixture(scope="session")
+def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
+    """The aggregator and the coordinator (dashboard and metrics on OS-chosen ports) as real
+    processes; the devices are started by ``live_run``, once a browser watches."""
+    from networked_kit import COORDINATOR_FLAGS, planted_dataset
+
+    from fedhh.rpc.topology import LocalTopology
+
+    root = tmp_path_factory.mktemp("dashboard-system")
+    data = planted_dataset(root / "users.txt")
+    with LocalTopology(root / "topology", env={"FEDHH_CACHE": str(root / "cache")}) as topo:
+        topo.start_aggregator(["--metrics-port", "0"])
+        topo.start_coordinator([*COORDINATOR_FLAGS, "--metrics-port", "0",
+                                "--dashboard-port", "0"])
+        port = topo.services["coordinator"].ready["dashboard_port"]
+        yield System(topo, data, f"https://127.0.0.1:{port}")
