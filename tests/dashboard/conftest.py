@@ -1,33 +1,41 @@
 """Fixtures of the dashboard tests: a dashboard served in this process over a store the test
-fills through the store's own API, and headless Chromium (Debian's chromium and
-chromium-driver, installed by `bootstrap.py test`) that trusts exactly the test's server key."""
+fills through the store's own API; headless Chromium (Debian's chromium and chromium-driver,
+installed by `bootstrap.py test`) that trusts exactly the test's server key; and the real
+services with a run watched in the browser from its first check-in to its end."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import http.client
 import shutil
-import ssl
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from networked_kit import run_config
+from dashboard_kit import (
+    CHROMEDRIVER,
+    CHROMIUM,
+    RUN,
+    TOKEN,
+    LiveRun,
+    Served,
+    System,
+    fill_store,
+    screenshot,
+    sign_in,
+    spki_pin,
+    timeline,
+    wait,
+)
+from networked_kit import SEED, run_config
+from selenium.webdriver.common.by import By
 
-from fedhh.prefixtree import Found, TreeState
-from fedhh.rpc.run_config import from_proto
-from fedhh.rpc.tls import TlsFiles, make_dev_pki
+from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.tls import make_dev_pki
 from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.dashboard import Dashboard
 from fedhh_coordinator.dashboard.auth import Sessions
@@ -35,88 +43,7 @@ from fedhh_coordinator.dashboard.reader import Reader
 from fedhh_coordinator.dashboard.views import Views
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
-from fedhh_coordinator.runs import RunParts, create_run
 from fedhh_coordinator.store import Store
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-TOKEN = b"dashboard-test-admin-token-0123456789"
-XSS_LABEL = "<script>window.pwned=1</script><img src=x onerror=pwned=2>"
-STAGES = {"ADVERTISE_KEYS": 200, "SHARE_KEYS": 196, "MASKED_INPUT": 190,
-          "CONSISTENCY_CHECK": 190, "UNMASK": 150}
-
-
-def fill_store(store: Store) -> None:
-    """A run "r1" with two released rounds (their steps and per-stage counts as the link keeps
-    them), an attempt aborted at check-in, heavy hitters, and 200 devices charged, the first and
-    the last of which have an HTML label."""
-    loop = asyncio.new_event_loop()
-    try:
-        row = loop.run_until_complete(create_run(store, from_proto(run_config(rounds=2, min_devices=180, dim_limit=1 << 16)), "r1"))
-    finally:
-        loop.close()
-    parts = RunParts.load(row)
-    codes = parts.tree.codec.encode_many(["apple", "berry"]).codes
-    ledger = parts.ledger
-    devices = [store.add_device(bytes(32), i.to_bytes(32, "big"),
-                                XSS_LABEL if i in (0, 199) else f"user-{i}") for i in range(200)]
-    store.charge_devices("r1", devices, 64.0, 1e-6)
-    store.abort_round("r1", 1, store.open_round("r1", 1), "only 12 devices checked in "
-                      "(min_devices 200)")
-    for round_ in (1, 2):
-        attempt = store.open_round("r1", round_)
-        started = 1_800_000_000.0 + 60 * round_
-        steps = [["check-in", started], ["secure aggregation", started + 2],
-                 ["SHARE_KEYS", started + 3], ["MASKED_INPUT", started + 4],
-                 ["CONSISTENCY_CHECK", started + 5], ["UNMASK", started + 6],
-                 ["releasing", started + 7]]
-        store.annotate_round("r1", round_, attempt, {"members": devices, "steps": steps,
-                                                      "stage_devices": STAGES})
-        ledger = ledger.record(round_ - 1, 190)
-        store.charge_round("r1", round_, attempt, "releasing", 190, ledger.to_dict())
-        found = tuple(Found(int(c), e, 2) for c, e in zip(codes, (61.5, 48.25), strict=True)) \
-            if round_ == 2 else ()
-        state = TreeState(next_round=round_ + 1, prefix_bits=10 * round_,
-                          prefixes=(1, 2), segment_bits=5, discovered=found, done=round_ == 2)
-        store.release_round("r1", round_, attempt, state.to_dict(),
-                            {"kept": 3, "finished": len(found), "threshold": 20.5,
-                             "expected_false_positives": 0.4, "impossible": 1, "denied": 0,
-                             "participants": 190}, done=round_ == 2)
-
-
-@dataclass
-class Served:
-    base: str
-    host: str
-    port: int
-    tls: TlsFiles
-    db: Path
-    views: Views
-    call: Callable[..., Any]  # run a coroutine function on the server's loop
-
-    def request(self, method: str, path: str, form: dict[str, str] | None = None,
-                headers: dict[str, str] | None = None) -> tuple[int, http.client.HTTPMessage,
-                                                                 bytes]:
-        context = ssl.create_default_context(cafile=str(self.tls.ca))
-        connection = http.client.HTTPSConnection(self.host, self.port, context=context,
-                                                 timeout=30)
-        body = urlencode(form).encode() if form is not None else None
-        sent = dict(headers or {})
-        if body is not None:
-            sent["Content-Type"] = "application/x-www-form-urlencoded"
-        try:
-            connection.request(method, path, body=body, headers=sent)
-            response = connection.getresponse()
-            return response.status, response.headers, response.read()
-        finally:
-            connection.close()
-
-    def sign_in(self) -> str:
-        status, headers, _ = self.request("POST", "/login", {"token": TOKEN.decode(),
-                                                             "next": "/"})
-        assert status == 303, status
-        cookie = headers["Set-Cookie"].split(";")[0]
-        return cookie
 
 
 @pytest.fixture
@@ -159,15 +86,6 @@ def served(tmp_path: Path) -> Iterator[Served]:
         store.close()
 
 
-def spki_pin(cert_pem: Path) -> str:
-    """Base64 SHA-256 of a certificate's public key: Chromium trusts exactly this key
-    (--ignore-certificate-errors-spki-list), not every certificate."""
-    cert = x509.load_pem_x509_certificate(cert_pem.read_bytes())
-    der = cert.public_key().public_bytes(serialization.Encoding.DER,
-                                         serialization.PublicFormat.SubjectPublicKeyInfo)
-    return base64.b64encode(hashlib.sha256(der).digest()).decode()
-
-
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[Callable[[Path], Any]]:
     """A factory of headless Chromium drivers trusting one server key; all quit at the end."""
@@ -206,21 +124,6 @@ def chromium() -> Iterator[Callable[[Path], Any]]:
 
 
 # ---- real services ---------------------------------------------------------------------------
-@dataclass
-class System:
-    topo: Any
-    data: Path
-    base: str  # the dashboard's address
-
-    @property
-    def ca(self) -> Path:
-        return Path(self.topo.workdir) / "tls" / "ca.pem"
-
-    @property
-    def server_pem(self) -> Path:
-        return Path(self.topo.workdir) / "tls" / "server.pem"
-
-
 @pytest.fixture(scope="session")
 def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
     """The aggregator and the coordinator (dashboard and metrics on OS-chosen ports) as real
@@ -237,3 +140,34 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
                                 "--dashboard-port", "0"])
         port = topo.services["coordinator"].ready["dashboard_port"]
         yield System(topo, data, f"https://127.0.0.1:{port}")
+
+
+@pytest.fixture(scope="session")
+def live_run(system: System, chromium: Callable[..., Any]) -> LiveRun:
+    """Start a run with no device yet, watch its page, then start the devices and follow the
+    rounds in the same page until the run is done."""
+    topo = system.topo
+    driver = chromium(system.server_pem)
+    admin = AdminClient(topo.address("coordinator"), topo.token("admin"), system.ca)
+    with admin:
+        sign_in(driver, system.base, topo.token("admin").decode())
+        admin.start_run(run_config(checkin_ms=120_000), run_id=RUN)
+        driver.get(f"{system.base}/runs/{RUN}")
+        seen = [wait(driver, lambda d: (t := timeline(d)).get("1.1", {}).get("check-in")
+                     == "active" and t, "round 1 in check-in")]
+        screenshot(driver, "run-check-in")
+        driver.execute_script("window.fedhhMarker = 'same page';")
+        for i, users in enumerate(("0:100", "100:200")):
+            topo.start_devices(f"devices-{i}", str(system.data), users,
+                               ["--seed", str(SEED), "--metrics-port", "0"])
+        seen.append(wait(driver, lambda d: (t := timeline(d)).get("1.1", {}).get("check-in")
+                         == "done" and t, "round 1 past check-in"))
+        seen.append(wait(driver, lambda d: "2.1" in (t := timeline(d)) and t, "round 2"))
+        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR,
+                                               "#run-head .badge.state-done"), "run done")
+        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "table.hits"),
+             "the heavy hitters")
+        seen.append(timeline(driver))
+        kept = driver.execute_script("return window.fedhhMarker") == "same page"
+        topo.wait_for_devices()
+        return LiveRun(driver, system, seen, kept, admin.results(RUN))

@@ -9,24 +9,20 @@ FEDHH_DASHBOARD_SCREENSHOTS=DIR the pages are also saved there as PNG (docs/dash
 
 from __future__ import annotations
 
-import base64
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from conftest import XSS_LABEL, Served, System
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from networked_kit import SEED, run_config
+from dashboard_kit import RUN, TOKEN, XSS_LABEL, LiveRun, Served, screenshot, sign_in, wait
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
 
 from fedhh.rpc.admin_client import AdminClient
 from fedhh.rpc.tls import ca_credentials
@@ -35,89 +31,6 @@ from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator.dashboard.results import Hit
 
 pytestmark = pytest.mark.slow
-
-PATIENCE_S = 300.0  # an upper bound on each wait for a condition (a busy CI machine)
-RUN = "planted"
-SCREENSHOTS = os.environ.get("FEDHH_DASHBOARD_SCREENSHOTS")
-
-
-def wait(driver: Any, condition: Callable[[Any], Any], what: str) -> Any:
-    return WebDriverWait(driver, PATIENCE_S, poll_frequency=0.1).until(condition, what)
-
-
-def sign_in(driver: Any, base: str, token: str, path: str = "/") -> None:
-    driver.get(base + path)
-    wait(driver, lambda d: d.find_elements(By.ID, "token"), "the sign-in form")
-    driver.find_element(By.ID, "token").send_keys(token)
-    driver.find_element(By.CSS_SELECTOR, "form[action='/login'] button").click()
-    wait(driver, lambda d: "/login" not in d.current_url, "leaving the sign-in page")
-
-
-def timeline(driver: Any) -> dict[tuple[int, int], dict[str, str]]:
-    """(round, attempt) -> step -> status, as the page shows it now."""
-    return driver.execute_script("""
-        const out = {};
-        document.querySelectorAll("#timeline article.attempt").forEach(function (a) {
-          const steps = {};
-          a.querySelectorAll("li.step").forEach(function (s) {
-            steps[s.dataset.step] = s.dataset.status;
-          });
-          out[a.dataset.round + "." + a.dataset.attempt] = steps;
-        });
-        return out;""")
-
-
-def screenshot(driver: Any, name: str, width: int = 1100) -> None:
-    """A full-page PNG of the current page at ``width`` CSS pixels, when asked for."""
-    if not SCREENSHOTS:
-        return
-    metrics = {"width": width, "height": 800, "deviceScaleFactor": 1, "mobile": width < 700}
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {**metrics, "height": height})
-    data = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png"})["data"]
-    Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-    (Path(SCREENSHOTS) / f"dashboard-{name}.png").write_bytes(base64.b64decode(data))
-    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-
-
-@dataclass
-class LiveRun:
-    driver: Any
-    system: System
-    seen: list[dict[tuple[int, int], dict[str, str]]]  # timelines, in the order observed
-    marker_kept: bool  # the page was never reloaded while the run went
-    results: pb.Results
-
-
-@pytest.fixture(scope="session")
-def live_run(system: System, chromium: Callable[..., Any]) -> LiveRun:
-    """Start a run with no device yet, watch its page, then start the devices and follow the
-    rounds in the same page until the run is done."""
-    topo = system.topo
-    driver = chromium(system.server_pem)
-    admin = AdminClient(topo.address("coordinator"), topo.token("admin"), system.ca)
-    with admin:
-        sign_in(driver, system.base, topo.token("admin").decode())
-        admin.start_run(run_config(checkin_ms=120_000), run_id=RUN)
-        driver.get(f"{system.base}/runs/{RUN}")
-        seen = [wait(driver, lambda d: (t := timeline(d)).get("1.1", {}).get("check-in")
-                     == "active" and t, "round 1 in check-in")]
-        screenshot(driver, "run-check-in")
-        driver.execute_script("window.fedhhMarker = 'same page';")
-        for i, users in enumerate(("0:100", "100:200")):
-            topo.start_devices(f"devices-{i}", str(system.data), users, ["--seed", str(SEED)])
-        seen.append(wait(driver, lambda d: (t := timeline(d)).get("1.1", {}).get("check-in")
-                         == "done" and t, "round 1 past check-in"))
-        seen.append(wait(driver, lambda d: "2.1" in (t := timeline(d)) and t, "round 2"))
-        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR,
-                                               "#run-head .badge.state-done"), "run done")
-        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "table.hits"),
-             "the heavy hitters")
-        seen.append(timeline(driver))
-        kept = driver.execute_script("return window.fedhhMarker") == "same page"
-        topo.wait_for_devices()
-        return LiveRun(driver, system, seen, kept, admin.results(RUN))
 
 
 def test_the_round_timeline_advances_while_the_run_goes(live_run: LiveRun) -> None:
@@ -262,8 +175,6 @@ def test_a_heavy_hitter_item_renders_as_text(served: Served,
 
     views.run = run_with_html_item  # type: ignore[method-assign]
     driver = chromium(served.tls.cert)
-    from conftest import TOKEN
-
     sign_in(driver, served.base, TOKEN.decode(), "/runs/r1")
     wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "table.hits td.item"), "hits")
     # Let the live stream replace the table at least once, then look again.

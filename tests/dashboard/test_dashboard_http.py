@@ -10,7 +10,7 @@ import re
 import sqlite3
 
 import pytest
-from conftest import TOKEN, XSS_LABEL, Served
+from dashboard_kit import TOKEN, XSS_LABEL, Served
 
 from fedhh.privacy import PrivacyLedger
 from fedhh_coordinator.dashboard.auth import COOKIE
@@ -86,7 +86,7 @@ def test_every_response_carries_the_security_headers(served: Served) -> None:
     session = {"Cookie": served.sign_in()}
     for path in [*PAGES, "/login", "/static/app.js", "/runs/r1/heavy-hitters.csv",
                  "/runs/nothing-here", "/runs/bad%20id", "/no/such/page"]:
-        status, headers, _ = served.request("GET", path, headers=session)
+        _, headers, _ = served.request("GET", path, headers=session)
         assert headers["Content-Security-Policy"] == CSP, path
         assert "script-src 'self'" in CSP and "unsafe-inline" not in CSP
         assert headers["X-Frame-Options"] == "DENY", path
@@ -185,7 +185,7 @@ def test_the_live_stream_sends_regions_then_ends_with_the_session(served: Served
 def test_the_dashboard_never_writes_the_database(served: Served) -> None:
     def digest() -> str:
         with sqlite3.connect(served.db) as db:
-            rows = [db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()  # noqa: S608
+            rows = [db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
                     for t in ("devices", "runs", "rounds", "device_spends",
                               "enrollment_tokens")]
         return hashlib.sha256(repr(rows).encode()).hexdigest()
