@@ -74,7 +74,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     dashboard, views = call(build)
     try:
         yield Served(f"https://127.0.0.1:{dashboard.port}", "127.0.0.1", dashboard.port, tls,
-                     db, views, call)
+                     db, views, dashboard)
     finally:
         call(dashboard.close)
         done: Future[None] = Future()

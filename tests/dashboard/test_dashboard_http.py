@@ -211,3 +211,32 @@ def test_spend_matches_the_ledger(served: Served) -> None:
                                                                 rel=1e-12)
     assert detail.spend.charges[0].cumulative == pytest.approx(detail.spend.charges[0].epsilon)
     assert detail.line.eps_spent == pytest.approx(ledger.spent_epsilon(), rel=1e-12)
+
+
+def test_a_session_keeps_at_most_four_live_streams(served: Served) -> None:
+    """A fifth stream of one session closes the session's oldest (a page the browser left but
+    did not close yet), so forgotten pages cannot use up the server's streams."""
+    import http.client
+    import ssl
+
+    cookie = served.sign_in()
+    context = ssl.create_default_context(cafile=str(served.tls.ca))
+    connections, responses = [], []
+    try:
+        for _ in range(5):
+            connection = http.client.HTTPSConnection(served.host, served.port,
+                                                     context=context, timeout=30)
+            connection.request("GET", "/live/fleet", headers={"Cookie": cookie})
+            response = connection.getresponse()
+            assert response.status == 200
+            while response.readline().decode().strip() != "event: synced":
+                pass
+            connections.append(connection)
+            responses.append(response)
+        while response := responses[0].readline():  # the oldest ends (EOF)
+            assert b"signed-out" not in response
+        assert served.dashboard.streams == 4
+    finally:
+        for connection in connections:
+            connection.close()
+

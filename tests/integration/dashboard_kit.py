@@ -9,6 +9,7 @@ import asyncio
 import base64
 import hashlib
 import http.client
+import io
 import os
 import ssl
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from urllib.parse import urlencode
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from networked_kit import run_config
+from PIL import Image
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -89,7 +91,7 @@ class Served:
     tls: TlsFiles
     db: Path
     views: Views
-    call: Callable[..., Any]  # run a coroutine function on the server's loop
+    dashboard: Any  # the running fedhh_coordinator.dashboard.Dashboard
 
     def request(self, method: str, path: str, form: dict[str, str] | None = None,
                 headers: dict[str, str] | None = None) -> tuple[int, http.client.HTTPMessage,
@@ -144,6 +146,24 @@ def wait(driver: Any, condition: Callable[[Any], Any], what: str) -> Any:
     return WebDriverWait(driver, PATIENCE_S, poll_frequency=0.1).until(condition, what)
 
 
+def synced(driver: Any) -> None:
+    """Wait until the page's live stream has put every region in place (after that, a
+    region changes only when what it shows changes)."""
+    try:
+        wait(driver, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute(
+            "data-live-state") == "synced", "the live regions")
+    except Exception as error:
+        state = driver.execute_script("return document.body.dataset.liveState")
+        raise AssertionError(f"{driver.current_url}: live state {state!r}; browser log "
+                             f"{driver.get_log('browser')}") from error
+
+
+def problems(driver: Any) -> list[str]:
+    """Script errors and Content-Security-Policy violations the browser logged."""
+    return [entry["message"] for entry in driver.get_log("browser")
+            if "Content Security Policy" in entry["message"] or "Uncaught" in entry["message"]]
+
+
 def sign_in(driver: Any, base: str, token: str, path: str = "/") -> None:
     driver.get(base + path)
     wait(driver, lambda d: d.find_elements(By.ID, "token"), "the sign-in form")
@@ -175,9 +195,11 @@ def screenshot(driver: Any, name: str, width: int = 1100) -> None:
     height = driver.execute_script("return document.documentElement.scrollHeight")
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {**metrics, "height": height})
     data = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png"})["data"]
-    Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-    (Path(SCREENSHOTS) / f"dashboard-{name}.png").write_bytes(base64.b64decode(data))
     driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+    # A 256-colour palette keeps the committed files small (a page has few colours).
+    image = Image.open(io.BytesIO(base64.b64decode(data))).convert("RGB").quantize(256)
+    image.save(Path(SCREENSHOTS) / f"dashboard-{name}.png", optimize=True)
 
 
 @dataclass

@@ -13,6 +13,7 @@ DENY, nosniff and a same-origin referrer policy; every response but the static a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import io
 import json
@@ -51,6 +52,7 @@ HEADERS = {
 }
 STATIC = {"app.js": "text/javascript", "app.css": "text/css", "icon.svg": "image/svg+xml"}
 MAX_STREAMS = 32  # live streams open at once, all sessions together
+MAX_SESSION_STREAMS = 4  # per session: a fifth closes the session's oldest
 MAX_FILTER = 200
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -82,7 +84,7 @@ class Dashboard:
         self.sessions = sessions
         self.tls = tls
         self.interval_s = interval_s
-        self.streams = 0
+        self._streams: dict[str, list[asyncio.Event]] = {}  # session -> its streams' stops
         self.port = 0
         self._static = {name: (resources.files(__package__) / "static" / name).read_bytes()
                         for name in STATIC}
@@ -294,17 +296,22 @@ class Dashboard:
     async def _live(self, request: web.Request,
                     regions: Callable[[], dict[str, Html]]) -> web.StreamResponse:
         """Server-sent events: each region again whenever its HTML changes (checked every
-        ``interval_s``), the clock every tick, until the session ends or the client leaves."""
-        if self.streams >= MAX_STREAMS:
+        ``interval_s``), the clock every tick, until the session ends or the client leaves;
+        "synced" once after the first full set."""
+        session = request.cookies.get(COOKIE) or ""
+        mine = self._streams.setdefault(session, [])
+        if len(mine) >= MAX_SESSION_STREAMS:
+            mine[0].set()  # a page left open elsewhere, or one the browser has not closed
+        elif self.streams >= MAX_STREAMS:
             raise web.HTTPServiceUnavailable(text="too many live views open")
-        session = request.cookies.get(COOKIE)
+        stop = asyncio.Event()
+        mine.append(stop)
         response = web.StreamResponse(headers={**HEADERS, "Cache-Control": "no-store",
                                                "Content-Type": "text/event-stream"})
-        self.streams += 1
         try:
             await response.prepare(request)
             sent: dict[str, str] = {}
-            while self.sessions.valid(session):
+            while self.sessions.valid(session) and not stop.is_set():
                 try:
                     current = {**regions(), "clock": esc(pages.when(time.time()))}
                 except NotFoundError:
@@ -313,13 +320,25 @@ class Dashboard:
                     if sent.get(name) != content:
                         await response.write(_event("region", {"id": name, "html": content}))
                         sent[name] = content
-                await asyncio.sleep(self.interval_s)
-            await response.write(_event("signed-out", {}))
+                if len(sent) == len(current) and "synced" not in sent:
+                    await response.write(_event("synced", {}))  # every region is current
+                    sent["synced"] = ""
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.interval_s)
+            if not stop.is_set():
+                await response.write(_event("signed-out", {}))
         except (ConnectionResetError, ConnectionError):
             pass  # the browser went away
         finally:
-            self.streams -= 1
+            mine.remove(stop)
+            if not mine:
+                self._streams.pop(session, None)
         return response
+
+    @property
+    def streams(self) -> int:
+        """Live streams open now."""
+        return sum(len(stops) for stops in self._streams.values())
 
 
 def _event(name: str, data: dict[str, Any]) -> bytes:

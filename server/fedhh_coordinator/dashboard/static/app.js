@@ -39,7 +39,9 @@
       if (update.id === "hits") {
         applyFilter();
       }
-      body.setAttribute("data-live-state", "open");
+    });
+    source.addEventListener("synced", function () {
+      body.setAttribute("data-live-state", "synced");
     });
     source.addEventListener("signed-out", function () {
       source.close();
@@ -48,6 +50,7 @@
     source.addEventListener("error", function () {
       body.setAttribute("data-live-state", "reconnecting");
     });
+    return source;
   }
 
   const filter = document.getElementById("hh-filter");
@@ -56,6 +59,16 @@
   }
   const live = body.getAttribute("data-live");
   if (live && window.EventSource) {
-    listen(live);
+    // A stream holds one of the few connections a browser keeps per site: close it when the
+    // page is left (even into the back-forward cache), open a new one if the page comes back.
+    let source = listen(live);
+    window.addEventListener("pagehide", function () {
+      source.close();
+    });
+    window.addEventListener("pageshow", function (event) {
+      if (event.persisted) {
+        source = listen(live);
+      }
+    });
   }
 })();
