@@ -235,7 +235,7 @@ def test_a_session_keeps_at_most_four_live_streams(served: Served) -> None:
             responses.append(response)
         while response := responses[0].readline():  # the oldest ends (EOF)
             assert b"signed-out" not in response
-        assert served.dashboard.streams == 4
+        assert served.dashboard.live.open == 4
     finally:
         for connection in connections:
             connection.close()

@@ -2,8 +2,8 @@
 HTTPS port (``fedhh coordinator --dashboard-port``), in the coordinator's process and event
 loop, reading the same store and runner state it serves over gRPC and never writing.
 
-- ``server``: the aiohttp application (routes, sign-in, security headers, downloads, the live
-  stream of server-sent events);
+- ``server``: the aiohttp application (routes, sign-in, security headers, downloads);
+  ``live``: the stream of server-sent events that keeps a page's regions current;
 - ``auth``: sessions from the admin token and the sign-in rate limit;
 - ``views``: what each page shows, gathered from the store, the runner and the lobby;
   ``timeline``: a round attempt step by step; ``results``: heavy hitters and privacy spend;

@@ -12,15 +12,12 @@ DENY, nosniff and a same-origin referrer policy; every response but the static a
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import csv
 import io
 import json
 import logging
 import math
 import ssl
-import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
@@ -33,7 +30,8 @@ from fedhh.rpc.serving import is_loopback
 from fedhh.rpc.tls import TlsFiles
 from fedhh_coordinator.dashboard import pages
 from fedhh_coordinator.dashboard.auth import COOKIE, Sessions
-from fedhh_coordinator.dashboard.markup import Html, esc
+from fedhh_coordinator.dashboard.live import LiveStreams
+from fedhh_coordinator.dashboard.markup import Html
 from fedhh_coordinator.dashboard.results import Hit
 from fedhh_coordinator.dashboard.views import Views
 from fedhh_coordinator.runs import RUN_ID
@@ -51,8 +49,6 @@ HEADERS = {
     "Cross-Origin-Resource-Policy": "same-origin",
 }
 STATIC = {"app.js": "text/javascript", "app.css": "text/css", "icon.svg": "image/svg+xml"}
-MAX_STREAMS = 32  # live streams open at once, all sessions together
-MAX_SESSION_STREAMS = 4  # per session: a fifth closes the session's oldest
 MAX_FILTER = 200
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -84,7 +80,7 @@ class Dashboard:
         self.sessions = sessions
         self.tls = tls
         self.interval_s = interval_s
-        self._streams: dict[str, list[asyncio.Event]] = {}  # session -> its streams' stops
+        self.live = LiveStreams(sessions, interval_s)
         self.port = 0
         self._static = {name: (resources.files(__package__) / "static" / name).read_bytes()
                         for name in STATIC}
@@ -273,7 +269,8 @@ class Dashboard:
 
     # ---- live ------------------------------------------------------------------------------
     async def live_runs(self, request: web.Request) -> web.StreamResponse:
-        return await self._live(request, lambda: {"runs": pages.runs_table(self.views.runs())})
+        return await self.live.serve(
+            request, lambda: {"runs": pages.runs_table(self.views.runs())}, HEADERS)
 
     async def live_run(self, request: web.Request) -> web.StreamResponse:
         run_id = self._run_id(request)
@@ -283,7 +280,7 @@ class Dashboard:
             return {"run-head": pages.run_head(detail), "timeline": pages.timeline(detail),
                     "spend": pages.spend_section(detail),
                     "hits": pages.hits_table(run_id, detail.hits)}
-        return await self._live(request, regions)
+        return await self.live.serve(request, regions, HEADERS)
 
     async def live_fleet(self, request: web.Request) -> web.StreamResponse:
         def regions() -> dict[str, Html]:
@@ -291,58 +288,7 @@ class Dashboard:
             return {"fleet-counts": pages.fleet_counts(view),
                     "dropout": pages.fleet_dropout(view),
                     "enrollments": pages.fleet_enrollments(view)}
-        return await self._live(request, regions)
-
-    async def _live(self, request: web.Request,
-                    regions: Callable[[], dict[str, Html]]) -> web.StreamResponse:
-        """Server-sent events: each region again whenever its HTML changes (checked every
-        ``interval_s``), the clock every tick, until the session ends or the client leaves;
-        "synced" once after the first full set."""
-        session = request.cookies.get(COOKIE) or ""
-        mine = self._streams.setdefault(session, [])
-        if len(mine) >= MAX_SESSION_STREAMS:
-            mine[0].set()  # a page left open elsewhere, or one the browser has not closed
-        elif self.streams >= MAX_STREAMS:
-            raise web.HTTPServiceUnavailable(text="too many live views open")
-        stop = asyncio.Event()
-        mine.append(stop)
-        response = web.StreamResponse(headers={**HEADERS, "Cache-Control": "no-store",
-                                               "Content-Type": "text/event-stream"})
-        try:
-            await response.prepare(request)
-            sent: dict[str, str] = {}
-            while self.sessions.valid(session) and not stop.is_set():
-                try:
-                    current = {**regions(), "clock": esc(pages.when(time.time()))}
-                except NotFoundError:
-                    break
-                for name, content in current.items():
-                    if sent.get(name) != content:
-                        await response.write(_event("region", {"id": name, "html": content}))
-                        sent[name] = content
-                if len(sent) == len(current) and "synced" not in sent:
-                    await response.write(_event("synced", {}))  # every region is current
-                    sent["synced"] = ""
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.interval_s)
-            if not stop.is_set():
-                await response.write(_event("signed-out", {}))
-        except (ConnectionResetError, ConnectionError):
-            pass  # the browser went away
-        finally:
-            mine.remove(stop)
-            if not mine:
-                self._streams.pop(session, None)
-        return response
-
-    @property
-    def streams(self) -> int:
-        """Live streams open now."""
-        return sum(len(stops) for stops in self._streams.values())
-
-
-def _event(name: str, data: dict[str, Any]) -> bytes:
-    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+        return await self.live.serve(request, regions, HEADERS)
 
 
 def _hit_json(hit: Hit) -> dict[str, Any]:

@@ -9,7 +9,13 @@ from dataclasses import dataclass
 
 from fedhh.config import RunConfig
 from fedhh_coordinator.budgets import SLACK, LifetimeBudget
-from fedhh_coordinator.dashboard.reader import DeviceCharge, Enrolled, FleetCounts, Reader
+from fedhh_coordinator.dashboard.reader import (
+    DeviceCharge,
+    Enrolled,
+    FleetCounts,
+    Reader,
+    RunTimes,
+)
 from fedhh_coordinator.dashboard.results import Hit, Spend, SpendCache, heavy_hitters
 from fedhh_coordinator.dashboard.timeline import (
     STAGE_LABELS,
@@ -105,8 +111,7 @@ class Views:
         self.spend = SpendCache()
 
     # ---- runs ------------------------------------------------------------------------------
-    def _line(self, row: RunRow, now: float) -> RunLine:
-        times = self.reader.run_times().get(row.run_id)
+    def _line(self, row: RunRow, now: float, times: RunTimes | None) -> RunLine:
         started = times.created_at if times else now
         stopped = times.updated_at if times and row.state in FINAL else now
         spend = self.spend(row.ledger)
@@ -121,7 +126,8 @@ class Views:
     def runs(self) -> list[RunLine]:
         """Every run, newest first."""
         now = time.time()
-        return [self._line(row, now) for row in reversed(self.store.runs())]
+        times = self.reader.run_times()
+        return [self._line(row, now, times.get(row.run_id)) for row in reversed(self.store.runs())]
 
     def run(self, run_id: str) -> RunDetail:
         """One run (NotFoundError if there is none of that id)."""
@@ -130,7 +136,8 @@ class Views:
         parts = RunParts.load(row)
         rounds = self.store.rounds(run_id)
         return RunDetail(
-            line=self._line(row, now), config=parts.config, eps_local=row.eps_local,
+            line=self._line(row, now, self.reader.run_times().get(run_id)),
+            config=parts.config, eps_local=row.eps_local,
             attempts=tuple(self._attempts(row.run_id, parts.config.min_devices, now, rounds)),
             spend=self.spend(row.ledger), hits=tuple(heavy_hitters(parts, rounds)),
             deny=tuple(parts.tree.codec.display_item(c) for c in row.deny_codes))
