@@ -64,6 +64,7 @@ class Outcome:
     delivered: bool = False
     sum_available: bool = False
     num_contributors: int = 0
+    stage_devices: tuple[tuple[Stage, int], ...] = ()  # accepted per closed stage
 
 
 @dataclass(frozen=True)
@@ -76,12 +77,13 @@ class _Tombstone:
     delivered: bool
     why: str  # why the round was dropped, for "gone" errors
     at: float  # Unix time it was dropped
+    stage_devices: tuple[tuple[Stage, int], ...] = ()  # in memory only: not journaled
 
     def outcome(self) -> Outcome:
         state = OutcomeState.RELEASED if self.state == RoundState.RELEASED else \
             OutcomeState.ABORTED
         return Outcome(state, self.session_id, None, self.reached_unmask, self.abort_reason,
-                       self.delivered, False, self.num_contributors)
+                       self.delivered, False, self.num_contributors, self.stage_devices)
 
 
 def _tombstone_of(record: RoundRecord, now: float) -> _Tombstone:
@@ -221,16 +223,17 @@ class RoundRegistry:
         """What became of the round, as far as this aggregator knows."""
         round_ = self._by_round.get(round_id)
         if round_ is not None:
+            counts = round_.stage_devices
             if round_.state == RoundState.RUNNING:
                 return Outcome(OutcomeState.RUNNING, round_.session_id, round_.stage,
-                               round_.reached_unmask)
+                               round_.reached_unmask, stage_devices=counts)
             if round_.state == RoundState.ABORTED:
                 return Outcome(OutcomeState.ABORTED, round_.session_id, None,
-                               round_.reached_unmask, round_.abort_reason)
+                               round_.reached_unmask, round_.abort_reason, stage_devices=counts)
             result = round_.result
             return Outcome(OutcomeState.RELEASED, round_.session_id, None, True, "", False,
                            result is not None,
-                           result.num_contributors if result is not None else 0)
+                           result.num_contributors if result is not None else 0, counts)
         self._prune(time.time())
         tombstone = self._tombstones.get(round_id)
         return tombstone.outcome() if tombstone is not None else Outcome(OutcomeState.UNKNOWN)
@@ -254,7 +257,7 @@ class RoundRegistry:
             self.journal.delivered(round_.round_id)
         self._bury(round_.round_id, _Tombstone(
             round_.session_id, round_.state, round_.abort_reason, round_.reached_unmask,
-            contributors, delivered, why, time.time()))
+            contributors, delivered, why, time.time(), round_.stage_devices))
         metrics.ROUNDS_OPEN.set(len(self._by_round))
 
     def _bury(self, round_id: bytes, tombstone: _Tombstone, journal: bool = True) -> None:

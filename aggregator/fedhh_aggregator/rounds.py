@@ -205,6 +205,11 @@ class Round:
         self._last_accepted = self._stage_opened  # the open stage's latest accepted message
         self._task: asyncio.Task[None] | None = None
 
+    @property
+    def stage_devices(self) -> tuple[tuple[Stage, int], ...]:
+        """Devices whose message each closed stage accepted, in stage order."""
+        return tuple(sorted(self.server.counts.items()))
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._drive(), name=f"round {round_label(self.round_id)}")
 

@@ -383,7 +383,9 @@ def _outcome_to_pb(outcome: Outcome, durable: bool) -> pb.GetOutcomeResponse:
         state=_OUTCOME[outcome.state], session_id=outcome.session_id,
         reached_unmask=outcome.reached_unmask, abort_reason=outcome.abort_reason,
         delivered=outcome.delivered, sum_available=outcome.sum_available,
-        num_contributors=outcome.num_contributors, durable=durable)
+        num_contributors=outcome.num_contributors, durable=durable,
+        stage_devices=[pb.StageCount(stage=stage_to_pb(stage), devices=count)
+                       for stage, count in outcome.stage_devices])
     if outcome.stage is not None:
         response.stage = stage_to_pb(outcome.stage)
     return response
