@@ -49,8 +49,8 @@ class LoadSpec:
     stage_ms: int | None = None
     quiet_close_ms: int | None = None
     checkin_ms: int = 120_000
-    # Per-stage windows (advertise, share keys, masked input, unmask); 0: stage_ms.
-    windows: tuple[int, int, int, int] = (0, 0, 0, 0)
+    # Per-stage windows (advertise, share keys, masked input, consistency, unmask); 0: stage_ms.
+    windows: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
     seed: int | None = None  # test mode: seeded device randomness and dropout draws
     eps_local: float = 4.0
 
@@ -107,7 +107,8 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
             codec="5bit", max_bits=max_bits, checkin_ms=spec.checkin_ms,
             stage_ms=spec.stage_ms, expected_dropout=max(spec.dropout, 0.05),
             max_attempts=2, advertise_ms=spec.windows[0], share_keys_ms=spec.windows[1],
-            masked_input_ms=spec.windows[2], unmask_ms=spec.windows[3],
+            masked_input_ms=spec.windows[2], consistency_ms=spec.windows[3],
+            unmask_ms=spec.windows[4],
         )
         with AdminClient(topo.address("coordinator"), topo.token("admin"),
                          topo.workdir / "tls" / "ca.pem") as admin:
