@@ -30,6 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from fedhh.errors import AuthenticationError, ConfigError, StateError
 from fedhh.secagg import (
@@ -200,6 +201,8 @@ class Round:
         self._hooks = hooks
         self._polls: dict[int, int] = {}  # long-polls open per device
         self.uploading: set[int] = set()  # devices with an upload in progress
+        # The transport's encoding of each advertised entry, memoised for the rosters.
+        self.encoded_entries: dict[int, Any] = {}
         self.upload_digests: dict[int, bytes] = {}  # SHA-256 of each accepted masked vector
         self._stage_opened = time.monotonic()
         self._last_accepted = self._stage_opened  # the open stage's latest accepted message
@@ -225,6 +228,7 @@ class Round:
         self.result = None
         self.server.result = None
         self.requests = {}
+        self.encoded_entries = {}
         self._notify()  # long-polls answer now
 
     # -- authentication --------------------------------------------------------------------------

@@ -124,12 +124,12 @@ def make_cohort(n: int, dimension: int, k: int, t: int, n_min: int, *,
 
 
 @asynccontextmanager
-async def aggregator(limits: Limits | None = None
+async def aggregator(limits: Limits | None = None, state_dir: Path | None = None
                      ) -> AsyncIterator[tuple[Aggregator, grpc.aio.Channel]]:
     """An aggregator on 127.0.0.1 (OS-chosen port) and a channel to it."""
     agg = await start(Settings(coordinator_public=COORDINATOR_PUBLIC, control_token=TOKEN,
                                listen="127.0.0.1:0", insecure=True,
-                               limits=limits or Limits()))
+                               limits=limits or Limits(), state_dir=state_dir))
     channel = open_channel(f"127.0.0.1:{agg.port}")
     try:
         yield agg, channel
