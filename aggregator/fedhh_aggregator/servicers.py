@@ -212,7 +212,8 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
         message = MaskedInput(round_.session_id, device_id, np.frombuffer(buffer, dtype=dtype))
         accepted = await round_.submit(Stage.MASKED_INPUT, message)
         del message, buffer  # the vector is in the sum (or rejected); drop it now
-        round_.upload_digests[device_id] = declared
+        if accepted:
+            round_.upload_digests[device_id] = declared
         return await _submitted(round_, device_id, Stage.MASKED_INPUT, accepted,
                                 header.wait_next_ms)
 
