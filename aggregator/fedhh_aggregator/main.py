@@ -64,6 +64,7 @@ class Settings:
                         max_uploads=args.max_uploads,
                         max_pending_calls=args.max_pending_calls,
                         quiet_close_s=args.quiet_close_ms / 1000,
+                        quiet_close_tail=args.quiet_close_tail,
                         max_streams_per_connection=args.max_streams_per_connection,
                         upload_idle_s=args.upload_idle_ms / 1000,
                         upload_min_rate=args.upload_min_rate,

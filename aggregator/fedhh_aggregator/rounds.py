@@ -7,7 +7,8 @@
   or as soon as the state machine says waiting cannot change the outcome
   (``SecAggServer.can_close_early``: every expected device answered, or every secret has t
   shares), or, if the service is configured with ``quiet_close_s``, once n_min devices answered
-  and then none for that long (every stage but UNMASK).
+  and then none for that long (a quarter of it once all but ``quiet_close_tail`` of the
+  expected devices answered; every stage but UNMASK).
 - Devices long-poll for their next request (:meth:`Round.await_request`); the coordinator waits
   for the outcome (:meth:`Round.wait_finished`).
 - A masked vector reaches :meth:`Round.submit` only when complete; the state machine adds it to
@@ -105,6 +106,10 @@ class Limits:
     # deadline; with it the round moves at the pace of the live devices, and a device slower
     # than this after the others counts as dropped.
     quiet_close_s: float = 0.0
+    # Once all but this fraction of the devices a stage expects answered, a quarter of the
+    # quiet spell suffices: the few still missing are most likely the silent dropouts, and
+    # waiting the whole spell for them costs every stage (0: always the whole spell).
+    quiet_close_tail: float = 0.05
     # Limits before work. A message above max_message_bytes is refused by gRPC before it is
     # parsed (RESOURCE_EXHAUSTED). A client connection may have at most
     # max_streams_per_connection calls open (its further calls wait); a device process shares
@@ -132,6 +137,9 @@ class Limits:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if not self.quiet_close_s >= 0:
             raise ConfigError(f"quiet_close_s must be >= 0, got {self.quiet_close_s!r}")
+        if not 0 <= self.quiet_close_tail < 1:
+            raise ConfigError(f"quiet_close_tail must be in [0, 1), got "
+                              f"{self.quiet_close_tail!r}")
         if self.max_pending_calls > 1 << 30:  # gRPC takes twice it as a C int
             raise ConfigError(f"max_pending_calls must be at most {1 << 30}")
         if not 64 << 10 <= self.max_message_bytes <= 16 << 20:
@@ -382,9 +390,20 @@ class Round:
         metrics.ROUNDS_EXPIRED.inc()
         self._hooks.expired(self)
 
+    def _quiet_spell(self) -> float | None:
+        """The silence that closes the open stage now, or None (fewer than n_min answers)."""
+        received = self.server.received()
+        if received < self.config.n_min:
+            return None
+        quiet = self.limits.quiet_close_s
+        if received >= (1 - self.limits.quiet_close_tail) * len(self.server.expected()):
+            return quiet / 4
+        return quiet
+
     async def _until_closable(self) -> None:
         """Wait for the open stage's deadline, an early close, or (with ``quiet_close_s``) a
-        quiet spell after at least n_min answers."""
+        quiet spell after at least n_min answers (a quarter of it once all but
+        ``quiet_close_tail`` of the expected devices answered)."""
         quiet = self.limits.quiet_close_s
         while not self._wake.is_set():
             timeout = _deadline_ms(self.config, self.stage) / 1000 - time.time()
@@ -393,11 +412,12 @@ class Round:
             # (Not UNMASK: it closes as soon as every secret can be rebuilt; before that, a
             # quiet spell would only turn a late share into an aborted round.)
             if quiet > 0 and self.server.stage != Stage.UNMASK:
-                if self.server.received() >= self.config.n_min:
+                needed = self._quiet_spell()
+                if needed is not None:
                     silent = time.monotonic() - max(self._last_accepted, self._stage_opened)
-                    if silent >= quiet:
+                    if silent >= needed:
                         return
-                    timeout = min(timeout, quiet - silent)
+                    timeout = min(timeout, needed - silent)
                 else:
                     timeout = min(timeout, quiet)
             with contextlib.suppress(TimeoutError):

@@ -49,6 +49,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="close a stage before its deadline once n_min devices answered and "
                         "none for this long (default: 0, off: every stage that lost a device "
                         "waits for its deadline)")
+    p.add_argument("--quiet-close-tail", type=float, default=0.05,
+                   help="once all but this fraction of a stage's expected devices answered, a "
+                        "quarter of --quiet-close-ms of silence closes it (default: 0.05; 0: "
+                        "always the whole spell)")
     p.add_argument("--max-wait-ms", type=int, default=30_000,
                    help="cap of any long-poll (default: 30000)")
     p.add_argument("--result-ttl", type=float, default=600.0,
