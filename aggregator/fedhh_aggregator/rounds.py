@@ -417,9 +417,10 @@ class Round:
                     silent = time.monotonic() - max(self._last_accepted, self._stage_opened)
                     if silent >= needed:
                         return
-                    timeout = min(timeout, needed - silent)
+                    # (look again at least every quarter spell: more answers may shorten it)
+                    timeout = min(timeout, needed - silent, quiet / 4)
                 else:
-                    timeout = min(timeout, quiet)
+                    timeout = min(timeout, quiet / 4)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
 

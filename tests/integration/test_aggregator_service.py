@@ -838,3 +838,29 @@ def test_tombstones_and_the_journal_stay_bounded(tmp_path: Path) -> None:
     assert len(lines) <= 4 * (5 + 2) + 64, len(lines)  # compacted, not 120 lines
     assert run(reread()) == states
     assert len(journal.read_text().splitlines()) == 5 * 2  # open + finish of each kept round
+
+
+def test_quiet_close_shortens_once_only_the_tail_is_missing() -> None:
+    """With all but quiet_close_tail of the devices in, a quarter of the quiet spell closes the
+    stage: one silent device of six, a 20 s spell and a tail of 20% close the advertisement
+    after 5 s of silence, not 20 s."""
+    n = 6
+    cohort = make_cohort(n, 32, 5, 3, n_min=4, windows_ms=(50_000,) * 5, round_id=b"run/tail")
+
+    async def scenario() -> tuple[AggregateResult, float]:
+        async with aggregator(Limits(quiet_close_s=20, quiet_close_tail=0.2)) as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            started = time.monotonic()
+            outcomes = await asyncio.gather(*(
+                participate(channel, cohort.device(u), cohort.reports[u],
+                            identity_key=cohort.identity_keys[u],
+                            admission=cohort.admissions[u])
+                for u in range(1, n)))
+            assert all(o.contributed for o in outcomes), outcomes
+            result = await control.result(cohort.round_id, 30)
+            return result, time.monotonic() - started
+
+    result, seconds = run(scenario())
+    assert 5 <= seconds < 15, seconds
+    assert result.num_contributors == n - 1
