@@ -11,8 +11,8 @@ Rounds use what the coordinator always uses now: lying-server (k, t) and the con
     .venv/bin/python bench/bench_loadtest.py --repeats 5 --skip-large
 
 Devices, coordinator and aggregator all share this machine's 2 cores, and so may other work:
-the 1-minute load average before each run is recorded with it (a load of L before a run means
-L runnable processes were already competing for the 2 cores). The profile is where the round's
+each run records how many cores other processes kept busy meanwhile, on average (from
+/proc/stat, less the load test's own processes). The profile is where the round's
 wall time goes (per stage, at the aggregator), where the CPU time goes (per service and stage),
 and the calls' latencies as the devices see them.
 """
@@ -38,16 +38,31 @@ sys.path.insert(0, str(ROOT))
 # closes once its live devices answered and then none for --quiet-close-ms.
 CONFIGS: list[tuple[str, dict[str, Any], int]] = [
     ("1000 devices, D = 2^16, 10% dropout",
-     dict(devices=1000, dim=1 << 16, dropout=0.1, quiet_close_ms=250), 3),
+     dict(devices=1000, dim=1 << 16, dropout=0.1), 3),
     ("10,000 devices, D = 2^12, 10% dropout",
      dict(devices=10_000, dim=1 << 12, dropout=0.1, stage_ms=400_000, quiet_close_ms=3000), 1),
 ]
 
 
-def command(spec: Any, stage_ms_given: bool) -> str:
-    stage = f" --stage-ms {spec.stage_ms}" if stage_ms_given else ""
+def command(spec: Any, params: dict[str, Any]) -> str:
+    extra = "".join(f" --{name.replace('_', '-')} {params[name]}"
+                    for name in ("stage_ms", "quiet_close_ms") if name in params)
     return (f"fedhh loadtest --devices {spec.devices} --dim {spec.dim} --dropout {spec.dropout}"
-            f"{stage} --quiet-close-ms {spec.quiet_close_ms}")
+            f"{extra}")
+
+
+def _busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (all processes, /proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait_for_quiet(threshold: float, limit_s: float) -> None:
+    """Wait (up to ``limit_s``) until the 1-minute load average is below ``threshold``."""
+    until = time.monotonic() + limit_s
+    while os.getloadavg()[0] >= threshold and time.monotonic() < until:
+        time.sleep(10)  # polling the machine's load, not synchronising with anything
 
 
 def main() -> int:
@@ -58,6 +73,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=None,
                         help="runs of the first configuration (default: 3)")
     parser.add_argument("--skip-large", action="store_true", help="only the first configuration")
+    parser.add_argument("--quiet-load", type=float, default=None,
+                        help="before each run, wait (up to 10 minutes) until the 1-minute load "
+                             "average is below this")
     args = parser.parse_args()
     sections = []
     for index, (name, params, repeats) in enumerate(CONFIGS):
@@ -68,9 +86,14 @@ def main() -> int:
         spec = LoadSpec(**params)
         walls, texts, loads = [], [], []
         for i in range(1 if args.quick else repeats):
+            if args.quiet_load is not None:
+                _wait_for_quiet(args.quiet_load, 600)
             print(f"running: {name} ({i + 1}/{repeats})", flush=True)
-            loads.append(os.getloadavg()[0])
+            before = _busy_seconds()
             report = run_load(spec)
+            ours = sum(u.get("cpu_s", 0.0) for u in report["usage"].values())
+            # Cores other work kept busy meanwhile, on average (ours: the services' CPU).
+            loads.append(max(0.0, _busy_seconds() - before - ours) / report["wall_s"])
             text = render(report)
             print(text, flush=True)
             texts.append(text)
@@ -82,18 +105,20 @@ def main() -> int:
                           for k, u in cpu.items() if u)
         sections += [
             f"## {name}", "",
-            f"Command: `{command(spec, 'stage_ms' in params)}`", "",
+            f"Command: `{command(spec, params)}`", "",
             "Round wall time (check-in through release), per run: "
-            + ", ".join(f"{w:.2f} s (load {load:.1f})" for w, load in zip(walls, loads,
-                                                                          strict=True))
+            + ", ".join(f"{w:.2f} s (other work {load:.2f} cores)"
+                        for w, load in zip(walls, loads, strict=True))
             + (f"; median {statistics.median(walls):.2f} s" if len(walls) > 1 else "")
-            + ". (load: the machine's 1-minute load average just before the run.)",
+            + ". (Other work: the machine's busy CPU seconds during the whole run, start-up "
+            "included, less those of the load test's own processes, per second.)",
             "", f"CPU during the last run: {split}; {total_cpu:.1f} s in all on 2 cores.", "",
             "The last run's report:", "", "```", texts[-1], "```", "",
         ]
+    invocation = " ".join([".venv/bin/python bench/bench_loadtest.py", *sys.argv[1:]])
     lines = [
         "# Load test benchmark", "",
-        f"Command: `.venv/bin/python bench/bench_loadtest.py{' --quick' if args.quick else ''}` "
+        f"Command: `{invocation}` "
         f"({time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}); devices (4 processes), coordinator and "
         "aggregator share the machine, over TLS on 127.0.0.1.", "",
