@@ -8,7 +8,8 @@
   (``SecAggServer.can_close_early``: every expected device answered, or every secret has t
   shares), or, if the service is configured with ``quiet_close_s``, once n_min devices answered
   and then none for that long (a quarter of it once all but ``quiet_close_tail`` of the
-  expected devices answered; every stage but UNMASK).
+  expected devices answered, never while more than four times that share is missing; every
+  stage but UNMASK).
 - Devices long-poll for their next request (:meth:`Round.await_request`); the coordinator waits
   for the outcome (:meth:`Round.wait_finished`).
 - A masked vector reaches :meth:`Round.submit` only when complete; the state machine adds it to
@@ -106,9 +107,12 @@ class Limits:
     # deadline; with it the round moves at the pace of the live devices, and a device slower
     # than this after the others counts as dropped.
     quiet_close_s: float = 0.0
-    # Once all but this fraction of the devices a stage expects answered, a quarter of the
-    # quiet spell suffices: the few still missing are most likely the silent dropouts, and
-    # waiting the whole spell for them costs every stage (0: always the whole spell).
+    # How the quiet spell depends on the share m of the devices a stage expects that have not
+    # answered: m <= tail, a quarter of it (the few still missing are most likely the silent
+    # dropouts, and waiting the whole spell for them costs every stage); m <= 4 tail, the
+    # whole spell; more missing, no quiet close at all (so many silent devices are more likely
+    # starved of CPU or network than gone: a premature close would prune the round below
+    # n_min). 0: always the whole spell, whatever is missing.
     quiet_close_tail: float = 0.05
     # Limits before work. A message above max_message_bytes is refused by gRPC before it is
     # parsed (RESOURCE_EXHAUSTED). A client connection may have at most
@@ -391,14 +395,21 @@ class Round:
         self._hooks.expired(self)
 
     def _quiet_spell(self) -> float | None:
-        """The silence that closes the open stage now, or None (fewer than n_min answers)."""
+        """The silence that closes the open stage now, or None (fewer than n_min answers, or
+        too many missing: see ``Limits.quiet_close_tail``)."""
         received = self.server.received()
         if received < self.config.n_min:
             return None
-        quiet = self.limits.quiet_close_s
-        if received >= (1 - self.limits.quiet_close_tail) * len(self.server.expected()):
+        quiet, tail = self.limits.quiet_close_s, self.limits.quiet_close_tail
+        if tail == 0:
+            return quiet
+        missing = len(self.server.expected()) - received
+        expected = received + missing
+        if missing <= tail * expected:
             return quiet / 4
-        return quiet
+        if missing <= 4 * tail * expected:
+            return quiet
+        return None
 
     async def _until_closable(self) -> None:
         """Wait for the open stage's deadline, an early close, or (with ``quiet_close_s``) a

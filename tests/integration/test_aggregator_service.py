@@ -864,3 +864,37 @@ def test_quiet_close_shortens_once_only_the_tail_is_missing() -> None:
     result, seconds = run(scenario())
     assert 5 <= seconds < 15, seconds
     assert result.num_contributors == n - 1
+
+
+@pytest.mark.parametrize(("tail", "waits_for_deadline"), [(0.05, True), (0.0, False)])
+def test_quiet_close_never_cuts_a_stage_that_misses_many_devices(tail: float,
+                                                                  waits_for_deadline: bool
+                                                                  ) -> None:
+    """Two of six devices silent (a third missing, more than four times the tail): silence
+    does not close the advertisement, its 8 s deadline does; with a tail of 0 the whole quiet
+    spell closes it whatever is missing."""
+    n = 6
+    cohort = make_cohort(n, 32, 5, 3, n_min=4, windows_ms=(8000, 20_000, 20_000, 20_000, 20_000),
+                         round_id=f"run/many-missing/{tail}".encode())
+
+    async def scenario() -> float:
+        limits = Limits(quiet_close_s=0.3, quiet_close_tail=tail)
+        async with aggregator(limits) as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            started = time.monotonic()
+            outcomes = await asyncio.gather(*(
+                participate(channel, cohort.device(u), cohort.reports[u],
+                            identity_key=cohort.identity_keys[u],
+                            admission=cohort.admissions[u])
+                for u in range(1, n - 1)))
+            assert all(o.contributed for o in outcomes), outcomes
+            result = await control.result(cohort.round_id, 30)
+            assert result.num_contributors == n - 2
+            return time.monotonic() - started
+
+    seconds = run(scenario())
+    if waits_for_deadline:
+        assert seconds >= 7, seconds
+    else:
+        assert seconds < 7, seconds
