@@ -86,17 +86,15 @@ class _Tombstone:
                        self.delivered, False, self.num_contributors, self.stage_devices)
 
 
-def _tombstone_of(record: RoundRecord, now: float) -> _Tombstone:
+def _tombstone_of(record: RoundRecord) -> _Tombstone:
+    """The tombstone of a journaled round that has an outcome."""
     if record.state == RoundState.RELEASED.value:
         why = "delivered" if record.delivered else "its sum was lost in an aggregator restart"
         return _Tombstone(record.session_id, RoundState.RELEASED, "", True,
-                          record.contributors, record.delivered, why, record.finished_at or now)
-    if record.state == RoundState.ABORTED.value:
-        return _Tombstone(record.session_id, RoundState.ABORTED, record.reason,
-                          record.unmask_started, 0, False, "aborted",
-                          record.finished_at or now)
-    return _Tombstone(record.session_id, RoundState.ABORTED, RESTARTED, record.unmask_started,
-                      0, False, "lost in an aggregator restart", now)
+                          record.contributors, record.delivered, why, record.finished_at)
+    why = "lost in an aggregator restart" if record.reason == RESTARTED else "aborted"
+    return _Tombstone(record.session_id, RoundState.ABORTED, record.reason,
+                      record.unmask_started, 0, False, why, record.finished_at)
 
 
 class RoundRegistry:
@@ -128,17 +126,15 @@ class RoundRegistry:
         if self.journal is None:
             return
         records = self.journal.load()
-        self.journal.rewrite()  # drops an interrupted last line; appends follow
-        now = time.time()
         for record in sorted(records.values(), key=lambda r: r.finished_at or r.opened_at):
             if not record.state:  # it was running when the service stopped
-                self.journal.finished(record.round_id, RoundState.ABORTED.value, RESTARTED,
-                                      record.unmask_started, 0)
+                record = self.journal.settle(record.round_id, RESTARTED)
                 log.warning("round lost in a restart", extra={
                     "round_id": round_label(record.round_id),
                     "reached_unmask": record.unmask_started})
-            self._bury(record.round_id, _tombstone_of(record, now), journal=False)
-        self._prune(now)
+            self._bury(record.round_id, _tombstone_of(record), journal=False)
+        self._prune(time.time())
+        self.journal.rewrite()  # only what is kept, without an interrupted last line
         log.info("outcome journal loaded", extra={"path": str(self.journal.path),
                                                   "rounds": len(self._tombstones)})
 
