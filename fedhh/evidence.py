@@ -31,27 +31,46 @@ LEVELS = 32  # weights are rounded to multiples of 1 / LEVELS (at least 1 / LEVE
 def real_probability(estimates: np.ndarray, tail: NullTail, domain_size: int,
                      lower: float) -> np.ndarray:
     """For each kept estimate (any order), the probability that its element is real, given
-    ``domain_size`` elements thresholded against ``tail`` and every kept estimate > ``lower``."""
+    ``domain_size`` elements thresholded against ``tail`` and every kept estimate > ``lower``.
+
+    Windows hold at least ``GROUP`` estimates and never split equal values: under the exact
+    (lattice) null law many kept estimates are equal, and a window boundary between equal
+    values would credit the null mass of their lattice point to one window only."""
     values = np.asarray(estimates, dtype=np.float64)
     out = np.ones(values.size)
     if values.size == 0:
         return out
     order = np.argsort(values, kind="stable")
     ranked = values[order]
+    ends = _window_ends(ranked)
     edge = min(lower, float(ranked[0]) - 1e-9 * max(tail.sigma, 1.0))
     below = tail.sf(edge)
     rates = []
-    starts = range(0, ranked.size, GROUP)
-    for start in starts:
-        top = float(ranked[min(start + GROUP, ranked.size) - 1])
-        above = tail.sf(top)
-        count = min(GROUP, ranked.size - start)
-        rates.append(min(1.0, domain_size * max(below - above, 0.0) / count))
-        below = above
+    start = 0
+    for end in ends:
+        above = tail.sf(float(ranked[end - 1]))
+        rates.append(min(1.0, domain_size * max(below - above, 0.0) / (end - start)))
+        below, start = above, end
     rate = np.minimum.accumulate(np.array(rates))
-    for i, start in enumerate(starts):
-        out[order[start : start + GROUP]] = 1.0 - rate[i]
+    start = 0
+    for i, end in enumerate(ends):
+        out[order[start:end]] = 1.0 - rate[i]
+        start = end
     return out
+
+
+def _window_ends(ranked: np.ndarray) -> list[int]:
+    """Ends (exclusive) of consecutive windows of the ascending values, each of at least
+    ``GROUP`` values (the last may be smaller) and each ending where the value changes."""
+    change = np.flatnonzero(np.diff(ranked) > 0) + 1  # first index of each new value
+    boundaries = [*change.tolist(), ranked.size]
+    ends: list[int] = []
+    start = 0
+    for b in boundaries:
+        if b - start >= GROUP or b == ranked.size:
+            ends.append(b)
+            start = b
+    return ends
 
 
 def weight_levels(probabilities: np.ndarray) -> np.ndarray:

@@ -285,6 +285,16 @@ class PrefixTree:
         deny = cw.empty(r) if deny_codes is None else cw.check_array(deny_codes, r, "deny codes")
         self.deny = np.unique(deny)
 
+    @property
+    def _weighs_evidence(self) -> bool:
+        """Whether the kept elements' probability of being real is needed: by the weighted
+        thresholds, and by the planned segment schedules, which weigh each prefix's estimated
+        count by it (a false positive's count is noise: carrying it is worth nothing). Vote
+        thresholds have no noise law: their elements count as real."""
+        if not isinstance(self.mechanism, LocalRandomizer | CentralNoise):
+            return False
+        return self.config.threshold_weights == "parent" or self.config.segment_plan != "greedy"
+
     def mechanism_for(self, round_: int) -> Mechanism:
         """The mechanism of round ``round_`` (1-based)."""
         if self.round_mechanisms is None:
@@ -363,7 +373,7 @@ class PrefixTree:
             continuing.sort(key=lambda ev: (-ev[0], ev[1]))
             plan = plan_segment(len(continuing), bits, rounds_left, r, cfg.dim_limit,
                                 cfg.segment_bits, cfg.segment_plan,
-                                masses=np.array([ev[0] for ev in continuing]))
+                                masses=np.array([e * p for e, _, p in continuing]))
             trimmed = max(0, len(continuing) - plan.keep_prefixes)
             continuing = continuing[: plan.keep_prefixes]
             next_bits = plan.bits
@@ -469,7 +479,7 @@ class PrefixTree:
             kept_parts.append(result.kept if index is None else index[result.kept])
             kept_estimates = result.estimates[result.kept]
             estimate_parts.append(kept_estimates)
-            if cfg.threshold_weights == "parent" and kept_estimates.size:
+            if self._weighs_evidence and kept_estimates.size:
                 real_parts.append(real_probability(
                     kept_estimates, consistent_tail or _null_tail(mechanism, participants),
                     part.size, result.threshold))

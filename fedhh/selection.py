@@ -103,6 +103,11 @@ class Eligibility:
         weight = None
         if round_filter.prefix_weights is not None:
             w = np.asarray(round_filter.prefix_weights, dtype=np.float64)
+            if w.shape != (round_filter.prefixes.size,):
+                raise ConfigError(f"{w.size} prefix weights for {round_filter.prefixes.size} "
+                                  "prefixes")
+            if not np.all(np.isfinite(w) & (w > 0)):
+                raise ConfigError("prefix weights must be positive and finite")
             scaled = np.maximum(np.round(w / w.max() * WEIGHT_SCALE), 1).astype(np.int64)
             weight = np.where(index >= 0, scaled[np.maximum(index, 0)], 0)
         return Eligibility(index, index >= 0, allowed, weight)

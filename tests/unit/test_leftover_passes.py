@@ -1,0 +1,60 @@
+"""Rounds a tree finished without (issue 15, ``leftover_rounds="passes"``): new trees over the
+rounds left, everything found so far deny-listed, charged as the rounds they replace, while the
+rounds left can still cover an item. Population: every device holds the same 20 common words
+and one of 24 rare ones, so one tree finds the common words and only a later pass, with them
+deny-listed, hears about the rare ones."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from fedhh.config import RunConfig
+from fedhh.data.dataset import FederatedDataset, from_user_counts
+from fedhh.errors import ConfigError
+from fedhh.simulation.runner import simulate
+
+COMMON = ("the", "and", "you", "that", "was", "for", "with", "have", "this", "not", "but", "are",
+          "they", "what", "all", "there", "your", "out", "about", "just")
+RARE = tuple("".join(p) for p in itertools.product("kqz", "aeiou", "xy"))[:24]
+CONFIG = RunConfig(codec="5bit", rounds=12, eps_agg=1.0, dim_limit=2**16, seed=1)
+
+
+@pytest.fixture(scope="module")
+def population() -> FederatedDataset:
+    rng = np.random.default_rng(0)
+    users = [{**dict.fromkeys(COMMON, 1), RARE[int(rng.integers(len(RARE)))]: 1}
+             for _ in range(20_000)]
+    return from_user_counts(users, name="common-and-rare")
+
+
+def test_passes_spend_the_rounds_a_tree_left_unspent(population: FederatedDataset) -> None:
+    idle = simulate(population, CONFIG)
+    passes = simulate(population, RunConfig(**{**CONFIG.overrides(), "leftover_rounds": "passes"}))
+    # One tree needs 3 of the 12 rounds paid for; the rest stay unspent without passes.
+    assert len(idle.rounds) == 3
+    assert idle.ledger is not None and len(idle.ledger.spends) == 3
+    found_idle = {h.item for h in idle.heavy_hitters}
+    found = {h.item for h in passes.heavy_hitters}
+    assert set(COMMON) <= found_idle and not found_idle & set(RARE)
+    assert set(COMMON) <= found and len(found & set(RARE)) >= 20
+    # Each pass deny-lists what the earlier ones found: nothing is found twice.
+    codes = [h.code for h in passes.heavy_hitters]
+    assert len(codes) == len(set(codes))
+    # Passes run while the rounds left can cover 60 bits at 16 bits a round (4 rounds).
+    assert 12 - 3 <= len(passes.rounds) <= 12
+    assert 12 - len(passes.rounds) < 4
+    later = [r for r in passes.rounds if r["extra"].get("pass")]
+    assert later and all(r["extra"]["pass"] >= 2 for r in later)
+    # Same local epsilon, every round charged once and in order, within the target.
+    assert passes.privacy["eps_local"] == idle.privacy["eps_local"]
+    assert passes.ledger is not None
+    assert [s.round_index for s in passes.ledger.spends] == list(range(len(passes.rounds)))
+    assert passes.ledger.projected_epsilon() <= CONFIG.eps_agg * (1 + 1e-9)
+
+
+def test_unknown_leftover_rule_is_refused() -> None:
+    with pytest.raises(ConfigError, match="leftover_rounds"):
+        RunConfig(leftover_rounds="again").validate()
