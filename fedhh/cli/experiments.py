@@ -12,6 +12,18 @@ One subcommand per study, and `all`:
   rounds        8. T = 3 to 12 rounds (multiple items, 5-bit)
   codebooks     9. English letters, bytes and trained codebooks (default dataset and German)
 
+The utility levers beyond the paper (issue 15, docs/utility.md), each on the populations it
+names (development, the default dataset, held out), `utility-all` for all of them:
+
+  segment-plans      10. planned segment schedules (lookahead, spread) against greedy
+  leftover-rounds    11. rounds the tree finishes without (5-bit, T = 12): passes, spread
+  finished-target    12. a false-positive target of its own for finished items
+  threshold-weights  13. thresholds weighted by the parent's evidence
+  round-budget       14. unequal budget splits over the rounds
+  selection-hint     15. selection weighted by the prefix's estimate
+  consistency        16. constrained inference over the tree (single item)
+  utility            17. every lever alone and combined, on every population
+
 Every configuration runs once per seed (--seeds N: seeds 0..N-1) and is stored in a result
 store (--store, default <cache>/experiments); a finished run is never recomputed, so an
 interrupted suite resumes where it stopped and a finished one only rewrites the report. The
@@ -61,9 +73,11 @@ def register(subparsers: Any) -> None:
     common.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     sub = p.add_subparsers(dest="study", required=True, metavar="STUDY")
     titles = {s.name: f"{s.number}. {s.title}" for s in STUDIES}
-    for name in (*STUDY_NAMES, "all"):
-        sp = sub.add_parser(name, parents=[common], help=titles.get(name, "every study"),
-                            description=titles.get(name, "Every study, one report."))
+    groups = {"all": "The paper's studies (1-9), one report.",
+              "utility-all": "The utility levers' studies (10-17), one report."}
+    for name in (*STUDY_NAMES, *groups):
+        sp = sub.add_parser(name, parents=[common], help=titles.get(name, groups.get(name)),
+                            description=titles.get(name, groups.get(name)))
         sp.set_defaults(handler=run)
 
 
@@ -83,10 +97,13 @@ def run(args: argparse.Namespace) -> int:
     from fedhh.experiments.runner import ProgressEvent, Suite, result_records
     from fedhh.experiments.spec import Settings
     from fedhh.experiments.store import ResultStore
-    from fedhh.experiments.studies import get_study
+    from fedhh.experiments.studies import PAPER_GROUP, UTILITY_GROUP, get_study, group_studies
 
     started = time.perf_counter()
-    studies = list(STUDIES) if args.study == "all" else [get_study(args.study)]
+    if args.study in ("all", "utility-all"):
+        studies = group_studies(PAPER_GROUP if args.study == "all" else UTILITY_GROUP)
+    else:
+        studies = [get_study(args.study)]
     seeds = list(range(args.seeds))
     store = ResultStore(args.store or cache_root() / "experiments")
     suite = Suite(Settings(args.dataset, args.eps_agg, args.delta), store)

@@ -42,13 +42,13 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fedhh.data.registry import resolve_dataset
     from fedhh.data.truth import ground_truth
+    from fedhh.experiments.populations import resolve
 
     config = config_from_args(args, Mode.SIMULATION)
     for option, path in (("--json", args.json), ("--plot", args.plot)):
         check_writable(option, path)
-    dataset = resolve_dataset(args.dataset)
+    dataset = resolve(args.dataset)  # also the utility studies' populations (docs/utility.md)
     truth = None if config.single_item else ground_truth(dataset)
     bar = None
     if not args.quiet:

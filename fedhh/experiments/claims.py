@@ -460,4 +460,8 @@ CLAIMS: dict[str, Callable[[StudyResults], list[ClaimResult]]] = {
 
 
 def evaluate_claims(results: StudyResults) -> list[ClaimResult]:
-    return CLAIMS[results.study.name](results)
+    if results.study.name in CLAIMS:
+        return CLAIMS[results.study.name](results)
+    from fedhh.experiments.lever_claims import LEVER_CLAIMS  # it builds on this module
+
+    return LEVER_CLAIMS[results.study.name](results)

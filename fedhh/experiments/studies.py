@@ -1,5 +1,8 @@
 """The studies, as data: each a list of labelled configurations. Studies 1-8 are the paper's
-(issue 6); study 9 compares item codebooks (issue 13).
+(issue 6); study 9 compares item codebooks (issue 13); studies 10-17 measure the utility levers
+beyond the paper (issue 15, docs/utility.md) on populations fixed before any tuning
+(``fedhh.experiments.populations``), each against the paper's algorithm at the same
+(eps_agg, delta, T, P).
 
 Every study reproduces one of the paper's experiments (OptPrefixTree, "Experiments" and the
 appendices) at eps_agg and delta given by the suite (default 1 and 1e-6), with the paper's
@@ -55,6 +58,10 @@ class Variant:
                                                            self.dataset))
 
 
+PAPER_GROUP = "paper"    # `fedhh experiments all`
+UTILITY_GROUP = "utility"  # `fedhh experiments utility-all`
+
+
 @dataclass(frozen=True)
 class Study:
     name: str            # the CLI subcommand
@@ -63,6 +70,7 @@ class Study:
     description: str     # markdown
     paper: str           # where in the paper
     variants: tuple[Variant, ...]
+    group: str = PAPER_GROUP
 
     def variant(self, label: str) -> Variant:
         for v in self.variants:
@@ -269,11 +277,174 @@ def _codebooks() -> Study:
     )
 
 
+# ---- utility levers (issue 15) ------------------------------------------------------------
+
+DEV = "dev-reddit-400k"      # development: every lever was tuned here
+DEV_FULL = "dev-reddit-full"  # development at the default's scale (1.6M users)
+DEFAULT_DATASET = "synthetic-reddit"
+HELD_OUT = ("synthetic-german", "heldout-spanish")  # never tuned on
+UTILITY_POPULATIONS = (DEV, DEV_FULL, DEFAULT_DATASET, *HELD_OUT)
+NOT_IN_PAPER = "Not in the paper: issue 15, docs/utility.md"
+
+# Today's default, the paper's algorithm (multiple items, T = 4, P = 10^7, gamma = 0.5, uniform
+# selection with the prefix list), with every lever spelled out at its paper value so that the
+# baseline stays the paper's whatever the defaults become.
+PAPER = RunConfig(segment_plan="greedy", fp_ratio_finished=None, threshold_weights="uniform",
+                  selection_hint=0.0, leftover_rounds="idle", round_budget="equal", eta=0.5)
+LEVERS: dict[str, dict[str, Any]] = {  # each lever at the value the combination uses
+    "lookahead segments": {"segment_plan": "lookahead"},
+    "selection hint 0.5": {"selection_hint": 0.5},
+    "finished target 0.15": {"fp_ratio_finished": 0.15},
+    "parent-weighted thresholds": {"threshold_weights": "parent"},
+    "first round x2 budget": {"round_budget": "2,1,1,1"},
+}
+COMBINED = replace(PAPER, **{k: v for lever in LEVERS.values() for k, v in lever.items()})
+
+
+def _on(population: str, label: str, spec: RunConfig, **params: Any) -> Variant:
+    return Variant(f"{population}: {label}", spec, {"population": population, **params},
+                   dataset=population)
+
+
+def _segment_plans() -> Study:
+    variants = [_on(pop, plan, replace(PAPER, segment_plan=plan), plan=plan)
+                for pop in (DEV, DEV_FULL) for plan in ("greedy", "lookahead", "spread")]
+    return Study(
+        "segment-plans", 10, "Planned segment schedules",
+        "Multiple items, T = 4, P = 10^7, the paper's algorithm otherwise, on the development "
+        f"populations (`{DEV}`, `{DEV_FULL}`): the paper's greedy segments (the largest that "
+        "fits now), `--segment-plan lookahead` (plan the remaining rounds whenever greedy "
+        "segments would trim the list later: the schedule carrying the most estimated mass of "
+        "probably-real prefixes) and `spread` (always plan).",
+        NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
+
+
+FIVE_BIT_T12 = replace(PAPER, codec="5bit", rounds=12)
+
+
+def _leftover_rounds() -> Study:
+    return Study(
+        "leftover-rounds", 11, "Rounds the tree finishes without",
+        "Multiple items, 5-bit encoding, T = 12 with adaptive segments (issue 15's example of "
+        f"budget spent on rounds that never happen), on `{DEV}`: the paper's greedy segments "
+        "end the tree after 3-4 rounds with the noise of 12; `--leftover-rounds passes` runs "
+        "new trees over the rounds left with everything found so far deny-listed; "
+        "`--segment-plan spread` spreads the tree over the 12 rounds; and, for reference, one "
+        "character per round (`--segment-bits 5`, the paper's setting).",
+        NOT_IN_PAPER,
+        (_on(DEV, "greedy (paper)", FIVE_BIT_T12, rule="idle"),
+         _on(DEV, "passes", replace(FIVE_BIT_T12, leftover_rounds="passes"), rule="passes"),
+         _on(DEV, "spread", replace(FIVE_BIT_T12, segment_plan="spread"), rule="spread"),
+         _on(DEV, "5-bit segments", replace(FIVE_BIT_T12, segment_bits=5), rule="fixed 5")),
+        UTILITY_GROUP)
+
+
+FINISHED_TARGETS = (0.25, 0.15, 0.1)
+
+
+def _finished_target() -> Study:
+    variants = [_on(DEV, "one target (paper)", PAPER, finished=PAPER.fp_ratio)]
+    variants += [_on(DEV, f"finished {f:g}", replace(PAPER, fp_ratio_finished=f), finished=f)
+                 for f in FINISHED_TARGETS]
+    return Study(
+        "finished-target", 12, "A false-positive target of its own for finished items",
+        f"Multiple items, T = 4, P = 10^7, on `{DEV}`: PruneHH with gamma = 0.5 for every "
+        "element (the paper), and with `--fp-ratio-finished` 0.25, 0.15 and 0.1 for the "
+        "elements that finish an item (they become output; the others keep 0.5).",
+        NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
+
+
+def _threshold_weights() -> Study:
+    variants = [_on(pop, rule, replace(PAPER, threshold_weights=rule), rule=rule)
+                for pop in (DEV, DEV_FULL) for rule in ("uniform", "parent")]
+    return Study(
+        "threshold-weights", 13, "Thresholds weighted by the previous round's evidence",
+        "Multiple items, T = 4, P = 10^7, on the development populations: uniform thresholds "
+        "(the paper) against `--threshold-weights parent` (each child's share of the "
+        "false-positive budget weighted by the probability that its parent prefix is real, "
+        "the same bound on expected false positives).",
+        NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
+
+
+ALLOCATIONS = ("equal", "1.2,1,1,0.8", "0.8,1,1,1.2", "1.5,1,1,1", "2,1,1,1", "3,1,1,1")
+
+
+def _round_budget() -> Study:
+    variants = [_on(DEV, "equal (paper)" if a == "equal" else a,
+                    replace(PAPER, round_budget=a), allocation=a) for a in ALLOCATIONS]
+    return Study(
+        "round-budget", 14, "Budget split over the rounds",
+        f"Multiple items, T = 4, P = 10^7, on `{DEV}`: the paper's equal local epsilon per "
+        "round against allocations `--round-budget w1,...,w4` (round i's share of e^eps_local "
+        "is w_i; the largest round runs at the solved eps_local, the others at "
+        "eps_local + log(w_i / max w)), each solved for the same eps_agg and delta by composing "
+        "the rounds' privacy loss distributions (the `sum` accountant).",
+        NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
+
+
+HINTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def _selection_hint() -> Study:
+    variants = [_on(DEV, "uniform (paper)" if h == 0 else f"hint {h:g}",
+                    replace(PAPER, selection_hint=h), hint=h) for h in HINTS]
+    return Study(
+        "selection-hint", 15, "A selection hint with the prefix list",
+        f"Multiple items, T = 4, P = 10^7, on `{DEV}`: uniform selection among the items on "
+        "the prefix list (the paper) against `--selection-hint h`: each eligible item weighed "
+        "by its prefix's estimated count to the power -h (the estimates travel with the "
+        "round's prefix list).",
+        NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
+
+
+SINGLE_PAPER = replace(PAPER, single_item=True)
+
+
+def _consistency() -> Study:
+    variants = [_on(pop, name, replace(SINGLE_PAPER, consistency=on), consistent=on)
+                for pop in (DEV, DEV_FULL)
+                for name, on in (("independent (paper)", False), ("consistent", True))]
+    return Study(
+        "consistency", 16, "Constrained inference over the tree (single item)",
+        "Single item, T = 4, P = 10^7, gamma = 0.5, on the development populations: each "
+        "round's estimates thresholded on their own (the paper) against `--consistency` (each "
+        "child adjusted by least squares so that the children of a prefix add up to its count, "
+        "Hay et al. 2010, and thresholded against a bound on the adjusted zero-count law).",
+        NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
+
+
+def _utility() -> Study:
+    variants = []
+    for pop in UTILITY_POPULATIONS:
+        variants.append(_on(pop, "paper", PAPER, levers="none"))
+        for name, values in LEVERS.items():
+            variants.append(_on(pop, name, replace(PAPER, **values), levers=name))
+        variants.append(_on(pop, "combined", COMBINED, levers="all"))
+    return Study(
+        "utility", 17, "The levers alone and combined, on every population",
+        "Multiple items, T = 4, P = 10^7, eps_agg and delta of the suite, the `sum` "
+        "accountant: the paper's algorithm (today's default), each lever alone, and all of them "
+        f"combined, on the development populations (`{DEV}`, `{DEV_FULL}`), the default "
+        f"dataset (`{DEFAULT_DATASET}`) and the held-out populations "
+        f"(`{HELD_OUT[0]}`, `{HELD_OUT[1]}`), which no tuning ever ran on. The target: at "
+        "least 20% more heavy hitters than the paper's algorithm with an output "
+        "false-positive ratio no worse, on the default dataset and on the held-out "
+        "populations.",
+        NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
+
+
 STUDIES: tuple[Study, ...] = (
     _segmentation(), _dimension(), _fp_ratio(), _sampling(), _selection(), _deny_list(),
     _comparison(), _rounds(), _codebooks(),
+    _segment_plans(), _leftover_rounds(), _finished_target(), _threshold_weights(),
+    _round_budget(), _selection_hint(), _consistency(), _utility(),
 )
 STUDY_NAMES = tuple(s.name for s in STUDIES)
+
+
+def group_studies(group: str) -> list[Study]:
+    """The studies of a group (``PAPER_GROUP``: `all`; ``UTILITY_GROUP``: `utility-all`)."""
+    return [s for s in STUDIES if s.group == group]
 
 
 def get_study(name: str) -> Study:

@@ -1,0 +1,127 @@
+"""The utility levers' studies (issue 15): every run names a population fixed before tuning,
+every baseline is the paper's algorithm (the same store entry as today's default), the
+combination is exactly the levers, and the claims' verdicts follow the target's definition
+(checked on made-up results, no simulation)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from fedhh.config import RunConfig
+from fedhh.experiments import Settings
+from fedhh.experiments.analysis import StudyResults, VariantResult
+from fedhh.experiments.claims import FAILS, HOLDS, MIXED, PARTLY, VERDICTS, evaluate_claims
+from fedhh.experiments.lever_claims import TARGET, meets_target
+from fedhh.experiments.populations import DEVELOPMENT, HELD_OUT
+from fedhh.experiments.spec import run_config, run_key
+from fedhh.experiments.store import RunRecord
+from fedhh.experiments.studies import (
+    COMBINED,
+    LEVERS,
+    PAPER,
+    UTILITY_GROUP,
+    UTILITY_POPULATIONS,
+    Study,
+    get_study,
+    group_studies,
+)
+
+SETTINGS = Settings("synthetic-reddit")
+SEEDS = [0, 1, 2]
+
+
+def test_every_lever_run_names_a_population_fixed_before_tuning() -> None:
+    studies = group_studies(UTILITY_GROUP)
+    assert [s.number for s in studies] == list(range(10, 18))
+    allowed = {*DEVELOPMENT, *HELD_OUT, "synthetic-reddit"}
+    assert set(UTILITY_POPULATIONS) == allowed
+    for study in studies:
+        for variant in study.variants:
+            assert variant.dataset in allowed, (study.name, variant.label)
+            assert variant.params["population"] == variant.dataset
+    # Sweeps (studies 10-16) run on development populations only.
+    for study in studies[:-1]:
+        assert {v.dataset for v in study.variants} <= set(DEVELOPMENT), study.name
+
+
+def test_baselines_are_the_paper_and_share_the_default_runs() -> None:
+    identity = {"name": "x"}
+    default = run_key(run_config(RunConfig(), SETTINGS, 0), identity)
+    assert run_key(run_config(PAPER, SETTINGS, 0), identity) == default
+    assert PAPER.segment_plan == "greedy" and PAPER.selection_hint == 0
+    assert PAPER.fp_ratio_finished is None and PAPER.threshold_weights == "uniform"
+    assert PAPER.round_budget == "equal" and PAPER.leftover_rounds == "idle"
+    utility = get_study("utility")
+    for pop in UTILITY_POPULATIONS:
+        assert utility.variant(f"{pop}: paper").spec == PAPER
+
+
+def test_the_combination_is_exactly_the_levers() -> None:
+    expected = PAPER
+    for values in LEVERS.values():
+        expected = replace(expected, **values)
+    assert expected == COMBINED
+    utility = get_study("utility")
+    for pop in UTILITY_POPULATIONS:
+        assert utility.variant(f"{pop}: combined").spec == COMBINED
+        for name, values in LEVERS.items():
+            assert utility.variant(f"{pop}: {name}").spec == replace(PAPER, **values)
+
+
+def record(seed: int, found: float, fp_ratio: float) -> RunRecord:
+    metrics = {"true_positives": found, "false_positive_ratio": fp_ratio}
+    data = {"metrics": metrics, "privacy": {"eps_local": 9.0}, "segments": [23, 12, 12, 13],
+            "rounds": [{"kept": 10, "trimmed": 0, "threshold": 40.0,
+                        "actual_false_positives": 1}] * 4}
+    return RunRecord(f"k{seed}-{found}", seed, [], "fedhh simulate", data)
+
+
+def results(study: Study, values: dict[str, tuple[list[float], list[float]]]) -> StudyResults:
+    """Made-up results: per label, heavy hitters and FP ratios by seed (default: 100, 0.1)."""
+    variants = {}
+    for v in study.variants:
+        found, fp = values.get(v.label, ([100.0] * 3, [0.1] * 3))
+        variants[v.label] = VariantResult(v, [record(s, f, p) for s, f, p in
+                                              zip(SEEDS, found, fp, strict=True)])
+    return StudyResults(study, SEEDS, variants, 1000)
+
+
+@pytest.mark.parametrize("found,fp,verdict", [
+    ([125, 121, 130], [0.08, 0.1, 0.05], HOLDS),
+    ([125, 115, 130], [0.08, 0.1, 0.05], PARTLY),       # one seed short of the target
+    ([125, 121, 130], [0.08, 0.11, 0.05], MIXED),       # a worse FP ratio in one seed
+    ([101, 100, 99], [0.1, 0.1, 0.1], FAILS),           # no effect
+])
+def test_the_target_verdict(found: list[float], fp: list[float], verdict: str) -> None:
+    study = get_study("utility")
+    pop = HELD_OUT[0]
+    r = results(study, {f"{pop}: combined": (found, fp)})
+    got, note = meets_target(r, f"{pop}: combined", f"{pop}: paper")
+    assert got == verdict, note
+    assert TARGET == 1.2
+
+
+def test_a_lever_wins_only_on_every_population() -> None:
+    study = get_study("utility")
+    lever = next(iter(LEVERS))
+    better = {f"{pop}: {lever}": ([110.0] * 3, [0.09] * 3) for pop in UTILITY_POPULATIONS}
+    claims = evaluate_claims(results(study, better))
+    claim = next(c for c in claims if c.claim.lower().startswith(lever.lower()))
+    assert claim.verdict == HOLDS
+    worse = dict(better)
+    worse[f"{HELD_OUT[1]}: {lever}"] = ([110.0] * 3, [0.2] * 3)  # more found, FP ratio worse
+    claims = evaluate_claims(results(study, worse))
+    claim = next(c for c in claims if c.claim.lower().startswith(lever.lower()))
+    assert claim.verdict == PARTLY
+
+
+@pytest.mark.parametrize("study", group_studies(UTILITY_GROUP), ids=lambda s: s.name)
+def test_every_lever_study_has_claims(study: Study) -> None:
+    rng = np.random.default_rng(len(study.name))
+    values = {v.label: (list(rng.uniform(90, 130, 3)), list(rng.uniform(0.05, 0.2, 3)))
+              for v in study.variants}
+    claims = evaluate_claims(results(study, values))
+    assert claims and all(c.verdict in VERDICTS and c.study == study.name for c in claims)
