@@ -40,11 +40,19 @@ from fedhh.estimate import NullTail, rr_null_std, rr_variance
 from fedhh.evidence import real_probability, weight_levels
 from fedhh.mechanisms import CentralNoise, LocalRandomizer, Mechanism, Thresholded
 from fedhh.prune import prune_hh, validate_prune_parameters
-from fedhh.segment import SEGMENT_PLANS, check_feasible, plan_segment
+from fedhh.segment import (
+    SEGMENT_PLANS,
+    Capacity,
+    PossibleCounts,
+    check_feasible,
+    plan_segment,
+)
 from fedhh.selection import RoundFilter
 
 FP_RATIO_OF = ("kept", "discoveries")
 THRESHOLD_WEIGHTS = ("uniform", "parent")
+DOMAINS = ("full", "possible")
+GRID_FACTOR = 2  # a simulated round materialises the full grid: at most GRID_FACTOR * P elements
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,7 @@ class TreeConfig:
     threshold_weights: str = "uniform"  # or "parent": weighted by the parents' evidence
     selection_hint: float = 0.0  # devices weigh items by (prefix estimate)^-hint; 0: uniform
     consistency: bool = False  # single item, every device: consistent with the parents
+    domain: str = "full"  # or "possible": P counts the elements some device can hold
 
     def validate(self, max_bits: int) -> None:
         validate_prune_parameters(self.fp_ratio, self.tau0, self.eta)
@@ -88,6 +97,8 @@ class TreeConfig:
         if self.threshold_weights not in THRESHOLD_WEIGHTS:
             raise ConfigError(f"threshold_weights must be one of {', '.join(THRESHOLD_WEIGHTS)},"
                               f" got {self.threshold_weights!r}")
+        if self.domain not in DOMAINS:
+            raise ConfigError(f"domain must be one of {', '.join(DOMAINS)}, got {self.domain!r}")
         if not 0 <= self.selection_hint <= 4:
             raise ConfigError(f"selection_hint must be in [0, 4], got {self.selection_hint}")
         if self.fp_ratio_finished is not None and not 0 < self.fp_ratio_finished < 1:
@@ -284,6 +295,17 @@ class PrefixTree:
         r = codec.max_bits
         deny = cw.empty(r) if deny_codes is None else cw.check_array(deny_codes, r, "deny codes")
         self.deny = np.unique(deny)
+        self.possible = (PossibleCounts(codec.automaton.step, r) if config.domain == "possible"
+                         else None)
+
+    def capacity(self, values: np.ndarray, bits: int) -> Capacity | None:
+        """With ``domain="possible"``: how many of these prefixes (``bits``-bit values, top
+        first) fit at each segment length (``fedhh.segment``); None for the full grid."""
+        if self.possible is None:
+            return None
+        states = self.codec.automaton.run(values, bits)
+        return self.possible.capacity(states, self.config.dim_limit,
+                                      GRID_FACTOR * self.config.dim_limit)
 
     @property
     def _weighs_evidence(self) -> bool:
@@ -304,7 +326,8 @@ class PrefixTree:
     def initial_state(self) -> TreeState:
         plan = plan_segment(1, 0, self.config.rounds, self.codec.max_bits,
                             self.config.dim_limit, self.config.segment_bits,
-                            self.config.segment_plan)
+                            self.config.segment_plan,
+                            capacity=self.capacity(cw.from_ints([0], 0), 0))
         return TreeState(segment_bits=plan.bits)
 
     def query(self, state: TreeState) -> RoundQuery:
@@ -373,7 +396,9 @@ class PrefixTree:
             continuing.sort(key=lambda ev: (-ev[0], ev[1]))
             plan = plan_segment(len(continuing), bits, rounds_left, r, cfg.dim_limit,
                                 cfg.segment_bits, cfg.segment_plan,
-                                masses=np.array([e * p for e, _, p in continuing]))
+                                masses=np.array([e * p for e, _, p in continuing]),
+                                capacity=self.capacity(
+                                    cw.from_ints([v for _, v, _ in continuing], bits), bits))
             trimmed = max(0, len(continuing) - plan.keep_prefixes)
             continuing = continuing[: plan.keep_prefixes]
             next_bits = plan.bits

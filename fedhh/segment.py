@@ -31,10 +31,21 @@ nothing has to be trimmed). ``"lookahead"`` keeps the greedy segment whenever th
 schedule trims nothing (the paper's rule, which may finish before the T rounds paid for);
 ``"spread"`` always takes the plan, so an untrimmed tree spends every round it paid for, each
 adding about the same number of bits.
+
+Counting only possible elements (issue 15, ``capacity``). The paper's dimension limit counts
+every s-bit extension of every prefix, but many are impossible: no honest device can hold them
+(``fedhh.codec.automaton``: after the end symbol only zeros follow, unused codewords, invalid
+escapes and UTF-8), and they are dropped before thresholding anyway. With English words about
+45% of a later round's elements and 74% of the first round's 23-bit elements are impossible.
+When a round's report indexes only the possible elements, P bounds their number: the planner
+is given ``capacity(s)``, how many of the top prefixes have at most P possible s-bit extensions
+in total (``PossibleCounts``), instead of ``P >> s``. Feasibility (every later round adds at most
+floor(log2 P) bits) is kept as for the full grid, so the last round can always finish.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,18 +80,24 @@ def carried(num_prefixes: int, bits: int, dim_limit: int) -> int:
     return min(num_prefixes, dim_limit >> bits)
 
 
+Capacity = Callable[[int], int]  # segment bits -> how many of the top prefixes fit
+
+
 def best_schedule(num_prefixes: int, remaining: int, rounds: int, dim_limit: int,
-                  masses: np.ndarray | None = None) -> tuple[int, ...]:
+                  masses: np.ndarray | None = None, capacity: Capacity | None = None,
+                  top: int | None = None) -> tuple[int, ...]:
     """Segments (ascending) of ``rounds`` rounds covering ``remaining`` bits that carry the most
     prefixes summed over the rounds, a list of ``num_prefixes`` assumed to keep its size (module
     docstring); with ``masses`` (the prefixes' estimated counts, highest first) a round carrying
     the top L prefixes is worth their total mass instead of L. Ties go to the schedule with the
-    largest smallest segment, then the largest next one, and so on. ConfigError if no schedule
-    exists."""
-    cap = min(floor_log2(dim_limit), remaining)
+    largest smallest segment, then the largest next one, and so on. ``capacity`` and ``top``
+    (the longest segment, default floor(log2 P)): a domain of possible elements only (module
+    docstring). ConfigError if no schedule exists."""
+    cap = min(floor_log2(dim_limit) if top is None else top, remaining)
     if rounds < 1 or not rounds <= remaining <= rounds * cap:
         raise ConfigError(f"{rounds} rounds of 1 to {cap} bits cannot cover {remaining} bits")
-    carry = [carried(num_prefixes, s, dim_limit) for s in range(1, cap + 1)]
+    carry = [carried(num_prefixes, s, dim_limit) if capacity is None
+             else min(num_prefixes, capacity(s)) for s in range(1, cap + 1)]
     if masses is None:
         values = [float(c) for c in carry]
     else:
@@ -119,10 +136,12 @@ def plan_segment(
     fixed_bits: int | None = None,
     plan: str = "greedy",
     masses: np.ndarray | None = None,
+    capacity: Capacity | None = None,
 ) -> SegmentPlan:
     """The next round's segment length and how many prefixes it can carry (``plan``: one of
     ``SEGMENT_PLANS``; ``masses``: the prefixes' estimated counts, highest first, which the
-    planned schedules weigh; see the module docstring)."""
+    planned schedules weigh; ``capacity``: how many of the top prefixes fit at each segment
+    length when only possible elements count; see the module docstring)."""
     if rounds_left < 1:
         raise ConfigError("no rounds left to plan")
     if plan not in SEGMENT_PLANS:
@@ -131,46 +150,99 @@ def plan_segment(
     if remaining < 1:
         raise ConfigError(f"prefixes of {prefix_bits} bits are already complete")
     per_round_cap = floor_log2(dim_limit)
+    fits: Capacity = ((lambda b: carried(num_prefixes, b, dim_limit)) if capacity is None
+                      else (lambda b: min(num_prefixes, capacity(b))))
+    top = per_round_cap if capacity is None else _longest(fits, remaining, per_round_cap)
     needed = remaining - (rounds_left - 1) * (fixed_bits or per_round_cap)
     if fixed_bits is not None:
         bits = remaining if rounds_left == 1 else min(fixed_bits, remaining)
-    else:
+    elif capacity is None:
         bits = min(adaptive_bits(num_prefixes, dim_limit), remaining)
+    else:
+        bits = max((b for b in range(1, min(top, remaining) + 1) if fits(b) >= num_prefixes),
+                   default=-1)
     bits = max(bits, needed, 1)
-    if fixed_bits is None and plan != "greedy" and rounds_left > 1 and bits <= per_round_cap:
+    if fixed_bits is None and plan != "greedy" and rounds_left > 1 and bits <= top:
         equal = -(-remaining // rounds_left)
         if prefix_bits == 0:
             # The first round's one prefix makes any segment free: take the greedy one, unless
             # the rounds are plentiful (equal segments leave room for sqrt(P) prefixes).
             if plan == "spread" and 2 * equal <= per_round_cap:
-                bits = best_schedule(1, remaining, rounds_left, dim_limit)[0]
+                bits = best_schedule(1, remaining, rounds_left, dim_limit, None, capacity,
+                                     top)[0]
         elif plan == "spread" or _greedy_trims(num_prefixes, bits, remaining, rounds_left,
-                                                dim_limit):
-            bits = best_schedule(num_prefixes, remaining, rounds_left, dim_limit, masses)[0]
+                                                dim_limit, fits, top):
+            bits = best_schedule(num_prefixes, remaining, rounds_left, dim_limit, masses,
+                                 capacity, top)[0]
     bits = min(bits, remaining)
-    if bits > per_round_cap:
+    if bits > top:
         raise ConfigError(
             f"a segment of {bits} bits exceeds the dimension limit {dim_limit} even for one "
             f"prefix; use more rounds or a larger dim_limit"
         )
-    return SegmentPlan(bits=bits, keep_prefixes=min(num_prefixes, dim_limit >> bits))
+    return SegmentPlan(bits=bits, keep_prefixes=fits(bits))
+
+
+def _longest(fits: Capacity, remaining: int, floor: int) -> int:
+    """The longest segment (at most ``remaining`` bits) that fits at least one prefix, never
+    below ``floor`` (floor(log2 P): one prefix's full grid always fits)."""
+    longest = min(floor, remaining)
+    for b in range(longest + 1, remaining + 1):
+        if fits(b) < 1:
+            break
+        longest = b
+    return longest
 
 
 def _greedy_trims(num_prefixes: int, bits: int, remaining: int, rounds: int,
-                  dim_limit: int) -> bool:
+                  dim_limit: int, fits: Capacity, top: int) -> bool:
     """Whether greedy segments, starting with ``bits``, trim a list that keeps its size."""
     cap = floor_log2(dim_limit)
     left = remaining
     for k in range(rounds, 0, -1):
-        s = max(min(adaptive_bits(num_prefixes, dim_limit), left), left - (k - 1) * cap, 1)
+        greedy = max((b for b in range(1, min(top, left) + 1) if fits(b) >= num_prefixes),
+                     default=-1)
+        s = max(greedy, left - (k - 1) * cap, 1)
         if k == rounds:
             s = bits
-        if carried(num_prefixes, s, dim_limit) < num_prefixes:
+        if fits(s) < num_prefixes:
             return True
         left -= s
         if left <= 0:
             return False
     return False
+
+
+class PossibleCounts:
+    """How many s-bit extensions of a prefix some device can hold, from the prefix's automaton
+    state: count[s][q] = count[s-1][step(q, 0)] + count[s-1][step(q, 1)], count[0][q] = 1 for
+    every live state (DEAD, state 0, has none). Exact integers (at most 2^max_bits)."""
+
+    def __init__(self, step: np.ndarray, max_bits: int) -> None:
+        if max_bits > 62:
+            raise ConfigError(f"possible-element counts are exact up to 62 bits, got {max_bits}")
+        step = np.asarray(step, dtype=np.int64)
+        table = np.zeros((max_bits + 1, step.shape[0]), dtype=np.int64)
+        table[0, 1:] = 1
+        for b in range(1, max_bits + 1):
+            table[b] = table[b - 1][step[:, 0]] + table[b - 1][step[:, 1]]
+            table[b, 0] = 0
+        self.table = table
+
+    def capacity(self, states: np.ndarray, dim_limit: int, grid_limit: int) -> Capacity:
+        """For prefixes in these automaton states (top first): how many of the top ones fit at
+        s bits, their possible extensions at most ``dim_limit`` in total and their full grid
+        at most ``grid_limit`` elements (what a simulated round materialises)."""
+        states = np.asarray(states, dtype=np.int64)
+
+        def fits(bits: int) -> int:
+            if bits >= self.table.shape[0]:
+                return 0
+            total = np.cumsum(self.table[bits][states])
+            return min(int(np.searchsorted(total, dim_limit, side="right")),
+                       grid_limit >> bits)
+
+        return fits
 
 
 def check_feasible(

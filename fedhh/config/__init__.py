@@ -31,6 +31,7 @@ FP_RATIO_OF = ("kept", "discoveries")
 SEGMENT_PLANS = ("greedy", "lookahead", "spread")  # fedhh.segment.SEGMENT_PLANS
 THRESHOLD_WEIGHTS = ("uniform", "parent")  # fedhh.prefixtree.THRESHOLD_WEIGHTS
 LEFTOVER_ROUNDS = ("idle", "passes")
+DOMAINS = ("full", "possible")  # fedhh.prefixtree.DOMAINS
 SIMULATION_DIM_LIMIT = 10_000_000  # the paper's P
 NETWORK_DIM_LIMIT = 1 << 16  # each device uploads one 16- or 32-bit entry per domain element
 MAX_NETWORK_DIM_LIMIT = 1 << 24  # fedhh.secagg.config.MAX_DIMENSION
@@ -125,6 +126,11 @@ class RunConfig:
         False, "single item, every device taking part: combine each prefix's estimate with its "
         "children's by least squares under the constraint that the children's counts add up to "
         "the parent's (Hay et al. 2010) before thresholding", Mode.SIMULATION)
+    domain: str = _knob(
+        "full", "what the dimension limit P counts: every s-bit extension of every prefix (the "
+        "paper's) or only those some device can hold under the codec's grammar (a report "
+        "indexes the possible elements only; simulation only, where a round's full grid is "
+        "also bounded by 2P)", Mode.SIMULATION, choices=DOMAINS)
     leftover_rounds: str = _knob(
         "idle", "rounds a tree finished without: idle (unspent, the paper's) or passes (new "
         "trees over the rounds left, everything found so far deny-listed, while the rounds "
@@ -238,7 +244,7 @@ class RunConfig:
                               ("tail", TAILS), ("fp_ratio_of", FP_RATIO_OF),
                               ("segment_plan", SEGMENT_PLANS),
                               ("threshold_weights", THRESHOLD_WEIGHTS),
-                              ("leftover_rounds", LEFTOVER_ROUNDS)):
+                              ("leftover_rounds", LEFTOVER_ROUNDS), ("domain", DOMAINS)):
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, got "
                                   f"{getattr(self, name)!r}")
@@ -320,7 +326,7 @@ class RunConfig:
                           fp_ratio_finished=self.fp_ratio_finished,
                           threshold_weights=self.threshold_weights,
                           selection_hint=self.selection_hint,
-                          consistency=self.consistency)
+                          consistency=self.consistency, domain=self.domain)
 
     def selection_rule(self) -> Any:
         from fedhh.selection import Selection
