@@ -324,10 +324,12 @@ class PrefixTree:
         return self.round_mechanisms[round_ - 1]
 
     def initial_state(self) -> TreeState:
+        # The first round keeps the full grid's segment even when only possible elements
+        # count: a longer first segment splits the first round's reports over more elements,
+        # and the first round is where most heavy hitters are lost (docs/utility.md).
         plan = plan_segment(1, 0, self.config.rounds, self.codec.max_bits,
                             self.config.dim_limit, self.config.segment_bits,
-                            self.config.segment_plan,
-                            capacity=self.capacity(cw.from_ints([0], 0), 0))
+                            self.config.segment_plan)
         return TreeState(segment_bits=plan.bits)
 
     def query(self, state: TreeState) -> RoundQuery:

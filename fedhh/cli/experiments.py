@@ -21,8 +21,9 @@ names (development, the default dataset, held out), `utility-all` for all of the
   threshold-weights  13. thresholds weighted by the parent's evidence
   round-budget       14. unequal budget splits over the rounds
   selection-hint     15. selection weighted by the prefix's estimate
-  consistency        16. constrained inference over the tree (single item)
-  utility            17. every lever alone and combined, on every population
+  possible-elements  16. the dimension limit counts the possible elements only
+  consistency        17. constrained inference over the tree (single item)
+  utility            18. every lever alone and combined, on every population
 
 Every configuration runs once per seed (--seeds N: seeds 0..N-1) and is stored in a result
 store (--store, default <cache>/experiments); a finished run is never recomputed, so an
@@ -74,7 +75,7 @@ def register(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="study", required=True, metavar="STUDY")
     titles = {s.name: f"{s.number}. {s.title}" for s in STUDIES}
     groups = {"all": "The paper's studies (1-9), one report.",
-              "utility-all": "The utility levers' studies (10-17), one report."}
+              "utility-all": "The utility levers' studies (10-18), one report."}
     for name in (*STUDY_NAMES, *groups):
         sp = sub.add_parser(name, parents=[common], help=titles.get(name, groups.get(name)),
                             description=titles.get(name, groups.get(name)))

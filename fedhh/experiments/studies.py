@@ -1,5 +1,5 @@
 """The studies, as data: each a list of labelled configurations. Studies 1-8 are the paper's
-(issue 6); study 9 compares item codebooks (issue 13); studies 10-17 measure the utility levers
+(issue 6); study 9 compares item codebooks (issue 13); studies 10-18 measure the utility levers
 beyond the paper (issue 15, docs/utility.md) on populations fixed before any tuning
 (``fedhh.experiments.populations``), each against the paper's algorithm at the same
 (eps_agg, delta, T, P).
@@ -279,22 +279,26 @@ def _codebooks() -> Study:
 
 # ---- utility levers (issue 15) ------------------------------------------------------------
 
-DEV = "dev-reddit-400k"      # development: every lever was tuned here
+DEV = "dev-reddit-400k"      # development: reddit-shaped users, 400k
 DEV_FULL = "dev-reddit-full"  # development at the default's scale (1.6M users)
+DEV_IID = "dev-english-iid"   # development: independent users of a few dozen English words
 DEFAULT_DATASET = "synthetic-reddit"
 HELD_OUT = ("synthetic-german", "heldout-spanish")  # never tuned on
-UTILITY_POPULATIONS = (DEV, DEV_FULL, DEFAULT_DATASET, *HELD_OUT)
+SWEEP_POPULATIONS = (DEV, DEV_IID)  # the sweeps run on the smaller development populations
+UTILITY_POPULATIONS = (DEV, DEV_IID, DEV_FULL, DEFAULT_DATASET, *HELD_OUT)
 NOT_IN_PAPER = "Not in the paper: issue 15, docs/utility.md"
 
 # Today's default, the paper's algorithm (multiple items, T = 4, P = 10^7, gamma = 0.5, uniform
 # selection with the prefix list), with every lever spelled out at its paper value so that the
 # baseline stays the paper's whatever the defaults become.
 PAPER = RunConfig(segment_plan="greedy", fp_ratio_finished=None, threshold_weights="uniform",
-                  selection_hint=0.0, leftover_rounds="idle", round_budget="equal", eta=0.5)
+                  selection_hint=0.0, leftover_rounds="idle", round_budget="equal",
+                  domain="full", fp_ratio=0.5, eta=0.5)
 LEVERS: dict[str, dict[str, Any]] = {  # each lever at the value the combination uses
-    "lookahead segments": {"segment_plan": "lookahead"},
+    "spread segments": {"segment_plan": "spread"},
+    "possible elements": {"domain": "possible"},
     "selection hint 0.5": {"selection_hint": 0.5},
-    "finished target 0.15": {"fp_ratio_finished": 0.15},
+    "finished target 0.15, others 0.8": {"fp_ratio_finished": 0.15, "fp_ratio": 0.8},
     "parent-weighted thresholds": {"threshold_weights": "parent"},
     "first round x2 budget": {"round_budget": "2,1,1,1"},
 }
@@ -308,14 +312,16 @@ def _on(population: str, label: str, spec: RunConfig, **params: Any) -> Variant:
 
 def _segment_plans() -> Study:
     variants = [_on(pop, plan, replace(PAPER, segment_plan=plan), plan=plan)
-                for pop in (DEV, DEV_FULL) for plan in ("greedy", "lookahead", "spread")]
+                for pop in (*SWEEP_POPULATIONS, DEV_FULL)
+                for plan in ("greedy", "lookahead", "spread")]
     return Study(
         "segment-plans", 10, "Planned segment schedules",
         "Multiple items, T = 4, P = 10^7, the paper's algorithm otherwise, on the development "
-        f"populations (`{DEV}`, `{DEV_FULL}`): the paper's greedy segments (the largest that "
-        "fits now), `--segment-plan lookahead` (plan the remaining rounds whenever greedy "
-        "segments would trim the list later: the schedule carrying the most estimated mass of "
-        "probably-real prefixes) and `spread` (always plan).",
+        f"populations (`{DEV}`, `{DEV_IID}`, and `{DEV_FULL}` at the default's scale): the "
+        "paper's greedy segments (the largest that fits now), `--segment-plan lookahead` (plan "
+        "the remaining rounds whenever greedy segments would trim the list later: the schedule "
+        "carrying the most estimated mass of probably-real prefixes) and `spread` (always "
+        "plan: equal segments unless the list must be trimmed).",
         NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
 
 
@@ -340,23 +346,32 @@ def _leftover_rounds() -> Study:
 
 
 FINISHED_TARGETS = (0.25, 0.15, 0.1)
+LENIENT = 0.8  # gamma of the elements that do not finish, with a finished target
 
 
 def _finished_target() -> Study:
-    variants = [_on(DEV, "one target (paper)", PAPER, finished=PAPER.fp_ratio)]
-    variants += [_on(DEV, f"finished {f:g}", replace(PAPER, fp_ratio_finished=f), finished=f)
-                 for f in FINISHED_TARGETS]
+    variants = []
+    for pop in SWEEP_POPULATIONS:
+        variants.append(_on(pop, "one target (paper)", PAPER, finished=PAPER.fp_ratio,
+                            others=PAPER.fp_ratio))
+        variants += [_on(pop, f"finished {f:g}", replace(PAPER, fp_ratio_finished=f),
+                         finished=f, others=PAPER.fp_ratio) for f in FINISHED_TARGETS]
+        variants.append(_on(pop, f"finished 0.15, others {LENIENT:g}",
+                            replace(PAPER, fp_ratio_finished=0.15, fp_ratio=LENIENT),
+                            finished=0.15, others=LENIENT))
     return Study(
         "finished-target", 12, "A false-positive target of its own for finished items",
-        f"Multiple items, T = 4, P = 10^7, on `{DEV}`: PruneHH with gamma = 0.5 for every "
-        "element (the paper), and with `--fp-ratio-finished` 0.25, 0.15 and 0.1 for the "
-        "elements that finish an item (they become output; the others keep 0.5).",
+        "Multiple items, T = 4, P = 10^7, on the development populations: PruneHH with "
+        "gamma = 0.5 for every element (the paper), with `--fp-ratio-finished` 0.25, 0.15 and "
+        "0.1 for the elements that finish an item (they become output; the others keep 0.5), "
+        "and with 0.15 for those and gamma = 0.8 for the others (a false prefix costs room in "
+        "the next round, not output).",
         NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
 
 
 def _threshold_weights() -> Study:
     variants = [_on(pop, rule, replace(PAPER, threshold_weights=rule), rule=rule)
-                for pop in (DEV, DEV_FULL) for rule in ("uniform", "parent")]
+                for pop in SWEEP_POPULATIONS for rule in ("uniform", "parent")]
     return Study(
         "threshold-weights", 13, "Thresholds weighted by the previous round's evidence",
         "Multiple items, T = 4, P = 10^7, on the development populations: uniform thresholds "
@@ -370,15 +385,16 @@ ALLOCATIONS = ("equal", "1.2,1,1,0.8", "0.8,1,1,1.2", "1.5,1,1,1", "2,1,1,1", "3
 
 
 def _round_budget() -> Study:
-    variants = [_on(DEV, "equal (paper)" if a == "equal" else a,
-                    replace(PAPER, round_budget=a), allocation=a) for a in ALLOCATIONS]
+    variants = [_on(pop, "equal (paper)" if a == "equal" else a,
+                    replace(PAPER, round_budget=a), allocation=a)
+                for pop in SWEEP_POPULATIONS for a in ALLOCATIONS]
     return Study(
         "round-budget", 14, "Budget split over the rounds",
-        f"Multiple items, T = 4, P = 10^7, on `{DEV}`: the paper's equal local epsilon per "
-        "round against allocations `--round-budget w1,...,w4` (round i's share of e^eps_local "
-        "is w_i; the largest round runs at the solved eps_local, the others at "
-        "eps_local + log(w_i / max w)), each solved for the same eps_agg and delta by composing "
-        "the rounds' privacy loss distributions (the `sum` accountant).",
+        "Multiple items, T = 4, P = 10^7, on the development populations: the paper's equal "
+        "local epsilon per round against allocations `--round-budget w1,...,w4` (round i's "
+        "share of e^eps_local is w_i; the largest round runs at the solved eps_local, the "
+        "others at eps_local + log(w_i / max w)), each solved for the same eps_agg and delta by "
+        "composing the rounds' privacy loss distributions (the `sum` accountant).",
         NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
 
 
@@ -386,14 +402,31 @@ HINTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 def _selection_hint() -> Study:
-    variants = [_on(DEV, "uniform (paper)" if h == 0 else f"hint {h:g}",
-                    replace(PAPER, selection_hint=h), hint=h) for h in HINTS]
+    variants = [_on(pop, "uniform (paper)" if h == 0 else f"hint {h:g}",
+                    replace(PAPER, selection_hint=h), hint=h)
+                for pop in SWEEP_POPULATIONS for h in HINTS]
     return Study(
         "selection-hint", 15, "A selection hint with the prefix list",
-        f"Multiple items, T = 4, P = 10^7, on `{DEV}`: uniform selection among the items on "
-        "the prefix list (the paper) against `--selection-hint h`: each eligible item weighed "
-        "by its prefix's estimated count to the power -h (the estimates travel with the "
-        "round's prefix list).",
+        "Multiple items, T = 4, P = 10^7, on the development populations: uniform selection "
+        "among the items on the prefix list (the paper) against `--selection-hint h`: each "
+        "eligible item weighed by its prefix's estimated count to the power -h (the estimates "
+        "travel with the round's prefix list).",
+        NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
+
+
+def _possible_elements() -> Study:
+    variants = [_on(pop, f"{domain}, {plan}", replace(PAPER, domain=domain, segment_plan=plan),
+                    domain=domain, plan=plan)
+                for pop in (*SWEEP_POPULATIONS, DEV_FULL)
+                for domain, plan in (("full", "greedy"), ("possible", "greedy"),
+                                     ("full", "spread"), ("possible", "spread"))]
+    return Study(
+        "possible-elements", 16, "The dimension limit counts possible elements only",
+        "Multiple items, T = 4, P = 10^7, on the development populations: the paper's "
+        "dimension limit (every s-bit extension of every prefix counts) against "
+        "`--domain possible` (only the extensions some device can hold under the codec's "
+        "grammar count; the first round keeps its segment), each with greedy and spread "
+        "segment schedules.",
         NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
 
 
@@ -402,10 +435,10 @@ SINGLE_PAPER = replace(PAPER, single_item=True)
 
 def _consistency() -> Study:
     variants = [_on(pop, name, replace(SINGLE_PAPER, consistency=on), consistent=on)
-                for pop in (DEV, DEV_FULL)
+                for pop in SWEEP_POPULATIONS
                 for name, on in (("independent (paper)", False), ("consistent", True))]
     return Study(
-        "consistency", 16, "Constrained inference over the tree (single item)",
+        "consistency", 17, "Constrained inference over the tree (single item)",
         "Single item, T = 4, P = 10^7, gamma = 0.5, on the development populations: each "
         "round's estimates thresholded on their own (the paper) against `--consistency` (each "
         "child adjusted by least squares so that the children of a prefix add up to its count, "
@@ -421,11 +454,11 @@ def _utility() -> Study:
             variants.append(_on(pop, name, replace(PAPER, **values), levers=name))
         variants.append(_on(pop, "combined", COMBINED, levers="all"))
     return Study(
-        "utility", 17, "The levers alone and combined, on every population",
+        "utility", 18, "The levers alone and combined, on every population",
         "Multiple items, T = 4, P = 10^7, eps_agg and delta of the suite, the `sum` "
         "accountant: the paper's algorithm (today's default), each lever alone, and all of them "
-        f"combined, on the development populations (`{DEV}`, `{DEV_FULL}`), the default "
-        f"dataset (`{DEFAULT_DATASET}`) and the held-out populations "
+        f"combined, on the development populations (`{DEV}`, `{DEV_IID}`, `{DEV_FULL}`), the "
+        f"default dataset (`{DEFAULT_DATASET}`) and the held-out populations "
         f"(`{HELD_OUT[0]}`, `{HELD_OUT[1]}`), which no tuning ever ran on. The target: at "
         "least 20% more heavy hitters than the paper's algorithm with an output "
         "false-positive ratio no worse, on the default dataset and on the held-out "
@@ -437,7 +470,7 @@ STUDIES: tuple[Study, ...] = (
     _segmentation(), _dimension(), _fp_ratio(), _sampling(), _selection(), _deny_list(),
     _comparison(), _rounds(), _codebooks(),
     _segment_plans(), _leftover_rounds(), _finished_target(), _threshold_weights(),
-    _round_budget(), _selection_hint(), _consistency(), _utility(),
+    _round_budget(), _selection_hint(), _possible_elements(), _consistency(), _utility(),
 )
 STUDY_NAMES = tuple(s.name for s in STUDIES)
 

@@ -63,15 +63,13 @@ def run_round(domain: str, seed: int = 3):
     return tree, query, state, report
 
 
-def test_the_first_round_takes_the_longest_segment_whose_possible_elements_fit() -> None:
+def test_the_first_round_keeps_the_full_grid_segment() -> None:
     full = PrefixTree(TreeConfig(rounds=4), CODEC, MECHANISM).initial_state()
     possible = PrefixTree(TreeConfig(rounds=4, domain="possible"), CODEC, MECHANISM)
-    first = possible.initial_state()
-    assert full.segment_bits == 23
-    # 2^24 elements fit the 2P grid and only about a quarter of them are possible.
-    assert first.segment_bits == 24
-    extensions = possible.codec.automaton.extensions(possible.codec.automaton.start, 24)
-    assert np.count_nonzero(extensions != DEAD) <= 10**7 < extensions.size
+    assert possible.initial_state().segment_bits == full.segment_bits == 23
+    # (Its possible elements would allow 25 bits: only a quarter of them are possible.)
+    fits = possible.capacity(np.zeros(1, dtype=np.uint64), 0)
+    assert fits is not None and fits(24) == 1 and fits(25) == 0  # 2^25 > the 2P grid
 
 
 def test_every_later_round_keeps_its_possible_elements_within_p() -> None:

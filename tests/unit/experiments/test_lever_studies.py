@@ -35,7 +35,7 @@ SEEDS = [0, 1, 2]
 
 def test_every_lever_run_names_a_population_fixed_before_tuning() -> None:
     studies = group_studies(UTILITY_GROUP)
-    assert [s.number for s in studies] == list(range(10, 18))
+    assert [s.number for s in studies] == list(range(10, 19))
     allowed = {*DEVELOPMENT, *HELD_OUT, "synthetic-reddit"}
     assert set(UTILITY_POPULATIONS) == allowed
     for study in studies:
@@ -54,6 +54,7 @@ def test_baselines_are_the_paper_and_share_the_default_runs() -> None:
     assert PAPER.segment_plan == "greedy" and PAPER.selection_hint == 0
     assert PAPER.fp_ratio_finished is None and PAPER.threshold_weights == "uniform"
     assert PAPER.round_budget == "equal" and PAPER.leftover_rounds == "idle"
+    assert PAPER.domain == "full" and PAPER.fp_ratio == 0.5 and PAPER.eta == 0.5
     utility = get_study("utility")
     for pop in UTILITY_POPULATIONS:
         assert utility.variant(f"{pop}: paper").spec == PAPER
