@@ -112,7 +112,7 @@ class Suite:
         self.store = store
         # Encoded vocabularies (and, inside them, single-item draws) shared by the runs.
         self.reuse_populations = reuse_populations
-        self._populations: dict[tuple[str, str], Population] = {}
+        self._populations: dict[tuple[int, str], Population] = {}
         if dataset is None:
             from fedhh.experiments.populations import resolve
 
@@ -168,7 +168,9 @@ class Suite:
         if not self.reuse_populations:
             return None
         codec = Codec.from_spec(config.codec, config.max_bits)
-        key = (data.dataset.name, codec.key)
+        # By the dataset object (one per name or path in the suite): populations built by one
+        # generator under other seeds or sizes share a dataset name.
+        key = (id(data.dataset), codec.key)
         if key not in self._populations:
             self._populations[key] = Population.build(data.dataset, codec)
         return self._populations[key]
