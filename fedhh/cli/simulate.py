@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,7 @@ from fedhh.cli import options
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError
-from fedhh.prefixtree import RoundReport
-from fedhh.simulation.runner import SimulationResult, simulate
+from fedhh.simulation.runner import SimulationResult, check_discoverable, simulate
 
 DEFAULT_DATASET = "synthetic-reddit"
 
@@ -48,24 +46,12 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args, Mode.SIMULATION)
     for option, path in (("--json", args.json), ("--plot", args.plot)):
         check_writable(option, path)
-    dataset = resolve_dataset(args.dataset)
-    truth = None if config.single_item else ground_truth(dataset)
-    bar = None
-    if not args.quiet:
-        from tqdm import tqdm
-
-        bar = tqdm(total=config.charged_rounds, desc="rounds", unit="round", file=sys.stderr)
-
-    def progress(run_index: int, round_index: int, report: RoundReport) -> None:
-        if bar is not None:
-            bar.set_postfix(run=run_index, kept=report.kept, found=report.finished,
-                            next_s=report.next_segment_bits)
-            bar.update(1)
-
-    result = simulate(dataset, config, truth, progress)
-    if bar is not None:
-        bar.update(bar.total - bar.n)
-        bar.close()
+    # Meters on stderr for every long step, only on a terminal and never with --quiet.
+    progress = not args.quiet
+    dataset = resolve_dataset(args.dataset, progress=progress)
+    check_discoverable(dataset, f"--dataset {args.dataset}")
+    truth = None if config.single_item else ground_truth(dataset, progress=progress)
+    result = simulate(dataset, config, truth, show_progress=progress)
     payload = result_payload(result, config, dataset.summary())
     if args.json:
         Path(args.json).write_text(json.dumps(payload, indent=2, default=_jsonable) + "\n")

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from fedhh.data.progress import Meter
 from fedhh.errors import DatasetError
 
 FORMAT = "fedhh-dataset"
@@ -268,8 +269,11 @@ def atomic_directory(target: Path) -> Iterator[Path]:
         raise
 
 
-def load_dataset(path: str | os.PathLike[str], validate: bool = True) -> FederatedDataset:
-    """Open a dataset directory memory-mapped; DatasetError names any defect found."""
+def load_dataset(path: str | os.PathLike[str], validate: bool = True,
+                 progress: bool = False) -> FederatedDataset:
+    """Open a dataset directory memory-mapped; DatasetError names any defect found. With
+    ``validate`` every entry is checked (``progress``: a meter counts them,
+    `fedhh.data.progress`)."""
     root = Path(path)
     if not root.is_dir():
         raise DatasetError(f"dataset directory {root} does not exist")
@@ -291,7 +295,9 @@ def load_dataset(path: str | os.PathLike[str], validate: bool = True) -> Federat
     _check_structure(root, meta, dataset)
     if validate:
         _check_vocabulary(root, vocabulary)
-        _check_contents(root, dataset)
+        with Meter(progress, f"checking {dataset.name}", dataset.num_entries, " entries",
+                   unit_scale=True) as meter:
+            _check_contents(root, dataset, meter)
     return dataset
 
 
@@ -369,7 +375,7 @@ def _check_vocabulary(root: Path, vocabulary: tuple[str, ...]) -> None:
         seen.add(item)
 
 
-def _check_contents(root: Path, ds: FederatedDataset) -> None:
+def _check_contents(root: Path, ds: FederatedDataset, meter: Meter | None = None) -> None:
     if np.any(np.diff(ds.indptr) < 0):
         raise DatasetError(f"{root}/indptr.npy is not non-decreasing")
     vocab = len(ds.vocabulary)
@@ -386,3 +392,5 @@ def _check_contents(root: Path, ds: FederatedDataset) -> None:
         if not np.all(ascending):
             raise DatasetError(f"{root}/items.npy: a user's item ids are not strictly ascending")
         release_pages(ds.items, ds.counts)
+        if meter is not None:
+            meter.update(b - a)

@@ -96,8 +96,13 @@ class Population:
             items = self.single_items if participants is None else self.single_items[participants]
         else:
             items = self._select(eligibility, selection, seeds, participants)
-        prefix_index = np.where(items >= 0, eligibility.prefix_index[np.maximum(items, 0)], -1)
-        return query.domain_index(self.item_codes[np.maximum(items, 0)], prefix_index)
+        # Only users holding a selected item are looked up: when none does, the vocabulary
+        # may be empty and there is nothing to index.
+        held = np.flatnonzero(items >= 0)
+        domain = np.full(items.size, -1, dtype=np.int64)
+        domain[held] = query.domain_index(self.item_codes[items[held]],
+                                          eligibility.prefix_index[items[held]])
+        return domain
 
     def _select(
         self,
