@@ -153,7 +153,7 @@ class ShardedBuilder:
         del index
         full_stats = {"tokens": self.num_tokens, **(stats or {})}
         with Meter(progress, f"{name}: writing", assembly_steps(len(self._shards), False),
-                   " steps") as meter:
+                   "step") as meter:
             return assemble_shards(
                 target, self._shards, vocabulary, id_maps=maps, name=name,
                 provenance=provenance, stats=full_stats, num_users=self.num_users, meter=meter,

@@ -294,9 +294,9 @@ def load_dataset(path: str | os.PathLike[str], validate: bool = True,
     )
     _check_structure(root, meta, dataset)
     if validate:
-        _check_vocabulary(root, vocabulary)
         with Meter(progress, f"checking {dataset.name}", dataset.num_entries, " entries",
                    unit_scale=True) as meter:
+            _check_vocabulary(root, vocabulary)
             _check_contents(root, dataset, meter)
     return dataset
 

@@ -172,7 +172,7 @@ def import_leaf(
     ``progress``, meters count the files read and the shards written."""
     source = Path(path)
     files = len(leaf_files(source))
-    with Meter(progress, f"reading {source.name}", files, " files") as meter:
+    with Meter(progress, f"reading {source.name}", files, "file") as meter:
         return build_dataset(
             (counts for _user, counts in iter_leaf_users(source, lowercase=lowercase,
                                                          meter=meter)),

@@ -111,7 +111,7 @@ def shakespeare_users(root: Path | None = None, progress: bool = False
     files = sorted(base.rglob("*.md"))
     if not files:
         raise DatasetError(f"no plays (*.md) under {base}")
-    with Meter(progress, "shakespeare: reading the plays", len(files), " plays") as meter:
+    with Meter(progress, "shakespeare: reading the plays", len(files), "play") as meter:
         return _read_plays(files, meter)
 
 

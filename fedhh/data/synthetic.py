@@ -390,7 +390,7 @@ def generate_synthetic(
         raise ValueError(f"workers must be >= 1, got {workers}")
     started = time.perf_counter()
     out = Path(target)
-    with Meter(progress, f"{name}: word tables", TABLE_STEPS, " steps") as meter:
+    with Meter(progress, f"{name}: word tables", TABLE_STEPS, "step") as meter:
         english, tail, tables = cached_tables(seed, shape, meter)
     vocabulary = english.strings + tail.strings
     logger.info("tables built in %.1f s", time.perf_counter() - started)
@@ -438,12 +438,13 @@ def generate_synthetic(
         }
         shards = [Path(j[3]) for j in jobs]
         with Meter(progress, f"{name}: writing", assembly_steps(len(shards), True),
-                   " steps") as meter:
+                   "step") as meter:
             assemble_shards(
                 out, shards, vocabulary, name=name,
                 provenance=_provenance(seed, num_users), stats=stats, num_users=num_users,
                 drop_unused=True, meter=meter,
             )
+            shutil.rmtree(scratch, ignore_errors=True)  # gigabytes: part of the step
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     logger.info("generated %s (%d users) in %.1f s", out, num_users,

@@ -176,7 +176,7 @@ def simulate(
 
     deny_codes = codec.encode_many(config.deny_items()).codes
     all_rounds: list[dict[str, Any]] = []
-    with Meter(show_progress, "rounds", config.charged_rounds, " rounds") as meter:
+    with Meter(show_progress, "rounds", config.charged_rounds, "round") as meter:
 
         def on_round(run_index: int, round_index: int, report: RoundReport) -> None:
             meter.set_postfix(**({"run": run_index} if config.runs > 1 else {}),
