@@ -1,9 +1,11 @@
 """`fedhh simulate`: a whole discovery over a simulated population, exactly.
 
-Prints a per-round progress bar and a summary; ``--json PATH`` writes machine-readable results
-with the keys ``heavy_hitters`` (list of {"item", "estimate", "round"}), ``deny_list``,
-``metrics``, ``rounds`` (per-round diagnostics), ``privacy``, ``config``, ``dataset`` and
-``timings``; ``--plot PATH`` draws the paper's marginal discovered-frequency plot.
+Shows the progress of every long step on stderr when it is a terminal (building the dataset on
+first use, checking it, its ground truth, the rounds) and prints a summary; ``--json PATH``
+writes machine-readable results with the keys ``heavy_hitters`` (list of {"item", "estimate",
+"round"}), ``deny_list``, ``metrics``, ``rounds`` (per-round diagnostics), ``privacy``,
+``config``, ``dataset`` and ``timings``; ``--plot PATH`` draws the paper's marginal
+discovered-frequency plot.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--plot", metavar="PATH", help="write the marginal discovered-frequency plot")
     p.add_argument("--top", type=options.non_negative_int, default=20,
                    help="heavy hitters to list on the terminal (default 20)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    p.add_argument("--quiet", action="store_true", help="no progress meters, no summary")
     p.set_defaults(handler=run)
 
 
