@@ -363,6 +363,11 @@ class SecAggServer:
     def _close_consistency_check(self) -> dict[int, ServerMessage]:
         u3 = set(self._fingerprints)
         signers = dict(self._consistency)
+        # Only a signer's contribution is proven to the coordinator (its signature is the
+        # release evidence), which refuses a sum proven for fewer than n_min devices: unmasking
+        # such a sum would reveal it for nothing.
+        self._require(len(signers) >= self.config.n_min, AbortReason.TOO_FEW_DEVICES,
+                      f"|U4|={len(signers)} < n_min={self.config.n_min}")
         return self._unmask_requests_for(u3, signers)
 
     def _unmask_requests_for(self, u3: set[int],
