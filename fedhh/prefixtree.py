@@ -23,7 +23,7 @@ import numpy as np
 
 from fedhh.codec import Codec
 from fedhh.errors import ConfigError
-from fedhh.mechanisms import Mechanism
+from fedhh.mechanisms import Mechanism, for_round
 from fedhh.prune import validate_prune_parameters
 from fedhh.segment import check_feasible, plan_segment
 from fedhh.selection import RoundFilter
@@ -223,8 +223,8 @@ class PrefixTree:
         if participants < 0:
             raise ConfigError(f"participants must be >= 0, got {participants}")
         cfg, r = self.config, self.codec.max_bits
-        result = self.mechanism.threshold(sums, participants, cfg.kept_fp_ratio, cfg.tau0,
-                                          cfg.eta)
+        result = for_round(self.mechanism, query.segment_bits).threshold(
+            sums, participants, cfg.kept_fp_ratio, cfg.tau0, cfg.eta)
         s, bits = query.segment_bits, query.prefix_bits + query.segment_bits
         kept = result.kept
         values = (query.prefixes[kept >> s] << np.uint64(s)) | (kept & ((1 << s) - 1)).astype(
