@@ -30,13 +30,20 @@ times W_s = 2^s completions; d - 1 prefix coordinates (``layout``).
 - ``histogram+prefix`` (Algorithm 5 with the speed-up): the same on the distinct reports, each
   counted with its multiplicity.
 
-The cost rule (``costs``, ``choose``) takes the appendix's figures: scanning costs
-(number of reports or groups) x |P| 2^s; the speed-up costs |S| |P| log(q) per report (the
-appendix: "linear in c|P|log(q) instead of linear in |P|q"; our scan covers only the 2^s
-completions, not all q field elements, which the appendix allows for a subset of the domain);
-a histogram costs n to build, over G = q^d (1 - (1 - q^-d)^n) expected distinct linear parts
-(linear parts are uniform whatever the data, Algorithm 3) or at most min(n, q^(d+1)) distinct
-reports. ``decode(..., "auto")`` runs the cheapest.
+The cost rule (``costs``, ``choose``). The appendix compares the decoders by their operation
+counts: scanning costs (reports or report groups) x |P| q, the speed-up c |P| log(q) per report
+("linear in c|P|log(q) instead of linear in |P|q"), and the source's histogram decoder pays n
+once to group the reports. We count the same operations for our decoders: a scan covers the 2^s
+completions, not all q field elements (the appendix allows restricting the decoders to a subset
+of the domain, at a cost linear in its size), and each report's inverse v_d^{-1} is computed
+once (log q multiplications) instead of looked up per hit, so a hit costs a constant. The
+histogram decoders work on G = q^d (1 - (1 - q^-d)^n) expected distinct linear parts (linear
+parts are uniform whatever the data, Algorithm 3) or at most min(n, q^(d+1)) distinct reports.
+The operations differ in cost (an add and a compare; a table lookup; a scattered increment), so
+each count is weighted by its measured time per operation (the NS_ constants below): the
+appendix's counts alone would, for instance, prefer the histogram decoder whenever G < n,
+although a lookup costs several times a scan step. ``decode(..., "auto")`` runs the decoder of
+least expected time.
 """
 
 from __future__ import annotations
@@ -57,6 +64,17 @@ CELLS = 1 << 22  # elements per intermediate array (a few tens of MB)
 BATCH = 1 << 24  # indices per bincount call of the prime speed-up
 TABLE_CELLS = 1 << 25  # largest per-group histogram table of Algorithm 5 (int64 entries)
 WORKERS = min(2, os.cpu_count() or 1)
+# Per-operation costs (ns) of this implementation, from bench/bench_pirappor.py and decodes of
+# 200 to 200,000 reports at eps 8 on the 2-core development machine (rounded; the cost rule
+# only has to tell apart costs that differ by large factors).
+NS_STEP = 7.0           # v_d t for one report and completion (int64 multiply and reduce)
+NS_SCAN = 1.5           # one report at one element: a uint32 add mod q, a compare, a count
+NS_LOOKUP = 6.0         # Algorithm 5: one group at one element, from its table of counts
+NS_SEARCH = 50.0        # ... by binary searches, when the tables would be too large
+NS_SORT = 150.0         # grouping one report (integer key, sort)
+NS_ROW = 1.0            # speed-up: one report and prefix (its start value, one batch slot)
+NS_HIT = 2.5            # speed-up: one completion found and counted
+NS_HIT_WEIGHTED = 8.0   # ... counted with a multiplicity
 
 
 class Decoder(StrEnum):
@@ -71,18 +89,20 @@ DECODERS = (AUTO, *(d.value for d in Decoder))
 
 
 def costs(params: RoundParameters, layout: RoundLayout, n: int) -> dict[Decoder, float]:
-    """The appendix's operation counts of each decoder for n reports (module docstring)."""
+    """Expected decoding time in nanoseconds of each decoder for n reports (module docstring):
+    the appendix's operation counts, each weighted by its measured cost."""
     q, d, m = float(params.q), layout.dimension, params.set_size
-    scan = float(layout.size)
-    prefix = layout.prefixes * m * math.log(q)
+    prefixes, width = layout.prefixes, layout.completions
     linear_parts = q**d
     groups = -math.expm1(n * math.log1p(-1.0 / linear_parts)) * linear_parts
     distinct = min(float(n), q ** (d + 1))
+    lookup = NS_LOOKUP if groups * (q + 1) <= TABLE_CELLS else NS_SEARCH
     return {
-        Decoder.DIRECT: n * scan,
-        Decoder.HISTOGRAM: n + groups * scan,
-        Decoder.DIRECT_PREFIX: n * prefix,
-        Decoder.HISTOGRAM_PREFIX: n + distinct * prefix,
+        Decoder.DIRECT: n * width * (NS_STEP + prefixes * NS_SCAN),
+        Decoder.HISTOGRAM: n * NS_SORT + groups * width * (NS_STEP + prefixes * lookup),
+        Decoder.DIRECT_PREFIX: n * prefixes * (NS_ROW + m * NS_HIT),
+        Decoder.HISTOGRAM_PREFIX: n * NS_SORT + distinct * prefixes * (NS_ROW
+                                                                       + m * NS_HIT_WEIGHTED),
     }
 
 
@@ -113,8 +133,22 @@ def decode(params: RoundParameters, layout: RoundLayout, reports: np.ndarray,
         return _histogram(params, layout, reports)
     if chosen is Decoder.DIRECT_PREFIX:
         return _prefix(params, layout, reports, None)
-    unique, multiplicity = np.unique(reports, axis=0, return_counts=True)
+    unique, _, multiplicity = _unique_rows(reports, params.q)
     return _prefix(params, layout, unique, multiplicity)
+
+
+def _unique_rows(rows: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct rows of field elements, each row's index among them, and their multiplicities
+    (one integer key per row when q^columns fits an int64: far faster than sorting rows)."""
+    columns = rows.shape[1]
+    if columns * math.log2(q) < 62:
+        keys = (rows * q ** np.arange(columns, dtype=np.int64)).sum(axis=1)
+        unique, inverse, multiplicity = np.unique(keys, return_inverse=True, return_counts=True)
+        distinct = (unique[:, None] // q ** np.arange(columns, dtype=np.int64)) % q
+        return distinct, inverse.ravel(), multiplicity
+    distinct, inverse, multiplicity = np.unique(rows, axis=0, return_inverse=True,
+                                                return_counts=True)
+    return distinct, inverse.ravel(), multiplicity
 
 
 def _prefix_values(gf: Field, reports: np.ndarray, layout: RoundLayout) -> np.ndarray:
@@ -170,60 +204,88 @@ def _direct(params: RoundParameters, layout: RoundLayout, reports: np.ndarray) -
 
 def _histogram(params: RoundParameters, layout: RoundLayout, reports: np.ndarray
                ) -> np.ndarray:
-    gf, q, m = params.field, params.q, params.set_size
+    gf, q, width = params.field, params.q, layout.completions
     counts = np.zeros(layout.size, dtype=np.int64)
     if not len(reports):
         return counts
-    linear, group = np.unique(reports[:, 1:], axis=0, return_inverse=True)
-    group = group.ravel()
-    groups = len(linear)
-    table = groups * (q + 1) <= TABLE_CELLS
-    if table:
-        # below[g, x] = reports of group g with v_0 < x; for extension fields, at[g, x] = with
-        # v_0 = x.
-        at = np.bincount(group * q + reports[:, 0], minlength=groups * q).reshape(groups, q)
-        below = np.zeros((groups, q + 1), dtype=np.int64)
-        np.cumsum(at, axis=1, out=below[:, 1:])
-    else:
-        order = np.lexsort((reports[:, 0], group))
-        keys = group[order] * q + reports[order, 0]  # sorted: group major, then v_0
-    points = np.concatenate(
-        [np.repeat(layout.prefix_points, layout.completions, axis=0),
-         np.tile(np.arange(layout.completions, dtype=np.int64), layout.prefixes)[:, None]],
-        axis=1)  # (|P| 2^s, d), in element order
-    block = max(1, CELLS // layout.size)
-    for lo in range(0, groups, block):
+    linear, group, _ = _unique_rows(reports[:, 1:], q)
+    lookup = _GroupCounts(group, reports[:, 0], len(linear), params)
+    completions = np.arange(width, dtype=np.int64)
+    block = max(1, CELLS // max(width, layout.prefixes))
+    for lo in range(0, len(linear), block):
         part = linear[lo : lo + block]
         ids = np.arange(lo, lo + len(part), dtype=np.int64)[:, None]
-        level = np.zeros((len(part), layout.size), dtype=np.int64)
-        for j in range(layout.dimension):
-            level = gf.add(level, gf.mul(part[:, j : j + 1], points[None, :, j]))
-        if isinstance(gf, PrimeField):
+        # l(h, t) = sum_{j<d} v_j h_j + v_d t: the prefix part once, then each prefix's row.
+        base = _prefix_values(gf, np.concatenate([np.zeros_like(part[:, :1]), part], axis=1),
+                              layout)
+        step = gf.mul(part[:, -1:], completions[None, :])
+        prime = isinstance(gf, PrimeField)
+        if prime:
+            step, base = step.astype(np.uint32), base.astype(np.uint32)
+        for h in range(layout.prefixes):
+            level = (_addmod(step, base[:, h : h + 1], np.uint32(q)) if prime
+                     else gf.add(step, base[:, h : h + 1]))
+            counts[h * width : (h + 1) * width] += lookup.count(ids, level).sum(axis=0)
+    return counts
+
+
+class _GroupCounts:
+    """Per group of reports (one linear part), how many have v_0 + l in S, for any l."""
+
+    def __init__(self, group: np.ndarray, v0: np.ndarray, groups: int,
+                 params: RoundParameters) -> None:
+        self.params = params
+        q, m = params.q, params.set_size
+        self.table = groups * (q + 1) <= TABLE_CELLS
+        # Over GF(p) the values of v_0 that count form one cyclic interval: two lookups in
+        # cumulative counts (or two binary searches) instead of |S| exact ones.
+        self.interval = isinstance(params.field, PrimeField) and m > 2
+        self.cumulative = self.table and self.interval
+        if self.cumulative:
+            # below[g (q + 1) + x] = reports of group g with v_0 < x.
+            at = np.bincount(group * q + v0, minlength=groups * q).reshape(groups, q)
+            below = np.zeros((groups, q + 1), dtype=np.int64)
+            np.cumsum(at, axis=1, out=below[:, 1:])
+            self.below = below.ravel()
+        elif self.table:
+            self.at = np.bincount(group * q + v0, minlength=groups * q)  # [g q + x]: v_0 = x
+        else:
+            order = np.lexsort((v0, group))
+            self.keys = group[order] * q + v0[order]  # sorted: group major, then v_0
+
+    def count(self, ids: np.ndarray, level: np.ndarray) -> np.ndarray:
+        gf, q, m = self.params.field, self.params.q, self.params.set_size
+        if self.interval:
             # v_0 + l in S = {0..m-1}  <=>  v_0 in the cyclic interval [-l, -l + m) mod q.
-            start = (q - level) % q
+            start = (q - level.astype(np.int64)) % q
             stop = start + m
             wrap = stop > q
-            if table:
-                found = (below[ids, np.minimum(stop, q)] - below[ids, start]
-                         + np.where(wrap, below[ids, np.where(wrap, stop - q, 0)], 0))
+            rest = np.where(wrap, stop - q, 0)
+            if self.cumulative:
+                row = ids * (q + 1)
+                return (self.below[row + np.minimum(stop, q)] - self.below[row + start]
+                        + np.where(wrap, self.below[row + rest], 0))
+            row = ids * q
+            return (np.searchsorted(self.keys, row + np.minimum(stop, q))
+                    - np.searchsorted(self.keys, row + start)
+                    + np.where(wrap, np.searchsorted(self.keys, row + rest)
+                               - np.searchsorted(self.keys, row), 0))
+        found = np.zeros(level.shape, dtype=np.int64)
+        for g in range(m):
+            if isinstance(gf, PrimeField):  # uint32 residues: g - l = g + (q - l) mod q
+                negated = np.uint32(q) - level
+                target = np.minimum(negated, negated - np.uint32(q)).astype(np.int64)
+                if g:
+                    target = (target + g) % q
             else:
-                offset = ids * q
-                wrapped = np.searchsorted(keys, offset + np.where(wrap, stop - q, 0))
-                found = (np.searchsorted(keys, offset + np.minimum(stop, q))
-                         - np.searchsorted(keys, offset + start)
-                         + np.where(wrap, wrapped - np.searchsorted(keys, offset), 0))
-        else:
-            found = np.zeros(level.shape, dtype=np.int64)
-            for g in range(m):
                 target = gf.sub(np.full(1, g, dtype=np.int64), level)
-                if table:
-                    found += at[ids, target]
-                else:
-                    key = ids * q + target
-                    found += (np.searchsorted(keys, key, side="right")
-                              - np.searchsorted(keys, key, side="left"))
-        counts += found.sum(axis=0)
-    return counts
+            if self.table:
+                found += self.at[ids * q + target]
+            else:
+                key = ids * q + target
+                found += (np.searchsorted(self.keys, key, side="right")
+                          - np.searchsorted(self.keys, key, side="left"))
+        return found
 
 
 def _prefix(params: RoundParameters, layout: RoundLayout, reports: np.ndarray,
