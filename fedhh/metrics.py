@@ -1,6 +1,9 @@
 """Utility metrics of a discovered heavy-hitter set against the ground truth.
 
-Ground truth is kept per *code* (items that encode identically are one item to any algorithm).
+Ground truth is kept per *code* (items that encode identically are one item to any algorithm;
+with the lossless codecs that happens only to items longer than ``max_bits``, truncated to the
+same bits). Codes are arrays of ``fedhh.codec.codes`` (uint64 up to 64 bits, byte strings of
+big-endian words beyond); an output may also be given as a list of integers.
 Two distributions are reported, as in the paper: the weighted one (the average of the users'
 empirical distributions, the paper's global empirical distribution D^) and the unweighted one
 (the fraction of users holding the item; the paper's footnote and Appendix "Additional
@@ -25,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from fedhh.codec import codes as cw
 from fedhh.data.dataset import FederatedDataset, user_chunks
 
 TOP_K = (10, 100, 1000, 10000)
@@ -53,7 +57,11 @@ class Truth:
         ``dataset`` (only the entries of such codes are visited); without a dataset it is capped
         at the sum, an upper bound.
         """
-        codes, inverse = np.unique(np.asarray(item_codes, np.uint64), return_inverse=True)
+        item_codes = np.asarray(item_codes)
+        if item_codes.ndim != 1 or item_codes.dtype.kind not in "uS":
+            raise ValueError(f"item codes must be a 1-D code array, got {item_codes.dtype} "
+                             f"{item_codes.shape}")
+        codes, inverse = np.unique(item_codes, return_inverse=True)
         w = np.bincount(inverse, weights=weighted, minlength=codes.size)
         u = np.bincount(inverse, weights=unweighted, minlength=codes.size)
         shared = np.flatnonzero(np.bincount(inverse, minlength=codes.size) > 1)
@@ -63,11 +71,15 @@ class Truth:
 
     def lookup(self, codes: np.ndarray, which: str) -> np.ndarray:
         freq = self.weighted if which == "weighted" else self.unweighted
-        codes = np.asarray(codes, dtype=np.uint64)
+        codes = self.as_codes(codes)
         if self.codes.size == 0:
             return np.zeros(codes.shape)
         pos = np.minimum(np.searchsorted(self.codes, codes), self.codes.size - 1)
         return np.where(self.codes[pos] == codes, freq[pos], 0.0)
+
+    def as_codes(self, codes: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Codes (an array or integers) in the dtype of this truth's codes."""
+        return cw.like(codes, self.codes.dtype)
 
     def ranking(self, which: str) -> np.ndarray:
         """Frequencies of the true items in decreasing order (positive ones only)."""
@@ -84,7 +96,7 @@ class Truth:
 def evaluate(output_codes: Sequence[int] | np.ndarray, truth: Truth,
              top_k: Sequence[int] = TOP_K) -> dict[str, Any]:
     """All metrics of an output set (codes, duplicates ignored)."""
-    codes = np.unique(np.asarray(output_codes, dtype=np.uint64))
+    codes = np.unique(truth.as_codes(output_codes))
     report: dict[str, Any] = {"discovered": int(codes.size)}
     for which in ("weighted", "unweighted"):
         freq = truth.lookup(codes, which)
@@ -112,13 +124,24 @@ def evaluate(output_codes: Sequence[int] | np.ndarray, truth: Truth,
     return report
 
 
+def whole_items(hitters_codes: np.ndarray, ended: np.ndarray, truth: Truth) -> dict[str, int]:
+    """Of a run's heavy hitters (codes, and whether each ended): how many are whole items held
+    by some user (their end symbol found), and how many were truncated at max_bits (each may
+    stand for several items)."""
+    ended = np.asarray(ended, dtype=bool)
+    codes = truth.as_codes(hitters_codes)
+    held = truth.lookup(codes, "weighted") > 0
+    return {"whole_items_found": int(np.count_nonzero(held & ended)),
+            "truncated_found": int(np.count_nonzero(~ended))}
+
+
 def marginal_curve(output_codes: Sequence[int] | np.ndarray, truth: Truth, which: str,
                    window: int = WINDOW) -> tuple[np.ndarray, np.ndarray]:
     """Sliding-window sums of true frequency over H (by true frequency) and over the true top.
 
     Entry i (0-based) sums positions max(0, i - window) .. i, the paper's (x_{i-W}, ..., x_i).
     """
-    freq = np.sort(truth.lookup(np.unique(np.asarray(output_codes, np.uint64)), which))[::-1]
+    freq = np.sort(truth.lookup(np.unique(truth.as_codes(output_codes)), which))[::-1]
     top = truth.ranking(which)[: max(freq.size, 1)]
     return _window_sums(freq, window), _window_sums(top, window)
 

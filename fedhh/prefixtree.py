@@ -8,20 +8,32 @@ vote threshold), moves finished items to the discovered list (RemoveFinished), c
 segment length and trims the list when it must. The simulator and the coordinator both drive
 rounds through this class; ``TreeState`` is a plain value the coordinator persists.
 
-Finished items: a kept element is complete when it holds the end-of-word symbol or all
-``max_bits`` bits. Elements whose bits after the end symbol are not zero cannot come from an
-honest device (items are zero padded), so they are dropped as impossible; elements equal to a
-deny-listed item are dropped too (devices never report them, so only noise puts them there).
+Impossible elements: a domain element that no honest device can hold (an unused codeword, an
+invalid escape, bytes that are not UTF-8, a 1 after the end symbol: ``fedhh.codec.automaton``)
+has a true count of 0 whatever the data, so it is removed before thresholding: it is never
+kept, never becomes a prefix (so it takes no room in a later round's domain), and PruneHH's
+expected false positives count only the possible elements. Ignoring released coordinates is
+post-processing of the released sum, so privacy is unaffected.
+
+Finished items: a kept element is complete when it holds the end symbol or all ``max_bits``
+bits (a *truncated* item: it stands for every item with those bits and is shown with an
+ellipsis). Elements equal to a deny-listed item are dropped (devices never report them, so only
+noise puts them there).
+
+Codes and prefixes of any width are arrays of ``fedhh.codec.codes``; ``TreeState`` holds them as
+Python integers (JSON keeps integers of any size).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from fedhh.codec import Codec
+from fedhh.codec import ELLIPSIS, Codec
+from fedhh.codec import codes as cw
+from fedhh.codec.automaton import DEAD, ENDED
 from fedhh.errors import ConfigError
 from fedhh.mechanisms import Mechanism, for_round
 from fedhh.prune import validate_prune_parameters
@@ -77,9 +89,9 @@ class RoundQuery:
 
     round: int                 # 1-based
     prefix_bits: int
-    prefixes: np.ndarray       # uint64, ascending, each a prefix_bits-bit value
+    prefixes: np.ndarray       # ascending prefix_bits-bit values (fedhh.codec.codes arrays)
     segment_bits: int
-    deny: np.ndarray           # uint64 left-aligned item codes, ascending
+    deny: np.ndarray           # ascending item codes (max_bits-bit values)
     max_bits: int
 
     @property
@@ -92,17 +104,17 @@ class RoundQuery:
     def domain_index(self, codes: np.ndarray, prefix_index: np.ndarray | None = None
                      ) -> np.ndarray:
         """Domain element of each code (prefix index * 2^s + segment), or -1 off the list."""
-        codes = np.asarray(codes, dtype=np.uint64)
+        codes = cw.check_array(codes, self.max_bits)
         if prefix_index is None:
             prefix_index = self.round_filter().prefix_index(codes)
-        shift = np.uint64(self.max_bits - self.prefix_bits - self.segment_bits)
-        segment = ((codes >> shift) & np.uint64((1 << self.segment_bits) - 1)).astype(np.int64)
+        segment = cw.field(codes, self.max_bits, self.prefix_bits, self.segment_bits)
         return np.where(prefix_index >= 0, (prefix_index << self.segment_bits) + segment, -1)
 
 
 @dataclass(frozen=True)
 class Found:
-    """A discovered item: its left-aligned code, estimated count and the round that found it."""
+    """A discovered item: its code (an integer of max_bits bits), estimated count and the round
+    that found it."""
 
     code: int
     estimate: float
@@ -151,7 +163,7 @@ class RoundReport:
     sigma: float
     kept: int
     finished: int
-    impossible: int
+    impossible: int  # domain elements no honest device can hold, removed before thresholding
     denied: int
     continuing: int
     trimmed: int
@@ -166,10 +178,37 @@ class RoundReport:
 
 @dataclass(frozen=True)
 class HeavyHitter:
+    """A discovered item as shown: ``item`` is its exact text when ``ended`` (its end symbol was
+    found); otherwise it was ``truncated`` at ``max_bits`` bits and ``item`` is the text of its
+    whole characters followed by an ellipsis. ``note`` says why when another entry shows the
+    same text (two truncated items that differ only inside their last, cut character)."""
+
     item: str
     estimate: float
     code: int
     round: int
+    ended: bool = True
+    truncated: bool = False
+    max_bits: int = 0
+    note: str = ""
+
+    @property
+    def code_bytes(self) -> bytes:
+        """The code as ceil(max_bits / 8) big-endian bytes (the wire form)."""
+        return self.code.to_bytes(-(-self.max_bits // 8), "big")
+
+    @property
+    def code_hex(self) -> str:
+        """The code as fixed-width hex (its max_bits bits, left-aligned, zero padded)."""
+        return f"0x{self.code:0{max(1, -(-self.max_bits // 4))}x}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"item": self.item, "estimate": self.estimate, "round": self.round,
+                               "code": self.code_hex, "ended": self.ended,
+                               "truncated": self.truncated}
+        if self.note:
+            out["note"] = self.note
+        return out
 
 
 class PrefixTree:
@@ -186,7 +225,8 @@ class PrefixTree:
         self.config = config
         self.codec = codec
         self.mechanism = mechanism
-        deny = np.zeros(0, np.uint64) if deny_codes is None else np.asarray(deny_codes, np.uint64)
+        r = codec.max_bits
+        deny = cw.empty(r) if deny_codes is None else cw.check_array(deny_codes, r, "deny codes")
         self.deny = np.unique(deny)
 
     def initial_state(self) -> TreeState:
@@ -200,7 +240,7 @@ class PrefixTree:
         return RoundQuery(
             round=state.next_round,
             prefix_bits=state.prefix_bits,
-            prefixes=np.array(state.prefixes, dtype=np.uint64),
+            prefixes=cw.from_ints(state.prefixes, state.prefix_bits),
             segment_bits=state.segment_bits,
             deny=self.deny,
             max_bits=self.codec.max_bits,
@@ -223,29 +263,36 @@ class PrefixTree:
         if participants < 0:
             raise ConfigError(f"participants must be >= 0, got {participants}")
         cfg, r = self.config, self.codec.max_bits
-        result = for_round(self.mechanism, query.segment_bits).threshold(
-            sums, participants, cfg.kept_fp_ratio, cfg.tau0, cfg.eta)
         s, bits = query.segment_bits, query.prefix_bits + query.segment_bits
-        kept = result.kept
-        values = (query.prefixes[kept >> s] << np.uint64(s)) | (kept & ((1 << s) - 1)).astype(
-            np.uint64
-        )
-        estimates = result.estimates[kept]
-        denied_codes = set(self.deny.tolist())
-        found: list[Found] = []
-        continuing: list[tuple[float, int]] = []
-        impossible = denied = 0
-        for value, estimate in zip(values.tolist(), estimates.tolist(), strict=True):
-            decoded = self.codec.decode(value, bits)
-            if decoded.ended and not decoded.padding_ok:
-                impossible += 1
-            elif decoded.ended or bits >= r:
-                if value << (r - bits) in denied_codes:
-                    denied += 1
-                else:
-                    found.append(Found(value << (r - bits), estimate, query.round))
-            else:
-                continuing.append((estimate, value))
+        automaton = self.codec.automaton
+        states = automaton.domain_states(automaton.run(query.prefixes, query.prefix_bits), s)
+        possible = states != DEAD
+        impossible = int(possible.size - np.count_nonzero(possible))
+        mechanism = for_round(self.mechanism, s)
+        if impossible:
+            candidates = np.flatnonzero(possible)
+            result = mechanism.threshold(sums[candidates], participants, cfg.kept_fp_ratio,
+                                         cfg.tau0, cfg.eta)
+            kept = candidates[result.kept]
+            del candidates
+        else:
+            result = mechanism.threshold(sums, participants, cfg.kept_fp_ratio, cfg.tau0,
+                                         cfg.eta)
+            kept = result.kept
+        estimates = result.estimates[result.kept]
+        del possible
+        values = cw.append(query.prefixes[kept >> s], query.prefix_bits,
+                           kept & ((1 << s) - 1), s)
+        finished = (states[kept] == ENDED) | (bits >= r)
+        del states
+        codes = cw.widen(values[finished], bits, r)
+        is_denied = np.isin(codes, self.deny)
+        denied = int(np.count_nonzero(is_denied))
+        found = [Found(code, estimate, query.round) for code, estimate in
+                 zip(cw.to_ints(codes[~is_denied]), estimates[finished][~is_denied].tolist(),
+                     strict=True)]
+        continuing = list(zip(estimates[~finished].tolist(), cw.to_ints(values[~finished]),
+                              strict=True))
         rounds_left = cfg.rounds - query.round
         next_bits: int | None = None
         trimmed = 0
@@ -294,5 +341,31 @@ class PrefixTree:
     def heavy_hitters(self, state: TreeState) -> list[HeavyHitter]:
         """Discovered items, highest estimate first (deny-list items are reported separately)."""
         ordered = sorted(state.discovered, key=lambda f: (-f.estimate, f.code))
-        return [HeavyHitter(self.codec.display_item(f.code), f.estimate, f.code, f.round)
-                for f in ordered]
+        return shown_items(self.codec, [(f.code, f.estimate, f.round) for f in ordered])
+
+
+def shown_items(codec: Codec, found: list[tuple[int, float, int]]) -> list[HeavyHitter]:
+    """Heavy hitters for (code, estimate, round) triples, each with its text and flags, and a
+    note on every entry whose text another entry shares."""
+    r = codec.max_bits
+    out: list[HeavyHitter] = []
+    trailing: list[int] = []
+    for code, estimate, found_round in found:
+        decoded = codec.decode(code, r)
+        text = decoded.text if decoded.ended else decoded.text + ELLIPSIS
+        out.append(HeavyHitter(text, estimate, code, found_round, decoded.ended,
+                               not decoded.ended, r))
+        trailing.append(decoded.trailing_bits)
+    by_text: dict[str, list[int]] = {}
+    for i, hitter in enumerate(out):
+        by_text.setdefault(hitter.item, []).append(i)
+    for indices in by_text.values():
+        if len(indices) < 2:
+            continue
+        for i in indices:
+            bits = format(out[i].code, f"0{r}b")[r - trailing[i] :] if trailing[i] else ""
+            others = len(indices) - 1
+            out[i] = replace(out[i], note=(
+                f"{others + 1} items show this text: each was truncated at {r} bits inside "
+                f"its last character; this one's last {trailing[i]} bits are {bits or '-'}"))
+    return out

@@ -245,7 +245,7 @@ class RoundDriver:
                 last = f" (the last: {tried[-1].reason})" if tried[-1].reason else ""
                 raise StateError(f"round {query.round} released nothing in {len(tried)} "
                                  f"attempts{last}; giving up")
-            self._check_budget(query.round)
+            self._check_budget(query.round, 1 + max((r.attempt for r in tried), default=0))
             number = self.store.open_attempt(query.round)
             attempt = AttemptId(self.run_id, query.round, number)
             try:
@@ -291,19 +291,21 @@ class RoundDriver:
     def _index(self, round_: int) -> int:
         return self.round_offset + round_ - 1
 
-    def _check_budget(self, round_: int) -> None:
+    def _check_budget(self, round_: int, attempt: int) -> None:
         """Refuse to open an attempt that the budget could not pay for at n_min."""
         if self.ledger is None:
             return
-        check = self.ledger.check(self._index(round_), self.min_contributors)
+        check = self.ledger.check(self._index(round_), self.min_contributors, attempt=attempt)
         if not check.accepted:
             raise PrivacyError(f"privacy budget refused round {round_} before it opened: "
                                f"{check.reason}")
 
-    def _record(self, round_: int, contributors: int) -> dict[str, Any]:
+    def _record(self, attempt: AttemptId, contributors: int, force: bool = False
+                ) -> dict[str, Any]:
         if self.ledger is None:
             return {}
-        self.ledger = self.ledger.record(self._index(round_), contributors)
+        self.ledger = self.ledger.record(self._index(attempt.round), contributors,
+                                         attempt=attempt.attempt, force=force)
         return self.ledger.to_dict()
 
     def _charge_hook(self, attempt: AttemptId,
@@ -311,7 +313,16 @@ class RoundDriver:
         async def charge(contributors: int) -> None:
             if prior is AttemptState.RELEASING:
                 return  # charged by the process that opened it, before it stopped
-            ledger = self._record(attempt.round, contributors)
+            try:
+                ledger = self._record(attempt, contributors)
+            except PrivacyError as refused:
+                # The sum exists (unmasking is done): it is charged all the same, and never
+                # read; the run stops over its budget.
+                ledger = self._record(attempt, contributors, force=True)
+                self.store.charge_attempt(attempt.round, attempt.attempt, AttemptState.LOST,
+                                          contributors, ledger, f"charged beyond the budget, "
+                                          f"its sum never read: {refused}")
+                raise
             self.store.charge_attempt(attempt.round, attempt.attempt, AttemptState.RELEASING,
                                       contributors, ledger)
 
@@ -326,7 +337,7 @@ class RoundDriver:
                                       self._ledger_dict(), f"{aborted.reason} (charged)")
         elif aborted.reached_unmask:
             contributors = aborted.contributors or self.min_contributors
-            ledger = self._record(attempt.round, contributors)
+            ledger = self._record(attempt, contributors, force=True)
             self.store.charge_attempt(attempt.round, attempt.attempt, AttemptState.LOST,
                                       contributors, ledger,
                                       f"{aborted.reason} (unmasking began: charged)")

@@ -22,6 +22,7 @@ from enum import StrEnum
 
 import numpy as np
 
+from fedhh.codec import codes as cw
 from fedhh.errors import ConfigError
 from fedhh.randomness import RandomSource, as_source
 
@@ -50,7 +51,8 @@ class Selection:
 @dataclass(frozen=True)
 class RoundFilter:
     """The round's query as seen by selection: prefix list (sorted values of ``prefix_bits``
-    bits), deny list (sorted left-aligned item codes) and the codes' width ``max_bits``."""
+    bits), deny list (sorted item codes) and the codes' width ``max_bits``; arrays as in
+    ``fedhh.codec.codes``."""
 
     prefixes: np.ndarray
     prefix_bits: int
@@ -59,22 +61,17 @@ class RoundFilter:
 
     def prefix_index(self, codes: np.ndarray) -> np.ndarray:
         """Index of each code's prefix in the prefix list, or -1 when it is not on the list."""
-        codes = np.asarray(codes, dtype=np.uint64)
+        codes = cw.check_array(codes, self.max_bits)
         if self.prefix_bits == 0:
             return np.zeros(codes.shape, dtype=np.int64)
-        heads = codes >> np.uint64(self.max_bits - self.prefix_bits)
-        pos = np.searchsorted(self.prefixes, heads)
-        pos_clipped = np.minimum(pos, max(self.prefixes.size - 1, 0))
-        hit = (pos < self.prefixes.size) & (self.prefixes[pos_clipped] == heads) \
-            if self.prefixes.size else np.zeros(codes.shape, dtype=bool)
-        return np.where(hit, pos, -1).astype(np.int64)
+        heads = cw.leading(codes, self.max_bits, self.prefix_bits)
+        return cw.index_in(self.prefixes, heads)
 
     def denied(self, codes: np.ndarray) -> np.ndarray:
-        codes = np.asarray(codes, dtype=np.uint64)
+        codes = cw.check_array(codes, self.max_bits)
         if self.deny.size == 0:
             return np.zeros(codes.shape, dtype=bool)
-        pos = np.minimum(np.searchsorted(self.deny, codes), self.deny.size - 1)
-        return self.deny[pos] == codes
+        return cw.index_in(self.deny, codes) >= 0
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fedhh.codec import Codec
+from fedhh.codec import MAX_SUPPORTED_BITS, Codec
+from fedhh.codec import codes as cw
 from fedhh.errors import ConfigError
 from fedhh.prefixtree import RoundQuery
 from fedhh.randomizer import RandomizedResponse
@@ -25,30 +26,33 @@ from fedhh.v1 import coordinator_pb2 as pb
 
 @dataclass
 class DeviceData:
-    """A device's items (words) and their counts."""
+    """A device's items and their counts."""
 
     words: tuple[str, ...]
     counts: np.ndarray
-    _codes: dict[tuple[str, int], np.ndarray] = field(default_factory=dict, repr=False)
+    _codes: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def codes(self, codec: Codec) -> np.ndarray:
-        key = (codec.name, codec.max_bits)
-        if key not in self._codes:
-            self._codes[key] = codec.encode_many(list(self.words)).codes
-        return self._codes[key]
+        if codec.key not in self._codes:
+            self._codes[codec.key] = codec.encode_many(list(self.words)).codes
+        return self._codes[codec.key]
 
 
 def query_of(task: pb.Task) -> RoundQuery:
-    """The round query a task carries, validated."""
-    prefixes = np.array(task.prefixes, dtype=np.uint64)
-    deny = np.array(task.deny_list, dtype=np.uint64)
+    """The round query a task carries, validated.
+
+    ``prefixes`` and ``deny_list`` hold each value as its 64-bit words, most significant first
+    (one word per value up to 64 bits): see ``fedhh.codec.codes.to_wire``.
+    """
+    if not 1 <= task.max_bits <= MAX_SUPPORTED_BITS:
+        raise ConfigError(f"task max_bits {task.max_bits} is outside [1, {MAX_SUPPORTED_BITS}]")
     if task.prefix_bits + task.segment_bits > task.max_bits or task.segment_bits < 1:
         raise ConfigError(f"task has prefix_bits {task.prefix_bits} + segment_bits "
                           f"{task.segment_bits} outside [1, max_bits {task.max_bits}]")
+    prefixes = cw.from_wire(list(task.prefixes), task.prefix_bits, "task prefix list")
+    deny = cw.from_wire(list(task.deny_list), task.max_bits, "task deny list")
     if prefixes.size == 0 or np.any(prefixes[1:] <= prefixes[:-1]) or np.any(deny[1:] <= deny[:-1]):
         raise ConfigError("task prefix or deny list is empty or not strictly ascending")
-    if task.prefix_bits < 64 and prefixes.size and int(prefixes[-1]) >> task.prefix_bits:
-        raise ConfigError("a task prefix is wider than prefix_bits")
     return RoundQuery(round=task.round, prefix_bits=task.prefix_bits, prefixes=prefixes,
                       segment_bits=task.segment_bits, deny=deny, max_bits=task.max_bits)
 
@@ -56,8 +60,8 @@ def query_of(task: pb.Task) -> RoundQuery:
 def make_report(data: DeviceData, task: pb.Task, rng: RandomSource | np.random.Generator
                 ) -> np.ndarray:
     """Sorted positions of the 1 bits of the device's randomized one-hot report."""
-    codec = Codec(task.codec, task.max_bits)
     query = query_of(task)
+    codec = Codec.from_spec(task.codec, task.max_bits)
     dimension = RoundConfig.from_bytes(task.round_config).dimension
     if dimension != query.domain_size:
         raise ConfigError(f"the round's vectors have {dimension} entries but the task's domain "

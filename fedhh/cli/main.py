@@ -15,7 +15,8 @@ from typing import NoReturn
 
 from fedhh.errors import FedhhError
 
-# Subcommand modules, imported lazily so `fedhh privacy` does not pay for matplotlib.
+# Subcommand modules. `fedhh NAME ...` imports only fedhh.cli.NAME (`fedhh privacy` need not
+# pay for matplotlib, grpc or the simulator); `fedhh --help` imports them all to list them.
 SUBCOMMANDS = (
     "simulate", "data", "privacy", "up", "loadtest", "admin",
     "coordinator", "aggregator", "device", "certs", "health", "experiments",
@@ -35,20 +36,30 @@ def usage_error(parser_prog: str, message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The `fedhh` parser with every subcommand, or only ``only`` (one import instead of all)."""
     parser = OneLineErrorParser(
         prog="fedhh", description="Private federated heavy-hitter discovery (OptPrefixTree)."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
-    for name in SUBCOMMANDS:
+    for name in SUBCOMMANDS if only is None else (only,):
         importlib.import_module(f"fedhh.cli.{name}").register(sub)
     return parser
 
 
+def _command(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line (the first non-option word), if known."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in SUBCOMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command(words))
+    args = parser.parse_args(words)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -1,9 +1,11 @@
-"""`fedhh privacy`: local epsilon of OptPrefixTree, baselines' sampling rates, central noise.
+"""`fedhh privacy`: local epsilon of OptPrefixTree, the forward map, baselines, central noise.
 
 Usage::
 
     fedhh privacy [optprefixtree] --eps-agg 1 --delta 1e-6 --rounds 4 --devices 1600000
-                  [--sampling-rate 0.5] [--method exact|paper|closed-form] [--json]
+                  [--sampling-rate 0.5] [--method sum|clones|paper|closed-form] [--json]
+    fedhh privacy amplify --eps-local 8.47 --delta 1e-6 --rounds 4 --devices 1600000
+                  [--sampling-rate 0.5] [--method ...]          (default: every method)
     fedhh privacy triehh --theta 10 --eps-agg 1 --delta 1e-6 --rounds 4 --devices 1600000
     fedhh privacy triehh++ --theta 10 --eps-agg 1 --delta 1e-6 --rounds 4
     fedhh privacy central-gaussian --eps-agg 1 --delta 1e-6 --rounds 4 [--sensitivity 1]
@@ -14,18 +16,23 @@ JSON output (``--json``), one object; every form has ``mechanism``:
 * optprefixtree: ``eps_local`` (the answer), ``eps_agg_target``, ``eps_agg_achieved``,
   ``delta``, ``rounds``, ``num_devices``, ``sampling_rate``, ``method``, ``tolerance``,
   ``evaluations``, ``conditions_verified``, ``notes``, and ``breakdown`` with ``tightest``
-  ("rdp", "advanced-composition" or "pure"), ``rdp_epsilon``, ``rdp_order`` (best alpha),
-  ``advanced_epsilon``, ``per_round_epsilon``, ``per_round_delta``, ``slack_delta``,
-  ``participants`` (shuffle size). Non-finite numbers are null.
+  ("pld", "rdp", "advanced-composition" or "pure"), ``pld_epsilon`` (method "sum"),
+  ``rdp_epsilon``, ``rdp_order`` (best alpha), ``advanced_epsilon``, ``per_round_epsilon``,
+  ``per_round_delta``, ``slack_delta``, ``participants`` (per round).
+* amplify: ``eps_local``, ``delta``, ``rounds``, ``num_devices``, ``sampling_rate`` and
+  ``results``: one object per method with ``method``, ``eps_agg`` (the answer at ``delta``),
+  ``tightest``, ``conditions_verified``, ``notes`` and the same per-path figures as
+  ``breakdown`` above.
 * triehh / triehh++: ``sampling_rate`` (the answer), ``theta``, ``rounds``, ``eps_agg``,
   ``delta``, ``per_round_epsilon``, ``per_round_delta``, ``alpha`` (TrieHH++),
   ``batch_size`` (TrieHH: devices per round).
 * central-gaussian / central-laplace: ``noise_scale`` (the answer: sigma, resp. Laplace b, per
   coordinate per round), also as ``sigma`` resp. ``scale``; ``rdp_noise_scale``,
-  ``advanced_noise_scale``, ``tightest``, ``sensitivity`` (``mechanism`` is the sub-variant
-  name, e.g. "central-gaussian").
+  ``advanced_noise_scale`` (Laplace), ``tightest``, ``sensitivity`` (``mechanism`` is the
+  sub-variant name, e.g. "central-gaussian"). Non-finite numbers are null.
 
-Bad option values end with a one-line error naming the option and exit code 2.
+Bad option values end with a one-line error naming the option and exit code 2. The accounting
+modules (scipy, dp_accounting) are imported only by the form that needs them.
 """
 
 from __future__ import annotations
@@ -37,17 +44,11 @@ from collections.abc import Callable
 from typing import Any
 
 from fedhh.errors import ConfigError
-from fedhh.privacy import (
-    DEFAULT_METHOD,
-    METHODS,
-    gaussian_calibration,
-    laplace_calibration,
-    solve_local_epsilon,
-    triehh_rate,
-    triehhpp_rate,
-)
+from fedhh.privacy.methods import DEFAULT_METHOD, LEGACY_NAMES, METHODS
 
-MECHANISMS = ("optprefixtree", "triehh", "triehh++", "central-gaussian", "central-laplace")
+MECHANISMS = (
+    "optprefixtree", "amplify", "triehh", "triehh++", "central-gaussian", "central-laplace",
+)
 
 
 def _number(check: Callable[[float], bool], what: str) -> Callable[[str], float]:
@@ -80,16 +81,21 @@ def register(subparsers: Any) -> None:
     """Add the `privacy` subcommand to the `fedhh` parser."""
     parser = subparsers.add_parser(
         "privacy",
-        help="privacy accounting: local epsilon, baselines' sampling rates, central noise",
+        help="privacy accounting: local epsilon, the forward map, baselines, central noise",
         description=__doc__.split("\n\n")[0],
     )
     parser.add_argument(
         "mechanism", nargs="?", choices=MECHANISMS, default="optprefixtree",
-        help="what to compute (default: optprefixtree, the local epsilon)",
+        help="what to compute (default: optprefixtree, the local epsilon; amplify: the "
+             "aggregate epsilon of a given local epsilon)",
     )  # fmt: skip
     parser.add_argument(
-        "--eps-agg", required=True, type=_number(lambda x: x > 0, "positive"),
-        help="aggregate epsilon target",
+        "--eps-agg", type=_number(lambda x: x > 0, "positive"),
+        help="aggregate epsilon target (every form but amplify)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--eps-local", type=_number(lambda x: x > 0, "positive"),
+        help="per-round local epsilon (amplify)",
     )  # fmt: skip
     parser.add_argument(
         "--delta", required=True, type=_number(lambda x: 0 < x < 1, "in (0, 1)"),
@@ -99,11 +105,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--devices", type=_integer(2), help="number of devices n")
     parser.add_argument(
         "--sampling-rate", type=_number(lambda x: 0 < x <= 1, "in (0, 1]"), default=1.0,
-        help="Poisson device sampling rate q (optprefixtree)",
+        help="Poisson device sampling rate q (optprefixtree, amplify)",
     )  # fmt: skip
     parser.add_argument(
-        "--method", choices=METHODS, default=DEFAULT_METHOD,
-        help="shuffle accounting for optprefixtree (default: exact)",
+        "--method", choices=(*METHODS, *LEGACY_NAMES), default=None,
+        help=f"accounting for optprefixtree (default: {DEFAULT_METHOD}) and amplify (default: "
+             "all); 'exact' is the former name of 'clones'",
     )  # fmt: skip
     parser.add_argument("--theta", type=_integer(1), help="threshold of TrieHH/TrieHH++")
     parser.add_argument(
@@ -119,52 +126,108 @@ def _require(args: argparse.Namespace, name: str) -> None:
         raise ConfigError(f"--{name.replace('_', '-')} is required for {args.mechanism}")
 
 
-def _compute(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
-    mech = args.mechanism
-    if mech == "optprefixtree":
-        _require(args, "devices")
-        sol = solve_local_epsilon(
-            args.eps_agg, args.delta, args.rounds, args.devices, args.sampling_rate, args.method
+def _breakdown_lines(b: Any) -> list[str]:
+    if b.method == "sum":
+        return [f"  privacy loss distribution of the released sums: eps = {b.pld_epsilon:.5f}"]
+    return [
+        f"  RDP path (CKS20 Prop. 12): eps = {b.rdp_epsilon:.5f} at alpha = {b.rdp_order}",
+        f"  advanced composition (KOV Thm 3.4): eps = {b.advanced_epsilon:.5f} "
+        f"(per round eps = {b.per_round_epsilon:.5f}, delta = {b.per_round_delta:.3g})",
+    ]
+
+
+def _local_epsilon(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    from fedhh.privacy.solver import solve_local_epsilon
+
+    _require(args, "eps_agg")
+    _require(args, "devices")
+    sol = solve_local_epsilon(
+        args.eps_agg, args.delta, args.rounds, args.devices, args.sampling_rate,
+        args.method or DEFAULT_METHOD,
+    )
+    b = sol.breakdown
+    lines = [
+        f"eps_local = {sol.eps_local:.4f}  (method {sol.method}, tolerance {sol.tolerance})",
+        f"achieved eps_agg = {sol.eps_agg_achieved:.5f} <= {sol.eps_agg_target} "
+        f"at delta = {sol.delta}, {sol.rounds} rounds, {b.participants} participants per round",
+        *_breakdown_lines(b),
+        f"  tightest: {b.tightest}; conditions verified: {sol.conditions_verified}",
+    ] + [f"  note: {note}" for note in sol.notes]
+    return {**sol.to_dict(), "mechanism": args.mechanism}, lines
+
+
+def _amplify(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    from fedhh.privacy.accountant import aggregate_epsilon
+
+    _require(args, "eps_local")
+    _require(args, "devices")
+    chosen = [args.method] if args.method else list(METHODS)
+    results, lines = [], [
+        f"eps_local = {args.eps_local} per round, {args.rounds} rounds, {args.devices} devices"
+        f", sampling rate {args.sampling_rate}: aggregate (eps, delta) by method"
+    ]
+    for method in chosen:
+        agg = aggregate_epsilon(
+            args.eps_local, args.delta, args.rounds, args.devices, args.sampling_rate, method
         )
-        b = sol.breakdown
-        lines = [
-            f"eps_local = {sol.eps_local:.4f}  (method {sol.method}, tolerance {sol.tolerance})",
-            f"achieved eps_agg = {sol.eps_agg_achieved:.5f} <= {sol.eps_agg_target} "
-            f"at delta = {sol.delta}, {sol.rounds} rounds, {b.participants} participants",
-            f"  RDP path (CKS20 Prop. 12): eps = {b.rdp_epsilon:.5f} at alpha = {b.rdp_order}",
-            f"  advanced composition (KOV Thm 3.4): eps = {b.advanced_epsilon:.5f} "
-            f"(per round eps = {b.per_round_epsilon:.5f}, delta = {b.per_round_delta:.3g})",
-            f"  tightest: {b.tightest}; conditions verified: {sol.conditions_verified}",
-        ] + [f"  note: {note}" for note in sol.notes]
-        return {**sol.to_dict(), "mechanism": mech}, lines
-    if mech in ("triehh", "triehh++"):
-        _require(args, "theta")
-        if mech == "triehh":
-            _require(args, "devices")
-            rate = triehh_rate(args.theta, args.devices, args.rounds, args.eps_agg, args.delta)
-        else:
-            rate = triehhpp_rate(args.theta, args.rounds, args.eps_agg, args.delta)
-        lines = [
-            f"sampling_rate = {rate.sampling_rate:.6g}  ({mech}, theta {rate.theta})",
-            f"  per round eps = {rate.per_round_epsilon:.5f}, delta = {rate.per_round_delta:.3g}",
-        ]
-        if rate.alpha is not None:
-            lines.append(f"  alpha = {rate.alpha:.6g}")
-        if rate.batch_size is not None:
-            lines.append(f"  devices per round = {rate.batch_size}")
-        return {**rate.to_dict(), "mechanism": mech}, lines
-    if mech == "central-gaussian":
+        results.append(agg.to_dict())
+        proven = "" if agg.conditions_verified else "  [conditions not verified]"
+        lines.append(f"{agg.method:>11}: eps = {agg.eps_agg:.5f}, delta = {agg.delta:.3g}"
+                     f"  ({agg.tightest}){proven}")
+    payload = {
+        "mechanism": args.mechanism, "eps_local": args.eps_local, "delta": args.delta,
+        "rounds": args.rounds, "num_devices": args.devices,
+        "sampling_rate": args.sampling_rate, "results": results,
+    }
+    return payload, lines
+
+
+def _baseline(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    from fedhh.privacy.baselines import triehh_rate, triehhpp_rate
+
+    _require(args, "eps_agg")
+    _require(args, "theta")
+    if args.mechanism == "triehh":
+        _require(args, "devices")
+        rate = triehh_rate(args.theta, args.devices, args.rounds, args.eps_agg, args.delta)
+    else:
+        rate = triehhpp_rate(args.theta, args.rounds, args.eps_agg, args.delta)
+    lines = [
+        f"sampling_rate = {rate.sampling_rate:.6g}  ({args.mechanism}, theta {rate.theta})",
+        f"  per round eps = {rate.per_round_epsilon:.5f}, delta = {rate.per_round_delta:.3g}",
+    ]
+    if rate.alpha is not None:
+        lines.append(f"  alpha = {rate.alpha:.6g}")
+    if rate.batch_size is not None:
+        lines.append(f"  devices per round = {rate.batch_size}")
+    return {**rate.to_dict(), "mechanism": args.mechanism}, lines
+
+
+def _central(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    from fedhh.privacy.central import gaussian_calibration, laplace_calibration
+
+    _require(args, "eps_agg")
+    if args.mechanism == "central-gaussian":
         cal = gaussian_calibration(args.eps_agg, args.delta, args.rounds, args.sensitivity)
         alias = "sigma"
+        route = "  exact: sqrt(T) x the analytic Gaussian mechanism's sigma (Balle-Wang Thm 8)"
     else:
         cal = laplace_calibration(args.eps_agg, args.delta, args.rounds, args.sensitivity)
         alias = "scale"
-    lines = [
-        f"{alias} = {cal.noise_scale:.6g} per coordinate per round ({cal.mechanism})",
-        f"  RDP route: {cal.rdp_noise_scale:.6g}; advanced composition: "
-        f"{cal.advanced_noise_scale:.6g}; tightest: {cal.tightest}",
-    ]
-    return {**cal.to_dict(), alias: cal.noise_scale, "mechanism": mech}, lines
+        route = (f"  RDP route: {cal.rdp_noise_scale:.6g}; advanced composition: "
+                 f"{cal.advanced_noise_scale:.6g}; tightest: {cal.tightest}")
+    lines = [f"{alias} = {cal.noise_scale:.6g} per coordinate per round ({cal.mechanism})", route]
+    return {**cal.to_dict(), alias: cal.noise_scale, "mechanism": args.mechanism}, lines
+
+
+def _compute(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    if args.mechanism == "optprefixtree":
+        return _local_epsilon(args)
+    if args.mechanism == "amplify":
+        return _amplify(args)
+    if args.mechanism in ("triehh", "triehh++"):
+        return _baseline(args)
+    return _central(args)
 
 
 def _jsonable(value: Any) -> Any:

@@ -144,9 +144,13 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
           + (f" (+{len(payload['deny_list'])} from the deny list)" if payload["deny_list"] else ""))
     if top:
         _table([("rank", "item", "estimate", "round")] + [
-            (i + 1, h["item"], f"{h['estimate']:,.0f}", h["round"])
+            (i + 1, h["item"] + (f"  ({h['note']})" if h.get("note") else ""),
+             f"{h['estimate']:,.0f}", h["round"])
             for i, h in enumerate(hitters[:top])
         ])
+        if any(h["truncated"] for h in hitters[:top]):
+            print(f"(an item ending in … was truncated at {payload['config']['max_bits']} bits: "
+                  "it stands for every item starting with those bits; see --max-bits)")
     metrics = payload["metrics"]
     if metrics:
         w, u = metrics["weighted"], metrics["unweighted"]

@@ -17,6 +17,7 @@ segmentation); zero is always a value, never "the default".
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
@@ -42,9 +43,20 @@ class Mode(StrEnum):
 
 
 def _knob(default: Any, help: str, mode: Mode = Mode.BOTH, *,
-          choices: tuple[str, ...] | None = None, metavar: str | None = None) -> Any:
+          choices: tuple[str, ...] | None = None, metavar: str | None = None,
+          parse: Callable[[str], Any] | None = None) -> Any:
+    """A RunConfig field with its help text, its mode, and how a command line spells it
+    (``parse``: a flag value to the field's value, default by the field's type)."""
     return field(default=default, metadata={"help": help, "mode": mode, "choices": choices,
-                                            "metavar": metavar})
+                                            "metavar": metavar, "parse": parse})
+
+
+def codec_value(text: str) -> str:
+    """A ``--codec`` value (a built-in codebook, a codebook JSON file, or inline JSON) as the
+    codec spec a run carries (``fedhh.codec.codec_spec``)."""
+    from fedhh.codec import codec_spec
+
+    return codec_spec(text)
 
 
 @dataclass(frozen=True)
@@ -81,8 +93,11 @@ class RunConfig:
     selection: str = _knob("uniform", "which of its items a device reports", choices=SELECTIONS)
     prefix_conditioning: bool = _knob(
         True, "select only among items whose prefix is on the round's prefix list")
-    codec: str = _knob("huffman", "item code (codebook name)")
-    max_bits: int = _knob(60, "bits r of an encoded item")
+    codec: str = _knob("english", "item code: a built-in codebook (english, german, bytes, "
+                       "huffman, 5bit) or a codebook JSON file (docs/codecs.md)",
+                       metavar="CODEBOOK", parse=codec_value)
+    max_bits: int = _knob(60, "bits r of an encoded item (items longer are cut and shown "
+                          "with …)")
     deny_list: tuple[str, ...] = _knob((), "items to exclude (never reported, never output)",
                                        metavar="PATH")
     warm_start: bool = _knob(False, "deny-list the built-in public warm-start list")
@@ -134,6 +149,9 @@ class RunConfig:
                                     "SecAgg+ (k, t)", Mode.NETWORK)
     max_attempts: int = _knob(5, "attempts of a round before the run fails (across restarts)",
                               Mode.NETWORK)
+    max_eps_local: float = _knob(
+        10.0, "cap on the per-round local epsilon the accountant may choose: the devices' own "
+        "floor (fedhh device --max-eps-local, 10 by default) refuses more", Mode.NETWORK)
 
     # ---- derived values ---------------------------------------------------------------------
     def resolved_dim_limit(self, mode: Mode) -> int:
@@ -184,7 +202,7 @@ class RunConfig:
             if not item or any(c.isspace() for c in item):
                 raise ConfigError(f"deny-list item {item!r} is empty or contains whitespace")
         if self.privacy_method is not None:
-            from fedhh.privacy.shuffle import check_method
+            from fedhh.privacy.methods import check_method
 
             check_method(self.privacy_method)
         if self.sampling_rate is not None and not 0 < self.sampling_rate <= 1:
@@ -196,7 +214,7 @@ class RunConfig:
         from fedhh.codec import Codec
 
         try:
-            Codec(self.codec, self.max_bits)
+            Codec.from_spec(self.codec, self.max_bits)
         except ConfigError as error:
             raise ConfigError(f"codec {self.codec!r} with max_bits {self.max_bits}: "
                               f"{error}") from None
@@ -248,6 +266,10 @@ class RunConfig:
         for name in WINDOW_FIELDS:
             if getattr(self, name) is not None:
                 _at_least(name, getattr(self, name), 1)
+        _positive("max_eps_local", self.max_eps_local)
+        if self.eps_local is not None and self.eps_local > self.max_eps_local:
+            raise ConfigError(f"eps_local {self.eps_local} is above max_eps_local "
+                              f"{self.max_eps_local}: devices would refuse the tasks")
         for name in ("expected_dropout", "corrupt_fraction"):
             value = getattr(self, name)
             if not 0 <= value < 1:

@@ -73,9 +73,21 @@ def add_run_arguments(parser: argparse.ArgumentParser, mode: Mode, *,
                                default=None, help=f"{text}: a file of items, one per line")
             continue
         shown = "" if default is None else f" (default: {_show(default)})"
-        group.add_argument(flag(f.name), dest=dest, type=_PARSERS[kind], default=default,
+        parse = f.metadata["parse"] or _PARSERS[kind]
+        group.add_argument(flag(f.name), dest=dest, type=_argparse_type(parse), default=default,
                            choices=f.metadata["choices"], metavar=f.metadata["metavar"],
                            help=text + shown)
+
+
+def _argparse_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` with its ConfigError turned into argparse's one-line error for the flag."""
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ConfigError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return convert
 
 
 def config_from_args(args: argparse.Namespace, mode: Mode,

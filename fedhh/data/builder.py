@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import os
 import shutil
 import tempfile
 from array import array
@@ -153,6 +154,30 @@ class ShardedBuilder:
             target, self._shards, vocabulary, id_maps=maps, name=name, provenance=provenance,
             stats=full_stats, num_users=self.num_users,
         )
+
+
+def build_dataset(users: Iterable[Mapping[str, int]], target: str | os.PathLike[str], *,
+                  name: str, provenance: str, stats: dict[str, Any],
+                  shard_entries: int = DEFAULT_SHARD_ENTRIES, progress: str | None = None
+                  ) -> Path:
+    """Stream users' item counts into a dataset directory at ``target`` (atomically); with
+    ``progress``, a progress bar of that title counts the users read."""
+    out = Path(target)
+    bar: Any = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(desc=progress, unit=" users", unit_scale=True)
+    try:
+        with ShardedBuilder(out.parent, shard_entries) as builder:
+            for counts in users:
+                builder.add_user(counts)
+                if bar is not None:
+                    bar.update(1)
+            return builder.finish(out, name=name, provenance=provenance, stats=stats)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def read_lines(path: Path) -> list[str]:

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, ShardedBuilder
+from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
 from fedhh.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -156,25 +156,10 @@ def import_leaf(
 ) -> Path:
     """Convert a LEAF JSON file or directory into a dataset directory at ``target``."""
     source = Path(path)
-    out = Path(target)
-    bar: Any = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(desc=f"reading {source.name}", unit=" users", unit_scale=True)
-    try:
-        with ShardedBuilder(out.parent, shard_entries) as builder:
-            for _user, counts in iter_leaf_users(source, lowercase=lowercase):
-                builder.add_user(counts)
-                if bar is not None:
-                    bar.update(1)
-            return builder.finish(
-                out,
-                name=name or source.stem,
-                provenance=f"imported from LEAF JSON {source.resolve()}"
-                + (" (lowercased)" if lowercase else ""),
-                stats={"source_format": "leaf", "lowercase": lowercase},
-            )
-    finally:
-        if bar is not None:
-            bar.close()
+    return build_dataset(
+        (counts for _user, counts in iter_leaf_users(source, lowercase=lowercase)), target,
+        name=name or source.stem,
+        provenance=f"imported from LEAF JSON {source.resolve()}"
+        + (" (lowercased)" if lowercase else ""),
+        stats={"source_format": "leaf", "lowercase": lowercase}, shard_entries=shard_entries,
+        progress=f"reading {source.name}" if progress else None)

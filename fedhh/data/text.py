@@ -23,9 +23,8 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, ShardedBuilder
+from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
 from fedhh.data.dataset import FederatedDataset
 from fedhh.errors import DatasetError
 
@@ -67,37 +66,12 @@ def import_text(
 ) -> Path:
     """Convert a text-format file into a dataset directory at ``target`` (atomically)."""
     source = Path(path)
-    out = Path(target)
-    bar: Any = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(desc=f"reading {source.name}", unit=" users", unit_scale=True)
-    try:
-        with ShardedBuilder(out.parent, shard_entries) as builder:
-            for counts in iter_text_users(source, lowercase=lowercase):
-                builder.add_user(counts)
-                if bar is not None:
-                    bar.update(1)
-            provenance = f"imported from text file {source.resolve()}" + (
-                " (lowercased)" if lowercase else ""
-            )
-            return builder.finish(
-                out, name=name or source.stem, provenance=provenance,
-                stats={"source_format": "text", "lowercase": lowercase},
-            )
-    finally:
-        if bar is not None:
-            bar.close()
-
-
-def load_text(
-    path: str | os.PathLike[str], target: str | os.PathLike[str], *, lowercase: bool = False
-) -> FederatedDataset:
-    """Import a text file into ``target`` and open the result (memory-mapped)."""
-    from fedhh.data.dataset import load_dataset
-
-    return load_dataset(import_text(path, target, lowercase=lowercase))
+    return build_dataset(
+        iter_text_users(source, lowercase=lowercase), target, name=name or source.stem,
+        provenance=f"imported from text file {source.resolve()}"
+        + (" (lowercased)" if lowercase else ""),
+        stats={"source_format": "text", "lowercase": lowercase}, shard_entries=shard_entries,
+        progress=f"reading {source.name}" if progress else None)
 
 
 def write_text(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:

@@ -75,7 +75,13 @@ def wordfreq_frequencies(lang: str = "en", wordlist: str = "large") -> tuple[lis
 
 def warm_start_counts() -> list[tuple[str, int]]:
     """pyspellchecker's English (word, count) pairs, most frequent first (ties by word)."""
-    path = _package_file("spellchecker", "resources", "en.json.gz")
+    return spellchecker_counts("en")
+
+
+def spellchecker_counts(lang: str) -> list[tuple[str, int]]:
+    """pyspellchecker's (word, count) pairs of one language (``en``, ``de``, ...), most
+    frequent first (ties by word); its author built them from OpenSubtitles 2018 (OPUS)."""
+    path = _package_file("spellchecker", "resources", f"{lang}.json.gz")
     try:
         table = json.loads(gzip.decompress(path.read_bytes()).decode("utf-8"))
     except (OSError, ValueError) as error:

@@ -79,6 +79,8 @@ SCALARS: dict[str, tuple[str, Callable[[RunRecord], float | None]]] = {
     "false_positives": ("false positives", _metric("metrics", "false_positives")),
     "fp_ratio": ("empirical FP ratio", _metric("metrics", "false_positive_ratio")),
     "discovered": ("output size", _metric("metrics", "discovered")),
+    "whole_items_found": ("whole items found (not truncated)",
+                          _metric("metrics", "whole_items_found")),
     "round_false_positives": ("false positives kept over the rounds", _round_false_positives),
     "round_fp_ratio": ("FP ratio of the kept elements over the rounds", _round_fp_ratio),
     "own_true_positives": ("found by the run itself", _own_true_positives),

@@ -129,7 +129,9 @@ def draw_figure(spec: FigureSpec, results: StudyResults, path: str | os.PathLike
             if kind == "frequency":
                 ax.plot(x, curves[f"window_{which}"], style, color=color, lw=1.2, label=legend)
             elif kind == "count":
-                ax.plot(x, curves[f"window_{which}"] * users, style, color=color, lw=1.2)
+                # A configuration may run on its own dataset (study 9): its own population size.
+                size = record.data.get("dataset", {}).get("users", users)
+                ax.plot(x, curves[f"window_{which}"] * size, style, color=color, lw=1.2)
             else:
                 x = np.arange(1, curves[f"loss_{which}"].size + 1)
                 ax.plot(x, curves[f"loss_{which}"], style, color=color, lw=1.2)

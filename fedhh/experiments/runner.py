@@ -13,12 +13,12 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from fedhh.codec import Codec
+from fedhh.codec import codes as cw
 from fedhh.config import RunConfig
 from fedhh.data.dataset import FederatedDataset
 from fedhh.data.truth import GroundTruth
@@ -59,6 +59,7 @@ class PlannedRun:
     config: RunConfig | None
     static: str | None
     command: str
+    dataset: str = ""  # the dataset's name or path (the suite's unless the variant names one)
 
     @property
     def total_rounds(self) -> int:
@@ -80,8 +81,36 @@ class ProgressEvent:
 ProgressCallback = Callable[[ProgressEvent], None]
 
 
+@dataclass
+class SuiteData:
+    """A dataset the suite's runs use, its identity (part of every store key) and its ground
+    truth (computed on first use)."""
+
+    dataset: FederatedDataset
+    identity: dict[str, Any]
+    truth: GroundTruth | None = None
+
+    @staticmethod
+    def of(dataset: FederatedDataset) -> SuiteData:
+        return SuiteData(dataset, {
+            "name": dataset.name,
+            "directory": dataset.root.name if dataset.root is not None else None,
+            "users": dataset.num_users,
+            "entries": dataset.num_entries,
+            "vocabulary": len(dataset.vocabulary),
+        })
+
+    def truth_items(self) -> GroundTruth:
+        if self.truth is None:
+            from fedhh.data.truth import ground_truth
+
+            self.truth = ground_truth(self.dataset)
+        return self.truth
+
+
 class Suite:
-    """The runs of some studies over some seeds, on one dataset with one privacy target."""
+    """The runs of some studies over some seeds with one privacy target, on the suite's dataset
+    (and on the dataset a variant names, if any)."""
 
     def __init__(self, settings: Settings, store: ResultStore,
                  dataset: FederatedDataset | None = None, *, reuse_populations: bool = True
@@ -90,27 +119,28 @@ class Suite:
         self.store = store
         # Encoded vocabularies (and, inside them, single-item draws) shared by the runs.
         self.reuse_populations = reuse_populations
-        self._populations: dict[tuple[str, int], Population] = {}
+        self._populations: dict[tuple[str, str], Population] = {}
         if dataset is None:
             from fedhh.data.registry import resolve_dataset
 
             dataset = resolve_dataset(settings.dataset)
         self.dataset = dataset
-        self.identity = {
-            "name": dataset.name,
-            "directory": dataset.root.name if dataset.root is not None else None,
-            "users": dataset.num_users,
-            "entries": dataset.num_entries,
-            "vocabulary": len(dataset.vocabulary),
-        }
+        self._data = {settings.dataset: SuiteData.of(dataset)}
+        self.identity = self._data[settings.dataset].identity
         self.computed = 0
         self.reused = 0
 
-    @cached_property
+    @property
     def truth_items(self) -> GroundTruth:
-        from fedhh.data.truth import ground_truth
+        return self._data[self.settings.dataset].truth_items()
 
-        return ground_truth(self.dataset)
+    def data(self, name: str) -> SuiteData:
+        """A dataset by name or path (each resolved once)."""
+        if name not in self._data:
+            from fedhh.data.registry import resolve_dataset
+
+            self._data[name] = SuiteData.of(resolve_dataset(name))
+        return self._data[name]
 
     def planned(self, study: Study, variant: Variant, seed: int) -> PlannedRun:
         if variant.spec is None:
@@ -119,10 +149,11 @@ class Suite:
                       if static in PRIVACY_DEPENDENT else static)
             key = static_key(target, "huffman", 60, self.identity)
             return PlannedRun(key, study.name, variant.label, seed, None, static,
-                              f"(not a simulation: {static})")
+                              f"(not a simulation: {static})", self.settings.dataset)
+        name = variant.dataset or self.settings.dataset
         config = run_config(variant.spec, self.settings, seed)
-        return PlannedRun(run_key(config, self.identity), study.name, variant.label, seed,
-                          config, None, command_line(config, self.settings))
+        return PlannedRun(run_key(config, self.data(name).identity), study.name, variant.label,
+                          seed, config, None, command_line(config, self.settings, name), name)
 
     def plan(self, studies: Sequence[Study], seeds: Sequence[int]) -> list[PlannedRun]:
         """Every distinct run of the studies, seed-major within each study, first use first."""
@@ -142,13 +173,13 @@ class Suite:
             records[run.key] = self._load_or_compute(run, progress)
         return records
 
-    def _population(self, config: RunConfig) -> Population | None:
+    def _population(self, config: RunConfig, data: SuiteData) -> Population | None:
         if not self.reuse_populations:
             return None
-        key = (config.codec, config.max_bits)
+        codec = Codec.from_spec(config.codec, config.max_bits)
+        key = (data.dataset.name, codec.key)
         if key not in self._populations:
-            self._populations[key] = Population.build(
-                self.dataset, Codec(config.codec, config.max_bits))
+            self._populations[key] = Population.build(data.dataset, codec)
         return self._populations[key]
 
     def _load_or_compute(self, run: PlannedRun, progress: ProgressCallback | None
@@ -180,39 +211,38 @@ class Suite:
         config = run.config
         if config is None:
             raise ConfigError(f"unknown static measurement {run.static!r}")
-        truth_items = None if config.single_item else self.truth_items
+        source = self.data(run.dataset or self.settings.dataset)
+        truth_items = None if config.single_item else source.truth_items()
 
         def on_round(run_index: int, round_index: int, report: RoundReport) -> None:
             if progress is not None:
                 progress(ProgressEvent("round", run, 1))
 
         started = time.perf_counter()
-        result = simulate(self.dataset, config, truth_items, on_round,
-                          self._population(config))
+        result = simulate(source.dataset, config, truth_items, on_round,
+                          self._population(config, source))
         wall = time.perf_counter() - started
         if result.truth is None:
             raise ConfigError("the experiments need the dataset's ground truth")
         data: dict[str, Any] = {
             "spec": config.overrides(),
-            "settings": {"dataset": self.settings.dataset, "eps_agg": self.settings.eps_agg,
+            "settings": {"dataset": run.dataset, "eps_agg": self.settings.eps_agg,
                          "delta": self.settings.delta},
-            "dataset": self.identity,
+            "dataset": source.identity,
             "config": config.to_dict(),
             "privacy": result.privacy,
             "metrics": result.metrics,
             "segments": [r["segment_bits"] for r in result.rounds],
             "rounds": result.rounds,
             "timings": {**result.timings, "wall_s": wall},
-            "top_hitters": [{"item": h.item, "estimate": h.estimate, "round": h.round}
-                            for h in result.heavy_hitters[:TOP_HITTERS]],
+            "top_hitters": [h.to_dict() for h in result.heavy_hitters[:TOP_HITTERS]],
         }
         if config.warm_start:
             # What the run itself found beyond the public list.
-            own = np.array([h.code for h in result.heavy_hitters], dtype=np.uint64)
+            own = cw.from_ints([h.code for h in result.heavy_hitters], config.max_bits)
             data["run_metrics"] = evaluate(own, result.truth)
-        return RunRecord(run.key, run.seed, simulate_argv(config, self.settings), run.command,
-                         data,
-                         _arrays(result.output_codes, result.truth))
+        return RunRecord(run.key, run.seed, simulate_argv(config, self.settings, run.dataset),
+                         run.command, data, _arrays(result.output_codes, result.truth))
 
     def _warm_start_alone(self, run: PlannedRun) -> RunRecord:
         from fedhh.data.wordlists import WARM_START_SOURCE, warm_start_list
@@ -220,7 +250,8 @@ class Suite:
         from fedhh.simulation.runner import ground_truth as code_truth
 
         started = time.perf_counter()
-        codec = Codec("huffman", 60)
+        defaults = RunConfig()
+        codec = Codec.from_spec(defaults.codec, defaults.max_bits)
         truth = code_truth(Population.build(self.dataset, codec), self.truth_items)
         if truth is None:
             raise ConfigError("the warm start list needs the dataset's ground truth")
@@ -254,7 +285,7 @@ class Suite:
 
 def _arrays(output_codes: np.ndarray, truth: Truth) -> dict[str, np.ndarray]:
     """The output codes and the truth restricted to them and to the true top |output|."""
-    output = np.unique(np.asarray(output_codes, dtype=np.uint64))
+    output = np.unique(truth.as_codes(output_codes))
     k = max(int(output.size), 1)
     keep = np.union1d(output, np.union1d(truth.top_codes("weighted", k),
                                          truth.top_codes("unweighted", k)))

@@ -19,7 +19,7 @@ from fedhh.config import SIMULATION_DIM_LIMIT, Mode, RunConfig
 from fedhh.config.flags import to_argv
 from fedhh.errors import ConfigError
 
-STORE_VERSION = 2
+STORE_VERSION = 3  # 2: lossless codecs (non-a-z items encode differently); 3: RunConfig keys
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,11 @@ class Settings:
             raise ConfigError(f"delta must be in (0, 1), got {self.delta}")
 
 
-def setting_of(config: RunConfig) -> str:
-    """The population and codec, e.g. ``single item, huffman``: runs of one setting and seed
-    share their ground truth."""
-    return f"{'single item' if config.single_item else 'multiple items'}, {config.codec}"
+def setting_of(config: RunConfig, dataset: str | None = None) -> str:
+    """The population and codec (and dataset, when not the suite's), e.g. ``single item,
+    huffman``: runs of one setting and seed share their ground truth."""
+    where = f", {dataset}" if dataset else ""
+    return f"{'single item' if config.single_item else 'multiple items'}, {config.codec}{where}"
 
 
 def canonical(config: RunConfig) -> RunConfig:
@@ -62,15 +63,16 @@ def run_config(spec: RunConfig, settings: Settings, seed: int) -> RunConfig:
     return config.validate(Mode.SIMULATION)
 
 
-def command_line(config: RunConfig, settings: Settings) -> str:
-    """The shell command that reproduces a run."""
-    return shlex.join(["fedhh", "simulate", *simulate_argv(config, settings)])
+def command_line(config: RunConfig, settings: Settings, dataset: str | None = None) -> str:
+    """The shell command that reproduces a run (on ``dataset``, default the suite's)."""
+    return shlex.join(["fedhh", "simulate", *simulate_argv(config, settings, dataset)])
 
 
-def simulate_argv(config: RunConfig, settings: Settings) -> list[str]:
+def simulate_argv(config: RunConfig, settings: Settings, dataset: str | None = None
+                  ) -> list[str]:
     """The `fedhh simulate` arguments of a run (the privacy target and the seed always
     spelled out, for a reader of the report)."""
-    return ["--dataset", settings.dataset,
+    return ["--dataset", dataset or settings.dataset,
             *to_argv(config, Mode.SIMULATION, always=("eps_agg", "delta", "seed"))]
 
 

@@ -7,7 +7,7 @@ import math
 from fedhh.errors import PrivacyError
 
 
-def check_eps(name: str, value: float) -> float:
+def check_eps(value: float, name: str = "epsilon") -> float:
     """A positive finite epsilon."""
     value = float(value)
     if not (math.isfinite(value) and value > 0):

@@ -1,17 +1,23 @@
-"""The forward map: T rounds of shuffled eps_local-LDP reports -> aggregate (eps, delta).
+"""The forward map: T rounds of eps_local-LDP reports -> aggregate (eps, delta).
 
-For a method (``shuffle.METHODS``) the aggregate epsilon is the tighter of
+Method ``"sum"`` (default): the privacy loss distribution of the released sums (``sum_pld``),
+composed over the T rounds and read at delta; capped by basic composition T eps_local.
 
-* the RDP path: per-round RDP curve (shuffle, then Zhu-Wang subsampling when q < 1), times T
-  (RDP composition, Mironov 2017 Proposition 1), converted with CKS20 Proposition 12 and
-  minimised over the orders (``composition.rdp_to_dp``);
-* the advanced-composition path (q = 1 only, as in the paper): per-round (eps_r, delta_r) of the
-  shuffle, composed with KOV Theorem 3.4; the total delta is shared between the rounds and the
-  KOV slack, ``1 - (1 - delta_r)^T (1 - slack) = delta``, trying the splits of
+Shuffle methods (``"clones"``, ``"paper"``, ``"closed-form"``): the tighter of
+
+* the RDP path: per-round RDP curve of the shuffle, times T (RDP composition, Mironov 2017
+  Proposition 1), converted with CKS20 Proposition 12 and minimised over the orders
+  (``composition.rdp_to_dp``);
+* the advanced-composition path: per-round (eps_r, delta_r) of the shuffle, composed with KOV
+  Theorem 3.4; the total delta is shared between the rounds and the KOV slack,
+  ``1 - (1 - delta_r)^T (1 - slack) = delta``, trying the splits of
   ``composition.SLACK_FRACTIONS`` and keeping the best.
 
-With sampling rate q < 1 the shuffle is evaluated at the expected number of participants
-``round(q * num_devices)``, as the paper does (see ``subsampling`` for the caveat).
+Poisson sampling at rate q: every method accounts a round given its participant count m
+(independent of the data), at the expected ``m = round(q N)``; ``"sum"`` and ``"clones"``
+exactly given m (``sum_pld.sampled_round_pld``, ``clones.CloneReduction``), ``"paper"`` as the
+paper does (Zhu-Wang Theorem 5 on the shuffle RDP at m, see ``subsampling``; RDP path only),
+``"closed-form"`` not at all (basic composition).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from fedhh.privacy import shuffle
+from fedhh.privacy import methods, shuffle, sum_pld
 from fedhh.privacy._checks import check_delta, check_devices, check_eps, check_rate, check_rounds
 from fedhh.privacy.composition import (
     ORDERS,
@@ -47,7 +53,7 @@ class AggregateEpsilon:
     participants: int
     sampling_rate: float
     method: str
-    tightest: str  # "rdp" or "advanced-composition"
+    tightest: str  # "pld", "rdp", "advanced-composition" or "pure"
     rdp_epsilon: float
     rdp_order: float
     advanced_epsilon: float
@@ -56,6 +62,7 @@ class AggregateEpsilon:
     slack_delta: float
     conditions_verified: bool
     notes: tuple[str, ...] = field(default=())
+    pld_epsilon: float = math.nan  # the "sum" method's composed privacy loss distribution
 
     def __float__(self) -> float:
         return self.eps_agg
@@ -85,15 +92,19 @@ def conditions(method: str, eps_local: float, sampling_rate: float) -> tuple[boo
             "(see fedhh.privacy.randomizer_class), so this is a reproduction of the paper's "
             "accounting, not a proven guarantee"
         )
+        if sampling_rate < 1.0:
+            notes.append(
+                "Poisson sampling accounted as in the paper (Zhu-Wang Theorem 5 on the shuffle "
+                "RDP at the expected participant count); its add/remove premise is not verified "
+                "for this setting"
+            )
     elif not covered_by_fmt21(eps_local):
         ok = False
         notes.append("randomizer is not eps_local-DP under replacement")
-    if sampling_rate < 1.0:
-        ok = False
+    if method == "sum":
         notes.append(
-            "Poisson sampling accounted as in the paper (Zhu-Wang Theorem 5 on the shuffle RDP at "
-            "the expected participant count); its add/remove and fixed-count premises are not "
-            "verified for this setting"
+            "guarantee of the released per-coordinate sums: holds while secure aggregation "
+            "reveals only sums over >= n_min devices (each report is eps_local-LDP regardless)"
         )
     return ok, tuple(notes)
 
@@ -119,40 +130,54 @@ def aggregate_epsilon(
     rounds: int,
     num_devices: int,
     sampling_rate: float = 1.0,
-    method: str = shuffle.DEFAULT_METHOD,
+    method: str = methods.DEFAULT_METHOD,
     orders: np.ndarray | None = None,
     max_order: float = 256.0,
 ) -> AggregateEpsilon:
     """Aggregate (eps, delta)-DP of ``rounds`` rounds among ``num_devices`` devices (a bound)."""
-    eps_local = check_eps("eps_local", eps_local)
+    eps_local = check_eps(eps_local, "eps_local")
     delta = check_delta(delta)
     rounds = check_rounds(rounds)
     num_devices = check_devices(num_devices)
     sampling_rate = check_rate(sampling_rate)
-    method = shuffle.check_method(method)
+    method = methods.check_method(method)
     n = participants_for(num_devices, sampling_rate)
-    grid = np.asarray(ORDERS if orders is None else orders, dtype=float)
+    sampled = n < num_devices
+    pure = rounds * eps_local  # basic composition of eps_local-LDP rounds: always valid
 
-    rdp_eps, rdp_order = math.inf, math.nan
-    if shuffle.has_rdp(method):
-        per_round = shuffle.round_rdp(eps_local, n, method, grid, max_order)
-        if sampling_rate < 1.0:
-            per_round = subsampled_rdp(grid, per_round, sampling_rate)
-        conv = rdp_to_dp(grid, rounds * per_round, delta)
-        rdp_eps, rdp_order = conv.epsilon, conv.order
+    pld_eps = rdp_eps = adv_eps = math.inf
+    rdp_order = eps_r = delta_r = slack = math.nan
+    if method == "sum":
+        pld_eps = sum_pld.sum_epsilon(
+            eps_local, delta, [n] * rounds, num_devices if sampled else None
+        )
+    else:
+        grid = np.asarray(ORDERS if orders is None else orders, dtype=float)
+        # "clones" conditions on the participant count exactly; "paper" stacks Zhu-Wang.
+        given_m = {"participants": n} if sampled and method == "clones" else {}
+        shuffled = num_devices if given_m else n
+        if shuffle.has_rdp(method):
+            per_round = shuffle.round_rdp(eps_local, shuffled, method, grid, max_order, **given_m)
+            if sampled and method == "paper":
+                per_round = subsampled_rdp(grid, per_round, sampling_rate)
+            conv = rdp_to_dp(grid, rounds * per_round, delta)
+            rdp_eps, rdp_order = conv.epsilon, conv.order
+        if not sampled or method == "clones":
+            for split in delta_splits(delta, rounds):
+                e_r = shuffle.round_epsilon(
+                    eps_local, shuffled, method, split.per_round, max_order, **given_m
+                )
+                total = kov_epsilon(e_r, rounds, split.slack)
+                if total < adv_eps:
+                    adv_eps, eps_r, delta_r, slack = total, e_r, split.per_round, split.slack
 
-    adv_eps, eps_r, delta_r, slack = math.inf, math.nan, math.nan, math.nan
-    if sampling_rate == 1.0:
-        for split in delta_splits(delta, rounds):
-            e_r = shuffle.round_epsilon(eps_local, n, method, split.per_round, max_order)
-            total = kov_epsilon(e_r, rounds, split.slack)
-            if total < adv_eps:
-                adv_eps, eps_r, delta_r, slack = total, e_r, split.per_round, split.slack
-
-    # Basic composition of pure eps_local-LDP is always valid (shuffling is post-processing).
-    pure = rounds * eps_local
-    best = min(rdp_eps, adv_eps, pure)
-    tightest = "rdp" if best == rdp_eps else ("advanced-composition" if best == adv_eps else "pure")
+    best = min(pld_eps, rdp_eps, adv_eps, pure)
+    if best == pld_eps:
+        tightest = "pld"
+    elif best == rdp_eps:
+        tightest = "rdp"
+    else:
+        tightest = "advanced-composition" if best == adv_eps else "pure"
     ok, notes = conditions(method, eps_local, sampling_rate)
     return AggregateEpsilon(
         eps_agg=best,
@@ -172,4 +197,5 @@ def aggregate_epsilon(
         slack_delta=slack,
         conditions_verified=ok,
         notes=notes,
+        pld_epsilon=pld_eps,
     )

@@ -69,7 +69,7 @@ def triehh_rate(
     theta = _check_theta(theta, 4)
     n = check_devices(num_devices)
     rounds = check_rounds(rounds)
-    eps_agg = check_eps("eps_agg", eps_agg)
+    eps_agg = check_eps(eps_agg, "eps_agg")
     delta = check_delta(delta)
     floor_delta = triehh_delta(theta)
     if delta < floor_delta:
@@ -118,7 +118,7 @@ def triehhpp_rate(theta: int, rounds: int, eps_agg: float, delta: float) -> Base
     """TrieHH++ Poisson sampling rate for T rounds at (eps_agg, delta) (C&B 2022, Lemma 3)."""
     theta = _check_theta(theta, 1)
     rounds = check_rounds(rounds)
-    eps_agg = check_eps("eps_agg", eps_agg)
+    eps_agg = check_eps(eps_agg, "eps_agg")
     delta = check_delta(delta)
     best: BaselineRate | None = None
     for f in SLACK_FRACTIONS:

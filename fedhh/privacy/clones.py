@@ -103,13 +103,18 @@ def _log_upper_tail(k1: int, n: int, p: float) -> float:
 
 @dataclass(frozen=True)
 class _Slice:
-    """One charged value of c: its log weight and the privacy-loss distribution of (P_c, Q_c)."""
+    """One charged slice: its log weight and the privacy-loss distribution of its pair.
+
+    The pair is ``P(k) = H(k) (1 - pi + 2 pi g(k/m))``, ``Q(k) = H(k) (1 - pi + 2 pi g(1 - k/m))``
+    with H = Binomial(m, 1/2): the clones' pair (P_c, Q_c), m = c + 1, when pi = 1, and with
+    Poisson sampling the pair given the number of clones (see ``CloneReduction``).
+    """
 
     log_weight: float
-    m: int  # c + 1: K ~ Binomial(m, 1/2) under H
-    log_p: np.ndarray  # log P_c(k) over the K-window
-    log_q: np.ndarray  # log Q_c(k) over the K-window
-    loss: np.ndarray  # log(P_c / Q_c)(k), increasing in k
+    m: int  # K ~ Binomial(m, 1/2) under H
+    log_p: np.ndarray  # log P(k) over the K-window
+    log_q: np.ndarray  # log Q(k) over the K-window
+    loss: np.ndarray  # log(P / Q)(k), increasing in k
     s_tail: float  # distance from m/2 to the first excluded k on either side; inf if none
 
 
@@ -118,11 +123,35 @@ class CloneReduction:
 
     ``max_order`` sizes the truncation windows: results for orders above it remain valid upper
     bounds but may be loose.
+
+    Poisson sampling (``participants`` = m < n, the count observed in the round, which does not
+    depend on the data). Given m, the participants are a uniform m-subset of the n devices and
+    the target is among them with probability eta = m / n. Running the clone decomposition on
+    the participants: with T the number of participants that are clones or the target,
+    T ~ Binomial(m, p) when the target is absent (and then K | T ~ Binomial(T, 1/2) on both
+    sides), T - 1 ~ Binomial(m - 1, p) and K | T ~ P_{T-1} / Q_{T-1} when it is present. The
+    shuffled output is the same post-processing of (T, K) in both cases (the m - T other
+    participants are a uniform subset of the other devices either way), so it is bounded by
+
+        P'(t, k) = (1 - eta) B_m(t) H_t(k) + eta B_{m-1}(t - 1) P_{t-1}(k)
+                 = W_t H_t(k) (1 - pi_t + 2 pi_t g(k / t)),   Q' mirrored,
+
+    with W_t = (1 - eta) B_m(t) + eta B_{m-1}(t - 1) and pi_t = eta B_{m-1}(t-1) / W_t
+    (= x / (1 - eta + x), x = t / (n p)), increasing in t. Binning in t is valid because the
+    slice at t is the slice at t0 <= t plus t - t0 fair coins (post-processing) and a larger
+    pi only mixes in less of the common part H (joint convexity): a bin [t0, t1) is charged
+    the slice (t0, pi_{t1-1}). With m = n this is the unsampled reduction.
     """
 
-    def __init__(self, eps0: float, n: int, variant: str = FMT21, max_order: float = 256.0):
-        self.eps0 = check_eps("eps_local", eps0)
+    def __init__(self, eps0: float, n: int, variant: str = FMT21, max_order: float = 256.0,
+                 participants: int | None = None):
+        self.eps0 = check_eps(eps0, "eps_local")
         self.n = check_devices(n)
+        self.participants = self.n if participants is None else check_devices(
+            participants, "participants")
+        if self.participants > self.n:
+            raise ValueError(
+                f"participants must be at most n={self.n}, got {self.participants}")
         self.variant = variant
         self.p = clone_probability(self.eps0, variant)
         self.w = math.exp(self.eps0) / (math.exp(self.eps0) + 1.0)
@@ -134,36 +163,33 @@ class CloneReduction:
         """Log-mass below which truncated pieces are negligible even at ``max_order``."""
         return (self.max_order - 1.0) * self.eps0 + TAIL_MARGIN
 
-    def _bin_starts(self) -> tuple[list[int], float, float]:
-        """Bin starts over the c-window and log masses of the tails outside it.
+    def _bin_edges(self, trials: int) -> tuple[list[int], int, int]:
+        """Bin starts over the window of Binomial(trials, p) (and the window's ends).
 
-        Three regions: fine bins (relative width BIN_NEAR) within 8 standard deviations of the
-        mean, coarse bins (BIN_FAR) outside, never stepping over the fine region.
+        Bins have relative width BIN_NEAR up to 8 standard deviations above the mean and
+        BIN_FAR beyond: the divergence of a slice falls like 1/c, so a bin charged at its
+        smallest c overstates it by about its relative width, which matters below the mean
+        (large divergences, weighted heavily at high orders) and not above it.
         """
-        big_n, p = self.n - 1, self.p
-        mu = big_n * p
+        p = self.p
+        mu = trials * p
         sigma = math.sqrt(max(mu * (1.0 - p), 1e-300))
         t = math.sqrt(2.0 * self._budget())
         c_lo = max(0, math.floor(mu - t * sigma - 1))
-        c_hi = min(big_n, math.ceil(mu + t * sigma + 1))
-        if big_n <= FULL_K_LIMIT:
-            c_lo, c_hi = 0, big_n
-        near_lo = max(c_lo, math.floor(mu - 8.0 * sigma))
+        c_hi = min(trials, math.ceil(mu + t * sigma + 1))
+        if trials <= FULL_K_LIMIT:
+            c_lo, c_hi = 0, trials
+        # The upper tail of a binomial with a small mean is heavier than the Gaussian's.
+        while c_hi < trials and _log_upper_tail(c_hi + 1, trials, p) > -self._budget():
+            c_hi = min(trials, c_hi + max(1, c_hi // 4))
         near_hi = min(c_hi, math.ceil(mu + 8.0 * sigma))
         starts: list[int] = []
         c = c_lo
         while c <= c_hi:
             starts.append(c)
-            if near_lo <= c <= near_hi:
-                step = max(1, int(BIN_NEAR * c))
-            else:
-                step = max(1, int(BIN_FAR * c))
-                if c < near_lo:
-                    step = min(step, near_lo - c)
-            c += step
-        log_low = _log_lower_tail(c_lo - 1, big_n, p) if c_lo > 0 else -math.inf
-        log_high = _log_upper_tail(c_hi + 1, big_n, p) if c_hi < big_n else -math.inf
-        return [*starts, c_hi + 1], log_low, log_high
+            width = BIN_NEAR if c <= near_hi else BIN_FAR
+            c += max(1, int(width * c))
+        return [*starts, c_hi + 1], c_lo, c_hi
 
     def _k_halfwidth(self, m: int) -> float:
         """Half-width s of the K-window: the upper tail bound at ``max_order`` is negligible.
@@ -174,12 +200,11 @@ class CloneReduction:
         b = (self.max_order - 1.0) * self.eps0
         return 0.5 * (b + math.sqrt(b * b + 2.0 * m * TAIL_MARGIN))
 
-    def _slice(self, c: int, log_weight: float) -> _Slice:
+    def _slice(self, m: int, log_weight: float, pi: float = 1.0) -> _Slice:
         w = self.w
-        m = c + 1  # K ranges over 0..m
         half = 0.5 * m
         s_needed = self._k_halfwidth(m)
-        if c <= FULL_K_LIMIT or s_needed >= half:
+        if m <= FULL_K_LIMIT + 1 or s_needed >= half:
             k_lo, k_hi = 0, m
             s_tail = math.inf
         else:
@@ -189,35 +214,88 @@ class CloneReduction:
         k = np.arange(k_lo, k_hi + 1, dtype=float)
         log_h = gammaln(m + 1.0) - gammaln(k + 1.0) - gammaln(m - k + 1.0) - m * math.log(2.0)
         u = k / m
-        lg_p = np.log((1.0 - w) + (2.0 * w - 1.0) * u)
-        lg_q = np.log((1.0 - w) + (2.0 * w - 1.0) * (1.0 - u))
-        log_p = math.log(2.0) + log_h + lg_p
-        log_q = math.log(2.0) + log_h + lg_q
-        return _Slice(log_weight, m, log_p, log_q, lg_p - lg_q, s_tail)
+        if pi == 1.0:
+            lg_p = math.log(2.0) + np.log((1.0 - w) + (2.0 * w - 1.0) * u)
+            lg_q = math.log(2.0) + np.log((1.0 - w) + (2.0 * w - 1.0) * (1.0 - u))
+        else:
+            lg_p = np.log((1.0 - pi) + 2.0 * pi * ((1.0 - w) + (2.0 * w - 1.0) * u))
+            lg_q = np.log((1.0 - pi) + 2.0 * pi * ((1.0 - w) + (2.0 * w - 1.0) * (1.0 - u)))
+        return _Slice(log_weight, m, log_h + lg_p, log_h + lg_q, lg_p - lg_q, s_tail)
 
-    def _build(self) -> None:
-        big_n, p = self.n - 1, self.p
-        edges, log_low, log_high = self._bin_starts()
-        c_first, c_last = edges[0], edges[-1] - 1
-        cs = np.arange(c_first, c_last + 1)
-        log_pmf = _log_binom_pmf(cs, big_n, p)
-        starts = np.asarray(edges[:-1]) - c_first
+    @staticmethod
+    def _bin_masses(log_pmf: np.ndarray, edges: list[int]) -> np.ndarray:
+        """log of the summed mass of each bin (edges relative to the first)."""
+        starts = np.asarray(edges[:-1]) - edges[0]
         shift = float(np.max(log_pmf))
         mass = np.add.reduceat(np.exp(log_pmf - shift), starts)
         with np.errstate(divide="ignore"):
-            log_mass = np.log(mass) + shift
+            return np.log(mass) + shift
+
+    def _unsampled_slices(self) -> list[_Slice]:
+        """C ~ Binomial(n - 1, p); bins charged at their smallest c (monotone in c)."""
+        big_n, p = self.n - 1, self.p
+        edges, c_lo, c_hi = self._bin_edges(big_n)
+        log_low = _log_lower_tail(c_lo - 1, big_n, p) if c_lo > 0 else -math.inf
+        log_high = _log_upper_tail(c_hi + 1, big_n, p) if c_hi < big_n else -math.inf
+        log_mass = self._bin_masses(_log_binom_pmf(np.arange(c_lo, c_hi + 1), big_n, p), edges)
         slices = []
         if log_low > -math.inf:
-            slices.append(self._slice(0, log_low))
+            slices.append(self._slice(1, log_low))  # charged at c = 0, the largest divergence
         for j, c0 in enumerate(edges[:-1]):
             lm = float(log_mass[j])
             if j == len(edges) - 2 and log_high > -math.inf:
                 lm = float(np.logaddexp(lm, log_high))
+            if lm > -math.inf:
+                slices.append(self._slice(int(c0) + 1, lm))
+        return slices
+
+    def _sampled_slices(self) -> list[_Slice]:
+        """T over the participants (see the class docstring).
+
+        Below the window T is charged at the largest divergence (c = 0); above it at the
+        window's end with pi = 1 (heavier than Gaussian there when the mean is small).
+        """
+        m, p = self.participants, self.p
+        eta = m / self.n
+        edges, t_lo, t_hi = self._bin_edges(m)
+        t = np.arange(t_lo, t_hi + 1)
+        absent = np.log1p(-eta) + _log_binom_pmf(t, m, p)
+        present = np.full(t.shape, -np.inf)
+        ok = t >= 1
+        present[ok] = math.log(eta) + _log_binom_pmf(t[ok] - 1, m - 1, p)
+        log_w = np.logaddexp(absent, present)
+        log_pi = present - log_w  # non-decreasing in t
+        log_low = -math.inf
+        if t_lo > 0:
+            log_low = float(np.logaddexp(
+                math.log1p(-eta) + _log_lower_tail(t_lo - 1, m, p),
+                math.log(eta) + _log_lower_tail(t_lo - 2, m - 1, p)))
+        log_high = -math.inf
+        if t_hi < m:
+            log_high = float(np.logaddexp(
+                math.log1p(-eta) + _log_upper_tail(t_hi + 1, m, p),
+                math.log(eta) + _log_upper_tail(t_hi, m - 1, p)))
+        log_mass = self._bin_masses(log_w, edges)
+        slices = []
+        if log_low > -math.inf:
+            slices.append(self._slice(1, log_low))  # the largest divergence (c = 0, pi = 1)
+        if log_high > -math.inf:
+            # every t > t_hi: slice (t, pi_t) is dominated by (t_hi + 1, 1)
+            slices.append(self._slice(t_hi + 1, log_high))
+        for j, t0 in enumerate(edges[:-1]):
+            lm = float(log_mass[j])
             if lm == -math.inf:
                 continue
-            slices.append(self._slice(int(c0), lm))
+            last = edges[j + 1] - 1 - t_lo
+            pi = min(1.0, math.exp(float(np.max(log_pi[: last + 1]))))
+            slices.append(self._slice(max(1, int(t0)), lm, pi))
+        return slices
+
+    def _build(self) -> None:
+        sampled = self.participants < self.n
+        slices = self._sampled_slices() if sampled else self._unsampled_slices()
         self.num_slices = len(slices)
-        # Flat privacy-loss distribution: every (c-bin, k) point with its weighted masses.
+        # Flat privacy-loss distribution: every (bin, k) point with its weighted masses.
         lw = np.concatenate([np.full(len(sl.loss), sl.log_weight) for sl in slices])
         self._loss = np.concatenate([sl.loss for sl in slices])
         self._log_pw = np.concatenate([sl.log_p for sl in slices]) + lw
@@ -330,6 +408,7 @@ class CloneReduction:
 
 
 @lru_cache(maxsize=512)
-def reduction(eps0: float, n: int, variant: str, max_order: float = 256.0) -> CloneReduction:
+def reduction(eps0: float, n: int, variant: str, max_order: float = 256.0,
+              participants: int | None = None) -> CloneReduction:
     """Cached ``CloneReduction`` (solves, tables and the ledger revisit the same points)."""
-    return CloneReduction(eps0, n, variant, max_order)
+    return CloneReduction(eps0, n, variant, max_order, participants)

@@ -15,6 +15,10 @@ Two routes, and every caller takes the tighter:
   ``eps_k = min{k eps, (e^eps - 1) eps k / (e^eps + 1) + eps sqrt(2 k log(e + sqrt(k eps^2) /
   delta_slack)), (e^eps - 1) eps k / (e^eps + 1) + eps sqrt(2 k log(1 / delta_slack))}``.
   (The first term, basic composition, needs no slack: then the total delta is 1 - (1-delta)^k.)
+* Basic composition of heterogeneous guarantees (``basic_composition``): Dwork & Roth 2014,
+  "The Algorithmic Foundations of Differential Privacy", Theorem 3.16 -- mechanisms that are
+  (eps_i, delta_i)-DP compose (adaptively) to (sum eps_i, sum delta_i)-DP. Used for a device's
+  lifetime budget over several runs.
 
 The order grid. RDP orders used everywhere: ``ORDERS`` below (1.25 to 256). The largest order
 that can matter is where ``log(1/delta) / (a - 1)`` falls under the target; for delta = 1e-6 and
@@ -29,8 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from dp_accounting.rdp import rdp_privacy_accountant
 
+from fedhh.errors import PrivacyError
 from fedhh.privacy._checks import check_delta, check_rounds
 
 ORDERS: tuple[float, ...] = (
@@ -59,6 +63,8 @@ def rdp_to_dp(
     ``rdp`` is the (already composed) curve at ``orders``; the result is the smallest eps over
     the grid and the order achieving it.
     """
+    from dp_accounting.rdp import rdp_privacy_accountant
+
     check_delta(delta)
     values = [float(r) if math.isfinite(r) else math.inf for r in rdp]
     eps, order = rdp_privacy_accountant.compute_epsilon(list(orders), values, delta)
@@ -136,3 +142,29 @@ def delta_splits(delta: float, rounds: int) -> list[DeltaSplit]:
         per_round = -math.expm1(log_keep)
         out.append(DeltaSplit(per_round=per_round, slack=slack, fraction=f))
     return out
+
+
+def basic_composition(guarantees: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """(sum of eps, sum of delta) of several (eps, delta)-DP guarantees of one device.
+
+    Dwork & Roth 2014, Theorem 3.16 (basic composition, adaptive): if each run is
+    (eps_i, delta_i)-DP for the device, the runs together are (sum eps_i, sum delta_i)-DP.
+    An empty sequence is (0, 0). Each eps must be a finite number >= 0 and each delta in [0, 1];
+    a total delta of 1 or more is refused (it guarantees nothing).
+    """
+    total_eps, total_delta = 0.0, 0.0
+    for index, item in enumerate(guarantees):
+        try:
+            eps, delta = (float(x) for x in item)
+        except (TypeError, ValueError):
+            raise PrivacyError(f"guarantee {index} must be an (eps, delta) pair, got {item!r}"
+                               ) from None
+        if not (math.isfinite(eps) and eps >= 0):
+            raise PrivacyError(f"guarantee {index}: eps must be finite and >= 0, got {eps}")
+        if not 0.0 <= delta <= 1.0:
+            raise PrivacyError(f"guarantee {index}: delta must be in [0, 1], got {delta}")
+        total_eps += eps
+        total_delta += delta
+    if total_delta >= 1.0:
+        raise PrivacyError(f"the composed delta {total_delta} is >= 1: no guarantee")
+    return total_eps, total_delta

@@ -2,23 +2,33 @@
 
 A run declares its target (eps_agg, delta), its number of rounds T, the minimum number of
 contributors per round n_min (the aggregator releases nothing below it) and the sampling rate q;
-``PrivacyLedger.open`` solves the per-round eps_local for them (shuffling among n_min reports,
-or among round(q N) = n_min expected participants when q < 1) unless one is given, and refuses a
-plan that does not fit.
+``PrivacyLedger.open`` solves the per-round eps_local for them (for n_min contributors, or for
+round(q N) = n_min expected participants of N devices when q < 1) unless one is given, and
+refuses a plan that does not fit.
 
-What "spend" means. When a round's sum is released with ``contributors`` reports, its spend is
-the round's per-round privacy curve at that contributor count: the RDP curve of the shuffle
-(``accountant``; Zhu-Wang subsampled when q < 1) on the ledger's order grid, and, when q = 1,
-the per-round epsilon at the plan's per-round delta (hockey-stick of the same reduction). For
-contributors >= n_min the curve is the pointwise minimum of the bound at the actual count and at
-n_min (the divergences are non-increasing in the number of reports, so both are valid).
+Charges. A round is charged when one of its attempts reaches unmasking, before its sum is read,
+with the contributor count that attempt really had. If that sum is lost and the round is retried,
+the retry is charged again (the same data were exposed twice): ``record(round, contributors,
+attempt=k)`` with an attempt number larger than every one already charged for the round. Every
+charge composes like any other round. ``rounds_recorded`` counts distinct rounds charged.
 
-The projected total after a round is the composition of the recorded rounds, this round, and
-the remaining rounds at n_min: RDP curves add and convert with CKS20 Proposition 12; per-round
-epsilons compose with KOV Theorem 3.4 at their maximum; the smaller wins. A round is refused
-(``PrivacyError`` naming the figures) when its index is outside [0, T), was already recorded,
-or the projected total would exceed eps_agg. ``check`` is the dry run; ``record`` returns a new
-ledger and never mutates.
+What a charge costs depends on the method. ``"sum"``: the round's privacy loss distribution at
+its contributor count (``sum_pld``; given the participant count when q < 1), all charges composed
+exactly. Shuffle methods: the round's RDP curve on the ledger's order grid and, without
+sampling, its epsilon at the plan's per-round delta; for counts >= n_min the pointwise minimum
+with the n_min curve (shuffling more reports is a post-processing of shuffling fewer); composed
+by adding RDP (CKS20 Proposition 12) and by KOV Theorem 3.4 at the largest per-round epsilon,
+the smaller wins.
+
+The projection after a charge is every charge so far, this one, and the rounds not yet charged
+at n_min. A charge is refused (``PrivacyError`` naming the figures) when its round is outside
+[0, T), is charged again without a larger attempt number, or the projection would exceed
+eps_agg. ``check`` is the dry run; ``record`` returns a new ledger and never mutates.
+
+Persistence: ``to_dict``/``from_dict`` (JSON-ready, ``version`` 2). Version-1 dicts (no
+``version`` key, written before attempts existed) still load: method ``"exact"`` is the shuffle
+method now called ``"clones"``, their charges have no attempt number, and the population of a
+sampled run is taken as ceil(n_min / q).
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from fedhh.errors import PrivacyError
-from fedhh.privacy import shuffle
+from fedhh.privacy import methods, shuffle, sum_pld
 from fedhh.privacy._checks import check_delta, check_devices, check_eps, check_rate, check_rounds
 from fedhh.privacy.accountant import aggregate_epsilon, participants_for
 from fedhh.privacy.composition import ORDERS, kov_epsilon, rdp_to_dp
@@ -38,21 +48,23 @@ from fedhh.privacy.solver import solve_local_epsilon
 from fedhh.privacy.subsampling import subsampled_rdp
 
 SLACK = 1e-9  # relative float tolerance when comparing a projected total with the target
+VERSION = 2
 
 
 @dataclass(frozen=True)
 class RoundSpend:
-    """The privacy spent by one released round."""
+    """One charge: a round attempt that reached unmasking, with its contributor count."""
 
     round_index: int
     contributors: int
-    rdp: tuple[float, ...]  # per-round RDP on the ledger's orders (inf where undefined)
-    epsilon: float  # per-round eps at the ledger's per_round_delta (inf when not used)
+    rdp: tuple[float, ...]  # shuffle methods: per-round RDP on the ledger's orders; () for "sum"
+    epsilon: float  # shuffle methods: per-round eps at per_round_delta; inf when unused ("sum")
+    attempt: int | None = None  # attempt number when given (retries must increase it)
 
 
 @dataclass(frozen=True)
 class SpendCheck:
-    """Dry-run result of recording a round."""
+    """Dry-run result of recording a charge."""
 
     accepted: bool
     reason: str
@@ -71,9 +83,17 @@ def _dec(x: float | None) -> float:
     return math.inf if x is None else float(x)
 
 
+def _int(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        raise PrivacyError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if int(value) < minimum:
+        raise PrivacyError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
 @dataclass(frozen=True)
 class PrivacyLedger:
-    """Declared budget of a run and the rounds spent so far (0-based round indices)."""
+    """Declared budget of a run and its charges so far (0-based round indices)."""
 
     eps_agg: float
     delta: float
@@ -86,6 +106,7 @@ class PrivacyLedger:
     slack_delta: float  # KOV slack on that path
     orders: tuple[float, ...] = ORDERS
     spends: tuple[RoundSpend, ...] = field(default=())
+    population: int | None = None  # N of a Poisson-sampled run (None when q = 1)
 
     # ---- construction -----------------------------------------------------------------------
     @classmethod
@@ -96,35 +117,38 @@ class PrivacyLedger:
         rounds: int,
         n_min: int,
         sampling_rate: float = 1.0,
-        method: str = shuffle.DEFAULT_METHOD,
+        method: str = methods.DEFAULT_METHOD,
         eps_local: float | None = None,
     ) -> PrivacyLedger:
         """Declare a run; solve eps_local for n_min contributors unless it is given."""
-        eps_agg = check_eps("eps_agg", eps_agg)
+        eps_agg = check_eps(eps_agg, "eps_agg")
         delta = check_delta(delta)
         rounds = check_rounds(rounds)
         n_min = check_devices(n_min, "n_min")
         sampling_rate = check_rate(sampling_rate)
-        method = shuffle.check_method(method)
+        method = methods.check_method(method)
         population = n_min if sampling_rate == 1.0 else math.ceil(n_min / sampling_rate)
         if eps_local is None:
             eps_local = solve_local_epsilon(
                 eps_agg, delta, rounds, population, sampling_rate, method
             ).eps_local
-        eps_local = check_eps("eps_local", eps_local)
-        plan = aggregate_epsilon(eps_local, delta, rounds, population, sampling_rate, method)
-        per_round_delta = plan.per_round_delta
-        slack = plan.slack_delta
+        eps_local = check_eps(eps_local, "eps_local")
+        per_round_delta = slack = math.nan
+        if method != "sum":
+            plan = aggregate_epsilon(eps_local, delta, rounds, population, sampling_rate, method)
+            per_round_delta, slack = plan.per_round_delta, plan.slack_delta
+        expected = participants_for(population, sampling_rate)
         ledger = cls(
             eps_agg=eps_agg,
             delta=delta,
             rounds=rounds,
-            n_min=participants_for(population, sampling_rate),
+            n_min=expected,
             sampling_rate=sampling_rate,
             eps_local=eps_local,
             method=method,
             per_round_delta=per_round_delta,
             slack_delta=slack,
+            population=population if expected < population else None,
         )
         planned = ledger.projected_epsilon()
         if planned > eps_agg * (1.0 + SLACK):
@@ -134,33 +158,48 @@ class PrivacyLedger:
             )
         return ledger
 
-    # ---- per-round curves ------------------------------------------------------------------
+    # ---- per-charge curves -----------------------------------------------------------------
     def _curve(self, contributors: int) -> RoundSpend:
+        """The spend of a round with ``contributors`` reports (round index filled in later)."""
+        if self.method == "sum":
+            return RoundSpend(-1, contributors, (), math.inf)
         grid = np.asarray(self.orders, dtype=float)
-        counts = [contributors] if contributors < self.n_min else [contributors, self.n_min]
+        sampled = self.population is not None
+        # Shuffling more reports is a post-processing of shuffling fewer; with sampling the
+        # mixture weight m/N grows with m, so only the real count is used.
+        counts = [contributors] if sampled or contributors < self.n_min else [
+            contributors, self.n_min]
         rdp = np.full(grid.shape, math.inf)
         eps = math.inf
         for n in counts:
+            given_m: dict[str, int] = {}
+            shuffled = n
+            if self.population is not None and self.method == "clones":
+                given_m, shuffled = {"participants": n}, self.population
             if shuffle.has_rdp(self.method):
-                curve = shuffle.round_rdp(self.eps_local, n, self.method, grid)
-                if self.sampling_rate < 1.0:
+                curve = shuffle.round_rdp(self.eps_local, shuffled, self.method, grid, **given_m)
+                if sampled and self.method == "paper":
                     curve = subsampled_rdp(grid, curve, self.sampling_rate)
                 rdp = np.minimum(rdp, curve)
-            if self.sampling_rate == 1.0 and math.isfinite(self.per_round_delta):
-                eps = min(
-                    eps, shuffle.round_epsilon(self.eps_local, n, self.method, self.per_round_delta)
-                )
+            if math.isfinite(self.per_round_delta):
+                eps = min(eps, shuffle.round_epsilon(
+                    self.eps_local, shuffled, self.method, self.per_round_delta, **given_m))
         eps = min(eps, self.eps_local)  # a round is always eps_local-DP (post-processing)
         return RoundSpend(-1, contributors, tuple(float(x) for x in rdp), eps)
 
     def _compose(self, spends: list[RoundSpend]) -> float:
         if not spends:
             return 0.0
+        if self.method == "sum":
+            return sum_pld.sum_epsilon(
+                self.eps_local, self.delta, [s.contributors for s in spends], self.population
+            )
         grid = np.asarray(self.orders, dtype=float)
-        total = np.sum([np.asarray(s.rdp) for s in spends], axis=0)
-        best = math.inf
-        if np.any(np.isfinite(total)):
-            best = rdp_to_dp(grid, total, self.delta).epsilon
+        best = len(spends) * self.eps_local
+        if all(len(s.rdp) == len(grid) for s in spends):
+            total = np.sum([np.asarray(s.rdp) for s in spends], axis=0)
+            if np.any(np.isfinite(total)):
+                best = min(best, rdp_to_dp(grid, total, self.delta).epsilon)
         k = len(spends)
         worst = max(s.epsilon for s in spends)
         if math.isfinite(worst) and math.isfinite(self.per_round_delta):
@@ -170,28 +209,34 @@ class PrivacyLedger:
     # ---- queries ---------------------------------------------------------------------------
     @property
     def rounds_recorded(self) -> int:
+        """Distinct rounds charged (a retried round counts once)."""
+        return len({s.round_index for s in self.spends})
+
+    @property
+    def charges(self) -> int:
+        """Charges recorded, retries included."""
         return len(self.spends)
 
     def spent_epsilon(self) -> float:
-        """Aggregate epsilon (at this ledger's delta) of the rounds recorded so far."""
+        """Aggregate epsilon (at this ledger's delta) of every charge so far."""
         return self._compose(list(self.spends))
 
     def projected_epsilon(self, extra: RoundSpend | None = None) -> float:
-        """Recorded rounds (+ ``extra``) plus the remaining rounds at n_min, composed."""
+        """Every charge (+ ``extra``) plus the rounds not yet charged at n_min, composed."""
         spends = list(self.spends) + ([extra] if extra is not None else [])
-        remaining = self.rounds - len(spends)
+        remaining = self.rounds - len({s.round_index for s in spends})
         if remaining > 0:
             spends += [self._curve(self.n_min)] * remaining
         return self._compose(spends)
 
-    def check(self, round_index: int, contributors: int) -> SpendCheck:
-        """Dry run of ``record``: whether the round would be accepted, and the figures."""
+    def check(self, round_index: int, contributors: int, *, attempt: int | None = None
+              ) -> SpendCheck:
+        """Dry run of ``record``: whether the charge would be accepted, and the figures."""
         target = self.eps_agg
-        if isinstance(round_index, bool) or int(round_index) != round_index:
-            raise PrivacyError(f"round_index must be an integer, got {round_index}")
-        if isinstance(contributors, bool) or int(contributors) != contributors or contributors < 1:
-            raise PrivacyError(f"contributors must be an integer >= 1, got {contributors}")
-        round_index, contributors = int(round_index), int(contributors)
+        round_index = _int(round_index, "round_index", -(2**62))
+        contributors = _int(contributors, "contributors", 1)
+        if attempt is not None:
+            attempt = _int(attempt, "attempt", 0)
 
         def refuse(reason: str, projected: float = math.nan) -> SpendCheck:
             return SpendCheck(False, reason, round_index, contributors, projected, target, None)
@@ -200,38 +245,63 @@ class PrivacyLedger:
             return refuse(
                 f"round {round_index} is outside the declared rounds 0..{self.rounds - 1}"
             )
-        if any(s.round_index == round_index for s in self.spends):
-            return refuse(f"round {round_index} was already recorded")
-        if len(self.spends) >= self.rounds:
-            return refuse(f"all {self.rounds} declared rounds are already recorded")
+        earlier = [s.attempt for s in self.spends if s.round_index == round_index]
+        if earlier:
+            if attempt is None:
+                return refuse(f"round {round_index} was already recorded (a retried attempt "
+                              "must give its attempt number)")
+            if any(a is None or a >= attempt for a in earlier):
+                last = "an unnumbered attempt" if None in earlier else (
+                    f"attempt {max(a for a in earlier if a is not None)}")
+                return refuse(f"round {round_index} was already charged for {last}; "
+                              f"attempt {attempt} must be larger")
         if contributors < 2:
-            return refuse(f"round {round_index} has {contributors} contributor(s): no shuffle")
-        spend = replace(self._curve(contributors), round_index=round_index)
+            return refuse(f"round {round_index} has {contributors} contributor(s): "
+                          "no aggregation")
+        if self.population is not None and contributors > self.population:
+            return refuse(f"round {round_index} has {contributors} participants, more than "
+                          f"the {self.population} devices of the sampled population")
+        spend = replace(self._curve(contributors), round_index=round_index, attempt=attempt)
         projected = self.projected_epsilon(spend)
         if projected > target * (1.0 + SLACK):
-            return refuse(
-                f"round {round_index} with {contributors} contributors (n_min={self.n_min}) "
-                f"would bring the projected eps_agg to {projected:.6g} > budget {target} "
-                f"(delta={self.delta}, eps_local={self.eps_local:.6g})",
-                projected,
-            )
+            retry = f" (attempt {attempt}, a retry)" if earlier else ""
+            reason = (f"round {round_index}{retry} with {contributors} contributors "
+                      f"(n_min={self.n_min}) would bring the projected eps_agg to "
+                      f"{projected:.6g} > budget {target} (delta={self.delta}, "
+                      f"eps_local={self.eps_local:.6g}, {len(self.spends)} charge(s) so far)")
+            # The spend goes with the refusal: a charge that is a fact (an attempt that reached
+            # unmasking) is recorded anyway (``record(..., force=True)``).
+            return SpendCheck(False, reason, round_index, contributors, projected, target,
+                              spend)
         return SpendCheck(True, "ok", round_index, contributors, projected, target, spend)
 
-    def record(self, round_index: int, contributors: int) -> PrivacyLedger:
-        """A new ledger with the round's spend recorded; PrivacyError if it would not fit."""
-        result = self.check(round_index, contributors)
-        if not result.accepted or result.spend is None:
+    def record(self, round_index: int, contributors: int, *, attempt: int | None = None,
+               force: bool = False) -> PrivacyLedger:
+        """A new ledger with the charge recorded; PrivacyError if it would not fit.
+
+        ``force``: record it even if it takes the projection over the budget (what already
+        happened must be on the books: an attempt that reached unmasking); a malformed charge
+        (round out of range, a repeated attempt, too few contributors) is refused still."""
+        result = self.check(round_index, contributors, attempt=attempt)
+        if result.spend is None or not (result.accepted or force):
             raise PrivacyError(f"privacy budget refused: {result.reason}")
         return replace(self, spends=(*self.spends, result.spend))
+
+    @property
+    def overspent(self) -> bool:
+        """True if the recorded charges alone exceed the budget (only forced charges can)."""
+        return self.spent_epsilon() > self.eps_agg * (1.0 + SLACK)
 
     # ---- persistence -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (non-finite numbers become None)."""
         return {
+            "version": VERSION,
             "eps_agg": self.eps_agg,
             "delta": self.delta,
             "rounds": self.rounds,
             "n_min": self.n_min,
+            "population": self.population,
             "sampling_rate": self.sampling_rate,
             "eps_local": self.eps_local,
             "method": self.method,
@@ -242,6 +312,7 @@ class PrivacyLedger:
                 {
                     "round_index": s.round_index,
                     "contributors": s.contributors,
+                    "attempt": s.attempt,
                     "rdp": [_enc(x) for x in s.rdp],
                     "epsilon": _enc(s.epsilon),
                 }
@@ -251,30 +322,52 @@ class PrivacyLedger:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrivacyLedger:
-        """Inverse of ``to_dict``; validates the declared figures."""
+        """Inverse of ``to_dict``; also reads version-1 dicts. Validates the figures."""
+        if not isinstance(data, dict):
+            raise PrivacyError(f"malformed ledger: expected a JSON object, got {type(data)}")
+        version = data.get("version", 1)
+        if version not in (1, VERSION):
+            raise PrivacyError(
+                f"ledger version {version!r} is not readable by this version of fedhh "
+                f"(reads 1 and {VERSION})"
+            )
         try:
+            method = methods.check_method(data["method"])
+            rate = check_rate(data["sampling_rate"])
+            n_min = check_devices(data["n_min"], "n_min")
+            if version == 1:
+                population = None if rate == 1.0 else math.ceil(n_min / rate)
+            else:
+                raw = data["population"]
+                population = None if raw is None else check_devices(raw, "population")
             per_round = data["per_round_delta"]
             slack = data["slack_delta"]
+            spends = []
+            for s in data["spends"]:
+                attempt = s.get("attempt") if version > 1 else None
+                eps = s["epsilon"]
+                spends.append(RoundSpend(
+                    _int(s["round_index"], "round_index", 0),
+                    _int(s["contributors"], "contributors", 1),
+                    tuple(_dec(x) for x in s["rdp"]),
+                    _dec(eps),
+                    None if attempt is None else _int(attempt, "attempt", 0),
+                ))
             return cls(
-                eps_agg=check_eps("eps_agg", data["eps_agg"]),
+                eps_agg=check_eps(data["eps_agg"], "eps_agg"),
                 delta=check_delta(data["delta"]),
                 rounds=check_rounds(data["rounds"]),
-                n_min=check_devices(data["n_min"], "n_min"),
-                sampling_rate=check_rate(data["sampling_rate"]),
-                eps_local=check_eps("eps_local", data["eps_local"]),
-                method=shuffle.check_method(data["method"]),
+                n_min=n_min,
+                sampling_rate=rate,
+                eps_local=check_eps(data["eps_local"], "eps_local"),
+                method=method,
                 per_round_delta=math.nan if per_round is None else float(per_round),
                 slack_delta=math.nan if slack is None else float(slack),
                 orders=tuple(float(a) for a in data["orders"]),
-                spends=tuple(
-                    RoundSpend(
-                        int(s["round_index"]),
-                        int(s["contributors"]),
-                        tuple(_dec(x) for x in s["rdp"]),
-                        _dec(s["epsilon"]),
-                    )
-                    for s in data["spends"]
-                ),
+                spends=tuple(spends),
+                population=population,
             )
-        except (KeyError, TypeError) as error:
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            if isinstance(error, PrivacyError):
+                raise PrivacyError(f"malformed ledger: {error}") from error
             raise PrivacyError(f"malformed ledger: {error!r}") from error

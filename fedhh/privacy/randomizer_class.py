@@ -34,7 +34,7 @@ from fedhh.privacy._checks import check_eps
 
 def abrr_probabilities(eps: float) -> tuple[float, float]:
     """(a0, a1) of asymmetric binary randomized response at local epsilon ``eps``."""
-    check_eps("eps_local", eps)
+    check_eps(eps, "eps_local")
     return 1.0 / (math.exp(eps) + 1.0), 0.5
 
 

@@ -1,12 +1,14 @@
-"""Per-round shuffle bounds, one set per accounting method.
+"""Per-round bounds of amplification by shuffling, one set per shuffle method.
 
-Methods (the ``method`` argument everywhere):
+Methods (see ``methods``):
 
-``"exact"`` (default)
+``"clones"``
     The FMT21 reduction (clone probability e^{-eps0}; Hiding Among the Clones, Section 3), which
     holds for any eps0-DP adaptive randomizers under replacement; ``randomizer_class`` checks
     that ours is one. Per-round RDP = the Renyi divergence of (P, Q) computed numerically
     (``clones``); per-round (eps, delta) = their hockey-stick divergence computed numerically.
+    With Poisson sampling the reduction is taken given the round's participant count m
+    (``clones.CloneReduction``, ``participants``).
 ``"paper"``
     The accounting of the heavy-hitters paper (Algorithm "Privacy Analysis"): RDP of shuffling
     from FMT23 (arXiv 2208.04591), "Theorem 3.2". We read that theorem as the numerically
@@ -15,6 +17,7 @@ Methods (the ``method`` argument everywhere):
     same pair (FMT23 Section 4). The errata restricts Lemma 3.5 to a class of randomizers that
     ours is not shown to belong to (``randomizer_class.covered_by_fmt23`` is False), so results
     of this method are flagged ``conditions_verified=False``: a reproduction, not a guarantee.
+    With sampling it stacks Zhu-Wang subsampling on the shuffle at q n, as the paper does.
 ``"closed-form"``
     FMT21 closed form (its main theorem, Theorem 3.1 of arXiv 2012.12803; the authors' code
     ``closedformanalysis`` computes a slightly different variant, 0.5377 vs our 0.5346 on the
@@ -30,19 +33,9 @@ import math
 
 import numpy as np
 
-from fedhh.errors import PrivacyError
 from fedhh.privacy.clones import FMT21, FMT23, reduction
 
-METHODS: tuple[str, ...] = ("exact", "paper", "closed-form")
-DEFAULT_METHOD = "exact"
-_VARIANT = {"exact": FMT21, "paper": FMT23}
-
-
-def check_method(method: str) -> str:
-    """A known method name."""
-    if method not in METHODS:
-        raise PrivacyError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    return method
+_VARIANT = {"clones": FMT21, "paper": FMT23}
 
 
 def has_rdp(method: str) -> bool:
@@ -51,10 +44,12 @@ def has_rdp(method: str) -> bool:
 
 
 def round_rdp(
-    eps0: float, n: int, method: str, orders: np.ndarray, max_order: float = 256.0
+    eps0: float, n: int, method: str, orders: np.ndarray, max_order: float = 256.0,
+    participants: int | None = None,
 ) -> np.ndarray:
-    """Per-round RDP of shuffling n reports of an eps0-LDP randomizer (upper bound)."""
-    red = reduction(float(eps0), int(n), _VARIANT[method], float(max_order))
+    """Per-round RDP of shuffling n reports of an eps0-LDP randomizer (upper bound); with
+    ``participants`` < n, of a Poisson-sampled round with that many participants."""
+    red = reduction(float(eps0), int(n), _VARIANT[method], float(max_order), participants)
     return red.rdp(np.asarray(orders, dtype=float))
 
 
@@ -72,16 +67,18 @@ def closed_form_epsilon(eps0: float, n: int, delta: float) -> float:
 
 
 def round_epsilon(
-    eps0: float, n: int, method: str, delta: float, max_order: float = 256.0
+    eps0: float, n: int, method: str, delta: float, max_order: float = 256.0,
+    participants: int | None = None,
 ) -> float:
     """Per-round (eps, delta) of shuffling: the smallest eps for the given delta."""
     if method == "closed-form":
-        return closed_form_epsilon(eps0, n, delta)
-    red = reduction(float(eps0), int(n), _VARIANT[method], float(max_order))
+        return closed_form_epsilon(eps0, n if participants is None else participants, delta)
+    red = reduction(float(eps0), int(n), _VARIANT[method], float(max_order), participants)
     return red.epsilon(delta)
 
 
-def round_delta(eps0: float, n: int, method: str, eps: float, max_order: float = 256.0) -> float:
+def round_delta(eps0: float, n: int, method: str, eps: float, max_order: float = 256.0,
+                participants: int | None = None) -> float:
     """Per-round hockey-stick delta at ``eps`` (numerical methods only)."""
-    red = reduction(float(eps0), int(n), _VARIANT[method], float(max_order))
+    red = reduction(float(eps0), int(n), _VARIANT[method], float(max_order), participants)
     return red.delta(eps)

@@ -8,10 +8,11 @@ log(aggregate) - log(target) (Illinois variant) and falls back to the midpoint w
 bracket did not halve, until hi - lo <= 1e-3. The returned eps_local is the feasible end, so
 plugging it back gives an aggregate epsilon at most the target.
 
-Speed. Only RDP orders whose conversion term alone is below the target can matter
-(``accountant.useful_orders``); the truncation windows are sized for them (larger orders
-remain valid, looser bounds); reductions are cached per (eps0, n, method). One solve for
-n = 1.6e6 takes well under a second.
+Speed. The search starts from the Gaussian approximation of the method (``_initial_guess``),
+usually within a few hundredths of the answer. For the shuffle methods only RDP orders whose
+conversion term alone is below the target can matter (``accountant.useful_orders``); the
+truncation windows are sized for them (larger orders remain valid, looser bounds); reductions
+are cached per (eps0, n, method). Timings in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from fedhh.errors import PrivacyError
-from fedhh.privacy import shuffle
+from fedhh.privacy import methods
 from fedhh.privacy._checks import check_delta, check_devices, check_eps, check_rate, check_rounds
 from fedhh.privacy.accountant import (
     AggregateEpsilon,
@@ -68,10 +69,30 @@ class LocalEpsilonSolution:
         return d
 
 
-def _initial_guess(eps_agg: float, delta: float, rounds: int, n: int) -> float:
-    """Heuristic start: e^eps0 ~ n eps_r^2 / log(1/delta) with eps_r = eps_agg / sqrt(T)."""
-    x = n * eps_agg * eps_agg / (rounds * math.log(1.0 / delta))
-    return min(EPS_LOCAL_MAX / 2, max(0.5, math.log(max(x, 1.0)) - 1.5))
+def _gaussian_delta(eps: float, mu: float) -> float:
+    """delta(eps) of mu-GDP (Dong, Roth, Su 2022, Corollary 2.13)."""
+    def phi(x: float) -> float:
+        return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+    return phi(-eps / mu + mu / 2.0) - math.exp(eps) * phi(-eps / mu - mu / 2.0)
+
+
+def _initial_guess(eps_agg: float, delta: float, rounds: int, n: int, method: str) -> float:
+    """Start of the search: the Gaussian approximation of the method's privacy loss.
+
+    Sum: each round shifts two coordinates by a1 - a0 ~ 1/2 against noise of variance
+    n a0, i.e. mu^2 ~ T / (2 n a0); solve mu for (eps_agg, delta), then a0 and eps_local.
+    Shuffle: the clones heuristic e^eps0 ~ n eps_r^2 / log(1/delta), eps_r = eps_agg / sqrt(T).
+    """
+    if method != "sum":
+        x = n * eps_agg * eps_agg / (rounds * math.log(1.0 / delta))
+        return min(EPS_LOCAL_MAX / 2, max(0.5, math.log(max(x, 1.0)) - 1.5))
+    lo, hi = 1e-6, 1e3  # delta of mu-GDP increases with mu
+    for _ in range(100):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if _gaussian_delta(eps_agg, mid) < delta else (lo, mid)
+    a0 = rounds / (2.0 * n * lo * lo)
+    return min(EPS_LOCAL_MAX / 2, max(0.5, math.log(max(1.0 / a0 - 1.0, 1.5))))
 
 
 def solve_local_epsilon(
@@ -80,19 +101,19 @@ def solve_local_epsilon(
     rounds: int,
     num_devices: int,
     sampling_rate: float = 1.0,
-    method: str = shuffle.DEFAULT_METHOD,
+    method: str = methods.DEFAULT_METHOD,
 ) -> LocalEpsilonSolution:
     """Largest eps_local (to 1e-3) such that the run satisfies (eps_agg, delta)-DP in aggregate."""
-    eps_agg = check_eps("eps_agg", eps_agg)
+    eps_agg = check_eps(eps_agg, "eps_agg")
     delta = check_delta(delta)
     rounds = check_rounds(rounds)
     num_devices = check_devices(num_devices)
     sampling_rate = check_rate(sampling_rate)
-    method = shuffle.check_method(method)
+    method = methods.check_method(method)
     n = participants_for(num_devices, sampling_rate)
     orders = useful_orders(eps_agg, delta)
     max_order = window_order(orders)
-    if sampling_rate < 1.0:
+    if sampling_rate < 1.0 and method == "paper":
         orders = np.asarray(ORDERS)  # Zhu-Wang needs the curve at every integer order <= a
     cache: dict[float, AggregateEpsilon] = {}
 
@@ -107,8 +128,8 @@ def solve_local_epsilon(
         return math.log(max(evaluate(x).eps_agg, 1e-300)) - math.log(eps_agg)
 
     # Bracket: lo feasible, hi infeasible (gap is log(aggregate / target)).
-    x = _initial_guess(eps_agg, delta, rounds, n)
-    step = 1.0
+    x = _initial_guess(eps_agg, delta, rounds, n, method)
+    step = 0.25 if method == "sum" else 1.0
     if gap(x) <= 0:
         lo = x
         while True:

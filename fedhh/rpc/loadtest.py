@@ -24,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from fedhh.config import RunConfig
 from fedhh.errors import ConfigError, StateError
 from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.run_config import to_proto
 from fedhh.rpc.topology import LocalTopology
 from fedhh.segment import floor_log2
 from fedhh.v1 import coordinator_pb2 as pb
@@ -82,7 +84,9 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         data = population(topo.workdir / "load.txt", spec.devices)
         topo.start_aggregator(["--metrics-port", "0", "--quiet-close-ms",
                                str(spec.quiet_close_ms)])
-        topo.start_coordinator(["--metrics-port", "0"])
+        # The load test's run is charged eps_agg 1e6 (its local epsilon is set, not solved):
+        # far above a device's lifetime budget, which is not what it measures.
+        topo.start_coordinator(["--metrics-port", "0", "--lifetime-eps", "1e9"])
         processes = max(1, min(spec.processes, spec.devices))
         per = math.ceil(spec.devices / processes)
         min_devices = max(3, math.floor(spec.devices * (1 - spec.dropout) * 0.8))
@@ -101,14 +105,15 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         before = {name: _usage(service.pid) for name, service in topo.services.items()}
         sampler = CpuSampler({name: service.pid for name, service in topo.services.items()})
         sampler.start()
-        config = pb.RunConfig(
+        advertise, share, masked, unmask = (ms or None for ms in spec.windows)
+        config = to_proto(RunConfig(
             eps_agg=1e6, delta=1e-6, eps_local=spec.eps_local, rounds=spec.rounds,
             dim_limit=spec.dim, target_devices=spec.devices, min_devices=min_devices,
             codec="5bit", max_bits=max_bits, checkin_ms=spec.checkin_ms,
-            stage_ms=spec.stage_ms, expected_dropout=max(spec.dropout, 0.05),
-            max_attempts=2, advertise_ms=spec.windows[0], share_keys_ms=spec.windows[1],
-            masked_input_ms=spec.windows[2], unmask_ms=spec.windows[3],
-        )
+            stage_ms=int(spec.stage_ms or 0), expected_dropout=max(spec.dropout, 0.05),
+            max_attempts=2, advertise_ms=advertise, share_keys_ms=share,
+            masked_input_ms=masked, unmask_ms=unmask,
+        ))
         with AdminClient(topo.address("coordinator"), topo.token("admin"),
                          topo.workdir / "tls" / "ca.pem") as admin:
             admin.start_run(config, run_id="load")

@@ -35,7 +35,7 @@ class Population:
 
     dataset: FederatedDataset
     codec: Codec
-    item_codes: np.ndarray                 # uint64 code per vocabulary item
+    item_codes: np.ndarray                 # code per vocabulary item (fedhh.codec.codes)
     single_items: np.ndarray | None = None  # per user: the one item id (or -1), single mode
     _drawn: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 

@@ -104,13 +104,12 @@ class SimulatedRounds:
             sums = draw_sums(self.mechanism, counts, n, noise)
         return RoundSum(sums, n, counts)
 
-
     def _pi_rappor(self, mechanism: PiRappor, query: RoundQuery, users: np.ndarray | None,
                    n: int) -> RoundSum:
         """Every participant's own report, then the server's decoding (module docstring)."""
         pop = self.population
         round_ = mechanism.at_segment(query.segment_bits)
-        layout = round_.layout(int(query.prefixes.size))
+        layout = round_.layout(query.domain_size >> query.segment_bits)
         started = time.perf_counter()
         if self.per_device:
             ids = np.arange(pop.num_users) if users is None else users

@@ -24,12 +24,13 @@ import numpy as np
 
 from fedhh.algorithms import PrivacyTarget, build_algorithm
 from fedhh.codec import Codec
+from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig
 from fedhh.data.dataset import FederatedDataset
 from fedhh.data.truth import GroundTruth
 from fedhh.errors import ConfigError, StateError
 from fedhh.mechanisms import Mechanism, TailKind
-from fedhh.metrics import Truth, evaluate
+from fedhh.metrics import Truth, evaluate, whole_items
 from fedhh.pirappor.accounting import accounting_method
 from fedhh.pirappor.mechanism import PiRappor
 from fedhh.prefixtree import HeavyHitter, PrefixTree, RoundQuery, RoundReport, TreeState
@@ -111,10 +112,7 @@ class SimulationResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "heavy_hitters": [
-                {"item": h.item, "estimate": h.estimate, "round": h.round}
-                for h in self.heavy_hitters
-            ],
+            "heavy_hitters": [h.to_dict() for h in self.heavy_hitters],
             "deny_list": self.deny_list,
             "metrics": self.metrics,
             "rounds": self.rounds,
@@ -125,14 +123,12 @@ class SimulationResult:
 
 
 class SimulationLink:
-    """The in-memory AggregatorLink: each attempt's sum drawn exactly (``SimulatedRounds``).
+    """The in-memory AggregatorLink: each attempt's sum drawn exactly (``SimulatedRounds``),
+    charged at its real number of participants (the ledger accounts a sampled round given
+    that number)."""
 
-    Under Poisson sampling the accountant's guarantee is over the sampling at the planned
-    expected cohort, so a sampled round is charged at no fewer than the ledger's n_min."""
-
-    def __init__(self, transport: SimulatedRounds, charge_floor: int) -> None:
+    def __init__(self, transport: SimulatedRounds) -> None:
         self.transport = transport
-        self.charge_floor = charge_floor
         self.started = self.drawn = 0.0  # perf_counter of the last attempt's start and sum
         self.diagnostics: dict[str, Any] = {}  # the last attempt's (PI-RAPPOR: its decoding)
 
@@ -142,7 +138,7 @@ class SimulationLink:
         drawn = self.transport.aggregate(query)
         self.drawn = time.perf_counter()
         self.diagnostics = drawn.diagnostics
-        await charge(max(drawn.participants, self.charge_floor))
+        await charge(drawn.participants)
         return Released(drawn.sums, drawn.participants, drawn.true_counts)
 
     async def recover(self, attempt: AttemptId) -> Recovered:
@@ -173,11 +169,10 @@ def simulate(
     if ledger is not None:
         prepared = replace(prepared, ledger=ledger)
     clock = time.perf_counter()
-    codec = Codec(config.codec, config.max_bits)
+    codec = Codec.from_spec(config.codec, config.max_bits)
     if population is None:
         population = Population.build(dataset, codec)
-    elif population.dataset is not dataset or (population.codec.name, population.codec.max_bits) \
-            != (codec.name, codec.max_bits):
+    elif population.dataset is not dataset or population.codec != codec:
         raise ConfigError("the population was built for another dataset or codec")
     if config.single_item:
         population = population.with_single_items(config.seed)
@@ -189,20 +184,22 @@ def simulate(
                                         prepared.ledger, progress, all_rounds)
     for run in range(1, config.runs):
         # The previous run's output is this run's deny list (the paper's "2 rounds" mode).
-        found = np.array([f.code for f in tree_state.discovered], dtype=np.uint64)
+        found = cw.from_ints([f.code for f in tree_state.discovered], codec.max_bits)
         deny_codes = np.union1d(deny_codes, found)
         tree, tree_state, ledger = _one_run(population, prepared, codec, deny_codes, run,
                                             ledger, progress, all_rounds)
     timings["rounds_s"] = time.perf_counter() - clock - timings["setup_s"]
     hitters = tree.heavy_hitters(tree_state)
-    deny_display = [codec.display_item(int(c)) for c in np.unique(deny_codes)]
-    output = np.union1d(np.array([h.code for h in hitters], dtype=np.uint64),
-                        np.asarray(deny_codes, dtype=np.uint64))
+    deny_display = [codec.display_item(c) for c in cw.to_ints(np.unique(deny_codes))]
+    found_codes = cw.from_ints([h.code for h in hitters], codec.max_bits)
+    output = np.union1d(found_codes, deny_codes)
     metrics: dict[str, Any] = {}
     truth = ground_truth(population, truth_items)
     if truth is not None:
         metrics = evaluate(output, truth)
         metrics["discovered_by_run"] = len(hitters)
+        metrics.update(whole_items(found_codes, np.array([h.ended for h in hitters], dtype=bool),
+                                   truth))
     timings["total_s"] = time.perf_counter() - clock
     return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output,
                             prepared.privacy, truth, ledger)
@@ -225,8 +222,7 @@ def _one_run(
         population, prepared.mechanism, config.selection_rule(), prepared.participation,
         seed=config.seed + 1_000_003 * run, per_device=config.per_device,
     )
-    floor = 0 if ledger is None or prepared.participation.rate >= 1 else ledger.n_min
-    link = SimulationLink(transport, floor)
+    link = SimulationLink(transport)
 
     def on_round(attempt: AttemptId, report: RoundReport) -> None:
         report = replace(report, extra={"run": run + 1,
@@ -260,7 +256,8 @@ def ground_truth(population: Population, truth_items: GroundTruth | None) -> Tru
     ds, codec = population.dataset, population.codec
     cache = None
     if ds.root is not None:
-        cache = Path(ds.root) / f"truth_codes_{codec.name}_{codec.max_bits}.npz"
+        # v2: codes of the lossless codecs (v1 files hold the old lossy codes of the same names).
+        cache = Path(ds.root) / f"truth_codes_v2_{codec.key}.npz"
         cached = _load_code_truth(cache, ds)
         if cached is not None:
             return cached

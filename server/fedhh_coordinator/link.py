@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fedhh.codec import codes as cw
 from fedhh.config import RunConfig
 from fedhh.errors import FedhhError
 from fedhh.prefixtree import RoundQuery
@@ -216,8 +217,9 @@ class NetworkLink:
                 with contextlib.suppress(FedhhError):
                     await self.aggregator.cancel(round_id)  # the sum is dropped unread
                 charged = True
+                # Charged at what it proves (two at least: a sum of fewer is no sum).
                 raise RoundAborted(f"refused the sum: {problem}", reached_unmask=True,
-                                   contributors=max(proven, 1))
+                                   contributors=max(proven, 2))
             self.progress.enter(self.progress.round, self.progress.attempt, "releasing", proven)
             try:
                 await charge(proven)
@@ -307,7 +309,8 @@ class NetworkLink:
             task = pb.Task(
                 run_id=attempt.run_id, round=attempt.round, attempt=attempt.attempt,
                 device_id=device_id, prefix_bits=query.prefix_bits,
-                prefixes=query.prefixes.tolist(), deny_list=query.deny.tolist(),
+                prefixes=cw.to_wire(query.prefixes, query.prefix_bits),
+                deny_list=cw.to_wire(query.deny, query.max_bits),
                 segment_bits=query.segment_bits, eps_local=self.eps_local, codec=s.codec,
                 max_bits=s.max_bits, selection=s.selection,
                 prefix_conditioning=s.prefix_conditioning,

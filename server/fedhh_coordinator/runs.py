@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedhh.codec import Codec
+from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig
 from fedhh.errors import ConfigError
 from fedhh.mechanisms import LocalRandomizer, TailKind
@@ -32,18 +33,29 @@ async def create_run(store: Store, config: RunConfig, run_id: str = "") -> RunRo
     run_id = run_id or secrets.token_hex(8)
     if not RUN_ID.match(run_id):
         raise ConfigError(f"run_id must match {RUN_ID.pattern}, got {run_id!r}")
-    # The solver takes a few hundred milliseconds: keep the event loop free meanwhile.
-    ledger = await asyncio.to_thread(
-        PrivacyLedger.open, config.eps_agg, config.delta, config.rounds, config.min_devices,
-        1.0, **({"method": config.privacy_method} if config.privacy_method else {}),
-        eps_local=config.eps_local)
-    codec = Codec(config.codec, config.max_bits)
+    # The solver takes a fraction of a second: keep the event loop free meanwhile.
+    ledger = await asyncio.to_thread(open_ledger, config)
+    codec = Codec.from_spec(config.codec, config.max_bits)
     deny = np.unique(codec.encode_many(config.deny_items()).codes)
     tree = PrefixTree(config.tree(Mode.NETWORK), codec,
                       LocalRandomizer(ledger.eps_local, TailKind(config.tail)), deny)
     store.create_run(run_id, config.to_dict(), ledger.eps_local,
-                     tree.initial_state().to_dict(), ledger.to_dict(), [int(c) for c in deny])
+                     tree.initial_state().to_dict(), ledger.to_dict(), cw.to_ints(deny))
     return store.run(run_id)
+
+
+def open_ledger(config: RunConfig) -> PrivacyLedger:
+    """The run's ledger: the local epsilon solved for (eps_agg, delta) over the rounds at
+    n_min contributors, capped at ``max_eps_local`` (less noise than the devices accept would
+    only get every task refused; a smaller epsilon spends less than the budget allows)."""
+    method = {"method": config.privacy_method} if config.privacy_method else {}
+    ledger = PrivacyLedger.open(config.eps_agg, config.delta, config.rounds, config.min_devices,
+                                1.0, **method, eps_local=config.eps_local)
+    if ledger.eps_local > config.max_eps_local:
+        ledger = PrivacyLedger.open(config.eps_agg, config.delta, config.rounds,
+                                    config.min_devices, 1.0, **method,
+                                    eps_local=config.max_eps_local)
+    return ledger
 
 
 @dataclass
@@ -59,9 +71,9 @@ class RunParts:
     @classmethod
     def load(cls, row: RunRow) -> RunParts:
         config = RunConfig.from_dict(row.config)
-        codec = Codec(config.codec, config.max_bits)
+        codec = Codec.from_spec(config.codec, config.max_bits)
         tree = PrefixTree(config.tree(Mode.NETWORK), codec,
                           LocalRandomizer(row.eps_local, TailKind(config.tail)),
-                          np.array(row.deny_codes, dtype=np.uint64))
+                          cw.from_ints(row.deny_codes, config.max_bits))
         return cls(row.run_id, config, tree, TreeState.from_dict(row.tree),
                    PrivacyLedger.from_dict(row.ledger))

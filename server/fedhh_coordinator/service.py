@@ -162,9 +162,11 @@ class AdminService(pb_grpc.AdminServiceServicer):
         codec = parts.tree.codec
         return pb.Results(
             run_id=row.run_id, state=row.state,
-            heavy_hitters=[pb.HeavyHitter(item=h.item, estimate=h.estimate, round=h.round,
-                                          code=h.code)
-                           for h in parts.tree.heavy_hitters(parts.state)],
+            heavy_hitters=[pb.HeavyHitter(
+                item=h.item, estimate=h.estimate, round=h.round,
+                code=h.code if codec.max_bits <= 64 else 0, code_bytes=h.code_bytes,
+                ended=h.ended, truncated=h.truncated, note=h.note)
+                for h in parts.tree.heavy_hitters(parts.state)],
             deny_list=[codec.display_item(c) for c in row.deny_codes],
             ledger_json=json.dumps(row.ledger, sort_keys=True), rounds=self._rounds(row.run_id),
         )

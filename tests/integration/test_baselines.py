@@ -69,7 +69,9 @@ def test_calibrated_from_a_privacy_target() -> None:
     opt = build_algorithm("optprefixtree", 4, 1_600_000, target)
     assert 0 < tri.privacy["sampling_rate"] < 0.1 and 0 < tripp.privacy["sampling_rate"] < 0.1
     assert lap.privacy["noise_scale"] > 0 and gauss.privacy["noise_scale"] > 0
-    assert 8.0 < opt.privacy["eps_local"] < 9.5
+    # The released sums' exact accounting (issue 12: eps_agg 1 allows about 10.7 at 1.6M
+    # devices and T = 4, checked independently with dp-accounting's PLD).
+    assert 10.6 < opt.privacy["eps_local"] < 10.8
 
 
 def test_a_baseline_without_target_or_parameter_is_refused() -> None:

@@ -36,7 +36,8 @@ def test_a_small_load_test_reports_every_figure(tmp_path: Path,
                 "SubmitUnmask"):
         assert report["rpc_latency_ms"][rpc]["count"] > 0, rpc
     stages = [s["stage"] for s in report["stages"]]
-    assert stages == ["ADVERTISE_KEYS", "SHARE_KEYS", "MASKED_INPUT", "UNMASK"]
+    assert stages == ["ADVERTISE_KEYS", "SHARE_KEYS", "MASKED_INPUT", "CONSISTENCY_CHECK",
+                      "UNMASK"]
     assert all(s["seconds"] > 0 and s["cpu_s"]["devices"] >= 0 for s in report["stages"])
     for service in ("aggregator", "coordinator", "devices (all processes)"):
         assert report["usage"][service]["cpu_s"] > 0

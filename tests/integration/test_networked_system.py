@@ -65,6 +65,12 @@ def test_discovery_finds_the_planted_items(finished_run: tuple[pb.Run, pb.Result
     assert run.state == "done", run.error
     found = {h.item for h in results.heavy_hitters}
     assert set(PLANTED) <= found
+    codec = Codec(run.config.codec, run.config.max_bits)
+    for h in results.heavy_hitters:
+        assert int.from_bytes(h.code_bytes, "big") == h.code and len(h.code_bytes) == 4
+        assert h.ended != h.truncated
+        if h.item in PLANTED:
+            assert h.ended and h.code == codec.encode(h.item)
     assert all(r.participants == USERS for r in run.rounds if r.state == "released")
 
 
@@ -209,12 +215,13 @@ def test_codes_of_the_planted_items_are_distinct() -> None:
 def test_devices_refuse_a_task_above_their_local_epsilon_limit(
     system: tuple[LocalTopology, Path], finished_run: tuple[pb.Run, pb.Results]
 ) -> None:
-    """A coordinator asking for eps_local 12 (devices allow at most 10) gets no reports: the
-    round releases nothing and the run fails without spending anything."""
+    """A coordinator asking for eps_local 12 (devices allow at most 10; the operator raised the
+    coordinator's own cap) gets no reports: the round releases nothing and the run fails
+    without spending anything."""
     topo, _ = system
     with admin(topo) as client:
-        client.start_run(run_config(eps_local=12.0, eps_agg=1e6, max_attempts=1,
-                                    stage_ms=2000), run_id="greedy")
+        client.start_run(run_config(eps_local=12.0, max_eps_local=12.0, eps_agg=1e6,
+                                    max_attempts=1, stage_ms=2000), run_id="greedy")
         run = client.wait("greedy", 120)
     assert run.state == "failed"
     assert run.rounds_released == 0 and run.eps_spent == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -173,9 +174,11 @@ def test_runs_cannot_spend_a_device_twice_over(tmp_path: Path) -> None:
     from fedhh.rpc.run_config import to_proto
 
     data = short_dataset(tmp_path / "users.txt")
-    config = to_proto(RunConfig(eps_agg=1.0, rounds=1, codec="5bit", max_bits=10,
-                                dim_limit=1 << 10, target_devices=200, min_devices=150,
-                                checkin_ms=30_000, stage_ms=20_000, max_attempts=2))
+    config = RunConfig(eps_agg=1.0, rounds=1, codec="5bit", max_bits=10, dim_limit=1 << 10,
+                       target_devices=200, min_devices=150, checkin_ms=120_000,
+                       stage_ms=20_000, max_attempts=3)
+    # The third run's check-in can only wait in vain: a short window, one attempt.
+    configs = [config, config, replace(config, checkin_ms=5_000, max_attempts=1)]
     with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")}) \
             as topo:
         topo.start_aggregator()
@@ -184,8 +187,8 @@ def test_runs_cannot_spend_a_device_twice_over(tmp_path: Path) -> None:
         topo.wait_for_devices()
         with admin(topo) as client:
             states = []
-            for i in range(3):
-                client.start_run(config, run_id=f"run-{i}")
+            for i, run_config in enumerate(configs):
+                client.start_run(to_proto(run_config), run_id=f"run-{i}")
                 final = client.wait(f"run-{i}", 600)
                 states.append((final.state, final.error))
     assert [s for s, _ in states] == ["done", "done", "failed"], states

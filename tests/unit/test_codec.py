@@ -1,115 +1,250 @@
-"""Item codecs: round trips, prefix-freeness, truncation, vectorized = scalar, prefix arithmetic."""
+"""Item codecs: lossless for any Unicode string, the old codes kept bit for bit on a-z words,
+exact decoding (no bit dropped or swallowed), truncation shown, codebooks as JSON."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import string
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedhh.codec import ALPHABET, END_ID, SYMBOLS, UNK_ID, Codec
+from fedhh.codec import (
+    BUILTIN_NAMES,
+    Codebook,
+    Codec,
+    codebook_from_spec,
+    codec_spec,
+    train_codebook,
+)
+from fedhh.codec import codes as cw
+from fedhh.codec.codebook import MAX_CODEWORD_BITS, builtin_codebook
+from fedhh.codec.training import TRAINED, book_path, train_builtin
 from fedhh.errors import ConfigError
 
-CODECS = [Codec("huffman"), Codec("5bit")]
-words = st.text(alphabet=string.ascii_lowercase, min_size=1, max_size=12)
-any_words = st.text(min_size=1, max_size=20).filter(lambda w: not any(c.isspace() for c in w))
+# The letter code of earlier versions (fedhh/codec.py before codebooks), symbol by symbol; the
+# unknown symbol is now the escape.
+OLD_HUFFMAN = {
+    "a": "1010", "b": "1101111", "c": "00001", "d": "10111", "e": "010", "f": "110100",
+    "g": "100111", "h": "0010", "i": "0111", "j": "1001001011", "k": "1001000", "l": "10110",
+    "m": "110110", "n": "0110", "o": "1000", "p": "100101", "q": "1001001001", "r": "0001",
+    "s": "0011", "t": "1100", "u": "00000", "v": "1101110", "w": "110101", "x": "1001001010",
+    "y": "100110", "z": "1001001000", "$end": "111", "$unk": "10010011",
+}  # fmt: skip
+OLD_5BIT = {**{c: format(i, "05b") for i, c in enumerate(string.ascii_lowercase)},
+            "$end": format(26, "05b"), "$unk": format(27, "05b")}
+
+az_words = st.text(alphabet=string.ascii_lowercase, min_size=1, max_size=14)
+WIDE = 1024
 
 
-def reference_bits(codec: Codec, word: str) -> str:
-    """The code as a bit string, written the slow obvious way."""
-    out = []
-    for ch in word:
-        c = ch.lower() if "A" <= ch <= "Z" else ch
-        s = ALPHABET.index(c) if c in ALPHABET else UNK_ID
-        out.append(format(codec.book.values[s], f"0{codec.book.lengths[s]}b"))
-    out.append(format(codec.book.values[END_ID], f"0{codec.book.lengths[END_ID]}b"))
-    return "".join(out)
+def old_bits(table: dict[str, str], word: str) -> str:
+    return "".join(table[c] for c in word) + table["$end"]
 
 
-@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
-def test_codebook_is_prefix_free_and_complete(codec: Codec) -> None:
-    book = [format(v, f"0{n}b") for v, n in zip(codec.book.values, codec.book.lengths, strict=True)]
-    assert len(set(book)) == len(SYMBOLS)
-    for a in book:
-        for b in book:
-            assert a == b or not b.startswith(a)
-    if codec.name == "huffman":
-        assert sum(2.0 ** -len(b) for b in book) == pytest.approx(1.0)
+def expected_code(book: Codebook, item: str, max_bits: int) -> int:
+    bits = book.item_bits(item)[:max_bits].ljust(max_bits, "0")
+    return int(bits, 2)
 
 
-def test_huffman_gives_frequent_letters_short_codes() -> None:
-    book = Codec("huffman").book
-    assert book.lengths[ALPHABET.index("e")] <= book.lengths[ALPHABET.index("z")]
-    assert book.lengths[ALPHABET.index("e")] == 3
+@pytest.mark.parametrize(("name", "table"), [("huffman", OLD_HUFFMAN), ("5bit", OLD_5BIT)])
+def test_old_codes_are_kept_as_named_codebooks(name: str, table: dict[str, str]) -> None:
+    book = builtin_codebook(name)
+    assert {chr(b): c for b, c in book.bytes.items()} == {c: table[c]
+                                                          for c in string.ascii_lowercase}
+    assert (book.end, book.escape) == (table["$end"], table["$unk"])
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
-@given(word=words)
-def test_round_trip(word: str) -> None:
-    for codec in CODECS:
-        code = codec.encode(word)
-        bits = reference_bits(codec, word)
-        if len(bits) <= codec.max_bits:
-            decoded = codec.decode(codec.prefix(code, len(bits)), len(bits))
-            assert decoded.text == word and decoded.ended and decoded.padding_ok
-            assert codec.display_item(code) == word
-        else:
-            assert codec.display_item(code) == word[: len(codec.display_item(code))]
+@given(word=az_words)
+def test_a_to_z_words_have_their_old_bits(word: str) -> None:
+    for name, table in (("huffman", OLD_HUFFMAN), ("5bit", OLD_5BIT)):
+        codec = Codec(name, 60)
+        bits = old_bits(table, word)[:60].ljust(60, "0")
+        assert codec.encode(word) == int(bits, 2)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(item=st.text(min_size=1, max_size=16))
+def test_every_codec_round_trips_any_unicode_string(item: str) -> None:
+    for name in BUILTIN_NAMES:
+        codec = Codec(name, WIDE)
+        code = codec.encode(item)
+        length = len(codec.book.item_bits(item))
+        decoded = codec.decode(codec.prefix(code, length), length)
+        assert (decoded.text, decoded.ended, decoded.possible) == (item, True, True)
+        assert codec.display_item(code) == item
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
-@given(batch=st.lists(any_words, min_size=1, max_size=30))
-def test_vectorized_encoding_equals_reference(batch: list[str]) -> None:
-    for codec in CODECS:
+@given(items=st.lists(st.text(min_size=1, max_size=8), min_size=2, max_size=20, unique=True))
+def test_different_items_never_share_a_code(items: list[str]) -> None:
+    for name in BUILTIN_NAMES:
+        codes = Codec(name, WIDE).encode_many(items).codes
+        assert np.unique(codes).size == len(items)
+
+
+@pytest.mark.parametrize("max_bits", [1, 7, 60, 63, 64, 65, 127, 128, 129, 256, 300])
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(batch=st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=25))
+def test_vectorized_encoding_equals_the_reference(max_bits: int, batch: list[str]) -> None:
+    for name in ("english", "5bit", "bytes"):
+        codec = Codec(name, max_bits)
         encoded = codec.encode_many(batch)
-        for word, code, length, cut in zip(batch, encoded.codes, encoded.lengths,
+        assert encoded.codes.dtype == cw.code_dtype(max_bits)
+        for item, code, length, cut in zip(batch, cw.to_ints(encoded.codes), encoded.lengths,
                                            encoded.truncated, strict=True):
-            bits = reference_bits(codec, word)
-            assert bool(cut) == (len(bits) > codec.max_bits)
-            assert int(length) == min(len(bits), codec.max_bits)
-            expected = bits[: codec.max_bits].ljust(codec.max_bits, "0")
-            assert format(int(code), f"0{codec.max_bits}b") == expected
+            full = len(codec.book.item_bits(item))
+            assert code == expected_code(codec.book, item, max_bits)
+            assert bool(cut) == (full > max_bits) and int(length) == min(full, max_bits)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
-@given(word=words, cut=st.integers(min_value=0, max_value=60))
-def test_prefix_is_the_leading_bits(word: str, cut: int) -> None:
-    codec = CODECS[0]
-    code = codec.encode(word)
-    full = format(code, "060b")
-    assert codec.prefix(code, cut) == (int(full[:cut], 2) if cut else 0)
-    vectorized = np.array([code], dtype=np.uint64) >> np.uint64(60 - cut)
-    assert int(vectorized[0]) == codec.prefix(code, cut)
+@given(item=st.text(alphabet="aé€𝄞b.-", min_size=1, max_size=12), data=st.data())
+def test_a_prefix_decodes_to_its_whole_characters_and_counts_the_rest(item: str, data) -> None:
+    """No bit dropped or swallowed: the text is the longest run of whole characters whose bits
+    fit, and the trailing bits are exactly the rest."""
+    codec = Codec("english", WIDE)
+    bits = codec.book.item_bits(item)
+    cut = data.draw(st.integers(min_value=0, max_value=len(bits) - 1))
+    decoded = codec.decode(int(bits[:cut], 2) if cut else 0, cut)
+    whole = ""
+    used = 0
+    for ch in item:
+        size = len("".join(codec.book.byte_bits(b) for b in ch.encode("utf-8")))
+        if used + size > cut:
+            break
+        whole, used = whole + ch, used + size
+    assert (decoded.text, decoded.trailing_bits, decoded.ended) == (whole, cut - used, False)
+    assert decoded.possible
+    assert codec.display(int(bits[:cut], 2) if cut else 0, cut) == whole + "…"
 
 
-def test_truncation_and_unknown_characters() -> None:
-    codec = Codec("5bit")
-    encoded = codec.encode_many(["abcdefghijklmnop", "Don't", "héllo"])
-    assert encoded.truncated.tolist() == [True, False, False]
-    assert codec.display_item(int(encoded.codes[0])) == "abcdefghijkl"  # 12 symbols x 5 bits
-    assert codec.display_item(int(encoded.codes[1])) == "don?t"
-    assert codec.display_item(int(encoded.codes[2])) == "h?llo"
-    assert codec.is_finished(codec.prefix(int(encoded.codes[1]), 30), 30)
-    assert not codec.is_finished(codec.prefix(int(encoded.codes[1]), 25), 25)
+def test_the_issues_example_decodes_every_bit() -> None:
+    codec = Codec("5bit", 60)
+    bits = "00000" + "00001" + "11111" + "00010" + "00011" + "11010"
+    decoded = codec.decode(int(bits.ljust(60, "0"), 2), 60)
+    assert decoded.text == "ab⟨11111⟩cd" and decoded.ended
+    assert not decoded.possible and "unused codeword 11111 at bit 10" in decoded.problem
+    assert codec.display_item(int(bits.ljust(60, "0"), 2)) == "ab⟨11111⟩cd"
 
 
-def test_nonzero_padding_after_end_is_flagged() -> None:
-    codec = Codec("5bit")
-    code = codec.encode("ab")  # 15 bits: a, b, end
-    prefix = (codec.prefix(code, 15) << 5) | 0b00001
-    decoded = codec.decode(prefix, 20)
-    assert decoded.ended and not decoded.padding_ok
+@pytest.mark.parametrize(("bits", "text", "problem"), [
+    ("00000" + "11010" + "00001", "a⟨00001⟩", "nonzero bits after the end symbol"),
+    ("11011" + "01100001" + "11010", "⟨1101101100001⟩", "escape of byte 0x61"),
+    ("11011" + "10000000" + "11010", "⟨0x80⟩", "not UTF-8"),
+    ("11010", "", "empty item"),
+    ("11100", "⟨11100⟩", "unused codeword"),
+])
+def test_impossible_bits_are_shown_and_explained(bits: str, text: str, problem: str) -> None:
+    codec = Codec("5bit", len(bits))
+    decoded = codec.decode(int(bits, 2), len(bits))
+    assert decoded.text == text and not decoded.possible and problem in decoded.problem
 
 
-def test_partial_prefix_display() -> None:
-    codec = Codec("5bit")
-    code = codec.encode("hello")
-    assert codec.display(codec.prefix(code, 12), 12) == "he…"
+def test_a_truncated_item_is_shown_as_a_prefix() -> None:
+    codec = Codec("english", 60)
+    url = "https://example.com/a/very/long/path"
+    encoded = codec.encode_many([url, "abc"])
+    assert encoded.truncated.tolist() == [True, False]
+    shown = codec.display_item(cw.to_ints(encoded.codes)[0])
+    assert shown.endswith("…") and url.startswith(shown[:-1]) and len(shown) > 3
+    assert codec.display_item(cw.to_ints(encoded.codes)[1]) == "abc"
+    wide = Codec("english", 512)
+    assert wide.display_item(wide.encode(url)) == url
 
 
-@pytest.mark.parametrize("name,bits", [("morse", 60), ("huffman", 0), ("huffman", 64)])
-def test_bad_codec_parameters(name: str, bits: int) -> None:
+def test_codes_wider_than_64_bits_keep_the_prefix_arithmetic() -> None:
+    codec = Codec("bytes", 256)
+    code = codec.encode("é€𝄞 and more")
+    bits = codec.book.item_bits("é€𝄞 and more").ljust(256, "0")[:256]
+    for length in (0, 1, 63, 64, 65, 200, 256):
+        assert codec.prefix(code, length) == (int(bits[:length], 2) if length else 0)
+
+
+@pytest.mark.parametrize("name", BUILTIN_NAMES)
+def test_codebooks_are_prefix_free_and_round_trip_through_json(name: str) -> None:
+    book = builtin_codebook(name)
+    words = sorted(book.codewords())
+    assert all(not b.startswith(a) for a, b in itertools.pairwise(words))
+    assert Codebook.from_json(book.to_json()) == book
+    assert book.spec == name and codebook_from_spec(name) == book
+    assert max(len(w) for w in words) <= MAX_CODEWORD_BITS
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_shipped_trained_codebooks_are_what_training_gives(name: str) -> None:
+    assert train_builtin(name) == builtin_codebook(name)
+    assert book_path(name).read_text(encoding="utf-8") == train_builtin(name).to_json()
+
+
+def test_the_default_codebook_costs_about_the_letter_code_on_english_words() -> None:
+    from fedhh.data.wordlists import wordfreq_frequencies
+
+    words, freqs = wordfreq_frequencies("en")
+    keep = [i for i, w in enumerate(words[:20000]) if w.isascii() and w.isalpha()
+            and w.islower()]
+    sample = [words[i] for i in keep]
+    weights = freqs[keep]
+
+    def mean_bits(name: str) -> float:
+        lengths = Codec(name, WIDE).encode_many(sample).lengths
+        return float(np.average(lengths, weights=weights))
+
+    assert mean_bits("english") <= 1.03 * mean_bits("huffman")
+
+
+def test_a_trained_codebook_is_shipped_inline_and_rebuilt_exactly(tmp_path: Path) -> None:
+    domains = [("example.com", 5.0), ("wikipedia.org", 3.0), ("bücher.de", 1.0)]
+    book = train_codebook(domains, "domains", description="three domains")
+    assert book.escape is not None and ord("x") in book.bytes  # printable ASCII always coded
+    spec = book.spec
+    assert spec.startswith("{") and json.loads(spec)["name"] == "domains"
+    assert Codec.from_spec(spec, 80) == Codec(book, 80)
+    assert Codec(book, 80).key.startswith("domains-")
+    path = tmp_path / "domains.json"
+    path.write_text(book.to_json(), encoding="utf-8")
+    assert codec_spec(str(path)) == spec and codec_spec("english") == "english"
+    codec = Codec(book, 200)
+    for item, _ in domains:
+        assert codec.display_item(codec.encode(item)) == item
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"end": "0", "escape": "01"}, "not prefix-free"),
+    ({"end": "2"}, "codeword of end"),
+    ({"end": "0" * 33}, "codeword of end"),
+    ({"escape": None}, "no escape"),
+    ({"format": "other"}, "not a fedhh-codebook"),
+    ({"extra": 1}, "unknown codebook keys extra"),
+    ({"name": "has space"}, "codebook name"),
+    ({"bytes": {"a": "10", "0x61": "11"}}, "byte a has two codewords"),
+    ({"bytes": {"ab": "10"}}, "byte key 'ab'"),
+])
+def test_bad_codebooks_are_refused_with_the_reason(change: dict, message: str) -> None:
+    data = {"format": "fedhh-codebook", "version": 1, "name": "toy", "description": "",
+            "end": "00", "escape": "01", "bytes": {"a": "10", "b": "11"}}
+    data.update(change)
+    with pytest.raises(ConfigError, match=message):
+        Codebook.from_json(json.dumps(data))
+
+
+@pytest.mark.parametrize(("spec", "bits"), [("morse", 60), ("english", 0), ("english", 1025),
+                                            ("", 60), ("{not json", 60)])
+def test_bad_codec_parameters(spec: str, bits: int) -> None:
     with pytest.raises(ConfigError):
-        Codec(name, bits)
+        Codec(spec, bits)
+
+
+def test_empty_and_invalid_items_are_refused() -> None:
+    codec = Codec()
+    with pytest.raises(ConfigError, match="item 1 is empty"):
+        codec.encode_many(["a", ""])
+    with pytest.raises(ConfigError, match="not valid Unicode"):
+        codec.encode_many(["a", "\ud800"])
+    with pytest.raises(ConfigError, match="neither a built-in codebook"):
+        codec_spec("/nonexistent/book.json")

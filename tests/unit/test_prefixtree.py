@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from fedhh.codec import Codec
+from fedhh.codec import codes as cw
+from fedhh.codec.automaton import DEAD
 from fedhh.errors import ConfigError
 from fedhh.mechanisms import VoteThreshold
 from fedhh.prefixtree import PrefixTree, TreeConfig, TreeState
@@ -35,7 +37,7 @@ def test_vote_tree_finds_words_of_every_length() -> None:
         state, report = tree.advance(state, votes_for(query, population), 40)
         seen.append(report)
     found = {h.item: h.estimate for h in tree.heavy_hitters(state)}
-    assert found == {"a": 9.0, "ab": 7.0, "abcdefgh": 6.0, "zzzzzzzzzzzz": 8.0}
+    assert found == {"a": 9.0, "ab": 7.0, "abcdefgh": 6.0, "zzzzzzzzzzzz…": 8.0}
     assert sum(r.segment_bits for r in seen) <= 60
     assert seen[0].segment_bits == 20
 
@@ -46,12 +48,74 @@ def test_deny_listed_and_impossible_elements_are_dropped() -> None:
     state = tree.initial_state()
     query = tree.query(state)
     sums = votes_for(query, {"ab": 3, "cd": 4})
-    # "a" then end then a non-zero padding bit: no honest device can send it.
-    bad = (CODEC.prefix(CODEC.encode("a"), 10) << 10) | 1
-    sums[bad] = 5
+    # "a" then end then a non-zero padding bit, and "a" then the unused value 31: no honest
+    # device can send them, so they never get kept, whatever their votes.
+    a = CODEC.prefix(CODEC.encode("a"), 10)
+    for bad in ((a << 10) | 1, (0b00000_11111 << 10) | 0b11010_00000):
+        sums[bad] = 50
     state, report = tree.advance(state, sums, 10)
-    assert report.denied == 1 and report.impossible == 1 and report.finished == 1
+    assert report.denied == 1 and report.finished == 1 and report.kept == 2
     assert [h.item for h in tree.heavy_hitters(state)] == ["cd"]
+    every = np.arange(query.domain_size, dtype=np.uint64)
+    assert report.impossible == np.count_nonzero(CODEC.states(every, 20) == DEAD) > 0
+
+
+def test_pruning_counts_only_the_possible_elements() -> None:
+    """PruneHH's expected false positives are E x |candidates|, the impossible elements
+    excluded."""
+    from fedhh.mechanisms import LocalRandomizer, TailKind
+
+    mechanism = LocalRandomizer(2.0, TailKind.BINOMIAL)
+    tree = PrefixTree(TreeConfig(rounds=4, dim_limit=2**15), CODEC, mechanism)
+    state = tree.initial_state()
+    query = tree.query(state)
+    rng = np.random.default_rng(7)
+    n = 5000
+    rr = mechanism.randomizer
+    sums = rng.binomial(n, rr.a0, size=query.domain_size)
+    state, report = tree.advance(state, sums, n)
+    candidates = report.domain_size - report.impossible
+    assert 0 < candidates < report.domain_size
+    tail = mechanism.null_tail(n)
+    assert report.expected_false_positives == pytest.approx(tail.sf(report.threshold) * candidates)
+
+
+def test_items_wider_than_64_bits_are_found_exactly() -> None:
+    codec = Codec("english", 200)
+    items = {"https://www.example.com/a": 9, "https://www.example.com/b": 8,
+             "https://www.example.org/": 7, "👍🏽": 6, "👍": 5, "ok": 5}
+    tree = PrefixTree(TreeConfig(rounds=12, dim_limit=2**18), codec, VoteThreshold(5, 1.0))
+    codes = codec.encode_many(list(items)).codes
+    state = tree.initial_state()
+    while not state.done:
+        query = tree.query(state)
+        assert query.prefixes.dtype == cw.code_dtype(query.prefix_bits)
+        index = query.domain_index(codes)
+        sums = np.zeros(query.domain_size, dtype=np.int64)
+        np.add.at(sums, index[index >= 0], np.array(list(items.values()))[index >= 0])
+        state, _ = tree.advance(state, sums, 40)
+    found = {h.item: (h.estimate, h.ended, h.truncated) for h in tree.heavy_hitters(state)}
+    assert found == {item: (float(count), True, False) for item, count in items.items()}
+    assert TreeState.from_dict(state.to_dict()) == state
+
+
+def test_truncated_items_with_the_same_text_say_why() -> None:
+    codec = Codec("5bit", 13)  # two whole letters and 3 bits of the third symbol
+    tree = PrefixTree(TreeConfig(rounds=1, dim_limit=2**13), codec, VoteThreshold(3, 1.0))
+    state = tree.initial_state()
+    query = tree.query(state)
+    sums = np.zeros(query.domain_size, dtype=np.int64)
+    abc, abq, a = (codec.encode(w) for w in ("abc", "abq", "a"))
+    sums[abc] = sums[abq] = 5
+    sums[a] = 4
+    state, _ = tree.advance(state, sums, 10)
+    hitters = tree.heavy_hitters(state)
+    assert [(h.item, h.ended, h.truncated) for h in hitters] == [
+        ("ab…", False, True), ("ab…", False, True), ("a", True, False)]
+    assert "last 3 bits are 000" in hitters[0].note and "last 3 bits are 100" in hitters[1].note
+    assert not hitters[2].note
+    assert hitters[2].to_dict() == {"item": "a", "estimate": 4.0, "round": 1,
+                                    "code": "0x00d0", "ended": True, "truncated": False}
 
 
 def test_state_round_trips_through_a_dict() -> None:

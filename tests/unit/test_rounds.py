@@ -127,13 +127,15 @@ def test_an_attempt_that_reached_unmasking_is_charged_and_the_retry_again() -> N
 
 def test_a_charge_the_budget_refuses_stops_the_run_before_the_sum_is_read() -> None:
     """Three contributors where the plan assumed n_min: the spend is larger than the budget
-    allows, so the sum is never read."""
+    allows, so the sum is never read; it exists, so it is charged all the same."""
     store = MemoryRunStore()
     link = FakeLink(["release-few"], store)
     d = driver(link, store, PrivacyLedger.open(1.0, 1e-6, 2, N_MIN))  # solved: fits at n_min
     with pytest.raises(PrivacyError):
         run(d)
     assert "read round 1 attempt 1" not in link.log
+    assert [r.state for r in store.attempts()] == [AttemptState.LOST]
+    assert spends(d) == [(0, 3)] and d.ledger is not None and d.ledger.overspent
 
 
 def test_attempts_are_bounded_across_restarts() -> None:
@@ -147,15 +149,17 @@ def test_attempts_are_bounded_across_restarts() -> None:
 
 
 def test_no_attempt_opens_on_credit() -> None:
+    """A budget solved for exactly two rounds at n_min: once an attempt is lost (charged),
+    the retry would need a third charge, so it never opens."""
     store = MemoryRunStore()
-    budget = ledger(eps_agg=2 * EPS_LOCAL)  # two rounds at most: pure composition
-    link = FakeLink(["abort-after-unmask"] * 3 + ["release"], store)
+    budget = PrivacyLedger.open(1.0, 1e-6, 2, N_MIN)
+    link = FakeLink(["abort-after-unmask", "release"], store)
     d = driver(link, store, budget)
     with pytest.raises(PrivacyError, match="before it opened"):
         run(d)
-    charged = [r for r in store.attempts() if r.state is AttemptState.LOST]
-    assert len(charged) == len(spends(d)) and len(charged) >= 1
-    assert d.ledger is not None and d.ledger.spent_epsilon() <= 2 * EPS_LOCAL * (1 + 1e-9)
+    assert [r.state for r in store.attempts()] == [AttemptState.LOST]
+    assert spends(d) == [(0, N_MIN)]
+    assert d.ledger is not None and d.ledger.spent_epsilon() <= 1.0 * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("verdict,expected_state,charges", [
@@ -184,7 +188,7 @@ def test_a_restart_never_charges_an_attempt_twice() -> None:
         store = MemoryRunStore()
         book = ledger()
         number = store.open_attempt(1)
-        book = book.record(0, N_MIN)
+        book = book.record(0, N_MIN, attempt=number)
         store.charge_attempt(1, number, AttemptState.RELEASING, N_MIN, book.to_dict())
         link = FakeLink(["release"], store, Recovered(verdict, "test"))
         d = driver(link, store, book)

@@ -69,3 +69,38 @@ def test_malformed_tasks_are_refused(overrides: dict) -> None:
 def test_query_validation_names_the_problem() -> None:
     with pytest.raises(ConfigError, match="ascending"):
         query_of(task(prefixes=[5, 5], prefix_bits=5))
+
+
+def test_a_task_with_codes_wider_than_64_bits() -> None:
+    """Prefixes of 70 bits travel as two words each; the device selects the item whose code
+    starts with one of them, exactly as the coordinator's query computes it."""
+    from fedhh.codec import codes as cw
+    from fedhh.prefixtree import RoundQuery
+
+    codec = Codec("english", 200)
+    words = ("https://www.example.com/a", "https://www.example.com/b", "short")
+    codes = codec.encode_many(list(words)).codes
+    prefixes = np.unique(cw.leading(codes[:2], 200, 70))
+    deny = codes[1:2]
+    sent = task(codec="english", max_bits=200, prefix_bits=70, segment_bits=10,
+                prefixes=cw.to_wire(prefixes, 70), deny_list=cw.to_wire(deny, 200))
+    assert len(sent.prefixes) == 2 * prefixes.size and len(sent.deny_list) == 4
+    query = query_of(sent)
+    expected = RoundQuery(1, 70, prefixes, 10, deny, 200)
+    assert cw.to_ints(query.prefixes) == cw.to_ints(prefixes)
+    assert cw.to_ints(query.deny) == cw.to_ints(deny)
+    data = DeviceData(words, np.array([1, 1, 1]))
+    report = make_report(data, sent, np.random.default_rng(3))
+    rng = np.random.default_rng(3)
+    chosen = select_block(np.array([0, 3]), np.arange(3), data.counts,
+                          Eligibility.of(codes, expected.round_filter()), Selection(), rng)
+    assert chosen.tolist() == [0]  # the only eligible item: "…/b" is denied, "short" off-list
+    index = int(expected.domain_index(codes[:1])[0])
+    assert np.array_equal(report, RandomizedResponse(4.0).randomize(index, 1024, rng))
+
+
+def test_wide_task_lists_must_be_whole_values() -> None:
+    with pytest.raises(ConfigError, match="not a multiple"):
+        query_of(task(codec="english", max_bits=200, prefix_bits=70, prefixes=[1, 2, 3]))
+    with pytest.raises(ConfigError, match="outside"):
+        query_of(task(max_bits=2000))

@@ -95,3 +95,15 @@ def test_bad_configurations_name_the_value(kwargs: dict[str, object]) -> None:
 def test_unknown_study() -> None:
     with pytest.raises(ConfigError, match="unknown study 'nope'"):
         get_study("nope")
+
+
+def test_a_variant_on_another_dataset_runs_there() -> None:
+    study = get_study("codebooks")
+    german = [v for v in study.variants if v.dataset == "synthetic-german"]
+    default = [v for v in study.variants if v.dataset is None]
+    assert german and default
+    for variant in german:
+        config = run_config(variant.spec, SETTINGS, 0)  # type: ignore[arg-type]
+        dataset, _ = parse_command(command_line(config, SETTINGS, variant.dataset))
+        assert dataset == "synthetic-german"
+    assert {v.setting for v in german}.isdisjoint({v.setting for v in default})

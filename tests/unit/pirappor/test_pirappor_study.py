@@ -43,7 +43,7 @@ def test_study_runs_claims_and_figures(tmp_path: Path, monkeypatch: pytest.Monke
     assert [v.label for v in full.variants] == ["OHE+RR", "PI-RAPPOR", "decode timing"]
     assert full.variants[1].spec is not None and full.variants[1].spec.randomizer == "pi-rappor"
     cheap = RunConfig(eps_local=6.0, codec="5bit", max_bits=30, rounds=3, dim_limit=1 << 16,
-                      privacy_method="exact")
+                      privacy_method="clones")
     study = replace(full, variants=(
         Variant("OHE+RR", cheap), Variant("PI-RAPPOR", replace(cheap, randomizer="pi-rappor")),
         Variant("decode timing", None, static=DECODE_TIMING)))

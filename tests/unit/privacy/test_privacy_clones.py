@@ -102,3 +102,66 @@ def test_truncated_mass_is_charged_not_dropped() -> None:
     assert red._tail_lw.size > 0
     assert red._delta_tail > 0
     assert math.isfinite(float(red.rdp(np.array([32.0]))[0]))
+
+
+def brute_force_sampled(eps0: float, n: int, m: int, p: float) -> tuple[np.ndarray, np.ndarray]:
+    """P', Q' over (t, k) given m of n devices participate, by enumerating whether the target
+    participates, the clones among the other participants, their sides and Delta."""
+    w = math.exp(eps0) / (math.exp(eps0) + 1)
+    eta = m / n
+    pm, qm = np.zeros((m + 1, m + 1)), np.zeros((m + 1, m + 1))
+    for present, p_present in ((1, eta), (0, 1 - eta)):
+        others = m - present
+        for c in range(others + 1):
+            pc = p_present * binom.pmf(c, others, p)
+            for a in range(c + 1):
+                pa = pc * binom.pmf(a, c, 0.5)
+                if not present:
+                    pm[c, a] += pa
+                    qm[c, a] += pa
+                    continue
+                for d, pd in ((1, w), (0, 1 - w)):
+                    pm[c + 1, a + d] += pa * pd
+                    qm[c + 1, a + 1 - d] += pa * pd
+    return pm.ravel(), qm.ravel()
+
+
+@pytest.mark.parametrize(("eps0", "n", "m"), [(1.0, 9, 4), (2.5, 12, 11), (0.5, 6, 2)])
+def test_sampled_reduction_matches_brute_force(eps0: float, n: int, m: int) -> None:
+    pm, qm = brute_force_sampled(eps0, n, m, clone_probability(eps0, FMT21))
+    keep = qm > 0
+    red = CloneReduction(eps0, n, FMT21, participants=m)
+    for a in ORDERS:
+        exact = math.log(np.sum(pm[keep] ** a * qm[keep] ** (1 - a))) / (a - 1)
+        assert red.rdp(np.array([a]))[0] == pytest.approx(exact, rel=1e-9, abs=1e-12)
+    for eps in (0.0, 0.2, 0.7):
+        exact_delta = float(np.sum(np.maximum(pm - math.exp(eps) * qm, 0.0)))
+        assert red.delta(eps) == pytest.approx(exact_delta, rel=1e-9, abs=1e-14)
+
+
+def test_sampling_given_the_count_amplifies() -> None:
+    a = np.array([2.0, 8.0, 32.0])
+    full = CloneReduction(8.0, 400_000, FMT21).rdp(a)
+    half = CloneReduction(8.0, 400_000, FMT21, participants=200_000).rdp(a)
+    same = CloneReduction(8.0, 400_000, FMT21, participants=400_000).rdp(a)
+    assert np.all(half < full) and np.all(same == full)
+    with pytest.raises(ValueError, match="participants must be at most n=10"):
+        CloneReduction(1.0, 10, FMT21, participants=11)
+
+
+def test_windows_are_sized_for_the_declared_order() -> None:
+    # small clone means (heavier-than-Gaussian upper tails): a window sized for order 48
+    # gives the same divergences below 48 as one sized for order 256 (issue 12 item 3)
+    a = np.array([12.0, 20.0, 28.0])
+    narrow = CloneReduction(10.65, 1_600_000, FMT21, 48.0, participants=160_000).rdp(a)
+    wide = CloneReduction(10.65, 1_600_000, FMT21, 256.0, participants=160_000).rdp(a)
+    assert narrow == pytest.approx(wide, rel=1e-6)
+
+
+def test_far_bins_below_the_mean_are_fine(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 12 item 5: coarse bins below the mean cost up to 1% of eps_local at n = 1e7
+    a = np.array([8.0, 16.0, 24.0])
+    ours = CloneReduction(10.0, 10_000_000, FMT21, 48.0).rdp(a)
+    monkeypatch.setattr(clones, "BIN_NEAR", clones.BIN_NEAR / 5)
+    finest = CloneReduction(10.0, 10_000_000, FMT21, 48.0).rdp(a)
+    assert np.all(finest <= ours * (1 + 1e-9)) and np.all(ours <= finest * 1.005)

@@ -1,13 +1,15 @@
-"""The privacy ledger: recording, refusals, dry runs, JSON round trip."""
+"""The privacy ledger: recording, retries, refusals, dry runs, JSON round trip, old versions."""
 
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
 import pytest
 
 from fedhh.errors import PrivacyError
-from fedhh.privacy import PrivacyLedger
+from fedhh.privacy import PrivacyLedger, basic_composition
 
 N_MIN = 50_000
 
@@ -18,9 +20,11 @@ def ledger() -> PrivacyLedger:
 
 
 def test_open_solves_and_fits(ledger: PrivacyLedger) -> None:
-    assert ledger.eps_local > 1.0
+    """The solved local epsilon is the largest whose plan fits: 1% more does not."""
     assert ledger.projected_epsilon() <= 1.0
     assert ledger.spent_epsilon() == 0.0
+    with pytest.raises(PrivacyError, match="exceeds the budget"):
+        PrivacyLedger.open(1.0, 1e-6, 3, N_MIN, eps_local=ledger.eps_local * 1.01)
 
 
 def test_record_returns_new_value(ledger: PrivacyLedger) -> None:
@@ -70,3 +74,100 @@ def test_bad_declarations() -> None:
         PrivacyLedger.open(1.0, 1e-6, 3, N_MIN, eps_local=12.0)
     with pytest.raises(PrivacyError, match="malformed"):
         PrivacyLedger.from_dict({"eps_agg": 1.0})
+
+
+# ---- charge on unmask: retries, projections, persistence -----------------------------------
+def test_a_lost_attempt_is_charged_and_the_retry_composes(ledger: PrivacyLedger) -> None:
+    roomy = PrivacyLedger.open(1.0, 1e-6, 3, N_MIN, eps_local=ledger.eps_local - 1.5)
+    first = roomy.record(0, N_MIN, attempt=1)
+    retried = first.record(0, N_MIN, attempt=2)  # the sum of attempt 1 was lost
+    assert retried.rounds_recorded == 1 and retried.charges == 2
+    # the retry costs like one more round: spent equals two ordinary rounds
+    two = roomy.record(0, N_MIN).record(1, N_MIN)
+    assert retried.spent_epsilon() == pytest.approx(two.spent_epsilon(), rel=1e-12)
+    # the projection counts both charges plus the 2 rounds not yet charged: 4 rounds
+    four = PrivacyLedger.open(1.0, 1e-6, 4, N_MIN, eps_local=roomy.eps_local)
+    assert retried.projected_epsilon() == pytest.approx(four.projected_epsilon(), rel=1e-12)
+    assert retried.projected_epsilon() > roomy.projected_epsilon()
+
+
+def test_retries_need_increasing_attempt_numbers(ledger: PrivacyLedger) -> None:
+    charged = ledger.record(0, N_MIN, attempt=3)
+    with pytest.raises(PrivacyError, match="already recorded"):
+        charged.record(0, N_MIN)
+    with pytest.raises(PrivacyError, match="already charged for attempt 3; attempt 3"):
+        charged.record(0, N_MIN, attempt=3)
+    with pytest.raises(PrivacyError, match="attempt 2 must be larger"):
+        charged.record(0, N_MIN, attempt=2)
+    unnumbered = ledger.record(0, N_MIN)
+    with pytest.raises(PrivacyError, match="an unnumbered attempt"):
+        unnumbered.record(0, N_MIN, attempt=5)
+    with pytest.raises(PrivacyError, match="attempt must be an integer"):
+        ledger.record(0, N_MIN, attempt=-1)
+
+
+def test_retries_are_refused_once_the_budget_is_spent() -> None:
+    tight = PrivacyLedger.open(1.0, 1e-6, 2, N_MIN)
+    one = tight.record(0, N_MIN, attempt=0)
+    with pytest.raises(PrivacyError, match=r"round 0 \(attempt 1, a retry\) with 50000"):
+        one.record(0, N_MIN, attempt=1)
+    check = one.check(0, N_MIN, attempt=1)
+    assert not check.accepted and check.projected_epsilon > 1.0
+
+
+def test_version_1_ledgers_still_load() -> None:
+    fixture = json.loads((Path(__file__).parent / "data" / "ledger_v1.json").read_text())
+    old = PrivacyLedger.from_dict(fixture["unsampled"])
+    assert old.method == "clones" and old.rounds_recorded == 2
+    assert all(s.attempt is None for s in old.spends)
+    assert old.spent_epsilon() == pytest.approx(fixture["spent"][0], rel=1e-12)
+    newer = old.record(2, 50_000)
+    assert newer.projected_epsilon() <= 1.0
+    assert PrivacyLedger.from_dict(newer.to_dict()) == newer
+    sampled = PrivacyLedger.from_dict(fixture["sampled"])
+    assert sampled.population == 40_000 and sampled.n_min == 20_000
+    assert sampled.spent_epsilon() == pytest.approx(fixture["spent"][1], rel=1e-12)
+    assert sampled.record(1, 20_000).spent_epsilon() > sampled.spent_epsilon()
+
+
+def test_unknown_versions_and_bad_dicts_are_refused(ledger: PrivacyLedger) -> None:
+    data = ledger.record(0, N_MIN).to_dict()
+    with pytest.raises(PrivacyError, match="version 3 is not readable"):
+        PrivacyLedger.from_dict({**data, "version": 3})
+    broken = {**data, "spends": [{"round_index": "x"}]}
+    with pytest.raises(PrivacyError, match="malformed ledger"):
+        PrivacyLedger.from_dict(broken)
+    with pytest.raises(PrivacyError, match="malformed ledger"):
+        PrivacyLedger.from_dict({**data, "method": "bogus"})
+    with pytest.raises(PrivacyError, match="malformed ledger"):
+        PrivacyLedger.from_dict([1, 2])  # type: ignore[arg-type]
+
+
+def test_sampled_ledger_charges_the_real_participant_count() -> None:
+    sampled = PrivacyLedger.open(1.0, 1e-6, 3, 20_000, sampling_rate=0.5)
+    assert sampled.population == 40_000 and sampled.n_min == 20_000
+    fewer = sampled.record(0, 19_000)  # below the expected count: charged as it was
+    assert fewer.spent_epsilon() > 0
+    with pytest.raises(PrivacyError, match="more than the 40000 devices"):
+        sampled.record(0, 40_001)
+
+
+def test_shuffle_methods_still_work_as_named_methods() -> None:
+    shuffled = PrivacyLedger.open(1.0, 1e-6, 3, N_MIN, method="clones", eps_local=4.0)
+    after = shuffled.record(0, N_MIN, attempt=0).record(0, N_MIN, attempt=1)
+    assert after.rounds_recorded == 1 and after.spent_epsilon() < after.projected_epsilon() <= 1
+    assert PrivacyLedger.from_dict(json.loads(json.dumps(after.to_dict()))) == after
+
+
+def test_basic_composition_for_lifetime_budgets() -> None:
+    assert basic_composition([]) == (0.0, 0.0)
+    eps, delta = basic_composition([(1.0, 1e-6), (0.5, 2e-6), (0.25, 0.0)])
+    assert eps == pytest.approx(1.75) and delta == pytest.approx(3e-6)
+    with pytest.raises(PrivacyError, match="guarantee 1: eps must be finite"):
+        basic_composition([(1.0, 1e-6), (math.inf, 0.0)])
+    with pytest.raises(PrivacyError, match="guarantee 0: delta must be in"):
+        basic_composition([(1.0, 2.0)])
+    with pytest.raises(PrivacyError, match="an \\(eps, delta\\) pair"):
+        basic_composition([(1.0,)])  # type: ignore[list-item]
+    with pytest.raises(PrivacyError, match="composed delta"):
+        basic_composition([(1.0, 0.6), (1.0, 0.6)])

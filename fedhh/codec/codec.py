@@ -1,0 +1,354 @@
+"""``Codec``: items to codes of ``max_bits`` bits with a codebook, and prefixes back to text.
+
+An item's code is its codebook bits (``fedhh.codec.codebook``) left-aligned in ``max_bits`` bits
+and zero padded, or its first ``max_bits`` bits when longer (the item is then *truncated*: it
+stands for every item sharing those bits, and is shown as ``text…`` and flagged). The length-L
+prefix of a code is ``code >> (max_bits - L)``; arrays of codes are described in
+``fedhh.codec.codes`` (uint64 up to 64 bits, wider ones as big-endian words).
+
+Decoding never drops or swallows a bit: every bit of a prefix is part of a shown character,
+of a shown impossible part (``⟨bits⟩`` for an unused codeword, an invalid escape or nonzero
+padding, ``⟨0xNN⟩`` for a byte that is not UTF-8), of the padding after the end symbol, or of
+the trailing bits of a codeword or character the prefix stops inside (``trailing_bits``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+import numpy as np
+
+from fedhh.codec import codes as cw
+from fedhh.codec.automaton import DEAD, ENDED, Automaton, CodeTree
+from fedhh.codec.codebook import DEFAULT_CODEBOOK, Codebook, codebook_from_spec
+from fedhh.errors import ConfigError
+
+MAX_SUPPORTED_BITS = 1024
+ENCODE_BATCH = 1 << 17
+ELLIPSIS = "…"
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A prefix decoded to text.
+
+    ``ended``: the end symbol was read. ``possible``: some honest device's code starts with
+    these bits (exact, from the code's automaton); when not, ``problem`` says why.
+    ``trailing_bits``: bits after the last whole character (the prefix stops inside a codeword,
+    an escape or a multi-byte character).
+    """
+
+    text: str
+    ended: bool
+    possible: bool
+    trailing_bits: int
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class ItemCodes:
+    """Encoded items: codes (see ``fedhh.codec.codes``), their bit lengths (up to and including
+    the end symbol, or ``max_bits`` when truncated) and which were truncated."""
+
+    codes: np.ndarray
+    lengths: np.ndarray
+    truncated: np.ndarray
+
+
+@lru_cache(maxsize=64)
+def _automaton(book: Codebook) -> Automaton:
+    return Automaton(book)
+
+
+class Codec:
+    """Encodes items with a codebook into ``max_bits``-bit codes and decodes prefixes."""
+
+    def __init__(self, spec: str | Codebook = DEFAULT_CODEBOOK, max_bits: int = 60) -> None:
+        book = spec if isinstance(spec, Codebook) else codebook_from_spec(spec)
+        if isinstance(max_bits, bool) or not isinstance(max_bits, int) \
+                or not 1 <= max_bits <= MAX_SUPPORTED_BITS:
+            raise ConfigError(f"max_bits must be an integer in [1, {MAX_SUPPORTED_BITS}], got "
+                              f"{max_bits!r}")
+        self.book = book
+        self.max_bits = max_bits
+        values = np.zeros(256, dtype=np.uint64)
+        lengths = np.zeros(256, dtype=np.int64)
+        for b in range(256):
+            bits = book.byte_bits(b)
+            values[b], lengths[b] = int(bits, 2), len(bits)
+        self._byte_values, self._byte_lengths = values, lengths
+        self._end_value, self._end_length = np.uint64(int(book.end, 2)), len(book.end)
+
+    @staticmethod
+    @lru_cache(maxsize=64)
+    def from_spec(spec: str, max_bits: int = 60) -> Codec:
+        """The codec a run configuration names (a built-in codebook name or a codebook's
+        inline JSON), cached: devices build one per task."""
+        return Codec(spec, max_bits)
+
+    @property
+    def name(self) -> str:
+        return self.book.name
+
+    @property
+    def spec(self) -> str:
+        """The codebook as a run configuration carries it (``Codec.from_spec`` inverts it)."""
+        return self.book.spec
+
+    @property
+    def key(self) -> str:
+        """Identity of (codebook, max_bits) for caches and file names."""
+        return f"{self.book.key}_{self.max_bits}"
+
+    @cached_property
+    def automaton(self) -> Automaton:
+        return _automaton(self.book)
+
+    def __repr__(self) -> str:
+        return f"Codec({self.name!r}, max_bits={self.max_bits})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Codec) and (self.book, self.max_bits) == \
+            (other.book, other.max_bits)
+
+    def __hash__(self) -> int:
+        return hash((self.book.key, self.max_bits))
+
+    # ---- encoding ------------------------------------------------------------------------------
+    def encode(self, item: str) -> int:
+        """The code of one item, as an integer."""
+        return cw.to_ints(self.encode_many([item]).codes)[0]
+
+    def encode_many(self, items: list[str] | tuple[str, ...]) -> ItemCodes:
+        """Encode many items at once, vectorized over their bytes.
+
+        Every byte becomes one chunk of bits (its codeword, or the escape and the byte) and the
+        end symbol one more; chunk positions are cumulative sums, and each chunk is ORed into
+        the one or two 64-bit words it falls in.
+        """
+        r = self.max_bits
+        count = len(items)
+        if count == 0:
+            return ItemCodes(cw.empty(r), np.zeros(0, np.int64), np.zeros(0, bool))
+        if count > ENCODE_BATCH and r > cw.WORD_BITS:
+            # Wide codes keep several arrays per byte: bound their memory by batching.
+            parts = [self.encode_many(items[i : i + ENCODE_BATCH])
+                     for i in range(0, count, ENCODE_BATCH)]
+            return ItemCodes(*(np.concatenate([getattr(p, f) for p in parts])
+                               for f in ("codes", "lengths", "truncated")))
+        encoded = _utf8_all(items)
+        sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=count)
+        if not sizes.all():
+            raise ConfigError(f"item {int(np.argmin(sizes))} is empty; items must be non-empty")
+        data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        ends = np.cumsum(sizes) + np.arange(count)  # stream position of each end symbol
+        lengths = np.empty(data.size + count, dtype=np.int64)
+        values = np.empty(data.size + count, dtype=np.uint64)
+        is_byte = np.ones(lengths.size, dtype=bool)
+        is_byte[ends] = False
+        lengths[is_byte] = self._byte_lengths[data]
+        values[is_byte] = self._byte_values[data]
+        lengths[ends] = self._end_length
+        values[ends] = self._end_value
+        del is_byte, data
+        first = np.concatenate(([0], ends[:-1] + 1))  # stream position of each item's start
+        start = np.cumsum(lengths) - lengths
+        start -= np.repeat(start[first], sizes + 1)
+        stop = start + lengths
+        total = stop[ends]
+        cut = stop > r
+        values[cut] >>= np.minimum(stop[cut] - r, 63).astype(np.uint64)
+        values[start >= r] = 0
+        np.minimum(stop, r, out=stop)
+        width = cw.words_for(r)
+        if width == 1:
+            shifted = values << (r - stop).astype(np.uint64)
+            codes = np.bitwise_or.reduceat(shifted, first)
+        else:
+            codes = self._place_words(values, start, stop, sizes, width)
+        return ItemCodes(codes, np.minimum(total, r), total > r)
+
+    def _place_words(self, values: np.ndarray, start: np.ndarray, stop: np.ndarray,
+                     sizes: np.ndarray, width: int) -> np.ndarray:
+        """Codes of several words: each chunk goes to the word of its first bit and, when it
+        crosses a word boundary, the rest to the next word."""
+        live = start < stop
+        values, start, stop = values[live], start[live], stop[live]
+        item = np.repeat(np.arange(sizes.size), sizes + 1)[live]
+        pad = width * cw.WORD_BITS - self.max_bits
+        word, offset = np.divmod(start + pad, cw.WORD_BITS)
+        end = offset + (stop - start)
+        words = np.zeros(sizes.size * width, dtype=np.uint64)
+        inside = end <= cw.WORD_BITS
+        target = item * width + word
+        np.bitwise_or.at(words, target[inside],
+                         values[inside] << (cw.WORD_BITS - end[inside]).astype(np.uint64))
+        across = ~inside
+        spill = (end[across] - cw.WORD_BITS).astype(np.uint64)
+        np.bitwise_or.at(words, target[across], values[across] >> spill)
+        np.bitwise_or.at(words, target[across] + 1,
+                         values[across] << (np.uint64(cw.WORD_BITS) - spill))
+        return cw.from_words(words.reshape(sizes.size, width), self.max_bits)
+
+    # ---- prefixes ------------------------------------------------------------------------------
+    def prefix(self, code: int, length: int) -> int:
+        """The first ``length`` bits of a code, as a ``length``-bit integer."""
+        return code >> (self.max_bits - length)
+
+    def states(self, values: np.ndarray, bits: int) -> np.ndarray:
+        """The automaton state after each ``bits``-bit value (DEAD: impossible)."""
+        return self.automaton.run(values, bits)
+
+    def possible(self, prefix: int, length: int) -> bool:
+        state = self.automaton.run(cw.from_ints([prefix], length), length)[0]
+        return int(state) != DEAD
+
+    def ended(self, prefix: int, length: int) -> bool:
+        return int(self.automaton.run(cw.from_ints([prefix], length), length)[0]) == ENDED
+
+    def decode(self, prefix: int, length: int) -> Decoded:
+        """Decode the first ``length`` bits held in ``prefix`` (a ``length``-bit integer)."""
+        if not 0 <= length <= self.max_bits:
+            raise ConfigError(f"prefix length must be in [0, {self.max_bits}], got {length}")
+        if prefix < 0 or prefix >> length:
+            raise ConfigError(f"prefix {prefix} does not fit in {length} bits")
+        reader = _Reader(self.book, self.automaton.tree,
+                         format(prefix, f"0{length}b") if length else "")
+        reader.read()
+        possible = self.possible(prefix, length)
+        problem = reader.problem
+        if not possible and not problem:
+            problem = "no code continues these bits (every completion is an invalid escape " \
+                      "or not UTF-8)"
+        return Decoded(reader.text(), reader.ended, possible, reader.trailing_bits,
+                       "" if possible else problem)
+
+    def is_finished(self, prefix: int, length: int) -> bool:
+        """A prefix is a finished item when it holds the end symbol or all max_bits bits."""
+        return length >= self.max_bits or self.ended(prefix, length)
+
+    def display(self, prefix: int, length: int) -> str:
+        """Text of a prefix: exact for an ended item; anything else (an unfinished prefix, an
+        item truncated at max_bits) ends in an ellipsis."""
+        decoded = self.decode(prefix, length)
+        return decoded.text if decoded.ended else decoded.text + ELLIPSIS
+
+    def display_item(self, code: int) -> str:
+        return self.display(code, self.max_bits)
+
+
+def _utf8_all(items: list[str] | tuple[str, ...]) -> list[bytes]:
+    try:
+        return [item.encode("utf-8") for item in items]
+    except (UnicodeEncodeError, AttributeError):
+        for i, item in enumerate(items):
+            if not isinstance(item, str):
+                raise ConfigError(f"item {i} is a {type(item).__name__}, not a string") from None
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ConfigError(f"item {i} ({item!r}) is not valid Unicode (a lone "
+                                  "surrogate?)") from None
+        raise
+
+
+class _Reader:
+    """Reads a bit string symbol by symbol into bytes and shown impossible parts."""
+
+    def __init__(self, book: Codebook, tree: CodeTree, bits: str) -> None:
+        self.book = book
+        self.tree = tree
+        self.bits = bits
+        self.parts: list[tuple[str, object]] = []  # ("byte", (value, start bit)) / ("bad", str)
+        self.ended = False
+        self.problem = ""
+        self.trailing_bits = 0
+
+    def _bad(self, shown: str, problem: str) -> None:
+        self.parts.append(("bad", shown))
+        self.problem = self.problem or problem
+
+    def read(self) -> None:
+        bits, pos = self.bits, 0
+        while pos < len(bits):
+            start, node = pos, 0
+            leaf: object = None
+            while pos < len(bits):
+                child = self.tree.children[node][int(bits[pos])]
+                pos += 1
+                if child is None:
+                    pos = min(start + self.book.max_codeword, len(bits))
+                    self._bad(f"⟨{bits[start:pos]}⟩",
+                              f"unused codeword {bits[start:pos]} at bit {start}")
+                    leaf = "bad"
+                    break
+                if isinstance(child, int):
+                    node = child
+                    continue
+                leaf = child
+                break
+            if leaf is None:
+                self.trailing_bits = len(bits) - start
+                return
+            if leaf == "bad":
+                continue
+            kind = leaf[0]  # type: ignore[index]
+            if kind == "end":
+                self.ended = True
+                if "1" in bits[pos:]:
+                    self._bad(f"⟨{bits[pos:]}⟩", f"nonzero bits after the end symbol (bit "
+                              f"{pos + bits[pos:].index('1')})")
+                if not any(k == "byte" for k, _ in self.parts):
+                    self.problem = self.problem or "the end symbol before any byte (empty item)"
+                return
+            if kind == "escape":
+                if pos + 8 > len(bits):
+                    self.trailing_bits = len(bits) - start
+                    return
+                value = int(bits[pos : pos + 8], 2)
+                pos += 8
+                if value in self.book.bytes:
+                    self._bad(f"⟨{bits[start:pos]}⟩", f"escape of byte 0x{value:02x}, which has "
+                              f"its own codeword, at bit {start}")
+                    continue
+            else:
+                value = int(leaf[1])  # type: ignore[index]
+            self.parts.append(("byte", (value, start)))
+
+    def text(self) -> str:
+        """The parts as text; byte runs are decoded as UTF-8 (bytes that are not UTF-8 are shown
+        as ⟨0xNN⟩; an incomplete character at the end becomes trailing bits)."""
+        out: list[str] = []
+        run: list[tuple[int, int]] = []
+        for kind, payload in [*self.parts, ("end", None)]:
+            if kind == "byte":
+                run.append(payload)  # type: ignore[arg-type]
+                continue
+            out.append(self._decode_run(run, last=kind == "end"))
+            run = []
+            if kind == "bad":
+                out.append(str(payload))
+        return "".join(out)
+
+    def _decode_run(self, run: list[tuple[int, int]], last: bool) -> str:
+        data = bytes(v for v, _ in run)
+        out: list[str] = []
+        i = 0
+        while i < len(data):
+            try:
+                out.append(data[i:].decode("utf-8"))
+                break
+            except UnicodeDecodeError as error:
+                out.append(data[i : i + error.start].decode("utf-8"))
+                bad_start, bad_end = i + error.start, i + error.end
+                if last and not self.ended and bad_end == len(data) \
+                        and error.reason == "unexpected end of data":
+                    # The prefix stops inside a character: its bytes are trailing bits.
+                    self.trailing_bits = len(self.bits) - run[bad_start][1]
+                    break
+                out.append("".join(f"⟨0x{b:02x}⟩" for b in data[bad_start:bad_end]))
+                self.problem = self.problem or "bytes that are not UTF-8"
+                i = bad_end
+        return "".join(out)
+
