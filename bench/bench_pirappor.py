@@ -59,7 +59,7 @@ def expected_groups(q: int, d: int, n: int) -> float:
     return -math.expm1(n * math.log1p(-1.0 / space)) * space
 
 
-def measure(eps: float, prefixes: int, bits: int, n: int, seed: int) -> dict:
+def measure(eps: float, prefixes: int, bits: int, n: int, seed: int, repeats: int) -> dict:
     params = round_parameters(eps, bits)
     layout = RoundLayout(params.q, prefixes, bits)
     rng = np.random.default_rng(seed)
@@ -71,9 +71,11 @@ def measure(eps: float, prefixes: int, bits: int, n: int, seed: int) -> dict:
     reference = None
     for decoder in Decoder:
         sample = min(n, SAMPLE.get(decoder, n))
-        started = time.perf_counter()
-        counts = decode(params, layout, reports[:sample], decoder.value)
-        seconds = time.perf_counter() - started
+        seconds = math.inf
+        for _ in range(repeats):  # the machine is shared: the fastest of a few runs
+            started = time.perf_counter()
+            counts = decode(params, layout, reports[:sample], decoder.value)
+            seconds = min(seconds, time.perf_counter() - started)
         if sample == n:
             reference = counts if reference is None else reference
             if not np.array_equal(counts, reference):
@@ -106,21 +108,26 @@ def main() -> int:
     parser.add_argument("--reports", type=int, default=1_600_000)
     parser.add_argument("--eps", type=float, default=8.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="decode each case this many times, keep the fastest (default 2)")
     args = parser.parse_args()
     measured = {}
     for name, (prefixes, bits) in SHAPES.items():
         print(f"{name}: {prefixes << bits:,} elements, {args.reports:,} reports, eps {args.eps}",
               flush=True)
-        measured[name] = measure(args.eps, prefixes, bits, args.reports, args.seed)
+        measured[name] = measure(args.eps, prefixes, bits, args.reports, args.seed,
+                                 args.repeats)
     command = "python bench/bench_pirappor.py" + (
         f" --reports {args.reports}" if args.reports != 1_600_000 else "") + (
-        f" --eps {args.eps:g}" if args.eps != 8.0 else "")
+        f" --eps {args.eps:g}" if args.eps != 8.0 else "") + (
+        f" --repeats {args.repeats}" if args.repeats != 2 else "")
     lines = [
         "# PI-RAPPOR decoding benchmark",
         "",
         f"Command: `.venv/bin/python bench/bench_pirappor.py` (this run: `{command}`), on "
         f"{platform.machine()} with {os.cpu_count()} cores (shared with other work), numpy "
-        f"{np.__version__}. One round of {args.reports:,} reports at eps {args.eps:g}; "
+        f"{np.__version__}; each time the fastest of {args.repeats}. One round of "
+        f"{args.reports:,} reports at eps {args.eps:g}; "
         "70% of the devices hold an element (Zipf 1.1 over the domain), 30% have nothing to "
         "report. Decoders as in `fedhh/pirappor/decoders.py`; every decoder run on all reports "
         "returned the same counts.",
