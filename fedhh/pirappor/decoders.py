@@ -17,10 +17,11 @@ times W_s = 2^s completions; d - 1 prefix coordinates (``layout``).
 - ``histogram`` (Algorithm 5): work from the histogram of reports instead of the reports. The
   reports are grouped by their linear part (v_1, ..., v_d); within a group only v_0 varies, and
   v(w) is in S exactly when v_0 is in S - l(w), l(w) = sum_j v_j w_j. For a prime field S - l
-  is a cyclic interval of residues, counted by two binary searches in the group's sorted v_0
-  (for an extension field, one exact-match search per element of S). Cost: sorting, then
-  G |P| 2^s lookups for G distinct linear parts, G <= min(n, q^d): cheaper than ``direct`` when
-  many reports share their linear part (n much larger than q^d).
+  is a cyclic interval of residues, counted from the group's cumulative counts of v_0 (two
+  lookups; for an extension field or |S| <= 2, one count per element of S), or by binary
+  searches in the sorted reports when the per-group tables would be too large. Cost: grouping,
+  then G |P| 2^s lookups for G distinct linear parts, G <= min(n, q^d): cheaper than ``direct``
+  when many reports share their linear part (n much larger than q^d).
 - ``direct+prefix`` (Algorithm 4 with the appendix's speed-up): instead of testing all 2^s
   completions of prefix h, compute b = v_0 + sum_{j<d} v_j h_j once and, for each g in S, the
   one completion t = v_d^{-1} (g - b) with v(h, t) = g; count it when t < 2^s (a code of 2^s
