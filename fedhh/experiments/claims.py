@@ -494,13 +494,14 @@ def _pi_rappor(r: StudyResults) -> list[ClaimResult]:
         f"{ohe.stat('true_positives').fmt()} ({_pct(found.of_means)}), both at eps_local "
         f"{eps.fmt(2)}; false positives {pi.stat('false_positives').fmt()} against "
         f"{ohe.stat('false_positives').fmt()} ({fp.fmt()}). Each decoded count has exactly "
-        "the law of the one-hot sum (Lemma 4.2; tests/statistical/test_pirappor.py), with "
-        "a variance at most 3.1% larger at eps >= 4 when alpha_0 q is not an integer. The "
-        "counts of one prefix's completions are correlated, though (affine functions are "
-        "only pairwise independent, and the completions of a prefix lie on a line): a prefix "
-        "held by a share f of the devices moves its completions together with correlation "
-        "about f alpha_1 / |S| (docs/pi-rappor.md), which PruneHH, calibrated for independent "
-        "counts, does not expect.")
+        "the law of the one-hot sum with PI-RAPPOR's rates (Lemma 4.2; "
+        "tests/statistical/test_pirappor.py), whose variance is at most 3.1% larger at "
+        "eps >= 4. Two things can still move PruneHH (docs/pi-rappor.md): its exact "
+        "binomial thresholds sit on the lattice of counts, coarse when n a0 is small, where "
+        "the rates' small difference (a0 = |S|/q against 1/(e^eps + 1)) can move a round's "
+        "threshold by one count; and the counts of one prefix's completions are correlated "
+        "(affine functions are only pairwise independent), by about f alpha_1 / |S| for a "
+        "prefix held by a share f of the devices.")
     ohe_bytes = _per_round(ohe, lambda rnd: math.ceil(rnd["domain_size"] / 8))
     pi_bytes = _per_round(pi, lambda rnd: rnd["extra"]["report_bytes"])
     pi_decode = _per_round(pi, lambda rnd: rnd["extra"]["decode_s"])
