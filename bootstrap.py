@@ -31,6 +31,8 @@ SYSTEM_PACKAGES = {
     "docker.io": "tests/deploy: the Docker engine",
     "docker-compose": "tests/deploy: Compose (v1.29)",
     "mmdebstrap": "tests/deploy: the image's base from Debian packages",
+    "chromium": "tests/dashboard: the browser the dashboard is tested in (headless)",
+    "chromium-driver": "tests/dashboard: chromedriver, which drives that browser",
 }
 
 

@@ -10,14 +10,19 @@ the other on one core, and checks that the released sum equals the plaintext sum
   that completed; mean, p95 and max.
 
 Parameters: (k, t) from choose_parameters(n, dropout=0.10, corrupt=0.05, curious server) for
-every row (the expected dropout rate the deployment is sized for), device_auth on (every
-neighbour's keys checked against the config's Merkle root), consistency check off except
-in the extra row. "10%" rows drop 10% of the devices after they shared keys and before they send
-masked input, the most expensive point for the server (their pairwise masks must be removed).
+every row of the matrix (the expected dropout rate the deployment is sized for), device_auth on
+(every neighbour's keys checked against the config's Merkle root), consistency check off except
+in the extra row. ``--malicious`` runs instead what the coordinator now always uses (lying-server
+(k, t) and the consistency check, every device with the deployed floors of
+``fedhh_device.secagg_run.Floors``) next to the former curious-server round, for n = 1000,
+D = 2^16, and writes docs/benchmarks/secagg-malicious.md. "10%" rows drop 10% of the devices
+after they shared keys and before they send masked input, the most expensive point for the
+server (their pairwise masks must be removed).
 
 Usage:
     .venv/bin/python bench/bench_secagg.py          # full matrix -> docs/benchmarks/secagg.md
     .venv/bin/python bench/bench_secagg.py --quick  # a small subset, prints only
+    .venv/bin/python bench/bench_secagg.py --malicious  # -> docs/benchmarks/secagg-malicious.md
 """
 
 from __future__ import annotations
@@ -36,12 +41,14 @@ import numpy as np
 from cryptography.hazmat.backends.openssl import backend
 
 from fedhh.secagg.messages import Stage
-from fedhh.secagg.params import choose_parameters
+from fedhh.secagg.params import Threat, choose_parameters
 from fedhh.secagg.prg import MaskGenerator
 from fedhh.secagg.simulate import DropoutPlan, make_cohort, run_round
+from fedhh_device.secagg_run import Floors
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "secagg.md"
+MALICIOUS_OUT = ROOT / "docs" / "benchmarks" / "secagg-malicious.md"
 TARGET_PRG_GBPS = 3.0
 TARGET_UNMASK_S = 1.0
 TARGET_DEVICE_MS = 20.0
@@ -55,6 +62,7 @@ class RoundRow:
     k: int
     t: int
     consistency: bool
+    threat: Threat
     contributors: int
     server_total_s: float  # CPU
     server_sum_s: float  # CPU
@@ -83,17 +91,20 @@ def prg_throughput(dimension: int, bits: int, seconds: float = 0.5) -> tuple[flo
     return nbytes / best / 1e9, best * 1e6
 
 
-def run_one(n: int, dimension: int, dropout: float, consistency: bool, seed: int) -> RoundRow:
-    params = choose_parameters(n, 0.10, 0.05)
+def run_one(n: int, dimension: int, dropout: float, consistency: bool, seed: int,
+            threat: Threat = Threat.CURIOUS) -> RoundRow:
+    params = choose_parameters(n, 0.10, 0.05, threat)
     rng = np.random.default_rng(seed)
     cohort = make_cohort(n, dimension, params.k, params.t, n_min=max(1, int(0.8 * n)),
                          device_auth=True, consistency_check=consistency, seed=seed)
+    # The deployed floors (they hold for the lying-server rounds only).
+    policy = Floors(min_cohort=1).policy() if threat is Threat.LYING else None
     # One-hot reports (the sparse form devices hand over after randomized response).
     reports = {u: np.array([int(rng.integers(dimension))]) for u in range(1, n + 1)}
     dropped = set((rng.permutation(n)[: round(dropout * n)] + 1).tolist())
     plan = DropoutPlan.at(Stage.MASKED_INPUT, dropped)
     start = time.perf_counter()
-    outcome = run_round(cohort, reports, plan)
+    outcome = run_round(cohort, reports, plan, policy=policy)
     wall = time.perf_counter() - start
     if outcome.result is None:
         raise RuntimeError(f"round aborted: {outcome.abort}")
@@ -105,7 +116,8 @@ def run_one(n: int, dimension: int, dropout: float, consistency: bool, seed: int
     per_device = np.array([outcome.device_cpu_seconds[u] for u in done]) * 1e3
     per_device_wall = np.array([outcome.device_seconds[u] for u in done]) * 1e3
     return RoundRow(
-        n, dimension, dropout, params.k, params.t, consistency, outcome.result.num_contributors,
+        n, dimension, dropout, params.k, params.t, consistency, threat,
+        outcome.result.num_contributors,
         sum(cpu.values()), cpu.get("masked_input.handle", 0.0),
         cpu.get("unmask.handle", 0.0) + cpu.get("unmask.close", 0.0),
         wall_s.get("unmask.handle", 0.0) + wall_s.get("unmask.close", 0.0),
@@ -156,19 +168,24 @@ def format_report(command: str, prg: list[tuple[int, int, float, float]], rows: 
               "| device ms mean / p95 / max (wall mean) | round wall s |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        extra = " +check" if r.consistency else ""
+        extra = (" +check" if r.consistency else "") + (
+            ", lying" if r.threat is Threat.LYING else "")
         lines.append(
             f"| {r.n} | 2^{r.dimension.bit_length() - 1} | {r.dropout:.0%}{extra} | {r.k}/{r.t} "
             f"| {r.contributors} | {r.server_total_s:.3f} | {r.server_sum_s:.3f} "
             f"| {r.server_unmask_s:.3f} ({r.server_unmask_wall_s:.3f}) "
             f"| {r.device_mean_ms:.2f} / {r.device_p95_ms:.2f} / {r.device_max_ms:.2f} "
             f"({r.device_wall_mean_ms:.2f}) | {r.wall_s:.1f} |")
-    target = [r for r in rows if (r.n, r.dimension, r.dropout, r.consistency)
-              == (1000, 1 << 16, 0.10, False)]
-    if target:
-        r = target[0]
+    target = [r for r in rows if (r.n, r.dimension, r.dropout, r.consistency, r.threat)
+              == (1000, 1 << 16, 0.10, False, Threat.CURIOUS)]
+    target += [r for r in rows if (r.n, r.dimension, r.dropout, r.threat)
+               == (1000, 1 << 16, 0.10, Threat.LYING)]
+    for r in target:
         unmask_ok = max(r.server_unmask_s, r.server_unmask_wall_s) <= TARGET_UNMASK_S
-        lines += ["", "## Targets (n = 1000, D = 2^16, 10% dropout)", "",
+        server = "lying server, consistency check" if r.threat is Threat.LYING else (
+            "curious server")
+        lines += ["", f"## Targets (n = 1000, D = 2^16, 10% dropout, {server}, "
+                  f"k/t = {r.k}/{r.t})", "",
                   f"- server unmasking: {r.server_unmask_s:.3f} s CPU, "
                   f"{r.server_unmask_wall_s:.3f} s wall (target <= {TARGET_UNMASK_S} s): "
                   f"{'ok' if unmask_ok else 'MISSED'}",
@@ -187,8 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="markdown report path")
     parser.add_argument("--max-devices-times-dim", type=float, default=float("inf"),
                         help="skip rounds with n * D above this (they take minutes)")
+    parser.add_argument("--malicious", action="store_true",
+                        help="the lying-server round with the consistency check next to the "
+                             "curious one (n = 1000, D = 2^16, 10%% dropout)")
     args = parser.parse_args(argv)
-    if args.quick:
+    if args.malicious and args.out == DEFAULT_OUT:
+        args.out = MALICIOUS_OUT
+    if args.quick or args.malicious:
         sizes, dims, drops = [100, 1000], [1 << 10, 1 << 16], [0.10]
         prg_dims = [1 << 16]
     else:
@@ -202,16 +224,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"PRG D=2^{dim.bit_length() - 1} bits={bits}: {gbps:.2f} GB/s, {us:.1f} us/mask",
                   flush=True)
     rows, skipped = [], []
-    cases = [(n, d, p, False) for n in sizes for d in dims for p in drops]
-    cases.append((1000, 1 << 16, 0.10, True))
-    for seed, (n, dim, drop, check) in enumerate(cases):
+    cases = [(n, d, p, False, Threat.CURIOUS) for n in sizes for d in dims for p in drops]
+    cases.append((1000, 1 << 16, 0.10, True, Threat.CURIOUS))
+    if args.malicious:
+        cases = [(1000, 1 << 16, 0.10, False, Threat.CURIOUS),
+                 (1000, 1 << 16, 0.10, True, Threat.LYING)]
+    for seed, (n, dim, drop, check, threat) in enumerate(cases):
         if n * dim > args.max_devices_times_dim:
             skipped.append(f"n={n}, D=2^{dim.bit_length() - 1}, dropout {drop:.0%}: "
                            f"n*D above --max-devices-times-dim")
             continue
-        row = run_one(n, dim, drop, check, seed)
+        row = run_one(n, dim, drop, check, seed, threat)
         rows.append(row)
         print(f"n={n:5d} D=2^{dim.bit_length() - 1:<2d} drop={drop:.0%}{' +check' if check else ''}"
+              f" {threat.value}"
               f" k/t={row.k}/{row.t} server={row.server_total_s:.3f}s unmask="
               f"{row.server_unmask_s:.3f}s (wall {row.server_unmask_wall_s:.3f}s) device "
               f"mean={row.device_mean_ms:.2f}ms p95={row.device_p95_ms:.2f}ms "
@@ -221,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     report = format_report(command.strip(), prg, rows, skipped)
     print()
     print(report)
-    if not args.quick:
+    if not args.quick or args.malicious:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(report)
         print(f"wrote {args.out}")

@@ -111,7 +111,7 @@ class Journal:
     thread. Use from one event loop.
     """
 
-    def __init__(self, directory: Path, compact_after: int = 50_000) -> None:
+    def __init__(self, directory: Path, compact_after: int = 20_000) -> None:
         self.directory = Path(directory)
         self.path = self.directory / FILE_NAME
         self.compact_after = compact_after
@@ -149,6 +149,15 @@ class Journal:
                                   "away to start without the record of earlier rounds") from None
         self.records = records
         return records
+
+    def settle(self, round_id: bytes, reason: str) -> RoundRecord:
+        """Record, in memory only (the next :meth:`rewrite` writes it), that a round without
+        an outcome was lost: aborted for ``reason``."""
+        record = self.records[round_id]
+        _apply(self.records, {"op": "finish", "round": round_id.hex(), "state": "aborted",
+                              "reason": reason, "reached_unmask": record.unmask_started,
+                              "contributors": 0, "at": time.time()})
+        return self.records[round_id]
 
     def rewrite(self) -> None:
         """Replace the file by the minimal lines of :attr:`records` (temporary file, fsync,

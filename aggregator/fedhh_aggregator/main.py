@@ -64,6 +64,7 @@ class Settings:
                         max_uploads=args.max_uploads,
                         max_pending_calls=args.max_pending_calls,
                         quiet_close_s=args.quiet_close_ms / 1000,
+                        quiet_close_tail=args.quiet_close_tail,
                         max_streams_per_connection=args.max_streams_per_connection,
                         upload_idle_s=args.upload_idle_ms / 1000,
                         upload_min_rate=args.upload_min_rate,
@@ -116,10 +117,14 @@ def server_options(limits: Limits) -> list[tuple[str, int]]:
 async def start(settings: Settings) -> Aggregator:
     """Build, bind and start the service (health SERVING once it returns). With a state
     directory, the outcomes of earlier rounds are restored from its journal first."""
-    journal = Journal(settings.state_dir) if settings.state_dir is not None else None
-    registry = RoundRegistry(settings.coordinator_public, settings.limits, journal)
-    registry.restore()
     limits = settings.limits
+    journal = None
+    if settings.state_dir is not None:
+        # Rewritten once it holds a few times the lines of what it must keep.
+        journal = Journal(settings.state_dir,
+                          compact_after=max(64, 4 * (limits.max_tombstones + limits.max_rounds)))
+    registry = RoundRegistry(settings.coordinator_public, limits, journal)
+    registry.restore()
     server = serving.new_server(max_receive_bytes=limits.max_message_bytes,
                                 max_concurrent_streams=limits.max_streams_per_connection,
                                 extra_options=server_options(limits))

@@ -8,6 +8,13 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from fedhh.secagg import AbortReason
+
+SERVER_REASONS = frozenset({
+    AbortReason.TOO_FEW_DEVICES, AbortReason.TOO_FEW_SHARE_HOLDERS, AbortReason.TOO_FEW_SHARES,
+    AbortReason.CORRUPT_SHARE, AbortReason.OUTPUT_OUT_OF_RANGE,
+    AbortReason.SURVIVORS_DISCONNECTED, AbortReason.CANCELLED})
+
 _DEVICE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 50000)
 _SECOND_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -21,6 +28,10 @@ ROUNDS_DELIVERED = Counter("fedhh_aggregator_rounds_delivered_total",
 ROUNDS_EXPIRED = Counter("fedhh_aggregator_rounds_expired_total",
                          "Finished rounds dropped because nobody fetched their outcome")
 ABORTS = Counter("fedhh_aggregator_round_aborts_total", "Aborted rounds, by reason", ["reason"])
+# Each reason a server can abort for starts at 0, so a dashboard's query finds the series before
+# the first abort (label values known in advance are initialised, as Prometheus advises).
+for _reason in SERVER_REASONS:
+    ABORTS.labels(_reason.value)
 STAGE_DEVICES = Histogram("fedhh_aggregator_stage_devices",
                           "Devices whose message a stage accepted, observed when it closes",
                           ["stage"], buckets=_DEVICE_BUCKETS)

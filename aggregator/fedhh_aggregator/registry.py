@@ -64,6 +64,7 @@ class Outcome:
     delivered: bool = False
     sum_available: bool = False
     num_contributors: int = 0
+    stage_devices: tuple[tuple[Stage, int], ...] = ()  # accepted per closed stage
 
 
 @dataclass(frozen=True)
@@ -76,25 +77,24 @@ class _Tombstone:
     delivered: bool
     why: str  # why the round was dropped, for "gone" errors
     at: float  # Unix time it was dropped
+    stage_devices: tuple[tuple[Stage, int], ...] = ()  # in memory only: not journaled
 
     def outcome(self) -> Outcome:
         state = OutcomeState.RELEASED if self.state == RoundState.RELEASED else \
             OutcomeState.ABORTED
         return Outcome(state, self.session_id, None, self.reached_unmask, self.abort_reason,
-                       self.delivered, False, self.num_contributors)
+                       self.delivered, False, self.num_contributors, self.stage_devices)
 
 
-def _tombstone_of(record: RoundRecord, now: float) -> _Tombstone:
+def _tombstone_of(record: RoundRecord) -> _Tombstone:
+    """The tombstone of a journaled round that has an outcome."""
     if record.state == RoundState.RELEASED.value:
         why = "delivered" if record.delivered else "its sum was lost in an aggregator restart"
         return _Tombstone(record.session_id, RoundState.RELEASED, "", True,
-                          record.contributors, record.delivered, why, record.finished_at or now)
-    if record.state == RoundState.ABORTED.value:
-        return _Tombstone(record.session_id, RoundState.ABORTED, record.reason,
-                          record.unmask_started, 0, False, "aborted",
-                          record.finished_at or now)
-    return _Tombstone(record.session_id, RoundState.ABORTED, RESTARTED, record.unmask_started,
-                      0, False, "lost in an aggregator restart", now)
+                          record.contributors, record.delivered, why, record.finished_at)
+    why = "lost in an aggregator restart" if record.reason == RESTARTED else "aborted"
+    return _Tombstone(record.session_id, RoundState.ABORTED, record.reason,
+                      record.unmask_started, 0, False, why, record.finished_at)
 
 
 class RoundRegistry:
@@ -126,17 +126,15 @@ class RoundRegistry:
         if self.journal is None:
             return
         records = self.journal.load()
-        self.journal.rewrite()  # drops an interrupted last line; appends follow
-        now = time.time()
         for record in sorted(records.values(), key=lambda r: r.finished_at or r.opened_at):
             if not record.state:  # it was running when the service stopped
-                self.journal.finished(record.round_id, RoundState.ABORTED.value, RESTARTED,
-                                      record.unmask_started, 0)
+                record = self.journal.settle(record.round_id, RESTARTED)
                 log.warning("round lost in a restart", extra={
                     "round_id": round_label(record.round_id),
                     "reached_unmask": record.unmask_started})
-            self._bury(record.round_id, _tombstone_of(record, now), journal=False)
-        self._prune(now)
+            self._bury(record.round_id, _tombstone_of(record), journal=False)
+        self._prune(time.time())
+        self.journal.rewrite()  # only what is kept, without an interrupted last line
         log.info("outcome journal loaded", extra={"path": str(self.journal.path),
                                                   "rounds": len(self._tombstones)})
 
@@ -221,16 +219,17 @@ class RoundRegistry:
         """What became of the round, as far as this aggregator knows."""
         round_ = self._by_round.get(round_id)
         if round_ is not None:
+            counts = round_.stage_devices
             if round_.state == RoundState.RUNNING:
                 return Outcome(OutcomeState.RUNNING, round_.session_id, round_.stage,
-                               round_.reached_unmask)
+                               round_.reached_unmask, stage_devices=counts)
             if round_.state == RoundState.ABORTED:
                 return Outcome(OutcomeState.ABORTED, round_.session_id, None,
-                               round_.reached_unmask, round_.abort_reason)
+                               round_.reached_unmask, round_.abort_reason, stage_devices=counts)
             result = round_.result
             return Outcome(OutcomeState.RELEASED, round_.session_id, None, True, "", False,
                            result is not None,
-                           result.num_contributors if result is not None else 0)
+                           result.num_contributors if result is not None else 0, counts)
         self._prune(time.time())
         tombstone = self._tombstones.get(round_id)
         return tombstone.outcome() if tombstone is not None else Outcome(OutcomeState.UNKNOWN)
@@ -254,7 +253,7 @@ class RoundRegistry:
             self.journal.delivered(round_.round_id)
         self._bury(round_.round_id, _Tombstone(
             round_.session_id, round_.state, round_.abort_reason, round_.reached_unmask,
-            contributors, delivered, why, time.time()))
+            contributors, delivered, why, time.time(), round_.stage_devices))
         metrics.ROUNDS_OPEN.set(len(self._by_round))
 
     def _bury(self, round_id: bytes, tombstone: _Tombstone, journal: bool = True) -> None:

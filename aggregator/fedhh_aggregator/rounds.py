@@ -7,7 +7,9 @@
   or as soon as the state machine says waiting cannot change the outcome
   (``SecAggServer.can_close_early``: every expected device answered, or every secret has t
   shares), or, if the service is configured with ``quiet_close_s``, once n_min devices answered
-  and then none for that long (every stage but UNMASK).
+  and then none for that long (a quarter of it once all but ``quiet_close_tail`` of the
+  expected devices answered, never while more than four times that share is missing; every
+  stage but UNMASK).
 - Devices long-poll for their next request (:meth:`Round.await_request`); the coordinator waits
   for the outcome (:meth:`Round.wait_finished`).
 - A masked vector reaches :meth:`Round.submit` only when complete; the state machine adds it to
@@ -30,6 +32,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from fedhh.errors import AuthenticationError, ConfigError, StateError
 from fedhh.secagg import (
@@ -104,6 +107,13 @@ class Limits:
     # deadline; with it the round moves at the pace of the live devices, and a device slower
     # than this after the others counts as dropped.
     quiet_close_s: float = 0.0
+    # How the quiet spell depends on the share m of the devices a stage expects that have not
+    # answered: m <= tail, a quarter of it (the few still missing are most likely the silent
+    # dropouts, and waiting the whole spell for them costs every stage); m <= 4 tail, the
+    # whole spell; more missing, no quiet close at all (so many silent devices are more likely
+    # starved of CPU or network than gone: a premature close would prune the round below
+    # n_min). 0: always the whole spell, whatever is missing.
+    quiet_close_tail: float = 0.05
     # Limits before work. A message above max_message_bytes is refused by gRPC before it is
     # parsed (RESOURCE_EXHAUSTED). A client connection may have at most
     # max_streams_per_connection calls open (its further calls wait); a device process shares
@@ -131,6 +141,9 @@ class Limits:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if not self.quiet_close_s >= 0:
             raise ConfigError(f"quiet_close_s must be >= 0, got {self.quiet_close_s!r}")
+        if not 0 <= self.quiet_close_tail < 1:
+            raise ConfigError(f"quiet_close_tail must be in [0, 1), got "
+                              f"{self.quiet_close_tail!r}")
         if self.max_pending_calls > 1 << 30:  # gRPC takes twice it as a C int
             raise ConfigError(f"max_pending_calls must be at most {1 << 30}")
         if not 64 << 10 <= self.max_message_bytes <= 16 << 20:
@@ -200,10 +213,17 @@ class Round:
         self._hooks = hooks
         self._polls: dict[int, int] = {}  # long-polls open per device
         self.uploading: set[int] = set()  # devices with an upload in progress
+        # The transport's encoding of each advertised entry, memoised for the rosters.
+        self.encoded_entries: dict[int, Any] = {}
         self.upload_digests: dict[int, bytes] = {}  # SHA-256 of each accepted masked vector
         self._stage_opened = time.monotonic()
         self._last_accepted = self._stage_opened  # the open stage's latest accepted message
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def stage_devices(self) -> tuple[tuple[Stage, int], ...]:
+        """Devices whose message each closed stage accepted, in stage order."""
+        return tuple(sorted(self.server.counts.items()))
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._drive(), name=f"round {round_label(self.round_id)}")
@@ -225,6 +245,7 @@ class Round:
         self.result = None
         self.server.result = None
         self.requests = {}
+        self.encoded_entries = {}
         self._notify()  # long-polls answer now
 
     # -- authentication --------------------------------------------------------------------------
@@ -378,9 +399,27 @@ class Round:
         metrics.ROUNDS_EXPIRED.inc()
         self._hooks.expired(self)
 
+    def _quiet_spell(self) -> float | None:
+        """The silence that closes the open stage now, or None (fewer than n_min answers, or
+        too many missing: see ``Limits.quiet_close_tail``)."""
+        received = self.server.received()
+        if received < self.config.n_min:
+            return None
+        quiet, tail = self.limits.quiet_close_s, self.limits.quiet_close_tail
+        if tail == 0:
+            return quiet
+        missing = len(self.server.expected()) - received
+        expected = received + missing
+        if missing <= tail * expected:
+            return quiet / 4
+        if missing <= 4 * tail * expected:
+            return quiet
+        return None
+
     async def _until_closable(self) -> None:
         """Wait for the open stage's deadline, an early close, or (with ``quiet_close_s``) a
-        quiet spell after at least n_min answers."""
+        quiet spell after at least n_min answers (a quarter of it once all but
+        ``quiet_close_tail`` of the expected devices answered)."""
         quiet = self.limits.quiet_close_s
         while not self._wake.is_set():
             timeout = _deadline_ms(self.config, self.stage) / 1000 - time.time()
@@ -389,13 +428,15 @@ class Round:
             # (Not UNMASK: it closes as soon as every secret can be rebuilt; before that, a
             # quiet spell would only turn a late share into an aborted round.)
             if quiet > 0 and self.server.stage != Stage.UNMASK:
-                if self.server.received() >= self.config.n_min:
+                needed = self._quiet_spell()
+                if needed is not None:
                     silent = time.monotonic() - max(self._last_accepted, self._stage_opened)
-                    if silent >= quiet:
+                    if silent >= needed:
                         return
-                    timeout = min(timeout, quiet - silent)
+                    # (look again at least every quarter spell: more answers may shorten it)
+                    timeout = min(timeout, needed - silent, quiet / 4)
                 else:
-                    timeout = min(timeout, quiet)
+                    timeout = min(timeout, quiet / 4)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
 

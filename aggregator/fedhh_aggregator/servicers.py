@@ -105,7 +105,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
             raise _malformed(f"unknown stage {request.stage}")
         device_id = authenticate_device(round_, request.credentials, CallKind.AWAIT,
                                         await_digest(stage))
-        return _await_response(await round_.await_request(device_id, stage,
+        return _await_response(round_, await round_.await_request(device_id, stage,
                                                           request.wait_ms / 1000))
 
     @status_errors
@@ -212,7 +212,8 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
         message = MaskedInput(round_.session_id, device_id, np.frombuffer(buffer, dtype=dtype))
         accepted = await round_.submit(Stage.MASKED_INPUT, message)
         del message, buffer  # the vector is in the sum (or rejected); drop it now
-        round_.upload_digests[device_id] = declared
+        if accepted:
+            round_.upload_digests[device_id] = declared
         return await _submitted(round_, device_id, Stage.MASKED_INPUT, accepted,
                                 header.wait_next_ms)
 
@@ -240,9 +241,9 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
         return pb.SubmitResponse(accepted=await round_.submit(Stage.UNMASK, message))
 
 
-def _await_response(outcome: AwaitOutcome) -> pb.AwaitStageResponse:
+def _await_response(round_: Round, outcome: AwaitOutcome) -> pb.AwaitStageResponse:
     if outcome.request is not None:
-        return request_to_pb(outcome.request)
+        return request_to_pb(outcome.request, round_.encoded_entries)
     return pb.AwaitStageResponse(status=_AWAIT_STATUS[outcome.status],
                                  abort_reason=outcome.abort_reason)
 
@@ -255,7 +256,7 @@ async def _submitted(round_: Round, device_id: int, stage: Stage, accepted: bool
     if wait_next_ms > 0:
         outcome = await round_.await_request(device_id, round_.stage_after(stage),
                                              wait_next_ms / 1000)
-        response.next.CopyFrom(_await_response(outcome))
+        response.next.CopyFrom(_await_response(round_, outcome))
     return response
 
 
@@ -383,7 +384,9 @@ def _outcome_to_pb(outcome: Outcome, durable: bool) -> pb.GetOutcomeResponse:
         state=_OUTCOME[outcome.state], session_id=outcome.session_id,
         reached_unmask=outcome.reached_unmask, abort_reason=outcome.abort_reason,
         delivered=outcome.delivered, sum_available=outcome.sum_available,
-        num_contributors=outcome.num_contributors, durable=durable)
+        num_contributors=outcome.num_contributors, durable=durable,
+        stage_devices=[pb.StageCount(stage=stage_to_pb(stage), devices=count)
+                       for stage, count in outcome.stage_devices])
     if outcome.stage is not None:
         response.stage = stage_to_pb(outcome.stage)
     return response

@@ -17,7 +17,7 @@ import numpy as np
 from fedhh.data.registry import resolve_dataset
 from fedhh.errors import ConfigError
 from fedhh.rpc import serving
-from fedhh.rpc.observability import configure_logging, write_ready
+from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
 from fedhh.rpc.tls import ca_credentials
 from fedhh_device.fleet import Fleet
 from fedhh_device.report import DeviceData
@@ -79,13 +79,20 @@ async def serve(args: argparse.Namespace) -> None:
                   Floors(max_eps_local=args.max_eps_local, min_cohort=args.min_cohort,
                          lifetime_eps_local=args.lifetime_eps_local,
                          budget_period_s=args.budget_period_days * 86400))
+    metrics_port = None
+    if args.metrics_port is not None:
+        from fedhh_device import metrics
+
+        metrics.register(fleet, len(hosted))
+        metrics_port = start_metrics(args.metrics_port, args.metrics_host)
     log.info("device process started",
-             extra={"devices": len(hosted), "users": f"{users.start}:{users.stop}"})
+             extra={"devices": len(hosted), "users": f"{users.start}:{users.stop}",
+                    "metrics_port": metrics_port})
 
     def enrolled() -> None:
         log.info("devices enrolled", extra={"devices": len(hosted)})
         if args.ready_file:
-            write_ready(args.ready_file, {"devices": len(hosted)})
+            write_ready(args.ready_file, {"devices": len(hosted), "metrics_port": metrics_port})
 
     runner = asyncio.create_task(fleet.run(enrolled))
     stopper = asyncio.create_task(stop.wait())

@@ -49,6 +49,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="close a stage before its deadline once n_min devices answered and "
                         "none for this long (default: 0, off: every stage that lost a device "
                         "waits for its deadline)")
+    p.add_argument("--quiet-close-tail", type=float, default=0.05,
+                   help="with this fraction (or less) of a stage's expected devices missing, a "
+                        "quarter of --quiet-close-ms of silence closes it; with more than four "
+                        "times it missing, silence does not (default: 0.05; 0: always the whole "
+                        "spell, whatever is missing)")
     p.add_argument("--max-wait-ms", type=int, default=30_000,
                    help="cap of any long-poll (default: 30000)")
     p.add_argument("--result-ttl", type=float, default=600.0,

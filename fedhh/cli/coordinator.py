@@ -56,8 +56,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "$FEDHH_ADMIN_TOKEN)")
     p.add_argument("--metrics-port", type=int, default=None, help="Prometheus port (0: any)")
     p.add_argument("--metrics-host", default="127.0.0.1")
-    p.add_argument("--ready-file", help="write {'port': ..., 'metrics_port': ...} when serving")
+    p.add_argument("--dashboard-port", type=_port, default=None,
+                   help="serve the read-only web dashboard on this HTTPS port, with the same "
+                        "TLS files, signed in with the admin token (0: any; default: off)")
+    p.add_argument("--dashboard-host", default="127.0.0.1",
+                   help="address of the dashboard (default 127.0.0.1)")
+    p.add_argument("--ready-file", help="write {'port': ..., 'metrics_port': ..., "
+                   "'dashboard_port': ...} when serving")
     p.add_argument("--log-level", default="INFO")
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is in [0, 65535], got {value}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

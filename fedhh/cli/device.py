@@ -53,6 +53,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget-period-days", type=options.positive_float, default=30.0,
                    help="the period of --lifetime-eps-local in days (default 30)")
     p.add_argument("--stats-file", help="write counters and latencies as JSON on exit")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus metrics (plain HTTP: a device process has no server "
+                        "certificate) on this port (0: any; default: off)")
+    p.add_argument("--metrics-host", default="127.0.0.1")
     p.add_argument("--ready-file", help="write {'devices': N} once every device is enrolled")
     p.add_argument("--log-level", default="INFO")
 

@@ -24,7 +24,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--stage-ms", type=options.positive_int, default=None,
                    help="secure-aggregation stage window, each stage's default (default: 30 s "
                         "+ 10 ms per device; with the quiet close it is only an upper bound)")
-    for stage in ("advertise", "share-keys", "masked-input", "unmask"):
+    for stage in ("advertise", "share-keys", "masked-input", "consistency", "unmask"):
         p.add_argument(f"--{stage}-ms", type=options.positive_int, default=0,
                        help=f"window of the {stage.replace('-', ' ')} stage (default: --stage-ms)")
     p.add_argument("--quiet-close-ms", type=options.non_negative_int, default=None,
@@ -42,7 +42,8 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from fedhh.rpc.loadtest import LoadSpec, render, run_load
 
-    windows = (args.advertise_ms, args.share_keys_ms, args.masked_input_ms, args.unmask_ms)
+    windows = (args.advertise_ms, args.share_keys_ms, args.masked_input_ms, args.consistency_ms,
+               args.unmask_ms)
     spec = LoadSpec(args.devices, args.dim, args.dropout, args.rounds, args.processes,
                     args.stage_ms, args.quiet_close_ms, windows=windows, seed=args.seed)
     report = run_load(spec, Path(args.workdir) if args.workdir else None)

@@ -172,6 +172,7 @@ class RoundOutcome:
     sum_available: bool = False
     num_contributors: int = 0
     durable: bool = False
+    stage_devices: tuple[tuple[Stage, int], ...] = ()  # accepted per closed stage
 
 
 class AggregatorError(FedhhError):
@@ -195,6 +196,12 @@ _DOMAIN_ERRORS: dict[grpc.StatusCode, type[FedhhError]] = {
 def _domain_error(error: grpc.aio.AioRpcError) -> Exception:
     kind = _DOMAIN_ERRORS.get(error.code())
     return kind(f"aggregator: {error.details()}") if kind is not None else error
+
+
+def _stage_counts(counts: Any) -> tuple[tuple[Stage, int], ...]:
+    """(stage, devices) pairs of a GetOutcome answer, unknown stages left out."""
+    pairs = ((stage_from_pb(c.stage), int(c.devices)) for c in counts)
+    return tuple((stage, n) for stage, n in pairs if stage is not None)
 
 
 def open_channel(address: str, credentials: grpc.ChannelCredentials | None = None
@@ -272,7 +279,7 @@ class AggregatorControl:
         return RoundOutcome(state, bytes(response.session_id), stage_from_pb(response.stage),
                             response.reached_unmask, response.abort_reason, response.delivered,
                             response.sum_available, int(response.num_contributors),
-                            response.durable)
+                            response.durable, _stage_counts(response.stage_devices))
 
     async def cancel(self, round_id: bytes) -> str:
         """Abort the round if it is running, or drop its unfetched sum; returns the round's

@@ -189,11 +189,21 @@ def _shares_from_pb(shares: Iterable[pb.EncryptedShare]) -> tuple[EncryptedShare
     return tuple(EncryptedShare(int(s.src), int(s.dst), bytes(s.ciphertext)) for s in shares)
 
 
-def request_to_pb(request: ServerMessage) -> pb.AwaitStageResponse:
-    """A server request as a READY answer to AwaitStage."""
+def request_to_pb(request: ServerMessage, entries: dict[int, pb.DeviceKeys] | None = None
+                  ) -> pb.AwaitStageResponse:
+    """A server request as a READY answer to AwaitStage. ``entries`` memoises the encoded
+    roster entries of one round (each device's entry is in the rosters of all its
+    neighbours)."""
     out = pb.AwaitStageResponse(status=pb.AWAIT_STATUS_READY)
     if isinstance(request, ShareKeysRequest):
-        out.share_keys.roster.extend(keys_to_pb(e) for e in request.roster)
+        if entries is None:
+            entries = {}
+        roster = out.share_keys.roster
+        for e in request.roster:
+            encoded = entries.get(e.device_id)
+            if encoded is None:
+                encoded = entries[e.device_id] = keys_to_pb(e)
+            roster.append(encoded)
     elif isinstance(request, MaskedInputRequest):
         out.masked_input.shares.extend(_shares_to_pb(request.shares))
     elif isinstance(request, ConsistencyRequest):

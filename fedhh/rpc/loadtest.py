@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from fedhh.config import RunConfig
-from fedhh.errors import ConfigError, StateError
+from fedhh.errors import ConfigError
 from fedhh.rpc.admin_client import AdminClient
 from fedhh.rpc.run_config import to_proto
 from fedhh.rpc.topology import LocalTopology
@@ -51,8 +51,8 @@ class LoadSpec:
     stage_ms: int | None = None
     quiet_close_ms: int | None = None
     checkin_ms: int = 120_000
-    # Per-stage windows (advertise, share keys, masked input, unmask); 0: stage_ms.
-    windows: tuple[int, int, int, int] = (0, 0, 0, 0)
+    # Per-stage windows (advertise, share keys, masked input, consistency, unmask); 0: stage_ms.
+    windows: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
     seed: int | None = None  # test mode: seeded device randomness and dropout draws
     eps_local: float = 4.0
 
@@ -99,20 +99,20 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         for i in range(processes):
             lo, hi = i * per, min((i + 1) * per, spec.devices)
             topo.start_devices(f"devices-{i}", str(data), f"{lo}:{hi}", extra)
-        # The round starts once every device process is up and enrolled (each writes its
-        # state file after enrolling), so check-in measures a round, not process start-up.
-        _wait_enrolled(topo, processes, time.monotonic() + 300)
+        # The round starts once every device process is up and enrolled, so check-in
+        # measures a round, not process start-up.
+        topo.wait_for_devices()
         before = {name: _usage(service.pid) for name, service in topo.services.items()}
         sampler = CpuSampler({name: service.pid for name, service in topo.services.items()})
         sampler.start()
-        advertise, share, masked, unmask = (ms or None for ms in spec.windows)
+        advertise, share, masked, consistency, unmask = (ms or None for ms in spec.windows)
         config = to_proto(RunConfig(
             eps_agg=1e6, delta=1e-6, eps_local=spec.eps_local, rounds=spec.rounds,
             dim_limit=spec.dim, target_devices=spec.devices, min_devices=min_devices,
             codec="5bit", max_bits=max_bits, checkin_ms=spec.checkin_ms,
             stage_ms=int(spec.stage_ms or 0), expected_dropout=max(spec.dropout, 0.05),
             max_attempts=2, advertise_ms=advertise, share_keys_ms=share,
-            masked_input_ms=masked, unmask_ms=unmask,
+            masked_input_ms=masked, consistency_ms=consistency, unmask_ms=unmask,
         ))
         with AdminClient(topo.address("coordinator"), topo.token("admin"),
                          topo.workdir / "tls" / "ca.pem") as admin:
@@ -128,18 +128,6 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
                  for i in range(processes)]
         stages = stage_profile(topo.workdir / "aggregator.log", sampler.samples)
         return _report(spec, run, wall, usage, stats, stages)
-
-
-def _wait_enrolled(topo: LocalTopology, processes: int, until: float) -> None:
-    pending = [topo.workdir / f"devices-{i}" / "devices.json" for i in range(processes)]
-    while pending:
-        pending = [path for path in pending if not path.exists()]
-        for service in topo.services.values():
-            if service.process is not None and service.process.poll() is not None:
-                raise StateError(f"{service.name} exited early (see {service.log})")
-        if time.monotonic() > until:
-            raise StateError("the device processes did not enroll in time")
-        time.sleep(0.1)
 
 
 def _cpu_seconds(pid: int) -> float:

@@ -127,7 +127,7 @@ class LocalTopology:
         """Block until every device process has enrolled all its devices (they poll for tasks
         from then on): start a run only after this, or its first check-in may find nobody."""
         for service in self.services.values():
-            if service.args[0] == "device" and not service.ready:
+            if service.args[:1] == ["device"] and not service.ready:
                 service.ready = self._wait_ready(service)
 
     def _start(self, name: str, args: list[str], wait: bool = True) -> Service:

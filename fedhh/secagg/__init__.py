@@ -17,7 +17,13 @@ from fedhh.secagg.config import (
     verify_admission,
     verify_config,
 )
-from fedhh.secagg.device import DevicePolicy, DeviceState, RoundKeys, SecAggDevice
+from fedhh.secagg.device import (
+    DevicePolicy,
+    DeviceState,
+    PublicChecks,
+    RoundKeys,
+    SecAggDevice,
+)
 from fedhh.secagg.errors import (
     AbortReason,
     InvalidReport,
@@ -76,6 +82,7 @@ __all__ = [
     "MaskedInput",
     "MaskedInputRequest",
     "ProtocolViolation",
+    "PublicChecks",
     "ReleaseEvidence",
     "ReleaseEvidenceError",
     "RoundConfig",

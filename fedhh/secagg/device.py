@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -35,7 +36,6 @@ from fedhh.secagg.config import (
     session_id_of,
     verify_admission,
     verify_config,
-    verify_keys,
 )
 from fedhh.secagg.errors import AbortReason, SecAggAbort, SecAggConfigError
 from fedhh.secagg.graph import neighbours_of, survivors_connected
@@ -77,6 +77,7 @@ __all__ = [
     "SHARE_CIPHERTEXT_BYTES",
     "DevicePolicy",
     "DeviceState",
+    "PublicChecks",
     "SecAggDevice",
 ]
 
@@ -118,6 +119,18 @@ class DevicePolicy:
         if not 0 < self.security_bits <= 256:
             raise SecAggConfigError(
                 f"security_bits must be in (0, 256], got {self.security_bits!r}")
+
+
+@dataclass(frozen=True)
+class PublicChecks:
+    """The verifications a device runs on public data only: Ed25519 signatures (public key,
+    signature, message) and neighbours' admissions against the signed config. Both are pure
+    functions, so a host that simulates many devices may pass memoised ones (every device of
+    the host checks the same neighbours' admissions and signatures); a real device keeps the
+    defaults."""
+
+    signature: Callable[[bytes, bytes, bytes], bool] = ed25519_verify
+    admission: Callable[[Admission, RoundConfig], bool] = verify_admission
 
 
 class DeviceState(IntEnum):
@@ -166,7 +179,8 @@ class SecAggDevice:
                  *, identity_key: Ed25519PrivateKey | None = None,
                  admission: Admission | None = None, round_keys: RoundKeys | None = None,
                  policy: DevicePolicy | None = None, rand: RandomSource = system_random,
-                 masks: MaskGenerator | None = None) -> None:
+                 masks: MaskGenerator | None = None,
+                 checks: PublicChecks | None = None) -> None:
         policy = policy or DevicePolicy()
         try:
             config = verify_config(signed_config, coordinator_public)
@@ -191,6 +205,7 @@ class SecAggDevice:
                                         "and its keys")
         self._identity_key = identity_key
         self._admission = admission
+        self._checks = checks or PublicChecks()
         if masks is None:
             masks = MaskGenerator(config.dimension, config.modulus_bits)
         elif (masks.dimension, masks.modulus_bits) != (config.dimension, config.modulus_bits):
@@ -325,8 +340,11 @@ class SecAggDevice:
         if len(set(keys)) != len(keys):
             raise self._fail(AbortReason.DUPLICATE_KEY, "two roster keys are equal")
         if self.config.device_auth:
+            admitted = self._checks.admission
             for e in others:
-                if not verify_keys(e.admission, self.config, e.device_id, e.c_pk, e.s_pk):
+                adm = e.admission
+                if (adm is None or adm.device_id != e.device_id or adm.c_pk != e.c_pk
+                        or adm.s_pk != e.s_pk or not admitted(adm, self.config)):
                     raise self._fail(AbortReason.BAD_SIGNATURE, f"entry of {e.device_id}")
         return others
 
@@ -514,8 +532,9 @@ class SecAggDevice:
             if w not in alive or w in signers:
                 raise self._fail(AbortReason.FOREIGN_ID, f"signature from {w}")
             adm = self._neighbours[w].entry.admission
-            if adm is None or not ed25519_verify(adm.identity_key, sig, consistency_transcript(
-                    self.session_id, w, self._survivors_digest)):
+            if adm is None or not self._checks.signature(
+                    adm.identity_key, sig,
+                    consistency_transcript(self.session_id, w, self._survivors_digest)):
                 raise self._fail(AbortReason.BAD_SIGNATURE, f"consistency signature of {w}")
             signers.add(w)
         if len(signers) < self.config.t:

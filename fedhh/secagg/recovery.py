@@ -4,57 +4,78 @@ For every u in U3 the server reconstructs b_u from t b-shares, checks it against
 and subtracts PRG(b_u). For every u in U2 \\ U3 (sent shares, then no masked input) it
 reconstructs s_u^SK from t s-shares, checks that its public key is u's advertised s_pk, and for
 each surviving partner v removes v's term Delta_vu * PRG(s_vu), where Delta_vu = +1 if v > u else
--1. Every reconstruction is checked before any mask is expanded, so a corrupt share costs no PRG
-work. Work: |U3| + sum over dropped u of |P_u ∩ U3| mask expansions.
+-1. Work: |U3| + sum over dropped u of |P_u ∩ U3| mask expansions.
+
+The server rebuilds each secret as soon as its t-th share arrives (:func:`rebuild_self_mask`,
+:func:`rebuild_mask_key`: Shamir and the check, no mask), so that only the mask expansions are
+left for the close of the stage (:func:`remove_masks`), and every reconstruction is checked
+before any mask is expanded: a corrupt share costs no PRG work.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from fedhh.secagg import shamir
 from fedhh.secagg.prg import MaskGenerator, pair_mask_key, self_mask_key
-from fedhh.secagg.primitives import LABELS, agree, sha256, u32, x25519_from_seed
+from fedhh.secagg.primitives import (
+    LABELS,
+    agree,
+    sha256,
+    u32,
+    x25519_from_seed,
+    x25519_public_bytes,
+)
 
-__all__ = ["remove_masks"]
+__all__ = ["rebuild_mask_key", "rebuild_self_mask", "remove_masks"]
 
 
-def remove_masks(acc: np.ndarray, masks: MaskGenerator, session_id: bytes, t: int, *,
-                 b_points: Mapping[int, Sequence[tuple[int, int]]],
-                 s_points: Mapping[int, Sequence[tuple[int, int]]],
-                 commitments: Mapping[int, bytes], s_public: Mapping[int, bytes],
-                 partners: Mapping[int, Sequence[int]], survivors: set[int]) -> str | None:
-    """Unmask ``acc`` in place; returns a description of the first failed check, or None.
+def _secret(points: Sequence[tuple[int, int]]) -> bytes | str:
+    try:
+        return shamir.reconstruct(points).to_bytes(shamir.SECRET_BYTES, "big")
+    except shamir.ShareError as exc:
+        return str(exc)
 
-    On failure ``acc`` is untouched.
-    """
-    self_keys = []
-    for u in sorted(b_points):
-        try:
-            b = shamir.reconstruct(sorted(b_points[u])[:t]).to_bytes(32, "big")
-        except shamir.ShareError as exc:
-            return f"b-shares of {u}: {exc}"
-        if sha256(LABELS["commit"], session_id, u32(u), b) != commitments[u]:
-            return f"b-shares of {u} do not match its commitment"
-        self_keys.append(self_mask_key(b, session_id, u))
-    pair_keys = []
-    for u in sorted(s_points):
-        try:
-            raw = shamir.reconstruct(sorted(s_points[u])[:t]).to_bytes(32, "big")
-        except shamir.ShareError as exc:
-            return f"s-shares of {u}: {exc}"
-        s_key = x25519_from_seed(raw)
-        if s_key.public_key().public_bytes_raw() != s_public[u]:
-            return f"s-shares of {u} do not give its public key"
+
+def rebuild_self_mask(points: Sequence[tuple[int, int]], session_id: bytes, owner: int,
+                      commitment: bytes) -> bytes | str:
+    """The key of PRG(b_owner) from exactly t b-shares, or why they do not give b_owner
+    (it must match the owner's commitment)."""
+    b = _secret(points)
+    if isinstance(b, str):
+        return f"b-shares of {owner}: {b}"
+    if sha256(LABELS["commit"], session_id, u32(owner), b) != commitment:
+        return f"b-shares of {owner} do not match its commitment"
+    return self_mask_key(b, session_id, owner)
+
+
+def rebuild_mask_key(points: Sequence[tuple[int, int]], owner: int,
+                     s_public: bytes) -> X25519PrivateKey | str:
+    """s_owner^SK from exactly t s-shares, or why they do not give it (its public key must be
+    the owner's advertised s_pk)."""
+    raw = _secret(points)
+    if isinstance(raw, str):
+        return f"s-shares of {owner}: {raw}"
+    key = x25519_from_seed(raw)
+    if x25519_public_bytes(key) != s_public:
+        return f"s-shares of {owner} do not give its public key"
+    return key
+
+
+def remove_masks(acc: np.ndarray, masks: MaskGenerator, session_id: bytes, *,
+                 self_keys: Iterable[bytes], dropped: Mapping[int, X25519PrivateKey],
+                 s_public: Mapping[int, bytes], partners: Mapping[int, Sequence[int]],
+                 survivors: set[int]) -> None:
+    """Unmask ``acc`` in place with the rebuilt secrets: subtract every self mask, and remove
+    every surviving partner's pairwise mask with each dropped device."""
+    for key in self_keys:
+        masks.subtract(acc, key)
+    for u, s_key in dropped.items():
         for v in partners[u]:
             if v in survivors:
                 shared = agree(s_key, s_public[v])
                 # v added +PRG(s_uv) if v > u, else subtracted it; undo that.
-                pair_keys.append((pair_mask_key(shared, session_id, u, v), -1 if v > u else 1))
-    for key in self_keys:
-        masks.subtract(acc, key)
-    for key, sign in pair_keys:
-        masks.add(acc, key, sign)
-    return None
+                masks.add(acc, pair_mask_key(shared, session_id, u, v), -1 if v > u else 1)

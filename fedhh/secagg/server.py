@@ -21,6 +21,7 @@ import logging
 from collections.abc import Mapping
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from fedhh.secagg import shamir
 from fedhh.secagg.config import SignedConfig, session_id_of, verify_config, verify_keys
@@ -46,7 +47,7 @@ from fedhh.secagg.messages import (
 )
 from fedhh.secagg.prg import MaskGenerator
 from fedhh.secagg.primitives import KEY_BYTES, ed25519_verify, is_valid_x25519_public, sha256
-from fedhh.secagg.recovery import remove_masks
+from fedhh.secagg.recovery import rebuild_mask_key, rebuild_self_mask, remove_masks
 
 __all__ = ["SecAggServer"]
 
@@ -103,6 +104,11 @@ class SecAggServer:
         self._b_points: dict[int, list[tuple[int, int]]] = {}
         self._s_points: dict[int, list[tuple[int, int]]] = {}
         self._missing_secrets = 0  # secrets that still have fewer than t shares
+        # Secrets rebuilt (and checked) as soon as their t-th share arrived; the close of the
+        # stage only expands the masks.
+        self._self_keys: dict[int, bytes] = {}  # PRG keys of b_u, u in U3
+        self._dropped_keys: dict[int, X25519PrivateKey] = {}  # s_u^SK, u in U2 \ U3
+        self._rebuild_failure: str | None = None
         self.counts: dict[Stage, int] = {}  # devices accepted per closed stage (for metrics)
 
     # -- common --------------------------------------------------------------------------------
@@ -125,6 +131,7 @@ class SecAggServer:
             self._acc.fill(0)
         self._acc = None
         self._b_points, self._s_points, self._unmask_responses = {}, {}, {}
+        self._self_keys, self._dropped_keys = {}, {}
         return self._abort
 
     def _check(self, message: object, kind: type, stage: Stage) -> int:
@@ -174,7 +181,8 @@ class SecAggServer:
         """True when waiting for the deadline cannot change the outcome of the open stage."""
         if self._abort is not None or self.stage == Stage.DONE:
             return False
-        if self.stage == Stage.UNMASK and self._missing_secrets == 0:
+        if self.stage == Stage.UNMASK and (self._missing_secrets == 0
+                                           or self._rebuild_failure is not None):
             return True
         requests = self._requests()
         expected = self.config.num_devices if requests is None else len(requests)
@@ -411,11 +419,30 @@ class SecAggServer:
         t = self.config.t
         for points, values in ((self._b_points, decoded[0]), (self._s_points, decoded[1])):
             for owner, y in values:
-                points[owner].append((v, y))
-                if len(points[owner]) == t:
+                collected = points[owner]
+                collected.append((v, y))
+                if len(collected) == t:
                     self._missing_secrets -= 1
+                    self._rebuild(owner, collected, points is self._b_points)
         self._unmask_responses[v] = message
         return True
+
+    def _rebuild(self, owner: int, points: list[tuple[int, int]], self_mask: bool) -> None:
+        """Rebuild and check one secret from its first t shares; a failure aborts the round
+        at the close of the stage (which need not wait any longer)."""
+        if self._rebuild_failure is not None:
+            return
+        rebuilt: bytes | X25519PrivateKey | str
+        if self_mask:
+            rebuilt = rebuild_self_mask(points, self.session_id, owner, self._commitments[owner])
+            if isinstance(rebuilt, bytes):
+                self._self_keys[owner] = rebuilt
+        else:
+            rebuilt = rebuild_mask_key(points, owner, self._adverts[owner].s_pk)
+            if isinstance(rebuilt, X25519PrivateKey):
+                self._dropped_keys[owner] = rebuilt
+        if isinstance(rebuilt, str):
+            self._rebuild_failure = rebuilt
 
     def _close_unmask(self) -> dict[int, ServerMessage]:
         t = self.config.t
@@ -425,14 +452,13 @@ class SecAggServer:
                               f"{len(pts)} {kind}-shares of {u} < t={t}")
         if self._acc is None:
             raise self._set_abort(AbortReason.CANCELLED, "no running sum")
+        if self._rebuild_failure is not None:
+            raise self._set_abort(AbortReason.CORRUPT_SHARE, self._rebuild_failure)
         u3 = sorted(self._fingerprints)
-        failure = remove_masks(
-            self._acc, self._masks, self.session_id, t,
-            b_points=self._b_points, s_points=self._s_points, commitments=self._commitments,
-            s_public={u: self._adverts[u].s_pk for u in self._partners},
-            partners=self._partners, survivors=set(u3))
-        if failure is not None:
-            raise self._set_abort(AbortReason.CORRUPT_SHARE, failure)
+        remove_masks(self._acc, self._masks, self.session_id,
+                     self_keys=self._self_keys.values(), dropped=self._dropped_keys,
+                     s_public={u: self._adverts[u].s_pk for u in self._partners},
+                     partners=self._partners, survivors=set(u3))
         total = self._acc
         self._require(int(total.max(initial=0)) <= len(u3), AbortReason.OUTPUT_OUT_OF_RANGE,
                       "a coordinate of the sum exceeds the number of contributors")
@@ -441,6 +467,7 @@ class SecAggServer:
                                       tuple(u3), signatures)
         self._acc = None
         self._b_points, self._s_points, self._unmask_responses = {}, {}, {}
+        self._self_keys, self._dropped_keys = {}, {}
         return {}
 
     # -- stage transitions ---------------------------------------------------------------------

@@ -33,7 +33,7 @@ from fedhh.secagg.config import (
     session_id_of,
     sign_config,
 )
-from fedhh.secagg.device import DevicePolicy, RoundKeys, SecAggDevice
+from fedhh.secagg.device import DevicePolicy, PublicChecks, RoundKeys, SecAggDevice
 from fedhh.secagg.errors import ProtocolViolation, SecAggAbort, Violation
 from fedhh.secagg.messages import (
     AggregateResult,
@@ -80,13 +80,14 @@ class Cohort:
         return session_id_of(self.config)
 
     def device(self, device_id: int, *, masks: MaskGenerator | None = None,
-               policy: DevicePolicy | None = None) -> SecAggDevice:
+               policy: DevicePolicy | None = None,
+               checks: PublicChecks | None = None) -> SecAggDevice:
         return SecAggDevice(self.signed, self.coordinator_public, device_id,
                             identity_key=self.identity_keys.get(device_id),
                             admission=self.admissions.get(device_id),
                             round_keys=self.round_keys.get(device_id), policy=policy,
                             rand=self.rand.spawn(b"device" + device_id.to_bytes(4, "big")),
-                            masks=masks)
+                            masks=masks, checks=checks)
 
     def server(self, *, masks: MaskGenerator | None = None) -> SecAggServer:
         return SecAggServer(self.signed, self.coordinator_public, masks=masks)

@@ -348,7 +348,7 @@ class GetOutcomeRequest(_message.Message):
     def __init__(self, round_id: _Optional[bytes] = ...) -> None: ...
 
 class GetOutcomeResponse(_message.Message):
-    __slots__ = ("state", "session_id", "stage", "reached_unmask", "abort_reason", "delivered", "sum_available", "num_contributors", "durable")
+    __slots__ = ("state", "session_id", "stage", "reached_unmask", "abort_reason", "delivered", "sum_available", "num_contributors", "durable", "stage_devices")
     STATE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
@@ -358,6 +358,7 @@ class GetOutcomeResponse(_message.Message):
     SUM_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
     NUM_CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
     DURABLE_FIELD_NUMBER: _ClassVar[int]
+    STAGE_DEVICES_FIELD_NUMBER: _ClassVar[int]
     state: OutcomeState
     session_id: bytes
     stage: SecAggStage
@@ -367,7 +368,16 @@ class GetOutcomeResponse(_message.Message):
     sum_available: bool
     num_contributors: int
     durable: bool
-    def __init__(self, state: _Optional[_Union[OutcomeState, str]] = ..., session_id: _Optional[bytes] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., reached_unmask: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., delivered: _Optional[bool] = ..., sum_available: _Optional[bool] = ..., num_contributors: _Optional[int] = ..., durable: _Optional[bool] = ...) -> None: ...
+    stage_devices: _containers.RepeatedCompositeFieldContainer[StageCount]
+    def __init__(self, state: _Optional[_Union[OutcomeState, str]] = ..., session_id: _Optional[bytes] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., reached_unmask: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., delivered: _Optional[bool] = ..., sum_available: _Optional[bool] = ..., num_contributors: _Optional[int] = ..., durable: _Optional[bool] = ..., stage_devices: _Optional[_Iterable[_Union[StageCount, _Mapping]]] = ...) -> None: ...
+
+class StageCount(_message.Message):
+    __slots__ = ("stage", "devices")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    stage: SecAggStage
+    devices: int
+    def __init__(self, stage: _Optional[_Union[SecAggStage, str]] = ..., devices: _Optional[int] = ...) -> None: ...
 
 class CancelRoundRequest(_message.Message):
     __slots__ = ("round_id",)

@@ -69,7 +69,8 @@ class GrpcAggregator:
             return AggregatorOutcome("never" if answer.durable else "unknown", reason=reason)
         return AggregatorOutcome(answer.state, answer.reached_unmask, answer.sum_available,
                                  answer.num_contributors or None, answer.abort_reason,
-                                 answer.stage.name if answer.stage is not None else "")
+                                 answer.stage.name if answer.stage is not None else "",
+                                 {stage.name: n for stage, n in answer.stage_devices})
 
     async def cancel(self, round_id: bytes) -> None:
         try:

@@ -23,7 +23,7 @@ import math
 import os
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -77,6 +77,7 @@ class AggregatorOutcome:
     contributors: int | None = None
     reason: str = ""
     stage: str = ""  # the protocol stage of a running round
+    stage_devices: dict[str, int] = field(default_factory=dict)  # accepted per closed stage
 
 
 EvidenceHook = Callable[[ReleaseEvidence], Awaitable[None]]
@@ -161,7 +162,8 @@ class NetworkLink:
                                 len(members))
             keys = {i: keys[0] for i, (_, keys) in enumerate(members, start=1)}
             timeout = config.deadlines.unmask / 1000 - time.time() + self._slack_s()
-            return await self._fetch(config, keys, max(timeout, 1.0), charge)
+            return await self._fetch_and_remember(attempt, config, keys, max(timeout, 1.0),
+                                                  charge)
         finally:
             self.lobby.clear()
 
@@ -184,7 +186,7 @@ class NetworkLink:
             if record is not None:
                 keys[i] = record[1]
         timeout = annotation["deadline_unix_ms"] / 1000 - time.time() + self._slack_s()
-        return await self._fetch(config, keys, max(timeout, 1.0), charge)
+        return await self._fetch_and_remember(attempt, config, keys, max(timeout, 1.0), charge)
 
     # ---- the pieces -----------------------------------------------------------------------
     def _annotation(self, attempt: AttemptId) -> dict[str, Any]:
@@ -195,6 +197,26 @@ class NetworkLink:
     def _slack_s(self) -> float:
         """Time allowed past the last deadline for the unmasking work and the transfer."""
         return max(self.config.stage_windows()) / 1000 + 30
+
+    async def _fetch_and_remember(self, attempt: AttemptId, config: RoundConfig,
+                                  identity_keys: dict[int, bytes], timeout_s: float,
+                                  charge: ChargeHook) -> Released:
+        """``_fetch``, then the attempt's steps and the aggregator's last per-stage counts
+        kept in its round summary, whatever the outcome (the operator's dropout rates)."""
+        try:
+            released = await self._fetch(config, identity_keys, timeout_s, charge)
+        except Exception:
+            await self._remember(attempt, config.round_id)
+            raise
+        await self._remember(attempt, config.round_id)
+        return released
+
+    async def _remember(self, attempt: AttemptId, round_id: bytes) -> None:
+        with contextlib.suppress(AggregatorUnavailable):
+            outcome = await self.aggregator.outcome(round_id)
+            self.progress.observe_stage("", outcome.stage_devices)
+        self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt,
+                                  self.progress.summary())
 
     async def _fetch(self, config: RoundConfig, identity_keys: dict[int, bytes],
                      timeout_s: float, charge: ChargeHook) -> Released:
@@ -253,7 +275,7 @@ class NetworkLink:
             with contextlib.suppress(AggregatorUnavailable):
                 outcome = await self.aggregator.outcome(round_id)
                 if outcome.state == "running":
-                    self.progress.stage = outcome.stage
+                    self.progress.observe_stage(outcome.stage, outcome.stage_devices)
             await asyncio.sleep(1.0)
 
     async def _patient_outcome(self, round_id: bytes) -> AggregatorOutcome:

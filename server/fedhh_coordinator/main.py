@@ -49,17 +49,29 @@ async def serve(args: argparse.Namespace) -> None:
     health = serving.add_health_and_reflection(server, SERVICES)
     port = serving.bind(server, args.listen, tls, args.insecure)
     metrics_port = start_metrics(args.metrics_port, args.metrics_host, tls)
+    dashboard = None
+    if args.dashboard_port is not None:
+        from fedhh_coordinator.dashboard import start_dashboard  # aiohttp only when asked for
+
+        dashboard = await start_dashboard(store, runner, lobby, budget, args.db, admin_token,
+                                          tls, args.dashboard_host, args.dashboard_port,
+                                          args.insecure)
+    dashboard_port = dashboard.port if dashboard is not None else None
     await server.start()
     await serving.set_serving(health, SERVICES)
     runner_task = asyncio.create_task(runner.serve(), name="runner")
     if args.ready_file:
         write_ready(args.ready_file, {"port": port, "metrics_port": metrics_port,
+                                       "dashboard_port": dashboard_port,
                                        "public_key": str(public_key_path(args.signing_key))})
-    log.info("coordinator serving", extra={"port": port, "metrics_port": metrics_port})
+    log.info("coordinator serving", extra={"port": port, "metrics_port": metrics_port,
+                                           "dashboard_port": dashboard_port})
     try:
         await serving.wait_for_signal(server)
     finally:
         runner_task.cancel()
+        if dashboard is not None:
+            await dashboard.close()
         await aggregator.close()
         store.close()
 

@@ -3,6 +3,8 @@
 from prometheus_client import Counter, Gauge, Histogram
 
 ROUNDS = Counter("fedhh_coordinator_rounds_total", "Round attempts by outcome", ["outcome"])
+for _outcome in ("released", "aborted"):  # at 0 from the start, for dashboards' queries
+    ROUNDS.labels(_outcome)
 ROUND_DEVICES = Gauge("fedhh_coordinator_round_devices", "Devices in the latest round's cohort")
 ROUND_SECONDS = Histogram("fedhh_coordinator_round_seconds", "Wall time of released rounds",
                           buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300))

@@ -236,7 +236,8 @@ def test_the_compose_cli_accepts_the_file_without_a_project_name_key() -> None:
                           capture_output=True, text=True, timeout=120, cwd=DEPLOY,
                           stdin=subprocess.DEVNULL, env=clean_env())
     assert done.returncode == 0, done.stderr
-    assert set(done.stdout.split()) == {"aggregator", "coordinator", "devices", "admin"}
+    assert set(done.stdout.split()) == {"aggregator", "coordinator", "devices", "admin",
+                                        "prometheus", "grafana"}
 
 
 def test_build_context_holds_only_the_sources(image: Image, tmp_path: Path) -> None:

@@ -1,22 +1,31 @@
 """Shared helpers of the aggregator service tests (not a test module).
 
 A coordinator key, a control token, cohorts with real deadlines, an in-process aggregator on
-127.0.0.1:0, and an event loop runner (uvloop, like the service).
+127.0.0.1:0, a real ``fedhh aggregator`` process (:class:`AggregatorProcess`), and an event loop
+runner (uvloop, like the service).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
 from typing import Any, TypeVar
 
 import grpc
 import numpy as np
 import pytest
 import uvloop
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.rpc.aggregator_client import DeviceSession, open_channel
@@ -44,10 +53,10 @@ COORDINATOR_PUBLIC = ed25519_public_bytes(COORDINATOR_KEY)
 TOKEN = b"control-token-for-tests-0123456789"
 
 
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a test coroutine on a fresh uvloop event loop."""
+def run(coro: Coroutine[Any, Any, T], timeout: float = 60) -> T:
+    """Run a test coroutine on a fresh uvloop event loop (failing after ``timeout`` s)."""
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(asyncio.wait_for(coro, 60))
+        return runner.run(asyncio.wait_for(coro, timeout))
 
 
 @dataclass(frozen=True)
@@ -84,9 +93,11 @@ def make_cohort(n: int, dimension: int, k: int, t: int, n_min: int, *,
                 modulus_bits: int = 16, consistency_check: bool = False,
                 round_id: bytes = b"run/1/1", seed: int = 0,
                 coordinator_key: Ed25519PrivateKey = COORDINATOR_KEY,
-                device_auth: bool = True) -> Cohort:
-    """Devices 1..n with identity keys, admissions and random 0/1 reports; the stage deadlines
-    are now + the cumulative ``windows_ms``."""
+                device_auth: bool = True,
+                identity_keys: dict[int, Ed25519PrivateKey] | None = None) -> Cohort:
+    """Devices 1..n with identity keys (``identity_keys``, or drawn from ``seed``), fresh round
+    keys, admissions and random 0/1 reports; the stage deadlines are now + the cumulative
+    ``windows_ms``."""
     now = int(time.time() * 1000)
     ends, acc = [], now
     for w in windows_ms:
@@ -95,6 +106,8 @@ def make_cohort(n: int, dimension: int, k: int, t: int, n_min: int, *,
     rng = np.random.default_rng(seed)
     graph_seed = rng.bytes(32)
     keys = {u: ed25519_from_seed(rng.bytes(32)) for u in range(1, n + 1)}
+    if identity_keys is not None:
+        keys = dict(identity_keys)
     round_keys = {u: RoundKeys.generate(rng.bytes) for u in keys}
     tree = IdentityTree(round_id, graph_seed,
                         [(ed25519_public_bytes(keys[u]), *round_keys[u].public)
@@ -111,12 +124,12 @@ def make_cohort(n: int, dimension: int, k: int, t: int, n_min: int, *,
 
 
 @asynccontextmanager
-async def aggregator(limits: Limits | None = None
+async def aggregator(limits: Limits | None = None, state_dir: Path | None = None
                      ) -> AsyncIterator[tuple[Aggregator, grpc.aio.Channel]]:
     """An aggregator on 127.0.0.1 (OS-chosen port) and a channel to it."""
     agg = await start(Settings(coordinator_public=COORDINATOR_PUBLIC, control_token=TOKEN,
                                listen="127.0.0.1:0", insecure=True,
-                               limits=limits or Limits()))
+                               limits=limits or Limits(), state_dir=state_dir))
     channel = open_channel(f"127.0.0.1:{agg.port}")
     try:
         yield agg, channel
@@ -137,3 +150,86 @@ async def expect_status(code: grpc.StatusCode, call: Awaitable[object]) -> str:
         await call
     assert info.value.code() == code, (info.value.code(), info.value.details())
     return info.value.details() or ""
+
+
+class AggregatorProcess:
+    """A real aggregator process on 127.0.0.1 (OS-chosen port, plaintext on loopback), started
+    with the test coordinator key and control token (or the given files); ``command`` replaces
+    ``python -m fedhh.cli.main`` (e.g. a test's attacker service). It is killed on exit."""
+
+    def __init__(self, workdir: Path, extra: Sequence[str] = (),
+                 command: Sequence[str] | None = None, env: dict[str, str] | None = None,
+                 ready_timeout_s: float = 60.0, key_file: Path | None = None,
+                 token_file: Path | None = None) -> None:
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        if key_file is None:
+            key_file = workdir / "coordinator.pub"
+            key_file.write_bytes(COORDINATOR_KEY.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+        if token_file is None:
+            token_file = workdir / "control.token"
+            token_file.write_bytes(TOKEN)
+        self.key_file, self.token_file = key_file, token_file
+        self.extra = list(extra)
+        self.command = list(command or [sys.executable, "-m", "fedhh.cli.main"])
+        self.env = {k: v for k, v in os.environ.items() if k != "FEDHH_CONTROL_TOKEN"}
+        self.env.update(env or {})
+        self.ready_timeout_s = ready_timeout_s
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self.log = workdir / "aggregator.log"
+
+    def start(self) -> AggregatorProcess:
+        ready = self.workdir / "aggregator.ready.json"
+        ready.unlink(missing_ok=True)
+        args = [*self.command, "aggregator", "--insecure", "--listen", "127.0.0.1:0",
+                "--coordinator-key", str(self.key_file),
+                "--control-token-file", str(self.token_file), "--ready-file", str(ready),
+                *self.extra]
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
+                                            env=self.env)
+        until = time.monotonic() + self.ready_timeout_s
+        while not ready.exists():  # the child writes it once serving (atomically)
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the aggregator exited with {self.process.returncode}:\n"
+                                   + self.log.read_text(errors="replace")[-3000:])
+            if time.monotonic() > until:
+                raise RuntimeError(f"the aggregator was not ready in {self.ready_timeout_s} s")
+            time.sleep(0.02)  # polling a file the child writes, not synchronising on time
+        self.port = int(json.loads(ready.read_text())["port"])
+        return self
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def channel(self) -> grpc.aio.Channel:
+        return open_channel(self.address)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+
+    def stop(self) -> int | None:
+        """SIGTERM; the exit code."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def __enter__(self) -> AggregatorProcess:
+        return self.start()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.kill()

@@ -787,3 +787,114 @@ def test_quiet_close_moves_a_round_past_a_silent_device() -> None:
 def test_quiet_close_must_not_be_negative() -> None:
     with pytest.raises(ConfigError, match="quiet_close_s"):
         Limits(quiet_close_s=-1)
+
+
+# -- outcomes: tombstones and the journal ------------------------------------------------------
+
+@pytest.mark.parametrize(("change", "match"), [
+    (dict(tombstone_ttl_s=10.0), "tombstone_ttl_s"),
+    (dict(max_tombstones=0), "max_tombstones"),
+    (dict(max_message_bytes=1000), "max_message_bytes"),
+    (dict(upload_min_rate=0), "upload_min_rate"),
+    (dict(max_polls_per_device=True), "max_polls_per_device"),
+])
+def test_limits_are_validated(change: dict[str, object], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        Limits(**change)  # type: ignore[arg-type]
+
+
+def test_tombstones_and_the_journal_stay_bounded(tmp_path: Path) -> None:
+    """Forty rounds opened and cancelled with room for five tombstones: the oldest are
+    forgotten (UNKNOWN), the newest answer; the journal is compacted to what is kept, and a
+    restart from it knows exactly the same."""
+    limits = Limits(max_tombstones=5, max_rounds=2)
+    cohorts = [make_cohort(3, 8, 2, 2, n_min=2, windows_ms=(30_000,) * 5,
+                           round_id=f"run/bounded/{i}".encode(), seed=i) for i in range(40)]
+    journal = tmp_path / "state" / "outcomes.jsonl"
+
+    async def churn() -> list[str]:
+        async with aggregator(limits, tmp_path / "state") as (agg, channel):
+            control = AggregatorControl(channel, TOKEN)
+            for cohort in cohorts:
+                await control.open_round(cohort.signed)
+                outcome = await control.outcome(cohort.round_id)
+                assert (outcome.state, outcome.stage, outcome.durable) == (
+                    "running", Stage.ADVERTISE_KEYS, True)
+                assert await control.cancel(cohort.round_id) == "aborted"
+                with pytest.raises(RoundAborted):  # delivers the abort: the round is dropped
+                    await control.result(cohort.round_id, 0)
+            assert len(agg.registry) == 0
+            states = [(await control.outcome(c.round_id)).state for c in cohorts]
+        return states
+
+    async def reread() -> list[str]:
+        async with aggregator(limits, tmp_path / "state") as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            return [(await control.outcome(c.round_id)).state for c in cohorts]
+
+    states = run(churn())
+    assert states == ["unknown"] * 35 + ["aborted"] * 5
+    lines = journal.read_text().splitlines()
+    assert len(lines) <= 4 * (5 + 2) + 64, len(lines)  # compacted, not 120 lines
+    assert run(reread()) == states
+    assert len(journal.read_text().splitlines()) == 5 * 2  # open + finish of each kept round
+
+
+def test_quiet_close_shortens_once_only_the_tail_is_missing() -> None:
+    """With all but quiet_close_tail of the devices in, a quarter of the quiet spell closes the
+    stage: one silent device of six, a 20 s spell and a tail of 20% close the advertisement
+    after 5 s of silence, not 20 s."""
+    n = 6
+    cohort = make_cohort(n, 32, 5, 3, n_min=4, windows_ms=(50_000,) * 5, round_id=b"run/tail")
+
+    async def scenario() -> tuple[AggregateResult, float]:
+        async with aggregator(Limits(quiet_close_s=20, quiet_close_tail=0.2)) as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            started = time.monotonic()
+            outcomes = await asyncio.gather(*(
+                participate(channel, cohort.device(u), cohort.reports[u],
+                            identity_key=cohort.identity_keys[u],
+                            admission=cohort.admissions[u])
+                for u in range(1, n)))
+            assert all(o.contributed for o in outcomes), outcomes
+            result = await control.result(cohort.round_id, 30)
+            return result, time.monotonic() - started
+
+    result, seconds = run(scenario())
+    assert 5 <= seconds < 15, seconds
+    assert result.num_contributors == n - 1
+
+
+@pytest.mark.parametrize(("tail", "waits_for_deadline"), [(0.05, True), (0.0, False)])
+def test_quiet_close_never_cuts_a_stage_that_misses_many_devices(tail: float,
+                                                                  waits_for_deadline: bool
+                                                                  ) -> None:
+    """Two of six devices silent (a third missing, more than four times the tail): silence
+    does not close the advertisement, its 8 s deadline does; with a tail of 0 the whole quiet
+    spell closes it whatever is missing."""
+    n = 6
+    cohort = make_cohort(n, 32, 5, 3, n_min=4, windows_ms=(8000, 20_000, 20_000, 20_000, 20_000),
+                         round_id=f"run/many-missing/{tail}".encode())
+
+    async def scenario() -> float:
+        limits = Limits(quiet_close_s=0.3, quiet_close_tail=tail)
+        async with aggregator(limits) as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            started = time.monotonic()
+            outcomes = await asyncio.gather(*(
+                participate(channel, cohort.device(u), cohort.reports[u],
+                            identity_key=cohort.identity_keys[u],
+                            admission=cohort.admissions[u])
+                for u in range(1, n - 1)))
+            assert all(o.contributed for o in outcomes), outcomes
+            result = await control.result(cohort.round_id, 30)
+            assert result.num_contributors == n - 2
+            return time.monotonic() - started
+
+    seconds = run(scenario())
+    if waits_for_deadline:
+        assert seconds >= 7, seconds
+    else:
+        assert seconds < 7, seconds

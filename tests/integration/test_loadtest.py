@@ -33,7 +33,7 @@ def test_a_small_load_test_reports_every_figure(tmp_path: Path,
     # The vector (256 x 2 bytes) dominates what a device sends.
     assert 512 < report["bytes_per_device_round"] < 8192
     for rpc in ("GetTask", "AdvertiseKeys", "SubmitShares", "SubmitMaskedVector",
-                "SubmitUnmask"):
+                "SubmitConsistency", "SubmitUnmask"):
         assert report["rpc_latency_ms"][rpc]["count"] > 0, rpc
     stages = [s["stage"] for s in report["stages"]]
     assert stages == ["ADVERTISE_KEYS", "SHARE_KEYS", "MASKED_INPUT", "CONSISTENCY_CHECK",

@@ -1,0 +1,118 @@
+"""What a run found and what it cost, for the dashboard: heavy hitters with their standard
+deviations, and the privacy spent per round and in total against the run's target.
+
+Heavy hitters come from the same call as the admin API's GetResults
+(``PrefixTree.heavy_hitters`` on the stored tree state), in the same order, so the rank here is
+the rank of ``fedhh admin results``. Privacy figures come from the run's ``PrivacyLedger``; the
+dashboard only reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fedhh.estimate import rr_variance
+from fedhh.mechanisms import LocalRandomizer
+from fedhh.privacy import PrivacyLedger
+from fedhh_coordinator.runs import RunParts
+from fedhh_coordinator.store import RoundRow
+
+# What each accounting method is, for the chart's caption; an unknown name is shown as it is.
+METHODS = {
+    "exact": "numerical shuffle bound of 'Hiding Among the Clones' (FMT21), RDP composition",
+    "clones": "numerical shuffle bound of 'Hiding Among the Clones' (FMT21), RDP composition",
+    "paper": "the paper's accounting: RDP of shuffling (FMT23, Theorem 3.2)",
+    "closed-form": "closed-form shuffle bound (FMT21, Theorem 3.1), advanced composition",
+    "sum": "exact accounting of the released sums (privacy loss distributions)",
+}
+
+
+@dataclass(frozen=True)
+class Hit:
+    rank: int
+    item: str
+    estimate: float
+    std: float  # nan when the round's contributor count is unknown
+    round: int
+
+
+def heavy_hitters(parts: RunParts, rounds: list[RoundRow]) -> list[Hit]:
+    """The run's heavy hitters in the order of GetResults, each with its standard deviation."""
+    contributors = {r.round: r.participants for r in rounds if r.state == "released"}
+    return [Hit(rank, h.item, h.estimate,
+                estimate_std(parts.tree.mechanism, h.estimate, contributors.get(h.round, 0)),
+                h.round)
+            for rank, h in enumerate(parts.tree.heavy_hitters(parts.state), start=1)]
+
+
+def estimate_std(mechanism: object, estimate: float, n: int) -> float:
+    """Plug-in standard deviation of an unbiased randomized-response count estimate over n
+    reports: sqrt(Var f(w)) with Var f(w) = (c a1 (1 - a1) + (n - c) a0 (1 - a0)) / (a1 - a0)^2
+    (Feldman and Talwar 2021, Lemma 4.2; ``fedhh.estimate.rr_variance``), at c = the estimate
+    clipped to [0, n]."""
+    if not isinstance(mechanism, LocalRandomizer) or n <= 0:
+        return math.nan
+    count = min(max(estimate, 0.0), float(n))
+    return math.sqrt(float(rr_variance(count, n, mechanism.randomizer)))
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One charged round: its own epsilon, and the run's composed total after it."""
+
+    label: str
+    contributors: int
+    epsilon: float
+    cumulative: float
+
+
+@dataclass(frozen=True)
+class Spend:
+    method: str
+    description: str
+    eps_agg: float
+    delta: float
+    eps_local: float
+    rounds: int
+    n_min: int
+    charges: tuple[Charge, ...]
+
+    @property
+    def spent(self) -> float:
+        return self.charges[-1].cumulative if self.charges else 0.0
+
+
+class SpendCache:
+    """``Spend`` of a ledger, computed once per ledger content (composition is not free)."""
+
+    def __init__(self, size: int = 128) -> None:
+        self.size = size
+        self._cache: OrderedDict[str, Spend] = OrderedDict()
+
+    def __call__(self, ledger: dict[str, Any]) -> Spend:
+        key = json.dumps(ledger, sort_keys=True)
+        spend = self._cache.get(key)
+        if spend is None:
+            spend = privacy_spend(PrivacyLedger.from_dict(ledger))
+            self._cache[key] = spend
+            while len(self._cache) > self.size:
+                self._cache.popitem(last=False)
+        self._cache.move_to_end(key)
+        return spend
+
+
+def privacy_spend(ledger: PrivacyLedger) -> Spend:
+    """Each charge alone and the composed total after each, with the ledger's own method."""
+    charges = []
+    for k, spend in enumerate(ledger.spends, start=1):
+        attempt = getattr(spend, "attempt", None)
+        label = f"round {spend.round_index + 1}" + (f".{attempt}" if attempt else "")
+        alone = replace(ledger, spends=(spend,)).spent_epsilon()
+        total = replace(ledger, spends=ledger.spends[:k]).spent_epsilon()
+        charges.append(Charge(label, spend.contributors, alone, total))
+    return Spend(ledger.method, METHODS.get(ledger.method, ledger.method), ledger.eps_agg,
+                 ledger.delta, ledger.eps_local, ledger.rounds, ledger.n_min, tuple(charges))

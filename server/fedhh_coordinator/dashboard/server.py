@@ -1,0 +1,296 @@
+"""The dashboard's HTTPS server: routes, sign-in, security headers, downloads and the live
+stream.
+
+It is an aiohttp application running in the coordinator's own event loop (beside the gRPC
+server), so pages read the runner's live progress and the lobby directly, with no thread and
+no lock between them. Every response carries a Content-Security-Policy that allows only the
+dashboard's own script and style sheet (no inline script, no other origin), X-Frame-Options
+DENY, nosniff and a same-origin referrer policy; every response but the static assets is
+``no-store``. Nothing here writes: the routes only read, and sign-in state lives in memory
+(``auth.Sessions``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import math
+import ssl
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Any
+from urllib.parse import quote
+
+from aiohttp import web
+
+from fedhh.errors import ConfigError, NotFoundError, RateLimited
+from fedhh.rpc.serving import is_loopback
+from fedhh.rpc.tls import TlsFiles
+from fedhh_coordinator.dashboard import pages
+from fedhh_coordinator.dashboard.auth import COOKIE, Sessions
+from fedhh_coordinator.dashboard.live import LiveStreams
+from fedhh_coordinator.dashboard.markup import Html
+from fedhh_coordinator.dashboard.results import Hit
+from fedhh_coordinator.dashboard.views import Views
+from fedhh_coordinator.runs import RUN_ID
+
+log = logging.getLogger(__name__)
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+STATIC = {"app.js": "text/javascript", "app.css": "text/css", "icon.svg": "image/svg+xml"}
+MAX_FILTER = 200
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def csv_cell(text: str) -> str:
+    """A cell a spreadsheet shows as text: a leading = + - @ tab or CR would make it a formula
+    (CSV injection), so such a cell gets a leading apostrophe."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def safe_next(path: object) -> str:
+    """Where to go after signing in: a path on this site, never another origin."""
+    if (isinstance(path, str) and path.startswith("/") and not path.startswith("//")
+            and "\\" not in path and path.isprintable() and len(path) <= 512):
+        return path
+    return "/"
+
+
+def html_response(page: Html, status: int = 200) -> web.Response:
+    return web.Response(text=page, status=status, content_type="text/html", charset="utf-8")
+
+
+class Dashboard:
+    """``await Dashboard(...).start(host, port)``; ``await close()`` stops it."""
+
+    def __init__(self, views: Views, sessions: Sessions, tls: TlsFiles | None,
+                 interval_s: float = 1.0) -> None:
+        self.views = views
+        self.sessions = sessions
+        self.tls = tls
+        self.interval_s = interval_s
+        self.live = LiveStreams(sessions, interval_s)
+        self.port = 0
+        self._static = {name: (resources.files(__package__) / "static" / name).read_bytes()
+                        for name in STATIC}
+        self._runner: web.AppRunner | None = None
+        self._on_close: list[Callable[[], None]] = []
+        self.app = web.Application(middlewares=[self._headers, self._signed_in],
+                                   client_max_size=64 * 1024)
+        r = self.app.router
+        r.add_get("/", self.runs)
+        r.add_get("/runs/{run_id}", self.run)
+        r.add_get("/runs/{run_id}/heavy-hitters.{kind:csv|json}", self.download)
+        r.add_get("/budgets", self.budgets)
+        r.add_get("/fleet", self.fleet)
+        r.add_get("/live/runs", self.live_runs)
+        r.add_get("/live/runs/{run_id}", self.live_run)
+        r.add_get("/live/fleet", self.live_fleet)
+        r.add_get("/login", self.login_form)
+        r.add_post("/login", self.login)
+        r.add_post("/logout", self.logout)
+        r.add_get("/static/{name}", self.static)
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    async def start(self, host: str, port: int, insecure: bool = False) -> int:
+        """Serve on host:port (0: OS-chosen) with the TLS files, or in plaintext on loopback
+        when ``insecure``; returns the bound port."""
+        context = None
+        if self.tls is not None:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            try:
+                context.load_cert_chain(self.tls.cert, self.tls.key)
+            except (OSError, ssl.SSLError) as error:
+                raise ConfigError(f"the dashboard cannot load {self.tls.cert}: {error}") from None
+        elif not (insecure and is_loopback(f"{host}:{port}")):
+            raise ConfigError(f"the dashboard on {host}:{port} needs TLS files (--tls-dir); "
+                              "plaintext only with --insecure on loopback")
+        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
+                                     keepalive_timeout=75.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, ssl_context=context)
+        try:
+            await site.start()
+        except OSError as error:
+            await self._runner.cleanup()
+            raise ConfigError(f"the dashboard cannot listen on {host}:{port}: "
+                              f"{error.strerror}") from None
+        sockets = self._runner.addresses
+        self.port = int(sockets[0][1]) if sockets else port
+        return self.port
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        self._on_close.append(callback)
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        for callback in self._on_close:
+            callback()
+        self._on_close.clear()
+
+    # ---- middlewares -----------------------------------------------------------------------
+    @web.middleware
+    async def _headers(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            response = await handler(request)
+        except web.HTTPException as error:
+            self._secure(error.headers)
+            raise
+        except Exception:  # a bug: a generic page, the traceback in the log
+            log.exception("dashboard error", extra={"path": request.path})
+            response = web.Response(text="internal error", status=500)
+        if not response.prepared:
+            self._secure(response.headers)
+        return response
+
+    def _secure(self, headers: Any) -> None:
+        headers.update(HEADERS)
+        if self.tls is not None:
+            headers["Strict-Transport-Security"] = "max-age=31536000"
+        headers.setdefault("Cache-Control", "no-store")
+
+    @web.middleware
+    async def _signed_in(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path == "/login" or request.path.startswith("/static/"):
+            return await handler(request)
+        if request.method == "POST":
+            self._same_origin(request)
+        if self.sessions.valid(request.cookies.get(COOKIE)):
+            return await handler(request)
+        if request.method == "GET" and not request.path.startswith("/live/") and \
+                "/heavy-hitters." not in request.path:
+            raise web.HTTPSeeOther(f"/login?next={quote(request.path_qs, safe='/')}")
+        raise web.HTTPUnauthorized(text="sign in first")
+
+    def _same_origin(self, request: web.Request) -> None:
+        """A form post comes from the dashboard's own pages (SameSite=Strict already keeps
+        the session cookie off other sites' requests; this also covers signing in)."""
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != f"{request.scheme}://{request.host}":
+            raise web.HTTPForbidden(text="cross-origin form posts are refused")
+
+    # ---- sign-in ---------------------------------------------------------------------------
+    async def login_form(self, request: web.Request) -> web.Response:
+        return html_response(pages.login(next_path=safe_next(request.query.get("next"))))
+
+    async def login(self, request: web.Request) -> web.Response:
+        self._same_origin(request)
+        form = await request.post()
+        token, next_path = form.get("token"), safe_next(form.get("next"))
+        if not isinstance(token, str) or len(token) > 4096:
+            return html_response(pages.login("Enter the admin token.", next_path), 400)
+        try:
+            session = self.sessions.login(request.remote or "", token.strip())
+        except RateLimited as error:
+            response = html_response(pages.login(str(error), next_path), 429)
+            response.headers["Retry-After"] = "60"
+            return response
+        if session is None:
+            log.warning("dashboard sign-in refused", extra={"client": request.remote})
+            return html_response(pages.login("That is not the admin token.", next_path), 401)
+        response = web.Response(status=303, headers={"Location": next_path})
+        response.set_cookie(COOKIE, session, path="/", secure=True, httponly=True,
+                            samesite="Strict", max_age=int(self.sessions.ttl_s))
+        return response
+
+    async def logout(self, request: web.Request) -> web.Response:
+        self.sessions.logout(request.cookies.get(COOKIE))
+        response = web.Response(status=303, headers={"Location": "/login"})
+        response.del_cookie(COOKIE, path="/", secure=True, httponly=True, samesite="Strict")
+        return response
+
+    async def static(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in STATIC:
+            raise web.HTTPNotFound(text="no such file")
+        return web.Response(body=self._static[name], content_type=STATIC[name],
+                            headers={"Cache-Control": "no-cache"})
+
+    # ---- pages -----------------------------------------------------------------------------
+    def _run_id(self, request: web.Request) -> str:
+        run_id = request.match_info["run_id"]
+        if not RUN_ID.match(run_id):
+            raise web.HTTPNotFound(text="no such run")
+        return run_id
+
+    async def runs(self, request: web.Request) -> web.Response:
+        return html_response(pages.runs_page(self.views.runs()))
+
+    async def run(self, request: web.Request) -> web.Response:
+        run_id = self._run_id(request)
+        try:
+            detail = self.views.run(run_id)
+        except NotFoundError:
+            return html_response(pages.not_found(f"There is no run {run_id!r}."), 404)
+        return html_response(pages.run_page(detail))
+
+    async def budgets(self, request: web.Request) -> web.Response:
+        return html_response(pages.budgets_page(self.views.budgets()))
+
+    async def fleet(self, request: web.Request) -> web.Response:
+        return html_response(pages.fleet_page(self.views.fleet()))
+
+    async def download(self, request: web.Request) -> web.Response:
+        run_id = self._run_id(request)
+        try:
+            detail = self.views.run(run_id)
+        except NotFoundError:
+            raise web.HTTPNotFound(text="no such run") from None
+        needle = request.query.get("q", "")[:MAX_FILTER].casefold()
+        hits = [h for h in detail.hits if needle in h.item.casefold()]
+        kind = request.match_info["kind"]
+        headers = {"Content-Disposition":
+                   f'attachment; filename="{run_id}-heavy-hitters.{kind}"'}
+        if kind == "json":
+            body = json.dumps({"run_id": run_id, "state": detail.line.state, "filter": needle,
+                               "heavy_hitters": [_hit_json(h) for h in hits]}, indent=2)
+            return web.Response(text=body, content_type="application/json", headers=headers)
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(["rank", "item", "estimate", "std", "round"])
+        for h in hits:
+            writer.writerow([h.rank, csv_cell(h.item), repr(h.estimate),
+                             "" if math.isnan(h.std) else repr(h.std), h.round])
+        return web.Response(text=out.getvalue(), content_type="text/csv", headers=headers)
+
+    # ---- live ------------------------------------------------------------------------------
+    async def live_runs(self, request: web.Request) -> web.StreamResponse:
+        return await self.live.serve(
+            request, lambda: {"runs": pages.runs_table(self.views.runs())}, HEADERS)
+
+    async def live_run(self, request: web.Request) -> web.StreamResponse:
+        run_id = self._run_id(request)
+
+        def regions() -> dict[str, Html]:
+            detail = self.views.run(run_id)
+            return {"run-head": pages.run_head(detail), "timeline": pages.timeline(detail),
+                    "spend": pages.spend_section(detail),
+                    "hits": pages.hits_table(run_id, detail.hits)}
+        return await self.live.serve(request, regions, HEADERS)
+
+    async def live_fleet(self, request: web.Request) -> web.StreamResponse:
+        def regions() -> dict[str, Html]:
+            view = self.views.fleet()
+            return {"fleet-counts": pages.fleet_counts(view),
+                    "dropout": pages.fleet_dropout(view),
+                    "enrollments": pages.fleet_enrollments(view)}
+        return await self.live.serve(request, regions, HEADERS)
+
+
+def _hit_json(hit: Hit) -> dict[str, Any]:
+    return {"rank": hit.rank, "item": hit.item, "estimate": hit.estimate,
+            "std": None if math.isnan(hit.std) else hit.std, "round": hit.round}

@@ -1,0 +1,74 @@
+// fedhh console: live regions (server-sent events) and the heavy-hitter filter.
+// The server renders every region as escaped HTML; this script only puts it in place.
+"use strict";
+
+(function () {
+  const body = document.body;
+
+  function applyFilter() {
+    const input = document.getElementById("hh-filter");
+    if (!input) {
+      return;
+    }
+    const needle = input.value.trim().toLowerCase();
+    let shown = 0;
+    document.querySelectorAll("table.hits tbody tr").forEach(function (row) {
+      const item = (row.getAttribute("data-item") || "").toLowerCase();
+      const match = needle === "" || item.indexOf(needle) !== -1;
+      row.hidden = !match;
+      shown += match ? 1 : 0;
+    });
+    const query = needle === "" ? "" : "?q=" + encodeURIComponent(needle);
+    ["hh-csv", "hh-json"].forEach(function (id) {
+      const link = document.getElementById(id);
+      if (link) {
+        link.href = link.getAttribute("href").split("?")[0] + query;
+      }
+    });
+    body.setAttribute("data-shown", String(shown));
+  }
+
+  function listen(url) {
+    const source = new EventSource(url);
+    source.addEventListener("region", function (event) {
+      const update = JSON.parse(event.data);
+      const target = document.getElementById(update.id);
+      if (target) {
+        target.innerHTML = update.html;
+      }
+      if (update.id === "hits") {
+        applyFilter();
+      }
+    });
+    source.addEventListener("synced", function () {
+      body.setAttribute("data-live-state", "synced");
+    });
+    source.addEventListener("signed-out", function () {
+      source.close();
+      window.location.assign("/login?next=" + encodeURIComponent(window.location.pathname));
+    });
+    source.addEventListener("error", function () {
+      body.setAttribute("data-live-state", "reconnecting");
+    });
+    return source;
+  }
+
+  const filter = document.getElementById("hh-filter");
+  if (filter) {
+    filter.addEventListener("input", applyFilter);
+  }
+  const live = body.getAttribute("data-live");
+  if (live && window.EventSource) {
+    // A stream holds one of the few connections a browser keeps per site: close it when the
+    // page is left (even into the back-forward cache), open a new one if the page comes back.
+    let source = listen(live);
+    window.addEventListener("pagehide", function () {
+      source.close();
+    });
+    window.addEventListener("pageshow", function (event) {
+      if (event.persisted) {
+        source = listen(live);
+      }
+    });
+  }
+})();

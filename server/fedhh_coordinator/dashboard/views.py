@@ -1,0 +1,186 @@
+"""Everything a dashboard page shows, gathered from the coordinator's state without changing
+it: the store (runs, attempts, ledgers, tree states), the read-only reader (timestamps, the
+fleet, lifetime charges), the runner's live progress and the check-in lobby."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from fedhh.config import RunConfig
+from fedhh_coordinator.budgets import SLACK, LifetimeBudget
+from fedhh_coordinator.dashboard.reader import (
+    DeviceCharge,
+    Enrolled,
+    FleetCounts,
+    Reader,
+    RunTimes,
+)
+from fedhh_coordinator.dashboard.results import Hit, Spend, SpendCache, heavy_hitters
+from fedhh_coordinator.dashboard.timeline import (
+    STAGE_LABELS,
+    AttemptView,
+    Dropout,
+    attempt_view,
+    dropout_by_stage,
+)
+from fedhh_coordinator.lobby import Lobby
+from fedhh_coordinator.progress import Progress
+from fedhh_coordinator.runner import Runner
+from fedhh_coordinator.runs import RunParts
+from fedhh_coordinator.store import RoundRow, RunRow, Store
+
+FINAL = ("done", "failed", "cancelled")
+RECENT_RUNS = 5  # the fleet page's dropout covers the attempts of this many latest runs
+RECENT_ATTEMPTS = 20
+TOP_DEVICES = 25
+
+
+@dataclass(frozen=True)
+class RunLine:
+    """One run as the runs page lists it."""
+
+    run_id: str
+    state: str
+    released: int
+    rounds: int
+    now: str  # the attempt in progress, in words ("" unless running)
+    eps_spent: float
+    eps_agg: float
+    delta: float
+    started: float
+    seconds: float
+    error: str
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    line: RunLine
+    config: RunConfig
+    eps_local: float
+    attempts: tuple[AttemptView, ...]
+    spend: Spend
+    hits: tuple[Hit, ...]
+    deny: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BudgetView:
+    eps: float
+    delta: float
+    period_days: float
+    enrolled: int
+    charged: int  # devices with a charge in the period
+    exhausted: int  # devices whose charges leave room for no more epsilon
+    # devices by share of the budget used (the larger of eps and delta): <25, <50, <75, <100 %
+    # and all of it
+    shares: tuple[int, ...]
+    top: tuple[DeviceCharge, ...]
+
+
+@dataclass(frozen=True)
+class FleetView:
+    counts: FleetCounts
+    checked_in: int  # in the open check-in's pool, or the cohort of the round under way
+    activity: str  # what the running run is doing ("idle" when none runs)
+    attempts: tuple[AttemptView, ...]  # newest first
+    dropout: tuple[Dropout, ...]
+    enrollments: tuple[Enrolled, ...]
+
+
+def progress_text(progress: Progress | None, pool: int) -> str:
+    if progress is None or not progress.phase:
+        return ""
+    where = f"round {progress.round}.{progress.attempt}"
+    if progress.phase == "check-in":
+        return f"{where}: check-in, {pool} devices so far"
+    if progress.phase == "secure aggregation":
+        stage = STAGE_LABELS.get(progress.stage, progress.stage.lower().replace("_", " "))
+        return f"{where}: secure aggregation with {progress.devices} devices" + (
+            f", {stage}" if stage else "")
+    if progress.phase == "releasing":
+        return f"{where}: releasing the sum of {progress.devices} contributors"
+    return f"{where}: {progress.phase}"
+
+
+class Views:
+    def __init__(self, store: Store, runner: Runner, lobby: Lobby, budget: LifetimeBudget,
+                 reader: Reader) -> None:
+        self.store, self.runner, self.lobby = store, runner, lobby
+        self.budget, self.reader = budget, reader
+        self.spend = SpendCache()
+
+    # ---- runs ------------------------------------------------------------------------------
+    def _line(self, row: RunRow, now: float, times: RunTimes | None) -> RunLine:
+        started = times.created_at if times else now
+        stopped = times.updated_at if times and row.state in FINAL else now
+        spend = self.spend(row.ledger)
+        return RunLine(
+            run_id=row.run_id, state=row.state,
+            released=sum(r.state == "released" for r in self.store.rounds(row.run_id)),
+            rounds=spend.rounds,
+            now=progress_text(self.runner.progress.get(row.run_id), self.lobby.cohort_size),
+            eps_spent=spend.spent, eps_agg=spend.eps_agg, delta=spend.delta, started=started,
+            seconds=max(0.0, stopped - started), error=row.error)
+
+    def runs(self) -> list[RunLine]:
+        """Every run, newest first."""
+        now = time.time()
+        times = self.reader.run_times()
+        return [self._line(row, now, times.get(row.run_id)) for row in reversed(self.store.runs())]
+
+    def run(self, run_id: str) -> RunDetail:
+        """One run (NotFoundError if there is none of that id)."""
+        now = time.time()
+        row = self.store.run(run_id)
+        parts = RunParts.load(row)
+        rounds = self.store.rounds(run_id)
+        return RunDetail(
+            line=self._line(row, now, self.reader.run_times().get(run_id)),
+            config=parts.config, eps_local=row.eps_local,
+            attempts=tuple(self._attempts(row.run_id, parts.config.min_devices, now, rounds)),
+            spend=self.spend(row.ledger), hits=tuple(heavy_hitters(parts, rounds)),
+            deny=tuple(parts.tree.codec.display_item(c) for c in row.deny_codes))
+
+    def _attempts(self, run_id: str, n_min: int, now: float,
+                  rounds: list[RoundRow] | None = None) -> list[AttemptView]:
+        progress = self.runner.progress.get(run_id)
+        views = []
+        for r in rounds if rounds is not None else self.store.rounds(run_id):
+            live = progress if progress is not None and (progress.round, progress.attempt) == (
+                r.round, r.attempt) and r.state in ("open", "releasing") else None
+            views.append(attempt_view(r, n_min, live, self.lobby.cohort_size, now))
+        return views
+
+    # ---- budgets ---------------------------------------------------------------------------
+    def budgets(self) -> BudgetView:
+        b = self.budget
+        charges = self.reader.device_charges(time.time() - b.period_s)
+        shares = [0] * 5
+        exhausted = 0
+        for c in charges:
+            used = max(c.eps / b.eps, c.delta / b.delta)
+            full = used >= 1 - SLACK
+            shares[4 if full else min(3, int(used * 4))] += 1
+            exhausted += full
+        return BudgetView(b.eps, b.delta, b.period_s / 86400, self.reader.fleet().devices,
+                          len(charges), exhausted, tuple(shares), tuple(charges[:TOP_DEVICES]))
+
+    # ---- fleet -----------------------------------------------------------------------------
+    def fleet(self) -> FleetView:
+        now = time.time()
+        rows = list(reversed(self.store.runs()))[:RECENT_RUNS]
+        attempts: list[AttemptView] = []
+        for row in rows:
+            n_min = int(row.config.get("min_devices", 0))
+            attempts += self._attempts(row.run_id, n_min, now)
+        attempts.sort(key=lambda a: a.started_at, reverse=True)
+        attempts = attempts[:RECENT_ATTEMPTS]
+        running = next((r for r in rows if r.run_id in self.runner.progress), None)
+        activity = "idle"
+        if running is not None:
+            text = progress_text(self.runner.progress[running.run_id], self.lobby.cohort_size)
+            activity = f"{running.run_id}, {text}" if text else running.run_id
+        return FleetView(self.reader.fleet(), self.lobby.cohort_size, activity,
+                         tuple(attempts), tuple(dropout_by_stage(attempts)),
+                         tuple(self.reader.recent_enrollments(10)))

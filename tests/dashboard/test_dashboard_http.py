@@ -1,0 +1,242 @@
+"""The dashboard over HTTPS, in process: sign-in and sessions, the rate limit, security headers
+on every response, escaping of user data, downloads, the live stream, and that it never writes
+the coordinator's database."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+
+import pytest
+from dashboard_kit import TOKEN, XSS_LABEL, Served
+
+from fedhh.privacy import PrivacyLedger
+from fedhh_coordinator.dashboard.auth import COOKIE
+from fedhh_coordinator.dashboard.reader import Reader
+from fedhh_coordinator.dashboard.server import CSP, csv_cell, safe_next
+
+PAGES = ["/", "/runs/r1", "/budgets", "/fleet"]
+DATA = ["/runs/r1/heavy-hitters.csv", "/runs/r1/heavy-hitters.json", "/live/runs",
+        "/live/runs/r1", "/live/fleet"]
+
+
+def test_without_a_session_pages_send_to_sign_in_and_data_is_refused(served: Served) -> None:
+    for path in PAGES:
+        status, headers, body = served.request("GET", path)
+        assert status == 303, path
+        assert headers["Location"].startswith("/login?next=")
+        assert b"apple" not in body and b"r1" not in body
+    for path in DATA:
+        status, _, body = served.request("GET", path)
+        assert status == 401, path
+        assert b"apple" not in body
+    bogus = {"Cookie": f"{COOKIE}=not-a-session"}
+    status, _, body = served.request("GET", "/runs/r1/heavy-hitters.json", headers=bogus)
+    assert status == 401 and b"apple" not in body
+
+
+def test_a_wrong_token_gets_the_sign_in_page_and_no_cookie(served: Served) -> None:
+    status, headers, body = served.request("POST", "/login", {"token": "wrong" * 8})
+    assert status == 401
+    assert "Set-Cookie" not in headers
+    assert b"That is not the admin token." in body and b"apple" not in body
+
+
+def test_the_session_cookie_is_http_only_secure_strict_and_not_the_token(served: Served
+                                                                         ) -> None:
+    status, headers, _ = served.request("POST", "/login", {"token": TOKEN.decode(),
+                                                           "next": "/fleet"})
+    assert status == 303 and headers["Location"] == "/fleet"
+    cookie = headers["Set-Cookie"]
+    name, _, rest = cookie.partition("=")
+    value = rest.split(";")[0]
+    attributes = {a.strip().split("=")[0].lower() for a in cookie.split(";")[1:]}
+    assert name == COOKIE and value and TOKEN.decode() not in cookie
+    assert {"httponly", "secure", "samesite", "path"} <= attributes
+    assert "samesite=strict" in cookie.lower() and "domain" not in attributes
+    session = {"Cookie": f"{name}={value}"}
+    for path in PAGES:
+        status, _, _ = served.request("GET", path, headers=session)
+        assert status == 200, path
+    status, headers, _ = served.request("POST", "/logout", headers=session)
+    assert status == 303
+    status, _, _ = served.request("GET", "/", headers=session)
+    assert status == 303  # the session ended
+
+
+def test_sign_in_is_rate_limited_even_for_the_right_token(served: Served) -> None:
+    # The fixture allows bursts of 5 attempts (the service's default is 10).
+    for _ in range(5):
+        assert served.request("POST", "/login", {"token": "guess" * 8})[0] == 401
+    status, headers, body = served.request("POST", "/login", {"token": TOKEN.decode()})
+    assert status == 429
+    assert headers["Retry-After"] == "60" and "Set-Cookie" not in headers
+    assert b"too many sign-in attempts" in body
+
+
+def test_cross_origin_posts_are_refused(served: Served) -> None:
+    status, headers, _ = served.request("POST", "/login", {"token": TOKEN.decode()},
+                                        headers={"Origin": "https://evil.example"})
+    assert status == 403 and "Set-Cookie" not in headers
+
+
+def test_every_response_carries_the_security_headers(served: Served) -> None:
+    session = {"Cookie": served.sign_in()}
+    for path in [*PAGES, "/login", "/static/app.js", "/runs/r1/heavy-hitters.csv",
+                 "/runs/nothing-here", "/runs/bad%20id", "/no/such/page"]:
+        _, headers, _ = served.request("GET", path, headers=session)
+        assert headers["Content-Security-Policy"] == CSP, path
+        assert "script-src 'self'" in CSP and "unsafe-inline" not in CSP
+        assert headers["X-Frame-Options"] == "DENY", path
+        assert headers["X-Content-Type-Options"] == "nosniff", path
+        if not path.startswith("/static/"):
+            assert headers["Cache-Control"] == "no-store", path
+    assert served.request("GET", "/runs/nothing-here", headers=session)[0] == 404
+
+
+def test_pages_hold_no_inline_script(served: Served) -> None:
+    session = {"Cookie": served.sign_in()}
+    for path in PAGES:
+        _, _, body = served.request("GET", path, headers=session)
+        page = body.decode()
+        assert page.count("<script") == 1 and '<script src="/static/app.js"' in page, path
+        assert re.search(r"<[^>]*\son[a-z]+=", page) is None, path  # no event attribute
+        assert "style=" not in page, path
+
+
+def test_user_data_is_escaped(served: Served) -> None:
+    session = {"Cookie": served.sign_in()}
+    for path in ("/fleet", "/budgets"):
+        _, _, body = served.request("GET", path, headers=session)
+        page = body.decode()
+        assert XSS_LABEL not in page, path
+        assert "&lt;script&gt;window.pwned=1&lt;/script&gt;&lt;img src=x onerror=pwned=2&gt;" \
+            in page, path
+
+
+def test_run_page_shows_the_rounds_spend_and_heavy_hitters(served: Served) -> None:
+    session = {"Cookie": served.sign_in()}
+    _, _, body = served.request("GET", "/runs/r1", headers=session)
+    page = body.decode()
+    assert 'data-round="1" data-attempt="1" data-state="aborted"' in page
+    assert "only 12 devices checked in" in page
+    assert page.count('data-state="released"') == 2
+    assert "190 contributors, n_min 180" in page
+    assert "false positives: expected 0.40, observed ≥ 1" in page
+    assert "Accountant: <strong>sum</strong>" in page  # the default method
+    assert '<td class="item">apple</td>' in page and '<td class="item">berry</td>' in page
+
+
+def test_downloads_are_the_heavy_hitters_filtered(served: Served) -> None:
+    session = {"Cookie": served.sign_in()}
+    status, headers, body = served.request("GET", "/runs/r1/heavy-hitters.json?q=ERR",
+                                           headers=session)
+    assert status == 200 and headers["Cache-Control"] == "no-store"
+    assert "attachment" in headers["Content-Disposition"]
+    data = json.loads(body)
+    assert [h["item"] for h in data["heavy_hitters"]] == ["berry"]
+    assert data["heavy_hitters"][0]["rank"] == 2 and data["heavy_hitters"][0]["round"] == 2
+    status, _, body = served.request("GET", "/runs/r1/heavy-hitters.csv", headers=session)
+    lines = body.decode().splitlines()
+    assert lines[0] == "rank,item,estimate,std,round"
+    assert lines[1].startswith("1,apple,61.5,") and lines[2].startswith("2,berry,48.25,")
+
+
+def test_spreadsheet_formulas_and_foreign_redirects_are_neutralised() -> None:
+    assert csv_cell("=cmd|' /C calc'!A0") == "'=cmd|' /C calc'!A0"
+    assert csv_cell("@sum") == "'@sum" and csv_cell("apple") == "apple"
+    for bad in ("//evil.example", "https://evil.example", "\\\\x", "/\\evil", 42):
+        assert safe_next(bad) == "/"
+    assert safe_next("/runs/r1") == "/runs/r1"
+
+
+def test_the_live_stream_sends_regions_then_ends_with_the_session(served: Served) -> None:
+    cookie = served.sign_in()
+    import http.client
+    import ssl
+
+    context = ssl.create_default_context(cafile=str(served.tls.ca))
+    connection = http.client.HTTPSConnection(served.host, served.port, context=context,
+                                             timeout=30)
+    try:
+        connection.request("GET", "/live/runs/r1", headers={"Cookie": cookie})
+        response = connection.getresponse()
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        assert response.headers["Cache-Control"] == "no-store"
+        regions = set()
+        while not {"run-head", "timeline", "spend", "hits", "clock"} <= regions:
+            line = response.readline().decode()
+            if line.startswith("data: "):
+                regions.add(json.loads(line[6:])["id"])
+        served.request("POST", "/logout", headers={"Cookie": cookie})
+        events = []
+        while "signed-out" not in events:  # the stream notices within one tick
+            line = response.readline().decode()
+            assert line, "the stream closed without saying the session ended"
+            if line.startswith("event: "):
+                events.append(line[7:].strip())
+    finally:
+        connection.close()
+
+
+def test_the_dashboard_never_writes_the_database(served: Served) -> None:
+    def digest() -> str:
+        with sqlite3.connect(served.db) as db:
+            rows = [db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+                    for t in ("devices", "runs", "rounds", "device_spends",
+                              "enrollment_tokens")]
+        return hashlib.sha256(repr(rows).encode()).hexdigest()
+
+    before = digest()
+    session = {"Cookie": served.sign_in()}
+    for path in [*PAGES, "/runs/r1/heavy-hitters.csv", "/runs/r1/heavy-hitters.json"]:
+        assert served.request("GET", path, headers=session)[0] == 200
+    assert digest() == before
+    reader = Reader(served.db)
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            reader._db.execute("DELETE FROM runs")
+    finally:
+        reader.close()
+
+
+def test_spend_matches_the_ledger(served: Served) -> None:
+    detail = served.views.run("r1")
+    ledger = PrivacyLedger.from_dict(served.views.store.run("r1").ledger)
+    assert [c.contributors for c in detail.spend.charges] == [190, 190]
+    assert detail.spend.charges[-1].cumulative == pytest.approx(ledger.spent_epsilon(),
+                                                                rel=1e-12)
+    assert detail.spend.charges[0].cumulative == pytest.approx(detail.spend.charges[0].epsilon)
+    assert detail.line.eps_spent == pytest.approx(ledger.spent_epsilon(), rel=1e-12)
+
+
+def test_a_session_keeps_at_most_four_live_streams(served: Served) -> None:
+    """A fifth stream of one session closes the session's oldest (a page the browser left but
+    did not close yet), so forgotten pages cannot use up the server's streams."""
+    import http.client
+    import ssl
+
+    cookie = served.sign_in()
+    context = ssl.create_default_context(cafile=str(served.tls.ca))
+    connections, responses = [], []
+    try:
+        for _ in range(5):
+            connection = http.client.HTTPSConnection(served.host, served.port,
+                                                     context=context, timeout=30)
+            connection.request("GET", "/live/fleet", headers={"Cookie": cookie})
+            response = connection.getresponse()
+            assert response.status == 200
+            while response.readline().decode().strip() != "event: synced":
+                pass
+            connections.append(connection)
+            responses.append(response)
+        while response := responses[0].readline():  # the oldest ends (EOF)
+            assert b"signed-out" not in response
+        assert served.dashboard.live.open == 4
+    finally:
+        for connection in connections:
+            connection.close()
+

@@ -1,0 +1,111 @@
+"""A round attempt step by step (``timeline.attempt_view``), dropout pooled over attempts, and
+the standard deviation shown beside each estimate."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from fedhh.mechanisms import LocalRandomizer
+from fedhh.randomizer import RandomizedResponse
+from fedhh_coordinator.dashboard.results import estimate_std
+from fedhh_coordinator.dashboard.timeline import attempt_view, dropout_by_stage
+from fedhh_coordinator.progress import Progress
+from fedhh_coordinator.store import RoundRow
+
+T0 = 1_800_000_000.0
+COUNTS = {"ADVERTISE_KEYS": 100, "SHARE_KEYS": 90, "MASKED_INPUT": 90,
+          "CONSISTENCY_CHECK": 81, "UNMASK": 40}
+
+
+def row(state: str, summary: dict[str, object], participants: int = 0, reason: str = "",
+        finished: float | None = T0 + 20) -> RoundRow:
+    return RoundRow("r", 1, 1, state, reason, participants, summary, T0, finished)
+
+
+def statuses(view: object) -> dict[str, str]:
+    return {s.key: s.status for s in view.steps}  # type: ignore[attr-defined]
+
+
+def test_a_released_attempt_has_every_step_done_with_its_dropout_and_duration() -> None:
+    steps = [["check-in", T0], ["secure aggregation", T0 + 4], ["SHARE_KEYS", T0 + 5],
+             ["MASKED_INPUT", T0 + 7], ["CONSISTENCY_CHECK", T0 + 10], ["UNMASK", T0 + 11],
+             ["releasing", T0 + 15]]
+    view = attempt_view(row("released", {"members": list(range(100)), "steps": steps,
+                                         "stage_devices": COUNTS, "kept": 5, "finished": 2,
+                                         "threshold": 12.5, "expected_false_positives": 0.3,
+                                         "impossible": 1, "denied": 2}, participants=81),
+                        n_min=80, live=None, pool=0, now=T0 + 100)
+    assert set(statuses(view).values()) == {"done"}
+    by_key = {s.key: s for s in view.steps}
+    assert by_key["check-in"].devices == 100 and by_key["check-in"].seconds == 4
+    assert by_key["SHARE_KEYS"].dropout == pytest.approx(0.1)
+    assert by_key["MASKED_INPUT"].dropout == 0
+    assert by_key["CONSISTENCY_CHECK"].dropout == pytest.approx(0.1)
+    assert by_key["UNMASK"].dropout is None  # closes once every mask can be removed
+    assert by_key["end"].label == "released" and by_key["end"].devices == 81
+    assert by_key["end"].seconds == 5  # releasing until the attempt finished
+    assert (view.kept, view.finished, view.provable_fp) == (5, 2, 3)
+    assert view.seconds == 20
+
+
+def test_an_attempt_aborted_at_check_in_fails_there() -> None:
+    view = attempt_view(row("aborted", {}, reason="only 3 devices checked in"), 80, None, 0,
+                        T0 + 100)
+    assert statuses(view) == {"check-in": "failed", "ADVERTISE_KEYS": "skipped",
+                              "SHARE_KEYS": "skipped", "MASKED_INPUT": "skipped",
+                              "CONSISTENCY_CHECK": "skipped", "UNMASK": "skipped",
+                              "end": "failed"}
+    assert view.steps[0].seconds == 20 and view.kept is None and view.provable_fp is None
+
+
+def test_an_attempt_aborted_in_a_stage_fails_at_that_stage() -> None:
+    counts = {"ADVERTISE_KEYS": 100, "SHARE_KEYS": 60}
+    view = attempt_view(row("aborted", {"members": list(range(100)), "stage_devices": counts,
+                                        "steps": [["check-in", T0],
+                                                  ["secure aggregation", T0 + 1]]}),
+                        80, None, 0, T0 + 100)
+    assert statuses(view)["SHARE_KEYS"] == "done"
+    assert statuses(view)["MASKED_INPUT"] == "failed"
+    assert statuses(view)["UNMASK"] == "skipped"
+
+
+def test_a_live_attempt_shows_the_stage_in_progress() -> None:
+    progress = Progress()
+    progress.enter(1, 1, "check-in")
+    view = attempt_view(row("open", {}, finished=None), 80, progress, pool=37,
+                        now=T0 + 5)
+    assert statuses(view)["check-in"] == "active" and view.steps[0].devices == 37
+    progress.enter(1, 1, "secure aggregation", 100)
+    progress.observe_stage("SHARE_KEYS", {"ADVERTISE_KEYS": 99})
+    view = attempt_view(row("open", {"members": list(range(100))}, finished=None), 80,
+                        progress, pool=100, now=T0 + 9)
+    assert statuses(view)["ADVERTISE_KEYS"] == "done"
+    assert statuses(view)["SHARE_KEYS"] == "active"
+    assert statuses(view)["MASKED_INPUT"] == "pending"
+    assert view.steps[1].dropout == pytest.approx(0.01)
+
+
+def test_dropout_is_pooled_over_attempts() -> None:
+    views = [attempt_view(row("released", {"members": list(range(100)),
+                                           "stage_devices": COUNTS}, 81), 80, None, 0, T0),
+             attempt_view(row("released", {"members": list(range(50)),
+                                           "stage_devices": {"ADVERTISE_KEYS": 40}}, 40),
+                          30, None, 0, T0)]
+    pooled = {d.stage: d for d in dropout_by_stage(views)}
+    assert (pooled["ADVERTISE_KEYS"].missing, pooled["ADVERTISE_KEYS"].of) == (10, 150)
+    assert (pooled["SHARE_KEYS"].missing, pooled["SHARE_KEYS"].of) == (10, 100)
+    assert "UNMASK" not in pooled
+
+
+def test_the_standard_deviation_is_the_randomized_response_formula() -> None:
+    mechanism = LocalRandomizer(2.0)
+    rr = RandomizedResponse(2.0)
+    n, count = 1000, 120.0
+    expected = math.sqrt((count * rr.a1 * (1 - rr.a1) + (n - count) * rr.a0 * (1 - rr.a0))
+                         / (rr.a1 - rr.a0) ** 2)
+    assert estimate_std(mechanism, count, n) == pytest.approx(expected, rel=1e-12)
+    # Estimates outside [0, n] are clipped before they stand in for the count.
+    assert estimate_std(mechanism, -5.0, n) == estimate_std(mechanism, 0.0, n)
+    assert math.isnan(estimate_std(mechanism, 10.0, 0))
