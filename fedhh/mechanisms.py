@@ -7,6 +7,8 @@
   devices send their prefix in the clear; a prefix is kept when at least ``theta`` devices voted.
 - ``CentralNoise``: a trusted curator adds Laplace or Gaussian noise to every coordinate of the
   exact histogram; thresholded with PruneHH against the noise law.
+- ``fedhh.pirappor.mechanism.PiRappor``: OptPrefixTree with PI-RAPPOR reports, decoded one by one
+  into counts with the law of the randomized-response sum (``for_round`` gives a round's rates).
 
 Mechanisms are frozen values: the simulator and the coordinator read them, nothing mutates them.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
@@ -29,6 +32,9 @@ from fedhh.estimate import (
 )
 from fedhh.prune import prune_hh
 from fedhh.randomizer import RandomizedResponse
+
+if TYPE_CHECKING:
+    from fedhh.pirappor.mechanism import PiRappor, PiRapporRound
 
 
 class TailKind(StrEnum):
@@ -130,7 +136,16 @@ class CentralNoise:
                            result.expected_false_positives)
 
 
-Mechanism = LocalRandomizer | VoteThreshold | CentralNoise
+Mechanism: TypeAlias = "LocalRandomizer | VoteThreshold | CentralNoise | PiRappor"
+RoundMechanism: TypeAlias = "LocalRandomizer | VoteThreshold | CentralNoise | PiRapporRound"
+
+
+def for_round(mechanism: Mechanism, segment_bits: int) -> RoundMechanism:
+    """What reads a round with ``segment_bits``-bit segments: the mechanism itself, except
+    PI-RAPPOR, whose field and rates depend on the segment length (``fedhh.pirappor``)."""
+    from fedhh.pirappor.mechanism import PiRappor
+
+    return mechanism.at_segment(segment_bits) if isinstance(mechanism, PiRappor) else mechanism
 
 
 def _nothing(estimates: np.ndarray) -> Thresholded:
