@@ -128,8 +128,13 @@ def announce_dashboard(topo: Any, secure: bool) -> None:
 def hold_until_interrupted() -> None:
     """Keep the services (and so the dashboard) up until Ctrl-C."""
     print("\nThe stack stays up for the dashboard; press Ctrl-C to stop it.", flush=True)
+    forever = threading.Event()
     try:
-        threading.Event().wait()
+        # A timed wait, because a process-directed SIGINT may land on one of gRPC's threads:
+        # the handler then runs only when the main thread next returns to the interpreter,
+        # which an untimed wait never does.
+        while not forever.wait(0.5):
+            pass
     except KeyboardInterrupt:
         print("stopping", flush=True)
 
