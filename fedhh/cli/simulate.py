@@ -19,7 +19,7 @@ from fedhh.cli import options
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError
-from fedhh.prefixtree import RoundReport
+from fedhh.server import RoundReport
 from fedhh.simulation.runner import SimulationResult, simulate
 
 DEFAULT_DATASET = "synthetic-reddit"

@@ -278,14 +278,14 @@ class RunConfig:
     # ---- views used by the library --------------------------------------------------------
     def tree(self, mode: Mode = Mode.SIMULATION) -> Any:
         """The prefix tree's round logic parameters."""
-        from fedhh.prefixtree import TreeConfig
+        from fedhh.server import TreeConfig
 
         return TreeConfig(rounds=self.rounds, dim_limit=self.resolved_dim_limit(mode),
                           fp_ratio=self.fp_ratio, tau0=self.tau0, eta=self.eta,
                           segment_bits=self.segment_bits, fp_ratio_of=self.fp_ratio_of)
 
     def selection_rule(self) -> Any:
-        from fedhh.selection import Selection
+        from fedhh.device import Selection
 
         return Selection.parse(self.selection, self.prefix_conditioning)
 

@@ -41,7 +41,7 @@ from fedhh.experiments.studies import (
     Variant,
 )
 from fedhh.metrics import Truth, evaluate
-from fedhh.prefixtree import RoundReport
+from fedhh.server import RoundReport
 from fedhh.simulation.population import Population
 from fedhh.simulation.runner import simulate
 

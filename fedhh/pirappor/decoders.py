@@ -5,7 +5,7 @@ What is computed. C_w = #{reports v : v(w) in S}. For the reports of n devices, 
 hold w, C_w ~ Bin(c_w, alpha_1) + Bin(n - c_w, |S|/q) (Algorithm 3's rates; Feldman and Talwar
 2021, Lemma 4.2), the same law as coordinate w of the sum of n one-hot + randomized response
 reports with those rates, so the estimate (C_w - n a0) / (a1 - a0), its variance and PruneHH's
-thresholds are those of ``fedhh.estimate`` with PI-RAPPOR's rates. The counts come from the
+thresholds are those of ``fedhh.server.estimate`` with PI-RAPPOR's rates. The counts come from the
 reports one by one: they cannot be formed by summing reports (secure aggregation), only by a
 server that holds every report, unlinked from its sender (a shuffler; docs/pi-rappor.md).
 

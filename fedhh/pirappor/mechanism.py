@@ -5,7 +5,7 @@ A run fixes eps and the variant (``PiRappor``); each round's segment length fixe
 the rates (``at_segment`` -> ``PiRapporRound``, ``params``). The server decodes the round's
 reports into counts C_w (``decoders``); C_w has the law of one-hot + randomized response's
 coordinate sum with rates a0 = |S| / q and a1 = alpha_1 (Lemma 4.2 of Feldman and Talwar
-2021), so estimation and PruneHH are ``fedhh.estimate``'s with those rates: the unbiased
+2021), so estimation and PruneHH are ``fedhh.server.estimate``'s with those rates: the unbiased
 estimate (C_w - n a0) / (a1 - a0), the exact binomial or Gaussian zero-count tail.
 """
 
@@ -15,15 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedhh.device import RandomSource
 from fedhh.errors import ConfigError
-from fedhh.estimate import BinomialTail, GaussianTail, NullTail, rr_estimate, rr_null_std
-from fedhh.mechanisms import TailKind, Thresholded
 from fedhh.pirappor.decoders import AUTO, DECODERS, Decoder, choose, decode
 from fedhh.pirappor.layout import RoundLayout
 from fedhh.pirappor.params import RoundParameters, Variant, round_parameters
 from fedhh.pirappor.randomizer import randomize, randomize_many
-from fedhh.prune import prune_hh
-from fedhh.randomness import RandomSource
+from fedhh.server import prune_hh
+from fedhh.server.estimate import BinomialTail, GaussianTail, NullTail, rr_estimate, rr_null_std
+from fedhh.server.mechanisms import TailKind, Thresholded
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,8 @@ a = m / q exactly. Given a, the randomizer is eps-DP exactly when
 
 For fixed a the estimator's variance falls as alpha_1 rises, so alpha_1 is the largest
 admissible value, rounded *down* to a multiple of 2^-32 (the coin is an integer comparison of
-a uniform 32-bit word, as in ``fedhh.randomizer``; rounding down keeps both inequalities). The
-per-report variance of an unused element's estimate is then
+a uniform 32-bit word, as in ``fedhh.device.randomizer``; rounding down keeps both
+inequalities). The per-report variance of an unused element's estimate is then
 
     V(a, alpha_1) = a (1 - a) / (alpha_1 - a)^2                                    (Lemma 4.2)
 

@@ -13,7 +13,7 @@ and for any other point w, v(w) = z + sum_j v_j (w_j - x_j) is uniform on GF(q) 
 |S| / q, independently of v(x) (pairwise independence). The privacy of these probabilities is
 in ``params``.
 
-Randomness comes from a ``fedhh.randomness.RandomSource``: ``SecureSource`` (AES-CTR under an
+Randomness comes from a ``fedhh.device.randomness.RandomSource``: ``SecureSource`` (AES-CTR under an
 OS-random key) on a device, a seeded ``NumpySource`` only in simulation and tests. The alpha_1
 coin is the exact integer comparison of a uniform 32-bit word with ``threshold1``; the uniform
 field elements are exact uniform integers (``RandomSource.below``).
@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedhh.device import RandomSource, as_source
 from fedhh.errors import ConfigError
 from fedhh.pirappor.layout import RoundLayout
 from fedhh.pirappor.params import RoundParameters
-from fedhh.randomness import RandomSource, as_source
 
 
 def randomize_many(params: RoundParameters, layout: RoundLayout, indices: np.ndarray,

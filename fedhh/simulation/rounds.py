@@ -29,12 +29,16 @@ from typing import Any
 
 import numpy as np
 
-from fedhh import streams
-from fedhh.mechanisms import CentralNoise, LocalRandomizer, Mechanism, NoiseKind, VoteThreshold
+from fedhh.device import Eligibility, NumpySource, Selection, select_block, streams
 from fedhh.pirappor.mechanism import PiRappor
-from fedhh.prefixtree import RoundQuery
-from fedhh.randomness import NumpySource
-from fedhh.selection import Eligibility, Selection, select_block
+from fedhh.server import RoundQuery
+from fedhh.server.mechanisms import (
+    CentralNoise,
+    LocalRandomizer,
+    Mechanism,
+    NoiseKind,
+    VoteThreshold,
+)
 from fedhh.simulation.participation import Participation
 from fedhh.simulation.population import Population
 

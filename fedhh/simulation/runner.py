@@ -22,18 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from fedhh.algorithms import PrivacyTarget, build_algorithm
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig
 from fedhh.data.dataset import FederatedDataset
 from fedhh.data.truth import GroundTruth
 from fedhh.errors import ConfigError, StateError
-from fedhh.mechanisms import Mechanism, TailKind
 from fedhh.metrics import Truth, evaluate, whole_items
 from fedhh.pirappor.accounting import accounting_method
 from fedhh.pirappor.mechanism import PiRappor
-from fedhh.prefixtree import HeavyHitter, PrefixTree, RoundQuery, RoundReport, TreeState
 from fedhh.privacy import PrivacyLedger
 from fedhh.rounds import (
     AttemptId,
@@ -44,6 +41,16 @@ from fedhh.rounds import (
     Released,
     RoundDriver,
 )
+from fedhh.server import (
+    HeavyHitter,
+    Mechanism,
+    PrefixTree,
+    RoundQuery,
+    RoundReport,
+    TailKind,
+    TreeState,
+)
+from fedhh.simulation.algorithms import PrivacyTarget, build_algorithm
 from fedhh.simulation.participation import Participation
 from fedhh.simulation.population import Population
 from fedhh.simulation.rounds import SimulatedRounds

@@ -27,16 +27,13 @@ from scipy import stats
 
 from fedhh.codec import Codec
 from fedhh.data.dataset import from_user_counts
-from fedhh.estimate import rr_estimate, rr_variance
-from fedhh.mechanisms import LocalRandomizer
+from fedhh.device import SecureSource, Selection, SelectionRule
 from fedhh.pirappor.decoders import Decoder, decode
 from fedhh.pirappor.layout import RoundLayout
 from fedhh.pirappor.mechanism import PiRappor
 from fedhh.pirappor.params import round_parameters
 from fedhh.pirappor.randomizer import evaluate, randomize_many
-from fedhh.prefixtree import PrefixTree, TreeConfig
-from fedhh.randomness import SecureSource
-from fedhh.selection import Selection, SelectionRule
+from fedhh.server import LocalRandomizer, PrefixTree, TreeConfig, rr_estimate, rr_variance
 from fedhh.simulation.participation import Participation
 from fedhh.simulation.population import Population
 from fedhh.simulation.rounds import SimulatedRounds, draw_sums

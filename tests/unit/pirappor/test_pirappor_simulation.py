@@ -16,11 +16,11 @@ from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.data.dataset import from_user_counts
 from fedhh.errors import ConfigError, FedhhError
-from fedhh.mechanisms import LocalRandomizer, TailKind, for_round
 from fedhh.pirappor.accounting import accounting_method
 from fedhh.pirappor.decoders import DECODERS
 from fedhh.pirappor.mechanism import PiRappor, PiRapporRound
-from fedhh.prefixtree import PrefixTree, TreeConfig
+from fedhh.server import PrefixTree, TreeConfig
+from fedhh.server.mechanisms import LocalRandomizer, TailKind, for_round
 from fedhh.simulation.rounds import draw_sums
 from fedhh.simulation.runner import prepare, simulate
 

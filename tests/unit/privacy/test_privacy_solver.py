@@ -10,10 +10,10 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution as pld
 from scipy.stats import binom
 
+from fedhh.device import RandomizedResponse
 from fedhh.errors import PrivacyError
 from fedhh.privacy import aggregate_epsilon, solve_local_epsilon
 from fedhh.privacy.solver import TOLERANCE
-from fedhh.randomizer import RandomizedResponse
 
 N = 200_000
 

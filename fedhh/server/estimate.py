@@ -32,7 +32,7 @@ from scipy import stats
 
 class BitRates(Protocol):
     """P[0 -> 1] (a0) and P[1 -> 1] (a1) of a report's bit: one-hot + randomized response
-    (``fedhh.randomizer.RandomizedResponse``), or PI-RAPPOR's rates in a round, whose decoded
+    (``fedhh.device.randomizer.RandomizedResponse``), or PI-RAPPOR's rates in a round, whose decoded
     counts have the same law (``fedhh.pirappor``)."""
 
     @property

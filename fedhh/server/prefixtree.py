@@ -34,11 +34,11 @@ import numpy as np
 from fedhh.codec import ELLIPSIS, Codec
 from fedhh.codec import codes as cw
 from fedhh.codec.automaton import DEAD, ENDED
+from fedhh.device.selection import RoundFilter
 from fedhh.errors import ConfigError
-from fedhh.mechanisms import Mechanism, for_round
-from fedhh.prune import validate_prune_parameters
-from fedhh.segment import check_feasible, plan_segment
-from fedhh.selection import RoundFilter
+from fedhh.server.mechanisms import Mechanism, for_round
+from fedhh.server.prune import validate_prune_parameters
+from fedhh.server.segment import check_feasible, plan_segment
 
 FP_RATIO_OF = ("kept", "discoveries")
 

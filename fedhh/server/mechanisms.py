@@ -1,7 +1,7 @@
 """How a round's aggregate is formed and read: one value per algorithm family.
 
 - ``LocalRandomizer``: OptPrefixTree. Every participant randomizes its one-hot report locally
-  (``fedhh.randomizer``); the server sees the sum, estimates counts and thresholds them with
+  (``fedhh.device.randomizer``); the server sees the sum, estimates counts and thresholds them with
   PruneHH against the zero-count law (Gaussian approximation, or exact binomial).
 - ``VoteThreshold``: TrieHH (Zhu et al. 2020) and TrieHH++ (Cormode & Bharadwaj 2022). Sampled
   devices send their prefix in the clear; a prefix is kept when at least ``theta`` devices voted.
@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
+from fedhh.device.randomizer import RandomizedResponse
 from fedhh.errors import ConfigError
-from fedhh.estimate import (
+from fedhh.server.estimate import (
     BinomialTail,
     GaussianTail,
     LaplaceTail,
@@ -30,8 +31,7 @@ from fedhh.estimate import (
     rr_estimate,
     rr_null_std,
 )
-from fedhh.prune import prune_hh
-from fedhh.randomizer import RandomizedResponse
+from fedhh.server.prune import prune_hh
 
 if TYPE_CHECKING:
     from fedhh.pirappor.mechanism import PiRappor, PiRapporRound
