@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fedhh import streams
 from fedhh.codec import Codec
 from fedhh.data.dataset import FederatedDataset, release_pages, user_chunks
-from fedhh.prefixtree import RoundQuery
-from fedhh.selection import NOTHING, Eligibility, Selection, SelectionRule, select_block
+from fedhh.device import NOTHING, Eligibility, Selection, SelectionRule, select_block, streams
+from fedhh.server import RoundQuery
 
 CHUNK_ENTRIES = 1 << 23
 MAX_KEPT_DRAWS = 8

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from fedhh.algorithms import PrivacyTarget, build_algorithm
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig
@@ -30,9 +29,9 @@ from fedhh.data.dataset import FederatedDataset
 from fedhh.data.progress import Meter
 from fedhh.data.truth import GroundTruth
 from fedhh.errors import ConfigError, DatasetError, StateError
-from fedhh.mechanisms import Mechanism, TailKind
 from fedhh.metrics import Truth, evaluate, whole_items
-from fedhh.prefixtree import HeavyHitter, PrefixTree, RoundQuery, RoundReport, TreeState
+from fedhh.pirappor.accounting import accounting_method
+from fedhh.pirappor.mechanism import PiRappor
 from fedhh.privacy import PrivacyLedger
 from fedhh.rounds import (
     AttemptId,
@@ -43,6 +42,16 @@ from fedhh.rounds import (
     Released,
     RoundDriver,
 )
+from fedhh.server import (
+    HeavyHitter,
+    Mechanism,
+    PrefixTree,
+    RoundQuery,
+    RoundReport,
+    TailKind,
+    TreeState,
+)
+from fedhh.simulation.algorithms import PrivacyTarget, build_algorithm
 from fedhh.simulation.participation import Participation
 from fedhh.simulation.population import Population
 from fedhh.simulation.rounds import SimulatedRounds
@@ -66,16 +75,25 @@ class Prepared:
 def prepare(config: RunConfig, num_devices: int) -> Prepared:
     """Calibrate the configured algorithm for ``num_devices`` devices: its mechanism, its
     participation rule, the privacy figures, and (OptPrefixTree with a solved local epsilon)
-    the ledger every round's spend is recorded in."""
+    the ledger every round's spend is recorded in.
+
+    PI-RAPPOR (``randomizer="pi-rappor"``) is accounted with a shuffle bound: its reports are
+    shuffled, not summed (``fedhh.pirappor.accounting``)."""
     config.validate(Mode.SIMULATION)
+    pi_rappor = config.randomizer == "pi-rappor"
+    method = accounting_method(config.privacy_method) if pi_rappor else config.privacy_method
     choice = build_algorithm(
         config.algorithm, config.charged_rounds, num_devices,
-        PrivacyTarget(config.eps_agg, config.delta, config.privacy_method),
+        PrivacyTarget(config.eps_agg, config.delta, method),
         eps_local=config.eps_local, sampling_rate=config.sampling_rate, theta=config.theta,
         noise_scale=config.noise_scale, tail=TailKind(config.tail),
     )
+    mechanism: Mechanism = choice.mechanism
     privacy = {"eps_agg": config.eps_agg, "delta": config.delta,
                "charged_rounds": config.charged_rounds, **choice.privacy}
+    if pi_rappor:
+        mechanism = PiRappor(privacy["eps_local"], TailKind(config.tail))
+        privacy.update(randomizer="pi-rappor", accounting=method)
     ledger = None
     if config.algorithm == "optprefixtree" and config.eps_local is None:
         q = choice.participation.rate
@@ -83,9 +101,9 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
             config.eps_agg, config.delta, config.charged_rounds,
             n_min=num_devices if q >= 1 else max(2, round(q * num_devices)),
             sampling_rate=q, eps_local=choice.privacy["eps_local"],
-            **({"method": config.privacy_method} if config.privacy_method else {}),
+            **({"method": method} if method else {}),
         )
-    return Prepared(config, choice.mechanism, choice.participation, privacy, ledger)
+    return Prepared(config, mechanism, choice.participation, privacy, ledger)
 
 
 @dataclass
@@ -120,12 +138,14 @@ class SimulationLink:
     def __init__(self, transport: SimulatedRounds) -> None:
         self.transport = transport
         self.started = self.drawn = 0.0  # perf_counter of the last attempt's start and sum
+        self.diagnostics: dict[str, Any] = {}  # the last attempt's (PI-RAPPOR: its decoding)
 
     async def collect(self, attempt: AttemptId, query: RoundQuery,
                       charge: ChargeHook) -> Released:
         self.started = time.perf_counter()
         drawn = self.transport.aggregate(query)
         self.drawn = time.perf_counter()
+        self.diagnostics = drawn.diagnostics
         await charge(drawn.participants)
         return Released(drawn.sums, drawn.participants, drawn.true_counts)
 
@@ -234,7 +254,8 @@ def _one_run(
     def on_round(attempt: AttemptId, report: RoundReport) -> None:
         report = replace(report, extra={"run": run + 1,
                                         "aggregate_s": link.drawn - link.started,
-                                        "server_s": time.perf_counter() - link.drawn})
+                                        "server_s": time.perf_counter() - link.drawn,
+                                        **link.diagnostics})
         rounds_out.append(report.to_dict())
         if progress is not None:
             progress(run + 1, attempt.round, report)

@@ -9,7 +9,6 @@ import numpy as np
 from fedhh.errors import FedhhError
 from fedhh.rounds import RoundAborted
 from fedhh.rpc.aggregator_client import AggregatorControl, AggregatorError, open_channel
-from fedhh.rpc.aggregator_client import RoundAborted as AggregatorAborted
 from fedhh.rpc.tls import TlsFiles
 from fedhh.secagg import ReleaseEvidence
 from fedhh.secagg.config import SignedConfig
@@ -43,7 +42,9 @@ class GrpcAggregator:
 
         try:
             result = await self.control.result(round_id, timeout_s, guarded)
-        except AggregatorAborted as aborted:
+        except RoundAborted as aborted:
+            if hook_failed:
+                raise hook_failed[0] from None  # the driver's own refusal
             raise RoundAborted(f"the aggregator aborted the round: {aborted.reason}",
                                reached_unmask=aborted.reached_unmask) from None
         except (FedhhError, grpc.aio.AioRpcError) as error:
