@@ -15,8 +15,8 @@ import pytest
 from fedhh.cli.main import main
 from fedhh.data import progress as progress_module
 from fedhh.data.dataset import from_user_counts
+from fedhh.device import Selection, SelectionRule
 from fedhh.errors import DatasetError
-from fedhh.selection import Selection, SelectionRule
 from fedhh.simulation.population import Population
 
 
@@ -103,7 +103,7 @@ def test_users_without_items_select_nothing() -> None:
     report' for each, not an IndexError."""
     from fedhh.codec import Codec
     from fedhh.codec import codes as cw
-    from fedhh.prefixtree import RoundQuery
+    from fedhh.server import RoundQuery
 
     population = Population.build(from_user_counts([{}, {}, {}]), Codec.from_spec("english", 60))
     query = RoundQuery(round=1, prefix_bits=0, prefixes=cw.from_ints([0], 0), segment_bits=4,
