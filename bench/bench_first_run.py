@@ -28,6 +28,7 @@ import re
 import select
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 import termios
@@ -140,11 +141,14 @@ def _last_line(screen: str) -> str:
 
 
 def report(runs: list[Run], command: str, cache: Path) -> str:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip() or "unknown"
     lines = [
         "# A new user's first `fedhh simulate`",
         "",
         "Command: `.venv/bin/python bench/bench_first_run.py` (this page is written by it). It "
-        f"runs `{command}` on a pseudo-terminal, first with an empty cache folder, then again.",
+        f"runs `{command}` on a pseudo-terminal, first with an empty cache folder, then again "
+        f"(commit {commit}).",
         f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python "
         f"{platform.python_version()}; load average at the end "
         f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} (the machine is shared).",
