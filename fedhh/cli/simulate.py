@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     check_discoverable(dataset, f"--dataset {args.dataset}")
     truth = None if config.single_item else ground_truth(dataset, progress=progress)
     result = simulate(dataset, config, truth, show_progress=progress)
-    payload = result_payload(result, config, dataset.summary())
+    payload = result_payload(result, config, dataset.summary(progress))
     if args.json:
         Path(args.json).write_text(json.dumps(payload, indent=2, default=_jsonable) + "\n")
     if args.plot:

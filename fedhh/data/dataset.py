@@ -73,8 +73,14 @@ class FederatedDataset:
     def distinct_per_user(self) -> np.ndarray:
         return np.diff(self.indptr)
 
-    def tokens_per_user(self) -> np.ndarray:
-        """Total item count of every user (int64), computed chunk by chunk."""
+    def tokens_per_user(self, progress: bool = False) -> np.ndarray:
+        """Total item count of every user (int64), computed chunk by chunk (``progress``: a
+        meter counts the entries)."""
+        with Meter(progress, f"counting {self.name}'s words", self.num_entries, " entries",
+                   unit_scale=True) as meter:
+            return self._tokens_per_user(meter)
+
+    def _tokens_per_user(self, meter: Meter) -> np.ndarray:
         totals = np.zeros(self.num_users, dtype=np.int64)
         for lo, hi in user_chunks(self.indptr, _CHUNK):
             seg = self.counts[self.indptr[lo] : self.indptr[hi]].astype(np.int64)
@@ -85,11 +91,13 @@ class FederatedDataset:
                 sums[nonempty] = np.add.reduceat(seg, starts[nonempty])
             totals[lo:hi] = sums
             release_pages(self.counts)
+            meter.update(int(self.indptr[hi] - self.indptr[lo]))
         return totals
 
-    def summary(self) -> dict[str, Any]:
-        """Population statistics: users, entries, mean words and distinct words per user."""
-        tokens = self.tokens_per_user()
+    def summary(self, progress: bool = False) -> dict[str, Any]:
+        """Population statistics: users, entries, mean words and distinct words per user
+        (``progress``: `tokens_per_user`)."""
+        tokens = self.tokens_per_user(progress)
         distinct = self.distinct_per_user()
         return {
             "name": self.name,

@@ -15,10 +15,12 @@ import numpy as np
 
 from fedhh.codec import Codec
 from fedhh.data.dataset import FederatedDataset, release_pages, user_chunks
+from fedhh.data.progress import Meter
 from fedhh.device import NOTHING, Eligibility, Selection, SelectionRule, select_block, streams
 from fedhh.server import RoundQuery
 
 CHUNK_ENTRIES = 1 << 23
+ENCODE_ITEMS = 1 << 17
 MAX_KEPT_DRAWS = 8
 WORKERS = min(2, os.cpu_count() or 1)
 
@@ -39,8 +41,18 @@ class Population:
     _drawn: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
     @staticmethod
-    def build(dataset: FederatedDataset, codec: Codec) -> Population:
-        codes = codec.encode_many(list(dataset.vocabulary)).codes
+    def build(dataset: FederatedDataset, codec: Codec, progress: bool = False) -> Population:
+        """Encode the vocabulary (in blocks of `ENCODE_ITEMS`; ``progress``: a meter counts
+        them)."""
+        vocabulary = dataset.vocabulary
+        parts = [codec.encode_many([]).codes]
+        with Meter(progress, f"encoding {dataset.name}'s items", len(vocabulary), " items",
+                   unit_scale=True) as meter:
+            for lo in range(0, len(vocabulary), ENCODE_ITEMS):
+                block = list(vocabulary[lo : lo + ENCODE_ITEMS])
+                parts.append(codec.encode_many(block).codes)
+                meter.update(len(block))
+        codes = np.concatenate(parts)
         codes.flags.writeable = False
         return Population(dataset, codec, codes)
 

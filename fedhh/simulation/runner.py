@@ -185,7 +185,7 @@ def simulate(
     clock = time.perf_counter()
     codec = Codec.from_spec(config.codec, config.max_bits)
     if population is None:
-        population = Population.build(dataset, codec)
+        population = Population.build(dataset, codec, show_progress)
     elif population.dataset is not dataset or population.codec != codec:
         raise ConfigError("the population was built for another dataset or codec")
     if config.single_item:

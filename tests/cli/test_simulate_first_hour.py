@@ -62,8 +62,9 @@ def test_every_long_step_shows_progress_on_a_terminal(
     assert code == 0 and "heavy hitters discovered" in stdout
     shown = screen.getvalue()
     for step in (r"reading users\.txt: 100%", r"users: writing: 100%", r"checking users: 100%",
-                 r"ground truth of users: 100%", r"ground truth of users's codes: 100%",
-                 r"rounds: 100%.* 4/4 \["):
+                 r"ground truth of users: 100%", r"encoding users's items: 100%",
+                 r"ground truth of users's codes: 100%", r"rounds: 100%.* 4/4 \[",
+                 r"counting users's words: 100%"):
         assert re.search(step, shown), step
 
 
@@ -120,3 +121,17 @@ def test_the_library_refuses_a_dataset_without_items() -> None:
 
     with pytest.raises(DatasetError, match="none of its 3 users holds an item"):
         simulate(from_user_counts([{}, {}, {}], name="blank"), RunConfig(eps_local=4.0))
+
+
+@pytest.mark.parametrize("codec,bits", [("english", 60), ("bytes", 256)])
+def test_the_vocabulary_encoded_in_blocks_is_encoded_as_a_whole(
+        codec: str, bits: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fedhh.codec import Codec
+    from fedhh.simulation import population as population_module
+
+    items = [f"w{i}" + "x" * (i % 40) for i in range(50)]
+    dataset = from_user_counts([{item: 1 for item in items}])
+    monkeypatch.setattr(population_module, "ENCODE_ITEMS", 7)
+    built = Population.build(dataset, Codec.from_spec(codec, bits)).item_codes
+    whole = Codec.from_spec(codec, bits).encode_many(list(dataset.vocabulary)).codes
+    assert built.dtype == whole.dtype and built.tolist() == whole.tolist()
