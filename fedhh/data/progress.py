@@ -65,12 +65,6 @@ class Meter:
             else:
                 self._show_if_due()
 
-    def set_description(self, desc: str) -> None:
-        with self._lock:
-            self.desc = desc
-            if self._bar is not None:
-                self._bar.set_description_str(desc)
-
     def set_postfix(self, **values: Any) -> None:
         """Figures shown after the bar (kept until the bar is shown)."""
         with self._lock:
