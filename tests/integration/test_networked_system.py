@@ -80,6 +80,7 @@ def test_networked_run_equals_the_per_device_simulation(
     topo, data = system
     run, results = finished_run
     assert [r.attempt for r in run.rounds] == [1] * len(run.rounds)  # no retried round
+    assert all(r.seconds > 0 for r in run.rounds)  # the wall time the operator sees
     dataset = resolve_dataset(str(data), cache_dir=topo.workdir.parent / "cache")
     cfg = run.config
     ledger = PrivacyLedger.open(cfg.eps_agg, cfg.delta, cfg.rounds, cfg.min_devices,
