@@ -24,10 +24,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Protocol
 
 import numpy as np
-from scipy import stats
+
+
+def _stats() -> ModuleType:
+    """scipy.stats, imported on first use: it takes about a second, and a device process or a
+    run that never tests a threshold should not wait for it."""
+    from scipy import stats
+
+    return stats
 
 
 class BitRates(Protocol):
@@ -85,10 +93,10 @@ class GaussianTail:
     sigma: float
 
     def sf(self, x: float) -> float:
-        return float(stats.norm.sf(x / self.sigma))
+        return float(_stats().norm.sf(x / self.sigma))
 
     def isf(self, p: float) -> float:
-        return float(stats.norm.isf(p)) * self.sigma
+        return float(_stats().norm.isf(p)) * self.sigma
 
 
 @dataclass(frozen=True)
@@ -102,10 +110,10 @@ class LaplaceTail:
         return self.scale * math.sqrt(2.0)
 
     def sf(self, x: float) -> float:
-        return float(stats.laplace.sf(x, scale=self.scale))
+        return float(_stats().laplace.sf(x, scale=self.scale))
 
     def isf(self, p: float) -> float:
-        return float(stats.laplace.isf(p, scale=self.scale))
+        return float(_stats().laplace.isf(p, scale=self.scale))
 
 
 @dataclass(frozen=True)
@@ -130,13 +138,13 @@ class BinomialTail:
         return (k - self.n * self.rr.a0) / (self.rr.a1 - self.rr.a0)
 
     def sf(self, x: float) -> float:
-        return float(stats.binom.sf(math.floor(self._to_sum(x)), self.n, self.rr.a0))
+        return float(_stats().binom.sf(math.floor(self._to_sum(x)), self.n, self.rr.a0))
 
     def isf(self, p: float) -> float:
-        k = int(stats.binom.isf(p, self.n, self.rr.a0))
-        while k > 0 and stats.binom.sf(k - 1, self.n, self.rr.a0) <= p:
+        k = int(_stats().binom.isf(p, self.n, self.rr.a0))
+        while k > 0 and _stats().binom.sf(k - 1, self.n, self.rr.a0) <= p:
             k -= 1
-        while stats.binom.sf(k, self.n, self.rr.a0) > p:
+        while _stats().binom.sf(k, self.n, self.rr.a0) > p:
             k += 1
         # estimate > x  <=>  S > k, for x on the lattice point of k.
         return self._to_estimate(k)
