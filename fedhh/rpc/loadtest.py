@@ -110,6 +110,10 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
             eps_agg=1e6, delta=1e-6, eps_local=spec.eps_local, rounds=spec.rounds,
             dim_limit=spec.dim, target_devices=spec.devices, min_devices=min_devices,
             codec="5bit", max_bits=max_bits, checkin_ms=spec.checkin_ms,
+            # The whole fleet is the target: drawing the cohort from a pool of everyone is the
+            # same uniform draw, and check-in closes when the last device is in instead of after
+            # a quiet spell that waits for devices that do not exist.
+            oversubscription=1.0,
             stage_ms=int(spec.stage_ms or 0), expected_dropout=max(spec.dropout, 0.05),
             max_attempts=2, advertise_ms=advertise, share_keys_ms=share,
             masked_input_ms=masked, consistency_ms=consistency, unmask_ms=unmask,
