@@ -12,6 +12,7 @@ deploy/k8s under tmp_path.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -23,7 +24,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from fedhh.cli.main import build_parser
 from fedhh.rpc.aggregator_wire import CONTROL_SERVICE, DEVICE_SERVICE
+from fedhh_aggregator.workers import parse_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -284,6 +287,36 @@ def test_the_device_job_runs_one_shard_of_users_per_index(rendered: dict[str, li
         env["FEDHH_LOAD_PROCESSES"])
     script = pod_spec(job)["containers"][0]["args"][0]
     assert '--users="$JOB_COMPLETION_INDEX/$FEDHH_LOAD_PROCESSES"' in script
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_fedhh_command_line_parses(rendered: dict[str, list[Obj]], overlay: str) -> None:
+    """The services' args and the probes, with $(VAR) expanded as the kubelet does (from the
+    ConfigMap and the container's env; a Secret's value by a stand-in), parse with fedhh's own
+    command-line parser: no misspelt flag, no bad value."""
+    objs = rendered[overlay]
+    config = named(objs, "ConfigMap", "fedhh-config")["data"]
+    for kind, name in (("Deployment", "coordinator"), ("StatefulSet", "combiner"),
+                       ("StatefulSet", "worker")):
+        c = container(objs, kind, name)
+        env = dict(config)
+        for e in c.get("env", []):
+            env[e["name"]] = e.get("value", "postgresql://fedhh@db:5432/fedhh")
+
+        def expand(word: str, env: dict[str, str] = env) -> str:
+            return re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], word)
+
+        lines = [[expand(a) for a in c["args"]]]
+        lines += [c[probe]["exec"]["command"][1:] for probe in
+                  ("startupProbe", "readinessProbe", "livenessProbe")]
+        for words in lines:
+            try:
+                build_parser(words[0]).parse_args(words)
+            except SystemExit:
+                pytest.fail(f"{overlay}: {name}: fedhh {' '.join(words)} does not parse")
+        if name == "combiner":
+            for worker in flag(lines[0], "worker"):
+                parse_worker(worker)
 
 
 # ---- network policies -----------------------------------------------------------------------
