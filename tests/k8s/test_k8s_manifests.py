@@ -25,8 +25,10 @@ import pytest
 import yaml
 
 from fedhh.cli.main import build_parser
-from fedhh.rpc.aggregator_wire import CONTROL_SERVICE, DEVICE_SERVICE
+from fedhh_aggregator.combiner_main import COMBINER_SERVICE
+from fedhh_aggregator.main import SERVICES as AGGREGATOR_SERVICES
 from fedhh_aggregator.workers import parse_worker
+from fedhh_coordinator.main import SERVICES as COORDINATOR_SERVICES
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -41,9 +43,9 @@ SECRETS = {"fedhh-tls": {"tls.crt", "tls.key", "ca.crt"},
            "fedhh-device-tokens": {"device-tokens.txt"},
            "fedhh-postgres": {"url", "password"}}
 # What each fedhh process registers with its gRPC health service.
-HEALTH_SERVICES = {"coordinator": {"", "fedhh.v1.DeviceService", "fedhh.v1.AdminService"},
-                   "combiner": {"", "fedhh.v1.CombinerControl"},
-                   "worker": {"", DEVICE_SERVICE, CONTROL_SERVICE}}
+HEALTH_SERVICES = {"coordinator": {"", *COORDINATOR_SERVICES},
+                   "combiner": {"", COMBINER_SERVICE},
+                   "worker": {"", *AGGREGATOR_SERVICES}}
 
 Obj = dict[str, Any]
 
