@@ -10,20 +10,25 @@ Runs `fedhh loadtest` with shards and workers and writes docs/benchmarks/shardin
     .venv/bin/python bench/bench_sharding.py --only 10k       # the 10,000-device runs
     .venv/bin/python bench/bench_sharding.py --only 50k --quiet-load 1.5
 
+    .venv/bin/python bench/bench_sharding.py --render-only     # the page again from the JSON
+
 Everything shares the machine's 2 cores (devices, coordinator, combiner, workers) and so may
 other work: each run records how many cores other processes kept busy meanwhile, on average
-(/proc/stat less the load test's own processes). Per-device costs (CPU seconds per device of
-the devices, the workers, the combiner and the coordinator) feed the estimate for larger rounds
-in docs/scaling.md.
+(/proc/stat less the load test's own processes), and which other programs used the most CPU.
+The per-device CPU costs of the largest sharded round that released (the workers', the
+combiner's and the coordinator's) give the paper estimate of a round of 10^6 devices on N
+machines (``estimate``), written to the same page.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -69,6 +74,86 @@ def _wait_for_quiet(threshold: float, limit_s: float) -> None:
         time.sleep(10)  # polling the machine's load, not synchronising with anything
 
 
+class OtherWork(threading.Thread):
+    """CPU seconds used meanwhile by every program that is not this benchmark or a process it
+    started, by command line (the first 80 characters), from /proc."""
+
+    def __init__(self, period_s: float = 15.0) -> None:
+        super().__init__(daemon=True)
+        self.period_s = period_s
+        self.used: dict[str, float] = {}
+        self._last: dict[int, tuple[str, float]] = {}
+        self._done = threading.Event()
+
+    @staticmethod
+    def _ours() -> set[int]:
+        parents: dict[int, int] = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        ours, changed = {os.getpid()}, True
+        while changed:
+            found = {pid for pid, parent in parents.items() if parent in ours} - ours
+            ours |= found
+            changed = bool(found)
+        return ours
+
+    def _sample(self) -> None:
+        ours, ticks = self._ours(), os.sysconf("SC_CLK_TCK")
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            pid = int(stat.parent.name)
+            if pid in ours:
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                cpu = (int(fields[11]) + int(fields[12])) / ticks
+                raw = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").strip()
+                name = raw.decode(errors="replace")[:80] or "?"
+                before = self._last.get(pid)
+                if before is not None:
+                    self.used[name] = self.used.get(name, 0.0) + cpu - before[1]
+                self._last[pid] = (name, cpu)
+
+    def run(self) -> None:
+        while not self._done.wait(self.period_s):
+            self._sample()
+
+    def stop(self) -> list[tuple[str, float]]:
+        self._done.set()
+        self.join()
+        return sorted(((n, c) for n, c in self.used.items() if c >= 1.0),
+                      key=lambda item: -item[1])[:6]
+
+
+def estimate(row: dict[str, Any], devices: int = 10**6,
+             machines: tuple[int, ...] = (1, 4, 16, 64), cores: int = 2) -> dict[str, Any]:
+    """A paper estimate of one round of ``devices`` devices from the per-device CPU costs of a
+    measured sharded round (``row``): W = cores x machines workers, one per core, with the
+    shards spread evenly; the coordinator and the combiner are one process each (one core);
+    the devices are phones, each doing its own protocol work in parallel.
+
+    The round's wall time is bounded below by its busiest serial part: max(n a_coordinator,
+    n a_combiner, n a_workers / W), where a_x is x's CPU per device in the measured round (the
+    devices' own work and the network's latency come on top). Per-device costs are CPU seconds,
+    which sharing the machine inflates little (unlike wall time); they hold for the measured D,
+    shard size and dropout, and grow with k (slowly with the shard size) and with D.
+    """
+    per = row["per_device_ms"]
+    serial_s = {"coordinator": devices * per["coordinator"] / 1000,
+                "combiner": devices * per["combiner"] / 1000}
+    rounds = []
+    for n_machines in machines:
+        workers = n_machines * cores
+        aggregation_s = devices * per["aggregation (all workers)"] / 1000 / workers
+        bound = max(aggregation_s, *serial_s.values())
+        rounds.append({"machines": n_machines, "workers": workers,
+                       "aggregation_s": aggregation_s, "round_lower_bound_s": bound,
+                       "bottleneck": max({"workers": aggregation_s, **serial_s}.items(),
+                                         key=lambda item: item[1])[0]})
+    return {"devices": devices, "from": row["label"], "per_device_ms": per,
+            "serial_s": serial_s, "rounds": rounds}
+
+
 def summarise(label: str, params: dict[str, Any], report: dict[str, Any], other: float
               ) -> dict[str, Any]:
     released = [r for r in report["rounds"] if r["state"] == "released"]
@@ -92,7 +177,8 @@ def summarise(label: str, params: dict[str, Any], report: dict[str, Any], other:
     }
 
 
-def render(rows: list[dict[str, Any]], texts: list[str]) -> str:
+def render(rows: list[dict[str, Any]], texts: list[str], projection: dict[str, Any] | None
+           ) -> str:
     lines = ["# Sharded rounds benchmark", "",
              f"Command: `.venv/bin/python bench/bench_sharding.py` ({time.strftime('%Y-%m-%d')}, "
              f"{platform.machine()}, {os.cpu_count()} cores, Python "
@@ -119,10 +205,38 @@ def render(rows: list[dict[str, Any]], texts: list[str]) -> str:
         lines.append(f"| {r['label']} | {p['devices']:.2f} | "
                      f"{p['aggregation (all workers)']:.2f} | {p['combiner']:.3f} | "
                      f"{p['coordinator']:.2f} |")
+    lines += ["", "Other programs on the machine during each run (CPU s, the largest):", ""]
+    for r in rows:
+        others = "; ".join(f"`{name}` {cpu:.0f}" for name, cpu in r.get("other_programs", []))
+        lines.append(f"- {r['label']}: {others or 'not recorded'}")
+    if projection is not None:
+        per = projection["per_device_ms"]
+        lines += ["", f"## Estimate: one round of {projection['devices']:,} devices", "",
+                  f"From the per-device CPU of \"{projection['from']}\": workers "
+                  f"{per['aggregation (all workers)']:.2f} ms, combiner {per['combiner']:.3f} "
+                  f"ms, coordinator {per['coordinator']:.2f} ms per device "
+                  "(`bench_sharding.estimate`: one worker per core, shards spread evenly, the "
+                  "coordinator and the combiner one process each; a lower bound on the round's "
+                  "wall time, the devices' own work and the network on top).", "",
+                  "| machines (2 cores) | workers | workers' share (s) | coordinator (s) | "
+                  "combiner (s) | round >= (s) | bottleneck |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        serial = projection["serial_s"]
+        for est in projection["rounds"]:
+            lines.append(f"| {est['machines']} | {est['workers']} | "
+                         f"{est['aggregation_s']:.0f} | {serial['coordinator']:.0f} | "
+                         f"{serial['combiner']:.0f} | "
+                         f"{est['round_lower_bound_s']:.0f} | {est['bottleneck']} |")
     for r, text in zip(rows, texts, strict=True):
         lines += ["", f"## {r['label']}", "", f"Command: `{r['command']}`", "", "```", text,
                   "```"]
     return "\n".join(lines) + "\n"
+
+
+def largest_sharded(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The sharded run with the most contributors that released (the estimate's source)."""
+    done = [r for r in rows if r["round_s"] and r["combiner_ran"]]
+    return max(done, key=lambda r: r["contributors"]) if done else None
 
 
 def main() -> int:
@@ -134,24 +248,37 @@ def main() -> int:
     parser.add_argument("--quiet-load", type=float, default=None,
                         help="before each run, wait (up to 10 minutes) until the 1-minute load "
                              "average is below this")
+    parser.add_argument("--render-only", action="store_true",
+                        help="no runs: write the page again from the recorded JSON")
     args = parser.parse_args()
     previous = json.loads(RAW.read_text()) if RAW.exists() else {}
     results: dict[str, Any] = dict(previous)
     for group, label, params in CONFIGS:
-        if args.only and group != args.only:
+        if args.render_only or (args.only and group != args.only):
             continue
         if args.quiet_load is not None:
             _wait_for_quiet(args.quiet_load, 600)
         before = _busy_seconds()
+        others = OtherWork()
+        others.start()
         report = run_load(LoadSpec(**params))
         ours = sum(u.get("cpu_s", 0.0) for u in report["usage"].values() if u)
         other = max(0.0, _busy_seconds() - before - ours) / report["wall_s"]
         text = render_report(report)
         print(text, flush=True)
-        results[label] = {"row": summarise(label, params, report, other), "text": text}
+        row = summarise(label, params, report, other)
+        row["other_programs"] = others.stop()
+        results[label] = {"row": row, "text": text}
         RAW.write_text(json.dumps(results, indent=2) + "\n")
     ordered = [results[label] for _, label, _ in CONFIGS if label in results]
-    OUT.write_text(render([r["row"] for r in ordered], [r["text"] for r in ordered]))
+    rows = [r["row"] for r in ordered]
+    for row in rows:
+        row.setdefault("combiner_ran", "combiner" in row["cpu_s"])
+    source = largest_sharded(rows)
+    projection = estimate(source) if source is not None else None
+    if projection is not None:
+        print(json.dumps(projection, indent=2))
+    OUT.write_text(render(rows, [r["text"] for r in ordered], projection))
     print(f"wrote {OUT}")
     return 0
 
