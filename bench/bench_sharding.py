@@ -39,25 +39,27 @@ RAW = ROOT / "docs" / "benchmarks" / "sharding.json"
 sys.path.insert(0, str(ROOT))
 
 # (group, label, LoadSpec fields). Stage windows are upper bounds: each stage closes once its
-# live devices answered and then none for the quiet spell.
+# live devices answered and then none for the quiet spell. The quiet close is allowed only while
+# at most 8% of a stage's devices are missing (--quiet-close-tail 0.02; the aggregators'
+# default allows 20%): with lying-server (k, t) (t ~ 2k/3) the pruning of devices with fewer
+# than t share holders cascades to nothing once about 22% of a shard are missing (k = 92,
+# t = 61: 80% present keeps all, 78% none), and on a starved machine a 20% tail is often only
+# late, not gone.
+TEN_K = dict(devices=10_000, dim=1 << 12, dropout=0.1, stage_ms=400_000, quiet_close_ms=10_000,
+             quiet_close_tail=0.02)
 CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
-    ("10k", "10,000 devices, one aggregator (unsharded)",
-     dict(devices=10_000, dim=1 << 12, dropout=0.1, stage_ms=400_000, quiet_close_ms=3000)),
-    ("10k", "10,000 devices, 2 shards on 1 worker",
-     dict(devices=10_000, dim=1 << 12, dropout=0.1, stage_ms=400_000, quiet_close_ms=3000,
-          shards=2, workers=1)),
-    ("10k", "10,000 devices, 2 shards on 2 workers",
-     dict(devices=10_000, dim=1 << 12, dropout=0.1, stage_ms=400_000, quiet_close_ms=3000,
-          shards=2, workers=2)),
+    ("10k", "10,000 devices, one aggregator (unsharded)", dict(TEN_K)),
+    ("10k", "10,000 devices, 2 shards on 1 worker", dict(TEN_K, shards=2, workers=1)),
+    ("10k", "10,000 devices, 2 shards on 2 workers", dict(TEN_K, shards=2, workers=2)),
     ("50k", "50,000 devices, 10 shards on 2 workers",
-     dict(devices=50_000, dim=1 << 12, dropout=0.1, stage_ms=900_000, quiet_close_ms=5000,
-          shards=10, workers=2, processes=8, checkin_ms=600_000)),
+     dict(devices=50_000, dim=1 << 12, dropout=0.1, stage_ms=900_000, quiet_close_ms=15_000,
+          quiet_close_tail=0.02, shards=10, workers=2, processes=8, checkin_ms=600_000)),
 ]
 
 
 def command(params: dict[str, Any]) -> str:
     flags = "".join(f" --{k.replace('_', '-')} {v}" for k, v in params.items()
-                    if k not in ("devices", "dim", "dropout", "checkin_ms"))
+                    if k not in ("devices", "dim", "dropout"))
     return (f"fedhh loadtest --devices {params['devices']} --dim {params['dim']} "
             f"--dropout {params['dropout']}{flags}")
 

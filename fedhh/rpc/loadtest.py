@@ -61,6 +61,9 @@ class LoadSpec:
     eps_local: float = 4.0
     shards: int = 1  # shards per round (> 1, or workers > 1: a combiner and its workers)
     workers: int = 1
+    # The aggregators' --quiet-close-tail (None: their default): silence closes a stage only
+    # while at most four times this share of its devices is missing.
+    quiet_close_tail: float | None = None
 
     @property
     def sharded(self) -> bool:
@@ -103,6 +106,8 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
     with LocalTopology(workdir) as topo:
         data = population(topo.workdir / "load.txt", spec.devices)
         aggregator_flags = ["--metrics-port", "0", "--quiet-close-ms", str(spec.quiet_close_ms)]
+        if spec.quiet_close_tail is not None:
+            aggregator_flags += ["--quiet-close-tail", str(spec.quiet_close_tail)]
         if spec.sharded:
             topo.start_workers(spec.workers, aggregator_flags)
             topo.start_combiner(["--metrics-port", "0"])
