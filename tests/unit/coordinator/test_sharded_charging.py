@@ -83,6 +83,7 @@ class FakeCombiner:
     hook_done: asyncio.Event = field(default_factory=asyncio.Event)
     holds_sum: bool = False
     hang: asyncio.Event = field(default_factory=asyncio.Event)
+    task_arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def workers(self) -> list[tuple[int, str]] | None:
         return WORKERS
@@ -95,10 +96,15 @@ class FakeCombiner:
     def _shards_of(self, round_id: bytes) -> list[Shard]:
         return next(shards for rid, shards in self.opened if rid == round_id)
 
+    def took_task(self, task: pb.Task) -> None:
+        self.tasks.setdefault(bytes(task.round_config), {})[task.secagg_id] = task.device_id
+        self.task_arrived.set()
+
     async def _devices_have_tasks(self, shards: list[Shard]) -> None:
         while any(len(self.tasks.get(s.config.to_bytes(), {})) < s.config.num_devices
                   for s in shards):
-            await asyncio.sleep(0.01)
+            self.task_arrived.clear()
+            await self.task_arrived.wait()
 
     def _evidence(self, shard: Shard, signers: int | None = None) -> ReleaseEvidence:
         ids = tuple(range(1, shard.config.num_devices + 1))
@@ -181,8 +187,7 @@ class Fleet:
             if signed is None:
                 continue
             known = hashlib.sha256(signed.task).digest()
-            task = pb.Task.FromString(signed.task)
-            combiner.tasks.setdefault(bytes(task.round_config), {})[task.secagg_id] = device_id
+            combiner.took_task(pb.Task.FromString(signed.task))
 
 
 class Coordinator:
