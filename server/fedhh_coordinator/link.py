@@ -349,34 +349,9 @@ class NetworkLink:
                 raise
             charged = True
 
-        loop = asyncio.get_running_loop()
-        until = loop.time() + timeout_s
-        watcher = asyncio.create_task(self._watch_stage(round_id, sharded=True))
-        try:
-            while True:
-                try:
-                    total, contributors = await self.aggregator.sharded_result(
-                        round_id, max(until - loop.time(), 1.0), on_release)
-                    break
-                except TimeoutError:
-                    with contextlib.suppress(FedhhError):
-                        await self.aggregator.cancel(round_id, sharded=True)
-                    outcome = await self._patient_outcome(round_id, sharded=True)
-                    raise _aborted("the round did not finish before its deadline",
-                                   outcome) from None
-                except AggregatorUnavailable as error:
-                    if charged:
-                        raise RoundAborted(f"lost the combiner while reading the total "
-                                           f"({error})", reached_unmask=True) from None
-                    outcome = await self._patient_outcome(round_id, sharded=True)
-                    # A restarted combiner with a journal takes its rounds over: wait on.
-                    if _verdict(outcome).verdict is not Recovery.RESUME or loop.time() >= until:
-                        raise _aborted(f"lost the combiner ({error})", outcome) from None
-                    log.info("the combiner answers again and still has the round",
-                             extra={"round_id": round_id.decode(errors="replace")})
-        finally:
-            watcher.cancel()
-        return Released(total.astype(np.int64), contributors)
+        return await self._await_sum(
+            round_id, lambda wait_s: self.aggregator.sharded_result(round_id, wait_s, on_release),
+            timeout_s, lambda: charged, sharded=True)
 
     # ---- the pieces -----------------------------------------------------------------------
     def _annotation(self, attempt: AttemptId) -> dict[str, Any]:
@@ -442,23 +417,45 @@ class NetworkLink:
                 raise
             charged = True
 
-        watcher = asyncio.create_task(self._watch_stage(round_id))
+        return await self._await_sum(
+            round_id, lambda wait_s: self.aggregator.result(round_id, wait_s, on_release),
+            timeout_s, lambda: charged)
+
+    async def _await_sum(self, round_id: bytes,
+                         fetch: Callable[[float], Awaitable[tuple[np.ndarray, int]]],
+                         timeout_s: float, charged: Callable[[], bool], sharded: bool = False
+                         ) -> Released:
+        """``fetch(wait_s)`` until the round's sum arrives. A round past its deadline is
+        cancelled and settled by the aggregation service's word on it. A service that stops
+        answering (restarting, or starved past a call's timeout) is asked patiently what became
+        of the round; while it still runs the round or holds its sum, the wait goes on (until
+        the deadline), instead of giving up an attempt that may still release."""
+        what = "combiner" if sharded else "aggregator"
+        loop = asyncio.get_running_loop()
+        until = loop.time() + timeout_s
+        watcher = asyncio.create_task(self._watch_stage(round_id, sharded))
         try:
-            total, contributors = await self.aggregator.result(round_id, timeout_s, on_release)
-        except TimeoutError:
-            with contextlib.suppress(FedhhError):
-                await self.aggregator.cancel(round_id)
-            outcome = await self._patient_outcome(round_id)
-            raise _aborted("the round did not finish before its deadline", outcome) from None
-        except AggregatorUnavailable as error:
-            if charged:
-                raise RoundAborted(f"lost the aggregator while reading the sum ({error})",
-                                   reached_unmask=True) from None
-            outcome = await self._patient_outcome(round_id)
-            raise _aborted(f"lost the aggregator ({error})", outcome) from None
+            while True:
+                try:
+                    total, contributors = await fetch(max(until - loop.time(), 1.0))
+                    return Released(total.astype(np.int64), contributors)
+                except TimeoutError:
+                    with contextlib.suppress(FedhhError):
+                        await self.aggregator.cancel(round_id, sharded)
+                    outcome = await self._patient_outcome(round_id, sharded)
+                    raise _aborted("the round did not finish before its deadline",
+                                   outcome) from None
+                except AggregatorUnavailable as error:
+                    if charged():
+                        raise RoundAborted(f"lost the {what} while reading the sum ({error})",
+                                           reached_unmask=True) from None
+                    outcome = await self._patient_outcome(round_id, sharded)
+                    if _verdict(outcome).verdict is not Recovery.RESUME or loop.time() >= until:
+                        raise _aborted(f"lost the {what} ({error})", outcome) from None
+                    log.info(f"the {what} answers again and still has the round",
+                             extra={"round_id": round_id.decode(errors="replace")})
         finally:
             watcher.cancel()
-        return Released(total.astype(np.int64), contributors)
 
     async def _watch_stage(self, round_id: bytes, sharded: bool = False) -> None:
         """Show the aggregator's stage in the run's progress while the round runs."""

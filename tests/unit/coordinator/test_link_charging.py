@@ -1,7 +1,8 @@
-"""Sharded rounds at the coordinator: the documented shard-failure rule (docs/scaling.md,
-fedhh.secagg.shards) applied by the real round driver, network link and store to what a combiner
-reports, and the ledger charged exactly once per attempt, whatever the combiner does and across a
-coordinator restart.
+"""The coordinator's network link and the ledger: the documented shard-failure rule of sharded
+rounds (docs/scaling.md, fedhh.secagg.shards) applied by the real round driver, network link and
+store to what a combiner reports; the ledger charged exactly once per attempt, whatever the
+combiner does and across a coordinator restart; and an aggregation service that stops answering
+for a while (starved past a call's timeout) waited for while it still runs the round.
 
 The combiner is a fake speaking the link's ``Aggregator`` protocol; the devices are check-ins at
 the real lobby, and the evidence of each released shard is signed with their identity keys over
@@ -69,6 +70,9 @@ class Plan:
     # after the coordinator's hook accepted the evidence: "deliver", "unreachable" (the
     # combiner is lost while the total is read) or "hang" (the coordinator dies meanwhile)
     after_hook: Callable[[int], str] = lambda attempt: "deliver"
+    # how many result calls fail as unreachable before the evidence is sent (the service is
+    # starved or restarting, and still runs the round)
+    silent_calls: int = 0
 
 
 @dataclass
@@ -82,11 +86,13 @@ class FakeCombiner:
     cancelled: list[bytes] = field(default_factory=list)
     hook_done: asyncio.Event = field(default_factory=asyncio.Event)
     holds_sum: bool = False
+    sharded: bool = True  # False: a single aggregator (unsharded rounds)
+    calls: int = 0
     hang: asyncio.Event = field(default_factory=asyncio.Event)
     task_arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def workers(self) -> list[tuple[int, str]] | None:
-        return WORKERS
+        return WORKERS if self.sharded else None
 
     async def open_sharded(self, round_id: bytes, shards: list[tuple[SignedConfig, int]]
                            ) -> None:
@@ -127,7 +133,10 @@ class FakeCombiner:
                              ) -> tuple[np.ndarray, int]:
         shards = self._shards_of(round_id)
         await self._devices_have_tasks(shards)
-        attempt = int(round_id.decode().rsplit("/", 1)[1])
+        self.calls += 1
+        if self.calls <= self.plan.silent_calls:
+            raise AggregatorUnavailable("DEADLINE_EXCEEDED")
+        attempt = int(round_id.decode().split("/")[2])  # run/round/attempt[/s<shard>]
         fates = self.plan.shards(attempt)
         if "released" not in fates and "released-short" not in fates:
             raise RoundAborted("the combiner aborted the round: no shard released",
@@ -147,27 +156,38 @@ class FakeCombiner:
     async def outcome(self, round_id: bytes, sharded: bool = False) -> AggregatorOutcome:
         if self.holds_sum:
             return AggregatorOutcome("released", True, True)
+        if self.calls <= self.plan.silent_calls:
+            return AggregatorOutcome("running", stage="SHARE_KEYS")
         return AggregatorOutcome("aborted", reached_unmask=True, reason="gone")
 
     async def cancel(self, round_id: bytes, sharded: bool = False) -> None:
         self.cancelled.append(round_id)
 
     async def open_round(self, signed: SignedConfig) -> None:
-        raise AssertionError("a sharded run never opens an unsharded round")
+        assert not self.sharded, "a sharded run never opens an unsharded round"
+        config = RoundConfig.from_bytes(signed.payload)
+        self.opened.append((config.round_id, [Shard(config, 0)]))
 
     async def result(self, round_id: bytes, timeout_s: float,
                      on_release: Callable[[ReleaseEvidence], Awaitable[None]]
                      ) -> tuple[np.ndarray, int]:
-        raise AssertionError("a sharded run never asks for an unsharded result")
+        assert not self.sharded, "a sharded run never asks for an unsharded result"
+
+        async def one(releases: list[ShardRelease]) -> None:
+            assert releases[0].evidence is not None
+            await on_release(releases[0].evidence)
+
+        return await self.sharded_result(round_id, timeout_s, one)
 
 
 class Fleet:
-    """DEVICES enrolled devices that check in at the lobby, round after round, and remember
-    which shard config and id each task gave them."""
+    """``size`` enrolled devices (as many as a round admits: a refused check-in would only poll
+    again) that check in at the lobby, round after round, and report which shard config and id
+    each task gave them."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, size: int = DEVICES) -> None:
         self.keys = {}
-        for i in range(DEVICES):
+        for i in range(size):
             private = ed25519_from_seed(hashlib.sha256(b"device %d" % i).digest())
             device_id = store.add_device(hashlib.sha256(b"cred %d" % i).digest(),
                                          ed25519_public_bytes(private), f"d{i}")
@@ -219,10 +239,11 @@ def attempts(store: Store, run_id: str) -> list[tuple[int, str, int]]:
     return [(r.attempt, r.state, r.participants) for r in store.rounds(run_id)]
 
 
-def scenario(tmp_path: Path, plan: Plan, **overrides: Any) -> tuple[Store, FakeCombiner]:
+def scenario(tmp_path: Path, plan: Plan, sharded: bool = True, **overrides: Any
+             ) -> tuple[Store, FakeCombiner]:
     store = Store(tmp_path / "coordinator.sqlite")
-    fleet = Fleet(store)
-    combiner = FakeCombiner(plan, fleet.keys)
+    fleet = Fleet(store, overrides.get("target_devices", DEVICES))
+    combiner = FakeCombiner(plan, fleet.keys, sharded=sharded)
 
     async def go() -> None:
         await create_run(store, config(**overrides), "run")
@@ -327,3 +348,18 @@ def test_a_coordinator_restarted_after_the_charge_collects_without_charging_agai
     assert attempts(store, "run") == [(1, "released", DEVICES)]
     assert spends(store, "run") == [(0, 1, DEVICES)]
     assert store.run("run").state == "done"
+
+
+@pytest.mark.parametrize("sharded", [True, False])
+def test_a_service_silent_for_a_while_is_waited_for_while_it_still_runs_the_round(
+        tmp_path: Path, sharded: bool) -> None:
+    """Two result calls time out (a starved aggregator or combiner), but the service still runs
+    the round: the attempt goes on and releases, charged once; it is not given up and charged
+    at n_min."""
+    plan = Plan(every("released") if sharded else lambda a: ["released"], silent_calls=2)
+    overrides = {} if sharded else {"shard_size": None, "target_devices": SHARD}
+    store, combiner = scenario(tmp_path, plan, sharded=sharded, **overrides)
+    n = DEVICES if sharded else SHARD
+    assert attempts(store, "run") == [(1, "released", n)]
+    assert spends(store, "run") == [(0, 1, n)]
+    assert combiner.calls == 3
