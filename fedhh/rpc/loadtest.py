@@ -37,6 +37,7 @@ from fedhh.segment import floor_log2
 from fedhh.v1 import coordinator_pb2 as pb
 
 VOCABULARY = 64
+MAX_ATTEMPTS = 2  # of each round
 WORD_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
@@ -142,7 +143,7 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
             dim_limit=spec.dim, target_devices=spec.devices, min_devices=min_devices,
             codec="5bit", max_bits=max_bits, checkin_ms=spec.checkin_ms,
             stage_ms=int(spec.stage_ms or 0), expected_dropout=max(spec.dropout, 0.05),
-            max_attempts=2, advertise_ms=advertise, share_keys_ms=share,
+            max_attempts=MAX_ATTEMPTS, advertise_ms=advertise, share_keys_ms=share,
             masked_input_ms=masked, consistency_ms=consistency, unmask_ms=unmask,
             shard_size=spec.cohort if spec.sharded else None,
         ))
@@ -150,7 +151,9 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
                          topo.workdir / "tls" / "ca.pem") as admin:
             run_started = time.time()
             admin.start_run(config, run_id="load")
-            run = admin.wait("load", 600 + spec.rounds * 120)
+            # Every attempt may use its whole check-in and all five stage windows.
+            attempt_s = (spec.checkin_ms + 5 * int(spec.stage_ms or 0)) / 1000
+            run = admin.wait("load", 600 + spec.rounds * MAX_ATTEMPTS * attempt_s)
         wall = time.monotonic() - started
         sampler.stop()
         usage = {name: _usage(service.pid) for name, service in topo.services.items()}
