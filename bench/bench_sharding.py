@@ -42,9 +42,8 @@ sys.path.insert(0, str(ROOT))
 # live devices answered and then none for the quiet spell. The quiet close is allowed only while
 # at most 8% of a stage's devices are missing (--quiet-close-tail 0.02; the aggregators'
 # default allows 20%): with lying-server (k, t) (t ~ 2k/3) the pruning of devices with fewer
-# than t share holders cascades to nothing once about 22% of a shard are missing (k = 92,
-# t = 61: 80% present keeps all, 78% none), and on a starved machine a 20% tail is often only
-# late, not gone.
+# than t share holders cascades to nothing once about a fifth of a shard is missing (k = 92,
+# t = 61: see pruning_cliff), and on a starved machine a 20% tail is often only late, not gone.
 TEN_K = dict(devices=10_000, dim=1 << 12, dropout=0.1, stage_ms=400_000, quiet_close_ms=10_000,
              quiet_close_tail=0.02)
 CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
@@ -156,6 +155,33 @@ def estimate(row: dict[str, Any], devices: int = 10**6,
             "serial_s": serial_s, "rounds": rounds}
 
 
+def pruning_cliff(n: int = 5000, k: int = 92, t: int = 61,
+                  presences: tuple[float, ...] = (0.9, 0.85, 0.82, 0.8, 0.79, 0.78, 0.75)
+                  ) -> list[tuple[float, int, int]]:
+    """(share of devices present, |U2| before, |U2| after) for the key-sharing close of one
+    SecAgg+ instance with n devices and lying-server (k, t), each device present independently
+    (seeded): the server prunes every device with fewer than t neighbours in U2, repeatedly
+    (fedhh.secagg.server, ``_close_share_keys``); below a presence of about t/k plus a few
+    standard deviations the pruning cascades to nothing."""
+    import numpy as np
+
+    from fedhh.secagg.graph import NeighbourGraph
+
+    graph = NeighbourGraph(bytes(32), n, k)
+    neighbours = {u: graph.neighbours(u) for u in range(1, n + 1)}
+    rng = np.random.default_rng(0)
+    rows = []
+    for presence in presences:
+        u2 = {u for u in range(1, n + 1) if rng.random() < presence}
+        before = len(u2)
+        weak = {u for u in u2 if sum(v in u2 for v in neighbours[u]) < t}
+        while weak:
+            u2 -= weak
+            weak = {u for u in u2 if sum(v in u2 for v in neighbours[u]) < t}
+        rows.append((presence, before, len(u2)))
+    return rows
+
+
 def summarise(label: str, params: dict[str, Any], report: dict[str, Any], other: float
               ) -> dict[str, Any]:
     released = [r for r in report["rounds"] if r["state"] == "released"]
@@ -229,6 +255,11 @@ def render(rows: list[dict[str, Any]], texts: list[str], projection: dict[str, A
                          f"{est['aggregation_s']:.0f} | {serial['coordinator']:.0f} | "
                          f"{serial['combiner']:.0f} | "
                          f"{est['round_lower_bound_s']:.0f} | {est['bottleneck']} |")
+    lines += ["", "## The pruning cliff of the key-sharing close (n = 5000, k = 92, t = 61)", "",
+              "Devices present when the stage closes, and U2 after the server prunes devices "
+              "with fewer than t share holders (`bench_sharding.pruning_cliff`, seeded):", "",
+              "| present | U2 before pruning | U2 after |", "| --- | --- | --- |"]
+    lines += [f"| {share:.0%} | {before} | {after} |" for share, before, after in pruning_cliff()]
     for r, text in zip(rows, texts, strict=True):
         lines += ["", f"## {r['label']}", "", f"Command: `{r['command']}`", "", "```", text,
                   "```"]
