@@ -50,7 +50,7 @@ CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("10k", "10,000 devices, 2 shards on 1 worker", dict(TEN_K, shards=2, workers=1)),
     ("10k", "10,000 devices, 2 shards on 2 workers", dict(TEN_K, shards=2, workers=2)),
     ("50k", "50,000 devices, 10 shards on 2 workers",
-     dict(devices=50_000, dim=1 << 12, dropout=0.1, stage_ms=900_000, quiet_close_ms=15_000,
+     dict(devices=50_000, dim=1 << 12, dropout=0.1, stage_ms=1_800_000, quiet_close_ms=15_000,
           quiet_close_tail=0.02, shards=10, workers=2, processes=8, checkin_ms=600_000)),
     ("10k", "10,000 devices, one aggregator (unsharded)", dict(TEN_K)),
 ]

@@ -109,6 +109,8 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         aggregator_flags = ["--metrics-port", "0", "--quiet-close-ms", str(spec.quiet_close_ms)]
         if spec.quiet_close_tail is not None:
             aggregator_flags += ["--quiet-close-tail", str(spec.quiet_close_tail)]
+        # An aggregator refuses a round whose last deadline is further ahead than this.
+        aggregator_flags += ["--max-round-seconds", str(5 * int(spec.stage_ms or 0) / 1000 + 600)]
         if spec.sharded:
             topo.start_workers(spec.workers, aggregator_flags)
             topo.start_combiner(["--metrics-port", "0"])
