@@ -49,6 +49,9 @@ TEN_K = dict(devices=10_000, dim=1 << 12, dropout=0.1, stage_ms=400_000, quiet_c
 CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("10k", "10,000 devices, 2 shards on 1 worker", dict(TEN_K, shards=2, workers=1)),
     ("10k", "10,000 devices, 2 shards on 2 workers", dict(TEN_K, shards=2, workers=2)),
+    ("20k", "20,000 devices, 4 shards on 2 workers",
+     dict(devices=20_000, dim=1 << 12, dropout=0.1, stage_ms=1_800_000, quiet_close_ms=15_000,
+          quiet_close_tail=0.02, shards=4, workers=2, checkin_ms=600_000)),
     ("50k", "50,000 devices, 10 shards on 2 workers",
      dict(devices=50_000, dim=1 << 12, dropout=0.1, stage_ms=1_800_000, quiet_close_ms=15_000,
           quiet_close_tail=0.02, shards=10, workers=2, processes=8, checkin_ms=600_000)),
@@ -278,7 +281,7 @@ def main() -> int:
     from fedhh.rpc.loadtest import render as render_report
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("10k", "50k"), help="one group of configurations")
+    parser.add_argument("--only", choices=("10k", "20k", "50k"), help="one group of configurations")
     parser.add_argument("--quiet-load", type=float, default=None,
                         help="before each run, wait (up to 10 minutes) until the 1-minute load "
                              "average is below this")
