@@ -37,8 +37,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from fedhh.errors import FedhhError, PrivacyError, StateError
-from fedhh.prefixtree import PrefixTree, RoundQuery, RoundReport, TreeState
 from fedhh.privacy import PrivacyLedger
+from fedhh.server import PrefixTree, RoundQuery, RoundReport, TreeState
 
 log = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ from fedhh.secagg import (
 )
 from fedhh.secagg.config import Admission
 from fedhh_aggregator import metrics
-from fedhh_aggregator.errors import CapacityError, RoundAbortedError
+from fedhh_aggregator.errors import CallToAbortedRound, CapacityError
 
 log = logging.getLogger(__name__)
 
@@ -265,19 +265,12 @@ class Round:
     async def submit(self, stage: Stage, message: DeviceMessage) -> bool:
         """Hand one authenticated message to the state machine (True: accepted; False:
         identical duplicate). Raises ProtocolViolation, StateError, AuthenticationError or
-        RoundAbortedError without changing anything."""
-        handlers: dict[Stage, Callable[..., bool]] = {
-            Stage.ADVERTISE_KEYS: self.server.handle_advertise_keys,
-            Stage.SHARE_KEYS: self.server.handle_share_keys,
-            Stage.MASKED_INPUT: self.server.handle_masked_input,
-            Stage.CONSISTENCY_CHECK: self.server.handle_consistency_check,
-            Stage.UNMASK: self.server.handle_unmask,
-        }
+        CallToAbortedRound without changing anything."""
         async with self.lock:
             try:
-                accepted = handlers[stage](message)
+                accepted = self.server.handle(stage, message)
             except SecAggAbort as exc:
-                raise RoundAbortedError(f"round aborted ({exc.reason.value})") from None
+                raise CallToAbortedRound(f"round aborted ({exc.reason.value})") from None
             except ProtocolViolation as exc:
                 metrics.MESSAGES.labels(stage.name, exc.reason.value).inc()
                 if exc.reason == Violation.BAD_SIGNATURE:
@@ -334,10 +327,10 @@ class Round:
 
     def upload_precheck(self, device_id: int) -> None:
         """What the state machine would say about ``device_id``'s masked input, said before a
-        byte of it is received (the stage only moves forward): raises RoundAbortedError or
+        byte of it is received (the stage only moves forward): raises CallToAbortedRound or
         StateError."""
         if self.state == RoundState.ABORTED:
-            raise RoundAbortedError(f"round aborted ({self.abort_reason})")
+            raise CallToAbortedRound(f"round aborted ({self.abort_reason})")
         if self.stage < Stage.MASKED_INPUT:
             raise StateError("the masked-input stage has not started")
         if self.stage > Stage.MASKED_INPUT or self.upload_deadline() <= 0:

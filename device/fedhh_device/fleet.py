@@ -30,9 +30,8 @@ import numpy as np
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from fedhh import streams
+from fedhh.device import RandomSource, SecureSource, streams
 from fedhh.errors import AuthenticationError, ConfigError, FedhhError
-from fedhh.randomness import RandomSource, SecureSource
 from fedhh.rpc.tasks import verify_task
 from fedhh.secagg import RoundKeys
 from fedhh.secagg.primitives import system_random

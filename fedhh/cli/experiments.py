@@ -11,6 +11,7 @@ One subcommand per study, and `all`:
   comparison    7. OptPrefixTree against TrieHH, TrieHH++, central Laplace and Gaussian (5-bit)
   rounds        8. T = 3 to 12 rounds (multiple items, 5-bit)
   codebooks     9. English letters, bytes and trained codebooks (default dataset and German)
+  pi-rappor    10. one-hot + randomized response against PI-RAPPOR (found, bytes, decode time)
 
 Every configuration runs once per seed (--seeds N: seeds 0..N-1) and is stored in a result
 store (--store, default <cache>/experiments); a finished run is never recomputed, so an

@@ -26,6 +26,7 @@ from fedhh.errors import ConfigError
 
 ALGORITHMS = ("optprefixtree", "triehh", "triehh++", "central-laplace", "central-gaussian")
 SELECTIONS = ("uniform", "weighted")
+RANDOMIZERS = ("ohe-rr", "pi-rappor")
 TAILS = ("binomial", "gaussian")
 FP_RATIO_OF = ("kept", "discoveries")
 SIMULATION_DIM_LIMIT = 10_000_000  # the paper's P
@@ -113,6 +114,11 @@ class RunConfig:
                               "every round", Mode.SIMULATION)
     per_device: bool = _knob(False, "randomize every report instead of drawing the sum "
                              "exactly (slow)", Mode.SIMULATION)
+    randomizer: str = _knob(
+        "ohe-rr", "local randomizer of optprefixtree: one-hot + randomized response, summed by "
+        "secure aggregation, or PI-RAPPOR (a few field elements per report, decoded one by one: "
+        "it needs a shuffler instead, and is accounted with a shuffle bound; docs/pi-rappor.md)",
+        Mode.SIMULATION, choices=RANDOMIZERS)
     seed: int = _knob(0, "seed of the simulation's randomness", Mode.SIMULATION)
     # ---- network only ---------------------------------------------------------------------
     target_devices: int = _knob(1000, "devices per round the coordinator admits to a cohort",
@@ -192,7 +198,8 @@ class RunConfig:
         if self.segment_bits is not None:
             _at_least("segment_bits", self.segment_bits, 1)
         for name, choices in (("algorithm", ALGORITHMS), ("selection", SELECTIONS),
-                              ("tail", TAILS), ("fp_ratio_of", FP_RATIO_OF)):
+                              ("tail", TAILS), ("fp_ratio_of", FP_RATIO_OF),
+                              ("randomizer", RANDOMIZERS)):
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, got "
                                   f"{getattr(self, name)!r}")
@@ -217,9 +224,30 @@ class RunConfig:
             raise ConfigError(f"codec {self.codec!r} with max_bits {self.max_bits}: "
                               f"{error}") from None
         self.tree(mode).validate(self.max_bits)
+        if self.randomizer == "pi-rappor":
+            self._validate_pi_rappor(mode)
         if mode is Mode.NETWORK:
             self._validate_network()
         return self
+
+    def _validate_pi_rappor(self, mode: Mode) -> None:
+        if mode is Mode.NETWORK:
+            raise ConfigError(
+                "the networked system sums reports with secure aggregation; PI-RAPPOR reports "
+                "are decoded one by one and need a shuffler, which the system does not have "
+                "(docs/pi-rappor.md): run PI-RAPPOR with `fedhh simulate --randomizer pi-rappor`")
+        if self.algorithm != "optprefixtree":
+            raise ConfigError(f"randomizer pi-rappor is a local randomizer of optprefixtree; "
+                              f"{self.algorithm} has none")
+        if self.resolved_dim_limit(mode) >= 1 << 31:
+            raise ConfigError(f"PI-RAPPOR supports segments of at most 30 bits: dim_limit must "
+                              f"be below 2^31, got {self.resolved_dim_limit(mode)}")
+        from fedhh.pirappor.accounting import accounting_method
+        from fedhh.pirappor.mechanism import PiRappor
+
+        accounting_method(self.privacy_method)
+        if self.eps_local is not None:
+            PiRappor(self.eps_local)
 
     def _validate_network(self) -> None:
         if self.algorithm != "optprefixtree":
@@ -261,14 +289,14 @@ class RunConfig:
     # ---- views used by the library --------------------------------------------------------
     def tree(self, mode: Mode = Mode.SIMULATION) -> Any:
         """The prefix tree's round logic parameters."""
-        from fedhh.prefixtree import TreeConfig
+        from fedhh.server import TreeConfig
 
         return TreeConfig(rounds=self.rounds, dim_limit=self.resolved_dim_limit(mode),
                           fp_ratio=self.fp_ratio, tau0=self.tau0, eta=self.eta,
                           segment_bits=self.segment_bits, fp_ratio_of=self.fp_ratio_of)
 
     def selection_rule(self) -> Any:
-        from fedhh.selection import Selection
+        from fedhh.device import Selection
 
         return Selection.parse(self.selection, self.prefix_conditioning)
 

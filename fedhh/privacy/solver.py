@@ -110,7 +110,7 @@ def solve_local_epsilon(
     num_devices = check_devices(num_devices)
     sampling_rate = check_rate(sampling_rate)
     method = methods.check_method(method)
-    n = participants_for(num_devices, sampling_rate)
+    n = participants_for(num_devices, sampling_rate, method)
     orders = useful_orders(eps_agg, delta)
     max_order = window_order(orders)
     if sampling_rate < 1.0 and method == "paper":

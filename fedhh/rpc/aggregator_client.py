@@ -47,7 +47,7 @@ safe to repeat (AwaitStage only reads, and a retried submission is an identical 
 the aggregator ignores). CANCELLED is what gRPC
 core answers for a call it shed from an overfull backlog before any handler ran; a call this
 process cancels raises ``asyncio.CancelledError`` instead, which is never retried. It never
-raises for protocol or transport outcomes: it returns a :class:`Participation` saying where the
+raises for protocol or transport outcomes: it returns a :class:`SessionResult` saying where the
 device stopped and why. ``drop_at=Stage.X`` makes it stop silently before sending stage X's
 message (dropout injection for tests).
 """
@@ -75,6 +75,7 @@ from fedhh.errors import (
     NotFoundError,
     StateError,
 )
+from fedhh.rounds import RoundAborted
 from fedhh.rpc.aggregator_wire import (
     CHUNK_BYTES,
     CallKind,
@@ -122,11 +123,11 @@ __all__ = [
     "AggregatorError",
     "DeviceSession",
     "Outcome",
-    "Participation",
     "ReleaseHook",
     "RetryPolicy",
     "RoundAborted",
     "RoundOutcome",
+    "SessionResult",
     "domain_error",
     "open_channel",
     "participate",
@@ -140,20 +141,6 @@ _SERVER_WAIT_CAP_S = 30.0  # ask for at most this long per GetResult (the server
 
 
 ReleaseHook = Callable[[ReleaseEvidence], Awaitable[None]]
-
-
-class RoundAborted(FedhhError):
-    """The aggregator aborted the round; no sum was or will be released. ``reached_unmask``:
-    it aborted after unmask requests went out, so devices may have revealed shares (charge the
-    attempt as if released)."""
-
-    def __init__(self, reason: str, round_id: bytes = b"", reached_unmask: bool = False
-                 ) -> None:
-        self.reason = reason
-        self.round_id = round_id
-        self.reached_unmask = reached_unmask
-        after = ", after unmasking began" if reached_unmask else ""
-        super().__init__(f"secure aggregation aborted ({reason or 'unknown reason'}{after})")
 
 
 @dataclass(frozen=True)
@@ -313,8 +300,8 @@ async def _read_result(call: Any, on_release: ReleaseHook | None) -> AggregateRe
             if header.state == pb.AGGREGATION_STATE_RUNNING:
                 return None
             if header.state == pb.AGGREGATION_STATE_ABORTED:
-                raise RoundAborted(header.abort_reason, bytes(header.round_id),
-                                   header.reached_unmask)
+                raise RoundAborted(header.abort_reason or "unknown reason",
+                                   reached_unmask=header.reached_unmask)
             if header.state != pb.AGGREGATION_STATE_RELEASED or header.modulus_bits not in (16, 32):
                 raise AggregatorError(f"unexpected result header (state {header.state})")
             expected = header.dimension * header.modulus_bits // 8
@@ -389,7 +376,7 @@ class Outcome(StrEnum):
 
 
 @dataclass(frozen=True)
-class Participation:
+class SessionResult:
     """Where a device stopped: ``reached`` is the stage it was in (``Stage.DONE`` after its
     unmask shares were accepted); ``contributed`` says its masked input was accepted, so its
     report is in the sum if the round is released."""
@@ -555,7 +542,7 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
                       overrun_s: float = 30.0, chunk_bytes: int = CHUNK_BYTES,
                       rng: random.Random | None = None,
                       observe: Callable[[str, float, int], None] | None = None
-                      ) -> Participation:
+                      ) -> SessionResult:
     """Run one device through a round (see the module docstring for the call sequence).
 
     ``channel`` is a ``grpc.aio.Channel`` or a ``SecureAggregationStub``; ``device`` a fresh
@@ -579,7 +566,7 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
     current, contributed = Stage.ADVERTISE_KEYS, False
     try:
         if drop_at == Stage.ADVERTISE_KEYS:
-            return Participation(current, Outcome.DROPPED)
+            return SessionResult(current, Outcome.DROPPED)
         # Each submission but the last also long-polls for the next request (wait_next_ms), so
         # a stage costs one call; AwaitStage follows only if that answer was not the request.
         await session.advertise(device.advertise_keys(), poll_ms)
@@ -587,11 +574,11 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
         for stage in stages:
             current = stage
             if drop_at == stage:
-                return Participation(stage, Outcome.DROPPED, contributed)
+                return SessionResult(stage, Outcome.DROPPED, contributed)
             request = await _wait_for_request(session, stage, _deadline_s(device, previous)
                                               + overrun_s, poll_ms, session.take_next())
-            if isinstance(request, Participation):
-                return Participation(stage, request.outcome, contributed, request.detail)
+            if isinstance(request, SessionResult):
+                return SessionResult(stage, request.outcome, contributed, request.detail)
             wait_next = poll_ms if stage != Stage.UNMASK else 0
             if isinstance(request, ShareKeysRequest):
                 await session.submit_shares(device.share_keys(request), wait_next)
@@ -603,18 +590,18 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
             elif isinstance(request, UnmaskRequest):
                 await session.submit_unmask(device.unmask(request))
             previous = stage
-        return Participation(Stage.DONE, Outcome.COMPLETED, contributed)
+        return SessionResult(Stage.DONE, Outcome.COMPLETED, contributed)
     except SecAggAbort as abort:
-        return Participation(current, Outcome.DEVICE_ABORTED, contributed, str(abort))
+        return SessionResult(current, Outcome.DEVICE_ABORTED, contributed, str(abort))
     except grpc.aio.AioRpcError as error:
         outcome = _CODE_OUTCOMES.get(error.code(), Outcome.REJECTED)
-        return Participation(current, outcome, contributed,
+        return SessionResult(current, outcome, contributed,
                              f"{error.code().name}: {error.details()}")
 
 
 async def _wait_for_request(session: DeviceSession, stage: Stage, give_up_at: float,
                             poll_ms: int, first: Awaited | None = None
-                            ) -> ServerMessage | Participation:
+                            ) -> ServerMessage | SessionResult:
     """Long-poll until this device's request for ``stage`` (or a terminal answer); ``first``
     is an answer already in hand (from the previous submission's wait_next_ms)."""
     while True:
@@ -623,7 +610,7 @@ async def _wait_for_request(session: DeviceSession, stage: Stage, give_up_at: fl
         else:
             remaining_ms = int((give_up_at - time.time()) * 1000)
             if remaining_ms <= 0:
-                return Participation(stage, Outcome.TIMED_OUT, detail="no request before the "
+                return SessionResult(stage, Outcome.TIMED_OUT, detail="no request before the "
                                      "previous stage's deadline")
             status, request, reason = await session.await_request(stage,
                                                                   min(poll_ms, remaining_ms))
@@ -632,9 +619,9 @@ async def _wait_for_request(session: DeviceSession, stage: Stage, give_up_at: fl
         if status == pb.AWAIT_STATUS_PENDING:
             continue
         if status == pb.AWAIT_STATUS_NOT_SELECTED:
-            return Participation(stage, Outcome.NOT_SELECTED)
+            return SessionResult(stage, Outcome.NOT_SELECTED)
         if status == pb.AWAIT_STATUS_CLOSED:
-            return Participation(stage, Outcome.LATE, detail="the stage closed")
+            return SessionResult(stage, Outcome.LATE, detail="the stage closed")
         if status == pb.AWAIT_STATUS_ABORTED:
-            return Participation(stage, Outcome.ROUND_ABORTED, detail=reason)
-        return Participation(stage, Outcome.REJECTED, detail=f"unexpected answer {status}")
+            return SessionResult(stage, Outcome.ROUND_ABORTED, detail=reason)
+        return SessionResult(stage, Outcome.REJECTED, detail=f"unexpected answer {status}")

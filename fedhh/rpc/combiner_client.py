@@ -12,7 +12,7 @@
     outcome = await combiner.outcome(round_id)         # RoundOutcome, with .shards
 
 Errors as :class:`~fedhh.rpc.aggregator_client.AggregatorControl`: the ``fedhh.errors`` class of
-the status code, :class:`~fedhh.rpc.aggregator_client.RoundAborted` for an aborted round,
+the status code, :class:`~fedhh.rounds.RoundAborted` for an aborted round,
 ``TimeoutError``, or ``grpc.aio.AioRpcError`` for transport failures (UNIMPLEMENTED: the
 address is a plain aggregator, not a combiner).
 """
@@ -190,8 +190,8 @@ async def _read_combined(call: Any, on_release: ShardsHook | None) -> CombinedRe
             if not 1 <= len(header.shards) <= MAX_SHARDS:
                 raise AggregatorError("a sharded result must list its shards")
             if header.state == pb.AGGREGATION_STATE_ABORTED:
-                raise RoundAborted(header.abort_reason, bytes(header.round_id),
-                                   header.reached_unmask)
+                raise RoundAborted(header.abort_reason or "unknown reason",
+                                   reached_unmask=header.reached_unmask)
             if header.state != pb.AGGREGATION_STATE_RELEASED or header.modulus_bits not in (16, 32):
                 raise AggregatorError(f"unexpected result header (state {header.state})")
             expected = header.dimension * header.modulus_bits // 8

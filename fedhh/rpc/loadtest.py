@@ -33,7 +33,7 @@ from fedhh.errors import ConfigError
 from fedhh.rpc.admin_client import AdminClient
 from fedhh.rpc.run_config import to_proto
 from fedhh.rpc.topology import LocalTopology
-from fedhh.segment import floor_log2
+from fedhh.server.segment import floor_log2
 from fedhh.v1 import coordinator_pb2 as pb
 
 VOCABULARY = 64

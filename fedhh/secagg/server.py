@@ -18,7 +18,7 @@ Not thread-safe: the transport serialises calls (one asyncio loop does).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -33,6 +33,7 @@ from fedhh.secagg.messages import (
     AggregateResult,
     ConsistencyRequest,
     ConsistencyResponse,
+    DeviceMessage,
     EncryptedShare,
     MaskedInput,
     MaskedInputRequest,
@@ -187,6 +188,22 @@ class SecAggServer:
         requests = self._requests()
         expected = self.config.num_devices if requests is None else len(requests)
         return self.received() == expected
+
+    def handle(self, stage: Stage, message: DeviceMessage) -> bool:
+        """Hand one device message, sent for ``stage``, to that stage's handler: True if
+        accepted, False for an identical duplicate; raises ProtocolViolation (the message is
+        rejected, nothing changes) or SecAggAbort (the round is aborted)."""
+        handlers: dict[Stage, Callable[..., bool]] = {
+            Stage.ADVERTISE_KEYS: self.handle_advertise_keys,
+            Stage.SHARE_KEYS: self.handle_share_keys,
+            Stage.MASKED_INPUT: self.handle_masked_input,
+            Stage.CONSISTENCY_CHECK: self.handle_consistency_check,
+            Stage.UNMASK: self.handle_unmask,
+        }
+        handler = handlers.get(stage)
+        if handler is None:
+            raise ProtocolViolation(Violation.MALFORMED, f"no device message belongs to {stage!r}")
+        return handler(message)
 
     # -- stage 0: advertise keys ---------------------------------------------------------------
 
@@ -363,6 +380,11 @@ class SecAggServer:
     def _close_consistency_check(self) -> dict[int, ServerMessage]:
         u3 = set(self._fingerprints)
         signers = dict(self._consistency)
+        # Only a signer's contribution is proven to the coordinator (its signature is the
+        # release evidence), which refuses a sum proven for fewer than n_min devices: unmasking
+        # such a sum would reveal it for nothing.
+        self._require(len(signers) >= self.config.n_min, AbortReason.TOO_FEW_DEVICES,
+                      f"|U4|={len(signers)} < n_min={self.config.n_min}")
         return self._unmask_requests_for(u3, signers)
 
     def _unmask_requests_for(self, u3: set[int],

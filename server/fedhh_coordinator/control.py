@@ -17,7 +17,6 @@ from fedhh.rpc.aggregator_client import (
     RoundOutcome,
     open_channel,
 )
-from fedhh.rpc.aggregator_client import RoundAborted as AggregatorAborted
 from fedhh.rpc.combiner_client import CombinerControl
 from fedhh.rpc.tls import TlsFiles
 from fedhh.secagg import ReleaseEvidence
@@ -69,7 +68,9 @@ class GrpcAggregator:
 
         try:
             result = await self.combiner.result(round_id, timeout_s, guarded)
-        except AggregatorAborted as aborted:
+        except RoundAborted as aborted:
+            if hook_failed:
+                raise hook_failed[0] from None  # the driver's own refusal
             raise RoundAborted(f"the combiner aborted the round: {aborted.reason}",
                                reached_unmask=aborted.reached_unmask) from None
         except (FedhhError, grpc.aio.AioRpcError) as error:
@@ -102,7 +103,9 @@ class GrpcAggregator:
 
         try:
             result = await self.control.result(round_id, timeout_s, guarded)
-        except AggregatorAborted as aborted:
+        except RoundAborted as aborted:
+            if hook_failed:
+                raise hook_failed[0] from None  # the driver's own refusal
             raise RoundAborted(f"the aggregator aborted the round: {aborted.reason}",
                                reached_unmask=aborted.reached_unmask) from None
         except (FedhhError, grpc.aio.AioRpcError) as error:

@@ -42,7 +42,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.codec import codes as cw
 from fedhh.config import RunConfig
 from fedhh.errors import FedhhError
-from fedhh.prefixtree import RoundQuery
 from fedhh.rounds import AttemptId, ChargeHook, Recovered, Recovery, Released, RoundAborted
 from fedhh.rpc.tasks import sign_task
 from fedhh.secagg import (
@@ -61,6 +60,7 @@ from fedhh.secagg import (
 from fedhh.secagg.config import SignedConfig
 from fedhh.secagg.merkle import Member
 from fedhh.secagg.shards import ShardRelease, shard_sizes, split_cohort, verify_sharded_release
+from fedhh.server import RoundQuery
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator import metrics
 from fedhh_coordinator.budgets import RunAdmission

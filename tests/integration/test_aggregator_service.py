@@ -47,9 +47,9 @@ from fedhh.rpc.aggregator_client import (
     AggregatorBusy,
     AggregatorControl,
     Outcome,
-    Participation,
     RetryPolicy,
     RoundAborted,
+    SessionResult,
     open_channel,
     participate,
 )
@@ -98,7 +98,7 @@ def _metric(name: str, labels: dict[str, str] | None = None) -> float:
 
 
 async def _everyone(channel: grpc.aio.Channel, cohort: Cohort,
-                    drop: dict[int, Stage] | None = None) -> dict[int, Participation]:
+                    drop: dict[int, Stage] | None = None) -> dict[int, SessionResult]:
     drop = drop or {}
     ids = range(1, cohort.config.num_devices + 1)
     outcomes = await asyncio.gather(*(
@@ -124,7 +124,7 @@ def test_fifty_devices_with_dropouts_release_exactly_the_survivors_sum() -> None
     async def on_release(evidence: ReleaseEvidence) -> None:
         announced.append(evidence)
 
-    async def scenario() -> tuple[AggregateResult, dict[int, Participation]]:
+    async def scenario() -> tuple[AggregateResult, dict[int, SessionResult]]:
         async with aggregator() as (_, channel):
             control = AggregatorControl(channel, TOKEN)
             assert await control.open_round(cohort.signed) == cohort.session_id
@@ -167,7 +167,7 @@ def test_a_round_below_n_min_aborts_and_releases_nothing() -> None:
     async def on_release(evidence: ReleaseEvidence) -> None:
         announced.append(evidence)
 
-    async def scenario() -> dict[int, Participation]:
+    async def scenario() -> dict[int, SessionResult]:
         async with aggregator() as (_, channel):
             control = AggregatorControl(channel, TOKEN)
             await control.open_round(cohort.signed)
@@ -250,7 +250,7 @@ def test_devices_retry_calls_the_server_shed_and_all_contribute() -> None:
     # device's unmask shares. Every device call is idempotent, so CANCELLED is retried.
     cohort = make_cohort(8, 64, 7, 4, n_min=6, windows_ms=(5000,) * 5, round_id=b"run/shed")
 
-    async def scenario() -> tuple[AggregateResult, dict[int, Participation],
+    async def scenario() -> tuple[AggregateResult, dict[int, SessionResult],
                                   list[_SheddingStub]]:
         async with aggregator() as (_, channel):
             control = AggregatorControl(channel, TOKEN)
@@ -466,7 +466,7 @@ def test_calls_without_valid_credentials_are_unauthenticated_and_change_nothing(
     forged = make_cohort(n, 40, 4, 3, n_min=5, round_id=b"run/1/forged",
                          coordinator_key=OTHER_KEY)
 
-    async def scenario() -> dict[int, Participation]:
+    async def scenario() -> dict[int, SessionResult]:
         async with aggregator() as (_, channel):
             raw = pb_grpc.AggregatorControlStub(channel)
             wrong = (("authorization", "Bearer not-the-control-token-at-all"),)
@@ -546,7 +546,7 @@ def test_open_round_validates_configs_and_limits_and_cancel_aborts() -> None:
     past = make_cohort(3, 16, 2, 2, n_min=2, windows_ms=(-5000, 0, 0, 0, 0),
                        round_id=b"run/e")
 
-    async def scenario() -> dict[int, Participation]:
+    async def scenario() -> dict[int, SessionResult]:
         async with aggregator(Limits(max_rounds=2)) as (_, channel):
             control = AggregatorControl(channel, TOKEN)
             raw = pb_grpc.AggregatorControlStub(channel)
@@ -708,7 +708,7 @@ def test_a_device_gives_up_after_its_retries_when_nobody_listens() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
 
-    async def scenario() -> Participation:
+    async def scenario() -> SessionResult:
         channel = open_channel(f"127.0.0.1:{port}")
         try:
             return await participate(

@@ -35,7 +35,7 @@ from aggregator_testkit import (
 
 from fedhh.rpc.aggregator_client import (
     AggregatorControl,
-    Participation,
+    SessionResult,
     participate,
 )
 from fedhh.rpc.aggregator_wire import (
@@ -86,7 +86,7 @@ class _Gated:
 
 
 async def _everyone(channel: grpc.aio.Channel, cohort: Cohort, ids: Iterable[int],
-                    stub: Any = None) -> dict[int, Participation]:
+                    stub: Any = None) -> dict[int, SessionResult]:
     ids = list(ids)
     outcomes = await asyncio.gather(*(
         participate(stub or channel, cohort.device(u), cohort.reports[u],

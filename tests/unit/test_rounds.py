@@ -13,8 +13,6 @@ import pytest
 
 from fedhh.codec import Codec
 from fedhh.errors import PrivacyError, StateError
-from fedhh.mechanisms import LocalRandomizer, TailKind
-from fedhh.prefixtree import PrefixTree, RoundQuery, TreeConfig, TreeState
 from fedhh.privacy import PrivacyLedger
 from fedhh.rounds import (
     AttemptId,
@@ -27,6 +25,7 @@ from fedhh.rounds import (
     RoundAborted,
     RoundDriver,
 )
+from fedhh.server import LocalRandomizer, PrefixTree, RoundQuery, TailKind, TreeConfig, TreeState
 
 N_MIN = 500
 EPS_LOCAL = 2.0

@@ -29,26 +29,36 @@ from typing import Protocol
 import numpy as np
 from scipy import stats
 
-from fedhh.randomizer import RandomizedResponse
+
+class BitRates(Protocol):
+    """P[0 -> 1] (a0) and P[1 -> 1] (a1) of a report's bit: one-hot + randomized response
+    (``fedhh.device.randomizer.RandomizedResponse``), or PI-RAPPOR's rates in a round, whose decoded
+    counts have the same law (``fedhh.pirappor``)."""
+
+    @property
+    def a0(self) -> float: ...
+
+    @property
+    def a1(self) -> float: ...
 
 
-def rr_estimate(sums: np.ndarray, n: int, rr: RandomizedResponse) -> np.ndarray:
+def rr_estimate(sums: np.ndarray, n: int, rr: BitRates) -> np.ndarray:
     """Unbiased count estimates f(w) = (S_w - n a0) / (a1 - a0)."""
     return (np.asarray(sums, dtype=np.float64) - n * rr.a0) / (rr.a1 - rr.a0)
 
 
-def rr_variance(count: float | np.ndarray, n: int, rr: RandomizedResponse) -> float | np.ndarray:
+def rr_variance(count: float | np.ndarray, n: int, rr: BitRates) -> float | np.ndarray:
     """Var f(w) for an item selected by ``count`` of the n devices."""
     a0, a1 = rr.a0, rr.a1
     return (count * a1 * (1 - a1) + (n - count) * a0 * (1 - a0)) / (a1 - a0) ** 2
 
 
-def rr_null_std(n: int, rr: RandomizedResponse) -> float:
+def rr_null_std(n: int, rr: BitRates) -> float:
     """Standard deviation of f(w) for a zero-count item: sqrt(n a0 (1 - a0)) / (a1 - a0)."""
     return math.sqrt(n * rr.a0 * (1 - rr.a0)) / (rr.a1 - rr.a0)
 
 
-def rr_std_upper(n: int, rr: RandomizedResponse) -> float:
+def rr_std_upper(n: int, rr: BitRates) -> float:
     """Upper bound on the standard deviation of f(w) for any count: sqrt(n / 4) / (a1 - a0)."""
     return math.sqrt(n / 4) / (rr.a1 - rr.a0)
 
@@ -107,7 +117,7 @@ class BinomialTail:
     """
 
     n: int
-    rr: RandomizedResponse
+    rr: BitRates
 
     @property
     def sigma(self) -> float:

@@ -34,11 +34,11 @@ import numpy as np
 from fedhh.codec import ELLIPSIS, Codec
 from fedhh.codec import codes as cw
 from fedhh.codec.automaton import DEAD, ENDED
+from fedhh.device.selection import RoundFilter
 from fedhh.errors import ConfigError
-from fedhh.mechanisms import Mechanism
-from fedhh.prune import validate_prune_parameters
-from fedhh.segment import check_feasible, plan_segment
-from fedhh.selection import RoundFilter
+from fedhh.server.mechanisms import Mechanism, for_round
+from fedhh.server.prune import validate_prune_parameters
+from fedhh.server.segment import check_feasible, plan_segment
 
 FP_RATIO_OF = ("kept", "discoveries")
 
@@ -268,15 +268,16 @@ class PrefixTree:
         states = automaton.domain_states(automaton.run(query.prefixes, query.prefix_bits), s)
         possible = states != DEAD
         impossible = int(possible.size - np.count_nonzero(possible))
+        mechanism = for_round(self.mechanism, s)
         if impossible:
             candidates = np.flatnonzero(possible)
-            result = self.mechanism.threshold(sums[candidates], participants, cfg.kept_fp_ratio,
-                                              cfg.tau0, cfg.eta)
+            result = mechanism.threshold(sums[candidates], participants, cfg.kept_fp_ratio,
+                                         cfg.tau0, cfg.eta)
             kept = candidates[result.kept]
             del candidates
         else:
-            result = self.mechanism.threshold(sums, participants, cfg.kept_fp_ratio, cfg.tau0,
-                                              cfg.eta)
+            result = mechanism.threshold(sums, participants, cfg.kept_fp_ratio, cfg.tau0,
+                                         cfg.eta)
             kept = result.kept
         estimates = result.estimates[result.kept]
         del possible

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedhh.errors import ConfigError
-from fedhh.mechanisms import (
+from fedhh.server.mechanisms import (
     CentralNoise,
     LocalRandomizer,
     Mechanism,
