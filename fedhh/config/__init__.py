@@ -152,6 +152,11 @@ class RunConfig:
     max_eps_local: float = _knob(
         10.0, "cap on the per-round local epsilon the accountant may choose: the devices' own "
         "floor (fedhh device --max-eps-local, 10 by default) refuses more", Mode.NETWORK)
+    shard_size: int | None = _knob(
+        None, "sharded rounds: split each cohort into floor(n / shard_size) shards (each of at "
+        "least shard_size devices), each its own secure aggregation on one of the combiner's "
+        "workers; every shard must reach min_devices on its own (docs/scaling.md; default: "
+        "one shard)", Mode.NETWORK)
 
     # ---- derived values ---------------------------------------------------------------------
     def resolved_dim_limit(self, mode: Mode) -> int:
@@ -274,6 +279,12 @@ class RunConfig:
             value = getattr(self, name)
             if not 0 <= value < 1:
                 raise ConfigError(f"{name} must be in [0, 1), got {value}")
+        if self.shard_size is not None and self.shard_size < self.min_devices:
+            # Each shard's sum is seen by the aggregation service on its own: it must hide its
+            # members as a whole round's would, so each shard must be able to reach n_min.
+            raise ConfigError(f"shard_size must be >= min_devices ({self.min_devices}): every "
+                              f"shard releases only with n_min contributors, got "
+                              f"{self.shard_size}")
 
     # ---- views used by the library --------------------------------------------------------
     def tree(self, mode: Mode = Mode.SIMULATION) -> Any:

@@ -128,8 +128,10 @@ __all__ = [
     "RoundAborted",
     "RoundOutcome",
     "SessionResult",
+    "domain_error",
     "open_channel",
     "participate",
+    "stage_counts",
 ]
 
 T = TypeVar("T")
@@ -180,12 +182,12 @@ _DOMAIN_ERRORS: dict[grpc.StatusCode, type[FedhhError]] = {
 }
 
 
-def _domain_error(error: grpc.aio.AioRpcError) -> Exception:
+def domain_error(error: grpc.aio.AioRpcError) -> Exception:
     kind = _DOMAIN_ERRORS.get(error.code())
     return kind(f"aggregator: {error.details()}") if kind is not None else error
 
 
-def _stage_counts(counts: Any) -> tuple[tuple[Stage, int], ...]:
+def stage_counts(counts: Any) -> tuple[tuple[Stage, int], ...]:
     """(stage, devices) pairs of a GetOutcome answer, unknown stages left out."""
     pairs = ((stage_from_pb(c.stage), int(c.devices)) for c in counts)
     return tuple((stage, n) for stage, n in pairs if stage is not None)
@@ -220,7 +222,7 @@ class AggregatorControl:
             response = await self._stub.OpenRound(request, metadata=self._metadata,
                                                   timeout=self._call_timeout)
         except grpc.aio.AioRpcError as error:
-            raise _domain_error(error) from error
+            raise domain_error(error) from error
         return bytes(response.session_id)
 
     async def result(self, round_id: bytes, timeout: float,
@@ -242,7 +244,7 @@ class AggregatorControl:
             try:
                 result = await _read_result(call, on_release)
             except grpc.aio.AioRpcError as error:
-                raise _domain_error(error) from error
+                raise domain_error(error) from error
             except BaseException:
                 call.cancel()
                 raise
@@ -259,14 +261,14 @@ class AggregatorControl:
                                                    metadata=self._metadata,
                                                    timeout=self._call_timeout)
         except grpc.aio.AioRpcError as error:
-            raise _domain_error(error) from error
+            raise domain_error(error) from error
         state = pb.OutcomeState.Name(response.state).removeprefix("OUTCOME_STATE_").lower()
         if state == "unspecified":
             raise AggregatorError("GetOutcome answered without a state")
         return RoundOutcome(state, bytes(response.session_id), stage_from_pb(response.stage),
                             response.reached_unmask, response.abort_reason, response.delivered,
                             response.sum_available, int(response.num_contributors),
-                            response.durable, _stage_counts(response.stage_devices))
+                            response.durable, stage_counts(response.stage_devices))
 
     async def cancel(self, round_id: bytes) -> str:
         """Abort the round if it is running, or drop its unfetched sum; returns the round's
@@ -276,7 +278,7 @@ class AggregatorControl:
                                                     metadata=self._metadata,
                                                     timeout=self._call_timeout)
         except grpc.aio.AioRpcError as error:
-            raise _domain_error(error) from error
+            raise domain_error(error) from error
         return pb.AggregationState.Name(response.state).removeprefix("AGGREGATION_STATE_").lower()
 
 
