@@ -8,7 +8,8 @@
   (``SecAggServer.can_close_early``: every expected device answered, or every secret has t
   shares), or, if the service is configured with ``quiet_close_s``, once n_min devices answered
   and then none for that long (a quarter of it once all but ``quiet_close_tail`` of the
-  expected devices answered, never while more than four times that share is missing; every
+  expected devices answered, never while more than four times that share is missing, and never
+  when the close itself would abort the round, ``SecAggServer.closing_keeps_round``; every
   stage but UNMASK).
 - Devices long-poll for their next request (:meth:`Round.await_request`); the coordinator waits
   for the outcome (:meth:`Round.wait_finished`).
@@ -218,6 +219,8 @@ class Round:
         self.upload_digests: dict[int, bytes] = {}  # SHA-256 of each accepted masked vector
         self._stage_opened = time.monotonic()
         self._last_accepted = self._stage_opened  # the open stage's latest accepted message
+        self._closable_at: tuple[Stage, int] | None = None  # see _closing_keeps_round
+        self._closable = False
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -393,10 +396,11 @@ class Round:
         self._hooks.expired(self)
 
     def _quiet_spell(self) -> float | None:
-        """The silence that closes the open stage now, or None (fewer than n_min answers, or
-        too many missing: see ``Limits.quiet_close_tail``)."""
+        """The silence that closes the open stage now, or None (fewer than n_min answers, a
+        close that would abort the round, or too many missing: see
+        ``Limits.quiet_close_tail``)."""
         received = self.server.received()
-        if received < self.config.n_min:
+        if received < self.config.n_min or not self._closing_keeps_round(received):
             return None
         quiet, tail = self.limits.quiet_close_s, self.limits.quiet_close_tail
         if tail == 0:
@@ -408,6 +412,14 @@ class Round:
         if missing <= 4 * tail * expected:
             return quiet
         return None
+
+    def _closing_keeps_round(self, received: int) -> bool:
+        """``SecAggServer.closing_keeps_round``, asked again only once the stage has accepted
+        another message (its pruning walks every device's neighbours)."""
+        key = (self.server.stage, received)
+        if self._closable_at != key:
+            self._closable_at, self._closable = key, self.server.closing_keeps_round()
+        return self._closable
 
     async def _until_closable(self) -> None:
         """Wait for the open stage's deadline, an early close, or (with ``quiet_close_s``) a

@@ -46,7 +46,9 @@ UNAVAILABLE and CANCELLED are retried with jittered exponential backoff: every d
 safe to repeat (AwaitStage only reads, and a retried submission is an identical duplicate, which
 the aggregator ignores). CANCELLED is what gRPC
 core answers for a call it shed from an overfull backlog before any handler ran; a call this
-process cancels raises ``asyncio.CancelledError`` instead, which is never retried. It never
+process cancels raises ``asyncio.CancelledError`` instead, which is never retried.
+DEADLINE_EXCEEDED (an aggregator too starved to answer within the call's timeout) is asked again
+while the stage the call belongs to is open (``DeviceSession.patient_until``). It never
 raises for protocol or transport outcomes: it returns a :class:`SessionResult` saying where the
 device stopped and why. ``drop_at=Stage.X`` makes it stop silently before sending stage X's
 message (dropout injection for tests).
@@ -419,6 +421,10 @@ class DeviceSession:
     rng: random.Random = field(default_factory=random.Random)
     # Told of every call when it ends: (RPC name, seconds including retries, request bytes).
     observe: Callable[[str, float, int], None] | None = None
+    # Until this Unix time a call that ran out of time (DEADLINE_EXCEEDED: an aggregator too
+    # starved to answer within call_timeout) is made again; participate() sets it to the
+    # deadline of the stage the call belongs to. 0: a timeout ends the call.
+    patient_until: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0 < self.chunk_bytes <= CHUNK_BYTES:
@@ -449,14 +455,20 @@ class DeviceSession:
     async def _retrying(self, call: Callable[[], Awaitable[T]], name: str, size: int) -> T:
         started = time.perf_counter()
         try:
-            for attempt in range(self.retry.attempts):
+            attempt = 0
+            while True:
                 try:
                     return await call()
                 except grpc.aio.AioRpcError as error:
+                    # (Every device call is idempotent: a repeated message is an identical
+                    # duplicate, so asking again is safe whatever the first call did.)
+                    if (error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                            and time.time() < self.patient_until):
+                        continue
                     if error.code() not in _RETRIED or attempt + 1 >= self.retry.attempts:
                         raise
                 await asyncio.sleep(self.retry.backoff(attempt, self.rng))
-            raise AssertionError("unreachable")  # pragma: no cover - attempts >= 1
+                attempt += 1
         finally:
             if self.observe is not None:
                 self.observe(name, time.perf_counter() - started, size)
@@ -548,7 +560,10 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
     ``channel`` is a ``grpc.aio.Channel`` or a ``SecureAggregationStub``; ``device`` a fresh
     :class:`SecAggDevice` built with ``identity_key`` and ``admission`` (the same two are needed
     here to sign each call). Long-polls ask for at most ``poll_ms`` each; the device gives up
-    waiting for a stage's request ``overrun_s`` after the previous stage's deadline.
+    waiting for a stage's request ``overrun_s`` after the previous stage's deadline. A call
+    that times out (an aggregator too busy to answer in ``call_timeout``) is made again until
+    then, or for a submission until its stage's deadline: a starved aggregator slows a device
+    down but does not drop it.
     ``observe(rpc, seconds, request_bytes)`` is told of each call as it ends. Raises only
     :class:`~fedhh.secagg.InvalidReport` (bad ``ones``, before anything is sent).
     """
@@ -569,16 +584,20 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
             return SessionResult(current, Outcome.DROPPED)
         # Each submission but the last also long-polls for the next request (wait_next_ms), so
         # a stage costs one call; AwaitStage follows only if that answer was not the request.
+        session.patient_until = _deadline_s(device, Stage.ADVERTISE_KEYS)
         await session.advertise(device.advertise_keys(), poll_ms)
         previous = Stage.ADVERTISE_KEYS
         for stage in stages:
             current = stage
             if drop_at == stage:
                 return SessionResult(stage, Outcome.DROPPED, contributed)
-            request = await _wait_for_request(session, stage, _deadline_s(device, previous)
-                                              + overrun_s, poll_ms, session.take_next())
+            give_up_at = _deadline_s(device, previous) + overrun_s
+            session.patient_until = give_up_at
+            request = await _wait_for_request(session, stage, give_up_at, poll_ms,
+                                              session.take_next())
             if isinstance(request, SessionResult):
                 return SessionResult(stage, request.outcome, contributed, request.detail)
+            session.patient_until = _deadline_s(device, stage)
             wait_next = poll_ms if stage != Stage.UNMASK else 0
             if isinstance(request, ShareKeysRequest):
                 await session.submit_shares(device.share_keys(request), wait_next)

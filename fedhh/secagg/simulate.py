@@ -261,6 +261,11 @@ class RoundDriver:
 
     def step(self) -> None:
         """Run the server's open stage: every live device answers, then the stage closes."""
+        self.answer()
+        self.close()
+
+    def answer(self) -> None:
+        """Every live device answers the server's open stage (the stage stays open)."""
         if self.finished:
             return
         stage = self.server.stage
@@ -273,6 +278,12 @@ class RoundDriver:
                 return
             if u not in self.gone:
                 self._device_turn(stage, u, request)
+
+    def close(self) -> None:
+        """Close the server's open stage."""
+        if self.finished:
+            return
+        stage = self.server.stage
         start, cpu = time.perf_counter(), time.thread_time()
         try:
             self.pending = self.server.close_stage()
