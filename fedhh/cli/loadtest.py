@@ -20,7 +20,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dropout", type=options.non_negative_float, default=0.0,
                    help="fraction of devices that drop out, at random stages (default 0)")
     p.add_argument("--rounds", type=options.positive_int, default=1)
-    p.add_argument("--processes", type=options.positive_int, default=4)
+    p.add_argument("--processes", type=options.positive_int, default=None,
+                   help="device processes (default: one per core; more only add contention "
+                        "with the services under test: 1000 devices on 2 cores took 11.6 s a "
+                        "round with 2 processes, 12.6 s with 6)")
     p.add_argument("--stage-ms", type=options.positive_int, default=None,
                    help="secure-aggregation stage window, each stage's default (default: 30 s "
                         "+ 10 ms per device; with the quiet close it is only an upper bound)")

@@ -18,6 +18,7 @@ import contextlib
 import itertools
 import json
 import math
+import os
 import random
 import threading
 import time
@@ -47,7 +48,7 @@ class LoadSpec:
     dim: int
     dropout: float
     rounds: int = 1
-    processes: int = 4
+    processes: int | None = None  # device processes; None: one per core
     # Stage window (None: 30 s + 10 ms per device) and the aggregator's --quiet-close-ms (None:
     # 250 ms + 0.3 ms per device; 0: off). These defaults let the live devices of a busy 2-core
     # machine finish each stage (1000 devices need ~3 s for the heaviest, 10,000 about 45 s)
@@ -121,7 +122,7 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         # not what it measures either: tens of thousands of devices enroll at start.
         topo.start_coordinator(["--metrics-port", "0", "--lifetime-eps", "1e9",
                                 "--enroll-rate", "5000", "--enroll-burst", "100000"])
-        processes = max(1, min(spec.processes, spec.devices))
+        processes = max(1, min(spec.processes or os.cpu_count() or 1, spec.devices))
         per = math.ceil(spec.devices / processes)
         min_devices = max(3, math.floor(spec.cohort * (1 - spec.dropout) * 0.8))
         extra = ["--min-cohort", str(min_devices)]
@@ -155,7 +156,6 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         ))
         with AdminClient(topo.address("coordinator"), topo.token("admin"),
                          topo.workdir / "tls" / "ca.pem") as admin:
-            run_started = time.time()
             admin.start_run(config, run_id="load")
             # Every attempt may use its whole check-in and all five stage windows.
             attempt_s = (spec.checkin_ms + 5 * int(spec.stage_ms or 0)) / 1000
@@ -171,8 +171,7 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         logs = [topo.services[name].log for name in topo.services
                 if name == "aggregator" or name.startswith("worker-")]
         stages = stage_profile(logs, sampler.samples)
-        ends = attempt_ends(topo.services["coordinator"].log)
-        return _report(spec, run, wall, usage, stats, stages, run_started, ends)
+        return _report(spec, run, wall, usage, stats, stages)
 
 
 def _wait(admin: AdminClient, timeout_s: float) -> pb.Run:
@@ -281,35 +280,8 @@ def stage_profile(aggregator_logs: list[Path], samples: list[tuple[float, dict[s
     return stages
 
 
-def attempt_ends(coordinator_log: Path) -> dict[tuple[int, int], float]:
-    """When each attempt ended (released or aborted), by (round, attempt), from the
-    coordinator's structured log."""
-    ends: dict[tuple[int, int], float] = {}
-    for line in coordinator_log.read_text().splitlines():
-        with contextlib.suppress(ValueError):
-            entry = json.loads(line)
-            if entry.get("message") in ("round released", "round aborted") and "round" in entry:
-                at = datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
-                ends[(int(entry["round"]), int(entry["attempt"]))] = at
-    return ends
-
-
-def _attempt_seconds(run: pb.Run, started: float, ends: dict[tuple[int, int], float]
-                     ) -> dict[tuple[int, int], float]:
-    """Each attempt's wall time: from the previous attempt's end (the run's start for the
-    first) to its own, i.e. check-in, secure aggregation and the server's work."""
-    seconds, since = {}, started
-    for key in sorted((r.round, r.attempt) for r in run.rounds):
-        if key in ends:
-            seconds[key] = ends[key] - since
-            since = ends[key]
-    return seconds
-
-
 def _report(spec: LoadSpec, run: pb.Run, wall: float, usage: dict[str, dict[str, float]],
-            stats: list[dict[str, Any]], stages: list[dict[str, Any]], started: float = 0.0,
-            ends: dict[tuple[int, int], float] | None = None) -> dict[str, Any]:
-    timed = _attempt_seconds(run, started, ends or {})
+            stats: list[dict[str, Any]], stages: list[dict[str, Any]]) -> dict[str, Any]:
     rpc: dict[str, list[float]] = {}
     sent: dict[str, int] = {}
     for s in stats:
@@ -331,7 +303,7 @@ def _report(spec: LoadSpec, run: pb.Run, wall: float, usage: dict[str, dict[str,
         "wall_s": wall,
         "rounds": [{"round": r.round, "attempt": r.attempt, "state": r.state,
                     "participants": r.participants, "domain_size": r.domain_size,
-                    "seconds": timed.get((r.round, r.attempt), r.seconds),
+                    "seconds": r.seconds,
                     "reason": r.reason} for r in run.rounds],
         "devices": {"tasks": tasks, "completed": sum(s["completed"] for s in stats),
                     "dropped": sum(s["dropped"] for s in stats),
