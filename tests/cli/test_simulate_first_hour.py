@@ -86,6 +86,7 @@ def test_no_progress_off_a_terminal_or_with_quiet(
     ("\n\n\n\n", "--dataset {path}: none of its 4 users holds an item"),
     ("  \n\t\n", "--dataset {path}: none of its 2 users holds an item"),
     ("", "--dataset {path} has no users"),
+    ("hello world\n", "the dataset has 1 user(s): the aggregate guarantee needs at least 2"),
 ])
 def test_a_dataset_with_nothing_to_discover_is_one_line(
         content: str, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
