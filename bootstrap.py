@@ -33,6 +33,8 @@ SYSTEM_PACKAGES = {
     "mmdebstrap": "tests/deploy: the image's base from Debian packages",
     "chromium": "tests/dashboard: the browser the dashboard is tested in (headless)",
     "chromium-driver": "tests/dashboard: chromedriver, which drives that browser",
+    "postgresql": "tests/store and tests/integration: a PostgreSQL server (initdb, pg_ctl) for "
+                  "the coordinator's PostgreSQL store",
 }
 
 

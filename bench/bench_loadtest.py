@@ -141,8 +141,8 @@ def main() -> int:
         "# Load test benchmark", "",
         f"Command: `{invocation}` "
         f"({time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}); devices (4 processes), coordinator and "
-        "aggregator share the machine, over TLS on 127.0.0.1.", "",
+        f"Python {platform.python_version()}); devices ({os.cpu_count()} processes, one per "
+        "core), coordinator and aggregator share the machine, over TLS on 127.0.0.1.", "",
         "Dropouts are injected at random stages (a dropped device falls silent). The aggregator "
         "closes a stage once every expected device answered, or once n_min devices answered "
         "and then none for `--quiet-close-ms`; the stage windows are upper bounds.", "",

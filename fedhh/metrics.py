@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from fedhh.codec import codes as cw
-from fedhh.data.dataset import FederatedDataset, user_chunks
+from fedhh.data.dataset import FederatedDataset, release_pages, user_chunks
+from fedhh.data.progress import Meter
 
 TOP_K = (10, 100, 1000, 10000)
 WINDOW = 50
@@ -49,13 +50,14 @@ class Truth:
         weighted: np.ndarray,
         unweighted: np.ndarray,
         dataset: FederatedDataset | None = None,
+        progress: bool = False,
     ) -> Truth:
         """Aggregate per-item truth to codes.
 
         Weighted frequencies add up. A user holding two items with one code holds that code
         once, so for codes shared by several items the user fraction is recounted exactly from
-        ``dataset`` (only the entries of such codes are visited); without a dataset it is capped
-        at the sum, an upper bound.
+        ``dataset`` (one pass over its entries; ``progress``: a meter counts them); without a
+        dataset it is capped at the sum, an upper bound.
         """
         item_codes = np.asarray(item_codes)
         if item_codes.ndim != 1 or item_codes.dtype.kind not in "uS":
@@ -66,7 +68,7 @@ class Truth:
         u = np.bincount(inverse, weights=unweighted, minlength=codes.size)
         shared = np.flatnonzero(np.bincount(inverse, minlength=codes.size) > 1)
         if shared.size and dataset is not None and dataset.num_users:
-            u[shared] = _users_holding(dataset, inverse, shared)
+            u[shared] = _users_holding(dataset, inverse, shared, progress)
         return Truth(codes, w, np.minimum(u, 1.0))
 
     def lookup(self, codes: np.ndarray, which: str) -> np.ndarray:
@@ -88,8 +90,15 @@ class Truth:
         return ordered
 
     def top_codes(self, which: str, k: int) -> np.ndarray:
+        """The codes of the k most frequent items (by decreasing frequency, ties by code),
+        held by someone. Only the items at least as frequent as the k-th are sorted (a full
+        sort of a million items, eight times per evaluation, took seconds)."""
         freq = self.weighted if which == "weighted" else self.unweighted
-        order = np.lexsort((self.codes, -freq))[:k]
+        candidates = np.arange(freq.size)
+        if 0 < k < freq.size:
+            kth = np.partition(freq, freq.size - k)[freq.size - k]  # the k-th largest
+            candidates = np.flatnonzero(freq >= kth)
+        order = candidates[np.lexsort((self.codes[candidates], -freq[candidates]))][:k]
         return self.codes[order[freq[order] > 0]]
 
 
@@ -152,19 +161,28 @@ def _window_sums(values: np.ndarray, window: int) -> np.ndarray:
     return cum[idx + 1] - cum[np.maximum(idx - window, 0)]
 
 
-def _users_holding(dataset: FederatedDataset, item_code: np.ndarray, codes: np.ndarray
-                   ) -> np.ndarray:
-    """Fraction of users holding each of ``codes`` (indices into the code table)."""
+def _users_holding(dataset: FederatedDataset, item_code: np.ndarray, codes: np.ndarray,
+                   progress: bool = False) -> np.ndarray:
+    """Fraction of users holding each of ``codes`` (indices into the code table).
+
+    One pass over the entries in chunks, visiting only the entries of items with those codes;
+    each chunk's pages are released (a memory-mapped dataset would otherwise stay resident, the
+    whole of it by the end of the pass). ``progress``: a meter counts the entries.
+    """
     wanted = np.zeros(int(item_code.max()) + 1, dtype=bool)
     wanted[codes] = True
+    item_wanted = wanted[item_code]
     holders = np.zeros(wanted.size, dtype=np.int64)
-    for lo, hi in user_chunks(dataset.indptr, 1 << 24):
-        a, b = int(dataset.indptr[lo]), int(dataset.indptr[hi])
-        entry_code = item_code[dataset.items[a:b]]
-        hit = np.flatnonzero(wanted[entry_code])
-        if not hit.size:
-            continue
-        user = np.searchsorted(dataset.indptr[lo : hi + 1], hit + a, side="right") - 1
-        pairs = np.unique(user.astype(np.int64) * wanted.size + entry_code[hit])
-        holders += np.bincount(pairs % wanted.size, minlength=wanted.size)
+    with Meter(progress, f"ground truth of {dataset.name}'s codes", dataset.num_entries,
+               " entries", unit_scale=True) as meter:
+        for lo, hi in user_chunks(dataset.indptr, 1 << 24):
+            a, b = int(dataset.indptr[lo]), int(dataset.indptr[hi])
+            items = np.asarray(dataset.items[a:b])
+            hit = np.flatnonzero(item_wanted[items])
+            if hit.size:
+                user = np.searchsorted(dataset.indptr[lo : hi + 1], hit + a, side="right") - 1
+                pairs = np.unique(user.astype(np.int64) * wanted.size + item_code[items[hit]])
+                holders += np.bincount(pairs % wanted.size, minlength=wanted.size)
+            release_pages(dataset.items)
+            meter.update(b - a)
     return holders[codes] / dataset.num_users

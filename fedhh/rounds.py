@@ -37,8 +37,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from fedhh.errors import FedhhError, PrivacyError, StateError
-from fedhh.prefixtree import PrefixTree, RoundQuery, RoundReport, TreeState
 from fedhh.privacy import PrivacyLedger
+from fedhh.server import PrefixTree, RoundQuery, RoundReport, TreeState
 
 log = logging.getLogger(__name__)
 
@@ -251,7 +251,9 @@ class RoundDriver:
             try:
                 released = await self.link.collect(attempt, query, self._charge_hook(attempt))
             except RoundAborted as aborted:
-                self._settle_abort(attempt, aborted)
+                # Charged already if the abort came after the charge hook (a link that lost
+                # its aggregator while reading the sum): the store says so.
+                self._settle_abort(attempt, aborted, self._stored_state(attempt))
                 if self.cancelled():
                     raise RunCancelled("cancelled by the operator") from None
                 await asyncio.sleep(self.retry_delay_s)
@@ -276,7 +278,7 @@ class RoundDriver:
                     released = await self.link.resume(
                         attempt, query, self._charge_hook(attempt, record.state))
                 except RoundAborted as aborted:
-                    self._settle_abort(attempt, aborted, record.state)
+                    self._settle_abort(attempt, aborted, self._stored_state(attempt))
                     continue
                 state = self._advance(attempt, query, state, released)
             elif recovered.verdict is Recovery.NOTHING and record.state is AttemptState.OPEN:
@@ -327,6 +329,10 @@ class RoundDriver:
                                       contributors, ledger)
 
         return charge
+
+    def _stored_state(self, attempt: AttemptId) -> AttemptState:
+        return next(r.state for r in self.store.attempts()
+                    if (r.round, r.attempt) == (attempt.round, attempt.attempt))
 
     def _settle_abort(self, attempt: AttemptId, aborted: RoundAborted,
                       prior: AttemptState = AttemptState.OPEN) -> None:

@@ -13,7 +13,7 @@ class CapacityError(FedhhError):
     grpc_status = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-class RoundAbortedError(FedhhError):
+class CallToAbortedRound(FedhhError):
     """A device call to a round that was aborted (ABORTED); the reason is in the message."""
 
     grpc_status = grpc.StatusCode.ABORTED

@@ -5,7 +5,8 @@ cannot tell "it reached unmasking, then the aggregator died" from "nothing was r
 journal is one append-only file, ``DIR/outcomes.jsonl``, one JSON object per line, each line
 written and fsync'd before the event it records takes effect:
 
-- ``open``: a round was opened (round id, session id);
+- ``open``: a round was opened (round id, session id; the combiner adds the round's shards as
+  ``detail``, what it needs to take the round over again after a restart);
 - ``unmask``: unmask requests are about to be sent: written, and fsync'd, *before* the first
   unmask request is visible to any device, so after a crash it is on disk whenever a device
   may have revealed a share;
@@ -62,6 +63,7 @@ class RoundRecord:
     contributors: int = 0
     delivered: bool = False
     finished_at: float = 0.0
+    detail: dict[str, Any] | None = None  # the opener's own JSON data (the combiner's shards)
 
 
 def _line(op: str, round_id: bytes, **fields: Any) -> bytes:
@@ -74,7 +76,11 @@ def _apply(records: dict[bytes, RoundRecord], entry: dict[str, Any]) -> None:
     round_id = bytes.fromhex(entry["round"])
     at = float(entry.get("at", 0.0))
     if op == "open":
-        records[round_id] = RoundRecord(round_id, bytes.fromhex(entry["session"]), at)
+        detail = entry.get("detail")
+        if detail is not None and not isinstance(detail, dict):
+            raise ValueError("an open record's detail is a JSON object")
+        records[round_id] = RoundRecord(round_id, bytes.fromhex(entry["session"]), at,
+                                        detail=detail)
         return
     record = records.get(round_id)
     if record is None:  # its open record was compacted away with it: nothing to update
@@ -92,7 +98,9 @@ def _apply(records: dict[bytes, RoundRecord], entry: dict[str, Any]) -> None:
 
 def _record_lines(record: RoundRecord) -> Iterable[bytes]:
     """The minimal lines that replay to ``record``."""
-    yield _line("open", record.round_id, session=record.session_id.hex(), at=record.opened_at)
+    extra = {} if record.detail is None else {"detail": record.detail}
+    yield _line("open", record.round_id, session=record.session_id.hex(), at=record.opened_at,
+                **extra)
     if record.unmask_started:
         yield _line("unmask", record.round_id, at=record.opened_at)
     if record.state:
@@ -204,15 +212,22 @@ class Journal:
     def _submit_logged(self, line: bytes) -> None:
         self._submit(line).add_done_callback(_log_failure)
 
-    async def opened(self, round_id: bytes, session_id: bytes) -> None:
+    async def opened(self, round_id: bytes, session_id: bytes,
+                     detail: dict[str, Any] | None = None) -> None:
         """Record (durably, before returning) that a round was opened; raises OSError."""
+        extra = {} if detail is None else {"detail": detail}
         await asyncio.wrap_future(self._submit(
-            _line("open", round_id, session=session_id.hex(), at=time.time())))
+            _line("open", round_id, session=session_id.hex(), at=time.time(), **extra)))
 
     async def unmask_started(self, round_id: bytes) -> None:
         """Record (durably, before returning) that unmask requests are about to go out;
         raises OSError, and then none may be sent."""
         await asyncio.wrap_future(self._submit(_line("unmask", round_id, at=time.time())))
+
+    def unmask_observed(self, round_id: bytes) -> None:
+        """Record, without waiting, that unmasking began elsewhere: the combiner learns it from
+        its workers, each of which journaled it before any of its unmask requests went out."""
+        self._submit_logged(_line("unmask", round_id, at=time.time()))
 
     def finished(self, round_id: bytes, state: str, reason: str, reached_unmask: bool,
                  contributors: int) -> None:

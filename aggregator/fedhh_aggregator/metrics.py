@@ -51,3 +51,8 @@ BYTES_RECEIVED = Counter("fedhh_aggregator_received_bytes_total",
                          "Request payload bytes received, by RPC", ["rpc"])
 UPLOADS_ACTIVE = Gauge("fedhh_aggregator_uploads_active",
                        "Masked vectors being received (each holds one vector's buffer)")
+
+# The combiner (fedhh combiner): sharded rounds, by how they ended for the coordinator.
+COMBINED_ROUNDS = Counter("fedhh_combiner_rounds_total",
+                          "Sharded rounds whose outcome reached the coordinator, by outcome",
+                          ["outcome"])

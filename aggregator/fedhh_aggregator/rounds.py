@@ -8,7 +8,8 @@
   (``SecAggServer.can_close_early``: every expected device answered, or every secret has t
   shares), or, if the service is configured with ``quiet_close_s``, once n_min devices answered
   and then none for that long (a quarter of it once all but ``quiet_close_tail`` of the
-  expected devices answered, never while more than four times that share is missing; every
+  expected devices answered, never while more than four times that share is missing, and never
+  when the close itself would abort the round, ``SecAggServer.closing_keeps_round``; every
   stage but UNMASK).
 - Devices long-poll for their next request (:meth:`Round.await_request`); the coordinator waits
   for the outcome (:meth:`Round.wait_finished`).
@@ -51,7 +52,7 @@ from fedhh.secagg import (
 )
 from fedhh.secagg.config import Admission
 from fedhh_aggregator import metrics
-from fedhh_aggregator.errors import CapacityError, RoundAbortedError
+from fedhh_aggregator.errors import CallToAbortedRound, CapacityError
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +219,8 @@ class Round:
         self.upload_digests: dict[int, bytes] = {}  # SHA-256 of each accepted masked vector
         self._stage_opened = time.monotonic()
         self._last_accepted = self._stage_opened  # the open stage's latest accepted message
+        self._closable_at: tuple[Stage, int] | None = None  # see _closing_keeps_round
+        self._closable = False
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -265,19 +268,12 @@ class Round:
     async def submit(self, stage: Stage, message: DeviceMessage) -> bool:
         """Hand one authenticated message to the state machine (True: accepted; False:
         identical duplicate). Raises ProtocolViolation, StateError, AuthenticationError or
-        RoundAbortedError without changing anything."""
-        handlers: dict[Stage, Callable[..., bool]] = {
-            Stage.ADVERTISE_KEYS: self.server.handle_advertise_keys,
-            Stage.SHARE_KEYS: self.server.handle_share_keys,
-            Stage.MASKED_INPUT: self.server.handle_masked_input,
-            Stage.CONSISTENCY_CHECK: self.server.handle_consistency_check,
-            Stage.UNMASK: self.server.handle_unmask,
-        }
+        CallToAbortedRound without changing anything."""
         async with self.lock:
             try:
-                accepted = handlers[stage](message)
+                accepted = self.server.handle(stage, message)
             except SecAggAbort as exc:
-                raise RoundAbortedError(f"round aborted ({exc.reason.value})") from None
+                raise CallToAbortedRound(f"round aborted ({exc.reason.value})") from None
             except ProtocolViolation as exc:
                 metrics.MESSAGES.labels(stage.name, exc.reason.value).inc()
                 if exc.reason == Violation.BAD_SIGNATURE:
@@ -334,10 +330,10 @@ class Round:
 
     def upload_precheck(self, device_id: int) -> None:
         """What the state machine would say about ``device_id``'s masked input, said before a
-        byte of it is received (the stage only moves forward): raises RoundAbortedError or
+        byte of it is received (the stage only moves forward): raises CallToAbortedRound or
         StateError."""
         if self.state == RoundState.ABORTED:
-            raise RoundAbortedError(f"round aborted ({self.abort_reason})")
+            raise CallToAbortedRound(f"round aborted ({self.abort_reason})")
         if self.stage < Stage.MASKED_INPUT:
             raise StateError("the masked-input stage has not started")
         if self.stage > Stage.MASKED_INPUT or self.upload_deadline() <= 0:
@@ -400,10 +396,11 @@ class Round:
         self._hooks.expired(self)
 
     def _quiet_spell(self) -> float | None:
-        """The silence that closes the open stage now, or None (fewer than n_min answers, or
-        too many missing: see ``Limits.quiet_close_tail``)."""
+        """The silence that closes the open stage now, or None (fewer than n_min answers, a
+        close that would abort the round, or too many missing: see
+        ``Limits.quiet_close_tail``)."""
         received = self.server.received()
-        if received < self.config.n_min:
+        if received < self.config.n_min or not self._closing_keeps_round(received):
             return None
         quiet, tail = self.limits.quiet_close_s, self.limits.quiet_close_tail
         if tail == 0:
@@ -415,6 +412,14 @@ class Round:
         if missing <= 4 * tail * expected:
             return quiet
         return None
+
+    def _closing_keeps_round(self, received: int) -> bool:
+        """``SecAggServer.closing_keeps_round``, asked again only once the stage has accepted
+        another message (its pruning walks every device's neighbours)."""
+        key = (self.server.stage, received)
+        if self._closable_at != key:
+            self._closable_at, self._closable = key, self.server.closing_keeps_round()
+        return self._closable
 
     async def _until_closable(self) -> None:
         """Wait for the open stage's deadline, an early close, or (with ``quiet_close_s``) a

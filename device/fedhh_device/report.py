@@ -1,9 +1,9 @@
 """One device's report for a task: the same core functions the simulator uses.
 
-Selection (``fedhh.selection.select_block`` over the device's own items) then the local
-randomizer (``fedhh.randomizer.RandomizedResponse``), drawing from one random source in that
+Selection (``fedhh.device.selection.select_block`` over the device's own items) then the local
+randomizer (``fedhh.device.randomizer.RandomizedResponse``), drawing from one random source in that
 order. A deployed device's source is ``SecureSource`` (OS entropy, AES-CTR); in test mode it is
-``fedhh.streams.device_stream(seed, round, user)``, the very stream the per-device simulation
+``fedhh.device.streams.device_stream(seed, round, user)``, the very stream the per-device simulation
 gives the same user, so a networked run reproduces the simulation exactly.
 """
 
@@ -15,12 +15,17 @@ import numpy as np
 
 from fedhh.codec import MAX_SUPPORTED_BITS, Codec
 from fedhh.codec import codes as cw
+from fedhh.device import (
+    Eligibility,
+    RandomizedResponse,
+    RandomSource,
+    Selection,
+    SelectionRule,
+    select_block,
+)
 from fedhh.errors import ConfigError
-from fedhh.prefixtree import RoundQuery
-from fedhh.randomizer import RandomizedResponse
-from fedhh.randomness import RandomSource
 from fedhh.secagg import RoundConfig
-from fedhh.selection import Eligibility, Selection, SelectionRule, select_block
+from fedhh.server import RoundQuery
 from fedhh.v1 import coordinator_pb2 as pb
 
 

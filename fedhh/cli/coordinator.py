@@ -28,7 +28,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tls-dir", help="server.pem, server.key and ca.pem for every connection")
     p.add_argument("--insecure", action="store_true",
                    help="plaintext gRPC; only allowed on loopback addresses")
-    p.add_argument("--db", default="fedhh-coordinator.sqlite", help="SQLite file")
+    p.add_argument("--db", "--store", default="fedhh-coordinator.sqlite",
+                   help="the store: a SQLite file, or a PostgreSQL URL "
+                        "postgresql://USER@HOST:PORT/DB (password from $PGPASSWORD or a "
+                        "PGPASSFILE, not in the URL; needs psycopg: pip install fedhh[postgresql])")
     p.add_argument("--signing-key", default="coordinator-signing.pem",
                    help="Ed25519 key signing tasks and round configs (created if missing; the "
                         "public key is written to <file>.pub for the aggregator)")

@@ -128,11 +128,11 @@ def _generate(args: argparse.Namespace) -> int:
         else:
             from fedhh.data.shakespeare import build_shakespeare
 
-            path = save_dataset(build_shakespeare(), args.out)
+            path = save_dataset(build_shakespeare(progress=True), args.out)
     else:
         path = builtin_path(args.name, args.cache_dir, num_users=args.users, seed=args.seed,
                             progress=True, force=args.force)
-    summary = load_dataset(path).summary()
+    summary = load_dataset(path, progress=True).summary()
     print(f"{args.name}: {path} ({time.perf_counter() - started:.1f} s)")
     _print_summary(summary)
     return 0
@@ -148,7 +148,7 @@ def _import(args: argparse.Namespace) -> int:
     convert = import_leaf if args.fmt == "leaf" else import_text
     path = convert(args.path, args.out, lowercase=args.lowercase, name=args.name, progress=True)
     print(f"imported {args.path} -> {path}")
-    _print_summary(load_dataset(path).summary())
+    _print_summary(load_dataset(path, progress=True).summary())
     return 0
 
 
@@ -160,7 +160,7 @@ def _inspect(args: argparse.Namespace) -> int:
     summary = dataset.summary()
     tokens = dataset.tokens_per_user()
     distinct = dataset.distinct_per_user()
-    truth = ground_truth(dataset)
+    truth = ground_truth(dataset, progress=True)
     quantiles = [0.1, 0.5, 0.9, 0.99]
     report: dict[str, Any] = {
         **summary,

@@ -11,6 +11,7 @@ One subcommand per study, and `all`:
   comparison    7. OptPrefixTree against TrieHH, TrieHH++, central Laplace and Gaussian (5-bit)
   rounds        8. T = 3 to 12 rounds (multiple items, 5-bit)
   codebooks     9. English letters, bytes and trained codebooks (default dataset and German)
+  pi-rappor    10. one-hot + randomized response against PI-RAPPOR (found, bytes, decode time)
 
 The utility levers beyond the paper (issue 15, docs/utility.md), each on the populations it
 names (development, the default dataset, held out), `utility-all` for all of them:

@@ -19,7 +19,7 @@ from fedhh.errors import FedhhError
 # pay for matplotlib, grpc or the simulator); `fedhh --help` imports them all to list them.
 SUBCOMMANDS = (
     "simulate", "data", "privacy", "up", "loadtest", "admin",
-    "coordinator", "aggregator", "device", "certs", "health", "experiments",
+    "coordinator", "aggregator", "combiner", "device", "certs", "health", "experiments",
 )
 
 

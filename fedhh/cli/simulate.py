@@ -1,9 +1,11 @@
 """`fedhh simulate`: a whole discovery over a simulated population, exactly.
 
-Prints a per-round progress bar and a summary; ``--json PATH`` writes machine-readable results
-with the keys ``heavy_hitters`` (list of {"item", "estimate", "round"}), ``deny_list``,
-``metrics``, ``rounds`` (per-round diagnostics), ``privacy``, ``config``, ``dataset`` and
-``timings``; ``--plot PATH`` draws the paper's marginal discovered-frequency plot.
+Shows the progress of every long step on stderr when it is a terminal (building the dataset on
+first use, checking it, its ground truth, the rounds) and prints a summary; ``--json PATH``
+writes machine-readable results with the keys ``heavy_hitters`` (list of {"item", "estimate",
+"round"}), ``deny_list``, ``metrics``, ``rounds`` (per-round diagnostics), ``privacy``,
+``config``, ``dataset`` and ``timings``; ``--plot PATH`` draws the paper's marginal
+discovered-frequency plot.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,7 @@ from fedhh.cli import options
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError
-from fedhh.prefixtree import RoundReport
-from fedhh.simulation.runner import SimulationResult, simulate
+from fedhh.simulation.runner import SimulationResult, check_discoverable, simulate
 
 DEFAULT_DATASET = "synthetic-reddit"
 
@@ -37,7 +37,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--plot", metavar="PATH", help="write the marginal discovered-frequency plot")
     p.add_argument("--top", type=options.non_negative_int, default=20,
                    help="heavy hitters to list on the terminal (default 20)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    p.add_argument("--quiet", action="store_true", help="no progress meters, no summary")
     p.set_defaults(handler=run)
 
 
@@ -48,25 +48,14 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args, Mode.SIMULATION)
     for option, path in (("--json", args.json), ("--plot", args.plot)):
         check_writable(option, path)
-    dataset = resolve(args.dataset)  # also the utility studies' populations (docs/utility.md)
-    truth = None if config.single_item else ground_truth(dataset)
-    bar = None
-    if not args.quiet:
-        from tqdm import tqdm
-
-        bar = tqdm(total=config.charged_rounds, desc="rounds", unit="round", file=sys.stderr)
-
-    def progress(run_index: int, round_index: int, report: RoundReport) -> None:
-        if bar is not None:
-            bar.set_postfix(run=run_index, kept=report.kept, found=report.finished,
-                            next_s=report.next_segment_bits)
-            bar.update(1)
-
-    result = simulate(dataset, config, truth, progress)
-    if bar is not None:
-        bar.update(bar.total - bar.n)
-        bar.close()
-    payload = result_payload(result, config, dataset.summary())
+    # Meters on stderr for every long step, only on a terminal and never with --quiet.
+    progress = not args.quiet
+    # (also the utility studies' populations by name, docs/utility.md)
+    dataset = resolve(args.dataset, progress=progress)
+    check_discoverable(dataset, f"--dataset {args.dataset}")
+    truth = None if config.single_item else ground_truth(dataset, progress=progress)
+    result = simulate(dataset, config, truth, show_progress=progress)
+    payload = result_payload(result, config, dataset.summary(progress))
     if args.json:
         Path(args.json).write_text(json.dumps(payload, indent=2, default=_jsonable) + "\n")
     if args.plot:

@@ -16,6 +16,7 @@ so the default aggregate target is eps_agg = 2 (eps_local 4.85 per round for 4 r
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import threading
 import time
@@ -128,8 +129,17 @@ def announce_dashboard(topo: Any, secure: bool) -> None:
 def hold_until_interrupted() -> None:
     """Keep the services (and so the dashboard) up until Ctrl-C."""
     print("\nThe stack stays up for the dashboard; press Ctrl-C to stop it.", flush=True)
+    # Installed explicitly: a shell starts background jobs with SIGINT ignored, and Python then
+    # leaves it ignored; SIGTERM (docker stop, systemd) means the same as Ctrl-C here.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.default_int_handler)
+    forever = threading.Event()
     try:
-        threading.Event().wait()
+        # A timed wait, because a process-directed SIGINT may land on one of gRPC's threads:
+        # the handler then runs only when the main thread next returns to the interpreter,
+        # which an untimed wait never does.
+        while not forever.wait(0.5):
+            pass
     except KeyboardInterrupt:
         print("stopping", flush=True)
 

@@ -26,12 +26,13 @@ from fedhh.errors import ConfigError
 
 ALGORITHMS = ("optprefixtree", "triehh", "triehh++", "central-laplace", "central-gaussian")
 SELECTIONS = ("uniform", "weighted")
+RANDOMIZERS = ("ohe-rr", "pi-rappor")
 TAILS = ("binomial", "gaussian")
 FP_RATIO_OF = ("kept", "discoveries")
-SEGMENT_PLANS = ("greedy", "lookahead", "spread")  # fedhh.segment.SEGMENT_PLANS
-THRESHOLD_WEIGHTS = ("uniform", "parent")  # fedhh.prefixtree.THRESHOLD_WEIGHTS
+SEGMENT_PLANS = ("greedy", "lookahead", "spread")  # fedhh.server.segment.SEGMENT_PLANS
+THRESHOLD_WEIGHTS = ("uniform", "parent")  # fedhh.server.prefixtree.THRESHOLD_WEIGHTS
 LEFTOVER_ROUNDS = ("idle", "passes")
-DOMAINS = ("full", "possible")  # fedhh.prefixtree.DOMAINS
+DOMAINS = ("full", "possible")  # fedhh.server.prefixtree.DOMAINS
 SIMULATION_DIM_LIMIT = 10_000_000  # the paper's P
 NETWORK_DIM_LIMIT = 1 << 16  # each device uploads one 16- or 32-bit entry per domain element
 MAX_NETWORK_DIM_LIMIT = 1 << 24  # fedhh.secagg.config.MAX_DIMENSION
@@ -152,6 +153,11 @@ class RunConfig:
                               "every round", Mode.SIMULATION)
     per_device: bool = _knob(False, "randomize every report instead of drawing the sum "
                              "exactly (slow)", Mode.SIMULATION)
+    randomizer: str = _knob(
+        "ohe-rr", "local randomizer of optprefixtree: one-hot + randomized response, summed by "
+        "secure aggregation, or PI-RAPPOR (a few field elements per report, decoded one by one: "
+        "it needs a shuffler instead, and is accounted with a shuffle bound; docs/pi-rappor.md)",
+        Mode.SIMULATION, choices=RANDOMIZERS)
     seed: int = _knob(0, "seed of the simulation's randomness", Mode.SIMULATION)
     # ---- network only ---------------------------------------------------------------------
     target_devices: int = _knob(1000, "devices per round the coordinator admits to a cohort",
@@ -185,6 +191,11 @@ class RunConfig:
     max_eps_local: float = _knob(
         10.0, "cap on the per-round local epsilon the accountant may choose: the devices' own "
         "floor (fedhh device --max-eps-local, 10 by default) refuses more", Mode.NETWORK)
+    shard_size: int | None = _knob(
+        None, "sharded rounds: split each cohort into floor(n / shard_size) shards (each of at "
+        "least shard_size devices), each its own secure aggregation on one of the combiner's "
+        "workers; every shard must reach min_devices on its own (docs/scaling.md; default: "
+        "one shard)", Mode.NETWORK)
 
     # ---- derived values ---------------------------------------------------------------------
     def resolved_dim_limit(self, mode: Mode) -> int:
@@ -244,7 +255,8 @@ class RunConfig:
                               ("tail", TAILS), ("fp_ratio_of", FP_RATIO_OF),
                               ("segment_plan", SEGMENT_PLANS),
                               ("threshold_weights", THRESHOLD_WEIGHTS),
-                              ("leftover_rounds", LEFTOVER_ROUNDS), ("domain", DOMAINS)):
+                              ("leftover_rounds", LEFTOVER_ROUNDS), ("domain", DOMAINS),
+                              ("randomizer", RANDOMIZERS)):
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, got "
                                   f"{getattr(self, name)!r}")
@@ -279,9 +291,30 @@ class RunConfig:
             raise ConfigError(f"codec {self.codec!r} with max_bits {self.max_bits}: "
                               f"{error}") from None
         self.tree(mode).validate(self.max_bits)
+        if self.randomizer == "pi-rappor":
+            self._validate_pi_rappor(mode)
         if mode is Mode.NETWORK:
             self._validate_network()
         return self
+
+    def _validate_pi_rappor(self, mode: Mode) -> None:
+        if mode is Mode.NETWORK:
+            raise ConfigError(
+                "the networked system sums reports with secure aggregation; PI-RAPPOR reports "
+                "are decoded one by one and need a shuffler, which the system does not have "
+                "(docs/pi-rappor.md): run PI-RAPPOR with `fedhh simulate --randomizer pi-rappor`")
+        if self.algorithm != "optprefixtree":
+            raise ConfigError(f"randomizer pi-rappor is a local randomizer of optprefixtree; "
+                              f"{self.algorithm} has none")
+        if self.resolved_dim_limit(mode) >= 1 << 31:
+            raise ConfigError(f"PI-RAPPOR supports segments of at most 30 bits: dim_limit must "
+                              f"be below 2^31, got {self.resolved_dim_limit(mode)}")
+        from fedhh.pirappor.accounting import accounting_method
+        from fedhh.pirappor.mechanism import PiRappor
+
+        accounting_method(self.privacy_method)
+        if self.eps_local is not None:
+            PiRappor(self.eps_local)
 
     def _validate_network(self) -> None:
         if self.algorithm != "optprefixtree":
@@ -313,11 +346,17 @@ class RunConfig:
             value = getattr(self, name)
             if not 0 <= value < 1:
                 raise ConfigError(f"{name} must be in [0, 1), got {value}")
+        if self.shard_size is not None and self.shard_size < self.min_devices:
+            # Each shard's sum is seen by the aggregation service on its own: it must hide its
+            # members as a whole round's would, so each shard must be able to reach n_min.
+            raise ConfigError(f"shard_size must be >= min_devices ({self.min_devices}): every "
+                              f"shard releases only with n_min contributors, got "
+                              f"{self.shard_size}")
 
     # ---- views used by the library --------------------------------------------------------
     def tree(self, mode: Mode = Mode.SIMULATION) -> Any:
         """The prefix tree's round logic parameters."""
-        from fedhh.prefixtree import TreeConfig
+        from fedhh.server import TreeConfig
 
         return TreeConfig(rounds=self.rounds, dim_limit=self.resolved_dim_limit(mode),
                           fp_ratio=self.fp_ratio, tau0=self.tau0, eta=self.eta,
@@ -329,7 +368,7 @@ class RunConfig:
                           consistency=self.consistency, domain=self.domain)
 
     def selection_rule(self) -> Any:
-        from fedhh.selection import Selection
+        from fedhh.device import Selection
 
         return Selection.parse(self.selection, self.prefix_conditioning)
 

@@ -36,6 +36,7 @@ from fedhh.data.dataset import (
     write_meta,
     write_vocabulary,
 )
+from fedhh.data.progress import Meter
 from fedhh.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -139,6 +140,7 @@ class ShardedBuilder:
         name: str,
         provenance: str,
         stats: dict[str, Any] | None = None,
+        progress: bool = False,
     ) -> Path:
         """Merge the shards into the dataset directory ``target`` (atomically replaced)."""
         self._flush()
@@ -150,34 +152,25 @@ class ShardedBuilder:
         ]
         del index
         full_stats = {"tokens": self.num_tokens, **(stats or {})}
-        return assemble_shards(
-            target, self._shards, vocabulary, id_maps=maps, name=name, provenance=provenance,
-            stats=full_stats, num_users=self.num_users,
-        )
+        with Meter(progress, f"{name}: writing", assembly_steps(len(self._shards), False),
+                   "step") as meter:
+            return assemble_shards(
+                target, self._shards, vocabulary, id_maps=maps, name=name,
+                provenance=provenance, stats=full_stats, num_users=self.num_users, meter=meter,
+            )
 
 
 def build_dataset(users: Iterable[Mapping[str, int]], target: str | os.PathLike[str], *,
                   name: str, provenance: str, stats: dict[str, Any],
-                  shard_entries: int = DEFAULT_SHARD_ENTRIES, progress: str | None = None
-                  ) -> Path:
+                  shard_entries: int = DEFAULT_SHARD_ENTRIES, progress: bool = False) -> Path:
     """Stream users' item counts into a dataset directory at ``target`` (atomically); with
-    ``progress``, a progress bar of that title counts the users read."""
-    out = Path(target)
-    bar: Any = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(desc=progress, unit=" users", unit_scale=True)
-    try:
-        with ShardedBuilder(out.parent, shard_entries) as builder:
-            for counts in users:
-                builder.add_user(counts)
-                if bar is not None:
-                    bar.update(1)
-            return builder.finish(out, name=name, provenance=provenance, stats=stats)
-    finally:
-        if bar is not None:
-            bar.close()
+    ``progress``, a meter (`fedhh.data.progress`) counts the shards written (the reader of
+    ``users`` meters the reading)."""
+    with ShardedBuilder(Path(target).parent, shard_entries) as builder:
+        for counts in users:
+            builder.add_user(counts)
+        return builder.finish(Path(target), name=name, provenance=provenance, stats=stats,
+                              progress=progress)
 
 
 def read_lines(path: Path) -> list[str]:
@@ -251,6 +244,11 @@ def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
         yield lo, min(n, lo + size)
 
 
+def assembly_steps(shards: int, drop_unused: bool) -> int:
+    """How far `assemble_shards` advances its meter: one step per shard and pass over them."""
+    return shards * (2 if drop_unused else 1)
+
+
 def assemble_shards(
     target: Path,
     shards: Sequence[Path],
@@ -262,13 +260,14 @@ def assemble_shards(
     stats: dict[str, Any] | None = None,
     num_users: int | None = None,
     drop_unused: bool = False,
-    progress: Iterable[Any] | None = None,
+    meter: Meter | None = None,
 ) -> Path:
     """Concatenate shards into the dataset directory ``target``.
 
     ``id_maps[k]`` maps shard k's item ids to ``vocabulary`` ids (monotone); without id maps the
     shards already use ``vocabulary`` ids. With ``drop_unused`` items no user holds are removed
-    from the vocabulary. ``progress``, if given, is advanced once per shard (e.g. a tqdm bar).
+    from the vocabulary. ``meter``, if given, advances by `assembly_steps` (once per shard and
+    pass).
     """
     counts_top = 0
     total_users = 0
@@ -284,6 +283,8 @@ def assemble_shards(
             ids = items if id_maps is None else id_maps[k][items]
             for lo, hi in _chunks(int(ids.shape[0]), _COPY_ENTRIES):
                 used[np.asarray(ids[lo:hi])] = True
+            if meter is not None:
+                meter.update()
     if num_users is not None and num_users != total_users:
         raise DatasetError(f"shards hold {total_users} users, expected {num_users}")
     if used is not None:
@@ -295,7 +296,6 @@ def assemble_shards(
         compact = None
         final_vocab = vocabulary
     counts_dtype = np.uint16 if counts_top <= 0xFFFF else np.uint32
-    ticker = iter(progress) if progress is not None else None
     with atomic_directory(target) as tmp:
         write_vocabulary(tmp / "vocab.txt", final_vocab)
         indptr = np.zeros(total_users + 1, dtype=np.int64)
@@ -317,8 +317,8 @@ def assemble_shards(
                     out_counts.write(np.asarray(counts[lo:hi]))
                 user_pos += n
                 entry_pos += int(items.shape[0])
-                if ticker is not None:
-                    next(ticker, None)
+                if meter is not None:
+                    meter.update()
         np.save(tmp / "indptr.npy", indptr)
         meta = make_meta(
             name=name, provenance=provenance, num_users=total_users, num_entries=total_entries,

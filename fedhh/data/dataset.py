@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from fedhh.data.progress import Meter
 from fedhh.errors import DatasetError
 
 FORMAT = "fedhh-dataset"
@@ -72,8 +73,14 @@ class FederatedDataset:
     def distinct_per_user(self) -> np.ndarray:
         return np.diff(self.indptr)
 
-    def tokens_per_user(self) -> np.ndarray:
-        """Total item count of every user (int64), computed chunk by chunk."""
+    def tokens_per_user(self, progress: bool = False) -> np.ndarray:
+        """Total item count of every user (int64), computed chunk by chunk (``progress``: a
+        meter counts the entries)."""
+        with Meter(progress, f"counting {self.name}'s words", self.num_entries, " entries",
+                   unit_scale=True) as meter:
+            return self._tokens_per_user(meter)
+
+    def _tokens_per_user(self, meter: Meter) -> np.ndarray:
         totals = np.zeros(self.num_users, dtype=np.int64)
         for lo, hi in user_chunks(self.indptr, _CHUNK):
             seg = self.counts[self.indptr[lo] : self.indptr[hi]].astype(np.int64)
@@ -84,11 +91,13 @@ class FederatedDataset:
                 sums[nonempty] = np.add.reduceat(seg, starts[nonempty])
             totals[lo:hi] = sums
             release_pages(self.counts)
+            meter.update(int(self.indptr[hi] - self.indptr[lo]))
         return totals
 
-    def summary(self) -> dict[str, Any]:
-        """Population statistics: users, entries, mean words and distinct words per user."""
-        tokens = self.tokens_per_user()
+    def summary(self, progress: bool = False) -> dict[str, Any]:
+        """Population statistics: users, entries, mean words and distinct words per user
+        (``progress``: `tokens_per_user`)."""
+        tokens = self.tokens_per_user(progress)
         distinct = self.distinct_per_user()
         return {
             "name": self.name,
@@ -268,8 +277,11 @@ def atomic_directory(target: Path) -> Iterator[Path]:
         raise
 
 
-def load_dataset(path: str | os.PathLike[str], validate: bool = True) -> FederatedDataset:
-    """Open a dataset directory memory-mapped; DatasetError names any defect found."""
+def load_dataset(path: str | os.PathLike[str], validate: bool = True,
+                 progress: bool = False) -> FederatedDataset:
+    """Open a dataset directory memory-mapped; DatasetError names any defect found. With
+    ``validate`` every entry is checked (``progress``: a meter counts them,
+    `fedhh.data.progress`)."""
     root = Path(path)
     if not root.is_dir():
         raise DatasetError(f"dataset directory {root} does not exist")
@@ -290,8 +302,10 @@ def load_dataset(path: str | os.PathLike[str], validate: bool = True) -> Federat
     )
     _check_structure(root, meta, dataset)
     if validate:
-        _check_vocabulary(root, vocabulary)
-        _check_contents(root, dataset)
+        with Meter(progress, f"checking {dataset.name}", dataset.num_entries, " entries",
+                   unit_scale=True) as meter:
+            _check_vocabulary(root, vocabulary)
+            _check_contents(root, dataset, meter)
     return dataset
 
 
@@ -369,7 +383,7 @@ def _check_vocabulary(root: Path, vocabulary: tuple[str, ...]) -> None:
         seen.add(item)
 
 
-def _check_contents(root: Path, ds: FederatedDataset) -> None:
+def _check_contents(root: Path, ds: FederatedDataset, meter: Meter | None = None) -> None:
     if np.any(np.diff(ds.indptr) < 0):
         raise DatasetError(f"{root}/indptr.npy is not non-decreasing")
     vocab = len(ds.vocabulary)
@@ -386,3 +400,5 @@ def _check_contents(root: Path, ds: FederatedDataset) -> None:
         if not np.all(ascending):
             raise DatasetError(f"{root}/items.npy: a user's item ids are not strictly ascending")
         release_pages(ds.items, ds.counts)
+        if meter is not None:
+            meter.update(b - a)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
+from fedhh.data.progress import Meter
 from fedhh.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -122,8 +123,19 @@ def iter_leaf_users(
     *,
     lowercase: bool = False,
     drop_tokens: frozenset[str] = STRUCTURAL_TOKENS,
+    meter: Meter | None = None,
 ) -> Iterator[tuple[str, Counter[str]]]:
-    """Yield (user id, item counts) for every user of a LEAF file or directory."""
+    """Yield (user id, item counts) for every user of a LEAF file or directory; ``meter``
+    counts the files read and is closed after the last one."""
+    try:
+        yield from _leaf_users(path, lowercase, drop_tokens, meter)
+    finally:
+        if meter is not None:
+            meter.close()
+
+
+def _leaf_users(path: str | os.PathLike[str], lowercase: bool, drop_tokens: frozenset[str],
+                meter: Meter | None) -> Iterator[tuple[str, Counter[str]]]:
     seen: dict[str, Path] = {}
     for group in group_files(leaf_files(path)):
         merged: dict[str, Counter[str]] = {}
@@ -140,6 +152,8 @@ def iter_leaf_users(
                     else:
                         counts.update(tokens)
             del data
+            if meter is not None:
+                meter.update()
         for user in merged:
             seen[user] = group[0]
         yield from merged.items()
@@ -154,12 +168,16 @@ def import_leaf(
     shard_entries: int = DEFAULT_SHARD_ENTRIES,
     progress: bool = False,
 ) -> Path:
-    """Convert a LEAF JSON file or directory into a dataset directory at ``target``."""
+    """Convert a LEAF JSON file or directory into a dataset directory at ``target``; with
+    ``progress``, meters count the files read and the shards written."""
     source = Path(path)
-    return build_dataset(
-        (counts for _user, counts in iter_leaf_users(source, lowercase=lowercase)), target,
-        name=name or source.stem,
-        provenance=f"imported from LEAF JSON {source.resolve()}"
-        + (" (lowercased)" if lowercase else ""),
-        stats={"source_format": "leaf", "lowercase": lowercase}, shard_entries=shard_entries,
-        progress=f"reading {source.name}" if progress else None)
+    files = len(leaf_files(source))
+    with Meter(progress, f"reading {source.name}", files, "file") as meter:
+        return build_dataset(
+            (counts for _user, counts in iter_leaf_users(source, lowercase=lowercase,
+                                                         meter=meter)),
+            target, name=name or source.stem,
+            provenance=f"imported from LEAF JSON {source.resolve()}"
+            + (" (lowercased)" if lowercase else ""),
+            stats={"source_format": "leaf", "lowercase": lowercase},
+            shard_entries=shard_entries, progress=progress)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -262,10 +263,15 @@ def _number(rng: _Uniforms) -> str:
     return f"v{rng.between(1, 20)}.{rng.between(0, 20)}"
 
 
+TAIL_KINDS = 7
+
+
 def rare_tail(
-    english: WeightedStrings, rng: np.random.Generator, size: int = 1_000_000
+    english: WeightedStrings, rng: np.random.Generator, size: int = 1_000_000,
+    on_kind: Callable[[], None] | None = None,
 ) -> WeightedStrings:
-    """About ``size`` distinct real-looking strings absent from ``english``, with weights.
+    """About ``size`` distinct real-looking strings absent from ``english``, with weights;
+    ``on_kind`` is called as each of the `TAIL_KINDS` kinds is done (progress).
 
     Shares of the tail's weight: typos 35%, handles 15%, numbers 15%, elongations 15%,
     run-together words 10%, hashtags 5%, domains 5%. Within a kind, a string's weight is its
@@ -294,6 +300,8 @@ def rare_tail(
         for s, w in fresh.items():
             table[s] = shares[kind] * w / total
             kind_of[s] = kind
+        if on_kind is not None:
+            on_kind()
 
     def lognormal(n: int, sigma: float = 1.5) -> np.ndarray:
         return rng.lognormal(0.0, sigma, size=n)

@@ -30,6 +30,7 @@ from typing import Any
 from fedhh.data import synthetic
 from fedhh.data.dataset import FederatedDataset, load_dataset, save_dataset
 from fedhh.data.itemsets import ITEMSETS_VERSION
+from fedhh.data.progress import announce
 from fedhh.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def _build_synthetic(name: str) -> Callable[[Path, int | None, int, bool], Path]
 def _build_shakespeare(target: Path, num_users: int | None, seed: int, progress: bool) -> Path:
     from fedhh.data.shakespeare import build_shakespeare
 
-    return save_dataset(build_shakespeare(), target)
+    return save_dataset(build_shakespeare(progress), target)
 
 
 ITEMSET_USERS = 200_000
@@ -186,9 +187,9 @@ def _lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _open_cached(path: Path, hint: str) -> FederatedDataset:
+def _open_cached(path: Path, hint: str, progress: bool) -> FederatedDataset:
     try:
-        return load_dataset(path)
+        return load_dataset(path, progress=progress)
     except DatasetError as error:
         raise DatasetError(f"{error} (cached dataset; {hint})") from None
 
@@ -217,6 +218,8 @@ def builtin_path(
     with _lock(root / f".{target.name}.lock"):
         if force or not (target / "meta.json").exists():
             logger.info("building %s into %s", name, target)
+            announce(progress, f"building {name} into {target} (once; later runs read it "
+                               "from there)")
             spec.build(target, num_users, seed, progress)
     return target
 
@@ -303,8 +306,8 @@ def resolve_dataset(
     """
     path = resolve_dataset_path(name_or_path, cache_dir, progress=progress)
     if path.is_relative_to(cache_root(cache_dir)):
-        return _open_cached(path, f"delete {path} to rebuild it")
-    return load_dataset(path)
+        return _open_cached(path, f"delete {path} to rebuild it", progress)
+    return load_dataset(path, progress=progress)
 
 
 def describe_datasets(cache_dir: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from fedhh.data.dataset import FederatedDataset, from_user_counts
+from fedhh.data.progress import Meter
 from fedhh.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -102,12 +103,19 @@ def parse_play(text: str) -> dict[str, Counter[str]]:
     return users
 
 
-def shakespeare_users(root: Path | None = None) -> list[tuple[str, Counter[str]]]:
-    """(``play/CHARACTER``, word counts) for every character of every play, sorted by id."""
+def shakespeare_users(root: Path | None = None, progress: bool = False
+                      ) -> list[tuple[str, Counter[str]]]:
+    """(``play/CHARACTER``, word counts) for every character of every play, sorted by id;
+    ``progress``: a meter counts the plays read."""
     base = root or plays_directory()
     files = sorted(base.rglob("*.md"))
     if not files:
         raise DatasetError(f"no plays (*.md) under {base}")
+    with Meter(progress, "shakespeare: reading the plays", len(files), "play") as meter:
+        return _read_plays(files, meter)
+
+
+def _read_plays(files: list[Path], meter: Meter) -> list[tuple[str, Counter[str]]]:
     users: list[tuple[str, Counter[str]]] = []
     for path in files:
         try:
@@ -117,12 +125,13 @@ def shakespeare_users(root: Path | None = None) -> list[tuple[str, Counter[str]]
         for name, counts in sorted(parse_play(text).items()):
             if counts:
                 users.append((f"{path.stem}/{name}", counts))
+        meter.update()
     return users
 
 
-def build_shakespeare() -> FederatedDataset:
+def build_shakespeare(progress: bool = False) -> FederatedDataset:
     """The corpus as an in-memory dataset (about 1,300 users; small)."""
-    users = shakespeare_users()
+    users = shakespeare_users(progress=progress)
     plays = len({uid.split("/")[0] for uid, _ in users})
     dataset = from_user_counts(
         [dict(c) for _, c in users],

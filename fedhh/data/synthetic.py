@@ -30,7 +30,6 @@ processes, and the first ``n`` users of a larger population are the population o
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import multiprocessing
@@ -44,8 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from fedhh.data.builder import assemble_shards
-from fedhh.data.lexicon import WeightedStrings, english_lexicon, rare_tail
+from fedhh.data.builder import assemble_shards, assembly_steps
+from fedhh.data.lexicon import TAIL_KINDS, WeightedStrings, english_lexicon, rare_tail
+from fedhh.data.progress import Meter
 
 logger = logging.getLogger(__name__)
 
@@ -131,10 +131,18 @@ class Tables:
     topic_cdf: np.ndarray  # float64[topic_size], the within-topic Zipf CDF (shared)
 
 
-def build_lexicon(seed: int, shape: SyntheticShape) -> tuple[WeightedStrings, WeightedStrings]:
+LEXICON_STEPS = 1 + TAIL_KINDS
+
+
+def build_lexicon(seed: int, shape: SyntheticShape, meter: Meter | None = None
+                  ) -> tuple[WeightedStrings, WeightedStrings]:
+    """The English lexicon and its rare tail; ``meter`` advances by `LEXICON_STEPS`."""
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0,)))
     english = english_lexicon(rng)
-    tail = rare_tail(english, rng, shape.tail_strings)
+    if meter is not None:
+        meter.update()
+    tail = rare_tail(english, rng, shape.tail_strings,
+                     on_kind=None if meter is None else meter.update)
     return english, tail
 
 
@@ -179,12 +187,23 @@ def build_tables(
     )
 
 
-@functools.lru_cache(maxsize=1)
-def cached_tables(seed: int, shape: SyntheticShape) -> tuple[WeightedStrings, WeightedStrings,
-                                                            Tables]:
-    """Lexicon and tables for (seed, shape), kept for the next call in this process."""
-    english, tail = build_lexicon(seed, shape)
-    return english, tail, build_tables(english, tail, seed, shape)
+TABLE_STEPS = LEXICON_STEPS + 1
+_TABLES: dict[tuple[int, SyntheticShape], tuple[WeightedStrings, WeightedStrings, Tables]] = {}
+
+
+def cached_tables(seed: int, shape: SyntheticShape, meter: Meter | None = None
+                  ) -> tuple[WeightedStrings, WeightedStrings, Tables]:
+    """Lexicon and tables for (seed, shape), kept for the next call in this process (one
+    entry); ``meter`` advances by `TABLE_STEPS` when they are built."""
+    key = (seed, shape)
+    if key not in _TABLES:
+        english, tail = build_lexicon(seed, shape, meter)
+        tables = build_tables(english, tail, seed, shape)
+        if meter is not None:
+            meter.update()
+        _TABLES.clear()
+        _TABLES[key] = english, tail, tables
+    return _TABLES[key]
 
 
 def lognormal_mu(shape: SyntheticShape) -> float:
@@ -371,7 +390,8 @@ def generate_synthetic(
         raise ValueError(f"workers must be >= 1, got {workers}")
     started = time.perf_counter()
     out = Path(target)
-    english, tail, tables = cached_tables(seed, shape)
+    with Meter(progress, f"{name}: word tables", TABLE_STEPS, "step") as meter:
+        english, tail, tables = cached_tables(seed, shape, meter)
     vocabulary = english.strings + tail.strings
     logger.info("tables built in %.1f s", time.perf_counter() - started)
     n_shards = math.ceil(num_users / shard_users)
@@ -381,27 +401,25 @@ def generate_synthetic(
         (seed, k, min(shard_users, num_users - k * shard_users), str(scratch / f"shard-{k:06d}"))
         for k in range(n_shards)
     ]
-    bar: Any = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=n_shards, desc=f"generating {name}", unit=" shards")
     results: list[dict[str, Any]] = []
     try:
         if workers == 1 or n_shards == 1:
             _init_worker(tables)
-            for job in jobs:
-                results.append(_run_shard(job))
-                if bar is not None:
-                    bar.update(1)
+            with Meter(progress, f"{name}: users", num_users, " users",
+                       unit_scale=True) as meter:
+                for job in jobs:
+                    results.append(_run_shard(job))
+                    meter.update(job[2])
         else:
             methods = multiprocessing.get_all_start_methods()
             ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            with ctx.Pool(workers, initializer=_init_worker, initargs=(tables,)) as pool:
+            # The pool forks its workers before the meter starts its drawing thread.
+            with ctx.Pool(workers, initializer=_init_worker, initargs=(tables,)) as pool, \
+                    Meter(progress, f"{name}: users", num_users, " users",
+                          unit_scale=True) as meter:
                 for result in pool.imap(_run_shard, jobs):
                     results.append(result)
-                    if bar is not None:
-                        bar.update(1)
+                    meter.update(result["users"])
         used = np.zeros(tables.vocab_size, dtype=bool)
         for r in results:
             used |= np.unpackbits(r["used"], count=tables.vocab_size).astype(bool)
@@ -418,16 +436,16 @@ def generate_synthetic(
             "generation_seconds": round(gen_seconds, 1),
             "workers": workers,
         }
-        if bar is not None:
-            bar.set_description(f"writing {name}")
-        assemble_shards(
-            out, [Path(j[3]) for j in jobs], vocabulary, name=name,
-            provenance=_provenance(seed, num_users), stats=stats, num_users=num_users,
-            drop_unused=True,
-        )
+        shards = [Path(j[3]) for j in jobs]
+        with Meter(progress, f"{name}: writing", assembly_steps(len(shards), True),
+                   "step") as meter:
+            assemble_shards(
+                out, shards, vocabulary, name=name,
+                provenance=_provenance(seed, num_users), stats=stats, num_users=num_users,
+                drop_unused=True, meter=meter,
+            )
+            shutil.rmtree(scratch, ignore_errors=True)  # gigabytes: part of the step
     finally:
-        if bar is not None:
-            bar.close()
         shutil.rmtree(scratch, ignore_errors=True)
     logger.info("generated %s (%d users) in %.1f s", out, num_users,
                 time.perf_counter() - started)

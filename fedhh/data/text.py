@@ -26,15 +26,17 @@ from pathlib import Path
 
 from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
 from fedhh.data.dataset import FederatedDataset
+from fedhh.data.progress import Meter
 from fedhh.errors import DatasetError
 
 logger = logging.getLogger(__name__)
 
 
 def iter_text_users(
-    path: str | os.PathLike[str], *, lowercase: bool = False
+    path: str | os.PathLike[str], *, lowercase: bool = False, meter: Meter | None = None
 ) -> Iterator[Counter[str]]:
-    """Yield each line's items as a Counter, in file order (blank lines yield empty Counters)."""
+    """Yield each line's items as a Counter, in file order (blank lines yield empty Counters);
+    ``meter`` counts the bytes read and is closed at the end of the file."""
     source = Path(path)
     try:
         handle = open(source, "rb")  # noqa: SIM115 - closed in the finally below
@@ -50,9 +52,13 @@ def iter_text_users(
                     f"{raw[error.start:error.start + 1]!r})"
                 ) from None
             tokens = line.lower().split() if lowercase else line.split()
+            if meter is not None:
+                meter.update(len(raw))
             yield Counter(tokens)
     finally:
         handle.close()
+        if meter is not None:
+            meter.close()
 
 
 def import_text(
@@ -64,14 +70,21 @@ def import_text(
     shard_entries: int = DEFAULT_SHARD_ENTRIES,
     progress: bool = False,
 ) -> Path:
-    """Convert a text-format file into a dataset directory at ``target`` (atomically)."""
+    """Convert a text-format file into a dataset directory at ``target`` (atomically); with
+    ``progress``, meters count the bytes read and the shards written."""
     source = Path(path)
-    return build_dataset(
-        iter_text_users(source, lowercase=lowercase), target, name=name or source.stem,
-        provenance=f"imported from text file {source.resolve()}"
-        + (" (lowercased)" if lowercase else ""),
-        stats={"source_format": "text", "lowercase": lowercase}, shard_entries=shard_entries,
-        progress=f"reading {source.name}" if progress else None)
+    try:
+        size = source.stat().st_size
+    except OSError as error:
+        raise DatasetError(f"cannot read text dataset {source}: {error.strerror}") from None
+    with Meter(progress, f"reading {source.name}", size, "B", unit_scale=True) as meter:
+        return build_dataset(
+            iter_text_users(source, lowercase=lowercase, meter=meter), target,
+            name=name or source.stem,
+            provenance=f"imported from text file {source.resolve()}"
+            + (" (lowercased)" if lowercase else ""),
+            stats={"source_format": "text", "lowercase": lowercase},
+            shard_entries=shard_entries, progress=progress)
 
 
 def write_text(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from fedhh.data.dataset import FederatedDataset, release_pages, user_chunks
+from fedhh.data.progress import Meter
 from fedhh.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -48,8 +49,15 @@ class GroundTruth:
         return np.lexsort((np.arange(dist.size), -dist))[:k]
 
 
-def compute_truth(dataset: FederatedDataset) -> GroundTruth:
-    """Both distributions, streaming over the entries in chunks."""
+def compute_truth(dataset: FederatedDataset, progress: bool = False) -> GroundTruth:
+    """Both distributions, streaming over the entries in chunks (with ``progress``, a meter
+    counts the entries: `fedhh.data.progress`)."""
+    with Meter(progress, f"ground truth of {dataset.name}", dataset.num_entries, " entries",
+               unit_scale=True) as meter:
+        return _compute_truth(dataset, meter)
+
+
+def _compute_truth(dataset: FederatedDataset, meter: Meter) -> GroundTruth:
     vocab = len(dataset.vocabulary)
     weighted = np.zeros(vocab, dtype=np.float64)
     holders = np.zeros(vocab, dtype=np.int64)
@@ -70,6 +78,7 @@ def compute_truth(dataset: FederatedDataset) -> GroundTruth:
         weighted += np.bincount(items, weights=share, minlength=vocab)
         holders += np.bincount(items, minlength=vocab)
         release_pages(dataset.items, dataset.counts)
+        meter.update(b - a)
     if nonempty:
         weighted /= nonempty
     users = dataset.num_users
@@ -132,17 +141,18 @@ def save_truth(root: str | os.PathLike[str], dataset: FederatedDataset,
     os.replace(tmp_meta, base / TRUTH_META)
 
 
-def ground_truth(dataset: FederatedDataset, root: str | os.PathLike[str] | None = None
-                 ) -> GroundTruth:
+def ground_truth(dataset: FederatedDataset, root: str | os.PathLike[str] | None = None,
+                 progress: bool = False) -> GroundTruth:
     """The dataset's ground truth, from the cache in ``root`` (default: the directory it was
-    loaded from) when valid, else computed and, where writable, cached."""
+    loaded from) when valid, else computed (``progress``: `compute_truth`) and, where writable,
+    cached."""
     base = Path(root) if root is not None else dataset.root
     if base is not None and (base / TRUTH_META).exists():
         try:
             return load_truth(base, dataset)
         except DatasetError as error:
             logger.warning("recomputing ground truth: %s", error)
-    truth = compute_truth(dataset)
+    truth = compute_truth(dataset, progress)
     if base is not None:
         try:
             save_truth(base, dataset, truth)

@@ -26,7 +26,7 @@ from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig
 from fedhh.data.dataset import FederatedDataset
 from fedhh.errors import ConfigError
-from fedhh.prefixtree import PrefixTree, RoundQuery
+from fedhh.server.prefixtree import PrefixTree, RoundQuery
 from fedhh.simulation.population import Population
 from fedhh.simulation.rounds import SimulatedRounds
 from fedhh.simulation.runner import prepare

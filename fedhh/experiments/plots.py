@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,9 @@ def figure_specs(results: StudyResults) -> list[FigureSpec]:
     study = results.study
     if study.name == "comparison":
         return _comparison_figures(results)
+    if study.name == "pi-rappor":
+        return [FigureSpec("pi-rappor", f"{study.number}. {study.title}",
+                           tuple(v.label for v in study.variants if v.spec is not None))]
     by_setting: dict[str, list[str]] = {}
     for v in study.variants:
         by_setting.setdefault(v.setting, []).append(v.label)
@@ -218,7 +222,7 @@ def draw_summary(results: StudyResults, path: str | os.PathLike[str]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = list(results.variants)
+    labels = [v for v in results.variants if results[v].stat("true_positives").n]
     tp = [results[v].stat("true_positives") for v in labels]
     fp = [results[v].stat("false_positives") for v in labels]
     y = np.arange(len(labels))
@@ -236,3 +240,85 @@ def draw_summary(results: StudyResults, path: str | os.PathLike[str]) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def study_figures(results: StudyResults, folder: str | os.PathLike[str]
+                  ) -> list[tuple[str, str]]:
+    """A study's figures beyond the curves and the summary: (title, file name) of each."""
+    if results.study.name != "pi-rappor":
+        return []
+    return _pi_rappor_figures(results, folder)
+
+
+def _pi_rappor_figures(results: StudyResults, folder: str | os.PathLike[str]
+                       ) -> list[tuple[str, str]]:
+    import matplotlib
+    import matplotlib.ticker
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fedhh.experiments.claims import decode_speedups
+
+    number = results.study.number
+    out = []
+    # Bytes per device per round (first seed's runs).
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=DPI)
+    for label, color in (("OHE+RR", "tab:blue"), ("PI-RAPPOR", "tab:orange")):
+        records = results[label].records
+        if not records:
+            continue
+        rounds = records[0].data.get("rounds", [])
+        size = [(r["domain_size"] + 7) // 8 if label == "OHE+RR" else r["extra"]["report_bytes"]
+                for r in rounds]
+        ax.plot(range(1, len(size) + 1), size, "o-", color=color, label=label)
+        for i, b in enumerate(size, start=1):
+            ax.annotate(f"{b:,}", (i, b), textcoords="offset points", xytext=(4, 4),
+                        fontsize=7)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_xlabel("round")
+    ax.set_ylabel("bytes per device")
+    ax.set_title(f"{number}. Report size per device and round", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(Path(folder) / "pi-rappor-bytes.png")
+    plt.close(fig)
+    out.append(("Bytes per device per round", "pi-rappor-bytes.png"))
+    timing = results["decode timing"].records
+    rows = timing[0].data.get("rows", []) if timing else []
+    if rows:
+        series = list(dict.fromkeys(r["series"] for r in rows))
+        fig, axes = plt.subplots(1, len(series), figsize=(5.2 * len(series), 4.2), dpi=DPI)
+        styles = {"direct": ("tab:blue", "-"), "histogram": ("tab:green", "-"),
+                  "direct+prefix": ("tab:blue", "--"), "histogram+prefix": ("tab:green", "--")}
+        for ax, name in zip(np.atleast_1d(axes), series, strict=True):
+            mine = [r for r in rows if r["series"] == name]
+            for decoder, (color, style) in styles.items():
+                points = [r for r in mine if r["decoder"] == decoder]
+                ax.plot([r["domain"] for r in points], [r["scaled_s"] for r in points],
+                        style, marker="o", color=color, label=decoder)
+            chosen = [r for r in mine if r["auto"]]
+            ax.scatter([r["domain"] for r in chosen], [r["scaled_s"] for r in chosen], s=120,
+                       facecolors="none", edgecolors="black", label="cost rule's choice")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("domain size |P| 2^s")
+            ax.set_ylabel(f"seconds for {mine[0]['population']:,} reports")
+            shape = ("one prefix, 10- to 22-bit segments" if name == "first round"
+                     else "12-bit segments, 1 to 2441 prefixes")
+            ax.set_title(f"{name} ({shape})", fontsize=9)
+            ax.grid(True, which="both", alpha=0.3)
+        speed = decode_speedups(rows)
+        eps = timing[0].data["eps_local"]
+        fig.suptitle(f"{number}. PI-RAPPOR decoding time at eps {eps:.2f} (prefix speed-up "
+                     f"{min(s['direct'] for s in speed):.0f}-{max(s['direct'] for s in speed):.0f}"
+                     f"x; appendix: ~{timing[0].data['predicted_speedup']:.0f}x)", fontsize=10)
+        np.atleast_1d(axes)[0].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(Path(folder) / "pi-rappor-decode.png")
+        plt.close(fig)
+        out.append(("Server decoding time against the domain size",
+                    "pi-rappor-decode.png"))
+    return out

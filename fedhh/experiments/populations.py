@@ -112,7 +112,7 @@ def _built(target: Path, words: Callable[[], WeightedStrings], users: int, token
     return target
 
 
-def resolve(name: str) -> FederatedDataset:
+def resolve(name: str, *, progress: bool = False) -> FederatedDataset:
     """A population of the utility studies by name, or any dataset name or path."""
     from fedhh.data.registry import builtin_path, cache_root, resolve_dataset
 
@@ -123,4 +123,4 @@ def resolve(name: str) -> FederatedDataset:
         return load_dataset(_spanish(cache_root()))
     if name == "dev-english-iid":
         return load_dataset(_english_iid(cache_root()))
-    return resolve_dataset(name)
+    return resolve_dataset(name, progress=progress)

@@ -25,7 +25,7 @@ from typing import Any
 
 from fedhh.experiments.analysis import SCALARS, StudyResults, VariantResult
 from fedhh.experiments.claims import ClaimResult, evaluate_claims
-from fedhh.experiments.plots import draw_figure, draw_summary, figure_specs
+from fedhh.experiments.plots import draw_figure, draw_summary, figure_specs, study_figures
 from fedhh.experiments.store import RunRecord, jsonable
 from fedhh.experiments.studies import UTILITY_GROUP, Study
 
@@ -118,6 +118,7 @@ def _write_study(root: Path, res: StudyResults, claims: list[ClaimResult]) -> st
     draw_summary(res, folder / "found.png")
     images.append((f"{study.title}: heavy hitters found and false positives",
                    f"{study.name}/found.png"))
+    images += [(title, f"{study.name}/{name}") for title, name in study_figures(res, folder)]
     _write_csv(folder / "curves.csv", [row for rows in curve_rows.values() for row in rows])
     return _section(res, claims, images)
 

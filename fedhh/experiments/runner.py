@@ -32,9 +32,16 @@ from fedhh.experiments.spec import (
     static_key,
 )
 from fedhh.experiments.store import ResultStore, RunRecord
-from fedhh.experiments.studies import WARM_START_ALONE, Study, Variant
+from fedhh.experiments.studies import (
+    DECODE_TIMING,
+    PI_RAPPOR,
+    PRIVACY_DEPENDENT,
+    WARM_START_ALONE,
+    Study,
+    Variant,
+)
 from fedhh.metrics import Truth, evaluate
-from fedhh.prefixtree import RoundReport
+from fedhh.server import RoundReport
 from fedhh.simulation.population import Population
 from fedhh.simulation.runner import simulate
 
@@ -138,7 +145,9 @@ class Suite:
     def planned(self, study: Study, variant: Variant, seed: int) -> PlannedRun:
         if variant.spec is None:
             static = variant.static or ""
-            key = static_key(static, "huffman", 60, self.identity)
+            target = (f"{static}@{self.settings.eps_agg:g},{self.settings.delta:g}"
+                      if static in PRIVACY_DEPENDENT else static)
+            key = static_key(target, "huffman", 60, self.identity)
             return PlannedRun(key, study.name, variant.label, seed, None, static,
                               f"(not a simulation: {static})", self.settings.dataset)
         name = variant.dataset or self.settings.dataset
@@ -199,6 +208,8 @@ class Suite:
     def _compute(self, run: PlannedRun, progress: ProgressCallback | None) -> RunRecord:
         if run.static == WARM_START_ALONE:
             return self._warm_start_alone(run)
+        if run.static == DECODE_TIMING:
+            return self._decode_timing(run)
         config = run.config
         if config is None:
             raise ConfigError(f"unknown static measurement {run.static!r}")
@@ -257,6 +268,21 @@ class Suite:
             "timings": {"wall_s": time.perf_counter() - started},
         }
         return RunRecord(run.key, 0, [], run.command, data, _arrays(codes, truth))
+
+
+    def _decode_timing(self, run: PlannedRun) -> RunRecord:
+        """PI-RAPPOR's decoders against the domain size, at the study's eps_local."""
+        from fedhh.pirappor.timing import measure_decoders
+        from fedhh.simulation.runner import prepare
+
+        users = self.dataset.num_users
+        eps = prepare(run_config(PI_RAPPOR, self.settings, 0), users).privacy["eps_local"]
+        data = {"static": DECODE_TIMING, "dataset": self.identity,
+                **measure_decoders(eps, users)}
+        none = {name: np.zeros(0) for name in ("truth_weighted", "truth_unweighted")}
+        return RunRecord(run.key, 0, [], run.command, data,
+                         {"output_codes": np.zeros(0, np.uint64),
+                          "truth_codes": np.zeros(0, np.uint64), **none})
 
 
 def _arrays(output_codes: np.ndarray, truth: Truth) -> dict[str, np.ndarray]:

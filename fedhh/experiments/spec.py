@@ -19,7 +19,8 @@ from fedhh.config import SIMULATION_DIM_LIMIT, Mode, RunConfig
 from fedhh.config.flags import to_argv
 from fedhh.errors import ConfigError
 
-STORE_VERSION = 3  # 2: lossless codecs (non-a-z items encode differently); 3: RunConfig keys
+STORE_VERSION = 4  # 2: lossless codecs (non-a-z items encode differently); 3: RunConfig keys;
+# 4: the default accountant is the one of the released sums (issue 12)
 
 
 @dataclass(frozen=True)

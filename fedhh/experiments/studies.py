@@ -1,8 +1,9 @@
 """The studies, as data: each a list of labelled configurations. Studies 1-8 are the paper's
-(issue 6); study 9 compares item codebooks (issue 13); studies 10-18 measure the utility levers
-beyond the paper (issue 15, docs/utility.md) on populations fixed before any tuning
-(``fedhh.experiments.populations``), each against the paper's algorithm at the same
-(eps_agg, delta, T, P).
+(issue 6); study 9 compares item codebooks (issue 13); study 10 compares the local randomizers
+OHE+RR and PI-RAPPOR (issue 18); study 11 puts the two accountants side by side (issue 12);
+studies 12-20 measure the utility levers beyond the paper (issue 15, docs/utility.md) on
+populations fixed before any tuning (``fedhh.experiments.populations``), each against the
+paper's algorithm at the same (eps_agg, delta, T, P).
 
 Every study reproduces one of the paper's experiments (OptPrefixTree, "Experiments" and the
 appendices) at eps_agg and delta given by the suite (default 1 and 1e-6), with the paper's
@@ -27,10 +28,14 @@ from typing import Any
 from fedhh.config import RunConfig
 from fedhh.errors import ConfigError
 from fedhh.experiments.spec import setting_of
+from fedhh.privacy import DEFAULT_METHOD
 
 P = 10_000_000
 R = 60
 WARM_START_ALONE = "warm-start-list"
+DECODE_TIMING = "pirappor-decode-timing"
+# Static measurements whose result depends on the suite's privacy target (stored per target).
+PRIVACY_DEPENDENT = frozenset({DECODE_TIMING})
 
 SINGLE = RunConfig(single_item=True)                 # T = 4, P = 10^7, gamma = 0.5, Huffman
 MULTI = RunConfig()                                  # uniform selection + prefix list
@@ -277,6 +282,55 @@ def _codebooks() -> Study:
     )
 
 
+# Both randomizers accounted with the clones shuffle bound (the only one that covers PI-RAPPOR,
+# fedhh.pirappor.accounting), so they run at the same eps_local.
+OHE_RR_SHUFFLED = replace(MULTI, privacy_method="clones")
+PI_RAPPOR = replace(OHE_RR_SHUFFLED, randomizer="pi-rappor")
+
+
+def _pi_rappor() -> Study:
+    return Study(
+        "pi-rappor", 10, "One-hot + randomized response against PI-RAPPOR",
+        "Multiple items, T = 4, P = 10^7, uniform selection + prefix list, default codebook: the "
+        "same "
+        "discovery with one-hot + asymmetric randomized response (OHE+RR, summed by secure "
+        "aggregation) and with PI-RAPPOR (a few field elements per report, decoded one by one "
+        "after a shuffler), both at the eps_local of the clones shuffle bound (the accountant "
+        "that covers shuffled reports; docs/pi-rappor.md). Reports heavy hitters found, "
+        "bytes per device per round and the server's decoding time; the 'decode timing' row "
+        "is a measurement of every decoder (Algorithms 4 and 5 of Feldman and Talwar 2021, "
+        "each with and without the appendix's prefix speed-up) against the domain size, at "
+        "the same eps, scaled to the dataset's devices.",
+        "Appendix 'PI-RAPPOR' (the randomizer, the two decoders, the prefix speed-up)",
+        (Variant("OHE+RR", OHE_RR_SHUFFLED, {"randomizer": "ohe-rr"}),
+         Variant("PI-RAPPOR", PI_RAPPOR, {"randomizer": "pi-rappor"}),
+         Variant("decode timing", None, {"measurement": "decoders"}, static=DECODE_TIMING)),
+    )
+
+
+ACCOUNTANTS = (("sum", "released sums (exact PLD)"), ("clones", "shuffling (clones bound)"))
+
+
+def _accounting() -> Study:
+    return Study(
+        "accounting", 11, "The accountant of the released sums against the shuffle bound",
+        "The base configurations (multiple items and single item, T = 4, P = 10^7, gamma = 0.5) "
+        "at the same (eps_agg, delta), their eps_local solved by the default accountant of what "
+        "is really released, each round's per-coordinate sum over its contributors (method "
+        "`sum`: the exact privacy-loss distribution of the two coordinates a neighbouring "
+        "device changes, docs/privacy.md), and by amplification by shuffling (method `clones`, "
+        "Feldman, McMillan and Talwar 2021), which holds for any eps_local-LDP randomizer and "
+        "so is loose for ours.",
+        "Section 'Privacy' (amplification by shuffling, Theorem 'clones'); issue 12",
+        tuple(Variant(f"{setting}: {name}",
+                      # the default accountant's runs are the base runs of the other studies
+                      base if method == DEFAULT_METHOD else replace(base, privacy_method=method),
+                      {"accountant": method})
+              for setting, base in (("multiple items", MULTI), ("single item", SINGLE))
+              for method, name in ACCOUNTANTS),
+    )
+
+
 # ---- utility levers (issue 15) ------------------------------------------------------------
 
 DEV = "dev-reddit-400k"      # development: reddit-shaped users, 400k
@@ -319,7 +373,7 @@ def _segment_plans() -> Study:
                 for pop in (*SWEEP_POPULATIONS, DEV_FULL)
                 for plan in ("greedy", "lookahead", "spread")]
     return Study(
-        "segment-plans", 10, "Planned segment schedules",
+        "segment-plans", 12, "Planned segment schedules",
         "Multiple items, T = 4, P = 10^7, the paper's algorithm otherwise, on the development "
         f"populations (`{DEV}`, `{DEV_IID}`, and `{DEV_FULL}` at the default's scale): the "
         "paper's greedy segments (the largest that fits now), `--segment-plan lookahead` (plan "
@@ -334,7 +388,7 @@ FIVE_BIT_T12 = replace(PAPER, codec="5bit", rounds=12)
 
 def _leftover_rounds() -> Study:
     return Study(
-        "leftover-rounds", 11, "Rounds the tree finishes without",
+        "leftover-rounds", 13, "Rounds the tree finishes without",
         "Multiple items, 5-bit encoding, T = 12 with adaptive segments (issue 15's example of "
         f"budget spent on rounds that never happen), on `{DEV}`: the paper's greedy segments "
         "end the tree after 3-4 rounds with the noise of 12; `--leftover-rounds passes` runs "
@@ -364,7 +418,7 @@ def _finished_target() -> Study:
                             replace(PAPER, fp_ratio_finished=0.15, fp_ratio=LENIENT),
                             finished=0.15, others=LENIENT))
     return Study(
-        "finished-target", 12, "A false-positive target of its own for finished items",
+        "finished-target", 14, "A false-positive target of its own for finished items",
         "Multiple items, T = 4, P = 10^7, on the development populations: PruneHH with "
         "gamma = 0.5 for every element (the paper), with `--fp-ratio-finished` 0.25, 0.15 and "
         "0.1 for the elements that finish an item (they become output; the others keep 0.5), "
@@ -377,7 +431,7 @@ def _threshold_weights() -> Study:
     variants = [_on(pop, rule, replace(PAPER, threshold_weights=rule), rule=rule)
                 for pop in SWEEP_POPULATIONS for rule in ("uniform", "parent")]
     return Study(
-        "threshold-weights", 13, "Thresholds weighted by the previous round's evidence",
+        "threshold-weights", 15, "Thresholds weighted by the previous round's evidence",
         "Multiple items, T = 4, P = 10^7, on the development populations: uniform thresholds "
         "(the paper) against `--threshold-weights parent` (each child's share of the "
         "false-positive budget weighted by the probability that its parent prefix is real, "
@@ -393,7 +447,7 @@ def _round_budget() -> Study:
                     replace(PAPER, round_budget=a), allocation=a)
                 for pop in SWEEP_POPULATIONS for a in ALLOCATIONS]
     return Study(
-        "round-budget", 14, "Budget split over the rounds",
+        "round-budget", 16, "Budget split over the rounds",
         "Multiple items, T = 4, P = 10^7, on the development populations: the paper's equal "
         "local epsilon per round against allocations `--round-budget w1,...,w4` (round i's "
         "share of e^eps_local is w_i; the largest round runs at the solved eps_local, the "
@@ -410,7 +464,7 @@ def _selection_hint() -> Study:
                     replace(PAPER, selection_hint=h), hint=h)
                 for pop in SWEEP_POPULATIONS for h in HINTS]
     return Study(
-        "selection-hint", 15, "A selection hint with the prefix list",
+        "selection-hint", 17, "A selection hint with the prefix list",
         "Multiple items, T = 4, P = 10^7, on the development populations: uniform selection "
         "among the items on the prefix list (the paper) against `--selection-hint h`: each "
         "eligible item weighed by its prefix's estimated count to the power -h (the estimates "
@@ -425,7 +479,7 @@ def _possible_elements() -> Study:
                 for domain, plan in (("full", "greedy"), ("possible", "greedy"),
                                      ("full", "spread"), ("possible", "spread"))]
     return Study(
-        "possible-elements", 16, "The dimension limit counts possible elements only",
+        "possible-elements", 18, "The dimension limit counts possible elements only",
         "Multiple items, T = 4, P = 10^7, on the development populations: the paper's "
         "dimension limit (every s-bit extension of every prefix counts) against "
         "`--domain possible` (only the extensions some device can hold under the codec's "
@@ -442,7 +496,7 @@ def _consistency() -> Study:
                 for pop in SWEEP_POPULATIONS
                 for name, on in (("independent (paper)", False), ("consistent", True))]
     return Study(
-        "consistency", 17, "Constrained inference over the tree (single item)",
+        "consistency", 19, "Constrained inference over the tree (single item)",
         "Single item, T = 4, P = 10^7, gamma = 0.5, on the development populations: each "
         "round's estimates thresholded on their own (the paper) against `--consistency` (each "
         "child adjusted by least squares so that the children of a prefix add up to its count, "
@@ -459,11 +513,12 @@ def _utility() -> Study:
         variants.append(_on(pop, "server-side levers", SERVER_SIDE, levers="server side"))
         variants.append(_on(pop, "combined", COMBINED, levers="all"))
     return Study(
-        "utility", 18, "The levers alone and combined, on every population",
+        "utility", 20, "The levers alone and combined, on every population",
         "Multiple items, T = 4, P = 10^7, eps_agg and delta of the suite, the `sum` "
         "accountant: the paper's algorithm (today's default), each lever alone, the levers that "
         "change nothing on the devices combined (all but the possible elements and the "
-        "selection hint), and all of them combined, on the development populations (`{DEV}`, `{DEV_IID}`, `{DEV_FULL}`), the "
+        "selection hint), and all of them combined, on the development populations "
+        f"(`{DEV}`, `{DEV_IID}`, `{DEV_FULL}`), the "
         f"default dataset (`{DEFAULT_DATASET}`) and the held-out populations "
         f"(`{HELD_OUT[0]}`, `{HELD_OUT[1]}`), which no tuning ever ran on. The target: at "
         "least 20% more heavy hitters than the paper's algorithm with an output "
@@ -474,7 +529,7 @@ def _utility() -> Study:
 
 STUDIES: tuple[Study, ...] = (
     _segmentation(), _dimension(), _fp_ratio(), _sampling(), _selection(), _deny_list(),
-    _comparison(), _rounds(), _codebooks(),
+    _comparison(), _rounds(), _codebooks(), _pi_rappor(), _accounting(),
     _segment_plans(), _leftover_rounds(), _finished_target(), _threshold_weights(),
     _round_budget(), _selection_hint(), _possible_elements(), _consistency(), _utility(),
 )

@@ -77,9 +77,31 @@ class AggregateEpsilon:
         }
 
 
-def participants_for(num_devices: int, sampling_rate: float) -> int:
-    """Shuffle size used by the accounting: the expected participant count, at least 2."""
-    return max(2, round(sampling_rate * num_devices))
+PLANNING_TAIL = 1e-9  # chance that a sampled round's participant count falls outside the plan
+# Methods that condition on the participant count m of a Poisson-sampled round: the mixture
+# weight m/N of the neighbouring device grows with m, and so does the round's loss. The others
+# shuffle among the m participants (more participants hide each report better).
+GROWS_WITH_PARTICIPANTS = frozenset({"sum", "clones"})
+
+
+def participants_for(num_devices: int, sampling_rate: float,
+                     method: str = methods.DEFAULT_METHOD) -> int:
+    """Participant count a plan is solved for (at least 2): all devices without sampling.
+
+    With Poisson sampling at rate q the count is m ~ Bin(N, q), independent of the data, and a
+    round is charged at its real m. Planning at the mean would leave about half the rounds over
+    the plan (refused); the plan takes instead the binomial quantile that a round passes with
+    probability at most ``PLANNING_TAIL``, on the costly side for the method: the upper quantile
+    where the loss grows with m (``GROWS_WITH_PARTICIPANTS``), the lower one where it falls."""
+    if sampling_rate >= 1.0:
+        return max(2, num_devices)
+    from scipy.stats import binom
+
+    if methods.check_method(method) in GROWS_WITH_PARTICIPANTS:
+        m = int(binom.isf(PLANNING_TAIL, num_devices, sampling_rate))
+    else:
+        m = int(binom.ppf(PLANNING_TAIL, num_devices, sampling_rate))
+    return min(num_devices, max(2, m))
 
 
 def conditions(method: str, eps_local: float, sampling_rate: float) -> tuple[bool, tuple[str, ...]]:
@@ -174,8 +196,8 @@ def aggregate_epsilon(
     num_devices = check_devices(num_devices)
     sampling_rate = check_rate(sampling_rate)
     method = methods.check_method(method)
-    n = participants_for(num_devices, sampling_rate)
-    sampled = n < num_devices
+    n = participants_for(num_devices, sampling_rate, method)
+    sampled = sampling_rate < 1.0
     round_eps = check_offsets(eps_local, offsets, rounds, method)
     pure = sum(round_eps)  # basic composition of eps-LDP rounds: always valid
 

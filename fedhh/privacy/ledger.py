@@ -170,7 +170,7 @@ class PrivacyLedger:
         if method != "sum":
             plan = aggregate_epsilon(eps_local, delta, rounds, population, sampling_rate, method)
             per_round_delta, slack = plan.per_round_delta, plan.slack_delta
-        expected = participants_for(population, sampling_rate)
+        expected = participants_for(population, sampling_rate, method)
         ledger = cls(
             eps_agg=eps_agg,
             delta=delta,

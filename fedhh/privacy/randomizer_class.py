@@ -1,6 +1,6 @@
 """Which shuffle bounds provably cover our randomizer (one-hot + asymmetric binary RR).
 
-Our device report (``fedhh.randomizer``): the one-hot vector of the selected element over the
+Our device report (``fedhh.device.randomizer``): the one-hot vector of the selected element over the
 round's domain, every coordinate flipped independently, P[1 -> 1] = a1 = 1/2 and
 P[0 -> 1] = a0 = 1/(e^eps + 1); a device with nothing to report sends the all-zeros vector
 randomized the same way (the special element "bottom"). Relative to the report of bottom,

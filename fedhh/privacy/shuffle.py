@@ -75,10 +75,3 @@ def round_epsilon(
         return closed_form_epsilon(eps0, n if participants is None else participants, delta)
     red = reduction(float(eps0), int(n), _VARIANT[method], float(max_order), participants)
     return red.epsilon(delta)
-
-
-def round_delta(eps0: float, n: int, method: str, eps: float, max_order: float = 256.0,
-                participants: int | None = None) -> float:
-    """Per-round hockey-stick delta at ``eps`` (numerical methods only)."""
-    red = reduction(float(eps0), int(n), _VARIANT[method], float(max_order), participants)
-    return red.delta(eps)

@@ -131,7 +131,7 @@ def _solve(eps_agg: float, delta: float, rounds: int, num_devices: int, sampling
     num_devices = check_devices(num_devices)
     sampling_rate = check_rate(sampling_rate)
     method = methods.check_method(method)
-    n = participants_for(num_devices, sampling_rate)
+    n = participants_for(num_devices, sampling_rate, method)
     if offsets is not None and len(offsets):
         check_offsets(EPS_LOCAL_MAX, offsets, rounds, method)
         if max(offsets) > 0:

@@ -3,7 +3,7 @@
 The coordinator never sees a report, only each round's per-coordinate sums over the n
 contributors (secure aggregation). Every report coordinate is an independent coin: 1 with
 probability a1 = 1/2 at the device's element, a0 = 1/(e^eps + 1) elsewhere (the implemented
-dyadic rationals of ``fedhh.randomizer``). So the sum at coordinate j is
+dyadic rationals of ``fedhh.device.randomizer``). So the sum at coordinate j is
 ``Bin(f_j, a1) + Bin(n - f_j, a0)`` (f_j = number of contributors holding j), independently
 across coordinates.
 
@@ -65,9 +65,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from fedhh.device.randomizer import A1_THRESHOLD, SCALE, a0_threshold
 from fedhh.privacy import dots
 from fedhh.privacy._checks import check_delta, check_devices, check_eps
-from fedhh.randomizer import A1_THRESHOLD, SCALE, a0_threshold
 
 if TYPE_CHECKING:
     from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
@@ -112,7 +112,7 @@ class Rates:
 
 
 def rates(eps_local: float) -> Rates:
-    """a1 = 1/2 and a0 = ceil(2^32 / (e^eps + 1)) / 2^32, exactly as ``fedhh.randomizer``."""
+    """a1 = 1/2 and a0 = ceil(2^32 / (e^eps + 1)) / 2^32, exactly as ``fedhh.device.randomizer``."""
     return Rates(A1_THRESHOLD / SCALE, a0_threshold(check_eps(eps_local, "eps_local")) / SCALE)
 
 

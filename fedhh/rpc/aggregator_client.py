@@ -46,8 +46,10 @@ UNAVAILABLE and CANCELLED are retried with jittered exponential backoff: every d
 safe to repeat (AwaitStage only reads, and a retried submission is an identical duplicate, which
 the aggregator ignores). CANCELLED is what gRPC
 core answers for a call it shed from an overfull backlog before any handler ran; a call this
-process cancels raises ``asyncio.CancelledError`` instead, which is never retried. It never
-raises for protocol or transport outcomes: it returns a :class:`Participation` saying where the
+process cancels raises ``asyncio.CancelledError`` instead, which is never retried.
+DEADLINE_EXCEEDED (an aggregator too starved to answer within the call's timeout) is asked again
+while the stage the call belongs to is open (``DeviceSession.patient_until``). It never
+raises for protocol or transport outcomes: it returns a :class:`SessionResult` saying where the
 device stopped and why. ``drop_at=Stage.X`` makes it stop silently before sending stage X's
 message (dropout injection for tests).
 """
@@ -75,6 +77,7 @@ from fedhh.errors import (
     NotFoundError,
     StateError,
 )
+from fedhh.rounds import RoundAborted
 from fedhh.rpc.aggregator_wire import (
     CHUNK_BYTES,
     CallKind,
@@ -122,13 +125,15 @@ __all__ = [
     "AggregatorError",
     "DeviceSession",
     "Outcome",
-    "Participation",
     "ReleaseHook",
     "RetryPolicy",
     "RoundAborted",
     "RoundOutcome",
+    "SessionResult",
+    "domain_error",
     "open_channel",
     "participate",
+    "stage_counts",
 ]
 
 T = TypeVar("T")
@@ -138,20 +143,6 @@ _SERVER_WAIT_CAP_S = 30.0  # ask for at most this long per GetResult (the server
 
 
 ReleaseHook = Callable[[ReleaseEvidence], Awaitable[None]]
-
-
-class RoundAborted(FedhhError):
-    """The aggregator aborted the round; no sum was or will be released. ``reached_unmask``:
-    it aborted after unmask requests went out, so devices may have revealed shares (charge the
-    attempt as if released)."""
-
-    def __init__(self, reason: str, round_id: bytes = b"", reached_unmask: bool = False
-                 ) -> None:
-        self.reason = reason
-        self.round_id = round_id
-        self.reached_unmask = reached_unmask
-        after = ", after unmasking began" if reached_unmask else ""
-        super().__init__(f"secure aggregation aborted ({reason or 'unknown reason'}{after})")
 
 
 @dataclass(frozen=True)
@@ -193,12 +184,12 @@ _DOMAIN_ERRORS: dict[grpc.StatusCode, type[FedhhError]] = {
 }
 
 
-def _domain_error(error: grpc.aio.AioRpcError) -> Exception:
+def domain_error(error: grpc.aio.AioRpcError) -> Exception:
     kind = _DOMAIN_ERRORS.get(error.code())
     return kind(f"aggregator: {error.details()}") if kind is not None else error
 
 
-def _stage_counts(counts: Any) -> tuple[tuple[Stage, int], ...]:
+def stage_counts(counts: Any) -> tuple[tuple[Stage, int], ...]:
     """(stage, devices) pairs of a GetOutcome answer, unknown stages left out."""
     pairs = ((stage_from_pb(c.stage), int(c.devices)) for c in counts)
     return tuple((stage, n) for stage, n in pairs if stage is not None)
@@ -233,7 +224,7 @@ class AggregatorControl:
             response = await self._stub.OpenRound(request, metadata=self._metadata,
                                                   timeout=self._call_timeout)
         except grpc.aio.AioRpcError as error:
-            raise _domain_error(error) from error
+            raise domain_error(error) from error
         return bytes(response.session_id)
 
     async def result(self, round_id: bytes, timeout: float,
@@ -255,7 +246,7 @@ class AggregatorControl:
             try:
                 result = await _read_result(call, on_release)
             except grpc.aio.AioRpcError as error:
-                raise _domain_error(error) from error
+                raise domain_error(error) from error
             except BaseException:
                 call.cancel()
                 raise
@@ -272,14 +263,14 @@ class AggregatorControl:
                                                    metadata=self._metadata,
                                                    timeout=self._call_timeout)
         except grpc.aio.AioRpcError as error:
-            raise _domain_error(error) from error
+            raise domain_error(error) from error
         state = pb.OutcomeState.Name(response.state).removeprefix("OUTCOME_STATE_").lower()
         if state == "unspecified":
             raise AggregatorError("GetOutcome answered without a state")
         return RoundOutcome(state, bytes(response.session_id), stage_from_pb(response.stage),
                             response.reached_unmask, response.abort_reason, response.delivered,
                             response.sum_available, int(response.num_contributors),
-                            response.durable, _stage_counts(response.stage_devices))
+                            response.durable, stage_counts(response.stage_devices))
 
     async def cancel(self, round_id: bytes) -> str:
         """Abort the round if it is running, or drop its unfetched sum; returns the round's
@@ -289,7 +280,7 @@ class AggregatorControl:
                                                     metadata=self._metadata,
                                                     timeout=self._call_timeout)
         except grpc.aio.AioRpcError as error:
-            raise _domain_error(error) from error
+            raise domain_error(error) from error
         return pb.AggregationState.Name(response.state).removeprefix("AGGREGATION_STATE_").lower()
 
 
@@ -311,8 +302,8 @@ async def _read_result(call: Any, on_release: ReleaseHook | None) -> AggregateRe
             if header.state == pb.AGGREGATION_STATE_RUNNING:
                 return None
             if header.state == pb.AGGREGATION_STATE_ABORTED:
-                raise RoundAborted(header.abort_reason, bytes(header.round_id),
-                                   header.reached_unmask)
+                raise RoundAborted(header.abort_reason or "unknown reason",
+                                   reached_unmask=header.reached_unmask)
             if header.state != pb.AGGREGATION_STATE_RELEASED or header.modulus_bits not in (16, 32):
                 raise AggregatorError(f"unexpected result header (state {header.state})")
             expected = header.dimension * header.modulus_bits // 8
@@ -387,7 +378,7 @@ class Outcome(StrEnum):
 
 
 @dataclass(frozen=True)
-class Participation:
+class SessionResult:
     """Where a device stopped: ``reached`` is the stage it was in (``Stage.DONE`` after its
     unmask shares were accepted); ``contributed`` says its masked input was accepted, so its
     report is in the sum if the round is released."""
@@ -430,6 +421,10 @@ class DeviceSession:
     rng: random.Random = field(default_factory=random.Random)
     # Told of every call when it ends: (RPC name, seconds including retries, request bytes).
     observe: Callable[[str, float, int], None] | None = None
+    # Until this Unix time a call that ran out of time (DEADLINE_EXCEEDED: an aggregator too
+    # starved to answer within call_timeout) is made again; participate() sets it to the
+    # deadline of the stage the call belongs to. 0: a timeout ends the call.
+    patient_until: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0 < self.chunk_bytes <= CHUNK_BYTES:
@@ -460,14 +455,20 @@ class DeviceSession:
     async def _retrying(self, call: Callable[[], Awaitable[T]], name: str, size: int) -> T:
         started = time.perf_counter()
         try:
-            for attempt in range(self.retry.attempts):
+            attempt = 0
+            while True:
                 try:
                     return await call()
                 except grpc.aio.AioRpcError as error:
+                    # (Every device call is idempotent: a repeated message is an identical
+                    # duplicate, so asking again is safe whatever the first call did.)
+                    if (error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                            and time.time() < self.patient_until):
+                        continue
                     if error.code() not in _RETRIED or attempt + 1 >= self.retry.attempts:
                         raise
                 await asyncio.sleep(self.retry.backoff(attempt, self.rng))
-            raise AssertionError("unreachable")  # pragma: no cover - attempts >= 1
+                attempt += 1
         finally:
             if self.observe is not None:
                 self.observe(name, time.perf_counter() - started, size)
@@ -553,13 +554,16 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
                       overrun_s: float = 30.0, chunk_bytes: int = CHUNK_BYTES,
                       rng: random.Random | None = None,
                       observe: Callable[[str, float, int], None] | None = None
-                      ) -> Participation:
+                      ) -> SessionResult:
     """Run one device through a round (see the module docstring for the call sequence).
 
     ``channel`` is a ``grpc.aio.Channel`` or a ``SecureAggregationStub``; ``device`` a fresh
     :class:`SecAggDevice` built with ``identity_key`` and ``admission`` (the same two are needed
     here to sign each call). Long-polls ask for at most ``poll_ms`` each; the device gives up
-    waiting for a stage's request ``overrun_s`` after the previous stage's deadline.
+    waiting for a stage's request ``overrun_s`` after the previous stage's deadline. A call
+    that times out (an aggregator too busy to answer in ``call_timeout``) is made again until
+    then, or for a submission until its stage's deadline: a starved aggregator slows a device
+    down but does not drop it.
     ``observe(rpc, seconds, request_bytes)`` is told of each call as it ends. Raises only
     :class:`~fedhh.secagg.InvalidReport` (bad ``ones``, before anything is sent).
     """
@@ -577,19 +581,23 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
     current, contributed = Stage.ADVERTISE_KEYS, False
     try:
         if drop_at == Stage.ADVERTISE_KEYS:
-            return Participation(current, Outcome.DROPPED)
+            return SessionResult(current, Outcome.DROPPED)
         # Each submission but the last also long-polls for the next request (wait_next_ms), so
         # a stage costs one call; AwaitStage follows only if that answer was not the request.
+        session.patient_until = _deadline_s(device, Stage.ADVERTISE_KEYS)
         await session.advertise(device.advertise_keys(), poll_ms)
         previous = Stage.ADVERTISE_KEYS
         for stage in stages:
             current = stage
             if drop_at == stage:
-                return Participation(stage, Outcome.DROPPED, contributed)
-            request = await _wait_for_request(session, stage, _deadline_s(device, previous)
-                                              + overrun_s, poll_ms, session.take_next())
-            if isinstance(request, Participation):
-                return Participation(stage, request.outcome, contributed, request.detail)
+                return SessionResult(stage, Outcome.DROPPED, contributed)
+            give_up_at = _deadline_s(device, previous) + overrun_s
+            session.patient_until = give_up_at
+            request = await _wait_for_request(session, stage, give_up_at, poll_ms,
+                                              session.take_next())
+            if isinstance(request, SessionResult):
+                return SessionResult(stage, request.outcome, contributed, request.detail)
+            session.patient_until = _deadline_s(device, stage)
             wait_next = poll_ms if stage != Stage.UNMASK else 0
             if isinstance(request, ShareKeysRequest):
                 await session.submit_shares(device.share_keys(request), wait_next)
@@ -601,18 +609,18 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
             elif isinstance(request, UnmaskRequest):
                 await session.submit_unmask(device.unmask(request))
             previous = stage
-        return Participation(Stage.DONE, Outcome.COMPLETED, contributed)
+        return SessionResult(Stage.DONE, Outcome.COMPLETED, contributed)
     except SecAggAbort as abort:
-        return Participation(current, Outcome.DEVICE_ABORTED, contributed, str(abort))
+        return SessionResult(current, Outcome.DEVICE_ABORTED, contributed, str(abort))
     except grpc.aio.AioRpcError as error:
         outcome = _CODE_OUTCOMES.get(error.code(), Outcome.REJECTED)
-        return Participation(current, outcome, contributed,
+        return SessionResult(current, outcome, contributed,
                              f"{error.code().name}: {error.details()}")
 
 
 async def _wait_for_request(session: DeviceSession, stage: Stage, give_up_at: float,
                             poll_ms: int, first: Awaited | None = None
-                            ) -> ServerMessage | Participation:
+                            ) -> ServerMessage | SessionResult:
     """Long-poll until this device's request for ``stage`` (or a terminal answer); ``first``
     is an answer already in hand (from the previous submission's wait_next_ms)."""
     while True:
@@ -621,7 +629,7 @@ async def _wait_for_request(session: DeviceSession, stage: Stage, give_up_at: fl
         else:
             remaining_ms = int((give_up_at - time.time()) * 1000)
             if remaining_ms <= 0:
-                return Participation(stage, Outcome.TIMED_OUT, detail="no request before the "
+                return SessionResult(stage, Outcome.TIMED_OUT, detail="no request before the "
                                      "previous stage's deadline")
             status, request, reason = await session.await_request(stage,
                                                                   min(poll_ms, remaining_ms))
@@ -630,9 +638,9 @@ async def _wait_for_request(session: DeviceSession, stage: Stage, give_up_at: fl
         if status == pb.AWAIT_STATUS_PENDING:
             continue
         if status == pb.AWAIT_STATUS_NOT_SELECTED:
-            return Participation(stage, Outcome.NOT_SELECTED)
+            return SessionResult(stage, Outcome.NOT_SELECTED)
         if status == pb.AWAIT_STATUS_CLOSED:
-            return Participation(stage, Outcome.LATE, detail="the stage closed")
+            return SessionResult(stage, Outcome.LATE, detail="the stage closed")
         if status == pb.AWAIT_STATUS_ABORTED:
-            return Participation(stage, Outcome.ROUND_ABORTED, detail=reason)
-        return Participation(stage, Outcome.REJECTED, detail=f"unexpected answer {status}")
+            return SessionResult(stage, Outcome.ROUND_ABORTED, detail=reason)
+        return SessionResult(stage, Outcome.REJECTED, detail=f"unexpected answer {status}")

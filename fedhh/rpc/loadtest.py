@@ -6,6 +6,10 @@ on 127.0.0.1, runs R rounds of dimension D with dropout rate p injected at rando
 reports: the round wall times (check-in, then secure aggregation through release), the latency
 percentiles of every protocol call as devices see them, the bytes each device sends, and each
 service's CPU time and peak memory (from /proc).
+
+Sharded rounds (``shards`` > 1 or ``workers`` > 1): W worker aggregators behind the combiner,
+each round split into S shards of N / S devices (``RunConfig.shard_size``), placed on the
+workers in turn; n_min then applies to each shard (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import contextlib
 import itertools
 import json
 import math
+import os
 import random
 import threading
 import time
@@ -29,10 +34,11 @@ from fedhh.errors import ConfigError
 from fedhh.rpc.admin_client import AdminClient
 from fedhh.rpc.run_config import to_proto
 from fedhh.rpc.topology import LocalTopology
-from fedhh.segment import floor_log2
+from fedhh.server.segment import floor_log2
 from fedhh.v1 import coordinator_pb2 as pb
 
 VOCABULARY = 64
+MAX_ATTEMPTS = 2  # of each round
 WORD_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
@@ -42,7 +48,7 @@ class LoadSpec:
     dim: int
     dropout: float
     rounds: int = 1
-    processes: int = 4
+    processes: int | None = None  # device processes; None: one per core
     # Stage window (None: 30 s + 10 ms per device) and the aggregator's --quiet-close-ms (None:
     # 250 ms + 0.3 ms per device; 0: off). These defaults let the live devices of a busy 2-core
     # machine finish each stage (1000 devices need ~3 s for the heaviest, 10,000 about 45 s)
@@ -55,6 +61,20 @@ class LoadSpec:
     windows: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
     seed: int | None = None  # test mode: seeded device randomness and dropout draws
     eps_local: float = 4.0
+    shards: int = 1  # shards per round (> 1, or workers > 1: a combiner and its workers)
+    workers: int = 1
+    # The aggregators' --quiet-close-tail (None: their default): silence closes a stage only
+    # while at most four times this share of its devices is missing.
+    quiet_close_tail: float | None = None
+
+    @property
+    def sharded(self) -> bool:
+        return self.shards > 1 or self.workers > 1
+
+    @property
+    def cohort(self) -> int:
+        """The devices n_min refers to: a shard's when sharded, else the round's."""
+        return self.devices // self.shards
 
     def __post_init__(self) -> None:
         if self.stage_ms is None:
@@ -78,18 +98,33 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         raise ConfigError(f"--dim must be a power of two >= 2, got {spec.dim}")
     if not 0 <= spec.dropout < 1:
         raise ConfigError(f"--dropout must be in [0, 1), got {spec.dropout}")
+    if spec.shards < 1 or spec.workers < 1:
+        raise ConfigError(f"--shards and --workers must be >= 1, got {spec.shards} and "
+                          f"{spec.workers}")
+    if spec.cohort < 3:
+        raise ConfigError(f"{spec.devices} devices make shards of {spec.cohort}: fewer than 3")
     bits = floor_log2(spec.dim)
     max_bits = min(bits * spec.rounds, 63)
     with LocalTopology(workdir) as topo:
         data = population(topo.workdir / "load.txt", spec.devices)
-        topo.start_aggregator(["--metrics-port", "0", "--quiet-close-ms",
-                               str(spec.quiet_close_ms)])
+        aggregator_flags = ["--metrics-port", "0", "--quiet-close-ms", str(spec.quiet_close_ms)]
+        if spec.quiet_close_tail is not None:
+            aggregator_flags += ["--quiet-close-tail", str(spec.quiet_close_tail)]
+        # An aggregator refuses a round whose last deadline is further ahead than this.
+        aggregator_flags += ["--max-round-seconds", str(5 * int(spec.stage_ms or 0) / 1000 + 600)]
+        if spec.sharded:
+            topo.start_workers(spec.workers, aggregator_flags)
+            topo.start_combiner(["--metrics-port", "0"])
+        else:
+            topo.start_aggregator(aggregator_flags)
         # The load test's run is charged eps_agg 1e6 (its local epsilon is set, not solved):
-        # far above a device's lifetime budget, which is not what it measures.
-        topo.start_coordinator(["--metrics-port", "0", "--lifetime-eps", "1e9"])
-        processes = max(1, min(spec.processes, spec.devices))
+        # far above a device's lifetime budget, which is not what it measures. Enrollment is
+        # not what it measures either: tens of thousands of devices enroll at start.
+        topo.start_coordinator(["--metrics-port", "0", "--lifetime-eps", "1e9",
+                                "--enroll-rate", "5000", "--enroll-burst", "100000"])
+        processes = max(1, min(spec.processes or os.cpu_count() or 1, spec.devices))
         per = math.ceil(spec.devices / processes)
-        min_devices = max(3, math.floor(spec.devices * (1 - spec.dropout) * 0.8))
+        min_devices = max(3, math.floor(spec.cohort * (1 - spec.dropout) * 0.8))
         extra = ["--min-cohort", str(min_devices)]
         if spec.dropout:
             extra += ["--drop-rate", str(spec.dropout), "--drop-stage", "random"]
@@ -110,14 +145,21 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
             eps_agg=1e6, delta=1e-6, eps_local=spec.eps_local, rounds=spec.rounds,
             dim_limit=spec.dim, target_devices=spec.devices, min_devices=min_devices,
             codec="5bit", max_bits=max_bits, checkin_ms=spec.checkin_ms,
+            # The whole fleet is the target: drawing the cohort from a pool of everyone is the
+            # same uniform draw, and check-in closes when the last device is in instead of after
+            # a quiet spell that waits for devices that do not exist.
+            oversubscription=1.0,
             stage_ms=int(spec.stage_ms or 0), expected_dropout=max(spec.dropout, 0.05),
-            max_attempts=2, advertise_ms=advertise, share_keys_ms=share,
+            max_attempts=MAX_ATTEMPTS, advertise_ms=advertise, share_keys_ms=share,
             masked_input_ms=masked, consistency_ms=consistency, unmask_ms=unmask,
+            shard_size=spec.cohort if spec.sharded else None,
         ))
         with AdminClient(topo.address("coordinator"), topo.token("admin"),
                          topo.workdir / "tls" / "ca.pem") as admin:
             admin.start_run(config, run_id="load")
-            run = admin.wait("load", 600 + spec.rounds * 120)
+            # Every attempt may use its whole check-in and all five stage windows.
+            attempt_s = (spec.checkin_ms + 5 * int(spec.stage_ms or 0)) / 1000
+            run = _wait(admin, 600 + spec.rounds * MAX_ATTEMPTS * attempt_s)
         wall = time.monotonic() - started
         sampler.stop()
         usage = {name: _usage(service.pid) for name, service in topo.services.items()}
@@ -126,8 +168,24 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         topo.close()
         stats = [json.loads((topo.workdir / f"devices-{i}.stats.json").read_text())
                  for i in range(processes)]
-        stages = stage_profile(topo.workdir / "aggregator.log", sampler.samples)
+        logs = [topo.services[name].log for name in topo.services
+                if name == "aggregator" or name.startswith("worker-")]
+        stages = stage_profile(logs, sampler.samples)
         return _report(spec, run, wall, usage, stats, stages)
+
+
+def _wait(admin: AdminClient, timeout_s: float) -> pb.Run:
+    """The load run once it ends; a coordinator too busy (tens of thousands of devices
+    checking in on a starved machine) to answer one status call in time is asked again."""
+    import grpc
+
+    until = time.monotonic() + timeout_s
+    while True:
+        try:
+            return admin.wait("load", max(until - time.monotonic(), 1.0))
+        except grpc.RpcError as error:
+            if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED or time.monotonic() > until:
+                raise
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -183,30 +241,35 @@ class CpuSampler(threading.Thread):
         self.join()
 
 
-def stage_profile(aggregator_log: Path, samples: list[tuple[float, dict[str, float]]]
+def stage_profile(aggregator_logs: list[Path], samples: list[tuple[float, dict[str, float]]]
                   ) -> list[dict[str, Any]]:
-    """Where a round's time went: from each round's opening at the aggregator to each stage's
-    close (its structured log), the wall time, the devices accepted, whether the stage closed
-    early, and the CPU seconds each service (all device processes together) used meanwhile."""
-    events = []
-    for line in aggregator_log.read_text().splitlines():
-        with contextlib.suppress(ValueError):
-            entry = json.loads(line)
-            if entry.get("message") in ("round opened", "stage closed"):
-                at = datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
-                events.append((at, entry))
+    """Where a round's time went: from each round's (or shard's) opening at its aggregator to
+    each stage's close (the structured logs), the wall time, the devices accepted, whether the
+    stage closed early, and the CPU seconds each service (all aggregator processes together,
+    all device processes together) used meanwhile."""
+    by_round: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+    for log in aggregator_logs:
+        for line in log.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                if entry.get("message") in ("round opened", "stage closed"):
+                    at = datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
+                    by_round.setdefault(str(entry.get("round_id")), []).append((at, entry))
 
     def cpu_at(t: float) -> dict[str, float]:
         before = [cpu for at, cpu in samples if at <= t]
         return before[-1] if before else (samples[0][1] if samples else {})
 
     def grouped(cpu: dict[str, float]) -> dict[str, float]:
-        out = {"aggregator": cpu.get("aggregator", 0.0), "coordinator": cpu.get("coordinator", 0.0)}
-        out["devices"] = sum(v for k, v in cpu.items() if k.startswith("dev"))
-        return out
+        return {"aggregator": sum(v for k, v in cpu.items()
+                                  if k == "aggregator" or k.startswith("worker-")),
+                "combiner": cpu.get("combiner", 0.0),
+                "coordinator": cpu.get("coordinator", 0.0),
+                "devices": sum(v for k, v in cpu.items() if k.startswith("dev"))}
 
     stages = []
-    for (t0, _), (t1, entry) in itertools.pairwise(events):
+    pairs = [pair for events in by_round.values() for pair in itertools.pairwise(events)]
+    for (t0, _), (t1, entry) in sorted(pairs, key=lambda pair: pair[1][0]):
         if entry["message"] != "stage closed":
             continue
         a, b = grouped(cpu_at(t0)), grouped(cpu_at(t1))
@@ -240,22 +303,27 @@ def _report(spec: LoadSpec, run: pb.Run, wall: float, usage: dict[str, dict[str,
         "wall_s": wall,
         "rounds": [{"round": r.round, "attempt": r.attempt, "state": r.state,
                     "participants": r.participants, "domain_size": r.domain_size,
-                    "seconds": r.seconds, "reason": r.reason} for r in run.rounds],
+                    "seconds": r.seconds,
+                    "reason": r.reason} for r in run.rounds],
         "devices": {"tasks": tasks, "completed": sum(s["completed"] for s in stats),
                     "dropped": sum(s["dropped"] for s in stats),
                     "failed": sum(s["failed"] for s in stats)},
         "rpc_latency_ms": {name: _percentiles(v) for name, v in sorted(rpc.items())},
         "stages": stages,
         "bytes_per_device_round": aggregator_bytes / max(tasks, 1),
-        "usage": {"aggregator": usage.get("aggregator", {}),
+        "usage": {**{name: u for name, u in usage.items()
+                     if name in ("aggregator", "combiner") or name.startswith("worker-")},
                   "coordinator": usage.get("coordinator", {}),
                   "devices (all processes)": devices_usage},
     }
 
 
 def render(report: dict[str, Any]) -> str:
-    lines = [f"load test: {report['spec']['devices']} devices, D = {report['spec']['dim']}, "
-             f"dropout {report['spec']['dropout']}, {report['spec']['rounds']} round(s): "
+    spec = report["spec"]
+    sharding = (f", {spec['shards']} shard(s) on {spec['workers']} worker(s)"
+                if spec.get("shards", 1) > 1 or spec.get("workers", 1) > 1 else "")
+    lines = [f"load test: {spec['devices']} devices, D = {spec['dim']}, "
+             f"dropout {spec['dropout']}{sharding}, {spec['rounds']} round(s): "
              f"{report['state']} {report['error']}".rstrip()]
     for r in report["rounds"]:
         lines.append(f"  round {r['round']}.{r['attempt']}: {r['state']}, "
@@ -266,8 +334,8 @@ def render(report: dict[str, Any]) -> str:
                  f"{d['dropped']} dropped (injected), {d['failed']} failed")
     lines.append(f"  bytes sent per device per round: {report['bytes_per_device_round']:,.0f}")
     if report["stages"]:
-        lines.append("  stages at the aggregator (wall s; CPU s of aggregator / coordinator / "
-                     "all devices):")
+        lines.append("  stages at the aggregator(s) (wall s; CPU s of all aggregators / "
+                     "coordinator / all devices, meanwhile):")
     for st in report["stages"]:
         cpu = st["cpu_s"]
         how = "early" if st["early"] else "at its deadline"

@@ -50,7 +50,7 @@ class LocalTopology:
     """Start with ``with LocalTopology(...) as topo:``; every process stops on exit."""
 
     def __init__(self, workdir: str | Path | None = None, tls: bool = True,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, database: str | None = None) -> None:
         self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="fedhh-up-")
         self.workdir = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -65,6 +65,8 @@ class LocalTopology:
             _write_secret(self.workdir / f"{name}.token", secrets.token_hex(24).encode())
         self.signing_key = self.workdir / "coordinator-signing.pem"
         load_or_create_signing_key(self.signing_key)
+        # The coordinator's store: a SQLite file here, or a postgresql:// URL.
+        self.database = database or str(self.workdir / "coordinator.sqlite")
 
     # ---- addresses and secrets -------------------------------------------------------------
     def token(self, name: str) -> bytes:
@@ -94,21 +96,48 @@ class LocalTopology:
         return ["--tls-dir", str(self.workdir / "tls")] if self.tls else ["--insecure"]
 
     # ---- processes -------------------------------------------------------------------------
-    def start_aggregator(self, extra: list[str] | None = None) -> Service:
-        port = self.services["aggregator"].ready["port"] if "aggregator" in self.services else 0
-        args = ["aggregator", "--listen", f"127.0.0.1:{port}", *self._transport(),
+    def _port(self, name: str) -> int:
+        """The port a service had (a restart keeps it: clients and tasks name it), else 0."""
+        return int(self.services[name].ready["port"]) if name in self.services else 0
+
+    def start_aggregator(self, extra: list[str] | None = None, name: str = "aggregator"
+                         ) -> Service:
+        """An aggregator; ``name`` "worker-i" for the workers of a combiner."""
+        args = ["aggregator", "--listen", f"127.0.0.1:{self._port(name)}", *self._transport(),
                 "--coordinator-key", f"{self.signing_key}.pub",
-                "--state-dir", str(self.workdir / "aggregator-state"),
+                "--state-dir", str(self.workdir / f"{name}-state"),
                 "--control-token-file", str(self.workdir / "control.token"), *(extra or [])]
-        return self._start("aggregator", args)
+        return self._start(name, args)
+
+    def start_workers(self, count: int, extra: list[str] | None = None) -> list[Service]:
+        """``count`` aggregators named worker-0 .. worker-(count-1), for a combiner."""
+        return [self.start_aggregator(extra, f"worker-{i}") for i in range(count)]
+
+    def start_combiner(self, extra: list[str] | None = None) -> Service:
+        """The combiner in front of every started worker (in index order); the coordinator
+        then takes it as its aggregation service (``aggregation_address``)."""
+        workers = sorted((n for n in self.services if n.startswith("worker-")),
+                         key=lambda n: int(n.split("-")[1]))
+        if not workers:
+            raise StateError("start the workers before the combiner")
+        args = ["combiner", "--listen", f"127.0.0.1:{self._port('combiner')}",
+                *self._transport(), "--coordinator-key", f"{self.signing_key}.pub",
+                "--state-dir", str(self.workdir / "combiner-state"),
+                "--control-token-file", str(self.workdir / "control.token"),
+                *(arg for n in workers for arg in ("--worker", self.address(n))),
+                *(extra or [])]
+        return self._start("combiner", args)
+
+    def aggregation_address(self) -> str:
+        """Where the coordinator reaches the aggregation service: the combiner if there is
+        one, else the aggregator."""
+        return self.address("combiner" if "combiner" in self.services else "aggregator")
 
     def start_coordinator(self, extra: list[str] | None = None) -> Service:
-        port = self.services["coordinator"].ready["port"] if "coordinator" in self.services \
-            else 0
-        args = ["coordinator", "--listen", f"127.0.0.1:{port}", *self._transport(),
-                "--db", str(self.workdir / "coordinator.sqlite"),
+        args = ["coordinator", "--listen", f"127.0.0.1:{self._port('coordinator')}",
+                *self._transport(), "--db", self.database,
                 "--signing-key", str(self.signing_key),
-                "--aggregator", self.address("aggregator"),
+                "--aggregator", self.aggregation_address(),
                 "--control-token-file", str(self.workdir / "control.token"),
                 "--admin-token-file", str(self.workdir / "admin.token"), *(extra or [])]
         return self._start("coordinator", args)
@@ -180,8 +209,11 @@ class LocalTopology:
         for name in reversed(list(self.services)):
             if name.startswith("devices"):
                 self.stop(name)
-        for name in ("coordinator", "aggregator"):
+        for name in ("coordinator", "combiner", "aggregator"):
             self.stop(name)
+        for name in reversed(list(self.services)):
+            if name.startswith("worker-"):
+                self.stop(name)
 
     def __enter__(self) -> LocalTopology:
         return self

@@ -18,7 +18,7 @@ Not thread-safe: the transport serialises calls (one asyncio loop does).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -33,6 +33,7 @@ from fedhh.secagg.messages import (
     AggregateResult,
     ConsistencyRequest,
     ConsistencyResponse,
+    DeviceMessage,
     EncryptedShare,
     MaskedInput,
     MaskedInputRequest,
@@ -188,6 +189,41 @@ class SecAggServer:
         expected = self.config.num_devices if requests is None else len(requests)
         return self.received() == expected
 
+    def closing_keeps_round(self) -> bool:
+        """Whether closing the open stage now would keep the round alive: at least n_min
+        devices left after the stage's own pruning, and none of its abort conditions met. A
+        close before the deadline (a quiet spell) must not cut a round that waiting could still
+        save: with lying-server (k, t), pruning the devices short of t share holders cascades
+        from a few missing to nothing left."""
+        if self._abort is not None or self.stage == Stage.DONE:
+            return False
+        n_min = self.config.n_min
+        if self.stage == Stage.ADVERTISE_KEYS:
+            return len(self._sharers(set(self._adverts))) >= n_min
+        if self.stage == Stage.SHARE_KEYS:
+            return len(self._sharers(set(self._share_responses))) >= n_min
+        if self.stage == Stage.MASKED_INPUT:
+            return self._masked_input_problem(set(self._fingerprints)) is None
+        if self.stage == Stage.CONSISTENCY_CHECK:
+            return len(self._consistency) >= n_min
+        return True
+
+    def handle(self, stage: Stage, message: DeviceMessage) -> bool:
+        """Hand one device message, sent for ``stage``, to that stage's handler: True if
+        accepted, False for an identical duplicate; raises ProtocolViolation (the message is
+        rejected, nothing changes) or SecAggAbort (the round is aborted)."""
+        handlers: dict[Stage, Callable[..., bool]] = {
+            Stage.ADVERTISE_KEYS: self.handle_advertise_keys,
+            Stage.SHARE_KEYS: self.handle_share_keys,
+            Stage.MASKED_INPUT: self.handle_masked_input,
+            Stage.CONSISTENCY_CHECK: self.handle_consistency_check,
+            Stage.UNMASK: self.handle_unmask,
+        }
+        handler = handlers.get(stage)
+        if handler is None:
+            raise ProtocolViolation(Violation.MALFORMED, f"no device message belongs to {stage!r}")
+        return handler(message)
+
     # -- stage 0: advertise keys ---------------------------------------------------------------
 
     def handle_advertise_keys(self, message: AdvertiseKeys) -> bool:
@@ -259,15 +295,7 @@ class SecAggServer:
         return True
 
     def _close_share_keys(self) -> dict[int, ServerMessage]:
-        u2 = set(self._share_responses)
-        t = self.config.t
-        # Prune devices that can no longer have t share holders: their secrets could never be
-        # reconstructed, so they are treated as having dropped before sending shares.
-        changed = True
-        while changed:
-            weak = {u for u in u2 if sum(v in u2 for v in self.graph.neighbours(u)) < t}
-            u2 -= weak
-            changed = bool(weak)
+        u2 = self._sharers(set(self._share_responses))
         self._require(len(u2) >= self.config.n_min, AbortReason.TOO_FEW_DEVICES,
                       f"|U2|={len(u2)} < n_min={self.config.n_min}")
         inbox: dict[int, list[EncryptedShare]] = {u: [] for u in u2}
@@ -286,6 +314,17 @@ class SecAggServer:
         self._share_responses = {}
         self._acc = self._masks.zeros()
         return requests
+
+    def _sharers(self, u2: set[int]) -> set[int]:
+        """``u2`` without the devices that can no longer have t share holders in it (their
+        secrets could never be rebuilt, so they count as dropped before sharing), repeated
+        until none is left to prune."""
+        t = self.config.t
+        while True:
+            weak = {u for u in u2 if sum(v in u2 for v in self.graph.neighbours(u)) < t}
+            if not weak:
+                return u2
+            u2 = u2 - weak
 
     # -- stage 2: masked input -----------------------------------------------------------------
 
@@ -320,17 +359,9 @@ class SecAggServer:
 
     def _close_masked_input(self) -> dict[int, ServerMessage]:
         u3 = set(self._fingerprints)
-        self._require(len(u3) >= self.config.n_min, AbortReason.TOO_FEW_DEVICES,
-                      f"|U3|={len(u3)} < n_min={self.config.n_min}")
-        t = self.config.t
-        for u, partners in self._partners.items():
-            holders = sum(v in u3 for v in partners)
-            self._require(holders >= t, AbortReason.TOO_FEW_SHARE_HOLDERS,
-                          f"device {u} has {holders} surviving share holders < t={t}")
-        # The server would learn the sum of each part of a split survivor graph; an honest
-        # server refuses, and with the consistency check every device refuses too.
-        self._require(self.graph.connected(sorted(u3)), AbortReason.SURVIVORS_DISCONNECTED,
-                      "U3 splits the neighbour graph")
+        problem = self._masked_input_problem(u3)
+        if problem is not None:
+            raise self._set_abort(*problem)
         self._masked_requests = {}
         if self.config.consistency_check:
             survivors = tuple(sorted(u3))
@@ -342,6 +373,22 @@ class SecAggServer:
                 requests[v] = req
             return requests
         return self._unmask_requests_for(u3, signers={})
+
+    def _masked_input_problem(self, u3: set[int]) -> tuple[AbortReason, str] | None:
+        """Why closing the masked-input stage with survivors ``u3`` would abort, or None."""
+        if len(u3) < self.config.n_min:
+            return AbortReason.TOO_FEW_DEVICES, f"|U3|={len(u3)} < n_min={self.config.n_min}"
+        t = self.config.t
+        for u, partners in self._partners.items():
+            holders = sum(v in u3 for v in partners)
+            if holders < t:
+                return (AbortReason.TOO_FEW_SHARE_HOLDERS,
+                        f"device {u} has {holders} surviving share holders < t={t}")
+        # The server would learn the sum of each part of a split survivor graph; an honest
+        # server refuses, and with the consistency check every device refuses too.
+        if not self.graph.connected(sorted(u3)):
+            return AbortReason.SURVIVORS_DISCONNECTED, "U3 splits the neighbour graph"
+        return None
 
     # -- stage 3: consistency check (optional) -------------------------------------------------
 
@@ -363,6 +410,11 @@ class SecAggServer:
     def _close_consistency_check(self) -> dict[int, ServerMessage]:
         u3 = set(self._fingerprints)
         signers = dict(self._consistency)
+        # Only a signer's contribution is proven to the coordinator (its signature is the
+        # release evidence), which refuses a sum proven for fewer than n_min devices: unmasking
+        # such a sum would reveal it for nothing.
+        self._require(len(signers) >= self.config.n_min, AbortReason.TOO_FEW_DEVICES,
+                      f"|U4|={len(signers)} < n_min={self.config.n_min}")
         return self._unmask_requests_for(u3, signers)
 
     def _unmask_requests_for(self, u3: set[int],

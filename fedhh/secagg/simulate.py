@@ -237,17 +237,10 @@ class RoundDriver:
 
     def deliver(self, stage: Stage, u: int, message: DeviceMessage) -> bool | None:
         """Hand one message to the server, recording a rejection; returns handle's result."""
-        handlers: dict[Stage, Callable[..., bool]] = {
-            Stage.ADVERTISE_KEYS: self.server.handle_advertise_keys,
-            Stage.SHARE_KEYS: self.server.handle_share_keys,
-            Stage.MASKED_INPUT: self.server.handle_masked_input,
-            Stage.CONSISTENCY_CHECK: self.server.handle_consistency_check,
-            Stage.UNMASK: self.server.handle_unmask,
-        }
         key = f"{stage.name.lower()}.handle"
         start, cpu = time.perf_counter(), time.thread_time()
         try:
-            accepted = handlers[stage](message)
+            accepted = self.server.handle(stage, message)
         except ProtocolViolation as exc:
             self.outcome.rejected.append((stage, u, exc.reason))
             return None
@@ -268,6 +261,11 @@ class RoundDriver:
 
     def step(self) -> None:
         """Run the server's open stage: every live device answers, then the stage closes."""
+        self.answer()
+        self.close()
+
+    def answer(self) -> None:
+        """Every live device answers the server's open stage (the stage stays open)."""
         if self.finished:
             return
         stage = self.server.stage
@@ -280,6 +278,12 @@ class RoundDriver:
                 return
             if u not in self.gone:
                 self._device_turn(stage, u, request)
+
+    def close(self) -> None:
+        """Close the server's open stage."""
+        if self.finished:
+            return
+        stage = self.server.stage
         start, cpu = time.perf_counter(), time.thread_time()
         try:
             self.pending = self.server.close_stage()

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fedhh import streams
 from fedhh.codec import Codec
 from fedhh.data.dataset import FederatedDataset, release_pages, user_chunks
-from fedhh.prefixtree import RoundQuery
-from fedhh.selection import NOTHING, Eligibility, Selection, SelectionRule, select_block
+from fedhh.data.progress import Meter
+from fedhh.device import NOTHING, Eligibility, Selection, SelectionRule, select_block, streams
+from fedhh.server import RoundQuery
 
 CHUNK_ENTRIES = 1 << 23
+ENCODE_ITEMS = 1 << 17
 MAX_KEPT_DRAWS = 8
 WORKERS = min(2, os.cpu_count() or 1)
 
@@ -40,8 +41,18 @@ class Population:
     _drawn: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
     @staticmethod
-    def build(dataset: FederatedDataset, codec: Codec) -> Population:
-        codes = codec.encode_many(list(dataset.vocabulary)).codes
+    def build(dataset: FederatedDataset, codec: Codec, progress: bool = False) -> Population:
+        """Encode the vocabulary (in blocks of `ENCODE_ITEMS`; ``progress``: a meter counts
+        them)."""
+        vocabulary = dataset.vocabulary
+        parts = [codec.encode_many([]).codes]
+        with Meter(progress, f"encoding {dataset.name}'s items", len(vocabulary), " items",
+                   unit_scale=True) as meter:
+            for lo in range(0, len(vocabulary), ENCODE_ITEMS):
+                block = list(vocabulary[lo : lo + ENCODE_ITEMS])
+                parts.append(codec.encode_many(block).codes)
+                meter.update(len(block))
+        codes = np.concatenate(parts)
         codes.flags.writeable = False
         return Population(dataset, codec, codes)
 
@@ -96,8 +107,13 @@ class Population:
             items = self.single_items if participants is None else self.single_items[participants]
         else:
             items = self._select(eligibility, selection, seeds, participants)
-        prefix_index = np.where(items >= 0, eligibility.prefix_index[np.maximum(items, 0)], -1)
-        return query.domain_index(self.item_codes[np.maximum(items, 0)], prefix_index)
+        # Only users holding a selected item are looked up: when none does, the vocabulary
+        # may be empty and there is nothing to index.
+        held = np.flatnonzero(items >= 0)
+        domain = np.full(items.size, -1, dtype=np.int64)
+        domain[held] = query.domain_index(self.item_codes[items[held]],
+                                          eligibility.prefix_index[items[held]])
+        return domain
 
     def _select(
         self,

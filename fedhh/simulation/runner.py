@@ -22,16 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from fedhh.algorithms import PrivacyTarget, build_algorithm
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig
 from fedhh.data.dataset import FederatedDataset
+from fedhh.data.progress import Meter
 from fedhh.data.truth import GroundTruth
-from fedhh.errors import ConfigError, StateError
-from fedhh.mechanisms import LocalRandomizer, Mechanism, TailKind
+from fedhh.errors import ConfigError, DatasetError, StateError
 from fedhh.metrics import Truth, evaluate, whole_items
-from fedhh.prefixtree import Found, HeavyHitter, PrefixTree, RoundQuery, RoundReport, TreeState
+from fedhh.pirappor.accounting import accounting_method
+from fedhh.pirappor.mechanism import PiRappor
 from fedhh.privacy import PrivacyLedger
 from fedhh.rounds import (
     AttemptId,
@@ -42,7 +42,19 @@ from fedhh.rounds import (
     Released,
     RoundDriver,
 )
-from fedhh.segment import check_feasible
+from fedhh.server import (
+    HeavyHitter,
+    Mechanism,
+    PrefixTree,
+    RoundQuery,
+    RoundReport,
+    TailKind,
+    TreeState,
+)
+from fedhh.server.mechanisms import LocalRandomizer
+from fedhh.server.prefixtree import Found
+from fedhh.server.segment import check_feasible
+from fedhh.simulation.algorithms import PrivacyTarget, build_algorithm
 from fedhh.simulation.participation import Participation
 from fedhh.simulation.population import Population
 from fedhh.simulation.rounds import SimulatedRounds
@@ -67,9 +79,17 @@ class Prepared:
 def prepare(config: RunConfig, num_devices: int) -> Prepared:
     """Calibrate the configured algorithm for ``num_devices`` devices: its mechanism, its
     participation rule, the privacy figures, and (OptPrefixTree with a solved local epsilon)
-    the ledger every round's spend is recorded in."""
+    the ledger every round's spend is recorded in.
+
+    PI-RAPPOR (``randomizer="pi-rappor"``) is accounted with a shuffle bound: its reports are
+    shuffled, not summed (``fedhh.pirappor.accounting``)."""
     config.validate(Mode.SIMULATION)
+    pi_rappor = config.randomizer == "pi-rappor"
+    method = accounting_method(config.privacy_method) if pi_rappor else config.privacy_method
     weights = config.round_weights()
+    if weights is not None and pi_rappor:
+        raise ConfigError("a round budget allocation (round_budget) is accounted for the "
+                          "one-hot randomizer's sums; PI-RAPPOR runs with equal rounds")
     offsets: tuple[float, ...] = ()
     eps_local = config.eps_local
     solution: dict[str, Any] = {}
@@ -84,12 +104,16 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
             eps_local, solution = solved.eps_local, solved.to_dict()
     choice = build_algorithm(
         config.algorithm, config.charged_rounds, num_devices,
-        PrivacyTarget(config.eps_agg, config.delta, config.privacy_method),
+        PrivacyTarget(config.eps_agg, config.delta, method),
         eps_local=eps_local, sampling_rate=config.sampling_rate, theta=config.theta,
         noise_scale=config.noise_scale, tail=TailKind(config.tail),
     )
+    mechanism: Mechanism = choice.mechanism
     privacy = {"eps_agg": config.eps_agg, "delta": config.delta,
                "charged_rounds": config.charged_rounds, **choice.privacy, **solution}
+    if pi_rappor:
+        mechanism = PiRappor(privacy["eps_local"], TailKind(config.tail))
+        privacy.update(randomizer="pi-rappor", accounting=method)
     round_mechanisms = None
     if offsets:
         base = float(choice.privacy["eps_local"])
@@ -100,7 +124,6 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
     if config.algorithm == "optprefixtree" and config.eps_local is None:
         q = choice.participation.rate
         n_min = num_devices if q >= 1 else max(2, round(q * num_devices))
-        method = {"method": config.privacy_method} if config.privacy_method else {}
         if offsets:
             ledger = PrivacyLedger.open_allocated(
                 config.eps_agg, config.delta, offsets, n_min, q,
@@ -108,9 +131,10 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
         else:
             ledger = PrivacyLedger.open(
                 config.eps_agg, config.delta, config.charged_rounds, n_min=n_min,
-                sampling_rate=q, eps_local=choice.privacy["eps_local"], **method,
+                sampling_rate=q, eps_local=choice.privacy["eps_local"],
+                **({"method": method} if method else {}),
             )
-    return Prepared(config, choice.mechanism, choice.participation, privacy, ledger,
+    return Prepared(config, mechanism, choice.participation, privacy, ledger,
                     round_mechanisms)
 
 
@@ -146,12 +170,14 @@ class SimulationLink:
     def __init__(self, transport: SimulatedRounds) -> None:
         self.transport = transport
         self.started = self.drawn = 0.0  # perf_counter of the last attempt's start and sum
+        self.diagnostics: dict[str, Any] = {}  # the last attempt's (PI-RAPPOR: its decoding)
 
     async def collect(self, attempt: AttemptId, query: RoundQuery,
                       charge: ChargeHook) -> Released:
         self.started = time.perf_counter()
         drawn = self.transport.aggregate(query)
         self.drawn = time.perf_counter()
+        self.diagnostics = drawn.diagnostics
         await charge(drawn.participants)
         return Released(drawn.sums, drawn.participants, drawn.true_counts)
 
@@ -170,8 +196,13 @@ def simulate(
     progress: ProgressCallback | None = None,
     population: Population | None = None,
     ledger: PrivacyLedger | None = None,
+    show_progress: bool = False,
 ) -> SimulationResult:
     """Run the configured discovery; ``truth_items`` is the dataset's per-item ground truth.
+
+    A dataset with no users, or whose users hold no items, is refused (DatasetError): there is
+    nothing to discover. ``progress`` is called after every round; ``show_progress`` shows
+    meters for the other long steps (`fedhh.data.progress`).
 
     Every released round is recorded in the ledger (round index counted across runs), exactly
     as the coordinator does; a round the ledger refuses stops the run with PrivacyError. A
@@ -179,36 +210,50 @@ def simulate(
     its accounting). A ``population`` built once (``Population.build``) can be passed to many
     runs over the same dataset and codec; it is not modified.
     """
+    check_discoverable(dataset)
     prepared = prepare(config, dataset.num_users)
     if ledger is not None:
         prepared = replace(prepared, ledger=ledger)
     clock = time.perf_counter()
     codec = Codec.from_spec(config.codec, config.max_bits)
     if population is None:
-        population = Population.build(dataset, codec)
+        population = Population.build(dataset, codec, show_progress)
     elif population.dataset is not dataset or population.codec != codec:
         raise ConfigError("the population was built for another dataset or codec")
     if config.single_item:
         population = population.with_single_items(config.seed)
     timings = {"setup_s": time.perf_counter() - clock}
+    truth = ground_truth(population, truth_items, show_progress)
+    timings["truth_s"] = time.perf_counter() - clock - timings["setup_s"]
 
     deny_codes = codec.encode_many(config.deny_items()).codes
     all_rounds: list[dict[str, Any]] = []
-    tree, tree_state, ledger = _one_run(population, prepared, codec, deny_codes, 0,
-                                        prepared.ledger, progress, all_rounds)
-    for run in range(1, config.runs):
-        # The previous run's output is this run's deny list (the paper's "2 rounds" mode).
-        found = cw.from_ints([f.code for f in tree_state.discovered], codec.max_bits)
-        deny_codes = np.union1d(deny_codes, found)
-        tree, tree_state, ledger = _one_run(population, prepared, codec, deny_codes, run,
-                                            ledger, progress, all_rounds)
-    timings["rounds_s"] = time.perf_counter() - clock - timings["setup_s"]
+    with Meter(show_progress, "rounds", config.charged_rounds, "round") as meter:
+
+        def on_round(run_index: int, round_index: int, report: RoundReport) -> None:
+            meter.set_postfix(**({"run": run_index} if config.runs > 1 else {}),
+                              round=round_index, kept=report.kept, found=report.finished,
+                              next_s=report.next_segment_bits or "-")
+            meter.update()
+            if progress is not None:
+                progress(run_index, round_index, report)
+
+        tree, tree_state, ledger = _one_run(population, prepared, codec, deny_codes, 0,
+                                            prepared.ledger, on_round, all_rounds)
+        for run in range(1, config.runs):
+            # The previous run's output is this run's deny list (the paper's "2 rounds" mode).
+            found = cw.from_ints([f.code for f in tree_state.discovered], codec.max_bits)
+            deny_codes = np.union1d(deny_codes, found)
+            tree, tree_state, ledger = _one_run(population, prepared, codec, deny_codes, run,
+                                                ledger, on_round, all_rounds)
+        meter.update(config.charged_rounds - meter.n)  # a tree that finished early
+    timings["rounds_s"] = (time.perf_counter() - clock - timings["setup_s"]
+                           - timings["truth_s"])
     hitters = tree.heavy_hitters(tree_state)
     deny_display = [codec.display_item(c) for c in cw.to_ints(np.unique(deny_codes))]
     found_codes = cw.from_ints([h.code for h in hitters], codec.max_bits)
     output = np.union1d(found_codes, deny_codes)
     metrics: dict[str, Any] = {}
-    truth = ground_truth(population, truth_items)
     if truth is not None:
         metrics = evaluate(output, truth)
         metrics["discovered_by_run"] = len(hitters)
@@ -278,7 +323,8 @@ def _one_pass(population: Population, prepared: Prepared, tree: PrefixTree, run:
 
     def on_round(attempt: AttemptId, report: RoundReport) -> None:
         extra: dict[str, Any] = {"run": run + 1, "aggregate_s": link.drawn - link.started,
-                                 "server_s": time.perf_counter() - link.drawn}
+                                 "server_s": time.perf_counter() - link.drawn,
+                                 **link.diagnostics}
         if pass_index:
             extra["pass"] = pass_index + 1
         report = replace(report, extra=extra)
@@ -296,9 +342,22 @@ def _one_pass(population: Population, prepared: Prepared, tree: PrefixTree, run:
     return tree, state, driver.ledger
 
 
-def ground_truth(population: Population, truth_items: GroundTruth | None) -> Truth | None:
+def check_discoverable(dataset: FederatedDataset, label: str | None = None) -> None:
+    """DatasetError unless some user of ``dataset`` (named ``label``) holds an item."""
+    what = label or f"dataset {dataset.name}"
+    if dataset.num_users == 0:
+        raise DatasetError(f"{what} has no users (one line per user in a text file; is it "
+                           "empty?): nothing to discover")
+    if dataset.num_entries == 0:
+        raise DatasetError(f"{what}: none of its {dataset.num_users:,} users holds an item (a "
+                           "text file of blank lines?): nothing to discover")
+
+
+def ground_truth(population: Population, truth_items: GroundTruth | None,
+                 progress: bool = False) -> Truth | None:
     """Truth over codes: the fixed items' distribution in single-item mode, else the dataset's
-    (cached next to the dataset per codec, since recounting shared codes scans every entry)."""
+    (cached next to the dataset per codec, since recounting shared codes scans every entry;
+    ``progress``: a meter counts them)."""
     codes = population.item_codes
     if population.single_items is not None:
         held = population.single_items[population.single_items >= 0]
@@ -314,7 +373,7 @@ def ground_truth(population: Population, truth_items: GroundTruth | None) -> Tru
         cached = _load_code_truth(cache, ds)
         if cached is not None:
             return cached
-    truth = Truth.from_items(codes, truth_items.weighted, truth_items.unweighted, ds)
+    truth = Truth.from_items(codes, truth_items.weighted, truth_items.unweighted, ds, progress)
     if cache is not None:
         try:
             with open(cache.with_suffix(".tmp"), "wb") as out:

@@ -290,7 +290,7 @@ class GetResultRequest(_message.Message):
     def __init__(self, round_id: _Optional[bytes] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class ResultHeader(_message.Message):
-    __slots__ = ("state", "round_id", "session_id", "num_contributors", "dimension", "modulus_bits", "total_bytes", "abort_reason", "reached_unmask", "survivor_count", "signature_count")
+    __slots__ = ("state", "round_id", "session_id", "num_contributors", "dimension", "modulus_bits", "total_bytes", "abort_reason", "reached_unmask", "survivor_count", "signature_count", "shards")
     STATE_FIELD_NUMBER: _ClassVar[int]
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -302,6 +302,7 @@ class ResultHeader(_message.Message):
     REACHED_UNMASK_FIELD_NUMBER: _ClassVar[int]
     SURVIVOR_COUNT_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
     state: AggregationState
     round_id: bytes
     session_id: bytes
@@ -313,15 +314,36 @@ class ResultHeader(_message.Message):
     reached_unmask: bool
     survivor_count: int
     signature_count: int
-    def __init__(self, state: _Optional[_Union[AggregationState, str]] = ..., round_id: _Optional[bytes] = ..., session_id: _Optional[bytes] = ..., num_contributors: _Optional[int] = ..., dimension: _Optional[int] = ..., modulus_bits: _Optional[int] = ..., total_bytes: _Optional[int] = ..., abort_reason: _Optional[str] = ..., reached_unmask: _Optional[bool] = ..., survivor_count: _Optional[int] = ..., signature_count: _Optional[int] = ...) -> None: ...
+    shards: _containers.RepeatedCompositeFieldContainer[ShardResult]
+    def __init__(self, state: _Optional[_Union[AggregationState, str]] = ..., round_id: _Optional[bytes] = ..., session_id: _Optional[bytes] = ..., num_contributors: _Optional[int] = ..., dimension: _Optional[int] = ..., modulus_bits: _Optional[int] = ..., total_bytes: _Optional[int] = ..., abort_reason: _Optional[str] = ..., reached_unmask: _Optional[bool] = ..., survivor_count: _Optional[int] = ..., signature_count: _Optional[int] = ..., shards: _Optional[_Iterable[_Union[ShardResult, _Mapping]]] = ...) -> None: ...
+
+class ShardResult(_message.Message):
+    __slots__ = ("round_id", "state", "reached_unmask", "abort_reason", "num_contributors", "survivor_count", "signature_count")
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REACHED_UNMASK_FIELD_NUMBER: _ClassVar[int]
+    ABORT_REASON_FIELD_NUMBER: _ClassVar[int]
+    NUM_CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
+    SURVIVOR_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    round_id: bytes
+    state: AggregationState
+    reached_unmask: bool
+    abort_reason: str
+    num_contributors: int
+    survivor_count: int
+    signature_count: int
+    def __init__(self, round_id: _Optional[bytes] = ..., state: _Optional[_Union[AggregationState, str]] = ..., reached_unmask: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., num_contributors: _Optional[int] = ..., survivor_count: _Optional[int] = ..., signature_count: _Optional[int] = ...) -> None: ...
 
 class ReleaseEvidencePart(_message.Message):
-    __slots__ = ("survivors", "signatures")
+    __slots__ = ("survivors", "signatures", "shard")
     SURVIVORS_FIELD_NUMBER: _ClassVar[int]
     SIGNATURES_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
     survivors: _containers.RepeatedScalarFieldContainer[int]
     signatures: _containers.RepeatedCompositeFieldContainer[SurvivorSignature]
-    def __init__(self, survivors: _Optional[_Iterable[int]] = ..., signatures: _Optional[_Iterable[_Union[SurvivorSignature, _Mapping]]] = ...) -> None: ...
+    shard: int
+    def __init__(self, survivors: _Optional[_Iterable[int]] = ..., signatures: _Optional[_Iterable[_Union[SurvivorSignature, _Mapping]]] = ..., shard: _Optional[int] = ...) -> None: ...
 
 class SurvivorSignature(_message.Message):
     __slots__ = ("device_id", "signature")
@@ -348,7 +370,7 @@ class GetOutcomeRequest(_message.Message):
     def __init__(self, round_id: _Optional[bytes] = ...) -> None: ...
 
 class GetOutcomeResponse(_message.Message):
-    __slots__ = ("state", "session_id", "stage", "reached_unmask", "abort_reason", "delivered", "sum_available", "num_contributors", "durable", "stage_devices")
+    __slots__ = ("state", "session_id", "stage", "reached_unmask", "abort_reason", "delivered", "sum_available", "num_contributors", "durable", "stage_devices", "shards")
     STATE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
@@ -359,6 +381,7 @@ class GetOutcomeResponse(_message.Message):
     NUM_CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
     DURABLE_FIELD_NUMBER: _ClassVar[int]
     STAGE_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
     state: OutcomeState
     session_id: bytes
     stage: SecAggStage
@@ -369,7 +392,26 @@ class GetOutcomeResponse(_message.Message):
     num_contributors: int
     durable: bool
     stage_devices: _containers.RepeatedCompositeFieldContainer[StageCount]
-    def __init__(self, state: _Optional[_Union[OutcomeState, str]] = ..., session_id: _Optional[bytes] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., reached_unmask: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., delivered: _Optional[bool] = ..., sum_available: _Optional[bool] = ..., num_contributors: _Optional[int] = ..., durable: _Optional[bool] = ..., stage_devices: _Optional[_Iterable[_Union[StageCount, _Mapping]]] = ...) -> None: ...
+    shards: _containers.RepeatedCompositeFieldContainer[ShardOutcome]
+    def __init__(self, state: _Optional[_Union[OutcomeState, str]] = ..., session_id: _Optional[bytes] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., reached_unmask: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., delivered: _Optional[bool] = ..., sum_available: _Optional[bool] = ..., num_contributors: _Optional[int] = ..., durable: _Optional[bool] = ..., stage_devices: _Optional[_Iterable[_Union[StageCount, _Mapping]]] = ..., shards: _Optional[_Iterable[_Union[ShardOutcome, _Mapping]]] = ...) -> None: ...
+
+class ShardOutcome(_message.Message):
+    __slots__ = ("round_id", "worker", "state", "stage", "reached_unmask", "abort_reason", "num_contributors")
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    REACHED_UNMASK_FIELD_NUMBER: _ClassVar[int]
+    ABORT_REASON_FIELD_NUMBER: _ClassVar[int]
+    NUM_CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
+    round_id: bytes
+    worker: int
+    state: OutcomeState
+    stage: SecAggStage
+    reached_unmask: bool
+    abort_reason: str
+    num_contributors: int
+    def __init__(self, round_id: _Optional[bytes] = ..., worker: _Optional[int] = ..., state: _Optional[_Union[OutcomeState, str]] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., reached_unmask: _Optional[bool] = ..., abort_reason: _Optional[str] = ..., num_contributors: _Optional[int] = ...) -> None: ...
 
 class StageCount(_message.Message):
     __slots__ = ("stage", "devices")
@@ -390,3 +432,49 @@ class CancelRoundResponse(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     state: AggregationState
     def __init__(self, state: _Optional[_Union[AggregationState, str]] = ...) -> None: ...
+
+class DescribeWorkersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeWorkersResponse(_message.Message):
+    __slots__ = ("workers",)
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerInfo]
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
+
+class WorkerInfo(_message.Message):
+    __slots__ = ("index", "public_address", "serving")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    SERVING_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    public_address: str
+    serving: bool
+    def __init__(self, index: _Optional[int] = ..., public_address: _Optional[str] = ..., serving: _Optional[bool] = ...) -> None: ...
+
+class OpenShardedRoundRequest(_message.Message):
+    __slots__ = ("round_id", "shards")
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    round_id: bytes
+    shards: _containers.RepeatedCompositeFieldContainer[ShardPlacement]
+    def __init__(self, round_id: _Optional[bytes] = ..., shards: _Optional[_Iterable[_Union[ShardPlacement, _Mapping]]] = ...) -> None: ...
+
+class ShardPlacement(_message.Message):
+    __slots__ = ("config", "signature", "worker")
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    config: bytes
+    signature: bytes
+    worker: int
+    def __init__(self, config: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., worker: _Optional[int] = ...) -> None: ...
+
+class OpenShardedRoundResponse(_message.Message):
+    __slots__ = ("created", "session_ids")
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
+    created: bool
+    session_ids: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, created: _Optional[bool] = ..., session_ids: _Optional[_Iterable[bytes]] = ...) -> None: ...

@@ -619,3 +619,289 @@ class AggregatorControl:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class CombinerControlStub:
+    """The aggregation service's leader (`fedhh combiner`), for sharded rounds. It holds no device
+    traffic: each shard of a round is an ordinary SecAgg+ round (its own coordinator-signed
+    RoundConfig and Merkle root over its own members) that the combiner opens on one of its
+    workers over AggregatorControl; devices reach their shard's worker at the public address
+    DescribeWorkers gives (the coordinator puts it in each device's task). The combiner fetches
+    every shard's outcome, adds the released shard sums, and releases one total per round with
+    the evidence of every shard: the coordinator never sees a shard sum. Authentication as
+    AggregatorControl (bearer control token; OpenShardedRound verifies each shard config's
+    coordinator signature). A plain aggregator does not serve this service (UNIMPLEMENTED), which
+    is how the coordinator tells the two apart.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.DescribeWorkers = channel.unary_unary(
+                '/fedhh.v1.CombinerControl/DescribeWorkers',
+                request_serializer=fedhh_dot_v1_dot_aggregator__pb2.DescribeWorkersRequest.SerializeToString,
+                response_deserializer=fedhh_dot_v1_dot_aggregator__pb2.DescribeWorkersResponse.FromString,
+                _registered_method=True)
+        self.OpenShardedRound = channel.unary_unary(
+                '/fedhh.v1.CombinerControl/OpenShardedRound',
+                request_serializer=fedhh_dot_v1_dot_aggregator__pb2.OpenShardedRoundRequest.SerializeToString,
+                response_deserializer=fedhh_dot_v1_dot_aggregator__pb2.OpenShardedRoundResponse.FromString,
+                _registered_method=True)
+        self.GetResult = channel.unary_stream(
+                '/fedhh.v1.CombinerControl/GetResult',
+                request_serializer=fedhh_dot_v1_dot_aggregator__pb2.GetResultRequest.SerializeToString,
+                response_deserializer=fedhh_dot_v1_dot_aggregator__pb2.ResultChunk.FromString,
+                _registered_method=True)
+        self.CancelRound = channel.unary_unary(
+                '/fedhh.v1.CombinerControl/CancelRound',
+                request_serializer=fedhh_dot_v1_dot_aggregator__pb2.CancelRoundRequest.SerializeToString,
+                response_deserializer=fedhh_dot_v1_dot_aggregator__pb2.CancelRoundResponse.FromString,
+                _registered_method=True)
+        self.GetOutcome = channel.unary_unary(
+                '/fedhh.v1.CombinerControl/GetOutcome',
+                request_serializer=fedhh_dot_v1_dot_aggregator__pb2.GetOutcomeRequest.SerializeToString,
+                response_deserializer=fedhh_dot_v1_dot_aggregator__pb2.GetOutcomeResponse.FromString,
+                _registered_method=True)
+
+
+class CombinerControlServicer:
+    """The aggregation service's leader (`fedhh combiner`), for sharded rounds. It holds no device
+    traffic: each shard of a round is an ordinary SecAgg+ round (its own coordinator-signed
+    RoundConfig and Merkle root over its own members) that the combiner opens on one of its
+    workers over AggregatorControl; devices reach their shard's worker at the public address
+    DescribeWorkers gives (the coordinator puts it in each device's task). The combiner fetches
+    every shard's outcome, adds the released shard sums, and releases one total per round with
+    the evidence of every shard: the coordinator never sees a shard sum. Authentication as
+    AggregatorControl (bearer control token; OpenShardedRound verifies each shard config's
+    coordinator signature). A plain aggregator does not serve this service (UNIMPLEMENTED), which
+    is how the coordinator tells the two apart.
+    """
+
+    def DescribeWorkers(self, request, context):
+        """The workers, in index order, with the address devices use and whether the combiner could
+        reach the worker's health service just now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OpenShardedRound(self, request, context):
+        """Open every shard of a round on its worker; all or nothing (a shard that cannot open cancels
+        the others, and the call fails). Opening the same round with the same shards again is a
+        no-op; another plan under a known round id: ALREADY_EXISTS.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetResult(self, request, context):
+        """As AggregatorControl.GetResult, for the whole round: a ResultHeader with `shards`, the
+        evidence of each released shard, then the total's little-endian bytes. Released once every
+        shard released or aborted, if at least one released; aborted if none did.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelRound(self, request, context):
+        """Abort every running shard (nothing is released), or drop a released, unfetched total.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetOutcome(self, request, context):
+        """What became of the round and each of its shards; `durable`: the combiner journals its
+        rounds (--state-dir), re-adopts the running ones after a restart, and remembers the
+        outcomes of the finished ones.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_CombinerControlServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'DescribeWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeWorkers,
+                    request_deserializer=fedhh_dot_v1_dot_aggregator__pb2.DescribeWorkersRequest.FromString,
+                    response_serializer=fedhh_dot_v1_dot_aggregator__pb2.DescribeWorkersResponse.SerializeToString,
+            ),
+            'OpenShardedRound': grpc.unary_unary_rpc_method_handler(
+                    servicer.OpenShardedRound,
+                    request_deserializer=fedhh_dot_v1_dot_aggregator__pb2.OpenShardedRoundRequest.FromString,
+                    response_serializer=fedhh_dot_v1_dot_aggregator__pb2.OpenShardedRoundResponse.SerializeToString,
+            ),
+            'GetResult': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetResult,
+                    request_deserializer=fedhh_dot_v1_dot_aggregator__pb2.GetResultRequest.FromString,
+                    response_serializer=fedhh_dot_v1_dot_aggregator__pb2.ResultChunk.SerializeToString,
+            ),
+            'CancelRound': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelRound,
+                    request_deserializer=fedhh_dot_v1_dot_aggregator__pb2.CancelRoundRequest.FromString,
+                    response_serializer=fedhh_dot_v1_dot_aggregator__pb2.CancelRoundResponse.SerializeToString,
+            ),
+            'GetOutcome': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetOutcome,
+                    request_deserializer=fedhh_dot_v1_dot_aggregator__pb2.GetOutcomeRequest.FromString,
+                    response_serializer=fedhh_dot_v1_dot_aggregator__pb2.GetOutcomeResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'fedhh.v1.CombinerControl', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('fedhh.v1.CombinerControl', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class CombinerControl:
+    """The aggregation service's leader (`fedhh combiner`), for sharded rounds. It holds no device
+    traffic: each shard of a round is an ordinary SecAgg+ round (its own coordinator-signed
+    RoundConfig and Merkle root over its own members) that the combiner opens on one of its
+    workers over AggregatorControl; devices reach their shard's worker at the public address
+    DescribeWorkers gives (the coordinator puts it in each device's task). The combiner fetches
+    every shard's outcome, adds the released shard sums, and releases one total per round with
+    the evidence of every shard: the coordinator never sees a shard sum. Authentication as
+    AggregatorControl (bearer control token; OpenShardedRound verifies each shard config's
+    coordinator signature). A plain aggregator does not serve this service (UNIMPLEMENTED), which
+    is how the coordinator tells the two apart.
+    """
+
+    @staticmethod
+    def DescribeWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedhh.v1.CombinerControl/DescribeWorkers',
+            fedhh_dot_v1_dot_aggregator__pb2.DescribeWorkersRequest.SerializeToString,
+            fedhh_dot_v1_dot_aggregator__pb2.DescribeWorkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenShardedRound(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedhh.v1.CombinerControl/OpenShardedRound',
+            fedhh_dot_v1_dot_aggregator__pb2.OpenShardedRoundRequest.SerializeToString,
+            fedhh_dot_v1_dot_aggregator__pb2.OpenShardedRoundResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetResult(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/fedhh.v1.CombinerControl/GetResult',
+            fedhh_dot_v1_dot_aggregator__pb2.GetResultRequest.SerializeToString,
+            fedhh_dot_v1_dot_aggregator__pb2.ResultChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelRound(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedhh.v1.CombinerControl/CancelRound',
+            fedhh_dot_v1_dot_aggregator__pb2.CancelRoundRequest.SerializeToString,
+            fedhh_dot_v1_dot_aggregator__pb2.CancelRoundResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetOutcome(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedhh.v1.CombinerControl/GetOutcome',
+            fedhh_dot_v1_dot_aggregator__pb2.GetOutcomeRequest.SerializeToString,
+            fedhh_dot_v1_dot_aggregator__pb2.GetOutcomeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

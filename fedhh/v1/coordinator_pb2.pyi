@@ -117,7 +117,7 @@ class MintEnrollmentTokensResponse(_message.Message):
     def __init__(self, tokens: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RunConfig(_message.Message):
-    __slots__ = ("eps_agg", "delta", "rounds", "dim_limit", "target_devices", "min_devices", "codec", "max_bits", "selection", "prefix_conditioning", "deny_list", "fp_ratio", "tau0", "eta", "tail", "segment_bits", "eps_local", "privacy_method", "checkin_ms", "stage_ms", "expected_dropout", "corrupt_fraction", "max_attempts", "fp_ratio_of", "advertise_ms", "share_keys_ms", "masked_input_ms", "unmask_ms", "consistency_ms", "warm_start", "algorithm", "checkin_quiet_ms", "oversubscription", "max_eps_local")
+    __slots__ = ("eps_agg", "delta", "rounds", "dim_limit", "target_devices", "min_devices", "codec", "max_bits", "selection", "prefix_conditioning", "deny_list", "fp_ratio", "tau0", "eta", "tail", "segment_bits", "eps_local", "privacy_method", "checkin_ms", "stage_ms", "expected_dropout", "corrupt_fraction", "max_attempts", "fp_ratio_of", "advertise_ms", "share_keys_ms", "masked_input_ms", "unmask_ms", "consistency_ms", "warm_start", "algorithm", "checkin_quiet_ms", "oversubscription", "max_eps_local", "shard_size")
     EPS_AGG_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     ROUNDS_FIELD_NUMBER: _ClassVar[int]
@@ -152,6 +152,7 @@ class RunConfig(_message.Message):
     CHECKIN_QUIET_MS_FIELD_NUMBER: _ClassVar[int]
     OVERSUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
     MAX_EPS_LOCAL_FIELD_NUMBER: _ClassVar[int]
+    SHARD_SIZE_FIELD_NUMBER: _ClassVar[int]
     eps_agg: float
     delta: float
     rounds: int
@@ -186,7 +187,8 @@ class RunConfig(_message.Message):
     checkin_quiet_ms: int
     oversubscription: float
     max_eps_local: float
-    def __init__(self, eps_agg: _Optional[float] = ..., delta: _Optional[float] = ..., rounds: _Optional[int] = ..., dim_limit: _Optional[int] = ..., target_devices: _Optional[int] = ..., min_devices: _Optional[int] = ..., codec: _Optional[str] = ..., max_bits: _Optional[int] = ..., selection: _Optional[str] = ..., prefix_conditioning: _Optional[bool] = ..., deny_list: _Optional[_Iterable[str]] = ..., fp_ratio: _Optional[float] = ..., tau0: _Optional[float] = ..., eta: _Optional[float] = ..., tail: _Optional[str] = ..., segment_bits: _Optional[int] = ..., eps_local: _Optional[float] = ..., privacy_method: _Optional[str] = ..., checkin_ms: _Optional[int] = ..., stage_ms: _Optional[int] = ..., expected_dropout: _Optional[float] = ..., corrupt_fraction: _Optional[float] = ..., max_attempts: _Optional[int] = ..., fp_ratio_of: _Optional[str] = ..., advertise_ms: _Optional[int] = ..., share_keys_ms: _Optional[int] = ..., masked_input_ms: _Optional[int] = ..., unmask_ms: _Optional[int] = ..., consistency_ms: _Optional[int] = ..., warm_start: _Optional[bool] = ..., algorithm: _Optional[str] = ..., checkin_quiet_ms: _Optional[int] = ..., oversubscription: _Optional[float] = ..., max_eps_local: _Optional[float] = ...) -> None: ...
+    shard_size: int
+    def __init__(self, eps_agg: _Optional[float] = ..., delta: _Optional[float] = ..., rounds: _Optional[int] = ..., dim_limit: _Optional[int] = ..., target_devices: _Optional[int] = ..., min_devices: _Optional[int] = ..., codec: _Optional[str] = ..., max_bits: _Optional[int] = ..., selection: _Optional[str] = ..., prefix_conditioning: _Optional[bool] = ..., deny_list: _Optional[_Iterable[str]] = ..., fp_ratio: _Optional[float] = ..., tau0: _Optional[float] = ..., eta: _Optional[float] = ..., tail: _Optional[str] = ..., segment_bits: _Optional[int] = ..., eps_local: _Optional[float] = ..., privacy_method: _Optional[str] = ..., checkin_ms: _Optional[int] = ..., stage_ms: _Optional[int] = ..., expected_dropout: _Optional[float] = ..., corrupt_fraction: _Optional[float] = ..., max_attempts: _Optional[int] = ..., fp_ratio_of: _Optional[str] = ..., advertise_ms: _Optional[int] = ..., share_keys_ms: _Optional[int] = ..., masked_input_ms: _Optional[int] = ..., unmask_ms: _Optional[int] = ..., consistency_ms: _Optional[int] = ..., warm_start: _Optional[bool] = ..., algorithm: _Optional[str] = ..., checkin_quiet_ms: _Optional[int] = ..., oversubscription: _Optional[float] = ..., max_eps_local: _Optional[float] = ..., shard_size: _Optional[int] = ...) -> None: ...
 
 class StartRunRequest(_message.Message):
     __slots__ = ("config", "run_id")

@@ -12,12 +12,22 @@ One attempt, as the coordinator runs it (ARCHITECTURE.md "A round in the network
 4. the aggregator's outcome: before the sum is read, the driver's charge hook records the spend
    at the number of contributors; an abort releases nothing; a lost aggregator is asked, once it
    answers again, whether unmasking began.
+
+Sharded rounds (``RunConfig.shard_size``; docs/scaling.md): when the aggregation address is a
+combiner, the cohort is split at random into shards (``fedhh.secagg.shards``), each with its own
+signed config (ids 1..n_j, its own graph seed and (k, t), the Merkle root of its own members)
+placed on one of the combiner's serving workers; each member's task names its shard's config
+and its worker's address. The combiner releases one total with every shard's evidence; it is
+checked shard by shard against the configs signed here (``verify_sharded_release``) and charged
+once. A single aggregator runs unsharded rounds exactly as before; a round that would need
+several shards is refused there (the coordinator must never see a shard sum).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import math
 import os
@@ -32,7 +42,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.codec import codes as cw
 from fedhh.config import RunConfig
 from fedhh.errors import FedhhError
-from fedhh.prefixtree import RoundQuery
 from fedhh.rounds import AttemptId, ChargeHook, Recovered, Recovery, Released, RoundAborted
 from fedhh.rpc.tasks import sign_task
 from fedhh.secagg import (
@@ -50,6 +59,8 @@ from fedhh.secagg import (
 )
 from fedhh.secagg.config import SignedConfig
 from fedhh.secagg.merkle import Member
+from fedhh.secagg.shards import ShardRelease, shard_sizes, split_cohort, verify_sharded_release
+from fedhh.server import RoundQuery
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator import metrics
 from fedhh_coordinator.budgets import RunAdmission
@@ -81,6 +92,7 @@ class AggregatorOutcome:
 
 
 EvidenceHook = Callable[[ReleaseEvidence], Awaitable[None]]
+ShardsHook = Callable[[list[ShardRelease]], Awaitable[None]]
 
 
 class AggregatorUnavailable(FedhhError):
@@ -99,9 +111,34 @@ class Aggregator(Protocol):
         TimeoutError, or AggregatorUnavailable."""
         ...
 
-    async def outcome(self, round_id: bytes) -> AggregatorOutcome: ...
+    async def outcome(self, round_id: bytes, sharded: bool = False) -> AggregatorOutcome: ...
 
-    async def cancel(self, round_id: bytes) -> None: ...
+    async def cancel(self, round_id: bytes, sharded: bool = False) -> None: ...
+
+    async def workers(self) -> list[tuple[int, str]] | None:
+        """A combiner's serving workers (index, public address); None: a single aggregator."""
+        ...
+
+    async def open_sharded(self, round_id: bytes, shards: list[tuple[SignedConfig, int]]
+                           ) -> None: ...
+
+    async def sharded_result(self, round_id: bytes, timeout_s: float, on_release: ShardsHook
+                             ) -> tuple[np.ndarray, int]:
+        """As ``result``, for a sharded round: ``on_release(shards)`` before the total is read."""
+        ...
+
+
+@dataclass(frozen=True)
+class _ShardPlan:
+    """One shard of an attempt: its signed config, members (device ids, secure-aggregation id
+    i is ``members[i-1]``), identity tree and worker."""
+
+    signed: SignedConfig
+    config: RoundConfig
+    members: list[int]
+    identities: IdentityTree
+    worker: int
+    address: str
 
 
 class NetworkLink:
@@ -125,6 +162,16 @@ class NetworkLink:
     async def collect(self, attempt: AttemptId, query: RoundQuery,
                       charge: ChargeHook) -> Released:
         s = self.config
+        try:
+            workers = await self.aggregator.workers()
+        except AggregatorUnavailable as error:
+            raise RoundAborted(f"the aggregation service did not answer: {error}") from None
+        if workers is None and s.shard_size is not None and len(
+                shard_sizes(s.target_devices, s.shard_size)) > 1:
+            raise RoundAborted("sharded rounds (shard_size) need a combiner at --aggregator: "
+                               "a single aggregator would hand the coordinator shard sums")
+        if workers is not None and not workers:
+            raise RoundAborted("the combiner has no serving worker")
         self.progress.enter(attempt.round, attempt.attempt, "check-in")
         try:
             cohort = await self.lobby.collect(
@@ -139,6 +186,8 @@ class NetworkLink:
                        if (record := self.store.device(device_id)) is not None]
             # Charged before the devices hear of the round (their lifetime budgets).
             self.admission.charge([device_id for device_id, _ in members])
+            if workers is not None:
+                return await self._collect_sharded(attempt, query, charge, members, workers)
             try:
                 signed, config, identities = self._round_config(attempt, query,
                                                                 [keys for _, keys in members])
@@ -171,12 +220,15 @@ class NetworkLink:
         annotation = self._annotation(attempt)
         if "aggregator_round_id" not in annotation:
             return Recovered(Recovery.NOTHING, "the round never reached the aggregator")
-        outcome = await self._patient_outcome(annotation["aggregator_round_id"].encode())
+        outcome = await self._patient_outcome(annotation["aggregator_round_id"].encode(),
+                                              bool(annotation.get("sharded")))
         return _verdict(outcome)
 
     async def resume(self, attempt: AttemptId, query: RoundQuery,
                      charge: ChargeHook) -> Released:
         annotation = self._annotation(attempt)
+        if annotation.get("sharded"):
+            return await self._resume_sharded(attempt, annotation, charge)
         config = RoundConfig.from_bytes(bytes.fromhex(annotation["round_config"]))
         self.progress.enter(attempt.round, attempt.attempt, "secure aggregation",
                             len(annotation["members"]))
@@ -187,6 +239,119 @@ class NetworkLink:
                 keys[i] = record[1]
         timeout = annotation["deadline_unix_ms"] / 1000 - time.time() + self._slack_s()
         return await self._fetch_and_remember(attempt, config, keys, max(timeout, 1.0), charge)
+
+    # ---- sharded rounds -------------------------------------------------------------------
+    async def _collect_sharded(self, attempt: AttemptId, query: RoundQuery, charge: ChargeHook,
+                               members: list[tuple[int, Member]],
+                               workers: list[tuple[int, str]]) -> Released:
+        """The attempt as a sharded round at the combiner (module docstring)."""
+        keys = dict(members)
+        deadlines = self._deadlines()
+        plans: list[_ShardPlan] = []
+        try:
+            for j, shard in enumerate(split_cohort(list(keys), self.config.shard_size)):
+                worker, address = workers[j % len(workers)]
+                signed, config, identities = self._round_config(
+                    attempt, query, [keys[d] for d in shard], _shard_round_id(attempt, j),
+                    deadlines)
+                plans.append(_ShardPlan(signed, config, shard, identities, worker, address))
+        except SecAggConfigError as error:
+            raise RoundAborted(f"no secure-aggregation parameters: {error}") from None
+        round_id = _round_id(attempt)
+        self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt, {
+            "aggregator_round_id": round_id.decode(), "sharded": True,
+            "shards": [{"round_config": p.signed.payload.hex(), "members": p.members,
+                        "worker": p.worker} for p in plans],
+            "deadline_unix_ms": deadlines.unmask})
+        try:
+            await self.aggregator.open_sharded(round_id, [(p.signed, p.worker) for p in plans])
+        except FedhhError as error:
+            raise RoundAborted(f"the combiner refused the round: {error}") from None
+        tasks: dict[int, pb.SignedTask] = {}
+        for plan in plans:
+            tasks.update(self._tasks(attempt, query, plan.members, plan.signed, plan.config,
+                                     plan.identities, plan.address))
+        self.lobby.deliver(tasks)
+        metrics.ROUND_DEVICES.set(len(members))
+        self.progress.enter(attempt.round, attempt.attempt, "secure aggregation", len(members))
+        identity_keys = [{i: keys[d][0] for i, d in enumerate(p.members, start=1)}
+                         for p in plans]
+        timeout = deadlines.unmask / 1000 - time.time() + self._slack_s()
+        return await self._fetch_sharded_and_remember(
+            attempt, round_id, [p.config for p in plans], identity_keys, max(timeout, 1.0),
+            charge)
+
+    async def _resume_sharded(self, attempt: AttemptId, annotation: dict[str, Any],
+                              charge: ChargeHook) -> Released:
+        configs, identity_keys = [], []
+        for shard in annotation["shards"]:
+            configs.append(RoundConfig.from_bytes(bytes.fromhex(shard["round_config"])))
+            keys = {}
+            for i, device_id in enumerate(shard["members"], start=1):
+                record = self.store.device(int(device_id))
+                if record is not None:
+                    keys[i] = record[1]
+            identity_keys.append(keys)
+        self.progress.enter(attempt.round, attempt.attempt, "secure aggregation",
+                            sum(len(s["members"]) for s in annotation["shards"]))
+        timeout = annotation["deadline_unix_ms"] / 1000 - time.time() + self._slack_s()
+        return await self._fetch_sharded_and_remember(
+            attempt, annotation["aggregator_round_id"].encode(), configs, identity_keys,
+            max(timeout, 1.0), charge)
+
+    async def _fetch_sharded_and_remember(self, attempt: AttemptId, round_id: bytes,
+                                          configs: list[RoundConfig],
+                                          identity_keys: list[dict[int, bytes]],
+                                          timeout_s: float, charge: ChargeHook) -> Released:
+        try:
+            return await self._fetch_sharded(round_id, configs, identity_keys, timeout_s,
+                                             charge)
+        finally:
+            await self._remember(attempt, round_id, sharded=True)
+
+    async def _fetch_sharded(self, round_id: bytes, configs: list[RoundConfig],
+                             identity_keys: list[dict[int, bytes]], timeout_s: float,
+                             charge: ChargeHook) -> Released:
+        """The round's total, charged once before it is read at the count the shards' evidence
+        proves (``verify_sharded_release``: n_min instead if a shard reached unmasking outside
+        the total). A release that does not follow the plan, or a shard that proves fewer than
+        its n_min, refuses the total: the attempt is charged and its total never read."""
+        charged = False
+
+        async def on_release(shards: list[ShardRelease]) -> None:
+            nonlocal charged
+            refusal: str | None
+            count: int | None
+            try:
+                verdict = verify_sharded_release(configs, identity_keys, shards,
+                                                 self.config.min_devices)
+            except ReleaseEvidenceError as error:
+                refusal, count = str(error), None  # the driver charges n_min
+            else:
+                refusal, count = verdict.refusal, verdict.charge
+            if refusal is not None:
+                with contextlib.suppress(FedhhError):
+                    await self.aggregator.cancel(round_id, sharded=True)
+                charged = True
+                raise RoundAborted(f"refused the total: {refusal}", reached_unmask=True,
+                                   contributors=count)
+            if verdict.lost:
+                log.warning("a shard reached unmasking outside the total: charged at n_min",
+                            extra={"round_id": round_id.decode(errors="replace"),
+                                   "lost": [r.decode(errors="replace") for r in verdict.lost]})
+            self.progress.enter(self.progress.round, self.progress.attempt, "releasing",
+                                verdict.proven)
+            try:
+                await charge(verdict.charge)
+            except BaseException:
+                with contextlib.suppress(FedhhError):
+                    await self.aggregator.cancel(round_id, sharded=True)
+                raise
+            charged = True
+
+        return await self._await_sum(
+            round_id, lambda wait_s: self.aggregator.sharded_result(round_id, wait_s, on_release),
+            timeout_s, lambda: charged, sharded=True)
 
     # ---- the pieces -----------------------------------------------------------------------
     def _annotation(self, attempt: AttemptId) -> dict[str, Any]:
@@ -211,9 +376,10 @@ class NetworkLink:
         await self._remember(attempt, config.round_id)
         return released
 
-    async def _remember(self, attempt: AttemptId, round_id: bytes) -> None:
+    async def _remember(self, attempt: AttemptId, round_id: bytes, sharded: bool = False
+                        ) -> None:
         with contextlib.suppress(AggregatorUnavailable):
-            outcome = await self.aggregator.outcome(round_id)
+            outcome = await self.aggregator.outcome(round_id, sharded)
             self.progress.observe_stage("", outcome.stage_devices)
         self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt,
                                   self.progress.summary())
@@ -251,34 +417,57 @@ class NetworkLink:
                 raise
             charged = True
 
-        watcher = asyncio.create_task(self._watch_stage(round_id))
+        return await self._await_sum(
+            round_id, lambda wait_s: self.aggregator.result(round_id, wait_s, on_release),
+            timeout_s, lambda: charged)
+
+    async def _await_sum(self, round_id: bytes,
+                         fetch: Callable[[float], Awaitable[tuple[np.ndarray, int]]],
+                         timeout_s: float, charged: Callable[[], bool], sharded: bool = False
+                         ) -> Released:
+        """``fetch(wait_s)`` until the round's sum arrives. A round past its deadline is
+        cancelled and settled by the aggregation service's word on it. A service that stops
+        answering (restarting, or starved past a call's timeout) is asked patiently what became
+        of the round; while it still runs the round or holds its sum, the wait goes on (until
+        the deadline), instead of giving up an attempt that may still release."""
+        what = "combiner" if sharded else "aggregator"
+        loop = asyncio.get_running_loop()
+        until = loop.time() + timeout_s
+        watcher = asyncio.create_task(self._watch_stage(round_id, sharded))
         try:
-            total, contributors = await self.aggregator.result(round_id, timeout_s, on_release)
-        except TimeoutError:
-            with contextlib.suppress(FedhhError):
-                await self.aggregator.cancel(round_id)
-            outcome = await self._patient_outcome(round_id)
-            raise _aborted("the round did not finish before its deadline", outcome) from None
-        except AggregatorUnavailable as error:
-            if charged:
-                raise RoundAborted(f"lost the aggregator while reading the sum ({error})",
-                                   reached_unmask=True) from None
-            outcome = await self._patient_outcome(round_id)
-            raise _aborted(f"lost the aggregator ({error})", outcome) from None
+            while True:
+                try:
+                    total, contributors = await fetch(max(until - loop.time(), 1.0))
+                    return Released(total.astype(np.int64), contributors)
+                except TimeoutError:
+                    with contextlib.suppress(FedhhError):
+                        await self.aggregator.cancel(round_id, sharded)
+                    outcome = await self._patient_outcome(round_id, sharded)
+                    raise _aborted("the round did not finish before its deadline",
+                                   outcome) from None
+                except AggregatorUnavailable as error:
+                    if charged():
+                        raise RoundAborted(f"lost the {what} while reading the sum ({error})",
+                                           reached_unmask=True) from None
+                    outcome = await self._patient_outcome(round_id, sharded)
+                    if _verdict(outcome).verdict is not Recovery.RESUME or loop.time() >= until:
+                        raise _aborted(f"lost the {what} ({error})", outcome) from None
+                    log.info(f"the {what} answers again and still has the round",
+                             extra={"round_id": round_id.decode(errors="replace")})
         finally:
             watcher.cancel()
-        return Released(total.astype(np.int64), contributors)
 
-    async def _watch_stage(self, round_id: bytes) -> None:
+    async def _watch_stage(self, round_id: bytes, sharded: bool = False) -> None:
         """Show the aggregator's stage in the run's progress while the round runs."""
         while True:
             with contextlib.suppress(AggregatorUnavailable):
-                outcome = await self.aggregator.outcome(round_id)
+                outcome = await self.aggregator.outcome(round_id, sharded)
                 if outcome.state == "running":
                     self.progress.observe_stage(outcome.stage, outcome.stage_devices)
             await asyncio.sleep(1.0)
 
-    async def _patient_outcome(self, round_id: bytes) -> AggregatorOutcome:
+    async def _patient_outcome(self, round_id: bytes, sharded: bool = False
+                               ) -> AggregatorOutcome:
         """The aggregator's word on a round, waiting (with backoff) while it is unreachable;
         unknown if it stays silent for ``recovery_patience_s``."""
         loop = asyncio.get_running_loop()
@@ -286,7 +475,7 @@ class NetworkLink:
         delay = 0.2
         while True:
             try:
-                return await self.aggregator.outcome(round_id)
+                return await self.aggregator.outcome(round_id, sharded)
             except AggregatorUnavailable as error:
                 if loop.time() >= give_up:
                     return AggregatorOutcome("unknown", reason=f"the aggregator stayed "
@@ -294,7 +483,17 @@ class NetworkLink:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
-    def _round_config(self, attempt: AttemptId, query: RoundQuery, members: list[Member]
+    def _deadlines(self) -> StageDeadlines:
+        advertise, share, masked, consistency, unmask = self.config.stage_windows()
+        t0 = int(time.time() * 1000)
+        t1 = t0 + advertise
+        t2 = t1 + share
+        t3 = t2 + masked
+        t4 = t3 + consistency
+        return StageDeadlines(t1, t2, t3, t4, t4 + unmask)
+
+    def _round_config(self, attempt: AttemptId, query: RoundQuery, members: list[Member],
+                      round_id: bytes | None = None, deadlines: StageDeadlines | None = None
                       ) -> tuple[SignedConfig, RoundConfig, IdentityTree]:
         """The signed config of a cohort whose member i (1-based) holds ``members[i-1]``
         (identity key, c_pk, s_pk), and the Merkle tree over those keys whose root the config
@@ -302,14 +501,8 @@ class NetworkLink:
         s = self.config
         n = len(members)
         params = choose_parameters(n, s.expected_dropout, s.corrupt_fraction, Threat.LYING)
-        advertise, share, masked, consistency, unmask = s.stage_windows()
-        t0 = int(time.time() * 1000)
-        t1 = t0 + advertise
-        t2 = t1 + share
-        t3 = t2 + masked
-        t4 = t3 + consistency
-        deadlines = StageDeadlines(t1, t2, t3, t4, t4 + unmask)
-        round_id = _round_id(attempt)
+        deadlines = deadlines or self._deadlines()
+        round_id = round_id or _round_id(attempt)
         graph_seed = os.urandom(32)
         identities = IdentityTree(round_id, graph_seed, members)
         config = RoundConfig(
@@ -321,8 +514,8 @@ class NetworkLink:
         return sign_config(config, self.key), config, identities
 
     def _tasks(self, attempt: AttemptId, query: RoundQuery, cohort: list[int],
-               signed: SignedConfig, config: RoundConfig, identities: IdentityTree
-               ) -> dict[int, pb.SignedTask]:
+               signed: SignedConfig, config: RoundConfig, identities: IdentityTree,
+               address: str | None = None) -> dict[int, pb.SignedTask]:
         """One signed task per member; ``cohort[i-1]`` is secure-aggregation id i."""
         s = self.config
         tasks = {}
@@ -336,7 +529,8 @@ class NetworkLink:
                 segment_bits=query.segment_bits, eps_local=self.eps_local, codec=s.codec,
                 max_bits=s.max_bits, selection=s.selection,
                 prefix_conditioning=s.prefix_conditioning,
-                aggregator_address=self.aggregator_address, round_config=signed.payload,
+                aggregator_address=address or self.aggregator_address,
+                round_config=signed.payload,
                 round_config_signature=signed.signature, secagg_id=secagg_id,
                 admission=admission.proof, deadline_unix_ms=config.deadlines.unmask,
             )
@@ -345,7 +539,18 @@ class NetworkLink:
 
 
 def _round_id(attempt: AttemptId) -> bytes:
-    return f"{attempt.run_id}/{attempt.round}/{attempt.attempt}".encode()
+    return _bounded(f"{attempt.run_id}/{attempt.round}/{attempt.attempt}".encode())
+
+
+def _shard_round_id(attempt: AttemptId, shard: int) -> bytes:
+    return _bounded(f"{attempt.run_id}/{attempt.round}/{attempt.attempt}/s{shard}".encode())
+
+
+def _bounded(round_id: bytes) -> bytes:
+    """A round id within RoundConfig's 64 bytes (a long one by its digest)."""
+    if len(round_id) <= 64:
+        return round_id
+    return b"h/" + hashlib.sha256(round_id).hexdigest()[:62].encode()
 
 
 def _verdict(outcome: AggregatorOutcome) -> Recovered:

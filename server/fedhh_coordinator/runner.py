@@ -15,8 +15,8 @@ import time
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import FedhhError
-from fedhh.prefixtree import RoundReport
 from fedhh.rounds import AttemptId, RoundDriver, RunCancelled
+from fedhh.server import RoundReport
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator import metrics
 from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission

@@ -19,9 +19,8 @@ from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig
 from fedhh.errors import ConfigError
-from fedhh.mechanisms import LocalRandomizer, TailKind
-from fedhh.prefixtree import PrefixTree, TreeState
 from fedhh.privacy import PrivacyLedger
+from fedhh.server import LocalRandomizer, PrefixTree, TailKind, TreeState
 from fedhh_coordinator.store import RunRow, Store
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -204,6 +204,6 @@ class AdminService(pb_grpc.AdminServiceServicer):
                 domain_size=int(s.get("domain_size", 0)), kept=int(s.get("kept", 0)),
                 finished=int(s.get("finished", 0)), threshold=float(s.get("threshold", 0.0)),
                 expected_false_positives=float(s.get("expected_false_positives", 0.0)),
-                seconds=float(s.get("seconds", 0.0)),
+                seconds=(r.finished_at - r.started_at) if r.finished_at is not None else 0.0,
             ))
         return out

@@ -1,4 +1,6 @@
-"""SQLite persistence of the coordinator: devices, runs, round attempts, tree states, ledgers.
+"""Persistence of the coordinator: devices, runs, round attempts, tree states, ledgers, in an
+embedded SQLite file (the default) or on a PostgreSQL server (``postgresql://...``; the
+engines are :mod:`fedhh_coordinator.database`).
 
 Every state change is one transaction, so a crash (even kill -9) leaves either the old state or
 the new one. An attempt's states are those of ``fedhh.rounds.AttemptState`` (open, releasing,
@@ -11,66 +13,14 @@ unmasking began.
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fedhh.errors import AuthenticationError, ConflictError, NotFoundError
 from fedhh.rounds import AttemptRecord, AttemptState
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS devices (
-    device_id INTEGER PRIMARY KEY AUTOINCREMENT,
-    credential_hash BLOB NOT NULL,
-    identity_key BLOB NOT NULL UNIQUE,
-    label TEXT NOT NULL DEFAULT '',
-    enrolled_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    config TEXT NOT NULL,
-    state TEXT NOT NULL,
-    eps_local REAL NOT NULL,
-    tree TEXT NOT NULL,
-    ledger TEXT NOT NULL,
-    deny_codes TEXT NOT NULL,
-    error TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS rounds (
-    run_id TEXT NOT NULL REFERENCES runs(run_id),
-    round INTEGER NOT NULL,
-    attempt INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    reason TEXT NOT NULL DEFAULT '',
-    participants INTEGER NOT NULL DEFAULT 0,
-    summary TEXT NOT NULL DEFAULT '{}',
-    started_at REAL NOT NULL,
-    finished_at REAL,
-    PRIMARY KEY (run_id, round, attempt)
-);
-CREATE TABLE IF NOT EXISTS enrollment_tokens (
-    token_hash BLOB PRIMARY KEY,
-    label TEXT NOT NULL DEFAULT '',
-    expires_at REAL,
-    used_by INTEGER REFERENCES devices(device_id),
-    used_at REAL
-);
-CREATE TABLE IF NOT EXISTS device_spends (
-    device_id INTEGER NOT NULL REFERENCES devices(device_id),
-    run_id TEXT NOT NULL REFERENCES runs(run_id),
-    eps REAL NOT NULL,
-    delta REAL NOT NULL,
-    charged_at REAL NOT NULL,
-    PRIMARY KEY (device_id, run_id)
-);
-"""
+from fedhh_coordinator.database import Database, open_database
 
 RUN_STATES = ("pending", "running", "done", "failed", "cancelled")
 ACTIVE = ("pending", "running")
@@ -102,33 +52,18 @@ class RoundRow:
 
 
 class Store:
-    """A thread-safe handle on the coordinator's SQLite file."""
+    """A thread-safe handle on the coordinator's database: a SQLite file path or a
+    ``postgresql://`` URL (or an open :class:`~fedhh_coordinator.database.Database`)."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._lock = threading.Lock()
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(SCHEMA)
+    def __init__(self, location: str | Path | Database) -> None:
+        self.db = location if not isinstance(location, str | Path) else open_database(location)
+        self.path = self.db.location
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self.db.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    def _tx(self) -> Any:
+        return self.db.transaction()
 
     # ---- devices -------------------------------------------------------------------------
     def add_device(self, credential_hash: bytes, identity_key: bytes, label: str,
@@ -147,10 +82,10 @@ class Store:
                     raise AuthenticationError("unknown or already used enrollment token")
                 if row[1] is not None and row[1] < now:
                     raise AuthenticationError("expired enrollment token")
-            cur = db.execute(
+            device_id = int(db.execute(
                 "INSERT INTO devices (credential_hash, identity_key, label, enrolled_at) "
-                "VALUES (?, ?, ?, ?)", (credential_hash, identity_key, label, now))
-            device_id = int(cur.lastrowid or 0)
+                "VALUES (?, ?, ?, ?) RETURNING device_id",
+                (credential_hash, identity_key, label, now)).fetchone()[0])
             if token_hash is not None:
                 db.execute("UPDATE enrollment_tokens SET used_by = ?, used_at = ? WHERE "
                            "token_hash = ?", (device_id, now, token_hash))
@@ -161,11 +96,9 @@ class Store:
         """Register one-time enrollment tokens (by hash; known ones are left as they are);
         returns how many were new."""
         with self._tx() as db:
-            before = db.total_changes
-            db.executemany("INSERT OR IGNORE INTO enrollment_tokens (token_hash, label, "
-                           "expires_at) VALUES (?, ?, ?)",
-                           [(h, label, expires_at) for h in token_hashes])
-            return db.total_changes - before
+            return int(db.executemany(
+                "INSERT INTO enrollment_tokens (token_hash, label, expires_at) VALUES (?, ?, ?) "
+                "ON CONFLICT DO NOTHING", [(h, label, expires_at) for h in token_hashes]))
 
     # ---- lifetime budgets ---------------------------------------------------------------
     def charge_devices(self, run_id: str, device_ids: list[int], eps: float,
@@ -173,25 +106,22 @@ class Store:
         """Charge each device the run's (eps, delta), once per run."""
         now = time.time()
         with self._tx() as db:
-            db.executemany("INSERT OR IGNORE INTO device_spends (device_id, run_id, eps, delta, "
-                           "charged_at) VALUES (?, ?, ?, ?, ?)",
+            db.executemany("INSERT INTO device_spends (device_id, run_id, eps, delta, "
+                           "charged_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                            [(d, run_id, eps, delta, now) for d in device_ids])
 
     def device_spends(self, since: float, exclude_run: str = "") -> dict[int, tuple[float, float]]:
         """Each device's summed (eps, delta) over the runs charged since ``since``."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT device_id, SUM(eps), SUM(delta) FROM device_spends WHERE charged_at >= ? "
-                "AND run_id != ? GROUP BY device_id", (since, exclude_run)).fetchall()
+        rows = self.db.query(
+            "SELECT device_id, SUM(eps), SUM(delta) FROM device_spends WHERE charged_at >= ? "
+            "AND run_id != ? GROUP BY device_id", (since, exclude_run))
         return {int(d): (float(e), float(dl)) for d, e, dl in rows}
 
     def device(self, device_id: int) -> tuple[bytes, bytes] | None:
         """(credential hash, identity key) of an enrolled device."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT credential_hash, identity_key FROM devices WHERE device_id = ?",
-                (device_id,)).fetchone()
-        return None if row is None else (bytes(row[0]), bytes(row[1]))
+        rows = self.db.query(
+            "SELECT credential_hash, identity_key FROM devices WHERE device_id = ?", (device_id,))
+        return None if not rows else (bytes(rows[0][0]), bytes(rows[0][1]))
 
     # ---- runs ----------------------------------------------------------------------------
     def create_run(self, run_id: str, config: dict[str, Any], eps_local: float,
@@ -207,19 +137,17 @@ class Store:
                  json.dumps([str(c) for c in deny_codes]), now, now))
 
     def run(self, run_id: str) -> RunRow:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT run_id, config, state, eps_local, tree, ledger, deny_codes, error "
-                "FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None:
+        rows = self.db.query(
+            "SELECT run_id, config, state, eps_local, tree, ledger, deny_codes, error "
+            "FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
             raise NotFoundError(f"unknown run {run_id!r}")
-        return _run_row(row)
+        return _run_row(rows[0])
 
     def runs(self) -> list[RunRow]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT run_id, config, state, eps_local, tree, ledger, deny_codes, error "
-                "FROM runs ORDER BY created_at").fetchall()
+        rows = self.db.query(
+            "SELECT run_id, config, state, eps_local, tree, ledger, deny_codes, error "
+            "FROM runs ORDER BY created_at, run_id")
         return [_run_row(r) for r in rows]
 
     def set_run_state(self, run_id: str, state: str, error: str = "") -> None:
@@ -229,11 +157,10 @@ class Store:
 
     # ---- round attempts -------------------------------------------------------------------
     def rounds(self, run_id: str) -> list[RoundRow]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT run_id, round, attempt, state, reason, participants, summary, "
-                "started_at, finished_at FROM rounds WHERE run_id = ? ORDER BY round, attempt",
-                (run_id,)).fetchall()
+        rows = self.db.query(
+            "SELECT run_id, round, attempt, state, reason, participants, summary, "
+            "started_at, finished_at FROM rounds WHERE run_id = ? ORDER BY round, attempt",
+            (run_id,))
         return [RoundRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8])
                 for r in rows]
 

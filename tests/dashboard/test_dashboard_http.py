@@ -198,7 +198,7 @@ def test_the_dashboard_never_writes_the_database(served: Served) -> None:
     reader = Reader(served.db)
     try:
         with pytest.raises(sqlite3.OperationalError):
-            reader._db.execute("DELETE FROM runs")
+            reader._query("DELETE FROM runs", ())
     finally:
         reader.close()
 

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from fedhh.mechanisms import LocalRandomizer
-from fedhh.randomizer import RandomizedResponse
+from fedhh.device import RandomizedResponse
+from fedhh.server import LocalRandomizer
 from fedhh_coordinator.dashboard.results import estimate_std
 from fedhh_coordinator.dashboard.timeline import attempt_view, dropout_by_stage
 from fedhh_coordinator.progress import Progress

@@ -4,7 +4,9 @@ cleanly."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import os
 import re
 import signal
 import ssl
@@ -47,8 +49,14 @@ def test_fedhh_up_dashboard_serves_the_run_and_stays_up_until_ctrl_c(tmp_path: P
                "--selection", "uniform", "--max-bits", "30", "--dim-limit", "16384"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, env={"FEDHH_CACHE": str(tmp_path / "cache"),
-                                               **_env()})
-    watchdog = threading.Timer(600, process.kill)  # a hung run fails the test, never hangs it
+                                               **_env()},
+                               start_new_session=True)  # its services share its group
+
+    def kill_all() -> None:  # the services too: killed alone, `fedhh up` would orphan them
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    watchdog = threading.Timer(600, kill_all)  # a hung run fails the test, never hangs it
     watchdog.start()
     output: list[str] = []
     try:
@@ -82,11 +90,9 @@ def test_fedhh_up_dashboard_serves_the_run_and_stays_up_until_ctrl_c(tmp_path: P
     finally:
         watchdog.cancel()
         if process.poll() is None:
-            process.kill()
+            kill_all()
             process.wait()
 
 
 def _env() -> dict[str, str]:
-    import os
-
     return {k: v for k, v in os.environ.items() if k != "FEDHH_CACHE"}

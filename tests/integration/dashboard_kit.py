@@ -25,9 +25,9 @@ from PIL import Image
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from fedhh.prefixtree import Found, TreeState
 from fedhh.rpc.run_config import from_proto
 from fedhh.rpc.tls import TlsFiles
+from fedhh.server.prefixtree import Found, TreeState
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator.dashboard.views import Views
 from fedhh_coordinator.runs import RunParts, create_run

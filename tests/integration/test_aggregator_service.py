@@ -47,9 +47,9 @@ from fedhh.rpc.aggregator_client import (
     AggregatorBusy,
     AggregatorControl,
     Outcome,
-    Participation,
     RetryPolicy,
     RoundAborted,
+    SessionResult,
     open_channel,
     participate,
 )
@@ -98,7 +98,7 @@ def _metric(name: str, labels: dict[str, str] | None = None) -> float:
 
 
 async def _everyone(channel: grpc.aio.Channel, cohort: Cohort,
-                    drop: dict[int, Stage] | None = None) -> dict[int, Participation]:
+                    drop: dict[int, Stage] | None = None) -> dict[int, SessionResult]:
     drop = drop or {}
     ids = range(1, cohort.config.num_devices + 1)
     outcomes = await asyncio.gather(*(
@@ -124,7 +124,7 @@ def test_fifty_devices_with_dropouts_release_exactly_the_survivors_sum() -> None
     async def on_release(evidence: ReleaseEvidence) -> None:
         announced.append(evidence)
 
-    async def scenario() -> tuple[AggregateResult, dict[int, Participation]]:
+    async def scenario() -> tuple[AggregateResult, dict[int, SessionResult]]:
         async with aggregator() as (_, channel):
             control = AggregatorControl(channel, TOKEN)
             assert await control.open_round(cohort.signed) == cohort.session_id
@@ -167,7 +167,7 @@ def test_a_round_below_n_min_aborts_and_releases_nothing() -> None:
     async def on_release(evidence: ReleaseEvidence) -> None:
         announced.append(evidence)
 
-    async def scenario() -> dict[int, Participation]:
+    async def scenario() -> dict[int, SessionResult]:
         async with aggregator() as (_, channel):
             control = AggregatorControl(channel, TOKEN)
             await control.open_round(cohort.signed)
@@ -220,11 +220,15 @@ def test_a_burst_beyond_grpcs_default_backlog_is_served_not_shed() -> None:
 
 
 class _SheddingStub:
-    """A device's stub on which every call's first attempt fails the way gRPC core sheds a call
-    from an overfull backlog (CANCELLED before any handler ran); its retry goes through."""
+    """A device's stub on which every call's first attempt fails with ``code`` before any
+    handler ran: CANCELLED is how gRPC core sheds a call from an overfull backlog,
+    DEADLINE_EXCEEDED what a device sees of an aggregator too starved to answer in time. The
+    next attempt goes through."""
 
-    def __init__(self, channel: grpc.aio.Channel) -> None:
+    def __init__(self, channel: grpc.aio.Channel,
+                 code: grpc.StatusCode = grpc.StatusCode.CANCELLED) -> None:
         self._stub = pb_grpc.SecureAggregationStub(channel)
+        self.code = code
         self.attempts: dict[str, int] = {}
 
     def __getattr__(self, name: str) -> object:
@@ -236,26 +240,30 @@ class _SheddingStub:
                 return method(*args, **kwargs)
 
             async def shed() -> None:
-                raise grpc.aio.AioRpcError(grpc.StatusCode.CANCELLED, grpc.aio.Metadata(),
-                                           grpc.aio.Metadata(), details="CANCELLED")
+                raise grpc.aio.AioRpcError(self.code, grpc.aio.Metadata(),
+                                           grpc.aio.Metadata(), details=self.code.name)
 
             return shed()
 
         return call
 
 
-def test_devices_retry_calls_the_server_shed_and_all_contribute() -> None:
+@pytest.mark.parametrize("code", [grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED])
+def test_devices_retry_calls_the_server_shed_and_all_contribute(code: grpc.StatusCode) -> None:
     # A shed upload used to end the device ("rejected"), so the masked-input stage waited for
     # its deadline and the device's report was missing from the sum; a shed long-poll lost the
-    # device's unmask shares. Every device call is idempotent, so CANCELLED is retried.
-    cohort = make_cohort(8, 64, 7, 4, n_min=6, windows_ms=(5000,) * 5, round_id=b"run/shed")
+    # device's unmask shares. Every device call is idempotent, so CANCELLED is retried, and a
+    # call that timed out is made again while its stage is open (a 50,000-device load test on
+    # a starved machine lost devices to one timed-out long-poll each).
+    cohort = make_cohort(8, 64, 7, 4, n_min=6, windows_ms=(600_000,) * 5,
+                         round_id=f"run/shed/{code.name}".encode())
 
-    async def scenario() -> tuple[AggregateResult, dict[int, Participation],
+    async def scenario() -> tuple[AggregateResult, dict[int, SessionResult],
                                   list[_SheddingStub]]:
         async with aggregator() as (_, channel):
             control = AggregatorControl(channel, TOKEN)
             await control.open_round(cohort.signed)
-            stubs = [_SheddingStub(channel) for _ in range(8)]
+            stubs = [_SheddingStub(channel, code) for _ in range(8)]
             outcomes = await asyncio.gather(*(
                 participate(stubs[u - 1], cohort.device(u), cohort.reports[u],
                             identity_key=cohort.identity_keys[u],
@@ -466,7 +474,7 @@ def test_calls_without_valid_credentials_are_unauthenticated_and_change_nothing(
     forged = make_cohort(n, 40, 4, 3, n_min=5, round_id=b"run/1/forged",
                          coordinator_key=OTHER_KEY)
 
-    async def scenario() -> dict[int, Participation]:
+    async def scenario() -> dict[int, SessionResult]:
         async with aggregator() as (_, channel):
             raw = pb_grpc.AggregatorControlStub(channel)
             wrong = (("authorization", "Bearer not-the-control-token-at-all"),)
@@ -546,7 +554,7 @@ def test_open_round_validates_configs_and_limits_and_cancel_aborts() -> None:
     past = make_cohort(3, 16, 2, 2, n_min=2, windows_ms=(-5000, 0, 0, 0, 0),
                        round_id=b"run/e")
 
-    async def scenario() -> dict[int, Participation]:
+    async def scenario() -> dict[int, SessionResult]:
         async with aggregator(Limits(max_rounds=2)) as (_, channel):
             control = AggregatorControl(channel, TOKEN)
             raw = pb_grpc.AggregatorControlStub(channel)
@@ -708,7 +716,7 @@ def test_a_device_gives_up_after_its_retries_when_nobody_listens() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
 
-    async def scenario() -> Participation:
+    async def scenario() -> SessionResult:
         channel = open_channel(f"127.0.0.1:{port}")
         try:
             return await participate(
@@ -757,10 +765,11 @@ def test_a_submission_can_wait_for_the_next_request() -> None:
 
 def test_quiet_close_moves_a_round_past_a_silent_device() -> None:
     """With quiet_close_s, a stage that lost a device closes once n_min devices answered and
-    then none for that long, not at its deadline (20 s here); the sum of the others is
+    then none for that long, not at its deadline (10 minutes here); the sum of the others is
     released. UNMASK still closes as soon as every secret can be rebuilt."""
     n = 6
-    cohort = make_cohort(n, 32, 5, 3, n_min=4, windows_ms=(20_000,) * 5, round_id=b"run/quiet")
+    cohort = make_cohort(n, 32, 5, 3, n_min=4, windows_ms=(600_000,) * 5,
+                         round_id=b"run/quiet")
     silent = 6  # drops out before advertising its keys
 
     async def scenario() -> tuple[AggregateResult, float]:
@@ -778,7 +787,7 @@ def test_quiet_close_moves_a_round_past_a_silent_device() -> None:
             return result, time.monotonic() - started
 
     result, seconds = run(scenario())
-    assert seconds < 10  # the advertise stage did not wait for its 20 s deadline
+    assert seconds < 300  # the advertise stage did not wait for its deadline
     assert result.num_contributors == n - 1
     assert np.array_equal(result.total.astype(np.int64),
                           cohort.plaintext_sum(set(range(1, n)) - {silent}))
@@ -845,7 +854,7 @@ def test_quiet_close_shortens_once_only_the_tail_is_missing() -> None:
     stage: one silent device of six, a 20 s spell and a tail of 20% close the advertisement
     after 5 s of silence, not 20 s."""
     n = 6
-    cohort = make_cohort(n, 32, 5, 3, n_min=4, windows_ms=(50_000,) * 5, round_id=b"run/tail")
+    cohort = make_cohort(n, 32, 5, 3, n_min=4, windows_ms=(600_000,) * 5, round_id=b"run/tail")
 
     async def scenario() -> tuple[AggregateResult, float]:
         async with aggregator(Limits(quiet_close_s=20, quiet_close_tail=0.2)) as (_, channel):
@@ -862,7 +871,7 @@ def test_quiet_close_shortens_once_only_the_tail_is_missing() -> None:
             return result, time.monotonic() - started
 
     result, seconds = run(scenario())
-    assert 5 <= seconds < 15, seconds
+    assert 5 <= seconds < 20, seconds  # a quarter spell, not the whole
     assert result.num_contributors == n - 1
 
 
@@ -872,9 +881,11 @@ def test_quiet_close_never_cuts_a_stage_that_misses_many_devices(tail: float,
                                                                   ) -> None:
     """Two of six devices silent (a third missing, more than four times the tail): silence
     does not close the advertisement, its 8 s deadline does; with a tail of 0 the whole quiet
-    spell closes it whatever is missing."""
+    spell closes it whatever is missing, long before its 10-minute deadline."""
     n = 6
-    cohort = make_cohort(n, 32, 5, 3, n_min=4, windows_ms=(8000, 20_000, 20_000, 20_000, 20_000),
+    advertise_ms = 8000 if waits_for_deadline else 600_000
+    cohort = make_cohort(n, 32, 5, 3, n_min=4,
+                         windows_ms=(advertise_ms, 600_000, 600_000, 600_000, 600_000),
                          round_id=f"run/many-missing/{tail}".encode())
 
     async def scenario() -> float:
@@ -897,4 +908,4 @@ def test_quiet_close_never_cuts_a_stage_that_misses_many_devices(tail: float,
     if waits_for_deadline:
         assert seconds >= 7, seconds
     else:
-        assert seconds < 7, seconds
+        assert seconds < 300, seconds

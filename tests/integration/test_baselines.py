@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedhh.algorithms import PrivacyTarget, build_algorithm
 from fedhh.config import RunConfig
 from fedhh.data.dataset import from_user_counts
 from fedhh.errors import ConfigError
-from fedhh.mechanisms import VoteThreshold
+from fedhh.server.mechanisms import VoteThreshold
+from fedhh.simulation.algorithms import PrivacyTarget, build_algorithm
 from fedhh.simulation.participation import Participation, SamplingKind
 from fedhh.simulation.runner import simulate
 

@@ -11,8 +11,8 @@ from scipy import stats
 
 from fedhh.config import RunConfig
 from fedhh.data.dataset import from_user_counts
-from fedhh.estimate import BinomialTail
-from fedhh.randomizer import RandomizedResponse
+from fedhh.device import RandomizedResponse
+from fedhh.server.estimate import BinomialTail
 from fedhh.simulation.runner import simulate
 
 EPS = 8.0

@@ -80,6 +80,7 @@ def test_networked_run_equals_the_per_device_simulation(
     topo, data = system
     run, results = finished_run
     assert [r.attempt for r in run.rounds] == [1] * len(run.rounds)  # no retried round
+    assert all(r.seconds > 0 for r in run.rounds)  # the wall time the operator sees
     dataset = resolve_dataset(str(data), cache_dir=topo.workdir.parent / "cache")
     cfg = run.config
     ledger = PrivacyLedger.open(cfg.eps_agg, cfg.delta, cfg.rounds, cfg.min_devices,
@@ -184,7 +185,8 @@ def test_admin_api_rejects_bad_requests(system: tuple[LocalTopology, Path],
 def test_no_rpc_returns_an_individual_report() -> None:
     """No response of any service can carry a device's report: masked vectors only travel in
     the device's own upload request, and the only vector any response holds is the released
-    sum (AggregatorControl.GetResult's ResultChunk)."""
+    sum (AggregatorControl.GetResult's ResultChunk, or the combiner's total of a sharded
+    round, CombinerControl.GetResult)."""
     from fedhh.v1 import aggregator_pb2, coordinator_pb2
 
     uploads = {"fedhh.v1.MaskedInputChunk", "fedhh.v1.MaskedInputHeader"}
@@ -194,7 +196,8 @@ def test_no_rpc_returns_an_individual_report() -> None:
                 types = _message_types(method.output_type)
                 assert not types & uploads, f"{service.name}.{method.name}"
                 if "fedhh.v1.ResultChunk" in types:
-                    assert (service.name, method.name) == ("AggregatorControl", "GetResult")
+                    assert (service.name, method.name) in {("AggregatorControl", "GetResult"),
+                                                           ("CombinerControl", "GetResult")}
 
 
 def _message_types(message, seen: set[str] | None = None) -> set[str]:  # type: ignore[no-untyped-def]

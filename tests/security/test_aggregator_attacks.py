@@ -35,7 +35,7 @@ from aggregator_testkit import (
 
 from fedhh.rpc.aggregator_client import (
     AggregatorControl,
-    Participation,
+    SessionResult,
     participate,
 )
 from fedhh.rpc.aggregator_wire import (
@@ -86,7 +86,7 @@ class _Gated:
 
 
 async def _everyone(channel: grpc.aio.Channel, cohort: Cohort, ids: Iterable[int],
-                    stub: Any = None) -> dict[int, Participation]:
+                    stub: Any = None) -> dict[int, SessionResult]:
     ids = list(ids)
     outcomes = await asyncio.gather(*(
         participate(stub or channel, cohort.device(u), cohort.reports[u],
@@ -340,15 +340,15 @@ def test_impersonation_is_unauthenticated_before_any_work(tmp_path: Path) -> Non
                 header = _upload_header(cohort, 1, bytes(128), signer=2)
                 started = time.monotonic()
                 _one_line(await expect_status(UNAUTHENTICATED, _header_only(stub, header, hold)))
-                assert time.monotonic() - started < 5  # (the upload idle cut-off is 5 s)
+                assert time.monotonic() - started < 60  # (the idle cut-off here is 120 s)
             finally:
                 hold.set()
             await _released_exactly(channel, cohort, range(1, N + 1))
         finally:
             await channel.close()
 
-    with AggregatorProcess(tmp_path) as agg:
-        run(scenario(agg), timeout=120)
+    with AggregatorProcess(tmp_path, ["--upload-idle-ms", "120000"]) as agg:
+        run(scenario(agg), timeout=300)
 
 
 def test_messages_for_the_wrong_stage_are_refused_without_work(tmp_path: Path) -> None:
@@ -376,7 +376,7 @@ def test_messages_for_the_wrong_stage_are_refused_without_work(tmp_path: Path) -
                 started = time.monotonic()
                 _one_line(await expect_status(NOT_NOW, _header_only(
                     stub, _upload_header(cohort, 1, data), hold)))
-                assert time.monotonic() - started < 5
+                assert time.monotonic() - started < 60  # not the 120 s idle cut-off
             finally:
                 hold.set()
             signed_for_masked = credentials(
@@ -389,8 +389,8 @@ def test_messages_for_the_wrong_stage_are_refused_without_work(tmp_path: Path) -
         finally:
             await channel.close()
 
-    with AggregatorProcess(tmp_path) as agg:
-        run(scenario(agg), timeout=120)
+    with AggregatorProcess(tmp_path, ["--upload-idle-ms", "120000"]) as agg:
+        run(scenario(agg), timeout=300)
 
 
 # -- resource exhaustion by one cohort member --------------------------------------------------

@@ -37,8 +37,8 @@ from fedhh.errors import ConflictError, StateError
 from fedhh.rpc.aggregator_client import (
     AggregatorControl,
     Outcome,
-    Participation,
     RoundAborted,
+    SessionResult,
     participate,
 )
 from fedhh.secagg import (
@@ -67,7 +67,7 @@ def _keys(cohort: Cohort) -> dict[int, bytes]:
 
 
 async def _everyone(channel: grpc.aio.Channel, cohort: Cohort,
-                    drop: Stage | None = None) -> list[Participation]:
+                    drop: Stage | None = None) -> list[SessionResult]:
     return list(await asyncio.gather(*(
         participate(channel, cohort.device(u), cohort.reports[u],
                     identity_key=cohort.identity_keys[u], admission=cohort.admissions[u],

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedhh.estimate import (
+from fedhh.device import RandomizedResponse
+from fedhh.server.estimate import (
     BinomialTail,
     GaussianTail,
     LaplaceTail,
@@ -22,7 +23,6 @@ from fedhh.estimate import (
     rr_std_upper,
     rr_variance,
 )
-from fedhh.randomizer import RandomizedResponse
 
 Z = 5.33
 M = 200_000

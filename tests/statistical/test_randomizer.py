@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from fedhh.device import NumpySource, SecureSource
+from fedhh.device.randomizer import SCALE, RandomizedResponse, a0_threshold
 from fedhh.errors import ConfigError
-from fedhh.randomizer import SCALE, RandomizedResponse, a0_threshold
-from fedhh.randomness import NumpySource, SecureSource
 
 EPSILONS = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0, 12.0, 20.0]
 

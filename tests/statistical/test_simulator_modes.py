@@ -12,9 +12,8 @@ from scipy import stats
 
 from fedhh.codec import Codec
 from fedhh.data.dataset import from_user_counts
-from fedhh.mechanisms import LocalRandomizer
-from fedhh.prefixtree import PrefixTree, TreeConfig
-from fedhh.selection import Selection, SelectionRule
+from fedhh.device import Selection, SelectionRule
+from fedhh.server import LocalRandomizer, PrefixTree, TreeConfig
 from fedhh.simulation.participation import Participation, SamplingKind
 from fedhh.simulation.population import Population
 from fedhh.simulation.rounds import SimulatedRounds

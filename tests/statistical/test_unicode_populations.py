@@ -39,8 +39,7 @@ from fedhh.data.itemsets import (
     url_items,
 )
 from fedhh.data.truth import compute_truth
-from fedhh.estimate import rr_variance
-from fedhh.mechanisms import LocalRandomizer, TailKind
+from fedhh.server import LocalRandomizer, TailKind, rr_variance
 from fedhh.simulation.runner import simulate
 
 USERS = 50_000

@@ -14,13 +14,13 @@ from scipy import stats
 from fedhh.codec import Codec
 from fedhh.codec.automaton import DEAD
 from fedhh.config import RunConfig
-from fedhh.consistency import MIN_CHILDREN, SPREAD_Z, ConsistentTail, adjust
+from fedhh.device.randomizer import RandomizedResponse
 from fedhh.errors import ConfigError
-from fedhh.estimate import BinomialTail, rr_null_std
-from fedhh.mechanisms import LocalRandomizer, TailKind
-from fedhh.prefixtree import PrefixTree, TreeConfig
-from fedhh.prune import prune_hh
-from fedhh.randomizer import RandomizedResponse
+from fedhh.server.consistency import MIN_CHILDREN, SPREAD_Z, ConsistentTail, adjust
+from fedhh.server.estimate import BinomialTail, rr_null_std
+from fedhh.server.mechanisms import LocalRandomizer, TailKind
+from fedhh.server.prefixtree import PrefixTree, TreeConfig
+from fedhh.server.prune import prune_hh
 
 
 def least_squares(parent: float, v_parent: float, children: np.ndarray, v: float) -> np.ndarray:

@@ -10,9 +10,9 @@ import pytest
 from fedhh.codec import Codec
 from fedhh.codec.automaton import DEAD, ENDED
 from fedhh.errors import ConfigError
-from fedhh.mechanisms import LocalRandomizer, TailKind
-from fedhh.prefixtree import PrefixTree, TreeConfig
-from fedhh.prune import prune_hh
+from fedhh.server.mechanisms import LocalRandomizer, TailKind
+from fedhh.server.prefixtree import PrefixTree, TreeConfig
+from fedhh.server.prune import prune_hh
 
 CODEC = Codec("5bit")
 MECHANISM = LocalRandomizer(3.0, TailKind.BINOMIAL)

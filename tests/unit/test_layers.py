@@ -57,3 +57,24 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from fedhh_coordinator.auth import x\n")
     assert imports(source) == [(2, "fedhh_coordinator.auth")]
+
+
+def _library_imports(folder: str) -> list[str]:
+    return [f"{p.relative_to(ROOT)}:{line} imports {module}"
+            for p in (ROOT / "fedhh" / folder).rglob("*.py")
+            for line, module in imports(p) if module.startswith("fedhh")]
+
+
+def test_the_device_side_needs_only_the_codec() -> None:
+    allowed = ("fedhh.device", "fedhh.codec", "fedhh.errors")
+    found = _library_imports("device")
+    assert found, "the checker read no import"
+    assert [i for i in found if not i.split(" imports ")[1].startswith(allowed)] == []
+
+
+def test_the_server_side_never_reaches_for_reports_or_the_network() -> None:
+    forbidden_here = ("fedhh.simulation", "fedhh.rounds", "fedhh.rpc", "fedhh.secagg",
+                      "fedhh.experiments", "fedhh.v1")
+    found = _library_imports("server")
+    assert found, "the checker read no import"
+    assert [i for i in found if i.split(" imports ")[1].startswith(forbidden_here)] == []

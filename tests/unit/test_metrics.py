@@ -45,3 +45,15 @@ def test_users_holding_a_shared_code_are_counted_once() -> None:
     assert truth.codes.tolist() == [7, 9]
     assert truth.weighted.tolist() == pytest.approx([0.75, 0.25])
     assert truth.unweighted.tolist() == pytest.approx([2 / 3, 1 / 3])
+
+
+@pytest.mark.parametrize("k", [0, 1, 3, 7, 50, 200, 201, 500])
+def test_top_codes_equal_the_full_ranking(k: int) -> None:
+    """Ties (repeated frequencies, zeros) are ordered by code, as a full sort orders them."""
+    rng = np.random.default_rng(k)
+    codes = np.sort(rng.choice(10**6, size=200, replace=False)).astype(np.uint64)
+    freq = rng.choice([0.0, 0.01, 0.02, 0.05, 0.1], size=200)
+    truth = Truth(codes, freq, freq[::-1].copy())
+    for which, dist in (("weighted", freq), ("unweighted", freq[::-1])):
+        order = np.lexsort((codes, -dist))[:k]
+        assert truth.top_codes(which, k).tolist() == codes[order[dist[order] > 0]].tolist()

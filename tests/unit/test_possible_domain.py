@@ -11,9 +11,9 @@ from fedhh.codec import Codec
 from fedhh.codec.automaton import DEAD
 from fedhh.config import RunConfig
 from fedhh.errors import ConfigError
-from fedhh.mechanisms import LocalRandomizer, TailKind
-from fedhh.prefixtree import GRID_FACTOR, PrefixTree, TreeConfig
-from fedhh.segment import PossibleCounts, plan_segment
+from fedhh.server.mechanisms import LocalRandomizer, TailKind
+from fedhh.server.prefixtree import GRID_FACTOR, PrefixTree, TreeConfig
+from fedhh.server.segment import PossibleCounts, plan_segment
 
 
 @pytest.mark.parametrize("book", ["5bit", "english", "german"])

@@ -10,8 +10,8 @@ from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.codec.automaton import DEAD
 from fedhh.errors import ConfigError
-from fedhh.mechanisms import VoteThreshold
-from fedhh.prefixtree import PrefixTree, TreeConfig, TreeState
+from fedhh.server import PrefixTree, TreeConfig, TreeState
+from fedhh.server.mechanisms import VoteThreshold
 
 CODEC = Codec("5bit")
 
@@ -63,7 +63,7 @@ def test_deny_listed_and_impossible_elements_are_dropped() -> None:
 def test_pruning_counts_only_the_possible_elements() -> None:
     """PruneHH's expected false positives are E x |candidates|, the impossible elements
     excluded."""
-    from fedhh.mechanisms import LocalRandomizer, TailKind
+    from fedhh.server import LocalRandomizer, TailKind
 
     mechanism = LocalRandomizer(2.0, TailKind.BINOMIAL)
     tree = PrefixTree(TreeConfig(rounds=4, dim_limit=2**15), CODEC, mechanism)

@@ -7,8 +7,8 @@ import pytest
 from scipy import stats
 
 from fedhh.errors import ConfigError
-from fedhh.estimate import GaussianTail
-from fedhh.prune import prune_hh
+from fedhh.server import prune_hh
+from fedhh.server.estimate import GaussianTail
 
 
 def planted(domain: int, signal: dict[int, float], seed: int = 0) -> np.ndarray:
@@ -58,7 +58,7 @@ def test_bad_parameters(kwargs: dict) -> None:
 
 def test_fp_ratio_relative_to_discoveries() -> None:
     from fedhh.errors import ConfigError as Error
-    from fedhh.prefixtree import TreeConfig
+    from fedhh.server import TreeConfig
 
     assert TreeConfig(rounds=4, fp_ratio=2.0, fp_ratio_of="discoveries").kept_fp_ratio == \
         pytest.approx(2 / 3)

@@ -13,8 +13,6 @@ import pytest
 
 from fedhh.codec import Codec
 from fedhh.errors import PrivacyError, StateError
-from fedhh.mechanisms import LocalRandomizer, TailKind
-from fedhh.prefixtree import PrefixTree, RoundQuery, TreeConfig, TreeState
 from fedhh.privacy import PrivacyLedger
 from fedhh.rounds import (
     AttemptId,
@@ -27,6 +25,7 @@ from fedhh.rounds import (
     RoundAborted,
     RoundDriver,
 )
+from fedhh.server import LocalRandomizer, PrefixTree, RoundQuery, TailKind, TreeConfig, TreeState
 
 N_MIN = 500
 EPS_LOCAL = 2.0
@@ -46,7 +45,8 @@ def ledger(eps_agg: float = 20.0) -> PrivacyLedger:
 @dataclass
 class FakeLink:
     """Plays a scripted outcome per attempt: "release", "abort", "abort-after-unmask",
-    "refused" (the hook refuses; the link must not read the sum)."""
+    "refused" (the hook refuses; the link must not read the sum), "lost-after-charge" (charged,
+    then the sum never arrives)."""
 
     script: list[str]
     store: MemoryRunStore
@@ -65,6 +65,9 @@ class FakeLink:
         if step == "abort-after-unmask":
             raise RoundAborted("output out of range", reached_unmask=True, contributors=N_MIN)
         await charge(3 if step == "release-few" else N_MIN + 10)
+        if step == "lost-after-charge":
+            # The link lost its aggregator while reading the sum it was charged for.
+            raise RoundAborted("lost the aggregator while reading the sum", reached_unmask=True)
         # Reading the sum: the charge must already be in the store.
         record = self.store.attempts()[-1]
         assert record.state is AttemptState.RELEASING and self.store.ledger
@@ -114,6 +117,16 @@ def test_an_abort_before_unmasking_costs_nothing_and_is_retried() -> None:
     assert [(r.attempt, r.state) for r in store.attempts()] == [
         (1, AttemptState.ABORTED), (2, AttemptState.ABORTED), (3, AttemptState.RELEASED)]
     assert spends(d) == [(0, N_MIN + 10)]
+
+
+def test_an_attempt_lost_after_its_charge_is_not_charged_again() -> None:
+    store = MemoryRunStore()
+    d = driver(FakeLink(["lost-after-charge", "release"], store), store)
+    run(d)
+    assert [(r.attempt, r.state) for r in store.attempts()] == [
+        (1, AttemptState.LOST), (2, AttemptState.RELEASED)]
+    assert d.ledger is not None
+    assert [(s.round_index, s.attempt) for s in d.ledger.spends] == [(0, 1), (0, 2)]
 
 
 def test_an_attempt_that_reached_unmasking_is_charged_and_the_retry_again() -> None:

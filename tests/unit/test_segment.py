@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedhh.errors import ConfigError
-from fedhh.segment import adaptive_bits, check_feasible, floor_log2, plan_segment
+from fedhh.server.segment import adaptive_bits, check_feasible, floor_log2, plan_segment
 
 
 def test_floor_log2_exact() -> None:

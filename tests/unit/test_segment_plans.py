@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedhh.errors import ConfigError
-from fedhh.segment import SEGMENT_PLANS, best_schedule, carried, floor_log2, plan_segment
+from fedhh.server.segment import SEGMENT_PLANS, best_schedule, carried, floor_log2, plan_segment
 
 P = 10**7
 

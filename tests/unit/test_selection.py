@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from fedhh.codec import Codec
-from fedhh.selection import (
+from fedhh.device.selection import (
     NOTHING,
     Eligibility,
     RoundFilter,

@@ -11,10 +11,7 @@ import pytest
 from scipy import stats
 
 from fedhh.codec import Codec
-from fedhh.errors import ConfigError
-from fedhh.mechanisms import LocalRandomizer, TailKind
-from fedhh.prefixtree import PrefixTree, TreeConfig
-from fedhh.selection import (
+from fedhh.device.selection import (
     WEIGHT_SCALE,
     Eligibility,
     RoundFilter,
@@ -22,6 +19,9 @@ from fedhh.selection import (
     SelectionRule,
     select_block,
 )
+from fedhh.errors import ConfigError
+from fedhh.server.mechanisms import LocalRandomizer, TailKind
+from fedhh.server.prefixtree import PrefixTree, TreeConfig
 
 ALPHA = 1e-7
 CODEC = Codec("5bit")

@@ -11,11 +11,11 @@ import pytest
 from fedhh.codec import Codec
 from fedhh.codec.automaton import DEAD
 from fedhh.errors import ConfigError
-from fedhh.estimate import GaussianTail
-from fedhh.evidence import GROUP, LEVELS, real_probability, weight_levels
-from fedhh.mechanisms import LocalRandomizer, TailKind
-from fedhh.prefixtree import PrefixTree, TreeConfig
-from fedhh.prune import prune_hh
+from fedhh.server.estimate import GaussianTail
+from fedhh.server.evidence import GROUP, LEVELS, real_probability, weight_levels
+from fedhh.server.mechanisms import LocalRandomizer, TailKind
+from fedhh.server.prefixtree import PrefixTree, TreeConfig
+from fedhh.server.prune import prune_hh
 
 TAIL = GaussianTail(10.0)
 
@@ -145,7 +145,7 @@ def test_the_tree_weighs_children_by_their_parents_evidence() -> None:
 
 
 def test_vote_thresholds_cannot_be_weighted() -> None:
-    from fedhh.mechanisms import VoteThreshold
+    from fedhh.server.mechanisms import VoteThreshold
 
     with pytest.raises(ConfigError, match="noise law"):
         PrefixTree(TreeConfig(rounds=4, threshold_weights="parent"), CODEC,
@@ -157,8 +157,8 @@ def test_vote_thresholds_cannot_be_weighted() -> None:
 def test_equal_estimates_share_one_window() -> None:
     """Under the exact lattice law many kept estimates are equal: their lattice point's null
     mass is shared by all of them, never credited to the first GROUP alone."""
-    from fedhh.estimate import BinomialTail
-    from fedhh.randomizer import RandomizedResponse
+    from fedhh.device.randomizer import RandomizedResponse
+    from fedhh.server.estimate import BinomialTail
 
     tail = BinomialTail(1_000_000, RandomizedResponse(10.0))
     lower = tail.isf(1e-4)

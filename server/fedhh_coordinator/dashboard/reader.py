@@ -1,10 +1,12 @@
-"""The dashboard's read-only view of the coordinator's SQLite file, for what ``Store`` does not
+"""The dashboard's read-only view of the coordinator's database, for what ``Store`` does not
 offer: when runs were started and last changed, the enrolled devices and enrollment tokens, and
 each device's lifetime charges.
 
-The connection is opened in SQLite's read-only mode (``mode=ro``) with ``query_only`` on, so
-nothing the dashboard does can write the file, whatever a bug in it might try. WAL mode lets it
-read while the coordinator writes.
+Its own connection can only read, whatever a bug in the dashboard might try: a SQLite file is
+opened in read-only mode (``mode=ro``) with ``query_only`` on (WAL mode lets it read while the
+coordinator writes); a PostgreSQL database (``postgresql://``) through a session whose
+transactions are all read-only (``default_transaction_read_only``), without the coordinator's
+advisory lock.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConfigError
+from fedhh_coordinator.database import is_postgres_url
 
 
 @dataclass(frozen=True)
@@ -55,25 +59,37 @@ class DeviceCharge:
 
 
 class Reader:
-    def __init__(self, path: str | Path) -> None:
-        if str(path) == ":memory:":
+    def __init__(self, location: str | Path) -> None:
+        self._lock = threading.Lock()
+        self._query: Callable[[str, tuple[object, ...]], list[tuple[Any, ...]]]
+        self._close: Callable[[], None]
+        if is_postgres_url(location):
+            from fedhh_coordinator.store_postgres import PostgresDatabase
+
+            database = PostgresDatabase(str(location), read_only=True)
+            self._query, self._close = database.query, database.close
+            return
+        if str(location) == ":memory:":
             raise ConfigError("the dashboard reads the coordinator's --db file; an in-memory "
                               "database cannot be shared")
-        uri = Path(path).resolve().as_uri() + "?mode=ro"
+        uri = Path(location).resolve().as_uri() + "?mode=ro"
         try:
-            self._db = sqlite3.connect(uri, uri=True, check_same_thread=False)
-            self._db.execute("PRAGMA query_only=ON")
+            db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            db.execute("PRAGMA query_only=ON")
         except sqlite3.Error as error:
-            raise ConfigError(f"the dashboard cannot read {path}: {error}") from None
-        self._lock = threading.Lock()
+            raise ConfigError(f"the dashboard cannot read {location}: {error}") from None
+
+        def query(sql: str, args: tuple[object, ...]) -> list[tuple[Any, ...]]:
+            with self._lock:
+                return db.execute(sql, args).fetchall()
+
+        self._query, self._close = query, db.close
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._close()
 
     def _all(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return self._db.execute(sql, args).fetchall()
+        return self._query(sql, args)
 
     def run_times(self) -> dict[str, RunTimes]:
         rows = self._all("SELECT run_id, created_at, updated_at FROM runs")
@@ -85,7 +101,8 @@ class Reader:
             "SELECT COUNT(*), MIN(enrolled_at), MAX(enrolled_at) FROM devices")[0]
         tokens, used, expired = self._all(
             "SELECT COUNT(*), COUNT(used_by), "
-            "COALESCE(SUM(used_by IS NULL AND expires_at IS NOT NULL AND expires_at < ?), 0) "
+            "COALESCE(SUM(CASE WHEN used_by IS NULL AND expires_at IS NOT NULL AND "
+            "expires_at < ? THEN 1 ELSE 0 END), 0) "
             "FROM enrollment_tokens", (now,))[0]
         return FleetCounts(int(devices), first, last,
                            int(tokens), int(used), int(expired))
@@ -100,7 +117,7 @@ class Reader:
         rows = self._all(
             "SELECT s.device_id, COALESCE(d.label, ''), SUM(s.eps), SUM(s.delta), COUNT(*), "
             "MAX(s.charged_at) FROM device_spends s LEFT JOIN devices d "
-            "ON d.device_id = s.device_id WHERE s.charged_at >= ? GROUP BY s.device_id "
+            "ON d.device_id = s.device_id WHERE s.charged_at >= ? GROUP BY s.device_id, d.label "
             "ORDER BY SUM(s.eps) DESC, s.device_id", (since,))
         return [DeviceCharge(int(r[0]), str(r[1]), float(r[2]), float(r[3]),
                              int(r[4]), float(r[5]))

@@ -15,9 +15,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fedhh.estimate import rr_variance
-from fedhh.mechanisms import LocalRandomizer
 from fedhh.privacy import PrivacyLedger
+from fedhh.server import LocalRandomizer, rr_variance
 from fedhh_coordinator.runs import RunParts
 from fedhh_coordinator.store import RoundRow
 
@@ -52,7 +51,7 @@ def heavy_hitters(parts: RunParts, rounds: list[RoundRow]) -> list[Hit]:
 def estimate_std(mechanism: object, estimate: float, n: int) -> float:
     """Plug-in standard deviation of an unbiased randomized-response count estimate over n
     reports: sqrt(Var f(w)) with Var f(w) = (c a1 (1 - a1) + (n - c) a0 (1 - a0)) / (a1 - a0)^2
-    (Feldman and Talwar 2021, Lemma 4.2; ``fedhh.estimate.rr_variance``), at c = the estimate
+    (Feldman and Talwar 2021, Lemma 4.2; ``fedhh.server.estimate.rr_variance``), at c = the estimate
     clipped to [0, n]."""
     if not isinstance(mechanism, LocalRandomizer) or n <= 0:
         return math.nan

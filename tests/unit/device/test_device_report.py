@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 from fedhh.codec import Codec
+from fedhh.device import Eligibility, RandomizedResponse, Selection, select_block
 from fedhh.errors import ConfigError, FedhhError
-from fedhh.randomizer import RandomizedResponse
 from fedhh.secagg import RoundConfig, StageDeadlines
-from fedhh.selection import Eligibility, Selection, select_block
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_device.report import DeviceData, make_report, query_of
 
@@ -75,7 +74,7 @@ def test_a_task_with_codes_wider_than_64_bits() -> None:
     """Prefixes of 70 bits travel as two words each; the device selects the item whose code
     starts with one of them, exactly as the coordinator's query computes it."""
     from fedhh.codec import codes as cw
-    from fedhh.prefixtree import RoundQuery
+    from fedhh.server import RoundQuery
 
     codec = Codec("english", 200)
     words = ("https://www.example.com/a", "https://www.example.com/b", "short")

@@ -35,14 +35,14 @@ SEEDS = [0, 1, 2]
 
 def test_every_lever_run_names_a_population_fixed_before_tuning() -> None:
     studies = group_studies(UTILITY_GROUP)
-    assert [s.number for s in studies] == list(range(10, 19))
+    assert [s.number for s in studies] == list(range(12, 21))
     allowed = {*DEVELOPMENT, *HELD_OUT, "synthetic-reddit"}
     assert set(UTILITY_POPULATIONS) == allowed
     for study in studies:
         for variant in study.variants:
             assert variant.dataset in allowed, (study.name, variant.label)
             assert variant.params["population"] == variant.dataset
-    # Sweeps (studies 10-16) run on development populations only.
+    # Sweeps (studies 12-18) run on development populations only.
     for study in studies[:-1]:
         assert {v.dataset for v in study.variants} <= set(DEVELOPMENT), study.name
 

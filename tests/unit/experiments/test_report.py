@@ -158,3 +158,17 @@ def test_stat_uses_the_sample_standard_deviation() -> None:
     assert s.fmt() == "2 ± 1"
     assert Stat.of(np.array([5.0])).fmt(1) == "5.0"
     assert Stat.of(np.array([])).fmt() == "-"
+
+
+def test_the_accounting_study_shows_both_accountants(tiny_path: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "accounting"
+    code, _, err = run_cli(["experiments", "accounting", "--dataset", str(tiny_path), "--out",
+                            str(out), "--store", str(tmp_path / "store"), "--seeds", "1",
+                            "--quiet"], capsys)
+    assert code == 0, err
+    claims = json.loads((out / "claims.json").read_text())
+    eps = [c for c in claims if c["claim"].startswith("Accounting for the released sums")]
+    assert len(eps) == 2
+    # 3,000 devices, T = 4, eps_agg 1: the exact accountant of the sums allows more eps_local.
+    assert all(c["verdict"] == HOLDS for c in eps), eps

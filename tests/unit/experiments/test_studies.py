@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from dataclasses import replace
 
 import pytest
 
@@ -107,3 +108,16 @@ def test_a_variant_on_another_dataset_runs_there() -> None:
         dataset, _ = parse_command(command_line(config, SETTINGS, variant.dataset))
         assert dataset == "synthetic-german"
     assert {v.setting for v in german}.isdisjoint({v.setting for v in default})
+
+
+def test_the_accounting_study_reuses_the_base_runs_and_swaps_only_the_accountant() -> None:
+    identity = {"name": "x"}
+    study = configs("accounting")
+    exact = {run_key(run_config(x, SETTINGS, 0), identity) for x in study.values()
+             if x.privacy_method is None}
+    base = {run_key(run_config(x, SETTINGS, 0), identity)
+            for x in (RunConfig(), RunConfig(single_item=True))}
+    assert exact == base
+    for x in study.values():
+        plain = replace(x, privacy_method=RunConfig().privacy_method)
+        assert plain in (RunConfig(), RunConfig(single_item=True))

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+from scipy.stats import binom
 
 from fedhh.errors import PrivacyError
 from fedhh.privacy import PrivacyLedger, basic_composition
@@ -145,11 +146,25 @@ def test_unknown_versions_and_bad_dicts_are_refused(ledger: PrivacyLedger) -> No
 
 def test_sampled_ledger_charges_the_real_participant_count() -> None:
     sampled = PrivacyLedger.open(1.0, 1e-6, 3, 20_000, sampling_rate=0.5)
-    assert sampled.population == 40_000 and sampled.n_min == 20_000
+    assert sampled.population == 40_000
     fewer = sampled.record(0, 19_000)  # below the expected count: charged as it was
     assert fewer.spent_epsilon() > 0
     with pytest.raises(PrivacyError, match="more than the 40000 devices"):
         sampled.record(0, 40_001)
+
+
+def test_a_sampled_plan_covers_every_likely_participant_count() -> None:
+    """A sampled round is charged at its real count m ~ Bin(N, q), and under the sum accountant
+    its loss grows with m: the plan is solved at the count a round exceeds with probability at
+    most 1e-9, so rounds that drew many participants (here 4.5 sd above the mean) still fit."""
+    sampled = PrivacyLedger.open(1.0, 1e-6, 3, 20_000, sampling_rate=0.5)
+    assert binom.sf(sampled.n_min, 40_000, 0.5) <= 1e-9 < binom.sf(sampled.n_min - 1, 40_000, 0.5)
+    ledger = sampled
+    for round_index in range(3):
+        ledger = ledger.record(round_index, 20_450)
+    assert ledger.spent_epsilon() <= 1.0 + 1e-9
+    assert sampled.check(0, sampled.n_min + 1).projected_epsilon > \
+        sampled.check(0, 20_000).projected_epsilon
 
 
 def test_shuffle_methods_still_work_as_named_methods() -> None:

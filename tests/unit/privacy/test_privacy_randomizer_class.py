@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from fedhh.device import RandomizedResponse
 from fedhh.privacy.randomizer_class import (
     abrr_probabilities,
     covered_by_fmt21,
@@ -13,7 +14,6 @@ from fedhh.privacy.randomizer_class import (
     replacement_epsilon,
     stronger_clone_margin,
 )
-from fedhh.randomizer import RandomizedResponse
 
 
 @pytest.mark.parametrize("eps", [0.5, 2.0, 8.0])

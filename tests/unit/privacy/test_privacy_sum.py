@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from dp_accounting.pld import privacy_loss_distribution as pld
 
+from fedhh.device import RandomizedResponse
 from fedhh.privacy import dots, sum_pld
-from fedhh.randomizer import RandomizedResponse
 
 EPS_GRID = np.linspace(0.0, 3.0, 31)
 

@@ -151,3 +151,16 @@ def test_an_honest_round_with_lying_server_parameters_releases_the_exact_sum() -
                         policy=STRICT)
     assert outcome.result is not None, outcome.abort
     assert np.array_equal(outcome.result.total.astype(np.int64), outcome.expected_total)
+
+
+def test_too_few_consistency_signatures_abort_before_any_unmask_request() -> None:
+    n = 60
+    p = choose_parameters(n, 0.1, 0.05, Threat.LYING)
+    cohort = make_cohort(n, 32, p.k, p.t, n_min=40, device_auth=True, consistency_check=True,
+                         seed=4)
+    silent = set(range(1, 22))  # 39 of 60 sign: one short of n_min
+    outcome = run_round(cohort, reports_for(n, 32), DropoutPlan.at(Stage.CONSISTENCY_CHECK, silent),
+                        policy=STRICT)
+    assert outcome.result is None and outcome.abort is not None
+    assert outcome.abort.reason is AbortReason.TOO_FEW_DEVICES
+    assert outcome.revealed == {}

@@ -34,20 +34,28 @@ import numpy as np
 from fedhh.codec import ELLIPSIS, Codec
 from fedhh.codec import codes as cw
 from fedhh.codec.automaton import DEAD, ENDED
-from fedhh.consistency import Adjustment, ConsistentTail, adjust
+from fedhh.device.selection import RoundFilter
 from fedhh.errors import ConfigError
-from fedhh.estimate import NullTail, rr_null_std, rr_variance
-from fedhh.evidence import real_probability, weight_levels
-from fedhh.mechanisms import CentralNoise, LocalRandomizer, Mechanism, Thresholded
-from fedhh.prune import prune_hh, validate_prune_parameters
-from fedhh.segment import (
+from fedhh.server.consistency import Adjustment, ConsistentTail, adjust
+from fedhh.server.estimate import NullTail, rr_null_std, rr_variance
+from fedhh.server.evidence import real_probability, weight_levels
+from fedhh.server.mechanisms import (
+    CentralNoise,
+    LocalRandomizer,
+    Mechanism,
+    RoundMechanism,
+    Thresholded,
+    VoteThreshold,
+    for_round,
+)
+from fedhh.server.prune import prune_hh, validate_prune_parameters
+from fedhh.server.segment import (
     SEGMENT_PLANS,
     Capacity,
     PossibleCounts,
     check_feasible,
     plan_segment,
 )
-from fedhh.selection import RoundFilter
 
 FP_RATIO_OF = ("kept", "discoveries")
 THRESHOLD_WEIGHTS = ("uniform", "parent")
@@ -75,7 +83,7 @@ class TreeConfig:
     eta: float = 0.5
     segment_bits: int | None = None  # None: adaptive segmentation
     fp_ratio_of: str = "kept"
-    segment_plan: str = "greedy"  # fedhh.segment.SEGMENT_PLANS
+    segment_plan: str = "greedy"  # fedhh.server.segment.SEGMENT_PLANS
     fp_ratio_finished: float | None = None  # gamma of the elements that finish an item
     threshold_weights: str = "uniform"  # or "parent": weighted by the parents' evidence
     selection_hint: float = 0.0  # devices weigh items by (prefix estimate)^-hint; 0: uniform
@@ -300,7 +308,7 @@ class PrefixTree:
 
     def capacity(self, values: np.ndarray, bits: int) -> Capacity | None:
         """With ``domain="possible"``: how many of these prefixes (``bits``-bit values, top
-        first) fit at each segment length (``fedhh.segment``); None for the full grid."""
+        first) fit at each segment length (``fedhh.server.segment``); None for the full grid."""
         if self.possible is None:
             return None
         states = self.codec.automaton.run(values, bits)
@@ -369,7 +377,7 @@ class PrefixTree:
         weights = None
         if cfg.threshold_weights == "parent" and state.evidence:
             weights = np.repeat(weight_levels(np.asarray(state.evidence)), 1 << s)
-        mechanism = self.mechanism_for(query.round)
+        mechanism = for_round(self.mechanism_for(query.round), s)
         consistent = None
         if cfg.consistency and state.parent_estimates and participants > 0:
             assert isinstance(mechanism, LocalRandomizer)  # checked in __init__
@@ -446,7 +454,7 @@ class PrefixTree:
         )
         return new_state, report
 
-    def _parents(self, carried: list[tuple[float, int, float]], mechanism: Mechanism,
+    def _parents(self, carried: list[tuple[float, int, float]], mechanism: RoundMechanism,
                  participants: int) -> dict[str, tuple[float, ...]]:
         """The carried prefixes' estimates and variances, for the next round's consistency."""
         if not self.config.consistency or not isinstance(mechanism, LocalRandomizer):
@@ -457,12 +465,13 @@ class PrefixTree:
                           for e in estimates)
         return {"parent_estimates": estimates, "parent_variances": variances}
 
-    def _threshold(self, mechanism: Mechanism, sums: np.ndarray, participants: int,
+    def _threshold(self, mechanism: RoundMechanism, sums: np.ndarray, participants: int,
                    states: np.ndarray, last_round: bool, weights: np.ndarray | None,
                    consistent: Adjustment | None = None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Cut]:
         """Domain elements kept (ascending), their estimates, the probability that each is
-        real (``fedhh.evidence``; ones unless the thresholds are weighted), and the thresholds.
+        real (``fedhh.server.evidence``; ones unless the thresholds are weighted), and the
+        thresholds.
 
         Impossible elements never take part (module docstring). With ``fp_ratio_finished``
         the elements that finish an item (they hold the end symbol, or every element of the
@@ -470,9 +479,9 @@ class PrefixTree:
         ``fp_ratio``: the class of an element is a property of its bits, fixed before the
         sum is seen, so each class's PruneHH bounds its own expected false positives by its
         own target, against the same null law. ``weights`` (per domain element) weigh the
-        thresholds of each class (``fedhh.prune``). ``consistent``: the estimates adjusted for
-        consistency with the parents (``fedhh.consistency``), thresholded against the law of
-        an adjusted zero-count estimate.
+        thresholds of each class (``fedhh.server.prune``). ``consistent``: the estimates
+        adjusted for consistency with the parents (``fedhh.server.consistency``), thresholded
+        against the law of an adjusted zero-count estimate.
         """
         cfg = self.config
         possible = states != DEAD
@@ -531,12 +540,12 @@ class PrefixTree:
         return shown_items(self.codec, [(f.code, f.estimate, f.round) for f in ordered])
 
 
-def _null_tail(mechanism: Mechanism, participants: int) -> NullTail:
-    if isinstance(mechanism, LocalRandomizer):
-        return mechanism.null_tail(participants)
+def _null_tail(mechanism: RoundMechanism, participants: int) -> NullTail:
     if isinstance(mechanism, CentralNoise):
         return mechanism.null_tail()
-    raise ConfigError("vote thresholds have no null law")  # refused in PrefixTree.__init__
+    if isinstance(mechanism, VoteThreshold):
+        raise ConfigError("vote thresholds have no null law")  # refused in PrefixTree.__init__
+    return mechanism.null_tail(participants)  # the local randomizers: OHE+RR, PI-RAPPOR
 
 
 def shown_items(codec: Codec, found: list[tuple[int, float, int]]) -> list[HeavyHitter]:

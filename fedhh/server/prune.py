@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedhh.errors import ConfigError
-from fedhh.estimate import NullTail
+from fedhh.server.estimate import NullTail
 
 MAX_ITERATIONS = 10_000
 

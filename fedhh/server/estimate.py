@@ -24,31 +24,49 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Protocol
 
 import numpy as np
-from scipy import stats
-
-from fedhh.randomizer import RandomizedResponse
 
 
-def rr_estimate(sums: np.ndarray, n: int, rr: RandomizedResponse) -> np.ndarray:
+def _stats() -> ModuleType:
+    """scipy.stats, imported on first use: it takes about a second, and a device process or a
+    run that never tests a threshold should not wait for it."""
+    from scipy import stats
+
+    return stats
+
+
+class BitRates(Protocol):
+    """P[0 -> 1] (a0) and P[1 -> 1] (a1) of a report's bit: one-hot + randomized response
+    (``fedhh.device.randomizer.RandomizedResponse``), or PI-RAPPOR's rates in a round, whose decoded
+    counts have the same law (``fedhh.pirappor``)."""
+
+    @property
+    def a0(self) -> float: ...
+
+    @property
+    def a1(self) -> float: ...
+
+
+def rr_estimate(sums: np.ndarray, n: int, rr: BitRates) -> np.ndarray:
     """Unbiased count estimates f(w) = (S_w - n a0) / (a1 - a0)."""
     return (np.asarray(sums, dtype=np.float64) - n * rr.a0) / (rr.a1 - rr.a0)
 
 
-def rr_variance(count: float | np.ndarray, n: int, rr: RandomizedResponse) -> float | np.ndarray:
+def rr_variance(count: float | np.ndarray, n: int, rr: BitRates) -> float | np.ndarray:
     """Var f(w) for an item selected by ``count`` of the n devices."""
     a0, a1 = rr.a0, rr.a1
     return (count * a1 * (1 - a1) + (n - count) * a0 * (1 - a0)) / (a1 - a0) ** 2
 
 
-def rr_null_std(n: int, rr: RandomizedResponse) -> float:
+def rr_null_std(n: int, rr: BitRates) -> float:
     """Standard deviation of f(w) for a zero-count item: sqrt(n a0 (1 - a0)) / (a1 - a0)."""
     return math.sqrt(n * rr.a0 * (1 - rr.a0)) / (rr.a1 - rr.a0)
 
 
-def rr_std_upper(n: int, rr: RandomizedResponse) -> float:
+def rr_std_upper(n: int, rr: BitRates) -> float:
     """Upper bound on the standard deviation of f(w) for any count: sqrt(n / 4) / (a1 - a0)."""
     return math.sqrt(n / 4) / (rr.a1 - rr.a0)
 
@@ -75,10 +93,10 @@ class GaussianTail:
     sigma: float
 
     def sf(self, x: float) -> float:
-        return float(stats.norm.sf(x / self.sigma))
+        return float(_stats().norm.sf(x / self.sigma))
 
     def isf(self, p: float) -> float:
-        return float(stats.norm.isf(p)) * self.sigma
+        return float(_stats().norm.isf(p)) * self.sigma
 
 
 @dataclass(frozen=True)
@@ -92,10 +110,10 @@ class LaplaceTail:
         return self.scale * math.sqrt(2.0)
 
     def sf(self, x: float) -> float:
-        return float(stats.laplace.sf(x, scale=self.scale))
+        return float(_stats().laplace.sf(x, scale=self.scale))
 
     def isf(self, p: float) -> float:
-        return float(stats.laplace.isf(p, scale=self.scale))
+        return float(_stats().laplace.isf(p, scale=self.scale))
 
 
 @dataclass(frozen=True)
@@ -107,7 +125,7 @@ class BinomialTail:
     """
 
     n: int
-    rr: RandomizedResponse
+    rr: BitRates
 
     @property
     def sigma(self) -> float:
@@ -120,13 +138,13 @@ class BinomialTail:
         return (k - self.n * self.rr.a0) / (self.rr.a1 - self.rr.a0)
 
     def sf(self, x: float) -> float:
-        return float(stats.binom.sf(math.floor(self._to_sum(x)), self.n, self.rr.a0))
+        return float(_stats().binom.sf(math.floor(self._to_sum(x)), self.n, self.rr.a0))
 
     def isf(self, p: float) -> float:
-        k = int(stats.binom.isf(p, self.n, self.rr.a0))
-        while k > 0 and stats.binom.sf(k - 1, self.n, self.rr.a0) <= p:
+        k = int(_stats().binom.isf(p, self.n, self.rr.a0))
+        while k > 0 and _stats().binom.sf(k - 1, self.n, self.rr.a0) <= p:
             k -= 1
-        while stats.binom.sf(k, self.n, self.rr.a0) > p:
+        while _stats().binom.sf(k, self.n, self.rr.a0) > p:
             k += 1
         # estimate > x  <=>  S > k, for x on the lattice point of k.
         return self._to_estimate(k)

@@ -27,8 +27,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from fedhh.device.randomness import RandomSource, as_source
 from fedhh.errors import ConfigError
-from fedhh.randomness import RandomSource, as_source
 
 WORD_BITS = 32
 SCALE = 1 << WORD_BITS

@@ -2,7 +2,7 @@
 
 A kept element is either real (some device selected it) or a false positive, a zero-count
 element whose estimate happened to exceed the threshold. The null law of a zero-count estimate
-is known exactly (``fedhh.estimate``), so the number of false positives expected among the
+is known exactly (``fedhh.server.estimate``), so the number of false positives expected among the
 kept estimates in a window (a, b] is |D| (P0(X > a) - P0(X > b)), at most; divided by the
 number of kept estimates in the window, it is the local false discovery rate of the window
 (Efron, Tibshirani, Storey and Tusher 2001, "Empirical Bayes analysis of a microarray
@@ -11,8 +11,8 @@ estimates are cut into windows of ``GROUP`` consecutive values, the rate is made
 non-increasing in the estimate (a higher estimate is never less likely real), and
 ``1 - rate`` is the probability that the prefix is real.
 
-The next round weighs its thresholds with it (``fedhh.prune``, weighted rule): the children of a
-prefix that is probably a false positive all have zero counts, so the false-positive budget
+The next round weighs its thresholds with it (``fedhh.server.prune``, weighted rule): the
+children of a prefix that is probably a false positive all have zero counts, so the budget
 spent on them is wasted; moving it to the children of prefixes that are surely real lowers
 their thresholds. The weights come from the previous round's released sum, so they are fixed
 before the next sum is drawn (each round's coins are fresh), as the weighted rule requires.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedhh.estimate import NullTail
+from fedhh.server.estimate import NullTail
 
 GROUP = 50  # kept estimates per window of the local false discovery rate
 LEVELS = 32  # weights are rounded to multiples of 1 / LEVELS (at least 1 / LEVELS)

@@ -1,12 +1,14 @@
 """How a round's aggregate is formed and read: one value per algorithm family.
 
 - ``LocalRandomizer``: OptPrefixTree. Every participant randomizes its one-hot report locally
-  (``fedhh.randomizer``); the server sees the sum, estimates counts and thresholds them with
+  (``fedhh.device.randomizer``); the server sees the sum, estimates counts and thresholds them with
   PruneHH against the zero-count law (Gaussian approximation, or exact binomial).
 - ``VoteThreshold``: TrieHH (Zhu et al. 2020) and TrieHH++ (Cormode & Bharadwaj 2022). Sampled
   devices send their prefix in the clear; a prefix is kept when at least ``theta`` devices voted.
 - ``CentralNoise``: a trusted curator adds Laplace or Gaussian noise to every coordinate of the
   exact histogram; thresholded with PruneHH against the noise law.
+- ``fedhh.pirappor.mechanism.PiRappor``: OptPrefixTree with PI-RAPPOR reports, decoded one by one
+  into counts with the law of the randomized-response sum (``for_round`` gives a round's rates).
 
 Mechanisms are frozen values: the simulator and the coordinator read them, nothing mutates them.
 """
@@ -15,11 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
+from fedhh.device.randomizer import RandomizedResponse
 from fedhh.errors import ConfigError
-from fedhh.estimate import (
+from fedhh.server.estimate import (
     BinomialTail,
     GaussianTail,
     LaplaceTail,
@@ -27,8 +31,10 @@ from fedhh.estimate import (
     rr_estimate,
     rr_null_std,
 )
-from fedhh.prune import prune_hh
-from fedhh.randomizer import RandomizedResponse
+from fedhh.server.prune import prune_hh
+
+if TYPE_CHECKING:
+    from fedhh.pirappor.mechanism import PiRappor, PiRapporRound
 
 
 class TailKind(StrEnum):
@@ -132,7 +138,16 @@ class CentralNoise:
                            result.expected_false_positives)
 
 
-Mechanism = LocalRandomizer | VoteThreshold | CentralNoise
+Mechanism: TypeAlias = "LocalRandomizer | VoteThreshold | CentralNoise | PiRappor"
+RoundMechanism: TypeAlias = "LocalRandomizer | VoteThreshold | CentralNoise | PiRapporRound"
+
+
+def for_round(mechanism: Mechanism, segment_bits: int) -> RoundMechanism:
+    """What reads a round with ``segment_bits``-bit segments: the mechanism itself, except
+    PI-RAPPOR, whose field and rates depend on the segment length (``fedhh.pirappor``)."""
+    from fedhh.pirappor.mechanism import PiRappor
+
+    return mechanism.at_segment(segment_bits) if isinstance(mechanism, PiRappor) else mechanism
 
 
 def _nothing(estimates: np.ndarray) -> Thresholded:

@@ -8,7 +8,7 @@ source, so a report's randomness can be neither predicted nor chosen by the serv
 server-chosen seed would undo local differential privacy).
 
 Privacy-relevant coin flips are made by exact integer comparison of uniform 32-bit words
-against integer thresholds (see ``fedhh.randomizer``), never by ``random() < p``.
+against integer thresholds (see ``fedhh.device.randomizer``), never by ``random() < p``.
 """
 
 from __future__ import annotations

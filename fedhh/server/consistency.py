@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedhh.estimate import NullTail
+from fedhh.server.estimate import NullTail
 
 SPREAD_Z = 7.0  # P(w Z > a) with a = SPREAD_Z standard deviations
 MIN_CHILDREN = 256  # prefixes with fewer possible children are left unadjusted (w = 0)

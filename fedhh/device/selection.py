@@ -28,8 +28,8 @@ from enum import StrEnum
 import numpy as np
 
 from fedhh.codec import codes as cw
+from fedhh.device.randomness import RandomSource, as_source
 from fedhh.errors import ConfigError
-from fedhh.randomness import RandomSource, as_source
 
 NOTHING = -1
 WEIGHT_SCALE = 1 << 12

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedhh.errors import ConfigError
-from fedhh.mechanisms import (
+from fedhh.server.mechanisms import (
     CentralNoise,
     LocalRandomizer,
     Mechanism,
@@ -82,6 +82,11 @@ def build_algorithm(
         info: dict[str, Any] = {"sampling_rate": q}
         if eps_local is None:
             target = _require(target, name)
+            if num_devices < 2:
+                raise ConfigError(
+                    f"the dataset has {num_devices} user(s): the aggregate guarantee needs at "
+                    "least 2 (one report is protected only by its own eps_local; give "
+                    "--eps-local to run with that alone)")
             from fedhh.privacy import solve_local_epsilon
 
             solution = solve_local_epsilon(

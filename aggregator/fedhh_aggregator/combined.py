@@ -1,0 +1,274 @@
+"""One sharded round at the combiner: its shards on their workers, and the total.
+
+The round's collector fetches every shard's outcome from its worker (GetResult, the same call
+the coordinator makes of a single aggregator), adds each released shard sum into the total as
+it arrives and keeps the shard's evidence (U3 and its survivors' signatures); the shard sum
+itself is not kept. Once every shard has released or aborted, the round is released if at least
+one shard released, else aborted. A shard that cannot be settled by its deadline (plus
+``slack_s``) is cancelled at its worker; a worker that stays unreachable for ``patience_s``
+past that leaves its shard aborted with ``reached_unmask`` true, since nobody can say
+unmasking did not begin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import grpc
+import numpy as np
+
+from fedhh.errors import ConfigError, FedhhError, NotFoundError, StateError
+from fedhh.rpc.aggregator_client import RoundAborted, RoundOutcome
+from fedhh.secagg import RoundConfig, SignedConfig
+from fedhh_aggregator.rounds import RoundState, round_label
+from fedhh_aggregator.workers import WorkerPool
+
+__all__ = ["CombinedRound", "CombinerLimits", "Shard", "plan_id"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CombinerLimits:
+    max_rounds: int = 64  # sharded rounds held at once (running, or finished and unfetched)
+    max_wait_s: float = 30.0  # cap of a GetResult long-poll
+    result_ttl_s: float = 600.0  # a finished round's total waits this long for its fetch
+    slack_s: float = 120.0  # past a shard's last deadline, for its unmasking and the transfer
+    patience_s: float = 120.0  # past that, for an unreachable worker to answer again
+    max_tombstones: int = 4096
+    tombstone_ttl_s: float = 7 * 24 * 3600.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_rounds", "max_tombstones"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("max_wait_s", "result_ttl_s", "slack_s", "patience_s", "tombstone_ttl_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
+
+
+@dataclass
+class Shard:
+    """One shard: its signed config, its worker, and what became of it."""
+
+    index: int
+    signed: SignedConfig
+    config: RoundConfig
+    worker: int
+    state: RoundState = RoundState.RUNNING
+    reached_unmask: bool = False
+    reason: str = ""
+    contributors: int = 0
+    survivors: tuple[int, ...] = ()
+    signatures: tuple[tuple[int, bytes], ...] = field(default=(), repr=False)
+
+    @property
+    def round_id(self) -> bytes:
+        return self.config.round_id
+
+
+def plan_id(shards: list[Shard]) -> bytes:
+    """The round's 32-byte identity: SHA-256 over its shards' signed configs and workers."""
+    digest = hashlib.sha256(b"fedhh/combiner/v1/plan")
+    for shard in shards:
+        digest.update(len(shard.signed.payload).to_bytes(4, "big") + shard.signed.payload)
+        digest.update(shard.worker.to_bytes(4, "big"))
+    return digest.digest()
+
+
+class CombinedRound:
+    """A sharded round (module docstring). ``on_finish`` is told once, when it released or
+    aborted; ``on_unmask`` the first time a shard is known to have reached unmasking;
+    ``on_expire`` when its outcome waited ``result_ttl_s`` unfetched."""
+
+    def __init__(self, round_id: bytes, shards: list[Shard], pool: WorkerPool,
+                 limits: CombinerLimits, on_finish: Callable[[CombinedRound], None],
+                 on_unmask: Callable[[CombinedRound], None],
+                 on_expire: Callable[[CombinedRound], None]) -> None:
+        self.round_id = round_id
+        self.shards = shards
+        self.pool = pool
+        self.limits = limits
+        self.session_id = plan_id(shards)
+        self.dimension = shards[0].config.dimension
+        # The total over the released shards cannot exceed the devices of all shards.
+        self.modulus_bits = 16 if sum(s.config.num_devices for s in shards) < 1 << 16 else 32
+        self.state = RoundState.RUNNING
+        self.abort_reason = ""
+        self.total: np.ndarray | None = None
+        self.finished = asyncio.Event()
+        self._on_finish, self._on_unmask, self._on_expire = on_finish, on_unmask, on_expire
+        self._unmask_told = False
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def reached_unmask(self) -> bool:
+        return any(s.reached_unmask for s in self.shards)
+
+    @property
+    def contributors(self) -> int:
+        return sum(s.contributors for s in self.shards if s.state == RoundState.RELEASED)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"combined {round_label(self.round_id)}")
+
+    def stop(self) -> None:
+        """Stop collecting (the combiner stops or forgets the round); the shards keep running
+        at their workers."""
+        if self._task is not None and self._task is not asyncio.current_task():
+            self._task.cancel()
+        self.total = None
+
+    # -- collection ----------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            await asyncio.gather(*(self._collect(shard) for shard in self.shards))
+            self._settle()
+            await asyncio.sleep(self.limits.result_ttl_s)
+        except asyncio.CancelledError:
+            return
+        log.warning("sharded round expired unfetched",
+                    extra={"round_id": round_label(self.round_id), "state": self.state.value})
+        self._on_expire(self)
+
+    async def _collect(self, shard: Shard) -> None:
+        worker = self.pool[shard.worker].control
+        deadline = shard.config.deadlines.unmask / 1000 + self.limits.slack_s
+        give_up = deadline + self.limits.patience_s
+        delay = 0.2
+        while shard.state == RoundState.RUNNING:
+            remaining = deadline - time.time()
+            try:
+                if remaining <= 0:
+                    await worker.cancel(shard.round_id)
+                    await self._settle_from_outcome(shard, "the shard did not finish by its "
+                                                    "deadline")
+                    return
+                result = await worker.result(shard.round_id, remaining)
+            except RoundAborted as aborted:
+                self._shard_finished(shard, RoundState.ABORTED, aborted.reason,
+                                     aborted.reached_unmask)
+            except TimeoutError:
+                continue  # the deadline has passed now: cancelled above
+            except (StateError, NotFoundError) as gone:
+                # Delivered to a previous combiner that stopped before it took the sum in, or
+                # forgotten by a worker without a journal.
+                await self._settle_from_outcome(shard, f"the worker no longer holds it ({gone})")
+            except (grpc.aio.AioRpcError, FedhhError) as error:
+                if time.time() >= give_up:
+                    self._shard_finished(shard, RoundState.ABORTED, "worker unreachable: "
+                                         f"{_describe(error)}", True)
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            else:
+                if self.total is None:
+                    self.total = np.zeros(self.dimension, dtype=np.int64)
+                self.total += result.total.astype(np.int64, copy=False)
+                shard.survivors, shard.signatures = result.survivors, result.signatures
+                shard.contributors = result.num_contributors
+                self._shard_finished(shard, RoundState.RELEASED, "", True)
+
+    async def _settle_from_outcome(self, shard: Shard, why: str) -> None:
+        """An aborted shard whose ``reached_unmask`` comes from its worker's word, or is
+        assumed (its worker cannot say)."""
+        outcome: RoundOutcome | None = None
+        with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
+            outcome = await self.pool[shard.worker].control.outcome(shard.round_id)
+        if outcome is None or (outcome.state == "unknown" and not outcome.durable):
+            reached = True  # nobody can say it did not begin
+        else:
+            reached = outcome.reached_unmask or outcome.state == "released"
+        reason = outcome.abort_reason if outcome is not None and outcome.abort_reason else why
+        self._shard_finished(shard, RoundState.ABORTED, reason, reached)
+
+    def _shard_finished(self, shard: Shard, state: RoundState, reason: str,
+                        reached_unmask: bool) -> None:
+        shard.state, shard.reason = state, reason
+        shard.reached_unmask = shard.reached_unmask or reached_unmask
+        log.info("shard finished", extra={
+            "round_id": round_label(self.round_id), "shard": round_label(shard.round_id),
+            "worker": shard.worker, "state": state.value, "reason": reason,
+            "contributors": shard.contributors, "reached_unmask": shard.reached_unmask})
+        self.observe_unmask()
+
+    def observe_unmask(self) -> None:
+        if self.reached_unmask and not self._unmask_told:
+            self._unmask_told = True
+            self._on_unmask(self)
+
+    def _settle(self) -> None:
+        released = [s for s in self.shards if s.state == RoundState.RELEASED]
+        if released:
+            self.state = RoundState.RELEASED
+            log.info("sharded round released", extra={
+                "round_id": round_label(self.round_id), "shards": len(self.shards),
+                "released": len(released), "contributors": self.contributors})
+        else:
+            self.state = RoundState.ABORTED
+            self.abort_reason = "no shard released: " + "; ".join(
+                f"{round_label(s.round_id)}: {s.reason}" for s in self.shards)
+            log.warning("sharded round aborted", extra={
+                "round_id": round_label(self.round_id), "reached_unmask": self.reached_unmask})
+        self.finished.set()
+        self._on_finish(self)
+
+    # -- the coordinator's side ----------------------------------------------------------------
+
+    async def wait_finished(self, wait_s: float) -> RoundState:
+        if not self.finished.is_set() and wait_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.finished.wait(), min(wait_s, self.limits.max_wait_s))
+        return self.state
+
+    async def cancel(self) -> RoundState:
+        """Abort every running shard at its worker; the round releases nothing."""
+        if self.state != RoundState.RUNNING:
+            return self.state
+        if self._task is not None:
+            self._task.cancel()
+        running = [s for s in self.shards if s.state == RoundState.RUNNING]
+
+        async def cancel_one(shard: Shard) -> None:
+            with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
+                await self.pool[shard.worker].control.cancel(shard.round_id)
+            await self._settle_from_outcome(shard, "cancelled")
+
+        await asyncio.gather(*(cancel_one(s) for s in running))
+        self.total = None
+        self.state = RoundState.ABORTED
+        self.abort_reason = "cancelled"
+        self.finished.set()
+        self._on_finish(self)
+        return self.state
+
+    async def live_outcomes(self) -> list[RoundOutcome | None]:
+        """Each running shard's outcome from its worker now (None: unreachable, or not
+        running); finished shards are None (the combiner knows them)."""
+        async def ask(shard: Shard) -> RoundOutcome | None:
+            if shard.state != RoundState.RUNNING:
+                return None
+            with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
+                outcome = await self.pool[shard.worker].control.outcome(shard.round_id)
+                if outcome.reached_unmask:
+                    shard.reached_unmask = True
+                return outcome
+            return None
+
+        outcomes = await asyncio.gather(*(ask(s) for s in self.shards))
+        self.observe_unmask()
+        return list(outcomes)
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, grpc.aio.AioRpcError):
+        return error.code().name
+    return str(error)

@@ -1,0 +1,334 @@
+"""The combiner's rounds: opening a sharded round on its workers, the running and finished
+rounds, tombstones, and the journal that lets a restarted combiner take its rounds over.
+
+Opening checks every shard's config (the coordinator's signature, device authentication and
+the consistency check, one dimension, distinct round ids, a known worker) before anything is
+sent, journals the round with its shards, then opens every shard on its worker; if one cannot
+open, the others are cancelled and the round is recorded as aborted before unmasking (nothing
+was revealed: the coordinator may retry under a new round id).
+
+With a journal (``--state-dir``), a round that was running when the combiner stopped is taken
+over again at start: its shards ran on at their workers, so the new collector fetches their
+outcomes as the old one would have. A total that was computed but not delivered is lost with
+the process (the round reports released, ``sum_available`` false: the coordinator charges it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from fedhh.errors import (
+    AuthenticationError,
+    ConfigError,
+    ConflictError,
+    FedhhError,
+    NotFoundError,
+    StateError,
+)
+from fedhh.secagg import RoundConfig, SignedConfig
+from fedhh.secagg.primitives import ed25519_verify
+from fedhh.secagg.shards import MAX_SHARDS
+from fedhh_aggregator.combined import CombinedRound, CombinerLimits, Shard
+from fedhh_aggregator.errors import CapacityError, JournalError
+from fedhh_aggregator.journal import Journal, RoundRecord
+from fedhh_aggregator.registry import RESTARTED, Outcome, OutcomeState
+from fedhh_aggregator.rounds import RoundState, round_label
+from fedhh_aggregator.workers import WorkerPool
+
+__all__ = ["CombinerRegistry", "Placement"]
+
+log = logging.getLogger(__name__)
+_MAX_ROUND_ID_BYTES = 64
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One shard as the coordinator asks for it: its signed config and its worker."""
+
+    signed: SignedConfig
+    worker: int
+
+
+@dataclass(frozen=True)
+class _Tombstone:
+    outcome: Outcome
+    shards: tuple[Shard, ...]
+    why: str
+    at: float
+
+
+class CombinerRegistry:
+    def __init__(self, coordinator_public: bytes, pool: WorkerPool,
+                 limits: CombinerLimits | None = None, journal: Journal | None = None) -> None:
+        self.coordinator_public = coordinator_public
+        self.pool = pool
+        self.limits = limits or CombinerLimits()
+        self.journal = journal
+        self._rounds: dict[bytes, CombinedRound] = {}
+        self._tombstones: OrderedDict[bytes, _Tombstone] = OrderedDict()
+
+    @property
+    def durable(self) -> bool:
+        return self.journal is not None
+
+    # -- restart -------------------------------------------------------------------------------
+
+    def restore(self) -> None:
+        """Replay the journal: finished rounds become tombstones, running ones are taken over
+        (their collectors start)."""
+        if self.journal is None:
+            return
+        records = self.journal.load()
+        for record in sorted(records.values(), key=lambda r: r.finished_at or r.opened_at):
+            try:
+                shards = _shards_of(record)
+            except (ConfigError, KeyError, TypeError, ValueError) as error:
+                raise ConfigError(f"{self.journal.path}: round {round_label(record.round_id)!r} "
+                                  f"has unreadable shards ({error})") from None
+            if record.state:
+                self._bury(record.round_id, _tombstone_of(record, shards))
+                continue
+            round_ = self._new_round(record.round_id, shards)
+            if record.unmask_started:
+                round_.observe_unmask()  # (already journaled; shards will say it again)
+            self._rounds[record.round_id] = round_
+            round_.start()
+            log.info("sharded round taken over after a restart",
+                     extra={"round_id": round_label(record.round_id), "shards": len(shards)})
+        self._prune(time.time())
+        self.journal.rewrite()
+
+    # -- opening -------------------------------------------------------------------------------
+
+    async def open(self, round_id: bytes, placements: list[Placement]
+                   ) -> tuple[CombinedRound, bool]:
+        if not 1 <= len(round_id) <= _MAX_ROUND_ID_BYTES:
+            raise ConfigError(f"round_id must be 1..{_MAX_ROUND_ID_BYTES} bytes, got "
+                              f"{len(round_id)}")
+        shards = self._check(round_id, placements)
+        existing = self._rounds.get(round_id)
+        if existing is not None:
+            if [(s.signed, s.worker) for s in existing.shards] == [
+                    (s.signed, s.worker) for s in shards]:
+                return existing, False
+            raise ConflictError(f"round {round_label(round_id)!r} is already open with another "
+                                "plan")
+        self._prune(time.time())
+        if round_id in self._tombstones:
+            raise ConflictError(f"round {round_label(round_id)!r} has already finished")
+        if len(self._rounds) >= self.limits.max_rounds:
+            raise CapacityError(f"the combiner already holds {self.limits.max_rounds} rounds")
+        round_ = self._new_round(round_id, shards)
+        self._rounds[round_id] = round_
+        if self.journal is not None:
+            try:
+                await self.journal.opened(round_id, round_.session_id, _detail(shards))
+            except OSError as error:
+                del self._rounds[round_id]
+                self.journal.records.pop(round_id, None)
+                raise JournalError(f"the combiner cannot record the round: {error}") from None
+        failure = await self._open_shards(round_)
+        if failure is not None:
+            round_.state = RoundState.ABORTED
+            round_.abort_reason = f"a shard could not open: {failure}"
+            round_.finished.set()
+            self._finished(round_)
+            self.forget(round_, "it could not open")
+            raise StateError(f"round {round_label(round_id)!r} could not open: {failure}")
+        round_.start()
+        log.info("sharded round opened", extra={
+            "round_id": round_label(round_id), "shards": len(shards),
+            "devices": sum(s.config.num_devices for s in shards),
+            "workers": sorted({s.worker for s in shards})})
+        return round_, True
+
+    def _check(self, round_id: bytes, placements: list[Placement]) -> list[Shard]:
+        if not 1 <= len(placements) <= MAX_SHARDS:
+            raise ConfigError(f"a sharded round has 1..{MAX_SHARDS} shards, got "
+                              f"{len(placements)}")
+        shards: list[Shard] = []
+        seen = {round_id}
+        for index, placement in enumerate(placements):
+            if not ed25519_verify(self.coordinator_public, placement.signed.signature,
+                                  placement.signed.payload):
+                raise AuthenticationError(f"shard {index}'s config is not signed by the "
+                                          "coordinator")
+            config = RoundConfig.from_bytes(placement.signed.payload)
+            if not (config.device_auth and config.consistency_check):
+                raise ConfigError(f"shard {index} needs device_auth and the consistency check "
+                                  "(the coordinator verifies its contributors)")
+            if config.round_id in seen:
+                raise ConfigError(f"shard {index} repeats the round id "
+                                  f"{round_label(config.round_id)!r}")
+            seen.add(config.round_id)
+            if config.dimension != (shards[0].config.dimension if shards else config.dimension):
+                raise ConfigError(f"shard {index} has dimension {config.dimension}, shard 0 "
+                                  f"{shards[0].config.dimension}")
+            if not 0 <= placement.worker < len(self.pool):
+                raise ConfigError(f"shard {index} names worker {placement.worker}; there are "
+                                  f"{len(self.pool)}")
+            shards.append(Shard(index, placement.signed, config, placement.worker))
+        return shards
+
+    async def _open_shards(self, round_: CombinedRound) -> str | None:
+        """Open every shard on its worker; on the first failure cancel the rest. Returns the
+        failure, or None."""
+        async def open_one(shard: Shard) -> str | None:
+            try:
+                await self.pool[shard.worker].control.open_round(shard.signed)
+            except (grpc.aio.AioRpcError, FedhhError) as error:
+                what = error.code().name if isinstance(error, grpc.aio.AioRpcError) else error
+                return f"{round_label(shard.round_id)} on worker {shard.worker}: {what}"
+            return None
+
+        failures = [f for f in await asyncio.gather(*(open_one(s) for s in round_.shards)) if f]
+        if not failures:
+            return None
+
+        async def cancel_one(shard: Shard) -> None:
+            with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
+                await self.pool[shard.worker].control.cancel(shard.round_id)
+
+        await asyncio.gather(*(cancel_one(s) for s in round_.shards))
+        for shard in round_.shards:
+            shard.state, shard.reason = RoundState.ABORTED, "the round could not open"
+        return failures[0]
+
+    def _new_round(self, round_id: bytes, shards: list[Shard]) -> CombinedRound:
+        return CombinedRound(round_id, shards, self.pool, self.limits, self._finished,
+                             self._unmask_seen, self._expired)
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    def by_round(self, round_id: bytes) -> CombinedRound:
+        round_ = self._rounds.get(round_id)
+        if round_ is not None:
+            return round_
+        tombstone = self._tombstones.get(round_id)
+        if tombstone is not None:
+            raise StateError(f"round {round_label(round_id)!r} "
+                             f"({tombstone.outcome.state.value}) is gone: {tombstone.why}")
+        raise NotFoundError(f"no round {round_label(round_id)!r}")
+
+    def outcome(self, round_id: bytes) -> tuple[Outcome, tuple[Shard, ...]] | None:
+        """What became of the round as far as the combiner itself knows (a running round's
+        live stage comes from its workers: the servicer asks them); None: no record."""
+        round_ = self._rounds.get(round_id)
+        if round_ is not None:
+            state = {RoundState.RUNNING: OutcomeState.RUNNING,
+                     RoundState.ABORTED: OutcomeState.ABORTED,
+                     RoundState.RELEASED: OutcomeState.RELEASED}[round_.state]
+            return Outcome(state, round_.session_id, None, round_.reached_unmask,
+                           round_.abort_reason, False, round_.total is not None,
+                           round_.contributors), tuple(round_.shards)
+        self._prune(time.time())
+        tombstone = self._tombstones.get(round_id)
+        return None if tombstone is None else (tombstone.outcome, tombstone.shards)
+
+    # -- finishing and forgetting --------------------------------------------------------------
+
+    def _finished(self, round_: CombinedRound) -> None:
+        if self.journal is not None:
+            self.journal.finished(round_.round_id, round_.state.value, round_.abort_reason,
+                                  round_.reached_unmask, round_.contributors)
+
+    def _unmask_seen(self, round_: CombinedRound) -> None:
+        if self.journal is not None and round_.round_id in self.journal.records:
+            self.journal.unmask_observed(round_.round_id)
+
+    def _expired(self, round_: CombinedRound) -> None:
+        self.forget(round_, "expired before its outcome was fetched")
+
+    def forget(self, round_: CombinedRound, why: str, *, delivered: bool = False) -> None:
+        if self._rounds.get(round_.round_id) is not round_:
+            return
+        del self._rounds[round_.round_id]
+        round_.stop()
+        if delivered and self.journal is not None:
+            self.journal.delivered(round_.round_id)
+        state = OutcomeState.RELEASED if round_.state == RoundState.RELEASED else \
+            OutcomeState.ABORTED if round_.state == RoundState.ABORTED else OutcomeState.RUNNING
+        outcome = Outcome(state, round_.session_id, None, round_.reached_unmask,
+                          round_.abort_reason, delivered, False, round_.contributors)
+        self._bury(round_.round_id, _Tombstone(outcome, tuple(round_.shards), why, time.time()))
+
+    def _bury(self, round_id: bytes, tombstone: _Tombstone) -> None:
+        self._tombstones.pop(round_id, None)
+        self._tombstones[round_id] = tombstone
+        self._prune(time.time())
+
+    def _prune(self, now: float) -> None:
+        oldest = now - self.limits.tombstone_ttl_s
+        dropped = False
+        while self._tombstones:
+            round_id, tombstone = next(iter(self._tombstones.items()))
+            if len(self._tombstones) <= self.limits.max_tombstones and tombstone.at >= oldest:
+                break
+            del self._tombstones[round_id]
+            dropped = True
+        if self.journal is not None and (dropped or self.journal.records.keys()
+                                         - self._rounds.keys() - self._tombstones.keys()):
+            self.journal.keep_only([*self._rounds, *self._tombstones])
+
+    async def cancel(self, round_id: bytes) -> RoundState:
+        round_ = self._rounds.get(round_id)
+        if round_ is None:
+            tombstone = self._tombstones.get(round_id)
+            if tombstone is None:
+                raise NotFoundError(f"no round {round_label(round_id)!r}")
+            return RoundState.RELEASED if tombstone.outcome.state == OutcomeState.RELEASED \
+                else RoundState.ABORTED
+        state = await round_.cancel()
+        if state == RoundState.RELEASED:
+            self.forget(round_, "cancelled by the coordinator; the total was dropped")
+        return state
+
+    def close(self) -> None:
+        """Stop collecting (the service stops). With a journal the shards run on and a
+        restarted combiner takes them over; without one they are forgotten here (their workers
+        expire them)."""
+        for round_ in list(self._rounds.values()):
+            round_.stop()
+        if self.journal is not None:
+            self.journal.close()
+
+
+def _detail(shards: list[Shard]) -> dict[str, Any]:
+    return {"shards": [{"config": s.signed.payload.hex(), "signature": s.signed.signature.hex(),
+                        "worker": s.worker} for s in shards]}
+
+
+def _shards_of(record: RoundRecord) -> list[Shard]:
+    if record.detail is None:
+        raise ValueError("no shards recorded")
+    shards = []
+    for index, entry in enumerate(record.detail["shards"]):
+        signed = SignedConfig(bytes.fromhex(entry["config"]), bytes.fromhex(entry["signature"]))
+        shards.append(Shard(index, signed, RoundConfig.from_bytes(signed.payload),
+                            int(entry["worker"])))
+    if not shards:
+        raise ValueError("no shards recorded")
+    return shards
+
+
+def _tombstone_of(record: RoundRecord, shards: list[Shard]) -> _Tombstone:
+    if record.state == RoundState.RELEASED.value:
+        why = "delivered" if record.delivered else "its total was lost in a combiner restart"
+        outcome = Outcome(OutcomeState.RELEASED, record.session_id, None, True, "",
+                          record.delivered, False, record.contributors)
+    else:
+        why = "lost in a combiner restart" if record.reason == RESTARTED else "aborted"
+        outcome = Outcome(OutcomeState.ABORTED, record.session_id, None, record.unmask_started,
+                          record.reason)
+    # The shards keep state RUNNING: the combiner no longer knows their outcomes, which are
+    # their workers' to tell (GetOutcome asks them).
+    return _Tombstone(outcome, tuple(shards), why, record.finished_at)
+

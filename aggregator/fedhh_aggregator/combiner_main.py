@@ -1,0 +1,130 @@
+"""Start and stop the combiner (the aggregation service's leader); the entry point of
+``fedhh combiner`` (fedhh/cli/combiner.py).
+
+In-process use (tests)::
+
+    combiner = await start(CombinerSettings(coordinator_public=raw_key, control_token=token,
+                                            workers=[parse_worker("127.0.0.1:7101")],
+                                            insecure=True))
+    ...  # combiner.port is the bound port
+    await combiner.stop()
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from fedhh.errors import ConfigError
+from fedhh.rpc import serving
+from fedhh.rpc.credentials import read_secret
+from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
+from fedhh.rpc.tls import TlsFiles
+from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
+from fedhh_aggregator.auth import TOKEN_ENV, ControlAuth, load_coordinator_key
+from fedhh_aggregator.combined import CombinerLimits
+from fedhh_aggregator.combiner import CombinerRegistry
+from fedhh_aggregator.combiner_service import CombinerServicer
+from fedhh_aggregator.journal import Journal
+from fedhh_aggregator.workers import WorkerPool, WorkerSpec, parse_worker
+
+log = logging.getLogger(__name__)
+
+COMBINER_SERVICE = "fedhh.v1.CombinerControl"
+# Control messages only: a plan of MAX_SHARDS configs is well under this.
+MAX_RECEIVE_BYTES = 4 << 20
+
+
+@dataclass(frozen=True)
+class CombinerSettings:
+    coordinator_public: bytes
+    control_token: bytes
+    workers: list[WorkerSpec]
+    listen: str = "127.0.0.1:0"
+    tls: TlsFiles | None = None
+    insecure: bool = False
+    limits: CombinerLimits = field(default_factory=CombinerLimits)
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    ready_file: Path | None = None
+    grace_s: float = 5.0
+    state_dir: Path | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CombinerSettings:
+        if args.tls_dir and args.insecure:
+            raise ConfigError("give either --tls-dir or --insecure, not both")
+        limits = CombinerLimits(max_rounds=args.max_rounds, result_ttl_s=args.result_ttl,
+                                slack_s=args.slack_seconds, patience_s=args.patience_seconds,
+                                max_tombstones=args.max_tombstones,
+                                tombstone_ttl_s=args.tombstone_ttl)
+        return cls(
+            coordinator_public=load_coordinator_key(args.coordinator_key),
+            control_token=read_secret(args.control_token_file, TOKEN_ENV, "control token"),
+            workers=[parse_worker(w) for w in args.worker],
+            listen=args.listen, tls=TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None,
+            insecure=args.insecure, limits=limits, metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host,
+            ready_file=Path(args.ready_file) if args.ready_file else None,
+            state_dir=Path(args.state_dir) if args.state_dir else None)
+
+
+@dataclass
+class Combiner:
+    server: grpc.aio.Server
+    registry: CombinerRegistry
+    port: int
+
+    async def stop(self, grace: float | None = 1.0) -> None:
+        self.registry.close()
+        await self.server.stop(grace)
+        await self.registry.pool.close()
+
+
+async def start(settings: CombinerSettings) -> Combiner:
+    limits = settings.limits
+    journal = None
+    if settings.state_dir is not None:
+        journal = Journal(settings.state_dir,
+                          compact_after=max(64, 4 * (limits.max_tombstones + limits.max_rounds)))
+    pool = WorkerPool(settings.workers, settings.tls, settings.control_token)
+    registry = CombinerRegistry(settings.coordinator_public, pool, limits, journal)
+    registry.restore()
+    server = serving.new_server(max_receive_bytes=MAX_RECEIVE_BYTES)
+    pb_grpc.add_CombinerControlServicer_to_server(
+        CombinerServicer(registry, ControlAuth(settings.control_token)), server)
+    health = serving.add_health_and_reflection(server, (COMBINER_SERVICE,))
+    port = serving.bind(server, settings.listen, settings.tls, settings.insecure)
+    await server.start()
+    await serving.set_serving(health, (COMBINER_SERVICE,))
+    return Combiner(server, registry, port)
+
+
+async def serve(settings: CombinerSettings) -> None:
+    combiner = await start(settings)
+    metrics_port = start_metrics(settings.metrics_port, settings.metrics_host, settings.tls)
+    if settings.ready_file is not None:
+        write_ready(settings.ready_file, {"port": combiner.port, "metrics_port": metrics_port,
+                                          "pid": os.getpid()})
+    log.info("combiner serving", extra={"port": combiner.port, "workers": len(settings.workers),
+                                        "tls": settings.tls is not None})
+    try:
+        await serving.wait_for_signal(combiner.server, settings.grace_s)
+    finally:
+        combiner.registry.close()
+        await combiner.registry.pool.close()
+    log.info("combiner stopped")
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level, "combiner")
+    settings = CombinerSettings.from_args(args)
+    serving.install_uvloop()
+    asyncio.run(serve(settings))
+    return 0

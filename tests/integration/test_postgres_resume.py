@@ -1,0 +1,58 @@
+"""The coordinator on PostgreSQL (a real server started by the test): killed with SIGKILL
+mid-run, a new coordinator process resumes from the database with an exact ledger, as the
+SQLite store does (test_networked_failures.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from networked_kit import COORDINATOR_FLAGS, planted_dataset, run_config, wait_for_line
+from postgres_kit import PostgresServer
+
+from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.topology import LocalTopology
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_coordinator_on_postgresql_killed_mid_run_resumes_with_an_exact_ledger(
+    tmp_path: Path,
+) -> None:
+    data = planted_dataset(tmp_path / "users.txt")
+    with PostgresServer() as pg:
+        url = pg.create_database()
+        with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")},
+                           database=url) as topo:
+            topo.start_aggregator()
+            topo.start_coordinator(COORDINATOR_FLAGS)
+            for i, users in enumerate(("0:100", "100:200")):
+                topo.start_devices(f"devices-{i}", str(data), users)
+            topo.wait_for_devices()
+            admin = lambda: AdminClient(topo.address("coordinator"),  # noqa: E731
+                                        topo.token("admin"), topo.workdir / "tls" / "ca.pem")
+            with admin() as client:
+                client.start_run(run_config(rounds=2, max_bits=20, dim_limit=1 << 10,
+                                            min_devices=150, checkin_ms=120_000,
+                                            stage_ms=10_000), run_id="crash")
+                wait_for_line(topo.services["coordinator"].log,
+                              '"message": "round released"')
+            topo.kill("coordinator")  # round 2 is open now: checking in or aggregating
+            topo.start_coordinator(COORDINATOR_FLAGS)
+            with admin() as client:
+                run = client.wait("crash", 240)
+                results = client.results("crash")
+        # Nothing of the run lives outside the database: no SQLite file was written.
+        assert not (topo.workdir / "coordinator.sqlite").exists()
+    assert run.state == "done", run.error
+    by_round: dict[int, list[tuple[str, str]]] = {}
+    for r in run.rounds:
+        by_round.setdefault(r.round, []).append((r.state, r.reason))
+    assert [s for s, _ in by_round[1]] == ["released"]
+    assert by_round[2][-1][0] == "released"
+    first = by_round[2][0]
+    assert first[0] == "released" or (first[0] == "aborted" and
+                                      "coordinator stopped" in first[1]), by_round[2]
+    assert [s["round_index"] for s in json.loads(results.ledger_json)["spends"]] == [0, 1]
+    assert run.rounds_released == 2

@@ -1,0 +1,133 @@
+"""Sharded rounds with real processes: two worker aggregators behind the combiner, 200 devices
+in shards of 100. The coordinator gets one total per round with every shard's evidence and
+charges the round once; a shard whose worker restarts mid-round drops out and the rest still
+releases; a combiner killed mid-round is taken over by its successor; a coordinator killed
+mid-run resumes the sharded round."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from networked_kit import COORDINATOR_FLAGS, SHORT, run_config, short_dataset, wait_for_line
+
+from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.topology import LocalTopology
+
+pytestmark = pytest.mark.slow
+
+# Shards of 100 need devices that accept a release threshold below their default floor (100).
+DEVICE_FLAGS = ["--min-cohort", "50"]
+# A worker that stays unreachable gives up its shard after seconds, not the default minutes.
+COMBINER_FLAGS = ["--slack-seconds", "5", "--patience-seconds", "5"]
+
+
+def start(root: Path, workers: int = 2) -> LocalTopology:
+    data = short_dataset(root / "users.txt")
+    topo = LocalTopology(root / "topology", env={"FEDHH_CACHE": str(root / "cache")})
+    topo.start_workers(workers)
+    topo.start_combiner(COMBINER_FLAGS)
+    topo.start_coordinator(COORDINATOR_FLAGS)
+    for i, users in enumerate(("0:100", "100:200")):
+        topo.start_devices(f"devices-{i}", str(data), users, DEVICE_FLAGS)
+    topo.wait_for_devices()
+    return topo
+
+
+def admin(topo: LocalTopology) -> AdminClient:
+    return AdminClient(topo.address("coordinator"), topo.token("admin"),
+                       topo.workdir / "tls" / "ca.pem")
+
+
+def sharded(**overrides: object):  # type: ignore[no-untyped-def]
+    values: dict[str, object] = dict(rounds=1, max_bits=10, dim_limit=1 << 10, min_devices=80,
+                                     shard_size=100, checkin_ms=120_000, stage_ms=15_000)
+    values.update(overrides)
+    return run_config(**values)
+
+
+def spends(results) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
+    return [(s["round_index"], s["contributors"])
+            for s in json.loads(results.ledger_json)["spends"]]
+
+
+def log_count(path: Path, needle: str) -> int:
+    return path.read_text(errors="replace").count(needle)
+
+
+def test_a_sharded_round_releases_one_total_charged_once(tmp_path: Path) -> None:
+    with start(tmp_path) as topo, admin(topo) as client:
+        client.start_run(sharded(), run_id="sharded")
+        run = client.wait("sharded", 300)
+        results = client.results("sharded")
+        logs = {name: service.log for name, service in topo.services.items()}
+    assert run.state == "done", run.error
+    released = [r for r in run.rounds if r.state == "released"]
+    assert len(released) == 1 and released[0].participants == 200
+    assert set(SHORT) <= {h.item for h in results.heavy_hitters}
+    # One charge, at the sum of the two shards' verified contributors.
+    assert spends(results) == [(0, 200)]
+    # Each worker ran one shard of 100 and handed its sum to the combiner, not the coordinator.
+    for worker in ("worker-0", "worker-1"):
+        assert log_count(logs[worker], '"message": "round opened"') == 1
+        assert '"devices": 100' in logs[worker].read_text()
+        assert log_count(logs[worker], '"message": "round released"') == 1
+    assert log_count(logs["combiner"], '"message": "sharded round released"') == 1
+    assert log_count(logs["combiner"], '"message": "shard finished"') == 2
+
+
+def test_a_shard_whose_worker_restarts_drops_out_and_the_rest_releases(tmp_path: Path) -> None:
+    with start(tmp_path) as topo, admin(topo) as client:
+        client.start_run(sharded(), run_id="half")
+        wait_for_line(topo.services["worker-1"].log, '"message": "round opened"')
+        topo.kill("worker-1")
+        topo.start_aggregator(name="worker-1")
+        run = client.wait("half", 300)
+        results = client.results("half")
+        combiner_log = topo.services["combiner"].log.read_text()
+    assert run.state == "done", run.error
+    first = run.rounds[0]
+    # Worker 1's journal says its shard was lost in the restart before unmasking: it drops
+    # out at no cost, and the round releases worker 0's shard alone.
+    assert first.state == "released" and first.participants == 100, run.rounds
+    assert spends(results) == [(0, 100)]
+    assert "aggregator_restarted" in combiner_log
+
+
+def test_a_combiner_killed_mid_round_is_taken_over(tmp_path: Path) -> None:
+    with start(tmp_path) as topo, admin(topo) as client:
+        client.start_run(sharded(), run_id="leader")
+        wait_for_line(topo.services["combiner"].log, '"message": "sharded round opened"')
+        topo.kill("combiner")
+        topo.start_combiner(COMBINER_FLAGS)
+        run = client.wait("leader", 300)
+        results = client.results("leader")
+        combiner_log = topo.services["combiner"].log.read_text()
+    assert run.state == "done", run.error
+    assert "sharded round taken over after a restart" in combiner_log
+    assert [r.state for r in run.rounds] == ["released"]
+    assert run.rounds[0].participants == 200
+    assert spends(results) == [(0, 200)]
+
+
+def test_a_coordinator_killed_mid_sharded_round_resumes_with_an_exact_ledger(
+    tmp_path: Path,
+) -> None:
+    with start(tmp_path) as topo:
+        with admin(topo) as client:
+            client.start_run(sharded(), run_id="resume")
+            # The devices have their tasks and are in the protocol: the round outlives us.
+            wait_for_line(topo.services["worker-0"].log, '"stage": "ADVERTISE_KEYS"')
+        topo.kill("coordinator")
+        topo.start_coordinator(COORDINATOR_FLAGS)
+        with admin(topo) as client:
+            run = client.wait("resume", 300)
+            results = client.results("resume")
+    assert run.state == "done", run.error
+    states = [(r.attempt, r.state, r.reason) for r in run.rounds]
+    assert states[-1][1] == "released"
+    # Collected after the restart from the combiner, which still ran it (or, had it aborted
+    # before unmasking meanwhile, aborted at no cost): never charged twice.
+    assert states[0][1] in ("released", "aborted"), states
+    assert [index for index, _ in spends(results)] == [0]

