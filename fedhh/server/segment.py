@@ -162,17 +162,19 @@ def plan_segment(
         bits = max((b for b in range(1, min(top, remaining) + 1) if fits(b) >= num_prefixes),
                    default=-1)
     bits = max(bits, needed, 1)
-    if fixed_bits is None and plan != "greedy" and rounds_left > 1 and bits <= top:
-        equal = -(-remaining // rounds_left)
+    # More rounds than bits left cannot all carry a segment: plan the ones that can.
+    planned = min(rounds_left, remaining)
+    if fixed_bits is None and plan != "greedy" and planned > 1 and bits <= top:
+        equal = -(-remaining // planned)
         if prefix_bits == 0:
             # The first round's one prefix makes any segment free: take the greedy one, unless
             # the rounds are plentiful (equal segments leave room for sqrt(P) prefixes).
             if plan == "spread" and 2 * equal <= per_round_cap:
-                bits = best_schedule(1, remaining, rounds_left, dim_limit, None, capacity,
+                bits = best_schedule(1, remaining, planned, dim_limit, None, capacity,
                                      top)[0]
-        elif plan == "spread" or _greedy_trims(num_prefixes, bits, remaining, rounds_left,
+        elif plan == "spread" or _greedy_trims(num_prefixes, bits, remaining, planned,
                                                 dim_limit, fits, top):
-            bits = best_schedule(num_prefixes, remaining, rounds_left, dim_limit, masses,
+            bits = best_schedule(num_prefixes, remaining, planned, dim_limit, masses,
                                  capacity, top)[0]
     bits = min(bits, remaining)
     if bits > top:
