@@ -20,6 +20,7 @@ field of a prime power q (cached).
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from decimal import Decimal
 from functools import lru_cache
@@ -76,21 +77,25 @@ def smallest_prime_power_above(bound: Decimal | int) -> int:
     return q
 
 
-class Field:
-    """GF(q): the operations every field offers, on int64 arrays of codes (broadcasting)."""
+class Field(ABC):
+    """GF(q): the operations every field offers, on int64 arrays of codes (broadcasting);
+    ``PrimeField`` and ``ExtensionField`` implement them."""
 
     q: int
     p: int
     k: int
 
+    @abstractmethod
     def add(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """The field operation, elementwise."""
 
+    @abstractmethod
     def neg(self, a: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """The field operation, elementwise."""
 
+    @abstractmethod
     def mul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """The field operation, elementwise."""
 
     def sub(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return self.add(a, self.neg(b))

@@ -226,9 +226,10 @@ class _SheddingStub:
     next attempt goes through."""
 
     def __init__(self, channel: grpc.aio.Channel,
-                 code: grpc.StatusCode = grpc.StatusCode.CANCELLED) -> None:
+                 code: grpc.StatusCode = grpc.StatusCode.CANCELLED, failures: int = 1) -> None:
         self._stub = pb_grpc.SecureAggregationStub(channel)
         self.code = code
+        self.failures = failures  # of every failures + 1 attempts of a method, one goes through
         self.attempts: dict[str, int] = {}
 
     def __getattr__(self, name: str) -> object:
@@ -236,7 +237,7 @@ class _SheddingStub:
 
         def call(*args: object, **kwargs: object) -> object:
             self.attempts[name] = self.attempts.get(name, 0) + 1
-            if self.attempts[name] % 2 == 0:
+            if self.attempts[name] % (self.failures + 1) == 0:
                 return method(*args, **kwargs)
 
             async def shed() -> None:
@@ -248,22 +249,27 @@ class _SheddingStub:
         return call
 
 
-@pytest.mark.parametrize("code", [grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED])
-def test_devices_retry_calls_the_server_shed_and_all_contribute(code: grpc.StatusCode) -> None:
+@pytest.mark.parametrize(("code", "failures"), [
+    (grpc.StatusCode.CANCELLED, 1), (grpc.StatusCode.DEADLINE_EXCEEDED, 1),
+    (grpc.StatusCode.CANCELLED, 7), (grpc.StatusCode.UNAVAILABLE, 7)])
+def test_devices_retry_calls_the_server_shed_and_all_contribute(code: grpc.StatusCode,
+                                                                 failures: int) -> None:
     # A shed upload used to end the device ("rejected"), so the masked-input stage waited for
     # its deadline and the device's report was missing from the sum; a shed long-poll lost the
     # device's unmask shares. Every device call is idempotent, so CANCELLED is retried, and a
     # call that timed out is made again while its stage is open (a 50,000-device load test on
-    # a starved machine lost devices to one timed-out long-poll each).
+    # a starved machine lost devices to one timed-out long-poll each, and half of them to five
+    # shed attempts: seven failures in a row, more than the policy's 5 attempts, must not end
+    # a device whose stage is still open).
     cohort = make_cohort(8, 64, 7, 4, n_min=6, windows_ms=(600_000,) * 5,
-                         round_id=f"run/shed/{code.name}".encode())
+                         round_id=f"run/shed/{code.name}/{failures}".encode())
 
     async def scenario() -> tuple[AggregateResult, dict[int, SessionResult],
                                   list[_SheddingStub]]:
         async with aggregator() as (_, channel):
             control = AggregatorControl(channel, TOKEN)
             await control.open_round(cohort.signed)
-            stubs = [_SheddingStub(channel, code) for _ in range(8)]
+            stubs = [_SheddingStub(channel, code, failures) for _ in range(8)]
             outcomes = await asyncio.gather(*(
                 participate(stubs[u - 1], cohort.device(u), cohort.reports[u],
                             identity_key=cohort.identity_keys[u],
