@@ -10,6 +10,7 @@ Usage::
     fedhh privacy triehh++ --theta 10 --eps-agg 1 --delta 1e-6 --rounds 4
     fedhh privacy central-gaussian --eps-agg 1 --delta 1e-6 --rounds 4 [--sensitivity 1]
     fedhh privacy central-laplace --eps-agg 1 --delta 1e-6 --rounds 4 [--sensitivity 1]
+                  [--coordinates 1]
 
 JSON output (``--json``), one object; every form has ``mechanism``:
 
@@ -27,9 +28,10 @@ JSON output (``--json``), one object; every form has ``mechanism``:
   ``delta``, ``per_round_epsilon``, ``per_round_delta``, ``alpha`` (TrieHH++),
   ``batch_size`` (TrieHH: devices per round).
 * central-gaussian / central-laplace: ``noise_scale`` (the answer: sigma, resp. Laplace b, per
-  coordinate per round), also as ``sigma`` resp. ``scale``; ``rdp_noise_scale``,
-  ``advanced_noise_scale`` (Laplace), ``tightest``, ``sensitivity`` (``mechanism`` is the
-  sub-variant name, e.g. "central-gaussian"). Non-finite numbers are null.
+  coordinate per round), also as ``sigma`` resp. ``scale``; ``pld_noise_scale``,
+  ``rdp_noise_scale``, ``advanced_noise_scale`` (Laplace), ``tightest``, ``sensitivity``
+  (``mechanism`` is the sub-variant name, e.g. "central-gaussian"). Non-finite numbers are
+  null.
 
 Bad option values end with a one-line error naming the option and exit code 2. The accounting
 modules (scipy, dp_accounting) are imported only by the form that needs them.
@@ -116,6 +118,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--sensitivity", type=_number(lambda x: x > 0, "positive"), default=1.0,
         help="L2 (Gaussian) or L1 (Laplace) sensitivity of each round's sum",
+    )  # fmt: skip
+    parser.add_argument(
+        "--coordinates", type=_integer(1), default=1,
+        help="central-laplace: how many coordinates a neighbour changes, each by sensitivity / "
+             "coordinates (fedhh's histograms: 2, with --sensitivity 2)",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(handler=run)
@@ -212,10 +219,12 @@ def _central(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
         alias = "sigma"
         route = "  exact: sqrt(T) x the analytic Gaussian mechanism's sigma (Balle-Wang Thm 8)"
     else:
-        cal = laplace_calibration(args.eps_agg, args.delta, args.rounds, args.sensitivity)
+        cal = laplace_calibration(args.eps_agg, args.delta, args.rounds, args.sensitivity,
+                                  args.coordinates)
         alias = "scale"
-        route = (f"  RDP route: {cal.rdp_noise_scale:.6g}; advanced composition: "
-                 f"{cal.advanced_noise_scale:.6g}; tightest: {cal.tightest}")
+        route = (f"  PLD route: {cal.pld_noise_scale:.6g}; RDP route: {cal.rdp_noise_scale:.6g};"
+                 f" advanced composition: {cal.advanced_noise_scale:.6g}; tightest: "
+                 f"{cal.tightest}")
     lines = [f"{alias} = {cal.noise_scale:.6g} per coordinate per round ({cal.mechanism})", route]
     return {**cal.to_dict(), alias: cal.noise_scale, "mechanism": args.mechanism}, lines
 

@@ -37,6 +37,8 @@ from fedhh.server.mechanisms import (
 from fedhh.simulation.participation import Participation, SamplingKind
 
 ALGORITHMS = ("optprefixtree", "triehh", "triehh++", "central-laplace", "central-gaussian")
+# A device holding v instead of w changes two coordinates of a round's sums by 1 each.
+CHANGED_COORDINATES = 2
 L1_SENSITIVITY = 2.0
 L2_SENSITIVITY = math.sqrt(2.0)
 
@@ -119,7 +121,7 @@ def build_algorithm(
 
         if noise is NoiseKind.LAPLACE:
             noise_scale = central_laplace_scale(target.eps_agg, target.delta, rounds,
-                                                L1_SENSITIVITY)
+                                                L1_SENSITIVITY, CHANGED_COORDINATES)
         else:
             noise_scale = central_gaussian_sigma(target.eps_agg, target.delta, rounds,
                                                  L2_SENSITIVITY)
