@@ -12,19 +12,20 @@ One subcommand per study, and `all`:
   rounds        8. T = 3 to 12 rounds (multiple items, 5-bit)
   codebooks     9. English letters, bytes and trained codebooks (default dataset and German)
   pi-rappor    10. one-hot + randomized response against PI-RAPPOR (found, bytes, decode time)
+  accounting   11. the accountant of the released sums against the shuffle bound (side by side)
 
 The utility levers beyond the paper (issue 15, docs/utility.md), each on the populations it
 names (development, the default dataset, held out), `utility-all` for all of them:
 
-  segment-plans      10. planned segment schedules (lookahead, spread) against greedy
-  leftover-rounds    11. rounds the tree finishes without (5-bit, T = 12): passes, spread
-  finished-target    12. a false-positive target of its own for finished items
-  threshold-weights  13. thresholds weighted by the parent's evidence
-  round-budget       14. unequal budget splits over the rounds
-  selection-hint     15. selection weighted by the prefix's estimate
-  possible-elements  16. the dimension limit counts the possible elements only
-  consistency        17. constrained inference over the tree (single item)
-  utility            18. every lever alone and combined, on every population
+  segment-plans      12. planned segment schedules (lookahead, spread) against greedy
+  leftover-rounds    13. rounds the tree finishes without (5-bit, T = 12): passes, spread
+  finished-target    14. a false-positive target of its own for finished items
+  threshold-weights  15. thresholds weighted by the parent's evidence
+  round-budget       16. unequal budget splits over the rounds
+  selection-hint     17. selection weighted by the prefix's estimate
+  possible-elements  18. the dimension limit counts the possible elements only
+  consistency        19. constrained inference over the tree (single item)
+  utility            20. every lever alone and combined, on every population
 
 Every configuration runs once per seed (--seeds N: seeds 0..N-1) and is stored in a result
 store (--store, default <cache>/experiments); a finished run is never recomputed, so an

@@ -139,3 +139,12 @@ def test_local_count_noise_is_the_binomial_estimate_spread() -> None:
     estimates = (sums - 100_000 * a0) / (0.5 - a0)
     assert float(np.std(estimates, ddof=1)) == pytest.approx(local_count_sd(6.0, 100_000),
                                                               rel=0.03)
+
+
+def test_the_command_help_lists_every_study_with_its_number() -> None:
+    import re
+
+    from fedhh.cli import experiments
+
+    listed = dict(re.findall(r"^  ([a-z-]+) +(\d+)\. ", experiments.__doc__ or "", re.M))
+    assert listed == {s.name: str(s.number) for s in STUDIES}
