@@ -94,7 +94,7 @@ class Truth:
         held by someone. Only the items at least as frequent as the k-th are sorted (a full
         sort of a million items, eight times per evaluation, took seconds)."""
         freq = self.weighted if which == "weighted" else self.unweighted
-        candidates = np.arange(freq.size)
+        candidates: np.ndarray = np.arange(freq.size)
         if 0 < k < freq.size:
             kth = np.partition(freq, freq.size - k)[freq.size - k]  # the k-th largest
             candidates = np.flatnonzero(freq >= kth)

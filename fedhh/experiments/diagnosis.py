@@ -64,7 +64,7 @@ def lost_by_round(dataset: FederatedDataset, config: RunConfig,
                                 round_mechanisms=prepared.round_mechanisms)
     state = tree.initial_state()
     queries: list[RoundQuery] = []
-    first_counts = np.zeros(0)
+    first_counts: np.ndarray = np.zeros(0)
     threshold = float("nan")
     while not state.done:
         query = tree.query(state)
