@@ -21,9 +21,8 @@ from fedhh.pirappor.decoders import AUTO, DECODERS, Decoder, choose, decode
 from fedhh.pirappor.layout import RoundLayout
 from fedhh.pirappor.params import RoundParameters, Variant, round_parameters
 from fedhh.pirappor.randomizer import randomize, randomize_many
-from fedhh.server import prune_hh
 from fedhh.server.estimate import BinomialTail, GaussianTail, NullTail, rr_estimate, rr_null_std
-from fedhh.server.mechanisms import TailKind, Thresholded
+from fedhh.server.mechanisms import TailKind, Thresholded, pruned
 
 
 @dataclass(frozen=True)
@@ -67,14 +66,7 @@ class PiRapporRound:
 
     def threshold(self, sums: np.ndarray, n: int, fp_ratio: float, tau0: float, eta: float,
                   weights: np.ndarray | None = None) -> Thresholded:
-        estimates = self.estimate(sums, n)
-        if n == 0:
-            return Thresholded(np.zeros(0, dtype=np.int64), estimates, float("inf"),
-                               float("inf"), 0.0, 0.0)
-        tail = self.null_tail(n)
-        result = prune_hh(estimates, tail, fp_ratio, tau0, eta, weights=weights)
-        return Thresholded(result.kept, estimates, result.threshold, result.tau, tail.sigma,
-                           result.expected_false_positives)
+        return pruned(self.estimate(sums, n), n, self.null_tail, fp_ratio, tau0, eta, weights)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ Mechanisms are frozen values: the simulator and the coordinator read them, nothi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, TypeAlias
@@ -74,13 +75,19 @@ class LocalRandomizer:
 
     def threshold(self, sums: np.ndarray, n: int, fp_ratio: float, tau0: float, eta: float,
                   weights: np.ndarray | None = None) -> Thresholded:
-        estimates = self.estimate(sums, n)
-        if n == 0:
-            return _nothing(estimates)
-        tail = self.null_tail(n)
-        result = prune_hh(estimates, tail, fp_ratio, tau0, eta, weights=weights)
-        return Thresholded(result.kept, estimates, result.threshold, result.tau, tail.sigma,
-                           result.expected_false_positives)
+        return pruned(self.estimate(sums, n), n, self.null_tail, fp_ratio, tau0, eta, weights)
+
+
+def pruned(estimates: np.ndarray, n: int, null_tail: Callable[[int], NullTail], fp_ratio: float,
+           tau0: float, eta: float, weights: np.ndarray | None = None) -> Thresholded:
+    """PruneHH over a round's estimates against the null law of its ``n`` reports (nothing is
+    kept from a round without reports); shared by every randomizer with a null tail."""
+    if n == 0:
+        return _nothing(estimates)
+    tail = null_tail(n)
+    result = prune_hh(estimates, tail, fp_ratio, tau0, eta, weights=weights)
+    return Thresholded(result.kept, estimates, result.threshold, result.tau, tail.sigma,
+                       result.expected_false_positives)
 
 
 @dataclass(frozen=True)
