@@ -413,11 +413,12 @@ def _comparison(r: StudyResults) -> list[ClaimResult]:
 
 
 def local_count_sd(eps_local: float, num_devices: int) -> float:
-    """Standard deviation of the unbiased count estimate (S - n a0) / (a1 - a0) of an item no
-    device holds, S the sum of n asymmetric randomized responses (a1 = 1/2, a0 =
-    1 / (e^eps_local + 1); fedhh.server.estimate)."""
-    a1, a0 = 0.5, 1.0 / (math.exp(eps_local) + 1.0)
-    return math.sqrt(num_devices * a0 * (1.0 - a0)) / (a1 - a0)
+    """Standard deviation of the unbiased count estimate of an item no device holds, from the
+    sum of ``num_devices`` randomized responses at ``eps_local`` (the devices' exact rates)."""
+    from fedhh.device.randomizer import RandomizedResponse
+    from fedhh.server.estimate import rr_null_std
+
+    return rr_null_std(num_devices, RandomizedResponse(eps_local))
 
 
 def _rounds(r: StudyResults) -> list[ClaimResult]:
