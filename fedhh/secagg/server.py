@@ -205,7 +205,9 @@ class SecAggServer:
         if self.stage == Stage.MASKED_INPUT:
             return self._masked_input_problem(set(self._fingerprints)) is None
         if self.stage == Stage.CONSISTENCY_CHECK:
-            return len(self._consistency) >= n_min
+            u3 = set(self._fingerprints)
+            return (len(self._consistency) >= n_min and self._short_secret(
+                self._unmask_holders(u3, self._consistency)) is None)
         return True
 
     def handle(self, stage: Stage, message: DeviceMessage) -> bool:
@@ -415,21 +417,41 @@ class SecAggServer:
         # such a sum would reveal it for nothing.
         self._require(len(signers) >= self.config.n_min, AbortReason.TOO_FEW_DEVICES,
                       f"|U4|={len(signers)} < n_min={self.config.n_min}")
+        short = self._short_secret(self._unmask_holders(u3, signers))
+        self._require(short is None, AbortReason.TOO_FEW_SHARE_HOLDERS, short or "")
         return self._unmask_requests_for(u3, signers)
+
+    def _unmask_holders(self, u3: set[int], signers: Mapping[int, bytes]) -> set[int]:
+        """The devices of ``u3`` that will be asked to unmask: with the consistency check,
+        those that signed and whose neighbours in U3 include at least t signers (a device
+        with fewer refuses, so it is not asked)."""
+        if not self.config.consistency_check:
+            return set(u3)
+        t = self.config.t
+        return {v for v in u3 if v in signers
+                and sum(w in u3 and w in signers for w in self._partners[v]) >= t}
+
+    def _short_secret(self, holders: set[int]) -> str | None:
+        """Why unmasking with share ``holders`` could never finish, or None: a secret (b_u of
+        a survivor, s_u^SK of a dropout) has fewer than t holders among them. Shares only
+        come from holders, so waiting would end in TOO_FEW_SHARES after devices revealed
+        their shares of everyone else's secrets; refusing now reveals nothing."""
+        t = self.config.t
+        for u, partners in self._partners.items():
+            count = sum(v in holders for v in partners)
+            if count < t:
+                return f"the secret of device {u} has {count} share holders to unmask < t={t}"
+        return None
 
     def _unmask_requests_for(self, u3: set[int],
                              signers: Mapping[int, bytes]) -> dict[int, ServerMessage]:
         requests: dict[int, ServerMessage] = {}
         with_check = self.config.consistency_check
-        for v in sorted(u3):
-            if with_check and v not in signers:
-                continue  # it did not sign, so it cannot answer
+        for v in sorted(self._unmask_holders(u3, signers)):
             partners = self._partners[v]
             alive = tuple(w for w in partners if w in u3)
             dropped = tuple(w for w in partners if w not in u3)
             sigs = tuple((w, signers[w]) for w in alive if w in signers) if with_check else ()
-            if with_check and len(sigs) < self.config.t:
-                continue  # it would refuse (too few of its neighbours confirmed U3)
             req = UnmaskRequest(self.session_id, v, alive, dropped, sigs)
             self._unmask_requests[v] = req
             requests[v] = req

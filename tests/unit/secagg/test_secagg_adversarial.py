@@ -328,6 +328,35 @@ def test_7_a_device_with_fewer_than_t_surviving_share_holders_aborts_the_round()
     assert outcome.revealed == {}  # aborted before any unmask request went out
 
 
+def test_7_signers_short_of_t_holders_abort_before_any_unmask_request() -> None:
+    """With the consistency check only signers are asked to unmask; if the devices that drop
+    before signing leave a secret with fewer than t holders to ask, waiting for the unmask
+    deadline could only end in TOO_FEW_SHARES after the others revealed their shares, so the
+    round aborts at the close of the check with no unmask request sent."""
+    cohort = make_cohort(12, 8, 4, 3, n_min=2, device_auth=True, consistency_check=True, seed=3)
+    nbrs = drive_to(cohort, Stage.SHARE_KEYS).server.graph.neighbours(1)
+    driver = RoundDriver(cohort, reports_for(12, 8),
+                         DropoutPlan.at(Stage.CONSISTENCY_CHECK, set(nbrs[:2])))
+    while driver.server.stage <= Stage.MASKED_INPUT:
+        driver.step()
+    assert driver.server.stage == Stage.CONSISTENCY_CHECK
+    outcome = driver.run()
+    assert outcome.result is None and outcome.abort is not None
+    assert outcome.abort.reason is AbortReason.TOO_FEW_SHARE_HOLDERS
+    assert "share holders to unmask" in outcome.abort.detail
+    assert outcome.revealed == {}
+
+
+def test_7_signers_with_t_holders_for_every_secret_unmask() -> None:
+    """The same round with one neighbour of device 1 gone before signing: every secret keeps
+    t holders among the signers, and the round releases without the dropout."""
+    cohort = make_cohort(12, 8, 4, 3, n_min=2, device_auth=True, consistency_check=True, seed=3)
+    nbrs = drive_to(cohort, Stage.SHARE_KEYS).server.graph.neighbours(1)
+    outcome = run_round(cohort, reports_for(12, 8),
+                        DropoutPlan.at(Stage.CONSISTENCY_CHECK, {nbrs[0]}))
+    assert outcome.result is not None
+
+
 def test_7_weak_devices_are_pruned_before_masking() -> None:
     """If a device's neighbours drop before sharing keys so it has < t live neighbours, the
     server treats it as dropped instead of aborting the round later."""
