@@ -93,7 +93,7 @@ class Limits:
     """Resource bounds of the service (the CLI exposes each)."""
 
     max_rounds: int = 16  # rounds held at once (running, or finished and unfetched)
-    max_wait_s: float = 30.0  # cap of any long-poll
+    max_wait_s: float = 60.0  # cap of any long-poll
     result_ttl_s: float = 600.0  # a finished round's outcome is kept this long for the fetch
     max_round_s: float = 3600.0  # the last deadline of a config may be at most this far ahead
     max_uploads: int = 32  # masked vectors buffered at once (each is dimension * 2 or 4 bytes)

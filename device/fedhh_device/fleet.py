@@ -43,6 +43,11 @@ from fedhh_device.secagg_run import DropPlan, Floors, run_secure_aggregation
 from fedhh_device.timing import CallStats
 
 log = logging.getLogger(__name__)
+# How long a GetTask long-poll asks to be held (the coordinator caps it at 60 s). A device that
+# joined check-in waits there until the cohort is drawn, which at 50,000 devices takes
+# minutes: at 10 s, the re-polls of the waiting devices kept the coordinator and the device
+# processes busy. Stopping does not wait for it (the run task is cancelled).
+GET_TASK_WAIT_MS = 55_000
 
 
 @dataclass
@@ -180,7 +185,7 @@ class Fleet:
         backoff = 0.2
         while not self.stop.is_set():
             c_pk, s_pk = round_keys.public
-            request = pb.GetTaskRequest(device_id=identity.device_id, wait_ms=10_000,
+            request = pb.GetTaskRequest(device_id=identity.device_id, wait_ms=GET_TASK_WAIT_MS,
                                         known_task=known, c_pk=c_pk, s_pk=s_pk)
             started = time.perf_counter()
             failure: grpc.aio.AioRpcError | None = None

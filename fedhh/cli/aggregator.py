@@ -54,8 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "quarter of --quiet-close-ms of silence closes it; with more than four "
                         "times it missing, silence does not (default: 0.05; 0: always the whole "
                         "spell, whatever is missing)")
-    p.add_argument("--max-wait-ms", type=int, default=30_000,
-                   help="cap of any long-poll (default: 30000)")
+    p.add_argument("--max-wait-ms", type=int, default=60_000,
+                   help="cap of any long-poll (default: 60000)")
     p.add_argument("--result-ttl", type=float, default=600.0,
                    help="seconds a finished round waits for its fetch (default: 600)")
     p.add_argument("--max-round-seconds", type=float, default=3600.0,

@@ -557,7 +557,7 @@ def _deadline_s(device: SecAggDevice, stage: Stage) -> float:
 
 async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, ones: np.ndarray,
                       *, identity_key: Ed25519PrivateKey, admission: Admission,
-                      drop_at: Stage | None = None, poll_ms: int = 20_000,
+                      drop_at: Stage | None = None, poll_ms: int = 55_000,
                       retry: RetryPolicy | None = None, call_timeout: float = 30.0,
                       overrun_s: float = 30.0, chunk_bytes: int = CHUNK_BYTES,
                       rng: random.Random | None = None,

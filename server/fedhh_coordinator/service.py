@@ -26,7 +26,10 @@ from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.runs import RunParts, create_run
 from fedhh_coordinator.store import Store
 
-MAX_WAIT_MS = 30_000
+# A GetTask long-poll is held at most this long. Long enough that the devices waiting in an open
+# check-in (up to its whole window, tens of thousands at once) cost few re-polls; short enough
+# to stay under the 60 s idle timeouts of common HTTP/2 proxies once keepalives are counted.
+MAX_WAIT_MS = 60_000
 RETRY_AFTER_MS = 1_000
 MAX_ATTESTATION_BYTES = 16 * 1024
 MAX_MINT = 100_000
