@@ -279,6 +279,7 @@ def main() -> int:
     from fedhh.errors import FedhhError
     from fedhh.rpc.loadtest import LoadSpec, run_load
     from fedhh.rpc.loadtest import render as render_report
+    from fedhh.rpc.topology import interrupt_on_sigterm
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("10k", "20k", "50k"), help="one group of configurations")
@@ -288,6 +289,7 @@ def main() -> int:
     parser.add_argument("--render-only", action="store_true",
                         help="no runs: write the page again from the recorded JSON")
     args = parser.parse_args()
+    interrupt_on_sigterm()  # a killed benchmark stops the services it started
     previous = json.loads(RAW.read_text()) if RAW.exists() else {}
     results: dict[str, Any] = dict(previous)
     for group, label, params in CONFIGS:

@@ -56,6 +56,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fedhh.rpc.loadtest import LoadSpec, render, run_load
+    from fedhh.rpc.topology import interrupt_on_sigterm
 
     windows = (args.advertise_ms, args.share_keys_ms, args.masked_input_ms, args.consistency_ms,
                args.unmask_ms)
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
                     args.stage_ms, args.quiet_close_ms, windows=windows, seed=args.seed,
                     shards=args.shards, workers=args.workers,
                     quiet_close_tail=args.quiet_close_tail, checkin_ms=args.checkin_ms)
+    interrupt_on_sigterm()
     report = run_load(spec, Path(args.workdir) if args.workdir else None)
     print(render(report))
     if args.json:

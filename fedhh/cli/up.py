@@ -16,7 +16,6 @@ so the default aggregate target is eps_agg = 2 (eps_local 4.85 per round for 4 r
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
 import time
@@ -129,10 +128,9 @@ def announce_dashboard(topo: Any, secure: bool) -> None:
 def hold_until_interrupted() -> None:
     """Keep the services (and so the dashboard) up until Ctrl-C."""
     print("\nThe stack stays up for the dashboard; press Ctrl-C to stop it.", flush=True)
-    # Installed explicitly: a shell starts background jobs with SIGINT ignored, and Python then
-    # leaves it ignored; SIGTERM (docker stop, systemd) means the same as Ctrl-C here.
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.default_int_handler)
+    from fedhh.rpc.topology import interrupt_on_sigterm
+
+    interrupt_on_sigterm()
     forever = threading.Event()
     try:
         # A timed wait, because a process-directed SIGINT may land on one of gRPC's threads:

@@ -30,6 +30,15 @@ from fedhh.rpc.tls import make_dev_pki
 READY_TIMEOUT_S = 300.0
 
 
+def interrupt_on_sigterm() -> None:
+    """Make SIGTERM (docker stop, systemd, ``kill``) mean Ctrl-C in this process, so a
+    ``with LocalTopology()`` block stops every service it started instead of leaving them
+    running. SIGINT is installed too: a shell starts background jobs with it ignored, and
+    Python then leaves it ignored. Call from the main thread."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.default_int_handler)
+
+
 @dataclass
 class Service:
     name: str

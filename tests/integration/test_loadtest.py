@@ -3,7 +3,13 @@ round with injected dropouts, and the report's figures (latencies, bytes, CPU, s
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -43,3 +49,43 @@ def test_a_small_load_test_reports_every_figure(tmp_path: Path,
         assert report["usage"][service]["cpu_s"] > 0
         assert report["usage"][service]["peak_mib"] > 10
     assert "stages at the aggregator" in printed
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:  # the process ended meanwhile
+            continue
+    return found
+
+
+def test_a_load_test_stopped_with_sigterm_stops_the_services_it_started(tmp_path: Path) -> None:
+    # A benchmark killed by hand (or by a CI timeout) used to leave its coordinator,
+    # aggregators and device processes running: SIGTERM ended the Python process before the
+    # topology's teardown ran.
+    work = tmp_path / "work"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fedhh.cli.main", "loadtest", "--devices", "12", "--dim", "256",
+         "--processes", "1", "--rounds", "1000", "--stage-ms", "20000",
+         "--quiet-close-ms", "2000", "--seed", "5", "--workdir", str(work)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while not (work / "devices-0.ready.json").exists():  # every service is up
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            assert time.monotonic() < deadline, "the load test never started its devices"
+            time.sleep(0.1)  # polling a file, not synchronising on time
+        assert _processes_mentioning(str(work)), "no service found to stop"
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=120)
+        assert _processes_mentioning(str(work)) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pid in _processes_mentioning(str(work)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
