@@ -65,6 +65,10 @@ CELLS = 1 << 22  # elements per intermediate array (a few tens of MB)
 BATCH = 1 << 24  # indices per bincount call of the prime speed-up
 TABLE_CELLS = 1 << 25  # largest per-group histogram table of Algorithm 5 (int64 entries)
 WORKERS = min(2, os.cpu_count() or 1)
+# Starting and joining a thread pool costs about a millisecond, more than the whole decode of a
+# few hundred reports: the prime speed-up uses its threads only when each gets at least this
+# many (report, prefix, element of S) hits to count.
+PARALLEL_HITS = 1 << 20
 # Per-operation costs (ns) of this implementation, from bench/bench_pirappor.py and decodes of
 # 200 to 200,000 reports at eps 8 on the 2-core development machine (rounded; the cost rule
 # only has to tell apart costs that differ by large factors).
@@ -332,7 +336,8 @@ def _prefix_prime(params: RoundParameters, layout: RoundLayout, live: np.ndarray
     base-q digit j by one and resets the j digits below it from q - 1 to 0, so u grows by
     r_j + sum_{i<j} r_i with r_i = -v_d^{-1} v_i (and -(q - 1) = 1 mod q). Everything is
     uint32 residue arithmetic; hits go through bincount in batches of several g, on
-    ``WORKERS`` threads over disjoint blocks of reports (numpy releases the GIL in them).
+    ``WORKERS`` threads over disjoint blocks of reports (numpy releases the GIL in them) once
+    there are ``PARALLEL_HITS`` hits to count.
     """
     q, digits = params.q, layout.prefix_digits
     inv = params.field.inv(live[:, -1])
@@ -342,7 +347,9 @@ def _prefix_prime(params: RoundParameters, layout: RoundLayout, live: np.ndarray
     steps = np.array([sum(r[: j + 1]) % q for j in range(digits)], dtype=np.uint32)
     steps = steps.reshape(digits, len(live))
     inv32 = inv.astype(np.uint32)
-    bounds = np.linspace(0, len(live), min(WORKERS, len(live)) + 1).astype(int)
+    hits = len(live) * layout.prefixes * params.set_size
+    bounds = np.linspace(0, len(live), max(1, min(WORKERS, hits // PARALLEL_HITS)) + 1
+                         ).astype(int)
 
     def part(lo: int, hi: int) -> np.ndarray:
         return _prefix_prime_block(params, layout, start[lo:hi], steps[:, lo:hi], inv32[lo:hi],

@@ -59,14 +59,17 @@ def test_histogram_without_tables(eps: float, s: int, prefixes: int,
 
 
 def test_prefix_speed_up_in_batches_and_threads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Small batches split the g loop of the speed-up; every block and thread adds up."""
+    """Small batches split the g loop of the speed-up; every block and thread adds up, with
+    the threads (PARALLEL_HITS lowered so that these 300,000 hits use them) and without."""
     monkeypatch.setattr(decoders, "BATCH", 64)
     params = round_parameters(4.0, 8)  # q = 257, |S| = 5
     layout = RoundLayout(params.q, 300, 8)  # two prefix digits: odometer carries
     reports = awkward_reports(params, layout, 200, seed=5)
     expected = reference(params, layout, reports)
-    for decoder in ("direct+prefix", "histogram+prefix"):
-        assert np.array_equal(decode(params, layout, reports, decoder), expected)
+    for parallel_hits in (1, decoders.PARALLEL_HITS):
+        monkeypatch.setattr(decoders, "PARALLEL_HITS", parallel_hits)
+        for decoder in ("direct+prefix", "histogram+prefix"):
+            assert np.array_equal(decode(params, layout, reports, decoder), expected)
 
 
 def test_degenerate_inputs() -> None:
