@@ -30,6 +30,7 @@ import numpy as np
 from fedhh.errors import ConfigError
 
 MAX_Q = 1 << 31  # products of two prime-field residues must fit an int64
+TABLE_MAX_Q = 256  # extension fields up to this size compute through q x q tables (512 KiB each)
 _MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)  # deterministic below 3.3e24
 
 
@@ -150,6 +151,13 @@ class ExtensionField(Field):
         self._powers = np.array([p**i for i in range(k)], dtype=np.int64)
         # For p = 2 a code's bits are its coefficients: the modulus's low k bits as a mask.
         self._low = sum(c << i for i, c in enumerate(self.modulus[:k]))
+        # Small fields (PI-RAPPOR's GF(4), GF(8), GF(9), ... at small eps): the q x q tables of
+        # the polynomial arithmetic below, one lookup per operation instead of k^2 array passes.
+        self._tables: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        if self.q <= TABLE_MAX_Q:
+            codes = np.arange(self.q, dtype=np.int64)
+            x, y = codes[:, None], codes[None, :]
+            self._tables = (self._poly_add(x, y), self._poly_neg(codes), self._poly_mul(x, y))
 
     def digits(self, a: np.ndarray) -> np.ndarray:
         """Coefficients (..., k), constant term first."""
@@ -163,15 +171,30 @@ class ExtensionField(Field):
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
         if self.p == 2:
             return a ^ b
-        return self.from_digits((self.digits(a) + self.digits(b)) % self.p)
+        if self._tables is not None:
+            return self._tables[0][a, b]
+        return self._poly_add(a, b)
 
     def neg(self, a: np.ndarray) -> np.ndarray:
         a = np.asarray(a, dtype=np.int64)
         if self.p == 2:
             return a.copy()
-        return self.from_digits((-self.digits(a)) % self.p)
+        if self._tables is not None:
+            return self._tables[1][a]
+        return self._poly_neg(a)
 
     def mul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if self._tables is not None:
+            return self._tables[2][np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)]
+        return self._poly_mul(a, b)
+
+    def _poly_add(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return self.from_digits((self.digits(a) + self.digits(b)) % self.p)
+
+    def _poly_neg(self, a: np.ndarray) -> np.ndarray:
+        return self.from_digits((-self.digits(a)) % self.p)
+
+    def _poly_mul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         a, b = np.broadcast_arrays(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
         if self.p == 2:
             return self._mul_binary(a, b)

@@ -11,6 +11,7 @@ import pytest
 
 from fedhh.errors import ConfigError
 from fedhh.pirappor.field import (
+    TABLE_MAX_Q,
     ExtensionField,
     PrimeField,
     field,
@@ -95,6 +96,23 @@ def test_field_axioms_exhaustively(q: int) -> None:
     for _ in range(gf.p):
         acc = gf.add(acc, a)
     assert np.all(acc == 0)
+
+
+@pytest.mark.parametrize("q", [4, 9, 27, 32, 49, 121, 243, 256])
+def test_small_extension_fields_look_up_their_polynomial_arithmetic(q: int) -> None:
+    """Up to TABLE_MAX_Q the operations are table lookups: every entry is the polynomial
+    arithmetic's (the path of larger fields), and out-of-field codes are refused."""
+    gf = field(q)
+    assert isinstance(gf, ExtensionField) and q <= TABLE_MAX_Q
+    a = np.arange(q, dtype=np.int64)
+    x, y = a[:, None], a[None, :]
+    assert np.array_equal(gf.mul(x, y), gf._poly_mul(x, y))
+    assert np.array_equal(gf.add(x, y), gf._poly_add(x, y))
+    assert np.array_equal(gf.neg(a), gf._poly_neg(a))
+    assert gf.mul(np.int64(2), np.int64(3)) == gf._poly_mul(np.int64(2), np.int64(3))
+    with pytest.raises(IndexError):
+        gf.mul(np.array([q]), np.array([1]))
+    assert field(2 * TABLE_MAX_Q)._tables is None  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("q", [2**17, 3**11, 5**7, 2**20, 7**5, 8388617, 2**31 - 1])
