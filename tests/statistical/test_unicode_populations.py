@@ -23,6 +23,7 @@ a few prefixes to finish in time, and each test asserts that no round trimmed it
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -33,11 +34,11 @@ from fedhh.codec import codes as cw
 from fedhh.config import RunConfig
 from fedhh.data.itemsets import (
     ITEMSETS,
-    emoji_items,
     sample_population,
     symbol_sample,
     url_items,
 )
+from fedhh.data.lexicon import WeightedStrings
 from fedhh.data.truth import compute_truth
 from fedhh.server import LocalRandomizer, TailKind, rr_variance
 from fedhh.simulation.runner import simulate
@@ -50,16 +51,25 @@ EPS_LOCAL = 6.0
 GAMMA, ETA = 0.5, 0.5
 
 
+# The item distributions and codebooks are deterministic functions of installed data; the
+# tests below ask for some of them twice, so each is computed once per session.
+@functools.cache
+def item_distribution(name: str) -> WeightedStrings:
+    return ITEMSETS[name]()
+
+
 def german_book() -> str:
     return "german"
 
 
+@functools.cache
 def url_book() -> str:
     """Trained on the list of sites (each https://<domain>/ once): a public list of domains."""
     sites = [(s, 1.0) for s in url_items(paths_per_domain=0).strings]
     return train_codebook(sites, "sites").spec
 
 
+@functools.cache
 def emoji_book() -> str:
     """Trained on Unicode's symbol characters (weight 1 each), not on their frequencies."""
     return train_codebook(symbol_sample(), "symbols").spec
@@ -84,7 +94,7 @@ def selection_lower_bounds(dataset, items: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("name", list(CASES))
 def test_true_top_items_are_found_exactly_and_none_merged(name: str) -> None:
     make_book, max_bits = CASES[name]
-    dataset = sample_population(ITEMSETS[name](), USERS, TOKENS, seed=11, name=name)
+    dataset = sample_population(item_distribution(name), USERS, TOKENS, seed=11, name=name)
     truth = compute_truth(dataset)
     top = truth.top(TOP, weighted=False)
     top_items = [dataset.vocabulary[i] for i in top.tolist()]
@@ -132,7 +142,7 @@ def test_emoji_that_share_prefixes_stay_apart() -> None:
     codes share long prefixes; each is decoded back exactly."""
     codec = Codec(emoji_book(), 128)
     pairs = ["👍", "👍🏻", "👍🏼", "🤷\u200d♂️", "🤷🏻\u200d♂️", "❤", "❤️"]
-    assert set(pairs) <= set(emoji_items().strings)
+    assert set(pairs) <= set(item_distribution("emoji").strings)
     codes = codec.encode_many(pairs).codes
     assert np.unique(codes).size == len(pairs)
     assert [codec.display_item(c) for c in cw.to_ints(codes)] == pairs
