@@ -20,6 +20,7 @@ from fedhh.experiments.spec import run_config, run_key
 from fedhh.experiments.store import RunRecord
 from fedhh.experiments.studies import (
     COMBINED,
+    FINAL,
     LEVERS,
     PAPER,
     SMALL_SWEEP,
@@ -44,11 +45,14 @@ def test_every_lever_run_names_a_population_fixed_before_tuning() -> None:
         for variant in study.variants:
             assert variant.dataset in allowed, (study.name, variant.label)
             assert variant.params["population"] == variant.dataset
-    # Sweeps (studies 12-19, 21) run on development populations only.
+    # Sweeps (studies 12-19) run on development populations only; elsewhere studies 20 and 21
+    # run only the paper and fixed combinations.
     for study in studies:
-        if study.name != "utility":
+        if study.name not in ("utility", "small-regime"):
             assert {v.dataset for v in study.variants} <= set(DEVELOPMENT), study.name
-    assert {v.dataset for v in get_study("small-regime").variants} <= set(DEVELOPMENT)
+    for variant in get_study("small-regime").variants:
+        if variant.dataset not in DEVELOPMENT:
+            assert variant.spec in (PAPER, FINAL), variant.label
 
 
 def test_baselines_are_the_paper_and_share_the_default_runs() -> None:
@@ -84,6 +88,7 @@ def test_the_small_regime_candidates_are_one_change_each_on_the_combination() ->
         for label, values in SMALL_SWEEP.items():
             assert small.variant(f"{pop}: combined, {label}").spec == replace(COMBINED, **values)
     assert PAPER.round_fp_ratio == "equal" and RunConfig().round_fp_ratio == "equal"
+    assert replace(COMBINED, eta=0.8) == FINAL
 
 
 def record(seed: int, found: float, fp_ratio: float) -> RunRecord:
