@@ -115,6 +115,11 @@ class RunConfig:
         None, "false-positive target of the elements that finish an item (they become output), "
         "relative to those kept; the others keep fp_ratio (default: fp_ratio for all)",
         Mode.SIMULATION)
+    round_fp_ratio: str = _knob(
+        "equal", "false-positive target per round: equal (fp_ratio in every round, the "
+        "paper's) or one gamma per round, comma-separated, for the elements that do not "
+        "finish an item (and for all of a round's elements without fp_ratio_finished)",
+        Mode.SIMULATION, metavar="GAMMAS")
     threshold_weights: str = _knob(
         "uniform", "thresholds: uniform (the paper's) or parent (each element's threshold "
         "weighted by the probability that its parent prefix is real, from the previous round)",
@@ -218,6 +223,20 @@ class RunConfig:
         if len(weights) != self.rounds:
             raise ConfigError(f"round_budget has {len(weights)} weights for {self.rounds} rounds")
         return weights
+
+    def round_fp_ratios(self) -> tuple[float, ...] | None:
+        """The per-round gammas of ``round_fp_ratio`` (None: fp_ratio every round)."""
+        if self.round_fp_ratio == "equal":
+            return None
+        try:
+            gammas = tuple(float(g) for g in self.round_fp_ratio.split(","))
+        except ValueError:
+            raise ConfigError(f"round_fp_ratio must be 'equal' or comma-separated gammas, got "
+                              f"{self.round_fp_ratio!r}") from None
+        if len(gammas) != self.rounds:
+            raise ConfigError(f"round_fp_ratio has {len(gammas)} gammas for {self.rounds} "
+                              "rounds")
+        return gammas  # each checked as fp_ratio is (TreeConfig.validate)
 
     @property
     def runs(self) -> int:
@@ -363,6 +382,7 @@ class RunConfig:
                           segment_bits=self.segment_bits, fp_ratio_of=self.fp_ratio_of,
                           segment_plan=self.segment_plan,
                           fp_ratio_finished=self.fp_ratio_finished,
+                          round_fp_ratios=self.round_fp_ratios(),
                           threshold_weights=self.threshold_weights,
                           selection_hint=self.selection_hint,
                           consistency=self.consistency, domain=self.domain)

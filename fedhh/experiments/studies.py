@@ -1,7 +1,7 @@
 """The studies, as data: each a list of labelled configurations. Studies 1-8 are the paper's
 (issue 6); study 9 compares item codebooks (issue 13); study 10 compares the local randomizers
 OHE+RR and PI-RAPPOR (issue 18); study 11 puts the two accountants side by side (issue 12);
-studies 12-20 measure the utility levers beyond the paper (issue 15, docs/utility.md) on
+studies 12-21 measure the utility levers beyond the paper (issue 15, docs/utility.md) on
 populations fixed before any tuning (``fedhh.experiments.populations``), each against the
 paper's algorithm at the same (eps_agg, delta, T, P).
 
@@ -527,11 +527,54 @@ def _utility() -> Study:
         NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
 
 
+# Candidates for the small-population regime (study 21), on the development populations only,
+# each a change on top of COMBINED. None of them is fixed yet: no held-out run uses them.
+SMALL_SWEEP: dict[str, dict[str, Any]] = {
+    "round targets 0.6,0.8,0.8,0.8": {"round_fp_ratio": "0.6,0.8,0.8,0.8"},
+    "round targets 0.8,0.5,0.5,0.5": {"round_fp_ratio": "0.8,0.5,0.5,0.5"},
+    "hint 1": {"selection_hint": 1.0},
+    "eta 0.8": {"eta": 0.8},
+    "hint 1, eta 0.8": {"selection_hint": 1.0, "eta": 0.8},
+    "hint 1, eta 0.9": {"selection_hint": 1.0, "eta": 0.9},
+}
+
+
+# Fixed from study 21's development runs before any held-out run: study 20's combination with
+# PruneHH's step eta at 0.8 (the only candidate that lost on neither development population).
+FINAL = replace(COMBINED, eta=0.8)
+
+
+def _small_regime() -> Study:
+    variants = []
+    for pop in SWEEP_POPULATIONS:
+        variants += [_on(pop, "paper", PAPER, change="paper"),
+                     _on(pop, "combined", COMBINED, change="none")]
+        variants += [_on(pop, f"combined, {label}", replace(COMBINED, **values), change=label)
+                     for label, values in SMALL_SWEEP.items()]
+    variants += [_on(pop, label, spec, change=label) for pop in UTILITY_POPULATIONS
+                 if pop not in SWEEP_POPULATIONS
+                 for label, spec in (("paper", PAPER), ("final", FINAL))]
+    variants += [_on(pop, "final", FINAL, change="final") for pop in SWEEP_POPULATIONS]
+    return Study(
+        "small-regime", 21, "Candidates for the small-population regime",
+        "Multiple items, T = 4, P = 10^7, eps_agg and delta of the suite, the `sum` "
+        "accountant, on the development populations "
+        f"(`{DEV}`, `{DEV_IID}`) only: study 20's combination against the paper's algorithm "
+        "and with one change each: a false-positive target per round (`--round-fp-ratio`: "
+        "round 1 stricter, or the later rounds stricter), PruneHH's step eta at 0.8 instead "
+        "of the paper's 0.5 (finer steps stop the threshold nearer the false-positive "
+        "target), the selection hint at 1 instead of 0.5, and both (eta 0.8 or 0.9). Then the "
+        "final combination (study 20's with eta 0.8), fixed before any held-out run, against "
+        "the paper's algorithm on every population, the held-out ones measured once.",
+        NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
+
+
 STUDIES: tuple[Study, ...] = (
     _segmentation(), _dimension(), _fp_ratio(), _sampling(), _selection(), _deny_list(),
     _comparison(), _rounds(), _codebooks(), _pi_rappor(), _accounting(),
     _segment_plans(), _leftover_rounds(), _finished_target(), _threshold_weights(),
     _round_budget(), _selection_hint(), _possible_elements(), _consistency(), _utility(),
+    _small_regime(),
 )
 STUDY_NAMES = tuple(s.name for s in STUDIES)
 

@@ -85,6 +85,7 @@ class TreeConfig:
     fp_ratio_of: str = "kept"
     segment_plan: str = "greedy"  # fedhh.server.segment.SEGMENT_PLANS
     fp_ratio_finished: float | None = None  # gamma of the elements that finish an item
+    round_fp_ratios: tuple[float, ...] | None = None  # gamma per round (None: fp_ratio)
     threshold_weights: str = "uniform"  # or "parent": weighted by the parents' evidence
     selection_hint: float = 0.0  # devices weigh items by (prefix estimate)^-hint; 0: uniform
     consistency: bool = False  # single item, every device: consistent with the parents
@@ -92,6 +93,15 @@ class TreeConfig:
 
     def validate(self, max_bits: int) -> None:
         validate_prune_parameters(self.fp_ratio, self.tau0, self.eta)
+        if self.round_fp_ratios is not None:
+            if len(self.round_fp_ratios) != self.rounds:
+                raise ConfigError(f"{len(self.round_fp_ratios)} round false-positive targets "
+                                  f"for {self.rounds} rounds")
+            for gamma in self.round_fp_ratios:
+                validate_prune_parameters(gamma, self.tau0, self.eta)
+                if self.fp_ratio_of == "kept" and not gamma < 1:
+                    raise ConfigError(f"round false-positive target {gamma} relative to the "
+                                      "kept set never raises the threshold: use values below 1")
         if self.segment_plan not in SEGMENT_PLANS:
             raise ConfigError(f"segment_plan must be one of {', '.join(SEGMENT_PLANS)}, got "
                               f"{self.segment_plan!r}")
@@ -117,9 +127,17 @@ class TreeConfig:
     @property
     def kept_fp_ratio(self) -> float:
         """gamma relative to the kept set, the form PruneHH tests."""
-        if self.fp_ratio_of == "discoveries":
-            return self.fp_ratio / (1 + self.fp_ratio)
-        return self.fp_ratio
+        return self._kept(self.fp_ratio)
+
+    def round_kept_fp_ratio(self, round_: int) -> float:
+        """Round ``round_``'s (1-based) gamma relative to the kept set: its entry of
+        ``round_fp_ratios``, else fp_ratio."""
+        if self.round_fp_ratios is None:
+            return self.kept_fp_ratio
+        return self._kept(self.round_fp_ratios[round_ - 1])
+
+    def _kept(self, gamma: float) -> float:
+        return gamma / (1 + gamma) if self.fp_ratio_of == "discoveries" else gamma
 
 
 @dataclass(frozen=True)
@@ -386,7 +404,8 @@ class PrefixTree:
                                 np.asarray(state.parent_variances),
                                 rr_null_std(participants, mechanism.randomizer) ** 2)
         kept, estimates, real, cut = self._threshold(mechanism, sums, participants, states,
-                                                     bits >= r, weights, consistent)
+                                                     bits >= r, weights, consistent,
+                                                     cfg.round_kept_fp_ratio(query.round))
         values = cw.append(query.prefixes[kept >> s], query.prefix_bits,
                            kept & ((1 << s) - 1), s)
         finished = (states[kept] == ENDED) | (bits >= r)
@@ -467,7 +486,7 @@ class PrefixTree:
 
     def _threshold(self, mechanism: RoundMechanism, sums: np.ndarray, participants: int,
                    states: np.ndarray, last_round: bool, weights: np.ndarray | None,
-                   consistent: Adjustment | None = None
+                   consistent: Adjustment | None = None, gamma: float | None = None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Cut]:
         """Domain elements kept (ascending), their estimates, the probability that each is
         real (``fedhh.server.evidence``; ones unless the thresholds are weighted), and the
@@ -481,34 +500,39 @@ class PrefixTree:
         own target, against the same null law. ``weights`` (per domain element) weigh the
         thresholds of each class (``fedhh.server.prune``). ``consistent``: the estimates
         adjusted for consistency with the parents (``fedhh.server.consistency``), thresholded
-        against the law of an adjusted zero-count estimate.
+        against the law of an adjusted zero-count estimate. ``gamma``: the round's target
+        for the elements that do not finish (``round_fp_ratios``; default fp_ratio). A
+        per-round target is fixed before the round's sum is seen, so each round's PruneHH
+        still bounds its own expected false positives by its own target.
         """
         cfg = self.config
+        if gamma is None:
+            gamma = cfg.kept_fp_ratio
         possible = states != DEAD
         classes: list[tuple[np.ndarray, float]] = []
         if cfg.fp_ratio_finished is None:
-            classes.append((possible, cfg.kept_fp_ratio))
+            classes.append((possible, gamma))
         elif last_round:
             classes.append((possible, cfg.fp_ratio_finished))
         else:
             ends = states == ENDED
-            classes += [(possible & ~ends, cfg.kept_fp_ratio), (ends, cfg.fp_ratio_finished)]
+            classes += [(possible & ~ends, gamma), (ends, cfg.fp_ratio_finished)]
         consistent_tail: ConsistentTail | None = None
         if consistent is not None:
             consistent_tail = ConsistentTail(_null_tail(mechanism, participants),
                                              consistent.shrink, consistent.spread)
         kept_parts, estimate_parts, real_parts, results = [], [], [], []
-        for member, gamma in classes:
+        for member, target in classes:
             index = np.flatnonzero(member) if not np.all(member) else None
             part = sums if index is None else sums[index]
             part_weights = None if weights is None else (
                 weights if index is None else weights[index])
             if consistent is None or consistent_tail is None:
-                result = mechanism.threshold(part, participants, gamma, cfg.tau0, cfg.eta,
+                result = mechanism.threshold(part, participants, target, cfg.tau0, cfg.eta,
                                              weights=part_weights)
             else:
                 values = consistent.estimates if index is None else consistent.estimates[index]
-                pruned = prune_hh(values, consistent_tail, gamma, cfg.tau0, cfg.eta,
+                pruned = prune_hh(values, consistent_tail, target, cfg.tau0, cfg.eta,
                                   weights=part_weights)
                 result = Thresholded(pruned.kept, values, pruned.threshold, pruned.tau,
                                      consistent_tail.sigma, pruned.expected_false_positives)

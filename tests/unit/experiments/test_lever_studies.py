@@ -20,8 +20,11 @@ from fedhh.experiments.spec import run_config, run_key
 from fedhh.experiments.store import RunRecord
 from fedhh.experiments.studies import (
     COMBINED,
+    FINAL,
     LEVERS,
     PAPER,
+    SMALL_SWEEP,
+    SWEEP_POPULATIONS,
     UTILITY_GROUP,
     UTILITY_POPULATIONS,
     Study,
@@ -35,16 +38,21 @@ SEEDS = [0, 1, 2]
 
 def test_every_lever_run_names_a_population_fixed_before_tuning() -> None:
     studies = group_studies(UTILITY_GROUP)
-    assert [s.number for s in studies] == list(range(12, 21))
+    assert [s.number for s in studies] == list(range(12, 22))
     allowed = {*DEVELOPMENT, *HELD_OUT, "synthetic-reddit"}
     assert set(UTILITY_POPULATIONS) == allowed
     for study in studies:
         for variant in study.variants:
             assert variant.dataset in allowed, (study.name, variant.label)
             assert variant.params["population"] == variant.dataset
-    # Sweeps (studies 12-18) run on development populations only.
-    for study in studies[:-1]:
-        assert {v.dataset for v in study.variants} <= set(DEVELOPMENT), study.name
+    # Sweeps (studies 12-19) run on development populations only; elsewhere studies 20 and 21
+    # run only the paper and fixed combinations.
+    for study in studies:
+        if study.name not in ("utility", "small-regime"):
+            assert {v.dataset for v in study.variants} <= set(DEVELOPMENT), study.name
+    for variant in get_study("small-regime").variants:
+        if variant.dataset not in DEVELOPMENT:
+            assert variant.spec in (PAPER, FINAL), variant.label
 
 
 def test_baselines_are_the_paper_and_share_the_default_runs() -> None:
@@ -70,6 +78,17 @@ def test_the_combination_is_exactly_the_levers() -> None:
         assert utility.variant(f"{pop}: combined").spec == COMBINED
         for name, values in LEVERS.items():
             assert utility.variant(f"{pop}: {name}").spec == replace(PAPER, **values)
+
+
+def test_the_small_regime_candidates_are_one_change_each_on_the_combination() -> None:
+    small = get_study("small-regime")
+    for pop in SWEEP_POPULATIONS:
+        assert small.variant(f"{pop}: paper").spec == PAPER
+        assert small.variant(f"{pop}: combined").spec == COMBINED
+        for label, values in SMALL_SWEEP.items():
+            assert small.variant(f"{pop}: combined, {label}").spec == replace(COMBINED, **values)
+    assert PAPER.round_fp_ratio == "equal" and RunConfig().round_fp_ratio == "equal"
+    assert replace(COMBINED, eta=0.8) == FINAL
 
 
 def record(seed: int, found: float, fp_ratio: float) -> RunRecord:
