@@ -211,32 +211,29 @@ class RunConfig:
 
     def round_weights(self) -> tuple[float, ...] | None:
         """The per-round allocation weights of ``round_budget`` (None: equal)."""
-        if self.round_budget == "equal":
-            return None
-        try:
-            weights = tuple(float(w) for w in self.round_budget.split(","))
-        except ValueError:
-            raise ConfigError(f"round_budget must be 'equal' or comma-separated weights, got "
-                              f"{self.round_budget!r}") from None
-        if not all(math.isfinite(w) and w > 0 for w in weights):
+        weights = self._per_round("round_budget", "weights")
+        if weights is not None and not all(math.isfinite(w) and w > 0 for w in weights):
             raise ConfigError(f"round_budget weights must be positive, got {self.round_budget!r}")
-        if len(weights) != self.rounds:
-            raise ConfigError(f"round_budget has {len(weights)} weights for {self.rounds} rounds")
         return weights
 
     def round_fp_ratios(self) -> tuple[float, ...] | None:
-        """The per-round gammas of ``round_fp_ratio`` (None: fp_ratio every round)."""
-        if self.round_fp_ratio == "equal":
+        """The per-round gammas of ``round_fp_ratio`` (None: fp_ratio every round); each is
+        checked as fp_ratio is (TreeConfig.validate)."""
+        return self._per_round("round_fp_ratio", "gammas")
+
+    def _per_round(self, name: str, what: str) -> tuple[float, ...] | None:
+        """Knob ``name``: 'equal' (None) or one number per round, comma-separated."""
+        text = getattr(self, name)
+        if text == "equal":
             return None
         try:
-            gammas = tuple(float(g) for g in self.round_fp_ratio.split(","))
+            values = tuple(float(v) for v in text.split(","))
         except ValueError:
-            raise ConfigError(f"round_fp_ratio must be 'equal' or comma-separated gammas, got "
-                              f"{self.round_fp_ratio!r}") from None
-        if len(gammas) != self.rounds:
-            raise ConfigError(f"round_fp_ratio has {len(gammas)} gammas for {self.rounds} "
-                              "rounds")
-        return gammas  # each checked as fp_ratio is (TreeConfig.validate)
+            raise ConfigError(f"{name} must be 'equal' or comma-separated {what}, got "
+                              f"{text!r}") from None
+        if len(values) != self.rounds:
+            raise ConfigError(f"{name} has {len(values)} {what} for {self.rounds} rounds")
+        return values
 
     @property
     def runs(self) -> int:

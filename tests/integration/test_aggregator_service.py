@@ -19,9 +19,9 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, TypeVar
 
 import grpc
 import numpy as np
@@ -98,13 +98,16 @@ def _metric(name: str, labels: dict[str, str] | None = None) -> float:
 
 
 async def _everyone(channel: grpc.aio.Channel, cohort: Cohort,
-                    drop: dict[int, Stage] | None = None) -> dict[int, SessionResult]:
+                    drop: dict[int, Stage] | None = None, *, stubs: list[Any] | None = None,
+                    retry: RetryPolicy | None = None) -> dict[int, SessionResult]:
+    """Every device of ``cohort`` through a round on ``channel`` (device u through
+    ``stubs[u - 1]`` when given), ``drop[u]`` the stage device u drops out before."""
     drop = drop or {}
     ids = range(1, cohort.config.num_devices + 1)
     outcomes = await asyncio.gather(*(
-        participate(channel, cohort.device(u), cohort.reports[u],
+        participate(stubs[u - 1] if stubs else channel, cohort.device(u), cohort.reports[u],
                     identity_key=cohort.identity_keys[u], admission=cohort.admissions[u],
-                    drop_at=drop.get(u))
+                    drop_at=drop.get(u), retry=retry)
         for u in ids))
     return dict(zip(ids, outcomes, strict=True))
 
@@ -249,6 +252,24 @@ class _SheddingStub:
         return call
 
 
+StubT = TypeVar("StubT")
+
+
+async def _every_device_through(cohort: Cohort, make_stub: Callable[[grpc.aio.Channel], StubT]
+                                ) -> tuple[AggregateResult, dict[int, SessionResult],
+                                           list[StubT]]:
+    """Open ``cohort``'s round and run each of its devices through a stub of its own
+    (``make_stub(channel)``), retrying without backoff; the released sum, each device's
+    outcome and the stubs."""
+    async with aggregator() as (_, channel):
+        control = AggregatorControl(channel, TOKEN)
+        await control.open_round(cohort.signed)
+        stubs = [make_stub(channel) for _ in range(cohort.config.num_devices)]
+        outcomes = await _everyone(channel, cohort, stubs=stubs,
+                                   retry=RetryPolicy(initial_backoff_s=0.0, max_backoff_s=0.0))
+        return await control.result(cohort.round_id, 30), outcomes, stubs
+
+
 @pytest.mark.parametrize(("code", "failures"), [
     (grpc.StatusCode.CANCELLED, 1), (grpc.StatusCode.DEADLINE_EXCEEDED, 1),
     (grpc.StatusCode.CANCELLED, 7), (grpc.StatusCode.UNAVAILABLE, 7)])
@@ -264,22 +285,8 @@ def test_devices_retry_calls_the_server_shed_and_all_contribute(code: grpc.Statu
     cohort = make_cohort(8, 64, 7, 4, n_min=6, windows_ms=(600_000,) * 5,
                          round_id=f"run/shed/{code.name}/{failures}".encode())
 
-    async def scenario() -> tuple[AggregateResult, dict[int, SessionResult],
-                                  list[_SheddingStub]]:
-        async with aggregator() as (_, channel):
-            control = AggregatorControl(channel, TOKEN)
-            await control.open_round(cohort.signed)
-            stubs = [_SheddingStub(channel, code, failures) for _ in range(8)]
-            outcomes = await asyncio.gather(*(
-                participate(stubs[u - 1], cohort.device(u), cohort.reports[u],
-                            identity_key=cohort.identity_keys[u],
-                            admission=cohort.admissions[u],
-                            retry=RetryPolicy(initial_backoff_s=0.0, max_backoff_s=0.0))
-                for u in range(1, 9)))
-            result = await control.result(cohort.round_id, 30)
-            return result, dict(zip(range(1, 9), outcomes, strict=True)), stubs
-
-    result, outcomes, stubs = run(scenario())
+    result, outcomes, stubs = run(_every_device_through(
+        cohort, lambda channel: _SheddingStub(channel, code, failures)))
     for u, outcome in outcomes.items():  # the last unmask shares may come after the close
         assert outcome.contributed and outcome.outcome in (Outcome.COMPLETED, Outcome.LATE), (
             u, outcome)
@@ -338,28 +345,14 @@ def test_a_device_whose_accepted_submission_lost_its_answer_stays_in_the_round()
     cohort = make_cohort(8, 64, 7, 4, n_min=6, windows_ms=(600_000,) * 5,
                          consistency_check=True, round_id=b"run/lost-answers")
 
-    async def scenario() -> tuple[AggregateResult, list[SessionResult], list[_LostAnswerStub]]:
-        async with aggregator() as (_, channel):
-            control = AggregatorControl(channel, TOKEN)
-            await control.open_round(cohort.signed)
-            stubs = [_LostAnswerStub(channel) for _ in range(8)]
-            outcomes = await asyncio.gather(*(
-                participate(stubs[u - 1], cohort.device(u), cohort.reports[u],
-                            identity_key=cohort.identity_keys[u],
-                            admission=cohort.admissions[u],
-                            retry=RetryPolicy(initial_backoff_s=0.0, max_backoff_s=0.0))
-                for u in range(1, 9)))
-            result = await control.result(cohort.round_id, 30)
-            return result, outcomes, stubs
-
-    result, outcomes, stubs = run(scenario())
+    result, outcomes, stubs = run(_every_device_through(cohort, _LostAnswerStub))
     late = grpc.StatusCode.FAILED_PRECONDITION
     for stub in stubs:  # each first attempt got in; each repeat was a duplicate or too late
         for name in _LostAnswerStub.LOSE:
             assert stub.answers[name] in ([True, False], [True, late]), (name, stub.answers)
         # (these two long-poll for the next request, which comes only after the close)
         assert stub.answers["AdvertiseKeys"][1] == stub.answers["SubmitShares"][1] == late
-    for outcome in outcomes:
+    for outcome in outcomes.values():
         assert outcome.contributed and outcome.outcome in (Outcome.COMPLETED, Outcome.LATE)
     assert result.num_contributors == 8
     assert np.array_equal(result.total.astype(np.int64), cohort.plaintext_sum(set(range(1, 9))))
