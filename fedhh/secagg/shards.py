@@ -1,8 +1,11 @@
 """Sharded rounds: one round's cohort split into shards, each an independent SecAgg+ instance,
 and the check of a combined release (docs/scaling.md).
 
-A round of n devices with a shard size m runs S = max(1, floor(n / m)) shards whose sizes differ
-by at most one, so each shard has at least m members when S > 1. Each shard has its own signed
+A round of n devices with a shard size m on W workers runs S = max(1, floor(n / m)) shards,
+rounded down to a multiple of W when S >= W (shard j runs on worker j mod W, so every worker gets
+S / W shards; 9 shards on 2 workers would give one worker 25% more devices than the other, and
+a round waits for its slowest shard), with sizes differing by at most one, so each shard has at
+least m members when S > 1. Each shard has its own signed
 :class:`~fedhh.secagg.RoundConfig` (ids 1..n_j, its own graph seed, (k, t) for n_j, and the
 Merkle root of its own members) and releases, like any round, only the sum over its own U3 and
 only with at least its n_min survivors. The aggregation service's leader (the combiner) adds the
@@ -40,28 +43,34 @@ __all__ = ["MAX_SHARDS", "ShardRelease", "ShardedVerdict", "shard_sizes", "split
 MAX_SHARDS = 4096
 
 
-def shard_sizes(n: int, shard_size: int | None) -> list[int]:
+def shard_sizes(n: int, shard_size: int | None, workers: int = 1) -> list[int]:
     """The sizes of the shards of a cohort of ``n`` devices: ``max(1, n // shard_size)``
-    shards (one when ``shard_size`` is None), sizes differing by at most one, largest first.
-    With more than one shard each has at least ``shard_size`` members."""
+    shards (one when ``shard_size`` is None), rounded down to a multiple of ``workers`` when
+    there are at least that many (module docstring), sizes differing by at most one, largest
+    first. With more than one shard each has at least ``shard_size`` members."""
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"a cohort has at least one device, got {n!r}")
+    if not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
     if shard_size is None:
         return [n]
     if not isinstance(shard_size, int) or shard_size < 1:
         raise ValueError(f"shard_size must be a positive integer, got {shard_size!r}")
     count = min(max(1, n // shard_size), MAX_SHARDS)
+    if count >= workers:
+        count -= count % workers
     base, extra = divmod(n, count)
     return [base + 1] * extra + [base] * (count - extra)
 
 
-def split_cohort(cohort: Sequence[int], shard_size: int | None) -> list[list[int]]:
+def split_cohort(cohort: Sequence[int], shard_size: int | None, workers: int = 1
+                 ) -> list[list[int]]:
     """``cohort`` (device ids) in shards of :func:`shard_sizes`, each device placed uniformly
     at random (OS entropy), so which devices share a shard is nobody's choice but chance."""
     order = list(cohort)
     secrets.SystemRandom().shuffle(order)
     shards, start = [], 0
-    for size in shard_sizes(len(order), shard_size):
+    for size in shard_sizes(len(order), shard_size, workers):
         shards.append(order[start:start + size])
         start += size
     return shards

@@ -249,7 +249,8 @@ class NetworkLink:
         deadlines = self._deadlines()
         plans: list[_ShardPlan] = []
         try:
-            for j, shard in enumerate(split_cohort(list(keys), self.config.shard_size)):
+            for j, shard in enumerate(split_cohort(list(keys), self.config.shard_size,
+                                                        len(workers))):
                 worker, address = workers[j % len(workers)]
                 signed, config, identities = self._round_config(
                     attempt, query, [keys[d] for d in shard], _shard_round_id(attempt, j),

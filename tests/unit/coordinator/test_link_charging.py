@@ -41,7 +41,7 @@ from fedhh_coordinator.store import Store
 SHARD = 8
 DEVICES = 3 * SHARD
 N_MIN = 5
-WORKERS = [(0, "worker-0:7101"), (1, "worker-1:7101")]
+WORKERS = [(w, f"worker-{w}:7101") for w in range(3)]
 
 
 def config(**overrides: Any) -> RunConfig:
@@ -261,10 +261,10 @@ def test_every_shard_released_one_charge_at_the_round_total(tmp_path: Path) -> N
     store, combiner = scenario(tmp_path, Plan(every("released")))
     assert attempts(store, "run") == [(1, "released", DEVICES)]
     assert spends(store, "run") == [(0, 1, DEVICES)]
-    # Three shards of 8 (ids 1..8 each), on the workers in turn, one signed config each.
+    # Three shards of 8 (ids 1..8 each), one per worker, one signed config each.
     (_, shards), = combiner.opened
     assert [s.config.num_devices for s in shards] == [SHARD] * 3
-    assert [s.worker for s in shards] == [0, 1, 0]
+    assert [s.worker for s in shards] == [0, 1, 2]
     assert all(s.config.n_min == N_MIN for s in shards)
 
 

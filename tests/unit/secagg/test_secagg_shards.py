@@ -38,6 +38,28 @@ def test_shard_sizes_differ_by_at_most_one_and_none_is_below_the_shard_size(
     assert shard_sizes(n, size) == expected
 
 
+@pytest.mark.parametrize(("n", "size", "workers", "expected"), [
+    (49_204, 5_000, 2, [6151, 6151, 6151, 6151, 6150, 6150, 6150, 6150]),  # 9 -> 8: 4 each
+    (50_000, 5_000, 2, [5_000] * 10),  # already a multiple
+    (900, 100, 4, [113, 113, 113, 113, 112, 112, 112, 112]),  # 9 -> 8
+    (300, 100, 4, [100, 100, 100]),  # fewer shards than workers: kept, one each
+    (700, 100, 3, [117, 117, 117, 117, 116, 116]),  # 7 -> 6
+])
+def test_the_number_of_shards_is_a_multiple_of_the_workers_so_each_gets_as_many(
+        n: int, size: int, workers: int, expected: list[int]) -> None:
+    sizes = shard_sizes(n, size, workers)
+    assert sizes == expected and sum(sizes) == n and min(sizes) >= size
+    per_worker = Counter()
+    for j, shard in enumerate(split_cohort(list(range(n)), size, workers)):
+        per_worker[j % workers] += len(shard)
+    assert max(per_worker.values()) - min(per_worker.values()) <= len(sizes) // workers
+
+
+def test_bad_worker_counts_are_refused_with_the_value() -> None:
+    with pytest.raises(ValueError, match="workers must be a positive integer, got 0"):
+        shard_sizes(100, 10, 0)
+
+
 def test_the_number_of_shards_is_capped() -> None:
     sizes = shard_sizes(10 * MAX_SHARDS + 5, 2)
     assert len(sizes) == MAX_SHARDS and sum(sizes) == 10 * MAX_SHARDS + 5
