@@ -23,7 +23,7 @@ gap), or two or more arcs with no edge between them (two or more gaps).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -125,6 +125,41 @@ class NeighbourGraph:
         if self._table is None:
             return tuple(i for i in range(1, self.n + 1) if i != device_id)
         return tuple(int(i) for i in self._table[device_id - 1])
+
+    def _members(self, members: Collection[int]) -> tuple[np.ndarray, np.ndarray]:
+        """``members`` as sorted ids and as a mask indexed by id (entry 0 unused)."""
+        ids = np.unique(np.fromiter(members, dtype=np.int64, count=len(members)))
+        if ids.size and (ids[0] < 1 or ids[-1] > self.n):
+            raise SecAggConfigError(f"device ids must be in [1, {self.n}]")
+        mask = np.zeros(self.n + 1, dtype=bool)
+        mask[ids] = True
+        return ids, mask
+
+    def neighbours_among(self, members: Collection[int]) -> dict[int, list[int]]:
+        """Each device of ``members`` -> its sorted neighbours that are members too."""
+        ids, mask = self._members(members)
+        if self._table is None:
+            everyone = ids.tolist()
+            return {u: [v for v in everyone if v != u] for u in everyone}
+        rows = self._table[ids - 1]
+        keep = mask[rows]
+        return {int(u): row[kept].tolist() for u, row, kept in zip(ids, rows, keep, strict=True)}
+
+    def core(self, members: Collection[int], t: int) -> set[int]:
+        """The devices of ``members`` left after removing, again and again until none is left
+        to remove, every device with fewer than ``t`` neighbours among those left: the t-core
+        of the subgraph ``members`` induce. It is unique (a removal never gives another device
+        a neighbour, so the order of removals does not change the result; Matula and Beck,
+        "Smallest-last ordering and clustering and graph coloring algorithms", JACM 1983), and
+        found here a whole round of removals at a time, each a gather over the n x k table."""
+        ids, alive = self._members(members)
+        if self._table is None:  # complete: each member has every other member as neighbour
+            return set(ids.tolist()) if ids.size - 1 >= t else set()
+        while True:
+            weak = alive[1:] & (np.count_nonzero(alive[self._table], axis=1) < t)
+            if not weak.any():
+                return set(np.flatnonzero(alive).tolist())
+            alive[1:][weak] = False
 
     def connected(self, members: Sequence[int]) -> bool:
         """True iff ``members`` (distinct ids) induce a connected subgraph (module docstring)."""

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fedhh.secagg.errors import SecAggConfigError
 from fedhh.secagg.graph import NeighbourGraph, check_graph_parameters, neighbours_of, ring_order
@@ -84,3 +86,33 @@ def test_bad_seed_and_ids() -> None:
         neighbours_of(SEED, 10, 4, 11)
     with pytest.raises(SecAggConfigError, match="device_id"):
         NeighbourGraph(SEED, 10, 4).neighbours(0)
+
+
+def _peeled(graph: NeighbourGraph, members: set[int], t: int) -> set[int]:
+    """The t-core by its definition: remove a device short of t member neighbours, repeat."""
+    while True:
+        weak = next((u for u in sorted(members)
+                     if sum(v in members for v in graph.neighbours(u)) < t), None)
+        if weak is None:
+            return members
+        members = members - {weak}
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(3, 40), k_half=st.integers(1, 20), t=st.integers(0, 41),
+       drop=st.sets(st.integers(1, 40)), seed=st.binary(min_size=32, max_size=32))
+def test_core_and_neighbours_among_match_their_definitions(
+        n: int, k_half: int, t: int, drop: set[int], seed: bytes) -> None:
+    k = min(2 * k_half, n - 1)
+    graph = NeighbourGraph(seed, n, k)
+    members = set(range(1, n + 1)) - drop
+    assert graph.core(members, t) == _peeled(graph, members, t)
+    assert graph.neighbours_among(members) == {
+        u: [v for v in graph.neighbours(u) if v in members] for u in sorted(members)}
+
+
+def test_core_refuses_ids_outside_the_cohort() -> None:
+    graph = NeighbourGraph(SEED, 10, 4)
+    for bad in ({0, 1}, {11}):
+        with pytest.raises(SecAggConfigError, match=r"device ids must be in \[1, 10\]"):
+            graph.core(bad, 2)
