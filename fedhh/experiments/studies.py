@@ -571,26 +571,29 @@ def _small_regime() -> Study:
 
 # Several items per report (study 22), on the development populations only, each a change on
 # top of study 21's final combination: round_items, the items a device reports per round.
-ITEMS_SWEEP = ("2,1,1,1", "2,2,2,2", "4,2,2,2", "4,4,4,4", "8,4,4,4", "8,8,8,8", "16,16,16,16")
+ITEMS_SWEEP = ("2,1,1,1", "2,2,2,2", "4,4,4,4", "8,8,8,8", "16,16,16,16")
 
 
-# Fixed from study 22's development runs before any held-out run (docs/utility.md).
+# Fixed from study 22's development runs (seed 0, docs/utility.md) before any held-out run:
+# heavy hitters found rise with k up to 16 on both development populations (32 finds fewer on
+# dev-english-iid), but at 16 the output FP ratio of dev-english-iid passes the paper's; 8 is the
+# largest k of the sweep whose output FP ratio stays below the paper's on both.
 FINAL_ITEMS = replace(FINAL, round_items="8,8,8,8")
 
 
 def _round_items() -> Study:
-    variants = []
+    # The populations beyond the sweep first: a seed's report of the fixed combination comes
+    # before its sweep (the suite runs seed-major, in this order).
+    variants = [_on(pop, label, spec, items=label) for pop in UTILITY_POPULATIONS
+                if pop not in SWEEP_POPULATIONS
+                for label, spec in (("paper", PAPER), ("study 21 final", FINAL),
+                                    ("final with items", FINAL_ITEMS))]
     for pop in SWEEP_POPULATIONS:
         variants += [_on(pop, "paper", PAPER, items="paper"),
-                     _on(pop, "study 21 final", FINAL, items="1")]
+                     _on(pop, "study 21 final", FINAL, items="1"),
+                     _on(pop, "final with items", FINAL_ITEMS, items="final")]
         variants += [_on(pop, f"final, items {k}", replace(FINAL, round_items=k), items=k)
                      for k in ITEMS_SWEEP]
-    variants += [_on(pop, label, spec, items=label) for pop in UTILITY_POPULATIONS
-                 if pop not in SWEEP_POPULATIONS
-                 for label, spec in (("paper", PAPER), ("study 21 final", FINAL),
-                                     ("final with items", FINAL_ITEMS))]
-    variants += [_on(pop, "final with items", FINAL_ITEMS, items="final")
-                 for pop in SWEEP_POPULATIONS]
     return Study(
         "round-items", 22, "Several items per report",
         "Multiple items, T = 4, P = 10^7, eps_agg and delta of the suite, the `sum` "
