@@ -191,6 +191,33 @@ def test_a_round_of_k_items_is_charged_as_k_rounds() -> None:
         PrivacyLedger.open_allocated(1.0, DELTA, (0.0, 0.0), n, method="clones", items=(2, 1))
 
 
+def test_the_charge_covers_the_exact_two_item_round_and_one_charge_does_not() -> None:
+    # The exact released sums of a round where device 1 reports {v1, v2} against {w1, w2}
+    # and nobody else holds them (f = 0): coordinates (v1, v2, w1, w2) are (U, U, V, V)
+    # against (V, V, U, U), U = N + Bern(a1), V = N + Bern(a0), N = Bin(n - 1, a0). Its
+    # hockey-stick divergence at the epsilon charged for two compositions stays within delta;
+    # at the one-hot round's epsilon it does not (charging once would understate the cost).
+    n, eps, delta = 12, 2.0, 1e-3
+    r = sum_pld.rates(eps)
+    others = stats.binom.pmf(np.arange(n), n - 1, r.a0)
+    u = np.convolve(others, [1 - r.a1, r.a1])
+    v = np.convolve(others, [1 - r.a0, r.a0])
+
+    def joint(*parts: np.ndarray) -> np.ndarray:
+        out = np.ones(1)
+        for part in parts:
+            out = np.multiply.outer(out, part).ravel()
+        return out
+
+    p, q = joint(u, u, v, v), joint(v, v, u, u)
+
+    def divergence(e: float) -> float:
+        return float(np.sum(np.maximum(p - math.exp(e) * q, 0.0)))
+
+    assert divergence(sum_pld.sum_epsilon([eps, eps], delta, [n, n])) <= delta
+    assert divergence(sum_pld.sum_epsilon([eps], delta, [n])) > 10 * delta
+
+
 def test_a_simulation_charges_every_item(fruit: FederatedDataset) -> None:
     base = RunConfig(codec="5bit", rounds=12, segment_bits=5, dim_limit=2**16, seed=2)
     plain = simulate(fruit, base)
