@@ -145,6 +145,12 @@ class RunConfig:
         "equal", "how the budget is split over the rounds: equal (the paper's) or one positive "
         "weight per round, comma-separated (a round's share of e^eps_local; eps_local is the "
         "largest round's; accounted by the sum method)", Mode.SIMULATION, metavar="WEIGHTS")
+    round_items: str = _knob(
+        "1", "items a device reports per round: one count for every round or one per round, "
+        "comma-separated (1: one-hot, the paper's; k: up to k distinct items drawn without "
+        "replacement by the selection rule, one bit each; a round of k items is charged as k "
+        "compositions of the one-hot round by the sum method, so eps_local falls; each report "
+        "is then k * eps_local-LDP)", Mode.SIMULATION, metavar="COUNTS")
     # ---- simulation only ------------------------------------------------------------------
     two_runs: bool = _knob(False, "run twice, the first run's output being the second's deny "
                            "list (the budget covers both)", Mode.SIMULATION)
@@ -215,6 +221,23 @@ class RunConfig:
         if weights is not None and not all(math.isfinite(w) and w > 0 for w in weights):
             raise ConfigError(f"round_budget weights must be positive, got {self.round_budget!r}")
         return weights
+
+    def items_per_round(self) -> tuple[int, ...] | None:
+        """Items per device of each round (``round_items``; None: one in every round)."""
+        text = self.round_items
+        parts = text.split(",")
+        if len(parts) == 1:
+            parts = parts * self.rounds
+        if len(parts) != self.rounds:
+            raise ConfigError(f"round_items has {len(parts)} counts for {self.rounds} rounds")
+        try:
+            counts = tuple(int(p) for p in parts)
+        except ValueError:
+            raise ConfigError(f"round_items must be a count or comma-separated counts, got "
+                              f"{text!r}") from None
+        if not all(c >= 1 for c in counts):
+            raise ConfigError(f"round_items counts must be >= 1, got {text!r}")
+        return None if all(c == 1 for c in counts) else counts
 
     def round_fp_ratios(self) -> tuple[float, ...] | None:
         """The per-round gammas of ``round_fp_ratio`` (None: fp_ratio every round); each is
@@ -293,6 +316,8 @@ class RunConfig:
             if self.privacy_method not in (None, "sum"):
                 raise ConfigError(f"round_budget is accounted by the sum method only, not "
                                   f"{self.privacy_method}")
+        if self.items_per_round() is not None:
+            self._validate_round_items()
         if self.sampling_rate is not None and not 0 < self.sampling_rate <= 1:
             raise ConfigError(f"sampling_rate must be in (0, 1], got {self.sampling_rate}")
         _at_least("theta", self.theta, 1)
@@ -312,6 +337,25 @@ class RunConfig:
         if mode is Mode.NETWORK:
             self._validate_network()
         return self
+
+    def _validate_round_items(self) -> None:
+        """Several items per report are accounted for one-hot + RR sums of multi-item devices
+        by the sum method (``fedhh.privacy.ledger``) and drawn in the exact mode only."""
+        if self.algorithm != "optprefixtree" or self.randomizer != "ohe-rr":
+            raise ConfigError(f"round_items applies to optprefixtree with the ohe-rr randomizer, "
+                              f"not {self.algorithm} with {self.randomizer}")
+        if self.privacy_method not in (None, "sum"):
+            raise ConfigError(f"round_items is accounted by the sum method only, not "
+                              f"{self.privacy_method}")
+        if self.eps_local is not None:
+            raise ConfigError("round_items needs the local epsilon solved by the sum method "
+                              f"(no explicit eps_local), got {self.eps_local}")
+        if self.single_item:
+            raise ConfigError("round_items needs devices with several items (not single_item)")
+        if self.per_device:
+            raise ConfigError("round_items is drawn in the exact mode only (not per_device)")
+        if not self.prefix_conditioning:
+            raise ConfigError("round_items needs selection conditioned on the prefix list")
 
     def _validate_pi_rappor(self, mode: Mode) -> None:
         if mode is Mode.NETWORK:

@@ -22,6 +22,7 @@ from fedhh.device.selection import (
     Selection,
     SelectionRule,
     select_block,
+    select_many,
 )
 
 __all__ = [
@@ -36,4 +37,5 @@ __all__ = [
     "SelectionRule",
     "as_source",
     "select_block",
+    "select_many",
 ]

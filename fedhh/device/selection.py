@@ -11,6 +11,12 @@ list are eligible) or not (the item is drawn from all items; if its prefix is no
 device has nothing to report). Items on the deny list are never eligible. A device with no
 eligible item reports nothing (the all-zeros vector).
 
+A device may report *several items* in a round (issue 15, ``RunConfig.round_items``, simulation
+only): ``select_many`` draws up to k distinct entries per user, one ``select_block`` draw after
+another with the entries already drawn excluded (successive sampling without replacement by
+the same rule, conditioned on the prefix list); a user with fewer than k eligible items draws
+all of them.
+
 A round may carry *prefix weights* (issue 15's selection hint, simulation only): with prefix
 conditioning an item's chance is then also proportional to the weight of its prefix (each
 weight rounded to an integer multiple of 2^-12 of the largest, at least one, so draws stay
@@ -126,13 +132,17 @@ def select_block(
     eligibility: Eligibility,
     selection: Selection,
     rng: RandomSource | np.random.Generator,
+    exclude: np.ndarray | None = None,
 ) -> np.ndarray:
     """Select one entry per user of a CSR block; returns entry positions or NOTHING (-1).
 
     ``indptr`` holds the block's user boundaries relative to ``item_ids``/``counts``; item ids
     index the arrays of ``eligibility``. Returns int64 positions into the block's entries.
+    ``exclude`` (one bool per entry): entries that may not be drawn (drawn already).
     """
     on_list = eligibility.on_list[item_ids]
+    if exclude is not None:
+        on_list = on_list & ~exclude
     if eligibility.weight is not None and selection.prefix_conditioning:
         weight = eligibility.weight[item_ids]
         if selection.rule is SelectionRule.WEIGHTED:
@@ -140,11 +150,46 @@ def select_block(
         return _sample(indptr, weight, on_list, SelectionRule.WEIGHTED, rng)
     if selection.prefix_conditioning:
         return _sample(indptr, counts, on_list, selection.rule, rng)
-    chosen = _sample(indptr, counts, eligibility.allowed[item_ids], selection.rule, rng)
+    allowed = eligibility.allowed[item_ids]
+    if exclude is not None:
+        allowed = allowed & ~exclude
+    chosen = _sample(indptr, counts, allowed, selection.rule, rng)
     picked = chosen >= 0
     keep = np.zeros(chosen.size, dtype=bool)
     keep[picked] = on_list[chosen[picked]]
     return np.where(keep, chosen, NOTHING)
+
+
+def select_many(
+    indptr: np.ndarray,
+    item_ids: np.ndarray,
+    counts: np.ndarray,
+    eligibility: Eligibility,
+    selection: Selection,
+    rng: RandomSource | np.random.Generator,
+    k: int,
+) -> np.ndarray:
+    """Up to ``k`` distinct entries per user (module docstring): an int64 array of shape
+    (users, k), draw j in column j, NOTHING where a user had nothing left to draw. Its first
+    column is ``select_block``'s draw with the same randomness."""
+    if k < 1:
+        raise ConfigError(f"a device reports at least one item, got k={k}")
+    if k > 1 and not selection.prefix_conditioning:
+        # An unconditioned draw off the list reports nothing, and would be drawn again.
+        raise ConfigError("several items per report need selection conditioned on the prefix "
+                          "list")
+    users = indptr.size - 1
+    chosen = np.full((users, k), NOTHING, dtype=np.int64)
+    drawn = np.zeros(item_ids.size, dtype=bool)
+    for j in range(k):
+        column = select_block(indptr, item_ids, counts, eligibility, selection, rng,
+                              drawn if j else None)
+        chosen[:, j] = column
+        hit = column[column >= 0]
+        if hit.size == 0:
+            break
+        drawn[hit] = True
+    return chosen
 
 
 def _sample(

@@ -61,7 +61,8 @@ def lost_by_round(dataset: FederatedDataset, config: RunConfig,
                       prepared.round_mechanisms)
     transport = SimulatedRounds(Population.build(dataset, codec), prepared.mechanism,
                                 config.selection_rule(), prepared.participation, config.seed,
-                                round_mechanisms=prepared.round_mechanisms)
+                                round_mechanisms=prepared.round_mechanisms,
+                                round_items=prepared.round_items)
     state = tree.initial_state()
     queries: list[RoundQuery] = []
     first_counts: np.ndarray = np.zeros(0)

@@ -47,7 +47,12 @@ import numpy as np
 from fedhh.errors import PrivacyError
 from fedhh.privacy import methods, shuffle, sum_pld
 from fedhh.privacy._checks import check_delta, check_devices, check_eps, check_rate, check_rounds
-from fedhh.privacy.accountant import aggregate_epsilon, check_offsets, participants_for
+from fedhh.privacy.accountant import (
+    aggregate_epsilon,
+    check_offsets,
+    participants_for,
+    repeat_offsets,
+)
 from fedhh.privacy.composition import ORDERS, kov_epsilon, rdp_to_dp
 from fedhh.privacy.solver import solve_allocation, solve_local_epsilon
 from fedhh.privacy.subsampling import subsampled_rdp
@@ -113,6 +118,7 @@ class PrivacyLedger:
     spends: tuple[RoundSpend, ...] = field(default=())
     population: int | None = None  # N of a Poisson-sampled run (None when q = 1)
     offsets: tuple[float, ...] = ()  # per-round allocation ("sum" only): eps_local + offset
+    items: tuple[int, ...] = ()  # items per report of each round ("sum" only; () : one each)
 
     # ---- construction -----------------------------------------------------------------------
     @classmethod
@@ -139,16 +145,19 @@ class PrivacyLedger:
         sampling_rate: float = 1.0,
         method: str = methods.DEFAULT_METHOD,
         eps_local: float | None = None,
+        items: Sequence[int] = (),
     ) -> PrivacyLedger:
         """``open`` for a per-round allocation (method "sum"), one round per offset: round i is
-        charged, and must be run, at local epsilon eps_local + offsets[i] (``round_epsilon``)."""
+        charged, and must be run, at local epsilon eps_local + offsets[i] (``round_epsilon``).
+        ``items``: how many elements a device reports in each round (default one); a round of
+        k is charged as k compositions of the one-hot round (``accountant.repeat_offsets``)."""
         return cls._open(eps_agg, delta, len(offsets), n_min, sampling_rate, method, eps_local,
-                         offsets)
+                         offsets, tuple(items))
 
     @classmethod
     def _open(cls, eps_agg: float, delta: float, rounds: int, n_min: int, sampling_rate: float,
-              method: str, eps_local: float | None, offsets: Sequence[float] | None
-              ) -> PrivacyLedger:
+              method: str, eps_local: float | None, offsets: Sequence[float] | None,
+              items: tuple[int, ...] = ()) -> PrivacyLedger:
         eps_agg = check_eps(eps_agg, "eps_agg")
         delta = check_delta(delta)
         rounds = check_rounds(rounds)
@@ -157,8 +166,10 @@ class PrivacyLedger:
         method = methods.check_method(method)
         population = n_min if sampling_rate == 1.0 else math.ceil(n_min / sampling_rate)
         allocation = tuple(float(o) for o in offsets) if offsets is not None else ()
+        items = _check_items(items, allocation, method)
         if eps_local is None and allocation:
-            eps_local = solve_allocation(eps_agg, delta, allocation, population, sampling_rate,
+            charged = repeat_offsets(allocation, items) if items else allocation
+            eps_local = solve_allocation(eps_agg, delta, charged, population, sampling_rate,
                                          method).eps_local
         elif eps_local is None:
             eps_local = solve_local_epsilon(
@@ -183,6 +194,7 @@ class PrivacyLedger:
             slack_delta=slack,
             population=population if expected < population else None,
             offsets=allocation,
+            items=items,
         )
         planned = ledger.projected_epsilon()
         if planned > eps_agg * (1.0 + SLACK):
@@ -229,9 +241,12 @@ class PrivacyLedger:
         if not spends:
             return 0.0
         if self.method == "sum":
+            # A round of k items is k compositions of the one-hot round (repeat_offsets).
+            charged = [s for s in spends
+                       for _ in range(self.items[s.round_index] if self.items else 1)]
             return sum_pld.sum_epsilon(
-                [self.round_epsilon(s.round_index) for s in spends], self.delta,
-                [s.contributors for s in spends], self.population
+                [self.round_epsilon(s.round_index) for s in charged], self.delta,
+                [s.contributors for s in charged], self.population
             )
         grid = np.asarray(self.orders, dtype=float)
         best = len(spends) * self.eps_local
@@ -349,6 +364,7 @@ class PrivacyLedger:
             "slack_delta": _enc(self.slack_delta),
             "orders": list(self.orders),
             "offsets": list(self.offsets),
+            "items": list(self.items),
             "spends": [
                 {
                     "round_index": s.round_index,
@@ -398,6 +414,7 @@ class PrivacyLedger:
             rounds = check_rounds(data["rounds"])
             eps_local = check_eps(data["eps_local"], "eps_local")
             check_offsets(eps_local, offsets or None, rounds, method)
+            items = _check_items(tuple(data.get("items", ())), offsets, method)
             return cls(
                 eps_agg=check_eps(data["eps_agg"], "eps_agg"),
                 delta=check_delta(data["delta"]),
@@ -412,8 +429,22 @@ class PrivacyLedger:
                 spends=tuple(spends),
                 population=population,
                 offsets=offsets,
+                items=items,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             if isinstance(error, PrivacyError):
                 raise PrivacyError(f"malformed ledger: {error}") from error
             raise PrivacyError(f"malformed ledger: {error!r}") from error
+
+
+def _check_items(items: tuple[int, ...], offsets: tuple[float, ...], method: str
+                 ) -> tuple[int, ...]:
+    """Items per report of each round: () (one each), or one integer >= 1 per allocated round,
+    accounted by the sum method only (``accountant.repeat_offsets``)."""
+    if not items:
+        return ()
+    if method != "sum":
+        raise PrivacyError(f"several items per report are accounted by the sum method only, "
+                           f"not {method!r}")
+    repeat_offsets(offsets, items)  # checks the length and the counts
+    return tuple(int(k) for k in items)

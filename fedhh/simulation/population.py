@@ -16,7 +16,15 @@ import numpy as np
 from fedhh.codec import Codec
 from fedhh.data.dataset import FederatedDataset, release_pages, user_chunks
 from fedhh.data.progress import Meter
-from fedhh.device import NOTHING, Eligibility, Selection, SelectionRule, select_block, streams
+from fedhh.device import (
+    NOTHING,
+    Eligibility,
+    Selection,
+    SelectionRule,
+    select_block,
+    select_many,
+    streams,
+)
 from fedhh.server import RoundQuery
 
 CHUNK_ENTRIES = 1 << 23
@@ -106,7 +114,31 @@ class Population:
         if self.single_items is not None:
             items = self.single_items if participants is None else self.single_items[participants]
         else:
-            items = self._select(eligibility, selection, seeds, participants)
+            items = self._select(eligibility, selection, seeds, participants, 1)[:, 0]
+        return self._domain_of(query, eligibility, items)
+
+    def selected_domain_sets(
+        self,
+        query: RoundQuery,
+        selection: Selection,
+        seeds: np.random.SeedSequence,
+        k: int,
+        participants: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Each participating user's up to ``k`` distinct domain elements, shape (users, k),
+        -1 filling the rest: ``select_many``'s items, an element drawn twice (two items with
+        one prefix) kept once, since a multi-item report sets one bit per element. With k = 1
+        the column of ``selected_domain_indices`` (the same draws)."""
+        eligibility = Eligibility.of(self.item_codes, query.round_filter())
+        items = self._select(eligibility, selection, seeds, participants, k)
+        domain = self._domain_of(query, eligibility, items.ravel()).reshape(items.shape)
+        ordered = np.sort(domain, axis=1)
+        repeated = np.zeros(ordered.shape, dtype=bool)
+        repeated[:, 1:] = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)
+        return np.where(repeated, -1, ordered)
+
+    def _domain_of(self, query: RoundQuery, eligibility: Eligibility,
+                   items: np.ndarray) -> np.ndarray:
         # Only users holding a selected item are looked up: when none does, the vocabulary
         # may be empty and there is nothing to index.
         held = np.flatnonzero(items >= 0)
@@ -121,13 +153,15 @@ class Population:
         selection: Selection,
         seeds: np.random.SeedSequence,
         users: np.ndarray | None,
+        k: int,
     ) -> np.ndarray:
-        """The selected item id of every user (or of ``users``), NOTHING when none."""
+        """The selected item ids of every user (or of ``users``), shape (users, k), NOTHING
+        when none (``select_many``; its first column is ``select_block``'s draw)."""
         ds = self.dataset
         indptr = ds.indptr
         lengths = np.diff(indptr) if users is None else indptr[users + 1] - indptr[users]
         bounds = user_chunks(np.concatenate(([0], np.cumsum(lengths))), CHUNK_ENTRIES)
-        picked = np.full(lengths.size, NOTHING, dtype=np.int64)
+        picked = np.full((lengths.size, k), NOTHING, dtype=np.int64)
         children = seeds.spawn(len(bounds))
 
         def work(block: int) -> None:
@@ -141,12 +175,12 @@ class Population:
                 rows = _gather_rows(starts, lengths[lo:hi])
                 sub_indptr = np.concatenate(([0], np.cumsum(lengths[lo:hi])))
             block_items = np.asarray(ds.items[rows])
-            chosen = select_block(
+            chosen = select_many(
                 sub_indptr, block_items, np.asarray(ds.counts[rows]), eligibility, selection,
-                np.random.default_rng(children[block]),
+                np.random.default_rng(children[block]), k,
             )
             ok = chosen >= 0
-            result = np.full(hi - lo, NOTHING, dtype=np.int64)
+            result = np.full(chosen.shape, NOTHING, dtype=np.int64)
             result[ok] = block_items[chosen[ok]]
             picked[lo:hi] = result
             release_pages(ds.items, ds.counts)

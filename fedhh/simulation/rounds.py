@@ -9,6 +9,11 @@ Bernoulli variables with a common parameter is binomial. So drawing the two bino
 coordinate gives the exact law of the sum the secure-aggregation service would release, without
 simulating any report. Vote thresholds release c_w itself; central baselines add noise to c_w.
 
+Several items per report (``round_items``): a device reporting the set S of elements sets a
+one at each of them, so with c_w now the number of devices whose set holds w the same two
+binomials give the exact sum (each coordinate's coins stay independent and Bernoulli(a1) at
+the c_w devices, Bernoulli(a0) at the others).
+
 Per-device mode randomizes every participant's report with its own stream (the one a device
 process would use for the same seed) and adds them up: the reference the exact mode is tested
 against, practical for small populations.
@@ -63,8 +68,10 @@ class SimulatedRounds:
         seed: int,
         per_device: bool = False,
         round_mechanisms: tuple[Mechanism, ...] | None = None,
+        round_items: tuple[int, ...] | None = None,
     ) -> None:
-        """``round_mechanisms``: one mechanism per round (a per-round budget allocation)."""
+        """``round_mechanisms``: one mechanism per round (a per-round budget allocation);
+        ``round_items``: the items each device reports per round (None: one)."""
         self.population = population
         self.mechanism = mechanism
         self.round_mechanisms = round_mechanisms
@@ -72,6 +79,10 @@ class SimulatedRounds:
         self.participation = participation
         self.seed = seed
         self.per_device = per_device
+        self.round_items = round_items
+        if round_items is not None and (per_device or isinstance(mechanism, PiRappor)):
+            raise ValueError("several items per report are drawn in the exact mode of the "
+                             "one-hot randomizer only")
 
     def mechanism_for(self, round_: int) -> Mechanism:
         if self.round_mechanisms is None:
@@ -88,9 +99,15 @@ class SimulatedRounds:
             return self._pi_rappor(self.mechanism, query, users, n)
         if self.per_device:
             return self._per_device(query, users, n)
-        indices = self.population.selected_domain_indices(
-            query, self.selection, streams.selection_seeds(self.seed, t), users
-        )
+        k = 1 if self.round_items is None else self.round_items[t - 1]
+        if k > 1:
+            indices = self.population.selected_domain_sets(
+                query, self.selection, streams.selection_seeds(self.seed, t), k, users
+            ).ravel()
+        else:
+            indices = self.population.selected_domain_indices(
+                query, self.selection, streams.selection_seeds(self.seed, t), users
+            )
         counts = np.bincount(indices[indices >= 0], minlength=query.domain_size).astype(np.int64)
         sums = draw_sums(self.mechanism_for(t), counts, n, streams.noise_stream(self.seed, t))
         return RoundSum(sums, n, counts)

@@ -74,6 +74,7 @@ class Prepared:
     privacy: dict[str, Any]
     ledger: PrivacyLedger | None
     round_mechanisms: tuple[Mechanism, ...] | None = None  # a per-round budget allocation
+    round_items: tuple[int, ...] | None = None  # items per report of each round (None: one)
 
 
 def prepare(config: RunConfig, num_devices: int) -> Prepared:
@@ -87,6 +88,9 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
     pi_rappor = config.randomizer == "pi-rappor"
     method = accounting_method(config.privacy_method) if pi_rappor else config.privacy_method
     weights = config.round_weights()
+    items = config.items_per_round()
+    if items is not None and weights is None:
+        weights = (1.0,) * config.rounds  # several items are accounted as an allocation
     if weights is not None and pi_rappor:
         raise ConfigError("a round budget allocation (round_budget) is accounted for the "
                           "one-hot randomizer's sums; PI-RAPPOR runs with equal rounds")
@@ -94,13 +98,15 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
     eps_local = config.eps_local
     solution: dict[str, Any] = {}
     if weights is not None:
-        from fedhh.privacy.accountant import allocation_offsets
+        from fedhh.privacy.accountant import allocation_offsets, repeat_offsets
         from fedhh.privacy.solver import solve_allocation
 
         offsets = allocation_offsets(weights) * config.runs
         if eps_local is None:
             q = 1.0 if config.sampling_rate is None else config.sampling_rate
-            solved = solve_allocation(config.eps_agg, config.delta, offsets, num_devices, q)
+            # A round of k items is k compositions of the one-hot round (fedhh.privacy.ledger).
+            charged = offsets if items is None else repeat_offsets(offsets, items * config.runs)
+            solved = solve_allocation(config.eps_agg, config.delta, charged, num_devices, q)
             eps_local, solution = solved.eps_local, solved.to_dict()
     choice = build_algorithm(
         config.algorithm, config.charged_rounds, num_devices,
@@ -127,15 +133,18 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
         if offsets:
             ledger = PrivacyLedger.open_allocated(
                 config.eps_agg, config.delta, offsets, n_min, q,
-                eps_local=choice.privacy["eps_local"])
+                eps_local=choice.privacy["eps_local"],
+                items=() if items is None else items * config.runs)
         else:
             ledger = PrivacyLedger.open(
                 config.eps_agg, config.delta, config.charged_rounds, n_min=n_min,
                 sampling_rate=q, eps_local=choice.privacy["eps_local"],
                 **({"method": method} if method else {}),
             )
+    if items is not None:
+        privacy["round_items"] = list(items)
     return Prepared(config, mechanism, choice.participation, privacy, ledger,
-                    round_mechanisms)
+                    round_mechanisms, items)
 
 
 @dataclass
@@ -318,6 +327,7 @@ def _one_pass(population: Population, prepared: Prepared, tree: PrefixTree, run:
         population, prepared.mechanism, config.selection_rule(), prepared.participation,
         seed=config.seed + 1_000_003 * run + 7_919 * pass_index, per_device=config.per_device,
         round_mechanisms=tree.round_mechanisms,
+        round_items=None if prepared.round_items is None else prepared.round_items[used:],
     )
     link = SimulationLink(transport)
 

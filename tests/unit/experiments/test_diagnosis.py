@@ -5,6 +5,7 @@ lost in exactly one round."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fedhh.codec import Codec
 from fedhh.config import RunConfig
@@ -14,8 +15,9 @@ from fedhh.experiments.diagnosis import lost_by_round
 from fedhh.simulation.runner import simulate
 
 
-def test_shares_add_up_and_match_the_simulation(tiny: FederatedDataset) -> None:
-    config = RunConfig(eps_agg=2.0, dim_limit=2**16, seed=3)
+@pytest.mark.parametrize("items", ["1", "3"])
+def test_shares_add_up_and_match_the_simulation(tiny: FederatedDataset, items: str) -> None:
+    config = RunConfig(eps_agg=2.0, dim_limit=2**16, seed=3, round_items=items)
     bands = ((0, 10), (10, 20), (20, 35))
     result, threshold = lost_by_round(tiny, config, bands)
     assert threshold > 0

@@ -21,6 +21,8 @@ from fedhh.experiments.store import RunRecord
 from fedhh.experiments.studies import (
     COMBINED,
     FINAL,
+    FINAL_ITEMS,
+    ITEMS_SWEEP,
     LEVERS,
     PAPER,
     SMALL_SWEEP,
@@ -38,7 +40,7 @@ SEEDS = [0, 1, 2]
 
 def test_every_lever_run_names_a_population_fixed_before_tuning() -> None:
     studies = group_studies(UTILITY_GROUP)
-    assert [s.number for s in studies] == list(range(12, 22))
+    assert [s.number for s in studies] == list(range(12, 23))
     allowed = {*DEVELOPMENT, *HELD_OUT, "synthetic-reddit"}
     assert set(UTILITY_POPULATIONS) == allowed
     for study in studies:
@@ -48,11 +50,14 @@ def test_every_lever_run_names_a_population_fixed_before_tuning() -> None:
     # Sweeps (studies 12-19) run on development populations only; elsewhere studies 20 and 21
     # run only the paper and fixed combinations.
     for study in studies:
-        if study.name not in ("utility", "small-regime"):
+        if study.name not in ("utility", "small-regime", "round-items"):
             assert {v.dataset for v in study.variants} <= set(DEVELOPMENT), study.name
     for variant in get_study("small-regime").variants:
         if variant.dataset not in DEVELOPMENT:
             assert variant.spec in (PAPER, FINAL), variant.label
+    for variant in get_study("round-items").variants:
+        if variant.dataset not in DEVELOPMENT:
+            assert variant.spec in (PAPER, FINAL, FINAL_ITEMS), variant.label
 
 
 def test_baselines_are_the_paper_and_share_the_default_runs() -> None:
@@ -89,6 +94,20 @@ def test_the_small_regime_candidates_are_one_change_each_on_the_combination() ->
             assert small.variant(f"{pop}: combined, {label}").spec == replace(COMBINED, **values)
     assert PAPER.round_fp_ratio == "equal" and RunConfig().round_fp_ratio == "equal"
     assert replace(COMBINED, eta=0.8) == FINAL
+
+
+def test_the_item_candidates_are_one_change_each_on_study_21s_final() -> None:
+    items = get_study("round-items")
+    for pop in SWEEP_POPULATIONS:
+        assert items.variant(f"{pop}: paper").spec == PAPER
+        assert items.variant(f"{pop}: study 21 final").spec == FINAL
+        for k in ITEMS_SWEEP:
+            assert items.variant(f"{pop}: final, items {k}").spec == replace(FINAL, round_items=k)
+    assert PAPER.round_items == "1" and RunConfig().items_per_round() is None
+    assert replace(FINAL, round_items=FINAL_ITEMS.round_items) == FINAL_ITEMS
+    assert FINAL_ITEMS.items_per_round() is not None
+    for pop in UTILITY_POPULATIONS:
+        assert items.variant(f"{pop}: final with items").spec == FINAL_ITEMS
 
 
 def record(seed: int, found: float, fp_ratio: float) -> RunRecord:
