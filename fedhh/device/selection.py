@@ -138,10 +138,13 @@ def select_block(
 
     ``indptr`` holds the block's user boundaries relative to ``item_ids``/``counts``; item ids
     index the arrays of ``eligibility``. Returns int64 positions into the block's entries.
-    ``exclude`` (one bool per entry): entries that may not be drawn (drawn already).
+    ``exclude`` (one bool per entry): entries that may not be drawn (drawn already); only
+    with prefix conditioning, where every drawable entry is on the list.
     """
     on_list = eligibility.on_list[item_ids]
     if exclude is not None:
+        if not selection.prefix_conditioning:
+            raise ConfigError("excluding entries needs selection conditioned on the prefix list")
         on_list = on_list & ~exclude
     if eligibility.weight is not None and selection.prefix_conditioning:
         weight = eligibility.weight[item_ids]
@@ -150,10 +153,7 @@ def select_block(
         return _sample(indptr, weight, on_list, SelectionRule.WEIGHTED, rng)
     if selection.prefix_conditioning:
         return _sample(indptr, counts, on_list, selection.rule, rng)
-    allowed = eligibility.allowed[item_ids]
-    if exclude is not None:
-        allowed = allowed & ~exclude
-    chosen = _sample(indptr, counts, allowed, selection.rule, rng)
+    chosen = _sample(indptr, counts, eligibility.allowed[item_ids], selection.rule, rng)
     picked = chosen >= 0
     keep = np.zeros(chosen.size, dtype=bool)
     keep[picked] = on_list[chosen[picked]]

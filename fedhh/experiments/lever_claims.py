@@ -190,13 +190,17 @@ def meets_target(r: StudyResults, label: str, base: str) -> tuple[str, str]:
     return verdict, note
 
 
+def _role(pop: str) -> str:
+    return ("held out" if pop in HELD_OUT else "development"
+            if pop in (DEV, DEV_IID, DEV_FULL) else "the default dataset")
+
+
 def _utility(r: StudyResults) -> list[ClaimResult]:
     out = []
     for pop in UTILITY_POPULATIONS:
         base, combined = f"{pop}: paper", f"{pop}: combined"
         verdict, note = meets_target(r, combined, base)
-        role = ("held out" if pop in HELD_OUT else "development"
-                if pop in (DEV, DEV_IID, DEV_FULL) else "the default dataset")
+        role = _role(pop)
         out.append(ClaimResult(
             "utility", f"The levers combined find at least 20% more heavy hitters than the "
             f"paper's algorithm with an output FP ratio no worse ({pop}, {role})",
@@ -245,8 +249,7 @@ def _small_regime(r: StudyResults) -> list[ClaimResult]:
                 r, "small-regime", f"The combination with {label} finds more heavy hitters "
                 f"than study 20's combination ({pop})", changed, f"{pop}: combined"))
     for pop in UTILITY_POPULATIONS:
-        role = ("held out" if pop in HELD_OUT else "development"
-                if pop in (DEV, DEV_IID, DEV_FULL) else "the default dataset")
+        role = _role(pop)
         verdict, note = meets_target(r, f"{pop}: final", f"{pop}: paper")
         out.append(ClaimResult(
             "small-regime", f"The final combination (study 20's with eta 0.8) finds at least "
@@ -271,8 +274,7 @@ def _round_items(r: StudyResults) -> list[ClaimResult]:
                 r, "round-items", f"{k} items per report find more heavy hitters than one "
                 f"(study 21's final combination, {pop})", changed, f"{pop}: study 21 final"))
     for pop in UTILITY_POPULATIONS:
-        role = ("held out" if pop in HELD_OUT else "development"
-                if pop in (DEV, DEV_IID, DEV_FULL) else "the default dataset")
+        role = _role(pop)
         label = f"{pop}: final with items"
         verdict, note = meets_target(r, label, f"{pop}: paper")
         out.append(ClaimResult(

@@ -90,6 +90,14 @@ def test_weighted_draws_follow_successive_sampling() -> None:
     assert stats.binomtest(int(np.sum(first == 0)), users, 0.75).pvalue > ALPHA
 
 
+def test_excluding_entries_is_refused_without_prefix_conditioning() -> None:
+    indptr, items, counts = block(3, 4)
+    with pytest.raises(ConfigError, match="excluding entries needs selection conditioned"):
+        select_block(indptr, items, counts, Eligibility.everything(4),
+                     Selection(SelectionRule.UNIFORM, False), np.random.default_rng(0),
+                     np.zeros(items.size, dtype=bool))
+
+
 def test_unconditioned_selection_is_refused_with_several_items() -> None:
     indptr, items, counts = block(3, 2)
     with pytest.raises(ConfigError, match="conditioned"):
