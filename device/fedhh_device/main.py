@@ -16,7 +16,7 @@ import numpy as np
 
 from fedhh.data.registry import resolve_dataset
 from fedhh.errors import ConfigError
-from fedhh.rpc import serving
+from fedhh.rpc import serving, task_census
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
 from fedhh.rpc.tls import ca_credentials
 from fedhh_device.fleet import Fleet
@@ -47,6 +47,7 @@ async def serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    task_census.install(loop)
     dataset = resolve_dataset(args.dataset)
     state_dir = Path(args.state_dir) if args.state_dir else None
     shards = auto_count(args.users)

@@ -18,6 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from fedhh.errors import ConfigError
+from fedhh.rpc import task_census
 from fedhh.rpc.tls import TlsFiles
 
 log = logging.getLogger(__name__)
@@ -223,6 +224,7 @@ async def wait_for_signal(server: grpc.aio.Server, grace: float = 5.0) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    task_census.install(loop)
     await stop.wait()
     log.info("shutting down")
     await server.stop(grace)
