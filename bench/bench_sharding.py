@@ -288,6 +288,9 @@ def main() -> int:
                              "average is below this")
     parser.add_argument("--render-only", action="store_true",
                         help="no runs: write the page again from the recorded JSON")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="keep each run's logs and state under this directory (one "
+                             "subdirectory per group); default: a temporary one, removed")
     args = parser.parse_args()
     interrupt_on_sigterm()  # a killed benchmark stops the services it started
     previous = json.loads(RAW.read_text()) if RAW.exists() else {}
@@ -301,7 +304,8 @@ def main() -> int:
         others = OtherWork()
         others.start()
         try:
-            report = run_load(LoadSpec(**params))
+            workdir = None if args.workdir is None else args.workdir / group
+            report = run_load(LoadSpec(**params), workdir)
         except FedhhError as error:  # a run that never ended: say so, go on with the next
             others.stop()
             print(f"{label}: {error}", flush=True)
