@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.device import RandomSource, SecureSource, streams
 from fedhh.errors import AuthenticationError, ConfigError, FedhhError
+from fedhh.rpc.aggregator_client import RetryPolicy
 from fedhh.rpc.tasks import verify_task
 from fedhh.secagg import RoundKeys
 from fedhh.secagg.primitives import system_random
@@ -48,6 +49,15 @@ log = logging.getLogger(__name__)
 # minutes: at 10 s, the re-polls of the waiting devices kept the coordinator and the device
 # processes busy. Stopping does not wait for it (the run task is cancelled).
 GET_TASK_WAIT_MS = 55_000
+# A failed GetTask is asked again after a full-jitter exponential backoff: of up to a minute
+# when the coordinator shed the call (CANCELLED: its backlog was full; RESOURCE_EXHAUSTED), of
+# up to 10 s otherwise (an unreachable coordinator: the channel's reconnection backoff paces
+# those calls already). With at most 10 s (+-50%) for all, 50,000 devices checking in at once
+# kept 33,000 of them in a loop of shed calls whose cost starved the coordinator (39 of 40
+# probe calls were shed four minutes into check-in).
+GET_TASK_RETRY = RetryPolicy(initial_backoff_s=0.2, max_backoff_s=10.0)
+GET_TASK_SHED_RETRY = RetryPolicy(initial_backoff_s=0.2, max_backoff_s=60.0)
+_SHED = frozenset({grpc.StatusCode.CANCELLED, grpc.StatusCode.RESOURCE_EXHAUSTED})
 
 
 @dataclass
@@ -112,6 +122,7 @@ class Fleet:
         self.floors = floors or Floors()
         self.stop = stop or asyncio.Event()
         self.stats = FleetStats()
+        self._jitter = random.Random()  # (retry timing only)
         self._identities: dict[int, Identity] = self._load_state()
 
     # ---- identities ----------------------------------------------------------------------
@@ -182,7 +193,7 @@ class Fleet:
         # The round keys the next check-in presents; the round's config commits to them, so
         # they are replaced only once a task has used them.
         round_keys = RoundKeys.generate(system_random)
-        backoff = 0.2
+        failures = 0
         while not self.stop.is_set():
             c_pk, s_pk = round_keys.public
             request = pb.GetTaskRequest(device_id=identity.device_id, wait_ms=GET_TASK_WAIT_MS,
@@ -198,10 +209,11 @@ class Fleet:
                 if failure.code() == grpc.StatusCode.UNAUTHENTICATED:
                     log.error("device credential rejected", extra={"user": user})
                     return
-                await self._sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
+                retry = GET_TASK_SHED_RETRY if failure.code() in _SHED else GET_TASK_RETRY
+                await self._pause(retry.backoff(failures, self._jitter))
+                failures += 1
                 continue
-            backoff = 0.2
+            failures = 0
             if not response.HasField("task"):
                 await self._sleep(response.retry_after_ms / 1000)
                 continue
@@ -282,9 +294,11 @@ class Fleet:
             await channel.close()
 
     async def _sleep(self, seconds: float) -> None:
-        jittered = seconds * (0.5 + random.random())
+        await self._pause(seconds * (0.5 + random.random()))
+
+    async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.stop.wait(), jittered)
+            await asyncio.wait_for(self.stop.wait(), seconds)
 
     async def _retry(self, call: Callable[[], Any]) -> Any:
         backoff = 0.2

@@ -355,17 +355,24 @@ async def _read_result(call: Any, on_release: ReleaseHook | None) -> AggregateRe
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Retries of UNAVAILABLE and CANCELLED: ``attempts`` tries in all, full-jitter exponential
-    backoff."""
+    """Retries of UNAVAILABLE and CANCELLED: ``attempts`` tries in all, with full-jitter
+    exponential backoff (uniform in [0, min(cap, initial * 2^attempt)]: of the usual schemes,
+    the one that spreads a crowd's retries the most; Brooker, "Exponential Backoff and Jitter",
+    AWS Architecture Blog, 2015). The cap is ``max_backoff_s`` for those tries and
+    ``patient_max_backoff_s`` for a patient call's further ones (its stage is still open): a
+    crowd of starved devices re-sending every 2 s kept an overloaded aggregator answering
+    duplicates."""
 
     attempts: int = 5
     initial_backoff_s: float = 0.1
     max_backoff_s: float = 2.0
+    patient_max_backoff_s: float = 30.0
 
     def backoff(self, attempt: int, rng: random.Random) -> float:
+        cap = self.max_backoff_s if attempt < self.attempts else max(self.max_backoff_s,
+                                                                     self.patient_max_backoff_s)
         # (the exponent is capped: a patient call may be retried thousands of times)
-        return rng.uniform(0, min(self.max_backoff_s,
-                                  self.initial_backoff_s * 2 ** min(attempt, 30)))
+        return rng.uniform(0, min(cap, self.initial_backoff_s * 2 ** min(attempt, 30)))
 
 
 class Outcome(StrEnum):
