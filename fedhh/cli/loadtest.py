@@ -46,10 +46,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workers", type=options.positive_int, default=1,
                    help="worker aggregators behind a combiner (default 1; with --shards 1 and "
                         "--workers 1 the single aggregator of an unsharded system)")
-    p.add_argument("--device-nice", type=options.non_negative_int, default=10,
-                   help="nice value of the device processes (default 10: the simulated devices, "
-                        "which stand for phones with CPUs of their own, yield the cores to the "
-                        "services under test; 0: equal shares)")
     p.add_argument("--seed", type=options.non_negative_int,
                    help="test mode: seed the devices' randomness and dropout draws (never in "
                         "a deployment: a known seed voids the local privacy guarantee)")
@@ -67,8 +63,7 @@ def run(args: argparse.Namespace) -> int:
     spec = LoadSpec(args.devices, args.dim, args.dropout, args.rounds, args.processes,
                     args.stage_ms, args.quiet_close_ms, windows=windows, seed=args.seed,
                     shards=args.shards, workers=args.workers,
-                    quiet_close_tail=args.quiet_close_tail, checkin_ms=args.checkin_ms,
-                    device_nice=args.device_nice)
+                    quiet_close_tail=args.quiet_close_tail, checkin_ms=args.checkin_ms)
     interrupt_on_sigterm()
     report = run_load(spec, Path(args.workdir) if args.workdir else None)
     print(render(report))

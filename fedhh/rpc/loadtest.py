@@ -66,10 +66,6 @@ class LoadSpec:
     # The aggregators' --quiet-close-tail (None: their default): silence closes a stage only
     # while at most four times this share of its devices is missing.
     quiet_close_tail: float | None = None
-    # The device processes' nice value. They stand for phones, each with its own CPU; sharing
-    # the machine's cores equally with the services, eight of them left the coordinator a
-    # ninth of the CPU while 50,000 devices checked in, and it shed most of their calls.
-    device_nice: int = 10
 
     @property
     def sharded(self) -> bool:
@@ -137,8 +133,7 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         started = time.monotonic()
         for i in range(processes):
             lo, hi = i * per, min((i + 1) * per, spec.devices)
-            topo.start_devices(f"devices-{i}", str(data), f"{lo}:{hi}", extra,
-                               nice=spec.device_nice)
+            topo.start_devices(f"devices-{i}", str(data), f"{lo}:{hi}", extra)
         # The round starts once every device process is up and enrolled, so check-in
         # measures a round, not process start-up.
         topo.wait_for_devices()
@@ -327,9 +322,8 @@ def render(report: dict[str, Any]) -> str:
     spec = report["spec"]
     sharding = (f", {spec['shards']} shard(s) on {spec['workers']} worker(s)"
                 if spec.get("shards", 1) > 1 or spec.get("workers", 1) > 1 else "")
-    nice = f", device processes at nice {spec['device_nice']}" if spec.get("device_nice") else ""
     lines = [f"load test: {spec['devices']} devices, D = {spec['dim']}, "
-             f"dropout {spec['dropout']}{sharding}{nice}, {spec['rounds']} round(s): "
+             f"dropout {spec['dropout']}{sharding}, {spec['rounds']} round(s): "
              f"{report['state']} {report['error']}".rstrip()]
     for r in report["rounds"]:
         lines.append(f"  round {r['round']}.{r['attempt']}: {r['state']}, "

@@ -8,7 +8,6 @@ process on exit (SIGTERM, then SIGKILL after a grace period).
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import secrets
@@ -153,16 +152,14 @@ class LocalTopology:
         return self._start("coordinator", args)
 
     def start_devices(self, name: str, dataset: str, users: str,
-                      extra: list[str] | None = None, nice: int = 0) -> Service:
-        """A device process hosting ``users`` of ``dataset``; ``nice`` lowers its CPU priority
-        by that much (a load test's simulated devices then do not starve the services)."""
+                      extra: list[str] | None = None) -> Service:
         transport = ["--ca", str(self.workdir / "tls" / "ca.pem")] if self.tls else ["--insecure"]
         args = ["device", "--coordinator", self.address("coordinator"), *transport,
                 "--dataset", dataset, "--users", users,
                 "--enrollment-tokens-file", str(self.enrollment_tokens(dataset)),
                 "--state-dir", str(self.workdir / name),
                 "--stats-file", str(self.workdir / f"{name}.stats.json"), *(extra or [])]
-        return self._start(name, args, wait=False, nice=nice)
+        return self._start(name, args, wait=False)
 
     def wait_for_devices(self) -> None:
         """Block until every device process has enrolled all its devices (they poll for tasks
@@ -171,7 +168,7 @@ class LocalTopology:
             if service.args[:1] == ["device"] and not service.ready:
                 service.ready = self._wait_ready(service)
 
-    def _start(self, name: str, args: list[str], wait: bool = True, nice: int = 0) -> Service:
+    def _start(self, name: str, args: list[str], wait: bool = True) -> Service:
         ready_file = self.workdir / f"{name}.ready.json"
         full = [*args, "--ready-file", str(ready_file)]
         log = self.workdir / f"{name}.log"
@@ -181,8 +178,7 @@ class LocalTopology:
         with open(log, "ab") as out:
             service.process = subprocess.Popen(
                 [sys.executable, "-m", "fedhh.cli.main", *full], stdout=out,
-                stderr=subprocess.STDOUT, env=self.env, cwd=self.workdir,
-                preexec_fn=functools.partial(os.nice, nice) if nice else None)
+                stderr=subprocess.STDOUT, env=self.env, cwd=self.workdir)
         self.services[name] = service
         if wait:
             service.ready = self._wait_ready(service)

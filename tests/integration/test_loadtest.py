@@ -78,15 +78,7 @@ def test_a_load_test_stopped_with_sigterm_stops_the_services_it_started(tmp_path
             assert process.poll() is None, process.stderr.read() if process.stderr else ""
             assert time.monotonic() < deadline, "the load test never started its devices"
             time.sleep(0.1)  # polling a file, not synchronising on time
-        started = _processes_mentioning(str(work))
-        assert started, "no service found to stop"
-        # The device process yields the cores to the services (nice 10 by default).
-        nice = {pid: os.getpriority(os.PRIO_PROCESS, pid) for pid in started}
-        devices = [pid for pid in started if b"\0device\0" in Path(f"/proc/{pid}/cmdline")
-                   .read_bytes()]
-        own = os.getpriority(os.PRIO_PROCESS, 0)
-        assert len(devices) == 1 and nice[devices[0]] == min(19, own + 10)
-        assert all(nice[pid] == own for pid in started if pid not in devices)
+        assert _processes_mentioning(str(work)), "no service found to stop"
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=120)
         assert _processes_mentioning(str(work)) == []
