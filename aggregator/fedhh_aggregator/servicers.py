@@ -94,7 +94,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
             raise AuthenticationError("the admission is not the coordinator's for this device")
         accepted = await round_.submit(Stage.ADVERTISE_KEYS, message)
         return await _submitted(round_, message.device_id, Stage.ADVERTISE_KEYS, accepted,
-                                request.wait_next_ms)
+                                _wait_budget(request.wait_next_ms, context))
 
     @status_errors
     async def AwaitStage(self, request: pb.AwaitStageRequest,
@@ -105,8 +105,8 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
             raise _malformed(f"unknown stage {request.stage}")
         device_id = authenticate_device(round_, request.credentials, CallKind.AWAIT,
                                         await_digest(stage))
-        return _await_response(round_, await round_.await_request(device_id, stage,
-                                                          request.wait_ms / 1000))
+        return _await_response(round_, await round_.await_request(
+            device_id, stage, _wait_budget(request.wait_ms, context)))
 
     @status_errors
     async def SubmitShares(self, request: pb.SubmitSharesRequest,
@@ -118,7 +118,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
                                shares_digest(message))
         accepted = await round_.submit(Stage.SHARE_KEYS, message)
         return await _submitted(round_, device_id, Stage.SHARE_KEYS, accepted,
-                                request.wait_next_ms)
+                                _wait_budget(request.wait_next_ms, context))
 
     @status_errors
     async def SubmitMaskedInput(self, request: AsyncIterator[pb.MaskedInputChunk],
@@ -135,7 +135,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
         limits = self._registry.limits
         return await self._masked_input(
             first.header, first.ByteSize(),
-            lambda expected: _receive(chunks, expected, limits), "SubmitMaskedInput")
+            lambda expected: _receive(chunks, expected, limits), "SubmitMaskedInput", context)
 
     @status_errors
     async def SubmitMaskedVector(self, request: pb.MaskedVector,
@@ -151,11 +151,11 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
             return data, hashlib.sha256(data).digest()
 
         return await self._masked_input(request.header, request.header.ByteSize(), receive,
-                                        "SubmitMaskedVector")
+                                        "SubmitMaskedVector", context)
 
     async def _masked_input(self, header: pb.MaskedInputHeader, header_size: int,
                             receive: Callable[[int], Awaitable[tuple[bytes | bytearray, bytes]]],
-                            rpc: str) -> pb.SubmitResponse:
+                            rpc: str, context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
         """Both forms of stage 2: ``receive(expected)`` returns exactly ``expected`` bytes of
         vector and their SHA-256, or raises.
 
@@ -187,7 +187,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
                                         f"second, different vector from {device_id}")
             metrics.MESSAGES.labels(Stage.MASKED_INPUT.name, "duplicate").inc()
             return await _submitted(round_, device_id, Stage.MASKED_INPUT, False,
-                                    header.wait_next_ms)
+                                    _wait_budget(header.wait_next_ms, context))
         round_.upload_precheck(device_id)
         if device_id in round_.uploading:
             raise CapacityError(f"an upload from device {device_id} is already in progress")
@@ -215,7 +215,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
         if accepted:
             round_.upload_digests[device_id] = declared
         return await _submitted(round_, device_id, Stage.MASKED_INPUT, accepted,
-                                header.wait_next_ms)
+                                _wait_budget(header.wait_next_ms, context))
 
     @status_errors
     async def SubmitConsistency(self, request: pb.SubmitConsistencyRequest,
@@ -228,7 +228,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
                                consistency_digest(message))
         accepted = await round_.submit(Stage.CONSISTENCY_CHECK, message)
         return await _submitted(round_, device_id, Stage.CONSISTENCY_CHECK, accepted,
-                                request.wait_next_ms)
+                                _wait_budget(request.wait_next_ms, context))
 
     @status_errors
     async def SubmitUnmask(self, request: pb.SubmitUnmaskRequest,
@@ -248,14 +248,31 @@ def _await_response(round_: Round, outcome: AwaitOutcome) -> pb.AwaitStageRespon
                                  abort_reason=outcome.abort_reason)
 
 
+# A long-poll answers at least this long before the caller's deadline. A call can wait in the
+# server's backlog before its handler runs (grpc.aio takes one call per turn of a busy event
+# loop); a long-poll that then waited its full wait_ms answered after the device had given up
+# (DEADLINE_EXCEEDED), and the device sent its whole submission again: at 50,000 devices the
+# workers received nearly as many duplicate share submissions as accepted ones.
+ANSWER_MARGIN_S = 5.0
+
+
+def _wait_budget(requested_ms: int, context: grpc.aio.ServicerContext) -> float:
+    """Seconds a long-poll may wait: what the caller asked for, ending ANSWER_MARGIN_S before
+    its deadline (0 if that has nearly passed: answer now)."""
+    wait = requested_ms / 1000
+    remaining = context.time_remaining()
+    if remaining is not None:
+        wait = min(wait, max(0.0, remaining - ANSWER_MARGIN_S))
+    return wait
+
+
 async def _submitted(round_: Round, device_id: int, stage: Stage, accepted: bool,
-                     wait_next_ms: int) -> pb.SubmitResponse:
-    """The answer to a submission; with ``wait_next_ms``, also this device's next request (as
-    AwaitStage would answer it after waiting up to that long)."""
+                     wait_next_s: float) -> pb.SubmitResponse:
+    """The answer to a submission; with ``wait_next_s`` > 0, also this device's next request
+    (as AwaitStage would answer it after waiting up to that long)."""
     response = pb.SubmitResponse(accepted=accepted)
-    if wait_next_ms > 0:
-        outcome = await round_.await_request(device_id, round_.stage_after(stage),
-                                             wait_next_ms / 1000)
+    if wait_next_s > 0:
+        outcome = await round_.await_request(device_id, round_.stage_after(stage), wait_next_s)
         response.next.CopyFrom(_await_response(round_, outcome))
     return response
 

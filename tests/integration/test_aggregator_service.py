@@ -85,6 +85,7 @@ from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_aggregator.main import Settings, start
 from fedhh_aggregator.rounds import Limits
+from fedhh_aggregator.servicers import ANSWER_MARGIN_S
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 UNAUTHENTICATED = grpc.StatusCode.UNAUTHENTICATED
@@ -832,6 +833,27 @@ def test_a_submission_can_wait_for_the_next_request() -> None:
                 assert status == pb.AWAIT_STATUS_READY
                 assert isinstance(request, ShareKeysRequest) and request.device_id == u
                 assert request == (await s[u].await_request(Stage.SHARE_KEYS, 0))[1]
+
+    run(scenario())
+
+
+def test_a_long_poll_answers_before_the_callers_deadline() -> None:
+    """A long-poll ends ANSWER_MARGIN_S before the call's deadline, whatever wait the device
+    asked for: a call that sat in a busy server's backlog, then waited its full wait_ms, used
+    to answer after the device had given up, and the device sent its submission again."""
+    cohort = make_cohort(3, 16, 2, 2, n_min=2, windows_ms=(600_000,) * 5,
+                         round_id=b"run/deadline")
+
+    async def scenario() -> None:
+        async with aggregator() as (_, channel):
+            await AggregatorControl(channel, TOKEN).open_round(cohort.signed)
+            device = cohort.device(1)
+            s = session(channel, cohort, 1, device)
+            s.call_timeout = ANSWER_MARGIN_S + 3 - 60  # deadline: 8 s for a 60 s wait
+            assert await s.advertise(device.advertise_keys(), 60_000) is True
+            assert s.take_next() == (pb.AWAIT_STATUS_PENDING, None, "")
+            assert await s.await_request(Stage.SHARE_KEYS, 60_000) == (
+                pb.AWAIT_STATUS_PENDING, None, "")
 
     run(scenario())
 
