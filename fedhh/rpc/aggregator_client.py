@@ -359,9 +359,9 @@ class RetryPolicy:
     exponential backoff (uniform in [0, min(cap, initial * 2^attempt)]: of the usual schemes,
     the one that spreads a crowd's retries the most; Brooker, "Exponential Backoff and Jitter",
     AWS Architecture Blog, 2015). The cap is ``max_backoff_s`` for those tries and
-    ``patient_max_backoff_s`` for a patient call's further ones (its stage is still open): a
-    crowd of starved devices re-sending every 2 s kept an overloaded aggregator answering
-    duplicates."""
+    ``patient_max_backoff_s`` for a patient call's further ones (its stage is still open): with
+    2 s for all, a crowd of devices retried the calls an overloaded service shed as fast as it
+    shed them."""
 
     attempts: int = 5
     initial_backoff_s: float = 0.1
