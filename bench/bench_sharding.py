@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import sys
 import threading
 import time
@@ -290,7 +291,8 @@ def main() -> int:
                         help="no runs: write the page again from the recorded JSON")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="keep each run's logs and state under this directory (one "
-                             "subdirectory per group); default: a temporary one, removed")
+                             "subdirectory per configuration); default: a temporary one, "
+                             "removed")
     args = parser.parse_args()
     interrupt_on_sigterm()  # a killed benchmark stops the services it started
     previous = json.loads(RAW.read_text()) if RAW.exists() else {}
@@ -304,7 +306,8 @@ def main() -> int:
         others = OtherWork()
         others.start()
         try:
-            workdir = None if args.workdir is None else args.workdir / group
+            workdir = (None if args.workdir is None
+                       else args.workdir / re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-"))
             report = run_load(LoadSpec(**params), workdir)
         except FedhhError as error:  # a run that never ended: say so, go on with the next
             others.stop()
