@@ -17,7 +17,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from fedhh.errors import ConfigError
+from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc import task_census
 from fedhh.rpc.tls import TlsFiles
 
@@ -116,6 +116,47 @@ class ParseErrors(grpc.aio.ServerInterceptor):
         return wrapped
 
 
+CredentialCheck = Callable[[tuple[tuple[str, str | bytes], ...]], object]
+
+
+def _refuse_unread(reason: str) -> grpc.RpcMethodHandler:
+    async def refuse(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
+    return grpc.stream_unary_rpc_method_handler(refuse)
+
+
+class CredentialGate(grpc.aio.ServerInterceptor):
+    """Refuse a call whose credentials (metadata) fail their check before its message is read.
+
+    ``checks`` maps a method's full name (``/package.Service/Method``) or a service's prefix
+    (``/package.Service/``) to a check that raises :class:`fedhh.errors.AuthenticationError`.
+    A refused call is answered UNAUTHENTICATED by a stream-request handler that never asks for
+    the request, so an unauthenticated caller costs the service its metadata only: gRPC would
+    otherwise receive and parse a unary request in full (up to the receive cap) before the
+    servicer could look at the caller. Servicers keep their own checks."""
+
+    def __init__(self, checks: dict[str, CredentialCheck]) -> None:
+        self._checks = checks
+
+    def _check_for(self, method: str) -> CredentialCheck | None:
+        check = self._checks.get(method)
+        if check is None:
+            check = self._checks.get(method[: method.rfind("/") + 1])
+        return check
+
+    async def intercept_service(self, continuation: Callable[..., Any],
+                                details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        method = details.method
+        method = method.decode() if isinstance(method, bytes) else str(method)
+        check = self._check_for(method)
+        if check is not None:
+            try:
+                check(tuple(details.invocation_metadata or ()))
+            except FedhhError as error:
+                return _refuse_unread(str(error))
+        return await continuation(details)
+
+
 def tune_gc() -> None:
     """Run CPython's cycle collector less often in a service process.
 
@@ -173,12 +214,18 @@ def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,
 
 def new_server(max_receive_bytes: int = MAX_MESSAGE_BYTES,
                max_concurrent_streams: int | None = None,
-               extra_options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Server:
-    """A grpc.aio server with the limits of :func:`server_options`; requests that do not parse
-    are answered INVALID_ARGUMENT (:class:`ParseErrors`)."""
+               extra_options: Sequence[tuple[str, Any]] = (),
+               credential_checks: dict[str, CredentialCheck] | None = None) -> grpc.aio.Server:
+    """A grpc.aio server with the limits of :func:`server_options`; calls failing their
+    ``credential_checks`` are refused unread (:class:`CredentialGate`); requests that do not
+    parse are answered INVALID_ARGUMENT (:class:`ParseErrors`)."""
+    interceptors: list[grpc.aio.ServerInterceptor] = []
+    if credential_checks:
+        interceptors.append(CredentialGate(credential_checks))
+    interceptors.append(ParseErrors())
     return grpc.aio.server(
         options=server_options(max_receive_bytes, max_concurrent_streams, extra_options),
-        interceptors=[ParseErrors()])
+        interceptors=interceptors)
 
 
 def bind(server: grpc.aio.Server, address: str, tls: TlsFiles | None, insecure: bool) -> int:

@@ -72,12 +72,17 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         return pb.EnrollResponse(device_id=device_id, credential=credential,
                                  coordinator_public_key=self.public)
 
+    def authenticate(self, metadata: tuple[tuple[str, str | bytes], ...] | None) -> int:
+        """The id of the enrolled device whose credential the call's bearer holds."""
+        device_id, credential = auth.parse_device_bearer(metadata)
+        record = self.store.device(device_id)
+        auth.verify_device(record[0] if record else None, credential)
+        return device_id
+
     @status_errors
     async def GetTask(self, request: pb.GetTaskRequest, context: grpc.aio.ServicerContext
                       ) -> pb.GetTaskResponse:
-        device_id, credential = auth.parse_device_bearer(context.invocation_metadata())
-        record = self.store.device(device_id)
-        auth.verify_device(record[0] if record else None, credential)
+        device_id = self.authenticate(context.invocation_metadata())
         if request.device_id != device_id:
             raise AuthenticationError("device_id does not match the credential")
         round_keys = (bytes(request.c_pk), bytes(request.s_pk))
@@ -119,8 +124,11 @@ class AdminService(pb_grpc.AdminServiceServicer):
         self.admin_token = admin_token
         self.budget = budget
 
+    def authenticate(self, metadata: tuple[tuple[str, str | bytes], ...] | None) -> None:
+        auth.check_admin(metadata, self.admin_token)
+
     def _check(self, context: grpc.aio.ServicerContext) -> None:
-        auth.check_admin(context.invocation_metadata(), self.admin_token)
+        self.authenticate(context.invocation_metadata())
 
     @status_errors
     async def StartRun(self, request: pb.StartRunRequest, context: grpc.aio.ServicerContext

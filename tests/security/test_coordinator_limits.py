@@ -1,0 +1,143 @@
+"""The coordinator's own limits, against a real process on 127.0.0.1 (issue 28, HIGH).
+
+Before: the coordinator served with gRPC's 16 MiB receive cap, so 3 x 40 concurrent 15 MiB
+``Enroll`` calls with a bogus token took it from 249 MB to 2,305 MB in 6.4 s, and a 15 MiB
+``GetTask`` with a bogus bearer was read in full before it was refused. Now a message over the
+coordinator's cap is refused before it is read, and a call without valid credentials is
+refused before its message is read."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from fedhh.rpc.tls import ca_credentials
+from fedhh.rpc.topology import LocalTopology
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+
+pytestmark = pytest.mark.slow
+
+HUGE = 15 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTopology]:
+    root = tmp_path_factory.mktemp("coordinator-limits")
+    with LocalTopology(root / "topology", env={"FEDHH_CACHE": str(root / "cache")}) as topo:
+        topo.start_aggregator()
+        topo.start_coordinator()
+        yield topo
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
+def _channel(topo: LocalTopology) -> grpc.aio.Channel:
+    creds = ca_credentials(topo.workdir / "tls" / "ca.pem")
+    # The attacker's own channel takes messages of any size.
+    return grpc.aio.secure_channel(topo.address("coordinator"), creds, options=[
+        ("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)])
+
+
+async def _flood(topo: LocalTopology, connections: int, calls: int) -> list[str]:
+    """``connections`` channels with ``calls`` concurrent 15 MiB unauthenticated calls each,
+    half of them Enroll (a bogus token in the message), half GetTask (a bogus bearer)."""
+    payload = os.urandom(HUGE)
+
+    async def one(stub: pb_grpc.DeviceServiceStub, i: int) -> str:
+        try:
+            if i % 2:
+                await stub.Enroll(pb.EnrollRequest(enrollment_token=payload,
+                                                    identity_public_key=bytes(32)), timeout=60)
+            else:
+                await stub.GetTask(pb.GetTaskRequest(device_id=1, known_task=payload),
+                                   metadata=(("authorization", "Bearer 1." + "00" * 32),),
+                                   timeout=60)
+            return "OK"
+        except grpc.aio.AioRpcError as error:
+            return error.code().name
+
+    channels = [_channel(topo) for _ in range(connections)]
+    try:
+        stubs = [pb_grpc.DeviceServiceStub(ch) for ch in channels]
+        return list(await asyncio.gather(*(one(stub, i) for stub in stubs
+                                           for i in range(calls))))
+    finally:
+        for ch in channels:
+            await ch.close()
+
+
+def test_huge_unauthenticated_calls_leave_memory_flat(services: LocalTopology) -> None:
+    """2 x 40 concurrent 15 MiB unauthenticated calls: every one refused, and the coordinator
+    stays within 300 MB of where it started."""
+    pid = services.services["coordinator"].pid
+    before = rss_bytes(pid)
+    codes = asyncio.run(_flood(services, 2, 40))
+    after = rss_bytes(pid)
+    assert "OK" not in codes
+    assert set(codes) <= {"RESOURCE_EXHAUSTED", "UNAUTHENTICATED", "INVALID_ARGUMENT"}, codes
+    print(f"coordinator RSS {before / 2**20:.0f} -> {after / 2**20:.0f} MiB")
+    assert after - before < 300 * 1024 * 1024, (before, after)
+
+
+def test_a_bogus_bearer_is_refused_before_the_message_is_read(services: LocalTopology) -> None:
+    """A GetTask whose bearer is malformed or unknown is UNAUTHENTICATED whatever its size: a
+    message within the cap is not parsed first (a message that does not parse would otherwise
+    be INVALID_ARGUMENT)."""
+    async def call(bearer: str) -> str:
+        async with _channel(services) as ch:
+            stub = pb_grpc.DeviceServiceStub(ch)
+            garbage = b"\xff" * 4096  # not a GetTaskRequest
+            method = stub.GetTask._method  # type: ignore[attr-defined]
+            raw = ch.unary_unary(method, request_serializer=None, response_deserializer=None)
+            try:
+                await raw(garbage, metadata=(("authorization", bearer),), timeout=30)
+                return "OK"
+            except grpc.aio.AioRpcError as error:
+                return error.code().name
+
+    for bearer in ("Bearer 1." + "00" * 32, "Bearer nonsense", "Basic x"):
+        assert asyncio.run(call(bearer)) == "UNAUTHENTICATED", bearer
+
+
+def test_the_coordinator_still_serves_after_the_flood(services: LocalTopology) -> None:
+    asyncio.run(_flood(services, 1, 10))
+    from fedhh.rpc.admin_client import AdminClient
+
+    with AdminClient(services.address("coordinator"), services.token("admin"),
+                     services.workdir / "tls" / "ca.pem") as client:
+        assert client.mint_tokens(1)
+
+
+def test_an_admin_message_over_the_cap_is_refused_and_one_under_it_is_read(
+        services: LocalTopology) -> None:
+    """The admin's own calls share the 1 MiB cap: a run configuration that carries 2 MiB is
+    RESOURCE_EXHAUSTED; one with a 0.5 MiB deny list reaches the servicer (which then judges
+    it on its merits)."""
+    from fedhh.rpc.admin_client import AdminClient
+    from fedhh_coordinator.main import MAX_RECEIVE_BYTES
+
+    def start(deny: list[str]) -> grpc.StatusCode:
+        with AdminClient(services.address("coordinator"), services.token("admin"),
+                         services.workdir / "tls" / "ca.pem") as client:
+            config = pb.RunConfig(eps_agg=1.0, rounds=1, codec="5bit", max_bits=10,
+                                  target_devices=10, min_devices=5, deny_list=deny)
+            try:
+                client.start_run(config, run_id=f"cap-{len(deny)}")
+            except grpc.RpcError as error:
+                return error.code()  # type: ignore[attr-defined,no-any-return]
+            return grpc.StatusCode.OK
+
+    word = "x" * 1000
+    assert start([word] * (2 * MAX_RECEIVE_BYTES // 1000)) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert start([word] * (MAX_RECEIVE_BYTES // 2000)) != grpc.StatusCode.RESOURCE_EXHAUSTED
