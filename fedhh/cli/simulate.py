@@ -3,9 +3,18 @@
 Shows the progress of every long step on stderr when it is a terminal (building the dataset on
 first use, checking it, its ground truth, the rounds) and prints a summary; ``--json PATH``
 writes machine-readable results with the keys ``heavy_hitters`` (list of {"item", "estimate",
-"round"}), ``deny_list``, ``metrics``, ``rounds`` (per-round diagnostics), ``privacy``,
-``config``, ``dataset`` and ``timings``; ``--plot PATH`` draws the paper's marginal
+"round", "code", "ended", "truncated"}), ``cut_prefixes`` (the same, for heavy prefixes the
+rounds could not complete), ``deny_list``, ``metrics``, ``rounds`` (per-round diagnostics),
+``privacy``, ``config``, ``dataset`` and ``timings``; ``--plot PATH`` draws the paper's marginal
 discovered-frequency plot.
+
+The heavy hitters are listed by the round that found them, then by estimate: estimates of
+different rounds are not comparable. A round's estimate counts the devices that chose the item
+that round, and each device chooses among its items on that round's prefix list, which narrows
+from round to round, so the same item would count higher in a later round. An item that does
+not end within --max-bits is completed by the completion rounds (--completion-rounds); a
+prefix still unended after them is shown cut: its readable text, the bytes of a character it
+stops inside as \\xNN, then … (docs/codecs.md).
 """
 
 from __future__ import annotations
@@ -137,14 +146,25 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
              f"{h['estimate']:,.0f}", h["round"])
             for i, h in enumerate(hitters[:top])
         ])
+        print("(by round, then estimate: a round's estimate counts the devices that chose the "
+              "item that round, among their items on the round's narrowing prefix list, so "
+              "estimates of different rounds are not comparable)")
         if any(h["truncated"] for h in hitters[:top]):
             print(f"(an item ending in … was truncated at {payload['config']['max_bits']} bits: "
                   "it stands for every item starting with those bits; see --max-bits)")
+    cut = payload.get("cut_prefixes", [])
+    if cut:
+        print(f"\n{len(cut)} heavy prefixes the completion rounds could not complete (not "
+              "counted as heavy hitters):")
+        if top:
+            _table([("item", "estimate", "round")] + [
+                (h["item"], f"{h['estimate']:,.0f}", h["round"]) for h in cut[: min(top, 10)]])
     metrics = payload["metrics"]
     if metrics:
         w, u = metrics["weighted"], metrics["unweighted"]
         print(f"\ntrue positives {metrics['true_positives']}, false positives "
-              f"{metrics['false_positives']} (ratio {metrics['false_positive_ratio']:.3f})")
+              f"{metrics['false_positives']} (ratio {metrics['false_positive_ratio']:.3f}); "
+              f"whole items held by some user {metrics.get('whole_items_found', '-')}")
         print(f"utility loss: weighted {w['utility_loss']:.4f}, unweighted {u['utility_loss']:.4f}")
         recall = ", ".join(f"top-{k} {v:.2f}" for k, v in w["recall_at"].items())
         print(f"recall (weighted ranking): {recall}")

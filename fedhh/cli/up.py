@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         with AdminClient(topo.address("coordinator"), topo.token("admin"), ca) as admin:
             run_ = admin.start_run(to_proto(config), run_id="demo")
             print(f"run {run_.run_id}: eps_local {run_.eps_local:.3f} per round for "
-                  f"(eps_agg {config.eps_agg}, delta {config.delta}) over {config.rounds} "
+                  f"(eps_agg {config.eps_agg}, delta {config.delta}) over {config.total_rounds} "
                   "rounds", flush=True)
             final = admin.wait(run_.run_id, args.timeout, on_change=Narrator())
             results = admin.results(run_.run_id)
@@ -183,8 +183,8 @@ def say(line: str) -> None:
 def explain(run: Any, results: Any) -> None:
     """Why the run ended where it did and why it found what it found."""
     released = [r for r in run.rounds if r.state == "released"]
-    if run.state == "done" and len(released) < run.config.rounds:
-        print(f"\nThe tree finished after {len(released)} of {run.config.rounds} rounds: "
+    if run.state == "done" and len(released) < run.config.total_rounds:
+        print(f"\nThe tree finished after {len(released)} of {run.config.total_rounds} rounds: "
               "every prefix kept reached its end, so no round was left to run.")
     if released:
         last = max(released, key=lambda r: r.round)

@@ -1,10 +1,10 @@
 """Which bit strings an honest device can hold: the code's grammar as a finite automaton.
 
 A device encodes a non-empty, valid Unicode string (``fedhh.codec.codebook``): its UTF-8 bytes,
-each written as its codeword or as the escape and the byte, then the end symbol, then zero
-padding up to ``max_bits`` (or the code is cut at ``max_bits``). A prefix of ``L`` bits is
-*possible* when some such code starts with it. Everything else is impossible and leaves the
-candidate set at once:
+written as symbols (a byte's or a token's codeword, or the escape and a byte), then the end
+symbol, then zero padding up to ``max_bits`` (or the code is cut at ``max_bits``). A prefix
+of ``L`` bits is *possible* when some such code starts with it. Everything else is impossible
+and leaves the candidate set at once:
 
 - an unused codeword (a path that leaves the code tree, e.g. the 5-bit values 28-31);
 - an invalid escape (the escape followed by a byte that has a codeword of its own);
@@ -15,8 +15,12 @@ candidate set at once:
 
 The automaton reads bits; its state is (node of the code tree, or position in an escape's 8
 bits; the UTF-8 decoder's state; whether a byte was written yet), or "ended" (padding), or
-DEAD. States from which no complete code can be reached are merged into DEAD, so "possible" is
-exactly "not DEAD", and the test is exact, not a heuristic. ``step8`` reads a whole byte at
+DEAD. A token is whole characters, so after a token the decoder accepts again. With tokens the
+automaton allows every writing of a string, not only the canonical one a device sends: the
+other writings count as possible (their true count is zero), which only makes the expected
+false positives of a round larger, never smaller. States from which no complete code can be
+reached are merged into DEAD, so "possible" is exactly "not DEAD", and the test is exact, not a
+heuristic. ``step8`` reads a whole byte at
 once, which makes the per-round work a few table look-ups per domain element.
 """
 
@@ -69,7 +73,8 @@ def utf8_next(state: int, byte: int) -> int | None:
 @dataclass(frozen=True)
 class CodeTree:
     """The codebook's codewords as a binary trie. ``children[node][bit]`` is another node
-    (int >= 0), a leaf (``("byte", b)``, ``("end",)``, ``("escape",)``) or None (unused)."""
+    (int >= 0), a leaf (``("bytes", data)`` for a byte or a token, ``("end",)``,
+    ``("escape",)``) or None (unused)."""
 
     children: tuple[tuple[object, object], ...]
 
@@ -79,7 +84,8 @@ class CodeTree:
         leaves: list[tuple[str, tuple[object, ...]]] = [(book.end, ("end",))]
         if book.escape is not None:
             leaves.append((book.escape, ("escape",)))
-        leaves += [(code, ("byte", value)) for value, code in book.bytes.items()]
+        leaves += [(code, ("bytes", bytes([value]))) for value, code in book.bytes.items()]
+        leaves += [(code, ("bytes", token)) for token, code in book.tokens.items()]
         for code, leaf in leaves:
             node = 0
             for i, ch in enumerate(code):
@@ -142,7 +148,7 @@ class Automaton:
                 return ("escape", count, value, utf8)
             if value in self.book.bytes:
                 return ("dead",)  # an invalid escape: this byte has a codeword of its own
-            return self._after_byte(int(utf8), value)  # type: ignore[call-overload]
+            return self._after_bytes(int(utf8), bytes([value]))  # type: ignore[call-overload]
         _, node, utf8, first = state
         child = self.tree.children[int(node)][bit]  # type: ignore[call-overload]
         if child is None:
@@ -154,12 +160,17 @@ class Automaton:
             return ("ended",) if utf8 == _ACCEPT and not first else ("dead",)
         if leaf[0] == "escape":  # type: ignore[index]
             return ("escape", 0, 0, utf8)
-        return self._after_byte(int(utf8), int(leaf[1]))  # type: ignore[index, call-overload]
+        return self._after_bytes(int(utf8), leaf[1])  # type: ignore[index, call-overload]
 
     @staticmethod
-    def _after_byte(utf8: int, byte: int) -> tuple[object, ...]:
-        nxt = utf8_next(utf8, byte)
-        return ("dead",) if nxt is None else ("symbol", 0, nxt, False)
+    def _after_bytes(utf8: int, data: bytes) -> tuple[object, ...]:
+        state = utf8
+        for byte in data:
+            nxt = utf8_next(state, byte)
+            if nxt is None:
+                return ("dead",)
+            state = nxt
+        return ("symbol", 0, state, False)
 
     def _byte_table(self) -> np.ndarray:
         """``step8[s, b]``: the state after reading the 8 bits of b from state s."""

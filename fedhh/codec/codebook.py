@@ -1,15 +1,31 @@
-"""Codebooks: prefix-free codes over the bytes of an item's UTF-8 form, an end symbol and an
-escape, as values and as small JSON files.
+"""Codebooks: prefix-free codes over the pieces of an item's UTF-8 form (single bytes and, in a
+token codebook, multi-byte tokens), an end symbol and an escape, as values and as JSON files.
 
-An item is encoded byte by byte: a byte with its own codeword is written as that codeword; any
-other byte as the escape codeword followed by the byte's 8 bits; the end symbol follows the last
-byte. Every byte can be written, so every Unicode string has a code, and since the codewords are
-prefix-free two different strings never share one (they can only share the first ``max_bits``
-bits, when both are truncated). A codebook whose codewords cover all 256 bytes needs no escape.
+An item's UTF-8 bytes are written as a sequence of *symbols*: a byte or token with its own
+codeword is written as that codeword; a byte without one as the escape codeword followed by the
+byte's 8 bits; the end symbol follows the last byte. Every byte can be written, so every Unicode
+string has a code. Decoding is symbol by symbol, so two different strings never share a code
+(they can only share the first ``max_bits`` bits, when both are truncated). A codebook whose
+codewords cover all 256 bytes needs no escape.
+
+**The canonical encoding** (``Codebook.item_bits``). With tokens, a string can be written in
+several ways ("the" as one token or as t, h, e); every device must write it the same way, so an
+item's code is its *shortest* writing, and among the shortest the one whose first symbol covers
+the most bytes, then the same for the rest: with ``cost(i)`` the fewest bits that write bytes
+``i..`` and the end symbol, the symbol at ``i`` is the longest one ``s`` with
+``bits(s) + cost(i + len(s)) == cost(i)``. Without tokens there is one writing (byte by byte).
+A token is one or more whole UTF-8 characters, so tokens never split a character.
 
 Built-in codebooks (``BUILTIN_NAMES``):
 
-- ``english`` (the default): a Huffman code trained on English words (``train_codebook`` over
+- ``general`` (the default): a Huffman code over every UTF-8 byte, about 4,000 multi-byte
+  characters (emoji, CJK, accented letters) and the punctuation and digit pieces of URLs,
+  e-mail addresses and numbers (``https://``, ``.com``, ``@gmail.com``), trained by
+  ``fedhh.codec.tokens`` with English words at 90% of the weight: English words cost what they
+  cost with ``english``, every other kind of item a fraction of it (``books/general.json``);
+- ``tokens``: the same training with word pieces as tokens too (``books/tokens.json``): the
+  shortest codes, but words no longer share prefixes letter by letter (docs/codecs.md);
+- ``english``: a Huffman code trained on English words (``train_codebook`` over
   pyspellchecker's English word counts, with every printable ASCII character given a codeword);
   shipped as ``books/english.json``. On lower-case a-z words it costs about what the letter code
   costs;
@@ -26,14 +42,16 @@ JSON form (``Codebook.to_json`` / ``Codebook.from_json``)::
     {"format": "fedhh-codebook", "version": 1, "name": "english", "description": "...",
      "end": "1101", "escape": "0111011101", "bytes": {"e": "000", "0xc3": "0110010", ...}}
 
-Codewords are strings of 0 and 1 (at most 32 bits); a byte key is the character itself for
-printable ASCII (0x20-0x7e) and ``0xNN`` for any byte. Loading checks everything: unknown keys, a
-byte named twice, codewords that are not prefix-free, a missing escape when some byte has no
-codeword.
+Codewords are strings of 0 and 1 (at most 48 bits); a byte key is the character itself for
+printable ASCII (0x20-0x7e) and ``0xNN`` for any byte. A token codebook is version 2 and adds
+``"tokens": {"the": "0110", "https://": "10011", ...}`` (each key the token's text: at least two
+bytes of whole UTF-8 characters). Loading checks everything: unknown keys, a byte or token named
+twice, codewords that are not prefix-free, a missing escape when some byte has no codeword.
 """
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import heapq
 import itertools
@@ -49,16 +67,19 @@ from typing import Any
 from fedhh.errors import ConfigError
 
 FORMAT = "fedhh-codebook"
-VERSION = 1
-MAX_CODEWORD_BITS = 32
+VERSION = 1          # byte codebooks
+TOKENS_VERSION = 2   # codebooks with multi-byte tokens
+MAX_CODEWORD_BITS = 48  # an escaped byte (escape + 8 bits) fits a 64-bit chunk
+MAX_TOKEN_BYTES = 64
 ESCAPE_PAYLOAD_BITS = 8
-DEFAULT_CODEBOOK = "english"
-BUILTIN_NAMES = ("english", "german", "bytes", "huffman", "5bit")
+DEFAULT_CODEBOOK = "general"
+BUILTIN_NAMES = ("general", "tokens", "english", "german", "bytes", "huffman", "5bit")
+TRAINED_BOOKS = ("general", "tokens", "english", "german")  # shipped as books/<name>.json
 PRINTABLE_ASCII = tuple(range(0x20, 0x7F))
 FLOOR_SHARE = 1e-4  # training: every floor byte and the escape get at least this share
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_CODEWORD = re.compile(r"^[01]{1,32}$")
+_CODEWORD = re.compile(r"^[01]{1,48}$")
 _HEX_KEY = re.compile(r"^0x[0-9a-f]{2}$")
 
 # Lewand (2000), percent of letters in English text: the letter code of earlier versions.
@@ -75,17 +96,19 @@ UNKNOWN_WEIGHT = 0.5
 @dataclass(frozen=True)
 class Codebook:
     """A prefix-free code: codewords (bit strings) for the end symbol, the escape (None when
-    every byte has a codeword) and some bytes."""
+    every byte has a codeword), some bytes and, in a token codebook, multi-byte tokens."""
 
     name: str
     end: str
     escape: str | None
     bytes: Mapping[int, str]
     description: str = ""
+    tokens: Mapping[builtins.bytes, str] = field(default_factory=dict)
     _canonical: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bytes", dict(sorted(self.bytes.items())))
+        object.__setattr__(self, "tokens", dict(sorted(self.tokens.items())))
         _validate(self)
         object.__setattr__(self, "_canonical", json.dumps(self.to_dict(), sort_keys=True,
                                                           separators=(",", ":"),
@@ -118,29 +141,42 @@ class Codebook:
         return f"{self.name}-{digest}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, "version": VERSION, "name": self.name,
-                "description": self.description, "end": self.end, "escape": self.escape,
-                "bytes": {_byte_key(b): code for b, code in self.bytes.items()}}
+        data: dict[str, Any] = {
+            "format": FORMAT, "version": TOKENS_VERSION if self.tokens else VERSION,
+            "name": self.name, "description": self.description, "end": self.end,
+            "escape": self.escape,
+            "bytes": {_byte_key(b): code for b, code in self.bytes.items()}}
+        if self.tokens:
+            data["tokens"] = {token.decode("utf-8"): code for token, code in self.tokens.items()}
+        return data
 
     def to_json(self) -> str:
-        """Readable JSON (one byte per line), the form of a codebook file."""
+        """Readable JSON (one byte or token per line), the form of a codebook file."""
         data = self.to_dict()
-        body = ",\n".join(f"    {json.dumps(k, ensure_ascii=False)}: {json.dumps(v)}"
-                          for k, v in data.pop("bytes").items())
+        tables = [(key, data.pop(key)) for key in ("bytes", "tokens") if key in data]
         head = json.dumps(data, ensure_ascii=False, indent=2)[:-2]
-        return f'{head},\n  "bytes": {{\n{body}\n  }}\n}}\n'
+        parts = []
+        for key, table in tables:
+            body = ",\n".join(f"    {json.dumps(k, ensure_ascii=False)}: {json.dumps(v)}"
+                              for k, v in table.items())
+            parts.append(f'  "{key}": {{\n{body}\n  }}')
+        return head + ",\n" + ",\n".join(parts) + "\n}\n"
 
     @staticmethod
     def from_dict(data: Any, where: str = "codebook") -> Codebook:
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: a codebook is a JSON object, got {type(data).__name__}")
-        known = {"format", "version", "name", "description", "end", "escape", "bytes"}
+        known = {"format", "version", "name", "description", "end", "escape", "bytes", "tokens"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"{where}: unknown codebook keys {', '.join(unknown)}")
-        if data.get("format") != FORMAT or data.get("version") != VERSION:
-            raise ConfigError(f"{where}: not a {FORMAT} version {VERSION} codebook (format "
-                              f"{data.get('format')!r}, version {data.get('version')!r})")
+        version = data.get("version")
+        if data.get("format") != FORMAT or version not in (VERSION, TOKENS_VERSION):
+            raise ConfigError(f"{where}: not a {FORMAT} version {VERSION} or {TOKENS_VERSION} "
+                              f"codebook (format {data.get('format')!r}, version {version!r})")
+        if ("tokens" in data) != (version == TOKENS_VERSION):
+            raise ConfigError(f"{where}: a codebook has 'tokens' exactly when it is version "
+                              f"{TOKENS_VERSION}")
         table = data.get("bytes", {})
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: 'bytes' must be an object of byte -> codeword")
@@ -159,8 +195,12 @@ class Codebook:
         description = data.get("description", "")
         if not isinstance(description, str):
             raise ConfigError(f"{where}: 'description' must be a string")
+        tokens_table = data.get("tokens", {})
+        if not isinstance(tokens_table, dict):
+            raise ConfigError(f"{where}: 'tokens' must be an object of token text -> codeword")
+        tokens = {_utf8(key): code for key, code in tokens_table.items()}
         try:
-            return Codebook(data["name"], data["end"], escape, parsed, description)
+            return Codebook(data["name"], data["end"], escape, parsed, description, tokens)
         except ConfigError as error:
             raise ConfigError(f"{where}: {error}") from None
 
@@ -179,7 +219,12 @@ class Codebook:
 
     def codewords(self) -> list[str]:
         return [self.end, *([self.escape] if self.escape is not None else []),
-                *self.bytes.values()]
+                *self.bytes.values(), *self.tokens.values()]
+
+    @property
+    def max_token_bytes(self) -> int:
+        """The most bytes one symbol writes (1 without tokens)."""
+        return max((len(t) for t in self.tokens), default=1)
 
     def byte_bits(self, value: int) -> str:
         """The bits that write one byte: its codeword, or the escape and the byte."""
@@ -188,10 +233,34 @@ class Codebook:
             return code
         return f"{self.escape}{value:08b}"  # _validate: a byte without a codeword has the escape
 
+    def symbols_of(self, data: builtins.bytes) -> list[builtins.bytes]:
+        """The canonical writing of ``data`` (module docstring): its symbols in order (single
+        bytes and tokens). The slow, plain reference; ``fedhh.codec.codec`` encodes fast."""
+        n = len(data)
+        cost = [0] * (n + 1)
+        choice = [1] * (n + 1)
+        for i in range(n - 1, -1, -1):
+            best, length = len(self.byte_bits(data[i])) + cost[i + 1], 1
+            for size in range(2, min(self.max_token_bytes, n - i) + 1):
+                code = self.tokens.get(data[i : i + size])
+                if code is not None and len(code) + cost[i + size] <= best:
+                    best, length = len(code) + cost[i + size], size
+            cost[i], choice[i] = best, length
+        out, i = [], 0
+        while i < n:
+            out.append(data[i : i + choice[i]])
+            i += choice[i]
+        return out
+
+    def symbol_bits(self, symbol: builtins.bytes) -> str:
+        """The bits that write one symbol of a writing: a token's codeword or a byte's bits."""
+        if len(symbol) == 1:
+            return self.byte_bits(symbol[0])
+        return self.tokens[symbol]
+
     def item_bits(self, item: str) -> str:
-        """An item's whole code as a bit string (the slow reference of the vectorized
-        encoder)."""
-        return "".join(self.byte_bits(b) for b in item.encode("utf-8")) + self.end
+        """An item's whole code as a bit string (the slow reference of the fast encoder)."""
+        return "".join(self.symbol_bits(s) for s in self.symbols_of(_utf8(item))) + self.end
 
 
 def _byte_key(value: int) -> str:
@@ -218,6 +287,14 @@ def _validate(book: Codebook) -> None:
         if not (isinstance(value, int) and 0 <= value <= 255):
             raise ConfigError(f"codebook byte {value!r} is not in 0..255")
         labelled.append((f"byte {_byte_key(value)}", code))
+    for token, code in book.tokens.items():
+        if not isinstance(token, bytes) or not 2 <= len(token) <= MAX_TOKEN_BYTES:
+            raise ConfigError(f"codebook token {token!r} must be 2 to {MAX_TOKEN_BYTES} bytes")
+        try:
+            token.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"codebook token {token!r} is not whole UTF-8 characters") from None
+        labelled.append((f"token {token.decode('utf-8')!r}", code))
     for label, code in labelled:
         if not isinstance(code, str) or not _CODEWORD.fullmatch(code):
             raise ConfigError(f"codeword of {label} must be 1 to {MAX_CODEWORD_BITS} characters "
@@ -304,7 +381,8 @@ def train_codebook(
     symbols += [weights[b] for b in kept]
     codes = huffman_codewords(symbols)
     if max(len(c) for c in codes) > MAX_CODEWORD_BITS:
-        raise ConfigError("the trained code has codewords longer than 32 bits; raise floor_share")
+        raise ConfigError(f"the trained code has codewords longer than {MAX_CODEWORD_BITS} "
+                          "bits; raise floor_share")
     end, rest = codes[0], codes[1:]
     escape = None
     if len(kept) < 256:
@@ -350,7 +428,7 @@ def builtin_codebook(name: str) -> Codebook:
         return fixed5_codebook()
     if name == "bytes":
         return bytes_codebook()
-    if name in ("english", "german"):
+    if name in TRAINED_BOOKS:
         text = resources.files("fedhh.codec").joinpath("books", f"{name}.json").read_text(
             encoding="utf-8")
         return Codebook.from_json(text, f"built-in codebook {name}")

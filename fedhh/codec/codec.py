@@ -44,6 +44,15 @@ class Decoded:
     possible: bool
     trailing_bits: int
     problem: str = ""
+    partial: bytes = b""  # the bytes of a character the prefix stops inside
+
+    @property
+    def shown_cut(self) -> str:
+        """The prefix as a cut item is shown: its whole characters, then the bytes of a
+        character it stops inside as ``\\xNN``, then ``…``; a prefix without a whole byte shows
+        its bits (``⟨0110⟩…``), never a bare ``…``."""
+        escaped = "".join(f"\\x{b:02x}" for b in self.partial)
+        return self.text + escaped + ELLIPSIS
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,7 @@ class Codec:
                               f"{max_bits!r}")
         self.book = book
         self.max_bits = max_bits
+        self._trie = _token_trie(book) if book.tokens else None
         values = np.zeros(256, dtype=np.uint64)
         lengths = np.zeros(256, dtype=np.int64)
         for b in range(256):
@@ -121,11 +131,13 @@ class Codec:
         return cw.to_ints(self.encode_many([item]).codes)[0]
 
     def encode_many(self, items: list[str] | tuple[str, ...]) -> ItemCodes:
-        """Encode many items at once, vectorized over their bytes.
+        """Encode many items at once.
 
-        Every byte becomes one chunk of bits (its codeword, or the escape and the byte) and the
-        end symbol one more; chunk positions are cumulative sums, and each chunk is ORed into
-        the one or two 64-bit words it falls in.
+        Every symbol of an item's writing (a byte's codeword or the escape and the byte; with
+        tokens, the canonical writing of ``Codebook.symbols_of``) becomes one chunk of bits, and
+        the end symbol one more; chunk positions are cumulative sums, and each chunk is ORed
+        into the one or two 64-bit words it falls in. Byte codebooks are vectorized over the
+        bytes; token codebooks find each item's writing with a dynamic program over a trie.
         """
         r = self.max_bits
         count = len(items)
@@ -141,6 +153,16 @@ class Codec:
         sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=count)
         if not sizes.all():
             raise ConfigError(f"item {int(np.argmin(sizes))} is empty; items must be non-empty")
+        if self._trie is None:
+            values, lengths, chunks = self._byte_chunks(encoded, sizes)
+        else:
+            values, lengths, chunks = self._token_chunks(encoded)
+        return self._pack(values, lengths, chunks)
+
+    def _byte_chunks(self, encoded: list[bytes], sizes: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(value, length) of every chunk, items one after the other, and chunks per item."""
+        count = sizes.size
         data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
         ends = np.cumsum(sizes) + np.arange(count)  # stream position of each end symbol
         lengths = np.empty(data.size + count, dtype=np.int64)
@@ -151,10 +173,56 @@ class Codec:
         values[is_byte] = self._byte_values[data]
         lengths[ends] = self._end_length
         values[ends] = self._end_value
-        del is_byte, data
-        first = np.concatenate(([0], ends[:-1] + 1))  # stream position of each item's start
+        return values, lengths, sizes + 1
+
+    def _token_chunks(self, encoded: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """As ``_byte_chunks``, for a token codebook (the canonical writing of each item)."""
+        assert self._trie is not None
+        byte_values = self._byte_values.tolist()
+        byte_lengths = self._byte_lengths.tolist()
+        end_value, end_length = int(self._end_value), self._end_length
+        root = self._trie
+        values: list[int] = []
+        lengths: list[int] = []
+        chunks: list[int] = []
+        for data in encoded:
+            n = len(data)
+            cost = [0] * (n + 1)
+            pick_length = [1] * n
+            pick_value = [0] * n
+            pick_bits = [0] * n
+            for i in range(n - 1, -1, -1):
+                byte = data[i]
+                bits = byte_lengths[byte]
+                best, size, value = bits + cost[i + 1], 1, byte_values[byte]
+                node = root.get(byte)
+                j = i + 1
+                while node is not None and j < n:
+                    node = node[0].get(data[j])
+                    j += 1
+                    if node is not None and node[1] and node[1] + cost[j] <= best:
+                        best, size, value, bits = node[1] + cost[j], j - i, node[2], node[1]
+                cost[i] = best
+                pick_length[i], pick_value[i], pick_bits[i] = size, value, bits
+            i = 0
+            before = len(values)
+            while i < n:
+                values.append(pick_value[i])
+                lengths.append(pick_bits[i])
+                i += pick_length[i]
+            values.append(end_value)
+            lengths.append(end_length)
+            chunks.append(len(values) - before)
+        return (np.array(values, dtype=np.uint64), np.array(lengths, dtype=np.int64),
+                np.array(chunks, dtype=np.int64))
+
+    def _pack(self, values: np.ndarray, lengths: np.ndarray, chunks: np.ndarray) -> ItemCodes:
+        """Codes of items given as chunks (``_byte_chunks``), cut at ``max_bits``."""
+        r = self.max_bits
+        ends = np.cumsum(chunks) - 1  # chunk index of each end symbol
+        first = ends - chunks + 1     # chunk index of each item's first chunk
         start = np.cumsum(lengths) - lengths
-        start -= np.repeat(start[first], sizes + 1)
+        start -= np.repeat(start[first], chunks)
         stop = start + lengths
         total = stop[ends]
         cut = stop > r
@@ -166,20 +234,20 @@ class Codec:
             shifted = values << (r - stop).astype(np.uint64)
             codes = np.bitwise_or.reduceat(shifted, first)
         else:
-            codes = self._place_words(values, start, stop, sizes, width)
+            codes = self._place_words(values, start, stop, chunks, width)
         return ItemCodes(codes, np.minimum(total, r), total > r)
 
     def _place_words(self, values: np.ndarray, start: np.ndarray, stop: np.ndarray,
-                     sizes: np.ndarray, width: int) -> np.ndarray:
+                     chunks: np.ndarray, width: int) -> np.ndarray:
         """Codes of several words: each chunk goes to the word of its first bit and, when it
         crosses a word boundary, the rest to the next word."""
         live = start < stop
         values, start, stop = values[live], start[live], stop[live]
-        item = np.repeat(np.arange(sizes.size), sizes + 1)[live]
+        item = np.repeat(np.arange(chunks.size), chunks)[live]
         pad = width * cw.WORD_BITS - self.max_bits
         word, offset = np.divmod(start + pad, cw.WORD_BITS)
         end = offset + (stop - start)
-        words = np.zeros(sizes.size * width, dtype=np.uint64)
+        words = np.zeros(chunks.size * width, dtype=np.uint64)
         inside = end <= cw.WORD_BITS
         target = item * width + word
         np.bitwise_or.at(words, target[inside],
@@ -189,7 +257,7 @@ class Codec:
         np.bitwise_or.at(words, target[across], values[across] >> spill)
         np.bitwise_or.at(words, target[across] + 1,
                          values[across] << (np.uint64(cw.WORD_BITS) - spill))
-        return cw.from_words(words.reshape(sizes.size, width), self.max_bits)
+        return cw.from_words(words.reshape(chunks.size, width), self.max_bits)
 
     # ---- prefixes ------------------------------------------------------------------------------
     def prefix(self, code: int, length: int) -> int:
@@ -221,8 +289,9 @@ class Codec:
         if not possible and not problem:
             problem = "no code continues these bits (every completion is an invalid escape " \
                       "or not UTF-8)"
-        return Decoded(reader.text(), reader.ended, possible, reader.trailing_bits,
-                       "" if possible else problem)
+        text = reader.text()
+        return Decoded(text, reader.ended, possible, reader.trailing_bits,
+                       "" if possible else problem, reader.partial)
 
     def is_finished(self, prefix: int, length: int) -> bool:
         """A prefix is a finished item when it holds the end symbol or all max_bits bits."""
@@ -230,12 +299,39 @@ class Codec:
 
     def display(self, prefix: int, length: int) -> str:
         """Text of a prefix: exact for an ended item; anything else (an unfinished prefix, an
-        item truncated at max_bits) ends in an ellipsis."""
+        item truncated at max_bits) is shown cut (``Decoded.shown_cut``)."""
         decoded = self.decode(prefix, length)
-        return decoded.text if decoded.ended else decoded.text + ELLIPSIS
+        if decoded.ended:
+            return decoded.text
+        if not decoded.text and not decoded.partial:
+            bits = format(prefix, f"0{length}b") if length else ""
+            return f"⟨{bits}⟩{ELLIPSIS}"
+        return decoded.shown_cut
 
     def display_item(self, code: int) -> str:
         return self.display(code, self.max_bits)
+
+
+TrieNode = tuple[dict[int, "TrieNode"], int, int]  # (children, codeword bits or 0, codeword)
+
+
+def _token_trie(book: Codebook) -> dict[int, TrieNode]:
+    """The tokens by their bytes: first byte -> (children, 0, 0); a token's last byte's node
+    holds its codeword's length and value."""
+    root: dict[int, TrieNode] = {}
+    for token, code in book.tokens.items():
+        children = root
+        for depth, byte in enumerate(token):
+            node = children.get(byte)
+            if depth == len(token) - 1:
+                kids = node[0] if node is not None else {}
+                children[byte] = (kids, len(code), int(code, 2))
+            elif node is None:
+                node = children[byte] = ({}, 0, 0)
+                children = node[0]
+            else:
+                children = node[0]
+    return root
 
 
 def _utf8_all(items: list[str] | tuple[str, ...]) -> list[bytes]:
@@ -264,6 +360,7 @@ class _Reader:
         self.ended = False
         self.problem = ""
         self.trailing_bits = 0
+        self.partial = b""
 
     def _bad(self, shown: str, problem: str) -> None:
         self.parts.append(("bad", shown))
@@ -313,7 +410,9 @@ class _Reader:
                               f"its own codeword, at bit {start}")
                     continue
             else:
-                value = int(leaf[1])  # type: ignore[index]
+                for value in leaf[1]:  # type: ignore[index]
+                    self.parts.append(("byte", (value, start)))
+                continue
             self.parts.append(("byte", (value, start)))
 
     def text(self) -> str:
@@ -346,6 +445,7 @@ class _Reader:
                         and error.reason == "unexpected end of data":
                     # The prefix stops inside a character: its bytes are trailing bits.
                     self.trailing_bits = len(self.bits) - run[bad_start][1]
+                    self.partial = data[bad_start:]
                     break
                 out.append("".join(f"⟨0x{b:02x}⟩" for b in data[bad_start:bad_end]))
                 self.problem = self.problem or "bytes that are not UTF-8"

@@ -36,6 +36,7 @@ DOMAINS = ("full", "possible")  # fedhh.server.prefixtree.DOMAINS
 SIMULATION_DIM_LIMIT = 10_000_000  # the paper's P
 NETWORK_DIM_LIMIT = 1 << 16  # each device uploads one 16- or 32-bit entry per domain element
 MAX_NETWORK_DIM_LIMIT = 1 << 24  # fedhh.secagg.config.MAX_DIMENSION
+MAX_CODE_BITS = 1024  # fedhh.codec.MAX_SUPPORTED_BITS
 WINDOW_FIELDS = ("advertise_ms", "share_keys_ms", "masked_input_ms", "consistency_ms",
                  "unmask_ms")
 
@@ -53,6 +54,16 @@ def _knob(default: Any, help: str, mode: Mode = Mode.BOTH, *,
     (``parse``: a flag value to the field's value, default by the field's type)."""
     return field(default=default, metadata={"help": help, "mode": mode, "choices": choices,
                                             "metavar": metavar, "parse": parse})
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"expected a number or 'none', got {text!r}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"expected a finite number, got {text!r}")
+    return value
 
 
 def codec_value(text: str) -> str:
@@ -97,11 +108,22 @@ class RunConfig:
     selection: str = _knob("uniform", "which of its items a device reports", choices=SELECTIONS)
     prefix_conditioning: bool = _knob(
         True, "select only among items whose prefix is on the round's prefix list")
-    codec: str = _knob("english", "item code: a built-in codebook (english, german, bytes, "
-                       "huffman, 5bit) or a codebook JSON file (docs/codecs.md)",
+    codec: str = _knob("general", "item code: a built-in codebook (general: English letters, "
+                       "every other character and the pieces of URLs, e-mail addresses and "
+                       "numbers as tokens; tokens, english, german, bytes, huffman, 5bit) or a "
+                       "codebook JSON file (docs/codecs.md)",
                        metavar="CODEBOOK", parse=codec_value)
-    max_bits: int = _knob(60, "bits r of an encoded item (items longer are cut and shown "
-                          "with …)")
+    max_bits: int = _knob(60, "bits r the main rounds cover: an item whose code is longer "
+                          "is completed by the completion rounds, or shown cut with …")
+    completion_rounds: int = _knob(
+        7, "rounds after the main ones (--rounds) that complete the items whose codes are "
+        "longer than max_bits (URLs, e-mail addresses, long words): each extends the cut "
+        "prefixes by the adaptive segment; skipped when nothing is cut. They apply to "
+        "optprefixtree with the sum accountant and one item per report (0 otherwise)")
+    completion_weight: float = _knob(
+        0.02, "each completion round's share of the budget, relative to a main round (a share "
+        "of e^eps_local: it runs at eps_local + ln(weight), and the main rounds' eps_local is "
+        "solved for all rounds together)")
     deny_list: tuple[str, ...] = _knob((), "items to exclude (never reported, never output)",
                                        metavar="PATH")
     warm_start: bool = _knob(False, "deny-list the built-in public warm-start list")
@@ -112,9 +134,10 @@ class RunConfig:
         "spread (always plan: an untrimmed tree spends every round it paid for)",
         Mode.SIMULATION, choices=SEGMENT_PLANS)
     fp_ratio_finished: float | None = _knob(
-        None, "false-positive target of the elements that finish an item (they become output), "
-        "relative to those kept; the others keep fp_ratio (default: fp_ratio for all)",
-        Mode.SIMULATION)
+        0.1, "false-positive target of the elements that finish an item (they become output), "
+        "relative to those kept: about this share of the output is expected to be noise; the "
+        "other elements keep fp_ratio ('none': fp_ratio for all, the paper's; simulation only)",
+        parse=lambda text: None if text.strip().lower() == "none" else _finite(text))
     round_fp_ratio: str = _knob(
         "equal", "false-positive target per round: equal (fp_ratio in every round, the "
         "paper's) or one gamma per round, comma-separated, for the elements that do not "
@@ -215,11 +238,41 @@ class RunConfig:
             return self.dim_limit
         return NETWORK_DIM_LIMIT if mode is Mode.NETWORK else SIMULATION_DIM_LIMIT
 
+    def completion(self) -> int:
+        """The completion rounds this run has: ``completion_rounds`` where they can be run and
+        budgeted (optprefixtree, the one-hot randomizer, the sum accountant, one item per
+        report, one run, no passes), else 0."""
+        if (self.algorithm != "optprefixtree" or self.randomizer != "ohe-rr"
+                or self.privacy_method not in (None, "sum") or self.round_items != "1"
+                or self.two_runs or self.leftover_rounds != "idle"
+                or self.segment_bits is not None):
+            return 0
+        return self.completion_rounds
+
+    @property
+    def total_rounds(self) -> int:
+        """The rounds of one discovery: the main rounds and the completion rounds."""
+        return self.rounds + self.completion()
+
+    def code_bits(self, mode: Mode = Mode.SIMULATION) -> int:
+        """Width of the codes: max_bits; with completion rounds, what every round can add at
+        most, floor(log2 P) bits each (the main rounds may go past max_bits when their prefix
+        list is short; at most 1024)."""
+        if not self.completion():
+            return self.max_bits
+        per_round = self.resolved_dim_limit(mode).bit_length() - 1
+        return min(max(self.max_bits, per_round * self.rounds)
+                   + per_round * self.completion(), MAX_CODE_BITS)
+
     def round_weights(self) -> tuple[float, ...] | None:
-        """The per-round allocation weights of ``round_budget`` (None: equal)."""
+        """The per-round allocation weights of ``round_budget`` and the completion rounds
+        (None: equal rounds)."""
         weights = self._per_round("round_budget", "weights")
         if weights is not None and not all(math.isfinite(w) and w > 0 for w in weights):
             raise ConfigError(f"round_budget weights must be positive, got {self.round_budget!r}")
+        if self.completion():
+            return (weights or (1.0,) * self.rounds) + (self.completion_weight,) * \
+                self.completion()
         return weights
 
     def items_per_round(self) -> tuple[int, ...] | None:
@@ -264,8 +317,8 @@ class RunConfig:
 
     @property
     def charged_rounds(self) -> int:
-        """Rounds charged to the budget: rounds x runs."""
-        return self.rounds * self.runs
+        """Rounds charged to the budget: (main and completion rounds) x runs."""
+        return self.total_rounds * self.runs
 
     def stage_windows(self) -> tuple[int, int, int, int, int]:
         """(advertise, share keys, masked input, consistency, unmask) windows in ms, each
@@ -288,6 +341,10 @@ class RunConfig:
         if self.dim_limit is not None:
             _at_least("dim_limit", self.dim_limit, 2)
         _at_least("max_bits", self.max_bits, 1)
+        _at_least("completion_rounds", self.completion_rounds, 0)
+        if not (math.isfinite(self.completion_weight) and 0 < self.completion_weight <= 1):
+            raise ConfigError(f"completion_weight must be in (0, 1] (a share of a main round's "
+                              f"budget), got {self.completion_weight}")
         if self.segment_bits is not None:
             _at_least("segment_bits", self.segment_bits, 1)
         for name, choices in (("algorithm", ALGORITHMS), ("selection", SELECTIONS),
@@ -327,11 +384,11 @@ class RunConfig:
         from fedhh.codec import Codec
 
         try:
-            Codec.from_spec(self.codec, self.max_bits)
+            Codec.from_spec(self.codec, self.code_bits(mode))
         except ConfigError as error:
             raise ConfigError(f"codec {self.codec!r} with max_bits {self.max_bits}: "
                               f"{error}") from None
-        self.tree(mode).validate(self.max_bits)
+        self.tree(mode).validate(self.code_bits(mode))
         if self.randomizer == "pi-rappor":
             self._validate_pi_rappor(mode)
         if mode is Mode.NETWORK:
@@ -418,12 +475,19 @@ class RunConfig:
         """The prefix tree's round logic parameters."""
         from fedhh.server import TreeConfig
 
-        return TreeConfig(rounds=self.rounds, dim_limit=self.resolved_dim_limit(mode),
+        gammas = self.round_fp_ratios()
+        if self.completion():
+            # Completion rounds extend few, heavy prefixes: every element is held to the
+            # finishing target, so noise prefixes do not crowd the next round's domain.
+            tail = self.fp_ratio if self.fp_ratio_finished is None else self.fp_ratio_finished
+            gammas = (gammas or (self.fp_ratio,) * self.rounds) + (tail,) * self.completion()
+        return TreeConfig(rounds=self.total_rounds, dim_limit=self.resolved_dim_limit(mode),
                           fp_ratio=self.fp_ratio, tau0=self.tau0, eta=self.eta,
                           segment_bits=self.segment_bits, fp_ratio_of=self.fp_ratio_of,
                           segment_plan=self.segment_plan,
                           fp_ratio_finished=self.fp_ratio_finished,
-                          round_fp_ratios=self.round_fp_ratios(),
+                          round_fp_ratios=gammas,
+                          completion_rounds=self.completion(), main_bits=self.max_bits,
                           threshold_weights=self.threshold_weights,
                           selection_hint=self.selection_hint,
                           consistency=self.consistency, domain=self.domain)

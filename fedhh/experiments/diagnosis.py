@@ -51,7 +51,7 @@ def lost_by_round(dataset: FederatedDataset, config: RunConfig,
     if config.single_item or config.two_runs or config.leftover_rounds != "idle":
         raise ConfigError("the diagnosis follows one tree of a multiple-item run")
     prepared = prepare(config, dataset.num_users)
-    codec = Codec.from_spec(config.codec, config.max_bits)
+    codec = Codec.from_spec(config.codec, config.code_bits())
     truth = ground_truth(dataset)
     order = np.argsort(-truth.unweighted, kind="stable")[: bands[-1][1]]
     holders = np.rint(truth.unweighted[order] * dataset.num_users).astype(np.int64)
@@ -77,7 +77,7 @@ def lost_by_round(dataset: FederatedDataset, config: RunConfig,
         if not queries:
             threshold = report.threshold
         queries.append(query)
-    found = np.isin(codes, cw.from_ints([f.code for f in state.discovered], config.max_bits))
+    found = np.isin(codes, cw.from_ints([f.code for f in state.discovered], config.code_bits()))
     # The last round whose list held the item's prefix (1-based; the item is lost there).
     last = np.zeros(codes.size, dtype=np.int64)
     for r, query in enumerate(queries, start=1):

@@ -176,7 +176,7 @@ class Suite:
     def _population(self, config: RunConfig, data: SuiteData) -> Population | None:
         if not self.reuse_populations:
             return None
-        codec = Codec.from_spec(config.codec, config.max_bits)
+        codec = Codec.from_spec(config.codec, config.code_bits())
         # By the dataset object (one per name or path in the suite): populations built by one
         # generator under other seeds or sizes share a dataset name.
         key = (id(data.dataset), codec.key)
@@ -241,7 +241,7 @@ class Suite:
         }
         if config.warm_start:
             # What the run itself found beyond the public list.
-            own = cw.from_ints([h.code for h in result.heavy_hitters], config.max_bits)
+            own = cw.from_ints([h.code for h in result.heavy_hitters], config.code_bits())
             data["run_metrics"] = evaluate(own, result.truth)
         return RunRecord(run.key, run.seed, simulate_argv(config, self.settings, run.dataset),
                          run.command, data, _arrays(result.output_codes, result.truth))
@@ -253,7 +253,7 @@ class Suite:
 
         started = time.perf_counter()
         defaults = RunConfig()
-        codec = Codec.from_spec(defaults.codec, defaults.max_bits)
+        codec = Codec.from_spec(defaults.codec, defaults.code_bits())
         truth = code_truth(Population.build(self.dataset, codec), self.truth_items)
         if truth is None:
             raise ConfigError("the warm start list needs the dataset's ground truth")

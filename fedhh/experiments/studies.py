@@ -342,12 +342,13 @@ SWEEP_POPULATIONS = (DEV, DEV_IID)  # the sweeps run on the smaller development 
 UTILITY_POPULATIONS = (DEV, DEV_IID, DEV_FULL, DEFAULT_DATASET, *HELD_OUT)
 NOT_IN_PAPER = "Not in the paper: issue 15, docs/utility.md"
 
-# Today's default, the paper's algorithm (multiple items, T = 4, P = 10^7, gamma = 0.5, uniform
-# selection with the prefix list), with every lever spelled out at its paper value so that the
-# baseline stays the paper's whatever the defaults become.
+# The paper's algorithm (multiple items, T = 4, P = 10^7, gamma = 0.5, uniform selection with
+# the prefix list), the default until issue 27, with every lever spelled out at its paper value
+# (and the code of that time, `english`, without completion rounds) so that the baseline stays
+# the paper's whatever the defaults become.
 PAPER = RunConfig(segment_plan="greedy", fp_ratio_finished=None, threshold_weights="uniform",
                   selection_hint=0.0, leftover_rounds="idle", round_budget="equal",
-                  domain="full", fp_ratio=0.5, eta=0.5)
+                  domain="full", fp_ratio=0.5, eta=0.5, codec="english", completion_rounds=0)
 LEVERS: dict[str, dict[str, Any]] = {  # each lever at the value the combination uses
     "spread segments": {"segment_plan": "spread"},
     "possible elements": {"domain": "possible"},

@@ -16,9 +16,24 @@ expected false positives count only the possible elements. Ignoring released coo
 post-processing of the released sum, so privacy is unaffected.
 
 Finished items: a kept element is complete when it holds the end symbol or all ``max_bits``
-bits (a *truncated* item: it stands for every item with those bits and is shown with an
-ellipsis). Elements equal to a deny-listed item are dropped (devices never report them, so only
-noise puts them there).
+bits (a *truncated* item: it stands for every item with those bits and is shown cut). Elements
+equal to a deny-listed item are dropped (devices never report them, so only noise puts them
+there).
+
+Completion rounds (``TreeConfig.completion_rounds`` C > 0; issue 27). The first ``rounds - C``
+rounds (the *main* rounds) are the paper's tree: their segments are planned to reach
+``main_bits`` in those rounds, as without completion, but a round takes the adaptive segment
+(``max{l : |prefixes| 2^l <= P}``) when it is longer, so a short prefix list goes further than
+``main_bits`` (the adaptive length: bits are spent where items are still going). Codes are
+wider (``RunConfig.code_bits``: every round's floor(log2 P) bits): an item whose code has not
+ended at the end of the main rounds is not output cut, its kept prefix carries on into the
+completion rounds, which extend the carried prefixes with the adaptive segment (capped by the
+bits left). Few prefixes are cut at
+``main_bits`` (the heavy long items: URLs, e-mail addresses, long words), so a completion
+round adds close to floor(log2 P) bits to each. A prefix still unended after the last round is
+output *cut* at its length (``Found.bits``). Completion rounds are ordinary rounds for devices
+and for the accountant (each is charged, at its own local epsilon: ``RunConfig``'s budget
+weights); a discovery whose main rounds leave nothing cut ends without them.
 
 Codes and prefixes of any width are arrays of ``fedhh.codec.codes``; ``TreeState`` holds them as
 Python integers (JSON keeps integers of any size).
@@ -31,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from fedhh.codec import ELLIPSIS, Codec
+from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.codec.automaton import DEAD, ENDED
 from fedhh.device.selection import RoundFilter
@@ -54,6 +69,7 @@ from fedhh.server.segment import (
     Capacity,
     PossibleCounts,
     check_feasible,
+    completion_segment,
     plan_segment,
 )
 
@@ -90,6 +106,16 @@ class TreeConfig:
     selection_hint: float = 0.0  # devices weigh items by (prefix estimate)^-hint; 0: uniform
     consistency: bool = False  # single item, every device: consistent with the parents
     domain: str = "full"  # or "possible": P counts the elements some device can hold
+    completion_rounds: int = 0  # the last C of ``rounds``: they extend items cut at main_bits
+    main_bits: int | None = None  # bits the main rounds cover (None: the code's max_bits)
+
+    @property
+    def main_rounds(self) -> int:
+        return self.rounds - self.completion_rounds
+
+    def main_width(self, max_bits: int) -> int:
+        """The bits the main rounds cover for codes of ``max_bits`` bits."""
+        return max_bits if self.main_bits is None else self.main_bits
 
     def validate(self, max_bits: int) -> None:
         validate_prune_parameters(self.fp_ratio, self.tau0, self.eta)
@@ -122,7 +148,15 @@ class TreeConfig:
         if self.fp_ratio_finished is not None and not 0 < self.fp_ratio_finished < 1:
             raise ConfigError(f"fp_ratio_finished must be in (0, 1) (relative to the kept "
                               f"finishing elements), got {self.fp_ratio_finished}")
-        check_feasible(self.rounds, max_bits, self.dim_limit, self.segment_bits)
+        if not 0 <= self.completion_rounds < self.rounds:
+            raise ConfigError(f"completion_rounds must be in [0, rounds - 1 = {self.rounds - 1}],"
+                              f" got {self.completion_rounds}")
+        main = self.main_width(max_bits)
+        if not 1 <= main <= max_bits:
+            raise ConfigError(f"main_bits must be in [1, {max_bits}], got {main}")
+        if self.completion_rounds and self.segment_bits is not None:
+            raise ConfigError("completion rounds use adaptive segments: leave segment_bits unset")
+        check_feasible(self.main_rounds, main, self.dim_limit, self.segment_bits)
 
     @property
     def kept_fp_ratio(self) -> float:
@@ -185,11 +219,13 @@ class Cut:
 @dataclass(frozen=True)
 class Found:
     """A discovered item: its code (an integer of max_bits bits), estimated count and the round
-    that found it."""
+    that found it. ``bits``: for a prefix left unended after the last round, its length (the
+    code is the prefix zero padded); 0 for an item found whole or truncated at max_bits."""
 
     code: int
     estimate: float
     round: int
+    bits: int = 0
 
 
 @dataclass(frozen=True)
@@ -217,7 +253,8 @@ class TreeState:
             prefix_bits=int(data["prefix_bits"]),
             prefixes=tuple(int(p) for p in data["prefixes"]),
             segment_bits=int(data["segment_bits"]),
-            discovered=tuple(Found(int(f["code"]), float(f["estimate"]), int(f["round"]))
+            discovered=tuple(Found(int(f["code"]), float(f["estimate"]), int(f["round"]),
+                                   int(f.get("bits", 0)))
                              for f in data["discovered"]),
             done=bool(data["done"]),
             evidence=tuple(float(p) for p in data.get("evidence", ())),
@@ -259,9 +296,10 @@ class RoundReport:
 @dataclass(frozen=True)
 class HeavyHitter:
     """A discovered item as shown: ``item`` is its exact text when ``ended`` (its end symbol was
-    found); otherwise it was ``truncated`` at ``max_bits`` bits and ``item`` is the text of its
-    whole characters followed by an ellipsis. ``note`` says why when another entry shows the
-    same text (two truncated items that differ only inside their last, cut character)."""
+    found); otherwise it is ``truncated`` (cut: at max_bits, or after the last round at its
+    ``bits``) and ``item`` is its readable prefix, the bytes of a character it stops inside as
+    ``\\xNN``, then ``…`` (``Decoded.shown_cut``). ``note`` says why when the row stands for
+    several cut prefixes that show the same text (they differ only after its last byte)."""
 
     item: str
     estimate: float
@@ -271,6 +309,7 @@ class HeavyHitter:
     truncated: bool = False
     max_bits: int = 0
     note: str = ""
+    bits: int = 0  # bits of the code that were found (max_bits unless cut before it)
 
     @property
     def code_bytes(self) -> bytes:
@@ -286,6 +325,8 @@ class HeavyHitter:
         out: dict[str, Any] = {"item": self.item, "estimate": self.estimate, "round": self.round,
                                "code": self.code_hex, "ended": self.ended,
                                "truncated": self.truncated}
+        if self.truncated:
+            out["bits"] = self.bits
         if self.note:
             out["note"] = self.note
         return out
@@ -353,9 +394,9 @@ class PrefixTree:
         # The first round keeps the full grid's segment even when only possible elements
         # count: a longer first segment splits the first round's reports over more elements,
         # and the first round is where most heavy hitters are lost (docs/utility.md).
-        plan = plan_segment(1, 0, self.config.rounds, self.codec.max_bits,
-                            self.config.dim_limit, self.config.segment_bits,
-                            self.config.segment_plan)
+        cfg = self.config
+        plan = plan_segment(1, 0, cfg.main_rounds, cfg.main_width(self.codec.max_bits),
+                            cfg.dim_limit, cfg.segment_bits, cfg.segment_plan)
         return TreeState(segment_bits=plan.bits)
 
     def query(self, state: TreeState) -> RoundQuery:
@@ -389,6 +430,7 @@ class PrefixTree:
             raise ConfigError(f"participants must be >= 0, got {participants}")
         cfg, r = self.config, self.codec.max_bits
         s, bits = query.segment_bits, query.prefix_bits + query.segment_bits
+        last = query.round == cfg.rounds
         automaton = self.codec.automaton
         states = automaton.domain_states(automaton.run(query.prefixes, query.prefix_bits), s)
         impossible = int(np.count_nonzero(states == DEAD))
@@ -403,12 +445,17 @@ class PrefixTree:
                                 np.asarray(state.parent_estimates),
                                 np.asarray(state.parent_variances),
                                 rr_null_std(participants, mechanism.randomizer) ** 2)
+        # Every element finishes an item in the last round of the tree (the last main round
+        # without completion rounds), or when its bits reach the code's width.
+        complete_all = bits >= r or (last and not cfg.completion_rounds)
         kept, estimates, real, cut = self._threshold(mechanism, sums, participants, states,
-                                                     bits >= r, weights, consistent,
+                                                     complete_all, weights, consistent,
                                                      cfg.round_kept_fp_ratio(query.round))
         values = cw.append(query.prefixes[kept >> s], query.prefix_bits,
                            kept & ((1 << s) - 1), s)
-        finished = (states[kept] == ENDED) | (bits >= r)
+        finished = (states[kept] == ENDED) | complete_all
+        # After the last completion round, what is still unended is output cut at its bits.
+        unended = ~finished if last else np.zeros(finished.size, dtype=bool)
         del states
         codes = cw.widen(values[finished], bits, r)
         is_denied = np.isin(codes, self.deny)
@@ -416,22 +463,35 @@ class PrefixTree:
         found = [Found(code, estimate, query.round) for code, estimate in
                  zip(cw.to_ints(codes[~is_denied]), estimates[finished][~is_denied].tolist(),
                      strict=True)]
-        continuing = list(zip(estimates[~finished].tolist(), cw.to_ints(values[~finished]),
-                              real[~finished].tolist(), strict=True))
+        found += [Found(code, estimate, query.round, bits) for code, estimate in
+                  zip(cw.to_ints(cw.widen(values[unended], bits, r)),
+                      estimates[unended].tolist(), strict=True)]
+        carry = ~finished & ~unended
+        continuing = list(zip(estimates[carry].tolist(), cw.to_ints(values[carry]),
+                              real[carry].tolist(), strict=True))
         rounds_left = cfg.rounds - query.round
         next_bits: int | None = None
         trimmed = 0
         if continuing and rounds_left > 0:
             continuing.sort(key=lambda ev: (-ev[0], ev[1]))
-            plan = plan_segment(len(continuing), bits, rounds_left, r, cfg.dim_limit,
-                                cfg.segment_bits, cfg.segment_plan,
-                                masses=np.array([e * p for e, _, p in continuing]),
-                                capacity=self.capacity(
-                                    cw.from_ints([v for _, v, _ in continuing], bits), bits))
+            greedy = (completion_segment(len(continuing), r - bits, cfg.dim_limit)
+                      if cfg.completion_rounds else None)
+            if query.round < cfg.main_rounds and bits < cfg.main_width(r):
+                plan = plan_segment(len(continuing), bits, cfg.main_rounds - query.round,
+                                    cfg.main_width(r), cfg.dim_limit, cfg.segment_bits,
+                                    cfg.segment_plan,
+                                    masses=np.array([e * p for e, _, p in continuing]),
+                                    capacity=self.capacity(
+                                        cw.from_ints([v for _, v, _ in continuing], bits), bits))
+                if greedy is not None and greedy.bits > plan.bits:
+                    plan = greedy  # a short list may take more bits than main_bits needs
+            else:
+                assert greedy is not None  # past main_bits only with completion rounds
+                plan = greedy
             trimmed = max(0, len(continuing) - plan.keep_prefixes)
             continuing = continuing[: plan.keep_prefixes]
             next_bits = plan.bits
-        elif continuing:  # cannot happen: the last round always completes every prefix
+        elif continuing:  # cannot happen: the last round finishes or cuts every prefix
             raise RuntimeError("prefixes left unfinished after the last round")
         new_state = TreeState(
             next_round=query.round + 1,
@@ -559,9 +619,15 @@ class PrefixTree:
 
 
     def heavy_hitters(self, state: TreeState) -> list[HeavyHitter]:
-        """Discovered items, highest estimate first (deny-list items are reported separately)."""
-        ordered = sorted(state.discovered, key=lambda f: (-f.estimate, f.code))
-        return shown_items(self.codec, [(f.code, f.estimate, f.round) for f in ordered])
+        """Discovered items by round, then highest estimate first (``shown_items``): items
+        found whole, and items truncated at the code's max_bits (the paper's items are their
+        first r bits). Deny-list items and cut prefixes are reported separately."""
+        return shown_items(self.codec, [f for f in state.discovered if not f.bits])
+
+    def cut_prefixes(self, state: TreeState) -> list[HeavyHitter]:
+        """Prefixes still unended after the last completion round: heavy, but the rounds could
+        not complete the items behind them. Not items: listed apart from the heavy hitters."""
+        return shown_items(self.codec, [f for f in state.discovered if f.bits])
 
 
 def _null_tail(mechanism: RoundMechanism, participants: int) -> NullTail:
@@ -572,28 +638,38 @@ def _null_tail(mechanism: RoundMechanism, participants: int) -> NullTail:
     return mechanism.null_tail(participants)  # the local randomizers: OHE+RR, PI-RAPPOR
 
 
-def shown_items(codec: Codec, found: list[tuple[int, float, int]]) -> list[HeavyHitter]:
-    """Heavy hitters for (code, estimate, round) triples, each with its text and flags, and a
-    note on every entry whose text another entry shares."""
+def shown_items(codec: Codec, found: list[Found]) -> list[HeavyHitter]:
+    """Heavy hitters for discovered items, each with its text and flags, one row per shown text.
+
+    Order: by the round that found the item, then by estimate. Estimates of different rounds
+    are not comparable: a round's estimate counts the devices that *chose* the item that round,
+    and a device chooses among its items on the round's prefix list, a list that narrows round
+    by round, so the same item would be counted higher in a later round ("the" can show 8,917
+    in round 2 and a rarer word 50,273 in round 4). Within a round they are.
+
+    Cut items (truncated at max_bits, or unended after the last round) that show the same text
+    (they differ only after its last whole byte) are one row: their estimates summed, the
+    earliest round, and a note."""
     r = codec.max_bits
-    out: list[HeavyHitter] = []
-    trailing: list[int] = []
-    for code, estimate, found_round in found:
-        decoded = codec.decode(code, r)
-        text = decoded.text if decoded.ended else decoded.text + ELLIPSIS
-        out.append(HeavyHitter(text, estimate, code, found_round, decoded.ended,
-                               not decoded.ended, r))
-        trailing.append(decoded.trailing_bits)
-    by_text: dict[str, list[int]] = {}
-    for i, hitter in enumerate(out):
-        by_text.setdefault(hitter.item, []).append(i)
-    for indices in by_text.values():
-        if len(indices) < 2:
+    ordered = sorted(found, key=lambda f: (f.round, -f.estimate, f.code))
+    rows: list[HeavyHitter] = []
+    merged: dict[str, int] = {}
+    for f in ordered:
+        bits = f.bits or r
+        prefix = f.code >> (r - bits)
+        decoded = codec.decode(prefix, bits)
+        ended = decoded.ended
+        text = decoded.text if ended else codec.display(prefix, bits)
+        hitter = HeavyHitter(text, f.estimate, f.code, f.round, ended, not ended, r, bits=bits)
+        where = merged.get(text)
+        if ended or where is None:
+            if not ended:
+                merged[text] = len(rows)
+            rows.append(hitter)
             continue
-        for i in indices:
-            bits = format(out[i].code, f"0{r}b")[r - trailing[i] :] if trailing[i] else ""
-            others = len(indices) - 1
-            out[i] = replace(out[i], note=(
-                f"{others + 1} items show this text: each was truncated at {r} bits inside "
-                f"its last character; this one's last {trailing[i]} bits are {bits or '-'}"))
-    return out
+        first = rows[where]
+        count = int(first.note.split(" ", 1)[0]) + 1 if first.note else 2
+        rows[where] = replace(first, estimate=first.estimate + f.estimate, note=(
+            f"{count} cut prefixes show this text (they differ only after its last byte); "
+            "the estimate is their sum"))
+    return rows

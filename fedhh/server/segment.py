@@ -185,6 +185,16 @@ def plan_segment(
     return SegmentPlan(bits=bits, keep_prefixes=fits(bits))
 
 
+def completion_segment(num_prefixes: int, remaining: int, dim_limit: int) -> SegmentPlan:
+    """A completion round's segment (``fedhh.server.prefixtree``): the adaptive one,
+    ``max{l : num_prefixes * 2^l <= P}``, at most the ``remaining`` bits of the code; when even
+    one bit per prefix does not fit, one bit for the top P/2 prefixes."""
+    if remaining < 1:
+        raise ConfigError("no bits left to complete")
+    bits = max(1, min(adaptive_bits(num_prefixes, dim_limit), remaining))
+    return SegmentPlan(bits=bits, keep_prefixes=carried(num_prefixes, bits, dim_limit))
+
+
 def _longest(fits: Capacity, remaining: int, floor: int) -> int:
     """The longest segment (at most ``remaining`` bits) that fits at least one prefix, never
     below ``floor`` (floor(log2 P): one prefix's full grid always fits)."""

@@ -16,7 +16,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +90,7 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
     weights = config.round_weights()
     items = config.items_per_round()
     if items is not None and weights is None:
-        weights = (1.0,) * config.rounds  # several items are accounted as an allocation
+        weights = (1.0,) * config.total_rounds  # several items are accounted as an allocation
     if weights is not None and pi_rappor:
         raise ConfigError("a round budget allocation (round_budget) is accounted for the "
                           "one-hot randomizer's sums; PI-RAPPOR runs with equal rounds")
@@ -125,7 +125,7 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
         base = float(choice.privacy["eps_local"])
         privacy["round_eps_local"] = [base + o for o in offsets]
         round_mechanisms = tuple(LocalRandomizer(base + o, TailKind(config.tail))
-                                 for o in offsets[: config.rounds])
+                                 for o in offsets[: config.total_rounds])
     ledger = None
     if config.algorithm == "optprefixtree" and config.eps_local is None:
         q = choice.participation.rate
@@ -158,10 +158,12 @@ class SimulationResult:
     privacy: dict[str, Any]
     truth: Truth | None = None
     ledger: PrivacyLedger | None = None
+    cut_prefixes: list[HeavyHitter] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "heavy_hitters": [h.to_dict() for h in self.heavy_hitters],
+            "cut_prefixes": [h.to_dict() for h in self.cut_prefixes],
             "deny_list": self.deny_list,
             "metrics": self.metrics,
             "rounds": self.rounds,
@@ -224,7 +226,7 @@ def simulate(
     if ledger is not None:
         prepared = replace(prepared, ledger=ledger)
     clock = time.perf_counter()
-    codec = Codec.from_spec(config.codec, config.max_bits)
+    codec = Codec.from_spec(config.codec, config.code_bits(Mode.SIMULATION))
     if population is None:
         population = Population.build(dataset, codec, show_progress)
     elif population.dataset is not dataset or population.codec != codec:
@@ -270,7 +272,7 @@ def simulate(
                                    truth))
     timings["total_s"] = time.perf_counter() - clock
     return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output,
-                            prepared.privacy, truth, ledger)
+                            prepared.privacy, truth, ledger, tree.cut_prefixes(tree_state))
 
 
 def _one_run(
@@ -295,7 +297,7 @@ def _one_run(
     used, passes = 0, 0
     found: list[Found] = []
     while True:
-        rounds = config.rounds - used
+        rounds = config.total_rounds - used
         mechanisms = (None if prepared.round_mechanisms is None
                       else prepared.round_mechanisms[used:])
         tree = PrefixTree(replace(tree_config, rounds=rounds), codec, prepared.mechanism,
@@ -305,10 +307,10 @@ def _one_run(
         found.extend(state.discovered)
         used += state.next_round - 1
         passes += 1
-        if config.leftover_rounds != "passes" or used >= config.rounds:
+        if config.leftover_rounds != "passes" or used >= config.total_rounds:
             break
         try:
-            check_feasible(config.rounds - used, codec.max_bits, tree_config.dim_limit,
+            check_feasible(config.total_rounds - used, codec.max_bits, tree_config.dim_limit,
                            tree_config.segment_bits)
         except ConfigError:
             break  # the rounds left cannot cover an item: they stay unspent
@@ -346,7 +348,7 @@ def _one_pass(population: Population, prepared: Prepared, tree: PrefixTree, run:
         run_id=f"simulation-{run + 1}" + (f"-pass-{pass_index + 1}" if pass_index else ""),
         tree=tree, store=MemoryRunStore(), link=link, ledger=ledger,
         min_contributors=ledger.n_min if ledger is not None else 2, max_attempts=1,
-        round_offset=run * config.rounds + used, on_round=on_round,
+        round_offset=run * config.total_rounds + used, on_round=on_round,
     )
     state = asyncio.run(driver.run(tree.initial_state()))
     return tree, state, driver.ledger

@@ -117,7 +117,7 @@ class MintEnrollmentTokensResponse(_message.Message):
     def __init__(self, tokens: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RunConfig(_message.Message):
-    __slots__ = ("eps_agg", "delta", "rounds", "dim_limit", "target_devices", "min_devices", "codec", "max_bits", "selection", "prefix_conditioning", "deny_list", "fp_ratio", "tau0", "eta", "tail", "segment_bits", "eps_local", "privacy_method", "checkin_ms", "stage_ms", "expected_dropout", "corrupt_fraction", "max_attempts", "fp_ratio_of", "advertise_ms", "share_keys_ms", "masked_input_ms", "unmask_ms", "consistency_ms", "warm_start", "algorithm", "checkin_quiet_ms", "oversubscription", "max_eps_local", "shard_size")
+    __slots__ = ("eps_agg", "delta", "rounds", "dim_limit", "target_devices", "min_devices", "codec", "max_bits", "selection", "prefix_conditioning", "deny_list", "fp_ratio", "tau0", "eta", "tail", "segment_bits", "eps_local", "privacy_method", "checkin_ms", "stage_ms", "expected_dropout", "corrupt_fraction", "max_attempts", "fp_ratio_of", "advertise_ms", "share_keys_ms", "masked_input_ms", "unmask_ms", "consistency_ms", "warm_start", "algorithm", "checkin_quiet_ms", "oversubscription", "max_eps_local", "shard_size", "completion_rounds", "completion_weight", "fp_ratio_finished")
     EPS_AGG_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     ROUNDS_FIELD_NUMBER: _ClassVar[int]
@@ -153,6 +153,9 @@ class RunConfig(_message.Message):
     OVERSUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
     MAX_EPS_LOCAL_FIELD_NUMBER: _ClassVar[int]
     SHARD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    FP_RATIO_FINISHED_FIELD_NUMBER: _ClassVar[int]
     eps_agg: float
     delta: float
     rounds: int
@@ -188,7 +191,10 @@ class RunConfig(_message.Message):
     oversubscription: float
     max_eps_local: float
     shard_size: int
-    def __init__(self, eps_agg: _Optional[float] = ..., delta: _Optional[float] = ..., rounds: _Optional[int] = ..., dim_limit: _Optional[int] = ..., target_devices: _Optional[int] = ..., min_devices: _Optional[int] = ..., codec: _Optional[str] = ..., max_bits: _Optional[int] = ..., selection: _Optional[str] = ..., prefix_conditioning: _Optional[bool] = ..., deny_list: _Optional[_Iterable[str]] = ..., fp_ratio: _Optional[float] = ..., tau0: _Optional[float] = ..., eta: _Optional[float] = ..., tail: _Optional[str] = ..., segment_bits: _Optional[int] = ..., eps_local: _Optional[float] = ..., privacy_method: _Optional[str] = ..., checkin_ms: _Optional[int] = ..., stage_ms: _Optional[int] = ..., expected_dropout: _Optional[float] = ..., corrupt_fraction: _Optional[float] = ..., max_attempts: _Optional[int] = ..., fp_ratio_of: _Optional[str] = ..., advertise_ms: _Optional[int] = ..., share_keys_ms: _Optional[int] = ..., masked_input_ms: _Optional[int] = ..., unmask_ms: _Optional[int] = ..., consistency_ms: _Optional[int] = ..., warm_start: _Optional[bool] = ..., algorithm: _Optional[str] = ..., checkin_quiet_ms: _Optional[int] = ..., oversubscription: _Optional[float] = ..., max_eps_local: _Optional[float] = ..., shard_size: _Optional[int] = ...) -> None: ...
+    completion_rounds: int
+    completion_weight: float
+    fp_ratio_finished: float
+    def __init__(self, eps_agg: _Optional[float] = ..., delta: _Optional[float] = ..., rounds: _Optional[int] = ..., dim_limit: _Optional[int] = ..., target_devices: _Optional[int] = ..., min_devices: _Optional[int] = ..., codec: _Optional[str] = ..., max_bits: _Optional[int] = ..., selection: _Optional[str] = ..., prefix_conditioning: _Optional[bool] = ..., deny_list: _Optional[_Iterable[str]] = ..., fp_ratio: _Optional[float] = ..., tau0: _Optional[float] = ..., eta: _Optional[float] = ..., tail: _Optional[str] = ..., segment_bits: _Optional[int] = ..., eps_local: _Optional[float] = ..., privacy_method: _Optional[str] = ..., checkin_ms: _Optional[int] = ..., stage_ms: _Optional[int] = ..., expected_dropout: _Optional[float] = ..., corrupt_fraction: _Optional[float] = ..., max_attempts: _Optional[int] = ..., fp_ratio_of: _Optional[str] = ..., advertise_ms: _Optional[int] = ..., share_keys_ms: _Optional[int] = ..., masked_input_ms: _Optional[int] = ..., unmask_ms: _Optional[int] = ..., consistency_ms: _Optional[int] = ..., warm_start: _Optional[bool] = ..., algorithm: _Optional[str] = ..., checkin_quiet_ms: _Optional[int] = ..., oversubscription: _Optional[float] = ..., max_eps_local: _Optional[float] = ..., shard_size: _Optional[int] = ..., completion_rounds: _Optional[int] = ..., completion_weight: _Optional[float] = ..., fp_ratio_finished: _Optional[float] = ...) -> None: ...
 
 class StartRunRequest(_message.Message):
     __slots__ = ("config", "run_id")
@@ -295,7 +301,7 @@ class Run(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., state: _Optional[str] = ..., config: _Optional[_Union[RunConfig, _Mapping]] = ..., eps_local: _Optional[float] = ..., eps_spent: _Optional[float] = ..., rounds_released: _Optional[int] = ..., error: _Optional[str] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ...) -> None: ...
 
 class HeavyHitter(_message.Message):
-    __slots__ = ("item", "estimate", "round", "code", "code_bytes", "ended", "truncated", "note")
+    __slots__ = ("item", "estimate", "round", "code", "code_bytes", "ended", "truncated", "note", "bits")
     ITEM_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -304,6 +310,7 @@ class HeavyHitter(_message.Message):
     ENDED_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    BITS_FIELD_NUMBER: _ClassVar[int]
     item: str
     estimate: float
     round: int
@@ -312,20 +319,23 @@ class HeavyHitter(_message.Message):
     ended: bool
     truncated: bool
     note: str
-    def __init__(self, item: _Optional[str] = ..., estimate: _Optional[float] = ..., round: _Optional[int] = ..., code: _Optional[int] = ..., code_bytes: _Optional[bytes] = ..., ended: _Optional[bool] = ..., truncated: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
+    bits: int
+    def __init__(self, item: _Optional[str] = ..., estimate: _Optional[float] = ..., round: _Optional[int] = ..., code: _Optional[int] = ..., code_bytes: _Optional[bytes] = ..., ended: _Optional[bool] = ..., truncated: _Optional[bool] = ..., note: _Optional[str] = ..., bits: _Optional[int] = ...) -> None: ...
 
 class Results(_message.Message):
-    __slots__ = ("run_id", "state", "heavy_hitters", "deny_list", "ledger_json", "rounds")
+    __slots__ = ("run_id", "state", "heavy_hitters", "deny_list", "ledger_json", "rounds", "cut_prefixes")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     HEAVY_HITTERS_FIELD_NUMBER: _ClassVar[int]
     DENY_LIST_FIELD_NUMBER: _ClassVar[int]
     LEDGER_JSON_FIELD_NUMBER: _ClassVar[int]
     ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    CUT_PREFIXES_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     state: str
     heavy_hitters: _containers.RepeatedCompositeFieldContainer[HeavyHitter]
     deny_list: _containers.RepeatedScalarFieldContainer[str]
     ledger_json: str
     rounds: _containers.RepeatedCompositeFieldContainer[RoundSummary]
-    def __init__(self, run_id: _Optional[str] = ..., state: _Optional[str] = ..., heavy_hitters: _Optional[_Iterable[_Union[HeavyHitter, _Mapping]]] = ..., deny_list: _Optional[_Iterable[str]] = ..., ledger_json: _Optional[str] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ...) -> None: ...
+    cut_prefixes: _containers.RepeatedCompositeFieldContainer[HeavyHitter]
+    def __init__(self, run_id: _Optional[str] = ..., state: _Optional[str] = ..., heavy_hitters: _Optional[_Iterable[_Union[HeavyHitter, _Mapping]]] = ..., deny_list: _Optional[_Iterable[str]] = ..., ledger_json: _Optional[str] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., cut_prefixes: _Optional[_Iterable[_Union[HeavyHitter, _Mapping]]] = ...) -> None: ...

@@ -144,11 +144,13 @@ class _ShardPlan:
 class NetworkLink:
     """Round attempts of one run over the network (module docstring)."""
 
-    def __init__(self, config: RunConfig, eps_local: float, store: Store, aggregator: Aggregator,
-                 lobby: Lobby, key: Ed25519PrivateKey, aggregator_address: str,
-                 admission: RunAdmission, progress: Progress | None = None) -> None:
+    def __init__(self, config: RunConfig, round_epsilon: Callable[[int], float], store: Store,
+                 aggregator: Aggregator, lobby: Lobby, key: Ed25519PrivateKey,
+                 aggregator_address: str, admission: RunAdmission,
+                 progress: Progress | None = None) -> None:
+        """``round_epsilon``: the local epsilon of a round (0-based index), the ledger's."""
         self.config = config
-        self.eps_local = eps_local
+        self.round_epsilon = round_epsilon
         self.store = store
         self.aggregator = aggregator
         self.lobby = lobby
@@ -527,8 +529,9 @@ class NetworkLink:
                 device_id=device_id, prefix_bits=query.prefix_bits,
                 prefixes=cw.to_wire(query.prefixes, query.prefix_bits),
                 deny_list=cw.to_wire(query.deny, query.max_bits),
-                segment_bits=query.segment_bits, eps_local=self.eps_local, codec=s.codec,
-                max_bits=s.max_bits, selection=s.selection,
+                segment_bits=query.segment_bits,
+                eps_local=self.round_epsilon(query.round - 1), codec=s.codec,
+                max_bits=query.max_bits, selection=s.selection,
                 prefix_conditioning=s.prefix_conditioning,
                 aggregator_address=address or self.aggregator_address,
                 round_config=signed.payload,

@@ -91,7 +91,7 @@ class Runner:
         admission = RunAdmission(self.store, self.budget, run_id, parts.config.eps_agg,
                                  parts.config.delta)
         progress = self.progress.setdefault(run_id, Progress())
-        link = NetworkLink(parts.config, parts.ledger.eps_local, self.store, self.aggregator,
+        link = NetworkLink(parts.config, parts.ledger.round_epsilon, self.store, self.aggregator,
                            self.lobby, self.key, self.aggregator_address, admission, progress)
         started = {"at": time.monotonic()}
 

@@ -20,6 +20,7 @@ from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig
 from fedhh.errors import ConfigError
 from fedhh.privacy import PrivacyLedger
+from fedhh.privacy.accountant import allocation_offsets
 from fedhh.server import LocalRandomizer, PrefixTree, TailKind, TreeState
 from fedhh_coordinator.store import RunRow, Store
 
@@ -34,10 +35,10 @@ async def create_run(store: Store, config: RunConfig, run_id: str = "") -> RunRo
         raise ConfigError(f"run_id must match {RUN_ID.pattern}, got {run_id!r}")
     # The solver takes a fraction of a second: keep the event loop free meanwhile.
     ledger = await asyncio.to_thread(open_ledger, config)
-    codec = Codec.from_spec(config.codec, config.max_bits)
+    codec = Codec.from_spec(config.codec, config.code_bits(Mode.NETWORK))
     deny = np.unique(codec.encode_many(config.deny_items()).codes)
-    tree = PrefixTree(config.tree(Mode.NETWORK), codec,
-                      LocalRandomizer(ledger.eps_local, TailKind(config.tail)), deny)
+    mechanism, rounds = mechanisms(config, ledger)
+    tree = PrefixTree(config.tree(Mode.NETWORK), codec, mechanism, deny, rounds)
     store.create_run(run_id, config.to_dict(), ledger.eps_local,
                      tree.initial_state().to_dict(), ledger.to_dict(), cw.to_ints(deny))
     return store.run(run_id)
@@ -46,15 +47,35 @@ async def create_run(store: Store, config: RunConfig, run_id: str = "") -> RunRo
 def open_ledger(config: RunConfig) -> PrivacyLedger:
     """The run's ledger: the local epsilon solved for (eps_agg, delta) over the rounds at
     n_min contributors, capped at ``max_eps_local`` (less noise than the devices accept would
-    only get every task refused; a smaller epsilon spends less than the budget allows)."""
+    only get every task refused; a smaller epsilon spends less than the budget allows). With
+    completion rounds the rounds are an allocation (``RunConfig.round_weights``): each round
+    runs and is charged at its own local epsilon (``PrivacyLedger.round_epsilon``)."""
     method = {"method": config.privacy_method} if config.privacy_method else {}
-    ledger = PrivacyLedger.open(config.eps_agg, config.delta, config.rounds, config.min_devices,
-                                1.0, **method, eps_local=config.eps_local)
+    weights = config.round_weights()
+
+    def ledger_at(eps_local: float | None) -> PrivacyLedger:
+        if weights is not None:
+            return PrivacyLedger.open_allocated(
+                config.eps_agg, config.delta, allocation_offsets(weights), config.min_devices,
+                1.0, eps_local=eps_local)
+        return PrivacyLedger.open(config.eps_agg, config.delta, config.rounds,
+                                  config.min_devices, 1.0, **method, eps_local=eps_local)
+
+    ledger = ledger_at(config.eps_local)
     if ledger.eps_local > config.max_eps_local:
-        ledger = PrivacyLedger.open(config.eps_agg, config.delta, config.rounds,
-                                    config.min_devices, 1.0, **method,
-                                    eps_local=config.max_eps_local)
+        ledger = ledger_at(config.max_eps_local)
     return ledger
+
+
+def mechanisms(config: RunConfig, ledger: PrivacyLedger
+               ) -> tuple[LocalRandomizer, tuple[LocalRandomizer, ...] | None]:
+    """The randomizer of the run and, with an allocation, of each round."""
+    tail = TailKind(config.tail)
+    rounds = None
+    if ledger.offsets:
+        rounds = tuple(LocalRandomizer(ledger.round_epsilon(i), tail)
+                       for i in range(ledger.rounds))
+    return LocalRandomizer(ledger.eps_local, tail), rounds
 
 
 @dataclass
@@ -70,9 +91,10 @@ class RunParts:
     @classmethod
     def load(cls, row: RunRow) -> RunParts:
         config = RunConfig.from_dict(row.config)
-        codec = Codec.from_spec(config.codec, config.max_bits)
-        tree = PrefixTree(config.tree(Mode.NETWORK), codec,
-                          LocalRandomizer(row.eps_local, TailKind(config.tail)),
-                          cw.from_ints(row.deny_codes, config.max_bits))
-        return cls(row.run_id, config, tree, TreeState.from_dict(row.tree),
-                   PrivacyLedger.from_dict(row.ledger))
+        ledger = PrivacyLedger.from_dict(row.ledger)
+        width = config.code_bits(Mode.NETWORK)
+        codec = Codec.from_spec(config.codec, width)
+        mechanism, rounds = mechanisms(config, ledger)
+        tree = PrefixTree(config.tree(Mode.NETWORK), codec, mechanism,
+                          cw.from_ints(row.deny_codes, width), rounds)
+        return cls(row.run_id, config, tree, TreeState.from_dict(row.tree), ledger)

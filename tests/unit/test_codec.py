@@ -121,7 +121,20 @@ def test_a_prefix_decodes_to_its_whole_characters_and_counts_the_rest(item: str,
         whole, used = whole + ch, used + size
     assert (decoded.text, decoded.trailing_bits, decoded.ended) == (whole, cut - used, False)
     assert decoded.possible
-    assert codec.display(int(bits[:cut], 2) if cut else 0, cut) == whole + "…"
+    # Shown cut (issue 27): the whole characters, the whole bytes of the character the prefix
+    # stops inside as \xNN, then …; with no whole byte at all, the bits.
+    partial, spent = b"", used
+    if len(whole) < len(item):
+        for byte in item[len(whole)].encode("utf-8"):
+            spent += len(codec.book.byte_bits(byte))
+            if spent > cut:
+                break
+            partial += bytes([byte])
+    assert decoded.partial == partial
+    shown = whole + "".join(f"\\x{b:02x}" for b in partial) + "…"
+    if not whole and not partial:
+        shown = f"⟨{bits[:cut]}⟩…"
+    assert codec.display(int(bits[:cut], 2) if cut else 0, cut) == shown
 
 
 def test_the_issues_example_decodes_every_bit() -> None:
@@ -217,7 +230,7 @@ def test_a_trained_codebook_is_shipped_inline_and_rebuilt_exactly(tmp_path: Path
 @pytest.mark.parametrize(("change", "message"), [
     ({"end": "0", "escape": "01"}, "not prefix-free"),
     ({"end": "2"}, "codeword of end"),
-    ({"end": "0" * 33}, "codeword of end"),
+    ({"end": "0" * 49}, "codeword of end"),
     ({"escape": None}, "no escape"),
     ({"format": "other"}, "not a fedhh-codebook"),
     ({"extra": 1}, "unknown codebook keys extra"),

@@ -41,7 +41,8 @@ def reference_possible(book: Codebook, bits: str) -> bool:
     symbols = {code: ("end", None) for code in [book.end]}
     if book.escape is not None:
         symbols[book.escape] = ("escape", None)
-    symbols.update({code: ("byte", b) for b, code in book.bytes.items()})
+    symbols.update({code: ("bytes", bytes([b])) for b, code in book.bytes.items()})
+    symbols.update({code: ("bytes", token) for token, code in book.tokens.items()})
     data = b""
     pos = 0
     while pos < len(bits):
@@ -65,17 +66,18 @@ def reference_possible(book: Codebook, bits: str) -> bool:
             value = int(payload, 2)
             if value in book.bytes:
                 return False
-        data += bytes([value])
+            value = bytes([value])
+        data += value
         if not viable(data):
             return False
     return viable(data)
 
 
-def _completes(book: Codebook, data: bytes, kind: str, value: int | None, known: str) -> bool:
+def _completes(book: Codebook, data: bytes, kind: str, value: bytes | None, known: str) -> bool:
     if kind == "end":
         return complete(data)
-    if kind == "byte":
-        return viable(data + bytes([value]))  # type: ignore[list-item]
+    if kind == "bytes":
+        return viable(data + value)  # type: ignore[operator]
     return any(viable(data + bytes([b])) for b in range(256)
                if b not in book.bytes and format(b, "08b").startswith(known))
 

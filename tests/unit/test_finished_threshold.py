@@ -140,7 +140,16 @@ def test_equal_is_the_papers_single_target() -> None:
     assert default[0].advance(default[1], default[3], N)[1] == \
         same[0].advance(same[1], same[3], N)[1]
     assert RunConfig().round_fp_ratios() is None
-    assert RunConfig().tree().round_fp_ratios is None
+    assert RunConfig(completion_rounds=0).tree().round_fp_ratios is None
+
+
+def test_completion_rounds_hold_every_element_to_the_finishing_target() -> None:
+    """Issue 27: the main rounds keep fp_ratio for the elements that do not finish an item;
+    completion rounds use the finishing target for all of theirs."""
+    tree = RunConfig(rounds=4, completion_rounds=3, fp_ratio=0.5,
+                     fp_ratio_finished=0.1).tree()
+    assert tree.round_fp_ratios == (0.5,) * 4 + (0.1,) * 3
+    assert tree.rounds == 7 and tree.completion_rounds == 3 and tree.main_bits == 60
 
 
 def test_discoveries_form_converts_each_round() -> None:

@@ -19,7 +19,9 @@ from fedhh.simulation.runner import simulate
 COMMON = ("the", "and", "you", "that", "was", "for", "with", "have", "this", "not", "but", "are",
           "they", "what", "all", "there", "your", "out", "about", "just")
 RARE = tuple("".join(p) for p in itertools.product("kqz", "aeiou", "xy"))[:24]
-CONFIG = RunConfig(codec="5bit", rounds=12, eps_agg=1.0, dim_limit=2**16, seed=1)
+# Passes run without completion rounds (RunConfig.completion); said explicitly here.
+CONFIG = RunConfig(codec="5bit", rounds=12, eps_agg=1.0, dim_limit=2**16, seed=1,
+                   completion_rounds=0)
 
 
 @pytest.fixture(scope="module")

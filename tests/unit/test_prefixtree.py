@@ -99,7 +99,8 @@ def test_items_wider_than_64_bits_are_found_exactly() -> None:
     assert TreeState.from_dict(state.to_dict()) == state
 
 
-def test_truncated_items_with_the_same_text_say_why() -> None:
+def test_truncated_items_with_the_same_text_are_one_row_that_says_why() -> None:
+    """Issue 27: one row per shown text; the cut prefixes' estimates are summed."""
     codec = Codec("5bit", 13)  # two whole letters and 3 bits of the third symbol
     tree = PrefixTree(TreeConfig(rounds=1, dim_limit=2**13), codec, VoteThreshold(3, 1.0))
     state = tree.initial_state()
@@ -110,11 +111,11 @@ def test_truncated_items_with_the_same_text_say_why() -> None:
     sums[a] = 4
     state, _ = tree.advance(state, sums, 10)
     hitters = tree.heavy_hitters(state)
-    assert [(h.item, h.ended, h.truncated) for h in hitters] == [
-        ("ab…", False, True), ("ab…", False, True), ("a", True, False)]
-    assert "last 3 bits are 000" in hitters[0].note and "last 3 bits are 100" in hitters[1].note
-    assert not hitters[2].note
-    assert hitters[2].to_dict() == {"item": "a", "estimate": 4.0, "round": 1,
+    assert [(h.item, h.ended, h.truncated, h.estimate) for h in hitters] == [
+        ("ab…", False, True, 10.0), ("a", True, False, 4.0)]
+    assert hitters[0].note.startswith("2 cut prefixes show this text")
+    assert not hitters[1].note
+    assert hitters[1].to_dict() == {"item": "a", "estimate": 4.0, "round": 1,
                                     "code": "0x00d0", "ended": True, "truncated": False}
 
 

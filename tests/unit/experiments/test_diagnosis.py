@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from fedhh.codec import Codec
+from fedhh.codec import codes as cw
 from fedhh.config import RunConfig
 from fedhh.data.dataset import FederatedDataset
 from fedhh.data.truth import ground_truth
@@ -23,12 +24,12 @@ def test_shares_add_up_and_match_the_simulation(tiny: FederatedDataset, items: s
     assert threshold > 0
     truth = ground_truth(tiny)
     order = np.argsort(-truth.unweighted, kind="stable")
-    codec = Codec.from_spec(config.codec, config.max_bits)
+    codec = Codec.from_spec(config.codec, config.code_bits())
     run = simulate(tiny, config, truth)
     found = {h.code for h in run.heavy_hitters}
     for band in result:
         lo, hi = band.ranks
         assert abs(band.found + sum(band.lost_in.values()) - 1.0) < 1e-12
         words = [tiny.vocabulary[i] for i in order[lo:hi]]
-        codes = codec.encode_many(words).codes.tolist()
+        codes = cw.to_ints(codec.encode_many(words).codes)
         assert band.found == sum(c in found for c in codes) / (hi - lo)

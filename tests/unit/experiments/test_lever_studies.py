@@ -60,10 +60,14 @@ def test_every_lever_run_names_a_population_fixed_before_tuning() -> None:
             assert variant.spec in (PAPER, FINAL, FINAL_ITEMS), variant.label
 
 
-def test_baselines_are_the_paper_and_share_the_default_runs() -> None:
+def test_baselines_are_the_paper() -> None:
+    """The paper's algorithm, spelled out: the default before issue 27 (its code, english, and
+    no completion rounds), whatever the defaults are now."""
     identity = {"name": "x"}
-    default = run_key(run_config(RunConfig(), SETTINGS, 0), identity)
-    assert run_key(run_config(PAPER, SETTINGS, 0), identity) == default
+    old_default = RunConfig(codec="english", completion_rounds=0, fp_ratio_finished=None)
+    assert run_key(run_config(PAPER, SETTINGS, 0), identity) == \
+        run_key(run_config(old_default, SETTINGS, 0), identity)
+    assert PAPER.completion() == 0 and PAPER.codec == "english"
     assert PAPER.segment_plan == "greedy" and PAPER.selection_hint == 0
     assert PAPER.fp_ratio_finished is None and PAPER.threshold_weights == "uniform"
     assert PAPER.round_budget == "equal" and PAPER.leftover_rounds == "idle"

@@ -1,0 +1,138 @@
+"""Completion rounds (issue 27): items whose codes do not end within max_bits are completed by
+further rounds over only the cut prefixes; what is still unended after them is listed apart,
+shown cut; the main rounds of a short list go past max_bits; each completion round is charged
+at its own local epsilon, checked against a composition by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fedhh.codec import Codec
+from fedhh.config import RunConfig
+from fedhh.data.dataset import from_user_counts
+from fedhh.privacy import PrivacyLedger, sum_pld
+from fedhh.privacy.accountant import allocation_offsets
+from fedhh.server import PrefixTree, TreeConfig
+from fedhh.server.mechanisms import VoteThreshold
+from fedhh.server.segment import completion_segment
+from fedhh.simulation.runner import simulate
+
+DELTA = 1e-6
+LONG = "internationalization"  # 20 letters: 105 bits with the 5-bit code
+
+
+def votes_for(tree: PrefixTree, query, items: dict[str, int]) -> np.ndarray:
+    """Exact sums: every holder of an item reports it (no noise)."""
+    codes = tree.codec.encode_many(list(items)).codes
+    index = query.domain_index(codes)
+    sums = np.zeros(query.domain_size, dtype=np.int64)
+    np.add.at(sums, index[index >= 0], np.array(list(items.values()))[index >= 0])
+    return sums
+
+
+def run(tree: PrefixTree, items: dict[str, int]):
+    state = tree.initial_state()
+    reports = []
+    while not state.done:
+        query = tree.query(state)
+        state, report = tree.advance(state, votes_for(tree, query, items), 100)
+        reports.append(report)
+    return state, reports
+
+
+def tree_of(completion: int, main_bits: int = 20, dim_limit: int = 2**12,
+            width: int = 120) -> PrefixTree:
+    config = TreeConfig(rounds=2 + completion, dim_limit=dim_limit,
+                        completion_rounds=completion, main_bits=main_bits)
+    return PrefixTree(config, Codec("5bit", width), VoteThreshold(5, 1.0))
+
+
+def test_a_long_item_is_completed_by_the_completion_rounds() -> None:
+    items = {LONG: 30, "cat": 20, "catalog": 12}
+    state, reports = run(tree_of(completion=8), items)
+    found = {h.item: (h.estimate, h.ended) for h in tree_of(8).heavy_hitters(state)}
+    assert found == {item: (float(n), True) for item, n in items.items()}
+    # The main rounds covered 20 bits; the rest came from rounds over the cut prefixes only.
+    assert reports[1].prefix_bits + reports[1].segment_bits >= 20
+    assert all(r.prefixes <= 2 for r in reports[2:])
+
+
+def test_without_completion_rounds_the_long_item_is_truncated_as_before() -> None:
+    tree = PrefixTree(TreeConfig(rounds=2, dim_limit=2**12), Codec("5bit", 20),
+                      VoteThreshold(5, 1.0))
+    state, _ = run(tree, {LONG: 30})
+    [hitter] = tree.heavy_hitters(state)
+    assert (hitter.item, hitter.ended, hitter.truncated) == ("inte…", False, True)
+    assert tree.cut_prefixes(state) == []
+
+
+def test_what_the_completion_rounds_leave_unended_is_listed_apart_and_shown_cut() -> None:
+    tree = tree_of(completion=1)
+    state, _ = run(tree, {LONG: 30, "cat": 20})
+    assert [h.item for h in tree.heavy_hitters(state)] == ["cat"]
+    [cut] = tree.cut_prefixes(state)
+    assert cut.truncated and not cut.ended and cut.item.startswith("interna")
+    assert cut.item.endswith("…") and cut.bits < tree.codec.max_bits
+    assert cut.to_dict()["bits"] == cut.bits
+
+
+def test_a_short_list_takes_the_adaptive_segment_past_max_bits() -> None:
+    # One heavy item: after round 1 the list has one prefix, so round 2 may add
+    # floor(log2 P) = 12 bits although 20 bits of max_bits need only 8 more.
+    _, reports = run(tree_of(completion=4), {LONG: 30})
+    assert reports[0].segment_bits == 12 and reports[1].segment_bits == 12
+
+
+def test_the_completion_segment_fits_the_dimension_limit() -> None:
+    assert completion_segment(1, 100, 2**16).bits == 16
+    assert completion_segment(5, 100, 2**16).bits == 13  # 5 * 2^13 <= 2^16 < 5 * 2^14
+    assert completion_segment(5, 7, 2**16).bits == 7     # no more bits than are left
+    plan = completion_segment(2**17, 100, 2**16)         # more prefixes than P
+    assert (plan.bits, plan.keep_prefixes) == (1, 2**15)
+
+
+def test_the_config_budgets_each_completion_round_at_its_weight() -> None:
+    config = RunConfig(rounds=4, completion_rounds=3, completion_weight=0.05)
+    assert config.total_rounds == config.charged_rounds == 7
+    assert config.round_weights() == (1.0,) * 4 + (0.05,) * 3
+    assert config.code_bits() == 23 * 7  # each round can add floor(log2 10^7) = 23 bits
+    for off in (RunConfig(completion_rounds=0), RunConfig(algorithm="triehh"),
+                RunConfig(privacy_method="clones"), RunConfig(round_items="2")):
+        assert off.completion() == 0 and off.code_bits() == off.max_bits
+
+
+def test_completion_rounds_are_charged_as_a_composition_by_hand() -> None:
+    """The ledger of a run with completion rounds: round i at eps_local + ln(w_i), and its
+    epsilon the composition of each round's privacy loss distribution, made here directly."""
+    n = 200_000
+    weights = RunConfig(rounds=4, completion_rounds=3).round_weights()
+    assert weights is not None
+    ledger = PrivacyLedger.open_allocated(1.0, DELTA, allocation_offsets(weights), n)
+    epsilons = [ledger.round_epsilon(i) for i in range(7)]
+    assert epsilons[4:] == pytest.approx([epsilons[0] + math.log(0.02)] * 3)
+    total = None
+    for eps in reversed(epsilons):
+        pld = sum_pld.round_pld(eps, n)
+        total = pld if total is None else total.compose(pld, sum_pld.COMPOSE_TRUNCATION)
+    assert total is not None
+    by_hand = float(total.get_epsilon_for_delta(DELTA))
+    for i in range(7):
+        ledger = ledger.record(i, n)
+    assert ledger.spent_epsilon() == pytest.approx(by_hand, rel=1e-6)
+    assert by_hand <= 1.0 + 1e-9
+    # Two percent of a round each: the main rounds lose little local epsilon to seven of them.
+    plain = PrivacyLedger.open(1.0, DELTA, 4, n)
+    assert 0 < plain.eps_local - ledger.eps_local < 0.06
+
+
+def test_a_simulation_completes_long_items_end_to_end() -> None:
+    users = [{LONG: 1, "a": 1} for _ in range(3000)] + [{"b": 1} for _ in range(1000)]
+    dataset = from_user_counts(users, name="long", provenance="test")
+    config = RunConfig(eps_agg=4.0, codec="5bit", dim_limit=2**16, seed=1)
+    result = simulate(dataset, config)
+    assert LONG in {h.item for h in result.heavy_hitters if h.ended}
+    assert len(result.rounds) > config.rounds  # completion rounds ran
+    assert result.privacy["round_eps_local"][-1] < result.privacy["round_eps_local"][0]
