@@ -3,9 +3,12 @@
     fedhh admin --coordinator HOST:PORT --ca tls/ca.pem --token-file secrets/admin.token \\
         start --run-id r1 --eps-agg 1 --rounds 4 --target-devices 1000 --min-devices 800
     fedhh admin ... status r1 | results r1 | wait r1 | cancel r1 | list
-    fedhh admin ... mint-tokens --count 1000 --out device-tokens.txt
+    fedhh admin ... mint-tokens --users 0:250 --out devices-a.tokens   # one device process's
 
 The admin token comes from --token-file or $FEDHH_ADMIN_TOKEN. Results print as JSON.
+Hand each device process only its own tokens: with --users START:END the file holds
+`USER TOKEN` lines for those users only, for `fedhh device --users tokens`; --count N writes N
+tokens, line u for dataset user u.
 """
 
 from __future__ import annotations
@@ -38,15 +41,32 @@ def register(subparsers: Any) -> None:
         sub.add_argument("run_id", help="the run's id")
     actions.add_parser("list", help="every run")
     mint = actions.add_parser("mint-tokens", help="one-time enrollment tokens, one per device")
-    mint.add_argument("--count", type=options.positive_int, required=True,
-                      help="how many tokens (one enrolls one device, once)")
+    how_many = mint.add_mutually_exclusive_group(required=True)
+    how_many.add_argument("--count", type=options.positive_int,
+                          help="how many tokens (one enrolls one device, once), line u for "
+                               "dataset user u")
+    how_many.add_argument("--users", type=user_span, metavar="START:END",
+                          help="one token for each dataset user START..END-1, written as "
+                               "USER TOKEN lines (one device process's share)")
     mint.add_argument("--ttl-hours", type=options.positive_float, default=None,
                       help="tokens expire after this long (default: valid until used)")
     mint.add_argument("--label", default="", help="a note kept with the tokens")
     mint.add_argument("--out", required=True, metavar="PATH",
-                      help="write the tokens here, one per line (mode 0600); line u is the "
-                           "token of a device process's dataset user u")
+                      help="write the tokens here, one per line (mode 0600)")
     p.set_defaults(handler=run)
+
+
+def user_span(text: str) -> range:
+    """START:END, dataset users START..END-1 (at least one)."""
+    start, sep, end = text.partition(":")
+    try:
+        span = range(int(start), int(end)) if sep else None
+    except ValueError:
+        span = None
+    if span is None or span.start < 0 or not span:
+        raise argparse.ArgumentTypeError(f"expected START:END with 0 <= START < END, got "
+                                         f"{text!r}")
+    return span
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,8 +88,11 @@ def run(args: argparse.Namespace) -> int:
             config = config_from_args(args, Mode.NETWORK)
             reply: Any = client.start_run(to_proto(config), args.run_id)
         elif args.action == "mint-tokens":
-            tokens = client.mint_tokens(args.count, (args.ttl_hours or 0) * 3600, args.label)
-            write_private(args.out, "".join(f"{t}\n" for t in tokens))
+            users = range(args.count) if args.users is None else args.users
+            tokens = client.mint_tokens(len(users), (args.ttl_hours or 0) * 3600, args.label)
+            lines = tokens if args.users is None else [f"{u} {t}" for u, t in zip(
+                users, tokens, strict=True)]
+            write_private(args.out, "".join(f"{line}\n" for line in lines))
             print(f"{len(tokens)} enrollment tokens written to {args.out}")
             return 0
         elif args.action == "list":
