@@ -1,5 +1,5 @@
-"""The dashboard cannot take the coordinator's open files, against a real coordinator process
-on 127.0.0.1 (issue 28, MED).
+"""The dashboard cannot take the coordinator's open files, nor fill its log with a sender's
+bytes, against a real coordinator process on 127.0.0.1 (issue 28, MED and LOW).
 
 Before: the dashboard kept a connection whose request head never finished for its keep-alive
 timeout (75 s), and any number of them; with the open-file limit at 1,024, 998 half-sent heads
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import os
 import resource
 import socket
@@ -111,3 +112,40 @@ def test_half_open_dashboard_connections_leave_grpc_its_files(coordinator: Local
         for sock in held:
             with contextlib.suppress(OSError):
                 sock.close()
+
+
+def test_an_oversized_cookie_is_a_short_warning_without_its_bytes(coordinator: LocalTopology
+                                                                  ) -> None:
+    """Issue 28: an unauthenticated request with an 8 KB cookie was logged at ERROR, with a
+    traceback quoting the sender's bytes. Now: 400 for the sender, one WARNING naming the
+    client and an escaped prefix of at most 60 characters of the error."""
+    service = coordinator.services["coordinator"]
+    port = int(service.ready["dashboard_port"])
+    log = service.log
+    start = log.stat().st_size
+    connection = http.client.HTTPSConnection(
+        "127.0.0.1", port, timeout=10, context=ssl.create_default_context(
+            cafile=str(coordinator.workdir / "tls" / "ca.pem")))
+    try:
+        connection.request("GET", "/", headers={
+            "Cookie": "__Host-fedhh-session=" + "Q" * 8200 + "\x1b[31m<evil>"})
+        assert connection.getresponse().status == 400
+    finally:
+        connection.close()
+
+    def new_lines() -> list[dict[str, object]]:
+        with open(log, "rb") as out:
+            out.seek(start)
+            return [json.loads(line) for line in out.read().splitlines() if line.strip()]
+
+    deadline = time.monotonic() + 30
+    while not any("malformed request" in str(line.get("message")) for line in new_lines()):
+        assert time.monotonic() < deadline, new_lines()
+        time.sleep(0.1)  # polling the service's log file
+    lines = new_lines()
+    assert not [line for line in lines if line["level"] in ("ERROR", "CRITICAL")], lines
+    text = json.dumps(lines)
+    assert "Q" * 64 not in text and "<evil>" not in text and "\\u001b" not in text, text
+    warning, = (line for line in lines if "malformed request" in str(line["message"]))
+    assert warning["level"] == "WARNING" and warning["client"] == "127.0.0.1"
+    assert len(str(warning["error"])) <= 100, warning

@@ -26,12 +26,12 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from fedhh.errors import ConfigError, NotFoundError, RateLimited
+from fedhh.errors import ConfigError, NotFoundError, RateLimited, shown
 from fedhh.rpc.serving import is_loopback
 from fedhh.rpc.tls import TlsFiles
 from fedhh_coordinator.dashboard import pages
 from fedhh_coordinator.dashboard.auth import COOKIE, Sessions
-from fedhh_coordinator.dashboard.listener import HEAD_TIMEOUT_S, Listener
+from fedhh_coordinator.dashboard.listener import HEAD_TIMEOUT_S, Listener, RequestLog
 from fedhh_coordinator.dashboard.live import LiveStreams
 from fedhh_coordinator.dashboard.markup import Html
 from fedhh_coordinator.dashboard.results import Hit
@@ -123,7 +123,7 @@ class Dashboard:
         # Keep-alive bounds how long a connection may wait for its next request head; the
         # listener bounds the first one and how many connections are held (listener.py).
         self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
-                                     keepalive_timeout=HEAD_TIMEOUT_S)
+                                     keepalive_timeout=HEAD_TIMEOUT_S, logger=RequestLog())
         await self._runner.setup()
         self._listener = Listener(self._runner.server, context)
         try:
@@ -159,7 +159,7 @@ class Dashboard:
             self._secure(error.headers)
             raise
         except Exception:  # a bug: a generic page, the traceback in the log
-            log.exception("dashboard error", extra={"path": request.path})
+            log.exception("dashboard error", extra={"path": shown(request.path)})
             response = web.Response(text="internal error", status=500)
         if not response.prepared:
             self._secure(response.headers)
