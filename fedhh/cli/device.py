@@ -41,8 +41,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", help="keep enrolled identities here across restarts")
     p.add_argument("--seed", type=options.non_negative_int, default=None,
                    help="TEST MODE: seeded randomness instead of OS entropy")
-    p.add_argument("--drop-rate", type=options.non_negative_float, default=0.0,
-                   help="fraction of tasks on which a device drops out (tests, load tests)")
+    p.add_argument("--drop-rate", "--dropout", dest="drop_rate", metavar="RATE",
+                   type=options.non_negative_float,
+                   default=0.0,
+                   help="fraction of tasks on which a device drops out (tests, load tests; "
+                        "a run's expected_dropout is what (k, t) is chosen for)")
     p.add_argument("--drop-stage", choices=(*STAGES, "random"), default="random",
                    help="stage at which a dropping device stops")
     p.add_argument("--max-eps-local", type=options.positive_float, default=10.0,
@@ -58,9 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve Prometheus metrics (plain HTTP: a device process has no server "
                         "certificate) on this port (0: any; default: off)")
-    p.add_argument("--metrics-host", default="127.0.0.1")
+    options.add_service_options(p)
     p.add_argument("--ready-file", help="write {'devices': N} once every device is enrolled")
-    p.add_argument("--log-level", default="INFO")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -222,7 +222,8 @@ class RunConfig:
     consistency_ms: int | None = _knob(None, "consistency-check window (ms; default stage_ms)",
                                        Mode.NETWORK)
     unmask_ms: int | None = _knob(None, "unmasking window (ms; default stage_ms)", Mode.NETWORK)
-    expected_dropout: float = _knob(0.1, "expected dropout rate, for choosing SecAgg+ (k, t)",
+    expected_dropout: float = _knob(0.1, "the dropout rate SecAgg+ (k, t) is chosen for (an "
+                                    "assumption; devices' --drop-rate makes them drop)",
                                     Mode.NETWORK)
     corrupt_fraction: float = _knob(0.05, "assumed fraction of corrupt devices, for choosing "
                                     "SecAgg+ (k, t)", Mode.NETWORK)
@@ -478,6 +479,23 @@ class RunConfig:
             raise ConfigError(f"shard_size must be >= min_devices ({self.min_devices}): every "
                               f"shard releases only with n_min contributors, got "
                               f"{self.shard_size}")
+        self._check_secagg_parameters()
+
+    def _check_secagg_parameters(self) -> None:
+        """Refuse a run no attempt of which could ever start: SecAgg+ has no lying-server
+        (k, t) for its largest cohort (a shard's size when sharded, else target_devices) at
+        the expected dropout and corrupt fraction. The coordinator would otherwise open and
+        abort ``max_attempts`` attempts before saying so (issue 28: ``fedhh up --devices 5``)."""
+        from fedhh.secagg import SecAggConfigError, Threat, choose_parameters
+
+        cohort = self.shard_size or self.target_devices
+        try:
+            choose_parameters(cohort, self.expected_dropout, self.corrupt_fraction,
+                              Threat.LYING)
+        except SecAggConfigError as error:
+            raise ConfigError(f"a cohort of {cohort} devices cannot run secure aggregation: "
+                              f"{error}; use more devices, or a lower expected_dropout or "
+                              "corrupt_fraction") from None
 
     # ---- views used by the library --------------------------------------------------------
     def tree(self, mode: Mode = Mode.SIMULATION) -> Any:

@@ -62,3 +62,24 @@ def test_a_bad_user_span_is_one_line(recorder: Path, tmp_path: Path, users: str,
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--users" in err[0] and repr(users) in err[0]
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_connection_options_go_before_or_after_the_action(recorder: Path, tmp_path: Path,
+                                                          where: str) -> None:
+    """Issue 28: `fedhh admin list --coordinator X` failed: the options had to come first."""
+    out = tmp_path / "t"
+    connection = ["--coordinator", "127.0.0.1:7000", "--token-file", str(recorder)]
+    action = ["mint-tokens", "--count", "2", "--out", str(out)]
+    argv = [*connection, *action] if where == "before" else [*action, *connection]
+    assert main(["admin", *argv]) == 0
+    assert ("connect", "127.0.0.1:7000") in Recorder.calls
+
+
+def test_a_missing_coordinator_is_one_line(recorder: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["admin", "list", "--token-file", str(recorder)])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "fedhh admin: error: --coordinator HOST:PORT is required (before or after the action)"]

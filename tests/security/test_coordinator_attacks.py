@@ -229,7 +229,8 @@ def test_a_device_presenting_anothers_round_keys_is_refused_and_the_owner_is_not
             assert poll(owner, 100) == "OK"  # the owner polls before any check-in
             client.start_run(to_proto(RunConfig(
                 eps_agg=1.0, rounds=1, codec="5bit", max_bits=10, target_devices=3,
-                min_devices=3, checkin_ms=60_000)), run_id="keys")
+                min_devices=3, expected_dropout=0.0, corrupt_fraction=0.0,
+                checkin_ms=60_000)), run_id="keys")
             refused = poll(copier, 3000)  # in the open check-in, before the owner polls again
             assert refused.startswith("INVALID_ARGUMENT: these round keys were presented by "
                                       "another device first"), refused

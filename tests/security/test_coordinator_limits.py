@@ -203,7 +203,8 @@ def test_sigterm_stops_a_coordinator_at_once_after_absurd_and_long_runs(tmp_path
                          topo.workdir / "tls" / "ca.pem") as client:
             client.start_run(to_proto(RunConfig(
                 eps_agg=1.0, rounds=MAX_ROUNDS, codec="5bit", max_bits=1024,
-                target_devices=10, min_devices=5, checkin_ms=MAX_WINDOW_MS)), run_id="long")
+                target_devices=10, min_devices=5, expected_dropout=0.0, corrupt_fraction=0.0,
+                checkin_ms=MAX_WINDOW_MS)), run_id="long")
             absurd = client.stub.StartRun.future(pb.StartRunRequest(
                 run_id="absurd", config=pb.RunConfig(eps_agg=1.0, rounds=2 * 10**7,
                                                      target_devices=10, min_devices=5)),

@@ -100,3 +100,15 @@ def test_absurd_rounds_are_refused_at_once_with_memory_flat(rounds: int) -> None
     finally:
         tracemalloc.stop()
     assert elapsed < 1.0 and peak < 1 << 20, (elapsed, peak)
+
+
+def test_a_cohort_without_secure_aggregation_parameters_is_refused_up_front() -> None:
+    """Issue 28: `fedhh up --devices 5` tried five attempts before saying that no (k, t)
+    exists for 5 devices. Such a run is now refused at validation, naming what would do."""
+    with pytest.raises(ConfigError, match=r"a cohort of 5 devices cannot run secure "
+                                          r"aggregation: no \(k, t\) for n=5.*use more devices"):
+        RunConfig(target_devices=5, min_devices=3).validate(Mode.NETWORK)
+    RunConfig(target_devices=5, min_devices=3, expected_dropout=0.0,
+              corrupt_fraction=0.0).validate(Mode.NETWORK)  # no dropout assumed: (k, t) exist
+    with pytest.raises(ConfigError, match="a cohort of 20 devices"):  # a shard is the cohort
+        RunConfig(target_devices=1000, min_devices=20, shard_size=20).validate(Mode.NETWORK)
