@@ -39,3 +39,13 @@ class StateError(FedhhError):
 
 class RateLimited(FedhhError):
     """Too many requests from one caller, or overall; retry later (RESOURCE_EXHAUSTED)."""
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters with its full length said, for messages
+    that name a value someone else sent: a message is one line, never a copy of a megabyte."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, str | bytes) else len(text)
+    return f"{text[:limit]}... ({size} characters)"

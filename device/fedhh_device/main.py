@@ -17,12 +17,12 @@ import numpy as np
 from fedhh.data.registry import resolve_dataset
 from fedhh.errors import ConfigError
 from fedhh.rpc import serving, task_census
+from fedhh.rpc.device_users import TOKENS, read_tokens, tokens_for, user_range
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
 from fedhh.rpc.tls import ca_credentials
 from fedhh_device.fleet import Fleet
 from fedhh_device.report import DeviceData
 from fedhh_device.secagg_run import DropPlan, Floors
-from fedhh_device.shards import ShardClaim, auto_count, shard_range, user_range
 
 log = logging.getLogger(__name__)
 OPTIONS = serving.OPTIONS
@@ -50,21 +50,14 @@ async def serve(args: argparse.Namespace) -> None:
     task_census.install(loop)
     dataset = resolve_dataset(args.dataset)
     state_dir = Path(args.state_dir) if args.state_dir else None
-    shards = auto_count(args.users)
-    claim = None
-    if shards is None:
-        users = user_range(args.users, dataset.num_users)
+    if args.users == TOKENS:
+        if not args.enrollment_tokens_file:
+            raise ConfigError("--users tokens hosts the users of --enrollment-tokens-file; "
+                              "give that file")
+        users: range | list[int] = sorted(
+            u for u in read_tokens(args.enrollment_tokens_file) if u < dataset.num_users)
     else:
-        if state_dir is None:
-            raise ConfigError("--users auto/N needs --state-dir, shared by the processes that "
-                              "split the users")
-        shard_range(0, shards, dataset.num_users)  # refuses more shards than users now
-        claim = ShardClaim(state_dir, shards)
-        index = await claim.claim(stop)
-        if index is None:
-            return
-        users = shard_range(index, shards, dataset.num_users)
-        state_dir = claim.state_dir
+        users = user_range(args.users, dataset.num_users)
     hosted = []
     for user in users:
         items, counts = dataset.user_items(user)
@@ -72,7 +65,7 @@ async def serve(args: argparse.Namespace) -> None:
             continue
         words = tuple(dataset.vocabulary[i] for i in items.tolist())
         hosted.append((user, DeviceData(words, np.asarray(counts, dtype=np.int64))))
-    tokens = read_tokens(args.enrollment_tokens_file, [user for user, _ in hosted])
+    tokens = tokens_for(args.enrollment_tokens_file, [user for user, _ in hosted])
     make_channel = channel_factory(args)
     coordinator = make_channel(args.coordinator)
     fleet = Fleet(hosted, coordinator, tokens, make_channel, state_dir, args.seed,
@@ -87,7 +80,7 @@ async def serve(args: argparse.Namespace) -> None:
         metrics.register(fleet, len(hosted))
         metrics_port = start_metrics(args.metrics_port, args.metrics_host)
     log.info("device process started",
-             extra={"devices": len(hosted), "users": f"{users.start}:{users.stop}",
+             extra={"devices": len(hosted), "users": _describe(users),
                     "metrics_port": metrics_port})
 
     def enrolled() -> None:
@@ -103,8 +96,6 @@ async def serve(args: argparse.Namespace) -> None:
     await asyncio.gather(runner, return_exceptions=True)
     await fleet.close()
     await coordinator.close()
-    if claim is not None:
-        claim.release()
     if args.stats_file:
         stats = fleet.stats
         tmp = Path(f"{args.stats_file}.tmp")
@@ -117,19 +108,11 @@ async def serve(args: argparse.Namespace) -> None:
         os.replace(tmp, args.stats_file)
 
 
-def read_tokens(path: str | None, users: list[int]) -> dict[int, str]:
-    """The enrollment token of each hosted user: line u of the file is dataset user u's."""
-    if not path:
-        return {}
-    try:
-        lines = Path(path).read_text(encoding="ascii").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read the enrollment tokens file {path}: {error}") from None
-    missing = [u for u in users if u >= len(lines) or not lines[u].strip()]
-    if missing:
-        raise ConfigError(f"{path} has no token for users {missing[:5]} (line u is the token "
-                          "of dataset user u)")
-    return {u: lines[u].strip() for u in users}
+def _describe(users: range | list[int]) -> str:
+    """How the log names the hosted users: START:END for a range, else their count and ends."""
+    if isinstance(users, range):
+        return f"{users.start}:{users.stop}"
+    return f"{len(users)} users {users[0]}..{users[-1]}" if users else "no users"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,9 +3,12 @@
     fedhh admin --coordinator HOST:PORT --ca tls/ca.pem --token-file secrets/admin.token \\
         start --run-id r1 --eps-agg 1 --rounds 4 --target-devices 1000 --min-devices 800
     fedhh admin ... status r1 | results r1 | wait r1 | cancel r1 | list
-    fedhh admin ... mint-tokens --count 1000 --out device-tokens.txt
+    fedhh admin ... mint-tokens --users 0:250 --out devices-a.tokens   # one device process's
 
 The admin token comes from --token-file or $FEDHH_ADMIN_TOKEN. Results print as JSON.
+Hand each device process only its own tokens: with --users START:END the file holds
+`USER TOKEN` lines for those users only, for `fedhh device --users tokens`; --count N writes N
+tokens, line u for dataset user u.
 """
 
 from __future__ import annotations
@@ -23,30 +26,60 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("admin", help="operate the coordinator (start, inspect runs)",
                               description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--coordinator", required=True, help="HOST:PORT")
-    p.add_argument("--ca", help="CA certificate (default: plaintext, loopback only)")
-    p.add_argument("--token-file", help="admin token file (default: $FEDHH_ADMIN_TOKEN)")
+    _connection(p, argparse.SUPPRESS)
     actions = p.add_subparsers(dest="action", required=True, parser_class=type(p))
-    start = actions.add_parser("start", help="start a run (every knob of fedhh.config.RunConfig)")
+    # The connection options are accepted after the action too (`fedhh admin list
+    # --coordinator X`): each action's parser has them, without defaults of its own.
+    common = argparse.ArgumentParser(add_help=False)
+    _connection(common, argparse.SUPPRESS)
+    start = actions.add_parser("start", help="start a run (every knob of fedhh.config.RunConfig)",
+                               parents=[common])
     start.add_argument("--run-id", default="", help="the run's id (default: a random one)")
     add_run_arguments(start, Mode.NETWORK)
     for action, text in (("status", "a run's state, rounds and privacy spent"),
                          ("results", "a finished run's heavy hitters, rounds and ledger"),
                          ("wait", "wait until a run is done, failed or cancelled"),
                          ("cancel", "cancel a pending or running run")):
-        sub = actions.add_parser(action, help=text)
+        sub = actions.add_parser(action, help=text, parents=[common])
         sub.add_argument("run_id", help="the run's id")
-    actions.add_parser("list", help="every run")
-    mint = actions.add_parser("mint-tokens", help="one-time enrollment tokens, one per device")
-    mint.add_argument("--count", type=options.positive_int, required=True,
-                      help="how many tokens (one enrolls one device, once)")
+    actions.add_parser("list", help="every run", parents=[common])
+    mint = actions.add_parser("mint-tokens", help="one-time enrollment tokens, one per device",
+                              parents=[common])
+    how_many = mint.add_mutually_exclusive_group(required=True)
+    how_many.add_argument("--count", type=options.positive_int,
+                          help="how many tokens (one enrolls one device, once), line u for "
+                               "dataset user u")
+    how_many.add_argument("--users", type=user_span, metavar="START:END",
+                          help="one token for each dataset user START..END-1, written as "
+                               "USER TOKEN lines (one device process's share)")
     mint.add_argument("--ttl-hours", type=options.positive_float, default=None,
                       help="tokens expire after this long (default: valid until used)")
     mint.add_argument("--label", default="", help="a note kept with the tokens")
     mint.add_argument("--out", required=True, metavar="PATH",
-                      help="write the tokens here, one per line (mode 0600); line u is the "
-                           "token of a device process's dataset user u")
+                      help="write the tokens here, one per line (mode 0600)")
     p.set_defaults(handler=run)
+
+
+def _connection(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument("--coordinator", metavar="HOST:PORT", default=default,
+                        help="the coordinator's address (required)")
+    parser.add_argument("--ca", default=default,
+                        help="CA certificate (default: plaintext, loopback only)")
+    parser.add_argument("--token-file", default=default,
+                        help="admin token file (default: $FEDHH_ADMIN_TOKEN)")
+
+
+def user_span(text: str) -> range:
+    """START:END, dataset users START..END-1 (at least one)."""
+    start, sep, end = text.partition(":")
+    try:
+        span = range(int(start), int(end)) if sep else None
+    except ValueError:
+        span = None
+    if span is None or span.start < 0 or not span:
+        raise argparse.ArgumentTypeError(f"expected START:END with 0 <= START < END, got "
+                                         f"{text!r}")
+    return span
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,18 +91,25 @@ def run(args: argparse.Namespace) -> int:
     from fedhh.rpc.credentials import read_secret, write_private
     from fedhh.v1 import coordinator_pb2 as pb
 
-    if not args.ca and not serving.is_loopback(args.coordinator):
-        raise ConfigError("--ca is required for a non-loopback coordinator")
-    token = read_secret(args.token_file, "FEDHH_ADMIN_TOKEN", "admin token", "--token-file")
-    with AdminClient(args.coordinator, token, args.ca) as client:
+    coordinator = getattr(args, "coordinator", None)
+    ca, token_file = getattr(args, "ca", None), getattr(args, "token_file", None)
+    if not coordinator:
+        raise ConfigError("--coordinator HOST:PORT is required (before or after the action)")
+    if not ca and not serving.is_loopback(coordinator):
+        raise ConfigError(f"--ca is required for a non-loopback coordinator ({coordinator})")
+    token = read_secret(token_file, "FEDHH_ADMIN_TOKEN", "admin token", "--token-file")
+    with AdminClient(coordinator, token, ca) as client:
         if args.action == "start":
             from fedhh.rpc.run_config import to_proto
 
             config = config_from_args(args, Mode.NETWORK)
             reply: Any = client.start_run(to_proto(config), args.run_id)
         elif args.action == "mint-tokens":
-            tokens = client.mint_tokens(args.count, (args.ttl_hours or 0) * 3600, args.label)
-            write_private(args.out, "".join(f"{t}\n" for t in tokens))
+            users = range(args.count) if args.users is None else args.users
+            tokens = client.mint_tokens(len(users), (args.ttl_hours or 0) * 3600, args.label)
+            lines = tokens if args.users is None else [f"{u} {t}" for u, t in zip(
+                users, tokens, strict=True)]
+            write_private(args.out, "".join(f"{line}\n" for line in lines))
             print(f"{len(tokens)} enrollment tokens written to {args.out}")
             return 0
         elif args.action == "list":

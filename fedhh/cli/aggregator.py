@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from fedhh.cli import options
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("aggregator", help="run the secure-aggregation service",
@@ -34,10 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="bearer token of the control API (default: $FEDHH_CONTROL_TOKEN)")
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve Prometheus metrics on this port (0: any; default: off)")
-    p.add_argument("--metrics-host", default="127.0.0.1")
+    options.add_service_options(p)
     p.add_argument("--ready-file", help="write the bound ports as JSON once serving")
-    p.add_argument("--log-level", default="INFO", type=str.upper,
-                   choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--max-rounds", type=int, default=16,
                    help="rounds held at once, running or waiting to be fetched (default: 16)")
     p.add_argument("--max-uploads", type=int, default=32,

@@ -6,9 +6,12 @@ valid for the given host names, both for --days days (default 30: rerun to renew
 admin.token, the coordinator's Ed25519 signing key (coordinator-signing.pem, and
 coordinator-signing.pem.pub for the aggregator) and device-tokens.txt, --device-tokens
 one-time enrollment tokens (line u enrolls dataset user u's device, once; the coordinator
-imports the file at start, `--enrollment-tokens-file`). Existing secrets are kept (a tokens
-file is only extended): devices pin the signing key at enrolment, and operators hold the admin
-token.
+imports the file at start, `--enrollment-tokens-file`). The device replicas never see that
+file: device-tokens-i-of-N.txt (N = --device-replicas) holds only the `USER TOKEN` lines of the
+users u with u mod N = i, for replica i (`fedhh device --users tokens`), so a replica can enroll
+its own devices and no one else's. Existing secrets are kept (a tokens file is only extended,
+the replicas' files are rewritten from it): devices pin the signing key at enrolment, and
+operators hold the admin token.
 
 Every file a service reads (server.key and the secrets) is written mode 0600 for the caller.
 Containers run as uid 10001, gid 10001 (deploy/Dockerfile), so for docker compose either
@@ -33,6 +36,7 @@ from fedhh.errors import ConfigError
 DEFAULT_HOSTS = "localhost,127.0.0.1,coordinator,aggregator"
 TOKENS = ("control", "admin")
 DEVICE_TOKENS = "device-tokens.txt"
+DEVICE_REPLICAS = 4  # deploy/docker-compose.yml's devices-0 .. devices-3
 SIGNING_KEY = "coordinator-signing.pem"
 
 
@@ -51,6 +55,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--device-tokens", type=options.positive_int, default=2000, metavar="N",
                    help="one-time enrollment tokens to write with --secrets, for dataset users "
                         "0..N-1 (default 2000)")
+    p.add_argument("--device-replicas", type=options.positive_int, default=DEVICE_REPLICAS,
+                   metavar="N",
+                   help="with --secrets, also split the device tokens into N files, one per "
+                        f"device replica (default {DEVICE_REPLICAS}, the compose stack's)")
     access = p.add_mutually_exclusive_group()
     access.add_argument("--owner", type=owner_spec, metavar="UID[:GID]",
                         help="chown server.key and the secrets to this user (needs root)")
@@ -118,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {files.ca}, {files.cert} and {files.key} for {', '.join(hosts)}; "
           f"valid until {expires:%Y-%m-%d} (rerun to renew)")
     if args.secrets:
-        for path, made in write_secrets(Path(args.secrets), args.device_tokens):
+        for path, made in write_secrets(Path(args.secrets), args.device_tokens,
+                                        args.device_replicas):
             access.apply(path)
             print(f"{'wrote' if made else 'kept '} {path}")
         public = public_key_path(Path(args.secrets) / SIGNING_KEY)
@@ -127,10 +136,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_secrets(root: Path, device_tokens: int) -> list[tuple[Path, bool]]:
+def write_secrets(root: Path, device_tokens: int, replicas: int = DEVICE_REPLICAS
+                  ) -> list[tuple[Path, bool]]:
     """The service tokens, the coordinator signing key and at least ``device_tokens``
     enrollment tokens under ``root``, each created only if missing (the key's public half is
-    rewritten beside it; a shorter tokens file is extended); (path, created) per secret."""
+    rewritten beside it; a shorter tokens file is extended), then each device replica's share
+    of the tokens (``replica_tokens``); (path, created) per secret."""
     from fedhh.rpc.credentials import load_or_create_signing_key
 
     root.mkdir(parents=True, exist_ok=True)
@@ -149,6 +160,30 @@ def write_secrets(root: Path, device_tokens: int) -> list[tuple[Path, bool]]:
     load_or_create_signing_key(key)
     written.append((key, made))
     written.append(_device_tokens(root / DEVICE_TOKENS, device_tokens))
+    written.extend(replica_tokens(root, replicas))
+    return written
+
+
+def replica_file(root: Path, index: int, replicas: int) -> Path:
+    return root / f"device-tokens-{index}-of-{replicas}.txt"
+
+
+def replica_tokens(root: Path, replicas: int) -> list[tuple[Path, bool]]:
+    """Device replica i's tokens: ``USER TOKEN`` for every user u of device-tokens.txt with
+    u mod ``replicas`` = i (the replicas' users are disjoint, cover every token, and differ in
+    number by at most one, whatever the dataset's size). Rewritten from device-tokens.txt."""
+    from fedhh.rpc.credentials import write_private
+
+    tokens = (root / DEVICE_TOKENS).read_text().split()
+    if replicas > len(tokens):
+        raise ConfigError(f"--device-replicas {replicas} is more than the {len(tokens)} device "
+                          "tokens: every replica needs some")
+    written = []
+    for index in range(replicas):
+        path = replica_file(root, index, replicas)
+        write_private(path, "".join(f"{u} {tokens[u]}\n"
+                                    for u in range(index, len(tokens), replicas)))
+        written.append((path, True))
     return written
 
 

@@ -51,14 +51,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: 120)")
     p.add_argument("--patience-seconds", type=options.positive_float, default=120.0,
                    help="seconds past that to wait for an unreachable worker (default: 120)")
-    p.add_argument("--max-tombstones", type=options.positive_int, default=4096)
-    p.add_argument("--tombstone-ttl", type=options.positive_float, default=7 * 24 * 3600.0)
+    p.add_argument("--max-tombstones", type=options.positive_int, default=4096,
+                   help="finished rounds remembered for GetOutcome (default: 4096)")
+    p.add_argument("--tombstone-ttl", type=options.positive_float, default=7 * 24 * 3600.0,
+                   help="seconds a finished round is remembered (default: 7 days)")
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve Prometheus metrics on this port (0: any; default: off)")
-    p.add_argument("--metrics-host", default="127.0.0.1")
+    options.add_service_options(p)
     p.add_argument("--ready-file", help="write the bound ports as JSON once serving")
-    p.add_argument("--log-level", default="INFO", type=str.upper,
-                   choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
 
 def run(args: argparse.Namespace) -> int:

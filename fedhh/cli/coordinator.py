@@ -58,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--admin-token-file", help="token of the admin API (default: "
                    "$FEDHH_ADMIN_TOKEN)")
     p.add_argument("--metrics-port", type=int, default=None, help="Prometheus port (0: any)")
-    p.add_argument("--metrics-host", default="127.0.0.1")
+    options.add_service_options(p)
     p.add_argument("--dashboard-port", type=_port, default=None,
                    help="serve the read-only web dashboard on this HTTPS port, with the same "
                         "TLS files, signed in with the admin token (0: any; default: off)")
@@ -66,7 +66,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="address of the dashboard (default 127.0.0.1)")
     p.add_argument("--ready-file", help="write {'port': ..., 'metrics_port': ..., "
                    "'dashboard_port': ...} when serving")
-    p.add_argument("--log-level", default="INFO")
 
 
 def _port(text: str) -> int:

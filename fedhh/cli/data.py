@@ -146,7 +146,8 @@ def _import(args: argparse.Namespace) -> int:
     if not args.path.exists():
         usage_error("fedhh data import", f"PATH {args.path} does not exist")
     convert = import_leaf if args.fmt == "leaf" else import_text
-    path = convert(args.path, args.out, lowercase=args.lowercase, name=args.name, progress=True)
+    path = convert(args.path, args.out, lowercase=args.lowercase, name=args.name, progress=True,
+                   require_items=True)
     print(f"imported {args.path} -> {path}")
     _print_summary(load_dataset(path, progress=True).summary())
     return 0

@@ -2,9 +2,12 @@
 
 Each hosted user is one device with its own identity key, credential and randomness (OS entropy;
 `--seed` switches to seeded streams for tests only, which makes a networked run reproduce the
-per-device simulation). Each device enrolls with its own one-time token: line u of
-`--enrollment-tokens-file` is the token of dataset user u (`fedhh admin mint-tokens`). A device
-already enrolled (its identity in `--state-dir`) needs no token.
+per-device simulation). Each device enrolls with its own one-time token from
+`--enrollment-tokens-file`: either line u is the token of dataset user u (`fedhh admin
+mint-tokens --count`), or each line is `USER TOKEN` for the users the file names (`fedhh admin
+mint-tokens --users`, `fedhh certs --device-replicas`); give a process only the tokens of the
+users it hosts (`--users tokens` hosts exactly those). A device already enrolled (its identity
+in `--state-dir`) keeps it across restarts.
 """
 
 from __future__ import annotations
@@ -30,17 +33,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--insecure", action="store_true", help="plaintext, loopback addresses only")
     p.add_argument("--dataset", default="shakespeare", help="dataset name or path")
     p.add_argument("--users", default=":",
-                   help="users to host: START:END, shard i/N, or auto/N (a shard of N that no "
-                        "other process holds, claimed under --state-dir: scaled replicas)")
+                   help="users to host: START:END, shard i/N, or tokens (the users that "
+                        "--enrollment-tokens-file names)")
     p.add_argument("--enrollment-tokens-file", metavar="PATH",
-                   help="one-time enrollment tokens, line u for dataset user u")
-    p.add_argument("--state-dir",
-                   help="keep enrolled identities here across restarts (with auto/N, one "
-                        "directory per shard, shared by the replicas)")
+                   help="one-time enrollment tokens: line u for dataset user u, or USER TOKEN "
+                        "lines")
+    p.add_argument("--state-dir", help="keep enrolled identities here across restarts")
     p.add_argument("--seed", type=options.non_negative_int, default=None,
                    help="TEST MODE: seeded randomness instead of OS entropy")
-    p.add_argument("--drop-rate", type=options.non_negative_float, default=0.0,
-                   help="fraction of tasks on which a device drops out (tests, load tests)")
+    p.add_argument("--drop-rate", "--dropout", dest="drop_rate", metavar="RATE",
+                   type=options.non_negative_float,
+                   default=0.0,
+                   help="fraction of tasks on which a device drops out (tests, load tests; "
+                        "a run's expected_dropout is what (k, t) is chosen for)")
     p.add_argument("--drop-stage", choices=(*STAGES, "random"), default="random",
                    help="stage at which a dropping device stops")
     p.add_argument("--max-eps-local", type=options.positive_float, default=10.0,
@@ -56,9 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve Prometheus metrics (plain HTTP: a device process has no server "
                         "certificate) on this port (0: any; default: off)")
-    p.add_argument("--metrics-host", default="127.0.0.1")
+    options.add_service_options(p)
     p.add_argument("--ready-file", help="write {'devices': N} once every device is enrolled")
-    p.add_argument("--log-level", default="INFO")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--ca", help="CA certificate for TLS (default: plaintext, loopback only)")
     p.add_argument("--tls-name", help="expected name in the server certificate")
     p.add_argument("--service", default="", help="service name (default: the server overall)")
-    p.add_argument("--timeout", type=options.positive_float, default=5.0)
+    p.add_argument("--timeout", type=options.positive_float, default=5.0,
+                   help="seconds to wait for the answer (default 5)")
     p.set_defaults(handler=run)
 
 

@@ -14,12 +14,18 @@ from fedhh.cli import options
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("loadtest", help="load-test the real services", description=__doc__)
-    p.add_argument("--devices", type=options.positive_int, required=True)
+    p.add_argument("--devices", type=options.positive_int, required=True,
+                   help="simulated devices, every one in every round")
     p.add_argument("--dim", type=options.positive_int, default=1 << 16,
                    help="dimension of a round's vectors (a power of two; default 2^16)")
-    p.add_argument("--dropout", type=options.non_negative_float, default=0.0,
-                   help="fraction of devices that drop out, at random stages (default 0)")
-    p.add_argument("--rounds", type=options.positive_int, default=1)
+    p.add_argument("--drop-rate", "--dropout", dest="dropout", metavar="RATE",
+                   type=options.non_negative_float,
+                   default=0.0,
+                   help="fraction of devices that drop out, at random stages (default 0; the "
+                        "devices' --drop-rate; --dropout is its former name here). The run's "
+                        "expected_dropout, what (k, t) is chosen for, follows it")
+    p.add_argument("--rounds", type=options.positive_int, default=1,
+                   help="secure-aggregation rounds to run (default 1)")
     p.add_argument("--processes", type=options.positive_int, default=None,
                    help="device processes (default: one per core; more only add contention "
                         "with the services under test: 1000 devices on 2 cores took 11.6 s a "
@@ -40,9 +46,14 @@ def register(subparsers: Any) -> None:
                    help="the aggregators' --quiet-close-tail: silence closes a stage only while "
                         "at most four times this share of its devices is missing (default: "
                         "theirs)")
-    p.add_argument("--shards", type=options.positive_int, default=1,
-                   help="split each round into this many shards of devices/shards devices, "
-                        "each its own secure aggregation (default 1)")
+    split = p.add_mutually_exclusive_group()
+    split.add_argument("--shard-size", type=options.positive_int, default=None,
+                       help="split each round into shards of this many devices (at least), "
+                            "each its own secure aggregation: the run setting shard_size "
+                            "(default: one shard)")
+    split.add_argument("--shards", type=options.positive_int, default=None,
+                       help="the same, as a number of shards of devices/shards devices each "
+                            "(the former form)")
     p.add_argument("--workers", type=options.positive_int, default=1,
                    help="worker aggregators behind a combiner (default 1; with --shards 1 and "
                         "--workers 1 the single aggregator of an unsharded system)")
@@ -58,11 +69,14 @@ def run(args: argparse.Namespace) -> int:
     from fedhh.rpc.loadtest import LoadSpec, render, run_load
     from fedhh.rpc.topology import interrupt_on_sigterm
 
+    options.check_output("--json", args.json)
     windows = (args.advertise_ms, args.share_keys_ms, args.masked_input_ms, args.consistency_ms,
                args.unmask_ms)
+    shards = args.shards or (max(1, args.devices // args.shard_size) if args.shard_size
+                             else 1)
     spec = LoadSpec(args.devices, args.dim, args.dropout, args.rounds, args.processes,
                     args.stage_ms, args.quiet_close_ms, windows=windows, seed=args.seed,
-                    shards=args.shards, workers=args.workers,
+                    shards=shards, workers=args.workers,
                     quiet_close_tail=args.quiet_close_tail, checkin_ms=args.checkin_ms)
     interrupt_on_sigterm()
     report = run_load(spec, Path(args.workdir) if args.workdir else None)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -21,6 +23,13 @@ SUBCOMMANDS = (
     "simulate", "data", "privacy", "up", "loadtest", "admin",
     "coordinator", "aggregator", "combiner", "device", "certs", "health", "experiments",
 )
+# Commands that compute in this process: Ctrl-C stops them at once. (asyncio.run, which the
+# simulator's round driver runs under, would otherwise only cancel its task, which notices at
+# the end of the round it is computing: 13 to 25 s after the key.) The services and the
+# commands that start them handle SIGINT themselves, to stop what they started.
+COMPUTING = ("simulate", "data", "privacy", "experiments")
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head`)
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -56,6 +65,17 @@ def _command(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command(words))
@@ -64,8 +84,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    computing = args.command in COMPUTING
+    previous = signal.getsignal(signal.SIGINT)
+    if computing:
+        signal.signal(signal.SIGINT, _interrupt)
     try:
         return int(args.handler(args) or 0)
+    except KeyboardInterrupt:
+        if not computing:
+            raise
+        sys.stderr.write(f"fedhh {args.command}: interrupted\n")
+        return INTERRUPTED
+    except BrokenPipeError:
+        _quiet_stdout()
+        return BROKEN_PIPE
     except FedhhError as error:
         usage_error(f"fedhh {args.command}", str(error))
     except Exception as error:
@@ -76,6 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             code, details = error.code(), error.details()
             usage_error(f"fedhh {args.command}", f"{code.name}: {details}")
         raise
+    finally:
+        if computing:
+            signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":

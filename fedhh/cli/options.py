@@ -5,6 +5,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+from pathlib import Path
+
+from fedhh.errors import ConfigError
+
+# What matplotlib can write, by file suffix (--plot); without one it would append ".png".
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff",
+                 ".webp")
 
 
 def positive_int(text: str) -> int:
@@ -58,3 +66,35 @@ def open_unit(text: str) -> float:
     if value >= 1:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}")
     return value
+
+
+def check_output(option: str, path: str | None, suffixes: tuple[str, ...] = ()) -> None:
+    """Refuse an output file that cannot be written where it is asked for, before the work
+    that produces it rather than after: a folder, a missing or unwritable parent folder, or
+    (with ``suffixes``) a name without one of them."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        example = target / ("results" + (suffixes[0] if suffixes else ".json"))
+        raise ConfigError(f"{option} {path} is a folder; give a file name, e.g. {example}")
+    folder = target.resolve().parent
+    if not folder.is_dir():
+        raise ConfigError(f"{option} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ConfigError(f"{option} {path}: the folder {folder} is not writable")
+    if suffixes and target.suffix.lower() not in suffixes:
+        raise ConfigError(f"{option} {path}: the file name must end in one of "
+                          f"{', '.join(suffixes)} (the format it is written in)")
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def add_service_options(parser: argparse.ArgumentParser) -> None:
+    """The options every service process shares: where its metrics listen and its log level."""
+    parser.add_argument("--metrics-host", default="127.0.0.1",
+                        help="address of the Prometheus metrics listener (with --metrics-port; "
+                             "default 127.0.0.1)")
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS,
+                        help="least severe level logged, as JSON lines on stderr (default INFO)")

@@ -3,9 +3,9 @@
 Usage::
 
     fedhh privacy [optprefixtree] --eps-agg 1 --delta 1e-6 --rounds 4 --devices 1600000
-                  [--sampling-rate 0.5] [--method sum|clones|paper|closed-form] [--json]
+                  [--sampling-rate 0.5] [--privacy-method sum|clones|paper|closed-form] [--json]
     fedhh privacy amplify --eps-local 8.47 --delta 1e-6 --rounds 4 --devices 1600000
-                  [--sampling-rate 0.5] [--method ...]          (default: every method)
+                  [--sampling-rate 0.5] [--privacy-method ...]  (default: every method)
     fedhh privacy triehh --theta 10 --eps-agg 1 --delta 1e-6 --rounds 4 --devices 1600000
     fedhh privacy triehh++ --theta 10 --eps-agg 1 --delta 1e-6 --rounds 4
     fedhh privacy central-gaussian --eps-agg 1 --delta 1e-6 --rounds 4 [--sensitivity 1]
@@ -110,9 +110,11 @@ def register(subparsers: Any) -> None:
         help="Poisson device sampling rate q (optprefixtree, amplify)",
     )  # fmt: skip
     parser.add_argument(
-        "--method", choices=(*METHODS, *LEGACY_NAMES), default=None,
+        "--privacy-method", "--method", dest="method", choices=(*METHODS, *LEGACY_NAMES),
+        default=None,
         help=f"accounting for optprefixtree (default: {DEFAULT_METHOD}) and amplify (default: "
-             "all); 'exact' is the former name of 'clones'",
+             "all); the name of the run setting (`fedhh simulate --privacy-method`), --method "
+             "its former name here; 'exact' is the former name of 'clones'",
     )  # fmt: skip
     parser.add_argument("--theta", type=_integer(1), help="threshold of TrieHH/TrieHH++")
     parser.add_argument(

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
     from fedhh.experiments.populations import resolve
 
     config = config_from_args(args, Mode.SIMULATION)
-    for option, path in (("--json", args.json), ("--plot", args.plot)):
-        check_writable(option, path)
+    options.check_output("--json", args.json)
+    options.check_output("--plot", args.plot, options.PLOT_SUFFIXES)
     # Meters on stderr for every long step, only on a terminal and never with --quiet.
     progress = not args.quiet
     # (also the utility studies' populations by name, docs/utility.md)
@@ -72,18 +71,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print_summary(payload, args.top)
     return 0
-
-
-def check_writable(option: str, path: str | None) -> None:
-    """Refuse an output path whose folder does not exist or cannot be written, before the run
-    rather than after it."""
-    if path is None:
-        return
-    folder = Path(path).resolve().parent
-    if not folder.is_dir():
-        raise ConfigError(f"{option} {path}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise ConfigError(f"{option} {path}: the folder {folder} is not writable")
 
 
 def write_plot(result: SimulationResult, config: RunConfig, path: str) -> None:

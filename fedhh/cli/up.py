@@ -25,6 +25,7 @@ from typing import Any
 from fedhh.cli import options
 from fedhh.config import Mode
 from fedhh.config.flags import add_run_arguments, config_from_args
+from fedhh.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
@@ -44,6 +45,7 @@ UP_DEFAULTS = {"eps_agg": 2.0, "selection": "weighted", "codec": "5bit",
                "stage_ms": 30_000, "checkin_ms": 30_000}
 # Set from the devices started, not by hand.
 DERIVED = ("target_devices", "min_devices")
+MIN_DEVICES = 3  # RunConfig's smallest n_min
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -78,6 +80,12 @@ def run(args: argparse.Namespace) -> int:
     dataset = resolve_dataset(args.dataset)
     devices = min(args.devices or dataset.num_users, dataset.num_users)
     holding = int((dataset.distinct_per_user()[:devices] > 0).sum())
+    if holding < MIN_DEVICES:
+        raise ConfigError(f"--dataset {args.dataset}"
+                          + (f" --devices {args.devices}" if args.devices else "")
+                          + f": {holding} of its users hold an item; a round needs at least "
+                          f"{MIN_DEVICES} devices (far more to hide each report: the default "
+                          "Shakespeare fleet has 1,387)")
     processes = max(1, min(args.processes, devices))
     min_devices = max(3, int(args.min_fraction * holding))
     config = replace(base, target_devices=holding, min_devices=min_devices).validate(

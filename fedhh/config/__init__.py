@@ -12,6 +12,24 @@ modes it applies to in its metadata:
 
 ``None`` is a value of its own where a field says so (e.g. ``segment_bits=None``: adaptive
 segmentation); zero is always a value, never "the default".
+
+Every count, size and time has an upper bound (``validate`` checks them first, before anything
+is computed from them): far above what any useful run asks for, and low enough that whatever
+a value below it makes the coordinator or the simulator do stays bounded (issue 28: a StartRun
+with rounds = 2*10^7 took the coordinator to 7.6 GB, 2^32 - 1 rounds raised a MemoryError, and
+``simulate --dim-limit 1e12`` asked for 4 TiB):
+
+- rounds: 1,024 (``MAX_ROUNDS``): each round spends at least one bit of an item's code;
+- max_bits and segment_bits: 1,024, the codec's ``MAX_SUPPORTED_BITS``;
+- dim_limit: 2^28 in simulation (a round's domain is allocated as arrays; the paper's P is
+  10^7; PI-RAPPOR needs fields below 2^31), 2^24 on the network (each device uploads one entry
+  per domain element);
+- target_devices, min_devices, shard_size: 10^7 (``MAX_DEVICES``, six times the paper's 1.6M);
+- every window in ms (check-in, quiet spell, stages): one day (``MAX_WINDOW_MS``);
+- max_attempts: 100; oversubscription: 100;
+- the deny list: 10^6 items of at most 1,000 characters; the codec: 1 MiB of codebook JSON
+  (the coordinator's receive cap); each per-round list (round_budget, round_fp_ratio,
+  round_items): 64 KiB of text.
 """
 
 from __future__ import annotations
@@ -22,7 +40,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
-from fedhh.errors import ConfigError
+from fedhh.errors import ConfigError, shown
 
 ALGORITHMS = ("optprefixtree", "triehh", "triehh++", "central-laplace", "central-gaussian")
 SELECTIONS = ("uniform", "weighted")
@@ -39,6 +57,17 @@ MAX_NETWORK_DIM_LIMIT = 1 << 24  # fedhh.secagg.config.MAX_DIMENSION
 MAX_CODE_BITS = 1024  # fedhh.codec.MAX_SUPPORTED_BITS
 WINDOW_FIELDS = ("advertise_ms", "share_keys_ms", "masked_input_ms", "consistency_ms",
                  "unmask_ms")
+# The upper bounds of the module docstring's table.
+MAX_ROUNDS = 1024
+MAX_SIMULATION_DIM_LIMIT = 1 << 28
+MAX_DEVICES = 10_000_000
+MAX_WINDOW_MS = 24 * 3600 * 1000
+MAX_ATTEMPTS = 100
+MAX_OVERSUBSCRIPTION = 100.0
+MAX_DENY_ITEMS = 1_000_000
+MAX_ITEM_CHARS = 1000
+MAX_CODEC_SPEC_CHARS = 1 << 20
+MAX_LIST_CHARS = 1 << 16
 
 
 class Mode(StrEnum):
@@ -216,7 +245,8 @@ class RunConfig:
     consistency_ms: int | None = _knob(None, "consistency-check window (ms; default stage_ms)",
                                        Mode.NETWORK)
     unmask_ms: int | None = _knob(None, "unmasking window (ms; default stage_ms)", Mode.NETWORK)
-    expected_dropout: float = _knob(0.1, "expected dropout rate, for choosing SecAgg+ (k, t)",
+    expected_dropout: float = _knob(0.1, "the dropout rate SecAgg+ (k, t) is chosen for (an "
+                                    "assumption; devices' --drop-rate makes them drop)",
                                     Mode.NETWORK)
     corrupt_fraction: float = _knob(0.05, "assumed fraction of corrupt devices, for choosing "
                                     "SecAgg+ (k, t)", Mode.NETWORK)
@@ -287,9 +317,9 @@ class RunConfig:
             counts = tuple(int(p) for p in parts)
         except ValueError:
             raise ConfigError(f"round_items must be a count or comma-separated counts, got "
-                              f"{text!r}") from None
+                              f"{shown(text)}") from None
         if not all(c >= 1 for c in counts):
-            raise ConfigError(f"round_items counts must be >= 1, got {text!r}")
+            raise ConfigError(f"round_items counts must be >= 1, got {shown(text)}")
         return None if all(c == 1 for c in counts) else counts
 
     def round_fp_ratios(self) -> tuple[float, ...] | None:
@@ -306,7 +336,7 @@ class RunConfig:
             values = tuple(float(v) for v in text.split(","))
         except ValueError:
             raise ConfigError(f"{name} must be 'equal' or comma-separated {what}, got "
-                              f"{text!r}") from None
+                              f"{shown(text)}") from None
         if len(values) != self.rounds:
             raise ConfigError(f"{name} has {len(values)} {what} for {self.rounds} rounds")
         return values
@@ -332,6 +362,7 @@ class RunConfig:
     def validate(self, mode: Mode = Mode.SIMULATION) -> RunConfig:
         """Check every knob (and, for ``mode``, their combination); returns self."""
         _check_types(self)
+        self._check_bounds(mode)
         _positive("eps_agg", self.eps_agg)
         if not 0 < self.delta < 1:
             raise ConfigError(f"delta must be in (0, 1), got {self.delta}")
@@ -358,7 +389,8 @@ class RunConfig:
                                   f"{getattr(self, name)!r}")
         for item in self.deny_list:
             if not item or any(c.isspace() for c in item):
-                raise ConfigError(f"deny-list item {item!r} is empty or contains whitespace")
+                raise ConfigError(f"deny-list item {shown(item)} is empty or contains "
+                                  "whitespace")
         if self.privacy_method is not None:
             from fedhh.privacy.methods import check_method
 
@@ -386,7 +418,7 @@ class RunConfig:
         try:
             Codec.from_spec(self.codec, self.code_bits(mode))
         except ConfigError as error:
-            raise ConfigError(f"codec {self.codec!r} with max_bits {self.max_bits}: "
+            raise ConfigError(f"codec {shown(self.codec)} with max_bits {self.max_bits}: "
                               f"{error}") from None
         self.tree(mode).validate(self.code_bits(mode))
         if self.randomizer == "pi-rappor":
@@ -394,6 +426,47 @@ class RunConfig:
         if mode is Mode.NETWORK:
             self._validate_network()
         return self
+
+    def _check_bounds(self, mode: Mode) -> None:
+        """The upper bounds of the module docstring, each refused by name before anything is
+        computed from it (a per-round list, a domain, a deny list)."""
+        from fedhh.codec import MAX_SUPPORTED_BITS
+
+        _at_most("rounds", self.rounds, MAX_ROUNDS)
+        _at_most("max_bits", self.max_bits, MAX_SUPPORTED_BITS)
+        if self.segment_bits is not None:
+            _at_most("segment_bits", self.segment_bits, MAX_SUPPORTED_BITS)
+        if self.dim_limit is not None:
+            top = MAX_NETWORK_DIM_LIMIT if mode is Mode.NETWORK else MAX_SIMULATION_DIM_LIMIT
+            _at_most("dim_limit", self.dim_limit, top,
+                     "on the network" if mode is Mode.NETWORK else "in simulation")
+        for name in ("target_devices", "min_devices"):
+            _at_most(name, getattr(self, name), MAX_DEVICES)
+        if self.shard_size is not None:
+            _at_most("shard_size", self.shard_size, MAX_DEVICES)
+        for name in ("checkin_ms", "checkin_quiet_ms", "stage_ms", *WINDOW_FIELDS):
+            value = getattr(self, name)
+            if value is not None:
+                _at_most(name, value, MAX_WINDOW_MS, "(one day)")
+        _at_most("max_attempts", self.max_attempts, MAX_ATTEMPTS)
+        if not self.oversubscription <= MAX_OVERSUBSCRIPTION:
+            raise ConfigError(f"oversubscription must be at most {MAX_OVERSUBSCRIPTION:g}, got "
+                              f"{self.oversubscription}")
+        if len(self.deny_list) > MAX_DENY_ITEMS:
+            raise ConfigError(f"the deny list has {len(self.deny_list)} items; at most "
+                              f"{MAX_DENY_ITEMS} are accepted")
+        long = next((item for item in self.deny_list if len(item) > MAX_ITEM_CHARS), None)
+        if long is not None:
+            raise ConfigError(f"deny-list item {shown(long)} is too long: at most "
+                              f"{MAX_ITEM_CHARS} characters are accepted")
+        if len(self.codec) > MAX_CODEC_SPEC_CHARS:
+            raise ConfigError(f"the codec spec has {len(self.codec)} characters; a codebook of "
+                              f"at most {MAX_CODEC_SPEC_CHARS} is accepted")
+        for name in ("round_budget", "round_fp_ratio", "round_items"):
+            text = getattr(self, name)
+            if len(text) > MAX_LIST_CHARS:
+                raise ConfigError(f"{name} has {len(text)} characters; at most "
+                                  f"{MAX_LIST_CHARS} are accepted (one value per round)")
 
     def _validate_round_items(self) -> None:
         """Several items per report are accounted for one-hot + RR sums of multi-item devices
@@ -423,9 +496,6 @@ class RunConfig:
         if self.algorithm != "optprefixtree":
             raise ConfigError(f"randomizer pi-rappor is a local randomizer of optprefixtree; "
                               f"{self.algorithm} has none")
-        if self.resolved_dim_limit(mode) >= 1 << 31:
-            raise ConfigError(f"PI-RAPPOR supports segments of at most 30 bits: dim_limit must "
-                              f"be below 2^31, got {self.resolved_dim_limit(mode)}")
         from fedhh.pirappor.accounting import accounting_method
         from fedhh.pirappor.mechanism import PiRappor
 
@@ -445,9 +515,6 @@ class RunConfig:
         if not 3 <= self.min_devices <= self.target_devices:
             raise ConfigError(f"need 3 <= min_devices <= target_devices, got "
                               f"{self.min_devices} and {self.target_devices}")
-        if self.resolved_dim_limit(Mode.NETWORK) > MAX_NETWORK_DIM_LIMIT:
-            raise ConfigError(f"dim_limit must be at most 2^24 on the network, got "
-                              f"{self.dim_limit}")
         if not self.oversubscription >= 1:
             raise ConfigError(f"oversubscription must be >= 1, got {self.oversubscription}")
         for name in ("checkin_ms", "checkin_quiet_ms", "stage_ms", "max_attempts"):
@@ -469,6 +536,23 @@ class RunConfig:
             raise ConfigError(f"shard_size must be >= min_devices ({self.min_devices}): every "
                               f"shard releases only with n_min contributors, got "
                               f"{self.shard_size}")
+        self._check_secagg_parameters()
+
+    def _check_secagg_parameters(self) -> None:
+        """Refuse a run no attempt of which could ever start: SecAgg+ has no lying-server
+        (k, t) for its largest cohort (a shard's size when sharded, else target_devices) at
+        the expected dropout and corrupt fraction. The coordinator would otherwise open and
+        abort ``max_attempts`` attempts before saying so (issue 28: ``fedhh up --devices 5``)."""
+        from fedhh.secagg import SecAggConfigError, Threat, choose_parameters
+
+        cohort = self.shard_size or self.target_devices
+        try:
+            choose_parameters(cohort, self.expected_dropout, self.corrupt_fraction,
+                              Threat.LYING)
+        except SecAggConfigError as error:
+            raise ConfigError(f"a cohort of {cohort} devices cannot run secure aggregation: "
+                              f"{error}; use more devices, or a lower expected_dropout or "
+                              "corrupt_fraction") from None
 
     # ---- views used by the library --------------------------------------------------------
     def tree(self, mode: Mode = Mode.SIMULATION) -> Any:
@@ -571,7 +655,7 @@ def _check_types(config: RunConfig) -> None:
             ok = isinstance(value, tuple) and all(isinstance(v, str) for v in value)
         if not ok:
             raise ConfigError(f"{f.name} must be {'an optional ' if optional else 'a '}"
-                              f"{kind.__name__}, got {value!r}")
+                              f"{kind.__name__}, got {shown(value)}")
         if kind is float and not math.isfinite(value):
             raise ConfigError(f"{f.name} must be finite, got {value!r}")
 
@@ -584,3 +668,9 @@ def _positive(name: str, value: float) -> None:
 def _at_least(name: str, value: int, low: int) -> None:
     if value < low:
         raise ConfigError(f"{name} must be >= {low}, got {value}")
+
+
+def _at_most(name: str, value: int, high: int, where: str = "") -> None:
+    if value > high:
+        raise ConfigError(f"{name} must be at most {high}{' ' + where if where else ''}, got "
+                          f"{value}")

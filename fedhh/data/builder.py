@@ -141,8 +141,15 @@ class ShardedBuilder:
         provenance: str,
         stats: dict[str, Any] | None = None,
         progress: bool = False,
+        require_items: bool = False,
     ) -> Path:
-        """Merge the shards into the dataset directory ``target`` (atomically replaced)."""
+        """Merge the shards into the dataset directory ``target`` (atomically replaced). With
+        ``require_items``, a dataset in which no user holds an item is refused (DatasetError),
+        ``target`` untouched: an import of nothing to discover (issue 28: an empty file was
+        imported as 0 users)."""
+        if require_items and self.num_tokens == 0:
+            raise DatasetError(f"{name}: none of its {self.num_users} users holds an item "
+                               "(an empty file, or only blank lines): nothing to import")
         self._flush()
         vocabulary = merge_sorted_vocabularies(self._shards)
         index = {item: i for i, item in enumerate(vocabulary)}
@@ -162,15 +169,16 @@ class ShardedBuilder:
 
 def build_dataset(users: Iterable[Mapping[str, int]], target: str | os.PathLike[str], *,
                   name: str, provenance: str, stats: dict[str, Any],
-                  shard_entries: int = DEFAULT_SHARD_ENTRIES, progress: bool = False) -> Path:
+                  shard_entries: int = DEFAULT_SHARD_ENTRIES, progress: bool = False,
+                  require_items: bool = False) -> Path:
     """Stream users' item counts into a dataset directory at ``target`` (atomically); with
     ``progress``, a meter (`fedhh.data.progress`) counts the shards written (the reader of
-    ``users`` meters the reading)."""
+    ``users`` meters the reading); ``require_items``: refuse a dataset without any item."""
     with ShardedBuilder(Path(target).parent, shard_entries) as builder:
         for counts in users:
             builder.add_user(counts)
         return builder.finish(Path(target), name=name, provenance=provenance, stats=stats,
-                              progress=progress)
+                              progress=progress, require_items=require_items)
 
 
 def read_lines(path: Path) -> list[str]:

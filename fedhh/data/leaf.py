@@ -167,9 +167,11 @@ def import_leaf(
     name: str | None = None,
     shard_entries: int = DEFAULT_SHARD_ENTRIES,
     progress: bool = False,
+    require_items: bool = False,
 ) -> Path:
     """Convert a LEAF JSON file or directory into a dataset directory at ``target``; with
-    ``progress``, meters count the files read and the shards written."""
+    ``progress``, meters count the files read and the shards written; ``require_items``: refuse
+    (DatasetError, ``target`` untouched) data in which no user holds an item."""
     source = Path(path)
     files = len(leaf_files(source))
     with Meter(progress, f"reading {source.name}", files, "file") as meter:
@@ -180,4 +182,5 @@ def import_leaf(
             provenance=f"imported from LEAF JSON {source.resolve()}"
             + (" (lowercased)" if lowercase else ""),
             stats={"source_format": "leaf", "lowercase": lowercase},
-            shard_entries=shard_entries, progress=progress)
+            shard_entries=shard_entries, progress=progress,
+            require_items=require_items)

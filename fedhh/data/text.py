@@ -69,9 +69,11 @@ def import_text(
     name: str | None = None,
     shard_entries: int = DEFAULT_SHARD_ENTRIES,
     progress: bool = False,
+    require_items: bool = False,
 ) -> Path:
     """Convert a text-format file into a dataset directory at ``target`` (atomically); with
-    ``progress``, meters count the bytes read and the shards written."""
+    ``progress``, meters count the bytes read and the shards written; ``require_items``:
+    refuse (DatasetError, ``target`` untouched) a file in which no user holds an item."""
     source = Path(path)
     try:
         size = source.stat().st_size
@@ -84,7 +86,8 @@ def import_text(
             provenance=f"imported from text file {source.resolve()}"
             + (" (lowercased)" if lowercase else ""),
             stats={"source_format": "text", "lowercase": lowercase},
-            shard_entries=shard_entries, progress=progress)
+            shard_entries=shard_entries, progress=progress,
+            require_items=require_items)
 
 
 def write_text(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:

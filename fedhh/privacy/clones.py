@@ -155,6 +155,9 @@ class CloneReduction:
         self.variant = variant
         self.p = clone_probability(self.eps0, variant)
         self.w = math.exp(self.eps0) / (math.exp(self.eps0) + 1.0)
+        # 1 - w in its own right: as a difference it is 0 in floating point above eps0 ~ 37,
+        # where the least likely outcome would then get probability 0 (and a divergence inf)
+        self.w_bar = 1.0 / (math.exp(self.eps0) + 1.0)
         self.max_order = float(max_order)
         self._build()
 
@@ -201,7 +204,7 @@ class CloneReduction:
         return 0.5 * (b + math.sqrt(b * b + 2.0 * m * TAIL_MARGIN))
 
     def _slice(self, m: int, log_weight: float, pi: float = 1.0) -> _Slice:
-        w = self.w
+        w, w_bar = self.w, self.w_bar
         half = 0.5 * m
         s_needed = self._k_halfwidth(m)
         if m <= FULL_K_LIMIT + 1 or s_needed >= half:
@@ -215,11 +218,11 @@ class CloneReduction:
         log_h = gammaln(m + 1.0) - gammaln(k + 1.0) - gammaln(m - k + 1.0) - m * math.log(2.0)
         u = k / m
         if pi == 1.0:
-            lg_p = math.log(2.0) + np.log((1.0 - w) + (2.0 * w - 1.0) * u)
-            lg_q = math.log(2.0) + np.log((1.0 - w) + (2.0 * w - 1.0) * (1.0 - u))
+            lg_p = math.log(2.0) + np.log(w_bar + (2.0 * w - 1.0) * u)
+            lg_q = math.log(2.0) + np.log(w_bar + (2.0 * w - 1.0) * (1.0 - u))
         else:
-            lg_p = np.log((1.0 - pi) + 2.0 * pi * ((1.0 - w) + (2.0 * w - 1.0) * u))
-            lg_q = np.log((1.0 - pi) + 2.0 * pi * ((1.0 - w) + (2.0 * w - 1.0) * (1.0 - u)))
+            lg_p = np.log((1.0 - pi) + 2.0 * pi * (w_bar + (2.0 * w - 1.0) * u))
+            lg_q = np.log((1.0 - pi) + 2.0 * pi * (w_bar + (2.0 * w - 1.0) * (1.0 - u)))
         return _Slice(log_weight, m, log_h + lg_p, log_h + lg_q, lg_p - lg_q, s_tail)
 
     @staticmethod

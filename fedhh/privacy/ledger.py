@@ -8,9 +8,14 @@ refuses a plan that does not fit.
 
 Charges. A round is charged when one of its attempts reaches unmasking, before its sum is read,
 with the contributor count that attempt really had. If that sum is lost and the round is retried,
-the retry is charged again (the same data were exposed twice): ``record(round, contributors,
-attempt=k)`` with an attempt number larger than every one already charged for the round. Every
-charge composes like any other round. ``rounds_recorded`` counts distinct rounds charged.
+the retry is charged too: ``record(round, contributors, attempt=k)`` with an attempt number
+larger than every one already charged for the round. The attempts of a round all carry the same
+report from each device, so they are not independent rounds (the same coins seen through two
+sums can leak more than two fresh rounds): a round charged once composes as the sum at its
+count; a round charged twice or more composes as one report released alone
+(``sum_pld.report_pld``, the device's eps_local-LDP report: every attempt's sum is a
+post-processing of it), in place of its charges. ``rounds_recorded`` counts distinct rounds
+charged, ``charges`` every charge.
 
 What a charge costs depends on the method. ``"sum"``: the round's privacy loss distribution at
 its contributor count (``sum_pld``; given the participant count when q < 1), all charges composed
@@ -237,9 +242,39 @@ class PrivacyLedger:
         eps = min(eps, self.eps_local)  # a round is always eps_local-DP (post-processing)
         return RoundSpend(-1, contributors, tuple(float(x) for x in rdp), eps)
 
+    def _report_spend(self, round_index: int) -> RoundSpend:
+        """The charge of a round whose report was released by several attempts: the report
+        alone (module docstring). For the shuffle methods its Renyi divergences are exact:
+        D_a(P||Q) = log(sum_o P(o)^a Q(o)^(1-a)) / (a - 1) (Mironov 2017, Definition 3) over
+        the four outcomes of the pair Bern(a1) x Bern(a0) against Bern(a0) x Bern(a1) at the two
+        coordinates a change of element moves (the sum factorises over the two coins), and its
+        epsilon is the report's eps_local (pure DP)."""
+        eps = self.round_epsilon(round_index)
+        if self.method == "sum":
+            return RoundSpend(round_index, sum_pld.REPORT, (), math.inf)
+        r = sum_pld.rates(eps)
+        a = np.asarray(self.orders, dtype=float)
+        l1, m1 = math.log(r.a1), math.log1p(-r.a1)
+        l0, m0 = math.log(r.a0), math.log1p(-r.a0)
+        first = np.logaddexp(a * l1 + (1 - a) * l0, a * m1 + (1 - a) * m0)
+        second = np.logaddexp(a * l0 + (1 - a) * l1, a * m0 + (1 - a) * m1)
+        rdp = (first + second) / (a - 1)
+        return RoundSpend(round_index, sum_pld.REPORT, tuple(float(x) for x in rdp),
+                          r.effective_epsilon)
+
+    def _charged(self, spends: list[RoundSpend]) -> list[RoundSpend]:
+        """What composes: each round's one charge, or for a round charged more than once its
+        report alone, in place of its charges (module docstring)."""
+        times: dict[int, int] = {}
+        for s in spends:
+            times[s.round_index] = times.get(s.round_index, 0) + 1
+        return [s for s in spends if times[s.round_index] == 1] + [
+            self._report_spend(i) for i, k in sorted(times.items()) if k > 1]
+
     def _compose(self, spends: list[RoundSpend]) -> float:
         if not spends:
             return 0.0
+        spends = self._charged(spends)
         if self.method == "sum":
             # A round of k items is k compositions of the one-hot round (repeat_offsets).
             charged = [s for s in spends
@@ -319,7 +354,8 @@ class PrivacyLedger:
         spend = replace(self._curve(contributors), round_index=round_index, attempt=attempt)
         projected = self.projected_epsilon(spend)
         if projected > target * (1.0 + SLACK):
-            retry = f" (attempt {attempt}, a retry)" if earlier else ""
+            retry = (f" (attempt {attempt}, a retry: its report, sent again, is charged as "
+                     "released alone)") if earlier else ""
             reason = (f"round {round_index}{retry} with {contributors} contributors "
                       f"(n_min={self.n_min}) would bring the projected eps_agg to "
                       f"{projected:.6g} > budget {target} (delta={self.delta}, "

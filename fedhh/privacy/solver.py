@@ -72,11 +72,13 @@ class LocalEpsilonSolution:
 
 
 def _gaussian_delta(eps: float, mu: float) -> float:
-    """delta(eps) of mu-GDP (Dong, Roth, Su 2022, Corollary 2.13)."""
-    def phi(x: float) -> float:
-        return 0.5 * math.erfc(-x / math.sqrt(2.0))
+    """delta(eps) of mu-GDP (Dong, Roth, Su 2022, Corollary 2.13):
+    Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2). The second term is taken in log space
+    (e^eps alone overflows a float above eps ~ 709; the product stays below the first term)."""
+    from scipy.special import log_ndtr, ndtr
 
-    return phi(-eps / mu + mu / 2.0) - math.exp(eps) * phi(-eps / mu - mu / 2.0)
+    second = eps + float(log_ndtr(-eps / mu - mu / 2.0))
+    return float(ndtr(-eps / mu + mu / 2.0)) - math.exp(second)
 
 
 def _initial_guess(eps_agg: float, delta: float, rounds: float, n: int, method: str) -> float:

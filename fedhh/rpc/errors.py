@@ -40,6 +40,15 @@ _CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
 )
 
 T = TypeVar("T")
+# Status details travel as metadata, which gRPC clients cap at 16 KiB by default: a message that
+# quoted a caller's megabyte would reach it as RESOURCE_EXHAUSTED instead of its real status.
+MAX_DETAILS = 1000
+
+
+def details_of(error: BaseException) -> str:
+    """The error's message on one line, cut to ``MAX_DETAILS`` characters."""
+    text = " ".join(str(error).split())
+    return text if len(text) <= MAX_DETAILS else text[:MAX_DETAILS] + "..."
 
 
 def status_of(error: BaseException) -> grpc.StatusCode:
@@ -64,7 +73,7 @@ def status_errors(
         try:
             return await method(self, request, context)
         except FedhhError as error:
-            await context.abort(status_of(error), str(error))
+            await context.abort(status_of(error), details_of(error))
         except (grpc.aio.AbortError, grpc.aio.UsageError):
             raise
         except Exception:

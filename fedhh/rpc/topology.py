@@ -81,21 +81,28 @@ class LocalTopology:
     def token(self, name: str) -> bytes:
         return (self.workdir / f"{name}.token").read_bytes()
 
-    def enrollment_tokens(self, dataset: str) -> Path:
-        """A file of one-time enrollment tokens for every user of ``dataset`` (line u for user
-        u), minted through the coordinator's admin API the first time it is needed."""
+    def enrollment_tokens(self, name: str, dataset: str, users: str) -> Path:
+        """Device process ``name``'s own enrollment tokens: one minted through the coordinator's
+        admin API for each user it hosts (``users``, as ``fedhh device --users`` takes it),
+        written the first time as ``USER TOKEN`` lines readable by their owner only. No
+        process gets another's tokens (issue 28: a process holding every token could enroll
+        the other processes' devices)."""
         from fedhh.data.registry import resolve_dataset
         from fedhh.rpc.admin_client import AdminClient
+        from fedhh.rpc.credentials import write_private
+        from fedhh.rpc.device_users import user_range
 
-        path = self.workdir / "device-tokens.txt"
-        have = path.read_text().count("\n") if path.exists() else 0
-        need = resolve_dataset(dataset).num_users
-        if have < need:
+        path = self.workdir / f"{name}.tokens"
+        if not path.exists():
+            hosted = user_range(users, resolve_dataset(dataset).num_users)
             ca = self.workdir / "tls" / "ca.pem" if self.tls else None
+            tokens: list[str] = []
             with AdminClient(self.address("coordinator"), self.token("admin"), ca) as admin:
-                tokens = admin.mint_tokens(need - have, label="local topology")
-            with open(path, "a") as out:
-                out.writelines(f"{t}\n" for t in tokens)
+                while len(tokens) < len(hosted):  # the admin API mints at most 100,000 a call
+                    tokens += admin.mint_tokens(min(len(hosted) - len(tokens), 50_000),
+                                                label=f"local topology {name}")
+            write_private(path, "".join(f"{u} {t}\n" for u, t in zip(hosted, tokens,
+                                                                       strict=True)))
         return path
 
     def address(self, name: str) -> str:
@@ -156,7 +163,7 @@ class LocalTopology:
         transport = ["--ca", str(self.workdir / "tls" / "ca.pem")] if self.tls else ["--insecure"]
         args = ["device", "--coordinator", self.address("coordinator"), *transport,
                 "--dataset", dataset, "--users", users,
-                "--enrollment-tokens-file", str(self.enrollment_tokens(dataset)),
+                "--enrollment-tokens-file", str(self.enrollment_tokens(name, dataset, users)),
                 "--state-dir", str(self.workdir / name),
                 "--stats-file", str(self.workdir / f"{name}.stats.json"), *(extra or [])]
         return self._start(name, args, wait=False)

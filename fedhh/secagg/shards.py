@@ -114,8 +114,11 @@ def verify_sharded_release(configs: Sequence[RoundConfig],
     Raises :class:`ReleaseEvidenceError` if the report does not follow the plan (a shard
     missing, added, reordered, or released without evidence). Evidence that proves too few
     contributors is not an exception: the verdict carries a ``refusal`` and the charge for a
-    total that exists but must not be read (the smallest count a released shard proves, at
-    least two).
+    total that exists but must not be read: ``round_n_min``, not the count the evidence
+    proves. A device unmasks only for a survivor set of at least its shard's n_min (the
+    round's) that t of its neighbours signed, so every sum holding an honest device's report
+    is over at least n_min reports, and n_min costs most among those counts; the proven count
+    of a lying release (down to 0) would charge a sum of two and burn the run's budget.
     """
     if len(configs) != len(identity_keys):
         raise ValueError("one identity-key map per shard config")
@@ -151,7 +154,6 @@ def verify_sharded_release(configs: Sequence[RoundConfig],
         raise ReleaseEvidenceError("a release with no released shard")
     total = sum(proven_by_shard)
     if problems:
-        return ShardedVerdict(total, contributors, max(min(proven_by_shard), 2),
-                              "; ".join(problems), tuple(lost))
+        return ShardedVerdict(total, contributors, round_n_min, "; ".join(problems), tuple(lost))
     charge = min(total, round_n_min) if lost else total
     return ShardedVerdict(total, contributors, charge, None, tuple(lost))

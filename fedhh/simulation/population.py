@@ -189,8 +189,11 @@ class Population:
             for block in range(len(bounds)):
                 work(block)
         else:
-            with ThreadPoolExecutor(WORKERS) as pool:
+            pool = ThreadPoolExecutor(WORKERS)
+            try:
                 list(pool.map(work, range(len(bounds))))
+            finally:  # on Ctrl-C, only the blocks under way finish: the rest are dropped
+                pool.shutdown(cancel_futures=True)
         return picked
 
 

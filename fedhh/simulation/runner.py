@@ -127,20 +127,30 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
         round_mechanisms = tuple(LocalRandomizer(base + o, TailKind(config.tail))
                                  for o in offsets[: config.total_rounds])
     ledger = None
-    if config.algorithm == "optprefixtree" and config.eps_local is None:
+    if config.algorithm == "optprefixtree":
         q = choice.participation.rate
         n_min = num_devices if q >= 1 else max(2, round(q * num_devices))
-        if offsets:
-            ledger = PrivacyLedger.open_allocated(
-                config.eps_agg, config.delta, offsets, n_min, q,
-                eps_local=choice.privacy["eps_local"],
-                items=() if items is None else items * config.runs)
+
+        def open_ledger(budget: float) -> PrivacyLedger:
+            if offsets:
+                return PrivacyLedger.open_allocated(
+                    budget, config.delta, offsets, n_min, q,
+                    eps_local=choice.privacy["eps_local"],
+                    items=() if items is None else items * config.runs)
+            return PrivacyLedger.open(
+                budget, config.delta, config.charged_rounds, n_min=n_min, sampling_rate=q,
+                eps_local=choice.privacy["eps_local"], **({"method": method} if method else {}))
+
+        if config.eps_local is None:
+            ledger = open_ledger(config.eps_agg)
         else:
-            ledger = PrivacyLedger.open(
-                config.eps_agg, config.delta, config.charged_rounds, n_min=n_min,
-                sampling_rate=q, eps_local=choice.privacy["eps_local"],
-                **({"method": method} if method else {}),
-            )
+            # An explicit eps_local decides what the run spends, not --eps-agg: report (and
+            # charge against) the run's real figure. Basic composition bounds the projection,
+            # so a budget above it always fits.
+            probe = open_ledger(config.charged_rounds * float(config.eps_local) * 1.01 + 1.0)
+            spent = probe.projected_epsilon()
+            ledger = replace(probe, eps_agg=spent)
+            privacy.update(eps_agg=spent, eps_agg_target=config.eps_agg)
     if items is not None:
         privacy["round_items"] = list(items)
     return Prepared(config, mechanism, choice.participation, privacy, ledger,

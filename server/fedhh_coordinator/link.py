@@ -329,7 +329,7 @@ class NetworkLink:
                 verdict = verify_sharded_release(configs, identity_keys, shards,
                                                  self.config.min_devices)
             except ReleaseEvidenceError as error:
-                refusal, count = str(error), None  # the driver charges n_min
+                refusal, count = str(error), None  # the driver charges n_min (as in _fetch)
             else:
                 refusal, count = verdict.refusal, verdict.charge
             if refusal is not None:
@@ -408,9 +408,13 @@ class NetworkLink:
                 with contextlib.suppress(FedhhError):
                     await self.aggregator.cancel(round_id)  # the sum is dropped unread
                 charged = True
-                # Charged at what it proves (two at least: a sum of fewer is no sum).
+                # Charged at n_min, not at what the evidence proves: a device unmasks only for a
+                # survivor set of at least n_min that t of its neighbours signed, so any sum
+                # holding an honest device's report is over n_min reports or more, and n_min
+                # costs most among those counts. Charging the proven count (down to 2) would let
+                # one lying release burn the run's budget.
                 raise RoundAborted(f"refused the sum: {problem}", reached_unmask=True,
-                                   contributors=max(proven, 2))
+                                   contributors=config.n_min)
             self.progress.enter(self.progress.round, self.progress.attempt, "releasing", proven)
             try:
                 await charge(proven)
@@ -558,7 +562,12 @@ def _bounded(round_id: bytes) -> bytes:
 
 
 def _verdict(outcome: AggregatorOutcome) -> Recovered:
-    """What an attempt left unsettled costs, from the aggregator's word on it."""
+    """What an attempt left unsettled costs, from the aggregator's word on it.
+
+    A lost attempt carries no count: the aggregator's ``contributors`` is its own unverified
+    word, and a larger count would shrink the charge of a sum that exists. The driver charges
+    such an attempt at n_min, the smallest survivor set an honest device unmasks for (issue 28:
+    charged at the aggregator's count before)."""
     if outcome.state == "never":
         return Recovered(Recovery.NOTHING, outcome.reason)
     if outcome.state == "running":
@@ -566,14 +575,13 @@ def _verdict(outcome: AggregatorOutcome) -> Recovered:
     if outcome.state == "released" and outcome.sum_available:
         return Recovered(Recovery.RESUME, "the aggregator still holds its sum")
     if outcome.state == "released":
-        return Recovered(Recovery.LOST, "its sum was delivered to a coordinator that stopped",
-                         outcome.contributors)
+        return Recovered(Recovery.LOST, "its sum was delivered to a coordinator that stopped")
     if outcome.state == "aborted" and not outcome.reached_unmask:
         return Recovered(Recovery.NOTHING, f"the aggregator aborted it before unmasking "
                          f"({outcome.reason})")
     if outcome.state == "aborted":
         return Recovered(Recovery.LOST, f"the aggregator aborted it after unmasking began "
-                         f"({outcome.reason})", outcome.contributors)
+                         f"({outcome.reason})")
     return Recovered(Recovery.LOST, f"nobody can say whether unmasking began "
                      f"({outcome.reason or 'the aggregator does not know the round'})")
 
@@ -582,5 +590,4 @@ def _aborted(reason: str, outcome: AggregatorOutcome) -> RoundAborted:
     verdict = _verdict(outcome)
     if verdict.verdict is Recovery.NOTHING:
         return RoundAborted(f"{reason}; {verdict.reason}")
-    return RoundAborted(f"{reason}; {verdict.reason}", reached_unmask=True,
-                        contributors=verdict.contributors)
+    return RoundAborted(f"{reason}; {verdict.reason}", reached_unmask=True)

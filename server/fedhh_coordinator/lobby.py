@@ -129,8 +129,9 @@ class Lobby:
                     or not self._eligible(device_id)):
                 return None
             if any(key in self._presented for key in round_keys):
-                # Only a device that copied another's keys gets here (the keys travel over TLS
-                # and are fresh per round); it would only get that device's keys refused.
+                # A cohort's keys must be distinct. The device service already refuses a device
+                # presenting keys another presented first (DeviceService._claim), so this guards
+                # the lobby's own callers.
                 raise ConfigError("these round keys were already presented in this check-in")
             future = asyncio.get_running_loop().create_future()
             self._cohort[device_id] = future

@@ -46,6 +46,8 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         # Each device's last round keys that passed the checks: a device presents the same keys
         # at every poll until a task uses them, so each pair costs its X25519 checks once.
         self._checked_keys: dict[int, tuple[bytes, bytes]] = {}
+        # Who presented each of those keys first: its owner, who made it (issue 28).
+        self._key_owner: dict[bytes, int] = {}
         self._polling: set[int] = set()  # devices with a GetTask in flight
 
     @status_errors
@@ -88,7 +90,7 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         round_keys = (bytes(request.c_pk), bytes(request.s_pk))
         if self._checked_keys.get(device_id) != round_keys:
             _check_round_keys(*round_keys)
-            self._checked_keys[device_id] = round_keys
+            self._claim(device_id, round_keys)
         if len(request.known_task) not in (0, 32):
             raise ConfigError("known_task is the 32-byte SHA-256 of a task, or empty")
         if device_id in self._polling:
@@ -105,6 +107,26 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
             return pb.GetTaskResponse(retry_after_ms=RETRY_AFTER_MS)
         metrics.TASKS.labels("task").inc()
         return pb.GetTaskResponse(task=task)
+
+    def _claim(self, device_id: int, round_keys: tuple[bytes, bytes]) -> None:
+        """Make ``device_id`` the owner of its new round keys, or refuse them if another device
+        presented them first.
+
+        A device makes its keys and presents them at every poll until a task uses them, so the
+        first device to present a key is the one that made it: anyone else presenting it copied
+        it, and is refused here, before it reaches a check-in. Before, the lobby refused the
+        second presenter within one check-in, so a copier polling first kept the keys and the
+        owner was refused (issue 28). Keys a device no longer presents are forgotten."""
+        for key in round_keys:
+            owner = self._key_owner.get(key)
+            if owner is not None and owner != device_id:
+                raise ConfigError("these round keys were presented by another device first: "
+                                  "make your own (fresh X25519 keys for each round)")
+        for key in self._checked_keys.get(device_id, ()):
+            if self._key_owner.get(key) == device_id:
+                del self._key_owner[key]
+        self._key_owner.update(dict.fromkeys(round_keys, device_id))
+        self._checked_keys[device_id] = round_keys
 
 
 def _check_round_keys(c_pk: bytes, s_pk: bytes) -> None:

@@ -15,7 +15,8 @@ from fedhh.cli import certs
 from fedhh.cli.main import main
 
 SERVICE_FILES = ("tls/server.key", "secrets/control.token", "secrets/device-tokens.txt",
-                 "secrets/admin.token", "secrets/coordinator-signing.pem")
+                 "secrets/admin.token", "secrets/coordinator-signing.pem",
+                 *(f"secrets/device-tokens-{i}-of-4.txt" for i in range(4)))
 
 
 def make(tmp_path: Path, *extra: str) -> None:
@@ -93,3 +94,30 @@ def test_rerunning_renews_the_certificate_and_keeps_every_secret(tmp_path: Path)
     names = renewed.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "fedhh.example.org" in names.get_values_for_type(x509.DNSName)
     assert {name: (tmp_path / name).read_bytes() for name in SERVICE_FILES[1:]} == kept
+
+
+@pytest.mark.parametrize("replicas", [1, 3, 4])
+def test_each_device_replica_gets_a_disjoint_share_of_the_tokens(tmp_path: Path,
+                                                                  replicas: int) -> None:
+    """Replica i's file names the users u with u mod N = i and their tokens from
+    device-tokens.txt; the shares cover every token once. A longer tokens file later gives
+    every replica its share of the new tokens too."""
+    from fedhh.rpc.device_users import read_tokens
+
+    for count in (10, 23):
+        make(tmp_path, "--device-tokens", str(count), "--device-replicas", str(replicas))
+        every = (tmp_path / "secrets" / "device-tokens.txt").read_text().split()
+        assert len(every) == count
+        shares = [read_tokens(tmp_path / "secrets" / f"device-tokens-{i}-of-{replicas}.txt")
+                  for i in range(replicas)]
+        for i, share in enumerate(shares):
+            assert share == {u: every[u] for u in range(i, count, replicas)}
+        assert sorted(u for share in shares for u in share) == list(range(count))
+
+
+def test_more_replicas_than_tokens_is_one_clear_error(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        make(tmp_path, "--device-tokens", "3", "--device-replicas", "4")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--device-replicas 4" in err[0]

@@ -124,7 +124,9 @@ def test_run_page_shows_the_rounds_spend_and_heavy_hitters(served: Served) -> No
     assert "only 12 devices checked in" in page
     assert page.count('data-state="released"') == 2
     assert "190 contributors, n_min 180" in page
-    assert "false positives: expected 0.40, observed ≥ 1" in page
+    # certain: the kept deny-listed items (none); the impossible element was never kept
+    assert "false positives: expected 0.40, certain 0" in page
+    assert 'title="round 1, attempt 1"' in page and "Round r.a is attempt a of round r" in page
     assert "Accountant: <strong>sum</strong>" in page  # the default method
     assert '<td class="item">apple</td>' in page and '<td class="item">berry</td>' in page
 

@@ -1,7 +1,8 @@
 """deploy/ for real: the image built offline by a Docker engine, the compose stack started with
-three device replicas on an internal network the test creates, a discovery run through
+its four device replicas on an internal network the test creates, a discovery run through
 `fedhh admin` (the compose `admin` service) that reproduces the per-device simulation exactly
-(heavy hitters and ledger), a crashed device replica that keeps its shard and identities, a
+(heavy hitters and ledger), each device replica holding only its own tokens and identities,
+a crashed device replica that keeps its identities, a
 crashed coordinator whose run resumes with every released round counted once, and
 `compose down -v` leaving nothing behind.
 
@@ -11,7 +12,6 @@ test` installs them. Deselect with `-m "not docker"`. Timings: docs/testing.md.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import random
@@ -56,7 +56,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 PLANTED = {"apple": 60, "berry": 50, "cherr": 40}
 USERS = 200
 SEED = 11
-REPLICAS = 3
+DEVICES = [f"devices-{i}" for i in range(4)]  # deploy/docker-compose.yml's device replicas
 PUBLIC_HOST = "aggregator.fedhh.test"
 IMAGE_UID = 10001
 HEALTH_TIMEOUT_S = 300
@@ -140,10 +140,10 @@ def override_file(root: Path, data: Path) -> Path:
     """The test's additions to deploy/docker-compose.yml: an internal network (no route out),
     the planted dataset, and seeded device randomness (test mode) appended to the real command."""
     base = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
-    command = [*base["services"]["devices"]["command"], f"--seed={SEED}"]
     override = {
-        "services": {"devices": {"command": command,
-                                 "volumes": [f"{data}:/datasets/users.txt:ro"]}},
+        "services": {name: {"command": [*base["services"][name]["command"], f"--seed={SEED}"],
+                            "volumes": [f"{data}:/datasets/users.txt:ro"]}
+                     for name in DEVICES},
         "networks": {"default": {"internal": True}},
     }
     path = root / "test-override.yml"
@@ -160,7 +160,7 @@ def stack(image: Image, tmp_path_factory: pytest.TempPathFactory) -> Iterator[St
     env_file.write_text("\n".join(f"{k}={v}" for k, v in {
         "FEDHH_IMAGE": image.tag, "FEDHH_TLS_DIR": root / "tls",
         "FEDHH_SECRETS_DIR": root / "secrets", "FEDHH_DEVICE_DATASET": "/datasets/users.txt",
-        "FEDHH_DEVICE_REPLICAS": REPLICAS, "FEDHH_AGGREGATOR_PUBLIC_HOST": PUBLIC_HOST,
+        "FEDHH_AGGREGATOR_PUBLIC_HOST": PUBLIC_HOST,
         "FEDHH_HEALTHCHECK_INTERVAL": "1s", "FEDHH_BIND_ADDRESS": "127.0.0.1",
         # The test runs spend eps_agg 64 (an explicit eps_local 8 among 200 devices).
         "FEDHH_LIFETIME_EPS": "1e9",
@@ -194,22 +194,28 @@ def wait_healthy(stack: Stack, service: str) -> None:
                f"{service} to be healthy", stack.project.logs)
 
 
-def started_shards(container: str) -> list[tuple[int, str]]:
-    """(shard, users) of every start of the device process in ``container``."""
-    lines = log_lines(container)
-    shards = [line["shard"] for line in lines if line.get("message") == "claimed a shard"]
-    users = [line["users"] for line in lines if line.get("message") == "device process started"]
-    return list(zip(shards, users, strict=False))
+def starts(container: str) -> int:
+    """How many times the device process in ``container`` started its devices."""
+    return sum(line.get("message") == "device process started" for line in log_lines(container))
+
+
+IDENTITIES = "/data/devices/devices.json"
+
+
+def identities(container: str) -> dict[str, Any]:
+    """The devices a replica enrolled, by dataset user (its own volume)."""
+    return dict(json.loads(run(["docker", "exec", container, "cat", IDENTITIES]).stdout))
 
 
 @pytest.fixture(scope="module")
 def fleet(stack: Stack) -> list[str]:
-    """The device containers, once every one has claimed a shard and started its devices."""
+    """The device containers, devices-0 .. devices-3, once every one has started its
+    devices."""
     wait_healthy(stack, "aggregator")
     wait_healthy(stack, "coordinator")
-    containers = stack.project.containers("devices")
-    assert len(containers) == REPLICAS
-    wait_until(lambda: all(started_shards(c) for c in containers), HEALTH_TIMEOUT_S,
+    containers = [c for name in DEVICES for c in stack.project.containers(name)]
+    assert len(containers) == len(DEVICES)
+    wait_until(lambda: all(starts(c) for c in containers), HEALTH_TIMEOUT_S,
                "every device replica to start", stack.project.logs)
     return containers
 
@@ -236,7 +242,7 @@ def test_the_compose_cli_accepts_the_file_without_a_project_name_key() -> None:
                           capture_output=True, text=True, timeout=120, cwd=DEPLOY,
                           stdin=subprocess.DEVNULL, env=clean_env())
     assert done.returncode == 0, done.stderr
-    assert set(done.stdout.split()) == {"aggregator", "coordinator", "devices", "admin",
+    assert set(done.stdout.split()) == {"aggregator", "coordinator", *DEVICES, "admin",
                                         "prometheus", "grafana"}
 
 
@@ -252,14 +258,19 @@ def test_build_context_holds_only_the_sources(image: Image, tmp_path: Path) -> N
     assert not leaked, leaked
 
 
-def test_services_are_healthy_and_replicas_host_disjoint_shards(
+def test_services_are_healthy_and_replicas_host_disjoint_users(
     stack: Stack, fleet: list[str]
 ) -> None:
-    shards = {started_shards(c)[0] for c in fleet}
-    assert {shard for shard, _ in shards} == set(range(REPLICAS))
-    ranges = sorted(tuple(int(x) for x in users.split(":")) for _, users in shards)
-    assert ranges[0][0] == 0 and ranges[-1][1] == USERS
-    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))  # disjoint, no gap
+    """Replica i hosts the users u with u mod 4 = i (the users of its tokens), and together
+    the replicas host every user with data."""
+    wait_until(lambda: all(run(["docker", "exec", c, "test", "-s", IDENTITIES],
+                               check=False).returncode == 0 for c in fleet),
+               HEALTH_TIMEOUT_S, "every replica to enroll", stack.project.logs)
+    hosted = [{int(u) for u in identities(c)} for c in fleet]
+    for i, users in enumerate(hosted):
+        assert users and all(u % len(DEVICES) == i for u in users), (i, sorted(users)[:5])
+    with_data = {u for u, line in enumerate(stack.data.read_text().splitlines()) if line}
+    assert set().union(*hosted) == with_data
     for container in [*stack.project.containers("coordinator"), *fleet]:
         assert run(["docker", "exec", container, "id", "-u"]).stdout.strip() == str(IMAGE_UID)
 
@@ -274,13 +285,33 @@ def test_each_service_mounts_only_the_secrets_it_needs(stack: Stack, fleet: list
                         if m["Destination"].startswith("/run/secrets/")}
         return mounted
 
-    assert secrets_of("devices") == {"ca.pem", "device-tokens.txt"}
+    for name in DEVICES:
+        assert secrets_of(name) == {"ca.pem", "device-tokens.txt"}
     assert secrets_of("aggregator") == {"ca.pem", "server.pem", "server.key", "control.token",
                                         "coordinator-signing.pem.pub"}
     assert secrets_of("coordinator") == {
         "ca.pem", "server.pem", "server.key", "control.token", "device-tokens.txt",
         "admin.token", "coordinator-signing.pem", "coordinator-signing.pem.pub"}
     assert "ca.key" not in set().union(*(secrets_of(s) for s in ("coordinator", "aggregator")))
+
+
+def test_a_replica_reads_its_own_tokens_and_no_one_elses(stack: Stack,
+                                                         fleet: list[str]) -> None:
+    """Issue 28: every replica mounted the whole device-tokens.txt, so each could enroll the
+    others' devices. Now a replica sees one tokens file, holding its own users' tokens only,
+    and no other token or identity is anywhere it can read."""
+    every = (stack.root / "secrets" / "device-tokens.txt").read_text().split()
+    for i, container in enumerate(fleet):
+        listing = run(["docker", "exec", container, "ls", "/run/secrets"]).stdout.split()
+        assert sorted(listing) == ["ca.pem", "device-tokens.txt"]
+        mine = run(["docker", "exec", container, "cat", "/run/secrets/device-tokens.txt"]
+                   ).stdout.split("\n")
+        pairs = [line.split() for line in mine if line]
+        assert pairs == [[str(u), every[u]] for u in range(i, len(every), len(DEVICES))]
+        others = [t for j, t in enumerate(every) if j % len(DEVICES) != i]
+        found = run(["docker", "exec", container, "grep", "-rlF", "-e", others[0], "-e",
+                     others[-1], "/data", "/run/secrets", "/tmp"], check=False)
+        assert found.returncode == 1 and not found.stdout, found.stdout
 
 
 def test_discovery_through_fedhh_admin_equals_the_per_device_simulation(
@@ -309,21 +340,17 @@ def test_discovery_through_fedhh_admin_equals_the_per_device_simulation(
     assert json.loads(results["ledgerJson"]) == json.loads(json.dumps(sim.ledger.to_dict()))
 
 
-def test_a_crashed_device_replica_comes_back_with_its_shard_and_identities(
+def test_a_crashed_device_replica_comes_back_with_its_identities(
     stack: Stack, fleet: list[str]
 ) -> None:
     victim = fleet[0]
-    (shard, users), = started_shards(victim)
-    identities = f"/data/shards/shard-{shard}-of-{REPLICAS}/devices.json"
-    before = json.loads(run(["docker", "exec", victim, "cat", identities]).stdout)
-    assert len(before) == len(range(*map(int, users.split(":"))))
+    before = identities(victim)
+    assert before and all(int(u) % len(DEVICES) == 0 for u in before)
     count = restarts(victim)
     crash(victim)
-    wait_until(lambda: restarts(victim) > count and len(started_shards(victim)) == 2,
+    wait_until(lambda: restarts(victim) > count and starts(victim) == 2,
                HEALTH_TIMEOUT_S, f"{victim} to restart", stack.project.logs)
-    assert started_shards(victim)[1] == (shard, users)
-    after = json.loads(run(["docker", "exec", victim, "cat", identities]).stdout)
-    assert after == before  # same device ids and credentials: nothing re-enrolled
+    assert identities(victim) == before  # same device ids and credentials: nothing re-enrolled
 
 
 def test_a_run_survives_a_coordinator_crash(stack: Stack, fleet: list[str]) -> None:

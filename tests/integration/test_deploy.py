@@ -13,12 +13,14 @@ import pytest
 import yaml
 from compose_spec import PyCompose
 
-from fedhh.cli.main import build_parser
+from fedhh.cli.main import build_parser, main
+from fedhh.rpc.device_users import read_tokens
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)(?::?-([^}]*))?\}")
-SERVICES = ("aggregator", "coordinator", "devices", "admin")
+DEVICES = tuple(f"devices-{i}" for i in range(4))
+SERVICES = ("aggregator", "coordinator", *DEVICES, "admin")
 MONITORING = ("prometheus", "grafana")  # the "monitoring" profile (tests/dashboard checks it)
 
 
@@ -103,7 +105,8 @@ def mounted_secrets(service: str) -> set[str]:
 
 
 def test_each_service_mounts_only_the_secrets_it_needs() -> None:
-    assert mounted_secrets("devices") == {"ca.pem", "device-tokens.txt"}
+    for name in DEVICES:
+        assert mounted_secrets(name) == {"ca.pem", "device-tokens.txt"}
     assert mounted_secrets("admin") == {"ca.pem", "admin.token"}
     assert mounted_secrets("aggregator") == {"ca.pem", "server.pem", "server.key",
                                              "control.token", "coordinator-signing.pem.pub"}
@@ -120,17 +123,54 @@ def test_every_file_a_command_names_under_run_secrets_is_mounted() -> None:
         assert named <= mounted_secrets(name), f"{name}: {named - mounted_secrets(name)}"
 
 
-def test_device_replicas_split_the_users_and_devices_get_the_public_aggregator() -> None:
+def test_each_device_replica_gets_only_its_own_tokens_and_state(tmp_path: Path) -> None:
+    """Issue 28: every replica mounted the whole device-tokens.txt, so any one of them (or
+    whoever reads its files) could enroll the others' devices. Now replica i mounts only the
+    file `fedhh certs` writes for it, whose users are disjoint from the others', and keeps its
+    identities in a volume no other service mounts."""
+    doc = document()
+    services = doc["services"]
+    sources = {name: {s["source"] for s in services[name]["secrets"]} - {"ca_cert"}
+               for name in DEVICES}
+    assert all(len(s) == 1 for s in sources.values()), sources
+    files = [doc["secrets"][next(iter(sources[name]))]["file"].rsplit("/", 1)[-1]
+             for name in DEVICES]
+    assert files == [f"device-tokens-{i}-of-{len(DEVICES)}.txt" for i in range(len(DEVICES))]
+    for name, spec in services.items():  # the whole file: the coordinator only
+        mounts_all = any(doc["secrets"][s["source"]]["file"].endswith("/device-tokens.txt")
+                         for s in spec.get("secrets", []))
+        assert mounts_all == (name == "coordinator"), name
+    def volumes(spec: dict[str, Any]) -> set[str]:
+        return {v.split(":")[0] for v in spec.get("volumes", [])}
+
+    for name in DEVICES:
+        others = set().union(*(volumes(spec) for n, spec in services.items() if n != name))
+        assert volumes(services[name]) and not volumes(services[name]) & others, name
+
+    # The files `fedhh certs` writes for those names: disjoint users that cover every token.
+    assert main(["certs", "--out", str(tmp_path / "tls"), "--secrets", str(tmp_path / "s"),
+                 "--device-tokens", "30"]) == 0
+    every = (tmp_path / "s" / "device-tokens.txt").read_text().split()
+    shares = [read_tokens(tmp_path / "s" / name) for name in files]
+    users = [set(share) for share in shares]
+    assert sorted(u for mine in users for u in mine) == list(range(len(every)))
+    assert all({every[u] for u in share} == set(share.values()) for share in shares)
+    assert {len(mine) for mine in users} <= {len(every) // len(DEVICES),
+                                             -(-len(every) // len(DEVICES))}
+
+
+def test_device_replicas_host_their_tokens_users_and_get_the_public_aggregator() -> None:
     services = document()["services"]
-    devices = invocation(services["devices"])
-    replicas = services["devices"]["deploy"]["replicas"]
-    assert f"--users=auto/{replicas}" in devices
-    assert any(arg.startswith("--state-dir=/data") for arg in devices)
+    for name in DEVICES:
+        devices = invocation(services[name])
+        assert "--users=tokens" in devices
+        assert "--enrollment-tokens-file=/run/secrets/device-tokens.txt" in devices
+        assert any(arg.startswith("--state-dir=/data") for arg in devices)
     public = env_example()["FEDHH_AGGREGATOR_PUBLIC_HOST"]
     port = env_example()["FEDHH_AGGREGATOR_PORT"]
     assert f"--aggregator-public-address={public}:{port}" in invocation(services["coordinator"])
     assert public in services["aggregator"]["networks"]["default"]["aliases"]
-    for name in ("coordinator", "aggregator", "devices"):
+    for name in ("coordinator", "aggregator", *DEVICES):
         assert any(v.endswith(":/data") for v in services[name]["volumes"]), name
 
 

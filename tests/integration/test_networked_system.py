@@ -97,6 +97,35 @@ def test_networked_run_equals_the_per_device_simulation(
     assert json.loads(results.ledger_json) == json.loads(json.dumps(sim.ledger.to_dict()))
 
 
+def test_each_device_process_holds_only_its_own_spent_tokens(
+        system: tuple[LocalTopology, Path]) -> None:
+    """Issue 28: every device process got the whole tokens file, so any of them could redeem
+    the lines of the others' users. Now each gets a file (owner-only) with the tokens of the
+    users it hosts and nothing else, and once its devices enrolled no token in it enrolls
+    anyone."""
+    topo, _ = system
+    shares = {}
+    for name, users in (("devices-0", range(0, 100)), ("devices-1", range(100, 200))):
+        args = topo.services[name].args
+        path = Path(args[args.index("--enrollment-tokens-file") + 1])
+        assert path.stat().st_mode & 0o077 == 0, path
+        shares[name] = [line.split() for line in path.read_text().splitlines()]
+        assert [int(u) for u, _ in shares[name]] == list(users)
+    tokens = [t for share in shares.values() for _, t in share]
+    assert len(set(tokens)) == len(tokens) == USERS
+    with grpc.secure_channel(topo.address("coordinator"),
+                             ca_credentials(topo.workdir / "tls" / "ca.pem")) as ch:
+        stub = pb_grpc.DeviceServiceStub(ch)
+        for token in (tokens[0], tokens[-1]):
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.Enroll(pb.EnrollRequest(
+                    enrollment_token=token.encode(),
+                    identity_public_key=Ed25519PrivateKey.generate().public_key().public_bytes(
+                        serialization.Encoding.Raw, serialization.PublicFormat.Raw)),
+                    timeout=30)
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
 def test_device_api_rejects_bad_requests(system: tuple[LocalTopology, Path]) -> None:
     topo, _ = system
     creds = ca_credentials(topo.workdir / "tls" / "ca.pem")

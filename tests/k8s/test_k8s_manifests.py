@@ -12,6 +12,7 @@ deploy/k8s under tmp_path.
 
 from __future__ import annotations
 
+import base64
 import re
 import shutil
 import subprocess
@@ -41,6 +42,7 @@ SECRETS = {"fedhh-tls": {"tls.crt", "tls.key", "ca.crt"},
            "fedhh-tokens": {"control.token", "admin.token"},
            "fedhh-signing": {"coordinator-signing.pem", "coordinator-signing.pem.pub"},
            "fedhh-device-tokens": {"device-tokens.txt"},
+           **{f"fedhh-device-tokens-{i}": {"device-tokens.txt"} for i in range(4)},
            "fedhh-postgres": {"url", "password"}}
 # What each fedhh process registers with its gRPC health service.
 HEALTH_SERVICES = {"coordinator": {"", *COORDINATOR_SERVICES},
@@ -280,15 +282,28 @@ def test_the_dev_overlay_generates_every_secret_and_config_its_pods_read(
         "fedhh-dev"}
 
 
-def test_the_device_job_runs_one_shard_of_users_per_index(rendered: dict[str, list[Obj]]
-                                                          ) -> None:
-    job = named(rendered["overlays/dev"], "Job", "devices")
-    env = {e["name"]: e.get("value") for e in pod_spec(job)["containers"][0]["env"]}
-    assert job["spec"]["completionMode"] == "Indexed"
-    assert job["spec"]["completions"] == job["spec"]["parallelism"] == int(
-        env["FEDHH_LOAD_PROCESSES"])
-    script = pod_spec(job)["containers"][0]["args"][0]
-    assert '--users="$JOB_COMPLETION_INDEX/$FEDHH_LOAD_PROCESSES"' in script
+def test_each_device_job_reads_only_its_own_tokens(rendered: dict[str, list[Obj]]) -> None:
+    """Issue 28: the indexed Job's pods all mounted every enrollment token, so any device pod
+    could enroll the others' devices. Now Job devices-i mounts only Secret fedhh-device-tokens-i
+    (no other Secret holding tokens), hosts exactly the users it names, and those Secrets hold
+    disjoint tokens; the whole file is the coordinator's alone."""
+    objs = rendered["overlays/dev"]
+    data = {o["metadata"]["name"]: o["data"] for o in objs if o["kind"] == "Secret"}
+    jobs = sorted(w["metadata"]["name"] for w in workloads(objs)
+                  if pod_labels(w).get("app.kubernetes.io/component") == "device")
+    assert jobs == [f"devices-{i}" for i in range(4)]
+    shares = []
+    for i, name in enumerate(jobs):
+        refs = _secret_refs(named(objs, "Job", name))
+        assert refs.keys() == {"fedhh-tls", f"fedhh-device-tokens-{i}"}, refs
+        assert "--users=tokens" in pod_spec(named(objs, "Job", name))["containers"][0]["args"][0]
+        share = base64.b64decode(data[f"fedhh-device-tokens-{i}"]["device-tokens.txt"])
+        shares.append({line.split()[1] for line in share.decode().splitlines()})
+    every = set(base64.b64decode(data["fedhh-device-tokens"]["device-tokens.txt"]).split())
+    assert sum(len(mine) for mine in shares) == len(set().union(*shares)) == len(every)
+    readers = [w["metadata"]["name"] for w in workloads(objs)
+               if "fedhh-device-tokens" in _secret_refs(w)]
+    assert readers == ["coordinator"]
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -359,11 +374,12 @@ def _allowed(policies: list[Obj], direction: str, pod: dict[str, str],
 
 
 def flows(objs: list[Obj]) -> set[tuple[str, str, int]]:
-    """(source, destination, port) between this namespace's pods that the policies allow."""
+    """(source, destination, port) between this namespace's pods that the policies allow; the
+    device Jobs devices-0 .. devices-3 are one source, "devices"."""
     policies = [o for o in objs if o["kind"] == "NetworkPolicy"]
-    pods = {w["metadata"]["name"]: (pod_labels(w), {p["containerPort"] for c in
-                                                    pod_spec(w)["containers"]
-                                                    for p in c.get("ports", [])})
+    pods = {re.sub(r"^devices-\d+$", "devices", w["metadata"]["name"]):
+            (pod_labels(w), {p["containerPort"] for c in pod_spec(w)["containers"]
+                             for p in c.get("ports", [])})
             for w in workloads(objs)}
     allowed = set()
     for src, (src_labels, _) in pods.items():

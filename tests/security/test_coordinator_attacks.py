@@ -193,3 +193,45 @@ def test_runs_cannot_spend_a_device_twice_over(tmp_path: Path) -> None:
                 states.append((final.state, final.error))
     assert [s for s, _ in states] == ["done", "done", "failed"], states
     assert "checked in" in states[2][1]
+
+
+def test_a_device_presenting_anothers_round_keys_is_refused_and_the_owner_is_not(
+        tmp_path: Path) -> None:
+    """Issue 28: the first device to present a pair of round keys in a check-in kept them, so a
+    device that copied another's keys and polled first had the owner refused ("already
+    presented"). Now the device that presented the keys first (the one that made them) keeps
+    them, whenever a check-in opens, and the copier is refused at once, naming why."""
+    from fedhh.config import RunConfig
+    from fedhh.rpc.run_config import to_proto
+
+    with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")}) \
+            as topo:
+        topo.start_aggregator()
+        topo.start_coordinator()
+        with admin(topo) as client, channel(topo) as ch:
+            stub = pb_grpc.DeviceServiceStub(ch)
+            owner, copier = (stub.Enroll(pb.EnrollRequest(enrollment_token=token.encode(),
+                                                          identity_public_key=public_key()),
+                                         timeout=30) for token in client.mint_tokens(2))
+            c_pk, s_pk = RoundKeys.generate(system_random).public
+
+            def poll(device: pb.EnrollResponse, wait_ms: int) -> str:
+                bearer = (("authorization",
+                           f"Bearer {device.device_id}.{device.credential.hex()}"),)
+                try:
+                    stub.GetTask(pb.GetTaskRequest(device_id=device.device_id, wait_ms=wait_ms,
+                                                   c_pk=c_pk, s_pk=s_pk),
+                                 metadata=bearer, timeout=60)
+                    return "OK"
+                except grpc.RpcError as error:
+                    return f"{error.code().name}: {error.details()}"  # type: ignore[attr-defined]
+
+            assert poll(owner, 100) == "OK"  # the owner polls before any check-in
+            client.start_run(to_proto(RunConfig(
+                eps_agg=1.0, rounds=1, codec="5bit", max_bits=10, target_devices=3,
+                min_devices=3, expected_dropout=0.0, corrupt_fraction=0.0,
+                checkin_ms=60_000)), run_id="keys")
+            refused = poll(copier, 3000)  # in the open check-in, before the owner polls again
+            assert refused.startswith("INVALID_ARGUMENT: these round keys were presented by "
+                                      "another device first"), refused
+            assert poll(owner, 1000) == "OK"  # it joins the check-in with its own keys

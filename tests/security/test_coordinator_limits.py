@@ -1,4 +1,5 @@
-"""The coordinator's own limits, against a real process on 127.0.0.1 (issue 28, HIGH).
+"""The coordinator's own limits, against a real process on 127.0.0.1 (issue 28: HIGH, and
+LOW for StartRun's numbers below).
 
 Before: the coordinator served with gRPC's 16 MiB receive cap, so 3 x 40 concurrent 15 MiB
 ``Enroll`` calls with a bogus token took it from 249 MB to 2,305 MB in 6.4 s, and a 15 MiB
@@ -9,12 +10,17 @@ refused before its message is read."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
 
+from fedhh.config import MAX_ROUNDS, MAX_WINDOW_MS
 from fedhh.rpc.tls import ca_credentials
 from fedhh.rpc.topology import LocalTopology
 from fedhh.v1 import coordinator_pb2 as pb
@@ -141,3 +147,73 @@ def test_an_admin_message_over_the_cap_is_refused_and_one_under_it_is_read(
     word = "x" * 1000
     assert start([word] * (2 * MAX_RECEIVE_BYTES // 1000)) == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert start([word] * (MAX_RECEIVE_BYTES // 2000)) != grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+# StartRun's numbers (issue 28, LOW). Before: rounds = 2^32 - 1 gave INTERNAL (a MemoryError
+# building a per-round list), rounds = 2*10^7 took the coordinator to 7.6 GB with no answer in
+# 120 s (device calls slowed to 7.5 s), and SIGTERM did not stop it in 20 s.
+ABSURD = [
+    {"rounds": 2**32 - 1}, {"rounds": 2 * 10**7}, {"dim_limit": 2**40},
+    {"target_devices": 2**32 - 1}, {"min_devices": 2**31}, {"max_bits": 2**32 - 1},
+    {"segment_bits": 2**31}, {"checkin_ms": 2**32 - 1}, {"stage_ms": 2**32 - 1},
+    {"unmask_ms": 2**31}, {"max_attempts": 2**32 - 1}, {"shard_size": 2**32 - 1},
+    {"deny_list": ["z" * 600_000]}, {"codec": "{" + "x" * 900_000},
+]
+
+
+@pytest.mark.parametrize("absurd", ABSURD, ids=lambda a: next(iter(a)))
+def test_absurd_run_numbers_are_refused_at_once_with_memory_flat(
+        services: LocalTopology, absurd: dict[str, object]) -> None:
+    from fedhh.rpc.admin_client import AdminClient
+
+    pid = services.services["coordinator"].pid
+    fields = {"eps_agg": 1.0, "rounds": 4, "codec": "5bit", "max_bits": 20,
+              "target_devices": 100, "min_devices": 50, **absurd}
+    config = pb.RunConfig(**fields)  # type: ignore[arg-type]
+    before = rss_bytes(pid)
+    with AdminClient(services.address("coordinator"), services.token("admin"),
+                     services.workdir / "tls" / "ca.pem") as client:
+        started = time.monotonic()
+        with pytest.raises(grpc.RpcError) as refused:
+            client.start_run(config, run_id="absurd")
+        elapsed = time.monotonic() - started
+    after = rss_bytes(pid)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    details = refused.value.details()  # type: ignore[attr-defined]
+    assert "\n" not in details and ("at most" in details or "characters" in details), details
+    assert elapsed < 1.0, elapsed
+    assert after - before < 50 * 1024 * 1024, (before, after)
+
+
+def test_sigterm_stops_a_coordinator_at_once_after_absurd_and_long_runs(tmp_path: Path
+                                                                        ) -> None:
+    """A coordinator just sent StartRun with 2*10^7 rounds (before: it computed for minutes,
+    deaf to SIGTERM), and running a run that waits in a day-long check-in, exits within a few
+    seconds of SIGTERM."""
+    from fedhh.config import RunConfig
+    from fedhh.rpc.admin_client import AdminClient
+    from fedhh.rpc.run_config import to_proto
+
+    with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")}) \
+            as topo:
+        topo.start_aggregator()
+        process = topo.start_coordinator().process
+        assert process is not None
+        with AdminClient(topo.address("coordinator"), topo.token("admin"),
+                         topo.workdir / "tls" / "ca.pem") as client:
+            client.start_run(to_proto(RunConfig(
+                eps_agg=1.0, rounds=MAX_ROUNDS, codec="5bit", max_bits=1024,
+                target_devices=10, min_devices=5, expected_dropout=0.0, corrupt_fraction=0.0,
+                checkin_ms=MAX_WINDOW_MS)), run_id="long")
+            absurd = client.stub.StartRun.future(pb.StartRunRequest(
+                run_id="absurd", config=pb.RunConfig(eps_agg=1.0, rounds=2 * 10**7,
+                                                     target_devices=10, min_devices=5)),
+                metadata=client.metadata, timeout=30)
+            with contextlib.suppress(grpc.RpcError):
+                absurd.result()
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+        elapsed = time.monotonic() - started
+    print(f"the coordinator stopped {elapsed:.2f} s after SIGTERM")
+    assert elapsed < 10.0, elapsed

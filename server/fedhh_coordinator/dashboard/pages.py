@@ -14,16 +14,21 @@ from fedhh_coordinator.dashboard.results import Hit
 from fedhh_coordinator.dashboard.timeline import STAGE_LABELS, STAGES, AttemptView, Step
 from fedhh_coordinator.dashboard.views import BudgetView, FleetView, RunDetail, RunLine
 
-FP_NOTE = ("Observed: kept candidates that cannot be any device's report (an impossible code, "
-           "or a deny-listed item, which devices never select), so a lower bound on the false "
-           "positives; the rest cannot be told apart from true items without the data.")
+FP_NOTE = ("Certain: kept items on the deny list, which devices never select, so false "
+           "positives for sure (and never output); the other kept candidates cannot be told "
+           "apart from true items without the data.")
+ATTEMPT_NOTE = ("Round r.a is attempt a of round r: a round is tried again when an attempt "
+                "releases nothing (too few devices checked in, an abort, a lost aggregator).")
 NAV = (("runs", "/", "Runs"), ("budgets", "/budgets", "Budgets"), ("fleet", "/fleet", "Fleet"))
 
 
 def when(unix: float | None) -> str:
+    """A time in the coordinator's zone, with the zone: an operator elsewhere reads it right."""
     if unix is None:
         return "–"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix))
+    local = time.localtime(unix)
+    return time.strftime("%Y-%m-%d %H:%M:%S ", local) + (local.tm_zone or
+                                                        time.strftime("%z", local))
 
 
 def frame(title: str, body: Html, *, nav: str = "", live: str = "") -> Html:
@@ -91,16 +96,24 @@ def runs_table(lines: Sequence[RunLine]) -> Html:
                     '</code>.</p>')
     rows = join(fmt(
         '<tr><td><a href="/runs/{q}">{id}</a></td><td>{state}</td>'
-        '<td>{released} of {rounds} rounds {meter}<div class="now">{now}</div></td>'
+        '<td>{released} {meter}<div class="now">{now}</div></td>'
         '<td>{spent} / {target} {spend_meter}</td><td>{started}</td><td>{seconds}</td></tr>',
         q=quote(line.run_id), id=line.run_id, state=state_badge(line.state),
-        released=line.released, rounds=line.rounds, meter=meter(line.released, line.rounds),
+        released=rounds_text(line), meter=meter(line.released, line.rounds),
         now=line.now or line.error, spent=number(line.eps_spent, 3), target=f"{line.eps_agg:g}",
         spend_meter=meter(line.eps_spent, line.eps_agg), started=when(line.started),
         seconds=duration(line.seconds)) for line in lines)
     return fmt('<div class="scroll"><table class="runs"><thead><tr><th>Run</th><th>State</th>'
                '<th>Progress</th><th>eps spent / budget</th><th>Started</th><th>Duration</th>'
                '</tr></thead><tbody>{rows}</tbody></table></div>', rows=rows)
+
+
+def rounds_text(line: RunLine) -> str:
+    """Rounds released of those planned; a finished run that needed fewer says why."""
+    text = f"{line.released} of {line.rounds} rounds"
+    if line.state == "done" and line.released < line.rounds:
+        text += " (every item was complete: the rest were not needed)"
+    return text
 
 
 def runs_page(lines: Sequence[RunLine]) -> Html:
@@ -114,7 +127,7 @@ def run_head(run: RunDetail) -> Html:
     facts = [
         ("State", state_badge(line.state)),
         ("Now", esc(line.now or "–")),
-        ("Rounds released", esc(f"{line.released} of {line.rounds}")),
+        ("Rounds released", esc(rounds_text(line))),
         ("eps spent", fmt("{s} of {t} (delta {d}) {m}", s=number(line.eps_spent, 3),
                          t=f"{line.eps_agg:g}", d=f"{line.delta:g}",
                          m=meter(line.eps_spent, line.eps_agg))),
@@ -157,14 +170,15 @@ def attempt_card(a: AttemptView) -> Html:
         figures.append(f"threshold {number(a.threshold, 1)}")
     if a.expected_fp is not None:
         figures.append(f"false positives: expected {number(a.expected_fp, 2)}, "
-                       f"observed ≥ {a.provable_fp}")
+                       f"certain {a.provable_fp}")
     figures.append(duration(a.seconds))
     figure_html = join(((fmt('<span title="{t}">{f}</span>', t=FP_NOTE, f=f)
                          if f.startswith("false") else esc(f)) for f in figures), " · ")
     reason = fmt('<p class="reason">{r}</p>', r=a.reason) if a.reason else Html("")
     return fmt(
         '<article class="attempt {state}" data-round="{round}" data-attempt="{attempt}" '
-        'data-state="{state}"><h3>Round {round}.{attempt} {badge}</h3>'
+        'data-state="{state}"><h3 title="round {round}, attempt {attempt}">'
+        'Round {round}.{attempt} {badge}</h3>'
         '<ol class="steps">{steps}</ol><p class="figures">{figures}</p>{reason}</article>',
         state=a.state, round=a.round, attempt=a.attempt, badge=state_badge(a.state),
         steps=join(step_chip(s) for s in a.steps), figures=figure_html, reason=reason)
@@ -173,7 +187,8 @@ def attempt_card(a: AttemptView) -> Html:
 def timeline(run: RunDetail) -> Html:
     if not run.attempts:
         return Html('<p class="empty">No round has started yet.</p>')
-    return join(attempt_card(a) for a in reversed(run.attempts))
+    return fmt('<p class="legend">{note}</p>{cards}', note=ATTEMPT_NOTE,
+               cards=join(attempt_card(a) for a in reversed(run.attempts)))
 
 
 def spend_section(run: RunDetail) -> Html:
@@ -275,7 +290,8 @@ def fleet_dropout(f: FleetView) -> Html:
     if not any(d.of for d in f.dropout):
         return Html('<p class="empty">No secure-aggregation stage has closed yet.</p>')
     chart = bars([(STAGE_LABELS[d.stage], d.rate if d.of else 0.0,
-                   f"{d.rate:.1%} ({d.missing} of {d.of})" if d.of else "–")
+                   f"{d.rate:.1%} ({d.missing} of {d.of} devices, over {d.attempts} attempt"
+                   f"{'s' if d.attempts != 1 else ''})" if d.of else "–")
                   for d in f.dropout])
     head = join(fmt("<th>{s}</th>", s=STAGE_LABELS[stage]) for stage in STAGES)
     rows = join(fmt('<tr><td><a href="/runs/{q}">{run}</a> {round}.{attempt}</td>'
@@ -285,9 +301,10 @@ def fleet_dropout(f: FleetView) -> Html:
                     cells=join(_stage_cell(s) for s in a.steps if s.key in STAGES))
                 for a in f.attempts)
     return fmt('{chart}<p class="legend">Share of the previous step\'s devices lost at each '
-               'stage, pooled over the {n} latest attempts. The aggregator closes the unmask '
-               'stage once every mask can be removed, so its count is the answers it needed, '
-               'not a dropout.</p><div class="scroll">'
+               'stage, pooled over the finished attempts among the {n} latest (each device '
+               'counted once per attempt it was in; the attempt under way joins when it ends). '
+               'The aggregator closes the unmask stage once every mask can be removed, so its '
+               'count is the answers it needed, not a dropout.</p><div class="scroll">'
                '<table class="dropout"><thead><tr><th>Attempt</th><th>State</th><th>Cohort</th>'
                '{head}</tr></thead><tbody>{rows}</tbody></table></div>',
                chart=chart, n=len(f.attempts), head=head, rows=rows)

@@ -12,6 +12,7 @@ DENY, nosniff and a same-origin referrer policy; every response but the static a
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
@@ -25,11 +26,12 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from fedhh.errors import ConfigError, NotFoundError, RateLimited
+from fedhh.errors import ConfigError, NotFoundError, RateLimited, shown
 from fedhh.rpc.serving import is_loopback
 from fedhh.rpc.tls import TlsFiles
 from fedhh_coordinator.dashboard import pages
 from fedhh_coordinator.dashboard.auth import COOKIE, Sessions
+from fedhh_coordinator.dashboard.listener import HEAD_TIMEOUT_S, Listener, RequestLog
 from fedhh_coordinator.dashboard.live import LiveStreams
 from fedhh_coordinator.dashboard.markup import Html
 from fedhh_coordinator.dashboard.results import Hit
@@ -85,6 +87,7 @@ class Dashboard:
         self._static = {name: (resources.files(__package__) / "static" / name).read_bytes()
                         for name in STATIC}
         self._runner: web.AppRunner | None = None
+        self._listener: Listener | None = None
         self._on_close: list[Callable[[], None]] = []
         self.app = web.Application(middlewares=[self._headers, self._signed_in],
                                    client_max_size=64 * 1024)
@@ -117,24 +120,27 @@ class Dashboard:
         elif not (insecure and is_loopback(f"{host}:{port}")):
             raise ConfigError(f"the dashboard on {host}:{port} needs TLS files (--tls-dir); "
                               "plaintext only with --insecure on loopback")
+        # Keep-alive bounds how long a connection may wait for its next request head; the
+        # listener bounds the first one and how many connections are held (listener.py).
         self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
-                                     keepalive_timeout=75.0)
+                                     keepalive_timeout=HEAD_TIMEOUT_S, logger=RequestLog())
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, ssl_context=context)
+        self._listener = Listener(self._runner.server, context)
         try:
-            await site.start()
-        except OSError as error:
+            self.port = self._listener.bind(host, port)
+        except ConfigError:
             await self._runner.cleanup()
-            raise ConfigError(f"the dashboard cannot listen on {host}:{port}: "
-                              f"{error.strerror}") from None
-        sockets = self._runner.addresses
-        self.port = int(sockets[0][1]) if sockets else port
+            raise
+        self._listener.start()
         return self.port
 
     def on_close(self, callback: Callable[[], None]) -> None:
         self._on_close.append(callback)
 
     async def close(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -145,13 +151,15 @@ class Dashboard:
     # ---- middlewares -----------------------------------------------------------------------
     @web.middleware
     async def _headers(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if self._listener is not None:
+            self._listener.saw_request(request.protocol)
         try:
             response = await handler(request)
         except web.HTTPException as error:
             self._secure(error.headers)
             raise
         except Exception:  # a bug: a generic page, the traceback in the log
-            log.exception("dashboard error", extra={"path": request.path})
+            log.exception("dashboard error", extra={"path": shown(request.path)})
             response = web.Response(text="internal error", status=500)
         if not response.prepared:
             self._secure(response.headers)
@@ -189,7 +197,10 @@ class Dashboard:
 
     async def login(self, request: web.Request) -> web.Response:
         self._same_origin(request)
-        form = await request.post()
+        try:  # a body trickled in byte by byte would hold the connection
+            form = await asyncio.wait_for(request.post(), HEAD_TIMEOUT_S)
+        except TimeoutError:
+            raise web.HTTPRequestTimeout(text="the sign-in form came too slowly") from None
         token, next_path = form.get("token"), safe_next(form.get("next"))
         if not isinstance(token, str) or len(token) > 4096:
             return html_response(pages.login("Enter the admin token.", next_path), 400)

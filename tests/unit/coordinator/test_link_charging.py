@@ -64,8 +64,8 @@ class Shard:
 class Plan:
     """Scripts what the fake combiner does with each attempt (by attempt number)."""
 
-    # per shard: "released", "released-short" (proves fewer than n_min), "aborted" (before
-    # unmasking) or "lost" (aborted after unmasking began)
+    # per shard: "released", "released-short" (proves fewer than n_min), "released-unsigned"
+    # (proves nobody), "aborted" (before unmasking) or "lost" (aborted after unmasking began)
     shards: Callable[[int], list[str]]
     # after the coordinator's hook accepted the evidence: "deliver", "unreachable" (the
     # combiner is lost while the total is read) or "hang" (the coordinator dies meanwhile)
@@ -73,6 +73,9 @@ class Plan:
     # how many result calls fail as unreachable before the evidence is sent (the service is
     # starved or restarting, and still runs the round)
     silent_calls: int = 0
+    # what the service says of a round once it stops being silent: None, it aborted after
+    # unmasking ("gone"); a number, the same with that many contributors claimed (unverified)
+    claimed: int | None = None
 
 
 @dataclass
@@ -127,6 +130,8 @@ class FakeCombiner:
             return ShardRelease(rid, True, True, self._evidence(shard))
         if fate == "released-short":
             return ShardRelease(rid, True, True, self._evidence(shard, N_MIN - 1))
+        if fate == "released-unsigned":
+            return ShardRelease(rid, True, True, self._evidence(shard, 0))
         return ShardRelease(rid, False, fate == "lost", None, fate)
 
     async def sharded_result(self, round_id: bytes, timeout_s: float, on_release: ShardsHook
@@ -138,7 +143,7 @@ class FakeCombiner:
             raise AggregatorUnavailable("DEADLINE_EXCEEDED")
         attempt = int(round_id.decode().split("/")[2])  # run/round/attempt[/s<shard>]
         fates = self.plan.shards(attempt)
-        if "released" not in fates and "released-short" not in fates:
+        if not any(f.startswith("released") for f in fates):
             raise RoundAborted("the combiner aborted the round: no shard released",
                                reached_unmask="lost" in fates)
         releases = [self._release(s, f) for s, f in zip(shards, fates, strict=True)]
@@ -156,9 +161,10 @@ class FakeCombiner:
     async def outcome(self, round_id: bytes, sharded: bool = False) -> AggregatorOutcome:
         if self.holds_sum:
             return AggregatorOutcome("released", True, True)
-        if self.calls <= self.plan.silent_calls:
+        if self.calls <= self.plan.silent_calls and self.plan.claimed is None:
             return AggregatorOutcome("running", stage="SHARE_KEYS")
-        return AggregatorOutcome("aborted", reached_unmask=True, reason="gone")
+        return AggregatorOutcome("aborted", reached_unmask=True, reason="gone",
+                                 contributors=self.plan.claimed)
 
     async def cancel(self, round_id: bytes, sharded: bool = False) -> None:
         self.cancelled.append(round_id)
@@ -289,9 +295,43 @@ def test_a_shard_proving_too_few_refuses_the_total_charges_once_and_retries(
     store, combiner = scenario(tmp_path, plan)
     assert [(a, s) for a, s, _ in attempts(store, "run")] == [(1, "lost"), (2, "released")]
     # Attempt 1's total exists and was dropped unread (cancelled at the combiner): charged
-    # once, at the smallest proven count; attempt 2 is charged on its own.
-    assert spends(store, "run") == [(0, 1, N_MIN - 1), (0, 2, DEVICES)]
+    # once, at n_min (no honest device unmasks for fewer); attempt 2 is charged too.
+    assert spends(store, "run") == [(0, 1, N_MIN), (0, 2, DEVICES)]
     assert combiner.cancelled == [combiner.opened[0][0]]
+
+
+@pytest.mark.parametrize("fate", ["released-short", "released-unsigned"])
+@pytest.mark.parametrize("sharded", [True, False])
+def test_bad_release_evidence_is_charged_at_n_min_not_at_what_it_proves(
+        tmp_path: Path, sharded: bool, fate: str) -> None:
+    """Issue 28: a release whose evidence proves fewer than n_min (here n_min - 1, or nobody)
+    was charged at the proven count, at least two: one lying release charged a sum of two
+    devices and could burn the run's budget. A device unmasks only for at least n_min signed
+    survivors, so the refused sum, if it exists, is over n_min or more: it is charged at
+    n_min, and the round retried."""
+    plan = Plan(lambda a: [fate if a == 1 else "released"] * (3 if sharded else 1))
+    overrides = {} if sharded else {"shard_size": None, "target_devices": SHARD}
+    store, combiner = scenario(tmp_path, plan, sharded=sharded, **overrides)
+    n = DEVICES if sharded else SHARD
+    assert [(a, s) for a, s, _ in attempts(store, "run")] == [(1, "lost"), (2, "released")]
+    assert spends(store, "run") == [(0, 1, N_MIN), (0, 2, n)]
+    assert combiner.cancelled[:1] == [combiner.opened[0][0]]
+
+
+@pytest.mark.parametrize("sharded", [True, False])
+def test_a_lost_attempt_is_charged_at_n_min_whatever_the_service_claims(
+        tmp_path: Path, sharded: bool) -> None:
+    """Issue 28: an attempt settled as lost (the service stops answering, then says it aborted
+    after unmasking began) was charged at the service's own count of contributors: a lying
+    service that claims 10^6 shrank the charge of a sum that exists. Nothing proves a count
+    then, so it is charged at n_min."""
+    plan = Plan(every("released") if sharded else lambda a: ["released"], silent_calls=1,
+                claimed=10**6)
+    overrides = {} if sharded else {"shard_size": None, "target_devices": SHARD}
+    store, _ = scenario(tmp_path, plan, sharded=sharded, **overrides)
+    n = DEVICES if sharded else SHARD
+    assert [(a, s) for a, s, _ in attempts(store, "run")] == [(1, "lost"), (2, "released")]
+    assert spends(store, "run") == [(0, 1, N_MIN), (0, 2, n)]
 
 
 def test_no_shard_released_after_unmasking_began_charges_n_min_once(tmp_path: Path) -> None:

@@ -170,12 +170,14 @@ def test_a_shard_lost_after_unmasking_charges_the_round_at_its_n_min() -> None:
 
 def test_a_shard_that_proves_fewer_than_its_n_min_refuses_the_whole_total() -> None:
     """Its sum inside the total would expose its few members to whoever reads the total next to
-    the others' sums; the total is not read, and charged at the smallest proven count."""
+    the others' sums; the total is not read, and charged at n_min: a device unmasks only for
+    at least n_min signed survivors, so no sum holding an honest report is smaller (issue 28:
+    charged at the 4 proven before, which a lying release could push down to 2)."""
     r = Round(2)
     verdict = r.verify([r.released(0), r.released(1, survivors=6, signers=4)])
     assert verdict.refusal is not None and "shard 1 proves 4 contributors < its n_min 5" in \
         verdict.refusal
-    assert verdict.charge == 4
+    assert verdict.charge == N_MIN
 
 
 def test_malformed_shard_evidence_refuses_the_total() -> None:
@@ -186,7 +188,7 @@ def test_malformed_shard_evidence_refuses_the_total() -> None:
                                                                        num_contributors=80))
     verdict = r.verify([r.released(0), inflated])
     assert verdict.refusal is not None and "shard 1" in verdict.refusal
-    assert verdict.charge == 2  # the smallest a sum can be, the largest charge
+    assert verdict.charge == N_MIN  # whatever the lie proves: n_min
 
 
 def test_a_release_with_no_released_shard_is_not_a_release() -> None:

@@ -1,0 +1,85 @@
+"""`fedhh admin` without a coordinator: what it writes and how it reads its options (the client
+is replaced by a recording stand-in)."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from fedhh.cli.main import main
+from fedhh.rpc import admin_client
+from fedhh.rpc.device_users import read_tokens
+
+
+class Recorder:
+    """Stands in for AdminClient: mints predictable tokens and remembers its calls."""
+
+    calls: ClassVar[list[tuple[str, Any]]] = []
+
+    def __init__(self, address: str, token: bytes, ca: str | None) -> None:
+        Recorder.calls.append(("connect", address))
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+    def mint_tokens(self, count: int, ttl_s: float = 0.0, label: str = "") -> list[str]:
+        Recorder.calls.append(("mint", count))
+        return [f"{i:064x}" for i in range(count)]
+
+
+@pytest.fixture
+def recorder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    Recorder.calls = []
+    monkeypatch.setattr(admin_client, "AdminClient", Recorder)
+    token = tmp_path / "admin.token"
+    token.write_text("0123456789abcdef0123")
+    return token
+
+
+def test_mint_tokens_for_users_writes_one_process_share(recorder: Path, tmp_path: Path) -> None:
+    """The share an operator hands one outside device process: USER TOKEN for its users only,
+    readable by the operator only, and `fedhh device --users tokens` reads those users."""
+    out = tmp_path / "outside.tokens"
+    assert main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
+                 "mint-tokens", "--users", "250:253", "--out", str(out)]) == 0
+    assert ("mint", 3) in Recorder.calls
+    assert read_tokens(out) == {250: f"{0:064x}", 251: f"{1:064x}", 252: f"{2:064x}"}
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("users", ["5:5", "9:3", "-1:4", "x:y", "7"])
+def test_a_bad_user_span_is_one_line(recorder: Path, tmp_path: Path, users: str,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
+              "mint-tokens", f"--users={users}", "--out", str(tmp_path / "t")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--users" in err[0] and repr(users) in err[0]
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_connection_options_go_before_or_after_the_action(recorder: Path, tmp_path: Path,
+                                                          where: str) -> None:
+    """Issue 28: `fedhh admin list --coordinator X` failed: the options had to come first."""
+    out = tmp_path / "t"
+    connection = ["--coordinator", "127.0.0.1:7000", "--token-file", str(recorder)]
+    action = ["mint-tokens", "--count", "2", "--out", str(out)]
+    argv = [*connection, *action] if where == "before" else [*action, *connection]
+    assert main(["admin", *argv]) == 0
+    assert ("connect", "127.0.0.1:7000") in Recorder.calls
+
+
+def test_a_missing_coordinator_is_one_line(recorder: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["admin", "list", "--token-file", str(recorder)])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "fedhh admin: error: --coordinator HOST:PORT is required (before or after the action)"]

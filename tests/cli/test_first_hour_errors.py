@@ -1,0 +1,305 @@
+"""A new user's first hour (issue 28): each command the issue tried, fed as it was typed. Every
+refusal is one line naming the value and what would be accepted, with exit code 2, before any
+work; Ctrl-C and a closed pipe end a command at once without a traceback; what a command
+prints is the real figure; every option has help; one name per concept."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fedhh.cli.main import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[2]
+FEDHH = [sys.executable, "-m", "fedhh.cli.main"]
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def one_line_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    code, _, err = run(argv, capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, (code, err)
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "cache"
+    monkeypatch.setenv("FEDHH_CACHE", str(path))
+    return path
+
+
+@pytest.fixture
+def users(tmp_path: Path) -> Path:
+    """300 users over a few words: a dataset that simulates in a second."""
+    words = ["apple", "banana", "cherry", "damson", "elder"]
+    path = tmp_path / "users.txt"
+    path.write_text("".join(f"{words[u % 5]} {words[(u * 3) % 5]}\n" for u in range(300)))
+    return path
+
+
+SMALL = ["--rounds", "2", "--dim-limit", "1024", "--max-bits", "20", "--quiet"]
+
+
+@pytest.mark.parametrize("value", ["1e30", "1e12"])
+def test_simulate_with_an_absurd_dim_limit(value: str, cache: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a ValueError or a 4 TiB allocation, with a traceback."""
+    line = one_line_error(["simulate", "--dim-limit", value], capsys)
+    assert "--dim-limit" in line and "dim_limit must be at most 268435456" in line
+    assert not cache.exists()  # refused before the dataset was even looked at
+
+
+@pytest.mark.parametrize("option", ["--json", "--plot"])
+def test_simulate_output_paths_are_checked_before_the_run(
+        option: str, users: Path, cache: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: --json DIR failed with a traceback after the whole run; --plot DIR silently
+    wrote DIR.png."""
+    line = one_line_error(["simulate", "--dataset", str(users), option, str(tmp_path)], capsys)
+    assert f"{option} {tmp_path} is a folder; give a file name" in line
+    line = one_line_error(["simulate", "--dataset", str(users), option,
+                           str(tmp_path / "missing" / "out.json")], capsys)
+    assert "does not exist" in line
+    assert not cache.exists()
+
+
+def test_simulate_plot_needs_a_format(users: Path, tmp_path: Path, cache: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    line = one_line_error(["simulate", "--dataset", str(users), "--plot",
+                           str(tmp_path / "marginal")], capsys)
+    assert "must end in one of .png, .pdf" in line
+
+
+def test_loadtest_json_in_a_missing_folder_is_refused_before_any_service_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    started = time.monotonic()
+    line = one_line_error(["loadtest", "--devices", "10", "--json",
+                           str(tmp_path / "missing" / "x.json"), "--workdir",
+                           str(tmp_path / "work")], capsys)
+    assert "--json" in line and "does not exist" in line
+    assert not (tmp_path / "work").exists() and time.monotonic() - started < 10
+
+
+def test_privacy_with_eps_agg_1000_answers(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: OverflowError in the solver's Gaussian start (e^1000)."""
+    code, out, err = run(["privacy", "--eps-agg", "1000", "--delta", "1e-6", "--rounds", "4",
+                          "--devices", "1000"], capsys)
+    assert code == 0 and "capped at eps_local = 40.0" in out and not err
+
+
+def test_simulate_with_eps_agg_1000_runs(users: Path, cache: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["simulate", "--dataset", str(users), "--eps-agg", "1000", *SMALL],
+                       capsys)
+    assert code == 0 and "Traceback" not in err
+
+
+def test_simulate_prints_what_an_explicit_eps_local_really_spends(
+        users: Path, cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "eps_agg=0.1" and no ledger, whatever --eps-local 9 really spent."""
+    import json
+
+    out_file = tmp_path / "out.json"
+    code, out, _ = run(["simulate", "--dataset", str(users), "--eps-agg", "0.1",
+                        "--eps-local", "9", "--rounds", "2", "--dim-limit", "1024",
+                        "--max-bits", "20", "--json", str(out_file)], capsys)
+    assert code == 0
+    payload = json.loads(out_file.read_text())
+    spent = payload["privacy"]["eps_agg"]
+    assert spent > 1.0 and payload["privacy"]["eps_agg_target"] == 0.1
+    assert payload["ledger"] is not None and payload["ledger"]["eps_agg"] == spent
+    assert len(payload["ledger"]["spends"]) == 2
+    assert re.search(rf"privacy: eps_agg={spent:.4g}", out), out
+
+
+def test_ctrl_c_in_simulate_is_one_line_and_exit_130_at_once(tmp_path: Path) -> None:
+    """Before: a KeyboardInterrupt traceback, 13 s (25 s on a busy machine) after the key:
+    the round under way ran to its end first."""
+    words = [f"w{i}" for i in range(3000)]
+    data = tmp_path / "big.txt"
+    data.write_text("".join(f"{words[(u * 7) % 3000]} {words[(u * 13) % 3000]}\n"
+                            for u in range(20_000)))
+    process = subprocess.Popen(
+        [*FEDHH, "simulate", "--quiet", "--dataset", str(data), "--per-device",
+         "--dim-limit", "65536", "--rounds", "4", "--eps-local", "4"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "FEDHH_CACHE": str(tmp_path / "cache")})
+    try:
+        deadline = time.monotonic() + 300
+        while cpu_seconds(process.pid) < 4.0:  # it is computing (reading, then the rounds)
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.1)  # polling the process's CPU time
+        process.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        _, err = process.communicate(timeout=60)
+        elapsed = time.monotonic() - started
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, err
+    assert err.strip().splitlines() == ["fedhh simulate: interrupted"], err
+    assert elapsed < 5.0, elapsed
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_privacy_amplify_into_a_closed_pipe_ends_quietly() -> None:
+    """`fedhh privacy amplify ... | head -1`: before, a BrokenPipeError traceback."""
+    process = subprocess.Popen(
+        [*FEDHH, "privacy", "amplify", "--eps-local", "4", "--delta", "1e-6", "--rounds", "1",
+         "--devices", "100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.readline()
+    process.stdout.close()  # what `head -1` does after its line
+    err = process.stderr.read().decode()
+    process.wait(120)
+    assert process.returncode in (0, 141) and not err, err
+
+
+def readme_commands(path: Path, prefix: str) -> Iterator[list[str]]:
+    """The command lines of a page that start with ``prefix`` (continuation lines joined),
+    without the program name."""
+    text = path.read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        line = line.split("  #")[0].strip().strip("`")
+        if line.startswith(prefix):
+            yield shlex.split(line)[1:]
+
+
+def test_the_readme_privacy_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: the README's `fedhh privacy amplify` line failed (--delta is required)."""
+    commands = list(readme_commands(ROOT / "README.md", ".venv/bin/fedhh privacy"))
+    assert any(c[:2] == ["privacy", "amplify"] for c in commands)
+    for argv in commands:
+        code, _, err = run(argv, capsys)
+        assert code == 0, (argv, err)
+
+
+def code_block_lines(path: Path) -> Iterator[str]:
+    """The lines of a page's fenced code blocks, continuation lines joined."""
+    inside = False
+    for line in path.read_text().replace("\\\n", " ").splitlines():
+        if line.strip().startswith("```"):
+            inside = not inside
+        elif inside:
+            yield line.split("  #")[0].strip()
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/codecs.md", "docs/privacy.md",
+                                 "docs/networked.md"])
+def test_documented_options_exist(doc: str) -> None:
+    """Every option a `fedhh ...` command of these pages' code blocks names is an option of
+    that command (docs/codecs.md said `fedhh simulate --encoding german`: the option is
+    --codec)."""
+    commands = {}
+    for path, action in walk(build_parser(), "fedhh"):
+        command = path.split()[1] if len(path.split()) > 1 else ""
+        commands.setdefault(command, set()).update(action.option_strings)
+    checked = 0
+    for line in code_block_lines(ROOT / doc):
+        words = line.split()
+        if not words or words[0] not in ("fedhh", ".venv/bin/fedhh") or len(words) < 2:
+            continue
+        known = commands.get(words[1])
+        if known is None:
+            continue
+        used = {w.split("=")[0] for w in words[2:] if w.startswith("--")}
+        assert used <= known, f"{doc}: {line}: {sorted(used - known)}"
+        checked += 1
+    assert checked
+
+
+def test_up_with_an_empty_dataset(tmp_path: Path, cache: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "need 3 <= min_devices <= target_devices", naming neither the dataset nor
+    the problem."""
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    line = one_line_error(["up", "--dataset", str(empty)], capsys)
+    assert "0 of its users hold an item" in line
+
+
+def test_up_with_too_few_devices_says_so_at_once(tmp_path: Path, cache: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `up --devices 5` started every service and tried five attempts before saying
+    that no secure-aggregation parameters exist for 5 devices."""
+    data = tmp_path / "five.txt"
+    data.write_text("apple\nbanana\ncherry\ndamson\nelder\n")
+    started = time.monotonic()
+    line = one_line_error(["up", "--dataset", str(data), "--workdir", str(tmp_path / "w")],
+                          capsys)
+    assert "a cohort of 5 devices cannot run secure aggregation" in line
+    assert "use more devices, or a lower expected_dropout or corrupt_fraction" in line
+    assert not (tmp_path / "w").exists() and time.monotonic() - started < 30
+
+
+def test_data_import_of_an_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                      ) -> None:
+    """Before: "imported" with 0 users."""
+    empty = tmp_path / "nothing.txt"
+    empty.write_text("")
+    line = one_line_error(["data", "import", str(empty), "--format", "text", "--out",
+                           str(tmp_path / "out")], capsys)
+    assert "none of its 0 users holds an item" in line
+    assert not (tmp_path / "out").exists()
+
+
+def walk(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.Action]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from walk(sub, f"{path} {name}")
+        else:
+            yield path, action
+
+
+def test_every_option_has_help() -> None:
+    """Before: loadtest --devices/--rounds, every service's --metrics-host and --log-level,
+    combiner --max-tombstones/--tombstone-ttl and health --timeout had none."""
+    missing = [f"{path} {'/'.join(a.option_strings) or a.dest}"
+               for path, a in walk(build_parser(), "fedhh")
+               if not a.help and not isinstance(a, argparse._HelpAction)]
+    assert missing == []
+
+
+@pytest.mark.parametrize(("argv", "dest", "value"), [
+    (["privacy", "--privacy-method", "clones", "--delta", "1e-6", "--rounds", "1"],
+     "method", "clones"),
+    (["privacy", "--method", "clones", "--delta", "1e-6", "--rounds", "1"], "method",
+     "clones"),
+    (["loadtest", "--devices", "9", "--drop-rate", "0.1"], "dropout", 0.1),
+    (["loadtest", "--devices", "9", "--dropout", "0.1"], "dropout", 0.1),
+    (["loadtest", "--devices", "9", "--shard-size", "3"], "shard_size", 3),
+    (["device", "--coordinator", "x:1", "--drop-rate", "0.2"], "drop_rate", 0.2),
+    (["device", "--coordinator", "x:1", "--dropout", "0.2"], "drop_rate", 0.2),
+])
+def test_one_name_per_concept_and_the_old_names_still_work(argv: list[str], dest: str,
+                                                           value: object) -> None:
+    """The run settings' names (--privacy-method, --shard-size) and the devices' --drop-rate
+    everywhere; --method and --dropout are kept as the former names."""
+    assert getattr(build_parser().parse_args(argv), dest) == value

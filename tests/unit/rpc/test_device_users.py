@@ -1,0 +1,65 @@
+"""`fedhh device --users` and its tokens: ranges, shards i/N, and the users a tokens file names
+(one token per line, line u for user u, or ``USER TOKEN`` lines for one process's share)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedhh.errors import ConfigError
+from fedhh.rpc.device_users import read_tokens, shard_range, tokens_for, user_range
+
+A, B, C = ("a" * 64, "b" * 64, "c" * 64)
+
+
+@pytest.mark.parametrize(("users", "count"), [(200, 3), (1387, 4), (7, 7), (10, 6), (1, 1)])
+def test_shards_are_disjoint_cover_every_user_and_are_never_empty(users: int,
+                                                                  count: int) -> None:
+    shards = [shard_range(i, count, users) for i in range(count)]
+    assert [u for shard in shards for u in shard] == list(range(users))
+    sizes = {len(shard) for shard in shards}
+    assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
+
+
+def test_user_specs() -> None:
+    assert user_range("10:20", 100) == range(10, 20)
+    assert user_range(":", 100) == range(100)
+    assert user_range("1/2", 100) == range(50, 100)
+
+
+@pytest.mark.parametrize("text", ["2/2", "-1/2", "a:b", "5:200", "20:10", "3/101", "1/0",
+                                  "random:5", "auto/4"])
+def test_bad_user_specs_are_refused_by_name(text: str) -> None:
+    with pytest.raises(ConfigError, match=r"--users|shards"):
+        user_range(text, 100)
+
+
+def test_a_positional_file_gives_line_u_to_user_u(tmp_path: Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(f"{A}\n\n{C}\n")
+    assert read_tokens(path) == {0: A, 2: C}
+    assert tokens_for(str(path), [2]) == {2: C}
+
+
+def test_a_keyed_file_gives_only_the_users_it_names(tmp_path: Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(f"5 {A}\n9 {B}\n\n13 {C}\n")
+    assert read_tokens(path) == {5: A, 9: B, 13: C}
+    assert tokens_for(str(path), [9, 13]) == {9: B, 13: C}
+    with pytest.raises(ConfigError, match=r"no token for users \[6\]"):
+        tokens_for(str(path), [5, 6])
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    (f"5 {A}\n{B}\n", "not both"),
+    (f"x {A}\n", "USER TOKEN"),
+    (f"5 {A}\n5 {B}\n", "a second token for user 5"),
+    ("5 é\n", "cannot read"),
+])
+def test_a_malformed_tokens_file_is_one_clear_error(tmp_path: Path, text: str,
+                                                    match: str) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        read_tokens(path)

@@ -1,0 +1,114 @@
+"""RunConfig's upper bounds (issue 28): every count, size and time a run names is refused by
+name, in one line, above its documented bound, before anything is computed from it; at the
+bound it is not refused for its size."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from fedhh.config import (
+    MAX_ATTEMPTS,
+    MAX_CODEC_SPEC_CHARS,
+    MAX_DENY_ITEMS,
+    MAX_DEVICES,
+    MAX_ITEM_CHARS,
+    MAX_LIST_CHARS,
+    MAX_NETWORK_DIM_LIMIT,
+    MAX_OVERSUBSCRIPTION,
+    MAX_ROUNDS,
+    MAX_SIMULATION_DIM_LIMIT,
+    MAX_WINDOW_MS,
+    WINDOW_FIELDS,
+    Mode,
+    RunConfig,
+)
+from fedhh.errors import ConfigError
+
+NETWORK = dict(target_devices=1000, min_devices=100)
+
+# (field, the bound, the mode it is checked in)
+BOUNDS: list[tuple[str, Any, Mode]] = [
+    ("rounds", MAX_ROUNDS, Mode.SIMULATION),
+    ("max_bits", 1024, Mode.SIMULATION),
+    ("segment_bits", 1024, Mode.SIMULATION),
+    ("dim_limit", MAX_SIMULATION_DIM_LIMIT, Mode.SIMULATION),
+    ("dim_limit", MAX_NETWORK_DIM_LIMIT, Mode.NETWORK),
+    ("target_devices", MAX_DEVICES, Mode.NETWORK),
+    ("min_devices", MAX_DEVICES, Mode.NETWORK),
+    ("shard_size", MAX_DEVICES, Mode.NETWORK),
+    ("max_attempts", MAX_ATTEMPTS, Mode.NETWORK),
+    ("oversubscription", MAX_OVERSUBSCRIPTION, Mode.NETWORK),
+    *[(name, MAX_WINDOW_MS, Mode.NETWORK)
+      for name in ("checkin_ms", "checkin_quiet_ms", "stage_ms", *WINDOW_FIELDS)],
+]
+
+
+def over(value: Any) -> Any:
+    return value * 1.5 if isinstance(value, float) else value + 1
+
+
+def shown(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@pytest.mark.parametrize(("name", "bound", "mode"), BOUNDS)
+def test_a_value_over_its_bound_is_refused_by_name(name: str, bound: Any, mode: Mode) -> None:
+    base = NETWORK if mode is Mode.NETWORK else {}
+    with pytest.raises(ConfigError, match=rf"^{name} must be at most {shown(bound)}\b") as refused:
+        RunConfig(**{**base, name: over(bound)}).validate(mode)
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(("name", "bound", "mode"), BOUNDS)
+def test_a_value_at_its_bound_is_not_refused_for_its_size(name: str, bound: Any,
+                                                          mode: Mode) -> None:
+    base = NETWORK if mode is Mode.NETWORK else {}
+    try:
+        RunConfig(**{**base, name: bound}).validate(mode)
+    except ConfigError as error:  # another rule may still refuse the combination
+        assert not str(error).startswith(f"{name} must be at most"), error
+
+
+@pytest.mark.parametrize(("values", "match"), [
+    ({"deny_list": ("x",) * (MAX_DENY_ITEMS + 1)}, "the deny list has 1000001 items"),
+    ({"deny_list": ("y" * (MAX_ITEM_CHARS + 1),)}, r"\(1001 characters\) is too long"),
+    ({"codec": "{" + " " * MAX_CODEC_SPEC_CHARS}, "the codec spec has"),
+    ({"round_items": "1," * MAX_LIST_CHARS}, "round_items has"),
+    ({"round_budget": "1," * MAX_LIST_CHARS}, "round_budget has"),
+    ({"round_fp_ratio": "0.5," * MAX_LIST_CHARS}, "round_fp_ratio has"),
+])
+def test_sizes_over_their_bounds_are_refused(values: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        RunConfig(**values).validate()
+
+
+@pytest.mark.parametrize("rounds", [2**32 - 1, 2 * 10**7])
+def test_absurd_rounds_are_refused_at_once_with_memory_flat(rounds: int) -> None:
+    """Before: rounds = 2^32 - 1 raised a MemoryError (the per-round list of round_items) and
+    2*10^7 took the coordinator to 7.6 GB."""
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(ConfigError, match=f"rounds must be at most {MAX_ROUNDS}"):
+            RunConfig(rounds=rounds, **NETWORK).validate(Mode.NETWORK)
+        elapsed = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert elapsed < 1.0 and peak < 1 << 20, (elapsed, peak)
+
+
+def test_a_cohort_without_secure_aggregation_parameters_is_refused_up_front() -> None:
+    """Issue 28: `fedhh up --devices 5` tried five attempts before saying that no (k, t)
+    exists for 5 devices. Such a run is now refused at validation, naming what would do."""
+    with pytest.raises(ConfigError, match=r"a cohort of 5 devices cannot run secure "
+                                          r"aggregation: no \(k, t\) for n=5.*use more devices"):
+        RunConfig(target_devices=5, min_devices=3).validate(Mode.NETWORK)
+    RunConfig(target_devices=5, min_devices=3, expected_dropout=0.0,
+              corrupt_fraction=0.0).validate(Mode.NETWORK)  # no dropout assumed: (k, t) exist
+    with pytest.raises(ConfigError, match="a cohort of 20 devices"):  # a shard is the cohort
+        RunConfig(target_devices=1000, min_devices=20, shard_size=20).validate(Mode.NETWORK)
