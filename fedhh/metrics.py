@@ -144,6 +144,23 @@ def whole_items(hitters_codes: np.ndarray, ended: np.ndarray, truth: Truth) -> d
             "truncated_found": int(np.count_nonzero(~ended))}
 
 
+WHOLE_TOP_K = (50, 100, 1000)
+
+
+def whole_recall(item_codes: np.ndarray, truth: Any, whole_codes: np.ndarray,
+                 top_k: Sequence[int] = WHOLE_TOP_K) -> dict[str, float]:
+    """Share of the k most frequent *items* (weighted distribution, ``GroundTruth``) found
+    whole: their own code among ``whole_codes`` (ended heavy hitters). Unlike ``recall_at``,
+    which ranks codes, a code truncated at max_bits (it stands for several items) finds none
+    of them (issue 27)."""
+    found = np.asarray(whole_codes)
+    out = {}
+    for k in top_k:
+        top = np.asarray(item_codes)[truth.top(k)]
+        out[str(k)] = float(np.mean(np.isin(top, found))) if top.size else 0.0
+    return out
+
+
 def marginal_curve(output_codes: Sequence[int] | np.ndarray, truth: Truth, which: str,
                    window: int = WINDOW) -> tuple[np.ndarray, np.ndarray]:
     """Sliding-window sums of true frequency over H (by true frequency) and over the true top.

@@ -28,6 +28,7 @@ names (development, the default dataset, held out), `utility-all` for all of the
   utility            20. every lever alone and combined, on every population
   small-regime       21. candidates for the small-population regime (development only)
   round-items        22. several items per report (swept on development only)
+  item-kinds         23. items of every kind: codebooks and completion rounds (issue 27)
 
 Every configuration runs once per seed (--seeds N: seeds 0..N-1) and is stored in a result
 store (--store, default <cache>/experiments); a finished run is never recomputed, so an
@@ -79,7 +80,7 @@ def register(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="study", required=True, metavar="STUDY")
     titles = {s.name: f"{s.number}. {s.title}" for s in STUDIES}
     groups = {"all": "The paper's studies (1-9), one report.",
-              "utility-all": "The utility levers' studies (12-22), one report."}
+              "utility-all": "The utility levers' studies (12-23), one report."}
     for name in (*STUDY_NAMES, *groups):
         sp = sub.add_parser(name, parents=[common], help=titles.get(name, groups.get(name)),
                             description=titles.get(name, groups.get(name)))

@@ -73,7 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from fedhh.data.registry import resolve_dataset
     from fedhh.rpc.admin_client import AdminClient
-    from fedhh.rpc.run_config import to_proto
+    from fedhh.rpc.run_config import from_proto, to_proto
     from fedhh.rpc.topology import LocalTopology
 
     base = config_from_args(args, Mode.NETWORK, exclude=DERIVED)
@@ -111,9 +111,13 @@ def run(args: argparse.Namespace) -> int:
         ca = None if args.insecure else topo.workdir / "tls" / "ca.pem"
         with AdminClient(topo.address("coordinator"), topo.token("admin"), ca) as admin:
             run_ = admin.start_run(to_proto(config), run_id="demo")
+            stored = from_proto(run_.config)  # completion rounds dropped if too few devices
+            completion = (f", the last {stored.completion()} completing items longer than "
+                          f"{stored.max_bits} bits at eps_local + ln {stored.completion_weight}"
+                          if stored.completion() else "")
             print(f"run {run_.run_id}: eps_local {run_.eps_local:.3f} per round for "
-                  f"(eps_agg {config.eps_agg}, delta {config.delta}) over {config.total_rounds} "
-                  "rounds", flush=True)
+                  f"(eps_agg {config.eps_agg}, delta {config.delta}) over up to "
+                  f"{stored.total_rounds} rounds{completion}", flush=True)
             final = admin.wait(run_.run_id, args.timeout, on_change=Narrator())
             results = admin.results(run_.run_id)
         _print_results(final, results)
@@ -190,10 +194,14 @@ def say(line: str) -> None:
 
 def explain(run: Any, results: Any) -> None:
     """Why the run ended where it did and why it found what it found."""
+    from fedhh.rpc.run_config import from_proto
+
     released = [r for r in run.rounds if r.state == "released"]
-    if run.state == "done" and len(released) < run.config.total_rounds:
-        print(f"\nThe tree finished after {len(released)} of {run.config.total_rounds} rounds: "
-              "every prefix kept reached its end, so no round was left to run.")
+    planned = from_proto(run.config).total_rounds
+    if run.state == "done" and len(released) < planned:
+        print(f"\nThe tree finished after {len(released)} of {planned} rounds: every prefix "
+              "kept reached its end, so no round was left to run (unused rounds are not "
+              "charged).")
     if released:
         last = max(released, key=lambda r: r.round)
         n = last.participants
@@ -218,7 +226,13 @@ def _print_results(run: Any, results: Any) -> None:
               f"{r.prefixes:8d}  {r.segment_bits:2d}  {r.domain_size:7d}  {r.kept:5d}  "
               f"{r.finished:5d}  {r.reason}")
     print()
-    print(f"{len(results.heavy_hitters)} heavy hitters:")
+    print(f"{len(results.heavy_hitters)} heavy hitters (by round, then estimate; estimates of "
+          "different rounds are not comparable, `fedhh simulate --help` says why):")
     for i, h in enumerate(results.heavy_hitters, start=1):
         print(f"  {i:3d}. {h.item:20s} estimated count {h.estimate:8.1f}  (round {h.round})")
+    if results.cut_prefixes:
+        print(f"{len(results.cut_prefixes)} heavy prefixes the completion rounds could not "
+              "complete:")
+        for h in results.cut_prefixes:
+            print(f"       {h.item:20s} estimated count {h.estimate:8.1f}  (round {h.round})")
     sys.stdout.flush()

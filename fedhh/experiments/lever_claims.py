@@ -34,6 +34,7 @@ from fedhh.experiments.studies import (
     HELD_OUT,
     HINTS,
     ITEMS_SWEEP,
+    KINDS_POPULATIONS,
     LENIENT,
     LEVERS,
     SMALL_SWEEP,
@@ -288,6 +289,50 @@ def _round_items(r: StudyResults) -> list[ClaimResult]:
     return out
 
 
+PRECISION = 0.8  # issue 27: the output's share of whole true items
+
+
+def _whole(r: StudyResults, label: str) -> str:
+    return (f"{label}: {r[label].stat('whole_items_found').fmt()} whole, precision "
+            f"{r[label].stat('whole_precision').fmt(3)}, top 50 "
+            f"{r[label].stat('whole_recall_top50').fmt(2)}")
+
+
+def _item_kinds(r: StudyResults) -> list[ClaimResult]:
+    """The default against the paper's algorithm on whole items, and why it is the default:
+    completion rounds against none, general against tokens (word pieces) and english."""
+    default, paper = "default (general + completion + target)", "paper (english, 60 bits)"
+    out = []
+    for pop in KINDS_POPULATIONS:
+        a, b = f"{pop}: {default}", f"{pop}: {paper}"
+        ratio = r.ratio(a, b, "whole_items_found")
+        out.append(ClaimResult(
+            "item-kinds", f"The default finds at least as many whole items as the paper's "
+            f"algorithm ({pop})", ">= 0.97x", ratio.fmt(),
+            HOLDS if ratio.per_seed.size and bool(np.all(ratio.per_seed >= 0.97)) else FAILS,
+            f"{_whole(r, a)}; {_whole(r, b)}."))
+        precision = r[a].values("whole_precision")
+        out.append(ClaimResult(
+            "item-kinds", f"At least {PRECISION:g} of the default's output are whole true items "
+            f"({pop})", f">= {PRECISION:g}", r[a].stat("whole_precision").fmt(3),
+            HOLDS if precision.size and bool(np.all(precision >= PRECISION)) else FAILS,
+            _whole(r, a) + "."))
+    for pop in ("synthetic-urls", "mixed-kinds"):
+        a, b = f"{pop}: general + completion", f"{pop}: general"
+        ratio = r.ratio(a, b, "whole_items_found")
+        out.append(ClaimResult(
+            "item-kinds", f"Completion rounds find more whole items than the main rounds alone "
+            f"({pop})", "-", ratio.fmt(), ratio_verdict(ratio),
+            f"{_whole(r, a)}; {_whole(r, b)}."))
+    a, b = "synthetic-german: general", "synthetic-german: tokens"
+    ratio = r.ratio(a, b, "whole_items_found")
+    out.append(ClaimResult(
+        "item-kinds", "On German words, letter-by-letter words (general) find more whole items "
+        "than word-piece tokens, whose shorter codes share fewer prefixes", "-", ratio.fmt(),
+        ratio_verdict(ratio), f"{_whole(r, a)}; {_whole(r, b)}."))
+    return out
+
+
 LEVER_CLAIMS: dict[str, Callable[[StudyResults], list[ClaimResult]]] = {
     "segment-plans": _segment_plans,
     "leftover-rounds": _leftover_rounds,
@@ -300,4 +345,5 @@ LEVER_CLAIMS: dict[str, Callable[[StudyResults], list[ClaimResult]]] = {
     "utility": _utility,
     "small-regime": _small_regime,
     "round-items": _round_items,
+    "item-kinds": _item_kinds,
 }

@@ -609,12 +609,50 @@ def _round_items() -> Study:
         NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
 
 
+# Study 23 (issue 27): items of every kind. Populations of one kind each and one of many kinds;
+# synthetic-reddit is the default dataset (English words), where nothing may be lost.
+KINDS_POPULATIONS = ("synthetic-urls", "synthetic-emoji", "synthetic-german", "mixed-kinds",
+                     DEFAULT_DATASET)
+DEFAULT = RunConfig()  # general codebook, completion rounds, output target 0.1
+ITEM_APPROACHES: dict[str, RunConfig] = {
+    "paper (english, 60 bits)": PAPER,
+    "bytes, 64 bits": replace(PAPER, codec="bytes", max_bits=64),
+    "tokens": replace(PAPER, codec="tokens"),
+    "general": replace(PAPER, codec="general"),
+    "general + completion": replace(PAPER, codec="general",
+                                    completion_rounds=DEFAULT.completion_rounds),
+    "english + completion + target": replace(DEFAULT, codec="english"),
+    "tokens + completion + target": replace(DEFAULT, codec="tokens"),
+    "default (general + completion + target)": DEFAULT,
+}
+
+
+def _item_kinds() -> Study:
+    variants = [_on(pop, label, spec, approach=label) for pop in KINDS_POPULATIONS
+                for label, spec in ITEM_APPROACHES.items()]
+    return Study(
+        "item-kinds", 23, "Items of every kind: codebooks and completion rounds",
+        "Multiple items, T = 4 main rounds, P = 10^7, eps_agg and delta of the suite, the "
+        "`sum` accountant, on populations of URLs, emoji, German words, many kinds at once "
+        "(`mixed-kinds`: URLs, e-mail addresses, emoji, numbers and versions, identifiers, "
+        "English, German and Japanese words, long words) and the default dataset: the paper's "
+        "algorithm with the `english` code (r = 60), plain bytes at 64 bits, the `tokens` and "
+        "`general` codebooks, `general` with completion rounds (7 rounds after the main ones, "
+        "each at 2% of a main round's budget, extending only the prefixes left unended), and "
+        "completion rounds with the output's false-positive target at 0.1 for the `english`, "
+        "`tokens` and `general` codes (the last is the default). Measured on whole items: "
+        "found whole and held by some user, their share of the output (a cut prefix counts "
+        "as output, not as found), and how many of the 50 and 100 most frequent items are "
+        "found whole.",
+        "Not in the paper: issue 27, docs/codecs.md", tuple(variants), UTILITY_GROUP)
+
+
 STUDIES: tuple[Study, ...] = (
     _segmentation(), _dimension(), _fp_ratio(), _sampling(), _selection(), _deny_list(),
     _comparison(), _rounds(), _codebooks(), _pi_rappor(), _accounting(),
     _segment_plans(), _leftover_rounds(), _finished_target(), _threshold_weights(),
     _round_budget(), _selection_hint(), _possible_elements(), _consistency(), _utility(),
-    _small_regime(), _round_items(),
+    _small_regime(), _round_items(), _item_kinds(),
 )
 STUDY_NAMES = tuple(s.name for s in STUDIES)
 

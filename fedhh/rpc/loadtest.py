@@ -145,6 +145,7 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
             eps_agg=1e6, delta=1e-6, eps_local=spec.eps_local, rounds=spec.rounds,
             dim_limit=spec.dim, target_devices=spec.devices, min_devices=min_devices,
             codec="5bit", max_bits=max_bits, checkin_ms=spec.checkin_ms,
+            completion_rounds=0,  # a load test runs exactly the rounds it is asked for
             # The whole fleet is the target: drawing the cohort from a pool of everyone is the
             # same uniform draw, and check-in closes when the last device is in instead of after
             # a quiet spell that waits for devices that do not exist.

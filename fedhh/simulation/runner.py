@@ -28,8 +28,8 @@ from fedhh.config import Mode, RunConfig
 from fedhh.data.dataset import FederatedDataset
 from fedhh.data.progress import Meter
 from fedhh.data.truth import GroundTruth
-from fedhh.errors import ConfigError, DatasetError, StateError
-from fedhh.metrics import Truth, evaluate, whole_items
+from fedhh.errors import ConfigError, DatasetError, PrivacyError, StateError
+from fedhh.metrics import Truth, evaluate, whole_items, whole_recall
 from fedhh.pirappor.accounting import accounting_method
 from fedhh.pirappor.mechanism import PiRappor
 from fedhh.privacy import PrivacyLedger
@@ -78,6 +78,23 @@ class Prepared:
 
 
 def prepare(config: RunConfig, num_devices: int) -> Prepared:
+    """``_prepare``; a run whose completion rounds cannot be budgeted (too few devices: at
+    their weight, a completion round's local epsilon would not stay positive) runs without
+    them, and its privacy figures say so (``Prepared.config`` is the configuration run)."""
+    try:
+        return _prepare(config, num_devices)
+    except PrivacyError as error:
+        if not config.completion():
+            raise
+        prepared = _prepare(replace(config, completion_rounds=0), num_devices)
+        prepared.privacy["completion_rounds"] = (
+            f"none: {config.completion()} completion rounds at weight "
+            f"{config.completion_weight} cannot be budgeted among {num_devices} devices "
+            f"({error})")
+        return prepared
+
+
+def _prepare(config: RunConfig, num_devices: int) -> Prepared:
     """Calibrate the configured algorithm for ``num_devices`` devices: its mechanism, its
     participation rule, the privacy figures, and (OptPrefixTree with a solved local epsilon)
     the ledger every round's spend is recorded in.
@@ -97,6 +114,11 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
     offsets: tuple[float, ...] = ()
     eps_local = config.eps_local
     solution: dict[str, Any] = {}
+    if weights is not None and eps_local is None and num_devices < 2:
+        raise ConfigError(
+            f"the dataset has {num_devices} user(s): the aggregate guarantee needs at least 2 "
+            "(one report is protected only by its own eps_local; give --eps-local to run with "
+            "that alone)")
     if weights is not None:
         from fedhh.privacy.accountant import allocation_offsets, repeat_offsets
         from fedhh.privacy.solver import solve_allocation
@@ -233,14 +255,15 @@ def simulate(
     """
     check_discoverable(dataset)
     prepared = prepare(config, dataset.num_users)
+    config = prepared.config  # without completion rounds when they cannot be budgeted
     if ledger is not None:
         prepared = replace(prepared, ledger=ledger)
     clock = time.perf_counter()
     codec = Codec.from_spec(config.codec, config.code_bits(Mode.SIMULATION))
-    if population is None:
+    if population is not None and population.dataset is not dataset:
+        raise ConfigError("the population was built for another dataset")
+    if population is None or population.codec != codec:
         population = Population.build(dataset, codec, show_progress)
-    elif population.dataset is not dataset or population.codec != codec:
-        raise ConfigError("the population was built for another dataset or codec")
     if config.single_item:
         population = population.with_single_items(config.seed)
     timings = {"setup_s": time.perf_counter() - clock}
@@ -278,8 +301,14 @@ def simulate(
     if truth is not None:
         metrics = evaluate(output, truth)
         metrics["discovered_by_run"] = len(hitters)
-        metrics.update(whole_items(found_codes, np.array([h.ended for h in hitters], dtype=bool),
-                                   truth))
+        ended = np.array([h.ended for h in hitters], dtype=bool)
+        metrics.update(whole_items(found_codes, ended, truth))
+        metrics["whole_precision"] = (metrics["whole_items_found"] / len(hitters)
+                                      if hitters else 0.0)
+        metrics["cut_prefixes"] = len(tree.cut_prefixes(tree_state))
+        if truth_items is not None and population.single_items is None:
+            metrics["whole_recall_at"] = whole_recall(
+                population.item_codes, truth_items, found_codes[ended])
     timings["total_s"] = time.perf_counter() - clock
     return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output,
                             prepared.privacy, truth, ledger, tree.cut_prefixes(tree_state))

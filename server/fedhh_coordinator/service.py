@@ -16,6 +16,7 @@ from fedhh.rpc.credentials import raw_public
 from fedhh.rpc.errors import status_errors
 from fedhh.rpc.run_config import from_proto, to_proto
 from fedhh.secagg.primitives import KEY_BYTES, is_valid_x25519_public
+from fedhh.server import HeavyHitter
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator import auth, metrics
@@ -193,13 +194,17 @@ class AdminService(pb_grpc.AdminServiceServicer):
         row = self.store.run(request.run_id)
         parts = RunParts.load(row)
         codec = parts.tree.codec
-        return pb.Results(
-            run_id=row.run_id, state=row.state,
-            heavy_hitters=[pb.HeavyHitter(
+        def wire(h: HeavyHitter) -> pb.HeavyHitter:
+            return pb.HeavyHitter(
                 item=h.item, estimate=h.estimate, round=h.round,
                 code=h.code if codec.max_bits <= 64 else 0, code_bytes=h.code_bytes,
-                ended=h.ended, truncated=h.truncated, note=h.note)
-                for h in parts.tree.heavy_hitters(parts.state)],
+                ended=h.ended, truncated=h.truncated, note=h.note,
+                bits=h.bits if h.truncated else 0)
+
+        return pb.Results(
+            run_id=row.run_id, state=row.state,
+            heavy_hitters=[wire(h) for h in parts.tree.heavy_hitters(parts.state)],
+            cut_prefixes=[wire(h) for h in parts.tree.cut_prefixes(parts.state)],
             deny_list=[codec.display_item(c) for c in row.deny_codes],
             ledger_json=json.dumps(row.ledger, sort_keys=True), rounds=self._rounds(row.run_id),
         )

@@ -128,7 +128,7 @@ def test_simulate_prints_what_an_explicit_eps_local_really_spends(
     spent = payload["privacy"]["eps_agg"]
     assert spent > 1.0 and payload["privacy"]["eps_agg_target"] == 0.1
     assert payload["ledger"] is not None and payload["ledger"]["eps_agg"] == spent
-    assert len(payload["ledger"]["spends"]) == 2
+    assert len(payload["ledger"]["spends"]) == len(payload["rounds"]) >= 2
     assert re.search(rf"privacy: eps_agg={spent:.4g}", out), out
 
 

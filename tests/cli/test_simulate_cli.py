@@ -110,8 +110,10 @@ def test_invalid_values_get_one_line_and_exit_2(
 def test_items_of_any_kind_are_shown_exactly_and_truncation_is_flagged(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Numbers, umlauts and emoji come back exactly; a URL longer than max_bits comes back as
-    its first characters with an ellipsis, flagged truncated, in the JSON and on the console."""
+    """Numbers, umlauts, emoji and a URL come back exactly at the defaults (the URL's code is
+    longer than max_bits: the completion rounds complete it). Without completion rounds the
+    URL comes back as its first characters with an ellipsis, flagged truncated, in the JSON
+    and on the console."""
     monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
     rng = np.random.default_rng(1)
     words = ["2017", "1080", "für", "👍🏽", "https://example.com/a/long/path"]
@@ -119,17 +121,26 @@ def test_items_of_any_kind_are_shown_exactly_and_truncation_is_flagged(
     data = tmp_path / "users.txt"
     data.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out_json = tmp_path / "r.json"
-    code, stdout, _ = run_cli(
-        ["simulate", "--dataset", str(data), "--eps-local", "8", "--rounds", "12",
-         "--dim-limit", "1e6", "--max-bits", "200", "--json", str(out_json), "--seed", "3"],
-        capsys)
+    common = ["simulate", "--dataset", str(data), "--eps-local", "8", "--dim-limit", "1e6",
+              "--json", str(out_json), "--seed", "3"]
+    code, stdout, _ = run_cli(common, capsys)
+    assert code == 0
+    payload = json.loads(out_json.read_text())
+    hitters = {h["item"]: h for h in payload["heavy_hitters"]}
+    for word in words:
+        assert hitters[word]["ended"] and not hitters[word]["truncated"]
+    assert len(payload["rounds"]) > 4 and not payload["cut_prefixes"]
+    assert "estimates of different rounds are not comparable" in stdout
+
+    code, stdout, _ = run_cli([*common, "--completion-rounds", "0", "--max-bits", "60"],
+                              capsys)
     assert code == 0
     hitters = {h["item"]: h for h in json.loads(out_json.read_text())["heavy_hitters"]}
-    for word in words[:4]:
+    for word in words[:3]:
         assert hitters[word]["ended"] and not hitters[word]["truncated"]
-        assert hitters[word]["code"].startswith("0x") and len(hitters[word]["code"]) == 52
-    cut = [h for item, h in hitters.items() if item.endswith("…")]
-    assert len(cut) == 1 and cut[0]["truncated"] and not cut[0]["ended"]
-    assert words[4].startswith(cut[0]["item"][:-1])
-    assert "2017" in stdout and "was truncated at 200 bits" in stdout
+        assert hitters[word]["code"].startswith("0x") and len(hitters[word]["code"]) == 17
+    [cut] = [h for item, h in hitters.items() if item.startswith("https://")]
+    assert cut["truncated"] and not cut["ended"] and cut["item"].endswith("…")
+    assert words[4].startswith(cut["item"][:-1])
+    assert "2017" in stdout and "was truncated at 60 bits" in stdout
     assert "????" not in stdout

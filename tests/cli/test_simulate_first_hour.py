@@ -47,8 +47,9 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     return code, out.out, out.err
 
 
+# Without completion rounds: two items then share one truncated 60-bit code (recounted).
 SIMULATE = ["simulate", "--eps-local", "8", "--rounds", "4", "--dim-limit", "1e6",
-            "--max-bits", "60", "--seed", "1"]
+            "--max-bits", "60", "--seed", "1", "--completion-rounds", "0"]
 
 
 def test_every_long_step_shows_progress_on_a_terminal(

@@ -37,6 +37,7 @@ def run_config(**overrides: object) -> pb.RunConfig:
         eps_agg=64.0, delta=1e-6, eps_local=8.0, rounds=3, dim_limit=1 << 14,
         target_devices=USERS, min_devices=USERS, codec="5bit", max_bits=30,
         selection="uniform", checkin_ms=30_000, stage_ms=20_000,
+        completion_rounds=0,  # the rounds of the tree only (test_networked_completion.py)
     )
     values.update(overrides)
     return pb.RunConfig(**values)  # type: ignore[arg-type]

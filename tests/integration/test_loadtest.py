@@ -68,7 +68,7 @@ def test_a_load_test_stopped_with_sigterm_stops_the_services_it_started(tmp_path
     # topology's teardown ran.
     work = tmp_path / "work"
     process = subprocess.Popen(
-        [sys.executable, "-m", "fedhh.cli.main", "loadtest", "--devices", "12", "--dim", "256",
+        [sys.executable, "-m", "fedhh.cli.main", "loadtest", "--devices", "24", "--dim", "256",
          "--processes", "1", "--rounds", "1000", "--stage-ms", "20000",
          "--quiet-close-ms", "2000", "--seed", "5", "--workdir", str(work)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from networked_kit import COORDINATOR_FLAGS, PLANTED, SEED, USERS, planted_dataset, run_config
 
 from fedhh.codec import Codec
+from fedhh.config import Mode
 from fedhh.data.registry import resolve_dataset
 from fedhh.privacy import PrivacyLedger
 from fedhh.rpc.admin_client import AdminClient
@@ -65,7 +66,7 @@ def test_discovery_finds_the_planted_items(finished_run: tuple[pb.Run, pb.Result
     assert run.state == "done", run.error
     found = {h.item for h in results.heavy_hitters}
     assert set(PLANTED) <= found
-    codec = Codec(run.config.codec, run.config.max_bits)
+    codec = Codec(run.config.codec, from_proto(run.config).code_bits(Mode.NETWORK))
     for h in results.heavy_hitters:
         assert int.from_bytes(h.code_bytes, "big") == h.code and len(h.code_bytes) == 4
         assert h.ended != h.truncated

@@ -117,7 +117,8 @@ def test_true_top_items_are_found_exactly_and_none_merged(name: str) -> None:
     rounds = math.ceil(max_bits / 10)
     config = RunConfig(rounds=rounds, dim_limit=P, fp_ratio=GAMMA, eta=ETA,
                        eps_local=EPS_LOCAL, tail="binomial", codec=codec.spec,
-                       max_bits=max_bits, seed=5)
+                       max_bits=max_bits, seed=5, completion_rounds=0,
+                       fp_ratio_finished=None)  # the one target the bound above assumes
     result = simulate(dataset, config, truth)
     assert all(r["trimmed"] == 0 for r in result.rounds)
 

@@ -23,6 +23,7 @@ from fedhh.experiments.studies import (
     FINAL,
     FINAL_ITEMS,
     ITEMS_SWEEP,
+    KINDS_POPULATIONS,
     LEVERS,
     PAPER,
     SMALL_SWEEP,
@@ -39,8 +40,10 @@ SEEDS = [0, 1, 2]
 
 
 def test_every_lever_run_names_a_population_fixed_before_tuning() -> None:
-    studies = group_studies(UTILITY_GROUP)
+    studies = [s for s in group_studies(UTILITY_GROUP) if s.name != "item-kinds"]
     assert [s.number for s in studies] == list(range(12, 23))
+    kinds = get_study("item-kinds")  # issue 27: compares codes, tunes nothing
+    assert kinds.number == 23 and {v.dataset for v in kinds.variants} == set(KINDS_POPULATIONS)
     allowed = {*DEVELOPMENT, *HELD_OUT, "synthetic-reddit"}
     assert set(UTILITY_POPULATIONS) == allowed
     for study in studies:
@@ -168,3 +171,31 @@ def test_every_lever_study_has_claims(study: Study) -> None:
               for v in study.variants}
     claims = evaluate_claims(results(study, values))
     assert claims and all(c.verdict in VERDICTS and c.study == study.name for c in claims)
+
+
+def test_the_item_kinds_claims_read_whole_items() -> None:
+    """Study 23 judges on whole items and their share of the output, not on codes."""
+    study = get_study("item-kinds")
+    default, paper = "default (general + completion + target)", "paper (english, 60 bits)"
+
+    def kinds_record(seed: int, whole: float, precision: float) -> RunRecord:
+        rec = record(seed, whole, 0.1)
+        rec.data["metrics"].update(whole_items_found=whole, whole_precision=precision,
+                                   whole_recall_at={"50": 0.9, "100": 0.8})
+        return rec
+
+    def outcome(default_whole: float, precision: float) -> dict[str, str]:
+        variants = {}
+        for v in study.variants:
+            whole, prec = ((default_whole, precision) if v.label.endswith(default)
+                           else (100.0, 0.5))
+            variants[v.label] = VariantResult(v, [kinds_record(s, whole, prec) for s in SEEDS])
+        claims = evaluate_claims(StudyResults(study, SEEDS, variants, 1000))
+        pop = KINDS_POPULATIONS[0]
+        return {c.claim: c.verdict for c in claims
+                if f"({pop})" in c.claim and "default" in c.claim}
+
+    good = outcome(300.0, 0.9)
+    assert set(good.values()) == {HOLDS}
+    assert all(v == FAILS for v in outcome(90.0, 0.7).values())
+    assert paper in study.variant(f"{KINDS_POPULATIONS[0]}: {paper}").label
