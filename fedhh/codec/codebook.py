@@ -133,10 +133,8 @@ class Codebook:
 
     @property
     def key(self) -> str:
-        """A short identity for caches and file names: the name, plus a digest when the
-        codebook is not the built-in of that name."""
-        if self.builtin:
-            return self.name
+        """A short identity for caches and file names: the name and a digest of the content,
+        so that a retrained built-in codebook never reads what an earlier version cached."""
         digest = hashlib.sha256(self._canonical.encode()).hexdigest()[:12]
         return f"{self.name}-{digest}"
 

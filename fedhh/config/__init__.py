@@ -142,13 +142,16 @@ class RunConfig:
                        "numbers as tokens; tokens, english, german, bytes, huffman, 5bit) or a "
                        "codebook JSON file (docs/codecs.md)",
                        metavar="CODEBOOK", parse=codec_value)
-    max_bits: int = _knob(60, "bits r the main rounds cover: an item whose code is longer "
-                          "is completed by the completion rounds, or shown cut with …")
+    max_bits: int = _knob(60, "bits r of an item's code (the paper's r): without completion "
+                          "rounds the rounds are planned to cover them and longer items are "
+                          "shown cut with …; with them there is no such deadline (codes are "
+                          "every round's floor(log2 P) bits wide)")
     completion_rounds: int = _knob(
-        7, "rounds after the main ones (--rounds) that complete the items whose codes are "
-        "longer than max_bits (URLs, e-mail addresses, long words): each extends the cut "
-        "prefixes by the adaptive segment; skipped when nothing is cut. They apply to "
-        "optprefixtree with the sum accountant and one item per report (0 otherwise)")
+        7, "cheaper rounds after the main ones (--rounds) for the items the main rounds left "
+        "unended (URLs, e-mail addresses, long words); every round then takes the adaptive "
+        "segment, with no deadline to trim the list for; skipped when nothing is left. They "
+        "apply to optprefixtree with the sum accountant and one item per report (0 "
+        "otherwise), and are dropped, said in the output, when too few devices can budget them")
     completion_weight: float = _knob(
         0.02, "each completion round's share of the budget, relative to a main round (a share "
         "of e^eps_local: it runs at eps_local + ln(weight), and the main rounds' eps_local is "

@@ -192,6 +192,9 @@ def select_many(
     return chosen
 
 
+SPARSE_SHARE = 0.25  # below this share of allowed entries, draw over the allowed ones only
+
+
 def _sample(
     indptr: np.ndarray,
     counts: np.ndarray,
@@ -199,7 +202,15 @@ def _sample(
     rule: SelectionRule,
     rng: RandomSource | np.random.Generator,
 ) -> np.ndarray:
-    """Per user, an allowed entry drawn by ``rule``, or NOTHING when none is allowed."""
+    """Per user, an allowed entry drawn by ``rule``, or NOTHING when none is allowed.
+
+    Two ways to the same draw: over every entry, or, when few are allowed (a later round's
+    short prefix list; ``SPARSE_SHARE``), over the allowed entries only. Both ask the random
+    source for the same draws (one below each user's total, users in order) and map each to
+    the same entry, so the result does not depend on the way."""
+    allowed_count = int(np.count_nonzero(allowed))
+    if allowed_count < SPARSE_SHARE * allowed.size:
+        return _sample_allowed(indptr, counts, allowed, allowed_count, rule, rng)
     cum = np.zeros(allowed.size + 1, dtype=np.int64)
     if rule is SelectionRule.WEIGHTED:
         np.cumsum(np.where(allowed, counts, 0), out=cum[1:])
@@ -214,4 +225,35 @@ def _sample(
     targets = cum[indptr[:-1][has]] + draws
     # The entry whose cumulative weight interval [cum[i], cum[i+1]) holds the target.
     chosen[has] = np.searchsorted(cum, targets, side="right") - 1
+    return chosen
+
+
+def _sample_allowed(
+    indptr: np.ndarray,
+    counts: np.ndarray,
+    allowed: np.ndarray,
+    allowed_count: int,
+    rule: SelectionRule,
+    rng: RandomSource | np.random.Generator,
+) -> np.ndarray:
+    """``_sample`` over the allowed entries only (compacted: their positions ``where``)."""
+    users = indptr.size - 1
+    chosen = np.full(users, NOTHING, dtype=np.int64)
+    if allowed_count == 0:
+        return chosen
+    where = np.flatnonzero(allowed)
+    # Allowed entries per user: positions are sorted, so each user's are one run of ``where``.
+    first = np.searchsorted(where, indptr[:-1], side="left")
+    last = np.searchsorted(where, indptr[1:], side="left")
+    weight = (np.asarray(counts, dtype=np.int64)[where] if rule is SelectionRule.WEIGHTED
+              else np.ones(where.size, dtype=np.int64))
+    cum = np.zeros(where.size + 1, dtype=np.int64)
+    np.cumsum(weight, out=cum[1:])
+    totals = cum[last] - cum[first]
+    has = totals > 0
+    if not np.any(has):
+        return chosen
+    draws = as_source(rng).below(totals[has])
+    targets = cum[first[has]] + draws
+    chosen[has] = where[np.searchsorted(cum, targets, side="right") - 1]
     return chosen

@@ -305,11 +305,16 @@ def _item_kinds(r: StudyResults) -> list[ClaimResult]:
     out = []
     for pop in KINDS_POPULATIONS:
         a, b = f"{pop}: {default}", f"{pop}: {paper}"
+        ours, theirs = r[a].values("whole_items_found"), r[b].values("whole_items_found")
         ratio = r.ratio(a, b, "whole_items_found")
+        # Seed by seed; where the paper's algorithm finds no whole item, any number is as many.
+        holds = ours.size > 0 and ours.size == theirs.size and bool(
+            np.all(ours >= 0.97 * theirs))
+        shown = ratio.fmt() if ratio.per_seed.size else (
+            f"{r[a].stat('whole_items_found').fmt()} against none")
         out.append(ClaimResult(
             "item-kinds", f"The default finds at least as many whole items as the paper's "
-            f"algorithm ({pop})", ">= 0.97x", ratio.fmt(),
-            HOLDS if ratio.per_seed.size and bool(np.all(ratio.per_seed >= 0.97)) else FAILS,
+            f"algorithm ({pop})", ">= 0.97x", shown, HOLDS if holds else FAILS,
             f"{_whole(r, a)}; {_whole(r, b)}."))
         precision = r[a].values("whole_precision")
         out.append(ClaimResult(

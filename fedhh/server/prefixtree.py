@@ -20,15 +20,16 @@ bits (a *truncated* item: it stands for every item with those bits and is shown 
 equal to a deny-listed item are dropped (devices never report them, so only noise puts them
 there).
 
-Completion rounds (``TreeConfig.completion_rounds`` C > 0; issue 27). The first ``rounds - C``
-rounds (the *main* rounds) are the paper's tree: their segments are planned to reach
-``main_bits`` in those rounds, as without completion, but a round takes the adaptive segment
-(``max{l : |prefixes| 2^l <= P}``) when it is longer, so a short prefix list goes further than
-``main_bits`` (the adaptive length: bits are spent where items are still going). Codes are
-wider (``RunConfig.code_bits``: every round's floor(log2 P) bits): an item whose code has not
-ended at the end of the main rounds is not output cut, its kept prefix carries on into the
-completion rounds, which extend the carried prefixes with the adaptive segment (capped by the
-bits left). Few prefixes are cut at
+Completion rounds (``TreeConfig.completion_rounds`` C > 0; issue 27). Without them the
+segments are planned to reach ``max_bits`` in the T rounds, and when a long list cannot reach it
+in time the planner trims the list (on the default dataset the third round kept 76 of 5,099
+prefixes so that the fourth could add the 17 bits left). With them there is no deadline: every
+round takes the paper's adaptive segment, ``max{l : |prefixes| 2^l <= P}`` (capped by the bits
+left), so no round trims the list, and bits are spent where items are still going (a short list
+goes far past ``main_bits``). Codes are wider (``RunConfig.code_bits``: every round's
+floor(log2 P) bits). An item whose code has not ended at the end of the T *main* rounds is not
+output cut: its kept prefix carries on into the C completion rounds, cheaper rounds
+(``RunConfig``'s budget weights) over the prefixes left unended. Few prefixes are cut at
 ``main_bits`` (the heavy long items: URLs, e-mail addresses, long words), so a completion
 round adds close to floor(log2 P) bits to each. A prefix still unended after the last round is
 output *cut* at its length (``Found.bits``). Completion rounds are ordinary rounds for devices
@@ -395,8 +396,11 @@ class PrefixTree:
         # count: a longer first segment splits the first round's reports over more elements,
         # and the first round is where most heavy hitters are lost (docs/utility.md).
         cfg = self.config
-        plan = plan_segment(1, 0, cfg.main_rounds, cfg.main_width(self.codec.max_bits),
-                            cfg.dim_limit, cfg.segment_bits, cfg.segment_plan)
+        if cfg.completion_rounds:
+            return TreeState(segment_bits=completion_segment(
+                1, self.codec.max_bits, cfg.dim_limit).bits)
+        plan = plan_segment(1, 0, cfg.rounds, self.codec.max_bits, cfg.dim_limit,
+                            cfg.segment_bits, cfg.segment_plan)
         return TreeState(segment_bits=plan.bits)
 
     def query(self, state: TreeState) -> RoundQuery:
@@ -474,20 +478,16 @@ class PrefixTree:
         trimmed = 0
         if continuing and rounds_left > 0:
             continuing.sort(key=lambda ev: (-ev[0], ev[1]))
-            greedy = (completion_segment(len(continuing), r - bits, cfg.dim_limit)
-                      if cfg.completion_rounds else None)
-            if query.round < cfg.main_rounds and bits < cfg.main_width(r):
-                plan = plan_segment(len(continuing), bits, cfg.main_rounds - query.round,
-                                    cfg.main_width(r), cfg.dim_limit, cfg.segment_bits,
-                                    cfg.segment_plan,
+            if cfg.completion_rounds:
+                # No deadline: what the main rounds leave unended, the completion rounds carry
+                # on, so no round trims the list to reach max_bits in time.
+                plan = completion_segment(len(continuing), r - bits, cfg.dim_limit)
+            else:
+                plan = plan_segment(len(continuing), bits, cfg.main_rounds - query.round, r,
+                                    cfg.dim_limit, cfg.segment_bits, cfg.segment_plan,
                                     masses=np.array([e * p for e, _, p in continuing]),
                                     capacity=self.capacity(
                                         cw.from_ints([v for _, v, _ in continuing], bits), bits))
-                if greedy is not None and greedy.bits > plan.bits:
-                    plan = greedy  # a short list may take more bits than main_bits needs
-            else:
-                assert greedy is not None  # past main_bits only with completion rounds
-                plan = greedy
             trimmed = max(0, len(continuing) - plan.keep_prefixes)
             continuing = continuing[: plan.keep_prefixes]
             next_bits = plan.bits

@@ -46,10 +46,10 @@ from dockerkit import (
 from google.protobuf.json_format import ParseDict
 
 from fedhh.data.registry import resolve_dataset
-from fedhh.privacy import PrivacyLedger
 from fedhh.rpc.run_config import from_proto
 from fedhh.simulation.runner import simulate
 from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_coordinator.runs import open_ledger
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -327,11 +327,11 @@ def test_discovery_through_fedhh_admin_equals_the_per_device_simulation(
 
     cfg = run_["config"]
     dataset = resolve_dataset(str(stack.data), cache_dir=stack.root / "cache")
-    ledger = PrivacyLedger.open(cfg["epsAgg"], cfg["delta"], cfg["rounds"], cfg["minDevices"],
-                                eps_local=cfg["epsLocal"])
-    # The run's own configuration, simulated per device with the devices' test seed.
-    config = replace(from_proto(ParseDict(cfg, pb.RunConfig())), seed=SEED, per_device=True)
-    sim = simulate(dataset, config, ledger=ledger)
+    # The run's own configuration, its ledger opened as the coordinator opens it (with the
+    # completion rounds' allocation), simulated per device with the devices' test seed.
+    stored = from_proto(ParseDict(cfg, pb.RunConfig()))
+    ledger = open_ledger(stored)
+    sim = simulate(dataset, replace(stored, seed=SEED, per_device=True), ledger=ledger)
     assert found == [(h.item, h.estimate, h.round) for h in sim.heavy_hitters]
     finished = [r for r in run_["rounds"] if r["state"] == "released"]
     assert [(r.get("kept", 0), r.get("finished", 0)) for r in finished] == \

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from fedhh.codec import Codec
@@ -113,3 +115,27 @@ def test_same_seed_same_selection() -> None:
     runs = [select_block(indptr, items, cnt, eligible(rf), Selection(SelectionRule.WEIGHTED),
                          np.random.default_rng(9)) for _ in range(2)]
     assert np.array_equal(runs[0], runs[1])
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_the_draw_over_allowed_entries_only_is_the_same_draw(data) -> None:
+    """A short prefix list makes few entries allowed; the draw then runs over those alone
+    (``SPARSE_SHARE``) and must pick exactly the entries the draw over every entry picks."""
+    from fedhh.device import selection
+
+    lengths = data.draw(st.lists(st.integers(0, 6), min_size=1, max_size=30))
+    indptr = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    n = int(indptr[-1])
+    counts = np.array(data.draw(st.lists(st.integers(1, 5), min_size=n, max_size=n)),
+                      dtype=np.int64)
+    allowed = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    seed = data.draw(st.integers(0, 2**31))
+    for rule in (SelectionRule.UNIFORM, SelectionRule.WEIGHTED):
+        picks = []
+        for share in (-1.0, 2.0):  # every entry, then the allowed ones only
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(selection, "SPARSE_SHARE", share)
+                picks.append(selection._sample(indptr, counts, allowed, rule,
+                                               np.random.default_rng(seed)))
+        assert np.array_equal(picks[0], picks[1])

@@ -1,0 +1,101 @@
+"""At the defaults (the `general` codebook, completion rounds, the output's false-positive target)
+a population whose top items are of every kind finds each of them exactly: numbers, a version,
+URLs, an e-mail address, emoji (one with a skin-tone modifier), German words with umlauts and a
+33-letter compound, Japanese words, and a 45-letter English word whose code (218 bits) is
+nearly four times max_bits (issue 27).
+
+Statistical tolerance. The run is seeded (deterministic). Before it runs, the test checks that
+the population leaves a margin that makes a miss improbable for any seed, as
+tests/statistical/test_unicode_populations.py does: for each top item x, E[c_x] = sum over the
+users u holding x of 1/d_u (d_u: u's distinct items) bounds from below the expected number of
+devices choosing x in any round (selection conditioned on the prefix list only removes
+competitors), and we require
+
+    E[c] - 6 sqrt(E[c]) - 6 sd(estimate at count c_hi) >= threshold_max,
+
+with c_hi = E[c] + 6 sqrt(E[c]) and threshold_max = null_tail.isf(eta * gamma_min / P),
+gamma_min the smallest target of any round: PruneHH stops before its threshold passes that. An
+item whose code ends within max_bits is found by a main round: the bound is at the main rounds'
+local epsilon. A longer item is found by a completion round, at its (smaller) local epsilon;
+there only the prefixes of items longer than max_bits are on the list (every shorter item has
+ended, and an ended element never carries on), so its holders choose among their long items
+only: d_u counts those. Each 6-sigma event has probability
+below 1e-9 (normal approximation of sums of thousands of terms), so a top item is missed with
+probability below 2e-9 per round; over 16 items and at most 11 rounds the false-failure rate is
+below 1e-6. The rounds are enough for the longest item: 218 bits against 11 rounds of up to
+23 bits, the test asserts it found the item, and that the run used completion rounds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fedhh.codec import Codec
+from fedhh.config import Mode, RunConfig
+from fedhh.data.itemsets import sample_population
+from fedhh.data.lexicon import WeightedStrings
+from fedhh.data.truth import compute_truth
+from fedhh.data.wordlists import spellchecker_counts
+from fedhh.privacy.accountant import allocation_offsets
+from fedhh.privacy.solver import solve_allocation
+from fedhh.server import LocalRandomizer, TailKind, rr_variance
+from fedhh.simulation.runner import simulate
+
+USERS = 30_000
+TOKENS = 10.0
+TOP = [
+    "42", "2024", "3.14159", "v2.3.1", "https://www.wikipedia.org/", "https://github.com/",
+    "support@example.org", "😂", "👍🏽", "Straße", "Übersetzung",
+    "Donaudampfschifffahrtsgesellschaft", "ありがとう", "東京", "日本語",
+    "pneumonoultramicroscopicsilicovolcanoconiosis",
+]
+TOP_SHARE = 0.03  # of the tokens, each
+
+
+def population() -> WeightedStrings:
+    words = [w for w, _ in spellchecker_counts("en")[:20_000] if w not in TOP]
+    tail = 1.0 / np.arange(1, len(words) + 1)
+    tail *= (1 - TOP_SHARE * len(TOP)) / tail.sum()
+    return WeightedStrings(tuple(TOP + words),
+                           np.concatenate([np.full(len(TOP), TOP_SHARE), tail]))
+
+
+def test_top_items_of_every_kind_are_found_exactly_at_the_defaults() -> None:
+    dataset = sample_population(population(), USERS, TOKENS, 7, "kinds")
+    config = RunConfig(seed=3)
+    assert Codec.from_spec(config.codec, 1024).encode_many([TOP[-1]]).lengths[0] == 218
+
+    # The margin (module docstring).
+    weights = config.round_weights()
+    assert weights is not None
+    offsets = allocation_offsets(weights)
+    eps = solve_allocation(config.eps_agg, config.delta, offsets, USERS).eps_local
+    gamma = min(config.fp_ratio_finished or config.fp_ratio, config.fp_ratio)
+    p_limit = config.resolved_dim_limit(Mode.SIMULATION)
+    codec = Codec.from_spec(config.codec, config.code_bits())
+    long_item = codec.encode_many(list(dataset.vocabulary)).lengths > config.max_bits
+    distinct = np.diff(dataset.indptr)
+    users = np.repeat(np.arange(USERS), distinct)
+    distinct_long = np.bincount(users, weights=long_item[dataset.items], minlength=USERS)
+    index = {w: i for i, w in enumerate(dataset.vocabulary)}
+    for item in TOP:
+        completed = bool(long_item[index[item]])
+        mechanism = LocalRandomizer(eps + (min(offsets) if completed else 0.0),
+                                    TailKind.BINOMIAL)
+        threshold = mechanism.null_tail(USERS).isf(config.eta * gamma / p_limit)
+        holders = users[dataset.items == index[item]]
+        expected = float(np.sum(1.0 / (distinct_long if completed else distinct)[holders]))
+        high = expected + 6 * math.sqrt(expected)
+        sd = math.sqrt(float(rr_variance(high, USERS, mechanism.randomizer)))
+        assert expected - 6 * math.sqrt(expected) - 6 * sd >= threshold, (item, expected)
+
+    truth = compute_truth(dataset)
+    result = simulate(dataset, config, truth)
+    found = {h.item: h for h in result.heavy_hitters}
+    for item in TOP:
+        assert item in found, f"{item!r} was not found"
+        assert found[item].ended and not found[item].truncated
+    assert len(result.rounds) > config.rounds  # completion rounds did it
+    assert not any(h.item.startswith("pneumono") for h in result.cut_prefixes)
