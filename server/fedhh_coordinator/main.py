@@ -26,6 +26,12 @@ SERVICES = ("fedhh.v1.DeviceService", "fedhh.v1.AdminService")
 # only let unauthenticated callers make it hold 16 MiB per concurrent call (issue 28: 80 calls of
 # 15 MiB took it from 0.1 to 5.7 GB). Larger messages are refused before they are read.
 MAX_RECEIVE_BYTES = 1024 * 1024
+# gRPC's bandwidth-delay probing grows each stream's receive window towards the transport's
+# memory quota (by default a share of the machine's memory), so 80 concurrent oversized calls,
+# refused all the same, made it buffer 200-400 MiB of their data before the refusal (CI, a busy
+# 2-core machine). The coordinator's messages are small; a fixed 64 KiB window per stream
+# costs them nothing and bounds what a flood can make it hold (measured: 4 MiB for 240 calls).
+FIXED_RECEIVE_WINDOW = (("grpc.http2.bdp_probe", 0),)
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -48,9 +54,10 @@ async def serve(args: argparse.Namespace) -> None:
     devices = DeviceService(store, lobby, key, verifier,
                             RateLimiter(args.enroll_rate, args.enroll_burst))
     admin = AdminService(store, runner, admin_token, budget)
-    server = serving.new_server(MAX_RECEIVE_BYTES, credential_checks={
-        "/fedhh.v1.DeviceService/GetTask": devices.authenticate,
-        "/fedhh.v1.AdminService/": admin.authenticate})
+    credential_checks = {"/fedhh.v1.DeviceService/GetTask": devices.authenticate,
+                         "/fedhh.v1.AdminService/": admin.authenticate}
+    server = serving.new_server(MAX_RECEIVE_BYTES, extra_options=FIXED_RECEIVE_WINDOW,
+                                credential_checks=credential_checks)
     pb_grpc.add_DeviceServiceServicer_to_server(devices, server)
     pb_grpc.add_AdminServiceServicer_to_server(admin, server)
     health = serving.add_health_and_reflection(server, SERVICES)

@@ -5,7 +5,9 @@ Before: the coordinator served with gRPC's 16 MiB receive cap, so 3 x 40 concurr
 ``Enroll`` calls with a bogus token took it from 249 MB to 2,305 MB in 6.4 s, and a 15 MiB
 ``GetTask`` with a bogus bearer was read in full before it was refused. Now a message over the
 coordinator's cap is refused before it is read, and a call without valid credentials is
-refused before its message is read."""
+refused before its message is read. A refused call's data in flight is bounded too: with
+gRPC's bandwidth-delay probing each stream's window grew, and 2 x 40 refused calls left the
+coordinator 390 MiB larger on a busy CI machine (16-130 MiB on a quiet one)."""
 
 from __future__ import annotations
 
@@ -85,7 +87,7 @@ async def _flood(topo: LocalTopology, connections: int, calls: int) -> list[str]
 
 def test_huge_unauthenticated_calls_leave_memory_flat(services: LocalTopology) -> None:
     """2 x 40 concurrent 15 MiB unauthenticated calls: every one refused, and the coordinator
-    stays within 300 MB of where it started."""
+    stays within 64 MiB of where it started (4 MiB measured, 6 x 40 calls)."""
     pid = services.services["coordinator"].pid
     before = rss_bytes(pid)
     codes = asyncio.run(_flood(services, 2, 40))
@@ -93,7 +95,7 @@ def test_huge_unauthenticated_calls_leave_memory_flat(services: LocalTopology) -
     assert "OK" not in codes
     assert set(codes) <= {"RESOURCE_EXHAUSTED", "UNAUTHENTICATED", "INVALID_ARGUMENT"}, codes
     print(f"coordinator RSS {before / 2**20:.0f} -> {after / 2**20:.0f} MiB")
-    assert after - before < 300 * 1024 * 1024, (before, after)
+    assert after - before < 64 * 1024 * 1024, (before, after)
 
 
 def test_a_bogus_bearer_is_refused_before_the_message_is_read(services: LocalTopology) -> None:
