@@ -315,9 +315,10 @@ class Codec:
 TrieNode = tuple[dict[int, "TrieNode"], int, int]  # (children, codeword bits or 0, codeword)
 
 
+@lru_cache(maxsize=16)
 def _token_trie(book: Codebook) -> dict[int, TrieNode]:
     """The tokens by their bytes: first byte -> (children, 0, 0); a token's last byte's node
-    holds its codeword's length and value."""
+    holds its codeword's length and value. Cached per codebook (read-only once built)."""
     root: dict[int, TrieNode] = {}
     for token, code in book.tokens.items():
         children = root

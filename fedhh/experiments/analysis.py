@@ -196,8 +196,12 @@ class StudyResults:
         va, vb = self[a].values(metric), self[b].values(metric)
         with np.errstate(divide="ignore", invalid="ignore"):
             per_seed = np.where(vb > 0, va / np.where(vb > 0, vb, 1), np.nan)
-        mean_b = float(np.nanmean(vb)) if vb.size else float("nan")
-        of_means = float(np.nanmean(va)) / mean_b if mean_b > 0 else float("nan")
+        def mean(values: np.ndarray) -> float:  # nan when no seed has the value
+            finite = values[np.isfinite(values)]
+            return float(finite.mean()) if finite.size else float("nan")
+
+        mean_b = mean(vb)
+        of_means = mean(va) / mean_b if mean_b > 0 else float("nan")
         return Ratio(per_seed[np.isfinite(per_seed)], of_means)
 
 

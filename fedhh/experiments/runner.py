@@ -34,6 +34,7 @@ from fedhh.experiments.spec import (
 from fedhh.experiments.store import ResultStore, RunRecord
 from fedhh.experiments.studies import (
     DECODE_TIMING,
+    PAPER,
     PI_RAPPOR,
     PRIVACY_DEPENDENT,
     WARM_START_ALONE,
@@ -147,7 +148,7 @@ class Suite:
             static = variant.static or ""
             target = (f"{static}@{self.settings.eps_agg:g},{self.settings.delta:g}"
                       if static in PRIVACY_DEPENDENT else static)
-            key = static_key(target, "huffman", 60, self.identity)
+            key = static_key(target, PAPER.codec, PAPER.code_bits(), self.identity)
             return PlannedRun(key, study.name, variant.label, seed, None, static,
                               f"(not a simulation: {static})", self.settings.dataset)
         name = variant.dataset or self.settings.dataset
@@ -252,8 +253,8 @@ class Suite:
         from fedhh.simulation.runner import ground_truth as code_truth
 
         started = time.perf_counter()
-        defaults = RunConfig()
-        codec = Codec.from_spec(defaults.codec, defaults.code_bits())
+        # Coded as the deny-list study's runs are, so the list and the runs compare.
+        codec = Codec.from_spec(PAPER.codec, PAPER.code_bits())
         truth = code_truth(Population.build(self.dataset, codec), self.truth_items)
         if truth is None:
             raise ConfigError("the warm start list needs the dataset's ground truth")

@@ -37,9 +37,16 @@ DECODE_TIMING = "pirappor-decode-timing"
 # Static measurements whose result depends on the suite's privacy target (stored per target).
 PRIVACY_DEPENDENT = frozenset({DECODE_TIMING})
 
-SINGLE = RunConfig(single_item=True)                 # T = 4, P = 10^7, gamma = 0.5, Huffman
-MULTI = RunConfig()                                  # uniform selection + prefix list
-MULTI_5BIT = RunConfig(codec="5bit")
+# The paper's algorithm (multiple items, T = 4, P = 10^7, gamma = 0.5, uniform selection with
+# the prefix list), the default until issue 27, with every lever spelled out at its paper value
+# (and the code of that time, `english`, without completion rounds) so that the paper's studies
+# and the baselines of the others stay the paper's whatever the defaults become.
+PAPER = RunConfig(segment_plan="greedy", fp_ratio_finished=None, threshold_weights="uniform",
+                  selection_hint=0.0, leftover_rounds="idle", round_budget="equal",
+                  domain="full", fp_ratio=0.5, eta=0.5, codec="english", completion_rounds=0)
+SINGLE = replace(PAPER, single_item=True)            # T = 4, P = 10^7, gamma = 0.5, english
+MULTI = PAPER                                        # uniform selection + prefix list
+MULTI_5BIT = replace(PAPER, codec="5bit")
 
 
 @dataclass(frozen=True)
@@ -58,8 +65,8 @@ class Variant:
         if (self.spec is None) == (self.static is None):
             raise ConfigError(f"variant {self.label!r} needs exactly one of spec and static")
         if not self.setting:
-            # (A static measurement, the warm-start list, is shown with the plain runs.)
-            object.__setattr__(self, "setting", setting_of(self.spec or RunConfig(),
+            # (A static measurement, the warm-start list, is shown with the paper's runs.)
+            object.__setattr__(self, "setting", setting_of(self.spec or PAPER,
                                                            self.dataset))
 
 
@@ -342,13 +349,6 @@ SWEEP_POPULATIONS = (DEV, DEV_IID)  # the sweeps run on the smaller development 
 UTILITY_POPULATIONS = (DEV, DEV_IID, DEV_FULL, DEFAULT_DATASET, *HELD_OUT)
 NOT_IN_PAPER = "Not in the paper: issue 15, docs/utility.md"
 
-# The paper's algorithm (multiple items, T = 4, P = 10^7, gamma = 0.5, uniform selection with
-# the prefix list), the default until issue 27, with every lever spelled out at its paper value
-# (and the code of that time, `english`, without completion rounds) so that the baseline stays
-# the paper's whatever the defaults become.
-PAPER = RunConfig(segment_plan="greedy", fp_ratio_finished=None, threshold_weights="uniform",
-                  selection_hint=0.0, leftover_rounds="idle", round_budget="equal",
-                  domain="full", fp_ratio=0.5, eta=0.5, codec="english", completion_rounds=0)
 LEVERS: dict[str, dict[str, Any]] = {  # each lever at the value the combination uses
     "spread segments": {"segment_plan": "spread"},
     "possible elements": {"domain": "possible"},
@@ -489,7 +489,7 @@ def _possible_elements() -> Study:
         NOT_IN_PAPER, tuple(variants), UTILITY_GROUP)
 
 
-SINGLE_PAPER = replace(PAPER, single_item=True)
+SINGLE_PAPER = SINGLE
 
 
 def _consistency() -> Study:

@@ -15,7 +15,7 @@ from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError
 from fedhh.experiments import STUDIES, Settings, get_study
 from fedhh.experiments.spec import command_line, run_config, run_key
-from fedhh.experiments.studies import char_segments
+from fedhh.experiments.studies import MULTI, SINGLE, char_segments
 
 SETTINGS = Settings("synthetic-reddit")
 
@@ -60,9 +60,8 @@ def test_full_participation_is_the_plain_run() -> None:
     full = [x for x in sampled.values() if x.sampling_rate == 1.0]
     assert len(full) == 1
     identity = {"name": "x"}
-    plain = RunConfig(single_item=True)
     assert run_key(run_config(full[0], SETTINGS, 0), identity) == \
-        run_key(run_config(plain, SETTINGS, 0), identity)
+        run_key(run_config(SINGLE, SETTINGS, 0), identity)
 
 
 def test_comparison_runs_every_algorithm_at_the_same_rounds_and_segments() -> None:
@@ -116,11 +115,11 @@ def test_the_accounting_study_reuses_the_base_runs_and_swaps_only_the_accountant
     exact = {run_key(run_config(x, SETTINGS, 0), identity) for x in study.values()
              if x.privacy_method is None}
     base = {run_key(run_config(x, SETTINGS, 0), identity)
-            for x in (RunConfig(), RunConfig(single_item=True))}
+            for x in (MULTI, SINGLE)}
     assert exact == base
     for x in study.values():
         plain = replace(x, privacy_method=RunConfig().privacy_method)
-        assert plain in (RunConfig(), RunConfig(single_item=True))
+        assert plain in (MULTI, SINGLE)
 
 
 def test_local_count_noise_is_the_binomial_estimate_spread() -> None:
