@@ -26,13 +26,14 @@ import itertools
 import json
 import mmap
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -274,6 +275,25 @@ def atomic_directory(target: Path) -> Iterator[Path]:
             os.replace(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+@contextmanager
+def atomic_file(target: Path, mode: str = "wb") -> Iterator[IO[Any]]:
+    """Yield ``target`` opened for writing under a temporary sibling name that replaces it only
+    if the block succeeds. The name is the writer's own, so processes that write one cache entry
+    at once never share a temporary file (mkstemp's would be mode 0600: a cache is not a
+    secret)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    exclusive = mode.replace("w", "x")
+    try:
+        with (open(tmp, exclusive) if "b" in mode
+              else open(tmp, exclusive, encoding="utf-8", newline="\n")) as out:
+            yield out
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
         raise
 
 

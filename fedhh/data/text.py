@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
-from fedhh.data.dataset import FederatedDataset
+from fedhh.data.dataset import FederatedDataset, atomic_file
 from fedhh.data.progress import Meter
 from fedhh.errors import DatasetError
 
@@ -94,14 +94,12 @@ def write_text(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:
     """Export a dataset in the text format (items repeated, users in order, ids ascending)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
     vocab = dataset.vocabulary
-    with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
+    with atomic_file(out, "w") as handle:
         for user in range(dataset.num_users):
             items, counts = dataset.user_items(user)
             words = [" ".join([vocab[i]] * int(c)) for i, c in zip(items.tolist(),
                                                                  counts.tolist(), strict=True)]
             handle.write(" ".join(words))
             handle.write("\n")
-    os.replace(tmp, out)
     return out

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedhh.data.dataset import FederatedDataset, release_pages, user_chunks
+from fedhh.data.dataset import FederatedDataset, atomic_file, release_pages, user_chunks
 from fedhh.data.progress import Meter
 from fedhh.errors import DatasetError
 
@@ -133,12 +133,10 @@ def save_truth(root: str | os.PathLike[str], dataset: FederatedDataset,
     base = Path(root)
     _check(truth, dataset, str(base))
     for name, dist in ((WEIGHTED_FILE, truth.weighted), (UNWEIGHTED_FILE, truth.unweighted)):
-        tmp = base / f".{name}.tmp.npy"
-        np.save(tmp, dist)
-        os.replace(tmp, base / name)
-    tmp_meta = base / f".{TRUTH_META}.tmp"
-    tmp_meta.write_text(json.dumps(_meta(dataset)) + "\n", encoding="utf-8")
-    os.replace(tmp_meta, base / TRUTH_META)
+        with atomic_file(base / name) as out:
+            np.save(out, dist)
+    with atomic_file(base / TRUTH_META, "w") as meta:
+        meta.write(json.dumps(_meta(dataset)) + "\n")
 
 
 def ground_truth(dataset: FederatedDataset, root: str | os.PathLike[str] | None = None,

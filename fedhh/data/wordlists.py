@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fedhh.data.dataset import atomic_file
 from fedhh.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -115,11 +116,9 @@ def write_item_list(items: list[str], path: str | os.PathLike[str]) -> Path:
             raise DatasetError(f"item {i} ({item!r}) is empty or contains whitespace")
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
+    with atomic_file(out, "w") as handle:
         for item in items:
             handle.write(item + "\n")
-    os.replace(tmp, out)
     return out
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from fedhh.data.dataset import atomic_file
 from fedhh.metrics import Truth
 
 log = logging.getLogger(__name__)
@@ -96,15 +97,11 @@ class ResultStore:
             raise ValueError(f"run {record.key} lacks the arrays {missing}")
         self.root.mkdir(parents=True, exist_ok=True)
         meta_path, array_path = self._paths(record.key)
-        tmp = array_path.with_name(f".{array_path.name}.tmp")
-        with open(tmp, "wb") as out:
+        with atomic_file(array_path) as out:
             np.savez_compressed(out, allow_pickle=False,
                                 **{name: record.arrays[name] for name in self.ARRAYS})
-        os.replace(tmp, array_path)
-        tmp = meta_path.with_name(f".{meta_path.name}.tmp")
-        tmp.write_text(json.dumps(record.to_json(), indent=1, default=jsonable) + "\n",
-                       encoding="utf-8")
-        os.replace(tmp, meta_path)
+        with atomic_file(meta_path, "w") as meta:
+            meta.write(json.dumps(record.to_json(), indent=1, default=jsonable) + "\n")
 
 
 def jsonable(value: Any) -> Any:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from fedhh.codec import Codec
-from fedhh.data.dataset import FederatedDataset, release_pages, user_chunks
+from fedhh.data.dataset import FederatedDataset, atomic_file, release_pages, user_chunks
 from fedhh.data.progress import Meter
 from fedhh.device import (
     NOTHING,
@@ -236,11 +236,9 @@ class _CodesCache:
     def store(self, codes: np.ndarray) -> None:
         if self.path is None:
             return
-        partial = self.path.with_suffix(".tmp")
         try:
-            with open(partial, "wb") as out:
+            with atomic_file(self.path) as out:
                 np.save(out, codes, allow_pickle=False)
-            os.replace(partial, self.path)
         except OSError as error:
             log.info("not caching item codes at %s: %s", self.path, error)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -25,7 +24,7 @@ import numpy as np
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig
-from fedhh.data.dataset import FederatedDataset
+from fedhh.data.dataset import FederatedDataset, atomic_file
 from fedhh.data.progress import Meter
 from fedhh.data.truth import GroundTruth
 from fedhh.errors import ConfigError, DatasetError, PrivacyError, StateError
@@ -427,11 +426,10 @@ def ground_truth(population: Population, truth_items: GroundTruth | None,
     truth = Truth.from_items(codes, truth_items.weighted, truth_items.unweighted, ds, progress)
     if cache is not None:
         try:
-            with open(cache.with_suffix(".tmp"), "wb") as out:
+            with atomic_file(cache) as out:
                 np.savez(out, codes=truth.codes, weighted=truth.weighted,
                          unweighted=truth.unweighted,
                          shape=np.array([ds.num_users, ds.num_entries, len(ds.vocabulary)]))
-            os.replace(cache.with_suffix(".tmp"), cache)
         except OSError as error:  # a read-only dataset directory: just do not cache
             log.info("not caching code truth at %s: %s", cache, error)
     return truth
