@@ -128,7 +128,7 @@ __all__ = [
     "AggregatorControl",
     "AggregatorError",
     "DeviceSession",
-    "Outcome",
+    "ParticipationEnd",
     "ReleaseHook",
     "RetryPolicy",
     "RoundAborted",
@@ -375,7 +375,7 @@ class RetryPolicy:
         return rng.uniform(0, min(cap, self.initial_backoff_s * 2 ** min(attempt, 30)))
 
 
-class Outcome(StrEnum):
+class ParticipationEnd(StrEnum):
     """How a device's participation ended."""
 
     COMPLETED = "completed"  # its unmask shares were accepted
@@ -397,7 +397,7 @@ class SessionResult:
     report is in the sum if the round is released."""
 
     reached: Stage
-    outcome: Outcome
+    outcome: ParticipationEnd
     contributed: bool = False
     detail: str = ""
 
@@ -410,12 +410,12 @@ class SessionResult:
 _RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 
 _CODE_OUTCOMES = {
-    grpc.StatusCode.ABORTED: Outcome.ROUND_ABORTED,
-    grpc.StatusCode.NOT_FOUND: Outcome.NOT_FOUND,
-    grpc.StatusCode.FAILED_PRECONDITION: Outcome.LATE,
-    grpc.StatusCode.UNAVAILABLE: Outcome.UNAVAILABLE,
-    grpc.StatusCode.CANCELLED: Outcome.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED: Outcome.TIMED_OUT,
+    grpc.StatusCode.ABORTED: ParticipationEnd.ROUND_ABORTED,
+    grpc.StatusCode.NOT_FOUND: ParticipationEnd.NOT_FOUND,
+    grpc.StatusCode.FAILED_PRECONDITION: ParticipationEnd.LATE,
+    grpc.StatusCode.UNAVAILABLE: ParticipationEnd.UNAVAILABLE,
+    grpc.StatusCode.CANCELLED: ParticipationEnd.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED: ParticipationEnd.TIMED_OUT,
 }
 
 
@@ -618,7 +618,7 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
     current, contributed = Stage.ADVERTISE_KEYS, False
     try:
         if drop_at == Stage.ADVERTISE_KEYS:
-            return SessionResult(current, Outcome.DROPPED)
+            return SessionResult(current, ParticipationEnd.DROPPED)
         # Each submission but the last also long-polls for the next request (wait_next_ms), so
         # a stage costs one call; AwaitStage follows only if that answer was not the request.
         session.patient_until = _deadline_s(device, Stage.ADVERTISE_KEYS)
@@ -627,7 +627,7 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
         for stage in stages:
             current = stage
             if drop_at == stage:
-                return SessionResult(stage, Outcome.DROPPED, contributed)
+                return SessionResult(stage, ParticipationEnd.DROPPED, contributed)
             give_up_at = _deadline_s(device, previous) + overrun_s
             session.patient_until = give_up_at
             request = await _wait_for_request(session, stage, give_up_at, poll_ms,
@@ -646,11 +646,11 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
             elif isinstance(request, UnmaskRequest):
                 await session.submit_unmask(device.unmask(request))
             previous = stage
-        return SessionResult(Stage.DONE, Outcome.COMPLETED, contributed)
+        return SessionResult(Stage.DONE, ParticipationEnd.COMPLETED, contributed)
     except SecAggAbort as abort:
-        return SessionResult(current, Outcome.DEVICE_ABORTED, contributed, str(abort))
+        return SessionResult(current, ParticipationEnd.DEVICE_ABORTED, contributed, str(abort))
     except grpc.aio.AioRpcError as error:
-        outcome = _CODE_OUTCOMES.get(error.code(), Outcome.REJECTED)
+        outcome = _CODE_OUTCOMES.get(error.code(), ParticipationEnd.REJECTED)
         return SessionResult(current, outcome, contributed,
                              f"{error.code().name}: {error.details()}")
 
@@ -666,8 +666,8 @@ async def _wait_for_request(session: DeviceSession, stage: Stage, give_up_at: fl
         else:
             remaining_ms = int((give_up_at - time.time()) * 1000)
             if remaining_ms <= 0:
-                return SessionResult(stage, Outcome.TIMED_OUT, detail="no request before the "
-                                     "previous stage's deadline")
+                return SessionResult(stage, ParticipationEnd.TIMED_OUT,
+                                     detail="no request before the previous stage's deadline")
             status, request, reason = await session.await_request(stage,
                                                                   min(poll_ms, remaining_ms))
         if status == pb.AWAIT_STATUS_READY and request is not None:
@@ -675,9 +675,9 @@ async def _wait_for_request(session: DeviceSession, stage: Stage, give_up_at: fl
         if status == pb.AWAIT_STATUS_PENDING:
             continue
         if status == pb.AWAIT_STATUS_NOT_SELECTED:
-            return SessionResult(stage, Outcome.NOT_SELECTED)
+            return SessionResult(stage, ParticipationEnd.NOT_SELECTED)
         if status == pb.AWAIT_STATUS_CLOSED:
-            return SessionResult(stage, Outcome.LATE, detail="the stage closed")
+            return SessionResult(stage, ParticipationEnd.LATE, detail="the stage closed")
         if status == pb.AWAIT_STATUS_ABORTED:
-            return SessionResult(stage, Outcome.ROUND_ABORTED, detail=reason)
-        return SessionResult(stage, Outcome.REJECTED, detail=f"unexpected answer {status}")
+            return SessionResult(stage, ParticipationEnd.ROUND_ABORTED, detail=reason)
+        return SessionResult(stage, ParticipationEnd.REJECTED, detail=f"unexpected answer {status}")

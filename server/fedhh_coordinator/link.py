@@ -99,7 +99,7 @@ class AggregatorUnavailable(FedhhError):
     """The aggregator did not answer (down, restarting, unreachable)."""
 
 
-class Aggregator(Protocol):
+class AggregatorApi(Protocol):
     """The aggregator's control API as the link needs it (gRPC: ``fedhh_coordinator.control``)."""
 
     async def open_round(self, signed: SignedConfig) -> None: ...
@@ -145,7 +145,7 @@ class NetworkLink:
     """Round attempts of one run over the network (module docstring)."""
 
     def __init__(self, config: RunConfig, round_epsilon: Callable[[int], float], store: Store,
-                 aggregator: Aggregator, lobby: Lobby, key: Ed25519PrivateKey,
+                 aggregator: AggregatorApi, lobby: Lobby, key: Ed25519PrivateKey,
                  aggregator_address: str, admission: RunAdmission,
                  progress: Progress | None = None) -> None:
         """``round_epsilon``: the local epsilon of a round (0-based index), the ledger's."""
