@@ -1,6 +1,6 @@
 """A device's part in one secure-aggregation round, and dropout injection for tests.
 
-The protocol itself is ``fedhh.rpc.aggregator_client.participate`` over the pure
+The protocol itself is ``fedhh.rpc.device_client.participate`` over the pure
 ``fedhh.secagg.SecAggDevice``; this module builds the device from a verified task and records
 the per-stage latencies the load test reports.
 """
@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import FedhhError
-from fedhh.rpc.aggregator_client import ParticipationEnd, participate
+from fedhh.rpc.device_client import ParticipationEnd, participate
 from fedhh.secagg import (
     Admission,
     DevicePolicy,

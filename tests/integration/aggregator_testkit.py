@@ -28,7 +28,8 @@ import uvloop
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from fedhh.rpc.aggregator_client import DeviceSession, open_channel
+from fedhh.rpc.control_client import open_channel
+from fedhh.rpc.device_client import DeviceSession
 from fedhh.secagg import (
     Admission,
     IdentityTree,

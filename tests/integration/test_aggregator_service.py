@@ -46,14 +46,8 @@ from fedhh.errors import AuthenticationError, ConfigError, ConflictError, NotFou
 from fedhh.rpc.aggregator_client import (
     AggregatorBusy,
     AggregatorControl,
-    RetryPolicy,
     RoundAborted,
-    SessionResult,
     open_channel,
-    participate,
-)
-from fedhh.rpc.aggregator_client import (
-    ParticipationEnd as End,
 )
 from fedhh.rpc.aggregator_wire import (
     CallKind,
@@ -64,6 +58,8 @@ from fedhh.rpc.aggregator_wire import (
     keys_to_pb,
     stage_to_pb,
 )
+from fedhh.rpc.device_client import ParticipationEnd as End
+from fedhh.rpc.device_client import RetryPolicy, SessionResult, participate
 from fedhh.rpc.tls import make_dev_pki
 from fedhh.secagg import (
     AdvertiseKeys,

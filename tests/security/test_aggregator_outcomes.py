@@ -34,13 +34,8 @@ from aggregator_testkit import (
 )
 
 from fedhh.errors import ConflictError, StateError
-from fedhh.rpc.aggregator_client import (
-    AggregatorControl,
-    ParticipationEnd,
-    RoundAborted,
-    SessionResult,
-    participate,
-)
+from fedhh.rpc.aggregator_client import AggregatorControl, RoundAborted
+from fedhh.rpc.device_client import ParticipationEnd, SessionResult, participate
 from fedhh.secagg import (
     MaskedInput,
     MaskedInputRequest,
