@@ -1,6 +1,6 @@
 """The coordinator's ``AggregatorLink`` (``fedhh.rounds``): a round attempt over the network.
 
-One attempt, as the coordinator runs it (ARCHITECTURE.md "A round in the networked system"):
+One attempt, as the coordinator runs it (docs/networked.md, "A round"):
 
 1. check-in: a cohort of up to ``target_devices`` is drawn from the devices that check in
    (``Lobby``); with fewer than ``min_devices`` the attempt is aborted before anything is sent;
