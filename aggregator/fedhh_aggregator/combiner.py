@@ -39,7 +39,7 @@ from fedhh.secagg.shards import MAX_SHARDS
 from fedhh_aggregator.combined import CombinedRound, CombinerLimits, Shard
 from fedhh_aggregator.errors import CapacityError, JournalError
 from fedhh_aggregator.journal import Journal, RoundRecord
-from fedhh_aggregator.registry import RESTARTED, Outcome, OutcomeState
+from fedhh_aggregator.registry import RESTARTED, OutcomeState, RecordedOutcome
 from fedhh_aggregator.rounds import RoundState, round_label
 from fedhh_aggregator.workers import WorkerPool
 
@@ -59,7 +59,7 @@ class Placement:
 
 @dataclass(frozen=True)
 class _Tombstone:
-    outcome: Outcome
+    outcome: RecordedOutcome
     shards: tuple[Shard, ...]
     why: str
     at: float
@@ -218,7 +218,7 @@ class CombinerRegistry:
                              f"({tombstone.outcome.state.value}) is gone: {tombstone.why}")
         raise NotFoundError(f"no round {round_label(round_id)!r}")
 
-    def outcome(self, round_id: bytes) -> tuple[Outcome, tuple[Shard, ...]] | None:
+    def outcome(self, round_id: bytes) -> tuple[RecordedOutcome, tuple[Shard, ...]] | None:
         """What became of the round as far as the combiner itself knows (a running round's
         live stage comes from its workers: the servicer asks them); None: no record."""
         round_ = self._rounds.get(round_id)
@@ -226,7 +226,7 @@ class CombinerRegistry:
             state = {RoundState.RUNNING: OutcomeState.RUNNING,
                      RoundState.ABORTED: OutcomeState.ABORTED,
                      RoundState.RELEASED: OutcomeState.RELEASED}[round_.state]
-            return Outcome(state, round_.session_id, None, round_.reached_unmask,
+            return RecordedOutcome(state, round_.session_id, None, round_.reached_unmask,
                            round_.abort_reason, False, round_.total is not None,
                            round_.contributors), tuple(round_.shards)
         self._prune(time.time())
@@ -256,7 +256,7 @@ class CombinerRegistry:
             self.journal.delivered(round_.round_id)
         state = OutcomeState.RELEASED if round_.state == RoundState.RELEASED else \
             OutcomeState.ABORTED if round_.state == RoundState.ABORTED else OutcomeState.RUNNING
-        outcome = Outcome(state, round_.session_id, None, round_.reached_unmask,
+        outcome = RecordedOutcome(state, round_.session_id, None, round_.reached_unmask,
                           round_.abort_reason, delivered, False, round_.contributors)
         self._bury(round_.round_id, _Tombstone(outcome, tuple(round_.shards), why, time.time()))
 
@@ -322,12 +322,12 @@ def _shards_of(record: RoundRecord) -> list[Shard]:
 def _tombstone_of(record: RoundRecord, shards: list[Shard]) -> _Tombstone:
     if record.state == RoundState.RELEASED.value:
         why = "delivered" if record.delivered else "its total was lost in a combiner restart"
-        outcome = Outcome(OutcomeState.RELEASED, record.session_id, None, True, "",
+        outcome = RecordedOutcome(OutcomeState.RELEASED, record.session_id, None, True, "",
                           record.delivered, False, record.contributors)
     else:
         why = "lost in a combiner restart" if record.reason == RESTARTED else "aborted"
-        outcome = Outcome(OutcomeState.ABORTED, record.session_id, None, record.unmask_started,
-                          record.reason)
+        outcome = RecordedOutcome(OutcomeState.ABORTED, record.session_id, None,
+                                  record.unmask_started, record.reason)
     # The shards keep state RUNNING: the combiner no longer knows their outcomes, which are
     # their workers' to tell (GetOutcome asks them).
     return _Tombstone(outcome, tuple(shards), why, record.finished_at)

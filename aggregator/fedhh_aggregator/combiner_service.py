@@ -24,7 +24,7 @@ from fedhh_aggregator import metrics
 from fedhh_aggregator.auth import ControlAuth
 from fedhh_aggregator.combined import Shard
 from fedhh_aggregator.combiner import CombinerRegistry, Placement
-from fedhh_aggregator.registry import Outcome, OutcomeState
+from fedhh_aggregator.registry import OutcomeState, RecordedOutcome
 from fedhh_aggregator.rounds import RoundState
 
 _STATE = {
@@ -143,7 +143,7 @@ class CombinerServicer(pb_grpc.CombinerControlServicer):
                                       for stage, n in sorted(counts.items()))
         return response
 
-    async def _shard_outcomes(self, round_id: bytes, outcome: Outcome,
+    async def _shard_outcomes(self, round_id: bytes, outcome: RecordedOutcome,
                               shards: tuple[Shard, ...]) -> list[RoundOutcome | None]:
         """Each shard's outcome at its worker: asked of every shard of a running round (for the
         live stage), and of the shards whose outcome a restarted combiner no longer holds."""
@@ -204,7 +204,7 @@ def _shard_outcome(shard: Shard, seen: RoundOutcome | None) -> pb.ShardOutcome:
     return message
 
 
-def _outcome_to_pb(outcome: Outcome, durable: bool) -> pb.GetOutcomeResponse:
+def _outcome_to_pb(outcome: RecordedOutcome, durable: bool) -> pb.GetOutcomeResponse:
     return pb.GetOutcomeResponse(
         state=_OUTCOME[outcome.state], session_id=outcome.session_id,
         reached_unmask=outcome.reached_unmask, abort_reason=outcome.abort_reason,

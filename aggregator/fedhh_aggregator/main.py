@@ -2,7 +2,7 @@
 
 In-process use (tests, launchers)::
 
-    agg = await start(Settings(coordinator_public=raw_key, control_token=token,
+    agg = await start(AggregatorSettings(coordinator_public=raw_key, control_token=token,
                                listen="127.0.0.1:0", insecure=True))
     ...  # agg.port is the bound port
     await agg.stop()
@@ -40,7 +40,7 @@ SERVICES = (DEVICE_SERVICE, CONTROL_SERVICE)
 
 
 @dataclass(frozen=True)
-class Settings:
+class AggregatorSettings:
     """Everything the service needs; :meth:`from_args` builds it from the CLI options."""
 
     coordinator_public: bytes  # raw Ed25519 public key that signs round configs
@@ -56,7 +56,7 @@ class Settings:
     state_dir: Path | None = None  # the outcome journal (None: outcomes die with the process)
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> Settings:
+    def from_args(cls, args: argparse.Namespace) -> AggregatorSettings:
         if args.tls_dir and args.insecure:
             raise ConfigError("give either --tls-dir or --insecure, not both")
         limits = Limits(max_rounds=args.max_rounds, max_wait_s=args.max_wait_ms / 1000,
@@ -85,7 +85,7 @@ class Settings:
 
 
 @dataclass
-class Aggregator:
+class RunningAggregator:
     """A running aggregator in this process."""
 
     server: grpc.aio.Server
@@ -114,7 +114,7 @@ def server_options(limits: Limits) -> list[tuple[str, int]]:
             ("grpc.server.max_pending_requests_hard_limit", 2 * limits.max_pending_calls)]
 
 
-async def start(settings: Settings) -> Aggregator:
+async def start(settings: AggregatorSettings) -> RunningAggregator:
     """Build, bind and start the service (health SERVING once it returns). With a state
     directory, the outcomes of earlier rounds are restored from its journal first."""
     limits = settings.limits
@@ -135,7 +135,7 @@ async def start(settings: Settings) -> Aggregator:
     port = serving.bind(server, settings.listen, settings.tls, settings.insecure)
     await server.start()
     await serving.set_serving(health, SERVICES)
-    return Aggregator(server, registry, port)
+    return RunningAggregator(server, registry, port)
 
 
 def _write_ready(path: Path, content: dict[str, Any]) -> None:
@@ -144,7 +144,7 @@ def _write_ready(path: Path, content: dict[str, Any]) -> None:
     os.replace(tmp, path)  # readers see the whole file or none
 
 
-async def serve(settings: Settings) -> None:
+async def serve(settings: AggregatorSettings) -> None:
     """Serve until SIGTERM/SIGINT, then stop gracefully."""
     aggregator = await start(settings)
     metrics_port = start_metrics(settings.metrics_port, settings.metrics_host, settings.tls)
@@ -163,7 +163,7 @@ async def serve(settings: Settings) -> None:
 def run(args: argparse.Namespace) -> int:
     """``fedhh aggregator``: configure logs, read secrets and keys, serve."""
     configure_logging(args.log_level, "aggregator")
-    settings = Settings.from_args(args)
+    settings = AggregatorSettings.from_args(args)
     serving.install_uvloop()
     serving.tune_gc()
     asyncio.run(serve(settings))

@@ -39,7 +39,7 @@ from fedhh_aggregator.errors import CapacityError, JournalError
 from fedhh_aggregator.journal import Journal, RoundRecord
 from fedhh_aggregator.rounds import STOPPED, Limits, Round, RoundHooks, RoundState, round_label
 
-__all__ = ["RESTARTED", "Outcome", "OutcomeState", "RoundRegistry"]
+__all__ = ["RESTARTED", "OutcomeState", "RecordedOutcome", "RoundRegistry"]
 
 log = logging.getLogger(__name__)
 RESTARTED = "aggregator_restarted"  # abort reason of a round lost in a restart
@@ -53,7 +53,7 @@ class OutcomeState(StrEnum):
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RecordedOutcome:
     """What GetOutcome answers about a round."""
 
     state: OutcomeState
@@ -79,10 +79,10 @@ class _Tombstone:
     at: float  # Unix time it was dropped
     stage_devices: tuple[tuple[Stage, int], ...] = ()  # in memory only: not journaled
 
-    def outcome(self) -> Outcome:
+    def outcome(self) -> RecordedOutcome:
         state = OutcomeState.RELEASED if self.state == RoundState.RELEASED else \
             OutcomeState.ABORTED
-        return Outcome(state, self.session_id, None, self.reached_unmask, self.abort_reason,
+        return RecordedOutcome(state, self.session_id, None, self.reached_unmask, self.abort_reason,
                        self.delivered, False, self.num_contributors, self.stage_devices)
 
 
@@ -215,24 +215,26 @@ class RoundRegistry:
         tombstone = self._tombstones.get(round_id)
         return tombstone.state if tombstone is not None else None
 
-    def outcome(self, round_id: bytes) -> Outcome:
+    def outcome(self, round_id: bytes) -> RecordedOutcome:
         """What became of the round, as far as this aggregator knows."""
         round_ = self._by_round.get(round_id)
         if round_ is not None:
             counts = round_.stage_devices
             if round_.state == RoundState.RUNNING:
-                return Outcome(OutcomeState.RUNNING, round_.session_id, round_.stage,
+                return RecordedOutcome(OutcomeState.RUNNING, round_.session_id, round_.stage,
                                round_.reached_unmask, stage_devices=counts)
             if round_.state == RoundState.ABORTED:
-                return Outcome(OutcomeState.ABORTED, round_.session_id, None,
+                return RecordedOutcome(OutcomeState.ABORTED, round_.session_id, None,
                                round_.reached_unmask, round_.abort_reason, stage_devices=counts)
             result = round_.result
-            return Outcome(OutcomeState.RELEASED, round_.session_id, None, True, "", False,
+            return RecordedOutcome(OutcomeState.RELEASED, round_.session_id, None, True, "", False,
                            result is not None,
                            result.num_contributors if result is not None else 0, counts)
         self._prune(time.time())
         tombstone = self._tombstones.get(round_id)
-        return tombstone.outcome() if tombstone is not None else Outcome(OutcomeState.UNKNOWN)
+        if tombstone is None:
+            return RecordedOutcome(OutcomeState.UNKNOWN)
+        return tombstone.outcome()
 
     # -- forgetting ----------------------------------------------------------------------------
 

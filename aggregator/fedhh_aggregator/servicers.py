@@ -42,7 +42,7 @@ from fedhh_aggregator.auth import (
     device_admission,
 )
 from fedhh_aggregator.errors import CapacityError, UploadTimeout
-from fedhh_aggregator.registry import Outcome, OutcomeState, RoundRegistry
+from fedhh_aggregator.registry import OutcomeState, RecordedOutcome, RoundRegistry
 from fedhh_aggregator.rounds import AwaitOutcome, AwaitStatus, Limits, Round, RoundState
 
 _AWAIT_STATUS = {
@@ -396,7 +396,7 @@ def _round_id(raw: bytes) -> bytes:
     return round_id
 
 
-def _outcome_to_pb(outcome: Outcome, durable: bool) -> pb.GetOutcomeResponse:
+def _outcome_to_pb(outcome: RecordedOutcome, durable: bool) -> pb.GetOutcomeResponse:
     response = pb.GetOutcomeResponse(
         state=_OUTCOME[outcome.state], session_id=outcome.session_id,
         reached_unmask=outcome.reached_unmask, abort_reason=outcome.abort_reason,

@@ -49,7 +49,7 @@ def query_digest(task: pb.Task) -> str:
 
 
 @dataclass
-class Spend:
+class DeviceSpend:
     run_id: str
     round: int
     eps_local: float
@@ -57,7 +57,7 @@ class Spend:
 
 
 @dataclass
-class Report:
+class SavedReport:
     run_id: str
     round: int
     digest: str
@@ -71,8 +71,8 @@ class DeviceBudget:
     cap: float
     period_s: float
     path: Path | None = None
-    spends: list[Spend] = field(default_factory=list)
-    reports: dict[str, Report] = field(default_factory=dict)
+    spends: list[DeviceSpend] = field(default_factory=list)
+    reports: dict[str, SavedReport] = field(default_factory=dict)
     clock: Callable[[], float] = time.time
 
     @classmethod
@@ -84,8 +84,8 @@ class DeviceBudget:
         if path is not None and path.exists():
             try:
                 data = json.loads(path.read_text())
-                budget.spends = [Spend(**s) for s in data["spends"]]
-                budget.reports = {k: Report(**r) for k, r in data["reports"].items()}
+                budget.spends = [DeviceSpend(**s) for s in data["spends"]]
+                budget.reports = {k: SavedReport(**r) for k, r in data["reports"].items()}
             except (ValueError, KeyError, TypeError) as error:
                 raise ConfigError(f"{path} is corrupt: {error}") from None
         return budget
@@ -113,8 +113,8 @@ class DeviceBudget:
         ones = np.asarray(compute(), dtype=np.int64)
         now = self.clock()
         self.spends = [s for s in self.spends if s.at >= now - self.period_s]
-        self.spends.append(Spend(task.run_id, task.round, task.eps_local, now))
-        self.reports[task.run_id] = Report(task.run_id, task.round, digest, ones.tolist())
+        self.spends.append(DeviceSpend(task.run_id, task.round, task.eps_local, now))
+        self.reports[task.run_id] = SavedReport(task.run_id, task.round, digest, ones.tolist())
         self._save()
         return ones
 

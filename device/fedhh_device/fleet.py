@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.device import RandomSource, SecureSource, streams
 from fedhh.errors import AuthenticationError, ConfigError, FedhhError
-from fedhh.rpc.aggregator_client import RetryPolicy
+from fedhh.rpc.device_client import RetryPolicy
 from fedhh.rpc.tasks import verify_task
 from fedhh.secagg import RoundKeys
 from fedhh.secagg.primitives import system_random

@@ -1,6 +1,6 @@
 """A device's part in one secure-aggregation round, and dropout injection for tests.
 
-The protocol itself is ``fedhh.rpc.aggregator_client.participate`` over the pure
+The protocol itself is ``fedhh.rpc.device_client.participate`` over the pure
 ``fedhh.secagg.SecAggDevice``; this module builds the device from a verified task and records
 the per-stage latencies the load test reports.
 """
@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import FedhhError
-from fedhh.rpc.aggregator_client import Outcome, participate
+from fedhh.rpc.device_client import ParticipationEnd, participate
 from fedhh.secagg import (
     Admission,
     DevicePolicy,
@@ -119,10 +119,10 @@ async def run_secure_aggregation(channel: grpc.aio.Channel, task: pb.Task,
         return "failed"
     stats.outcome_seconds.setdefault(result.outcome.value, []).append(
         time.perf_counter() - started)
-    if result.outcome is Outcome.COMPLETED or (result.outcome is Outcome.LATE
+    if result.outcome is ParticipationEnd.COMPLETED or (result.outcome is ParticipationEnd.LATE
                                                and result.contributed):
         return "completed"
-    if result.outcome is Outcome.DROPPED:
+    if result.outcome is ParticipationEnd.DROPPED:
         return "dropped"
     log.warning("secure aggregation failed", extra={
         "secagg_id": task.secagg_id, "round": task.round, "attempt": task.attempt,

@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from fedhh.data.registry import cache_root
     from fedhh.experiments.report import study_results, write_report
     from fedhh.experiments.runner import ProgressEvent, Suite, result_records
-    from fedhh.experiments.spec import Settings
+    from fedhh.experiments.spec import SuiteSettings
     from fedhh.experiments.store import ResultStore
     from fedhh.experiments.studies import PAPER_GROUP, UTILITY_GROUP, get_study, group_studies
 
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         studies = [get_study(args.study)]
     seeds = list(range(args.seeds))
     store = ResultStore(args.store or cache_root() / "experiments")
-    suite = Suite(Settings(args.dataset, args.eps_agg, args.delta), store)
+    suite = Suite(SuiteSettings(args.dataset, args.eps_agg, args.delta), store)
     plan = suite.plan(studies, seeds)
     if args.dry_run:
         stored = sum(store.has(r.key) for r in plan)

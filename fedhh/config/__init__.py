@@ -23,7 +23,7 @@ with rounds = 2*10^7 took the coordinator to 7.6 GB, 2^32 - 1 rounds raised a Me
 - max_bits and segment_bits: 1,024, the codec's ``MAX_SUPPORTED_BITS``;
 - dim_limit: 2^28 in simulation (a round's domain is allocated as arrays; the paper's P is
   10^7; PI-RAPPOR needs fields below 2^31), 2^24 on the network (each device uploads one entry
-  per domain element);
+  per domain element; secure aggregation's ``MAX_DIMENSION``);
 - target_devices, min_devices, shard_size: 10^7 (``MAX_DEVICES``, six times the paper's 1.6M);
 - every window in ms (check-in, quiet spell, stages): one day (``MAX_WINDOW_MS``);
 - max_attempts: 100; oversubscription: 100;
@@ -38,23 +38,22 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedhh.errors import ConfigError, shown
+from fedhh.server.vocabulary import DOMAINS, FP_RATIO_OF, SEGMENT_PLANS, THRESHOLD_WEIGHTS
+
+if TYPE_CHECKING:
+    from fedhh.device import Selection
+    from fedhh.server import TreeConfig
 
 ALGORITHMS = ("optprefixtree", "triehh", "triehh++", "central-laplace", "central-gaussian")
 SELECTIONS = ("uniform", "weighted")
 RANDOMIZERS = ("ohe-rr", "pi-rappor")
 TAILS = ("binomial", "gaussian")
-FP_RATIO_OF = ("kept", "discoveries")
-SEGMENT_PLANS = ("greedy", "lookahead", "spread")  # fedhh.server.segment.SEGMENT_PLANS
-THRESHOLD_WEIGHTS = ("uniform", "parent")  # fedhh.server.prefixtree.THRESHOLD_WEIGHTS
 LEFTOVER_ROUNDS = ("idle", "passes")
-DOMAINS = ("full", "possible")  # fedhh.server.prefixtree.DOMAINS
 SIMULATION_DIM_LIMIT = 10_000_000  # the paper's P
 NETWORK_DIM_LIMIT = 1 << 16  # each device uploads one 16- or 32-bit entry per domain element
-MAX_NETWORK_DIM_LIMIT = 1 << 24  # fedhh.secagg.config.MAX_DIMENSION
-MAX_CODE_BITS = 1024  # fedhh.codec.MAX_SUPPORTED_BITS
 WINDOW_FIELDS = ("advertise_ms", "share_keys_ms", "masked_input_ms", "consistency_ms",
                  "unmask_ms")
 # The upper bounds of the module docstring's table.
@@ -291,11 +290,13 @@ class RunConfig:
         """Width of the codes: max_bits; with completion rounds, what every round can add at
         most, floor(log2 P) bits each (the main rounds may go past max_bits when their prefix
         list is short; at most 1024)."""
+        from fedhh.codec import MAX_SUPPORTED_BITS
+
         if not self.completion():
             return self.max_bits
         per_round = self.resolved_dim_limit(mode).bit_length() - 1
         return min(max(self.max_bits, per_round * self.rounds)
-                   + per_round * self.completion(), MAX_CODE_BITS)
+                   + per_round * self.completion(), MAX_SUPPORTED_BITS)
 
     def round_weights(self) -> tuple[float, ...] | None:
         """The per-round allocation weights of ``round_budget`` and the completion rounds
@@ -440,7 +441,9 @@ class RunConfig:
         if self.segment_bits is not None:
             _at_most("segment_bits", self.segment_bits, MAX_SUPPORTED_BITS)
         if self.dim_limit is not None:
-            top = MAX_NETWORK_DIM_LIMIT if mode is Mode.NETWORK else MAX_SIMULATION_DIM_LIMIT
+            from fedhh.secagg.config import MAX_DIMENSION
+
+            top = MAX_DIMENSION if mode is Mode.NETWORK else MAX_SIMULATION_DIM_LIMIT
             _at_most("dim_limit", self.dim_limit, top,
                      "on the network" if mode is Mode.NETWORK else "in simulation")
         for name in ("target_devices", "min_devices"):
@@ -558,7 +561,7 @@ class RunConfig:
                               "corrupt_fraction") from None
 
     # ---- views used by the library --------------------------------------------------------
-    def tree(self, mode: Mode = Mode.SIMULATION) -> Any:
+    def tree(self, mode: Mode = Mode.SIMULATION) -> TreeConfig:
         """The prefix tree's round logic parameters."""
         from fedhh.server import TreeConfig
 
@@ -579,7 +582,7 @@ class RunConfig:
                           selection_hint=self.selection_hint,
                           consistency=self.consistency, domain=self.domain)
 
-    def selection_rule(self) -> Any:
+    def selection_rule(self) -> Selection:
         from fedhh.device import Selection
 
         return Selection.parse(self.selection, self.prefix_conditioning)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedhh.experiments.store import RunRecord
-from fedhh.experiments.studies import Study, Variant
+from fedhh.experiments.studies import Study, StudyVariant
 
 
 def _metric(*path: str) -> Callable[[RunRecord], float | None]:
@@ -139,7 +139,7 @@ class Stat:
 
 @dataclass
 class VariantResult:
-    variant: Variant
+    variant: StudyVariant
     records: list[RunRecord]  # one per seed, in seed order
 
     @property

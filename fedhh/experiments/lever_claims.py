@@ -5,7 +5,7 @@ Comparisons are seed-paired ratios of heavy hitters found, as for the paper's cl
 in every seed (by more than 2%) with an output false-positive ratio no worse than the paper's
 (mean over seeds); the combination meets the issue's target on a population when every seed
 finds at least ``TARGET`` times the paper's heavy hitters with an output false-positive ratio
-no worse than the paper's in the same seed.
+no worse than the paper's in the same seed. The verdicts' words: ``fedhh.experiments.verdicts``.
 """
 
 from __future__ import annotations
@@ -15,15 +15,6 @@ from collections.abc import Callable
 import numpy as np
 
 from fedhh.experiments.analysis import StudyResults
-from fedhh.experiments.claims import (
-    FAILS,
-    HOLDS,
-    MIXED,
-    NEGLIGIBLE,
-    PARTLY,
-    ClaimResult,
-    ratio_verdict,
-)
 from fedhh.experiments.studies import (
     ALLOCATIONS,
     DEV,
@@ -40,6 +31,15 @@ from fedhh.experiments.studies import (
     SMALL_SWEEP,
     SWEEP_POPULATIONS,
     UTILITY_POPULATIONS,
+)
+from fedhh.experiments.verdicts import (
+    FAILS,
+    HOLDS,
+    MIXED,
+    NEGLIGIBLE,
+    PARTLY,
+    ClaimResult,
+    ratio_verdict,
 )
 
 TARGET = 1.2

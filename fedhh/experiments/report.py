@@ -50,7 +50,7 @@ OPTIONAL = {"own_true_positives", "sampling_rate", "noise_scale"}
 
 
 @dataclass
-class Report:
+class WrittenReport:
     path: Path
     claims: list[ClaimResult]
 
@@ -62,7 +62,7 @@ def study_results(study: Study, seeds: Sequence[int], records: dict[str, list[Ru
 
 
 def write_report(out: str | Path, results: Sequence[StudyResults], meta: dict[str, Any]
-                 ) -> Report:
+                 ) -> WrittenReport:
     """Write the whole folder; ``meta`` describes the invocation (command, settings, timings)."""
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
@@ -79,7 +79,7 @@ def write_report(out: str | Path, results: Sequence[StudyResults], meta: dict[st
     (root / "README.md").write_text(_header(meta, all_claims, utility) + "\n".join(sections),
                                     encoding="utf-8")
     log.info("report written to %s", root)
-    return Report(root / "README.md", all_claims)
+    return WrittenReport(root / "README.md", all_claims)
 
 
 def _write_study(root: Path, res: StudyResults, claims: list[ClaimResult]) -> str:

@@ -24,7 +24,7 @@ from fedhh.data.dataset import FederatedDataset
 from fedhh.data.truth import GroundTruth
 from fedhh.errors import ConfigError
 from fedhh.experiments.spec import (
-    Settings,
+    SuiteSettings,
     command_line,
     run_config,
     run_key,
@@ -39,7 +39,7 @@ from fedhh.experiments.studies import (
     PRIVACY_DEPENDENT,
     WARM_START_ALONE,
     Study,
-    Variant,
+    StudyVariant,
 )
 from fedhh.metrics import Truth, evaluate
 from fedhh.server import RoundReport
@@ -113,7 +113,7 @@ class Suite:
     """The runs of some studies over some seeds with one privacy target, on the suite's dataset
     (and on the dataset a variant names, if any)."""
 
-    def __init__(self, settings: Settings, store: ResultStore,
+    def __init__(self, settings: SuiteSettings, store: ResultStore,
                  dataset: FederatedDataset | None = None, *, reuse_populations: bool = True
                  ) -> None:
         self.settings = settings
@@ -143,7 +143,7 @@ class Suite:
             self._data[name] = SuiteData.of(resolve(name))
         return self._data[name]
 
-    def planned(self, study: Study, variant: Variant, seed: int) -> PlannedRun:
+    def planned(self, study: Study, variant: StudyVariant, seed: int) -> PlannedRun:
         if variant.spec is None:
             static = variant.static or ""
             target = (f"{static}@{self.settings.eps_agg:g},{self.settings.delta:g}"

@@ -1,7 +1,7 @@
 """One run of an experiment: its run configuration, the command that reproduces it, its store key.
 
 A study's variant is a ``fedhh.config.RunConfig`` holding the knobs the study varies; the suite
-adds its ``Settings`` (the privacy target) and a seed (``run_config``). The same configuration
+adds its ``SuiteSettings`` (the privacy target) and a seed (``run_config``). The same configuration
 gives the `fedhh simulate` command printed in the report (``command_line``: the flags are
 generated from the configuration, so every number can be reproduced with one shell command) and
 the store key (a hash of the configuration's non-default fields and the dataset's identity).
@@ -24,7 +24,7 @@ STORE_VERSION = 4  # 2: lossless codecs (non-a-z items encode differently); 3: R
 
 
 @dataclass(frozen=True)
-class Settings:
+class SuiteSettings:
     """Suite-wide choices: the dataset (name or path) and the aggregate privacy target."""
 
     dataset: str
@@ -56,7 +56,7 @@ def canonical(config: RunConfig) -> RunConfig:
     return config
 
 
-def run_config(spec: RunConfig, settings: Settings, seed: int) -> RunConfig:
+def run_config(spec: RunConfig, settings: SuiteSettings, seed: int) -> RunConfig:
     """The full configuration of one run of a study's variant."""
     if seed < 0:
         raise ConfigError(f"seed must be >= 0, got {seed}")
@@ -64,12 +64,12 @@ def run_config(spec: RunConfig, settings: Settings, seed: int) -> RunConfig:
     return config.validate(Mode.SIMULATION)
 
 
-def command_line(config: RunConfig, settings: Settings, dataset: str | None = None) -> str:
+def command_line(config: RunConfig, settings: SuiteSettings, dataset: str | None = None) -> str:
     """The shell command that reproduces a run (on ``dataset``, default the suite's)."""
     return shlex.join(["fedhh", "simulate", *simulate_argv(config, settings, dataset)])
 
 
-def simulate_argv(config: RunConfig, settings: Settings, dataset: str | None = None
+def simulate_argv(config: RunConfig, settings: SuiteSettings, dataset: str | None = None
                   ) -> list[str]:
     """The `fedhh simulate` arguments of a run (the privacy target and the seed always
     spelled out, for a reader of the report)."""

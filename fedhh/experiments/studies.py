@@ -50,7 +50,7 @@ MULTI_5BIT = replace(PAPER, codec="5bit")
 
 
 @dataclass(frozen=True)
-class Variant:
+class StudyVariant:
     """One configuration of a study. ``spec`` is None for a measurement that is not a
     simulation (``static`` names it); ``params`` are the swept values shown in tables."""
 
@@ -81,10 +81,10 @@ class Study:
     title: str
     description: str     # markdown
     paper: str           # where in the paper
-    variants: tuple[Variant, ...]
+    variants: tuple[StudyVariant, ...]
     group: str = PAPER_GROUP
 
-    def variant(self, label: str) -> Variant:
+    def variant(self, label: str) -> StudyVariant:
         for v in self.variants:
             if v.label == label:
                 return v
@@ -104,8 +104,8 @@ def _segmentation() -> Study:
         "15 bits. Reports the segment lengths chosen.",
         "Section 'Adaptive Segmentation in Single Data Point Setting'; Figs. uniformvsnon, "
         "segmentation",
-        (Variant("adaptive", SINGLE, {"segments": "adaptive"}),
-         Variant("uniform s=15", replace(SINGLE, segment_bits=15), {"segments": "15"})),
+        (StudyVariant("adaptive", SINGLE, {"segments": "adaptive"}),
+         StudyVariant("uniform s=15", replace(SINGLE, segment_bits=15), {"segments": "15"})),
     )
 
 
@@ -116,10 +116,10 @@ def _dimension() -> Study:
         "one extra round (T = 5, which lowers the per-round local epsilon).",
         "Section 'Dimension Limitation'; Figs. PayloadLimitFreq, PayloadLimitCount, "
         "PayloadLimitTotal",
-        (Variant("P=20M", replace(SINGLE, dim_limit=20_000_000), {"P": 20_000_000, "T": 4}),
-         Variant("P=10M", SINGLE, {"P": P, "T": 4}),
-         Variant("P=1M", replace(SINGLE, dim_limit=1_000_000), {"P": 1_000_000, "T": 4}),
-         Variant("P=1M, T=5", replace(SINGLE, dim_limit=1_000_000, rounds=5),
+        (StudyVariant("P=20M", replace(SINGLE, dim_limit=20_000_000), {"P": 20_000_000, "T": 4}),
+         StudyVariant("P=10M", SINGLE, {"P": P, "T": 4}),
+         StudyVariant("P=1M", replace(SINGLE, dim_limit=1_000_000), {"P": 1_000_000, "T": 4}),
+         StudyVariant("P=1M, T=5", replace(SINGLE, dim_limit=1_000_000, rounds=5),
                  {"P": 1_000_000, "T": 5})),
     )
 
@@ -151,7 +151,7 @@ def _fp_ratio() -> Study:
         "hitters found (true positives), false positives and the empirical ratio (false "
         "positives / output size).",
         "Appendix 'False Positives Ratio'; Figs. trueratiofreq, trueratiocount, trueratiototal",
-        tuple(Variant(f"gamma={g:g}", replace(SINGLE, fp_ratio=paper_gamma(g)),
+        tuple(StudyVariant(f"gamma={g:g}", replace(SINGLE, fp_ratio=paper_gamma(g)),
                       {"gamma": g, "fp_ratio": round(paper_gamma(g), 3)})
               for g in (0.5, 1.0, 1.5, 2.0)),
     )
@@ -165,7 +165,7 @@ def _sampling() -> Study:
         "with amplification by shuffling/aggregation, `fedhh.privacy.solve_local_epsilon`).",
         "Appendix 'Number of Devices Limitation'; Table samp; Figs. sampfreq, sampcount, "
         "totalsamp",
-        tuple(Variant(f"q={q / 10:.1f}", replace(SINGLE, sampling_rate=q / 10), {"q": q / 10})
+        tuple(StudyVariant(f"q={q / 10:.1f}", replace(SINGLE, sampling_rate=q / 10), {"q": q / 10})
               for q in range(1, 11)),
     )
 
@@ -176,12 +176,12 @@ def _selection() -> Study:
         "Multiple items, T = 4, P = 10^7, gamma = 0.5, Huffman: weighted and uniform selection, "
         "each with and without prefix-list conditioning.",
         "Section 'Effect of Data Selection'; Figs. weightfreqsamp, selection",
-        (Variant("uniform + prefix list", MULTI, {"rule": "uniform", "conditioned": True}),
-         Variant("uniform", replace(MULTI, prefix_conditioning=False),
+        (StudyVariant("uniform + prefix list", MULTI, {"rule": "uniform", "conditioned": True}),
+         StudyVariant("uniform", replace(MULTI, prefix_conditioning=False),
                  {"rule": "uniform", "conditioned": False}),
-         Variant("weighted + prefix list", replace(MULTI, selection="weighted"),
+         StudyVariant("weighted + prefix list", replace(MULTI, selection="weighted"),
                  {"rule": "weighted", "conditioned": True}),
-         Variant("weighted", replace(MULTI, selection="weighted", prefix_conditioning=False),
+         StudyVariant("weighted", replace(MULTI, selection="weighted", prefix_conditioning=False),
                  {"rule": "weighted", "conditioned": False})),
     )
 
@@ -195,10 +195,11 @@ def _deny_list() -> Study:
         "deny-listed in the second, the budget split over both (8 rounds charged); and the warm "
         "start list alone. Outputs include the deny list.",
         "Section 'Effect of adding a deny list'; Figs. weightfreqdeny, deny",
-        (Variant("1 run", MULTI, {"deny list": "none"}),
-         Variant("1 run + warm start", replace(MULTI, warm_start=True), {"deny list": "warm"}),
-         Variant("2 runs", replace(MULTI, two_runs=True), {"deny list": "2 runs"}),
-         Variant("warm start list", None, {"deny list": "list only"}, static=WARM_START_ALONE)),
+        (StudyVariant("1 run", MULTI, {"deny list": "none"}),
+         StudyVariant("1 run + warm start", replace(MULTI, warm_start=True), {"deny list": "warm"}),
+         StudyVariant("2 runs", replace(MULTI, two_runs=True), {"deny list": "2 runs"}),
+         StudyVariant("warm start list", None, {"deny list": "list only"},
+                      static=WARM_START_ALONE)),
     )
 
 
@@ -211,21 +212,21 @@ NAMES = {"optprefixtree": "OptPrefixTree", "triehh": "TrieHH", "triehh++": "Trie
 
 
 def _comparison() -> Study:
-    variants: list[Variant] = []
+    variants: list[StudyVariant] = []
     for algorithm in ("optprefixtree", *BASELINES, *CENTRAL):
         sweep = CENTRAL_ROUNDS if algorithm in CENTRAL else COMPARISON_ROUNDS
         for t in sweep:
             spec = replace(MULTI_5BIT, algorithm=algorithm, rounds=t, segment_bits=char_segments(t))
-            variants.append(Variant(f"{NAMES[algorithm]}, T={t}", spec,
+            variants.append(StudyVariant(f"{NAMES[algorithm]}, T={t}", spec,
                                     {"algorithm": algorithm, "T": t}))
     single = replace(SINGLE, codec="5bit")
-    variants.append(Variant("single: OptPrefixTree, T=4 adaptive, gamma=2",
+    variants.append(StudyVariant("single: OptPrefixTree, T=4 adaptive, gamma=2",
                             replace(single, fp_ratio=paper_gamma(2.0)),
                             {"algorithm": "optprefixtree", "T": 4}))
     for algorithm in BASELINES:
         for t in COMPARISON_ROUNDS:
             spec = replace(single, algorithm=algorithm, rounds=t, segment_bits=char_segments(t))
-            variants.append(Variant(f"single: {NAMES[algorithm]}, T={t}", spec,
+            variants.append(StudyVariant(f"single: {NAMES[algorithm]}, T={t}", spec,
                                     {"algorithm": algorithm, "T": t}))
     return Study(
         "comparison", 7, "Comparison with TrieHH, TrieHH++ and central DP",
@@ -246,9 +247,9 @@ ROUNDS_SWEEP = tuple(range(3, 13))
 
 
 def _rounds() -> Study:
-    variants = [Variant(f"T={t}", replace(MULTI_5BIT, rounds=t, segment_bits=char_segments(t)),
+    variants = [StudyVariant(f"T={t}", replace(MULTI_5BIT, rounds=t, segment_bits=char_segments(t)),
                         {"T": t, "segment": char_segments(t)}) for t in ROUNDS_SWEEP]
-    variants.append(Variant("T=4 adaptive", MULTI_5BIT, {"T": 4, "segment": "adaptive"}))
+    variants.append(StudyVariant("T=4 adaptive", MULTI_5BIT, {"T": 4, "segment": "adaptive"}))
     return Study(
         "rounds", 8, "Number of rounds",
         "Multiple items, 5-bit encoding, P = 10^7, uniform selection + prefix list: T = 3 to 12 "
@@ -270,7 +271,7 @@ def _codebooks() -> Study:
     for population, dataset in (("default", None), ("german", NON_ENGLISH)):
         trained = TRAINED[population]
         for book, name in (*CODEBOOKS, (trained, f"trained ({trained})")):
-            variants.append(Variant(f"{population}: {name}", replace(MULTI, codec=book),
+            variants.append(StudyVariant(f"{population}: {name}", replace(MULTI, codec=book),
                                     {"population": population, "codebook": book},
                                     dataset=dataset))
     return Study(
@@ -309,9 +310,9 @@ def _pi_rappor() -> Study:
         "each with and without the appendix's prefix speed-up) against the domain size, at "
         "the same eps, scaled to the dataset's devices.",
         "Appendix 'PI-RAPPOR' (the randomizer, the two decoders, the prefix speed-up)",
-        (Variant("OHE+RR", OHE_RR_SHUFFLED, {"randomizer": "ohe-rr"}),
-         Variant("PI-RAPPOR", PI_RAPPOR, {"randomizer": "pi-rappor"}),
-         Variant("decode timing", None, {"measurement": "decoders"}, static=DECODE_TIMING)),
+        (StudyVariant("OHE+RR", OHE_RR_SHUFFLED, {"randomizer": "ohe-rr"}),
+         StudyVariant("PI-RAPPOR", PI_RAPPOR, {"randomizer": "pi-rappor"}),
+         StudyVariant("decode timing", None, {"measurement": "decoders"}, static=DECODE_TIMING)),
     )
 
 
@@ -329,7 +330,7 @@ def _accounting() -> Study:
         "Feldman, McMillan and Talwar 2021), which holds for any eps_local-LDP randomizer and "
         "so is loose for ours.",
         "Section 'Privacy' (amplification by shuffling, Theorem 'clones'); issue 12",
-        tuple(Variant(f"{setting}: {name}",
+        tuple(StudyVariant(f"{setting}: {name}",
                       # the default accountant's runs are the base runs of the other studies
                       base if method == DEFAULT_METHOD else replace(base, privacy_method=method),
                       {"accountant": method})
@@ -364,8 +365,8 @@ SERVER_SIDE = replace(PAPER, **{k: v for name, lever in LEVERS.items()
                                 if name not in DEVICE_LEVERS for k, v in lever.items()})
 
 
-def _on(population: str, label: str, spec: RunConfig, **params: Any) -> Variant:
-    return Variant(f"{population}: {label}", spec, {"population": population, **params},
+def _on(population: str, label: str, spec: RunConfig, **params: Any) -> StudyVariant:
+    return StudyVariant(f"{population}: {label}", spec, {"population": population, **params},
                    dataset=population)
 
 

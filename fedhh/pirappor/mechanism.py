@@ -19,7 +19,7 @@ from fedhh.device import RandomSource
 from fedhh.errors import ConfigError
 from fedhh.pirappor.decoders import AUTO, DECODERS, Decoder, choose, decode
 from fedhh.pirappor.layout import RoundLayout
-from fedhh.pirappor.params import RoundParameters, Variant, round_parameters
+from fedhh.pirappor.params import PiRapporVariant, RoundParameters, round_parameters
 from fedhh.pirappor.randomizer import randomize, randomize_many
 from fedhh.server.estimate import BinomialTail, GaussianTail, NullTail, rr_estimate, rr_null_std
 from fedhh.server.mechanisms import TailKind, Thresholded, pruned
@@ -75,15 +75,15 @@ class PiRappor:
 
     eps_local: float
     tail: TailKind = TailKind.BINOMIAL
-    variant: Variant = Variant.REPLACEMENT
+    variant: PiRapporVariant = PiRapporVariant.REPLACEMENT
     decoder: str = AUTO
 
     def __post_init__(self) -> None:
         if self.decoder not in DECODERS:
             raise ConfigError(f"decoder must be one of {', '.join(DECODERS)}, got "
                               f"{self.decoder!r}")
-        round_parameters(self.eps_local, 1, Variant(self.variant))  # validates eps
+        round_parameters(self.eps_local, 1, PiRapporVariant(self.variant))  # validates eps
 
     def at_segment(self, segment_bits: int) -> PiRapporRound:
-        params = round_parameters(self.eps_local, segment_bits, Variant(self.variant))
+        params = round_parameters(self.eps_local, segment_bits, PiRapporVariant(self.variant))
         return PiRapporRound(params, self.tail, self.decoder)

@@ -77,7 +77,7 @@ SCALE = 1 << WORD_BITS
 _PRECISION = 80
 
 
-class Variant(StrEnum):
+class PiRapporVariant(StrEnum):
     REPLACEMENT = "replacement"
     DELETION = "deletion"
 
@@ -88,7 +88,7 @@ class RoundParameters:
 
     eps: float
     segment_bits: int
-    variant: Variant
+    variant: PiRapporVariant
     q: int
     set_size: int      # |S|: S = {0, 1, ..., set_size - 1} (codes of the smallest elements)
     threshold1: int    # alpha_1 = threshold1 / 2^32
@@ -120,7 +120,7 @@ class RoundParameters:
         """The implemented randomizer's exact privacy loss in its own variant's sense:
         replacement, max over two inputs; deletion, max against the uniform reference."""
         a, a1 = self.exact_a0, self.exact_a1
-        if self.variant is Variant.REPLACEMENT:
+        if self.variant is PiRapporVariant.REPLACEMENT:
             return math.log(a1 * (1 - a) / (a * (1 - a1)))
         return max(math.log(a1 / a), math.log((1 - a) / (1 - a1)),
                    math.log(a / a1), math.log((1 - a1) / (1 - a)))
@@ -152,14 +152,14 @@ def ideal_null_variance(eps: float) -> float:
 
 @lru_cache(maxsize=512)
 def round_parameters(eps: float, segment_bits: int,
-                     variant: Variant = Variant.REPLACEMENT) -> RoundParameters:
+                     variant: PiRapporVariant = PiRapporVariant.REPLACEMENT) -> RoundParameters:
     """The parameters of a round whose domain completes each prefix with ``segment_bits``
     bits (module docstring: q by the appendix's rule, S and alpha_1 by our Lemma 4.7 rule)."""
     if not (isinstance(eps, float | int) and math.isfinite(eps) and eps > 0):
         raise ConfigError(f"eps_local must be a positive finite number, got {eps}")
     if not (isinstance(segment_bits, int) and 1 <= segment_bits <= 30):
         raise ConfigError(f"PI-RAPPOR needs a segment of 1 to 30 bits, got {segment_bits}")
-    variant = Variant(variant)
+    variant = PiRapporVariant(variant)
     with localcontext() as ctx:
         ctx.prec = _PRECISION
         e = Decimal(eps).exp()
@@ -192,9 +192,9 @@ def round_parameters(eps: float, segment_bits: int,
     return params
 
 
-def _largest_threshold1(a: Decimal, e: Decimal, variant: Variant) -> int:
+def _largest_threshold1(a: Decimal, e: Decimal, variant: PiRapporVariant) -> int:
     """floor(2^32 alpha_1) for the largest alpha_1 the variant admits at rate a."""
-    if variant is Variant.REPLACEMENT:
+    if variant is PiRapporVariant.REPLACEMENT:
         alpha1 = e * a / (1 - a + e * a)
     else:
         alpha1 = min(e * a, 1 - (1 - a) / e)

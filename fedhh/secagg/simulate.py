@@ -7,9 +7,9 @@ is reproducible; this module is for simulation only.
 * :func:`make_cohort` builds a signed config, a coordinator key and (with device_auth) each
   device's identity key, the cohort's identity tree and each device's admission (its proof).
 * :class:`DropoutPlan` says which devices fall silent before sending their message of a stage.
-* :class:`RoundDriver` runs the round stage by stage (tests may stop between stages and inject
+* :class:`SimulatedRound` runs the round stage by stage (tests may stop between stages and inject
   messages); hooks may drop or replace any message in flight, e.g. to play a lying server.
-* :func:`run_round` runs it to the end and returns a :class:`RoundOutcome`, with the plaintext
+* :func:`run_round` runs it to the end and returns a :class:`SimulatedOutcome`, with the plaintext
   sum over the devices whose masked inputs the server accepted and per-device and per-stage
   timings.
 """
@@ -51,7 +51,8 @@ from fedhh.secagg.prg import MaskGenerator
 from fedhh.secagg.primitives import DeterministicRandom, ed25519_from_seed, ed25519_public_bytes
 from fedhh.secagg.server import SecAggServer
 
-__all__ = ["Cohort", "DropoutPlan", "RoundDriver", "RoundOutcome", "make_cohort", "run_round"]
+__all__ = ["Cohort", "DropoutPlan", "SimulatedOutcome", "SimulatedRound", "make_cohort",
+           "run_round"]
 
 ToDevice = Callable[[Stage, int, ServerMessage], ServerMessage | None]
 ToServer = Callable[[Stage, int, DeviceMessage], DeviceMessage | None]
@@ -152,7 +153,7 @@ class DropoutPlan:
 
 
 @dataclass
-class RoundOutcome:
+class SimulatedOutcome:
     """What happened in a simulated round."""
 
     result: AggregateResult | None
@@ -168,7 +169,7 @@ class RoundOutcome:
     server_cpu_seconds: dict[str, float]
 
 
-class RoundDriver:
+class SimulatedRound:
     """Runs one simulated round stage by stage."""
 
     def __init__(self, cohort: Cohort, reports: Mapping[int, np.ndarray],
@@ -187,7 +188,7 @@ class RoundDriver:
         self.to_device, self.to_server = to_device, to_server
         self.pending: dict[int, ServerMessage] = {}
         self.gone: set[int] = set()
-        self.outcome = RoundOutcome(None, None, np.zeros(cfg.dimension, np.int64), frozenset(),
+        self.outcome = SimulatedOutcome(None, None, np.zeros(cfg.dimension, np.int64), frozenset(),
                                     {}, [], {}, dict.fromkeys(self.devices, 0.0), {},
                                     dict.fromkeys(self.devices, 0.0), {})
 
@@ -296,7 +297,7 @@ class RoundDriver:
         if self.server.result is not None:
             self.outcome.result = self.server.result
 
-    def run(self) -> RoundOutcome:
+    def run(self) -> SimulatedOutcome:
         """Run the remaining stages."""
         while not self.finished:
             self.step()
@@ -306,7 +307,7 @@ class RoundDriver:
 def run_round(cohort: Cohort, reports: Mapping[int, np.ndarray],
               dropouts: DropoutPlan | None = None, *, to_device: ToDevice | None = None,
               to_server: ToServer | None = None, masks: MaskGenerator | None = None,
-              policy: DevicePolicy | None = None) -> RoundOutcome:
-    """Run a whole simulated round (see :class:`RoundDriver`)."""
-    return RoundDriver(cohort, reports, dropouts, to_device=to_device, to_server=to_server,
+              policy: DevicePolicy | None = None) -> SimulatedOutcome:
+    """Run a whole simulated round (see :class:`SimulatedRound`)."""
+    return SimulatedRound(cohort, reports, dropouts, to_device=to_device, to_server=to_server,
                        masks=masks, policy=policy).run()

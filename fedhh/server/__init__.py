@@ -11,22 +11,45 @@
 
 Nothing here sees a report: only sums. The device side is ``fedhh.device``; the round loop that
 joins them through an aggregator is ``fedhh.rounds``.
+
+Names are imported on first use (PEP 562), so a module that needs only ``vocabulary`` (the run
+configuration) does not load the round logic.
 """
 
 from __future__ import annotations
 
-from fedhh.server.estimate import rr_estimate, rr_variance
-from fedhh.server.mechanisms import LocalRandomizer, Mechanism, TailKind
-from fedhh.server.prefixtree import (
-    HeavyHitter,
-    PrefixTree,
-    RoundQuery,
-    RoundReport,
-    TreeConfig,
-    TreeState,
-)
-from fedhh.server.prune import prune_hh
-from fedhh.server.segment import plan_segment
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fedhh.server.estimate import rr_estimate, rr_variance
+    from fedhh.server.mechanisms import LocalRandomizer, Mechanism, TailKind
+    from fedhh.server.prefixtree import (
+        HeavyHitter,
+        PrefixTree,
+        RoundQuery,
+        RoundReport,
+        TreeConfig,
+        TreeState,
+    )
+    from fedhh.server.prune import prune_hh
+    from fedhh.server.segment import plan_segment
+
+_WHERE = {
+    "rr_estimate": "estimate",
+    "rr_variance": "estimate",
+    "LocalRandomizer": "mechanisms",
+    "Mechanism": "mechanisms",
+    "TailKind": "mechanisms",
+    "HeavyHitter": "prefixtree",
+    "PrefixTree": "prefixtree",
+    "RoundQuery": "prefixtree",
+    "RoundReport": "prefixtree",
+    "TreeConfig": "prefixtree",
+    "TreeState": "prefixtree",
+    "prune_hh": "prune",
+    "plan_segment": "segment",
+}
 
 __all__ = [
     "HeavyHitter",
@@ -43,3 +66,16 @@ __all__ = [
     "rr_estimate",
     "rr_variance",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

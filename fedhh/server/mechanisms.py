@@ -8,7 +8,11 @@
 - ``CentralNoise``: a trusted curator adds Laplace or Gaussian noise to every coordinate of the
   exact histogram; thresholded with PruneHH against the noise law.
 - ``fedhh.pirappor.mechanism.PiRappor``: OptPrefixTree with PI-RAPPOR reports, decoded one by one
-  into counts with the law of the randomized-response sum (``for_round`` gives a round's rates).
+  into counts with the law of the randomized-response sum; its rates depend on the segment.
+
+Every mechanism implements ``Mechanism``: ``at_segment`` gives what reads a round with that
+segment length (a ``RoundMechanism``: the mechanism itself here, a ``PiRapporRound`` for
+PI-RAPPOR), so this module never names the mechanisms built on it.
 
 Mechanisms are frozen values: the simulator and the coordinator read them, nothing mutates them.
 """
@@ -18,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, TypeAlias
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -33,9 +37,6 @@ from fedhh.server.estimate import (
     rr_null_std,
 )
 from fedhh.server.prune import prune_hh
-
-if TYPE_CHECKING:
-    from fedhh.pirappor.mechanism import PiRappor, PiRapporRound
 
 
 class TailKind(StrEnum):
@@ -55,6 +56,28 @@ class Thresholded:
     expected_false_positives: float
 
 
+class RoundMechanism(Protocol):
+    """What reads one round's sum: count estimates, and the elements kept by the threshold."""
+
+    def estimate(self, sums: np.ndarray, n: int) -> np.ndarray: ...
+
+    def threshold(self, sums: np.ndarray, n: int, fp_ratio: float, tau0: float, eta: float,
+                  weights: np.ndarray | None = None) -> Thresholded: ...
+
+
+class Mechanism(Protocol):
+    """A run's mechanism, and what reads its rounds of ``segment_bits``-bit segments."""
+
+    def at_segment(self, segment_bits: int) -> RoundMechanism: ...
+
+
+@runtime_checkable
+class NullLaw(Protocol):
+    """A local randomizer's law of a zero-count estimate among ``n`` reports."""
+
+    def null_tail(self, n: int) -> NullTail: ...
+
+
 @dataclass(frozen=True)
 class LocalRandomizer:
     eps_local: float
@@ -69,6 +92,9 @@ class LocalRandomizer:
         if self.tail is TailKind.BINOMIAL:
             return BinomialTail(n, rr)
         return GaussianTail(rr_null_std(n, rr))
+
+    def at_segment(self, segment_bits: int) -> LocalRandomizer:
+        return self
 
     def estimate(self, sums: np.ndarray, n: int) -> np.ndarray:
         return rr_estimate(sums, n, self.randomizer)
@@ -100,6 +126,9 @@ class VoteThreshold:
             raise ConfigError(f"theta must be >= 1, got {self.theta}")
         if not 0 < self.sampling_rate <= 1:
             raise ConfigError(f"sampling_rate must be in (0, 1], got {self.sampling_rate}")
+
+    def at_segment(self, segment_bits: int) -> VoteThreshold:
+        return self
 
     def estimate(self, sums: np.ndarray, n: int) -> np.ndarray:
         """Votes scaled by 1/rate: an unbiased estimate of the population count."""
@@ -133,6 +162,9 @@ class CentralNoise:
             return LaplaceTail(self.scale)
         return GaussianTail(self.scale)
 
+    def at_segment(self, segment_bits: int) -> CentralNoise:
+        return self
+
     def estimate(self, sums: np.ndarray, n: int) -> np.ndarray:
         return np.asarray(sums, dtype=np.float64)
 
@@ -145,16 +177,10 @@ class CentralNoise:
                            result.expected_false_positives)
 
 
-Mechanism: TypeAlias = "LocalRandomizer | VoteThreshold | CentralNoise | PiRappor"
-RoundMechanism: TypeAlias = "LocalRandomizer | VoteThreshold | CentralNoise | PiRapporRound"
-
-
 def for_round(mechanism: Mechanism, segment_bits: int) -> RoundMechanism:
     """What reads a round with ``segment_bits``-bit segments: the mechanism itself, except
     PI-RAPPOR, whose field and rates depend on the segment length (``fedhh.pirappor``)."""
-    from fedhh.pirappor.mechanism import PiRappor
-
-    return mechanism.at_segment(segment_bits) if isinstance(mechanism, PiRappor) else mechanism
+    return mechanism.at_segment(segment_bits)
 
 
 def _nothing(estimates: np.ndarray) -> Thresholded:

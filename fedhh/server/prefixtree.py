@@ -59,6 +59,7 @@ from fedhh.server.mechanisms import (
     CentralNoise,
     LocalRandomizer,
     Mechanism,
+    NullLaw,
     RoundMechanism,
     Thresholded,
     VoteThreshold,
@@ -66,17 +67,14 @@ from fedhh.server.mechanisms import (
 )
 from fedhh.server.prune import prune_hh, validate_prune_parameters
 from fedhh.server.segment import (
-    SEGMENT_PLANS,
     Capacity,
     PossibleCounts,
     check_feasible,
     completion_segment,
     plan_segment,
 )
+from fedhh.server.vocabulary import DOMAINS, FP_RATIO_OF, SEGMENT_PLANS, THRESHOLD_WEIGHTS
 
-FP_RATIO_OF = ("kept", "discoveries")
-THRESHOLD_WEIGHTS = ("uniform", "parent")
-DOMAINS = ("full", "possible")
 GRID_FACTOR = 2  # a simulated round materialises the full grid: at most GRID_FACTOR * P elements
 
 
@@ -635,6 +633,8 @@ def _null_tail(mechanism: RoundMechanism, participants: int) -> NullTail:
         return mechanism.null_tail()
     if isinstance(mechanism, VoteThreshold):
         raise ConfigError("vote thresholds have no null law")  # refused in PrefixTree.__init__
+    if not isinstance(mechanism, NullLaw):
+        raise ConfigError(f"{type(mechanism).__name__} has no null law")
     return mechanism.null_tail(participants)  # the local randomizers: OHE+RR, PI-RAPPOR
 
 

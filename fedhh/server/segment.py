@@ -51,8 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedhh.errors import ConfigError
-
-SEGMENT_PLANS = ("greedy", "lookahead", "spread")
+from fedhh.server.vocabulary import SEGMENT_PLANS
 
 
 def floor_log2(x: int) -> int:

@@ -1,6 +1,6 @@
 """The coordinator's ``AggregatorLink`` (``fedhh.rounds``): a round attempt over the network.
 
-One attempt, as the coordinator runs it (ARCHITECTURE.md "A round in the networked system"):
+One attempt, as the coordinator runs it (docs/networked.md, "A round"):
 
 1. check-in: a cohort of up to ``target_devices`` is drawn from the devices that check in
    (``Lobby``); with fewer than ``min_devices`` the attempt is aborted before anything is sent;
@@ -99,7 +99,7 @@ class AggregatorUnavailable(FedhhError):
     """The aggregator did not answer (down, restarting, unreachable)."""
 
 
-class Aggregator(Protocol):
+class AggregatorApi(Protocol):
     """The aggregator's control API as the link needs it (gRPC: ``fedhh_coordinator.control``)."""
 
     async def open_round(self, signed: SignedConfig) -> None: ...
@@ -145,7 +145,7 @@ class NetworkLink:
     """Round attempts of one run over the network (module docstring)."""
 
     def __init__(self, config: RunConfig, round_epsilon: Callable[[int], float], store: Store,
-                 aggregator: Aggregator, lobby: Lobby, key: Ed25519PrivateKey,
+                 aggregator: AggregatorApi, lobby: Lobby, key: Ed25519PrivateKey,
                  aggregator_address: str, admission: RunAdmission,
                  progress: Progress | None = None) -> None:
         """``round_epsilon``: the local epsilon of a round (0-based index), the ledger's."""

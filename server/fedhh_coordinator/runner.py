@@ -20,7 +20,7 @@ from fedhh.server import RoundReport
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator import metrics
 from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission
-from fedhh_coordinator.link import Aggregator, NetworkLink
+from fedhh_coordinator.link import AggregatorApi, NetworkLink
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.runs import RunParts
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 class Runner:
     """Drives the oldest pending or running run; sleeps until woken when there is none."""
 
-    def __init__(self, store: Store, aggregator: Aggregator, key: Ed25519PrivateKey,
+    def __init__(self, store: Store, aggregator: AggregatorApi, key: Ed25519PrivateKey,
                  aggregator_address: str, lobby: Lobby, budget: LifetimeBudget) -> None:
         self.store = store
         self.budget = budget

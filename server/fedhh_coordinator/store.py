@@ -1,6 +1,6 @@
 """Persistence of the coordinator: devices, runs, round attempts, tree states, ledgers, in an
 embedded SQLite file (the default) or on a PostgreSQL server (``postgresql://...``; the
-engines are :mod:`fedhh_coordinator.database`).
+engines are :mod:`fedhh_coordinator.db`).
 
 Every state change is one transaction, so a crash (even kill -9) leaves either the old state or
 the new one. An attempt's states are those of ``fedhh.rounds.AttemptState`` (open, releasing,
@@ -20,7 +20,7 @@ from typing import Any
 
 from fedhh.errors import AuthenticationError, ConflictError, NotFoundError
 from fedhh.rounds import AttemptRecord, AttemptState
-from fedhh_coordinator.database import Database, open_database
+from fedhh_coordinator.db import Database, open_database
 
 RUN_STATES = ("pending", "running", "done", "failed", "cancelled")
 ACTIVE = ("pending", "running")
@@ -53,7 +53,7 @@ class RoundRow:
 
 class Store:
     """A thread-safe handle on the coordinator's database: a SQLite file path or a
-    ``postgresql://`` URL (or an open :class:`~fedhh_coordinator.database.Database`)."""
+    ``postgresql://`` URL (or an open :class:`~fedhh_coordinator.db.Database`)."""
 
     def __init__(self, location: str | Path | Database) -> None:
         self.db = location if not isinstance(location, str | Path) else open_database(location)

@@ -28,7 +28,8 @@ import uvloop
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from fedhh.rpc.aggregator_client import DeviceSession, open_channel
+from fedhh.rpc.control_client import open_channel
+from fedhh.rpc.device_client import DeviceSession
 from fedhh.secagg import (
     Admission,
     IdentityTree,
@@ -43,7 +44,7 @@ from fedhh.secagg import (
 )
 from fedhh.secagg.primitives import ed25519_from_seed, ed25519_public_bytes
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
-from fedhh_aggregator.main import Aggregator, Settings, start
+from fedhh_aggregator.main import AggregatorSettings, RunningAggregator, start
 from fedhh_aggregator.rounds import Limits
 
 T = TypeVar("T")
@@ -125,9 +126,9 @@ def make_cohort(n: int, dimension: int, k: int, t: int, n_min: int, *,
 
 @asynccontextmanager
 async def aggregator(limits: Limits | None = None, state_dir: Path | None = None
-                     ) -> AsyncIterator[tuple[Aggregator, grpc.aio.Channel]]:
+                     ) -> AsyncIterator[tuple[RunningAggregator, grpc.aio.Channel]]:
     """An aggregator on 127.0.0.1 (OS-chosen port) and a channel to it."""
-    agg = await start(Settings(coordinator_public=COORDINATOR_PUBLIC, control_token=TOKEN,
+    agg = await start(AggregatorSettings(coordinator_public=COORDINATOR_PUBLIC, control_token=TOKEN,
                                listen="127.0.0.1:0", insecure=True,
                                limits=limits or Limits(), state_dir=state_dir))
     channel = open_channel(f"127.0.0.1:{agg.port}")

@@ -46,12 +46,8 @@ from fedhh.errors import AuthenticationError, ConfigError, ConflictError, NotFou
 from fedhh.rpc.aggregator_client import (
     AggregatorBusy,
     AggregatorControl,
-    Outcome,
-    RetryPolicy,
     RoundAborted,
-    SessionResult,
     open_channel,
-    participate,
 )
 from fedhh.rpc.aggregator_wire import (
     CallKind,
@@ -62,6 +58,8 @@ from fedhh.rpc.aggregator_wire import (
     keys_to_pb,
     stage_to_pb,
 )
+from fedhh.rpc.device_client import ParticipationEnd as End
+from fedhh.rpc.device_client import RetryPolicy, SessionResult, participate
 from fedhh.rpc.tls import make_dev_pki
 from fedhh.secagg import (
     AdvertiseKeys,
@@ -83,7 +81,7 @@ from fedhh.secagg import (
 from fedhh.secagg.primitives import ed25519_from_seed
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
-from fedhh_aggregator.main import Settings, start
+from fedhh_aggregator.main import AggregatorSettings, start
 from fedhh_aggregator.rounds import Limits
 from fedhh_aggregator.servicers import ANSWER_MARGIN_S
 
@@ -149,9 +147,9 @@ def test_fifty_devices_with_dropouts_release_exactly_the_survivors_sum() -> None
     assert {u for u, o in outcomes.items() if o.contributed} == survivors
     for u, outcome in outcomes.items():
         if u in drop:
-            assert (outcome.outcome, outcome.reached) == (Outcome.DROPPED, drop[u])
+            assert (outcome.outcome, outcome.reached) == (End.DROPPED, drop[u])
         else:  # after enough unmask shares the stage closes early: the last ones are late
-            assert outcome.outcome in (Outcome.COMPLETED, Outcome.LATE), (u, outcome)
+            assert outcome.outcome in (End.COMPLETED, End.LATE), (u, outcome)
     assert result.num_contributors == len(survivors) == announced[0].num_contributors
     assert result.survivors == announced[0].survivors == tuple(sorted(survivors))
     assert np.array_equal(result.total.astype(np.int64), cohort.plaintext_sum(survivors))
@@ -187,9 +185,9 @@ def test_a_round_below_n_min_aborts_and_releases_nothing() -> None:
     assert announced == []
     for u, outcome in outcomes.items():
         if u in drop:
-            assert (outcome.outcome, outcome.reached) == (Outcome.DROPPED, Stage.MASKED_INPUT)
+            assert (outcome.outcome, outcome.reached) == (End.DROPPED, Stage.MASKED_INPUT)
         else:  # it was waiting for its unmask request when the round aborted
-            assert (outcome.outcome, outcome.reached) == (Outcome.ROUND_ABORTED, Stage.UNMASK)
+            assert (outcome.outcome, outcome.reached) == (End.ROUND_ABORTED, Stage.UNMASK)
             assert outcome.detail == "too_few_devices"
     assert _metric("fedhh_aggregator_round_aborts_total",
                    {"reason": "too_few_devices"}) == aborts_before + 1
@@ -289,7 +287,7 @@ def test_devices_retry_calls_the_server_shed_and_all_contribute(code: grpc.Statu
     result, outcomes, stubs = run(_every_device_through(
         cohort, lambda channel: _SheddingStub(channel, code, failures)))
     for u, outcome in outcomes.items():  # the last unmask shares may come after the close
-        assert outcome.contributed and outcome.outcome in (Outcome.COMPLETED, Outcome.LATE), (
+        assert outcome.contributed and outcome.outcome in (End.COMPLETED, End.LATE), (
             u, outcome)
     for stub in stubs:
         # (AwaitStage only if a submission's wait for the next request came back PENDING)
@@ -354,7 +352,7 @@ def test_a_device_whose_accepted_submission_lost_its_answer_stays_in_the_round()
         # (these two long-poll for the next request, which comes only after the close)
         assert stub.answers["AdvertiseKeys"][1] == stub.answers["SubmitShares"][1] == late
     for outcome in outcomes.values():
-        assert outcome.contributed and outcome.outcome in (Outcome.COMPLETED, Outcome.LATE)
+        assert outcome.contributed and outcome.outcome in (End.COMPLETED, End.LATE)
     assert result.num_contributors == 8
     assert np.array_equal(result.total.astype(np.int64), cohort.plaintext_sum(set(range(1, 9))))
 
@@ -671,7 +669,7 @@ def test_open_round_validates_configs_and_limits_and_cancel_aborts() -> None:
             return outcomes
 
     outcomes = run(scenario())
-    assert all(o.outcome == Outcome.ROUND_ABORTED for o in outcomes.values()), outcomes
+    assert all(o.outcome == End.ROUND_ABORTED for o in outcomes.values()), outcomes
 
 
 # -- the real process ------------------------------------------------------------------------------
@@ -771,8 +769,8 @@ def test_the_service_over_tls(tmp_path: Path) -> None:
     tls = make_dev_pki(tmp_path, ["127.0.0.1"])
 
     async def scenario() -> None:
-        agg = await start(Settings(coordinator_public=COORDINATOR_PUBLIC, control_token=TOKEN,
-                                   listen="127.0.0.1:0", tls=tls))
+        agg = await start(AggregatorSettings(coordinator_public=COORDINATOR_PUBLIC,
+                                             control_token=TOKEN, listen="127.0.0.1:0", tls=tls))
         channel = open_channel(f"127.0.0.1:{agg.port}", tls.channel_credentials())
         try:
             with pytest.raises(NotFoundError):  # a full round trip through TLS
@@ -803,7 +801,7 @@ def test_a_device_gives_up_after_its_retries_when_nobody_listens() -> None:
 
     outcome = run(scenario())
     assert (outcome.reached, outcome.outcome, outcome.contributed) == (
-        Stage.ADVERTISE_KEYS, Outcome.UNAVAILABLE, False)
+        Stage.ADVERTISE_KEYS, End.UNAVAILABLE, False)
 
 
 def test_a_submission_can_wait_for_the_next_request() -> None:

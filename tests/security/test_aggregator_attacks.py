@@ -33,11 +33,7 @@ from aggregator_testkit import (
     session,
 )
 
-from fedhh.rpc.aggregator_client import (
-    AggregatorControl,
-    SessionResult,
-    participate,
-)
+from fedhh.rpc.aggregator_client import AggregatorControl
 from fedhh.rpc.aggregator_wire import (
     CallKind,
     admission_to_pb,
@@ -47,6 +43,7 @@ from fedhh.rpc.aggregator_wire import (
     keys_to_pb,
     stage_to_pb,
 )
+from fedhh.rpc.device_client import SessionResult, participate
 from fedhh.secagg import AggregateResult, MaskedInputRequest, Stage
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc

@@ -34,13 +34,8 @@ from aggregator_testkit import (
 )
 
 from fedhh.errors import ConflictError, StateError
-from fedhh.rpc.aggregator_client import (
-    AggregatorControl,
-    Outcome,
-    RoundAborted,
-    SessionResult,
-    participate,
-)
+from fedhh.rpc.aggregator_client import AggregatorControl, RoundAborted
+from fedhh.rpc.device_client import ParticipationEnd, SessionResult, participate
 from fedhh.secagg import (
     MaskedInput,
     MaskedInputRequest,
@@ -161,13 +156,13 @@ def test_outcomes_outlive_their_delivery(tmp_path: Path) -> None:
 async def _reach_unmask(channel: grpc.aio.Channel, cohort: Cohort) -> None:
     """Every device answers up to the consistency check and holds back its unmask shares."""
     outcomes = await _everyone(channel, cohort, drop=Stage.UNMASK)
-    assert all(o.outcome == Outcome.DROPPED and o.reached == Stage.UNMASK
+    assert all(o.outcome == ParticipationEnd.DROPPED and o.reached == Stage.UNMASK
                for o in outcomes), outcomes
 
 
 async def _reach_share_keys(channel: grpc.aio.Channel, cohort: Cohort) -> None:
     outcomes = await _everyone(channel, cohort, drop=Stage.SHARE_KEYS)
-    assert all(o.outcome == Outcome.DROPPED for o in outcomes), outcomes
+    assert all(o.outcome == ParticipationEnd.DROPPED for o in outcomes), outcomes
 
 
 def test_a_restart_reports_which_lost_rounds_reached_unmasking(tmp_path: Path) -> None:

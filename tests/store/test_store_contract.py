@@ -14,8 +14,8 @@ from postgres_kit import PostgresServer
 
 from fedhh.errors import AuthenticationError, ConfigError, ConflictError, NotFoundError
 from fedhh_coordinator.dashboard.reader import Reader
+from fedhh_coordinator.db.postgres import PostgresDatabase, StoreUnavailable
 from fedhh_coordinator.store import Store
-from fedhh_coordinator.store_postgres import PostgresDatabase, StoreUnavailable
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from fedhh.codec import (
 )
 from fedhh.codec import codes as cw
 from fedhh.codec.codebook import MAX_CODEWORD_BITS, builtin_codebook
-from fedhh.codec.training import TRAINED, book_path, train_builtin
+from fedhh.data.codebooks import TRAINED, book_path, train_builtin
 from fedhh.errors import ConfigError
 
 # The letter code of earlier versions (fedhh/codec.py before codebooks), symbol by symbol; the

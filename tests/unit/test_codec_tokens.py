@@ -108,7 +108,7 @@ def test_a_token_must_be_whole_characters() -> None:
 
 
 def test_tokens_training_is_deterministic_on_a_small_sample() -> None:
-    from fedhh.codec.tokens import candidate_tokens, huffman_tokens_codebook
+    from fedhh.data.tokens import candidate_tokens, huffman_tokens_codebook
 
     sample = [("the", 50.0), ("then", 9.0), ("there", 8.0), ("https://a.com/", 3.0),
               ("https://b.org/", 2.0), ("😂", 4.0), ("😂😂", 1.0)]

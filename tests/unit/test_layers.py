@@ -1,62 +1,234 @@
-"""The layers of the code base (docs/architecture.md): the library ``fedhh`` imports neither the
-services (``fedhh_coordinator``, ``fedhh_aggregator``, ``fedhh_device``) nor its own command-line
-layer (``fedhh.cli``), and no service imports another. Checked on the source, import by import,
-including imports inside functions."""
+"""The layers of the code base (docs/architecture.md), checked on the source, import by import,
+including imports inside functions:
+
+- inside the library ``fedhh`` every subpackage (and top-level module) is a layer of its own,
+  in the order of ``LIBRARY``: a layer imports only the layers below it;
+- the library imports neither the services (``fedhh_coordinator``, ``fedhh_aggregator``,
+  ``fedhh_device``) nor its command-line layer (``fedhh.cli``), and no service imports another;
+- no two modules import each other, directly or through others (no import cycle);
+- no public class name is defined twice across the packages (a name says which one it is)."""
 
 from __future__ import annotations
 
 import ast
+import shutil
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("fedhh_coordinator", "fedhh_aggregator", "fedhh_device")
+FOLDERS = {"fedhh": "fedhh", "server": "fedhh_coordinator", "aggregator": "fedhh_aggregator",
+           "device": "fedhh_device"}
+# The library's layers, lowest first (docs/architecture.md draws them).
+LIBRARY = (
+    "fedhh.v1",          # generated wire code
+    "fedhh.errors",      # one base class
+    "fedhh.codec",       # items <-> prefix codes
+    "fedhh.data",        # datasets; the codebooks' training data
+    "fedhh.device",      # what a device computes
+    "fedhh.privacy",     # accountants, ledger
+    "fedhh.secagg",      # SecAgg+ state machines and primitives
+    "fedhh.server",      # what follows from a round's sum
+    "fedhh.pirappor",    # the second local randomizer, a server mechanism
+    "fedhh.config",      # RunConfig: every knob, validated against the pieces above
+    "fedhh.metrics",
+    "fedhh.rounds",      # the round driver
+    "fedhh.rpc",         # wire conversions, clients, TLS
+    "fedhh.simulation",
+    "fedhh.experiments",
+    "fedhh.plot",
+)
 
 
-def imports(path: Path) -> list[tuple[int, str]]:
+def module_names(root: Path) -> dict[str, Path]:
+    """Every module of the packages under ``root``, by dotted name."""
+    found = {}
+    for folder, package in FOLDERS.items():
+        base = root / folder if folder == "fedhh" else root / folder / package
+        for path in base.rglob("*.py"):
+            if "_pb2" in path.name:
+                continue
+            parts = (package, *path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+def imports(path: Path, name: str = "") -> list[tuple[int, str]]:
+    """(line, module) for every import in ``path``, at any depth; relative imports resolved
+    against the module's dotted ``name``; ``from m import x`` names ``m.x``, the submodule if
+    there is one (the import graph strips what is not a module: ``m.x`` -> ``m``)."""
     tree = ast.parse(path.read_text(), filename=str(path))
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                module = ".".join([*base, *([module] if module else [])])
+            found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names]
     return found
 
 
-def package_of(path: Path) -> str:
-    parts = path.relative_to(ROOT).parts
-    if parts[0] == "fedhh":
-        return "fedhh.cli" if parts[1:2] == ("cli",) else "fedhh"
-    return parts[1]  # server/fedhh_coordinator/... -> fedhh_coordinator
+def layer_of(module: str) -> str | None:
+    """The library layer (or service, or ``fedhh.cli``) a dotted name belongs to."""
+    top = module.split(".")[0]
+    if top in SERVICES:
+        return top
+    if module == "fedhh.cli" or module.startswith("fedhh.cli."):
+        return "fedhh.cli"
+    return next((layer for layer in LIBRARY
+                 if module == layer or module.startswith(layer + ".")), None)
 
 
 def forbidden(importer: str, module: str) -> bool:
-    top = module.split(".")[0]
-    if importer == "fedhh":
-        return top in SERVICES or module == "fedhh.cli" or module.startswith("fedhh.cli.")
-    if importer in SERVICES:
-        return (top in SERVICES and top != importer) or module.startswith("fedhh.cli")
-    return False  # the CLI may import anything (it starts the services)
+    """Whether module ``importer`` may not import ``module``."""
+    mine, theirs = layer_of(importer), layer_of(module)
+    if theirs is None or mine == theirs or mine == "fedhh.cli":
+        return False  # outside the packages, the bare ``fedhh``, inside a layer, or the CLI
+    if theirs == "fedhh.cli" or theirs in SERVICES:
+        return True  # only the CLI starts services; no service imports another
+    if mine in SERVICES or mine is None:
+        return False  # a service (or the bare package) may use every library layer
+    return LIBRARY.index(theirs) > LIBRARY.index(mine)
+
+
+def upward_imports(root: Path) -> list[str]:
+    return [f"{path.relative_to(root)}:{line} imports {module}"
+            for name, path in module_names(root).items()
+            for line, module in imports(path, name) if forbidden(name, module)]
 
 
 def test_no_layer_imports_upwards() -> None:
-    sources = [p for folder in ("fedhh", "server", "aggregator", "device")
-               for p in (ROOT / folder).rglob("*.py") if "_pb2" not in p.name]
-    assert len(sources) > 50
-    upward = [f"{p.relative_to(ROOT)}:{line} imports {module}"
-              for p in sources for line, module in imports(p)
-              if forbidden(package_of(p), module)]
-    assert upward == []
+    assert len(module_names(ROOT)) > 50
+    assert upward_imports(ROOT) == []
+
+
+def test_every_library_package_has_its_layer() -> None:
+    packages = {"fedhh." + p.stem for p in (ROOT / "fedhh").iterdir()
+                if (p.suffix == ".py" or (p / "__init__.py").exists())
+                and p.stem not in ("__init__", "cli")}
+    assert packages == set(LIBRARY)
 
 
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
-    assert forbidden("fedhh", "fedhh_coordinator.auth")
-    assert forbidden("fedhh", "fedhh.cli.simulate")
-    assert forbidden("fedhh_device", "fedhh_coordinator.lobby")
-    assert not forbidden("fedhh_coordinator", "fedhh.rounds")
+    assert forbidden("fedhh.rounds", "fedhh_coordinator.auth")
+    assert forbidden("fedhh.server.prune", "fedhh.cli.simulate")
+    assert forbidden("fedhh_device.fleet", "fedhh_coordinator.lobby")
+    assert forbidden("fedhh.config", "fedhh.rounds")
+    assert forbidden("fedhh.codec.codes", "fedhh.data.wordlists")
+    assert not forbidden("fedhh_coordinator.link", "fedhh.rounds")
+    assert not forbidden("fedhh.server.prefixtree", "fedhh.codec.codes")
+    assert not forbidden("fedhh.server.prefixtree", "fedhh.server.segment")
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from fedhh_coordinator.auth import x\n")
-    assert imports(source) == [(2, "fedhh_coordinator.auth")]
+    assert imports(source) == [(2, "fedhh_coordinator.auth.x")]
+
+
+def test_a_planted_upward_import_fails_the_check(tmp_path: Path) -> None:
+    # A temporary copy of the packages, with one upward import planted (inside a function, as
+    # the lazy ones were) between every two library layers: each is reported.
+    for folder in FOLDERS:
+        shutil.copytree(ROOT / folder, tmp_path / folder,
+                        ignore=shutil.ignore_patterns("*_pb2*", "__pycache__", "books"))
+    assert upward_imports(tmp_path) == []
+    planted = []
+    for low, lower in enumerate(LIBRARY):
+        for upper in LIBRARY[low + 1:]:
+            folder = tmp_path / Path(*lower.split("."))
+            path = folder / "planted.py" if folder.is_dir() else folder.with_suffix(".py")
+            with path.open("a") as out:
+                out.write(f"\n\ndef planted_{upper.split('.')[1]}():\n    import {upper}\n")
+            planted.append((path.relative_to(tmp_path), upper))
+    found = upward_imports(tmp_path)
+    assert len(found) == len(planted) == len(LIBRARY) * (len(LIBRARY) - 1) // 2
+    for path, upper in planted:
+        assert any(f.startswith(f"{path}:") and f.endswith(f" imports {upper}") for f in found)
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the project's modules it imports, at module level or inside functions."""
+    names = module_names(root)
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in names.items():
+        for _, module in imports(path, name):
+            while module and module not in names:
+                module = module.rpartition(".")[0]
+            if module and module != name:
+                graph[name].add(module)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycle() -> None:
+    graph = import_graph(ROOT)
+    assert len(graph) > 50
+    assert cycles(graph) == []
+
+
+def test_the_cycle_check_sees_a_cycle(tmp_path: Path) -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    package = tmp_path / "fedhh"
+    package.mkdir()
+    (package / "one.py").write_text("from fedhh.two import x\n")
+    (package / "two.py").write_text("def f():\n    from fedhh import one\n")
+    assert cycles(import_graph(tmp_path)) == [["fedhh.one", "fedhh.two"]]
+
+
+def test_no_public_class_name_is_defined_twice() -> None:
+    where = defaultdict(list)
+    for name, path in module_names(ROOT).items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where[node.name].append(f"{name}:{node.lineno}")
+    assert len(where) > 100
+    assert {n: places for n, places in where.items() if len(places) > 1} == {}
 
 
 def _library_imports(folder: str) -> list[str]:
@@ -74,7 +246,8 @@ def test_the_device_side_needs_only_the_codec() -> None:
 
 def test_the_server_side_never_reaches_for_reports_or_the_network() -> None:
     forbidden_here = ("fedhh.simulation", "fedhh.rounds", "fedhh.rpc", "fedhh.secagg",
-                      "fedhh.experiments", "fedhh.v1")
+                      "fedhh.experiments", "fedhh.v1", "fedhh.pirappor")
     found = _library_imports("server")
     assert found, "the checker read no import"
     assert [i for i in found if i.split(" imports ")[1].startswith(forbidden_here)] == []
+

@@ -17,7 +17,6 @@ from fedhh.config import (
     MAX_DEVICES,
     MAX_ITEM_CHARS,
     MAX_LIST_CHARS,
-    MAX_NETWORK_DIM_LIMIT,
     MAX_OVERSUBSCRIPTION,
     MAX_ROUNDS,
     MAX_SIMULATION_DIM_LIMIT,
@@ -27,6 +26,7 @@ from fedhh.config import (
     RunConfig,
 )
 from fedhh.errors import ConfigError
+from fedhh.secagg.config import MAX_DIMENSION
 
 NETWORK = dict(target_devices=1000, min_devices=100)
 
@@ -36,7 +36,7 @@ BOUNDS: list[tuple[str, Any, Mode]] = [
     ("max_bits", 1024, Mode.SIMULATION),
     ("segment_bits", 1024, Mode.SIMULATION),
     ("dim_limit", MAX_SIMULATION_DIM_LIMIT, Mode.SIMULATION),
-    ("dim_limit", MAX_NETWORK_DIM_LIMIT, Mode.NETWORK),
+    ("dim_limit", MAX_DIMENSION, Mode.NETWORK),
     ("target_devices", MAX_DEVICES, Mode.NETWORK),
     ("min_devices", MAX_DEVICES, Mode.NETWORK),
     ("shard_size", MAX_DEVICES, Mode.NETWORK),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from fedhh_coordinator.dashboard.markup import Html, fmt, join, number
-from fedhh_coordinator.dashboard.results import Spend
+from fedhh_coordinator.dashboard.results import RunSpend
 
 WIDTH, HEIGHT = 640, 260
 LEFT, RIGHT, TOP, BOTTOM = 52, 16, 14, 36
@@ -20,7 +20,7 @@ def _ticks(top: float, count: int = 4) -> list[float]:
     return [step * i for i in range(count + 2) if step * (i - 1) < top]
 
 
-def spend_chart(spend: Spend) -> Html:
+def spend_chart(spend: RunSpend) -> Html:
     """Per-round epsilon (bars), the composed total after each round (line) and the target
     (dashed), over the run's declared rounds."""
     slots = max(spend.rounds, len(spend.charges), 1)

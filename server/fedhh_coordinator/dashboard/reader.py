@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConfigError
-from fedhh_coordinator.database import is_postgres_url
+from fedhh_coordinator.db import is_postgres_url
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class Reader:
         self._query: Callable[[str, tuple[object, ...]], list[tuple[Any, ...]]]
         self._close: Callable[[], None]
         if is_postgres_url(location):
-            from fedhh_coordinator.store_postgres import PostgresDatabase
+            from fedhh_coordinator.db.postgres import PostgresDatabase
 
             database = PostgresDatabase(str(location), read_only=True)
             self._query, self._close = database.query, database.close

@@ -70,7 +70,7 @@ class Charge:
 
 
 @dataclass(frozen=True)
-class Spend:
+class RunSpend:
     method: str
     description: str
     eps_agg: float
@@ -86,13 +86,13 @@ class Spend:
 
 
 class SpendCache:
-    """``Spend`` of a ledger, computed once per ledger content (composition is not free)."""
+    """``RunSpend`` of a ledger, computed once per ledger content (composition is not free)."""
 
     def __init__(self, size: int = 128) -> None:
         self.size = size
-        self._cache: OrderedDict[str, Spend] = OrderedDict()
+        self._cache: OrderedDict[str, RunSpend] = OrderedDict()
 
-    def __call__(self, ledger: dict[str, Any]) -> Spend:
+    def __call__(self, ledger: dict[str, Any]) -> RunSpend:
         key = json.dumps(ledger, sort_keys=True)
         spend = self._cache.get(key)
         if spend is None:
@@ -104,7 +104,7 @@ class SpendCache:
         return spend
 
 
-def privacy_spend(ledger: PrivacyLedger) -> Spend:
+def privacy_spend(ledger: PrivacyLedger) -> RunSpend:
     """Each charge alone and the composed total after each, with the ledger's own method."""
     charges = []
     for k, spend in enumerate(ledger.spends, start=1):
@@ -113,5 +113,5 @@ def privacy_spend(ledger: PrivacyLedger) -> Spend:
         alone = replace(ledger, spends=(spend,)).spent_epsilon()
         total = replace(ledger, spends=ledger.spends[:k]).spent_epsilon()
         charges.append(Charge(label, spend.contributors, alone, total))
-    return Spend(ledger.method, METHODS.get(ledger.method, ledger.method), ledger.eps_agg,
+    return RunSpend(ledger.method, METHODS.get(ledger.method, ledger.method), ledger.eps_agg,
                  ledger.delta, ledger.eps_local, ledger.rounds, ledger.n_min, tuple(charges))

@@ -16,7 +16,7 @@ from fedhh_coordinator.dashboard.reader import (
     Reader,
     RunTimes,
 )
-from fedhh_coordinator.dashboard.results import Hit, Spend, SpendCache, heavy_hitters
+from fedhh_coordinator.dashboard.results import Hit, RunSpend, SpendCache, heavy_hitters
 from fedhh_coordinator.dashboard.timeline import (
     STAGE_LABELS,
     AttemptView,
@@ -59,7 +59,7 @@ class RunDetail:
     config: RunConfig
     eps_local: float
     attempts: tuple[AttemptView, ...]
-    spend: Spend
+    spend: RunSpend
     hits: tuple[Hit, ...]
     deny: tuple[str, ...]
 

@@ -4,7 +4,7 @@ store to what a combiner reports; the ledger charged exactly once per attempt, w
 combiner does and across a coordinator restart; and an aggregation service that stops answering
 for a while (starved past a call's timeout) waited for while it still runs the round.
 
-The combiner is a fake speaking the link's ``Aggregator`` protocol; the devices are check-ins at
+The combiner is a fake speaking the link's ``AggregatorApi`` protocol; the devices are check-ins at
 the real lobby, and the evidence of each released shard is signed with their identity keys over
 the shard the coordinator actually signed for them (from the tasks they received), as real
 devices sign it in the consistency check.

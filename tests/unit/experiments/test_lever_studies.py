@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from fedhh.config import RunConfig
-from fedhh.experiments import Settings
+from fedhh.experiments import SuiteSettings
 from fedhh.experiments.analysis import StudyResults, VariantResult
-from fedhh.experiments.claims import FAILS, HOLDS, MIXED, PARTLY, VERDICTS, evaluate_claims
+from fedhh.experiments.claims import evaluate_claims
 from fedhh.experiments.lever_claims import TARGET, meets_target
 from fedhh.experiments.populations import DEVELOPMENT, HELD_OUT
 from fedhh.experiments.spec import run_config, run_key
@@ -34,8 +34,9 @@ from fedhh.experiments.studies import (
     get_study,
     group_studies,
 )
+from fedhh.experiments.verdicts import FAILS, HOLDS, MIXED, PARTLY, VERDICTS
 
-SETTINGS = Settings("synthetic-reddit")
+SETTINGS = SuiteSettings("synthetic-reddit")
 SEEDS = [0, 1, 2]
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from fedhh.cli.main import main
 from fedhh.experiments.analysis import Ratio, Stat
-from fedhh.experiments.claims import (
+from fedhh.experiments.verdicts import (
     FAILS,
     HOLDS,
     MIXED,

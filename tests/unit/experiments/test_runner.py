@@ -12,22 +12,22 @@ import pytest
 from fedhh.cli.main import main
 from fedhh.config import RunConfig
 from fedhh.data.dataset import FederatedDataset
-from fedhh.experiments import ResultStore, Settings, Study, Suite, Variant
+from fedhh.experiments import ResultStore, Study, StudyVariant, Suite, SuiteSettings
 from fedhh.experiments import runner as experiments_runner
 from fedhh.experiments.runner import ProgressEvent
 
 SMALL = RunConfig(dim_limit=1 << 16)
 STUDY = Study("tiny", 0, "tiny", "test study", "-", (
-    Variant("multi", SMALL),
-    Variant("single", RunConfig(dim_limit=1 << 16, single_item=True)),
-    Variant("single again", RunConfig(dim_limit=1 << 16, single_item=True)),  # same run
-    Variant("5bit fixed", RunConfig(dim_limit=1 << 16, codec="5bit", rounds=6,
+    StudyVariant("multi", SMALL),
+    StudyVariant("single", RunConfig(dim_limit=1 << 16, single_item=True)),
+    StudyVariant("single again", RunConfig(dim_limit=1 << 16, single_item=True)),  # same run
+    StudyVariant("5bit fixed", RunConfig(dim_limit=1 << 16, codec="5bit", rounds=6,
                                   segment_bits=10)),
 ))
 
 
 def suite(tiny_path: Path, tiny: FederatedDataset, store: Path, **kwargs: bool) -> Suite:
-    return Suite(Settings(str(tiny_path), eps_agg=4.0), ResultStore(store), tiny, **kwargs)
+    return Suite(SuiteSettings(str(tiny_path), eps_agg=4.0), ResultStore(store), tiny, **kwargs)
 
 
 def test_plan_deduplicates_and_resume_recomputes_nothing(

@@ -13,11 +13,11 @@ import pytest
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError
-from fedhh.experiments import STUDIES, Settings, get_study
+from fedhh.experiments import STUDIES, SuiteSettings, get_study
 from fedhh.experiments.spec import command_line, run_config, run_key
 from fedhh.experiments.studies import MULTI, SINGLE, char_segments
 
-SETTINGS = Settings("synthetic-reddit")
+SETTINGS = SuiteSettings("synthetic-reddit")
 
 
 def configs(name: str) -> dict[str, RunConfig]:
@@ -77,7 +77,7 @@ def test_comparison_runs_every_algorithm_at_the_same_rounds_and_segments() -> No
 def test_the_key_ignores_how_the_dataset_is_named_and_follows_the_seed() -> None:
     config = run_config(RunConfig(), SETTINGS, 3)
     assert command_line(config, SETTINGS).startswith("fedhh simulate --dataset synthetic-reddit")
-    other = run_config(RunConfig(), Settings("/data/reddit"), 3)
+    other = run_config(RunConfig(), SuiteSettings("/data/reddit"), 3)
     assert run_key(config, {"name": "a"}) == run_key(other, {"name": "a"})
     assert run_key(config, {"name": "a"}) != run_key(config, {"name": "b"})
     assert run_key(config, {"name": "a"}) != run_key(run_config(RunConfig(), SETTINGS, 4),

@@ -15,7 +15,7 @@ from fedhh.errors import ConfigError
 from fedhh.pirappor.field import prime_power
 from fedhh.pirappor.params import (
     SCALE,
-    Variant,
+    PiRapporVariant,
     ideal_null_variance,
     null_variance,
     round_parameters,
@@ -41,8 +41,8 @@ def test_q_is_the_smallest_prime_power_above_the_appendix_bound(eps: float, s: i
 
 
 @pytest.mark.parametrize("eps, s", GRID)
-@pytest.mark.parametrize("variant", list(Variant))
-def test_implemented_rates_are_exactly_eps_dp(eps: float, s: int, variant: Variant) -> None:
+@pytest.mark.parametrize("variant", list(PiRapporVariant))
+def test_implemented_rates_are_exactly_eps_dp(eps: float, s: int, variant: PiRapporVariant) -> None:
     params = round_parameters(eps, s, variant)
     a, a1 = Fraction(params.set_size, params.q), Fraction(params.threshold1, SCALE)
     e = exp_decimal(eps)
@@ -53,7 +53,7 @@ def test_implemented_rates_are_exactly_eps_dp(eps: float, s: int, variant: Varia
         def dec(x: Fraction) -> Decimal:
             return Decimal(x.numerator) / Decimal(x.denominator)
 
-        if variant is Variant.REPLACEMENT:
+        if variant is PiRapporVariant.REPLACEMENT:
             # P[v|x] / P[v|x'] over two inputs is at most alpha_1 (1 - a) / (a (1 - alpha_1)).
             assert dec(a1 * (1 - a) / (a * (1 - a1))) <= e
         else:
@@ -64,8 +64,8 @@ def test_implemented_rates_are_exactly_eps_dp(eps: float, s: int, variant: Varia
 
 
 @pytest.mark.parametrize("eps, s", [(e, s) for e, s in GRID if round_parameters(e, s).q < 5000])
-@pytest.mark.parametrize("variant", list(Variant))
-def test_set_size_is_best_over_every_size(eps: float, s: int, variant: Variant) -> None:
+@pytest.mark.parametrize("variant", list(PiRapporVariant))
+def test_set_size_is_best_over_every_size(eps: float, s: int, variant: PiRapporVariant) -> None:
     """The chosen |S| (a neighbour of alpha_0 q) has the least variance of all |S| in 1..q-1,
     each with its largest admissible alpha_1: the unimodality argument of the docstring."""
     params = round_parameters(eps, s, variant)
@@ -75,7 +75,7 @@ def test_set_size_is_best_over_every_size(eps: float, s: int, variant: Variant) 
     best = math.inf
     for m in range(1, q):
         a = m / q
-        a1 = (e * a / (1 - a + e * a) if variant is Variant.REPLACEMENT
+        a1 = (e * a / (1 - a + e * a) if variant is PiRapporVariant.REPLACEMENT
               else min(e * a, 1 - (1 - a) / e))
         if a1 > a:
             best = min(best, null_variance(a, a1))
@@ -89,7 +89,7 @@ def test_integer_alpha0_q_gives_the_appendix_constants() -> None:
     assert (params.q, params.set_size) == (17, 2)
     assert abs(params.a1 - 0.5) < 1e-9
     assert params.variance_inflation == pytest.approx(1.0, abs=1e-8)
-    deletion = round_parameters(math.log(7.5), 4, Variant.DELETION)
+    deletion = round_parameters(math.log(7.5), 4, PiRapporVariant.DELETION)
     assert deletion.set_size == 2 and abs(deletion.a1 - 7.5 / 8.5) < 1e-9
 
 
@@ -108,13 +108,13 @@ def test_variance_inflation_bounds(lowest: float, bound: float) -> None:
     worst = 0.0
     for eps in np.round(np.arange(lowest, 20.0001, 0.05), 3):
         for s in (*range(1, 13), 16, 20, 23, 30):
-            for variant in Variant:
+            for variant in PiRapporVariant:
                 worst = max(worst, round_parameters(float(eps), s, variant).variance_inflation)
     assert 1.0 < worst <= bound
 
 
 def test_deletion_variant_costs_about_twice_eps_under_replacement() -> None:
-    params = round_parameters(4.0, 12, Variant.DELETION)
+    params = round_parameters(4.0, 12, PiRapporVariant.DELETION)
     assert params.worst_log_ratio <= 4.0
     assert params.replacement_epsilon == pytest.approx(8.0, rel=1e-3)
     assert round_parameters(4.0, 12).replacement_epsilon <= 4.0

@@ -13,7 +13,7 @@ import pytest
 
 from fedhh.errors import ConfigError
 from fedhh.pirappor.layout import RoundLayout
-from fedhh.pirappor.params import SCALE, Variant, round_parameters
+from fedhh.pirappor.params import SCALE, PiRapporVariant, round_parameters
 from fedhh.pirappor.randomizer import evaluate, randomize, randomize_many
 
 
@@ -23,7 +23,7 @@ class ReportLaw:
     P[v | x] is ``inside`` when v(x) is in S and ``outside`` otherwise."""
 
     def __init__(self, eps: float, s: int, prefixes: int,
-                 variant: Variant = Variant.REPLACEMENT) -> None:
+                 variant: PiRapporVariant = PiRapporVariant.REPLACEMENT) -> None:
         self.params = params = round_parameters(eps, s, variant)
         self.layout = layout = RoundLayout(params.q, prefixes, s)
         q, m, d = params.q, params.set_size, layout.dimension
@@ -46,8 +46,9 @@ class ReportLaw:
 
 @pytest.mark.parametrize("eps, s, prefixes", [(math.log(1.5), 2, 2), (2.0, 3, 2),
                                               (1.0, 1, 3), (math.log(7.5), 4, 1)])
-@pytest.mark.parametrize("variant", list(Variant))
-def test_enumerated_law_is_eps_dp(eps: float, s: int, prefixes: int, variant: Variant) -> None:
+@pytest.mark.parametrize("variant", list(PiRapporVariant))
+def test_enumerated_law_is_eps_dp(eps: float, s: int, prefixes: int,
+                                  variant: PiRapporVariant) -> None:
     law = ReportLaw(eps, s, prefixes, variant)
     everything = np.ones(len(law.reports), dtype=bool)
     for x in law.inputs:
@@ -55,7 +56,7 @@ def test_enumerated_law_is_eps_dp(eps: float, s: int, prefixes: int, variant: Va
     # Every report has probability inside or outside under each input; the worst ratio is
     # inside / outside (replacement), or against the uniform report 1 / q^(d+1) (deletion).
     uniform = Fraction(1, len(law.reports))
-    worst = (law.inside / law.outside if variant is Variant.REPLACEMENT
+    worst = (law.inside / law.outside if variant is PiRapporVariant.REPLACEMENT
              else max(law.inside / uniform, uniform / law.outside))
     with localcontext() as ctx:
         ctx.prec = 50

@@ -13,12 +13,13 @@ import pytest
 from fedhh.config import RunConfig
 from fedhh.data.dataset import from_user_counts, save_dataset
 from fedhh.data.registry import resolve_dataset
-from fedhh.experiments import Settings
-from fedhh.experiments.claims import VERDICTS, decode_speedups, evaluate_claims
+from fedhh.experiments import SuiteSettings
+from fedhh.experiments.claims import decode_speedups, evaluate_claims
 from fedhh.experiments.report import study_results, write_report
 from fedhh.experiments.runner import Suite, result_records
 from fedhh.experiments.store import ResultStore
-from fedhh.experiments.studies import DECODE_TIMING, Variant, get_study
+from fedhh.experiments.studies import DECODE_TIMING, StudyVariant, get_study
+from fedhh.experiments.verdicts import VERDICTS
 from fedhh.pirappor import timing
 
 
@@ -45,10 +46,11 @@ def test_study_runs_claims_and_figures(tmp_path: Path, monkeypatch: pytest.Monke
     cheap = RunConfig(eps_local=6.0, codec="5bit", max_bits=30, rounds=3, dim_limit=1 << 16,
                       privacy_method="clones")
     study = replace(full, variants=(
-        Variant("OHE+RR", cheap), Variant("PI-RAPPOR", replace(cheap, randomizer="pi-rappor")),
-        Variant("decode timing", None, static=DECODE_TIMING)))
+        StudyVariant("OHE+RR", cheap),
+        StudyVariant("PI-RAPPOR", replace(cheap, randomizer="pi-rappor")),
+        StudyVariant("decode timing", None, static=DECODE_TIMING)))
     dataset = tiny_dataset(tmp_path)
-    suite = Suite(Settings(str(tmp_path / "tiny")), ResultStore(tmp_path / "store"), dataset)
+    suite = Suite(SuiteSettings(str(tmp_path / "tiny")), ResultStore(tmp_path / "store"), dataset)
     plan = suite.plan([study], [0])
     assert len(plan) == 3
     records = suite.execute(plan)
@@ -71,6 +73,6 @@ def test_study_runs_claims_and_figures(tmp_path: Path, monkeypatch: pytest.Monke
         assert (folder / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     assert "pi-rappor-decode.png" in report.path.read_text()
     # The timing is stored per privacy target: another eps_agg is another measurement.
-    other = Suite(Settings(str(tmp_path / "tiny"), eps_agg=2.0), suite.store, dataset)
+    other = Suite(SuiteSettings(str(tmp_path / "tiny"), eps_agg=2.0), suite.store, dataset)
     timing_run = next(run for run in plan if run.static == DECODE_TIMING)
     assert other.planned(study, study.variants[2], 0).key != timing_run.key

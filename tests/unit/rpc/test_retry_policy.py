@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from fedhh.rpc.aggregator_client import RetryPolicy
+from fedhh.rpc.device_client import RetryPolicy
 
 
 def test_backoff_is_full_jitter_under_a_growing_cap() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedhh.secagg.messages import Stage
-from fedhh.secagg.simulate import Cohort, DropoutPlan, RoundDriver, RoundOutcome, make_cohort
+from fedhh.secagg.simulate import Cohort, DropoutPlan, SimulatedOutcome, SimulatedRound, make_cohort
 
 
 def reports_for(n: int, dimension: int, seed: int = 0, density: float = 0.3) -> dict[int,
@@ -23,10 +23,10 @@ def small_cohort(**kw: object) -> Cohort:
 
 
 def drive_to(cohort: Cohort, stage: Stage, dropouts: DropoutPlan | None = None,
-             **kw: object) -> RoundDriver:
+             **kw: object) -> SimulatedRound:
     """A driver whose server has just opened ``stage`` (requests in ``driver.pending``)."""
     n = cohort.config.num_devices
-    driver = RoundDriver(cohort, reports_for(n, cohort.config.dimension), dropouts,
+    driver = SimulatedRound(cohort, reports_for(n, cohort.config.dimension), dropouts,
                          **kw)  # type: ignore[arg-type]
     while driver.server.stage < stage and not driver.finished:
         driver.step()
@@ -34,7 +34,7 @@ def drive_to(cohort: Cohort, stage: Stage, dropouts: DropoutPlan | None = None,
     return driver
 
 
-def assert_correct(outcome: RoundOutcome) -> None:
+def assert_correct(outcome: SimulatedOutcome) -> None:
     """The round released the exact plaintext sum over the accepted masked inputs."""
     assert outcome.abort is None, outcome.abort
     assert outcome.result is not None
@@ -43,6 +43,6 @@ def assert_correct(outcome: RoundOutcome) -> None:
     assert_one_secret_each(outcome)
 
 
-def assert_one_secret_each(outcome: RoundOutcome) -> None:
+def assert_one_secret_each(outcome: SimulatedOutcome) -> None:
     """No device had both kinds of its secrets' shares revealed by honest devices."""
     assert all(len(kinds) == 1 for kinds in outcome.revealed.values()), outcome.revealed

@@ -54,7 +54,7 @@ from fedhh.secagg.primitives import (
 )
 from fedhh.secagg.report import indices_from_dense
 from fedhh.secagg.server import SecAggServer
-from fedhh.secagg.simulate import DropoutPlan, RoundDriver, make_cohort, run_round
+from fedhh.secagg.simulate import DropoutPlan, SimulatedRound, make_cohort, run_round
 
 LOW_ORDER_POINT = (1).to_bytes(32, "little")
 
@@ -271,7 +271,7 @@ def test_5_late_masked_input_is_rejected_and_its_b_never_requested() -> None:
             return None
         return msg
 
-    driver = RoundDriver(small_cohort(), reports_for(8, 12), to_server=hold)
+    driver = SimulatedRound(small_cohort(), reports_for(8, 12), to_server=hold)
     while driver.server.stage <= Stage.MASKED_INPUT:
         driver.step()
     assert driver.server.stage == Stage.UNMASK
@@ -335,7 +335,7 @@ def test_7_signers_short_of_t_holders_abort_before_any_unmask_request() -> None:
     round aborts at the close of the check with no unmask request sent."""
     cohort = make_cohort(12, 8, 4, 3, n_min=2, device_auth=True, consistency_check=True, seed=3)
     nbrs = drive_to(cohort, Stage.SHARE_KEYS).server.graph.neighbours(1)
-    driver = RoundDriver(cohort, reports_for(12, 8),
+    driver = SimulatedRound(cohort, reports_for(12, 8),
                          DropoutPlan.at(Stage.CONSISTENCY_CHECK, set(nbrs[:2])))
     while driver.server.stage <= Stage.MASKED_INPUT:
         driver.step()
@@ -372,7 +372,7 @@ def test_7_weak_devices_are_pruned_before_masking() -> None:
 
 # -- 8. Lying server ----------------------------------------------------------------------------
 
-def _unmask_setup(**kw: object) -> tuple[RoundDriver, SecAggDevice, UnmaskRequest]:
+def _unmask_setup(**kw: object) -> tuple[SimulatedRound, SecAggDevice, UnmaskRequest]:
     driver = drive_to(small_cohort(**kw), Stage.UNMASK, DropoutPlan.at(Stage.MASKED_INPUT, {8}))
     request = driver.pending[1]
     assert isinstance(request, UnmaskRequest) and request.dropped == (8,)
@@ -463,7 +463,7 @@ def test_8_splitting_the_neighbours_yields_fewer_than_t_of_each_secret() -> None
 
 # -- 9. Bad keys or parameters ------------------------------------------------------------------
 
-def _share_setup(**kw: object) -> tuple[RoundDriver, SecAggDevice, ShareKeysRequest]:
+def _share_setup(**kw: object) -> tuple[SimulatedRound, SecAggDevice, ShareKeysRequest]:
     driver = drive_to(small_cohort(**kw), Stage.SHARE_KEYS)
     request = driver.pending[1]
     assert isinstance(request, ShareKeysRequest)
@@ -764,7 +764,7 @@ def test_rejected_messages_change_no_state() -> None:
             assert (server.received(), server.stage) == before
         return msg
 
-    driver = RoundDriver(cohort, reports_for(8, 12), to_server=junk)
+    driver = SimulatedRound(cohort, reports_for(8, 12), to_server=junk)
     outcome = driver.run()
     assert_correct(outcome)
     assert len(outcome.contributors) == 8

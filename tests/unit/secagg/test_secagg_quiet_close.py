@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 
 from fedhh.secagg.messages import Stage
-from fedhh.secagg.simulate import DropoutPlan, RoundDriver, make_cohort
+from fedhh.secagg.simulate import DropoutPlan, SimulatedRound, make_cohort
 
 N, DIM, K, T, N_MIN = 24, 16, 12, 8, 6
 COHORT = make_cohort(N, DIM, K, T, n_min=N_MIN, seed=7, round_id=b"quiet/cliff")
 REPORTS = {u: np.array([u % DIM], dtype=np.int64) for u in range(1, N + 1)}
 
 
-def _driver_at(stage: Stage, silent: frozenset[int]) -> RoundDriver:
+def _driver_at(stage: Stage, silent: frozenset[int]) -> SimulatedRound:
     """A round whose devices all answered every stage before ``stage`` and, at ``stage``, all
     but ``silent``; the stage is still open."""
-    driver = RoundDriver(COHORT, REPORTS, DropoutPlan.at(stage, silent))
+    driver = SimulatedRound(COHORT, REPORTS, DropoutPlan.at(stage, silent))
     while driver.server.stage != stage:
         driver.step()
         assert not driver.finished, driver.outcome.abort

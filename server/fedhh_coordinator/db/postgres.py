@@ -2,7 +2,7 @@
 so a restarted or rescheduled coordinator resumes from a managed database.
 
 The driver is psycopg 3 (binary wheels: no compiler or libpq headers needed). The same tables
-and transactions as the SQLite store (:mod:`fedhh_coordinator.database`); each store method is
+and transactions as the SQLite store (:mod:`fedhh_coordinator.db.sqlite`); each store method is
 one transaction (``BEGIN`` ... ``COMMIT``; any exception rolls it back), run one at a time on
 one connection, so the ledger is exactly as durable as PostgreSQL's commit
 (``synchronous_commit`` is left at the server's setting, ``on`` by default).
@@ -29,7 +29,7 @@ from typing import Any
 import psycopg
 
 from fedhh.errors import ConfigError, FedhhError
-from fedhh_coordinator.database import Cursor, Transaction, redact
+from fedhh_coordinator.db.interface import Cursor, Transaction, redact
 
 __all__ = ["LOCK_KEY", "POSTGRES_SCHEMA", "PostgresDatabase", "StoreUnavailable"]
 

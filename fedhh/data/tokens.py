@@ -46,7 +46,7 @@ Training (``train_tokens_codebook``, ``train_general_codebook``), deterministic:
    at least ``GENERAL_FLOOR_SHARE`` (so no character costs an escape; the escape is left for
    the 13 bytes UTF-8 never uses). Tokens no writing uses are dropped.
 
-``python -m fedhh.codec.training`` rewrites ``books/general.json`` and ``books/tokens.json``
+``python -m fedhh.data.codebooks`` rewrites ``books/general.json`` and ``books/tokens.json``
 (about three minutes on two cores); ``--check`` retrains and compares.
 """
 
@@ -92,6 +92,8 @@ MAIL_PROVIDERS = ("gmail.com", "yahoo.com", "hotmail.com", "outlook.com", "iclou
                   "aol.com", "gmx.de", "web.de", "mail.ru", "yandex.ru", "proton.me", "qq.com")
 EMOJI_PARTS = ("\u200d", "\ufe0f", "\U0001f3fb", "\U0001f3fc", "\U0001f3fd", "\U0001f3fe",
                "\U0001f3ff")
+# The descriptions name the module by the path it had when the shipped books were trained: they
+# are part of books/*.json (and of every codec spec made from them), which must not change.
 DESCRIPTION = (
     "Huffman code over BPE tokens (tokenizers) and single bytes, trained by fedhh.codec.tokens "
     "on words of 24 languages (pyspellchecker, wordfreq), Unicode pictographs, and generated "

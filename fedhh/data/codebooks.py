@@ -1,6 +1,6 @@
 """The trained built-in codebooks, rebuilt from the public data they come from.
 
-``general`` (the default) and ``tokens`` come from ``fedhh.codec.tokens.train_codebooks``: BPE
+``general`` (the default) and ``tokens`` come from ``fedhh.data.tokens.train_codebooks``: BPE
 tokens and Huffman codes over a sample of words of 24 languages, pictographs, numbers, URLs,
 e-mail addresses and identifiers (it needs the ``tokenizers`` package:
 ``pip install 'fedhh[train]'``).
@@ -8,8 +8,8 @@ e-mail addresses and identifiers (it needs the ``tokenizers`` package:
 ``english`` and ``german`` are ``train_codebook`` over pyspellchecker's word counts of the
 language (OpenSubtitles 2018 via OPUS, MIT licence; the same source as the English warm-start
 list, and not the wordfreq lists the synthetic populations are drawn from), with every printable
-ASCII character given a codeword. The JSON files in ``books/`` are the output of
-``python -m fedhh.codec.training`` (``--check``: retrain and compare with the shipped files,
+ASCII character given a codeword. The JSON files in ``fedhh/codec/books/`` are the output of
+``python -m fedhh.data.codebooks`` (``--check``: retrain and compare with the shipped files,
 exit 1 on a difference); a test checks that retraining gives the same ``english`` and ``german``
 files, and that the ``tokens`` training is deterministic on a small sample.
 """
@@ -38,7 +38,7 @@ def train_builtin(name: str) -> Codebook:
     from fedhh.data.wordlists import spellchecker_counts
 
     if name in TOKEN_BOOKS:
-        from fedhh.codec.tokens import train_codebooks
+        from fedhh.data.tokens import train_codebooks
 
         return train_codebooks()[name]
     if name not in TRAINED:
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [a for a in args if not a.startswith("--")] or [*TOKEN_BOOKS, *TRAINED]
     token_books = {}
     if set(names) & set(TOKEN_BOOKS):
-        from fedhh.codec.tokens import train_codebooks
+        from fedhh.data.tokens import train_codebooks
 
         token_books = train_codebooks()  # one sample and one BPE for both
     differ = []

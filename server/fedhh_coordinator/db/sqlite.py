@@ -1,12 +1,4 @@
-"""Where the coordinator's store lives: an embedded SQLite file (the default) or a PostgreSQL
-server (``--db postgresql://...``, :mod:`fedhh_coordinator.store_postgres`).
-
-Both speak the same small interface to :class:`~fedhh_coordinator.store.Store`: one
-transaction at a time (:meth:`Database.transaction`, committed on exit, rolled back on any
-exception), reads outside transactions (:meth:`Database.query`), statements written once with
-``?`` placeholders and SQL that both engines run alike (``INSERT ... ON CONFLICT DO NOTHING``,
-``RETURNING``). The schema is the same tables and columns in each engine's types.
-"""
+"""The coordinator's store in an embedded SQLite file (the default engine)."""
 
 from __future__ import annotations
 
@@ -15,12 +7,11 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from fedhh.errors import ConfigError
+from fedhh_coordinator.db.interface import Cursor, Transaction
 
-__all__ = ["Cursor", "Database", "SqliteDatabase", "Transaction", "is_postgres_url",
-           "open_database", "redact"]
+__all__ = ["SQLITE_SCHEMA", "SqliteDatabase"]
 
 SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS devices (
@@ -72,38 +63,6 @@ CREATE TABLE IF NOT EXISTS device_spends (
 """
 
 
-class Cursor(Protocol):
-    @property
-    def rowcount(self) -> int: ...
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-
-class Transaction(Protocol):
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor: ...
-
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
-        """Run ``sql`` once per row; returns the rows it changed in all."""
-        ...
-
-
-class Database(Protocol):
-    #: "sqlite" or "postgresql"
-    kind: str
-    #: where it is, for messages (no password)
-    location: str
-
-    def transaction(self) -> Any:
-        """A context manager yielding a :class:`Transaction`; commits on exit."""
-        ...
-
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
-
-    def close(self) -> None: ...
-
-
 class _SqliteTransaction:
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
@@ -151,28 +110,3 @@ class SqliteDatabase:
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-
-def is_postgres_url(location: str | Path) -> bool:
-    return str(location).startswith(("postgresql://", "postgres://"))
-
-
-def redact(url: str) -> str:
-    """A PostgreSQL URL without its password, for messages and logs."""
-    scheme, sep, rest = url.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not sep or not at or ":" not in credentials:
-        return url
-    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
-
-
-def open_database(location: str | Path) -> Database:
-    """The database at ``location``: a ``postgresql://`` URL, else a SQLite file path."""
-    if is_postgres_url(location):
-        try:
-            from fedhh_coordinator.store_postgres import PostgresDatabase
-        except ImportError as error:
-            raise ConfigError(f"--db {redact(str(location))} needs the PostgreSQL driver: "
-                              f"pip install 'psycopg[binary]' ({error})") from None
-        return PostgresDatabase(str(location))
-    return SqliteDatabase(location)

@@ -1,0 +1,229 @@
+"""What the coordinator's two control clients share: the aggregator's (``AggregatorControl``,
+``fedhh.rpc.aggregator_client``) and the combiner's (``CombinerControl``,
+``fedhh.rpc.combiner_client``) speak the same calls (GetResult, GetOutcome, CancelRound) with the
+same bearer token, error map, result polling and result-stream checks; they differ in how a
+round is opened and in what a released result carries (one sum with its evidence, or a total
+with each shard's evidence).
+
+Rejections raise the ``fedhh.errors`` class of their status code (``domain_error``);
+an aborted round raises :class:`~fedhh.rounds.RoundAborted`; a result still running after the
+caller's timeout raises ``TimeoutError``; transport failures raise ``grpc.aio.AioRpcError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+import numpy as np
+
+from fedhh.errors import (
+    AuthenticationError,
+    ConfigError,
+    ConflictError,
+    FedhhError,
+    NotFoundError,
+    StateError,
+)
+from fedhh.rounds import RoundAborted
+from fedhh.rpc.aggregator_wire import stage_from_pb
+from fedhh.rpc.serving import OPTIONS
+from fedhh.secagg import Stage
+from fedhh.secagg.config import MAX_COHORT
+from fedhh.secagg.prg import mask_dtype
+from fedhh.secagg.shards import MAX_SHARDS
+from fedhh.v1 import aggregator_pb2 as pb
+
+__all__ = [
+    "AggregatorBusy",
+    "AggregatorError",
+    "ControlClient",
+    "ResultBuffer",
+    "RoundOutcome",
+    "check_header",
+    "domain_error",
+    "open_channel",
+    "outcome_from_pb",
+    "outcome_state",
+    "stage_counts",
+]
+
+R = TypeVar("R")
+_SERVER_WAIT_CAP_S = 30.0  # ask for at most this long per GetResult (the server caps it too)
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    """What the aggregator (or the combiner) says became of a round (GetOutcome).
+
+    ``state``: "unknown", "running", "aborted" or "released". ``reached_unmask``: unmask
+    requests were (or may have been) sent. ``durable``: the aggregator journals outcomes, so
+    they survive its restarts (without it, "unknown" after a restart says nothing).
+    """
+
+    state: str
+    session_id: bytes = b""
+    stage: Stage | None = None
+    reached_unmask: bool = False
+    abort_reason: str = ""
+    delivered: bool = False
+    sum_available: bool = False
+    num_contributors: int = 0
+    durable: bool = False
+    stage_devices: tuple[tuple[Stage, int], ...] = ()  # accepted per closed stage
+
+
+class AggregatorError(FedhhError):
+    """The aggregator's answer does not follow the wire contract."""
+
+
+class AggregatorBusy(FedhhError):
+    """The aggregator holds too many rounds (RESOURCE_EXHAUSTED)."""
+
+
+_DOMAIN_ERRORS: dict[grpc.StatusCode, type[FedhhError]] = {
+    grpc.StatusCode.UNAUTHENTICATED: AuthenticationError,
+    grpc.StatusCode.NOT_FOUND: NotFoundError,
+    grpc.StatusCode.ALREADY_EXISTS: ConflictError,
+    grpc.StatusCode.FAILED_PRECONDITION: StateError,
+    grpc.StatusCode.INVALID_ARGUMENT: ConfigError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: AggregatorBusy,
+}
+
+
+def domain_error(error: grpc.aio.AioRpcError) -> Exception:
+    kind = _DOMAIN_ERRORS.get(error.code())
+    return kind(f"aggregator: {error.details()}") if kind is not None else error
+
+
+def stage_counts(counts: Any) -> tuple[tuple[Stage, int], ...]:
+    """(stage, devices) pairs of a GetOutcome answer, unknown stages left out."""
+    pairs = ((stage_from_pb(c.stage), int(c.devices)) for c in counts)
+    return tuple((stage, n) for stage, n in pairs if stage is not None)
+
+
+def outcome_state(value: int) -> str:
+    """An ``OutcomeState`` as "unknown", "running", "aborted" or "released"."""
+    state = pb.OutcomeState.Name(value).removeprefix("OUTCOME_STATE_").lower()
+    if state == "unspecified":
+        raise AggregatorError("GetOutcome answered without a state")
+    return state
+
+
+def outcome_from_pb(response: pb.GetOutcomeResponse) -> RoundOutcome:
+    return RoundOutcome(outcome_state(response.state), bytes(response.session_id),
+                        stage_from_pb(response.stage), response.reached_unmask,
+                        response.abort_reason, response.delivered, response.sum_available,
+                        int(response.num_contributors), response.durable,
+                        stage_counts(response.stage_devices))
+
+
+def open_channel(address: str, credentials: grpc.ChannelCredentials | None = None
+                 ) -> grpc.aio.Channel:
+    """A channel to the aggregator (TLS with ``credentials``, else plaintext for loopback),
+    with the same message size limits as the services."""
+    if credentials is None:
+        return grpc.aio.insecure_channel(address, options=OPTIONS)
+    return grpc.aio.secure_channel(address, credentials, options=OPTIONS)
+
+
+def check_header(header: pb.ResultHeader, *, sharded: bool) -> int | None:
+    """The checks of a result stream's header, in order: the shard list (one to ``MAX_SHARDS``
+    shards for a sharded round, none otherwise), then the state. Returns None while the round
+    runs, else the byte length of the released sum; raises ``RoundAborted`` for an aborted
+    round and ``AggregatorError`` for a header that breaks the wire contract."""
+    if header.state == pb.AGGREGATION_STATE_RUNNING:
+        return None
+    if sharded and not 1 <= len(header.shards) <= MAX_SHARDS:
+        raise AggregatorError("a sharded result must list its shards")
+    if not sharded and len(header.shards):
+        raise AggregatorError("an unsharded result lists no shards")
+    if header.state == pb.AGGREGATION_STATE_ABORTED:
+        raise RoundAborted(header.abort_reason or "unknown reason",
+                           reached_unmask=header.reached_unmask)
+    if header.state != pb.AGGREGATION_STATE_RELEASED or header.modulus_bits not in (16, 32):
+        raise AggregatorError(f"unexpected result header (state {header.state})")
+    expected = int(header.dimension * header.modulus_bits // 8)
+    if header.total_bytes != expected:
+        raise AggregatorError("the result's length does not match its dimension")
+    counts = ([(s.survivor_count, s.signature_count) for s in header.shards] if sharded
+              else [(header.survivor_count, header.signature_count)])
+    if any(survivors > MAX_COHORT or signatures > MAX_COHORT
+           for survivors, signatures in counts):
+        raise AggregatorError("the result announces more survivors than any cohort")
+    return expected
+
+
+class ResultBuffer:
+    """The released sum's bytes as the stream's data parts bring them (after the evidence)."""
+
+    def __init__(self, header: pb.ResultHeader, expected: int) -> None:
+        self._bits = header.modulus_bits
+        self._expected = expected
+        self._buffer = bytearray(expected)
+        self._received = 0
+
+    def add(self, data: bytes) -> None:
+        if self._received + len(data) > self._expected:
+            raise AggregatorError("the result stream holds more than the declared sum")
+        self._buffer[self._received:self._received + len(data)] = data
+        self._received += len(data)
+
+    def total(self) -> np.ndarray:
+        if self._received != self._expected:
+            raise AggregatorError("the result stream ended early")
+        dtype = mask_dtype(self._bits)
+        return np.frombuffer(self._buffer, dtype=dtype).astype(dtype.newbyteorder("="),
+                                                               copy=False)
+
+
+class ControlClient:
+    """The calls both control services answer alike; every call sends the control token."""
+
+    def __init__(self, stub: Any, token: str | bytes, call_timeout: float) -> None:
+        text = token.decode() if isinstance(token, bytes) else token
+        self._stub = stub
+        self._metadata = (("authorization", f"Bearer {text}"),)
+        self._call_timeout = call_timeout
+
+    async def _unary(self, method: Any, request: Any) -> Any:
+        try:
+            return await method(request, metadata=self._metadata, timeout=self._call_timeout)
+        except grpc.aio.AioRpcError as error:
+            raise domain_error(error) from error
+
+    async def _result(self, round_id: bytes, timeout: float,
+                      read: Callable[[Any], Awaitable[R | None]]) -> R:
+        """Long-poll GetResult until the round's result, for up to ``timeout`` seconds;
+        ``read`` reads one GetResult stream: the result, or None while the round runs."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + timeout
+        while True:
+            wait_ms = int(min(max(0.0, until - loop.time()), _SERVER_WAIT_CAP_S) * 1000)
+            call = self._stub.GetResult(pb.GetResultRequest(round_id=round_id, wait_ms=wait_ms),
+                                        metadata=self._metadata,
+                                        timeout=wait_ms / 1000 + self._call_timeout)
+            try:
+                result = await read(call)
+            except grpc.aio.AioRpcError as error:
+                raise domain_error(error) from error
+            except BaseException:
+                call.cancel()
+                raise
+            if result is not None:
+                return result
+            if loop.time() >= until:
+                raise TimeoutError(f"round {round_id!r} still running after {timeout} s")
+
+    async def _outcome(self, round_id: bytes) -> pb.GetOutcomeResponse:
+        return await self._unary(self._stub.GetOutcome, pb.GetOutcomeRequest(round_id=round_id))
+
+    async def cancel(self, round_id: bytes) -> str:
+        """Abort the round if it is running, or drop its unfetched sum; returns the round's
+        state afterwards ("running", "released" or "aborted"). Idempotent."""
+        response = await self._unary(self._stub.CancelRound,
+                                     pb.CancelRoundRequest(round_id=round_id))
+        return pb.AggregationState.Name(response.state).removeprefix("AGGREGATION_STATE_").lower()

@@ -1,0 +1,39 @@
+"""Where the coordinator's store lives: an embedded SQLite file (the default) or a PostgreSQL
+server (``--db postgresql://...``, :mod:`fedhh_coordinator.db.postgres`).
+
+Both speak the same small interface to :class:`~fedhh_coordinator.store.Store`
+(:mod:`fedhh_coordinator.db.interface`): one transaction at a time (``Database.transaction``,
+committed on exit, rolled back on any exception), reads outside transactions
+(``Database.query``), statements written once with
+``?`` placeholders and SQL that both engines run alike (``INSERT ... ON CONFLICT DO NOTHING``,
+``RETURNING``). The schema is the same tables and columns in each engine's types.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fedhh.errors import ConfigError
+from fedhh_coordinator.db.interface import (
+    Cursor,
+    Database,
+    Transaction,
+    is_postgres_url,
+    redact,
+)
+from fedhh_coordinator.db.sqlite import SqliteDatabase
+
+__all__ = ["Cursor", "Database", "SqliteDatabase", "Transaction", "is_postgres_url",
+           "open_database", "redact"]
+
+
+def open_database(location: str | Path) -> Database:
+    """The database at ``location``: a ``postgresql://`` URL, else a SQLite file path."""
+    if is_postgres_url(location):
+        try:
+            from fedhh_coordinator.db.postgres import PostgresDatabase
+        except ImportError as error:
+            raise ConfigError(f"--db {redact(str(location))} needs the PostgreSQL driver: "
+                              f"pip install 'psycopg[binary]' ({error})") from None
+        return PostgresDatabase(str(location))
+    return SqliteDatabase(location)
