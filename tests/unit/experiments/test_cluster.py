@@ -253,3 +253,13 @@ def test_killed_worker_loses_no_result_and_a_rerun_submits_nothing(
     assert code == 0, out
     assert f"{RUNS} runs (0 computed, {RUNS} reused)" in out
     assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "store").iterdir()} == stored
+
+
+def test_help_documents_the_cluster_options(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run_cli(["experiments", "--help"], capsys)
+    assert code == 0
+    assert "--workers N" in out and "--scheduler ADDRESS" in out and "4 GiB" in out
+    code, out = run_cli(["experiments", "segmentation", "--help"], capsys)
+    assert code == 0
+    for option in ("--workers [N]", "--scheduler ADDRESS", "--worker-memory GIB"):
+        assert option in out
