@@ -3,8 +3,10 @@
 ``Suite`` opens the dataset once, turns studies into a de-duplicated list of planned runs
 (one per configuration and seed; configurations shared by several studies run once), and
 executes the runs the store does not hold yet, in plan order, one after the other (the
-simulator already uses both cores). Each run is a ``RunConfig`` passed to the library's
-``simulate``, as `fedhh simulate` does with the configuration its flags describe.
+simulator already uses both cores), or hands them to Dask workers (``fedhh.experiments.dask``,
+where each worker computes with a ``Suite`` of its own and the client stores). Each run is a
+``RunConfig`` passed to the library's ``simulate``, as `fedhh simulate` does with the
+configuration its flags describe.
 """
 
 from __future__ import annotations
@@ -113,13 +115,18 @@ class Suite:
     """The runs of some studies over some seeds with one privacy target, on the suite's dataset
     (and on the dataset a variant names, if any)."""
 
-    def __init__(self, settings: SuiteSettings, store: ResultStore,
-                 dataset: FederatedDataset | None = None, *, reuse_populations: bool = True
-                 ) -> None:
+    def __init__(self, settings: SuiteSettings, store: ResultStore | None,
+                 dataset: FederatedDataset | None = None, *, reuse_populations: bool = True,
+                 max_populations: int | None = None) -> None:
+        """``store`` None: a suite that only computes (a Dask worker's; ``execute`` refuses).
+        ``max_populations`` bounds the encoded vocabularies kept (least recently used go)."""
+        if max_populations is not None and max_populations < 1:
+            raise ConfigError(f"max_populations must be >= 1, got {max_populations}")
         self.settings = settings
         self.store = store
         # Encoded vocabularies (and, inside them, single-item draws) shared by the runs.
         self.reuse_populations = reuse_populations
+        self.max_populations = max_populations
         self._populations: dict[tuple[int, str], Population] = {}
         if dataset is None:
             from fedhh.experiments.populations import resolve
@@ -181,12 +188,19 @@ class Suite:
         # By the dataset object (one per name or path in the suite): populations built by one
         # generator under other seeds or sizes share a dataset name.
         key = (id(data.dataset), codec.key)
-        if key not in self._populations:
-            self._populations[key] = Population.build(data.dataset, codec)
-        return self._populations[key]
+        population = self._populations.pop(key, None)  # re-inserted last: most recently used
+        if population is None:
+            if self.max_populations is not None:
+                while len(self._populations) >= self.max_populations:
+                    del self._populations[next(iter(self._populations))]
+            population = Population.build(data.dataset, codec)
+        self._populations[key] = population
+        return population
 
     def _load_or_compute(self, run: PlannedRun, progress: ProgressCallback | None
                          ) -> RunRecord:
+        if self.store is None:
+            raise ConfigError("this suite has no result store: it only computes runs")
         record = self.store.load(run.key)
         if record is not None:
             self.reused += 1
@@ -196,7 +210,7 @@ class Suite:
         if progress is not None:
             progress(ProgressEvent("started", run))
         started = time.perf_counter()
-        record = self._compute(run, progress)
+        record = self.compute(run, progress)
         self.store.save(record)
         self.computed += 1
         elapsed = time.perf_counter() - started
@@ -206,7 +220,8 @@ class Suite:
             progress(ProgressEvent("done", run, max(run.total_rounds - done, 0), elapsed))
         return record
 
-    def _compute(self, run: PlannedRun, progress: ProgressCallback | None) -> RunRecord:
+    def compute(self, run: PlannedRun, progress: ProgressCallback | None = None) -> RunRecord:
+        """Compute one planned run (the store is neither read nor written)."""
         if run.static == WARM_START_ALONE:
             return self._warm_start_alone(run)
         if run.static == DECODE_TIMING:

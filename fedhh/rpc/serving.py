@@ -10,7 +10,7 @@ import inspect
 import ipaddress
 import logging
 import signal
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -135,7 +135,7 @@ class CredentialGate(grpc.aio.ServerInterceptor):
     otherwise receive and parse a unary request in full (up to the receive cap) before the
     servicer could look at the caller. Servicers keep their own checks."""
 
-    def __init__(self, checks: dict[str, CredentialCheck]) -> None:
+    def __init__(self, checks: Mapping[str, CredentialCheck]) -> None:
         self._checks = checks
 
     def _check_for(self, method: str) -> CredentialCheck | None:
@@ -215,7 +215,7 @@ def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,
 def new_server(max_receive_bytes: int = MAX_MESSAGE_BYTES,
                max_concurrent_streams: int | None = None,
                extra_options: Sequence[tuple[str, Any]] = (),
-               credential_checks: dict[str, CredentialCheck] | None = None) -> grpc.aio.Server:
+               credential_checks: Mapping[str, CredentialCheck] | None = None) -> grpc.aio.Server:
     """A grpc.aio server with the limits of :func:`server_options`; calls failing their
     ``credential_checks`` are refused unread (:class:`CredentialGate`); requests that do not
     parse are answered INVALID_ARGUMENT (:class:`ParseErrors`)."""

@@ -1,0 +1,234 @@
+"""A suite's runs as Dask tasks: a LocalCluster on this machine, or an existing scheduler.
+
+The runs of a suite are independent, so each is one task (``compute_run``). The client (the
+process that plans the suite) stays the single writer of the result store: it loads what the
+store holds, submits only the runs it lacks, and saves each record as its task finishes, so an
+interrupted suite keeps every finished run and a second invocation submits nothing.
+
+What travels through the scheduler is small: the suite's settings and the planned run out, the
+run's record back (metrics, per-round diagnostics and a few arrays of codes). The dataset never
+does: a worker opens it by the suite's name or path, from its own machine's cache
+(``FEDHH_CACHE``; a built-in dataset is built there on first use, under a lock, so once per
+machine) and checks that it is the dataset the client planned with (its identity is part of
+every store key). A worker keeps one ``Suite`` per settings between tasks (the dataset, its
+ground truth and the last encoded vocabulary), nothing more.
+
+Dask retries a run whose worker died on another worker; a run that raises is not stored (the
+next invocation retries it), the others go on and are stored, and the first error is raised
+when they are done. Ctrl-C (KeyboardInterrupt) cancels the pending runs and closes what was
+started here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fedhh.errors import ConfigError, DatasetError
+from fedhh.experiments.runner import PlannedRun, ProgressCallback, ProgressEvent, Suite
+from fedhh.experiments.spec import STORE_VERSION, SuiteSettings
+from fedhh.experiments.store import RunRecord
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+log = logging.getLogger(__name__)
+
+GIB = 1 << 30
+# Memory one worker may use (LocalCluster's memory_limit): one run at a time, the dataset's
+# mapped pages counted in. A run over the 1.6M-user default dataset peaks at 0.8-1.5 GiB
+# resident (docs/benchmarks.md: 1.51 GiB with 256-bit codes, the target is 6 GB); the worker
+# also keeps the dataset's ground truth and one encoded vocabulary between runs.
+RUN_MEMORY_GIB = 4.0
+# What a LocalCluster leaves to the client and the rest of the machine.
+RESERVED_GIB = 2.0
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """Where the runs go: ``scheduler`` (an address) or a LocalCluster of ``workers`` processes
+    (0: as many as this machine's cores and memory allow), each with ``worker_memory_gib``."""
+
+    workers: int | None = None
+    scheduler: str | None = None
+    worker_memory_gib: float = RUN_MEMORY_GIB
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.scheduler is not None:
+            raise ConfigError("give --workers or --scheduler, not both")
+        if self.workers is not None and self.workers < 0:
+            raise ConfigError(f"workers must be >= 0, got {self.workers}")
+        if not self.worker_memory_gib > 0:
+            raise ConfigError(f"worker memory must be > 0 GiB, got {self.worker_memory_gib}")
+
+    @property
+    def distributed(self) -> bool:
+        return self.workers is not None or self.scheduler is not None
+
+
+def machine() -> tuple[int, float]:
+    """This machine's usable cores and its memory in GiB, as Dask counts them (CPU affinity,
+    cgroup quotas and limits, and rlimits included)."""
+    from dask.system import cpu_count
+    from distributed.system import memory_limit
+
+    return max(cpu_count(), 1), memory_limit() / GIB
+
+
+def local_workers(options: ClusterOptions) -> int:
+    """The LocalCluster's size: the workers asked for, or one per core as far as the memory
+    allows; ConfigError when the workers asked for cannot each have their memory."""
+    cores, memory = machine()
+    fits = int(max(memory - RESERVED_GIB, 0) // options.worker_memory_gib)
+    if options.workers:
+        if options.workers > fits:
+            raise ConfigError(
+                f"--workers {options.workers} needs {options.workers} x "
+                f"{options.worker_memory_gib:g} GiB, this machine has {memory:.1f} GiB "
+                f"({RESERVED_GIB:g} GiB kept for the rest): at most {max(fits, 1)}")
+        return options.workers
+    return max(1, min(cores, fits))
+
+
+@contextlib.contextmanager
+def connect(options: ClusterOptions) -> Iterator[Client]:
+    """A client of the scheduler named, or of a LocalCluster started here (and closed on exit,
+    its worker processes with it)."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    if options.scheduler is not None:
+        with Client(options.scheduler, timeout="30s") as client:
+            yield client
+        return
+    workers = local_workers(options)
+    # 127.0.0.1 and ports chosen by the OS: nothing listens beyond this machine. No dashboard
+    # (the scheduler's HTTP routes, health and metrics, listen on a port of the OS's choice).
+    scheduler = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+    # Dask's nannies set MALLOC_TRIM_THRESHOLD_=65536 in their workers, so glibc returns the
+    # pages of every large array freed and the next round faults them in again: the 11 runs of
+    # `rounds --seeds 1` on synthetic-reddit-small took 6.4 s of system time on one worker,
+    # 2.9 s serially, 4.2 s without it. The simulator releases its big buffers itself.
+    environ = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ").items()
+               if k != "MALLOC_TRIM_THRESHOLD_"}
+    spawn = dask.config.set({"distributed.nanny.pre-spawn-environ": environ})
+    with spawn, LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                             memory_limit=int(options.worker_memory_gib * GIB),
+                             host="127.0.0.1", scheduler_port=0, dashboard_address=None,
+                             worker_dashboard_address=None, scheduler_kwargs=scheduler,
+                             preload=[__name__], silence_logs=logging.ERROR
+                             ) as cluster, Client(cluster) as client:
+        yield client
+
+
+def dask_setup(worker: object) -> None:
+    """Dask's preload hook, in each LocalCluster worker process: Ctrl-C in the terminal reaches
+    the whole process group, and only the client acts on it (cancels the runs and closes the
+    cluster); a worker that stopped by itself would print its traceback and be restarted."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def describe(client: Client) -> str:
+    """The workers the client reaches, in words (warns of workers that run several tasks at
+    once: those runs share the worker's memory limit)."""
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    threads = sorted({int(w["nthreads"]) for w in workers.values()})
+    limits = sorted({float(w.get("memory_limit") or 0) / GIB for w in workers.values()})
+    if threads and threads[-1] > 1:
+        log.warning("workers with %s threads run as many runs at once, sharing their memory "
+                    "limit; start them with --nthreads 1", threads[-1])
+    memory = "/".join(f"{m:.1f}" for m in limits) or "?"
+    return f"{len(workers)} Dask workers, {'/'.join(map(str, threads))} thread(s), {memory} GiB"
+
+
+_SUITES: dict[SuiteSettings, Suite] = {}
+
+
+def compute_run(settings: SuiteSettings, run: PlannedRun, identity: dict[str, Any],
+                store_version: int) -> RunRecord:
+    """One run, on a worker: its suite's dataset opened from this machine's cache (once per
+    worker process) and checked against the client's identity of it."""
+    if store_version != STORE_VERSION:
+        raise ConfigError(f"this worker's fedhh keys runs as store version {STORE_VERSION}, "
+                          f"the client's as {store_version}: install the same fedhh on both")
+    suite = _SUITES.get(settings)
+    if suite is None:
+        _SUITES.clear()  # one suite per worker: its dataset and caches, no older ones
+        suite = _SUITES[settings] = Suite(settings, None, max_populations=1)
+    found = suite.data(run.dataset or settings.dataset).identity
+    if found != identity:
+        raise DatasetError(f"dataset {run.dataset!r} on this worker is {found}, the client "
+                           f"planned with {identity}: the name or path must give the same "
+                           "dataset on every machine")
+    return suite.compute(run)
+
+
+def execute(suite: Suite, plan: Sequence[PlannedRun], client: Client,
+            progress: ProgressCallback | None = None) -> dict[str, RunRecord]:
+    """Load the stored runs of ``plan``, compute the others on the client's workers and store
+    each as it finishes (progress: ``cached`` and ``done`` events, the latter for a whole run);
+    the records by key. Counts ``suite.computed`` and ``suite.reused`` as ``Suite.execute``."""
+    from distributed import as_completed
+
+    store = suite.store
+    if store is None:
+        raise ConfigError("the client's suite needs a result store")
+    records: dict[str, RunRecord] = {}
+    missing: list[PlannedRun] = []
+    for run in plan:
+        record = store.load(run.key)
+        if record is None:
+            missing.append(run)
+            continue
+        records[run.key] = record
+        suite.reused += 1
+        if progress is not None:
+            progress(ProgressEvent("cached", run, run.total_rounds))
+    if not missing:
+        return records
+    futures = {
+        client.submit(compute_run, suite.settings, run,
+                      suite.data(run.dataset or suite.settings.dataset).identity,
+                      STORE_VERSION, key=f"fedhh-run-{run.key}"): run
+        for run in missing
+    }
+    pending = set(futures)
+    failed: list[tuple[PlannedRun, Exception]] = []
+    try:
+        for future in as_completed(futures):
+            run = futures[future]
+            pending.discard(future)
+            try:
+                record = future.result()
+            except Exception as error:
+                log.error("%s / %s / seed %d failed: %r", run.study, run.label, run.seed, error)
+                failed.append((run, error))
+                continue
+            finally:
+                future.release()  # the worker may forget the result (it is ours now)
+            store.save(record)
+            records[run.key] = record
+            suite.computed += 1
+            wall = float(record.data.get("timings", {}).get("wall_s", 0.0))
+            log.info("%s / %s / seed %d: %.1f s", run.study, run.label, run.seed, wall)
+            if progress is not None:
+                progress(ProgressEvent("done", run, run.total_rounds, wall))
+    except BaseException:
+        client.cancel(list(pending), force=True)
+        raise
+    if failed:
+        names = ", ".join(f"{r.study} / {r.label} / seed {r.seed}" for r, _ in failed)
+        log.error("%d of %d runs failed (not stored; the next invocation retries them): %s",
+                  len(failed), len(missing), names)
+        raise failed[0][1]
+    return records
+
+
+__all__ = ["RUN_MEMORY_GIB", "ClusterOptions", "compute_run", "connect", "execute",
+           "local_workers"]

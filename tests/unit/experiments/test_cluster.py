@@ -1,0 +1,265 @@
+"""`fedhh experiments` on Dask: a real LocalCluster, and a real `dask scheduler` with `dask
+worker` processes on 127.0.0.1 (ports chosen by the OS), against the serial run of the same
+study on the tiny dataset. The report and every stored run equal the serial run's; a worker
+killed in the middle of its run loses nothing (Dask gives the run to the other worker and the
+client stores it); a second invocation submits nothing."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fedhh.cli.main import main
+from fedhh.data.dataset import FederatedDataset
+from fedhh.errors import ConfigError
+from fedhh.experiments import ProgressEvent, ResultStore, Suite, SuiteSettings, get_study
+from fedhh.experiments.cluster import ClusterOptions, connect, execute, local_workers
+
+pytestmark = pytest.mark.slow
+
+STUDY = ["experiments", "segmentation", "--seeds", "2"]  # 4 simulated runs
+RUNS = 4
+READY_S = 60.0
+# Loaded by the victim worker: its first run tells the test it started, then never ends.
+VICTIM = """\
+import os
+import threading
+from pathlib import Path
+
+from fedhh.experiments import runner
+
+
+def _blocked(*args, **kwargs):
+    Path(os.environ["FEDHH_TEST_STARTED"]).touch()
+    threading.Event().wait()
+
+
+runner.simulate = _blocked
+"""
+
+
+def study(tiny_path: Path, out: Path, store: Path, *extra: str) -> list[str]:
+    return [*STUDY, "--dataset", str(tiny_path), "--out", str(out), "--store", str(store),
+            *extra]
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+@pytest.fixture(scope="module")
+def serial(tiny_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The study's report and store, computed in this process (no Dask)."""
+    base = tmp_path_factory.mktemp("serial")
+    assert main(study(tiny_path, base / "out", base / "store", "--quiet")) == 0
+    return base
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    """A CSV's rows without the wall times (the only numbers that depend on where runs ran)."""
+    with open(path, newline="") as handle:
+        return [{k: v for k, v in row.items() if "wall" not in k} for row in csv.DictReader(handle)]
+
+
+def timeless(value: object) -> object:
+    """A record's values without its timings (keys ``*_s``: seconds measured where it ran)."""
+    if isinstance(value, dict):
+        return {k: timeless(v) for k, v in value.items() if not k.endswith("_s")}
+    if isinstance(value, list):
+        return [timeless(v) for v in value]
+    return value
+
+
+def assert_same_results(base: Path, other: Path) -> None:
+    """The same stored runs (metrics, rounds, output codes) and the same report numbers."""
+    keys = sorted(p.stem for p in (base / "store").glob("*.json"))
+    assert len(keys) == RUNS
+    assert sorted(p.stem for p in (other / "store").glob("*.json")) == keys
+    mine, theirs = ResultStore(base / "store"), ResultStore(other / "store")
+    for key in keys:
+        a, b = mine.load(key), theirs.load(key)
+        assert a is not None and b is not None
+        assert a.argv == b.argv and a.command == b.command
+        assert timeless(a.data) == timeless(b.data), key
+        for name, array in a.arrays.items():
+            assert np.array_equal(array, b.arrays[name]), (key, name)
+    claims = "claims.json"
+    assert json.loads((base / "out" / claims).read_text()) == json.loads(
+        (other / "out" / claims).read_text())
+    for name in ("summary.csv", "runs.csv", "curves.csv"):
+        assert rows(base / "out" / "segmentation" / name) == rows(
+            other / "out" / "segmentation" / name), name
+
+
+def test_local_cluster_report_equals_serial(tiny_path: Path, serial: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run_cli(study(tiny_path, tmp_path / "out", tmp_path / "store", "--workers",
+                              "2"), capsys)
+    assert code == 0, out
+    assert f"{RUNS} runs ({RUNS} computed, 0 reused)" in out
+    assert "experiments: 2 Dask workers, 1 thread(s), 4.0 GiB" in out
+    assert_same_results(serial, tmp_path)
+    meta = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert meta["timings"]["workers"].startswith("2 Dask workers")
+
+
+def test_local_cluster_is_refused_more_workers_than_the_memory_holds() -> None:
+    with pytest.raises(ConfigError, match="--workers 1000 needs 1000 x 4 GiB"):
+        local_workers(ClusterOptions(workers=1000))
+    assert local_workers(ClusterOptions(workers=0)) >= 1
+    with pytest.raises(ConfigError, match="not both"):
+        ClusterOptions(workers=2, scheduler="tcp://127.0.0.1:1")
+
+
+def tasks(dask_scheduler: Any) -> int:
+    return len(dask_scheduler.tasks)
+
+
+def test_interrupt_cancels_the_pending_runs_and_keeps_the_finished(
+        tiny_path: Path, tiny: FederatedDataset, tmp_path: Path) -> None:
+    suite = Suite(SuiteSettings(str(tiny_path)), ResultStore(tmp_path / "store"), tiny)
+    plan = suite.plan([get_study("segmentation")], [0, 1])
+    assert len(plan) == RUNS
+
+    def interrupt(event: ProgressEvent) -> None:
+        if event.kind == "done":
+            raise KeyboardInterrupt
+
+    with connect(ClusterOptions(workers=1)) as client:
+        with pytest.raises(KeyboardInterrupt):
+            execute(suite, plan, client, interrupt)
+        # Cancelled: the scheduler forgets the runs (the cancel travels on its own).
+        deadline = time.monotonic() + READY_S
+        while client.run_on_scheduler(tasks) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.run_on_scheduler(tasks) == 0
+    assert suite.computed == 1
+    assert sum(suite.store.has(r.key) for r in plan) == 1
+
+
+def _dask(*argv: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "dask", *argv], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def _address(scheduler_file: Path, process: subprocess.Popen[bytes]) -> str:
+    """The scheduler's address once it listens (it writes the file then)."""
+    deadline = time.monotonic() + READY_S
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "dask scheduler exited"
+        try:
+            return str(json.loads(scheduler_file.read_text())["address"])
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            time.sleep(0.05)
+    raise AssertionError(f"no scheduler file after {READY_S} s")
+
+
+@pytest.fixture
+def dask_pair(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
+    """A `dask scheduler` with two `dask worker` processes (one task at a time each): a victim,
+    whose runs never end (it touches the yielded file when one starts), and a healthy one."""
+    from distributed import Client
+
+    processes: list[subprocess.Popen[bytes]] = []
+    env = {**os.environ, "FEDHH_CACHE": str(tmp_path / "cache")}
+    try:
+        scheduler_file = tmp_path / "scheduler.json"
+        processes.append(_dask("scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--no-dashboard", "--scheduler-file", str(scheduler_file),
+                               env=env))
+        address = _address(scheduler_file, processes[0])
+        preload = tmp_path / "victim.py"
+        preload.write_text(VICTIM)
+        started = tmp_path / "victim-started"
+        worker = ["worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
+                  "--host", "127.0.0.1"]
+        victim = _dask(*worker, "--name", "victim", "--preload", str(preload),
+                       env={**env, "FEDHH_TEST_STARTED": str(started)})
+        processes.append(victim)
+        processes.append(_dask(*worker, "--name", "healthy", env=env))
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(2, timeout=READY_S)
+        yield address, victim, started
+    finally:
+        for process in reversed(processes):
+            _stop(process)
+
+
+Pair = tuple[str, subprocess.Popen[bytes], Path]
+
+
+def test_killed_worker_loses_no_result_and_a_rerun_submits_nothing(
+        tiny_path: Path, serial: Path, tmp_path: Path, dask_pair: Pair,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    address, victim, started = dask_pair
+    killed = threading.Event()
+
+    def kill_the_victim_once_its_run_started() -> None:
+        deadline = time.monotonic() + READY_S
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if started.exists():
+            victim.kill()
+            killed.set()
+
+    killer = threading.Thread(target=kill_the_victim_once_its_run_started, daemon=True)
+    killer.start()
+    code, out = run_cli(study(tiny_path, tmp_path / "out", tmp_path / "store", "--scheduler",
+                              address), capsys)
+    killer.join()
+    assert killed.is_set(), "the victim worker never started a run"
+    assert victim.wait(timeout=10) == -signal.SIGKILL
+    assert code == 0, out
+    assert f"{RUNS} runs ({RUNS} computed, 0 reused)" in out
+    assert_same_results(serial, tmp_path)
+
+    import distributed
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a stored run was submitted")
+
+    monkeypatch.setattr(distributed.Client, "submit", refuse)
+    stored = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "store").iterdir()}
+    code, out = run_cli(study(tiny_path, tmp_path / "again", tmp_path / "store", "--scheduler",
+                              address), capsys)
+    assert code == 0, out
+    assert f"{RUNS} runs (0 computed, {RUNS} reused)" in out
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "store").iterdir()} == stored
+
+
+def test_help_documents_the_cluster_options(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run_cli(["experiments", "--help"], capsys)
+    assert code == 0
+    assert "--workers N" in out and "--scheduler ADDRESS" in out and "4 GiB" in out
+    code, out = run_cli(["experiments", "segmentation", "--help"], capsys)
+    assert code == 0
+    for option in ("--workers [N]", "--scheduler ADDRESS", "--worker-memory GIB"):
+        assert option in out
