@@ -197,10 +197,13 @@ def draw_sums(
 ) -> np.ndarray:
     """The released sum's exact law given the true counts c_w of n participants."""
     if isinstance(mechanism, LocalRandomizer):
+        # Every coordinate draws as if nobody held it (numpy's binomial with one n is ~4x
+        # faster than with an array of n), then the held ones are drawn afresh: the same law,
+        # each coordinate independent.
         rr = mechanism.randomizer
-        sums = rng.binomial(n - counts, rr.a0).astype(np.int64)
+        sums = rng.binomial(n, rr.a0, size=counts.size).astype(np.int64)
         hit = np.flatnonzero(counts)
-        sums[hit] += rng.binomial(counts[hit], rr.a1)
+        sums[hit] = rng.binomial(n - counts[hit], rr.a0) + rng.binomial(counts[hit], rr.a1)
         return sums
     if isinstance(mechanism, VoteThreshold):
         return counts.copy()

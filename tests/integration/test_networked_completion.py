@@ -25,7 +25,7 @@ from fedhh.simulation.runner import simulate
 
 pytestmark = pytest.mark.slow
 
-LONG = {"https://www.example.org/docs/": 70, "someone@example.com": 60, "👍🏽": 50}
+LONG = {"https://example.org/": 70, "a@example.com": 60, "👍🏽": 50}
 
 
 def long_items_dataset(path: Path) -> Path:
@@ -57,7 +57,7 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalTopo
 def test_completion_rounds_find_long_items_whole_over_the_network(
         system: tuple[LocalTopology, Path]) -> None:
     topo, data = system
-    config = run_config(codec="general", max_bits=24, rounds=3, dim_limit=1 << 12,
+    config = run_config(codec="general", max_bits=24, rounds=3, dim_limit=1 << 14,
                         completion_rounds=8, completion_weight=0.5)
     with AdminClient(topo.address("coordinator"), topo.token("admin"),
                      topo.workdir / "tls" / "ca.pem") as client:
@@ -77,7 +77,7 @@ def test_completion_rounds_find_long_items_whole_over_the_network(
     # The per-device simulation of the same configuration and seed draws the same sums and
     # charges the same ledger.
     stored = from_proto(run.config)
-    assert stored.completion() == 8 and stored.code_bits(Mode.NETWORK) == 12 * 11
+    assert stored.completion() == 8 and stored.code_bits(Mode.NETWORK) == 14 * 11
     weights = stored.round_weights()
     assert weights is not None
     replay = PrivacyLedger.open_allocated(stored.eps_agg, stored.delta,

@@ -1,0 +1,34 @@
+"""The suite runs on two pytest-xdist workers (pyproject's addopts; `-n 0` for one process).
+Tests that start real services share one worker, one test at a time as in a serial run: they
+wait on processes and on stage windows, and two of them at once would each starve the other's
+devices. The docker deployment test is one unit of its own the same way, and every other test
+file, CPU-bound and self-contained, is a unit of one file (its module fixtures built once) that
+goes to whichever worker is free."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdist.scheduler import LoadScopeScheduling
+
+SERVICE_FOLDERS = {"tests/integration/": "services", "tests/security/": "services",
+                   "tests/dashboard/": "services", "tests/deploy/": "docker"}
+
+
+class ServiceGroups(LoadScopeScheduling):
+    """xdist's scope scheduling with the service folders as one scope each (a mark-based
+    ``--dist loadgroup`` cannot do it under pytest 9.2, which no longer reads ``Item._nodeid``)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        for folder, group in SERVICE_FOLDERS.items():
+            if nodeid.startswith(folder):
+                return group
+        return nodeid.split("::", 1)[0]
+
+
+def pytest_xdist_make_scheduler(config: Any, log: Any) -> ServiceGroups:
+    # Units in collection order, not largest first: tests/dashboard and tests/deploy come right
+    # after the few quick tests/cli files, so the two long units start at once, one per worker,
+    # and the short files fill in around them.
+    config.option.loadscopereorder = False
+    return ServiceGroups(config, log)
