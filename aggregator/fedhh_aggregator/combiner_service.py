@@ -24,7 +24,7 @@ from fedhh_aggregator import metrics
 from fedhh_aggregator.auth import ControlAuth
 from fedhh_aggregator.combined import Shard
 from fedhh_aggregator.combiner import CombinerRegistry, Placement
-from fedhh_aggregator.registry import OutcomeState, RecordedOutcome
+from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome
 from fedhh_aggregator.rounds import RoundState
 
 _STATE = {

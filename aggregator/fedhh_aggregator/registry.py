@@ -20,81 +20,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
-from dataclasses import dataclass
-from enum import StrEnum
 
 from fedhh.errors import AuthenticationError, ConfigError, ConflictError, NotFoundError, StateError
-from fedhh.secagg import (
-    ProtocolViolation,
-    RoundConfig,
-    SecAggServer,
-    SignedConfig,
-    Stage,
-    Violation,
-)
+from fedhh.secagg import ProtocolViolation, RoundConfig, SecAggServer, SignedConfig, Violation
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh_aggregator import metrics
 from fedhh_aggregator.errors import CapacityError, JournalError
 from fedhh_aggregator.journal import Journal, RoundRecord
+from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome, Tombstone, Tombstones
 from fedhh_aggregator.rounds import STOPPED, Limits, Round, RoundHooks, RoundState, round_label
 
-__all__ = ["RESTARTED", "OutcomeState", "RecordedOutcome", "RoundRegistry"]
+__all__ = ["RESTARTED", "RoundRegistry"]
 
 log = logging.getLogger(__name__)
 RESTARTED = "aggregator_restarted"  # abort reason of a round lost in a restart
 
 
-class OutcomeState(StrEnum):
-    UNKNOWN = "unknown"
-    RUNNING = "running"
-    ABORTED = "aborted"
-    RELEASED = "released"
-
-
-@dataclass(frozen=True)
-class RecordedOutcome:
-    """What GetOutcome answers about a round."""
-
-    state: OutcomeState
-    session_id: bytes = b""
-    stage: Stage | None = None  # RUNNING: the open stage
-    reached_unmask: bool = False
-    abort_reason: str = ""
-    delivered: bool = False
-    sum_available: bool = False
-    num_contributors: int = 0
-    stage_devices: tuple[tuple[Stage, int], ...] = ()  # accepted per closed stage
-
-
-@dataclass(frozen=True)
-class _Tombstone:
-    session_id: bytes
-    state: RoundState  # RELEASED or ABORTED
-    abort_reason: str
-    reached_unmask: bool
-    num_contributors: int
-    delivered: bool
-    why: str  # why the round was dropped, for "gone" errors
-    at: float  # Unix time it was dropped
-    stage_devices: tuple[tuple[Stage, int], ...] = ()  # in memory only: not journaled
-
-    def outcome(self) -> RecordedOutcome:
-        state = OutcomeState.RELEASED if self.state == RoundState.RELEASED else \
-            OutcomeState.ABORTED
-        return RecordedOutcome(state, self.session_id, None, self.reached_unmask, self.abort_reason,
-                       self.delivered, False, self.num_contributors, self.stage_devices)
-
-
-def _tombstone_of(record: RoundRecord) -> _Tombstone:
+def _tombstone_of(record: RoundRecord) -> Tombstone:
     """The tombstone of a journaled round that has an outcome."""
     if record.state == RoundState.RELEASED.value:
         why = "delivered" if record.delivered else "its sum was lost in an aggregator restart"
-        return _Tombstone(record.session_id, RoundState.RELEASED, "", True,
-                          record.contributors, record.delivered, why, record.finished_at)
+        return Tombstone(RecordedOutcome(
+            OutcomeState.RELEASED, record.session_id, None, True, "", record.delivered, False,
+            record.contributors), why, record.finished_at)
     why = "lost in an aggregator restart" if record.reason == RESTARTED else "aborted"
-    return _Tombstone(record.session_id, RoundState.ABORTED, record.reason,
-                      record.unmask_started, 0, False, why, record.finished_at)
+    return Tombstone(RecordedOutcome(OutcomeState.ABORTED, record.session_id, None,
+                                     record.unmask_started, record.reason),
+                     why, record.finished_at)
 
 
 class RoundRegistry:
@@ -109,8 +61,10 @@ class RoundRegistry:
         self.uploads = asyncio.Semaphore(self.limits.max_uploads)
         self._by_round: dict[bytes, Round] = {}
         self._by_session: dict[bytes, Round] = {}
-        self._tombstones: OrderedDict[bytes, _Tombstone] = OrderedDict()
         self._gone_sessions: dict[bytes, bytes] = {}  # session id -> round id, of tombstones
+        self._tombstones: Tombstones[Tombstone] = Tombstones(
+            self.limits.max_tombstones, self.limits.tombstone_ttl_s, journal, self._by_round,
+            lambda t: self._gone_sessions.pop(t.outcome.session_id, None))
         self._hooks = RoundHooks(self._before_unmask, self._finished, self._expired)
 
     def __len__(self) -> int:
@@ -132,8 +86,8 @@ class RoundRegistry:
                 log.warning("round lost in a restart", extra={
                     "round_id": round_label(record.round_id),
                     "reached_unmask": record.unmask_started})
-            self._bury(record.round_id, _tombstone_of(record), journal=False)
-        self._prune(time.time())
+            self._bury(record.round_id, _tombstone_of(record), prune=False)
+        self._tombstones.prune()
         self.journal.rewrite()  # only what is kept, without an interrupted last line
         log.info("outcome journal loaded", extra={"path": str(self.journal.path),
                                                   "rounds": len(self._tombstones)})
@@ -152,7 +106,7 @@ class RoundRegistry:
                 return existing, False
             raise ConflictError(f"round {round_label(config.round_id)!r} is already open with "
                                 "another config")
-        self._prune(time.time())
+        self._tombstones.prune()
         if config.round_id in self._tombstones:
             raise ConflictError(f"round {round_label(config.round_id)!r} has already finished")
         if not config.device_auth:
@@ -203,17 +157,9 @@ class RoundRegistry:
 
     def by_round(self, round_id: bytes) -> Round:
         round_ = self._by_round.get(round_id)
-        if round_ is not None:
-            return round_
-        tombstone = self._tombstones.get(round_id)
-        if tombstone is not None:
-            raise StateError(f"round {round_label(round_id)!r} ({tombstone.state.value}) is "
-                             f"gone: {tombstone.why}")
-        raise NotFoundError(f"no round {round_label(round_id)!r}")
-
-    def final_state(self, round_id: bytes) -> RoundState | None:
-        tombstone = self._tombstones.get(round_id)
-        return tombstone.state if tombstone is not None else None
+        if round_ is None:
+            raise self._tombstones.missing(round_id)
+        return round_
 
     def outcome(self, round_id: bytes) -> RecordedOutcome:
         """What became of the round, as far as this aggregator knows."""
@@ -230,11 +176,9 @@ class RoundRegistry:
             return RecordedOutcome(OutcomeState.RELEASED, round_.session_id, None, True, "", False,
                            result is not None,
                            result.num_contributors if result is not None else 0, counts)
-        self._prune(time.time())
+        self._tombstones.prune()
         tombstone = self._tombstones.get(round_id)
-        if tombstone is None:
-            return RecordedOutcome(OutcomeState.UNKNOWN)
-        return tombstone.outcome()
+        return RecordedOutcome(OutcomeState.UNKNOWN) if tombstone is None else tombstone.outcome
 
     # -- forgetting ----------------------------------------------------------------------------
 
@@ -253,32 +197,16 @@ class RoundRegistry:
             round_.stop(reason)
         if delivered and self.journal is not None:
             self.journal.delivered(round_.round_id)
-        self._bury(round_.round_id, _Tombstone(
-            round_.session_id, round_.state, round_.abort_reason, round_.reached_unmask,
-            contributors, delivered, why, time.time(), round_.stage_devices))
+        state = OutcomeState.RELEASED if round_.state == RoundState.RELEASED else \
+            OutcomeState.ABORTED
+        self._bury(round_.round_id, Tombstone(RecordedOutcome(
+            state, round_.session_id, None, round_.reached_unmask, round_.abort_reason, delivered,
+            False, contributors, round_.stage_devices), why, time.time()))
         metrics.ROUNDS_OPEN.set(len(self._by_round))
 
-    def _bury(self, round_id: bytes, tombstone: _Tombstone, journal: bool = True) -> None:
-        self._tombstones.pop(round_id, None)
-        self._tombstones[round_id] = tombstone
-        self._gone_sessions[tombstone.session_id] = round_id
-        if journal:
-            self._prune(time.time())
-
-    def _prune(self, now: float) -> None:
-        """Drop tombstones beyond the count and age bounds (oldest first)."""
-        oldest = now - self.limits.tombstone_ttl_s
-        dropped = False
-        while self._tombstones:
-            round_id, tombstone = next(iter(self._tombstones.items()))
-            if len(self._tombstones) <= self.limits.max_tombstones and tombstone.at >= oldest:
-                break
-            del self._tombstones[round_id]
-            self._gone_sessions.pop(tombstone.session_id, None)
-            dropped = True
-        if self.journal is not None and (dropped or self.journal.records.keys()
-                                         - self._by_round.keys() - self._tombstones.keys()):
-            self.journal.keep_only([*self._by_round, *self._tombstones])
+    def _bury(self, round_id: bytes, tombstone: Tombstone, *, prune: bool = True) -> None:
+        self._gone_sessions[tombstone.outcome.session_id] = round_id
+        self._tombstones.bury(round_id, tombstone, prune=prune)
 
     # -- round hooks ---------------------------------------------------------------------------
 
@@ -302,10 +230,7 @@ class RoundRegistry:
         """Abort a running round, or drop a finished one's sum; idempotent."""
         round_ = self._by_round.get(round_id)
         if round_ is None:
-            state = self.final_state(round_id)
-            if state is None:
-                raise NotFoundError(f"no round {round_label(round_id)!r}")
-            return state
+            return self._tombstones.final_state(round_id)
         state = await round_.cancel()
         if state == RoundState.RELEASED:
             self.forget(round_, "cancelled by the coordinator; the sum was dropped")

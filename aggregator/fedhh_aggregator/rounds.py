@@ -189,6 +189,17 @@ def round_label(round_id: bytes) -> str:
     return round_id.decode("utf-8", errors="backslashreplace")
 
 
+MAX_ROUND_ID_BYTES = 64  # RoundConfig's bound
+
+
+def check_round_id(raw: bytes) -> bytes:
+    """A round id from a control request, within RoundConfig's bounds."""
+    round_id = bytes(raw)
+    if not 1 <= len(round_id) <= MAX_ROUND_ID_BYTES:
+        raise ConfigError(f"round_id must be 1..{MAX_ROUND_ID_BYTES} bytes, got {len(round_id)}")
+    return round_id
+
+
 class Round:
     """One open round: its state machine, lock, driver task and waiters."""
 

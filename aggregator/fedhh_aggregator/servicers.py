@@ -42,7 +42,8 @@ from fedhh_aggregator.auth import (
     device_admission,
 )
 from fedhh_aggregator.errors import CapacityError, UploadTimeout
-from fedhh_aggregator.registry import OutcomeState, RecordedOutcome, RoundRegistry
+from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome
+from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import AwaitOutcome, AwaitStatus, Limits, Round, RoundState
 
 _AWAIT_STATUS = {
