@@ -31,7 +31,7 @@ from fedhh.secagg.shards import MAX_SHARDS
 from fedhh_aggregator.combined import CombinedRound, CombinerLimits, Shard
 from fedhh_aggregator.errors import CapacityError, JournalError
 from fedhh_aggregator.journal import Journal, RoundRecord
-from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome, Tombstone, Tombstones
+from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome, RoundBook, Tombstone
 from fedhh_aggregator.registry import RESTARTED
 from fedhh_aggregator.rounds import RoundState, check_round_id, round_label
 from fedhh_aggregator.workers import WorkerPool
@@ -54,20 +54,17 @@ class _Tombstone(Tombstone):
     shards: tuple[Shard, ...] = ()
 
 
-class CombinerRegistry:
+class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
+    """The sharded rounds the combiner holds, and the tombstones of dropped ones."""
+
+    sum_name = "total"
+
     def __init__(self, coordinator_public: bytes, pool: WorkerPool,
                  limits: CombinerLimits | None = None, journal: Journal | None = None) -> None:
         self.coordinator_public = coordinator_public
         self.pool = pool
         self.limits = limits or CombinerLimits()
-        self.journal = journal
-        self._rounds: dict[bytes, CombinedRound] = {}
-        self._tombstones: Tombstones[_Tombstone] = Tombstones(
-            self.limits.max_tombstones, self.limits.tombstone_ttl_s, journal, self._rounds)
-
-    @property
-    def durable(self) -> bool:
-        return self.journal is not None
+        super().__init__(journal, self.limits.max_tombstones, self.limits.tombstone_ttl_s)
 
     # -- restart -------------------------------------------------------------------------------
 
@@ -196,12 +193,6 @@ class CombinerRegistry:
 
     # -- lookups -------------------------------------------------------------------------------
 
-    def by_round(self, round_id: bytes) -> CombinedRound:
-        round_ = self._rounds.get(round_id)
-        if round_ is None:
-            raise self._tombstones.missing(round_id)
-        return round_
-
     def outcome(self, round_id: bytes) -> tuple[RecordedOutcome, tuple[Shard, ...]] | None:
         """What became of the round as far as the combiner itself knows (a running round's
         live stage comes from its workers: the servicer asks them); None: no record."""
@@ -244,15 +235,6 @@ class CombinerRegistry:
                           round_.abort_reason, delivered, False, round_.contributors)
         self._tombstones.bury(round_.round_id,
                               _Tombstone(outcome, why, time.time(), tuple(round_.shards)))
-
-    async def cancel(self, round_id: bytes) -> RoundState:
-        round_ = self._rounds.get(round_id)
-        if round_ is None:
-            return self._tombstones.final_state(round_id)
-        state = await round_.cancel()
-        if state == RoundState.RELEASED:
-            self.forget(round_, "cancelled by the coordinator; the total was dropped")
-        return state
 
     def close(self) -> None:
         """Stop collecting (the service stops). With a journal the shards run on and a

@@ -8,19 +8,24 @@ pruned here leaves the journal too (the journal keeps the live rounds and the to
 
 from __future__ import annotations
 
+import logging
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from fedhh.errors import FedhhError, NotFoundError, StateError
 from fedhh.secagg import Stage
 from fedhh_aggregator.journal import Journal
 from fedhh_aggregator.rounds import RoundState, round_label
 
-__all__ = ["OutcomeState", "RecordedOutcome", "ShardOutcome", "Tombstone", "Tombstones"]
+__all__ = ["OutcomeState", "RecordedOutcome", "RoundBook", "ShardOutcome", "Tombstone",
+           "Tombstones"]
+
+log = logging.getLogger(__name__)
 
 
 class OutcomeState(StrEnum):
@@ -144,3 +149,54 @@ class Tombstones(Generic[T]):
         if tombstone is None:
             raise NotFoundError(f"no round {round_label(round_id)!r}")
         return tombstone.final_state
+
+
+class _Cancellable(Protocol):
+    async def cancel(self) -> RoundState: ...
+
+
+R = TypeVar("R", bound=_Cancellable)
+
+
+class RoundBook(ABC, Generic[R, T]):
+    """What the aggregator's and the combiner's registries share: the rounds they hold by round
+    id, the tombstones of the dropped ones, lookups and cancelling."""
+
+    sum_name = "sum"  # what a released round holds, for messages
+
+    def __init__(self, journal: Journal | None, max_tombstones: int, tombstone_ttl_s: float,
+                 on_drop: Callable[[T], object] | None = None) -> None:
+        self.journal = journal
+        self._rounds: dict[bytes, R] = {}
+        self._tombstones: Tombstones[T] = Tombstones(max_tombstones, tombstone_ttl_s, journal,
+                                                     self._rounds, on_drop)
+
+    def __len__(self) -> int:
+        return len(self._rounds)
+
+    @property
+    def durable(self) -> bool:
+        """True iff outcomes survive a restart (a journal is kept)."""
+        return self.journal is not None
+
+    def by_round(self, round_id: bytes) -> R:
+        round_ = self._rounds.get(round_id)
+        if round_ is None:
+            raise self._tombstones.missing(round_id)
+        return round_
+
+    @abstractmethod
+    def forget(self, round_: R, why: str, *, delivered: bool = False) -> None:
+        """Drop a round and everything it holds; keep its outcome as a tombstone."""
+
+    async def cancel(self, round_id: bytes) -> RoundState:
+        """Abort a running round, or drop a finished one's sum; idempotent."""
+        round_ = self._rounds.get(round_id)
+        if round_ is None:
+            return self._tombstones.final_state(round_id)
+        state = await round_.cancel()
+        if state == RoundState.RELEASED:
+            self.forget(round_, f"cancelled by the coordinator; the {self.sum_name} was dropped")
+        log.info("round cancelled", extra={"round_id": round_label(round_id),
+                                           "state": state.value})
+        return state

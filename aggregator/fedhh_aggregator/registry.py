@@ -27,7 +27,7 @@ from fedhh.secagg.primitives import ed25519_verify
 from fedhh_aggregator import metrics
 from fedhh_aggregator.errors import CapacityError, JournalError
 from fedhh_aggregator.journal import Journal, RoundRecord
-from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome, Tombstone, Tombstones
+from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome, RoundBook, Tombstone
 from fedhh_aggregator.rounds import STOPPED, Limits, Round, RoundHooks, RoundState, round_label
 
 __all__ = ["RESTARTED", "RoundRegistry"]
@@ -49,7 +49,7 @@ def _tombstone_of(record: RoundRecord) -> Tombstone:
                      why, record.finished_at)
 
 
-class RoundRegistry:
+class RoundRegistry(RoundBook[Round, Tombstone]):
     """The open rounds, by round id and by session id, within the service's limits, and the
     tombstones of finished ones."""
 
@@ -57,23 +57,12 @@ class RoundRegistry:
                  journal: Journal | None = None) -> None:
         self.coordinator_public = coordinator_public
         self.limits = limits or Limits()
-        self.journal = journal
-        self.uploads = asyncio.Semaphore(self.limits.max_uploads)
-        self._by_round: dict[bytes, Round] = {}
-        self._by_session: dict[bytes, Round] = {}
         self._gone_sessions: dict[bytes, bytes] = {}  # session id -> round id, of tombstones
-        self._tombstones: Tombstones[Tombstone] = Tombstones(
-            self.limits.max_tombstones, self.limits.tombstone_ttl_s, journal, self._by_round,
-            lambda t: self._gone_sessions.pop(t.outcome.session_id, None))
+        super().__init__(journal, self.limits.max_tombstones, self.limits.tombstone_ttl_s,
+                         lambda t: self._gone_sessions.pop(t.outcome.session_id, None))
+        self.uploads = asyncio.Semaphore(self.limits.max_uploads)
+        self._by_session: dict[bytes, Round] = {}
         self._hooks = RoundHooks(self._before_unmask, self._finished, self._expired)
-
-    def __len__(self) -> int:
-        return len(self._by_round)
-
-    @property
-    def durable(self) -> bool:
-        """True iff outcomes survive a restart (a journal is kept)."""
-        return self.journal is not None
 
     def restore(self) -> None:
         """Rebuild the tombstones from the journal (at startup, before serving)."""
@@ -100,7 +89,7 @@ class RoundRegistry:
             raise AuthenticationError("the round config is not signed by the coordinator")
         config = RoundConfig.from_bytes(payload)
         signed = SignedConfig(payload, signature)
-        existing = self._by_round.get(config.round_id)
+        existing = self._rounds.get(config.round_id)
         if existing is not None:
             if existing.signed == signed:
                 return existing, False
@@ -119,23 +108,23 @@ class RoundRegistry:
         if last > now_ms + self.limits.max_round_s * 1000:
             raise ConfigError(f"the round's last deadline is more than {self.limits.max_round_s}"
                               " s ahead")
-        if len(self._by_round) >= self.limits.max_rounds:
+        if len(self._rounds) >= self.limits.max_rounds:
             raise CapacityError(f"the aggregator already holds {self.limits.max_rounds} rounds")
         server = SecAggServer(signed, self.coordinator_public)
         round_ = Round(server, signed, self.limits, self._hooks)
-        self._by_round[config.round_id] = round_
+        self._rounds[config.round_id] = round_
         self._by_session[round_.session_id] = round_
         if self.journal is not None:
             try:
                 await self.journal.opened(config.round_id, round_.session_id)
             except OSError as error:
-                del self._by_round[config.round_id]
+                del self._rounds[config.round_id]
                 del self._by_session[round_.session_id]
                 self.journal.records.pop(config.round_id, None)
                 raise JournalError(f"the aggregator cannot record the round: {error}") from None
         round_.start()
         metrics.ROUNDS_OPENED.inc()
-        metrics.ROUNDS_OPEN.set(len(self._by_round))
+        metrics.ROUNDS_OPEN.set(len(self._rounds))
         log.info("round opened", extra={
             "round_id": round_label(config.round_id), "session": round_.session_id.hex()[:16],
             "devices": config.num_devices, "dimension": config.dimension, "k": config.k,
@@ -155,15 +144,9 @@ class RoundRegistry:
             raise NotFoundError("no open round has this session id")
         return round_
 
-    def by_round(self, round_id: bytes) -> Round:
-        round_ = self._by_round.get(round_id)
-        if round_ is None:
-            raise self._tombstones.missing(round_id)
-        return round_
-
     def outcome(self, round_id: bytes) -> RecordedOutcome:
         """What became of the round, as far as this aggregator knows."""
-        round_ = self._by_round.get(round_id)
+        round_ = self._rounds.get(round_id)
         if round_ is not None:
             counts = round_.stage_devices
             if round_.state == RoundState.RUNNING:
@@ -186,9 +169,9 @@ class RoundRegistry:
                reason: str | None = None) -> None:
         """Drop a round and everything it holds; keep its outcome as a tombstone. A running
         round aborts first (with ``reason``, else "cancelled")."""
-        if self._by_round.get(round_.round_id) is not round_:
+        if self._rounds.get(round_.round_id) is not round_:
             return
-        del self._by_round[round_.round_id]
+        del self._rounds[round_.round_id]
         self._by_session.pop(round_.session_id, None)
         contributors = round_.result.num_contributors if round_.result is not None else 0
         if reason is None:
@@ -202,7 +185,7 @@ class RoundRegistry:
         self._bury(round_.round_id, Tombstone(RecordedOutcome(
             state, round_.session_id, None, round_.reached_unmask, round_.abort_reason, delivered,
             False, contributors, round_.stage_devices), why, time.time()))
-        metrics.ROUNDS_OPEN.set(len(self._by_round))
+        metrics.ROUNDS_OPEN.set(len(self._rounds))
 
     def _bury(self, round_id: bytes, tombstone: Tombstone, *, prune: bool = True) -> None:
         self._gone_sessions[tombstone.outcome.session_id] = round_id
@@ -226,21 +209,9 @@ class RoundRegistry:
 
     # -- control -------------------------------------------------------------------------------
 
-    async def cancel(self, round_id: bytes) -> RoundState:
-        """Abort a running round, or drop a finished one's sum; idempotent."""
-        round_ = self._by_round.get(round_id)
-        if round_ is None:
-            return self._tombstones.final_state(round_id)
-        state = await round_.cancel()
-        if state == RoundState.RELEASED:
-            self.forget(round_, "cancelled by the coordinator; the sum was dropped")
-        log.info("round cancelled", extra={"round_id": round_label(round_id),
-                                           "state": state.value})
-        return state
-
     def close(self) -> None:
         """Stop every round (service shutdown) and finish the journal's writes."""
-        for round_ in list(self._by_round.values()):
+        for round_ in list(self._rounds.values()):
             self.forget(round_, "the aggregator shut down", reason=STOPPED)
         if self.journal is not None:
             self.journal.close()

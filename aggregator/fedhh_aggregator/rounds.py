@@ -192,6 +192,13 @@ def round_label(round_id: bytes) -> str:
 MAX_ROUND_ID_BYTES = 64  # RoundConfig's bound
 
 
+async def wait_capped(event: asyncio.Event, wait_s: float, cap_s: float) -> None:
+    """A long-poll's wait: for ``event``, up to ``wait_s`` but never past ``cap_s``."""
+    if not event.is_set() and wait_s > 0:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), min(wait_s, cap_s))
+
+
 def check_round_id(raw: bytes) -> bytes:
     """A round id from a control request, within RoundConfig's bounds."""
     round_id = bytes(raw)
@@ -367,9 +374,7 @@ class Round:
     # -- coordinator side -------------------------------------------------------------------------
 
     async def wait_finished(self, wait_s: float) -> RoundState:
-        if not self.finished.is_set() and wait_s > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.finished.wait(), min(wait_s, self.limits.max_wait_s))
+        await wait_capped(self.finished, wait_s, self.limits.max_wait_s)
         return self.state
 
     async def cancel(self) -> RoundState:
