@@ -26,7 +26,7 @@ import numpy as np
 from fedhh.errors import ConfigError, FedhhError, NotFoundError, StateError
 from fedhh.rpc.aggregator_client import RoundAborted, RoundOutcome
 from fedhh.secagg import RoundConfig, SignedConfig
-from fedhh_aggregator.rounds import RoundState, round_label
+from fedhh_aggregator.rounds import RoundState, round_label, wait_capped
 from fedhh_aggregator.workers import WorkerPool
 
 __all__ = ["CombinedRound", "CombinerLimits", "Shard", "plan_id"]
@@ -224,9 +224,7 @@ class CombinedRound:
     # -- the coordinator's side ----------------------------------------------------------------
 
     async def wait_finished(self, wait_s: float) -> RoundState:
-        if not self.finished.is_set() and wait_s > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.finished.wait(), min(wait_s, self.limits.max_wait_s))
+        await wait_capped(self.finished, wait_s, self.limits.max_wait_s)
         return self.state
 
     async def cancel(self) -> RoundState:

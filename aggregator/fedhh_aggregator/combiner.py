@@ -19,34 +19,26 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
-from fedhh.errors import (
-    AuthenticationError,
-    ConfigError,
-    ConflictError,
-    FedhhError,
-    NotFoundError,
-    StateError,
-)
+from fedhh.errors import AuthenticationError, ConfigError, ConflictError, FedhhError, StateError
 from fedhh.secagg import RoundConfig, SignedConfig
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh.secagg.shards import MAX_SHARDS
 from fedhh_aggregator.combined import CombinedRound, CombinerLimits, Shard
 from fedhh_aggregator.errors import CapacityError, JournalError
 from fedhh_aggregator.journal import Journal, RoundRecord
-from fedhh_aggregator.registry import RESTARTED, OutcomeState, RecordedOutcome
-from fedhh_aggregator.rounds import RoundState, round_label
+from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome, RoundBook, Tombstone
+from fedhh_aggregator.registry import RESTARTED
+from fedhh_aggregator.rounds import RoundState, check_round_id, round_label
 from fedhh_aggregator.workers import WorkerPool
 
 __all__ = ["CombinerRegistry", "Placement"]
 
 log = logging.getLogger(__name__)
-_MAX_ROUND_ID_BYTES = 64
 
 
 @dataclass(frozen=True)
@@ -58,26 +50,21 @@ class Placement:
 
 
 @dataclass(frozen=True)
-class _Tombstone:
-    outcome: RecordedOutcome
-    shards: tuple[Shard, ...]
-    why: str
-    at: float
+class _Tombstone(Tombstone):
+    shards: tuple[Shard, ...] = ()
 
 
-class CombinerRegistry:
+class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
+    """The sharded rounds the combiner holds, and the tombstones of dropped ones."""
+
+    sum_name = "total"
+
     def __init__(self, coordinator_public: bytes, pool: WorkerPool,
                  limits: CombinerLimits | None = None, journal: Journal | None = None) -> None:
         self.coordinator_public = coordinator_public
         self.pool = pool
         self.limits = limits or CombinerLimits()
-        self.journal = journal
-        self._rounds: dict[bytes, CombinedRound] = {}
-        self._tombstones: OrderedDict[bytes, _Tombstone] = OrderedDict()
-
-    @property
-    def durable(self) -> bool:
-        return self.journal is not None
+        super().__init__(journal, self.limits.max_tombstones, self.limits.tombstone_ttl_s)
 
     # -- restart -------------------------------------------------------------------------------
 
@@ -94,7 +81,8 @@ class CombinerRegistry:
                 raise ConfigError(f"{self.journal.path}: round {round_label(record.round_id)!r} "
                                   f"has unreadable shards ({error})") from None
             if record.state:
-                self._bury(record.round_id, _tombstone_of(record, shards))
+                self._tombstones.bury(record.round_id, _tombstone_of(record, shards),
+                                      prune=False)
                 continue
             round_ = self._new_round(record.round_id, shards)
             if record.unmask_started:
@@ -103,17 +91,14 @@ class CombinerRegistry:
             round_.start()
             log.info("sharded round taken over after a restart",
                      extra={"round_id": round_label(record.round_id), "shards": len(shards)})
-        self._prune(time.time())
+        self._tombstones.prune()
         self.journal.rewrite()
 
     # -- opening -------------------------------------------------------------------------------
 
     async def open(self, round_id: bytes, placements: list[Placement]
                    ) -> tuple[CombinedRound, bool]:
-        if not 1 <= len(round_id) <= _MAX_ROUND_ID_BYTES:
-            raise ConfigError(f"round_id must be 1..{_MAX_ROUND_ID_BYTES} bytes, got "
-                              f"{len(round_id)}")
-        shards = self._check(round_id, placements)
+        shards = self._check(check_round_id(round_id), placements)
         existing = self._rounds.get(round_id)
         if existing is not None:
             if [(s.signed, s.worker) for s in existing.shards] == [
@@ -121,7 +106,7 @@ class CombinerRegistry:
                 return existing, False
             raise ConflictError(f"round {round_label(round_id)!r} is already open with another "
                                 "plan")
-        self._prune(time.time())
+        self._tombstones.prune()
         if round_id in self._tombstones:
             raise ConflictError(f"round {round_label(round_id)!r} has already finished")
         if len(self._rounds) >= self.limits.max_rounds:
@@ -208,16 +193,6 @@ class CombinerRegistry:
 
     # -- lookups -------------------------------------------------------------------------------
 
-    def by_round(self, round_id: bytes) -> CombinedRound:
-        round_ = self._rounds.get(round_id)
-        if round_ is not None:
-            return round_
-        tombstone = self._tombstones.get(round_id)
-        if tombstone is not None:
-            raise StateError(f"round {round_label(round_id)!r} "
-                             f"({tombstone.outcome.state.value}) is gone: {tombstone.why}")
-        raise NotFoundError(f"no round {round_label(round_id)!r}")
-
     def outcome(self, round_id: bytes) -> tuple[RecordedOutcome, tuple[Shard, ...]] | None:
         """What became of the round as far as the combiner itself knows (a running round's
         live stage comes from its workers: the servicer asks them); None: no record."""
@@ -229,7 +204,7 @@ class CombinerRegistry:
             return RecordedOutcome(state, round_.session_id, None, round_.reached_unmask,
                            round_.abort_reason, False, round_.total is not None,
                            round_.contributors), tuple(round_.shards)
-        self._prune(time.time())
+        self._tombstones.prune()
         tombstone = self._tombstones.get(round_id)
         return None if tombstone is None else (tombstone.outcome, tombstone.shards)
 
@@ -258,38 +233,8 @@ class CombinerRegistry:
             OutcomeState.ABORTED if round_.state == RoundState.ABORTED else OutcomeState.RUNNING
         outcome = RecordedOutcome(state, round_.session_id, None, round_.reached_unmask,
                           round_.abort_reason, delivered, False, round_.contributors)
-        self._bury(round_.round_id, _Tombstone(outcome, tuple(round_.shards), why, time.time()))
-
-    def _bury(self, round_id: bytes, tombstone: _Tombstone) -> None:
-        self._tombstones.pop(round_id, None)
-        self._tombstones[round_id] = tombstone
-        self._prune(time.time())
-
-    def _prune(self, now: float) -> None:
-        oldest = now - self.limits.tombstone_ttl_s
-        dropped = False
-        while self._tombstones:
-            round_id, tombstone = next(iter(self._tombstones.items()))
-            if len(self._tombstones) <= self.limits.max_tombstones and tombstone.at >= oldest:
-                break
-            del self._tombstones[round_id]
-            dropped = True
-        if self.journal is not None and (dropped or self.journal.records.keys()
-                                         - self._rounds.keys() - self._tombstones.keys()):
-            self.journal.keep_only([*self._rounds, *self._tombstones])
-
-    async def cancel(self, round_id: bytes) -> RoundState:
-        round_ = self._rounds.get(round_id)
-        if round_ is None:
-            tombstone = self._tombstones.get(round_id)
-            if tombstone is None:
-                raise NotFoundError(f"no round {round_label(round_id)!r}")
-            return RoundState.RELEASED if tombstone.outcome.state == OutcomeState.RELEASED \
-                else RoundState.ABORTED
-        state = await round_.cancel()
-        if state == RoundState.RELEASED:
-            self.forget(round_, "cancelled by the coordinator; the total was dropped")
-        return state
+        self._tombstones.bury(round_.round_id,
+                              _Tombstone(outcome, why, time.time(), tuple(round_.shards)))
 
     def close(self) -> None:
         """Stop collecting (the service stops). With a journal the shards run on and a
@@ -330,5 +275,5 @@ def _tombstone_of(record: RoundRecord, shards: list[Shard]) -> _Tombstone:
                                   record.unmask_started, record.reason)
     # The shards keep state RUNNING: the combiner no longer knows their outcomes, which are
     # their workers' to tell (GetOutcome asks them).
-    return _Tombstone(outcome, tuple(shards), why, record.finished_at)
+    return _Tombstone(outcome, why, record.finished_at, tuple(shards))
 

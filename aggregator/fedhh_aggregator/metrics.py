@@ -25,6 +25,8 @@ ROUNDS_RELEASED = Counter("fedhh_aggregator_rounds_released_total",
                           "Rounds whose sum was released")
 ROUNDS_DELIVERED = Counter("fedhh_aggregator_rounds_delivered_total",
                            "Released sums streamed completely to the coordinator")
+ROUNDS_ABORT_REPORTED = Counter("fedhh_aggregator_rounds_abort_reported_total",
+                                "Aborted rounds whose abort was reported to the coordinator")
 ROUNDS_EXPIRED = Counter("fedhh_aggregator_rounds_expired_total",
                          "Finished rounds dropped because nobody fetched their outcome")
 ABORTS = Counter("fedhh_aggregator_round_aborts_total", "Aborted rounds, by reason", ["reason"])

@@ -20,84 +20,36 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
-from dataclasses import dataclass
-from enum import StrEnum
 
 from fedhh.errors import AuthenticationError, ConfigError, ConflictError, NotFoundError, StateError
-from fedhh.secagg import (
-    ProtocolViolation,
-    RoundConfig,
-    SecAggServer,
-    SignedConfig,
-    Stage,
-    Violation,
-)
+from fedhh.secagg import ProtocolViolation, RoundConfig, SecAggServer, SignedConfig, Violation
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh_aggregator import metrics
 from fedhh_aggregator.errors import CapacityError, JournalError
 from fedhh_aggregator.journal import Journal, RoundRecord
+from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome, RoundBook, Tombstone
 from fedhh_aggregator.rounds import STOPPED, Limits, Round, RoundHooks, RoundState, round_label
 
-__all__ = ["RESTARTED", "OutcomeState", "RecordedOutcome", "RoundRegistry"]
+__all__ = ["RESTARTED", "RoundRegistry"]
 
 log = logging.getLogger(__name__)
 RESTARTED = "aggregator_restarted"  # abort reason of a round lost in a restart
 
 
-class OutcomeState(StrEnum):
-    UNKNOWN = "unknown"
-    RUNNING = "running"
-    ABORTED = "aborted"
-    RELEASED = "released"
-
-
-@dataclass(frozen=True)
-class RecordedOutcome:
-    """What GetOutcome answers about a round."""
-
-    state: OutcomeState
-    session_id: bytes = b""
-    stage: Stage | None = None  # RUNNING: the open stage
-    reached_unmask: bool = False
-    abort_reason: str = ""
-    delivered: bool = False
-    sum_available: bool = False
-    num_contributors: int = 0
-    stage_devices: tuple[tuple[Stage, int], ...] = ()  # accepted per closed stage
-
-
-@dataclass(frozen=True)
-class _Tombstone:
-    session_id: bytes
-    state: RoundState  # RELEASED or ABORTED
-    abort_reason: str
-    reached_unmask: bool
-    num_contributors: int
-    delivered: bool
-    why: str  # why the round was dropped, for "gone" errors
-    at: float  # Unix time it was dropped
-    stage_devices: tuple[tuple[Stage, int], ...] = ()  # in memory only: not journaled
-
-    def outcome(self) -> RecordedOutcome:
-        state = OutcomeState.RELEASED if self.state == RoundState.RELEASED else \
-            OutcomeState.ABORTED
-        return RecordedOutcome(state, self.session_id, None, self.reached_unmask, self.abort_reason,
-                       self.delivered, False, self.num_contributors, self.stage_devices)
-
-
-def _tombstone_of(record: RoundRecord) -> _Tombstone:
+def _tombstone_of(record: RoundRecord) -> Tombstone:
     """The tombstone of a journaled round that has an outcome."""
     if record.state == RoundState.RELEASED.value:
         why = "delivered" if record.delivered else "its sum was lost in an aggregator restart"
-        return _Tombstone(record.session_id, RoundState.RELEASED, "", True,
-                          record.contributors, record.delivered, why, record.finished_at)
+        return Tombstone(RecordedOutcome(
+            OutcomeState.RELEASED, record.session_id, None, True, "", record.delivered, False,
+            record.contributors), why, record.finished_at)
     why = "lost in an aggregator restart" if record.reason == RESTARTED else "aborted"
-    return _Tombstone(record.session_id, RoundState.ABORTED, record.reason,
-                      record.unmask_started, 0, False, why, record.finished_at)
+    return Tombstone(RecordedOutcome(OutcomeState.ABORTED, record.session_id, None,
+                                     record.unmask_started, record.reason),
+                     why, record.finished_at)
 
 
-class RoundRegistry:
+class RoundRegistry(RoundBook[Round, Tombstone]):
     """The open rounds, by round id and by session id, within the service's limits, and the
     tombstones of finished ones."""
 
@@ -105,21 +57,12 @@ class RoundRegistry:
                  journal: Journal | None = None) -> None:
         self.coordinator_public = coordinator_public
         self.limits = limits or Limits()
-        self.journal = journal
-        self.uploads = asyncio.Semaphore(self.limits.max_uploads)
-        self._by_round: dict[bytes, Round] = {}
-        self._by_session: dict[bytes, Round] = {}
-        self._tombstones: OrderedDict[bytes, _Tombstone] = OrderedDict()
         self._gone_sessions: dict[bytes, bytes] = {}  # session id -> round id, of tombstones
+        super().__init__(journal, self.limits.max_tombstones, self.limits.tombstone_ttl_s,
+                         lambda t: self._gone_sessions.pop(t.outcome.session_id, None))
+        self.uploads = asyncio.Semaphore(self.limits.max_uploads)
+        self._by_session: dict[bytes, Round] = {}
         self._hooks = RoundHooks(self._before_unmask, self._finished, self._expired)
-
-    def __len__(self) -> int:
-        return len(self._by_round)
-
-    @property
-    def durable(self) -> bool:
-        """True iff outcomes survive a restart (a journal is kept)."""
-        return self.journal is not None
 
     def restore(self) -> None:
         """Rebuild the tombstones from the journal (at startup, before serving)."""
@@ -132,8 +75,8 @@ class RoundRegistry:
                 log.warning("round lost in a restart", extra={
                     "round_id": round_label(record.round_id),
                     "reached_unmask": record.unmask_started})
-            self._bury(record.round_id, _tombstone_of(record), journal=False)
-        self._prune(time.time())
+            self._bury(record.round_id, _tombstone_of(record), prune=False)
+        self._tombstones.prune()
         self.journal.rewrite()  # only what is kept, without an interrupted last line
         log.info("outcome journal loaded", extra={"path": str(self.journal.path),
                                                   "rounds": len(self._tombstones)})
@@ -146,13 +89,13 @@ class RoundRegistry:
             raise AuthenticationError("the round config is not signed by the coordinator")
         config = RoundConfig.from_bytes(payload)
         signed = SignedConfig(payload, signature)
-        existing = self._by_round.get(config.round_id)
+        existing = self._rounds.get(config.round_id)
         if existing is not None:
             if existing.signed == signed:
                 return existing, False
             raise ConflictError(f"round {round_label(config.round_id)!r} is already open with "
                                 "another config")
-        self._prune(time.time())
+        self._tombstones.prune()
         if config.round_id in self._tombstones:
             raise ConflictError(f"round {round_label(config.round_id)!r} has already finished")
         if not config.device_auth:
@@ -165,23 +108,23 @@ class RoundRegistry:
         if last > now_ms + self.limits.max_round_s * 1000:
             raise ConfigError(f"the round's last deadline is more than {self.limits.max_round_s}"
                               " s ahead")
-        if len(self._by_round) >= self.limits.max_rounds:
+        if len(self._rounds) >= self.limits.max_rounds:
             raise CapacityError(f"the aggregator already holds {self.limits.max_rounds} rounds")
         server = SecAggServer(signed, self.coordinator_public)
         round_ = Round(server, signed, self.limits, self._hooks)
-        self._by_round[config.round_id] = round_
+        self._rounds[config.round_id] = round_
         self._by_session[round_.session_id] = round_
         if self.journal is not None:
             try:
                 await self.journal.opened(config.round_id, round_.session_id)
             except OSError as error:
-                del self._by_round[config.round_id]
+                del self._rounds[config.round_id]
                 del self._by_session[round_.session_id]
                 self.journal.records.pop(config.round_id, None)
                 raise JournalError(f"the aggregator cannot record the round: {error}") from None
         round_.start()
         metrics.ROUNDS_OPENED.inc()
-        metrics.ROUNDS_OPEN.set(len(self._by_round))
+        metrics.ROUNDS_OPEN.set(len(self._rounds))
         log.info("round opened", extra={
             "round_id": round_label(config.round_id), "session": round_.session_id.hex()[:16],
             "devices": config.num_devices, "dimension": config.dimension, "k": config.k,
@@ -201,23 +144,9 @@ class RoundRegistry:
             raise NotFoundError("no open round has this session id")
         return round_
 
-    def by_round(self, round_id: bytes) -> Round:
-        round_ = self._by_round.get(round_id)
-        if round_ is not None:
-            return round_
-        tombstone = self._tombstones.get(round_id)
-        if tombstone is not None:
-            raise StateError(f"round {round_label(round_id)!r} ({tombstone.state.value}) is "
-                             f"gone: {tombstone.why}")
-        raise NotFoundError(f"no round {round_label(round_id)!r}")
-
-    def final_state(self, round_id: bytes) -> RoundState | None:
-        tombstone = self._tombstones.get(round_id)
-        return tombstone.state if tombstone is not None else None
-
     def outcome(self, round_id: bytes) -> RecordedOutcome:
         """What became of the round, as far as this aggregator knows."""
-        round_ = self._by_round.get(round_id)
+        round_ = self._rounds.get(round_id)
         if round_ is not None:
             counts = round_.stage_devices
             if round_.state == RoundState.RUNNING:
@@ -230,11 +159,9 @@ class RoundRegistry:
             return RecordedOutcome(OutcomeState.RELEASED, round_.session_id, None, True, "", False,
                            result is not None,
                            result.num_contributors if result is not None else 0, counts)
-        self._prune(time.time())
+        self._tombstones.prune()
         tombstone = self._tombstones.get(round_id)
-        if tombstone is None:
-            return RecordedOutcome(OutcomeState.UNKNOWN)
-        return tombstone.outcome()
+        return RecordedOutcome(OutcomeState.UNKNOWN) if tombstone is None else tombstone.outcome
 
     # -- forgetting ----------------------------------------------------------------------------
 
@@ -242,9 +169,9 @@ class RoundRegistry:
                reason: str | None = None) -> None:
         """Drop a round and everything it holds; keep its outcome as a tombstone. A running
         round aborts first (with ``reason``, else "cancelled")."""
-        if self._by_round.get(round_.round_id) is not round_:
+        if self._rounds.get(round_.round_id) is not round_:
             return
-        del self._by_round[round_.round_id]
+        del self._rounds[round_.round_id]
         self._by_session.pop(round_.session_id, None)
         contributors = round_.result.num_contributors if round_.result is not None else 0
         if reason is None:
@@ -253,32 +180,16 @@ class RoundRegistry:
             round_.stop(reason)
         if delivered and self.journal is not None:
             self.journal.delivered(round_.round_id)
-        self._bury(round_.round_id, _Tombstone(
-            round_.session_id, round_.state, round_.abort_reason, round_.reached_unmask,
-            contributors, delivered, why, time.time(), round_.stage_devices))
-        metrics.ROUNDS_OPEN.set(len(self._by_round))
+        state = OutcomeState.RELEASED if round_.state == RoundState.RELEASED else \
+            OutcomeState.ABORTED
+        self._bury(round_.round_id, Tombstone(RecordedOutcome(
+            state, round_.session_id, None, round_.reached_unmask, round_.abort_reason, delivered,
+            False, contributors, round_.stage_devices), why, time.time()))
+        metrics.ROUNDS_OPEN.set(len(self._rounds))
 
-    def _bury(self, round_id: bytes, tombstone: _Tombstone, journal: bool = True) -> None:
-        self._tombstones.pop(round_id, None)
-        self._tombstones[round_id] = tombstone
-        self._gone_sessions[tombstone.session_id] = round_id
-        if journal:
-            self._prune(time.time())
-
-    def _prune(self, now: float) -> None:
-        """Drop tombstones beyond the count and age bounds (oldest first)."""
-        oldest = now - self.limits.tombstone_ttl_s
-        dropped = False
-        while self._tombstones:
-            round_id, tombstone = next(iter(self._tombstones.items()))
-            if len(self._tombstones) <= self.limits.max_tombstones and tombstone.at >= oldest:
-                break
-            del self._tombstones[round_id]
-            self._gone_sessions.pop(tombstone.session_id, None)
-            dropped = True
-        if self.journal is not None and (dropped or self.journal.records.keys()
-                                         - self._by_round.keys() - self._tombstones.keys()):
-            self.journal.keep_only([*self._by_round, *self._tombstones])
+    def _bury(self, round_id: bytes, tombstone: Tombstone, *, prune: bool = True) -> None:
+        self._gone_sessions[tombstone.outcome.session_id] = round_id
+        self._tombstones.bury(round_id, tombstone, prune=prune)
 
     # -- round hooks ---------------------------------------------------------------------------
 
@@ -298,24 +209,9 @@ class RoundRegistry:
 
     # -- control -------------------------------------------------------------------------------
 
-    async def cancel(self, round_id: bytes) -> RoundState:
-        """Abort a running round, or drop a finished one's sum; idempotent."""
-        round_ = self._by_round.get(round_id)
-        if round_ is None:
-            state = self.final_state(round_id)
-            if state is None:
-                raise NotFoundError(f"no round {round_label(round_id)!r}")
-            return state
-        state = await round_.cancel()
-        if state == RoundState.RELEASED:
-            self.forget(round_, "cancelled by the coordinator; the sum was dropped")
-        log.info("round cancelled", extra={"round_id": round_label(round_id),
-                                           "state": state.value})
-        return state
-
     def close(self) -> None:
         """Stop every round (service shutdown) and finish the journal's writes."""
-        for round_ in list(self._by_round.values()):
+        for round_ in list(self._rounds.values()):
             self.forget(round_, "the aggregator shut down", reason=STOPPED)
         if self.journal is not None:
             self.journal.close()

@@ -189,6 +189,24 @@ def round_label(round_id: bytes) -> str:
     return round_id.decode("utf-8", errors="backslashreplace")
 
 
+MAX_ROUND_ID_BYTES = 64  # RoundConfig's bound
+
+
+async def wait_capped(event: asyncio.Event, wait_s: float, cap_s: float) -> None:
+    """A long-poll's wait: for ``event``, up to ``wait_s`` but never past ``cap_s``."""
+    if not event.is_set() and wait_s > 0:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), min(wait_s, cap_s))
+
+
+def check_round_id(raw: bytes) -> bytes:
+    """A round id from a control request, within RoundConfig's bounds."""
+    round_id = bytes(raw)
+    if not 1 <= len(round_id) <= MAX_ROUND_ID_BYTES:
+        raise ConfigError(f"round_id must be 1..{MAX_ROUND_ID_BYTES} bytes, got {len(round_id)}")
+    return round_id
+
+
 class Round:
     """One open round: its state machine, lock, driver task and waiters."""
 
@@ -356,9 +374,7 @@ class Round:
     # -- coordinator side -------------------------------------------------------------------------
 
     async def wait_finished(self, wait_s: float) -> RoundState:
-        if not self.finished.is_set() and wait_s > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.finished.wait(), min(wait_s, self.limits.max_wait_s))
+        await wait_capped(self.finished, wait_s, self.limits.max_wait_s)
         return self.state
 
     async def cancel(self) -> RoundState:

@@ -1,6 +1,8 @@
 """The gRPC servicers: transport only. They authenticate, convert wire messages to
-``fedhh.secagg`` messages and back, and hand them to the round registry; every domain error
-becomes a status code in ``fedhh.rpc.errors.status_errors``."""
+``fedhh.secagg`` messages and back, and hand them to the round registry (the device calls) or
+to the control handler the combiner shares (``fedhh_aggregator.control``, through
+``control_wire.ControlCalls``); every domain error becomes a status code in
+``fedhh.rpc.errors.status_errors``."""
 
 from __future__ import annotations
 
@@ -11,21 +13,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import grpc
 import numpy as np
 
-from fedhh.errors import AuthenticationError, ConfigError, StateError
+from fedhh.errors import AuthenticationError
 from fedhh.rpc.aggregator_wire import (
     CHUNK_BYTES,
     DIGEST_BYTES,
     CallKind,
     await_digest,
     consistency_digest,
-    evidence_parts,
     header_digest,
     keys_from_pb,
     request_to_pb,
     shares_digest,
     shares_from_pb,
     stage_from_pb,
-    stage_to_pb,
     unmask_digest,
     unmask_from_pb,
 )
@@ -41,9 +41,11 @@ from fedhh_aggregator.auth import (
     check_call,
     device_admission,
 )
+from fedhh_aggregator.control import RoundControl
+from fedhh_aggregator.control_wire import ControlCalls
 from fedhh_aggregator.errors import CapacityError, UploadTimeout
-from fedhh_aggregator.registry import OutcomeState, RecordedOutcome, RoundRegistry
-from fedhh_aggregator.rounds import AwaitOutcome, AwaitStatus, Limits, Round, RoundState
+from fedhh_aggregator.registry import RoundRegistry
+from fedhh_aggregator.rounds import AwaitOutcome, AwaitStatus, Limits, Round
 
 _AWAIT_STATUS = {
     AwaitStatus.READY: pb.AWAIT_STATUS_READY,
@@ -52,18 +54,6 @@ _AWAIT_STATUS = {
     AwaitStatus.CLOSED: pb.AWAIT_STATUS_CLOSED,
     AwaitStatus.ABORTED: pb.AWAIT_STATUS_ABORTED,
 }
-_STATE = {
-    RoundState.RUNNING: pb.AGGREGATION_STATE_RUNNING,
-    RoundState.RELEASED: pb.AGGREGATION_STATE_RELEASED,
-    RoundState.ABORTED: pb.AGGREGATION_STATE_ABORTED,
-}
-_OUTCOME = {
-    OutcomeState.UNKNOWN: pb.OUTCOME_STATE_UNKNOWN,
-    OutcomeState.RUNNING: pb.OUTCOME_STATE_RUNNING,
-    OutcomeState.ABORTED: pb.OUTCOME_STATE_ABORTED,
-    OutcomeState.RELEASED: pb.OUTCOME_STATE_RELEASED,
-}
-_MAX_ROUND_ID_BYTES = 64  # RoundConfig's bound
 
 
 def _malformed(detail: str) -> ProtocolViolation:
@@ -319,12 +309,12 @@ async def _receive(chunks: AsyncIterator[pb.MaskedInputChunk], expected: int, li
     return buffer, digest.digest()
 
 
-class ControlServicer(pb_grpc.AggregatorControlServicer):
+class ControlServicer(ControlCalls, pb_grpc.AggregatorControlServicer):
     """fedhh.v1.AggregatorControl: the coordinator's calls (bearer token on each)."""
 
     def __init__(self, registry: RoundRegistry, auth: ControlAuth) -> None:
+        super().__init__(RoundControl(registry), auth)
         self._registry = registry
-        self._auth = auth
 
     @status_errors
     async def OpenRound(self, request: pb.OpenRoundRequest,
@@ -333,77 +323,3 @@ class ControlServicer(pb_grpc.AggregatorControlServicer):
         round_, created = await self._registry.open(bytes(request.config),
                                                     bytes(request.signature))
         return pb.OpenRoundResponse(session_id=round_.session_id, created=created)
-
-    @status_errors
-    async def GetResult(self, request: pb.GetResultRequest,
-                        context: grpc.aio.ServicerContext) -> None:
-        self._auth.check(context)
-        round_ = self._registry.by_round(_round_id(request.round_id))
-        state = await round_.wait_finished(request.wait_ms / 1000)
-        cfg = round_.config
-        header = pb.ResultHeader(state=_STATE[state], round_id=cfg.round_id,
-                                 session_id=round_.session_id, dimension=cfg.dimension,
-                                 modulus_bits=cfg.modulus_bits,
-                                 reached_unmask=round_.reached_unmask)
-        if state == RoundState.RUNNING:
-            await context.write(pb.ResultChunk(header=header))
-            return
-        if state == RoundState.ABORTED:
-            header.abort_reason = round_.abort_reason
-            await context.write(pb.ResultChunk(header=header))
-            self._registry.forget(round_, "its abort was reported to the coordinator")
-            return
-        result = round_.result
-        if result is None:
-            raise StateError("the sum was already delivered")
-        data = result.total.astype(mask_dtype(cfg.modulus_bits), copy=False).tobytes()
-        header.num_contributors = result.num_contributors
-        header.total_bytes = len(data)
-        header.survivor_count = len(result.survivors)
-        header.signature_count = len(result.signatures)
-        await context.write(pb.ResultChunk(header=header))
-        # The evidence of the contributors comes before the sum: the coordinator checks it
-        # (and records the spend) before it reads a byte of the sum.
-        for part in evidence_parts(result.survivors, result.signatures):
-            await context.write(pb.ResultChunk(evidence=part))
-        for offset in range(0, len(data), CHUNK_BYTES):
-            await context.write(pb.ResultChunk(data=data[offset:offset + CHUNK_BYTES]))
-        # Every chunk was handed to the transport: the coordinator has the sum; forget it.
-        self._registry.forget(round_, "the sum was delivered to the coordinator",
-                              delivered=True)
-        metrics.ROUNDS_DELIVERED.inc()
-
-    @status_errors
-    async def CancelRound(self, request: pb.CancelRoundRequest,
-                          context: grpc.aio.ServicerContext) -> pb.CancelRoundResponse:
-        self._auth.check(context)
-        state = await self._registry.cancel(_round_id(request.round_id))
-        return pb.CancelRoundResponse(state=_STATE[state])
-
-    @status_errors
-    async def GetOutcome(self, request: pb.GetOutcomeRequest,
-                         context: grpc.aio.ServicerContext) -> pb.GetOutcomeResponse:
-        self._auth.check(context)
-        return _outcome_to_pb(self._registry.outcome(_round_id(request.round_id)),
-                              self._registry.durable)
-
-
-def _round_id(raw: bytes) -> bytes:
-    """A round id from a control request, within RoundConfig's bounds."""
-    round_id = bytes(raw)
-    if not 1 <= len(round_id) <= _MAX_ROUND_ID_BYTES:
-        raise ConfigError(f"round_id must be 1..{_MAX_ROUND_ID_BYTES} bytes, got {len(round_id)}")
-    return round_id
-
-
-def _outcome_to_pb(outcome: RecordedOutcome, durable: bool) -> pb.GetOutcomeResponse:
-    response = pb.GetOutcomeResponse(
-        state=_OUTCOME[outcome.state], session_id=outcome.session_id,
-        reached_unmask=outcome.reached_unmask, abort_reason=outcome.abort_reason,
-        delivered=outcome.delivered, sum_available=outcome.sum_available,
-        num_contributors=outcome.num_contributors, durable=durable,
-        stage_devices=[pb.StageCount(stage=stage_to_pb(stage), devices=count)
-                       for stage, count in outcome.stage_devices])
-    if outcome.stage is not None:
-        response.stage = stage_to_pb(outcome.stage)
-    return response

@@ -164,6 +164,7 @@ def test_a_round_below_n_min_aborts_and_releases_nothing() -> None:
                          round_id=b"run/1/small")
     drop = {3: Stage.MASKED_INPUT, 5: Stage.MASKED_INPUT, 8: Stage.MASKED_INPUT}
     aborts_before = _metric("fedhh_aggregator_round_aborts_total", {"reason": "too_few_devices"})
+    reported_before = _metric("fedhh_aggregator_rounds_abort_reported_total")
     announced: list[ReleaseEvidence] = []
 
     async def on_release(evidence: ReleaseEvidence) -> None:
@@ -191,6 +192,7 @@ def test_a_round_below_n_min_aborts_and_releases_nothing() -> None:
             assert outcome.detail == "too_few_devices"
     assert _metric("fedhh_aggregator_round_aborts_total",
                    {"reason": "too_few_devices"}) == aborts_before + 1
+    assert _metric("fedhh_aggregator_rounds_abort_reported_total") == reported_before + 1
 
 
 # -- load: calls shed by gRPC core ------------------------------------------------------------

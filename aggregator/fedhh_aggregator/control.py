@@ -1,0 +1,243 @@
+"""The coordinator's control calls that the aggregator and the combiner both answer (GetResult,
+CancelRound, GetOutcome), as transport-agnostic handlers (Flower's servicer -> handler split).
+
+The servicers (``servicers.py``, ``combiner_service.py``) parse a request, call a handler and
+turn its values into messages with ``control_wire``; the state changes are here: a round whose
+abort was reported, or whose sum was streamed whole, is forgotten and counted. A combiner's
+outcome merges its shards' outcomes, as their workers tell them, into one answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+import grpc
+import numpy as np
+
+from fedhh.errors import FedhhError, StateError
+from fedhh.rpc.control_client import RoundOutcome
+from fedhh.secagg import Stage
+from fedhh_aggregator import metrics
+from fedhh_aggregator.combined import CombinedRound, Shard
+from fedhh_aggregator.combiner import CombinerRegistry
+from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome, ShardOutcome
+from fedhh_aggregator.registry import RoundRegistry
+from fedhh_aggregator.rounds import Round, RoundState
+
+__all__ = ["ControlHandler", "ResultEvidence", "ResultReport", "RoundControl",
+           "ShardedRoundControl"]
+
+
+@dataclass(frozen=True)
+class ResultEvidence:
+    """A released sum's contributors: U3 and their consistency signatures (of one shard, in a
+    sharded round)."""
+
+    survivors: tuple[int, ...]
+    signatures: tuple[tuple[int, bytes], ...] = field(repr=False)
+    shard: int = 0
+
+
+@dataclass(frozen=True)
+class ResultReport:
+    """What GetResult streams: the round's state, then (released) the evidence and the sum."""
+
+    state: RoundState
+    round_id: bytes
+    session_id: bytes
+    dimension: int
+    modulus_bits: int
+    reached_unmask: bool
+    abort_reason: str = ""
+    shards: tuple[Shard, ...] = ()  # a finished sharded round's shards
+    num_contributors: int = 0
+    evidence: tuple[ResultEvidence, ...] = ()
+    total: np.ndarray | None = field(default=None, repr=False)  # released: the sum
+
+
+class _Finishing(Protocol):
+    round_id: bytes
+
+    async def wait_finished(self, wait_s: float) -> RoundState: ...
+
+
+R = TypeVar("R", bound=_Finishing)
+
+
+class _Registry(Protocol[R]):
+    @property
+    def durable(self) -> bool: ...
+
+    def by_round(self, round_id: bytes) -> R: ...
+
+    def forget(self, round_: R, why: str, *, delivered: bool = False) -> None: ...
+
+    async def cancel(self, round_id: bytes) -> RoundState: ...
+
+
+class ControlHandler(ABC, Generic[R]):
+    """The calls both services answer alike; ``count(outcome)`` counts a round whose outcome
+    reached the coordinator ("aborted" or "delivered")."""
+
+    sum_name = "sum"
+
+    def __init__(self, registry: _Registry[R], count: Callable[[str], None]) -> None:
+        self._registry = registry
+        self._count = count
+
+    @property
+    def durable(self) -> bool:
+        """True iff outcomes survive a restart (a journal is kept)."""
+        return self._registry.durable
+
+    async def get_result(self, round_id: bytes, wait_s: float,
+                         send: Callable[[ResultReport], Awaitable[None]]) -> None:
+        """Wait up to ``wait_s`` for the round to finish and ``send`` its report. Once a
+        finished round's report was sent whole (every chunk handed to the transport), the
+        coordinator has it: the round is forgotten, leaving its tombstone."""
+        round_ = self._registry.by_round(round_id)
+        state = await round_.wait_finished(wait_s)
+        report = self._report(round_, state)
+        await send(report)
+        if state == RoundState.ABORTED:
+            self._registry.forget(round_, "its abort was reported to the coordinator")
+            self._count("aborted")
+        elif state == RoundState.RELEASED:
+            self._registry.forget(round_, f"the {self.sum_name} was delivered to the "
+                                  "coordinator", delivered=True)
+            self._count("delivered")
+
+    async def cancel(self, round_id: bytes) -> RoundState:
+        """Abort a running round, or drop a finished one's sum; idempotent."""
+        return await self._registry.cancel(round_id)
+
+    @abstractmethod
+    def _report(self, round_: R, state: RoundState) -> ResultReport:
+        """The report of ``round_`` in ``state``; StateError if its sum was delivered."""
+
+    @abstractmethod
+    async def outcome(self, round_id: bytes) -> RecordedOutcome:
+        """What became of the round, as far as this service knows."""
+
+
+def _count_aggregator(outcome: str) -> None:
+    (metrics.ROUNDS_DELIVERED if outcome == "delivered" else metrics.ROUNDS_ABORT_REPORTED).inc()
+
+
+class RoundControl(ControlHandler[Round]):
+    """The aggregator's control calls, over its :class:`RoundRegistry`."""
+
+    def __init__(self, registry: RoundRegistry) -> None:
+        super().__init__(registry, _count_aggregator)
+        self.rounds = registry
+
+    def _report(self, round_: Round, state: RoundState) -> ResultReport:
+        cfg = round_.config
+        report = ResultReport(state, cfg.round_id, round_.session_id, cfg.dimension,
+                              cfg.modulus_bits, round_.reached_unmask)
+        if state == RoundState.ABORTED:
+            return dataclasses.replace(report, abort_reason=round_.abort_reason)
+        if state != RoundState.RELEASED:
+            return report
+        result = round_.result
+        if result is None:
+            raise StateError("the sum was already delivered")
+        return dataclasses.replace(
+            report, num_contributors=result.num_contributors, total=result.total,
+            evidence=(ResultEvidence(tuple(result.survivors), tuple(result.signatures)),))
+
+    async def outcome(self, round_id: bytes) -> RecordedOutcome:
+        return self.rounds.outcome(round_id)
+
+
+def _count_combiner(outcome: str) -> None:
+    metrics.COMBINED_ROUNDS.labels(outcome).inc()
+
+
+class ShardedRoundControl(ControlHandler[CombinedRound]):
+    """The combiner's control calls, over its :class:`CombinerRegistry`."""
+
+    sum_name = "total"
+
+    def __init__(self, registry: CombinerRegistry) -> None:
+        super().__init__(registry, _count_combiner)
+        self.rounds = registry
+
+    def _report(self, round_: CombinedRound, state: RoundState) -> ResultReport:
+        report = ResultReport(state, round_.round_id, round_.session_id, round_.dimension,
+                              round_.modulus_bits, round_.reached_unmask)
+        if state == RoundState.RUNNING:
+            return report
+        report = dataclasses.replace(report, shards=tuple(round_.shards))
+        if state == RoundState.ABORTED:
+            return dataclasses.replace(report, abort_reason=round_.abort_reason)
+        if round_.total is None:
+            raise StateError("the total was already delivered")
+        # Every released shard's evidence comes before a byte of the total (the coordinator
+        # checks each against its shard's config and records the spend first).
+        return dataclasses.replace(
+            report, num_contributors=round_.contributors, total=round_.total,
+            evidence=tuple(ResultEvidence(s.survivors, s.signatures, s.index)
+                           for s in round_.shards if s.state == RoundState.RELEASED))
+
+    async def outcome(self, round_id: bytes) -> RecordedOutcome:
+        """The combiner's record, with each shard's outcome from its worker where the combiner
+        does not know it (or, while the round runs, for its live stage); the round's stage is
+        the earliest of its running shards', its counts their sums."""
+        known = self.rounds.outcome(round_id)
+        if known is None:
+            return RecordedOutcome(OutcomeState.UNKNOWN)
+        outcome, shards = known
+        live = await self._shard_outcomes(round_id, outcome, shards)
+        running: list[Stage] = []
+        counts: dict[Stage, int] = {}
+        reached_unmask = outcome.reached_unmask
+        for seen in live:
+            if seen is None:
+                continue
+            if seen.state == "running" and seen.stage is not None:
+                running.append(seen.stage)
+            for stage, n in seen.stage_devices:
+                counts[stage] = counts.get(stage, 0) + n
+            reached_unmask = reached_unmask or seen.reached_unmask
+        return dataclasses.replace(
+            outcome, reached_unmask=reached_unmask,
+            stage=min(running) if outcome.state == OutcomeState.RUNNING and running else None,
+            stage_devices=tuple(sorted(counts.items())),
+            shards=tuple(_shard_outcome(s, seen) for s, seen in zip(shards, live, strict=True)))
+
+    async def _shard_outcomes(self, round_id: bytes, outcome: RecordedOutcome,
+                              shards: tuple[Shard, ...]) -> list[RoundOutcome | None]:
+        """Each shard's outcome at its worker: asked of every shard of a running round (for the
+        live stage), and of the shards whose outcome a restarted combiner no longer holds."""
+        with contextlib.suppress(FedhhError):
+            round_ = self.rounds.by_round(round_id)
+            if outcome.state == OutcomeState.RUNNING:
+                return await round_.live_outcomes()
+
+        async def ask(shard: Shard) -> RoundOutcome | None:
+            if shard.state != RoundState.RUNNING:
+                return None
+            with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
+                return await self.rounds.pool[shard.worker].control.outcome(shard.round_id)
+            return None
+
+        return list(await asyncio.gather(*(ask(s) for s in shards)))
+
+
+def _shard_outcome(shard: Shard, seen: RoundOutcome | None) -> ShardOutcome:
+    """A shard's outcome: the worker's word when asked, else the combiner's own record."""
+    if seen is not None:
+        return ShardOutcome(shard.round_id, shard.worker, OutcomeState(seen.state), seen.stage,
+                            seen.reached_unmask or shard.reached_unmask, seen.abort_reason,
+                            seen.num_contributors)
+    state = {RoundState.RUNNING: OutcomeState.UNKNOWN, RoundState.RELEASED: OutcomeState.RELEASED,
+             RoundState.ABORTED: OutcomeState.ABORTED}[shard.state]
+    return ShardOutcome(shard.round_id, shard.worker, state, None, shard.reached_unmask,
+                        shard.reason, shard.contributors)
