@@ -15,16 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import grpc
 
 from fedhh.errors import ConfigError
 from fedhh.rpc import serving
 from fedhh.rpc.credentials import read_secret
-from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
+from fedhh.rpc.observability import configure_logging
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_aggregator.auth import TOKEN_ENV, ControlAuth, load_coordinator_key
@@ -32,6 +29,7 @@ from fedhh_aggregator.combined import CombinerLimits
 from fedhh_aggregator.combiner import CombinerRegistry
 from fedhh_aggregator.combiner_service import CombinerServicer
 from fedhh_aggregator.journal import Journal
+from fedhh_aggregator.service import RunningService, serve_until_signalled
 from fedhh_aggregator.workers import WorkerPool, WorkerSpec, parse_worker
 
 log = logging.getLogger(__name__)
@@ -75,24 +73,14 @@ class CombinerSettings:
             state_dir=Path(args.state_dir) if args.state_dir else None)
 
 
-@dataclass
-class Combiner:
-    server: grpc.aio.Server
-    registry: CombinerRegistry
-    port: int
-
-    async def stop(self, grace: float | None = 1.0) -> None:
-        self.registry.close()
-        await self.server.stop(grace)
-        await self.registry.pool.close()
+Combiner = RunningService[CombinerRegistry]
 
 
 async def start(settings: CombinerSettings) -> Combiner:
     limits = settings.limits
     journal = None
     if settings.state_dir is not None:
-        journal = Journal(settings.state_dir,
-                          compact_after=max(64, 4 * (limits.max_tombstones + limits.max_rounds)))
+        journal = Journal.sized(settings.state_dir, limits.max_tombstones, limits.max_rounds)
     pool = WorkerPool(settings.workers, settings.tls, settings.control_token)
     registry = CombinerRegistry(settings.coordinator_public, pool, limits, journal)
     registry.restore()
@@ -103,23 +91,12 @@ async def start(settings: CombinerSettings) -> Combiner:
     port = serving.bind(server, settings.listen, settings.tls, settings.insecure)
     await server.start()
     await serving.set_serving(health, (COMBINER_SERVICE,))
-    return Combiner(server, registry, port)
+    return Combiner(server, registry, port, release=pool.close)
 
 
 async def serve(settings: CombinerSettings) -> None:
-    combiner = await start(settings)
-    metrics_port = start_metrics(settings.metrics_port, settings.metrics_host, settings.tls)
-    if settings.ready_file is not None:
-        write_ready(settings.ready_file, {"port": combiner.port, "metrics_port": metrics_port,
-                                          "pid": os.getpid()})
-    log.info("combiner serving", extra={"port": combiner.port, "workers": len(settings.workers),
-                                        "tls": settings.tls is not None})
-    try:
-        await serving.wait_for_signal(combiner.server, settings.grace_s)
-    finally:
-        combiner.registry.close()
-        await combiner.registry.pool.close()
-    log.info("combiner stopped")
+    await serve_until_signalled(await start(settings), "combiner", settings,
+                                workers=len(settings.workers))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -119,6 +119,12 @@ class Journal:
     thread. Use from one event loop.
     """
 
+    @classmethod
+    def sized(cls, directory: Path, max_tombstones: int, max_rounds: int) -> Journal:
+        """A journal rewritten once it holds a few times the lines of what it must keep (the
+        outcomes of up to ``max_tombstones`` finished and ``max_rounds`` open rounds)."""
+        return cls(directory, compact_after=max(64, 4 * (max_tombstones + max_rounds)))
+
     def __init__(self, directory: Path, compact_after: int = 20_000) -> None:
         self.directory = Path(directory)
         self.path = self.directory / FILE_NAME

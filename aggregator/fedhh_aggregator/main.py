@@ -12,26 +12,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import grpc
 
 from fedhh.errors import ConfigError
 from fedhh.rpc import serving
 from fedhh.rpc.aggregator_wire import CONTROL_SERVICE, DEVICE_SERVICE
 from fedhh.rpc.credentials import read_secret
-from fedhh.rpc.observability import configure_logging, start_metrics
+from fedhh.rpc.observability import configure_logging
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_aggregator.auth import TOKEN_ENV, ControlAuth, load_coordinator_key
 from fedhh_aggregator.journal import Journal
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Limits
+from fedhh_aggregator.service import RunningService, serve_until_signalled
 from fedhh_aggregator.servicers import ControlServicer, DeviceServicer
 
 log = logging.getLogger(__name__)
@@ -84,17 +80,7 @@ class AggregatorSettings:
         )
 
 
-@dataclass
-class RunningAggregator:
-    """A running aggregator in this process."""
-
-    server: grpc.aio.Server
-    registry: RoundRegistry
-    port: int
-
-    async def stop(self, grace: float | None = 1.0) -> None:
-        self.registry.close()
-        await self.server.stop(grace)
+RunningAggregator = RunningService[RoundRegistry]
 
 
 def server_options(limits: Limits) -> list[tuple[str, int]]:
@@ -120,9 +106,7 @@ async def start(settings: AggregatorSettings) -> RunningAggregator:
     limits = settings.limits
     journal = None
     if settings.state_dir is not None:
-        # Rewritten once it holds a few times the lines of what it must keep.
-        journal = Journal(settings.state_dir,
-                          compact_after=max(64, 4 * (limits.max_tombstones + limits.max_rounds)))
+        journal = Journal.sized(settings.state_dir, limits.max_tombstones, limits.max_rounds)
     registry = RoundRegistry(settings.coordinator_public, limits, journal)
     registry.restore()
     server = serving.new_server(max_receive_bytes=limits.max_message_bytes,
@@ -138,26 +122,9 @@ async def start(settings: AggregatorSettings) -> RunningAggregator:
     return RunningAggregator(server, registry, port)
 
 
-def _write_ready(path: Path, content: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(content))
-    os.replace(tmp, path)  # readers see the whole file or none
-
-
 async def serve(settings: AggregatorSettings) -> None:
     """Serve until SIGTERM/SIGINT, then stop gracefully."""
-    aggregator = await start(settings)
-    metrics_port = start_metrics(settings.metrics_port, settings.metrics_host, settings.tls)
-    if settings.ready_file is not None:
-        _write_ready(settings.ready_file, {"port": aggregator.port, "metrics_port": metrics_port,
-                                           "pid": os.getpid()})
-    log.info("aggregator serving", extra={"port": aggregator.port, "metrics_port": metrics_port,
-                                          "tls": settings.tls is not None})
-    try:
-        await serving.wait_for_signal(aggregator.server, settings.grace_s)
-    finally:
-        aggregator.registry.close()
-    log.info("aggregator stopped")
+    await serve_until_signalled(await start(settings), "aggregator", settings)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,75 @@
+"""A service of this package started in this process, as the aggregator's and the combiner's
+``start`` return it."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+import grpc
+
+from fedhh.rpc import serving
+from fedhh.rpc.observability import start_metrics, write_ready
+from fedhh.rpc.tls import TlsFiles
+
+log = logging.getLogger(__name__)
+
+
+class ClosableRegistry(Protocol):
+    def close(self) -> None: ...
+
+
+RegistryT = TypeVar("RegistryT", bound=ClosableRegistry)
+
+
+@dataclass
+class RunningService(Generic[RegistryT]):
+    """Its gRPC server, its round registry, its port, and what else it releases once the
+    server has stopped (the combiner's channels to its workers)."""
+
+    server: grpc.aio.Server
+    registry: RegistryT
+    port: int
+    release: Callable[[], Awaitable[None]] | None = None
+
+    async def stop(self, grace: float | None = 1.0) -> None:
+        self.registry.close()
+        await self.server.stop(grace)
+        if self.release is not None:
+            await self.release()
+
+
+class ServiceSettings(Protocol):
+    @property
+    def tls(self) -> TlsFiles | None: ...
+    @property
+    def metrics_port(self) -> int | None: ...
+    @property
+    def metrics_host(self) -> str: ...
+    @property
+    def ready_file(self) -> Path | None: ...
+    @property
+    def grace_s(self) -> float: ...
+
+
+async def serve_until_signalled(service: RunningService[Any], name: str,
+                                settings: ServiceSettings, **details: Any) -> None:
+    """Announce a started ``service`` (its metrics endpoint, the ready file, one log line with
+    ``details``), serve until SIGTERM/SIGINT, then stop it gracefully."""
+    metrics_port = start_metrics(settings.metrics_port, settings.metrics_host, settings.tls)
+    if settings.ready_file is not None:
+        write_ready(settings.ready_file, {"port": service.port, "metrics_port": metrics_port,
+                                          "pid": os.getpid()})
+    log.info(f"{name} serving", extra={"port": service.port, "metrics_port": metrics_port,
+                                       "tls": settings.tls is not None, **details})
+    try:
+        await serving.wait_for_signal(service.server, settings.grace_s)
+    finally:
+        service.registry.close()
+        if service.release is not None:
+            await service.release()
+    log.info(f"{name} stopped")
