@@ -25,7 +25,7 @@ from fedhh.simulation.runner import simulate
 
 pytestmark = pytest.mark.slow
 
-LONG = {"https://example.org/": 70, "a@example.com": 60, "👍🏽": 50}
+LONG = {"https://abc.org/": 70, "bob@gmail.com": 60, "👍": 50}
 
 
 def long_items_dataset(path: Path) -> Path:
