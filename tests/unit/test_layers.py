@@ -23,6 +23,7 @@ FOLDERS = {"fedhh": "fedhh", "server": "fedhh_coordinator", "aggregator": "fedhh
 LIBRARY = (
     "fedhh.v1",          # generated wire code
     "fedhh.errors",      # one base class
+    "fedhh.lazy",        # packages' names imported on first use
     "fedhh.codec",       # items <-> prefix codes
     "fedhh.data",        # datasets; the codebooks' training data
     "fedhh.device",      # what a device computes
