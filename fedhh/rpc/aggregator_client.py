@@ -40,12 +40,11 @@ from fedhh.rpc.control_client import (
     AggregatorBusy,
     AggregatorError,
     ControlClient,
-    ResultBuffer,
     RoundOutcome,
-    check_header,
     domain_error,
     open_channel,
     outcome_from_pb,
+    read_result_stream,
 )
 from fedhh.secagg import AggregateResult, ReleaseEvidence, SignedConfig
 from fedhh.v1 import aggregator_pb2 as pb
@@ -97,47 +96,24 @@ class AggregatorControl(ControlClient):
 
 async def _read_result(call: Any, on_release: ReleaseHook | None = None
                        ) -> AggregateResult | None:
-    """The stream of one GetResult: header; if released, the evidence parts, then the sum.
-    ``on_release`` gets the evidence once it is complete, before any of the sum is read."""
-    header: pb.ResultHeader | None = None
-    survivors: list[int] = []
-    signatures: list[tuple[int, bytes]] = []
-    evidence: ReleaseEvidence | None = None
-    data: ResultBuffer | None = None
-    async for chunk in call:
-        part = chunk.WhichOneof("part")
-        if header is None:
-            if part != "header":
-                raise AggregatorError("the result stream must start with its header")
-            header = chunk.header
-            expected = check_header(header, sharded=False)
-            if expected is None:
-                return None
-            data = ResultBuffer(header, expected)
-        elif part == "evidence":
-            if evidence is not None:
-                raise AggregatorError("the result stream holds more evidence than announced")
-            survivors.extend(chunk.evidence.survivors)
-            signatures.extend((int(s.device_id), bytes(s.signature))
-                              for s in chunk.evidence.signatures)
-            if (len(survivors) > header.survivor_count
-                    or len(signatures) > header.signature_count):
-                raise AggregatorError("the result stream holds more evidence than announced")
-        elif part == "data":
-            if evidence is None or data is None:
-                raise AggregatorError("the sum came before the evidence of its contributors")
-            data.add(chunk.data)
-            continue
-        else:
-            raise AggregatorError(f"unexpected part {part!r} in the result stream")
-        if (evidence is None and len(survivors) == header.survivor_count
-                and len(signatures) == header.signature_count):
-            evidence = ReleaseEvidence(tuple(survivors), tuple(signatures),
-                                       int(header.num_contributors))
-            if on_release is not None:
-                await on_release(evidence)
-    if header is None or data is None or evidence is None:
-        raise AggregatorError("the result stream ended early")
-    return AggregateResult(bytes(header.session_id), bytes(header.round_id), data.total(),
-                           int(header.num_contributors), evidence.survivors,
-                           evidence.signatures)
+    """The stream of one GetResult (``read_result_stream``): ``on_release`` gets the evidence
+    once it is complete, before any of the sum is read."""
+
+    async def released(header: pb.ResultHeader, evidence: list[ReleaseEvidence | None]
+                       ) -> None:
+        if on_release is not None:
+            await on_release(_only(evidence))
+
+    read = await read_result_stream(call, sharded=False, on_evidence=released)
+    if read is None:
+        return None
+    header, evidence, total = read
+    only = _only(evidence)
+    return AggregateResult(bytes(header.session_id), bytes(header.round_id), total,
+                           int(header.num_contributors), only.survivors, only.signatures)
+
+
+def _only(evidence: list[ReleaseEvidence | None]) -> ReleaseEvidence:
+    (only,) = evidence
+    assert only is not None  # an unsharded round's single part is its released sum's
+    return only

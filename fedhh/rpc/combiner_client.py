@@ -29,13 +29,11 @@ import grpc
 import numpy as np
 
 from fedhh.rpc.control_client import (
-    AggregatorError,
     ControlClient,
-    ResultBuffer,
     RoundOutcome,
-    check_header,
     outcome_from_pb,
     outcome_state,
+    read_result_stream,
 )
 from fedhh.secagg import ReleaseEvidence, SignedConfig
 from fedhh.secagg.shards import ShardRelease
@@ -117,64 +115,24 @@ class CombinerControl(ControlClient):
 
 async def _read_combined(call: Any, on_release: ShardsHook | None = None
                          ) -> CombinedResult | None:
-    """One GetResult stream of a sharded round: header; if released, each released shard's
-    evidence, then the total. ``on_release`` gets every shard once all evidence is in."""
-    header: pb.ResultHeader | None = None
-    survivors: dict[int, list[int]] = {}
-    signatures: dict[int, list[tuple[int, bytes]]] = {}
-    shards: list[ShardRelease] | None = None
-    data: ResultBuffer | None = None
+    """One GetResult stream of a sharded round (``read_result_stream``): ``on_release`` gets
+    every shard once all evidence is in, before any of the total is read."""
 
-    def complete(announced: pb.ResultHeader) -> bool:
-        return all(len(survivors.get(j, ())) == s.survivor_count
-                   and len(signatures.get(j, ())) == s.signature_count
-                   for j, s in enumerate(announced.shards))
+    async def released(header: pb.ResultHeader, evidence: list[ReleaseEvidence | None]
+                       ) -> None:
+        if on_release is not None:
+            await on_release(_shard_releases(header, evidence))
 
-    async for chunk in call:
-        part = chunk.WhichOneof("part")
-        if header is None:
-            if part != "header":
-                raise AggregatorError("the result stream must start with its header")
-            header = chunk.header
-            expected = check_header(header, sharded=True)
-            if expected is None:
-                return None
-            data = ResultBuffer(header, expected)
-            for s in header.shards:
-                if s.state != pb.AGGREGATION_STATE_RELEASED and (s.survivor_count
-                                                                 or s.signature_count):
-                    raise AggregatorError("evidence announced for a shard that did not release")
-        elif part == "evidence":
-            j = chunk.evidence.shard
-            if shards is not None or j >= len(header.shards):
-                raise AggregatorError("the result stream holds more evidence than announced")
-            survivors.setdefault(j, []).extend(chunk.evidence.survivors)
-            signatures.setdefault(j, []).extend((int(s.device_id), bytes(s.signature))
-                                                for s in chunk.evidence.signatures)
-            announced = header.shards[j]
-            if (len(survivors[j]) > announced.survivor_count
-                    or len(signatures[j]) > announced.signature_count):
-                raise AggregatorError("the result stream holds more evidence than announced")
-        elif part == "data":
-            if shards is None or data is None:
-                raise AggregatorError("the total came before the evidence of its contributors")
-            data.add(chunk.data)
-            continue
-        else:
-            raise AggregatorError(f"unexpected part {part!r} in the result stream")
-        if shards is None and complete(header):
-            shards = [
-                ShardRelease(bytes(s.round_id), s.state == pb.AGGREGATION_STATE_RELEASED,
-                             s.reached_unmask,
-                             ReleaseEvidence(tuple(survivors.get(j, ())),
-                                             tuple(signatures.get(j, ())),
-                                             int(s.num_contributors))
-                             if s.state == pb.AGGREGATION_STATE_RELEASED else None,
-                             s.abort_reason)
-                for j, s in enumerate(header.shards)]
-            if on_release is not None:
-                await on_release(shards)
-    if header is None or data is None or shards is None:
-        raise AggregatorError("the result stream ended early")
-    return CombinedResult(bytes(header.round_id), data.total(), int(header.num_contributors),
-                          tuple(shards))
+    read = await read_result_stream(call, sharded=True, on_evidence=released)
+    if read is None:
+        return None
+    header, evidence, total = read
+    return CombinedResult(bytes(header.round_id), total, int(header.num_contributors),
+                          tuple(_shard_releases(header, evidence)))
+
+
+def _shard_releases(header: pb.ResultHeader, evidence: list[ReleaseEvidence | None]
+                    ) -> list[ShardRelease]:
+    return [ShardRelease(bytes(s.round_id), s.state == pb.AGGREGATION_STATE_RELEASED,
+                         s.reached_unmask, part, s.abort_reason)
+            for s, part in zip(header.shards, evidence, strict=True)]

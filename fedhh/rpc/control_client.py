@@ -31,7 +31,7 @@ from fedhh.errors import (
 from fedhh.rounds import RoundAborted
 from fedhh.rpc.aggregator_wire import stage_from_pb
 from fedhh.rpc.serving import OPTIONS
-from fedhh.secagg import Stage
+from fedhh.secagg import ReleaseEvidence, Stage
 from fedhh.secagg.config import MAX_COHORT
 from fedhh.secagg.prg import mask_dtype
 from fedhh.secagg.shards import MAX_SHARDS
@@ -48,6 +48,7 @@ __all__ = [
     "open_channel",
     "outcome_from_pb",
     "outcome_state",
+    "read_result_stream",
     "stage_counts",
 ]
 
@@ -154,7 +155,74 @@ def check_header(header: pb.ResultHeader, *, sharded: bool) -> int | None:
     if any(survivors > MAX_COHORT or signatures > MAX_COHORT
            for survivors, signatures in counts):
         raise AggregatorError("the result announces more survivors than any cohort")
+    if any(s.state != pb.AGGREGATION_STATE_RELEASED and (s.survivor_count or s.signature_count)
+           for s in header.shards):
+        raise AggregatorError("evidence announced for a shard that did not release")
     return expected
+
+
+EvidenceHook = Callable[[pb.ResultHeader, list[ReleaseEvidence | None]], Awaitable[None]]
+
+
+async def read_result_stream(call: Any, *, sharded: bool, on_evidence: EvidenceHook
+                             ) -> tuple[pb.ResultHeader, list[ReleaseEvidence | None],
+                                        np.ndarray] | None:
+    """One GetResult stream: its header (``check_header``); if released, the evidence of each
+    part (the round's, or each shard's: None for a shard that did not release), then the sum.
+    ``on_evidence(header, evidence)`` runs once all announced evidence is in, before a byte
+    of the sum is read. None while the round runs; ``AggregatorError`` for a stream that
+    breaks the wire contract."""
+    header: pb.ResultHeader | None = None
+    announced: list[tuple[int, int, int | None]] = []  # survivors, signatures, contributors
+    survivors: list[list[int]] = []
+    signatures: list[list[tuple[int, bytes]]] = []
+    evidence: list[ReleaseEvidence | None] | None = None
+    data: ResultBuffer | None = None
+    what = "total" if sharded else "sum"
+    async for chunk in call:
+        part = chunk.WhichOneof("part")
+        if header is None:
+            if part != "header":
+                raise AggregatorError("the result stream must start with its header")
+            header = chunk.header
+            expected = check_header(header, sharded=sharded)
+            if expected is None:
+                return None
+            data = ResultBuffer(header, expected)
+            announced = ([(s.survivor_count, s.signature_count,
+                           int(s.num_contributors) if s.state == pb.AGGREGATION_STATE_RELEASED
+                           else None) for s in header.shards] if sharded else
+                         [(header.survivor_count, header.signature_count,
+                           int(header.num_contributors))])
+            survivors = [[] for _ in announced]
+            signatures = [[] for _ in announced]
+        elif part == "evidence":
+            j = chunk.evidence.shard
+            if evidence is not None or j >= len(announced):
+                raise AggregatorError("the result stream holds more evidence than announced")
+            survivors[j].extend(chunk.evidence.survivors)
+            signatures[j].extend((int(s.device_id), bytes(s.signature))
+                                 for s in chunk.evidence.signatures)
+            if len(survivors[j]) > announced[j][0] or len(signatures[j]) > announced[j][1]:
+                raise AggregatorError("the result stream holds more evidence than announced")
+        elif part == "data":
+            if evidence is None or data is None:
+                raise AggregatorError(f"the {what} came before the evidence of its contributors")
+            data.add(chunk.data)
+            continue
+        else:
+            raise AggregatorError(f"unexpected part {part!r} in the result stream")
+        if evidence is None and all(
+                (len(sv), len(sg)) == counts[:2]
+                for sv, sg, counts in zip(survivors, signatures, announced, strict=True)):
+            evidence = [None if contributors is None else
+                        ReleaseEvidence(tuple(sv), tuple(sg), contributors)
+                        for sv, sg, (_, _, contributors) in zip(survivors, signatures, announced,
+                                                                strict=True)]
+            await on_evidence(header, evidence)
+    if header is None or data is None or evidence is None:
+        raise AggregatorError("the result stream ended early")
+    return header, evidence, data.total()
 
 
 class ResultBuffer:

@@ -4,10 +4,10 @@ store to what a combiner reports; the ledger charged exactly once per attempt, w
 combiner does and across a coordinator restart; and an aggregation service that stops answering
 for a while (starved past a call's timeout) waited for while it still runs the round.
 
-The combiner is a fake speaking the link's ``AggregatorApi`` protocol; the devices are check-ins at
-the real lobby, and the evidence of each released shard is signed with their identity keys over
-the shard the coordinator actually signed for them (from the tasks they received), as real
-devices sign it in the consistency check.
+The combiner is a fake speaking the link's ``AggregatorApi`` protocol (both services); the
+devices are check-ins at the real lobby, and the evidence of each released shard is signed with
+their identity keys over the shard the coordinator actually signed for them (from the tasks
+they received), as real devices sign it in the consistency check.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from fedhh.secagg.messages import consistency_transcript, survivors_digest
 from fedhh.secagg.primitives import ed25519_from_seed, ed25519_public_bytes
 from fedhh.secagg.shards import ShardRelease
 from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_coordinator.aggregation import AggregatorOutcome, AggregatorUnavailable
 from fedhh_coordinator.budgets import LifetimeBudget
-from fedhh_coordinator.link import AggregatorOutcome, AggregatorUnavailable, ShardsHook
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.runs import create_run
@@ -97,6 +97,14 @@ class FakeCombiner:
     async def workers(self) -> list[tuple[int, str]] | None:
         return WORKERS if self.sharded else None
 
+    @property
+    def combiner(self) -> _ShardCombiner:
+        return _ShardCombiner(self)
+
+    @property
+    def single(self) -> _SingleAggregator:
+        return _SingleAggregator(self)
+
     async def open_sharded(self, round_id: bytes, shards: list[tuple[SignedConfig, int]]
                            ) -> None:
         self.opened.append((round_id, [Shard(RoundConfig.from_bytes(s.payload), w)
@@ -134,7 +142,8 @@ class FakeCombiner:
             return ShardRelease(rid, True, True, self._evidence(shard, 0))
         return ShardRelease(rid, False, fate == "lost", None, fate)
 
-    async def sharded_result(self, round_id: bytes, timeout_s: float, on_release: ShardsHook
+    async def sharded_result(self, round_id: bytes, timeout_s: float,
+                             on_release: Callable[[list[ShardRelease]], Awaitable[None]]
                              ) -> tuple[np.ndarray, int]:
         shards = self._shards_of(round_id)
         await self._devices_have_tasks(shards)
@@ -158,7 +167,7 @@ class FakeCombiner:
         total = np.zeros(shards[0].config.dimension, dtype=np.int64)
         return total, sum(s.config.num_devices for s in released)
 
-    async def outcome(self, round_id: bytes, sharded: bool = False) -> AggregatorOutcome:
+    async def outcome(self, round_id: bytes) -> AggregatorOutcome:
         if self.holds_sum:
             return AggregatorOutcome("released", True, True)
         if self.calls <= self.plan.silent_calls and self.plan.claimed is None:
@@ -166,17 +175,17 @@ class FakeCombiner:
         return AggregatorOutcome("aborted", reached_unmask=True, reason="gone",
                                  contributors=self.plan.claimed)
 
-    async def cancel(self, round_id: bytes, sharded: bool = False) -> None:
+    async def cancel(self, round_id: bytes) -> None:
         self.cancelled.append(round_id)
 
-    async def open_round(self, signed: SignedConfig) -> None:
+    async def open_single(self, signed: SignedConfig) -> None:
         assert not self.sharded, "a sharded run never opens an unsharded round"
         config = RoundConfig.from_bytes(signed.payload)
         self.opened.append((config.round_id, [Shard(config, 0)]))
 
-    async def result(self, round_id: bytes, timeout_s: float,
-                     on_release: Callable[[ReleaseEvidence], Awaitable[None]]
-                     ) -> tuple[np.ndarray, int]:
+    async def single_result(self, round_id: bytes, timeout_s: float,
+                            on_release: Callable[[ReleaseEvidence], Awaitable[None]]
+                            ) -> tuple[np.ndarray, int]:
         assert not self.sharded, "a sharded run never asks for an unsharded result"
 
         async def one(releases: list[ShardRelease]) -> None:
@@ -184,6 +193,44 @@ class FakeCombiner:
             await on_release(releases[0].evidence)
 
         return await self.sharded_result(round_id, timeout_s, one)
+
+
+@dataclass
+class _Face:
+    """What both of the fake's service faces answer alike."""
+
+    fake: FakeCombiner
+
+    async def outcome(self, round_id: bytes) -> AggregatorOutcome:
+        return await self.fake.outcome(round_id)
+
+    async def cancel(self, round_id: bytes) -> None:
+        await self.fake.cancel(round_id)
+
+
+class _ShardCombiner(_Face):
+    """The fake's combiner face (``ShardCombiner``)."""
+
+    async def open_round(self, round_id: bytes, shards: list[tuple[SignedConfig, int]]
+                         ) -> None:
+        await self.fake.open_sharded(round_id, shards)
+
+    async def result(self, round_id: bytes, timeout_s: float,
+                     on_release: Callable[[list[ShardRelease]], Awaitable[None]]
+                     ) -> tuple[np.ndarray, int]:
+        return await self.fake.sharded_result(round_id, timeout_s, on_release)
+
+
+class _SingleAggregator(_Face):
+    """The fake's single-aggregator face (``SingleAggregator``)."""
+
+    async def open_round(self, signed: SignedConfig) -> None:
+        await self.fake.open_single(signed)
+
+    async def result(self, round_id: bytes, timeout_s: float,
+                     on_release: Callable[[ReleaseEvidence], Awaitable[None]]
+                     ) -> tuple[np.ndarray, int]:
+        return await self.fake.single_result(round_id, timeout_s, on_release)
 
 
 class Fleet:

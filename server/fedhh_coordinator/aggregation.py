@@ -1,0 +1,89 @@
+"""The aggregation service as the coordinator's link sees it: one protocol for each round mode.
+
+A single aggregator runs unsharded rounds and releases one sum with its evidence
+(``ReleaseEvidence``); a combiner runs sharded rounds over its serving workers and releases one
+total with every shard's evidence (``list[ShardRelease]``). Both settle a round the same way
+(:class:`RoundService`: the result behind a release hook, the service's word on the round, a
+cancel); they differ only in how a round is opened. gRPC implementation:
+``fedhh_coordinator.control``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+import numpy as np
+
+from fedhh.errors import FedhhError
+from fedhh.secagg import ReleaseEvidence
+from fedhh.secagg.config import SignedConfig
+from fedhh.secagg.shards import ShardRelease
+
+ReleaseT = TypeVar("ReleaseT", covariant=True)
+
+
+@dataclass(frozen=True)
+class AggregatorOutcome:
+    """What the aggregation service says about a round: ``state`` "never" (a journaling service
+    has no record of it: it never opened), "unknown" (no record, no journal: nobody can say),
+    "running", "aborted" or "released"; ``reached_unmask`` whether any unmasking request went
+    out; ``sum_available`` whether a released sum is still held for the coordinator."""
+
+    state: str
+    reached_unmask: bool = False
+    sum_available: bool = False
+    contributors: int | None = None
+    reason: str = ""
+    stage: str = ""  # the protocol stage of a running round
+    stage_devices: dict[str, int] = field(default_factory=dict)  # accepted per closed stage
+
+
+class AggregatorUnavailable(FedhhError):
+    """The aggregation service did not answer (down, restarting, unreachable)."""
+
+
+class RoundService(Protocol[ReleaseT]):
+    """Settling a round at the service that runs it."""
+
+    async def result(self, round_id: bytes, timeout_s: float,
+                     on_release: Callable[[ReleaseT], Awaitable[None]]
+                     ) -> tuple[np.ndarray, int]:
+        """Wait for the round's sum; ``on_release(release)`` runs before it is read.
+        Raises RoundAborted (nothing released; ``reached_unmask`` says if unmasking began;
+        the hook's own RoundAborted as it raised it), TimeoutError, or AggregatorUnavailable."""
+        ...
+
+    async def outcome(self, round_id: bytes) -> AggregatorOutcome: ...
+
+    async def cancel(self, round_id: bytes) -> None: ...
+
+
+class SingleAggregator(RoundService[ReleaseEvidence], Protocol):
+    """An aggregator running unsharded rounds."""
+
+    async def open_round(self, signed: SignedConfig) -> None: ...
+
+
+class ShardCombiner(RoundService[list[ShardRelease]], Protocol):
+    """A combiner running sharded rounds on its workers."""
+
+    async def open_round(self, round_id: bytes, shards: list[tuple[SignedConfig, int]]
+                         ) -> None:
+        """Open a round of ``shards``: (signed shard config, worker index) each."""
+        ...
+
+
+class AggregatorApi(Protocol):
+    """The service at the coordinator's ``--aggregator`` address: either kind answers there."""
+
+    @property
+    def single(self) -> SingleAggregator: ...
+
+    @property
+    def combiner(self) -> ShardCombiner: ...
+
+    async def workers(self) -> list[tuple[int, str]] | None:
+        """A combiner's serving workers (index, public address); None: a single aggregator."""
+        ...
