@@ -16,8 +16,14 @@ from fedhh.v1 import coordinator_pb2 as pb
 TASK_CONTEXT = b"fedhh/v1/task"
 
 
-def sign_task(task: pb.Task, key: Ed25519PrivateKey) -> pb.SignedTask:
-    payload = task.SerializeToString()
+def sign_task(task: pb.Task, key: Ed25519PrivateKey, shared: bytes = b"") -> pb.SignedTask:
+    """``task`` signed; with ``shared``, the serialized fields every member of a cohort
+    receives alike, the task is ``shared`` followed by ``task``'s own fields. Protobuf parses
+    concatenated messages as their merge, so the device reads one Task either way; the shared
+    part (the prefix list, the deny list, the round config) is serialized once per cohort
+    instead of once per device. ``task`` must set none of the shared fields (a repeated field
+    set in both would be concatenated)."""
+    payload = shared + task.SerializeToString()
     return pb.SignedTask(task=payload, signature=key.sign(TASK_CONTEXT + payload))
 
 

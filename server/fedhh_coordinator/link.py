@@ -348,25 +348,25 @@ class NetworkLink:
     def _tasks(self, attempt: AttemptId, query: RoundQuery, cohort: SignedCohort,
                signed: SignedConfig, identities: IdentityTree, address: str
                ) -> dict[int, pb.SignedTask]:
-        """One signed task per member of the cohort."""
+        """One signed task per member of the cohort: what they all receive serialized once,
+        then each member's own fields (``sign_task``)."""
         s = self.config
+        shared = pb.Task(
+            run_id=attempt.run_id, round=attempt.round, attempt=attempt.attempt,
+            prefix_bits=query.prefix_bits,
+            prefixes=cw.to_wire(query.prefixes, query.prefix_bits),
+            deny_list=cw.to_wire(query.deny, query.max_bits), segment_bits=query.segment_bits,
+            eps_local=self.round_epsilon(query.round - 1), codec=s.codec,
+            max_bits=query.max_bits, selection=s.selection,
+            prefix_conditioning=s.prefix_conditioning, aggregator_address=address,
+            round_config=signed.payload, round_config_signature=signed.signature,
+            deadline_unix_ms=cohort.config.deadlines.unmask,
+        ).SerializeToString()
         tasks = {}
         for secagg_id, device_id in enumerate(cohort.members, start=1):
-            admission = issue_admission(identities, secagg_id)
-            task = pb.Task(
-                run_id=attempt.run_id, round=attempt.round, attempt=attempt.attempt,
-                device_id=device_id, prefix_bits=query.prefix_bits,
-                prefixes=cw.to_wire(query.prefixes, query.prefix_bits),
-                deny_list=cw.to_wire(query.deny, query.max_bits),
-                segment_bits=query.segment_bits,
-                eps_local=self.round_epsilon(query.round - 1), codec=s.codec,
-                max_bits=query.max_bits, selection=s.selection,
-                prefix_conditioning=s.prefix_conditioning, aggregator_address=address,
-                round_config=signed.payload, round_config_signature=signed.signature,
-                secagg_id=secagg_id, admission=admission.proof,
-                deadline_unix_ms=cohort.config.deadlines.unmask,
-            )
-            tasks[device_id] = sign_task(task, self.key)
+            own = pb.Task(device_id=device_id, secagg_id=secagg_id,
+                          admission=issue_admission(identities, secagg_id).proof)
+            tasks[device_id] = sign_task(own, self.key, shared)
         return tasks
 
 
