@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -47,6 +48,7 @@ from fedhh.secagg.primitives import (
     x25519_public_bytes,
 )
 from fedhh.secagg.simulate import DropoutPlan, SimulatedRound, make_cohort
+from fedhh.v1 import coordinator_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[2]
 WEB = ROOT / "clients" / "web"
@@ -208,6 +210,29 @@ def test_typescript_consistency_signature(ts_vectors: dict[str, Any]) -> None:
         signature = bytes.fromhex(case["signature"])
         assert ed25519_verify(ed25519_public_bytes(key), signature, transcript)
         assert key.sign(transcript) == signature  # Ed25519 is deterministic
+
+
+def test_typescript_wire_messages_parse_in_python(ts_vectors: dict[str, Any]) -> None:
+    """Requests encoded by the generated TypeScript code are the Python protobuf messages."""
+    enroll = ts_vectors["wire"]["enroll"]
+    parsed = pb.EnrollRequest.FromString(bytes.fromhex(enroll["bytes"]))
+    assert parsed.enrollment_token == enroll["token"].encode()
+    assert parsed.identity_public_key.hex() == enroll["identity_public_key"]
+    assert parsed.label == enroll["label"] == "browser-\u00e9t\u00e9"
+    assert parsed.attestation.hex() == enroll["attestation"]
+    get_task = ts_vectors["wire"]["get_task"]
+    request = pb.GetTaskRequest.FromString(bytes.fromhex(get_task["bytes"]))
+    assert request.device_id == int(get_task["device_id"]) == 2**63 + 5
+    assert request.wait_ms == get_task["wait_ms"]
+    assert (request.known_task.hex(), request.c_pk.hex(), request.s_pk.hex()) == (
+        get_task["known_task"], get_task["c_pk"], get_task["s_pk"])
+
+
+def test_generated_wire_code_is_current(built: Path) -> None:
+    """clients/web/src/gen is what protoc-gen-es makes from proto/ today."""
+    done = subprocess.run([sys.executable, str(WEB / "generate_proto.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
 
 
 class _FirstBytes:

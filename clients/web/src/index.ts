@@ -8,3 +8,6 @@ export * from "./random.js";
 export * from "./randomizer.js";
 export * from "./secagg.js";
 export * as shamir from "./shamir.js";
+export * from "./task.js";
+export * as wire from "./gen/fedhh/v1/coordinator_pb.js";
+export * as aggregatorWire from "./gen/fedhh/v1/aggregator_pb.js";

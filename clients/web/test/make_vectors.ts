@@ -11,6 +11,8 @@
 
 import { writeFileSync } from "node:fs";
 
+import { create, toBinary } from "@bufbuild/protobuf";
+
 import { type Bytes, bytesToBig, fromHex, toHex } from "../src/bytes.js";
 import { sessionIdOf, verifyConfig } from "../src/config.js";
 import { generateMask, pairMaskKey, selfMaskKey, vectorBytes } from "../src/prg.js";
@@ -20,6 +22,7 @@ import { a0Threshold, randomize } from "../src/randomizer.js";
 import {
   type NeighbourKeys, consistencySignature, generateRoundKeys, maskedInput, neighbourKeys, shareKeys,
 } from "../src/secagg.js";
+import { EnrollRequestSchema, GetTaskRequestSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
 import * as shamir from "../src/shamir.js";
 import { type Json, pythonVectors } from "./vectors.js";
 
@@ -131,6 +134,26 @@ async function device(): Promise<Json> {
   };
 }
 
+/** Device-to-coordinator requests in the generated wire code, for Python's protobuf to parse. */
+function wire(): Json {
+  const identity = ed25519PublicFromSeed(systemRandom(32));
+  const keys = generateRoundKeys(systemRandom);
+  const enroll = create(EnrollRequestSchema, {
+    enrollmentToken: new TextEncoder().encode("ab".repeat(32)), identityPublicKey: identity,
+    label: "browser-\u00e9t\u00e9", attestation: systemRandom(100) });
+  const getTask = create(GetTaskRequestSchema, {
+    deviceId: 2n ** 63n + 5n, waitMs: 30000, knownTask: systemRandom(32),
+    cPk: keys.c.public, sPk: keys.s.public });
+  return {
+    enroll: { bytes: hex(toBinary(EnrollRequestSchema, enroll)), token: "ab".repeat(32),
+              identity_public_key: hex(identity), label: enroll.label,
+              attestation: hex(enroll.attestation) },
+    get_task: { bytes: hex(toBinary(GetTaskRequestSchema, getTask)),
+                device_id: getTask.deviceId.toString(), wait_ms: getTask.waitMs,
+                known_task: hex(getTask.knownTask), c_pk: hex(getTask.cPk), s_pk: hex(getTask.sPk) },
+  };
+}
+
 async function main(): Promise<void> {
   const out = process.argv[2];
   if (out === undefined) throw new Error("usage: node dist/test/make_vectors.js OUT.json");
@@ -143,6 +166,7 @@ async function main(): Promise<void> {
     randomizer: randomizer(),
     consistency: await consistency(),
     device: await device(),
+    wire: wire(),
   };
   writeFileSync(out, JSON.stringify(vectors, null, 1) + "\n");
 }

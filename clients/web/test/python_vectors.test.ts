@@ -17,6 +17,7 @@ import {
   isValidX25519Public, sha256, x25519FromSeed,
 } from "../src/primitives.js";
 import { a0Threshold, randomize } from "../src/randomizer.js";
+import { AuthenticationError, taskRoundConfig, verifyTask } from "../src/task.js";
 import {
   type NeighbourKeys, consistencySignature, decryptShare, generateRoundKeys, maskedInput,
   neighbourKeys, shareKeys, survivorsDigest, unmaskShares,
@@ -216,6 +217,22 @@ describe("signatures", () => {
       assert.equal(verifyTaskSignature(fromHex(c.task), fromHex(c.signature), pub), c.valid);
     }
     assert.equal(ed25519Verify(pub.subarray(1), new Uint8Array(64), new Uint8Array(0)), false);
+  });
+  test("a signed task decodes to Python's fields and carries a signed round config", () => {
+    const pub = fromHex(V.signed.coordinator_public);
+    const [good, ...bad] = V.signed.tasks;
+    const task = verifyTask(fromHex(good.task), fromHex(good.signature), pub);
+    assert.deepEqual({
+      run_id: task.runId, round: task.round, attempt: task.attempt,
+      device_id: String(task.deviceId), prefix_bits: task.prefixBits,
+      prefixes: task.prefixes.map(String), eps_local: task.epsLocal, codec: task.codec,
+      max_bits: task.maxBits, selection: task.selection, secagg_id: task.secaggId,
+      deadline_unix_ms: String(task.deadlineUnixMs), round_config: toHex(task.roundConfig),
+    }, good.fields);
+    assert.equal(taskRoundConfig(task, pub).t, 3);
+    for (const c of bad) {
+      assert.throws(() => verifyTask(fromHex(c.task), fromHex(c.signature), pub), AuthenticationError);
+    }
   });
 });
 

@@ -302,13 +302,19 @@ def config_vectors() -> dict[str, Any]:
         signed.append({"name": name, "payload": payload.hex(), "valid": False,
                        "signature": coordinator.sign(payload).hex()})
     task = pb.Task(run_id="run-42", round=3, attempt=1, device_id=12345, prefix_bits=8,
-                   prefixes=[1, 2, 250], eps_local=4.0, codec="english", max_bits=64,
+                   prefixes=[1, 2, 250, (1 << 64) - 1], eps_local=4.0, codec="english", max_bits=64,
                    selection="uniform", round_config=configs[0].to_bytes(), secagg_id=4,
                    deadline_unix_ms=1_700_000_004_000,
                    round_config_signature=coordinator.sign(configs[0].to_bytes()))
     signed_task = sign_task(task, coordinator)
+    fields = {"run_id": task.run_id, "round": task.round, "attempt": task.attempt,
+              "device_id": str(task.device_id), "prefix_bits": task.prefix_bits,
+              "prefixes": [str(p) for p in task.prefixes], "eps_local": task.eps_local,
+              "codec": task.codec, "max_bits": task.max_bits, "selection": task.selection,
+              "secagg_id": task.secagg_id, "deadline_unix_ms": str(task.deadline_unix_ms),
+              "round_config": task.round_config.hex()}
     tasks = [{"task": signed_task.task.hex(), "signature": signed_task.signature.hex(),
-              "valid": True},
+              "valid": True, "fields": fields},
              {"task": signed_task.task.hex(), "valid": False,  # the bare payload's signature
               "signature": coordinator.sign(signed_task.task).hex()},
              {"task": (signed_task.task + b"\x00").hex(),
