@@ -313,6 +313,7 @@ def test_typescript_device_dropping_out(ts_vectors: dict[str, Any]) -> None:
     driver, me = _round_with_typescript_device(ts_vectors, drops=True)
     outcome = driver.run()
     assert outcome.abort is None, outcome.abort
+    assert not outcome.device_aborts, outcome.device_aborts
     assert outcome.result is not None and me not in outcome.contributors
     assert outcome.revealed.get(me) == {"s"}
     np.testing.assert_array_equal(outcome.result.total.astype(np.int64), outcome.expected_total)

@@ -90,8 +90,9 @@ export async function aeadDecrypt(key: Uint8Array, blob: Uint8Array,
       await gcmKey(key, "decrypt"), own(blob.subarray(NONCE_BYTES)));
     return new Uint8Array(plain);
   } catch (error) {
-    // WebCrypto reports a failed tag check as an OperationError; anything else is a bug.
-    if (error instanceof Error && error.name === "OperationError") return null;
+    // WebCrypto reports a failed tag check as a DOMException named OperationError; anything
+    // else is a bug.
+    if ((error as { name?: unknown } | null)?.name === "OperationError") return null;
     throw error;
   }
 }
