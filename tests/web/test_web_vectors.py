@@ -10,11 +10,8 @@ later runs reuse them until the lock file changes.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import webkit
 
 from fedhh.device.randomizer import RandomizedResponse, a0_threshold
 from fedhh.secagg import shamir
@@ -50,58 +48,29 @@ from fedhh.secagg.primitives import (
 from fedhh.secagg.simulate import DropoutPlan, SimulatedRound, make_cohort
 from fedhh.v1 import coordinator_pb2 as pb
 
-ROOT = Path(__file__).resolve().parents[2]
-WEB = ROOT / "clients" / "web"
-NODE, NPM = shutil.which("node"), shutil.which("npm")
-MIN_NODE = (20, 19)
-
-
-def _node_version() -> tuple[int, ...]:
-    if NODE is None:
-        return ()
-    out = subprocess.run([NODE, "--version"], capture_output=True, text=True, check=True)
-    return tuple(int(p) for p in out.stdout.strip().lstrip("v").split(".")[:2])
-
-
-if NODE is None or NPM is None:
-    pytest.skip("node and npm are not installed (bootstrap.py test installs the Debian packages "
-                "nodejs and npm)", allow_module_level=True)
-if _node_version() < MIN_NODE:
-    pytest.skip(f"the web device needs Node >= {'.'.join(map(str, MIN_NODE))}, found "
-                f"{'.'.join(map(str, _node_version()))} (Debian 12's nodejs is 18; Debian 13's "
-                "or NodeSource's 20 will do)", allow_module_level=True)
+REASON = webkit.skip_reason()
+if REASON is not None:
+    pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = pytest.mark.slow
-
-
-def _run(*command: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(command, cwd=WEB, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "NO_UPDATE_NOTIFIER": "1"})
-    if done.returncode != 0:
-        pytest.fail(f"`{' '.join(command)}` exited {done.returncode}:\n{done.stdout[-4000:]}\n"
-                    f"{done.stderr[-4000:]}")
-    return done
+WEB = webkit.WEB
 
 
 @pytest.fixture(scope="module")
 def built() -> Path:
     """clients/web installed from its lock file (once per lock file) and compiled."""
-    assert NPM is not None
-    lock = hashlib.sha256((WEB / "package-lock.json").read_bytes()).hexdigest()
-    stamp = WEB / "node_modules" / ".fedhh-lock-sha256"
-    if not stamp.exists() or stamp.read_text() != lock:
-        _run(NPM, "ci", "--no-audit", "--no-fund", timeout=600)
-        stamp.write_text(lock)
-    _run(NPM, "run", "build", timeout=300)
-    return WEB / "dist"
+    try:
+        return webkit.build()
+    except webkit.BuildError as error:
+        pytest.fail(str(error))
 
 
 @pytest.fixture(scope="module")
 def ts_vectors(built: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """What the TypeScript device makes with crypto.getRandomValues (fresh every run)."""
-    assert NODE is not None
+    assert webkit.NODE is not None
     out = tmp_path_factory.mktemp("web") / "ts.json"
-    _run(NODE, str(built / "test" / "make_vectors.js"), str(out), timeout=120)
+    webkit.run(webkit.NODE, str(built / "test" / "make_vectors.js"), str(out), timeout=120)
     return json.loads(out.read_text())
 
 
@@ -122,8 +91,8 @@ def test_python_vectors_are_current() -> None:
 
 
 def test_typescript_passes_the_python_vectors(built: Path) -> None:
-    assert NPM is not None
-    done = _run(NPM, "test", timeout=300)
+    assert webkit.NPM is not None
+    done = webkit.run(webkit.NPM, "test", timeout=300)
     assert "# fail 0" in done.stdout and "# pass" in done.stdout, done.stdout[-2000:]
 
 

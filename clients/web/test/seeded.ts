@@ -1,18 +1,26 @@
 /**
  * Test-only randomness: the Python library's DeterministicRandom (AES-256-CTR keystream with a
  * zero counter block under a 32-byte key), replayed from a vector's `stream_key`, so a seeded
- * TypeScript computation consumes exactly the bytes the Python one did. Node's crypto gives a
- * synchronous streaming cipher; no deployed device ever uses this.
+ * TypeScript computation consumes exactly the bytes the Python one did. The keystream is made
+ * up front with WebCrypto, so the same helper runs in Node and in the browser; no deployed
+ * device ever uses it.
  */
-
-import { createCipheriv } from "node:crypto";
 
 import { type Bytes, fromHex } from "../src/bytes.js";
 import type { RandomSource } from "../src/random.js";
 
-export function replay(streamKeyHex: string): RandomSource {
-  const cipher = createCipheriv("aes-256-ctr", fromHex(streamKeyHex), new Uint8Array(16));
-  return (n: number): Bytes => Uint8Array.from(cipher.update(new Uint8Array(n)));
+/** A source replaying the first `limit` bytes of the stream (a round needs a few hundred). */
+export async function replay(streamKeyHex: string, limit = 8192): Promise<RandomSource> {
+  const key = await globalThis.crypto.subtle.importKey("raw", fromHex(streamKeyHex), "AES-CTR",
+                                                      false, ["encrypt"]);
+  const stream = new Uint8Array(await globalThis.crypto.subtle.encrypt(
+    { name: "AES-CTR", counter: new Uint8Array(16), length: 128 }, key, new Uint8Array(limit)));
+  let offset = 0;
+  return (n: number): Bytes => {
+    if (offset + n > limit) throw new Error(`replayed stream exhausted (${limit} bytes)`);
+    offset += n;
+    return stream.slice(offset - n, offset);
+  };
 }
 
 /** A source that hands out exactly the given bytes, then fails (e.g. one recorded nonce). */
