@@ -11,3 +11,5 @@ export * as shamir from "./shamir.js";
 export * from "./task.js";
 export * as wire from "./gen/fedhh/v1/coordinator_pb.js";
 export * as aggregatorWire from "./gen/fedhh/v1/aggregator_pb.js";
+export * from "./graph.js";
+export * from "./merkle.js";

@@ -8,6 +8,9 @@
 import { fromHex, toHex } from "../src/bytes.js";
 import { ConfigError, parseRoundConfig, sessionIdOf, verifyConfig, verifyTaskSignature }
   from "../src/config.js";
+import { GraphError, checkGraphParameters, neighboursOf, ringOrder, survivorsConnected }
+  from "../src/graph.js";
+import { cohortSalt, rootFromProof, verifyAdmission } from "../src/merkle.js";
 import { addMask, checkModulusBits, generateMask, pairMaskKey, selfMaskKey, vectorBytes, zeros }
   from "../src/prg.js";
 import {
@@ -224,6 +227,57 @@ async function randomizer(V: Json): Promise<void> {
   }
 }
 
+async function graph(V: Json): Promise<void> {
+  for (const c of V.graph.orders) {
+    const order = await ringOrder(fromHex(c.graph_seed), c.n);
+    if (c.order !== undefined) {
+      equal(order, c.order, `ring order of ${c.n}`);
+    } else {
+      const bytes = new Uint8Array(4 * c.n);
+      order.forEach((id, i) => new DataView(bytes.buffer).setUint32(4 * i, id, false));
+      equal(toHex(await sha256(bytes)), c.sha256, `ring order of ${c.n}`);
+    }
+  }
+  for (const c of V.graph.neighbours) {
+    equal(await neighboursOf(fromHex(c.graph_seed), c.n, c.k, c.device_id), c.neighbours,
+          `neighbours of ${c.device_id} in H(${c.k}, ${c.n})`);
+  }
+  for (const c of V.graph.connectivity) {
+    equal(await survivorsConnected(fromHex(c.graph_seed), c.n, c.k, c.survivors), c.connected,
+          `connectivity of ${c.survivors.length} survivors in H(${c.k}, ${c.n})`);
+  }
+  throws(() => checkGraphParameters(10, 3), GraphError, "odd k below n - 1");
+  throws(() => checkGraphParameters(10, 10), GraphError, "k = n");
+}
+
+async function merkle(V: Json): Promise<void> {
+  for (const c of V.merkle.trees) {
+    const salt = await cohortSalt(fromHex(c.round_id), fromHex(c.graph_seed), c.n);
+    equal(toHex(salt), c.salt, "cohort salt");
+    for (const [i, proofHex] of c.proofs.entries()) {
+      const keys = c.members[i].map(fromHex);
+      const root = await rootFromProof(salt, c.n, i + 1, keys, fromHex(proofHex));
+      equal(root === null ? null : toHex(root), c.root, `root from device ${i + 1}'s proof`);
+      if (c.n > 1) {
+        const other = keys.map((k: Uint8Array) => Uint8Array.from(k));
+        other[1][0] ^= 1; // another c_pk: another leaf, another root
+        const forged = await rootFromProof(salt, c.n, i + 1, other, fromHex(proofHex));
+        ok(forged !== null && toHex(forged) !== c.root, "a substituted key changes the root");
+        equal(await rootFromProof(salt, c.n, i + 1, keys, fromHex(proofHex).subarray(32)), null,
+              "a proof one hash short");
+      }
+    }
+  }
+  const config = parseRoundConfig(fromHex(V.merkle.cohort.config));
+  for (const a of V.merkle.cohort.admissions) {
+    const admission = { deviceId: a.device_id, identityKey: fromHex(a.identity_key),
+                        cPk: fromHex(a.c_pk), sPk: fromHex(a.s_pk), proof: fromHex(a.proof) };
+    ok(await verifyAdmission(admission, config), `admission of ${a.device_id}`);
+    ok(!(await verifyAdmission({ ...admission, deviceId: (a.device_id % 6) + 1 }, config)),
+       "an admission under another id");
+  }
+}
+
 /** Every check, by name (what the test runners report). */
 export function pythonChecks(V: Json): Record<string, Check> {
   const checks: Record<string, Check> = {
@@ -236,6 +290,8 @@ export function pythonChecks(V: Json): Record<string, Check> {
     "signed round configs: verified and parsed, or refused": signedConfigs,
     "signed tasks: verified, decoded, or refused": signedTasks,
     "randomizer: thresholds and reports": randomizer,
+    "neighbour graph: ring order, neighbours, survivor connectivity": graph,
+    "cohort Merkle tree: salts, roots from proofs, admissions": merkle,
   };
   for (const r of V.device_rounds) {
     const header = parseRoundConfig(fromHex(r.config));

@@ -28,6 +28,8 @@ from fedhh.device.randomness import NumpySource
 from fedhh.rpc.tasks import TASK_CONTEXT, sign_task
 from fedhh.secagg import shamir
 from fedhh.secagg.config import RoundConfig, SignedConfig, StageDeadlines, verify_config
+from fedhh.secagg.graph import neighbours_of, ring_order, survivors_connected
+from fedhh.secagg.merkle import IdentityTree, cohort_salt, root_from_proof
 from fedhh.secagg.messages import (
     MaskedInputRequest,
     ShareKeysRequest,
@@ -327,6 +329,57 @@ def config_vectors() -> dict[str, Any]:
     return {"coordinator_public": public.hex(), "configs": signed, "tasks": tasks}
 
 
+def graph_vectors() -> dict[str, Any]:
+    """Ring orders, neighbourhoods and survivor connectivity of H(k, n)."""
+    rand = stream("graph")
+    rng = np.random.default_rng(7)
+    orders, neighbourhoods, connectivity = [], [], []
+    for n, k in ((2, 1), (5, 4), (9, 2), (10, 4), (64, 8), (1000, 30), (5000, 40)):
+        seed = rand(32)
+        order = ring_order(seed, n)
+        entry: dict[str, Any] = {"graph_seed": seed.hex(), "n": n}
+        if n <= 64:
+            entry["order"] = order.tolist()
+        else:
+            entry["sha256"] = sha256(order.astype(">u4").tobytes()).hex()
+        orders.append(entry)
+        for u in sorted({1, n, *rng.integers(1, n + 1, size=3).tolist()}):
+            neighbourhoods.append({"graph_seed": seed.hex(), "n": n, "k": k, "device_id": u,
+                                   "neighbours": list(neighbours_of(seed, n, k, u))})
+        for fraction in (0.2, 0.5, 0.8, 0.95) if n <= 1000 else ():
+            survivors = sorted(int(i) for i in np.flatnonzero(rng.random(n) < fraction) + 1)
+            connectivity.append({"graph_seed": seed.hex(), "n": n, "k": k,
+                                 "survivors": survivors,
+                                 "connected": survivors_connected(seed, n, k, survivors)})
+    if all(c["connected"] for c in connectivity) or not any(c["connected"] for c in connectivity):
+        raise SystemExit("the connectivity vectors need both outcomes")
+    return {"orders": orders, "neighbours": neighbourhoods, "connectivity": connectivity}
+
+
+def merkle_vectors() -> dict[str, Any]:
+    """Cohort trees (every member's proof) and an admission from a device_auth cohort."""
+    rand = stream("merkle")
+    trees = []
+    for n in (1, 2, 3, 5, 8, 13):
+        round_id, seed = b"round-" + str(n).encode(), rand(32)
+        members = [(rand(32), rand(32), rand(32)) for _ in range(n)]
+        tree = IdentityTree(round_id, seed, members)
+        proofs = [tree.proof(u).hex() for u in range(1, n + 1)]
+        salt = cohort_salt(round_id, seed, n)
+        assert all(root_from_proof(salt, n, u, members[u - 1], bytes.fromhex(proofs[u - 1]))
+                   == tree.root for u in range(1, n + 1))
+        trees.append({"round_id": round_id.hex(), "graph_seed": seed.hex(), "n": n,
+                      "salt": salt.hex(), "root": tree.root.hex(),
+                      "members": [[k.hex() for k in m] for m in members], "proofs": proofs})
+    cohort = make_cohort(n=6, dimension=10, k=4, t=2, device_auth=True, consistency_check=True,
+                         seed=b"web-vectors-auth")
+    admissions = [{"device_id": a.device_id, "identity_key": a.identity_key.hex(),
+                   "c_pk": a.c_pk.hex(), "s_pk": a.s_pk.hex(), "proof": a.proof.hex()}
+                  for a in (cohort.admissions[u] for u in range(1, 7))]
+    return {"trees": trees, "cohort": {"config": cohort.signed.payload.hex(),
+                                       "admissions": admissions}}
+
+
 def _patched(data: bytearray, offset: int, value: bytes) -> bytes:
     out = bytearray(data)
     out[offset:offset + len(value)] = value
@@ -345,6 +398,8 @@ def build() -> dict[str, Any]:
         "consistency": consistency_vectors(),
         "randomizer": randomizer_vectors(),
         "signed": config_vectors(),
+        "graph": graph_vectors(),
+        "merkle": merkle_vectors(),
     }
 
 
