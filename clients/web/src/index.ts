@@ -13,3 +13,4 @@ export * as wire from "./gen/fedhh/v1/coordinator_pb.js";
 export * as aggregatorWire from "./gen/fedhh/v1/aggregator_pb.js";
 export * from "./graph.js";
 export * from "./merkle.js";
+export * from "./device.js";

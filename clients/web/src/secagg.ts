@@ -50,7 +50,10 @@ export interface NeighbourKeys {
   readonly maskKey: Bytes; // PRG key of our pairwise mask
 }
 
-/** A failed check of the server's or a neighbour's data; the device must abort the round. */
+/**
+ * A failed check of the server's or a neighbour's data; the device must abort the round.
+ * `reason` is a value of Python's AbortReason (fedhh/secagg/errors.py), e.g. "bad_key".
+ */
 export class DeviceAbort extends Error {
   override name = "DeviceAbort";
   constructor(readonly reason: string, detail: string) {
@@ -67,7 +70,7 @@ export async function neighbourKeys(me: number, keys: RoundKeys, sessionId: Uint
     encSecret = agree(keys.c.secret, peer.cPk);
     maskSecret = agree(keys.s.secret, peer.sPk);
   } catch (error) {
-    throw new DeviceAbort("BAD_KEY", `low-order or malformed key of ${peer.id}: ${String(error)}`);
+    throw new DeviceAbort("bad_key", `low-order or malformed key of ${peer.id}: ${String(error)}`);
   }
   // One HKDF output gives both directions: the first 32 bytes encrypt from the lower id to the
   // higher, the last 32 the other way.
@@ -126,19 +129,19 @@ export async function shareKeys(me: number, t: number, sessionId: Uint8Array, ke
 export async function decryptShare(me: number, sessionId: Uint8Array, neighbour: NeighbourKeys,
                                    share: EncryptedShare): Promise<[bigint, bigint]> {
   if (share.dst !== me || share.src !== neighbour.id) {
-    throw new DeviceAbort("UNEXPECTED_NEIGHBOUR", `share ${share.src}->${share.dst}`);
+    throw new DeviceAbort("unexpected_neighbour", `share ${share.src}->${share.dst}`);
   }
   const plain = await aeadDecrypt(neighbour.keyIn, share.ciphertext,
                                   shareAad(sessionId, share.src, me));
   if (plain === null || plain.length !== PLAINTEXT_BYTES
       || !equal(plain.subarray(0, 8), concat(u32(share.src), u32(me)))) {
-    throw new DeviceAbort("DECRYPTION_FAILED", `share from ${share.src}`);
+    throw new DeviceAbort("decryption_failed", `share from ${share.src}`);
   }
   try {
     return [shamir.decodeShare(plain.subarray(8, 8 + shamir.SHARE_BYTES)),
             shamir.decodeShare(plain.subarray(8 + shamir.SHARE_BYTES))];
   } catch (error) {
-    throw new DeviceAbort("CORRUPT_SHARE", `share from ${share.src}: ${String(error)}`);
+    throw new DeviceAbort("corrupt_share", `share from ${share.src}: ${String(error)}`);
   }
 }
 
@@ -173,7 +176,7 @@ export function unmaskShares(received: ReadonlyMap<number, readonly [bigint, big
 ): { b: Array<[number, Bytes]>; s: Array<[number, Bytes]> } {
   const pick = (ids: readonly number[], which: 0 | 1): Array<[number, Bytes]> => ids.map((v) => {
     const pair = received.get(v);
-    if (pair === undefined) throw new DeviceAbort("FOREIGN_ID", `not a mask partner: ${v}`);
+    if (pair === undefined) throw new DeviceAbort("foreign_id", `not a mask partner: ${v}`);
     return [v, shamir.encodeShare(pair[which])];
   });
   return { b: pick(alive, 0), s: pick(dropped, 1) };

@@ -152,11 +152,11 @@ async function deviceRound(r: Json): Promise<void> {
   bad[20]! ^= 1;
   await rejects(decryptShare(me, sid, neighbours.get(first.src)!,
                              { src: first.src, dst: me, ciphertext: bad }),
-                /DECRYPTION_FAILED/, "a tampered share");
+                /decryption_failed/, "a tampered share");
   const other = r.shares_in[1];
   await rejects(decryptShare(me, sid, neighbours.get(other.src)!,
                              { src: other.src, dst: me, ciphertext: fromHex(first.ciphertext) }),
-                /DECRYPTION_FAILED/, "a share under another sender's id");
+                /decryption_failed/, "a share under another sender's id");
 }
 
 async function consistency(V: Json): Promise<void> {
