@@ -230,7 +230,7 @@ def _round_with_typescript_device(ts: dict[str, Any], *,
     python = json.loads((WEB / "vectors" / "python.json").read_text())["device_rounds"][0]
     cohort = make_cohort(n=7, dimension=37, k=6, t=3, modulus_bits=16, seed=b"web-vectors-16")
     assert cohort.session_id.hex() == python["session_id"]
-    reports = {u: np.zeros(0, np.int64) for u in range(1, 8)}
+    reports: dict[int, np.ndarray] = {u: np.zeros(0, np.int64) for u in range(1, 8)}
     reports.update({u: np.array([u, 2 * u, 30], np.int64) for u in range(1, 8) if u != me})
     reports[me] = np.asarray(device["ones"], np.int64)
     ts_shares = tuple(EncryptedShare(me, s["dst"], bytes.fromhex(s["ciphertext"]))

@@ -70,7 +70,7 @@ def key_of(rand: DeterministicRandom) -> str:
 
 
 def shamir_vectors() -> dict[str, Any]:
-    cases = []
+    cases: list[dict[str, Any]] = []
     secrets = [0, 1, (1 << 256) - 1]
     layouts = [(1, [1]), (2, [1, 2, 3]), (3, [2, 5, 7, 9]), (5, list(range(1, 9))),
                (4, [1, 100, 1000, 16777215]), (3, [9, 4, 1, 6])]
@@ -83,7 +83,7 @@ def shamir_vectors() -> dict[str, Any]:
         cases.append({"stream_key": key, "secret": f"{secret:064x}", "threshold": t, "xs": xs,
                       "ys": [shamir.encode_share(y).hex() for y in ys]})
     # Reconstruction from given points, including the failures the server must detect.
-    reconstruct = []
+    reconstruct: list[dict[str, Any]] = []
     for case in cases:
         t = case["threshold"]
         points = list(zip(case["xs"], case["ys"], strict=True))[-t:]
