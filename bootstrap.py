@@ -35,7 +35,13 @@ SYSTEM_PACKAGES = {
     "chromium-driver": "tests/dashboard: chromedriver, which drives that browser",
     "postgresql": "tests/store and tests/integration: a PostgreSQL server (initdb, pg_ctl) for "
                   "the coordinator's PostgreSQL store",
+    "nodejs": "tests/web: Node, which builds and tests the TypeScript web device (clients/web; "
+              "needs >= 20.19: Debian 13's, not Debian 12's 18)",
+    "npm": "tests/web: npm, which installs the web device's pinned packages (npm ci)",
 }
+# A package whose command is already on PATH counts as present: NodeSource's nodejs package
+# bundles npm and conflicts with Debian's, so installing Debian's npm there would remove Node.
+SYSTEM_COMMANDS = {"nodejs": "node", "npm": "npm"}
 
 
 def _venv_python() -> Path:
@@ -70,7 +76,8 @@ def _system_packages() -> None:
         print(f"bootstrap: not a Debian system; tests that need {', '.join(SYSTEM_PACKAGES)} "
               "will fail without them", flush=True)
         return
-    missing = [package for package in SYSTEM_PACKAGES if not _installed(package)]
+    missing = [package for package in SYSTEM_PACKAGES if not _installed(package)
+               and not (package in SYSTEM_COMMANDS and shutil.which(SYSTEM_COMMANDS[package]))]
     if not missing:
         return
     command = ["apt-get", "install", "-y", "-q", *missing]

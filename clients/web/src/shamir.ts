@@ -1,0 +1,117 @@
+/**
+ * Shamir secret sharing over GF(p), p = 2^256 + 297, as fedhh/secagg/shamir.py.
+ *
+ * A share is (x, y) with x the holder's device id (1..n) and y = f(x) in [0, p), sent as 33
+ * big-endian bytes. f has degree t - 1, f(0) = the secret, and its other coefficients are drawn
+ * from the RandomSource in the same order and by the same rejection sampling as in Python (33
+ * bytes, masked to 257 bits, redrawn while >= p), so one seeded stream gives identical shares in
+ * both implementations; that is what the cross-implementation vectors check.
+ */
+
+import { type Bytes, bigToBytes, bytesToBig } from "./bytes.js";
+import type { RandomSource } from "./random.js";
+
+export const PRIME = (1n << 256n) + 297n;
+export const SECRET_BYTES = 32;
+export const SHARE_BYTES = 33;
+const SECRET_BOUND = 1n << 256n;
+const PRIME_BITS = 257; // PRIME.bit_length()
+const DRAW_BYTES = Math.ceil(PRIME_BITS / 8);
+const DRAW_MASK = (1n << BigInt(PRIME_BITS)) - 1n;
+
+/** A share or set of shares is malformed, or the points reconstruct no 32-byte secret. */
+export class ShareError extends Error {
+  override name = "ShareError";
+}
+
+function mod(a: bigint, m: bigint): bigint {
+  const r = a % m;
+  return r < 0n ? r + m : r;
+}
+
+/** a^e mod m by square-and-multiply (inversion below is Fermat's: a^(p-2)). */
+function modPow(base: bigint, exponent: bigint, m: bigint): bigint {
+  let result = 1n;
+  let b = mod(base, m);
+  let e = exponent;
+  while (e > 0n) {
+    if (e & 1n) result = (result * b) % m;
+    b = (b * b) % m;
+    e >>= 1n;
+  }
+  return result;
+}
+
+function randomElement(rand: RandomSource, prime: bigint): bigint {
+  for (;;) {
+    const candidate = bytesToBig(rand(DRAW_BYTES)) & DRAW_MASK;
+    if (candidate < prime) return candidate;
+  }
+}
+
+function checkPoints(xs: readonly number[]): void {
+  if (new Set(xs).size !== xs.length || xs.some((x) => !Number.isSafeInteger(x) || x <= 0)) {
+    throw new ShareError("share points must be distinct and non-zero");
+  }
+}
+
+/** The y values f(x) for each x of a fresh random polynomial with f(0) = secret. */
+export function share(secret: bigint, threshold: number, xs: readonly number[],
+                      rand: RandomSource): bigint[] {
+  if (secret < 0n || secret >= PRIME) {
+    throw new ShareError(`secret must be in [0, p), got a ${secret.toString(2).length}-bit value`);
+  }
+  if (!Number.isInteger(threshold) || threshold < 1 || threshold > xs.length) {
+    throw new ShareError(`threshold must be in [1, ${xs.length}], got ${threshold}`);
+  }
+  checkPoints(xs);
+  const coefficients: bigint[] = [];
+  for (let i = 0; i < threshold - 1; i++) coefficients.push(randomElement(rand, PRIME));
+  const highestFirst = coefficients.reverse();
+  return xs.map((xn) => {
+    // Horner in exact integers, reduced once at the end (x is a small device id).
+    const x = BigInt(xn);
+    let acc = 0n;
+    for (const c of highestFirst) acc = (acc + c) * x;
+    return (acc + secret) % PRIME;
+  });
+}
+
+/** f(0) from the points (x, f(x)); throws ShareError if it is >= 2^256. */
+export function reconstruct(points: ReadonlyArray<readonly [number, bigint]>): bigint {
+  if (points.length === 0) throw new ShareError("reconstruction needs at least one share");
+  const xs = points.map(([x]) => x);
+  checkPoints(xs);
+  if (points.some(([, y]) => y < 0n || y >= PRIME)) {
+    throw new ShareError("share values must be in [0, p)");
+  }
+  // Lagrange at 0: lambda_i = prod_{j != i} x_j / (x_j - x_i), exact integers mod p.
+  let secret = 0n;
+  for (const [i, [xi, yi]] of points.entries()) {
+    let num = 1n;
+    let den = 1n;
+    for (const [j, xj] of xs.entries()) {
+      if (j === i) continue;
+      num = (num * BigInt(xj)) % PRIME;
+      den = mod(den * BigInt(xj - xi), PRIME);
+    }
+    secret = (secret + yi * num % PRIME * modPow(den, PRIME - 2n, PRIME)) % PRIME;
+  }
+  if (secret >= SECRET_BOUND) {
+    throw new ShareError("shares reconstruct a value >= 2^256: a share is corrupt");
+  }
+  return secret;
+}
+
+/** 33 big-endian bytes of a share value. */
+export function encodeShare(y: bigint): Bytes {
+  return bigToBytes(y, SHARE_BYTES);
+}
+
+/** Inverse of encodeShare; rejects a wrong length or a value >= p. */
+export function decodeShare(data: Uint8Array): bigint {
+  if (data.length !== SHARE_BYTES) throw new ShareError(`a share is ${SHARE_BYTES} bytes`);
+  const y = bytesToBig(data);
+  if (y >= PRIME) throw new ShareError("share value >= p");
+  return y;
+}

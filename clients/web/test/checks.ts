@@ -1,0 +1,302 @@
+/**
+ * The Python library's vectors (vectors/python.json), checked by the TypeScript implementation:
+ * same inputs and the same random bytes must give the same bytes out, and what Python rejects
+ * must be rejected here. Framework-free, so the same checks run under node:test
+ * (python_vectors.test.ts) and in headless Chromium (browser.ts, tests/web/test_web_browser.py).
+ */
+
+import { fromHex, toHex } from "../src/bytes.js";
+import { ConfigError, parseRoundConfig, sessionIdOf, verifyConfig, verifyTaskSignature }
+  from "../src/config.js";
+import { GraphError, checkGraphParameters, neighboursOf, ringOrder, survivorsConnected }
+  from "../src/graph.js";
+import { cohortSalt, rootFromProof, verifyAdmission } from "../src/merkle.js";
+import { addMask, checkModulusBits, generateMask, pairMaskKey, selfMaskKey, vectorBytes, zeros }
+  from "../src/prg.js";
+import {
+  aeadDecrypt, aeadEncrypt, agree, ed25519PublicFromSeed, ed25519Verify, hkdf,
+  isValidX25519Public, sha256, x25519FromSeed,
+} from "../src/primitives.js";
+import { a0Threshold, randomize } from "../src/randomizer.js";
+import {
+  type NeighbourKeys, consistencySignature, decryptShare, generateRoundKeys, maskedInput,
+  neighbourKeys, shareKeys, survivorsDigest, unmaskShares,
+} from "../src/secagg.js";
+import * as shamir from "../src/shamir.js";
+import { AuthenticationError, taskRoundConfig, verifyTask } from "../src/task.js";
+import { equal, ok, rejects, throws } from "./expect.js";
+import { replay } from "./seeded.js";
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Json = any;
+export type Check = (vectors: Json) => Promise<void>;
+
+async function shamirShares(V: Json): Promise<void> {
+  for (const c of V.shamir.share) {
+    const ys = shamir.share(BigInt(`0x${c.secret}`), c.threshold, c.xs, await replay(c.stream_key));
+    equal(ys.map((y) => toHex(shamir.encodeShare(y))), c.ys, `shares of ${c.xs}`);
+  }
+}
+
+async function shamirReconstruct(V: Json): Promise<void> {
+  for (const c of V.shamir.reconstruct) {
+    const points = c.points.map(([x, y]: [number, string]) =>
+      [x, shamir.decodeShare(fromHex(y))] as const);
+    if (c.secret === null) {
+      throws(() => shamir.reconstruct(points), shamir.ShareError, "a corrupt set of shares");
+    } else {
+      equal(shamir.reconstruct(points), BigInt(`0x${c.secret}`), "the reconstructed secret");
+    }
+  }
+  for (const c of V.shamir.decode) {
+    if (c.valid) equal(toHex(shamir.encodeShare(shamir.decodeShare(fromHex(c.share)))), c.share);
+    else throws(() => shamir.decodeShare(fromHex(c.share)), shamir.ShareError, c.share);
+  }
+}
+
+async function keyAgreement(V: Json): Promise<void> {
+  for (const c of V.x25519.pairs) {
+    const a = x25519FromSeed(fromHex(c.seed_a));
+    const b = x25519FromSeed(fromHex(c.seed_b));
+    equal(toHex(a.public), c.public_a, "public key a");
+    equal(toHex(b.public), c.public_b, "public key b");
+    equal(toHex(agree(a.secret, b.public)), c.shared, "shared secret (a)");
+    equal(toHex(agree(b.secret, a.public)), c.shared, "shared secret (b)");
+  }
+  for (const c of V.x25519.validity) {
+    equal(await isValidX25519Public(fromHex(c.public)), c.valid, `validity of ${c.public}`);
+  }
+  for (const c of V.hkdf) {
+    const okm = await hkdf(fromHex(c.ikm), fromHex(c.salt), fromHex(c.info), c.length);
+    equal(toHex(okm), c.okm, `HKDF of length ${c.length}`);
+  }
+}
+
+async function masks(V: Json): Promise<void> {
+  for (const c of V.masks.keys) {
+    const key = c.kind === "self"
+      ? await selfMaskKey(fromHex(c.secret), fromHex(c.session_id), c.u)
+      : await pairMaskKey(fromHex(c.secret), fromHex(c.session_id), c.u, c.v);
+    equal(toHex(key), c.key, `${c.kind} mask key`);
+  }
+  for (const c of V.masks.expansions) {
+    const mask = vectorBytes(await generateMask(fromHex(c.key), c.dimension,
+                                                checkModulusBits(c.bits)));
+    const what = `mask of dimension ${c.dimension} mod 2^${c.bits}`;
+    if (c.mask !== undefined) equal(toHex(mask), c.mask, what);
+    else equal(toHex(await sha256(mask)), c.sha256, what);
+  }
+  const c = V.masks.expansions[5];
+  const acc = zeros(c.dimension, checkModulusBits(c.bits));
+  await addMask(acc, fromHex(c.key), 1);
+  await addMask(acc, fromHex(c.key), -1);
+  ok(acc.every((x) => x === 0), "subtracting a mask undoes adding it");
+}
+
+async function shareEncryption(V: Json): Promise<void> {
+  for (const c of V.aead) {
+    const blob = fromHex(c.blob);
+    const plain = await aeadDecrypt(fromHex(c.key), blob, fromHex(c.aad));
+    ok(plain !== null, "a Python blob decrypts");
+    equal(toHex(plain!), c.plaintext, "plaintext");
+    const again = await aeadEncrypt(fromHex(c.key), plain!, fromHex(c.aad), await replay(c.stream_key));
+    equal(toHex(again), c.blob, "the blob from the same nonce");
+    for (const at of [0, 12, blob.length - 1]) {
+      const bad = Uint8Array.from(blob);
+      bad[at]! ^= 1;
+      equal(await aeadDecrypt(fromHex(c.key), bad, fromHex(c.aad)), null, `bit flipped at ${at}`);
+    }
+    equal(await aeadDecrypt(fromHex(c.key), blob.subarray(0, 27), fromHex(c.aad)), null, "short");
+  }
+}
+
+/** A Python device's round, replayed: the same stream must give the same messages. */
+async function deviceRound(r: Json): Promise<void> {
+  const config = verifyConfig(fromHex(r.config), fromHex(r.config_signature),
+                              fromHex(r.coordinator_public));
+  const sid = await sessionIdOf(fromHex(r.config));
+  equal(toHex(sid), r.session_id, "session id");
+  const me: number = r.device_id;
+  const rand = await replay(r.stream_key);
+  // Stage 0: the same round keys from the same stream.
+  const keys = generateRoundKeys(rand);
+  equal(toHex(keys.c.public), r.advertise.c_pk, "c_pk");
+  equal(toHex(keys.s.public), r.advertise.s_pk, "s_pk");
+  // Stage 1: the same shares, nonces and ciphertexts.
+  const neighbours = new Map<number, NeighbourKeys>();
+  for (const p of r.peers) {
+    neighbours.set(p.id, await neighbourKeys(me, keys, sid,
+                                             { id: p.id, cPk: fromHex(p.c_pk), sPk: fromHex(p.s_pk) }));
+  }
+  const shared = await shareKeys(me, config.t, sid, keys, neighbours, rand);
+  equal(shared.shares.map((s) => ({ dst: s.dst, ciphertext: toHex(s.ciphertext) })), r.shares_out,
+        "encrypted shares");
+  equal(toHex(shared.commitment), r.b_commitment, "commitment to b_u");
+  // Stage 2: decrypt the partners' shares, then the same masked vector.
+  const received = new Map<number, readonly [bigint, bigint]>();
+  for (const s of r.shares_in) {
+    received.set(s.src, await decryptShare(me, sid, neighbours.get(s.src)!,
+                                           { src: s.src, dst: me, ciphertext: fromHex(s.ciphertext) }));
+  }
+  const maskKeys = new Map([...received.keys()].map((v) => [v, neighbours.get(v)!.maskKey]));
+  const y = await maskedInput(me, sid, shared.b, maskKeys, r.ones, config.dimension,
+                              config.modulusBits);
+  equal(toHex(vectorBytes(y)), r.masked_input, "masked input");
+  // Stage 4: the same revealed shares.
+  const revealed = unmaskShares(received, r.alive, r.dropped);
+  equal(revealed.b.map(([v, s]) => [v, toHex(s)]), r.b_shares, "b-shares");
+  equal(revealed.s.map(([v, s]) => [v, toHex(s)]), r.s_shares, "s-shares");
+  // A share that does not authenticate, or arrives under another sender's id, aborts.
+  const first = r.shares_in[0];
+  const bad = fromHex(first.ciphertext);
+  bad[20]! ^= 1;
+  await rejects(decryptShare(me, sid, neighbours.get(first.src)!,
+                             { src: first.src, dst: me, ciphertext: bad }),
+                /decryption_failed/, "a tampered share");
+  const other = r.shares_in[1];
+  await rejects(decryptShare(me, sid, neighbours.get(other.src)!,
+                             { src: other.src, dst: me, ciphertext: fromHex(first.ciphertext) }),
+                /decryption_failed/, "a share under another sender's id");
+}
+
+async function consistency(V: Json): Promise<void> {
+  for (const c of V.consistency) {
+    equal(toHex(ed25519PublicFromSeed(fromHex(c.identity_seed))), c.identity_public, "identity key");
+    equal(toHex(await survivorsDigest(c.survivors)), c.digest, "survivors digest");
+    const signature = await consistencySignature(fromHex(c.identity_seed), fromHex(c.session_id),
+                                                 c.device_id, c.survivors);
+    equal(toHex(signature), c.signature, "consistency signature");
+  }
+}
+
+async function signedConfigs(V: Json): Promise<void> {
+  const pub = fromHex(V.signed.coordinator_public);
+  for (const c of V.signed.configs) {
+    const payload = fromHex(c.payload);
+    const signature = fromHex(c.signature);
+    if (!c.valid) {
+      // Malformed encodings carry a valid signature: the parse must refuse them.
+      throws(() => verifyConfig(payload, signature, pub), ConfigError, c.name ?? "a bad signature");
+      continue;
+    }
+    const config = verifyConfig(payload, signature, pub);
+    equal(toHex(await sessionIdOf(payload)), c.session_id, "session id");
+    equal({
+      round_id: toHex(config.roundId), num_devices: config.numDevices,
+      dimension: config.dimension, modulus_bits: config.modulusBits, n_min: config.nMin,
+      k: config.k, t: config.t, graph_seed: toHex(config.graphSeed),
+      deadlines: config.deadlines.map(String), device_auth: config.deviceAuth,
+      consistency_check: config.consistencyCheck,
+      identity_root: config.identityRoot === null ? null : toHex(config.identityRoot),
+    }, c.fields, "parsed config");
+  }
+}
+
+async function signedTasks(V: Json): Promise<void> {
+  const pub = fromHex(V.signed.coordinator_public);
+  for (const c of V.signed.tasks) {
+    equal(verifyTaskSignature(fromHex(c.task), fromHex(c.signature), pub), c.valid, "task signature");
+  }
+  equal(ed25519Verify(pub.subarray(1), new Uint8Array(64), new Uint8Array(0)), false, "short key");
+  const [good, ...bad] = V.signed.tasks;
+  const task = verifyTask(fromHex(good.task), fromHex(good.signature), pub);
+  equal({
+    run_id: task.runId, round: task.round, attempt: task.attempt,
+    device_id: String(task.deviceId), prefix_bits: task.prefixBits,
+    prefixes: task.prefixes.map(String), eps_local: task.epsLocal, codec: task.codec,
+    max_bits: task.maxBits, selection: task.selection, secagg_id: task.secaggId,
+    deadline_unix_ms: String(task.deadlineUnixMs), round_config: toHex(task.roundConfig),
+  }, good.fields, "decoded task");
+  equal(taskRoundConfig(task, pub).t, 3, "the task's round config");
+  for (const c of bad) {
+    throws(() => verifyTask(fromHex(c.task), fromHex(c.signature), pub), AuthenticationError,
+           "a task with a bad signature");
+  }
+}
+
+async function randomizer(V: Json): Promise<void> {
+  for (const c of V.randomizer.thresholds) equal(a0Threshold(c.eps), c.threshold0, `a0 at ${c.eps}`);
+  for (const c of V.randomizer.randomize) {
+    const words = {
+      uint32: (n: number) => {
+        equal(n, c.dim, "words drawn");
+        return Uint32Array.from(c.words);
+      },
+    };
+    equal(randomize(c.eps, c.index, c.dim, words), c.ones, `report at eps ${c.eps}`);
+  }
+}
+
+async function graph(V: Json): Promise<void> {
+  for (const c of V.graph.orders) {
+    const order = await ringOrder(fromHex(c.graph_seed), c.n);
+    if (c.order !== undefined) {
+      equal(order, c.order, `ring order of ${c.n}`);
+    } else {
+      const bytes = new Uint8Array(4 * c.n);
+      order.forEach((id, i) => new DataView(bytes.buffer).setUint32(4 * i, id, false));
+      equal(toHex(await sha256(bytes)), c.sha256, `ring order of ${c.n}`);
+    }
+  }
+  for (const c of V.graph.neighbours) {
+    equal(await neighboursOf(fromHex(c.graph_seed), c.n, c.k, c.device_id), c.neighbours,
+          `neighbours of ${c.device_id} in H(${c.k}, ${c.n})`);
+  }
+  for (const c of V.graph.connectivity) {
+    equal(await survivorsConnected(fromHex(c.graph_seed), c.n, c.k, c.survivors), c.connected,
+          `connectivity of ${c.survivors.length} survivors in H(${c.k}, ${c.n})`);
+  }
+  throws(() => checkGraphParameters(10, 3), GraphError, "odd k below n - 1");
+  throws(() => checkGraphParameters(10, 10), GraphError, "k = n");
+}
+
+async function merkle(V: Json): Promise<void> {
+  for (const c of V.merkle.trees) {
+    const salt = await cohortSalt(fromHex(c.round_id), fromHex(c.graph_seed), c.n);
+    equal(toHex(salt), c.salt, "cohort salt");
+    for (const [i, proofHex] of c.proofs.entries()) {
+      const keys = c.members[i].map(fromHex);
+      const root = await rootFromProof(salt, c.n, i + 1, keys, fromHex(proofHex));
+      equal(root === null ? null : toHex(root), c.root, `root from device ${i + 1}'s proof`);
+      if (c.n > 1) {
+        const other = keys.map((k: Uint8Array) => Uint8Array.from(k));
+        other[1][0] ^= 1; // another c_pk: another leaf, another root
+        const forged = await rootFromProof(salt, c.n, i + 1, other, fromHex(proofHex));
+        ok(forged !== null && toHex(forged) !== c.root, "a substituted key changes the root");
+        equal(await rootFromProof(salt, c.n, i + 1, keys, fromHex(proofHex).subarray(32)), null,
+              "a proof one hash short");
+      }
+    }
+  }
+  const config = parseRoundConfig(fromHex(V.merkle.cohort.config));
+  for (const a of V.merkle.cohort.admissions) {
+    const admission = { deviceId: a.device_id, identityKey: fromHex(a.identity_key),
+                        cPk: fromHex(a.c_pk), sPk: fromHex(a.s_pk), proof: fromHex(a.proof) };
+    ok(await verifyAdmission(admission, config), `admission of ${a.device_id}`);
+    ok(!(await verifyAdmission({ ...admission, deviceId: (a.device_id % 6) + 1 }, config)),
+       "an admission under another id");
+  }
+}
+
+/** Every check, by name (what the test runners report). */
+export function pythonChecks(V: Json): Record<string, Check> {
+  const checks: Record<string, Check> = {
+    "shamir: a seeded stream gives Python's shares": shamirShares,
+    "shamir: reconstruction and decoding as Python, failures included": shamirReconstruct,
+    "X25519, its low-order check, and HKDF": keyAgreement,
+    "mask keys and AES-128-CTR masks": masks,
+    "AES-256-GCM share encryption": shareEncryption,
+    "consistency signatures, byte for byte": consistency,
+    "signed round configs: verified and parsed, or refused": signedConfigs,
+    "signed tasks: verified, decoded, or refused": signedTasks,
+    "randomizer: thresholds and reports": randomizer,
+    "neighbour graph: ring order, neighbours, survivor connectivity": graph,
+    "cohort Merkle tree: salts, roots from proofs, admissions": merkle,
+  };
+  for (const r of V.device_rounds) {
+    const header = parseRoundConfig(fromHex(r.config));
+    checks[`a Python device's round replayed: device ${r.device_id}, D=${header.dimension}, ` +
+           `mod 2^${header.modulusBits}`] = () => deviceRound(r);
+  }
+  return checks;
+}

@@ -1,0 +1,174 @@
+/**
+ * Vectors produced by the TypeScript device with its production randomness
+ * (crypto.getRandomValues), for the Python library to check (tests/web/test_web_vectors.py).
+ *
+ *     node dist/test/make_vectors.js OUT.json
+ *
+ * The device section plays device 2 of the Python round recorded in vectors/python.json, with
+ * fresh keys: the Python test runs that round with these messages in place of device 2's and
+ * checks that the real Python devices and server accept them and release the right sum.
+ */
+
+import { writeFileSync } from "node:fs";
+
+import { create, toBinary } from "@bufbuild/protobuf";
+
+import { type Bytes, bytesToBig, fromHex, toHex } from "../src/bytes.js";
+import { sessionIdOf, verifyConfig } from "../src/config.js";
+import { generateMask, pairMaskKey, selfMaskKey, vectorBytes } from "../src/prg.js";
+import { aeadEncrypt, agree, ed25519PublicFromSeed, sha256, x25519FromSeed } from "../src/primitives.js";
+import { systemRandom, systemWords } from "../src/random.js";
+import { a0Threshold, randomize } from "../src/randomizer.js";
+import {
+  type NeighbourKeys, consistencySignature, generateRoundKeys, maskedInput, neighbourKeys, shareKeys,
+} from "../src/secagg.js";
+import { EnrollRequestSchema, GetTaskRequestSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
+import * as shamir from "../src/shamir.js";
+import { type Json, pythonVectors } from "./vectors.js";
+
+const hex = (b: Uint8Array): string => toHex(b);
+
+function shamirCases(): Json[] {
+  return [[1, [1]], [3, [1, 2, 3, 4, 5]], [5, [3, 9, 27, 81, 243, 729, 2187]], [2, [7, 1]]].map(
+    ([t, xs]) => {
+      const secret = bytesToBig(systemRandom(32));
+      const ys = shamir.share(secret, t as number, xs as number[], systemRandom);
+      return { secret: secret.toString(16).padStart(64, "0"), threshold: t, xs,
+               ys: ys.map((y) => hex(shamir.encodeShare(y))) };
+    });
+}
+
+function x25519Pairs(): Json[] {
+  return [0, 1, 2].map(() => {
+    const a = x25519FromSeed(systemRandom(32));
+    const b = x25519FromSeed(systemRandom(32));
+    return { seed_a: hex(a.secret), seed_b: hex(b.secret), public_a: hex(a.public),
+             public_b: hex(b.public), shared: hex(agree(a.secret, b.public)) };
+  });
+}
+
+async function aeadCases(): Promise<Json[]> {
+  const out = [];
+  for (const size of [0, 74, 300]) {
+    const key = systemRandom(32);
+    const plaintext = systemRandom(size);
+    const aad = systemRandom(40);
+    out.push({ key: hex(key), plaintext: hex(plaintext), aad: hex(aad),
+               blob: hex(await aeadEncrypt(key, plaintext, aad, systemRandom)) });
+  }
+  return out;
+}
+
+async function masks(): Promise<Json> {
+  const keys = [];
+  for (const u of [1, 9, 70000]) {
+    const b = systemRandom(32);
+    const sid = systemRandom(32);
+    keys.push({ kind: "self", secret: hex(b), session_id: hex(sid), u,
+                key: hex(await selfMaskKey(b, sid, u)) });
+    const secret = systemRandom(32);
+    keys.push({ kind: "pair", secret: hex(secret), session_id: hex(sid), u, v: u + 3,
+                key: hex(await pairMaskKey(secret, sid, u + 3, u)) });
+  }
+  const expansions = [];
+  for (const [dimension, bits] of [[5, 16], [9, 32], [1000, 16], [300_000, 32]] as const) {
+    const key = systemRandom(16);
+    const mask = vectorBytes(await generateMask(key, dimension, bits));
+    expansions.push({ key: hex(key), dimension, bits,
+                      ...(mask.length <= 4096 ? { mask: hex(mask) } : { sha256: hex(await sha256(mask)) }) });
+  }
+  return { keys, expansions };
+}
+
+/** A random double in (0, 24): eps values no one chose by hand. */
+function randomEps(): number {
+  const word = new DataView(systemRandom(8).buffer).getBigUint64(0) >> 11n;
+  return (Number(word) + 1) / 2 ** 53 * 24;
+}
+
+function randomizer(): Json {
+  const thresholds = Array.from({ length: 50 }, () => {
+    const eps = randomEps();
+    return { eps, threshold0: a0Threshold(eps) };
+  });
+  const cases = [[1.0, 5, 64], [0.3, null, 200], [6.0, 0, 20]].map(([eps, index, dim]) => {
+    let words: number[] = [];
+    const recorder = { uint32: (n: number) => { const w = systemWords.uint32(n); words = [...w]; return w; } };
+    const ones = randomize(eps as number, index as number | null, dim as number, recorder);
+    return { eps, index, dim, words, ones };
+  });
+  return { thresholds, randomize: cases };
+}
+
+async function consistency(): Promise<Json[]> {
+  const seed = systemRandom(32);
+  const sid = systemRandom(32);
+  const survivors = [1, 4, 5, 9];
+  return [{ identity_seed: hex(seed), identity_public: hex(ed25519PublicFromSeed(seed)),
+            session_id: hex(sid), device_id: 4, survivors,
+            signature: hex(await consistencySignature(seed, sid, 4, survivors)) }];
+}
+
+/** Device `device_id` of python.json's first recorded round, with fresh keys and secrets. */
+async function device(): Promise<Json> {
+  const r = pythonVectors().device_rounds[0];
+  const config = verifyConfig(fromHex(r.config), fromHex(r.config_signature),
+                              fromHex(r.coordinator_public));
+  const sid = await sessionIdOf(fromHex(r.config));
+  const me: number = r.device_id;
+  const keys = generateRoundKeys(systemRandom);
+  const neighbours = new Map<number, NeighbourKeys>();
+  for (const p of r.peers) {
+    neighbours.set(p.id, await neighbourKeys(me, keys, sid,
+                                             { id: p.id, cPk: fromHex(p.c_pk), sPk: fromHex(p.s_pk) }));
+  }
+  const shared = await shareKeys(me, config.t, sid, keys, neighbours, systemRandom);
+  const ones = randomize(1.0, 4, config.dimension, systemWords);
+  const partners = new Map<number, Bytes>([...neighbours].map(([v, n]) => [v, n.maskKey]));
+  const y = await maskedInput(me, sid, shared.b, partners, ones, config.dimension, config.modulusBits);
+  return {
+    python_round: 0, device_id: me, c_seed: hex(keys.c.secret), s_seed: hex(keys.s.secret),
+    c_pk: hex(keys.c.public), s_pk: hex(keys.s.public), b: hex(shared.b),
+    shares: shared.shares.map((s) => ({ dst: s.dst, ciphertext: hex(s.ciphertext) })),
+    b_commitment: hex(shared.commitment), ones, masked_input: hex(vectorBytes(y)),
+  };
+}
+
+/** Device-to-coordinator requests in the generated wire code, for Python's protobuf to parse. */
+function wire(): Json {
+  const identity = ed25519PublicFromSeed(systemRandom(32));
+  const keys = generateRoundKeys(systemRandom);
+  const enroll = create(EnrollRequestSchema, {
+    enrollmentToken: new TextEncoder().encode("ab".repeat(32)), identityPublicKey: identity,
+    label: "browser-\u00e9t\u00e9", attestation: systemRandom(100) });
+  const getTask = create(GetTaskRequestSchema, {
+    deviceId: 2n ** 63n + 5n, waitMs: 30000, knownTask: systemRandom(32),
+    cPk: keys.c.public, sPk: keys.s.public });
+  return {
+    enroll: { bytes: hex(toBinary(EnrollRequestSchema, enroll)), token: "ab".repeat(32),
+              identity_public_key: hex(identity), label: enroll.label,
+              attestation: hex(enroll.attestation) },
+    get_task: { bytes: hex(toBinary(GetTaskRequestSchema, getTask)),
+                device_id: getTask.deviceId.toString(), wait_ms: getTask.waitMs,
+                known_task: hex(getTask.knownTask), c_pk: hex(getTask.cPk), s_pk: hex(getTask.sPk) },
+  };
+}
+
+async function main(): Promise<void> {
+  const out = process.argv[2];
+  if (out === undefined) throw new Error("usage: node dist/test/make_vectors.js OUT.json");
+  const vectors = {
+    about: "TypeScript device output with production randomness (test/make_vectors.ts)",
+    shamir: shamirCases(),
+    x25519: x25519Pairs(),
+    aead: await aeadCases(),
+    masks: await masks(),
+    randomizer: randomizer(),
+    consistency: await consistency(),
+    device: await device(),
+    wire: wire(),
+  };
+  writeFileSync(out, JSON.stringify(vectors, null, 1) + "\n");
+}
+
+await main();

@@ -1,0 +1,11 @@
+/** The Python vectors under node:test (the checks themselves are in checks.ts). */
+
+import { test } from "node:test";
+
+import { pythonChecks } from "./checks.js";
+import { pythonVectors } from "./vectors.js";
+
+const vectors = pythonVectors();
+for (const [name, check] of Object.entries(pythonChecks(vectors))) {
+  test(name, () => check(vectors));
+}

@@ -1,0 +1,96 @@
+/** Properties and validation of the TypeScript device that the vectors do not pin down. */
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { bigToBytes, bytesToBig, fromHex, toHex, u32 } from "../src/bytes.js";
+import { addMask, zeros } from "../src/prg.js";
+import { isValidX25519Public } from "../src/primitives.js";
+import { systemRandom, systemWords } from "../src/random.js";
+import { A1_THRESHOLD, a0Threshold, randomize } from "../src/randomizer.js";
+import { generateRoundKeys, maskedInput, neighbourKeys } from "../src/secagg.js";
+import * as shamir from "../src/shamir.js";
+
+test("every t of n shares reconstruct the secret (production randomness)", () => {
+  const secret = bytesToBig(systemRandom(32));
+  const xs = [1, 2, 3, 5, 8, 13];
+  const ys = shamir.share(secret, 4, xs, systemRandom);
+  const points = xs.map((x, i) => [x, ys[i]!] as const);
+  for (let skip = 0; skip < xs.length; skip++) {
+    const chosen = points.filter((_, i) => i !== skip && i !== (skip + 1) % xs.length);
+    assert.equal(shamir.reconstruct(chosen), secret);
+  }
+});
+
+test("shamir refuses bad parameters", () => {
+  assert.throws(() => shamir.share(shamir.PRIME, 1, [1], systemRandom), shamir.ShareError);
+  assert.throws(() => shamir.share(1n, 0, [1], systemRandom), shamir.ShareError);
+  assert.throws(() => shamir.share(1n, 3, [1, 2], systemRandom), shamir.ShareError);
+  assert.throws(() => shamir.share(1n, 2, [1, 1], systemRandom), shamir.ShareError);
+  assert.throws(() => shamir.share(1n, 1, [0], systemRandom), shamir.ShareError);
+  assert.throws(() => shamir.reconstruct([]), shamir.ShareError);
+  assert.throws(() => shamir.reconstruct([[1, shamir.PRIME]]), shamir.ShareError);
+});
+
+test("byte helpers are Python's encodings", () => {
+  assert.equal(toHex(u32(258)), "00000102");
+  assert.throws(() => u32(2 ** 32), RangeError);
+  assert.equal(toHex(bigToBytes(258n, 3)), "000102");
+  assert.throws(() => bigToBytes(256n, 1), RangeError);
+  assert.throws(() => fromHex("abc"), RangeError);
+});
+
+test("the randomizer's thresholds and validation", () => {
+  assert.equal(a0Threshold(1e-300), A1_THRESHOLD); // eps -> 0: a0 -> 1/2
+  assert.equal(a0Threshold(50), 1); // never below one word in 2^32
+  for (const bad of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+    assert.throws(() => a0Threshold(bad), RangeError);
+  }
+  assert.throws(() => randomize(1, 5, 5, systemWords), RangeError);
+  assert.throws(() => randomize(1, null, 0, systemWords), RangeError);
+  const ones = randomize(2, 3, 4096, systemWords);
+  assert.ok(ones.every((v, i) => i === 0 || v > ones[i - 1]!));
+  assert.ok(ones.every((v) => v >= 0 && v < 4096));
+});
+
+test("a word source gets exactly one word per coordinate", () => {
+  let asked = 0;
+  const words = { uint32: (n: number) => { asked = n; return new Uint32Array(n); } };
+  // Every word is 0, below every threshold: all coordinates are ones.
+  assert.equal(randomize(3, 1, 10, words).length, 10);
+  assert.equal(asked, 10);
+  const short = { uint32: (n: number) => new Uint32Array(n - 1) };
+  assert.throws(() => randomize(3, 1, 10, short), /gave 9 of 10 words/);
+});
+
+test("systemRandom draws more than getRandomValues's 65536-byte limit", () => {
+  const big = systemRandom(200_000);
+  assert.equal(big.length, 200_000);
+  assert.ok(big.subarray(150_000).some((b) => b !== 0));
+});
+
+test("a mask vector wraps modulo 2^bits", async () => {
+  const acc = zeros(3, 16);
+  acc[0] = 0xffff;
+  const key = new Uint8Array(16);
+  await addMask(acc, key);
+  await addMask(acc, key, -1);
+  assert.equal(acc[0], 0xffff);
+  assert.throws(() => zeros(0, 16), RangeError);
+  await assert.rejects(addMask(acc, new Uint8Array(15)), RangeError);
+});
+
+test("masked input refuses a report that is not strictly increasing indices", async () => {
+  const b = systemRandom(32);
+  const sid = systemRandom(32);
+  for (const ones of [[3, 3], [5, 2], [-1], [10], [1.5]]) {
+    await assert.rejects(maskedInput(1, sid, b, new Map(), ones, 10, 16), RangeError);
+  }
+});
+
+test("a low-order neighbour key aborts the key agreement", async () => {
+  const keys = generateRoundKeys(systemRandom);
+  const peer = { id: 2, cPk: new Uint8Array(32), sPk: generateRoundKeys(systemRandom).s.public };
+  await assert.rejects(neighbourKeys(1, keys, systemRandom(32), peer), /bad_key/);
+  assert.equal(await isValidX25519Public(new Uint8Array(31)), false);
+});

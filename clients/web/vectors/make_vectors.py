@@ -1,0 +1,426 @@
+#!/usr/bin/env python3
+"""Known-answer vectors from the Python library, for the TypeScript device (clients/web).
+
+    python clients/web/vectors/make_vectors.py           # rewrite vectors/python.json
+    python clients/web/vectors/make_vectors.py --check   # exit 1 if it differs (drift)
+
+Everything is deterministic: byte streams come from fedhh's DeterministicRandom (AES-256-CTR
+under a 32-byte key, recorded as ``stream_key`` so the TypeScript tests replay the same bytes),
+and numpy draws from fixed seeds. Where a vector comes from a whole device (``device_rounds``),
+it is the real :class:`fedhh.secagg.SecAggDevice` in a simulated cohort, not a restatement of its
+formulas, so the TypeScript side is held to what the deployed Python device sends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fedhh.device.randomizer import RandomizedResponse, a0_threshold
+from fedhh.device.randomness import NumpySource
+from fedhh.rpc.tasks import TASK_CONTEXT, sign_task
+from fedhh.secagg import shamir
+from fedhh.secagg.config import RoundConfig, SignedConfig, StageDeadlines, verify_config
+from fedhh.secagg.graph import neighbours_of, ring_order, survivors_connected
+from fedhh.secagg.merkle import IdentityTree, cohort_salt, root_from_proof
+from fedhh.secagg.messages import (
+    MaskedInputRequest,
+    ShareKeysRequest,
+    UnmaskRequest,
+    consistency_transcript,
+    survivors_digest,
+)
+from fedhh.secagg.prg import MaskGenerator, pair_mask_key, self_mask_key
+from fedhh.secagg.primitives import (
+    LABELS,
+    DeterministicRandom,
+    aead_encrypt,
+    agree,
+    ed25519_from_seed,
+    ed25519_public_bytes,
+    hkdf,
+    is_valid_x25519_public,
+    sha256,
+    u32,
+    x25519_from_seed,
+    x25519_public_bytes,
+)
+from fedhh.secagg.simulate import make_cohort
+from fedhh.v1 import coordinator_pb2 as pb
+
+OUT = Path(__file__).resolve().parent / "python.json"
+P25519 = (1 << 255) - 19
+ED25519_ORDER = (1 << 252) + 27742317777372353535851937790883648493
+
+
+def stream(label: str) -> DeterministicRandom:
+    return DeterministicRandom(b"fedhh/web-vectors/" + label.encode())
+
+
+def key_of(rand: DeterministicRandom) -> str:
+    """The stream's AES-256-CTR key: what the TypeScript tests need to replay it."""
+    return rand._key.hex()
+
+
+def shamir_vectors() -> dict[str, Any]:
+    cases: list[dict[str, Any]] = []
+    secrets = [0, 1, (1 << 256) - 1]
+    layouts = [(1, [1]), (2, [1, 2, 3]), (3, [2, 5, 7, 9]), (5, list(range(1, 9))),
+               (4, [1, 100, 1000, 16777215]), (3, [9, 4, 1, 6])]
+    for i, (t, xs) in enumerate(layouts):
+        secret = secrets[i] if i < len(secrets) else int.from_bytes(stream(f"secret{i}")(32),
+                                                                       "big")
+        rand = stream(f"shamir{i}")
+        key = key_of(rand)
+        ys = shamir.share(secret, t, xs, rand)
+        cases.append({"stream_key": key, "secret": f"{secret:064x}", "threshold": t, "xs": xs,
+                      "ys": [shamir.encode_share(y).hex() for y in ys]})
+    # Reconstruction from given points, including the failures the server must detect.
+    reconstruct: list[dict[str, Any]] = []
+    for case in cases:
+        t = case["threshold"]
+        points = list(zip(case["xs"], case["ys"], strict=True))[-t:]
+        reconstruct.append({"points": [[x, y] for x, y in points], "secret": case["secret"]})
+    big = (1 << 256) + 5  # a field element that is no 32-byte secret: a corrupt share
+    ys = shamir.share(big, 2, [1, 2], stream("corrupt"))
+    reconstruct.append({"points": [[1, shamir.encode_share(ys[0]).hex()],
+                                   [2, shamir.encode_share(ys[1]).hex()]], "secret": None})
+    reconstruct.append({"points": [[3, cases[2]["ys"][0]], [3, cases[2]["ys"][1]]],
+                        "secret": None})  # a repeated x
+    decode = [{"share": (shamir.PRIME - 1).to_bytes(33, "big").hex(), "valid": True},
+              {"share": shamir.PRIME.to_bytes(33, "big").hex(), "valid": False},
+              {"share": "00" * 32, "valid": False}]
+    return {"share": cases, "reconstruct": reconstruct, "decode": decode}
+
+
+def x25519_vectors() -> dict[str, Any]:
+    seeds = [bytes(32), b"\xff" * 32, *(stream("x25519")(32) for _ in range(6))]
+    pairs = []
+    for a_seed, b_seed in zip(seeds[::2], seeds[1::2], strict=True):
+        a, b = x25519_from_seed(a_seed), x25519_from_seed(b_seed)
+        pairs.append({"seed_a": a_seed.hex(), "seed_b": b_seed.hex(),
+                      "public_a": x25519_public_bytes(a).hex(),
+                      "public_b": x25519_public_bytes(b).hex(),
+                      "shared": agree(a, x25519_public_bytes(b)).hex()})
+    # Public keys at the edges: small u, u near p and its non-canonical encodings (u + p),
+    # the order-8 points, each with the ignored top bit set too, and ordinary keys.
+    us = [*range(0, 20), P25519 - 1, P25519 - 2,
+          *(P25519 + i for i in range(0, 19)),
+          0x00b8495f16056286fdb1329ceb8d09da6ac49ff1fae35616aeb8413b7c7aebe0,
+          0x57119fd0dd4e22d8868e1c58c45c44045bef839c55b1d0b1248c50a3bc959c5f]
+    encodings = [u.to_bytes(32, "little") for u in us]
+    encodings += [bytes(e[:31]) + bytes([e[31] | 0x80]) for e in encodings]
+    encodings += [x25519_public_bytes(x25519_from_seed(stream("valid")(32))) for _ in range(4)]
+    validity = [{"public": e.hex(), "valid": is_valid_x25519_public(e)} for e in encodings]
+    return {"pairs": pairs, "validity": validity}
+
+
+def hkdf_vectors() -> list[dict[str, Any]]:
+    rand = stream("hkdf")
+    out = []
+    for length in (16, 32, 64, 100):
+        ikm, salt, info = rand(32), rand(32), LABELS["pair"] + u32(3) + u32(length)
+        out.append({"ikm": ikm.hex(), "salt": salt.hex(), "info": info.hex(), "length": length,
+                    "okm": hkdf(ikm, salt=salt, info=info, length=length).hex()})
+    return out
+
+
+def mask_vectors() -> dict[str, Any]:
+    rand = stream("masks")
+    keys = []
+    for device_id in (1, 2, 77, 16777216):
+        b, sid = rand(32), rand(32)
+        keys.append({"kind": "self", "secret": b.hex(), "session_id": sid.hex(), "u": device_id,
+                     "key": self_mask_key(b, sid, device_id).hex()})
+    for u, v in ((1, 2), (2, 1), (5, 300)):
+        secret, sid = rand(32), rand(32)
+        keys.append({"kind": "pair", "secret": secret.hex(), "session_id": sid.hex(), "u": u,
+                     "v": v, "key": pair_mask_key(secret, sid, u, v).hex()})
+    expansions = []
+    # Small ones in full; large ones (beyond one 1 MiB WebCrypto chunk) by digest.
+    for dimension, bits in ((1, 16), (1, 32), (7, 16), (8, 32), (9, 16), (100, 32), (1000, 16),
+                            (300_000, 32), (700_001, 16)):
+        key = rand(16)
+        mask = MaskGenerator(dimension, bits).generate(key).astype(f"<u{bits // 8}").tobytes()
+        entry: dict[str, Any] = {"key": key.hex(), "dimension": dimension, "bits": bits}
+        if len(mask) <= 4096:
+            entry["mask"] = mask.hex()
+        else:
+            entry["sha256"] = sha256(mask).hex()
+        expansions.append(entry)
+    return {"keys": keys, "expansions": expansions}
+
+
+def aead_vectors() -> list[dict[str, Any]]:
+    rand = stream("aead")
+    out = []
+    for size in (0, 1, 74, 200):
+        key, plaintext, aad = rand(32), rand(size), rand(40)
+        nonce_rand = stream(f"aead-nonce{size}")
+        nonce_key = key_of(nonce_rand)
+        out.append({"key": key.hex(), "plaintext": plaintext.hex(), "aad": aad.hex(),
+                    "stream_key": nonce_key,
+                    "blob": aead_encrypt(key, plaintext, aad, nonce_rand).hex()})
+    return out
+
+
+def device_round(modulus_bits: int, dimension: int, me: int) -> dict[str, Any]:
+    """One device's messages in a real simulated round (n = 7, complete graph, t = 3)."""
+    cohort = make_cohort(n=7, dimension=dimension, k=6, t=3, modulus_bits=modulus_bits,
+                         seed=f"web-vectors-{modulus_bits}".encode())
+    sid = cohort.session_id
+    devices = {u: cohort.device(u) for u in range(1, 8)}
+    adverts = {u: d.advertise_keys() for u, d in devices.items()}
+    roster = tuple(adverts[u] for u in sorted(adverts))
+    responses = {u: d.share_keys(ShareKeysRequest(sid, u, roster)) for u, d in devices.items()}
+    incoming = tuple(s for r in responses.values() for s in r.shares if s.dst == me)
+    ones = np.flatnonzero(np.random.default_rng(modulus_bits).random(dimension) < 0.3)
+    masked = devices[me].masked_input(MaskedInputRequest(sid, me, incoming), ones)
+    partners = [u for u in sorted(devices) if u != me]
+    alive, dropped = tuple(partners[:4]), tuple(partners[4:])
+    unmask = devices[me].unmask(UnmaskRequest(sid, me, alive, dropped))
+    own = responses[me]
+    return {
+        "config": cohort.signed.payload.hex(),
+        "config_signature": cohort.signed.signature.hex(),
+        "coordinator_public": cohort.coordinator_public.hex(),
+        "session_id": sid.hex(),
+        "device_id": me,
+        "stream_key": key_of(cohort.rand.spawn(b"device" + u32(me))),
+        "advertise": {"c_pk": adverts[me].c_pk.hex(), "s_pk": adverts[me].s_pk.hex()},
+        "peers": [{"id": a.device_id, "c_pk": a.c_pk.hex(), "s_pk": a.s_pk.hex()}
+                  for a in roster if a.device_id != me],
+        "shares_out": [{"dst": s.dst, "ciphertext": s.ciphertext.hex()} for s in own.shares],
+        "b_commitment": own.b_commitment.hex(),
+        "shares_in": [{"src": s.src, "ciphertext": s.ciphertext.hex()} for s in incoming],
+        "ones": ones.tolist(),
+        "masked_input": masked.vector.astype(f"<u{modulus_bits // 8}").tobytes().hex(),
+        "alive": list(alive),
+        "dropped": list(dropped),
+        "b_shares": [[v, y.hex()] for v, y in unmask.b_shares],
+        "s_shares": [[v, y.hex()] for v, y in unmask.s_shares],
+    }
+
+
+def consistency_vectors() -> list[dict[str, Any]]:
+    rand = stream("consistency")
+    out = []
+    for survivors in ((1, 2, 3), (2, 5, 8, 13, 21, 34, 55, 89, 144)):
+        seed, sid = rand(32), rand(32)
+        key = ed25519_from_seed(seed)
+        digest = survivors_digest(survivors)
+        out.append({"identity_seed": seed.hex(), "identity_public": ed25519_public_bytes(key).hex(),
+                    "session_id": sid.hex(), "device_id": survivors[1],
+                    "survivors": list(survivors), "digest": digest.hex(),
+                    "signature": key.sign(consistency_transcript(sid, survivors[1], digest)).hex()})
+    return out
+
+
+def randomizer_vectors() -> dict[str, Any]:
+    grid = [1e-9, 2.0 ** -20, 5e-324, 0.01, 0.1, 0.1 + 0.2, 0.25, 0.5, 1.0, 1.5, 2.0, math.log(3),
+            3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 22.0, 22.18, 22.2, 23.0, 40.0, 63.9,
+            64.0, 1000.0]
+    rng = np.random.default_rng(31)
+    grid += [float(x) for x in rng.uniform(0.0, 24.0, size=60)]
+    grid += [float(x) for x in np.exp(rng.uniform(-12.0, 3.2, size=60))]
+    thresholds = [{"eps": eps, "threshold0": a0_threshold(eps)} for eps in grid]
+    cases = []
+    for i, (eps, index, dim) in enumerate([(1.0, 3, 16), (0.1, None, 40), (8.0, 0, 50),
+                                           (4.0, 99, 100), (0.5, 7, 1000), (2.0, None, 1)]):
+        words = NumpySource(np.random.default_rng(100 + i)).uint32(dim)
+        ones = RandomizedResponse(eps).randomize(index, dim,
+                                                 NumpySource(np.random.default_rng(100 + i)))
+        cases.append({"eps": eps, "index": index, "dim": dim, "words": words.tolist(),
+                      "ones": ones.tolist()})
+    return {"thresholds": thresholds, "randomize": cases}
+
+
+def config_vectors() -> dict[str, Any]:
+    rand = stream("configs")
+    coordinator = Ed25519PrivateKey.from_private_bytes(rand(32))
+    public = ed25519_public_bytes(coordinator)
+    deadlines = StageDeadlines(1_700_000_000_000, 1_700_000_001_000, 1_700_000_002_000,
+                               1_700_000_003_000, 1_700_000_004_000)
+    configs = [
+        RoundConfig(b"r1", 7, 37, 16, 4, 6, 3, rand(32), deadlines),
+        RoundConfig(b"run-42/round-3/attempt-1", 100_000, 1 << 20, 32, 5_000, 40, 20, rand(32),
+                    deadlines, device_auth=True, consistency_check=True, identity_root=rand(32)),
+    ]
+    signed = []
+    for config in configs:
+        payload = config.to_bytes()
+        signature = coordinator.sign(payload)
+        verify_config(SignedConfig(payload, signature), public)
+        signed.append({
+            "payload": payload.hex(), "signature": signature.hex(), "valid": True,
+            "session_id": sha256(LABELS["session"], payload).hex(),
+            "fields": {"round_id": config.round_id.hex(), "num_devices": config.num_devices,
+                       "dimension": config.dimension, "modulus_bits": config.modulus_bits,
+                       "n_min": config.n_min, "k": config.k, "t": config.t,
+                       "graph_seed": config.graph_seed.hex(),
+                       "deadlines": [str(d) for d in config.deadlines.as_tuple()],
+                       "device_auth": config.device_auth,
+                       "consistency_check": config.consistency_check,
+                       "identity_root": config.identity_root.hex() if config.identity_root
+                       else None}})
+        bad = bytearray(signature)
+        bad[5] ^= 1
+        signed.append({"payload": payload.hex(), "signature": bytes(bad).hex(), "valid": False})
+        # A task signature (context-prefixed) must not verify as this config's.
+        signed.append({"payload": payload.hex(), "valid": False,
+                       "signature": coordinator.sign(TASK_CONTEXT + payload).hex()})
+    # Malformed encodings, each signed: the signature holds, the parse must fail.
+    base = bytearray(configs[0].to_bytes())
+    head = len(LABELS["config"])
+    body = head + 3 + len(b"r1")
+    malformed = {
+        "version 2": _patched(base, head, b"\x00\x02"),
+        "trailing byte": bytes(base) + b"\x00",
+        "truncated": bytes(base[:-1]),
+        "unknown flag": _patched(base, body + 53, b"\x04"),
+        "modulus 8": _patched(base, body + 8, b"\x08"),
+        "k odd, not n-1": _patched(base, body + 13, u32(3)),
+        "t > k": _patched(base, body + 17, u32(7)),
+        "n_min 0": _patched(base, body + 9, u32(0)),
+        "root without device_auth": _patched(base, len(base) - 1, b"\x01"),
+        "deadlines decrease": _patched(base, body + 54, (2**62).to_bytes(8, "big")),
+        "consistency without auth": _patched(base, body + 53, b"\x02"),
+        "wrong label": _patched(base, 0, b"g"),
+    }
+    for name, payload in malformed.items():
+        try:
+            RoundConfig.from_bytes(payload)
+        except Exception:
+            pass
+        else:
+            raise SystemExit(f"malformed config '{name}' parsed in Python")
+        signed.append({"name": name, "payload": payload.hex(), "valid": False,
+                       "signature": coordinator.sign(payload).hex()})
+    task = pb.Task(run_id="run-42", round=3, attempt=1, device_id=12345, prefix_bits=8,
+                   prefixes=[1, 2, 250, (1 << 64) - 1], eps_local=4.0, codec="english", max_bits=64,
+                   selection="uniform", round_config=configs[0].to_bytes(), secagg_id=4,
+                   deadline_unix_ms=1_700_000_004_000,
+                   round_config_signature=coordinator.sign(configs[0].to_bytes()))
+    signed_task = sign_task(task, coordinator)
+    fields = {"run_id": task.run_id, "round": task.round, "attempt": task.attempt,
+              "device_id": str(task.device_id), "prefix_bits": task.prefix_bits,
+              "prefixes": [str(p) for p in task.prefixes], "eps_local": task.eps_local,
+              "codec": task.codec, "max_bits": task.max_bits, "selection": task.selection,
+              "secagg_id": task.secagg_id, "deadline_unix_ms": str(task.deadline_unix_ms),
+              "round_config": task.round_config.hex()}
+    tasks = [{"task": signed_task.task.hex(), "signature": signed_task.signature.hex(),
+              "valid": True, "fields": fields},
+             {"task": signed_task.task.hex(), "valid": False,  # the bare payload's signature
+              "signature": coordinator.sign(signed_task.task).hex()},
+             {"task": (signed_task.task + b"\x00").hex(),
+              "signature": signed_task.signature.hex(), "valid": False}]
+    # Ed25519 edge: S + L is the same signature with a non-canonical S (rejected by OpenSSL).
+    sig = bytearray(signed_task.signature)
+    s = int.from_bytes(sig[32:], "little") + ED25519_ORDER
+    tasks.append({"task": signed_task.task.hex(), "valid": False,
+                  "signature": (bytes(sig[:32]) + s.to_bytes(32, "little")).hex()})
+    return {"coordinator_public": public.hex(), "configs": signed, "tasks": tasks}
+
+
+def graph_vectors() -> dict[str, Any]:
+    """Ring orders, neighbourhoods and survivor connectivity of H(k, n)."""
+    rand = stream("graph")
+    rng = np.random.default_rng(7)
+    orders, neighbourhoods, connectivity = [], [], []
+    for n, k in ((2, 1), (5, 4), (9, 2), (10, 4), (64, 8), (1000, 30), (5000, 40)):
+        seed = rand(32)
+        order = ring_order(seed, n)
+        entry: dict[str, Any] = {"graph_seed": seed.hex(), "n": n}
+        if n <= 64:
+            entry["order"] = order.tolist()
+        else:
+            entry["sha256"] = sha256(order.astype(">u4").tobytes()).hex()
+        orders.append(entry)
+        for u in sorted({1, n, *rng.integers(1, n + 1, size=3).tolist()}):
+            neighbourhoods.append({"graph_seed": seed.hex(), "n": n, "k": k, "device_id": u,
+                                   "neighbours": list(neighbours_of(seed, n, k, u))})
+        for fraction in (0.2, 0.5, 0.8, 0.95) if n <= 1000 else ():
+            survivors = sorted(int(i) for i in np.flatnonzero(rng.random(n) < fraction) + 1)
+            connectivity.append({"graph_seed": seed.hex(), "n": n, "k": k,
+                                 "survivors": survivors,
+                                 "connected": survivors_connected(seed, n, k, survivors)})
+    if all(c["connected"] for c in connectivity) or not any(c["connected"] for c in connectivity):
+        raise SystemExit("the connectivity vectors need both outcomes")
+    return {"orders": orders, "neighbours": neighbourhoods, "connectivity": connectivity}
+
+
+def merkle_vectors() -> dict[str, Any]:
+    """Cohort trees (every member's proof) and an admission from a device_auth cohort."""
+    rand = stream("merkle")
+    trees = []
+    for n in (1, 2, 3, 5, 8, 13):
+        round_id, seed = b"round-" + str(n).encode(), rand(32)
+        members = [(rand(32), rand(32), rand(32)) for _ in range(n)]
+        tree = IdentityTree(round_id, seed, members)
+        proofs = [tree.proof(u).hex() for u in range(1, n + 1)]
+        salt = cohort_salt(round_id, seed, n)
+        assert all(root_from_proof(salt, n, u, members[u - 1], bytes.fromhex(proofs[u - 1]))
+                   == tree.root for u in range(1, n + 1))
+        trees.append({"round_id": round_id.hex(), "graph_seed": seed.hex(), "n": n,
+                      "salt": salt.hex(), "root": tree.root.hex(),
+                      "members": [[k.hex() for k in m] for m in members], "proofs": proofs})
+    cohort = make_cohort(n=6, dimension=10, k=4, t=2, device_auth=True, consistency_check=True,
+                         seed=b"web-vectors-auth")
+    admissions = [{"device_id": a.device_id, "identity_key": a.identity_key.hex(),
+                   "c_pk": a.c_pk.hex(), "s_pk": a.s_pk.hex(), "proof": a.proof.hex()}
+                  for a in (cohort.admissions[u] for u in range(1, 7))]
+    return {"trees": trees, "cohort": {"config": cohort.signed.payload.hex(),
+                                       "admissions": admissions}}
+
+
+def _patched(data: bytearray, offset: int, value: bytes) -> bytes:
+    out = bytearray(data)
+    out[offset:offset + len(value)] = value
+    return bytes(out)
+
+
+def build() -> dict[str, Any]:
+    return {
+        "about": "generated by clients/web/vectors/make_vectors.py; do not edit",
+        "shamir": shamir_vectors(),
+        "x25519": x25519_vectors(),
+        "hkdf": hkdf_vectors(),
+        "masks": mask_vectors(),
+        "aead": aead_vectors(),
+        "device_rounds": [device_round(16, 37, 2), device_round(32, 300, 6)],
+        "consistency": consistency_vectors(),
+        "randomizer": randomizer_vectors(),
+        "signed": config_vectors(),
+        "graph": graph_vectors(),
+        "merkle": merkle_vectors(),
+    }
+
+
+def render() -> str:
+    return json.dumps(build(), indent=1) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail if python.json is stale")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        if not OUT.exists() or OUT.read_text() != text:
+            print(f"{OUT} is stale: run {Path(__file__).name}", file=sys.stderr)
+            return 1
+        return 0
+    OUT.write_text(text)
+    print(f"wrote {OUT} ({len(text)} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

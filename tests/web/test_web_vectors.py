@@ -1,0 +1,288 @@
+"""Cross-implementation vectors between the Python library and the TypeScript web device
+(clients/web): Python's vectors checked by TypeScript (`npm test`), and vectors the TypeScript
+device makes with its production randomness checked here with the Python library, up to a whole
+simulated round in which a TypeScript device's messages stand in for a Python device's.
+
+Needs Node >= 20.19 and npm (`bootstrap.py test` installs Debian's nodejs and npm); the first run
+installs the pinned npm packages (`npm ci`, from package-lock.json) into clients/web/node_modules,
+later runs reuse them until the lock file changes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+import webkit
+
+from fedhh.device.randomizer import RandomizedResponse, a0_threshold
+from fedhh.secagg import shamir
+from fedhh.secagg.device import RoundKeys, SecAggDevice
+from fedhh.secagg.messages import (
+    AdvertiseKeys,
+    EncryptedShare,
+    MaskedInput,
+    ShareKeysResponse,
+    Stage,
+    consistency_transcript,
+    survivors_digest,
+)
+from fedhh.secagg.prg import MaskGenerator, pair_mask_key, self_mask_key
+from fedhh.secagg.primitives import (
+    aead_decrypt,
+    agree,
+    ed25519_from_seed,
+    ed25519_public_bytes,
+    ed25519_verify,
+    sha256,
+    x25519_from_seed,
+    x25519_public_bytes,
+)
+from fedhh.secagg.simulate import DropoutPlan, SimulatedRound, make_cohort
+from fedhh.v1 import coordinator_pb2 as pb
+
+REASON = webkit.skip_reason()
+if REASON is not None:
+    pytest.skip(REASON, allow_module_level=True)
+
+pytestmark = pytest.mark.slow
+WEB = webkit.WEB
+
+
+@pytest.fixture(scope="module")
+def built() -> Path:
+    """clients/web installed from its lock file (once per lock file) and compiled."""
+    try:
+        return webkit.build()
+    except webkit.BuildError as error:
+        pytest.fail(str(error))
+
+
+@pytest.fixture(scope="module")
+def ts_vectors(built: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """What the TypeScript device makes with crypto.getRandomValues (fresh every run)."""
+    assert webkit.NODE is not None
+    out = tmp_path_factory.mktemp("web") / "ts.json"
+    webkit.run(webkit.NODE, str(built / "test" / "make_vectors.js"), str(out), timeout=120)
+    return json.loads(out.read_text())
+
+
+def _make_vectors_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("make_vectors",
+                                                  WEB / "vectors" / "make_vectors.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_python_vectors_are_current() -> None:
+    """vectors/python.json is what make_vectors.py writes from today's library."""
+    text = _make_vectors_module().render()
+    assert (WEB / "vectors" / "python.json").read_text() == text, (
+        "clients/web/vectors/python.json is stale: run clients/web/vectors/make_vectors.py")
+
+
+def test_typescript_passes_the_python_vectors(built: Path) -> None:
+    assert webkit.NPM is not None
+    done = webkit.run(webkit.NPM, "test", timeout=300)
+    assert "# fail 0" in done.stdout and "# pass" in done.stdout, done.stdout[-2000:]
+
+
+def test_typescript_shamir_shares(ts_vectors: dict[str, Any]) -> None:
+    """Every t of the TypeScript shares reconstruct the secret in Python; the points lie on one
+    polynomial of degree t - 1, since sliding windows of t points all agree."""
+    for case in ts_vectors["shamir"]:
+        t = case["threshold"]
+        points = [(x, shamir.decode_share(bytes.fromhex(y)))
+                  for x, y in zip(case["xs"], case["ys"], strict=True)]
+        secret = int(case["secret"], 16)
+        for start in range(len(points) - t + 1):
+            assert shamir.reconstruct(points[start:start + t]) == secret
+        assert shamir.reconstruct(points[::-1][:t]) == secret
+
+
+def test_typescript_key_agreement(ts_vectors: dict[str, Any]) -> None:
+    for case in ts_vectors["x25519"]:
+        a = x25519_from_seed(bytes.fromhex(case["seed_a"]))
+        b = x25519_from_seed(bytes.fromhex(case["seed_b"]))
+        assert x25519_public_bytes(a).hex() == case["public_a"]
+        assert x25519_public_bytes(b).hex() == case["public_b"]
+        assert agree(a, bytes.fromhex(case["public_b"])).hex() == case["shared"]
+
+
+def test_typescript_ciphertexts_decrypt(ts_vectors: dict[str, Any]) -> None:
+    for case in ts_vectors["aead"]:
+        key, aad, blob = (bytes.fromhex(case[f]) for f in ("key", "aad", "blob"))
+        assert aead_decrypt(key, blob, aad) == bytes.fromhex(case["plaintext"])
+        assert aead_decrypt(key, blob, aad + b"x") is None
+
+
+def test_typescript_masks(ts_vectors: dict[str, Any]) -> None:
+    masks = ts_vectors["masks"]
+    for case in masks["keys"]:
+        secret, sid = bytes.fromhex(case["secret"]), bytes.fromhex(case["session_id"])
+        key = (self_mask_key(secret, sid, case["u"]) if case["kind"] == "self"
+               else pair_mask_key(secret, sid, case["u"], case["v"]))
+        assert key.hex() == case["key"]
+    for case in masks["expansions"]:
+        bits = case["bits"]
+        mask = MaskGenerator(case["dimension"], bits).generate(bytes.fromhex(case["key"]))
+        wire = mask.astype(f"<u{bits // 8}").tobytes()
+        if "mask" in case:
+            assert wire.hex() == case["mask"]
+        else:
+            assert sha256(wire).hex() == case["sha256"]
+
+
+def test_typescript_randomizer(ts_vectors: dict[str, Any]) -> None:
+    """The thresholds are Python's; the report is the one Python makes from the same words."""
+    rand = ts_vectors["randomizer"]
+    for case in rand["thresholds"]:
+        assert a0_threshold(case["eps"]) == case["threshold0"], case["eps"]
+    for case in rand["randomize"]:
+        words = np.asarray(case["words"], dtype=np.uint32)
+        assert len(words) == case["dim"]
+        ones = RandomizedResponse(case["eps"]).randomize(case["index"], case["dim"],
+                                                         _Replay(words))
+        assert ones.tolist() == case["ones"]
+
+
+class _Replay:
+    """A word source that hands out recorded words (those the TypeScript device drew)."""
+
+    def __init__(self, words: np.ndarray) -> None:
+        self.words = words
+
+    def uint32(self, size: int) -> np.ndarray:
+        assert size == len(self.words)
+        return self.words
+
+    def below(self, highs: np.ndarray) -> np.ndarray:
+        raise AssertionError("the randomizer draws words only")
+
+
+def test_typescript_consistency_signature(ts_vectors: dict[str, Any]) -> None:
+    for case in ts_vectors["consistency"]:
+        key = ed25519_from_seed(bytes.fromhex(case["identity_seed"]))
+        assert ed25519_public_bytes(key).hex() == case["identity_public"]
+        sid = bytes.fromhex(case["session_id"])
+        transcript = consistency_transcript(sid, case["device_id"],
+                                            survivors_digest(tuple(case["survivors"])))
+        signature = bytes.fromhex(case["signature"])
+        assert ed25519_verify(ed25519_public_bytes(key), signature, transcript)
+        assert key.sign(transcript) == signature  # Ed25519 is deterministic
+
+
+def test_typescript_wire_messages_parse_in_python(ts_vectors: dict[str, Any]) -> None:
+    """Requests encoded by the generated TypeScript code are the Python protobuf messages."""
+    enroll = ts_vectors["wire"]["enroll"]
+    parsed = pb.EnrollRequest.FromString(bytes.fromhex(enroll["bytes"]))
+    assert parsed.enrollment_token == enroll["token"].encode()
+    assert parsed.identity_public_key.hex() == enroll["identity_public_key"]
+    assert parsed.label == enroll["label"] == "browser-\u00e9t\u00e9"
+    assert parsed.attestation.hex() == enroll["attestation"]
+    get_task = ts_vectors["wire"]["get_task"]
+    request = pb.GetTaskRequest.FromString(bytes.fromhex(get_task["bytes"]))
+    assert request.device_id == int(get_task["device_id"]) == 2**63 + 5
+    assert request.wait_ms == get_task["wait_ms"]
+    assert (request.known_task.hex(), request.c_pk.hex(), request.s_pk.hex()) == (
+        get_task["known_task"], get_task["c_pk"], get_task["s_pk"])
+
+
+def test_generated_wire_code_is_current(built: Path) -> None:
+    """clients/web/src/gen is what protoc-gen-es makes from proto/ today."""
+    done = subprocess.run([sys.executable, str(WEB / "generate_proto.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+class _FirstBytes:
+    """A RandomSource that returns ``head`` first (the TypeScript device's b_u), then a stream."""
+
+    def __init__(self, head: bytes, rest: Any) -> None:
+        self.head, self.rest = head, rest
+
+    def __call__(self, n: int) -> bytes:
+        if self.head:
+            if n != len(self.head):
+                raise AssertionError(f"expected a draw of {len(self.head)} bytes, got {n}")
+            out, self.head = self.head, b""
+            return out
+        return bytes(self.rest(n))
+
+
+def _round_with_typescript_device(ts: dict[str, Any], *,
+                                  drops: bool) -> tuple[SimulatedRound, int]:
+    """python.json's first round (same seed, so the same Python devices), with device ``me``'s
+    messages replaced by the TypeScript device's: its keys, its encrypted shares, its masked
+    input. Device ``me`` itself stays a Python SecAggDevice holding the TypeScript keys and
+    b_u, so the messages it would have sent can be compared with the TypeScript ones."""
+    device = ts["device"]
+    me = device["device_id"]
+    python = json.loads((WEB / "vectors" / "python.json").read_text())["device_rounds"][0]
+    cohort = make_cohort(n=7, dimension=37, k=6, t=3, modulus_bits=16, seed=b"web-vectors-16")
+    assert cohort.session_id.hex() == python["session_id"]
+    reports: dict[int, np.ndarray] = {u: np.zeros(0, np.int64) for u in range(1, 8)}
+    reports.update({u: np.array([u, 2 * u, 30], np.int64) for u in range(1, 8) if u != me})
+    reports[me] = np.asarray(device["ones"], np.int64)
+    ts_shares = tuple(EncryptedShare(me, s["dst"], bytes.fromhex(s["ciphertext"]))
+                      for s in device["shares"])
+    sid = cohort.session_id
+
+    def swap(stage: Stage, u: int, message: Any) -> Any:
+        if u != me:
+            return message
+        if stage == Stage.ADVERTISE_KEYS:
+            assert isinstance(message, AdvertiseKeys)
+            assert (message.c_pk.hex(), message.s_pk.hex()) == (device["c_pk"], device["s_pk"])
+        elif stage == Stage.SHARE_KEYS:
+            assert isinstance(message, ShareKeysResponse)
+            assert message.b_commitment.hex() == device["b_commitment"]
+            return ShareKeysResponse(sid, me, ts_shares, bytes.fromhex(device["b_commitment"]))
+        elif stage == Stage.MASKED_INPUT:
+            assert isinstance(message, MaskedInput)
+            ts_vector = np.frombuffer(bytes.fromhex(device["masked_input"]), "<u2")
+            np.testing.assert_array_equal(message.vector, ts_vector)
+            return MaskedInput(sid, me, ts_vector.astype(message.vector.dtype))
+        return message
+
+    dropouts = DropoutPlan.at(Stage.MASKED_INPUT, {me}) if drops else None
+    driver = SimulatedRound(cohort, reports, dropouts, to_server=swap)
+    keys = RoundKeys(x25519_from_seed(bytes.fromhex(device["c_seed"])),
+                     x25519_from_seed(bytes.fromhex(device["s_seed"])))
+    driver.devices[me] = SecAggDevice(
+        cohort.signed, cohort.coordinator_public, me, round_keys=keys, masks=driver.masks,
+        rand=_FirstBytes(bytes.fromhex(device["b"]), cohort.rand.spawn(b"ts-stand-in")))
+    return driver, me
+
+
+def test_typescript_device_in_a_python_round(ts_vectors: dict[str, Any]) -> None:
+    """The Python devices decrypt the TypeScript device's shares, its masked input is the one
+    the Python device computes from the same keys and b_u, and the server, unmasking with the
+    TypeScript b-shares, releases exactly the sum of the reports."""
+    driver, me = _round_with_typescript_device(ts_vectors, drops=False)
+    outcome = driver.run()
+    assert outcome.abort is None, outcome.abort
+    assert not outcome.device_aborts, outcome.device_aborts
+    assert outcome.result is not None and me in outcome.contributors
+    np.testing.assert_array_equal(outcome.result.total.astype(np.int64), outcome.expected_total)
+
+
+def test_typescript_device_dropping_out(ts_vectors: dict[str, Any]) -> None:
+    """The TypeScript device drops after sharing its keys: the server rebuilds its mask key
+    s_u^SK from the TypeScript s-shares and removes its pairwise masks from the others' inputs."""
+    driver, me = _round_with_typescript_device(ts_vectors, drops=True)
+    outcome = driver.run()
+    assert outcome.abort is None, outcome.abort
+    assert not outcome.device_aborts, outcome.device_aborts
+    assert outcome.result is not None and me not in outcome.contributors
+    assert outcome.revealed.get(me) == {"s"}
+    np.testing.assert_array_equal(outcome.result.total.astype(np.int64), outcome.expected_total)
