@@ -321,6 +321,15 @@ def config_vectors() -> dict[str, Any]:
               "signature": coordinator.sign(signed_task.task).hex()},
              {"task": (signed_task.task + b"\x00").hex(),
               "signature": signed_task.signature.hex(), "valid": False}]
+    # As the coordinator sends it: the cohort's shared fields, then the device's own.
+    own = pb.Task(device_id=task.device_id, secagg_id=task.secagg_id)
+    shared = pb.Task()
+    shared.CopyFrom(task)
+    shared.ClearField("device_id")
+    shared.ClearField("secagg_id")
+    in_parts = sign_task(own, coordinator, shared.SerializeToString())
+    tasks.append({"task": in_parts.task.hex(), "signature": in_parts.signature.hex(),
+                  "valid": True, "fields": fields})
     # Ed25519 edge: S + L is the same signature with a non-canonical S (rejected by OpenSSL).
     sig = bytearray(signed_task.signature)
     s = int.from_bytes(sig[32:], "little") + ED25519_ORDER
