@@ -15,6 +15,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fedhh.errors import ConfigError
 from fedhh.rpc import serving
@@ -22,6 +23,7 @@ from fedhh.rpc.aggregator_wire import CONTROL_SERVICE, DEVICE_SERVICE
 from fedhh.rpc.credentials import read_secret
 from fedhh.rpc.observability import configure_logging
 from fedhh.rpc.tls import TlsFiles
+from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_aggregator.auth import TOKEN_ENV, ControlAuth, load_coordinator_key
 from fedhh_aggregator.journal import Journal
@@ -29,6 +31,9 @@ from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Limits
 from fedhh_aggregator.service import RunningService, serve_until_signalled
 from fedhh_aggregator.servicers import ControlServicer, DeviceServicer
+
+if TYPE_CHECKING:
+    from fedhh.rpc.connect import ConnectServer
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +55,10 @@ class AggregatorSettings:
     ready_file: Path | None = None
     grace_s: float = 5.0
     state_dir: Path | None = None  # the outcome journal (None: outcomes die with the process)
+    # The Connect port of the device calls (fedhh.rpc.connect), for web devices; None: off.
+    web_listen: str | None = None
+    web_origins: tuple[str, ...] = ()
+    web_max_connections: int = 512
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AggregatorSettings:
@@ -77,6 +86,9 @@ class AggregatorSettings:
             metrics_host=args.metrics_host,
             ready_file=Path(args.ready_file) if args.ready_file else None,
             state_dir=Path(args.state_dir) if args.state_dir else None,
+            web_listen=args.web_listen,
+            web_origins=tuple(args.web_origin),
+            web_max_connections=args.web_max_connections,
         )
 
 
@@ -112,14 +124,35 @@ async def start(settings: AggregatorSettings) -> RunningAggregator:
     server = serving.new_server(max_receive_bytes=limits.max_message_bytes,
                                 max_concurrent_streams=limits.max_streams_per_connection,
                                 extra_options=server_options(limits))
-    pb_grpc.add_SecureAggregationServicer_to_server(DeviceServicer(registry), server)
+    devices = DeviceServicer(registry)
+    pb_grpc.add_SecureAggregationServicer_to_server(devices, server)
     pb_grpc.add_AggregatorControlServicer_to_server(
         ControlServicer(registry, ControlAuth(settings.control_token)), server)
     health = serving.add_health_and_reflection(server, SERVICES)
     port = serving.bind(server, settings.listen, settings.tls, settings.insecure)
+    web = await _start_web(settings, devices, settings.web_listen) if settings.web_listen \
+        else None
     await server.start()
     await serving.set_serving(health, SERVICES)
-    return RunningAggregator(server, registry, port)
+    return RunningAggregator(server, registry, port, web=web)
+
+
+async def _start_web(settings: AggregatorSettings, devices: DeviceServicer, address: str
+                     ) -> ConnectServer:
+    """The Connect port of the device calls: the unary ones (the masked vector as one
+    SubmitMaskedVector), the gRPC port's receive cap, and a body that must arrive as fast as an
+    upload must (``upload_idle_s``, then ``upload_min_rate``)."""
+    from fedhh.rpc.connect import ConnectServer, procedures, split_listen  # aiohttp
+
+    limits = settings.limits
+    web = ConnectServer(
+        "aggregator's Connect port",
+        procedures(pb.DESCRIPTOR.services_by_name["SecureAggregation"], devices),
+        limits.max_message_bytes, settings.tls, settings.web_origins,
+        settings.web_max_connections,
+        body_timeout_s=limits.upload_idle_s + limits.max_message_bytes / limits.upload_min_rate)
+    await web.start(*split_listen(address), settings.insecure)
+    return web
 
 
 async def serve(settings: AggregatorSettings) -> None:

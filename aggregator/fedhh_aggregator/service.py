@@ -8,13 +8,16 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import grpc
 
 from fedhh.rpc import serving
 from fedhh.rpc.observability import start_metrics, write_ready
 from fedhh.rpc.tls import TlsFiles
+
+if TYPE_CHECKING:
+    from fedhh.rpc.connect import ConnectServer  # aiohttp: imported only when served
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +32,18 @@ RegistryT = TypeVar("RegistryT", bound=ClosableRegistry)
 @dataclass
 class RunningService(Generic[RegistryT]):
     """Its gRPC server, its round registry, its port, and what else it releases once the
-    server has stopped (the combiner's channels to its workers)."""
+    server has stopped (the combiner's channels to its workers); its Connect port, if any."""
 
     server: grpc.aio.Server
     registry: RegistryT
     port: int
     release: Callable[[], Awaitable[None]] | None = None
+    web: ConnectServer | None = None  # the Connect port of the device calls, if served
 
     async def stop(self, grace: float | None = 1.0) -> None:
         self.registry.close()
+        if self.web is not None:
+            await self.web.close()
         await self.server.stop(grace)
         if self.release is not None:
             await self.release()
@@ -61,14 +67,18 @@ async def serve_until_signalled(service: RunningService[Any], name: str,
     """Announce a started ``service`` (its metrics endpoint, the ready file, one log line with
     ``details``), serve until SIGTERM/SIGINT, then stop it gracefully."""
     metrics_port = start_metrics(settings.metrics_port, settings.metrics_host, settings.tls)
+    web_port = service.web.port if service.web is not None else None
     if settings.ready_file is not None:
         write_ready(settings.ready_file, {"port": service.port, "metrics_port": metrics_port,
-                                          "pid": os.getpid()})
+                                          "web_port": web_port, "pid": os.getpid()})
     log.info(f"{name} serving", extra={"port": service.port, "metrics_port": metrics_port,
-                                       "tls": settings.tls is not None, **details})
+                                       "web_port": web_port, "tls": settings.tls is not None,
+                                       **details})
     try:
         await serving.wait_for_signal(service.server, settings.grace_s)
     finally:
+        if service.web is not None:
+            await service.web.close()
         service.registry.close()
         if service.release is not None:
             await service.release()

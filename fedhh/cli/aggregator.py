@@ -37,6 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve Prometheus metrics on this port (0: any; default: off)")
     options.add_service_options(p)
+    options.add_web_options(p, "the device calls (fedhh.v1.SecureAggregation)")
     p.add_argument("--ready-file", help="write the bound ports as JSON once serving")
     p.add_argument("--max-rounds", type=int, default=16,
                    help="rounds held at once, running or waiting to be fetched (default: 16)")

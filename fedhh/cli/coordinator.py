@@ -64,8 +64,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "TLS files, signed in with the admin token (0: any; default: off)")
     p.add_argument("--dashboard-host", default="127.0.0.1",
                    help="address of the dashboard (default 127.0.0.1)")
+    options.add_web_options(p, "the device calls (fedhh.v1.DeviceService)")
     p.add_argument("--ready-file", help="write {'port': ..., 'metrics_port': ..., "
-                   "'dashboard_port': ...} when serving")
+                   "'dashboard_port': ..., 'web_port': ...} when serving")
 
 
 def _port(text: str) -> int:

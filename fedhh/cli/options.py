@@ -98,3 +98,20 @@ def add_service_options(parser: argparse.ArgumentParser) -> None:
                              "default 127.0.0.1)")
     parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS,
                         help="least severe level logged, as JSON lines on stderr (default INFO)")
+
+
+def add_web_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """The Connect port of a service's device calls (``fedhh.rpc.connect``), for browsers;
+    ``what`` names the methods it serves."""
+    parser.add_argument("--web-listen", metavar="HOST:PORT",
+                        help=f"also serve {what} over the Connect protocol (unary, binary "
+                             "protobuf) on this address, for web devices: TLS from --tls-dir, "
+                             "plaintext only with --insecure on loopback (port 0: OS-chosen; "
+                             "default: off)")
+    parser.add_argument("--web-origin", action="append", default=[], metavar="ORIGIN",
+                        help="an origin (https://host[:port]) whose pages may call the Connect "
+                             "port (CORS); repeat for more (default: none, so only callers that "
+                             "are not browser pages)")
+    parser.add_argument("--web-max-connections", type=positive_int, default=512,
+                        help="connections the Connect port holds at once (one per device in a "
+                             "long-poll; default 512)")

@@ -125,6 +125,17 @@ def _refuse_unread(reason: str) -> grpc.RpcMethodHandler:
     return grpc.stream_unary_rpc_method_handler(refuse)
 
 
+def credential_check_for(checks: Mapping[str, CredentialCheck], method: str
+                         ) -> CredentialCheck | None:
+    """The check of ``method`` (``/package.Service/Method``) in ``checks``: its own, else its
+    service's (``/package.Service/``), else None. The gRPC port (:class:`CredentialGate`) and
+    the Connect port (``fedhh.rpc.connect``) both look a method's check up here."""
+    check = checks.get(method)
+    if check is None:
+        check = checks.get(method[: method.rfind("/") + 1])
+    return check
+
+
 class CredentialGate(grpc.aio.ServerInterceptor):
     """Refuse a call whose credentials (metadata) fail their check before its message is read.
 
@@ -138,17 +149,11 @@ class CredentialGate(grpc.aio.ServerInterceptor):
     def __init__(self, checks: Mapping[str, CredentialCheck]) -> None:
         self._checks = checks
 
-    def _check_for(self, method: str) -> CredentialCheck | None:
-        check = self._checks.get(method)
-        if check is None:
-            check = self._checks.get(method[: method.rfind("/") + 1])
-        return check
-
     async def intercept_service(self, continuation: Callable[..., Any],
                                 details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
         method = details.method
         method = method.decode() if isinstance(method, bytes) else str(method)
-        check = self._check_for(method)
+        check = credential_check_for(self._checks, method)
         if check is not None:
             try:
                 check(tuple(details.invocation_metadata or ()))

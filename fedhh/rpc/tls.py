@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,18 @@ class TlsFiles:
 
     def channel_credentials(self) -> grpc.ChannelCredentials:
         return grpc.ssl_channel_credentials(root_certificates=self._read(self.ca))
+
+    def server_context(self, what: str) -> ssl.SSLContext:
+        """A server-side context for the HTTPS listeners (``what`` names one in errors): this
+        certificate and key, TLS 1.2 or later, HTTP/1.1 by ALPN (aiohttp speaks no HTTP/2)."""
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.set_alpn_protocols(["http/1.1"])
+        try:
+            context.load_cert_chain(self.cert, self.key)
+        except (OSError, ssl.SSLError) as error:
+            raise ConfigError(f"{what} cannot load {self.cert}: {error}") from None
+        return context
 
 
 def ca_credentials(ca: str | os.PathLike[str]) -> grpc.ChannelCredentials:

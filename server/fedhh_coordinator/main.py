@@ -10,6 +10,7 @@ from fedhh.rpc import serving
 from fedhh.rpc.credentials import load_or_create_signing_key, public_key_path, read_secret
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
 from fedhh.rpc.tls import TlsFiles
+from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.control import GrpcAggregator
@@ -71,19 +72,34 @@ async def serve(args: argparse.Namespace) -> None:
                                           tls, args.dashboard_host, args.dashboard_port,
                                           args.insecure)
     dashboard_port = dashboard.port if dashboard is not None else None
+    web = None
+    if args.web_listen:
+        from fedhh.rpc.connect import ConnectServer, procedures, split_listen  # aiohttp
+
+        # The device calls only, with the gRPC port's receive cap and credential checks.
+        web = ConnectServer("coordinator's Connect port",
+                            procedures(pb.DESCRIPTOR.services_by_name["DeviceService"], devices,
+                                       credential_checks),
+                            MAX_RECEIVE_BYTES, tls, args.web_origin, args.web_max_connections)
+        await web.start(*split_listen(args.web_listen), args.insecure)
+    web_port = web.port if web is not None else None
     await server.start()
     await serving.set_serving(health, SERVICES)
     runner_task = asyncio.create_task(runner.serve(), name="runner")
     if args.ready_file:
         write_ready(args.ready_file, {"port": port, "metrics_port": metrics_port,
                                        "dashboard_port": dashboard_port,
+                                       "web_port": web_port,
                                        "public_key": str(public_key_path(args.signing_key))})
     log.info("coordinator serving", extra={"port": port, "metrics_port": metrics_port,
-                                           "dashboard_port": dashboard_port})
+                                           "dashboard_port": dashboard_port,
+                                           "web_port": web_port})
     try:
         await serving.wait_for_signal(server)
     finally:
         runner_task.cancel()
+        if web is not None:
+            await web.close()
         if dashboard is not None:
             await dashboard.close()
         await aggregator.close()

@@ -18,7 +18,6 @@ import io
 import json
 import logging
 import math
-import ssl
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
@@ -111,12 +110,7 @@ class Dashboard:
         when ``insecure``; returns the bound port."""
         context = None
         if self.tls is not None:
-            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            context.minimum_version = ssl.TLSVersion.TLSv1_2
-            try:
-                context.load_cert_chain(self.tls.cert, self.tls.key)
-            except (OSError, ssl.SSLError) as error:
-                raise ConfigError(f"the dashboard cannot load {self.tls.cert}: {error}") from None
+            context = self.tls.server_context("the dashboard")
         elif not (insecure and is_loopback(f"{host}:{port}")):
             raise ConfigError(f"the dashboard on {host}:{port} needs TLS files (--tls-dir); "
                               "plaintext only with --insecure on loopback")

@@ -1,0 +1,383 @@
+"""The Connect protocol's unary calls (https://connectrpc.com/docs/protocol) in front of a
+service's own gRPC servicers, so that a browser, which cannot speak gRPC, reaches the same
+methods with the same TLS, credentials and limits.
+
+A call is ``POST /<package>.<Service>/<Method>`` with ``Content-Type: application/proto`` and
+the request message as the body; the answer is HTTP 200 with the response message, or an
+error status with ``{"code": ..., "message": ...}`` as JSON. Each call is handed to the
+servicer method gRPC calls, with a :class:`ConnectContext` in place of gRPC's context: its
+metadata are the request's headers, its deadline the ``Connect-Timeout-Ms`` header, its peer
+the client's address as gRPC writes it (so per-address limits count both ports together), and
+its ``abort`` ends the call with the Connect code of the gRPC status
+(``fedhh.rpc.errors.status_errors`` chose that status, as for gRPC).
+
+Checks run in gRPC's order, and each before anything costs more than it: the route, the
+method, CORS, the content type and encoding, the timeout, then the credentials
+(``fedhh.rpc.serving.credential_check_for``, the checks gRPC's ``CredentialGate`` runs), all
+before a byte of the body is read; then the declared length against the service's receive cap
+(larger: refused unread, the connection closed), the body, read within ``body_timeout_s`` and
+cut off past the cap, and the parse (``invalid_argument``, as ``ParseErrors`` answers).
+Client-streaming and server-streaming methods are not served (a browser uploads a masked
+vector with the unary ``SubmitMaskedVector``).
+
+The port is an aiohttp server in the service's event loop behind
+``fedhh.rpc.http_listener.Listener``: at most ``max_connections`` held, a TLS handshake and
+the first request head each within 10 s. It serves TLS from the service's files, or plaintext
+on loopback only, like gRPC (``fedhh.rpc.serving.bind``). Requests from a browser page are
+answered only for the configured origins (CORS preflight and the call itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import grpc
+from aiohttp import web
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
+
+from fedhh.errors import ConfigError, FedhhError
+from fedhh.rpc.errors import details_of
+from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Listener, RequestLog
+from fedhh.rpc.serving import CredentialCheck, credential_check_for, is_loopback
+from fedhh.rpc.tls import TlsFiles
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/proto"
+PROTOCOL_VERSION = "1"
+# Every gRPC status as Connect's code and HTTP status (the protocol's table).
+CODES: dict[grpc.StatusCode, tuple[str, int]] = {
+    grpc.StatusCode.CANCELLED: ("canceled", 499),
+    grpc.StatusCode.UNKNOWN: ("unknown", 500),
+    grpc.StatusCode.INVALID_ARGUMENT: ("invalid_argument", 400),
+    grpc.StatusCode.DEADLINE_EXCEEDED: ("deadline_exceeded", 504),
+    grpc.StatusCode.NOT_FOUND: ("not_found", 404),
+    grpc.StatusCode.ALREADY_EXISTS: ("already_exists", 409),
+    grpc.StatusCode.PERMISSION_DENIED: ("permission_denied", 403),
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ("resource_exhausted", 429),
+    grpc.StatusCode.FAILED_PRECONDITION: ("failed_precondition", 400),
+    grpc.StatusCode.ABORTED: ("aborted", 409),
+    grpc.StatusCode.OUT_OF_RANGE: ("out_of_range", 400),
+    grpc.StatusCode.UNIMPLEMENTED: ("unimplemented", 501),
+    grpc.StatusCode.INTERNAL: ("internal", 500),
+    grpc.StatusCode.UNAVAILABLE: ("unavailable", 503),
+    grpc.StatusCode.DATA_LOSS: ("data_loss", 500),
+    grpc.StatusCode.UNAUTHENTICATED: ("unauthenticated", 401),
+}
+# The request headers a page may send (CORS preflight), and how long a browser may keep that.
+ALLOWED_HEADERS = "Authorization, Connect-Protocol-Version, Connect-Timeout-Ms, Content-Type"
+PREFLIGHT_MAX_AGE_S = 7200
+# Devices hold a long-poll each (GetTask, AwaitStage), so a port holds one connection per
+# device at a time that it serves; the operator sizes this against the open-file limit.
+MAX_CONNECTIONS = 512
+BODY_TIMEOUT_S = 10.0
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
+
+Handler = Callable[[Message, "ConnectContext"], Awaitable[Message]]
+
+
+class ConnectAbort(grpc.aio.AbortError):
+    """Raised by :meth:`ConnectContext.abort`: the call ends with ``code`` and ``details``.
+    An ``AbortError``, so that ``status_errors`` lets it through as it does gRPC's."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+class ConnectContext:
+    """What the servicers ask of ``grpc.aio.ServicerContext``, for a Connect call."""
+
+    def __init__(self, metadata: tuple[tuple[str, str], ...], peer: str,
+                 deadline: float | None) -> None:
+        self._metadata = metadata
+        self._peer = peer
+        self._deadline = deadline  # the event loop's clock
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata
+
+    def peer(self) -> str:
+        return self._peer
+
+    def time_remaining(self) -> float | None:
+        if self._deadline is None:
+            return None
+        return max(0.0, self._deadline - asyncio.get_running_loop().time())
+
+    async def abort(self, code: grpc.StatusCode, details: str = "",
+                    trailing_metadata: object = ()) -> None:
+        raise ConnectAbort(code, details)
+
+
+@dataclass(frozen=True)
+class Procedure:
+    """One unary method: its path, its request type, the servicer's method, and the credential
+    check that runs before its body is read (None: the method checks its own)."""
+
+    path: str
+    request_type: type[Message]
+    handler: Handler
+    check: CredentialCheck | None = None
+
+
+def procedures(service: ServiceDescriptor, servicer: object,
+               checks: Mapping[str, CredentialCheck] | None = None,
+               only: Iterable[str] | None = None) -> list[Procedure]:
+    """The unary methods of ``service`` (those named in ``only``, if given) served by
+    ``servicer``'s methods of the same names, with the credential checks gRPC's server has
+    (``checks`` as :class:`fedhh.rpc.serving.CredentialGate` takes them)."""
+    wanted = None if only is None else set(only)
+    out = []
+    for method in service.methods:
+        if wanted is not None and method.name not in wanted:
+            continue
+        if method.client_streaming or method.server_streaming:
+            if wanted is not None:
+                raise ConfigError(f"{service.full_name}.{method.name} streams: the Connect "
+                                  "port serves unary methods only")
+            continue
+        path = f"/{service.full_name}/{method.name}"
+        out.append(Procedure(path, GetMessageClass(method.input_type),
+                             getattr(servicer, method.name),
+                             credential_check_for(checks or {}, path)))
+    if wanted is not None and len(out) != len(wanted):
+        raise ConfigError(f"{service.full_name} has no unary methods "
+                          f"{sorted(wanted - {p.path.rsplit('/', 1)[1] for p in out})}")
+    return out
+
+
+def check_origins(origins: Sequence[str]) -> tuple[str, ...]:
+    """Origins as a browser sends them (``https://host[:port]``), checked."""
+    for origin in origins:
+        if not _ORIGIN.fullmatch(origin):
+            raise ConfigError(f"a web origin is scheme://host[:port] with no path, got "
+                              f"{origin!r}")
+    return tuple(origins)
+
+
+def split_listen(address: str) -> tuple[str, int]:
+    """(host, port) of ``HOST:PORT`` (``[::1]:PORT`` for IPv6)."""
+    host, sep, port = address.rpartition(":")
+    if not (sep and host and port.isascii() and port.isdigit() and int(port) <= 65535):
+        raise ConfigError(f"a listen address is HOST:PORT, got {address!r}")
+    return host.strip("[]"), int(port)
+
+
+def peer_of(request: web.BaseRequest) -> str:
+    """The client's address as gRPC names a peer (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``)."""
+    transport = request.transport
+    name = transport.get_extra_info("peername") if transport is not None else None
+    if not name:
+        return ""
+    host, port = str(name[0]), int(name[1])
+    return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
+
+
+class ConnectError(Exception):
+    """A call refused by the port itself, before the servicer ran."""
+
+    def __init__(self, code: grpc.StatusCode, message: str, http_status: int | None = None,
+                 headers: Mapping[str, str] | None = None, close: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.http_status = http_status
+        self.headers = dict(headers or {})
+        self.close = close
+
+
+def _timeout_s(header: str | None) -> float | None:
+    if header is None:
+        return None
+    if not (header.isascii() and header.isdigit() and 1 <= len(header) <= 10):
+        raise ConnectError(grpc.StatusCode.INVALID_ARGUMENT,
+                           "Connect-Timeout-Ms must be 1 to 10 digits")
+    return int(header) / 1000
+
+
+class ConnectServer:
+    """The Connect port of a service: ``await start(host, port)``, ``await close()``."""
+
+    def __init__(self, name: str, served: Sequence[Procedure], max_request_bytes: int,
+                 tls: TlsFiles | None, origins: Sequence[str] = (),
+                 max_connections: int = MAX_CONNECTIONS,
+                 body_timeout_s: float = BODY_TIMEOUT_S) -> None:
+        if not 1024 <= max_request_bytes <= 16 << 20:
+            raise ConfigError(f"max_request_bytes must be in [1 KiB, 16 MiB], got "
+                              f"{max_request_bytes}")
+        if not 1 <= max_connections <= 1 << 20:
+            raise ConfigError(f"max_connections must be in [1, {1 << 20}], got "
+                              f"{max_connections}")
+        self.name = name
+        self.procedures = {p.path: p for p in served}
+        self.max_request_bytes = max_request_bytes
+        self.tls = tls
+        self.origins = frozenset(check_origins(origins))
+        self.max_connections = max_connections
+        self.body_timeout_s = body_timeout_s
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+        self._listener: Listener | None = None
+        self.app = web.Application(client_max_size=max_request_bytes)
+        self.app.router.add_route("*", "/{path:.*}", self._serve)
+
+    async def start(self, host: str, port: int, insecure: bool = False) -> int:
+        """Serve on host:port (0: OS-chosen) with the TLS files, or in plaintext on loopback
+        when ``insecure``; returns the bound port."""
+        context = None
+        if self.tls is not None:
+            context = self.tls.server_context(f"the {self.name}")
+        elif not (insecure and is_loopback(f"{host}:{port}")):
+            raise ConfigError(f"the {self.name} on {host}:{port} needs TLS files (--tls-dir); "
+                              "plaintext only with --insecure on loopback")
+        # handler_cancellation: a call whose client went away ends, as a gRPC call does (a
+        # device's GetTask long-poll would otherwise refuse its next one until it timed out).
+        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
+                                     keepalive_timeout=HEAD_TIMEOUT_S, handler_cancellation=True,
+                                     logger=RequestLog(self.name))
+        await self._runner.setup()
+        self._listener = Listener(self._runner.server, context, self.max_connections,
+                                  name=self.name)
+        try:
+            self.port = self._listener.bind(host, port)
+        except ConfigError:
+            await self._runner.cleanup()
+            raise
+        self._listener.start()
+        return self.port
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # ---- one request -----------------------------------------------------------------------
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
+        if self._listener is not None:
+            self._listener.saw_request(request.protocol)
+        origin = request.headers.get("Origin")
+        try:
+            if request.method == "OPTIONS":
+                return self._preflight(request, origin)
+            response = await self._call(request, origin)
+        except ConnectError as error:
+            response = self._error(error.code, error.message, error.http_status, error.headers)
+            if error.close:
+                response.force_close()
+        except ConnectAbort as abort:
+            response = self._error(abort.code, details_of(abort))
+        except TimeoutError:
+            response = self._error(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                   "the call's Connect-Timeout-Ms passed")
+        except Exception:  # a bug: a generic answer, the traceback in the log
+            log.exception("Connect call failed", extra={"path": request.path[:200]})
+            response = self._error(grpc.StatusCode.INTERNAL, "internal error")
+        self._secure(response, origin)
+        return response
+
+    async def _call(self, request: web.Request, origin: str | None) -> web.Response:
+        procedure = self.procedures.get(request.path)
+        if procedure is None:
+            raise ConnectError(grpc.StatusCode.UNIMPLEMENTED,
+                               "no such method on this port", http_status=404)
+        if request.method != "POST":
+            raise ConnectError(grpc.StatusCode.UNIMPLEMENTED, "Connect calls are POSTs",
+                               http_status=405, headers={"Allow": "POST"})
+        if origin is not None and origin not in self.origins:
+            raise ConnectError(grpc.StatusCode.PERMISSION_DENIED,
+                               "this origin may not call the service")
+        media = request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+        if media != CONTENT_TYPE:
+            raise ConnectError(grpc.StatusCode.UNIMPLEMENTED,
+                               f"the body must be {CONTENT_TYPE} (binary protobuf)",
+                               http_status=415, headers={"Accept-Post": CONTENT_TYPE})
+        encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding != "identity":
+            raise ConnectError(grpc.StatusCode.UNIMPLEMENTED,
+                               "compressed requests are not accepted (identity only)")
+        version = request.headers.get("Connect-Protocol-Version")
+        if version is not None and version != PROTOCOL_VERSION:
+            raise ConnectError(grpc.StatusCode.INVALID_ARGUMENT,
+                               f"Connect-Protocol-Version must be {PROTOCOL_VERSION}")
+        timeout_s = _timeout_s(request.headers.get("Connect-Timeout-Ms"))
+        metadata = tuple((k.lower(), v) for k, v in request.headers.items())
+        if procedure.check is not None:
+            try:
+                procedure.check(metadata)
+            except FedhhError as error:
+                raise ConnectError(grpc.StatusCode.UNAUTHENTICATED, details_of(error),
+                                   close=True) from None
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_s is None else loop.time() + timeout_s
+        async with asyncio.timeout_at(deadline):
+            body = await self._body(request)
+            try:
+                message = procedure.request_type.FromString(body)
+            except Exception as error:  # protobuf's DecodeError, or anything a parser raises
+                raise ConnectError(grpc.StatusCode.INVALID_ARGUMENT, "the request does not "
+                                   f"parse: {' '.join(str(error).split())[:200]}") from None
+            del body
+            context = ConnectContext(metadata, peer_of(request), deadline)
+            answer = await procedure.handler(message, context)
+        return web.Response(body=answer.SerializeToString(), content_type=CONTENT_TYPE)
+
+    async def _body(self, request: web.Request) -> bytes:
+        """The body, at most the receive cap: a larger one is refused unread when its length
+        is declared, else once the cap is passed; either way the connection is closed."""
+        cap = self.max_request_bytes
+        too_large = ConnectError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                 f"the request is larger than this service's {cap} bytes",
+                                 close=True)
+        if request.content_length is not None and request.content_length > cap:
+            raise too_large
+        body = bytearray()
+        try:
+            async with asyncio.timeout(self.body_timeout_s):
+                while chunk := await request.content.readany():
+                    body += chunk
+                    if len(body) > cap:
+                        raise too_large
+        except TimeoutError:
+            raise ConnectError(grpc.StatusCode.DEADLINE_EXCEEDED, "the request body did not "
+                               f"arrive within {self.body_timeout_s:g} s", close=True) from None
+        return bytes(body)
+
+    def _preflight(self, request: web.Request, origin: str | None) -> web.Response:
+        asked = request.headers.get("Access-Control-Request-Method")
+        if (origin is None or origin not in self.origins or asked != "POST"
+                or request.path not in self.procedures):
+            return web.Response(status=403, text="this origin may not call the service")
+        return web.Response(status=204, headers={
+            "Access-Control-Allow-Methods": "POST",
+            "Access-Control-Allow-Headers": ALLOWED_HEADERS,
+            "Access-Control-Max-Age": str(PREFLIGHT_MAX_AGE_S)})
+
+    def _error(self, code: grpc.StatusCode, message: str, http_status: int | None = None,
+               headers: Mapping[str, str] | None = None) -> web.Response:
+        name, status = CODES.get(code, CODES[grpc.StatusCode.UNKNOWN])
+        body = json.dumps({"code": name, "message": message})
+        return web.Response(text=body, status=http_status or status,
+                            content_type="application/json", headers=headers)
+
+    def _secure(self, response: web.Response, origin: str | None) -> None:
+        headers = response.headers
+        headers["X-Content-Type-Options"] = "nosniff"
+        headers["Cache-Control"] = "no-store"
+        if self.tls is not None:
+            headers["Strict-Transport-Security"] = "max-age=31536000"
+        if origin is not None and origin in self.origins:
+            headers["Access-Control-Allow-Origin"] = origin
+        headers["Vary"] = "Origin"
+

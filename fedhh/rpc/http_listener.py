@@ -1,0 +1,204 @@
+"""The listening socket of an aiohttp server that runs inside a gRPC service's process (the
+coordinator's dashboard, the Connect port of the coordinator and the aggregator:
+``fedhh.rpc.connect``), accepted here rather than by aiohttp's site, so that it can never take
+the service's open files (issue 28).
+
+Every connection such a server holds is a file the gRPC server cannot open. With aiohttp's own
+site, a connection that never finished its request head was kept for the keep-alive timeout
+(75 s), and however many came: with the open-file limit at 1,024 (a common container default),
+998 half-sent heads filled the dashboard's table and new gRPC connections timed out for 28 s
+and more. Here
+
+- at most ``max_connections`` are held (TLS handshakes under way included); one over is closed
+  as soon as it is accepted, before a byte of it is read, so its file is back at once;
+- a TLS handshake must end within ``head_timeout_s``, and then the first request head must
+  arrive within as long again (a connection that has not sent one is aborted); later heads are
+  bounded by the keep-alive timeout the application runner gets (the same figure).
+
+``RequestLog`` is aiohttp's server logger for such a server: a request that does not parse (an
+8 KB cookie, a bad header) is the client's doing, so it is one WARNING naming the client and
+the error with at most a short, escaped prefix of what it sent; aiohttp logged it at ERROR with
+a traceback quoting the sender's bytes (issue 28).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import ssl
+import sys
+from typing import Any
+
+from aiohttp.http_exceptions import HttpProcessingError
+
+from fedhh.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# The dashboard's figure: an operator's browser holds a few connections per tab (pages, assets,
+# one live stream). The Connect port passes its own.
+MAX_CONNECTIONS = 64
+# Enough for a TLS handshake or a request head on a slow link; far below what lets a script
+# hold a connection for free.
+HEAD_TIMEOUT_S = 10.0
+BACKLOG = 128
+
+
+class Listener:
+    """Accepts connections for aiohttp's ``server`` (a protocol factory) under the limits above.
+    ``saw_request(request.protocol)`` marks a connection whose first head arrived."""
+
+    def __init__(self, server: Any, context: ssl.SSLContext | None,
+                 max_connections: int = MAX_CONNECTIONS,
+                 head_timeout_s: float = HEAD_TIMEOUT_S, name: str = "dashboard") -> None:
+        self.server = server
+        self.name = name
+        self.context = context
+        self.max_connections = max_connections
+        self.head_timeout_s = head_timeout_s
+        self.refused = 0  # connections closed on arrival, over the limit
+        self._sock: socket.socket | None = None
+        self._handshaking = 0
+        self._answered: set[Any] = set()  # of those, the ones whose first head came
+        self._pending_heads: set[Any] = set()  # connections waiting for their head deadline
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def held(self) -> int:
+        """Connections held now: in their TLS handshake, or handed to aiohttp."""
+        return self._handshaking + len(self.server.connections)
+
+    def bind(self, host: str, port: int) -> int:
+        """Listen on host:port (0: OS-chosen); the bound port."""
+        try:
+            family, kind, proto, _, address = socket.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+            sock = socket.socket(family, kind, proto)
+        except OSError as error:
+            raise ConfigError(f"the {self.name} cannot listen on {host}:{port}: "
+                              f"{error.strerror}") from None
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(BACKLOG)
+            sock.setblocking(False)
+        except OSError as error:
+            sock.close()
+            raise ConfigError(f"the {self.name} cannot listen on {host}:{port}: "
+                              f"{error.strerror}") from None
+        self._sock = sock
+        return int(sock.getsockname()[1])
+
+    def start(self) -> None:
+        if self._sock is None:
+            raise ConfigError(f"bind the {self.name}'s socket before starting it")
+        self._spawn(self._accept(self._sock))
+
+    def saw_request(self, protocol: Any) -> None:
+        if protocol in self._pending_heads:
+            self._answered.add(protocol)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _accept(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(sock)
+            except OSError as error:  # EMFILE and the like: the table is full, wait a little
+                log.warning(f"the {self.name} could not accept a connection",
+                            extra={"error": error.strerror})
+                await asyncio.sleep(0.1)
+                continue
+            if self.held >= self.max_connections:
+                conn.close()
+                self.refused += 1
+                continue
+            self._handshaking += 1
+            self._spawn(self._serve(conn))
+
+    async def _serve(self, conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        made: list[Any] = []
+
+        def protocol_factory() -> Any:
+            protocol = self.server()
+            made.append(protocol)
+            self._pending_heads.add(protocol)  # before any byte of a request can be read
+            return protocol
+
+        try:
+            transport, protocol = await loop.connect_accepted_socket(
+                protocol_factory, conn, ssl=self.context,
+                ssl_handshake_timeout=self.head_timeout_s if self.context else None)
+        except OSError:  # SSLError and TimeoutError are OSErrors
+            # The transport closed the socket (a failed or slow handshake).
+            for protocol in made:
+                self._pending_heads.discard(protocol)
+                self._answered.discard(protocol)
+            return
+        finally:
+            self._handshaking -= 1
+        loop.call_later(self.head_timeout_s, self._head_deadline, transport, protocol)
+
+    def _head_deadline(self, transport: asyncio.BaseTransport, protocol: Any) -> None:
+        self._pending_heads.discard(protocol)
+        if protocol in self._answered:
+            self._answered.discard(protocol)
+        elif not transport.is_closing():
+            with contextlib.suppress(Exception):
+                transport.abort()  # type: ignore[attr-defined]
+
+
+class RequestLog(logging.LoggerAdapter):
+    """aiohttp's server logger for such a server (module docstring): errors of a client's
+    request are warnings without their bytes; anything else (a bug) keeps its traceback."""
+
+    PREFIX = 60  # characters of a client's error message that are logged, escaped
+
+    def __init__(self, name: str = "dashboard") -> None:
+        super().__init__(log, {})
+        self.server_name = name
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        return msg, kwargs  # keep each call's own extra fields
+
+    @staticmethod
+    def _client_error(exc_info: Any) -> HttpProcessingError | None:
+        error = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1]
+        return error if isinstance(error, HttpProcessingError) else None
+
+    def _refused(self, level: int, args: tuple[Any, ...], error: HttpProcessingError) -> None:
+        detail = ascii(" ".join(str(error.message).split()))
+        if len(detail) > self.PREFIX:
+            detail = detail[:self.PREFIX] + "..."
+        self.log(level, f"{self.server_name}: a malformed request refused",
+                 extra={"client": str(args[1]) if len(args) > 1 else "",
+                        "status": error.code, "error": f"{type(error).__name__}: {detail}"})
+
+    def exception(self, msg: object, *args: Any, exc_info: Any = True, **kwargs: Any) -> None:
+        error = self._client_error(exc_info)
+        if error is not None:
+            self._refused(logging.WARNING, (msg, *args), error)
+        else:
+            super().exception(msg, *args, exc_info=exc_info, **kwargs)
+
+    def debug(self, msg: object, *args: Any, **kwargs: Any) -> None:
+        error = self._client_error(kwargs.get("exc_info"))
+        if error is not None:
+            self._refused(logging.DEBUG, (msg, *args), error)
+        else:
+            super().debug(msg, *args, **kwargs)
