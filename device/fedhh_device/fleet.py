@@ -100,9 +100,9 @@ class Fleet:
     def __init__(
         self,
         users: list[tuple[int, DeviceData]],
-        coordinator: grpc.aio.Channel,
+        coordinator: grpc.aio.Channel | Any,
         enrollment_tokens: dict[int, str],
-        channel_factory: Callable[[str], grpc.aio.Channel],
+        channel_factory: Callable[[str], grpc.aio.Channel | Any],
         state_dir: Path | None = None,
         seed: int | None = None,
         drop: DropPlan | None = None,
@@ -110,10 +110,12 @@ class Fleet:
         floors: Floors | None = None,
     ) -> None:
         self.users = users
-        self.stub = pb_grpc.DeviceServiceStub(coordinator)
+        # A gRPC channel, or a stub of the same shape (fedhh.rpc.connect_client.ConnectStub).
+        self.stub = (pb_grpc.DeviceServiceStub(coordinator)
+                     if isinstance(coordinator, grpc.aio.Channel) else coordinator)
         self.enrollment_tokens = enrollment_tokens
         self.channel_factory = channel_factory
-        self._aggregators: dict[str, grpc.aio.Channel] = {}
+        self._aggregators: dict[str, grpc.aio.Channel | Any] = {}
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.state_file = None if state_dir is None else Path(state_dir) / "devices.json"
         self._budgets: dict[int, DeviceBudget] = {}
@@ -284,7 +286,7 @@ class Fleet:
                                                     self.floors.budget_period_s)
         return self._budgets[user]
 
-    def _aggregator(self, address: str) -> grpc.aio.Channel:
+    def _aggregator(self, address: str) -> grpc.aio.Channel | Any:
         if address not in self._aggregators:
             self._aggregators[address] = self.channel_factory(address)
         return self._aggregators[address]

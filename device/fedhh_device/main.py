@@ -10,6 +10,7 @@ import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
@@ -42,6 +43,31 @@ def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channe
     return make
 
 
+def connect_stubs(args: argparse.Namespace) -> tuple[Any, Callable[[str], Any]]:
+    """``--connect``: a Connect stub (``fedhh.rpc.connect_client``) of the coordinator's device
+    service at --coordinator, and a factory of stubs of the aggregators' device service at the
+    web addresses --connect-aggregator maps their gRPC addresses to."""
+    from fedhh.rpc.connect_client import ConnectChannel, ConnectStub  # aiohttp
+    from fedhh.v1 import aggregator_pb2, coordinator_pb2
+
+    web: dict[str, str] = {}
+    for pair in args.connect_aggregator:
+        grpc_address, sep, web_address = pair.partition("=")
+        if not (sep and grpc_address and web_address):
+            raise ConfigError(f"--connect-aggregator is GRPC_ADDRESS=WEB_ADDRESS, got {pair!r}")
+        web[grpc_address] = web_address
+
+    def aggregator(address: str) -> Any:
+        if address not in web:
+            raise ConfigError(f"no --connect-aggregator gives the web port of {address}")
+        return ConnectStub(ConnectChannel(web[address], args.ca, args.insecure),
+                           aggregator_pb2.DESCRIPTOR.services_by_name["SecureAggregation"])
+
+    coordinator = ConnectStub(ConnectChannel(args.coordinator, args.ca, args.insecure),
+                              coordinator_pb2.DESCRIPTOR.services_by_name["DeviceService"])
+    return coordinator, aggregator
+
+
 async def serve(args: argparse.Namespace) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -66,8 +92,12 @@ async def serve(args: argparse.Namespace) -> None:
         words = tuple(dataset.vocabulary[i] for i in items.tolist())
         hosted.append((user, DeviceData(words, np.asarray(counts, dtype=np.int64))))
     tokens = tokens_for(args.enrollment_tokens_file, [user for user, _ in hosted])
-    make_channel = channel_factory(args)
-    coordinator = make_channel(args.coordinator)
+    make_channel: Callable[[str], Any]
+    if args.connect:
+        coordinator, make_channel = connect_stubs(args)
+    else:
+        make_channel = channel_factory(args)
+        coordinator = make_channel(args.coordinator)
     fleet = Fleet(hosted, coordinator, tokens, make_channel, state_dir, args.seed,
                   DropPlan(args.drop_rate, args.drop_stage), stop,
                   Floors(max_eps_local=args.max_eps_local, min_cohort=args.min_cohort,

@@ -93,7 +93,7 @@ class Floors:
                             security_bits=self.security_bits)
 
 
-async def run_secure_aggregation(channel: grpc.aio.Channel, task: pb.Task,
+async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
                                  key: Ed25519PrivateKey, round_keys: RoundKeys,
                                  coordinator_public: bytes,
                                  ones: np.ndarray, drop_at: Stage | None, stats: Any,

@@ -31,6 +31,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--coordinator", required=True, help="coordinator address HOST:PORT")
     p.add_argument("--ca", help="CA certificate (PEM) that signed the services' certificates")
     p.add_argument("--insecure", action="store_true", help="plaintext, loopback addresses only")
+    p.add_argument("--connect", action="store_true",
+                   help="speak the Connect protocol (HTTP/1.1) to the services' web ports, as "
+                        "a browser does: --coordinator is then the coordinator's --web-listen "
+                        "address, and each aggregator a task names is reached at the address "
+                        "--connect-aggregator maps it to")
+    p.add_argument("--connect-aggregator", action="append", default=[],
+                   metavar="GRPC_ADDRESS=WEB_ADDRESS",
+                   help="with --connect: the web port (HOST:PORT) of the aggregator that tasks "
+                        "name by its gRPC address; repeat for more")
     p.add_argument("--dataset", default="shakespeare", help="dataset name or path")
     p.add_argument("--users", default=":",
                    help="users to host: START:END, shard i/N, or tokens (the users that "

@@ -186,13 +186,12 @@ class ConnectError(Exception):
     """A call refused by the port itself, before the servicer ran."""
 
     def __init__(self, code: grpc.StatusCode, message: str, http_status: int | None = None,
-                 headers: Mapping[str, str] | None = None, close: bool = False) -> None:
+                 headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.http_status = http_status
         self.headers = dict(headers or {})
-        self.close = close
 
 
 def _timeout_s(header: str | None) -> float | None:
@@ -241,9 +240,11 @@ class ConnectServer:
                               "plaintext only with --insecure on loopback")
         # handler_cancellation: a call whose client went away ends, as a gRPC call does (a
         # device's GetTask long-poll would otherwise refuse its next one until it timed out).
+        # lingering_time 0: a body left unread (a refused call) is never read afterwards; the
+        # connection is closed instead (aiohttp would read, and inflate, up to 10 s of it).
         self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
                                      keepalive_timeout=HEAD_TIMEOUT_S, handler_cancellation=True,
-                                     logger=RequestLog(self.name))
+                                     lingering_time=0, logger=RequestLog(self.name))
         await self._runner.setup()
         self._listener = Listener(self._runner.server, context, self.max_connections,
                                   name=self.name)
@@ -270,12 +271,11 @@ class ConnectServer:
         origin = request.headers.get("Origin")
         try:
             if request.method == "OPTIONS":
-                return self._preflight(request, origin)
-            response = await self._call(request, origin)
+                response = self._preflight(request, origin)
+            else:
+                response = await self._call(request, origin)
         except ConnectError as error:
             response = self._error(error.code, error.message, error.http_status, error.headers)
-            if error.close:
-                response.force_close()
         except ConnectAbort as abort:
             response = self._error(abort.code, details_of(abort))
         except TimeoutError:
@@ -284,6 +284,8 @@ class ConnectServer:
         except Exception:  # a bug: a generic answer, the traceback in the log
             log.exception("Connect call failed", extra={"path": request.path[:200]})
             response = self._error(grpc.StatusCode.INTERNAL, "internal error")
+        if not request.content.is_eof():
+            response.force_close()  # the body is not read: the connection ends with this answer
         self._secure(response, origin)
         return response
 
@@ -317,8 +319,7 @@ class ConnectServer:
             try:
                 procedure.check(metadata)
             except FedhhError as error:
-                raise ConnectError(grpc.StatusCode.UNAUTHENTICATED, details_of(error),
-                                   close=True) from None
+                raise ConnectError(grpc.StatusCode.UNAUTHENTICATED, details_of(error)) from None
         loop = asyncio.get_running_loop()
         deadline = None if timeout_s is None else loop.time() + timeout_s
         async with asyncio.timeout_at(deadline):
@@ -338,8 +339,7 @@ class ConnectServer:
         is declared, else once the cap is passed; either way the connection is closed."""
         cap = self.max_request_bytes
         too_large = ConnectError(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                 f"the request is larger than this service's {cap} bytes",
-                                 close=True)
+                                 f"the request is larger than this service's {cap} bytes")
         if request.content_length is not None and request.content_length > cap:
             raise too_large
         body = bytearray()
@@ -351,13 +351,14 @@ class ConnectServer:
                         raise too_large
         except TimeoutError:
             raise ConnectError(grpc.StatusCode.DEADLINE_EXCEEDED, "the request body did not "
-                               f"arrive within {self.body_timeout_s:g} s", close=True) from None
+                               f"arrive within {self.body_timeout_s:g} s") from None
         return bytes(body)
 
     def _preflight(self, request: web.Request, origin: str | None) -> web.Response:
         asked = request.headers.get("Access-Control-Request-Method")
         if (origin is None or origin not in self.origins or asked != "POST"
                 or request.path not in self.procedures):
+            # (no Access-Control-Allow-Origin: _secure adds it for the configured origins only)
             return web.Response(status=403, text="this origin may not call the service")
         return web.Response(status=204, headers={
             "Access-Control-Allow-Methods": "POST",

@@ -108,6 +108,13 @@ class LocalTopology:
     def address(self, name: str) -> str:
         return f"127.0.0.1:{self.services[name].ready['port']}"
 
+    def web_address(self, name: str) -> str:
+        """Where a service started with ``--web-listen`` serves the Connect protocol."""
+        port = self.services[name].ready.get("web_port")
+        if port is None:
+            raise StateError(f"{name} serves no Connect port (start it with --web-listen)")
+        return f"127.0.0.1:{port}"
+
     def _transport(self) -> list[str]:
         return ["--tls-dir", str(self.workdir / "tls")] if self.tls else ["--insecure"]
 
@@ -159,9 +166,16 @@ class LocalTopology:
         return self._start("coordinator", args)
 
     def start_devices(self, name: str, dataset: str, users: str,
-                      extra: list[str] | None = None) -> Service:
+                      extra: list[str] | None = None, connect: bool = False) -> Service:
+        """A device process; with ``connect``, its devices speak the Connect protocol to the
+        coordinator's and the aggregator's web ports (started with ``--web-listen``)."""
         transport = ["--ca", str(self.workdir / "tls" / "ca.pem")] if self.tls else ["--insecure"]
-        args = ["device", "--coordinator", self.address("coordinator"), *transport,
+        coordinator = self.address("coordinator")
+        if connect:
+            coordinator = self.web_address("coordinator")
+            transport += ["--connect", "--connect-aggregator",
+                          f"{self.address('aggregator')}={self.web_address('aggregator')}"]
+        args = ["device", "--coordinator", coordinator, *transport,
                 "--dataset", dataset, "--users", users,
                 "--enrollment-tokens-file", str(self.enrollment_tokens(name, dataset, users)),
                 "--state-dir", str(self.workdir / name),

@@ -1,0 +1,138 @@
+"""A client of the Connect port (``fedhh.rpc.connect``) shaped like a grpc.aio stub, so that
+the device code that runs over gRPC (``fedhh_device.fleet.Fleet``,
+``fedhh.rpc.device_client.participate``) runs unchanged over Connect: ``fedhh device
+--connect`` and the tests of the port use it. A browser uses ``@connectrpc/connect-web``.
+
+``stub.Method(request, metadata=..., timeout=...)`` POSTs the request as
+``application/proto`` with ``Connect-Timeout-Ms`` and returns the response message, or raises
+``grpc.aio.AioRpcError`` with the gRPC status of the Connect error code (UNAVAILABLE when the
+port cannot be reached, DEADLINE_EXCEEDED when the answer does not come in time), so callers'
+retries and outcomes are those of gRPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import aiohttp
+import grpc
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
+
+from fedhh.errors import ConfigError
+from fedhh.rpc.connect import CODES, CONTENT_TYPE, PROTOCOL_VERSION
+from fedhh.rpc.serving import is_loopback
+
+_STATUS = {name: code for code, (name, _) in CODES.items()}
+# What a Connect client infers from an HTTP status when the body is no Connect error.
+_HTTP = {400: grpc.StatusCode.INTERNAL, 401: grpc.StatusCode.UNAUTHENTICATED,
+         403: grpc.StatusCode.PERMISSION_DENIED, 404: grpc.StatusCode.UNIMPLEMENTED,
+         429: grpc.StatusCode.UNAVAILABLE, 502: grpc.StatusCode.UNAVAILABLE,
+         503: grpc.StatusCode.UNAVAILABLE, 504: grpc.StatusCode.UNAVAILABLE}
+Metadata = Sequence[tuple[str, str]]
+
+
+def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+
+class ConnectChannel:
+    """One HTTP client session to a Connect port at ``address`` (HOST:PORT): HTTPS trusting
+    ``ca`` (a PEM file), or plaintext when ``insecure`` (loopback only)."""
+
+    def __init__(self, address: str, ca: str | None = None, insecure: bool = False) -> None:
+        if insecure:
+            if not is_loopback(address):
+                raise ConfigError(f"plaintext to {address} is not allowed (loopback only)")
+            self.base, self._ssl = f"http://{address}", None
+        elif ca:
+            self.base = f"https://{address}"
+            try:
+                self._ssl = ssl.create_default_context(cafile=ca)
+            except (OSError, ssl.SSLError) as error:
+                raise ConfigError(f"cannot read CA file {ca}: {error}") from None
+        else:
+            raise ConfigError("give the CA that signed the services' certificates, or ask "
+                              "for plaintext on loopback")
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:  # made in the running loop, on first use
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._ssl if self._ssl else False,
+                                               limit=0))
+        return self._session
+
+    async def call(self, path: str, request: Message, response_type: type[Message],
+                   metadata: Metadata | None = None, timeout: float | None = None
+                   ) -> Message:
+        headers = {"Content-Type": CONTENT_TYPE, "Connect-Protocol-Version": PROTOCOL_VERSION}
+        if timeout is not None:
+            headers["Connect-Timeout-Ms"] = str(max(1, int(timeout * 1000)))
+        for key, value in metadata or ():
+            headers[key] = value
+        try:
+            async with asyncio.timeout(timeout), self._client().post(
+                    self.base + path, data=request.SerializeToString(),
+                    headers=headers) as answer:
+                body = await answer.read()
+                status, media = answer.status, answer.content_type
+        except TimeoutError:
+            raise _error(grpc.StatusCode.DEADLINE_EXCEEDED, "no answer in time") from None
+        except aiohttp.ClientError as error:
+            raise _error(grpc.StatusCode.UNAVAILABLE, f"{type(error).__name__}: {error}") \
+                from None
+        if status == 200 and media == CONTENT_TYPE:
+            try:
+                return response_type.FromString(body)
+            except Exception as error:  # protobuf's DecodeError
+                raise _error(grpc.StatusCode.INTERNAL, f"the answer does not parse: {error}") \
+                    from None
+        code, details = _HTTP.get(status, grpc.StatusCode.UNKNOWN), f"HTTP {status}"
+        if media == "application/json":
+            try:
+                parsed = json.loads(body)
+                code = _STATUS.get(str(parsed.get("code")), grpc.StatusCode.UNKNOWN)
+                details = str(parsed.get("message", ""))
+            except (ValueError, AttributeError):
+                pass
+        raise _error(code, details)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+class ConnectStub:
+    """The unary methods of ``service`` over ``channel``, as attributes named like a gRPC
+    stub's (``await stub.GetTask(request, metadata=..., timeout=...)``); ``close()`` closes
+    the channel."""
+
+    def __init__(self, channel: ConnectChannel, service: ServiceDescriptor) -> None:
+        self.channel = channel
+        self._methods: dict[str, Callable[..., Awaitable[Any]]] = {}
+        for method in service.methods:
+            if not (method.client_streaming or method.server_streaming):
+                self._methods[method.name] = self._method(
+                    f"/{service.full_name}/{method.name}", GetMessageClass(method.output_type))
+
+    def _method(self, path: str, response_type: type[Message]) -> Callable[..., Awaitable[Any]]:
+        async def call(request: Message, metadata: Metadata | None = None,
+                       timeout: float | None = None) -> Any:
+            return await self.channel.call(path, request, response_type, metadata, timeout)
+        return call
+
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+        try:
+            return self.__dict__["_methods"][name]
+        except KeyError:
+            raise AttributeError(f"{name} is not a unary method of this service") from None
+
+    async def close(self) -> None:
+        await self.channel.close()
