@@ -15,10 +15,11 @@ Checks run in gRPC's order, and each before anything costs more than it: the rou
 method, CORS, the content type and encoding, the timeout, then the credentials
 (``fedhh.rpc.serving.credential_check_for``, the checks gRPC's ``CredentialGate`` runs), all
 before a byte of the body is read; then the declared length against the service's receive cap
-(larger: refused unread, the connection closed), the body, read within ``body_timeout_s`` and
-cut off past the cap, and the parse (``invalid_argument``, as ``ParseErrors`` answers).
+(larger: refused unread), the body, read within ``body_timeout_s`` and cut off past the cap,
+and the parse (``invalid_argument``, as ``ParseErrors`` answers).
 Client-streaming and server-streaming methods are not served (a browser uploads a masked
-vector with the unary ``SubmitMaskedVector``).
+vector with the unary ``SubmitMaskedVector``). A refused call whose body has not all arrived
+ends its connection: what is left of the body is never read.
 
 The port is an aiohttp server in the service's event loop behind
 ``fedhh.rpc.http_listener.Listener``: at most ``max_connections`` held, a TLS handshake and
@@ -336,7 +337,7 @@ class ConnectServer:
 
     async def _body(self, request: web.Request) -> bytes:
         """The body, at most the receive cap: a larger one is refused unread when its length
-        is declared, else once the cap is passed; either way the connection is closed."""
+        is declared, else once the cap is passed."""
         cap = self.max_request_bytes
         too_large = ConnectError(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                  f"the request is larger than this service's {cap} bytes")

@@ -1,0 +1,156 @@
+"""The Connect adapter (fedhh/rpc/connect.py) in process, over a servicer of the coordinator's
+DeviceService whose methods say what they were given: the context adapter (metadata, peer,
+deadline), the error map shared with gRPC, the caps, and the configuration checks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import grpc
+import pytest
+
+from fedhh.errors import AuthenticationError, ConfigError, NotFoundError
+from fedhh.rpc.connect import CODES, ConnectServer, check_origins, procedures, split_listen
+from fedhh.rpc.connect_client import ConnectChannel, ConnectStub
+from fedhh.rpc.errors import status_errors
+from fedhh.v1 import aggregator_pb2 as agg_pb
+from fedhh.v1 import coordinator_pb2 as pb
+
+DEVICES = pb.DESCRIPTOR.services_by_name["DeviceService"]
+PROTO = {"Content-Type": "application/proto"}
+
+
+class Echo:
+    """Enroll answers with what its context held; GetTask raises what its label asks for."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    @status_errors
+    async def Enroll(self, request: pb.EnrollRequest, context: Any) -> pb.EnrollResponse:
+        remaining = context.time_remaining()
+        label = json.dumps({"peer": context.peer(),
+                            "metadata": dict(context.invocation_metadata()),
+                            "remaining": remaining})
+        self.seen.append(request.label)
+        return pb.EnrollResponse(device_id=7, credential=label.encode())
+
+    @status_errors
+    async def GetTask(self, request: pb.GetTaskRequest, context: Any) -> pb.GetTaskResponse:
+        if request.device_id == 1:
+            raise NotFoundError("no such thing")
+        if request.device_id == 2:
+            raise RuntimeError("a bug with secrets in it")
+        await asyncio.sleep(request.wait_ms / 1000)
+        return pb.GetTaskResponse(retry_after_ms=5)
+
+
+def _gate(metadata: tuple[tuple[str, str | bytes], ...]) -> None:
+    if ("authorization", "Bearer ok") not in metadata:
+        raise AuthenticationError("no")
+
+
+async def _server(servicer: Echo, cap: int = 4096) -> ConnectServer:
+    server = ConnectServer("test port", procedures(
+        DEVICES, servicer, {"/fedhh.v1.DeviceService/GetTask": _gate}), cap, None,
+        ["https://ok.example"])
+    await server.start("127.0.0.1", 0, insecure=True)
+    return server
+
+
+def test_every_grpc_status_has_one_connect_code() -> None:
+    assert set(CODES) == set(grpc.StatusCode) - {grpc.StatusCode.OK}
+    assert len({name for name, _ in CODES.values()}) == len(CODES)
+    assert CODES[grpc.StatusCode.UNAUTHENTICATED] == ("unauthenticated", 401)
+    assert CODES[grpc.StatusCode.RESOURCE_EXHAUSTED] == ("resource_exhausted", 429)
+
+
+def test_configuration_is_checked() -> None:
+    assert check_origins(["https://a.example", "http://127.0.0.1:8080", "https://[::1]:3"])
+    for bad in ["*", "https://a.example/", "a.example", "https://a.example/path", "null"]:
+        with pytest.raises(ConfigError):
+            check_origins([bad])
+    assert split_listen("0.0.0.0:8443") == ("0.0.0.0", 8443)
+    assert split_listen("[::1]:0") == ("::1", 0)
+    for bad in ["8443", "host:", ":80", "host:99999"]:
+        with pytest.raises(ConfigError):
+            split_listen(bad)
+    service = agg_pb.DESCRIPTOR.services_by_name["SecureAggregation"]
+    with pytest.raises(ConfigError, match="unary"):
+        procedures(service, Echo(), only=["SubmitMaskedInput"])
+
+    async def plaintext_elsewhere() -> None:
+        server = ConnectServer("test port", procedures(DEVICES, Echo()), 4096, None)
+        with pytest.raises(ConfigError, match="TLS"):
+            await server.start("0.0.0.0", 0, insecure=True)
+    asyncio.run(plaintext_elsewhere())
+
+
+def test_streaming_methods_are_not_served() -> None:
+    class Aggregation:
+        def __getattr__(self, name: str) -> Any:
+            return name
+
+    service = agg_pb.DESCRIPTOR.services_by_name["SecureAggregation"]
+    paths = {p.path for p in procedures(service, Aggregation())}
+    assert "/fedhh.v1.SecureAggregation/SubmitMaskedInput" not in paths
+    assert "/fedhh.v1.SecureAggregation/SubmitMaskedVector" in paths
+
+
+def test_calls_reach_the_servicer_with_a_grpc_shaped_context() -> None:
+    async def scenario() -> None:
+        echo = Echo()
+        server = await _server(echo)
+        base = f"http://127.0.0.1:{server.port}"
+        channel = ConnectChannel(f"127.0.0.1:{server.port}", insecure=True)
+        stub = ConnectStub(channel, DEVICES)
+        try:
+            answer = await stub.Enroll(pb.EnrollRequest(label="x"),
+                                       metadata=(("X-Fedhh-Probe", "1"),), timeout=5.0)
+            seen = json.loads(answer.credential)
+            assert seen["peer"].startswith("ipv4:127.0.0.1:")
+            assert seen["metadata"]["x-fedhh-probe"] == "1"
+            assert 0 < seen["remaining"] <= 5.0
+            # Domain errors map as gRPC maps them; a bug is INTERNAL with nothing of it shown.
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.GetTask(pb.GetTaskRequest(device_id=1),
+                                   metadata=(("authorization", "Bearer ok"),))
+            assert (refused.value.code(), refused.value.details()) == (
+                grpc.StatusCode.NOT_FOUND, "no such thing")
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.GetTask(pb.GetTaskRequest(device_id=2),
+                                   metadata=(("authorization", "Bearer ok"),))
+            assert (refused.value.code(), refused.value.details()) == (
+                grpc.StatusCode.INTERNAL, "internal error")
+            # The credential gate runs before the servicer; the deadline ends a slow call.
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.GetTask(pb.GetTaskRequest(device_id=3))
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            async with aiohttp.ClientSession() as session:
+                async with session.post(
+                        base + "/fedhh.v1.DeviceService/GetTask",
+                        data=pb.GetTaskRequest(device_id=3, wait_ms=5000).SerializeToString(),
+                        headers={**PROTO, "Authorization": "Bearer ok",
+                                 "Connect-Timeout-Ms": "50"}) as answer:
+                    assert answer.status == 504
+                    assert (await answer.json())["code"] == "deadline_exceeded"
+
+                # A body past the cap without a declared length is cut off, then refused.
+                async def chunks() -> AsyncIterator[bytes]:
+                    for _ in range(8):
+                        yield b"\x0a" * 1024
+
+                async with session.post(base + "/fedhh.v1.DeviceService/Enroll",
+                                        data=chunks(), headers=PROTO) as answer:
+                    assert answer.status == 429
+                    assert (await answer.json())["code"] == "resource_exhausted"
+            assert echo.seen == ["x"]
+        finally:
+            await channel.close()
+            await server.close()
+
+    asyncio.run(scenario())
