@@ -5,7 +5,10 @@ on 127.0.0.1 (OS-chosen ports, TLS from a fresh development CA, fresh secrets), 
 user of the dataset as a device, runs one OptPrefixTree discovery, prints the heavy hitters,
 the rounds and the privacy spent, and stops everything. With --dashboard the coordinator also
 serves its web dashboard: its address is printed when the services are up (watch the rounds
-live), and the stack stays up after the run until Ctrl-C.
+live), and the stack stays up after the run until Ctrl-C. With --web the coordinator and the
+aggregator also serve their device calls over the Connect protocol (the port web devices use,
+fedhh/rpc/connect.py), and the last device process speaks only Connect (`fedhh device
+--connect`), beside the others on gRPC.
 
 The defaults fit the small real corpus (Shakespeare: about 1,400 speaking characters, each a
 device). A sum over so few devices hides each report less than one over the paper's 1.6 million,
@@ -68,6 +71,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dashboard", action="store_true",
                    help="serve the coordinator's web dashboard, print its address, and keep "
                         "the stack up after the run until Ctrl-C")
+    p.add_argument("--web", action="store_true",
+                   help="also serve the device calls over the Connect protocol (for web "
+                        "devices), print those addresses, and run the last device process "
+                        "over them")
     add_run_arguments(p, Mode.NETWORK, defaults=UP_DEFAULTS, exclude=DERIVED)
 
 
@@ -95,18 +102,21 @@ def run(args: argparse.Namespace) -> int:
           flush=True)
     started = time.monotonic()
     with LocalTopology(args.workdir, tls=not args.insecure) as topo:
-        topo.start_aggregator()
-        topo.start_coordinator(["--dashboard-port", "0"] if args.dashboard else None)
+        web = ["--web-listen", "127.0.0.1:0"] if args.web else []
+        topo.start_aggregator(web)
+        topo.start_coordinator([*web, *(["--dashboard-port", "0"] if args.dashboard else [])])
         per = -(-devices // processes)
         extra = ["--min-cohort", str(min_devices)]
         extra += ["--seed", str(args.seed)] if args.seed is not None else []
-        for i in range(processes):
-            lo, hi = i * per, min((i + 1) * per, devices)
-            if lo < hi:
-                topo.start_devices(f"devices-{i}", args.dataset, f"{lo}:{hi}", extra)
+        starts = [i * per for i in range(processes) if i * per < devices]
+        for i, lo in enumerate(starts):
+            topo.start_devices(f"devices-{i}", args.dataset, f"{lo}:{min(lo + per, devices)}",
+                               extra, connect=args.web and i == len(starts) - 1)
         topo.wait_for_devices()
         print(f"services up in {time.monotonic() - started:.1f} s (workdir {topo.workdir})",
               flush=True)
+        if args.web:
+            announce_web(topo, secure=not args.insecure, devices=devices - starts[-1])
         if args.dashboard:
             announce_dashboard(topo, secure=not args.insecure)
         ca = None if args.insecure else topo.workdir / "tls" / "ca.pem"
@@ -136,6 +146,13 @@ def announce_dashboard(topo: Any, secure: bool) -> None:
           f"{topo.workdir / 'admin.token'}"
           + (f"; its certificate is signed by {topo.workdir / 'tls' / 'ca.pem'}" if secure
              else "") + ")", flush=True)
+
+
+def announce_web(topo: Any, secure: bool, devices: int) -> None:
+    scheme = "https" if secure else "http"
+    print(f"Connect ports (web devices): coordinator {scheme}://"
+          f"{topo.web_address('coordinator')}, aggregator {scheme}://"
+          f"{topo.web_address('aggregator')}; {devices} of the devices use them", flush=True)
 
 
 def hold_until_interrupted() -> None:
