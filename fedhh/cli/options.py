@@ -100,6 +100,10 @@ def add_service_options(parser: argparse.ArgumentParser) -> None:
                         help="least severe level logged, as JSON lines on stderr (default INFO)")
 
 
+def _origins(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
 def add_web_options(parser: argparse.ArgumentParser, what: str) -> None:
     """The Connect port of a service's device calls (``fedhh.rpc.connect``), for browsers;
     ``what`` names the methods it serves."""
@@ -108,10 +112,11 @@ def add_web_options(parser: argparse.ArgumentParser, what: str) -> None:
                              "protobuf) on this address, for web devices: TLS from --tls-dir, "
                              "plaintext only with --insecure on loopback (port 0: OS-chosen; "
                              "default: off)")
-    parser.add_argument("--web-origin", action="append", default=[], metavar="ORIGIN",
-                        help="an origin (https://host[:port]) whose pages may call the Connect "
-                             "port (CORS); repeat for more (default: none, so only callers that "
-                             "are not browser pages)")
+    parser.add_argument("--web-origin", action="extend", type=_origins, default=[],
+                        metavar="ORIGIN[,ORIGIN...]",
+                        help="origins (https://host[:port]) whose pages may call the Connect "
+                             "port (CORS), comma-separated or repeated; empty: none (default: "
+                             "none, so only callers that are not browser pages)")
     parser.add_argument("--web-max-connections", type=positive_int, default=512,
                         help="connections the Connect port holds at once (one per device in a "
                              "long-poll; default 512)")
