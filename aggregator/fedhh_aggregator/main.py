@@ -140,8 +140,9 @@ async def start(settings: AggregatorSettings) -> RunningAggregator:
 async def _start_web(settings: AggregatorSettings, devices: DeviceServicer, address: str
                      ) -> ConnectServer:
     """The Connect port of the device calls: the unary ones (the masked vector as one
-    SubmitMaskedVector), the gRPC port's receive cap, and a body that must arrive as fast as an
-    upload must (``upload_idle_s``, then ``upload_min_rate``)."""
+    SubmitMaskedVector), the gRPC port's receive cap, a body that must arrive as fast as an
+    upload must (``upload_idle_s``, then ``upload_min_rate``), and as many large bodies
+    (masked vectors) read at once as uploads are buffered (``max_uploads``)."""
     from fedhh.rpc.connect import ConnectServer, procedures, split_listen  # aiohttp
 
     limits = settings.limits
@@ -150,7 +151,8 @@ async def _start_web(settings: AggregatorSettings, devices: DeviceServicer, addr
         procedures(pb.DESCRIPTOR.services_by_name["SecureAggregation"], devices),
         limits.max_message_bytes, settings.tls, settings.web_origins,
         settings.web_max_connections,
-        body_timeout_s=limits.upload_idle_s + limits.max_message_bytes / limits.upload_min_rate)
+        body_timeout_s=limits.upload_idle_s + limits.max_message_bytes / limits.upload_min_rate,
+        large_bodies=limits.max_uploads)
     await web.start(*split_listen(address), settings.insecure)
     return web
 

@@ -15,8 +15,9 @@ Checks run in gRPC's order, and each before anything costs more than it: the rou
 method, CORS, the content type and encoding, the timeout, then the credentials
 (``fedhh.rpc.serving.credential_check_for``, the checks gRPC's ``CredentialGate`` runs), all
 before a byte of the body is read; then the declared length against the service's receive cap
-(larger: refused unread), the body, read within ``body_timeout_s`` and cut off past the cap,
-and the parse (``invalid_argument``, as ``ParseErrors`` answers).
+(larger: refused unread), the body, read within ``body_timeout_s``, cut off past the cap, and
+if large read only a few at a time (``large_bodies``), and the parse (``invalid_argument``, as
+``ParseErrors`` answers).
 Client-streaming and server-streaming methods are not served (a browser uploads a masked
 vector with the unary ``SubmitMaskedVector``). A refused call whose body has not all arrived
 ends its connection: what is left of the body is never read.
@@ -31,6 +32,7 @@ answered only for the configured origins (CORS preflight and the call itself).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -79,6 +81,10 @@ PREFLIGHT_MAX_AGE_S = 7200
 # device at a time that it serves; the operator sizes this against the open-file limit.
 MAX_CONNECTIONS = 512
 BODY_TIMEOUT_S = 10.0
+# Bodies above this many bytes are read a few at a time (``large_bodies``): the check-ins and
+# the stage messages of a device are below it; masked vectors and oversized junk are not.
+SMALL_BODY_BYTES = 64 * 1024
+LARGE_BODIES = 32
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
 
 Handler = Callable[[Message, "ConnectContext"], Awaitable[Message]]
@@ -210,7 +216,8 @@ class ConnectServer:
     def __init__(self, name: str, served: Sequence[Procedure], max_request_bytes: int,
                  tls: TlsFiles | None, origins: Sequence[str] = (),
                  max_connections: int = MAX_CONNECTIONS,
-                 body_timeout_s: float = BODY_TIMEOUT_S) -> None:
+                 body_timeout_s: float = BODY_TIMEOUT_S,
+                 large_bodies: int = LARGE_BODIES) -> None:
         if not 1024 <= max_request_bytes <= 16 << 20:
             raise ConfigError(f"max_request_bytes must be in [1 KiB, 16 MiB], got "
                               f"{max_request_bytes}")
@@ -224,6 +231,7 @@ class ConnectServer:
         self.origins = frozenset(check_origins(origins))
         self.max_connections = max_connections
         self.body_timeout_s = body_timeout_s
+        self._large_bodies = asyncio.Semaphore(large_bodies)
         self.port = 0
         self._runner: web.AppRunner | None = None
         self._listener: Listener | None = None
@@ -337,15 +345,21 @@ class ConnectServer:
 
     async def _body(self, request: web.Request) -> bytes:
         """The body, at most the receive cap: a larger one is refused unread when its length
-        is declared, else once the cap is passed."""
+        is declared, else once the cap is passed. A body that is, or may be, over
+        ``SMALL_BODY_BYTES`` is read only while fewer than ``large_bodies`` others are, so the
+        port holds at most ``max_connections`` small bodies and ``large_bodies`` large ones.
+        The body must arrive within ``body_timeout_s``, the wait for its turn included."""
         cap = self.max_request_bytes
         too_large = ConnectError(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                  f"the request is larger than this service's {cap} bytes")
-        if request.content_length is not None and request.content_length > cap:
+        length = request.content_length
+        if length is not None and length > cap:
             raise too_large
         body = bytearray()
         try:
-            async with asyncio.timeout(self.body_timeout_s):
+            async with asyncio.timeout(self.body_timeout_s), contextlib.AsyncExitStack() as turn:
+                if length is None or length > SMALL_BODY_BYTES:
+                    await turn.enter_async_context(self._large_bodies)
                 while chunk := await request.content.readany():
                     body += chunk
                     if len(body) > cap:

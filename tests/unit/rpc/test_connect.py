@@ -154,3 +154,37 @@ def test_calls_reach_the_servicer_with_a_grpc_shaped_context() -> None:
             await server.close()
 
     asyncio.run(scenario())
+
+
+def test_large_bodies_are_read_a_few_at_a_time() -> None:
+    """With room for one large body, a second waits for its turn (here past its deadline)
+    while small calls go on."""
+    async def scenario() -> None:
+        echo = Echo()
+        server = ConnectServer("test port", procedures(DEVICES, echo), 1 << 20, None,
+                               body_timeout_s=3.0, large_bodies=1)
+        await server.start("127.0.0.1", 0, insecure=True)
+        base = f"http://127.0.0.1:{server.port}/fedhh.v1.DeviceService/Enroll"
+        _, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        try:  # a large body that trickles: it holds the one turn until its 3 s are up
+            writer.write(b"POST /fedhh.v1.DeviceService/Enroll HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Type: application/proto\r\nContent-Length: 100000\r\n\r\n"
+                         b"\x0a\x05")
+            await writer.drain()
+            while not server._large_bodies.locked():  # the trickling call has the turn
+                await asyncio.sleep(0.01)
+            large = pb.EnrollRequest(label="L", attestation=b"a" * 70_000).SerializeToString()
+            async with aiohttp.ClientSession() as session:
+                async with session.post(base, data=pb.EnrollRequest(label="s")
+                                        .SerializeToString(), headers=PROTO) as answer:
+                    assert answer.status == 200
+                async with session.post(base, data=large, headers={
+                        **PROTO, "Connect-Timeout-Ms": "500"}) as answer:
+                    assert answer.status == 504
+                    assert (await answer.json())["code"] == "deadline_exceeded"
+            assert echo.seen == ["s"]
+        finally:
+            writer.close()
+            await server.close()
+
+    asyncio.run(scenario())
