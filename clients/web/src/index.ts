@@ -14,3 +14,4 @@ export * as aggregatorWire from "./gen/fedhh/v1/aggregator_pb.js";
 export * from "./graph.js";
 export * from "./merkle.js";
 export * from "./device.js";
+export * from "./wire.js";

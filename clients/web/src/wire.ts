@@ -1,0 +1,127 @@
+/**
+ * The wire to the services: the Connect protocol (unary calls, binary protobuf) over the
+ * browser's fetch, to the Connect ports the coordinator and the aggregator serve beside gRPC
+ * (`--web-listen`, fedhh/rpc/connect.py). The clients are generated from the same service
+ * descriptors as the messages (`src/gen`), so a path or a type cannot drift from `proto/`.
+ *
+ * `CoordinatorClient` is the device's side of fedhh.v1.DeviceService, as
+ * fedhh_device/fleet.py uses it over gRPC: enrol once with a one-time token, then check in
+ * with fresh round keys until a task comes, and act on a task only once the coordinator's
+ * signatures over it and its round config verify (`verifyTask`).
+ */
+
+import { create } from "@bufbuild/protobuf";
+import { type Client, type Transport, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-web";
+
+import { type Bytes, own, toHex } from "./bytes.js";
+import { SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
+import {
+  DeviceService,
+  EnrollRequestSchema,
+  GetTaskRequestSchema,
+  type Task,
+} from "./gen/fedhh/v1/coordinator_pb.js";
+import { KEY_BYTES, ed25519PublicFromSeed, sha256 } from "./primitives.js";
+import { type RandomSource, systemRandom } from "./random.js";
+import { AuthenticationError, verifyTask } from "./task.js";
+
+/**
+ * A Connect transport to one service's port (`https://host:port`), binary protobuf. `fetch`
+ * is the global one unless given (a page's, or Node's).
+ */
+export function connectTransport(baseUrl: string, fetchImpl?: typeof globalThis.fetch): Transport {
+  return createConnectTransport({
+    baseUrl,
+    useBinaryFormat: true,
+    ...(fetchImpl === undefined ? {} : { fetch: fetchImpl }),
+  });
+}
+
+/** The aggregator's device calls (AdvertiseKeys, AwaitStage, SubmitShares, ...). */
+export function aggregatorClient(transport: Transport): Client<typeof SecureAggregation> {
+  return createClient(SecureAggregation, transport);
+}
+
+/** What enrolment gives a device, kept for its lifetime (the page stores it). */
+export interface Identity {
+  deviceId: bigint;
+  credential: Bytes;
+  /** The 32-byte Ed25519 seed of the device's identity key. */
+  identitySeed: Bytes;
+  /** The coordinator's raw Ed25519 key, pinned at enrolment: it signs every task. */
+  coordinatorPublic: Bytes;
+}
+
+/** The round keys' public halves a check-in presents (fresh X25519 keys for each round). */
+export interface RoundPublicKeys {
+  cPk: Uint8Array;
+  sPk: Uint8Array;
+}
+
+/** What one check-in brought: a verified task, or how long to wait before the next. */
+export type CheckIn =
+  | { kind: "task"; task: Task; taskBytes: Bytes; digest: Bytes }
+  | { kind: "wait"; retryAfterMs: number };
+
+// A GetTask long-poll asks to be held this long (the coordinator caps it at 60 s); the call's
+// own deadline leaves room for the answer to travel back.
+export const GET_TASK_WAIT_MS = 55_000;
+const ANSWER_MARGIN_MS = 10_000;
+
+export class CoordinatorClient {
+  private readonly client: Client<typeof DeviceService>;
+
+  constructor(transport: Transport, private readonly random: RandomSource = systemRandom) {
+    this.client = createClient(DeviceService, transport);
+  }
+
+  /** Enrol with the operator's one-time token: a fresh identity key, bound to a device id. */
+  async enroll(token: string, label = ""): Promise<Identity> {
+    const identitySeed = this.random(KEY_BYTES);
+    const response = await this.client.enroll(create(EnrollRequestSchema, {
+      enrollmentToken: new TextEncoder().encode(token),
+      identityPublicKey: ed25519PublicFromSeed(identitySeed),
+      label,
+    }));
+    if (response.credential.length !== 32 || response.coordinatorPublicKey.length !== KEY_BYTES) {
+      throw new AuthenticationError("the enrolment answer is malformed");
+    }
+    return {
+      deviceId: response.deviceId,
+      credential: own(response.credential),
+      identitySeed,
+      coordinatorPublic: own(response.coordinatorPublicKey),
+    };
+  }
+
+  /**
+   * One check-in: waits up to `waitMs` for this device's task. A task is returned only if the
+   * coordinator signed it and it is this device's; `knownTask` (the digest of the last task
+   * taken) makes the coordinator hold the call while that task is still current.
+   */
+  async checkIn(identity: Identity, keys: RoundPublicKeys, knownTask: Uint8Array = new Uint8Array(),
+                waitMs = GET_TASK_WAIT_MS, signal?: AbortSignal): Promise<CheckIn> {
+    const response = await this.client.getTask(create(GetTaskRequestSchema, {
+      deviceId: identity.deviceId, waitMs, knownTask, cPk: keys.cPk, sPk: keys.sPk,
+    }), {
+      headers: { Authorization: bearer(identity) },
+      timeoutMs: waitMs + ANSWER_MARGIN_MS,
+      ...(signal === undefined ? {} : { signal }),
+    });
+    if (response.outcome.case !== "task") {
+      return { kind: "wait", retryAfterMs: response.outcome.value ?? 1000 };
+    }
+    const signed = response.outcome.value;
+    const task = verifyTask(signed.task, signed.signature, identity.coordinatorPublic);
+    if (task.deviceId !== identity.deviceId) {
+      throw new AuthenticationError("the task is for another device");
+    }
+    return { kind: "task", task, taskBytes: own(signed.task), digest: await sha256(signed.task) };
+  }
+}
+
+/** `Authorization` of a device's calls: `Bearer <device id>.<credential hex>`. */
+export function bearer(identity: Identity): string {
+  return `Bearer ${identity.deviceId.toString()}.${toHex(identity.credential)}`;
+}

@@ -1,0 +1,59 @@
+/**
+ * The web client's wire against the real services (tests/web/test_web_wire.py starts them):
+ * `node dist/test/wire_probe.js '<json>'` with the coordinator's and the aggregator's Connect
+ * URLs and a fresh enrolment token. It enrols, checks in with fresh round keys, and makes the
+ * calls the services must refuse, printing one JSON line of what happened; the Python test
+ * checks it against the services' state.
+ */
+
+import { ConnectError } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
+
+import { toHex } from "../src/bytes.js";
+import { AwaitStageRequestSchema } from "../src/gen/fedhh/v1/aggregator_pb.js";
+import { x25519FromSeed } from "../src/primitives.js";
+import { systemRandom } from "../src/random.js";
+import {
+  CoordinatorClient, aggregatorClient, connectTransport,
+} from "../src/wire.js";
+
+interface Probe { coordinator: string; aggregator: string; token: string }
+
+async function refusal(call: () => Promise<unknown>): Promise<string> {
+  try {
+    await call();
+    return "ok";
+  } catch (error) {
+    return error instanceof ConnectError ? `${error.code}:${error.rawMessage}` : String(error);
+  }
+}
+
+async function main(): Promise<void> {
+  const probe = JSON.parse(process.argv[2] ?? "{}") as Probe;
+  const coordinator = new CoordinatorClient(connectTransport(probe.coordinator));
+  const out: Record<string, unknown> = {};
+  out.wrongToken = await refusal(() => coordinator.enroll("ab".repeat(32)));
+  const identity = await coordinator.enroll(probe.token, "web probe");
+  out.deviceId = identity.deviceId.toString();
+  out.credential = toHex(identity.credential);
+  out.coordinatorPublic = toHex(identity.coordinatorPublic);
+  out.replay = await refusal(() => coordinator.enroll(probe.token));
+  const keys = { cPk: x25519FromSeed(systemRandom(32)).public,
+                 sPk: x25519FromSeed(systemRandom(32)).public };
+  const first = await coordinator.checkIn(identity, keys, new Uint8Array(), 1);
+  out.checkIn = first.kind === "wait" ? `wait:${first.retryAfterMs}` : "task";
+  out.cPk = toHex(keys.cPk);
+  const stranger = { ...identity, credential: new Uint8Array(32) };
+  out.wrongCredential = await refusal(() => coordinator.checkIn(stranger, keys, new Uint8Array(), 1));
+  out.lowOrderKeys = await refusal(() => coordinator.checkIn(
+    identity, { cPk: keys.cPk, sPk: new Uint8Array(32) }, new Uint8Array(), 1));
+  const aggregator = aggregatorClient(connectTransport(probe.aggregator));
+  out.unknownRound = await refusal(() => aggregator.awaitStage(create(AwaitStageRequestSchema, {
+    sessionId: new Uint8Array(32).fill(1), stage: 1, waitMs: 1 })));
+  process.stdout.write(`${JSON.stringify(out)}\n`);
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.exit(1);
+});
