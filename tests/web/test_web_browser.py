@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import http.server
 import shutil
-import tempfile
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -24,8 +23,6 @@ if REASON is not None:
     pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>fedhh web device vectors</title></head>
 <body>running<script type="module" src="checks.js"></script></body></html>
@@ -62,25 +59,8 @@ def page_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    for program in (CHROMIUM, CHROMEDRIVER):
-        if shutil.which(program) is None:
-            pytest.fail(f"{program} is missing: `apt-get install chromium chromium-driver` "
-                        "(python3 bootstrap.py test installs them)")
-    with tempfile.TemporaryDirectory(prefix="fedhh-chromium-") as profile:
-        options = webdriver.ChromeOptions()
-        options.binary_location = CHROMIUM
-        for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                     "--disable-background-networking", "--disable-component-update",
-                     "--disable-sync", f"--user-data-dir={profile}"):
-            options.add_argument(flag)
-        driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-        try:
-            yield driver
-        finally:
-            driver.quit()
+    with webkit.chromium() as driver:
+        yield driver
 
 
 def test_python_vectors_pass_in_chromium(page_url: str, browser: Any) -> None:

@@ -1,21 +1,29 @@
-"""The web client's wire (clients/web/src/wire.ts: @connectrpc/connect-web over Node's fetch)
-against the real coordinator and aggregator, started with their Connect ports (TLS from a dev
-CA, which Node trusts through NODE_EXTRA_CA_CERTS): it enrols with a minted token, checks in
-with fresh round keys, and gets the services' Connect errors for a wrong token, a replayed
-enrolment (the token is spent), a wrong credential, low-order round keys and an unknown round. What it enrolled is
-the coordinator's record: the credential it got serves the device on the gRPC port too."""
+"""The web client's wire (clients/web/src/wire.ts: @connectrpc/connect-web over fetch) against
+the real coordinator and aggregator, started with their Connect ports (TLS from a dev CA):
+test/wire_probe.ts enrols with a minted token, checks in with fresh round keys, and gets the
+services' Connect errors for a wrong token, a spent token, a wrong credential, low-order round
+keys and an unknown round. It runs in Node (which trusts the CA through NODE_EXTRA_CA_CERTS)
+and in a headless Chromium page served from another origin, the one the services allow
+(--web-origin), so the CORS preflights are part of it. What it enrolled is the coordinator's
+record: the credential it got serves the device on the gRPC port too."""
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import os
+import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 import webkit
+from cryptography.hazmat.primitives import serialization
 from networked_kit import COORDINATOR_FLAGS
 
 from fedhh.rpc.admin_client import AdminClient
@@ -31,33 +39,65 @@ if REASON is not None:
     pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = pytest.mark.slow
+PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>fedhh web wire</title></head>
+<body>running<script type="module" src="wire.js"></script></body></html>
+"""
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
 
 @pytest.fixture(scope="module")
-def topo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTopology]:
+def dist() -> Path:
+    try:
+        return webkit.build()
+    except webkit.BuildError as error:
+        pytest.fail(str(error))
+
+
+@pytest.fixture(scope="module")
+def page_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """A directory served on an OS-chosen port, and its origin (known before the services
+    start, which allow it)."""
+    root = tmp_path_factory.mktemp("wire-page")
+    handler = functools.partial(_Quiet, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def topo(tmp_path_factory: pytest.TempPathFactory, page_root: tuple[Path, str]
+         ) -> Iterator[LocalTopology]:
     root = tmp_path_factory.mktemp("web-wire")
+    web = ["--web-listen", "127.0.0.1:0", "--web-origin", page_root[1]]
     with LocalTopology(root / "topology", env={"FEDHH_CACHE": str(root / "cache")}) as topo:
-        topo.start_aggregator(["--web-listen", "127.0.0.1:0"])
-        topo.start_coordinator([*COORDINATOR_FLAGS, "--web-listen", "127.0.0.1:0"])
+        topo.start_aggregator(web)
+        topo.start_coordinator([*COORDINATOR_FLAGS, *web])
         yield topo
 
 
-def test_the_web_client_enrols_and_checks_in_over_connect(topo: LocalTopology) -> None:
-    try:
-        dist = webkit.build()
-    except webkit.BuildError as error:
-        pytest.fail(str(error))
-    ca = topo.workdir / "tls" / "ca.pem"
-    with AdminClient(topo.address("coordinator"), topo.token("admin"), ca) as admin:
+def _probe(topo: LocalTopology) -> dict[str, str]:
+    with AdminClient(topo.address("coordinator"), topo.token("admin"), _ca(topo)) as admin:
         token = admin.mint_tokens(1)[0]
-    probe = {"coordinator": f"https://{topo.web_address('coordinator')}",
-             "aggregator": f"https://{topo.web_address('aggregator')}", "token": token}
-    done = subprocess.run(
-        [str(webkit.NODE), str(Path(dist) / "test" / "wire_probe.js"), json.dumps(probe)],
-        capture_output=True, text=True, timeout=120, cwd=webkit.WEB,
-        env={**os.environ, "NODE_EXTRA_CA_CERTS": str(ca)})
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout)
+    return {"coordinator": f"https://{topo.web_address('coordinator')}",
+            "aggregator": f"https://{topo.web_address('aggregator')}", "token": token}
+
+
+def _ca(topo: LocalTopology) -> Path:
+    return topo.workdir / "tls" / "ca.pem"
+
+
+def _check(topo: LocalTopology, out: dict[str, Any]) -> None:
     # connect-es's codes are numbers: 3 invalid_argument, 5 not_found, 16 unauthenticated.
     assert out["wrongToken"].startswith("16:"), out
     assert out["replay"] == "16:unknown or already used enrollment token", out  # one-time
@@ -65,22 +105,44 @@ def test_the_web_client_enrols_and_checks_in_over_connect(topo: LocalTopology) -
     assert out["wrongCredential"] == "16:unknown device or invalid credential", out
     assert out["lowOrderKeys"].startswith("3:the round keys must be"), out
     assert out["unknownRound"].startswith("5:"), out
-    public = Path(topo.services["coordinator"].ready["public_key"])
-    assert out["coordinatorPublic"] == _raw_public(public).hex()
-    # The device it enrolled is the coordinator's: its credential serves it over gRPC as well,
-    # and its check-in's round keys are now its own (another device presenting them is refused).
+    public = serialization.load_pem_public_key(
+        Path(topo.services["coordinator"].ready["public_key"]).read_bytes())
+    assert out["coordinatorPublic"] == public.public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
+    # The device it enrolled is the coordinator's: its credential serves it over gRPC too.
     device_id = int(out["deviceId"])
     bearer = (("authorization", f"Bearer {device_id}.{out['credential']}"),)
     c_pk, s_pk = RoundKeys.generate(system_random).public
-    with grpc.secure_channel(topo.address("coordinator"), ca_credentials(ca)) as channel:
-        stub = pb_grpc.DeviceServiceStub(channel)
-        idle = stub.GetTask(pb.GetTaskRequest(device_id=device_id, wait_ms=1, c_pk=c_pk,
-                                              s_pk=s_pk), metadata=bearer, timeout=30)
+    with grpc.secure_channel(topo.address("coordinator"), ca_credentials(_ca(topo))) as channel:
+        idle = pb_grpc.DeviceServiceStub(channel).GetTask(
+            pb.GetTaskRequest(device_id=device_id, wait_ms=1, c_pk=c_pk, s_pk=s_pk),
+            metadata=bearer, timeout=30)
         assert idle.WhichOneof("outcome") == "retry_after_ms"
 
 
-def _raw_public(path: Path) -> bytes:
-    from cryptography.hazmat.primitives import serialization
+def test_the_web_client_enrols_and_checks_in_from_node(topo: LocalTopology, dist: Path) -> None:
+    done = subprocess.run(
+        [str(webkit.NODE), str(dist / "test" / "wire_node.js"), json.dumps(_probe(topo))],
+        capture_output=True, text=True, timeout=120, cwd=webkit.WEB,
+        env={**os.environ, "NODE_EXTRA_CA_CERTS": str(_ca(topo))})
+    assert done.returncode == 0, done.stderr[-3000:]
+    _check(topo, json.loads(done.stdout))
 
-    key = serialization.load_pem_public_key(path.read_bytes())
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+@pytest.mark.browser
+def test_the_web_client_enrols_and_checks_in_from_a_chromium_page(
+        topo: LocalTopology, dist: Path, page_root: tuple[Path, str]) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    root, origin = page_root
+    shutil.copy(dist / "browser" / "wire.js", root / "wire.js")
+    (root / "probe.json").write_text(json.dumps(_probe(topo)))
+    (root / "index.html").write_text(PAGE)
+    # The services' certificate is signed by the test's own CA, which this throw-away profile
+    # cannot be told to trust; the connection is still TLS.
+    with webkit.chromium("--ignore-certificate-errors") as browser:
+        browser.get(f"{origin}/index.html")
+        out = WebDriverWait(browser, 60, poll_frequency=0.2).until(
+            lambda driver: driver.execute_script("return window.fedhhWire || null"))
+    assert "error" not in out, out
+    _check(topo, out)

@@ -4,17 +4,23 @@ building clients/web once per lock file, under a file lock so that two pytest-xd
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 WEB = ROOT / "clients" / "web"
 NODE, NPM = shutil.which("node"), shutil.which("npm")
 MIN_NODE = (20, 19)
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
 def _node_version() -> tuple[int, ...]:
@@ -79,3 +85,29 @@ def _sources_digest() -> str:
     for path in inputs:
         digest.update(str(path.relative_to(WEB)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def chromium(*flags: str) -> Iterator[Any]:
+    """Debian's headless Chromium through chromedriver (selenium), with a throw-away profile;
+    ``flags`` are added to its command line."""
+    import pytest
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    for program in (CHROMIUM, CHROMEDRIVER):
+        if shutil.which(program) is None:
+            pytest.fail(f"{program} is missing: `apt-get install chromium chromium-driver` "
+                        "(python3 bootstrap.py test installs them)")
+    with tempfile.TemporaryDirectory(prefix="fedhh-chromium-") as profile:
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                     "--disable-background-networking", "--disable-component-update",
+                     "--disable-sync", f"--user-data-dir={profile}", *flags):
+            options.add_argument(flag)
+        driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+        try:
+            yield driver
+        finally:
+            driver.quit()

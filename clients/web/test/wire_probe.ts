@@ -1,9 +1,10 @@
 /**
- * The web client's wire against the real services (tests/web/test_web_wire.py starts them):
- * `node dist/test/wire_probe.js '<json>'` with the coordinator's and the aggregator's Connect
- * URLs and a fresh enrolment token. It enrols, checks in with fresh round keys, and makes the
- * calls the services must refuse, printing one JSON line of what happened; the Python test
- * checks it against the services' state.
+ * The web client's wire against the real services (tests/web/test_web_wire.py starts them),
+ * given the coordinator's and the aggregator's Connect URLs and a fresh enrolment token: it
+ * enrols, checks in with fresh round keys, and makes the calls the services must refuse, and
+ * returns what happened; the Python test checks it against the services' state. Run in Node
+ * (`node dist/test/wire_probe.js '<json>'`, one JSON line on stdout) and in a Chromium page
+ * (test/wire_browser.ts).
  */
 
 import { ConnectError } from "@connectrpc/connect";
@@ -17,7 +18,7 @@ import {
   CoordinatorClient, aggregatorClient, connectTransport,
 } from "../src/wire.js";
 
-interface Probe { coordinator: string; aggregator: string; token: string }
+export interface Probe { coordinator: string; aggregator: string; token: string }
 
 async function refusal(call: () => Promise<unknown>): Promise<string> {
   try {
@@ -28,8 +29,7 @@ async function refusal(call: () => Promise<unknown>): Promise<string> {
   }
 }
 
-async function main(): Promise<void> {
-  const probe = JSON.parse(process.argv[2] ?? "{}") as Probe;
+export async function runProbe(probe: Probe): Promise<Record<string, unknown>> {
   const coordinator = new CoordinatorClient(connectTransport(probe.coordinator));
   const out: Record<string, unknown> = {};
   out.wrongToken = await refusal(() => coordinator.enroll("ab".repeat(32)));
@@ -50,10 +50,5 @@ async function main(): Promise<void> {
   const aggregator = aggregatorClient(connectTransport(probe.aggregator));
   out.unknownRound = await refusal(() => aggregator.awaitStage(create(AwaitStageRequestSchema, {
     sessionId: new Uint8Array(32).fill(1), stage: 1, waitMs: 1 })));
-  process.stdout.write(`${JSON.stringify(out)}\n`);
+  return out;
 }
-
-main().catch((error: unknown) => {
-  process.stderr.write(`${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
-  process.exit(1);
-});
