@@ -24,7 +24,7 @@ import grpc
 import pytest
 import webkit
 from cryptography.hazmat.primitives import serialization
-from networked_kit import COORDINATOR_FLAGS
+from networked_kit import COORDINATOR_FLAGS, SHORT, USERS, run_config, short_dataset
 
 from fedhh.rpc.admin_client import AdminClient
 from fedhh.rpc.tls import ca_credentials
@@ -39,6 +39,7 @@ if REASON is not None:
     pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = pytest.mark.slow
+TS_DEVICES = 5
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>fedhh web wire</title></head>
 <body>running<script type="module" src="wire.js"></script></body></html>
@@ -80,9 +81,13 @@ def topo(tmp_path_factory: pytest.TempPathFactory, page_root: tuple[Path, str]
          ) -> Iterator[LocalTopology]:
     root = tmp_path_factory.mktemp("web-wire")
     web = ["--web-listen", "127.0.0.1:0", "--web-origin", page_root[1]]
+    data = short_dataset(root / "users.txt")
     with LocalTopology(root / "topology", env={"FEDHH_CACHE": str(root / "cache")}) as topo:
         topo.start_aggregator(web)
         topo.start_coordinator([*COORDINATOR_FLAGS, *web])
+        # gRPC devices for a round beside TypeScript ones (the probes' devices poll no task).
+        topo.start_devices("devices-grpc", str(data), f"0:{USERS - TS_DEVICES}")
+        topo.wait_for_devices()
         yield topo
 
 
@@ -146,3 +151,44 @@ def test_the_web_client_enrols_and_checks_in_from_a_chromium_page(
             lambda driver: driver.execute_script("return window.fedhhWire || null"))
     assert "error" not in out, out
     _check(topo, out)
+
+
+def test_typescript_devices_take_part_in_a_round_beside_grpc_devices(
+        topo: LocalTopology, dist: Path) -> None:
+    """5 TypeScript devices (src/loop.ts, src/round.ts over connect-web in Node) enrol, check
+    in, verify their tasks and run the whole SecAgg+ round through the aggregator's Connect
+    port, beside 195 Python devices on gRPC: the round releases the sum of all 200."""
+    with AdminClient(topo.address("coordinator"), topo.token("admin"), _ca(topo)) as admin:
+        tokens = admin.mint_tokens(TS_DEVICES)
+        fleet = {"coordinator": f"https://{topo.web_address('coordinator')}",
+                 "aggregator": f"https://{topo.web_address('aggregator')}", "tokens": tokens}
+        node = subprocess.Popen(
+            [str(webkit.NODE), str(dist / "test" / "web_devices.js"), json.dumps(fleet)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=webkit.WEB,
+            env={**os.environ, "NODE_EXTRA_CA_CERTS": str(_ca(topo))})
+        try:
+            assert node.stdout is not None
+            assert json.loads(node.stdout.readline()) == {"enrolled": TS_DEVICES}
+            # Enrolled, they poll for tasks; the run's check-in waits for all 200 devices.
+            admin.start_run(run_config(rounds=1, max_bits=10, dim_limit=1 << 10),
+                            run_id="typescript")
+            run = admin.wait("typescript", 300)
+            out, err = node.communicate(timeout=120)
+        finally:
+            if node.poll() is None:
+                node.kill()
+                node.wait()
+    assert node.returncode == 0, err[-3000:]
+    assert run.state == "done", run.error
+    released = [r for r in run.rounds if r.state == "released"]
+    assert len(released) == 1 and released[0].participants == USERS
+    results = json.loads(out)["results"]
+    # Each contributed its masked input; its unmask shares went in, or came after the round had
+    # enough of them ("late", FAILED_PRECONDITION), which the Python devices count the same way.
+    assert [(r["runId"], r["contributed"]) for r in results] == \
+        [("typescript", True)] * TS_DEVICES, json.dumps(results)
+    assert all(r["outcome"] == "completed" or (r["outcome"] == "late" and r["reached"] == 4)
+               for r in results), json.dumps(results)
+    with AdminClient(topo.address("coordinator"), topo.token("admin"), _ca(topo)) as admin:
+        found = {h.item for h in admin.results("typescript").heavy_hitters}
+    assert set(SHORT) <= found

@@ -15,3 +15,5 @@ export * from "./graph.js";
 export * from "./merkle.js";
 export * from "./device.js";
 export * from "./wire.js";
+export * from "./round.js";
+export * from "./loop.js";

@@ -1,0 +1,271 @@
+/**
+ * One device's SecAgg+ round over the aggregator's Connect port: the wire form of
+ * fedhh/rpc/aggregator_wire.py (messages, body digests, the signed call transcript) and the
+ * call sequence of fedhh/rpc/device_client.py's `participate`, over `SecAggDevice`.
+ *
+ * AdvertiseKeys first; then for each later stage the device's request (from the previous
+ * submission's `wait_next_ms` long-poll, else AwaitStage), the state machine's answer, and its
+ * submission, each but the first signed with the identity key over
+ * label || kind || session id || device id || SHA-256 of the body. The masked vector goes as
+ * one unary SubmitMaskedVector. What is not here yet: the Python client's retries of shed
+ * calls and its patience while a stage is open (a failed call ends this device's round).
+ */
+
+import { create } from "@bufbuild/protobuf";
+import { type Client, Code, ConnectError } from "@connectrpc/connect";
+
+import { type Bytes, concat, own, u32, utf8 } from "./bytes.js";
+import type {
+  AdvertiseKeys, ConsistencyRequest, MaskedInputRequest, SecAggDevice, ShareKeysRequest,
+  ShareKeysResponse, UnmaskRequest, UnmaskResponse,
+} from "./device.js";
+import {
+  AdvertiseKeysRequestSchema, AwaitStageRequestSchema, type AwaitStageResponse, AwaitStatus,
+  type DeviceCredentials, DeviceCredentialsSchema, type DeviceKeys, DeviceKeysSchema,
+  EncryptedShareSchema, MaskedInputHeaderSchema, MaskedVectorSchema, OwnerShareSchema,
+  type SecAggAdmission, SecAggAdmissionSchema, SecAggStage, type SecureAggregation,
+  SubmitConsistencyRequestSchema, SubmitSharesRequestSchema, SubmitUnmaskRequestSchema,
+} from "./gen/fedhh/v1/aggregator_pb.js";
+import type { Admission } from "./merkle.js";
+import { vectorBytes } from "./prg.js";
+import { ed25519Sign, sha256 } from "./primitives.js";
+import { DeviceAbort, type EncryptedShare } from "./secagg.js";
+
+/** The library's stages, numbered as fedhh.secagg.Stage (the wire's SecAggStage is one more). */
+export enum Stage { ADVERTISE_KEYS, SHARE_KEYS, MASKED_INPUT, CONSISTENCY_CHECK, UNMASK, DONE }
+
+export type CallKind = "await" | "shares" | "masked-input" | "consistency" | "unmask";
+
+const CALL_LABEL = utf8("fedhh/aggregator/v1/call");
+
+function field(data: Uint8Array): Bytes {
+  return concat(u32(data.length), data);
+}
+
+function u64(value: number): Bytes {
+  const out = new Uint8Array(8);
+  new DataView(out.buffer).setBigUint64(0, BigInt(value), false);
+  return out;
+}
+
+// -- call transcripts (aggregator_wire.py) ---------------------------------------------------
+
+export function callTranscript(kind: CallKind, sessionId: Uint8Array, deviceId: number,
+                               bodyDigest: Uint8Array): Bytes {
+  return concat(CALL_LABEL, field(utf8(kind)), field(sessionId), u32(deviceId), field(bodyDigest));
+}
+
+export function awaitDigest(stage: Stage): Promise<Bytes> {
+  return sha256(u32(stage));
+}
+
+export function sharesDigest(message: ShareKeysResponse): Promise<Bytes> {
+  return sha256(field(message.bCommitment), u32(message.shares.length),
+                ...message.shares.map((s) => concat(u32(s.src), u32(s.dst), field(s.ciphertext))));
+}
+
+export function headerDigest(totalBytes: number, vectorSha256: Uint8Array): Promise<Bytes> {
+  return sha256(u64(totalBytes), field(vectorSha256));
+}
+
+export function consistencyDigest(signature: Uint8Array): Promise<Bytes> {
+  return sha256(field(signature));
+}
+
+export function unmaskDigest(message: UnmaskResponse): Promise<Bytes> {
+  const parts: Uint8Array[] = [];
+  for (const entries of [message.bShares, message.sShares]) {
+    parts.push(u32(entries.length));
+    for (const [owner, share] of entries) parts.push(u32(owner), field(share));
+  }
+  return sha256(...parts);
+}
+
+// -- messages ---------------------------------------------------------------------------------
+
+export function admissionToPb(a: Admission): SecAggAdmission {
+  return create(SecAggAdmissionSchema, { deviceId: a.deviceId, identityKey: a.identityKey,
+                                         cPk: a.cPk, sPk: a.sPk, proof: a.proof });
+}
+
+function admissionFromPb(a: SecAggAdmission): Admission {
+  return { deviceId: a.deviceId, identityKey: a.identityKey, cPk: a.cPk, sPk: a.sPk,
+           proof: a.proof };
+}
+
+function keysToPb(message: AdvertiseKeys): DeviceKeys {
+  return create(DeviceKeysSchema, {
+    deviceId: message.deviceId, cPk: message.cPk, sPk: message.sPk,
+    ...(message.admission === null ? {} : { admission: admissionToPb(message.admission) }),
+  });
+}
+
+function sharesFromPb(shares: Array<{ src: number; dst: number; ciphertext: Uint8Array }>
+): EncryptedShare[] {
+  return shares.map((s) => ({ src: s.src, dst: s.dst, ciphertext: own(s.ciphertext) }));
+}
+
+type ServerRequest = ShareKeysRequest | MaskedInputRequest | ConsistencyRequest | UnmaskRequest;
+
+/** The library request in a READY answer (request_from_pb), or null. */
+export function requestFromPb(sessionId: Uint8Array, deviceId: number, message: AwaitStageResponse
+): ServerRequest | null {
+  const request = message.request;
+  switch (request.case) {
+    case "shareKeys":
+      return { sessionId, deviceId, roster: request.value.roster.map((e) => ({
+        sessionId, deviceId: e.deviceId, cPk: e.cPk, sPk: e.sPk,
+        admission: e.admission === undefined ? null : admissionFromPb(e.admission) })) };
+    case "maskedInput":
+      return { sessionId, deviceId, shares: sharesFromPb(request.value.shares) };
+    case "consistencyCheck":
+      return { sessionId, deviceId, survivors: [...request.value.survivors] };
+    case "unmask":
+      return { sessionId, deviceId, alive: [...request.value.alive],
+               dropped: [...request.value.dropped],
+               signatures: request.value.signatures.map((s) => [s.deviceId, s.signature]) };
+    default:
+      return null;
+  }
+}
+
+// -- the round --------------------------------------------------------------------------------
+
+/** How a device's round ended (fedhh.rpc.device_client.ParticipationEnd's values). */
+export interface RoundOutcome {
+  outcome: "completed" | "not_selected" | "late" | "round_aborted" | "device_aborted"
+    | "rejected" | "not_found" | "unavailable" | "timed_out";
+  reached: Stage;
+  contributed: boolean;
+  detail: string;
+}
+
+export interface RoundOptions {
+  /** How long each long-poll asks to be held (the aggregator caps it). */
+  pollMs?: number;
+  /** Time for a call beyond its long-poll. */
+  callTimeoutMs?: number;
+  /** Give up waiting for a stage's request after this many long-polls that found it pending. */
+  maxPolls?: number;
+}
+
+class Ended extends Error {
+  constructor(readonly result: Omit<RoundOutcome, "reached" | "contributed">) {
+    super(result.detail);
+  }
+}
+
+// Refusals that say where the round is, as device_client.py's _CODE_OUTCOMES reads them; any
+// other code means the aggregator refused the message.
+const CODE_OUTCOMES: Partial<Record<Code, RoundOutcome["outcome"]>> = {
+  [Code.Aborted]: "round_aborted", [Code.NotFound]: "not_found",
+  [Code.FailedPrecondition]: "late", [Code.Unavailable]: "unavailable",
+  [Code.Canceled]: "unavailable", [Code.DeadlineExceeded]: "timed_out",
+};
+
+/**
+ * Run `device` through its round: `ones` is its randomized report (ascending 1-bit indices),
+ * `identitySeed` and `admission` the ones the device was built with (they sign each call).
+ */
+export async function participate(aggregator: Client<typeof SecureAggregation>,
+                                  device: SecAggDevice, ones: readonly number[],
+                                  identitySeed: Uint8Array, admission: Admission,
+                                  options: RoundOptions = {}): Promise<RoundOutcome> {
+  const pollMs = options.pollMs ?? 55_000;
+  const callTimeoutMs = options.callTimeoutMs ?? 30_000;
+  const maxPolls = options.maxPolls ?? 20;
+  const sessionId = device.sessionId;
+  const deviceId = device.deviceId;
+  const credentials = (kind: CallKind, digest: Uint8Array): DeviceCredentials =>
+    create(DeviceCredentialsSchema, {
+      admission: admissionToPb(admission),
+      signature: ed25519Sign(identitySeed, callTranscript(kind, sessionId, deviceId, digest)),
+    });
+  const timeout = (waitMs: number) => ({ timeoutMs: waitMs + callTimeoutMs });
+
+  async function requestFor(stage: Stage, first: AwaitStageResponse | undefined
+  ): Promise<ServerRequest> {
+    let answer = first;
+    for (let polls = 0; ; polls++) {
+      if (answer === undefined || answer.status === AwaitStatus.PENDING) {
+        if (polls >= maxPolls) {
+          throw new Ended({ outcome: "timed_out", detail: `no ${Stage[stage]} request` });
+        }
+        answer = await aggregator.awaitStage(create(AwaitStageRequestSchema, {
+          sessionId, credentials: credentials("await", await awaitDigest(stage)),
+          stage: (stage + 1) as SecAggStage, waitMs: pollMs }), timeout(pollMs));
+        continue;
+      }
+      if (answer.status === AwaitStatus.READY) {
+        const request = requestFromPb(sessionId, deviceId, answer);
+        if (request !== null) return request;
+      }
+      const outcomes: Partial<Record<AwaitStatus, RoundOutcome["outcome"]>> = {
+        [AwaitStatus.NOT_SELECTED]: "not_selected", [AwaitStatus.CLOSED]: "late",
+        [AwaitStatus.ABORTED]: "round_aborted" };
+      throw new Ended({ outcome: outcomes[answer.status] ?? "rejected",
+                        detail: answer.abortReason || `answer ${AwaitStatus[answer.status]}` });
+    }
+  }
+
+  let reached = Stage.ADVERTISE_KEYS;
+  let contributed = false;
+  try {
+    const advertised = await aggregator.advertiseKeys(create(AdvertiseKeysRequestSchema, {
+      sessionId, keys: keysToPb(device.advertiseKeys()), waitNextMs: pollMs }), timeout(pollMs));
+    let next = advertised.next;
+    const stages = [Stage.SHARE_KEYS, Stage.MASKED_INPUT,
+                    ...(device.config.consistencyCheck ? [Stage.CONSISTENCY_CHECK] : []),
+                    Stage.UNMASK];
+    for (const stage of stages) {
+      reached = stage;
+      const request = await requestFor(stage, next);
+      const waitNextMs = stage === Stage.UNMASK ? 0 : pollMs;
+      if (stage === Stage.SHARE_KEYS) {
+        const answer = await device.shareKeys(request as ShareKeysRequest);
+        next = (await aggregator.submitShares(create(SubmitSharesRequestSchema, {
+          sessionId, credentials: credentials("shares", await sharesDigest(answer)),
+          shares: answer.shares.map((s) => create(EncryptedShareSchema, s)),
+          bCommitment: answer.bCommitment, waitNextMs }), timeout(waitNextMs))).next;
+      } else if (stage === Stage.MASKED_INPUT) {
+        const masked = await device.maskedInput(request as MaskedInputRequest, ones);
+        const data = vectorBytes(masked.vector);
+        const vectorSha256 = await sha256(data);
+        const header = create(MaskedInputHeaderSchema, {
+          sessionId, credentials: credentials("masked-input",
+                                              await headerDigest(data.length, vectorSha256)),
+          totalBytes: BigInt(data.length), waitNextMs, vectorSha256 });
+        next = (await aggregator.submitMaskedVector(create(MaskedVectorSchema, { header, data }),
+                                                    timeout(waitNextMs))).next;
+        contributed = true;
+      } else if (stage === Stage.CONSISTENCY_CHECK) {
+        const answer = await device.consistencyCheck(request as ConsistencyRequest);
+        next = (await aggregator.submitConsistency(create(SubmitConsistencyRequestSchema, {
+          sessionId, credentials: credentials("consistency",
+                                              await consistencyDigest(answer.signature)),
+          signature: answer.signature, waitNextMs }), timeout(waitNextMs))).next;
+      } else {
+        const answer = await device.unmask(request as UnmaskRequest);
+        const shares = (entries: Array<[number, Uint8Array]>) =>
+          entries.map(([owner, share]) => create(OwnerShareSchema, { owner, share }));
+        await aggregator.submitUnmask(create(SubmitUnmaskRequestSchema, {
+          sessionId, credentials: credentials("unmask", await unmaskDigest(answer)),
+          bShares: shares(answer.bShares), sShares: shares(answer.sShares) }),
+                                      timeout(0));
+      }
+    }
+    return { outcome: "completed", reached: Stage.DONE, contributed, detail: "" };
+  } catch (error) {
+    if (error instanceof Ended) return { ...error.result, reached, contributed };
+    if (error instanceof DeviceAbort) {
+      return { outcome: "device_aborted", reached, contributed, detail: error.message };
+    }
+    if (error instanceof ConnectError) {
+      // "late" with `contributed`: the stage closed before this answer, after the masked
+      // input was accepted (its report is in the sum if the round is released).
+      return { outcome: CODE_OUTCOMES[error.code] ?? "rejected", reached, contributed,
+               detail: `${Code[error.code]}: ${error.rawMessage}` };
+    }
+    throw error;
+  }
+}
