@@ -1,11 +1,17 @@
-"""The web client's wire (clients/web/src/wire.ts: @connectrpc/connect-web over fetch) against
-the real coordinator and aggregator, started with their Connect ports (TLS from a dev CA):
-test/wire_probe.ts enrols with a minted token, checks in with fresh round keys, and gets the
-services' Connect errors for a wrong token, a spent token, a wrong credential, low-order round
-keys and an unknown round. It runs in Node (which trusts the CA through NODE_EXTRA_CA_CERTS)
-and in a headless Chromium page served from another origin, the one the services allow
-(--web-origin), so the CORS preflights are part of it. What it enrolled is the coordinator's
-record: the credential it got serves the device on the gRPC port too."""
+"""The web client over the wire (clients/web/src/wire.ts, round.ts, loop.ts:
+@connectrpc/connect-web over fetch) against the real coordinator and aggregator, started with
+their Connect ports (TLS from a dev CA), in Node (which trusts the CA through
+NODE_EXTRA_CA_CERTS) and in a headless Chromium page served from another origin, the one the
+services allow (--web-origin), so the CORS preflights are part of every call:
+
+- test/wire_probe.ts enrols with a minted token, checks in with fresh round keys, and gets the
+  services' Connect errors for a wrong token, a spent token, a wrong credential, low-order
+  round keys and an unknown round; what it enrolled is the coordinator's record (its
+  credential serves the device on the gRPC port too);
+- test/web_devices.ts runs 5 TypeScript devices through a whole SecAgg+ round beside 195
+  Python devices on gRPC: enrol, check in, verify the task and config, randomize, every stage
+  signed over the aggregator's Connect port; the round releases the sum over all 200.
+"""
 
 from __future__ import annotations
 
@@ -153,42 +159,86 @@ def test_the_web_client_enrols_and_checks_in_from_a_chromium_page(
     _check(topo, out)
 
 
-def test_typescript_devices_take_part_in_a_round_beside_grpc_devices(
-        topo: LocalTopology, dist: Path) -> None:
-    """5 TypeScript devices (src/loop.ts, src/round.ts over connect-web in Node) enrol, check
-    in, verify their tasks and run the whole SecAgg+ round through the aggregator's Connect
-    port, beside 195 Python devices on gRPC: the round releases the sum of all 200."""
+DEVICES_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>fedhh web devices</title></head>
+<body>starting<script type="module" src="devices.js"></script></body></html>
+"""
+
+
+def _fleet(topo: LocalTopology, admin: AdminClient) -> dict[str, Any]:
+    return {"coordinator": f"https://{topo.web_address('coordinator')}",
+            "aggregator": f"https://{topo.web_address('aggregator')}",
+            "tokens": admin.mint_tokens(TS_DEVICES)}
+
+
+def _run_beside_grpc(topo: LocalTopology, admin: AdminClient, run_id: str) -> pb.Run:
+    """A one-round run once the TypeScript devices are enrolled and polling: the check-in
+    waits for all 200 target devices, 195 gRPC ones and these."""
+    admin.start_run(run_config(rounds=1, max_bits=10, dim_limit=1 << 10), run_id=run_id)
+    return admin.wait(run_id, 300)
+
+
+def _check_round(topo: LocalTopology, run: pb.Run, results: list[dict[str, Any]]) -> None:
+    assert run.state == "done", run.error
+    released = [r for r in run.rounds if r.state == "released"]
+    assert len(released) == 1 and released[0].participants == USERS
+    # Each contributed its masked input; its unmask shares went in, or came after the round had
+    # enough of them ("late", FAILED_PRECONDITION), which the Python devices count the same way.
+    assert [(r["runId"], r["contributed"]) for r in results] == \
+        [(run.run_id, True)] * TS_DEVICES, json.dumps(results)
+    assert all(r["outcome"] == "completed" or (r["outcome"] == "late" and r["reached"] == 4)
+               for r in results), json.dumps(results)
+    # The released sum holds the TypeScript devices' masked inputs: had their masks not
+    # cancelled, the sum would be noise and the planted items would not stand out.
     with AdminClient(topo.address("coordinator"), topo.token("admin"), _ca(topo)) as admin:
-        tokens = admin.mint_tokens(TS_DEVICES)
-        fleet = {"coordinator": f"https://{topo.web_address('coordinator')}",
-                 "aggregator": f"https://{topo.web_address('aggregator')}", "tokens": tokens}
+        found = {h.item for h in admin.results(run.run_id).heavy_hitters}
+    assert set(SHORT) <= found
+
+
+def test_typescript_devices_take_part_in_a_round_from_node(topo: LocalTopology, dist: Path
+                                                          ) -> None:
+    """5 TypeScript devices (src/loop.ts, src/round.ts over connect-web) in Node enrol, check
+    in, verify their tasks and run the whole SecAgg+ round through the Connect ports, beside
+    195 Python devices on gRPC: the round releases the sum of all 200."""
+    with AdminClient(topo.address("coordinator"), topo.token("admin"), _ca(topo)) as admin:
         node = subprocess.Popen(
-            [str(webkit.NODE), str(dist / "test" / "web_devices.js"), json.dumps(fleet)],
+            [str(webkit.NODE), str(dist / "test" / "web_devices_node.js"),
+             json.dumps(_fleet(topo, admin))],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=webkit.WEB,
             env={**os.environ, "NODE_EXTRA_CA_CERTS": str(_ca(topo))})
         try:
             assert node.stdout is not None
             assert json.loads(node.stdout.readline()) == {"enrolled": TS_DEVICES}
-            # Enrolled, they poll for tasks; the run's check-in waits for all 200 devices.
-            admin.start_run(run_config(rounds=1, max_bits=10, dim_limit=1 << 10),
-                            run_id="typescript")
-            run = admin.wait("typescript", 300)
+            run = _run_beside_grpc(topo, admin, "node")
             out, err = node.communicate(timeout=120)
         finally:
             if node.poll() is None:
                 node.kill()
                 node.wait()
     assert node.returncode == 0, err[-3000:]
-    assert run.state == "done", run.error
-    released = [r for r in run.rounds if r.state == "released"]
-    assert len(released) == 1 and released[0].participants == USERS
-    results = json.loads(out)["results"]
-    # Each contributed its masked input; its unmask shares went in, or came after the round had
-    # enough of them ("late", FAILED_PRECONDITION), which the Python devices count the same way.
-    assert [(r["runId"], r["contributed"]) for r in results] == \
-        [("typescript", True)] * TS_DEVICES, json.dumps(results)
-    assert all(r["outcome"] == "completed" or (r["outcome"] == "late" and r["reached"] == 4)
-               for r in results), json.dumps(results)
-    with AdminClient(topo.address("coordinator"), topo.token("admin"), _ca(topo)) as admin:
-        found = {h.item for h in admin.results("typescript").heavy_hitters}
-    assert set(SHORT) <= found
+    _check_round(topo, run, json.loads(out)["results"])
+
+
+@pytest.mark.browser
+def test_typescript_devices_take_part_in_a_round_from_a_chromium_page(
+        topo: LocalTopology, dist: Path, page_root: tuple[Path, str]) -> None:
+    """The same 5 devices in one headless Chromium page on the allowed origin: WebCrypto's
+    primitives, fetch and the services' CORS answers on every call of the round."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    root, origin = page_root
+    shutil.copy(dist / "browser" / "devices.js", root / "devices.js")
+    (root / "devices.html").write_text(DEVICES_PAGE)
+    with AdminClient(topo.address("coordinator"), topo.token("admin"), _ca(topo)) as admin, \
+            webkit.chromium("--ignore-certificate-errors") as browser:
+        (root / "fleet.json").write_text(json.dumps(_fleet(topo, admin)))
+        browser.get(f"{origin}/devices.html")
+        state = WebDriverWait(browser, 60, poll_frequency=0.2).until(
+            lambda driver: driver.execute_script("return window.fedhhDevices || null"))
+        assert state == {"enrolled": TS_DEVICES}, state
+        run = _run_beside_grpc(topo, admin, "chromium")
+        state = WebDriverWait(browser, 120, poll_frequency=0.2).until(
+            lambda driver: driver.execute_script(
+                "const s = window.fedhhDevices; return s && (s.results || s.error) ? s : null"))
+    assert "error" not in state, state
+    _check_round(topo, run, state["results"])
