@@ -8,7 +8,7 @@
  * index is the caller's), the lifetime budget, the lying-server (k, t) bound.
  */
 
-import type { Client } from "@connectrpc/connect";
+import { type Client, Code, ConnectError } from "@connectrpc/connect";
 
 import { type DevicePolicy, SecAggDevice } from "./device.js";
 import type { SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
@@ -18,7 +18,10 @@ import { type RandomSource, type WordSource, systemRandom, systemWords } from ".
 import { randomize } from "./randomizer.js";
 import { type RoundOptions, type RoundOutcome, participate } from "./round.js";
 import { generateRoundKeys } from "./secagg.js";
-import type { CoordinatorClient, Identity } from "./wire.js";
+import type { CheckIn, CoordinatorClient, Identity } from "./wire.js";
+
+const SHED = new Set([Code.Canceled, Code.ResourceExhausted]);
+const CHECK_IN_RETRIED = new Set([...SHED, Code.Unavailable, Code.DeadlineExceeded]);
 
 /** The floors of fedhh_device.secagg_run.Floors that the web device enforces now. */
 export interface Floors {
@@ -58,10 +61,23 @@ export async function nextRound(coordinator: CoordinatorClient, identity: Identi
   const random = options.random ?? systemRandom;
   const floors = options.floors ?? DEFAULT_FLOORS;
   const keys = generateRoundKeys(random);
-  for (;;) {
+  for (let failures = 0; ; failures++) {
     options.signal?.throwIfAborted();
-    const checkIn = await coordinator.checkIn(identity, { cPk: keys.c.public, sPk: keys.s.public },
-                                              new Uint8Array(), undefined, options.signal);
+    let checkIn: CheckIn;
+    try {
+      checkIn = await coordinator.checkIn(identity, { cPk: keys.c.public, sPk: keys.s.public },
+                                          new Uint8Array(), undefined, options.signal);
+    } catch (error) {
+      // A shed or failed check-in is asked again after a full-jitter backoff (fleet.py's
+      // GET_TASK_RETRY and GET_TASK_SHED_RETRY); a refused credential is final.
+      if (!(error instanceof ConnectError) || !CHECK_IN_RETRIED.has(error.code)) throw error;
+      const cap = SHED.has(error.code) ? 60_000 : 10_000;
+      const backoff = (options.jitter ?? Math.random)()
+        * Math.min(cap, 200 * 2 ** Math.min(failures, 30));
+      await new Promise((resolve) => setTimeout(resolve, backoff));
+      continue;
+    }
+    failures = -1;
     if (checkIn.kind === "wait") {
       await new Promise((resolve) => setTimeout(resolve, checkIn.retryAfterMs));
       continue;

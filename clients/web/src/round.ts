@@ -7,8 +7,13 @@
  * submission's `wait_next_ms` long-poll, else AwaitStage), the state machine's answer, and its
  * submission, each but the first signed with the identity key over
  * label || kind || session id || device id || SHA-256 of the body. The masked vector goes as
- * one unary SubmitMaskedVector. What is not here yet: the Python client's retries of shed
- * calls and its patience while a stage is open (a failed call ends this device's round).
+ * one unary SubmitMaskedVector. A call the service shed or could not take (unavailable,
+ * canceled) is made again up to `attempts` times with full-jitter exponential backoff, as
+ * device_client.py's RetryPolicy does: every device call is safe to repeat (the aggregator
+ * answers an identical submission `accepted: false`). A repeated submission refused because
+ * its stage closed meanwhile (an earlier attempt may have got in, its answer lost) goes on to
+ * ask for the next request, which tells. Not here yet: the Python client's patience beyond
+ * `attempts` while a stage is open.
  */
 
 import { create } from "@bufbuild/protobuf";
@@ -24,7 +29,8 @@ import {
   type DeviceCredentials, DeviceCredentialsSchema, type DeviceKeys, DeviceKeysSchema,
   EncryptedShareSchema, MaskedInputHeaderSchema, MaskedVectorSchema, OwnerShareSchema,
   type SecAggAdmission, SecAggAdmissionSchema, SecAggStage, type SecureAggregation,
-  SubmitConsistencyRequestSchema, SubmitSharesRequestSchema, SubmitUnmaskRequestSchema,
+  SubmitConsistencyRequestSchema, type SubmitResponse, SubmitResponseSchema,
+  SubmitSharesRequestSchema, SubmitUnmaskRequestSchema,
 } from "./gen/fedhh/v1/aggregator_pb.js";
 import type { Admission } from "./merkle.js";
 import { vectorBytes } from "./prg.js";
@@ -141,12 +147,46 @@ export interface RoundOutcome {
 }
 
 export interface RoundOptions {
+  /** Tries in all of a shed or unavailable call (5). */
+  attempts?: number;
+  /** Backoff of the first retry, and the cap, in ms (100, 2000). */
+  initialBackoffMs?: number;
+  maxBackoffMs?: number;
+  /** Uniform in [0, 1): only when to retry (Math.random). */
+  jitter?: () => number;
   /** How long each long-poll asks to be held (the aggregator caps it). */
   pollMs?: number;
   /** Time for a call beyond its long-poll. */
   callTimeoutMs?: number;
   /** Give up waiting for a stage's request after this many long-polls that found it pending. */
   maxPolls?: number;
+}
+
+const RETRIED = new Set([Code.Unavailable, Code.Canceled]);
+
+/**
+ * `call()`, made again on a shed or unavailable answer (module docstring). `closedSince`: what
+ * a repeated submission returns when its stage has closed since an earlier attempt.
+ */
+export async function retrying<T>(call: () => Promise<T>, options: RoundOptions,
+                                  closedSince?: () => T): Promise<T> {
+  const attempts = options.attempts ?? 5;
+  const initial = options.initialBackoffMs ?? 100;
+  const cap = options.maxBackoffMs ?? 2000;
+  const jitter = options.jitter ?? Math.random;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await call();
+    } catch (error) {
+      if (!(error instanceof ConnectError)) throw error;
+      if (attempt > 0 && closedSince !== undefined && error.code === Code.FailedPrecondition) {
+        return closedSince();
+      }
+      if (!RETRIED.has(error.code) || attempt + 1 >= attempts) throw error;
+    }
+    const backoff = jitter() * Math.min(cap, initial * 2 ** Math.min(attempt, 30));
+    await new Promise((resolve) => setTimeout(resolve, backoff));
+  }
 }
 
 class Ended extends Error {
@@ -182,6 +222,10 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
       signature: ed25519Sign(identitySeed, callTranscript(kind, sessionId, deviceId, digest)),
     });
   const timeout = (waitMs: number) => ({ timeoutMs: waitMs + callTimeoutMs });
+  // A submission with a next stage; a repeat that found its stage closed has no next request
+  // in hand, so the device asks for it (READY if an earlier attempt got in).
+  const submit = (call: () => Promise<SubmitResponse>) =>
+    retrying(call, options, () => create(SubmitResponseSchema));
 
   async function requestFor(stage: Stage, first: AwaitStageResponse | undefined
   ): Promise<ServerRequest> {
@@ -191,9 +235,10 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
         if (polls >= maxPolls) {
           throw new Ended({ outcome: "timed_out", detail: `no ${Stage[stage]} request` });
         }
-        answer = await aggregator.awaitStage(create(AwaitStageRequestSchema, {
+        const request = create(AwaitStageRequestSchema, {
           sessionId, credentials: credentials("await", await awaitDigest(stage)),
-          stage: (stage + 1) as SecAggStage, waitMs: pollMs }), timeout(pollMs));
+          stage: (stage + 1) as SecAggStage, waitMs: pollMs });
+        answer = await retrying(() => aggregator.awaitStage(request, timeout(pollMs)), options);
         continue;
       }
       if (answer.status === AwaitStatus.READY) {
@@ -211,9 +256,9 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
   let reached = Stage.ADVERTISE_KEYS;
   let contributed = false;
   try {
-    const advertised = await aggregator.advertiseKeys(create(AdvertiseKeysRequestSchema, {
-      sessionId, keys: keysToPb(device.advertiseKeys()), waitNextMs: pollMs }), timeout(pollMs));
-    let next = advertised.next;
+    const advert = create(AdvertiseKeysRequestSchema, {
+      sessionId, keys: keysToPb(device.advertiseKeys()), waitNextMs: pollMs });
+    let next = (await submit(() => aggregator.advertiseKeys(advert, timeout(pollMs)))).next;
     const stages = [Stage.SHARE_KEYS, Stage.MASKED_INPUT,
                     ...(device.config.consistencyCheck ? [Stage.CONSISTENCY_CHECK] : []),
                     Stage.UNMASK];
@@ -223,10 +268,11 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
       const waitNextMs = stage === Stage.UNMASK ? 0 : pollMs;
       if (stage === Stage.SHARE_KEYS) {
         const answer = await device.shareKeys(request as ShareKeysRequest);
-        next = (await aggregator.submitShares(create(SubmitSharesRequestSchema, {
+        const submission = create(SubmitSharesRequestSchema, {
           sessionId, credentials: credentials("shares", await sharesDigest(answer)),
           shares: answer.shares.map((s) => create(EncryptedShareSchema, s)),
-          bCommitment: answer.bCommitment, waitNextMs }), timeout(waitNextMs))).next;
+          bCommitment: answer.bCommitment, waitNextMs });
+        next = (await submit(() => aggregator.submitShares(submission, timeout(waitNextMs)))).next;
       } else if (stage === Stage.MASKED_INPUT) {
         const masked = await device.maskedInput(request as MaskedInputRequest, ones);
         const data = vectorBytes(masked.vector);
@@ -235,23 +281,26 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
           sessionId, credentials: credentials("masked-input",
                                               await headerDigest(data.length, vectorSha256)),
           totalBytes: BigInt(data.length), waitNextMs, vectorSha256 });
-        next = (await aggregator.submitMaskedVector(create(MaskedVectorSchema, { header, data }),
-                                                    timeout(waitNextMs))).next;
+        const vector = create(MaskedVectorSchema, { header, data });
+        next = (await submit(() => aggregator.submitMaskedVector(vector, timeout(waitNextMs))))
+          .next;
         contributed = true;
       } else if (stage === Stage.CONSISTENCY_CHECK) {
         const answer = await device.consistencyCheck(request as ConsistencyRequest);
-        next = (await aggregator.submitConsistency(create(SubmitConsistencyRequestSchema, {
+        const submission = create(SubmitConsistencyRequestSchema, {
           sessionId, credentials: credentials("consistency",
                                               await consistencyDigest(answer.signature)),
-          signature: answer.signature, waitNextMs }), timeout(waitNextMs))).next;
+          signature: answer.signature, waitNextMs });
+        next = (await submit(() => aggregator.submitConsistency(submission, timeout(waitNextMs))))
+          .next;
       } else {
         const answer = await device.unmask(request as UnmaskRequest);
         const shares = (entries: Array<[number, Uint8Array]>) =>
           entries.map(([owner, share]) => create(OwnerShareSchema, { owner, share }));
-        await aggregator.submitUnmask(create(SubmitUnmaskRequestSchema, {
+        const submission = create(SubmitUnmaskRequestSchema, {
           sessionId, credentials: credentials("unmask", await unmaskDigest(answer)),
-          bShares: shares(answer.bShares), sShares: shares(answer.sShares) }),
-                                      timeout(0));
+          bShares: shares(answer.bShares), sShares: shares(answer.sShares) });
+        await retrying(() => aggregator.submitUnmask(submission, timeout(0)), options);
       }
     }
     return { outcome: "completed", reached: Stage.DONE, contributed, detail: "" };

@@ -94,3 +94,41 @@ test("a low-order neighbour key aborts the key agreement", async () => {
   await assert.rejects(neighbourKeys(1, keys, systemRandom(32), peer), /bad_key/);
   assert.equal(await isValidX25519Public(new Uint8Array(31)), false);
 });
+
+test("a shed call is made again, a refused one is not, a closed stage asks what happened", async () => {
+  const { Code, ConnectError } = await import("@connectrpc/connect");
+  const { retrying } = await import("../src/round.js");
+  const fast = { jitter: () => 0 };
+  let calls = 0;
+  const flaky = async () => {
+    calls += 1;
+    if (calls < 3) throw new ConnectError("shed", Code.Unavailable);
+    return "ok";
+  };
+  assert.equal(await retrying(flaky, fast), "ok");
+  assert.equal(calls, 3);
+  calls = 0;
+  await assert.rejects(retrying(async () => {
+    calls += 1;
+    throw new ConnectError("no", Code.InvalidArgument);
+  }, fast), /no/);
+  assert.equal(calls, 1);
+  calls = 0;
+  await assert.rejects(retrying(async () => {
+    calls += 1;
+    throw new ConnectError("down", Code.Unavailable);
+  }, { ...fast, attempts: 4 }), /down/);
+  assert.equal(calls, 4);
+  // The first attempt got in but its answer was lost; the repeat finds the stage closed.
+  calls = 0;
+  const closed = await retrying(async () => {
+    calls += 1;
+    throw new ConnectError(calls === 1 ? "lost" : "closed",
+                           calls === 1 ? Code.Unavailable : Code.FailedPrecondition);
+  }, fast, () => "ask for the next request");
+  assert.equal(closed, "ask for the next request");
+  // A first attempt refused as late is late: nothing of it got in.
+  await assert.rejects(retrying(async () => {
+    throw new ConnectError("late", Code.FailedPrecondition);
+  }, fast, () => "no"), /late/);
+});
