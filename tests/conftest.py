@@ -12,7 +12,9 @@ from typing import Any
 from xdist.scheduler import LoadScopeScheduling
 
 SERVICE_FOLDERS = {"tests/integration/": "services", "tests/security/": "services",
-                   "tests/dashboard/": "services", "tests/deploy/": "docker"}
+                   "tests/dashboard/": "services", "tests/deploy/": "docker",
+                   # (a file: the web devices' rounds against the real services)
+                   "tests/web/test_web_wire.py": "services"}
 
 
 class ServiceGroups(LoadScopeScheduling):
