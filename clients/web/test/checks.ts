@@ -6,6 +6,8 @@
  */
 
 import { fromHex, toHex } from "../src/bytes.js";
+import { type BookLoader, type Codebook, Codec, CodecError, codebookFromJson, codebookFromSpec, codebookKey }
+  from "../src/codec.js";
 import { ConfigError, parseRoundConfig, sessionIdOf, verifyConfig, verifyTaskSignature }
   from "../src/config.js";
 import { GraphError, checkGraphParameters, neighboursOf, ringOrder, survivorsConnected }
@@ -281,8 +283,37 @@ async function merkle(V: Json): Promise<void> {
   }
 }
 
-/** Every check, by name (what the test runners report). */
-export function pythonChecks(V: Json): Record<string, Check> {
+/** Every built-in codec and two inline ones on every item and width, byte for byte. */
+async function codecs(V: Json, load: BookLoader): Promise<void> {
+  const items: string[] = V.codec.items;
+  const books = new Map<string, Codebook>();
+  for (const c of V.codec.cases) {
+    if (!books.has(c.spec)) books.set(c.spec, await codebookFromSpec(c.spec, load));
+    const codec = new Codec(books.get(c.spec)!, c.max_bits);
+    const got = items.map((item) => codec.encodeItem(item));
+    const name = c.spec.startsWith("{") ? "inline" : c.spec;
+    equal(got.map((g) => g.code.toString(16)), c.codes, `codes of ${name} at ${c.max_bits} bits`);
+    equal(got.map((g) => g.length), c.lengths, `lengths of ${name} at ${c.max_bits} bits`);
+    equal(got.map((g) => g.truncated), c.truncated, `truncation of ${name} at ${c.max_bits} bits`);
+  }
+  for (const [name, key] of Object.entries(V.codec.keys)) {
+    const spec = name === "inline" ? V.codec.cases.at(-1).spec : name;
+    equal(await codebookKey(await codebookFromSpec(spec, load)), key, `key of codebook ${name}`);
+  }
+  const general = await Codec.fromSpec("general", 60, load);
+  for (const item of V.codec.refused_items) {
+    throws(() => general.encode(item), CodecError, `the item ${JSON.stringify(item)}`);
+  }
+  for (const c of V.codec.refused_books) {
+    throws(() => codebookFromJson(c.json), CodecError, `the codebook with ${c.name}`);
+  }
+  await rejects(codebookFromSpec("german", load, V.codec.keys.english), /not the expected/,
+                "a served book that is not the expected one");
+  await rejects(codebookFromSpec("klingon", load), /unknown codebook/, "an unknown codebook");
+}
+
+/** Every check, by name (what the test runners report); `load` reads the trained books. */
+export function pythonChecks(V: Json, load: BookLoader): Record<string, Check> {
   const checks: Record<string, Check> = {
     "shamir: a seeded stream gives Python's shares": shamirShares,
     "shamir: reconstruction and decoding as Python, failures included": shamirReconstruct,
@@ -295,6 +326,7 @@ export function pythonChecks(V: Json): Record<string, Check> {
     "randomizer: thresholds and reports": randomizer,
     "neighbour graph: ring order, neighbours, survivor connectivity": graph,
     "cohort Merkle tree: salts, roots from proofs, admissions": merkle,
+    "codecs: every built-in and inline codebook, items of every kind": (v) => codecs(v, load),
   };
   for (const r of V.device_rounds) {
     const header = parseRoundConfig(fromHex(r.config));

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fedhh.codec import BUILTIN_NAMES, Codebook, Codec, train_codebook
 from fedhh.device.randomizer import RandomizedResponse, a0_threshold
 from fedhh.device.randomness import NumpySource
 from fedhh.rpc.tasks import TASK_CONTEXT, sign_task
@@ -389,6 +390,99 @@ def merkle_vectors() -> dict[str, Any]:
                                        "admissions": admissions}}
 
 
+CODEC_ITEMS = [
+    "a", "e", "hello", "the", "zebra", "quizzically", "Hello", "HELLO world", "don't",
+    "co-operate", "x" * 40, "abcdefghijklmnopqrstuvwxyz",
+    "Straße", "Grüße", "Äpfel und Öl", "schön", "Fußgängerübergänge",
+    "こんにちは", "日本語", "東京都", "カタカナ", "한국어", "中文", "Ελληνικά", "русский",
+    "😀", "👍🏽", "👨‍👩‍👧‍👦", "🏳️‍🌈", "❤️", "🇩🇪", "a😀b", "🙂🙃🙂",
+    "https://www.example.com", "http://example.org/path?q=1&r=2#frag", "www.google.com",
+    "https://de.wikipedia.org/wiki/Stra%C3%9Fe", "example.co.uk",
+    "alice@example.com", "bob.smith+tag@gmail.com", "user@mail.example.de",
+    "0", "42", "3.14159", "-17", "1,000,000", "+1 (555) 010-9999", "2026-11-27",
+    " ", "  leading", "trailing ", "tab\there", "new\nline", "\x00", "\x7f", "\x80",
+    "quote\"s", "back\\slash", "~!@#$%^&*()_+{}|:<>?", "\u00e9", "e\u0301",
+    "\u2028", "\ufeff", "\U0010ffff", "\uffff",
+    "Supercalifragilisticexpialidocious and more words to be truncated at max_bits",
+]
+CODEC_BITS = (8, 20, 60, 64, 65, 128, 300)
+
+
+def codec_vectors() -> dict[str, Any]:
+    """Every built-in codec on many kinds of items and widths, an inline codebook, the books'
+    keys, and codebooks and items Python refuses."""
+    books = {name: Codec(name).book for name in BUILTIN_NAMES}
+    trained = train_codebook([("kaffee", 3.0), ("kuchen", 2.0), ("tee", 1.0), ("ß", 1.0)],
+                             "inline-test", description="a small trained book",
+                             floor_bytes=[ord(c) for c in "abcdefghijklmnopqrstuvwxyz"])
+    six = [format(i, "06b") for i in range(64)]  # a 6-bit code with tokens, ties included
+    inline = Codebook("inline-tokens", six[26], six[27],
+                      {ord("a") + i: six[i] for i in range(26)}, "6-bit letters and tokens",
+                      {"kaffee".encode(): six[28], "ee".encode(): six[29],
+                       "ß".encode(): six[30], "tee".encode(): six[31],
+                       "ab".encode(): six[32] + "000000",  # as long as a + b: the token wins
+                       "abc".encode(): six[33] + "0" * 12, "😀".encode(): six[34]})
+    specs = [*BUILTIN_NAMES, trained.spec, inline.spec]
+    cases = []
+    for spec in specs:
+        for bits in CODEC_BITS:
+            codec = Codec(spec, bits)
+            encoded = codec.encode_many(CODEC_ITEMS)
+            cases.append({"spec": spec, "max_bits": bits,
+                          "codes": [format(c, "x") for c in cw_ints(encoded.codes)],
+                          "lengths": encoded.lengths.tolist(),
+                          "truncated": encoded.truncated.tolist()})
+    for spec in specs:  # the slow reference agrees with the fast encoder
+        book = Codec(spec, 60).book
+        for item in CODEC_ITEMS:
+            bits = book.item_bits(item)
+            if Codec(spec, 1024).encode(item) >> (1024 - len(bits)) != int(bits, 2):
+                raise SystemExit(f"item_bits and encode differ for {item!r} in {spec[:20]}")
+    refused_items = []
+    for item in ("", "\ud800", "a\udc00b"):
+        try:
+            Codec("general").encode(item)
+        except Exception:
+            refused_items.append(item)
+        else:
+            raise SystemExit(f"Python encoded {item!r}")
+    keys = {name: book.key for name, book in books.items()}
+    keys["inline"] = inline.key
+    base = json.loads(books["english"].to_json())
+    bad_books = {
+        "unknown key": {**base, "colour": "red"},
+        "version 3": {**base, "version": 3},
+        "tokens in version 1": {**base, "tokens": {"ab": "0"}},
+        "not prefix-free": {**base, "end": base["bytes"]["e"] + "0"},
+        "byte twice": {**base, "bytes": {**base["bytes"], "0x65": "1"}},
+        "bad byte key": {**base, "bytes": {**base["bytes"], "0x6G": "1"}},
+        "upper-case hex key": {**base, "bytes": {**base["bytes"], "0xFF": "1"}},
+        "no escape": {**base, "escape": None},
+        "codeword too long": {**base, "end": "0" * 49},
+        "codeword not bits": {**base, "end": "012"},
+        "bad name": {**base, "name": "-x"},
+        "description not a string": {**base, "description": 3},
+        "bytes null": {**base, "bytes": None},
+        "one-byte token": {**base, "version": 2, "tokens": {"a": "1"}},
+        "not a dict": [1, 2],
+    }
+    refused_books = []
+    for name, data in bad_books.items():
+        try:
+            Codebook.from_dict(data)
+        except Exception:
+            refused_books.append({"name": name, "json": json.dumps(data, ensure_ascii=False)})
+        else:
+            raise SystemExit(f"Python accepted the bad codebook '{name}'")
+    return {"items": CODEC_ITEMS, "cases": cases, "keys": keys, "refused_items": refused_items,
+            "refused_books": refused_books}
+
+
+def cw_ints(codes: np.ndarray) -> list[int]:
+    from fedhh.codec import codes as cw
+    return cw.to_ints(codes)
+
+
 def _patched(data: bytearray, offset: int, value: bytes) -> bytes:
     out = bytearray(data)
     out[offset:offset + len(value)] = value
@@ -409,6 +503,7 @@ def build() -> dict[str, Any]:
         "signed": config_vectors(),
         "graph": graph_vectors(),
         "merkle": merkle_vectors(),
+        "codec": codec_vectors(),
     }
 
 
