@@ -5,7 +5,12 @@
  * (python_vectors.test.ts) and in headless Chromium (browser.ts, tests/web/test_web_browser.py).
  */
 
+import { create } from "@bufbuild/protobuf";
+
 import { fromHex, toHex } from "../src/bytes.js";
+import { type Task, TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
+import { type DrawSource, type SelectionRule, makeReport, queryOfTask, selectEntry }
+  from "../src/selection.js";
 import { type BookLoader, type Codebook, Codec, CodecError, codebookFromJson, codebookFromSpec, codebookKey }
   from "../src/codec.js";
 import { ConfigError, parseRoundConfig, sessionIdOf, verifyConfig, verifyTaskSignature }
@@ -312,6 +317,72 @@ async function codecs(V: Json, load: BookLoader): Promise<void> {
   await rejects(codebookFromSpec("klingon", load), /unknown codebook/, "an unknown codebook");
 }
 
+function taskOf(f: Json): Task {
+  return create(TaskSchema, {
+    runId: "run-sel", round: 2, codec: f.codec, maxBits: f.max_bits, prefixBits: f.prefix_bits,
+    prefixes: f.prefixes.map(BigInt), segmentBits: f.segment_bits,
+    denyList: f.deny_list.map(BigInt), selection: f.selection,
+    prefixConditioning: f.prefix_conditioning, epsLocal: f.eps_local,
+    roundConfig: fromHex(f.round_config),
+  });
+}
+
+/** Replays recorded draws and words, and checks that they are asked for as Python asked. */
+function recorded(draws: Array<number | null>, words: number[] | null = null,
+                  highs: number[] = []): DrawSource {
+  const left = draws.filter((d): d is number => d !== null);
+  return {
+    below(high: number): number {
+      highs.push(high);
+      if (left.length === 0) throw new Error(`an unexpected draw below ${high}`);
+      return left.shift()!;
+    },
+    uint32(size: number): Uint32Array {
+      if (words === null || words.length !== size) throw new Error(`unexpected ${size} words`);
+      return Uint32Array.from(words);
+    },
+  };
+}
+
+/** Selection and the one-hot index with Python's draws; whole reports; refused tasks. */
+async function selection(V: Json, load: BookLoader): Promise<void> {
+  const books = new Map<string, Codebook>();
+  const codecOf = async (f: Json) => {
+    if (!books.has(f.codec)) books.set(f.codec, await codebookFromSpec(f.codec, load));
+    return new Codec(books.get(f.codec)!, f.max_bits);
+  };
+  for (const c of V.selection.cases) {
+    const task = taskOf(c.task);
+    const query = queryOfTask(task);
+    const codec = await codecOf(c.task);
+    const codes = c.items.map((item: string) => codec.encode(item));
+    for (const o of c.outcomes) {
+      const highs: number[] = [];
+      const got = selectEntry(codes, c.counts, query, task.selection as SelectionRule,
+                              task.prefixConditioning, recorded([o.draw], null, highs));
+      equal(highs, c.total === null ? [] : [c.total], "the draw's bound");
+      equal(got, { entry: o.entry, index: o.index },
+            `${c.task.selection} selection (conditioned ${c.task.prefix_conditioning}) of ` +
+            `${JSON.stringify(c.items)} with draw ${o.draw}`);
+    }
+  }
+  for (const r of V.selection.reports) {
+    const task = taskOf(r.task);
+    equal(makeReport(r.items, r.counts, task, await codecOf(r.task), recorded(r.draws, r.words)),
+          r.ones, `the report of ${JSON.stringify(r.items)}`);
+  }
+  for (const r of V.selection.refused) {
+    let refused = false;
+    try {
+      const task = taskOf(r.task);
+      makeReport(["apple"], [1], task, await codecOf(r.task), recorded([0], new Array(8).fill(0)));
+    } catch {
+      refused = true;
+    }
+    ok(refused, `the task with ${r.name} is refused`);
+  }
+}
+
 /** Every check, by name (what the test runners report); `load` reads the trained books. */
 export function pythonChecks(V: Json, load: BookLoader): Record<string, Check> {
   const checks: Record<string, Check> = {
@@ -327,6 +398,8 @@ export function pythonChecks(V: Json, load: BookLoader): Record<string, Check> {
     "neighbour graph: ring order, neighbours, survivor connectivity": graph,
     "cohort Merkle tree: salts, roots from proofs, admissions": merkle,
     "codecs: every built-in and inline codebook, items of every kind": (v) => codecs(v, load),
+    "selection: the entry, the one-hot index and the report, from Python's draws":
+      (v) => selection(v, load),
   };
   for (const r of V.device_rounds) {
     const header = parseRoundConfig(fromHex(r.config));

@@ -478,6 +478,163 @@ def codec_vectors() -> dict[str, Any]:
             "refused_books": refused_books}
 
 
+class _Recorded:
+    """A RandomSource that hands out given draws and words and records what was asked."""
+
+    def __init__(self, draws: list[int], words: list[int] | None = None) -> None:
+        self.draws, self.words, self.highs = list(draws), words, []  # type: list[int]
+
+    def below(self, highs: np.ndarray) -> np.ndarray:
+        self.highs += [int(h) for h in np.asarray(highs)]
+        out, self.draws = self.draws[: len(highs)], self.draws[len(highs):]
+        return np.array(out, dtype=np.int64)
+
+    def uint32(self, size: int) -> np.ndarray:
+        assert self.words is not None and len(self.words) == size
+        return np.array(self.words, dtype=np.uint32)
+
+
+SELECTION_ITEMS = ["apple", "apricot", "avocado", "banana", "blueberry", "cherry", "äpfel",
+                   "apfelstrudel", "😀", "https://example.com/a", "a", "ab", "zz", "kaffee"]
+
+
+def _selection_task(codec: str, max_bits: int, prefix_bits: int, prefixes: list[int],
+                    segment_bits: int, deny: list[int], rule: str, conditioned: bool,
+                    dimension: int | None = None, eps: float = 2.0) -> pb.Task:
+    from fedhh.codec import codes as cw
+    size = len(prefixes) << segment_bits
+    config = RoundConfig(b"sel", 7, dimension or max(size, 1), 16, 4, 6, 3, bytes(32),
+                         StageDeadlines(1, 2, 3, 4, 5))
+    return pb.Task(run_id="run-sel", round=2, prefix_bits=prefix_bits,
+                   prefixes=cw.to_wire(cw.from_ints(prefixes, prefix_bits), prefix_bits)
+                   if prefixes else [],
+                   deny_list=cw.to_wire(cw.from_ints(deny, max_bits), max_bits) if deny else [],
+                   segment_bits=segment_bits, eps_local=eps, codec=codec, max_bits=max_bits,
+                   selection=rule, prefix_conditioning=conditioned,
+                   round_config=config.to_bytes())
+
+
+def _task_fields(task: pb.Task) -> dict[str, Any]:
+    return {"codec": task.codec, "max_bits": task.max_bits, "prefix_bits": task.prefix_bits,
+            "prefixes": [str(w) for w in task.prefixes], "segment_bits": task.segment_bits,
+            "deny_list": [str(w) for w in task.deny_list], "selection": task.selection,
+            "prefix_conditioning": task.prefix_conditioning, "eps_local": task.eps_local,
+            "round_config": task.round_config.hex()}
+
+
+def selection_vectors() -> dict[str, Any]:
+    """Item selection and the one-hot index as the Python device computes them
+    (fedhh_device.report.make_report), with recorded draws; whole reports with recorded
+    words; and tasks the device refuses."""
+    from fedhh_device.report import DeviceData, make_report, query_of
+
+    from fedhh.codec import codes as cw
+    from fedhh.device import Eligibility, Selection, SelectionRule, select_block
+    rng = np.random.default_rng(15)
+    cases = []
+    for codec_name, max_bits in (("english", 60), ("5bit", 20), ("general", 64), ("tokens", 100),
+                                 ("bytes", 130), ("huffman", 64)):
+        codec = Codec(codec_name, max_bits)
+        for prefix_bits, segment_bits in ((0, 3), (4, 2), (8, 4), (min(70, max_bits - 6), 6)):
+            for rule in ("uniform", "weighted"):
+                for conditioned in (True, False):
+                    take = sorted(set(rng.choice(len(SELECTION_ITEMS), size=6, replace=False)
+                                      .tolist()))
+                    items = [SELECTION_ITEMS[i] for i in take]
+                    counts = rng.integers(0, 6, size=len(items)).tolist()
+                    codes = cw.to_ints(codec.encode_many(items).codes)
+                    heads = sorted({c >> (max_bits - prefix_bits) for c in codes})
+                    keep = [h for h in heads if rng.random() < 0.6] or heads[:1]
+                    others = [int(x) for x in rng.integers(0, 1 << min(prefix_bits, 62), size=3)]
+                    prefixes = sorted(set(keep + others)) if prefix_bits else [0]
+                    deny = sorted({codes[0]} if rng.random() < 0.5 else set())
+                    task = _selection_task(codec_name, max_bits, prefix_bits, prefixes,
+                                           segment_bits, deny, rule, conditioned)
+                    query = query_of(task)
+                    selection = Selection(SelectionRule(rule), conditioned)
+                    array = codec.encode_many(items).codes
+                    eligibility = Eligibility.of(array, query.round_filter())
+                    probe = _Recorded([0])
+                    select_block(np.array([0, len(items)]), np.arange(len(items)),
+                                 np.array(counts), eligibility, selection, probe)
+                    total = probe.highs[0] if probe.highs else None
+                    outcomes = []
+                    for draw in sorted({0, *(rng.integers(0, total, size=3).tolist()),
+                                        total - 1}) if total else [None]:
+                        chosen = select_block(np.array([0, len(items)]), np.arange(len(items)),
+                                              np.array(counts), eligibility, selection,
+                                              _Recorded([] if draw is None else [draw]))
+                        entry = int(chosen[0]) if chosen[0] >= 0 else None
+                        index = None
+                        if entry is not None:
+                            domain = query.domain_index(array[entry : entry + 1],
+                                                        eligibility.prefix_index[entry : entry + 1])
+                            index = int(domain[0]) if domain[0] >= 0 else None
+                        outcomes.append({"draw": draw, "entry": entry, "index": index})
+                    cases.append({"items": items, "counts": counts, "task": _task_fields(task),
+                                  "total": total, "outcomes": outcomes})
+    if not any(o["index"] is None and o["draw"] is not None
+               for c in cases for o in c["outcomes"]):
+        raise SystemExit("the selection vectors need an unconditioned draw off the list")
+    reports = []
+    for i, case in enumerate(cases[::5]):
+        task = _selection_task(case["task"]["codec"], case["task"]["max_bits"],
+                               case["task"]["prefix_bits"], [], 1, [], "uniform", True)
+        task = pb.Task(**{**{f.name: getattr(task, f.name) for f in pb.Task.DESCRIPTOR.fields
+                             if f.name not in ("prefixes", "deny_list")}})
+        task.prefixes.extend(int(w) for w in case["task"]["prefixes"])
+        task.deny_list.extend(int(w) for w in case["task"]["deny_list"])
+        task.segment_bits = case["task"]["segment_bits"]
+        task.selection = case["task"]["selection"]
+        task.prefix_conditioning = case["task"]["prefix_conditioning"]
+        task.round_config = RoundConfig(b"sel", 7, query_of(task).domain_size, 16, 4, 6, 3,
+                                        bytes(32), StageDeadlines(1, 2, 3, 4, 5)).to_bytes()
+        task.eps_local = [0.5, 1.0, 4.0][i % 3]
+        draws = [case["outcomes"][-1]["draw"]] if case["total"] else []
+        words = rng.integers(0, 1 << 32, size=query_of(task).domain_size,
+                             dtype=np.uint64).tolist()
+        ones = make_report(DeviceData(tuple(case["items"]), np.array(case["counts"])), task,
+                           _Recorded(draws, words))
+        reports.append({"items": case["items"], "counts": case["counts"],
+                        "task": _task_fields(task), "draws": draws, "words": words,
+                        "ones": ones.tolist()})
+    good = _selection_task("english", 60, 4, [1, 5], 2, [], "uniform", True)
+    broken = {
+        "prefixes not ascending": dict(prefixes=[5, 1]),
+        "prefixes repeated": dict(prefixes=[5, 5]),
+        "no prefixes": dict(prefixes=[]),
+        "prefix wider than prefix_bits": dict(prefixes=[1, 16]),
+        "deny list not ascending": dict(deny_list=[9, 3]),
+        "deny code wider than max_bits": dict(deny_list=[1 << 60]),
+        "segment_bits 0": dict(segment_bits=0),
+        "prefix_bits + segment_bits > max_bits": dict(prefix_bits=58, prefixes=[1], segment_bits=3),
+        "max_bits 0": dict(max_bits=0),
+        "max_bits 1025": dict(max_bits=1025),
+        "unknown selection": dict(selection="random"),
+        "unknown codec": dict(codec="klingon"),
+        "dimension is not the domain": dict(round_config=RoundConfig(
+            b"sel", 7, 9, 16, 4, 6, 3, bytes(32), StageDeadlines(1, 2, 3, 4, 5)).to_bytes()),
+        "two-word values, odd count": dict(max_bits=100, deny_list=[1, 2, 3], prefix_bits=4),
+    }
+    refused = []
+    for name, change in broken.items():
+        task = pb.Task()
+        task.CopyFrom(good)
+        for key, value in change.items():
+            if isinstance(value, list):
+                task.ClearField(key)
+                getattr(task, key).extend(value)
+            else:
+                setattr(task, key, value)
+        try:
+            make_report(DeviceData(("apple",), np.array([1])), task, _Recorded([0], [0] * 8))
+        except Exception:
+            refused.append({"name": name, "task": _task_fields(task)})
+        else:
+            raise SystemExit(f"Python accepted the broken task '{name}'")
+    return {"cases": cases, "reports": reports, "refused": refused}
+
+
 def cw_ints(codes: np.ndarray) -> list[int]:
     from fedhh.codec import codes as cw
     return cw.to_ints(codes)
@@ -504,6 +661,7 @@ def build() -> dict[str, Any]:
         "graph": graph_vectors(),
         "merkle": merkle_vectors(),
         "codec": codec_vectors(),
+        "selection": selection_vectors(),
     }
 
 
