@@ -7,6 +7,8 @@
 
 import { create } from "@bufbuild/protobuf";
 
+import { boundAccepts, boundTolerance, lyingServerBound } from "../src/bounds.js";
+import { DeviceBudget, MemoryBudgetStore, pythonFloatRepr, queryDigest } from "../src/budget.js";
 import { fromHex, toHex } from "../src/bytes.js";
 import { type Task, TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
 import { type DrawSource, type SelectionRule, makeReport, queryOfTask, selectEntry }
@@ -383,6 +385,72 @@ async function selection(V: Json, load: BookLoader): Promise<void> {
   }
 }
 
+/**
+ * The lying-server bound within the tolerance of Python's on every case, and the decision:
+ * never an accept where Python refuses; Python's accept everywhere outside the band of twice
+ * the tolerance below the target (bounds.ts). Returns the largest relative difference seen.
+ */
+export function floorBounds(V: Json): { worst: number; band: number } {
+  let worst = 0;
+  let band = 0;
+  for (const c of V.floors.bounds) {
+    const what = `(n, k, t) = (${c.n}, ${c.k}, ${c.t}), dropout ${c.dropout}, corrupt ${c.corrupt}`;
+    const ours = lyingServerBound(c.n, c.k, c.t, c.dropout, c.corrupt);
+    const tolerance = boundTolerance(c.n);
+    const difference = Math.abs(ours - c.bound);
+    ok(difference <= tolerance * c.bound + 1e-300,
+       `${what}: bound ${ours} is not within ${tolerance} of Python's ${c.bound}`);
+    if (c.bound > 0) worst = Math.max(worst, difference / c.bound);
+    const accepts = boundAccepts(ours, c.n, c.security_bits);
+    if (!c.accept) ok(!accepts, `${what}: accepted at 2^-${c.security_bits}, Python refuses`);
+    else if (c.bound <= 2 ** -c.security_bits * (1 - 2 * tolerance)) {
+      ok(accepts, `${what}: refused at 2^-${c.security_bits}, Python accepts`);
+    } else {
+      ok(!accepts, `${what}: in the band, accepted`);
+      band++;
+    }
+  }
+  ok(band > 0, "some cases lie in the band");
+  return { worst, band };
+}
+
+/** The lifetime budget step by step as the Python device's, and Python's query digests. */
+async function budget(V: Json): Promise<void> {
+  const B = V.budget;
+  let now = 0;
+  const store = new MemoryBudgetStore();
+  let budget = await DeviceBudget.open(store, B.cap, B.period_s, () => now);
+  for (const [i, step] of B.steps.entries()) {
+    now = step.at;
+    const f = step.task;
+    const task = create(TaskSchema, {
+      runId: f.run_id, round: f.round, epsLocal: f.eps_local, codec: f.codec, maxBits: f.max_bits,
+      prefixBits: f.prefix_bits, prefixes: f.prefixes.map(BigInt), segmentBits: f.segment_bits,
+      selection: f.selection, prefixConditioning: f.prefix_conditioning,
+    });
+    let outcome: unknown;
+    try {
+      outcome = await budget.report(task, () => [i, i + 10]);
+    } catch (error) {
+      outcome = (error as Error).name === "RangeError" ? "ConfigError" : (error as Error).name;
+    }
+    equal(outcome, step.outcome, `step ${i} (run ${f.run_id}, eps ${f.eps_local} at ${step.at})`);
+    equal(budget.spent(), step.spent_after, `spent after step ${i}`);
+    if (i === 6) budget = await DeviceBudget.open(store, B.cap, B.period_s, () => now); // a reload
+  }
+  for (const d of B.digests) {
+    const f = d.task;
+    equal(pythonFloatRepr(f.eps_local), d.repr, `repr of ${f.eps_local}`);
+    const task = create(TaskSchema, {
+      runId: f.run_id, round: f.round, prefixBits: f.prefix_bits, prefixes: f.prefixes.map(BigInt),
+      denyList: f.deny_list.map(BigInt), segmentBits: f.segment_bits, epsLocal: f.eps_local,
+      codec: f.codec, maxBits: f.max_bits, selection: f.selection,
+      prefixConditioning: f.prefix_conditioning,
+    });
+    equal(await queryDigest(task), d.digest, `query digest at eps ${f.eps_local}`);
+  }
+}
+
 /** Every check, by name (what the test runners report); `load` reads the trained books. */
 export function pythonChecks(V: Json, load: BookLoader): Record<string, Check> {
   const checks: Record<string, Check> = {
@@ -400,6 +468,9 @@ export function pythonChecks(V: Json, load: BookLoader): Record<string, Check> {
     "codecs: every built-in and inline codebook, items of every kind": (v) => codecs(v, load),
     "selection: the entry, the one-hot index and the report, from Python's draws":
       (v) => selection(v, load),
+    "floors: the lying-server bound within tolerance, never accepting what Python refuses":
+      async (v) => { floorBounds(v); },
+    "lifetime budget: spends, retries and refusals as the Python device; query digests": budget,
   };
   for (const r of V.device_rounds) {
     const header = parseRoundConfig(fromHex(r.config));

@@ -635,6 +635,124 @@ def selection_vectors() -> dict[str, Any]:
     return {"cases": cases, "reports": reports, "refused": refused}
 
 
+def _policy_decision(n: int, k: int, t: int, dropout: float, corrupt: float,
+                     bits: float) -> bool:
+    """Whether the Python device's _check_policy accepts (n, k, t) at these floors."""
+    from fedhh.secagg.device import DevicePolicy, _check_policy
+    from fedhh.secagg.errors import SecAggAbort
+    config = RoundConfig(b"bound", n, 1, 16 if n < 1 << 16 else 32, 1, k, t, bytes(32),
+                         StageDeadlines(1, 2, 3, 4, 5))
+    policy = DevicePolicy(max_corrupt_fraction=corrupt, security_bits=bits,
+                          assumed_dropout=dropout)
+    try:
+        _check_policy(config, policy)
+    except SecAggAbort:
+        return False
+    return True
+
+
+def floor_vectors() -> dict[str, Any]:
+    """The lying-server bound (privacy + disconnection) of many (n, k, t) as the Python device
+    computes it, with its decision: the parameters the coordinator chooses (just below the
+    target), their neighbours t - 1 and t + 1, random configs, large cohorts, complete graphs,
+    and targets set at the bound itself (decisions that flip within any tolerance)."""
+    from fedhh.secagg.params import Threat, choose_parameters, failure_bounds
+    def bound(n: int, k: int, t: int, dropout: float, corrupt: float) -> float:
+        b = failure_bounds(n, k, t, dropout, corrupt, Threat.LYING)
+        return b.privacy + b.disconnection
+    rng = np.random.default_rng(40)
+    raw: list[tuple[int, int, int, float, float, float]] = []
+    for n in (10, 50, 100, 500, 1000, 5000, 100_000):
+        for dropout, corrupt in ((0.3, 0.05), (0.1, 0.2), (0.05, 0.0)):
+            for bits in (20.0, 40.0):
+                try:
+                    chosen = choose_parameters(n, dropout, corrupt, Threat.LYING,
+                                               security_bits=bits)
+                except Exception:
+                    continue
+                k, t = chosen.k, chosen.t
+                for tt in {t - 1, t, t + 1} & set(range(1, k + 1)):
+                    raw.append((n, k, tt, dropout, corrupt, bits))
+    for _ in range(60):
+        n = int(rng.integers(3, 200_000))
+        k = min(n - 1, 2 * int(rng.integers(1, 400)))
+        if k % 2 and k != n - 1:
+            k -= 1
+        t = int(rng.integers(1, k + 1))
+        raw.append((n, k, t, float(rng.choice([0.0, 0.1, 0.3, 0.5])),
+                    float(rng.choice([0.0, 0.01, 0.05, 0.1, 0.25])),
+                    float(rng.choice([10.0, 20.0, 40.0, 40.5, 80.0]))))
+    for n, k, t in ((1 << 24, 200, 150), (1 << 24, 2000, 1400), (5_000_000, 1000, 700),
+                    (4001, 4000, 3000), (300, 299, 200), (3, 2, 2), (2, 1, 1)):
+        raw.append((n, k, t, 0.3, 0.05, 40.0))
+    cases = []
+    for n, k, t, dropout, corrupt, bits in raw:
+        cases.append({"n": n, "k": k, "t": t, "dropout": dropout, "corrupt": corrupt,
+                      "security_bits": bits, "bound": bound(n, k, t, dropout, corrupt),
+                      "accept": _policy_decision(n, k, t, dropout, corrupt, bits)})
+    # Targets at the bound itself: 2^-bits just above, at, and just below the bound.
+    for case in [c for c in cases if 0 < c["bound"] < 1][::7]:
+        exact = -math.log2(case["bound"])
+        for bits in (exact * (1 - 1e-13), exact, exact * (1 + 1e-13)):
+            if not 0 < bits <= 256:
+                continue
+            cases.append({**case, "security_bits": bits,
+                          "accept": _policy_decision(case["n"], case["k"], case["t"],
+                                                     case["dropout"], case["corrupt"], bits)})
+    decisions = {c["accept"] for c in cases}
+    if decisions != {True, False}:
+        raise SystemExit("the floor vectors need both decisions")
+    return {"bounds": cases}
+
+
+def budget_vectors() -> dict[str, Any]:
+    """The device's lifetime budget (fedhh_device.budget.DeviceBudget) over a sequence of tasks
+    at given times: reports, retries answered alike, refusals; and query digests."""
+    from fedhh_device.budget import DeviceBudget, query_digest
+    clock = [0.0]
+    budget = DeviceBudget.load(None, 3.0, 100.0)
+    budget.clock = lambda: clock[0]
+    base = dict(codec="english", max_bits=60, prefix_bits=4, prefixes=[1, 5], segment_bits=2,
+                selection="uniform", prefix_conditioning=True)
+    steps = [(0.0, "A", 1, 1.0, {}), (1.0, "A", 1, 1.0, {}),
+             (2.0, "A", 1, 1.0, {"prefixes": [1, 6]}), (2.5, "A", 1, 2.0, {}),
+             (3.0, "B", 1, 1.5, {}), (4.0, "C", 1, 0.6, {}), (5.0, "C", 1, 0.5, {}),
+             (6.0, "A", 2, 0.1, {}), (101.0, "D", 1, 1.0, {}), (102.0, "D", 1, 1.0, {}),
+             (103.0, "E", 1, 0.0, {}), (103.5, "E", 1, -1.0, {}), (104.0, "F", 3, 0.1, {}),
+             (105.0, "G", 1, 0.2, {}), (106.0, "H", 1, 1e-9, {}), (300.0, "H", 1, 1e-9, {})]
+    out = []
+    for i, (at, run, round_, eps, change) in enumerate(steps):
+        clock[0] = at
+        fields = {**base, **change}
+        task = pb.Task(run_id=run, round=round_, eps_local=eps, **fields)
+        try:
+            ones = budget.report(task, lambda i=i: np.array([i, i + 10])).tolist()
+            outcome: Any = ones
+        except Exception as error:
+            outcome = type(error).__name__
+        out.append({"at": at, "task": {**fields, "run_id": run, "round": round_,
+                                        "eps_local": eps},
+                    "outcome": outcome, "spent_after": budget.spent()})
+    if len({str(o["outcome"]) for o in out}) < 5:
+        raise SystemExit("the budget vectors need more kinds of outcome")
+    digests = []
+    for eps in (4.0, 0.1, 1e-05, 0.0001, 1e16, 1e15, 123456789.123, 5e-324, 1.7976931348623157e308,
+                2.5, 1 / 3, 100.0, 1e22, 0.30000000000000004):
+        task = pb.Task(run_id="run-ü", round=7, prefix_bits=70, prefixes=[1, 2, 3, 2**64 - 1],
+                       deny_list=[5, 2**63], segment_bits=3, eps_local=eps, codec="tokens",
+                       max_bits=128, selection="weighted", prefix_conditioning=bool(eps > 1))
+        digests.append({"task": {"run_id": task.run_id, "round": task.round,
+                                 "prefix_bits": task.prefix_bits,
+                                 "prefixes": [str(p) for p in task.prefixes],
+                                 "deny_list": [str(p) for p in task.deny_list],
+                                 "segment_bits": task.segment_bits, "eps_local": eps,
+                                 "codec": task.codec, "max_bits": task.max_bits,
+                                 "selection": task.selection,
+                                 "prefix_conditioning": task.prefix_conditioning},
+                        "repr": repr(eps), "digest": query_digest(task)})
+    return {"cap": 3.0, "period_s": 100.0, "steps": out, "digests": digests}
+
+
 def cw_ints(codes: np.ndarray) -> list[int]:
     from fedhh.codec import codes as cw
     return cw.to_ints(codes)
@@ -662,6 +780,8 @@ def build() -> dict[str, Any]:
         "merkle": merkle_vectors(),
         "codec": codec_vectors(),
         "selection": selection_vectors(),
+        "floors": floor_vectors(),
+        "budget": budget_vectors(),
     }
 
 
