@@ -14,6 +14,7 @@ formulas, so the TypeScript side is held to what the deployed Python device send
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -418,10 +419,10 @@ def codec_vectors() -> dict[str, Any]:
     six = [format(i, "06b") for i in range(64)]  # a 6-bit code with tokens, ties included
     inline = Codebook("inline-tokens", six[26], six[27],
                       {ord("a") + i: six[i] for i in range(26)}, "6-bit letters and tokens",
-                      {"kaffee".encode(): six[28], "ee".encode(): six[29],
-                       "ß".encode(): six[30], "tee".encode(): six[31],
-                       "ab".encode(): six[32] + "000000",  # as long as a + b: the token wins
-                       "abc".encode(): six[33] + "0" * 12, "😀".encode(): six[34]})
+                      {b"kaffee": six[28], b"ee": six[29],
+                       "ß".encode(): six[30], b"tee": six[31],
+                       b"ab": six[32] + "000000",  # as long as a + b: the token wins
+                       b"abc": six[33] + "0" * 12, "😀".encode(): six[34]})
     specs = [*BUILTIN_NAMES, trained.spec, inline.spec]
     cases = []
     for spec in specs:
@@ -435,8 +436,8 @@ def codec_vectors() -> dict[str, Any]:
     for spec in specs:  # the slow reference agrees with the fast encoder
         book = Codec(spec, 60).book
         for item in CODEC_ITEMS:
-            bits = book.item_bits(item)
-            if Codec(spec, 1024).encode(item) >> (1024 - len(bits)) != int(bits, 2):
+            reference = book.item_bits(item)
+            if Codec(spec, 1024).encode(item) >> (1024 - len(reference)) != int(reference, 2):
                 raise SystemExit(f"item_bits and encode differ for {item!r} in {spec[:20]}")
     refused_items = []
     for item in ("", "\ud800", "a\udc00b"):
@@ -449,7 +450,7 @@ def codec_vectors() -> dict[str, Any]:
     keys = {name: book.key for name, book in books.items()}
     keys["inline"] = inline.key
     base = json.loads(books["english"].to_json())
-    bad_books = {
+    bad_books: dict[str, Any] = {
         "unknown key": {**base, "colour": "red"},
         "version 3": {**base, "version": 3},
         "tokens in version 1": {**base, "tokens": {"ab": "0"}},
@@ -482,7 +483,9 @@ class _Recorded:
     """A RandomSource that hands out given draws and words and records what was asked."""
 
     def __init__(self, draws: list[int], words: list[int] | None = None) -> None:
-        self.draws, self.words, self.highs = list(draws), words, []  # type: list[int]
+        self.draws = list(draws)
+        self.words = words
+        self.highs: list[int] = []
 
     def below(self, highs: np.ndarray) -> np.ndarray:
         self.highs += [int(h) for h in np.asarray(highs)]
@@ -490,7 +493,8 @@ class _Recorded:
         return np.array(out, dtype=np.int64)
 
     def uint32(self, size: int) -> np.ndarray:
-        assert self.words is not None and len(self.words) == size
+        if self.words is None or len(self.words) != size:
+            raise SystemExit(f"the recorded words do not cover {size} draws")
         return np.array(self.words, dtype=np.uint32)
 
 
@@ -526,10 +530,9 @@ def selection_vectors() -> dict[str, Any]:
     """Item selection and the one-hot index as the Python device computes them
     (fedhh_device.report.make_report), with recorded draws; whole reports with recorded
     words; and tasks the device refuses."""
-    from fedhh_device.report import DeviceData, make_report, query_of
-
     from fedhh.codec import codes as cw
     from fedhh.device import Eligibility, Selection, SelectionRule, select_block
+    from fedhh_device.report import DeviceData, make_report, query_of
     rng = np.random.default_rng(15)
     cases = []
     for codec_name, max_bits in (("english", 60), ("5bit", 20), ("general", 64), ("tokens", 100),
@@ -599,7 +602,7 @@ def selection_vectors() -> dict[str, Any]:
                         "task": _task_fields(task), "draws": draws, "words": words,
                         "ones": ones.tolist()})
     good = _selection_task("english", 60, 4, [1, 5], 2, [], "uniform", True)
-    broken = {
+    broken: dict[str, dict[str, Any]] = {
         "prefixes not ascending": dict(prefixes=[5, 1]),
         "prefixes repeated": dict(prefixes=[5, 5]),
         "no prefixes": dict(prefixes=[]),
@@ -685,7 +688,7 @@ def floor_vectors() -> dict[str, Any]:
     for n, k, t in ((1 << 24, 200, 150), (1 << 24, 2000, 1400), (5_000_000, 1000, 700),
                     (4001, 4000, 3000), (300, 299, 200), (3, 2, 2), (2, 1, 1)):
         raw.append((n, k, t, 0.3, 0.05, 40.0))
-    cases = []
+    cases: list[dict[str, Any]] = []
     for n, k, t, dropout, corrupt, bits in raw:
         cases.append({"n": n, "k": k, "t": t, "dropout": dropout, "corrupt": corrupt,
                       "security_bits": bits, "bound": bound(n, k, t, dropout, corrupt),
@@ -712,9 +715,10 @@ def budget_vectors() -> dict[str, Any]:
     clock = [0.0]
     budget = DeviceBudget.load(None, 3.0, 100.0)
     budget.clock = lambda: clock[0]
-    base = dict(codec="english", max_bits=60, prefix_bits=4, prefixes=[1, 5], segment_bits=2,
-                selection="uniform", prefix_conditioning=True)
-    steps = [(0.0, "A", 1, 1.0, {}), (1.0, "A", 1, 1.0, {}),
+    base: dict[str, Any] = dict(codec="english", max_bits=60, prefix_bits=4, prefixes=[1, 5],
+                                segment_bits=2, selection="uniform", prefix_conditioning=True)
+    steps: list[tuple[float, str, int, float, dict[str, Any]]] = [
+             (0.0, "A", 1, 1.0, {}), (1.0, "A", 1, 1.0, {}),
              (2.0, "A", 1, 1.0, {"prefixes": [1, 6]}), (2.5, "A", 1, 2.0, {}),
              (3.0, "B", 1, 1.5, {}), (4.0, "C", 1, 0.6, {}), (5.0, "C", 1, 0.5, {}),
              (6.0, "A", 2, 0.1, {}), (101.0, "D", 1, 1.0, {}), (102.0, "D", 1, 1.0, {}),
@@ -726,7 +730,7 @@ def budget_vectors() -> dict[str, Any]:
         fields = {**base, **change}
         task = pb.Task(run_id=run, round=round_, eps_local=eps, **fields)
         try:
-            ones = budget.report(task, lambda i=i: np.array([i, i + 10])).tolist()
+            ones = budget.report(task, functools.partial(np.array, [i, i + 10])).tolist()
             outcome: Any = ones
         except Exception as error:
             outcome = type(error).__name__
