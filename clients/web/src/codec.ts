@@ -322,6 +322,16 @@ function bytesCodebook(): Codebook {
   return makeCodebook("bytes", `1${"0".repeat(8)}`, null, all, "plain UTF-8 bytes, 9 bits each");
 }
 
+/**
+ * Python's `Codebook.key` of each trained built-in book in this version of fedhh: a served book
+ * must have it, or the device would put its ones where the coordinator does not look. The
+ * vectors fail when the Python books change and these are not updated with them.
+ */
+export const BUILTIN_BOOK_KEYS: Readonly<Record<string, string>> = {
+  general: "general-e4d8a6dcaee8", tokens: "tokens-c959fdc2b953",
+  english: "english-57a9094fb7d6", german: "german-474a35c63c56",
+};
+
 /** Loads the JSON text of a trained built-in book ("general", "tokens", "english", "german"). */
 export type BookLoader = (name: string) => Promise<string>;
 
@@ -336,8 +346,8 @@ export function fetchBooks(baseUrl: string): BookLoader {
 
 /**
  * The codebook a task's `codec` names (codebook_from_spec): a built-in name or a codebook's
- * inline JSON. Trained built-ins come from `load`; pass `expectedKey` (Python's
- * `Codebook.key`) to refuse a served book that is not the coordinator's.
+ * inline JSON. Trained built-ins come from `load`, are checked against BUILTIN_BOOK_KEYS (or
+ * `expectedKey`, Python's `Codebook.key`) and are kept per loader, as Python caches them.
  */
 export async function codebookFromSpec(spec: string, load?: BookLoader,
                                        expectedKey?: string): Promise<Codebook> {
@@ -357,14 +367,35 @@ export async function codebookFromSpec(spec: string, load?: BookLoader,
     book = bytesCodebook();
   } else if ((TRAINED_BOOKS as readonly string[]).includes(text)) {
     if (load === undefined) throw new CodecError(`codebook ${text} needs a loader for its JSON`);
-    book = codebookFromJson(await load(text), `built-in codebook ${text}`);
-    if (book.name !== text) throw new CodecError(`built-in codebook ${text} is named ${book.name}`);
+    return trainedBook(text, load, expectedKey ?? BUILTIN_BOOK_KEYS[text]!);
   } else {
     throw new CodecError(`unknown codebook ${JSON.stringify(text)}; built-in codebooks: ` +
                          `${BUILTIN_NAMES.join(", ")}, or give a codebook's JSON`);
   }
   if (expectedKey !== undefined && (await codebookKey(book)) !== expectedKey) {
     throw new CodecError(`codebook ${book.name} is not the expected ${expectedKey}`);
+  }
+  return book;
+}
+
+const loaded = new WeakMap<BookLoader, Map<string, Promise<Codebook>>>();
+
+function trainedBook(name: string, load: BookLoader, key: string): Promise<Codebook> {
+  let books = loaded.get(load);
+  if (books === undefined) loaded.set(load, (books = new Map()));
+  const cacheKey = `${name}|${key}`;
+  let book = books.get(cacheKey);
+  if (book === undefined) {
+    book = (async () => {
+      const parsed = codebookFromJson(await load(name), `built-in codebook ${name}`);
+      if (parsed.name !== name) throw new CodecError(`built-in codebook ${name} is named ${parsed.name}`);
+      if ((await codebookKey(parsed)) !== key) {
+        throw new CodecError(`codebook ${name} is not the expected ${key}`);
+      }
+      return parsed;
+    })();
+    books.set(cacheKey, book);
+    book.catch(() => books.delete(cacheKey)); // a failed load is tried again next time
   }
   return book;
 }

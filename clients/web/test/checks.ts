@@ -13,7 +13,7 @@ import { fromHex, toHex } from "../src/bytes.js";
 import { type Task, TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
 import { type DrawSource, type SelectionRule, makeReport, queryOfTask, selectEntry }
   from "../src/selection.js";
-import { type BookLoader, type Codebook, Codec, CodecError, codebookFromJson, codebookFromSpec, codebookKey }
+import { type BookLoader, type Codebook, BUILTIN_BOOK_KEYS, Codec, CodecError, codebookFromJson, codebookFromSpec, codebookKey }
   from "../src/codec.js";
 import { ConfigError, parseRoundConfig, sessionIdOf, verifyConfig, verifyTaskSignature }
   from "../src/config.js";
@@ -302,6 +302,9 @@ async function codecs(V: Json, load: BookLoader): Promise<void> {
     equal(got.map((g) => g.code.toString(16)), c.codes, `codes of ${name} at ${c.max_bits} bits`);
     equal(got.map((g) => g.length), c.lengths, `lengths of ${name} at ${c.max_bits} bits`);
     equal(got.map((g) => g.truncated), c.truncated, `truncation of ${name} at ${c.max_bits} bits`);
+  }
+  for (const [name, key] of Object.entries(BUILTIN_BOOK_KEYS)) {
+    equal(key, V.codec.keys[name], `the pinned key of ${name} (update BUILTIN_BOOK_KEYS)`);
   }
   for (const [name, key] of Object.entries(V.codec.keys)) {
     const spec = name === "inline" ? V.codec.cases.at(-1).spec : name;

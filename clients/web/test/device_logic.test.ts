@@ -12,6 +12,7 @@ import { ConfigError } from "../src/config.js";
 import { DEFAULT_FLOORS, checkEpsLocal, policyOf } from "../src/floors.js";
 import { TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
 import { belowFromWords, systemDraws } from "../src/selection.js";
+import { fileBooks } from "./vectors.js";
 
 test("belowFromWords rejects the words that would bias the draw", () => {
   const queue = [0xffffffff, 0xfffffffe, 7];
@@ -99,4 +100,25 @@ test("the budget: a failed save releases no report and records no spend", async 
   await assert.rejects(budget.report(create(TaskSchema, { runId: "a", round: 1, epsLocal: 0.5 }),
                                      () => [1]), /disk full/);
   assert.equal(budget.spent(), 0);
+});
+
+test("codecs: a served book must be the one this version pins, and a failed load is retried", async () => {
+  const swapped = (name: string) => fileBooks(name === "german" ? "english" : name);
+  await assert.rejects(codebookFromSpec("german", swapped), /named english/);
+  const tampered = async (name: string) => {
+    const data = JSON.parse(await fileBooks(name));
+    [data.bytes.e, data.bytes.t] = [data.bytes.t, data.bytes.e]; // still a valid code
+    return JSON.stringify(data);
+  };
+  await assert.rejects(codebookFromSpec("english", tampered), /not the expected english-/);
+  let calls = 0;
+  const flaky = async (name: string) => {
+    calls++;
+    if (calls === 1) throw new Error("offline");
+    return fileBooks(name);
+  };
+  await assert.rejects(codebookFromSpec("german", flaky), /offline/);
+  const first = await codebookFromSpec("german", flaky);
+  assert.equal(await codebookFromSpec("german", flaky), first, "kept per loader");
+  assert.equal(calls, 2);
 });
