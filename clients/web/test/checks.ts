@@ -13,8 +13,10 @@ import { fromHex, toHex } from "../src/bytes.js";
 import { type Task, TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
 import { type DrawSource, type SelectionRule, makeReport, queryOfTask, selectEntry }
   from "../src/selection.js";
-import { type BookLoader, type Codebook, BUILTIN_BOOK_KEYS, Codec, CodecError, codebookFromJson, codebookFromSpec, codebookKey }
-  from "../src/codec.js";
+import {
+  type BookLoader, type Codebook, BUILTIN_BOOK_KEYS, Codec, CodecError, codebookFromJson,
+  codebookFromSpec, codebookKey,
+} from "../src/codec.js";
 import { ConfigError, parseRoundConfig, sessionIdOf, verifyConfig, verifyTaskSignature }
   from "../src/config.js";
 import { GraphError, checkGraphParameters, neighboursOf, ringOrder, survivorsConnected }
