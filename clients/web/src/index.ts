@@ -19,3 +19,4 @@ export * from "./selection.js";
 export * from "./bounds.js";
 export * from "./floors.js";
 export * from "./budget.js";
+export * from "./report.js";

@@ -10,9 +10,12 @@ import { DeviceBudget, MemoryBudgetStore, PrivacyError, pythonFloatRepr } from "
 import { Codec, CodecError, codebookFromSpec, huffmanCodewords } from "../src/codec.js";
 import { ConfigError } from "../src/config.js";
 import { DEFAULT_FLOORS, checkEpsLocal, policyOf } from "../src/floors.js";
+import { fromHex } from "../src/bytes.js";
 import { TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
+import { parseRoundConfig } from "../src/config.js";
+import { reportForTask } from "../src/report.js";
 import { belowFromWords, systemDraws } from "../src/selection.js";
-import { fileBooks } from "./vectors.js";
+import { fileBooks, pythonVectors } from "./vectors.js";
 
 test("belowFromWords rejects the words that would bias the draw", () => {
   const queue = [0xffffffff, 0xfffffffe, 7];
@@ -121,4 +124,27 @@ test("codecs: a served book must be the one this version pins, and a failed load
   const first = await codebookFromSpec("german", flaky);
   assert.equal(await codebookFromSpec("german", flaky), first, "kept per loader");
   assert.equal(calls, 2);
+});
+
+test("reportForTask: the epsilon cap, then the budget, then the report; a retry is answered alike", async () => {
+  const python = pythonVectors().selection.reports[0];
+  const f = python.task;
+  const task = (eps: number, run = "run") => create(TaskSchema, {
+    runId: run, round: 2, codec: f.codec, maxBits: f.max_bits, prefixBits: f.prefix_bits,
+    prefixes: f.prefixes.map(BigInt), segmentBits: f.segment_bits, denyList: f.deny_list.map(BigInt),
+    selection: f.selection, prefixConditioning: f.prefix_conditioning, epsLocal: eps,
+    roundConfig: fromHex(f.round_config),
+  });
+  const floors = { ...DEFAULT_FLOORS, maxEpsLocal: 4, lifetimeEpsLocal: 5 };
+  const budget = await DeviceBudget.open(new MemoryBudgetStore(), floors.lifetimeEpsLocal,
+                                         floors.budgetPeriodS);
+  const data = { items: python.items, counts: python.counts };
+  await assert.rejects(reportForTask(task(4.5), data, budget, floors, fileBooks), ConfigError);
+  assert.equal(budget.spent(), 0, "a refused epsilon spends nothing");
+  const ones = await reportForTask(task(3), data, budget, floors, fileBooks);
+  const dimension = parseRoundConfig(fromHex(f.round_config)).dimension;
+  assert.ok(ones.every((i) => Number.isInteger(i) && i >= 0 && i < dimension));
+  assert.deepEqual(await reportForTask(task(3), data, budget, floors, fileBooks), ones);
+  await assert.rejects(reportForTask(task(3, "other"), data, budget, floors, fileBooks), PrivacyError);
+  assert.equal(budget.spent(), 3);
 });
