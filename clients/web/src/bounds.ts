@@ -30,8 +30,8 @@
  *
  * The decision: the device accepts only when ours <= 2^-security_bits * (1 - tolerance), so
  * whenever our bound is within the tolerance of Python's, Python accepts too: this device never
- * accepts what Python refuses. In the band of twice the tolerance below the target it refuses
- * configs Python accepts; the coordinator's choice (choose_parameters: the smallest t meeting
+ * accepts what Python refuses. In the band of twice the tolerance below the target it may
+ * refuse configs Python accepts; the coordinator's choice (choose_parameters: the smallest t meeting
  * the target) falls in that band with probability of the order of the tolerance.
  */
 

@@ -393,7 +393,8 @@ async function selection(V: Json, load: BookLoader): Promise<void> {
 /**
  * The lying-server bound within the tolerance of Python's on every case, and the decision:
  * never an accept where Python refuses; Python's accept everywhere outside the band of twice
- * the tolerance below the target (bounds.ts). Returns the largest relative difference seen.
+ * the tolerance below the target (bounds.ts), where this device may refuse. Returns the
+ * largest relative difference seen and the number of cases in the band.
  */
 export function floorBounds(V: Json): { worst: number; band: number } {
   let worst = 0;
@@ -411,8 +412,7 @@ export function floorBounds(V: Json): { worst: number; band: number } {
     else if (c.bound <= 2 ** -c.security_bits * (1 - 2 * tolerance)) {
       ok(accepts, `${what}: refused at 2^-${c.security_bits}, Python accepts`);
     } else {
-      ok(!accepts, `${what}: in the band, accepted`);
-      band++;
+      band++; // Python accepts, its bound within twice the tolerance below the target: either way
     }
   }
   ok(band > 0, "some cases lie in the band");
