@@ -13,6 +13,12 @@ machine) and checks that it is the dataset the client planned with (its identity
 every store key). A worker keeps one ``Suite`` per settings between tasks (the dataset, its
 ground truth and the last encoded vocabulary), nothing more.
 
+Every worker must run the client's fedhh: the same code (``code_fingerprint``: a digest of the
+package's sources and data, so a changed simulator is told apart even under one version number).
+``check_workers`` compares all workers before anything is submitted, and each task compares
+again on the worker that runs it (a worker may join later); a difference is a ConfigError
+naming the workers, never a stored result computed by other code.
+
 Dask retries a run whose worker died on another worker; a run that raises is not stored (the
 next invocation retries it), the others go on and are stored, and the first error is raised
 when they are done. Ctrl-C (KeyboardInterrupt) cancels the pending runs and closes what was
@@ -22,16 +28,20 @@ started here.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import logging
 import signal
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import fedhh
 from fedhh.errors import ConfigError, DatasetError
 from fedhh.experiments.runner import PlannedRun, ProgressCallback, ProgressEvent, Suite
-from fedhh.experiments.spec import STORE_VERSION, SuiteSettings
+from fedhh.experiments.spec import SuiteSettings
 from fedhh.experiments.store import RunRecord
 
 if TYPE_CHECKING:
@@ -134,6 +144,45 @@ def dask_setup(worker: object) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """SHA-256 over this process's fedhh package: every source and data file (codebooks
+    included), by path relative to the package, in path order."""
+    root = Path(fedhh.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".py", ".json")
+                       and "__pycache__" not in p.parts):
+        data = path.read_bytes()
+        digest.update(b"%s\0%d\0" % (path.relative_to(root).as_posix().encode(), len(data)))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def _worker_code() -> tuple[str, str]:
+    return fedhh.__version__, code_fingerprint()
+
+
+def check_workers(client: Client) -> None:
+    """Refuse workers whose fedhh is not the client's (``code_fingerprint``), naming them; warn
+    of workers whose memory limit is below what a run over the default dataset may need."""
+    mine = code_fingerprint()
+    found: dict[str, tuple[str, str]] = client.run(_worker_code)
+    others = {address: code for address, code in found.items() if code[1] != mine}
+    if others:
+        listed = ", ".join(f"{address} (fedhh {version}, code {fingerprint[:12]})"
+                           for address, (version, fingerprint) in sorted(others.items()))
+        raise ConfigError(f"{len(others)} of {len(found)} Dask workers run other fedhh code "
+                          f"than this client (fedhh {fedhh.__version__}, code {mine[:12]}): "
+                          f"{listed}; install the same fedhh on every worker")
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    small = sorted(address for address, w in workers.items()
+                   if 0 < float(w.get("memory_limit") or 0) < RUN_MEMORY_GIB * GIB)
+    if small:
+        log.warning("%d Dask workers have a memory limit under %g GiB, what one run over the "
+                    "1.6M-user default dataset may need: %s", len(small), RUN_MEMORY_GIB,
+                    ", ".join(small))
+
+
 def describe(client: Client) -> str:
     """The workers the client reaches, in words (warns of workers that run several tasks at
     once: those runs share the worker's memory limit)."""
@@ -151,12 +200,14 @@ _SUITES: dict[SuiteSettings, Suite] = {}
 
 
 def compute_run(settings: SuiteSettings, run: PlannedRun, identity: dict[str, Any],
-                store_version: int) -> RunRecord:
-    """One run, on a worker: its suite's dataset opened from this machine's cache (once per
+                code: str) -> RunRecord:
+    """One run, on a worker whose fedhh is the client's (``code``: the client's
+    ``code_fingerprint``): its suite's dataset opened from this machine's cache (once per
     worker process) and checked against the client's identity of it."""
-    if store_version != STORE_VERSION:
-        raise ConfigError(f"this worker's fedhh keys runs as store version {STORE_VERSION}, "
-                          f"the client's as {store_version}: install the same fedhh on both")
+    if code != code_fingerprint():
+        raise ConfigError(f"this worker runs other fedhh code (fedhh {fedhh.__version__}, code "
+                          f"{code_fingerprint()[:12]}) than the client (code {code[:12]}): "
+                          "install the same fedhh on every worker")
     suite = _SUITES.get(settings)
     if suite is None:
         _SUITES.clear()  # one suite per worker: its dataset and caches, no older ones
@@ -192,10 +243,11 @@ def execute(suite: Suite, plan: Sequence[PlannedRun], client: Client,
             progress(ProgressEvent("cached", run, run.total_rounds))
     if not missing:
         return records
+    check_workers(client)
     futures = {
         client.submit(compute_run, suite.settings, run,
                       suite.data(run.dataset or suite.settings.dataset).identity,
-                      STORE_VERSION, key=f"fedhh-run-{run.key}"): run
+                      code_fingerprint(), key=f"fedhh-run-{run.key}"): run
         for run in missing
     }
     pending = set(futures)
@@ -230,5 +282,5 @@ def execute(suite: Suite, plan: Sequence[PlannedRun], client: Client,
     return records
 
 
-__all__ = ["RUN_MEMORY_GIB", "ClusterOptions", "compute_run", "connect", "execute",
-           "local_workers"]
+__all__ = ["RUN_MEMORY_GIB", "ClusterOptions", "check_workers", "code_fingerprint",
+           "compute_run", "connect", "execute", "local_workers"]

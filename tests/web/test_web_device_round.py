@@ -237,6 +237,7 @@ def test_floors_and_bad_signatures_refuse_the_config(bridge: NodeDevices) -> Non
         "n_min below the floor": (cohort.signed, DevicePolicy(min_n_min=cfg.n_min + 1)),
         "dimension above the cap": (cohort.signed, DevicePolicy(max_dimension=cfg.dimension - 1)),
         "device_auth required": (cohort.signed, DevicePolicy(require_device_auth=True)),
+        "the lying-server bound": (cohort.signed, DevicePolicy(max_corrupt_fraction=0.05)),
         "a forged signature": (SignedConfig(cohort.signed.payload,
                                             _flip(cohort.signed.signature, 3)), None),
     }
@@ -252,6 +253,11 @@ def test_floors_and_bad_signatures_refuse_the_config(bridge: NodeDevices) -> Non
     TypeScriptDevice(bridge, cohort.signed, cohort.coordinator_public, 1, cfg.modulus_bits,
                      policy=DevicePolicy(min_threshold=T, min_n_min=cfg.n_min,
                                          max_dimension=cfg.dimension))
+    # The bound a cohort of this size can meet (a weak target, no corrupt devices): both accept.
+    weak = DevicePolicy(max_corrupt_fraction=0.0, security_bits=1.0, assumed_dropout=0.0)
+    SecAggDevice(cohort.signed, cohort.coordinator_public, 1, policy=weak)
+    TypeScriptDevice(bridge, cohort.signed, cohort.coordinator_public, 1, cfg.modulus_bits,
+                     policy=weak)
 
 
 def _typescript_at(bridge: NodeDevices, stage: Stage, seed: bytes

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ import numpy as np
 import pytest
 import webkit
 
+from fedhh.codec import Codec
 from fedhh.device.randomizer import RandomizedResponse, a0_threshold
 from fedhh.secagg import shamir
 from fedhh.secagg.device import RoundKeys, SecAggDevice
@@ -34,6 +36,7 @@ from fedhh.secagg.messages import (
     consistency_transcript,
     survivors_digest,
 )
+from fedhh.secagg.params import Threat, failure_bounds
 from fedhh.secagg.prg import MaskGenerator, pair_mask_key, self_mask_key
 from fedhh.secagg.primitives import (
     aead_decrypt,
@@ -167,6 +170,65 @@ class _Replay:
 
     def below(self, highs: np.ndarray) -> np.ndarray:
         raise AssertionError("the randomizer draws words only")
+
+
+def test_typescript_codecs_encode_random_items_as_python(ts_vectors: dict[str, Any]) -> None:
+    """40 random strings from many scripts (controls, combining marks, CJK, Hangul, emoji, ZWJ,
+    private use, astral planes), encoded by every built-in codec in TypeScript."""
+    for case in ts_vectors["codecs"]:
+        codec = Codec(case["spec"], case["max_bits"])
+        python = [format(codec.encode(item), "x") for item in case["items"]]
+        assert python == case["codes"], (case["spec"], case["max_bits"])
+
+
+def test_typescript_bounds_within_tolerance(ts_vectors: dict[str, Any]) -> None:
+    """150 random (n, k, t) and floors: TypeScript's lying-server bound is within its stated
+    tolerance of Python's, and TypeScript never accepts what the Python device refuses (a third
+    of the cases put the target within 1e-9 of the bound)."""
+    for case in ts_vectors["bounds"]:
+        n, k, t = case["n"], case["k"], case["t"]
+        bounds = failure_bounds(n, k, t, case["dropout"], case["corrupt"], Threat.LYING)
+        python = bounds.privacy + bounds.disconnection
+        tolerance = 2.0**-40 + 2.0**-45 * (n + 1) * math.log(n + 1)
+        assert case["tolerance"] == pytest.approx(tolerance, rel=1e-12)
+        assert abs(case["bound"] - python) <= tolerance * python + 1e-300, case
+        if case["accept"]:
+            assert python <= 2.0 ** -case["security_bits"], case
+
+
+def test_typescript_reports_replay_in_python(ts_vectors: dict[str, Any]) -> None:
+    """Reports made by the TypeScript device with production draws and words: the Python device
+    makes the same report from the same draws and words."""
+    from fedhh_device.report import DeviceData, make_report
+    for case in ts_vectors["reports"]:
+        f = case["task"]
+        task = pb.Task(run_id="run-sel", round=2, codec=f["codec"], max_bits=f["max_bits"],
+                       prefix_bits=f["prefix_bits"], prefixes=[int(w) for w in f["prefixes"]],
+                       segment_bits=f["segment_bits"], deny_list=[int(w) for w in f["deny_list"]],
+                       selection=f["selection"], prefix_conditioning=f["prefix_conditioning"],
+                       eps_local=f["eps_local"], round_config=bytes.fromhex(f["round_config"]))
+        source = _ReplayDraws(case["draws"], case["words"])
+        ones = make_report(DeviceData(tuple(case["items"]), np.array(case["counts"])), task,
+                           source)
+        assert ones.tolist() == case["ones"], case["items"]
+        assert source.draws == [], "Python drew less than TypeScript"
+
+
+class _ReplayDraws:
+    """Recorded draws below a bound, then recorded words."""
+
+    def __init__(self, draws: list[int], words: list[int]) -> None:
+        self.draws, self.words = list(draws), np.asarray(words, dtype=np.uint32)
+
+    def below(self, highs: np.ndarray) -> np.ndarray:
+        out, self.draws = self.draws[: len(highs)], self.draws[len(highs):]
+        assert len(out) == len(highs)
+        assert all(0 <= x < h for x, h in zip(out, np.asarray(highs), strict=True))
+        return np.asarray(out, dtype=np.int64)
+
+    def uint32(self, size: int) -> np.ndarray:
+        assert size == len(self.words)
+        return self.words
 
 
 def test_typescript_consistency_signature(ts_vectors: dict[str, Any]) -> None:

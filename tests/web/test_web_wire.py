@@ -8,9 +8,11 @@ services allow (--web-origin), so the CORS preflights are part of every call:
   services' Connect errors for a wrong token, a spent token, a wrong credential, low-order
   round keys and an unknown round; what it enrolled is the coordinator's record (its
   credential serves the device on the gRPC port too);
-- test/web_devices.ts runs 5 TypeScript devices through a whole SecAgg+ round beside 195
-  Python devices on gRPC: enrol, check in, verify the task and config, randomize, every stage
-  signed over the aggregator's Connect port; the round releases the sum over all 200.
+- test/web_devices.ts runs 5 TypeScript devices, holding the dataset's last 5 users' items,
+  through a whole SecAgg+ round beside 195 Python devices on gRPC: enrol, check in, verify the
+  task and config, the floors, the report from their items (codec, selection, randomizer,
+  budget), every stage signed over the aggregator's Connect port; the round releases the sum
+  over all 200.
 """
 
 from __future__ import annotations
@@ -166,9 +168,12 @@ DEVICES_PAGE = """<!doctype html>
 
 
 def _fleet(topo: LocalTopology, admin: AdminClient) -> dict[str, Any]:
+    """The TypeScript devices: the dataset's last users (the gRPC process hosts the others)."""
+    users = (topo.workdir.parent / "users.txt").read_text().splitlines()
     return {"coordinator": f"https://{topo.web_address('coordinator')}",
             "aggregator": f"https://{topo.web_address('aggregator')}",
-            "tokens": admin.mint_tokens(TS_DEVICES)}
+            "tokens": admin.mint_tokens(TS_DEVICES),
+            "items": [line.split() for line in users[USERS - TS_DEVICES:USERS]]}
 
 
 def _run_beside_grpc(topo: LocalTopology, admin: AdminClient, run_id: str) -> pb.Run:

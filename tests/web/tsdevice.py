@@ -96,7 +96,9 @@ class TypeScriptDevice:
             "min_threshold": policy.min_threshold, "min_n_min": policy.min_n_min,
             "max_dimension": policy.max_dimension,
             "require_device_auth": policy.require_device_auth,
-            "require_consistency_check": policy.require_consistency_check}
+            "require_consistency_check": policy.require_consistency_check,
+            "max_corrupt_fraction": policy.max_corrupt_fraction,
+            "security_bits": policy.security_bits, "assumed_dropout": policy.assumed_dropout}
         keys = None if round_keys is None else {"c": round_keys.c_key.private_bytes_raw().hex(),
                                                 "s": round_keys.s_key.private_bytes_raw().hex()}
         bridge.call({"op": "create", "id": device_id, "config": signed.payload.hex(),

@@ -10,9 +10,11 @@
  * request (a transport retry) gets the same answer; a different one for a stage already
  * answered aborts.
  *
- * Not yet here (docs/web-devices.md): the lying-server failure bound among the floors.
+ * The floors (DevicePolicy) include the lying-server failure bound of src/bounds.ts when
+ * `maxCorruptFraction` is set; src/floors.ts builds the policy a deployed device uses.
  */
 
+import { boundAccepts, lyingServerBound } from "./bounds.js";
 import { type Bytes, equal, toHex } from "./bytes.js";
 import { type RoundConfig, ConfigError, sessionIdOf, verifyConfig } from "./config.js";
 import { neighboursOf, survivorsConnected } from "./graph.js";
@@ -56,6 +58,13 @@ export interface DevicePolicy {
   maxDimension: number;
   requireDeviceAuth: boolean;
   requireConsistencyCheck: boolean;
+  /** With a value: refuse configs whose lying-server bound at this corrupt fraction exceeds
+   * 2^-securityBits (src/bounds.ts); absent or null: no bound check (Python's None). */
+  maxCorruptFraction?: number | null;
+  /** Default 40. */
+  securityBits?: number;
+  /** The dropout rate of the disconnection bound; default 0.3. */
+  assumedDropout?: number;
 }
 
 export const PERMISSIVE_POLICY: DevicePolicy = {
@@ -88,6 +97,21 @@ function policyProblems(config: RoundConfig, policy: DevicePolicy): string[] {
   }
   if (policy.requireDeviceAuth && !config.deviceAuth) problems.push("device_auth off");
   if (policy.requireConsistencyCheck && !config.consistencyCheck) problems.push("consistency_check off");
+  const corrupt = policy.maxCorruptFraction ?? null;
+  if (corrupt !== null) {
+    const bits = policy.securityBits ?? 40;
+    const dropout = policy.assumedDropout ?? 0.3;
+    if (!(corrupt >= 0 && corrupt < 1)) throw new ConfigError(`max_corrupt_fraction must be in [0, 1), got ${corrupt}`);
+    if (!(dropout >= 0 && dropout < 1)) throw new ConfigError(`assumed_dropout must be in [0, 1), got ${dropout}`);
+    if (!(bits > 0 && bits <= 256)) throw new ConfigError(`security_bits must be in (0, 256], got ${bits}`);
+    const bound = lyingServerBound(config.numDevices, config.k, config.t, dropout, corrupt);
+    // Refused also where Python's bound could pass by less than the tolerance (bounds.ts).
+    if (!boundAccepts(bound, config.numDevices, bits)) {
+      problems.push(`(n, k, t) = (${config.numDevices}, ${config.k}, ${config.t}) fails the ` +
+                    `lying-server bound: ${bound.toPrecision(2)} > 2^-${bits} with ${corrupt} ` +
+                    `corrupt and ${dropout} dropout`);
+    }
+  }
   return problems;
 }
 

@@ -1,4 +1,4 @@
-/** The fedhh web device: SecAgg+ cryptography and the local randomizer (see docs/web-devices.md). */
+/** The fedhh web device: codecs, selection, floors and budget, the local randomizer and SecAgg+ (see docs/web-devices.md). */
 
 export * from "./bytes.js";
 export * from "./config.js";
@@ -14,6 +14,12 @@ export * as aggregatorWire from "./gen/fedhh/v1/aggregator_pb.js";
 export * from "./graph.js";
 export * from "./merkle.js";
 export * from "./device.js";
+export * from "./codec.js";
+export * from "./selection.js";
+export * from "./bounds.js";
+export * from "./floors.js";
+export * from "./budget.js";
+export * from "./report.js";
 export * from "./wire.js";
 export * from "./round.js";
 export * from "./loop.js";

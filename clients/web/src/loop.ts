@@ -1,39 +1,28 @@
 /**
  * A web device's loop over the Connect ports, as fedhh_device/fleet.py runs a device over gRPC:
  * check in with fresh round keys until a task comes, verify it (the coordinator's signatures
- * over the task and its round config, the floors), randomize the report, and run the round.
- * Keys are replaced once a task has used them.
- *
- * Not here yet (docs/web-devices.md): item selection and the codecs (the report's one-hot
- * index is the caller's), the lifetime budget, the lying-server (k, t) bound.
+ * over the task and its round config), take the report (`report`, normally `reportForTask`
+ * of src/report.ts: the local epsilon cap, the lifetime budget, codec, selection and
+ * randomizer, in the Python device's order), and run the round with the floors' policy
+ * (src/floors.ts: n_min, t, device auth, the consistency check, the lying-server bound). The
+ * config and the floors are checked before the report is taken, so a refused round spends no
+ * budget. Keys are replaced once a task has used them.
  */
 
 import { type Client, Code, ConnectError } from "@connectrpc/connect";
 
-import { type DevicePolicy, SecAggDevice } from "./device.js";
+import { SecAggDevice } from "./device.js";
+import { type Floors, DEFAULT_FLOORS, checkEpsLocal, policyOf } from "./floors.js";
 import type { SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
 import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
 import { ed25519PublicFromSeed } from "./primitives.js";
-import { type RandomSource, type WordSource, systemRandom, systemWords } from "./random.js";
-import { randomize } from "./randomizer.js";
+import { type RandomSource, systemRandom } from "./random.js";
 import { type RoundOptions, type RoundOutcome, participate } from "./round.js";
 import { generateRoundKeys } from "./secagg.js";
 import type { CheckIn, CoordinatorClient, Identity } from "./wire.js";
 
 const SHED = new Set([Code.Canceled, Code.ResourceExhausted]);
 const CHECK_IN_RETRIED = new Set([...SHED, Code.Unavailable, Code.DeadlineExceeded]);
-
-/** The floors of fedhh_device.secagg_run.Floors that the web device enforces now. */
-export interface Floors {
-  policy: DevicePolicy;
-  maxEpsLocal: number;
-}
-
-export const DEFAULT_FLOORS: Floors = {
-  policy: { minThreshold: 2, minNMin: 100, maxDimension: 1 << 24, requireDeviceAuth: true,
-            requireConsistencyCheck: true },
-  maxEpsLocal: 10,
-};
 
 export interface TaskResult extends RoundOutcome {
   runId: string;
@@ -44,17 +33,17 @@ export interface TaskResult extends RoundOutcome {
 export interface LoopOptions extends RoundOptions {
   floors?: Floors;
   random?: RandomSource;
-  words?: WordSource;
   /** The aggregator's device client for the gRPC address a task names. */
   aggregatorFor: (address: string) => Client<typeof SecureAggregation>;
-  /** The report's one-hot index in the task's domain (null: nothing to report). */
-  select?: (task: Task, dimension: number) => number | null;
+  /** The report's 1-bit positions for a verified task (throws to refuse it). */
+  report: (task: Task) => Promise<number[]>;
   signal?: AbortSignal;
 }
 
 /**
  * Check in until this device gets a task, then take part in its round: one task, one result.
- * A task refused by the device's floors ends as `device_aborted` before anything is sent.
+ * A task refused by the device (its floors, its budget, its config checks) ends as
+ * `device_aborted` before anything is sent to the aggregator.
  */
 export async function nextRound(coordinator: CoordinatorClient, identity: Identity,
                                 options: LoopOptions): Promise<TaskResult> {
@@ -84,26 +73,24 @@ export async function nextRound(coordinator: CoordinatorClient, identity: Identi
     }
     const task = checkIn.task;
     const base = { runId: task.runId, round: task.round, attempt: task.attempt };
-    if (!(task.epsLocal > 0 && task.epsLocal <= floors.maxEpsLocal)) {
-      return { ...base, outcome: "device_aborted", reached: 0, contributed: false,
-               detail: `eps_local ${task.epsLocal} is above this device's ${floors.maxEpsLocal}` };
-    }
+    const refused = (error: unknown): TaskResult =>
+      ({ ...base, outcome: "device_aborted", reached: 0, contributed: false,
+         detail: error instanceof Error ? error.message : String(error) });
     const admission = { deviceId: task.secaggId,
                         identityKey: ed25519PublicFromSeed(identity.identitySeed),
                         cPk: keys.c.public, sPk: keys.s.public, proof: task.admission };
     let device: SecAggDevice;
+    let ones: number[];
     try {
+      checkEpsLocal(task.epsLocal, floors);
       device = await SecAggDevice.create(task.roundConfig, task.roundConfigSignature,
                                          identity.coordinatorPublic, task.secaggId, {
-        identitySeed: identity.identitySeed, admission, roundKeys: keys, policy: floors.policy,
-        rand: random });
+        identitySeed: identity.identitySeed, admission, roundKeys: keys,
+        policy: policyOf(floors), rand: random });
+      ones = await options.report(task);
     } catch (error) {
-      return { ...base, outcome: "device_aborted", reached: 0, contributed: false,
-               detail: String(error) };
+      return refused(error);
     }
-    const dimension = device.config.dimension;
-    const ones = randomize(task.epsLocal, options.select?.(task, dimension) ?? null, dimension,
-                           options.words ?? systemWords);
     const result = await participate(options.aggregatorFor(task.aggregatorAddress), device, ones,
                                      identity.identitySeed, admission, options);
     return { ...base, ...result };

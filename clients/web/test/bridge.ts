@@ -48,7 +48,9 @@ async function handle(m: Json): Promise<Json> {
     const policy: DevicePolicy | undefined = m.policy === null ? undefined : {
       minThreshold: m.policy.min_threshold, minNMin: m.policy.min_n_min,
       maxDimension: m.policy.max_dimension, requireDeviceAuth: m.policy.require_device_auth,
-      requireConsistencyCheck: m.policy.require_consistency_check };
+      requireConsistencyCheck: m.policy.require_consistency_check,
+      maxCorruptFraction: m.policy.max_corrupt_fraction, securityBits: m.policy.security_bits,
+      assumedDropout: m.policy.assumed_dropout };
     const device = await SecAggDevice.create(
       fromHex(m.config), fromHex(m.signature), fromHex(m.coordinator_public), m.id, {
         ...(policy === undefined ? {} : { policy }),

@@ -4,6 +4,11 @@
  * `window.fedhhResults` and, for a person looking at the page, into its body.
  */
 
+import { create } from "@bufbuild/protobuf";
+
+import { DeviceBudget, IndexedDbBudgetStore, PrivacyError } from "../src/budget.js";
+import { fetchBooks } from "../src/codec.js";
+import { TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
 import { pythonChecks } from "./checks.js";
 
 interface Result {
@@ -13,10 +18,31 @@ interface Result {
   ms: number;
 }
 
+/** The budget in IndexedDB: a spend and a report survive reopening the store (a page reload). */
+async function indexedDbBudget(): Promise<void> {
+  const name = `fedhh-test-${Date.now()}`;
+  const task = (run: string, eps: number) => create(TaskSchema, { runId: run, round: 1, epsLocal: eps });
+  const first = await DeviceBudget.open(new IndexedDbBudgetStore(name), 1.0, 3600);
+  const ones = await first.report(task("a", 0.75), () => [3, 5]);
+  const again = await DeviceBudget.open(new IndexedDbBudgetStore(name), 1.0, 3600);
+  if (Math.abs(again.spent() - 0.75) > 1e-12) throw new Error(`spent ${again.spent()} after reopening`);
+  const retried = await again.report(task("a", 0.75), () => [9]);
+  if (JSON.stringify(retried) !== JSON.stringify(ones)) throw new Error("a retry got another report");
+  let refused = false;
+  try {
+    await again.report(task("b", 0.5), () => [1]);
+  } catch (error) {
+    refused = error instanceof PrivacyError;
+  }
+  if (!refused) throw new Error("a report beyond the budget was not refused");
+  indexedDB.deleteDatabase(name);
+}
+
 async function run(): Promise<Result[]> {
   const vectors = await (await fetch("python.json")).json();
   const results: Result[] = [];
-  for (const [name, check] of Object.entries(pythonChecks(vectors))) {
+  const books = fetchBooks(new URL("books/", location.href).href); // the page's server
+  for (const [name, check] of Object.entries(pythonChecks(vectors, books))) {
     const start = performance.now();
     try {
       await check(vectors);
@@ -24,6 +50,14 @@ async function run(): Promise<Result[]> {
     } catch (error) {
       results.push({ name, ok: false, error: String(error), ms: performance.now() - start });
     }
+  }
+  const start = performance.now();
+  const name = "lifetime budget in IndexedDB: a spend survives reopening";
+  try {
+    await indexedDbBudget();
+    results.push({ name, ok: true, ms: performance.now() - start });
+  } catch (error) {
+    results.push({ name, ok: false, error: String(error), ms: performance.now() - start });
   }
   return results;
 }

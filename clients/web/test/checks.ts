@@ -5,7 +5,18 @@
  * (python_vectors.test.ts) and in headless Chromium (browser.ts, tests/web/test_web_browser.py).
  */
 
+import { create } from "@bufbuild/protobuf";
+
+import { boundAccepts, boundTolerance, lyingServerBound } from "../src/bounds.js";
+import { DeviceBudget, MemoryBudgetStore, pythonFloatRepr, queryDigest } from "../src/budget.js";
 import { fromHex, toHex } from "../src/bytes.js";
+import { type Task, TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
+import { type DrawSource, type SelectionRule, makeReport, queryOfTask, selectEntry }
+  from "../src/selection.js";
+import {
+  type BookLoader, type Codebook, BUILTIN_BOOK_KEYS, Codec, CodecError, codebookFromJson,
+  codebookFromSpec, codebookKey,
+} from "../src/codec.js";
 import { ConfigError, parseRoundConfig, sessionIdOf, verifyConfig, verifyTaskSignature }
   from "../src/config.js";
 import { GraphError, checkGraphParameters, neighboursOf, ringOrder, survivorsConnected }
@@ -281,8 +292,172 @@ async function merkle(V: Json): Promise<void> {
   }
 }
 
-/** Every check, by name (what the test runners report). */
-export function pythonChecks(V: Json): Record<string, Check> {
+/** Every built-in codec and two inline ones on every item and width, byte for byte. */
+async function codecs(V: Json, load: BookLoader): Promise<void> {
+  const items: string[] = V.codec.items;
+  const books = new Map<string, Codebook>();
+  for (const c of V.codec.cases) {
+    if (!books.has(c.spec)) books.set(c.spec, await codebookFromSpec(c.spec, load));
+    const codec = new Codec(books.get(c.spec)!, c.max_bits);
+    const got = items.map((item) => codec.encodeItem(item));
+    const name = c.spec.startsWith("{") ? "inline" : c.spec;
+    equal(got.map((g) => g.code.toString(16)), c.codes, `codes of ${name} at ${c.max_bits} bits`);
+    equal(got.map((g) => g.length), c.lengths, `lengths of ${name} at ${c.max_bits} bits`);
+    equal(got.map((g) => g.truncated), c.truncated, `truncation of ${name} at ${c.max_bits} bits`);
+  }
+  for (const [name, key] of Object.entries(BUILTIN_BOOK_KEYS)) {
+    equal(key, V.codec.keys[name], `the pinned key of ${name} (update BUILTIN_BOOK_KEYS)`);
+  }
+  for (const [name, key] of Object.entries(V.codec.keys)) {
+    const spec = name === "inline" ? V.codec.cases.at(-1).spec : name;
+    equal(await codebookKey(await codebookFromSpec(spec, load)), key, `key of codebook ${name}`);
+  }
+  const general = await Codec.fromSpec("general", 60, load);
+  for (const item of V.codec.refused_items) {
+    throws(() => general.encode(item), CodecError, `the item ${JSON.stringify(item)}`);
+  }
+  for (const c of V.codec.refused_books) {
+    throws(() => codebookFromJson(c.json), CodecError, `the codebook with ${c.name}`);
+  }
+  await rejects(codebookFromSpec("german", load, V.codec.keys.english), /not the expected/,
+                "a served book that is not the expected one");
+  await rejects(codebookFromSpec("klingon", load), /unknown codebook/, "an unknown codebook");
+}
+
+function taskOf(f: Json): Task {
+  return create(TaskSchema, {
+    runId: "run-sel", round: 2, codec: f.codec, maxBits: f.max_bits, prefixBits: f.prefix_bits,
+    prefixes: f.prefixes.map(BigInt), segmentBits: f.segment_bits,
+    denyList: f.deny_list.map(BigInt), selection: f.selection,
+    prefixConditioning: f.prefix_conditioning, epsLocal: f.eps_local,
+    roundConfig: fromHex(f.round_config),
+  });
+}
+
+/** Replays recorded draws and words, and checks that they are asked for as Python asked. */
+function recorded(draws: Array<number | null>, words: number[] | null = null,
+                  highs: number[] = []): DrawSource {
+  const left = draws.filter((d): d is number => d !== null);
+  return {
+    below(high: number): number {
+      highs.push(high);
+      if (left.length === 0) throw new Error(`an unexpected draw below ${high}`);
+      return left.shift()!;
+    },
+    uint32(size: number): Uint32Array {
+      if (words === null || words.length !== size) throw new Error(`unexpected ${size} words`);
+      return Uint32Array.from(words);
+    },
+  };
+}
+
+/** Selection and the one-hot index with Python's draws; whole reports; refused tasks. */
+async function selection(V: Json, load: BookLoader): Promise<void> {
+  const books = new Map<string, Codebook>();
+  const codecOf = async (f: Json) => {
+    if (!books.has(f.codec)) books.set(f.codec, await codebookFromSpec(f.codec, load));
+    return new Codec(books.get(f.codec)!, f.max_bits);
+  };
+  for (const c of V.selection.cases) {
+    const task = taskOf(c.task);
+    const query = queryOfTask(task);
+    const codec = await codecOf(c.task);
+    const codes = c.items.map((item: string) => codec.encode(item));
+    for (const o of c.outcomes) {
+      const highs: number[] = [];
+      const got = selectEntry(codes, c.counts, query, task.selection as SelectionRule,
+                              task.prefixConditioning, recorded([o.draw], null, highs));
+      equal(highs, c.total === null ? [] : [c.total], "the draw's bound");
+      equal(got, { entry: o.entry, index: o.index },
+            `${c.task.selection} selection (conditioned ${c.task.prefix_conditioning}) of ` +
+            `${JSON.stringify(c.items)} with draw ${o.draw}`);
+    }
+  }
+  for (const r of V.selection.reports) {
+    const task = taskOf(r.task);
+    equal(makeReport(r.items, r.counts, task, await codecOf(r.task), recorded(r.draws, r.words)),
+          r.ones, `the report of ${JSON.stringify(r.items)}`);
+  }
+  for (const r of V.selection.refused) {
+    let refused = false;
+    try {
+      const task = taskOf(r.task);
+      makeReport(["apple"], [1], task, await codecOf(r.task), recorded([0], new Array(8).fill(0)));
+    } catch {
+      refused = true;
+    }
+    ok(refused, `the task with ${r.name} is refused`);
+  }
+}
+
+/**
+ * The lying-server bound within the tolerance of Python's on every case, and the decision:
+ * never an accept where Python refuses; Python's accept everywhere outside the band of twice
+ * the tolerance below the target (bounds.ts), where this device may refuse. Returns the
+ * largest relative difference seen and the number of cases in the band.
+ */
+export function floorBounds(V: Json): { worst: number; band: number } {
+  let worst = 0;
+  let band = 0;
+  for (const c of V.floors.bounds) {
+    const what = `(n, k, t) = (${c.n}, ${c.k}, ${c.t}), dropout ${c.dropout}, corrupt ${c.corrupt}`;
+    const ours = lyingServerBound(c.n, c.k, c.t, c.dropout, c.corrupt);
+    const tolerance = boundTolerance(c.n);
+    const difference = Math.abs(ours - c.bound);
+    ok(difference <= tolerance * c.bound + 1e-300,
+       `${what}: bound ${ours} is not within ${tolerance} of Python's ${c.bound}`);
+    if (c.bound > 0) worst = Math.max(worst, difference / c.bound);
+    const accepts = boundAccepts(ours, c.n, c.security_bits);
+    if (!c.accept) ok(!accepts, `${what}: accepted at 2^-${c.security_bits}, Python refuses`);
+    else if (c.bound <= 2 ** -c.security_bits * (1 - 2 * tolerance)) {
+      ok(accepts, `${what}: refused at 2^-${c.security_bits}, Python accepts`);
+    } else {
+      band++; // Python accepts, its bound within twice the tolerance below the target: either way
+    }
+  }
+  ok(band > 0, "some cases lie in the band");
+  return { worst, band };
+}
+
+/** The lifetime budget step by step as the Python device's, and Python's query digests. */
+async function budget(V: Json): Promise<void> {
+  const B = V.budget;
+  let now = 0;
+  const store = new MemoryBudgetStore();
+  let budget = await DeviceBudget.open(store, B.cap, B.period_s, () => now);
+  for (const [i, step] of B.steps.entries()) {
+    now = step.at;
+    const f = step.task;
+    const task = create(TaskSchema, {
+      runId: f.run_id, round: f.round, epsLocal: f.eps_local, codec: f.codec, maxBits: f.max_bits,
+      prefixBits: f.prefix_bits, prefixes: f.prefixes.map(BigInt), segmentBits: f.segment_bits,
+      selection: f.selection, prefixConditioning: f.prefix_conditioning,
+    });
+    let outcome: unknown;
+    try {
+      outcome = await budget.report(task, () => [i, i + 10]);
+    } catch (error) {
+      outcome = (error as Error).name === "RangeError" ? "ConfigError" : (error as Error).name;
+    }
+    equal(outcome, step.outcome, `step ${i} (run ${f.run_id}, eps ${f.eps_local} at ${step.at})`);
+    equal(budget.spent(), step.spent_after, `spent after step ${i}`);
+    if (i === 6) budget = await DeviceBudget.open(store, B.cap, B.period_s, () => now); // a reload
+  }
+  for (const d of B.digests) {
+    const f = d.task;
+    equal(pythonFloatRepr(f.eps_local), d.repr, `repr of ${f.eps_local}`);
+    const task = create(TaskSchema, {
+      runId: f.run_id, round: f.round, prefixBits: f.prefix_bits, prefixes: f.prefixes.map(BigInt),
+      denyList: f.deny_list.map(BigInt), segmentBits: f.segment_bits, epsLocal: f.eps_local,
+      codec: f.codec, maxBits: f.max_bits, selection: f.selection,
+      prefixConditioning: f.prefix_conditioning,
+    });
+    equal(await queryDigest(task), d.digest, `query digest at eps ${f.eps_local}`);
+  }
+}
+
+/** Every check, by name (what the test runners report); `load` reads the trained books. */
+export function pythonChecks(V: Json, load: BookLoader): Record<string, Check> {
   const checks: Record<string, Check> = {
     "shamir: a seeded stream gives Python's shares": shamirShares,
     "shamir: reconstruction and decoding as Python, failures included": shamirReconstruct,
@@ -295,6 +470,12 @@ export function pythonChecks(V: Json): Record<string, Check> {
     "randomizer: thresholds and reports": randomizer,
     "neighbour graph: ring order, neighbours, survivor connectivity": graph,
     "cohort Merkle tree: salts, roots from proofs, admissions": merkle,
+    "codecs: every built-in and inline codebook, items of every kind": (v) => codecs(v, load),
+    "selection: the entry, the one-hot index and the report, from Python's draws":
+      (v) => selection(v, load),
+    "floors: the lying-server bound within tolerance, never accepting what Python refuses":
+      async (v) => { floorBounds(v); },
+    "lifetime budget: spends, retries and refusals as the Python device; query digests": budget,
   };
   for (const r of V.device_rounds) {
     const header = parseRoundConfig(fromHex(r.config));

@@ -24,7 +24,11 @@ import {
 } from "../src/secagg.js";
 import { EnrollRequestSchema, GetTaskRequestSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
 import * as shamir from "../src/shamir.js";
-import { type Json, pythonVectors } from "./vectors.js";
+import { boundAccepts, boundTolerance, lyingServerBound } from "../src/bounds.js";
+import { type Codebook, BUILTIN_NAMES, Codec, codebookFromSpec } from "../src/codec.js";
+import { TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
+import { type DrawSource, makeReport, systemDraws } from "../src/selection.js";
+import { type Json, fileBooks, pythonVectors } from "./vectors.js";
 
 const hex = (b: Uint8Array): string => toHex(b);
 
@@ -154,6 +158,85 @@ function wire(): Json {
   };
 }
 
+/** A uniform double in [0, 1) from production randomness. */
+function uniform(): number {
+  return Number(new DataView(systemRandom(8).buffer).getBigUint64(0) >> 11n) / 2 ** 53;
+}
+
+const BLOCKS: Array<[number, number]> = [
+  [0x20, 0x7e], [0x61, 0x7a], [0x61, 0x7a], [0x00, 0x1f], [0xa0, 0x17f], [0x300, 0x36f],
+  [0x3040, 0x30ff], [0x4e00, 0x9fff], [0xac00, 0xd7a3], [0x1f300, 0x1faff], [0x200d, 0x200d],
+  [0xe000, 0xffff], [0x10000, 0x10ffff],
+];
+
+/** A random well-formed string of 1 to 30 code points from many scripts (no surrogates). */
+function randomItem(): string {
+  const length = 1 + Math.floor(uniform() * 30);
+  let out = "";
+  for (let i = 0; i < length; i++) {
+    const [lo, hi] = BLOCKS[Math.floor(uniform() * BLOCKS.length)]!;
+    out += String.fromCodePoint(lo + Math.floor(uniform() * (hi - lo + 1)));
+  }
+  return out;
+}
+
+/** Random items encoded by every built-in codec, for Python to encode the same. */
+async function codecs(): Promise<Json[]> {
+  const items = Array.from({ length: 40 }, randomItem);
+  const out = [];
+  for (const name of BUILTIN_NAMES) {
+    const book: Codebook = await codebookFromSpec(name, fileBooks);
+    for (const bits of [60, 200]) {
+      const codec = new Codec(book, bits);
+      out.push({ spec: name, max_bits: bits, items,
+                 codes: items.map((item) => codec.encode(item).toString(16)) });
+    }
+  }
+  return out;
+}
+
+/** Random (n, k, t) and floors, a third of them with the target at the bound itself. */
+function bounds(): Json[] {
+  return Array.from({ length: 150 }, (_, i) => {
+    const n = Math.max(3, Math.floor(Math.exp(uniform() * Math.log(300_000))));
+    const complete = n <= 5000 && uniform() < 0.15;
+    const k = complete ? n - 1 : Math.min(n - 1 - ((n - 1) % 2), 2 * (1 + Math.floor(uniform() * 1000)));
+    const t = 1 + Math.floor(uniform() * k);
+    const dropout = uniform() * 0.6;
+    const corrupt = uniform() * 0.3;
+    const bound = lyingServerBound(n, k, t, dropout, corrupt);
+    let bits = 1 + uniform() * 100;
+    if (i % 3 === 0 && bound > 0 && bound < 1) bits = -Math.log2(bound) * (1 + (uniform() - 0.5) * 1e-9);
+    return { n, k, t, dropout, corrupt, security_bits: bits, bound,
+             tolerance: boundTolerance(n), accept: boundAccepts(bound, n, bits) };
+  });
+}
+
+/** Python's selection tasks with fresh production draws and words, for Python to replay. */
+async function reports(): Promise<Json[]> {
+  const out = [];
+  for (const r of pythonVectors().selection.reports) {
+    const f = r.task;
+    const task = create(TaskSchema, {
+      runId: "run-sel", round: 2, codec: f.codec, maxBits: f.max_bits, prefixBits: f.prefix_bits,
+      prefixes: f.prefixes.map(BigInt), segmentBits: f.segment_bits,
+      denyList: f.deny_list.map(BigInt), selection: f.selection,
+      prefixConditioning: f.prefix_conditioning, epsLocal: f.eps_local,
+      roundConfig: fromHex(f.round_config),
+    });
+    const draws: number[] = [];
+    let words: number[] = [];
+    const recorder: DrawSource = {
+      below: (high) => { const x = systemDraws.below(high); draws.push(x); return x; },
+      uint32: (n) => { const w = systemDraws.uint32(n); words = [...w]; return w; },
+    };
+    const codec = new Codec(await codebookFromSpec(f.codec, fileBooks), f.max_bits);
+    const ones = makeReport(r.items, r.counts, task, codec, recorder);
+    out.push({ items: r.items, counts: r.counts, task: f, draws, words, ones });
+  }
+  return out;
+}
+
 async function main(): Promise<void> {
   const out = process.argv[2];
   if (out === undefined) throw new Error("usage: node dist/test/make_vectors.js OUT.json");
@@ -167,6 +250,9 @@ async function main(): Promise<void> {
     consistency: await consistency(),
     device: await device(),
     wire: wire(),
+    codecs: await codecs(),
+    bounds: bounds(),
+    reports: await reports(),
   };
   writeFileSync(out, JSON.stringify(vectors, null, 1) + "\n");
 }

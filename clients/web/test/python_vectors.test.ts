@@ -3,9 +3,9 @@
 import { test } from "node:test";
 
 import { pythonChecks } from "./checks.js";
-import { pythonVectors } from "./vectors.js";
+import { fileBooks, pythonVectors } from "./vectors.js";
 
 const vectors = pythonVectors();
-for (const [name, check] of Object.entries(pythonChecks(vectors))) {
+for (const [name, check] of Object.entries(pythonChecks(vectors, fileBooks))) {
   test(name, () => check(vectors));
 }

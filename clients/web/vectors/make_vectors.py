@@ -14,6 +14,7 @@ formulas, so the TypeScript side is held to what the deployed Python device send
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fedhh.codec import BUILTIN_NAMES, Codebook, Codec, train_codebook
 from fedhh.device.randomizer import RandomizedResponse, a0_threshold
 from fedhh.device.randomness import NumpySource
 from fedhh.rpc.tasks import TASK_CONTEXT, sign_task
@@ -389,6 +391,377 @@ def merkle_vectors() -> dict[str, Any]:
                                        "admissions": admissions}}
 
 
+CODEC_ITEMS = [
+    "a", "e", "hello", "the", "zebra", "quizzically", "Hello", "HELLO world", "don't",
+    "co-operate", "x" * 40, "abcdefghijklmnopqrstuvwxyz",
+    "Straße", "Grüße", "Äpfel und Öl", "schön", "Fußgängerübergänge",
+    "こんにちは", "日本語", "東京都", "カタカナ", "한국어", "中文", "Ελληνικά", "русский",
+    "😀", "👍🏽", "👨‍👩‍👧‍👦", "🏳️‍🌈", "❤️", "🇩🇪", "a😀b", "🙂🙃🙂",
+    "https://www.example.com", "http://example.org/path?q=1&r=2#frag", "www.google.com",
+    "https://de.wikipedia.org/wiki/Stra%C3%9Fe", "example.co.uk",
+    "alice@example.com", "bob.smith+tag@gmail.com", "user@mail.example.de",
+    "0", "42", "3.14159", "-17", "1,000,000", "+1 (555) 010-9999", "2026-11-27",
+    " ", "  leading", "trailing ", "tab\there", "new\nline", "\x00", "\x7f", "\x80",
+    "quote\"s", "back\\slash", "~!@#$%^&*()_+{}|:<>?", "\u00e9", "e\u0301",
+    "\u2028", "\ufeff", "\U0010ffff", "\uffff",
+    "Supercalifragilisticexpialidocious and more words to be truncated at max_bits",
+]
+CODEC_BITS = (8, 20, 60, 64, 65, 128, 300)
+
+
+def codec_vectors() -> dict[str, Any]:
+    """Every built-in codec on many kinds of items and widths, an inline codebook, the books'
+    keys, and codebooks and items Python refuses."""
+    books = {name: Codec(name).book for name in BUILTIN_NAMES}
+    trained = train_codebook([("kaffee", 3.0), ("kuchen", 2.0), ("tee", 1.0), ("ß", 1.0)],
+                             "inline-test", description="a small trained book",
+                             floor_bytes=[ord(c) for c in "abcdefghijklmnopqrstuvwxyz"])
+    six = [format(i, "06b") for i in range(64)]  # a 6-bit code with tokens, ties included
+    inline = Codebook("inline-tokens", six[26], six[27],
+                      {ord("a") + i: six[i] for i in range(26)}, "6-bit letters and tokens",
+                      {b"kaffee": six[28], b"ee": six[29],
+                       "ß".encode(): six[30], b"tee": six[31],
+                       b"ab": six[32] + "000000",  # as long as a + b: the token wins
+                       b"abc": six[33] + "0" * 12, "😀".encode(): six[34]})
+    specs = [*BUILTIN_NAMES, trained.spec, inline.spec]
+    cases = []
+    for spec in specs:
+        for bits in CODEC_BITS:
+            codec = Codec(spec, bits)
+            encoded = codec.encode_many(CODEC_ITEMS)
+            cases.append({"spec": spec, "max_bits": bits,
+                          "codes": [format(c, "x") for c in cw_ints(encoded.codes)],
+                          "lengths": encoded.lengths.tolist(),
+                          "truncated": encoded.truncated.tolist()})
+    for spec in specs:  # the slow reference agrees with the fast encoder
+        book = Codec(spec, 60).book
+        for item in CODEC_ITEMS:
+            reference = book.item_bits(item)
+            if Codec(spec, 1024).encode(item) >> (1024 - len(reference)) != int(reference, 2):
+                raise SystemExit(f"item_bits and encode differ for {item!r} in {spec[:20]}")
+    refused_items = []
+    for item in ("", "\ud800", "a\udc00b"):
+        try:
+            Codec("general").encode(item)
+        except Exception:
+            refused_items.append(item)
+        else:
+            raise SystemExit(f"Python encoded {item!r}")
+    keys = {name: book.key for name, book in books.items()}
+    keys["inline"] = inline.key
+    base = json.loads(books["english"].to_json())
+    bad_books: dict[str, Any] = {
+        "unknown key": {**base, "colour": "red"},
+        "version 3": {**base, "version": 3},
+        "tokens in version 1": {**base, "tokens": {"ab": "0"}},
+        "not prefix-free": {**base, "end": base["bytes"]["e"] + "0"},
+        "byte twice": {**base, "bytes": {**base["bytes"], "0x65": "1"}},
+        "bad byte key": {**base, "bytes": {**base["bytes"], "0x6G": "1"}},
+        "upper-case hex key": {**base, "bytes": {**base["bytes"], "0xFF": "1"}},
+        "no escape": {**base, "escape": None},
+        "codeword too long": {**base, "end": "0" * 49},
+        "codeword not bits": {**base, "end": "012"},
+        "bad name": {**base, "name": "-x"},
+        "description not a string": {**base, "description": 3},
+        "bytes null": {**base, "bytes": None},
+        "one-byte token": {**base, "version": 2, "tokens": {"a": "1"}},
+        "not a dict": [1, 2],
+    }
+    refused_books = []
+    for name, data in bad_books.items():
+        try:
+            Codebook.from_dict(data)
+        except Exception:
+            refused_books.append({"name": name, "json": json.dumps(data, ensure_ascii=False)})
+        else:
+            raise SystemExit(f"Python accepted the bad codebook '{name}'")
+    return {"items": CODEC_ITEMS, "cases": cases, "keys": keys, "refused_items": refused_items,
+            "refused_books": refused_books}
+
+
+class _Recorded:
+    """A RandomSource that hands out given draws and words and records what was asked."""
+
+    def __init__(self, draws: list[int], words: list[int] | None = None) -> None:
+        self.draws = list(draws)
+        self.words = words
+        self.highs: list[int] = []
+
+    def below(self, highs: np.ndarray) -> np.ndarray:
+        self.highs += [int(h) for h in np.asarray(highs)]
+        out, self.draws = self.draws[: len(highs)], self.draws[len(highs):]
+        return np.array(out, dtype=np.int64)
+
+    def uint32(self, size: int) -> np.ndarray:
+        if self.words is None or len(self.words) != size:
+            raise SystemExit(f"the recorded words do not cover {size} draws")
+        return np.array(self.words, dtype=np.uint32)
+
+
+SELECTION_ITEMS = ["apple", "apricot", "avocado", "banana", "blueberry", "cherry", "äpfel",
+                   "apfelstrudel", "😀", "https://example.com/a", "a", "ab", "zz", "kaffee"]
+
+
+def _selection_task(codec: str, max_bits: int, prefix_bits: int, prefixes: list[int],
+                    segment_bits: int, deny: list[int], rule: str, conditioned: bool,
+                    dimension: int | None = None, eps: float = 2.0) -> pb.Task:
+    from fedhh.codec import codes as cw
+    size = len(prefixes) << segment_bits
+    config = RoundConfig(b"sel", 7, dimension or max(size, 1), 16, 4, 6, 3, bytes(32),
+                         StageDeadlines(1, 2, 3, 4, 5))
+    return pb.Task(run_id="run-sel", round=2, prefix_bits=prefix_bits,
+                   prefixes=cw.to_wire(cw.from_ints(prefixes, prefix_bits), prefix_bits)
+                   if prefixes else [],
+                   deny_list=cw.to_wire(cw.from_ints(deny, max_bits), max_bits) if deny else [],
+                   segment_bits=segment_bits, eps_local=eps, codec=codec, max_bits=max_bits,
+                   selection=rule, prefix_conditioning=conditioned,
+                   round_config=config.to_bytes())
+
+
+def _task_fields(task: pb.Task) -> dict[str, Any]:
+    return {"codec": task.codec, "max_bits": task.max_bits, "prefix_bits": task.prefix_bits,
+            "prefixes": [str(w) for w in task.prefixes], "segment_bits": task.segment_bits,
+            "deny_list": [str(w) for w in task.deny_list], "selection": task.selection,
+            "prefix_conditioning": task.prefix_conditioning, "eps_local": task.eps_local,
+            "round_config": task.round_config.hex()}
+
+
+def selection_vectors() -> dict[str, Any]:
+    """Item selection and the one-hot index as the Python device computes them
+    (fedhh_device.report.make_report), with recorded draws; whole reports with recorded
+    words; and tasks the device refuses."""
+    from fedhh.codec import codes as cw
+    from fedhh.device import Eligibility, Selection, SelectionRule, select_block
+    from fedhh_device.report import DeviceData, make_report, query_of
+    rng = np.random.default_rng(15)
+    cases = []
+    for codec_name, max_bits in (("english", 60), ("5bit", 20), ("general", 64), ("tokens", 100),
+                                 ("bytes", 130), ("huffman", 64)):
+        codec = Codec(codec_name, max_bits)
+        for prefix_bits, segment_bits in ((0, 3), (4, 2), (8, 4), (min(70, max_bits - 6), 6)):
+            for rule in ("uniform", "weighted"):
+                for conditioned in (True, False):
+                    take = sorted(set(rng.choice(len(SELECTION_ITEMS), size=6, replace=False)
+                                      .tolist()))
+                    items = [SELECTION_ITEMS[i] for i in take]
+                    counts = rng.integers(0, 6, size=len(items)).tolist()
+                    codes = cw.to_ints(codec.encode_many(items).codes)
+                    heads = sorted({c >> (max_bits - prefix_bits) for c in codes})
+                    keep = [h for h in heads if rng.random() < 0.6] or heads[:1]
+                    others = [int(x) for x in rng.integers(0, 1 << min(prefix_bits, 62), size=3)]
+                    prefixes = sorted(set(keep + others)) if prefix_bits else [0]
+                    deny = sorted({codes[0]} if rng.random() < 0.5 else set())
+                    task = _selection_task(codec_name, max_bits, prefix_bits, prefixes,
+                                           segment_bits, deny, rule, conditioned)
+                    query = query_of(task)
+                    selection = Selection(SelectionRule(rule), conditioned)
+                    array = codec.encode_many(items).codes
+                    eligibility = Eligibility.of(array, query.round_filter())
+                    probe = _Recorded([0])
+                    select_block(np.array([0, len(items)]), np.arange(len(items)),
+                                 np.array(counts), eligibility, selection, probe)
+                    total = probe.highs[0] if probe.highs else None
+                    outcomes = []
+                    for draw in sorted({0, *(rng.integers(0, total, size=3).tolist()),
+                                        total - 1}) if total else [None]:
+                        chosen = select_block(np.array([0, len(items)]), np.arange(len(items)),
+                                              np.array(counts), eligibility, selection,
+                                              _Recorded([] if draw is None else [draw]))
+                        entry = int(chosen[0]) if chosen[0] >= 0 else None
+                        index = None
+                        if entry is not None:
+                            domain = query.domain_index(array[entry : entry + 1],
+                                                        eligibility.prefix_index[entry : entry + 1])
+                            index = int(domain[0]) if domain[0] >= 0 else None
+                        outcomes.append({"draw": draw, "entry": entry, "index": index})
+                    cases.append({"items": items, "counts": counts, "task": _task_fields(task),
+                                  "total": total, "outcomes": outcomes})
+    if not any(o["index"] is None and o["draw"] is not None
+               for c in cases for o in c["outcomes"]):
+        raise SystemExit("the selection vectors need an unconditioned draw off the list")
+    reports = []
+    for i, case in enumerate(cases[::5]):
+        task = _selection_task(case["task"]["codec"], case["task"]["max_bits"],
+                               case["task"]["prefix_bits"], [], 1, [], "uniform", True)
+        task = pb.Task(**{**{f.name: getattr(task, f.name) for f in pb.Task.DESCRIPTOR.fields
+                             if f.name not in ("prefixes", "deny_list")}})
+        task.prefixes.extend(int(w) for w in case["task"]["prefixes"])
+        task.deny_list.extend(int(w) for w in case["task"]["deny_list"])
+        task.segment_bits = case["task"]["segment_bits"]
+        task.selection = case["task"]["selection"]
+        task.prefix_conditioning = case["task"]["prefix_conditioning"]
+        task.round_config = RoundConfig(b"sel", 7, query_of(task).domain_size, 16, 4, 6, 3,
+                                        bytes(32), StageDeadlines(1, 2, 3, 4, 5)).to_bytes()
+        task.eps_local = [0.5, 1.0, 4.0][i % 3]
+        draws = [case["outcomes"][-1]["draw"]] if case["total"] else []
+        words = rng.integers(0, 1 << 32, size=query_of(task).domain_size,
+                             dtype=np.uint64).tolist()
+        ones = make_report(DeviceData(tuple(case["items"]), np.array(case["counts"])), task,
+                           _Recorded(draws, words))
+        reports.append({"items": case["items"], "counts": case["counts"],
+                        "task": _task_fields(task), "draws": draws, "words": words,
+                        "ones": ones.tolist()})
+    good = _selection_task("english", 60, 4, [1, 5], 2, [], "uniform", True)
+    broken: dict[str, dict[str, Any]] = {
+        "prefixes not ascending": dict(prefixes=[5, 1]),
+        "prefixes repeated": dict(prefixes=[5, 5]),
+        "no prefixes": dict(prefixes=[]),
+        "prefix wider than prefix_bits": dict(prefixes=[1, 16]),
+        "deny list not ascending": dict(deny_list=[9, 3]),
+        "deny code wider than max_bits": dict(deny_list=[1 << 60]),
+        "segment_bits 0": dict(segment_bits=0),
+        "prefix_bits + segment_bits > max_bits": dict(prefix_bits=58, prefixes=[1], segment_bits=3),
+        "max_bits 0": dict(max_bits=0),
+        "max_bits 1025": dict(max_bits=1025),
+        "unknown selection": dict(selection="random"),
+        "unknown codec": dict(codec="klingon"),
+        "dimension is not the domain": dict(round_config=RoundConfig(
+            b"sel", 7, 9, 16, 4, 6, 3, bytes(32), StageDeadlines(1, 2, 3, 4, 5)).to_bytes()),
+        "two-word values, odd count": dict(max_bits=100, deny_list=[1, 2, 3], prefix_bits=4),
+    }
+    refused = []
+    for name, change in broken.items():
+        task = pb.Task()
+        task.CopyFrom(good)
+        for key, value in change.items():
+            if isinstance(value, list):
+                task.ClearField(key)
+                getattr(task, key).extend(value)
+            else:
+                setattr(task, key, value)
+        try:
+            make_report(DeviceData(("apple",), np.array([1])), task, _Recorded([0], [0] * 8))
+        except Exception:
+            refused.append({"name": name, "task": _task_fields(task)})
+        else:
+            raise SystemExit(f"Python accepted the broken task '{name}'")
+    return {"cases": cases, "reports": reports, "refused": refused}
+
+
+def _policy_decision(n: int, k: int, t: int, dropout: float, corrupt: float,
+                     bits: float) -> bool:
+    """Whether the Python device's _check_policy accepts (n, k, t) at these floors."""
+    from fedhh.secagg.device import DevicePolicy, _check_policy
+    from fedhh.secagg.errors import SecAggAbort
+    config = RoundConfig(b"bound", n, 1, 16 if n < 1 << 16 else 32, 1, k, t, bytes(32),
+                         StageDeadlines(1, 2, 3, 4, 5))
+    policy = DevicePolicy(max_corrupt_fraction=corrupt, security_bits=bits,
+                          assumed_dropout=dropout)
+    try:
+        _check_policy(config, policy)
+    except SecAggAbort:
+        return False
+    return True
+
+
+def floor_vectors() -> dict[str, Any]:
+    """The lying-server bound (privacy + disconnection) of many (n, k, t) as the Python device
+    computes it, with its decision: the parameters the coordinator chooses (just below the
+    target), their neighbours t - 1 and t + 1, random configs, large cohorts, complete graphs,
+    and targets set at the bound itself (decisions that flip within any tolerance)."""
+    from fedhh.secagg.params import Threat, choose_parameters, failure_bounds
+    def bound(n: int, k: int, t: int, dropout: float, corrupt: float) -> float:
+        b = failure_bounds(n, k, t, dropout, corrupt, Threat.LYING)
+        return b.privacy + b.disconnection
+    rng = np.random.default_rng(40)
+    raw: list[tuple[int, int, int, float, float, float]] = []
+    for n in (10, 50, 100, 500, 1000, 5000, 100_000):
+        for dropout, corrupt in ((0.3, 0.05), (0.1, 0.2), (0.05, 0.0)):
+            for bits in (20.0, 40.0):
+                try:
+                    chosen = choose_parameters(n, dropout, corrupt, Threat.LYING,
+                                               security_bits=bits)
+                except Exception:
+                    continue
+                k, t = chosen.k, chosen.t
+                for tt in {t - 1, t, t + 1} & set(range(1, k + 1)):
+                    raw.append((n, k, tt, dropout, corrupt, bits))
+    for _ in range(60):
+        n = int(rng.integers(3, 200_000))
+        k = min(n - 1, 2 * int(rng.integers(1, 400)))
+        if k % 2 and k != n - 1:
+            k -= 1
+        t = int(rng.integers(1, k + 1))
+        raw.append((n, k, t, float(rng.choice([0.0, 0.1, 0.3, 0.5])),
+                    float(rng.choice([0.0, 0.01, 0.05, 0.1, 0.25])),
+                    float(rng.choice([10.0, 20.0, 40.0, 40.5, 80.0]))))
+    for n, k, t in ((1 << 24, 200, 150), (1 << 24, 2000, 1400), (5_000_000, 1000, 700),
+                    (4001, 4000, 3000), (300, 299, 200), (3, 2, 2), (2, 1, 1)):
+        raw.append((n, k, t, 0.3, 0.05, 40.0))
+    cases: list[dict[str, Any]] = []
+    for n, k, t, dropout, corrupt, bits in raw:
+        cases.append({"n": n, "k": k, "t": t, "dropout": dropout, "corrupt": corrupt,
+                      "security_bits": bits, "bound": bound(n, k, t, dropout, corrupt),
+                      "accept": _policy_decision(n, k, t, dropout, corrupt, bits)})
+    # Targets at the bound itself: 2^-bits just above, at, and just below the bound.
+    for case in [c for c in cases if 0 < c["bound"] < 1][::7]:
+        exact = -math.log2(case["bound"])
+        for bits in (exact * (1 - 1e-13), exact, exact * (1 + 1e-13)):
+            if not 0 < bits <= 256:
+                continue
+            cases.append({**case, "security_bits": bits,
+                          "accept": _policy_decision(case["n"], case["k"], case["t"],
+                                                     case["dropout"], case["corrupt"], bits)})
+    decisions = {c["accept"] for c in cases}
+    if decisions != {True, False}:
+        raise SystemExit("the floor vectors need both decisions")
+    return {"bounds": cases}
+
+
+def budget_vectors() -> dict[str, Any]:
+    """The device's lifetime budget (fedhh_device.budget.DeviceBudget) over a sequence of tasks
+    at given times: reports, retries answered alike, refusals; and query digests."""
+    from fedhh_device.budget import DeviceBudget, query_digest
+    clock = [0.0]
+    budget = DeviceBudget.load(None, 3.0, 100.0)
+    budget.clock = lambda: clock[0]
+    base: dict[str, Any] = dict(codec="english", max_bits=60, prefix_bits=4, prefixes=[1, 5],
+                                segment_bits=2, selection="uniform", prefix_conditioning=True)
+    steps: list[tuple[float, str, int, float, dict[str, Any]]] = [
+             (0.0, "A", 1, 1.0, {}), (1.0, "A", 1, 1.0, {}),
+             (2.0, "A", 1, 1.0, {"prefixes": [1, 6]}), (2.5, "A", 1, 2.0, {}),
+             (3.0, "B", 1, 1.5, {}), (4.0, "C", 1, 0.6, {}), (5.0, "C", 1, 0.5, {}),
+             (6.0, "A", 2, 0.1, {}), (101.0, "D", 1, 1.0, {}), (102.0, "D", 1, 1.0, {}),
+             (103.0, "E", 1, 0.0, {}), (103.5, "E", 1, -1.0, {}), (104.0, "F", 3, 0.1, {}),
+             (105.0, "G", 1, 0.2, {}), (106.0, "H", 1, 1e-9, {}), (300.0, "H", 1, 1e-9, {})]
+    out = []
+    for i, (at, run, round_, eps, change) in enumerate(steps):
+        clock[0] = at
+        fields = {**base, **change}
+        task = pb.Task(run_id=run, round=round_, eps_local=eps, **fields)
+        try:
+            ones = budget.report(task, functools.partial(np.array, [i, i + 10])).tolist()
+            outcome: Any = ones
+        except Exception as error:
+            outcome = type(error).__name__
+        out.append({"at": at, "task": {**fields, "run_id": run, "round": round_,
+                                        "eps_local": eps},
+                    "outcome": outcome, "spent_after": budget.spent()})
+    if len({str(o["outcome"]) for o in out}) < 5:
+        raise SystemExit("the budget vectors need more kinds of outcome")
+    digests = []
+    for eps in (4.0, 0.1, 1e-05, 0.0001, 1e16, 1e15, 123456789.123, 5e-324, 1.7976931348623157e308,
+                2.5, 1 / 3, 100.0, 1e22, 0.30000000000000004):
+        task = pb.Task(run_id="run-ü", round=7, prefix_bits=70, prefixes=[1, 2, 3, 2**64 - 1],
+                       deny_list=[5, 2**63], segment_bits=3, eps_local=eps, codec="tokens",
+                       max_bits=128, selection="weighted", prefix_conditioning=bool(eps > 1))
+        digests.append({"task": {"run_id": task.run_id, "round": task.round,
+                                 "prefix_bits": task.prefix_bits,
+                                 "prefixes": [str(p) for p in task.prefixes],
+                                 "deny_list": [str(p) for p in task.deny_list],
+                                 "segment_bits": task.segment_bits, "eps_local": eps,
+                                 "codec": task.codec, "max_bits": task.max_bits,
+                                 "selection": task.selection,
+                                 "prefix_conditioning": task.prefix_conditioning},
+                        "repr": repr(eps), "digest": query_digest(task)})
+    return {"cap": 3.0, "period_s": 100.0, "steps": out, "digests": digests}
+
+
+def cw_ints(codes: np.ndarray) -> list[int]:
+    from fedhh.codec import codes as cw
+    return cw.to_ints(codes)
+
+
 def _patched(data: bytearray, offset: int, value: bytes) -> bytes:
     out = bytearray(data)
     out[offset:offset + len(value)] = value
@@ -409,6 +782,10 @@ def build() -> dict[str, Any]:
         "signed": config_vectors(),
         "graph": graph_vectors(),
         "merkle": merkle_vectors(),
+        "codec": codec_vectors(),
+        "selection": selection_vectors(),
+        "floors": floor_vectors(),
+        "budget": budget_vectors(),
     }
 
 

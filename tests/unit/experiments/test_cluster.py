@@ -25,7 +25,16 @@ from fedhh.cli.main import main
 from fedhh.data.dataset import FederatedDataset
 from fedhh.errors import ConfigError
 from fedhh.experiments import ProgressEvent, ResultStore, Suite, SuiteSettings, get_study
-from fedhh.experiments.cluster import ClusterOptions, connect, execute, local_workers
+from fedhh.experiments.cluster import (
+    GIB,
+    ClusterOptions,
+    check_workers,
+    code_fingerprint,
+    compute_run,
+    connect,
+    execute,
+    local_workers,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -126,6 +135,37 @@ def test_local_cluster_is_refused_more_workers_than_the_memory_holds() -> None:
     assert local_workers(ClusterOptions(workers=0)) >= 1
     with pytest.raises(ConfigError, match="not both"):
         ClusterOptions(workers=2, scheduler="tcp://127.0.0.1:1")
+
+
+class _Workers:
+    """A client as ``check_workers`` reads it: each worker's fedhh and its memory limit."""
+
+    def __init__(self, codes: dict[str, tuple[str, str]], memory_gib: float) -> None:
+        self.codes = codes
+        self.memory_gib = memory_gib
+
+    def run(self, function: Any) -> dict[str, tuple[str, str]]:
+        return self.codes
+
+    def scheduler_info(self, n_workers: int) -> dict[str, Any]:
+        return {"workers": {a: {"memory_limit": self.memory_gib * GIB} for a in self.codes}}
+
+
+def test_workers_with_other_fedhh_code_are_refused_by_name(
+        caplog: pytest.LogCaptureFixture) -> None:
+    mine = ("0.1.0", code_fingerprint())
+    other = ("0.1.0", "f" * 64)  # same version number, other code
+    with pytest.raises(ConfigError, match=r"1 of 2 Dask workers run other fedhh code .*"
+                       r"tcp://10\.0\.0\.2:1 \(fedhh 0\.1\.0, code ffffffffffff\)"):
+        check_workers(_Workers({"tcp://10.0.0.1:1": mine, "tcp://10.0.0.2:1": other},
+                               8.0))  # type: ignore[arg-type]
+    check_workers(_Workers({"tcp://10.0.0.1:1": mine}, 8.0))  # type: ignore[arg-type]
+    assert "memory limit" not in caplog.text
+    check_workers(_Workers({"tcp://10.0.0.1:1": mine}, 1.0))  # type: ignore[arg-type]
+    assert "1 Dask workers have a memory limit under 4 GiB" in caplog.text
+    # A worker that joins later is checked by each task it runs.
+    with pytest.raises(ConfigError, match="other fedhh code"):
+        compute_run(None, None, {}, "0" * 64)  # type: ignore[arg-type]
 
 
 def tasks(dask_scheduler: Any) -> int:

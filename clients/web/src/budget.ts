@@ -1,0 +1,219 @@
+/**
+ * The device's own privacy budget and its memory of what it reported, kept on the device:
+ * fedhh_device/budget.py for the web. Whoever signed a task, a device
+ *
+ * - refuses a report whose local epsilon would take the sum of its reports' local epsilons
+ *   over the last `periodS` seconds above `cap` (times 1 + 1e-9, Python's SLACK); by basic
+ *   composition (Dwork and Roth 2014, Theorem 3.16) k reports are (sum eps_i)-LDP;
+ * - answers every attempt of one round of one run with the same report, and refuses an attempt
+ *   whose query differs from the first's (`queryDigest`: it would need a fresh report).
+ *
+ * The record is saved before the report is returned, so a crash (a closed tab) between the two
+ * cannot lose a spend. Storage is an interface: `IndexedDbBudgetStore` in a browser,
+ * `MemoryBudgetStore` in tests. The state is Python's JSON layout (spends, reports by run).
+ */
+
+import { concat, toHex, u32, utf8 } from "./bytes.js";
+import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
+import { sha256 } from "./primitives.js";
+
+export const SLACK = 1e-9;
+
+/** A report the device's own budget or memory refuses (fedhh.errors.PrivacyError). */
+export class PrivacyError extends Error {
+  override name = "PrivacyError";
+}
+
+export interface DeviceSpend {
+  run_id: string;
+  round: number;
+  eps_local: number;
+  /** Unix time in seconds. */
+  at: number;
+}
+
+export interface SavedReport {
+  run_id: string;
+  round: number;
+  digest: string;
+  ones: number[];
+}
+
+export interface BudgetState {
+  spends: DeviceSpend[];
+  reports: Record<string, SavedReport>;
+}
+
+/** Where a device keeps its budget between page loads. */
+export interface BudgetStore {
+  load(): Promise<BudgetState | null>;
+  save(state: BudgetState): Promise<void>;
+}
+
+/** A store in memory (node tests; a page that must not persist anything). */
+export class MemoryBudgetStore implements BudgetStore {
+  private saved: string | null = null;
+
+  async load(): Promise<BudgetState | null> {
+    return this.saved === null ? null : (JSON.parse(this.saved) as BudgetState);
+  }
+
+  async save(state: BudgetState): Promise<void> {
+    this.saved = JSON.stringify(state);
+  }
+}
+
+/** A store in the browser's IndexedDB: one record under `key` in object store "budget". */
+export class IndexedDbBudgetStore implements BudgetStore {
+  constructor(private readonly database = "fedhh-device", private readonly key = "budget") {}
+
+  private open(): Promise<IDBDatabase> {
+    return new Promise((resolve, reject) => {
+      const request = indexedDB.open(this.database, 1);
+      request.onupgradeneeded = () => request.result.createObjectStore("budget");
+      request.onsuccess = () => resolve(request.result);
+      request.onerror = () => reject(request.error);
+    });
+  }
+
+  async load(): Promise<BudgetState | null> {
+    const db = await this.open();
+    try {
+      return await new Promise((resolve, reject) => {
+        const request = db.transaction("budget", "readonly").objectStore("budget").get(this.key);
+        request.onsuccess = () => resolve((request.result as BudgetState | undefined) ?? null);
+        request.onerror = () => reject(request.error);
+      });
+    } finally {
+      db.close();
+    }
+  }
+
+  async save(state: BudgetState): Promise<void> {
+    const db = await this.open();
+    try {
+      await new Promise<void>((resolve, reject) => {
+        // "strict" durability: the write reaches the disk before the transaction completes.
+        const tx = db.transaction("budget", "readwrite", { durability: "strict" });
+        tx.objectStore("budget").put(state, this.key);
+        tx.oncomplete = () => resolve();
+        tx.onerror = () => reject(tx.error);
+        tx.onabort = () => reject(tx.error);
+      });
+    } finally {
+      db.close();
+    }
+  }
+}
+
+/** Python's repr of a float (the shortest round-trip digits, Python's layout). */
+export function pythonFloatRepr(x: number): string {
+  if (Number.isNaN(x)) return "nan";
+  if (!Number.isFinite(x)) return x > 0 ? "inf" : "-inf";
+  if (x === 0) return Object.is(x, -0) ? "-0.0" : "0.0";
+  const sign = x < 0 ? "-" : "";
+  const [mantissa, exponentText] = Math.abs(x).toExponential().split("e") as [string, string];
+  const digits = mantissa.replace(".", "");
+  const exponent = Number(exponentText);
+  if (exponent < -4 || exponent >= 16) {
+    const head = digits.length > 1 ? `${digits[0]}.${digits.slice(1)}` : digits;
+    const e = Math.abs(exponent).toString().padStart(2, "0");
+    return `${sign}${head}e${exponent < 0 ? "-" : "+"}${e}`;
+  }
+  if (exponent < 0) return `${sign}0.${"0".repeat(-exponent - 1)}${digits}`;
+  const whole = digits.slice(0, exponent + 1).padEnd(exponent + 1, "0");
+  const fraction = digits.slice(exponent + 1);
+  return `${sign}${whole}.${fraction === "" ? "0" : fraction}`;
+}
+
+function u64s(values: readonly bigint[]): Uint8Array {
+  const out = new Uint8Array(8 * values.length);
+  const view = new DataView(out.buffer);
+  values.forEach((v, i) => view.setBigUint64(8 * i, BigInt.asUintN(64, v), false));
+  return out;
+}
+
+/** What a report depends on besides the device's data (budget.py `query_digest`), hex. */
+export async function queryDigest(task: Task): Promise<string> {
+  const parts = [
+    utf8(task.runId), u32(task.round), u32(task.prefixBits), u32(task.segmentBits),
+    u64s(task.prefixes), utf8("|"), u64s(task.denyList), utf8("|"),
+    utf8(pythonFloatRepr(task.epsLocal)), utf8(task.codec), u32(task.maxBits),
+    utf8(task.selection), new Uint8Array([task.prefixConditioning ? 1 : 0]),
+  ];
+  return toHex(await sha256(concat(...parts.flatMap((p) => [u32(p.length), p]))));
+}
+
+/** Python's sum() of floats in 3.11: left to right from 0. */
+function sum(values: Iterable<number>): number {
+  let total = 0;
+  for (const v of values) total += v;
+  return total;
+}
+
+/** One device's spends and its latest report per run (module docstring). */
+export class DeviceBudget {
+  private tail: Promise<unknown> = Promise.resolve();
+
+  private constructor(readonly cap: number, readonly periodS: number,
+                      private readonly store: BudgetStore, private state: BudgetState,
+                      private readonly clock: () => number) {}
+
+  /** The budget kept in `store`; `clock` gives Unix seconds (tests pass their own). */
+  static async open(store: BudgetStore, cap: number, periodS: number,
+                    clock: () => number = () => Date.now() / 1000): Promise<DeviceBudget> {
+    if (!(cap > 0) || !(periodS > 0)) {
+      throw new RangeError(`a device budget needs cap > 0 and a positive period, got ${cap} and ${periodS}`);
+    }
+    const state = (await store.load()) ?? { spends: [], reports: {} };
+    if (!Array.isArray(state.spends) || typeof state.reports !== "object" || state.reports === null) {
+      throw new RangeError("the stored budget is corrupt");
+    }
+    return new DeviceBudget(cap, periodS, store, state, clock);
+  }
+
+  /** Local epsilon spent in the period that ends now. */
+  spent(): number {
+    const since = this.clock() - this.periodS;
+    return sum(this.state.spends.filter((s) => s.at >= since).map((s) => s.eps_local));
+  }
+
+  /**
+   * The report for `task`: the one this round already produced, or a new one (`compute()`),
+   * recorded with its spend and saved before it is returned. Calls run one at a time.
+   */
+  report(task: Task, compute: () => number[] | Promise<number[]>): Promise<number[]> {
+    const run = this.tail.then(() => this.reportNow(task, compute));
+    this.tail = run.catch(() => undefined);
+    return run;
+  }
+
+  private async reportNow(task: Task, compute: () => number[] | Promise<number[]>): Promise<number[]> {
+    const digest = await queryDigest(task);
+    const previous = this.state.reports[task.runId];
+    if (previous !== undefined && previous.round === task.round) {
+      if (previous.digest !== digest) {
+        throw new PrivacyError(`round ${task.round} of run ${task.runId} came back with another ` +
+                               "query; answering would need a fresh report");
+      }
+      return [...previous.ones];
+    }
+    if (!(task.epsLocal > 0)) throw new RangeError(`the task's eps_local must be > 0, got ${task.epsLocal}`);
+    const spent = this.spent();
+    if (spent + task.epsLocal > this.cap * (1 + SLACK)) {
+      throw new PrivacyError(`this device's budget is spent: ${spent} of ${this.cap} used in the ` +
+                             `period, the task asks for ${task.epsLocal}`);
+    }
+    const ones = [...(await compute())];
+    const now = this.clock();
+    const spends = this.state.spends.filter((s) => s.at >= now - this.periodS);
+    spends.push({ run_id: task.runId, round: task.round, eps_local: task.epsLocal, at: now });
+    const next: BudgetState = {
+      spends, reports: { ...this.state.reports, [task.runId]:
+        { run_id: task.runId, round: task.round, digest, ones } },
+    };
+    await this.store.save(next);
+    this.state = next;
+    return [...ones];
+  }
+}
