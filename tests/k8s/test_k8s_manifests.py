@@ -237,6 +237,25 @@ def test_production_names_a_public_address_and_service_for_every_worker(
         assert service["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] == f"worker-{i}"
 
 
+def test_production_serves_browser_devices_on_the_connect_ports(
+        rendered: dict[str, list[Obj]]) -> None:
+    """The coordinator and every worker listen on their Connect port (docs/web-devices.md), with
+    the configured origins, and production publishes it and lets the internet reach it."""
+    objs = rendered["overlays/production"]
+    replicas = named(objs, "StatefulSet", "worker")["spec"]["replicas"]
+    for kind, name, port, services in (
+            ("Deployment", "coordinator", 7080, ["coordinator-public"]),
+            ("StatefulSet", "worker", 7180, [f"worker-{i}-public" for i in range(replicas)])):
+        args = container(objs, kind, name)["args"]
+        assert flag(args, "web-listen") == [f"0.0.0.0:{port}"]
+        assert flag(args, "web-origin") == ["$(FEDHH_WEB_ORIGINS)"]
+        for service in services:
+            assert {"name": "web", "port": port, "targetPort": "web", "appProtocol": "https"} \
+                in named(objs, "Service", service)["spec"]["ports"]
+        public = named(objs, "NetworkPolicy", "public-devices")["spec"]["ingress"][0]["ports"]
+        assert _port_allowed(public, port)
+
+
 def _secret_refs(w: Obj) -> dict[str, set[str]]:
     refs: dict[str, set[str]] = {}
     spec = pod_spec(w)
