@@ -31,7 +31,8 @@ class CombinerServicer(ControlCalls, pb_grpc.CombinerControlServicer):
         self._auth.check(context)
         described = await self._registry.pool.describe()
         return pb.DescribeWorkersResponse(workers=[
-            pb.WorkerInfo(index=w.index, public_address=w.spec.public_address, serving=serving)
+            pb.WorkerInfo(index=w.index, public_address=w.spec.public_address,
+                         web_url=w.spec.web_url, serving=serving)
             for w, serving in described])
 
     @status_errors

@@ -2,7 +2,8 @@
 
 A worker is named by two addresses: the one the combiner dials for control calls (inside the
 cluster, e.g. a StatefulSet pod's stable DNS name) and the one devices dial for the shards it
-runs (``--worker CONTROL[=PUBLIC]``; the same when devices reach it the same way). The combiner
+runs (``--worker CONTROL[=PUBLIC[=WEB_URL]]``; the same when devices reach it the same way), and
+the Connect URL browser devices use for it, if it serves one. The combiner
 uses the same control token and CA as the coordinator does with a single aggregator.
 """
 
@@ -18,6 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from fedhh.errors import ConfigError
 from fedhh.rpc.aggregator_client import AggregatorControl, open_channel
 from fedhh.rpc.aggregator_wire import CONTROL_SERVICE
+from fedhh.rpc.serving import check_web_url
 from fedhh.rpc.tls import TlsFiles
 
 __all__ = ["Worker", "WorkerPool", "WorkerSpec", "parse_worker"]
@@ -29,17 +31,23 @@ HEALTH_TIMEOUT_S = 2.0
 class WorkerSpec:
     control_address: str
     public_address: str
+    web_url: str = ""
 
 
 def parse_worker(text: str) -> WorkerSpec:
-    """``CONTROL`` or ``CONTROL=PUBLIC``, each HOST:PORT."""
-    control, _, public = text.partition("=")
+    """``CONTROL``, ``CONTROL=PUBLIC`` (each HOST:PORT) or ``CONTROL=PUBLIC=WEB_URL`` (the
+    worker's Connect URL, https://HOST:PORT)."""
+    control, _, rest = text.partition("=")
+    public, _, web_url = rest.partition("=")
     public = public or control
     for address in (control, public):
         host, sep, port = address.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError(f"a worker is HOST:PORT[=HOST:PORT], got {text!r}")
-    return WorkerSpec(control, public)
+            raise ConfigError(f"a worker is HOST:PORT[=HOST:PORT[=https://HOST:PORT]], "
+                              f"got {text!r}")
+    if web_url:
+        check_web_url(web_url, "a worker's Connect URL")
+    return WorkerSpec(control, public, web_url)
 
 
 class Worker:

@@ -38,6 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--aggregator", required=True, help="aggregator control address HOST:PORT")
     p.add_argument("--aggregator-public-address",
                    help="aggregator address given to devices (default: --aggregator)")
+    p.add_argument("--aggregator-web-url",
+                   help="the aggregator's Connect URL (https://HOST:PORT, its --web-listen as "
+                        "devices reach it), given to browser devices in their tasks (default: "
+                        "none; a combiner names its workers' with --worker)")
     p.add_argument("--control-token-file", help="token for the aggregator's control API "
                    "(default: $FEDHH_CONTROL_TOKEN)")
     p.add_argument("--enrollment-tokens-file",

@@ -104,7 +104,12 @@ def run(args: argparse.Namespace) -> int:
     with LocalTopology(args.workdir, tls=not args.insecure) as topo:
         web = ["--web-listen", "127.0.0.1:0"] if args.web else []
         topo.start_aggregator(web)
-        topo.start_coordinator([*web, *(["--dashboard-port", "0"] if args.dashboard else [])])
+        scheme = "http" if args.insecure else "https"
+        # Tasks name the aggregator's Connect port too, for the devices that speak only that.
+        aggregator_web = (["--aggregator-web-url", f"{scheme}://{topo.web_address('aggregator')}"]
+                          if args.web else [])
+        topo.start_coordinator([*web, *aggregator_web,
+                                *(["--dashboard-port", "0"] if args.dashboard else [])])
         per = -(-devices // processes)
         extra = ["--min-cohort", str(min_devices)]
         extra += ["--seed", str(args.seed)] if args.seed is not None else []

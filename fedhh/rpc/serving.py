@@ -184,6 +184,19 @@ def install_uvloop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
+def check_web_url(url: str, what: str) -> str:
+    """``url`` if it is a Connect base URL devices can be given: ``https://HOST:PORT`` (or
+    ``http://`` to a loopback host), nothing after the port; ConfigError otherwise."""
+    scheme, sep, rest = url.partition("://")
+    host, colon, port = rest.rpartition(":")
+    if (sep != "://" or scheme not in ("https", "http") or not host or not colon
+            or not port.isdigit() or not 0 < int(port) < 65536 or "/" in rest):
+        raise ConfigError(f"{what} is https://HOST:PORT, got {url!r}")
+    if scheme == "http" and not is_loopback(rest):
+        raise ConfigError(f"{what}: plaintext http:// only to a loopback host, got {url!r}")
+    return url
+
+
 def is_loopback(address: str) -> bool:
     host = address.rsplit(":", 1)[0].strip("[]")
     if host == "localhost":

@@ -444,14 +444,16 @@ class DescribeWorkersResponse(_message.Message):
     def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
 
 class WorkerInfo(_message.Message):
-    __slots__ = ("index", "public_address", "serving")
+    __slots__ = ("index", "public_address", "serving", "web_url")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     PUBLIC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     SERVING_FIELD_NUMBER: _ClassVar[int]
+    WEB_URL_FIELD_NUMBER: _ClassVar[int]
     index: int
     public_address: str
     serving: bool
-    def __init__(self, index: _Optional[int] = ..., public_address: _Optional[str] = ..., serving: _Optional[bool] = ...) -> None: ...
+    web_url: str
+    def __init__(self, index: _Optional[int] = ..., public_address: _Optional[str] = ..., serving: _Optional[bool] = ..., web_url: _Optional[str] = ...) -> None: ...
 
 class OpenShardedRoundRequest(_message.Message):
     __slots__ = ("round_id", "shards")

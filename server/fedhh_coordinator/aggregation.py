@@ -40,6 +40,15 @@ class AggregatorOutcome:
     stage_devices: dict[str, int] = field(default_factory=dict)  # accepted per closed stage
 
 
+@dataclass(frozen=True)
+class DeviceAddresses:
+    """Where devices reach an aggregator: its gRPC address, and its Connect URL for devices
+    that cannot speak gRPC (browsers; empty: it serves none). Both go into each task."""
+
+    grpc: str
+    web_url: str = ""
+
+
 class AggregatorUnavailable(FedhhError):
     """The aggregation service did not answer (down, restarting, unreachable)."""
 
@@ -84,6 +93,7 @@ class AggregatorApi(Protocol):
     @property
     def combiner(self) -> ShardCombiner: ...
 
-    async def workers(self) -> list[tuple[int, str]] | None:
-        """A combiner's serving workers (index, public address); None: a single aggregator."""
+    async def workers(self) -> list[tuple[int, DeviceAddresses]] | None:
+        """A combiner's serving workers (index, where devices reach it); None: a single
+        aggregator."""
         ...

@@ -20,7 +20,11 @@ from fedhh.rpc.combiner_client import CombinerControl
 from fedhh.rpc.control_client import AggregatorError, RoundOutcome
 from fedhh.rpc.tls import TlsFiles
 from fedhh.secagg.config import SignedConfig
-from fedhh_coordinator.aggregation import AggregatorOutcome, AggregatorUnavailable
+from fedhh_coordinator.aggregation import (
+    AggregatorOutcome,
+    AggregatorUnavailable,
+    DeviceAddresses,
+)
 
 
 class _ServiceControl(ABC):
@@ -126,9 +130,9 @@ class GrpcAggregator:
         self.combiner = _CombinerControl(CombinerControl(self.channel, control_token),
                                          "combiner")
 
-    async def workers(self) -> list[tuple[int, str]] | None:
-        """The combiner's serving workers as (index, public address); None if the address is a
-        single aggregator (it does not serve CombinerControl)."""
+    async def workers(self) -> list[tuple[int, DeviceAddresses]] | None:
+        """The combiner's serving workers as (index, where devices reach it); None if the
+        address is a single aggregator (it does not serve CombinerControl)."""
         try:
             workers = await self.combiner.client.workers()
         except grpc.aio.AioRpcError as error:
@@ -136,7 +140,8 @@ class GrpcAggregator:
                 return None
             raise AggregatorUnavailable(f"aggregation service unreachable "
                                         f"({error.code().name})") from None
-        return [(w.index, w.public_address) for w in workers if w.serving]
+        return [(w.index, DeviceAddresses(w.public_address, w.web_url))
+                for w in workers if w.serving]
 
     async def close(self) -> None:
         await self.channel.close()

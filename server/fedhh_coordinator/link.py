@@ -66,6 +66,7 @@ from fedhh_coordinator.aggregation import (
     AggregatorApi,
     AggregatorOutcome,
     AggregatorUnavailable,
+    DeviceAddresses,
     RoundService,
 )
 from fedhh_coordinator.budgets import RunAdmission
@@ -92,9 +93,11 @@ class NetworkLink:
 
     def __init__(self, config: RunConfig, round_epsilon: Callable[[int], float], store: Store,
                  aggregator: AggregatorApi, lobby: Lobby, key: Ed25519PrivateKey,
-                 aggregator_address: str, admission: RunAdmission,
+                 aggregator_address: DeviceAddresses, admission: RunAdmission,
                  progress: Progress | None = None) -> None:
-        """``round_epsilon``: the local epsilon of a round (0-based index), the ledger's."""
+        """``round_epsilon``: the local epsilon of a round (0-based index), the ledger's;
+        ``aggregator_address``: where devices reach a single aggregator (a combiner names its
+        workers')."""
         self.config = config
         self.round_epsilon = round_epsilon
         self.store = store
@@ -173,10 +176,10 @@ class NetworkLink:
 
     # ---- the plan -------------------------------------------------------------------------
     def _plan(self, attempt: AttemptId, query: RoundQuery, members: dict[int, Member],
-              workers: list[tuple[int, str]] | None
-              ) -> tuple[RoundPlan, list[tuple[SignedConfig, IdentityTree, str]]]:
+              workers: list[tuple[int, DeviceAddresses]] | None
+              ) -> tuple[RoundPlan, list[tuple[SignedConfig, IdentityTree, DeviceAddresses]]]:
         """The attempt's plan in the mode the aggregation service runs (module docstring),
-        and per cohort its signed config, identity tree and the address its members send to.
+        and per cohort its signed config, identity tree and where its members send.
         A single aggregator takes the whole cohort; a combiner's workers take it split at
         random into shards (``fedhh.secagg.shards``)."""
         deadlines = self._deadlines()
@@ -346,7 +349,7 @@ class NetworkLink:
         return config, identities
 
     def _tasks(self, attempt: AttemptId, query: RoundQuery, cohort: SignedCohort,
-               signed: SignedConfig, identities: IdentityTree, address: str
+               signed: SignedConfig, identities: IdentityTree, address: DeviceAddresses
                ) -> dict[int, pb.SignedTask]:
         """One signed task per member of the cohort: what they all receive serialized once,
         then each member's own fields (``sign_task``)."""
@@ -358,8 +361,9 @@ class NetworkLink:
             deny_list=cw.to_wire(query.deny, query.max_bits), segment_bits=query.segment_bits,
             eps_local=self.round_epsilon(query.round - 1), codec=s.codec,
             max_bits=query.max_bits, selection=s.selection,
-            prefix_conditioning=s.prefix_conditioning, aggregator_address=address,
-            round_config=signed.payload, round_config_signature=signed.signature,
+            prefix_conditioning=s.prefix_conditioning, aggregator_address=address.grpc,
+            aggregator_web_url=address.web_url, round_config=signed.payload,
+            round_config_signature=signed.signature,
             deadline_unix_ms=cohort.config.deadlines.unmask,
         ).SerializeToString()
         tasks = {}

@@ -9,9 +9,11 @@ import logging
 from fedhh.rpc import serving
 from fedhh.rpc.credentials import load_or_create_signing_key, public_key_path, read_secret
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
+from fedhh.rpc.serving import check_web_url
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+from fedhh_coordinator.aggregation import DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.control import GrpcAggregator
 from fedhh_coordinator.enrollment import RateLimiter, import_tokens, load_verifier
@@ -50,8 +52,10 @@ async def serve(args: argparse.Namespace) -> None:
                             args.budget_period_days * 86400)
     lobby = Lobby()
     aggregator = GrpcAggregator(args.aggregator, tls, control_token)
-    runner = Runner(store, aggregator, key, args.aggregator_public_address or args.aggregator,
-                    lobby, budget)
+    addresses = DeviceAddresses(args.aggregator_public_address or args.aggregator,
+                                check_web_url(args.aggregator_web_url, "--aggregator-web-url")
+                                if args.aggregator_web_url else "")
+    runner = Runner(store, aggregator, key, addresses, lobby, budget)
     devices = DeviceService(store, lobby, key, verifier,
                             RateLimiter(args.enroll_rate, args.enroll_burst))
     admin = AdminService(store, runner, admin_token, budget)

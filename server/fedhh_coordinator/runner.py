@@ -19,8 +19,9 @@ from fedhh.rounds import AttemptId, RoundDriver, RunCancelled
 from fedhh.server import RoundReport
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator import metrics
+from fedhh_coordinator.aggregation import AggregatorApi, DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission
-from fedhh_coordinator.link import AggregatorApi, NetworkLink
+from fedhh_coordinator.link import NetworkLink
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.runs import RunParts
@@ -33,7 +34,8 @@ class Runner:
     """Drives the oldest pending or running run; sleeps until woken when there is none."""
 
     def __init__(self, store: Store, aggregator: AggregatorApi, key: Ed25519PrivateKey,
-                 aggregator_address: str, lobby: Lobby, budget: LifetimeBudget) -> None:
+                 aggregator_address: DeviceAddresses, lobby: Lobby, budget: LifetimeBudget
+                 ) -> None:
         self.store = store
         self.budget = budget
         self.aggregator = aggregator

@@ -92,7 +92,9 @@ def topo(tmp_path_factory: pytest.TempPathFactory, page_root: tuple[Path, str]
     data = short_dataset(root / "users.txt")
     with LocalTopology(root / "topology", env={"FEDHH_CACHE": str(root / "cache")}) as topo:
         topo.start_aggregator(web)
-        topo.start_coordinator([*COORDINATOR_FLAGS, *web])
+        # The tasks name the aggregator's Connect URL; the TypeScript devices dial that one.
+        topo.start_coordinator([*COORDINATOR_FLAGS, *web, "--aggregator-web-url",
+                                f"https://{topo.web_address('aggregator')}"])
         # gRPC devices for a round beside TypeScript ones (the probes' devices poll no task).
         topo.start_devices("devices-grpc", str(data), f"0:{USERS - TS_DEVICES}")
         topo.wait_for_devices()

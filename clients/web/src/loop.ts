@@ -33,8 +33,12 @@ export interface TaskResult extends RoundOutcome {
 export interface LoopOptions extends RoundOptions {
   floors?: Floors;
   random?: RandomSource;
-  /** The aggregator's device client for the gRPC address a task names. */
-  aggregatorFor: (address: string) => Client<typeof SecureAggregation>;
+  /**
+   * The aggregator's device client for a task: by the Connect URL the task names
+   * (`aggregatorWebUrl`, signed with the task; empty if the operator gave none), or by its
+   * gRPC address through a map of the page's own.
+   */
+  aggregatorFor: (webUrl: string, address: string) => Client<typeof SecureAggregation>;
   /** The report's 1-bit positions for a verified task (throws to refuse it). */
   report: (task: Task) => Promise<number[]>;
   signal?: AbortSignal;
@@ -91,8 +95,9 @@ export async function nextRound(coordinator: CoordinatorClient, identity: Identi
     } catch (error) {
       return refused(error);
     }
-    const result = await participate(options.aggregatorFor(task.aggregatorAddress), device, ones,
-                                     identity.identitySeed, admission, options);
+    const aggregator = options.aggregatorFor(task.aggregatorWebUrl, task.aggregatorAddress);
+    const result = await participate(aggregator, device, ones, identity.identitySeed, admission,
+                                     options);
     return { ...base, ...result };
   }
 }

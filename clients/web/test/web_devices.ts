@@ -19,7 +19,17 @@ export interface Fleet { coordinator: string; aggregator: string; tokens: string
 export async function runFleet(fleet: Fleet, onEnrolled: (n: number) => void
 ): Promise<Array<TaskResult & { deviceId: string }>> {
   const coordinator = new CoordinatorClient(connectTransport(fleet.coordinator));
-  const aggregator = aggregatorClient(connectTransport(fleet.aggregator));
+  const aggregators = new Map<string, ReturnType<typeof aggregatorClient>>();
+  // The aggregator each task names by its Connect URL (the test's services name this one).
+  const aggregatorFor = (webUrl: string) => {
+    if (webUrl !== fleet.aggregator) throw new Error(`the task names ${webUrl || "no URL"}`);
+    let client = aggregators.get(webUrl);
+    if (client === undefined) {
+      client = aggregatorClient(connectTransport(webUrl));
+      aggregators.set(webUrl, client);
+    }
+    return client;
+  };
   const identities = await Promise.all(
     fleet.tokens.map((token, i) => coordinator.enroll(token, `web-${i}`)));
   onEnrolled(identities.length);
@@ -31,7 +41,7 @@ export async function runFleet(fleet: Fleet, onEnrolled: (n: number) => void
     return {
       deviceId: identity.deviceId.toString(),
       ...await nextRound(coordinator, identity, {
-        aggregatorFor: () => aggregator,
+        aggregatorFor,
         report: (task) => reportForTask(task, data, budget, DEFAULT_FLOORS),
       }),
     };

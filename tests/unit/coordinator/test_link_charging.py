@@ -31,7 +31,11 @@ from fedhh.secagg.messages import consistency_transcript, survivors_digest
 from fedhh.secagg.primitives import ed25519_from_seed, ed25519_public_bytes
 from fedhh.secagg.shards import ShardRelease
 from fedhh.v1 import coordinator_pb2 as pb
-from fedhh_coordinator.aggregation import AggregatorOutcome, AggregatorUnavailable
+from fedhh_coordinator.aggregation import (
+    AggregatorOutcome,
+    AggregatorUnavailable,
+    DeviceAddresses,
+)
 from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
@@ -41,7 +45,7 @@ from fedhh_coordinator.store import Store
 SHARD = 8
 DEVICES = 3 * SHARD
 N_MIN = 5
-WORKERS = [(w, f"worker-{w}:7101") for w in range(3)]
+WORKERS = [(w, DeviceAddresses(f"worker-{w}:7101", f"https://worker-{w}:7181")) for w in range(3)]
 
 
 def config(**overrides: Any) -> RunConfig:
@@ -85,6 +89,7 @@ class FakeCombiner:
     plan: Plan
     devices: dict[int, Ed25519PrivateKey]
     tasks: dict[bytes, dict[int, int]] = field(default_factory=dict)  # config -> id -> device
+    addressed: dict[bytes, DeviceAddresses] = field(default_factory=dict)  # where, by config
     opened: list[tuple[bytes, list[Shard]]] = field(default_factory=list)
     cancelled: list[bytes] = field(default_factory=list)
     hook_done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -94,7 +99,7 @@ class FakeCombiner:
     hang: asyncio.Event = field(default_factory=asyncio.Event)
     task_arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def workers(self) -> list[tuple[int, str]] | None:
+    async def workers(self) -> list[tuple[int, DeviceAddresses]] | None:
         return WORKERS if self.sharded else None
 
     @property
@@ -115,6 +120,8 @@ class FakeCombiner:
 
     def took_task(self, task: pb.Task) -> None:
         self.tasks.setdefault(bytes(task.round_config), {})[task.secagg_id] = task.device_id
+        self.addressed[bytes(task.round_config)] = DeviceAddresses(task.aggregator_address,
+                                                                   task.aggregator_web_url)
         self.task_arrived.set()
 
     async def _devices_have_tasks(self, shards: list[Shard]) -> None:
@@ -269,7 +276,8 @@ class Coordinator:
     def __init__(self, store: Store, fleet: Fleet, combiner: FakeCombiner) -> None:
         self.store, self.combiner = store, combiner
         self.lobby = Lobby()
-        self.runner = Runner(store, combiner, Ed25519PrivateKey.generate(), "combiner:7200",
+        self.runner = Runner(store, combiner, Ed25519PrivateKey.generate(),
+                             DeviceAddresses("combiner:7200", "https://combiner:7280"),
                              self.lobby, LifetimeBudget(eps=1e9, delta=0.5))
         self.runner.retry_delay_s = 0.0
         self.fleet = fleet
@@ -319,6 +327,16 @@ def test_every_shard_released_one_charge_at_the_round_total(tmp_path: Path) -> N
     assert [s.config.num_devices for s in shards] == [SHARD] * 3
     assert [s.worker for s in shards] == [0, 1, 2]
     assert all(s.config.n_min == N_MIN for s in shards)
+    # Each shard's tasks name its worker, by gRPC address and by Connect URL (browsers).
+    assert [combiner.addressed[s.config.to_bytes()] for s in shards] == [a for _, a in WORKERS]
+
+
+def test_an_unsharded_round_names_the_aggregator_for_grpc_and_web_devices(
+        tmp_path: Path) -> None:
+    _, combiner = scenario(tmp_path, Plan(lambda a: ["released"]), sharded=False,
+                           shard_size=None, target_devices=SHARD)
+    assert list(combiner.addressed.values()) == [
+        DeviceAddresses("combiner:7200", "https://combiner:7280")]
 
 
 def test_a_shard_aborted_before_unmasking_drops_out_at_no_cost(tmp_path: Path) -> None:
