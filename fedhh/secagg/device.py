@@ -292,9 +292,9 @@ class SecAggDevice:
             raise self._fail(AbortReason.WRONG_STATE, "no mask key")
         b = self._rand(KEY_BYTES)
         xs = sorted(neighbours)
-        b_ys = shamir.share(int.from_bytes(b, "big"), t, xs, self._rand)
         s_raw = self._s_key.private_bytes_raw()
-        s_ys = shamir.share(int.from_bytes(s_raw, "big"), t, xs, self._rand)
+        b_ys, s_ys = shamir.share_many(
+            [int.from_bytes(b, "big"), int.from_bytes(s_raw, "big")], t, xs, self._rand)
         shares = []
         for v, b_y, s_y in zip(xs, b_ys, s_ys, strict=True):
             plaintext = u32(me) + u32(v) + shamir.encode_share(b_y) + shamir.encode_share(s_y)
