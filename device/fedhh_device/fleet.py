@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -38,6 +39,7 @@ from fedhh.secagg import RoundKeys
 from fedhh.secagg.primitives import system_random
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+from fedhh.v1.aggregator_pb2_grpc import SecureAggregationStub
 from fedhh_device.budget import DeviceBudget
 from fedhh_device.report import DeviceData, make_report
 from fedhh_device.secagg_run import DropPlan, Floors, run_secure_aggregation
@@ -66,6 +68,11 @@ class Identity:
     credential: bytes
     key: Ed25519PrivateKey
     coordinator_public: bytes
+
+    @functools.cached_property
+    def public(self) -> bytes:
+        """The identity key's raw public key (derived once, not every round)."""
+        return self.key.public_key().public_bytes_raw()
 
     def to_json(self) -> dict[str, Any]:
         raw = self.key.private_bytes(serialization.Encoding.Raw,
@@ -113,7 +120,8 @@ class Fleet:
         self.stub = pb_grpc.DeviceServiceStub(coordinator)
         self.enrollment_tokens = enrollment_tokens
         self.channel_factory = channel_factory
-        self._aggregators: dict[str, grpc.aio.Channel] = {}
+        # One channel, and one stub on it, per aggregator address for all devices.
+        self._aggregators: dict[str, tuple[grpc.aio.Channel, SecureAggregationStub]] = {}
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.state_file = None if state_dir is None else Path(state_dir) / "devices.json"
         self._budgets: dict[int, DeviceBudget] = {}
@@ -266,10 +274,10 @@ class Fleet:
             self.stats.failed += 1
             return
         self.stats.report_seconds.append(time.perf_counter() - started)
-        channel = self._aggregator(task.aggregator_address)
         outcome = await run_secure_aggregation(
-            channel, task, identity.key, round_keys, identity.coordinator_public, ones,
-            self.drop.stage_for(user, task, self.seed), self.stats, self.floors)
+            self._aggregator(task.aggregator_address), task, identity.key, round_keys,
+            identity.coordinator_public, ones, self.drop.stage_for(user, task, self.seed),
+            self.stats, self.floors, public=identity.public, rng=self._jitter)
         if outcome == "completed":
             self.stats.completed += 1
         elif outcome == "dropped":
@@ -284,13 +292,14 @@ class Fleet:
                                                     self.floors.budget_period_s)
         return self._budgets[user]
 
-    def _aggregator(self, address: str) -> grpc.aio.Channel:
+    def _aggregator(self, address: str) -> SecureAggregationStub:
         if address not in self._aggregators:
-            self._aggregators[address] = self.channel_factory(address)
-        return self._aggregators[address]
+            channel = self.channel_factory(address)
+            self._aggregators[address] = (channel, SecureAggregationStub(channel))
+        return self._aggregators[address][1]
 
     async def close(self) -> None:
-        for channel in self._aggregators.values():
+        for channel, _ in self._aggregators.values():
             await channel.close()
 
     async def _sleep(self, seconds: float) -> None:
