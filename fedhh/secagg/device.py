@@ -441,11 +441,13 @@ class SecAggDevice:
             return cached  # type: ignore[return-value]
         survivors = request.survivors
         cfg = self.config
-        # U3 holds thousands of ids: checked as one array (walking it in Python three times
-        # cost more than signing it).
-        ids = _increasing_ids(survivors, cfg.num_devices)
-        if ids is None:
+        # (Checked here, not in the cache: 1.0 and True equal 1 as keys.)
+        well_typed = isinstance(survivors, tuple) and set(map(type, survivors)) <= {int}
+        u3 = _survivor_set(survivors, cfg.num_devices, cfg.k, cfg.graph_seed) if well_typed \
+            else None
+        if u3 is None:
             raise self._fail(AbortReason.MALFORMED, "survivors must be increasing ids")
+        ids = u3.ids
         if not _contains(ids, [self.device_id]):
             raise self._fail(AbortReason.LISTED_AS_DROPPED, "own id not in the survivor set")
         if ids.size < cfg.n_min:
@@ -453,12 +455,12 @@ class SecAggDevice:
                              f"{ids.size} survivors < n_min={cfg.n_min}")
         if np.count_nonzero(_contains(ids, list(self._received))) < cfg.t:
             raise self._fail(AbortReason.TOO_FEW_NEIGHBOURS, "fewer than t surviving partners")
-        if not survivors_connected(cfg.graph_seed, cfg.num_devices, cfg.k, ids):
+        if not u3.connected:
             # Unmasking would give the server the sum of each part (graph.py).
             raise self._fail(AbortReason.SURVIVORS_DISCONNECTED, "U3 splits the neighbour graph")
         if self._identity_key is None:
             raise self._fail(AbortReason.WRONG_STATE, "no identity key")
-        digest = survivors_digest(ids)
+        digest = u3.digest
         signature = self._identity_key.sign(
             consistency_transcript(self.session_id, self.device_id, digest))
         response = ConsistencyResponse(self.session_id, self.device_id, signature)
@@ -520,6 +522,7 @@ class SecAggDevice:
         if not isinstance(signatures, tuple):
             raise self._fail(AbortReason.MALFORMED, "signatures must be a tuple")
         signers: set[int] = set()
+        alive_set = set(alive)
         for item in signatures:
             if len(signers) >= self.config.t:
                 break  # t valid signatures suffice; the rest need not be checked
@@ -528,7 +531,7 @@ class SecAggDevice:
             w, sig = item
             if not isinstance(w, int) or not isinstance(sig, bytes):
                 raise self._fail(AbortReason.MALFORMED, "signature entries are (id, bytes)")
-            if w not in alive or w in signers:
+            if w not in alive_set or w in signers:
                 raise self._fail(AbortReason.FOREIGN_ID, f"signature from {w}")
             adm = self._neighbours[w].entry.admission
             if adm is None or not self._checks.signature(
@@ -541,20 +544,33 @@ class SecAggDevice:
                              f"{len(signers)} consistency signatures < t={self.config.t}")
 
 
-def _increasing_ids(ids: object, n: int) -> np.ndarray | None:
-    """``ids`` as an int64 array if it is a tuple of strictly increasing ints in [1, n]."""
-    if not isinstance(ids, tuple) or not set(map(type, ids)) <= {int}:
-        return None
-    if not ids:
-        return np.zeros(0, dtype=np.int64)
+@dataclass(frozen=True)
+class _SurvivorSet:
+    """What a device checks of a survivor set U3 that depends only on U3 and the round."""
+
+    ids: np.ndarray  # int64, strictly increasing, read-only
+    connected: bool  # U3 induces a connected subgraph of the neighbour graph (graph.py)
+    digest: bytes  # survivors_digest(U3), what the device signs
+
+
+@functools.lru_cache(maxsize=8)
+def _survivor_set(survivors: tuple[int, ...], n: int, k: int, graph_seed: bytes
+                  ) -> _SurvivorSet | None:
+    """U3's round-wide facts, or None unless its ints (the caller checks they are ints) are
+    strictly increasing in [1, n]. Kept for the last few sets: U3 holds thousands of ids, and
+    every simulated device of a process checks the same one (``aggregator_wire`` hands them
+    one shared tuple), so walking it for each cost more than the device's signature over it.
+    Each device still makes its own checks against these facts (its id, n_min, its partners,
+    connectivity)."""
     try:
-        array = np.array(ids, dtype=np.int64)
+        ids = np.array(survivors, dtype=np.int64) if survivors else np.zeros(0, np.int64)
     except OverflowError:
         return None
     # Strictly increasing from >= 1 up to <= n: so every id is in [1, n].
-    if array[0] < 1 or array[-1] > n or np.any(array[1:] <= array[:-1]):
+    if ids.size and (ids[0] < 1 or ids[-1] > n or np.any(ids[1:] <= ids[:-1])):
         return None
-    return array
+    ids.flags.writeable = False
+    return _SurvivorSet(ids, survivors_connected(graph_seed, n, k, ids), survivors_digest(ids))
 
 
 def _contains(sorted_ids: np.ndarray, values: list[int]) -> np.ndarray:

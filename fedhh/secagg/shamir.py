@@ -101,8 +101,11 @@ def share_many(secrets: Sequence[int], threshold: int, xs: Sequence[int], rand: 
     # Horner's order, highest coefficient first: ((a_{t-1} x + a_{t-2}) x + ...) x + secret, in
     # exact integers and reduced once at the end (x is a device id, so small: one big
     # reduction costs less than t small ones).
-    highest_first = [sum(coefficients[j * degree + i] << (j * width) for j in range(m))
-                     for i in range(degree - 1, -1, -1)]
+    packed = coefficients[:degree]
+    for j in range(1, m):  # (the lanes do not overlap, so | adds them)
+        lane_j = coefficients[j * degree:(j + 1) * degree]
+        packed = [a | (c << (j * width)) for a, c in zip(packed, lane_j, strict=True)]
+    highest_first = packed[::-1]
     lane = (1 << width) - 1
     ys: list[list[int]] = [[] for _ in secrets]
     for x in xs:
