@@ -295,10 +295,11 @@ class SecAggDevice:
         b_ys, s_ys = shamir.share_many(
             [int.from_bytes(b, "big"), int.from_bytes(s_raw, "big")], t, xs, self._rand)
         shares = []
+        mine = u32(me)
         for v, b_y, s_y in zip(xs, b_ys, s_ys, strict=True):
-            plaintext = u32(me) + u32(v) + shamir.encode_share(b_y) + shamir.encode_share(s_y)
-            blob = aead_encrypt(neighbours[v].key_out, plaintext, sid + u32(me) + u32(v),
-                                self._rand)
+            ids = mine + u32(v)
+            plaintext = ids + shamir.encode_share(b_y) + shamir.encode_share(s_y)
+            blob = aead_encrypt(neighbours[v].key_out, plaintext, sid + ids, self._rand)
             shares.append(EncryptedShare(me, v, blob))
         commitment = sha256(LABELS["commit"], sid, u32(me), b)
         response = ShareKeysResponse(sid, me, tuple(shares), commitment)
@@ -391,16 +392,16 @@ class SecAggDevice:
         if not isinstance(shares, tuple) or not all(isinstance(s, EncryptedShare) for s in shares):
             raise self._fail(AbortReason.MALFORMED, "shares must be a tuple of EncryptedShare")
         me, sid = self.device_id, self.session_id
+        mine = u32(me)
         received: dict[int, tuple[int, int]] = {}
         for s in shares:
             if not isinstance(s.src, int) or s.dst != me or s.src not in self._neighbours:
                 raise self._fail(AbortReason.UNEXPECTED_NEIGHBOUR, f"share {s.src}->{s.dst}")
             if s.src in received:
                 raise self._fail(AbortReason.MALFORMED, f"two shares from {s.src}")
-            plain = aead_decrypt(self._neighbours[s.src].key_in, s.ciphertext,
-                                 sid + u32(s.src) + u32(me))
-            if (plain is None or len(plain) != _PLAINTEXT_BYTES
-                    or plain[:8] != u32(s.src) + u32(me)):
+            ids = u32(s.src) + mine
+            plain = aead_decrypt(self._neighbours[s.src].key_in, s.ciphertext, sid + ids)
+            if plain is None or len(plain) != _PLAINTEXT_BYTES or plain[:8] != ids:
                 raise self._fail(AbortReason.DECRYPTION_FAILED, f"share from {s.src}")
             try:
                 b_y = shamir.decode_share(plain[8:8 + shamir.SHARE_BYTES])
