@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "device")]
 
 import numpy as np  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey  # noqa: E402
 
 from fedhh.rpc.aggregator_wire import (  # noqa: E402
@@ -73,8 +74,6 @@ def crypto_floor(k: int, dim: int, modulus_bits: int, repeats: int = 20) -> floa
     peer_public = peer.public_key().public_bytes_raw()
     masks = MaskGenerator(dim, modulus_bits)
     acc = masks.zeros()
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
     signer = Ed25519PrivateKey.generate()
     plaintext = bytes(74)
     times = []
@@ -112,16 +111,16 @@ def run(n: int, dim: int, dropout: float, seed: int = 0) -> dict[str, object]:
     cpu: dict[str, float] = defaultdict(float)
     answered: dict[str, int] = defaultdict(int)
 
-    def timed(stage: str, call):  # type: ignore[no-untyped-def]
+    def timed(stage: str, call, *, answer: bool = True):  # type: ignore[no-untyped-def]
         started = time.thread_time()
         try:
             return call()
         finally:
             cpu[stage] += time.thread_time() - started
-            answered[stage] += 1
+            answered[stage] += answer
 
     # Stage 0: the device advertises its keys (it signs nothing more: the admission proves it).
-    for u, device in devices.items():
+    for device in devices.values():
         wire = timed("advertise", lambda d=device: pb.AdvertiseKeysRequest(
             session_id=sid, keys=keys_to_pb(d.advertise_keys())).SerializeToString())
         message = pb.AdvertiseKeysRequest.FromString(wire)
@@ -136,7 +135,7 @@ def run(n: int, dim: int, dropout: float, seed: int = 0) -> dict[str, object]:
                 continue
             answer = request_to_pb(pending[u], entries).SerializeToString()
 
-            def step(d=device, u=u, answer=answer):  # type: ignore[no-untyped-def]
+            def step(d=device, u=u, answer=answer, name=name):  # type: ignore[no-untyped-def]
                 request = request_from_pb(sid, u, pb.AwaitStageResponse.FromString(answer))
                 key, adm = cohort.identity_keys[u], d._admission
                 if name == "share_keys":
@@ -166,8 +165,7 @@ def run(n: int, dim: int, dropout: float, seed: int = 0) -> dict[str, object]:
             # Each later stage also costs the device one signed AwaitStage call, at most.
             timed(name, lambda u=u, d=device: credentials(
                 cohort.identity_keys[u], d._admission, CallKind.AWAIT, sid,
-                await_digest(Stage.SHARE_KEYS)))
-            answered[name] -= 1
+                await_digest(Stage.SHARE_KEYS)), answer=False)
             message, wire = timed(name, step)
             if name == "share_keys":
                 server.handle(Stage.SHARE_KEYS,

@@ -571,7 +571,8 @@ def _survivor_set(survivors: tuple[int, ...], n: int, k: int, graph_seed: bytes
     if ids.size and (ids[0] < 1 or ids[-1] > n or np.any(ids[1:] <= ids[:-1])):
         return None
     ids.flags.writeable = False
-    return _SurvivorSet(ids, survivors_connected(graph_seed, n, k, ids), survivors_digest(ids))
+    return _SurvivorSet(ids, survivors_connected(graph_seed, n, k, survivors),
+                        survivors_digest(survivors))
 
 
 def _contains(sorted_ids: np.ndarray, values: list[int]) -> np.ndarray:
