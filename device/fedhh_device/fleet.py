@@ -50,8 +50,9 @@ log = logging.getLogger(__name__)
 # answers when this device's task changes: a task, or "none" once (not drawn, refused, the run
 # over); a device that joined check-in waits there until the cohort is drawn (minutes at 50,000
 # devices), one that finished its round until the next check-in. At 10 s, then 55 s, the
-# re-polls of the waiting devices kept the coordinator and the device processes busy (37 calls
-# per device a round at 50,000). Stopping does not wait for it (the run task is cancelled).
+# re-polls of the waiting devices kept the coordinator and the device processes busy (with the
+# shed calls' retries, 37 calls per device a round at 50,000). Stopping does not wait for it
+# (the run task is cancelled).
 GET_TASK_WAIT_MS = 30 * 60_000
 # A failed GetTask is asked again after a full-jitter exponential backoff: of up to a minute
 # when the coordinator shed the call (CANCELLED: its backlog was full; RESOURCE_EXHAUSTED), of

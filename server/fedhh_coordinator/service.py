@@ -29,9 +29,9 @@ from fedhh_coordinator.store import Store
 
 # A GetTask long-poll is held at most this long: it returns when the device's task changes
 # (lobby.py), so the bound only ends a call that nothing answers, and it must outlast a round.
-# At 60 s, devices waiting through the rounds of 50,000 devices (minutes each) asked again
-# every minute: 37 GetTask calls per device a round. A device behind a proxy with a shorter
-# idle timeout asks for less (``wait_ms``).
+# At 60 s, devices waiting through a round of 50,000 devices (minutes) asked again every
+# minute (that round: 37 GetTask calls per device, re-polls and retries of shed calls). A
+# device behind a proxy with a shorter idle timeout asks for less (``wait_ms``).
 MAX_WAIT_MS = 30 * 60_000
 RETRY_AFTER_MS = 1_000
 MAX_ATTESTATION_BYTES = 16 * 1024
