@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -38,17 +39,21 @@ from fedhh.secagg import RoundKeys
 from fedhh.secagg.primitives import system_random
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+from fedhh.v1.aggregator_pb2_grpc import SecureAggregationStub
 from fedhh_device.budget import DeviceBudget
 from fedhh_device.report import DeviceData, make_report
 from fedhh_device.secagg_run import DropPlan, Floors, run_secure_aggregation
 from fedhh_device.timing import CallStats
 
 log = logging.getLogger(__name__)
-# How long a GetTask long-poll asks to be held (the coordinator caps it at 60 s). A device that
-# joined check-in waits there until the cohort is drawn, which at 50,000 devices takes
-# minutes: at 10 s, the re-polls of the waiting devices kept the coordinator and the device
-# processes busy. Stopping does not wait for it (the run task is cancelled).
-GET_TASK_WAIT_MS = 55_000
+# How long a GetTask long-poll asks to be held (the coordinator's bound). The coordinator
+# answers when this device's task changes: a task, or "none" once (not drawn, refused, the run
+# over); a device that joined check-in waits there until the cohort is drawn (minutes at 50,000
+# devices), one that finished its round until the next check-in. At 10 s, then 55 s, the
+# re-polls of the waiting devices kept the coordinator and the device processes busy (with the
+# shed calls' retries, 37 calls per device a round at 50,000). Stopping does not wait for it
+# (the run task is cancelled).
+GET_TASK_WAIT_MS = 30 * 60_000
 # A failed GetTask is asked again after a full-jitter exponential backoff: of up to a minute
 # when the coordinator shed the call (CANCELLED: its backlog was full; RESOURCE_EXHAUSTED), of
 # up to 10 s otherwise (an unreachable coordinator: the channel's reconnection backoff paces
@@ -66,6 +71,11 @@ class Identity:
     credential: bytes
     key: Ed25519PrivateKey
     coordinator_public: bytes
+
+    @functools.cached_property
+    def public(self) -> bytes:
+        """The identity key's raw public key (derived once, not every round)."""
+        return self.key.public_key().public_bytes_raw()
 
     def to_json(self) -> dict[str, Any]:
         raw = self.key.private_bytes(serialization.Encoding.Raw,
@@ -115,7 +125,9 @@ class Fleet:
                      if isinstance(coordinator, grpc.aio.Channel) else coordinator)
         self.enrollment_tokens = enrollment_tokens
         self.channel_factory = channel_factory
-        self._aggregators: dict[str, grpc.aio.Channel | Any] = {}
+        # One channel, and one stub on it, per aggregator address for all devices (a Connect
+        # stub, fedhh.rpc.connect_client, is its own channel).
+        self._aggregators: dict[str, tuple[Any, Any]] = {}
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.state_file = None if state_dir is None else Path(state_dir) / "devices.json"
         self._budgets: dict[int, DeviceBudget] = {}
@@ -268,10 +280,10 @@ class Fleet:
             self.stats.failed += 1
             return
         self.stats.report_seconds.append(time.perf_counter() - started)
-        channel = self._aggregator(task.aggregator_address)
         outcome = await run_secure_aggregation(
-            channel, task, identity.key, round_keys, identity.coordinator_public, ones,
-            self.drop.stage_for(user, task, self.seed), self.stats, self.floors)
+            self._aggregator(task.aggregator_address), task, identity.key, round_keys,
+            identity.coordinator_public, ones, self.drop.stage_for(user, task, self.seed),
+            self.stats, self.floors, public=identity.public, rng=self._jitter)
         if outcome == "completed":
             self.stats.completed += 1
         elif outcome == "dropped":
@@ -286,13 +298,16 @@ class Fleet:
                                                     self.floors.budget_period_s)
         return self._budgets[user]
 
-    def _aggregator(self, address: str) -> grpc.aio.Channel | Any:
+    def _aggregator(self, address: str) -> SecureAggregationStub | Any:
         if address not in self._aggregators:
-            self._aggregators[address] = self.channel_factory(address)
-        return self._aggregators[address]
+            channel = self.channel_factory(address)
+            stub = (SecureAggregationStub(channel) if isinstance(channel, grpc.aio.Channel)
+                    else channel)
+            self._aggregators[address] = (channel, stub)
+        return self._aggregators[address][1]
 
     async def close(self) -> None:
-        for channel in self._aggregators.values():
+        for channel, _ in self._aggregators.values():
             await channel.close()
 
     async def _sleep(self, seconds: float) -> None:

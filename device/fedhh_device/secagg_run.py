@@ -97,10 +97,14 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
                                  key: Ed25519PrivateKey, round_keys: RoundKeys,
                                  coordinator_public: bytes,
                                  ones: np.ndarray, drop_at: Stage | None, stats: Any,
-                                 floors: Floors) -> str:
-    """Run the round; returns "completed", "dropped" or "failed"."""
-    public = key.public_key().public_bytes(serialization.Encoding.Raw,
-                                           serialization.PublicFormat.Raw)
+                                 floors: Floors, *, public: bytes | None = None,
+                                 rng: random.Random | None = None) -> str:
+    """Run the round; returns "completed", "dropped" or "failed". ``channel``: the
+    aggregator's channel or a ``SecureAggregationStub`` on it (a fleet shares one);
+    ``public``: ``key``'s raw public key, if the caller keeps it; ``rng``: the retries' jitter."""
+    if public is None:
+        public = key.public_key().public_bytes(serialization.Encoding.Raw,
+                                               serialization.PublicFormat.Raw)
     started = time.perf_counter()
     try:
         signed = SignedConfig(task.round_config, task.round_config_signature)
@@ -110,7 +114,7 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
                               admission=admission, round_keys=round_keys,
                               policy=floors.policy(), checks=_CHECKS)
         result = await participate(channel, device, ones, identity_key=key,
-                                   admission=admission, drop_at=drop_at,
+                                   admission=admission, drop_at=drop_at, rng=rng,
                                    observe=stats.calls.record)
     except FedhhError as error:
         log.warning("refused the round", extra={

@@ -185,12 +185,17 @@ def keys_from_pb(session_id: bytes, message: pb.DeviceKeys) -> AdvertiseKeys:
 
 # -- server -> device requests -------------------------------------------------------------------
 
-def _shares_to_pb(shares: tuple[EncryptedShare, ...]) -> list[pb.EncryptedShare]:
-    return [pb.EncryptedShare(src=s.src, dst=s.dst, ciphertext=s.ciphertext) for s in shares]
+def _add_shares(field: Any, shares: tuple[EncryptedShare, ...]) -> None:
+    # (``add`` on the repeated field builds each entry in place: a list of new messages to
+    # extend it with took twice as long, and a device or a worker does this for k shares.)
+    add = field.add
+    for s in shares:
+        add(src=s.src, dst=s.dst, ciphertext=s.ciphertext)
 
 
 def _shares_from_pb(shares: Iterable[pb.EncryptedShare]) -> tuple[EncryptedShare, ...]:
-    return tuple(EncryptedShare(int(s.src), int(s.dst), bytes(s.ciphertext)) for s in shares)
+    # (protobuf's uint32 and bytes fields read as int and bytes already)
+    return tuple(EncryptedShare(s.src, s.dst, s.ciphertext) for s in shares)
 
 
 def request_to_pb(request: ServerMessage, entries: dict[int, pb.DeviceKeys] | None = None
@@ -209,14 +214,15 @@ def request_to_pb(request: ServerMessage, entries: dict[int, pb.DeviceKeys] | No
                 encoded = entries[e.device_id] = keys_to_pb(e)
             roster.append(encoded)
     elif isinstance(request, MaskedInputRequest):
-        out.masked_input.shares.extend(_shares_to_pb(request.shares))
+        _add_shares(out.masked_input.shares, request.shares)
     elif isinstance(request, ConsistencyRequest):
         out.consistency_check.survivors.extend(request.survivors)
     elif isinstance(request, UnmaskRequest):
         out.unmask.alive.extend(request.alive)
         out.unmask.dropped.extend(request.dropped)
-        out.unmask.signatures.extend(pb.NeighbourSignature(device_id=i, signature=s)
-                                     for i, s in request.signatures)
+        add = out.unmask.signatures.add
+        for i, signature in request.signatures:
+            add(device_id=i, signature=signature)
     else:  # pragma: no cover - the union is exhaustive
         raise TypeError(f"not a server request: {type(request).__name__}")
     return out
@@ -234,7 +240,7 @@ def request_from_pb(session_id: bytes, device_id: int, message: pb.AwaitStageRes
                                   _shares_from_pb(message.masked_input.shares))
     if which == "consistency_check":
         return ConsistencyRequest(session_id, device_id,
-                                  _shared_survivors(message.consistency_check.survivors))
+                                  _shared_survivors(message.consistency_check))
     if which == "unmask":
         u = message.unmask
         return UnmaskRequest(session_id, device_id, tuple(int(i) for i in u.alive),
@@ -274,9 +280,11 @@ _SURVIVOR_SETS = _Shared(8)
 _ROSTER_ENTRIES = _Shared(1 << 16)
 
 
-def _shared_survivors(ids: Iterable[int]) -> tuple[int, ...]:
-    survivors = tuple(int(i) for i in ids)
-    return _SURVIVOR_SETS.get(survivors, lambda: survivors)
+def _shared_survivors(message: pb.ConsistencyRequest) -> tuple[int, ...]:
+    # Keyed by the encoded list, which equal lists share: decoding thousands of ids into a
+    # tuple for every device only to find the tuple already known cost a device more than
+    # signing the set.
+    return _SURVIVOR_SETS.get(message.SerializeToString(), lambda: tuple(message.survivors))
 
 
 def _shared_entry(session_id: bytes, entry: pb.DeviceKeys) -> AdvertiseKeys:
@@ -288,9 +296,10 @@ def _shared_entry(session_id: bytes, entry: pb.DeviceKeys) -> AdvertiseKeys:
 
 def shares_to_pb(message: ShareKeysResponse, creds: pb.DeviceCredentials
                  ) -> pb.SubmitSharesRequest:
-    return pb.SubmitSharesRequest(session_id=message.session_id, credentials=creds,
-                                  shares=_shares_to_pb(message.shares),
-                                  b_commitment=message.b_commitment)
+    out = pb.SubmitSharesRequest(session_id=message.session_id, credentials=creds,
+                                 b_commitment=message.b_commitment)
+    _add_shares(out.shares, message.shares)
+    return out
 
 
 def shares_from_pb(device_id: int, message: pb.SubmitSharesRequest) -> ShareKeysResponse:
@@ -299,10 +308,12 @@ def shares_from_pb(device_id: int, message: pb.SubmitSharesRequest) -> ShareKeys
 
 
 def unmask_to_pb(message: UnmaskResponse, creds: pb.DeviceCredentials) -> pb.SubmitUnmaskRequest:
-    return pb.SubmitUnmaskRequest(
-        session_id=message.session_id, credentials=creds,
-        b_shares=[pb.OwnerShare(owner=o, share=s) for o, s in message.b_shares],
-        s_shares=[pb.OwnerShare(owner=o, share=s) for o, s in message.s_shares])
+    out = pb.SubmitUnmaskRequest(session_id=message.session_id, credentials=creds)
+    for field, entries in ((out.b_shares, message.b_shares), (out.s_shares, message.s_shares)):
+        add = field.add
+        for owner, share in entries:
+            add(owner=owner, share=share)
+    return out
 
 
 def unmask_from_pb(device_id: int, message: pb.SubmitUnmaskRequest) -> UnmaskResponse:

@@ -18,7 +18,6 @@ for a stage already answered aborts.
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
@@ -292,14 +291,15 @@ class SecAggDevice:
             raise self._fail(AbortReason.WRONG_STATE, "no mask key")
         b = self._rand(KEY_BYTES)
         xs = sorted(neighbours)
-        b_ys = shamir.share(int.from_bytes(b, "big"), t, xs, self._rand)
         s_raw = self._s_key.private_bytes_raw()
-        s_ys = shamir.share(int.from_bytes(s_raw, "big"), t, xs, self._rand)
+        b_ys, s_ys = shamir.share_many(
+            [int.from_bytes(b, "big"), int.from_bytes(s_raw, "big")], t, xs, self._rand)
         shares = []
+        mine = u32(me)
         for v, b_y, s_y in zip(xs, b_ys, s_ys, strict=True):
-            plaintext = u32(me) + u32(v) + shamir.encode_share(b_y) + shamir.encode_share(s_y)
-            blob = aead_encrypt(neighbours[v].key_out, plaintext, sid + u32(me) + u32(v),
-                                self._rand)
+            ids = mine + u32(v)
+            plaintext = ids + shamir.encode_share(b_y) + shamir.encode_share(s_y)
+            blob = aead_encrypt(neighbours[v].key_out, plaintext, sid + ids, self._rand)
             shares.append(EncryptedShare(me, v, blob))
         commitment = sha256(LABELS["commit"], sid, u32(me), b)
         response = ShareKeysResponse(sid, me, tuple(shares), commitment)
@@ -392,16 +392,16 @@ class SecAggDevice:
         if not isinstance(shares, tuple) or not all(isinstance(s, EncryptedShare) for s in shares):
             raise self._fail(AbortReason.MALFORMED, "shares must be a tuple of EncryptedShare")
         me, sid = self.device_id, self.session_id
+        mine = u32(me)
         received: dict[int, tuple[int, int]] = {}
         for s in shares:
             if not isinstance(s.src, int) or s.dst != me or s.src not in self._neighbours:
                 raise self._fail(AbortReason.UNEXPECTED_NEIGHBOUR, f"share {s.src}->{s.dst}")
             if s.src in received:
                 raise self._fail(AbortReason.MALFORMED, f"two shares from {s.src}")
-            plain = aead_decrypt(self._neighbours[s.src].key_in, s.ciphertext,
-                                 sid + u32(s.src) + u32(me))
-            if (plain is None or len(plain) != _PLAINTEXT_BYTES
-                    or plain[:8] != u32(s.src) + u32(me)):
+            ids = u32(s.src) + mine
+            plain = aead_decrypt(self._neighbours[s.src].key_in, s.ciphertext, sid + ids)
+            if plain is None or len(plain) != _PLAINTEXT_BYTES or plain[:8] != ids:
                 raise self._fail(AbortReason.DECRYPTION_FAILED, f"share from {s.src}")
             try:
                 b_y = shamir.decode_share(plain[8:8 + shamir.SHARE_BYTES])
@@ -441,25 +441,27 @@ class SecAggDevice:
         if cached is not None:
             return cached  # type: ignore[return-value]
         survivors = request.survivors
-        n = self.config.num_devices
-        if (not isinstance(survivors, tuple) or not all(isinstance(i, int) for i in survivors)
-                or any(not 1 <= i <= n for i in survivors)
-                or any(a >= b for a, b in itertools.pairwise(survivors))):
-            raise self._fail(AbortReason.MALFORMED, "survivors must be increasing ids")
-        if self.device_id not in survivors:
-            raise self._fail(AbortReason.LISTED_AS_DROPPED, "own id not in the survivor set")
-        if len(survivors) < self.config.n_min:
-            raise self._fail(AbortReason.TOO_FEW_NEIGHBOURS,
-                             f"{len(survivors)} survivors < n_min={self.config.n_min}")
-        if len(set(survivors) & set(self._received)) < self.config.t:
-            raise self._fail(AbortReason.TOO_FEW_NEIGHBOURS, "fewer than t surviving partners")
         cfg = self.config
-        if not survivors_connected(cfg.graph_seed, cfg.num_devices, cfg.k, survivors):
+        # (Checked here, not in the cache: 1.0 and True equal 1 as keys.)
+        well_typed = isinstance(survivors, tuple) and set(map(type, survivors)) <= {int}
+        u3 = _survivor_set(survivors, cfg.num_devices, cfg.k, cfg.graph_seed) if well_typed \
+            else None
+        if u3 is None:
+            raise self._fail(AbortReason.MALFORMED, "survivors must be increasing ids")
+        ids = u3.ids
+        if not _contains(ids, [self.device_id]):
+            raise self._fail(AbortReason.LISTED_AS_DROPPED, "own id not in the survivor set")
+        if ids.size < cfg.n_min:
+            raise self._fail(AbortReason.TOO_FEW_NEIGHBOURS,
+                             f"{ids.size} survivors < n_min={cfg.n_min}")
+        if np.count_nonzero(_contains(ids, list(self._received))) < cfg.t:
+            raise self._fail(AbortReason.TOO_FEW_NEIGHBOURS, "fewer than t surviving partners")
+        if not u3.connected:
             # Unmasking would give the server the sum of each part (graph.py).
             raise self._fail(AbortReason.SURVIVORS_DISCONNECTED, "U3 splits the neighbour graph")
         if self._identity_key is None:
             raise self._fail(AbortReason.WRONG_STATE, "no identity key")
-        digest = survivors_digest(survivors)
+        digest = u3.digest
         signature = self._identity_key.sign(
             consistency_transcript(self.session_id, self.device_id, digest))
         response = ConsistencyResponse(self.session_id, self.device_id, signature)
@@ -521,6 +523,7 @@ class SecAggDevice:
         if not isinstance(signatures, tuple):
             raise self._fail(AbortReason.MALFORMED, "signatures must be a tuple")
         signers: set[int] = set()
+        alive_set = set(alive)
         for item in signatures:
             if len(signers) >= self.config.t:
                 break  # t valid signatures suffice; the rest need not be checked
@@ -529,7 +532,7 @@ class SecAggDevice:
             w, sig = item
             if not isinstance(w, int) or not isinstance(sig, bytes):
                 raise self._fail(AbortReason.MALFORMED, "signature entries are (id, bytes)")
-            if w not in alive or w in signers:
+            if w not in alive_set or w in signers:
                 raise self._fail(AbortReason.FOREIGN_ID, f"signature from {w}")
             adm = self._neighbours[w].entry.admission
             if adm is None or not self._checks.signature(
@@ -540,6 +543,45 @@ class SecAggDevice:
         if len(signers) < self.config.t:
             raise self._fail(AbortReason.TOO_FEW_NEIGHBOURS,
                              f"{len(signers)} consistency signatures < t={self.config.t}")
+
+
+@dataclass(frozen=True)
+class _SurvivorSet:
+    """What a device checks of a survivor set U3 that depends only on U3 and the round."""
+
+    ids: np.ndarray  # int64, strictly increasing, read-only
+    connected: bool  # U3 induces a connected subgraph of the neighbour graph (graph.py)
+    digest: bytes  # survivors_digest(U3), what the device signs
+
+
+@functools.lru_cache(maxsize=8)
+def _survivor_set(survivors: tuple[int, ...], n: int, k: int, graph_seed: bytes
+                  ) -> _SurvivorSet | None:
+    """U3's round-wide facts, or None unless its ints (the caller checks they are ints) are
+    strictly increasing in [1, n]. Kept for the last few sets: U3 holds thousands of ids, and
+    every simulated device of a process checks the same one (``aggregator_wire`` hands them
+    one shared tuple), so walking it for each cost more than the device's signature over it.
+    Each device still makes its own checks against these facts (its id, n_min, its partners,
+    connectivity)."""
+    try:
+        ids = np.array(survivors, dtype=np.int64) if survivors else np.zeros(0, np.int64)
+    except OverflowError:
+        return None
+    # Strictly increasing from >= 1 up to <= n: so every id is in [1, n].
+    if ids.size and (ids[0] < 1 or ids[-1] > n or np.any(ids[1:] <= ids[:-1])):
+        return None
+    ids.flags.writeable = False
+    return _SurvivorSet(ids, survivors_connected(graph_seed, n, k, survivors),
+                        survivors_digest(survivors))
+
+
+def _contains(sorted_ids: np.ndarray, values: list[int]) -> np.ndarray:
+    """bool per value: is it in ``sorted_ids`` (increasing)?"""
+    if not sorted_ids.size:
+        return np.zeros(len(values), dtype=bool)
+    wanted = np.asarray(values, dtype=np.int64)
+    at = np.minimum(np.searchsorted(sorted_ids, wanted), sorted_ids.size - 1)
+    return sorted_ids[at] == wanted
 
 
 @functools.lru_cache(maxsize=64)

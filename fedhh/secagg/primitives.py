@@ -13,6 +13,7 @@ Randomness is passed in as a :data:`RandomSource` (``n -> n random bytes``). Pro
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import struct
@@ -121,7 +122,13 @@ def is_valid_x25519_public(public: bytes) -> bool:
 
 def agree(private: X25519PrivateKey, peer_public: bytes) -> bytes:
     """X25519 shared secret; raises ValueError for a malformed or low-order peer key."""
-    return private.exchange(X25519PublicKey.from_public_bytes(peer_public))
+    return private.exchange(_x25519_public(peer_public))
+
+
+# Peers' public keys as pyca objects, kept (they are immutable): in a process that simulates a
+# cohort each key meets k of its neighbours, and building the object anew each time cost a
+# tenth of the agreement itself. A malformed key raises ValueError, which is not kept.
+_x25519_public = functools.lru_cache(maxsize=1 << 14)(X25519PublicKey.from_public_bytes)
 
 
 def ed25519_from_seed(seed: bytes) -> Ed25519PrivateKey:

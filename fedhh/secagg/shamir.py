@@ -30,6 +30,7 @@ __all__ = [
     "encode_share",
     "reconstruct",
     "share",
+    "share_many",
 ]
 
 PRIME = (1 << 256) + 297
@@ -42,15 +43,27 @@ class ShareError(SecAggError, ValueError):
     """A share or a set of shares is malformed, or the points reconstruct no 32-byte secret."""
 
 
-def _random_element(rand: RandomSource, prime: int) -> int:
-    """A uniform element of GF(prime) by rejection sampling (expected < 2 draws for p ~ 2^256)."""
+def _random_elements(rand: RandomSource, prime: int, count: int) -> list[int]:
+    """``count`` independent uniform elements of GF(prime), by rejection sampling.
+
+    Candidates are ``prime.bit_length()``-bit integers, accepted below ``prime`` (for p just
+    above 2^256, about one in two), read from one draw of random bytes per batch: drawing each
+    candidate on its own took two OS calls per coefficient, a tenth of a device's key sharing.
+    """
     nbits = prime.bit_length()
     nbytes = (nbits + 7) // 8
     mask = (1 << nbits) - 1
-    while True:
-        candidate = int.from_bytes(rand(nbytes), "big") & mask
-        if candidate < prime:
-            return candidate
+    out: list[int] = []
+    while len(out) < count:
+        # Twice what is missing, plus a few: one batch almost always suffices.
+        batch = rand(nbytes * (2 * (count - len(out)) + 8))
+        for offset in range(0, len(batch) - nbytes + 1, nbytes):
+            candidate = int.from_bytes(batch[offset:offset + nbytes], "big") & mask
+            if candidate < prime:
+                out.append(candidate)
+                if len(out) == count:
+                    break
+    return out
 
 
 def share(secret: int, threshold: int, xs: Sequence[int], rand: RandomSource,
@@ -59,23 +72,49 @@ def share(secret: int, threshold: int, xs: Sequence[int], rand: RandomSource,
 
     ``threshold`` shares reconstruct the secret; fewer reveal nothing about it.
     """
-    if not 0 <= secret < prime:
-        raise ShareError(f"secret must be in [0, p), got a {secret.bit_length()}-bit value")
+    return share_many([secret], threshold, xs, rand, prime)[0]
+
+
+def share_many(secrets: Sequence[int], threshold: int, xs: Sequence[int], rand: RandomSource,
+               prime: int = PRIME) -> list[list[int]]:
+    """:func:`share` of each secret among the same points, each with its own fresh random
+    polynomial: ``result[j][i]`` is f_j(xs[i]).
+
+    The polynomials are evaluated together: their coefficients are packed side by side into one
+    integer, ``width`` bits apart, and one Horner pass over the packed integers computes every
+    f_j(x) unreduced at once (each is below ``2^width``, and all terms are non-negative, so the
+    lanes never carry into each other). A device shares two secrets among its k neighbours:
+    one pass instead of two took a third off the time.
+    """
+    for secret in secrets:
+        if not 0 <= secret < prime:
+            raise ShareError(f"secret must be in [0, p), got a {secret.bit_length()}-bit value")
     if not 1 <= threshold <= len(xs):
         raise ShareError(f"threshold must be in [1, {len(xs)}], got {threshold}")
     if len(set(xs)) != len(xs) or any(not 0 < x < prime for x in xs):
         raise ShareError("share points must be distinct and non-zero")
-    coefficients = [_random_element(rand, prime) for _ in range(threshold - 1)]
-    highest_first = coefficients[::-1]
-    ys = []
+    m, degree = len(secrets), threshold - 1
+    coefficients = _random_elements(rand, prime, m * degree)
+    # f_j(x) before reduction: sum a_i x^i < p * t * max(x)^(t-1) for x >= 1.
+    width = prime.bit_length() + degree * max(xs).bit_length() + threshold.bit_length() + 1
+    packed_secret = sum(secret << (j * width) for j, secret in enumerate(secrets))
+    # Horner's order, highest coefficient first: ((a_{t-1} x + a_{t-2}) x + ...) x + secret, in
+    # exact integers and reduced once at the end (x is a device id, so small: one big
+    # reduction costs less than t small ones).
+    packed = coefficients[:degree]
+    for j in range(1, m):  # (the lanes do not overlap, so | adds them)
+        lane_j = coefficients[j * degree:(j + 1) * degree]
+        packed = [a | (c << (j * width)) for a, c in zip(packed, lane_j, strict=True)]
+    highest_first = packed[::-1]
+    lane = (1 << width) - 1
+    ys: list[list[int]] = [[] for _ in secrets]
     for x in xs:
-        # Horner, ((a_{t-1} x + a_{t-2}) x + ...) x + secret, in exact integers and reduced once
-        # at the end: x is a device id (small), so the accumulator grows by log2(x) bits per
-        # step, and one big reduction costs less than t small ones (half the time at t = 54).
         acc = 0
         for c in highest_first:
             acc = (acc + c) * x
-        ys.append((acc + secret) % prime)
+        acc += packed_secret
+        for j in range(m):
+            ys[j].append((acc >> (j * width) & lane) % prime)
     return ys
 
 

@@ -15,6 +15,12 @@ response is harmless), unless it says it already holds that task (``known``, the
 task bytes): then its request waits until the round is over, so a device that finished (or
 dropped out of) a round long-polls instead of asking again and again while the round runs.
 
+A request is answered when the device's task changes, not before: a task, or "none" once (not
+drawn, refused by a check-in, which it learns when that check-in closes, or the run is over).
+A device that was told "none" asks again and waits there for the next check-in. So a device
+makes about two task calls a round however long its stages take, as long as its wait bound
+(``wait_s``) outlasts them.
+
 A device checks in with its fresh round public keys (c_pk, s_pk); the lobby keeps the keys of
 the call that joined the cohort, and the round's config commits to exactly those.
 """
@@ -41,6 +47,7 @@ class Lobby:
         self._keys: dict[int, tuple[bytes, bytes]] = {}  # round keys presented at check-in
         self._presented: set[bytes] = set()
         self._opened = asyncio.Event()
+        self._closed = asyncio.Event()  # set when the open check-in closes
         self._cleared = asyncio.Event()
 
     async def collect(self, capacity: int, window_s: float, *, pool_size: int | None = None,
@@ -51,6 +58,7 @@ class Lobby:
         self._pool_size = max(capacity, pool_size or capacity)
         self._eligible = eligible or (lambda device_id: True)
         self._open = True
+        self._closed = asyncio.Event()
         self._opened.set()
         loop = asyncio.get_running_loop()
         until = loop.time() + window_s
@@ -67,6 +75,7 @@ class Lobby:
                 if enough:
                     break  # a quiet spell with enough devices in the pool
         self._open = False
+        self._closed.set()
         self._opened = asyncio.Event()
         pool = sorted(self._cohort)
         chosen = set(secrets.SystemRandom().sample(pool, capacity)) if len(pool) > capacity \
@@ -94,6 +103,7 @@ class Lobby:
         self._keys = {}
         self._presented = set()
         self._open = False
+        self._closed.set()
         self._cleared.set()
         self._cleared = asyncio.Event()
 
@@ -127,6 +137,11 @@ class Lobby:
                     await asyncio.wait_for(self._opened.wait(), wait_s)
             if (not self._open or len(self._cohort) >= self._pool_size
                     or not self._eligible(device_id)):
+                if self._open:
+                    # Refused by this check-in (full, or the device is not eligible): told once,
+                    # when it closes, instead of asking again and again while it stays open.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._closed.wait(), until - loop.time())
                 return None
             if any(key in self._presented for key in round_keys):
                 # A cohort's keys must be distinct. The device service already refuses a device

@@ -27,10 +27,12 @@ from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.runs import RunParts, create_run
 from fedhh_coordinator.store import Store
 
-# A GetTask long-poll is held at most this long. Long enough that the devices waiting in an open
-# check-in (up to its whole window, tens of thousands at once) cost few re-polls; short enough
-# to stay under the 60 s idle timeouts of common HTTP/2 proxies once keepalives are counted.
-MAX_WAIT_MS = 60_000
+# A GetTask long-poll is held at most this long: it returns when the device's task changes
+# (lobby.py), so the bound only ends a call that nothing answers, and it must outlast a round.
+# At 60 s, devices waiting through a round of 50,000 devices (minutes) asked again every
+# minute (that round: 37 GetTask calls per device, re-polls and retries of shed calls). A
+# device behind a proxy with a shorter idle timeout asks for less (``wait_ms``).
+MAX_WAIT_MS = 30 * 60_000
 RETRY_AFTER_MS = 1_000
 MAX_ATTESTATION_BYTES = 16 * 1024
 MAX_MINT = 100_000

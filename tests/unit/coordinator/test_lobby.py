@@ -145,3 +145,63 @@ def test_ineligible_devices_never_join() -> None:
         lobby.clear()
 
     run(scenario())
+
+
+def test_a_refused_device_is_told_once_when_the_check_in_closes() -> None:
+    """A device the open check-in refuses is not answered at once (it would ask again and again
+    while check-in stays open) but when check-in closes; asking again then waits for the next
+    check-in, and joins it, in one call."""
+    async def scenario() -> None:
+        lobby = Lobby()
+        loop = asyncio.get_running_loop()
+        collecting = asyncio.create_task(lobby.collect(
+            capacity=1, window_s=5, pool_size=2, quiet_s=0.3, eligible=lambda d: d != 2))
+        await asyncio.sleep(0)
+        refused = asyncio.create_task(lobby.wait_for_task(2, keys(2), 30))
+        member = asyncio.create_task(lobby.wait_for_task(1, keys(1), 30))
+        await asyncio.sleep(0.1)
+        assert not refused.done()  # held while check-in is open
+        assert await collecting == [1]
+        closed_at = loop.time()
+        assert await refused is None
+        assert loop.time() - closed_at < 0.1
+        lobby.deliver({1: pb.SignedTask(task=b"task-1")})
+        assert (await member).task == b"task-1"
+        # Told once: the next call waits (it is not answered while the round runs) ...
+        again = asyncio.create_task(lobby.wait_for_task(2, keys(2), 30))
+        await asyncio.sleep(0.1)
+        assert not again.done()
+        # ... and joins the next check-in, where it is eligible, in the same call.
+        lobby.clear()
+        collecting = asyncio.create_task(lobby.collect(capacity=1, window_s=5, quiet_s=0.1))
+        assert await collecting == [2]
+        lobby.deliver({2: pb.SignedTask(task=b"task-2")})
+        assert (await again).task == b"task-2"
+        lobby.clear()
+
+    run(scenario())
+
+
+def test_a_device_not_drawn_is_told_once_then_waits_for_the_next_check_in() -> None:
+    async def scenario() -> None:
+        lobby = Lobby()
+        collecting = asyncio.create_task(lobby.collect(capacity=1, window_s=5, pool_size=2,
+                                                       quiet_s=0.1))
+        await asyncio.sleep(0)
+        waiters = {d: asyncio.create_task(lobby.wait_for_task(d, keys(d), 30)) for d in (1, 2)}
+        (chosen,) = await collecting
+        other = 3 - chosen
+        assert await waiters[other] is None  # told at the draw
+        lobby.deliver({chosen: pb.SignedTask(task=b"task")})
+        assert (await waiters[chosen]).task == b"task"
+        again = asyncio.create_task(lobby.wait_for_task(other, keys(other), 30))
+        await asyncio.sleep(0.1)
+        assert not again.done()  # not answered while the round runs
+        lobby.clear()
+        collecting = asyncio.create_task(lobby.collect(capacity=1, window_s=5, quiet_s=0.1))
+        assert await collecting == [other]
+        lobby.deliver({other: pb.SignedTask(task=b"next")})
+        assert (await again).task == b"next"
+        lobby.clear()
+
+    run(scenario())

@@ -437,6 +437,30 @@ def test_8_consistency_check_needs_t_valid_signatures() -> None:
         req, signatures=forged)) is AbortReason.BAD_SIGNATURE
 
 
+@pytest.mark.parametrize("bad", [
+    lambda u3: tuple(float(i) for i in u3),  # equal to U3 as a key, but not ids
+    lambda u3: (*u3[:-1], True) if u3[-1] == 1 else (True, *u3[1:]),
+    lambda u3: (u3[1], u3[0], *u3[2:]),
+    lambda u3: (*u3, u3[-1]),
+    lambda u3: (0, *u3),
+    lambda u3: (*u3, 2**70),
+    lambda u3: list(u3),
+    lambda u3: ([1], *u3),
+])
+def test_8_a_malformed_survivor_set_is_refused_even_after_a_good_one(
+        bad: Callable[[tuple[int, ...]], Any]) -> None:
+    """Devices of one process share what they derive from a survivor set U3 (a cache keyed by
+    U3): a malformed U3, even one equal to a cached U3 as a key, is still refused."""
+    driver = drive_to(small_cohort(device_auth=True, consistency_check=True),
+                      Stage.CONSISTENCY_CHECK)
+    first, second = sorted(driver.pending)[:2]
+    good = driver.pending[first]
+    driver.devices[first].consistency_check(good)  # the well-formed U3 is now cached
+    request = dataclasses.replace(driver.pending[second], survivors=bad(good.survivors))
+    assert abort_reason(driver.devices[second].consistency_check,
+                        request) is AbortReason.MALFORMED
+
+
 def test_8_splitting_the_neighbours_yields_fewer_than_t_of_each_secret() -> None:
     """The server tells some of u's neighbours that u survived and the others that it dropped,
     to collect both b_u and s_u. With 2t > k + c (here k = 7, c = 0, t = 5) neither group of

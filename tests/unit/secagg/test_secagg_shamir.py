@@ -85,6 +85,36 @@ def test_share_and_reconstruct_every_window(n: int, t: int) -> None:
             assert shamir.reconstruct(points[: t - 1]) != secret
 
 
+@pytest.mark.parametrize(("xs", "t"), [([1], 1), ([1, 2, 3], 3), (list(range(1, 83)), 54),
+                                      ([2**24 - 3, 2**24 - 2, 2**24 - 1], 2)])
+def test_secrets_shared_together_match_the_polynomials_they_were_drawn_with(
+        xs: list[int], t: int) -> None:
+    """share_many evaluates several polynomials packed into one integer: each lane must hold
+    exactly its own f_j(x) mod p, however large the unreduced values grow (the largest
+    secret, the largest device ids, t = 54 as at n = 1000)."""
+    secrets = [shamir.PRIME - 1, 0, 2**256 - 1]
+    rand = DeterministicRandom(len(xs) * 100 + t)
+    ys = shamir.share_many(secrets, t, xs, rand)
+    # The same draws, one coefficient list per secret in order, evaluated directly.
+    coefficients = shamir._random_elements(DeterministicRandom(len(xs) * 100 + t),
+                                           shamir.PRIME, len(secrets) * (t - 1))
+    for j, secret in enumerate(secrets):
+        mine = [secret, *coefficients[j * (t - 1):(j + 1) * (t - 1)]]
+        assert ys[j] == [sum(a * x**i for i, a in enumerate(mine)) % shamir.PRIME for x in xs]
+        if j and len(xs) >= t:
+            assert shamir.reconstruct(list(zip(xs, ys[j], strict=True))[:t]) == secret
+
+
+def test_random_elements_are_below_the_prime_and_use_the_stream_in_order() -> None:
+    """Rejection sampling from batched draws: candidates of the bit length of p, those >= p
+    skipped, in the order the stream gives them."""
+    small = 251  # 8-bit candidates, about 2% rejected
+    values = shamir._random_elements(DeterministicRandom(7), small, 2000)
+    stream = DeterministicRandom(7)(2 * 2000 + 8)
+    assert values == [b for b in stream if b < small][:2000]
+    assert len(set(values)) == small
+
+
 def test_extremes_of_the_secret_range() -> None:
     rand = DeterministicRandom(1)
     for secret in (0, 1, 2**256 - 1):

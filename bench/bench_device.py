@@ -1,0 +1,206 @@
+"""Benchmark of one simulated device's CPU per stage on the load test's path, without a network.
+
+A round of n devices (the coordinator's lying-server (k, t) at 10% expected dropout, device
+authentication and the consistency check on, D = 4096) runs in one process: the server's
+requests go through their wire form (``request_to_pb``, serialised, parsed) and each device
+does what a load-test device does with them: parse the request, run ``SecAggDevice``'s stage
+(every check included), and build, sign and serialise its call. Each device's CPU time
+(``time.thread_time``) is summed per stage and reported per device, next to the cryptography
+alone: the X25519 agreements, HKDF, AES-GCM share encryptions and decryptions, Ed25519 call
+signatures and the mask expansions of one device, timed in a loop on their own. What a
+networked device adds beyond this (gRPC calls, TLS) the load test measures.
+
+Usage:
+    .venv/bin/python bench/bench_device.py [--devices 1000] [--dim 4096]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "device")]
+
+import numpy as np  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey  # noqa: E402
+
+from fedhh.rpc.aggregator_wire import (  # noqa: E402
+    CallKind,
+    await_digest,
+    consistency_digest,
+    credentials,
+    header_digest,
+    keys_from_pb,
+    keys_to_pb,
+    request_from_pb,
+    request_to_pb,
+    shares_digest,
+    shares_from_pb,
+    shares_to_pb,
+    unmask_digest,
+    unmask_from_pb,
+    unmask_to_pb,
+)
+from fedhh.secagg import (  # noqa: E402
+    ConsistencyResponse,
+    DevicePolicy,
+    MaskedInput,
+    Stage,
+)
+from fedhh.secagg.params import Threat, choose_parameters  # noqa: E402
+from fedhh.secagg.prg import MaskGenerator  # noqa: E402
+from fedhh.secagg.primitives import aead_decrypt, aead_encrypt, agree, hkdf  # noqa: E402
+from fedhh.secagg.simulate import make_cohort  # noqa: E402
+from fedhh.v1 import aggregator_pb2 as pb  # noqa: E402
+from fedhh_device.secagg_run import _CHECKS  # noqa: E402
+
+POLICY = DevicePolicy(min_threshold=2, require_device_auth=True, require_consistency_check=True,
+                      max_corrupt_fraction=0.05)
+
+
+def crypto_floor(k: int, dim: int, modulus_bits: int, repeats: int = 20) -> float:
+    """CPU seconds of one device's cryptography alone: 2k X25519 agreements, k HKDFs of the
+    share keys and k of the mask keys, k AES-GCM encryptions and decryptions, ~6 Ed25519
+    signatures, k + 1 mask expansions (median of ``repeats``)."""
+    mine, peer = X25519PrivateKey.generate(), X25519PrivateKey.generate()
+    peer_public = peer.public_key().public_bytes_raw()
+    masks = MaskGenerator(dim, modulus_bits)
+    acc = masks.zeros()
+    signer = Ed25519PrivateKey.generate()
+    plaintext = bytes(74)
+    times = []
+    for _ in range(repeats):
+        started = time.thread_time()
+        for _ in range(k):
+            secret = agree(mine, peer_public)
+            agree(mine, peer_public)
+            key = hkdf(secret, salt=bytes(32), info=b"enc", length=64)
+            hkdf(secret, salt=bytes(32), info=b"pair", length=16)
+            blob = aead_encrypt(key[:32], plaintext, b"aad", os.urandom)
+            aead_decrypt(key[:32], blob, b"aad")
+        for _ in range(6):
+            signer.sign(b"transcript")
+        for _ in range(k + 1):
+            masks.add(acc, bytes(16))
+        times.append(time.thread_time() - started)
+    return statistics.median(times)
+
+
+def run(n: int, dim: int, dropout: float, seed: int = 0) -> dict[str, object]:
+    params = choose_parameters(n, max(dropout, 0.05), 0.05, Threat.LYING)
+    k, t = params.k, params.t
+    cohort = make_cohort(n, dim, k, t, n_min=max(t, int(n * 0.7)), device_auth=True,
+                         consistency_check=True, seed=seed)
+    masks = MaskGenerator(dim, cohort.config.modulus_bits)
+    server = cohort.server(masks=masks)
+    devices = {u: cohort.device(u, masks=masks, policy=POLICY, checks=_CHECKS)
+               for u in range(1, n + 1)}
+    rng = np.random.default_rng(seed)
+    reports = {u: np.sort(rng.choice(dim, size=dim // 8, replace=False)).astype(np.int64)
+               for u in devices}
+    dropped = {int(u) for u in rng.choice(np.arange(1, n + 1), int(n * dropout), replace=False)}
+    sid = cohort.session_id
+    cpu: dict[str, float] = defaultdict(float)
+    answered: dict[str, int] = defaultdict(int)
+
+    def timed(stage: str, call, *, answer: bool = True):  # type: ignore[no-untyped-def]
+        started = time.thread_time()
+        try:
+            return call()
+        finally:
+            cpu[stage] += time.thread_time() - started
+            answered[stage] += answer
+
+    # Stage 0: the device advertises its keys (it signs nothing more: the admission proves it).
+    for device in devices.values():
+        wire = timed("advertise", lambda d=device: pb.AdvertiseKeysRequest(
+            session_id=sid, keys=keys_to_pb(d.advertise_keys())).SerializeToString())
+        message = pb.AdvertiseKeysRequest.FromString(wire)
+        server.handle(Stage.ADVERTISE_KEYS, keys_from_pb(sid, message.keys))
+    entries: dict[int, pb.DeviceKeys] = {}
+    stages = ("share_keys", "masked_input", "consistency", "unmask")
+    for name in stages:
+        pending = server.close_stage()
+        for u in sorted(pending):
+            device = devices[u]
+            if u in dropped and name == "masked_input":
+                continue
+            answer = request_to_pb(pending[u], entries).SerializeToString()
+
+            def step(d=device, u=u, answer=answer, name=name):  # type: ignore[no-untyped-def]
+                request = request_from_pb(sid, u, pb.AwaitStageResponse.FromString(answer))
+                key, adm = cohort.identity_keys[u], d._admission
+                if name == "share_keys":
+                    message = d.share_keys(request)
+                    creds = credentials(key, adm, CallKind.SHARES, sid, shares_digest(message))
+                    return message, shares_to_pb(message, creds).SerializeToString()
+                if name == "masked_input":
+                    masked = d.masked_input(request, reports[u])
+                    data = masked.vector_bytes()
+                    digest = hashlib.sha256(data).digest()
+                    creds = credentials(key, adm, CallKind.MASKED_INPUT, sid,
+                                        header_digest(len(data), digest))
+                    return masked, pb.MaskedVector(header=pb.MaskedInputHeader(
+                        session_id=sid, credentials=creds, total_bytes=len(data),
+                        vector_sha256=digest), data=data).SerializeToString()
+                if name == "consistency":
+                    signed = d.consistency_check(request)
+                    creds = credentials(key, adm, CallKind.CONSISTENCY, sid,
+                                        consistency_digest(signed))
+                    return signed, pb.SubmitConsistencyRequest(
+                        session_id=sid, signature=signed.signature,
+                        credentials=creds).SerializeToString()
+                shares = d.unmask(request)
+                creds = credentials(key, adm, CallKind.UNMASK, sid, unmask_digest(shares))
+                return shares, unmask_to_pb(shares, creds).SerializeToString()
+
+            # Each later stage also costs the device one signed AwaitStage call, at most.
+            timed(name, lambda u=u, d=device: credentials(
+                cohort.identity_keys[u], d._admission, CallKind.AWAIT, sid,
+                await_digest(Stage.SHARE_KEYS)), answer=False)
+            message, wire = timed(name, step)
+            if name == "share_keys":
+                server.handle(Stage.SHARE_KEYS,
+                              shares_from_pb(u, pb.SubmitSharesRequest.FromString(wire)))
+            elif name == "masked_input":
+                server.handle(Stage.MASKED_INPUT, MaskedInput.from_wire(
+                    sid, u, message.vector_bytes(), cohort.config.modulus_bits))
+            elif name == "consistency":
+                server.handle(Stage.CONSISTENCY_CHECK, ConsistencyResponse(
+                    sid, u, pb.SubmitConsistencyRequest.FromString(wire).signature))
+            else:
+                server.handle(Stage.UNMASK,
+                              unmask_from_pb(u, pb.SubmitUnmaskRequest.FromString(wire)))
+    server.close_stage()
+    if server.result is None:
+        raise RuntimeError(f"the round did not release: {server.aborted}")
+    per_device = {name: 1000 * cpu[name] / max(answered[name], 1)
+                  for name in ("advertise", *stages)}
+    return {"n": n, "k": k, "t": t, "dim": dim, "stage_ms": per_device,
+            "total_ms": sum(per_device.values()),
+            "crypto_ms": 1000 * crypto_floor(k, dim, cohort.config.modulus_bits)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--devices", type=int, default=1000)
+    parser.add_argument("--dim", type=int, default=4096)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    args = parser.parse_args()
+    report = run(args.devices, args.dim, args.dropout)
+    stages = ", ".join(f"{name} {ms:.2f}" for name, ms in report["stage_ms"].items())  # type: ignore[attr-defined]
+    print(f"n = {report['n']}, k = {report['k']}, t = {report['t']}, D = {report['dim']}: "
+          f"{report['total_ms']:.2f} ms CPU per device ({stages}); its cryptography alone "
+          f"{report['crypto_ms']:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
