@@ -47,7 +47,7 @@ from google.protobuf.message_factory import GetMessageClass
 
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.errors import details_of
-from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Listener, RequestLog
+from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Listener, RequestLog, serve_runner
 from fedhh.rpc.serving import CredentialCheck, credential_check_for, is_loopback
 from fedhh.rpc.tls import TlsFiles
 
@@ -254,15 +254,8 @@ class ConnectServer:
         self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
                                      keepalive_timeout=HEAD_TIMEOUT_S, handler_cancellation=True,
                                      lingering_time=0, logger=RequestLog(self.name))
-        await self._runner.setup()
-        self._listener = Listener(self._runner.server, context, self.max_connections,
-                                  name=self.name)
-        try:
-            self.port = self._listener.bind(host, port)
-        except ConfigError:
-            await self._runner.cleanup()
-            raise
-        self._listener.start()
+        self._listener, self.port = await serve_runner(self._runner, context, host, port,
+                                                       self.max_connections, self.name)
         return self.port
 
     async def close(self) -> None:

@@ -163,6 +163,23 @@ class Listener:
                 transport.abort()  # type: ignore[attr-defined]
 
 
+async def serve_runner(runner: Any, context: ssl.SSLContext | None, host: str, port: int,
+                       max_connections: int = MAX_CONNECTIONS, name: str = "dashboard"
+                       ) -> tuple[Listener, int]:
+    """Set up aiohttp's ``runner`` (an ``AppRunner``) and serve it on host:port (0: OS-chosen)
+    behind a :class:`Listener`; the listener and the bound port. A port that cannot be bound
+    leaves nothing set up."""
+    await runner.setup()
+    listener = Listener(runner.server, context, max_connections, name=name)
+    try:
+        bound = listener.bind(host, port)
+    except ConfigError:
+        await runner.cleanup()
+        raise
+    listener.start()
+    return listener, bound
+
+
 class RequestLog(logging.LoggerAdapter):
     """aiohttp's server logger for such a server (module docstring): errors of a client's
     request are warnings without their bytes; anything else (a bug) keeps its traceback."""

@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, MAX_CONNECTIONS
 from fedhh.rpc.topology import LocalTopology
-from fedhh_coordinator.dashboard.listener import HEAD_TIMEOUT_S, MAX_CONNECTIONS
 
 pytestmark = pytest.mark.slow
 

@@ -26,11 +26,11 @@ from urllib.parse import quote
 from aiohttp import web
 
 from fedhh.errors import ConfigError, NotFoundError, RateLimited, shown
+from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Listener, RequestLog, serve_runner
 from fedhh.rpc.serving import is_loopback
 from fedhh.rpc.tls import TlsFiles
 from fedhh_coordinator.dashboard import pages
 from fedhh_coordinator.dashboard.auth import COOKIE, Sessions
-from fedhh_coordinator.dashboard.listener import HEAD_TIMEOUT_S, Listener, RequestLog
 from fedhh_coordinator.dashboard.live import LiveStreams
 from fedhh_coordinator.dashboard.markup import Html
 from fedhh_coordinator.dashboard.results import Hit
@@ -115,17 +115,10 @@ class Dashboard:
             raise ConfigError(f"the dashboard on {host}:{port} needs TLS files (--tls-dir); "
                               "plaintext only with --insecure on loopback")
         # Keep-alive bounds how long a connection may wait for its next request head; the
-        # listener bounds the first one and how many connections are held (listener.py).
+        # listener bounds the first one and how many connections are held (http_listener.py).
         self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
                                      keepalive_timeout=HEAD_TIMEOUT_S, logger=RequestLog())
-        await self._runner.setup()
-        self._listener = Listener(self._runner.server, context)
-        try:
-            self.port = self._listener.bind(host, port)
-        except ConfigError:
-            await self._runner.cleanup()
-            raise
-        self._listener.start()
+        self._listener, self.port = await serve_runner(self._runner, context, host, port)
         return self.port
 
     def on_close(self, callback: Callable[[], None]) -> None:
