@@ -17,7 +17,7 @@ import type { SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
 import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
 import { ed25519PublicFromSeed } from "./primitives.js";
 import { type RandomSource, systemRandom } from "./random.js";
-import { type RoundOptions, type RoundOutcome, participate } from "./round.js";
+import { type RoundOptions, type RoundOutcome, codeOf, participate } from "./round.js";
 import { generateRoundKeys } from "./secagg.js";
 import type { CheckIn, CoordinatorClient, Identity } from "./wire.js";
 
@@ -58,8 +58,9 @@ export async function nextRound(coordinator: CoordinatorClient, identity: Identi
                                           new Uint8Array(), undefined, options.signal);
     } catch (error) {
       // A shed or failed check-in is asked again after a full-jitter backoff (fleet.py's
-      // GET_TASK_RETRY and GET_TASK_SHED_RETRY); a refused credential is final.
-      if (!(error instanceof ConnectError) || !CHECK_IN_RETRIED.has(error.code)) throw error;
+      // GET_TASK_RETRY and GET_TASK_SHED_RETRY); a refused credential is final. A call that
+      // got no answer (fetch failed) counts as unavailable, as on gRPC.
+      if (!(error instanceof ConnectError) || !CHECK_IN_RETRIED.has(codeOf(error))) throw error;
       const cap = SHED.has(error.code) ? 60_000 : 10_000;
       const backoff = (options.jitter ?? Math.random)()
         * Math.min(cap, 200 * 2 ** Math.min(failures, 30));

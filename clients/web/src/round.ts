@@ -139,8 +139,8 @@ export function requestFromPb(sessionId: Uint8Array, deviceId: number, message: 
 
 /** How a device's round ended (fedhh.rpc.device_client.ParticipationEnd's values). */
 export interface RoundOutcome {
-  outcome: "completed" | "not_selected" | "late" | "round_aborted" | "device_aborted"
-    | "rejected" | "not_found" | "unavailable" | "timed_out";
+  outcome: "completed" | "dropped" | "not_selected" | "late" | "round_aborted"
+    | "device_aborted" | "rejected" | "not_found" | "unavailable" | "timed_out";
   reached: Stage;
   contributed: boolean;
   detail: string;
@@ -160,9 +160,30 @@ export interface RoundOptions {
   callTimeoutMs?: number;
   /** Give up waiting for a stage's request after this many long-polls that found it pending. */
   maxPolls?: number;
+  /**
+   * Test only (fedhh_device's DropPlan, device_client.py's `drop_at`): stop silently before
+   * this stage, as a device that goes away mid-round; the outcome is "dropped".
+   */
+  dropBefore?: Stage;
 }
 
 const RETRIED = new Set([Code.Unavailable, Code.Canceled]);
+
+/**
+ * A call that got no answer at all: `fetch` itself failed (connect-web reports it as
+ * `unknown` with fetch's TypeError as the cause), e.g. a keep-alive connection the server had
+ * just closed, or the network gone for a moment. gRPC reports the same as UNAVAILABLE, and the
+ * Python client retries it as such.
+ */
+export function transportFailed(error: unknown): boolean {
+  return error instanceof ConnectError && error.code === Code.Unknown
+    && error.cause instanceof TypeError;
+}
+
+/** A call's code, a transport failure counted as `unavailable`. */
+export function codeOf(error: ConnectError): Code {
+  return transportFailed(error) ? Code.Unavailable : error.code;
+}
 
 /**
  * `call()`, made again on a shed or unavailable answer (module docstring). `closedSince`: what
@@ -182,7 +203,7 @@ export async function retrying<T>(call: () => Promise<T>, options: RoundOptions,
       if (attempt > 0 && closedSince !== undefined && error.code === Code.FailedPrecondition) {
         return closedSince();
       }
-      if (!RETRIED.has(error.code) || attempt + 1 >= attempts) throw error;
+      if (!RETRIED.has(codeOf(error)) || attempt + 1 >= attempts) throw error;
     }
     const backoff = jitter() * Math.min(cap, initial * 2 ** Math.min(attempt, 30));
     await new Promise((resolve) => setTimeout(resolve, backoff));
@@ -255,7 +276,9 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
 
   let reached = Stage.ADVERTISE_KEYS;
   let contributed = false;
+  const dropped = (): RoundOutcome => ({ outcome: "dropped", reached, contributed, detail: "" });
   try {
+    if (options.dropBefore === Stage.ADVERTISE_KEYS) return dropped();
     const advert = create(AdvertiseKeysRequestSchema, {
       sessionId, keys: keysToPb(device.advertiseKeys()), waitNextMs: pollMs });
     let next = (await submit(() => aggregator.advertiseKeys(advert, timeout(pollMs)))).next;
@@ -264,6 +287,7 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
                     Stage.UNMASK];
     for (const stage of stages) {
       reached = stage;
+      if (options.dropBefore === stage) return dropped();
       const request = await requestFor(stage, next);
       const waitNextMs = stage === Stage.UNMASK ? 0 : pollMs;
       if (stage === Stage.SHARE_KEYS) {
@@ -312,7 +336,7 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
     if (error instanceof ConnectError) {
       // "late" with `contributed`: the stage closed before this answer, after the masked
       // input was accepted (its report is in the sum if the round is released).
-      return { outcome: CODE_OUTCOMES[error.code] ?? "rejected", reached, contributed,
+      return { outcome: CODE_OUTCOMES[codeOf(error)] ?? "rejected", reached, contributed,
                detail: `${Code[error.code]}: ${error.rawMessage}` };
     }
     throw error;
