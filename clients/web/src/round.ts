@@ -165,6 +165,24 @@ export interface RoundOptions {
    * this stage, as a device that goes away mid-round; the outcome is "dropped".
    */
   dropBefore?: Stage;
+  /**
+   * If given, the milliseconds of the device's own work are added here by step (the state
+   * machine's calls and their signing, not the calls on the wire): "advertise", "shares",
+   * "masked", "consistency", "unmask"; src/loop.ts adds "config" and "report".
+   */
+  timings?: Record<string, number>;
+}
+
+/** `work()`, its milliseconds added to `timings[step]` when timings are kept. */
+export async function timed<T>(timings: Record<string, number> | undefined, step: string,
+                               work: () => Promise<T> | T): Promise<T> {
+  if (timings === undefined) return work();
+  const started = performance.now();
+  try {
+    return await work();
+  } finally {
+    timings[step] = (timings[step] ?? 0) + performance.now() - started;
+  }
 }
 
 const RETRIED = new Set([Code.Unavailable, Code.Canceled]);
@@ -279,8 +297,8 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
   const dropped = (): RoundOutcome => ({ outcome: "dropped", reached, contributed, detail: "" });
   try {
     if (options.dropBefore === Stage.ADVERTISE_KEYS) return dropped();
-    const advert = create(AdvertiseKeysRequestSchema, {
-      sessionId, keys: keysToPb(device.advertiseKeys()), waitNextMs: pollMs });
+    const keys = await timed(options.timings, "advertise", () => keysToPb(device.advertiseKeys()));
+    const advert = create(AdvertiseKeysRequestSchema, { sessionId, keys, waitNextMs: pollMs });
     let next = (await submit(() => aggregator.advertiseKeys(advert, timeout(pollMs)))).next;
     const stages = [Stage.SHARE_KEYS, Stage.MASKED_INPUT,
                     ...(device.config.consistencyCheck ? [Stage.CONSISTENCY_CHECK] : []),
@@ -291,39 +309,47 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
       const request = await requestFor(stage, next);
       const waitNextMs = stage === Stage.UNMASK ? 0 : pollMs;
       if (stage === Stage.SHARE_KEYS) {
-        const answer = await device.shareKeys(request as ShareKeysRequest);
-        const submission = create(SubmitSharesRequestSchema, {
-          sessionId, credentials: credentials("shares", await sharesDigest(answer)),
-          shares: answer.shares.map((s) => create(EncryptedShareSchema, s)),
-          bCommitment: answer.bCommitment, waitNextMs });
+        const submission = await timed(options.timings, "shares", async () => {
+          const answer = await device.shareKeys(request as ShareKeysRequest);
+          return create(SubmitSharesRequestSchema, {
+            sessionId, credentials: credentials("shares", await sharesDigest(answer)),
+            shares: answer.shares.map((s) => create(EncryptedShareSchema, s)),
+            bCommitment: answer.bCommitment, waitNextMs });
+        });
         next = (await submit(() => aggregator.submitShares(submission, timeout(waitNextMs)))).next;
       } else if (stage === Stage.MASKED_INPUT) {
-        const masked = await device.maskedInput(request as MaskedInputRequest, ones);
-        const data = vectorBytes(masked.vector);
-        const vectorSha256 = await sha256(data);
-        const header = create(MaskedInputHeaderSchema, {
-          sessionId, credentials: credentials("masked-input",
-                                              await headerDigest(data.length, vectorSha256)),
-          totalBytes: BigInt(data.length), waitNextMs, vectorSha256 });
-        const vector = create(MaskedVectorSchema, { header, data });
+        const vector = await timed(options.timings, "masked", async () => {
+          const masked = await device.maskedInput(request as MaskedInputRequest, ones);
+          const data = vectorBytes(masked.vector);
+          const vectorSha256 = await sha256(data);
+          const header = create(MaskedInputHeaderSchema, {
+            sessionId, credentials: credentials("masked-input",
+                                                await headerDigest(data.length, vectorSha256)),
+            totalBytes: BigInt(data.length), waitNextMs, vectorSha256 });
+          return create(MaskedVectorSchema, { header, data });
+        });
         next = (await submit(() => aggregator.submitMaskedVector(vector, timeout(waitNextMs))))
           .next;
         contributed = true;
       } else if (stage === Stage.CONSISTENCY_CHECK) {
-        const answer = await device.consistencyCheck(request as ConsistencyRequest);
-        const submission = create(SubmitConsistencyRequestSchema, {
-          sessionId, credentials: credentials("consistency",
-                                              await consistencyDigest(answer.signature)),
-          signature: answer.signature, waitNextMs });
+        const submission = await timed(options.timings, "consistency", async () => {
+          const answer = await device.consistencyCheck(request as ConsistencyRequest);
+          return create(SubmitConsistencyRequestSchema, {
+            sessionId, credentials: credentials("consistency",
+                                                await consistencyDigest(answer.signature)),
+            signature: answer.signature, waitNextMs });
+        });
         next = (await submit(() => aggregator.submitConsistency(submission, timeout(waitNextMs))))
           .next;
       } else {
-        const answer = await device.unmask(request as UnmaskRequest);
-        const shares = (entries: Array<[number, Uint8Array]>) =>
-          entries.map(([owner, share]) => create(OwnerShareSchema, { owner, share }));
-        const submission = create(SubmitUnmaskRequestSchema, {
-          sessionId, credentials: credentials("unmask", await unmaskDigest(answer)),
-          bShares: shares(answer.bShares), sShares: shares(answer.sShares) });
+        const submission = await timed(options.timings, "unmask", async () => {
+          const answer = await device.unmask(request as UnmaskRequest);
+          const shares = (entries: Array<[number, Uint8Array]>) =>
+            entries.map(([owner, share]) => create(OwnerShareSchema, { owner, share }));
+          return create(SubmitUnmaskRequestSchema, {
+            sessionId, credentials: credentials("unmask", await unmaskDigest(answer)),
+            bShares: shares(answer.bShares), sShares: shares(answer.sShares) });
+        });
         await retrying(() => aggregator.submitUnmask(submission, timeout(0)), options);
       }
     }

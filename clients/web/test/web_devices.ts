@@ -17,7 +17,7 @@
 
 import { DeviceBudget, MemoryBudgetStore } from "../src/budget.js";
 import { DEFAULT_FLOORS } from "../src/floors.js";
-import { nextRound, type TaskResult } from "../src/loop.js";
+import { newTaskMemory, nextRound, type TaskResult } from "../src/loop.js";
 import { reportForTask } from "../src/report.js";
 import type { Stage } from "../src/round.js";
 import { systemDraws } from "../src/selection.js";
@@ -33,9 +33,12 @@ export interface Fleet {
   counts?: number[][]; tasks?: number; seed?: number; users?: number[];
   plans?: Array<Array<TaskPlan | null>>;
   coordinators?: string[]; aggregators?: string[];
+  /** Keep each task's own-work milliseconds by step (src/round.ts `timings`). */
+  timings?: boolean;
 }
 
-export type DeviceResult = TaskResult & { deviceId: string; tasks: TaskResult[]; spent: number };
+export type Timed = TaskResult & { timings?: Record<string, number> };
+export type DeviceResult = Timed & { deviceId: string; tasks: Timed[]; spent: number };
 
 /** `onEnrolled(n)` once all are enrolled (they check in from then on). */
 export async function runFleet(fleet: Fleet, onEnrolled: (n: number) => void
@@ -53,20 +56,25 @@ export async function runFleet(fleet: Fleet, onEnrolled: (n: number) => void
     const items = fleet.items[i] ?? [];
     const data = { items, counts: fleet.counts?.[i] ?? items.map(() => 1) };
     const user = fleet.users?.[i];
-    const tasks: TaskResult[] = [];
+    const tasks: Timed[] = [];
+    const memory = newTaskMemory();
     for (let t = 0; t < (fleet.tasks ?? 1); t++) {
       const plan = fleet.plans?.[i]?.[t] ?? {};
       const floors = plan.minCohort === undefined ? DEFAULT_FLOORS
         : { ...DEFAULT_FLOORS, minCohort: plan.minCohort };
-      tasks.push(await nextRound(coordinator, identity, {
+      const timings: Record<string, number> = {};
+      const result = await nextRound(coordinator, identity, {
         aggregatorFor: () => aggregator,
+        memory,
+        ...(fleet.timings === true ? { timings } : {}),
         floors,
         ...(plan.dropBefore === undefined ? {} : { dropBefore: plan.dropBefore }),
         report: (task) => reportForTask(
           task, data, budget, floors, undefined,
           fleet.seed === undefined || user === undefined ? systemDraws
             : deviceStream(fleet.seed, task.round, user)),
-      }));
+      });
+      tasks.push(fleet.timings === true ? { ...result, timings } : result);
     }
     return { deviceId: identity.deviceId.toString(), ...tasks[tasks.length - 1]!, tasks,
              spent: budget.spent() };
