@@ -13,8 +13,9 @@ from xdist.scheduler import LoadScopeScheduling
 
 SERVICE_FOLDERS = {"tests/integration/": "services", "tests/security/": "services",
                    "tests/dashboard/": "services", "tests/deploy/": "docker",
-                   # (a file: the web devices' rounds against the real services)
-                   "tests/web/test_web_wire.py": "services"}
+                   # (files: the web devices' rounds against the real services)
+                   "tests/web/test_web_wire.py": "services",
+                   "tests/web/test_web_discovery.py": "services"}
 
 
 class ServiceGroups(LoadScopeScheduling):

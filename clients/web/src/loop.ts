@@ -17,7 +17,7 @@ import type { SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
 import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
 import { ed25519PublicFromSeed } from "./primitives.js";
 import { type RandomSource, systemRandom } from "./random.js";
-import { type RoundOptions, type RoundOutcome, participate } from "./round.js";
+import { type RoundOptions, type RoundOutcome, codeOf, participate, timed } from "./round.js";
 import { generateRoundKeys } from "./secagg.js";
 import type { CheckIn, CoordinatorClient, Identity } from "./wire.js";
 
@@ -30,7 +30,22 @@ export interface TaskResult extends RoundOutcome {
   attempt: number;
 }
 
+/**
+ * What one device remembers between its tasks (fleet.py's `done` and `known`): the tasks it
+ * has taken (run, round, attempt) and the digest of the last task it got. Give every
+ * `nextRound` of a device the same one: the coordinator hands a device its current task again
+ * until a newer one exists (the digest makes it hold the check-in instead), and a task taken
+ * once is not taken again (its admission is for round keys already used).
+ */
+export interface TaskMemory { done: Set<string>; known: Uint8Array }
+
+export function newTaskMemory(): TaskMemory {
+  return { done: new Set(), known: new Uint8Array() };
+}
+
 export interface LoopOptions extends RoundOptions {
+  /** This device's memory of its tasks (a fresh one when not given: one task only). */
+  memory?: TaskMemory;
   floors?: Floors;
   random?: RandomSource;
   /**
@@ -53,17 +68,19 @@ export async function nextRound(coordinator: CoordinatorClient, identity: Identi
                                 options: LoopOptions): Promise<TaskResult> {
   const random = options.random ?? systemRandom;
   const floors = options.floors ?? DEFAULT_FLOORS;
+  const memory = options.memory ?? newTaskMemory();
   const keys = generateRoundKeys(random);
   for (let failures = 0; ; failures++) {
     options.signal?.throwIfAborted();
     let checkIn: CheckIn;
     try {
       checkIn = await coordinator.checkIn(identity, { cPk: keys.c.public, sPk: keys.s.public },
-                                          new Uint8Array(), undefined, options.signal);
+                                          memory.known, undefined, options.signal);
     } catch (error) {
       // A shed or failed check-in is asked again after a full-jitter backoff (fleet.py's
-      // GET_TASK_RETRY and GET_TASK_SHED_RETRY); a refused credential is final.
-      if (!(error instanceof ConnectError) || !CHECK_IN_RETRIED.has(error.code)) throw error;
+      // GET_TASK_RETRY and GET_TASK_SHED_RETRY); a refused credential is final. A call that
+      // got no answer (fetch failed) counts as unavailable, as on gRPC.
+      if (!(error instanceof ConnectError) || !CHECK_IN_RETRIED.has(codeOf(error))) throw error;
       const cap = SHED.has(error.code) ? 60_000 : 10_000;
       const backoff = (options.jitter ?? Math.random)()
         * Math.min(cap, 200 * 2 ** Math.min(failures, 30));
@@ -76,6 +93,13 @@ export async function nextRound(coordinator: CoordinatorClient, identity: Identi
       continue;
     }
     const task = checkIn.task;
+    memory.known = checkIn.digest;
+    const key = `${task.runId}/${task.round}/${task.attempt}`;
+    if (memory.done.has(key)) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      continue;
+    }
+    memory.done.add(key);
     const base = { runId: task.runId, round: task.round, attempt: task.attempt };
     const refused = (error: unknown): TaskResult =>
       ({ ...base, outcome: "device_aborted", reached: 0, contributed: false,
@@ -87,11 +111,11 @@ export async function nextRound(coordinator: CoordinatorClient, identity: Identi
     let ones: number[];
     try {
       checkEpsLocal(task.epsLocal, floors);
-      device = await SecAggDevice.create(task.roundConfig, task.roundConfigSignature,
-                                         identity.coordinatorPublic, task.secaggId, {
-        identitySeed: identity.identitySeed, admission, roundKeys: keys,
-        policy: policyOf(floors), rand: random });
-      ones = await options.report(task);
+      device = await timed(options.timings, "config", () => SecAggDevice.create(
+        task.roundConfig, task.roundConfigSignature, identity.coordinatorPublic, task.secaggId, {
+          identitySeed: identity.identitySeed, admission, roundKeys: keys,
+          policy: policyOf(floors), rand: random }));
+      ones = await timed(options.timings, "report", () => options.report(task));
     } catch (error) {
       return refused(error);
     }

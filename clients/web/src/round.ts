@@ -139,8 +139,8 @@ export function requestFromPb(sessionId: Uint8Array, deviceId: number, message: 
 
 /** How a device's round ended (fedhh.rpc.device_client.ParticipationEnd's values). */
 export interface RoundOutcome {
-  outcome: "completed" | "not_selected" | "late" | "round_aborted" | "device_aborted"
-    | "rejected" | "not_found" | "unavailable" | "timed_out";
+  outcome: "completed" | "dropped" | "not_selected" | "late" | "round_aborted"
+    | "device_aborted" | "rejected" | "not_found" | "unavailable" | "timed_out";
   reached: Stage;
   contributed: boolean;
   detail: string;
@@ -160,9 +160,48 @@ export interface RoundOptions {
   callTimeoutMs?: number;
   /** Give up waiting for a stage's request after this many long-polls that found it pending. */
   maxPolls?: number;
+  /**
+   * Test only (fedhh_device's DropPlan, device_client.py's `drop_at`): stop silently before
+   * this stage, as a device that goes away mid-round; the outcome is "dropped".
+   */
+  dropBefore?: Stage;
+  /**
+   * If given, the milliseconds of the device's own work are added here by step (the state
+   * machine's calls and their signing, not the calls on the wire): "advertise", "shares",
+   * "masked", "consistency", "unmask"; src/loop.ts adds "config" and "report".
+   */
+  timings?: Record<string, number>;
+}
+
+/** `work()`, its milliseconds added to `timings[step]` when timings are kept. */
+export async function timed<T>(timings: Record<string, number> | undefined, step: string,
+                               work: () => Promise<T> | T): Promise<T> {
+  if (timings === undefined) return work();
+  const started = performance.now();
+  try {
+    return await work();
+  } finally {
+    timings[step] = (timings[step] ?? 0) + performance.now() - started;
+  }
 }
 
 const RETRIED = new Set([Code.Unavailable, Code.Canceled]);
+
+/**
+ * A call that got no answer at all: `fetch` itself failed (connect-web reports it as
+ * `unknown` with fetch's TypeError as the cause), e.g. a keep-alive connection the server had
+ * just closed, or the network gone for a moment. gRPC reports the same as UNAVAILABLE, and the
+ * Python client retries it as such.
+ */
+export function transportFailed(error: unknown): boolean {
+  return error instanceof ConnectError && error.code === Code.Unknown
+    && error.cause instanceof TypeError;
+}
+
+/** A call's code, a transport failure counted as `unavailable`. */
+export function codeOf(error: ConnectError): Code {
+  return transportFailed(error) ? Code.Unavailable : error.code;
+}
 
 /**
  * `call()`, made again on a shed or unavailable answer (module docstring). `closedSince`: what
@@ -182,7 +221,7 @@ export async function retrying<T>(call: () => Promise<T>, options: RoundOptions,
       if (attempt > 0 && closedSince !== undefined && error.code === Code.FailedPrecondition) {
         return closedSince();
       }
-      if (!RETRIED.has(error.code) || attempt + 1 >= attempts) throw error;
+      if (!RETRIED.has(codeOf(error)) || attempt + 1 >= attempts) throw error;
     }
     const backoff = jitter() * Math.min(cap, initial * 2 ** Math.min(attempt, 30));
     await new Promise((resolve) => setTimeout(resolve, backoff));
@@ -255,51 +294,62 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
 
   let reached = Stage.ADVERTISE_KEYS;
   let contributed = false;
+  const dropped = (): RoundOutcome => ({ outcome: "dropped", reached, contributed, detail: "" });
   try {
-    const advert = create(AdvertiseKeysRequestSchema, {
-      sessionId, keys: keysToPb(device.advertiseKeys()), waitNextMs: pollMs });
+    if (options.dropBefore === Stage.ADVERTISE_KEYS) return dropped();
+    const keys = await timed(options.timings, "advertise", () => keysToPb(device.advertiseKeys()));
+    const advert = create(AdvertiseKeysRequestSchema, { sessionId, keys, waitNextMs: pollMs });
     let next = (await submit(() => aggregator.advertiseKeys(advert, timeout(pollMs)))).next;
     const stages = [Stage.SHARE_KEYS, Stage.MASKED_INPUT,
                     ...(device.config.consistencyCheck ? [Stage.CONSISTENCY_CHECK] : []),
                     Stage.UNMASK];
     for (const stage of stages) {
       reached = stage;
+      if (options.dropBefore === stage) return dropped();
       const request = await requestFor(stage, next);
       const waitNextMs = stage === Stage.UNMASK ? 0 : pollMs;
       if (stage === Stage.SHARE_KEYS) {
-        const answer = await device.shareKeys(request as ShareKeysRequest);
-        const submission = create(SubmitSharesRequestSchema, {
-          sessionId, credentials: credentials("shares", await sharesDigest(answer)),
-          shares: answer.shares.map((s) => create(EncryptedShareSchema, s)),
-          bCommitment: answer.bCommitment, waitNextMs });
+        const submission = await timed(options.timings, "shares", async () => {
+          const answer = await device.shareKeys(request as ShareKeysRequest);
+          return create(SubmitSharesRequestSchema, {
+            sessionId, credentials: credentials("shares", await sharesDigest(answer)),
+            shares: answer.shares.map((s) => create(EncryptedShareSchema, s)),
+            bCommitment: answer.bCommitment, waitNextMs });
+        });
         next = (await submit(() => aggregator.submitShares(submission, timeout(waitNextMs)))).next;
       } else if (stage === Stage.MASKED_INPUT) {
-        const masked = await device.maskedInput(request as MaskedInputRequest, ones);
-        const data = vectorBytes(masked.vector);
-        const vectorSha256 = await sha256(data);
-        const header = create(MaskedInputHeaderSchema, {
-          sessionId, credentials: credentials("masked-input",
-                                              await headerDigest(data.length, vectorSha256)),
-          totalBytes: BigInt(data.length), waitNextMs, vectorSha256 });
-        const vector = create(MaskedVectorSchema, { header, data });
+        const vector = await timed(options.timings, "masked", async () => {
+          const masked = await device.maskedInput(request as MaskedInputRequest, ones);
+          const data = vectorBytes(masked.vector);
+          const vectorSha256 = await sha256(data);
+          const header = create(MaskedInputHeaderSchema, {
+            sessionId, credentials: credentials("masked-input",
+                                                await headerDigest(data.length, vectorSha256)),
+            totalBytes: BigInt(data.length), waitNextMs, vectorSha256 });
+          return create(MaskedVectorSchema, { header, data });
+        });
         next = (await submit(() => aggregator.submitMaskedVector(vector, timeout(waitNextMs))))
           .next;
         contributed = true;
       } else if (stage === Stage.CONSISTENCY_CHECK) {
-        const answer = await device.consistencyCheck(request as ConsistencyRequest);
-        const submission = create(SubmitConsistencyRequestSchema, {
-          sessionId, credentials: credentials("consistency",
-                                              await consistencyDigest(answer.signature)),
-          signature: answer.signature, waitNextMs });
+        const submission = await timed(options.timings, "consistency", async () => {
+          const answer = await device.consistencyCheck(request as ConsistencyRequest);
+          return create(SubmitConsistencyRequestSchema, {
+            sessionId, credentials: credentials("consistency",
+                                                await consistencyDigest(answer.signature)),
+            signature: answer.signature, waitNextMs });
+        });
         next = (await submit(() => aggregator.submitConsistency(submission, timeout(waitNextMs))))
           .next;
       } else {
-        const answer = await device.unmask(request as UnmaskRequest);
-        const shares = (entries: Array<[number, Uint8Array]>) =>
-          entries.map(([owner, share]) => create(OwnerShareSchema, { owner, share }));
-        const submission = create(SubmitUnmaskRequestSchema, {
-          sessionId, credentials: credentials("unmask", await unmaskDigest(answer)),
-          bShares: shares(answer.bShares), sShares: shares(answer.sShares) });
+        const submission = await timed(options.timings, "unmask", async () => {
+          const answer = await device.unmask(request as UnmaskRequest);
+          const shares = (entries: Array<[number, Uint8Array]>) =>
+            entries.map(([owner, share]) => create(OwnerShareSchema, { owner, share }));
+          return create(SubmitUnmaskRequestSchema, {
+            sessionId, credentials: credentials("unmask", await unmaskDigest(answer)),
+            bShares: shares(answer.bShares), sShares: shares(answer.sShares) });
+        });
         await retrying(() => aggregator.submitUnmask(submission, timeout(0)), options);
       }
     }
@@ -312,7 +362,7 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
     if (error instanceof ConnectError) {
       // "late" with `contributed`: the stage closed before this answer, after the masked
       // input was accepted (its report is in the sum if the round is released).
-      return { outcome: CODE_OUTCOMES[error.code] ?? "rejected", reached, contributed,
+      return { outcome: CODE_OUTCOMES[codeOf(error)] ?? "rejected", reached, contributed,
                detail: `${Code[error.code]}: ${error.rawMessage}` };
     }
     throw error;

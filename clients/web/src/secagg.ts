@@ -111,8 +111,9 @@ export async function shareKeys(me: number, t: number, sessionId: Uint8Array, ke
                                 rand: RandomSource): Promise<SharedKeys> {
   const b = rand(KEY_BYTES);
   const xs = [...neighbours.keys()].sort((x, y) => x - y);
-  const bYs = shamir.share(bytesToBig(b), t, xs, rand);
-  const sYs = shamir.share(bytesToBig(keys.s.secret), t, xs, rand);
+  // Both secrets in one draw of coefficients, as the Python device shares them.
+  const [bYs, sYs] = shamir.shareMany([bytesToBig(b), bytesToBig(keys.s.secret)], t, xs, rand) as
+    [bigint[], bigint[]];
   const shares: EncryptedShare[] = [];
   for (const [i, v] of xs.entries()) {
     const plaintext = concat(u32(me), u32(v), shamir.encodeShare(bYs[i]!),

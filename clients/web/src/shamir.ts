@@ -42,11 +42,24 @@ function modPow(base: bigint, exponent: bigint, m: bigint): bigint {
   return result;
 }
 
-function randomElement(rand: RandomSource, prime: bigint): bigint {
-  for (;;) {
-    const candidate = bytesToBig(rand(DRAW_BYTES)) & DRAW_MASK;
-    if (candidate < prime) return candidate;
+/**
+ * `count` uniform elements of GF(prime) by rejection sampling, drawn exactly as Python's
+ * `shamir._random_elements` draws them (the same rand calls, candidates and order): a batch of
+ * twice the missing count plus 8 candidates per call, the rest of the last batch unused.
+ */
+function randomElements(rand: RandomSource, prime: bigint, count: number): bigint[] {
+  const out: bigint[] = [];
+  while (out.length < count) {
+    const batch = rand(DRAW_BYTES * (2 * (count - out.length) + 8));
+    for (let offset = 0; offset + DRAW_BYTES <= batch.length; offset += DRAW_BYTES) {
+      const candidate = bytesToBig(batch.subarray(offset, offset + DRAW_BYTES)) & DRAW_MASK;
+      if (candidate < prime) {
+        out.push(candidate);
+        if (out.length === count) break;
+      }
+    }
   }
+  return out;
 }
 
 function checkPoints(xs: readonly number[]): void {
@@ -58,22 +71,38 @@ function checkPoints(xs: readonly number[]): void {
 /** The y values f(x) for each x of a fresh random polynomial with f(0) = secret. */
 export function share(secret: bigint, threshold: number, xs: readonly number[],
                       rand: RandomSource): bigint[] {
-  if (secret < 0n || secret >= PRIME) {
-    throw new ShareError(`secret must be in [0, p), got a ${secret.toString(2).length}-bit value`);
+  return shareMany([secret], threshold, xs, rand)[0]!;
+}
+
+/**
+ * `share` of each secret among the same points, each with its own fresh random polynomial:
+ * `result[j][i]` is f_j(xs[i]). The coefficients of all of them come from one
+ * `randomElements` draw, secret j's the j-th `threshold - 1` of them, as Python's
+ * `shamir.share_many` (a device shares b_u and its mask key together).
+ */
+export function shareMany(secrets: readonly bigint[], threshold: number, xs: readonly number[],
+                          rand: RandomSource): bigint[][] {
+  for (const secret of secrets) {
+    if (secret < 0n || secret >= PRIME) {
+      throw new ShareError(
+        `secret must be in [0, p), got a ${secret.toString(2).length}-bit value`);
+    }
   }
   if (!Number.isInteger(threshold) || threshold < 1 || threshold > xs.length) {
     throw new ShareError(`threshold must be in [1, ${xs.length}], got ${threshold}`);
   }
   checkPoints(xs);
-  const coefficients: bigint[] = [];
-  for (let i = 0; i < threshold - 1; i++) coefficients.push(randomElement(rand, PRIME));
-  const highestFirst = coefficients.reverse();
-  return xs.map((xn) => {
-    // Horner in exact integers, reduced once at the end (x is a small device id).
-    const x = BigInt(xn);
-    let acc = 0n;
-    for (const c of highestFirst) acc = (acc + c) * x;
-    return (acc + secret) % PRIME;
+  const degree = threshold - 1;
+  const coefficients = randomElements(rand, PRIME, secrets.length * degree);
+  return secrets.map((secret, j) => {
+    const highestFirst = coefficients.slice(j * degree, (j + 1) * degree).reverse();
+    return xs.map((xn) => {
+      // Horner in exact integers, reduced once at the end (x is a small device id).
+      const x = BigInt(xn);
+      let acc = 0n;
+      for (const c of highestFirst) acc = (acc + c) * x;
+      return (acc + secret) % PRIME;
+    });
   });
 }
 

@@ -131,4 +131,19 @@ test("a shed call is made again, a refused one is not, a closed stage asks what 
   await assert.rejects(retrying(async () => {
     throw new ConnectError("late", Code.FailedPrecondition);
   }, fast, () => "no"), /late/);
+  // A call that got no answer (fetch failed: connect-web's `unknown` caused by a TypeError) is
+  // made again like an unavailable one; an `unknown` the server answered is not.
+  calls = 0;
+  assert.equal(await retrying(async () => {
+    calls += 1;
+    if (calls < 2) throw ConnectError.from(new TypeError("Failed to fetch"));
+    return "ok";
+  }, fast), "ok");
+  assert.equal(calls, 2);
+  calls = 0;
+  await assert.rejects(retrying(async () => {
+    calls += 1;
+    throw new ConnectError("server said unknown", Code.Unknown);
+  }, fast), /server said unknown/);
+  assert.equal(calls, 1);
 });

@@ -1,0 +1,236 @@
+"""Benchmark of the web device (clients/web) in headless Chromium: one device's time in a real
+SecAgg+ round at D = 4096.
+
+The real aggregator and coordinator (Connect ports, TLS from a dev CA) run one round of
+``--total`` devices: Python devices on gRPC and ``--web`` web devices in one Chromium page
+(test/web_devices.ts bundled, each device under its own host name, as in
+tests/web/test_web_discovery.py). Reported per web device and round:
+
+* own work by step, wall milliseconds of the device's own computation (src/round.ts
+  ``timings``: the state machine's call and the signing of its submission, not the calls on
+  the wire): "config" (verify the signed config, the floors, the lying-server bound, build the
+  device), "report" (codec, selection, randomizer over D words), "advertise", "shares" (2k
+  X25519 agreements, Shamir shares, share encryption), "masked" (k + 1 mask expansions by
+  AES-CTR, the masked vector, its digest), "consistency", "unmask";
+* the page's main-thread CPU over the whole round (Chromium's ``TaskDuration`` from the
+  DevTools Performance domain), divided by the page's devices; WebCrypto's work off the main
+  thread is not in it, but is in the wall figures;
+* the round's wall time as the coordinator saw it.
+
+``--rounds`` rounds are run, one run each, so the page's first (cold) round is reported
+apart from the later (warm) ones.
+
+Usage (from the repository root, Node >= 20.19, chromium and chromedriver installed):
+    python bench/bench_web_device.py            # -> docs/benchmarks/web-device.md
+    python bench/bench_web_device.py --web 4 --out /tmp/web.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import functools
+import http.server
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "web"), str(ROOT / "tests" / "integration")]
+
+import webkit  # noqa: E402
+from networked_kit import COORDINATOR_FLAGS, run_config, short_dataset  # noqa: E402
+
+from fedhh.data.registry import resolve_dataset  # noqa: E402
+from fedhh.rpc.admin_client import AdminClient  # noqa: E402
+from fedhh.rpc.topology import LocalTopology  # noqa: E402
+
+OUT = ROOT / "docs" / "benchmarks" / "web-device.md"
+STEPS = ("config", "report", "advertise", "shares", "masked", "consistency", "unmask")
+HOSTS = "devices.test"
+PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>fedhh web device bench</title></head>
+<body>starting<script type="module" src="devices.js"></script></body></html>
+"""
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _host(address: str, user: int) -> str:
+    return f"https://d{user}.{HOSTS}:{address.rsplit(':', 1)[1]}"
+
+
+def measure(total: int, web: int, dimension_bits: int, rounds: int) -> dict[str, Any]:
+    dist = webkit.build()
+    with tempfile.TemporaryDirectory(prefix="fedhh-web-bench-") as tmp:
+        work = Path(tmp)
+        root = work / "page"
+        root.mkdir()
+        shutil.copy(dist / "browser" / "devices.js", root / "devices.js")
+        (root / "devices.html").write_text(PAGE)
+        server = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        origin = f"http://127.0.0.1:{server.server_address[1]}"
+        data = short_dataset(work / "users.txt")
+        dataset = resolve_dataset(str(data), cache_dir=work / "cache")
+        web_users = range(total - web, total)
+        flags = ["--web-listen", "127.0.0.1:0", "--web-origin", origin]
+        try:
+            with LocalTopology(work / "topology", env={"FEDHH_CACHE": str(work / "cache")}
+                               ) as topo:
+                topo.start_aggregator(flags)
+                topo.start_coordinator([*COORDINATOR_FLAGS, *flags, "--aggregator-web-url",
+                                        f"https://{topo.web_address('aggregator')}"])
+                topo.start_devices("devices-grpc", str(data), f"0:{total - web}")
+                topo.wait_for_devices()
+                admin = AdminClient(topo.address("coordinator"), topo.token("admin"),
+                                    topo.workdir / "tls" / "ca.pem")
+                with admin, webkit.chromium("--ignore-certificate-errors",
+                                     f"--host-resolver-rules=MAP *.{HOSTS} 127.0.0.1") as browser:
+                    held = [dataset.user_items(user) for user in web_users]
+                    fleet = {
+                        "coordinator": f"https://{topo.web_address('coordinator')}",
+                        "aggregator": f"https://{topo.web_address('aggregator')}",
+                        "coordinators": [_host(topo.web_address("coordinator"), u)
+                                         for u in web_users],
+                        "aggregators": [_host(topo.web_address("aggregator"), u)
+                                        for u in web_users],
+                        "tokens": admin.mint_tokens(web),
+                        "items": [[dataset.vocabulary[i] for i in items.tolist()]
+                                  for items, _ in held],
+                        "counts": [[int(c) for c in counts] for _, counts in held],
+                        "timings": True, "tasks": rounds}
+                    (root / "fleet.json").write_text(json.dumps(fleet))
+                    browser.get(f"{origin}/devices.html")
+                    _wait(browser, "return window.fedhhDevices || null", 60)
+                    browser.execute_cdp_cmd("Performance.enable", {})
+                    runs, cpu = [], []
+                    for index in range(rounds):
+                        before = _task_seconds(browser)
+                        admin.start_run(run_config(rounds=1, max_bits=dimension_bits,
+                                                   dim_limit=1 << dimension_bits,
+                                                   target_devices=total, min_devices=total),
+                                        run_id=f"bench-{index}")
+                        runs.append(admin.wait(f"bench-{index}", 600))
+                        if runs[-1].state != "done":
+                            print(browser.execute_script("return window.fedhhDevices"),
+                                  (topo.workdir / "coordinator.log").read_text()[-3000:],
+                                  file=sys.stderr)
+                            break
+                        cpu.append(_task_seconds(browser) - before)
+                    state = _wait(browser, "const s = window.fedhhDevices; "
+                                  "return s && (s.results || s.error) ? s : null", 120)
+        finally:
+            server.shutdown()
+            server.server_close()
+    if "error" in state:
+        raise SystemExit(f"the page failed: {state['error']}")
+    released = []
+    for run in runs:
+        if run.state != "done":
+            raise SystemExit(f"the run failed: {run.error}")
+        released += [r for r in run.rounds if r.state == "released"]
+    tasks = [task for device in state["results"] for task in device["tasks"]]
+    if not all(t["outcome"] in ("completed", "late") and t["contributed"] for t in tasks):
+        raise SystemExit(f"a web device did not complete: {json.dumps(tasks)}")
+    # The first round of each device (cold: the page's code not yet optimised), the others.
+    cold = [device["tasks"][0]["timings"] for device in state["results"]]
+    warm = [t["timings"] for device in state["results"] for t in device["tasks"][1:]]
+    return {"total": total, "web": web, "rounds": rounds,
+            "dimension": released[0].domain_size,
+            "participants": [r.participants for r in released],
+            "round_s": [r.seconds for r in released],
+            "cold_ms": {step: [t.get(step, 0.0) for t in cold] for step in STEPS},
+            "warm_ms": {step: [t.get(step, 0.0) for t in warm] for step in STEPS},
+            "main_thread_cpu_ms_per_device": [1000 * c / web for c in cpu]}
+
+
+def _wait(browser: Any, script: str, timeout_s: float) -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(browser, timeout_s, poll_frequency=0.2).until(
+        lambda driver: driver.execute_script(script))
+
+
+def _task_seconds(browser: Any) -> float:
+    metrics = browser.execute_cdp_cmd("Performance.getMetrics", {})["metrics"]
+    return float(next(m["value"] for m in metrics if m["name"] == "TaskDuration"))
+
+
+def _chromium_version() -> str:
+    done = subprocess.run([webkit.CHROMIUM, "--version"], capture_output=True, text=True)
+    return done.stdout.strip() or "chromium"
+
+
+def report(figures: dict[str, Any]) -> str:
+    def mean(values: list[float]) -> str:
+        return f"{statistics.fmean(values):.1f}" if values else "-"
+
+    cold, warm = figures["cold_ms"], figures["warm_ms"]
+    cpu = figures["main_thread_cpu_ms_per_device"]
+
+    lines = [
+        "# The web device in headless Chromium: one device's time in a round",
+        "",
+        f"Measured {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC by `bench/bench_web_device.py` "
+        f"on {platform.machine()} ({_chromium_version()}, "
+        f"Python {platform.python_version()}), {os.cpu_count()} cores shared with the services "
+        "and the Python devices of the round.",
+        "",
+        f"{figures['rounds']} real rounds (one run each) of {figures['total']} devices at "
+        f"D = {figures['dimension']}: {figures['total'] - figures['web']} Python devices on "
+        f"gRPC and {figures['web']} web device(s) in one Chromium page over the Connect ports "
+        "(TLS); lying-server (k, t) and the consistency check, as the coordinator always "
+        "chooses. Rounds took " + ", ".join(f"{s:.1f}" for s in figures["round_s"])
+        + " s, released over " + ", ".join(map(str, figures["participants"])) + " devices.",
+        "",
+        "Own work of a web device by step (wall ms, the mean over devices): the first round "
+        "of the page (cold: its code not yet optimised by V8) and the later ones (warm).",
+        "",
+        "| step | cold | warm |",
+        "| --- | --- | --- |",
+        *[f"| {step} | {mean(cold[step])} | {mean(warm[step])} |" for step in STEPS],
+        f"| **all steps** | **{mean([sum(v) for v in zip(*cold.values(), strict=True)])}** | "
+        f"**{mean([sum(v) for v in zip(*warm.values(), strict=True)])}** |",
+        "",
+        "Main-thread CPU of the page per device and round (Chromium's TaskDuration, which "
+        "includes the wire's encoding and fetch handling and excludes WebCrypto's AES work off "
+        "the main thread): " + ", ".join(f"{c:.0f}" for c in cpu) + " ms.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--total", type=int, default=200, help="devices in the round")
+    parser.add_argument("--web", type=int, default=1, help="of them, web devices in the page")
+    parser.add_argument("--rounds", type=int, default=4, help="rounds, one run each (4)")
+    parser.add_argument("--dimension-bits", type=int, default=12, help="D = 2^bits (12)")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    figures = measure(args.total, args.web, args.dimension_bits, args.rounds)
+    text = report(figures)
+    print(text)
+    print(json.dumps(figures))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(f"wrote {args.out} ({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
