@@ -13,9 +13,12 @@ from xdist.scheduler import LoadScopeScheduling
 
 SERVICE_FOLDERS = {"tests/integration/": "services", "tests/security/": "services",
                    "tests/dashboard/": "services", "tests/deploy/": "docker",
-                   # (files: the web devices' rounds against the real services)
-                   "tests/web/test_web_wire.py": "services",
-                   "tests/web/test_web_discovery.py": "services"}
+                   # The web devices' rounds against the real services: a unit of their
+                   # own, one test at a time, beside the service unit rather than after it
+                   # (the service unit is the suite's longest; both wait more than they
+                   # compute, as the CPU-bound files the other worker runs beside it do).
+                   "tests/web/test_web_wire.py": "browser",
+                   "tests/web/test_web_discovery.py": "browser"}
 
 
 class ServiceGroups(LoadScopeScheduling):
