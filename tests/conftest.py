@@ -32,9 +32,23 @@ class ServiceGroups(LoadScopeScheduling):
         return nodeid.split("::", 1)[0]
 
 
+def pytest_collection_modifyitems(items: list[Any]) -> None:
+    """The browser unit right after the docker unit, not where tests/web is collected (last):
+    there it started only when every other unit had, and ran alone at the end."""
+    browser = tuple(f for f, group in SERVICE_FOLDERS.items() if group == "browser")
+    moved = [item for item in items if item.nodeid.startswith(browser)]
+    if not moved:
+        return
+    rest = [item for item in items if not item.nodeid.startswith(browser)]
+    after = max((k for k, item in enumerate(rest) if item.nodeid.startswith("tests/deploy/")),
+                default=-1) + 1
+    items[:] = rest[:after] + moved + rest[after:]
+
+
 def pytest_xdist_make_scheduler(config: Any, log: Any) -> ServiceGroups:
     # Units in collection order, not largest first: tests/dashboard and tests/deploy come right
     # after the few quick tests/cli files, so the two long units start at once, one per worker,
-    # and the short files fill in around them.
+    # the browser unit next (pytest_collection_modifyitems), and the short files fill in around
+    # them.
     config.option.loadscopereorder = False
     return ServiceGroups(config, log)
