@@ -20,15 +20,11 @@ per host would otherwise queue the long-polls of 24 devices in one page behind e
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import shutil
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 import webkit
@@ -64,24 +60,11 @@ def _host(address: str, user: int) -> str:
     return f"https://d{user}.{HOSTS}:{address.rsplit(':', 1)[1]}"
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def page_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
     root = tmp_path_factory.mktemp("discovery-page")
-    handler = functools.partial(_Quiet, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with webkit.serve_directory(root) as origin:
+        yield root, origin
 
 
 def test_a_discovery_with_web_devices_in_chromium_equals_the_all_python_run(

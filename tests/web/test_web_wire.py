@@ -17,13 +17,10 @@ services allow (--web-origin), so the CORS preflights are part of every call:
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,11 +51,6 @@ PAGE = """<!doctype html>
 """
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def dist() -> Path:
     try:
@@ -72,16 +64,8 @@ def page_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     """A directory served on an OS-chosen port, and its origin (known before the services
     start, which allow it)."""
     root = tmp_path_factory.mktemp("wire-page")
-    handler = functools.partial(_Quiet, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with webkit.serve_directory(root) as origin:
+        yield root, origin
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
+import http.server
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -111,3 +114,24 @@ def chromium(*flags: str) -> Iterator[Any]:
             yield driver
         finally:
             driver.quit()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serve_directory(root: Path) -> Iterator[str]:
+    """``root``'s files over HTTP on 127.0.0.1 (a port of the OS's choice) for the test pages;
+    yields the origin, and stops the server on exit."""
+    handler = functools.partial(_Quiet, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
