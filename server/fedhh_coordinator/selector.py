@@ -118,6 +118,7 @@ class SelectorLobby:
             self._open = True
             self._closed = asyncio.Event()
             self._opened.set()
+            log.info("check-in opened", extra={"checkin": self.checkin})
         elif event == "closed":
             if message.closed == self.checkin:
                 self._close()
@@ -130,6 +131,10 @@ class SelectorLobby:
                 if future is not None and not future.done():
                     future.set_result(task)
             if tasks.last:
+                log.info("tasks delivered", extra={
+                    "checkin": self.checkin, "pool": len(self._pool),
+                    "members": sum(1 for f in self._pool.values()
+                                   if f.done() and f.result() is not None)})
                 self._close()
                 for future in self._pool.values():
                     if not future.done():
