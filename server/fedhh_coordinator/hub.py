@@ -23,7 +23,6 @@ pool (they ask another selector and join again there); members already drawn kee
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import logging
 from dataclasses import dataclass, field
@@ -132,8 +131,7 @@ class SelectorHub(pb_grpc.SelectorControlServicer):
                 await context.write(message)
         finally:
             reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
+            await asyncio.gather(reader, return_exceptions=True)
             self._detach(session)
         bad = reader.exception() if reader.done() and not reader.cancelled() else None
         if isinstance(bad, ConfigError):
