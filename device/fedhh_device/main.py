@@ -45,8 +45,8 @@ def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channe
 
 def connect_stubs(args: argparse.Namespace) -> tuple[list[Any], Callable[[str], Any]]:
     """``--connect``: Connect stubs (``fedhh.rpc.connect_client``) of the coordinator's device
-    service at each --coordinator address, and a factory of stubs of the aggregators' device service at the
-    web addresses --connect-aggregator maps their gRPC addresses to."""
+    service at each --coordinator address, and a factory of stubs of the aggregators' device
+    service at the web addresses --connect-aggregator maps their gRPC addresses to."""
     from fedhh.rpc.connect_client import ConnectChannel, ConnectStub  # aiohttp
     from fedhh.v1 import aggregator_pb2, coordinator_pb2
 

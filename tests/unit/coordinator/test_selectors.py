@@ -11,7 +11,7 @@ import pytest
 
 from fedhh.errors import ConfigError
 from fedhh.v1 import coordinator_pb2 as pb
-from fedhh_coordinator.hub import MAX_BATCH, TASKS_PER_MESSAGE, Session, SelectorHub, check_batch
+from fedhh_coordinator.hub import MAX_BATCH, TASKS_PER_MESSAGE, SelectorHub, Session, check_batch
 from fedhh_coordinator.keys import COPIED, KeyOwners
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.selector import SelectorLobby
@@ -175,7 +175,7 @@ def test_a_bad_batch_is_named_and_refused(batch: pb.SelectorBatch, hello: bool,
 
 def test_a_batch_with_one_bad_entry_changes_nothing() -> None:
     """The hub checks a whole batch before it applies any of it (Attach's reader)."""
-    lobby, owners, hub, (a,) = hub_with("a")
+    lobby, owners, _, (a,) = hub_with("a")
     batch = pb.SelectorBatch(presented=[entry(1), entry(2, (b"", b""))])
     with pytest.raises(ConfigError):
         check_batch(batch, lobby.checkin, hello=False)
@@ -237,9 +237,10 @@ def test_a_selector_that_loses_the_leader_tells_its_devices_none_and_presents_ag
         assert await lobby.wait_for_task(1, keys(1), 0.01) is None
         lobby.attached()
         lobby.handle(pb.LeaderMessage(closed=1))
-        asyncio.create_task(lobby.wait_for_task(1, keys(1), 10))
+        again = asyncio.create_task(lobby.wait_for_task(1, keys(1), 10))
         await asyncio.sleep(0)
         batch = lobby.take_batch()
         assert batch is not None and [e.device_id for e in batch.presented] == [1]
+        again.cancel()
 
     run(scenario())
