@@ -110,7 +110,7 @@ class Fleet:
     def __init__(
         self,
         users: list[tuple[int, DeviceData]],
-        coordinator: grpc.aio.Channel | Any,
+        coordinator: grpc.aio.Channel | Any | list[grpc.aio.Channel | Any],
         enrollment_tokens: dict[int, str],
         channel_factory: Callable[[str], grpc.aio.Channel | Any],
         state_dir: Path | None = None,
@@ -120,9 +120,15 @@ class Fleet:
         floors: Floors | None = None,
     ) -> None:
         self.users = users
-        # A gRPC channel, or a stub of the same shape (fedhh.rpc.connect_client.ConnectStub).
-        self.stub = (pb_grpc.DeviceServiceStub(coordinator)
-                     if isinstance(coordinator, grpc.aio.Channel) else coordinator)
+        # A gRPC channel, or a stub of the same shape (fedhh.rpc.connect_client.ConnectStub);
+        # or several (the coordinator's selectors): device u starts at the (u mod n)-th and
+        # moves to the next one when its call finds the service unavailable.
+        channels = coordinator if isinstance(coordinator, list) else [coordinator]
+        if not channels:
+            raise ConfigError("a fleet needs at least one coordinator address")
+        self.stubs = [pb_grpc.DeviceServiceStub(c) if isinstance(c, grpc.aio.Channel) else c
+                      for c in channels]
+        self.stub = self.stubs[0]
         self.enrollment_tokens = enrollment_tokens
         self.channel_factory = channel_factory
         # One channel, and one stub on it, per aggregator address for all devices (a Connect
@@ -137,6 +143,7 @@ class Fleet:
         self.stop = stop or asyncio.Event()
         self.stats = FleetStats()
         self._jitter = random.Random()  # (retry timing only)
+        self._moved: dict[int, int] = {}  # user -> coordinators skipped (unavailable)
         self._identities: dict[int, Identity] = self._load_state()
 
     # ---- identities ----------------------------------------------------------------------
@@ -176,13 +183,13 @@ class Fleet:
             async def call() -> pb.EnrollResponse:
                 started = time.perf_counter()
                 try:
-                    return await self.stub.Enroll(request)
+                    return await self._stub(user).Enroll(request)
                 finally:
                     self.stats.calls.record("Enroll", time.perf_counter() - started,
                                             request.ByteSize())
 
             async with gate:
-                response = await self._retry(call)
+                response = await self._retry(call, user)
             self._identities[user] = Identity(response.device_id, response.credential, key,
                                               response.coordinator_public_key)
 
@@ -215,7 +222,7 @@ class Fleet:
             started = time.perf_counter()
             failure: grpc.aio.AioRpcError | None = None
             try:
-                response = await self.stub.GetTask(request, metadata=metadata)
+                response = await self._stub(user).GetTask(request, metadata=metadata)
             except grpc.aio.AioRpcError as error:
                 failure = error
             self.stats.calls.record("GetTask", time.perf_counter() - started, request.ByteSize())
@@ -223,6 +230,8 @@ class Fleet:
                 if failure.code() == grpc.StatusCode.UNAUTHENTICATED:
                     log.error("device credential rejected", extra={"user": user})
                     return
+                if failure.code() == grpc.StatusCode.UNAVAILABLE:
+                    self._next_stub(user)
                 retry = GET_TASK_SHED_RETRY if failure.code() in _SHED else GET_TASK_RETRY
                 await self._pause(retry.backoff(failures, self._jitter))
                 failures += 1
@@ -317,7 +326,16 @@ class Fleet:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stop.wait(), seconds)
 
-    async def _retry(self, call: Callable[[], Any]) -> Any:
+    def _stub(self, user: int) -> Any:
+        """The coordinator (or selector) stub ``user`` asks now."""
+        return self.stubs[(user + self._moved.get(user, 0)) % len(self.stubs)]
+
+    def _next_stub(self, user: int) -> None:
+        """``user``'s coordinator did not answer: ask the next one from now on."""
+        if len(self.stubs) > 1:
+            self._moved[user] = self._moved.get(user, 0) + 1
+
+    async def _retry(self, call: Callable[[], Any], user: int | None = None) -> Any:
         backoff = 0.2
         while True:
             try:
@@ -326,5 +344,7 @@ class Fleet:
                 if error.code() not in (grpc.StatusCode.UNAVAILABLE,
                                         grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise
+                if user is not None and error.code() == grpc.StatusCode.UNAVAILABLE:
+                    self._next_stub(user)
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, 10.0)

@@ -43,10 +43,10 @@ def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channe
     return make
 
 
-def connect_stubs(args: argparse.Namespace) -> tuple[Any, Callable[[str], Any]]:
-    """``--connect``: a Connect stub (``fedhh.rpc.connect_client``) of the coordinator's device
-    service at --coordinator, and a factory of stubs of the aggregators' device service at the
-    web addresses --connect-aggregator maps their gRPC addresses to."""
+def connect_stubs(args: argparse.Namespace) -> tuple[list[Any], Callable[[str], Any]]:
+    """``--connect``: Connect stubs (``fedhh.rpc.connect_client``) of the coordinator's device
+    service at each --coordinator address, and a factory of stubs of the aggregators' device
+    service at the web addresses --connect-aggregator maps their gRPC addresses to."""
     from fedhh.rpc.connect_client import ConnectChannel, ConnectStub  # aiohttp
     from fedhh.v1 import aggregator_pb2, coordinator_pb2
 
@@ -63,9 +63,18 @@ def connect_stubs(args: argparse.Namespace) -> tuple[Any, Callable[[str], Any]]:
         return ConnectStub(ConnectChannel(web[address], args.ca, args.insecure),
                            aggregator_pb2.DESCRIPTOR.services_by_name["SecureAggregation"])
 
-    coordinator = ConnectStub(ConnectChannel(args.coordinator, args.ca, args.insecure),
-                              coordinator_pb2.DESCRIPTOR.services_by_name["DeviceService"])
-    return coordinator, aggregator
+    coordinators = [ConnectStub(ConnectChannel(address, args.ca, args.insecure),
+                                coordinator_pb2.DESCRIPTOR.services_by_name["DeviceService"])
+                    for address in coordinator_addresses(args.coordinator)]
+    return coordinators, aggregator
+
+
+def coordinator_addresses(text: str) -> list[str]:
+    """--coordinator: one address, or several comma-separated (selectors)."""
+    addresses = [part.strip() for part in text.split(",") if part.strip()]
+    if not addresses:
+        raise ConfigError(f"--coordinator needs HOST:PORT, got {text!r}")
+    return addresses
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -93,12 +102,13 @@ async def serve(args: argparse.Namespace) -> None:
         hosted.append((user, DeviceData(words, np.asarray(counts, dtype=np.int64))))
     tokens = tokens_for(args.enrollment_tokens_file, [user for user, _ in hosted])
     make_channel: Callable[[str], Any]
+    coordinators: list[Any]
     if args.connect:
-        coordinator, make_channel = connect_stubs(args)
+        coordinators, make_channel = connect_stubs(args)
     else:
         make_channel = channel_factory(args)
-        coordinator = make_channel(args.coordinator)
-    fleet = Fleet(hosted, coordinator, tokens, make_channel, state_dir, args.seed,
+        coordinators = [make_channel(a) for a in coordinator_addresses(args.coordinator)]
+    fleet = Fleet(hosted, coordinators, tokens, make_channel, state_dir, args.seed,
                   DropPlan(args.drop_rate, args.drop_stage), stop,
                   Floors(max_eps_local=args.max_eps_local, min_cohort=args.min_cohort,
                          lifetime_eps_local=args.lifetime_eps_local,
@@ -125,7 +135,8 @@ async def serve(args: argparse.Namespace) -> None:
     runner.cancel()
     await asyncio.gather(runner, return_exceptions=True)
     await fleet.close()
-    await coordinator.close()
+    for coordinator in coordinators:
+        await coordinator.close()
     if args.stats_file:
         stats = fleet.stats
         tmp = Path(f"{args.stats_file}.tmp")

@@ -28,7 +28,10 @@ def register(subparsers: Any) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--coordinator", required=True, help="coordinator address HOST:PORT")
+    p.add_argument("--coordinator", required=True,
+                   help="coordinator address HOST:PORT, or several comma-separated (the "
+                        "coordinator's selectors, docs/scaling.md): each device starts at one "
+                        "of them and moves to the next when it cannot reach it")
     p.add_argument("--ca", help="CA certificate (PEM) that signed the services' certificates")
     p.add_argument("--insecure", action="store_true", help="plaintext, loopback addresses only")
     p.add_argument("--connect", action="store_true",

@@ -57,6 +57,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workers", type=options.positive_int, default=1,
                    help="worker aggregators behind a combiner (default 1; with --shards 1 and "
                         "--workers 1 the single aggregator of an unsharded system)")
+    p.add_argument("--coordinators", type=options.positive_int, default=1,
+                   help="device-facing processes: with N > 1, N selectors (fedhh selector) "
+                        "serve the devices, spread over them, for the one coordinator, which "
+                        "draws the cohorts and signs the tasks (default 1: the coordinator "
+                        "alone)")
     p.add_argument("--seed", type=options.non_negative_int,
                    help="test mode: seed the devices' randomness and dropout draws (never in "
                         "a deployment: a known seed voids the local privacy guarantee)")
@@ -77,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     spec = LoadSpec(args.devices, args.dim, args.dropout, args.rounds, args.processes,
                     args.stage_ms, args.quiet_close_ms, windows=windows, seed=args.seed,
                     shards=shards, workers=args.workers,
-                    quiet_close_tail=args.quiet_close_tail, checkin_ms=args.checkin_ms)
+                    quiet_close_tail=args.quiet_close_tail, checkin_ms=args.checkin_ms,
+                    coordinators=args.coordinators)
     interrupt_on_sigterm()
     report = run_load(spec, Path(args.workdir) if args.workdir else None)
     print(render(report))

@@ -21,7 +21,7 @@ from fedhh.errors import FedhhError
 # pay for matplotlib, grpc or the simulator); `fedhh --help` imports them all to list them.
 SUBCOMMANDS = (
     "simulate", "data", "privacy", "up", "loadtest", "admin",
-    "coordinator", "aggregator", "combiner", "device", "certs", "health", "experiments",
+    "coordinator", "selector", "aggregator", "combiner", "device", "certs", "health", "experiments",
 )
 # Commands that compute in this process: Ctrl-C stops them at once. (asyncio.run, which the
 # simulator's round driver runs under, would otherwise only cancel its task, which notices at

@@ -33,6 +33,20 @@ def read_secret(path: str | Path | None, env: str, what: str = "secret",
     return value
 
 
+def load_public_key(path: str | Path) -> bytes:
+    """A raw Ed25519 public key from a PEM (SubjectPublicKeyInfo) file, such as the
+    coordinator's ``<signing key>.pub``."""
+    try:
+        key = serialization.load_pem_public_key(Path(path).read_bytes())
+    except OSError as error:
+        raise ConfigError(f"cannot read the public key {path}: {error.strerror}") from None
+    except ValueError as error:
+        raise ConfigError(f"{path} is not a PEM public key: {error}") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise ConfigError(f"{path} does not hold an Ed25519 public key")
+    return key.public_bytes_raw()
+
+
 def load_or_create_signing_key(path: str | Path) -> Ed25519PrivateKey:
     """The coordinator's signing key from ``path`` (created if missing) and ``path.pub``."""
     key_path = Path(path)

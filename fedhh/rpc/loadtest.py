@@ -66,6 +66,7 @@ class LoadSpec:
     # The aggregators' --quiet-close-tail (None: their default): silence closes a stage only
     # while at most four times this share of its devices is missing.
     quiet_close_tail: float | None = None
+    coordinators: int = 1  # device-facing processes: > 1 starts that many selectors
 
     @property
     def sharded(self) -> bool:
@@ -101,6 +102,8 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
     if spec.shards < 1 or spec.workers < 1:
         raise ConfigError(f"--shards and --workers must be >= 1, got {spec.shards} and "
                           f"{spec.workers}")
+    if spec.coordinators < 1:
+        raise ConfigError(f"--coordinators must be >= 1, got {spec.coordinators}")
     if spec.cohort < 3:
         raise ConfigError(f"{spec.devices} devices make shards of {spec.cohort}: fewer than 3")
     bits = floor_log2(spec.dim)
@@ -120,8 +123,11 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         # The load test's run is charged eps_agg 1e6 (its local epsilon is set, not solved):
         # far above a device's lifetime budget, which is not what it measures. Enrollment is
         # not what it measures either: tens of thousands of devices enroll at start.
-        topo.start_coordinator(["--metrics-port", "0", "--lifetime-eps", "1e9",
-                                "--enroll-rate", "5000", "--enroll-burst", "100000"])
+        enrolment = ["--enroll-rate", "5000", "--enroll-burst", "100000"]
+        topo.start_coordinator(["--metrics-port", "0", "--lifetime-eps", "1e9", *enrolment])
+        if spec.coordinators > 1:
+            for i in range(spec.coordinators):
+                topo.start_selector(f"selector-{i}", ["--metrics-port", "0", *enrolment])
         processes = max(1, min(spec.processes or os.cpu_count() or 1, spec.devices))
         per = math.ceil(spec.devices / processes)
         min_devices = max(3, math.floor(spec.cohort * (1 - spec.dropout) * 0.8))
@@ -133,7 +139,7 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         started = time.monotonic()
         for i in range(processes):
             lo, hi = i * per, min((i + 1) * per, spec.devices)
-            topo.start_devices(f"devices-{i}", str(data), f"{lo}:{hi}", extra)
+            topo.start_devices(f"devices-{i}", str(data), f"{lo}:{hi}", extra, first_selector=i)
         # The round starts once every device process is up and enrolled, so check-in
         # measures a round, not process start-up.
         topo.wait_for_devices()
@@ -266,6 +272,7 @@ def stage_profile(aggregator_logs: list[Path], samples: list[tuple[float, dict[s
                                   if k == "aggregator" or k.startswith("worker-")),
                 "combiner": cpu.get("combiner", 0.0),
                 "coordinator": cpu.get("coordinator", 0.0),
+                "selectors": sum(v for k, v in cpu.items() if k.startswith("selector-")),
                 "devices": sum(v for k, v in cpu.items() if k.startswith("dev"))}
 
     stages = []
@@ -315,6 +322,7 @@ def _report(spec: LoadSpec, run: pb.Run, wall: float, usage: dict[str, dict[str,
         "usage": {**{name: u for name, u in usage.items()
                      if name in ("aggregator", "combiner") or name.startswith("worker-")},
                   "coordinator": usage.get("coordinator", {}),
+                  **{name: u for name, u in usage.items() if name.startswith("selector-")},
                   "devices (all processes)": devices_usage},
     }
 
@@ -323,6 +331,8 @@ def render(report: dict[str, Any]) -> str:
     spec = report["spec"]
     sharding = (f", {spec['shards']} shard(s) on {spec['workers']} worker(s)"
                 if spec.get("shards", 1) > 1 or spec.get("workers", 1) > 1 else "")
+    if spec.get("coordinators", 1) > 1:
+        sharding += f", {spec['coordinators']} selectors"
     lines = [f"load test: {spec['devices']} devices, D = {spec['dim']}, "
              f"dropout {spec['dropout']}{sharding}, {spec['rounds']} round(s): "
              f"{report['state']} {report['error']}".rstrip()]

@@ -165,12 +165,37 @@ class LocalTopology:
                 "--admin-token-file", str(self.workdir / "admin.token"), *(extra or [])]
         return self._start("coordinator", args)
 
+    def start_selector(self, name: str, extra: list[str] | None = None) -> Service:
+        """A selector (``fedhh selector``) of the coordinator, on its store; ``name``
+        "selector-i". Devices started afterwards ask the selectors instead of the coordinator
+        (``device_addresses``)."""
+        args = ["selector", "--listen", f"127.0.0.1:{self._port(name)}", *self._transport(),
+                "--db", self.database, "--leader", self.address("coordinator"),
+                "--coordinator-key", f"{self.signing_key}.pub", "--name", name,
+                "--control-token-file", str(self.workdir / "control.token"), *(extra or [])]
+        return self._start(name, args)
+
+    def selectors(self) -> list[str]:
+        return sorted((n for n in self.services if n.startswith("selector-")),
+                      key=lambda n: int(n.split("-")[1]))
+
+    def device_addresses(self, start: int = 0) -> str:
+        """Where devices ask for tasks: every selector (from the ``start``-th on, round the
+        list) if there are any, else the coordinator."""
+        selectors = self.selectors()
+        if not selectors:
+            return self.address("coordinator")
+        turn = start % len(selectors)
+        return ",".join(self.address(n) for n in selectors[turn:] + selectors[:turn])
+
     def start_devices(self, name: str, dataset: str, users: str,
-                      extra: list[str] | None = None, connect: bool = False) -> Service:
+                      extra: list[str] | None = None, connect: bool = False,
+                      first_selector: int = 0) -> Service:
         """A device process; with ``connect``, its devices speak the Connect protocol to the
-        coordinator's and the aggregator's web ports (started with ``--web-listen``)."""
+        coordinator's and the aggregator's web ports (started with ``--web-listen``). With
+        selectors, its devices ask them (``device_addresses(first_selector)``)."""
         transport = ["--ca", str(self.workdir / "tls" / "ca.pem")] if self.tls else ["--insecure"]
-        coordinator = self.address("coordinator")
+        coordinator = self.device_addresses(first_selector)
         if connect:
             coordinator = self.web_address("coordinator")
             transport += ["--connect", "--connect-aggregator",
@@ -239,6 +264,8 @@ class LocalTopology:
         for name in reversed(list(self.services)):
             if name.startswith("devices"):
                 self.stop(name)
+        for name in self.selectors():
+            self.stop(name)
         for name in ("coordinator", "combiner", "aggregator"):
             self.stop(name)
         for name in reversed(list(self.services)):

@@ -341,3 +341,64 @@ class Results(_message.Message):
     rounds: _containers.RepeatedCompositeFieldContainer[RoundSummary]
     cut_prefixes: _containers.RepeatedCompositeFieldContainer[HeavyHitter]
     def __init__(self, run_id: _Optional[str] = ..., state: _Optional[str] = ..., heavy_hitters: _Optional[_Iterable[_Union[HeavyHitter, _Mapping]]] = ..., deny_list: _Optional[_Iterable[str]] = ..., ledger_json: _Optional[str] = ..., rounds: _Optional[_Iterable[_Union[RoundSummary, _Mapping]]] = ..., cut_prefixes: _Optional[_Iterable[_Union[HeavyHitter, _Mapping]]] = ...) -> None: ...
+
+class CheckIn(_message.Message):
+    __slots__ = ("device_id", "c_pk", "s_pk")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    C_PK_FIELD_NUMBER: _ClassVar[int]
+    S_PK_FIELD_NUMBER: _ClassVar[int]
+    device_id: int
+    c_pk: bytes
+    s_pk: bytes
+    def __init__(self, device_id: _Optional[int] = ..., c_pk: _Optional[bytes] = ..., s_pk: _Optional[bytes] = ...) -> None: ...
+
+class SelectorBatch(_message.Message):
+    __slots__ = ("name", "checkin", "presented", "joined")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CHECKIN_FIELD_NUMBER: _ClassVar[int]
+    PRESENTED_FIELD_NUMBER: _ClassVar[int]
+    JOINED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    checkin: int
+    presented: _containers.RepeatedCompositeFieldContainer[CheckIn]
+    joined: _containers.RepeatedCompositeFieldContainer[CheckIn]
+    def __init__(self, name: _Optional[str] = ..., checkin: _Optional[int] = ..., presented: _Optional[_Iterable[_Union[CheckIn, _Mapping]]] = ..., joined: _Optional[_Iterable[_Union[CheckIn, _Mapping]]] = ...) -> None: ...
+
+class LeaderMessage(_message.Message):
+    __slots__ = ("opened", "closed", "tasks", "refused", "cleared")
+    OPENED_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    CLEARED_FIELD_NUMBER: _ClassVar[int]
+    opened: int
+    closed: int
+    tasks: SelectorTasks
+    refused: DeviceRefusal
+    cleared: int
+    def __init__(self, opened: _Optional[int] = ..., closed: _Optional[int] = ..., tasks: _Optional[_Union[SelectorTasks, _Mapping]] = ..., refused: _Optional[_Union[DeviceRefusal, _Mapping]] = ..., cleared: _Optional[int] = ...) -> None: ...
+
+class SelectorTasks(_message.Message):
+    __slots__ = ("checkin", "tasks", "last")
+    class TasksEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: SignedTask
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[_Union[SignedTask, _Mapping]] = ...) -> None: ...
+    CHECKIN_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    checkin: int
+    tasks: _containers.MessageMap[int, SignedTask]
+    last: bool
+    def __init__(self, checkin: _Optional[int] = ..., tasks: _Optional[_Mapping[int, SignedTask]] = ..., last: _Optional[bool] = ...) -> None: ...
+
+class DeviceRefusal(_message.Message):
+    __slots__ = ("device_id", "reason")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    device_id: int
+    reason: str
+    def __init__(self, device_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...

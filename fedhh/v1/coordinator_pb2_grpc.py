@@ -444,3 +444,95 @@ class AdminService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class SelectorControlStub:
+    """---------------------------------------------------------------------------------------------
+    Selector tier (docs/scaling.md, "Selectors"). A selector (`fedhh selector`) serves the
+    DeviceService to devices for the leader coordinator and holds its devices' check-ins; it
+    talks to the leader over one stream, authenticated like the aggregator's control plane
+    (`authorization: Bearer <control token>`, TLS). The leader draws every cohort over all
+    selectors' pools, enforces round-key ownership across them and signs the tasks.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Attach = channel.stream_stream(
+                '/fedhh.v1.SelectorControl/Attach',
+                request_serializer=fedhh_dot_v1_dot_coordinator__pb2.SelectorBatch.SerializeToString,
+                response_deserializer=fedhh_dot_v1_dot_coordinator__pb2.LeaderMessage.FromString,
+                _registered_method=True)
+
+
+class SelectorControlServicer:
+    """---------------------------------------------------------------------------------------------
+    Selector tier (docs/scaling.md, "Selectors"). A selector (`fedhh selector`) serves the
+    DeviceService to devices for the leader coordinator and holds its devices' check-ins; it
+    talks to the leader over one stream, authenticated like the aggregator's control plane
+    (`authorization: Bearer <control token>`, TLS). The leader draws every cohort over all
+    selectors' pools, enforces round-key ownership across them and signs the tasks.
+    """
+
+    def Attach(self, request_iterator, context):
+        """The selector's batches in, the leader's announcements and tasks out. The first message
+        from the selector is its hello (`name` set), the leader's first its current state.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_SelectorControlServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Attach': grpc.stream_stream_rpc_method_handler(
+                    servicer.Attach,
+                    request_deserializer=fedhh_dot_v1_dot_coordinator__pb2.SelectorBatch.FromString,
+                    response_serializer=fedhh_dot_v1_dot_coordinator__pb2.LeaderMessage.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'fedhh.v1.SelectorControl', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('fedhh.v1.SelectorControl', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class SelectorControl:
+    """---------------------------------------------------------------------------------------------
+    Selector tier (docs/scaling.md, "Selectors"). A selector (`fedhh selector`) serves the
+    DeviceService to devices for the leader coordinator and holds its devices' check-ins; it
+    talks to the leader over one stream, authenticated like the aggregator's control plane
+    (`authorization: Bearer <control token>`, TLS). The leader draws every cohort over all
+    selectors' pools, enforces round-key ownership across them and signs the tasks.
+    """
+
+    @staticmethod
+    def Attach(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/fedhh.v1.SelectorControl/Attach',
+            fedhh_dot_v1_dot_coordinator__pb2.SelectorBatch.SerializeToString,
+            fedhh_dot_v1_dot_coordinator__pb2.LeaderMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -23,6 +23,10 @@ makes about two task calls a round however long its stages take, as long as its 
 
 A device checks in with its fresh round public keys (c_pk, s_pk); the lobby keeps the keys of
 the call that joined the cohort, and the round's config commits to exactly those.
+
+Selectors (``fedhh_coordinator.selectors``) join their devices through ``join`` and learn of
+each check-in's opening, closing, tasks and end through a ``LobbyListener``: the pool is one,
+whichever process a device asked, so the draw is uniform over all of it.
 """
 
 from __future__ import annotations
@@ -32,13 +36,28 @@ import contextlib
 import hashlib
 import secrets
 from collections.abc import Callable
+from typing import Protocol
 
 from fedhh.errors import ConfigError
 from fedhh.v1 import coordinator_pb2 as pb
 
 
+class LobbyListener(Protocol):
+    """Told of each check-in's life (the leader's selector hub)."""
+
+    def opened(self, checkin: int) -> None: ...
+
+    def closed(self, checkin: int) -> None: ...
+
+    def delivered(self, checkin: int, tasks: dict[int, pb.SignedTask]) -> None: ...
+
+    def cleared(self, checkin: int) -> None: ...
+
+
 class Lobby:
     def __init__(self) -> None:
+        self.checkin = 0  # the id of the latest check-in (1, 2, ...; 0: none yet)
+        self.listeners: list[LobbyListener] = []
         self._open = False
         self._pool_size = 0
         self._eligible: Callable[[int], bool] = lambda device_id: True
@@ -59,7 +78,10 @@ class Lobby:
         self._eligible = eligible or (lambda device_id: True)
         self._open = True
         self._closed = asyncio.Event()
+        self.checkin += 1
         self._opened.set()
+        for listener in self.listeners:
+            listener.opened(self.checkin)
         loop = asyncio.get_running_loop()
         until = loop.time() + window_s
         while len(self._cohort) < self._pool_size:
@@ -77,6 +99,8 @@ class Lobby:
         self._open = False
         self._closed.set()
         self._opened = asyncio.Event()
+        for listener in self.listeners:
+            listener.closed(self.checkin)
         pool = sorted(self._cohort)
         chosen = set(secrets.SystemRandom().sample(pool, capacity)) if len(pool) > capacity \
             else set(pool)
@@ -93,6 +117,8 @@ class Lobby:
         for device_id, future in self._cohort.items():
             if not future.done():
                 future.set_result(tasks.get(device_id))
+        for listener in self.listeners:
+            listener.delivered(self.checkin, tasks)
 
     def clear(self) -> None:
         """Forget the cohort (the round is over or aborted); waiting devices get no task."""
@@ -106,6 +132,8 @@ class Lobby:
         self._closed.set()
         self._cleared.set()
         self._cleared = asyncio.Event()
+        for listener in self.listeners:
+            listener.cleared(self.checkin)
 
     def round_keys(self, device_id: int) -> tuple[bytes, bytes]:
         """(c_pk, s_pk) that cohort member ``device_id`` presented when it joined."""
@@ -135,28 +163,56 @@ class Lobby:
             if not self._open:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._opened.wait(), wait_s)
-            if (not self._open or len(self._cohort) >= self._pool_size
-                    or not self._eligible(device_id)):
+            future = self.join(device_id, round_keys)
+            if future is None:
                 if self._open:
                     # Refused by this check-in (full, or the device is not eligible): told once,
                     # when it closes, instead of asking again and again while it stays open.
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._closed.wait(), until - loop.time())
                 return None
-            if any(key in self._presented for key in round_keys):
-                # A cohort's keys must be distinct. The device service already refuses a device
-                # presenting keys another presented first (DeviceService._claim), so this guards
-                # the lobby's own callers.
-                raise ConfigError("these round keys were already presented in this check-in")
-            future = asyncio.get_running_loop().create_future()
-            self._cohort[device_id] = future
-            self._keys[device_id] = round_keys
-            self._presented.update(round_keys)
-            self._joined.set()
         try:
             return await asyncio.wait_for(asyncio.shield(future), wait_s)
         except TimeoutError:
             return None
+
+    def join(self, device_id: int, round_keys: tuple[bytes, bytes]
+             ) -> asyncio.Future[pb.SignedTask | None] | None:
+        """Put ``device_id`` in the open check-in's pool with ``round_keys``: the future of its
+        task (the one it has if it is in already), or None if no check-in is open, the pool is
+        full or the device is not eligible."""
+        future = self._cohort.get(device_id)
+        if future is not None:
+            return future
+        if not self._open or len(self._cohort) >= self._pool_size \
+                or not self._eligible(device_id):
+            return None
+        if any(key in self._presented for key in round_keys):
+            # A cohort's keys must be distinct. The device service (and the leader, for its
+            # selectors) already refuses keys another device presented first
+            # (fedhh_coordinator.keys), so this guards the lobby's own callers.
+            raise ConfigError("these round keys were already presented in this check-in")
+        future = asyncio.get_running_loop().create_future()
+        self._cohort[device_id] = future
+        self._keys[device_id] = round_keys
+        self._presented.update(round_keys)
+        self._joined.set()
+        return future
+
+    def leave(self, device_id: int) -> None:
+        """Take ``device_id`` out of the open check-in's pool (its selector is gone); nothing
+        once the check-in has closed (a drawn member keeps its seat, as a dropout would)."""
+        if not self._open or device_id not in self._cohort:
+            return
+        future = self._cohort.pop(device_id)
+        if not future.done():
+            future.set_result(None)
+        for key in self._keys.pop(device_id, ()):
+            self._presented.discard(key)
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
 
     @property
     def cohort_size(self) -> int:

@@ -17,13 +17,15 @@ from fedhh_coordinator.aggregation import DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.control import GrpcAggregator
 from fedhh_coordinator.enrollment import RateLimiter, import_tokens, load_verifier
+from fedhh_coordinator.hub import SelectorHub
+from fedhh_coordinator.keys import KeyOwners
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.service import AdminService, DeviceService
 from fedhh_coordinator.store import Store
 
 log = logging.getLogger(__name__)
-SERVICES = ("fedhh.v1.DeviceService", "fedhh.v1.AdminService")
+SERVICES = ("fedhh.v1.DeviceService", "fedhh.v1.AdminService", "fedhh.v1.SelectorControl")
 # The largest message the coordinator takes. Its callers send small messages (a check-in, an
 # enrollment, a run configuration with an inline codebook and deny list), so gRPC's 16 MiB would
 # only let unauthenticated callers make it hold 16 MiB per concurrent call (issue 28: 80 calls of
@@ -56,15 +58,20 @@ async def serve(args: argparse.Namespace) -> None:
                                 check_web_url(args.aggregator_web_url, "--aggregator-web-url")
                                 if args.aggregator_web_url else "")
     runner = Runner(store, aggregator, key, addresses, lobby, budget)
+    # One registry of round-key owners for the devices asking here and at every selector.
+    owners = KeyOwners()
     devices = DeviceService(store, lobby, key, verifier,
-                            RateLimiter(args.enroll_rate, args.enroll_burst))
+                            RateLimiter(args.enroll_rate, args.enroll_burst), owners)
     admin = AdminService(store, runner, admin_token, budget)
+    hub = SelectorHub(lobby, owners, control_token)
     credential_checks = {"/fedhh.v1.DeviceService/GetTask": devices.authenticate,
-                         "/fedhh.v1.AdminService/": admin.authenticate}
+                         "/fedhh.v1.AdminService/": admin.authenticate,
+                         "/fedhh.v1.SelectorControl/": hub.authenticate}
     server = serving.new_server(MAX_RECEIVE_BYTES, extra_options=FIXED_RECEIVE_WINDOW,
                                 credential_checks=credential_checks)
     pb_grpc.add_DeviceServiceServicer_to_server(devices, server)
     pb_grpc.add_AdminServiceServicer_to_server(admin, server)
+    pb_grpc.add_SelectorControlServicer_to_server(hub, server)
     health = serving.add_health_and_reflection(server, SERVICES)
     port = serving.bind(server, args.listen, tls, args.insecure)
     metrics_port = start_metrics(args.metrics_port, args.metrics_host, tls)

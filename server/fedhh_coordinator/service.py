@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -15,14 +15,13 @@ from fedhh.privacy import PrivacyLedger
 from fedhh.rpc.credentials import raw_public
 from fedhh.rpc.errors import status_errors
 from fedhh.rpc.run_config import from_proto, to_proto
-from fedhh.secagg.primitives import KEY_BYTES, is_valid_x25519_public
 from fedhh.server import HeavyHitter
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator import auth, metrics
 from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.enrollment import AttestationVerifier, RateLimiter, mint
-from fedhh_coordinator.lobby import Lobby
+from fedhh_coordinator.keys import KeyOwners, check_round_keys
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.runs import RunParts, create_run
 from fedhh_coordinator.store import Store
@@ -38,19 +37,30 @@ MAX_ATTESTATION_BYTES = 16 * 1024
 MAX_MINT = 100_000
 
 
+class TaskWaiter(Protocol):
+    """Where a device's GetTask waits: the coordinator's ``Lobby``, or a selector's
+    ``SelectorLobby`` (``fedhh_coordinator.selector``)."""
+
+    async def wait_for_task(self, device_id: int, round_keys: tuple[bytes, bytes], wait_s: float,
+                            known: bytes = b"") -> pb.SignedTask | None: ...
+
+
 class DeviceService(pb_grpc.DeviceServiceServicer):
-    def __init__(self, store: Store, lobby: Lobby, key: Ed25519PrivateKey,
-                 verifier: AttestationVerifier, enroll_limit: RateLimiter) -> None:
+    """``key``: the coordinator's signing key, or (at a selector) its raw public key."""
+
+    def __init__(self, store: Store, lobby: TaskWaiter, key: Ed25519PrivateKey | bytes,
+                 verifier: AttestationVerifier, enroll_limit: RateLimiter,
+                 owners: KeyOwners | None = None) -> None:
         self.store = store
         self.lobby = lobby
-        self.public = raw_public(key)
+        self.public = key if isinstance(key, bytes) else raw_public(key)
         self.verifier = verifier
         self.enroll_limit = enroll_limit
-        # Each device's last round keys that passed the checks: a device presents the same keys
-        # at every poll until a task uses them, so each pair costs its X25519 checks once.
-        self._checked_keys: dict[int, tuple[bytes, bytes]] = {}
-        # Who presented each of those keys first: its owner, who made it (issue 28).
-        self._key_owner: dict[bytes, int] = {}
+        # Each device's last round keys that passed the checks, and who presented each key
+        # first: its owner, who made it (issue 28; fedhh_coordinator.keys). A device presents
+        # the same keys at every poll until a task uses them, so each pair costs its X25519
+        # checks once.
+        self.owners = owners or KeyOwners()
         self._polling: set[int] = set()  # devices with a GetTask in flight
 
     @status_errors
@@ -91,9 +101,9 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         if request.device_id != device_id:
             raise AuthenticationError("device_id does not match the credential")
         round_keys = (bytes(request.c_pk), bytes(request.s_pk))
-        if self._checked_keys.get(device_id) != round_keys:
-            _check_round_keys(*round_keys)
-            self._claim(device_id, round_keys)
+        if self.owners.current(device_id) != round_keys:
+            check_round_keys(*round_keys)
+            self.owners.claim(device_id, round_keys)
         if len(request.known_task) not in (0, 32):
             raise ConfigError("known_task is the 32-byte SHA-256 of a task, or empty")
         if device_id in self._polling:
@@ -110,35 +120,6 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
             return pb.GetTaskResponse(retry_after_ms=RETRY_AFTER_MS)
         metrics.TASKS.labels("task").inc()
         return pb.GetTaskResponse(task=task)
-
-    def _claim(self, device_id: int, round_keys: tuple[bytes, bytes]) -> None:
-        """Make ``device_id`` the owner of its new round keys, or refuse them if another device
-        presented them first.
-
-        A device makes its keys and presents them at every poll until a task uses them, so the
-        first device to present a key is the one that made it: anyone else presenting it copied
-        it, and is refused here, before it reaches a check-in. Before, the lobby refused the
-        second presenter within one check-in, so a copier polling first kept the keys and the
-        owner was refused (issue 28). Keys a device no longer presents are forgotten."""
-        for key in round_keys:
-            owner = self._key_owner.get(key)
-            if owner is not None and owner != device_id:
-                raise ConfigError("these round keys were presented by another device first: "
-                                  "make your own (fresh X25519 keys for each round)")
-        for key in self._checked_keys.get(device_id, ()):
-            if self._key_owner.get(key) == device_id:
-                del self._key_owner[key]
-        self._key_owner.update(dict.fromkeys(round_keys, device_id))
-        self._checked_keys[device_id] = round_keys
-
-
-def _check_round_keys(c_pk: bytes, s_pk: bytes) -> None:
-    """The round public keys a check-in presents, checked as the aggregator will check them."""
-    if len(c_pk) != KEY_BYTES or len(s_pk) != KEY_BYTES:
-        raise ConfigError(f"GetTask needs the device's round keys c_pk and s_pk, {KEY_BYTES} "
-                          "bytes each")
-    if c_pk == s_pk or not (is_valid_x25519_public(c_pk) and is_valid_x25519_public(s_pk)):
-        raise ConfigError("the round keys must be two distinct X25519 keys, not of low order")
 
 
 class AdminService(pb_grpc.AdminServiceServicer):

@@ -55,8 +55,9 @@ class Store:
     """A thread-safe handle on the coordinator's database: a SQLite file path or a
     ``postgresql://`` URL (or an open :class:`~fedhh_coordinator.db.Database`)."""
 
-    def __init__(self, location: str | Path | Database) -> None:
-        self.db = location if not isinstance(location, str | Path) else open_database(location)
+    def __init__(self, location: str | Path | Database, *, selector: bool = False) -> None:
+        self.db = location if not isinstance(location, str | Path) \
+            else open_database(location, selector=selector)
         self.path = self.db.location
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ from fedhh_aggregator.combiner_main import COMBINER_SERVICE
 from fedhh_aggregator.main import SERVICES as AGGREGATOR_SERVICES
 from fedhh_aggregator.workers import parse_worker
 from fedhh_coordinator.main import SERVICES as COORDINATOR_SERVICES
+from fedhh_coordinator.selector_main import SERVICES as SELECTOR_SERVICES
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -46,6 +47,7 @@ SECRETS = {"fedhh-tls": {"tls.crt", "tls.key", "ca.crt"},
            "fedhh-postgres": {"url", "password"}}
 # What each fedhh process registers with its gRPC health service.
 HEALTH_SERVICES = {"coordinator": {"", *COORDINATOR_SERVICES},
+                   "selector": {"", *SELECTOR_SERVICES},
                    "combiner": {"", COMBINER_SERVICE},
                    "worker": {"", *AGGREGATOR_SERVICES}}
 
@@ -61,7 +63,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     secrets = root / "overlays" / "dev" / "secrets"
     subprocess.run([sys.executable, "-m", "fedhh.cli.main", "certs", "--out", str(secrets),
                     "--secrets", str(secrets), "--device-tokens", "10", "--hosts",
-                    "coordinator,combiner,worker,worker-0.worker,worker-1.worker"],
+                    "coordinator,selector,combiner,worker,worker-0.worker,worker-1.worker"],
                    check=True, capture_output=True)
     (secrets / "postgres.password").write_text("a-test-password")
     return root
@@ -197,7 +199,7 @@ def test_probes_ask_the_grpc_health_service_of_the_process_over_tls(
         rendered: dict[str, list[Obj]], overlay: str) -> None:
     objs = rendered[overlay]
     for kind, name in (("Deployment", "coordinator"), ("StatefulSet", "combiner"),
-                       ("StatefulSet", "worker")):
+                       ("StatefulSet", "worker"), ("Deployment", "selector")):
         c = container(objs, kind, name)
         served = {p["containerPort"] for p in c["ports"]}
         listen = int(flag(c["args"], "listen")[0].rsplit(":", 1)[1])
@@ -279,9 +281,11 @@ def test_pods_read_only_the_documented_secrets_and_keys(rendered: dict[str, list
         for name, keys in _secret_refs(w).items():
             assert name in SECRETS, (w["metadata"]["name"], name)
             assert keys - {"*"} <= SECRETS[name], (w["metadata"]["name"], name, keys)
-    for name in ("combiner", "worker"):
-        refs = _secret_refs(named(objs, "StatefulSet", name))
-        # The coordinator's private signing key never reaches the aggregation service.
+    for kind, name in (("StatefulSet", "combiner"), ("StatefulSet", "worker"),
+                       ("Deployment", "selector")):
+        refs = _secret_refs(named(objs, kind, name))
+        # The coordinator's private signing key never reaches the aggregation service nor the
+        # selectors, and neither reads the admin token.
         assert refs["fedhh-signing"] == {"coordinator-signing.pem.pub"}
         assert refs["fedhh-tokens"] == {"control.token"}
 
@@ -333,7 +337,7 @@ def test_every_fedhh_command_line_parses(rendered: dict[str, list[Obj]], overlay
     objs = rendered[overlay]
     config = named(objs, "ConfigMap", "fedhh-config")["data"]
     for kind, name in (("Deployment", "coordinator"), ("StatefulSet", "combiner"),
-                       ("StatefulSet", "worker")):
+                       ("StatefulSet", "worker"), ("Deployment", "selector")):
         c = container(objs, kind, name)
         env = dict(config)
         for e in c.get("env", []):
@@ -353,6 +357,28 @@ def test_every_fedhh_command_line_parses(rendered: dict[str, list[Obj]], overlay
         if name == "combiner":
             for worker in flag(lines[0], "worker"):
                 parse_worker(worker)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_selectors_are_a_deployment_with_replicas_in_front_of_the_coordinator(
+        rendered: dict[str, list[Obj]], overlay: str) -> None:
+    """The device-facing tier scales out (docs/scaling.md, "Selectors"): a Deployment of
+    several selectors on the coordinator's store, each attached to the coordinator's Service,
+    behind one Service the device Jobs dial; losing one at a time is allowed."""
+    objs = rendered[overlay]
+    selectors = named(objs, "Deployment", "selector")
+    assert selectors["spec"]["replicas"] >= 2
+    args = container(objs, "Deployment", "selector")["args"]
+    coordinator = container(objs, "Deployment", "coordinator")["args"]
+    assert flag(args, "leader") == ["coordinator:7000"]
+    assert flag(args, "store") == flag(coordinator, "store")
+    assert flag(args, "coordinator-key") == [flag(coordinator, "signing-key")[0] + ".pub"]
+    assert {"name": "grpc", "port": 7000, "targetPort": "grpc", "appProtocol": "grpc"} in \
+        named(objs, "Service", "selector")["spec"]["ports"]
+    assert named(objs, "PodDisruptionBudget", "selector")["spec"]["maxUnavailable"] == 1
+    for w in workloads(objs):
+        if pod_labels(w).get("app.kubernetes.io/component") == "device":
+            assert "--coordinator=selector:7000" in pod_spec(w)["containers"][0]["args"][0]
 
 
 # ---- network policies -----------------------------------------------------------------------
@@ -414,11 +440,13 @@ def test_network_policies_allow_exactly_the_flows_fedhh_needs(rendered: dict[str
                                                               ) -> None:
     assert flows(rendered["overlays/dev"]) == {
         ("devices", "coordinator", 7000), ("devices", "worker", 7100),
+        ("devices", "selector", 7000), ("selector", "coordinator", 7000),
         ("start-run", "coordinator", 7000),
         ("coordinator", "combiner", 7200), ("combiner", "worker", 7100),
-        ("coordinator", "postgres", 5432)}
+        ("coordinator", "postgres", 5432), ("selector", "postgres", 5432)}
     assert flows(rendered["base"]) == {("coordinator", "combiner", 7200),
-                                       ("combiner", "worker", 7100)}
+                                       ("combiner", "worker", 7100),
+                                       ("selector", "coordinator", 7000)}
 
 
 def test_without_the_policies_every_flow_would_be_open(rendered: dict[str, list[Obj]]) -> None:

@@ -27,13 +27,16 @@ __all__ = ["Cursor", "Database", "SqliteDatabase", "Transaction", "is_postgres_u
            "open_database", "redact"]
 
 
-def open_database(location: str | Path) -> Database:
-    """The database at ``location``: a ``postgresql://`` URL, else a SQLite file path."""
+def open_database(location: str | Path, *, selector: bool = False) -> Database:
+    """The database at ``location``: a ``postgresql://`` URL, else a SQLite file path.
+    ``selector``: a selector's handle beside the coordinator's (no lock, no schema on
+    PostgreSQL; a SQLite file in WAL mode takes several processes on one host, each write
+    waiting up to sqlite3's 5 s busy timeout for another's)."""
     if is_postgres_url(location):
         try:
             from fedhh_coordinator.db.postgres import PostgresDatabase
         except ImportError as error:
             raise ConfigError(f"--db {redact(str(location))} needs the PostgreSQL driver: "
                               f"pip install 'psycopg[binary]' ({error})") from None
-        return PostgresDatabase(str(location))
+        return PostgresDatabase(str(location), selector=selector)
     return SqliteDatabase(location)

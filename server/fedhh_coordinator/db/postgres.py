@@ -114,14 +114,17 @@ class PostgresDatabase:
     kind = "postgresql"
 
     def __init__(self, url: str, *, lock_timeout_s: float = 60.0,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, selector: bool = False) -> None:
+        """``selector``: a selector's handle (``fedhh selector``): it writes enrolments beside
+        the coordinator, so it neither takes the coordinator's lock nor creates the schema."""
         self.url = url
         self.location = redact(url)
         self.lock_timeout_s = lock_timeout_s
         self.read_only = read_only
+        self.selector = selector
         self._lock = threading.Lock()
         self._conn = self._connect()
-        if not read_only:
+        if not (read_only or selector):
             with self._conn.transaction():
                 self._conn.execute(POSTGRES_SCHEMA)
 
@@ -133,7 +136,7 @@ class PostgresDatabase:
         except psycopg.Error as error:
             raise ConfigError(f"cannot connect to {self.location}: "
                               f"{_first_line(error)}") from None
-        if not self.read_only:
+        if not (self.read_only or self.selector):
             self._take_lock(conn)
         return conn
 

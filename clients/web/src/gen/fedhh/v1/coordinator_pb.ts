@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file fedhh/v1/coordinator.proto.
  */
 export const file_fedhh_v1_coordinator: GenFile = /*@__PURE__*/
-  fileDesc("ChpmZWRoaC92MS9jb29yZGluYXRvci5wcm90bxIIZmVkaGgudjEiagoNRW5yb2xsUmVxdWVzdBIYChBlbnJvbGxtZW50X3Rva2VuGAEgASgMEhsKE2lkZW50aXR5X3B1YmxpY19rZXkYAiABKAwSDQoFbGFiZWwYAyABKAkSEwoLYXR0ZXN0YXRpb24YBCABKAwiVwoORW5yb2xsUmVzcG9uc2USEQoJZGV2aWNlX2lkGAEgASgEEhIKCmNyZWRlbnRpYWwYAiABKAwSHgoWY29vcmRpbmF0b3JfcHVibGljX2tleRgDIAEoDCJkCg5HZXRUYXNrUmVxdWVzdBIRCglkZXZpY2VfaWQYASABKAQSDwoHd2FpdF9tcxgCIAEoDRISCgprbm93bl90YXNrGAMgASgMEgwKBGNfcGsYBCABKAwSDAoEc19waxgFIAEoDCJcCg9HZXRUYXNrUmVzcG9uc2USJAoEdGFzaxgBIAEoCzIULmZlZGhoLnYxLlNpZ25lZFRhc2tIABIYCg5yZXRyeV9hZnRlcl9tcxgCIAEoDUgAQgkKB291dGNvbWUiLQoKU2lnbmVkVGFzaxIMCgR0YXNrGAEgASgMEhEKCXNpZ25hdHVyZRgCIAEoDCKrAwoEVGFzaxIOCgZydW5faWQYASABKAkSDQoFcm91bmQYAiABKA0SDwoHYXR0ZW1wdBgDIAEoDRIRCglkZXZpY2VfaWQYBCABKAQSEwoLcHJlZml4X2JpdHMYBSABKA0SEAoIcHJlZml4ZXMYBiADKAYSEQoJZGVueV9saXN0GAcgAygGEhQKDHNlZ21lbnRfYml0cxgIIAEoDRIRCgllcHNfbG9jYWwYCSABKAESDQoFY29kZWMYCiABKAkSEAoIbWF4X2JpdHMYCyABKA0SEQoJc2VsZWN0aW9uGAwgASgJEhsKE3ByZWZpeF9jb25kaXRpb25pbmcYDSABKAgSGgoSYWdncmVnYXRvcl9hZGRyZXNzGA4gASgJEhQKDHJvdW5kX2NvbmZpZxgPIAEoDBIRCglzZWNhZ2dfaWQYECABKA0SEQoJYWRtaXNzaW9uGBEgASgMEhgKEGRlYWRsaW5lX3VuaXhfbXMYEiABKAMSHgoWcm91bmRfY29uZmlnX3NpZ25hdHVyZRgTIAEoDBIaChJhZ2dyZWdhdG9yX3dlYl91cmwYFCABKAkiSgobTWludEVucm9sbG1lbnRUb2tlbnNSZXF1ZXN0Eg0KBWNvdW50GAEgASgNEg0KBXR0bF9zGAIgASgBEg0KBWxhYmVsGAMgASgJIi4KHE1pbnRFbnJvbGxtZW50VG9rZW5zUmVzcG9uc2USDgoGdG9rZW5zGAEgAygJIrIMCglSdW5Db25maWcSFAoHZXBzX2FnZxgBIAEoAUgAiAEBEhIKBWRlbHRhGAIgASgBSAGIAQESEwoGcm91bmRzGAMgASgNSAKIAQESFgoJZGltX2xpbWl0GAQgASgESAOIAQESGwoOdGFyZ2V0X2RldmljZXMYBSABKA1IBIgBARIYCgttaW5fZGV2aWNlcxgGIAEoDUgFiAEBEhIKBWNvZGVjGAcgASgJSAaIAQESFQoIbWF4X2JpdHMYCCABKA1IB4gBARIWCglzZWxlY3Rpb24YCSABKAlICIgBARIgChNwcmVmaXhfY29uZGl0aW9uaW5nGAogASgISAmIAQESEQoJZGVueV9saXN0GAsgAygJEhUKCGZwX3JhdGlvGAwgASgBSAqIAQESEQoEdGF1MBgNIAEoAUgLiAEBEhAKA2V0YRgOIAEoAUgMiAEBEhEKBHRhaWwYDyABKAlIDYgBARIZCgxzZWdtZW50X2JpdHMYECABKA1IDogBARIWCgllcHNfbG9jYWwYESABKAFID4gBARIbCg5wcml2YWN5X21ldGhvZBgSIAEoCUgQiAEBEhcKCmNoZWNraW5fbXMYEyABKA1IEYgBARIVCghzdGFnZV9tcxgUIAEoDUgSiAEBEh0KEGV4cGVjdGVkX2Ryb3BvdXQYFSABKAFIE4gBARIdChBjb3JydXB0X2ZyYWN0aW9uGBYgASgBSBSIAQESGQoMbWF4X2F0dGVtcHRzGBcgASgNSBWIAQESGAoLZnBfcmF0aW9fb2YYGCABKAlIFogBARIZCgxhZHZlcnRpc2VfbXMYGSABKA1IF4gBARIaCg1zaGFyZV9rZXlzX21zGBogASgNSBiIAQESHAoPbWFza2VkX2lucHV0X21zGBsgASgNSBmIAQESFgoJdW5tYXNrX21zGBwgASgNSBqIAQESGwoOY29uc2lzdGVuY3lfbXMYHSABKA1IG4gBARIXCgp3YXJtX3N0YXJ0GB4gASgISByIAQESFgoJYWxnb3JpdGhtGB8gASgJSB2IAQESHQoQY2hlY2tpbl9xdWlldF9tcxggIAEoDUgeiAEBEh0KEG92ZXJzdWJzY3JpcHRpb24YISABKAFIH4gBARIaCg1tYXhfZXBzX2xvY2FsGCIgASgBSCCIAQESFwoKc2hhcmRfc2l6ZRgjIAEoDUghiAEBEh4KEWNvbXBsZXRpb25fcm91bmRzGCQgASgNSCKIAQESHgoRY29tcGxldGlvbl93ZWlnaHQYJSABKAFII4gBARIeChFmcF9yYXRpb19maW5pc2hlZBgmIAEoAUgkiAEBQgoKCF9lcHNfYWdnQggKBl9kZWx0YUIJCgdfcm91bmRzQgwKCl9kaW1fbGltaXRCEQoPX3RhcmdldF9kZXZpY2VzQg4KDF9taW5fZGV2aWNlc0IICgZfY29kZWNCCwoJX21heF9iaXRzQgwKCl9zZWxlY3Rpb25CFgoUX3ByZWZpeF9jb25kaXRpb25pbmdCCwoJX2ZwX3JhdGlvQgcKBV90YXUwQgYKBF9ldGFCBwoFX3RhaWxCDwoNX3NlZ21lbnRfYml0c0IMCgpfZXBzX2xvY2FsQhEKD19wcml2YWN5X21ldGhvZEINCgtfY2hlY2tpbl9tc0ILCglfc3RhZ2VfbXNCEwoRX2V4cGVjdGVkX2Ryb3BvdXRCEwoRX2NvcnJ1cHRfZnJhY3Rpb25CDwoNX21heF9hdHRlbXB0c0IOCgxfZnBfcmF0aW9fb2ZCDwoNX2FkdmVydGlzZV9tc0IQCg5fc2hhcmVfa2V5c19tc0ISChBfbWFza2VkX2lucHV0X21zQgwKCl91bm1hc2tfbXNCEQoPX2NvbnNpc3RlbmN5X21zQg0KC193YXJtX3N0YXJ0QgwKCl9hbGdvcml0aG1CEwoRX2NoZWNraW5fcXVpZXRfbXNCEwoRX292ZXJzdWJzY3JpcHRpb25CEAoOX21heF9lcHNfbG9jYWxCDQoLX3NoYXJkX3NpemVCFAoSX2NvbXBsZXRpb25fcm91bmRzQhQKEl9jb21wbGV0aW9uX3dlaWdodEIUChJfZnBfcmF0aW9fZmluaXNoZWQiRgoPU3RhcnRSdW5SZXF1ZXN0EiMKBmNvbmZpZxgBIAEoCzITLmZlZGhoLnYxLlJ1bkNvbmZpZxIOCgZydW5faWQYAiABKAkiHwoNR2V0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiEQoPTGlzdFJ1bnNSZXF1ZXN0Ii8KEExpc3RSdW5zUmVzcG9uc2USGwoEcnVucxgBIAMoCzINLmZlZGhoLnYxLlJ1biIjChFHZXRSZXN1bHRzUmVxdWVzdBIOCgZydW5faWQYASABKAkiIgoQQ2FuY2VsUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkihgIKDFJvdW5kU3VtbWFyeRINCgVyb3VuZBgBIAEoDRIPCgdhdHRlbXB0GAIgASgNEg0KBXN0YXRlGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIUCgxwYXJ0aWNpcGFudHMYBSABKA0SEAoIcHJlZml4ZXMYBiABKA0SFAoMc2VnbWVudF9iaXRzGAcgASgNEhMKC2RvbWFpbl9zaXplGAggASgEEgwKBGtlcHQYCSABKA0SEAoIZmluaXNoZWQYCiABKA0SEQoJdGhyZXNob2xkGAsgASgBEiAKGGV4cGVjdGVkX2ZhbHNlX3Bvc2l0aXZlcxgMIAEoARIPCgdzZWNvbmRzGA0gASgBImoKCFByb2dyZXNzEg0KBXJvdW5kGAEgASgNEg8KB2F0dGVtcHQYAiABKA0SDQoFcGhhc2UYAyABKAkSDwoHZGV2aWNlcxgEIAEoDRINCgVzdGFnZRgFIAEoCRIPCgdzZWNvbmRzGAYgASgBIuUBCgNSdW4SDgoGcnVuX2lkGAEgASgJEg0KBXN0YXRlGAIgASgJEiMKBmNvbmZpZxgDIAEoCzITLmZlZGhoLnYxLlJ1bkNvbmZpZxIRCgllcHNfbG9jYWwYBCABKAESEQoJZXBzX3NwZW50GAUgASgBEhcKD3JvdW5kc19yZWxlYXNlZBgGIAEoDRINCgVlcnJvchgHIAEoCRImCgZyb3VuZHMYCCADKAsyFi5mZWRoaC52MS5Sb3VuZFN1bW1hcnkSJAoIcHJvZ3Jlc3MYCSABKAsyEi5mZWRoaC52MS5Qcm9ncmVzcyKcAQoLSGVhdnlIaXR0ZXISDAoEaXRlbRgBIAEoCRIQCghlc3RpbWF0ZRgCIAEoARINCgVyb3VuZBgDIAEoDRIMCgRjb2RlGAQgASgGEhIKCmNvZGVfYnl0ZXMYBSABKAwSDQoFZW5kZWQYBiABKAgSEQoJdHJ1bmNhdGVkGAcgASgIEgwKBG5vdGUYCCABKAkSDAoEYml0cxgJIAEoDSLTAQoHUmVzdWx0cxIOCgZydW5faWQYASABKAkSDQoFc3RhdGUYAiABKAkSLAoNaGVhdnlfaGl0dGVycxgDIAMoCzIVLmZlZGhoLnYxLkhlYXZ5SGl0dGVyEhEKCWRlbnlfbGlzdBgEIAMoCRITCgtsZWRnZXJfanNvbhgFIAEoCRImCgZyb3VuZHMYBiADKAsyFi5mZWRoaC52MS5Sb3VuZFN1bW1hcnkSKwoMY3V0X3ByZWZpeGVzGAcgAygLMhUuZmVkaGgudjEuSGVhdnlIaXR0ZXIyjAEKDURldmljZVNlcnZpY2USOwoGRW5yb2xsEhcuZmVkaGgudjEuRW5yb2xsUmVxdWVzdBoYLmZlZGhoLnYxLkVucm9sbFJlc3BvbnNlEj4KB0dldFRhc2sSGC5mZWRoaC52MS5HZXRUYXNrUmVxdWVzdBoZLmZlZGhoLnYxLkdldFRhc2tSZXNwb25zZTKWAwoMQWRtaW5TZXJ2aWNlEjQKCFN0YXJ0UnVuEhkuZmVkaGgudjEuU3RhcnRSdW5SZXF1ZXN0Gg0uZmVkaGgudjEuUnVuEjAKBkdldFJ1bhIXLmZlZGhoLnYxLkdldFJ1blJlcXVlc3QaDS5mZWRoaC52MS5SdW4SQQoITGlzdFJ1bnMSGS5mZWRoaC52MS5MaXN0UnVuc1JlcXVlc3QaGi5mZWRoaC52MS5MaXN0UnVuc1Jlc3BvbnNlEjwKCkdldFJlc3VsdHMSGy5mZWRoaC52MS5HZXRSZXN1bHRzUmVxdWVzdBoRLmZlZGhoLnYxLlJlc3VsdHMSNgoJQ2FuY2VsUnVuEhouZmVkaGgudjEuQ2FuY2VsUnVuUmVxdWVzdBoNLmZlZGhoLnYxLlJ1bhJlChRNaW50RW5yb2xsbWVudFRva2VucxIlLmZlZGhoLnYxLk1pbnRFbnJvbGxtZW50VG9rZW5zUmVxdWVzdBomLmZlZGhoLnYxLk1pbnRFbnJvbGxtZW50VG9rZW5zUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("ChpmZWRoaC92MS9jb29yZGluYXRvci5wcm90bxIIZmVkaGgudjEiagoNRW5yb2xsUmVxdWVzdBIYChBlbnJvbGxtZW50X3Rva2VuGAEgASgMEhsKE2lkZW50aXR5X3B1YmxpY19rZXkYAiABKAwSDQoFbGFiZWwYAyABKAkSEwoLYXR0ZXN0YXRpb24YBCABKAwiVwoORW5yb2xsUmVzcG9uc2USEQoJZGV2aWNlX2lkGAEgASgEEhIKCmNyZWRlbnRpYWwYAiABKAwSHgoWY29vcmRpbmF0b3JfcHVibGljX2tleRgDIAEoDCJkCg5HZXRUYXNrUmVxdWVzdBIRCglkZXZpY2VfaWQYASABKAQSDwoHd2FpdF9tcxgCIAEoDRISCgprbm93bl90YXNrGAMgASgMEgwKBGNfcGsYBCABKAwSDAoEc19waxgFIAEoDCJcCg9HZXRUYXNrUmVzcG9uc2USJAoEdGFzaxgBIAEoCzIULmZlZGhoLnYxLlNpZ25lZFRhc2tIABIYCg5yZXRyeV9hZnRlcl9tcxgCIAEoDUgAQgkKB291dGNvbWUiLQoKU2lnbmVkVGFzaxIMCgR0YXNrGAEgASgMEhEKCXNpZ25hdHVyZRgCIAEoDCKrAwoEVGFzaxIOCgZydW5faWQYASABKAkSDQoFcm91bmQYAiABKA0SDwoHYXR0ZW1wdBgDIAEoDRIRCglkZXZpY2VfaWQYBCABKAQSEwoLcHJlZml4X2JpdHMYBSABKA0SEAoIcHJlZml4ZXMYBiADKAYSEQoJZGVueV9saXN0GAcgAygGEhQKDHNlZ21lbnRfYml0cxgIIAEoDRIRCgllcHNfbG9jYWwYCSABKAESDQoFY29kZWMYCiABKAkSEAoIbWF4X2JpdHMYCyABKA0SEQoJc2VsZWN0aW9uGAwgASgJEhsKE3ByZWZpeF9jb25kaXRpb25pbmcYDSABKAgSGgoSYWdncmVnYXRvcl9hZGRyZXNzGA4gASgJEhQKDHJvdW5kX2NvbmZpZxgPIAEoDBIRCglzZWNhZ2dfaWQYECABKA0SEQoJYWRtaXNzaW9uGBEgASgMEhgKEGRlYWRsaW5lX3VuaXhfbXMYEiABKAMSHgoWcm91bmRfY29uZmlnX3NpZ25hdHVyZRgTIAEoDBIaChJhZ2dyZWdhdG9yX3dlYl91cmwYFCABKAkiSgobTWludEVucm9sbG1lbnRUb2tlbnNSZXF1ZXN0Eg0KBWNvdW50GAEgASgNEg0KBXR0bF9zGAIgASgBEg0KBWxhYmVsGAMgASgJIi4KHE1pbnRFbnJvbGxtZW50VG9rZW5zUmVzcG9uc2USDgoGdG9rZW5zGAEgAygJIrIMCglSdW5Db25maWcSFAoHZXBzX2FnZxgBIAEoAUgAiAEBEhIKBWRlbHRhGAIgASgBSAGIAQESEwoGcm91bmRzGAMgASgNSAKIAQESFgoJZGltX2xpbWl0GAQgASgESAOIAQESGwoOdGFyZ2V0X2RldmljZXMYBSABKA1IBIgBARIYCgttaW5fZGV2aWNlcxgGIAEoDUgFiAEBEhIKBWNvZGVjGAcgASgJSAaIAQESFQoIbWF4X2JpdHMYCCABKA1IB4gBARIWCglzZWxlY3Rpb24YCSABKAlICIgBARIgChNwcmVmaXhfY29uZGl0aW9uaW5nGAogASgISAmIAQESEQoJZGVueV9saXN0GAsgAygJEhUKCGZwX3JhdGlvGAwgASgBSAqIAQESEQoEdGF1MBgNIAEoAUgLiAEBEhAKA2V0YRgOIAEoAUgMiAEBEhEKBHRhaWwYDyABKAlIDYgBARIZCgxzZWdtZW50X2JpdHMYECABKA1IDogBARIWCgllcHNfbG9jYWwYESABKAFID4gBARIbCg5wcml2YWN5X21ldGhvZBgSIAEoCUgQiAEBEhcKCmNoZWNraW5fbXMYEyABKA1IEYgBARIVCghzdGFnZV9tcxgUIAEoDUgSiAEBEh0KEGV4cGVjdGVkX2Ryb3BvdXQYFSABKAFIE4gBARIdChBjb3JydXB0X2ZyYWN0aW9uGBYgASgBSBSIAQESGQoMbWF4X2F0dGVtcHRzGBcgASgNSBWIAQESGAoLZnBfcmF0aW9fb2YYGCABKAlIFogBARIZCgxhZHZlcnRpc2VfbXMYGSABKA1IF4gBARIaCg1zaGFyZV9rZXlzX21zGBogASgNSBiIAQESHAoPbWFza2VkX2lucHV0X21zGBsgASgNSBmIAQESFgoJdW5tYXNrX21zGBwgASgNSBqIAQESGwoOY29uc2lzdGVuY3lfbXMYHSABKA1IG4gBARIXCgp3YXJtX3N0YXJ0GB4gASgISByIAQESFgoJYWxnb3JpdGhtGB8gASgJSB2IAQESHQoQY2hlY2tpbl9xdWlldF9tcxggIAEoDUgeiAEBEh0KEG92ZXJzdWJzY3JpcHRpb24YISABKAFIH4gBARIaCg1tYXhfZXBzX2xvY2FsGCIgASgBSCCIAQESFwoKc2hhcmRfc2l6ZRgjIAEoDUghiAEBEh4KEWNvbXBsZXRpb25fcm91bmRzGCQgASgNSCKIAQESHgoRY29tcGxldGlvbl93ZWlnaHQYJSABKAFII4gBARIeChFmcF9yYXRpb19maW5pc2hlZBgmIAEoAUgkiAEBQgoKCF9lcHNfYWdnQggKBl9kZWx0YUIJCgdfcm91bmRzQgwKCl9kaW1fbGltaXRCEQoPX3RhcmdldF9kZXZpY2VzQg4KDF9taW5fZGV2aWNlc0IICgZfY29kZWNCCwoJX21heF9iaXRzQgwKCl9zZWxlY3Rpb25CFgoUX3ByZWZpeF9jb25kaXRpb25pbmdCCwoJX2ZwX3JhdGlvQgcKBV90YXUwQgYKBF9ldGFCBwoFX3RhaWxCDwoNX3NlZ21lbnRfYml0c0IMCgpfZXBzX2xvY2FsQhEKD19wcml2YWN5X21ldGhvZEINCgtfY2hlY2tpbl9tc0ILCglfc3RhZ2VfbXNCEwoRX2V4cGVjdGVkX2Ryb3BvdXRCEwoRX2NvcnJ1cHRfZnJhY3Rpb25CDwoNX21heF9hdHRlbXB0c0IOCgxfZnBfcmF0aW9fb2ZCDwoNX2FkdmVydGlzZV9tc0IQCg5fc2hhcmVfa2V5c19tc0ISChBfbWFza2VkX2lucHV0X21zQgwKCl91bm1hc2tfbXNCEQoPX2NvbnNpc3RlbmN5X21zQg0KC193YXJtX3N0YXJ0QgwKCl9hbGdvcml0aG1CEwoRX2NoZWNraW5fcXVpZXRfbXNCEwoRX292ZXJzdWJzY3JpcHRpb25CEAoOX21heF9lcHNfbG9jYWxCDQoLX3NoYXJkX3NpemVCFAoSX2NvbXBsZXRpb25fcm91bmRzQhQKEl9jb21wbGV0aW9uX3dlaWdodEIUChJfZnBfcmF0aW9fZmluaXNoZWQiRgoPU3RhcnRSdW5SZXF1ZXN0EiMKBmNvbmZpZxgBIAEoCzITLmZlZGhoLnYxLlJ1bkNvbmZpZxIOCgZydW5faWQYAiABKAkiHwoNR2V0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiEQoPTGlzdFJ1bnNSZXF1ZXN0Ii8KEExpc3RSdW5zUmVzcG9uc2USGwoEcnVucxgBIAMoCzINLmZlZGhoLnYxLlJ1biIjChFHZXRSZXN1bHRzUmVxdWVzdBIOCgZydW5faWQYASABKAkiIgoQQ2FuY2VsUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkihgIKDFJvdW5kU3VtbWFyeRINCgVyb3VuZBgBIAEoDRIPCgdhdHRlbXB0GAIgASgNEg0KBXN0YXRlGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIUCgxwYXJ0aWNpcGFudHMYBSABKA0SEAoIcHJlZml4ZXMYBiABKA0SFAoMc2VnbWVudF9iaXRzGAcgASgNEhMKC2RvbWFpbl9zaXplGAggASgEEgwKBGtlcHQYCSABKA0SEAoIZmluaXNoZWQYCiABKA0SEQoJdGhyZXNob2xkGAsgASgBEiAKGGV4cGVjdGVkX2ZhbHNlX3Bvc2l0aXZlcxgMIAEoARIPCgdzZWNvbmRzGA0gASgBImoKCFByb2dyZXNzEg0KBXJvdW5kGAEgASgNEg8KB2F0dGVtcHQYAiABKA0SDQoFcGhhc2UYAyABKAkSDwoHZGV2aWNlcxgEIAEoDRINCgVzdGFnZRgFIAEoCRIPCgdzZWNvbmRzGAYgASgBIuUBCgNSdW4SDgoGcnVuX2lkGAEgASgJEg0KBXN0YXRlGAIgASgJEiMKBmNvbmZpZxgDIAEoCzITLmZlZGhoLnYxLlJ1bkNvbmZpZxIRCgllcHNfbG9jYWwYBCABKAESEQoJZXBzX3NwZW50GAUgASgBEhcKD3JvdW5kc19yZWxlYXNlZBgGIAEoDRINCgVlcnJvchgHIAEoCRImCgZyb3VuZHMYCCADKAsyFi5mZWRoaC52MS5Sb3VuZFN1bW1hcnkSJAoIcHJvZ3Jlc3MYCSABKAsyEi5mZWRoaC52MS5Qcm9ncmVzcyKcAQoLSGVhdnlIaXR0ZXISDAoEaXRlbRgBIAEoCRIQCghlc3RpbWF0ZRgCIAEoARINCgVyb3VuZBgDIAEoDRIMCgRjb2RlGAQgASgGEhIKCmNvZGVfYnl0ZXMYBSABKAwSDQoFZW5kZWQYBiABKAgSEQoJdHJ1bmNhdGVkGAcgASgIEgwKBG5vdGUYCCABKAkSDAoEYml0cxgJIAEoDSLTAQoHUmVzdWx0cxIOCgZydW5faWQYASABKAkSDQoFc3RhdGUYAiABKAkSLAoNaGVhdnlfaGl0dGVycxgDIAMoCzIVLmZlZGhoLnYxLkhlYXZ5SGl0dGVyEhEKCWRlbnlfbGlzdBgEIAMoCRITCgtsZWRnZXJfanNvbhgFIAEoCRImCgZyb3VuZHMYBiADKAsyFi5mZWRoaC52MS5Sb3VuZFN1bW1hcnkSKwoMY3V0X3ByZWZpeGVzGAcgAygLMhUuZmVkaGgudjEuSGVhdnlIaXR0ZXIiOAoHQ2hlY2tJbhIRCglkZXZpY2VfaWQYASABKAQSDAoEY19waxgCIAEoDBIMCgRzX3BrGAMgASgMIncKDVNlbGVjdG9yQmF0Y2gSDAoEbmFtZRgBIAEoCRIPCgdjaGVja2luGAIgASgEEiQKCXByZXNlbnRlZBgDIAMoCzIRLmZlZGhoLnYxLkNoZWNrSW4SIQoGam9pbmVkGAQgAygLMhEuZmVkaGgudjEuQ2hlY2tJbiKlAQoNTGVhZGVyTWVzc2FnZRIQCgZvcGVuZWQYASABKARIABIQCgZjbG9zZWQYAiABKARIABIoCgV0YXNrcxgDIAEoCzIXLmZlZGhoLnYxLlNlbGVjdG9yVGFza3NIABIqCgdyZWZ1c2VkGAQgASgLMhcuZmVkaGgudjEuRGV2aWNlUmVmdXNhbEgAEhEKB2NsZWFyZWQYBSABKARIAEIHCgVldmVudCKlAQoNU2VsZWN0b3JUYXNrcxIPCgdjaGVja2luGAEgASgEEjEKBXRhc2tzGAIgAygLMiIuZmVkaGgudjEuU2VsZWN0b3JUYXNrcy5UYXNrc0VudHJ5EgwKBGxhc3QYAyABKAgaQgoKVGFza3NFbnRyeRILCgNrZXkYASABKAQSIwoFdmFsdWUYAiABKAsyFC5mZWRoaC52MS5TaWduZWRUYXNrOgI4ASIyCg1EZXZpY2VSZWZ1c2FsEhEKCWRldmljZV9pZBgBIAEoBBIOCgZyZWFzb24YAiABKAkyjAEKDURldmljZVNlcnZpY2USOwoGRW5yb2xsEhcuZmVkaGgudjEuRW5yb2xsUmVxdWVzdBoYLmZlZGhoLnYxLkVucm9sbFJlc3BvbnNlEj4KB0dldFRhc2sSGC5mZWRoaC52MS5HZXRUYXNrUmVxdWVzdBoZLmZlZGhoLnYxLkdldFRhc2tSZXNwb25zZTKWAwoMQWRtaW5TZXJ2aWNlEjQKCFN0YXJ0UnVuEhkuZmVkaGgudjEuU3RhcnRSdW5SZXF1ZXN0Gg0uZmVkaGgudjEuUnVuEjAKBkdldFJ1bhIXLmZlZGhoLnYxLkdldFJ1blJlcXVlc3QaDS5mZWRoaC52MS5SdW4SQQoITGlzdFJ1bnMSGS5mZWRoaC52MS5MaXN0UnVuc1JlcXVlc3QaGi5mZWRoaC52MS5MaXN0UnVuc1Jlc3BvbnNlEjwKCkdldFJlc3VsdHMSGy5mZWRoaC52MS5HZXRSZXN1bHRzUmVxdWVzdBoRLmZlZGhoLnYxLlJlc3VsdHMSNgoJQ2FuY2VsUnVuEhouZmVkaGgudjEuQ2FuY2VsUnVuUmVxdWVzdBoNLmZlZGhoLnYxLlJ1bhJlChRNaW50RW5yb2xsbWVudFRva2VucxIlLmZlZGhoLnYxLk1pbnRFbnJvbGxtZW50VG9rZW5zUmVxdWVzdBomLmZlZGhoLnYxLk1pbnRFbnJvbGxtZW50VG9rZW5zUmVzcG9uc2UyUQoPU2VsZWN0b3JDb250cm9sEj4KBkF0dGFjaBIXLmZlZGhoLnYxLlNlbGVjdG9yQmF0Y2gaFy5mZWRoaC52MS5MZWFkZXJNZXNzYWdlKAEwAWIGcHJvdG8z");
 
 /**
  * @generated from message fedhh.v1.EnrollRequest
@@ -1051,6 +1051,185 @@ export const ResultsSchema: GenMessage<Results> = /*@__PURE__*/
   messageDesc(file_fedhh_v1_coordinator, 19);
 
 /**
+ * @generated from message fedhh.v1.CheckIn
+ */
+export type CheckIn = Message<"fedhh.v1.CheckIn"> & {
+  /**
+   * @generated from field: uint64 device_id = 1;
+   */
+  deviceId: bigint;
+
+  /**
+   * 32 bytes each, distinct (checked by the selector as GetTask checks them)
+   *
+   * @generated from field: bytes c_pk = 2;
+   */
+  cPk: Uint8Array;
+
+  /**
+   * @generated from field: bytes s_pk = 3;
+   */
+  sPk: Uint8Array;
+};
+
+/**
+ * Describes the message fedhh.v1.CheckIn.
+ * Use `create(CheckInSchema)` to create a new message.
+ */
+export const CheckInSchema: GenMessage<CheckIn> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_coordinator, 20);
+
+/**
+ * Devices the selector forwards, at most 4096 entries per batch.
+ *
+ * @generated from message fedhh.v1.SelectorBatch
+ */
+export type SelectorBatch = Message<"fedhh.v1.SelectorBatch"> & {
+  /**
+   * the selector's name (its hello; later batches: empty)
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * the check-in `joined` is for
+   *
+   * @generated from field: uint64 checkin = 2;
+   */
+  checkin: bigint;
+
+  /**
+   * devices presenting new round keys (not joining)
+   *
+   * @generated from field: repeated fedhh.v1.CheckIn presented = 3;
+   */
+  presented: CheckIn[];
+
+  /**
+   * devices joining check-in `checkin`, with their keys
+   *
+   * @generated from field: repeated fedhh.v1.CheckIn joined = 4;
+   */
+  joined: CheckIn[];
+};
+
+/**
+ * Describes the message fedhh.v1.SelectorBatch.
+ * Use `create(SelectorBatchSchema)` to create a new message.
+ */
+export const SelectorBatchSchema: GenMessage<SelectorBatch> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_coordinator, 21);
+
+/**
+ * @generated from message fedhh.v1.LeaderMessage
+ */
+export type LeaderMessage = Message<"fedhh.v1.LeaderMessage"> & {
+  /**
+   * @generated from oneof fedhh.v1.LeaderMessage.event
+   */
+  event: {
+    /**
+     * check-in of this id is open: forward joins for it
+     *
+     * @generated from field: uint64 opened = 1;
+     */
+    value: bigint;
+    case: "opened";
+  } | {
+    /**
+     * check-in of this id closed: no more joins
+     *
+     * @generated from field: uint64 closed = 2;
+     */
+    value: bigint;
+    case: "closed";
+  } | {
+    /**
+     * @generated from field: fedhh.v1.SelectorTasks tasks = 3;
+     */
+    value: SelectorTasks;
+    case: "tasks";
+  } | {
+    /**
+     * @generated from field: fedhh.v1.DeviceRefusal refused = 4;
+     */
+    value: DeviceRefusal;
+    case: "refused";
+  } | {
+    /**
+     * the round of check-in `cleared` is over: waiting devices get "none"
+     *
+     * @generated from field: uint64 cleared = 5;
+     */
+    value: bigint;
+    case: "cleared";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message fedhh.v1.LeaderMessage.
+ * Use `create(LeaderMessageSchema)` to create a new message.
+ */
+export const LeaderMessageSchema: GenMessage<LeaderMessage> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_coordinator, 22);
+
+/**
+ * Some of this selector's pool members' tasks (at most 2048 per message); with `last`, every
+ * member of its pool not named in any of the check-in's messages gets "none".
+ *
+ * @generated from message fedhh.v1.SelectorTasks
+ */
+export type SelectorTasks = Message<"fedhh.v1.SelectorTasks"> & {
+  /**
+   * @generated from field: uint64 checkin = 1;
+   */
+  checkin: bigint;
+
+  /**
+   * @generated from field: map<uint64, fedhh.v1.SignedTask> tasks = 2;
+   */
+  tasks: { [key: string]: SignedTask };
+
+  /**
+   * @generated from field: bool last = 3;
+   */
+  last: boolean;
+};
+
+/**
+ * Describes the message fedhh.v1.SelectorTasks.
+ * Use `create(SelectorTasksSchema)` to create a new message.
+ */
+export const SelectorTasksSchema: GenMessage<SelectorTasks> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_coordinator, 23);
+
+/**
+ * A device the leader refused (its round keys belong to another device): the selector answers
+ * its call with INVALID_ARGUMENT and this reason.
+ *
+ * @generated from message fedhh.v1.DeviceRefusal
+ */
+export type DeviceRefusal = Message<"fedhh.v1.DeviceRefusal"> & {
+  /**
+   * @generated from field: uint64 device_id = 1;
+   */
+  deviceId: bigint;
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message fedhh.v1.DeviceRefusal.
+ * Use `create(DeviceRefusalSchema)` to create a new message.
+ */
+export const DeviceRefusalSchema: GenMessage<DeviceRefusal> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_coordinator, 24);
+
+/**
  * ---------------------------------------------------------------------------------------------
  * Device-facing API. Every call but Enroll carries the device's credential in the metadata
  * entry `authorization: Bearer <device_id>.<credential hex>`.
@@ -1141,4 +1320,29 @@ export const AdminService: GenService<{
   },
 }> = /*@__PURE__*/
   serviceDesc(file_fedhh_v1_coordinator, 1);
+
+/**
+ * ---------------------------------------------------------------------------------------------
+ * Selector tier (docs/scaling.md, "Selectors"). A selector (`fedhh selector`) serves the
+ * DeviceService to devices for the leader coordinator and holds its devices' check-ins; it
+ * talks to the leader over one stream, authenticated like the aggregator's control plane
+ * (`authorization: Bearer <control token>`, TLS). The leader draws every cohort over all
+ * selectors' pools, enforces round-key ownership across them and signs the tasks.
+ *
+ * @generated from service fedhh.v1.SelectorControl
+ */
+export const SelectorControl: GenService<{
+  /**
+   * The selector's batches in, the leader's announcements and tasks out. The first message
+   * from the selector is its hello (`name` set), the leader's first its current state.
+   *
+   * @generated from rpc fedhh.v1.SelectorControl.Attach
+   */
+  attach: {
+    methodKind: "bidi_streaming";
+    input: typeof SelectorBatchSchema;
+    output: typeof LeaderMessageSchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_fedhh_v1_coordinator, 2);
 

@@ -1,0 +1,63 @@
+"""`fedhh selector`: serve the coordinator's device API (Enroll, GetTask) for a leader
+coordinator, so that devices of one run are spread over several processes (docs/scaling.md,
+"Selectors").
+
+A selector authenticates devices against the coordinator's store (--db: the same PostgreSQL
+database, or the same SQLite file on one host), holds its devices' check-ins, and forwards them
+in batches over one stream to the leader (--leader, the coordinator's --listen address), which
+draws each cohort over every selector's devices and signs the tasks; the selector hands its
+members their tasks. The stream carries the control token ($FEDHH_CONTROL_TOKEN), the one the
+coordinator uses for the aggregation service. Devices enrolled at a selector get the
+coordinator's public key (--coordinator-key, the signing key's .pub file).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from fedhh.cli import options
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("selector", help="serve devices for a leader coordinator",
+                              description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    p.set_defaults(handler=run)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--leader", required=True,
+                   help="the leader coordinator's address HOST:PORT (its --listen)")
+    p.add_argument("--name", default="",
+                   help="this selector's name in the leader's logs (default: its --listen)")
+    p.add_argument("--listen", default="127.0.0.1:7000", help="HOST:PORT (port 0: OS-chosen)")
+    p.add_argument("--tls-dir", help="server.pem, server.key and ca.pem for every connection")
+    p.add_argument("--insecure", action="store_true",
+                   help="plaintext gRPC; only allowed on loopback addresses")
+    p.add_argument("--db", "--store", required=True,
+                   help="the coordinator's store: its SQLite file (on the same host) or its "
+                        "PostgreSQL URL postgresql://USER@HOST:PORT/DB")
+    p.add_argument("--coordinator-key", required=True,
+                   help="the coordinator's public key (PEM, its signing key's .pub), given to "
+                        "devices at enrollment")
+    p.add_argument("--control-token-file", help="the control token the leader accepts "
+                   "(default: $FEDHH_CONTROL_TOKEN)")
+    p.add_argument("--attestation", metavar="MODULE:FACTORY",
+                   help="attestation verifier factory(store) (default: one-time tokens)")
+    p.add_argument("--enroll-rate", type=options.positive_float, default=200.0,
+                   help="enrollments per second, overall and per peer address (default 200)")
+    p.add_argument("--enroll-burst", type=options.positive_int, default=2000,
+                   help="enrollments allowed in a burst (default 2000)")
+    p.add_argument("--metrics-port", type=int, default=None, help="Prometheus port (0: any)")
+    options.add_service_options(p)
+    options.add_web_options(p, "the device calls (fedhh.v1.DeviceService)")
+    p.add_argument("--ready-file", help="write {'port': ..., 'metrics_port': ..., "
+                   "'web_port': ...} once attached to the leader")
+
+
+def run(args: argparse.Namespace) -> int:
+    from fedhh_coordinator.selector_main import run as run_service  # grpc: only when serving
+
+    return run_service(args)

@@ -1,0 +1,244 @@
+"""A selector's side of the selector tier (docs/scaling.md, "Selectors"; the leader's side is
+``fedhh_coordinator.hub``).
+
+``SelectorLobby`` stands where the coordinator's ``Lobby`` stands for the device service: a
+device's GetTask waits there, with the same answers (its task, or "none" once), but the
+check-ins are the leader's. The lobby forwards, in batches, each device's new round keys and its
+joining of the check-in the leader announced, and answers its waiting devices from the leader's
+messages: the tasks of its members (the last message of a check-in marked, after which the
+others hear "none"), a refusal (the keys belong to another device), or the round's end.
+
+``LeaderLink`` keeps the one stream to the leader (the control token as bearer, over TLS),
+reconnecting with backoff; while it is down no device joins a check-in here (they are told
+"none" and ask again, here or at another selector), and every key is presented again once it
+is back, to a leader that may have restarted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import random
+
+import grpc
+
+from fedhh.errors import ConfigError
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+from fedhh_coordinator.hub import MAX_BATCH
+
+log = logging.getLogger(__name__)
+
+# How long a selector gathers check-ins before it sends them: a round's devices arrive within
+# seconds, so 20 ms costs nothing and makes one message of hundreds of check-ins.
+BATCH_DELAY_S = 0.02
+
+
+class SelectorLobby:
+    """Where a selector's devices wait for tasks (module docstring)."""
+
+    def __init__(self) -> None:
+        self.connected = False
+        self.checkin = 0
+        self._open = False
+        self._pool: dict[int, asyncio.Future[pb.SignedTask | None]] = {}
+        self._sent: dict[int, tuple[bytes, bytes]] = {}  # keys the leader has heard
+        self._refused: dict[int, tuple[tuple[bytes, bytes], str]] = {}
+        self._presented: list[pb.CheckIn] = []
+        self._joined: list[pb.CheckIn] = []
+        self.pending = asyncio.Event()  # something to send
+        self._opened = asyncio.Event()
+        self._closed = asyncio.Event()
+        self._cleared = asyncio.Event()
+
+    # ---- devices ---------------------------------------------------------------------------
+    async def wait_for_task(self, device_id: int, round_keys: tuple[bytes, bytes], wait_s: float,
+                            known: bytes = b"") -> pb.SignedTask | None:
+        """As ``Lobby.wait_for_task``: the device's task, joining the open check-in."""
+        self._check_refused(device_id, round_keys)
+        loop = asyncio.get_running_loop()
+        until = loop.time() + wait_s
+        future = self._pool.get(device_id)
+        if known and future is not None and future.done():
+            task = future.result()
+            if task is not None and hashlib.sha256(task.task).digest() == known:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._cleared.wait(), wait_s)
+                wait_s = until - loop.time()
+                if wait_s <= 0 or self._pool.get(device_id) is future:
+                    return None
+        future = self._pool.get(device_id)
+        if future is None:
+            if not self._open and self.connected and self._sent.get(device_id) != round_keys:
+                self._queue(self._presented, device_id, round_keys)
+            if not self._open:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._opened.wait(), wait_s)
+            if not (self._open and self.connected):
+                return None
+            future = loop.create_future()
+            self._pool[device_id] = future
+            self._queue(self._joined, device_id, round_keys)
+        try:
+            task = await asyncio.wait_for(asyncio.shield(future), until - loop.time())
+        except TimeoutError:
+            return None
+        self._check_refused(device_id, round_keys)
+        return task
+
+    def _check_refused(self, device_id: int, round_keys: tuple[bytes, bytes]) -> None:
+        refusal = self._refused.get(device_id)
+        if refusal is not None and refusal[0] == round_keys:
+            raise ConfigError(refusal[1])
+
+    def _queue(self, into: list[pb.CheckIn], device_id: int, keys: tuple[bytes, bytes]) -> None:
+        self._sent[device_id] = keys
+        into.append(pb.CheckIn(device_id=device_id, c_pk=keys[0], s_pk=keys[1]))
+        self.pending.set()
+
+    def take_batch(self) -> pb.SelectorBatch | None:
+        """The next batch to send (at most ``MAX_BATCH`` devices), or None."""
+        if not (self._presented or self._joined):
+            self.pending.clear()
+            return None
+        joined, self._joined = self._joined[:MAX_BATCH], self._joined[MAX_BATCH:]
+        room = MAX_BATCH - len(joined)
+        presented, self._presented = self._presented[:room], self._presented[room:]
+        return pb.SelectorBatch(checkin=self.checkin if joined else 0, presented=presented,
+                                joined=joined)
+
+    # ---- the leader ------------------------------------------------------------------------
+    def handle(self, message: pb.LeaderMessage) -> None:
+        event = message.WhichOneof("event")
+        if event == "opened":
+            self._end_round()
+            self.checkin = message.opened
+            self._open = True
+            self._closed = asyncio.Event()
+            self._opened.set()
+            log.info("check-in opened", extra={"checkin": self.checkin})
+        elif event == "closed":
+            if message.closed == self.checkin:
+                self._close()
+        elif event == "tasks":
+            tasks = message.tasks
+            if tasks.checkin != self.checkin:
+                return
+            for device_id, task in tasks.tasks.items():
+                future = self._pool.get(device_id)
+                if future is not None and not future.done():
+                    future.set_result(task)
+            if tasks.last:
+                log.info("tasks delivered", extra={
+                    "checkin": self.checkin, "pool": len(self._pool),
+                    "members": sum(1 for f in self._pool.values()
+                                   if f.done() and f.result() is not None)})
+                self._close()
+                for future in self._pool.values():
+                    if not future.done():
+                        future.set_result(None)
+        elif event == "refused":
+            device_id = message.refused.device_id
+            keys = self._sent.get(device_id)
+            if keys is not None:
+                self._refused[device_id] = (keys, message.refused.reason)
+            future = self._pool.pop(device_id, None)
+            if future is not None and not future.done():
+                future.set_result(None)
+        elif event == "cleared" and message.cleared == self.checkin:
+            self._end_round()
+
+    def attached(self) -> None:
+        self.connected = True
+
+    def detached(self) -> None:
+        """The stream is gone: waiting devices hear "none"; the keys are presented again."""
+        self.connected = False
+        self._end_round()
+        self._sent = {}
+        self._refused = {}
+        self._presented, self._joined = [], []
+        self.pending.clear()
+
+    def _close(self) -> None:
+        if self._open:
+            self._open = False
+            self._closed.set()
+            self._opened = asyncio.Event()
+
+    def _end_round(self) -> None:
+        self._close()
+        for future in self._pool.values():
+            if not future.done():
+                future.set_result(None)
+        self._pool = {}
+        self._joined = []
+        self._cleared.set()
+        self._cleared = asyncio.Event()
+
+    @property
+    def pool_size(self) -> int:
+        return len(self._pool)
+
+
+class LeaderLink:
+    """The selector's stream to the leader (module docstring)."""
+
+    def __init__(self, lobby: SelectorLobby, channel: grpc.aio.Channel, token: bytes,
+                 name: str) -> None:
+        self.lobby = lobby
+        self.stub = pb_grpc.SelectorControlStub(channel)
+        self.metadata = (("authorization", f"Bearer {token.decode()}"),)
+        self.name = name
+        self.attached = asyncio.Event()  # set once the leader first answered
+        self._jitter = random.Random()
+
+    async def serve(self) -> None:
+        backoff = 0.2
+        while True:
+            try:
+                await self._attach()
+                backoff = 0.2
+            except grpc.aio.AioRpcError as error:
+                if error.code() in (grpc.StatusCode.UNAUTHENTICATED,
+                                    grpc.StatusCode.INVALID_ARGUMENT):
+                    log.error("the leader refused this selector",
+                              extra={"code": error.code().name, "details": error.details()})
+                else:
+                    log.warning("lost the leader", extra={"code": error.code().name})
+            finally:
+                self.lobby.detached()
+            await asyncio.sleep(backoff * (0.5 + self._jitter.random()))  # reconnect backoff
+            backoff = min(backoff * 2, 5.0)
+
+    async def _attach(self) -> None:
+        call = self.stub.Attach(metadata=self.metadata)
+        await call.write(pb.SelectorBatch(name=self.name))
+        first = await call.read()
+        if first is grpc.aio.EOF:
+            return
+        self.lobby.attached()
+        self.lobby.handle(first)
+        self.attached.set()
+        log.info("attached to the leader", extra={"selector": self.name})
+        writer = asyncio.create_task(self._write(call))
+        try:
+            while True:
+                message = await call.read()
+                if message is grpc.aio.EOF:
+                    return
+                self.lobby.handle(message)
+        finally:
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                await writer
+            call.cancel()
+
+    async def _write(self, call: grpc.aio.StreamStreamCall) -> None:
+        while True:
+            await self.lobby.pending.wait()
+            await asyncio.sleep(BATCH_DELAY_S)  # gather a batch
+            while (batch := self.lobby.take_batch()) is not None:
+                await call.write(batch)

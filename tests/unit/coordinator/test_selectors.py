@@ -1,0 +1,246 @@
+"""The selector tier without a network: the leader's hub (fedhh_coordinator.hub) fed batches
+as selectors send them, and a selector's lobby (fedhh_coordinator.selector) fed the leader's
+messages. One pool over every selector, a uniform draw over it, one owner per round key
+whichever selector a device asked, tasks batched per selector, bad batches refused whole."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from fedhh.errors import ConfigError
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_coordinator.hub import MAX_BATCH, TASKS_PER_MESSAGE, SelectorHub, Session, check_batch
+from fedhh_coordinator.keys import COPIED, KeyOwners
+from fedhh_coordinator.lobby import Lobby
+from fedhh_coordinator.selector import SelectorLobby
+
+TOKEN = b"t" * 24
+
+
+def keys(i: int) -> tuple[bytes, bytes]:
+    return i.to_bytes(4, "big") * 8, (i + 1_000_000).to_bytes(4, "big") * 8
+
+
+def entry(i: int, pair: tuple[bytes, bytes] | None = None) -> pb.CheckIn:
+    c_pk, s_pk = pair or keys(i)
+    return pb.CheckIn(device_id=i, c_pk=c_pk, s_pk=s_pk)
+
+
+def run(coro: object) -> object:
+    return asyncio.run(asyncio.wait_for(coro, 20))  # type: ignore[arg-type]
+
+
+def drain(session: Session) -> list[pb.LeaderMessage]:
+    out = []
+    while not session.queue.empty():
+        message = session.queue.get_nowait()
+        if message is not None:
+            out.append(message)
+    return out
+
+
+def hub_with(*names: str) -> tuple[Lobby, KeyOwners, SelectorHub, list[Session]]:
+    lobby, owners = Lobby(), KeyOwners()
+    hub = SelectorHub(lobby, owners, TOKEN)
+    sessions = [Session(name) for name in names]
+    hub.sessions.update(sessions)
+    return lobby, owners, hub, sessions
+
+
+async def opened(lobby: Lobby, capacity: int, pool_size: int | None = None
+                 ) -> asyncio.Task[list[int]]:
+    collecting = asyncio.create_task(lobby.collect(capacity, 10, pool_size=pool_size,
+                                                   quiet_s=5))
+    while not lobby.is_open:
+        await asyncio.sleep(0)
+    return collecting
+
+
+def test_the_cohort_is_drawn_over_every_selector_and_each_gets_its_tasks_in_batches() -> None:
+    async def scenario() -> None:
+        lobby, _, hub, (a, b) = hub_with("a", "b")
+        collecting = await opened(lobby, capacity=5000, pool_size=5000)
+        assert [m.opened for m in drain(a) if m.HasField("opened")] == [lobby.checkin]
+        hub.apply(a, pb.SelectorBatch(checkin=lobby.checkin,
+                                      joined=[entry(i) for i in range(1, 3001)]))
+        hub.apply(b, pb.SelectorBatch(checkin=lobby.checkin,
+                                      joined=[entry(i) for i in range(3001, 5001)]))
+        cohort = await collecting
+        assert cohort == list(range(1, 5001))
+        assert lobby.round_keys(4000) == keys(4000)
+        lobby.deliver({d: pb.SignedTask(task=d.to_bytes(4, "big")) for d in cohort})
+        to_a = [m.tasks for m in drain(a) if m.HasField("tasks")]
+        to_b = [m.tasks for m in drain(b) if m.HasField("tasks")]
+        # a's 3000 members in two messages, b's 2000 in one; the last of each marked.
+        assert [len(t.tasks) for t in to_a] == [TASKS_PER_MESSAGE, 3000 - TASKS_PER_MESSAGE]
+        assert [t.last for t in to_a] == [False, True]
+        assert [len(t.tasks) for t in to_b] == [2000] and to_b[0].last
+        assert set(to_a[0].tasks) | set(to_a[1].tasks) == set(range(1, 3001))
+        assert to_b[0].tasks[4000].task == (4000).to_bytes(4, "big")
+        lobby.clear()
+        assert [m.cleared for m in drain(a)] == [lobby.checkin]
+
+    run(scenario())
+
+
+def test_the_draw_is_uniform_over_the_selectors_pools() -> None:
+    """Selector a holds 30 devices and b 10; a cohort of 20 is drawn 200 times. b's seats in a
+    draw are hypergeometric in [0, 10], mean 5, variance 20 * 1/4 * 3/4 * 20/39 = 1.923; over
+    200 draws the total has mean 1000 and variance 384.6. Bernstein's inequality (each draw
+    within 5 of its mean): P(|S - 1000| >= 135) <= 2 exp(-(135^2 / 2) / (384.6 + 5 * 135 / 3))
+    = 9e-7, the false-failure rate. A draw by arrival (a's devices first) gives b no seat."""
+
+    async def scenario() -> int:
+        lobby, _, hub, (a, b) = hub_with("a", "b")
+        seats = 0
+        for _ in range(200):
+            collecting = await opened(lobby, capacity=20, pool_size=40)
+            hub.apply(a, pb.SelectorBatch(checkin=lobby.checkin,
+                                          joined=[entry(i) for i in range(1, 31)]))
+            hub.apply(b, pb.SelectorBatch(checkin=lobby.checkin,
+                                          joined=[entry(i) for i in range(31, 41)]))
+            cohort = await collecting
+            assert len(cohort) == 20
+            seats += sum(1 for d in cohort if d > 30)
+            lobby.clear()
+        return seats
+
+    seats = run(scenario())
+    assert 865 <= seats <= 1135, seats  # type: ignore[operator]
+
+
+def test_a_key_belongs_to_the_device_that_presented_it_first_across_selectors() -> None:
+    async def scenario() -> None:
+        lobby, owners, hub, (a, b) = hub_with("a", "b")
+        # The owner presents its keys at selector a while no check-in is open.
+        hub.apply(a, pb.SelectorBatch(presented=[entry(1)]))
+        collecting = await opened(lobby, capacity=2, pool_size=2)
+        drain(a), drain(b)
+        # A copier at selector b joins first with the owner's keys: refused, not in the pool.
+        hub.apply(b, pb.SelectorBatch(checkin=lobby.checkin, joined=[entry(2, keys(1))]))
+        refusals = [m.refused for m in drain(b) if m.HasField("refused")]
+        assert [(r.device_id, r.reason) for r in refusals] == [(2, COPIED)]
+        assert lobby.cohort_size == 0
+        # The owner joins at b (its selector a died, say) and the copier with its own keys.
+        hub.apply(b, pb.SelectorBatch(checkin=lobby.checkin,
+                                      joined=[entry(1), entry(2)]))
+        assert await collecting == [1, 2]
+        assert owners.current(1) == keys(1)
+        # The leader's own device service shares the registry: the copier is refused there too.
+        with pytest.raises(ConfigError, match="another device first"):
+            owners.claim(3, (keys(1)[0], keys(3)[1]))
+
+    run(scenario())
+
+
+def test_a_selector_that_goes_takes_its_waiting_devices_out_of_the_pool() -> None:
+    async def scenario() -> None:
+        lobby, _, hub, (a, b) = hub_with("a", "b")
+        collecting = await opened(lobby, capacity=4, pool_size=4)
+        hub.apply(a, pb.SelectorBatch(checkin=lobby.checkin, joined=[entry(1), entry(2)]))
+        hub.apply(b, pb.SelectorBatch(checkin=lobby.checkin, joined=[entry(3)]))
+        assert lobby.cohort_size == 3
+        hub._detach(a)
+        assert lobby.cohort_size == 1 and hub.sessions == {b}
+        # Its devices ask b and join again, with the keys they own.
+        hub.apply(b, pb.SelectorBatch(checkin=lobby.checkin,
+                                      joined=[entry(1), entry(2), entry(4)]))
+        assert await collecting == [1, 2, 3, 4]
+        lobby.deliver({d: pb.SignedTask(task=bytes([d])) for d in (1, 2, 3, 4)})
+        (tasks,) = [m.tasks for m in drain(b) if m.HasField("tasks")]
+        assert sorted(tasks.tasks) == [1, 2, 3, 4] and tasks.last
+        assert [m.opened for m in drain(a) if m.HasField("opened")] == [lobby.checkin]
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(("batch", "hello", "error"), [
+    (pb.SelectorBatch(), True, "names the selector"),
+    (pb.SelectorBatch(name="a", presented=[entry(1)]), True, "nothing else"),
+    (pb.SelectorBatch(name="a"), False, "only the first message"),
+    (pb.SelectorBatch(presented=[entry(1, (b"x" * 31, keys(1)[1]))]), False, "32-byte"),
+    (pb.SelectorBatch(presented=[entry(1, (keys(1)[0], keys(1)[0]))]), False, "distinct"),
+    (pb.SelectorBatch(presented=[entry(0)]), False, "device_id 0 is out of range"),
+    (pb.SelectorBatch(checkin=9, joined=[entry(1)]), False, "check-in 9, which was never"),
+    (pb.SelectorBatch(presented=[entry(i) for i in range(1, MAX_BATCH + 2)]), False,
+     "at most 4096"),
+])
+def test_a_bad_batch_is_named_and_refused(batch: pb.SelectorBatch, hello: bool,
+                                          error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        check_batch(batch, latest_checkin=1, hello=hello)
+
+
+def test_a_batch_with_one_bad_entry_changes_nothing() -> None:
+    """The hub checks a whole batch before it applies any of it (Attach's reader)."""
+    lobby, owners, _, (a,) = hub_with("a")
+    batch = pb.SelectorBatch(presented=[entry(1), entry(2, (b"", b""))])
+    with pytest.raises(ConfigError):
+        check_batch(batch, lobby.checkin, hello=False)
+    assert len(owners) == 0 and drain(a) == []
+
+
+def test_the_hub_refuses_a_caller_without_the_control_token() -> None:
+    _, _, hub, _ = hub_with()
+    from fedhh.errors import AuthenticationError
+
+    hub.authenticate((("authorization", f"Bearer {TOKEN.decode()}"),))
+    for metadata in ((), (("authorization", "Bearer " + "u" * 24),)):
+        with pytest.raises(AuthenticationError):
+            hub.authenticate(metadata)  # type: ignore[arg-type]
+
+
+def test_a_selectors_devices_wait_join_and_get_their_tasks_or_none() -> None:
+    async def scenario() -> None:
+        lobby = SelectorLobby()
+        lobby.attached()
+        lobby.handle(pb.LeaderMessage(closed=0))
+        # Before any check-in: the device's keys are presented, and it waits for the opening.
+        waiting = [asyncio.create_task(lobby.wait_for_task(d, keys(d), 10)) for d in (1, 2, 3)]
+        await asyncio.sleep(0)
+        first = lobby.take_batch()
+        assert first is not None and [e.device_id for e in first.presented] == [1, 2, 3]
+        lobby.handle(pb.LeaderMessage(opened=5))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        joins = lobby.take_batch()
+        assert joins is not None and joins.checkin == 5
+        assert [(e.device_id, (e.c_pk, e.s_pk)) for e in joins.joined] == \
+            [(d, keys(d)) for d in (1, 2, 3)]
+        assert lobby.take_batch() is None
+        lobby.handle(pb.LeaderMessage(refused=pb.DeviceRefusal(device_id=3, reason="copied")))
+        with pytest.raises(ConfigError, match="copied"):
+            await waiting[2]
+        lobby.handle(pb.LeaderMessage(closed=5))
+        task = pb.SignedTask(task=b"one")
+        lobby.handle(pb.LeaderMessage(tasks=pb.SelectorTasks(checkin=5, tasks={1: task},
+                                                             last=True)))
+        assert await waiting[0] == task
+        assert await waiting[1] is None  # not drawn: told once, with the check-in's last tasks
+
+    run(scenario())
+
+
+def test_a_selector_that_loses_the_leader_tells_its_devices_none_and_presents_again() -> None:
+    async def scenario() -> None:
+        lobby = SelectorLobby()
+        lobby.attached()
+        lobby.handle(pb.LeaderMessage(opened=1))
+        waiting = asyncio.create_task(lobby.wait_for_task(1, keys(1), 10))
+        await asyncio.sleep(0)
+        assert lobby.pool_size == 1
+        lobby.detached()
+        assert await waiting is None
+        # Not attached: nobody joins, and the keys are presented to the next leader.
+        assert await lobby.wait_for_task(1, keys(1), 0.01) is None
+        lobby.attached()
+        lobby.handle(pb.LeaderMessage(closed=1))
+        again = asyncio.create_task(lobby.wait_for_task(1, keys(1), 10))
+        await asyncio.sleep(0)
+        batch = lobby.take_batch()
+        assert batch is not None and [e.device_id for e in batch.presented] == [1]
+        again.cancel()
+
+    run(scenario())
