@@ -5,8 +5,9 @@ address; the test opens it in headless Chromium. The page's three devices (the d
 57-59, each with its own token, identity and IndexedDB budget) enrol, so `fedhh up` starts the
 run with them in its target; every round is then released over all 60 devices (the coordinator
 counts the browser devices among the contributors), the page shows each browser device as
-having contributed, and `fedhh up` reports them. The dashboard's runs page links to the demo
-page. Ctrl-C (SIGINT) then stops everything cleanly.
+having contributed, and `fedhh up` reports them. Reloaded, the page goes on with the same
+devices and budgets. The dashboard's runs page links to the demo page. Ctrl-C (SIGINT) then
+stops everything cleanly.
 """
 
 from __future__ import annotations
@@ -153,6 +154,21 @@ def test_fedhh_up_web_devices_take_part_in_the_released_rounds(tmp_path: Path) -
         assert all("contributed" in row.text for row in rows), [row.text for row in rows]
         progress = browser.find_element("id", "progress").text
         assert "released: 60 contributors" in progress, progress
+
+        # Reloaded, the page goes on with the same devices (their identities in the tab's
+        # sessionStorage, their budgets in IndexedDB): no token is needed again.
+        browser.refresh()
+
+        def resumed(driver: Any) -> list[dict[str, Any]] | None:
+            state = driver.execute_script("return window.fedhhDemo || null")
+            again = (state or {}).get("devices") or []
+            ready = [d for d in again if d["state"] == "checking in" or d["error"]]
+            return again if len(ready) == WEB_DEVICES else None
+
+        again = WebDriverWait(browser, 60, poll_frequency=0.2).until(resumed)
+        assert again is not None
+        assert [(d["deviceId"], d["error"], d["spent"]) for d in again] == \
+            [(d["deviceId"], "", d["spent"]) for d in devices], again
 
         # The coordinator counted them: every round released over 57 + 3 contributors.
         assert "run demo: done" in output, output[-4000:]

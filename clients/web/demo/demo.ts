@@ -10,12 +10,13 @@
  */
 
 import { DeviceBudget, IndexedDbBudgetStore } from "../src/budget.js";
+import { fromHex, toHex } from "../src/bytes.js";
 import { type BookLoader, fetchBooks } from "../src/codec.js";
 import { DEFAULT_FLOORS, type Floors } from "../src/floors.js";
 import { newTaskMemory, nextRound, type TaskResult } from "../src/loop.js";
 import { reportForTask } from "../src/report.js";
 import { Stage } from "../src/round.js";
-import { CoordinatorClient, aggregatorClient, connectTransport } from "../src/wire.js";
+import { CoordinatorClient, type Identity, aggregatorClient, connectTransport } from "../src/wire.js";
 
 /** What `fedhh up` gives the page (fedhh/cli/webdemo.py writes it). */
 export interface DemoConfig {
@@ -70,11 +71,36 @@ function changed(): void {
   schedulePost();
 }
 
+/**
+ * A device's identity, kept in this tab's sessionStorage (gone when the tab closes): a reloaded
+ * page goes on with the devices it enrolled, whose one-time tokens are spent.
+ */
+function savedIdentity(key: string): Identity | null {
+  const saved = sessionStorage.getItem(key);
+  if (saved === null) return null;
+  const o = JSON.parse(saved) as Record<string, string>;
+  return { deviceId: BigInt(o["deviceId"]!), credential: fromHex(o["credential"]!),
+           identitySeed: fromHex(o["identitySeed"]!),
+           coordinatorPublic: fromHex(o["coordinatorPublic"]!) };
+}
+
+function saveIdentity(key: string, identity: Identity): void {
+  sessionStorage.setItem(key, JSON.stringify({
+    deviceId: identity.deviceId.toString(), credential: toHex(identity.credential),
+    identitySeed: toHex(identity.identitySeed),
+    coordinatorPublic: toHex(identity.coordinatorPublic) }));
+}
+
 async function runDevice(config: DemoConfig, i: number, view: DeviceView, books: BookLoader
 ): Promise<void> {
   const coordinator = new CoordinatorClient(connectTransport(config.coordinators[i]!));
   const own = aggregatorClient(connectTransport(config.aggregators[i]!));
-  const identity = await coordinator.enroll(config.tokens[i]!, `demo-${config.users[i]}`);
+  const key = `fedhh-demo/${config.session}/${i}`;
+  let identity = savedIdentity(key);
+  if (identity === null) {
+    identity = await coordinator.enroll(config.tokens[i]!, `demo-${config.users[i]}`);
+    saveIdentity(key, identity);
+  }
   view.deviceId = identity.deviceId.toString();
   view.state = "enrolled";
   changed();
@@ -82,6 +108,7 @@ async function runDevice(config: DemoConfig, i: number, view: DeviceView, books:
   const budget = await DeviceBudget.open(
     new IndexedDbBudgetStore("fedhh-demo", `${config.session}/${view.deviceId}`),
     floors.lifetimeEpsLocal, floors.budgetPeriodS);
+  view.spent = budget.spent();  // kept across a reload
   const data = { items: config.items[i] ?? [], counts: config.counts[i] ?? [] };
   const memory = newTaskMemory();
   // The task names the aggregator's Connect URL; this device reaches it under its own name.
