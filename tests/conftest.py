@@ -18,7 +18,8 @@ SERVICE_FOLDERS = {"tests/integration/": "services", "tests/security/": "service
                    # (the service unit is the suite's longest; both wait more than they
                    # compute, as the CPU-bound files the other worker runs beside it do).
                    "tests/web/test_web_wire.py": "browser",
-                   "tests/web/test_web_discovery.py": "browser"}
+                   "tests/web/test_web_discovery.py": "browser",
+                   "tests/web/test_web_demo.py": "browser"}
 
 
 class ServiceGroups(LoadScopeScheduling):

@@ -68,9 +68,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "TLS files, signed in with the admin token (0: any; default: off)")
     p.add_argument("--dashboard-host", default="127.0.0.1",
                    help="address of the dashboard (default 127.0.0.1)")
+    p.add_argument("--demo-url", type=_page_url, default=None, metavar="URL",
+                   help="a page of browser devices the dashboard's runs page links to (fedhh "
+                        "up --web-devices serves one; default: no link)")
     options.add_web_options(p, "the device calls (fedhh.v1.DeviceService)")
     p.add_argument("--ready-file", help="write {'port': ..., 'metrics_port': ..., "
                    "'dashboard_port': ..., 'web_port': ...} when serving")
+
+
+def _page_url(text: str) -> str:
+    if not (text.startswith(("https://", "http://")) and text.isprintable()
+            and " " not in text and len(text) <= 2048):
+        raise argparse.ArgumentTypeError(f"expected an http(s):// URL, got {text!r}")
+    return text
 
 
 def _port(text: str) -> int:

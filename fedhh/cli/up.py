@@ -8,7 +8,11 @@ serves its web dashboard: its address is printed when the services are up (watch
 live), and the stack stays up after the run until Ctrl-C. With --web the coordinator and the
 aggregator also serve their device calls over the Connect protocol (the port web devices use,
 fedhh/rpc/connect.py), and the last device process speaks only Connect (`fedhh device
---connect`), beside the others on gRPC.
+--connect`), beside the others on gRPC. With --web-devices N (which implies --web) it also
+serves a demo page that runs N browser devices in one tab (the TypeScript device of clients/web),
+each with its own enrolment token, identity, privacy budget and a dataset user's items: the page
+shows each device's enrolment, check-in, round stage, contribution and privacy spent, and the
+run's progress, and the dashboard links to it.
 
 The defaults fit the small real corpus (Shakespeare: about 1,400 speaking characters, each a
 device). A sum over so few devices hides each report less than one over the paper's 1.6 million,
@@ -19,13 +23,16 @@ so the default aggregate target is eps_agg = 2 (eps_local 4.85 per round for 4 r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from fedhh.cli import options
+from fedhh.cli.webdemo import MAX_WEB_DEVICES
 from fedhh.config import Mode
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError
@@ -50,6 +57,7 @@ UP_DEFAULTS = {"eps_agg": 2.0, "selection": "weighted", "codec": "5bit",
 # Set from the devices started, not by hand.
 DERIVED = ("target_devices", "min_devices")
 MIN_DEVICES = 3  # RunConfig's smallest n_min
+SETTLE_S = 10.0  # how long the run's end waits for the demo page to report its devices
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -75,7 +83,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also serve the device calls over the Connect protocol (for web "
                         "devices), print those addresses, and run the last device process "
                         "over them")
+    p.add_argument("--web-devices", type=web_device_count, default=0, metavar="N",
+                   help="(implies --web) also serve a demo page that runs N browser devices "
+                        f"(at most {MAX_WEB_DEVICES}) in one tab beside the Python devices: "
+                        "the last N dataset users holding an item, each with its own enrolment "
+                        "token, identity and privacy budget (IndexedDB). Its address is "
+                        "printed; the run starts once the page's devices enrolled or after "
+                        "--web-wait seconds. The run does not need them: n_min counts the "
+                        "Python devices only, so it finishes if nobody opens the page. The "
+                        "stack stays up after the run until Ctrl-C. Builds clients/web (needs "
+                        "a source checkout, Node >= 20.19 and npm)")
+    p.add_argument("--web-wait", type=options.non_negative_float, default=60.0,
+                   metavar="SECONDS",
+                   help="with --web-devices: how long to wait for the page's devices to enrol "
+                        "before the run starts without the rest (default 60)")
     add_run_arguments(p, Mode.NETWORK, defaults=UP_DEFAULTS, exclude=DERIVED)
+
+
+def web_device_count(text: str) -> int:
+    count = options.non_negative_int(text)
+    if count > MAX_WEB_DEVICES:
+        # A browser opens 6 connections per host and port; each device's long-polls hold one.
+        raise argparse.ArgumentTypeError(
+            f"at most {MAX_WEB_DEVICES} browser devices share one tab (a browser opens 6 "
+            f"connections per host, and each device's long-poll holds one), got {count}")
+    return count
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,61 +119,151 @@ def run(args: argparse.Namespace) -> int:
     base = config_from_args(args, Mode.NETWORK, exclude=DERIVED)
     dataset = resolve_dataset(args.dataset)
     devices = min(args.devices or dataset.num_users, dataset.num_users)
-    holding = int((dataset.distinct_per_user()[:devices] > 0).sum())
-    if holding < MIN_DEVICES:
+    has_items = (dataset.distinct_per_user()[:devices] > 0).tolist()
+    browser_users: list[int] = []
+    python_end = devices  # the Python devices' users are 0 .. python_end - 1
+    if args.web_devices:
+        from fedhh.cli.webdemo import choose_users
+
+        browser_users, python_end = choose_users(has_items, args.web_devices)
+    holding = int(sum(has_items))
+    python_holding = holding - len(browser_users)
+    if python_holding < MIN_DEVICES:
         raise ConfigError(f"--dataset {args.dataset}"
                           + (f" --devices {args.devices}" if args.devices else "")
-                          + f": {holding} of its users hold an item; a round needs at least "
-                          f"{MIN_DEVICES} devices (far more to hide each report: the default "
-                          "Shakespeare fleet has 1,387)")
-    processes = max(1, min(args.processes, devices))
-    min_devices = max(3, int(args.min_fraction * holding))
+                          + (f" --web-devices {args.web_devices}" if args.web_devices else "")
+                          + f": {python_holding} of its users hold an item"
+                          + (" beside the browser devices" if args.web_devices else "")
+                          + f"; a round needs at least {MIN_DEVICES} devices (far more to hide "
+                          "each report: the default Shakespeare fleet has 1,387)")
+    processes = max(1, min(args.processes, python_end))
+    # n_min counts the Python devices only: the run must not need the browser ones.
+    min_devices = max(3, int(args.min_fraction * python_holding))
     config = replace(base, target_devices=holding, min_devices=min_devices).validate(
         Mode.NETWORK)
-    print(f"fedhh up: {holding} devices from {args.dataset} in {processes} processes",
-          flush=True)
+    web = args.web or bool(args.web_devices)
+    dist = None
+    if args.web_devices:
+        from fedhh.cli import webclient
+
+        print("fedhh up: building the web device (clients/web)", flush=True)
+        try:
+            dist = webclient.build()  # before anything starts
+        except webclient.BuildError as error:
+            raise ConfigError(f"--web-devices: cannot build the web device (clients/web): "
+                              f"{error}") from None
+    print(f"fedhh up: {python_holding} devices from {args.dataset} in {processes} processes"
+          + (f", and {len(browser_users)} browser devices on a demo page" if browser_users
+             else ""), flush=True)
     started = time.monotonic()
-    with LocalTopology(args.workdir, tls=not args.insecure) as topo:
-        web = ["--web-listen", "127.0.0.1:0"] if args.web else []
-        topo.start_aggregator(web)
+    with LocalTopology(args.workdir, tls=not args.insecure) as topo, \
+            contextlib.ExitStack() as stack:
+        demo = None
+        if dist is not None:
+            from fedhh.cli.webdemo import DemoPage
+            from fedhh.rpc.tls import TlsFiles
+
+            context = (None if args.insecure else
+                       TlsFiles.from_dir(topo.workdir / "tls").server_context("the demo page"))
+            demo = stack.enter_context(DemoPage(dist, context))
+        web_flags = ["--web-listen", "127.0.0.1:0"] if web else []
+        if demo is not None:
+            web_flags += ["--web-origin", ",".join(demo.origins())]
+        topo.start_aggregator(web_flags)
         scheme = "http" if args.insecure else "https"
         # Tasks name the aggregator's Connect port too, for the devices that speak only that.
         aggregator_web = (["--aggregator-web-url", f"{scheme}://{topo.web_address('aggregator')}"]
-                          if args.web else [])
-        topo.start_coordinator([*web, *aggregator_web,
-                                *(["--dashboard-port", "0"] if args.dashboard else [])])
-        per = -(-devices // processes)
+                          if web else [])
+        topo.start_coordinator([*web_flags, *aggregator_web,
+                                *(["--dashboard-port", "0"] if args.dashboard else []),
+                                *(["--demo-url", demo.url] if demo is not None else [])])
+        per = -(-python_end // processes)
         extra = ["--min-cohort", str(min_devices)]
         extra += ["--seed", str(args.seed)] if args.seed is not None else []
-        starts = [i * per for i in range(processes) if i * per < devices]
+        starts = [i * per for i in range(processes) if i * per < python_end]
         for i, lo in enumerate(starts):
-            topo.start_devices(f"devices-{i}", args.dataset, f"{lo}:{min(lo + per, devices)}",
-                               extra, connect=args.web and i == len(starts) - 1)
+            topo.start_devices(f"devices-{i}", args.dataset,
+                               f"{lo}:{min(lo + per, python_end)}", extra,
+                               connect=web and i == len(starts) - 1)
         topo.wait_for_devices()
         print(f"services up in {time.monotonic() - started:.1f} s (workdir {topo.workdir})",
               flush=True)
-        if args.web:
-            announce_web(topo, secure=not args.insecure, devices=devices - starts[-1])
+        if web:
+            announce_web(topo, secure=not args.insecure, devices=python_end - starts[-1])
         if args.dashboard:
             announce_dashboard(topo, secure=not args.insecure)
         ca = None if args.insecure else topo.workdir / "tls" / "ca.pem"
         with AdminClient(topo.address("coordinator"), topo.token("admin"), ca) as admin:
+            if demo is not None:
+                enrolled = open_demo(demo, topo, admin, dataset, browser_users, min_devices,
+                                     args.web_wait, secure=not args.insecure)
+                config = replace(config, target_devices=python_holding + enrolled).validate(
+                    Mode.NETWORK)
+            narrator = Narrator(echo=demo.say if demo is not None else None)
             run_ = admin.start_run(to_proto(config), run_id="demo")
             stored = from_proto(run_.config)  # completion rounds dropped if too few devices
             completion = (f", the last {stored.completion()} completing items longer than "
                           f"{stored.max_bits} bits at eps_local + ln {stored.completion_weight}"
                           if stored.completion() else "")
-            print(f"run {run_.run_id}: eps_local {run_.eps_local:.3f} per round for "
-                  f"(eps_agg {config.eps_agg}, delta {config.delta}) over up to "
-                  f"{stored.total_rounds} rounds{completion}", flush=True)
-            final = admin.wait(run_.run_id, args.timeout, on_change=Narrator())
+            narrator.tell(f"run {run_.run_id}: eps_local {run_.eps_local:.3f} per round for "
+                          f"(eps_agg {config.eps_agg}, delta {config.delta}) over up to "
+                          f"{stored.total_rounds} rounds{completion}", indent=False)
+            final = admin.wait(run_.run_id, args.timeout, on_change=narrator)
             results = admin.results(run_.run_id)
         _print_results(final, results)
         explain(final, results)
-        if args.dashboard:
-            hold_until_interrupted()
+        if demo is not None:
+            close_demo(demo, final, results)
+        if args.dashboard or demo is not None:
+            hold_until_interrupted("the dashboard" if demo is None else
+                                   "the demo page" if not args.dashboard else
+                                   "the dashboard and the demo page")
     print(f"shut down cleanly; total {time.monotonic() - started:.1f} s")
     return 0 if final.state == "done" else 1
+
+
+def open_demo(demo: Any, topo: Any, admin: Any, dataset: Any, users: list[int],
+              min_devices: int, wait_s: float, secure: bool) -> int:
+    """Give the demo page its devices (a fresh one-time token each, their users' items),
+    print its address, and wait up to ``wait_s`` for them to enrol; returns how many did."""
+    tokens = admin.mint_tokens(len(users), label="fedhh up --web-devices")
+    held = [dataset.user_items(user) for user in users]
+
+    def port(name: str) -> int:
+        return int(topo.web_address(name).rsplit(":", 1)[1])
+
+    demo.configure(tokens=tokens, users=users,
+                   items=[[dataset.vocabulary[i] for i in items.tolist()] for items, _ in held],
+                   counts=[[int(c) for c in counts] for _, counts in held],
+                   coordinator_port=port("coordinator"), aggregator_port=port("aggregator"),
+                   min_cohort=min_devices)
+    print(f"demo page ({len(users)} browser devices, users {', '.join(map(str, users))}): "
+          f"{demo.url}"
+          + (f" (its certificate, and the Connect ports', is signed by "
+             f"{topo.workdir / 'tls' / 'ca.pem'}: trust it, or accept the browser's warning "
+             "for 127.0.0.1 and localhost)" if secure else ""), flush=True)
+    print(f"waiting up to {wait_s:.0f} s for the page's devices to enrol (open the page)",
+          flush=True)
+    enrolled = demo.wait_enrolled(len(users), wait_s)
+    print(f"browser devices: {enrolled} of {len(users)} enrolled"
+          + ("" if enrolled == len(users) else "; the run starts without the others (they may "
+             "still join later rounds)"), flush=True)
+    return enrolled
+
+
+def close_demo(demo: Any, run: Any, results: Any) -> None:
+    """The run's end on the page, and what each browser device did in the terminal."""
+    from fedhh.cli.webdemo import summary
+
+    demo.say(f"run {run.run_id}: {run.state}; eps_agg spent {run.eps_spent:.3f} over "
+             f"{run.rounds_released} released rounds; heavy hitters: "
+             + (", ".join(h.item for h in results.heavy_hitters) or "none"))
+    # The page posts a device's last round a moment after the coordinator released it.
+    demo.wait_settled(SETTLE_S)
+    print("\nbrowser devices (as the page last reported them):")
+    for line in summary(demo.devices()):
+        print(f"  {line}")
+    sys.stdout.flush()
 
 
 def announce_dashboard(topo: Any, secure: bool) -> None:
@@ -160,9 +282,9 @@ def announce_web(topo: Any, secure: bool, devices: int) -> None:
           f"{topo.web_address('aggregator')}; {devices} of the devices use them", flush=True)
 
 
-def hold_until_interrupted() -> None:
-    """Keep the services (and so the dashboard) up until Ctrl-C."""
-    print("\nThe stack stays up for the dashboard; press Ctrl-C to stop it.", flush=True)
+def hold_until_interrupted(what: str = "the dashboard") -> None:
+    """Keep the services (and so the dashboard or the demo page) up until Ctrl-C."""
+    print(f"\nThe stack stays up for {what}; press Ctrl-C to stop it.", flush=True)
     from fedhh.rpc.topology import interrupt_on_sigterm
 
     interrupt_on_sigterm()
@@ -181,9 +303,18 @@ class Narrator:
     """Prints each change of a run as it happens: check-in, each secure-aggregation stage,
     the release of each round (contributors, kept, found) or its abort with the reason."""
 
-    def __init__(self) -> None:
+    def __init__(self, echo: Callable[[str], None] | None = None) -> None:
         self.shown: set[tuple[int, int]] = set()
         self.last = ""
+        self.echo = echo  # each line also goes here (the demo page's progress)
+
+    def tell(self, line: str, indent: bool = True) -> None:
+        if indent:
+            say(line)
+        else:
+            print(line, flush=True)
+        if self.echo is not None:
+            self.echo(line)
 
     def __call__(self, run: Any) -> None:
         for r in run.rounds:
@@ -191,10 +322,11 @@ class Narrator:
                 continue
             self.shown.add((r.round, r.attempt))
             if r.state == "released":
-                say(f"round {r.round} attempt {r.attempt}: released: {r.participants} "
-                    f"contributors, {r.kept} kept, {r.finished} found ({r.seconds:.0f} s)")
+                self.tell(f"round {r.round} attempt {r.attempt}: released: {r.participants} "
+                          f"contributors, {r.kept} kept, {r.finished} found "
+                          f"({r.seconds:.0f} s)")
             else:
-                say(f"round {r.round} attempt {r.attempt}: {r.state}: {r.reason}")
+                self.tell(f"round {r.round} attempt {r.attempt}: {r.state}: {r.reason}")
         p = run.progress
         if run.state != "running" or not p.phase:
             return
@@ -207,7 +339,7 @@ class Narrator:
         line = f"round {p.round} attempt {p.attempt}: {what}"
         if line != self.last and not (p.phase == "check-in" and self.last.startswith(
                 f"round {p.round} attempt {p.attempt}: check-in")):
-            say(line)
+            self.tell(line)
         self.last = line
 
 

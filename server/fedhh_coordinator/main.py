@@ -81,7 +81,7 @@ async def serve(args: argparse.Namespace) -> None:
 
         dashboard = await start_dashboard(store, runner, lobby, budget, args.db, admin_token,
                                           tls, args.dashboard_host, args.dashboard_port,
-                                          args.insecure)
+                                          args.insecure, demo_url=args.demo_url or "")
     dashboard_port = dashboard.port if dashboard is not None else None
     web = None
     if args.web_listen:

@@ -57,6 +57,10 @@ export interface LoopOptions extends RoundOptions {
   /** The report's 1-bit positions for a verified task (throws to refuse it). */
   report: (task: Task) => Promise<number[]>;
   signal?: AbortSignal;
+  /** Told when a check-in is sent (the device waits for a task from then on). */
+  onCheckIn?: () => void;
+  /** Told when a verified task is taken, before its config is checked. */
+  onTask?: (task: Task) => void;
 }
 
 /**
@@ -73,6 +77,7 @@ export async function nextRound(coordinator: CoordinatorClient, identity: Identi
   for (let failures = 0; ; failures++) {
     options.signal?.throwIfAborted();
     let checkIn: CheckIn;
+    options.onCheckIn?.();
     try {
       checkIn = await coordinator.checkIn(identity, { cPk: keys.c.public, sPk: keys.s.public },
                                           memory.known, undefined, options.signal);
@@ -100,6 +105,7 @@ export async function nextRound(coordinator: CoordinatorClient, identity: Identi
       continue;
     }
     memory.done.add(key);
+    options.onTask?.(task);
     const base = { runId: task.runId, round: task.round, attempt: task.attempt };
     const refused = (error: unknown): TaskResult =>
       ({ ...base, outcome: "device_aborted", reached: 0, contributed: false,

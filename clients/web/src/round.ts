@@ -171,6 +171,8 @@ export interface RoundOptions {
    * "masked", "consistency", "unmask"; src/loop.ts adds "config" and "report".
    */
   timings?: Record<string, number>;
+  /** Told each stage as the device enters it (ADVERTISE_KEYS first), e.g. to show it. */
+  onStage?: (stage: Stage) => void;
 }
 
 /** `work()`, its milliseconds added to `timings[step]` when timings are kept. */
@@ -296,6 +298,7 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
   let contributed = false;
   const dropped = (): RoundOutcome => ({ outcome: "dropped", reached, contributed, detail: "" });
   try {
+    options.onStage?.(Stage.ADVERTISE_KEYS);
     if (options.dropBefore === Stage.ADVERTISE_KEYS) return dropped();
     const keys = await timed(options.timings, "advertise", () => keysToPb(device.advertiseKeys()));
     const advert = create(AdvertiseKeysRequestSchema, { sessionId, keys, waitNextMs: pollMs });
@@ -305,6 +308,7 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
                     Stage.UNMASK];
     for (const stage of stages) {
       reached = stage;
+      options.onStage?.(stage);
       if (options.dropBefore === stage) return dropped();
       const request = await requestFor(stage, next);
       const waitNextMs = stage === Stage.UNMASK ? 0 : pollMs;

@@ -31,11 +31,13 @@ __all__ = ["Dashboard", "start_dashboard"]
 
 async def start_dashboard(store: Store, runner: Runner, lobby: Lobby, budget: LifetimeBudget,
                           db: str | Path, admin_token: bytes, tls: TlsFiles | None,
-                          host: str, port: int, insecure: bool = False) -> Dashboard:
-    """A running dashboard over the coordinator's state (``close()`` it on shutdown)."""
+                          host: str, port: int, insecure: bool = False,
+                          demo_url: str = "") -> Dashboard:
+    """A running dashboard over the coordinator's state (``close()`` it on shutdown);
+    ``demo_url``: a page of browser devices its runs page links to."""
     reader = Reader(db)
     dashboard = Dashboard(Views(store, runner, lobby, budget, reader), Sessions(admin_token),
-                          tls)
+                          tls, demo_url=demo_url)
     try:
         await dashboard.start(host, port, insecure)
     except BaseException:

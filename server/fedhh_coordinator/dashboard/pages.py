@@ -116,8 +116,18 @@ def rounds_text(line: RunLine) -> str:
     return text
 
 
-def runs_page(lines: Sequence[RunLine]) -> Html:
-    body = fmt('<h1>Runs</h1>{table}', table=region("runs", runs_table(lines)))
+def demo_note(demo_url: str) -> Html:
+    """The link to the browser devices' page (``fedhh up --web-devices``), if one is served."""
+    if not demo_url:
+        return Html("")
+    return fmt('<p class="note demo">Browser devices take part in these runs: '
+               '<a href="{url}" target="_blank" rel="noopener">watch them on the demo '
+               'page</a>.</p>', url=demo_url)
+
+
+def runs_page(lines: Sequence[RunLine], demo_url: str = "") -> Html:
+    body = fmt('<h1>Runs</h1>{demo}{table}', demo=demo_note(demo_url),
+               table=region("runs", runs_table(lines)))
     return frame("Runs", body, nav="runs", live="/live/runs")
 
 

@@ -76,8 +76,9 @@ class Dashboard:
     """``await Dashboard(...).start(host, port)``; ``await close()`` stops it."""
 
     def __init__(self, views: Views, sessions: Sessions, tls: TlsFiles | None,
-                 interval_s: float = 1.0) -> None:
+                 interval_s: float = 1.0, demo_url: str = "") -> None:
         self.views = views
+        self.demo_url = demo_url  # the browser devices' page the runs page links to, if any
         self.sessions = sessions
         self.tls = tls
         self.interval_s = interval_s
@@ -226,7 +227,7 @@ class Dashboard:
         return run_id
 
     async def runs(self, request: web.Request) -> web.Response:
-        return html_response(pages.runs_page(self.views.runs()))
+        return html_response(pages.runs_page(self.views.runs(), self.demo_url))
 
     async def run(self, request: web.Request) -> web.Response:
         run_id = self._run_id(request)

@@ -1,0 +1,259 @@
+"""The browser devices' demo page of ``fedhh up --web-devices N``: a small page server started by
+``fedhh up`` in its own process, on 127.0.0.1 at a port of the OS's choice, over HTTPS with the
+services' development certificate (plaintext with ``--insecure``).
+
+It serves the static page (``clients/web/demo/``: index.html, demo.css; ``demo.js``, the esbuild
+bundle of demo.ts over the web device library), ``demo.json`` (what each browser device gets:
+its one-time enrolment token, its user's items, the Connect URLs under its host name, the n_min
+floor), the trained codebooks (``books/``), and ``progress.json`` (the run's progress as `fedhh
+up` narrates it). The page posts its devices' states to ``status``; `fedhh up` reads them to
+wait for the devices' enrolment before it starts the run and to report on them.
+
+A browser opens at most 6 HTTP/1.1 connections per host and port, and each device's long-polls
+(GetTask, AwaitStage) hold one, so the devices reach the Connect ports under the two names the
+development certificate covers (127.0.0.1 and localhost), at most 5 per name.
+
+The page's enrolment tokens are served to whoever reaches the page's port on this machine: a
+demo on loopback, not a deployment (docs/web-devices.md, "Demo page").
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import secrets
+import ssl
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+from fedhh.cli.webclient import ROOT, WEB
+from fedhh.errors import ConfigError
+
+HOSTS = ("127.0.0.1", "localhost")  # the names the development certificate covers
+PER_HOST = 5  # a browser's 6 connections per host and port, one to spare
+MAX_WEB_DEVICES = PER_HOST * len(HOSTS)
+MAX_STATUS_BYTES = 256 * 1024
+PROGRESS_LINES = 60
+BOOKS = ROOT / "fedhh" / "codec" / "books"
+STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
+          "/index.html": ("index.html", "text/html; charset=utf-8"),
+          "/demo.css": ("demo.css", "text/css; charset=utf-8")}
+
+
+def choose_users(has_items: list[bool], count: int) -> tuple[list[int], int]:
+    """The browser devices' users: the last ``count`` users that hold an item (``has_items``
+    per user, over the users `fedhh up` starts); and where the Python devices' users end (they
+    take every user before the first browser one)."""
+    holders = [user for user, held in enumerate(has_items) if held]
+    if count > len(holders):
+        raise ConfigError(f"--web-devices {count}: only {len(holders)} users hold an item")
+    chosen = holders[len(holders) - count:]
+    return chosen, (chosen[0] if chosen else len(has_items))
+
+
+def device_urls(scheme: str, port: int, count: int) -> list[str]:
+    """One Connect URL of a port per device, the host names taken in turn."""
+    return [f"{scheme}://{HOSTS[i % len(HOSTS)]}:{port}" for i in range(count)]
+
+
+class DemoPage:
+    """``with DemoPage(dist, tls) as page:``; serving from the start, stopped on exit."""
+
+    def __init__(self, dist: Path, context: ssl.SSLContext | None) -> None:
+        self.bundle = dist / "browser" / "demo.js"
+        if not self.bundle.exists():
+            raise ConfigError(f"the demo page's bundle {self.bundle} is missing (npm run bundle)")
+        self.scheme = "https" if context is not None else "http"
+        self._changed = threading.Condition()
+        self._config = b""
+        self._csp = ""
+        self._lines: list[str] = []
+        self._devices: list[dict[str, Any]] = []
+        handler = type("Handler", (_Handler,), {"page": self})
+        self._server = _Server(("127.0.0.1", 0), handler)
+        if context is not None:
+            # The handshake in the handler's thread, not in the accept loop.
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True,
+                                                      do_handshake_on_connect=False)
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(target=self._server.serve_forever, name="demo-page",
+                                        daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{HOSTS[0]}:{self.port}/"
+
+    def origins(self) -> list[str]:
+        """The page's origins, under each name (the services' --web-origin)."""
+        return [f"{self.scheme}://{host}:{self.port}" for host in HOSTS]
+
+    # ---- what the page gets ----------------------------------------------------------------
+    def configure(self, *, tokens: list[str], users: list[int], items: list[list[str]],
+                  counts: list[list[int]], coordinator_port: int, aggregator_port: int,
+                  min_cohort: int) -> None:
+        """The browser devices' demo.json: device i gets tokens[i], users[i]'s items and
+        counts, and the Connect ports under its host name."""
+        count = len(tokens)
+        coordinators = device_urls(self.scheme, coordinator_port, count)
+        aggregators = device_urls(self.scheme, aggregator_port, count)
+        config = {"aggregator": f"{self.scheme}://{HOSTS[0]}:{aggregator_port}",
+                  "coordinators": coordinators, "aggregators": aggregators,
+                  "tokens": tokens, "users": users, "items": items, "counts": counts,
+                  "minCohort": min_cohort, "books": "books/", "session": secrets.token_hex(8)}
+        ports = sorted({urlsplit(u).netloc for u in coordinators + aggregators}
+                       | {f"{host}:{port}" for host in HOSTS
+                          for port in (coordinator_port, aggregator_port)})
+        connect = " ".join(f"{self.scheme}://{netloc}" for netloc in ports)
+        with self._changed:
+            self._config = json.dumps(config).encode()
+            self._csp = ("default-src 'none'; script-src 'self'; style-src 'self'; "
+                         f"connect-src 'self' {connect}; base-uri 'none'; form-action 'none'; "
+                         "frame-ancestors 'none'")
+
+    def say(self, line: str) -> None:
+        """A line of the run's progress for the page."""
+        with self._changed:
+            self._lines = [*self._lines, line][-PROGRESS_LINES:]
+
+    # ---- what the page says ----------------------------------------------------------------
+    def devices(self) -> list[dict[str, Any]]:
+        """The browser devices' states as the page last posted them."""
+        with self._changed:
+            return list(self._devices)
+
+    def wait_enrolled(self, count: int, timeout_s: float) -> int:
+        """Block until ``count`` browser devices have enrolled or ``timeout_s`` passed; returns
+        how many have."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while (enrolled := self._enrolled()) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(left)
+            return enrolled
+
+    def wait_settled(self, timeout_s: float) -> bool:
+        """Block until no browser device is in a round (the page has posted how its last round
+        ended) or ``timeout_s`` passed; whether they settled."""
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: all(d.get("state") != "in a round" for d in self._devices), timeout_s)
+
+    def _enrolled(self) -> int:
+        return sum(1 for d in self._devices if d.get("deviceId"))
+
+    def _posted(self, body: bytes) -> None:
+        devices = json.loads(body).get("devices")
+        if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
+            raise ValueError("expected {'devices': [...]}")
+        with self._changed:
+            self._devices = devices
+            self._changed.notify_all()
+
+    def _answer(self, path: str) -> tuple[bytes, str] | None:
+        if path in STATIC:
+            name, kind = STATIC[path]
+            return (WEB / "demo" / name).read_bytes(), kind
+        if path == "/demo.js":
+            return self.bundle.read_bytes(), "text/javascript; charset=utf-8"
+        with self._changed:
+            if path == "/demo.json" and self._config:
+                return self._config, "application/json"
+            if path == "/progress.json":
+                return json.dumps({"lines": self._lines}).encode(), "application/json"
+        if path.startswith("/books/"):
+            name = path.removeprefix("/books/")
+            if name in {p.name for p in BOOKS.glob("*.json")}:  # never a path
+                return (BOOKS / name).read_bytes(), "application/json"
+        return None
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> DemoPage:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a browser that refused the certificate, a closed tab: nothing for the terminal
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    page: DemoPage
+    timeout = 30  # a connection that sends nothing is dropped
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the demo's terminal is for the run
+
+    def _send(self, status: int, body: bytes, kind: str = "text/plain; charset=utf-8") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        if self.page._csp:
+            self.send_header("Content-Security-Policy", self.page._csp)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # http.server's name
+        answer = self.page._answer(urlsplit(self.path).path)
+        if answer is None:
+            self._send(404, b"not found")
+        else:
+            self._send(200, *answer)
+
+    def do_POST(self) -> None:
+        if urlsplit(self.path).path != "/status":
+            self._send(404, b"not found")
+            return
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            self._send(411, b"a length is required")
+            return
+        if not 0 <= length <= MAX_STATUS_BYTES:
+            self.close_connection = True
+            self._send(413, b"too large")
+            return
+        try:
+            self.page._posted(self.rfile.read(length))
+        except ValueError as error:  # json.JSONDecodeError is one
+            self._send(400, str(error).encode())
+            return
+        self._send(204, b"")
+
+
+def summary(devices: list[dict[str, Any]]) -> list[str]:
+    """One line per browser device: its rounds and what became of each."""
+    lines = [] if devices else ["none reported (was the page opened?)"]
+    for d in devices:
+        tasks = d.get("tasks") or []
+        done = ", ".join(f"{t.get('task')}: "
+                         + ("contributed" if t.get("contributed") else
+                            f"{t.get('outcome')}" + (f" ({t['detail']})" if t.get("detail")
+                                                     else ""))
+                         for t in tasks) or "no round yet"
+        who = f"device {d['deviceId']}" if d.get("deviceId") else "not enrolled"
+        error = f"; failed: {d['error']}" if d.get("error") else ""
+        lines.append(f"user {d.get('user')} ({who}, local eps spent "
+                     f"{float(d.get('spent') or 0):.3f}): {done}{error}")
+    return lines

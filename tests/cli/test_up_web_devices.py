@@ -1,0 +1,150 @@
+"""`fedhh up --web-devices`'s pieces in process, without a browser: the choice of the browser
+devices' users, the refusals (one line, before any work), and the demo page's server (routes,
+the devices' posted states, the wait for their enrolment). The whole of it, with Chromium, is
+tests/web/test_web_demo.py."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fedhh.cli import webclient
+from fedhh.cli.main import main
+from fedhh.cli.webdemo import MAX_WEB_DEVICES, DemoPage, choose_users, device_urls, summary
+from fedhh.errors import ConfigError
+
+
+def one_line_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "Traceback" not in err[0], (code, err)
+    return err[0]
+
+
+def test_the_browser_devices_are_the_last_users_holding_an_item() -> None:
+    held = [True, False, True, True, False, True, False]
+    assert choose_users(held, 2) == ([3, 5], 3)  # the Python devices take users 0..2
+    assert choose_users(held, 0) == ([], 7)
+    with pytest.raises(ConfigError, match="--web-devices 5: only 4 users hold an item"):
+        choose_users(held, 5)
+
+
+def test_device_urls_take_the_host_names_in_turn() -> None:
+    assert device_urls("https", 7080, 3) == ["https://127.0.0.1:7080", "https://localhost:7080",
+                                             "https://127.0.0.1:7080"]
+
+
+def test_up_refuses_more_browser_devices_than_a_tab_can_hold(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    line = one_line_error(["up", "--web-devices", str(MAX_WEB_DEVICES + 1)], capsys)
+    assert f"at most {MAX_WEB_DEVICES} browser devices" in line and "6 connections" in line
+
+
+def test_up_refuses_browser_devices_that_leave_too_few_python_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "five.txt"
+    data.write_text("apple\nbanana\ncherry\ndamson\nelder\n")
+    line = one_line_error(["up", "--dataset", str(data), "--web-devices", "3", "--workdir",
+                           str(tmp_path / "w")], capsys)
+    assert "--web-devices 3: 2 of its users hold an item beside the browser devices" in line
+    assert not (tmp_path / "w").exists()
+
+
+def test_without_node_the_build_says_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(webclient.shutil, "which", lambda name: None)
+    with pytest.raises(webclient.BuildError, match="node and npm are not installed"):
+        webclient.build()
+
+
+@pytest.fixture
+def page(tmp_path: Path) -> Iterator[DemoPage]:
+    (tmp_path / "browser").mkdir()
+    (tmp_path / "browser" / "demo.js").write_text("// the bundle")
+    with DemoPage(tmp_path, None) as served:
+        yield served
+
+
+def request(page: DemoPage, method: str, path: str, body: bytes | None = None
+            ) -> tuple[int, dict[str, str], bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", page.port, timeout=10)
+    try:
+        connection.request(method, path, body=body,
+                           headers={"Content-Type": "application/json"} if body else {})
+        response = connection.getresponse()
+        return response.status, dict(response.headers), response.read()
+    finally:
+        connection.close()
+
+
+def test_the_page_server_serves_the_page_its_devices_and_the_progress(page: DemoPage) -> None:
+    assert page.url == f"http://127.0.0.1:{page.port}/"
+    assert page.origins() == [f"http://127.0.0.1:{page.port}", f"http://localhost:{page.port}"]
+    status, _, body = request(page, "GET", "/")
+    assert status == 200 and b'src="demo.js"' in body
+    assert request(page, "GET", "/demo.js")[2] == b"// the bundle"
+    assert request(page, "GET", "/demo.json")[0] == 404  # not before configure()
+    page.configure(tokens=["t1", "t2"], users=[8, 9], items=[["a"], ["b", "c"]],
+                   counts=[[1], [2, 1]], coordinator_port=7080, aggregator_port=7180,
+                   min_cohort=50)
+    status, headers, body = request(page, "GET", "/demo.json")
+    config = json.loads(body)
+    assert status == 200 and config["tokens"] == ["t1", "t2"] and config["minCohort"] == 50
+    assert config["coordinators"] == ["http://127.0.0.1:7080", "http://localhost:7080"]
+    assert config["aggregator"] == "http://127.0.0.1:7180"
+    csp = headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "http://localhost:7180" in csp
+    assert headers["Cache-Control"] == "no-store"
+    page.say("round 1 attempt 1: check-in")
+    assert json.loads(request(page, "GET", "/progress.json")[2]) == {
+        "lines": ["round 1 attempt 1: check-in"]}
+    assert request(page, "GET", "/books/english.json")[0] == 200
+    for path in ("/books/../up.py", "/books/nothing.json", "/fleet.json", "/../README.md"):
+        assert request(page, "GET", path)[0] == 404, path
+
+
+def test_the_page_server_waits_for_the_devices_to_enrol(page: DemoPage) -> None:
+    assert page.wait_enrolled(2, 0.05) == 0  # nobody opened the page
+    posted = threading.Event()
+
+    def post() -> None:
+        devices = [{"user": 8, "deviceId": "3", "state": "checking in", "tasks": [],
+                    "spent": 0}, {"user": 9, "deviceId": "4", "state": "enrolled",
+                                  "tasks": [], "spent": 0}]
+        assert request(page, "POST", "/status", json.dumps({"devices": devices}).encode()
+                       )[0] == 204
+        posted.set()
+
+    thread = threading.Thread(target=post)
+    thread.start()
+    assert page.wait_enrolled(2, 30) == 2
+    thread.join()
+    assert posted.is_set() and page.wait_settled(0.05)
+    assert summary(page.devices())[0] == "user 8 (device 3, local eps spent 0.000): no round yet"
+    assert request(page, "POST", "/status", b"{not json")[0] == 400
+    assert request(page, "POST", "/status", b'{"devices": 3}')[0] == 400
+    with socket.create_connection(("127.0.0.1", page.port), timeout=10) as raw:
+        # A declared body over the cap is answered unread.
+        raw.sendall(b"POST /status HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n")
+        assert raw.recv(64).startswith(b"HTTP/1.1 413 ")
+    assert request(page, "POST", "/elsewhere", b"{}")[0] == 404
+    assert len(page.devices()) == 2  # the refused posts changed nothing
+
+
+def test_the_dashboard_links_to_the_demo_page(capsys: pytest.CaptureFixture[str]) -> None:
+    from fedhh_coordinator.dashboard import pages
+
+    assert 'href="https://127.0.0.1:5/"' in pages.runs_page([], "https://127.0.0.1:5/")
+    assert "demo page" not in pages.runs_page([])
+    line = one_line_error(["coordinator", "--demo-url", "javascript:alert(1)"], capsys)
+    assert "--demo-url" in line and "expected an http(s):// URL" in line
