@@ -47,8 +47,6 @@ export interface TaskOptions {
   floors?: Floors;
   dropBefore?: Stage;
   timings?: Record<string, number>;
-  /** Where the report's selection and randomizer draw from (systemDraws). */
-  draws?: DrawSource;
 }
 
 export interface RunDeviceOptions extends Omit<RoundOptions, "dropBefore" | "timings" | "onStage"> {
@@ -84,6 +82,11 @@ export interface RunDeviceOptions extends Omit<RoundOptions, "dropBefore" | "tim
   coordinator?: Coordinator;
   /** Stop after this many tasks (tests); none: until `signal` aborts. */
   tasks?: number;
+  /**
+   * Where a task's selection and randomizer draw from (systemDraws, the browser's
+   * crypto.getRandomValues; a seeded stream only in tests).
+   */
+  draws?: (task: Task) => DrawSource;
   /** What task number `n` (0, 1, ...) does differently (tests). */
   taskOptions?: (n: number) => TaskOptions;
   onEvent?: (event: DeviceEvent) => void;
@@ -150,11 +153,10 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
   };
   const memory = newTaskMemory();
   const summary: DeviceSummary = { identity, tasks: 0, contributed: 0, spent: budget.spent() };
-  const { taskOptions, tasks, onEvent: _onEvent, ...rest } = options;
+  const { taskOptions, tasks, draws, onEvent: _onEvent, ...rest } = options;
   for (let n = 0; tasks === undefined || n < tasks; n++) {
     const plan = taskOptions?.(n) ?? {};
     const taskFloors = plan.floors ?? floors;
-    const draws = plan.draws ?? systemDraws;
     let result: TaskResult;
     try {
       result = await nextRound(coordinator, identity, {
@@ -164,7 +166,8 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
         onCheckIn: () => tell({ type: "checking-in" }),
         onTask: (task) => tell({ type: "task", task }),
         onStage: (stage) => tell({ type: "stage", stage }),
-        report: (task) => reportForTask(task, data, budget, taskFloors, options.books, draws),
+        report: (task) => reportForTask(task, data, budget, taskFloors, options.books,
+                                       draws?.(task) ?? systemDraws),
       });
     } catch (error) {
       if (options.signal?.aborted) break;
