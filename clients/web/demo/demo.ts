@@ -98,7 +98,8 @@ function show(view: DeviceView, event: DeviceEvent): void {
       break;
     }
     case "waiting-for-another-tab":
-      view.error = "another tab runs this device";
+      // (a reload can start before the old page's lock is released: not an error)
+      view.stage = "waiting for another tab of this page";
       break;
   }
   changed();
