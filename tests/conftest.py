@@ -19,6 +19,7 @@ SERVICE_FOLDERS = {"tests/integration/": "services", "tests/security/": "service
                    # compute, as the CPU-bound files the other worker runs beside it do).
                    "tests/web/test_web_wire.py": "browser",
                    "tests/web/test_web_discovery.py": "browser",
+                   "tests/web/test_web_identity.py": "browser",
                    "tests/web/test_web_demo.py": "browser"}
 
 

@@ -155,8 +155,8 @@ def test_fedhh_up_web_devices_take_part_in_the_released_rounds(tmp_path: Path) -
         progress = browser.find_element("id", "progress").text
         assert "released: 60 contributors" in progress, progress
 
-        # Reloaded, the page goes on with the same devices (their identities in the tab's
-        # sessionStorage, their budgets in IndexedDB): no token is needed again.
+        # Reloaded, the page goes on with the same devices (their identities and budgets in
+        # IndexedDB, runDevice): no token is needed again.
         browser.refresh()
 
         def resumed(driver: Any) -> list[dict[str, Any]] | None:

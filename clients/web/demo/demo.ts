@@ -1,22 +1,20 @@
 /**
  * The demo page of `fedhh up --web-devices N` (bundled to dist/browser/demo.js by `npm run
  * bundle`): N web devices in one tab, each with its own one-time enrolment token, identity,
- * IndexedDB budget and items, all given by `demo.json` beside the page. Each device enrols,
- * then takes task after task (src/loop.ts) until the page is closed. The page shows per
+ * IndexedDB budget and items, all given by `demo.json` beside the page. Each device is a
+ * `runDevice` (src/run.ts): it enrols (or finds its identity in IndexedDB, after a reload),
+ * then takes task after task until the page is closed. The page shows per
  * device what it is doing (enrolled, checked in, the stage of its round, contributed or not
  * and why, the local epsilon spent) and the run's progress (`progress.json`, written by
  * `fedhh up`); it posts the devices' states back to `status` so that `fedhh up` can tell the
  * operator (and wait for the devices to enrol before it starts the run).
  */
 
-import { DeviceBudget, IndexedDbBudgetStore } from "../src/budget.js";
-import { fromHex, toHex } from "../src/bytes.js";
 import { type BookLoader, fetchBooks } from "../src/codec.js";
 import { DEFAULT_FLOORS, type Floors } from "../src/floors.js";
-import { newTaskMemory, nextRound, type TaskResult } from "../src/loop.js";
-import { reportForTask } from "../src/report.js";
+import type { TaskResult } from "../src/loop.js";
 import { Stage } from "../src/round.js";
-import { CoordinatorClient, type Identity, aggregatorClient, connectTransport } from "../src/wire.js";
+import { type DeviceEvent, runDevice } from "../src/run.js";
 
 /** What `fedhh up` gives the page (fedhh/cli/webdemo.py writes it). */
 export interface DemoConfig {
@@ -71,73 +69,57 @@ function changed(): void {
   schedulePost();
 }
 
-/**
- * A device's identity, kept in this tab's sessionStorage (gone when the tab closes): a reloaded
- * page goes on with the devices it enrolled, whose one-time tokens are spent.
- */
-function savedIdentity(key: string): Identity | null {
-  const saved = sessionStorage.getItem(key);
-  if (saved === null) return null;
-  const o = JSON.parse(saved) as Record<string, string>;
-  return { deviceId: BigInt(o["deviceId"]!), credential: fromHex(o["credential"]!),
-           identitySeed: fromHex(o["identitySeed"]!),
-           coordinatorPublic: fromHex(o["coordinatorPublic"]!) };
-}
-
-function saveIdentity(key: string, identity: Identity): void {
-  sessionStorage.setItem(key, JSON.stringify({
-    deviceId: identity.deviceId.toString(), credential: toHex(identity.credential),
-    identitySeed: toHex(identity.identitySeed),
-    coordinatorPublic: toHex(identity.coordinatorPublic) }));
-}
-
-async function runDevice(config: DemoConfig, i: number, view: DeviceView, books: BookLoader
-): Promise<void> {
-  const coordinator = new CoordinatorClient(connectTransport(config.coordinators[i]!));
-  const own = aggregatorClient(connectTransport(config.aggregators[i]!));
-  const key = `fedhh-demo/${config.session}/${i}`;
-  let identity = savedIdentity(key);
-  if (identity === null) {
-    identity = await coordinator.enroll(config.tokens[i]!, `demo-${config.users[i]}`);
-    saveIdentity(key, identity);
+/** The page's view of one device's events. */
+function show(view: DeviceView, event: DeviceEvent): void {
+  switch (event.type) {
+    case "enrolled":
+      view.deviceId = event.identity.deviceId.toString();
+      view.state = "enrolled";
+      view.spent = event.spent;  // kept across a reload
+      break;
+    case "checking-in":
+      if (view.state === "checking in") return;
+      view.state = "checking in"; view.task = ""; view.stage = "";
+      break;
+    case "task":
+      view.state = "in a round";
+      view.task = `${event.task.runId} round ${event.task.round}.${event.task.attempt}`;
+      view.stage = "checking the config";
+      break;
+    case "stage":
+      view.stage = STAGES[event.stage];
+      break;
+    case "result": {
+      const r = event.result;
+      view.tasks.push({ task: `${r.runId} round ${r.round}.${r.attempt}`, outcome: r.outcome,
+                        contributed: r.contributed, detail: r.detail });
+      view.spent = event.spent;
+      view.stage = "";
+      break;
+    }
+    case "waiting-for-another-tab":
+      // (a reload can start before the old page's lock is released: not an error)
+      view.stage = "waiting for another tab of this page";
+      break;
   }
-  view.deviceId = identity.deviceId.toString();
-  view.state = "enrolled";
   changed();
+}
+
+/**
+ * Device i: its identity and budget in IndexedDB under its name in this `fedhh up` (a
+ * reloaded page goes on with the devices it enrolled, whose one-time tokens are spent).
+ */
+async function runDemoDevice(config: DemoConfig, i: number, view: DeviceView, books: BookLoader
+): Promise<void> {
   const floors: Floors = { ...DEFAULT_FLOORS, minCohort: config.minCohort };
-  const budget = await DeviceBudget.open(
-    new IndexedDbBudgetStore("fedhh-demo", `${config.session}/${view.deviceId}`),
-    floors.lifetimeEpsLocal, floors.budgetPeriodS);
-  view.spent = budget.spent();  // kept across a reload
-  const data = { items: config.items[i] ?? [], counts: config.counts[i] ?? [] };
-  const memory = newTaskMemory();
-  // The task names the aggregator's Connect URL; this device reaches it under its own name.
-  const aggregatorFor = (webUrl: string) =>
-    webUrl === config.aggregator ? own : aggregatorClient(connectTransport(webUrl));
-  for (;;) {
-    const result = await nextRound(coordinator, identity, {
-      aggregatorFor, memory, floors,
-      onCheckIn: () => {
-        if (view.state !== "checking in") {
-          view.state = "checking in"; view.task = ""; view.stage = ""; changed();
-        }
-      },
-      onTask: (task) => {
-        view.state = "in a round";
-        view.task = `${task.runId} round ${task.round}.${task.attempt}`;
-        view.stage = "checking the config";
-        changed();
-      },
-      onStage: (stage) => { view.stage = STAGES[stage]; changed(); },
-      report: (task) => reportForTask(task, data, budget, floors, books),
-    });
-    view.tasks.push({ task: `${result.runId} round ${result.round}.${result.attempt}`,
-                      outcome: result.outcome, contributed: result.contributed,
-                      detail: result.detail });
-    view.spent = budget.spent();
-    view.stage = "";
-    changed();
-  }
+  await runDevice({
+    coordinatorUrl: config.coordinators[i]!, enrollmentToken: config.tokens[i]!,
+    label: `demo-${config.users[i]}`, name: `demo/${config.session}/${i}`, floors, books,
+    items: config.items[i] ?? [], counts: config.counts[i] ?? [],
+    // The task names the aggregator's Connect URL; this device reaches it under its own name.
+    aggregatorUrl: (webUrl) => webUrl === config.aggregator ? config.aggregators[i]! : webUrl,
+    onEvent: (event) => show(view, event),
+  });
 }
 
 // ---- the page ----------------------------------------------------------------------------------
@@ -214,7 +196,7 @@ async function main(): Promise<void> {
   void pollProgress();
   // One loader for all: a trained book is fetched once (the loader keeps it).
   const books = fetchBooks(new URL(config.books, location.href).href);
-  await Promise.all(views.map((view, i) => runDevice(config, i, view, books).catch((error: unknown) => {
+  await Promise.all(views.map((view, i) => runDemoDevice(config, i, view, books).catch((error: unknown) => {
     view.state = "failed";
     view.error = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
     changed();

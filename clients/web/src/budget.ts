@@ -16,6 +16,7 @@
 import { concat, toHex, u32, utf8 } from "./bytes.js";
 import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
 import { sha256 } from "./primitives.js";
+import { deviceDatabase, idbGet, idbPut } from "./storage.js";
 
 export const SLACK = 1e-9;
 
@@ -63,46 +64,19 @@ export class MemoryBudgetStore implements BudgetStore {
   }
 }
 
-/** A store in the browser's IndexedDB: one record under `key` in object store "budget". */
+/**
+ * A store in the browser's IndexedDB: one record under `key` in object store "budget" of
+ * `database` (src/storage.ts: `deviceDatabase(name)` for a named device).
+ */
 export class IndexedDbBudgetStore implements BudgetStore {
-  constructor(private readonly database = "fedhh-device", private readonly key = "budget") {}
-
-  private open(): Promise<IDBDatabase> {
-    return new Promise((resolve, reject) => {
-      const request = indexedDB.open(this.database, 1);
-      request.onupgradeneeded = () => request.result.createObjectStore("budget");
-      request.onsuccess = () => resolve(request.result);
-      request.onerror = () => reject(request.error);
-    });
-  }
+  constructor(private readonly database = deviceDatabase(), private readonly key = "budget") {}
 
   async load(): Promise<BudgetState | null> {
-    const db = await this.open();
-    try {
-      return await new Promise((resolve, reject) => {
-        const request = db.transaction("budget", "readonly").objectStore("budget").get(this.key);
-        request.onsuccess = () => resolve((request.result as BudgetState | undefined) ?? null);
-        request.onerror = () => reject(request.error);
-      });
-    } finally {
-      db.close();
-    }
+    return ((await idbGet(this.database, "budget", this.key)) as BudgetState | undefined) ?? null;
   }
 
   async save(state: BudgetState): Promise<void> {
-    const db = await this.open();
-    try {
-      await new Promise<void>((resolve, reject) => {
-        // "strict" durability: the write reaches the disk before the transaction completes.
-        const tx = db.transaction("budget", "readwrite", { durability: "strict" });
-        tx.objectStore("budget").put(state, this.key);
-        tx.oncomplete = () => resolve();
-        tx.onerror = () => reject(tx.error);
-        tx.onabort = () => reject(tx.error);
-      });
-    } finally {
-      db.close();
-    }
+    await idbPut(this.database, "budget", this.key, state);
   }
 }
 

@@ -23,3 +23,6 @@ export * from "./report.js";
 export * from "./wire.js";
 export * from "./round.js";
 export * from "./loop.js";
+export * from "./storage.js";
+export * from "./identity.js";
+export * from "./run.js";

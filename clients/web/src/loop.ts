@@ -17,9 +17,12 @@ import type { SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
 import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
 import { ed25519PublicFromSeed } from "./primitives.js";
 import { type RandomSource, systemRandom } from "./random.js";
-import { type RoundOptions, type RoundOutcome, codeOf, participate, timed } from "./round.js";
+import { type RoundOptions, type RoundOutcome, codeOf, participate, pause, timed } from "./round.js";
 import { generateRoundKeys } from "./secagg.js";
 import type { CheckIn, CoordinatorClient, Identity } from "./wire.js";
+
+/** The coordinator calls a device makes (`CoordinatorClient`, or a test's own). */
+export type Coordinator = Pick<CoordinatorClient, "enroll" | "checkIn">;
 
 const SHED = new Set([Code.Canceled, Code.ResourceExhausted]);
 const CHECK_IN_RETRIED = new Set([...SHED, Code.Unavailable, Code.DeadlineExceeded]);
@@ -56,7 +59,6 @@ export interface LoopOptions extends RoundOptions {
   aggregatorFor: (webUrl: string, address: string) => Client<typeof SecureAggregation>;
   /** The report's 1-bit positions for a verified task (throws to refuse it). */
   report: (task: Task) => Promise<number[]>;
-  signal?: AbortSignal;
   /** Told when a check-in is sent (the device waits for a task from then on). */
   onCheckIn?: () => void;
   /** Told when a verified task is taken, before its config is checked. */
@@ -66,9 +68,10 @@ export interface LoopOptions extends RoundOptions {
 /**
  * Check in until this device gets a task, then take part in its round: one task, one result.
  * A task refused by the device (its floors, its budget, its config checks) ends as
- * `device_aborted` before anything is sent to the aggregator.
+ * `device_aborted` before anything is sent to the aggregator. `signal` stops it: the abort's
+ * reason is thrown (during a round too: the device then leaves it, as one that drops out).
  */
-export async function nextRound(coordinator: CoordinatorClient, identity: Identity,
+export async function nextRound(coordinator: Coordinator, identity: Identity,
                                 options: LoopOptions): Promise<TaskResult> {
   const random = options.random ?? systemRandom;
   const floors = options.floors ?? DEFAULT_FLOORS;
@@ -85,23 +88,24 @@ export async function nextRound(coordinator: CoordinatorClient, identity: Identi
       // A shed or failed check-in is asked again after a full-jitter backoff (fleet.py's
       // GET_TASK_RETRY and GET_TASK_SHED_RETRY); a refused credential is final. A call that
       // got no answer (fetch failed) counts as unavailable, as on gRPC.
+      options.signal?.throwIfAborted();
       if (!(error instanceof ConnectError) || !CHECK_IN_RETRIED.has(codeOf(error))) throw error;
       const cap = SHED.has(error.code) ? 60_000 : 10_000;
       const backoff = (options.jitter ?? Math.random)()
         * Math.min(cap, 200 * 2 ** Math.min(failures, 30));
-      await new Promise((resolve) => setTimeout(resolve, backoff));
+      await pause(backoff, options.signal);
       continue;
     }
     failures = -1;
     if (checkIn.kind === "wait") {
-      await new Promise((resolve) => setTimeout(resolve, checkIn.retryAfterMs));
+      await pause(checkIn.retryAfterMs, options.signal);
       continue;
     }
     const task = checkIn.task;
     memory.known = checkIn.digest;
     const key = `${task.runId}/${task.round}/${task.attempt}`;
     if (memory.done.has(key)) {
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await pause(200, options.signal);
       continue;
     }
     memory.done.add(key);
@@ -115,8 +119,10 @@ export async function nextRound(coordinator: CoordinatorClient, identity: Identi
                         cPk: keys.c.public, sPk: keys.s.public, proof: task.admission };
     let device: SecAggDevice;
     let ones: number[];
+    let aggregator: Client<typeof SecureAggregation>;
     try {
       checkEpsLocal(task.epsLocal, floors);
+      aggregator = options.aggregatorFor(task.aggregatorWebUrl, task.aggregatorAddress);
       device = await timed(options.timings, "config", () => SecAggDevice.create(
         task.roundConfig, task.roundConfigSignature, identity.coordinatorPublic, task.secaggId, {
           identitySeed: identity.identitySeed, admission, roundKeys: keys,
@@ -125,7 +131,6 @@ export async function nextRound(coordinator: CoordinatorClient, identity: Identi
     } catch (error) {
       return refused(error);
     }
-    const aggregator = options.aggregatorFor(task.aggregatorWebUrl, task.aggregatorAddress);
     const result = await participate(aggregator, device, ones, identity.identitySeed, admission,
                                      options);
     return { ...base, ...result };

@@ -7,13 +7,19 @@
  * submission's `wait_next_ms` long-poll, else AwaitStage), the state machine's answer, and its
  * submission, each but the first signed with the identity key over
  * label || kind || session id || device id || SHA-256 of the body. The masked vector goes as
- * one unary SubmitMaskedVector. A call the service shed or could not take (unavailable,
- * canceled) is made again up to `attempts` times with full-jitter exponential backoff, as
- * device_client.py's RetryPolicy does: every device call is safe to repeat (the aggregator
- * answers an identical submission `accepted: false`). A repeated submission refused because
- * its stage closed meanwhile (an earlier attempt may have got in, its answer lost) goes on to
- * ask for the next request, which tells. Not here yet: the Python client's patience beyond
- * `attempts` while a stage is open.
+ * one unary SubmitMaskedVector.
+ *
+ * A call the service shed or could not take (unavailable, canceled, resource_exhausted; a
+ * call that got no answer at all counts as unavailable) is made again with full-jitter
+ * exponential backoff, as device_client.py's RetryPolicy does: `attempts` times, and beyond
+ * them for as long as the stage the call belongs to is open (`patientUntil`, from the round
+ * config's deadlines: device_client.py's `DeviceSession.patient_until`), with a longer backoff
+ * cap then. A call that ran out of time (deadline_exceeded: an aggregator too starved to
+ * answer in time) is asked again while its stage is open. Every device call is safe to repeat
+ * (the aggregator answers an identical submission `accepted: false`). A repeated submission
+ * refused because its stage closed meanwhile (an earlier attempt may have got in, its answer
+ * lost) goes on to ask for the next request, which tells. The device waits for a stage's
+ * request until `overrunMs` after the previous stage's deadline.
  */
 
 import { create } from "@bufbuild/protobuf";
@@ -146,19 +152,30 @@ export interface RoundOutcome {
   detail: string;
 }
 
-export interface RoundOptions {
-  /** Tries in all of a shed or unavailable call (5). */
+export interface RetryOptions {
+  /** Tries of a shed or unavailable call, whether or not its stage is still open (5). */
   attempts?: number;
   /** Backoff of the first retry, and the cap, in ms (100, 2000). */
   initialBackoffMs?: number;
   maxBackoffMs?: number;
+  /** The backoff's cap for the tries beyond `attempts` while the stage is open (30000). */
+  patientMaxBackoffMs?: number;
   /** Uniform in [0, 1): only when to retry (Math.random). */
   jitter?: () => number;
+  /** Unix time in ms (Date.now): compared with the round config's deadlines. */
+  now?: () => number;
+  /** Stops the device: no call is made again, no wait goes on (the abort's reason is thrown). */
+  signal?: AbortSignal;
+}
+
+export interface RoundOptions extends RetryOptions {
   /** How long each long-poll asks to be held (the aggregator caps it). */
   pollMs?: number;
   /** Time for a call beyond its long-poll. */
   callTimeoutMs?: number;
-  /** Give up waiting for a stage's request after this many long-polls that found it pending. */
+  /** How long after the previous stage's deadline the device waits for a request (30000). */
+  overrunMs?: number;
+  /** Give up waiting for a stage's request after this many long-polls (no limit). */
   maxPolls?: number;
   /**
    * Test only (fedhh_device's DropPlan, device_client.py's `drop_at`): stop silently before
@@ -187,7 +204,9 @@ export async function timed<T>(timings: Record<string, number> | undefined, step
   }
 }
 
-const RETRIED = new Set([Code.Unavailable, Code.Canceled]);
+// Shed or not taken: made again (device_client.py's UNAVAILABLE and CANCELLED; over Connect a
+// service that sheds may also answer resource_exhausted, as the fleet's check-in reads it).
+const RETRIED = new Set([Code.Unavailable, Code.Canceled, Code.ResourceExhausted]);
 
 /**
  * A call that got no answer at all: `fetch` itself failed (connect-web reports it as
@@ -205,28 +224,59 @@ export function codeOf(error: ConnectError): Code {
   return transportFailed(error) ? Code.Unavailable : error.code;
 }
 
+/** Waits `ms`, or until `signal` aborts (then throws its reason). */
+export function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const stop = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", stop);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", stop, { once: true });
+  });
+}
+
 /**
- * `call()`, made again on a shed or unavailable answer (module docstring). `closedSince`: what
- * a repeated submission returns when its stage has closed since an earlier attempt.
+ * `call()`, made again as the module docstring says: a shed or unavailable call `attempts`
+ * times, and until `patientUntil` (Unix ms: its stage's deadline) beyond them; a call that
+ * ran out of time until `patientUntil` only. `closedSince`: what a repeated submission returns
+ * when its stage has closed since an earlier attempt.
  */
-export async function retrying<T>(call: () => Promise<T>, options: RoundOptions,
-                                  closedSince?: () => T): Promise<T> {
+export async function retrying<T>(call: () => Promise<T>, options: RetryOptions,
+                                  closedSince?: () => T, patientUntil = 0): Promise<T> {
   const attempts = options.attempts ?? 5;
   const initial = options.initialBackoffMs ?? 100;
-  const cap = options.maxBackoffMs ?? 2000;
   const jitter = options.jitter ?? Math.random;
+  const now = options.now ?? Date.now;
+  let repeated = false;
   for (let attempt = 0; ; attempt++) {
     try {
       return await call();
     } catch (error) {
       if (!(error instanceof ConnectError)) throw error;
-      if (attempt > 0 && closedSince !== undefined && error.code === Code.FailedPrecondition) {
+      options.signal?.throwIfAborted();
+      if (repeated && closedSince !== undefined && error.code === Code.FailedPrecondition) {
         return closedSince();
       }
-      if (!RETRIED.has(codeOf(error)) || attempt + 1 >= attempts) throw error;
+      repeated = true;
+      const patient = now() < patientUntil;
+      if (error.code === Code.DeadlineExceeded && patient) {
+        attempt -= 1;  // asked again at once, as no backoff step
+        continue;
+      }
+      if (!RETRIED.has(codeOf(error)) || (attempt + 1 >= attempts && !patient)) throw error;
     }
-    const backoff = jitter() * Math.min(cap, initial * 2 ** Math.min(attempt, 30));
-    await new Promise((resolve) => setTimeout(resolve, backoff));
+    const cap = attempt < attempts ? options.maxBackoffMs ?? 2000
+      : Math.max(options.maxBackoffMs ?? 2000, options.patientMaxBackoffMs ?? 30_000);
+    // (the exponent is capped: a patient call may be made again thousands of times)
+    await pause(jitter() * Math.min(cap, initial * 2 ** Math.min(attempt, 30)), options.signal);
   }
 }
 
@@ -254,7 +304,12 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
                                   options: RoundOptions = {}): Promise<RoundOutcome> {
   const pollMs = options.pollMs ?? 55_000;
   const callTimeoutMs = options.callTimeoutMs ?? 30_000;
-  const maxPolls = options.maxPolls ?? 20;
+  const maxPolls = options.maxPolls ?? Infinity;
+  const overrunMs = options.overrunMs ?? 30_000;
+  const now = options.now ?? Date.now;
+  // A stage's deadline (Unix ms) from the signed config, as device_client.py's _deadline_s.
+  const deadline = (stage: Stage) =>
+    Number(device.config.deadlines[Math.min(stage, Stage.UNMASK)] ?? 0n);
   const sessionId = device.sessionId;
   const deviceId = device.deviceId;
   const credentials = (kind: CallKind, digest: Uint8Array): DeviceCredentials =>
@@ -262,24 +317,34 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
       admission: admissionToPb(admission),
       signature: ed25519Sign(identitySeed, callTranscript(kind, sessionId, deviceId, digest)),
     });
-  const timeout = (waitMs: number) => ({ timeoutMs: waitMs + callTimeoutMs });
+  const timeout = (waitMs: number) => ({
+    timeoutMs: waitMs + callTimeoutMs,
+    ...(options.signal === undefined ? {} : { signal: options.signal }) });
+  // Until when a call that was shed, or ran out of time, is made again: the deadline of the
+  // stage it belongs to (device_client.py's patient_until).
+  let patientUntil = deadline(Stage.ADVERTISE_KEYS);
   // A submission with a next stage; a repeat that found its stage closed has no next request
   // in hand, so the device asks for it (READY if an earlier attempt got in).
   const submit = (call: () => Promise<SubmitResponse>) =>
-    retrying(call, options, () => create(SubmitResponseSchema));
+    retrying(call, options, () => create(SubmitResponseSchema), patientUntil);
 
-  async function requestFor(stage: Stage, first: AwaitStageResponse | undefined
-  ): Promise<ServerRequest> {
+  async function requestFor(stage: Stage, first: AwaitStageResponse | undefined,
+                            giveUpAt: number): Promise<ServerRequest> {
     let answer = first;
     for (let polls = 0; ; polls++) {
       if (answer === undefined || answer.status === AwaitStatus.PENDING) {
-        if (polls >= maxPolls) {
-          throw new Ended({ outcome: "timed_out", detail: `no ${Stage[stage]} request` });
+        const remaining = giveUpAt - now();
+        if (remaining <= 0 || polls >= maxPolls) {
+          throw new Ended({ outcome: "timed_out",
+                            detail: `no ${Stage[stage]} request before the previous stage's ` +
+                                    "deadline" });
         }
+        const waitMs = Math.max(1, Math.min(pollMs, Math.floor(remaining)));
         const request = create(AwaitStageRequestSchema, {
           sessionId, credentials: credentials("await", await awaitDigest(stage)),
-          stage: (stage + 1) as SecAggStage, waitMs: pollMs });
-        answer = await retrying(() => aggregator.awaitStage(request, timeout(pollMs)), options);
+          stage: (stage + 1) as SecAggStage, waitMs });
+        answer = await retrying(() => aggregator.awaitStage(request, timeout(waitMs)), options,
+                                undefined, giveUpAt);
         continue;
       }
       if (answer.status === AwaitStatus.READY) {
@@ -306,11 +371,15 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
     const stages = [Stage.SHARE_KEYS, Stage.MASKED_INPUT,
                     ...(device.config.consistencyCheck ? [Stage.CONSISTENCY_CHECK] : []),
                     Stage.UNMASK];
+    let previous = Stage.ADVERTISE_KEYS;
     for (const stage of stages) {
       reached = stage;
       options.onStage?.(stage);
       if (options.dropBefore === stage) return dropped();
-      const request = await requestFor(stage, next);
+      const giveUpAt = deadline(previous) + overrunMs;
+      patientUntil = giveUpAt;
+      const request = await requestFor(stage, next, giveUpAt);
+      patientUntil = deadline(stage);
       const waitNextMs = stage === Stage.UNMASK ? 0 : pollMs;
       if (stage === Stage.SHARE_KEYS) {
         const submission = await timed(options.timings, "shares", async () => {
@@ -354,11 +423,14 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
             sessionId, credentials: credentials("unmask", await unmaskDigest(answer)),
             bShares: shares(answer.bShares), sShares: shares(answer.sShares) });
         });
-        await retrying(() => aggregator.submitUnmask(submission, timeout(0)), options);
+        await retrying(() => aggregator.submitUnmask(submission, timeout(0)), options,
+                       undefined, patientUntil);
       }
+      previous = stage;
     }
     return { outcome: "completed", reached: Stage.DONE, contributed, detail: "" };
   } catch (error) {
+    options.signal?.throwIfAborted();  // the device is stopping: no outcome
     if (error instanceof Ended) return { ...error.result, reached, contributed };
     if (error instanceof DeviceAbort) {
       return { outcome: "device_aborted", reached, contributed, detail: error.message };

@@ -1,7 +1,7 @@
 /**
  * Web devices for tests/web/test_web_wire.py and test_web_discovery.py, given the
  * coordinator's and the aggregator's Connect URLs and one enrolment token and one user's items
- * per device: each device enrols, then takes `tasks` tasks one after another (src/loop.ts):
+ * per device: each device runs `runDevice` (src/run.ts) for `tasks` tasks: it enrols, then
  * checks in until it gets a task, makes its report from its items (src/report.ts, a budget in
  * memory) and takes part in that round. Run in Node (test/web_devices_node.ts) and in a
  * Chromium page (test/web_devices_browser.ts).
@@ -15,13 +15,12 @@
  * each hold one: many devices in one page reach the ports under several host names).
  */
 
-import { DeviceBudget, MemoryBudgetStore } from "../src/budget.js";
+import { MemoryBudgetStore } from "../src/budget.js";
 import { DEFAULT_FLOORS } from "../src/floors.js";
-import { newTaskMemory, nextRound, type TaskResult } from "../src/loop.js";
-import { reportForTask } from "../src/report.js";
+import { MemoryIdentityStore } from "../src/identity.js";
+import type { TaskResult } from "../src/loop.js";
 import type { Stage } from "../src/round.js";
-import { systemDraws } from "../src/selection.js";
-import { CoordinatorClient, aggregatorClient, connectTransport } from "../src/wire.js";
+import { type TaskOptions, runDevice } from "../src/run.js";
 import { deviceStream } from "./numpy_stream.js";
 
 /** What one device does differently in one task (test only). */
@@ -40,49 +39,48 @@ export interface Fleet {
 export type Timed = TaskResult & { timings?: Record<string, number> };
 export type DeviceResult = Timed & { deviceId: string; tasks: Timed[]; spent: number };
 
-/** `onEnrolled(n)` once all are enrolled (they check in from then on). */
+/** `onEnrolled(n)` once all are enrolled (each checks in from its enrolment on). */
 export async function runFleet(fleet: Fleet, onEnrolled: (n: number) => void
 ): Promise<DeviceResult[]> {
-  const coordinators = fleet.tokens.map((_, i) => new CoordinatorClient(
-    connectTransport(fleet.coordinators?.[i] ?? fleet.coordinator)));
-  const identities = await Promise.all(
-    fleet.tokens.map((token, i) => coordinators[i]!.enroll(token, `web-${i}`)));
-  onEnrolled(identities.length);
-  return Promise.all(identities.map(async (identity, i) => {
-    const coordinator = coordinators[i]!;
-    const aggregator = aggregatorClient(connectTransport(fleet.aggregators?.[i] ?? fleet.aggregator));
-    // Each task names the aggregator by its Connect URL (the test's services name this one);
-    // the device dials it under its own host name, if it has one (above).
-    const aggregatorFor = (webUrl: string) => {
-      if (webUrl !== fleet.aggregator) throw new Error(`the task names ${webUrl || "no URL"}`);
-      return aggregator;
-    };
-    const budget = await DeviceBudget.open(new MemoryBudgetStore(), DEFAULT_FLOORS.lifetimeEpsLocal,
-                                           DEFAULT_FLOORS.budgetPeriodS);
+  let enrolled = 0;
+  return Promise.all(fleet.tokens.map(async (token, i) => {
     const items = fleet.items[i] ?? [];
-    const data = { items, counts: fleet.counts?.[i] ?? items.map(() => 1) };
     const user = fleet.users?.[i];
+    const seed = fleet.seed;
+    const timings: Array<Record<string, number>> = [];
     const tasks: Timed[] = [];
-    const memory = newTaskMemory();
-    for (let t = 0; t < (fleet.tasks ?? 1); t++) {
-      const plan = fleet.plans?.[i]?.[t] ?? {};
-      const floors = plan.minCohort === undefined ? DEFAULT_FLOORS
-        : { ...DEFAULT_FLOORS, minCohort: plan.minCohort };
-      const timings: Record<string, number> = {};
-      const result = await nextRound(coordinator, identity, {
-        aggregatorFor,
-        memory,
-        ...(fleet.timings === true ? { timings } : {}),
-        floors,
-        ...(plan.dropBefore === undefined ? {} : { dropBefore: plan.dropBefore }),
-        report: (task) => reportForTask(
-          task, data, budget, floors, undefined,
-          fleet.seed === undefined || user === undefined ? systemDraws
-            : deviceStream(fleet.seed, task.round, user)),
-      });
-      tasks.push(fleet.timings === true ? { ...result, timings } : result);
-    }
-    return { deviceId: identity.deviceId.toString(), ...tasks[tasks.length - 1]!, tasks,
-             spent: budget.spent() };
+    const summary = await runDevice({
+      coordinatorUrl: fleet.coordinators?.[i] ?? fleet.coordinator,
+      enrollmentToken: token, label: `web-${i}`, name: `test-fleet/${i}`,
+      identityStore: new MemoryIdentityStore(), budgetStore: new MemoryBudgetStore(),
+      items, counts: fleet.counts?.[i] ?? items.map(() => 1), tasks: fleet.tasks ?? 1,
+      // Each task names the aggregator by its Connect URL (the test's services name this
+      // one); the device dials it under its own host name, if it has one (above).
+      aggregatorUrl: (webUrl) => {
+        if (webUrl !== fleet.aggregator) throw new Error(`the task names ${webUrl || "no URL"}`);
+        return fleet.aggregators?.[i] ?? fleet.aggregator;
+      },
+      ...(seed === undefined || user === undefined ? {}
+        : { draws: (task) => deviceStream(seed, task.round, user) }),
+      taskOptions: (n) => {
+        const plan = fleet.plans?.[i]?.[n] ?? {};
+        const options: TaskOptions = {};
+        if (plan.minCohort !== undefined) {
+          options.floors = { ...DEFAULT_FLOORS, minCohort: plan.minCohort };
+        }
+        if (plan.dropBefore !== undefined) options.dropBefore = plan.dropBefore;
+        if (fleet.timings === true) options.timings = timings[n] = {};
+        return options;
+      },
+      onEvent: (event) => {
+        if (event.type === "enrolled" && ++enrolled === fleet.tokens.length) onEnrolled(enrolled);
+        if (event.type === "result") {
+          const kept = timings[tasks.length];
+          tasks.push(kept === undefined ? event.result : { ...event.result, timings: kept });
+        }
+      },
+    });
+    return { deviceId: summary.identity.deviceId.toString(), ...tasks[tasks.length - 1]!, tasks,
+             spent: summary.spent };
   }));
 }

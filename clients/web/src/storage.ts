@@ -1,0 +1,64 @@
+/**
+ * The device's IndexedDB database: one per device name in an origin (`deviceDatabase`), with
+ * one object store per kind of record ("budget": src/budget.ts, "identity": src/identity.ts).
+ * Every write is a transaction with "strict" durability: it reaches the disk before it
+ * completes, so nothing the device acted on (a spent token, a spent epsilon) is lost to a
+ * closed tab.
+ */
+
+/** The object stores of a device database (version 2 added "identity"). */
+const STORES = ["budget", "identity"] as const;
+const VERSION = 2;
+
+/** The database of the device called `name` ("fedhh-device" for the unnamed one). */
+export function deviceDatabase(name = ""): string {
+  return name === "" ? "fedhh-device" : `fedhh-device/${name}`;
+}
+
+function open(database: string): Promise<IDBDatabase> {
+  return new Promise((resolve, reject) => {
+    const request = indexedDB.open(database, VERSION);
+    request.onupgradeneeded = () => {
+      for (const store of STORES) {
+        if (!request.result.objectStoreNames.contains(store)) {
+          request.result.createObjectStore(store);
+        }
+      }
+    };
+    request.onsuccess = () => resolve(request.result);
+    request.onerror = () => reject(request.error);
+    request.onblocked = () => reject(new Error(`${database} is held open at an older version`));
+  });
+}
+
+/** The record under `key` in `store`, or undefined. */
+export async function idbGet(database: string, store: string, key: string): Promise<unknown> {
+  const db = await open(database);
+  try {
+    return await new Promise((resolve, reject) => {
+      const request = db.transaction(store, "readonly").objectStore(store).get(key);
+      request.onsuccess = () => resolve(request.result);
+      request.onerror = () => reject(request.error);
+    });
+  } finally {
+    db.close();
+  }
+}
+
+/** Writes (or, with `value` undefined, deletes) the record under `key`, durably. */
+export async function idbPut(database: string, store: string, key: string,
+                             value: unknown): Promise<void> {
+  const db = await open(database);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const tx = db.transaction(store, "readwrite", { durability: "strict" });
+      if (value === undefined) tx.objectStore(store).delete(key);
+      else tx.objectStore(store).put(value, key);
+      tx.oncomplete = () => resolve();
+      tx.onerror = () => reject(tx.error);
+      tx.onabort = () => reject(tx.error);
+    });
+  } finally {
+    db.close();
+  }
+}
