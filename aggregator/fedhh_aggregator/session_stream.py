@@ -13,7 +13,8 @@ unary call for that stage handles it (the same checks in the same order, the sam
 machine, the same codes) and, but for the unmask shares, answered by pushing the device's
 request for the stage after it (or NOT_SELECTED, CLOSED, ABORTED) as soon as it is known: no
 long-polls. The unmask shares are answered with ``unmask`` and the stream ends. A rejected
-message ends the stream with its code and changes nothing.
+message changes nothing and ends the stream with its code, told first in a ``refused`` event
+(see :func:`_refuse`).
 
 One stream per device and round: a newer authenticated stream replaces the older, which ends
 ALREADY_EXISTS (a device opens a new stream only after its old one broke, so the old one is a
@@ -45,6 +46,7 @@ from fedhh.rpc.aggregator_wire import (
     stage_to_pb,
     unmask_from_pb,
 )
+from fedhh.rpc.errors import details_of, status_of
 from fedhh.secagg import ConsistencyResponse, ProtocolViolation, Stage, Violation
 from fedhh.secagg.config import Admission
 from fedhh.secagg.prg import mask_dtype
@@ -78,10 +80,36 @@ async def _read(context: grpc.aio.ServicerContext, timeout_s: float, late: Fedhh
 
 
 async def run_session(registry: RoundRegistry, context: grpc.aio.ServicerContext) -> None:
-    """Serve one session stream (the servicer's ``Session``; errors become its status)."""
-    limits = registry.limits
+    """Serve one session stream (the servicer's ``Session``; errors become its status, told
+    first in a ``refused`` event)."""
     challenge = os.urandom(CHALLENGE_BYTES)
     await context.write(pb.SessionEvent(challenge=challenge))
+    try:
+        await _serve(registry, context, challenge)
+    except FedhhError as error:
+        await _refuse(context, error, registry.limits.upload_idle_s)
+        raise
+
+
+async def _refuse(context: grpc.aio.ServicerContext, error: FedhhError, wait_s: float) -> None:
+    """Tell the device why its stream ends, then wait (at most ``wait_s``) for it to close its
+    side, ignoring what it still sends: ending the stream while a client's write is in flight
+    would show it INTERNAL instead of this code (grpc/grpc#36066)."""
+    refusal = pb.SessionEvent()
+    refusal.refused.code = status_of(error).value[0]
+    refusal.refused.details = details_of(error)
+    try:
+        async with asyncio.timeout(wait_s):
+            await context.write(refusal)
+            while (await context.read()) is not grpc.aio.EOF:
+                pass
+    except (TimeoutError, grpc.aio.AbortError, grpc.aio.UsageError, asyncio.InvalidStateError):
+        pass
+
+
+async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext,
+                 challenge: bytes) -> None:
+    limits = registry.limits
     first = await _read(context, limits.upload_idle_s, UploadTimeout(
         f"no open within {limits.upload_idle_s:g} s of the challenge"))
     if first is None:

@@ -67,6 +67,7 @@ _ANSWERS = {pb.AWAIT_STATUS_NOT_SELECTED: ParticipationEnd.NOT_SELECTED,
 _DETAILS = {pb.AWAIT_STATUS_CLOSED: "the stage closed"}
 
 _RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
 class _Broken(Exception):
@@ -216,6 +217,13 @@ class SessionStream:
                 continue
             if event is grpc.aio.EOF:
                 await self._recover(_Broken(grpc.StatusCode.OK, "the stream ended early"))
+                continue
+            if event.WhichOneof("event") == "refused":
+                code = _CODES.get(event.refused.code, grpc.StatusCode.UNKNOWN)
+                refused = (_Broken if code in _RETRIED else _Ended)(code, event.refused.details)
+                if isinstance(refused, _Ended):
+                    raise refused
+                await self._recover(refused)
                 continue
             self._failures = 0
             return event

@@ -322,16 +322,26 @@ class SessionMessage(_message.Message):
     def __init__(self, open: _Optional[_Union[SessionOpen, _Mapping]] = ..., keys: _Optional[_Union[DeviceKeys, _Mapping]] = ..., shares: _Optional[_Union[SessionShares, _Mapping]] = ..., masked_vector: _Optional[_Union[SessionVector, _Mapping]] = ..., vector_data: _Optional[bytes] = ..., consistency_signature: _Optional[bytes] = ..., unmask: _Optional[_Union[SessionUnmask, _Mapping]] = ..., resent: _Optional[bool] = ...) -> None: ...
 
 class SessionEvent(_message.Message):
-    __slots__ = ("challenge", "next", "unmask", "stage")
+    __slots__ = ("challenge", "next", "unmask", "refused", "stage")
     CHALLENGE_FIELD_NUMBER: _ClassVar[int]
     NEXT_FIELD_NUMBER: _ClassVar[int]
     UNMASK_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
     challenge: bytes
     next: AwaitStageResponse
     unmask: SubmitResponse
+    refused: SessionRefusal
     stage: SecAggStage
-    def __init__(self, challenge: _Optional[bytes] = ..., next: _Optional[_Union[AwaitStageResponse, _Mapping]] = ..., unmask: _Optional[_Union[SubmitResponse, _Mapping]] = ..., stage: _Optional[_Union[SecAggStage, str]] = ...) -> None: ...
+    def __init__(self, challenge: _Optional[bytes] = ..., next: _Optional[_Union[AwaitStageResponse, _Mapping]] = ..., unmask: _Optional[_Union[SubmitResponse, _Mapping]] = ..., refused: _Optional[_Union[SessionRefusal, _Mapping]] = ..., stage: _Optional[_Union[SecAggStage, str]] = ...) -> None: ...
+
+class SessionRefusal(_message.Message):
+    __slots__ = ("code", "details")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    details: str
+    def __init__(self, code: _Optional[int] = ..., details: _Optional[str] = ...) -> None: ...
 
 class OpenRoundRequest(_message.Message):
     __slots__ = ("config", "signature")

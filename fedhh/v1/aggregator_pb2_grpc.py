@@ -164,8 +164,8 @@ class SecureAggregationServicer:
         `next` (its next request, or NOT_SELECTED / CLOSED / ABORTED) for the stage after each
         message as soon as it is known; after the unmask shares, `unmask` and the end of the stream.
         One stream per device and session: a newer authenticated stream replaces the older, which
-        ends ALREADY_EXISTS. A rejected message ends the stream with the unary call's code and
-        changes nothing; a device whose stream broke opens another and sends its last message again
+        ends ALREADY_EXISTS. A rejected message ends the stream with the unary call's code (told
+        first in a `refused` event) and changes nothing; a device whose stream broke opens another and sends its last message again
         (`resent`), an identical duplicate.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
