@@ -101,7 +101,7 @@ class _BreakingStub:
         if self._before_reconnect is not None:
             await self._before_reconnect()
 
-    def Session(self, **kwargs: Any) -> _BreakingCall:  # noqa: N802 (the stub's method name)
+    def Session(self, **kwargs: Any) -> _BreakingCall:
         self.opened += 1
         return _BreakingCall(self._stub.Session(**kwargs), self)
 
