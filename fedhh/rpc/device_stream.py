@@ -65,6 +65,11 @@ _ANSWERS = {pb.AWAIT_STATUS_NOT_SELECTED: ParticipationEnd.NOT_SELECTED,
             pb.AWAIT_STATUS_CLOSED: ParticipationEnd.LATE,
             pb.AWAIT_STATUS_ABORTED: ParticipationEnd.ROUND_ABORTED}
 _DETAILS = {pb.AWAIT_STATUS_CLOSED: "the stage closed"}
+# What ``observe`` calls each stage's exchange on the stream (its message sent, the answer
+# received): the name of the unary call that does the same (each of which waits for the next
+# request), so that reports compare the two transports stage by stage.
+_AS_CALLS = {Stage.SHARE_KEYS: "SubmitShares", Stage.MASKED_INPUT: "SubmitMaskedVector",
+             Stage.CONSISTENCY_CHECK: "SubmitConsistency", Stage.UNMASK: "SubmitUnmask"}
 
 _RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
@@ -243,26 +248,23 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
     stages.append(Stage.UNMASK)
     stream = SessionStream(stub, device, identity_key, admission, retry, rng,
                            _deadline_s(device, Stage.UNMASK) + overrun_s, observe)
-    current, contributed = Stage.ADVERTISE_KEYS, False
-    sent_at, sent_bytes = 0.0, 0
+    current, contributed, uploaded = Stage.ADVERTISE_KEYS, False, False
+    sent_at, sent_bytes, sent_as = 0.0, 0, ""
 
-    def observed(stage: Stage) -> None:
+    def observed() -> None:
         if observe is not None:
-            observe(f"Session.{stage.name}", time.perf_counter() - sent_at, sent_bytes)
+            observe(sent_as, time.perf_counter() - sent_at, sent_bytes)
 
     try:
         if drop_at == Stage.ADVERTISE_KEYS:
             return SessionResult(current, ParticipationEnd.DROPPED)
         stream.patient_until = _deadline_s(device, Stage.ADVERTISE_KEYS)
         keys = pb.SessionMessage(keys=keys_to_pb(device.advertise_keys()))
-        sent_at, sent_bytes = time.perf_counter(), keys.ByteSize()
+        sent_at, sent_bytes, sent_as = time.perf_counter(), keys.ByteSize(), "AdvertiseKeys"
         await stream.send([keys])
         previous = Stage.ADVERTISE_KEYS
         for stage in stages:
             current = stage
-            if drop_at == stage:
-                stream.close()
-                return SessionResult(stage, ParticipationEnd.DROPPED, contributed)
             give_up_at = _deadline_s(device, previous) + overrun_s
             stream.patient_until = give_up_at
             wanted = stage_to_pb(stage)
@@ -270,7 +272,13 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
                 event = await stream.event(give_up_at)
                 if event.WhichOneof("event") == "next" and event.stage == wanted:
                     break  # (anything else is a repeat for a stage already answered)
-            observed(previous)
+            observed()
+            # The aggregator answers a message only once it accepted it (or an identical
+            # copy): the masked input is in, as a unary call's answer would have said.
+            contributed = uploaded
+            if drop_at == stage:  # (silent before its message, as the unary path is)
+                stream.close()
+                return SessionResult(stage, ParticipationEnd.DROPPED, contributed)
             answer = event.next
             if answer.status != pb.AWAIT_STATUS_READY:
                 stream.close()
@@ -294,15 +302,15 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
                 return SessionResult(stage, ParticipationEnd.REJECTED, contributed,
                                      "an answer without a request")
             sent_at, sent_bytes = time.perf_counter(), sum(m.ByteSize() for m in messages)
+            sent_as = _AS_CALLS[stage] if len(messages) == 1 else "SubmitMaskedInput"
             await stream.send(messages)
-            if stage == Stage.MASKED_INPUT:
-                contributed = True
+            uploaded = uploaded or stage == Stage.MASKED_INPUT
             previous = stage
         while True:
             event = await stream.event(_deadline_s(device, Stage.UNMASK) + overrun_s)
             if event.WhichOneof("event") == "unmask":
                 break
-        observed(Stage.UNMASK)
+        observed()
         stream.close()
         return SessionResult(Stage.DONE, ParticipationEnd.COMPLETED, contributed)
     except SecAggAbort as abort:
