@@ -31,6 +31,7 @@ import asyncio
 import hashlib
 import os
 import time
+from typing import Any
 
 import grpc
 
@@ -67,16 +68,31 @@ def _malformed(detail: str) -> ProtocolViolation:
     return ProtocolViolation(Violation.MALFORMED, detail)
 
 
-async def _read(context: grpc.aio.ServicerContext, timeout_s: float, late: FedhhError
-                ) -> pb.SessionMessage | None:
-    """The device's next message (None once it closed its side), or ``late`` raised after
-    ``timeout_s``."""
-    try:
-        async with asyncio.timeout(max(0.0, timeout_s)):
-            message = await context.read()
-    except TimeoutError:
-        raise late from None
-    return None if message is grpc.aio.EOF else message
+class _Reader:
+    """The device's messages, each waited for at most so long. A read that runs out of time is
+    left pending, not cancelled: cancelling a grpc.aio server's read ends the call at once,
+    and its status then never reaches the client (which waits for its own deadline)."""
+
+    def __init__(self, context: grpc.aio.ServicerContext) -> None:
+        self.context = context
+        self._pending: asyncio.Future[Any] | None = None
+
+    async def next(self, timeout_s: float, late: FedhhError) -> pb.SessionMessage | None:
+        """The next message (None once the device closed its side), or ``late`` raised after
+        ``timeout_s``."""
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(self.context.read())
+        done, _ = await asyncio.wait((self._pending,), timeout=max(0.0, timeout_s))
+        if not done:
+            raise late
+        read, self._pending = self._pending, None
+        message = read.result()
+        return None if message is grpc.aio.EOF else message
+
+    def close(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
 
 
 async def run_session(registry: RoundRegistry, context: grpc.aio.ServicerContext) -> None:
@@ -84,33 +100,38 @@ async def run_session(registry: RoundRegistry, context: grpc.aio.ServicerContext
     first in a ``refused`` event)."""
     challenge = os.urandom(CHALLENGE_BYTES)
     await context.write(pb.SessionEvent(challenge=challenge))
+    reader = _Reader(context)
     try:
-        await _serve(registry, context, challenge)
+        await _serve(registry, context, reader, challenge)
     except FedhhError as error:
-        await _refuse(context, error, registry.limits.upload_idle_s)
+        await _refuse(context, reader, error, registry.limits.upload_idle_s)
         raise
+    finally:
+        reader.close()
 
 
-async def _refuse(context: grpc.aio.ServicerContext, error: FedhhError, wait_s: float) -> None:
+async def _refuse(context: grpc.aio.ServicerContext, reader: _Reader, error: FedhhError,
+                  wait_s: float) -> None:
     """Tell the device why its stream ends, then wait (at most ``wait_s``) for it to close its
     side, ignoring what it still sends: ending the stream while a client's write is in flight
     would show it INTERNAL instead of this code (grpc/grpc#36066)."""
     refusal = pb.SessionEvent()
     refusal.refused.code = status_of(error).value[0]
     refusal.refused.details = details_of(error)
+    until = time.monotonic() + wait_s
     try:
-        async with asyncio.timeout(wait_s):
-            await context.write(refusal)
-            while (await context.read()) is not grpc.aio.EOF:
-                pass
-    except (TimeoutError, grpc.aio.AbortError, grpc.aio.UsageError, asyncio.InvalidStateError):
+        await asyncio.wait_for(context.write(refusal), wait_s)
+        while await reader.next(until - time.monotonic(), error) is not None:
+            pass
+    except (FedhhError, TimeoutError, grpc.aio.AbortError, grpc.aio.UsageError,
+            asyncio.InvalidStateError):
         pass
 
 
-async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext,
+async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext, reader: _Reader,
                  challenge: bytes) -> None:
     limits = registry.limits
-    first = await _read(context, limits.upload_idle_s, UploadTimeout(
+    first = await reader.next(limits.upload_idle_s, UploadTimeout(
         f"no open within {limits.upload_idle_s:g} s of the challenge"))
     if first is None:
         return
@@ -127,15 +148,16 @@ async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext,
     transcript = session_transcript(round_.session_id, admission.device_id, challenge)
     if not ed25519_verify(admission.identity_key, bytes(opened.signature), transcript):
         raise AuthenticationError("the stream is not opened by the admitted device")
-    await _Session(registry, round_, admission, context).run()
+    await _Session(registry, round_, admission, context, reader).run()
 
 
 class _Session:
     """One authenticated stream: the reader (this task) and at most one pusher task."""
 
     def __init__(self, registry: RoundRegistry, round_: Round, admission: Admission,
-                 context: grpc.aio.ServicerContext) -> None:
+                 context: grpc.aio.ServicerContext, reader: _Reader) -> None:
         self.registry = registry
+        self.reader = reader
         self.round = round_
         self.device_id = admission.device_id
         self.context = context
@@ -164,8 +186,9 @@ class _Session:
         metrics.SESSION_STREAMS.inc()
         try:
             while True:
-                message = await _read(self.context, self._ends_at - time.time(),
-                                      StateError("every stage of the round has closed"))
+                message = await self.reader.next(self._ends_at - time.time(),
+                                                 StateError("every stage of the round has "
+                                                            "closed"))
                 if message is None or await self._handle(message):
                     return
         except asyncio.CancelledError:
@@ -263,7 +286,7 @@ class _Session:
         until = loop.time() + idle + expected / limits.upload_min_rate
         while received < expected:
             wait = min(idle, until - loop.time())
-            message = await _read(self.context, wait, UploadTimeout(
+            message = await self.reader.next(wait, UploadTimeout(
                 f"upload slower than {limits.upload_min_rate} bytes/s" if wait < idle else
                 f"no upload data for {idle:g} s"))
             if message is None:

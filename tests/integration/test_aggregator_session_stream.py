@@ -273,12 +273,17 @@ def test_a_late_message_not_marked_resent_ends_the_stream_failed_precondition() 
 
 
 def test_a_stream_without_its_open_is_cut_off() -> None:
-    """A stream that never sends its open holds nothing for long: DEADLINE_EXCEEDED after
-    upload_idle_s."""
+    """A stream that never sends its open holds nothing for long: refused DEADLINE_EXCEEDED
+    after upload_idle_s, and ended that long again later though the client never closes its
+    side (the call's own deadline is 30 s)."""
     async def scenario() -> grpc.StatusCode:
         async with aggregator(Limits(upload_idle_s=0.2)) as (_, channel):
             call = pb_grpc.SecureAggregationStub(channel).Session(timeout=30)
             assert len((await call.read()).challenge) == 32
+            refused = await call.read()
+            assert refused.refused.code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0], refused
+            assert "no open" in refused.refused.details
+            assert "no open" in await call.details()  # (the aggregator's, not the deadline)
             return await call.code()
 
     assert run(scenario()) == grpc.StatusCode.DEADLINE_EXCEEDED
