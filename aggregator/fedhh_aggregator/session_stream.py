@@ -31,7 +31,6 @@ import asyncio
 import hashlib
 import os
 import time
-from typing import Any
 
 import grpc
 
@@ -69,30 +68,22 @@ def _malformed(detail: str) -> ProtocolViolation:
 
 
 class _Reader:
-    """The device's messages, each waited for at most so long. A read that runs out of time is
-    left pending, not cancelled: cancelling a grpc.aio server's read ends the call at once,
-    and its status then never reaches the client (which waits for its own deadline)."""
+    """The device's messages, each waited for at most so long. (A read that runs out of time
+    is cancelled, which ends the call's reading: a refusal after it is still delivered, but
+    its wait for the device to close its side ends at once.)"""
 
     def __init__(self, context: grpc.aio.ServicerContext) -> None:
         self.context = context
-        self._pending: asyncio.Future[Any] | None = None
 
     async def next(self, timeout_s: float, late: FedhhError) -> pb.SessionMessage | None:
         """The next message (None once the device closed its side), or ``late`` raised after
         ``timeout_s``."""
-        if self._pending is None:
-            self._pending = asyncio.ensure_future(self.context.read())
-        done, _ = await asyncio.wait((self._pending,), timeout=max(0.0, timeout_s))
-        if not done:
-            raise late
-        read, self._pending = self._pending, None
-        message = read.result()
+        try:
+            async with asyncio.timeout(max(0.0, timeout_s)):
+                message = await self.context.read()
+        except TimeoutError:
+            raise late from None
         return None if message is grpc.aio.EOF else message
-
-    def close(self) -> None:
-        if self._pending is not None:
-            self._pending.cancel()
-            self._pending = None
 
 
 async def run_session(registry: RoundRegistry, context: grpc.aio.ServicerContext) -> None:
@@ -106,8 +97,6 @@ async def run_session(registry: RoundRegistry, context: grpc.aio.ServicerContext
     except FedhhError as error:
         await _refuse(context, reader, error, registry.limits.upload_idle_s)
         raise
-    finally:
-        reader.close()
 
 
 async def _refuse(context: grpc.aio.ServicerContext, reader: _Reader, error: FedhhError,
