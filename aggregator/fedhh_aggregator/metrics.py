@@ -51,6 +51,8 @@ MESSAGES = Counter("fedhh_aggregator_device_messages_total",
                    "rejection reason)", ["stage", "outcome"])
 BYTES_RECEIVED = Counter("fedhh_aggregator_received_bytes_total",
                          "Request payload bytes received, by RPC", ["rpc"])
+SESSION_STREAMS = Gauge("fedhh_aggregator_session_streams",
+                        "Devices' session streams open (authenticated)")
 UPLOADS_ACTIVE = Gauge("fedhh_aggregator_uploads_active",
                        "Masked vectors being received (each holds one vector's buffer)")
 

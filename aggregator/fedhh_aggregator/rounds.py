@@ -57,7 +57,7 @@ from fedhh_aggregator.errors import CallToAbortedRound, CapacityError
 log = logging.getLogger(__name__)
 
 __all__ = ["STOPPED", "AwaitOutcome", "AwaitStatus", "Limits", "Round", "RoundHooks", "RoundState",
-           "round_label"]
+           "round_label", "stage_deadline_s"]
 
 # Rejections that are about timing or membership, not about the message: FAILED_PRECONDITION.
 _NOT_NOW = frozenset({Violation.EARLY, Violation.LATE, Violation.NOT_IN_ROUND})
@@ -184,6 +184,11 @@ def _deadline_ms(config: RoundConfig, stage: Stage) -> int:
             Stage.UNMASK: d.unmask}.get(stage, d.unmask)
 
 
+def stage_deadline_s(config: RoundConfig, stage: Stage) -> float:
+    """The Unix time at which ``stage`` closes at the latest."""
+    return _deadline_ms(config, stage) / 1000
+
+
 def round_label(round_id: bytes) -> str:
     """A round id for logs (ids are coordinator-chosen bytes, usually text)."""
     return round_id.decode("utf-8", errors="backslashreplace")
@@ -232,6 +237,8 @@ class Round:
         self._hooks = hooks
         self._polls: dict[int, int] = {}  # long-polls open per device
         self.uploading: set[int] = set()  # devices with an upload in progress
+        # Each device's session stream (fedhh_aggregator.session_stream): one at a time.
+        self.streams: dict[int, Any] = {}
         # The transport's encoding of each advertised entry, memoised for the rosters.
         self.encoded_entries: dict[int, Any] = {}
         self.upload_digests: dict[int, bytes] = {}  # SHA-256 of each accepted masked vector

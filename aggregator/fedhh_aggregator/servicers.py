@@ -95,7 +95,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
             raise _malformed(f"unknown stage {request.stage}")
         device_id = authenticate_device(round_, request.credentials, CallKind.AWAIT,
                                         await_digest(stage))
-        return _await_response(round_, await round_.await_request(
+        return await_response(round_, await round_.await_request(
             device_id, stage, _wait_budget(request.wait_ms, context)))
 
     @status_errors
@@ -170,40 +170,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
                                     f"vector_sha256 must be {DIGEST_BYTES} bytes")
         device_id = check_call(round_, admission, header.credentials, CallKind.MASKED_INPUT,
                                header_digest(expected, declared))
-        accepted_digest = round_.upload_digests.get(device_id)
-        if accepted_digest is not None:
-            if accepted_digest != declared:
-                raise ProtocolViolation(Violation.DUPLICATE,
-                                        f"second, different vector from {device_id}")
-            metrics.MESSAGES.labels(Stage.MASKED_INPUT.name, "duplicate").inc()
-            return await _submitted(round_, device_id, Stage.MASKED_INPUT, False,
-                                    _wait_budget(header.wait_next_ms, context))
-        round_.upload_precheck(device_id)
-        if device_id in round_.uploading:
-            raise CapacityError(f"an upload from device {device_id} is already in progress")
-        round_.uploading.add(device_id)
-        try:
-            try:
-                async with asyncio.timeout(round_.upload_deadline()):
-                    async with self._registry.uploads:
-                        metrics.UPLOADS_ACTIVE.inc()
-                        try:
-                            buffer, digest = await receive(expected)
-                        finally:
-                            metrics.UPLOADS_ACTIVE.dec()
-            except TimeoutError:
-                raise UploadTimeout("the upload did not finish before the stage's "
-                                    "deadline") from None
-        finally:
-            round_.uploading.discard(device_id)
-        metrics.BYTES_RECEIVED.labels(rpc).inc(expected)
-        if digest != declared:
-            raise AuthenticationError("the vector does not match its signed header")
-        message = MaskedInput(round_.session_id, device_id, np.frombuffer(buffer, dtype=dtype))
-        accepted = await round_.submit(Stage.MASKED_INPUT, message)
-        del message, buffer  # the vector is in the sum (or rejected); drop it now
-        if accepted:
-            round_.upload_digests[device_id] = declared
+        accepted = await accept_vector(self._registry, round_, device_id, declared, receive, rpc)
         return await _submitted(round_, device_id, Stage.MASKED_INPUT, accepted,
                                 _wait_budget(header.wait_next_ms, context))
 
@@ -230,12 +197,71 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
                    unmask_digest(message))
         return pb.SubmitResponse(accepted=await round_.submit(Stage.UNMASK, message))
 
+    @status_errors
+    async def Session(self, request: AsyncIterator[pb.SessionMessage],
+                      context: grpc.aio.ServicerContext) -> None:
+        """The whole session on one stream (``fedhh_aggregator.session_stream``)."""
+        from fedhh_aggregator.session_stream import run_session  # (it imports this module)
 
-def _await_response(round_: Round, outcome: AwaitOutcome) -> pb.AwaitStageResponse:
+        await run_session(self._registry, context)
+
+
+async def accept_vector(registry: RoundRegistry, round_: Round, device_id: int, declared: bytes,
+                        receive: Callable[[int], Awaitable[tuple[bytes | bytearray, bytes]]],
+                        rpc: str) -> bool:
+    """An authenticated device's masked vector, declared (its length already checked) to hash
+    to ``declared``: a repeat of an accepted upload is answered at once (False: identical) or
+    refused (different); then the stage and one upload per device at a time are checked, and
+    only then an upload slot is taken and the vector read (``receive(expected)``, which
+    returns its bytes and their SHA-256). True: accepted, now in the sum."""
+    dtype = mask_dtype(round_.config.modulus_bits)
+    expected = round_.config.dimension * dtype.itemsize
+    accepted_digest = round_.upload_digests.get(device_id)
+    if accepted_digest is not None:
+        if accepted_digest != declared:
+            raise ProtocolViolation(Violation.DUPLICATE,
+                                    f"second, different vector from {device_id}")
+        metrics.MESSAGES.labels(Stage.MASKED_INPUT.name, "duplicate").inc()
+        return False
+    round_.upload_precheck(device_id)
+    if device_id in round_.uploading:
+        raise CapacityError(f"an upload from device {device_id} is already in progress")
+    round_.uploading.add(device_id)
+    try:
+        try:
+            async with asyncio.timeout(round_.upload_deadline()):
+                async with registry.uploads:
+                    metrics.UPLOADS_ACTIVE.inc()
+                    try:
+                        buffer, digest = await receive(expected)
+                    finally:
+                        metrics.UPLOADS_ACTIVE.dec()
+        except TimeoutError:
+            raise UploadTimeout("the upload did not finish before the stage's "
+                                "deadline") from None
+    finally:
+        round_.uploading.discard(device_id)
+    metrics.BYTES_RECEIVED.labels(rpc).inc(expected)
+    if digest != declared:
+        raise AuthenticationError("the vector does not match its signed header")
+    message = MaskedInput(round_.session_id, device_id, np.frombuffer(buffer, dtype=dtype))
+    accepted = await round_.submit(Stage.MASKED_INPUT, message)
+    del message, buffer  # the vector is in the sum (or rejected); drop it now
+    if accepted:
+        round_.upload_digests[device_id] = declared
+    return accepted
+
+
+def await_response(round_: Round, outcome: AwaitOutcome,
+                   out: pb.AwaitStageResponse | None = None) -> pb.AwaitStageResponse:
+    """The wire answer for ``outcome`` (filled into ``out``, if given)."""
     if outcome.request is not None:
-        return request_to_pb(outcome.request, round_.encoded_entries)
-    return pb.AwaitStageResponse(status=_AWAIT_STATUS[outcome.status],
-                                 abort_reason=outcome.abort_reason)
+        return request_to_pb(outcome.request, round_.encoded_entries, out)
+    if out is None:
+        out = pb.AwaitStageResponse()
+    out.status = _AWAIT_STATUS[outcome.status]
+    out.abort_reason = outcome.abort_reason
+    return out
 
 
 # A long-poll answers at least this long before the caller's deadline. A call can wait in the
@@ -263,7 +289,7 @@ async def _submitted(round_: Round, device_id: int, stage: Stage, accepted: bool
     response = pb.SubmitResponse(accepted=accepted)
     if wait_next_s > 0:
         outcome = await round_.await_request(device_id, round_.stage_after(stage), wait_next_s)
-        response.next.CopyFrom(_await_response(round_, outcome))
+        response.next.CopyFrom(await_response(round_, outcome))
     return response
 
 

@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.device import RandomSource, SecureSource, streams
 from fedhh.errors import AuthenticationError, ConfigError, FedhhError
-from fedhh.rpc.device_client import RetryPolicy
+from fedhh.rpc.device_client import RetryPolicy, Transport
 from fedhh.rpc.tasks import verify_task
 from fedhh.secagg import RoundKeys
 from fedhh.secagg.primitives import system_random
@@ -118,6 +118,7 @@ class Fleet:
         drop: DropPlan | None = None,
         stop: asyncio.Event | None = None,
         floors: Floors | None = None,
+        transport: Transport | None = None,
     ) -> None:
         self.users = users
         # A gRPC channel, or a stub of the same shape (fedhh.rpc.connect_client.ConnectStub);
@@ -140,6 +141,8 @@ class Fleet:
         self.seed = seed
         self.drop = drop or DropPlan()
         self.floors = floors or Floors()
+        # The session stream or the unary calls (None: participate's default for the stub).
+        self.transport = transport
         self.stop = stop or asyncio.Event()
         self.stats = FleetStats()
         self._jitter = random.Random()  # (retry timing only)
@@ -292,7 +295,8 @@ class Fleet:
         outcome = await run_secure_aggregation(
             self._aggregator(task.aggregator_address), task, identity.key, round_keys,
             identity.coordinator_public, ones, self.drop.stage_for(user, task, self.seed),
-            self.stats, self.floors, public=identity.public, rng=self._jitter)
+            self.stats, self.floors, public=identity.public, rng=self._jitter,
+            transport=self.transport)
         if outcome == "completed":
             self.stats.completed += 1
         elif outcome == "dropped":

@@ -18,6 +18,7 @@ import numpy as np
 from fedhh.data.registry import resolve_dataset
 from fedhh.errors import ConfigError
 from fedhh.rpc import serving, task_census
+from fedhh.rpc.device_client import Transport
 from fedhh.rpc.device_users import TOKENS, read_tokens, tokens_for, user_range
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
 from fedhh.rpc.tls import ca_credentials
@@ -112,7 +113,8 @@ async def serve(args: argparse.Namespace) -> None:
                   DropPlan(args.drop_rate, args.drop_stage), stop,
                   Floors(max_eps_local=args.max_eps_local, min_cohort=args.min_cohort,
                          lifetime_eps_local=args.lifetime_eps_local,
-                         budget_period_s=args.budget_period_days * 86400))
+                         budget_period_s=args.budget_period_days * 86400),
+                  transport=None if args.connect else Transport(args.aggregator_transport))
     metrics_port = None
     if args.metrics_port is not None:
         from fedhh_device import metrics

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import FedhhError
-from fedhh.rpc.device_client import ParticipationEnd, participate
+from fedhh.rpc.device_client import ParticipationEnd, Transport, participate
 from fedhh.secagg import (
     Admission,
     DevicePolicy,
@@ -98,10 +98,12 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
                                  coordinator_public: bytes,
                                  ones: np.ndarray, drop_at: Stage | None, stats: Any,
                                  floors: Floors, *, public: bytes | None = None,
-                                 rng: random.Random | None = None) -> str:
+                                 rng: random.Random | None = None,
+                                 transport: Transport | None = None) -> str:
     """Run the round; returns "completed", "dropped" or "failed". ``channel``: the
     aggregator's channel or a ``SecureAggregationStub`` on it (a fleet shares one);
-    ``public``: ``key``'s raw public key, if the caller keeps it; ``rng``: the retries' jitter."""
+    ``public``: ``key``'s raw public key, if the caller keeps it; ``rng``: the retries' jitter;
+    ``transport``: the session stream or the unary calls (None: ``participate``'s default)."""
     if public is None:
         public = key.public_key().public_bytes(serialization.Encoding.Raw,
                                                serialization.PublicFormat.Raw)
@@ -115,7 +117,7 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
                               policy=floors.policy(), checks=_CHECKS)
         result = await participate(channel, device, ones, identity_key=key,
                                    admission=admission, drop_at=drop_at, rng=rng,
-                                   observe=stats.calls.record)
+                                   observe=stats.calls.record, transport=transport)
     except FedhhError as error:
         log.warning("refused the round", extra={
             "secagg_id": task.secagg_id, "round": task.round, "attempt": task.attempt,

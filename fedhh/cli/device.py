@@ -13,11 +13,13 @@ in `--state-dir`) keeps it across restarts.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from fedhh.cli import options
 
 STAGES = ("advertise", "share", "masked", "unmask")
+TRANSPORT_ENV = "FEDHH_AGGREGATOR_TRANSPORT"
 
 
 def register(subparsers: Any) -> None:
@@ -43,6 +45,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    metavar="GRPC_ADDRESS=WEB_ADDRESS",
                    help="with --connect: the web port (HOST:PORT) of the aggregator that tasks "
                         "name by its gRPC address; repeat for more")
+    p.add_argument("--aggregator-transport", choices=("stream", "unary"),
+                   default=os.environ.get(TRANSPORT_ENV, "stream"),
+                   help="over gRPC, run each device's secure-aggregation session as one "
+                        "stream (default) or as the unary calls the Connect port serves (for "
+                        f"comparison; default from ${TRANSPORT_ENV}, which `fedhh loadtest`'s "
+                        "device processes inherit)")
     p.add_argument("--dataset", default="shakespeare", help="dataset name or path")
     p.add_argument("--users", default=":",
                    help="users to host: START:END, shard i/N, or tokens (the users that "

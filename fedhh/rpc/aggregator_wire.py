@@ -13,6 +13,11 @@ presented at check-in and alone holds the private halves of). Every later device
 vector's SHA-256, so the upload is authenticated before a byte of it is read). So only the
 admitted device can submit, or fetch its requests, in its name; a replayed call is an identical
 duplicate.
+
+The session stream (``SecureAggregation.Session``) is authenticated once, by its first message:
+the admission and the identity key's signature over :func:`session_transcript` = another label
+|| session id || device id || the 32 random bytes the aggregator sent first on that stream. The
+messages after it are not signed; docs/secagg.md ("The session stream") says why none needs to be.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from fedhh.v1 import aggregator_pb2 as pb
 T = TypeVar("T")
 
 __all__ = [
+    "CHALLENGE_BYTES",
     "CHUNK_BYTES",
     "CONTROL_SERVICE",
     "DEVICE_SERVICE",
@@ -62,6 +68,10 @@ __all__ = [
     "keys_to_pb",
     "request_from_pb",
     "request_to_pb",
+    "session_open",
+    "session_shares",
+    "session_transcript",
+    "session_unmask",
     "shares_digest",
     "shares_from_pb",
     "shares_to_pb",
@@ -79,6 +89,8 @@ SESSION_ID_BYTES = 32
 DIGEST_BYTES = 32
 EVIDENCE_PART_ENTRIES = 8192  # survivors and signatures per ReleaseEvidencePart (<= 600 KiB)
 _CALL_LABEL = b"fedhh/aggregator/v1/call"
+_SESSION_LABEL = b"fedhh/aggregator/v1/session"
+CHALLENGE_BYTES = 32  # the aggregator's fresh random challenge on each session stream
 
 
 class CallKind(StrEnum):
@@ -129,6 +141,21 @@ def call_transcript(kind: CallKind, session_id: bytes, device_id: int, body_dige
     """What a device's identity key signs for one call."""
     return (_CALL_LABEL + _field(kind.value.encode()) + _field(session_id) + _u32(device_id)
             + _field(body_digest))
+
+
+def session_transcript(session_id: bytes, device_id: int, challenge: bytes) -> bytes:
+    """What a device's identity key signs to open a session stream: the aggregator's fresh
+    ``challenge`` makes the signature good for that one stream. (Another label than
+    :func:`call_transcript`'s, and every field length-prefixed, so no signature is both.)"""
+    return _SESSION_LABEL + _field(session_id) + _u32(device_id) + _field(challenge)
+
+
+def session_open(identity_key: Ed25519PrivateKey, admission: Admission, session_id: bytes,
+                 challenge: bytes) -> pb.SessionOpen:
+    """The first message of a session stream, signed for its ``challenge``."""
+    transcript = session_transcript(session_id, admission.device_id, challenge)
+    return pb.SessionOpen(session_id=session_id, admission=admission_to_pb(admission),
+                          signature=identity_key.sign(transcript))
 
 
 def await_digest(stage: Stage) -> bytes:
@@ -198,12 +225,15 @@ def _shares_from_pb(shares: Iterable[pb.EncryptedShare]) -> tuple[EncryptedShare
     return tuple(EncryptedShare(s.src, s.dst, s.ciphertext) for s in shares)
 
 
-def request_to_pb(request: ServerMessage, entries: dict[int, pb.DeviceKeys] | None = None
-                  ) -> pb.AwaitStageResponse:
+def request_to_pb(request: ServerMessage, entries: dict[int, pb.DeviceKeys] | None = None,
+                  out: pb.AwaitStageResponse | None = None) -> pb.AwaitStageResponse:
     """A server request as a READY answer to AwaitStage. ``entries`` memoises the encoded
     roster entries of one round (each device's entry is in the rosters of all its
-    neighbours)."""
-    out = pb.AwaitStageResponse(status=pb.AWAIT_STATUS_READY)
+    neighbours); ``out``: an empty answer to fill in place (a field of a larger message, so
+    the request is not copied into it)."""
+    if out is None:
+        out = pb.AwaitStageResponse()
+    out.status = pb.AWAIT_STATUS_READY
     if isinstance(request, ShareKeysRequest):
         if entries is None:
             entries = {}
@@ -302,22 +332,50 @@ def shares_to_pb(message: ShareKeysResponse, creds: pb.DeviceCredentials
     return out
 
 
-def shares_from_pb(device_id: int, message: pb.SubmitSharesRequest) -> ShareKeysResponse:
-    return ShareKeysResponse(bytes(message.session_id), device_id,
-                             _shares_from_pb(message.shares), bytes(message.b_commitment))
+def shares_from_pb(device_id: int, message: pb.SubmitSharesRequest | pb.SessionShares,
+                   session_id: bytes | None = None) -> ShareKeysResponse:
+    """``session_id``: the stream's, for a SessionShares (which names none)."""
+    if session_id is None:
+        session_id = bytes(message.session_id)
+    return ShareKeysResponse(session_id, device_id, _shares_from_pb(message.shares),
+                             bytes(message.b_commitment))
 
 
-def unmask_to_pb(message: UnmaskResponse, creds: pb.DeviceCredentials) -> pb.SubmitUnmaskRequest:
-    out = pb.SubmitUnmaskRequest(session_id=message.session_id, credentials=creds)
+# -- device -> server on the session stream ----------------------------------------------------
+
+def session_shares(message: ShareKeysResponse) -> pb.SessionMessage:
+    out = pb.SessionMessage()
+    out.shares.b_commitment = message.b_commitment
+    _add_shares(out.shares.shares, message.shares)
+    return out
+
+
+def session_unmask(message: UnmaskResponse) -> pb.SessionMessage:
+    out = pb.SessionMessage()
+    _add_owner_shares(out.unmask, message)
+    out.unmask.SetInParent()  # (present even with both lists empty)
+    return out
+
+
+def _add_owner_shares(out: Any, message: UnmaskResponse) -> None:
     for field, entries in ((out.b_shares, message.b_shares), (out.s_shares, message.s_shares)):
         add = field.add
         for owner, share in entries:
             add(owner=owner, share=share)
+
+
+def unmask_to_pb(message: UnmaskResponse, creds: pb.DeviceCredentials) -> pb.SubmitUnmaskRequest:
+    out = pb.SubmitUnmaskRequest(session_id=message.session_id, credentials=creds)
+    _add_owner_shares(out, message)
     return out
 
 
-def unmask_from_pb(device_id: int, message: pb.SubmitUnmaskRequest) -> UnmaskResponse:
-    return UnmaskResponse(bytes(message.session_id), device_id,
+def unmask_from_pb(device_id: int, message: pb.SubmitUnmaskRequest | pb.SessionUnmask,
+                   session_id: bytes | None = None) -> UnmaskResponse:
+    """``session_id``: the stream's, for a SessionUnmask (which names none)."""
+    if session_id is None:
+        session_id = bytes(message.session_id)
+    return UnmaskResponse(session_id, device_id,
                           tuple((int(e.owner), bytes(e.share)) for e in message.b_shares),
                           tuple((int(e.owner), bytes(e.share)) for e in message.s_shares))
 

@@ -31,6 +31,11 @@ device: it asks for its next request, which tells (READY if it got in, NOT_SELEC
 It never raises for protocol or transport outcomes: it returns a :class:`SessionResult` saying
 where the device stopped and why. ``drop_at=Stage.X`` makes it stop silently before sending
 stage X's message (dropout injection for tests).
+
+That is the unary path (``transport=Transport.UNARY``), which the Connect port's devices use.
+Over a gRPC channel or stub the default is the session stream
+(:mod:`fedhh.rpc.device_stream`): the same stages and outcomes in one stream per device and
+round, the next request pushed by the aggregator as soon as it is known.
 """
 
 
@@ -85,7 +90,8 @@ from fedhh.secagg.config import Admission
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 
-__all__ = ["DeviceSession", "ParticipationEnd", "RetryPolicy", "SessionResult", "participate"]
+__all__ = ["DeviceSession", "ParticipationEnd", "RetryPolicy", "SessionResult", "Transport",
+           "participate"]
 
 T = TypeVar("T")
 # One long-poll's answer: (AwaitStatus value, the request if READY, the abort reason).
@@ -112,6 +118,13 @@ class RetryPolicy:
                                                                      self.patient_max_backoff_s)
         # (the exponent is capped: a patient call may be retried thousands of times)
         return rng.uniform(0, min(cap, self.initial_backoff_s * 2 ** min(attempt, 30)))
+
+
+class Transport(StrEnum):
+    """How a device talks to its aggregator: one session stream, or the unary calls."""
+
+    STREAM = "stream"
+    UNARY = "unary"
 
 
 class ParticipationEnd(StrEnum):
@@ -329,8 +342,8 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
                       retry: RetryPolicy | None = None, call_timeout: float = 30.0,
                       overrun_s: float = 30.0, chunk_bytes: int = CHUNK_BYTES,
                       rng: random.Random | None = None,
-                      observe: Callable[[str, float, int], None] | None = None
-                      ) -> SessionResult:
+                      observe: Callable[[str, float, int], None] | None = None,
+                      transport: Transport | str | None = None) -> SessionResult:
     """Run one device through a round (see the module docstring for the call sequence).
 
     ``channel`` is a ``grpc.aio.Channel`` or a ``SecureAggregationStub``; ``device`` a fresh
@@ -340,12 +353,29 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
     that times out (an aggregator too busy to answer in ``call_timeout``) is made again until
     then, or for a submission until its stage's deadline: a starved aggregator slows a device
     down but does not drop it.
-    ``observe(rpc, seconds, request_bytes)`` is told of each call as it ends. Raises only
+    ``observe(rpc, seconds, request_bytes)`` is told of each call as it ends (on the stream:
+    of its opening and of each stage, from the message sent to the next request). Raises only
     :class:`~fedhh.secagg.InvalidReport` (bad ``ones``, before anything is sent).
+
+    ``transport``: the session stream or the unary calls; by default the stream over a
+    ``grpc.aio.Channel`` or a ``SecureAggregationStub``, the unary calls over anything else
+    shaped like a stub (a Connect stub, a test's wrapper of the unary methods).
     """
     stub = (pb_grpc.SecureAggregationStub(channel) if isinstance(channel, grpc.aio.Channel)
             else channel)
     idx = check_report(ones, device.config.dimension)
+    if transport is None:
+        transport = (Transport.STREAM if isinstance(stub, pb_grpc.SecureAggregationStub)
+                     else Transport.UNARY)
+    if Transport(transport) is Transport.STREAM:
+        from fedhh.rpc.device_stream import participate_stream  # (it imports this module)
+
+        if not 0 < chunk_bytes <= CHUNK_BYTES:
+            raise ConfigError(f"chunk_bytes must be in [1, {CHUNK_BYTES}], got {chunk_bytes}")
+        return await participate_stream(
+            stub, device, idx, identity_key=identity_key, admission=admission,
+            drop_at=drop_at, retry=retry or RetryPolicy(), overrun_s=overrun_s,
+            chunk_bytes=chunk_bytes, rng=rng or random.Random(), observe=observe)
     session = DeviceSession(stub, device, identity_key, admission,
                             retry=retry or RetryPolicy(), call_timeout=call_timeout,
                             chunk_bytes=chunk_bytes, rng=rng or random.Random(),

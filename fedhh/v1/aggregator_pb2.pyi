@@ -265,6 +265,84 @@ class SubmitUnmaskRequest(_message.Message):
     s_shares: _containers.RepeatedCompositeFieldContainer[OwnerShare]
     def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., b_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ..., s_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ...) -> None: ...
 
+class SessionOpen(_message.Message):
+    __slots__ = ("session_id", "admission", "signature")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ADMISSION_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    session_id: bytes
+    admission: SecAggAdmission
+    signature: bytes
+    def __init__(self, session_id: _Optional[bytes] = ..., admission: _Optional[_Union[SecAggAdmission, _Mapping]] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class SessionShares(_message.Message):
+    __slots__ = ("shares", "b_commitment")
+    SHARES_FIELD_NUMBER: _ClassVar[int]
+    B_COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    shares: _containers.RepeatedCompositeFieldContainer[EncryptedShare]
+    b_commitment: bytes
+    def __init__(self, shares: _Optional[_Iterable[_Union[EncryptedShare, _Mapping]]] = ..., b_commitment: _Optional[bytes] = ...) -> None: ...
+
+class SessionVector(_message.Message):
+    __slots__ = ("total_bytes", "vector_sha256", "data")
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_SHA256_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    total_bytes: int
+    vector_sha256: bytes
+    data: bytes
+    def __init__(self, total_bytes: _Optional[int] = ..., vector_sha256: _Optional[bytes] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class SessionUnmask(_message.Message):
+    __slots__ = ("b_shares", "s_shares")
+    B_SHARES_FIELD_NUMBER: _ClassVar[int]
+    S_SHARES_FIELD_NUMBER: _ClassVar[int]
+    b_shares: _containers.RepeatedCompositeFieldContainer[OwnerShare]
+    s_shares: _containers.RepeatedCompositeFieldContainer[OwnerShare]
+    def __init__(self, b_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ..., s_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ...) -> None: ...
+
+class SessionMessage(_message.Message):
+    __slots__ = ("open", "keys", "shares", "masked_vector", "vector_data", "consistency_signature", "unmask", "resent")
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    SHARES_FIELD_NUMBER: _ClassVar[int]
+    MASKED_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_DATA_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    UNMASK_FIELD_NUMBER: _ClassVar[int]
+    RESENT_FIELD_NUMBER: _ClassVar[int]
+    open: SessionOpen
+    keys: DeviceKeys
+    shares: SessionShares
+    masked_vector: SessionVector
+    vector_data: bytes
+    consistency_signature: bytes
+    unmask: SessionUnmask
+    resent: bool
+    def __init__(self, open: _Optional[_Union[SessionOpen, _Mapping]] = ..., keys: _Optional[_Union[DeviceKeys, _Mapping]] = ..., shares: _Optional[_Union[SessionShares, _Mapping]] = ..., masked_vector: _Optional[_Union[SessionVector, _Mapping]] = ..., vector_data: _Optional[bytes] = ..., consistency_signature: _Optional[bytes] = ..., unmask: _Optional[_Union[SessionUnmask, _Mapping]] = ..., resent: _Optional[bool] = ...) -> None: ...
+
+class SessionEvent(_message.Message):
+    __slots__ = ("challenge", "next", "unmask", "refused", "stage")
+    CHALLENGE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIELD_NUMBER: _ClassVar[int]
+    UNMASK_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    challenge: bytes
+    next: AwaitStageResponse
+    unmask: SubmitResponse
+    refused: SessionRefusal
+    stage: SecAggStage
+    def __init__(self, challenge: _Optional[bytes] = ..., next: _Optional[_Union[AwaitStageResponse, _Mapping]] = ..., unmask: _Optional[_Union[SubmitResponse, _Mapping]] = ..., refused: _Optional[_Union[SessionRefusal, _Mapping]] = ..., stage: _Optional[_Union[SecAggStage, str]] = ...) -> None: ...
+
+class SessionRefusal(_message.Message):
+    __slots__ = ("code", "details")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    details: str
+    def __init__(self, code: _Optional[int] = ..., details: _Optional[str] = ...) -> None: ...
+
 class OpenRoundRequest(_message.Message):
     __slots__ = ("config", "signature")
     CONFIG_FIELD_NUMBER: _ClassVar[int]

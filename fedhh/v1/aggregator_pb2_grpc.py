@@ -80,6 +80,11 @@ class SecureAggregationStub:
                 request_serializer=fedhh_dot_v1_dot_aggregator__pb2.SubmitUnmaskRequest.SerializeToString,
                 response_deserializer=fedhh_dot_v1_dot_aggregator__pb2.SubmitResponse.FromString,
                 _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/fedhh.v1.SecureAggregation/Session',
+                request_serializer=fedhh_dot_v1_dot_aggregator__pb2.SessionMessage.SerializeToString,
+                response_deserializer=fedhh_dot_v1_dot_aggregator__pb2.SessionEvent.FromString,
+                _registered_method=True)
 
 
 class SecureAggregationServicer:
@@ -149,6 +154,24 @@ class SecureAggregationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Session(self, request_iterator, context):
+        """The whole session in one stream (the calls above stay for the Connect port's devices).
+        The aggregator first sends a fresh `challenge`; the device answers with `open`: its
+        admission and its identity key's signature over
+        `aggregator_wire.session_transcript(session_id, device_id, challenge)`, which authenticates
+        the stream (the messages after it are not signed: docs/secagg.md, "The session stream").
+        The device then sends each stage's message as it computes it, and the aggregator pushes
+        `next` (its next request, or NOT_SELECTED / CLOSED / ABORTED) for the stage after each
+        message as soon as it is known; after the unmask shares, `unmask` and the end of the stream.
+        One stream per device and session: a newer authenticated stream replaces the older, which
+        ends ALREADY_EXISTS. A rejected message ends the stream with the unary call's code (told
+        first in a `refused` event) and changes nothing; a device whose stream broke opens another and sends its last message again
+        (`resent`), an identical duplicate.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SecureAggregationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -186,6 +209,11 @@ def add_SecureAggregationServicer_to_server(servicer, server):
                     servicer.SubmitUnmask,
                     request_deserializer=fedhh_dot_v1_dot_aggregator__pb2.SubmitUnmaskRequest.FromString,
                     response_serializer=fedhh_dot_v1_dot_aggregator__pb2.SubmitResponse.SerializeToString,
+            ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
+                    request_deserializer=fedhh_dot_v1_dot_aggregator__pb2.SessionMessage.FromString,
+                    response_serializer=fedhh_dot_v1_dot_aggregator__pb2.SessionEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -388,6 +416,33 @@ class SecureAggregation:
             '/fedhh.v1.SecureAggregation/SubmitUnmask',
             fedhh_dot_v1_dot_aggregator__pb2.SubmitUnmaskRequest.SerializeToString,
             fedhh_dot_v1_dot_aggregator__pb2.SubmitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/fedhh.v1.SecureAggregation/Session',
+            fedhh_dot_v1_dot_aggregator__pb2.SessionMessage.SerializeToString,
+            fedhh_dot_v1_dot_aggregator__pb2.SessionEvent.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,7 +24,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file fedhh/v1/aggregator.proto.
  */
 export const file_fedhh_v1_aggregator: GenFile = /*@__PURE__*/
-  fileDesc("ChlmZWRoaC92MS9hZ2dyZWdhdG9yLnByb3RvEghmZWRoaC52MSJ2Cg9TZWNBZ2dBZG1pc3Npb24SEQoJZGV2aWNlX2lkGAEgASgNEhQKDGlkZW50aXR5X2tleRgCIAEoDBINCgVwcm9vZhgEIAEoDBIMCgRjX3BrGAUgASgMEgwKBHNfcGsYBiABKAxKBAgDEARSCXNpZ25hdHVyZSJUChFEZXZpY2VDcmVkZW50aWFscxIsCglhZG1pc3Npb24YASABKAsyGS5mZWRoaC52MS5TZWNBZ2dBZG1pc3Npb24SEQoJc2lnbmF0dXJlGAIgASgMInoKCkRldmljZUtleXMSEQoJZGV2aWNlX2lkGAEgASgNEgwKBGNfcGsYAiABKAwSDAoEc19waxgDIAEoDBIsCglhZG1pc3Npb24YBCABKAsyGS5mZWRoaC52MS5TZWNBZ2dBZG1pc3Npb25KBAgFEAZSCXNpZ25hdHVyZSI+Cg5FbmNyeXB0ZWRTaGFyZRILCgNzcmMYASABKA0SCwoDZHN0GAIgASgNEhIKCmNpcGhlcnRleHQYAyABKAwiKgoKT3duZXJTaGFyZRINCgVvd25lchgBIAEoDRINCgVzaGFyZRgCIAEoDCI6ChJOZWlnaGJvdXJTaWduYXR1cmUSEQoJZGV2aWNlX2lkGAEgASgNEhEKCXNpZ25hdHVyZRgCIAEoDCJOCg5TdWJtaXRSZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoCBIqCgRuZXh0GAIgASgLMhwuZmVkaGgudjEuQXdhaXRTdGFnZVJlc3BvbnNlImQKFEFkdmVydGlzZUtleXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAwSIgoEa2V5cxgCIAEoCzIULmZlZGhoLnYxLkRldmljZUtleXMSFAoMd2FpdF9uZXh0X21zGAMgASgNIpABChFBd2FpdFN0YWdlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgMEjAKC2NyZWRlbnRpYWxzGAIgASgLMhsuZmVkaGgudjEuRGV2aWNlQ3JlZGVudGlhbHMSJAoFc3RhZ2UYAyABKA4yFS5mZWRoaC52MS5TZWNBZ2dTdGFnZRIPCgd3YWl0X21zGAQgASgNIjgKEFNoYXJlS2V5c1JlcXVlc3QSJAoGcm9zdGVyGAEgAygLMhQuZmVkaGgudjEuRGV2aWNlS2V5cyI+ChJNYXNrZWRJbnB1dFJlcXVlc3QSKAoGc2hhcmVzGAEgAygLMhguZmVkaGgudjEuRW5jcnlwdGVkU2hhcmUiJwoSQ29uc2lzdGVuY3lSZXF1ZXN0EhEKCXN1cnZpdm9ycxgBIAMoDSJhCg1Vbm1hc2tSZXF1ZXN0Eg0KBWFsaXZlGAEgAygNEg8KB2Ryb3BwZWQYAiADKA0SMAoKc2lnbmF0dXJlcxgDIAMoCzIcLmZlZGhoLnYxLk5laWdoYm91clNpZ25hdHVyZSKqAgoSQXdhaXRTdGFnZVJlc3BvbnNlEiUKBnN0YXR1cxgBIAEoDjIVLmZlZGhoLnYxLkF3YWl0U3RhdHVzEjAKCnNoYXJlX2tleXMYAiABKAsyGi5mZWRoaC52MS5TaGFyZUtleXNSZXF1ZXN0SAASNAoMbWFza2VkX2lucHV0GAMgASgLMhwuZmVkaGgudjEuTWFza2VkSW5wdXRSZXF1ZXN0SAASOQoRY29uc2lzdGVuY3lfY2hlY2sYBCABKAsyHC5mZWRoaC52MS5Db25zaXN0ZW5jeVJlcXVlc3RIABIpCgZ1bm1hc2sYBSABKAsyFy5mZWRoaC52MS5Vbm1hc2tSZXF1ZXN0SAASFAoMYWJvcnRfcmVhc29uGAYgASgJQgkKB3JlcXVlc3QisQEKE1N1Ym1pdFNoYXJlc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoDBIwCgtjcmVkZW50aWFscxgCIAEoCzIbLmZlZGhoLnYxLkRldmljZUNyZWRlbnRpYWxzEigKBnNoYXJlcxgDIAMoCzIYLmZlZGhoLnYxLkVuY3J5cHRlZFNoYXJlEhQKDGJfY29tbWl0bWVudBgEIAEoDBIUCgx3YWl0X25leHRfbXMYBSABKA0imwEKEU1hc2tlZElucHV0SGVhZGVyEhIKCnNlc3Npb25faWQYASABKAwSMAoLY3JlZGVudGlhbHMYAiABKAsyGy5mZWRoaC52MS5EZXZpY2VDcmVkZW50aWFscxITCgt0b3RhbF9ieXRlcxgDIAEoBBIUCgx3YWl0X25leHRfbXMYBCABKA0SFQoNdmVjdG9yX3NoYTI1NhgFIAEoDCJZChBNYXNrZWRJbnB1dENodW5rEi0KBmhlYWRlchgBIAEoCzIbLmZlZGhoLnYxLk1hc2tlZElucHV0SGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBHBhcnQiSQoMTWFza2VkVmVjdG9yEisKBmhlYWRlchgBIAEoCzIbLmZlZGhoLnYxLk1hc2tlZElucHV0SGVhZGVyEgwKBGRhdGEYAiABKAwiiQEKGFN1Ym1pdENvbnNpc3RlbmN5UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgMEjAKC2NyZWRlbnRpYWxzGAIgASgLMhsuZmVkaGgudjEuRGV2aWNlQ3JlZGVudGlhbHMSEQoJc2lnbmF0dXJlGAMgASgMEhQKDHdhaXRfbmV4dF9tcxgEIAEoDSKrAQoTU3VibWl0VW5tYXNrUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgMEjAKC2NyZWRlbnRpYWxzGAIgASgLMhsuZmVkaGgudjEuRGV2aWNlQ3JlZGVudGlhbHMSJgoIYl9zaGFyZXMYAyADKAsyFC5mZWRoaC52MS5Pd25lclNoYXJlEiYKCHNfc2hhcmVzGAQgAygLMhQuZmVkaGgudjEuT3duZXJTaGFyZSI1ChBPcGVuUm91bmRSZXF1ZXN0Eg4KBmNvbmZpZxgBIAEoDBIRCglzaWduYXR1cmUYAiABKAwiOAoRT3BlblJvdW5kUmVzcG9uc2USEgoKc2Vzc2lvbl9pZBgBIAEoDBIPCgdjcmVhdGVkGAIgASgIIjUKEEdldFJlc3VsdFJlcXVlc3QSEAoIcm91bmRfaWQYASABKAwSDwoHd2FpdF9tcxgCIAEoDSK9AgoMUmVzdWx0SGVhZGVyEikKBXN0YXRlGAEgASgOMhouZmVkaGgudjEuQWdncmVnYXRpb25TdGF0ZRIQCghyb3VuZF9pZBgCIAEoDBISCgpzZXNzaW9uX2lkGAMgASgMEhgKEG51bV9jb250cmlidXRvcnMYBCABKA0SEQoJZGltZW5zaW9uGAUgASgNEhQKDG1vZHVsdXNfYml0cxgGIAEoDRITCgt0b3RhbF9ieXRlcxgHIAEoBBIUCgxhYm9ydF9yZWFzb24YCCABKAkSFgoOcmVhY2hlZF91bm1hc2sYCSABKAgSFgoOc3Vydml2b3JfY291bnQYCiABKA0SFwoPc2lnbmF0dXJlX2NvdW50GAsgASgNEiUKBnNoYXJkcxgMIAMoCzIVLmZlZGhoLnYxLlNoYXJkUmVzdWx0IsMBCgtTaGFyZFJlc3VsdBIQCghyb3VuZF9pZBgBIAEoDBIpCgVzdGF0ZRgCIAEoDjIaLmZlZGhoLnYxLkFnZ3JlZ2F0aW9uU3RhdGUSFgoOcmVhY2hlZF91bm1hc2sYAyABKAgSFAoMYWJvcnRfcmVhc29uGAQgASgJEhgKEG51bV9jb250cmlidXRvcnMYBSABKA0SFgoOc3Vydml2b3JfY291bnQYBiABKA0SFwoPc2lnbmF0dXJlX2NvdW50GAcgASgNImgKE1JlbGVhc2VFdmlkZW5jZVBhcnQSEQoJc3Vydml2b3JzGAEgAygNEi8KCnNpZ25hdHVyZXMYAiADKAsyGy5mZWRoaC52MS5TdXJ2aXZvclNpZ25hdHVyZRINCgVzaGFyZBgDIAEoDSI5ChFTdXJ2aXZvclNpZ25hdHVyZRIRCglkZXZpY2VfaWQYASABKA0SEQoJc2lnbmF0dXJlGAIgASgMIoIBCgtSZXN1bHRDaHVuaxIoCgZoZWFkZXIYASABKAsyFi5mZWRoaC52MS5SZXN1bHRIZWFkZXJIABIOCgRkYXRhGAIgASgMSAASMQoIZXZpZGVuY2UYAyABKAsyHS5mZWRoaC52MS5SZWxlYXNlRXZpZGVuY2VQYXJ0SABCBgoEcGFydCIlChFHZXRPdXRjb21lUmVxdWVzdBIQCghyb3VuZF9pZBgBIAEoDCLNAgoSR2V0T3V0Y29tZVJlc3BvbnNlEiUKBXN0YXRlGAEgASgOMhYuZmVkaGgudjEuT3V0Y29tZVN0YXRlEhIKCnNlc3Npb25faWQYAiABKAwSJAoFc3RhZ2UYAyABKA4yFS5mZWRoaC52MS5TZWNBZ2dTdGFnZRIWCg5yZWFjaGVkX3VubWFzaxgEIAEoCBIUCgxhYm9ydF9yZWFzb24YBSABKAkSEQoJZGVsaXZlcmVkGAYgASgIEhUKDXN1bV9hdmFpbGFibGUYByABKAgSGAoQbnVtX2NvbnRyaWJ1dG9ycxgIIAEoDRIPCgdkdXJhYmxlGAkgASgIEisKDXN0YWdlX2RldmljZXMYCiADKAsyFC5mZWRoaC52MS5TdGFnZUNvdW50EiYKBnNoYXJkcxgLIAMoCzIWLmZlZGhoLnYxLlNoYXJkT3V0Y29tZSLFAQoMU2hhcmRPdXRjb21lEhAKCHJvdW5kX2lkGAEgASgMEg4KBndvcmtlchgCIAEoDRIlCgVzdGF0ZRgDIAEoDjIWLmZlZGhoLnYxLk91dGNvbWVTdGF0ZRIkCgVzdGFnZRgEIAEoDjIVLmZlZGhoLnYxLlNlY0FnZ1N0YWdlEhYKDnJlYWNoZWRfdW5tYXNrGAUgASgIEhQKDGFib3J0X3JlYXNvbhgGIAEoCRIYChBudW1fY29udHJpYnV0b3JzGAcgASgNIkMKClN0YWdlQ291bnQSJAoFc3RhZ2UYASABKA4yFS5mZWRoaC52MS5TZWNBZ2dTdGFnZRIPCgdkZXZpY2VzGAIgASgNIiYKEkNhbmNlbFJvdW5kUmVxdWVzdBIQCghyb3VuZF9pZBgBIAEoDCJAChNDYW5jZWxSb3VuZFJlc3BvbnNlEikKBXN0YXRlGAEgASgOMhouZmVkaGgudjEuQWdncmVnYXRpb25TdGF0ZSIYChZEZXNjcmliZVdvcmtlcnNSZXF1ZXN0IkAKF0Rlc2NyaWJlV29ya2Vyc1Jlc3BvbnNlEiUKB3dvcmtlcnMYASADKAsyFC5mZWRoaC52MS5Xb3JrZXJJbmZvIlUKCldvcmtlckluZm8SDQoFaW5kZXgYASABKA0SFgoOcHVibGljX2FkZHJlc3MYAiABKAkSDwoHc2VydmluZxgDIAEoCBIPCgd3ZWJfdXJsGAQgASgJIlUKF09wZW5TaGFyZGVkUm91bmRSZXF1ZXN0EhAKCHJvdW5kX2lkGAEgASgMEigKBnNoYXJkcxgCIAMoCzIYLmZlZGhoLnYxLlNoYXJkUGxhY2VtZW50IkMKDlNoYXJkUGxhY2VtZW50Eg4KBmNvbmZpZxgBIAEoDBIRCglzaWduYXR1cmUYAiABKAwSDgoGd29ya2VyGAMgASgNIkAKGE9wZW5TaGFyZGVkUm91bmRSZXNwb25zZRIPCgdjcmVhdGVkGAEgASgIEhMKC3Nlc3Npb25faWRzGAIgAygMKtwBCgtTZWNBZ2dTdGFnZRIcChhTRUNBR0dfU1RBR0VfVU5TUEVDSUZJRUQQABIfChtTRUNBR0dfU1RBR0VfQURWRVJUSVNFX0tFWVMQARIbChdTRUNBR0dfU1RBR0VfU0hBUkVfS0VZUxACEh0KGVNFQ0FHR19TVEFHRV9NQVNLRURfSU5QVVQQAxIiCh5TRUNBR0dfU1RBR0VfQ09OU0lTVEVOQ1lfQ0hFQ0sQBBIXChNTRUNBR0dfU1RBR0VfVU5NQVNLEAUSFQoRU0VDQUdHX1NUQUdFX0RPTkUQBiqvAQoLQXdhaXRTdGF0dXMSHAoYQVdBSVRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSQVdBSVRfU1RBVFVTX1JFQURZEAESGAoUQVdBSVRfU1RBVFVTX1BFTkRJTkcQAhIdChlBV0FJVF9TVEFUVVNfTk9UX1NFTEVDVEVEEAMSFwoTQVdBSVRfU1RBVFVTX0NMT1NFRBAEEhgKFEFXQUlUX1NUQVRVU19BQk9SVEVEEAUqkwEKEEFnZ3JlZ2F0aW9uU3RhdGUSIQodQUdHUkVHQVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIdChlBR0dSRUdBVElPTl9TVEFURV9SVU5OSU5HEAESHgoaQUdHUkVHQVRJT05fU1RBVEVfUkVMRUFTRUQQAhIdChlBR0dSRUdBVElPTl9TVEFURV9BQk9SVEVEEAMqmgEKDE91dGNvbWVTdGF0ZRIdChlPVVRDT01FX1NUQVRFX1VOU1BFQ0lGSUVEEAASGQoVT1VUQ09NRV9TVEFURV9VTktOT1dOEAESGQoVT1VUQ09NRV9TVEFURV9SVU5OSU5HEAISGQoVT1VUQ09NRV9TVEFURV9BQk9SVEVEEAMSGgoWT1VUQ09NRV9TVEFURV9SRUxFQVNFRBAEMqEEChFTZWN1cmVBZ2dyZWdhdGlvbhJJCg1BZHZlcnRpc2VLZXlzEh4uZmVkaGgudjEuQWR2ZXJ0aXNlS2V5c1JlcXVlc3QaGC5mZWRoaC52MS5TdWJtaXRSZXNwb25zZRJHCgpBd2FpdFN0YWdlEhsuZmVkaGgudjEuQXdhaXRTdGFnZVJlcXVlc3QaHC5mZWRoaC52MS5Bd2FpdFN0YWdlUmVzcG9uc2USRwoMU3VibWl0U2hhcmVzEh0uZmVkaGgudjEuU3VibWl0U2hhcmVzUmVxdWVzdBoYLmZlZGhoLnYxLlN1Ym1pdFJlc3BvbnNlEksKEVN1Ym1pdE1hc2tlZElucHV0EhouZmVkaGgudjEuTWFza2VkSW5wdXRDaHVuaxoYLmZlZGhoLnYxLlN1Ym1pdFJlc3BvbnNlKAESRgoSU3VibWl0TWFza2VkVmVjdG9yEhYuZmVkaGgudjEuTWFza2VkVmVjdG9yGhguZmVkaGgudjEuU3VibWl0UmVzcG9uc2USUQoRU3VibWl0Q29uc2lzdGVuY3kSIi5mZWRoaC52MS5TdWJtaXRDb25zaXN0ZW5jeVJlcXVlc3QaGC5mZWRoaC52MS5TdWJtaXRSZXNwb25zZRJHCgxTdWJtaXRVbm1hc2sSHS5mZWRoaC52MS5TdWJtaXRVbm1hc2tSZXF1ZXN0GhguZmVkaGgudjEuU3VibWl0UmVzcG9uc2UysAIKEUFnZ3JlZ2F0b3JDb250cm9sEkQKCU9wZW5Sb3VuZBIaLmZlZGhoLnYxLk9wZW5Sb3VuZFJlcXVlc3QaGy5mZWRoaC52MS5PcGVuUm91bmRSZXNwb25zZRJACglHZXRSZXN1bHQSGi5mZWRoaC52MS5HZXRSZXN1bHRSZXF1ZXN0GhUuZmVkaGgudjEuUmVzdWx0Q2h1bmswARJKCgtDYW5jZWxSb3VuZBIcLmZlZGhoLnYxLkNhbmNlbFJvdW5kUmVxdWVzdBodLmZlZGhoLnYxLkNhbmNlbFJvdW5kUmVzcG9uc2USRwoKR2V0T3V0Y29tZRIbLmZlZGhoLnYxLkdldE91dGNvbWVSZXF1ZXN0GhwuZmVkaGgudjEuR2V0T3V0Y29tZVJlc3BvbnNlMpsDCg9Db21iaW5lckNvbnRyb2wSVgoPRGVzY3JpYmVXb3JrZXJzEiAuZmVkaGgudjEuRGVzY3JpYmVXb3JrZXJzUmVxdWVzdBohLmZlZGhoLnYxLkRlc2NyaWJlV29ya2Vyc1Jlc3BvbnNlElkKEE9wZW5TaGFyZGVkUm91bmQSIS5mZWRoaC52MS5PcGVuU2hhcmRlZFJvdW5kUmVxdWVzdBoiLmZlZGhoLnYxLk9wZW5TaGFyZGVkUm91bmRSZXNwb25zZRJACglHZXRSZXN1bHQSGi5mZWRoaC52MS5HZXRSZXN1bHRSZXF1ZXN0GhUuZmVkaGgudjEuUmVzdWx0Q2h1bmswARJKCgtDYW5jZWxSb3VuZBIcLmZlZGhoLnYxLkNhbmNlbFJvdW5kUmVxdWVzdBodLmZlZGhoLnYxLkNhbmNlbFJvdW5kUmVzcG9uc2USRwoKR2V0T3V0Y29tZRIbLmZlZGhoLnYxLkdldE91dGNvbWVSZXF1ZXN0GhwuZmVkaGgudjEuR2V0T3V0Y29tZVJlc3BvbnNlYgZwcm90bzM");
+  fileDesc("ChlmZWRoaC92MS9hZ2dyZWdhdG9yLnByb3RvEghmZWRoaC52MSJ2Cg9TZWNBZ2dBZG1pc3Npb24SEQoJZGV2aWNlX2lkGAEgASgNEhQKDGlkZW50aXR5X2tleRgCIAEoDBINCgVwcm9vZhgEIAEoDBIMCgRjX3BrGAUgASgMEgwKBHNfcGsYBiABKAxKBAgDEARSCXNpZ25hdHVyZSJUChFEZXZpY2VDcmVkZW50aWFscxIsCglhZG1pc3Npb24YASABKAsyGS5mZWRoaC52MS5TZWNBZ2dBZG1pc3Npb24SEQoJc2lnbmF0dXJlGAIgASgMInoKCkRldmljZUtleXMSEQoJZGV2aWNlX2lkGAEgASgNEgwKBGNfcGsYAiABKAwSDAoEc19waxgDIAEoDBIsCglhZG1pc3Npb24YBCABKAsyGS5mZWRoaC52MS5TZWNBZ2dBZG1pc3Npb25KBAgFEAZSCXNpZ25hdHVyZSI+Cg5FbmNyeXB0ZWRTaGFyZRILCgNzcmMYASABKA0SCwoDZHN0GAIgASgNEhIKCmNpcGhlcnRleHQYAyABKAwiKgoKT3duZXJTaGFyZRINCgVvd25lchgBIAEoDRINCgVzaGFyZRgCIAEoDCI6ChJOZWlnaGJvdXJTaWduYXR1cmUSEQoJZGV2aWNlX2lkGAEgASgNEhEKCXNpZ25hdHVyZRgCIAEoDCJOCg5TdWJtaXRSZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoCBIqCgRuZXh0GAIgASgLMhwuZmVkaGgudjEuQXdhaXRTdGFnZVJlc3BvbnNlImQKFEFkdmVydGlzZUtleXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAwSIgoEa2V5cxgCIAEoCzIULmZlZGhoLnYxLkRldmljZUtleXMSFAoMd2FpdF9uZXh0X21zGAMgASgNIpABChFBd2FpdFN0YWdlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgMEjAKC2NyZWRlbnRpYWxzGAIgASgLMhsuZmVkaGgudjEuRGV2aWNlQ3JlZGVudGlhbHMSJAoFc3RhZ2UYAyABKA4yFS5mZWRoaC52MS5TZWNBZ2dTdGFnZRIPCgd3YWl0X21zGAQgASgNIjgKEFNoYXJlS2V5c1JlcXVlc3QSJAoGcm9zdGVyGAEgAygLMhQuZmVkaGgudjEuRGV2aWNlS2V5cyI+ChJNYXNrZWRJbnB1dFJlcXVlc3QSKAoGc2hhcmVzGAEgAygLMhguZmVkaGgudjEuRW5jcnlwdGVkU2hhcmUiJwoSQ29uc2lzdGVuY3lSZXF1ZXN0EhEKCXN1cnZpdm9ycxgBIAMoDSJhCg1Vbm1hc2tSZXF1ZXN0Eg0KBWFsaXZlGAEgAygNEg8KB2Ryb3BwZWQYAiADKA0SMAoKc2lnbmF0dXJlcxgDIAMoCzIcLmZlZGhoLnYxLk5laWdoYm91clNpZ25hdHVyZSKqAgoSQXdhaXRTdGFnZVJlc3BvbnNlEiUKBnN0YXR1cxgBIAEoDjIVLmZlZGhoLnYxLkF3YWl0U3RhdHVzEjAKCnNoYXJlX2tleXMYAiABKAsyGi5mZWRoaC52MS5TaGFyZUtleXNSZXF1ZXN0SAASNAoMbWFza2VkX2lucHV0GAMgASgLMhwuZmVkaGgudjEuTWFza2VkSW5wdXRSZXF1ZXN0SAASOQoRY29uc2lzdGVuY3lfY2hlY2sYBCABKAsyHC5mZWRoaC52MS5Db25zaXN0ZW5jeVJlcXVlc3RIABIpCgZ1bm1hc2sYBSABKAsyFy5mZWRoaC52MS5Vbm1hc2tSZXF1ZXN0SAASFAoMYWJvcnRfcmVhc29uGAYgASgJQgkKB3JlcXVlc3QisQEKE1N1Ym1pdFNoYXJlc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoDBIwCgtjcmVkZW50aWFscxgCIAEoCzIbLmZlZGhoLnYxLkRldmljZUNyZWRlbnRpYWxzEigKBnNoYXJlcxgDIAMoCzIYLmZlZGhoLnYxLkVuY3J5cHRlZFNoYXJlEhQKDGJfY29tbWl0bWVudBgEIAEoDBIUCgx3YWl0X25leHRfbXMYBSABKA0imwEKEU1hc2tlZElucHV0SGVhZGVyEhIKCnNlc3Npb25faWQYASABKAwSMAoLY3JlZGVudGlhbHMYAiABKAsyGy5mZWRoaC52MS5EZXZpY2VDcmVkZW50aWFscxITCgt0b3RhbF9ieXRlcxgDIAEoBBIUCgx3YWl0X25leHRfbXMYBCABKA0SFQoNdmVjdG9yX3NoYTI1NhgFIAEoDCJZChBNYXNrZWRJbnB1dENodW5rEi0KBmhlYWRlchgBIAEoCzIbLmZlZGhoLnYxLk1hc2tlZElucHV0SGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBHBhcnQiSQoMTWFza2VkVmVjdG9yEisKBmhlYWRlchgBIAEoCzIbLmZlZGhoLnYxLk1hc2tlZElucHV0SGVhZGVyEgwKBGRhdGEYAiABKAwiiQEKGFN1Ym1pdENvbnNpc3RlbmN5UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgMEjAKC2NyZWRlbnRpYWxzGAIgASgLMhsuZmVkaGgudjEuRGV2aWNlQ3JlZGVudGlhbHMSEQoJc2lnbmF0dXJlGAMgASgMEhQKDHdhaXRfbmV4dF9tcxgEIAEoDSKrAQoTU3VibWl0VW5tYXNrUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgMEjAKC2NyZWRlbnRpYWxzGAIgASgLMhsuZmVkaGgudjEuRGV2aWNlQ3JlZGVudGlhbHMSJgoIYl9zaGFyZXMYAyADKAsyFC5mZWRoaC52MS5Pd25lclNoYXJlEiYKCHNfc2hhcmVzGAQgAygLMhQuZmVkaGgudjEuT3duZXJTaGFyZSJiCgtTZXNzaW9uT3BlbhISCgpzZXNzaW9uX2lkGAEgASgMEiwKCWFkbWlzc2lvbhgCIAEoCzIZLmZlZGhoLnYxLlNlY0FnZ0FkbWlzc2lvbhIRCglzaWduYXR1cmUYAyABKAwiTwoNU2Vzc2lvblNoYXJlcxIoCgZzaGFyZXMYASADKAsyGC5mZWRoaC52MS5FbmNyeXB0ZWRTaGFyZRIUCgxiX2NvbW1pdG1lbnQYAiABKAwiSQoNU2Vzc2lvblZlY3RvchITCgt0b3RhbF9ieXRlcxgBIAEoBBIVCg12ZWN0b3Jfc2hhMjU2GAIgASgMEgwKBGRhdGEYAyABKAwiXwoNU2Vzc2lvblVubWFzaxImCghiX3NoYXJlcxgBIAMoCzIULmZlZGhoLnYxLk93bmVyU2hhcmUSJgoIc19zaGFyZXMYAiADKAsyFC5mZWRoaC52MS5Pd25lclNoYXJlIrUCCg5TZXNzaW9uTWVzc2FnZRIlCgRvcGVuGAEgASgLMhUuZmVkaGgudjEuU2Vzc2lvbk9wZW5IABIkCgRrZXlzGAIgASgLMhQuZmVkaGgudjEuRGV2aWNlS2V5c0gAEikKBnNoYXJlcxgDIAEoCzIXLmZlZGhoLnYxLlNlc3Npb25TaGFyZXNIABIwCg1tYXNrZWRfdmVjdG9yGAQgASgLMhcuZmVkaGgudjEuU2Vzc2lvblZlY3RvckgAEhUKC3ZlY3Rvcl9kYXRhGAUgASgMSAASHwoVY29uc2lzdGVuY3lfc2lnbmF0dXJlGAYgASgMSAASKQoGdW5tYXNrGAcgASgLMhcuZmVkaGgudjEuU2Vzc2lvblVubWFza0gAEg4KBnJlc2VudBgIIAEoCEIGCgRwYXJ0ItkBCgxTZXNzaW9uRXZlbnQSEwoJY2hhbGxlbmdlGAEgASgMSAASLAoEbmV4dBgCIAEoCzIcLmZlZGhoLnYxLkF3YWl0U3RhZ2VSZXNwb25zZUgAEioKBnVubWFzaxgDIAEoCzIYLmZlZGhoLnYxLlN1Ym1pdFJlc3BvbnNlSAASKwoHcmVmdXNlZBgFIAEoCzIYLmZlZGhoLnYxLlNlc3Npb25SZWZ1c2FsSAASJAoFc3RhZ2UYBCABKA4yFS5mZWRoaC52MS5TZWNBZ2dTdGFnZUIHCgVldmVudCIvCg5TZXNzaW9uUmVmdXNhbBIMCgRjb2RlGAEgASgNEg8KB2RldGFpbHMYAiABKAkiNQoQT3BlblJvdW5kUmVxdWVzdBIOCgZjb25maWcYASABKAwSEQoJc2lnbmF0dXJlGAIgASgMIjgKEU9wZW5Sb3VuZFJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAwSDwoHY3JlYXRlZBgCIAEoCCI1ChBHZXRSZXN1bHRSZXF1ZXN0EhAKCHJvdW5kX2lkGAEgASgMEg8KB3dhaXRfbXMYAiABKA0ivQIKDFJlc3VsdEhlYWRlchIpCgVzdGF0ZRgBIAEoDjIaLmZlZGhoLnYxLkFnZ3JlZ2F0aW9uU3RhdGUSEAoIcm91bmRfaWQYAiABKAwSEgoKc2Vzc2lvbl9pZBgDIAEoDBIYChBudW1fY29udHJpYnV0b3JzGAQgASgNEhEKCWRpbWVuc2lvbhgFIAEoDRIUCgxtb2R1bHVzX2JpdHMYBiABKA0SEwoLdG90YWxfYnl0ZXMYByABKAQSFAoMYWJvcnRfcmVhc29uGAggASgJEhYKDnJlYWNoZWRfdW5tYXNrGAkgASgIEhYKDnN1cnZpdm9yX2NvdW50GAogASgNEhcKD3NpZ25hdHVyZV9jb3VudBgLIAEoDRIlCgZzaGFyZHMYDCADKAsyFS5mZWRoaC52MS5TaGFyZFJlc3VsdCLDAQoLU2hhcmRSZXN1bHQSEAoIcm91bmRfaWQYASABKAwSKQoFc3RhdGUYAiABKA4yGi5mZWRoaC52MS5BZ2dyZWdhdGlvblN0YXRlEhYKDnJlYWNoZWRfdW5tYXNrGAMgASgIEhQKDGFib3J0X3JlYXNvbhgEIAEoCRIYChBudW1fY29udHJpYnV0b3JzGAUgASgNEhYKDnN1cnZpdm9yX2NvdW50GAYgASgNEhcKD3NpZ25hdHVyZV9jb3VudBgHIAEoDSJoChNSZWxlYXNlRXZpZGVuY2VQYXJ0EhEKCXN1cnZpdm9ycxgBIAMoDRIvCgpzaWduYXR1cmVzGAIgAygLMhsuZmVkaGgudjEuU3Vydml2b3JTaWduYXR1cmUSDQoFc2hhcmQYAyABKA0iOQoRU3Vydml2b3JTaWduYXR1cmUSEQoJZGV2aWNlX2lkGAEgASgNEhEKCXNpZ25hdHVyZRgCIAEoDCKCAQoLUmVzdWx0Q2h1bmsSKAoGaGVhZGVyGAEgASgLMhYuZmVkaGgudjEuUmVzdWx0SGVhZGVySAASDgoEZGF0YRgCIAEoDEgAEjEKCGV2aWRlbmNlGAMgASgLMh0uZmVkaGgudjEuUmVsZWFzZUV2aWRlbmNlUGFydEgAQgYKBHBhcnQiJQoRR2V0T3V0Y29tZVJlcXVlc3QSEAoIcm91bmRfaWQYASABKAwizQIKEkdldE91dGNvbWVSZXNwb25zZRIlCgVzdGF0ZRgBIAEoDjIWLmZlZGhoLnYxLk91dGNvbWVTdGF0ZRISCgpzZXNzaW9uX2lkGAIgASgMEiQKBXN0YWdlGAMgASgOMhUuZmVkaGgudjEuU2VjQWdnU3RhZ2USFgoOcmVhY2hlZF91bm1hc2sYBCABKAgSFAoMYWJvcnRfcmVhc29uGAUgASgJEhEKCWRlbGl2ZXJlZBgGIAEoCBIVCg1zdW1fYXZhaWxhYmxlGAcgASgIEhgKEG51bV9jb250cmlidXRvcnMYCCABKA0SDwoHZHVyYWJsZRgJIAEoCBIrCg1zdGFnZV9kZXZpY2VzGAogAygLMhQuZmVkaGgudjEuU3RhZ2VDb3VudBImCgZzaGFyZHMYCyADKAsyFi5mZWRoaC52MS5TaGFyZE91dGNvbWUixQEKDFNoYXJkT3V0Y29tZRIQCghyb3VuZF9pZBgBIAEoDBIOCgZ3b3JrZXIYAiABKA0SJQoFc3RhdGUYAyABKA4yFi5mZWRoaC52MS5PdXRjb21lU3RhdGUSJAoFc3RhZ2UYBCABKA4yFS5mZWRoaC52MS5TZWNBZ2dTdGFnZRIWCg5yZWFjaGVkX3VubWFzaxgFIAEoCBIUCgxhYm9ydF9yZWFzb24YBiABKAkSGAoQbnVtX2NvbnRyaWJ1dG9ycxgHIAEoDSJDCgpTdGFnZUNvdW50EiQKBXN0YWdlGAEgASgOMhUuZmVkaGgudjEuU2VjQWdnU3RhZ2USDwoHZGV2aWNlcxgCIAEoDSImChJDYW5jZWxSb3VuZFJlcXVlc3QSEAoIcm91bmRfaWQYASABKAwiQAoTQ2FuY2VsUm91bmRSZXNwb25zZRIpCgVzdGF0ZRgBIAEoDjIaLmZlZGhoLnYxLkFnZ3JlZ2F0aW9uU3RhdGUiGAoWRGVzY3JpYmVXb3JrZXJzUmVxdWVzdCJAChdEZXNjcmliZVdvcmtlcnNSZXNwb25zZRIlCgd3b3JrZXJzGAEgAygLMhQuZmVkaGgudjEuV29ya2VySW5mbyJVCgpXb3JrZXJJbmZvEg0KBWluZGV4GAEgASgNEhYKDnB1YmxpY19hZGRyZXNzGAIgASgJEg8KB3NlcnZpbmcYAyABKAgSDwoHd2ViX3VybBgEIAEoCSJVChdPcGVuU2hhcmRlZFJvdW5kUmVxdWVzdBIQCghyb3VuZF9pZBgBIAEoDBIoCgZzaGFyZHMYAiADKAsyGC5mZWRoaC52MS5TaGFyZFBsYWNlbWVudCJDCg5TaGFyZFBsYWNlbWVudBIOCgZjb25maWcYASABKAwSEQoJc2lnbmF0dXJlGAIgASgMEg4KBndvcmtlchgDIAEoDSJAChhPcGVuU2hhcmRlZFJvdW5kUmVzcG9uc2USDwoHY3JlYXRlZBgBIAEoCBITCgtzZXNzaW9uX2lkcxgCIAMoDCrcAQoLU2VjQWdnU3RhZ2USHAoYU0VDQUdHX1NUQUdFX1VOU1BFQ0lGSUVEEAASHwobU0VDQUdHX1NUQUdFX0FEVkVSVElTRV9LRVlTEAESGwoXU0VDQUdHX1NUQUdFX1NIQVJFX0tFWVMQAhIdChlTRUNBR0dfU1RBR0VfTUFTS0VEX0lOUFVUEAMSIgoeU0VDQUdHX1NUQUdFX0NPTlNJU1RFTkNZX0NIRUNLEAQSFwoTU0VDQUdHX1NUQUdFX1VOTUFTSxAFEhUKEVNFQ0FHR19TVEFHRV9ET05FEAYqrwEKC0F3YWl0U3RhdHVzEhwKGEFXQUlUX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKEkFXQUlUX1NUQVRVU19SRUFEWRABEhgKFEFXQUlUX1NUQVRVU19QRU5ESU5HEAISHQoZQVdBSVRfU1RBVFVTX05PVF9TRUxFQ1RFRBADEhcKE0FXQUlUX1NUQVRVU19DTE9TRUQQBBIYChRBV0FJVF9TVEFUVVNfQUJPUlRFRBAFKpMBChBBZ2dyZWdhdGlvblN0YXRlEiEKHUFHR1JFR0FUSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASHQoZQUdHUkVHQVRJT05fU1RBVEVfUlVOTklORxABEh4KGkFHR1JFR0FUSU9OX1NUQVRFX1JFTEVBU0VEEAISHQoZQUdHUkVHQVRJT05fU1RBVEVfQUJPUlRFRBADKpoBCgxPdXRjb21lU3RhdGUSHQoZT1VUQ09NRV9TVEFURV9VTlNQRUNJRklFRBAAEhkKFU9VVENPTUVfU1RBVEVfVU5LTk9XThABEhkKFU9VVENPTUVfU1RBVEVfUlVOTklORxACEhkKFU9VVENPTUVfU1RBVEVfQUJPUlRFRBADEhoKFk9VVENPTUVfU1RBVEVfUkVMRUFTRUQQBDLiBAoRU2VjdXJlQWdncmVnYXRpb24SSQoNQWR2ZXJ0aXNlS2V5cxIeLmZlZGhoLnYxLkFkdmVydGlzZUtleXNSZXF1ZXN0GhguZmVkaGgudjEuU3VibWl0UmVzcG9uc2USRwoKQXdhaXRTdGFnZRIbLmZlZGhoLnYxLkF3YWl0U3RhZ2VSZXF1ZXN0GhwuZmVkaGgudjEuQXdhaXRTdGFnZVJlc3BvbnNlEkcKDFN1Ym1pdFNoYXJlcxIdLmZlZGhoLnYxLlN1Ym1pdFNoYXJlc1JlcXVlc3QaGC5mZWRoaC52MS5TdWJtaXRSZXNwb25zZRJLChFTdWJtaXRNYXNrZWRJbnB1dBIaLmZlZGhoLnYxLk1hc2tlZElucHV0Q2h1bmsaGC5mZWRoaC52MS5TdWJtaXRSZXNwb25zZSgBEkYKElN1Ym1pdE1hc2tlZFZlY3RvchIWLmZlZGhoLnYxLk1hc2tlZFZlY3RvchoYLmZlZGhoLnYxLlN1Ym1pdFJlc3BvbnNlElEKEVN1Ym1pdENvbnNpc3RlbmN5EiIuZmVkaGgudjEuU3VibWl0Q29uc2lzdGVuY3lSZXF1ZXN0GhguZmVkaGgudjEuU3VibWl0UmVzcG9uc2USRwoMU3VibWl0VW5tYXNrEh0uZmVkaGgudjEuU3VibWl0VW5tYXNrUmVxdWVzdBoYLmZlZGhoLnYxLlN1Ym1pdFJlc3BvbnNlEj8KB1Nlc3Npb24SGC5mZWRoaC52MS5TZXNzaW9uTWVzc2FnZRoWLmZlZGhoLnYxLlNlc3Npb25FdmVudCgBMAEysAIKEUFnZ3JlZ2F0b3JDb250cm9sEkQKCU9wZW5Sb3VuZBIaLmZlZGhoLnYxLk9wZW5Sb3VuZFJlcXVlc3QaGy5mZWRoaC52MS5PcGVuUm91bmRSZXNwb25zZRJACglHZXRSZXN1bHQSGi5mZWRoaC52MS5HZXRSZXN1bHRSZXF1ZXN0GhUuZmVkaGgudjEuUmVzdWx0Q2h1bmswARJKCgtDYW5jZWxSb3VuZBIcLmZlZGhoLnYxLkNhbmNlbFJvdW5kUmVxdWVzdBodLmZlZGhoLnYxLkNhbmNlbFJvdW5kUmVzcG9uc2USRwoKR2V0T3V0Y29tZRIbLmZlZGhoLnYxLkdldE91dGNvbWVSZXF1ZXN0GhwuZmVkaGgudjEuR2V0T3V0Y29tZVJlc3BvbnNlMpsDCg9Db21iaW5lckNvbnRyb2wSVgoPRGVzY3JpYmVXb3JrZXJzEiAuZmVkaGgudjEuRGVzY3JpYmVXb3JrZXJzUmVxdWVzdBohLmZlZGhoLnYxLkRlc2NyaWJlV29ya2Vyc1Jlc3BvbnNlElkKEE9wZW5TaGFyZGVkUm91bmQSIS5mZWRoaC52MS5PcGVuU2hhcmRlZFJvdW5kUmVxdWVzdBoiLmZlZGhoLnYxLk9wZW5TaGFyZGVkUm91bmRSZXNwb25zZRJACglHZXRSZXN1bHQSGi5mZWRoaC52MS5HZXRSZXN1bHRSZXF1ZXN0GhUuZmVkaGgudjEuUmVzdWx0Q2h1bmswARJKCgtDYW5jZWxSb3VuZBIcLmZlZGhoLnYxLkNhbmNlbFJvdW5kUmVxdWVzdBodLmZlZGhoLnYxLkNhbmNlbFJvdW5kUmVzcG9uc2USRwoKR2V0T3V0Y29tZRIbLmZlZGhoLnYxLkdldE91dGNvbWVSZXF1ZXN0GhwuZmVkaGgudjEuR2V0T3V0Y29tZVJlc3BvbnNlYgZwcm90bzM");
 
 /**
  * The coordinator's admission of a device to one round (fedhh.secagg.Admission): the inclusion
@@ -667,6 +667,284 @@ export const SubmitUnmaskRequestSchema: GenMessage<SubmitUnmaskRequest> = /*@__P
   messageDesc(file_fedhh_v1_aggregator, 19);
 
 /**
+ * The first message on a session stream: who the device is, proved for this stream only.
+ *
+ * @generated from message fedhh.v1.SessionOpen
+ */
+export type SessionOpen = Message<"fedhh.v1.SessionOpen"> & {
+  /**
+   * @generated from field: bytes session_id = 1;
+   */
+  sessionId: Uint8Array;
+
+  /**
+   * @generated from field: fedhh.v1.SecAggAdmission admission = 2;
+   */
+  admission?: SecAggAdmission | undefined;
+
+  /**
+   * Ed25519, by the admitted identity key, over session_transcript(session_id, device_id,
+   * the challenge this stream's first event carried).
+   *
+   * @generated from field: bytes signature = 3;
+   */
+  signature: Uint8Array;
+};
+
+/**
+ * Describes the message fedhh.v1.SessionOpen.
+ * Use `create(SessionOpenSchema)` to create a new message.
+ */
+export const SessionOpenSchema: GenMessage<SessionOpen> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_aggregator, 20);
+
+/**
+ * @generated from message fedhh.v1.SessionShares
+ */
+export type SessionShares = Message<"fedhh.v1.SessionShares"> & {
+  /**
+   * @generated from field: repeated fedhh.v1.EncryptedShare shares = 1;
+   */
+  shares: EncryptedShare[];
+
+  /**
+   * 32 bytes
+   *
+   * @generated from field: bytes b_commitment = 2;
+   */
+  bCommitment: Uint8Array;
+};
+
+/**
+ * Describes the message fedhh.v1.SessionShares.
+ * Use `create(SessionSharesSchema)` to create a new message.
+ */
+export const SessionSharesSchema: GenMessage<SessionShares> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_aggregator, 21);
+
+/**
+ * Stage 2: the declared length and hash of the whole vector (as MaskedInputHeader) and its first
+ * bytes; the rest, if any, follows in `vector_data` messages.
+ *
+ * @generated from message fedhh.v1.SessionVector
+ */
+export type SessionVector = Message<"fedhh.v1.SessionVector"> & {
+  /**
+   * @generated from field: uint64 total_bytes = 1;
+   */
+  totalBytes: bigint;
+
+  /**
+   * @generated from field: bytes vector_sha256 = 2;
+   */
+  vectorSha256: Uint8Array;
+
+  /**
+   * 1 byte .. 1 MiB
+   *
+   * @generated from field: bytes data = 3;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message fedhh.v1.SessionVector.
+ * Use `create(SessionVectorSchema)` to create a new message.
+ */
+export const SessionVectorSchema: GenMessage<SessionVector> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_aggregator, 22);
+
+/**
+ * @generated from message fedhh.v1.SessionUnmask
+ */
+export type SessionUnmask = Message<"fedhh.v1.SessionUnmask"> & {
+  /**
+   * @generated from field: repeated fedhh.v1.OwnerShare b_shares = 1;
+   */
+  bShares: OwnerShare[];
+
+  /**
+   * @generated from field: repeated fedhh.v1.OwnerShare s_shares = 2;
+   */
+  sShares: OwnerShare[];
+};
+
+/**
+ * Describes the message fedhh.v1.SessionUnmask.
+ * Use `create(SessionUnmaskSchema)` to create a new message.
+ */
+export const SessionUnmaskSchema: GenMessage<SessionUnmask> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_aggregator, 23);
+
+/**
+ * @generated from message fedhh.v1.SessionMessage
+ */
+export type SessionMessage = Message<"fedhh.v1.SessionMessage"> & {
+  /**
+   * @generated from oneof fedhh.v1.SessionMessage.part
+   */
+  part: {
+    /**
+     * first, exactly once
+     *
+     * @generated from field: fedhh.v1.SessionOpen open = 1;
+     */
+    value: SessionOpen;
+    case: "open";
+  } | {
+    /**
+     * stage 0 (the admission in it must be the open's)
+     *
+     * @generated from field: fedhh.v1.DeviceKeys keys = 2;
+     */
+    value: DeviceKeys;
+    case: "keys";
+  } | {
+    /**
+     * stage 1
+     *
+     * @generated from field: fedhh.v1.SessionShares shares = 3;
+     */
+    value: SessionShares;
+    case: "shares";
+  } | {
+    /**
+     * stage 2
+     *
+     * @generated from field: fedhh.v1.SessionVector masked_vector = 4;
+     */
+    value: SessionVector;
+    case: "maskedVector";
+  } | {
+    /**
+     * stage 2 continued: 1 byte .. 1 MiB each
+     *
+     * @generated from field: bytes vector_data = 5;
+     */
+    value: Uint8Array;
+    case: "vectorData";
+  } | {
+    /**
+     * stage 3: the signature over U3
+     *
+     * @generated from field: bytes consistency_signature = 6;
+     */
+    value: Uint8Array;
+    case: "consistencySignature";
+  } | {
+    /**
+     * stage 4
+     *
+     * @generated from field: fedhh.v1.SessionUnmask unmask = 7;
+     */
+    value: SessionUnmask;
+    case: "unmask";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * The device sent this message on an earlier stream of the session (it reconnected): if its
+   * stage has closed since, the aggregator answers with the next stage's `next` (READY if an
+   * earlier copy got in, NOT_SELECTED if none did) instead of ending the stream
+   * FAILED_PRECONDITION.
+   *
+   * @generated from field: bool resent = 8;
+   */
+  resent: boolean;
+};
+
+/**
+ * Describes the message fedhh.v1.SessionMessage.
+ * Use `create(SessionMessageSchema)` to create a new message.
+ */
+export const SessionMessageSchema: GenMessage<SessionMessage> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_aggregator, 24);
+
+/**
+ * @generated from message fedhh.v1.SessionEvent
+ */
+export type SessionEvent = Message<"fedhh.v1.SessionEvent"> & {
+  /**
+   * @generated from oneof fedhh.v1.SessionEvent.event
+   */
+  event: {
+    /**
+     * first: 32 fresh random bytes for the open to sign
+     *
+     * @generated from field: bytes challenge = 1;
+     */
+    value: Uint8Array;
+    case: "challenge";
+  } | {
+    /**
+     * for `stage`: the device's request, or a terminal status
+     *
+     * @generated from field: fedhh.v1.AwaitStageResponse next = 2;
+     */
+    value: AwaitStageResponse;
+    case: "next";
+  } | {
+    /**
+     * the answer to the unmask shares; the stream then ends
+     *
+     * @generated from field: fedhh.v1.SubmitResponse unmask = 3;
+     */
+    value: SubmitResponse;
+    case: "unmask";
+  } | {
+    /**
+     * the last event: why the stream ends (see SessionRefusal)
+     *
+     * @generated from field: fedhh.v1.SessionRefusal refused = 5;
+     */
+    value: SessionRefusal;
+    case: "refused";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * the stage `next` answers for
+   *
+   * @generated from field: fedhh.v1.SecAggStage stage = 4;
+   */
+  stage: SecAggStage;
+};
+
+/**
+ * Describes the message fedhh.v1.SessionEvent.
+ * Use `create(SessionEventSchema)` to create a new message.
+ */
+export const SessionEventSchema: GenMessage<SessionEvent> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_aggregator, 25);
+
+/**
+ * A refused message (or open): the code and details the stream then ends with, sent as an
+ * event first. The aggregator ends the stream once the device has closed its side (or after
+ * the upload idle time): a status that arrives while a client's write is still in flight
+ * reaches grpc.aio's caller as INTERNAL instead of the server's code (grpc/grpc#36066).
+ *
+ * @generated from message fedhh.v1.SessionRefusal
+ */
+export type SessionRefusal = Message<"fedhh.v1.SessionRefusal"> & {
+  /**
+   * a grpc status code (FAILED_PRECONDITION = 9, ...)
+   *
+   * @generated from field: uint32 code = 1;
+   */
+  code: number;
+
+  /**
+   * @generated from field: string details = 2;
+   */
+  details: string;
+};
+
+/**
+ * Describes the message fedhh.v1.SessionRefusal.
+ * Use `create(SessionRefusalSchema)` to create a new message.
+ */
+export const SessionRefusalSchema: GenMessage<SessionRefusal> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_aggregator, 26);
+
+/**
  * @generated from message fedhh.v1.OpenRoundRequest
  */
 export type OpenRoundRequest = Message<"fedhh.v1.OpenRoundRequest"> & {
@@ -690,7 +968,7 @@ export type OpenRoundRequest = Message<"fedhh.v1.OpenRoundRequest"> & {
  * Use `create(OpenRoundRequestSchema)` to create a new message.
  */
 export const OpenRoundRequestSchema: GenMessage<OpenRoundRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 20);
+  messageDesc(file_fedhh_v1_aggregator, 27);
 
 /**
  * @generated from message fedhh.v1.OpenRoundResponse
@@ -714,7 +992,7 @@ export type OpenRoundResponse = Message<"fedhh.v1.OpenRoundResponse"> & {
  * Use `create(OpenRoundResponseSchema)` to create a new message.
  */
 export const OpenRoundResponseSchema: GenMessage<OpenRoundResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 21);
+  messageDesc(file_fedhh_v1_aggregator, 28);
 
 /**
  * @generated from message fedhh.v1.GetResultRequest
@@ -736,7 +1014,7 @@ export type GetResultRequest = Message<"fedhh.v1.GetResultRequest"> & {
  * Use `create(GetResultRequestSchema)` to create a new message.
  */
 export const GetResultRequestSchema: GenMessage<GetResultRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 22);
+  messageDesc(file_fedhh_v1_aggregator, 29);
 
 /**
  * @generated from message fedhh.v1.ResultHeader
@@ -827,7 +1105,7 @@ export type ResultHeader = Message<"fedhh.v1.ResultHeader"> & {
  * Use `create(ResultHeaderSchema)` to create a new message.
  */
 export const ResultHeaderSchema: GenMessage<ResultHeader> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 23);
+  messageDesc(file_fedhh_v1_aggregator, 30);
 
 /**
  * One shard of a sharded round as the combiner releases it.
@@ -892,7 +1170,7 @@ export type ShardResult = Message<"fedhh.v1.ShardResult"> & {
  * Use `create(ShardResultSchema)` to create a new message.
  */
 export const ShardResultSchema: GenMessage<ShardResult> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 24);
+  messageDesc(file_fedhh_v1_aggregator, 31);
 
 /**
  * Part of the evidence of a release, streamed after the header and before the sum: U3 and the
@@ -928,7 +1206,7 @@ export type ReleaseEvidencePart = Message<"fedhh.v1.ReleaseEvidencePart"> & {
  * Use `create(ReleaseEvidencePartSchema)` to create a new message.
  */
 export const ReleaseEvidencePartSchema: GenMessage<ReleaseEvidencePart> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 25);
+  messageDesc(file_fedhh_v1_aggregator, 32);
 
 /**
  * @generated from message fedhh.v1.SurvivorSignature
@@ -952,7 +1230,7 @@ export type SurvivorSignature = Message<"fedhh.v1.SurvivorSignature"> & {
  * Use `create(SurvivorSignatureSchema)` to create a new message.
  */
 export const SurvivorSignatureSchema: GenMessage<SurvivorSignature> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 26);
+  messageDesc(file_fedhh_v1_aggregator, 33);
 
 /**
  * @generated from message fedhh.v1.ResultChunk
@@ -993,7 +1271,7 @@ export type ResultChunk = Message<"fedhh.v1.ResultChunk"> & {
  * Use `create(ResultChunkSchema)` to create a new message.
  */
 export const ResultChunkSchema: GenMessage<ResultChunk> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 27);
+  messageDesc(file_fedhh_v1_aggregator, 34);
 
 /**
  * @generated from message fedhh.v1.GetOutcomeRequest
@@ -1010,7 +1288,7 @@ export type GetOutcomeRequest = Message<"fedhh.v1.GetOutcomeRequest"> & {
  * Use `create(GetOutcomeRequestSchema)` to create a new message.
  */
 export const GetOutcomeRequestSchema: GenMessage<GetOutcomeRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 28);
+  messageDesc(file_fedhh_v1_aggregator, 35);
 
 /**
  * @generated from message fedhh.v1.GetOutcomeResponse
@@ -1104,7 +1382,7 @@ export type GetOutcomeResponse = Message<"fedhh.v1.GetOutcomeResponse"> & {
  * Use `create(GetOutcomeResponseSchema)` to create a new message.
  */
 export const GetOutcomeResponseSchema: GenMessage<GetOutcomeResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 29);
+  messageDesc(file_fedhh_v1_aggregator, 36);
 
 /**
  * @generated from message fedhh.v1.ShardOutcome
@@ -1157,7 +1435,7 @@ export type ShardOutcome = Message<"fedhh.v1.ShardOutcome"> & {
  * Use `create(ShardOutcomeSchema)` to create a new message.
  */
 export const ShardOutcomeSchema: GenMessage<ShardOutcome> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 30);
+  messageDesc(file_fedhh_v1_aggregator, 37);
 
 /**
  * @generated from message fedhh.v1.StageCount
@@ -1179,7 +1457,7 @@ export type StageCount = Message<"fedhh.v1.StageCount"> & {
  * Use `create(StageCountSchema)` to create a new message.
  */
 export const StageCountSchema: GenMessage<StageCount> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 31);
+  messageDesc(file_fedhh_v1_aggregator, 38);
 
 /**
  * @generated from message fedhh.v1.CancelRoundRequest
@@ -1196,7 +1474,7 @@ export type CancelRoundRequest = Message<"fedhh.v1.CancelRoundRequest"> & {
  * Use `create(CancelRoundRequestSchema)` to create a new message.
  */
 export const CancelRoundRequestSchema: GenMessage<CancelRoundRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 32);
+  messageDesc(file_fedhh_v1_aggregator, 39);
 
 /**
  * @generated from message fedhh.v1.CancelRoundResponse
@@ -1215,7 +1493,7 @@ export type CancelRoundResponse = Message<"fedhh.v1.CancelRoundResponse"> & {
  * Use `create(CancelRoundResponseSchema)` to create a new message.
  */
 export const CancelRoundResponseSchema: GenMessage<CancelRoundResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 33);
+  messageDesc(file_fedhh_v1_aggregator, 40);
 
 /**
  * @generated from message fedhh.v1.DescribeWorkersRequest
@@ -1228,7 +1506,7 @@ export type DescribeWorkersRequest = Message<"fedhh.v1.DescribeWorkersRequest"> 
  * Use `create(DescribeWorkersRequestSchema)` to create a new message.
  */
 export const DescribeWorkersRequestSchema: GenMessage<DescribeWorkersRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 34);
+  messageDesc(file_fedhh_v1_aggregator, 41);
 
 /**
  * @generated from message fedhh.v1.DescribeWorkersResponse
@@ -1245,7 +1523,7 @@ export type DescribeWorkersResponse = Message<"fedhh.v1.DescribeWorkersResponse"
  * Use `create(DescribeWorkersResponseSchema)` to create a new message.
  */
 export const DescribeWorkersResponseSchema: GenMessage<DescribeWorkersResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 35);
+  messageDesc(file_fedhh_v1_aggregator, 42);
 
 /**
  * @generated from message fedhh.v1.WorkerInfo
@@ -1283,7 +1561,7 @@ export type WorkerInfo = Message<"fedhh.v1.WorkerInfo"> & {
  * Use `create(WorkerInfoSchema)` to create a new message.
  */
 export const WorkerInfoSchema: GenMessage<WorkerInfo> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 36);
+  messageDesc(file_fedhh_v1_aggregator, 43);
 
 /**
  * @generated from message fedhh.v1.OpenShardedRoundRequest
@@ -1309,7 +1587,7 @@ export type OpenShardedRoundRequest = Message<"fedhh.v1.OpenShardedRoundRequest"
  * Use `create(OpenShardedRoundRequestSchema)` to create a new message.
  */
 export const OpenShardedRoundRequestSchema: GenMessage<OpenShardedRoundRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 37);
+  messageDesc(file_fedhh_v1_aggregator, 44);
 
 /**
  * @generated from message fedhh.v1.ShardPlacement
@@ -1342,7 +1620,7 @@ export type ShardPlacement = Message<"fedhh.v1.ShardPlacement"> & {
  * Use `create(ShardPlacementSchema)` to create a new message.
  */
 export const ShardPlacementSchema: GenMessage<ShardPlacement> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 38);
+  messageDesc(file_fedhh_v1_aggregator, 45);
 
 /**
  * @generated from message fedhh.v1.OpenShardedRoundResponse
@@ -1368,7 +1646,7 @@ export type OpenShardedRoundResponse = Message<"fedhh.v1.OpenShardedRoundRespons
  * Use `create(OpenShardedRoundResponseSchema)` to create a new message.
  */
 export const OpenShardedRoundResponseSchema: GenMessage<OpenShardedRoundResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_aggregator, 39);
+  messageDesc(file_fedhh_v1_aggregator, 46);
 
 /**
  * The protocol stages (fedhh.secagg.Stage + 1; 0 is unset).
@@ -1641,6 +1919,27 @@ export const SecureAggregation: GenService<{
     methodKind: "unary";
     input: typeof SubmitUnmaskRequestSchema;
     output: typeof SubmitResponseSchema;
+  },
+  /**
+   * The whole session in one stream (the calls above stay for the Connect port's devices).
+   * The aggregator first sends a fresh `challenge`; the device answers with `open`: its
+   * admission and its identity key's signature over
+   * `aggregator_wire.session_transcript(session_id, device_id, challenge)`, which authenticates
+   * the stream (the messages after it are not signed: docs/secagg.md, "The session stream").
+   * The device then sends each stage's message as it computes it, and the aggregator pushes
+   * `next` (its next request, or NOT_SELECTED / CLOSED / ABORTED) for the stage after each
+   * message as soon as it is known; after the unmask shares, `unmask` and the end of the stream.
+   * One stream per device and session: a newer authenticated stream replaces the older, which
+   * ends ALREADY_EXISTS. A rejected message ends the stream with the unary call's code (told
+   * first in a `refused` event) and changes nothing; a device whose stream broke opens another and sends its last message again
+   * (`resent`), an identical duplicate.
+   *
+   * @generated from rpc fedhh.v1.SecureAggregation.Session
+   */
+  session: {
+    methodKind: "bidi_streaming";
+    input: typeof SessionMessageSchema;
+    output: typeof SessionEventSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_fedhh_v1_aggregator, 0);

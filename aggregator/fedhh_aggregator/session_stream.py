@@ -1,0 +1,323 @@
+"""A device's whole session as one stream (``SecureAggregation.Session``).
+
+The stream is authenticated once: the aggregator's first event is a fresh random challenge,
+and the device's first message (``open``) carries its admission and its identity key's
+signature over ``aggregator_wire.session_transcript(session_id, device_id, challenge)``. Every
+later message on the stream is taken as the admitted device's without a signature: only the
+two ends of the device's TLS connection can read or write a stream's messages, and the
+challenge, fresh for this stream, was readable only by the end that then signed it
+(docs/secagg.md, "The session stream", argues it in full).
+
+After the open the device sends each stage's message as it computes it; each is handled as the
+unary call for that stage handles it (the same checks in the same order, the same state
+machine, the same codes) and, but for the unmask shares, answered by pushing the device's
+request for the stage after it (or NOT_SELECTED, CLOSED, ABORTED) as soon as it is known: no
+long-polls. The unmask shares are answered with ``unmask`` and the stream ends. A rejected
+message changes nothing and ends the stream with its code, told first in a ``refused`` event
+(see :func:`_refuse`).
+
+One stream per device and round: a newer authenticated stream replaces the older, which ends
+ALREADY_EXISTS (a device opens a new stream only after its old one broke, so the old one is a
+half-open leftover the aggregator had not noticed yet; refusing the new one instead would lock
+the device out until then). A device that reconnects sends its last message again marked
+``resent``: an identical duplicate, answered with the next stage's request, or, if that
+message's stage has closed since, with what its stage after says (READY if an earlier copy
+got in, NOT_SELECTED if none did), as a repeated unary submission is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import time
+
+import grpc
+
+from fedhh.errors import AuthenticationError, ConflictError, FedhhError, StateError
+from fedhh.rpc.aggregator_wire import (
+    CHALLENGE_BYTES,
+    CHUNK_BYTES,
+    DIGEST_BYTES,
+    admission_from_pb,
+    keys_from_pb,
+    session_transcript,
+    shares_from_pb,
+    stage_to_pb,
+    unmask_from_pb,
+)
+from fedhh.rpc.errors import details_of, status_of
+from fedhh.secagg import ConsistencyResponse, ProtocolViolation, Stage, Violation
+from fedhh.secagg.config import Admission
+from fedhh.secagg.prg import mask_dtype
+from fedhh.secagg.primitives import ed25519_verify
+from fedhh.v1 import aggregator_pb2 as pb
+from fedhh_aggregator import metrics
+from fedhh_aggregator.errors import UploadTimeout
+from fedhh_aggregator.registry import RoundRegistry
+from fedhh_aggregator.rounds import AwaitStatus, Round, stage_deadline_s
+from fedhh_aggregator.servicers import accept_vector, await_response
+
+__all__ = ["run_session"]
+
+_RPC = "Session"
+
+
+def _malformed(detail: str) -> ProtocolViolation:
+    return ProtocolViolation(Violation.MALFORMED, detail)
+
+
+class _Reader:
+    """The device's messages, each waited for at most so long. (A read that runs out of time
+    is cancelled, which ends the call's reading: a refusal after it is still delivered, but
+    its wait for the device to close its side ends at once.)"""
+
+    def __init__(self, context: grpc.aio.ServicerContext) -> None:
+        self.context = context
+
+    async def next(self, timeout_s: float, late: FedhhError) -> pb.SessionMessage | None:
+        """The next message (None once the device closed its side), or ``late`` raised after
+        ``timeout_s``."""
+        try:
+            async with asyncio.timeout(max(0.0, timeout_s)):
+                message = await self.context.read()
+        except TimeoutError:
+            raise late from None
+        return None if message is grpc.aio.EOF else message
+
+
+async def run_session(registry: RoundRegistry, context: grpc.aio.ServicerContext) -> None:
+    """Serve one session stream (the servicer's ``Session``; errors become its status, told
+    first in a ``refused`` event)."""
+    challenge = os.urandom(CHALLENGE_BYTES)
+    await context.write(pb.SessionEvent(challenge=challenge))
+    reader = _Reader(context)
+    try:
+        await _serve(registry, context, reader, challenge)
+    except FedhhError as error:
+        await _refuse(context, reader, error, registry.limits.upload_idle_s)
+        raise
+
+
+async def _refuse(context: grpc.aio.ServicerContext, reader: _Reader, error: FedhhError,
+                  wait_s: float) -> None:
+    """Tell the device why its stream ends, then wait (at most ``wait_s``) for it to close its
+    side, ignoring what it still sends: ending the stream while a client's write is in flight
+    would show it INTERNAL instead of this code (grpc/grpc#36066)."""
+    refusal = pb.SessionEvent()
+    refusal.refused.code = status_of(error).value[0]
+    refusal.refused.details = details_of(error)
+    until = time.monotonic() + wait_s
+    try:
+        await asyncio.wait_for(context.write(refusal), wait_s)
+        while await reader.next(until - time.monotonic(), error) is not None:
+            pass
+    except (FedhhError, TimeoutError, grpc.aio.AbortError, grpc.aio.UsageError,
+            asyncio.InvalidStateError):
+        pass
+
+
+async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext, reader: _Reader,
+                 challenge: bytes) -> None:
+    limits = registry.limits
+    first = await reader.next(limits.upload_idle_s, UploadTimeout(
+        f"no open within {limits.upload_idle_s:g} s of the challenge"))
+    if first is None:
+        return
+    if first.WhichOneof("part") != "open":
+        raise _malformed("a session stream starts with open")
+    opened = first.open
+    round_ = registry.by_session(bytes(opened.session_id))
+    metrics.BYTES_RECEIVED.labels(_RPC).inc(first.ByteSize())
+    if not opened.HasField("admission"):
+        raise AuthenticationError("missing device credentials")
+    admission = admission_from_pb(opened.admission)
+    if not round_.admitted(admission):
+        raise AuthenticationError("the admission is not the coordinator's for this round")
+    transcript = session_transcript(round_.session_id, admission.device_id, challenge)
+    if not ed25519_verify(admission.identity_key, bytes(opened.signature), transcript):
+        raise AuthenticationError("the stream is not opened by the admitted device")
+    await _Session(registry, round_, admission, context, reader).run()
+
+
+class _Session:
+    """One authenticated stream: the reader (this task) and at most one pusher task."""
+
+    def __init__(self, registry: RoundRegistry, round_: Round, admission: Admission,
+                 context: grpc.aio.ServicerContext, reader: _Reader) -> None:
+        self.registry = registry
+        self.reader = reader
+        self.round = round_
+        self.device_id = admission.device_id
+        self.context = context
+        self.task = asyncio.current_task()
+        self.stop_error: FedhhError | None = None  # why another task ended this stream
+        self._pusher: asyncio.Task[None] | None = None
+        self._writing = asyncio.Lock()
+        # Messages after the last stage's deadline are late whatever they are; the stream
+        # waits no longer than that (plus the upload grace) for the device's next message.
+        self._ends_at = (stage_deadline_s(round_.config, Stage.UNMASK)
+                         + registry.limits.upload_idle_s)
+
+    def stop(self, error: FedhhError) -> None:
+        """End this stream with ``error``'s status (from another task)."""
+        if self.stop_error is None and self.task is not None:
+            self.stop_error = error
+            self.task.cancel()
+
+    async def run(self) -> None:
+        streams = self.round.streams
+        older = streams.get(self.device_id)
+        if older is not None:
+            older.stop(ConflictError(f"replaced by a newer session stream of device "
+                                     f"{self.device_id}"))
+        streams[self.device_id] = self
+        metrics.SESSION_STREAMS.inc()
+        try:
+            while True:
+                message = await self.reader.next(self._ends_at - time.time(),
+                                                 StateError("every stage of the round has "
+                                                            "closed"))
+                if message is None or await self._handle(message):
+                    return
+        except asyncio.CancelledError:
+            if self.stop_error is None:
+                raise
+            if self.task is not None:
+                self.task.uncancel()
+            raise self.stop_error from None
+        finally:
+            metrics.SESSION_STREAMS.dec()
+            if self._pusher is not None:
+                self._pusher.cancel()
+            if streams.get(self.device_id) is self:
+                del streams[self.device_id]
+
+    async def _handle(self, message: pb.SessionMessage) -> bool:
+        """One device message; True once the stream is done (the unmask shares answered)."""
+        round_, device_id = self.round, self.device_id
+        part = message.WhichOneof("part")
+        metrics.BYTES_RECEIVED.labels(_RPC).inc(message.ByteSize())
+        stage: Stage
+        try:
+            if part == "keys":
+                stage = Stage.ADVERTISE_KEYS
+                keys = keys_from_pb(round_.session_id, message.keys)
+                admission = keys.admission
+                if (keys.device_id != device_id or admission is None
+                        or admission.device_id != device_id or not round_.admitted(admission)):
+                    raise AuthenticationError("the keys are not this stream's device's")
+                await round_.submit(stage, keys)
+            elif part == "shares":
+                stage = Stage.SHARE_KEYS
+                await round_.submit(stage, shares_from_pb(device_id, message.shares,
+                                                          round_.session_id))
+            elif part == "masked_vector":
+                stage = Stage.MASKED_INPUT
+                await self._masked_vector(message.masked_vector)
+            elif part == "consistency_signature":
+                stage = Stage.CONSISTENCY_CHECK
+                await round_.submit(stage, ConsistencyResponse(
+                    round_.session_id, device_id, bytes(message.consistency_signature)))
+            elif part == "unmask":
+                accepted = await round_.submit(Stage.UNMASK, unmask_from_pb(
+                    device_id, message.unmask, round_.session_id))
+                await self._write(pb.SessionEvent(unmask=pb.SubmitResponse(accepted=accepted)))
+                return True
+            elif part == "open":
+                raise _malformed("a session stream is opened once")
+            elif part == "vector_data":
+                raise _malformed("vector data outside a masked vector")
+            else:
+                raise _malformed("an empty session message")
+        except StateError:
+            # A message sent again after a reconnect whose stage closed meanwhile may have got
+            # in on the broken stream: the stage after it tells (as for a unary repeat).
+            if not message.resent or part == "unmask":
+                raise
+        self._push(round_.stage_after(stage))
+        return False
+
+    async def _masked_vector(self, vector: pb.SessionVector) -> None:
+        """Stage 2 with the unary upload's checks: the declared length and hash first, then
+        the bytes (the first in ``vector``, any more in ``vector_data`` messages, each within
+        ``upload_idle_s`` and all at ``upload_min_rate``), which must hash as declared."""
+        round_ = self.round
+        expected = round_.config.dimension * mask_dtype(round_.config.modulus_bits).itemsize
+        if vector.total_bytes != expected:
+            raise ProtocolViolation(Violation.WRONG_LENGTH, f"declared {vector.total_bytes} "
+                                    f"bytes, the round's vectors have {expected}")
+        declared = bytes(vector.vector_sha256)
+        if len(declared) != DIGEST_BYTES:
+            raise ProtocolViolation(Violation.WRONG_LENGTH,
+                                    f"vector_sha256 must be {DIGEST_BYTES} bytes")
+
+        async def receive(expected: int) -> tuple[bytes | bytearray, bytes]:
+            data = vector.data
+            if not 0 < len(data) <= min(expected, CHUNK_BYTES):
+                raise ProtocolViolation(Violation.WRONG_LENGTH, f"the vector's first part "
+                                        f"holds 1..{min(expected, CHUNK_BYTES)} bytes, got "
+                                        f"{len(data)}")
+            if len(data) == expected:
+                return data, hashlib.sha256(data).digest()
+            return await self._rest(data, expected)
+
+        await accept_vector(self.registry, round_, self.device_id, declared, receive, _RPC)
+
+    async def _rest(self, first: bytes, expected: int) -> tuple[bytearray, bytes]:
+        limits = self.registry.limits
+        buffer = bytearray(expected)
+        buffer[:len(first)] = first
+        digest = hashlib.sha256(first)
+        received = len(first)
+        loop = asyncio.get_running_loop()
+        idle = limits.upload_idle_s
+        until = loop.time() + idle + expected / limits.upload_min_rate
+        while received < expected:
+            wait = min(idle, until - loop.time())
+            message = await self.reader.next(wait, UploadTimeout(
+                f"upload slower than {limits.upload_min_rate} bytes/s" if wait < idle else
+                f"no upload data for {idle:g} s"))
+            if message is None:
+                raise ProtocolViolation(Violation.WRONG_LENGTH, f"the stream ended after "
+                                        f"{received} of the vector's {expected} bytes")
+            if message.WhichOneof("part") != "vector_data":
+                raise _malformed("only vector data may follow a masked vector's first part")
+            data = message.vector_data
+            if not 0 < len(data) <= min(CHUNK_BYTES, expected - received):
+                raise ProtocolViolation(Violation.WRONG_LENGTH, f"vector data holds 1.."
+                                        f"{min(CHUNK_BYTES, expected - received)} bytes here, "
+                                        f"got {len(data)}")
+            buffer[received:received + len(data)] = data
+            digest.update(data)
+            received += len(data)
+        return buffer, digest.digest()
+
+    # -- pushing the next request ------------------------------------------------------------
+
+    def _push(self, stage: Stage) -> None:
+        """Push this device's answer for ``stage`` once known (replacing an earlier push)."""
+        if self._pusher is not None:
+            self._pusher.cancel()
+        self._pusher = asyncio.create_task(self._push_when_ready(stage))
+
+    async def _push_when_ready(self, stage: Stage) -> None:
+        round_ = self.round
+        try:
+            while True:
+                outcome = await round_.await_request(self.device_id, stage,
+                                                     self.registry.limits.max_wait_s)
+                if outcome.status is not AwaitStatus.PENDING:
+                    break
+            event = pb.SessionEvent(stage=stage_to_pb(stage))
+            await_response(round_, outcome, event.next)
+            await self._write(event)
+        except FedhhError as error:
+            self.stop(error)
+        except (grpc.aio.AbortError, grpc.aio.UsageError, asyncio.InvalidStateError):
+            pass  # the stream has ended meanwhile
+
+    async def _write(self, event: pb.SessionEvent) -> None:
+        async with self._writing:
+            await self.context.write(event)
+

@@ -1,0 +1,289 @@
+"""The session stream (``SecureAggregation.Session``) over real gRPC on 127.0.0.1: rounds whose
+devices use it beside devices on the unary calls, streams that break at every stage and
+reconnect, a resent message whose stage closed meanwhile, and the stream's limits.
+
+Servers on OS-chosen ports; nothing sleeps: a test waits on the aggregator's own state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+from aggregator_testkit import TOKEN, Cohort, aggregator, make_cohort, run
+from prometheus_client import REGISTRY
+
+from fedhh.rpc.aggregator_client import AggregatorControl
+from fedhh.rpc.aggregator_wire import keys_to_pb, request_from_pb, session_open, session_shares
+from fedhh.rpc.device_client import ParticipationEnd as End
+from fedhh.rpc.device_client import RetryPolicy, SessionResult, Transport, participate
+from fedhh.secagg import Stage
+from fedhh.v1 import aggregator_pb2 as pb
+from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
+from fedhh_aggregator.rounds import Limits
+
+UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+NO_WAIT = RetryPolicy(initial_backoff_s=0.0, max_backoff_s=0.0)
+
+
+def _metric(name: str, labels: dict[str, str] | None = None) -> float:
+    return REGISTRY.get_sample_value(name, labels or {}) or 0.0
+
+
+def _unavailable() -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                                details="the stream broke (test)")
+
+
+class _BreakingCall:
+    """A session stream that breaks once, at the device's ``after``-th message (0: the open):
+    ``lose_answer`` lets that message in and waits for the aggregator's answer to it (the open
+    has none), then reports UNAVAILABLE instead of it (the device cannot know it got in);
+    otherwise the write itself fails and nothing is sent."""
+
+    def __init__(self, call: Any, owner: _BreakingStub) -> None:
+        self._call = call
+        self._owner = owner
+        self._broken = False
+
+    async def read(self) -> Any:
+        if self._broken:
+            raise _unavailable()
+        return await self._call.read()
+
+    async def write(self, message: pb.SessionMessage) -> None:
+        owner = self._owner
+        if self._broken:
+            raise _unavailable()
+        if owner.armed and owner.written == owner.after:
+            owner.armed = False
+            self._broken = True
+            if not owner.lose_answer:
+                self._call.cancel()
+                raise _unavailable()
+            await self._call.write(message)
+            owner.sent.append(message.WhichOneof("part"))
+            if message.WhichOneof("part") != "open":  # (which has no answer)
+                await self._call.read()  # its answer (the next stage's request), lost
+            await owner.before_reconnect()
+            self._call.cancel()
+            return
+        await self._call.write(message)
+        owner.sent.append(message.WhichOneof("part"))
+        if message.WhichOneof("part") != "vector_data":
+            owner.written += 1
+
+    def cancel(self) -> bool:
+        return bool(self._call.cancel())
+
+    async def code(self) -> grpc.StatusCode:
+        return await self._call.code()
+
+    async def details(self) -> str:
+        return str(await self._call.details())
+
+
+class _BreakingStub:
+    """A device's stub whose session stream breaks once (see :class:`_BreakingCall`)."""
+
+    def __init__(self, channel: grpc.aio.Channel, after: int, lose_answer: bool,
+                 before_reconnect: Any = None) -> None:
+        self._stub = pb_grpc.SecureAggregationStub(channel)
+        self.after, self.lose_answer = after, lose_answer
+        self.armed, self.written, self.opened = True, 0, 0
+        self.sent: list[str | None] = []
+        self._before_reconnect = before_reconnect
+
+    async def before_reconnect(self) -> None:
+        if self._before_reconnect is not None:
+            await self._before_reconnect()
+
+    def Session(self, **kwargs: Any) -> _BreakingCall:
+        self.opened += 1
+        return _BreakingCall(self._stub.Session(**kwargs), self)
+
+
+async def _through(channel: grpc.aio.Channel, cohort: Cohort, u: int, stub: Any = None,
+                   transport: Transport = Transport.STREAM, **kw: Any) -> SessionResult:
+    return await participate(stub or channel, cohort.device(u), cohort.reports[u],
+                             identity_key=cohort.identity_keys[u],
+                             admission=cohort.admissions[u], transport=transport,
+                             retry=NO_WAIT, **kw)
+
+
+def test_devices_on_streams_and_on_unary_calls_share_a_round_with_dropouts() -> None:
+    """Odd devices on the stream (some uploading their vector in 1000-byte parts), even ones
+    on the unary calls; dropouts at every stage on both. The release is exactly the sum over
+    the devices whose masked input got in, and every stream is closed afterwards."""
+    cohort = make_cohort(20, 4096, 19, 12, n_min=12, windows_ms=(3000,) * 5,
+                         consistency_check=True, round_id=b"stream/mixed")
+    drop = {3: Stage.SHARE_KEYS, 4: Stage.SHARE_KEYS, 7: Stage.MASKED_INPUT,
+            8: Stage.MASKED_INPUT, 11: Stage.CONSISTENCY_CHECK, 15: Stage.UNMASK}
+    streams_before = _metric("fedhh_aggregator_session_streams")
+
+    async def scenario() -> tuple[Any, dict[int, SessionResult]]:
+        async with aggregator() as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            fetch = asyncio.create_task(control.result(cohort.round_id, 45))
+            outcomes = await asyncio.gather(*(
+                _through(channel, cohort, u, drop_at=drop.get(u),
+                         transport=Transport.STREAM if u % 2 else Transport.UNARY,
+                         chunk_bytes=1000 if u % 4 == 1 else 1 << 20)
+                for u in range(1, 21)))
+            return await fetch, dict(zip(range(1, 21), outcomes, strict=True))
+
+    result, outcomes = run(scenario())
+    survivors = set(range(1, 21)) - {u for u, s in drop.items() if s <= Stage.MASKED_INPUT}
+    assert {u for u, o in outcomes.items() if o.contributed} == survivors
+    for u, outcome in outcomes.items():
+        if u in drop:
+            assert (outcome.outcome, outcome.reached) == (End.DROPPED, drop[u]), (u, outcome)
+        else:
+            assert outcome.outcome in (End.COMPLETED, End.LATE), (u, outcome)
+    assert result.survivors == tuple(sorted(survivors))
+    assert np.array_equal(result.total.astype(np.int64), cohort.plaintext_sum(survivors))
+    assert _metric("fedhh_aggregator_session_streams") == streams_before
+
+
+@pytest.mark.parametrize("lose_answer", [False, True])
+def test_streams_that_break_at_every_stage_reconnect_and_every_device_contributes(
+        lose_answer: bool) -> None:
+    """Device u's stream breaks once, at its (u mod 6)-th message (the open, the keys, the
+    shares, the vector, the consistency signature, the unmask shares): before the message is
+    sent, or after it got in with its answer lost. Each reconnects (a second stream), sends
+    the message again, and the round releases every device's report."""
+    n = 12
+    cohort = make_cohort(n, 256, n - 1, 7, n_min=8, windows_ms=(600_000,) * 5,
+                         consistency_check=True,
+                         round_id=f"stream/break/{lose_answer}".encode())
+
+    async def scenario() -> tuple[Any, dict[int, SessionResult], list[_BreakingStub]]:
+        async with aggregator() as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            stubs = [_BreakingStub(channel, u % 6, lose_answer) for u in range(1, n + 1)]
+            fetch = asyncio.create_task(control.result(cohort.round_id, 45))
+            outcomes = await asyncio.gather(*(
+                _through(channel, cohort, u, stubs[u - 1]) for u in range(1, n + 1)))
+            return await fetch, dict(zip(range(1, n + 1), outcomes, strict=True)), stubs
+
+    result, outcomes, stubs = run(scenario())
+    for u, outcome in outcomes.items():  # the last unmask shares may come after the close
+        assert outcome.contributed and outcome.outcome in (End.COMPLETED, End.LATE), (
+            u, outcome)
+    for stub in stubs:
+        assert stub.opened == 2 and not stub.armed, (stub.opened, stub.sent)
+    assert result.num_contributors == n
+    assert np.array_equal(result.total.astype(np.int64),
+                          cohort.plaintext_sum(set(range(1, n + 1))))
+
+
+def test_a_resent_message_whose_stage_closed_meanwhile_gets_the_next_request() -> None:
+    """Device 1's shares get in but its stream breaks before the answer; it reconnects only
+    once the stage has closed (the round moved on without waiting). Its resent shares are
+    then too late, and the aggregator answers with the masked-input request it holds for
+    device 1 instead of refusing them: the device stays in the round (a 50,000-device load
+    test lost two in five of its devices to that refusal on the unary path)."""
+    n = 8
+    cohort = make_cohort(n, 128, n - 1, 5, n_min=6, windows_ms=(600_000,) * 5,
+                         round_id=b"stream/resent-late")
+
+    async def scenario() -> tuple[Any, dict[int, SessionResult], _BreakingStub]:
+        async with aggregator() as (agg, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            round_ = agg.registry.by_session(cohort.session_id)
+
+            async def after_the_close() -> None:
+                outcome = await round_.await_request(1, Stage.MASKED_INPUT, 30)
+                assert outcome.request is not None, outcome
+
+            # Writes: the open (0), the keys (1), the shares (2).
+            stub = _BreakingStub(channel, 2, True, after_the_close)
+            fetch = asyncio.create_task(control.result(cohort.round_id, 45))
+            outcomes = await asyncio.gather(_through(channel, cohort, 1, stub), *(
+                _through(channel, cohort, u) for u in range(2, n + 1)))
+            return await fetch, dict(zip(range(1, n + 1), outcomes, strict=True)), stub
+
+    result, outcomes, stub = run(scenario())
+    assert stub.opened == 2
+    assert outcomes[1].contributed and outcomes[1].outcome in (End.COMPLETED, End.LATE)
+    assert result.num_contributors == n
+    assert np.array_equal(result.total.astype(np.int64),
+                          cohort.plaintext_sum(set(range(1, n + 1))))
+
+
+def test_a_late_message_not_marked_resent_ends_the_stream_failed_precondition() -> None:
+    """Device 1 goes silent after its keys; the key sharing closes at its deadline without
+    it. Its shares, sent late on a fresh stream not marked resent: FAILED_PRECONDITION, as
+    the unary call answers. Marked resent: the stage after answers (NOT_SELECTED: they never
+    got in). The others stop before their masked input, so that stage stays open."""
+    n = 6
+    cohort = make_cohort(n, 64, n - 1, 4, n_min=4,
+                         windows_ms=(3000, 1000, 600_000, 600_000, 600_000),
+                         round_id=b"stream/late")
+
+    async def scenario() -> tuple[grpc.StatusCode, grpc.StatusCode]:
+        async with aggregator() as (agg, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            round_ = agg.registry.by_session(cohort.session_id)
+            device = cohort.device(1)
+            stub = pb_grpc.SecureAggregationStub(channel)
+            others = asyncio.gather(*(_through(channel, cohort, u, drop_at=Stage.MASKED_INPUT)
+                                      for u in range(2, n + 1)))
+            call = stub.Session(timeout=30)
+            challenge = (await call.read()).challenge
+            await call.write(pb.SessionMessage(open=session_open(
+                cohort.identity_keys[1], cohort.admissions[1], cohort.session_id, challenge)))
+            await call.write(pb.SessionMessage(keys=keys_to_pb(device.advertise_keys())))
+            event = await call.read()
+            request = request_from_pb(cohort.session_id, 1, event.next)
+            shares = session_shares(device.share_keys(request))
+            call.cancel()  # the device goes silent; the others move the round on
+            assert (await round_.await_request(2, Stage.MASKED_INPUT, 30)).request is not None
+            late = stub.Session(timeout=30)
+            challenge = (await late.read()).challenge
+            await late.write(pb.SessionMessage(open=session_open(
+                cohort.identity_keys[1], cohort.admissions[1], cohort.session_id, challenge)))
+            await late.write(shares)
+            refused = await late.read()  # told first, then ended once the device closes
+            assert refused.refused.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+            await late.done_writing()
+            code = await late.code()
+            resent = stub.Session(timeout=30)
+            challenge = (await resent.read()).challenge
+            await resent.write(pb.SessionMessage(open=session_open(
+                cohort.identity_keys[1], cohort.admissions[1], cohort.session_id, challenge)))
+            shares.resent = True
+            await resent.write(shares)
+            answer = await resent.read()  # the stage after: device 1 was not in it
+            assert answer.next.status == pb.AWAIT_STATUS_NOT_SELECTED, answer
+            resent.cancel()
+            await others
+            return code, answer.stage
+
+    code, stage = run(scenario())
+    assert code == grpc.StatusCode.FAILED_PRECONDITION
+    assert stage == pb.SECAGG_STAGE_MASKED_INPUT
+
+
+def test_a_stream_without_its_open_is_cut_off() -> None:
+    """A stream that never sends its open holds nothing for long: refused DEADLINE_EXCEEDED
+    after upload_idle_s, and ended that long again later though the client never closes its
+    side (the call's own deadline is 30 s)."""
+    async def scenario() -> grpc.StatusCode:
+        async with aggregator(Limits(upload_idle_s=0.2)) as (_, channel):
+            call = pb_grpc.SecureAggregationStub(channel).Session(timeout=30)
+            assert len((await call.read()).challenge) == 32
+            refused = await call.read()
+            assert refused.refused.code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0], refused
+            assert "no open" in refused.refused.details
+            assert "no open" in await call.details()  # (the aggregator's, not the deadline)
+            return await call.code()
+
+    assert run(scenario()) == grpc.StatusCode.DEADLINE_EXCEEDED

@@ -1,0 +1,206 @@
+"""Attacks on the session stream (``SecureAggregation.Session``), against an aggregator on
+127.0.0.1: the stream is authenticated once, by a signature over a challenge fresh for that
+stream, so every way of opening it in another device's name is refused UNAUTHENTICATED; a
+message that is not the stream's device's, malformed, or too large is refused with its code;
+a second stream of a device replaces the first. Each leaves the round as it was: the devices
+then release exactly their sum.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+import numpy as np
+from aggregator_testkit import TOKEN, Cohort, aggregator, expect_status, make_cohort, run
+
+from fedhh.rpc.aggregator_client import AggregatorControl
+from fedhh.rpc.aggregator_wire import admission_to_pb, keys_to_pb, session_open
+from fedhh.rpc.device_client import ParticipationEnd as End
+from fedhh.rpc.device_client import participate
+from fedhh.secagg.primitives import ed25519_from_seed
+from fedhh.v1 import aggregator_pb2 as pb
+from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
+
+N = 8
+OTHER_KEY = ed25519_from_seed(b"\x07" * 32)
+
+
+def _cohort(round_id: bytes, seed: int = 0, **kw: Any) -> Cohort:
+    return make_cohort(N, 256, N - 1, 5, n_min=5, windows_ms=(30_000,) * 5,
+                       consistency_check=True, round_id=round_id, seed=seed, **kw)
+
+
+async def _challenge(stub: pb_grpc.SecureAggregationStub) -> tuple[Any, bytes]:
+    call = stub.Session(timeout=30)
+    event = await call.read()
+    assert event.WhichOneof("event") == "challenge" and len(event.challenge) == 32
+    return call, event.challenge
+
+
+async def _refused(call: Any, *messages: pb.SessionMessage) -> tuple[grpc.StatusCode, str]:
+    """Send ``messages``; the stream must be refused: its ``refused`` event, then (once this
+    side has closed) the same code as its status."""
+    for message in messages:
+        await call.write(message)
+    event = await call.read()
+    assert event.WhichOneof("event") == "refused", event
+    await call.done_writing()
+    code, details = await call.code(), await call.details()
+    assert code.value[0] == event.refused.code and details == event.refused.details
+    assert details and "\n" not in details and "Traceback" not in details, details
+    return code, details
+
+
+def _open(cohort: Cohort, u: int, challenge: bytes, **kw: Any) -> pb.SessionMessage:
+    return pb.SessionMessage(open=session_open(
+        kw.get("key", cohort.identity_keys[u]), kw.get("admission", cohort.admissions[u]),
+        kw.get("session_id", cohort.session_id), challenge))
+
+
+async def _released_exactly(channel: grpc.aio.Channel, cohort: Cohort) -> None:
+    control = AggregatorControl(channel, TOKEN)
+    fetch = asyncio.create_task(control.result(cohort.round_id, 60))
+    outcomes = await asyncio.gather(*(
+        participate(channel, cohort.device(u), cohort.reports[u],
+                    identity_key=cohort.identity_keys[u], admission=cohort.admissions[u])
+        for u in range(1, N + 1)))
+    result = await fetch
+    assert all(o.contributed and o.outcome in (End.COMPLETED, End.LATE) for o in outcomes), \
+        outcomes
+    assert result.survivors == tuple(range(1, N + 1))
+    assert np.array_equal(result.total.astype(np.int64),
+                          cohort.plaintext_sum(set(range(1, N + 1))))
+
+
+def test_a_stream_cannot_be_opened_in_another_devices_name() -> None:
+    """A replayed open (signed for another stream's challenge), an open signed by another key,
+    one with another round's admission or naming another round, one with a device's admission
+    but signed by its neighbour: UNAUTHENTICATED (or NOT_FOUND for an unknown round), each
+    before anything reaches the round; then the round releases exactly its devices' sum."""
+    a = _cohort(b"stream-sec/a", seed=1)
+    b = _cohort(b"stream-sec/b", seed=2, identity_keys=a.identity_keys)
+    unauth = grpc.StatusCode.UNAUTHENTICATED
+
+    async def scenario() -> None:
+        async with aggregator() as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(a.signed)
+            await control.open_round(b.signed)
+            stub = pb_grpc.SecureAggregationStub(channel)
+            # A genuine open of device 1, on its own stream (then left).
+            call, challenge = await _challenge(stub)
+            genuine = _open(a, 1, challenge)
+            await call.write(genuine)
+            await call.write(pb.SessionMessage(keys=keys_to_pb(a.device(1).advertise_keys())))
+            call.cancel()
+            # Replayed on a new stream: its signature names the old challenge.
+            call, _ = await _challenge(stub)
+            assert (await _refused(call, genuine))[0] == unauth
+            # Signed by a key that is not the admitted one.
+            call, challenge = await _challenge(stub)
+            assert (await _refused(call, _open(a, 1, challenge, key=OTHER_KEY)))[0] == unauth
+            # Device 2's admission, signed by device 1 (a neighbour).
+            call, challenge = await _challenge(stub)
+            assert (await _refused(call, _open(a, 2, challenge,
+                                               key=a.identity_keys[1])))[0] == unauth
+            # Round B's admission (same identity key) into round A, and A's open into B.
+            call, challenge = await _challenge(stub)
+            assert (await _refused(call, _open(a, 1, challenge,
+                                               admission=b.admissions[1])))[0] == unauth
+            call, challenge = await _challenge(stub)
+            moved = _open(a, 1, challenge)
+            moved.open.session_id = b.session_id
+            assert (await _refused(call, moved))[0] == unauth
+            # An unknown round; no admission; a message before the open.
+            call, challenge = await _challenge(stub)
+            assert (await _refused(call, _open(a, 1, challenge, session_id=bytes(32))))[0] \
+                == grpc.StatusCode.NOT_FOUND
+            call, challenge = await _challenge(stub)
+            bare = _open(a, 1, challenge)
+            bare.open.ClearField("admission")
+            assert (await _refused(call, bare))[0] == unauth
+            call, _ = await _challenge(stub)
+            assert (await _refused(call, pb.SessionMessage(
+                keys=keys_to_pb(a.device(1).advertise_keys()))))[0] == \
+                grpc.StatusCode.INVALID_ARGUMENT
+            await _released_exactly(channel, a)
+
+    run(scenario(), timeout=120)
+
+
+def test_an_authenticated_stream_speaks_only_for_its_device_and_refuses_bad_input() -> None:
+    """On device 1's authenticated stream: device 2's keys (with device 2's own admission) are
+    UNAUTHENTICATED; a second open, vector data out of place, an empty message, a vector of the
+    wrong length are INVALID_ARGUMENT; an oversize message RESOURCE_EXHAUSTED. None changes the
+    round, which then releases exactly its devices' sum."""
+    a = _cohort(b"stream-sec/input", seed=3)
+
+    async def scenario() -> None:
+        async with aggregator() as (_, channel):
+            await AggregatorControl(channel, TOKEN).open_round(a.signed)
+            stub = pb_grpc.SecureAggregationStub(channel)
+
+            async def opened() -> Any:
+                call, challenge = await _challenge(stub)
+                await call.write(_open(a, 1, challenge))
+                return call
+
+            other_keys = keys_to_pb(a.device(2).advertise_keys())
+            codes = [
+                await _refused(await opened(), pb.SessionMessage(keys=other_keys)),
+                await _refused(await opened(), _open(a, 1, b"\x00" * 32)),
+                await _refused(await opened(), pb.SessionMessage(vector_data=b"\x01")),
+                await _refused(await opened(), pb.SessionMessage()),
+            ]
+            own = keys_to_pb(a.device(1).advertise_keys())
+            own.admission.CopyFrom(admission_to_pb(a.admissions[2]))  # another's admission
+            codes.append(await _refused(await opened(), pb.SessionMessage(keys=own)))
+            wrong = pb.SessionMessage()
+            wrong.masked_vector.total_bytes = 3
+            wrong.masked_vector.vector_sha256 = bytes(32)
+            wrong.masked_vector.data = b"abc"
+            codes.append(await _refused(await opened(), wrong))
+            assert [c for c, _ in codes] == [
+                grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.INVALID_ARGUMENT,
+                grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INVALID_ARGUMENT,
+                grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.INVALID_ARGUMENT], codes
+            # Above the receive cap: refused by gRPC before it is parsed.
+            call = await opened()
+            await call.write(pb.SessionMessage(vector_data=bytes(2 << 20)))
+            await expect_status(grpc.StatusCode.RESOURCE_EXHAUSTED, call.read())
+            await _released_exactly(channel, a)
+
+    run(scenario(), timeout=120)
+
+
+def test_a_second_stream_of_a_device_replaces_the_first() -> None:
+    """Device 1 opens a stream and advertises; a second authenticated stream of device 1
+    (its reconnect) replaces it: the first ends ALREADY_EXISTS, told in its refusal, and the
+    device goes on on the second, which the round counts once."""
+    a = _cohort(b"stream-sec/replace", seed=4)
+
+    async def scenario() -> None:
+        async with aggregator() as (agg, channel):
+            await AggregatorControl(channel, TOKEN).open_round(a.signed)
+            stub = pb_grpc.SecureAggregationStub(channel)
+            first, challenge = await _challenge(stub)
+            await first.write(_open(a, 1, challenge))
+            await first.write(pb.SessionMessage(keys=keys_to_pb(a.device(1).advertise_keys())))
+            round_ = agg.registry.by_session(a.session_id)
+            # (the first stream is the device's once the aggregator has its keys)
+            while round_.server.received() < 1:
+                await asyncio.sleep(0)
+            assert 1 in round_.streams
+            # participate() opens device 1's second stream (and the others' first).
+            done = asyncio.create_task(_released_exactly(channel, a))
+            event = await first.read()
+            assert event.WhichOneof("event") == "refused", event
+            assert event.refused.code == grpc.StatusCode.ALREADY_EXISTS.value[0]
+            assert "replaced" in event.refused.details
+            await first.done_writing()
+            assert await first.code() == grpc.StatusCode.ALREADY_EXISTS
+            await done
+
+    run(scenario(), timeout=120)
