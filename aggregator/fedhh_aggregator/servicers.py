@@ -11,7 +11,6 @@ import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
-import numpy as np
 
 from fedhh.errors import AuthenticationError
 from fedhh.rpc.aggregator_wire import (
@@ -22,7 +21,6 @@ from fedhh.rpc.aggregator_wire import (
     consistency_digest,
     header_digest,
     keys_from_pb,
-    request_to_pb,
     shares_digest,
     shares_from_pb,
     stage_from_pb,
@@ -30,7 +28,7 @@ from fedhh.rpc.aggregator_wire import (
     unmask_from_pb,
 )
 from fedhh.rpc.errors import status_errors
-from fedhh.secagg import ConsistencyResponse, MaskedInput, ProtocolViolation, Stage, Violation
+from fedhh.secagg import ConsistencyResponse, ProtocolViolation, Stage, Violation
 from fedhh.secagg.prg import mask_dtype
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
@@ -43,17 +41,11 @@ from fedhh_aggregator.auth import (
 )
 from fedhh_aggregator.control import RoundControl
 from fedhh_aggregator.control_wire import ControlCalls
-from fedhh_aggregator.errors import CapacityError, UploadTimeout
+from fedhh_aggregator.device_messages import accept_vector, await_response
+from fedhh_aggregator.errors import UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
-from fedhh_aggregator.rounds import AwaitOutcome, AwaitStatus, Limits, Round
-
-_AWAIT_STATUS = {
-    AwaitStatus.READY: pb.AWAIT_STATUS_READY,
-    AwaitStatus.PENDING: pb.AWAIT_STATUS_PENDING,
-    AwaitStatus.NOT_SELECTED: pb.AWAIT_STATUS_NOT_SELECTED,
-    AwaitStatus.CLOSED: pb.AWAIT_STATUS_CLOSED,
-    AwaitStatus.ABORTED: pb.AWAIT_STATUS_ABORTED,
-}
+from fedhh_aggregator.rounds import Limits, Round
+from fedhh_aggregator.session_stream import run_session
 
 
 def _malformed(detail: str) -> ProtocolViolation:
@@ -201,67 +193,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
     async def Session(self, request: AsyncIterator[pb.SessionMessage],
                       context: grpc.aio.ServicerContext) -> None:
         """The whole session on one stream (``fedhh_aggregator.session_stream``)."""
-        from fedhh_aggregator.session_stream import run_session  # (it imports this module)
-
         await run_session(self._registry, context)
-
-
-async def accept_vector(registry: RoundRegistry, round_: Round, device_id: int, declared: bytes,
-                        receive: Callable[[int], Awaitable[tuple[bytes | bytearray, bytes]]],
-                        rpc: str) -> bool:
-    """An authenticated device's masked vector, declared (its length already checked) to hash
-    to ``declared``: a repeat of an accepted upload is answered at once (False: identical) or
-    refused (different); then the stage and one upload per device at a time are checked, and
-    only then an upload slot is taken and the vector read (``receive(expected)``, which
-    returns its bytes and their SHA-256). True: accepted, now in the sum."""
-    dtype = mask_dtype(round_.config.modulus_bits)
-    expected = round_.config.dimension * dtype.itemsize
-    accepted_digest = round_.upload_digests.get(device_id)
-    if accepted_digest is not None:
-        if accepted_digest != declared:
-            raise ProtocolViolation(Violation.DUPLICATE,
-                                    f"second, different vector from {device_id}")
-        metrics.MESSAGES.labels(Stage.MASKED_INPUT.name, "duplicate").inc()
-        return False
-    round_.upload_precheck(device_id)
-    if device_id in round_.uploading:
-        raise CapacityError(f"an upload from device {device_id} is already in progress")
-    round_.uploading.add(device_id)
-    try:
-        try:
-            async with asyncio.timeout(round_.upload_deadline()):
-                async with registry.uploads:
-                    metrics.UPLOADS_ACTIVE.inc()
-                    try:
-                        buffer, digest = await receive(expected)
-                    finally:
-                        metrics.UPLOADS_ACTIVE.dec()
-        except TimeoutError:
-            raise UploadTimeout("the upload did not finish before the stage's "
-                                "deadline") from None
-    finally:
-        round_.uploading.discard(device_id)
-    metrics.BYTES_RECEIVED.labels(rpc).inc(expected)
-    if digest != declared:
-        raise AuthenticationError("the vector does not match its signed header")
-    message = MaskedInput(round_.session_id, device_id, np.frombuffer(buffer, dtype=dtype))
-    accepted = await round_.submit(Stage.MASKED_INPUT, message)
-    del message, buffer  # the vector is in the sum (or rejected); drop it now
-    if accepted:
-        round_.upload_digests[device_id] = declared
-    return accepted
-
-
-def await_response(round_: Round, outcome: AwaitOutcome,
-                   out: pb.AwaitStageResponse | None = None) -> pb.AwaitStageResponse:
-    """The wire answer for ``outcome`` (filled into ``out``, if given)."""
-    if outcome.request is not None:
-        return request_to_pb(outcome.request, round_.encoded_entries, out)
-    if out is None:
-        out = pb.AwaitStageResponse()
-    out.status = _AWAIT_STATUS[outcome.status]
-    out.abort_reason = outcome.abort_reason
-    return out
 
 
 # A long-poll answers at least this long before the caller's deadline. A call can wait in the

@@ -53,10 +53,10 @@ from fedhh.secagg.prg import mask_dtype
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh_aggregator import metrics
+from fedhh_aggregator.device_messages import accept_vector, await_response
 from fedhh_aggregator.errors import UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import AwaitStatus, Round, stage_deadline_s
-from fedhh_aggregator.servicers import accept_vector, await_response
 
 __all__ = ["run_session"]
 

@@ -47,7 +47,6 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, TypeVar
 
 import grpc
@@ -69,6 +68,16 @@ from fedhh.rpc.aggregator_wire import (
     stage_to_pb,
     unmask_digest,
     unmask_to_pb,
+)
+from fedhh.rpc.device_stream import participate_stream
+from fedhh.rpc.participation import (
+    CODE_OUTCOMES,
+    RETRIED_CODES,
+    ParticipationEnd,
+    RetryPolicy,
+    SessionResult,
+    Transport,
+    stage_deadline_s,
 )
 from fedhh.secagg import (
     AdvertiseKeys,
@@ -96,79 +105,6 @@ __all__ = ["DeviceSession", "ParticipationEnd", "RetryPolicy", "SessionResult", 
 T = TypeVar("T")
 # One long-poll's answer: (AwaitStatus value, the request if READY, the abort reason).
 Awaited = tuple[int, "ServerMessage | None", str]
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Retries of UNAVAILABLE and CANCELLED: ``attempts`` tries in all, with full-jitter
-    exponential backoff (uniform in [0, min(cap, initial * 2^attempt)]: of the usual schemes,
-    the one that spreads a crowd's retries the most; Brooker, "Exponential Backoff and Jitter",
-    AWS Architecture Blog, 2015). The cap is ``max_backoff_s`` for those tries and
-    ``patient_max_backoff_s`` for a patient call's further ones (its stage is still open): with
-    2 s for all, a crowd of devices retried the calls an overloaded service shed as fast as it
-    shed them."""
-
-    attempts: int = 5
-    initial_backoff_s: float = 0.1
-    max_backoff_s: float = 2.0
-    patient_max_backoff_s: float = 30.0
-
-    def backoff(self, attempt: int, rng: random.Random) -> float:
-        cap = self.max_backoff_s if attempt < self.attempts else max(self.max_backoff_s,
-                                                                     self.patient_max_backoff_s)
-        # (the exponent is capped: a patient call may be retried thousands of times)
-        return rng.uniform(0, min(cap, self.initial_backoff_s * 2 ** min(attempt, 30)))
-
-
-class Transport(StrEnum):
-    """How a device talks to its aggregator: one session stream, or the unary calls."""
-
-    STREAM = "stream"
-    UNARY = "unary"
-
-
-class ParticipationEnd(StrEnum):
-    """How a device's participation ended."""
-
-    COMPLETED = "completed"  # its unmask shares were accepted
-    DROPPED = "dropped"  # drop_at stopped it
-    NOT_SELECTED = "not_selected"  # the round went on without it (it counts as dropped)
-    LATE = "late"  # the stage closed before its request or message
-    ROUND_ABORTED = "round_aborted"  # the aggregator aborted the round
-    DEVICE_ABORTED = "device_aborted"  # the device refused a server request (SecAggAbort)
-    REJECTED = "rejected"  # the aggregator refused a message (INVALID_ARGUMENT, ...)
-    NOT_FOUND = "not_found"  # the aggregator does not know the round (or forgot it)
-    UNAVAILABLE = "unavailable"  # unreachable, or shedding its calls, through the retries
-    TIMED_OUT = "timed_out"  # no request arrived in time
-
-
-@dataclass(frozen=True)
-class SessionResult:
-    """Where a device stopped: ``reached`` is the stage it was in (``Stage.DONE`` after its
-    unmask shares were accepted); ``contributed`` says its masked input was accepted, so its
-    report is in the sum if the round is released."""
-
-    reached: Stage
-    outcome: ParticipationEnd
-    contributed: bool = False
-    detail: str = ""
-
-
-# Transient codes. Retrying them is safe because every device call is idempotent: the server
-# takes the first copy of a message and answers an identical one accepted=False. CANCELLED
-# reaches the caller as an AioRpcError only when the other side ended the call (gRPC core sheds
-# calls beyond the server's backlog this way, before any handler runs); a local cancellation
-# raises asyncio.CancelledError and is never retried.
-_RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
-
-_CODE_OUTCOMES = {
-    grpc.StatusCode.ABORTED: ParticipationEnd.ROUND_ABORTED,
-    grpc.StatusCode.NOT_FOUND: ParticipationEnd.NOT_FOUND,
-    grpc.StatusCode.FAILED_PRECONDITION: ParticipationEnd.LATE,
-    grpc.StatusCode.UNAVAILABLE: ParticipationEnd.UNAVAILABLE,
-    grpc.StatusCode.CANCELLED: ParticipationEnd.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED: ParticipationEnd.TIMED_OUT,
-}
 
 
 @dataclass
@@ -244,7 +180,7 @@ class DeviceSession:
                         continue
                     # A call shed or refused by an overloaded aggregator is retried
                     # ``retry.attempts`` times, or for as long as its stage is open.
-                    if error.code() not in _RETRIED or (attempt + 1 >= self.retry.attempts
+                    if error.code() not in RETRIED_CODES or (attempt + 1 >= self.retry.attempts
                                                         and not patient):
                         raise
                 await asyncio.sleep(self.retry.backoff(attempt, self.rng))
@@ -328,14 +264,6 @@ class DeviceSession:
         return bool(response.accepted)
 
 
-def _deadline_s(device: SecAggDevice, stage: Stage) -> float:
-    d = device.config.deadlines
-    ms = {Stage.ADVERTISE_KEYS: d.advertise_keys, Stage.SHARE_KEYS: d.share_keys,
-          Stage.MASKED_INPUT: d.masked_input, Stage.CONSISTENCY_CHECK: d.consistency_check
-          }.get(stage, d.unmask)
-    return ms / 1000
-
-
 async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, ones: np.ndarray,
                       *, identity_key: Ed25519PrivateKey, admission: Admission,
                       drop_at: Stage | None = None, poll_ms: int = 55_000,
@@ -368,8 +296,6 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
         transport = (Transport.STREAM if isinstance(stub, pb_grpc.SecureAggregationStub)
                      else Transport.UNARY)
     if Transport(transport) is Transport.STREAM:
-        from fedhh.rpc.device_stream import participate_stream  # (it imports this module)
-
         if not 0 < chunk_bytes <= CHUNK_BYTES:
             raise ConfigError(f"chunk_bytes must be in [1, {CHUNK_BYTES}], got {chunk_bytes}")
         return await participate_stream(
@@ -390,20 +316,20 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
             return SessionResult(current, ParticipationEnd.DROPPED)
         # Each submission but the last also long-polls for the next request (wait_next_ms), so
         # a stage costs one call; AwaitStage follows only if that answer was not the request.
-        session.patient_until = _deadline_s(device, Stage.ADVERTISE_KEYS)
+        session.patient_until = stage_deadline_s(device, Stage.ADVERTISE_KEYS)
         await session.advertise(device.advertise_keys(), poll_ms)
         previous = Stage.ADVERTISE_KEYS
         for stage in stages:
             current = stage
             if drop_at == stage:
                 return SessionResult(stage, ParticipationEnd.DROPPED, contributed)
-            give_up_at = _deadline_s(device, previous) + overrun_s
+            give_up_at = stage_deadline_s(device, previous) + overrun_s
             session.patient_until = give_up_at
             request = await _wait_for_request(session, stage, give_up_at, poll_ms,
                                               session.take_next())
             if isinstance(request, SessionResult):
                 return SessionResult(stage, request.outcome, contributed, request.detail)
-            session.patient_until = _deadline_s(device, stage)
+            session.patient_until = stage_deadline_s(device, stage)
             wait_next = poll_ms if stage != Stage.UNMASK else 0
             if isinstance(request, ShareKeysRequest):
                 await session.submit_shares(device.share_keys(request), wait_next)
@@ -419,7 +345,7 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
     except SecAggAbort as abort:
         return SessionResult(current, ParticipationEnd.DEVICE_ABORTED, contributed, str(abort))
     except grpc.aio.AioRpcError as error:
-        outcome = _CODE_OUTCOMES.get(error.code(), ParticipationEnd.REJECTED)
+        outcome = CODE_OUTCOMES.get(error.code(), ParticipationEnd.REJECTED)
         return SessionResult(current, outcome, contributed,
                              f"{error.code().name}: {error.details()}")
 

@@ -40,12 +40,13 @@ from fedhh.rpc.aggregator_wire import (
     session_unmask,
     stage_to_pb,
 )
-from fedhh.rpc.device_client import (
-    _CODE_OUTCOMES,
+from fedhh.rpc.participation import (
+    CODE_OUTCOMES,
+    RETRIED_CODES,
     ParticipationEnd,
     RetryPolicy,
     SessionResult,
-    _deadline_s,
+    stage_deadline_s,
 )
 from fedhh.secagg import (
     ConsistencyRequest,
@@ -71,7 +72,6 @@ _DETAILS = {pb.AWAIT_STATUS_CLOSED: "the stage closed"}
 _AS_CALLS = {Stage.SHARE_KEYS: "SubmitShares", Stage.MASKED_INPUT: "SubmitMaskedVector",
              Stage.CONSISTENCY_CHECK: "SubmitConsistency", Stage.UNMASK: "SubmitUnmask"}
 
-_RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
@@ -95,7 +95,7 @@ class _Ended(Exception):
 
 def _failed(error: grpc.aio.AioRpcError) -> _Broken | _Ended:
     code = error.code()
-    return (_Broken if code in _RETRIED else _Ended)(code, str(error.details()))
+    return (_Broken if code in RETRIED_CODES else _Ended)(code, str(error.details()))
 
 
 class SessionStream:
@@ -154,7 +154,7 @@ class SessionStream:
         code = await self.call.code()
         if code == grpc.StatusCode.OK:
             return _Broken(code, "the stream ended early")
-        return (_Broken if code in _RETRIED else _Ended)(code, str(await self.call.details()))
+        return (_Broken if code in RETRIED_CODES else _Ended)(code, str(await self.call.details()))
 
     async def _recover(self, broken: _Broken) -> None:
         """Back off, then open a new stream (raising ``broken`` as final once the retries are
@@ -225,7 +225,8 @@ class SessionStream:
                 continue
             if event.WhichOneof("event") == "refused":
                 code = _CODES.get(event.refused.code, grpc.StatusCode.UNKNOWN)
-                refused = (_Broken if code in _RETRIED else _Ended)(code, event.refused.details)
+                kind = _Broken if code in RETRIED_CODES else _Ended
+                refused = kind(code, event.refused.details)
                 if isinstance(refused, _Ended):
                     raise refused
                 await self._recover(refused)
@@ -247,7 +248,7 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
         stages.append(Stage.CONSISTENCY_CHECK)
     stages.append(Stage.UNMASK)
     stream = SessionStream(stub, device, identity_key, admission, retry, rng,
-                           _deadline_s(device, Stage.UNMASK) + overrun_s, observe)
+                           stage_deadline_s(device, Stage.UNMASK) + overrun_s, observe)
     current, contributed, uploaded = Stage.ADVERTISE_KEYS, False, False
     sent_at, sent_bytes, sent_as = 0.0, 0, ""
 
@@ -258,14 +259,14 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
     try:
         if drop_at == Stage.ADVERTISE_KEYS:
             return SessionResult(current, ParticipationEnd.DROPPED)
-        stream.patient_until = _deadline_s(device, Stage.ADVERTISE_KEYS)
+        stream.patient_until = stage_deadline_s(device, Stage.ADVERTISE_KEYS)
         keys = pb.SessionMessage(keys=keys_to_pb(device.advertise_keys()))
         sent_at, sent_bytes, sent_as = time.perf_counter(), keys.ByteSize(), "AdvertiseKeys"
         await stream.send([keys])
         previous = Stage.ADVERTISE_KEYS
         for stage in stages:
             current = stage
-            give_up_at = _deadline_s(device, previous) + overrun_s
+            give_up_at = stage_deadline_s(device, previous) + overrun_s
             stream.patient_until = give_up_at
             wanted = stage_to_pb(stage)
             while True:
@@ -286,7 +287,7 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
                                      contributed, answer.abort_reason or _DETAILS.get(
                                          answer.status, f"unexpected answer {answer.status}"))
             request = request_from_pb(device.session_id, device.device_id, answer)
-            stream.patient_until = _deadline_s(device, stage)
+            stream.patient_until = stage_deadline_s(device, stage)
             if isinstance(request, ShareKeysRequest):
                 messages = [session_shares(device.share_keys(request))]
             elif isinstance(request, MaskedInputRequest):
@@ -307,7 +308,7 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
             uploaded = uploaded or stage == Stage.MASKED_INPUT
             previous = stage
         while True:
-            event = await stream.event(_deadline_s(device, Stage.UNMASK) + overrun_s)
+            event = await stream.event(stage_deadline_s(device, Stage.UNMASK) + overrun_s)
             if event.WhichOneof("event") == "unmask":
                 break
         observed()
@@ -320,7 +321,7 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
         stream.close()
         if ended.code is None:
             return SessionResult(current, ParticipationEnd.TIMED_OUT, contributed, ended.details)
-        outcome = _CODE_OUTCOMES.get(ended.code, ParticipationEnd.REJECTED)
+        outcome = CODE_OUTCOMES.get(ended.code, ParticipationEnd.REJECTED)
         return SessionResult(current, outcome, contributed, f"{ended.code.name}: {ended.details}")
 
 

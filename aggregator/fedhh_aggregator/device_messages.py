@@ -1,0 +1,85 @@
+"""What a device's unary calls and its session stream share: taking an authenticated device's
+masked vector into the round, and the wire answer for a request it awaits."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import numpy as np
+
+from fedhh.errors import AuthenticationError
+from fedhh.rpc.aggregator_wire import request_to_pb
+from fedhh.secagg import MaskedInput, ProtocolViolation, Stage, Violation
+from fedhh.secagg.prg import mask_dtype
+from fedhh.v1 import aggregator_pb2 as pb
+from fedhh_aggregator import metrics
+from fedhh_aggregator.errors import CapacityError, UploadTimeout
+from fedhh_aggregator.registry import RoundRegistry
+from fedhh_aggregator.rounds import AwaitOutcome, AwaitStatus, Round
+
+_AWAIT_STATUS = {
+    AwaitStatus.READY: pb.AWAIT_STATUS_READY,
+    AwaitStatus.PENDING: pb.AWAIT_STATUS_PENDING,
+    AwaitStatus.NOT_SELECTED: pb.AWAIT_STATUS_NOT_SELECTED,
+    AwaitStatus.CLOSED: pb.AWAIT_STATUS_CLOSED,
+    AwaitStatus.ABORTED: pb.AWAIT_STATUS_ABORTED,
+}
+
+
+async def accept_vector(registry: RoundRegistry, round_: Round, device_id: int, declared: bytes,
+                        receive: Callable[[int], Awaitable[tuple[bytes | bytearray, bytes]]],
+                        rpc: str) -> bool:
+    """An authenticated device's masked vector, declared (its length already checked) to hash
+    to ``declared``: a repeat of an accepted upload is answered at once (False: identical) or
+    refused (different); then the stage and one upload per device at a time are checked, and
+    only then an upload slot is taken and the vector read (``receive(expected)``, which
+    returns its bytes and their SHA-256). True: accepted, now in the sum."""
+    dtype = mask_dtype(round_.config.modulus_bits)
+    expected = round_.config.dimension * dtype.itemsize
+    accepted_digest = round_.upload_digests.get(device_id)
+    if accepted_digest is not None:
+        if accepted_digest != declared:
+            raise ProtocolViolation(Violation.DUPLICATE,
+                                    f"second, different vector from {device_id}")
+        metrics.MESSAGES.labels(Stage.MASKED_INPUT.name, "duplicate").inc()
+        return False
+    round_.upload_precheck(device_id)
+    if device_id in round_.uploading:
+        raise CapacityError(f"an upload from device {device_id} is already in progress")
+    round_.uploading.add(device_id)
+    try:
+        try:
+            async with asyncio.timeout(round_.upload_deadline()):
+                async with registry.uploads:
+                    metrics.UPLOADS_ACTIVE.inc()
+                    try:
+                        buffer, digest = await receive(expected)
+                    finally:
+                        metrics.UPLOADS_ACTIVE.dec()
+        except TimeoutError:
+            raise UploadTimeout("the upload did not finish before the stage's "
+                                "deadline") from None
+    finally:
+        round_.uploading.discard(device_id)
+    metrics.BYTES_RECEIVED.labels(rpc).inc(expected)
+    if digest != declared:
+        raise AuthenticationError("the vector does not match its signed header")
+    message = MaskedInput(round_.session_id, device_id, np.frombuffer(buffer, dtype=dtype))
+    accepted = await round_.submit(Stage.MASKED_INPUT, message)
+    del message, buffer  # the vector is in the sum (or rejected); drop it now
+    if accepted:
+        round_.upload_digests[device_id] = declared
+    return accepted
+
+
+def await_response(round_: Round, outcome: AwaitOutcome,
+                   out: pb.AwaitStageResponse | None = None) -> pb.AwaitStageResponse:
+    """The wire answer for ``outcome`` (filled into ``out``, if given)."""
+    if outcome.request is not None:
+        return request_to_pb(outcome.request, round_.encoded_entries, out)
+    if out is None:
+        out = pb.AwaitStageResponse()
+    out.status = _AWAIT_STATUS[outcome.status]
+    out.abort_reason = outcome.abort_reason
+    return out

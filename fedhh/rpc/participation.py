@@ -1,0 +1,98 @@
+"""How a device's participation in a round ends, how its calls are retried, and when its stages
+close: shared by the unary calls (``fedhh.rpc.device_client``) and the session stream
+(``fedhh.rpc.device_stream``)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from enum import StrEnum
+
+import grpc
+
+from fedhh.secagg import SecAggDevice, Stage
+
+__all__ = ["CODE_OUTCOMES", "RETRIED_CODES", "ParticipationEnd", "RetryPolicy", "SessionResult",
+           "Transport", "stage_deadline_s"]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retries of UNAVAILABLE and CANCELLED: ``attempts`` tries in all, with full-jitter
+    exponential backoff (uniform in [0, min(cap, initial * 2^attempt)]: of the usual schemes,
+    the one that spreads a crowd's retries the most; Brooker, "Exponential Backoff and Jitter",
+    AWS Architecture Blog, 2015). The cap is ``max_backoff_s`` for those tries and
+    ``patient_max_backoff_s`` for a patient call's further ones (its stage is still open): with
+    2 s for all, a crowd of devices retried the calls an overloaded service shed as fast as it
+    shed them."""
+
+    attempts: int = 5
+    initial_backoff_s: float = 0.1
+    max_backoff_s: float = 2.0
+    patient_max_backoff_s: float = 30.0
+
+    def backoff(self, attempt: int, rng: random.Random) -> float:
+        cap = self.max_backoff_s if attempt < self.attempts else max(self.max_backoff_s,
+                                                                     self.patient_max_backoff_s)
+        # (the exponent is capped: a patient call may be retried thousands of times)
+        return rng.uniform(0, min(cap, self.initial_backoff_s * 2 ** min(attempt, 30)))
+
+
+class Transport(StrEnum):
+    """How a device talks to its aggregator: one session stream, or the unary calls."""
+
+    STREAM = "stream"
+    UNARY = "unary"
+
+
+class ParticipationEnd(StrEnum):
+    """How a device's participation ended."""
+
+    COMPLETED = "completed"  # its unmask shares were accepted
+    DROPPED = "dropped"  # drop_at stopped it
+    NOT_SELECTED = "not_selected"  # the round went on without it (it counts as dropped)
+    LATE = "late"  # the stage closed before its request or message
+    ROUND_ABORTED = "round_aborted"  # the aggregator aborted the round
+    DEVICE_ABORTED = "device_aborted"  # the device refused a server request (SecAggAbort)
+    REJECTED = "rejected"  # the aggregator refused a message (INVALID_ARGUMENT, ...)
+    NOT_FOUND = "not_found"  # the aggregator does not know the round (or forgot it)
+    UNAVAILABLE = "unavailable"  # unreachable, or shedding its calls, through the retries
+    TIMED_OUT = "timed_out"  # no request arrived in time
+
+
+@dataclass(frozen=True)
+class SessionResult:
+    """Where a device stopped: ``reached`` is the stage it was in (``Stage.DONE`` after its
+    unmask shares were accepted); ``contributed`` says its masked input was accepted, so its
+    report is in the sum if the round is released."""
+
+    reached: Stage
+    outcome: ParticipationEnd
+    contributed: bool = False
+    detail: str = ""
+
+
+# Transient codes. Retrying them is safe because every device call is idempotent: the server
+# takes the first copy of a message and answers an identical one accepted=False. CANCELLED
+# reaches the caller as an AioRpcError only when the other side ended the call (gRPC core sheds
+# calls beyond the server's backlog this way, before any handler runs); a local cancellation
+# raises asyncio.CancelledError and is never retried.
+RETRIED_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
+
+CODE_OUTCOMES = {
+    grpc.StatusCode.ABORTED: ParticipationEnd.ROUND_ABORTED,
+    grpc.StatusCode.NOT_FOUND: ParticipationEnd.NOT_FOUND,
+    grpc.StatusCode.FAILED_PRECONDITION: ParticipationEnd.LATE,
+    grpc.StatusCode.UNAVAILABLE: ParticipationEnd.UNAVAILABLE,
+    grpc.StatusCode.CANCELLED: ParticipationEnd.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED: ParticipationEnd.TIMED_OUT,
+}
+
+
+def stage_deadline_s(device: SecAggDevice, stage: Stage) -> float:
+    """Unix time at which ``stage`` closes by the device's signed round config."""
+    d = device.config.deadlines
+    ms = {Stage.ADVERTISE_KEYS: d.advertise_keys, Stage.SHARE_KEYS: d.share_keys,
+          Stage.MASKED_INPUT: d.masked_input, Stage.CONSISTENCY_CHECK: d.consistency_check
+          }.get(stage, d.unmask)
+    return ms / 1000
