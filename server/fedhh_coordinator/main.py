@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 
+from fedhh.privacy.sum_pld import import_accountant_libraries
 from fedhh.rpc import serving
 from fedhh.rpc.credentials import load_or_create_signing_key, public_key_path, read_secret
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
@@ -94,6 +95,7 @@ async def serve(args: argparse.Namespace) -> None:
                             MAX_RECEIVE_BYTES, tls, args.web_origin, args.web_max_connections)
         await web.start(*split_listen(args.web_listen), args.insecure)
     web_port = web.port if web is not None else None
+    import_accountant_libraries()
     await server.start()
     await serving.set_serving(health, SERVICES)
     runner_task = asyncio.create_task(runner.serve(), name="runner")
