@@ -14,12 +14,8 @@ anything is handed to the round.
 from __future__ import annotations
 
 import hmac
-import os
-from pathlib import Path
 
 import grpc
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from fedhh.errors import AuthenticationError, ConfigError
 from fedhh.rpc.aggregator_wire import CallKind, admission_from_pb, call_transcript
@@ -30,19 +26,6 @@ from fedhh_aggregator.rounds import Round
 
 TOKEN_ENV = "FEDHH_CONTROL_TOKEN"
 MIN_TOKEN_BYTES = 16
-
-
-def load_coordinator_key(path: str | os.PathLike[str]) -> bytes:
-    """The coordinator's raw Ed25519 public key from a PEM (SubjectPublicKeyInfo) file."""
-    try:
-        key = serialization.load_pem_public_key(Path(path).read_bytes())
-    except OSError as error:
-        raise ConfigError(f"cannot read the coordinator key {path}: {error.strerror}") from None
-    except ValueError as error:
-        raise ConfigError(f"{path} is not a PEM public key: {error}") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise ConfigError(f"{path} does not hold an Ed25519 public key")
-    return key.public_bytes_raw()
 
 
 class ControlAuth:

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 from fedhh.errors import ConfigError
 from fedhh.rpc import serving
 from fedhh.rpc.aggregator_wire import CONTROL_SERVICE, DEVICE_SERVICE
-from fedhh.rpc.credentials import read_secret
+from fedhh.rpc.credentials import load_public_key, read_secret
 from fedhh.rpc.observability import configure_logging
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
-from fedhh_aggregator.auth import TOKEN_ENV, ControlAuth, load_coordinator_key
+from fedhh_aggregator.auth import TOKEN_ENV, ControlAuth
 from fedhh_aggregator.journal import Journal
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Limits
@@ -76,7 +76,7 @@ class AggregatorSettings:
                         max_tombstones=args.max_tombstones,
                         tombstone_ttl_s=args.tombstone_ttl)
         return cls(
-            coordinator_public=load_coordinator_key(args.coordinator_key),
+            coordinator_public=load_public_key(args.coordinator_key),
             control_token=read_secret(args.control_token_file, TOKEN_ENV, "control token"),
             listen=args.listen,
             tls=TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None,
