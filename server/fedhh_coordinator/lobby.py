@@ -147,17 +147,13 @@ class Lobby:
         ``known``: the SHA-256 of the task bytes the device already holds. If that is still its
         task, wait (within ``wait_s``) until the round is over, then go on as for a new request.
         """
+        seat = self._cohort.get(device_id)
+        left = await wait_out_held_task(seat, known, self._cleared, wait_s,
+                                        lambda: self._cohort.get(device_id) is seat)
+        if left is None:
+            return None
         loop = asyncio.get_running_loop()
-        until = loop.time() + wait_s
-        future = self._cohort.get(device_id)
-        if known and future is not None and future.done():
-            task = future.result()
-            if task is not None and hashlib.sha256(task.task).digest() == known:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._cleared.wait(), wait_s)
-                wait_s = until - loop.time()
-                if wait_s <= 0 or self._cohort.get(device_id) is future:
-                    return None
+        wait_s, until = left, loop.time() + left
         future = self._cohort.get(device_id)
         if future is None:
             if not self._open:
@@ -217,3 +213,24 @@ class Lobby:
     @property
     def cohort_size(self) -> int:
         return len(self._cohort)
+
+
+async def wait_out_held_task(seat: asyncio.Future[pb.SignedTask | None] | None, known: bytes,
+                             round_over: asyncio.Event, wait_s: float,
+                             still_seated: Callable[[], bool]) -> float | None:
+    """A device that says it holds its task (``known``: the SHA-256 of its bytes) waits until
+    the round is over. If ``seat`` holds that task, wait (within ``wait_s``) for ``round_over``;
+    None when the device is to be answered "none" now (the wait ran out, or ``still_seated()``:
+    the round ended without a new seat for it), else the wait left, to go on as for a new
+    request."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + wait_s
+    if known and seat is not None and seat.done():
+        task = seat.result()
+        if task is not None and hashlib.sha256(task.task).digest() == known:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(round_over.wait(), wait_s)
+            wait_s = until - loop.time()
+            if wait_s <= 0 or still_seated():
+                return None
+    return wait_s

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import random
 
@@ -28,6 +27,7 @@ from fedhh.errors import ConfigError
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator.hub import MAX_BATCH
+from fedhh_coordinator.lobby import wait_out_held_task
 
 log = logging.getLogger(__name__)
 
@@ -58,17 +58,13 @@ class SelectorLobby:
                             known: bytes = b"") -> pb.SignedTask | None:
         """As ``Lobby.wait_for_task``: the device's task, joining the open check-in."""
         self._check_refused(device_id, round_keys)
+        seat = self._pool.get(device_id)
+        left = await wait_out_held_task(seat, known, self._cleared, wait_s,
+                                        lambda: self._pool.get(device_id) is seat)
+        if left is None:
+            return None
         loop = asyncio.get_running_loop()
-        until = loop.time() + wait_s
-        future = self._pool.get(device_id)
-        if known and future is not None and future.done():
-            task = future.result()
-            if task is not None and hashlib.sha256(task.task).digest() == known:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._cleared.wait(), wait_s)
-                wait_s = until - loop.time()
-                if wait_s <= 0 or self._pool.get(device_id) is future:
-                    return None
+        wait_s, until = left, loop.time() + left
         future = self._pool.get(device_id)
         if future is None:
             if not self._open and self.connected and self._sent.get(device_id) != round_keys:
