@@ -11,8 +11,11 @@ from typing import Any
 
 from xdist.scheduler import LoadScopeScheduling
 
-SERVICE_FOLDERS = {"tests/integration/": "services", "tests/security/": "services",
-                   "tests/dashboard/": "services", "tests/deploy/": "docker",
+SERVICE_FOLDERS = {"tests/integration/": "services", "tests/dashboard/": "services",
+                   # The attacks on the real services: a unit of their own since the
+                   # selectors' and the session stream's tests made the service unit the
+                   # suite's critical path (13:09 quiet with the install).
+                   "tests/security/": "security", "tests/deploy/": "docker",
                    # The web devices' rounds against the real services: a unit of their
                    # own, one test at a time, beside the service unit rather than after it
                    # (the service unit is the suite's longest; both wait more than they
