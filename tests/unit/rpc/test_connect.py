@@ -45,7 +45,7 @@ class Echo:
             raise NotFoundError("no such thing")
         if request.device_id == 2:
             raise RuntimeError("a bug with secrets in it")
-        await asyncio.sleep(request.wait_ms / 1000)
+        await asyncio.Event().wait()  # a long-poll nothing answers: only the deadline ends it
         return pb.GetTaskResponse(retry_after_ms=5)
 
 
