@@ -80,7 +80,9 @@ def test_a_sharded_round_releases_one_total_charged_once(tmp_path: Path) -> None
 def test_a_shard_whose_worker_restarts_drops_out_and_the_rest_releases(tmp_path: Path) -> None:
     with start(tmp_path) as topo, admin(topo) as client:
         client.start_run(sharded(), run_id="half")
-        wait_for_line(topo.services["worker-1"].log, '"message": "round opened"')
+        # After the combiner has opened every shard: worker 1 logs its round opened before
+        # its answer reaches the combiner, and a kill in between fails the open instead.
+        wait_for_line(topo.services["combiner"].log, '"message": "sharded round opened"')
         topo.kill("worker-1")
         topo.start_aggregator(name="worker-1")
         run = client.wait("half", 300)
