@@ -2,7 +2,7 @@
 
 A round of n devices (the coordinator's lying-server (k, t) at 10% expected dropout, device
 authentication and the consistency check on, D = 4096) runs in one process: the server's
-requests go through their wire form (``request_to_pb``, serialised, parsed) and each device
+requests go through their wire form (``RequestEncoder``'s bytes, parsed) and each device
 does what a load-test device does with them: parse the request, run ``SecAggDevice``'s stage
 (every check included), and build, sign and serialise its call. Each device's CPU time
 (``time.thread_time``) is summed per stage and reported per device, next to the cryptography
@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey  #
 
 from fedhh.rpc.aggregator_wire import (  # noqa: E402
     CallKind,
+    RequestEncoder,
     await_digest,
     consistency_digest,
     credentials,
@@ -41,7 +42,6 @@ from fedhh.rpc.aggregator_wire import (  # noqa: E402
     keys_from_pb,
     keys_to_pb,
     request_from_pb,
-    request_to_pb,
     shares_digest,
     shares_from_pb,
     shares_to_pb,
@@ -125,7 +125,7 @@ def run(n: int, dim: int, dropout: float, seed: int = 0) -> dict[str, object]:
             session_id=sid, keys=keys_to_pb(d.advertise_keys())).SerializeToString())
         message = pb.AdvertiseKeysRequest.FromString(wire)
         server.handle(Stage.ADVERTISE_KEYS, keys_from_pb(sid, message.keys))
-    entries: dict[int, pb.DeviceKeys] = {}
+    encoder = RequestEncoder()
     stages = ("share_keys", "masked_input", "consistency", "unmask")
     for name in stages:
         pending = server.close_stage()
@@ -133,7 +133,7 @@ def run(n: int, dim: int, dropout: float, seed: int = 0) -> dict[str, object]:
             device = devices[u]
             if u in dropped and name == "masked_input":
                 continue
-            answer = request_to_pb(pending[u], entries).SerializeToString()
+            answer = encoder.ready(pending[u])
 
             def step(d=device, u=u, answer=answer, name=name):  # type: ignore[no-untyped-def]
                 request = request_from_pb(sid, u, pb.AwaitStageResponse.FromString(answer))

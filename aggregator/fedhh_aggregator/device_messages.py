@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 import numpy as np
 
 from fedhh.errors import AuthenticationError
-from fedhh.rpc.aggregator_wire import request_to_pb
 from fedhh.secagg import MaskedInput, ProtocolViolation, Stage, Violation
 from fedhh.secagg.prg import mask_dtype
 from fedhh.v1 import aggregator_pb2 as pb
@@ -76,10 +75,11 @@ async def accept_vector(registry: RoundRegistry, round_: Round, device_id: int, 
 def await_response(round_: Round, outcome: AwaitOutcome,
                    out: pb.AwaitStageResponse | None = None) -> pb.AwaitStageResponse:
     """The wire answer for ``outcome`` (filled into ``out``, if given)."""
-    if outcome.request is not None:
-        return request_to_pb(outcome.request, round_.encoded_entries, out)
     if out is None:
         out = pb.AwaitStageResponse()
+    if outcome.request is not None:
+        out.MergeFromString(round_.encoder.ready(outcome.request))
+        return out
     out.status = _AWAIT_STATUS[outcome.status]
     out.abort_reason = outcome.abort_reason
     return out

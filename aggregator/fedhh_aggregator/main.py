@@ -30,7 +30,7 @@ from fedhh_aggregator.journal import Journal
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Limits
 from fedhh_aggregator.service import RunningService, serve_until_signalled
-from fedhh_aggregator.servicers import ControlServicer, DeviceServicer
+from fedhh_aggregator.servicers import ControlServicer, DeviceServicer, add_device_service
 
 if TYPE_CHECKING:
     from fedhh.rpc.connect import ConnectServer
@@ -125,7 +125,7 @@ async def start(settings: AggregatorSettings) -> RunningAggregator:
                                 max_concurrent_streams=limits.max_streams_per_connection,
                                 extra_options=server_options(limits))
     devices = DeviceServicer(registry)
-    pb_grpc.add_SecureAggregationServicer_to_server(devices, server)
+    add_device_service(devices, server)
     pb_grpc.add_AggregatorControlServicer_to_server(
         ControlServicer(registry, ControlAuth(settings.control_token)), server)
     health = serving.add_health_and_reflection(server, SERVICES)

@@ -36,6 +36,7 @@ from enum import StrEnum
 from typing import Any
 
 from fedhh.errors import AuthenticationError, ConfigError, StateError
+from fedhh.rpc.aggregator_wire import RequestEncoder
 from fedhh.secagg import (
     AbortReason,
     AggregateResult,
@@ -239,8 +240,7 @@ class Round:
         self.uploading: set[int] = set()  # devices with an upload in progress
         # Each device's session stream (fedhh_aggregator.session_stream): one at a time.
         self.streams: dict[int, Any] = {}
-        # The transport's encoding of each advertised entry, memoised for the rosters.
-        self.encoded_entries: dict[int, Any] = {}
+        self.encoder = RequestEncoder()  # the requests' wire bytes, shared parts encoded once
         self.upload_digests: dict[int, bytes] = {}  # SHA-256 of each accepted masked vector
         self._stage_opened = time.monotonic()
         self._last_accepted = self._stage_opened  # the open stage's latest accepted message
@@ -273,7 +273,7 @@ class Round:
         self.result = None
         self.server.result = None
         self.requests = {}
-        self.encoded_entries = {}
+        self.encoder = RequestEncoder()
         self._notify()  # long-polls answer now
 
     # -- authentication --------------------------------------------------------------------------

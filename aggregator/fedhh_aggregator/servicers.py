@@ -15,6 +15,7 @@ import grpc
 from fedhh.errors import AuthenticationError
 from fedhh.rpc.aggregator_wire import (
     CHUNK_BYTES,
+    DEVICE_SERVICE,
     DIGEST_BYTES,
     CallKind,
     await_digest,
@@ -194,6 +195,37 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
                       context: grpc.aio.ServicerContext) -> None:
         """The whole session on one stream (``fedhh_aggregator.session_stream``)."""
         await run_session(self._registry, context)
+
+
+def add_device_service(servicer: DeviceServicer, server: grpc.aio.Server) -> None:
+    """Register ``fedhh.v1.SecureAggregation`` as the generated code does, except that a
+    session stream's event may be written as its encoded bytes (a request the round's
+    ``RequestEncoder`` built from parts encoded once), which go out as they are."""
+    generated = _Registrations()
+    pb_grpc.add_SecureAggregationServicer_to_server(servicer, generated)
+    handlers = dict(generated.handlers)
+    handlers["Session"] = handlers["Session"]._replace(response_serializer=_event_bytes)
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(DEVICE_SERVICE, handlers),))
+    server.add_registered_method_handlers(DEVICE_SERVICE, handlers)
+
+
+class _Registrations:
+    """Stands in for a server to the generated registration, keeping its method handlers."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str,
+                                       handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        self.handlers = handlers
+
+
+def _event_bytes(event: pb.SessionEvent | bytes) -> bytes:
+    return event if isinstance(event, bytes) else event.SerializeToString()
 
 
 # A long-poll answers at least this long before the caller's deadline. A call can wait in the

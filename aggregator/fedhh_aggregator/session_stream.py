@@ -41,6 +41,7 @@ from fedhh.rpc.aggregator_wire import (
     DIGEST_BYTES,
     admission_from_pb,
     keys_from_pb,
+    session_event,
     session_transcript,
     shares_from_pb,
     stage_to_pb,
@@ -309,15 +310,20 @@ class _Session:
                                                      self.registry.limits.max_wait_s)
                 if outcome.status is not AwaitStatus.PENDING:
                     break
-            event = pb.SessionEvent(stage=stage_to_pb(stage))
-            await_response(round_, outcome, event.next)
+            event: pb.SessionEvent | bytes
+            if outcome.request is not None:
+                event = session_event(stage, round_.encoder.ready(outcome.request))
+            else:
+                event = pb.SessionEvent(stage=stage_to_pb(stage))
+                await_response(round_, outcome, event.next)
             await self._write(event)
         except FedhhError as error:
             self.stop(error)
         except (grpc.aio.AbortError, grpc.aio.UsageError, asyncio.InvalidStateError):
             pass  # the stream has ended meanwhile
 
-    async def _write(self, event: pb.SessionEvent) -> None:
+    async def _write(self, event: pb.SessionEvent | bytes) -> None:
+        """Write one event (bytes: already encoded, see ``servicers.add_device_service``)."""
         async with self._writing:
             await self.context.write(event)
 

@@ -1,0 +1,89 @@
+"""RequestEncoder writes, from parts encoded once per round, exactly the bytes protobuf writes for
+the same AwaitStageResponse and SessionEvent (any ids, empty lists, large values)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fedhh.rpc.aggregator_wire import RequestEncoder, keys_to_pb, session_event, stage_to_pb
+from fedhh.secagg import Stage
+from fedhh.secagg.config import Admission
+from fedhh.secagg.messages import (
+    AdvertiseKeys,
+    ConsistencyRequest,
+    EncryptedShare,
+    MaskedInputRequest,
+    ShareKeysRequest,
+    UnmaskRequest,
+)
+from fedhh.v1 import aggregator_pb2 as pb
+
+SID = b"s" * 32
+ids = st.integers(min_value=0, max_value=2**32 - 1)
+blobs = st.binary(max_size=300)
+
+
+def _entry(device_id: int, key: bytes, with_admission: bool) -> AdvertiseKeys:
+    admission = Admission(device_id, key, key, key, key * 3) if with_admission else None
+    return AdvertiseKeys(SID, device_id, key, key[::-1], admission)
+
+
+def _ready(**request: object) -> bytes:
+    return pb.AwaitStageResponse(status=pb.AWAIT_STATUS_READY, **request).SerializeToString()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(ids, st.binary(min_size=0, max_size=40), st.booleans()),
+                max_size=20, unique_by=lambda t: t[0]))
+def test_rosters_are_protobufs_encoding(entries: list[tuple[int, bytes, bool]]) -> None:
+    encoder = RequestEncoder()
+    roster = tuple(_entry(*e) for e in entries)
+    expected = _ready(share_keys=pb.ShareKeysRequest(roster=[keys_to_pb(e) for e in roster]))
+    # twice: the second answer is built from the memoised entries
+    for _ in range(2):
+        assert encoder.ready(ShareKeysRequest(SID, 1, roster)) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(ids, ids, blobs), max_size=20))
+def test_shares_are_protobufs_encoding(shares: list[tuple[int, int, bytes]]) -> None:
+    request = MaskedInputRequest(SID, 1, tuple(EncryptedShare(*s) for s in shares))
+    expected = _ready(masked_input=pb.MaskedInputRequest(shares=[
+        pb.EncryptedShare(src=a, dst=b, ciphertext=c) for a, b, c in shares]))
+    assert RequestEncoder().ready(request) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(ids, max_size=300))
+def test_survivor_sets_are_protobufs_encoding(survivors: list[int]) -> None:
+    encoder = RequestEncoder()
+    shared = tuple(survivors)
+    expected = _ready(consistency_check=pb.ConsistencyRequest(survivors=survivors))
+    for device_id in (1, 2):  # every device's request holds the same set
+        assert encoder.ready(ConsistencyRequest(SID, device_id, shared)) == expected
+    other = (*shared, 7)  # another set is encoded anew, not taken for the memoised one
+    assert encoder.ready(ConsistencyRequest(SID, 3, other)) == _ready(
+        consistency_check=pb.ConsistencyRequest(survivors=other))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(ids, max_size=30), st.lists(ids, max_size=30),
+       st.lists(st.tuples(ids, blobs), max_size=20, unique_by=lambda t: t[0]))
+def test_unmask_requests_are_protobufs_encoding(alive: list[int], dropped: list[int],
+                                                signatures: list[tuple[int, bytes]]) -> None:
+    encoder = RequestEncoder()
+    expected = _ready(unmask=pb.UnmaskRequest(alive=alive, dropped=dropped, signatures=[
+        pb.NeighbourSignature(device_id=i, signature=s) for i, s in signatures]))
+    for _ in range(2):
+        assert encoder.ready(UnmaskRequest(SID, 1, tuple(alive), tuple(dropped),
+                                           tuple(signatures))) == expected
+
+
+@given(st.sampled_from([Stage.SHARE_KEYS, Stage.MASKED_INPUT, Stage.CONSISTENCY_CHECK,
+                        Stage.UNMASK]), st.lists(ids, max_size=200))
+def test_session_events_are_protobufs_encoding(stage: Stage, survivors: list[int]) -> None:
+    answer = pb.AwaitStageResponse(status=pb.AWAIT_STATUS_READY,
+                                   consistency_check=pb.ConsistencyRequest(survivors=survivors))
+    expected = pb.SessionEvent(stage=stage_to_pb(stage), next=answer).SerializeToString()
+    assert session_event(stage, answer.SerializeToString()) == expected
