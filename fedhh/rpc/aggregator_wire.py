@@ -244,6 +244,11 @@ def _delimited(tag: bytes, data: bytes) -> bytes:
     return tag + _varint(len(data)) + data
 
 
+def _ready(tag: bytes, request: bytes) -> bytes:
+    # (one join: a roster's tens of kilobytes are copied once, not once per enclosing field)
+    return b"".join((_READY, tag, _varint(len(request)), request))
+
+
 def _packed(tag: bytes, values: Iterable[int]) -> bytes:
     # (proto3 packs repeated scalars and omits an empty list)
     body = b"".join(map(_varint, values))
@@ -290,17 +295,17 @@ class RequestEncoder:
                     encoded = entries[e.device_id] = _delimited(
                         _FIRST, keys_to_pb(e).SerializeToString())
                 parts.append(encoded)
-            return _READY + _delimited(_SHARE_KEYS, b"".join(parts))
+            return _ready(_SHARE_KEYS, b"".join(parts))
         if isinstance(request, MaskedInputRequest):
             shares = pb.MaskedInputRequest()
             _add_shares(shares.shares, request.shares)
-            return _READY + _delimited(_MASKED_INPUT, shares.SerializeToString())
+            return _ready(_MASKED_INPUT, shares.SerializeToString())
         if isinstance(request, ConsistencyRequest):
             known = self._survivors
             if known is None or known[0] is not request.survivors:
                 known = self._survivors = (request.survivors,
                                            _packed(_FIRST, request.survivors))
-            return _READY + _delimited(_CONSISTENCY, known[1])
+            return _ready(_CONSISTENCY, known[1])
         if isinstance(request, UnmaskRequest):
             signatures = self._signatures
             parts = [_packed(_FIRST, request.alive), _packed(_SECOND, request.dropped)]
@@ -310,13 +315,14 @@ class RequestEncoder:
                     encoded = signatures[i] = _delimited(_SIGNATURES, pb.NeighbourSignature(
                         device_id=i, signature=signature).SerializeToString())
                 parts.append(encoded)
-            return _READY + _delimited(_UNMASK, b"".join(parts))
+            return _ready(_UNMASK, b"".join(parts))
         raise TypeError(f"not a server request: {type(request).__name__}")  # pragma: no cover
 
 
 def session_event(stage: Stage, answer: bytes) -> bytes:
     """The encoded ``SessionEvent`` for ``stage`` whose ``next`` is the encoded ``answer``."""
-    return _delimited(_SECOND, answer) + _EVENT_STAGE + _varint(stage_to_pb(stage))
+    return b"".join((_SECOND, _varint(len(answer)), answer, _EVENT_STAGE,
+                     _varint(stage_to_pb(stage))))
 
 
 def request_from_pb(session_id: bytes, device_id: int, message: pb.AwaitStageResponse
