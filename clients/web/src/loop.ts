@@ -17,7 +17,8 @@ import type { SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
 import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
 import { ed25519PublicFromSeed } from "./primitives.js";
 import { type RandomSource, systemRandom } from "./random.js";
-import { type RoundOptions, type RoundOutcome, codeOf, participate, pause, timed } from "./round.js";
+import { type RoundOptions, type RoundOutcome, type Stage, codeOf, participate, pause, timed
+} from "./round.js";
 import { generateRoundKeys } from "./secagg.js";
 import type { CheckIn, CoordinatorClient, Identity } from "./wire.js";
 
@@ -46,6 +47,16 @@ export function newTaskMemory(): TaskMemory {
   return { done: new Set(), known: new Uint8Array() };
 }
 
+/**
+ * What one task changes of a device's behaviour (test fleets: a dropout, stricter floors, its
+ * own timings), decided once the task is verified.
+ */
+export interface TaskOptions {
+  floors?: Floors;
+  dropBefore?: Stage;
+  timings?: Record<string, number>;
+}
+
 export interface LoopOptions extends RoundOptions {
   /** This device's memory of its tasks (a fresh one when not given: one task only). */
   memory?: TaskMemory;
@@ -57,8 +68,13 @@ export interface LoopOptions extends RoundOptions {
    * gRPC address through a map of the page's own.
    */
   aggregatorFor: (webUrl: string, address: string) => Client<typeof SecureAggregation>;
-  /** The report's 1-bit positions for a verified task (throws to refuse it). */
-  report: (task: Task) => Promise<number[]>;
+  /**
+   * What this task does differently (tests), asked once the task is verified: by the task
+   * itself, so a round attempted again is treated as its first attempt was.
+   */
+  forTask?: (task: Task) => TaskOptions;
+  /** The report's 1-bit positions for a verified task under `floors` (throws to refuse it). */
+  report: (task: Task, floors: Floors) => Promise<number[]>;
   /** Told when a check-in is sent (the device waits for a task from then on). */
   onCheckIn?: () => void;
   /** Told when a verified task is taken, before its config is checked. */
@@ -110,6 +126,12 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
     }
     memory.done.add(key);
     options.onTask?.(task);
+    const plan = options.forTask?.(task) ?? {};
+    const taskFloors = plan.floors ?? floors;
+    const roundOptions: RoundOptions = {
+      ...options,
+      ...(plan.dropBefore === undefined ? {} : { dropBefore: plan.dropBefore }),
+      ...(plan.timings === undefined ? {} : { timings: plan.timings }) };
     const base = { runId: task.runId, round: task.round, attempt: task.attempt };
     const refused = (error: unknown): TaskResult =>
       ({ ...base, outcome: "device_aborted", reached: 0, contributed: false,
@@ -121,18 +143,18 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
     let ones: number[];
     let aggregator: Client<typeof SecureAggregation>;
     try {
-      checkEpsLocal(task.epsLocal, floors);
+      checkEpsLocal(task.epsLocal, taskFloors);
       aggregator = options.aggregatorFor(task.aggregatorWebUrl, task.aggregatorAddress);
-      device = await timed(options.timings, "config", () => SecAggDevice.create(
+      device = await timed(roundOptions.timings, "config", () => SecAggDevice.create(
         task.roundConfig, task.roundConfigSignature, identity.coordinatorPublic, task.secaggId, {
           identitySeed: identity.identitySeed, admission, roundKeys: keys,
-          policy: policyOf(floors), rand: random }));
-      ones = await timed(options.timings, "report", () => options.report(task));
+          policy: policyOf(taskFloors), rand: random }));
+      ones = await timed(roundOptions.timings, "report", () => options.report(task, taskFloors));
     } catch (error) {
       return refused(error);
     }
     const result = await participate(aggregator, device, ones, identity.identitySeed, admission,
-                                     options);
+                                     roundOptions);
     return { ...base, ...result };
   }
 }

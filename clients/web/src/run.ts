@@ -21,7 +21,8 @@ import { type Floors, DEFAULT_FLOORS } from "./floors.js";
 import type { SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
 import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
 import { type IdentityStore, IndexedDbIdentityStore } from "./identity.js";
-import { type Coordinator, type TaskResult, newTaskMemory, nextRound } from "./loop.js";
+import { type Coordinator, type TaskOptions, type TaskResult, newTaskMemory, nextRound
+} from "./loop.js";
 import { type DeviceData, reportForTask } from "./report.js";
 import type { RoundOptions, Stage } from "./round.js";
 import { type DrawSource, systemDraws } from "./selection.js";
@@ -41,13 +42,6 @@ export type DeviceEvent =
   | { type: "result"; result: TaskResult; spent: number }
   /** Another tab of this origin runs this device; this one waits for it to stop. */
   | { type: "waiting-for-another-tab" };
-
-/** What a task may change of a device's behaviour (test fleets: a dropout, stricter floors). */
-export interface TaskOptions {
-  floors?: Floors;
-  dropBefore?: Stage;
-  timings?: Record<string, number>;
-}
 
 export interface RunDeviceOptions extends Omit<RoundOptions, "dropBefore" | "timings" | "onStage"> {
   /** The coordinator's Connect URL (`https://host:7080`). */
@@ -87,8 +81,11 @@ export interface RunDeviceOptions extends Omit<RoundOptions, "dropBefore" | "tim
    * crypto.getRandomValues; a seeded stream only in tests).
    */
   draws?: (task: Task) => DrawSource;
-  /** What task number `n` (0, 1, ...) does differently (tests). */
-  taskOptions?: (n: number) => TaskOptions;
+  /**
+   * What a verified task does differently (tests), given the task and how many tasks the
+   * device took before it (0, 1, ...).
+   */
+  taskOptions?: (task: Task, n: number) => TaskOptions;
   onEvent?: (event: DeviceEvent) => void;
 }
 
@@ -155,19 +152,16 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
   const summary: DeviceSummary = { identity, tasks: 0, contributed: 0, spent: budget.spent() };
   const { taskOptions, tasks, draws, onEvent: _onEvent, ...rest } = options;
   for (let n = 0; tasks === undefined || n < tasks; n++) {
-    const plan = taskOptions?.(n) ?? {};
-    const taskFloors = plan.floors ?? floors;
     let result: TaskResult;
     try {
       result = await nextRound(coordinator, identity, {
-        ...rest, memory, floors: taskFloors, aggregatorFor,
-        ...(plan.dropBefore === undefined ? {} : { dropBefore: plan.dropBefore }),
-        ...(plan.timings === undefined ? {} : { timings: plan.timings }),
+        ...rest, memory, floors, aggregatorFor,
+        ...(taskOptions === undefined ? {} : { forTask: (task: Task) => taskOptions(task, n) }),
         onCheckIn: () => tell({ type: "checking-in" }),
         onTask: (task) => tell({ type: "task", task }),
         onStage: (stage) => tell({ type: "stage", stage }),
-        report: (task) => reportForTask(task, data, budget, taskFloors, options.books,
-                                       draws?.(task) ?? systemDraws),
+        report: (task, taskFloors) => reportForTask(task, data, budget, taskFloors,
+                                                    options.books, draws?.(task) ?? systemDraws),
       });
     } catch (error) {
       if (options.signal?.aborted) break;

@@ -231,7 +231,12 @@ def randomizer_vectors() -> dict[str, Any]:
             64.0, 1000.0]
     rng = np.random.default_rng(31)
     grid += [float(x) for x in rng.uniform(0.0, 24.0, size=60)]
-    grid += [float(x) for x in np.exp(rng.uniform(-12.0, 3.2, size=60))]
+    # Spread over magnitudes 2^-18 .. 2^5 without a transcendental function: numpy's exp picks
+    # a SIMD kernel by CPU (AVX-512 or not), whose last bit differs, and the file must be the
+    # same wherever it is made. (1 + m / 2^52) * 2^e is exact in binary64.
+    grid += [math.ldexp(1.0 + int(m) / 2.0 ** 52, int(e))
+             for m, e in zip(rng.integers(0, 2 ** 52, size=60), rng.integers(-18, 5, size=60),
+                             strict=True)]
     thresholds = [{"eps": eps, "threshold0": a0_threshold(eps)} for eps in grid]
     cases = []
     for i, (eps, index, dim) in enumerate([(1.0, 3, 16), (0.1, None, 40), (8.0, 0, 50),
