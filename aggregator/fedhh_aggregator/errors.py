@@ -25,6 +25,15 @@ class UploadTimeout(FedhhError):
     grpc_status = grpc.StatusCode.DEADLINE_EXCEEDED
 
 
+class OpenTimeout(FedhhError):
+    """A session stream's open did not come within ``upload_idle_s`` of its challenge
+    (UNAVAILABLE): the stream ends, and the device may open another, whose fresh challenge it
+    signs. A device whose event loop was busy (thousands of simulated devices in one process
+    starting a round at once) is slow, not wrong; it stays subject to its stage's deadline."""
+
+    grpc_status = grpc.StatusCode.UNAVAILABLE
+
+
 class JournalError(FedhhError):
     """The outcome journal (--state-dir) could not be written, so the request was refused
     rather than run unrecorded (UNAVAILABLE: retry once the disk is writable)."""

@@ -55,7 +55,7 @@ from fedhh.secagg.primitives import ed25519_verify
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh_aggregator import metrics
 from fedhh_aggregator.device_messages import accept_vector, await_response
-from fedhh_aggregator.errors import UploadTimeout
+from fedhh_aggregator.errors import OpenTimeout, UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import AwaitStatus, Round, stage_deadline_s
 
@@ -121,8 +121,8 @@ async def _refuse(context: grpc.aio.ServicerContext, reader: _Reader, error: Fed
 async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext, reader: _Reader,
                  challenge: bytes) -> None:
     limits = registry.limits
-    first = await reader.next(limits.upload_idle_s, UploadTimeout(
-        f"no open within {limits.upload_idle_s:g} s of the challenge"))
+    first = await reader.next(limits.upload_idle_s, OpenTimeout(
+        f"no open within {limits.upload_idle_s:g} s of the challenge: open a new stream"))
     if first is None:
         return
     if first.WhichOneof("part") != "open":

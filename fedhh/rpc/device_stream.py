@@ -127,13 +127,15 @@ class SessionStream:
         self.call = call
         try:
             event = await call.read()
-            if event is grpc.aio.EOF or event.WhichOneof("event") != "challenge" or len(
-                    event.challenge) != CHALLENGE_BYTES:
-                call.cancel()
-                raise _Ended(grpc.StatusCode.INTERNAL, "the stream did not start with a "
-                                                        "challenge")
-            opened = pb.SessionMessage(open=session_open(
-                self.identity_key, self.admission, self.device.session_id, event.challenge))
+        except grpc.aio.AioRpcError as error:
+            raise _failed(error) from None
+        if event is grpc.aio.EOF or event.WhichOneof("event") != "challenge" or len(
+                event.challenge) != CHALLENGE_BYTES:
+            call.cancel()
+            raise _Ended(grpc.StatusCode.INTERNAL, "the stream did not start with a challenge")
+        opened = pb.SessionMessage(open=session_open(
+            self.identity_key, self.admission, self.device.session_id, event.challenge))
+        try:
             await call.write(opened)
             if self.attempted:  # (they may have got in: the aggregator is told so)
                 self.last[0].resent = True
@@ -143,7 +145,7 @@ class SessionStream:
                 finally:
                     self.last[0].resent = False
         except grpc.aio.AioRpcError as error:
-            raise _failed(error) from None
+            raise self._write_failed(error) from None
         except asyncio.InvalidStateError:
             raise await self._ended() from None
         if self.observe is not None:
@@ -155,6 +157,19 @@ class SessionStream:
         if code == grpc.StatusCode.OK:
             return _Broken(code, "the stream ended early")
         return (_Broken if code in RETRIED_CODES else _Ended)(code, str(await self.call.details()))
+
+    @staticmethod
+    def _write_failed(error: grpc.aio.AioRpcError) -> _Broken | _Ended:
+        """Why a write failed. grpc.aio fails a write on a stream whose end reached it
+        meanwhile as INTERNAL, whatever the aggregator's code was (grpc/grpc#36066), and the
+        call's status is then INTERNAL too: the aggregator's code is lost. The stream has
+        ended; open another (within the retry policy, or while the stage is open), which
+        either gets in or reads the refusal as its event. (The aggregator ends a stream whose
+        open came too late, UNAVAILABLE: a device whose event loop was busy, thousands of
+        simulated devices in one process starting a round at once, met this.)"""
+        if error.code() == grpc.StatusCode.INTERNAL:
+            return _Broken(error.code(), f"the stream ended during a write: {error.details()}")
+        return _failed(error)
 
     async def _recover(self, broken: _Broken) -> None:
         """Back off, then open a new stream (raising ``broken`` as final once the retries are
@@ -198,7 +213,7 @@ class SessionStream:
                     await self.call.write(message)
                 return
             except grpc.aio.AioRpcError as error:
-                failure = _failed(error)
+                failure = self._write_failed(error)
             except asyncio.InvalidStateError:
                 failure = await self._ended()
             if isinstance(failure, _Ended):

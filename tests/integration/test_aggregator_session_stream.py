@@ -273,17 +273,94 @@ def test_a_late_message_not_marked_resent_ends_the_stream_failed_precondition() 
 
 
 def test_a_stream_without_its_open_is_cut_off() -> None:
-    """A stream that never sends its open holds nothing for long: refused DEADLINE_EXCEEDED
-    after upload_idle_s, and ended that long again later though the client never closes its
-    side (the call's own deadline is 30 s)."""
+    """A stream that never sends its open holds nothing for long: refused UNAVAILABLE (open
+    another) after upload_idle_s, and ended that long again later though the client never
+    closes its side (the call's own deadline is 30 s)."""
     async def scenario() -> grpc.StatusCode:
         async with aggregator(Limits(upload_idle_s=0.2)) as (_, channel):
             call = pb_grpc.SecureAggregationStub(channel).Session(timeout=30)
             assert len((await call.read()).challenge) == 32
             refused = await call.read()
-            assert refused.refused.code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0], refused
+            assert refused.refused.code == UNAVAILABLE.value[0], refused
             assert "no open" in refused.refused.details
             assert "no open" in await call.details()  # (the aggregator's, not the deadline)
             return await call.code()
 
-    assert run(scenario()) == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert run(scenario()) == UNAVAILABLE
+
+
+class _LateOpenStub:
+    """A device's stub whose first stream's open is written only after the aggregator gave up
+    waiting for it and ended the stream (as a device whose event loop was too busy to answer
+    the challenge in time). ``internal``: the write fails INTERNAL, as grpc.aio fails about
+    half such writes whatever the status was (grpc/grpc#36066); else it is really written."""
+
+    def __init__(self, channel: grpc.aio.Channel, internal: bool) -> None:
+        self._stub = pb_grpc.SecureAggregationStub(channel)
+        self.internal = internal
+        self.opened = 0
+        self.refusals: list[int] = []
+
+    def Session(self, **kwargs: Any) -> Any:
+        self.opened += 1
+        call = self._stub.Session(**kwargs)
+        if self.opened > 1:
+            return call
+        stub = self
+
+        class Late:
+            async def read(self) -> Any:
+                return await call.read()
+
+            async def write(self, message: pb.SessionMessage) -> None:
+                if message.WhichOneof("part") == "open":
+                    stub.refusals.append((await call.read()).refused.code)
+                    await call.code()  # the stream has ended at the aggregator
+                    if stub.internal:
+                        raise grpc.aio.AioRpcError(
+                            grpc.StatusCode.INTERNAL, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                            details="Internal error from Core")
+                await call.write(message)
+
+            def cancel(self) -> bool:
+                return bool(call.cancel())
+
+            async def code(self) -> grpc.StatusCode:
+                return await call.code()
+
+            async def details(self) -> str:
+                return str(await call.details())
+
+        return Late()
+
+
+@pytest.mark.parametrize("internal", [False, True])
+def test_a_device_whose_open_came_too_late_opens_another_stream_and_contributes(
+        internal: bool) -> None:
+    """The aggregator ends a stream whose open did not come within upload_idle_s of its
+    challenge; the device, whose open then fails (INTERNAL or not: it asks the stream for its
+    status), opens a new stream (it is within its stage) and the round releases every
+    device's report."""
+    n = 6
+    cohort = make_cohort(n, 256, n - 1, 4, n_min=4, windows_ms=(600_000,) * 5,
+                         round_id=f"stream/late-open/{internal}".encode())
+
+    async def scenario() -> tuple[Any, dict[int, SessionResult], _LateOpenStub]:
+        async with aggregator(Limits(upload_idle_s=0.5)) as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            late = _LateOpenStub(channel, internal)
+            fetch = asyncio.create_task(control.result(cohort.round_id, 45))
+            outcomes = await asyncio.gather(*(
+                _through(channel, cohort, u, late if u == 1 else None)
+                for u in range(1, n + 1)))
+            return await fetch, dict(zip(range(1, n + 1), outcomes, strict=True)), late
+
+    result, outcomes, late = run(scenario())
+    assert late.refusals == [UNAVAILABLE.value[0]] and late.opened == 2, late.refusals
+    for u, outcome in outcomes.items():
+        assert outcome.contributed and outcome.outcome in (End.COMPLETED, End.LATE), (
+            u, outcome)
+    assert result.num_contributors == n
+    assert np.array_equal(result.total.astype(np.int64),
+                          cohort.plaintext_sum(set(range(1, n + 1))))
