@@ -145,6 +145,17 @@ def test_a_corrupted_share_changes_the_result() -> None:
         assert shamir.reconstruct(bad) != secret
 
 
+def test_points_beyond_int64_reconstruct_as_small_ones_do() -> None:
+    """Device ids are small, and their differences are taken in int64; points up to p (the
+    API allows any non-zero field element) take the exact path, mixed with small ones too."""
+    rand = DeterministicRandom(6)
+    secret = int.from_bytes(rand(32), "big")
+    for xs in ([2, 5, (1 << 62) + 3, shamir.PRIME - 1], [(1 << 62) - 1, 7, 9, 1 << 62]):
+        ys = shamir.share(secret, 3, xs, rand)
+        for window in (slice(0, 3), slice(1, 4)):
+            assert shamir.reconstruct(list(zip(xs, ys, strict=True))[window]) == secret
+
+
 def test_bad_inputs() -> None:
     rand = DeterministicRandom(5)
     with pytest.raises(shamir.ShareError):
