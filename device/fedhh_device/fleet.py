@@ -63,6 +63,14 @@ GET_TASK_WAIT_MS = 30 * 60_000
 GET_TASK_RETRY = RetryPolicy(initial_backoff_s=0.2, max_backoff_s=10.0)
 GET_TASK_SHED_RETRY = RetryPolicy(initial_backoff_s=0.2, max_backoff_s=60.0)
 _SHED = frozenset({grpc.StatusCode.CANCELLED, grpc.StatusCode.RESOURCE_EXHAUSTED})
+# Devices that share one connection to an aggregator (--devices-per-connection). A device's
+# session stream stays open for its whole round, and an aggregator admits
+# --max-streams-per-connection (4096) streams on a connection: a device beyond them waited for
+# a stream that only a finished session frees, while the stage waited for it (10,000 devices in
+# one process, 5,000 per worker: 141 of 20,000 advertised their keys before the deadline). A
+# real device has its own connection; a fleet's share one per 1,024, well within the cap with
+# room for reopened streams.
+DEVICES_PER_CONNECTION = 1024
 
 
 @dataclass
@@ -119,6 +127,7 @@ class Fleet:
         stop: asyncio.Event | None = None,
         floors: Floors | None = None,
         transport: Transport | None = None,
+        devices_per_connection: int = DEVICES_PER_CONNECTION,
     ) -> None:
         self.users = users
         # A gRPC channel, or a stub of the same shape (fedhh.rpc.connect_client.ConnectStub);
@@ -132,9 +141,13 @@ class Fleet:
         self.stub = self.stubs[0]
         self.enrollment_tokens = enrollment_tokens
         self.channel_factory = channel_factory
-        # One channel, and one stub on it, per aggregator address for all devices (a Connect
-        # stub, fedhh.rpc.connect_client, is its own channel).
-        self._aggregators: dict[str, tuple[Any, Any]] = {}
+        # A channel, and one stub on it, per aggregator address and devices_per_connection
+        # devices (a Connect stub, fedhh.rpc.connect_client, is its own channel).
+        self._aggregators: dict[tuple[str, int], tuple[Any, Any]] = {}
+        if devices_per_connection < 1:
+            raise ConfigError(f"devices_per_connection must be >= 1, got {devices_per_connection}")
+        self._connection = {user: i // devices_per_connection
+                            for i, (user, _) in enumerate(users)}
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.state_file = None if state_dir is None else Path(state_dir) / "devices.json"
         self._budgets: dict[int, DeviceBudget] = {}
@@ -293,7 +306,7 @@ class Fleet:
             return
         self.stats.report_seconds.append(time.perf_counter() - started)
         outcome = await run_secure_aggregation(
-            self._aggregator(task.aggregator_address), task, identity.key, round_keys,
+            self._aggregator(task.aggregator_address, user), task, identity.key, round_keys,
             identity.coordinator_public, ones, self.drop.stage_for(user, task, self.seed),
             self.stats, self.floors, public=identity.public, rng=self._jitter,
             transport=self.transport)
@@ -311,13 +324,14 @@ class Fleet:
                                                     self.floors.budget_period_s)
         return self._budgets[user]
 
-    def _aggregator(self, address: str) -> SecureAggregationStub | Any:
-        if address not in self._aggregators:
+    def _aggregator(self, address: str, user: int) -> SecureAggregationStub | Any:
+        key = (address, self._connection[user])
+        if key not in self._aggregators:
             channel = self.channel_factory(address)
             stub = (SecureAggregationStub(channel) if isinstance(channel, grpc.aio.Channel)
                     else channel)
-            self._aggregators[address] = (channel, stub)
-        return self._aggregators[address][1]
+            self._aggregators[key] = (channel, stub)
+        return self._aggregators[key][1]
 
     async def close(self) -> None:
         for channel, _ in self._aggregators.values():

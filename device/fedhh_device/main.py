@@ -27,7 +27,9 @@ from fedhh_device.report import DeviceData
 from fedhh_device.secagg_run import DropPlan, Floors
 
 log = logging.getLogger(__name__)
-OPTIONS = serving.OPTIONS
+# Each channel its own connection (grpc.aio channels with equal arguments would share one): a
+# fleet opens several to one aggregator (--devices-per-connection).
+OPTIONS = [*serving.OPTIONS, ("grpc.use_local_subchannel_pool", 1)]
 
 
 def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channel]:
@@ -114,7 +116,8 @@ async def serve(args: argparse.Namespace) -> None:
                   Floors(max_eps_local=args.max_eps_local, min_cohort=args.min_cohort,
                          lifetime_eps_local=args.lifetime_eps_local,
                          budget_period_s=args.budget_period_days * 86400),
-                  transport=None if args.connect else Transport(args.aggregator_transport))
+                  transport=None if args.connect else Transport(args.aggregator_transport),
+                  devices_per_connection=args.devices_per_connection)
     metrics_port = None
     if args.metrics_port is not None:
         from fedhh_device import metrics

@@ -51,6 +51,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "stream (default) or as the unary calls the Connect port serves (for "
                         f"comparison; default from ${TRANSPORT_ENV}, which `fedhh loadtest`'s "
                         "device processes inherit)")
+    p.add_argument("--devices-per-connection", type=options.positive_int, default=1024,
+                   metavar="N",
+                   help="simulated devices that share one gRPC connection to an aggregator "
+                        "(default 1024): each holds a stream there for its whole session, and "
+                        "an aggregator admits --max-streams-per-connection (4096) streams on a "
+                        "connection")
     p.add_argument("--dataset", default="shakespeare", help="dataset name or path")
     p.add_argument("--users", default=":",
                    help="users to host: START:END, shard i/N, or tokens (the users that "

@@ -1,0 +1,40 @@
+"""A device process whose devices outnumber what one connection to the aggregator admits: each
+device's session stream stays open for its whole round, so devices beyond the aggregator's
+--max-streams-per-connection on one shared connection waited for a stream only a finished
+session frees, while the stage waited for them. A fleet spreads its devices over connections
+(--devices-per-connection), and the round releases over every device."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from networked_kit import COORDINATOR_FLAGS, SHORT, USERS, run_config, short_dataset
+
+from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.topology import LocalTopology
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_fleet_beyond_one_connections_stream_cap_spreads_over_connections(
+        tmp_path: Path) -> None:
+    data = short_dataset(tmp_path / "users.txt")
+    with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")}
+                       ) as topo:
+        topo.start_aggregator(["--max-streams-per-connection", "32"])
+        topo.start_coordinator(COORDINATOR_FLAGS)
+        # 200 devices, 20 to a connection: 10 connections of at most 20 streams each.
+        topo.start_devices("devices", str(data), f"0:{USERS}",
+                           ["--devices-per-connection", "20"])
+        topo.wait_for_devices()
+        with AdminClient(topo.address("coordinator"), topo.token("admin"),
+                         topo.workdir / "tls" / "ca.pem") as admin:
+            admin.start_run(run_config(rounds=1, max_bits=10, dim_limit=1 << 10,
+                                       stage_ms=60_000), run_id="spread")
+            run = admin.wait("spread", 300)
+            results = admin.results("spread")
+    assert run.state == "done", run.error
+    [round_] = run.rounds
+    assert round_.state == "released" and round_.participants == USERS, round_
+    assert set(SHORT) <= {h.item for h in results.heavy_hitters}
