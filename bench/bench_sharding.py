@@ -138,8 +138,9 @@ def estimate(row: dict[str, Any], devices: int = 10**6,
     the devices are phones, each doing its own protocol work in parallel.
 
     The round's wall time is bounded below by its busiest serial part: max(n a_coordinator,
-    n a_combiner, n a_workers / W), where a_x is x's CPU per device in the measured round (the
-    devices' own work and the network's latency come on top). Per-device costs are CPU seconds,
+    n a_combiner, n (a_workers + a_selectors) / W), where a_x is x's CPU per device in the
+    measured round (the selectors, the device-facing tier, scale out beside the workers on the
+    same cores; the devices' own work and the network's latency come on top). Per-device costs are CPU seconds,
     which sharing the machine inflates little (unlike wall time); they hold for the measured D,
     shard size and dropout, and grow with k (slowly with the shard size) and with D.
     """
@@ -149,7 +150,8 @@ def estimate(row: dict[str, Any], devices: int = 10**6,
     rounds = []
     for n_machines in machines:
         workers = n_machines * cores
-        aggregation_s = devices * per["aggregation (all workers)"] / 1000 / workers
+        scaled = per["aggregation (all workers)"] + per.get("selectors (all)", 0.0)
+        aggregation_s = devices * scaled / 1000 / workers
         bound = max(aggregation_s, *serial_s.values())
         rounds.append({"machines": n_machines, "workers": workers,
                        "aggregation_s": aggregation_s, "round_lower_bound_s": bound,
@@ -192,6 +194,7 @@ def summarise(label: str, params: dict[str, Any], report: dict[str, Any], other:
     usage = report["usage"]
     run_cpu = {name: u.get("run_cpu_s", 0.0) for name, u in usage.items() if u}
     workers = {k: v for k, v in run_cpu.items() if k == "aggregator" or k.startswith("worker-")}
+    selectors = sum(v for k, v in run_cpu.items() if k.startswith("selector-"))
     devices = params["devices"]
     return {
         "label": label, "command": command(params), "state": report["state"],
@@ -202,6 +205,7 @@ def summarise(label: str, params: dict[str, Any], report: dict[str, Any], other:
         "per_device_ms": {
             "devices": 1000 * run_cpu.get("devices (all processes)", 0.0) / devices,
             "aggregation (all workers)": 1000 * sum(workers.values()) / devices,
+            "selectors (all)": 1000 * selectors / devices,
             "combiner": 1000 * run_cpu.get("combiner", 0.0) / devices,
             "coordinator": 1000 * run_cpu.get("coordinator", 0.0) / devices},
         "peak_mib": {name: u.get("peak_mib", 0.0) for name, u in usage.items() if u},
