@@ -33,7 +33,7 @@ from typing import Any
 from fedhh.cli import options
 from fedhh.errors import ConfigError
 
-DEFAULT_HOSTS = "localhost,127.0.0.1,coordinator,aggregator"
+DEFAULT_HOSTS = "localhost,127.0.0.1,coordinator,selector,aggregator"
 TOKENS = ("control", "admin")
 DEVICE_TOKENS = "device-tokens.txt"
 DEVICE_REPLICAS = 4  # deploy/docker-compose.yml's devices-0 .. devices-3

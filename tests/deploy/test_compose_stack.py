@@ -1,10 +1,11 @@
 """deploy/ for real: the image built offline by a Docker engine, the compose stack started with
-its four device replicas on an internal network the test creates, a discovery run through
-`fedhh admin` (the compose `admin` service) that reproduces the per-device simulation exactly
-(heavy hitters and ledger), each device replica holding only its own tokens and identities,
+its selector and four device replicas on an internal network the test creates, a discovery run
+through `fedhh admin` (the compose `admin` service) that reproduces the per-device simulation
+exactly (heavy hitters and ledger) with every device served by the selector, each device replica holding only its own tokens and identities,
 a crashed device replica that keeps its identities, a
-crashed coordinator whose run resumes with every released round counted once, and
-`compose down -v` leaving nothing behind.
+crashed coordinator whose run resumes with every released round counted once, a second
+selector replica that takes the fleet over when the first stops, and `compose down -v` leaving
+nothing behind.
 
 Needs root (or a running engine), docker.io, docker-compose and mmdebstrap: `python3 bootstrap.py
 test` installs them. Deselect with `-m "not docker"`. Timings: docs/testing.md.
@@ -128,7 +129,7 @@ def write_secrets(root: Path) -> None:
     """`fedhh certs` as the operator runs it: the secrets go to the image's user."""
     owner = ["--owner", f"{IMAGE_UID}:{IMAGE_UID}"] if os.geteuid() == 0 else []
     run([sys.executable, "-m", "fedhh.cli.main", "certs", "--out", str(root / "tls"),
-         "--hosts", f"coordinator,aggregator,{PUBLIC_HOST}", "--secrets", str(root / "secrets"),
+         "--hosts", f"coordinator,selector,aggregator,{PUBLIC_HOST}", "--secrets", str(root / "secrets"),
          *owner])
     if not owner:  # a non-root developer with a running engine: throwaway files, world-readable
         for path in [*(root / "tls").iterdir(), *(root / "secrets").iterdir()]:
@@ -213,6 +214,7 @@ def fleet(stack: Stack) -> list[str]:
     devices."""
     wait_healthy(stack, "aggregator")
     wait_healthy(stack, "coordinator")
+    wait_healthy(stack, "selector")
     containers = [c for name in DEVICES for c in stack.project.containers(name)]
     assert len(containers) == len(DEVICES)
     wait_until(lambda: all(starts(c) for c in containers), HEALTH_TIMEOUT_S,
@@ -242,7 +244,7 @@ def test_the_compose_cli_accepts_the_file_without_a_project_name_key() -> None:
                           capture_output=True, text=True, timeout=120, cwd=DEPLOY,
                           stdin=subprocess.DEVNULL, env=clean_env())
     assert done.returncode == 0, done.stderr
-    assert set(done.stdout.split()) == {"aggregator", "coordinator", *DEVICES, "admin",
+    assert set(done.stdout.split()) == {"aggregator", "coordinator", "selector", *DEVICES, "admin",
                                         "prometheus", "grafana"}
 
 
@@ -271,7 +273,8 @@ def test_services_are_healthy_and_replicas_host_disjoint_users(
         assert users and all(u % len(DEVICES) == i for u in users), (i, sorted(users)[:5])
     with_data = {u for u, line in enumerate(stack.data.read_text().splitlines()) if line}
     assert set().union(*hosted) == with_data
-    for container in [*stack.project.containers("coordinator"), *fleet]:
+    for container in [*stack.project.containers("coordinator"),
+                      *stack.project.containers("selector"), *fleet]:
         assert run(["docker", "exec", container, "id", "-u"]).stdout.strip() == str(IMAGE_UID)
 
 
@@ -289,10 +292,12 @@ def test_each_service_mounts_only_the_secrets_it_needs(stack: Stack, fleet: list
         assert secrets_of(name) == {"ca.pem", "device-tokens.txt"}
     assert secrets_of("aggregator") == {"ca.pem", "server.pem", "server.key", "control.token",
                                         "coordinator-signing.pem.pub"}
+    assert secrets_of("selector") == secrets_of("aggregator")
     assert secrets_of("coordinator") == {
         "ca.pem", "server.pem", "server.key", "control.token", "device-tokens.txt",
         "admin.token", "coordinator-signing.pem", "coordinator-signing.pem.pub"}
-    assert "ca.key" not in set().union(*(secrets_of(s) for s in ("coordinator", "aggregator")))
+    assert "ca.key" not in set().union(*(secrets_of(s) for s in ("coordinator", "aggregator",
+                                                                  "selector")))
 
 
 def test_a_replica_reads_its_own_tokens_and_no_one_elses(stack: Stack,
@@ -324,6 +329,11 @@ def test_discovery_through_fedhh_admin_equals_the_per_device_simulation(
     found = [(h["item"], h["estimate"], h["round"]) for h in results.get("heavyHitters", [])]
     assert set(PLANTED) <= {item for item, _, _ in found}
     assert all(r["participants"] == USERS for r in run_["rounds"] if r["state"] == "released")
+    # Every member got its task from the selector: the devices ask it, not the coordinator.
+    selector, = stack.project.containers("selector")
+    delivered = [line["members"] for line in log_lines(selector)
+                 if line.get("message") == "tasks delivered"]
+    assert delivered.count(USERS) >= len(released(run_)), delivered
 
     cfg = run_["config"]
     dataset = resolve_dataset(str(stack.data), cache_dir=stack.root / "cache")
@@ -378,3 +388,27 @@ def test_a_run_survives_a_coordinator_crash(stack: Stack, fleet: list[str]) -> N
     # Seeded devices draw per (round, user): the resumed run finds what the first one did.
     first = admin(stack, "results", "planted")
     assert results.get("heavyHitters") == first.get("heavyHitters")
+
+
+def test_a_second_selector_serves_the_fleet_when_the_first_stops(
+    stack: Stack, fleet: list[str]
+) -> None:
+    """`--scale selector=2`, then the replica the devices use is stopped: they ask the
+    service's name again, reach the other, and a run releases every round through it."""
+    first, = stack.project.containers("selector")
+    stack.project.compose("up", "-d", "--no-build", "--no-recreate", "--scale", "selector=2",
+                          "selector", timeout_s=HEALTH_TIMEOUT_S)
+    wait_until(lambda: service_health(stack, "selector") == ["healthy", "healthy"],
+               HEALTH_TIMEOUT_S, "two healthy selectors", stack.project.logs)
+    second, = set(stack.project.containers("selector")) - {first}
+    run(["docker", "stop", "--time", "5", first])  # deliberate: the restart policy leaves it
+    admin(stack, "start", "--run-id", "moved", *RUN_SETTINGS)
+    run_ = admin(stack, "wait", "moved")
+    assert run_["state"] == "done", run_.get("error")
+    assert released(run_) == [1, 2, 3]
+    delivered = [line["members"] for line in log_lines(second)
+                 if line.get("message") == "tasks delivered"]
+    assert delivered.count(USERS) >= 3, delivered
+    # The same seeded devices: the run finds what the first one did.
+    assert admin(stack, "results", "moved").get("heavyHitters") == \
+        admin(stack, "results", "planted").get("heavyHitters")
