@@ -1,4 +1,4 @@
-"""deploy/monitoring: the Prometheus scrape configuration names the three services at the ports
+"""deploy/monitoring: the Prometheus scrape configuration names every service at the ports
 the compose file gives them, and every query of every Grafana panel names only metrics the
 services really export, scraped from real processes after a discovery (tests/dashboard's
 watched run)."""
@@ -37,17 +37,19 @@ def exported(url: str, ca: Path | None) -> set[str]:
             if line and not line.startswith("#")}
 
 
-def test_the_scrape_configuration_names_the_three_services() -> None:
+def test_the_scrape_configuration_names_every_service() -> None:
     config = yaml.safe_load((MONITORING / "prometheus.yml").read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
-    assert set(jobs) == {"coordinator", "aggregator", "devices"}
+    assert set(jobs) == {"coordinator", "aggregator", "selector", "devices"}
     compose = (ROOT / "deploy" / "docker-compose.yml").read_text()
     assert jobs["coordinator"]["static_configs"][0]["targets"] == ["coordinator:9100"]
     assert jobs["aggregator"]["static_configs"][0]["targets"] == ["aggregator:9101"]
+    assert jobs["selector"]["dns_sd_configs"][0]["port"] == 9103  # one address per replica
     assert jobs["devices"]["dns_sd_configs"][0]["port"] == 9102
-    for flag in ("--metrics-port=9100", "--metrics-port=9101", "--metrics-port=9102"):
+    for flag in ("--metrics-port=9100", "--metrics-port=9101", "--metrics-port=9102",
+                 "--metrics-port=9103"):
         assert flag in compose
-    for name in ("coordinator", "aggregator"):  # their metrics are HTTPS with the stack's CA
+    for name in ("coordinator", "aggregator", "selector"):  # HTTPS with the stack's CA
         assert jobs[name]["scheme"] == "https"
         assert jobs[name]["tls_config"]["ca_file"] == "/run/secrets/ca.pem"
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)(?::?-([^}]*))?\}")
 DEVICES = tuple(f"devices-{i}" for i in range(4))
-SERVICES = ("aggregator", "coordinator", *DEVICES, "admin")
+SERVICES = ("aggregator", "coordinator", "selector", *DEVICES, "admin")
 MONITORING = ("prometheus", "grafana")  # the "monitoring" profile (tests/dashboard checks it)
 
 
@@ -85,7 +85,7 @@ def test_references_resolve() -> None:
         build = service.get("build")
         if build:
             assert (DEPLOY / build["context"] / build["dockerfile"]).is_file()
-    for name in ("coordinator", "aggregator"):
+    for name in ("coordinator", "aggregator", "selector"):
         assert services[name]["healthcheck"]["test"][:3] == ["CMD", "fedhh", "health"]
 
 
@@ -110,6 +110,7 @@ def test_each_service_mounts_only_the_secrets_it_needs() -> None:
     assert mounted_secrets("admin") == {"ca.pem", "admin.token"}
     assert mounted_secrets("aggregator") == {"ca.pem", "server.pem", "server.key",
                                              "control.token", "coordinator-signing.pem.pub"}
+    assert mounted_secrets("selector") == mounted_secrets("aggregator")
     assert "ca.key" not in {s["file"].rsplit("/", 1)[-1] for s in document()["secrets"].values()}
 
 
