@@ -71,6 +71,14 @@ _SHED = frozenset({grpc.StatusCode.CANCELLED, grpc.StatusCode.RESOURCE_EXHAUSTED
 # real device has its own connection; a fleet's share one per 1,024, well within the cap with
 # room for reopened streams.
 DEVICES_PER_CONNECTION = 1024
+# Session streams of one fleet that may be opening at once (--opens-in-flight): from the
+# stream's start until the device has written its signed answer to the aggregator's challenge,
+# which the aggregator awaits for --upload-idle-ms (5 s). 10,000 devices in one process that
+# got their tasks together started 10,000 streams at once; the event loop reached many of their
+# challenges after 5 s, those opens were refused and made again (18,552 to 23,000 of them in a
+# 20,000-device round; 512 with this bound), and each reopening was paid for by the devices and
+# the workers alike. The rest wait their turn before starting a stream, which costs nothing.
+OPENS_IN_FLIGHT = 256
 
 
 @dataclass
@@ -128,6 +136,7 @@ class Fleet:
         floors: Floors | None = None,
         transport: Transport | None = None,
         devices_per_connection: int = DEVICES_PER_CONNECTION,
+        opens_in_flight: int = OPENS_IN_FLIGHT,
     ) -> None:
         self.users = users
         # A gRPC channel, or a stub of the same shape (fedhh.rpc.connect_client.ConnectStub);
@@ -148,6 +157,9 @@ class Fleet:
             raise ConfigError(f"devices_per_connection must be >= 1, got {devices_per_connection}")
         self._connection = {user: i // devices_per_connection
                             for i, (user, _) in enumerate(users)}
+        if opens_in_flight < 1:
+            raise ConfigError(f"opens_in_flight must be >= 1, got {opens_in_flight}")
+        self._opening = asyncio.Semaphore(opens_in_flight)
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.state_file = None if state_dir is None else Path(state_dir) / "devices.json"
         self._budgets: dict[int, DeviceBudget] = {}
@@ -309,7 +321,7 @@ class Fleet:
             self._aggregator(task.aggregator_address, user), task, identity.key, round_keys,
             identity.coordinator_public, ones, self.drop.stage_for(user, task, self.seed),
             self.stats, self.floors, public=identity.public, rng=self._jitter,
-            transport=self.transport)
+            transport=self.transport, opening=self._opening)
         if outcome == "completed":
             self.stats.completed += 1
         elif outcome == "dropped":

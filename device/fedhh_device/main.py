@@ -117,7 +117,8 @@ async def serve(args: argparse.Namespace) -> None:
                          lifetime_eps_local=args.lifetime_eps_local,
                          budget_period_s=args.budget_period_days * 86400),
                   transport=None if args.connect else Transport(args.aggregator_transport),
-                  devices_per_connection=args.devices_per_connection)
+                  devices_per_connection=args.devices_per_connection,
+                  opens_in_flight=args.opens_in_flight)
     metrics_port = None
     if args.metrics_port is not None:
         from fedhh_device import metrics

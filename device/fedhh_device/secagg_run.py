@@ -7,6 +7,7 @@ the per-stage latencies the load test reports.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import random
@@ -99,11 +100,13 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
                                  ones: np.ndarray, drop_at: Stage | None, stats: Any,
                                  floors: Floors, *, public: bytes | None = None,
                                  rng: random.Random | None = None,
-                                 transport: Transport | None = None) -> str:
+                                 transport: Transport | None = None,
+                                 opening: asyncio.Semaphore | None = None) -> str:
     """Run the round; returns "completed", "dropped" or "failed". ``channel``: the
     aggregator's channel or a ``SecureAggregationStub`` on it (a fleet shares one);
     ``public``: ``key``'s raw public key, if the caller keeps it; ``rng``: the retries' jitter;
-    ``transport``: the session stream or the unary calls (None: ``participate``'s default)."""
+    ``transport``: the session stream or the unary calls (None: ``participate``'s default);
+    ``opening``: the fleet's bound on streams opening at once (``participate``)."""
     if public is None:
         public = key.public_key().public_bytes(serialization.Encoding.Raw,
                                                serialization.PublicFormat.Raw)
@@ -117,7 +120,8 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
                               policy=floors.policy(), checks=_CHECKS)
         result = await participate(channel, device, ones, identity_key=key,
                                    admission=admission, drop_at=drop_at, rng=rng,
-                                   observe=stats.calls.record, transport=transport)
+                                   observe=stats.calls.record, transport=transport,
+                                   opening=opening)
     except FedhhError as error:
         log.warning("refused the round", extra={
             "secagg_id": task.secagg_id, "round": task.round, "attempt": task.attempt,

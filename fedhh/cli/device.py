@@ -57,6 +57,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default 1024): each holds a stream there for its whole session, and "
                         "an aggregator admits --max-streams-per-connection (4096) streams on a "
                         "connection")
+    p.add_argument("--opens-in-flight", type=options.positive_int, default=256, metavar="N",
+                   help="simulated devices whose session streams may be opening at once "
+                        "(default 256): an opening device answers its aggregator's challenge "
+                        "within the aggregator's --upload-idle-ms or is refused; the others "
+                        "wait their turn before starting a stream")
     p.add_argument("--dataset", default="shakespeare", help="dataset name or path")
     p.add_argument("--users", default=":",
                    help="users to host: START:END, shard i/N, or tokens (the users that "

@@ -271,7 +271,8 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
                       overrun_s: float = 30.0, chunk_bytes: int = CHUNK_BYTES,
                       rng: random.Random | None = None,
                       observe: Callable[[str, float, int], None] | None = None,
-                      transport: Transport | str | None = None) -> SessionResult:
+                      transport: Transport | str | None = None,
+                      opening: asyncio.Semaphore | None = None) -> SessionResult:
     """Run one device through a round (see the module docstring for the call sequence).
 
     ``channel`` is a ``grpc.aio.Channel`` or a ``SecureAggregationStub``; ``device`` a fresh
@@ -287,7 +288,9 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
 
     ``transport``: the session stream or the unary calls; by default the stream over a
     ``grpc.aio.Channel`` or a ``SecureAggregationStub``, the unary calls over anything else
-    shaped like a stub (a Connect stub, a test's wrapper of the unary methods).
+    shaped like a stub (a Connect stub, a test's wrapper of the unary methods). ``opening``:
+    on the stream, a semaphore held from a stream's start until its open is written, shared
+    by the devices of one process (:class:`~fedhh.rpc.device_stream.SessionStream`).
     """
     stub = (pb_grpc.SecureAggregationStub(channel) if isinstance(channel, grpc.aio.Channel)
             else channel)
@@ -301,7 +304,8 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
         return await participate_stream(
             stub, device, idx, identity_key=identity_key, admission=admission,
             drop_at=drop_at, retry=retry or RetryPolicy(), overrun_s=overrun_s,
-            chunk_bytes=chunk_bytes, rng=rng or random.Random(), observe=observe)
+            chunk_bytes=chunk_bytes, rng=rng or random.Random(), observe=observe,
+            opening=opening)
     session = DeviceSession(stub, device, identity_key, admission,
                             retry=retry or RetryPolicy(), call_timeout=call_timeout,
                             chunk_bytes=chunk_bytes, rng=rng or random.Random(),

@@ -20,6 +20,7 @@ since, the aggregator answers with the stage after it (READY if an earlier copy 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import random
 import time
@@ -104,7 +105,8 @@ class SessionStream:
 
     def __init__(self, stub: Any, device: SecAggDevice, identity_key: Ed25519PrivateKey,
                  admission: Admission, retry: RetryPolicy, rng: random.Random, ends_at: float,
-                 observe: Callable[[str, float, int], None] | None) -> None:
+                 observe: Callable[[str, float, int], None] | None,
+                 opening: asyncio.Semaphore | None = None) -> None:
         self.stub = stub
         self.device = device
         self.identity_key = identity_key
@@ -113,6 +115,9 @@ class SessionStream:
         self.rng = rng
         self.ends_at = ends_at  # Unix time: the stream's own gRPC deadline
         self.observe = observe
+        # Held from a stream's start until its open is written: the streams of many devices
+        # in one process (a fleet's) that wait for their challenge's answer at once.
+        self.opening = opening
         self.patient_until = 0.0  # as DeviceSession.patient_until
         self.last: list[pb.SessionMessage] = []  # the latest submission's messages
         self.attempted = False  # some of them may have reached the aggregator on a stream
@@ -122,6 +127,10 @@ class SessionStream:
     # -- the stream and its reopening ----------------------------------------------------------
 
     async def _open(self) -> None:
+        async with self.opening or contextlib.nullcontext():
+            await self._open_now()
+
+    async def _open_now(self) -> None:
         started = time.perf_counter()
         call = self.stub.Session(timeout=max(1.0, self.ends_at - time.time()))
         self.call = call
@@ -180,8 +189,11 @@ class SessionStream:
         patient = time.time() < self.patient_until
         if self._failures + 1 >= self.retry.attempts and not patient:
             raise _Ended(broken.code, broken.details)
-        await asyncio.sleep(self.retry.backoff(self._failures, self.rng))
+        pause = self.retry.backoff(self._failures, self.rng)
+        await asyncio.sleep(pause)
         self._failures += 1
+        if self.observe is not None:  # (a load test counts the streams opened again)
+            self.observe("Session.reopen", pause, 0)
 
     async def _ensure_open(self) -> None:
         while self.call is None:
@@ -254,8 +266,8 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
                              identity_key: Ed25519PrivateKey, admission: Admission,
                              drop_at: Stage | None, retry: RetryPolicy, overrun_s: float,
                              chunk_bytes: int, rng: random.Random,
-                             observe: Callable[[str, float, int], None] | None
-                             ) -> SessionResult:
+                             observe: Callable[[str, float, int], None] | None,
+                             opening: asyncio.Semaphore | None = None) -> SessionResult:
     """``participate`` over the session stream (its arguments, checked by it; ``ones`` the
     checked report's indices)."""
     stages = [Stage.SHARE_KEYS, Stage.MASKED_INPUT]
@@ -263,7 +275,7 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
         stages.append(Stage.CONSISTENCY_CHECK)
     stages.append(Stage.UNMASK)
     stream = SessionStream(stub, device, identity_key, admission, retry, rng,
-                           stage_deadline_s(device, Stage.UNMASK) + overrun_s, observe)
+                           stage_deadline_s(device, Stage.UNMASK) + overrun_s, observe, opening)
     current, contributed, uploaded = Stage.ADVERTISE_KEYS, False, False
     sent_at, sent_bytes, sent_as = 0.0, 0, ""
 
