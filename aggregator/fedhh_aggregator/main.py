@@ -98,18 +98,11 @@ RunningAggregator = RunningService[RoundRegistry]
 def server_options(limits: Limits) -> list[tuple[str, int]]:
     """The gRPC server's options beyond the receive cap and the streams per connection
     (:func:`fedhh.rpc.serving.new_server`): a backlog of not yet started calls sized for this
-    service's fan-in.
-
-    The asyncio server starts one call per turn of its event loop; calls that arrive faster
-    wait in gRPC core's queue. Past ``grpc.server.max_pending_requests`` (default 1000) core
-    sheds new calls at random, with a probability rising to 1 at the hard limit (default 3000),
-    answering CANCELLED before any handler runs (so nothing is logged or counted here). When a
-    stage opens every device submits and long-polls for its next request at about the same
-    moment, so ~1400 devices already overflowed the defaults: a shed masked-input upload kept
-    its stage open until the deadline, a shed long-poll lost a device's unmask shares.
-    """
-    return [("grpc.server.max_pending_requests", limits.max_pending_calls),
-            ("grpc.server.max_pending_requests_hard_limit", 2 * limits.max_pending_calls)]
+    service's fan-in (:func:`fedhh.rpc.serving.backlog_options`). When a stage opens every
+    device submits and long-polls for its next request at about the same moment, so ~1400
+    devices already overflowed gRPC's defaults: a shed masked-input upload kept its stage open
+    until the deadline, a shed long-poll lost a device's unmask shares."""
+    return serving.backlog_options(limits.max_pending_calls)
 
 
 async def start(settings: AggregatorSettings) -> RunningAggregator:

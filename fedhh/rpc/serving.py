@@ -207,6 +207,24 @@ def is_loopback(address: str) -> bool:
         return False
 
 
+# Calls a device-facing server lets gRPC core queue before it sheds them (backlog_options).
+MAX_PENDING_CALLS = 16_384
+
+
+def backlog_options(max_pending_calls: int = MAX_PENDING_CALLS) -> list[tuple[str, int]]:
+    """Server options: a backlog of not yet started calls sized for a fleet's bursts.
+
+    The asyncio server starts one call per turn of its event loop; calls that arrive faster
+    wait in gRPC core's queue. Past ``grpc.server.max_pending_requests`` (default 1000) core
+    sheds new calls at random, with a probability rising to 1 at the hard limit (default 3000),
+    answering CANCELLED before any handler runs (so the service neither logs nor counts them),
+    and the callers retry: the shed work comes back, with a backoff, as more work."""
+    if not 1 <= max_pending_calls <= 1 << 30:  # gRPC takes twice it as a C int
+        raise ConfigError(f"max_pending_calls must be in [1, {1 << 30}], got {max_pending_calls}")
+    return [("grpc.server.max_pending_requests", max_pending_calls),
+            ("grpc.server.max_pending_requests_hard_limit", 2 * max_pending_calls)]
+
+
 def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,
                    max_concurrent_streams: int | None = None,
                    extra: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:

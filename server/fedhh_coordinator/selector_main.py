@@ -14,7 +14,7 @@ from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator.enrollment import RateLimiter, load_verifier
-from fedhh_coordinator.main import FIXED_RECEIVE_WINDOW, MAX_RECEIVE_BYTES
+from fedhh_coordinator.main import MAX_RECEIVE_BYTES, SERVER_OPTIONS
 from fedhh_coordinator.selector import LeaderLink, SelectorLobby
 from fedhh_coordinator.service import DeviceService
 from fedhh_coordinator.store import Store
@@ -34,7 +34,7 @@ async def serve(args: argparse.Namespace) -> None:
     devices = DeviceService(store, lobby, public, verifier,
                             RateLimiter(args.enroll_rate, args.enroll_burst))
     credential_checks = {"/fedhh.v1.DeviceService/GetTask": devices.authenticate}
-    server = serving.new_server(MAX_RECEIVE_BYTES, extra_options=FIXED_RECEIVE_WINDOW,
+    server = serving.new_server(MAX_RECEIVE_BYTES, extra_options=SERVER_OPTIONS,
                                 credential_checks=credential_checks)
     pb_grpc.add_DeviceServiceServicer_to_server(devices, server)
     health = serving.add_health_and_reflection(server, SERVICES)
