@@ -184,3 +184,21 @@ def test_share_encoding() -> None:
         shamir.decode_share(shamir.PRIME.to_bytes(33, "big"))
     with pytest.raises(shamir.ShareError):
         shamir.decode_share(bytes(32))
+
+
+@pytest.mark.parametrize("span_bits", [1, 2, 13, 20, 30, 31, 32, 40, 61])
+def test_differences_multiplied_in_groups_reconstruct_exactly(span_bits: int) -> None:
+    """The denominators' differences are multiplied 62 // bits at a time in int64 (device ids
+    1..n make them small); at every span, and with the largest differences of one sign or the
+    other, the secret comes back exactly."""
+    rand = DeterministicRandom(span_bits)
+    secret = int.from_bytes(rand(32), "big") >> 1
+    top = 1 << span_bits
+    for xs in ([1, top, *range(2, 60)], [top, *range(top - 59, top)], [3, top, 1, top - 1]):
+        xs = list(dict.fromkeys(x for x in xs if 0 < x <= top))
+        t = len(xs) - 1
+        ys = shamir.share(secret, t, xs, rand)
+        points = list(zip(xs, ys, strict=True))
+        assert shamir.reconstruct(points[:t]) == secret
+        assert shamir.reconstruct(points[1:]) == secret
+        assert shamir.reconstruct(points[::-1][:t]) == secret
