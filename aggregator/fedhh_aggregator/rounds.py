@@ -37,6 +37,7 @@ from typing import Any
 
 from fedhh.errors import AuthenticationError, ConfigError, StateError
 from fedhh.rpc.aggregator_wire import RequestEncoder
+from fedhh.rpc.serving import MAX_PENDING_CALLS
 from fedhh.secagg import (
     AbortReason,
     AggregateResult,
@@ -102,7 +103,7 @@ class Limits:
     # calls beyond this backlog (at random, all of them at twice it) with a bare CANCELLED
     # before any handler runs; every device of a round calls at about the same moment when a
     # stage opens, so keep it well above twice the devices of the rounds open at once.
-    max_pending_calls: int = 16_384
+    max_pending_calls: int = MAX_PENDING_CALLS
     # Close a stage (not UNMASK, which closes once every secret can be rebuilt) before its
     # deadline once at least n_min devices answered it and none for this long (0: off).
     # Devices that drop out are silent, so without it every stage that lost one waits for its

@@ -255,9 +255,9 @@ class Fleet:
                 failure = error
             seconds = time.perf_counter() - started
             self.stats.calls.record("GetTask", seconds, request.ByteSize())
-            # (the load test's report splits the calls that brought no task by why)
-            why = "none" if failure is None else failure.code().name
             if failure is not None or not response.HasField("task"):
+                # (the load test's report splits the calls that brought no task by why)
+                why = "none" if failure is None else failure.code().name
                 self.stats.calls.record(f"GetTask.{why}", seconds, 0)
             if failure is not None:
                 if failure.code() == grpc.StatusCode.UNAUTHENTICATED:

@@ -110,11 +110,7 @@ async def serve(args: argparse.Namespace) -> None:
         coordinators, make_channel = connect_stubs(args)
     else:
         make_channel = channel_factory(args)
-        # A connection to each coordinator (or selector) per --devices-per-connection devices,
-        # as to the aggregators: device u asks the (u mod n)-th address on one of them.
-        connections = -(-len(hosted) // args.devices_per_connection)
-        coordinators = [make_channel(a) for _ in range(max(1, connections))
-                        for a in coordinator_addresses(args.coordinator)]
+        coordinators = [make_channel(a) for a in coordinator_addresses(args.coordinator)]
     fleet = Fleet(hosted, coordinators, tokens, make_channel, state_dir, args.seed,
                   DropPlan(args.drop_rate, args.drop_stage), stop,
                   Floors(max_eps_local=args.max_eps_local, min_cohort=args.min_cohort,

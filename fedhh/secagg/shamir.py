@@ -133,7 +133,7 @@ def reconstruct(points: Sequence[tuple[int, int]], prime: int = PRIME,
         raise ShareError("share values must be in [0, p)")
     # lambda_i = prod_{j != i} x_j / (x_j - x_i), numerators and denominators reduced mod p.
     nums = _products_of_the_others(xs, prime)
-    dens = [math.prod(row) % prime for row in _differences(xs)]
+    dens = [math.prod(row) % prime for row in _difference_factors(xs)]
     # Invert all denominators with one modular inversion (prefix products).
     prefix = [1]
     for d in dens:
@@ -164,7 +164,7 @@ def _products_of_the_others(xs: Sequence[int], prime: int) -> list[int]:
     return before
 
 
-def _differences(xs: Sequence[int]) -> list[list[int]]:
+def _difference_factors(xs: Sequence[int]) -> list[list[int]]:
     """Row i: the factors of prod_{j != i} (x_j - x_i), exactly (a 1 in place of the zero at
     j = i). Device ids in a round are 1..n, so the t^2 differences come from one numpy
     subtraction, and as many of them as fit in 62 bits are multiplied together there: at
