@@ -140,9 +140,10 @@ def estimate(row: dict[str, Any], devices: int = 10**6,
     The round's wall time is bounded below by its busiest serial part: max(n a_coordinator,
     n a_combiner, n (a_workers + a_selectors) / W), where a_x is x's CPU per device in the
     measured round (the selectors, the device-facing tier, scale out beside the workers on the
-    same cores; the devices' own work and the network's latency come on top). Per-device costs are CPU seconds,
-    which sharing the machine inflates little (unlike wall time); they hold for the measured D,
-    shard size and dropout, and grow with k (slowly with the shard size) and with D.
+    same cores; the devices' own work and the network's latency come on top). Per-device
+    costs are CPU seconds, which sharing the machine inflates little (unlike wall time); they
+    hold for the measured D, shard size and dropout, and grow with k (slowly with the shard
+    size) and with D.
     """
     per = row["per_device_ms"]
     serial_s = {"coordinator": devices * per["coordinator"] / 1000,

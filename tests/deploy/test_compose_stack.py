@@ -1,8 +1,8 @@
 """deploy/ for real: the image built offline by a Docker engine, the compose stack started with
 its selector and four device replicas on an internal network the test creates, a discovery run
 through `fedhh admin` (the compose `admin` service) that reproduces the per-device simulation
-exactly (heavy hitters and ledger) with every device served by the selector, each device replica holding only its own tokens and identities,
-a crashed device replica that keeps its identities, a
+exactly (heavy hitters and ledger) with every device served by the selector, each device replica
+holding only its own tokens and identities, a crashed device replica that keeps its identities, a
 crashed coordinator whose run resumes with every released round counted once, a second
 selector replica that takes the fleet over when the first stops, and `compose down -v` leaving
 nothing behind.
@@ -129,7 +129,8 @@ def write_secrets(root: Path) -> None:
     """`fedhh certs` as the operator runs it: the secrets go to the image's user."""
     owner = ["--owner", f"{IMAGE_UID}:{IMAGE_UID}"] if os.geteuid() == 0 else []
     run([sys.executable, "-m", "fedhh.cli.main", "certs", "--out", str(root / "tls"),
-         "--hosts", f"coordinator,selector,aggregator,{PUBLIC_HOST}", "--secrets", str(root / "secrets"),
+         "--hosts", f"coordinator,selector,aggregator,{PUBLIC_HOST}",
+         "--secrets", str(root / "secrets"),
          *owner])
     if not owner:  # a non-root developer with a running engine: throwaway files, world-readable
         for path in [*(root / "tls").iterdir(), *(root / "secrets").iterdir()]:

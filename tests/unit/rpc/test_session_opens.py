@@ -31,7 +31,7 @@ class Aggregator:
         self.opened: list[int] = []
         self.release = asyncio.Queue[None]()
 
-    def Session(self, timeout: float) -> Any:  # noqa: N802 (the stub's method name)
+    def Session(self, timeout: float) -> Any:
         self.opening += 1
         self.most_opening = max(self.most_opening, self.opening)
         return Call(self)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 import fedhh.secagg
 from fedhh.secagg.primitives import (
@@ -45,6 +46,43 @@ def test_agreement_is_symmetric_and_rejects_low_order_points() -> None:
         with pytest.raises(ValueError):
             agree(a, point)
     assert not is_valid_x25519_public(b"\x09" * 31)
+
+
+def _pyca_rejects(public: bytes) -> bool:
+    """pyca's own verdict: X25519 with a fixed scalar yields all zeros (ValueError)."""
+    probe = X25519PrivateKey.from_private_bytes(bytes(range(32)))
+    try:
+        probe.exchange(X25519PublicKey.from_public_bytes(public))
+    except ValueError:
+        return True
+    return False
+
+
+def _encodings(u: int) -> list[bytes]:
+    """Every 32-byte encoding X25519 decodes to the residue u (mod p): u and u + p where it
+    fits in 255 bits, each with the masked top bit clear and set."""
+    p = 2**255 - 19
+    values = [v for v in (u, u + p) if v < 2**255]
+    return [(v | top).to_bytes(32, "little") for v in values for top in (0, 1 << 255)]
+
+
+def test_the_low_order_lookup_agrees_with_pycas_rejection() -> None:
+    """The five residues are exactly the ones pyca rejects, in every encoding; random keys and
+    their neighbours in the integers are accepted by both."""
+    p = 2**255 - 19
+    order_8 = [int.from_bytes(point, "little") for point in LOW_ORDER[2:4]]
+    low = [0, 1, p - 1, *order_8]
+    for u in low:
+        for encoding in _encodings(u):
+            assert _pyca_rejects(encoding), encoding.hex()
+            assert not is_valid_x25519_public(encoding), encoding.hex()
+    rand = DeterministicRandom(7)
+    near = [u + d for u in low for d in (-2, -1, 1, 2) if 0 <= u + d < p and u + d not in low]
+    candidates = [encoding for u in near for encoding in _encodings(u)]
+    candidates += [rand(32) for _ in range(300)]
+    candidates += [x25519_public_bytes(x25519_from_seed(rand(32))) for _ in range(100)]
+    for encoding in candidates:
+        assert _pyca_rejects(encoding) is (not is_valid_x25519_public(encoding)), encoding.hex()
 
 
 def test_share_encryption_binds_direction_and_session() -> None:
