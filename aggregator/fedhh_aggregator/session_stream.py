@@ -8,6 +8,11 @@ two ends of the device's TLS connection can read or write a stream's messages, a
 challenge, fresh for this stream, was readable only by the end that then signed it
 (docs/secagg.md, "The session stream", argues it in full).
 
+The challenge event says ``keys_in_open``: a device may then mark its open ``advertise``, and
+the admission's round keys (proved by the open's signature and the admission's Merkle proof)
+are its stage 0 message, one message fewer per device; devices that do not mark it send a
+``keys`` message as before.
+
 After the open the device sends each stage's message as it computes it; each is handled as the
 unary call for that stage handles it (the same checks in the same order, the same state
 machine, the same codes) and, but for the unmask shares, answered by pushing the device's
@@ -48,7 +53,13 @@ from fedhh.rpc.aggregator_wire import (
     unmask_from_pb,
 )
 from fedhh.rpc.errors import details_of, status_of
-from fedhh.secagg import ConsistencyResponse, ProtocolViolation, Stage, Violation
+from fedhh.secagg import (
+    AdvertiseKeys,
+    ConsistencyResponse,
+    ProtocolViolation,
+    Stage,
+    Violation,
+)
 from fedhh.secagg.config import Admission
 from fedhh.secagg.prg import mask_dtype
 from fedhh.secagg.primitives import ed25519_verify
@@ -91,7 +102,7 @@ async def run_session(registry: RoundRegistry, context: grpc.aio.ServicerContext
     """Serve one session stream (the servicer's ``Session``; errors become its status, told
     first in a ``refused`` event)."""
     challenge = os.urandom(CHALLENGE_BYTES)
-    await context.write(pb.SessionEvent(challenge=challenge))
+    await context.write(pb.SessionEvent(challenge=challenge, keys_in_open=True))
     reader = _Reader(context)
     try:
         await _serve(registry, context, reader, challenge)
@@ -138,7 +149,8 @@ async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext, rea
     transcript = session_transcript(round_.session_id, admission.device_id, challenge)
     if not ed25519_verify(admission.identity_key, bytes(opened.signature), transcript):
         raise AuthenticationError("the stream is not opened by the admitted device")
-    await _Session(registry, round_, admission, context, reader).run()
+    await _Session(registry, round_, admission, context, reader).run(
+        admission if opened.advertise else None)
 
 
 class _Session:
@@ -166,7 +178,9 @@ class _Session:
             self.stop_error = error
             self.task.cancel()
 
-    async def run(self) -> None:
+    async def run(self, advertised: Admission | None) -> None:
+        """Serve the stream; ``advertised``: the open's admission when its round keys are the
+        device's stage 0 message (``SessionOpen.advertise``)."""
         streams = self.round.streams
         older = streams.get(self.device_id)
         if older is not None:
@@ -175,6 +189,10 @@ class _Session:
         streams[self.device_id] = self
         metrics.SESSION_STREAMS.inc()
         try:
+            if advertised is not None:
+                await self._advertise(AdvertiseKeys(self.round.session_id, self.device_id,
+                                                    advertised.c_pk, advertised.s_pk, advertised),
+                                      resent=False)
             while True:
                 message = await self.reader.next(self._ends_at - time.time(),
                                                  StateError("every stage of the round has "
@@ -200,16 +218,16 @@ class _Session:
         part = message.WhichOneof("part")
         metrics.BYTES_RECEIVED.labels(_RPC).inc(message.ByteSize())
         stage: Stage
+        if part == "keys":
+            keys = keys_from_pb(round_.session_id, message.keys)
+            admission = keys.admission
+            if (keys.device_id != device_id or admission is None
+                    or admission.device_id != device_id or not round_.admitted(admission)):
+                raise AuthenticationError("the keys are not this stream's device's")
+            await self._advertise(keys, message.resent)
+            return False
         try:
-            if part == "keys":
-                stage = Stage.ADVERTISE_KEYS
-                keys = keys_from_pb(round_.session_id, message.keys)
-                admission = keys.admission
-                if (keys.device_id != device_id or admission is None
-                        or admission.device_id != device_id or not round_.admitted(admission)):
-                    raise AuthenticationError("the keys are not this stream's device's")
-                await round_.submit(stage, keys)
-            elif part == "shares":
+            if part == "shares":
                 stage = Stage.SHARE_KEYS
                 await round_.submit(stage, shares_from_pb(device_id, message.shares,
                                                           round_.session_id))
@@ -238,6 +256,16 @@ class _Session:
                 raise
         self._push(round_.stage_after(stage))
         return False
+
+    async def _advertise(self, keys: AdvertiseKeys, resent: bool) -> None:
+        """Stage 0: ``keys`` (checked as this stream's device's), then the push of the request
+        after it; a ``resent`` copy whose stage has closed is answered as ``_handle`` answers."""
+        try:
+            await self.round.submit(Stage.ADVERTISE_KEYS, keys)
+        except StateError:
+            if not resent:
+                raise
+        self._push(self.round.stage_after(Stage.ADVERTISE_KEYS))
 
     async def _masked_vector(self, vector: pb.SessionVector) -> None:
         """Stage 2 with the unary upload's checks: the declared length and hash first, then

@@ -3,7 +3,8 @@
 :func:`participate_stream` is :func:`fedhh.rpc.device_client.participate` over the stream: the
 same stages, outcomes and robustness, with one stream where the unary path makes five calls
 and long-polls. The aggregator sends a fresh challenge; the device opens the stream by signing
-it (``aggregator_wire.session_open``), sends its advertised keys, and then each stage's message
+it (``aggregator_wire.session_open``; its round keys, the admission's, advertised in the open
+where the challenge offers it, else in a ``keys`` message after it), and then each stage's message
 as soon as the state machine has computed it; the aggregator pushes each next request (or
 NOT_SELECTED, CLOSED, ABORTED) the moment it is known. Nothing polls, and no call times out to
 be made again: the device only waits, up to ``overrun_s`` past the previous stage's deadline,
@@ -120,6 +121,7 @@ class SessionStream:
         self.opening = opening
         self.patient_until = 0.0  # as DeviceSession.patient_until
         self.last: list[pb.SessionMessage] = []  # the latest submission's messages
+        self.keys_pending = False  # `last` is the keys message, which an open may carry
         self.attempted = False  # some of them may have reached the aggregator on a stream
         self.call: Any = None
         self._failures = 0  # consecutive broken streams (reset by an answer)
@@ -144,9 +146,15 @@ class SessionStream:
             raise _Ended(grpc.StatusCode.INTERNAL, "the stream did not start with a challenge")
         opened = pb.SessionMessage(open=session_open(
             self.identity_key, self.admission, self.device.session_id, event.challenge))
+        if self.keys_pending and event.keys_in_open and not self.attempted:
+            # (the keys ride in the open; a stream opened after this one sends them again as
+            # a resent keys message, since they may have got in)
+            opened.open.advertise = True
+            self.attempted = True
         try:
             await call.write(opened)
-            if self.attempted:  # (they may have got in: the aggregator is told so)
+            if self.attempted and not opened.open.advertise:  # (they may have got in: the
+                # aggregator is told so)
                 self.last[0].resent = True
                 try:
                     for message in self.last:
@@ -212,8 +220,10 @@ class SessionStream:
 
     async def send(self, messages: list[pb.SessionMessage]) -> None:
         """A stage's message(s); a stream opened after they were (perhaps partly) written
-        sends them again, the first marked ``resent``."""
+        sends them again, the first marked ``resent``. The keys message (stage 0) goes in the
+        open where the aggregator offers it."""
         self.last, self.attempted = messages, False
+        self.keys_pending = messages[0].WhichOneof("part") == "keys"
         while True:
             await self._ensure_open()
             if self.attempted:

@@ -266,14 +266,16 @@ class SubmitUnmaskRequest(_message.Message):
     def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., b_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ..., s_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ...) -> None: ...
 
 class SessionOpen(_message.Message):
-    __slots__ = ("session_id", "admission", "signature")
+    __slots__ = ("session_id", "admission", "signature", "advertise")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     ADMISSION_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    ADVERTISE_FIELD_NUMBER: _ClassVar[int]
     session_id: bytes
     admission: SecAggAdmission
     signature: bytes
-    def __init__(self, session_id: _Optional[bytes] = ..., admission: _Optional[_Union[SecAggAdmission, _Mapping]] = ..., signature: _Optional[bytes] = ...) -> None: ...
+    advertise: bool
+    def __init__(self, session_id: _Optional[bytes] = ..., admission: _Optional[_Union[SecAggAdmission, _Mapping]] = ..., signature: _Optional[bytes] = ..., advertise: _Optional[bool] = ...) -> None: ...
 
 class SessionShares(_message.Message):
     __slots__ = ("shares", "b_commitment")
@@ -322,18 +324,20 @@ class SessionMessage(_message.Message):
     def __init__(self, open: _Optional[_Union[SessionOpen, _Mapping]] = ..., keys: _Optional[_Union[DeviceKeys, _Mapping]] = ..., shares: _Optional[_Union[SessionShares, _Mapping]] = ..., masked_vector: _Optional[_Union[SessionVector, _Mapping]] = ..., vector_data: _Optional[bytes] = ..., consistency_signature: _Optional[bytes] = ..., unmask: _Optional[_Union[SessionUnmask, _Mapping]] = ..., resent: _Optional[bool] = ...) -> None: ...
 
 class SessionEvent(_message.Message):
-    __slots__ = ("challenge", "next", "unmask", "refused", "stage")
+    __slots__ = ("challenge", "next", "unmask", "refused", "stage", "keys_in_open")
     CHALLENGE_FIELD_NUMBER: _ClassVar[int]
     NEXT_FIELD_NUMBER: _ClassVar[int]
     UNMASK_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
+    KEYS_IN_OPEN_FIELD_NUMBER: _ClassVar[int]
     challenge: bytes
     next: AwaitStageResponse
     unmask: SubmitResponse
     refused: SessionRefusal
     stage: SecAggStage
-    def __init__(self, challenge: _Optional[bytes] = ..., next: _Optional[_Union[AwaitStageResponse, _Mapping]] = ..., unmask: _Optional[_Union[SubmitResponse, _Mapping]] = ..., refused: _Optional[_Union[SessionRefusal, _Mapping]] = ..., stage: _Optional[_Union[SecAggStage, str]] = ...) -> None: ...
+    keys_in_open: bool
+    def __init__(self, challenge: _Optional[bytes] = ..., next: _Optional[_Union[AwaitStageResponse, _Mapping]] = ..., unmask: _Optional[_Union[SubmitResponse, _Mapping]] = ..., refused: _Optional[_Union[SessionRefusal, _Mapping]] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., keys_in_open: _Optional[bool] = ...) -> None: ...
 
 class SessionRefusal(_message.Message):
     __slots__ = ("code", "details")

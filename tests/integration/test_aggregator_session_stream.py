@@ -40,8 +40,8 @@ def _unavailable() -> grpc.aio.AioRpcError:
 
 class _BreakingCall:
     """A session stream that breaks once, at the device's ``after``-th message (0: the open):
-    ``lose_answer`` lets that message in and waits for the aggregator's answer to it (the open
-    has none), then reports UNAVAILABLE instead of it (the device cannot know it got in);
+    ``lose_answer`` lets that message in and waits for the aggregator's answer to it (an open
+    has one only where it carried the keys), then reports UNAVAILABLE instead of it (the device cannot know it got in);
     otherwise the write itself fails and nothing is sent."""
 
     def __init__(self, call: Any, owner: _BreakingStub) -> None:
@@ -66,7 +66,7 @@ class _BreakingCall:
                 raise _unavailable()
             await self._call.write(message)
             owner.sent.append(message.WhichOneof("part"))
-            if message.WhichOneof("part") != "open":  # (which has no answer)
+            if message.WhichOneof("part") != "open" or message.open.advertise:
                 await self._call.read()  # its answer (the next stage's request), lost
             await owner.before_reconnect()
             self._call.cancel()
@@ -152,10 +152,11 @@ def test_devices_on_streams_and_on_unary_calls_share_a_round_with_dropouts() -> 
 @pytest.mark.parametrize("lose_answer", [False, True])
 def test_streams_that_break_at_every_stage_reconnect_and_every_device_contributes(
         lose_answer: bool) -> None:
-    """Device u's stream breaks once, at its (u mod 6)-th message (the open, the keys, the
-    shares, the vector, the consistency signature, the unmask shares): before the message is
-    sent, or after it got in with its answer lost. Each reconnects (a second stream), sends
-    the message again, and the round releases every device's report."""
+    """Device u's stream breaks once, at its (u mod 5)-th message (the open, which carries the
+    keys, the shares, the vector, the consistency signature, the unmask shares): before the
+    message is sent, or after it got in with its answer lost. Each reconnects (a second
+    stream), sends the message again (the keys as a resent keys message), and the round
+    releases every device's report."""
     n = 12
     cohort = make_cohort(n, 256, n - 1, 7, n_min=8, windows_ms=(600_000,) * 5,
                          consistency_check=True,
@@ -165,7 +166,7 @@ def test_streams_that_break_at_every_stage_reconnect_and_every_device_contribute
         async with aggregator() as (_, channel):
             control = AggregatorControl(channel, TOKEN)
             await control.open_round(cohort.signed)
-            stubs = [_BreakingStub(channel, u % 6, lose_answer) for u in range(1, n + 1)]
+            stubs = [_BreakingStub(channel, u % 5, lose_answer) for u in range(1, n + 1)]
             fetch = asyncio.create_task(control.result(cohort.round_id, 45))
             outcomes = await asyncio.gather(*(
                 _through(channel, cohort, u, stubs[u - 1]) for u in range(1, n + 1)))
@@ -177,7 +178,78 @@ def test_streams_that_break_at_every_stage_reconnect_and_every_device_contribute
             u, outcome)
     for stub in stubs:
         assert stub.opened == 2 and not stub.armed, (stub.opened, stub.sent)
+        if stub.after == 0:  # (the keys went in the open, which may have got in)
+            assert stub.sent[:2] == (["open", "open", "keys"] if lose_answer
+                                     else ["open", "keys"])[:2], stub.sent
+        else:
+            assert "keys" not in stub.sent, stub.sent
     assert result.num_contributors == n
+    assert np.array_equal(result.total.astype(np.int64),
+                          cohort.plaintext_sum(set(range(1, n + 1))))
+
+
+class _RecordingCall:
+    """A session stream whose written parts are recorded; ``offer_keys_in_open`` False makes
+    the challenge event say what an aggregator from before ``keys_in_open`` said."""
+
+    def __init__(self, call: Any, sent: list[pb.SessionMessage], offer: bool) -> None:
+        self._call, self._sent, self._offer = call, sent, offer
+
+    async def read(self) -> Any:
+        event = await self._call.read()
+        if not self._offer and event is not grpc.aio.EOF:
+            event.ClearField("keys_in_open")
+        return event
+
+    async def write(self, message: pb.SessionMessage) -> None:
+        self._sent.append(message)
+        await self._call.write(message)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._call, name)
+
+
+class _RecordingStub:
+    def __init__(self, channel: grpc.aio.Channel, offer_keys_in_open: bool) -> None:
+        self._stub = pb_grpc.SecureAggregationStub(channel)
+        self.offer = offer_keys_in_open
+        self.sent: list[pb.SessionMessage] = []
+
+    def Session(self, **kwargs: Any) -> _RecordingCall:
+        return _RecordingCall(self._stub.Session(**kwargs), self.sent, self.offer)
+
+
+@pytest.mark.parametrize("offer_keys_in_open", [True, False])
+def test_the_keys_ride_in_the_open_where_the_aggregator_offers_it(
+        offer_keys_in_open: bool) -> None:
+    """Where the challenge offers ``keys_in_open`` the open is marked ``advertise`` and no
+    keys message follows (five messages per device); where it does not (an aggregator from
+    before it), the device sends its keys message after the open. Both release every
+    device's report."""
+    n = 10
+    cohort = make_cohort(n, 256, n - 1, 6, n_min=7, windows_ms=(600_000,) * 5,
+                         consistency_check=True,
+                         round_id=f"stream/keys-in-open/{offer_keys_in_open}".encode())
+
+    async def scenario() -> tuple[Any, list[_RecordingStub]]:
+        async with aggregator() as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            stubs = [_RecordingStub(channel, offer_keys_in_open) for _ in range(n)]
+            fetch = asyncio.create_task(control.result(cohort.round_id, 45))
+            outcomes = await asyncio.gather(*(
+                _through(channel, cohort, u, stubs[u - 1]) for u in range(1, n + 1)))
+            assert all(o.contributed for o in outcomes), outcomes
+            return await fetch, stubs
+
+    result, stubs = run(scenario())
+    expected = ["open", "shares", "masked_vector", "consistency_signature", "unmask"]
+    if not offer_keys_in_open:
+        expected.insert(1, "keys")
+    for stub in stubs:
+        assert [m.WhichOneof("part") for m in stub.sent] == expected
+        assert stub.sent[0].open.advertise is offer_keys_in_open
+    assert result.survivors == tuple(range(1, n + 1))
     assert np.array_equal(result.total.astype(np.int64),
                           cohort.plaintext_sum(set(range(1, n + 1))))
 
@@ -202,8 +274,8 @@ def test_a_resent_message_whose_stage_closed_meanwhile_gets_the_next_request() -
                 outcome = await round_.await_request(1, Stage.MASKED_INPUT, 30)
                 assert outcome.request is not None, outcome
 
-            # Writes: the open (0), the keys (1), the shares (2).
-            stub = _BreakingStub(channel, 2, True, after_the_close)
+            # Writes: the open with the keys (0), the shares (1).
+            stub = _BreakingStub(channel, 1, True, after_the_close)
             fetch = asyncio.create_task(control.result(cohort.round_id, 45))
             outcomes = await asyncio.gather(_through(channel, cohort, 1, stub), *(
                 _through(channel, cohort, u) for u in range(2, n + 1)))

@@ -78,13 +78,18 @@ def test_a_stream_cannot_be_opened_in_another_devices_name() -> None:
     """A replayed open (signed for another stream's challenge), an open signed by another key,
     one with another round's admission or naming another round, one with a device's admission
     but signed by its neighbour: UNAUTHENTICATED (or NOT_FOUND for an unknown round), each
-    before anything reaches the round; then the round releases exactly its devices' sum."""
+    before anything reaches the round, even marked to advertise the admission's keys; then
+    the round releases exactly its devices' sum."""
     a = _cohort(b"stream-sec/a", seed=1)
     b = _cohort(b"stream-sec/b", seed=2, identity_keys=a.identity_keys)
     unauth = grpc.StatusCode.UNAUTHENTICATED
 
+    def advertising(message: pb.SessionMessage) -> pb.SessionMessage:
+        message.open.advertise = True
+        return message
+
     async def scenario() -> None:
-        async with aggregator() as (_, channel):
+        async with aggregator() as (agg, channel):
             control = AggregatorControl(channel, TOKEN)
             await control.open_round(a.signed)
             await control.open_round(b.signed)
@@ -98,13 +103,17 @@ def test_a_stream_cannot_be_opened_in_another_devices_name() -> None:
             # Replayed on a new stream: its signature names the old challenge.
             call, _ = await _challenge(stub)
             assert (await _refused(call, genuine))[0] == unauth
+            call, _ = await _challenge(stub)
+            assert (await _refused(call, advertising(genuine)))[0] == unauth
             # Signed by a key that is not the admitted one.
             call, challenge = await _challenge(stub)
             assert (await _refused(call, _open(a, 1, challenge, key=OTHER_KEY)))[0] == unauth
-            # Device 2's admission, signed by device 1 (a neighbour).
-            call, challenge = await _challenge(stub)
-            assert (await _refused(call, _open(a, 2, challenge,
-                                               key=a.identity_keys[1])))[0] == unauth
+            # Device 2's admission, signed by device 1 (a neighbour), with or without its keys.
+            for forged in (lambda m: m, advertising):
+                call, challenge = await _challenge(stub)
+                assert (await _refused(call, forged(_open(
+                    a, 2, challenge, key=a.identity_keys[1]))))[0] == unauth
+            assert agg.registry.by_session(a.session_id).server.received() == 1  # device 1's
             # Round B's admission (same identity key) into round A, and A's open into B.
             call, challenge = await _challenge(stub)
             assert (await _refused(call, _open(a, 1, challenge,
