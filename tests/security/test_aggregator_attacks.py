@@ -476,8 +476,14 @@ def test_a_trickling_member_holds_one_slot_and_the_round_completes(tmp_path: Pat
                                       "--upload-min-rate", "16384",
                                       "--quiet-close-ms", "1500"]) as agg:
         codes, cut_after = run(scenario(agg), timeout=120)
-    assert sorted(codes, key=lambda c: c.name) == [
-        grpc.StatusCode.DEADLINE_EXCEEDED, EXHAUSTED, EXHAUSTED], codes
+        log = agg.log.read_text(errors="replace")
+    assert codes.count(EXHAUSTED) == 2, codes
+    cut = next(c for c in codes if c != EXHAUSTED)
+    # The cut arrives while the attacker is writing its next byte; grpc.aio then reports the
+    # aggregator's DEADLINE_EXCEEDED to it as INTERNAL (grpc/grpc#36066), which a busy
+    # machine shows now and then. The aggregator itself must have failed nothing.
+    assert cut in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.INTERNAL), codes
+    assert "unexpected error" not in log and "Traceback" not in log
     # 32 KiB at >= 16 KiB/s after a 1 s grace: cut off after about 3 s, not at the deadline.
     assert cut_after < 15, cut_after
 
