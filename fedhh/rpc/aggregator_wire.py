@@ -39,6 +39,7 @@ from fedhh.secagg.messages import (
     EncryptedShare,
     MaskedInputRequest,
     ServerMessage,
+    ShareBundle,
     ShareKeysRequest,
     ShareKeysResponse,
     Stage,
@@ -213,10 +214,15 @@ def keys_from_pb(session_id: bytes, message: pb.DeviceKeys) -> AdvertiseKeys:
 
 # -- server -> device requests -------------------------------------------------------------------
 
-def _add_shares(field: Any, shares: tuple[EncryptedShare, ...]) -> None:
+def _add_shares(field: Any, shares: tuple[EncryptedShare, ...] | ShareBundle) -> None:
     # (``add`` on the repeated field builds each entry in place: a list of new messages to
     # extend it with took twice as long, and a device or a worker does this for k shares.)
     add = field.add
+    if isinstance(shares, ShareBundle):
+        dst = shares.dst
+        for src, ciphertext in shares.entries():
+            add(src=src, dst=dst, ciphertext=ciphertext)
+        return
     for s in shares:
         add(src=s.src, dst=s.dst, ciphertext=s.ciphertext)
 

@@ -45,6 +45,7 @@ from fedhh.secagg.messages import (
     EncryptedShare,
     MaskedInput,
     MaskedInputRequest,
+    ShareBundle,
     ShareKeysRequest,
     ShareKeysResponse,
     UnmaskRequest,
@@ -389,7 +390,8 @@ class SecAggDevice:
                                  "a retry with a different report would reveal x - x'")
         self._enter(DeviceState.SHARED, request, MaskedInputRequest)
         shares = request.shares
-        if not isinstance(shares, tuple) or not all(isinstance(s, EncryptedShare) for s in shares):
+        if not isinstance(shares, tuple | ShareBundle) or not all(
+                isinstance(s, EncryptedShare) for s in shares):
             raise self._fail(AbortReason.MALFORMED, "shares must be a tuple of EncryptedShare")
         me, sid = self.device_id, self.session_id
         mine = u32(me)

@@ -21,8 +21,10 @@ Order of one round (server -> device requests come from ``SecAggServer.close_sta
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import overload
 
 import numpy as np
 
@@ -41,6 +43,7 @@ __all__ = [
     "MaskedInputRequest",
     "ReleaseEvidence",
     "ServerMessage",
+    "ShareBundle",
     "ShareKeysRequest",
     "ShareKeysResponse",
     "Stage",
@@ -96,6 +99,70 @@ class EncryptedShare:
     ciphertext: bytes
 
 
+class ShareBundle(Sequence[EncryptedShare]):
+    """The ciphertexts addressed to one device ``dst``, held as their senders' ids and one
+    bytes object of their ciphertexts (each ``width`` bytes, in the senders' order): a
+    sequence of EncryptedShare to its readers, immutable. The server routes every share of a
+    stage this way: an object per share, ~k per device alive from the key sharing to the
+    masked input, made the aggregator's garbage collector walk hundreds of thousands of them
+    (half its tracked objects at 2,500 devices)."""
+
+    __slots__ = ("_blob", "_dst", "_srcs", "_width")
+
+    def __init__(self, dst: int, srcs: tuple[int, ...], blob: bytes, width: int) -> None:
+        if len(blob) != len(srcs) * width:
+            raise ValueError(f"{len(srcs)} senders need {len(srcs) * width} bytes of "
+                             f"ciphertexts, got {len(blob)}")
+        self._dst, self._srcs, self._blob, self._width = dst, srcs, blob, width
+
+    @property
+    def dst(self) -> int:
+        return self._dst
+
+    @property
+    def senders(self) -> tuple[int, ...]:
+        """The senders' ids, in order."""
+        return self._srcs
+
+    def entries(self) -> Iterator[tuple[int, bytes]]:
+        """(sender, ciphertext) pairs, in order."""
+        w, blob = self._width, self._blob
+        return zip(self._srcs, (blob[i:i + w] for i in range(0, len(blob), w)), strict=True)
+
+    def __len__(self) -> int:
+        return len(self._srcs)
+
+    @overload
+    def __getitem__(self, index: int) -> EncryptedShare: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[EncryptedShare, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> EncryptedShare | tuple[EncryptedShare, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        i = range(len(self._srcs))[index]  # (IndexError, negative indices)
+        w = self._width
+        return EncryptedShare(self._srcs[i], self._dst, self._blob[i * w:(i + 1) * w])
+
+    def __iter__(self) -> Iterator[EncryptedShare]:
+        dst = self._dst
+        return (EncryptedShare(src, dst, ct) for src, ct in self.entries())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ShareBundle):
+            return (self._dst, self._srcs, self._blob) == (other._dst, other._srcs, other._blob)
+        if isinstance(other, tuple):
+            return tuple(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self._dst, self._srcs, self._blob))
+
+    def __repr__(self) -> str:
+        return f"ShareBundle(dst={self._dst}, senders={self._srcs})"
+
+
 @dataclass(frozen=True)
 class ShareKeysResponse:
     """Stage 1, device -> server: one ciphertext per roster neighbour, and a commitment to b_u."""
@@ -108,11 +175,12 @@ class ShareKeysResponse:
 
 @dataclass(frozen=True)
 class MaskedInputRequest:
-    """Stage 2, server -> device: the ciphertexts sent to the device by surviving neighbours."""
+    """Stage 2, server -> device: the ciphertexts sent to the device by surviving neighbours
+    (a tuple, or the server's ShareBundle of them)."""
 
     session_id: bytes
     device_id: int
-    shares: tuple[EncryptedShare, ...]
+    shares: tuple[EncryptedShare, ...] | ShareBundle
 
 
 @dataclass(frozen=True, eq=False)

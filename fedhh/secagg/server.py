@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -38,6 +39,7 @@ from fedhh.secagg.messages import (
     MaskedInput,
     MaskedInputRequest,
     ServerMessage,
+    ShareBundle,
     ShareKeysRequest,
     ShareKeysResponse,
     Stage,
@@ -88,7 +90,7 @@ class SecAggServer:
         self._keys_seen: set[bytes] = set()
         # Stage 1
         self._share_requests: dict[int, ShareKeysRequest] = {}
-        self._share_responses: dict[int, ShareKeysResponse] = {}
+        self._share_responses: dict[int, _SharesOf] = {}
         # Stage 2
         self._masked_requests: dict[int, MaskedInputRequest] = {}
         self._partners: dict[int, tuple[int, ...]] = {}  # P_v = N(v) ∩ U2 for v in U2
@@ -277,7 +279,7 @@ class SecAggServer:
         if request is None:
             raise ProtocolViolation(Violation.NOT_IN_ROUND, f"{u} got no ShareKeysRequest")
         if u in self._share_responses:
-            if self._share_responses[u] == message:
+            if self._share_responses[u].holds(message):
                 return False
             raise ProtocolViolation(Violation.DUPLICATE, f"second, different shares from {u}")
         commitment, shares = message.b_commitment, message.shares
@@ -294,24 +296,36 @@ class SecAggServer:
                for s in shares):
             raise ProtocolViolation(Violation.WRONG_LENGTH,
                                     f"share ciphertexts are {SHARE_CIPHERTEXT_BYTES} bytes")
-        self._share_responses[u] = message
+        self._share_responses[u] = _SharesOf.packed(message)
         return True
 
     def _close_share_keys(self) -> dict[int, ServerMessage]:
         u2 = self._sharers(set(self._share_responses))
         self._require(len(u2) >= self.config.n_min, AbortReason.TOO_FEW_DEVICES,
                       f"|U2|={len(u2)} < n_min={self.config.n_min}")
-        inbox: dict[int, list[EncryptedShare]] = {u: [] for u in u2}
-        for u in u2:
-            for s in self._share_responses[u].shares:
-                if s.dst in u2:
-                    inbox[s.dst].append(s)
+        senders = sorted(u2)
+        uploads = [self._share_responses[u] for u in senders]
+        # Every share of U2 to U2 at once, ordered by recipient, then sender.
+        src = np.repeat(np.asarray(senders, dtype=np.int64),
+                        [len(up.dsts) for up in uploads])
+        dst = np.concatenate([up.dsts for up in uploads]) if uploads else src
+        blob = np.frombuffer(b"".join(up.blob for up in uploads), dtype=np.uint8)
+        ciphertexts = blob.reshape(-1, SHARE_CIPHERTEXT_BYTES)
+        member = np.zeros(self.config.num_devices + 1, dtype=bool)
+        member[senders] = True
+        kept = np.flatnonzero(member[dst])
+        kept = kept[np.lexsort((src[kept], dst[kept]))]
+        src, dst, ciphertexts = src[kept], dst[kept], ciphertexts[kept]
+        starts = np.searchsorted(dst, senders, side="left")
+        ends = np.searchsorted(dst, senders, side="right")
         requests: dict[int, ServerMessage] = {}
-        for v in sorted(u2):
-            shares = tuple(sorted(inbox[v], key=lambda s: s.src))
-            self._partners[v] = tuple(s.src for s in shares)
-            self._commitments[v] = self._share_responses[v].b_commitment
-            req = MaskedInputRequest(self.session_id, v, shares)
+        for v, start, end, up in zip(senders, starts.tolist(), ends.tolist(), uploads,
+                                     strict=True):
+            partners = tuple(src[start:end].tolist())
+            self._partners[v] = partners
+            self._commitments[v] = up.commitment
+            req = MaskedInputRequest(self.session_id, v, ShareBundle(
+                v, partners, ciphertexts[start:end].tobytes(), SHARE_CIPHERTEXT_BYTES))
             self._masked_requests[v] = req
             requests[v] = req
         self._holders = _ShareHolders(self._partners, self.config.num_devices)
@@ -571,6 +585,28 @@ class SecAggServer:
         else:
             self.stage = Stage(self.stage + 1)
         return requests
+
+
+@dataclass(frozen=True, eq=False)
+class _SharesOf:
+    """One device's accepted stage 1 message, packed: its recipients in the order sent, their
+    ciphertexts as one bytes object in that order, and its commitment to b_u."""
+
+    dsts: np.ndarray
+    blob: bytes
+    commitment: bytes
+
+    @classmethod
+    def packed(cls, message: ShareKeysResponse) -> _SharesOf:
+        shares = message.shares
+        return cls(np.fromiter((s.dst for s in shares), dtype=np.int64, count=len(shares)),
+                   b"".join(s.ciphertext for s in shares), message.b_commitment)
+
+    def holds(self, message: ShareKeysResponse) -> bool:
+        """Whether ``message`` is the one accepted (a repeat)."""
+        other = _SharesOf.packed(message)
+        return (self.commitment == other.commitment and self.blob == other.blob
+                and np.array_equal(self.dsts, other.dsts))
 
 
 class _ShareHolders:

@@ -41,8 +41,8 @@ def _unavailable() -> grpc.aio.AioRpcError:
 class _BreakingCall:
     """A session stream that breaks once, at the device's ``after``-th message (0: the open):
     ``lose_answer`` lets that message in and waits for the aggregator's answer to it (an open
-    has one only where it carried the keys), then reports UNAVAILABLE instead of it (the device cannot know it got in);
-    otherwise the write itself fails and nothing is sent."""
+    has one only where it carried the keys), then reports UNAVAILABLE instead of it (the
+    device cannot know it got in); otherwise the write itself fails and nothing is sent."""
 
     def __init__(self, call: Any, owner: _BreakingStub) -> None:
         self._call = call

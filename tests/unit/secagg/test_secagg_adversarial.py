@@ -117,6 +117,14 @@ def test_1_same_round_duplicates_are_deduplicated() -> None:
     response = driver.devices[1].share_keys(driver.pending[1])  # type: ignore[arg-type]
     assert server.handle_share_keys(response) is True
     assert server.handle_share_keys(response) is False
+    assert server.handle_share_keys(dataclasses.replace(response)) is False  # an equal copy
+    first = response.shares[0]
+    tampered = (dataclasses.replace(first, ciphertext=bytes(len(first.ciphertext))),
+                *response.shares[1:])
+    for different in (dataclasses.replace(response, shares=tampered),
+                      dataclasses.replace(response, shares=response.shares[::-1]),
+                      dataclasses.replace(response, b_commitment=bytes(32))):
+        assert violation(server.handle_share_keys, different) is Violation.DUPLICATE
     assert server.received() == 1
 
 

@@ -7,7 +7,13 @@ import pytest
 from secagg_testkit import assert_correct, drive_to, reports_for, small_cohort
 
 from fedhh.secagg.errors import AbortReason
-from fedhh.secagg.messages import MaskedInput, Stage
+from fedhh.secagg.messages import (
+    EncryptedShare,
+    MaskedInput,
+    MaskedInputRequest,
+    ShareBundle,
+    Stage,
+)
 from fedhh.secagg.params import choose_parameters
 from fedhh.secagg.report import indices_from_dense
 from fedhh.secagg.simulate import DropoutPlan, make_cohort, run_round
@@ -142,3 +148,34 @@ def test_unmask_can_close_as_soon_as_every_secret_has_t_shares() -> None:
     assert server.result is not None and server.result.num_contributors == 7
     expected = sum(np.bincount(driver.reports[u], minlength=12) for u in range(1, 8))
     assert np.array_equal(server.result.total, expected)
+
+
+def test_the_server_routes_each_share_to_its_recipient_in_sender_order() -> None:
+    """The masked-input requests (ShareBundles, packed by the server) hold exactly the shares
+    of U2 addressed to each recipient, ordered by sender, as a tuple of EncryptedShare reads
+    (device 1 sent none: the shares addressed to it go nowhere); a ShareBundle is a sequence
+    of EncryptedShare that equals that tuple."""
+    driver = drive_to(small_cohort(), Stage.SHARE_KEYS)
+    sent: list[EncryptedShare] = []
+    for u, request in sorted(driver.pending.items())[1:]:
+        response = driver.devices[u].share_keys(request)  # type: ignore[arg-type]
+        sent.extend(response.shares)
+        driver.server.handle_share_keys(response)
+    requests = driver.server.close_stage()
+    assert sorted(requests) == sorted(driver.pending)[1:]
+    for v, request in requests.items():
+        assert isinstance(request, MaskedInputRequest)
+        bundle = request.shares
+        assert isinstance(bundle, ShareBundle)
+        expected = tuple(sorted((s for s in sent if s.dst == v), key=lambda s: s.src))
+        assert bundle == expected and tuple(bundle) == expected and len(bundle) == len(expected)
+        assert bundle.senders == tuple(s.src for s in expected)
+        assert bundle[0] == expected[0] and bundle[-1] == expected[-1]
+        assert bundle[1:3] == expected[1:3]
+        assert bundle == ShareBundle(v, bundle.senders, b"".join(s.ciphertext for s in expected),
+                                     len(expected[0].ciphertext))
+        assert hash(bundle) == hash(ShareBundle(v, bundle.senders, b"".join(
+            s.ciphertext for s in expected), len(expected[0].ciphertext)))
+    with pytest.raises(ValueError, match="ciphertexts"):
+        ShareBundle(1, (2, 3), bytes(5), 3)
+
