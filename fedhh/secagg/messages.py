@@ -157,7 +157,7 @@ class ShareBundle(Sequence[EncryptedShare]):
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash((self._dst, self._srcs, self._blob))
+        return hash(tuple(self))  # (equal to the tuple it equals, as __eq__ requires)
 
     def __repr__(self) -> str:
         return f"ShareBundle(dst={self._dst}, senders={self._srcs})"
