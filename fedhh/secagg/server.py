@@ -603,8 +603,11 @@ class _SharesOf:
                    b"".join(s.ciphertext for s in shares), message.b_commitment)
 
     def holds(self, message: ShareKeysResponse) -> bool:
-        """Whether ``message`` is the one accepted (a repeat)."""
-        other = _SharesOf.packed(message)
+        """Whether ``message`` is the one accepted (a repeat; anything malformed is not)."""
+        try:
+            other = _SharesOf.packed(message)
+        except (AttributeError, TypeError, ValueError, OverflowError):
+            return False
         return (self.commitment == other.commitment and self.blob == other.blob
                 and np.array_equal(self.dsts, other.dsts))
 

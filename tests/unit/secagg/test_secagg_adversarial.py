@@ -123,7 +123,9 @@ def test_1_same_round_duplicates_are_deduplicated() -> None:
                 *response.shares[1:])
     for different in (dataclasses.replace(response, shares=tampered),
                       dataclasses.replace(response, shares=response.shares[::-1]),
-                      dataclasses.replace(response, b_commitment=bytes(32))):
+                      dataclasses.replace(response, b_commitment=bytes(32)),
+                      dataclasses.replace(response, shares=("not a share",)),  # type: ignore[arg-type]
+                      dataclasses.replace(response, shares=None)):  # type: ignore[arg-type]
         assert violation(server.handle_share_keys, different) is Violation.DUPLICATE
     assert server.received() == 1
 
