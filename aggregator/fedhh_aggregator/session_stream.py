@@ -189,10 +189,11 @@ class _Session:
         streams[self.device_id] = self
         metrics.SESSION_STREAMS.inc()
         try:
-            if advertised is not None:
-                await self._advertise(AdvertiseKeys(self.round.session_id, self.device_id,
-                                                    advertised.c_pk, advertised.s_pk, advertised),
-                                      resent=False)
+            if advertised is not None:  # (only a first open is so marked: no repeat to answer)
+                await self.round.submit(Stage.ADVERTISE_KEYS, AdvertiseKeys(
+                    self.round.session_id, self.device_id, advertised.c_pk, advertised.s_pk,
+                    advertised))
+                self._push(self.round.stage_after(Stage.ADVERTISE_KEYS))
             while True:
                 message = await self.reader.next(self._ends_at - time.time(),
                                                  StateError("every stage of the round has "
@@ -218,16 +219,16 @@ class _Session:
         part = message.WhichOneof("part")
         metrics.BYTES_RECEIVED.labels(_RPC).inc(message.ByteSize())
         stage: Stage
-        if part == "keys":
-            keys = keys_from_pb(round_.session_id, message.keys)
-            admission = keys.admission
-            if (keys.device_id != device_id or admission is None
-                    or admission.device_id != device_id or not round_.admitted(admission)):
-                raise AuthenticationError("the keys are not this stream's device's")
-            await self._advertise(keys, message.resent)
-            return False
         try:
-            if part == "shares":
+            if part == "keys":
+                stage = Stage.ADVERTISE_KEYS
+                keys = keys_from_pb(round_.session_id, message.keys)
+                admission = keys.admission
+                if (keys.device_id != device_id or admission is None
+                        or admission.device_id != device_id or not round_.admitted(admission)):
+                    raise AuthenticationError("the keys are not this stream's device's")
+                await round_.submit(stage, keys)
+            elif part == "shares":
                 stage = Stage.SHARE_KEYS
                 await round_.submit(stage, shares_from_pb(device_id, message.shares,
                                                           round_.session_id))
@@ -256,16 +257,6 @@ class _Session:
                 raise
         self._push(round_.stage_after(stage))
         return False
-
-    async def _advertise(self, keys: AdvertiseKeys, resent: bool) -> None:
-        """Stage 0: ``keys`` (checked as this stream's device's), then the push of the request
-        after it; a ``resent`` copy whose stage has closed is answered as ``_handle`` answers."""
-        try:
-            await self.round.submit(Stage.ADVERTISE_KEYS, keys)
-        except StateError:
-            if not resent:
-                raise
-        self._push(self.round.stage_after(Stage.ADVERTISE_KEYS))
 
     async def _masked_vector(self, vector: pb.SessionVector) -> None:
         """Stage 2 with the unary upload's checks: the declared length and hash first, then

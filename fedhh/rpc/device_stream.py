@@ -121,7 +121,6 @@ class SessionStream:
         self.opening = opening
         self.patient_until = 0.0  # as DeviceSession.patient_until
         self.last: list[pb.SessionMessage] = []  # the latest submission's messages
-        self.keys_pending = False  # `last` is the keys message, which an open may carry
         self.attempted = False  # some of them may have reached the aggregator on a stream
         self.call: Any = None
         self._failures = 0  # consecutive broken streams (reset by an answer)
@@ -146,7 +145,8 @@ class SessionStream:
             raise _Ended(grpc.StatusCode.INTERNAL, "the stream did not start with a challenge")
         opened = pb.SessionMessage(open=session_open(
             self.identity_key, self.admission, self.device.session_id, event.challenge))
-        if self.keys_pending and event.keys_in_open and not self.attempted:
+        if (event.keys_in_open and not self.attempted and self.last
+                and self.last[0].WhichOneof("part") == "keys"):
             # (the keys ride in the open; a stream opened after this one sends them again as
             # a resent keys message, since they may have got in)
             opened.open.advertise = True
@@ -223,7 +223,6 @@ class SessionStream:
         sends them again, the first marked ``resent``. The keys message (stage 0) goes in the
         open where the aggregator offers it."""
         self.last, self.attempted = messages, False
-        self.keys_pending = messages[0].WhichOneof("part") == "keys"
         while True:
             await self._ensure_open()
             if self.attempted:
