@@ -186,11 +186,12 @@ def test_share_encoding() -> None:
         shamir.decode_share(bytes(32))
 
 
-@pytest.mark.parametrize("span_bits", [1, 2, 13, 20, 30, 31, 32, 40, 61])
-def test_differences_multiplied_in_groups_reconstruct_exactly(span_bits: int) -> None:
-    """The denominators' differences are multiplied 62 // bits at a time in int64 (device ids
-    1..n make them small); at every span, and with the largest differences of one sign or the
-    other, the secret comes back exactly."""
+@pytest.mark.parametrize("span_bits", [1, 2, 13, 20, 30, 31, 32, 40, 61, 62])
+def test_weight_factors_multiplied_in_groups_reconstruct_exactly(span_bits: int) -> None:
+    """Each point's weight, its id times its differences to the others, is multiplied 62 //
+    bits factors at a time in int64 (device ids 1..n make them small; ids of 2^62 and more
+    take exact Python integers); at every span, and with the largest differences of one sign
+    or the other, the secret comes back exactly."""
     rand = DeterministicRandom(span_bits)
     secret = int.from_bytes(rand(32), "big") >> 1
     top = 1 << span_bits
