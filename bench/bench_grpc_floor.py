@@ -1,12 +1,19 @@
 """What gRPC itself costs a service per device: the floor under `fedhh loadtest`'s figures.
 
-A grpc.aio server (uvloop, as the services run) in a child process echoes raw byte messages of
-the size of a SecAgg+ stage message; N clients, each on its own channel as devices are, make M
-exchanges each, either as M unary calls (what a device makes now: a call per stage) or as M
-messages on one bidirectional stream; over TLS with the dev PKI's P-256 certificate (what the
-services serve) or plaintext. The server's CPU (user + system, from /proc) over the clients'
-phase, per client, is the figure: it bounds from below what any service spends per device
-with that call pattern, whatever the handlers do (they do nothing here).
+A grpc.aio server (uvloop, as the services run) in a child process answers raw byte messages;
+its handlers do nothing else. The server's CPU (user + system, from /proc) over the clients'
+phase, per client, is the figure: what any service spends per device with that call pattern,
+whatever its handlers do. Two tables:
+
+* Each client on its own channel (a real device's TLS handshake included), M exchanges of
+  2,000 bytes as M unary calls or M messages on one bidirectional stream, TLS or plaintext.
+* The load test's pattern: clients share connections (`fedhh device`'s fleet puts 1,024 devices
+  on one), each makes one unary call of a task's size (a selector's GetTask) or runs one
+  session stream (the worker's challenge, then five exchanges of the stage messages' sizes at
+  D = 4096, k ~ 90), over TLS, either all at once or paced: arriving over 3P seconds and
+  pausing up to P seconds before each message, as devices do that compute between stages. The
+  paced rows are what a service pays where devices are few per second (`fedhh loadtest` on a
+  small machine): with fewer events per wake-up of gRPC's threads, each costs more.
 
 Usage:
     .venv/bin/python bench/bench_grpc_floor.py            # -> docs/benchmarks/grpc-floor.md
@@ -20,6 +27,7 @@ import asyncio
 import datetime as dt
 import os
 import platform
+import random
 import subprocess
 import sys
 import tempfile
@@ -29,6 +37,13 @@ from pathlib import Path
 import grpc
 
 MESSAGE_BYTES = 2_000
+# The session stream's messages at D = 4096, k ~ 90 (bytes): the device's open, shares, masked
+# vector, consistency signature and unmask shares; the worker's challenge, then the roster, the
+# shares addressed to the device, the survivor set, the unmask request and the final answer.
+SESSION_UP = (300, 10_000, 16_500, 100, 3_000)
+SESSION_DOWN = (48, 50_000, 10_000, 10_000, 10_000, 10)
+TASK_BYTES = (200, 1_500)  # a GetTask request and its answer
+DEVICES_PER_CONNECTION = 1_000
 SERVICE = "fedhh.bench.Echo"
 OUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks" / "grpc-floor.md"
 
@@ -41,10 +56,23 @@ async def _serve(port_file: str, tls_dir: str | None) -> None:
     async def unary(message, context):  # type: ignore[no-untyped-def]
         return message
 
-    server = grpc.aio.server()
+    async def session(_requests, context):  # type: ignore[no-untyped-def]
+        await context.write(bytes(SESSION_DOWN[0]))
+        for answer in SESSION_DOWN[1:]:
+            await context.read()
+            await context.write(bytes(answer))
+
+    async def task(_message, _context):  # type: ignore[no-untyped-def]
+        return bytes(TASK_BYTES[1])
+
+    from fedhh.rpc.serving import backlog_options
+    server = grpc.aio.server(options=[*backlog_options(),
+                                      ("grpc.max_receive_message_length", 1 << 24)])
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {
         "Stream": grpc.stream_stream_rpc_method_handler(stream),
-        "Unary": grpc.unary_unary_rpc_method_handler(unary)}),))
+        "Unary": grpc.unary_unary_rpc_method_handler(unary),
+        "Session": grpc.stream_stream_rpc_method_handler(session),
+        "Task": grpc.unary_unary_rpc_method_handler(task)}),))
     if tls_dir:
         from fedhh.rpc.tls import TlsFiles
         port = server.add_secure_port("127.0.0.1:0",
@@ -91,8 +119,43 @@ async def _clients(port: int, clients: int, exchanges: int, pattern: str,
     await asyncio.gather(*(device() for _ in range(clients)))
 
 
-def measure(pattern: str, tls: bool, clients: int, exchanges: int) -> float:
-    """Server CPU ms per client."""
+async def _fleet(port: int, clients: int, pattern: str, pace_s: float, tls_dir: str) -> None:
+    """The load test's pattern: ``clients`` on shared connections, one task call or one session
+    each, paced as described in the module docstring (``pace_s`` = P; 0: all at once)."""
+    from fedhh.rpc.tls import TlsFiles
+    credentials = TlsFiles.from_dir(tls_dir).channel_credentials()
+    options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_receive_message_length", 1 << 24)]
+    channels = [grpc.aio.secure_channel(f"localhost:{port}", credentials, options=options)
+                for _ in range(-(-clients // DEVICES_PER_CONNECTION))]
+    rng = random.Random(0)
+
+    async def pause(longest_s: float) -> None:
+        if longest_s:
+            await asyncio.sleep(rng.random() * longest_s)
+
+    async def device(i: int) -> None:
+        channel = channels[i // DEVICES_PER_CONNECTION]
+        await pause(3 * pace_s)
+        if pattern == "task":
+            await channel.unary_unary(f"/{SERVICE}/Task")(bytes(TASK_BYTES[0]))
+            return
+        call = channel.stream_stream(f"/{SERVICE}/Session")()
+        await call.read()
+        for size in SESSION_UP:
+            await pause(pace_s)
+            await call.write(bytes(size))
+            await call.read()
+        await call.done_writing()
+        await call.code()
+
+    await asyncio.gather(*(device(i) for i in range(clients)))
+    for channel in channels:
+        await channel.close()
+
+
+def measure(pattern: str, tls: bool, clients: int, exchanges: int, pace_s: float = 0.0
+            ) -> float:
+    """Server CPU ms per client (``pattern`` "task" or "session": the load test's, paced)."""
     with tempfile.TemporaryDirectory() as scratch:
         tls_dir = None
         if tls:
@@ -108,9 +171,18 @@ def measure(pattern: str, tls: bool, clients: int, exchanges: int) -> float:
                     raise SystemExit("the echo server did not start")
                 time.sleep(0.02)
             port = int(Path(port_file).read_text())
-            asyncio.run(_clients(port, 20, 2, pattern, tls_dir))  # warm-up
+            fleet = pattern in ("task", "session")
+            if fleet:
+                assert tls_dir is not None
+                asyncio.run(_fleet(port, 20, pattern, 0.0, tls_dir))  # warm-up
+            else:
+                asyncio.run(_clients(port, 20, 2, pattern, tls_dir))
             before = _cpu_s(server.pid)
-            asyncio.run(_clients(port, clients, exchanges, pattern, tls_dir))
+            if fleet:
+                assert tls_dir is not None
+                asyncio.run(_fleet(port, clients, pattern, pace_s, tls_dir))
+            else:
+                asyncio.run(_clients(port, clients, exchanges, pattern, tls_dir))
             return 1000 * (_cpu_s(server.pid) - before) / clients
         finally:
             server.kill()
@@ -137,6 +209,15 @@ def main(argv: list[str]) -> int:
                        f"{ms:.2f} |")
                 print(row, flush=True)
                 rows.append(row)
+    fleet_rows = []
+    for pattern in ("task", "session"):
+        for pace_s in (0.0, 2.0, 8.0):
+            ms = measure(pattern, True, clients, 0, pace_s)
+            what = ("one GetTask-sized unary call" if pattern == "task"
+                    else "one session stream (11 messages)")
+            row = f"| {what} | {pace_s:g} | {ms:.2f} |"
+            print(row, flush=True)
+            fleet_rows.append(row)
     if not args.quick:
         OUT.parent.mkdir(parents=True, exist_ok=True)
         OUT.write_text(
@@ -148,7 +229,12 @@ def main(argv: list[str]) -> int:
             "echoed by a grpc.aio server (uvloop) that does nothing else. Server CPU per "
             "client (user + system).\n\n"
             "| transport | pattern | exchanges per client | server CPU per client (ms) |\n"
-            "| --- | --- | --- | --- |\n" + "\n".join(rows) + "\n")
+            "| --- | --- | --- | --- |\n" + "\n".join(rows) + "\n\n"
+            f"The load test's pattern: the same {clients} clients on shared TLS connections "
+            f"({DEVICES_PER_CONNECTION} per connection), arriving over 3P seconds and pausing "
+            "up to P seconds before each message (P = 0: all at once).\n\n"
+            "| per client | P (s) | server CPU per client (ms) |\n"
+            "| --- | --- | --- |\n" + "\n".join(fleet_rows) + "\n")
         print(f"wrote {OUT}")
     return 0
 
