@@ -17,7 +17,9 @@ After the open the device sends each stage's message as it computes it; each is 
 unary call for that stage handles it (the same checks in the same order, the same state
 machine, the same codes) and, but for the unmask shares, answered by pushing the device's
 request for the stage after it (or NOT_SELECTED, CLOSED, ABORTED) as soon as it is known: no
-long-polls. The unmask shares are answered with ``unmask`` and the stream ends. A rejected
+long-polls. The unmask shares are answered with ``unmask`` and the stream ends; a device whose
+open asked for it (``unmask_in_status``) takes that answer from the stream's end instead, status
+OK with trailing metadata, one message fewer per device. A rejected
 message changes nothing and ends the stream with its code, told first in a ``refused`` event
 (see :func:`_refuse`).
 
@@ -50,6 +52,7 @@ from fedhh.rpc.aggregator_wire import (
     session_transcript,
     shares_from_pb,
     stage_to_pb,
+    unmask_answer_metadata,
     unmask_from_pb,
 )
 from fedhh.rpc.errors import details_of, status_of
@@ -149,16 +152,18 @@ async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext, rea
     transcript = session_transcript(round_.session_id, admission.device_id, challenge)
     if not ed25519_verify(admission.identity_key, bytes(opened.signature), transcript):
         raise AuthenticationError("the stream is not opened by the admitted device")
-    await _Session(registry, round_, admission, context, reader).run(
-        admission if opened.advertise else None)
+    await _Session(registry, round_, admission, context, reader,
+                   opened.unmask_in_status).run(admission if opened.advertise else None)
 
 
 class _Session:
     """One authenticated stream: the reader (this task) and at most one pusher task."""
 
     def __init__(self, registry: RoundRegistry, round_: Round, admission: Admission,
-                 context: grpc.aio.ServicerContext, reader: _Reader) -> None:
+                 context: grpc.aio.ServicerContext, reader: _Reader,
+                 unmask_in_status: bool) -> None:
         self.registry = registry
+        self.unmask_in_status = unmask_in_status
         self.reader = reader
         self.round = round_
         self.device_id = admission.device_id
@@ -242,7 +247,11 @@ class _Session:
             elif part == "unmask":
                 accepted = await round_.submit(Stage.UNMASK, unmask_from_pb(
                     device_id, message.unmask, round_.session_id))
-                await self._write(pb.SessionEvent(unmask=pb.SubmitResponse(accepted=accepted)))
+                if self.unmask_in_status:
+                    self.context.set_trailing_metadata(unmask_answer_metadata(accepted))
+                else:
+                    await self._write(pb.SessionEvent(
+                        unmask=pb.SubmitResponse(accepted=accepted)))
                 return True
             elif part == "open":
                 raise _malformed("a session stream is opened once")

@@ -93,6 +93,9 @@ EVIDENCE_PART_ENTRIES = 8192  # survivors and signatures per ReleaseEvidencePart
 _CALL_LABEL = b"fedhh/aggregator/v1/call"
 _SESSION_LABEL = b"fedhh/aggregator/v1/session"
 CHALLENGE_BYTES = 32  # the aggregator's fresh random challenge on each session stream
+# The trailing metadata that answers a session stream's unmask shares where the open asked for
+# it (SessionOpen.unmask_in_status): "1" accepted, "0" an identical copy already was.
+UNMASK_ANSWER_KEY = "fedhh-unmask-accepted"
 
 
 class CallKind(StrEnum):
@@ -143,6 +146,19 @@ def call_transcript(kind: CallKind, session_id: bytes, device_id: int, body_dige
     """What a device's identity key signs for one call."""
     return (_CALL_LABEL + _field(kind.value.encode()) + _field(session_id) + _u32(device_id)
             + _field(body_digest))
+
+
+def unmask_answer_metadata(accepted: bool) -> tuple[tuple[str, str]]:
+    """The stream's trailing metadata answering its unmask shares (``UNMASK_ANSWER_KEY``)."""
+    return ((UNMASK_ANSWER_KEY, "1" if accepted else "0"),)
+
+
+def unmask_answer_from(metadata: Any) -> bool | None:
+    """The answer in a stream's trailing metadata (None: there is none)."""
+    for key, value in metadata or ():
+        if key == UNMASK_ANSWER_KEY and value in ("0", "1"):
+            return value == "1"
+    return None
 
 
 def session_transcript(session_id: bytes, device_id: int, challenge: bytes) -> bytes:

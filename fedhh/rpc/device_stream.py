@@ -41,6 +41,7 @@ from fedhh.rpc.aggregator_wire import (
     session_shares,
     session_unmask,
     stage_to_pb,
+    unmask_answer_from,
 )
 from fedhh.rpc.participation import (
     CODE_OUTCOMES,
@@ -145,6 +146,7 @@ class SessionStream:
             raise _Ended(grpc.StatusCode.INTERNAL, "the stream did not start with a challenge")
         opened = pb.SessionMessage(open=session_open(
             self.identity_key, self.admission, self.device.session_id, event.challenge))
+        opened.open.unmask_in_status = True  # (an aggregator from before it sends the event)
         if (event.keys_in_open and not self.attempted and self.last
                 and self.last[0].WhichOneof("part") == "keys"):
             # (the keys ride in the open; a stream opened after this one sends them again as
@@ -167,6 +169,16 @@ class SessionStream:
             raise await self._ended() from None
         if self.observe is not None:
             self.observe("Session.open", time.perf_counter() - started, opened.ByteSize())
+
+    async def _answer_in_status(self) -> pb.SessionEvent | None:
+        """The answer to the unmask shares where the stream ended with it (status OK and its
+        trailing metadata, ``SessionOpen.unmask_in_status``), as the event it stands for."""
+        if await self.call.code() != grpc.StatusCode.OK:
+            return None
+        accepted = unmask_answer_from(await self.call.trailing_metadata())
+        if accepted is None:
+            return None
+        return pb.SessionEvent(unmask=pb.SubmitResponse(accepted=accepted))
 
     async def _ended(self) -> _Broken | _Ended:
         """Why the stream (done, or half-closed) ended."""
@@ -257,6 +269,9 @@ class SessionStream:
                 await self._recover(failure)
                 continue
             if event is grpc.aio.EOF:
+                answer = await self._answer_in_status()
+                if answer is not None:
+                    return answer
                 await self._recover(_Broken(grpc.StatusCode.OK, "the stream ended early"))
                 continue
             if event.WhichOneof("event") == "refused":

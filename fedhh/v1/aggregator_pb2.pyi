@@ -266,16 +266,18 @@ class SubmitUnmaskRequest(_message.Message):
     def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., b_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ..., s_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ...) -> None: ...
 
 class SessionOpen(_message.Message):
-    __slots__ = ("session_id", "admission", "signature", "advertise")
+    __slots__ = ("session_id", "admission", "signature", "advertise", "unmask_in_status")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     ADMISSION_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     ADVERTISE_FIELD_NUMBER: _ClassVar[int]
+    UNMASK_IN_STATUS_FIELD_NUMBER: _ClassVar[int]
     session_id: bytes
     admission: SecAggAdmission
     signature: bytes
     advertise: bool
-    def __init__(self, session_id: _Optional[bytes] = ..., admission: _Optional[_Union[SecAggAdmission, _Mapping]] = ..., signature: _Optional[bytes] = ..., advertise: _Optional[bool] = ...) -> None: ...
+    unmask_in_status: bool
+    def __init__(self, session_id: _Optional[bytes] = ..., admission: _Optional[_Union[SecAggAdmission, _Mapping]] = ..., signature: _Optional[bytes] = ..., advertise: _Optional[bool] = ..., unmask_in_status: _Optional[bool] = ...) -> None: ...
 
 class SessionShares(_message.Message):
     __slots__ = ("shares", "b_commitment")

@@ -17,7 +17,15 @@ from aggregator_testkit import TOKEN, Cohort, aggregator, make_cohort, run
 from prometheus_client import REGISTRY
 
 from fedhh.rpc.aggregator_client import AggregatorControl
-from fedhh.rpc.aggregator_wire import keys_to_pb, request_from_pb, session_open, session_shares
+from fedhh.rpc.aggregator_wire import (
+    UNMASK_ANSWER_KEY,
+    keys_to_pb,
+    request_from_pb,
+    session_open,
+    session_shares,
+    unmask_answer_from,
+    unmask_answer_metadata,
+)
 from fedhh.rpc.device_client import ParticipationEnd as End
 from fedhh.rpc.device_client import RetryPolicy, SessionResult, Transport, participate
 from fedhh.secagg import Stage
@@ -84,6 +92,9 @@ class _BreakingCall:
 
     async def details(self) -> str:
         return str(await self._call.details())
+
+    async def trailing_metadata(self) -> Any:
+        return await self._call.trailing_metadata()
 
 
 class _BreakingStub:
@@ -189,20 +200,26 @@ def test_streams_that_break_at_every_stage_reconnect_and_every_device_contribute
 
 
 class _RecordingCall:
-    """A session stream whose written parts are recorded; ``offer_keys_in_open`` False makes
-    the challenge event say what an aggregator from before ``keys_in_open`` said."""
+    """A session stream whose written parts and read events are recorded;
+    ``offer_keys_in_open`` False makes the challenge event say what an aggregator from before
+    ``keys_in_open`` said, ``unmask_in_status`` False makes the open say what a device from
+    before ``unmask_in_status`` said."""
 
-    def __init__(self, call: Any, sent: list[pb.SessionMessage], offer: bool) -> None:
-        self._call, self._sent, self._offer = call, sent, offer
+    def __init__(self, call: Any, owner: _RecordingStub) -> None:
+        self._call, self._owner = call, owner
 
     async def read(self) -> Any:
         event = await self._call.read()
-        if not self._offer and event is not grpc.aio.EOF:
-            event.ClearField("keys_in_open")
+        if event is not grpc.aio.EOF:
+            if not self._owner.offer:
+                event.ClearField("keys_in_open")
+            self._owner.events.append(event.WhichOneof("event"))
         return event
 
     async def write(self, message: pb.SessionMessage) -> None:
-        self._sent.append(message)
+        if message.WhichOneof("part") == "open" and not self._owner.unmask_in_status:
+            message.open.ClearField("unmask_in_status")
+        self._owner.sent.append(message)
         await self._call.write(message)
 
     def __getattr__(self, name: str) -> Any:
@@ -210,13 +227,15 @@ class _RecordingCall:
 
 
 class _RecordingStub:
-    def __init__(self, channel: grpc.aio.Channel, offer_keys_in_open: bool) -> None:
+    def __init__(self, channel: grpc.aio.Channel, offer_keys_in_open: bool = True,
+                 unmask_in_status: bool = True) -> None:
         self._stub = pb_grpc.SecureAggregationStub(channel)
-        self.offer = offer_keys_in_open
+        self.offer, self.unmask_in_status = offer_keys_in_open, unmask_in_status
         self.sent: list[pb.SessionMessage] = []
+        self.events: list[str | None] = []
 
     def Session(self, **kwargs: Any) -> _RecordingCall:
-        return _RecordingCall(self._stub.Session(**kwargs), self.sent, self.offer)
+        return _RecordingCall(self._stub.Session(**kwargs), self)
 
 
 @pytest.mark.parametrize("offer_keys_in_open", [True, False])
@@ -252,6 +271,54 @@ def test_the_keys_ride_in_the_open_where_the_aggregator_offers_it(
     assert result.survivors == tuple(range(1, n + 1))
     assert np.array_equal(result.total.astype(np.int64),
                           cohort.plaintext_sum(set(range(1, n + 1))))
+
+
+@pytest.mark.parametrize("unmask_in_status", [True, False])
+def test_the_unmask_answer_is_the_streams_status_where_the_open_asks_for_it(
+        unmask_in_status: bool) -> None:
+    """A device whose open says ``unmask_in_status`` reads its challenge and four requests,
+    and the answer to its unmask shares is the stream's end: status OK, trailing metadata
+    ``fedhh-unmask-accepted: 1``. With the field cleared on its way (a device from before it,
+    or, as the device sees it, an aggregator that ignores it) the ``unmask`` event comes as
+    before and the device takes it. Both complete and release every device's report."""
+    n = 8
+    cohort = make_cohort(n, 256, n - 1, 5, n_min=6, windows_ms=(600_000,) * 5,
+                         consistency_check=True,
+                         round_id=f"stream/unmask-in-status/{unmask_in_status}".encode())
+
+    async def scenario() -> tuple[Any, list[SessionResult], list[_RecordingStub]]:
+        async with aggregator() as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            stubs = [_RecordingStub(channel, unmask_in_status=unmask_in_status)
+                     for _ in range(n)]
+            fetch = asyncio.create_task(control.result(cohort.round_id, 45))
+            outcomes = await asyncio.gather(*(
+                _through(channel, cohort, u, stubs[u - 1]) for u in range(1, n + 1)))
+            return await fetch, outcomes, stubs
+
+    result, outcomes, stubs = run(scenario())
+    events = ["challenge", "next", "next", "next", "next"]
+    if not unmask_in_status:
+        events.append("unmask")
+    for stub, outcome in zip(stubs, outcomes, strict=True):
+        assert outcome.outcome is End.COMPLETED, outcome
+        assert stub.events == events, stub.events
+        assert stub.sent[0].open.unmask_in_status is unmask_in_status
+    assert result.survivors == tuple(range(1, n + 1))
+    assert np.array_equal(result.total.astype(np.int64),
+                          cohort.plaintext_sum(set(range(1, n + 1))))
+
+
+def test_only_the_answer_key_with_0_or_1_is_an_unmask_answer() -> None:
+    """Status OK ends the device's wait for the unmask answer only with the answer in its
+    trailing metadata; an OK end without it (or with a value other than "0" or "1") is a
+    broken stream to the device, as an EOF without the event always was."""
+    assert unmask_answer_from(unmask_answer_metadata(True)) is True
+    assert unmask_answer_from(unmask_answer_metadata(False)) is False
+    assert unmask_answer_from(grpc.aio.Metadata(("other", "1"))) is None
+    assert unmask_answer_from(grpc.aio.Metadata((UNMASK_ANSWER_KEY, "yes"))) is None
+    assert unmask_answer_from(None) is None
 
 
 def test_a_resent_message_whose_stage_closed_meanwhile_gets_the_next_request() -> None:
@@ -402,6 +469,9 @@ class _LateOpenStub:
 
             async def details(self) -> str:
                 return str(await call.details())
+
+            async def trailing_metadata(self) -> Any:
+                return await call.trailing_metadata()
 
         return Late()
 
