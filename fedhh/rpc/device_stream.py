@@ -172,12 +172,18 @@ class SessionStream:
 
     async def _answer_in_status(self) -> pb.SessionEvent | None:
         """The answer to the unmask shares where the stream ended with it (status OK and its
-        trailing metadata, ``SessionOpen.unmask_in_status``), as the event it stands for."""
+        trailing metadata, ``SessionOpen.unmask_in_status``), as the event it stands for; only
+        once they were sent (before, the end is a broken stream like any other). The stream
+        is then done: a finished call reads EOF at once, every time, without yielding, so a
+        caller that asked again would spin."""
+        if not self.last or self.last[0].WhichOneof("part") != "unmask":
+            return None
         if await self.call.code() != grpc.StatusCode.OK:
             return None
         accepted = unmask_answer_from(await self.call.trailing_metadata())
         if accepted is None:
             return None
+        self.call = None
         return pb.SessionEvent(unmask=pb.SubmitResponse(accepted=accepted))
 
     async def _ended(self) -> _Broken | _Ended:
@@ -322,6 +328,10 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
             wanted = stage_to_pb(stage)
             while True:
                 event = await stream.event(give_up_at)
+                if event.WhichOneof("event") == "unmask":  # (only the last message has one)
+                    stream.close()
+                    return SessionResult(stage, ParticipationEnd.REJECTED, contributed,
+                                         "an unmask answer before the unmask shares")
                 if event.WhichOneof("event") == "next" and event.stage == wanted:
                     break  # (anything else is a repeat for a stage already answered)
             observed()

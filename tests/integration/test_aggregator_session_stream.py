@@ -18,6 +18,7 @@ from prometheus_client import REGISTRY
 
 from fedhh.rpc.aggregator_client import AggregatorControl
 from fedhh.rpc.aggregator_wire import (
+    DEVICE_SERVICE,
     UNMASK_ANSWER_KEY,
     keys_to_pb,
     request_from_pb,
@@ -222,6 +223,11 @@ class _RecordingCall:
         self._owner.sent.append(message)
         await self._call.write(message)
 
+    async def trailing_metadata(self) -> Any:
+        metadata = await self._call.trailing_metadata()
+        self._owner.answers.append(unmask_answer_from(metadata))
+        return metadata
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._call, name)
 
@@ -233,6 +239,7 @@ class _RecordingStub:
         self.offer, self.unmask_in_status = offer_keys_in_open, unmask_in_status
         self.sent: list[pb.SessionMessage] = []
         self.events: list[str | None] = []
+        self.answers: list[bool | None] = []  # the unmask answers read from a stream's end
 
     def Session(self, **kwargs: Any) -> _RecordingCall:
         return _RecordingCall(self._stub.Session(**kwargs), self)
@@ -280,7 +287,8 @@ def test_the_unmask_answer_is_the_streams_status_where_the_open_asks_for_it(
     and the answer to its unmask shares is the stream's end: status OK, trailing metadata
     ``fedhh-unmask-accepted: 1``. With the field cleared on its way (a device from before it,
     or, as the device sees it, an aggregator that ignores it) the ``unmask`` event comes as
-    before and the device takes it. Both complete and release every device's report."""
+    before and the device takes it. Both release every device's report (a device whose
+    shares came after the stage closed, every secret having t, is LATE and refused)."""
     n = 8
     cohort = make_cohort(n, 256, n - 1, 5, n_min=6, windows_ms=(600_000,) * 5,
                          consistency_check=True,
@@ -298,13 +306,24 @@ def test_the_unmask_answer_is_the_streams_status_where_the_open_asks_for_it(
             return await fetch, outcomes, stubs
 
     result, outcomes, stubs = run(scenario())
-    events = ["challenge", "next", "next", "next", "next"]
-    if not unmask_in_status:
-        events.append("unmask")
+    requests = ["challenge", "next", "next", "next", "next"]
+    completed = 0
     for stub, outcome in zip(stubs, outcomes, strict=True):
-        assert outcome.outcome is End.COMPLETED, outcome
-        assert stub.events == events, stub.events
         assert stub.sent[0].open.unmask_in_status is unmask_in_status
+        assert outcome.contributed, outcome
+        if outcome.outcome is End.LATE:  # (the stage closed once every secret had t shares)
+            assert stub.events == [*requests, "refused"], stub.events
+            assert stub.answers == [], stub.answers
+            continue
+        assert outcome.outcome is End.COMPLETED, outcome
+        completed += 1
+        if unmask_in_status:
+            assert stub.events == requests and stub.answers == [True], (stub.events,
+                                                                        stub.answers)
+        else:
+            assert stub.events == [*requests, "unmask"] and stub.answers == [], (
+                stub.events, stub.answers)
+    assert completed >= 5  # (t: the unmask stage closes no earlier than t answers)
     assert result.survivors == tuple(range(1, n + 1))
     assert np.array_equal(result.total.astype(np.int64),
                           cohort.plaintext_sum(set(range(1, n + 1))))
@@ -319,6 +338,94 @@ def test_only_the_answer_key_with_0_or_1_is_an_unmask_answer() -> None:
     assert unmask_answer_from(grpc.aio.Metadata(("other", "1"))) is None
     assert unmask_answer_from(grpc.aio.Metadata((UNMASK_ANSWER_KEY, "yes"))) is None
     assert unmask_answer_from(None) is None
+
+
+class _EarlyAnswerStub:
+    """An aggregator (a fake) that answers the unmask shares before the device sent any: after
+    the challenge, its stream either ends OK with ``fedhh-unmask-accepted: 1`` in the trailing
+    metadata (``as_status``) or sends an ``unmask`` event. A finished stream's reads are
+    counted: a device that kept reading one would spin without yielding."""
+
+    def __init__(self, as_status: bool) -> None:
+        self.as_status = as_status
+        self.opened = 0
+
+    def Session(self, **_: Any) -> Any:
+        self.opened += 1
+        as_status = self.as_status
+
+        class Call:
+            reads = 0
+
+            async def read(self) -> Any:
+                self.reads += 1
+                assert self.reads < 50, "a finished stream read again and again"
+                if self.reads == 1:
+                    return pb.SessionEvent(challenge=bytes(32), keys_in_open=True)
+                if as_status:
+                    return grpc.aio.EOF
+                return pb.SessionEvent(unmask=pb.SubmitResponse(accepted=True))
+
+            async def write(self, message: pb.SessionMessage) -> None:
+                pass
+
+            def cancel(self) -> bool:
+                return True
+
+            async def code(self) -> grpc.StatusCode:
+                return grpc.StatusCode.OK
+
+            async def details(self) -> str:
+                return ""
+
+            async def trailing_metadata(self) -> Any:
+                return grpc.aio.Metadata(*unmask_answer_metadata(True))
+
+        return Call()
+
+
+@pytest.mark.parametrize("as_status", [True, False])
+def test_an_unmask_answer_before_the_unmask_shares_is_not_a_completion(as_status: bool) -> None:
+    """The unmask answer ends a device's session only after its unmask shares: the status form
+    before them is a stream that ended early (opened again until the stage's deadline, never
+    read again once finished), the event form a rejection."""
+    cohort = make_cohort(3, 256, 2, 2, n_min=2, windows_ms=(400,) * 5,
+                         round_id=f"stream/early-answer/{as_status}".encode())
+    stub = _EarlyAnswerStub(as_status)
+
+    async def scenario() -> SessionResult:
+        return await participate(stub, cohort.device(1), cohort.reports[1],
+                                 identity_key=cohort.identity_keys[1],
+                                 admission=cohort.admissions[1], transport=Transport.STREAM,
+                                 retry=RetryPolicy(initial_backoff_s=0.02, max_backoff_s=0.02),
+                                 overrun_s=0.5)
+
+    outcome = run(scenario())
+    assert outcome.outcome is not End.COMPLETED and not outcome.contributed, outcome
+    if as_status:
+        assert stub.opened > 1, stub.opened
+    else:
+        assert outcome.outcome is End.REJECTED and stub.opened == 1, outcome
+        assert "before the unmask shares" in outcome.detail, outcome
+
+
+def test_a_message_that_does_not_parse_is_refused_invalid_argument() -> None:
+    """Bytes that are no SessionMessage are refused INVALID_ARGUMENT ("does not parse"), told
+    in a refused event first, not an internal error of the aggregator."""
+    async def scenario() -> grpc.StatusCode:
+        async with aggregator() as (_, channel):
+            call = channel.stream_stream(f"/{DEVICE_SERVICE}/Session",
+                                         request_serializer=bytes,
+                                         response_deserializer=pb.SessionEvent.FromString)()
+            assert len((await call.read()).challenge) == 32
+            await call.write(b"\xff\xff\xff\xff")
+            refused = await call.read()
+            assert refused.refused.code == grpc.StatusCode.INVALID_ARGUMENT.value[0], refused
+            assert "does not parse" in refused.refused.details, refused
+            await call.done_writing()
+            return await call.code()
+
+    assert run(scenario()) == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def test_a_resent_message_whose_stage_closed_meanwhile_gets_the_next_request() -> None:
