@@ -7,10 +7,10 @@ transmitted as 33 big-endian bytes. f has degree t - 1 with f(0) = secret and un
 other coefficients (rejection-sampled from the injected randomness source), so any t - 1 shares
 are independent of the secret and any t determine it.
 
-Reconstruction uses exactly the t points it is given (Lagrange interpolation at 0; Shamir 1979).
-The x's are small integers, so each point's weight is computed exactly and the weighted sum is
-taken as one fraction, with one modular inversion. A result >= 2^256 cannot be a 32-byte secret: it proves a corrupted share and
-raises :class:`ShareError`.
+Reconstruction uses exactly the t points it is given (Lagrange interpolation at 0; Shamir
+1979). The x's are small integers, so each point's weight is computed exactly and the weighted
+sum is taken as one fraction, with one modular inversion. A result >= 2^256 cannot be a
+32-byte secret: it proves a corrupted share and raises :class:`ShareError`.
 """
 
 from __future__ import annotations
@@ -129,8 +129,8 @@ def reconstruct(points: Sequence[tuple[int, int]], prime: int = PRIME,
     P = prod_j x_j and e_i = x_i prod_{j != i} (x_j - x_i), an integer, that is
     P * sum_i y_i / e_i, summed as one fraction N / D (N <- N e_i + y_i D, D <- D e_i, mod p)
     and divided once: three products mod p per point and one inversion, where the quotients
-    of the other points' ids, their differences and each term's inverse took eight (217 ->
-    ~130 us at t = 58, a worker's largest share of a device's unmask)."""
+    of the other points' ids, their differences and each term's inverse took eight (197 ->
+    131 us at t = 58, a worker's largest share of a device's unmask)."""
     if not points:
         raise ShareError("reconstruction needs at least one share")
     xs = [x for x, _ in points]

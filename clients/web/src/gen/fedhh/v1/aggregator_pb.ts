@@ -904,7 +904,8 @@ export type SessionEvent = Message<"fedhh.v1.SessionEvent"> & {
     case: "next";
   } | {
     /**
-     * the answer to the unmask shares (unless the open asked
+     * The answer to the unmask shares (unless the open asked for it in the status); the
+     * stream then ends.
      *
      * @generated from field: fedhh.v1.SubmitResponse unmask = 3;
      */
@@ -912,8 +913,6 @@ export type SessionEvent = Message<"fedhh.v1.SessionEvent"> & {
     case: "unmask";
   } | {
     /**
-     * for it in the status); the stream then ends
-     *
      * the last event: why the stream ends (see SessionRefusal)
      *
      * @generated from field: fedhh.v1.SessionRefusal refused = 5;
