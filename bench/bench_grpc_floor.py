@@ -7,13 +7,15 @@ whatever its handlers do. Two tables:
 
 * Each client on its own channel (a real device's TLS handshake included), M exchanges of
   2,000 bytes as M unary calls or M messages on one bidirectional stream, TLS or plaintext.
-* The load test's pattern: clients share connections (`fedhh device`'s fleet puts 1,024 devices
-  on one), each makes one unary call of a task's size (a selector's GetTask) or runs one
-  session stream (the worker's challenge, then five exchanges of the stage messages' sizes at
-  D = 4096, k ~ 90), over TLS, either all at once or paced: arriving over 3P seconds and
-  pausing up to P seconds before each message, as devices do that compute between stages. The
-  paced rows are what a service pays where devices are few per second (`fedhh loadtest` on a
-  small machine): with fewer events per wake-up of gRPC's threads, each costs more.
+* The load test's pattern: clients share connections (1,000 to one; `fedhh device`'s fleet
+  puts 1,024), each makes one unary call of a task's size (a selector's GetTask) or runs one
+  session stream as the worker serves it (its challenge, then five messages of the stage
+  messages' sizes at D = 4096, k ~ 90, each but the last answered by a request, the last by the
+  stream's status: 10 messages), over TLS, either all at once or paced: arriving over 3P
+  seconds (a task call: nothing more) and pausing up to P seconds before each message, as
+  devices do that compute between stages. The paced rows are what a service pays where devices
+  are few per second (`fedhh loadtest` on a small machine): with fewer events per wake-up of
+  gRPC's threads, each costs more.
 
 Usage:
     .venv/bin/python bench/bench_grpc_floor.py            # -> docs/benchmarks/grpc-floor.md
@@ -39,9 +41,10 @@ import grpc
 MESSAGE_BYTES = 2_000
 # The session stream's messages at D = 4096, k ~ 90 (bytes): the device's open, shares, masked
 # vector, consistency signature and unmask shares; the worker's challenge, then the roster, the
-# shares addressed to the device, the survivor set, the unmask request and the final answer.
+# shares addressed to the device, the survivor set and the unmask request (the answer to the
+# unmask shares is the stream's status).
 SESSION_UP = (300, 10_000, 16_500, 100, 3_000)
-SESSION_DOWN = (48, 50_000, 10_000, 10_000, 10_000, 10)
+SESSION_DOWN = (48, 50_000, 10_000, 10_000, 10_000)
 TASK_BYTES = (200, 1_500)  # a GetTask request and its answer
 DEVICES_PER_CONNECTION = 1_000
 SERVICE = "fedhh.bench.Echo"
@@ -61,6 +64,8 @@ async def _serve(port_file: str, tls_dir: str | None) -> None:
         for answer in SESSION_DOWN[1:]:
             await context.read()
             await context.write(bytes(answer))
+        await context.read()
+        context.set_trailing_metadata((("fedhh-unmask-accepted", "1"),))
 
     async def task(_message, _context):  # type: ignore[no-untyped-def]
         return bytes(TASK_BYTES[1])
@@ -141,12 +146,12 @@ async def _fleet(port: int, clients: int, pattern: str, pace_s: float, tls_dir: 
             return
         call = channel.stream_stream(f"/{SERVICE}/Session")()
         await call.read()
-        for size in SESSION_UP:
+        for index, size in enumerate(SESSION_UP):
             await pause(pace_s)
             await call.write(bytes(size))
-            await call.read()
-        await call.done_writing()
-        await call.code()
+            if index < len(SESSION_UP) - 1:
+                await call.read()
+        await call.code()  # (the answer to the last message)
 
     await asyncio.gather(*(device(i) for i in range(clients)))
     for channel in channels:
@@ -214,7 +219,7 @@ def main(argv: list[str]) -> int:
         for pace_s in (0.0, 2.0, 8.0):
             ms = measure(pattern, True, clients, 0, pace_s)
             what = ("one GetTask-sized unary call" if pattern == "task"
-                    else "one session stream (11 messages)")
+                    else "one session stream (10 messages)")
             row = f"| {what} | {pace_s:g} | {ms:.2f} |"
             print(row, flush=True)
             fleet_rows.append(row)
@@ -232,7 +237,9 @@ def main(argv: list[str]) -> int:
             "| --- | --- | --- | --- |\n" + "\n".join(rows) + "\n\n"
             f"The load test's pattern: the same {clients} clients on shared TLS connections "
             f"({DEVICES_PER_CONNECTION} per connection), arriving over 3P seconds and pausing "
-            "up to P seconds before each message (P = 0: all at once).\n\n"
+            "up to P seconds before each message (P = 0: all at once; a task call is one "
+            "message, so its devices come over 3P seconds, a session's over about 3P + 5P/2)."
+            "\n\n"
             "| per client | P (s) | server CPU per client (ms) |\n"
             "| --- | --- | --- |\n" + "\n".join(fleet_rows) + "\n")
         print(f"wrote {OUT}")
