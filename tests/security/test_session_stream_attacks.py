@@ -99,6 +99,9 @@ def test_a_stream_cannot_be_opened_in_another_devices_name() -> None:
             genuine = _open(a, 1, challenge)
             await call.write(genuine)
             await call.write(pb.SessionMessage(keys=keys_to_pb(a.device(1).advertise_keys())))
+            round_a = agg.registry.by_session(a.session_id)
+            while round_a.server.received() < 1:  # (a cancel before the keys were read would
+                await asyncio.sleep(0)            # take them with it)
             call.cancel()
             # Replayed on a new stream: its signature names the old challenge.
             call, _ = await _challenge(stub)
@@ -113,7 +116,7 @@ def test_a_stream_cannot_be_opened_in_another_devices_name() -> None:
                 call, challenge = await _challenge(stub)
                 assert (await _refused(call, forged(_open(
                     a, 2, challenge, key=a.identity_keys[1]))))[0] == unauth
-            assert agg.registry.by_session(a.session_id).server.received() == 1  # device 1's
+            assert round_a.server.received() == 1  # device 1's
             # Round B's admission (same identity key) into round A, and A's open into B.
             call, challenge = await _challenge(stub)
             assert (await _refused(call, _open(a, 1, challenge,
