@@ -56,7 +56,6 @@ from fedhh.rpc.aggregator_wire import (
     unmask_from_pb,
 )
 from fedhh.rpc.errors import details_of, status_of
-from fedhh.rpc.serving import Unparsable
 from fedhh.secagg import (
     AdvertiseKeys,
     ConsistencyResponse,
@@ -99,8 +98,6 @@ class _Reader:
                 message = await self.context.read()
         except TimeoutError:
             raise late from None
-        if isinstance(message, Unparsable):  # (the servicer's reads pass it through)
-            raise _malformed(f"the message does not parse: {message.detail}")
         return None if message is grpc.aio.EOF else message
 
 

@@ -43,6 +43,31 @@ class Unparsable:
         self.detail = detail
 
 
+class UnparsableRequest(ConfigError):
+    """What ``context.read()`` raises in a streaming handler for a message that does not parse
+    (INVALID_ARGUMENT as any ConfigError: the handler may first tell it in its own way)."""
+
+
+class _CheckedReads:
+    """A streaming handler's context whose ``read()`` never returns an :class:`Unparsable`
+    (the request iterator's are answered by :func:`_checked_stream`; a handler that reads from
+    its context, the session stream and the leader's selector link, saw them as messages)."""
+
+    __slots__ = ("_context",)
+
+    def __init__(self, context: grpc.aio.ServicerContext) -> None:
+        self._context = context
+
+    async def read(self) -> Any:
+        message = await self._context.read()
+        if isinstance(message, Unparsable):
+            raise UnparsableRequest(f"the request does not parse: {message.detail}")
+        return message
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
 def _tolerant(deserializer: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     def parse(data: bytes) -> Any:
         try:
@@ -73,6 +98,7 @@ def _guard(behaviour: Callable[..., Any], streaming_request: bool) -> Callable[.
         async def generator(request: Any, context: grpc.aio.ServicerContext) -> Any:
             if streaming_request:
                 request = _checked_stream(request, context)
+                context = _CheckedReads(context)
             elif isinstance(request, Unparsable):
                 await _reject(context, request)
             async for response in behaviour(request, context):
@@ -82,6 +108,7 @@ def _guard(behaviour: Callable[..., Any], streaming_request: bool) -> Callable[.
     async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
         if streaming_request:
             request = _checked_stream(request, context)
+            context = _CheckedReads(context)
         elif isinstance(request, Unparsable):
             await _reject(context, request)
         return await behaviour(request, context)

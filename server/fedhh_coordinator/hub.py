@@ -108,12 +108,12 @@ class SelectorHub(pb_grpc.SelectorControlServicer):
             self.authenticate(context.invocation_metadata())
         except AuthenticationError as error:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(error))
-        hello = await context.read()
-        if hello is grpc.aio.EOF:
-            return
         try:
+            hello = await context.read()
+            if hello is grpc.aio.EOF:
+                return
             check_batch(hello, self.lobby.checkin, hello=True)
-        except ConfigError as error:
+        except ConfigError as error:  # (also a hello that does not parse)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         session = Session(hello.name)
         self.sessions.add(session)

@@ -25,7 +25,6 @@ from fedhh.rpc.admin_client import AdminClient
 from fedhh.rpc.tls import ca_credentials
 from fedhh.rpc.topology import LocalTopology
 from fedhh.v1 import coordinator_pb2 as pb
-from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 
 pytestmark = pytest.mark.slow
 
@@ -121,11 +120,13 @@ def test_the_leader_refuses_a_selector_without_the_token_and_a_bad_batch(
         topo.start_coordinator(COORDINATOR_FLAGS)
         credentials = ca_credentials(str(topo.workdir / "tls" / "ca.pem"))
 
-        def attach(token: str, batches: list[pb.SelectorBatch]) -> grpc.RpcError:
+        def attach(token: str, batches: list[pb.SelectorBatch | bytes]) -> grpc.RpcError:
             with grpc.secure_channel(topo.address("coordinator"), credentials) as channel:
-                stub = pb_grpc.SelectorControlStub(channel)
-                call = stub.Attach(iter(batches), metadata=(("authorization",
-                                                             f"Bearer {token}"),), timeout=30)
+                # (raw bytes in: a message that does not parse goes out as it is)
+                attach_call = channel.stream_stream("/fedhh.v1.SelectorControl/Attach")
+                call = attach_call(
+                    (b if isinstance(b, bytes) else b.SerializeToString() for b in batches),
+                    metadata=(("authorization", f"Bearer {token}"),), timeout=30)
                 with pytest.raises(grpc.RpcError) as refused:
                     for _ in call:
                         pass
@@ -142,3 +143,11 @@ def test_the_leader_refuses_a_selector_without_the_token_and_a_bad_batch(
         nameless = attach(token, [pb.SelectorBatch()])
         assert nameless.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "names the selector" in nameless.details()
+        # Messages that do not parse, as the hello and after it.
+        garbage = b"\xff\xff\xff\xff"
+        hellos: list[list[pb.SelectorBatch | bytes]] = [[garbage],
+                                                        [pb.SelectorBatch(name="s"), garbage]]
+        for batches in hellos:
+            garbled = attach(token, batches)
+            assert garbled.code() == grpc.StatusCode.INVALID_ARGUMENT, garbled
+            assert "does not parse" in garbled.details()
