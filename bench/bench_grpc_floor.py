@@ -7,15 +7,15 @@ whatever its handlers do. Two tables:
 
 * Each client on its own channel (a real device's TLS handshake included), M exchanges of
   2,000 bytes as M unary calls or M messages on one bidirectional stream, TLS or plaintext.
-* The load test's pattern: clients share connections (1,000 to one; `fedhh device`'s fleet
-  puts 1,024), each makes one unary call of a task's size (a selector's GetTask) or runs one
-  session stream as the worker serves it (its challenge, then five messages of the stage
-  messages' sizes at D = 4096, k ~ 90, each but the last answered by a request, the last by the
-  stream's status: 10 messages), over TLS, either all at once or paced: arriving over 3P
-  seconds (a task call: nothing more) and pausing up to P seconds before each message, as
-  devices do that compute between stages. The paced rows are what a service pays where devices
-  are few per second (`fedhh loadtest` on a small machine): with fewer events per wake-up of
-  gRPC's threads, each costs more.
+* The load test's pattern: clients share connections as `fedhh device`'s fleet does (1,024 to
+  one, with its channel options), each makes one unary call of a task's size (a selector's
+  GetTask) or runs one session stream as the worker serves it (its challenge, then five messages
+  of the stage messages' sizes at D = 4096, k ~ 90, each but the last answered by a request, the
+  last by the stream's status: 10 messages), over TLS, either all at once or paced: arriving
+  over 3P seconds (a task call: nothing more) and pausing up to P seconds before each message,
+  as devices do that compute between stages. The paced rows are what a service pays where
+  devices are few per second (`fedhh loadtest` on a small machine): with fewer events per
+  wake-up of gRPC's threads, each costs more.
 
 Usage:
     .venv/bin/python bench/bench_grpc_floor.py            # -> docs/benchmarks/grpc-floor.md
@@ -34,7 +34,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -46,7 +48,6 @@ MESSAGE_BYTES = 2_000
 SESSION_UP = (300, 10_000, 16_500, 100, 3_000)
 SESSION_DOWN = (48, 50_000, 10_000, 10_000, 10_000)
 TASK_BYTES = (200, 1_500)  # a GetTask request and its answer
-DEVICES_PER_CONNECTION = 1_000
 SERVICE = "fedhh.bench.Echo"
 OUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks" / "grpc-floor.md"
 
@@ -65,14 +66,14 @@ async def _serve(port_file: str, tls_dir: str | None) -> None:
             await context.read()
             await context.write(bytes(answer))
         await context.read()
-        context.set_trailing_metadata((("fedhh-unmask-accepted", "1"),))
+        context.set_trailing_metadata(unmask_answer_metadata(True))
 
     async def task(_message, _context):  # type: ignore[no-untyped-def]
         return bytes(TASK_BYTES[1])
 
-    from fedhh.rpc.serving import backlog_options
-    server = grpc.aio.server(options=[*backlog_options(),
-                                      ("grpc.max_receive_message_length", 1 << 24)])
+    from fedhh.rpc.aggregator_wire import unmask_answer_metadata
+    from fedhh.rpc.serving import backlog_options, server_options
+    server = grpc.aio.server(options=server_options(extra=backlog_options()))
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {
         "Stream": grpc.stream_stream_rpc_method_handler(stream),
         "Unary": grpc.unary_unary_rpc_method_handler(unary),
@@ -124,13 +125,17 @@ async def _clients(port: int, clients: int, exchanges: int, pattern: str,
     await asyncio.gather(*(device() for _ in range(clients)))
 
 
-async def _fleet(port: int, clients: int, pattern: str, pace_s: float, tls_dir: str) -> None:
+async def _fleet(port: int, clients: int, pattern: str, pace_s: float, tls_dir: str | None
+                 ) -> None:
     """The load test's pattern: ``clients`` on shared connections, one task call or one session
     each, paced as described in the module docstring (``pace_s`` = P; 0: all at once)."""
     from fedhh.rpc.tls import TlsFiles
+    from fedhh_device.fleet import DEVICES_PER_CONNECTION
+    from fedhh_device.main import OPTIONS
+    if tls_dir is None:
+        raise ValueError("the load test's pattern runs over TLS")
     credentials = TlsFiles.from_dir(tls_dir).channel_credentials()
-    options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_receive_message_length", 1 << 24)]
-    channels = [grpc.aio.secure_channel(f"localhost:{port}", credentials, options=options)
+    channels = [grpc.aio.secure_channel(f"localhost:{port}", credentials, options=OPTIONS)
                 for _ in range(-(-clients // DEVICES_PER_CONNECTION))]
     rng = random.Random(0)
 
@@ -176,18 +181,15 @@ def measure(pattern: str, tls: bool, clients: int, exchanges: int, pace_s: float
                     raise SystemExit("the echo server did not start")
                 time.sleep(0.02)
             port = int(Path(port_file).read_text())
-            fleet = pattern in ("task", "session")
-            if fleet:
-                assert tls_dir is not None
-                asyncio.run(_fleet(port, 20, pattern, 0.0, tls_dir))  # warm-up
-            else:
-                asyncio.run(_clients(port, 20, 2, pattern, tls_dir))
+
+            def load(count: int, exchanges: int, pace_s: float) -> Coroutine[Any, Any, None]:
+                if pattern in ("task", "session"):
+                    return _fleet(port, count, pattern, pace_s, tls_dir)
+                return _clients(port, count, exchanges, pattern, tls_dir)
+
+            asyncio.run(load(20, 2, 0.0))  # warm-up
             before = _cpu_s(server.pid)
-            if fleet:
-                assert tls_dir is not None
-                asyncio.run(_fleet(port, clients, pattern, pace_s, tls_dir))
-            else:
-                asyncio.run(_clients(port, clients, exchanges, pattern, tls_dir))
+            asyncio.run(load(clients, exchanges, pace_s))
             return 1000 * (_cpu_s(server.pid) - before) / clients
         finally:
             server.kill()
@@ -236,7 +238,7 @@ def main(argv: list[str]) -> int:
             "| transport | pattern | exchanges per client | server CPU per client (ms) |\n"
             "| --- | --- | --- | --- |\n" + "\n".join(rows) + "\n\n"
             f"The load test's pattern: the same {clients} clients on shared TLS connections "
-            f"({DEVICES_PER_CONNECTION} per connection), arriving over 3P seconds and pausing "
+            "(1,024 per connection, as a fleet's), arriving over 3P seconds and pausing "
             "up to P seconds before each message (P = 0: all at once; a task call is one "
             "message, so its devices come over 3P seconds, a session's over about 3P + 5P/2)."
             "\n\n"
