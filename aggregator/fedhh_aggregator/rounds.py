@@ -83,6 +83,12 @@ class AwaitStatus(StrEnum):
     ABORTED = "aborted"
 
 
+def _wake(waiter: asyncio.Future[None]) -> None:
+    """Resolve a long-poll's waiter unless it is done (woken before, or its poll cancelled)."""
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 @dataclass(frozen=True)
 class AwaitOutcome:
     status: AwaitStatus
@@ -233,7 +239,9 @@ class Round:
         self.reached_unmask = False  # unmask requests were (or were about to be) published
         self.result: AggregateResult | None = None
         self.finished = asyncio.Event()
-        self._changed = asyncio.Event()  # replaced on every change; set to wake long-polls
+        # Long-polls waiting for a change, each on its own future (resolved by _notify); a
+        # future per waiter and a timer cost a third of asyncio.wait_for's task per wait.
+        self._waiters: list[asyncio.Future[None]] = []
         self._wake = asyncio.Event()  # the open stage may close early
         self._admitted: dict[int, Admission] = {}
         self._hooks = hooks
@@ -347,12 +355,15 @@ class Round:
                 return AwaitOutcome(AwaitStatus.READY, request)
             if self.stage > stage:
                 return AwaitOutcome(AwaitStatus.CLOSED)
-            remaining = until - loop.time()
-            if remaining <= 0:
+            if until <= loop.time():
                 return AwaitOutcome(AwaitStatus.PENDING)
-            changed = self._changed
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), remaining)
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            timer = loop.call_at(until, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
 
     def upload_precheck(self, device_id: int) -> None:
         """What the state machine would say about ``device_id``'s masked input, said before a
@@ -396,8 +407,9 @@ class Round:
     # -- the driver ----------------------------------------------------------------------------
 
     def _notify(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            _wake(waiter)
 
     async def _drive(self) -> None:
         try:

@@ -76,6 +76,7 @@ from fedhh_aggregator.rounds import AwaitStatus, Round, stage_deadline_s
 __all__ = ["run_session"]
 
 _RPC = "Session"
+_BYTES_RECEIVED = metrics.BYTES_RECEIVED.labels(_RPC)
 
 
 def _malformed(detail: str) -> ProtocolViolation:
@@ -143,7 +144,7 @@ async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext, rea
         raise _malformed("a session stream starts with open")
     opened = first.open
     round_ = registry.by_session(bytes(opened.session_id))
-    metrics.BYTES_RECEIVED.labels(_RPC).inc(first.ByteSize())
+    _BYTES_RECEIVED.inc(first.ByteSize())
     if not opened.HasField("admission"):
         raise AuthenticationError("missing device credentials")
     admission = admission_from_pb(opened.admission)
@@ -199,12 +200,17 @@ class _Session:
                     self.round.session_id, self.device_id, advertised.c_pk, advertised.s_pk,
                     advertised))
                 self._push(self.round.stage_after(Stage.ADVERTISE_KEYS))
-            while True:
-                message = await self.reader.next(self._ends_at - time.time(),
-                                                 StateError("every stage of the round has "
-                                                            "closed"))
-                if message is None or await self._handle(message):
-                    return
+            # One deadline for all the stage messages (a timeout per read cost as much as
+            # the rest of the read's Python): the last stage's, after which anything is late.
+            loop = asyncio.get_running_loop()
+            try:
+                async with asyncio.timeout_at(loop.time() + self._ends_at - time.time()):
+                    while True:
+                        message = await self.context.read()
+                        if message is grpc.aio.EOF or await self._handle(message):
+                            return
+            except TimeoutError:
+                raise StateError("every stage of the round has closed") from None
         except asyncio.CancelledError:
             if self.stop_error is None:
                 raise
@@ -222,7 +228,7 @@ class _Session:
         """One device message; True once the stream is done (the unmask shares answered)."""
         round_, device_id = self.round, self.device_id
         part = message.WhichOneof("part")
-        metrics.BYTES_RECEIVED.labels(_RPC).inc(message.ByteSize())
+        _BYTES_RECEIVED.inc(message.ByteSize())
         stage: Stage
         try:
             if part == "keys":

@@ -22,6 +22,7 @@ messages after it are not signed; docs/secagg.md ("The session stream") says why
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 from collections import OrderedDict
@@ -271,9 +272,14 @@ def _ready(tag: bytes, request: bytes) -> bytes:
     return b"".join((_READY, tag, _varint(len(request)), request))
 
 
+# Device ids, encoded: each unmask request lists a device's ~k neighbours, and encoding an id
+# above 127 took a microsecond where a cache hit takes a tenth of that.
+_id_varint = functools.lru_cache(maxsize=1 << 17)(_varint)
+
+
 def _packed(tag: bytes, values: Iterable[int]) -> bytes:
     # (proto3 packs repeated scalars and omits an empty list)
-    body = b"".join(map(_varint, values))
+    body = b"".join(map(_id_varint, values))
     return _delimited(tag, body) if body else b""
 
 
