@@ -247,9 +247,10 @@ class Round:
         self.reached_unmask = False  # unmask requests were (or were about to be) published
         self.result: AggregateResult | None = None
         self.finished = asyncio.Event()
-        # Long-polls waiting for a change, each on its own future (resolved by _notify); a
-        # future per waiter and a timer cost a third of asyncio.wait_for's task per wait.
-        self._waiters: list[asyncio.Future[None]] = []
+        # Long-polls waiting for a change, each on its own future, in the order they came
+        # (resolved by _notify; a poll that ends otherwise takes its own out): a future and a
+        # timer per wait cost a third of asyncio.wait_for's task.
+        self._waiters: dict[asyncio.Future[None], None] = {}
         self._wake = asyncio.Event()  # the open stage may close early
         self._admitted: dict[int, Admission] = {}
         self._hooks = hooks
@@ -366,12 +367,13 @@ class Round:
             if until <= loop.time():
                 return AwaitOutcome(AwaitStatus.PENDING)
             waiter = loop.create_future()
-            self._waiters.append(waiter)
+            self._waiters[waiter] = None
             timer = loop.call_at(until, _wake, waiter)
             try:
                 await waiter
             finally:
                 timer.cancel()
+                self._waiters.pop(waiter, None)
 
     def upload_precheck(self, device_id: int) -> None:
         """What the state machine would say about ``device_id``'s masked input, said before a
@@ -415,7 +417,7 @@ class Round:
     # -- the driver ----------------------------------------------------------------------------
 
     def _notify(self) -> None:
-        waiters, self._waiters = self._waiters, []
+        waiters, self._waiters = self._waiters, {}
         for waiter in waiters:
             _wake(waiter)
 

@@ -858,6 +858,27 @@ def test_a_long_poll_answers_before_the_callers_deadline() -> None:
     run(scenario())
 
 
+def test_long_polls_that_run_out_leave_nothing_behind() -> None:
+    """A long-poll that runs out takes its waiter with it: a device polling again and again
+    with short waits while its stage stays open leaves the round holding nothing for it (the
+    waiters were kept until the stage changed, so such polls grew the round's memory)."""
+    cohort = make_cohort(3, 16, 2, 2, n_min=2, windows_ms=(600_000,) * 5,
+                         round_id=b"run/polls")
+
+    async def scenario() -> None:
+        async with aggregator() as (agg, channel):
+            await AggregatorControl(channel, TOKEN).open_round(cohort.signed)
+            device = cohort.device(1)
+            s = session(channel, cohort, 1, device)
+            assert await s.advertise(device.advertise_keys()) is True
+            for _ in range(20):
+                assert await s.await_request(Stage.SHARE_KEYS, 5) == (
+                    pb.AWAIT_STATUS_PENDING, None, "")
+            assert not agg.registry.by_session(cohort.session_id)._waiters
+
+    run(scenario())
+
+
 def test_quiet_close_moves_a_round_past_a_silent_device() -> None:
     """With quiet_close_s, a stage that lost a device closes once n_min devices answered and
     then none for that long, not at its deadline (10 minutes here); the sum of the others is
