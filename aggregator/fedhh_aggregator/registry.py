@@ -61,7 +61,6 @@ class RoundRegistry(RoundBook[Round, Tombstone]):
         super().__init__(journal, self.limits.max_tombstones, self.limits.tombstone_ttl_s,
                          lambda t: self._gone_sessions.pop(t.outcome.session_id, None))
         self.uploads = asyncio.Semaphore(self.limits.max_uploads)
-        self.pushes = asyncio.Semaphore(self.limits.max_pushes)
         self._by_session: dict[bytes, Round] = {}
         self._hooks = RoundHooks(self._before_unmask, self._finished, self._expired)
 

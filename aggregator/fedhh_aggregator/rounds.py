@@ -105,13 +105,6 @@ class Limits:
     result_ttl_s: float = 600.0  # a finished round's outcome is kept this long for the fetch
     max_round_s: float = 3600.0  # the last deadline of a config may be at most this far ahead
     max_uploads: int = 32  # masked vectors buffered at once (each is dimension * 2 or 4 bytes)
-    # Stage requests being encoded and written at once on session streams. When a stage opens,
-    # every device's request is due at the same moment, and each one's bytes (a roster is ~k x
-    # 0.5 KB) lived until gRPC had taken them all (10,000 devices a worker: its peak memory
-    # 972 -> 879 MiB; the rest of the peak is gRPC's own copies, queued until the devices
-    # read). gRPC takes a write at once, whether or not the device reads, so a slow device
-    # does not hold its slot.
-    max_pushes: int = 256
     # Calls that reached the server but wait for its event loop to start them. gRPC core sheds
     # calls beyond this backlog (at random, all of them at twice it) with a bare CANCELLED
     # before any handler runs; every device of a round calls at about the same moment when a
@@ -149,8 +142,7 @@ class Limits:
     tombstone_ttl_s: float = 7 * 24 * 3600.0
 
     def __post_init__(self) -> None:
-        for name in ("max_rounds", "max_uploads", "max_pushes", "max_pending_calls",
-                     "max_message_bytes",
+        for name in ("max_rounds", "max_uploads", "max_pending_calls", "max_message_bytes",
                      "max_streams_per_connection", "max_polls_per_device", "upload_min_rate",
                      "max_tombstones"):
             value = getattr(self, name)

@@ -201,7 +201,8 @@ class _Session:
                     advertised))
                 self._push(self.round.stage_after(Stage.ADVERTISE_KEYS))
             # One deadline for all the stage messages (a timeout per read cost as much as
-            # the rest of the read's Python): the last stage's, after which anything is late.
+            # the rest of the read's Python): the last stage's, after which anything is late,
+            # a message still being handled then too (its stage has closed: StateError).
             loop = asyncio.get_running_loop()
             try:
                 async with asyncio.timeout_at(loop.time() + self._ends_at - time.time()):
@@ -344,14 +345,13 @@ class _Session:
                                                      self.registry.limits.max_wait_s)
                 if outcome.status is not AwaitStatus.PENDING:
                     break
-            async with self.registry.pushes:
-                event: pb.SessionEvent | bytes
-                if outcome.request is not None:
-                    event = session_event(stage, round_.encoder.ready(outcome.request))
-                else:
-                    event = pb.SessionEvent(stage=stage_to_pb(stage))
-                    await_response(round_, outcome, event.next)
-                await self._write(event)
+            event: pb.SessionEvent | bytes
+            if outcome.request is not None:
+                event = session_event(stage, round_.encoder.ready(outcome.request))
+            else:
+                event = pb.SessionEvent(stage=stage_to_pb(stage))
+                await_response(round_, outcome, event.next)
+            await self._write(event)
         except FedhhError as error:
             self.stop(error)
         except (grpc.aio.AbortError, grpc.aio.UsageError, asyncio.InvalidStateError):

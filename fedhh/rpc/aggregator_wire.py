@@ -273,8 +273,9 @@ def _ready(tag: bytes, request: bytes) -> bytes:
 
 
 # Device ids, encoded: each unmask request lists a device's ~k neighbours, and encoding an id
-# above 127 took a microsecond where a cache hit takes a tenth of that.
-_id_varint = functools.lru_cache(maxsize=1 << 17)(_varint)
+# above 127 took a microsecond where a cache hit takes a tenth of that. (Ids are at most a
+# round's n; the cache holds those of shards up to 16,384 devices, ~2.5 MiB.)
+_id_varint = functools.lru_cache(maxsize=1 << 14)(_varint)
 
 
 def _packed(tag: bytes, values: Iterable[int]) -> bytes:

@@ -874,9 +874,22 @@ def test_long_polls_that_run_out_leave_nothing_behind() -> None:
             for _ in range(20):
                 assert await s.await_request(Stage.SHARE_KEYS, 5) == (
                     pb.AWAIT_STATUS_PENDING, None, "")
-            assert not agg.registry.by_session(cohort.session_id)._waiters
+            waiters = agg.registry.by_session(cohort.session_id)._waiters
+            assert not waiters
+            # A poll whose call the device cancels takes its waiter out too.
+            poll = asyncio.create_task(s.await_request(Stage.SHARE_KEYS, 60_000))
+            await _until(lambda: len(waiters) == 1)
+            poll.cancel()
+            await _until(lambda: not waiters)
 
     run(scenario())
+
+
+async def _until(condition: Callable[[], bool], within_s: float = 30) -> None:
+    """Wait (polling the event loop, not sleeping a fixed time) until ``condition`` holds."""
+    async with asyncio.timeout(within_s):
+        while not condition():
+            await asyncio.sleep(0.01)
 
 
 def test_quiet_close_moves_a_round_past_a_silent_device() -> None:
