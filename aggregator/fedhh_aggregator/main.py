@@ -66,7 +66,7 @@ class AggregatorSettings:
             raise ConfigError("give either --tls-dir or --insecure, not both")
         limits = Limits(max_rounds=args.max_rounds, max_wait_s=args.max_wait_ms / 1000,
                         result_ttl_s=args.result_ttl, max_round_s=args.max_round_seconds,
-                        max_uploads=args.max_uploads, max_pushes=args.max_pushes,
+                        max_uploads=args.max_uploads,
                         max_pending_calls=args.max_pending_calls,
                         quiet_close_s=args.quiet_close_ms / 1000,
                         quiet_close_tail=args.quiet_close_tail,

@@ -53,9 +53,6 @@ BYTES_RECEIVED = Counter("fedhh_aggregator_received_bytes_total",
                          "Request payload bytes received, by RPC", ["rpc"])
 SESSION_STREAMS = Gauge("fedhh_aggregator_session_streams",
                         "Devices' session streams open (authenticated)")
-SLOW_HAND_OFFS = Counter("fedhh_aggregator_slow_hand_offs_total",
-                         "Stage requests still being written after the hand-off time (their "
-                         "device was not reading); each gave its push slot back")
 UPLOADS_ACTIVE = Gauge("fedhh_aggregator_uploads_active",
                        "Masked vectors being received (each holds one vector's buffer)")
 

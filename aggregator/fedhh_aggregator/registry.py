@@ -26,7 +26,6 @@ from fedhh.secagg import ProtocolViolation, RoundConfig, SecAggServer, SignedCon
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh_aggregator import metrics
 from fedhh_aggregator.errors import CapacityError, JournalError
-from fedhh_aggregator.hand_off import HandOffSlots
 from fedhh_aggregator.journal import Journal, RoundRecord
 from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome, RoundBook, Tombstone
 from fedhh_aggregator.rounds import STOPPED, Limits, Round, RoundHooks, RoundState, round_label
@@ -62,7 +61,6 @@ class RoundRegistry(RoundBook[Round, Tombstone]):
         super().__init__(journal, self.limits.max_tombstones, self.limits.tombstone_ttl_s,
                          lambda t: self._gone_sessions.pop(t.outcome.session_id, None))
         self.uploads = asyncio.Semaphore(self.limits.max_uploads)
-        self.pushes = HandOffSlots(self.limits.max_pushes, self.limits.upload_idle_s)
         self._by_session: dict[bytes, Round] = {}
         self._hooks = RoundHooks(self._before_unmask, self._finished, self._expired)
 

@@ -105,9 +105,6 @@ class Limits:
     result_ttl_s: float = 600.0  # a finished round's outcome is kept this long for the fetch
     max_round_s: float = 3600.0  # the last deadline of a config may be at most this far ahead
     max_uploads: int = 32  # masked vectors buffered at once (each is dimension * 2 or 4 bytes)
-    # Stage requests encoded and handed to gRPC at once on session streams, each slot given
-    # back when its write completes or after upload_idle_s (fedhh_aggregator.hand_off).
-    max_pushes: int = 256
     # Calls that reached the server but wait for its event loop to start them. gRPC core sheds
     # calls beyond this backlog (at random, all of them at twice it) with a bare CANCELLED
     # before any handler runs; every device of a round calls at about the same moment when a
@@ -145,8 +142,7 @@ class Limits:
     tombstone_ttl_s: float = 7 * 24 * 3600.0
 
     def __post_init__(self) -> None:
-        for name in ("max_rounds", "max_uploads", "max_pushes", "max_pending_calls",
-                     "max_message_bytes",
+        for name in ("max_rounds", "max_uploads", "max_pending_calls", "max_message_bytes",
                      "max_streams_per_connection", "max_polls_per_device", "upload_min_rate",
                      "max_tombstones"):
             value = getattr(self, name)

@@ -345,14 +345,13 @@ class _Session:
                                                      self.registry.limits.max_wait_s)
                 if outcome.status is not AwaitStatus.PENDING:
                     break
-            async with self.registry.pushes.hold():
-                event: pb.SessionEvent | bytes
-                if outcome.request is not None:
-                    event = session_event(stage, round_.encoder.ready(outcome.request))
-                else:
-                    event = pb.SessionEvent(stage=stage_to_pb(stage))
-                    await_response(round_, outcome, event.next)
-                await self._write(event)
+            event: pb.SessionEvent | bytes
+            if outcome.request is not None:
+                event = session_event(stage, round_.encoder.ready(outcome.request))
+            else:
+                event = pb.SessionEvent(stage=stage_to_pb(stage))
+                await_response(round_, outcome, event.next)
+            await self._write(event)
         except FedhhError as error:
             self.stop(error)
         except (grpc.aio.AbortError, grpc.aio.UsageError, asyncio.InvalidStateError):

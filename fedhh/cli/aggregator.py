@@ -43,9 +43,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="rounds held at once, running or waiting to be fetched (default: 16)")
     p.add_argument("--max-uploads", type=int, default=32,
                    help="masked vectors buffered at once (default: 32)")
-    p.add_argument("--max-pushes", type=int, default=256,
-                   help="stage requests encoded and handed to gRPC at once on session streams, "
-                        "each for at most --upload-idle-ms (default: 256)")
     p.add_argument("--max-pending-calls", type=int, default=16_384,
                    help="calls gRPC may queue before shedding them (default: 16384; gRPC's own "
                         "default of 1000 sheds the bursts of a large fleet)")

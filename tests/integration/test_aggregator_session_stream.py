@@ -8,8 +8,6 @@ Servers on OS-chosen ports; nothing sleeps: a test waits on the aggregator's own
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
@@ -34,7 +32,6 @@ from fedhh.rpc.device_client import RetryPolicy, SessionResult, Transport, parti
 from fedhh.secagg import Stage
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
-from fedhh_aggregator.hand_off import HandOffSlots
 from fedhh_aggregator.rounds import Limits
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
@@ -162,55 +159,6 @@ def test_devices_on_streams_and_on_unary_calls_share_a_round_with_dropouts() -> 
     assert result.survivors == tuple(sorted(survivors))
     assert np.array_equal(result.total.astype(np.int64), cohort.plaintext_sum(survivors))
     assert _metric("fedhh_aggregator_session_streams") == streams_before
-
-
-class _CountingSlots(HandOffSlots):
-    """The registry's push slots, counting how many are held at once and how often taken."""
-
-    def __init__(self, limit: int, hand_off_s: float) -> None:
-        super().__init__(limit, hand_off_s)
-        self.held = self.most_held = self.taken = 0
-
-    @asynccontextmanager
-    async def hold(self) -> AsyncIterator[None]:  # type: ignore[override]
-        async with super().hold():
-            self.held += 1
-            self.taken += 1
-            self.most_held = max(self.most_held, self.held)
-            try:
-                yield
-            finally:
-                self.held -= 1
-
-
-def test_stage_requests_are_pushed_within_the_push_slots() -> None:
-    """With one push slot, the requests of each stage, due to every device at once, go out one
-    at a time, and the round releases the exact sum: the slot bounds the requests being
-    written, not who gets one."""
-    n = 12
-    cohort = make_cohort(n, 4096, n - 1, 8, n_min=8, windows_ms=(10000,) * 5,
-                         consistency_check=True, round_id=b"stream/one-push-slot")
-
-    async def scenario() -> tuple[Any, list[SessionResult], _CountingSlots]:
-        async with aggregator(Limits(max_pushes=1)) as (agg, channel):
-            slots = agg.registry.pushes = _CountingSlots(1, agg.registry.pushes.hand_off_s)
-            control = AggregatorControl(channel, TOKEN)
-            await control.open_round(cohort.signed)
-            fetch = asyncio.create_task(control.result(cohort.round_id, 45))
-            outcomes = await asyncio.gather(*(_through(channel, cohort, u)
-                                              for u in range(1, n + 1)))
-            return await fetch, outcomes, slots
-
-    result, outcomes, slots = run(scenario())
-    assert all(o.contributed for o in outcomes)
-    assert np.array_equal(result.total.astype(np.int64), cohort.plaintext_sum(range(1, n + 1)))
-    # Every device got its share-keys, masked-input, consistency and unmask requests pushed.
-    assert (slots.most_held, slots.taken) == (1, 4 * n)
-
-
-def test_push_slots_are_a_positive_integer() -> None:
-    with pytest.raises(ValueError, match="max_pushes must be a positive integer, got 0"):
-        Limits(max_pushes=0)
 
 
 @pytest.mark.parametrize("lose_answer", [False, True])
