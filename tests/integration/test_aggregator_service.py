@@ -58,8 +58,8 @@ from fedhh.rpc.aggregator_wire import (
     keys_to_pb,
     stage_to_pb,
 )
+from fedhh.rpc.device_client import DeviceSession, RetryPolicy, SessionResult, participate
 from fedhh.rpc.device_client import ParticipationEnd as End
-from fedhh.rpc.device_client import RetryPolicy, SessionResult, participate
 from fedhh.rpc.tls import make_dev_pki
 from fedhh.secagg import (
     AdvertiseKeys,
@@ -69,6 +69,7 @@ from fedhh.secagg import (
     MaskedInput,
     MaskedInputRequest,
     ReleaseEvidence,
+    SecAggDevice,
     ShareKeysRequest,
     ShareKeysResponse,
     Stage,
@@ -837,18 +838,28 @@ def test_a_submission_can_wait_for_the_next_request() -> None:
     run(scenario())
 
 
+def _long_poll_cohort(round_id: bytes) -> Cohort:
+    """Three devices whose stages stay open ten minutes: device 1's polls find none closed."""
+    return make_cohort(3, 16, 2, 2, n_min=2, windows_ms=(600_000,) * 5, round_id=round_id)
+
+
+async def _first_device(channel: grpc.aio.Channel,
+                        cohort: Cohort) -> tuple[SecAggDevice, DeviceSession]:
+    """Open ``cohort``'s round; device 1 and its session."""
+    await AggregatorControl(channel, TOKEN).open_round(cohort.signed)
+    device = cohort.device(1)
+    return device, session(channel, cohort, 1, device)
+
+
 def test_a_long_poll_answers_before_the_callers_deadline() -> None:
     """A long-poll ends ANSWER_MARGIN_S before the call's deadline, whatever wait the device
     asked for: a call that sat in a busy server's backlog, then waited its full wait_ms, used
     to answer after the device had given up, and the device sent its submission again."""
-    cohort = make_cohort(3, 16, 2, 2, n_min=2, windows_ms=(600_000,) * 5,
-                         round_id=b"run/deadline")
+    cohort = _long_poll_cohort(b"run/deadline")
 
     async def scenario() -> None:
         async with aggregator() as (_, channel):
-            await AggregatorControl(channel, TOKEN).open_round(cohort.signed)
-            device = cohort.device(1)
-            s = session(channel, cohort, 1, device)
+            device, s = await _first_device(channel, cohort)
             s.call_timeout = ANSWER_MARGIN_S + 3 - 60  # deadline: 8 s for a 60 s wait
             assert await s.advertise(device.advertise_keys(), 60_000) is True
             assert s.take_next() == (pb.AWAIT_STATUS_PENDING, None, "")
@@ -862,14 +873,11 @@ def test_long_polls_that_run_out_leave_nothing_behind() -> None:
     """A long-poll that runs out takes its waiter with it: a device polling again and again
     with short waits while its stage stays open leaves the round holding nothing for it (the
     waiters were kept until the stage changed, so such polls grew the round's memory)."""
-    cohort = make_cohort(3, 16, 2, 2, n_min=2, windows_ms=(600_000,) * 5,
-                         round_id=b"run/polls")
+    cohort = _long_poll_cohort(b"run/polls")
 
     async def scenario() -> None:
         async with aggregator() as (agg, channel):
-            await AggregatorControl(channel, TOKEN).open_round(cohort.signed)
-            device = cohort.device(1)
-            s = session(channel, cohort, 1, device)
+            device, s = await _first_device(channel, cohort)
             assert await s.advertise(device.advertise_keys()) is True
             for _ in range(20):
                 assert await s.await_request(Stage.SHARE_KEYS, 5) == (
@@ -885,11 +893,11 @@ def test_long_polls_that_run_out_leave_nothing_behind() -> None:
     run(scenario())
 
 
-async def _until(condition: Callable[[], bool], within_s: float = 30) -> None:
-    """Wait (polling the event loop, not sleeping a fixed time) until ``condition`` holds."""
-    async with asyncio.timeout(within_s):
-        while not condition():
-            await asyncio.sleep(0.01)
+async def _until(condition: Callable[[], bool]) -> None:
+    """Wait (polling the event loop, not sleeping a fixed time; ``run`` bounds the scenario)
+    until ``condition`` holds."""
+    while not condition():
+        await asyncio.sleep(0.01)
 
 
 def test_quiet_close_moves_a_round_past_a_silent_device() -> None:
