@@ -15,7 +15,10 @@ whatever its handlers do. Two tables:
   over 3P seconds (a task call: nothing more) and pausing up to P seconds before each message,
   as devices do that compute between stages. The paced rows are what a service pays where
   devices are few per second (`fedhh loadtest` on a small machine): with fewer events per
-  wake-up of gRPC's threads, each costs more.
+  wake-up of gRPC's threads, each costs more. Last, the same session without gRPC: frames
+  of (stream id, length, payload) on the same shared TLS connections, served on the event
+  loop's thread (`_FramedConnection`): what the session would cost off grpc.aio, whose every
+  message crosses gRPC core's thread, its completion-queue poller's and the event loop's.
 
 Usage:
     .venv/bin/python bench/bench_grpc_floor.py            # -> docs/benchmarks/grpc-floor.md
@@ -26,15 +29,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import datetime as dt
 import os
 import platform
 import random
+import ssl
+import struct
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +96,133 @@ async def _serve(port_file: str, tls_dir: str | None) -> None:
     os.replace(port_file + ".tmp", port_file)
     await server.wait_for_termination()
 
+
+# -- the same session pattern without gRPC: length-prefixed frames on a TLS connection ---------
+#
+# What leaving grpc.aio would buy the session stream (a measurement, not a transport of ours):
+# frames of (stream id, length, payload) multiplexed on the fleet's shared TLS connections,
+# read by uvloop's TLS protocol on the event loop's own thread, each stream served by a
+# coroutine as the worker's handler is. A stream's first frame opens it (gRPC's headers); the
+# server's empty frame ends it (the status).
+
+_FRAME = struct.Struct(">II")  # stream id, payload length
+
+
+class _Stream:
+    """One stream's frames in arrival order, read by one coroutine."""
+
+    __slots__ = ("_frames", "_waiter")
+
+    def __init__(self) -> None:
+        self._frames: collections.deque[bytes] = collections.deque()
+        self._waiter: asyncio.Future[bytes] | None = None
+
+    def deliver(self, payload: bytes) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(payload)
+        else:
+            self._frames.append(payload)
+
+    async def read(self) -> bytes:
+        if self._frames:
+            return self._frames.popleft()
+        self._waiter = asyncio.get_running_loop().create_future()
+        return await self._waiter
+
+
+class _FramedConnection(asyncio.Protocol):
+    """Splits a connection's bytes into frames and hands each to its stream; ``on_new`` (the
+    server's) is called with a stream id not seen before, after its stream is made."""
+
+    def __init__(self, on_new: Callable[[_FramedConnection, int], None] | None = None) -> None:
+        self.streams: dict[int, _Stream] = {}
+        self._buffer = bytearray()
+        self._on_new = on_new
+        self.transport: Any = None  # (uvloop's TLS transport is no asyncio.Transport)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        start, end = 0, len(self._buffer)
+        while end - start >= _FRAME.size:
+            stream_id, length = _FRAME.unpack_from(self._buffer, start)
+            if end - start - _FRAME.size < length:
+                break
+            payload = bytes(self._buffer[start + _FRAME.size:start + _FRAME.size + length])
+            start += _FRAME.size + length
+            stream = self.streams.get(stream_id)
+            if stream is None:
+                stream = self.streams[stream_id] = _Stream()
+                if self._on_new is not None:
+                    self._on_new(self, stream_id)
+                    continue  # (the opening frame carries nothing)
+            stream.deliver(payload)
+        del self._buffer[:start]
+
+    def write(self, stream_id: int, payload: bytes) -> None:
+        self.transport.write(_FRAME.pack(stream_id, len(payload)) + payload)
+
+
+async def _serve_framed(port_file: str, tls_dir: str) -> None:
+    from fedhh.rpc.tls import TlsFiles
+
+    async def session(connection: _FramedConnection, stream_id: int) -> None:
+        stream = connection.streams[stream_id]
+        connection.write(stream_id, bytes(SESSION_DOWN[0]))
+        for answer in SESSION_DOWN[1:]:
+            await stream.read()
+            connection.write(stream_id, bytes(answer))
+        await stream.read()
+        connection.write(stream_id, b"")  # the end (gRPC's status)
+        del connection.streams[stream_id]
+
+    tasks: set[asyncio.Task[None]] = set()
+
+    def on_new(connection: _FramedConnection, stream_id: int) -> None:
+        task = asyncio.get_running_loop().create_task(session(connection, stream_id))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    context = TlsFiles.from_dir(tls_dir).server_context("the framed bench server")
+    server = await asyncio.get_running_loop().create_server(
+        lambda: _FramedConnection(on_new), "127.0.0.1", 0, ssl=context, backlog=1024)
+    port = server.sockets[0].getsockname()[1]
+    Path(port_file + ".tmp").write_text(str(port))
+    os.replace(port_file + ".tmp", port_file)
+    await server.serve_forever()
+
+
+async def _framed_fleet(port: int, clients: int, pace_s: float, tls_dir: str) -> None:
+    """:func:`_fleet`'s session pattern over :class:`_FramedConnection`."""
+    from fedhh_device.fleet import DEVICES_PER_CONNECTION
+    context = ssl.create_default_context(cafile=str(Path(tls_dir) / "ca.pem"))
+    loop = asyncio.get_running_loop()
+    connections = [(await loop.create_connection(_FramedConnection, "localhost", port,
+                                                 ssl=context))[1]
+                   for _ in range(-(-clients // DEVICES_PER_CONNECTION))]
+    rng = random.Random(0)
+
+    async def pause(longest_s: float) -> None:
+        if longest_s:
+            await asyncio.sleep(rng.random() * longest_s)
+
+    async def device(i: int) -> None:
+        connection = connections[i // DEVICES_PER_CONNECTION]
+        await pause(3 * pace_s)
+        stream = connection.streams[i] = _Stream()
+        connection.write(i, b"")  # the open (gRPC's headers)
+        await stream.read()
+        for size in SESSION_UP:
+            await pause(pace_s)
+            connection.write(i, bytes(size))
+            await stream.read()  # the request, or the end after the last message
+
+    await asyncio.gather(*(device(i) for i in range(clients)))
+    for connection in connections:
+        connection.transport.close()
 
 def _cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -165,7 +298,8 @@ async def _fleet(port: int, clients: int, pattern: str, pace_s: float, tls_dir: 
 
 def measure(pattern: str, tls: bool, clients: int, exchanges: int, pace_s: float = 0.0
             ) -> float:
-    """Server CPU ms per client (``pattern`` "task" or "session": the load test's, paced)."""
+    """Server CPU ms per client (``pattern`` "task" or "session": the load test's, paced;
+    "framed": the session's over :class:`_FramedConnection`, TLS only)."""
     with tempfile.TemporaryDirectory() as scratch:
         tls_dir = None
         if tls:
@@ -173,7 +307,8 @@ def measure(pattern: str, tls: bool, clients: int, exchanges: int, pace_s: float
             tls_dir = f"{scratch}/tls"
             make_dev_pki(tls_dir, ["localhost", "127.0.0.1"])
         port_file = f"{scratch}/port"
-        server = subprocess.Popen([sys.executable, __file__, "--serve", port_file,
+        serve = "--serve-framed" if pattern == "framed" else "--serve"
+        server = subprocess.Popen([sys.executable, __file__, serve, port_file,
                                    *([tls_dir] if tls_dir else [])])
         try:
             while not os.path.exists(port_file):
@@ -183,6 +318,9 @@ def measure(pattern: str, tls: bool, clients: int, exchanges: int, pace_s: float
             port = int(Path(port_file).read_text())
 
             def load(count: int, exchanges: int, pace_s: float) -> Coroutine[Any, Any, None]:
+                if pattern == "framed":
+                    assert tls_dir is not None
+                    return _framed_fleet(port, count, pace_s, tls_dir)
                 if pattern in ("task", "session"):
                     return _fleet(port, count, pattern, pace_s, tls_dir)
                 return _clients(port, count, exchanges, pattern, tls_dir)
@@ -202,6 +340,11 @@ def main(argv: list[str]) -> int:
         uvloop.install()
         asyncio.run(_serve(argv[1], argv[2] if len(argv) > 2 else None))
         return 0
+    if argv[:1] == ["--serve-framed"]:
+        import uvloop
+        uvloop.install()
+        asyncio.run(_serve_framed(argv[1], argv[2]))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="300 clients, print only")
     parser.add_argument("--clients", type=int, default=2000)
@@ -217,11 +360,12 @@ def main(argv: list[str]) -> int:
                 print(row, flush=True)
                 rows.append(row)
     fleet_rows = []
-    for pattern in ("task", "session"):
+    for pattern in ("task", "session", "framed"):
         for pace_s in (0.0, 2.0, 8.0):
             ms = measure(pattern, True, clients, 0, pace_s)
-            what = ("one GetTask-sized unary call" if pattern == "task"
-                    else "one session stream (10 messages)")
+            what = {"task": "one GetTask-sized unary call",
+                    "session": "one session stream (10 messages)",
+                    "framed": "the same session in frames on TLS, no gRPC"}[pattern]
             row = f"| {what} | {pace_s:g} | {ms:.2f} |"
             print(row, flush=True)
             fleet_rows.append(row)
@@ -240,7 +384,11 @@ def main(argv: list[str]) -> int:
             f"The load test's pattern: the same {clients} clients on shared TLS connections "
             "(1,024 per connection, as a fleet's), arriving over 3P seconds and pausing "
             "up to P seconds before each message (P = 0: all at once; a task call is one "
-            "message, so its devices come over 3P seconds, a session's over about 3P + 5P/2)."
+            "message, so its devices come over 3P seconds, a session's over about 3P + 5P/2). "
+            "The last rows serve the session without gRPC: length-prefixed frames multiplexed "
+            "on the same shared TLS connections, read by uvloop's TLS protocol on the event "
+            "loop's thread, a coroutine per stream (what leaving grpc.aio would buy; not a "
+            "transport of the services)."
             "\n\n"
             "| per client | P (s) | server CPU per client (ms) |\n"
             "| --- | --- | --- |\n" + "\n".join(fleet_rows) + "\n")
