@@ -57,22 +57,32 @@ class SecureSource:
         key = os.urandom(32)
         nonce = os.urandom(16)
         self._encryptor = Cipher(algorithms.AES(key), modes.CTR(nonce)).encryptor()
-        self._zeros = b""
 
     def uint32(self, size: int) -> np.ndarray:
         # The keystream (AES-CTR of zeros) written straight into the result's memory.
         nbytes = 4 * size
-        if len(self._zeros) < nbytes:
-            self._zeros = bytes(nbytes)
         out = np.empty(size + 4, dtype="<u4")  # update_into wants 15 bytes of slack
-        written = self._encryptor.update_into(memoryview(self._zeros)[:nbytes],
-                                              out.view(np.uint8).data)
+        written = self._encryptor.update_into(_zeros(nbytes), out.view(np.uint8).data)
         if written != nbytes:
             raise AssertionError("AES-CTR wrote a partial keystream")  # pragma: no cover
         return out[:size].astype(np.uint32, copy=False)
 
     def below(self, highs: np.ndarray) -> np.ndarray:
         return np.array([secrets.randbelow(int(h)) for h in np.asarray(highs)], dtype=np.int64)
+
+
+# The zeros that AES-CTR encrypts into a keystream, one immutable buffer for every source (its
+# largest request so far): a buffer per source held a report's size per device, 16 KiB at
+# D = 4096, for as long as a load test's fleet kept the device's source.
+_ZEROS = b""
+
+
+def _zeros(nbytes: int) -> memoryview:
+    global _ZEROS
+    zeros = _ZEROS
+    if len(zeros) < nbytes:
+        zeros = _ZEROS = bytes(nbytes)
+    return memoryview(zeros)[:nbytes]
 
 
 def as_source(rng: RandomSource | np.random.Generator) -> RandomSource:

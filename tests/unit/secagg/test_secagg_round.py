@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 from secagg_testkit import assert_correct, drive_to, reports_for, small_cohort
@@ -178,3 +180,19 @@ def test_the_server_routes_each_share_to_its_recipient_in_sender_order() -> None
     with pytest.raises(ValueError, match="ciphertexts"):
         ShareBundle(1, (2, 3), bytes(5), 3)
 
+
+
+def test_devices_hold_no_mask_buffers_through_the_round() -> None:
+    """A device makes a mask generator for its masked vector only (and a caller may lend one): a
+    load test's fleet holds tens of thousands of devices through a round, and a generator's two
+    buffers of a chunk each (8 KiB at D = 4096 with 16-bit masks) were held by every one."""
+    cohort = make_cohort(20, 4096, 6, 4, n_min=15)
+    cohort.device(1)  # (imports and caches before the measurement)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        devices = [cohort.device(u) for u in range(1, 21)]
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < len(devices) * 8 * 1024, held
