@@ -181,7 +181,6 @@ def test_the_server_routes_each_share_to_its_recipient_in_sender_order() -> None
         ShareBundle(1, (2, 3), bytes(5), 3)
 
 
-
 def test_devices_hold_no_mask_buffers_through_the_round() -> None:
     """A device makes a mask generator for its masked vector only (and a caller may lend one): a
     load test's fleet holds tens of thousands of devices through a round, and a generator's two
