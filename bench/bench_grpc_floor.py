@@ -97,6 +97,78 @@ async def _serve(port_file: str, tls_dir: str | None) -> None:
     await server.wait_for_termination()
 
 
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _clients(port: int, clients: int, exchanges: int, pattern: str,
+                   tls_dir: str | None) -> None:
+    credentials = None
+    if tls_dir:
+        from fedhh.rpc.tls import TlsFiles
+        credentials = TlsFiles.from_dir(tls_dir).channel_credentials()
+    at_once = asyncio.Semaphore(50)
+    payload = os.urandom(MESSAGE_BYTES)
+
+    async def device() -> None:
+        async with at_once:
+            channel = (grpc.aio.secure_channel(f"localhost:{port}", credentials) if credentials
+                       else grpc.aio.insecure_channel(f"127.0.0.1:{port}"))
+            if pattern == "stream":
+                call = channel.stream_stream(f"/{SERVICE}/Stream")()
+                for _ in range(exchanges):
+                    await call.write(payload)
+                    await call.read()
+                await call.done_writing()
+                await call.code()
+            else:
+                unary = channel.unary_unary(f"/{SERVICE}/Unary")
+                for _ in range(exchanges):
+                    await unary(payload)
+            await channel.close()
+
+    await asyncio.gather(*(device() for _ in range(clients)))
+
+
+async def _fleet(port: int, clients: int, pattern: str, pace_s: float, tls_dir: str | None
+                 ) -> None:
+    """The load test's pattern: ``clients`` on shared connections, one task call or one session
+    each, paced as described in the module docstring (``pace_s`` = P; 0: all at once)."""
+    from fedhh.rpc.tls import TlsFiles
+    from fedhh_device.fleet import DEVICES_PER_CONNECTION
+    from fedhh_device.main import OPTIONS
+    if tls_dir is None:
+        raise ValueError("the load test's pattern runs over TLS")
+    credentials = TlsFiles.from_dir(tls_dir).channel_credentials()
+    channels = [grpc.aio.secure_channel(f"localhost:{port}", credentials, options=OPTIONS)
+                for _ in range(-(-clients // DEVICES_PER_CONNECTION))]
+    rng = random.Random(0)
+
+    async def pause(longest_s: float) -> None:
+        if longest_s:
+            await asyncio.sleep(rng.random() * longest_s)
+
+    async def device(i: int) -> None:
+        channel = channels[i // DEVICES_PER_CONNECTION]
+        await pause(3 * pace_s)
+        if pattern == "task":
+            await channel.unary_unary(f"/{SERVICE}/Task")(bytes(TASK_BYTES[0]))
+            return
+        call = channel.stream_stream(f"/{SERVICE}/Session")()
+        await call.read()
+        for index, size in enumerate(SESSION_UP):
+            await pause(pace_s)
+            await call.write(bytes(size))
+            if index < len(SESSION_UP) - 1:
+                await call.read()
+        await call.code()  # (the answer to the last message)
+
+    await asyncio.gather(*(device(i) for i in range(clients)))
+    for channel in channels:
+        await channel.close()
+
+
 # -- the same session pattern without gRPC: length-prefixed frames on a TLS connection ---------
 #
 # What leaving grpc.aio would buy the session stream (a measurement, not a transport of ours):
@@ -109,7 +181,8 @@ _FRAME = struct.Struct(">II")  # stream id, payload length
 
 
 class _Stream:
-    """One stream's frames in arrival order, read by one coroutine."""
+    """One stream's frames in arrival order, read by one coroutine: a future per read that waits,
+    as grpc.aio's reads are, so that the handlers of both servers pay alike for waiting."""
 
     __slots__ = ("_frames", "_waiter")
 
@@ -224,77 +297,8 @@ async def _framed_fleet(port: int, clients: int, pace_s: float, tls_dir: str) ->
     for connection in connections:
         connection.transport.close()
 
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-
-async def _clients(port: int, clients: int, exchanges: int, pattern: str,
-                   tls_dir: str | None) -> None:
-    credentials = None
-    if tls_dir:
-        from fedhh.rpc.tls import TlsFiles
-        credentials = TlsFiles.from_dir(tls_dir).channel_credentials()
-    at_once = asyncio.Semaphore(50)
-    payload = os.urandom(MESSAGE_BYTES)
-
-    async def device() -> None:
-        async with at_once:
-            channel = (grpc.aio.secure_channel(f"localhost:{port}", credentials) if credentials
-                       else grpc.aio.insecure_channel(f"127.0.0.1:{port}"))
-            if pattern == "stream":
-                call = channel.stream_stream(f"/{SERVICE}/Stream")()
-                for _ in range(exchanges):
-                    await call.write(payload)
-                    await call.read()
-                await call.done_writing()
-                await call.code()
-            else:
-                unary = channel.unary_unary(f"/{SERVICE}/Unary")
-                for _ in range(exchanges):
-                    await unary(payload)
-            await channel.close()
-
-    await asyncio.gather(*(device() for _ in range(clients)))
-
-
-async def _fleet(port: int, clients: int, pattern: str, pace_s: float, tls_dir: str | None
-                 ) -> None:
-    """The load test's pattern: ``clients`` on shared connections, one task call or one session
-    each, paced as described in the module docstring (``pace_s`` = P; 0: all at once)."""
-    from fedhh.rpc.tls import TlsFiles
-    from fedhh_device.fleet import DEVICES_PER_CONNECTION
-    from fedhh_device.main import OPTIONS
-    if tls_dir is None:
-        raise ValueError("the load test's pattern runs over TLS")
-    credentials = TlsFiles.from_dir(tls_dir).channel_credentials()
-    channels = [grpc.aio.secure_channel(f"localhost:{port}", credentials, options=OPTIONS)
-                for _ in range(-(-clients // DEVICES_PER_CONNECTION))]
-    rng = random.Random(0)
-
-    async def pause(longest_s: float) -> None:
-        if longest_s:
-            await asyncio.sleep(rng.random() * longest_s)
-
-    async def device(i: int) -> None:
-        channel = channels[i // DEVICES_PER_CONNECTION]
-        await pause(3 * pace_s)
-        if pattern == "task":
-            await channel.unary_unary(f"/{SERVICE}/Task")(bytes(TASK_BYTES[0]))
-            return
-        call = channel.stream_stream(f"/{SERVICE}/Session")()
-        await call.read()
-        for index, size in enumerate(SESSION_UP):
-            await pause(pace_s)
-            await call.write(bytes(size))
-            if index < len(SESSION_UP) - 1:
-                await call.read()
-        await call.code()  # (the answer to the last message)
-
-    await asyncio.gather(*(device(i) for i in range(clients)))
-    for channel in channels:
-        await channel.close()
-
+# -- measuring -----------------------------------------------------------------------------------
 
 def measure(pattern: str, tls: bool, clients: int, exchanges: int, pace_s: float = 0.0
             ) -> float:

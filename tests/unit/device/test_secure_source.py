@@ -1,26 +1,33 @@
-"""SecureSource: a keystream of any request size, whatever the sizes before it, and no buffer of
-a report's size held per source (a load test's fleet keeps tens of thousands of them)."""
+"""SecureSource: its words are its AES-256-CTR keystream, in order, whatever the sizes drawn
+before (the zeros it encrypts are shared by every source), and no buffer of a report's size is
+held per source (a load test's fleet keeps tens of thousands of them)."""
 
 from __future__ import annotations
 
 import tracemalloc
+from collections.abc import Iterator
 
 import numpy as np
+import pytest
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from fedhh.device import SecureSource
+from fedhh.device import SecureSource, randomness
 
 WORDS = 4096  # a report at D = 4096: 16 KiB of keystream
 
 
-def test_requests_of_any_size_in_any_order() -> None:
+def test_draws_of_any_size_are_the_keystream_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    draws_from_os: Iterator[bytes] = iter((bytes(range(32)), bytes(range(100, 116))))
+    monkeypatch.setattr(randomness.os, "urandom", lambda n: next(draws_from_os)[:n])
     source = SecureSource()
-    draws = [source.uint32(size) for size in (3, 5000, 1, 0, 70_000, 17)]
-    assert [d.size for d in draws] == [3, 5000, 1, 0, 70_000, 17]
+    sizes = (3, 5000, 1, 0, 70_000, 17)
+    draws = [source.uint32(size) for size in sizes]
+    assert [d.size for d in draws] == list(sizes)
     assert all(d.dtype == np.uint32 for d in draws)
-    # a keystream does not repeat: the 70,000 words share no 8-word window with the 5,000
-    long_draw = draws[4]
-    windows = {long_draw[i:i + 8].tobytes() for i in range(0, long_draw.size - 8)}
-    assert all(draws[1][i:i + 8].tobytes() not in windows for i in range(0, 5000 - 8, 97))
+    encryptor = Cipher(algorithms.AES(bytes(range(32))),
+                       modes.CTR(bytes(range(100, 116)))).encryptor()
+    keystream = np.frombuffer(encryptor.update(bytes(4 * sum(sizes))), dtype="<u4")
+    assert np.array_equal(np.concatenate(draws), keystream)
 
 
 def test_sources_hold_no_buffer_of_a_reports_size() -> None:

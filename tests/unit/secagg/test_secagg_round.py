@@ -181,10 +181,10 @@ def test_the_server_routes_each_share_to_its_recipient_in_sender_order() -> None
         ShareBundle(1, (2, 3), bytes(5), 3)
 
 
-def test_devices_hold_no_mask_buffers_through_the_round() -> None:
-    """A device makes a mask generator for its masked vector only (and a caller may lend one): a
-    load test's fleet holds tens of thousands of devices through a round, and a generator's two
-    buffers of a chunk each (8 KiB at D = 4096 with 16-bit masks) were held by every one."""
+def test_devices_lent_no_generator_hold_none_until_their_masked_vector() -> None:
+    """A device lent no mask generator makes one for its masked vector only: a load test's fleet
+    holds tens of thousands of devices through a round, and a generator's two buffers of a
+    chunk each (8 KiB at D = 4096 with 16-bit masks) were held by every one."""
     cohort = make_cohort(20, 4096, 6, 4, n_min=15)
     cohort.device(1)  # (imports and caches before the measurement)
     tracemalloc.start()
@@ -195,3 +195,18 @@ def test_devices_hold_no_mask_buffers_through_the_round() -> None:
     finally:
         tracemalloc.stop()
     assert held < len(devices) * 8 * 1024, held
+
+
+def test_devices_lent_no_generator_mask_exactly_and_answer_retries_alike() -> None:
+    """The generator a device makes per masked vector gives the masks a lent one gives: the
+    round releases the exact sum, and a retried request gets the identical vector."""
+    cohort = small_cohort()
+    driver = drive_to(cohort, Stage.ADVERTISE_KEYS)
+    driver.devices = {u: cohort.device(u) for u in driver.devices}  # none lent
+    while driver.server.stage < Stage.MASKED_INPUT:
+        driver.step()
+    device, request = driver.devices[2], driver.pending[2]
+    first = device.masked_input(request, driver.reports[2])  # type: ignore[arg-type]
+    again = device.masked_input(request, driver.reports[2])  # type: ignore[arg-type]
+    assert np.array_equal(first.vector, again.vector)
+    assert_correct(driver.run())
