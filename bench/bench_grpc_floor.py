@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +131,38 @@ async def _clients(port: int, clients: int, exchanges: int, pattern: str,
     await asyncio.gather(*(device() for _ in range(clients)))
 
 
+_Pause = Callable[[float], Awaitable[None]]
+
+
+async def _paced(clients: int, pace_s: float,
+                 device: Callable[[int, _Pause], Awaitable[None]]) -> None:
+    """Run ``device(i, pause)`` for each client, each arriving within 3P seconds (P =
+    ``pace_s``); ``pause(s)`` waits a random time up to ``s`` (the module docstring's pattern)."""
+    rng = random.Random(0)
+
+    async def pause(longest_s: float) -> None:
+        if longest_s:
+            await asyncio.sleep(rng.random() * longest_s)
+
+    async def arrive(i: int) -> None:
+        await pause(3 * pace_s)
+        await device(i, pause)
+
+    await asyncio.gather(*(arrive(i) for i in range(clients)))
+
+
+async def _session(pause: _Pause, pace_s: float, read: Callable[[], Awaitable[Any]],
+                   write: Callable[[bytes], Awaitable[Any]],
+                   last_answer: Callable[[], Awaitable[Any]]) -> None:
+    """A device's side of the session pattern: the challenge, then each message after a pause,
+    answered by the next request, the last by ``last_answer``."""
+    await read()
+    for index, size in enumerate(SESSION_UP):
+        await pause(pace_s)
+        await write(bytes(size))
+        await (read() if index < len(SESSION_UP) - 1 else last_answer())
+
+
 async def _fleet(port: int, clients: int, pattern: str, pace_s: float, tls_dir: str | None
                  ) -> None:
     """The load test's pattern: ``clients`` on shared connections, one task call or one session
@@ -143,28 +175,17 @@ async def _fleet(port: int, clients: int, pattern: str, pace_s: float, tls_dir: 
     credentials = TlsFiles.from_dir(tls_dir).channel_credentials()
     channels = [grpc.aio.secure_channel(f"localhost:{port}", credentials, options=OPTIONS)
                 for _ in range(-(-clients // DEVICES_PER_CONNECTION))]
-    rng = random.Random(0)
 
-    async def pause(longest_s: float) -> None:
-        if longest_s:
-            await asyncio.sleep(rng.random() * longest_s)
-
-    async def device(i: int) -> None:
+    async def device(i: int, pause: _Pause) -> None:
         channel = channels[i // DEVICES_PER_CONNECTION]
-        await pause(3 * pace_s)
         if pattern == "task":
             await channel.unary_unary(f"/{SERVICE}/Task")(bytes(TASK_BYTES[0]))
             return
         call = channel.stream_stream(f"/{SERVICE}/Session")()
-        await call.read()
-        for index, size in enumerate(SESSION_UP):
-            await pause(pace_s)
-            await call.write(bytes(size))
-            if index < len(SESSION_UP) - 1:
-                await call.read()
-        await call.code()  # (the answer to the last message)
+        # (the answer to the last message is the call's status)
+        await _session(pause, pace_s, call.read, call.write, call.code)
 
-    await asyncio.gather(*(device(i) for i in range(clients)))
+    await _paced(clients, pace_s, device)
     for channel in channels:
         await channel.close()
 
@@ -276,24 +297,19 @@ async def _framed_fleet(port: int, clients: int, pace_s: float, tls_dir: str) ->
     connections = [(await loop.create_connection(_FramedConnection, "localhost", port,
                                                  ssl=context))[1]
                    for _ in range(-(-clients // DEVICES_PER_CONNECTION))]
-    rng = random.Random(0)
 
-    async def pause(longest_s: float) -> None:
-        if longest_s:
-            await asyncio.sleep(rng.random() * longest_s)
-
-    async def device(i: int) -> None:
+    async def device(i: int, pause: _Pause) -> None:
         connection = connections[i // DEVICES_PER_CONNECTION]
-        await pause(3 * pace_s)
         stream = connection.streams[i] = _Stream()
         connection.write(i, b"")  # the open (gRPC's headers)
-        await stream.read()
-        for size in SESSION_UP:
-            await pause(pace_s)
-            connection.write(i, bytes(size))
-            await stream.read()  # the request, or the end after the last message
 
-    await asyncio.gather(*(device(i) for i in range(clients)))
+        async def write(payload: bytes) -> None:
+            connection.write(i, payload)
+
+        # (the answer to the last message is the end frame)
+        await _session(pause, pace_s, stream.read, write, stream.read)
+
+    await _paced(clients, pace_s, device)
     for connection in connections:
         connection.transport.close()
 
