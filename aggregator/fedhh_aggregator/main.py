@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,8 @@ from fedhh.errors import ConfigError
 from fedhh.rpc import serving
 from fedhh.rpc.aggregator_wire import CONTROL_SERVICE, DEVICE_SERVICE
 from fedhh.rpc.credentials import load_public_key, read_secret
+from fedhh.rpc.framed.server import FramedLimits, FramedServer
+from fedhh.rpc.http_listener import split_listen
 from fedhh.rpc.observability import configure_logging
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import aggregator_pb2 as pb
@@ -31,6 +34,7 @@ from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Limits
 from fedhh_aggregator.service import RunningService, serve_until_signalled
 from fedhh_aggregator.servicers import ControlServicer, DeviceServicer, add_device_service
+from fedhh_aggregator.session_stream import run_session
 
 if TYPE_CHECKING:
     from fedhh.rpc.connect import ConnectServer
@@ -59,6 +63,9 @@ class AggregatorSettings:
     web_listen: str | None = None
     web_origins: tuple[str, ...] = ()
     web_max_connections: int = 512
+    # The framed session port (fedhh.rpc.framed), the session stream without gRPC; None: off.
+    session_listen: str | None = None
+    session_max_connections: int = 16384
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AggregatorSettings:
@@ -89,6 +96,8 @@ class AggregatorSettings:
             web_listen=args.web_listen,
             web_origins=tuple(args.web_origin),
             web_max_connections=args.web_max_connections,
+            session_listen=args.session_listen,
+            session_max_connections=args.session_max_connections,
         )
 
 
@@ -125,9 +134,19 @@ async def start(settings: AggregatorSettings) -> RunningAggregator:
     port = serving.bind(server, settings.listen, settings.tls, settings.insecure)
     web = await _start_web(settings, devices, settings.web_listen) if settings.web_listen \
         else None
+    sessions, session_port = None, None
+    if settings.session_listen:
+        sessions = FramedServer(
+            "aggregator's session port", functools.partial(run_session, registry),
+            pb.SessionMessage, FramedLimits(
+                limits.max_message_bytes, limits.max_streams_per_connection,
+                settings.session_max_connections), settings.tls)
+        session_port = await sessions.start(*split_listen(settings.session_listen),
+                                            settings.insecure)
     await server.start()
     await serving.set_serving(health, SERVICES)
-    return RunningAggregator(server, registry, port, web=web)
+    return RunningAggregator(server, registry, port, web=web, sessions=sessions,
+                             session_port=session_port)
 
 
 async def _start_web(settings: AggregatorSettings, devices: DeviceServicer, address: str
@@ -136,7 +155,7 @@ async def _start_web(settings: AggregatorSettings, devices: DeviceServicer, addr
     SubmitMaskedVector), the gRPC port's receive cap, a body that must arrive as fast as an
     upload must (``upload_idle_s``, then ``upload_min_rate``), and as many large bodies
     (masked vectors) read at once as uploads are buffered (``max_uploads``)."""
-    from fedhh.rpc.connect import ConnectServer, procedures, split_listen  # aiohttp
+    from fedhh.rpc.connect import ConnectServer, procedures  # aiohttp
 
     limits = settings.limits
     web = ConnectServer(

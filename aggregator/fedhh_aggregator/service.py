@@ -18,6 +18,7 @@ from fedhh.rpc.tls import TlsFiles
 
 if TYPE_CHECKING:
     from fedhh.rpc.connect import ConnectServer  # aiohttp: imported only when served
+    from fedhh.rpc.framed.server import FramedServer
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +40,15 @@ class RunningService(Generic[RegistryT]):
     port: int
     release: Callable[[], Awaitable[None]] | None = None
     web: ConnectServer | None = None  # the Connect port of the device calls, if served
+    sessions: FramedServer | None = None  # the framed session port, if served
+    session_port: int | None = None
 
     async def stop(self, grace: float | None = 1.0) -> None:
         self.registry.close()
         if self.web is not None:
             await self.web.close()
+        if self.sessions is not None:
+            await self.sessions.close()
         await self.server.stop(grace)
         if self.release is not None:
             await self.release()
@@ -70,15 +75,20 @@ async def serve_until_signalled(service: RunningService[Any], name: str,
     web_port = service.web.port if service.web is not None else None
     if settings.ready_file is not None:
         write_ready(settings.ready_file, {"port": service.port, "metrics_port": metrics_port,
-                                          "web_port": web_port, "pid": os.getpid()})
+                                          "web_port": web_port,
+                                          "session_port": service.session_port,
+                                          "pid": os.getpid()})
     log.info(f"{name} serving", extra={"port": service.port, "metrics_port": metrics_port,
-                                       "web_port": web_port, "tls": settings.tls is not None,
-                                       **details})
+                                       "web_port": web_port,
+                                       "session_port": service.session_port,
+                                       "tls": settings.tls is not None, **details})
     try:
         await serving.wait_for_signal(service.server, settings.grace_s)
     finally:
         if service.web is not None:
             await service.web.close()
+        if service.sessions is not None:
+            await service.sessions.close()
         service.registry.close()
         if service.release is not None:
             await service.release()

@@ -4,7 +4,8 @@ The coordinator opens each round with a config it signed (verified against --coo
 authenticates control calls with the control token (--control-token-file, or $FEDHH_CONTROL_TOKEN;
 at least 16 bytes). Devices are admitted per round by the coordinator's admissions. Serves TLS
 from --tls-dir (server.pem, server.key, ca.pem), or plaintext with --insecure on loopback only.
-Once serving, --ready-file receives {"port": ..., "metrics_port": ..., "pid": ...} as JSON.
+Once serving, --ready-file receives {"port": ..., "metrics_port": ..., "web_port": ...,
+"session_port": ..., "pid": ...} as JSON.
 SIGTERM or SIGINT stops it gracefully.
 """
 
@@ -38,6 +39,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="serve Prometheus metrics on this port (0: any; default: off)")
     options.add_service_options(p)
     options.add_web_options(p, "the device calls (fedhh.v1.SecureAggregation)")
+    p.add_argument("--session-listen", metavar="HOST:PORT",
+                   help="also serve the session stream (SecureAggregation.Session) outside "
+                        "gRPC, as frames on this address: the same messages and checks at a "
+                        "third of gRPC's CPU per device (docs/secagg.md, 'The framed session "
+                        "port'); TLS from --tls-dir, plaintext only with --insecure on "
+                        "loopback (port 0: OS-chosen; default: off)")
+    p.add_argument("--session-max-connections", type=int, default=16384,
+                   help="connections the session port holds at once, TLS handshakes included "
+                        "(default: 16384; each is an open file)")
     p.add_argument("--ready-file", help="write the bound ports as JSON once serving")
     p.add_argument("--max-rounds", type=int, default=16,
                    help="rounds held at once, running or waiting to be fetched (default: 16)")

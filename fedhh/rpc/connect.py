@@ -47,7 +47,13 @@ from google.protobuf.message_factory import GetMessageClass
 
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.errors import details_of
-from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Listener, RequestLog, serve_runner
+from fedhh.rpc.http_listener import (
+    HEAD_TIMEOUT_S,
+    Listener,
+    RequestLog,
+    peer_name,
+    serve_runner,
+)
 from fedhh.rpc.serving import CredentialCheck, credential_check_for, is_loopback
 from fedhh.rpc.tls import TlsFiles
 
@@ -171,22 +177,9 @@ def check_origins(origins: Sequence[str]) -> tuple[str, ...]:
     return tuple(origins)
 
 
-def split_listen(address: str) -> tuple[str, int]:
-    """(host, port) of ``HOST:PORT`` (``[::1]:PORT`` for IPv6)."""
-    host, sep, port = address.rpartition(":")
-    if not (sep and host and port.isascii() and port.isdigit() and int(port) <= 65535):
-        raise ConfigError(f"a listen address is HOST:PORT, got {address!r}")
-    return host.strip("[]"), int(port)
-
-
 def peer_of(request: web.BaseRequest) -> str:
     """The client's address as gRPC names a peer (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``)."""
-    transport = request.transport
-    name = transport.get_extra_info("peername") if transport is not None else None
-    if not name:
-        return ""
-    host, port = str(name[0]), int(name[1])
-    return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
+    return peer_name(request.transport)
 
 
 class ConnectError(Exception):

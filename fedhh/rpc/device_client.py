@@ -70,6 +70,7 @@ from fedhh.rpc.aggregator_wire import (
     unmask_to_pb,
 )
 from fedhh.rpc.device_stream import participate_stream
+from fedhh.rpc.framed.client import FramedChannel
 from fedhh.rpc.participation import (
     CODE_OUTCOMES,
     RETRIED_CODES,
@@ -287,7 +288,8 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
     :class:`~fedhh.secagg.InvalidReport` (bad ``ones``, before anything is sent).
 
     ``transport``: the session stream or the unary calls; by default the stream over a
-    ``grpc.aio.Channel`` or a ``SecureAggregationStub``, the unary calls over anything else
+    ``grpc.aio.Channel``, a ``SecureAggregationStub`` or a ``FramedChannel`` (an aggregator's
+    framed session port, ``fedhh.rpc.framed``), the unary calls over anything else
     shaped like a stub (a Connect stub, a test's wrapper of the unary methods). ``opening``:
     on the stream, a semaphore held from a stream's start until its open is written, shared
     by the devices of one process (:class:`~fedhh.rpc.device_stream.SessionStream`).
@@ -296,7 +298,8 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
             else channel)
     idx = check_report(ones, device.config.dimension)
     if transport is None:
-        transport = (Transport.STREAM if isinstance(stub, pb_grpc.SecureAggregationStub)
+        transport = (Transport.STREAM if isinstance(stub, (pb_grpc.SecureAggregationStub,
+                                                           FramedChannel))
                      else Transport.UNARY)
     if Transport(transport) is Transport.STREAM:
         if not 0 < chunk_bytes <= CHUNK_BYTES:

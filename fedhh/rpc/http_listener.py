@@ -1,7 +1,8 @@
 """The listening socket of an aiohttp server that runs inside a gRPC service's process (the
 coordinator's dashboard, the Connect port of the coordinator and the aggregator:
 ``fedhh.rpc.connect``), accepted here rather than by aiohttp's site, so that it can never take
-the service's open files (issue 28).
+the service's open files (issue 28). The aggregator's framed session port
+(``fedhh.rpc.framed.server``) is accepted here too: its preface stands for the request head.
 
 Every connection such a server holds is a file the gRPC server cannot open. With aiohttp's own
 site, a connection that never finished its request head was kept for the keep-alive timeout
@@ -46,14 +47,33 @@ HEAD_TIMEOUT_S = 10.0
 BACKLOG = 128
 
 
+def split_listen(address: str) -> tuple[str, int]:
+    """(host, port) of ``HOST:PORT`` (``[::1]:PORT`` for IPv6)."""
+    host, sep, port = address.rpartition(":")
+    if not (sep and host and port.isascii() and port.isdigit() and int(port) <= 65535):
+        raise ConfigError(f"a listen address is HOST:PORT, got {address!r}")
+    return host.strip("[]"), int(port)
+
+
+def peer_name(transport: asyncio.BaseTransport | None) -> str:
+    """A connection's client as gRPC names a peer (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``)."""
+    name = transport.get_extra_info("peername") if transport is not None else None
+    if not name:
+        return ""
+    host, port = str(name[0]), int(name[1])
+    return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
+
+
 class Listener:
     """Accepts connections for aiohttp's ``server`` (a protocol factory) under the limits above.
     ``saw_request(request.protocol)`` marks a connection whose first head arrived."""
 
     def __init__(self, server: Any, context: ssl.SSLContext | None,
                  max_connections: int = MAX_CONNECTIONS,
-                 head_timeout_s: float = HEAD_TIMEOUT_S, name: str = "dashboard") -> None:
+                 head_timeout_s: float = HEAD_TIMEOUT_S, name: str = "dashboard",
+                 backlog: int = BACKLOG) -> None:
         self.server = server
+        self.backlog = backlog
         self.name = name
         self.context = context
         self.max_connections = max_connections
@@ -82,7 +102,7 @@ class Listener:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(address)
-            sock.listen(BACKLOG)
+            sock.listen(self.backlog)
             sock.setblocking(False)
         except OSError as error:
             sock.close()

@@ -349,6 +349,23 @@ class SessionRefusal(_message.Message):
     details: str
     def __init__(self, code: _Optional[int] = ..., details: _Optional[str] = ...) -> None: ...
 
+class SessionEnd(_message.Message):
+    __slots__ = ("code", "details", "trailing")
+    class TrailingEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    TRAILING_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    details: str
+    trailing: _containers.ScalarMap[str, str]
+    def __init__(self, code: _Optional[int] = ..., details: _Optional[str] = ..., trailing: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
 class OpenRoundRequest(_message.Message):
     __slots__ = ("config", "signature")
     CONFIG_FIELD_NUMBER: _ClassVar[int]
@@ -528,16 +545,18 @@ class DescribeWorkersResponse(_message.Message):
     def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
 
 class WorkerInfo(_message.Message):
-    __slots__ = ("index", "public_address", "serving", "web_url")
+    __slots__ = ("index", "public_address", "serving", "web_url", "session_address")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     PUBLIC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     SERVING_FIELD_NUMBER: _ClassVar[int]
     WEB_URL_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     index: int
     public_address: str
     serving: bool
     web_url: str
-    def __init__(self, index: _Optional[int] = ..., public_address: _Optional[str] = ..., serving: _Optional[bool] = ..., web_url: _Optional[str] = ...) -> None: ...
+    session_address: str
+    def __init__(self, index: _Optional[int] = ..., public_address: _Optional[str] = ..., serving: _Optional[bool] = ..., web_url: _Optional[str] = ..., session_address: _Optional[str] = ...) -> None: ...
 
 class OpenShardedRoundRequest(_message.Message):
     __slots__ = ("round_id", "shards")

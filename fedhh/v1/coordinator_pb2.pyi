@@ -59,7 +59,7 @@ class SignedTask(_message.Message):
     def __init__(self, task: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("run_id", "round", "attempt", "device_id", "prefix_bits", "prefixes", "deny_list", "segment_bits", "eps_local", "codec", "max_bits", "selection", "prefix_conditioning", "aggregator_address", "round_config", "secagg_id", "admission", "deadline_unix_ms", "round_config_signature", "aggregator_web_url")
+    __slots__ = ("run_id", "round", "attempt", "device_id", "prefix_bits", "prefixes", "deny_list", "segment_bits", "eps_local", "codec", "max_bits", "selection", "prefix_conditioning", "aggregator_address", "round_config", "secagg_id", "admission", "deadline_unix_ms", "round_config_signature", "aggregator_web_url", "aggregator_session_address")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -80,6 +80,7 @@ class Task(_message.Message):
     DEADLINE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     ROUND_CONFIG_SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     AGGREGATOR_WEB_URL_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATOR_SESSION_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     round: int
     attempt: int
@@ -100,7 +101,8 @@ class Task(_message.Message):
     deadline_unix_ms: int
     round_config_signature: bytes
     aggregator_web_url: str
-    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., attempt: _Optional[int] = ..., device_id: _Optional[int] = ..., prefix_bits: _Optional[int] = ..., prefixes: _Optional[_Iterable[int]] = ..., deny_list: _Optional[_Iterable[int]] = ..., segment_bits: _Optional[int] = ..., eps_local: _Optional[float] = ..., codec: _Optional[str] = ..., max_bits: _Optional[int] = ..., selection: _Optional[str] = ..., prefix_conditioning: _Optional[bool] = ..., aggregator_address: _Optional[str] = ..., round_config: _Optional[bytes] = ..., secagg_id: _Optional[int] = ..., admission: _Optional[bytes] = ..., deadline_unix_ms: _Optional[int] = ..., round_config_signature: _Optional[bytes] = ..., aggregator_web_url: _Optional[str] = ...) -> None: ...
+    aggregator_session_address: str
+    def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., attempt: _Optional[int] = ..., device_id: _Optional[int] = ..., prefix_bits: _Optional[int] = ..., prefixes: _Optional[_Iterable[int]] = ..., deny_list: _Optional[_Iterable[int]] = ..., segment_bits: _Optional[int] = ..., eps_local: _Optional[float] = ..., codec: _Optional[str] = ..., max_bits: _Optional[int] = ..., selection: _Optional[str] = ..., prefix_conditioning: _Optional[bool] = ..., aggregator_address: _Optional[str] = ..., round_config: _Optional[bytes] = ..., secagg_id: _Optional[int] = ..., admission: _Optional[bytes] = ..., deadline_unix_ms: _Optional[int] = ..., round_config_signature: _Optional[bytes] = ..., aggregator_web_url: _Optional[str] = ..., aggregator_session_address: _Optional[str] = ...) -> None: ...
 
 class MintEnrollmentTokensRequest(_message.Message):
     __slots__ = ("count", "ttl_s", "label")

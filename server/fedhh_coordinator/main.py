@@ -90,7 +90,8 @@ async def serve(args: argparse.Namespace) -> None:
     dashboard_port = dashboard.port if dashboard is not None else None
     web = None
     if args.web_listen:
-        from fedhh.rpc.connect import ConnectServer, procedures, split_listen  # aiohttp
+        from fedhh.rpc.connect import ConnectServer, procedures  # aiohttp
+        from fedhh.rpc.http_listener import split_listen
 
         # The device calls only, with the gRPC port's receive cap and credential checks.
         web = ConnectServer("coordinator's Connect port",

@@ -45,7 +45,8 @@ async def serve(args: argparse.Namespace) -> None:
     metrics_port = start_metrics(args.metrics_port, args.metrics_host, tls)
     web = None
     if args.web_listen:
-        from fedhh.rpc.connect import ConnectServer, procedures, split_listen  # aiohttp
+        from fedhh.rpc.connect import ConnectServer, procedures  # aiohttp
+        from fedhh.rpc.http_listener import split_listen
 
         web = ConnectServer("selector's Connect port",
                             procedures(pb.DESCRIPTOR.services_by_name["DeviceService"], devices,

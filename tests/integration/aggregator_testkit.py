@@ -30,6 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.rpc.control_client import open_channel
 from fedhh.rpc.device_client import DeviceSession
+from fedhh.rpc.framed.client import FramedChannel
 from fedhh.secagg import (
     Admission,
     IdentityTree,
@@ -127,16 +128,30 @@ def make_cohort(n: int, dimension: int, k: int, t: int, n_min: int, *,
 @asynccontextmanager
 async def aggregator(limits: Limits | None = None, state_dir: Path | None = None
                      ) -> AsyncIterator[tuple[RunningAggregator, grpc.aio.Channel]]:
-    """An aggregator on 127.0.0.1 (OS-chosen port) and a channel to it."""
+    """An aggregator on 127.0.0.1 (OS-chosen ports: gRPC's and the framed session port's) and
+    a channel to it."""
     agg = await start(AggregatorSettings(coordinator_public=COORDINATOR_PUBLIC, control_token=TOKEN,
                                listen="127.0.0.1:0", insecure=True,
-                               limits=limits or Limits(), state_dir=state_dir))
+                               limits=limits or Limits(), state_dir=state_dir,
+                               session_listen="127.0.0.1:0"))
     channel = open_channel(f"127.0.0.1:{agg.port}")
     try:
         yield agg, channel
     finally:
         await channel.close()
         await agg.stop(grace=0.5)
+
+
+TRANSPORTS = ("grpc", "framed")  # the session stream's two ports
+
+
+def session_stub(agg: RunningAggregator, channel: grpc.aio.Channel, transport: str) -> Any:
+    """What opens session streams to ``agg`` (``stub.Session(timeout=...)``) on ``transport``:
+    gRPC's stub on ``channel``, or a channel to its framed session port."""
+    if transport == "grpc":
+        return pb_grpc.SecureAggregationStub(channel)
+    assert transport == "framed" and agg.session_port is not None
+    return FramedChannel(f"127.0.0.1:{agg.session_port}", None)
 
 
 def session(channel: grpc.aio.Channel, cohort: Cohort, u: int,

@@ -1,5 +1,5 @@
 """Attacks on the session stream (``SecureAggregation.Session``), against an aggregator on
-127.0.0.1: the stream is authenticated once, by a signature over a challenge fresh for that
+127.0.0.1, on its gRPC port and on its framed session port (``fedhh.rpc.framed``): the stream is authenticated once, by a signature over a challenge fresh for that
 stream, so every way of opening it in another device's name is refused UNAUTHENTICATED; a
 message that is not the stream's device's, malformed, or too large is refused with its code;
 a second stream of a device replaces the first. Each leaves the round as it was: the devices
@@ -13,7 +13,17 @@ from typing import Any
 
 import grpc
 import numpy as np
-from aggregator_testkit import TOKEN, Cohort, aggregator, expect_status, make_cohort, run
+import pytest
+from aggregator_testkit import (
+    TOKEN,
+    TRANSPORTS,
+    Cohort,
+    aggregator,
+    expect_status,
+    make_cohort,
+    run,
+    session_stub,
+)
 
 from fedhh.rpc.aggregator_client import AggregatorControl
 from fedhh.rpc.aggregator_wire import admission_to_pb, keys_to_pb, session_open
@@ -21,7 +31,6 @@ from fedhh.rpc.device_client import ParticipationEnd as End
 from fedhh.rpc.device_client import participate
 from fedhh.secagg.primitives import ed25519_from_seed
 from fedhh.v1 import aggregator_pb2 as pb
-from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 
 N = 8
 OTHER_KEY = ed25519_from_seed(b"\x07" * 32)
@@ -32,7 +41,7 @@ def _cohort(round_id: bytes, seed: int = 0, **kw: Any) -> Cohort:
                        consistency_check=True, round_id=round_id, seed=seed, **kw)
 
 
-async def _challenge(stub: pb_grpc.SecureAggregationStub) -> tuple[Any, bytes]:
+async def _challenge(stub: Any) -> tuple[Any, bytes]:
     call = stub.Session(timeout=30)
     event = await call.read()
     assert event.WhichOneof("event") == "challenge" and len(event.challenge) == 32
@@ -59,11 +68,13 @@ def _open(cohort: Cohort, u: int, challenge: bytes, **kw: Any) -> pb.SessionMess
         kw.get("session_id", cohort.session_id), challenge))
 
 
-async def _released_exactly(channel: grpc.aio.Channel, cohort: Cohort) -> None:
+async def _released_exactly(channel: grpc.aio.Channel, stub: Any, cohort: Cohort) -> None:
+    """Every device takes part through ``stub`` (its session streams); the round releases
+    exactly their sum."""
     control = AggregatorControl(channel, TOKEN)
     fetch = asyncio.create_task(control.result(cohort.round_id, 60))
     outcomes = await asyncio.gather(*(
-        participate(channel, cohort.device(u), cohort.reports[u],
+        participate(stub, cohort.device(u), cohort.reports[u],
                     identity_key=cohort.identity_keys[u], admission=cohort.admissions[u])
         for u in range(1, N + 1)))
     result = await fetch
@@ -74,7 +85,8 @@ async def _released_exactly(channel: grpc.aio.Channel, cohort: Cohort) -> None:
                           cohort.plaintext_sum(set(range(1, N + 1))))
 
 
-def test_a_stream_cannot_be_opened_in_another_devices_name() -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_stream_cannot_be_opened_in_another_devices_name(transport: str) -> None:
     """A replayed open (signed for another stream's challenge), an open signed by another key,
     one with another round's admission or naming another round, one with a device's admission
     but signed by its neighbour: UNAUTHENTICATED (or NOT_FOUND for an unknown round), each
@@ -93,7 +105,7 @@ def test_a_stream_cannot_be_opened_in_another_devices_name() -> None:
             control = AggregatorControl(channel, TOKEN)
             await control.open_round(a.signed)
             await control.open_round(b.signed)
-            stub = pb_grpc.SecureAggregationStub(channel)
+            stub = session_stub(agg, channel, transport)
             # A genuine open of device 1, on its own stream (then left).
             call, challenge = await _challenge(stub)
             genuine = _open(a, 1, challenge)
@@ -137,12 +149,13 @@ def test_a_stream_cannot_be_opened_in_another_devices_name() -> None:
             assert (await _refused(call, pb.SessionMessage(
                 keys=keys_to_pb(a.device(1).advertise_keys()))))[0] == \
                 grpc.StatusCode.INVALID_ARGUMENT
-            await _released_exactly(channel, a)
+            await _released_exactly(channel, stub, a)
 
     run(scenario(), timeout=120)
 
 
-def test_an_authenticated_stream_speaks_only_for_its_device_and_refuses_bad_input() -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_an_authenticated_stream_speaks_only_for_its_device_and_refuses_bad_input(transport: str) -> None:
     """On device 1's authenticated stream: device 2's keys (with device 2's own admission) are
     UNAUTHENTICATED; a second open, vector data out of place, an empty message, a vector of the
     wrong length are INVALID_ARGUMENT; an oversize message RESOURCE_EXHAUSTED. None changes the
@@ -150,9 +163,9 @@ def test_an_authenticated_stream_speaks_only_for_its_device_and_refuses_bad_inpu
     a = _cohort(b"stream-sec/input", seed=3)
 
     async def scenario() -> None:
-        async with aggregator() as (_, channel):
+        async with aggregator() as (agg, channel):
             await AggregatorControl(channel, TOKEN).open_round(a.signed)
-            stub = pb_grpc.SecureAggregationStub(channel)
+            stub = session_stub(agg, channel, transport)
 
             async def opened() -> Any:
                 call, challenge = await _challenge(stub)
@@ -178,16 +191,17 @@ def test_an_authenticated_stream_speaks_only_for_its_device_and_refuses_bad_inpu
                 grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.INVALID_ARGUMENT,
                 grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INVALID_ARGUMENT,
                 grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.INVALID_ARGUMENT], codes
-            # Above the receive cap: refused by gRPC before it is parsed.
+            # Above the receive cap: refused before it is parsed.
             call = await opened()
             await call.write(pb.SessionMessage(vector_data=bytes(2 << 20)))
             await expect_status(grpc.StatusCode.RESOURCE_EXHAUSTED, call.read())
-            await _released_exactly(channel, a)
+            await _released_exactly(channel, stub, a)
 
     run(scenario(), timeout=120)
 
 
-def test_a_second_stream_of_a_device_replaces_the_first() -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_second_stream_of_a_device_replaces_the_first(transport: str) -> None:
     """Device 1 opens a stream and advertises; a second authenticated stream of device 1
     (its reconnect) replaces it: the first ends ALREADY_EXISTS, told in its refusal, and the
     device goes on on the second, which the round counts once."""
@@ -196,7 +210,7 @@ def test_a_second_stream_of_a_device_replaces_the_first() -> None:
     async def scenario() -> None:
         async with aggregator() as (agg, channel):
             await AggregatorControl(channel, TOKEN).open_round(a.signed)
-            stub = pb_grpc.SecureAggregationStub(channel)
+            stub = session_stub(agg, channel, transport)
             first, challenge = await _challenge(stub)
             await first.write(_open(a, 1, challenge))
             await first.write(pb.SessionMessage(keys=keys_to_pb(a.device(1).advertise_keys())))
@@ -206,7 +220,7 @@ def test_a_second_stream_of_a_device_replaces_the_first() -> None:
                 await asyncio.sleep(0)
             assert 1 in round_.streams
             # participate() opens device 1's second stream (and the others' first).
-            done = asyncio.create_task(_released_exactly(channel, a))
+            done = asyncio.create_task(_released_exactly(channel, stub, a))
             event = await first.read()
             assert event.WhichOneof("event") == "refused", event
             assert event.refused.code == grpc.StatusCode.ALREADY_EXISTS.value[0]

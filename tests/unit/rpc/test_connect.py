@@ -14,9 +14,10 @@ import grpc
 import pytest
 
 from fedhh.errors import AuthenticationError, ConfigError, NotFoundError
-from fedhh.rpc.connect import CODES, ConnectServer, check_origins, procedures, split_listen
+from fedhh.rpc.connect import CODES, ConnectServer, check_origins, procedures
 from fedhh.rpc.connect_client import ConnectChannel, ConnectStub
 from fedhh.rpc.errors import status_errors
+from fedhh.rpc.http_listener import split_listen
 from fedhh.v1 import aggregator_pb2 as agg_pb
 from fedhh.v1 import coordinator_pb2 as pb
 

@@ -1,0 +1,321 @@
+"""A device's channel to an aggregator's framed session port (``fedhh.rpc.framed.server``).
+
+``FramedChannel.Session(timeout=...)`` makes a stream whose call behaves as grpc.aio's
+stream-stream call does where the session's device side (``fedhh.rpc.device_stream``) uses
+it: ``read`` returns the next event, ``grpc.aio.EOF`` once the stream ended OK, and raises
+``grpc.aio.AioRpcError`` with the stream's code once it ended otherwise; ``write`` on an
+ended stream raises ``asyncio.InvalidStateError``; ``code``, ``details`` and
+``trailing_metadata`` wait for the end; ``cancel`` leaves the stream. A call past its
+``timeout`` ends DEADLINE_EXCEEDED, and one whose connection broke UNAVAILABLE, as gRPC's
+would. The channel holds one connection, opened by the first call that needs it and again
+after it broke; its streams share it, as a gRPC channel's calls share theirs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ssl
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+
+from fedhh.errors import ConfigError
+from fedhh.rpc.framed.frames import (
+    ALPN,
+    HEADER,
+    MAX_STREAM_ID,
+    PREFACE,
+    FrameError,
+    FrameSplitter,
+    Kind,
+)
+from fedhh.rpc.serving import MAX_MESSAGE_BYTES, is_loopback
+from fedhh.v1 import aggregator_pb2 as pb
+
+__all__ = ["FramedCall", "FramedChannel"]
+
+CONNECT_TIMEOUT_S = 20.0
+_EMPTY = grpc.aio.Metadata()
+
+
+def client_context(ca: str | Path) -> ssl.SSLContext:
+    """TLS to a session port: the services' CA, TLS 1.2 or later, the port's ALPN."""
+    try:
+        context = ssl.create_default_context(cafile=str(ca))
+    except (OSError, ssl.SSLError) as error:
+        raise ConfigError(f"cannot load the CA {ca}: {error}") from None
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_alpn_protocols([ALPN])
+    return context
+
+
+class FramedChannel:
+    """Streams to one session port at ``address`` (HOST:PORT): TLS with ``context``, or
+    plaintext (``context`` None) to a loopback address only."""
+
+    def __init__(self, address: str, context: ssl.SSLContext | None) -> None:
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"a session port is HOST:PORT, got {address!r}")
+        if context is None and not is_loopback(address):
+            raise ConfigError(f"plaintext is allowed on loopback addresses only; {address} "
+                              f"needs TLS (--ca)")
+        self.address = address
+        self._host, self._port = host.strip("[]"), int(port)
+        self._context = context
+        self._connection: _Connection | None = None
+        self._connecting: asyncio.Future[_Connection] | None = None
+
+    def Session(self, timeout: float | None = None) -> FramedCall:
+        return FramedCall(self, timeout)
+
+    def open_connection(self) -> _Connection | None:
+        connection = self._connection
+        return connection if connection is not None and not connection.closed else None
+
+    async def connection(self) -> _Connection:
+        """The open connection, or a new one (calls that need one at once share its opening)."""
+        connection = self.open_connection()
+        if connection is not None:
+            return connection
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(self._connect())
+        connecting = self._connecting
+        try:
+            return await asyncio.shield(connecting)
+        finally:
+            if connecting.done() and self._connecting is connecting:
+                self._connecting = None
+
+    async def _connect(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                _, connection = await loop.create_connection(
+                    _Connection, self._host, self._port, ssl=self._context,
+                    server_hostname=self._host if self._context else None)
+        except (OSError, TimeoutError) as error:
+            raise ConnectionError(f"cannot reach the session port {self.address}: "
+                                  f"{error}") from None
+        self._connection = connection
+        return connection
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.splitter = FrameSplitter(MAX_MESSAGE_BYTES)
+        self.calls: dict[int, FramedCall] = {}
+        self.transport: Any = None
+        self.closed = False
+        self._next_id = 1
+        self._writable: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        transport.write(PREFACE)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            for stream_id, kind, payload in self.splitter.feed(data):
+                call = self.calls.get(stream_id)
+                if call is None:
+                    continue  # (a stream this side left)
+                if payload is None:
+                    raise FrameError("a frame above the receive cap")
+                if kind == Kind.EVENT:
+                    call.deliver(payload)
+                elif kind == Kind.END:
+                    call.finish_from(payload)
+                else:
+                    raise FrameError(f"frame kind {kind} is not a server's")
+        except FrameError as error:
+            self.lost(f"the session port broke the framing: {error}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost(f"the connection to the session port was lost: {exc or 'closed'}")
+
+    def pause_writing(self) -> None:
+        if self._writable is None or self._writable.done():
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def lost(self, why: str) -> None:
+        if not self.closed:
+            self.closed = True
+            self.transport.abort()
+        for call in list(self.calls.values()):
+            call.finish(grpc.StatusCode.UNAVAILABLE, why)
+        self.calls.clear()
+        self.resume_writing()
+
+    def close(self) -> None:
+        self.lost("the channel was closed")
+
+    def open(self, call: FramedCall) -> int:
+        if self._next_id > MAX_STREAM_ID:
+            raise ConnectionError("the connection's stream ids are spent")
+        stream_id, self._next_id = self._next_id, self._next_id + 1
+        self.calls[stream_id] = call
+        self.transport.write(HEADER.pack(stream_id, Kind.OPEN, 0))
+        return stream_id
+
+    async def send(self, stream_id: int, kind: Kind, payload: bytes = b"") -> None:
+        self.transport.writelines((HEADER.pack(stream_id, kind, len(payload)), payload))
+        writable = self._writable
+        if writable is not None and not writable.done():
+            await asyncio.shield(writable)
+
+    def leave(self, stream_id: int) -> None:
+        if self.calls.pop(stream_id, None) is not None and not self.closed:
+            self.transport.write(HEADER.pack(stream_id, Kind.CANCEL, 0))
+
+
+class FramedCall:
+    """One session stream (see the module docstring)."""
+
+    __slots__ = ("_channel", "_code", "_connection", "_details", "_done", "_events",
+                 "_expiry", "_opening", "_stream_id", "_trailing", "_waiter")
+
+    def __init__(self, channel: FramedChannel, timeout: float | None) -> None:
+        self._channel = channel
+        self._connection: _Connection | None = None
+        self._stream_id = 0
+        self._events: collections.deque[bytes] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._code: grpc.StatusCode | None = None
+        self._details = ""
+        self._trailing = _EMPTY
+        self._done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._opening: asyncio.Task[None] | None = None
+        self._expiry = None if timeout is None else asyncio.get_running_loop().call_later(
+            timeout, self.finish, grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", True)
+
+    # -- grpc.aio's call, as the session uses it -----------------------------------------------
+
+    async def read(self) -> Any:
+        await self._open()
+        while not self._events:
+            if self._code is not None:
+                if self._code == grpc.StatusCode.OK:
+                    return grpc.aio.EOF
+                raise self._error()
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        try:
+            return pb.SessionEvent.FromString(self._events.popleft())
+        except DecodeError:
+            self.finish(grpc.StatusCode.INTERNAL, "an event that does not parse", True)
+            raise self._error() from None
+
+    async def write(self, message: Message) -> None:
+        await self._open()
+        if self._code is not None:
+            raise asyncio.InvalidStateError("RPC already finished")
+        assert self._connection is not None
+        await self._connection.send(self._stream_id, Kind.MESSAGE, message.SerializeToString())
+
+    async def done_writing(self) -> None:
+        await self._open()
+        if self._code is None and self._connection is not None:
+            await self._connection.send(self._stream_id, Kind.CLOSE)
+
+    def cancel(self) -> bool:
+        if self._code is not None:
+            return False
+        self.finish(grpc.StatusCode.CANCELLED, "Locally cancelled by application!", True)
+        return True
+
+    def done(self) -> bool:
+        return self._code is not None
+
+    async def code(self) -> grpc.StatusCode:
+        await asyncio.shield(self._done)
+        assert self._code is not None
+        return self._code
+
+    async def details(self) -> str:
+        await asyncio.shield(self._done)
+        return self._details
+
+    async def trailing_metadata(self) -> grpc.aio.Metadata:
+        await asyncio.shield(self._done)
+        return self._trailing
+
+    # -- the connection's side -----------------------------------------------------------------
+
+    async def _open(self) -> None:
+        if self._connection is not None or self._code is not None:
+            return
+        connection = self._channel.open_connection()
+        if connection is not None:  # (the usual case: no task to wait for)
+            self._stream_id = connection.open(self)
+            self._connection = connection
+            return
+        if self._opening is None:
+            self._opening = asyncio.ensure_future(self._attach())
+        await asyncio.shield(self._opening)
+
+    async def _attach(self) -> None:
+        try:
+            connection = await self._channel.connection()
+            if self._code is None:
+                self._stream_id = connection.open(self)
+                self._connection = connection
+        except ConnectionError as error:
+            self.finish(grpc.StatusCode.UNAVAILABLE, str(error))
+
+    def deliver(self, payload: bytes) -> None:
+        self._events.append(payload)
+        self._wake()
+
+    def finish_from(self, payload: bytes) -> None:
+        try:
+            end = pb.SessionEnd.FromString(payload)
+            code = _CODES[end.code]
+        except (DecodeError, KeyError):
+            self.finish(grpc.StatusCode.INTERNAL, "an end that does not parse", True)
+            return
+        self._trailing = grpc.aio.Metadata(*sorted(end.trailing.items()))
+        self.finish(code, end.details)
+
+    def finish(self, code: grpc.StatusCode, details: str, leave: bool = False) -> None:
+        """End the call with ``code`` (``leave``: and tell the port this side left)."""
+        if self._code is not None:
+            return
+        self._code, self._details = code, details
+        if self._expiry is not None:
+            self._expiry.cancel()
+        connection = self._connection
+        if connection is not None:
+            if leave:
+                connection.leave(self._stream_id)
+            else:
+                connection.calls.pop(self._stream_id, None)
+        self._done.set_result(None)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _error(self) -> grpc.aio.AioRpcError:
+        assert self._code is not None
+        return grpc.aio.AioRpcError(self._code, _EMPTY, self._trailing, self._details)
+
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}

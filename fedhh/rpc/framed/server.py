@@ -1,0 +1,377 @@
+"""An aggregator's framed session port: the session stream's messages in frames
+(``fedhh.rpc.framed.frames``) on connections the event loop's own TLS protocol reads, each
+stream served by the same handler as the gRPC ``Session`` (``stream`` stands in for its
+context: ``read``, ``write``, ``set_trailing_metadata``, ``peer``). gRPC spends ~1 ms of the
+server's CPU per device on the session's ten messages; this port ~0.3 (docs/benchmarks.md).
+
+What gRPC's server gave the session, built again here, each before work:
+
+- connections are accepted by ``fedhh.rpc.http_listener.Listener``: at most
+  ``max_connections`` held, TLS handshakes included (one more is closed as soon as it is
+  accepted, before a byte is read); the handshake, then the preface, each within
+  ``handshake_timeout_s``; a connection with no stream for ``idle_timeout_s`` is closed;
+- at most ``max_streams_per_connection`` streams at once on a connection (one more is ended
+  RESOURCE_EXHAUSTED at once);
+- a message above ``max_message_bytes`` ends its stream RESOURCE_EXHAUSTED unread (its bytes
+  are skipped), one that does not parse INVALID_ARGUMENT (as gRPC's port answers both);
+- back-pressure both ways: a connection whose delivered messages wait unread beyond
+  ``max_unread_bytes`` is not read until its handlers catch up, and a handler's write waits
+  while the peer does not read (its stream's deadlines still run);
+- the handler's errors become the stream's end as ``fedhh.rpc.errors.status_errors`` makes
+  them gRPC's status (a ``FedhhError``'s code and details; anything else INTERNAL, logged);
+  a client's CANCEL or a lost connection cancels the handler, as gRPC does.
+
+Breaking the framing (an unknown kind, a stream id that does not rise, a frame for a stream
+never opened, a bad preface) closes the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+
+from fedhh.errors import ConfigError, FedhhError
+from fedhh.rpc.errors import details_of, status_of
+from fedhh.rpc.framed.frames import ALPN, HEADER, PREFACE, FrameError, FrameSplitter, Kind
+from fedhh.rpc.http_listener import Listener, peer_name
+from fedhh.rpc.serving import UnparsableRequest, is_loopback
+from fedhh.rpc.tls import TlsFiles
+from fedhh.v1 import aggregator_pb2 as pb
+
+__all__ = ["FramedLimits", "FramedServer", "ServerStream"]
+
+log = logging.getLogger(__name__)
+
+# Devices reconnect in bursts (a stage's deadline, a worker's restart): a deep accept queue
+# keeps a burst from being dropped by the kernel and retried a second later.
+BACKLOG = 4096
+
+
+@dataclass(frozen=True)
+class FramedLimits:
+    max_message_bytes: int
+    max_streams_per_connection: int
+    max_connections: int = 16384
+    handshake_timeout_s: float = 10.0
+    idle_timeout_s: float = 120.0
+    max_unread_bytes: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        for name in ("max_message_bytes", "max_streams_per_connection", "max_connections",
+                     "max_unread_bytes"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("handshake_timeout_s", "idle_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+
+
+Handler = Callable[["ServerStream"], Awaitable[None]]
+
+
+class ServerStream:
+    """One stream, as its handler sees it (the part of grpc.aio's servicer context the session
+    uses). ``read`` returns ``grpc.aio.EOF`` once the client closed its side."""
+
+    __slots__ = ("_connection", "_ended", "_messages", "_parse", "_waiter", "forced",
+                 "stream_id", "task", "trailing")
+
+    def __init__(self, connection: _Connection, stream_id: int,
+                 parse: Callable[[bytes], Message]) -> None:
+        self._connection = connection
+        self.stream_id = stream_id
+        self._parse = parse
+        self._messages: collections.deque[bytes | None] = collections.deque()  # None: EOF
+        self._waiter: asyncio.Future[None] | None = None
+        self._ended = False
+        self.trailing: tuple[tuple[str, str], ...] = ()
+        self.forced: tuple[grpc.StatusCode, str] | None = None  # the port ended it so
+        self.task: asyncio.Task[None] | None = None
+
+    # -- the handler's side --------------------------------------------------------------------
+
+    async def read(self) -> Any:
+        if not self._messages:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        data = self._messages.popleft()
+        if data is None:
+            self._messages.append(None)  # (EOF stays: every later read sees it)
+            return grpc.aio.EOF
+        self._connection.consumed(len(data))
+        try:
+            return self._parse(data)
+        except DecodeError as error:
+            raise UnparsableRequest(f"the message does not parse: {error}") from None
+
+    async def write(self, event: Message | bytes) -> None:
+        if self._ended:
+            raise asyncio.InvalidStateError("the stream has ended")
+        data = event if isinstance(event, bytes) else event.SerializeToString()
+        await self._connection.send(self.stream_id, Kind.EVENT, data)
+
+    def set_trailing_metadata(self, metadata: tuple[tuple[str, str], ...]) -> None:
+        self.trailing = tuple(metadata)
+
+    def peer(self) -> str:
+        return self._connection.peer
+
+    # -- the connection's side -----------------------------------------------------------------
+
+    def deliver(self, data: bytes | None) -> None:
+        self._messages.append(data)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def end(self, code: grpc.StatusCode, details: str) -> None:
+        """End the stream from outside its handler (the handler is cancelled)."""
+        if self.forced is None:
+            self.forced = (code, details)
+            if self.task is not None:
+                self.task.cancel()
+
+    def ended(self) -> None:
+        self._ended = True
+
+    def unread_bytes(self) -> int:
+        return sum(len(data) for data in self._messages if data is not None)
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: FramedServer) -> None:
+        self.server = server
+        self.limits = server.limits
+        self.splitter = FrameSplitter(server.limits.max_message_bytes)
+        self.streams: dict[int, ServerStream] = {}
+        self.transport: Any = None  # (uvloop's TLS transport is no asyncio.Transport)
+        self.peer = ""
+        self._last_id = 0
+        self._preface = bytearray()
+        self._unread = 0
+        self._reading = True
+        self._writable: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self.peer = peer_name(transport)
+        self.server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        try:
+            if self._preface is not None:
+                data = self._read_preface(data)
+            for stream_id, kind, payload in self.splitter.feed(data):
+                self._dispatch(stream_id, kind, payload)
+        except FrameError as error:
+            log.info("framed session port: closing a connection", extra={
+                "peer": self.peer, "error": str(error)})
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.server.connections.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+        for stream in list(self.streams.values()):
+            stream.ended()
+            if stream.task is not None:
+                stream.task.cancel()
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def pause_writing(self) -> None:
+        if self._writable is None or self._writable.done():
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    # -- frames --------------------------------------------------------------------------------
+
+    def _read_preface(self, data: bytes) -> bytes:
+        assert self._preface is not None
+        needed = len(PREFACE) - len(self._preface)
+        self._preface += data[:needed]
+        if not PREFACE.startswith(self._preface):
+            raise FrameError("not a framed session client (bad preface)")
+        if len(self._preface) < len(PREFACE):
+            return b""
+        self._preface = None  # type: ignore[assignment]
+        if self.server.listener is not None:
+            self.server.listener.saw_request(self)
+        self._idle()
+        return data[needed:]
+
+    def _dispatch(self, stream_id: int, kind: int, payload: bytes | None) -> None:
+        stream = self.streams.get(stream_id)
+        if kind == Kind.OPEN:
+            if stream_id <= self._last_id or payload != b"":
+                raise FrameError(f"stream {stream_id} opened out of order or with a payload")
+            self._last_id = stream_id
+            self._open(stream_id)
+            return
+        if stream is None:
+            if stream_id > self._last_id or kind not in (Kind.MESSAGE, Kind.CLOSE, Kind.CANCEL):
+                raise FrameError(f"frame kind {kind} for stream {stream_id}, never opened")
+            return  # (a stream that ended while the client still wrote to it)
+        if kind == Kind.MESSAGE:
+            if payload is None:
+                stream.end(grpc.StatusCode.RESOURCE_EXHAUSTED, f"a message above the "
+                           f"{self.limits.max_message_bytes}-byte receive cap")
+                return
+            self._unread += len(payload)
+            stream.deliver(payload)
+            if self._unread > self.limits.max_unread_bytes and self._reading:
+                self._reading = False
+                self.transport.pause_reading()
+        elif kind == Kind.CLOSE:
+            stream.deliver(None)
+        elif kind == Kind.CANCEL:
+            stream.ended()
+            if stream.task is not None:
+                stream.task.cancel()
+        else:
+            raise FrameError(f"frame kind {kind} is not a client's")
+
+    def _open(self, stream_id: int) -> None:
+        if len(self.streams) >= self.limits.max_streams_per_connection:
+            self._write_end(stream_id, grpc.StatusCode.RESOURCE_EXHAUSTED, f"at most "
+                            f"{self.limits.max_streams_per_connection} streams per connection")
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        stream = self.streams[stream_id] = ServerStream(self, stream_id, self.server.parse)
+        stream.task = asyncio.get_running_loop().create_task(self._serve(stream))
+
+    def consumed(self, size: int) -> None:
+        self._unread -= size
+        if not self._reading and self._unread <= self.limits.max_unread_bytes // 2 \
+                and not self._closed:
+            self._reading = True
+            self.transport.resume_reading()
+
+    async def send(self, stream_id: int, kind: Kind, payload: bytes) -> None:
+        if self._closed:
+            raise asyncio.InvalidStateError("the connection has closed")
+        self.transport.writelines((HEADER.pack(stream_id, kind, len(payload)), payload))
+        writable = self._writable
+        if writable is not None and not writable.done():
+            await asyncio.shield(writable)
+
+    def _write_end(self, stream_id: int, code: grpc.StatusCode, details: str,
+                   trailing: tuple[tuple[str, str], ...] = ()) -> None:
+        if self._closed:
+            return
+        end = pb.SessionEnd(code=code.value[0], details=details, trailing=dict(trailing))
+        payload = end.SerializeToString()
+        self.transport.writelines((HEADER.pack(stream_id, Kind.END, len(payload)), payload))
+
+    async def _serve(self, stream: ServerStream) -> None:
+        code, details = grpc.StatusCode.OK, ""
+        try:
+            await self.server.handler(stream)
+        except FedhhError as error:
+            code, details = status_of(error), details_of(error)
+        except asyncio.CancelledError:
+            if stream.forced is None:
+                return  # (the client left: nobody to tell)
+            code, details = stream.forced
+        except Exception:
+            log.exception("unexpected error in a framed session stream")
+            code, details = grpc.StatusCode.INTERNAL, "internal error"
+        finally:
+            stream.ended()
+            self.streams.pop(stream.stream_id, None)
+            self.consumed(stream.unread_bytes())  # (no longer holds reading up)
+            if not self.streams:
+                self._idle()
+        if stream.forced is not None:
+            code, details = stream.forced
+        self._write_end(stream.stream_id, code, details, stream.trailing)
+
+    # -- timers and closing --------------------------------------------------------------------
+
+    def _idle(self) -> None:
+        if self._closed or self.streams:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(
+            self.limits.idle_timeout_s, self._expire, "idle")
+
+    def _expire(self, why: str) -> None:
+        self._timer = None
+        if not self.streams:
+            log.info("framed session port: closing a connection", extra={
+                "peer": self.peer, "error": why})
+            self.close()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.transport.abort()
+
+
+class FramedServer:
+    """The port: ``handler(stream)`` serves each stream; messages parse as ``message_type``.
+    (It is the listener's protocol factory: each call makes a connection's protocol.)"""
+
+    def __init__(self, name: str, handler: Handler, message_type: type[Message],
+                 limits: FramedLimits, tls: TlsFiles | None) -> None:
+        self.name = name
+        self.handler = handler
+        self.parse = message_type.FromString
+        self.limits = limits
+        self.tls = tls
+        self.connections: set[_Connection] = set()  # (the listener counts them)
+        self.listener: Listener | None = None
+
+    def __call__(self) -> _Connection:
+        return _Connection(self)
+
+    async def start(self, host: str, port: int, insecure: bool) -> int:
+        """Listen on ``host:port`` with TLS, or in plaintext only when asked for and on
+        loopback (as ``fedhh.rpc.serving.bind``); returns the bound port."""
+        context: ssl.SSLContext | None = None
+        if self.tls is not None:
+            context = self.tls.server_context(self.name)
+            context.set_alpn_protocols([ALPN])
+        elif not insecure:
+            raise ConfigError(f"{self.name}: give TLS files (--tls-dir) or ask for --insecure "
+                              f"on loopback")
+        elif not is_loopback(f"{host}:{port}"):
+            raise ConfigError(f"plaintext is allowed on loopback addresses only; {host}:{port} "
+                              f"needs TLS files")
+        listener = Listener(self, context, self.limits.max_connections,
+                            self.limits.handshake_timeout_s, self.name, BACKLOG)
+        bound = listener.bind(host, port)
+        self.listener = listener
+        listener.start()
+        return bound
+
+    async def close(self) -> None:
+        """Stop accepting, and end every connection (their streams' handlers are cancelled)."""
+        if self.listener is not None:
+            await self.listener.close()
+        for connection in list(self.connections):
+            connection.close()
