@@ -32,7 +32,8 @@ class CombinerServicer(ControlCalls, pb_grpc.CombinerControlServicer):
         described = await self._registry.pool.describe()
         return pb.DescribeWorkersResponse(workers=[
             pb.WorkerInfo(index=w.index, public_address=w.spec.public_address,
-                         web_url=w.spec.web_url, serving=serving)
+                         web_url=w.spec.web_url, session_address=w.spec.session_address,
+                         serving=serving)
             for w, serving in described])
 
     @status_errors

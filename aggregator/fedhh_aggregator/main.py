@@ -137,7 +137,8 @@ async def start(settings: AggregatorSettings) -> RunningAggregator:
     sessions, session_port = None, None
     if settings.session_listen:
         sessions = FramedServer(
-            "aggregator's session port", functools.partial(run_session, registry),
+            "aggregator's session port", functools.partial(run_session, registry,
+                                                           port="framed"),
             pb.SessionMessage, FramedLimits(
                 limits.max_message_bytes, limits.max_streams_per_connection,
                 settings.session_max_connections), settings.tls)

@@ -53,6 +53,9 @@ BYTES_RECEIVED = Counter("fedhh_aggregator_received_bytes_total",
                          "Request payload bytes received, by RPC", ["rpc"])
 SESSION_STREAMS = Gauge("fedhh_aggregator_session_streams",
                         "Devices' session streams open (authenticated)")
+SESSIONS_OPENED = Counter("fedhh_aggregator_session_opens_total",
+                          "Session streams opened (before authentication), by port: grpc, or "
+                          "framed (the framed session port)", ["port"])
 UPLOADS_ACTIVE = Gauge("fedhh_aggregator_uploads_active",
                        "Masked vectors being received (each holds one vector's buffer)")
 

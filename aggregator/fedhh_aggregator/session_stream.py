@@ -102,9 +102,12 @@ class _Reader:
         return None if message is grpc.aio.EOF else message
 
 
-async def run_session(registry: RoundRegistry, context: grpc.aio.ServicerContext) -> None:
-    """Serve one session stream (the servicer's ``Session``; errors become its status, told
-    first in a ``refused`` event)."""
+async def run_session(registry: RoundRegistry, context: grpc.aio.ServicerContext,
+                      port: str = "grpc") -> None:
+    """Serve one session stream (the servicer's ``Session``, or a stream of the framed session
+    port, ``port`` "framed", whose stream stands in for the context; errors become its status,
+    told first in a ``refused`` event)."""
+    metrics.SESSIONS_OPENED.labels(port).inc()
     challenge = os.urandom(CHALLENGE_BYTES)
     await context.write(pb.SessionEvent(challenge=challenge, keys_in_open=True))
     reader = _Reader(context)

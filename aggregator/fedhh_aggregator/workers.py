@@ -2,8 +2,9 @@
 
 A worker is named by two addresses: the one the combiner dials for control calls (inside the
 cluster, e.g. a StatefulSet pod's stable DNS name) and the one devices dial for the shards it
-runs (``--worker CONTROL[=PUBLIC[=WEB_URL]]``; the same when devices reach it the same way), and
-the Connect URL browser devices use for it, if it serves one. The combiner
+runs (``--worker CONTROL[=PUBLIC[=WEB_URL[=SESSION]]]``; the same when devices reach it the same
+way), the Connect URL browser devices use for it, if it serves one, and its framed session port,
+if it serves one. The combiner
 uses the same control token and CA as the coordinator does with a single aggregator.
 """
 
@@ -19,7 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from fedhh.errors import ConfigError
 from fedhh.rpc.aggregator_client import AggregatorControl, open_channel
 from fedhh.rpc.aggregator_wire import CONTROL_SERVICE
-from fedhh.rpc.serving import check_web_url
+from fedhh.rpc.serving import check_address, check_web_url
 from fedhh.rpc.tls import TlsFiles
 
 __all__ = ["Worker", "WorkerPool", "WorkerSpec", "parse_worker"]
@@ -32,22 +33,26 @@ class WorkerSpec:
     control_address: str
     public_address: str
     web_url: str = ""
+    session_address: str = ""
 
 
 def parse_worker(text: str) -> WorkerSpec:
-    """``CONTROL``, ``CONTROL=PUBLIC`` (each HOST:PORT) or ``CONTROL=PUBLIC=WEB_URL`` (the
-    worker's Connect URL, https://HOST:PORT)."""
+    """``CONTROL``, ``CONTROL=PUBLIC`` (each HOST:PORT), ``CONTROL=PUBLIC=WEB_URL`` (the
+    worker's Connect URL, https://HOST:PORT) or ``CONTROL=PUBLIC=WEB_URL=SESSION`` (its
+    framed session port, HOST:PORT; WEB_URL may then be empty)."""
     control, _, rest = text.partition("=")
-    public, _, web_url = rest.partition("=")
+    public, _, rest = rest.partition("=")
+    web_url, _, session = rest.partition("=")
     public = public or control
-    for address in (control, public):
-        host, sep, port = address.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError(f"a worker is HOST:PORT[=HOST:PORT[=https://HOST:PORT]], "
-                              f"got {text!r}")
+    for address in (control, public, *([session] if session else [])):
+        try:
+            check_address(address, "each address of a worker")
+        except ConfigError:
+            raise ConfigError(f"a worker is HOST:PORT[=HOST:PORT[=https://HOST:PORT"
+                              f"[=HOST:PORT]]], got {text!r}") from None
     if web_url:
         check_web_url(web_url, "a worker's Connect URL")
-    return WorkerSpec(control, public, web_url)
+    return WorkerSpec(control, public, web_url, session)
 
 
 class Worker:

@@ -137,6 +137,7 @@ class Fleet:
         transport: Transport | None = None,
         devices_per_connection: int = DEVICES_PER_CONNECTION,
         opens_in_flight: int = OPENS_IN_FLIGHT,
+        session_factory: Callable[[str], Any] | None = None,
     ) -> None:
         self.users = users
         # A gRPC channel, or a stub of the same shape (fedhh.rpc.connect_client.ConnectStub);
@@ -150,6 +151,9 @@ class Fleet:
         self.stub = self.stubs[0]
         self.enrollment_tokens = enrollment_tokens
         self.channel_factory = channel_factory
+        # Channels to the aggregators' framed session ports (fedhh.rpc.framed), used where a
+        # task names one (None: the session goes over channel_factory's channels).
+        self.session_factory = session_factory
         # A channel, and one stub on it, per aggregator address and devices_per_connection
         # devices (a Connect stub, fedhh.rpc.connect_client, is its own channel).
         self._aggregators: dict[tuple[str, int], tuple[Any, Any]] = {}
@@ -323,7 +327,7 @@ class Fleet:
             return
         self.stats.report_seconds.append(time.perf_counter() - started)
         outcome = await run_secure_aggregation(
-            self._aggregator(task.aggregator_address, user), task, identity.key, round_keys,
+            self._aggregator(task, user), task, identity.key, round_keys,
             identity.coordinator_public, ones, self.drop.stage_for(user, task, self.seed),
             self.stats, self.floors, public=identity.public, rng=self._jitter,
             transport=self.transport, opening=self._opening)
@@ -341,10 +345,16 @@ class Fleet:
                                                     self.floors.budget_period_s)
         return self._budgets[user]
 
-    def _aggregator(self, address: str, user: int) -> SecureAggregationStub | Any:
+    def _aggregator(self, task: pb.Task, user: int) -> SecureAggregationStub | Any:
+        """What ``user`` reaches the task's aggregator through: its framed session port's
+        channel where the task names one and this fleet speaks it, else a gRPC stub (or what
+        ``channel_factory`` makes)."""
+        address, factory = task.aggregator_address, self.channel_factory
+        if task.aggregator_session_address and self.session_factory is not None:
+            address, factory = task.aggregator_session_address, self.session_factory
         key = (address, self._connection[user])
         if key not in self._aggregators:
-            channel = self.channel_factory(address)
+            channel = factory(address)
             stub = (SecureAggregationStub(channel) if isinstance(channel, grpc.aio.Channel)
                     else channel)
             self._aggregators[key] = (channel, stub)

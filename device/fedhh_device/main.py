@@ -20,6 +20,7 @@ from fedhh.errors import ConfigError
 from fedhh.rpc import serving, task_census
 from fedhh.rpc.device_client import Transport
 from fedhh.rpc.device_users import TOKENS, read_tokens, tokens_for, user_range
+from fedhh.rpc.framed.client import FramedChannel, client_context
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
 from fedhh.rpc.tls import ca_credentials
 from fedhh_device.fleet import Fleet
@@ -42,6 +43,19 @@ def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channe
             raise ConfigError("give --ca (the CA that signed the services' certificates) "
                               "or --insecure on loopback")
         return grpc.aio.secure_channel(address, ca_credentials(args.ca), options=OPTIONS)
+
+    return make
+
+
+def session_factory(args: argparse.Namespace) -> Callable[[str], FramedChannel]:
+    """Channels to the aggregators' framed session ports, with the gRPC channels' TLS."""
+    context = None if args.insecure else client_context(args.ca) if args.ca else None
+    if context is None and not args.insecure:
+        raise ConfigError("give --ca (the CA that signed the services' certificates) "
+                          "or --insecure on loopback")
+
+    def make(address: str) -> FramedChannel:
+        return FramedChannel(address, context)
 
     return make
 
@@ -111,12 +125,15 @@ async def serve(args: argparse.Namespace) -> None:
     else:
         make_channel = channel_factory(args)
         coordinators = [make_channel(a) for a in coordinator_addresses(args.coordinator)]
+    framed = args.aggregator_transport == "framed" and not args.connect
     fleet = Fleet(hosted, coordinators, tokens, make_channel, state_dir, args.seed,
                   DropPlan(args.drop_rate, args.drop_stage), stop,
                   Floors(max_eps_local=args.max_eps_local, min_cohort=args.min_cohort,
                          lifetime_eps_local=args.lifetime_eps_local,
                          budget_period_s=args.budget_period_days * 86400),
-                  transport=None if args.connect else Transport(args.aggregator_transport),
+                  transport=None if args.connect else Transport.STREAM if framed
+                  else Transport(args.aggregator_transport),
+                  session_factory=session_factory(args) if framed else None,
                   devices_per_connection=args.devices_per_connection,
                   opens_in_flight=args.opens_in_flight)
     metrics_port = None

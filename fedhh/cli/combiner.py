@@ -5,9 +5,11 @@ The combiner holds no device traffic. The coordinator (pointed at it with --aggr
 each round's shards through it; it opens each shard on one of its workers (plain `fedhh
 aggregator` processes, one --worker each, in index order), fetches every shard's outcome, adds
 the released shard sums and gives the coordinator only the total, with every shard's evidence
-of its contributors. A worker is CONTROL[=PUBLIC[=WEB_URL]]: the address the combiner dials, the
-one devices dial for that worker's shards (default: the same), and the Connect URL browser
-devices use for it (its --web-listen as they reach it; default: none). The control token
+of its contributors. A worker is CONTROL[=PUBLIC[=WEB_URL[=SESSION]]]: the address the combiner
+dials, the one devices dial for that worker's shards (default: the same), the Connect URL browser
+devices use for it (its --web-listen as they reach it; default: none; empty: none), and its
+framed session port (its --session-listen as devices reach it, HOST:PORT; default: none). The
+control token
 (--control-token-file or $FEDHH_CONTROL_TOKEN) authenticates the coordinator here and the
 combiner at its workers; --tls-dir serves TLS and its ca.pem verifies the workers.
 """
@@ -31,10 +33,11 @@ def register(subparsers: Any) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen", default="127.0.0.1:7200", help="HOST:PORT (port 0: OS-chosen)")
     p.add_argument("--worker", action="append", required=True,
-                   metavar="CONTROL[=PUBLIC[=WEB_URL]]",
+                   metavar="CONTROL[=PUBLIC[=WEB_URL[=SESSION]]]",
                    help="a worker aggregator (repeat, in index order): the address the combiner "
-                        "dials, the one devices dial (default: the same) and its Connect URL "
-                        "for browser devices (https://HOST:PORT; default: none)")
+                        "dials, the one devices dial (default: the same), its Connect URL "
+                        "for browser devices (https://HOST:PORT; default or empty: none) and "
+                        "its framed session port (HOST:PORT; default: none)")
     p.add_argument("--tls-dir", help="server.pem, server.key and ca.pem (also to verify the "
                    "workers)")
     p.add_argument("--insecure", action="store_true",

@@ -42,6 +42,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the aggregator's Connect URL (https://HOST:PORT, its --web-listen as "
                         "devices reach it), given to browser devices in their tasks (default: "
                         "none; a combiner names its workers' with --worker)")
+    p.add_argument("--aggregator-session-address", metavar="HOST:PORT",
+                   help="the aggregator's framed session port (its --session-listen as "
+                        "devices reach it), given to devices in their tasks (default: none; "
+                        "a combiner names its workers' with --worker)")
     p.add_argument("--control-token-file", help="token for the aggregator's control API "
                    "(default: $FEDHH_CONTROL_TOKEN)")
     p.add_argument("--enrollment-tokens-file",

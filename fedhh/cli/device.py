@@ -45,10 +45,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    metavar="GRPC_ADDRESS=WEB_ADDRESS",
                    help="with --connect: the web port (HOST:PORT) of the aggregator that tasks "
                         "name by its gRPC address; repeat for more")
-    p.add_argument("--aggregator-transport", choices=("stream", "unary"),
-                   default=os.environ.get(TRANSPORT_ENV, "stream"),
-                   help="over gRPC, run each device's secure-aggregation session as one "
-                        "stream (default) or as the unary calls the Connect port serves (for "
+    p.add_argument("--aggregator-transport", choices=("framed", "stream", "unary"),
+                   default=os.environ.get(TRANSPORT_ENV, "framed"),
+                   help="run each device's secure-aggregation session as one stream on the "
+                        "aggregator's framed session port where its task names one, else as "
+                        "one gRPC stream (framed, the default); always as one gRPC stream "
+                        "(stream); or as the unary calls the Connect port serves (unary; for "
                         f"comparison; default from ${TRANSPORT_ENV}, which `fedhh loadtest`'s "
                         "device processes inherit)")
     p.add_argument("--devices-per-connection", type=options.positive_int, default=1024,

@@ -3,7 +3,7 @@
 ::
 
     combiner = CombinerControl(channel, token)
-    workers = await combiner.workers()   # [WorkerInfo(index, public_address, serving, web_url)]
+    workers = await combiner.workers()   # [WorkerInfo(index, public_address, serving, ...)]
     await combiner.open_round(round_id, [(signed_shard_config, worker_index), ...])
     result = await combiner.result(round_id, timeout, on_release=hook)
     # hook(shards: list[ShardRelease]) runs once every shard's evidence is in, before a byte of
@@ -51,6 +51,7 @@ class WorkerInfo:
     public_address: str
     serving: bool
     web_url: str = ""
+    session_address: str = ""
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,8 @@ class CombinerControl(ControlClient):
         response = await self._stub.DescribeWorkers(pb.DescribeWorkersRequest(),
                                                     metadata=self._metadata,
                                                     timeout=self._call_timeout)
-        return [WorkerInfo(int(w.index), w.public_address, w.serving, w.web_url)
+        return [WorkerInfo(int(w.index), w.public_address, w.serving, w.web_url,
+                           w.session_address)
                 for w in response.workers]
 
     async def open_round(self, round_id: bytes,

@@ -219,6 +219,14 @@ def install_uvloop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
+def check_address(address: str, what: str) -> str:
+    """``address`` if it is HOST:PORT (``[::1]:PORT`` for IPv6); ConfigError otherwise."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{what} is HOST:PORT, got {address!r}")
+    return address
+
+
 def check_web_url(url: str, what: str) -> str:
     """``url`` if it is a Connect base URL devices can be given: ``https://HOST:PORT`` (or
     ``http://`` to a loopback host), nothing after the port; ConfigError otherwise."""

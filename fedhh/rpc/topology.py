@@ -115,18 +115,27 @@ class LocalTopology:
             raise StateError(f"{name} serves no Connect port (start it with --web-listen)")
         return f"127.0.0.1:{port}"
 
+    def session_address(self, name: str) -> str:
+        """Where an aggregator (or worker) serves its framed session port."""
+        port = self.services[name].ready.get("session_port")
+        if port is None:
+            raise StateError(f"{name} serves no session port")
+        return f"127.0.0.1:{port}"
+
     def _transport(self) -> list[str]:
         return ["--tls-dir", str(self.workdir / "tls")] if self.tls else ["--insecure"]
 
     # ---- processes -------------------------------------------------------------------------
-    def _port(self, name: str) -> int:
+    def _port(self, name: str, which: str = "port") -> int:
         """The port a service had (a restart keeps it: clients and tasks name it), else 0."""
-        return int(self.services[name].ready["port"]) if name in self.services else 0
+        return int(self.services[name].ready[which]) if name in self.services else 0
 
     def start_aggregator(self, extra: list[str] | None = None, name: str = "aggregator"
                          ) -> Service:
-        """An aggregator; ``name`` "worker-i" for the workers of a combiner."""
+        """An aggregator; ``name`` "worker-i" for the workers of a combiner. It serves the
+        framed session port too, which the coordinator names in each task."""
         args = ["aggregator", "--listen", f"127.0.0.1:{self._port(name)}", *self._transport(),
+                "--session-listen", f"127.0.0.1:{self._port(name, 'session_port')}",
                 "--coordinator-key", f"{self.signing_key}.pub",
                 "--state-dir", str(self.workdir / f"{name}-state"),
                 "--control-token-file", str(self.workdir / "control.token"), *(extra or [])]
@@ -147,7 +156,9 @@ class LocalTopology:
                 *self._transport(), "--coordinator-key", f"{self.signing_key}.pub",
                 "--state-dir", str(self.workdir / "combiner-state"),
                 "--control-token-file", str(self.workdir / "control.token"),
-                *(arg for n in workers for arg in ("--worker", self.address(n))),
+                *(arg for n in workers for arg in (
+                    "--worker", f"{self.address(n)}={self.address(n)}=="
+                                f"{self.session_address(n)}")),
                 *(extra or [])]
         return self._start("combiner", args)
 
@@ -161,6 +172,9 @@ class LocalTopology:
                 *self._transport(), "--db", self.database,
                 "--signing-key", str(self.signing_key),
                 "--aggregator", self.aggregation_address(),
+                *(["--aggregator-session-address", self.session_address("aggregator")]
+                  if "aggregator" in self.services and "combiner" not in self.services
+                  else []),
                 "--control-token-file", str(self.workdir / "control.token"),
                 "--admin-token-file", str(self.workdir / "admin.token"), *(extra or [])]
         return self._start("coordinator", args)

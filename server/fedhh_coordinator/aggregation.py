@@ -42,11 +42,13 @@ class AggregatorOutcome:
 
 @dataclass(frozen=True)
 class DeviceAddresses:
-    """Where devices reach an aggregator: its gRPC address, and its Connect URL for devices
-    that cannot speak gRPC (browsers; empty: it serves none). Both go into each task."""
+    """Where devices reach an aggregator: its gRPC address, its Connect URL for devices that
+    cannot speak gRPC (browsers; empty: it serves none), and its framed session port (HOST:PORT;
+    empty: none). All go into each task."""
 
     grpc: str
     web_url: str = ""
+    session: str = ""
 
 
 class AggregatorUnavailable(FedhhError):

@@ -140,7 +140,7 @@ class GrpcAggregator:
                 return None
             raise AggregatorUnavailable(f"aggregation service unreachable "
                                         f"({error.code().name})") from None
-        return [(w.index, DeviceAddresses(w.public_address, w.web_url))
+        return [(w.index, DeviceAddresses(w.public_address, w.web_url, w.session_address))
                 for w in workers if w.serving]
 
     async def close(self) -> None:

@@ -362,7 +362,8 @@ class NetworkLink:
             eps_local=self.round_epsilon(query.round - 1), codec=s.codec,
             max_bits=query.max_bits, selection=s.selection,
             prefix_conditioning=s.prefix_conditioning, aggregator_address=address.grpc,
-            aggregator_web_url=address.web_url, round_config=signed.payload,
+            aggregator_web_url=address.web_url, aggregator_session_address=address.session,
+            round_config=signed.payload,
             round_config_signature=signed.signature,
             deadline_unix_ms=cohort.config.deadlines.unmask,
         ).SerializeToString()

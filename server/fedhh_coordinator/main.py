@@ -10,7 +10,7 @@ from fedhh.privacy.sum_pld import import_accountant_libraries
 from fedhh.rpc import serving
 from fedhh.rpc.credentials import load_or_create_signing_key, public_key_path, read_secret
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
-from fedhh.rpc.serving import check_web_url
+from fedhh.rpc.serving import check_address, check_web_url
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
@@ -61,7 +61,10 @@ async def serve(args: argparse.Namespace) -> None:
     aggregator = GrpcAggregator(args.aggregator, tls, control_token)
     addresses = DeviceAddresses(args.aggregator_public_address or args.aggregator,
                                 check_web_url(args.aggregator_web_url, "--aggregator-web-url")
-                                if args.aggregator_web_url else "")
+                                if args.aggregator_web_url else "",
+                                check_address(args.aggregator_session_address,
+                                              "--aggregator-session-address")
+                                if args.aggregator_session_address else "")
     runner = Runner(store, aggregator, key, addresses, lobby, budget)
     # One registry of round-key owners for the devices asking here and at every selector.
     owners = KeyOwners()

@@ -1,9 +1,10 @@
 """Attacks on the session stream (``SecureAggregation.Session``), against an aggregator on
-127.0.0.1, on its gRPC port and on its framed session port (``fedhh.rpc.framed``): the stream is authenticated once, by a signature over a challenge fresh for that
-stream, so every way of opening it in another device's name is refused UNAUTHENTICATED; a
-message that is not the stream's device's, malformed, or too large is refused with its code;
-a second stream of a device replaces the first. Each leaves the round as it was: the devices
-then release exactly their sum.
+127.0.0.1, on its gRPC port and on its framed session port (``fedhh.rpc.framed``): the stream
+is authenticated once, by a signature over a challenge fresh for that stream, so every way of
+opening it in another device's name is refused UNAUTHENTICATED; a message that is not the
+stream's device's, malformed, or too large is refused with its code; a second stream of a
+device replaces the first. Each leaves the round as it was: the devices then release exactly
+their sum.
 """
 
 from __future__ import annotations
@@ -155,7 +156,8 @@ def test_a_stream_cannot_be_opened_in_another_devices_name(transport: str) -> No
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_an_authenticated_stream_speaks_only_for_its_device_and_refuses_bad_input(transport: str) -> None:
+def test_an_authenticated_stream_speaks_only_for_its_device_and_refuses_bad_input(
+        transport: str) -> None:
     """On device 1's authenticated stream: device 2's keys (with device 2's own admission) are
     UNAUTHENTICATED; a second open, vector data out of place, an empty message, a vector of the
     wrong length are INVALID_ARGUMENT; an oversize message RESOURCE_EXHAUSTED. None changes the

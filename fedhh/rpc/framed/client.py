@@ -32,7 +32,7 @@ from fedhh.rpc.framed.frames import (
     FrameSplitter,
     Kind,
 )
-from fedhh.rpc.serving import MAX_MESSAGE_BYTES, is_loopback
+from fedhh.rpc.serving import MAX_MESSAGE_BYTES, check_address, is_loopback
 from fedhh.v1 import aggregator_pb2 as pb
 
 __all__ = ["FramedCall", "FramedChannel"]
@@ -57,9 +57,7 @@ class FramedChannel:
     plaintext (``context`` None) to a loopback address only."""
 
     def __init__(self, address: str, context: ssl.SSLContext | None) -> None:
-        host, sep, port = address.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError(f"a session port is HOST:PORT, got {address!r}")
+        host, _, port = check_address(address, "a session port").rpartition(":")
         if context is None and not is_loopback(address):
             raise ConfigError(f"plaintext is allowed on loopback addresses only; {address} "
                               f"needs TLS (--ca)")
