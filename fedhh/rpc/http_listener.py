@@ -172,7 +172,10 @@ class Listener:
             return
         finally:
             self._handshaking -= 1
-        loop.call_later(self.head_timeout_s, self._head_deadline, transport, protocol)
+        # (the protocol the factory made: with TLS, uvloop returns its SSL wrapper instead, so
+        # a connection that had sent its head was cut at the deadline all the same)
+        loop.call_later(self.head_timeout_s, self._head_deadline, transport,
+                        made[0] if made else protocol)
 
     def _head_deadline(self, transport: asyncio.BaseTransport, protocol: Any) -> None:
         self._pending_heads.discard(protocol)
