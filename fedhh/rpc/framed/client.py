@@ -25,11 +25,11 @@ from google.protobuf.message import DecodeError, Message
 from fedhh.errors import ConfigError
 from fedhh.rpc.framed.frames import (
     ALPN,
-    HEADER,
     MAX_STREAM_ID,
     PREFACE,
     FrameError,
     FrameSplitter,
+    FrameWriter,
     Kind,
 )
 from fedhh.rpc.serving import MAX_MESSAGE_BYTES, check_address, is_loopback
@@ -118,6 +118,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
+        self.frames = FrameWriter(transport)
         transport.write(PREFACE)  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
@@ -165,18 +166,18 @@ class _Connection(asyncio.Protocol):
             raise ConnectionError("the connection's stream ids are spent")
         stream_id, self._next_id = self._next_id, self._next_id + 1
         self.calls[stream_id] = call
-        self.transport.write(HEADER.pack(stream_id, Kind.OPEN, 0))
+        self.frames.add(stream_id, Kind.OPEN)
         return stream_id
 
     async def send(self, stream_id: int, kind: Kind, payload: bytes = b"") -> None:
-        self.transport.writelines((HEADER.pack(stream_id, kind, len(payload)), payload))
+        self.frames.add(stream_id, kind, payload)
         writable = self._writable
         if writable is not None and not writable.done():
             await asyncio.shield(writable)
 
     def leave(self, stream_id: int) -> None:
         if self.calls.pop(stream_id, None) is not None and not self.closed:
-            self.transport.write(HEADER.pack(stream_id, Kind.CANCEL, 0))
+            self.frames.add(stream_id, Kind.CANCEL)
 
 
 class FramedCall:

@@ -11,11 +11,14 @@ stream), ``MESSAGE`` (a ``SessionMessage``), ``CLOSE`` (it sends no more: gRPC's
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from collections.abc import Iterator
 from enum import IntEnum
+from typing import Any
 
-__all__ = ["ALPN", "HEADER", "PREFACE", "FrameError", "FrameSplitter", "Kind", "frame"]
+__all__ = ["ALPN", "HEADER", "PREFACE", "FrameError", "FrameSplitter", "FrameWriter", "Kind",
+           "frame"]
 
 PREFACE = b"fedhh-session/1\r\n"
 ALPN = "fedhh-session/1"
@@ -38,6 +41,45 @@ class FrameError(Exception):
 
 def frame(stream_id: int, kind: Kind, payload: bytes = b"") -> bytes:
     return HEADER.pack(stream_id, kind, len(payload)) + payload
+
+
+class FrameWriter:
+    """A connection's outgoing frames, written together once per turn of the event loop. Each
+    write to a TLS transport is a call into OpenSSL and a record of its own (two for a header
+    and its payload written apart), and a connection that carries many streams (a device
+    process's) sends many frames in one turn: a stage's requests, pushed as it closes. Frames
+    of ``FLUSH_AT`` bytes and more together are written at once: the transport then asks for
+    back-pressure (``pause_writing``) within the turn, so a writer that does not yield between
+    writes (a handler's events to a peer that does not read) still waits for it."""
+
+    FLUSH_AT = 1 << 16
+
+    __slots__ = ("_loop", "_pending", "_size", "_transport")
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+        self._loop = asyncio.get_running_loop()
+        self._pending: list[bytes] = []
+        self._size = 0
+
+    def add(self, stream_id: int, kind: Kind, payload: bytes = b"") -> None:
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(HEADER.pack(stream_id, kind, len(payload)))
+        if payload:
+            self._pending.append(payload)
+        self._size += HEADER.size + len(payload)
+        if self._size >= self.FLUSH_AT:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return  # (written at once meanwhile)
+        data = b"".join(self._pending)
+        self._pending.clear()
+        self._size = 0
+        if not self._transport.is_closing():
+            self._transport.write(data)
 
 
 class FrameSplitter:

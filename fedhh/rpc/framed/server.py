@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
@@ -40,7 +41,14 @@ from google.protobuf.message import DecodeError, Message
 
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.errors import details_of, status_of
-from fedhh.rpc.framed.frames import ALPN, HEADER, PREFACE, FrameError, FrameSplitter, Kind
+from fedhh.rpc.framed.frames import (
+    ALPN,
+    PREFACE,
+    FrameError,
+    FrameSplitter,
+    FrameWriter,
+    Kind,
+)
 from fedhh.rpc.http_listener import Listener, peer_name
 from fedhh.rpc.serving import UnparsableRequest, is_loopback
 from fedhh.rpc.tls import TlsFiles
@@ -169,6 +177,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
+        self.frames = FrameWriter(transport)
         self.peer = peer_name(transport)
         self.server.connections.add(self)
 
@@ -262,6 +271,7 @@ class _Connection(asyncio.Protocol):
             self._timer = None
         stream = self.streams[stream_id] = ServerStream(self, stream_id, self.server.parse)
         stream.task = asyncio.get_running_loop().create_task(self._serve(stream))
+        stream.task.add_done_callback(functools.partial(self._unserved, stream))
 
     def consumed(self, size: int) -> None:
         self._unread -= size
@@ -273,7 +283,7 @@ class _Connection(asyncio.Protocol):
     async def send(self, stream_id: int, kind: Kind, payload: bytes) -> None:
         if self._closed:
             raise asyncio.InvalidStateError("the connection has closed")
-        self.transport.writelines((HEADER.pack(stream_id, kind, len(payload)), payload))
+        self.frames.add(stream_id, kind, payload)
         writable = self._writable
         if writable is not None and not writable.done():
             await asyncio.shield(writable)
@@ -283,8 +293,7 @@ class _Connection(asyncio.Protocol):
         if self._closed:
             return
         end = pb.SessionEnd(code=code.value[0], details=details, trailing=dict(trailing))
-        payload = end.SerializeToString()
-        self.transport.writelines((HEADER.pack(stream_id, Kind.END, len(payload)), payload))
+        self.frames.add(stream_id, Kind.END, end.SerializeToString())
 
     async def _serve(self, stream: ServerStream) -> None:
         code, details = grpc.StatusCode.OK, ""
@@ -300,14 +309,27 @@ class _Connection(asyncio.Protocol):
             log.exception("unexpected error in a framed session stream")
             code, details = grpc.StatusCode.INTERNAL, "internal error"
         finally:
-            stream.ended()
-            self.streams.pop(stream.stream_id, None)
-            self.consumed(stream.unread_bytes())  # (no longer holds reading up)
-            if not self.streams:
-                self._idle()
+            self._forget(stream)
         if stream.forced is not None:
             code, details = stream.forced
         self._write_end(stream.stream_id, code, details, stream.trailing)
+
+    def _unserved(self, stream: ServerStream, task: asyncio.Task[None]) -> None:
+        """A stream whose handler was cancelled before it began (a CANCEL, an oversize message
+        or the connection's loss in the same read as its OPEN): ``_serve`` never ran, so it is
+        forgotten, and ended if the port ended it, here."""
+        if task.cancelled():
+            self._forget(stream)
+            if stream.forced is not None:
+                self._write_end(stream.stream_id, *stream.forced)
+
+    def _forget(self, stream: ServerStream) -> None:
+        stream.ended()
+        if self.streams.get(stream.stream_id) is stream:
+            del self.streams[stream.stream_id]
+            self.consumed(stream.unread_bytes())  # (no longer holds reading up)
+            if not self.streams:
+                self._idle()
 
     # -- timers and closing --------------------------------------------------------------------
 
