@@ -1,7 +1,8 @@
 """deploy/ for real: the image built offline by a Docker engine, the compose stack started with
 its selector and four device replicas on an internal network the test creates, a discovery run
 through `fedhh admin` (the compose `admin` service) that reproduces the per-device simulation
-exactly (heavy hitters and ledger) with every device served by the selector, each device replica
+exactly (heavy hitters and ledger) with every device served by the selector and running its
+SecAgg+ session on the aggregator's framed session port the coordinator names, each device replica
 holding only its own tokens and identities, a crashed device replica that keeps its identities, a
 crashed coordinator whose run resumes with every released round counted once, a second
 selector replica that takes the fleet over when the first stops, and `compose down -v` leaving
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import secrets
 import string
 import subprocess
@@ -223,6 +225,20 @@ def fleet(stack: Stack) -> list[str]:
     return containers
 
 
+def session_opens(stack: Stack) -> dict[str, float]:
+    """The aggregator's session streams opened so far, by port ("framed": its framed session
+    port; "grpc": the gRPC Session stream), from its metrics, read inside its container (the
+    test's network is internal: nothing is published on the host)."""
+    aggregator, = stack.project.containers("aggregator")
+    script = ("import ssl, sys, urllib.request; "
+              "tls = ssl.create_default_context(cafile='/run/secrets/ca.pem'); "
+              "page = urllib.request.urlopen('https://aggregator:9101/metrics', timeout=30, "
+              "context=tls); sys.stdout.write(page.read().decode())")
+    text = run(["docker", "exec", aggregator, "python", "-c", script]).stdout
+    return {m[1]: float(m[2]) for m in re.finditer(
+        r'^fedhh_aggregator_session_opens_total\{port="(\w+)"\} (\S+)$', text, re.M)}
+
+
 def admin(stack: Stack, *args: str) -> Any:
     return stack.project.admin(*args, timeout_s=RUN_TIMEOUT_S)
 
@@ -335,6 +351,11 @@ def test_discovery_through_fedhh_admin_equals_the_per_device_simulation(
     delivered = [line["members"] for line in log_lines(selector)
                  if line.get("message") == "tasks delivered"]
     assert delivered.count(USERS) >= len(released(run_)), delivered
+    # Every member ran its session on the aggregator's framed session port (--session-listen),
+    # which the coordinator names in the tasks (--aggregator-session-address): none on gRPC.
+    opens = session_opens(stack)
+    assert opens.get("framed", 0) >= USERS * len(released(run_)), opens
+    assert opens.get("grpc", 0) == 0, opens
 
     cfg = run_["config"]
     dataset = resolve_dataset(str(stack.data), cache_dir=stack.root / "cache")

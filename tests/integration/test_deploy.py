@@ -169,10 +169,41 @@ def test_device_replicas_host_their_tokens_users_and_get_the_public_aggregator()
         assert any(arg.startswith("--state-dir=/data") for arg in devices)
     public = env_example()["FEDHH_AGGREGATOR_PUBLIC_HOST"]
     port = env_example()["FEDHH_AGGREGATOR_PORT"]
+    session_port = env_example()["FEDHH_AGGREGATOR_SESSION_PORT"]
     assert f"--aggregator-public-address={public}:{port}" in invocation(services["coordinator"])
+    assert f"--aggregator-session-address={public}:{session_port}" in \
+        invocation(services["coordinator"])
     assert public in services["aggregator"]["networks"]["default"]["aliases"]
     for name in ("coordinator", "aggregator", *DEVICES):
         assert any(v.endswith(":/data") for v in services[name]["volumes"]), name
+
+
+def test_the_aggregator_serves_and_publishes_its_framed_session_port() -> None:
+    """The aggregator listens on its framed session port as on its gRPC port (the same port
+    inside the network as on the host), publishes both on the same host address, and the
+    coordinator names both to devices, which use the session port (their default transport)."""
+    env = env_example()
+    services = document()["services"]
+    aggregator = build_parser().parse_args(invocation(services["aggregator"]))
+    grpc_port, session_port = env["FEDHH_AGGREGATOR_PORT"], env["FEDHH_AGGREGATOR_SESSION_PORT"]
+    assert session_port != grpc_port
+    assert aggregator.listen == f"0.0.0.0:{grpc_port}"
+    assert aggregator.session_listen == f"0.0.0.0:{session_port}"
+    published = services["aggregator"]["ports"]
+    bind = env["FEDHH_BIND_ADDRESS"]
+    for port in (grpc_port, session_port):
+        assert f"{bind}:{port}:{port}" in published, (port, published)
+    coordinator = build_parser().parse_args(invocation(services["coordinator"]))
+    public = env["FEDHH_AGGREGATOR_PUBLIC_HOST"]
+    assert coordinator.aggregator_public_address == f"{public}:{grpc_port}"
+    assert coordinator.aggregator_session_address == f"{public}:{session_port}"
+    for name in DEVICES:
+        devices = build_parser().parse_args(invocation(services[name]))
+        assert devices.aggregator_transport == "framed", name
+    # Every host port the file publishes is a different one.
+    host_ports = [spec.rsplit(":", 2)[1] for s in services.values()
+                  for spec in s.get("ports", [])]
+    assert len(host_ports) == len(set(host_ports)), host_ports
 
 
 def test_dockerfile_installs_every_package_dir_and_takes_its_base_as_an_argument() -> None:

@@ -4,7 +4,8 @@ the Kubernetes JSON schemas of the target version (1.31) and of the newest one
 kubernetes-validate carries, in strict mode (unknown fields are errors); then what the schemas
 cannot say: workloads, Services, budgets and probes point at each other and at what the fedhh
 processes really serve, every pod is locked down and asks for resources, the combiner's workers
-are the worker StatefulSet's pods, and the NetworkPolicies allow exactly the flows fedhh needs.
+are the worker StatefulSet's pods, whose framed session ports it names to devices, and the
+NetworkPolicies allow exactly the flows fedhh needs.
 
 Offline and deterministic: the dev overlay's Secrets are made by `fedhh certs` in a copy of
 deploy/k8s under tmp_path.
@@ -227,16 +228,56 @@ def test_the_combiners_workers_are_the_worker_pods_in_order(rendered: dict[str, 
     assert flag(coordinator, "store") == ["$(FEDHH_STORE_URL)"]
 
 
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_workers_serve_the_framed_session_port_and_the_combiner_names_it(
+        rendered: dict[str, list[Obj]], overlay: str) -> None:
+    """Every worker listens on its framed session port (fedhh aggregator --session-listen),
+    declares it and its headless Service carries it; the combiner names it for each worker
+    (--worker CONTROL=PUBLIC=WEB_URL=SESSION) on the host devices dial for the worker's gRPC
+    port, so a device's task names the session port of its shard's worker."""
+    objs = rendered[overlay]
+    worker = container(objs, "StatefulSet", "worker")
+    grpc_port = int(flag(worker["args"], "listen")[0].rsplit(":", 1)[1])
+    [listen] = flag(worker["args"], "session-listen")
+    host, _, port = listen.rpartition(":")
+    session_port = int(port)
+    assert host == "0.0.0.0" and session_port != grpc_port
+    assert {"name": "session", "containerPort": session_port} in worker["ports"]
+    assert {"name": "session", "port": session_port, "targetPort": "session"} in \
+        named(objs, "Service", "worker")["spec"]["ports"]
+    replicas = named(objs, "StatefulSet", "worker")["spec"]["replicas"]
+    workers = [parse_worker(w) for w in
+               flag(container(objs, "StatefulSet", "combiner")["args"], "worker")]
+    assert len(workers) == replicas
+    for i, spec in enumerate(workers):
+        public_host, _, public_port = spec.public_address.rpartition(":")
+        assert int(public_port) == grpc_port, spec
+        assert spec.session_address == f"{public_host}:{session_port}", spec
+        if overlay != "overlays/production":  # in-cluster devices: the pod's own name
+            assert spec.public_address == spec.control_address == f"worker-{i}.worker:7100"
+
+
 def test_production_names_a_public_address_and_service_for_every_worker(
         rendered: dict[str, list[Obj]]) -> None:
     objs = rendered["overlays/production"]
     replicas = named(objs, "StatefulSet", "worker")["spec"]["replicas"]
     workers = flag(container(objs, "StatefulSet", "combiner")["args"], "worker")
     assert all("=" in w for w in workers) and len(workers) == replicas
+    session_port = int(flag(container(objs, "StatefulSet", "worker")["args"],
+                            "session-listen")[0].rsplit(":", 1)[1])
+    public = named(objs, "NetworkPolicy", "public-devices")["spec"]["ingress"][0]["ports"]
+    assert _port_allowed(public, session_port)
     for i in range(replicas):
         service = named(objs, "Service", f"worker-{i}-public")
         assert service["spec"]["type"] == "LoadBalancer"
         assert service["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] == f"worker-{i}"
+        # The public name of each of the worker's device addresses, and its Service's ports.
+        spec = parse_worker(workers[i])
+        assert spec.control_address == f"worker-{i}.worker:7100"
+        assert spec.public_address == f"worker-{i}.fedhh.example.org:7100"
+        assert spec.session_address == f"worker-{i}.fedhh.example.org:{session_port}"
+        assert {"name": "session", "port": session_port, "targetPort": "session"} in \
+            service["spec"]["ports"]
 
 
 def test_production_serves_browser_devices_on_the_connect_ports(
@@ -440,6 +481,7 @@ def test_network_policies_allow_exactly_the_flows_fedhh_needs(rendered: dict[str
                                                               ) -> None:
     assert flows(rendered["overlays/dev"]) == {
         ("devices", "coordinator", 7000), ("devices", "worker", 7100),
+        ("devices", "worker", 7101),
         ("devices", "selector", 7000), ("selector", "coordinator", 7000),
         ("start-run", "coordinator", 7000),
         ("coordinator", "combiner", 7200), ("combiner", "worker", 7100),
@@ -454,3 +496,4 @@ def test_without_the_policies_every_flow_would_be_open(rendered: dict[str, list[
     objs = [o for o in rendered["overlays/dev"] if o["kind"] != "NetworkPolicy"]
     assert ("devices", "combiner", 7200) in flows(objs)
     assert ("devices", "postgres", 5432) in flows(objs)
+    assert ("combiner", "worker", 7101) in flows(objs)
