@@ -1,9 +1,10 @@
 """What gRPC itself costs a service per device: the floor under `fedhh loadtest`'s figures.
 
-A grpc.aio server (uvloop, as the services run) in a child process answers raw byte messages;
-its handlers do nothing else. The server's CPU (user + system, from /proc) over the clients'
-phase, per client, is the figure: what any service spends per device with that call pattern,
-whatever its handlers do. Two tables:
+A grpc.aio server (uvloop, as the services run) in a child process answers raw byte messages
+(the session's: protobuf messages, parsed and serialized as the worker's are); its handlers do
+nothing else. The server's CPU (user + system, from /proc) over the clients' phase, per
+client, is the figure: what any service spends per device with that call pattern, whatever its
+handlers do. Two tables:
 
 * Each client on its own channel (a real device's TLS handshake included), M exchanges of
   2,000 bytes as M unary calls or M messages on one bidirectional stream, TLS or plaintext.
@@ -15,10 +16,11 @@ whatever its handlers do. Two tables:
   over 3P seconds (a task call: nothing more) and pausing up to P seconds before each message,
   as devices do that compute between stages. The paced rows are what a service pays where
   devices are few per second (`fedhh loadtest` on a small machine): with fewer events per
-  wake-up of gRPC's threads, each costs more. Last, the same session without gRPC: frames
-  of (stream id, length, payload) on the same shared TLS connections, served on the event
-  loop's thread (`_FramedConnection`): what the session would cost off grpc.aio, whose every
-  message crosses gRPC core's thread, its completion-queue poller's and the event loop's.
+  wake-up of gRPC's threads, each costs more. Last, the same session on fedhh's framed
+  session port (`fedhh.rpc.framed`: a `FramedServer` whose handler does what the gRPC one
+  does, `FramedChannel`s as a fleet's, one per 1,024 devices): frames on the same shared TLS
+  connections, read on the event loop's thread: what the session costs off grpc.aio, whose
+  every message crosses gRPC core's thread, its completion-queue poller's and the event loop's.
 
 Usage:
     .venv/bin/python bench/bench_grpc_floor.py            # -> docs/benchmarks/grpc-floor.md
@@ -29,28 +31,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import datetime as dt
+import functools
 import os
 import platform
 import random
-import ssl
-import struct
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import grpc
+from google.protobuf.message import Message
+
+from fedhh.v1 import aggregator_pb2 as pb
 
 MESSAGE_BYTES = 2_000
 # The session stream's messages at D = 4096, k ~ 90 (bytes): the device's open, shares, masked
 # vector, consistency signature and unmask shares; the worker's challenge, then the roster, the
 # shares addressed to the device, the survivor set and the unmask request (the answer to the
-# unmask shares is the stream's status).
+# unmask shares is the stream's status). Sent as `SessionMessage`s and `SessionEvent`s of those
+# sizes serialized (`_session_messages`), on both ports.
 SESSION_UP = (300, 10_000, 16_500, 100, 3_000)
 SESSION_DOWN = (48, 50_000, 10_000, 10_000, 10_000)
 TASK_BYTES = (200, 1_500)  # a GetTask request and its answer
@@ -58,32 +62,60 @@ SERVICE = "fedhh.bench.Echo"
 OUT = Path(__file__).resolve().parent.parent / "docs" / "benchmarks" / "grpc-floor.md"
 
 
+def _sized(make: Callable[[bytes], Message], size: int) -> Message:
+    """``make(filler)`` with the filler that makes it ``size`` bytes serialized."""
+    for length in range(size, -1, -1):
+        message = make(bytes(length))
+        if message.ByteSize() == size:
+            return message
+    raise ValueError(f"no message of {size} bytes")
+
+
+@functools.cache
+def _session_messages() -> tuple[list[Message], list[Message]]:
+    """The session's messages (``SESSION_UP``) and events (``SESSION_DOWN``) at their sizes."""
+    return ([_sized(lambda filler: pb.SessionMessage(vector_data=filler), size)
+             for size in SESSION_UP],
+            [_sized(lambda filler: pb.SessionEvent(challenge=filler), size)
+             for size in SESSION_DOWN])
+
+
+async def _session_handler(stream: Any) -> None:
+    """The worker's side of the session pattern, on either port (``stream``: grpc.aio's
+    servicer context or a framed ``ServerStream``): the challenge, then an answer to each
+    message but the last, whose answer is the trailing metadata of the stream's end."""
+    from fedhh.rpc.aggregator_wire import unmask_answer_metadata
+    _, down = _session_messages()
+    await stream.write(down[0])
+    for answer in down[1:]:
+        await stream.read()
+        await stream.write(answer)
+    await stream.read()
+    stream.set_trailing_metadata(unmask_answer_metadata(True))
+
+
 async def _serve(port_file: str, tls_dir: str | None) -> None:
-    async def stream(requests, context):  # type: ignore[no-untyped-def]
+    async def stream(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
         async for message in requests:
             yield message
 
-    async def unary(message, context):  # type: ignore[no-untyped-def]
+    async def unary(message: bytes, context: Any) -> bytes:
         return message
 
-    async def session(_requests, context):  # type: ignore[no-untyped-def]
-        await context.write(bytes(SESSION_DOWN[0]))
-        for answer in SESSION_DOWN[1:]:
-            await context.read()
-            await context.write(bytes(answer))
-        await context.read()
-        context.set_trailing_metadata(unmask_answer_metadata(True))
+    async def session(_requests: Any, context: Any) -> None:
+        await _session_handler(context)
 
-    async def task(_message, _context):  # type: ignore[no-untyped-def]
+    async def task(_message: bytes, _context: Any) -> bytes:
         return bytes(TASK_BYTES[1])
 
-    from fedhh.rpc.aggregator_wire import unmask_answer_metadata
     from fedhh.rpc.serving import backlog_options, server_options
     server = grpc.aio.server(options=server_options(extra=backlog_options()))
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {
         "Stream": grpc.stream_stream_rpc_method_handler(stream),
         "Unary": grpc.unary_unary_rpc_method_handler(unary),
-        "Session": grpc.stream_stream_rpc_method_handler(session),
+        "Session": grpc.stream_stream_rpc_method_handler(
+            session, request_deserializer=pb.SessionMessage.FromString,
+            response_serializer=pb.SessionEvent.SerializeToString),
         "Task": grpc.unary_unary_rpc_method_handler(task)}),))
     if tls_dir:
         from fedhh.rpc.tls import TlsFiles
@@ -152,166 +184,70 @@ async def _paced(clients: int, pace_s: float,
 
 
 async def _session(pause: _Pause, pace_s: float, read: Callable[[], Awaitable[Any]],
-                   write: Callable[[bytes], Awaitable[Any]],
+                   write: Callable[[Message], Awaitable[Any]],
                    last_answer: Callable[[], Awaitable[Any]]) -> None:
     """A device's side of the session pattern: the challenge, then each message after a pause,
-    answered by the next request, the last by ``last_answer``."""
+    answered by the next event, the last by ``last_answer``."""
+    up, _ = _session_messages()
     await read()
-    for index, size in enumerate(SESSION_UP):
+    for index, message in enumerate(up):
         await pause(pace_s)
-        await write(bytes(size))
-        await (read() if index < len(SESSION_UP) - 1 else last_answer())
+        await write(message)
+        await (read() if index < len(up) - 1 else last_answer())
 
 
 async def _fleet(port: int, clients: int, pattern: str, pace_s: float, tls_dir: str | None
                  ) -> None:
     """The load test's pattern: ``clients`` on shared connections, one task call or one session
-    each, paced as described in the module docstring (``pace_s`` = P; 0: all at once)."""
+    each, paced as described in the module docstring (``pace_s`` = P; 0: all at once); the
+    session on gRPC (``pattern`` "session") or on the framed session port ("framed")."""
+    from fedhh.rpc.framed.client import FramedChannel, client_context
     from fedhh.rpc.tls import TlsFiles
     from fedhh_device.fleet import DEVICES_PER_CONNECTION
     from fedhh_device.main import OPTIONS
     if tls_dir is None:
         raise ValueError("the load test's pattern runs over TLS")
-    credentials = TlsFiles.from_dir(tls_dir).channel_credentials()
-    channels = [grpc.aio.secure_channel(f"localhost:{port}", credentials, options=OPTIONS)
-                for _ in range(-(-clients // DEVICES_PER_CONNECTION))]
+    connect: Callable[[], Any]
+    if pattern == "framed":
+        context = client_context(Path(tls_dir) / "ca.pem")
+        connect = functools.partial(FramedChannel, f"localhost:{port}", context)
+    else:
+        credentials = TlsFiles.from_dir(tls_dir).channel_credentials()
+        connect = functools.partial(grpc.aio.secure_channel, f"localhost:{port}", credentials,
+                                    options=OPTIONS)
+    channels: list[Any] = [connect() for _ in range(-(-clients // DEVICES_PER_CONNECTION))]
 
     async def device(i: int, pause: _Pause) -> None:
         channel = channels[i // DEVICES_PER_CONNECTION]
         if pattern == "task":
             await channel.unary_unary(f"/{SERVICE}/Task")(bytes(TASK_BYTES[0]))
             return
-        call = channel.stream_stream(f"/{SERVICE}/Session")()
-        # (the answer to the last message is the call's status)
+        call = channel.Session() if pattern == "framed" else channel.stream_stream(
+            f"/{SERVICE}/Session", request_serializer=pb.SessionMessage.SerializeToString,
+            response_deserializer=pb.SessionEvent.FromString)()
+        # (the answer to the last message is the call's end: gRPC's status, the END frame)
         await _session(pause, pace_s, call.read, call.write, call.code)
+        if await call.code() != grpc.StatusCode.OK:
+            raise RuntimeError(f"a session ended {await call.code()}: {await call.details()}")
 
     await _paced(clients, pace_s, device)
     for channel in channels:
         await channel.close()
 
 
-# -- the same session pattern without gRPC: length-prefixed frames on a TLS connection ---------
-#
-# What leaving grpc.aio would buy the session stream (a measurement, not a transport of ours):
-# frames of (stream id, length, payload) multiplexed on the fleet's shared TLS connections,
-# read by uvloop's TLS protocol on the event loop's own thread, each stream served by a
-# coroutine as the worker's handler is. A stream's first frame opens it (gRPC's headers); the
-# server's empty frame ends it (the status).
-
-_FRAME = struct.Struct(">II")  # stream id, payload length
-
-
-class _Stream:
-    """One stream's frames in arrival order, read by one coroutine: a future per read that waits,
-    as grpc.aio's reads are, so that the handlers of both servers pay alike for waiting."""
-
-    __slots__ = ("_frames", "_waiter")
-
-    def __init__(self) -> None:
-        self._frames: collections.deque[bytes] = collections.deque()
-        self._waiter: asyncio.Future[bytes] | None = None
-
-    def deliver(self, payload: bytes) -> None:
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(payload)
-        else:
-            self._frames.append(payload)
-
-    async def read(self) -> bytes:
-        if self._frames:
-            return self._frames.popleft()
-        self._waiter = asyncio.get_running_loop().create_future()
-        return await self._waiter
-
-
-class _FramedConnection(asyncio.Protocol):
-    """Splits a connection's bytes into frames and hands each to its stream; ``on_new`` (the
-    server's) is called with a stream id not seen before, after its stream is made."""
-
-    def __init__(self, on_new: Callable[[_FramedConnection, int], None] | None = None) -> None:
-        self.streams: dict[int, _Stream] = {}
-        self._buffer = bytearray()
-        self._on_new = on_new
-        self.transport: Any = None  # (uvloop's TLS transport is no asyncio.Transport)
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self._buffer += data
-        start, end = 0, len(self._buffer)
-        while end - start >= _FRAME.size:
-            stream_id, length = _FRAME.unpack_from(self._buffer, start)
-            if end - start - _FRAME.size < length:
-                break
-            payload = bytes(self._buffer[start + _FRAME.size:start + _FRAME.size + length])
-            start += _FRAME.size + length
-            stream = self.streams.get(stream_id)
-            if stream is None:
-                stream = self.streams[stream_id] = _Stream()
-                if self._on_new is not None:
-                    self._on_new(self, stream_id)
-                    continue  # (the opening frame carries nothing)
-            stream.deliver(payload)
-        del self._buffer[:start]
-
-    def write(self, stream_id: int, payload: bytes) -> None:
-        self.transport.write(_FRAME.pack(stream_id, len(payload)) + payload)
-
-
 async def _serve_framed(port_file: str, tls_dir: str) -> None:
+    """The session pattern's server on fedhh's framed session port (``fedhh.rpc.framed``)."""
+    from fedhh.rpc.framed.server import FramedLimits, FramedServer
+    from fedhh.rpc.serving import MAX_MESSAGE_BYTES
     from fedhh.rpc.tls import TlsFiles
-
-    async def session(connection: _FramedConnection, stream_id: int) -> None:
-        stream = connection.streams[stream_id]
-        connection.write(stream_id, bytes(SESSION_DOWN[0]))
-        for answer in SESSION_DOWN[1:]:
-            await stream.read()
-            connection.write(stream_id, bytes(answer))
-        await stream.read()
-        connection.write(stream_id, b"")  # the end (gRPC's status)
-        del connection.streams[stream_id]
-
-    tasks: set[asyncio.Task[None]] = set()
-
-    def on_new(connection: _FramedConnection, stream_id: int) -> None:
-        task = asyncio.get_running_loop().create_task(session(connection, stream_id))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-
-    context = TlsFiles.from_dir(tls_dir).server_context("the framed bench server")
-    server = await asyncio.get_running_loop().create_server(
-        lambda: _FramedConnection(on_new), "127.0.0.1", 0, ssl=context, backlog=1024)
-    port = server.sockets[0].getsockname()[1]
+    from fedhh_device.fleet import DEVICES_PER_CONNECTION
+    server = FramedServer("the framed bench server", _session_handler, pb.SessionMessage,
+                          FramedLimits(MAX_MESSAGE_BYTES, DEVICES_PER_CONNECTION),
+                          TlsFiles.from_dir(tls_dir))
+    port = await server.start("127.0.0.1", 0, insecure=False)
     Path(port_file + ".tmp").write_text(str(port))
     os.replace(port_file + ".tmp", port_file)
-    await server.serve_forever()
-
-
-async def _framed_fleet(port: int, clients: int, pace_s: float, tls_dir: str) -> None:
-    """:func:`_fleet`'s session pattern over :class:`_FramedConnection`."""
-    from fedhh_device.fleet import DEVICES_PER_CONNECTION
-    context = ssl.create_default_context(cafile=str(Path(tls_dir) / "ca.pem"))
-    loop = asyncio.get_running_loop()
-    connections = [(await loop.create_connection(_FramedConnection, "localhost", port,
-                                                 ssl=context))[1]
-                   for _ in range(-(-clients // DEVICES_PER_CONNECTION))]
-
-    async def device(i: int, pause: _Pause) -> None:
-        connection = connections[i // DEVICES_PER_CONNECTION]
-        stream = connection.streams[i] = _Stream()
-        connection.write(i, b"")  # the open (gRPC's headers)
-
-        async def write(payload: bytes) -> None:
-            connection.write(i, payload)
-
-        # (the answer to the last message is the end frame)
-        await _session(pause, pace_s, stream.read, write, stream.read)
-
-    await _paced(clients, pace_s, device)
-    for connection in connections:
-        connection.transport.close()
+    await asyncio.Event().wait()
 
 
 # -- measuring -----------------------------------------------------------------------------------
@@ -319,7 +255,7 @@ async def _framed_fleet(port: int, clients: int, pace_s: float, tls_dir: str) ->
 def measure(pattern: str, tls: bool, clients: int, exchanges: int, pace_s: float = 0.0
             ) -> float:
     """Server CPU ms per client (``pattern`` "task" or "session": the load test's, paced;
-    "framed": the session's over :class:`_FramedConnection`, TLS only)."""
+    "framed": the session's on the framed session port, ``fedhh.rpc.framed``; TLS only)."""
     with tempfile.TemporaryDirectory() as scratch:
         tls_dir = None
         if tls:
@@ -338,10 +274,7 @@ def measure(pattern: str, tls: bool, clients: int, exchanges: int, pace_s: float
             port = int(Path(port_file).read_text())
 
             def load(count: int, exchanges: int, pace_s: float) -> Coroutine[Any, Any, None]:
-                if pattern == "framed":
-                    assert tls_dir is not None
-                    return _framed_fleet(port, count, pace_s, tls_dir)
-                if pattern in ("task", "session"):
+                if pattern in ("task", "session", "framed"):
                     return _fleet(port, count, pattern, pace_s, tls_dir)
                 return _clients(port, count, exchanges, pattern, tls_dir)
 
@@ -385,7 +318,7 @@ def main(argv: list[str]) -> int:
             ms = measure(pattern, True, clients, 0, pace_s)
             what = {"task": "one GetTask-sized unary call",
                     "session": "one session stream (10 messages)",
-                    "framed": "the same session in frames on TLS, no gRPC"}[pattern]
+                    "framed": "the same session on the framed session port"}[pattern]
             row = f"| {what} | {pace_s:g} | {ms:.2f} |"
             print(row, flush=True)
             fleet_rows.append(row)
@@ -405,10 +338,13 @@ def main(argv: list[str]) -> int:
             "(1,024 per connection, as a fleet's), arriving over 3P seconds and pausing "
             "up to P seconds before each message (P = 0: all at once; a task call is one "
             "message, so its devices come over 3P seconds, a session's over about 3P + 5P/2). "
-            "The last rows serve the session without gRPC: length-prefixed frames multiplexed "
-            "on the same shared TLS connections, read by uvloop's TLS protocol on the event "
-            "loop's thread, a coroutine per stream (what leaving grpc.aio would buy; not a "
-            "transport of the services)."
+            "The session's messages are protobuf `SessionMessage`s and `SessionEvent`s of "
+            "those sizes, parsed and serialized at both ends. The last rows serve the session "
+            "without gRPC, on fedhh's framed session port (`fedhh.rpc.framed`: a "
+            "`FramedServer` whose handler does what the gRPC one does, a `FramedChannel` per "
+            "1,024 devices): length-prefixed frames multiplexed on the same shared TLS "
+            "connections, read by uvloop's TLS protocol on the event loop's thread, a "
+            "coroutine per stream."
             "\n\n"
             "| per client | P (s) | server CPU per client (ms) |\n"
             "| --- | --- | --- |\n" + "\n".join(fleet_rows) + "\n")
