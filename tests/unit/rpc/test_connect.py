@@ -5,19 +5,25 @@ deadline), the error map shared with gRPC, the caps, and the configuration check
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import grpc
 import pytest
+import uvloop
 
 from fedhh.errors import AuthenticationError, ConfigError, NotFoundError
 from fedhh.rpc.connect import CODES, ConnectServer, check_origins, procedures
 from fedhh.rpc.connect_client import ConnectChannel, ConnectStub
 from fedhh.rpc.errors import status_errors
 from fedhh.rpc.http_listener import split_listen
+from fedhh.rpc.tls import make_dev_pki
 from fedhh.v1 import aggregator_pb2 as agg_pb
 from fedhh.v1 import coordinator_pb2 as pb
 
@@ -189,3 +195,75 @@ def test_large_bodies_are_read_a_few_at_a_time() -> None:
             await server.close()
 
     asyncio.run(scenario())
+
+
+async def _until(predicate: Callable[[], bool], what: str, bound: float = 10.0) -> None:
+    """Wait for ``predicate`` to hold (polled; failing after ``bound`` s)."""
+    deadline = time.monotonic() + bound
+    while not predicate():
+        assert time.monotonic() < deadline, f"not within {bound} s: {what}"
+        await asyncio.sleep(0.01)
+
+
+def test_a_tls_connection_that_sent_its_head_outlives_the_head_deadline(tmp_path: Path
+                                                                        ) -> None:
+    """Regression (b19ef71): with TLS under uvloop (the services' loop), the listener's head
+    deadline was set on uvloop's SSL wrapper, not on aiohttp's protocol that marks the first
+    head, so every TLS connection to the Connect port was cut at the deadline, heads sent or
+    not. Once the deadline has passed, a keep-alive connection that sent a request is still
+    held and serves the next one; a TLS connection that never sends a head is closed at it."""
+    head_timeout_s = 2.0  # a TLS handshake and a request head on a busy machine, many times over
+    pki = make_dev_pki(tmp_path, ["localhost", "127.0.0.1"])
+    client = ssl.create_default_context(cafile=str(pki.ca))
+
+    async def scenario() -> None:
+        echo = Echo()
+        server = ConnectServer("test port", procedures(DEVICES, echo), 4096, pki)
+        await server.start("127.0.0.1", 0)
+        listener, runner = server._listener, server._runner
+        assert listener is not None and runner is not None and runner.server is not None
+        listener.head_timeout_s = head_timeout_s  # read per connection; none has come yet
+        aiohttp_server = runner.server
+        url = f"https://127.0.0.1:{server.port}/fedhh.v1.DeviceService/Enroll"
+
+        async def enroll(session: aiohttp.ClientSession, label: str) -> str:
+            async with session.post(url, data=pb.EnrollRequest(label=label).SerializeToString(),
+                                    headers=PROTO) as answer:
+                assert answer.status == 200, await answer.text()
+                reply = pb.EnrollResponse.FromString(await answer.read())
+            return str(json.loads(reply.credential)["peer"])
+
+        try:
+            async with aiohttp.ClientSession(
+                    connector=aiohttp.TCPConnector(ssl=client, limit=1)) as session:
+                first = await enroll(session, "1")
+                held = aiohttp_server.connections
+                assert len(held) == 1
+                # The head deadline has run (the listener forgets the connection then), or the
+                # connection was cut.
+                await _until(lambda: not (listener._pending_heads
+                                          and aiohttp_server.connections), "the head deadline")
+                assert aiohttp_server.connections == held, \
+                    "the TLS connection was cut at the head deadline"
+                # The same connection (the same client port) answers the next request.
+                assert await enroll(session, "2") == first
+                assert aiohttp_server.connections == held
+
+                # A TLS connection that never sends a head is closed at the deadline.
+                reader, writer = await asyncio.open_connection(
+                    "127.0.0.1", server.port, ssl=client, server_hostname="127.0.0.1")
+                handshaken = time.monotonic()
+                try:
+                    # (an aborted TLS connection may end without close_notify)
+                    with contextlib.suppress(ConnectionError, ssl.SSLError):
+                        assert await asyncio.wait_for(reader.read(), 10.0) == b""
+                    waited = time.monotonic() - handshaken
+                finally:
+                    writer.close()
+                assert head_timeout_s - 0.05 <= waited < head_timeout_s + 5.0, waited
+            assert echo.seen == ["1", "2"]
+        finally:
+            await server.close()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as loop:
+        loop.run(asyncio.wait_for(scenario(), 30.0))
