@@ -41,9 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     options.add_web_options(p, "the device calls (fedhh.v1.SecureAggregation)")
     p.add_argument("--session-listen", metavar="HOST:PORT",
                    help="also serve the session stream (SecureAggregation.Session) outside "
-                        "gRPC, as frames on this address: the same messages and checks at a "
-                        "third of gRPC's CPU per device (docs/secagg.md, 'The framed session "
-                        "port'); TLS from --tls-dir, plaintext only with --insecure on "
+                        "gRPC, as frames on this address: the same messages and checks for "
+                        "about half of gRPC's CPU per device (docs/secagg.md, 'The framed "
+                        "session port'); TLS from --tls-dir, plaintext only with --insecure on "
                         "loopback (port 0: OS-chosen; default: off)")
     p.add_argument("--session-max-connections", type=int, default=16384,
                    help="connections the session port holds at once, TLS handshakes included "

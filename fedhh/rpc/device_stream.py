@@ -43,6 +43,7 @@ from fedhh.rpc.aggregator_wire import (
     stage_to_pb,
     unmask_answer_from,
 )
+from fedhh.rpc.errors import CODES_BY_NUMBER
 from fedhh.rpc.participation import (
     CODE_OUTCOMES,
     RETRIED_CODES,
@@ -75,7 +76,6 @@ _DETAILS = {pb.AWAIT_STATUS_CLOSED: "the stage closed"}
 _AS_CALLS = {Stage.SHARE_KEYS: "SubmitShares", Stage.MASKED_INPUT: "SubmitMaskedVector",
              Stage.CONSISTENCY_CHECK: "SubmitConsistency", Stage.UNMASK: "SubmitUnmask"}
 
-_CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
 class _Broken(Exception):
@@ -281,7 +281,7 @@ class SessionStream:
                 await self._recover(_Broken(grpc.StatusCode.OK, "the stream ended early"))
                 continue
             if event.WhichOneof("event") == "refused":
-                code = _CODES.get(event.refused.code, grpc.StatusCode.UNKNOWN)
+                code = CODES_BY_NUMBER.get(event.refused.code, grpc.StatusCode.UNKNOWN)
                 kind = _Broken if code in RETRIED_CODES else _Ended
                 refused = kind(code, event.refused.details)
                 if isinstance(refused, _Ended):

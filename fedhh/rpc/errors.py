@@ -40,6 +40,8 @@ _CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
 )
 
 T = TypeVar("T")
+# A status code by its number, as a refusal event or a framed stream's end carries it.
+CODES_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
 # Status details travel as metadata, which gRPC clients cap at 16 KiB by default: a message that
 # quoted a caller's megabyte would reach it as RESOURCE_EXHAUSTED instead of its real status.
 MAX_DETAILS = 1000

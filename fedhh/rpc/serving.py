@@ -222,7 +222,8 @@ def install_uvloop() -> None:
 def check_address(address: str, what: str) -> str:
     """``address`` if it is HOST:PORT (``[::1]:PORT`` for IPv6); ConfigError otherwise."""
     host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if (not sep or not host or not port.isascii() or not port.isdigit()
+            or not 0 < int(port) < 65536):
         raise ConfigError(f"{what} is HOST:PORT, got {address!r}")
     return address
 

@@ -127,7 +127,7 @@ class LocalTopology:
     # ---- processes -------------------------------------------------------------------------
     def _port(self, name: str, which: str = "port") -> int:
         """The port a service had (a restart keeps it: clients and tasks name it), else 0."""
-        return int(self.services[name].ready[which]) if name in self.services else 0
+        return int(self.services[name].ready.get(which) or 0) if name in self.services else 0
 
     def start_aggregator(self, extra: list[str] | None = None, name: str = "aggregator"
                          ) -> Service:

@@ -10,6 +10,7 @@ their sum.
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
 
 import grpc
@@ -30,8 +31,10 @@ from fedhh.rpc.aggregator_client import AggregatorControl
 from fedhh.rpc.aggregator_wire import admission_to_pb, keys_to_pb, session_open
 from fedhh.rpc.device_client import ParticipationEnd as End
 from fedhh.rpc.device_client import participate
+from fedhh.rpc.framed.frames import HEADER, PREFACE, Kind
 from fedhh.secagg.primitives import ed25519_from_seed
 from fedhh.v1 import aggregator_pb2 as pb
+from fedhh_aggregator.rounds import Limits
 
 N = 8
 OTHER_KEY = ed25519_from_seed(b"\x07" * 32)
@@ -230,5 +233,39 @@ def test_a_second_stream_of_a_device_replaces_the_first(transport: str) -> None:
             await first.done_writing()
             assert await first.code() == grpc.StatusCode.ALREADY_EXISTS
             await done
+
+    run(scenario(), timeout=120)
+
+
+def test_a_client_that_never_reads_holds_no_session_handler() -> None:
+    """On the framed session port, a client that sends OPENs and never reads (1.8 MB of
+    them): the port stops reading it once its answers back up (challenges, and ENDs past the
+    streams per connection), and each handler it made ends within about twice upload_idle_s
+    (no open, or the challenge not even taken: OpenTimeout), so it holds none; the round then
+    releases exactly its devices' sum over the port."""
+    a = _cohort(b"stream-sec/no-reader", seed=5)
+
+    async def scenario() -> None:
+        async with aggregator(Limits(upload_idle_s=0.5)) as (agg, channel):
+            await AggregatorControl(channel, TOKEN).open_round(a.signed)
+            assert agg.sessions is not None and agg.session_port is not None
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", agg.session_port))
+            sock.setblocking(False)
+            _, writer = await asyncio.open_connection(sock=sock)
+            writer.write(PREFACE + b"".join(HEADER.pack(i, Kind.OPEN, 0)
+                                            for i in range(1, 200_001)))
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            while not (agg.sessions.connections and all(
+                    not c._reading and not c.streams for c in agg.sessions.connections)):
+                assert loop.time() < deadline, [
+                    (c._reading, len(c.streams)) for c in agg.sessions.connections]
+                await asyncio.sleep(0.05)  # (polling the port's state; bounded above)
+            [connection] = agg.sessions.connections
+            assert connection._last_id < 200_000  # (not every OPEN was read)
+            await _released_exactly(channel, session_stub(agg, channel, "framed"), a)
+            writer.transport.abort()
 
     run(scenario(), timeout=120)

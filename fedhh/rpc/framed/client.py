@@ -23,6 +23,7 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from fedhh.errors import ConfigError
+from fedhh.rpc.errors import CODES_BY_NUMBER
 from fedhh.rpc.framed.frames import (
     ALPN,
     MAX_STREAM_ID,
@@ -70,13 +71,13 @@ class FramedChannel:
     def Session(self, timeout: float | None = None) -> FramedCall:
         return FramedCall(self, timeout)
 
-    def open_connection(self) -> _Connection | None:
+    def live_connection(self) -> _Connection | None:
         connection = self._connection
         return connection if connection is not None and not connection.closed else None
 
     async def connection(self) -> _Connection:
         """The open connection, or a new one (calls that need one at once share its opening)."""
-        connection = self.open_connection()
+        connection = self.live_connection()
         if connection is not None:
             return connection
         if self._connecting is None:
@@ -162,6 +163,8 @@ class _Connection(asyncio.Protocol):
         self.lost("the channel was closed")
 
     def open(self, call: FramedCall) -> int:
+        if self.closed:  # (lost while the call waited for it)
+            raise ConnectionError("the connection to the session port was lost")
         if self._next_id > MAX_STREAM_ID:
             raise ConnectionError("the connection's stream ids are spent")
         stream_id, self._next_id = self._next_id, self._next_id + 1
@@ -259,7 +262,7 @@ class FramedCall:
     async def _open(self) -> None:
         if self._connection is not None or self._code is not None:
             return
-        connection = self._channel.open_connection()
+        connection = self._channel.live_connection()
         if connection is not None:  # (the usual case: no task to wait for)
             self._stream_id = connection.open(self)
             self._connection = connection
@@ -284,7 +287,7 @@ class FramedCall:
     def finish_from(self, payload: bytes) -> None:
         try:
             end = pb.SessionEnd.FromString(payload)
-            code = _CODES[end.code]
+            code = CODES_BY_NUMBER[end.code]
         except (DecodeError, KeyError):
             self.finish(grpc.StatusCode.INTERNAL, "an end that does not parse", True)
             return
@@ -316,5 +319,3 @@ class FramedCall:
         assert self._code is not None
         return grpc.aio.AioRpcError(self._code, _EMPTY, self._trailing, self._details)
 
-
-_CODES = {code.value[0]: code for code in grpc.StatusCode}

@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from enum import IntEnum
 from typing import Any
 
-__all__ = ["ALPN", "HEADER", "PREFACE", "FrameError", "FrameSplitter", "FrameWriter", "Kind",
-           "frame"]
+__all__ = ["ALPN", "HEADER", "PREFACE", "FrameError", "FrameSplitter", "FrameWriter", "Kind"]
 
 PREFACE = b"fedhh-session/1\r\n"
 ALPN = "fedhh-session/1"
@@ -37,10 +36,6 @@ class Kind(IntEnum):
 
 class FrameError(Exception):
     """The peer broke the framing: the connection is closed."""
-
-
-def frame(stream_id: int, kind: Kind, payload: bytes = b"") -> bytes:
-    return HEADER.pack(stream_id, kind, len(payload)) + payload
 
 
 class FrameWriter:
@@ -117,8 +112,3 @@ class FrameSplitter:
             start += size + length
             yield stream_id, kind, payload
         del buffer[:start]
-
-    @property
-    def pending(self) -> int:
-        """Bytes held for a frame not yet complete."""
-        return len(self._buffer)

@@ -1,8 +1,9 @@
 """An aggregator's framed session port: the session stream's messages in frames
 (``fedhh.rpc.framed.frames``) on connections the event loop's own TLS protocol reads, each
 stream served by the same handler as the gRPC ``Session`` (``stream`` stands in for its
-context: ``read``, ``write``, ``set_trailing_metadata``, ``peer``). gRPC spends ~1 ms of the
-server's CPU per device on the session's ten messages; this port ~0.3 (docs/benchmarks.md).
+context: ``read``, ``write``, ``set_trailing_metadata``). At the load test's pace grpc.aio
+spends 1.68 ms of the server's CPU per device on the session's ten messages and this port 0.82
+(docs/benchmarks/grpc-floor.md); a worker's CPU per device drops by ~0.95 ms.
 
 What gRPC's server gave the session, built again here, each before work:
 
@@ -14,15 +15,22 @@ What gRPC's server gave the session, built again here, each before work:
   RESOURCE_EXHAUSTED at once);
 - a message above ``max_message_bytes`` ends its stream RESOURCE_EXHAUSTED unread (its bytes
   are skipped), one that does not parse INVALID_ARGUMENT (as gRPC's port answers both);
-- back-pressure both ways: a connection whose delivered messages wait unread beyond
-  ``max_unread_bytes`` is not read until its handlers catch up, and a handler's write waits
-  while the peer does not read (its stream's deadlines still run);
+- back-pressure both ways: a connection is not read while its delivered messages wait unread
+  beyond ``max_unread_bytes`` (until its handlers catch up) nor while it does not read what it
+  is sent (so a client cannot queue answers it does not take); a handler's write waits while
+  the client does not read (the session's deadlines still run). Back-pressure is per
+  connection, not per stream: a stream whose handler does not read holds up its connection's
+  other streams once ``max_unread_bytes`` wait (a session's handler reads each message as it
+  comes, a vector's parts too, but for the wait for an upload slot, ``max_uploads``, which
+  only vectors above one message, D > 2^18, have to wait with parts unread);
 - the handler's errors become the stream's end as ``fedhh.rpc.errors.status_errors`` makes
   them gRPC's status (a ``FedhhError``'s code and details; anything else INTERNAL, logged);
-  a client's CANCEL or a lost connection cancels the handler, as gRPC does.
+  a client's CANCEL or a lost connection cancels the handler, as gRPC does (the port does not
+  learn the client's deadline: the session's own deadlines bound a stream).
 
 Breaking the framing (an unknown kind, a stream id that does not rise, a frame for a stream
-never opened, a bad preface) closes the connection.
+never opened, a message or a CLOSE after the stream's CLOSE, a bad preface) closes the
+connection.
 """
 
 from __future__ import annotations
@@ -89,8 +97,8 @@ class ServerStream:
     """One stream, as its handler sees it (the part of grpc.aio's servicer context the session
     uses). ``read`` returns ``grpc.aio.EOF`` once the client closed its side."""
 
-    __slots__ = ("_connection", "_ended", "_messages", "_parse", "_waiter", "forced",
-                 "stream_id", "task", "trailing")
+    __slots__ = ("_connection", "_ended", "_messages", "_parse", "_waiter", "client_left",
+                 "forced", "half_closed", "stream_id", "task", "trailing")
 
     def __init__(self, connection: _Connection, stream_id: int,
                  parse: Callable[[bytes], Message]) -> None:
@@ -103,6 +111,8 @@ class ServerStream:
         self.trailing: tuple[tuple[str, str], ...] = ()
         self.forced: tuple[grpc.StatusCode, str] | None = None  # the port ended it so
         self.task: asyncio.Task[None] | None = None
+        self.half_closed = False  # the client sent CLOSE
+        self.client_left = False  # it sent CANCEL, or its connection was lost
 
     # -- the handler's side --------------------------------------------------------------------
 
@@ -132,9 +142,6 @@ class ServerStream:
     def set_trailing_metadata(self, metadata: tuple[tuple[str, str], ...]) -> None:
         self.trailing = tuple(metadata)
 
-    def peer(self) -> str:
-        return self._connection.peer
-
     # -- the connection's side -----------------------------------------------------------------
 
     def deliver(self, data: bytes | None) -> None:
@@ -143,7 +150,7 @@ class ServerStream:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def end(self, code: grpc.StatusCode, details: str) -> None:
+    def force_end(self, code: grpc.StatusCode, details: str) -> None:
         """End the stream from outside its handler (the handler is cancelled)."""
         if self.forced is None:
             self.forced = (code, details)
@@ -151,6 +158,7 @@ class ServerStream:
                 self.task.cancel()
 
     def ended(self) -> None:
+        """No more writes: the stream's end is (being) sent, or its client left."""
         self._ended = True
 
     def unread_bytes(self) -> int:
@@ -166,10 +174,11 @@ class _Connection(asyncio.Protocol):
         self.transport: Any = None  # (uvloop's TLS transport is no asyncio.Transport)
         self.peer = ""
         self._last_id = 0
-        self._preface = bytearray()
+        self._preface: bytearray | None = bytearray()
         self._unread = 0
         self._reading = True
         self._writable: asyncio.Future[None] | None = None
+        self._write_paused = False
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
 
@@ -200,6 +209,7 @@ class _Connection(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
         for stream in list(self.streams.values()):
+            stream.client_left = True
             stream.ended()
             if stream.task is not None:
                 stream.task.cancel()
@@ -207,24 +217,29 @@ class _Connection(asyncio.Protocol):
             self._writable.set_result(None)
 
     def pause_writing(self) -> None:
+        self._write_paused = True
         if self._writable is None or self._writable.done():
             self._writable = asyncio.get_running_loop().create_future()
+        self._update_reading()
 
     def resume_writing(self) -> None:
+        self._write_paused = False
         if self._writable is not None and not self._writable.done():
             self._writable.set_result(None)
+        self._update_reading()
 
     # -- frames --------------------------------------------------------------------------------
 
     def _read_preface(self, data: bytes) -> bytes:
-        assert self._preface is not None
-        needed = len(PREFACE) - len(self._preface)
-        self._preface += data[:needed]
-        if not PREFACE.startswith(self._preface):
+        preface = self._preface
+        assert preface is not None
+        needed = len(PREFACE) - len(preface)
+        preface += data[:needed]
+        if not PREFACE.startswith(preface):
             raise FrameError("not a framed session client (bad preface)")
-        if len(self._preface) < len(PREFACE):
+        if len(preface) < len(PREFACE):
             return b""
-        self._preface = None  # type: ignore[assignment]
+        self._preface = None
         if self.server.listener is not None:
             self.server.listener.saw_request(self)
         self._idle()
@@ -244,17 +259,21 @@ class _Connection(asyncio.Protocol):
             return  # (a stream that ended while the client still wrote to it)
         if kind == Kind.MESSAGE:
             if payload is None:
-                stream.end(grpc.StatusCode.RESOURCE_EXHAUSTED, f"a message above the "
+                stream.force_end(grpc.StatusCode.RESOURCE_EXHAUSTED, f"a message above the "
                            f"{self.limits.max_message_bytes}-byte receive cap")
                 return
+            if stream.half_closed:
+                raise FrameError(f"a message on stream {stream_id} after its CLOSE")
             self._unread += len(payload)
             stream.deliver(payload)
-            if self._unread > self.limits.max_unread_bytes and self._reading:
-                self._reading = False
-                self.transport.pause_reading()
+            self._update_reading()
         elif kind == Kind.CLOSE:
+            if stream.half_closed:
+                raise FrameError(f"stream {stream_id} closed twice")
+            stream.half_closed = True
             stream.deliver(None)
         elif kind == Kind.CANCEL:
+            stream.client_left = True
             stream.ended()
             if stream.task is not None:
                 stream.task.cancel()
@@ -271,12 +290,24 @@ class _Connection(asyncio.Protocol):
             self._timer = None
         stream = self.streams[stream_id] = ServerStream(self, stream_id, self.server.parse)
         stream.task = asyncio.get_running_loop().create_task(self._serve(stream))
-        stream.task.add_done_callback(functools.partial(self._unserved, stream))
+        stream.task.add_done_callback(functools.partial(self._forget_if_never_started, stream))
 
     def consumed(self, size: int) -> None:
         self._unread -= size
-        if not self._reading and self._unread <= self.limits.max_unread_bytes // 2 \
-                and not self._closed:
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Read the connection only while the client reads what it is sent (a client that
+        does not read gets nothing more read from it: neither new streams nor messages, each
+        of which would queue an answer) and while its delivered messages do not wait unread
+        beyond ``max_unread_bytes`` (reading resumes at half of it)."""
+        if self._closed:
+            return
+        limit = self.limits.max_unread_bytes
+        if self._reading and (self._write_paused or self._unread > limit):
+            self._reading = False
+            self.transport.pause_reading()
+        elif not self._reading and not self._write_paused and self._unread <= limit // 2:
             self._reading = True
             self.transport.resume_reading()
 
@@ -302,9 +333,9 @@ class _Connection(asyncio.Protocol):
         except FedhhError as error:
             code, details = status_of(error), details_of(error)
         except asyncio.CancelledError:
-            if stream.forced is None:
-                return  # (the client left: nobody to tell)
-            code, details = stream.forced
+            if stream.client_left:
+                return  # (nobody to tell)
+            code, details = stream.forced or (grpc.StatusCode.CANCELLED, "cancelled")
         except Exception:
             log.exception("unexpected error in a framed session stream")
             code, details = grpc.StatusCode.INTERNAL, "internal error"
@@ -314,7 +345,7 @@ class _Connection(asyncio.Protocol):
             code, details = stream.forced
         self._write_end(stream.stream_id, code, details, stream.trailing)
 
-    def _unserved(self, stream: ServerStream, task: asyncio.Task[None]) -> None:
+    def _forget_if_never_started(self, stream: ServerStream, task: asyncio.Task[None]) -> None:
         """A stream whose handler was cancelled before it began (a CANCEL, an oversize message
         or the connection's loss in the same read as its OPEN): ``_serve`` never ran, so it is
         forgotten, and ended if the port ended it, here."""

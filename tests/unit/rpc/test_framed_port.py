@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from fedhh.errors import AuthenticationError, ConfigError
 from fedhh.rpc.framed.client import FramedChannel, client_context
-from fedhh.rpc.framed.frames import ALPN, HEADER, PREFACE, FrameSplitter, Kind, frame
+from fedhh.rpc.framed.frames import ALPN, HEADER, PREFACE, FrameSplitter, Kind
 from fedhh.rpc.framed.server import FramedLimits, FramedServer, ServerStream
 from fedhh.rpc.serving import UnparsableRequest
 from fedhh.rpc.tls import TlsFiles, make_dev_pki
@@ -58,6 +58,9 @@ async def until(predicate: Callable[[], bool], what: str = "", bound: float = BO
 def any_frame(stream_id: int, kind: int, payload: bytes = b"") -> bytes:
     """A frame of any kind, a client's or not."""
     return HEADER.pack(stream_id, kind, len(payload)) + payload
+
+
+frame = any_frame  # (a frame of a kind the enum names)
 
 
 def message(data: bytes) -> pb.SessionMessage:
@@ -151,8 +154,12 @@ class Port:
         return channel
 
     async def raw(self, *frames: bytes, preface: bool = True,
-                  context: ssl.SSLContext | None = None, sndbuf: int = 0) -> Raw:
-        sock = socket.create_connection(("127.0.0.1", self.port))
+                  context: ssl.SSLContext | None = None, sndbuf: int = 0, rcvbuf: int = 0
+                  ) -> Raw:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:  # (before connecting: the window it advertises)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.connect(("127.0.0.1", self.port))
         if sndbuf:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
         sock.setblocking(False)
@@ -267,7 +274,7 @@ async def test_an_oversize_message_ends_only_its_stream(port: Port) -> None:
     raw.send(big[3000:], frame(2, Kind.MESSAGE, message(b"after").SerializeToString()))
     assert (await raw.event(2)).challenge == b"after"
     connection = port.connection()
-    assert connection.splitter.pending == 0 and connection.splitter._skip == 0
+    assert len(connection.splitter._buffer) == 0 and connection.splitter._skip == 0
     assert connection._unread == 0
     raw.send(frame(2, Kind.CLOSE))
     assert await raw.end(2) == (grpc.StatusCode.OK, "")
@@ -356,6 +363,10 @@ async def test_one_stream_over_the_limit_is_refused_at_once(port: Port) -> None:
     pytest.param(PREFACE + frame(1, Kind.OPEN, b"x" * 5000), id="open-with-oversize-payload"),
     pytest.param(PREFACE + frame(3, Kind.MESSAGE, b""), id="message-never-opened"),
     pytest.param(PREFACE + frame(1, Kind.OPEN) + frame(2, Kind.CLOSE), id="close-never-opened"),
+    pytest.param(PREFACE + frame(1, Kind.OPEN) + frame(1, Kind.CLOSE)
+                 + frame(1, Kind.MESSAGE, b""), id="message-after-close"),
+    pytest.param(PREFACE + frame(1, Kind.OPEN) + frame(1, Kind.CLOSE) + frame(1, Kind.CLOSE),
+                 id="close-twice"),
 ])
 def test_breaking_the_framing_closes_the_connection(sent: bytes) -> None:
     async def main() -> None:
@@ -421,7 +432,7 @@ def test_tls_connection_with_a_stream_outlives_the_handshake_timeout(pki: TlsFil
             call = channel.Session(timeout=BOUND_S)
             await call.write(message(b"1"))
             assert (await call.read()).challenge == b"1"
-            connection = channel.open_connection()
+            connection = channel.live_connection()
             assert connection is not None
             assert connection.transport.get_extra_info("ssl_object").selected_alpn_protocol() \
                 == ALPN
@@ -434,7 +445,7 @@ def test_tls_connection_with_a_stream_outlives_the_handshake_timeout(pki: TlsFil
             assert not connection.closed and not call.done()
             await call.write(message(b"2"))
             assert (await call.read()).challenge == b"2"
-            assert channel.open_connection() is connection and len(port.server.connections) == 1
+            assert channel.live_connection() is connection and len(port.server.connections) == 1
 
             started = time.monotonic()
             no_preface = await port.raw(preface=False, context=client_context(pki.ca))
@@ -463,6 +474,42 @@ async def test_one_connection_over_the_limit_is_closed_on_arrival(port: Port) ->
     assert listener.refused == 1
     second.send(frame(1, Kind.OPEN), frame(1, Kind.MESSAGE, message(b"2").SerializeToString()))
     assert (await second.event(1)).challenge == b"2"
+
+
+@scenario(max_connections=1)
+async def test_a_call_whose_connection_is_lost_on_arrival_ends_unavailable(port: Port) -> None:
+    """A channel whose new connection the port closes on arrival (over max_connections): its
+    call ends UNAVAILABLE at once, not at its deadline; it works once a place is free."""
+    held = await port.raw()
+    await until(lambda: len(port.server.connections) == 1, "the one connection held")
+    channel = port.channel()
+    started = time.monotonic()
+    code, _ = await refused(channel.Session(timeout=BOUND_S))
+    assert code == grpc.StatusCode.UNAVAILABLE and time.monotonic() - started < BOUND_S / 2
+    held.close()
+    await until(lambda: not port.server.connections, "the place freed")
+    call = channel.Session(timeout=BOUND_S)
+    await call.write(message(b"in"))
+    assert (await call.read()).challenge == b"in"
+
+
+@scenario(max_streams_per_connection=1)
+async def test_a_client_that_does_not_read_is_not_read(port: Port) -> None:
+    """A client that sends OPENs and never reads what they are answered (each over the
+    stream limit answered END): once its answers back up, the port stops reading it, so what
+    the port holds for it stays bounded however much it sends; the port serves others."""
+    raw = await port.raw(rcvbuf=4096)
+    raw.send(b"".join(frame(i, Kind.OPEN) for i in range(1, 200_001)))  # 1.8 MB of OPENs
+    await until(lambda: len(port.server.connections) == 1, "the connection")
+    connection = port.connection()
+    await until(lambda: not connection._reading, "the port stopped reading it")
+    buffered = connection.transport.get_write_buffer_size()
+    for _ in range(20):  # (loop turns in which nothing more may be read or queued)
+        await asyncio.sleep(0)
+    assert not connection._reading
+    assert connection.transport.get_write_buffer_size() == buffered < 1 << 20
+    assert connection._last_id < 200_000  # (most OPENs were never read)
+    await port.works()
 
 
 # -- the client's side: deadlines, cancels, lost connections -------------------------------------
@@ -503,7 +550,7 @@ async def test_cancelling_a_call_cancels_its_handler(port: Port) -> None:
     await until(lambda: len(port.notes) == 2, "the handler's late write")
     assert isinstance(port.notes[1], asyncio.InvalidStateError)
     await until(lambda: not port.connection().streams, "the stream forgotten")
-    assert channel.open_connection() is not None  # (cancelling keeps the connection)
+    assert channel.live_connection() is not None  # (cancelling keeps the connection)
 
 
 @scenario(behave=hold)
@@ -515,19 +562,19 @@ async def test_a_lost_connection_ends_its_calls_unavailable(port: Port) -> None:
     for n, call in enumerate(calls, 1):
         await call.write(message(b"x"))
         await until(lambda n=n: len(port.notes) == n, "the message read")  # type: ignore[misc]
-    before = channel.open_connection()
+    before = channel.live_connection()
     port.connection().transport.abort()
     for call in calls:
         code, details = await refused(call)
         assert code == grpc.StatusCode.UNAVAILABLE, code
         assert details.startswith("the connection to the session port was lost"), details
     await until(lambda: sorted(port.cancelled) == [1, 2], "the handlers cancelled")
-    assert channel.open_connection() is None
+    assert channel.live_connection() is None
     port.behave = echo
     again = channel.Session(timeout=BOUND_S)
     await again.write(message(b"again"))
     assert (await again.read()).challenge == b"again"
-    assert channel.open_connection() not in (None, before)
+    assert channel.live_connection() not in (None, before)
     assert len(port.server.connections) == 1
 
 
@@ -657,7 +704,7 @@ async def test_a_connection_whose_messages_wait_unread_is_not_read(port: Port) -
         for _ in range(50):  # (the loop turns; the server reads nothing)
             await asyncio.sleep(0)
         assert connection._unread == held and not connection.transport.is_reading()
-        assert sent * len(one) > held + connection.splitter.pending
+        assert sent * len(one) > held + len(connection.splitter._buffer)
         stop.set()
         port.release.set()
         await asyncio.wait_for(flooding, BOUND_S)
@@ -774,9 +821,9 @@ def test_frame_splitter_at_any_byte_boundary(
         # (its payload is dropped as it comes).
         held = [point - start for start, ready, end, what in expected
                 if start < point < end and ready > point]
-        assert splitter.pending == (held[0] if held else 0), (point, splitter.pending)
+        assert len(splitter._buffer) == (held[0] if held else 0), (point, len(splitter._buffer))
     assert out == [what for _, _, _, what in expected]
-    assert splitter.pending == 0 and splitter._skip == 0
+    assert len(splitter._buffer) == 0 and splitter._skip == 0
 
 
 def test_frame_splitter_skips_an_oversize_payload_fed_byte_by_byte() -> None:
@@ -784,7 +831,7 @@ def test_frame_splitter_skips_an_oversize_payload_fed_byte_by_byte() -> None:
     splitter = FrameSplitter(8)
     out = [f for byte in range(len(wire)) for f in splitter.feed(wire[byte:byte + 1])]
     assert out == [(1, Kind.MESSAGE, None), (2, Kind.MESSAGE, b"ok")]
-    assert splitter.pending == 0 and splitter._skip == 0
+    assert len(splitter._buffer) == 0 and splitter._skip == 0
 
 
 def test_frame_format() -> None:
