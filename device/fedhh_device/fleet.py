@@ -137,7 +137,7 @@ class Fleet:
         transport: Transport | None = None,
         devices_per_connection: int = DEVICES_PER_CONNECTION,
         opens_in_flight: int = OPENS_IN_FLIGHT,
-        session_factory: Callable[[str], Any] | None = None,
+        session_factory: Callable[[str, Any], Any] | None = None,
     ) -> None:
         self.users = users
         # A gRPC channel, or a stub of the same shape (fedhh.rpc.connect_client.ConnectStub);
@@ -152,7 +152,8 @@ class Fleet:
         self.enrollment_tokens = enrollment_tokens
         self.channel_factory = channel_factory
         # Channels to the aggregators' framed session ports (fedhh.rpc.framed), used where a
-        # task names one (None: the session goes over channel_factory's channels).
+        # task names one, given the gRPC stub to fall back on (None: the session goes over
+        # channel_factory's channels).
         self.session_factory = session_factory
         # A channel, and one stub on it, per aggregator address and devices_per_connection
         # devices (a Connect stub, fedhh.rpc.connect_client, is its own channel).
@@ -347,11 +348,16 @@ class Fleet:
 
     def _aggregator(self, task: pb.Task, user: int) -> SecureAggregationStub | Any:
         """What ``user`` reaches the task's aggregator through: its framed session port's
-        channel where the task names one and this fleet speaks it, else a gRPC stub (or what
-        ``channel_factory`` makes)."""
-        address, factory = task.aggregator_address, self.channel_factory
+        channel where the task names one and this fleet speaks it (the gRPC stub its
+        fallback), else a gRPC stub (or what ``channel_factory`` makes)."""
+        stub = self._channel(task.aggregator_address, user, self.channel_factory)
         if task.aggregator_session_address and self.session_factory is not None:
-            address, factory = task.aggregator_session_address, self.session_factory
+            session_factory = self.session_factory
+            return self._channel(task.aggregator_session_address, user,
+                                 lambda address: session_factory(address, stub))
+        return stub
+
+    def _channel(self, address: str, user: int, factory: Callable[[str], Any]) -> Any:
         key = (address, self._connection[user])
         if key not in self._aggregators:
             channel = factory(address)

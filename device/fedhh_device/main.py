@@ -47,15 +47,16 @@ def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channe
     return make
 
 
-def session_factory(args: argparse.Namespace) -> Callable[[str], FramedChannel]:
-    """Channels to the aggregators' framed session ports, with the gRPC channels' TLS."""
+def session_factory(args: argparse.Namespace) -> Callable[[str, Any], FramedChannel]:
+    """Channels to the aggregators' framed session ports, with the gRPC channels' TLS, each
+    falling back on the aggregator's gRPC stub while its port cannot be reached."""
     context = None if args.insecure else client_context(args.ca) if args.ca else None
     if context is None and not args.insecure:
         raise ConfigError("give --ca (the CA that signed the services' certificates) "
                           "or --insecure on loopback")
 
-    def make(address: str) -> FramedChannel:
-        return FramedChannel(address, context)
+    def make(address: str, fallback: Any) -> FramedChannel:
+        return FramedChannel(address, context, fallback)
 
     return make
 

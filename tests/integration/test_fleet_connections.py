@@ -4,11 +4,14 @@ device's session stream stays open for its whole round, so devices beyond the ag
 session frees, while the stage waited for them. A fleet spreads its devices over connections
 (--devices-per-connection), and the round releases over every device: over gRPC, and over the
 aggregator's framed session port, which the task names and the devices then use (its streams
-counted by port in the aggregator's metrics)."""
+counted by port in the aggregator's metrics); where the task names a session port nobody
+serves (a firewall that lets only the gRPC port through), the devices fall back on the gRPC
+stream and the round releases all the same."""
 
 from __future__ import annotations
 
 import re
+import socket
 import ssl
 import urllib.request
 from pathlib import Path
@@ -33,18 +36,26 @@ def _session_opens(topo: LocalTopology, name: str) -> dict[str, float]:
         r'^fedhh_aggregator_session_opens_total\{port="(\w+)"\} (\S+)$', text, re.M)}
 
 
-@pytest.mark.parametrize("transport", ["framed", "stream"])
+def _unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("transport", ["framed", "stream", "framed-unreachable"])
 def test_a_fleet_beyond_one_connections_stream_cap_spreads_over_connections(
         tmp_path: Path, transport: str) -> None:
     data = short_dataset(tmp_path / "users.txt")
     with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")}
                        ) as topo:
         topo.start_aggregator(["--max-streams-per-connection", "32", "--metrics-port", "0"])
-        topo.start_coordinator(COORDINATOR_FLAGS)
+        unreachable = (["--aggregator-session-address", f"127.0.0.1:{_unused_port()}"]
+                       if transport == "framed-unreachable" else [])
+        topo.start_coordinator([*COORDINATOR_FLAGS, *unreachable])  # (the last flag counts)
         # 200 devices, 20 to a connection: 10 connections of at most 20 streams each.
         topo.start_devices("devices", str(data), f"0:{USERS}",
                            ["--devices-per-connection", "20",
-                            "--aggregator-transport", transport])
+                            "--aggregator-transport", transport.split("-")[0]])
         topo.wait_for_devices()
         with AdminClient(topo.address("coordinator"), topo.token("admin"),
                          topo.workdir / "tls" / "ca.pem") as admin:

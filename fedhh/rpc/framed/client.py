@@ -9,6 +9,12 @@ ended stream raises ``asyncio.InvalidStateError``; ``code``, ``details`` and
 ``timeout`` ends DEADLINE_EXCEEDED, and one whose connection broke UNAVAILABLE, as gRPC's
 would. The channel holds one connection, opened by the first call that needs it and again
 after it broke; its streams share it, as a gRPC channel's calls share theirs.
+
+A channel may be given a ``fallback``: a stub of the same aggregator's gRPC ``Session`` (its
+``aggregator_address``). For ``FALLBACK_S`` after a connection to the port could not be made
+(a firewall that lets only the gRPC port through, a worker without the port), its streams are
+that stub's instead: the device's session is the same on both, so a device that cannot reach
+the port still takes part, and tries the port again afterwards.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +46,7 @@ from fedhh.v1 import aggregator_pb2 as pb
 __all__ = ["FramedCall", "FramedChannel"]
 
 CONNECT_TIMEOUT_S = 20.0
+FALLBACK_S = 60.0
 _EMPTY = grpc.aio.Metadata()
 
 
@@ -55,9 +63,11 @@ def client_context(ca: str | Path) -> ssl.SSLContext:
 
 class FramedChannel:
     """Streams to one session port at ``address`` (HOST:PORT): TLS with ``context``, or
-    plaintext (``context`` None) to a loopback address only."""
+    plaintext (``context`` None) to a loopback address only; ``fallback``: see the module
+    docstring."""
 
-    def __init__(self, address: str, context: ssl.SSLContext | None) -> None:
+    def __init__(self, address: str, context: ssl.SSLContext | None,
+                 fallback: Any | None = None) -> None:
         host, _, port = check_address(address, "a session port").rpartition(":")
         if context is None and not is_loopback(address):
             raise ConfigError(f"plaintext is allowed on loopback addresses only; {address} "
@@ -67,8 +77,13 @@ class FramedChannel:
         self._context = context
         self._connection: _Connection | None = None
         self._connecting: asyncio.Future[_Connection] | None = None
+        self.fallback = fallback
+        self._unreachable_until = 0.0  # (time.monotonic(): the port could not be reached)
 
-    def Session(self, timeout: float | None = None) -> FramedCall:
+    def Session(self, timeout: float | None = None) -> Any:
+        """A stream on the port, or the fallback's gRPC stream while the port is unreachable."""
+        if self.fallback is not None and time.monotonic() < self._unreachable_until:
+            return self.fallback.Session(timeout=timeout)
         return FramedCall(self, timeout)
 
     def live_connection(self) -> _Connection | None:
@@ -97,6 +112,7 @@ class FramedChannel:
                     _Connection, self._host, self._port, ssl=self._context,
                     server_hostname=self._host if self._context else None)
         except (OSError, TimeoutError) as error:
+            self._unreachable_until = time.monotonic() + FALLBACK_S
             raise ConnectionError(f"cannot reach the session port {self.address}: "
                                   f"{error}") from None
         self._connection = connection

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedhh.errors import AuthenticationError, ConfigError
-from fedhh.rpc.framed.client import FramedChannel, client_context
+from fedhh.rpc.framed.client import FramedCall, FramedChannel, client_context
 from fedhh.rpc.framed.frames import ALPN, HEADER, PREFACE, FrameSplitter, Kind
 from fedhh.rpc.framed.server import FramedLimits, FramedServer, ServerStream
 from fedhh.rpc.serving import UnparsableRequest
@@ -837,3 +837,34 @@ def test_frame_splitter_skips_an_oversize_payload_fed_byte_by_byte() -> None:
 def test_frame_format() -> None:
     assert frame(0x01020304, Kind.END, b"xy") == b"\x01\x02\x03\x04\x06\x00\x00\x00\x02xy"
     assert HEADER.size == 9 and PREFACE.endswith(b"\r\n")
+
+
+def test_a_channel_falls_back_while_its_port_cannot_be_reached() -> None:
+    """A channel whose port cannot be reached: the call that tried ends UNAVAILABLE, and for
+    FALLBACK_S afterwards its streams are its fallback's (the aggregator's gRPC stub); after
+    that it tries the port again. Without a fallback it keeps trying the port."""
+    class Fallback:
+        def __init__(self) -> None:
+            self.timeouts: list[float | None] = []
+
+        def Session(self, timeout: float | None = None) -> str:
+            self.timeouts.append(timeout)
+            return "the gRPC stream"
+
+    async def main() -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            address = f"127.0.0.1:{sock.getsockname()[1]}"  # (bound, not listening)
+            fallback = Fallback()
+            channel = FramedChannel(address, None, fallback)
+            assert (await refused(channel.Session(timeout=BOUND_S)))[0] == \
+                grpc.StatusCode.UNAVAILABLE
+            assert channel.Session(timeout=5.0) == "the gRPC stream"
+            assert fallback.timeouts == [5.0]
+            channel._unreachable_until = 0.0  # (FALLBACK_S later)
+            assert isinstance(channel.Session(timeout=5.0), FramedCall)
+            alone = FramedChannel(address, None)
+            assert (await refused(alone.Session(timeout=BOUND_S)))[0] == \
+                grpc.StatusCode.UNAVAILABLE
+            assert isinstance(alone.Session(timeout=BOUND_S), FramedCall)
+    run(main())
