@@ -260,7 +260,7 @@ class _Connection(asyncio.Protocol):
         if kind == Kind.MESSAGE:
             if payload is None:
                 stream.force_end(grpc.StatusCode.RESOURCE_EXHAUSTED, f"a message above the "
-                           f"{self.limits.max_message_bytes}-byte receive cap")
+                                 f"{self.limits.max_message_bytes}-byte receive cap")
                 return
             if stream.half_closed:
                 raise FrameError(f"a message on stream {stream_id} after its CLOSE")
