@@ -22,7 +22,7 @@ from fedhh.errors import ConfigError
 from fedhh.rpc import serving
 from fedhh.rpc.aggregator_wire import CONTROL_SERVICE, DEVICE_SERVICE
 from fedhh.rpc.credentials import load_public_key, read_secret
-from fedhh.rpc.framed.server import FramedLimits, FramedServer
+from fedhh.rpc.framed.server import MAX_CONNECTIONS, FramedLimits, FramedServer
 from fedhh.rpc.http_listener import split_listen
 from fedhh.rpc.observability import configure_logging
 from fedhh.rpc.tls import TlsFiles
@@ -65,7 +65,7 @@ class AggregatorSettings:
     web_max_connections: int = 512
     # The framed session port (fedhh.rpc.framed), the session stream without gRPC; None: off.
     session_listen: str | None = None
-    session_max_connections: int = 16384
+    session_max_connections: int = MAX_CONNECTIONS
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AggregatorSettings:

@@ -114,30 +114,6 @@ def test_half_open_dashboard_connections_leave_grpc_its_files(coordinator: Local
                 sock.close()
 
 
-def test_a_keep_alive_tls_connection_outlives_the_head_deadline(coordinator: LocalTopology
-                                                                ) -> None:
-    """Regression (b19ef71): the head deadline was set on uvloop's SSL wrapper, not on the
-    protocol that marks the first head, so the dashboard cut every TLS connection (a browser's
-    keep-alive one too) HEAD_TIMEOUT_S after its handshake. Requests on one connection, a
-    second apart (inside aiohttp's keep-alive timeout), go on past the deadline on it."""
-    port = int(coordinator.services["coordinator"].ready["dashboard_port"])
-    connection = http.client.HTTPSConnection(
-        "127.0.0.1", port, context=ssl.create_default_context(
-            cafile=str(coordinator.workdir / "tls" / "ca.pem")), timeout=5)
-    try:
-        connection.connect()
-        sock, past = connection.sock, time.monotonic() + HEAD_TIMEOUT_S + 1
-        while True:
-            connection.request("GET", "/login")  # raises once the dashboard has cut it
-            answer = connection.getresponse()
-            answer.read()
-            assert answer.status == 200 and connection.sock is sock
-            if time.monotonic() > past:
-                break
-            time.sleep(1)  # the pace of the requests; the deadline under test is the server's
-    finally:
-        connection.close()
-
 def test_an_oversized_cookie_is_a_short_warning_without_its_bytes(coordinator: LocalTopology
                                                                   ) -> None:
     """Issue 28: an unauthenticated request with an 8 KB cookie was logged at ERROR, with a

@@ -131,7 +131,6 @@ class _Connection(asyncio.Protocol):
         self.transport: Any = None
         self.closed = False
         self._next_id = 1
-        self._writable: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
@@ -159,12 +158,10 @@ class _Connection(asyncio.Protocol):
         self.lost(f"the connection to the session port was lost: {exc or 'closed'}")
 
     def pause_writing(self) -> None:
-        if self._writable is None or self._writable.done():
-            self._writable = asyncio.get_running_loop().create_future()
+        self.frames.pause()
 
     def resume_writing(self) -> None:
-        if self._writable is not None and not self._writable.done():
-            self._writable.set_result(None)
+        self.frames.resume()
 
     def lost(self, why: str) -> None:
         if not self.closed:
@@ -173,7 +170,7 @@ class _Connection(asyncio.Protocol):
         for call in list(self.calls.values()):
             call.finish(grpc.StatusCode.UNAVAILABLE, why)
         self.calls.clear()
-        self.resume_writing()
+        self.frames.resume()
 
     def close(self) -> None:
         self.lost("the channel was closed")
@@ -189,10 +186,7 @@ class _Connection(asyncio.Protocol):
         return stream_id
 
     async def send(self, stream_id: int, kind: Kind, payload: bytes = b"") -> None:
-        self.frames.add(stream_id, kind, payload)
-        writable = self._writable
-        if writable is not None and not writable.done():
-            await asyncio.shield(writable)
+        await self.frames.send(stream_id, kind, payload)
 
     def leave(self, stream_id: int) -> None:
         if self.calls.pop(stream_id, None) is not None and not self.closed:
@@ -280,8 +274,10 @@ class FramedCall:
             return
         connection = self._channel.live_connection()
         if connection is not None:  # (the usual case: no task to wait for)
-            self._stream_id = connection.open(self)
-            self._connection = connection
+            try:
+                self._attach_to(connection)
+            except ConnectionError as error:  # (its stream ids are spent)
+                self.finish(grpc.StatusCode.UNAVAILABLE, str(error))
             return
         if self._opening is None:
             self._opening = asyncio.ensure_future(self._attach())
@@ -291,10 +287,13 @@ class FramedCall:
         try:
             connection = await self._channel.connection()
             if self._code is None:
-                self._stream_id = connection.open(self)
-                self._connection = connection
+                self._attach_to(connection)
         except ConnectionError as error:
             self.finish(grpc.StatusCode.UNAVAILABLE, str(error))
+
+    def _attach_to(self, connection: _Connection) -> None:
+        self._stream_id = connection.open(self)
+        self._connection = connection
 
     def deliver(self, payload: bytes) -> None:
         self._events.append(payload)

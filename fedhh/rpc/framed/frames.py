@@ -45,17 +45,39 @@ class FrameWriter:
     process's) sends many frames in one turn: a stage's requests, pushed as it closes. Frames
     of ``FLUSH_AT`` bytes and more together are written at once: the transport then asks for
     back-pressure (``pause_writing``) within the turn, so a writer that does not yield between
-    writes (a handler's events to a peer that does not read) still waits for it."""
+    writes (a handler's events to a peer that does not read) still waits for it. The
+    connection's protocol hands its ``pause_writing`` and ``resume_writing`` on (``pause``,
+    ``resume``), and ``send`` waits while the transport is paused."""
 
     FLUSH_AT = 1 << 16
 
-    __slots__ = ("_loop", "_pending", "_size", "_transport")
+    __slots__ = ("_loop", "_pending", "_size", "_transport", "_writable")
 
     def __init__(self, transport: Any) -> None:
         self._transport = transport
         self._loop = asyncio.get_running_loop()
         self._pending: list[bytes] = []
         self._size = 0
+        self._writable: asyncio.Future[None] | None = None  # pending while paused
+
+    @property
+    def paused(self) -> bool:
+        return self._writable is not None and not self._writable.done()
+
+    def pause(self) -> None:
+        if not self.paused:
+            self._writable = self._loop.create_future()
+
+    def resume(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    async def send(self, stream_id: int, kind: Kind, payload: bytes = b"") -> None:
+        """``add``, then wait while the transport is paused (the peer does not read)."""
+        self.add(stream_id, kind, payload)
+        writable = self._writable
+        if writable is not None and not writable.done():
+            await asyncio.shield(writable)
 
     def add(self, stream_id: int, kind: Kind, payload: bytes = b"") -> None:
         if not self._pending:

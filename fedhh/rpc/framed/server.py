@@ -69,13 +69,16 @@ log = logging.getLogger(__name__)
 # Devices reconnect in bursts (a stage's deadline, a worker's restart): a deep accept queue
 # keeps a burst from being dropped by the kernel and retried a second later.
 BACKLOG = 4096
+# Each connection is an open file: a device holds one for its session (a device process one per
+# --devices-per-connection devices).
+MAX_CONNECTIONS = 16384
 
 
 @dataclass(frozen=True)
 class FramedLimits:
     max_message_bytes: int
     max_streams_per_connection: int
-    max_connections: int = 16384
+    max_connections: int = MAX_CONNECTIONS
     handshake_timeout_s: float = 10.0
     idle_timeout_s: float = 120.0
     max_unread_bytes: int = 1 << 20
@@ -177,8 +180,6 @@ class _Connection(asyncio.Protocol):
         self._preface: bytearray | None = bytearray()
         self._unread = 0
         self._reading = True
-        self._writable: asyncio.Future[None] | None = None
-        self._write_paused = False
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
 
@@ -213,19 +214,14 @@ class _Connection(asyncio.Protocol):
             stream.ended()
             if stream.task is not None:
                 stream.task.cancel()
-        if self._writable is not None and not self._writable.done():
-            self._writable.set_result(None)
+        self.frames.resume()
 
     def pause_writing(self) -> None:
-        self._write_paused = True
-        if self._writable is None or self._writable.done():
-            self._writable = asyncio.get_running_loop().create_future()
+        self.frames.pause()
         self._update_reading()
 
     def resume_writing(self) -> None:
-        self._write_paused = False
-        if self._writable is not None and not self._writable.done():
-            self._writable.set_result(None)
+        self.frames.resume()
         self._update_reading()
 
     # -- frames --------------------------------------------------------------------------------
@@ -304,20 +300,17 @@ class _Connection(asyncio.Protocol):
         if self._closed:
             return
         limit = self.limits.max_unread_bytes
-        if self._reading and (self._write_paused or self._unread > limit):
+        if self._reading and (self.frames.paused or self._unread > limit):
             self._reading = False
             self.transport.pause_reading()
-        elif not self._reading and not self._write_paused and self._unread <= limit // 2:
+        elif not self._reading and not self.frames.paused and self._unread <= limit // 2:
             self._reading = True
             self.transport.resume_reading()
 
     async def send(self, stream_id: int, kind: Kind, payload: bytes) -> None:
         if self._closed:
             raise asyncio.InvalidStateError("the connection has closed")
-        self.frames.add(stream_id, kind, payload)
-        writable = self._writable
-        if writable is not None and not writable.done():
-            await asyncio.shield(writable)
+        await self.frames.send(stream_id, kind, payload)
 
     def _write_end(self, stream_id: int, code: grpc.StatusCode, details: str,
                    trailing: tuple[tuple[str, str], ...] = ()) -> None:
