@@ -22,7 +22,7 @@ from fedhh.errors import ConfigError
 from fedhh.rpc import serving
 from fedhh.rpc.aggregator_wire import CONTROL_SERVICE, DEVICE_SERVICE
 from fedhh.rpc.credentials import load_public_key, read_secret
-from fedhh.rpc.framed.server import MAX_CONNECTIONS, FramedLimits, FramedServer
+from fedhh.rpc.framed.server import MAX_CONNECTIONS, FramedLimits, FramedServer, StreamMethod
 from fedhh.rpc.http_listener import split_listen
 from fedhh.rpc.observability import configure_logging
 from fedhh.rpc.tls import TlsFiles
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SERVICES = (DEVICE_SERVICE, CONTROL_SERVICE)
+SESSION = f"/{DEVICE_SERVICE}/Session"
 
 
 @dataclass(frozen=True)
@@ -137,9 +138,10 @@ async def start(settings: AggregatorSettings) -> RunningAggregator:
     sessions, session_port = None, None
     if settings.session_listen:
         sessions = FramedServer(
-            "aggregator's session port", functools.partial(run_session, registry,
-                                                           port="framed"),
-            pb.SessionMessage, FramedLimits(
+            "aggregator's session port",
+            {SESSION: StreamMethod(functools.partial(run_session, registry, port="framed"),
+                                   pb.SessionMessage)},
+            FramedLimits(
                 limits.max_message_bytes, limits.max_streams_per_connection,
                 settings.session_max_connections), settings.tls)
         session_port = await sessions.start(*split_listen(settings.session_listen),
@@ -156,7 +158,8 @@ async def _start_web(settings: AggregatorSettings, devices: DeviceServicer, addr
     SubmitMaskedVector), the gRPC port's receive cap, a body that must arrive as fast as an
     upload must (``upload_idle_s``, then ``upload_min_rate``), and as many large bodies
     (masked vectors) read at once as uploads are buffered (``max_uploads``)."""
-    from fedhh.rpc.connect import ConnectServer, procedures  # aiohttp
+    from fedhh.rpc.connect import ConnectServer  # aiohttp
+    from fedhh.rpc.procedures import procedures
 
     limits = settings.limits
     web = ConnectServer(

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import signal
+import ssl
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,11 @@ from fedhh.errors import ConfigError
 from fedhh.rpc import serving, task_census
 from fedhh.rpc.device_client import Transport
 from fedhh.rpc.device_users import TOKENS, read_tokens, tokens_for, user_range
-from fedhh.rpc.framed.client import FramedChannel, client_context
+from fedhh.rpc.framed.client import FramedChannel, FramedStub, client_context
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
 from fedhh.rpc.tls import ca_credentials
+from fedhh.v1 import aggregator_pb2, coordinator_pb2
+from fedhh.v1.coordinator_pb2_grpc import DeviceServiceStub
 from fedhh_device.fleet import Fleet
 from fedhh_device.report import DeviceData
 from fedhh_device.secagg_run import DropPlan, Floors
@@ -31,6 +34,8 @@ log = logging.getLogger(__name__)
 # Each channel its own connection (grpc.aio channels with equal arguments would share one): a
 # fleet opens several to one aggregator (--devices-per-connection).
 OPTIONS = [*serving.OPTIONS, ("grpc.use_local_subchannel_pool", 1)]
+DEVICES = coordinator_pb2.DESCRIPTOR.services_by_name["DeviceService"]
+AGGREGATION = aggregator_pb2.DESCRIPTOR.services_by_name["SecureAggregation"]
 
 
 def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channel]:
@@ -47,18 +52,49 @@ def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channe
     return make
 
 
-def session_factory(args: argparse.Namespace) -> Callable[[str, Any], FramedChannel]:
-    """Channels to the aggregators' framed session ports, with the gRPC channels' TLS, each
-    falling back on the aggregator's gRPC stub while its port cannot be reached."""
-    context = None if args.insecure else client_context(args.ca) if args.ca else None
-    if context is None and not args.insecure:
+def framed_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """TLS to the services' framed ports, from the gRPC channels' CA (None: --insecure)."""
+    if args.insecure:
+        return None
+    if not args.ca:
         raise ConfigError("give --ca (the CA that signed the services' certificates) "
                           "or --insecure on loopback")
+    return client_context(args.ca)
 
-    def make(address: str, fallback: Any) -> FramedChannel:
-        return FramedChannel(address, context, fallback)
+
+def session_factory(args: argparse.Namespace) -> Callable[[str, Any], FramedStub]:
+    """Stubs of the aggregators' framed session ports, each falling back on the aggregator's
+    gRPC stub while its port cannot be reached."""
+    context = framed_context(args)
+
+    def make(address: str, fallback: Any) -> FramedStub:
+        return FramedStub(FramedChannel(address, context), AGGREGATION, ("Session",), fallback)
 
     return make
+
+
+def coordinator_stubs(args: argparse.Namespace, make_channel: Callable[[str], Any]
+                      ) -> tuple[list[Any], list[Any]]:
+    """The device service at each --coordinator address: on its framed port where the
+    address names one and --task-transport is framed (its gRPC stub the fallback), else over
+    gRPC; and what to close at the end."""
+    stubs: list[Any] = []
+    closing: list[Any] = []
+    context = None
+    for address, framed in coordinator_addresses(args.coordinator):
+        channel = make_channel(address)
+        closing.append(channel)
+        stub = DeviceServiceStub(channel)
+        if framed and args.task_transport == "framed":
+            if context is None:
+                context = framed_context(args)
+            framed_stub = FramedStub(FramedChannel(framed, context), DEVICES,
+                                     ("Enroll", "GetTask"), stub)
+            closing.append(framed_stub)
+            stubs.append(framed_stub)
+        else:
+            stubs.append(stub)
+    return stubs, closing
 
 
 def connect_stubs(args: argparse.Namespace) -> tuple[list[Any], Callable[[str], Any]]:
@@ -66,7 +102,6 @@ def connect_stubs(args: argparse.Namespace) -> tuple[list[Any], Callable[[str], 
     service at each --coordinator address, and a factory of stubs of the aggregators' device
     service at the web addresses --connect-aggregator maps their gRPC addresses to."""
     from fedhh.rpc.connect_client import ConnectChannel, ConnectStub  # aiohttp
-    from fedhh.v1 import aggregator_pb2, coordinator_pb2
 
     web: dict[str, str] = {}
     for pair in args.connect_aggregator:
@@ -79,17 +114,24 @@ def connect_stubs(args: argparse.Namespace) -> tuple[list[Any], Callable[[str], 
         if address not in web:
             raise ConfigError(f"no --connect-aggregator gives the web port of {address}")
         return ConnectStub(ConnectChannel(web[address], args.ca, args.insecure),
-                           aggregator_pb2.DESCRIPTOR.services_by_name["SecureAggregation"])
+                           AGGREGATION)
 
-    coordinators = [ConnectStub(ConnectChannel(address, args.ca, args.insecure),
-                                coordinator_pb2.DESCRIPTOR.services_by_name["DeviceService"])
-                    for address in coordinator_addresses(args.coordinator)]
+    coordinators = [ConnectStub(ConnectChannel(address, args.ca, args.insecure), DEVICES)
+                    for address, _ in coordinator_addresses(args.coordinator)]
     return coordinators, aggregator
 
 
-def coordinator_addresses(text: str) -> list[str]:
-    """--coordinator: one address, or several comma-separated (selectors)."""
-    addresses = [part.strip() for part in text.split(",") if part.strip()]
+def coordinator_addresses(text: str) -> list[tuple[str, str]]:
+    """--coordinator: one address, or several comma-separated (selectors), each with its
+    framed port's after a "=" ("" if none)."""
+    addresses = []
+    for part in text.split(","):
+        address, _, framed = part.strip().partition("=")
+        if not address:
+            continue
+        addresses.append((serving.check_address(address.strip(), "--coordinator"),
+                          serving.check_address(framed.strip(), "--coordinator's framed port")
+                          if framed.strip() else ""))
     if not addresses:
         raise ConfigError(f"--coordinator needs HOST:PORT, got {text!r}")
     return addresses
@@ -123,9 +165,10 @@ async def serve(args: argparse.Namespace) -> None:
     coordinators: list[Any]
     if args.connect:
         coordinators, make_channel = connect_stubs(args)
+        closing = coordinators
     else:
         make_channel = channel_factory(args)
-        coordinators = [make_channel(a) for a in coordinator_addresses(args.coordinator)]
+        coordinators, closing = coordinator_stubs(args, make_channel)
     framed = args.aggregator_transport == "framed" and not args.connect
     fleet = Fleet(hosted, coordinators, tokens, make_channel, state_dir, args.seed,
                   DropPlan(args.drop_rate, args.drop_stage), stop,
@@ -159,7 +202,7 @@ async def serve(args: argparse.Namespace) -> None:
     runner.cancel()
     await asyncio.gather(runner, return_exceptions=True)
     await fleet.close()
-    for coordinator in coordinators:
+    for coordinator in closing:
         await coordinator.close()
     if args.stats_file:
         stats = fleet.stats

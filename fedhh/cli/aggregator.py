@@ -39,15 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="serve Prometheus metrics on this port (0: any; default: off)")
     options.add_service_options(p)
     options.add_web_options(p, "the device calls (fedhh.v1.SecureAggregation)")
-    p.add_argument("--session-listen", metavar="HOST:PORT",
-                   help="also serve the session stream (SecureAggregation.Session) outside "
-                        "gRPC, as frames on this address: the same messages and checks for "
-                        "about half of gRPC's CPU per device (docs/secagg.md, 'The framed "
-                        "session port'); TLS from --tls-dir, plaintext only with --insecure on "
-                        "loopback (port 0: OS-chosen; default: off)")
-    p.add_argument("--session-max-connections", type=int, default=16384,
-                   help="connections the session port holds at once, TLS handshakes included "
-                        "(default: 16384; each is an open file)")
+    options.add_framed_options(p, "the session stream (SecureAggregation.Session), for about "
+                                  "half of gRPC's CPU per device,")
     p.add_argument("--ready-file", help="write the bound ports as JSON once serving")
     p.add_argument("--max-rounds", type=int, default=16,
                    help="rounds held at once, running or waiting to be fetched (default: 16)")

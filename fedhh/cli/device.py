@@ -20,6 +20,7 @@ from fedhh.cli import options
 
 STAGES = ("advertise", "share", "masked", "unmask")
 TRANSPORT_ENV = "FEDHH_AGGREGATOR_TRANSPORT"
+TASK_TRANSPORT_ENV = "FEDHH_TASK_TRANSPORT"
 
 
 def register(subparsers: Any) -> None:
@@ -33,7 +34,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--coordinator", required=True,
                    help="coordinator address HOST:PORT, or several comma-separated (the "
                         "coordinator's selectors, docs/scaling.md): each device starts at one "
-                        "of them and moves to the next when it cannot reach it")
+                        "of them and moves to the next when it cannot reach it. HOST:PORT="
+                        "FRAMED_HOST:FRAMED_PORT also names the service's framed port "
+                        "(--session-listen), which the task calls then use (--task-transport)")
+    p.add_argument("--task-transport", choices=("framed", "grpc"),
+                   default=os.environ.get(TASK_TRANSPORT_ENV, "framed"),
+                   help="ask for tasks (and enroll) on the framed port where --coordinator "
+                        "names one, falling back on gRPC while it cannot be reached (framed, "
+                        "the default); always over gRPC (grpc; for comparison; default from "
+                        f"${TASK_TRANSPORT_ENV}, which `fedhh loadtest`'s device processes "
+                        "inherit)")
     p.add_argument("--ca", help="CA certificate (PEM) that signed the services' certificates")
     p.add_argument("--insecure", action="store_true", help="plaintext, loopback addresses only")
     p.add_argument("--connect", action="store_true",

@@ -104,6 +104,19 @@ def _origins(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+def add_framed_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """The framed port of a service's device calls (``fedhh.rpc.framed``); ``what`` names the
+    methods it serves and what they save."""
+    parser.add_argument("--session-listen", metavar="HOST:PORT",
+                        help=f"also serve {what} outside gRPC, as frames on this address "
+                             "(docs/secagg.md, 'The framed port'): the same messages and "
+                             "checks; TLS from --tls-dir, plaintext only with --insecure on "
+                             "loopback (port 0: OS-chosen; default: off)")
+    parser.add_argument("--session-max-connections", type=positive_int, default=16384,
+                        help="connections the framed port holds at once, TLS handshakes "
+                             "included (default: 16384; each is an open file)")
+
+
 def add_web_options(parser: argparse.ArgumentParser, what: str) -> None:
     """The Connect port of a service's device calls (``fedhh.rpc.connect``), for browsers;
     ``what`` names the methods it serves."""

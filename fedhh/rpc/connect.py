@@ -5,11 +5,12 @@ methods with the same TLS, credentials and limits.
 A call is ``POST /<package>.<Service>/<Method>`` with ``Content-Type: application/proto`` and
 the request message as the body; the answer is HTTP 200 with the response message, or an
 error status with ``{"code": ..., "message": ...}`` as JSON. Each call is handed to the
-servicer method gRPC calls, with a :class:`ConnectContext` in place of gRPC's context: its
-metadata are the request's headers, its deadline the ``Connect-Timeout-Ms`` header, its peer
-the client's address as gRPC writes it (so per-address limits count both ports together), and
-its ``abort`` ends the call with the Connect code of the gRPC status
-(``fedhh.rpc.errors.status_errors`` chose that status, as for gRPC).
+servicer method gRPC calls (``fedhh.rpc.procedures``), with a ``CallContext`` in place of
+gRPC's context: its metadata are the request's headers, its deadline the
+``Connect-Timeout-Ms`` header, its peer the client's address as gRPC writes it (so
+per-address limits count both ports together), and its ``abort`` ends the call with the
+Connect code of the gRPC status (``fedhh.rpc.errors.status_errors`` chose that status, as for
+gRPC).
 
 Checks run in gRPC's order, and each before anything costs more than it: the route, the
 method, CORS, the content type and encoding, the timeout, then the credentials
@@ -36,14 +37,10 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
 import grpc
 from aiohttp import web
-from google.protobuf.descriptor import ServiceDescriptor
-from google.protobuf.message import Message
-from google.protobuf.message_factory import GetMessageClass
 
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.errors import details_of
@@ -54,7 +51,8 @@ from fedhh.rpc.http_listener import (
     peer_name,
     serve_runner,
 )
-from fedhh.rpc.serving import CredentialCheck, credential_check_for, is_loopback
+from fedhh.rpc.procedures import CallAbort, CallContext, Procedure
+from fedhh.rpc.serving import is_loopback
 from fedhh.rpc.tls import TlsFiles
 
 log = logging.getLogger(__name__)
@@ -92,81 +90,6 @@ BODY_TIMEOUT_S = 10.0
 SMALL_BODY_BYTES = 64 * 1024
 LARGE_BODIES = 32
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
-
-Handler = Callable[[Message, "ConnectContext"], Awaitable[Message]]
-
-
-class ConnectAbort(grpc.aio.AbortError):
-    """Raised by :meth:`ConnectContext.abort`: the call ends with ``code`` and ``details``.
-    An ``AbortError``, so that ``status_errors`` lets it through as it does gRPC's."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self.code = code
-        self.details = details
-
-
-class ConnectContext:
-    """What the servicers ask of ``grpc.aio.ServicerContext``, for a Connect call."""
-
-    def __init__(self, metadata: tuple[tuple[str, str], ...], peer: str,
-                 deadline: float | None) -> None:
-        self._metadata = metadata
-        self._peer = peer
-        self._deadline = deadline  # the event loop's clock
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self._metadata
-
-    def peer(self) -> str:
-        return self._peer
-
-    def time_remaining(self) -> float | None:
-        if self._deadline is None:
-            return None
-        return max(0.0, self._deadline - asyncio.get_running_loop().time())
-
-    async def abort(self, code: grpc.StatusCode, details: str = "",
-                    trailing_metadata: object = ()) -> None:
-        raise ConnectAbort(code, details)
-
-
-@dataclass(frozen=True)
-class Procedure:
-    """One unary method: its path, its request type, the servicer's method, and the credential
-    check that runs before its body is read (None: the method checks its own)."""
-
-    path: str
-    request_type: type[Message]
-    handler: Handler
-    check: CredentialCheck | None = None
-
-
-def procedures(service: ServiceDescriptor, servicer: object,
-               checks: Mapping[str, CredentialCheck] | None = None,
-               only: Iterable[str] | None = None) -> list[Procedure]:
-    """The unary methods of ``service`` (those named in ``only``, if given) served by
-    ``servicer``'s methods of the same names, with the credential checks gRPC's server has
-    (``checks`` as :class:`fedhh.rpc.serving.CredentialGate` takes them)."""
-    wanted = None if only is None else set(only)
-    out = []
-    for method in service.methods:
-        if wanted is not None and method.name not in wanted:
-            continue
-        if method.client_streaming or method.server_streaming:
-            if wanted is not None:
-                raise ConfigError(f"{service.full_name}.{method.name} streams: the Connect "
-                                  "port serves unary methods only")
-            continue
-        path = f"/{service.full_name}/{method.name}"
-        out.append(Procedure(path, GetMessageClass(method.input_type),
-                             getattr(servicer, method.name),
-                             credential_check_for(checks or {}, path)))
-    if wanted is not None and len(out) != len(wanted):
-        raise ConfigError(f"{service.full_name} has no unary methods "
-                          f"{sorted(wanted - {p.path.rsplit('/', 1)[1] for p in out})}")
-    return out
-
 
 def check_origins(origins: Sequence[str]) -> tuple[str, ...]:
     """Origins as a browser sends them (``https://host[:port]``), checked."""
@@ -271,7 +194,7 @@ class ConnectServer:
                 response = await self._call(request, origin)
         except ConnectError as error:
             response = self._error(error.code, error.message, error.http_status, error.headers)
-        except ConnectAbort as abort:
+        except CallAbort as abort:
             response = self._error(abort.code, details_of(abort))
         except TimeoutError:
             response = self._error(grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -325,7 +248,7 @@ class ConnectServer:
                 raise ConnectError(grpc.StatusCode.INVALID_ARGUMENT, "the request does not "
                                    f"parse: {' '.join(str(error).split())[:200]}") from None
             del body
-            context = ConnectContext(metadata, peer_of(request), deadline)
+            context = CallContext(metadata, peer_of(request), deadline)
             answer = await procedure.handler(message, context)
         return web.Response(body=answer.SerializeToString(), content_type=CONTENT_TYPE)
 

@@ -70,7 +70,7 @@ from fedhh.rpc.aggregator_wire import (
     unmask_to_pb,
 )
 from fedhh.rpc.device_stream import participate_stream
-from fedhh.rpc.framed.client import FramedChannel
+from fedhh.rpc.framed.client import FramedStub
 from fedhh.rpc.participation import (
     CODE_OUTCOMES,
     RETRIED_CODES,
@@ -288,7 +288,7 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
     :class:`~fedhh.secagg.InvalidReport` (bad ``ones``, before anything is sent).
 
     ``transport``: the session stream or the unary calls; by default the stream over a
-    ``grpc.aio.Channel``, a ``SecureAggregationStub`` or a ``FramedChannel`` (an aggregator's
+    ``grpc.aio.Channel``, a ``SecureAggregationStub`` or a ``FramedStub`` (an aggregator's
     framed session port, ``fedhh.rpc.framed``), the unary calls over anything else
     shaped like a stub (a Connect stub, a test's wrapper of the unary methods). ``opening``:
     on the stream, a semaphore held from a stream's start until its open is written, shared
@@ -299,7 +299,7 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
     idx = check_report(ones, device.config.dimension)
     if transport is None:
         transport = (Transport.STREAM if isinstance(stub, (pb_grpc.SecureAggregationStub,
-                                                           FramedChannel))
+                                                           FramedStub))
                      else Transport.UNARY)
     if Transport(transport) is Transport.STREAM:
         if not 0 < chunk_bytes <= CHUNK_BYTES:

@@ -116,8 +116,8 @@ class LocalTopology:
         return f"127.0.0.1:{port}"
 
     def session_address(self, name: str) -> str:
-        """Where an aggregator (or worker) serves its framed session port ("" if it serves
-        none: a test's stand-in)."""
+        """Where a service serves its framed port ("" if it serves none: a test's
+        stand-in)."""
         port = self.services[name].ready.get("session_port")
         return f"127.0.0.1:{port}" if port else ""
 
@@ -174,6 +174,7 @@ class LocalTopology:
                 *(["--aggregator-session-address", self.session_address("aggregator")]
                   if "combiner" not in self.services and "aggregator" in self.services
                   and self.session_address("aggregator") else []),
+                "--session-listen", f"127.0.0.1:{self._port('coordinator', 'session_port')}",
                 "--control-token-file", str(self.workdir / "control.token"),
                 "--admin-token-file", str(self.workdir / "admin.token"), *(extra or [])]
         return self._start("coordinator", args)
@@ -183,6 +184,7 @@ class LocalTopology:
         "selector-i". Devices started afterwards ask the selectors instead of the coordinator
         (``device_addresses``)."""
         args = ["selector", "--listen", f"127.0.0.1:{self._port(name)}", *self._transport(),
+                "--session-listen", f"127.0.0.1:{self._port(name, 'session_port')}",
                 "--db", self.database, "--leader", self.address("coordinator"),
                 "--coordinator-key", f"{self.signing_key}.pub", "--name", name,
                 "--control-token-file", str(self.workdir / "control.token"), *(extra or [])]
@@ -193,13 +195,13 @@ class LocalTopology:
                       key=lambda n: int(n.split("-")[1]))
 
     def device_addresses(self, start: int = 0) -> str:
-        """Where devices ask for tasks: every selector (from the ``start``-th on, round the
-        list) if there are any, else the coordinator."""
-        selectors = self.selectors()
-        if not selectors:
-            return self.address("coordinator")
-        turn = start % len(selectors)
-        return ",".join(self.address(n) for n in selectors[turn:] + selectors[:turn])
+        """Where devices ask for tasks (``--coordinator``): every selector (from the
+        ``start``-th on, round the list) if there are any, else the coordinator; each with
+        its framed port."""
+        names = self.selectors() or ["coordinator"]
+        turn = start % len(names)
+        return ",".join(f"{self.address(n)}={self.session_address(n)}".rstrip("=")
+                        for n in names[turn:] + names[:turn])
 
     def start_devices(self, name: str, dataset: str, users: str,
                       extra: list[str] | None = None, connect: bool = False,

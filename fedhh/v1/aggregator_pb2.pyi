@@ -349,23 +349,6 @@ class SessionRefusal(_message.Message):
     details: str
     def __init__(self, code: _Optional[int] = ..., details: _Optional[str] = ...) -> None: ...
 
-class SessionEnd(_message.Message):
-    __slots__ = ("code", "details", "trailing")
-    class TrailingEntry(_message.Message):
-        __slots__ = ("key", "value")
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: str
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-    CODE_FIELD_NUMBER: _ClassVar[int]
-    DETAILS_FIELD_NUMBER: _ClassVar[int]
-    TRAILING_FIELD_NUMBER: _ClassVar[int]
-    code: int
-    details: str
-    trailing: _containers.ScalarMap[str, str]
-    def __init__(self, code: _Optional[int] = ..., details: _Optional[str] = ..., trailing: _Optional[_Mapping[str, str]] = ...) -> None: ...
-
 class OpenRoundRequest(_message.Message):
     __slots__ = ("config", "signature")
     CONFIG_FIELD_NUMBER: _ClassVar[int]

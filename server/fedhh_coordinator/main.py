@@ -12,11 +12,11 @@ from fedhh.rpc.credentials import load_or_create_signing_key, public_key_path, r
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
 from fedhh.rpc.serving import check_address, check_web_url
 from fedhh.rpc.tls import TlsFiles
-from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator.aggregation import DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.control import GrpcAggregator
+from fedhh_coordinator.device_ports import start_device_ports
 from fedhh_coordinator.enrollment import RateLimiter, import_tokens, load_verifier
 from fedhh_coordinator.hub import SelectorHub
 from fedhh_coordinator.keys import KeyOwners
@@ -91,18 +91,8 @@ async def serve(args: argparse.Namespace) -> None:
                                           tls, args.dashboard_host, args.dashboard_port,
                                           args.insecure, demo_url=args.demo_url or "")
     dashboard_port = dashboard.port if dashboard is not None else None
-    web = None
-    if args.web_listen:
-        from fedhh.rpc.connect import ConnectServer, procedures  # aiohttp
-        from fedhh.rpc.http_listener import split_listen
-
-        # The device calls only, with the gRPC port's receive cap and credential checks.
-        web = ConnectServer("coordinator's Connect port",
-                            procedures(pb.DESCRIPTOR.services_by_name["DeviceService"], devices,
-                                       credential_checks),
-                            MAX_RECEIVE_BYTES, tls, args.web_origin, args.web_max_connections)
-        await web.start(*split_listen(args.web_listen), args.insecure)
-    web_port = web.port if web is not None else None
+    ports = await start_device_ports(args, "coordinator", devices, credential_checks,
+                                     MAX_RECEIVE_BYTES, tls)
     import_accountant_libraries()
     await server.start()
     await serving.set_serving(health, SERVICES)
@@ -110,17 +100,18 @@ async def serve(args: argparse.Namespace) -> None:
     if args.ready_file:
         write_ready(args.ready_file, {"port": port, "metrics_port": metrics_port,
                                        "dashboard_port": dashboard_port,
-                                       "web_port": web_port,
+                                       "web_port": ports.web_port,
+                                       "session_port": ports.framed_port,
                                        "public_key": str(public_key_path(args.signing_key))})
     log.info("coordinator serving", extra={"port": port, "metrics_port": metrics_port,
                                            "dashboard_port": dashboard_port,
-                                           "web_port": web_port})
+                                           "web_port": ports.web_port,
+                                           "session_port": ports.framed_port})
     try:
         await serving.wait_for_signal(server)
     finally:
         runner_task.cancel()
-        if web is not None:
-            await web.close()
+        await ports.close()
         if dashboard is not None:
             await dashboard.close()
         await aggregator.close()

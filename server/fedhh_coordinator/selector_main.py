@@ -11,8 +11,8 @@ from fedhh.rpc.control_client import open_channel
 from fedhh.rpc.credentials import load_public_key, read_secret
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
 from fedhh.rpc.tls import TlsFiles
-from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+from fedhh_coordinator.device_ports import start_device_ports
 from fedhh_coordinator.enrollment import RateLimiter, load_verifier
 from fedhh_coordinator.main import MAX_RECEIVE_BYTES, SERVER_OPTIONS
 from fedhh_coordinator.selector import LeaderLink, SelectorLobby
@@ -43,32 +43,25 @@ async def serve(args: argparse.Namespace) -> None:
     link = LeaderLink(lobby, channel, control_token, args.name or args.listen)
     link_task = asyncio.create_task(link.serve(), name="leader link")
     metrics_port = start_metrics(args.metrics_port, args.metrics_host, tls)
-    web = None
-    if args.web_listen:
-        from fedhh.rpc.connect import ConnectServer, procedures  # aiohttp
-        from fedhh.rpc.http_listener import split_listen
-
-        web = ConnectServer("selector's Connect port",
-                            procedures(pb.DESCRIPTOR.services_by_name["DeviceService"], devices,
-                                       credential_checks),
-                            MAX_RECEIVE_BYTES, tls, args.web_origin, args.web_max_connections)
-        await web.start(*split_listen(args.web_listen), args.insecure)
-    web_port = web.port if web is not None else None
+    ports = await start_device_ports(args, "selector", devices, credential_checks,
+                                     MAX_RECEIVE_BYTES, tls)
     await server.start()
     # Ready once the leader has answered: a selector without the leader serves no check-in.
     await link.attached.wait()
     await serving.set_serving(health, SERVICES)
     if args.ready_file:
         write_ready(args.ready_file, {"port": port, "metrics_port": metrics_port,
-                                      "web_port": web_port})
+                                      "web_port": ports.web_port,
+                                      "session_port": ports.framed_port})
     log.info("selector serving", extra={"port": port, "leader": args.leader,
-                                        "metrics_port": metrics_port, "web_port": web_port})
+                                        "metrics_port": metrics_port,
+                                        "web_port": ports.web_port,
+                                        "session_port": ports.framed_port})
     try:
         await serving.wait_for_signal(server)
     finally:
         link_task.cancel()
-        if web is not None:
-            await web.close()
+        await ports.close()
         await channel.close()
         store.close()
 

@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.rpc.control_client import open_channel
 from fedhh.rpc.device_client import DeviceSession
-from fedhh.rpc.framed.client import FramedChannel
+from fedhh.rpc.framed.client import FramedChannel, FramedStub
 from fedhh.secagg import (
     Admission,
     IdentityTree,
@@ -44,6 +44,7 @@ from fedhh.secagg import (
     sign_config,
 )
 from fedhh.secagg.primitives import ed25519_from_seed, ed25519_public_bytes
+from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_aggregator.main import AggregatorSettings, RunningAggregator, start
 from fedhh_aggregator.rounds import Limits
@@ -147,11 +148,12 @@ TRANSPORTS = ("grpc", "framed")  # the session stream's two ports
 
 def session_stub(agg: RunningAggregator, channel: grpc.aio.Channel, transport: str) -> Any:
     """What opens session streams to ``agg`` (``stub.Session(timeout=...)``) on ``transport``:
-    gRPC's stub on ``channel``, or a channel to its framed session port."""
+    gRPC's stub on ``channel``, or a stub of its framed session port."""
     if transport == "grpc":
         return pb_grpc.SecureAggregationStub(channel)
     assert transport == "framed" and agg.session_port is not None
-    return FramedChannel(f"127.0.0.1:{agg.session_port}", None)
+    return FramedStub(FramedChannel(f"127.0.0.1:{agg.session_port}", None),
+                      pb.DESCRIPTOR.services_by_name["SecureAggregation"], ("Session",))
 
 
 def session(channel: grpc.aio.Channel, cohort: Cohort, u: int,

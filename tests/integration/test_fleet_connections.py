@@ -6,7 +6,9 @@ session frees, while the stage waited for them. A fleet spreads its devices over
 aggregator's framed session port, which the task names and the devices then use (its streams
 counted by port in the aggregator's metrics); where the task names a session port nobody
 serves (a firewall that lets only the gRPC port through), the devices fall back on the gRPC
-stream and the round releases all the same."""
+stream and the round releases all the same. The devices' task calls (and enrolments) go the
+same way: to the coordinator's framed port, which --coordinator names, by default; over gRPC
+when asked; over gRPC again when the framed port named cannot be reached."""
 
 from __future__ import annotations
 
@@ -25,15 +27,15 @@ from fedhh.rpc.topology import LocalTopology
 pytestmark = pytest.mark.slow
 
 
-def _session_opens(topo: LocalTopology, name: str) -> dict[str, float]:
-    """The aggregator's session streams opened so far, by port."""
+def _counts(topo: LocalTopology, name: str, metric: str, label: str) -> dict[str, float]:
+    """The service's counter ``metric`` so far, by the value of its one ``label``."""
     port = topo.services[name].ready["metrics_port"]
     tls = ssl.create_default_context(cafile=str(topo.workdir / "tls" / "ca.pem"))
     with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", timeout=30,
                                 context=tls) as page:
         text = page.read().decode()
     return {m[1]: float(m[2]) for m in re.finditer(
-        r'^fedhh_aggregator_session_opens_total\{port="(\w+)"\} (\S+)$', text, re.M)}
+        rf'^{metric}\{{{label}="([^"]+)"\}} (\S+)$', text, re.M)}
 
 
 def _unused_port() -> int:
@@ -51,11 +53,15 @@ def test_a_fleet_beyond_one_connections_stream_cap_spreads_over_connections(
         topo.start_aggregator(["--max-streams-per-connection", "32", "--metrics-port", "0"])
         unreachable = (["--aggregator-session-address", f"127.0.0.1:{_unused_port()}"]
                        if transport == "framed-unreachable" else [])
-        topo.start_coordinator([*COORDINATOR_FLAGS, *unreachable])  # (the last flag counts)
+        topo.start_coordinator([*COORDINATOR_FLAGS, *unreachable, "--metrics-port", "0"])
+        # (the last flag counts)
+        tasks = (["--task-transport", "grpc"] if transport == "stream" else
+                 ["--coordinator", f"{topo.address('coordinator')}=127.0.0.1:{_unused_port()}"]
+                 if transport == "framed-unreachable" else [])
         # 200 devices, 20 to a connection: 10 connections of at most 20 streams each.
         topo.start_devices("devices", str(data), f"0:{USERS}",
                            ["--devices-per-connection", "20",
-                            "--aggregator-transport", transport.split("-")[0]])
+                            "--aggregator-transport", transport.split("-")[0], *tasks])
         topo.wait_for_devices()
         with AdminClient(topo.address("coordinator"), topo.token("admin"),
                          topo.workdir / "tls" / "ca.pem") as admin:
@@ -63,7 +69,8 @@ def test_a_fleet_beyond_one_connections_stream_cap_spreads_over_connections(
                                        stage_ms=60_000), run_id="spread")
             run = admin.wait("spread", 300)
             results = admin.results("spread")
-        opens = _session_opens(topo, "aggregator")
+        opens = _counts(topo, "aggregator", "fedhh_aggregator_session_opens_total", "port")
+        framed_calls = _counts(topo, "coordinator", "fedhh_framed_calls_total", "method")
     assert run.state == "done", run.error
     [round_] = run.rounds
     assert round_.state == "released" and round_.participants == USERS, round_
@@ -71,3 +78,9 @@ def test_a_fleet_beyond_one_connections_stream_cap_spreads_over_connections(
     # Every device's session went over the port asked for (at least one stream each).
     used, unused = ("framed", "grpc") if transport == "framed" else ("grpc", "framed")
     assert opens.get(used, 0) >= USERS and opens.get(unused, 0) == 0, opens
+    # And every device's task calls and enrolment: on the framed port only when it is named
+    # and reachable (GetTask: at least one call each, the one that brought its task).
+    framed_tasks = transport == "framed"
+    for method in ("GetTask", "Enroll"):
+        count = framed_calls.get(f"/fedhh.v1.DeviceService/{method}", 0)
+        assert count >= USERS if framed_tasks else count == 0, (method, framed_calls)

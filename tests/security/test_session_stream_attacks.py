@@ -34,6 +34,7 @@ from fedhh.rpc.device_client import participate
 from fedhh.rpc.framed.frames import HEADER, PREFACE, Kind
 from fedhh.secagg.primitives import ed25519_from_seed
 from fedhh.v1 import aggregator_pb2 as pb
+from fedhh.v1.framed_pb2 import FramedOpen
 from fedhh_aggregator.rounds import Limits
 
 N = 8
@@ -238,7 +239,7 @@ def test_a_second_stream_of_a_device_replaces_the_first(transport: str) -> None:
 
 
 def test_a_client_that_never_reads_holds_no_session_handler() -> None:
-    """On the framed session port, a client that sends OPENs and never reads (1.8 MB of
+    """On the framed session port, a client that sends OPENs and never reads (9.2 MB of
     them): the port stops reading it once its answers back up (challenges, and ENDs past the
     streams per connection), and each handler it made ends within about twice upload_idle_s
     (no open, or the challenge not even taken: OpenTimeout), so it holds none; the round then
@@ -254,7 +255,8 @@ def test_a_client_that_never_reads_holds_no_session_handler() -> None:
             sock.connect(("127.0.0.1", agg.session_port))
             sock.setblocking(False)
             _, writer = await asyncio.open_connection(sock=sock)
-            writer.write(PREFACE + b"".join(HEADER.pack(i, Kind.OPEN, 0)
+            opening = FramedOpen(method="/fedhh.v1.SecureAggregation/Session").SerializeToString()
+            writer.write(PREFACE + b"".join(HEADER.pack(i, Kind.OPEN, len(opening)) + opening
                                             for i in range(1, 200_001)))
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 30

@@ -1,6 +1,10 @@
-"""A device's channel to an aggregator's framed session port (``fedhh.rpc.framed.server``).
+"""A device's side of a framed port (``fedhh.rpc.framed.server``).
 
-``FramedChannel.Session(timeout=...)`` makes a stream whose call behaves as grpc.aio's
+``FramedStub(channel, service, framed, fallback)`` has the methods of ``service`` named in
+``framed`` as attributes, as a grpc.aio stub has them, carried on ``channel`` (a
+``FramedChannel``): a unary method is awaited (``await stub.GetTask(request,
+metadata=...)``: the answer, or ``grpc.aio.AioRpcError`` with the call's code); a streaming
+one returns a ``FramedCall`` (``stub.Session(timeout=...)``), which behaves as grpc.aio's
 stream-stream call does where the session's device side (``fedhh.rpc.device_stream``) uses
 it: ``read`` returns the next event, ``grpc.aio.EOF`` once the stream ended OK, and raises
 ``grpc.aio.AioRpcError`` with the stream's code once it ended otherwise; ``write`` on an
@@ -8,26 +12,30 @@ ended stream raises ``asyncio.InvalidStateError``; ``code``, ``details`` and
 ``trailing_metadata`` wait for the end; ``cancel`` leaves the stream. A call past its
 ``timeout`` ends DEADLINE_EXCEEDED, and one whose connection broke UNAVAILABLE, as gRPC's
 would. The channel holds one connection, opened by the first call that needs it and again
-after it broke; its streams share it, as a gRPC channel's calls share theirs.
+after it broke; its calls share it, as a gRPC channel's calls share theirs.
 
-A channel may be given a ``fallback``: a stub of the same aggregator's gRPC ``Session`` (its
-``aggregator_address``). For ``FALLBACK_S`` after a connection to the port could not be made
-(a firewall that lets only the gRPC port through, a worker without the port), its streams are
-that stub's instead: the device's session is the same on both, so a device that cannot reach
-the port still takes part, and tries the port again afterwards.
+A stub may be given a ``fallback``: a gRPC stub of the same service at the same service's gRPC
+port. Its other methods are the fallback's, and for ``FALLBACK_S`` after a connection to the
+framed port could not be made (a firewall that lets only the gRPC port through, a service
+without the port) so are the framed ones: a call is the same on both, so a device that cannot
+reach the port still takes part, and tries the port again afterwards.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import ssl
 import time
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError, Message
+from google.protobuf.message_factory import GetMessageClass
 
 from fedhh.errors import ConfigError
 from fedhh.rpc.errors import CODES_BY_NUMBER
@@ -41,17 +49,18 @@ from fedhh.rpc.framed.frames import (
     Kind,
 )
 from fedhh.rpc.serving import MAX_MESSAGE_BYTES, check_address, is_loopback
-from fedhh.v1 import aggregator_pb2 as pb
+from fedhh.v1 import framed_pb2
 
-__all__ = ["FramedCall", "FramedChannel"]
+__all__ = ["FramedCall", "FramedChannel", "FramedStub"]
 
 CONNECT_TIMEOUT_S = 20.0
 FALLBACK_S = 60.0
 _EMPTY = grpc.aio.Metadata()
+Metadata = tuple[tuple[str, str], ...]
 
 
 def client_context(ca: str | Path) -> ssl.SSLContext:
-    """TLS to a session port: the services' CA, TLS 1.2 or later, the port's ALPN."""
+    """TLS to a framed port: the services' CA, TLS 1.2 or later, the port's ALPN."""
     try:
         context = ssl.create_default_context(cafile=str(ca))
     except (OSError, ssl.SSLError) as error:
@@ -62,13 +71,11 @@ def client_context(ca: str | Path) -> ssl.SSLContext:
 
 
 class FramedChannel:
-    """Streams to one session port at ``address`` (HOST:PORT): TLS with ``context``, or
-    plaintext (``context`` None) to a loopback address only; ``fallback``: see the module
-    docstring."""
+    """Calls to one framed port at ``address`` (HOST:PORT): TLS with ``context``, or plaintext
+    (``context`` None) to a loopback address only."""
 
-    def __init__(self, address: str, context: ssl.SSLContext | None,
-                 fallback: Any | None = None) -> None:
-        host, _, port = check_address(address, "a session port").rpartition(":")
+    def __init__(self, address: str, context: ssl.SSLContext | None) -> None:
+        host, _, port = check_address(address, "a framed port").rpartition(":")
         if context is None and not is_loopback(address):
             raise ConfigError(f"plaintext is allowed on loopback addresses only; {address} "
                               f"needs TLS (--ca)")
@@ -77,14 +84,30 @@ class FramedChannel:
         self._context = context
         self._connection: _Connection | None = None
         self._connecting: asyncio.Future[_Connection] | None = None
-        self.fallback = fallback
         self._unreachable_until = 0.0  # (time.monotonic(): the port could not be reached)
 
-    def Session(self, timeout: float | None = None) -> Any:
-        """A stream on the port, or the fallback's gRPC stream while the port is unreachable."""
-        if self.fallback is not None and time.monotonic() < self._unreachable_until:
-            return self.fallback.Session(timeout=timeout)
-        return FramedCall(self, timeout)
+    def unreachable(self) -> bool:
+        """Whether a connection could not be made in the last ``FALLBACK_S``."""
+        return time.monotonic() < self._unreachable_until
+
+    def stream(self, method: str, response_type: type[Message], timeout: float | None = None,
+               metadata: Metadata = ()) -> FramedCall:
+        """A call of the streaming ``method`` (``/package.Service/Method``)."""
+        return FramedCall(self, method, metadata, response_type.FromString, timeout)
+
+    async def unary(self, method: str, request: Message, response_type: type[Message],
+                    metadata: Metadata | None = None, timeout: float | None = None) -> Any:
+        """The answer of the unary ``method`` to ``request``; ``grpc.aio.AioRpcError`` with
+        the call's code if it ended otherwise."""
+        call = FramedCall(self, method, metadata or (), response_type.FromString, timeout)
+        await call.send_only(request)
+        answer = await call.read()
+        if answer is grpc.aio.EOF:
+            raise grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, _EMPTY, _EMPTY,
+                                       "the call ended OK without an answer")
+        if await call.code() != grpc.StatusCode.OK:
+            raise call.error()
+        return answer
 
     def live_connection(self) -> _Connection | None:
         connection = self._connection
@@ -113,7 +136,7 @@ class FramedChannel:
                     server_hostname=self._host if self._context else None)
         except (OSError, TimeoutError) as error:
             self._unreachable_until = time.monotonic() + FALLBACK_S
-            raise ConnectionError(f"cannot reach the session port {self.address}: "
+            raise ConnectionError(f"cannot reach the framed port {self.address}: "
                                   f"{error}") from None
         self._connection = connection
         return connection
@@ -152,10 +175,10 @@ class _Connection(asyncio.Protocol):
                 else:
                     raise FrameError(f"frame kind {kind} is not a server's")
         except FrameError as error:
-            self.lost(f"the session port broke the framing: {error}")
+            self.lost(f"the framed port broke the framing: {error}")
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.lost(f"the connection to the session port was lost: {exc or 'closed'}")
+        self.lost(f"the connection to the framed port was lost: {exc or 'closed'}")
 
     def pause_writing(self) -> None:
         self.frames.pause()
@@ -175,14 +198,14 @@ class _Connection(asyncio.Protocol):
     def close(self) -> None:
         self.lost("the channel was closed")
 
-    def open(self, call: FramedCall) -> int:
+    def open(self, call: FramedCall, opening: bytes) -> int:
         if self.closed:  # (lost while the call waited for it)
-            raise ConnectionError("the connection to the session port was lost")
+            raise ConnectionError("the connection to the framed port was lost")
         if self._next_id > MAX_STREAM_ID:
             raise ConnectionError("the connection's stream ids are spent")
         stream_id, self._next_id = self._next_id, self._next_id + 1
         self.calls[stream_id] = call
-        self.frames.add(stream_id, Kind.OPEN)
+        self.frames.add(stream_id, Kind.OPEN, opening)
         return stream_id
 
     async def send(self, stream_id: int, kind: Kind, payload: bytes = b"") -> None:
@@ -194,13 +217,18 @@ class _Connection(asyncio.Protocol):
 
 
 class FramedCall:
-    """One session stream (see the module docstring)."""
+    """One call (see the module docstring)."""
 
     __slots__ = ("_channel", "_code", "_connection", "_details", "_done", "_events",
-                 "_expiry", "_opening", "_stream_id", "_trailing", "_waiter")
+                 "_expiry", "_method", "_opening", "_parse", "_stream_id", "_trailing",
+                 "_waiter")
 
-    def __init__(self, channel: FramedChannel, timeout: float | None) -> None:
+    def __init__(self, channel: FramedChannel, method: str, metadata: Metadata,
+                 parse: Callable[[bytes], Any], timeout: float | None) -> None:
         self._channel = channel
+        self._method = framed_pb2.FramedOpen(method=method,
+                                             metadata=dict(metadata)).SerializeToString()
+        self._parse = parse
         self._connection: _Connection | None = None
         self._stream_id = 0
         self._events: collections.deque[bytes] = collections.deque()
@@ -221,17 +249,17 @@ class FramedCall:
             if self._code is not None:
                 if self._code == grpc.StatusCode.OK:
                     return grpc.aio.EOF
-                raise self._error()
+                raise self.error()
             self._waiter = asyncio.get_running_loop().create_future()
             try:
                 await self._waiter
             finally:
                 self._waiter = None
         try:
-            return pb.SessionEvent.FromString(self._events.popleft())
+            return self._parse(self._events.popleft())
         except DecodeError:
-            self.finish(grpc.StatusCode.INTERNAL, "an event that does not parse", True)
-            raise self._error() from None
+            self.finish(grpc.StatusCode.INTERNAL, "an answer that does not parse", True)
+            raise self.error() from None
 
     async def write(self, message: Message) -> None:
         await self._open()
@@ -239,6 +267,14 @@ class FramedCall:
             raise asyncio.InvalidStateError("RPC already finished")
         assert self._connection is not None
         await self._connection.send(self._stream_id, Kind.MESSAGE, message.SerializeToString())
+
+    async def send_only(self, request: Message) -> None:
+        """Send ``request`` and half-close, as a unary call does (nothing if it ended)."""
+        await self._open()
+        if self._code is None and self._connection is not None:
+            self._connection.frames.add(self._stream_id, Kind.MESSAGE,
+                                        request.SerializeToString())
+            await self._connection.send(self._stream_id, Kind.CLOSE)
 
     async def done_writing(self) -> None:
         await self._open()
@@ -292,7 +328,7 @@ class FramedCall:
             self.finish(grpc.StatusCode.UNAVAILABLE, str(error))
 
     def _attach_to(self, connection: _Connection) -> None:
-        self._stream_id = connection.open(self)
+        self._stream_id = connection.open(self, self._method)
         self._connection = connection
 
     def deliver(self, payload: bytes) -> None:
@@ -301,7 +337,7 @@ class FramedCall:
 
     def finish_from(self, payload: bytes) -> None:
         try:
-            end = pb.SessionEnd.FromString(payload)
+            end = framed_pb2.FramedEnd.FromString(payload)
             code = CODES_BY_NUMBER[end.code]
         except (DecodeError, KeyError):
             self.finish(grpc.StatusCode.INTERNAL, "an end that does not parse", True)
@@ -330,7 +366,50 @@ class FramedCall:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def _error(self) -> grpc.aio.AioRpcError:
+    def error(self) -> grpc.aio.AioRpcError:
         assert self._code is not None
         return grpc.aio.AioRpcError(self._code, _EMPTY, self._trailing, self._details)
 
+
+
+def _unary(channel: FramedChannel, path: str, answer: type[Message]
+           ) -> Callable[..., Awaitable[Any]]:
+    """A unary method called as a grpc.aio stub's is: ``(request, timeout=, metadata=)``."""
+    async def call(request: Message, timeout: float | None = None,
+                   metadata: Metadata | None = None) -> Any:
+        return await channel.unary(path, request, answer, metadata, timeout)
+    return call
+
+
+class FramedStub:
+    """The methods of ``service`` named in ``framed`` on ``channel``, the others (and those,
+    while the port is unreachable) the ``fallback`` stub's (see the module docstring)."""
+
+    def __init__(self, channel: FramedChannel, service: ServiceDescriptor,
+                 framed: Iterable[str], fallback: Any | None = None) -> None:
+        self.channel = channel
+        self.fallback = fallback
+        self._methods: dict[str, Callable[..., Any]] = {}
+        by_name = {method.name: method for method in service.methods}
+        for name in framed:
+            method = by_name.get(name)
+            if method is None:
+                raise ConfigError(f"{service.full_name} has no method {name}")
+            path, answer = f"/{service.full_name}/{name}", GetMessageClass(method.output_type)
+            if method.client_streaming or method.server_streaming:
+                self._methods[name] = functools.partial(channel.stream, path, answer)
+            else:
+                self._methods[name] = _unary(channel, path, answer)
+
+    async def close(self) -> None:
+        """Close the framed channel (not the fallback, whose channel is its owner's)."""
+        await self.channel.close()
+
+    def __getattr__(self, name: str) -> Any:
+        method = self.__dict__["_methods"].get(name)
+        fallback = self.__dict__["fallback"]
+        if fallback is not None and (method is None or self.channel.unreachable()):
+            return getattr(fallback, name)
+        if method is None:
+            raise AttributeError(f"{name} is not a method of this stub")
+        return method

@@ -1,12 +1,13 @@
-"""The framed session port's wire format (docs/secagg.md, "The framed session port").
+"""The framed port's wire format (docs/secagg.md, "The framed port").
 
 Over TLS (plaintext on loopback only, as gRPC's port), the client first sends ``PREFACE``;
 then both sides send frames: a 9-byte header (stream id as u32, kind as u8, payload length as
-u32, big-endian) and the payload. A connection carries many streams, told apart by the id the
-client gave each; ids only rise on a connection. The client's frames: ``OPEN`` (empty; a new
-stream), ``MESSAGE`` (a ``SessionMessage``), ``CLOSE`` (it sends no more: gRPC's half-close),
-``CANCEL`` (it left the stream). The server's: ``EVENT`` (a ``SessionEvent``) and ``END`` (a
-``SessionEnd``: the status and trailing metadata gRPC would send; a stream's last frame).
+u32, big-endian) and the payload. A connection carries many calls, each a stream told apart by
+the id the client gave it; ids only rise on a connection. The client's frames: ``OPEN`` (a
+``FramedOpen``: the method's path and the call's metadata), ``MESSAGE`` (a request message of
+the method), ``CLOSE`` (it sends no more: gRPC's half-close), ``CANCEL`` (it left the call).
+The server's: ``EVENT`` (a response message) and ``END`` (a ``FramedEnd``: the status and
+trailing metadata gRPC would send; a stream's last frame).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any
 
 __all__ = ["ALPN", "HEADER", "PREFACE", "FrameError", "FrameSplitter", "FrameWriter", "Kind"]
 
-PREFACE = b"fedhh-session/1\r\n"
-ALPN = "fedhh-session/1"
+PREFACE = b"fedhh-framed/1\r\n"
+ALPN = "fedhh-framed/1"
 HEADER = struct.Struct(">IBI")
 MAX_STREAM_ID = (1 << 32) - 1
 

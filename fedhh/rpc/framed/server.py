@@ -1,9 +1,16 @@
-"""An aggregator's framed session port: the session stream's messages in frames
-(``fedhh.rpc.framed.frames``) on connections the event loop's own TLS protocol reads, each
-stream served by the same handler as the gRPC ``Session`` (``stream`` stands in for its
-context: ``read``, ``write``, ``set_trailing_metadata``). At the load test's pace grpc.aio
-spends 1.68 ms of the server's CPU per device on the session's ten messages and this port 0.82
-(docs/benchmarks/grpc-floor.md); a worker's CPU per device drops by ~0.95 ms.
+"""The framed port: a service's calls in frames (``fedhh.rpc.framed.frames``) on connections
+the event loop's own TLS protocol reads, each call served by the handler gRPC's port calls. An
+aggregator serves its session stream there (a ``StreamMethod``: the handler is the gRPC
+``Session``'s, ``stream`` standing in for its context: ``read``, ``write``,
+``set_trailing_metadata``), a coordinator or selector its device service's unary calls (each a
+``fedhh.rpc.procedures.Procedure``: the servicer's method with a ``CallContext``, after the
+method's credential check). At the load test's pace grpc.aio spends 1.68 ms of the server's
+CPU per device on the session's ten messages and this port 0.82, and 0.38 on a GetTask call
+where this port spends 0.12 (docs/benchmarks/grpc-floor.md).
+
+A call opens with the method's path and its metadata (``FramedOpen``). Before its handler
+runs, as gRPC's port: a method the port does not serve ends UNIMPLEMENTED, and one whose
+credential check fails UNAUTHENTICATED, its request never read.
 
 What gRPC's server gave the session, built again here, each before work:
 
@@ -23,6 +30,8 @@ What gRPC's server gave the session, built again here, each before work:
   other streams once ``max_unread_bytes`` wait (a session's handler reads each message as it
   comes, a vector's parts too, but for the wait for an upload slot, ``max_uploads``, which
   only vectors above one message, D > 2^18, have to wait with parts unread);
+- a unary call's request is its first message (none: INVALID_ARGUMENT); its answer, one
+  message, goes out before the end;
 - the handler's errors become the stream's end as ``fedhh.rpc.errors.status_errors`` makes
   them gRPC's status (a ``FedhhError``'s code and details; anything else INTERNAL, logged);
   a client's CANCEL or a lost connection cancels the handler, as gRPC does (the port does not
@@ -40,12 +49,13 @@ import collections
 import functools
 import logging
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError, Message
+from prometheus_client import Counter
 
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.errors import details_of, status_of
@@ -58,11 +68,12 @@ from fedhh.rpc.framed.frames import (
     Kind,
 )
 from fedhh.rpc.http_listener import Listener, peer_name
+from fedhh.rpc.procedures import CallAbort, CallContext, Procedure
 from fedhh.rpc.serving import UnparsableRequest, is_loopback
 from fedhh.rpc.tls import TlsFiles
-from fedhh.v1 import aggregator_pb2 as pb
+from fedhh.v1 import framed_pb2
 
-__all__ = ["FramedLimits", "FramedServer", "ServerStream"]
+__all__ = ["CALLS", "FramedLimits", "FramedServer", "ServerStream", "StreamMethod"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +83,8 @@ BACKLOG = 4096
 # Each connection is an open file: a device holds one for its session (a device process one per
 # --devices-per-connection devices).
 MAX_CONNECTIONS = 16384
+# (A process serves one framed port; its methods are the port's routes, a bounded set.)
+CALLS = Counter("fedhh_framed_calls_total", "Calls opened on the framed port", ["method"])
 
 
 @dataclass(frozen=True)
@@ -96,18 +109,51 @@ class FramedLimits:
 Handler = Callable[["ServerStream"], Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class StreamMethod:
+    """A streaming method: ``handler(stream)`` serves each call; messages parse as
+    ``message_type``."""
+
+    handler: Handler
+    message_type: type[Message]
+
+
+@dataclass(frozen=True)
+class _Route:
+    handler: Handler
+    parse: Callable[[bytes], Message]
+    check: Callable[[tuple[tuple[str, str], ...]], object] | None
+
+
+def _route(method: StreamMethod | Procedure) -> _Route:
+    if isinstance(method, Procedure):
+        return _Route(functools.partial(_serve_unary, method), method.request_type.FromString,
+                      method.check)
+    return _Route(method.handler, method.message_type.FromString, None)
+
+
+async def _serve_unary(procedure: Procedure, stream: ServerStream) -> None:
+    request = await stream.read()
+    if request is grpc.aio.EOF:
+        raise CallAbort(grpc.StatusCode.INVALID_ARGUMENT, "a unary call without its request")
+    context = CallContext(stream.metadata, stream.peer, None)
+    await stream.write(await procedure.handler(request, context))
+
+
 class ServerStream:
     """One stream, as its handler sees it (the part of grpc.aio's servicer context the session
     uses). ``read`` returns ``grpc.aio.EOF`` once the client closed its side."""
 
     __slots__ = ("_connection", "_ended", "_messages", "_parse", "_waiter", "client_left",
-                 "forced", "half_closed", "stream_id", "task", "trailing")
+                 "forced", "half_closed", "metadata", "stream_id", "task", "trailing")
 
     def __init__(self, connection: _Connection, stream_id: int,
-                 parse: Callable[[bytes], Message]) -> None:
+                 parse: Callable[[bytes], Message],
+                 metadata: tuple[tuple[str, str], ...] = ()) -> None:
         self._connection = connection
         self.stream_id = stream_id
         self._parse = parse
+        self.metadata = metadata  # the call's, as its OPEN carried them
         self._messages: collections.deque[bytes | None] = collections.deque()  # None: EOF
         self._waiter: asyncio.Future[None] | None = None
         self._ended = False
@@ -144,6 +190,10 @@ class ServerStream:
 
     def set_trailing_metadata(self, metadata: tuple[tuple[str, str], ...]) -> None:
         self.trailing = tuple(metadata)
+
+    @property
+    def peer(self) -> str:
+        return self._connection.peer
 
     # -- the connection's side -----------------------------------------------------------------
 
@@ -244,10 +294,10 @@ class _Connection(asyncio.Protocol):
     def _dispatch(self, stream_id: int, kind: int, payload: bytes | None) -> None:
         stream = self.streams.get(stream_id)
         if kind == Kind.OPEN:
-            if stream_id <= self._last_id or payload != b"":
-                raise FrameError(f"stream {stream_id} opened out of order or with a payload")
+            if stream_id <= self._last_id:
+                raise FrameError(f"stream {stream_id} opened out of order")
             self._last_id = stream_id
-            self._open(stream_id)
+            self._open(stream_id, payload)
             return
         if stream is None:
             if stream_id > self._last_id or kind not in (Kind.MESSAGE, Kind.CLOSE, Kind.CANCEL):
@@ -276,16 +326,45 @@ class _Connection(asyncio.Protocol):
         else:
             raise FrameError(f"frame kind {kind} is not a client's")
 
-    def _open(self, stream_id: int) -> None:
+    def _open(self, stream_id: int, payload: bytes | None) -> None:
+        """Start serving the call ``stream_id`` opens, or end it at once (a refused call's
+        later frames are dropped as those of an ended one)."""
         if len(self.streams) >= self.limits.max_streams_per_connection:
             self._write_end(stream_id, grpc.StatusCode.RESOURCE_EXHAUSTED, f"at most "
                             f"{self.limits.max_streams_per_connection} streams per connection")
             return
+        if payload is None:
+            self._write_end(stream_id, grpc.StatusCode.RESOURCE_EXHAUSTED, f"an OPEN above the "
+                            f"{self.limits.max_message_bytes}-byte receive cap")
+            return
+        try:
+            opening = framed_pb2.FramedOpen.FromString(payload)
+        except DecodeError:
+            self._write_end(stream_id, grpc.StatusCode.INVALID_ARGUMENT,
+                            "the OPEN does not parse")
+            return
+        route = self.server.routes.get(opening.method)
+        if route is None:
+            self._write_end(stream_id, grpc.StatusCode.UNIMPLEMENTED,
+                            f"no method {opening.method[:200]!r} on this port")
+            return
+        metadata = tuple(opening.metadata.items())
+        if route.check is not None:
+            try:
+                route.check(metadata)
+            except FedhhError as error:
+                self._write_end(stream_id, grpc.StatusCode.UNAUTHENTICATED, details_of(error))
+                return
+            except Exception:  # (a bug, or the store failing: this call's end, not the link's)
+                log.exception("a framed call's credential check failed")
+                self._write_end(stream_id, grpc.StatusCode.INTERNAL, "internal error")
+                return
+        CALLS.labels(opening.method).inc()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        stream = self.streams[stream_id] = ServerStream(self, stream_id, self.server.parse)
-        stream.task = asyncio.get_running_loop().create_task(self._serve(stream))
+        stream = self.streams[stream_id] = ServerStream(self, stream_id, route.parse, metadata)
+        stream.task = asyncio.get_running_loop().create_task(self._serve(stream, route.handler))
         stream.task.add_done_callback(functools.partial(self._forget_if_never_started, stream))
 
     def consumed(self, size: int) -> None:
@@ -316,13 +395,15 @@ class _Connection(asyncio.Protocol):
                    trailing: tuple[tuple[str, str], ...] = ()) -> None:
         if self._closed:
             return
-        end = pb.SessionEnd(code=code.value[0], details=details, trailing=dict(trailing))
+        end = framed_pb2.FramedEnd(code=code.value[0], details=details, trailing=dict(trailing))
         self.frames.add(stream_id, Kind.END, end.SerializeToString())
 
-    async def _serve(self, stream: ServerStream) -> None:
+    async def _serve(self, stream: ServerStream, handler: Handler) -> None:
         code, details = grpc.StatusCode.OK, ""
         try:
-            await self.server.handler(stream)
+            await handler(stream)
+        except CallAbort as abort:
+            code, details = abort.code, abort.details
         except FedhhError as error:
             code, details = status_of(error), details_of(error)
         except asyncio.CancelledError:
@@ -379,14 +460,16 @@ class _Connection(asyncio.Protocol):
 
 
 class FramedServer:
-    """The port: ``handler(stream)`` serves each stream; messages parse as ``message_type``.
-    (It is the listener's protocol factory: each call makes a connection's protocol.)"""
+    """The port: ``methods`` by path (``/package.Service/Method``), each a ``StreamMethod``
+    or a unary ``Procedure``. (It is the listener's protocol factory: each call makes a
+    connection's protocol.)"""
 
-    def __init__(self, name: str, handler: Handler, message_type: type[Message],
+    def __init__(self, name: str, methods: Mapping[str, StreamMethod | Procedure],
                  limits: FramedLimits, tls: TlsFiles | None) -> None:
+        if not methods:
+            raise ConfigError(f"{name}: no methods to serve")
         self.name = name
-        self.handler = handler
-        self.parse = message_type.FromString
+        self.routes = {path: _route(method) for path, method in methods.items()}
         self.limits = limits
         self.tls = tls
         self.connections: set[_Connection] = set()  # (the listener counts them)

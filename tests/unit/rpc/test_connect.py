@@ -19,10 +19,11 @@ import pytest
 import uvloop
 
 from fedhh.errors import AuthenticationError, ConfigError, NotFoundError
-from fedhh.rpc.connect import CODES, ConnectServer, check_origins, procedures
+from fedhh.rpc.connect import CODES, ConnectServer, check_origins
 from fedhh.rpc.connect_client import ConnectChannel, ConnectStub
 from fedhh.rpc.errors import status_errors
 from fedhh.rpc.http_listener import split_listen
+from fedhh.rpc.procedures import procedures
 from fedhh.rpc.tls import make_dev_pki
 from fedhh.v1 import aggregator_pb2 as agg_pb
 from fedhh.v1 import coordinator_pb2 as pb

@@ -12,7 +12,7 @@ import contextlib
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 import grpc
@@ -21,13 +21,23 @@ import uvloop
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedhh.errors import AuthenticationError, ConfigError
-from fedhh.rpc.framed.client import FramedCall, FramedChannel, client_context
+from fedhh.errors import AuthenticationError, ConfigError, NotFoundError, RateLimited
+from fedhh.rpc.errors import status_errors
+from fedhh.rpc.framed.client import (
+    FALLBACK_S,
+    FramedCall,
+    FramedChannel,
+    FramedStub,
+    client_context,
+)
 from fedhh.rpc.framed.frames import ALPN, HEADER, PREFACE, FrameSplitter, Kind
-from fedhh.rpc.framed.server import FramedLimits, FramedServer, ServerStream
+from fedhh.rpc.framed.server import CALLS, FramedLimits, FramedServer, ServerStream, StreamMethod
+from fedhh.rpc.procedures import CallContext, procedures
 from fedhh.rpc.serving import UnparsableRequest
 from fedhh.rpc.tls import TlsFiles, make_dev_pki
 from fedhh.v1 import aggregator_pb2 as pb
+from fedhh.v1 import coordinator_pb2 as coordinator_pb
+from fedhh.v1 import framed_pb2
 
 T = TypeVar("T")
 EOF = grpc.aio.EOF
@@ -61,6 +71,16 @@ def any_frame(stream_id: int, kind: int, payload: bytes = b"") -> bytes:
 
 
 frame = any_frame  # (a frame of a kind the enum names)
+SESSION = "/fedhh.v1.SecureAggregation/Session"
+SERVICE = pb.DESCRIPTOR.services_by_name["SecureAggregation"]
+DEVICES = coordinator_pb.DESCRIPTOR.services_by_name["DeviceService"]
+GET_TASK = "/fedhh.v1.DeviceService/GetTask"
+
+
+def open_frame(stream_id: int, method: str = SESSION, **metadata: str) -> bytes:
+    """An OPEN of ``method`` with ``metadata``."""
+    return frame(stream_id, Kind.OPEN, framed_pb2.FramedOpen(
+        method=method, metadata=metadata).SerializeToString())
 
 
 def message(data: bytes) -> pb.SessionMessage:
@@ -103,7 +123,7 @@ class Raw:
     async def end(self, stream_id: int) -> tuple[grpc.StatusCode, str]:
         got = await self.frame()
         assert got[:2] == (stream_id, Kind.END), got
-        end = pb.SessionEnd.FromString(got[2])
+        end = framed_pb2.FramedEnd.FromString(got[2])
         return {code.value[0]: code for code in grpc.StatusCode}[end.code], end.details
 
     async def eof(self) -> float:
@@ -119,20 +139,25 @@ class Raw:
 
 class Port:
     """A FramedServer on 127.0.0.1 whose handler runs ``behave(port, stream)``, recording the
-    streams its handlers served and which of them were cancelled."""
+    streams its handlers served and which of them were cancelled; with ``unary``, it serves
+    ``devices``' unary methods too (``Devices``, below)."""
 
     def __init__(self, behave: Callable[[Port, ServerStream], Awaitable[None]],
-                 limits: FramedLimits, tls: TlsFiles | None) -> None:
+                 limits: FramedLimits, tls: TlsFiles | None, unary: bool = False) -> None:
         self.behave = behave
         self.tls = tls
-        self.server = FramedServer("test session port", self._handle, pb.SessionMessage,
-                                   limits, tls)
+        self.devices = Devices()
+        methods: dict[str, Any] = {SESSION: StreamMethod(self._handle, pb.SessionMessage)}
+        if unary:
+            methods.update((procedure.path, procedure) for procedure in procedures(
+                DEVICES, self.devices, {GET_TASK: self.devices.check}))
+        self.server = FramedServer("test session port", methods, limits, tls)
         self.port = 0
         self.started: list[ServerStream] = []
         self.cancelled: list[int] = []
         self.notes: list[Any] = []  # what a behaviour saw
         self.release = asyncio.Event()  # lets a waiting behaviour go on
-        self._channels: list[FramedChannel] = []
+        self._channels: list[FramedStub] = []
         self._raws: list[Raw] = []
 
     async def _handle(self, stream: ServerStream) -> None:
@@ -147,11 +172,20 @@ class Port:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def channel(self) -> FramedChannel:
+    def channel(self) -> FramedStub:
+        """A session stub on the port (``channel.channel``: its ``FramedChannel``)."""
         context = client_context(self.tls.ca) if self.tls is not None else None
-        channel = FramedChannel(self.address, context)
+        channel = FramedStub(FramedChannel(self.address, context), SERVICE, ("Session",))
         self._channels.append(channel)
         return channel
+
+    def device_stub(self, framed: Iterable[str] = ("GetTask",), fallback: Any = None
+                    ) -> FramedStub:
+        """A stub of the device service on the port: ``framed`` its methods here."""
+        context = client_context(self.tls.ca) if self.tls is not None else None
+        stub = FramedStub(FramedChannel(self.address, context), DEVICES, framed, fallback)
+        self._channels.append(stub)
+        return stub
 
     async def raw(self, *frames: bytes, preface: bool = True,
                   context: ssl.SSLContext | None = None, sndbuf: int = 0, rcvbuf: int = 0
@@ -221,8 +255,9 @@ async def hold(port: Port, stream: ServerStream) -> None:
 
 @contextlib.asynccontextmanager
 async def serving(behave: Callable[[Port, ServerStream], Awaitable[None]] = echo,
-                  tls: TlsFiles | None = None, **limits: Any) -> AsyncIterator[Port]:
-    port = Port(behave, FramedLimits(**{**LIMITS, **limits}), tls)
+                  tls: TlsFiles | None = None, unary: bool = False, **limits: Any
+                  ) -> AsyncIterator[Port]:
+    port = Port(behave, FramedLimits(**{**LIMITS, **limits}), tls, unary)
     try:
         port.port = await port.server.start("127.0.0.1", 0, insecure=True)
         yield port
@@ -262,7 +297,7 @@ async def test_an_oversize_message_ends_only_its_stream(port: Port) -> None:
     """A frame above max_message_bytes ends its stream RESOURCE_EXHAUSTED as soon as its header
     arrives (the handler is cancelled); its payload is skipped as it comes, exactly, and the
     connection's other stream goes on."""
-    raw = await port.raw(frame(1, Kind.OPEN), frame(2, Kind.OPEN))
+    raw = await port.raw(open_frame(1), open_frame(2))
     await until(lambda: len(port.started) == 2, "both streams served")
     big = message(b"x" * 5000).SerializeToString()
     raw.send(HEADER.pack(1, Kind.MESSAGE, len(big)), big[:100])  # (the header, a little more)
@@ -305,16 +340,16 @@ async def test_a_stream_ended_in_the_read_that_opened_it_is_forgotten(port: Port
     oversize message, or its OPEN and a CANCEL, in one read) was never ended nor forgotten:
     no END came, it held its place against max_streams_per_connection for good, and its
     connection never went idle."""
-    raw = await port.raw(frame(1, Kind.OPEN), frame(1, Kind.MESSAGE, b"x" * 2000))
+    raw = await port.raw(open_frame(1), frame(1, Kind.MESSAGE, b"x" * 2000))
     assert await raw.end(1) == (grpc.StatusCode.RESOURCE_EXHAUSTED,
                                 "a message above the 1024-byte receive cap")
     connection = port.connection()
     assert not connection.streams and connection._unread == 0
-    raw.send(frame(2, Kind.OPEN), frame(2, Kind.MESSAGE, b"\x2a\x01y"), frame(2, Kind.CANCEL))
+    raw.send(open_frame(2), frame(2, Kind.MESSAGE, b"\x2a\x01y"), frame(2, Kind.CANCEL))
     await until(lambda: connection._last_id == 2 and not connection.streams,
                 "stream 2 opened and forgotten")
     assert connection._unread == 0
-    raw.send(frame(3, Kind.OPEN), frame(3, Kind.MESSAGE, message(b"3").SerializeToString()))
+    raw.send(open_frame(3), frame(3, Kind.MESSAGE, message(b"3").SerializeToString()))
     assert (await raw.event(3)).challenge == b"3"
     raw.send(frame(3, Kind.CLOSE))
     assert await raw.end(3) == (grpc.StatusCode.OK, "")
@@ -352,20 +387,18 @@ async def test_one_stream_over_the_limit_is_refused_at_once(port: Port) -> None:
 @pytest.mark.parametrize("sent", [
     pytest.param(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", id="bad-preface"),
     pytest.param(PREFACE[:-2] + b"\n\n", id="preface-cut-short"),
-    pytest.param(PREFACE + frame(1, Kind.OPEN) + any_frame(1, 9), id="unknown-kind"),
-    pytest.param(PREFACE + frame(1, Kind.OPEN) + frame(1, Kind.EVENT, b"x"),
+    pytest.param(PREFACE + open_frame(1) + any_frame(1, 9), id="unknown-kind"),
+    pytest.param(PREFACE + open_frame(1) + frame(1, Kind.EVENT, b"x"),
                  id="server-kind-from-client"),
     pytest.param(PREFACE + any_frame(7, 200), id="unknown-kind-no-stream"),
-    pytest.param(PREFACE + frame(0, Kind.OPEN), id="open-zero"),
-    pytest.param(PREFACE + frame(2, Kind.OPEN) + frame(2, Kind.OPEN), id="open-same-id"),
-    pytest.param(PREFACE + frame(2, Kind.OPEN) + frame(1, Kind.OPEN), id="open-lower-id"),
-    pytest.param(PREFACE + frame(1, Kind.OPEN, b"\x00"), id="open-with-payload"),
-    pytest.param(PREFACE + frame(1, Kind.OPEN, b"x" * 5000), id="open-with-oversize-payload"),
+    pytest.param(PREFACE + open_frame(0), id="open-zero"),
+    pytest.param(PREFACE + open_frame(2) + open_frame(2), id="open-same-id"),
+    pytest.param(PREFACE + open_frame(2) + open_frame(1), id="open-lower-id"),
     pytest.param(PREFACE + frame(3, Kind.MESSAGE, b""), id="message-never-opened"),
-    pytest.param(PREFACE + frame(1, Kind.OPEN) + frame(2, Kind.CLOSE), id="close-never-opened"),
-    pytest.param(PREFACE + frame(1, Kind.OPEN) + frame(1, Kind.CLOSE)
+    pytest.param(PREFACE + open_frame(1) + frame(2, Kind.CLOSE), id="close-never-opened"),
+    pytest.param(PREFACE + open_frame(1) + frame(1, Kind.CLOSE)
                  + frame(1, Kind.MESSAGE, b""), id="message-after-close"),
-    pytest.param(PREFACE + frame(1, Kind.OPEN) + frame(1, Kind.CLOSE) + frame(1, Kind.CLOSE),
+    pytest.param(PREFACE + open_frame(1) + frame(1, Kind.CLOSE) + frame(1, Kind.CLOSE),
                  id="close-twice"),
 ])
 def test_breaking_the_framing_closes_the_connection(sent: bytes) -> None:
@@ -402,7 +435,7 @@ async def test_a_connection_without_streams_is_closed_when_idle(port: Port) -> N
     started = time.monotonic()
     idle = await port.raw()
     assert await idle.eof() - started >= 0.5 - TICK
-    busy = await port.raw(frame(1, Kind.OPEN))
+    busy = await port.raw(open_frame(1))
     await until(lambda: len(port.started) == 1, "the stream served")
     with pytest.raises(TimeoutError):  # (the outcome: nothing happens for 1.5 s)
         async with asyncio.timeout(1.5):
@@ -432,7 +465,7 @@ def test_tls_connection_with_a_stream_outlives_the_handshake_timeout(pki: TlsFil
             call = channel.Session(timeout=BOUND_S)
             await call.write(message(b"1"))
             assert (await call.read()).challenge == b"1"
-            connection = channel.live_connection()
+            connection = channel.channel.live_connection()
             assert connection is not None
             assert connection.transport.get_extra_info("ssl_object").selected_alpn_protocol() \
                 == ALPN
@@ -445,7 +478,8 @@ def test_tls_connection_with_a_stream_outlives_the_handshake_timeout(pki: TlsFil
             assert not connection.closed and not call.done()
             await call.write(message(b"2"))
             assert (await call.read()).challenge == b"2"
-            assert channel.live_connection() is connection and len(port.server.connections) == 1
+            assert channel.channel.live_connection() is connection
+            assert len(port.server.connections) == 1
 
             started = time.monotonic()
             no_preface = await port.raw(preface=False, context=client_context(pki.ca))
@@ -472,7 +506,7 @@ async def test_one_connection_over_the_limit_is_closed_on_arrival(port: Port) ->
     await until(lambda: len(port.server.connections) == 1, "a place freed")
     await port.works()
     assert listener.refused == 1
-    second.send(frame(1, Kind.OPEN), frame(1, Kind.MESSAGE, message(b"2").SerializeToString()))
+    second.send(open_frame(1), frame(1, Kind.MESSAGE, message(b"2").SerializeToString()))
     assert (await second.event(1)).challenge == b"2"
 
 
@@ -499,7 +533,7 @@ async def test_a_client_that_does_not_read_is_not_read(port: Port) -> None:
     stream limit answered END): once its answers back up, the port stops reading it, so what
     the port holds for it stays bounded however much it sends; the port serves others."""
     raw = await port.raw(rcvbuf=4096)
-    raw.send(b"".join(frame(i, Kind.OPEN) for i in range(1, 200_001)))  # 1.8 MB of OPENs
+    raw.send(b"".join(open_frame(i) for i in range(1, 200_001)))  # 1.8 MB of OPENs
     await until(lambda: len(port.server.connections) == 1, "the connection")
     connection = port.connection()
     await until(lambda: not connection._reading, "the port stopped reading it")
@@ -550,7 +584,7 @@ async def test_cancelling_a_call_cancels_its_handler(port: Port) -> None:
     await until(lambda: len(port.notes) == 2, "the handler's late write")
     assert isinstance(port.notes[1], asyncio.InvalidStateError)
     await until(lambda: not port.connection().streams, "the stream forgotten")
-    assert channel.live_connection() is not None  # (cancelling keeps the connection)
+    assert channel.channel.live_connection() is not None  # (cancelling keeps the connection)
 
 
 @scenario(behave=hold)
@@ -562,19 +596,19 @@ async def test_a_lost_connection_ends_its_calls_unavailable(port: Port) -> None:
     for n, call in enumerate(calls, 1):
         await call.write(message(b"x"))
         await until(lambda n=n: len(port.notes) == n, "the message read")  # type: ignore[misc]
-    before = channel.live_connection()
+    before = channel.channel.live_connection()
     port.connection().transport.abort()
     for call in calls:
         code, details = await refused(call)
         assert code == grpc.StatusCode.UNAVAILABLE, code
-        assert details.startswith("the connection to the session port was lost"), details
+        assert details.startswith("the connection to the framed port was lost"), details
     await until(lambda: sorted(port.cancelled) == [1, 2], "the handlers cancelled")
-    assert channel.live_connection() is None
+    assert channel.channel.live_connection() is None
     port.behave = echo
     again = channel.Session(timeout=BOUND_S)
     await again.write(message(b"again"))
     assert (await again.read()).challenge == b"again"
-    assert channel.live_connection() not in (None, before)
+    assert channel.channel.live_connection() not in (None, before)
     assert len(port.server.connections) == 1
 
 
@@ -615,8 +649,8 @@ async def parse_one(port: Port, stream: ServerStream) -> None:
 
 @scenario(behave=parse_one)
 async def test_an_unparsable_message_ends_its_stream_invalid_argument(port: Port) -> None:
-    raw = await port.raw(frame(1, Kind.OPEN), frame(1, Kind.MESSAGE, b"\xff\xff\xff\xff"),
-                         frame(2, Kind.OPEN))
+    raw = await port.raw(open_frame(1), frame(1, Kind.MESSAGE, b"\xff\xff\xff\xff"),
+                         open_frame(2))
     code, details = await raw.end(1)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert details.startswith("the message does not parse"), details
@@ -677,7 +711,7 @@ async def test_a_connection_whose_messages_wait_unread_is_not_read(port: Port) -
     connection (what it holds stays near max_unread_bytes, the rest waits in the kernel: the
     client's writes back up); once the handler reads, reading resumes and every message
     arrives."""
-    raw = await port.raw(frame(1, Kind.OPEN), sndbuf=1 << 15)
+    raw = await port.raw(open_frame(1), sndbuf=1 << 15)
     await until(lambda: len(port.started) == 1, "the stream served")
     connection = port.connection()
     one = frame(1, Kind.MESSAGE, message(b"m" * 8000).SerializeToString())
@@ -734,7 +768,7 @@ async def talker(port: Port, stream: ServerStream) -> None:
 async def test_a_handlers_writes_wait_while_the_client_does_not_read(port: Port) -> None:
     """A handler's write waits while the peer does not read (what the server holds for it
     stays bounded); once the client reads, every event arrives, then the end."""
-    raw = await port.raw(frame(1, Kind.OPEN))
+    raw = await port.raw(open_frame(1))
     await until(lambda: len(port.server.connections) == 1, "the connection")
     connection = port.connection()
     await until(lambda: connection.frames.paused, "writing paused")
@@ -767,16 +801,21 @@ def test_limits_and_plaintext_are_checked() -> None:
 
     async def main() -> None:
         limits = FramedLimits(**LIMITS)
-        server = FramedServer("test session port", serve_nothing, pb.SessionMessage, limits,
+        server = FramedServer("test session port",
+                              {SESSION: StreamMethod(serve_nothing, pb.SessionMessage)}, limits,
                               None)
         with pytest.raises(ConfigError, match="TLS"):
             await server.start("127.0.0.1", 0, insecure=False)
         with pytest.raises(ConfigError, match="loopback"):
             await server.start("0.0.0.0", 0, insecure=True)
         assert server.listener is None
+        with pytest.raises(ConfigError, match="no methods"):
+            FramedServer("test session port", {}, limits, None)
     run(main())
     with pytest.raises(ConfigError, match="loopback"):
         FramedChannel("10.0.0.1:443", None)
+    with pytest.raises(ConfigError, match="no method Nope"):
+        FramedStub(FramedChannel("127.0.0.1:443", None), SERVICE, ("Nope",))
 
 
 # -- the wire format -------------------------------------------------------------------------
@@ -855,15 +894,332 @@ def test_a_channel_falls_back_while_its_port_cannot_be_reached() -> None:
             sock.bind(("127.0.0.1", 0))
             address = f"127.0.0.1:{sock.getsockname()[1]}"  # (bound, not listening)
             fallback = Fallback()
-            channel = FramedChannel(address, None, fallback)
+            channel = FramedStub(FramedChannel(address, None), SERVICE, ("Session",), fallback)
             assert (await refused(channel.Session(timeout=BOUND_S)))[0] == \
                 grpc.StatusCode.UNAVAILABLE
             assert channel.Session(timeout=5.0) == "the gRPC stream"
             assert fallback.timeouts == [5.0]
-            channel._unreachable_until = 0.0  # (FALLBACK_S later)
+            channel.channel._unreachable_until = 0.0  # (FALLBACK_S later)
             assert isinstance(channel.Session(timeout=5.0), FramedCall)
-            alone = FramedChannel(address, None)
+            alone = FramedStub(FramedChannel(address, None), SERVICE, ("Session",))
             assert (await refused(alone.Session(timeout=BOUND_S)))[0] == \
                 grpc.StatusCode.UNAVAILABLE
             assert isinstance(alone.Session(timeout=BOUND_S), FramedCall)
+    run(main())
+
+
+# -- unary methods and routing ---------------------------------------------------------------
+
+
+OK = (("authorization", "Bearer ok"),)
+NOPE = "/fedhh.v1.DeviceService/Nope"
+
+
+class Devices:
+    """The coordinator's device service as the port serves it (``Port(unary=True)``): GetTask
+    answers with what it was given (the request's ``known_task`` as its task, the call's
+    authorization as its signature) and records the request, the metadata and the peer its
+    context held; device ids 404, 429, 412 and 500 end it otherwise. Enroll aborts by itself.
+    GetTask's credential check (``check``) records what it was shown and wants ``Bearer ok``."""
+
+    def __init__(self) -> None:
+        self.checked: list[dict[str, str]] = []
+        self.seen: list[tuple[int, dict[str, str], str]] = []
+
+    def check(self, metadata: tuple[tuple[str, str | bytes], ...]) -> None:
+        shown = {key: str(value) for key, value in metadata}
+        self.checked.append(shown)
+        if shown.get("authorization") == "Bearer store-down":
+            raise KeyError("the store failed")  # (not a FedhhError: a bug, or the store)
+        if shown.get("authorization") != "Bearer ok":
+            raise AuthenticationError("a device credential is required")
+
+    @status_errors
+    async def GetTask(self, request: coordinator_pb.GetTaskRequest, context: CallContext
+                      ) -> coordinator_pb.GetTaskResponse:
+        metadata = dict(context.invocation_metadata())
+        self.seen.append((request.device_id, metadata, context.peer()))
+        if request.device_id == 404:
+            raise NotFoundError("no device 404")
+        if request.device_id == 429:
+            raise RateLimited("device 429 asks too often")
+        if request.device_id == 412:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "device 412 is in no run")
+        if request.device_id == 500:
+            raise RuntimeError("secret at /srv/key.pem")
+        return coordinator_pb.GetTaskResponse(task=coordinator_pb.SignedTask(
+            task=request.known_task, signature=metadata.get("authorization", "").encode()))
+
+    async def Enroll(self, request: coordinator_pb.EnrollRequest, context: CallContext
+                     ) -> coordinator_pb.EnrollResponse:
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{request.label}: not enrolled")
+        raise AssertionError("unreachable")
+
+
+def get_task(device_id: int) -> coordinator_pb.GetTaskRequest:
+    return coordinator_pb.GetTaskRequest(device_id=device_id, known_task=b"t%d" % device_id)
+
+
+def unary_frames(stream_id: int, request: bytes, method: str = GET_TASK, **metadata: str
+                 ) -> bytes:
+    """A unary call by hand: its OPEN, its request, its CLOSE."""
+    return (open_frame(stream_id, method, **metadata) + frame(stream_id, Kind.MESSAGE, request)
+            + frame(stream_id, Kind.CLOSE))
+
+
+async def answered(raw: Raw, stream_id: int) -> coordinator_pb.GetTaskResponse:
+    """A unary call's answer on ``raw``: one EVENT, then an OK end."""
+    got = await raw.frame()
+    assert got[:2] == (stream_id, Kind.EVENT), got
+    assert await raw.end(stream_id) == (grpc.StatusCode.OK, "")
+    return coordinator_pb.GetTaskResponse.FromString(got[2])
+
+
+def calls_opened(method: str) -> float:
+    """CALLS's count for ``method`` (0 before its first call)."""
+    return next((sample.value for metric in CALLS.collect() for sample in metric.samples
+                 if sample.name.endswith("_total") and sample.labels == {"method": method}),
+                0.0)
+
+
+async def refused_unary(call: Awaitable[Any]) -> tuple[grpc.StatusCode, str]:
+    """The unary call fails: its code and details."""
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        async with asyncio.timeout(BOUND_S):
+            await call
+    return failed.value.code(), failed.value.details()
+
+
+@scenario(unary=True)
+async def test_a_unary_method_is_served_with_its_metadata(port: Port) -> None:
+    """A Procedure on the port, called through a FramedStub: its credential check and then the
+    servicer's method see the call's metadata, the method its request and the peer (as gRPC
+    names it), and its answer is the call's; each call opened is counted by its method.
+    Concurrent calls share the connection, each answered its own."""
+    stub = port.device_stub()
+    before = calls_opened(GET_TASK)
+    answer = await stub.GetTask(get_task(7), metadata=(*OK, ("x-trace", "abc")),
+                                timeout=BOUND_S)
+    assert answer == coordinator_pb.GetTaskResponse(task=coordinator_pb.SignedTask(
+        task=b"t7", signature=b"Bearer ok"))
+    shown = {"authorization": "Bearer ok", "x-trace": "abc"}
+    assert port.devices.checked == [shown]
+    connection = stub.channel.live_connection()
+    assert connection is not None
+    local = connection.transport.get_extra_info("sockname")
+    assert port.devices.seen == [(7, shown, f"ipv4:127.0.0.1:{local[1]}")]
+    assert calls_opened(GET_TASK) == before + 1
+    answers = await asyncio.gather(*(stub.GetTask(get_task(n), metadata=OK, timeout=BOUND_S)
+                                     for n in range(1, 5)))  # (4: the port's stream limit)
+    assert [a.task.task for a in answers] == [b"t1", b"t2", b"t3", b"t4"]
+    assert sorted(seen[0] for seen in port.devices.seen) == [1, 2, 3, 4, 7]
+    assert calls_opened(GET_TASK) == before + 5
+    assert stub.channel.live_connection() is connection and len(port.server.connections) == 1
+    await until(lambda: not port.connection().streams, "the calls forgotten")
+
+
+@scenario(unary=True)
+async def test_a_credential_check_that_fails_ends_only_its_call(port: Port) -> None:
+    """A credential check that fails otherwise than by refusing (the store down, a bug) ends
+    its call INTERNAL, without the handler; the connection's other calls go on. A stub's
+    unary method takes its timeout positionally, as a grpc.aio stub's does."""
+    stub = port.device_stub()
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        await stub.GetTask(get_task(7), BOUND_S, (("authorization", "Bearer store-down"),))
+    assert (failed.value.code(), failed.value.details()) == \
+        (grpc.StatusCode.INTERNAL, "internal error")
+    assert port.devices.seen == []
+    connection = stub.channel.live_connection()
+    answer = await stub.GetTask(get_task(8), BOUND_S, OK)
+    assert answer.task.task == b"t8" and stub.channel.live_connection() is connection
+
+
+@scenario(unary=True)
+async def test_a_call_refused_by_its_credential_check_is_never_read(port: Port) -> None:
+    """A call whose metadata fail its method's credential check ends UNAUTHENTICATED as soon as
+    its OPEN arrives, before its request was even sent: its handler never runs, the request
+    that follows is dropped unread, the call is not counted, and the connection serves the
+    next call. Through the stub: the same refusal, without metadata too."""
+    before = calls_opened(GET_TASK)
+    raw = await port.raw(open_frame(1, GET_TASK, authorization="Bearer forged"))
+    assert await raw.end(1) == (grpc.StatusCode.UNAUTHENTICATED,
+                                "a device credential is required")
+    assert port.devices.checked == [{"authorization": "Bearer forged"}]
+    connection = port.connection()
+    assert not connection.streams
+    raw.send(frame(1, Kind.MESSAGE, get_task(1).SerializeToString()), frame(1, Kind.CLOSE),
+             unary_frames(2, get_task(2).SerializeToString(), authorization="Bearer ok"))
+    assert (await answered(raw, 2)).task.task == b"t2"
+    assert [seen[0] for seen in port.devices.seen] == [2]
+    assert connection._unread == 0 and not connection.streams
+    assert calls_opened(GET_TASK) == before + 1
+    stub = port.device_stub()
+    for metadata in ((("authorization", "Bearer forged"),), None):
+        assert await refused_unary(stub.GetTask(get_task(3), metadata=metadata,
+                                                timeout=BOUND_S)) == \
+            (grpc.StatusCode.UNAUTHENTICATED, "a device credential is required")
+    assert port.devices.checked[-2:] == [{"authorization": "Bearer forged"}, {}]
+    assert [seen[0] for seen in port.devices.seen] == [2]
+    assert calls_opened(GET_TASK) == before + 1
+
+
+@scenario(unary=True)
+async def test_an_open_the_port_cannot_serve_ends_only_its_call(port: Port) -> None:
+    """An OPEN of a method the port does not serve ends UNIMPLEMENTED, one whose payload does
+    not parse INVALID_ARGUMENT, one above max_message_bytes RESOURCE_EXHAUSTED as soon as its
+    header arrives (its payload skipped): each at once, uncounted, no check nor handler run;
+    the refused calls' later frames are dropped, and the connection serves the next call."""
+    before = {path: calls_opened(path) for path in (GET_TASK, NOPE)}
+    raw = await port.raw(open_frame(1, NOPE, authorization="Bearer ok"))
+    assert await raw.end(1) == (grpc.StatusCode.UNIMPLEMENTED, f"no method {NOPE!r} on this port")
+    for stream_id, payload in ((2, b"\xff"), (3, b"\x00"), (4, b"\x0a\x05ab")):
+        raw.send(frame(stream_id, Kind.OPEN, payload))
+        assert await raw.end(stream_id) == (grpc.StatusCode.INVALID_ARGUMENT,
+                                            "the OPEN does not parse"), payload
+    big = framed_pb2.FramedOpen(method=GET_TASK, metadata={
+        "authorization": "Bearer ok", "x-pad": "p" * 5000}).SerializeToString()
+    raw.send(HEADER.pack(5, Kind.OPEN, len(big)), big[:100])  # (the header, a little more)
+    assert await raw.end(5) == (grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                "an OPEN above the 4096-byte receive cap")
+    request = get_task(6).SerializeToString()
+    raw.send(big[100:], frame(5, Kind.MESSAGE, request), frame(5, Kind.CLOSE),
+             frame(1, Kind.MESSAGE, request), frame(2, Kind.CLOSE),
+             unary_frames(6, request, authorization="Bearer ok"))
+    assert (await answered(raw, 6)).task.task == b"t6"
+    assert port.devices.checked == [{"authorization": "Bearer ok"}]
+    assert [seen[0] for seen in port.devices.seen] == [6]
+    assert calls_opened(GET_TASK) == before[GET_TASK] + 1 and calls_opened(NOPE) == 0.0
+    connection = port.connection()
+    assert not connection.streams and connection._unread == 0
+    assert len(connection.splitter._buffer) == 0 and connection.splitter._skip == 0
+
+
+@scenario(unary=True)
+async def test_an_open_the_port_cannot_serve_through_the_channel(port: Port) -> None:
+    """The device's channel sees those refusals as AioRpcError with gRPC's codes, and its
+    connection serves the next call."""
+    stub = port.device_stub()
+    channel = stub.channel
+    assert await refused_unary(channel.unary(
+        NOPE, get_task(1), coordinator_pb.GetTaskResponse, metadata=OK, timeout=BOUND_S)) == \
+        (grpc.StatusCode.UNIMPLEMENTED, f"no method {NOPE!r} on this port")
+    connection = channel.live_connection()
+    assert connection is not None
+    assert await refused_unary(stub.GetTask(
+        get_task(2), metadata=(*OK, ("x-pad", "p" * 5000)), timeout=BOUND_S)) == \
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, "an OPEN above the 4096-byte receive cap")
+    assert (await stub.GetTask(get_task(3), metadata=OK, timeout=BOUND_S)).task.task == b"t3"
+    assert channel.live_connection() is connection and len(port.server.connections) == 1
+    assert [seen[0] for seen in port.devices.seen] == [3]
+
+
+@scenario(unary=True)
+async def test_a_handlers_abort_ends_its_call_with_its_status(port: Port) -> None:
+    """A FedhhError in a status_errors method ends the call with its code and details, as does
+    a handler's own ``context.abort`` (within status_errors or not); anything else INTERNAL
+    "internal error". The client gets them as AioRpcError, with no answer before the end; the
+    connection serves on."""
+    stub = port.device_stub(("GetTask", "Enroll"))
+    for device_id, status in (
+            (404, (grpc.StatusCode.NOT_FOUND, "no device 404")),
+            (429, (grpc.StatusCode.RESOURCE_EXHAUSTED, "device 429 asks too often")),
+            (412, (grpc.StatusCode.FAILED_PRECONDITION, "device 412 is in no run")),
+            (500, (grpc.StatusCode.INTERNAL, "internal error"))):
+        assert await refused_unary(stub.GetTask(get_task(device_id), metadata=OK,
+                                                timeout=BOUND_S)) == status, device_id
+    assert await refused_unary(stub.Enroll(coordinator_pb.EnrollRequest(label="d9"),
+                                           timeout=BOUND_S)) == \
+        (grpc.StatusCode.PERMISSION_DENIED, "d9: not enrolled")
+    assert (await stub.GetTask(get_task(1), metadata=OK, timeout=BOUND_S)).task.task == b"t1"
+    raw = await port.raw(unary_frames(1, get_task(404).SerializeToString(),
+                                      authorization="Bearer ok"))
+    assert await raw.end(1) == (grpc.StatusCode.NOT_FOUND, "no device 404")  # (and no EVENT)
+    raw.send(unary_frames(2, get_task(2).SerializeToString(), authorization="Bearer ok"))
+    assert (await answered(raw, 2)).task.task == b"t2"
+
+
+@scenario(unary=True)
+async def test_a_unary_call_without_a_request_that_parses(port: Port) -> None:
+    """A unary call closed before its request ends INVALID_ARGUMENT "a unary call without its
+    request", one whose request does not parse INVALID_ARGUMENT too; the servicer's method
+    never runs (the calls were opened: their checks passed) and the connection serves on."""
+    before = calls_opened(GET_TASK)
+    raw = await port.raw(open_frame(1, GET_TASK, authorization="Bearer ok"),
+                         frame(1, Kind.CLOSE))
+    assert await raw.end(1) == (grpc.StatusCode.INVALID_ARGUMENT,
+                                "a unary call without its request")
+    raw.send(unary_frames(2, b"\xff\xff\xff\xff", authorization="Bearer ok"))
+    code, details = await raw.end(2)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert details.startswith("the message does not parse"), details
+    assert not port.devices.seen and len(port.devices.checked) == 2
+    assert calls_opened(GET_TASK) == before + 2
+    raw.send(unary_frames(3, get_task(3).SerializeToString(), authorization="Bearer ok"))
+    assert (await answered(raw, 3)).task.task == b"t3"
+    connection = port.connection()
+    assert not connection.streams and connection._unread == 0
+
+
+def test_a_stubs_unary_methods_fall_back_while_its_port_cannot_be_reached() -> None:
+    """A stub's methods not named framed are always its fallback's, the port reachable or not;
+    a framed unary method's call that cannot reach the port ends UNAVAILABLE, and for
+    FALLBACK_S afterwards the method is the fallback's (same request, metadata and timeout);
+    after that it tries the port again."""
+    class Fallback:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, Any, Any, float | None]] = []
+
+        async def GetTask(self, request: coordinator_pb.GetTaskRequest, metadata: Any = None,
+                          timeout: float | None = None) -> coordinator_pb.GetTaskResponse:
+            self.calls.append(("GetTask", request.device_id, metadata, timeout))
+            return coordinator_pb.GetTaskResponse(retry_after_ms=request.device_id)
+
+        async def Enroll(self, request: coordinator_pb.EnrollRequest, metadata: Any = None,
+                         timeout: float | None = None) -> coordinator_pb.EnrollResponse:
+            self.calls.append(("Enroll", request.label, metadata, timeout))
+            return coordinator_pb.EnrollResponse(device_id=9)
+
+    enroll = coordinator_pb.EnrollRequest(label="d9")
+
+    async def main() -> None:
+        async with serving(unary=True) as port:  # (a port that serves Enroll too)
+            fallback = Fallback()
+            stub = port.device_stub(("GetTask",), fallback)
+            assert (await stub.GetTask(get_task(1), metadata=OK, timeout=BOUND_S)).task.task \
+                == b"t1"
+            assert (await stub.Enroll(enroll, timeout=5.0)).device_id == 9
+            assert fallback.calls == [("Enroll", "d9", None, 5.0)]
+            assert [seen[0] for seen in port.devices.seen] == [1]
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            address = f"127.0.0.1:{sock.getsockname()[1]}"  # (bound, not listening)
+            fallback = Fallback()
+            stub = FramedStub(FramedChannel(address, None), DEVICES, ("GetTask",), fallback)
+            assert not stub.channel.unreachable()
+            assert (await stub.Enroll(enroll, timeout=5.0)).device_id == 9
+            tried = time.monotonic()
+            code, details = await refused_unary(stub.GetTask(get_task(1), metadata=OK,
+                                                             timeout=BOUND_S))
+            assert code == grpc.StatusCode.UNAVAILABLE, code
+            assert details.startswith(f"cannot reach the framed port {address}"), details
+            assert stub.channel.unreachable()
+            assert tried + FALLBACK_S <= stub.channel._unreachable_until \
+                <= time.monotonic() + FALLBACK_S
+            assert (await stub.GetTask(get_task(2), metadata=OK, timeout=5.0)) \
+                == coordinator_pb.GetTaskResponse(retry_after_ms=2)
+            assert fallback.calls == [("Enroll", "d9", None, 5.0), ("GetTask", 2, OK, 5.0)]
+            stub.channel._unreachable_until = 0.0  # (FALLBACK_S later)
+            assert (await refused_unary(stub.GetTask(get_task(3), metadata=OK,
+                                                     timeout=BOUND_S)))[0] == \
+                grpc.StatusCode.UNAVAILABLE
+            assert (await stub.Enroll(enroll)).device_id == 9
+            assert [call[:2] for call in fallback.calls] == [
+                ("Enroll", "d9"), ("GetTask", 2), ("Enroll", "d9")]
+            alone = FramedStub(FramedChannel(address, None), DEVICES, ("GetTask",))
+            for device_id in (4, 5):  # (no fallback: it keeps trying the port)
+                assert (await refused_unary(alone.GetTask(get_task(device_id), metadata=OK,
+                                                          timeout=BOUND_S)))[0] == \
+                    grpc.StatusCode.UNAVAILABLE
+            with pytest.raises(AttributeError):
+                alone.Enroll  # noqa: B018
     run(main())
