@@ -1,12 +1,12 @@
 """deploy/ for real: the image built offline by a Docker engine, the compose stack started with
 its selector and four device replicas on an internal network the test creates, a discovery run
 through `fedhh admin` (the compose `admin` service) that reproduces the per-device simulation
-exactly (heavy hitters and ledger) with every device served by the selector and running its
-SecAgg+ session on the aggregator's framed session port the coordinator names, each device replica
-holding only its own tokens and identities, a crashed device replica that keeps its identities, a
-crashed coordinator whose run resumes with every released round counted once, a second
-selector replica that takes the fleet over when the first stops, and `compose down -v` leaving
-nothing behind.
+exactly (heavy hitters and ledger) with every device served by the selector (enrolling and
+asking for its tasks on the selector's framed port) and running its SecAgg+ session on the
+aggregator's framed session port the coordinator names, each device replica holding only its own
+tokens and identities, a crashed device replica that keeps its identities, a crashed coordinator
+whose run resumes with every released round counted once, a second selector replica that takes
+the fleet over when the first stops, and `compose down -v` leaving nothing behind.
 
 Needs root (or a running engine), docker.io, docker-compose and mmdebstrap: `python3 bootstrap.py
 test` installs them. Deselect with `-m "not docker"`. Timings: docs/testing.md.
@@ -225,18 +225,29 @@ def fleet(stack: Stack) -> list[str]:
     return containers
 
 
+def counter(container: str, service: str, port: int, metric: str, label: str
+            ) -> dict[str, float]:
+    """The counter ``metric`` of the service in ``container`` so far, by the value of its one
+    ``label``: from its metrics port, read inside that container (the test's network is
+    internal: nothing is published on the host) over TLS checked for the service's name, so a
+    scaled service's replica answers for itself."""
+    script = ("import http.client, socket, ssl, sys; "
+              "tls = ssl.create_default_context(cafile='/run/secrets/ca.pem'); "
+              f"page = http.client.HTTPSConnection({service!r}, {port}, timeout=30); "
+              f"page.sock = tls.wrap_socket(socket.create_connection(('127.0.0.1', {port}), 30), "
+              f"server_hostname={service!r}); "
+              "page.request('GET', '/metrics'); "
+              "sys.stdout.write(page.getresponse().read().decode())")
+    text = run(["docker", "exec", container, "python", "-c", script]).stdout
+    return {m[1]: float(m[2]) for m in re.finditer(
+        rf'^{re.escape(metric)}\{{{label}="([^"]+)"\}} (\S+)$', text, re.M)}
+
+
 def session_opens(stack: Stack) -> dict[str, float]:
     """The aggregator's session streams opened so far, by port ("framed": its framed session
-    port; "grpc": the gRPC Session stream), from its metrics, read inside its container (the
-    test's network is internal: nothing is published on the host)."""
+    port; "grpc": the gRPC Session stream)."""
     aggregator, = stack.project.containers("aggregator")
-    script = ("import ssl, sys, urllib.request; "
-              "tls = ssl.create_default_context(cafile='/run/secrets/ca.pem'); "
-              "page = urllib.request.urlopen('https://aggregator:9101/metrics', timeout=30, "
-              "context=tls); sys.stdout.write(page.read().decode())")
-    text = run(["docker", "exec", aggregator, "python", "-c", script]).stdout
-    return {m[1]: float(m[2]) for m in re.finditer(
-        r'^fedhh_aggregator_session_opens_total\{port="(\w+)"\} (\S+)$', text, re.M)}
+    return counter(aggregator, "aggregator", 9101, "fedhh_aggregator_session_opens_total", "port")
 
 
 def admin(stack: Stack, *args: str) -> Any:
@@ -351,6 +362,12 @@ def test_discovery_through_fedhh_admin_equals_the_per_device_simulation(
     delivered = [line["members"] for line in log_lines(selector)
                  if line.get("message") == "tasks delivered"]
     assert delivered.count(USERS) >= len(released(run_)), delivered
+    # And they asked for it, and enrolled, on the selector's framed port (--session-listen),
+    # which their --coordinator names after its gRPC port (selector:7000=selector:7001): a call
+    # a task, each round (and one enrolment per device), as frames rather than gRPC.
+    calls = counter(selector, "selector", 9103, "fedhh_framed_calls_total", "method")
+    assert calls.get("/fedhh.v1.DeviceService/GetTask", 0) >= USERS * len(released(run_)), calls
+    assert calls.get("/fedhh.v1.DeviceService/Enroll", 0) >= USERS, calls
     # Every member ran its session on the aggregator's framed session port (--session-listen),
     # which the coordinator names in the tasks (--aggregator-session-address): none on gRPC.
     opens = session_opens(stack)

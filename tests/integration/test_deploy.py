@@ -15,6 +15,7 @@ from compose_spec import PyCompose
 
 from fedhh.cli.main import build_parser, main
 from fedhh.rpc.device_users import read_tokens
+from fedhh_device.main import coordinator_addresses
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -205,6 +206,31 @@ def test_the_aggregator_serves_and_publishes_its_framed_session_port() -> None:
                   for spec in s.get("ports", [])]
     assert len(host_ports) == len(set(host_ports)), host_ports
 
+
+
+def test_the_coordinator_and_selector_serve_their_framed_port_and_devices_name_it() -> None:
+    """The coordinator and the selector also serve the device calls (GetTask, Enroll) on their
+    framed port (--session-listen) beside gRPC; the coordinator publishes it, for devices
+    outside the host, on the same host address as its gRPC port; the simulated devices name the
+    selector's after its gRPC port (--coordinator GRPC=FRAMED) and use it (their default)."""
+    env = env_example()
+    services = document()["services"]
+    parsed = {name: build_parser().parse_args(invocation(services[name]))
+              for name in ("coordinator", "selector")}
+    for name, args in parsed.items():
+        assert args.listen == "0.0.0.0:7000", name
+        assert args.session_listen == "0.0.0.0:7001", name
+    bind = env["FEDHH_BIND_ADDRESS"]
+    published = services["coordinator"]["ports"]
+    for host_port, port in ((env["FEDHH_COORDINATOR_PORT"], 7000),
+                            (env["FEDHH_COORDINATOR_SESSION_PORT"], 7001)):
+        assert f"{bind}:{host_port}:{port}" in published, (port, published)
+    assert env["FEDHH_COORDINATOR_SESSION_PORT"] != env["FEDHH_COORDINATOR_PORT"]
+    for name in DEVICES:
+        devices = build_parser().parse_args(invocation(services[name]))
+        assert coordinator_addresses(devices.coordinator) == [("selector:7000",
+                                                               "selector:7001")], name
+        assert devices.task_transport == "framed", name
 
 def test_dockerfile_installs_every_package_dir_and_takes_its_base_as_an_argument() -> None:
     dockerfile = (DEPLOY / "Dockerfile").read_text()

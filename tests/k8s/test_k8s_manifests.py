@@ -4,7 +4,8 @@ the Kubernetes JSON schemas of the target version (1.31) and of the newest one
 kubernetes-validate carries, in strict mode (unknown fields are errors); then what the schemas
 cannot say: workloads, Services, budgets and probes point at each other and at what the fedhh
 processes really serve, every pod is locked down and asks for resources, the combiner's workers
-are the worker StatefulSet's pods, whose framed session ports it names to devices, and the
+are the worker StatefulSet's pods, whose framed session ports it names to devices, the
+coordinator and the selectors serve their framed port, which the device Jobs name, and the
 NetworkPolicies allow exactly the flows fedhh needs.
 
 Offline and deterministic: the dev overlay's Secrets are made by `fedhh certs` in a copy of
@@ -32,6 +33,7 @@ from fedhh_aggregator.main import SERVICES as AGGREGATOR_SERVICES
 from fedhh_aggregator.workers import parse_worker
 from fedhh_coordinator.main import SERVICES as COORDINATOR_SERVICES
 from fedhh_coordinator.selector_main import SERVICES as SELECTOR_SERVICES
+from fedhh_device.main import coordinator_addresses
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -257,6 +259,70 @@ def test_workers_serve_the_framed_session_port_and_the_combiner_names_it(
             assert spec.public_address == spec.control_address == f"worker-{i}.worker:7100"
 
 
+
+DEVICE = {"app.kubernetes.io/name": "fedhh", "app.kubernetes.io/component": "device"}
+
+
+def _device_coordinators(workload: Obj) -> list[tuple[str, str]]:
+    """The (gRPC, framed) addresses a device Job's `fedhh device --coordinator` names."""
+    script = pod_spec(workload)["containers"][0]["args"][0]
+    [text] = re.findall(r"--coordinator=(\S+)", script)
+    assert "--task-transport" not in script  # the default: the framed port where named
+    return coordinator_addresses(text)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_coordinator_and_selectors_serve_the_framed_port_and_devices_name_it(
+        rendered: dict[str, list[Obj]], overlay: str) -> None:
+    """The coordinator and every selector also serve the device calls (GetTask, Enroll) on
+    their framed port (fedhh coordinator/selector --session-listen), declare it and their
+    Service carries it; the policies let device pods, and only them, reach it wherever they
+    reach the gRPC port; the device Jobs name it after the selectors' gRPC port (--coordinator
+    GRPC=FRAMED); production publishes the coordinator's and opens it to the internet."""
+    objs = rendered[overlay]
+    policies = [o for o in objs if o["kind"] == "NetworkPolicy"]
+    framed_ports = {}
+    for name in ("coordinator", "selector"):
+        c = container(objs, "Deployment", name)
+        grpc_port = int(flag(c["args"], "listen")[0].rsplit(":", 1)[1])
+        [listen] = flag(c["args"], "session-listen")
+        host, _, port = listen.rpartition(":")
+        framed_ports[name] = framed_port = int(port)
+        assert host == "0.0.0.0" and framed_port != grpc_port, name
+        assert {"name": "framed", "containerPort": framed_port} in c["ports"], name
+        assert {"name": "framed", "port": framed_port, "targetPort": "framed"} in \
+            named(objs, "Service", name)["spec"]["ports"], name
+        pod = pod_labels(named(objs, "Deployment", name))
+        # Device pods may reach it (every overlay: the server's side of the flow)...
+        assert _allowed(policies, "Ingress", pod, DEVICE, framed_port), name
+        assert _allowed(policies, "Ingress", pod, DEVICE, grpc_port), name
+        # ...and no other fedhh pod (admin pods and the selectors' stream use gRPC).
+        for other in ("admin", "selector", "combiner", "worker", "coordinator"):
+            peer = {**DEVICE, "app.kubernetes.io/component": other}
+            assert not _allowed(policies, "Ingress", pod, peer, framed_port), (name, other)
+    assert framed_ports["coordinator"] == framed_ports["selector"]
+
+    jobs = [w for w in workloads(objs) if pod_labels(w) == DEVICE]
+    assert bool(jobs) == (overlay == "overlays/dev")
+    for job in jobs:
+        coordinators = _device_coordinators(job)
+        assert coordinators, job["metadata"]["name"]
+        for address, framed in coordinators:
+            host, _, port = address.rpartition(":")
+            assert address == f"selector:{port}" and framed == f"{host}:{framed_ports[host]}"
+    if jobs:  # both ends of the flow, as the policies of the whole overlay allow it
+        allowed = flows(objs)
+        for name, port in framed_ports.items():
+            assert ("devices", name, port) in allowed, name
+            assert {src for src, dst, p in allowed if (dst, p) == (name, port)} == {"devices"}
+
+    if overlay == "overlays/production":
+        port = framed_ports["coordinator"]
+        assert {"name": "framed", "port": port, "targetPort": "framed"} in \
+            named(objs, "Service", "coordinator-public")["spec"]["ports"]
+        public = named(objs, "NetworkPolicy", "public-devices")["spec"]["ingress"][0]["ports"]
+        assert _port_allowed(public, port)
+
 def test_production_names_a_public_address_and_service_for_every_worker(
         rendered: dict[str, list[Obj]]) -> None:
     objs = rendered["overlays/production"]
@@ -480,9 +546,10 @@ def flows(objs: list[Obj]) -> set[tuple[str, str, int]]:
 def test_network_policies_allow_exactly_the_flows_fedhh_needs(rendered: dict[str, list[Obj]]
                                                               ) -> None:
     assert flows(rendered["overlays/dev"]) == {
-        ("devices", "coordinator", 7000), ("devices", "worker", 7100),
-        ("devices", "worker", 7101),
-        ("devices", "selector", 7000), ("selector", "coordinator", 7000),
+        ("devices", "coordinator", 7000), ("devices", "coordinator", 7001),
+        ("devices", "worker", 7100), ("devices", "worker", 7101),
+        ("devices", "selector", 7000), ("devices", "selector", 7001),
+        ("selector", "coordinator", 7000),
         ("start-run", "coordinator", 7000),
         ("coordinator", "combiner", 7200), ("combiner", "worker", 7100),
         ("coordinator", "postgres", 5432), ("selector", "postgres", 5432)}
@@ -497,3 +564,4 @@ def test_without_the_policies_every_flow_would_be_open(rendered: dict[str, list[
     assert ("devices", "combiner", 7200) in flows(objs)
     assert ("devices", "postgres", 5432) in flows(objs)
     assert ("combiner", "worker", 7101) in flows(objs)
+    assert ("start-run", "coordinator", 7001) in flows(objs)
