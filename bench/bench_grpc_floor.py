@@ -16,11 +16,11 @@ handlers do. Two tables:
   over 3P seconds (a task call: nothing more) and pausing up to P seconds before each message,
   as devices do that compute between stages. The paced rows are what a service pays where
   devices are few per second (`fedhh loadtest` on a small machine): with fewer events per
-  wake-up of gRPC's threads, each costs more. Last, the same session on fedhh's framed
-  session port (`fedhh.rpc.framed`: a `FramedServer` whose handler does what the gRPC one
-  does, `FramedChannel`s as a fleet's, one per 1,024 devices): frames on the same shared TLS
-  connections, read on the event loop's thread: what the session costs off grpc.aio, whose
-  every message crosses gRPC core's thread, its completion-queue poller's and the event loop's.
+  wake-up of gRPC's threads, each costs more. Last, the same task call and session on fedhh's
+  framed port (`fedhh.rpc.framed`: a `FramedServer` whose handlers do what the gRPC ones do,
+  `FramedChannel`s as a fleet's, one per 1,024 devices): frames on the same shared TLS
+  connections, read on the event loop's thread: what they cost off grpc.aio, whose every
+  message crosses gRPC core's thread, its completion-queue poller's and the event loop's.
 
 Usage:
     .venv/bin/python bench/bench_grpc_floor.py            # -> docs/benchmarks/grpc-floor.md
@@ -69,6 +69,14 @@ def _sized(make: Callable[[bytes], Message], size: int) -> Message:
         if message.ByteSize() == size:
             return message
     raise ValueError(f"no message of {size} bytes")
+
+
+@functools.cache
+def _task_messages() -> tuple[Message, Message]:
+    """A task call's request and answer (``TASK_BYTES``), as protobuf messages on the framed
+    port (gRPC's task rows carry raw bytes: no parsing)."""
+    return (_sized(lambda filler: pb.SessionMessage(vector_data=filler), TASK_BYTES[0]),
+            _sized(lambda filler: pb.SessionEvent(challenge=filler), TASK_BYTES[1]))
 
 
 @functools.cache
@@ -200,7 +208,8 @@ async def _fleet(port: int, clients: int, pattern: str, pace_s: float, tls_dir: 
                  ) -> None:
     """The load test's pattern: ``clients`` on shared connections, one task call or one session
     each, paced as described in the module docstring (``pace_s`` = P; 0: all at once); the
-    session on gRPC (``pattern`` "session") or on the framed session port ("framed")."""
+    task call and the session on gRPC (``pattern`` "task", "session") or on the framed port
+    ("framed-task", "framed-session")."""
     from fedhh.rpc.framed.client import FramedChannel, client_context
     from fedhh.rpc.tls import TlsFiles
     from fedhh_device.fleet import DEVICES_PER_CONNECTION
@@ -208,7 +217,7 @@ async def _fleet(port: int, clients: int, pattern: str, pace_s: float, tls_dir: 
     if tls_dir is None:
         raise ValueError("the load test's pattern runs over TLS")
     connect: Callable[[], Any]
-    if pattern == "framed":
+    if pattern.startswith("framed"):
         context = client_context(Path(tls_dir) / "ca.pem")
         connect = functools.partial(FramedChannel, f"localhost:{port}", context)
     else:
@@ -222,7 +231,11 @@ async def _fleet(port: int, clients: int, pattern: str, pace_s: float, tls_dir: 
         if pattern == "task":
             await channel.unary_unary(f"/{SERVICE}/Task")(bytes(TASK_BYTES[0]))
             return
-        call = channel.Session() if pattern == "framed" else channel.stream_stream(
+        if pattern == "framed-task":
+            await channel.unary(f"/{SERVICE}/Task", _task_messages()[0], pb.SessionEvent)
+            return
+        call = channel.stream(f"/{SERVICE}/Session", pb.SessionEvent) \
+            if pattern == "framed-session" else channel.stream_stream(
             f"/{SERVICE}/Session", request_serializer=pb.SessionMessage.SerializeToString,
             response_deserializer=pb.SessionEvent.FromString)()
         # (the answer to the last message is the call's end: gRPC's status, the END frame)
@@ -236,14 +249,20 @@ async def _fleet(port: int, clients: int, pattern: str, pace_s: float, tls_dir: 
 
 
 async def _serve_framed(port_file: str, tls_dir: str) -> None:
-    """The session pattern's server on fedhh's framed session port (``fedhh.rpc.framed``)."""
-    from fedhh.rpc.framed.server import FramedLimits, FramedServer
+    """The task call's and the session's server on fedhh's framed port (``fedhh.rpc.framed``)."""
+    from fedhh.rpc.framed.server import FramedLimits, FramedServer, StreamMethod
+    from fedhh.rpc.procedures import Procedure
     from fedhh.rpc.serving import MAX_MESSAGE_BYTES
     from fedhh.rpc.tls import TlsFiles
     from fedhh_device.fleet import DEVICES_PER_CONNECTION
-    server = FramedServer("the framed bench server", _session_handler, pb.SessionMessage,
-                          FramedLimits(MAX_MESSAGE_BYTES, DEVICES_PER_CONNECTION),
-                          TlsFiles.from_dir(tls_dir))
+
+    async def task(_request: Message, _context: Any) -> Message:
+        return _task_messages()[1]
+
+    server = FramedServer("the framed bench server", {
+        f"/{SERVICE}/Session": StreamMethod(_session_handler, pb.SessionMessage),
+        f"/{SERVICE}/Task": Procedure(f"/{SERVICE}/Task", pb.SessionMessage, task)},
+        FramedLimits(MAX_MESSAGE_BYTES, DEVICES_PER_CONNECTION), TlsFiles.from_dir(tls_dir))
     port = await server.start("127.0.0.1", 0, insecure=False)
     Path(port_file + ".tmp").write_text(str(port))
     os.replace(port_file + ".tmp", port_file)
@@ -255,7 +274,8 @@ async def _serve_framed(port_file: str, tls_dir: str) -> None:
 def measure(pattern: str, tls: bool, clients: int, exchanges: int, pace_s: float = 0.0
             ) -> float:
     """Server CPU ms per client (``pattern`` "task" or "session": the load test's, paced;
-    "framed": the session's on the framed session port, ``fedhh.rpc.framed``; TLS only)."""
+    "framed-task", "framed-session": the same on the framed port, ``fedhh.rpc.framed``; TLS
+    only)."""
     with tempfile.TemporaryDirectory() as scratch:
         tls_dir = None
         if tls:
@@ -263,7 +283,7 @@ def measure(pattern: str, tls: bool, clients: int, exchanges: int, pace_s: float
             tls_dir = f"{scratch}/tls"
             make_dev_pki(tls_dir, ["localhost", "127.0.0.1"])
         port_file = f"{scratch}/port"
-        serve = "--serve-framed" if pattern == "framed" else "--serve"
+        serve = "--serve-framed" if pattern.startswith("framed") else "--serve"
         server = subprocess.Popen([sys.executable, __file__, serve, port_file,
                                    *([tls_dir] if tls_dir else [])])
         try:
@@ -274,7 +294,7 @@ def measure(pattern: str, tls: bool, clients: int, exchanges: int, pace_s: float
             port = int(Path(port_file).read_text())
 
             def load(count: int, exchanges: int, pace_s: float) -> Coroutine[Any, Any, None]:
-                if pattern in ("task", "session", "framed"):
+                if pattern in ("task", "session", "framed-task", "framed-session"):
                     return _fleet(port, count, pattern, pace_s, tls_dir)
                 return _clients(port, count, exchanges, pattern, tls_dir)
 
@@ -313,12 +333,13 @@ def main(argv: list[str]) -> int:
                 print(row, flush=True)
                 rows.append(row)
     fleet_rows = []
-    for pattern in ("task", "session", "framed"):
+    for pattern in ("task", "session", "framed-task", "framed-session"):
         for pace_s in (0.0, 2.0, 8.0):
             ms = measure(pattern, True, clients, 0, pace_s)
             what = {"task": "one GetTask-sized unary call",
                     "session": "one session stream (10 messages)",
-                    "framed": "the same session on the framed session port"}[pattern]
+                    "framed-task": "the same task call on the framed port",
+                    "framed-session": "the same session on the framed port"}[pattern]
             row = f"| {what} | {pace_s:g} | {ms:.2f} |"
             print(row, flush=True)
             fleet_rows.append(row)
@@ -339,12 +360,13 @@ def main(argv: list[str]) -> int:
             "up to P seconds before each message (P = 0: all at once; a task call is one "
             "message, so its devices come over 3P seconds, a session's over about 3P + 5P/2). "
             "The session's messages are protobuf `SessionMessage`s and `SessionEvent`s of "
-            "those sizes, parsed and serialized at both ends. The last rows serve the session "
-            "without gRPC, on fedhh's framed session port (`fedhh.rpc.framed`: a "
-            "`FramedServer` whose handler does what the gRPC one does, a `FramedChannel` per "
+            "those sizes, parsed and serialized at both ends. The last rows serve the task call "
+            "and the session without gRPC, on fedhh's framed port (`fedhh.rpc.framed`: a "
+            "`FramedServer` whose handlers do what the gRPC ones do, a `FramedChannel` per "
             "1,024 devices): length-prefixed frames multiplexed on the same shared TLS "
             "connections, read by uvloop's TLS protocol on the event loop's thread, a "
-            "coroutine per stream."
+            "coroutine per stream; the task call's request and answer are protobuf messages "
+            "of its sizes there (on gRPC raw bytes, not parsed)."
             "\n\n"
             "| per client | P (s) | server CPU per client (ms) |\n"
             "| --- | --- | --- |\n" + "\n".join(fleet_rows) + "\n")

@@ -126,12 +126,15 @@ def coordinator_addresses(text: str) -> list[tuple[str, str]]:
     framed port's after a "=" ("" if none)."""
     addresses = []
     for part in text.split(","):
-        address, _, framed = part.strip().partition("=")
-        if not address:
+        if not part.strip():
             continue
-        addresses.append((serving.check_address(address.strip(), "--coordinator"),
-                          serving.check_address(framed.strip(), "--coordinator's framed port")
-                          if framed.strip() else ""))
+        address, *framed = (half.strip() for half in part.split("="))
+        if len(framed) > 1 or framed == [""]:
+            raise ConfigError(f"--coordinator entries are HOST:PORT or HOST:PORT=HOST:PORT, "
+                              f"got {part.strip()!r}")
+        addresses.append((serving.check_address(address, "--coordinator"),
+                          serving.check_address(framed[0], "--coordinator's framed port")
+                          if framed else ""))
     if not addresses:
         raise ConfigError(f"--coordinator needs HOST:PORT, got {text!r}")
     return addresses
