@@ -15,10 +15,13 @@ would. The channel holds one connection, opened by the first call that needs it 
 after it broke; its calls share it, as a gRPC channel's calls share theirs.
 
 A stub may be given a ``fallback``: a gRPC stub of the same service at the same service's gRPC
-port. Its other methods are the fallback's, and for ``FALLBACK_S`` after a connection to the
-framed port could not be made (a firewall that lets only the gRPC port through, a service
-without the port) so are the framed ones: a call is the same on both, so a device that cannot
-reach the port still takes part, and tries the port again afterwards.
+port. Its other methods are the fallback's, and for ``FALLBACK_S`` after the framed port could
+not be reached (a connection that could not be made: a firewall that lets only the gRPC port
+through, a service without the port; or one closed within ``SILENT_LOSS_S`` of its making
+before the port sent anything: a port of another version, one at its connection limit) so are
+the framed ones: a call is the same on both, so a device that cannot reach the port still takes
+part, and tries the port again afterwards. A unary call that found the port unreachable so is
+made on the fallback at once (its request never reached the port).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ __all__ = ["FramedCall", "FramedChannel", "FramedStub"]
 
 CONNECT_TIMEOUT_S = 20.0
 FALLBACK_S = 60.0
+SILENT_LOSS_S = 10.0
 _EMPTY = grpc.aio.Metadata()
 Metadata = tuple[tuple[str, str], ...]
 
@@ -87,8 +91,12 @@ class FramedChannel:
         self._unreachable_until = 0.0  # (time.monotonic(): the port could not be reached)
 
     def unreachable(self) -> bool:
-        """Whether a connection could not be made in the last ``FALLBACK_S``."""
+        """Whether the port could not be reached in the last ``FALLBACK_S`` (module
+        docstring)."""
         return time.monotonic() < self._unreachable_until
+
+    def mark_unreachable(self) -> None:
+        self._unreachable_until = time.monotonic() + FALLBACK_S
 
     def stream(self, method: str, response_type: type[Message], timeout: float | None = None,
                metadata: Metadata = ()) -> FramedCall:
@@ -100,8 +108,12 @@ class FramedChannel:
         """The answer of the unary ``method`` to ``request``; ``grpc.aio.AioRpcError`` with
         the call's code if it ended otherwise."""
         call = FramedCall(self, method, metadata or (), response_type.FromString, timeout)
-        await call.send_only(request)
-        answer = await call.read()
+        try:
+            await call.send_only(request)
+            answer = await call.read()
+        except BaseException:
+            call.cancel()  # (the caller left, as grpc.aio's call: the port is told so)
+            raise
         if answer is grpc.aio.EOF:
             raise grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, _EMPTY, _EMPTY,
                                        "the call ended OK without an answer")
@@ -135,9 +147,10 @@ class FramedChannel:
                     _Connection, self._host, self._port, ssl=self._context,
                     server_hostname=self._host if self._context else None)
         except (OSError, TimeoutError) as error:
-            self._unreachable_until = time.monotonic() + FALLBACK_S
+            self.mark_unreachable()
             raise ConnectionError(f"cannot reach the framed port {self.address}: "
                                   f"{error}") from None
+        connection.on_silent_loss = self.mark_unreachable
         self._connection = connection
         return connection
 
@@ -154,6 +167,9 @@ class _Connection(asyncio.Protocol):
         self.transport: Any = None
         self.closed = False
         self._next_id = 1
+        self._made_at = time.monotonic()
+        self._heard = False  # (a frame from the port)
+        self.on_silent_loss: Callable[[], None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
@@ -163,6 +179,7 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             for stream_id, kind, payload in self.splitter.feed(data):
+                self._heard = True
                 call = self.calls.get(stream_id)
                 if call is None:
                     continue  # (a stream this side left)
@@ -190,6 +207,9 @@ class _Connection(asyncio.Protocol):
         if not self.closed:
             self.closed = True
             self.transport.abort()
+            if (not self._heard and time.monotonic() - self._made_at < SILENT_LOSS_S
+                    and self.on_silent_loss is not None):
+                self.on_silent_loss()
         for call in list(self.calls.values()):
             call.finish(grpc.StatusCode.UNAVAILABLE, why)
         self.calls.clear()
@@ -226,8 +246,8 @@ class FramedCall:
     def __init__(self, channel: FramedChannel, method: str, metadata: Metadata,
                  parse: Callable[[bytes], Any], timeout: float | None) -> None:
         self._channel = channel
-        self._method = framed_pb2.FramedOpen(method=method,
-                                             metadata=dict(metadata)).SerializeToString()
+        self._method = framed_pb2.FramedOpen(method=method, metadata={
+            key.lower(): value for key, value in metadata}).SerializeToString()
         self._parse = parse
         self._connection: _Connection | None = None
         self._stream_id = 0
@@ -372,12 +392,21 @@ class FramedCall:
 
 
 
-def _unary(channel: FramedChannel, path: str, answer: type[Message]
+def _unary(channel: FramedChannel, path: str, answer: type[Message], fallback: Any | None
            ) -> Callable[..., Awaitable[Any]]:
-    """A unary method called as a grpc.aio stub's is: ``(request, timeout=, metadata=)``."""
-    async def call(request: Message, timeout: float | None = None,
+    """A unary method called as a grpc.aio stub's is: ``(request, *, timeout=, metadata=)``;
+    made on ``fallback``'s method of the same name if the port proves unreachable."""
+    name = path.rsplit("/", 1)[1]
+
+    async def call(request: Message, *, timeout: float | None = None,
                    metadata: Metadata | None = None) -> Any:
-        return await channel.unary(path, request, answer, metadata, timeout)
+        try:
+            return await channel.unary(path, request, answer, metadata, timeout)
+        except grpc.aio.AioRpcError as error:
+            if (fallback is None or error.code() != grpc.StatusCode.UNAVAILABLE
+                    or not channel.unreachable()):
+                raise
+        return await getattr(fallback, name)(request, timeout=timeout, metadata=metadata)
     return call
 
 
@@ -399,7 +428,7 @@ class FramedStub:
             if method.client_streaming or method.server_streaming:
                 self._methods[name] = functools.partial(channel.stream, path, answer)
             else:
-                self._methods[name] = _unary(channel, path, answer)
+                self._methods[name] = _unary(channel, path, answer, fallback)
 
     async def close(self) -> None:
         """Close the framed channel (not the fallback, whose channel is its owner's)."""

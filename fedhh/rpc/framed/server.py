@@ -8,9 +8,10 @@ method's credential check). At the load test's pace grpc.aio spends 1.68 ms of t
 CPU per device on the session's ten messages and this port 0.82, and 0.38 on a GetTask call
 where this port spends 0.12 (docs/benchmarks/grpc-floor.md).
 
-A call opens with the method's path and its metadata (``FramedOpen``). Before its handler
-runs, as gRPC's port: a method the port does not serve ends UNIMPLEMENTED, and one whose
-credential check fails UNAUTHENTICATED, its request never read.
+A call opens with the method's path and its metadata (``FramedOpen``, at most
+``MAX_OPEN_BYTES``: gRPC's own cap on a call's metadata; a larger one ends RESOURCE_EXHAUSTED).
+Before its handler runs, as gRPC's port: a method the port does not serve ends UNIMPLEMENTED,
+and one whose credential check fails UNAUTHENTICATED, its request never read.
 
 What gRPC's server gave the session, built again here, each before work:
 
@@ -30,8 +31,9 @@ What gRPC's server gave the session, built again here, each before work:
   other streams once ``max_unread_bytes`` wait (a session's handler reads each message as it
   comes, a vector's parts too, but for the wait for an upload slot, ``max_uploads``, which
   only vectors above one message, D > 2^18, have to wait with parts unread);
-- a unary call's request is its first message (none: INVALID_ARGUMENT); its answer, one
-  message, goes out before the end;
+- a unary call's request is its first message, due within ``handshake_timeout_s`` of its
+  OPEN (else DEADLINE_EXCEEDED; a CLOSE before it, or a second message, INVALID_ARGUMENT);
+  its answer, one message, goes out before the end;
 - the handler's errors become the stream's end as ``fedhh.rpc.errors.status_errors`` makes
   them gRPC's status (a ``FedhhError``'s code and details; anything else INTERNAL, logged);
   a client's CANCEL or a lost connection cancels the handler, as gRPC does (the port does not
@@ -83,6 +85,9 @@ BACKLOG = 4096
 # Each connection is an open file: a device holds one for its session (a device process one per
 # --devices-per-connection devices).
 MAX_CONNECTIONS = 16384
+# A call's OPEN (its method and metadata): gRPC's default cap on a call's metadata
+# (grpc.max_metadata_size), so a stream held open costs no more here than there.
+MAX_OPEN_BYTES = 8 << 10
 # (A process serves one framed port; its methods are the port's routes, a bounded set.)
 CALLS = Counter("fedhh_framed_calls_total", "Calls opened on the framed port", ["method"])
 
@@ -106,7 +111,7 @@ class FramedLimits:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
 
 
-Handler = Callable[["ServerStream"], Awaitable[None]]
+StreamHandler = Callable[["ServerStream"], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -114,26 +119,33 @@ class StreamMethod:
     """A streaming method: ``handler(stream)`` serves each call; messages parse as
     ``message_type``."""
 
-    handler: Handler
+    handler: StreamHandler
     message_type: type[Message]
 
 
 @dataclass(frozen=True)
 class _Route:
-    handler: Handler
+    handler: StreamHandler
     parse: Callable[[bytes], Message]
     check: Callable[[tuple[tuple[str, str], ...]], object] | None
+    unary: bool
 
 
 def _route(method: StreamMethod | Procedure) -> _Route:
     if isinstance(method, Procedure):
         return _Route(functools.partial(_serve_unary, method), method.request_type.FromString,
-                      method.check)
-    return _Route(method.handler, method.message_type.FromString, None)
+                      method.check, True)
+    return _Route(method.handler, method.message_type.FromString, None, False)
 
 
 async def _serve_unary(procedure: Procedure, stream: ServerStream) -> None:
-    request = await stream.read()
+    wait_s = stream.request_timeout_s
+    try:
+        async with asyncio.timeout(wait_s):
+            request = await stream.read()
+    except TimeoutError:
+        raise CallAbort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                        f"the request did not arrive within {wait_s:g} s") from None
     if request is grpc.aio.EOF:
         raise CallAbort(grpc.StatusCode.INVALID_ARGUMENT, "a unary call without its request")
     context = CallContext(stream.metadata, stream.peer, None)
@@ -145,15 +157,17 @@ class ServerStream:
     uses). ``read`` returns ``grpc.aio.EOF`` once the client closed its side."""
 
     __slots__ = ("_connection", "_ended", "_messages", "_parse", "_waiter", "client_left",
-                 "forced", "half_closed", "metadata", "stream_id", "task", "trailing")
+                 "forced", "half_closed", "metadata", "requests_left", "stream_id", "task",
+                 "trailing")
 
     def __init__(self, connection: _Connection, stream_id: int,
                  parse: Callable[[bytes], Message],
-                 metadata: tuple[tuple[str, str], ...] = ()) -> None:
+                 metadata: tuple[tuple[str, str], ...] = (), unary: bool = False) -> None:
         self._connection = connection
         self.stream_id = stream_id
         self._parse = parse
         self.metadata = metadata  # the call's, as its OPEN carried them
+        self.requests_left = 1 if unary else None  # (None: a stream takes any number)
         self._messages: collections.deque[bytes | None] = collections.deque()  # None: EOF
         self._waiter: asyncio.Future[None] | None = None
         self._ended = False
@@ -194,6 +208,10 @@ class ServerStream:
     @property
     def peer(self) -> str:
         return self._connection.peer
+
+    @property
+    def request_timeout_s(self) -> float:
+        return self._connection.limits.handshake_timeout_s
 
     # -- the connection's side -----------------------------------------------------------------
 
@@ -250,7 +268,7 @@ class _Connection(asyncio.Protocol):
             for stream_id, kind, payload in self.splitter.feed(data):
                 self._dispatch(stream_id, kind, payload)
         except FrameError as error:
-            log.info("framed session port: closing a connection", extra={
+            log.info("framed port: closing a connection", extra={
                 "peer": self.peer, "error": str(error)})
             self.close()
 
@@ -310,6 +328,12 @@ class _Connection(asyncio.Protocol):
                 return
             if stream.half_closed:
                 raise FrameError(f"a message on stream {stream_id} after its CLOSE")
+            if stream.requests_left is not None:
+                if stream.requests_left == 0:
+                    stream.force_end(grpc.StatusCode.INVALID_ARGUMENT,
+                                     "a unary call takes one request")
+                    return
+                stream.requests_left -= 1
             self._unread += len(payload)
             stream.deliver(payload)
             self._update_reading()
@@ -333,9 +357,10 @@ class _Connection(asyncio.Protocol):
             self._write_end(stream_id, grpc.StatusCode.RESOURCE_EXHAUSTED, f"at most "
                             f"{self.limits.max_streams_per_connection} streams per connection")
             return
-        if payload is None:
-            self._write_end(stream_id, grpc.StatusCode.RESOURCE_EXHAUSTED, f"an OPEN above the "
-                            f"{self.limits.max_message_bytes}-byte receive cap")
+        if payload is None or len(payload) > MAX_OPEN_BYTES:
+            limit = min(MAX_OPEN_BYTES, self.limits.max_message_bytes)
+            self._write_end(stream_id, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            f"an OPEN above {limit} bytes")
             return
         try:
             opening = framed_pb2.FramedOpen.FromString(payload)
@@ -348,7 +373,7 @@ class _Connection(asyncio.Protocol):
             self._write_end(stream_id, grpc.StatusCode.UNIMPLEMENTED,
                             f"no method {opening.method[:200]!r} on this port")
             return
-        metadata = tuple(opening.metadata.items())
+        metadata = tuple((key.lower(), value) for key, value in opening.metadata.items())
         if route.check is not None:
             try:
                 route.check(metadata)
@@ -363,7 +388,8 @@ class _Connection(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        stream = self.streams[stream_id] = ServerStream(self, stream_id, route.parse, metadata)
+        stream = self.streams[stream_id] = ServerStream(self, stream_id, route.parse, metadata,
+                                                        route.unary)
         stream.task = asyncio.get_running_loop().create_task(self._serve(stream, route.handler))
         stream.task.add_done_callback(functools.partial(self._forget_if_never_started, stream))
 
@@ -398,7 +424,7 @@ class _Connection(asyncio.Protocol):
         end = framed_pb2.FramedEnd(code=code.value[0], details=details, trailing=dict(trailing))
         self.frames.add(stream_id, Kind.END, end.SerializeToString())
 
-    async def _serve(self, stream: ServerStream, handler: Handler) -> None:
+    async def _serve(self, stream: ServerStream, handler: StreamHandler) -> None:
         code, details = grpc.StatusCode.OK, ""
         try:
             await handler(stream)
@@ -411,7 +437,7 @@ class _Connection(asyncio.Protocol):
                 return  # (nobody to tell)
             code, details = stream.forced or (grpc.StatusCode.CANCELLED, "cancelled")
         except Exception:
-            log.exception("unexpected error in a framed session stream")
+            log.exception("unexpected error in a framed call")
             code, details = grpc.StatusCode.INTERNAL, "internal error"
         finally:
             self._forget(stream)
@@ -449,7 +475,7 @@ class _Connection(asyncio.Protocol):
     def _expire(self, why: str) -> None:
         self._timer = None
         if not self.streams:
-            log.info("framed session port: closing a connection", extra={
+            log.info("framed port: closing a connection", extra={
                 "peer": self.peer, "error": why})
             self.close()
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
+import functools
 import socket
 import ssl
 import time
@@ -31,8 +33,16 @@ from fedhh.rpc.framed.client import (
     client_context,
 )
 from fedhh.rpc.framed.frames import ALPN, HEADER, PREFACE, FrameSplitter, Kind
-from fedhh.rpc.framed.server import CALLS, FramedLimits, FramedServer, ServerStream, StreamMethod
-from fedhh.rpc.procedures import CallContext, procedures
+from fedhh.rpc.framed.server import (
+    CALLS,
+    MAX_OPEN_BYTES,
+    FramedLimits,
+    FramedServer,
+    ServerStream,
+    StreamMethod,
+    _serve_unary,
+)
+from fedhh.rpc.procedures import CallContext, Procedure, procedures
 from fedhh.rpc.serving import UnparsableRequest
 from fedhh.rpc.tls import TlsFiles, make_dev_pki
 from fedhh.v1 import aggregator_pb2 as pb
@@ -1022,15 +1032,18 @@ async def test_a_unary_method_is_served_with_its_metadata(port: Port) -> None:
 async def test_a_credential_check_that_fails_ends_only_its_call(port: Port) -> None:
     """A credential check that fails otherwise than by refusing (the store down, a bug) ends
     its call INTERNAL, without the handler; the connection's other calls go on. A stub's
-    unary method takes its timeout positionally, as a grpc.aio stub's does."""
+    unary method takes its timeout and metadata by keyword only, as a grpc.aio stub's."""
     stub = port.device_stub()
+    with pytest.raises(TypeError):
+        await stub.GetTask(get_task(7), BOUND_S)  # type: ignore[misc]
     with pytest.raises(grpc.aio.AioRpcError) as failed:
-        await stub.GetTask(get_task(7), BOUND_S, (("authorization", "Bearer store-down"),))
+        await stub.GetTask(get_task(7), timeout=BOUND_S,
+                           metadata=(("Authorization", "Bearer store-down"),))
     assert (failed.value.code(), failed.value.details()) == \
         (grpc.StatusCode.INTERNAL, "internal error")
     assert port.devices.seen == []
     connection = stub.channel.live_connection()
-    answer = await stub.GetTask(get_task(8), BOUND_S, OK)
+    answer = await stub.GetTask(get_task(8), timeout=BOUND_S, metadata=OK)
     assert answer.task.task == b"t8" and stub.channel.live_connection() is connection
 
 
@@ -1080,7 +1093,7 @@ async def test_an_open_the_port_cannot_serve_ends_only_its_call(port: Port) -> N
         "authorization": "Bearer ok", "x-pad": "p" * 5000}).SerializeToString()
     raw.send(HEADER.pack(5, Kind.OPEN, len(big)), big[:100])  # (the header, a little more)
     assert await raw.end(5) == (grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                "an OPEN above the 4096-byte receive cap")
+                                "an OPEN above 4096 bytes")
     request = get_task(6).SerializeToString()
     raw.send(big[100:], frame(5, Kind.MESSAGE, request), frame(5, Kind.CLOSE),
              frame(1, Kind.MESSAGE, request), frame(2, Kind.CLOSE),
@@ -1107,7 +1120,7 @@ async def test_an_open_the_port_cannot_serve_through_the_channel(port: Port) -> 
     assert connection is not None
     assert await refused_unary(stub.GetTask(
         get_task(2), metadata=(*OK, ("x-pad", "p" * 5000)), timeout=BOUND_S)) == \
-        (grpc.StatusCode.RESOURCE_EXHAUSTED, "an OPEN above the 4096-byte receive cap")
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, "an OPEN above 4096 bytes")
     assert (await stub.GetTask(get_task(3), metadata=OK, timeout=BOUND_S)).task.task == b"t3"
     assert channel.live_connection() is connection and len(port.server.connections) == 1
     assert [seen[0] for seen in port.devices.seen] == [3]
@@ -1162,9 +1175,9 @@ async def test_a_unary_call_without_a_request_that_parses(port: Port) -> None:
 
 def test_a_stubs_unary_methods_fall_back_while_its_port_cannot_be_reached() -> None:
     """A stub's methods not named framed are always its fallback's, the port reachable or not;
-    a framed unary method's call that cannot reach the port ends UNAVAILABLE, and for
-    FALLBACK_S afterwards the method is the fallback's (same request, metadata and timeout);
-    after that it tries the port again."""
+    a framed unary method's call that cannot reach the port is made on the fallback at once
+    (same request, metadata and timeout), and so is the method for FALLBACK_S afterwards;
+    after that it tries the port again. Without a fallback the call ends UNAVAILABLE."""
     class Fallback:
         def __init__(self) -> None:
             self.calls: list[tuple[str, Any, Any, float | None]] = []
@@ -1198,28 +1211,116 @@ def test_a_stubs_unary_methods_fall_back_while_its_port_cannot_be_reached() -> N
             assert not stub.channel.unreachable()
             assert (await stub.Enroll(enroll, timeout=5.0)).device_id == 9
             tried = time.monotonic()
-            code, details = await refused_unary(stub.GetTask(get_task(1), metadata=OK,
-                                                             timeout=BOUND_S))
-            assert code == grpc.StatusCode.UNAVAILABLE, code
-            assert details.startswith(f"cannot reach the framed port {address}"), details
+            assert (await stub.GetTask(get_task(1), metadata=OK, timeout=5.0)) \
+                == coordinator_pb.GetTaskResponse(retry_after_ms=1)
             assert stub.channel.unreachable()
             assert tried + FALLBACK_S <= stub.channel._unreachable_until \
                 <= time.monotonic() + FALLBACK_S
             assert (await stub.GetTask(get_task(2), metadata=OK, timeout=5.0)) \
                 == coordinator_pb.GetTaskResponse(retry_after_ms=2)
-            assert fallback.calls == [("Enroll", "d9", None, 5.0), ("GetTask", 2, OK, 5.0)]
-            stub.channel._unreachable_until = 0.0  # (FALLBACK_S later)
-            assert (await refused_unary(stub.GetTask(get_task(3), metadata=OK,
-                                                     timeout=BOUND_S)))[0] == \
-                grpc.StatusCode.UNAVAILABLE
+            assert fallback.calls == [("Enroll", "d9", None, 5.0), ("GetTask", 1, OK, 5.0),
+                                      ("GetTask", 2, OK, 5.0)]
+            stub.channel._unreachable_until = 0.0  # (FALLBACK_S later: the port again)
+            assert (await stub.GetTask(get_task(3), metadata=OK, timeout=5.0)).retry_after_ms \
+                == 3
+            assert stub.channel.unreachable()
             assert (await stub.Enroll(enroll)).device_id == 9
             assert [call[:2] for call in fallback.calls] == [
-                ("Enroll", "d9"), ("GetTask", 2), ("Enroll", "d9")]
+                ("Enroll", "d9"), ("GetTask", 1), ("GetTask", 2), ("GetTask", 3),
+                ("Enroll", "d9")]
             alone = FramedStub(FramedChannel(address, None), DEVICES, ("GetTask",))
             for device_id in (4, 5):  # (no fallback: it keeps trying the port)
-                assert (await refused_unary(alone.GetTask(get_task(device_id), metadata=OK,
-                                                          timeout=BOUND_S)))[0] == \
-                    grpc.StatusCode.UNAVAILABLE
+                code, details = await refused_unary(alone.GetTask(
+                    get_task(device_id), metadata=OK, timeout=BOUND_S))
+                assert code == grpc.StatusCode.UNAVAILABLE, code
+                assert details.startswith(f"cannot reach the framed port {address}"), details
             with pytest.raises(AttributeError):
                 alone.Enroll  # noqa: B018
+    run(main())
+
+
+@scenario(unary=True, handshake_timeout_s=0.5)
+async def test_a_unary_call_takes_one_request_in_time(port: Port) -> None:
+    """A unary call's request is due within handshake_timeout_s of its OPEN: one that does not
+    come ends the call DEADLINE_EXCEEDED (the port holds no call for a request that never
+    comes); a second request ends it INVALID_ARGUMENT. The connection serves the next call."""
+    raw = await port.raw(open_frame(1, GET_TASK, authorization="Bearer ok"))
+    opened = time.monotonic()
+    assert await raw.end(1) == (grpc.StatusCode.DEADLINE_EXCEEDED,
+                                "the request did not arrive within 0.5 s")
+    assert time.monotonic() - opened >= 0.5 - TICK
+    request = get_task(2).SerializeToString()
+    raw.send(open_frame(2, GET_TASK, authorization="Bearer ok"), frame(2, Kind.MESSAGE, request),
+             frame(2, Kind.MESSAGE, request))  # (both read before the handler runs)
+    assert await raw.end(2) == (grpc.StatusCode.INVALID_ARGUMENT,
+                                "a unary call takes one request")
+    raw.send(unary_frames(3, get_task(3).SerializeToString(), authorization="Bearer ok"))
+    assert (await answered(raw, 3)).task.task == b"t3"
+    assert [seen[0] for seen in port.devices.seen] == [3]
+
+
+@scenario(unary=True, max_message_bytes=1 << 16)
+async def test_an_open_above_grpcs_metadata_cap_is_refused(port: Port) -> None:
+    """An OPEN of more than MAX_OPEN_BYTES (gRPC's cap on a call's metadata), though within the
+    receive cap, ends its call RESOURCE_EXHAUSTED before any check; keys arrive lowercase."""
+    stub = port.device_stub()
+    code, details = await refused_unary(stub.GetTask(get_task(1), timeout=BOUND_S, metadata=(
+        *OK, ("x-pad", "p" * MAX_OPEN_BYTES))))
+    assert (code, details) == (grpc.StatusCode.RESOURCE_EXHAUSTED,
+                               f"an OPEN above {MAX_OPEN_BYTES} bytes")
+    assert port.devices.checked == []
+    await stub.GetTask(get_task(2), timeout=BOUND_S, metadata=(("AUTHORIZATION", "Bearer ok"),))
+    assert port.devices.checked == [{"authorization": "Bearer ok"}]
+
+
+@scenario(unary=True)
+async def test_a_unary_call_left_by_its_caller_ends_at_the_port(port: Port) -> None:
+    """A unary call whose caller is cancelled (a device stopping) tells the port, whose handler
+    is cancelled, as grpc.aio's call does; the connection stays."""
+    waiting = asyncio.Event()
+    original = port.devices.GetTask
+
+    async def hold(request: Any, context: CallContext) -> Any:
+        waiting.set()
+        await asyncio.Event().wait()
+        return await original(request, context)
+
+    port.server.routes[GET_TASK] = dataclasses.replace(
+        port.server.routes[GET_TASK], handler=functools.partial(
+            _serve_unary, Procedure(GET_TASK, coordinator_pb.GetTaskRequest, hold)))
+    stub = port.device_stub()
+    call = asyncio.ensure_future(stub.GetTask(get_task(1), metadata=OK))  # (no deadline)
+    async with asyncio.timeout(BOUND_S):
+        await waiting.wait()
+    call.cancel()
+    await until(lambda: not port.connection().streams, "the port's call ended")
+    assert stub.channel.live_connection() is not None
+
+
+def test_a_port_that_closes_at_once_is_unreachable() -> None:
+    """A port that closes each connection before sending anything (another version's, one at
+    its connection limit) counts as unreachable: the call is made on the fallback at once, and
+    so are the next ones for FALLBACK_S."""
+    class Fallback:
+        async def GetTask(self, request: Any, *, timeout: float | None = None,
+                          metadata: Any = None) -> coordinator_pb.GetTaskResponse:
+            return coordinator_pb.GetTaskResponse(retry_after_ms=request.device_id)
+
+    async def main() -> None:
+        accepted: list[int] = []
+
+        def closing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            accepted.append(1)
+            writer.transport.abort()
+
+        server = await asyncio.start_server(closing, "127.0.0.1", 0)
+        address = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        try:
+            stub = FramedStub(FramedChannel(address, None), DEVICES, ("GetTask",), Fallback())
+            for device_id in (1, 2):
+                answer = await stub.GetTask(get_task(device_id), timeout=BOUND_S, metadata=OK)
+                assert answer.retry_after_ms == device_id
+            assert stub.channel.unreachable() and accepted == [1]
+        finally:
+            server.close()
     run(main())
