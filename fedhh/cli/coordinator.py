@@ -77,7 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "up --web-devices serves one; default: no link)")
     options.add_web_options(p, "the device calls (fedhh.v1.DeviceService)")
     options.add_framed_options(p, "the device calls (fedhh.v1.DeviceService: GetTask, "
-                                  "Enroll), for about a third of gRPC's CPU per call,")
+                                  "Enroll), for about half of gRPC's CPU per call,")
     p.add_argument("--ready-file", help="write {'port': ..., 'metrics_port': ..., "
                    "'dashboard_port': ..., 'web_port': ..., 'session_port': ...} when serving")
 

@@ -54,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     options.add_service_options(p)
     options.add_web_options(p, "the device calls (fedhh.v1.DeviceService)")
     options.add_framed_options(p, "the device calls (fedhh.v1.DeviceService: GetTask, "
-                                  "Enroll), for about a third of gRPC's CPU per call,")
+                                  "Enroll), for about half of gRPC's CPU per call,")
     p.add_argument("--ready-file", help="write {'port': ..., 'metrics_port': ..., "
                    "'web_port': ..., 'session_port': ...} once attached to the leader")
 

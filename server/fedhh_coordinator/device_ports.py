@@ -1,6 +1,6 @@
 """The device service's ports beside gRPC's, the same at the coordinator and at each selector:
 the Connect port (``--web-listen``: browsers, ``fedhh.rpc.connect``) and the framed port
-(``--session-listen``: device processes' task calls for a third of gRPC's CPU,
+(``--session-listen``: device processes' task calls for about half of gRPC's CPU,
 ``fedhh.rpc.framed``). Both serve the unary device calls with the gRPC port's receive cap and
 credential checks."""
 

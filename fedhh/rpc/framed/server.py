@@ -4,9 +4,10 @@ aggregator serves its session stream there (a ``StreamMethod``: the handler is t
 ``Session``'s, ``stream`` standing in for its context: ``read``, ``write``,
 ``set_trailing_metadata``), a coordinator or selector its device service's unary calls (each a
 ``fedhh.rpc.procedures.Procedure``: the servicer's method with a ``CallContext``, after the
-method's credential check). At the load test's pace grpc.aio spends 1.68 ms of the server's
-CPU per device on the session's ten messages and this port 0.82, and 0.38 on a GetTask call
-where this port spends 0.12 (docs/benchmarks/grpc-floor.md).
+method's credential check). Paced as the load test's devices are (P = 2 to 8 s between
+messages), grpc.aio spends 0.97-1.36 ms of the server's CPU per device on the session's ten
+messages and this port 0.35-0.51, and 0.27-0.44 ms on a GetTask call where this port spends
+0.12-0.21 (docs/benchmarks/grpc-floor.md, 2,000 devices on two shared connections).
 
 A call opens with the method's path and its metadata (``FramedOpen``, at most
 ``MAX_OPEN_BYTES``: gRPC's own cap on a call's metadata; a larger one ends RESOURCE_EXHAUSTED).
