@@ -38,7 +38,7 @@ def register(subparsers: Any) -> None:
                        help=f"window of the {stage.replace('-', ' ')} stage (default: --stage-ms)")
     p.add_argument("--quiet-close-ms", type=options.non_negative_int, default=None,
                    help="the aggregator closes a stage once n_min devices answered and none for "
-                        "this long (default: 250 ms + 0.3 ms per device; 0: off, a stage that "
+                        "this long (default: 250 ms + 1.2 ms per device; 0: off, a stage that "
                         "lost a device waits for its deadline)")
     p.add_argument("--checkin-ms", type=options.positive_int, default=120_000,
                    help="longest a round's check-in stays open (default 120000)")

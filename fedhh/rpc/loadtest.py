@@ -50,10 +50,12 @@ class LoadSpec:
     rounds: int = 1
     processes: int | None = None  # device processes; None: one per core
     # Stage window (None: 30 s + 10 ms per device) and the aggregator's --quiet-close-ms (None:
-    # 250 ms + 0.3 ms per device; 0: off). These defaults let the live devices of a busy 2-core
+    # 250 ms + 1.2 ms per device; 0: off). These defaults let the live devices of a busy 2-core
     # machine finish each stage (1000 devices need ~3 s for the heaviest, 10,000 about 45 s)
     # and do not cut a device merely behind the others (a 1 s quiet spell once cut 12% of
-    # 10,000 devices that were still working).
+    # 10,000 devices that were still working; at 50,000 devices, whose tasks now arrive within
+    # a second, 15 s cut 3,637, and a shard then waited for its deadline, since closing would
+    # have aborted it: 60 s cut 123).
     stage_ms: int | None = None
     quiet_close_ms: int | None = None
     checkin_ms: int = 120_000
@@ -81,7 +83,7 @@ class LoadSpec:
         if self.stage_ms is None:
             object.__setattr__(self, "stage_ms", 30_000 + 10 * self.devices)
         if self.quiet_close_ms is None:
-            object.__setattr__(self, "quiet_close_ms", 250 + (3 * self.devices) // 10)
+            object.__setattr__(self, "quiet_close_ms", 250 + (12 * self.devices) // 10)
 
 
 def population(path: Path, devices: int, seed: int = 0) -> Path:
