@@ -21,7 +21,8 @@ through, a service without the port; or one closed within ``SILENT_LOSS_S`` of i
 before the port sent anything: a port of another version, one at its connection limit) so are
 the framed ones: a call is the same on both, so a device that cannot reach the port still takes
 part, and tries the port again afterwards. A unary call that found the port unreachable so is
-made on the fallback at once (its request never reached the port).
+made on the fallback at once, as a retry would be (on a connection never made its request
+never left; on one closed before the port sent anything it may have arrived).
 """
 
 from __future__ import annotations
