@@ -31,11 +31,14 @@ MAX_CALLS_PER_CONNECTION = 1 << 16
 class DevicePorts:
     web: ConnectServer | None = None
     framed: FramedServer | None = None
-    framed_port: int | None = None
 
     @property
     def web_port(self) -> int | None:
         return self.web.port if self.web is not None else None
+
+    @property
+    def framed_port(self) -> int | None:
+        return self.framed.port if self.framed is not None else None
 
     async def close(self) -> None:
         if self.web is not None:
@@ -62,8 +65,7 @@ async def start_device_ports(args: argparse.Namespace, name: str, devices: Devic
                 f"{name}'s framed port", {procedure.path: procedure for procedure in served},
                 FramedLimits(max_receive_bytes, MAX_CALLS_PER_CONNECTION,
                              args.session_max_connections), tls)
-            ports.framed_port = await ports.framed.start(*split_listen(args.session_listen),
-                                                         args.insecure)
+            await ports.framed.start(*split_listen(args.session_listen), args.insecure)
     except BaseException:
         await ports.close()
         raise

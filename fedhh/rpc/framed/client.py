@@ -241,13 +241,13 @@ class FramedCall:
     """One call (see the module docstring)."""
 
     __slots__ = ("_channel", "_code", "_connection", "_details", "_done", "_events",
-                 "_expiry", "_method", "_opening", "_parse", "_stream_id", "_trailing",
+                 "_expiry", "_open_payload", "_opening", "_parse", "_stream_id", "_trailing",
                  "_waiter")
 
     def __init__(self, channel: FramedChannel, method: str, metadata: Metadata,
                  parse: Callable[[bytes], Any], timeout: float | None) -> None:
         self._channel = channel
-        self._method = framed_pb2.FramedOpen(method=method, metadata={
+        self._open_payload = framed_pb2.FramedOpen(method=method, metadata={
             key.lower(): value for key, value in metadata}).SerializeToString()
         self._parse = parse
         self._connection: _Connection | None = None
@@ -349,7 +349,7 @@ class FramedCall:
             self.finish(grpc.StatusCode.UNAVAILABLE, str(error))
 
     def _attach_to(self, connection: _Connection) -> None:
-        self._stream_id = connection.open(self, self._method)
+        self._stream_id = connection.open(self, self._open_payload)
         self._connection = connection
 
     def deliver(self, payload: bytes) -> None:

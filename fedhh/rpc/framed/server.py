@@ -130,13 +130,15 @@ class _Route:
     parse: Callable[[bytes], Message]
     check: Callable[[tuple[tuple[str, str], ...]], object] | None
     unary: bool
+    opened: Counter  # (CALLS's child for the route's path: looked up once, not per call)
 
 
-def _route(method: StreamMethod | Procedure) -> _Route:
+def _route(path: str, method: StreamMethod | Procedure) -> _Route:
     if isinstance(method, Procedure):
         return _Route(functools.partial(_serve_unary, method), method.request_type.FromString,
-                      method.check, True)
-    return _Route(method.handler, method.message_type.FromString, None, False)
+                      method.check, True, CALLS.labels(path))
+    return _Route(method.handler, method.message_type.FromString, None, False,
+                  CALLS.labels(path))
 
 
 async def _serve_unary(procedure: Procedure, stream: ServerStream) -> None:
@@ -385,7 +387,7 @@ class _Connection(asyncio.Protocol):
                 log.exception("a framed call's credential check failed")
                 self._write_end(stream_id, grpc.StatusCode.INTERNAL, "internal error")
                 return
-        CALLS.labels(opening.method).inc()
+        route.opened.inc()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -496,11 +498,12 @@ class FramedServer:
         if not methods:
             raise ConfigError(f"{name}: no methods to serve")
         self.name = name
-        self.routes = {path: _route(method) for path, method in methods.items()}
+        self.routes = {path: _route(path, method) for path, method in methods.items()}
         self.limits = limits
         self.tls = tls
         self.connections: set[_Connection] = set()  # (the listener counts them)
         self.listener: Listener | None = None
+        self.port: int | None = None  # (bound, once started)
 
     def __call__(self) -> _Connection:
         return _Connection(self)
@@ -520,7 +523,7 @@ class FramedServer:
                               f"needs TLS files")
         listener = Listener(self, context, self.limits.max_connections,
                             self.limits.handshake_timeout_s, self.name, BACKLOG)
-        bound = listener.bind(host, port)
+        bound = self.port = listener.bind(host, port)
         self.listener = listener
         listener.start()
         return bound

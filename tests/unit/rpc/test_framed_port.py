@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import dataclasses
-import functools
 import socket
 import ssl
 import time
@@ -40,9 +38,8 @@ from fedhh.rpc.framed.server import (
     FramedServer,
     ServerStream,
     StreamMethod,
-    _serve_unary,
 )
-from fedhh.rpc.procedures import CallContext, Procedure, procedures
+from fedhh.rpc.procedures import CallContext, procedures
 from fedhh.rpc.serving import UnparsableRequest
 from fedhh.rpc.tls import TlsFiles, make_dev_pki
 from fedhh.v1 import aggregator_pb2 as pb
@@ -929,12 +926,14 @@ class Devices:
     """The coordinator's device service as the port serves it (``Port(unary=True)``): GetTask
     answers with what it was given (the request's ``known_task`` as its task, the call's
     authorization as its signature) and records the request, the metadata and the peer its
-    context held; device ids 404, 429, 412 and 500 end it otherwise. Enroll aborts by itself.
-    GetTask's credential check (``check``) records what it was shown and wants ``Bearer ok``."""
+    context held; device ids 404, 429, 412 and 500 end it otherwise, and device 102 is held
+    (a long-poll: ``holding`` is set) until cancelled. Enroll aborts by itself. GetTask's
+    credential check (``check``) records what it was shown and wants ``Bearer ok``."""
 
     def __init__(self) -> None:
         self.checked: list[dict[str, str]] = []
         self.seen: list[tuple[int, dict[str, str], str]] = []
+        self.holding = asyncio.Event()
 
     def check(self, metadata: tuple[tuple[str, str | bytes], ...]) -> None:
         shown = {key: str(value) for key, value in metadata}
@@ -957,6 +956,9 @@ class Devices:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "device 412 is in no run")
         if request.device_id == 500:
             raise RuntimeError("secret at /srv/key.pem")
+        if request.device_id == 102:
+            self.holding.set()
+            await asyncio.Event().wait()
         return coordinator_pb.GetTaskResponse(task=coordinator_pb.SignedTask(
             task=request.known_task, signature=metadata.get("authorization", "").encode()))
 
@@ -1277,21 +1279,10 @@ async def test_an_open_above_grpcs_metadata_cap_is_refused(port: Port) -> None:
 async def test_a_unary_call_left_by_its_caller_ends_at_the_port(port: Port) -> None:
     """A unary call whose caller is cancelled (a device stopping) tells the port, whose handler
     is cancelled, as grpc.aio's call does; the connection stays."""
-    waiting = asyncio.Event()
-    original = port.devices.GetTask
-
-    async def hold(request: Any, context: CallContext) -> Any:
-        waiting.set()
-        await asyncio.Event().wait()
-        return await original(request, context)
-
-    port.server.routes[GET_TASK] = dataclasses.replace(
-        port.server.routes[GET_TASK], handler=functools.partial(
-            _serve_unary, Procedure(GET_TASK, coordinator_pb.GetTaskRequest, hold)))
     stub = port.device_stub()
-    call = asyncio.ensure_future(stub.GetTask(get_task(1), metadata=OK))  # (no deadline)
+    call = asyncio.ensure_future(stub.GetTask(get_task(102), metadata=OK))  # (no deadline)
     async with asyncio.timeout(BOUND_S):
-        await waiting.wait()
+        await port.devices.holding.wait()
     call.cancel()
     await until(lambda: not port.connection().streams, "the port's call ended")
     assert stub.channel.live_connection() is not None
