@@ -38,6 +38,7 @@ import asyncio
 import hashlib
 import os
 import time
+from collections.abc import Callable
 
 import grpc
 
@@ -117,7 +118,7 @@ async def run_session(registry: RoundRegistry, context: grpc.aio.ServicerContext
         raise OpenTimeout(f"the challenge was not taken within {wait_s:g} s") from None
     reader = _Reader(context)
     try:
-        await _serve(registry, context, reader, challenge)
+        await _serve(registry, context, reader, challenge, port)
     except FedhhError as error:
         await _refuse(context, reader, error, registry.limits.upload_idle_s)
         raise
@@ -142,7 +143,7 @@ async def _refuse(context: grpc.aio.ServicerContext, reader: _Reader, error: Fed
 
 
 async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext, reader: _Reader,
-                 challenge: bytes) -> None:
+                 challenge: bytes, port: str) -> None:
     limits = registry.limits
     first = await reader.next(limits.upload_idle_s, OpenTimeout(
         f"no open within {limits.upload_idle_s:g} s of the challenge: open a new stream"))
@@ -161,8 +162,8 @@ async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext, rea
     transcript = session_transcript(round_.session_id, admission.device_id, challenge)
     if not ed25519_verify(admission.identity_key, bytes(opened.signature), transcript):
         raise AuthenticationError("the stream is not opened by the admitted device")
-    await _Session(registry, round_, admission, context, reader,
-                   opened.unmask_in_status).run(admission if opened.advertise else None)
+    await _Session(registry, round_, admission, context, reader, opened.unmask_in_status,
+                   lazy_writes=port == "framed").run(admission if opened.advertise else None)
 
 
 class _Session:
@@ -170,9 +171,10 @@ class _Session:
 
     def __init__(self, registry: RoundRegistry, round_: Round, admission: Admission,
                  context: grpc.aio.ServicerContext, reader: _Reader,
-                 unmask_in_status: bool) -> None:
+                 unmask_in_status: bool, lazy_writes: bool) -> None:
         self.registry = registry
         self.unmask_in_status = unmask_in_status
+        self.lazy_writes = lazy_writes  # (a framed stream takes a function that encodes)
         self.reader = reader
         self.round = round_
         self.device_id = admission.device_id
@@ -353,9 +355,10 @@ class _Session:
                                                      self.registry.limits.max_wait_s)
                 if outcome.status is not AwaitStatus.PENDING:
                     break
-            event: pb.SessionEvent | bytes
+            event: pb.SessionEvent | Callable[[], bytes]
             if outcome.request is not None:
-                event = session_event(stage, round_.encoder.ready(outcome.request))
+                request = outcome.request
+                event = lambda: session_event(stage, round_.encoder.ready(request))  # noqa: E731
             else:
                 event = pb.SessionEvent(stage=stage_to_pb(stage))
                 await_response(round_, outcome, event.next)
@@ -365,8 +368,12 @@ class _Session:
         except (grpc.aio.AbortError, grpc.aio.UsageError, asyncio.InvalidStateError):
             pass  # the stream has ended meanwhile
 
-    async def _write(self, event: pb.SessionEvent | bytes) -> None:
-        """Write one event (bytes: already encoded, see ``servicers.add_device_service``)."""
+    async def _write(self, event: pb.SessionEvent | bytes | Callable[[], bytes]) -> None:
+        """Write one event (bytes: already encoded, see ``servicers.add_device_service``; a
+        function that encodes it: the framed port calls it when the event's turn comes, so a
+        stage's requests are not all held encoded while devices read the first ones)."""
         async with self._writing:
+            if callable(event) and not self.lazy_writes:
+                event = event()
             await self.context.write(event)
 

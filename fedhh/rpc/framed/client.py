@@ -214,7 +214,7 @@ class _Connection(asyncio.Protocol):
         for call in list(self.calls.values()):
             call.finish(grpc.StatusCode.UNAVAILABLE, why)
         self.calls.clear()
-        self.frames.resume()
+        self.frames.release()
 
     def close(self) -> None:
         self.lost("the channel was closed")

@@ -155,6 +155,10 @@ async def _serve_unary(procedure: Procedure, stream: ServerStream) -> None:
     await stream.write(await procedure.handler(request, context))
 
 
+def _encoded(event: Message | bytes) -> bytes:
+    return event if isinstance(event, bytes) else event.SerializeToString()
+
+
 class ServerStream:
     """One stream, as its handler sees it (the part of grpc.aio's servicer context the session
     uses). ``read`` returns ``grpc.aio.EOF`` once the client closed its side."""
@@ -199,11 +203,13 @@ class ServerStream:
         except DecodeError as error:
             raise UnparsableRequest(f"the message does not parse: {error}") from None
 
-    async def write(self, event: Message | bytes) -> None:
+    async def write(self, event: Message | bytes | Callable[[], Message | bytes]) -> None:
+        """Send ``event``; a function that makes it is called when the connection's turn comes
+        to this write (``FrameWriter.send``), so that what waits is not yet encoded."""
         if self._ended:
             raise asyncio.InvalidStateError("the stream has ended")
-        data = event if isinstance(event, bytes) else event.SerializeToString()
-        await self._connection.send(self.stream_id, Kind.EVENT, data)
+        await self._connection.send(self.stream_id, Kind.EVENT, (
+            (lambda: _encoded(event())) if callable(event) else _encoded(event)))
 
     def set_trailing_metadata(self, metadata: tuple[tuple[str, str], ...]) -> None:
         self.trailing = tuple(metadata)
@@ -285,7 +291,7 @@ class _Connection(asyncio.Protocol):
             stream.ended()
             if stream.task is not None:
                 stream.task.cancel()
-        self.frames.resume()
+        self.frames.release()
 
     def pause_writing(self) -> None:
         self.frames.pause()
@@ -415,7 +421,8 @@ class _Connection(asyncio.Protocol):
             self._reading = True
             self.transport.resume_reading()
 
-    async def send(self, stream_id: int, kind: Kind, payload: bytes) -> None:
+    async def send(self, stream_id: int, kind: Kind,
+                   payload: bytes | Callable[[], bytes]) -> None:
         if self._closed:
             raise asyncio.InvalidStateError("the connection has closed")
         await self.frames.send(stream_id, kind, payload)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import socket
 import ssl
 import time
@@ -790,6 +791,38 @@ async def test_a_handlers_writes_wait_while_the_client_does_not_read(port: Port)
         assert len((await raw.event(1)).challenge) == 1 << 16, n
     assert await raw.end(1) == (grpc.StatusCode.OK, "")
     assert len(port.notes) == TALK
+
+
+LAZY_TALK = 1000  # events of 64 KiB: several times what the kernel's buffers hold
+
+
+async def lazy_talker(port: Port, stream: ServerStream) -> None:
+    """Writes LAZY_TALK events at once, each made (and counted) when its turn comes."""
+    data = event(b"e" * (1 << 16)).SerializeToString()
+
+    def make(n: int) -> bytes:
+        port.notes.append(n)
+        return data
+    await asyncio.gather(*(stream.write(functools.partial(make, n)) for n in range(LAZY_TALK)))
+
+
+@scenario(behave=lazy_talker)
+async def test_events_waiting_for_a_client_that_does_not_read_are_not_made(port: Port) -> None:
+    """Events written as functions that make them wait unmade while the client does not read
+    (a stage's requests to a slow device process stay unencoded); once it reads, every event
+    is made and arrives, in the order written."""
+    raw = await port.raw(open_frame(1))
+    await until(lambda: len(port.server.connections) == 1, "the connection")
+    connection = port.connection()
+    await until(lambda: connection.frames.paused, "writing paused")
+    made = len(port.notes)
+    for _ in range(50):  # (the loop turns; nothing more is made)
+        await asyncio.sleep(0)
+    assert len(port.notes) == made < LAZY_TALK // 2
+    for n in range(LAZY_TALK):
+        assert len((await raw.event(1)).challenge) == 1 << 16, n
+    assert await raw.end(1) == (grpc.StatusCode.OK, "")
+    assert port.notes == list(range(LAZY_TALK))
 
 
 # -- configuration -------------------------------------------------------------------------------
