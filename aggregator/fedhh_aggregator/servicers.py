@@ -29,6 +29,7 @@ from fedhh.rpc.aggregator_wire import (
     unmask_from_pb,
 )
 from fedhh.rpc.errors import status_errors
+from fedhh.rpc.serving import response_bytes
 from fedhh.secagg import ConsistencyResponse, ProtocolViolation, Stage, Violation
 from fedhh.secagg.prg import mask_dtype
 from fedhh.v1 import aggregator_pb2 as pb
@@ -200,11 +201,12 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
 def add_device_service(servicer: DeviceServicer, server: grpc.aio.Server) -> None:
     """Register ``fedhh.v1.SecureAggregation`` as the generated code does, except that a
     session stream's event may be written as its encoded bytes (a request the round's
-    ``RequestEncoder`` built from parts encoded once), which go out as they are."""
+    ``RequestEncoder`` built from parts encoded once), which go out as they are, or as a
+    function that encodes it (``fedhh.rpc.serving.response_bytes``)."""
     generated = _Registrations()
     pb_grpc.add_SecureAggregationServicer_to_server(servicer, generated)
     handlers = dict(generated.handlers)
-    handlers["Session"] = handlers["Session"]._replace(response_serializer=_event_bytes)
+    handlers["Session"] = handlers["Session"]._replace(response_serializer=response_bytes)
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(DEVICE_SERVICE, handlers),))
     server.add_registered_method_handlers(DEVICE_SERVICE, handlers)
@@ -222,10 +224,6 @@ class _Registrations:
     def add_registered_method_handlers(self, service: str,
                                        handlers: dict[str, grpc.RpcMethodHandler]) -> None:
         self.handlers = handlers
-
-
-def _event_bytes(event: pb.SessionEvent | bytes) -> bytes:
-    return event if isinstance(event, bytes) else event.SerializeToString()
 
 
 # A long-poll answers at least this long before the caller's deadline. A call can wait in the

@@ -118,7 +118,7 @@ async def run_session(registry: RoundRegistry, context: grpc.aio.ServicerContext
         raise OpenTimeout(f"the challenge was not taken within {wait_s:g} s") from None
     reader = _Reader(context)
     try:
-        await _serve(registry, context, reader, challenge, port)
+        await _serve(registry, context, reader, challenge)
     except FedhhError as error:
         await _refuse(context, reader, error, registry.limits.upload_idle_s)
         raise
@@ -143,7 +143,7 @@ async def _refuse(context: grpc.aio.ServicerContext, reader: _Reader, error: Fed
 
 
 async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext, reader: _Reader,
-                 challenge: bytes, port: str) -> None:
+                 challenge: bytes) -> None:
     limits = registry.limits
     first = await reader.next(limits.upload_idle_s, OpenTimeout(
         f"no open within {limits.upload_idle_s:g} s of the challenge: open a new stream"))
@@ -162,8 +162,8 @@ async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext, rea
     transcript = session_transcript(round_.session_id, admission.device_id, challenge)
     if not ed25519_verify(admission.identity_key, bytes(opened.signature), transcript):
         raise AuthenticationError("the stream is not opened by the admitted device")
-    await _Session(registry, round_, admission, context, reader, opened.unmask_in_status,
-                   lazy_writes=port == "framed").run(admission if opened.advertise else None)
+    await _Session(registry, round_, admission, context, reader,
+                   opened.unmask_in_status).run(admission if opened.advertise else None)
 
 
 class _Session:
@@ -171,10 +171,9 @@ class _Session:
 
     def __init__(self, registry: RoundRegistry, round_: Round, admission: Admission,
                  context: grpc.aio.ServicerContext, reader: _Reader,
-                 unmask_in_status: bool, lazy_writes: bool) -> None:
+                 unmask_in_status: bool) -> None:
         self.registry = registry
         self.unmask_in_status = unmask_in_status
-        self.lazy_writes = lazy_writes  # (a framed stream takes a function that encodes)
         self.reader = reader
         self.round = round_
         self.device_id = admission.device_id
@@ -368,12 +367,11 @@ class _Session:
         except (grpc.aio.AbortError, grpc.aio.UsageError, asyncio.InvalidStateError):
             pass  # the stream has ended meanwhile
 
-    async def _write(self, event: pb.SessionEvent | bytes | Callable[[], bytes]) -> None:
-        """Write one event (bytes: already encoded, see ``servicers.add_device_service``; a
-        function that encodes it: the framed port calls it when the event's turn comes, so a
-        stage's requests are not all held encoded while devices read the first ones)."""
+    async def _write(self, event: pb.SessionEvent | Callable[[], bytes]) -> None:
+        """Write one event; a function that encodes it is called by the port when it writes it
+        (``fedhh.rpc.serving.response_bytes``): on the framed port once the connection's turn
+        comes to it, so a stage's requests are not all held encoded while devices read the
+        first ones."""
         async with self._writing:
-            if callable(event) and not self.lazy_writes:
-                event = event()
             await self.context.write(event)
 

@@ -43,6 +43,16 @@ class Unparsable:
         self.detail = detail
 
 
+def response_bytes(response: Any) -> bytes:
+    """A streaming handler's response as the bytes a port sends: bytes as they are (encoded by
+    the handler), a protobuf message serialized, a function called first (a response made only
+    when the port writes it: on the framed port, once the connection's turn comes to it,
+    ``fedhh.rpc.framed.frames.FrameWriter``; on gRPC, at the write)."""
+    if callable(response):
+        response = response()
+    return response if isinstance(response, bytes) else response.SerializeToString()
+
+
 class UnparsableRequest(ConfigError):
     """What ``context.read()`` raises in a streaming handler for a message that does not parse
     (INVALID_ARGUMENT as any ConfigError: the handler may first tell it in its own way)."""

@@ -59,7 +59,7 @@ class FrameWriter:
 
     FLUSH_AT = 1 << 16
 
-    __slots__ = ("_loop", "_paused", "_pending", "_released", "_size", "_transport", "_waiting")
+    __slots__ = ("_loop", "_paused", "_pending", "_size", "_transport", "_waiting")
 
     def __init__(self, transport: Any) -> None:
         self._transport = transport
@@ -67,7 +67,6 @@ class FrameWriter:
         self._pending: list[bytes] = []
         self._size = 0
         self._paused = False
-        self._released = False  # the connection is gone: nobody waits any more
         self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
 
     @property
@@ -83,7 +82,6 @@ class FrameWriter:
 
     def release(self) -> None:
         """The connection is lost: every sender goes on at once (what they add is dropped)."""
-        self._released = True
         self._paused = False
         while self._waiting:
             waiter = self._waiting.popleft()
@@ -116,7 +114,7 @@ class FrameWriter:
             raise
 
     def _pass_turn(self) -> None:
-        while self._waiting and (self._released or not self._paused):
+        while self._waiting and not self._paused:
             waiter = self._waiting.popleft()
             if not waiter.done():
                 waiter.set_result(None)
@@ -132,7 +130,7 @@ class FrameWriter:
         self._size += HEADER.size + len(payload)
         if self._size >= self.FLUSH_AT:
             self._flush()
-        if self._waiting and not self._paused:
+        if self._waiting:
             self._pass_turn()
 
     def _flush(self) -> None:

@@ -72,7 +72,7 @@ from fedhh.rpc.framed.frames import (
 )
 from fedhh.rpc.http_listener import Listener, peer_name
 from fedhh.rpc.procedures import CallAbort, CallContext, Procedure
-from fedhh.rpc.serving import UnparsableRequest, is_loopback
+from fedhh.rpc.serving import UnparsableRequest, is_loopback, response_bytes
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import framed_pb2
 
@@ -155,10 +155,6 @@ async def _serve_unary(procedure: Procedure, stream: ServerStream) -> None:
     await stream.write(await procedure.handler(request, context))
 
 
-def _encoded(event: Message | bytes) -> bytes:
-    return event if isinstance(event, bytes) else event.SerializeToString()
-
-
 class ServerStream:
     """One stream, as its handler sees it (the part of grpc.aio's servicer context the session
     uses). ``read`` returns ``grpc.aio.EOF`` once the client closed its side."""
@@ -208,8 +204,8 @@ class ServerStream:
         to this write (``FrameWriter.send``), so that what waits is not yet encoded."""
         if self._ended:
             raise asyncio.InvalidStateError("the stream has ended")
-        await self._connection.send(self.stream_id, Kind.EVENT, (
-            (lambda: _encoded(event())) if callable(event) else _encoded(event)))
+        await self._connection.send(self.stream_id, Kind.EVENT,
+                                    functools.partial(response_bytes, event))
 
     def set_trailing_metadata(self, metadata: tuple[tuple[str, str], ...]) -> None:
         self.trailing = tuple(metadata)
