@@ -215,7 +215,7 @@ def verify_config(signed: SignedConfig, coordinator_public: bytes) -> RoundConfi
     return RoundConfig.from_bytes(signed.payload)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Admission:
     """Proof that ``identity_key`` and the round keys (``c_pk``, ``s_pk``) are ``device_id``'s in
     a round: ``proof`` is the inclusion proof of that leaf in the tree whose root the config

@@ -164,10 +164,13 @@ class RoundKeys:
         return x25519_public_bytes(self.c_key), x25519_public_bytes(self.s_key)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Neighbour:
+    """What a device keeps of a neighbour from the share-keys stage to the round's end (the
+    key of its shares to the neighbour is used in that stage only; a load test's device
+    process holds this k times for each of its devices)."""
+
     entry: AdvertiseKeys
-    key_out: bytes  # AES-256-GCM key for my shares to it
     key_in: bytes  # AES-256-GCM key for its shares to me
     mask_key: bytes  # PRG key of our pairwise mask
 
@@ -285,7 +288,7 @@ class SecAggDevice:
         if cached is not None:
             return cached  # type: ignore[return-value]
         others = self._check_roster(request)
-        neighbours = self._agree_all(others)
+        neighbours, keys_out = self._agree_all(others)
         me, sid, t = self.device_id, self.session_id, self.config.t
         if self._s_key is None:
             raise self._fail(AbortReason.WRONG_STATE, "no mask key")
@@ -299,7 +302,7 @@ class SecAggDevice:
         for v, b_y, s_y in zip(xs, b_ys, s_ys, strict=True):
             ids = mine + u32(v)
             plaintext = ids + shamir.encode_share(b_y) + shamir.encode_share(s_y)
-            blob = aead_encrypt(neighbours[v].key_out, plaintext, sid + ids, self._rand)
+            blob = aead_encrypt(keys_out[v], plaintext, sid + ids, self._rand)
             shares.append(EncryptedShare(me, v, blob))
         commitment = sha256(LABELS["commit"], sid, u32(me), b)
         response = ShareKeysResponse(sid, me, tuple(shares), commitment)
@@ -348,11 +351,13 @@ class SecAggDevice:
                     raise self._fail(AbortReason.BAD_SIGNATURE, f"entry of {e.device_id}")
         return others
 
-    def _agree_all(self, others: list[AdvertiseKeys]) -> dict[int, _Neighbour]:
+    def _agree_all(self, others: list[AdvertiseKeys]
+                   ) -> tuple[dict[int, _Neighbour], dict[int, bytes]]:
+        """Each neighbour's keys, and the keys of this device's shares to them."""
         if self._c_key is None or self._s_key is None:
             raise self._fail(AbortReason.WRONG_STATE, "keys not generated")
         me, sid = self.device_id, self.session_id
-        result = {}
+        result, keys_out = {}, {}
         for e in others:
             v = e.device_id
             try:
@@ -366,9 +371,9 @@ class SecAggDevice:
             keys = hkdf(enc_secret, salt=sid, info=LABELS["enc"] + u32(lo) + u32(hi),
                         length=2 * KEY_BYTES)
             up, down = keys[:KEY_BYTES], keys[KEY_BYTES:]
-            key_out, key_in = (up, down) if me < v else (down, up)
-            result[v] = _Neighbour(e, key_out, key_in, pair_mask_key(mask_secret, sid, me, v))
-        return result
+            keys_out[v], key_in = (up, down) if me < v else (down, up)
+            result[v] = _Neighbour(e, key_in, pair_mask_key(mask_secret, sid, me, v))
+        return result, keys_out
 
     # -- stage 2 -------------------------------------------------------------------------------
 

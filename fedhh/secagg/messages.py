@@ -65,7 +65,7 @@ class Stage(IntEnum):
     DONE = 5
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AdvertiseKeys:
     """Stage 0, device -> server: the device's fresh X25519 public keys for this round.
 
@@ -90,7 +90,7 @@ class ShareKeysRequest:
     roster: tuple[AdvertiseKeys, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EncryptedShare:
     """One AES-256-GCM ciphertext of (src, dst, b-share, s-share) from ``src`` to ``dst``."""
 

@@ -711,7 +711,7 @@ def test_10_share_value_at_or_above_p_inside_a_ciphertext_aborts_the_device() ->
     driver = drive_to(small_cohort(), Stage.MASKED_INPUT)
     request: MaskedInputRequest = driver.pending[1]  # type: ignore[assignment]
     sid = driver.server.session_id
-    key = driver.devices[2]._neighbours[1].key_out  # the 2 -> 1 channel key
+    key = driver.devices[1]._neighbours[2].key_in  # the 2 -> 1 channel key, as 1 holds it
     plain = u32(2) + u32(1) + shamir.PRIME.to_bytes(33, "big") + bytes(33)
     blob = aead_encrypt(key, plain, sid + u32(2) + u32(1), lambda n: bytes(n))
     shares = tuple(EncryptedShare(2, 1, blob) if s.src == 2 else s for s in request.shares)
