@@ -10,19 +10,29 @@ alone: the X25519 agreements, HKDF, AES-GCM share encryptions and decryptions, E
 signatures and the mask expansions of one device, timed in a loop on their own. What a
 networked device adds beyond this (gRPC calls, TLS) the load test measures.
 
+With ``--memory`` it reports instead what a device holds between stages: the bytes of the
+Python objects reachable from its ``SecAggDevice`` after each stage. A load test's device
+process holds this for each of its devices for the whole round, so it bounds how many one
+machine simulates. (A lower bound: an instance whose attributes CPython 3.11 keeps inline,
+not in a slot or a dict, is counted without them.)
+
 Usage:
-    .venv/bin/python bench/bench_device.py [--devices 1000] [--dim 4096]
+    .venv/bin/python bench/bench_device.py [--devices 1000] [--dim 4096] [--memory]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import gc
 import hashlib
 import os
 import statistics
 import sys
 import time
+import types
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +63,7 @@ from fedhh.secagg import (  # noqa: E402
     ConsistencyResponse,
     DevicePolicy,
     MaskedInput,
+    SecAggDevice,
     Stage,
 )
 from fedhh.secagg.params import Threat, choose_parameters  # noqa: E402
@@ -94,7 +105,11 @@ def crypto_floor(k: int, dim: int, modulus_bits: int, repeats: int = 20) -> floa
     return statistics.median(times)
 
 
-def run(n: int, dim: int, dropout: float, seed: int = 0) -> dict[str, object]:
+def run(n: int, dim: int, dropout: float, seed: int = 0,
+        after_stage: Callable[[str], None] | None = None,
+        made: Callable[[Iterable[SecAggDevice]], None] | None = None) -> dict[str, object]:
+    """The round; ``made(devices)`` is told the devices, ``after_stage(name)`` is called once
+    every device has answered a stage."""
     params = choose_parameters(n, max(dropout, 0.05), 0.05, Threat.LYING)
     k, t = params.k, params.t
     cohort = make_cohort(n, dim, k, t, n_min=max(t, int(n * 0.7)), device_auth=True,
@@ -103,6 +118,8 @@ def run(n: int, dim: int, dropout: float, seed: int = 0) -> dict[str, object]:
     server = cohort.server(masks=masks)
     devices = {u: cohort.device(u, masks=masks, policy=POLICY, checks=_CHECKS)
                for u in range(1, n + 1)}
+    if made is not None:
+        made(devices.values())
     rng = np.random.default_rng(seed)
     reports = {u: np.sort(rng.choice(dim, size=dim // 8, replace=False)).astype(np.int64)
                for u in devices}
@@ -179,6 +196,8 @@ def run(n: int, dim: int, dropout: float, seed: int = 0) -> dict[str, object]:
             else:
                 server.handle(Stage.UNMASK,
                               unmask_from_pb(u, pb.SubmitUnmaskRequest.FromString(wire)))
+        if after_stage is not None:
+            after_stage(name)
     server.close_stage()
     if server.result is None:
         raise RuntimeError(f"the round did not release: {server.aborted}")
@@ -189,12 +208,48 @@ def run(n: int, dim: int, dropout: float, seed: int = 0) -> dict[str, object]:
             "crypto_ms": 1000 * crypto_floor(k, dim, cohort.config.modulus_bits)}
 
 
+_NOT_STATE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+              types.MethodType, types.CodeType, types.FrameType, functools._lru_cache_wrapper)
+
+
+def held_by_devices(n: int, dim: int, dropout: float) -> tuple[dict[str, float], int]:
+    """Bytes per device of the Python objects reachable from the round's ``SecAggDevice``s
+    after each stage (``sys.getsizeof`` over ``gc.get_referents``, each object counted once
+    for the whole cohort: what devices share, as the round config, is counted once; code,
+    types and modules not at all; nor the memory OpenSSL holds for a key object), and k."""
+    held: dict[str, float] = {}
+    devices: list[SecAggDevice] = []
+
+    def measure(stage: str) -> None:
+        seen: set[int] = set()
+        pending: list[object] = [vars(device) for device in devices]
+        total = 0
+        while pending:
+            obj = pending.pop()
+            if id(obj) in seen or isinstance(obj, _NOT_STATE):
+                continue
+            seen.add(id(obj))
+            total += sys.getsizeof(obj)
+            pending.extend(gc.get_referents(obj))
+        held[stage] = total / n
+
+    report = run(n, dim, dropout, after_stage=measure, made=devices.extend)
+    return held, int(report["k"])  # type: ignore[call-overload]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--devices", type=int, default=1000)
     parser.add_argument("--dim", type=int, default=4096)
     parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--memory", action="store_true",
+                        help="report the bytes a device holds after each stage, not CPU")
     args = parser.parse_args()
+    if args.memory:
+        held, k = held_by_devices(args.devices, args.dim, args.dropout)
+        stages = ", ".join(f"after {name} {size / 1000:.1f} KB" for name, size in held.items())
+        print(f"n = {args.devices}, k = {k}, D = {args.dim}: a device holds {stages}")
+        return
     report = run(args.devices, args.dim, args.dropout)
     stages = ", ".join(f"{name} {ms:.2f}" for name, ms in report["stage_ms"].items())  # type: ignore[attr-defined]
     print(f"n = {report['n']}, k = {report['k']}, t = {report['t']}, D = {report['dim']}: "
