@@ -106,10 +106,10 @@ def crypto_floor(k: int, dim: int, modulus_bits: int, repeats: int = 20) -> floa
 
 
 def run(n: int, dim: int, dropout: float, seed: int = 0,
-        after_stage: Callable[[str], None] | None = None,
-        made: Callable[[Iterable[SecAggDevice]], None] | None = None) -> dict[str, object]:
-    """The round; ``made(devices)`` is told the devices, ``after_stage(name)`` is called once
-    every device has answered a stage."""
+        after_stage: Callable[[str, Iterable[SecAggDevice]], None] | None = None
+        ) -> dict[str, object]:
+    """The round; ``after_stage(name, devices)`` is called once every device has answered a
+    stage."""
     params = choose_parameters(n, max(dropout, 0.05), 0.05, Threat.LYING)
     k, t = params.k, params.t
     cohort = make_cohort(n, dim, k, t, n_min=max(t, int(n * 0.7)), device_auth=True,
@@ -118,8 +118,6 @@ def run(n: int, dim: int, dropout: float, seed: int = 0,
     server = cohort.server(masks=masks)
     devices = {u: cohort.device(u, masks=masks, policy=POLICY, checks=_CHECKS)
                for u in range(1, n + 1)}
-    if made is not None:
-        made(devices.values())
     rng = np.random.default_rng(seed)
     reports = {u: np.sort(rng.choice(dim, size=dim // 8, replace=False)).astype(np.int64)
                for u in devices}
@@ -197,7 +195,7 @@ def run(n: int, dim: int, dropout: float, seed: int = 0,
                 server.handle(Stage.UNMASK,
                               unmask_from_pb(u, pb.SubmitUnmaskRequest.FromString(wire)))
         if after_stage is not None:
-            after_stage(name)
+            after_stage(name, devices.values())
     server.close_stage()
     if server.result is None:
         raise RuntimeError(f"the round did not release: {server.aborted}")
@@ -218,9 +216,8 @@ def held_by_devices(n: int, dim: int, dropout: float) -> tuple[dict[str, float],
     for the whole cohort: what devices share, as the round config, is counted once; code,
     types and modules not at all; nor the memory OpenSSL holds for a key object), and k."""
     held: dict[str, float] = {}
-    devices: list[SecAggDevice] = []
 
-    def measure(stage: str) -> None:
+    def measure(stage: str, devices: Iterable[SecAggDevice]) -> None:
         seen: set[int] = set()
         pending: list[object] = [vars(device) for device in devices]
         total = 0
@@ -233,7 +230,7 @@ def held_by_devices(n: int, dim: int, dropout: float) -> tuple[dict[str, float],
             pending.extend(gc.get_referents(obj))
         held[stage] = total / n
 
-    report = run(n, dim, dropout, after_stage=measure, made=devices.extend)
+    report = run(n, dim, dropout, after_stage=measure)
     return held, int(report["k"])  # type: ignore[call-overload]
 
 
