@@ -23,6 +23,7 @@ import importlib
 import os
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -117,13 +118,16 @@ def load_verifier(spec: str | None, store: Store) -> AttestationVerifier:
 
 class RateLimiter:
     """Token buckets: ``rate`` calls per second with bursts of ``burst``, overall and per key
-    (at most ``max_keys`` keys remembered, least recently seen forgotten first)."""
+    (at most ``max_keys`` keys remembered, least recently seen forgotten first). ``clock``:
+    seconds, monotonic (a test's own, so a refill never depends on how fast a machine runs)."""
 
-    def __init__(self, rate: float, burst: float, max_keys: int = 10_000) -> None:
+    def __init__(self, rate: float, burst: float, max_keys: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if not rate > 0 or not burst >= 1:
             raise ConfigError(f"need rate > 0 and burst >= 1, got {rate} and {burst}")
         self.rate, self.burst, self.max_keys = rate, burst, max_keys
-        self._overall = (burst, time.monotonic())
+        self._clock = clock
+        self._overall = (burst, clock())
         self._keys: OrderedDict[str, tuple[float, float]] = OrderedDict()
 
     def _take(self, state: tuple[float, float], now: float) -> tuple[float, float] | None:
@@ -133,7 +137,7 @@ class RateLimiter:
 
     def check(self, key: str) -> None:
         """Take one call for ``key``, or raise RateLimited (nothing is taken then)."""
-        now = time.monotonic()
+        now = self._clock()
         overall = self._take(self._overall, now)
         mine = self._take(self._keys.get(key, (self.burst, now)), now)
         if overall is None or mine is None:

@@ -4,7 +4,6 @@ lifetime budgets keep devices out of runs they cannot pay for."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -69,18 +68,21 @@ def test_token_files_import_once(tmp_path: Path) -> None:
 
 
 def test_the_rate_limiter_refuses_a_burst_and_recovers() -> None:
-    limiter = RateLimiter(rate=1000.0, burst=5)
+    # (its own clock: at 1000 per second, a real one refilled a token whenever the machine
+    # paused the test for a millisecond between two calls)
+    now = [100.0]
+    limiter = RateLimiter(rate=1000.0, burst=5, clock=lambda: now[0])
     for _ in range(5):
         limiter.check("a")
     with pytest.raises(RateLimited):
         limiter.check("a")
-    deadline = time.monotonic() + 5
-    while True:  # refills at 1000 per second
-        try:
-            limiter.check("a")
-            break
-        except RateLimited:
-            assert time.monotonic() < deadline
+    now[0] += 0.0009  # refills at 1000 per second: not a whole token yet
+    with pytest.raises(RateLimited):
+        limiter.check("a")
+    now[0] += 0.0002  # 1.1 tokens
+    limiter.check("a")
+    with pytest.raises(RateLimited):
+        limiter.check("a")
 
 
 @pytest.mark.parametrize("value", ["0." + "00" * 32, "99999999999999999999." + "00" * 32,
