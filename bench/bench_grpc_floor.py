@@ -260,7 +260,7 @@ async def _serve_framed(port_file: str, tls_dir: str) -> None:
         return _task_messages()[1]
 
     server = FramedServer("the framed bench server", {
-        f"/{SERVICE}/Session": StreamMethod(_session_handler, pb.SessionMessage),
+        f"/{SERVICE}/Session": StreamMethod(_session_handler, pb.SessionMessage.FromString),
         f"/{SERVICE}/Task": Procedure(f"/{SERVICE}/Task", pb.SessionMessage, task)},
         FramedLimits(MAX_MESSAGE_BYTES, DEVICES_PER_CONNECTION), TlsFiles.from_dir(tls_dir))
     port = await server.start("127.0.0.1", 0, insecure=False)

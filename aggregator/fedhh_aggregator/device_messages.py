@@ -27,8 +27,8 @@ _AWAIT_STATUS = {
 
 
 async def accept_vector(registry: RoundRegistry, round_: Round, device_id: int, declared: bytes,
-                        receive: Callable[[int], Awaitable[tuple[bytes | bytearray, bytes]]],
-                        rpc: str) -> bool:
+                        receive: Callable[[int], Awaitable[tuple[bytes | bytearray, bytes]]]
+                        ) -> bool:
     """An authenticated device's masked vector, declared (its length already checked) to hash
     to ``declared``: a repeat of an accepted upload is answered at once (False: identical) or
     refused (different); then the stage and one upload per device at a time are checked, and
@@ -61,7 +61,6 @@ async def accept_vector(registry: RoundRegistry, round_: Round, device_id: int, 
                                 "deadline") from None
     finally:
         round_.uploading.discard(device_id)
-    metrics.BYTES_RECEIVED.labels(rpc).inc(expected)
     if digest != declared:
         raise AuthenticationError("the vector does not match its signed header")
     message = MaskedInput(round_.session_id, device_id, np.frombuffer(buffer, dtype=dtype))

@@ -34,7 +34,7 @@ from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Limits
 from fedhh_aggregator.service import RunningService, serve_until_signalled
 from fedhh_aggregator.servicers import ControlServicer, DeviceServicer, add_device_service
-from fedhh_aggregator.session_stream import run_session
+from fedhh_aggregator.session_stream import parse_message, run_session
 
 if TYPE_CHECKING:
     from fedhh.rpc.connect import ConnectServer
@@ -140,7 +140,7 @@ async def start(settings: AggregatorSettings) -> RunningAggregator:
         sessions = FramedServer(
             "aggregator's session port",
             {SESSION: StreamMethod(functools.partial(run_session, registry, port="framed"),
-                                   pb.SessionMessage)},
+                                   parse_message)},
             FramedLimits(
                 limits.max_message_bytes, limits.max_streams_per_connection,
                 settings.session_max_connections), settings.tls)

@@ -47,7 +47,7 @@ from fedhh_aggregator.device_messages import accept_vector, await_response
 from fedhh_aggregator.errors import UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Limits, Round
-from fedhh_aggregator.session_stream import run_session
+from fedhh_aggregator.session_stream import parse_message, run_session
 
 
 def _malformed(detail: str) -> ProtocolViolation:
@@ -164,7 +164,14 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
                                     f"vector_sha256 must be {DIGEST_BYTES} bytes")
         device_id = check_call(round_, admission, header.credentials, CallKind.MASKED_INPUT,
                                header_digest(expected, declared))
-        accepted = await accept_vector(self._registry, round_, device_id, declared, receive, rpc)
+        received = metrics.BYTES_RECEIVED.labels(rpc)
+
+        async def counted(expected: int) -> tuple[bytes | bytearray, bytes]:
+            vector = await receive(expected)
+            received.inc(expected)
+            return vector
+
+        accepted = await accept_vector(self._registry, round_, device_id, declared, counted)
         return await _submitted(round_, device_id, Stage.MASKED_INPUT, accepted,
                                 _wait_budget(header.wait_next_ms, context))
 
@@ -202,11 +209,13 @@ def add_device_service(servicer: DeviceServicer, server: grpc.aio.Server) -> Non
     """Register ``fedhh.v1.SecureAggregation`` as the generated code does, except that a
     session stream's event may be written as its encoded bytes (a request the round's
     ``RequestEncoder`` built from parts encoded once), which go out as they are, or as a
-    function that encodes it (``fedhh.rpc.serving.response_bytes``)."""
+    function that encodes it (``fedhh.rpc.serving.response_bytes``), and that its messages
+    are counted as they are parsed (``session_stream.parse_message``)."""
     generated = _Registrations()
     pb_grpc.add_SecureAggregationServicer_to_server(servicer, generated)
     handlers = dict(generated.handlers)
-    handlers["Session"] = handlers["Session"]._replace(response_serializer=response_bytes)
+    handlers["Session"] = handlers["Session"]._replace(request_deserializer=parse_message,
+                                                       response_serializer=response_bytes)
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(DEVICE_SERVICE, handlers),))
     server.add_registered_method_handlers(DEVICE_SERVICE, handlers)

@@ -35,6 +35,7 @@ got in, NOT_SELECTED if none did), as a repeated unary submission is.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import os
 import time
@@ -49,7 +50,6 @@ from fedhh.rpc.aggregator_wire import (
     DIGEST_BYTES,
     admission_from_pb,
     keys_from_pb,
-    session_event,
     session_transcript,
     shares_from_pb,
     stage_to_pb,
@@ -74,10 +74,18 @@ from fedhh_aggregator.errors import OpenTimeout, UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import AwaitStatus, Round, stage_deadline_s
 
-__all__ = ["run_session"]
+__all__ = ["parse_message", "run_session"]
 
-_RPC = "Session"
-_BYTES_RECEIVED = metrics.BYTES_RECEIVED.labels(_RPC)
+_BYTES_RECEIVED = metrics.BYTES_RECEIVED.labels("Session")
+
+
+def parse_message(data: bytes) -> pb.SessionMessage:
+    """A device's session message from its bytes on the wire, counted as received there (both
+    ports parse with this). Counting the parsed message instead (``ByteSize``) encoded it
+    again: upb has no size function, so each device's shares and vector were serialized once
+    more only to be counted."""
+    _BYTES_RECEIVED.inc(len(data))
+    return pb.SessionMessage.FromString(data)
 
 
 def _malformed(detail: str) -> ProtocolViolation:
@@ -153,7 +161,6 @@ async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext, rea
         raise _malformed("a session stream starts with open")
     opened = first.open
     round_ = registry.by_session(bytes(opened.session_id))
-    _BYTES_RECEIVED.inc(first.ByteSize())
     if not opened.HasField("admission"):
         raise AuthenticationError("missing device credentials")
     admission = admission_from_pb(opened.admission)
@@ -238,7 +245,6 @@ class _Session:
         """One device message; True once the stream is done (the unmask shares answered)."""
         round_, device_id = self.round, self.device_id
         part = message.WhichOneof("part")
-        _BYTES_RECEIVED.inc(message.ByteSize())
         stage: Stage
         try:
             if part == "keys":
@@ -307,7 +313,7 @@ class _Session:
                 return data, hashlib.sha256(data).digest()
             return await self._rest(data, expected)
 
-        await accept_vector(self.registry, round_, self.device_id, declared, receive, _RPC)
+        await accept_vector(self.registry, round_, self.device_id, declared, receive)
 
     async def _rest(self, first: bytes, expected: int) -> tuple[bytearray, bytes]:
         limits = self.registry.limits
@@ -356,8 +362,7 @@ class _Session:
                     break
             event: pb.SessionEvent | Callable[[], bytes]
             if outcome.request is not None:
-                request = outcome.request
-                event = lambda: session_event(stage, round_.encoder.ready(request))  # noqa: E731
+                event = functools.partial(round_.encoder.event, stage, outcome.request)
             else:
                 event = pb.SessionEvent(stage=stage_to_pb(stage))
                 await_response(round_, outcome, event.next)

@@ -70,7 +70,6 @@ __all__ = [
     "keys_from_pb",
     "keys_to_pb",
     "request_from_pb",
-    "session_event",
     "session_open",
     "session_shares",
     "session_transcript",
@@ -267,11 +266,6 @@ def _delimited(tag: bytes, data: bytes) -> bytes:
     return tag + _varint(len(data)) + data
 
 
-def _ready(tag: bytes, request: bytes) -> bytes:
-    # (one join: a roster's tens of kilobytes are copied once, not once per enclosing field)
-    return b"".join((_READY, tag, _varint(len(request)), request))
-
-
 # Device ids, encoded: each unmask request lists a device's ~k neighbours, and encoding an id
 # above 127 took a microsecond where a cache hit takes a tenth of that. (Ids are at most a
 # round's n; the cache holds those of shards up to 16,384 devices, ~2.5 MiB.)
@@ -315,43 +309,59 @@ class RequestEncoder:
 
     def ready(self, request: ServerMessage) -> bytes:
         """The encoded ``AwaitStageResponse`` (status READY) carrying ``request``."""
+        parts = [_READY, b"", b""]
+        parts[1], size = self._append_body(request, parts)
+        parts[2] = _varint(size)
+        return b"".join(parts)
+
+    def event(self, stage: Stage, request: ServerMessage) -> bytes:
+        """The encoded ``SessionEvent`` for ``stage`` whose ``next`` is :meth:`ready`'s answer.
+
+        Its bytes are joined once: joining the request, then the answer around it, then the
+        event around that copied tens of kilobytes three times per device and stage, each copy
+        a fresh allocation from the C heap, whose search for free memory grows with a worker's
+        heap (docs/benchmarks.md, "What grows with n at a worker")."""
+        parts = [_SECOND, b"", _READY, b"", b""]
+        parts[3], size = self._append_body(request, parts)
+        parts[4] = _varint(size)
+        parts[1] = _varint(len(_READY) + len(parts[3]) + len(parts[4]) + size)
+        parts += (_EVENT_STAGE, _varint(stage_to_pb(stage)))
+        return b"".join(parts)
+
+    def _append_body(self, request: ServerMessage, parts: list[bytes]) -> tuple[bytes, int]:
+        """Append ``request``'s encoded fields to ``parts``; returns its field key in the
+        answer and the fields' size."""
+        start = len(parts)
         if isinstance(request, ShareKeysRequest):
-            entries = self._entries
-            parts = []
+            tag, entries = _SHARE_KEYS, self._entries
             for e in request.roster:
                 encoded = entries.get(e.device_id)
                 if encoded is None:
                     encoded = entries[e.device_id] = _delimited(
                         _FIRST, keys_to_pb(e).SerializeToString())
                 parts.append(encoded)
-            return _ready(_SHARE_KEYS, b"".join(parts))
-        if isinstance(request, MaskedInputRequest):
-            shares = pb.MaskedInputRequest()
+        elif isinstance(request, MaskedInputRequest):
+            tag, shares = _MASKED_INPUT, pb.MaskedInputRequest()
             _add_shares(shares.shares, request.shares)
-            return _ready(_MASKED_INPUT, shares.SerializeToString())
-        if isinstance(request, ConsistencyRequest):
-            known = self._survivors
+            parts.append(shares.SerializeToString())
+        elif isinstance(request, ConsistencyRequest):
+            tag, known = _CONSISTENCY, self._survivors
             if known is None or known[0] is not request.survivors:
                 known = self._survivors = (request.survivors,
                                            _packed(_FIRST, request.survivors))
-            return _ready(_CONSISTENCY, known[1])
-        if isinstance(request, UnmaskRequest):
-            signatures = self._signatures
-            parts = [_packed(_FIRST, request.alive), _packed(_SECOND, request.dropped)]
+            parts.append(known[1])
+        elif isinstance(request, UnmaskRequest):
+            tag, signatures = _UNMASK, self._signatures
+            parts += (_packed(_FIRST, request.alive), _packed(_SECOND, request.dropped))
             for i, signature in request.signatures:
                 encoded = signatures.get(i)
                 if encoded is None:
                     encoded = signatures[i] = _delimited(_SIGNATURES, pb.NeighbourSignature(
                         device_id=i, signature=signature).SerializeToString())
                 parts.append(encoded)
-            return _ready(_UNMASK, b"".join(parts))
-        raise TypeError(f"not a server request: {type(request).__name__}")  # pragma: no cover
-
-
-def session_event(stage: Stage, answer: bytes) -> bytes:
-    """The encoded ``SessionEvent`` for ``stage`` whose ``next`` is the encoded ``answer``."""
-    return b"".join((_SECOND, _varint(len(answer)), answer, _EVENT_STAGE,
-                     _varint(stage_to_pb(stage))))
+        else:  # pragma: no cover
+            raise TypeError(f"not a server request: {type(request).__name__}")
+        return tag, sum(map(len, parts[start:]))
 
 
 def request_from_pb(session_id: bytes, device_id: int, message: pb.AwaitStageResponse

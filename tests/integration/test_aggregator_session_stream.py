@@ -13,7 +13,15 @@ from typing import Any
 import grpc
 import numpy as np
 import pytest
-from aggregator_testkit import TOKEN, Cohort, aggregator, make_cohort, run
+from aggregator_testkit import (
+    TOKEN,
+    TRANSPORTS,
+    Cohort,
+    aggregator,
+    make_cohort,
+    run,
+    session_stub,
+)
 from prometheus_client import REGISTRY
 
 from fedhh.rpc.aggregator_client import AggregatorControl
@@ -234,8 +242,8 @@ class _RecordingCall:
 
 class _RecordingStub:
     def __init__(self, channel: grpc.aio.Channel, offer_keys_in_open: bool = True,
-                 unmask_in_status: bool = True) -> None:
-        self._stub = pb_grpc.SecureAggregationStub(channel)
+                 unmask_in_status: bool = True, stub: Any = None) -> None:
+        self._stub = stub or pb_grpc.SecureAggregationStub(channel)
         self.offer, self.unmask_in_status = offer_keys_in_open, unmask_in_status
         self.sent: list[pb.SessionMessage] = []
         self.events: list[str | None] = []
@@ -243,6 +251,37 @@ class _RecordingStub:
 
     def Session(self, **kwargs: Any) -> _RecordingCall:
         return _RecordingCall(self._stub.Session(**kwargs), self)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_session_counts_the_bytes_it_receives_once(transport: str) -> None:
+    """``fedhh_aggregator_received_bytes_total{rpc="Session"}`` grows by exactly the encoded
+    size of every message the devices wrote (the vector in 200-byte parts: a masked vector
+    and its vector data), on either port: each counted once, as it is parsed."""
+    n = 6
+    cohort = make_cohort(n, 256, n - 1, 4, n_min=5, windows_ms=(600_000,) * 5,
+                         consistency_check=True, round_id=f"stream/bytes/{transport}".encode())
+    received = {"rpc": "Session"}
+    before = _metric("fedhh_aggregator_received_bytes_total", received)
+
+    async def scenario() -> list[_RecordingStub]:
+        async with aggregator() as (agg, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            stubs = [_RecordingStub(channel, stub=session_stub(agg, channel, transport))
+                     for _ in range(n)]
+            fetch = asyncio.create_task(control.result(cohort.round_id, 45))
+            outcomes = await asyncio.gather(*(
+                _through(channel, cohort, u, stubs[u - 1], chunk_bytes=200)
+                for u in range(1, n + 1)))
+            assert all(o.contributed for o in outcomes), outcomes
+            await fetch
+            return stubs
+
+    stubs = run(scenario())
+    assert "vector_data" in [m.WhichOneof("part") for m in stubs[0].sent]
+    sent = sum(len(m.SerializeToString()) for stub in stubs for m in stub.sent)
+    assert _metric("fedhh_aggregator_received_bytes_total", received) - before == sent
 
 
 @pytest.mark.parametrize("offer_keys_in_open", [True, False])

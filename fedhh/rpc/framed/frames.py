@@ -156,25 +156,41 @@ class FrameSplitter:
         self._skip = 0  # bytes of an oversize payload still to drop
 
     def feed(self, data: bytes) -> Iterator[tuple[int, int, bytes | None]]:
-        """The frames ``data`` completes: (stream id, kind, payload or None if oversize)."""
+        """The frames ``data`` completes: (stream id, kind, payload or None if oversize).
+
+        Each payload is copied once, out of ``data`` itself where no partial frame was held
+        (only what ends in a partial frame is kept): a device's shares and vector are tens of
+        kilobytes, and appending each read to the buffer first, then slicing the buffer, then
+        making bytes of the slice, copied them three times."""
         if self._skip:
             dropped = min(self._skip, len(data))
             self._skip -= dropped
             data = data[dropped:]
         buffer = self._buffer
-        buffer += data
-        start, end, size = 0, len(buffer), HEADER.size
-        while end - start >= size:
-            stream_id, kind, length = HEADER.unpack_from(buffer, start)
-            if length > self.max_payload:
-                dropped = min(length, end - start - size)
-                start += size + dropped
-                self._skip = length - dropped
-                yield stream_id, kind, None
-                continue
-            if end - start - size < length:
-                break
-            payload = bytes(buffer[start + size:start + size + length])
-            start += size + length
-            yield stream_id, kind, payload
-        del buffer[:start]
+        if buffer:
+            buffer += data
+            source: bytes | bytearray = buffer
+        else:
+            source = data
+        start, end, size = 0, len(source), HEADER.size
+        view = memoryview(source)
+        try:
+            while end - start >= size:
+                stream_id, kind, length = HEADER.unpack_from(source, start)
+                if length > self.max_payload:
+                    dropped = min(length, end - start - size)
+                    start += size + dropped
+                    self._skip = length - dropped
+                    yield stream_id, kind, None
+                    continue
+                if end - start - size < length:
+                    break
+                payload = view[start + size:start + size + length].tobytes()
+                start += size + length
+                yield stream_id, kind, payload
+        finally:
+            view.release()
+        if source is buffer:
+            del buffer[:start]
+        elif start < end:
+            buffer += memoryview(data)[start:]

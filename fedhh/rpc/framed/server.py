@@ -117,11 +117,11 @@ StreamHandler = Callable[["ServerStream"], Awaitable[None]]
 
 @dataclass(frozen=True)
 class StreamMethod:
-    """A streaming method: ``handler(stream)`` serves each call; messages parse as
-    ``message_type``."""
+    """A streaming method: ``handler(stream)`` serves each call; ``parse`` makes each message
+    of its bytes (a message type's ``FromString``, or a function that also counts them)."""
 
     handler: StreamHandler
-    message_type: type[Message]
+    parse: Callable[[bytes], Message]
 
 
 @dataclass(frozen=True)
@@ -137,8 +137,7 @@ def _route(path: str, method: StreamMethod | Procedure) -> _Route:
     if isinstance(method, Procedure):
         return _Route(functools.partial(_serve_unary, method), method.request_type.FromString,
                       method.check, True, CALLS.labels(path))
-    return _Route(method.handler, method.message_type.FromString, None, False,
-                  CALLS.labels(path))
+    return _Route(method.handler, method.parse, None, False, CALLS.labels(path))
 
 
 async def _serve_unary(procedure: Procedure, stream: ServerStream) -> None:

@@ -122,7 +122,7 @@ def test_a_payload_that_fails_passes_the_turn_on() -> None:
         raise ValueError("cannot encode")
 
     async def main() -> None:
-        frames, transport = writer()
+        frames, _ = writer()
         frames.pause()
         made: list[int] = []
         failing = asyncio.create_task(frames.send(1, Kind.EVENT, fail))

@@ -155,7 +155,8 @@ class Port:
         self.behave = behave
         self.tls = tls
         self.devices = Devices()
-        methods: dict[str, Any] = {SESSION: StreamMethod(self._handle, pb.SessionMessage)}
+        methods: dict[str, Any] = {
+            SESSION: StreamMethod(self._handle, pb.SessionMessage.FromString)}
         if unary:
             methods.update((procedure.path, procedure) for procedure in procedures(
                 DEVICES, self.devices, {GET_TASK: self.devices.check}))
@@ -841,9 +842,9 @@ def test_limits_and_plaintext_are_checked() -> None:
 
     async def main() -> None:
         limits = FramedLimits(**LIMITS)
-        server = FramedServer("test session port",
-                              {SESSION: StreamMethod(serve_nothing, pb.SessionMessage)}, limits,
-                              None)
+        server = FramedServer(
+            "test session port",
+            {SESSION: StreamMethod(serve_nothing, pb.SessionMessage.FromString)}, limits, None)
         with pytest.raises(ConfigError, match="TLS"):
             await server.start("127.0.0.1", 0, insecure=False)
         with pytest.raises(ConfigError, match="loopback"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedhh.rpc.aggregator_wire import RequestEncoder, keys_to_pb, session_event, stage_to_pb
+from fedhh.rpc.aggregator_wire import RequestEncoder, keys_to_pb, stage_to_pb
 from fedhh.secagg import Stage
 from fedhh.secagg.config import Admission
 from fedhh.secagg.messages import (
@@ -80,10 +80,20 @@ def test_unmask_requests_are_protobufs_encoding(alive: list[int], dropped: list[
                                            tuple(signatures))) == expected
 
 
-@given(st.sampled_from([Stage.SHARE_KEYS, Stage.MASKED_INPUT, Stage.CONSISTENCY_CHECK,
-                        Stage.UNMASK]), st.lists(ids, max_size=200))
-def test_session_events_are_protobufs_encoding(stage: Stage, survivors: list[int]) -> None:
-    answer = pb.AwaitStageResponse(status=pb.AWAIT_STATUS_READY,
-                                   consistency_check=pb.ConsistencyRequest(survivors=survivors))
-    expected = pb.SessionEvent(stage=stage_to_pb(stage), next=answer).SerializeToString()
-    assert session_event(stage, answer.SerializeToString()) == expected
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(list(Stage)), st.lists(st.tuples(ids, ids, blobs), max_size=20),
+       st.lists(ids, max_size=200))
+def test_session_events_are_protobufs_encoding(stage: Stage,
+                                               shares: list[tuple[int, int, bytes]],
+                                               survivors: list[int]) -> None:
+    """``event`` is the SessionEvent for ``stage`` around the answer ``ready`` encodes, for
+    every kind of request (lengths of one and of several varint bytes)."""
+    encoder = RequestEncoder()
+    roster = tuple(_entry(i, b"k" * 32, True) for i in (5, 300, 70_000))
+    for request in (ShareKeysRequest(SID, 1, roster),
+                    MaskedInputRequest(SID, 1, tuple(EncryptedShare(*s) for s in shares)),
+                    ConsistencyRequest(SID, 1, tuple(survivors)),
+                    UnmaskRequest(SID, 1, tuple(survivors), (), ((2, b"s" * 64),))):
+        answer = pb.AwaitStageResponse.FromString(encoder.ready(request))
+        expected = pb.SessionEvent(stage=stage_to_pb(stage), next=answer).SerializeToString()
+        assert encoder.event(stage, request) == expected
