@@ -121,7 +121,8 @@ async def run_session(registry: RoundRegistry, context: grpc.aio.ServicerContext
     wait_s = registry.limits.upload_idle_s
     try:  # (a client that does not read holds no handler: the open's grace bounds it)
         async with asyncio.timeout(wait_s):
-            await context.write(pb.SessionEvent(challenge=challenge, keys_in_open=True))
+            await context.write(pb.SessionEvent(challenge=challenge, keys_in_open=True,
+                                                packed_shares=True))
     except TimeoutError:
         raise OpenTimeout(f"the challenge was not taken within {wait_s:g} s") from None
     reader = _Reader(context)

@@ -33,6 +33,8 @@ from typing import Any, TypeVar
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.secagg.config import Admission
+from fedhh.secagg.device import SHARE_CIPHERTEXT_BYTES
+from fedhh.secagg.errors import ProtocolViolation, Violation
 from fedhh.secagg.messages import (
     AdvertiseKeys,
     ConsistencyRequest,
@@ -234,7 +236,7 @@ def _add_shares(field: Any, shares: tuple[EncryptedShare, ...] | ShareBundle) ->
     # (``add`` on the repeated field builds each entry in place: a list of new messages to
     # extend it with took twice as long, and a device or a worker does this for k shares.)
     add = field.add
-    if isinstance(shares, ShareBundle):
+    if isinstance(shares, ShareBundle) and shares.dst is not None:
         dst = shares.dst
         for src, ciphertext in shares.entries():
             add(src=src, dst=dst, ciphertext=ciphertext)
@@ -440,19 +442,36 @@ def shares_to_pb(message: ShareKeysResponse, creds: pb.DeviceCredentials
 
 def shares_from_pb(device_id: int, message: pb.SubmitSharesRequest | pb.SessionShares,
                    session_id: bytes | None = None) -> ShareKeysResponse:
-    """``session_id``: the stream's, for a SessionShares (which names none)."""
+    """``session_id``: the stream's, for a SessionShares (which names none, and may carry the
+    shares packed: then they are taken as one ShareBundle sent by ``device_id``)."""
     if session_id is None:
         session_id = bytes(message.session_id)
-    return ShareKeysResponse(session_id, device_id, _shares_from_pb(message.shares),
-                             bytes(message.b_commitment))
+    shares: tuple[EncryptedShare, ...] | ShareBundle = _shares_from_pb(message.shares)
+    if isinstance(message, pb.SessionShares) and (message.dsts or message.ciphertexts):
+        if shares:
+            raise ProtocolViolation(Violation.MALFORMED, "shares come packed or one message "
+                                    "each, not both")
+        try:
+            shares = ShareBundle.sent_by(device_id, tuple(message.dsts),
+                                         bytes(message.ciphertexts), SHARE_CIPHERTEXT_BYTES)
+        except ValueError:
+            raise ProtocolViolation(Violation.WRONG_LENGTH, f"packed shares hold "
+                                    f"{SHARE_CIPHERTEXT_BYTES} bytes of ciphertext per "
+                                    f"recipient") from None
+    return ShareKeysResponse(session_id, device_id, shares, bytes(message.b_commitment))
 
 
 # -- device -> server on the session stream ----------------------------------------------------
 
-def session_shares(message: ShareKeysResponse) -> pb.SessionMessage:
+def session_shares(message: ShareKeysResponse, packed: bool) -> pb.SessionMessage:
+    """The shares message; ``packed``: in the packed form (where the challenge offered it)."""
     out = pb.SessionMessage()
     out.shares.b_commitment = message.b_commitment
-    _add_shares(out.shares.shares, message.shares)
+    if packed:
+        out.shares.dsts.extend([s.dst for s in message.shares])
+        out.shares.ciphertexts = b"".join([s.ciphertext for s in message.shares])
+    else:
+        _add_shares(out.shares.shares, message.shares)
     return out
 
 

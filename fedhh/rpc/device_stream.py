@@ -40,6 +40,7 @@ from fedhh.rpc.aggregator_wire import (
     session_open,
     session_shares,
     session_unmask,
+    shares_from_pb,
     stage_to_pb,
     unmask_answer_from,
 )
@@ -123,6 +124,7 @@ class SessionStream:
         self.patient_until = 0.0  # as DeviceSession.patient_until
         self.last: list[pb.SessionMessage] = []  # the latest submission's messages
         self.attempted = False  # some of them may have reached the aggregator on a stream
+        self.packed_shares = False  # the open stream's aggregator takes the shares packed
         self.call: Any = None
         self._failures = 0  # consecutive broken streams (reset by an answer)
 
@@ -144,6 +146,11 @@ class SessionStream:
                 event.challenge) != CHALLENGE_BYTES:
             call.cancel()
             raise _Ended(grpc.StatusCode.INTERNAL, "the stream did not start with a challenge")
+        self.packed_shares = event.packed_shares
+        if (not self.packed_shares and self.last and self.last[0].WhichOneof("part") == "shares"
+                and self.last[0].shares.dsts):  # (packed for an aggregator that offered it)
+            self.last[0] = session_shares(shares_from_pb(
+                self.device.device_id, self.last[0].shares, self.device.session_id), False)
         opened = pb.SessionMessage(open=session_open(
             self.identity_key, self.admission, self.device.session_id, event.challenge))
         opened.open.unmask_in_status = True  # (an aggregator from before it sends the event)
@@ -350,7 +357,7 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
             request = request_from_pb(device.session_id, device.device_id, answer)
             stream.patient_until = stage_deadline_s(device, stage)
             if isinstance(request, ShareKeysRequest):
-                messages = [session_shares(device.share_keys(request))]
+                messages = [session_shares(device.share_keys(request), stream.packed_shares)]
             elif isinstance(request, MaskedInputRequest):
                 messages = _vector_messages(device.masked_input(request, ones).vector_bytes(),
                                             chunk_bytes)

@@ -100,37 +100,74 @@ class EncryptedShare:
 
 
 class ShareBundle(Sequence[EncryptedShare]):
-    """The ciphertexts addressed to one device ``dst``, held as their senders' ids and one
-    bytes object of their ciphertexts (each ``width`` bytes, in the senders' order): a
-    sequence of EncryptedShare to its readers, immutable. The server routes every share of a
-    stage this way: an object per share, ~k per device alive from the key sharing to the
-    masked input, made the aggregator's garbage collector walk hundreds of thousands of them
-    (half its tracked objects at 2,500 devices)."""
+    """Ciphertexts between one device and several, held as the others' ids and one bytes
+    object of the ciphertexts (each ``width`` bytes, in the ids' order): those addressed to
+    ``dst`` by ``senders`` (``ShareBundle(dst, senders, ...)``), or those ``src`` sends to
+    ``recipients`` (:meth:`sent_by`). A sequence of EncryptedShare to its readers, immutable.
+    The server routes every share of a stage this way: an object per share, ~k per device
+    alive from the key sharing to the masked input, made the aggregator's garbage collector
+    walk hundreds of thousands of them (half its tracked objects at 2,500 devices); and a
+    worker takes a device's shares off the session stream this way, without making k
+    objects of them first."""
 
-    __slots__ = ("_blob", "_dst", "_srcs", "_width")
+    __slots__ = ("_blob", "_device", "_others", "_sent", "_width")
 
     def __init__(self, dst: int, srcs: tuple[int, ...], blob: bytes, width: int) -> None:
         if len(blob) != len(srcs) * width:
-            raise ValueError(f"{len(srcs)} senders need {len(srcs) * width} bytes of "
+            raise ValueError(f"{len(srcs)} shares need {len(srcs) * width} bytes of "
                              f"ciphertexts, got {len(blob)}")
-        self._dst, self._srcs, self._blob, self._width = dst, srcs, blob, width
+        self._device, self._others, self._blob, self._width = dst, srcs, blob, width
+        self._sent = False
+
+    @classmethod
+    def sent_by(cls, src: int, dsts: tuple[int, ...], blob: bytes, width: int) -> ShareBundle:
+        """The ciphertexts ``src`` sends to ``dsts`` (ValueError unless ``blob`` holds
+        ``width`` bytes for each)."""
+        bundle = cls(src, dsts, blob, width)
+        bundle._sent = True
+        return bundle
 
     @property
-    def dst(self) -> int:
-        return self._dst
+    def src(self) -> int | None:
+        """The sender of every share (None: they are addressed to ``dst`` by ``senders``)."""
+        return self._device if self._sent else None
+
+    @property
+    def dst(self) -> int | None:
+        """The recipient of every share (None: ``src`` sends them to ``recipients``)."""
+        return None if self._sent else self._device
 
     @property
     def senders(self) -> tuple[int, ...]:
         """The senders' ids, in order."""
-        return self._srcs
+        return (self._device,) * len(self._others) if self._sent else self._others
+
+    @property
+    def recipients(self) -> tuple[int, ...]:
+        """The recipients' ids, in order."""
+        return self._others if self._sent else (self._device,) * len(self._others)
+
+    @property
+    def blob(self) -> bytes:
+        """The ciphertexts, one after another."""
+        return self._blob
+
+    @property
+    def width(self) -> int:
+        return self._width
 
     def entries(self) -> Iterator[tuple[int, bytes]]:
-        """(sender, ciphertext) pairs, in order."""
+        """(the other device, ciphertext) pairs, in order."""
         w, blob = self._width, self._blob
-        return zip(self._srcs, (blob[i:i + w] for i in range(0, len(blob), w)), strict=True)
+        return zip(self._others, (blob[i:i + w] for i in range(0, len(blob), w)), strict=True)
+
+    def _share(self, other: int, ciphertext: bytes) -> EncryptedShare:
+        if self._sent:
+            return EncryptedShare(self._device, other, ciphertext)
+        return EncryptedShare(other, self._device, ciphertext)
 
     def __len__(self) -> int:
-        return len(self._srcs)
+        return len(self._others)
 
     @overload
     def __getitem__(self, index: int) -> EncryptedShare: ...
@@ -141,17 +178,17 @@ class ShareBundle(Sequence[EncryptedShare]):
     def __getitem__(self, index: int | slice) -> EncryptedShare | tuple[EncryptedShare, ...]:
         if isinstance(index, slice):
             return tuple(self)[index]
-        i = range(len(self._srcs))[index]  # (IndexError, negative indices)
+        i = range(len(self._others))[index]  # (IndexError, negative indices)
         w = self._width
-        return EncryptedShare(self._srcs[i], self._dst, self._blob[i * w:(i + 1) * w])
+        return self._share(self._others[i], self._blob[i * w:(i + 1) * w])
 
     def __iter__(self) -> Iterator[EncryptedShare]:
-        dst = self._dst
-        return (EncryptedShare(src, dst, ct) for src, ct in self.entries())
+        return (self._share(other, ct) for other, ct in self.entries())
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, ShareBundle):
-            return (self._dst, self._srcs, self._blob) == (other._dst, other._srcs, other._blob)
+            return ((self._sent, self._device, self._others, self._blob)
+                    == (other._sent, other._device, other._others, other._blob))
         if isinstance(other, tuple):
             return tuple(self) == other
         return NotImplemented
@@ -160,16 +197,19 @@ class ShareBundle(Sequence[EncryptedShare]):
         return hash(tuple(self))  # (equal to the tuple it equals, as __eq__ requires)
 
     def __repr__(self) -> str:
-        return f"ShareBundle(dst={self._dst}, senders={self._srcs})"
+        if self._sent:
+            return f"ShareBundle.sent_by({self._device}, recipients={self._others})"
+        return f"ShareBundle(dst={self._device}, senders={self._others})"
 
 
 @dataclass(frozen=True)
 class ShareKeysResponse:
-    """Stage 1, device -> server: one ciphertext per roster neighbour, and a commitment to b_u."""
+    """Stage 1, device -> server: one ciphertext per roster neighbour (a tuple, or a
+    ShareBundle the device sends), and a commitment to b_u."""
 
     session_id: bytes
     device_id: int
-    shares: tuple[EncryptedShare, ...]
+    shares: tuple[EncryptedShare, ...] | ShareBundle
     b_commitment: bytes
 
 

@@ -285,15 +285,22 @@ class SecAggServer:
         commitment, shares = message.b_commitment, message.shares
         if not isinstance(commitment, bytes) or len(commitment) != 32:
             raise ProtocolViolation(Violation.WRONG_LENGTH, "b_commitment is 32 bytes")
-        if not isinstance(shares, tuple) or not all(
-                isinstance(s, EncryptedShare) and isinstance(s.src, int)
-                and isinstance(s.dst, int) for s in shares):
+        if isinstance(shares, ShareBundle):  # (sent packed: no object per share to check)
+            senders_fit, dsts = shares.src == u, shares.recipients
+            ciphertexts_fit = shares.width == SHARE_CIPHERTEXT_BYTES
+        elif isinstance(shares, tuple) and all(isinstance(s, EncryptedShare) for s in shares):
+            senders_fit = all(s.src == u for s in shares)
+            dsts = tuple(s.dst for s in shares)
+            ciphertexts_fit = all(isinstance(s.ciphertext, bytes)
+                                  and len(s.ciphertext) == SHARE_CIPHERTEXT_BYTES for s in shares)
+        else:
             raise ProtocolViolation(Violation.MALFORMED, "shares must be EncryptedShare")
+        if not all(type(d) is int for d in dsts):
+            raise ProtocolViolation(Violation.MALFORMED, "share recipients are device ids")
         expected = {e.device_id for e in request.roster} - {u}
-        if any(s.src != u for s in shares) or sorted(s.dst for s in shares) != sorted(expected):
+        if not senders_fit or sorted(dsts) != sorted(expected):
             raise ProtocolViolation(Violation.MALFORMED, "need one share per roster neighbour")
-        if any(not isinstance(s.ciphertext, bytes) or len(s.ciphertext) != SHARE_CIPHERTEXT_BYTES
-               for s in shares):
+        if not ciphertexts_fit:
             raise ProtocolViolation(Violation.WRONG_LENGTH,
                                     f"share ciphertexts are {SHARE_CIPHERTEXT_BYTES} bytes")
         self._share_responses[u] = _SharesOf.packed(message)
@@ -599,6 +606,9 @@ class _SharesOf:
     @classmethod
     def packed(cls, message: ShareKeysResponse) -> _SharesOf:
         shares = message.shares
+        if isinstance(shares, ShareBundle):
+            return cls(np.array(shares.recipients, dtype=np.int64), shares.blob,
+                       message.b_commitment)
         return cls(np.fromiter((s.dst for s in shares), dtype=np.int64, count=len(shares)),
                    b"".join(s.ciphertext for s in shares), message.b_commitment)
 

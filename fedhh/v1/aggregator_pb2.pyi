@@ -280,12 +280,16 @@ class SessionOpen(_message.Message):
     def __init__(self, session_id: _Optional[bytes] = ..., admission: _Optional[_Union[SecAggAdmission, _Mapping]] = ..., signature: _Optional[bytes] = ..., advertise: _Optional[bool] = ..., unmask_in_status: _Optional[bool] = ...) -> None: ...
 
 class SessionShares(_message.Message):
-    __slots__ = ("shares", "b_commitment")
+    __slots__ = ("shares", "b_commitment", "dsts", "ciphertexts")
     SHARES_FIELD_NUMBER: _ClassVar[int]
     B_COMMITMENT_FIELD_NUMBER: _ClassVar[int]
+    DSTS_FIELD_NUMBER: _ClassVar[int]
+    CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
     shares: _containers.RepeatedCompositeFieldContainer[EncryptedShare]
     b_commitment: bytes
-    def __init__(self, shares: _Optional[_Iterable[_Union[EncryptedShare, _Mapping]]] = ..., b_commitment: _Optional[bytes] = ...) -> None: ...
+    dsts: _containers.RepeatedScalarFieldContainer[int]
+    ciphertexts: bytes
+    def __init__(self, shares: _Optional[_Iterable[_Union[EncryptedShare, _Mapping]]] = ..., b_commitment: _Optional[bytes] = ..., dsts: _Optional[_Iterable[int]] = ..., ciphertexts: _Optional[bytes] = ...) -> None: ...
 
 class SessionVector(_message.Message):
     __slots__ = ("total_bytes", "vector_sha256", "data")
@@ -326,20 +330,22 @@ class SessionMessage(_message.Message):
     def __init__(self, open: _Optional[_Union[SessionOpen, _Mapping]] = ..., keys: _Optional[_Union[DeviceKeys, _Mapping]] = ..., shares: _Optional[_Union[SessionShares, _Mapping]] = ..., masked_vector: _Optional[_Union[SessionVector, _Mapping]] = ..., vector_data: _Optional[bytes] = ..., consistency_signature: _Optional[bytes] = ..., unmask: _Optional[_Union[SessionUnmask, _Mapping]] = ..., resent: _Optional[bool] = ...) -> None: ...
 
 class SessionEvent(_message.Message):
-    __slots__ = ("challenge", "next", "unmask", "refused", "stage", "keys_in_open")
+    __slots__ = ("challenge", "next", "unmask", "refused", "stage", "keys_in_open", "packed_shares")
     CHALLENGE_FIELD_NUMBER: _ClassVar[int]
     NEXT_FIELD_NUMBER: _ClassVar[int]
     UNMASK_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
     KEYS_IN_OPEN_FIELD_NUMBER: _ClassVar[int]
+    PACKED_SHARES_FIELD_NUMBER: _ClassVar[int]
     challenge: bytes
     next: AwaitStageResponse
     unmask: SubmitResponse
     refused: SessionRefusal
     stage: SecAggStage
     keys_in_open: bool
-    def __init__(self, challenge: _Optional[bytes] = ..., next: _Optional[_Union[AwaitStageResponse, _Mapping]] = ..., unmask: _Optional[_Union[SubmitResponse, _Mapping]] = ..., refused: _Optional[_Union[SessionRefusal, _Mapping]] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., keys_in_open: _Optional[bool] = ...) -> None: ...
+    packed_shares: bool
+    def __init__(self, challenge: _Optional[bytes] = ..., next: _Optional[_Union[AwaitStageResponse, _Mapping]] = ..., unmask: _Optional[_Union[SubmitResponse, _Mapping]] = ..., refused: _Optional[_Union[SessionRefusal, _Mapping]] = ..., stage: _Optional[_Union[SecAggStage, str]] = ..., keys_in_open: _Optional[bool] = ..., packed_shares: _Optional[bool] = ...) -> None: ...
 
 class SessionRefusal(_message.Message):
     __slots__ = ("code", "details")

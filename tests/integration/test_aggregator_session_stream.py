@@ -69,10 +69,15 @@ class _BreakingCall:
     async def read(self) -> Any:
         if self._broken:
             raise _unavailable()
-        return await self._call.read()
+        event = await self._call.read()
+        if self._owner.withdraw_packed and self._owner.opened > 1 and event is not grpc.aio.EOF:
+            event.ClearField("packed_shares")
+        return event
 
     async def write(self, message: pb.SessionMessage) -> None:
         owner = self._owner
+        if message.WhichOneof("part") == "shares":
+            owner.shares_sent.append((bool(message.shares.dsts), message.resent))
         if self._broken:
             raise _unavailable()
         if owner.armed and owner.written == owner.after:
@@ -110,11 +115,14 @@ class _BreakingStub:
     """A device's stub whose session stream breaks once (see :class:`_BreakingCall`)."""
 
     def __init__(self, channel: grpc.aio.Channel, after: int, lose_answer: bool,
-                 before_reconnect: Any = None) -> None:
+                 before_reconnect: Any = None, withdraw_packed: bool = False) -> None:
         self._stub = pb_grpc.SecureAggregationStub(channel)
         self.after, self.lose_answer = after, lose_answer
         self.armed, self.written, self.opened = True, 0, 0
         self.sent: list[str | None] = []
+        # withdraw_packed: the challenges after the first do not offer packed shares
+        self.withdraw_packed = withdraw_packed
+        self.shares_sent: list[tuple[bool, bool]] = []  # (packed, resent) of each shares write
         self._before_reconnect = before_reconnect
 
     async def before_reconnect(self) -> None:
@@ -210,9 +218,9 @@ def test_streams_that_break_at_every_stage_reconnect_and_every_device_contribute
 
 class _RecordingCall:
     """A session stream whose written parts and read events are recorded;
-    ``offer_keys_in_open`` False makes the challenge event say what an aggregator from before
-    ``keys_in_open`` said, ``unmask_in_status`` False makes the open say what a device from
-    before ``unmask_in_status`` said."""
+    ``offer_keys_in_open`` (``offer_packed_shares``) False makes the challenge event say what
+    an aggregator from before ``keys_in_open`` (``packed_shares``) said, ``unmask_in_status``
+    False makes the open say what a device from before ``unmask_in_status`` said."""
 
     def __init__(self, call: Any, owner: _RecordingStub) -> None:
         self._call, self._owner = call, owner
@@ -222,6 +230,8 @@ class _RecordingCall:
         if event is not grpc.aio.EOF:
             if not self._owner.offer:
                 event.ClearField("keys_in_open")
+            if not self._owner.offer_packed:
+                event.ClearField("packed_shares")
             self._owner.events.append(event.WhichOneof("event"))
         return event
 
@@ -242,9 +252,11 @@ class _RecordingCall:
 
 class _RecordingStub:
     def __init__(self, channel: grpc.aio.Channel, offer_keys_in_open: bool = True,
-                 unmask_in_status: bool = True, stub: Any = None) -> None:
+                 unmask_in_status: bool = True, stub: Any = None,
+                 offer_packed_shares: bool = True) -> None:
         self._stub = stub or pb_grpc.SecureAggregationStub(channel)
         self.offer, self.unmask_in_status = offer_keys_in_open, unmask_in_status
+        self.offer_packed = offer_packed_shares
         self.sent: list[pb.SessionMessage] = []
         self.events: list[str | None] = []
         self.answers: list[bool | None] = []  # the unmask answers read from a stream's end
@@ -502,6 +514,124 @@ def test_a_resent_message_whose_stage_closed_meanwhile_gets_the_next_request() -
                           cohort.plaintext_sum(set(range(1, n + 1))))
 
 
+@pytest.mark.parametrize("offer", [True, False])
+def test_the_shares_go_packed_where_the_aggregator_offers_it(offer: bool) -> None:
+    """Where the challenge offers ``packed_shares`` each device's shares go as recipients and
+    one bytes object of ciphertexts; where it does not (an aggregator from before it), one
+    EncryptedShare message each. Either way the release is every device's report."""
+    n = 8
+    cohort = make_cohort(n, 256, n - 1, 5, n_min=6, windows_ms=(600_000,) * 5,
+                         round_id=f"stream/packed/{offer}".encode())
+
+    async def scenario() -> tuple[Any, list[_RecordingStub]]:
+        async with aggregator() as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            stubs = [_RecordingStub(channel, offer_packed_shares=offer) for _ in range(n)]
+            fetch = asyncio.create_task(control.result(cohort.round_id, 45))
+            outcomes = await asyncio.gather(*(
+                _through(channel, cohort, u, stubs[u - 1]) for u in range(1, n + 1)))
+            assert all(o.contributed for o in outcomes), outcomes
+            return await fetch, stubs
+
+    result, stubs = run(scenario())
+    for stub in stubs:
+        (shares,) = [m.shares for m in stub.sent if m.WhichOneof("part") == "shares"]
+        assert (len(shares.dsts), len(shares.shares)) == ((n - 1, 0) if offer else (0, n - 1))
+        assert len(shares.ciphertexts) == (n - 1) * 102 if offer else not shares.ciphertexts
+    assert result.survivors == tuple(range(1, n + 1))
+    assert np.array_equal(result.total.astype(np.int64),
+                          cohort.plaintext_sum(set(range(1, n + 1))))
+
+
+def test_packed_shares_sent_again_go_one_by_one_where_the_new_stream_does_not_offer_it() -> None:
+    """Device 1's packed shares get in, but its stream breaks before their answer; the
+    challenge of the stream it opens next does not offer ``packed_shares`` (an aggregator
+    from before it took over): the shares go again marked resent, one message each, are taken
+    as the duplicate they are, and the device contributes."""
+    n = 6
+    cohort = make_cohort(n, 256, n - 1, 4, n_min=5, windows_ms=(600_000,) * 5,
+                         round_id=b"stream/packed-withdrawn")
+
+    async def scenario() -> tuple[Any, SessionResult, _BreakingStub]:
+        async with aggregator() as (_, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            # Writes: the open with the keys (0), the shares (1).
+            stub = _BreakingStub(channel, 1, True, withdraw_packed=True)
+            fetch = asyncio.create_task(control.result(cohort.round_id, 45))
+            outcomes = await asyncio.gather(_through(channel, cohort, 1, stub), *(
+                _through(channel, cohort, u) for u in range(2, n + 1)))
+            return await fetch, outcomes[0], stub
+
+    result, outcome, stub = run(scenario())
+    assert stub.opened == 2
+    assert stub.shares_sent == [(True, False), (False, True)]
+    assert outcome.contributed and outcome.outcome in (End.COMPLETED, End.LATE), outcome
+    assert np.array_equal(result.total.astype(np.int64),
+                          cohort.plaintext_sum(set(range(1, n + 1))))
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_malformed_packed_shares_are_refused_invalid_argument(transport: str) -> None:
+    """Shares both packed and one message each, or packed with ciphertexts that are not 102
+    bytes per recipient: the stream is refused INVALID_ARGUMENT, told in a refused event, and
+    nothing of it reaches the round: the device's correct shares, on a new stream, are then
+    taken (a different accepted copy would have them refused)."""
+    n = 5
+    cohort = make_cohort(n, 64, n - 1, 3, n_min=4, windows_ms=(600_000,) * 5,
+                         round_id=f"stream/packed-malformed/{transport}".encode())
+
+    async def scenario() -> list[tuple[int, str]]:
+        async with aggregator() as (agg, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            device = cohort.device(1)
+            stub = session_stub(agg, channel, transport)
+            others = asyncio.gather(*(_through(channel, cohort, u, drop_at=Stage.MASKED_INPUT)
+                                      for u in range(2, n + 1)))
+
+            async def opened() -> Any:
+                call = stub.Session(timeout=30)
+                challenge = await call.read()
+                assert challenge.packed_shares
+                await call.write(pb.SessionMessage(open=session_open(
+                    cohort.identity_keys[1], cohort.admissions[1], cohort.session_id,
+                    challenge.challenge)))
+                return call
+
+            call = await opened()
+            await call.write(pb.SessionMessage(keys=keys_to_pb(device.advertise_keys())))
+            request = request_from_pb(cohort.session_id, 1, (await call.read()).next)
+            shares = session_shares(device.share_keys(request), True)
+            call.cancel()
+            both = pb.SessionMessage()
+            both.CopyFrom(shares)
+            both.shares.shares.add(src=1, dst=2, ciphertext=bytes(102))
+            cut = pb.SessionMessage()
+            cut.CopyFrom(shares)
+            cut.shares.ciphertexts = shares.shares.ciphertexts[:-1]
+            refusals = []
+            for message in (both, cut):
+                call = await opened()
+                await call.write(message)
+                refused = (await call.read()).refused
+                refusals.append((refused.code, refused.details))
+                call.cancel()
+            call = await opened()
+            await call.write(shares)
+            answer = await call.read()
+            call.cancel()
+            assert answer.next.status == pb.AWAIT_STATUS_READY, answer
+            await others
+            return refusals
+
+    refusals = run(scenario())
+    invalid = grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert refusals[0][0] == invalid and "not both" in refusals[0][1], refusals
+    assert refusals[1][0] == invalid and "102 bytes" in refusals[1][1], refusals
+
+
 def test_a_late_message_not_marked_resent_ends_the_stream_failed_precondition() -> None:
     """Device 1 goes silent after its keys; the key sharing closes at its deadline without
     it. Its shares, sent late on a fresh stream not marked resent: FAILED_PRECONDITION, as
@@ -528,7 +658,7 @@ def test_a_late_message_not_marked_resent_ends_the_stream_failed_precondition() 
             await call.write(pb.SessionMessage(keys=keys_to_pb(device.advertise_keys())))
             event = await call.read()
             request = request_from_pb(cohort.session_id, 1, event.next)
-            shares = session_shares(device.share_keys(request))
+            shares = session_shares(device.share_keys(request), True)
             call.cancel()  # the device goes silent; the others move the round on
             assert (await round_.await_request(2, Stage.MASKED_INPUT, 30)).request is not None
             late = stub.Session(timeout=30)

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tracemalloc
 
 import numpy as np
 import pytest
 from secagg_testkit import assert_correct, drive_to, reports_for, small_cohort
 
-from fedhh.secagg.errors import AbortReason
+from fedhh.secagg.device import SHARE_CIPHERTEXT_BYTES
+from fedhh.secagg.errors import AbortReason, ProtocolViolation, Violation
 from fedhh.secagg.messages import (
     EncryptedShare,
     MaskedInput,
     MaskedInputRequest,
     ShareBundle,
+    ShareKeysResponse,
     Stage,
 )
 from fedhh.secagg.params import choose_parameters
@@ -152,17 +155,30 @@ def test_unmask_can_close_as_soon_as_every_secret_has_t_shares() -> None:
     assert np.array_equal(server.result.total, expected)
 
 
-def test_the_server_routes_each_share_to_its_recipient_in_sender_order() -> None:
+def _packed(response: ShareKeysResponse) -> ShareKeysResponse:
+    """``response`` with its shares as the ShareBundle a worker takes off the session stream."""
+    shares = response.shares
+    return dataclasses.replace(response, shares=ShareBundle.sent_by(
+        response.device_id, tuple(s.dst for s in shares),
+        b"".join(s.ciphertext for s in shares), SHARE_CIPHERTEXT_BYTES))
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_the_server_routes_each_share_to_its_recipient_in_sender_order(packed: bool) -> None:
     """The masked-input requests (ShareBundles, packed by the server) hold exactly the shares
     of U2 addressed to each recipient, ordered by sender, as a tuple of EncryptedShare reads
-    (device 1 sent none: the shares addressed to it go nowhere); a ShareBundle is a sequence
-    of EncryptedShare that equals that tuple."""
+    (device 1 sent none: the shares addressed to it go nowhere), whether the devices' shares
+    came one object each or packed (``packed``: every other device's); a ShareBundle is a
+    sequence of EncryptedShare that equals that tuple."""
     driver = drive_to(small_cohort(), Stage.SHARE_KEYS)
     sent: list[EncryptedShare] = []
     for u, request in sorted(driver.pending.items())[1:]:
         response = driver.devices[u].share_keys(request)  # type: ignore[arg-type]
         sent.extend(response.shares)
-        driver.server.handle_share_keys(response)
+        if packed and u % 2:
+            response = _packed(response)
+            assert tuple(response.shares) == tuple(s for s in sent if s.src == u)
+        assert driver.server.handle_share_keys(response)
     requests = driver.server.close_stage()
     assert sorted(requests) == sorted(driver.pending)[1:]
     for v, request in requests.items():
@@ -179,6 +195,40 @@ def test_the_server_routes_each_share_to_its_recipient_in_sender_order() -> None
         assert hash(bundle) == hash(expected)
     with pytest.raises(ValueError, match="ciphertexts"):
         ShareBundle(1, (2, 3), bytes(5), 3)
+
+
+def test_packed_shares_are_checked_as_shares_one_by_one_are() -> None:
+    """Shares sent packed are refused, changing nothing, where they are not the device's own
+    (another sender), miss a neighbour or name a non-id, or hold ciphertexts of another
+    width; once accepted, the same shares again, packed or one by one, are a duplicate."""
+    driver = drive_to(small_cohort(), Stage.SHARE_KEYS)
+    server = driver.server
+    response = driver.devices[2].share_keys(driver.pending[2])  # type: ignore[arg-type]
+    packed = _packed(response)
+    bundle = packed.shares
+    assert isinstance(bundle, ShareBundle)
+    dsts, blob, width = bundle.recipients, bundle.blob, SHARE_CIPHERTEXT_BYTES
+    forged = {
+        "another sender": ShareBundle.sent_by(3, dsts, blob, width),
+        "a neighbour missed": ShareBundle.sent_by(2, dsts[1:], blob[width:], width),
+        "a neighbour twice": ShareBundle.sent_by(2, (dsts[1], *dsts[1:]), blob, width),
+        "a recipient that is no id": ShareBundle.sent_by(2, (str(dsts[0]), *dsts[1:]), blob,
+                                                         width),
+        "addressed to the device": ShareBundle(2, dsts, blob, width),
+        "another width": ShareBundle.sent_by(2, dsts, blob + bytes(len(dsts)), width + 1),
+    }
+    for what, shares in forged.items():
+        with pytest.raises(ProtocolViolation) as info:
+            server.handle_share_keys(dataclasses.replace(packed, shares=shares))
+        expected = Violation.WRONG_LENGTH if what == "another width" else Violation.MALFORMED
+        assert info.value.reason == expected, what
+    assert server.received() == 0
+    assert server.handle_share_keys(packed)
+    assert not server.handle_share_keys(packed) and not server.handle_share_keys(response)
+    with pytest.raises(ProtocolViolation) as info:
+        server.handle_share_keys(dataclasses.replace(packed, shares=ShareBundle.sent_by(
+            2, dsts, bytes(len(blob)), width)))
+    assert info.value.reason == Violation.DUPLICATE
 
 
 def test_devices_lent_no_generator_hold_none_until_their_masked_vector() -> None:
