@@ -41,6 +41,7 @@ from fedhh.secagg.messages import (
     ConsistencyResponse,
     EncryptedShare,
     MaskedInputRequest,
+    OwnerShares,
     ServerMessage,
     ShareBundle,
     ShareKeysRequest,
@@ -49,6 +50,7 @@ from fedhh.secagg.messages import (
     UnmaskRequest,
     UnmaskResponse,
 )
+from fedhh.secagg.shamir import SHARE_BYTES
 from fedhh.v1 import aggregator_pb2 as pb
 
 T = TypeVar("T")
@@ -475,9 +477,17 @@ def session_shares(message: ShareKeysResponse, packed: bool) -> pb.SessionMessag
     return out
 
 
-def session_unmask(message: UnmaskResponse) -> pb.SessionMessage:
+def session_unmask(message: UnmaskResponse, packed: bool) -> pb.SessionMessage:
+    """The unmask message; ``packed``: in the packed form (where the challenge offered it)."""
     out = pb.SessionMessage()
-    _add_owner_shares(out.unmask, message)
+    if packed:
+        unmask = out.unmask
+        for owners, values, entries in ((unmask.b_owners, "b_values", message.b_shares),
+                                        (unmask.s_owners, "s_values", message.s_shares)):
+            owners.extend([owner for owner, _ in entries])
+            setattr(unmask, values, b"".join([share for _, share in entries]))
+    else:
+        _add_owner_shares(out.unmask, message)
     out.unmask.SetInParent()  # (present even with both lists empty)
     return out
 
@@ -497,12 +507,28 @@ def unmask_to_pb(message: UnmaskResponse, creds: pb.DeviceCredentials) -> pb.Sub
 
 def unmask_from_pb(device_id: int, message: pb.SubmitUnmaskRequest | pb.SessionUnmask,
                    session_id: bytes | None = None) -> UnmaskResponse:
-    """``session_id``: the stream's, for a SessionUnmask (which names none)."""
+    """``session_id``: the stream's, for a SessionUnmask (which names none, and may carry the
+    shares packed: then each list is taken as one OwnerShares)."""
     if session_id is None:
         session_id = bytes(message.session_id)
-    return UnmaskResponse(session_id, device_id,
-                          tuple((int(e.owner), bytes(e.share)) for e in message.b_shares),
-                          tuple((int(e.owner), bytes(e.share)) for e in message.s_shares))
+    b_shares: tuple[tuple[int, bytes], ...] | OwnerShares = _owner_shares(message.b_shares)
+    s_shares: tuple[tuple[int, bytes], ...] | OwnerShares = _owner_shares(message.s_shares)
+    if isinstance(message, pb.SessionUnmask) and (
+            message.b_owners or message.b_values or message.s_owners or message.s_values):
+        if b_shares or s_shares:
+            raise ProtocolViolation(Violation.MALFORMED, "unmask shares come packed or one "
+                                    "message each, not both")
+        try:
+            b_shares = OwnerShares(tuple(message.b_owners), bytes(message.b_values), SHARE_BYTES)
+            s_shares = OwnerShares(tuple(message.s_owners), bytes(message.s_values), SHARE_BYTES)
+        except ValueError:
+            raise ProtocolViolation(Violation.WRONG_LENGTH, f"packed unmask shares hold "
+                                    f"{SHARE_BYTES} bytes per owner") from None
+    return UnmaskResponse(session_id, device_id, b_shares, s_shares)
+
+
+def _owner_shares(entries: Iterable[pb.OwnerShare]) -> tuple[tuple[int, bytes], ...]:
+    return tuple((int(e.owner), bytes(e.share)) for e in entries)
 
 
 # -- the release evidence (aggregator -> coordinator) --------------------------------------------

@@ -43,6 +43,7 @@ from fedhh.rpc.aggregator_wire import (
     shares_from_pb,
     stage_to_pb,
     unmask_answer_from,
+    unmask_from_pb,
 )
 from fedhh.rpc.errors import CODES_BY_NUMBER
 from fedhh.rpc.participation import (
@@ -77,6 +78,18 @@ _DETAILS = {pb.AWAIT_STATUS_CLOSED: "the stage closed"}
 _AS_CALLS = {Stage.SHARE_KEYS: "SubmitShares", Stage.MASKED_INPUT: "SubmitMaskedVector",
              Stage.CONSISTENCY_CHECK: "SubmitConsistency", Stage.UNMASK: "SubmitUnmask"}
 
+
+
+def _unpacked(message: pb.SessionMessage, device: SecAggDevice) -> pb.SessionMessage:
+    """``message`` with its shares one message each, if they were packed."""
+    part = message.WhichOneof("part")
+    if part == "shares" and message.shares.dsts:
+        return session_shares(shares_from_pb(device.device_id, message.shares,
+                                             device.session_id), False)
+    if part == "unmask" and (message.unmask.b_owners or message.unmask.s_owners):
+        return session_unmask(unmask_from_pb(device.device_id, message.unmask,
+                                             device.session_id), False)
+    return message
 
 
 class _Broken(Exception):
@@ -147,10 +160,8 @@ class SessionStream:
             call.cancel()
             raise _Ended(grpc.StatusCode.INTERNAL, "the stream did not start with a challenge")
         self.packed_shares = event.packed_shares
-        if (not self.packed_shares and self.last and self.last[0].WhichOneof("part") == "shares"
-                and self.last[0].shares.dsts):  # (packed for an aggregator that offered it)
-            self.last[0] = session_shares(shares_from_pb(
-                self.device.device_id, self.last[0].shares, self.device.session_id), False)
+        if not self.packed_shares and self.last:  # (packed for an aggregator that offered it)
+            self.last[0] = _unpacked(self.last[0], self.device)
         opened = pb.SessionMessage(open=session_open(
             self.identity_key, self.admission, self.device.session_id, event.challenge))
         opened.open.unmask_in_status = True  # (an aggregator from before it sends the event)
@@ -365,7 +376,7 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
                 messages = [pb.SessionMessage(
                     consistency_signature=device.consistency_check(request).signature)]
             elif isinstance(request, UnmaskRequest):
-                messages = [session_unmask(device.unmask(request))]
+                messages = [session_unmask(device.unmask(request), stream.packed_shares)]
             else:
                 stream.close()
                 return SessionResult(stage, ParticipationEnd.REJECTED, contributed,

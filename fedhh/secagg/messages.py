@@ -24,13 +24,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import overload
+from typing import TypeVar, overload
 
 import numpy as np
 
 from fedhh.secagg.config import Admission
 from fedhh.secagg.errors import ProtocolViolation, Violation
 from fedhh.secagg.primitives import LABELS, sha256, u32
+
+T = TypeVar("T")
 
 __all__ = [
     "AdvertiseKeys",
@@ -41,6 +43,7 @@ __all__ = [
     "EncryptedShare",
     "MaskedInput",
     "MaskedInputRequest",
+    "OwnerShares",
     "ReleaseEvidence",
     "ServerMessage",
     "ShareBundle",
@@ -99,25 +102,81 @@ class EncryptedShare:
     ciphertext: bytes
 
 
-class ShareBundle(Sequence[EncryptedShare]):
-    """Ciphertexts between one device and several, held as the others' ids and one bytes
-    object of the ciphertexts (each ``width`` bytes, in the ids' order): those addressed to
-    ``dst`` by ``senders`` (``ShareBundle(dst, senders, ...)``), or those ``src`` sends to
-    ``recipients`` (:meth:`sent_by`). A sequence of EncryptedShare to its readers, immutable.
-    The server routes every share of a stage this way: an object per share, ~k per device
-    alive from the key sharing to the masked input, made the aggregator's garbage collector
-    walk hundreds of thousands of them (half its tracked objects at 2,500 devices); and a
-    worker takes a device's shares off the session stream this way, without making k
-    objects of them first."""
+class _Packed(Sequence[T]):
+    """A sequence of values of ``width`` bytes each, one per id in ``_ids``, held as the ids and
+    one bytes object of the values in the ids' order (an object per value, ~k per device,
+    made a worker's garbage collector walk hundreds of thousands of them and its parsing
+    make them one by one). Immutable; equal to the tuple of its items."""
 
-    __slots__ = ("_blob", "_device", "_others", "_sent", "_width")
+    __slots__ = ("_blob", "_ids", "_width")
+
+    def __init__(self, ids: tuple[int, ...], blob: bytes, width: int) -> None:
+        if len(blob) != len(ids) * width:
+            raise ValueError(f"{len(ids)} values need {len(ids) * width} bytes, got "
+                             f"{len(blob)}")
+        self._ids, self._blob, self._width = ids, blob, width
+
+    @property
+    def blob(self) -> bytes:
+        """The values, one after another."""
+        return self._blob
+
+    @property
+    def width(self) -> int:
+        return self._width
+
+    def entries(self) -> Iterator[tuple[int, bytes]]:
+        """(id, value) pairs, in order."""
+        w, blob = self._width, self._blob
+        return zip(self._ids, (blob[i:i + w] for i in range(0, len(blob), w)), strict=True)
+
+    def _item(self, other: int, value: bytes) -> T:
+        raise NotImplementedError
+
+    def _key(self) -> tuple[object, ...]:
+        return (self._ids, self._blob)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        i = range(len(self._ids))[index]  # (IndexError, negative indices)
+        w = self._width
+        return self._item(self._ids[i], self._blob[i * w:(i + 1) * w])
+
+    def __iter__(self) -> Iterator[T]:
+        return (self._item(other, value) for other, value in self.entries())
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is type(self):
+            return self._key() == other._key()
+        if isinstance(other, tuple):
+            return tuple(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))  # (equal to the tuple it equals, as __eq__ requires)
+
+
+class ShareBundle(_Packed[EncryptedShare]):
+    """Ciphertexts between one device and several: those addressed to ``dst`` by
+    ``senders`` (``ShareBundle(dst, senders, ...)``: the server routes every share of a stage
+    this way), or those ``src`` sends to ``recipients`` (:meth:`sent_by`: a worker takes a
+    device's shares off the session stream this way). A sequence of EncryptedShare."""
+
+    __slots__ = ("_device", "_sent")
 
     def __init__(self, dst: int, srcs: tuple[int, ...], blob: bytes, width: int) -> None:
-        if len(blob) != len(srcs) * width:
-            raise ValueError(f"{len(srcs)} shares need {len(srcs) * width} bytes of "
-                             f"ciphertexts, got {len(blob)}")
-        self._device, self._others, self._blob, self._width = dst, srcs, blob, width
-        self._sent = False
+        super().__init__(srcs, blob, width)
+        self._device, self._sent = dst, False
 
     @classmethod
     def sent_by(cls, src: int, dsts: tuple[int, ...], blob: bytes, width: int) -> ShareBundle:
@@ -140,66 +199,43 @@ class ShareBundle(Sequence[EncryptedShare]):
     @property
     def senders(self) -> tuple[int, ...]:
         """The senders' ids, in order."""
-        return (self._device,) * len(self._others) if self._sent else self._others
+        return (self._device,) * len(self._ids) if self._sent else self._ids
 
     @property
     def recipients(self) -> tuple[int, ...]:
         """The recipients' ids, in order."""
-        return self._others if self._sent else (self._device,) * len(self._others)
+        return self._ids if self._sent else (self._device,) * len(self._ids)
 
-    @property
-    def blob(self) -> bytes:
-        """The ciphertexts, one after another."""
-        return self._blob
-
-    @property
-    def width(self) -> int:
-        return self._width
-
-    def entries(self) -> Iterator[tuple[int, bytes]]:
-        """(the other device, ciphertext) pairs, in order."""
-        w, blob = self._width, self._blob
-        return zip(self._others, (blob[i:i + w] for i in range(0, len(blob), w)), strict=True)
-
-    def _share(self, other: int, ciphertext: bytes) -> EncryptedShare:
+    def _item(self, other: int, value: bytes) -> EncryptedShare:
         if self._sent:
-            return EncryptedShare(self._device, other, ciphertext)
-        return EncryptedShare(other, self._device, ciphertext)
+            return EncryptedShare(self._device, other, value)
+        return EncryptedShare(other, self._device, value)
 
-    def __len__(self) -> int:
-        return len(self._others)
-
-    @overload
-    def __getitem__(self, index: int) -> EncryptedShare: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[EncryptedShare, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> EncryptedShare | tuple[EncryptedShare, ...]:
-        if isinstance(index, slice):
-            return tuple(self)[index]
-        i = range(len(self._others))[index]  # (IndexError, negative indices)
-        w = self._width
-        return self._share(self._others[i], self._blob[i * w:(i + 1) * w])
-
-    def __iter__(self) -> Iterator[EncryptedShare]:
-        return (self._share(other, ct) for other, ct in self.entries())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, ShareBundle):
-            return ((self._sent, self._device, self._others, self._blob)
-                    == (other._sent, other._device, other._others, other._blob))
-        if isinstance(other, tuple):
-            return tuple(self) == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))  # (equal to the tuple it equals, as __eq__ requires)
+    def _key(self) -> tuple[object, ...]:
+        return (self._sent, self._device, *super()._key())
 
     def __repr__(self) -> str:
         if self._sent:
-            return f"ShareBundle.sent_by({self._device}, recipients={self._others})"
-        return f"ShareBundle(dst={self._device}, senders={self._others})"
+            return f"ShareBundle.sent_by({self._device}, recipients={self._ids})"
+        return f"ShareBundle(dst={self._device}, senders={self._ids})"
+
+
+class OwnerShares(_Packed[tuple[int, bytes]]):
+    """A list of an unmask response, packed: (owner, share value) pairs as the owners' ids
+    and their values one after another (``width`` bytes each), as a worker takes them off the
+    session stream. A sequence of (owner, value) pairs."""
+
+    __slots__ = ()
+
+    @property
+    def owners(self) -> tuple[int, ...]:
+        return self._ids
+
+    def _item(self, other: int, value: bytes) -> tuple[int, bytes]:
+        return (other, value)
+
+    def __repr__(self) -> str:
+        return f"OwnerShares(owners={self._ids})"
 
 
 @dataclass(frozen=True)
@@ -288,12 +324,13 @@ class UnmaskResponse:
     """Stage 4, device -> server: b-shares of alive partners, s-shares of dropped ones.
 
     Each entry is (owner device id, 33-byte share value); the share's x is the sender's id.
+    A list is a tuple, or the OwnerShares a worker takes off the session stream.
     """
 
     session_id: bytes
     device_id: int
-    b_shares: tuple[tuple[int, bytes], ...]
-    s_shares: tuple[tuple[int, bytes], ...]
+    b_shares: tuple[tuple[int, bytes], ...] | OwnerShares
+    s_shares: tuple[tuple[int, bytes], ...] | OwnerShares
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from fedhh.secagg.messages import (
     EncryptedShare,
     MaskedInput,
     MaskedInputRequest,
+    OwnerShares,
     ServerMessage,
     ShareBundle,
     ShareKeysRequest,
@@ -491,21 +492,35 @@ class SecAggServer:
         decoded = []
         for entries, wanted in ((message.b_shares, request.alive),
                                 (message.s_shares, request.dropped)):
-            if not isinstance(entries, tuple) or not all(
-                    isinstance(e, tuple) and len(e) == 2 and isinstance(e[0], int)
-                    for e in entries):
+            if isinstance(entries, OwnerShares):  # (sent packed: one blob, decoded at once)
+                if entries.width != shamir.SHARE_BYTES:
+                    raise ProtocolViolation(Violation.WRONG_LENGTH,
+                                            f"share values are {shamir.SHARE_BYTES} bytes")
+                owners = list(entries.owners)
+            elif isinstance(entries, tuple) and all(
+                    isinstance(e, tuple) and len(e) == 2 for e in entries):
+                owners = [e[0] for e in entries]
+            else:
                 raise ProtocolViolation(Violation.MALFORMED, "share lists hold (id, bytes) pairs")
-            owners = [e[0] for e in entries]
+            if not all(type(o) is int for o in owners):
+                raise ProtocolViolation(Violation.MALFORMED, "share owners are device ids")
             if len(owners) != len(wanted) or sorted(owners) != sorted(wanted):
                 raise ProtocolViolation(Violation.MALFORMED, "shares must match the request")
-            values = []
-            for owner, raw in entries:
-                if not isinstance(raw, bytes) or len(raw) != shamir.SHARE_BYTES:
-                    raise ProtocolViolation(Violation.WRONG_LENGTH, f"share of {owner}")
+            if isinstance(entries, OwnerShares):  # (its width is checked: only a value >= p)
                 try:
-                    values.append((owner, shamir.decode_share(raw)))
+                    values = list(zip(owners, shamir.decode_shares(entries.blob), strict=True))
                 except shamir.ShareError as exc:
-                    raise ProtocolViolation(Violation.OUT_OF_RANGE, f"share of {owner}") from exc
+                    raise ProtocolViolation(Violation.OUT_OF_RANGE, str(exc)) from exc
+            else:
+                values = []
+                for owner, raw in entries:
+                    if not isinstance(raw, bytes) or len(raw) != shamir.SHARE_BYTES:
+                        raise ProtocolViolation(Violation.WRONG_LENGTH, f"share of {owner}")
+                    try:
+                        values.append((owner, shamir.decode_share(raw)))
+                    except shamir.ShareError as exc:
+                        raise ProtocolViolation(Violation.OUT_OF_RANGE,
+                                                f"share of {owner}") from exc
             decoded.append(values)
         t = self.config.t
         for points, values in ((self._b_points, decoded[0]), (self._s_points, decoded[1])):

@@ -29,6 +29,7 @@ __all__ = [
     "SHARE_BYTES",
     "ShareError",
     "decode_share",
+    "decode_shares",
     "encode_share",
     "reconstruct",
     "share",
@@ -182,3 +183,15 @@ def decode_share(data: bytes, prime: int = PRIME) -> int:
     if y >= prime:
         raise ShareError("share value >= p")
     return y
+
+
+def decode_shares(data: bytes, prime: int = PRIME) -> list[int]:
+    """:func:`decode_share` of each ``SHARE_BYTES`` of ``data`` in turn (a device's unmask
+    shares packed: one length check and one comparison with p for all of them)."""
+    if not isinstance(data, bytes) or len(data) % SHARE_BYTES:
+        raise ShareError(f"shares are {SHARE_BYTES} bytes each")
+    values = [int.from_bytes(data[i:i + SHARE_BYTES], "big")
+              for i in range(0, len(data), SHARE_BYTES)]
+    if values and max(values) >= prime:
+        raise ShareError("share value >= p")
+    return values

@@ -302,12 +302,20 @@ class SessionVector(_message.Message):
     def __init__(self, total_bytes: _Optional[int] = ..., vector_sha256: _Optional[bytes] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class SessionUnmask(_message.Message):
-    __slots__ = ("b_shares", "s_shares")
+    __slots__ = ("b_shares", "s_shares", "b_owners", "b_values", "s_owners", "s_values")
     B_SHARES_FIELD_NUMBER: _ClassVar[int]
     S_SHARES_FIELD_NUMBER: _ClassVar[int]
+    B_OWNERS_FIELD_NUMBER: _ClassVar[int]
+    B_VALUES_FIELD_NUMBER: _ClassVar[int]
+    S_OWNERS_FIELD_NUMBER: _ClassVar[int]
+    S_VALUES_FIELD_NUMBER: _ClassVar[int]
     b_shares: _containers.RepeatedCompositeFieldContainer[OwnerShare]
     s_shares: _containers.RepeatedCompositeFieldContainer[OwnerShare]
-    def __init__(self, b_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ..., s_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ...) -> None: ...
+    b_owners: _containers.RepeatedScalarFieldContainer[int]
+    b_values: bytes
+    s_owners: _containers.RepeatedScalarFieldContainer[int]
+    s_values: bytes
+    def __init__(self, b_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ..., s_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ..., b_owners: _Optional[_Iterable[int]] = ..., b_values: _Optional[bytes] = ..., s_owners: _Optional[_Iterable[int]] = ..., s_values: _Optional[bytes] = ...) -> None: ...
 
 class SessionMessage(_message.Message):
     __slots__ = ("open", "keys", "shares", "masked_vector", "vector_data", "consistency_signature", "unmask", "resent")

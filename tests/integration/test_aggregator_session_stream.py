@@ -76,8 +76,11 @@ class _BreakingCall:
 
     async def write(self, message: pb.SessionMessage) -> None:
         owner = self._owner
-        if message.WhichOneof("part") == "shares":
-            owner.shares_sent.append((bool(message.shares.dsts), message.resent))
+        part = message.WhichOneof("part")
+        if part == "shares":
+            owner.shares_sent[part].append((bool(message.shares.dsts), message.resent))
+        if part == "unmask":
+            owner.shares_sent[part].append((bool(message.unmask.b_owners), message.resent))
         if self._broken:
             raise _unavailable()
         if owner.armed and owner.written == owner.after:
@@ -122,7 +125,8 @@ class _BreakingStub:
         self.sent: list[str | None] = []
         # withdraw_packed: the challenges after the first do not offer packed shares
         self.withdraw_packed = withdraw_packed
-        self.shares_sent: list[tuple[bool, bool]] = []  # (packed, resent) of each shares write
+        # (packed, resent) of each write of the shares and of the unmask shares
+        self.shares_sent: dict[str, list[tuple[bool, bool]]] = {"shares": [], "unmask": []}
         self._before_reconnect = before_reconnect
 
     async def before_reconnect(self) -> None:
@@ -517,8 +521,9 @@ def test_a_resent_message_whose_stage_closed_meanwhile_gets_the_next_request() -
 @pytest.mark.parametrize("offer", [True, False])
 def test_the_shares_go_packed_where_the_aggregator_offers_it(offer: bool) -> None:
     """Where the challenge offers ``packed_shares`` each device's shares go as recipients and
-    one bytes object of ciphertexts; where it does not (an aggregator from before it), one
-    EncryptedShare message each. Either way the release is every device's report."""
+    one bytes object of ciphertexts, its unmask shares as owners and one bytes object of
+    values; where it does not (an aggregator from before it), one message per share. Either
+    way the release is every device's report."""
     n = 8
     cohort = make_cohort(n, 256, n - 1, 5, n_min=6, windows_ms=(600_000,) * 5,
                          round_id=f"stream/packed/{offer}".encode())
@@ -539,26 +544,34 @@ def test_the_shares_go_packed_where_the_aggregator_offers_it(offer: bool) -> Non
         (shares,) = [m.shares for m in stub.sent if m.WhichOneof("part") == "shares"]
         assert (len(shares.dsts), len(shares.shares)) == ((n - 1, 0) if offer else (0, n - 1))
         assert len(shares.ciphertexts) == (n - 1) * 102 if offer else not shares.ciphertexts
+        (unmask,) = [m.unmask for m in stub.sent if m.WhichOneof("part") == "unmask"]
+        assert (len(unmask.b_owners), len(unmask.b_shares)) == (
+            (n - 1, 0) if offer else (0, n - 1))
+        assert len(unmask.b_values) == (n - 1) * 33 if offer else not unmask.b_values
     assert result.survivors == tuple(range(1, n + 1))
     assert np.array_equal(result.total.astype(np.int64),
                           cohort.plaintext_sum(set(range(1, n + 1))))
 
 
-def test_packed_shares_sent_again_go_one_by_one_where_the_new_stream_does_not_offer_it() -> None:
-    """Device 1's packed shares get in, but its stream breaks before their answer; the
-    challenge of the stream it opens next does not offer ``packed_shares`` (an aggregator
-    from before it took over): the shares go again marked resent, one message each, are taken
-    as the duplicate they are, and the device contributes."""
+@pytest.mark.parametrize("part", ["shares", "unmask"])
+def test_packed_shares_sent_again_go_one_by_one_where_the_new_stream_does_not_offer_it(
+        part: str) -> None:
+    """Device 1's packed shares (or unmask shares) get in, but its stream breaks before their
+    answer; the challenge of the stream it opens next does not offer ``packed_shares`` (an
+    aggregator from before it took over): they go again marked resent, one message per
+    share, are taken as the duplicate they are, and the device contributes."""
     n = 6
     cohort = make_cohort(n, 256, n - 1, 4, n_min=5, windows_ms=(600_000,) * 5,
-                         round_id=b"stream/packed-withdrawn")
+                         round_id=f"stream/packed-withdrawn/{part}".encode())
 
     async def scenario() -> tuple[Any, SessionResult, _BreakingStub]:
         async with aggregator() as (_, channel):
             control = AggregatorControl(channel, TOKEN)
             await control.open_round(cohort.signed)
-            # Writes: the open with the keys (0), the shares (1).
-            stub = _BreakingStub(channel, 1, True, withdraw_packed=True)
+            # Writes: the open with the keys (0), the shares (1), the vector (2), the unmask
+            # shares (3).
+            stub = _BreakingStub(channel, 1 if part == "shares" else 3, True,
+                                 withdraw_packed=True)
             fetch = asyncio.create_task(control.result(cohort.round_id, 45))
             outcomes = await asyncio.gather(_through(channel, cohort, 1, stub), *(
                 _through(channel, cohort, u) for u in range(2, n + 1)))
@@ -566,7 +579,7 @@ def test_packed_shares_sent_again_go_one_by_one_where_the_new_stream_does_not_of
 
     result, outcome, stub = run(scenario())
     assert stub.opened == 2
-    assert stub.shares_sent == [(True, False), (False, True)]
+    assert stub.shares_sent[part] == [(True, False), (False, True)]
     assert outcome.contributed and outcome.outcome in (End.COMPLETED, End.LATE), outcome
     assert np.array_equal(result.total.astype(np.int64),
                           cohort.plaintext_sum(set(range(1, n + 1))))

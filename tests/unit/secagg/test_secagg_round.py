@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import dataclasses
 import tracemalloc
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 from secagg_testkit import assert_correct, drive_to, reports_for, small_cohort
 
+from fedhh.secagg import shamir
 from fedhh.secagg.device import SHARE_CIPHERTEXT_BYTES
 from fedhh.secagg.errors import AbortReason, ProtocolViolation, Violation
 from fedhh.secagg.messages import (
+    DeviceMessage,
     EncryptedShare,
     MaskedInput,
     MaskedInputRequest,
+    OwnerShares,
     ShareBundle,
     ShareKeysResponse,
     Stage,
+    UnmaskResponse,
 )
 from fedhh.secagg.params import choose_parameters
 from fedhh.secagg.report import indices_from_dense
@@ -193,7 +198,7 @@ def test_the_server_routes_each_share_to_its_recipient_in_sender_order(packed: b
         assert bundle == ShareBundle(v, bundle.senders, b"".join(s.ciphertext for s in expected),
                                      len(expected[0].ciphertext))
         assert hash(bundle) == hash(expected)
-    with pytest.raises(ValueError, match="ciphertexts"):
+    with pytest.raises(ValueError, match="need 6 bytes"):
         ShareBundle(1, (2, 3), bytes(5), 3)
 
 
@@ -229,6 +234,65 @@ def test_packed_shares_are_checked_as_shares_one_by_one_are() -> None:
         server.handle_share_keys(dataclasses.replace(packed, shares=ShareBundle.sent_by(
             2, dsts, bytes(len(blob)), width)))
     assert info.value.reason == Violation.DUPLICATE
+
+
+def _packed_unmask(response: UnmaskResponse) -> UnmaskResponse:
+    """``response`` with both lists as the OwnerShares a worker takes off the session stream."""
+    def packed(entries: Sequence[tuple[int, bytes]]) -> OwnerShares:
+        return OwnerShares(tuple(o for o, _ in entries), b"".join(v for _, v in entries),
+                           shamir.SHARE_BYTES)
+    return dataclasses.replace(response, b_shares=packed(response.b_shares),
+                               s_shares=packed(response.s_shares))
+
+
+def test_a_round_whose_devices_send_everything_packed_releases_the_sum() -> None:
+    """Every other device's shares and unmask shares go packed (the rest one object each), with
+    dropouts at every stage: the release is exactly the sum of the survivors' reports."""
+    def pack(stage: Stage, u: int, message: DeviceMessage) -> DeviceMessage:
+        if u % 2 and isinstance(message, ShareKeysResponse):
+            return _packed(message)
+        if u % 2 and isinstance(message, UnmaskResponse):
+            return _packed_unmask(message)
+        return message
+
+    cohort = make_cohort(n=12, dimension=16, k=11, t=6, n_min=6, seed=5)
+    plan = DropoutPlan({Stage.SHARE_KEYS: frozenset({2}), Stage.MASKED_INPUT: frozenset({3}),
+                        Stage.UNMASK: frozenset({4})})
+    outcome = run_round(cohort, reports_for(12, 16), plan, to_server=pack)
+    assert outcome.abort is None and not outcome.rejected, outcome.rejected
+    assert_correct(outcome)
+
+
+def test_packed_unmask_shares_are_checked_as_pairs_are() -> None:
+    """Unmask shares sent packed are refused, changing nothing, where their values are not 33
+    bytes, an owner is no id, the owners do not match the request, or a value is >= p; once
+    accepted, the same shares again, packed or as pairs, are a duplicate."""
+    driver = drive_to(small_cohort(), Stage.UNMASK, DropoutPlan.at(Stage.MASKED_INPUT, {8}))
+    server = driver.server
+    response = driver.devices[2].unmask(driver.pending[2])  # type: ignore[arg-type]
+    packed = _packed_unmask(response)
+    b = packed.b_shares
+    assert isinstance(b, OwnerShares) and tuple(b) == response.b_shares
+    owners, values = b.owners, b.blob
+    too_big = (1 << 264) - 1
+    forged = {
+        "values of 32 bytes": (OwnerShares(owners, values[:-len(owners)], 32),
+                               Violation.WRONG_LENGTH),
+        "an owner that is no id": (OwnerShares((str(owners[0]), *owners[1:]), values,
+                                               shamir.SHARE_BYTES), Violation.MALFORMED),
+        "an owner missed": (OwnerShares(owners[1:], values[shamir.SHARE_BYTES:],
+                                        shamir.SHARE_BYTES), Violation.MALFORMED),
+        "a value >= p": (OwnerShares(owners, too_big.to_bytes(33, "big")
+                                     + values[shamir.SHARE_BYTES:], shamir.SHARE_BYTES),
+                         Violation.OUT_OF_RANGE),
+    }
+    for what, (shares, reason) in forged.items():
+        with pytest.raises(ProtocolViolation) as info:
+            server.handle_unmask(dataclasses.replace(packed, b_shares=shares))
+        assert info.value.reason == reason, what
+    assert server.received() == 0
+    assert server.handle_unmask(packed)
+    assert not server.handle_unmask(packed) and not server.handle_unmask(response)
 
 
 def test_devices_lent_no_generator_hold_none_until_their_masked_vector() -> None:

@@ -186,6 +186,16 @@ def test_share_encoding() -> None:
         shamir.decode_share(bytes(32))
 
 
+def test_packed_shares_decode_as_each_share_does() -> None:
+    values = (0, 1, 12345, shamir.PRIME - 1)
+    packed = b"".join(map(shamir.encode_share, values))
+    assert shamir.decode_shares(packed) == list(values) and shamir.decode_shares(b"") == []
+    with pytest.raises(shamir.ShareError, match=">= p"):
+        shamir.decode_shares(packed + shamir.PRIME.to_bytes(33, "big"))
+    with pytest.raises(shamir.ShareError, match="33 bytes each"):
+        shamir.decode_shares(packed[:-1])
+
+
 @pytest.mark.parametrize("span_bits", [1, 2, 13, 20, 30, 31, 32, 40, 61, 62])
 def test_weight_factors_multiplied_in_groups_reconstruct_exactly(span_bits: int) -> None:
     """Each point's weight, its id times its differences to the others, is multiplied 62 //
