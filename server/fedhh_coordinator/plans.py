@@ -21,7 +21,7 @@ from fedhh.secagg import ReleaseEvidence, ReleaseEvidenceError, RoundConfig, ver
 from fedhh.secagg.config import SignedConfig
 from fedhh.secagg.shards import ShardRelease, verify_sharded_release
 from fedhh_coordinator.aggregation import AggregatorApi, RoundService
-from fedhh_coordinator.store import Store
+from fedhh_coordinator.store import Store, stored_members, stored_members_field
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +38,16 @@ class SignedCohort:
     worker: int = 0
 
     def stored(self) -> dict[str, Any]:
-        return {"round_config": self.config.to_bytes().hex(), "members": list(self.members)}
+        return {"round_config": self.config.to_bytes().hex(),
+                **stored_members_field(self.members)}
 
     @classmethod
     def from_stored(cls, stored: Mapping[str, Any], store: Store, worker: int = 0) -> SignedCohort:
         """The cohort as stored; a member whose record is gone has no identity key (its
         signature cannot count)."""
-        members = tuple(int(d) for d in stored["members"])
+        members = stored_members(stored)
+        if members is None:
+            raise KeyError("the stored cohort names no members")
         keys = {}
         for i, device_id in enumerate(members, start=1):
             record = store.device(device_id)

@@ -12,7 +12,7 @@ from fedhh.server import LocalRandomizer
 from fedhh_coordinator.dashboard.results import estimate_std
 from fedhh_coordinator.dashboard.timeline import attempt_view, dropout_by_stage
 from fedhh_coordinator.progress import Progress
-from fedhh_coordinator.store import RoundRow
+from fedhh_coordinator.store import RoundRow, stored_members_field
 
 T0 = 1_800_000_000.0
 COUNTS = {"ADVERTISE_KEYS": 100, "SHARE_KEYS": 90, "MASKED_INPUT": 90,
@@ -28,11 +28,14 @@ def statuses(view: object) -> dict[str, str]:
     return {s.key: s.status for s in view.steps}  # type: ignore[attr-defined]
 
 
-def test_a_released_attempt_has_every_step_done_with_its_dropout_and_duration() -> None:
+@pytest.mark.parametrize("members", [stored_members_field(range(100)),
+                                     {"members": list(range(100))}])  # (as written before)
+def test_a_released_attempt_has_every_step_done_with_its_dropout_and_duration(
+        members: dict[str, object]) -> None:
     steps = [["check-in", T0], ["secure aggregation", T0 + 4], ["SHARE_KEYS", T0 + 5],
              ["MASKED_INPUT", T0 + 7], ["CONSISTENCY_CHECK", T0 + 10], ["UNMASK", T0 + 11],
              ["releasing", T0 + 15]]
-    view = attempt_view(row("released", {"members": list(range(100)), "steps": steps,
+    view = attempt_view(row("released", {**members, "steps": steps,
                                          "stage_devices": COUNTS, "kept": 5, "finished": 2,
                                          "threshold": 12.5, "expected_false_positives": 0.3,
                                          "impossible": 1, "denied": 2}, participants=81),

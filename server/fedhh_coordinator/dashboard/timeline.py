@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedhh_coordinator.progress import Progress
-from fedhh_coordinator.store import RoundRow
+from fedhh_coordinator.store import RoundRow, stored_members
 
 STAGES = ("ADVERTISE_KEYS", "SHARE_KEYS", "MASKED_INPUT", "CONSISTENCY_CHECK", "UNMASK")
 # Stages whose count measures dropout. The aggregator closes UNMASK as soon as every mask can
@@ -93,7 +93,8 @@ def attempt_view(row: RoundRow, n_min: int, live: Progress | None, pool: int,
     finished = row.state in FINISHED
     if released:
         reached = len(STEPS) - 1
-    cohort = len(s["members"]) if "members" in s else None
+    members = stored_members(s)
+    cohort = len(members) if members is not None else None
     if cohort is None and live is not None:
         cohort = pool if live.phase == "check-in" else live.devices or None
     end = row.finished_at if finished and row.finished_at is not None else now
