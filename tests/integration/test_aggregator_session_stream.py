@@ -8,6 +8,7 @@ Servers on OS-chosen ports; nothing sleeps: a test waits on the aggregator's own
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -37,7 +38,7 @@ from fedhh.rpc.aggregator_wire import (
 )
 from fedhh.rpc.device_client import ParticipationEnd as End
 from fedhh.rpc.device_client import RetryPolicy, SessionResult, Transport, participate
-from fedhh.secagg import Stage
+from fedhh.secagg import ShareKeysRequest, Stage
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_aggregator.rounds import Limits
@@ -269,6 +270,26 @@ class _RecordingStub:
         return _RecordingCall(self._stub.Session(**kwargs), self)
 
 
+def _recorded_round(cohort: Cohort, stub: Callable[[Any, grpc.aio.Channel], _RecordingStub],
+                    **kw: Any) -> tuple[Any, list[_RecordingStub]]:
+    """Every device of ``cohort`` through its own ``stub(aggregator, channel)`` (``kw`` for
+    ``participate``): the release and the stubs, once every device has contributed."""
+    n = cohort.config.num_devices
+
+    async def scenario() -> tuple[Any, list[_RecordingStub]]:
+        async with aggregator() as (agg, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            stubs = [stub(agg, channel) for _ in range(n)]
+            fetch = asyncio.create_task(control.result(cohort.round_id, 45))
+            outcomes = await asyncio.gather(*(
+                _through(channel, cohort, u, stubs[u - 1], **kw) for u in range(1, n + 1)))
+            assert all(o.contributed for o in outcomes), outcomes
+            return await fetch, stubs
+
+    return run(scenario())
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_session_counts_the_bytes_it_receives_once(transport: str) -> None:
     """``fedhh_aggregator_received_bytes_total{rpc="Session"}`` grows by exactly the encoded
@@ -279,22 +300,8 @@ def test_a_session_counts_the_bytes_it_receives_once(transport: str) -> None:
                          consistency_check=True, round_id=f"stream/bytes/{transport}".encode())
     received = {"rpc": "Session"}
     before = _metric("fedhh_aggregator_received_bytes_total", received)
-
-    async def scenario() -> list[_RecordingStub]:
-        async with aggregator() as (agg, channel):
-            control = AggregatorControl(channel, TOKEN)
-            await control.open_round(cohort.signed)
-            stubs = [_RecordingStub(channel, stub=session_stub(agg, channel, transport))
-                     for _ in range(n)]
-            fetch = asyncio.create_task(control.result(cohort.round_id, 45))
-            outcomes = await asyncio.gather(*(
-                _through(channel, cohort, u, stubs[u - 1], chunk_bytes=200)
-                for u in range(1, n + 1)))
-            assert all(o.contributed for o in outcomes), outcomes
-            await fetch
-            return stubs
-
-    stubs = run(scenario())
+    _, stubs = _recorded_round(cohort, lambda agg, channel: _RecordingStub(
+        channel, stub=session_stub(agg, channel, transport)), chunk_bytes=200)
     assert "vector_data" in [m.WhichOneof("part") for m in stubs[0].sent]
     sent = sum(len(m.SerializeToString()) for stub in stubs for m in stub.sent)
     assert _metric("fedhh_aggregator_received_bytes_total", received) - before == sent
@@ -311,19 +318,8 @@ def test_the_keys_ride_in_the_open_where_the_aggregator_offers_it(
     cohort = make_cohort(n, 256, n - 1, 6, n_min=7, windows_ms=(600_000,) * 5,
                          consistency_check=True,
                          round_id=f"stream/keys-in-open/{offer_keys_in_open}".encode())
-
-    async def scenario() -> tuple[Any, list[_RecordingStub]]:
-        async with aggregator() as (_, channel):
-            control = AggregatorControl(channel, TOKEN)
-            await control.open_round(cohort.signed)
-            stubs = [_RecordingStub(channel, offer_keys_in_open) for _ in range(n)]
-            fetch = asyncio.create_task(control.result(cohort.round_id, 45))
-            outcomes = await asyncio.gather(*(
-                _through(channel, cohort, u, stubs[u - 1]) for u in range(1, n + 1)))
-            assert all(o.contributed for o in outcomes), outcomes
-            return await fetch, stubs
-
-    result, stubs = run(scenario())
+    result, stubs = _recorded_round(
+        cohort, lambda _, channel: _RecordingStub(channel, offer_keys_in_open))
     expected = ["open", "shares", "masked_vector", "consistency_signature", "unmask"]
     if not offer_keys_in_open:
         expected.insert(1, "keys")
@@ -527,19 +523,8 @@ def test_the_shares_go_packed_where_the_aggregator_offers_it(offer: bool) -> Non
     n = 8
     cohort = make_cohort(n, 256, n - 1, 5, n_min=6, windows_ms=(600_000,) * 5,
                          round_id=f"stream/packed/{offer}".encode())
-
-    async def scenario() -> tuple[Any, list[_RecordingStub]]:
-        async with aggregator() as (_, channel):
-            control = AggregatorControl(channel, TOKEN)
-            await control.open_round(cohort.signed)
-            stubs = [_RecordingStub(channel, offer_packed_shares=offer) for _ in range(n)]
-            fetch = asyncio.create_task(control.result(cohort.round_id, 45))
-            outcomes = await asyncio.gather(*(
-                _through(channel, cohort, u, stubs[u - 1]) for u in range(1, n + 1)))
-            assert all(o.contributed for o in outcomes), outcomes
-            return await fetch, stubs
-
-    result, stubs = run(scenario())
+    result, stubs = _recorded_round(
+        cohort, lambda _, channel: _RecordingStub(channel, offer_packed_shares=offer))
     for stub in stubs:
         (shares,) = [m.shares for m in stub.sent if m.WhichOneof("part") == "shares"]
         assert (len(shares.dsts), len(shares.shares)) == ((n - 1, 0) if offer else (0, n - 1))
@@ -616,6 +601,7 @@ def test_malformed_packed_shares_are_refused_invalid_argument(transport: str) ->
             call = await opened()
             await call.write(pb.SessionMessage(keys=keys_to_pb(device.advertise_keys())))
             request = request_from_pb(cohort.session_id, 1, (await call.read()).next)
+            assert isinstance(request, ShareKeysRequest)
             shares = session_shares(device.share_keys(request), True)
             call.cancel()
             both = pb.SessionMessage()
@@ -671,6 +657,7 @@ def test_a_late_message_not_marked_resent_ends_the_stream_failed_precondition() 
             await call.write(pb.SessionMessage(keys=keys_to_pb(device.advertise_keys())))
             event = await call.read()
             request = request_from_pb(cohort.session_id, 1, event.next)
+            assert isinstance(request, ShareKeysRequest)
             shares = session_shares(device.share_keys(request), True)
             call.cancel()  # the device goes silent; the others move the round on
             assert (await round_.await_request(2, Stage.MASKED_INPUT, 30)).request is not None
