@@ -2,7 +2,8 @@
 
 Shared by the service (``fedhh_aggregator``) and its clients (:mod:`fedhh.rpc.aggregator_client`),
 so both sides convert and sign the same way. Conversions from the wire never trust the peer:
-they only copy fields; the state machines validate every value.
+they only copy fields (a packed list whose bytes do not fit its ids, or one sent in both
+forms, is refused here: ProtocolViolation); the state machines validate every value.
 
 Device authentication. The library authenticates stage 0 itself (the coordinator's admission, a
 Merkle proof under the signed config's identity root of the advertised keys, which the device
@@ -482,10 +483,10 @@ def session_unmask(message: UnmaskResponse, packed: bool) -> pb.SessionMessage:
     out = pb.SessionMessage()
     if packed:
         unmask = out.unmask
-        for owners, values, entries in ((unmask.b_owners, "b_values", message.b_shares),
-                                        (unmask.s_owners, "s_values", message.s_shares)):
-            owners.extend([owner for owner, _ in entries])
-            setattr(unmask, values, b"".join([share for _, share in entries]))
+        unmask.b_owners.extend([owner for owner, _ in message.b_shares])
+        unmask.b_values = b"".join([share for _, share in message.b_shares])
+        unmask.s_owners.extend([owner for owner, _ in message.s_shares])
+        unmask.s_values = b"".join([share for _, share in message.s_shares])
     else:
         _add_owner_shares(out.unmask, message)
     out.unmask.SetInParent()  # (present even with both lists empty)
