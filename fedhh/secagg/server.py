@@ -337,7 +337,9 @@ class SecAggServer:
             self._masked_requests[v] = req
             requests[v] = req
         self._holders = _ShareHolders(self._partners, self.config.num_devices)
-        self._share_responses = {}
+        # (a closed stage's requests and messages are not kept: each request's roster is
+        # ~k references, a round's whole memory at a worker holding 50,000 devices)
+        self._share_requests, self._share_responses = {}, {}
         self._acc = self._masks.zeros()
         return requests
 
@@ -438,6 +440,7 @@ class SecAggServer:
                       f"|U4|={len(signers)} < n_min={self.config.n_min}")
         short = self._short_secret(self._unmask_holders(u3, signers))
         self._require(short is None, AbortReason.TOO_FEW_SHARE_HOLDERS, short or "")
+        self._consistency_requests = {}
         return self._unmask_requests_for(u3, signers)
 
     def _unmask_holders(self, u3: set[int], signers: Mapping[int, bytes]) -> set[int]:

@@ -295,6 +295,20 @@ def test_packed_unmask_shares_are_checked_as_pairs_are() -> None:
     assert not server.handle_unmask(packed) and not server.handle_unmask(response)
 
 
+def test_the_server_keeps_no_requests_of_a_closed_stage() -> None:
+    """Once a stage closes, its requests are dropped (a share-keys request holds its roster:
+    ~k references per device, kept for the whole round before); the open stage's stay."""
+    cohort = make_cohort(n=8, dimension=12, k=7, t=4, n_min=4, seed=11, device_auth=True,
+                         consistency_check=True)
+    driver = drive_to(cohort, Stage.UNMASK)
+    server = driver.server
+    assert server._share_requests == {} and server._masked_requests == {}
+    assert server._consistency_requests == {}
+    assert sorted(server._unmask_requests) == sorted(driver.pending)
+    driver.step()
+    assert_correct(driver.outcome)
+
+
 def test_devices_lent_no_generator_hold_none_until_their_masked_vector() -> None:
     """A device lent no mask generator makes one for its masked vector only: a load test's fleet
     holds tens of thousands of devices through a round, and a generator's two buffers of a
