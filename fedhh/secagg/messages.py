@@ -21,6 +21,7 @@ Order of one round (server -> device requests come from ``SecAggServer.close_sta
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -130,8 +131,9 @@ class _Packed(Sequence[T]):
         w, blob = self._width, self._blob
         return zip(self._ids, (blob[i:i + w] for i in range(0, len(blob), w)), strict=True)
 
+    @abstractmethod
     def _item(self, other: int, value: bytes) -> T:
-        raise NotImplementedError
+        """The item of ``other``'s id and its value (a subclass says what an item is)."""
 
     def _key(self) -> tuple[object, ...]:
         return (self._ids, self._blob)
