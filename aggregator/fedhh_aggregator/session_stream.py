@@ -158,6 +158,18 @@ async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext, rea
         f"no open within {limits.upload_idle_s:g} s of the challenge: open a new stream"))
     if first is None:
         return
+    session, advertised = _authenticate(registry, context, reader, challenge, first)
+    # (not ``first``, a parsed message holding its wire bytes, for the stream's whole life)
+    del first
+    await session.run(advertised)
+
+
+def _authenticate(registry: RoundRegistry, context: grpc.aio.ServicerContext, reader: _Reader,
+                  challenge: bytes, first: pb.SessionMessage
+                  ) -> tuple[_Session, Admission | None]:
+    """The stream's session from the device's first message, which must be an ``open``
+    signed by an admitted device over this stream's challenge, and the open's admission when
+    it is the device's stage 0 message too (``SessionOpen.advertise``)."""
     if first.WhichOneof("part") != "open":
         raise _malformed("a session stream starts with open")
     opened = first.open
@@ -170,8 +182,8 @@ async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext, rea
     transcript = session_transcript(round_.session_id, admission.device_id, challenge)
     if not ed25519_verify(admission.identity_key, bytes(opened.signature), transcript):
         raise AuthenticationError("the stream is not opened by the admitted device")
-    await _Session(registry, round_, admission, context, reader,
-                   opened.unmask_in_status).run(admission if opened.advertise else None)
+    session = _Session(registry, round_, admission, context, reader, opened.unmask_in_status)
+    return session, admission if opened.advertise else None
 
 
 class _Session:
@@ -227,6 +239,10 @@ class _Session:
                         message = await self.context.read()
                         if message is grpc.aio.EOF or await self._handle(message):
                             return
+                        # A parsed message holds its wire bytes: kept while the stream
+                        # waits for the next, every device's shares (~10 KB) and then its
+                        # masked vector (~17 KB) made up a third of a worker's heap.
+                        del message
             except TimeoutError:
                 raise StateError("every stage of the round has closed") from None
         except asyncio.CancelledError:

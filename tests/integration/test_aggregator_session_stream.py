@@ -8,6 +8,7 @@ Servers on OS-chosen ports; nothing sleeps: a test waits on the aggregator's own
 from __future__ import annotations
 
 import asyncio
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -685,6 +686,60 @@ def test_a_late_message_not_marked_resent_ends_the_stream_failed_precondition() 
     code, stage = run(scenario())
     assert code == grpc.StatusCode.FAILED_PRECONDITION
     assert stage == pb.SECAGG_STAGE_MASKED_INPUT
+
+
+def _stream_frames(session: Any) -> list[types.FrameType]:
+    """The frames of the coroutines a session's task awaits through, outermost first."""
+    frames, awaited = [], session.task.get_coro()
+    while awaited is not None:
+        if getattr(awaited, "cr_frame", None) is not None:
+            frames.append(awaited.cr_frame)
+        awaited = getattr(awaited, "cr_await", None)
+    return frames
+
+
+def test_a_waiting_stream_holds_none_of_its_devices_messages() -> None:
+    """While a stream waits for its device's next message, the aggregator holds none of the
+    device's parsed messages: not the open, not the masked vector it handled last (a parsed
+    message holds its wire bytes: the shares, then the vector, were a third of a worker's
+    heap at 25,000 devices). The masked-input stage stays open (device 1 never sends its
+    vector), so the others' streams wait for their consistency check. On the framed port,
+    whose handlers' awaits can be walked (gRPC's pass through its Cython coroutines); both
+    ports run the same session code."""
+    n = 5
+    cohort = make_cohort(n, 4096, n - 1, 3, n_min=3, windows_ms=(600_000,) * 5,
+                         consistency_check=True, round_id=b"stream/held")
+
+    async def scenario() -> list[tuple[int, str, str]]:
+        async with aggregator() as (agg, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            round_ = agg.registry.by_session(cohort.session_id)
+            stub = session_stub(agg, channel, "framed")
+            devices = [asyncio.create_task(_through(
+                channel, cohort, u, stub, drop_at=Stage.MASKED_INPUT if u == 1 else None))
+                for u in range(1, n + 1)]
+            # Ready once the others' vectors are in and their streams are back at their read.
+            while (round_.stage != Stage.MASKED_INPUT or round_.server.received() < n - 1
+                   or len(round_.streams) < n - 1 or any(
+                       frame.f_code.co_name == "_handle"
+                       for session in round_.streams.values()
+                       for frame in _stream_frames(session))):
+                await asyncio.sleep(0.005)
+            assert all("_Session.run" in [frame.f_code.co_qualname for frame in
+                                          _stream_frames(session)]
+                       for session in round_.streams.values())
+            held = [(device, frame.f_code.co_qualname, name)
+                    for device, session in round_.streams.items()
+                    for frame in _stream_frames(session)
+                    for name, value in frame.f_locals.items()
+                    if isinstance(value, pb.SessionMessage)]
+            for task in devices:
+                task.cancel()
+            await asyncio.gather(*devices, return_exceptions=True)
+            return held
+
+    assert run(scenario()) == []
 
 
 def test_a_stream_without_its_open_is_cut_off() -> None:
