@@ -381,6 +381,9 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
                 stream.close()
                 return SessionResult(stage, ParticipationEnd.REJECTED, contributed,
                                      "an answer without a request")
+            # (a parsed event holds its wire bytes, the share-keys one tens of KiB: not kept
+            # while the device waits a whole stage for the next; ``messages`` are, to resend)
+            del event, answer, request
             sent_at, sent_bytes = time.perf_counter(), sum(m.ByteSize() for m in messages)
             sent_as = _AS_CALLS[stage] if len(messages) == 1 else "SubmitMaskedInput"
             await stream.send(messages)

@@ -688,9 +688,9 @@ def test_a_late_message_not_marked_resent_ends_the_stream_failed_precondition() 
     assert stage == pb.SECAGG_STAGE_MASKED_INPUT
 
 
-def _stream_frames(session: Any) -> list[types.FrameType]:
-    """The frames of the coroutines a session's task awaits through, outermost first."""
-    frames, awaited = [], session.task.get_coro()
+def _awaited_frames(task: asyncio.Task[Any]) -> list[types.FrameType]:
+    """The frames of the coroutines ``task`` awaits through, outermost first."""
+    frames, awaited = [], task.get_coro()
     while awaited is not None:
         if getattr(awaited, "cr_frame", None) is not None:
             frames.append(awaited.cr_frame)
@@ -702,8 +702,9 @@ def test_a_waiting_stream_holds_none_of_its_devices_messages() -> None:
     """While a stream waits for its device's next message, the aggregator holds none of the
     device's parsed messages: not the open, not the masked vector it handled last (a parsed
     message holds its wire bytes: the shares, then the vector, were a third of a worker's
-    heap at 25,000 devices). The masked-input stage stays open (device 1 never sends its
-    vector), so the others' streams wait for their consistency check. On the framed port,
+    heap at 25,000 devices); and the device holds none of the events it answered. The
+    masked-input stage stays open (device 1 never sends its vector), so the others' streams
+    wait for their consistency check. On the framed port,
     whose handlers' awaits can be walked (gRPC's pass through its Cython coroutines); both
     ports run the same session code."""
     n = 5
@@ -724,16 +725,23 @@ def test_a_waiting_stream_holds_none_of_its_devices_messages() -> None:
                    or len(round_.streams) < n - 1 or any(
                        frame.f_code.co_name == "_handle"
                        for session in round_.streams.values()
-                       for frame in _stream_frames(session))):
+                       for frame in _awaited_frames(session.task))):
                 await asyncio.sleep(0.005)
             assert all("_Session.run" in [frame.f_code.co_qualname for frame in
-                                          _stream_frames(session)]
+                                          _awaited_frames(session.task)]
                        for session in round_.streams.values())
             held = [(device, frame.f_code.co_qualname, name)
                     for device, session in round_.streams.items()
-                    for frame in _stream_frames(session)
+                    for frame in _awaited_frames(session.task)
                     for name, value in frame.f_locals.items()
                     if isinstance(value, pb.SessionMessage)]
+            assert all("participate_stream" in [frame.f_code.co_name for frame in
+                                                _awaited_frames(task)] for task in devices[1:])
+            held += [(device, frame.f_code.co_qualname, name)
+                     for device, task in enumerate(devices[1:], 2)
+                     for frame in _awaited_frames(task)
+                     for name, value in frame.f_locals.items()
+                     if isinstance(value, pb.SessionEvent)]
             for task in devices:
                 task.cancel()
             await asyncio.gather(*devices, return_exceptions=True)
