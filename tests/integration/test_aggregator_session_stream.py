@@ -720,7 +720,8 @@ def test_a_waiting_stream_holds_none_of_its_devices_messages() -> None:
             devices = [asyncio.create_task(_through(
                 channel, cohort, u, stub, drop_at=Stage.MASKED_INPUT if u == 1 else None))
                 for u in range(1, n + 1)]
-            # Ready once the others' vectors are in and their streams are back at their read.
+            # Ready once the others' vectors are in and their streams are back at their read
+            # (polled; ``run`` bounds the scenario).
             while (round_.stage != Stage.MASKED_INPUT or round_.server.received() < n - 1
                    or len(round_.streams) < n - 1 or any(
                        frame.f_code.co_name == "_handle"
