@@ -241,7 +241,7 @@ class _Session:
                             return
                         # A parsed message holds its wire bytes: kept while the stream
                         # waits for the next, every device's shares (~10 KB) and then its
-                        # masked vector (~17 KB) made up a third of a worker's heap.
+                        # masked vector (~17 KB) made up two fifths of a worker's heap.
                         del message
             except TimeoutError:
                 raise StateError("every stage of the round has closed") from None

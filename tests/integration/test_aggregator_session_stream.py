@@ -701,12 +701,12 @@ def _awaited_frames(task: asyncio.Task[Any]) -> list[types.FrameType]:
 def test_a_waiting_stream_holds_none_of_its_devices_messages() -> None:
     """While a stream waits for its device's next message, the aggregator holds none of the
     device's parsed messages: not the open, not the masked vector it handled last (a parsed
-    message holds its wire bytes: the shares, then the vector, were a third of a worker's
+    message holds its wire bytes: the shares, then the vector, were two fifths of a worker's
     heap at 25,000 devices); and the device holds none of the events it answered. The
     masked-input stage stays open (device 1 never sends its vector), so the others' streams
-    wait for their consistency check. On the framed port,
-    whose handlers' awaits can be walked (gRPC's pass through its Cython coroutines); both
-    ports run the same session code."""
+    wait for their consistency check. On the framed port, whose handlers' awaits can be
+    walked (gRPC's pass through its Cython coroutines); both ports run the same session
+    code."""
     n = 5
     cohort = make_cohort(n, 4096, n - 1, 3, n_min=3, windows_ms=(600_000,) * 5,
                          consistency_check=True, round_id=b"stream/held")
