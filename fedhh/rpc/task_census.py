@@ -13,27 +13,43 @@ import asyncio
 import logging
 import signal
 from collections import Counter
+from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 log = logging.getLogger(__name__)
 _MAX_DEPTH = 40
 
 
+def _awaits(task: asyncio.Task[Any]) -> Iterator[tuple[Any, FrameType | None]]:
+    """The objects ``task`` awaits through, from its coroutine inward (at most
+    ``_MAX_DEPTH``), each with its frame (None for one without: a Future, a gRPC call, a
+    coroutine that has finished); the walk ends at the first without a frame."""
+    awaited: Any = task.get_coro()
+    for _ in range(_MAX_DEPTH):
+        if awaited is None:
+            return
+        frame = (getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+                 or getattr(awaited, "ag_frame", None))
+        yield awaited, frame
+        if frame is None:
+            return
+        awaited = (getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+                   or getattr(awaited, "ag_await", None))
+
+
+def awaited_frames(task: asyncio.Task[Any]) -> list[FrameType]:
+    """The frames of the coroutines (and generators) ``task`` awaits through, outermost
+    first: what each holds while the task waits is in their ``f_locals``."""
+    return [frame for _, frame in _awaits(task) if frame is not None]
+
+
 def await_chain(task: asyncio.Task[Any]) -> tuple[str, ...]:
     """The task's awaits from its coroutine inward: ``qualname:line`` per frame, then the type
     of the innermost awaited object (a Future, a gRPC call) when it has no frame."""
-    chain: list[str] = []
-    awaited: Any = task.get_coro()
-    while awaited is not None and len(chain) < _MAX_DEPTH:
-        frame = (getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
-                 or getattr(awaited, "ag_frame", None))
-        if frame is None:
-            chain.append(type(awaited).__name__)
-            break
-        chain.append(f"{frame.f_code.co_qualname}:{frame.f_lineno}")
-        awaited = (getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
-                   or getattr(awaited, "ag_await", None))
-    return tuple(chain)
+    return tuple(type(awaited).__name__ if frame is None
+                 else f"{frame.f_code.co_qualname}:{frame.f_lineno}"
+                 for awaited, frame in _awaits(task))
 
 
 def census(tasks: set[asyncio.Task[Any]] | None = None, top: int = 15

@@ -8,7 +8,6 @@ Servers on OS-chosen ports; nothing sleeps: a test waits on the aggregator's own
 from __future__ import annotations
 
 import asyncio
-import types
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +38,7 @@ from fedhh.rpc.aggregator_wire import (
 )
 from fedhh.rpc.device_client import ParticipationEnd as End
 from fedhh.rpc.device_client import RetryPolicy, SessionResult, Transport, participate
+from fedhh.rpc.task_census import awaited_frames
 from fedhh.secagg import ShareKeysRequest, Stage
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
@@ -688,14 +688,16 @@ def test_a_late_message_not_marked_resent_ends_the_stream_failed_precondition() 
     assert stage == pb.SECAGG_STAGE_MASKED_INPUT
 
 
-def _awaited_frames(task: asyncio.Task[Any]) -> list[types.FrameType]:
-    """The frames of the coroutines ``task`` awaits through, outermost first."""
-    frames, awaited = [], task.get_coro()
-    while awaited is not None:
-        if getattr(awaited, "cr_frame", None) is not None:
-            frames.append(awaited.cr_frame)
-        awaited = getattr(awaited, "cr_await", None)
-    return frames
+def _held(tasks: dict[int, asyncio.Task[Any]], kind: type) -> list[tuple[int, str, str]]:
+    """(device, function, name) of each local of type ``kind`` in the frames that a device's
+    task awaits through."""
+    return [(device, frame.f_code.co_qualname, name)
+            for device, task in tasks.items() for frame in awaited_frames(task)
+            for name, value in frame.f_locals.items() if isinstance(value, kind)]
+
+
+def _awaits_in(task: asyncio.Task[Any], function: str) -> bool:
+    return function in [frame.f_code.co_qualname for frame in awaited_frames(task)]
 
 
 def test_a_waiting_stream_holds_none_of_its_devices_messages() -> None:
@@ -723,26 +725,14 @@ def test_a_waiting_stream_holds_none_of_its_devices_messages() -> None:
             # Ready once the others' vectors are in and their streams are back at their read
             # (polled; ``run`` bounds the scenario).
             while (round_.stage != Stage.MASKED_INPUT or round_.server.received() < n - 1
-                   or len(round_.streams) < n - 1 or any(
-                       frame.f_code.co_name == "_handle"
-                       for session in round_.streams.values()
-                       for frame in _awaited_frames(session.task))):
+                   or len(round_.streams) < n - 1
+                   or any(_awaits_in(s.task, "_Session._handle") for s in round_.streams.values())):
                 await asyncio.sleep(0.005)
-            assert all("_Session.run" in [frame.f_code.co_qualname for frame in
-                                          _awaited_frames(session.task)]
-                       for session in round_.streams.values())
-            held = [(device, frame.f_code.co_qualname, name)
-                    for device, session in round_.streams.items()
-                    for frame in _awaited_frames(session.task)
-                    for name, value in frame.f_locals.items()
-                    if isinstance(value, pb.SessionMessage)]
-            assert all("participate_stream" in [frame.f_code.co_name for frame in
-                                                _awaited_frames(task)] for task in devices[1:])
-            held += [(device, frame.f_code.co_qualname, name)
-                     for device, task in enumerate(devices[1:], 2)
-                     for frame in _awaited_frames(task)
-                     for name, value in frame.f_locals.items()
-                     if isinstance(value, pb.SessionEvent)]
+            streams = {device: session.task for device, session in round_.streams.items()}
+            waiting = dict(enumerate(devices[1:], 2))
+            assert all(_awaits_in(task, "_Session.run") for task in streams.values())
+            assert all(_awaits_in(task, "participate_stream") for task in waiting.values())
+            held = _held(streams, pb.SessionMessage) + _held(waiting, pb.SessionEvent)
             for task in devices:
                 task.cancel()
             await asyncio.gather(*devices, return_exceptions=True)
