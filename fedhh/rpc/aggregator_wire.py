@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import struct
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
@@ -239,11 +240,6 @@ def _add_shares(field: Any, shares: tuple[EncryptedShare, ...] | ShareBundle) ->
     # (``add`` on the repeated field builds each entry in place: a list of new messages to
     # extend it with took twice as long, and a device or a worker does this for k shares.)
     add = field.add
-    if isinstance(shares, ShareBundle) and shares.dst is not None:
-        dst = shares.dst
-        for src, ciphertext in shares.entries():
-            add(src=src, dst=dst, ciphertext=ciphertext)
-        return
     for s in shares:
         add(src=s.src, dst=s.dst, ciphertext=s.ciphertext)
 
@@ -281,6 +277,41 @@ def _packed(tag: bytes, values: Iterable[int]) -> bytes:
     # (proto3 packs repeated scalars and omits an empty list)
     body = b"".join(map(_id_varint, values))
     return _delimited(tag, body) if body else b""
+
+
+def _routed_shares(bundle: ShareBundle) -> bytes:
+    """The ``shares`` fields of a MaskedInputRequest carrying ``bundle`` (k ciphertexts of one
+    width, routed to one device ``dst`` > 0), as protobuf writes them: per share the entry's
+    key and length, its ``src``, ``dst`` and ``ciphertext`` in field order. Every step is a C
+    loop (a cached head per sender, slices of the blob, one join): a protobuf entry built per
+    share cost a worker ~90 us per device on a 2.1 GHz core, this ~20."""
+    width, blob = bundle.width, bundle.blob
+    rest = b"\x10" + _varint(bundle.dst) + b"\x1a" + _varint(width)  # dst, ciphertext's key
+    heads = _SHARE_HEADS.get(len(rest) + width)
+    if heads is None or len(heads) > 1 << 17:
+        heads = _SHARE_HEADS[len(rest) + width] = _ShareHeads(len(rest) + width)
+    ciphertexts = map(blob.__getitem__, map(slice, range(0, len(blob), width),
+                                            range(width, len(blob) + width, width)))
+    return b"".join(itertools.chain.from_iterable(
+        zip(map(heads.__getitem__, bundle.senders), itertools.repeat(rest), ciphertexts)))
+
+
+class _ShareHeads(dict[int, bytes]):
+    """sender id -> its EncryptedShare entry's key, length and ``src`` field (proto3 leaves
+    out src 0), for entries whose other fields take ``rest`` bytes; made on first use (a
+    dict's lookup of a known id stays in C, where an lru_cache call built a key per share)."""
+
+    def __init__(self, rest: int) -> None:
+        super().__init__()
+        self._rest = rest
+
+    def __missing__(self, src: int) -> bytes:
+        body = b"\x08" + _varint(src) if src else b""
+        head = self[src] = b"\x0a" + _varint(len(body) + self._rest) + body
+        return head
+
+
+_SHARE_HEADS: dict[int, _ShareHeads] = {}
 
 
 # Field keys of the messages below, as protobuf writes them (field number << 3 | wire type).
@@ -346,9 +377,13 @@ class RequestEncoder:
                         _FIRST, keys_to_pb(e).SerializeToString())
                 parts.append(encoded)
         elif isinstance(request, MaskedInputRequest):
-            tag, shares = _MASKED_INPUT, pb.MaskedInputRequest()
-            _add_shares(shares.shares, request.shares)
-            parts.append(shares.SerializeToString())
+            tag, routed = _MASKED_INPUT, request.shares
+            if isinstance(routed, ShareBundle) and routed.dst and routed.width:
+                parts.append(_routed_shares(routed))
+            else:
+                shares = pb.MaskedInputRequest()
+                _add_shares(shares.shares, routed)
+                parts.append(shares.SerializeToString())
         elif isinstance(request, ConsistencyRequest):
             tag, known = _CONSISTENCY, self._survivors
             if known is None or known[0] is not request.survivors:

@@ -14,6 +14,7 @@ from fedhh.secagg.messages import (
     ConsistencyRequest,
     EncryptedShare,
     MaskedInputRequest,
+    ShareBundle,
     ShareKeysRequest,
     UnmaskRequest,
 )
@@ -52,6 +53,19 @@ def test_shares_are_protobufs_encoding(shares: list[tuple[int, int, bytes]]) -> 
     expected = _ready(masked_input=pb.MaskedInputRequest(shares=[
         pb.EncryptedShare(src=a, dst=b, ciphertext=c) for a, b, c in shares]))
     assert RequestEncoder().ready(request) == expected
+
+
+@settings(max_examples=80, deadline=None)
+@given(ids, st.lists(ids, max_size=40), st.integers(min_value=1, max_value=200), st.data())
+def test_routed_shares_are_protobufs_encoding(dst: int, senders: list[int], width: int,
+                                              data: st.DataObject) -> None:
+    """A bundle routed to one device (the server's masked-input requests, written without
+    protobuf): any sender ids, any ciphertext width (one above 127 has a two-byte length)."""
+    blob = data.draw(st.binary(min_size=width * len(senders), max_size=width * len(senders)))
+    bundle = ShareBundle(dst, tuple(senders), blob, width)
+    expected = _ready(masked_input=pb.MaskedInputRequest(shares=[
+        pb.EncryptedShare(src=s.src, dst=s.dst, ciphertext=s.ciphertext) for s in bundle]))
+    assert RequestEncoder().ready(MaskedInputRequest(SID, dst, bundle)) == expected
 
 
 @settings(max_examples=60, deadline=None)
