@@ -17,7 +17,9 @@ Not thread-safe: the transport serialises calls (one asyncio loop does).
 
 from __future__ import annotations
 
+import itertools
 import logging
+import operator
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
@@ -56,6 +58,8 @@ from fedhh.secagg.recovery import rebuild_mask_key, rebuild_self_mask, remove_ma
 __all__ = ["SecAggServer"]
 
 log = logging.getLogger(__name__)
+
+_DEVICE_ID = operator.attrgetter("device_id")
 _FINGERPRINT_BYTES = 4096
 
 
@@ -106,8 +110,7 @@ class SecAggServer:
         # Stage 4
         self._unmask_requests: dict[int, UnmaskRequest] = {}
         self._unmask_responses: dict[int, UnmaskResponse] = {}
-        self._b_points: dict[int, list[tuple[int, int]]] = {}
-        self._s_points: dict[int, list[tuple[int, int]]] = {}
+        self._unmask_shares: _UnmaskShares | None = None
         self._missing_secrets = 0  # secrets that still have fewer than t shares
         # Secrets rebuilt (and checked) as soon as their t-th share arrived; the close of the
         # stage only expands the masks.
@@ -135,7 +138,7 @@ class SecAggServer:
         if self._acc is not None:
             self._acc.fill(0)
         self._acc = None
-        self._b_points, self._s_points, self._unmask_responses = {}, {}, {}
+        self._unmask_shares, self._unmask_responses = None, {}
         self._self_keys, self._dropped_keys = {}, {}
         return self._abort
 
@@ -265,7 +268,7 @@ class SecAggServer:
             advert = u1[u]
             if len(live) < self.config.t:  # it would abort; it counts as dropped
                 continue
-            roster = (advert, *(u1[v] for v in live))
+            roster = (advert, *map(u1.__getitem__, live))
             req = ShareKeysRequest(self.session_id, u, roster)
             self._share_requests[u] = req
             requests[u] = req
@@ -298,8 +301,9 @@ class SecAggServer:
             raise ProtocolViolation(Violation.MALFORMED, "shares must be EncryptedShare")
         if not all(type(d) is int for d in dsts):
             raise ProtocolViolation(Violation.MALFORMED, "share recipients are device ids")
-        expected = {e.device_id for e in request.roster} - {u}
-        if not senders_fit or sorted(dsts) != sorted(expected):
+        expected = sorted(map(_DEVICE_ID, request.roster))  # (ids unique, u among them)
+        expected.remove(u)
+        if not senders_fit or sorted(dsts) != expected:
             raise ProtocolViolation(Violation.MALFORMED, "need one share per roster neighbour")
         if not ciphertexts_fit:
             raise ProtocolViolation(Violation.WRONG_LENGTH,
@@ -468,16 +472,21 @@ class SecAggServer:
                              signers: Mapping[int, bytes]) -> dict[int, ServerMessage]:
         requests: dict[int, ServerMessage] = {}
         with_check = self.config.consistency_check
+        # (filter and map walk each device's ~k partners in C: three generator expressions
+        # per device were a worker's largest cost of the consistency check's close)
+        survivor, signed = u3.__contains__, signers.__contains__
         for v in sorted(self._unmask_holders(u3, signers)):
             partners = self._partners[v]
-            alive = tuple(w for w in partners if w in u3)
-            dropped = tuple(w for w in partners if w not in u3)
-            sigs = tuple((w, signers[w]) for w in alive if w in signers) if with_check else ()
+            alive = tuple(filter(survivor, partners))
+            dropped = tuple(itertools.filterfalse(survivor, partners))
+            sigs: tuple[tuple[int, bytes], ...] = ()
+            if with_check:
+                signing = tuple(filter(signed, alive))
+                sigs = tuple(zip(signing, map(signers.__getitem__, signing), strict=True))
             req = UnmaskRequest(self.session_id, v, alive, dropped, sigs)
             self._unmask_requests[v] = req
             requests[v] = req
-        for u in self._partners:
-            (self._b_points if u in u3 else self._s_points)[u] = []
+        self._unmask_shares = _UnmaskShares(self._holders, u3)
         self._missing_secrets = len(self._partners)
         return requests
 
@@ -492,48 +501,43 @@ class SecAggServer:
             if self._unmask_responses[v] == message:
                 return False
             raise ProtocolViolation(Violation.DUPLICATE, f"second, different shares from {v}")
-        decoded = []
+        owners: list[int] = []
+        blobs: list[bytes] = []
         for entries, wanted in ((message.b_shares, request.alive),
                                 (message.s_shares, request.dropped)):
-            if isinstance(entries, OwnerShares):  # (sent packed: one blob, decoded at once)
+            if isinstance(entries, OwnerShares):  # (sent packed: one blob, checked at once)
                 if entries.width != shamir.SHARE_BYTES:
                     raise ProtocolViolation(Violation.WRONG_LENGTH,
                                             f"share values are {shamir.SHARE_BYTES} bytes")
-                owners = list(entries.owners)
+                listed = list(entries.owners)
             elif isinstance(entries, tuple) and all(
                     isinstance(e, tuple) and len(e) == 2 for e in entries):
-                owners = [e[0] for e in entries]
+                listed = [e[0] for e in entries]
             else:
                 raise ProtocolViolation(Violation.MALFORMED, "share lists hold (id, bytes) pairs")
-            if not all(type(o) is int for o in owners):
+            if not all(type(o) is int for o in listed):
                 raise ProtocolViolation(Violation.MALFORMED, "share owners are device ids")
-            if len(owners) != len(wanted) or sorted(owners) != sorted(wanted):
+            if len(listed) != len(wanted) or sorted(listed) != sorted(wanted):
                 raise ProtocolViolation(Violation.MALFORMED, "shares must match the request")
-            if isinstance(entries, OwnerShares):  # (its width is checked: only a value >= p)
-                try:
-                    values = list(zip(owners, shamir.decode_shares(entries.blob), strict=True))
-                except shamir.ShareError as exc:
-                    raise ProtocolViolation(Violation.OUT_OF_RANGE, str(exc)) from exc
+            if isinstance(entries, OwnerShares):
+                blobs.append(entries.blob)
             else:
-                values = []
                 for owner, raw in entries:
                     if not isinstance(raw, bytes) or len(raw) != shamir.SHARE_BYTES:
                         raise ProtocolViolation(Violation.WRONG_LENGTH, f"share of {owner}")
-                    try:
-                        values.append((owner, shamir.decode_share(raw)))
-                    except shamir.ShareError as exc:
-                        raise ProtocolViolation(Violation.OUT_OF_RANGE,
-                                                f"share of {owner}") from exc
-            decoded.append(values)
-        t = self.config.t
-        for points, values in ((self._b_points, decoded[0]), (self._s_points, decoded[1])):
-            for owner, y in values:
-                collected = points[owner]
-                collected.append((v, y))
-                if len(collected) == t:
-                    self._missing_secrets -= 1
-                    self._rebuild(owner, collected, points is self._b_points)
+                blobs.append(b"".join(raw for _, raw in entries))
+            owners += listed
+        values = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(-1, shamir.SHARE_BYTES)
+        if not shamir.below_prime(values):
+            raise ProtocolViolation(Violation.OUT_OF_RANGE, "share value >= p")
+        shares = self._unmask_shares
+        if shares is None:  # (set with the stage's requests, so never here)
+            raise ProtocolViolation(Violation.NOT_IN_ROUND, f"{v}: no unmask stage is open")
+        complete = shares.store(v, owners, values, self.config.t)
         self._unmask_responses[v] = message
+        self._missing_secrets -= len(complete)
+        for owner in complete:
+            self._rebuild(owner, shares.points(owner), shares.is_self_mask(owner))
         return True
 
     def _rebuild(self, owner: int, points: list[tuple[int, int]], self_mask: bool) -> None:
@@ -555,10 +559,13 @@ class SecAggServer:
 
     def _close_unmask(self) -> dict[int, ServerMessage]:
         t = self.config.t
-        for kind, points in (("b", self._b_points), ("s", self._s_points)):
-            for u, pts in points.items():
-                self._require(len(pts) >= t, AbortReason.TOO_FEW_SHARES,
-                              f"{len(pts)} {kind}-shares of {u} < t={t}")
+        shares = self._unmask_shares
+        short = None if shares is None else shares.first_short(t)
+        if short is not None:
+            u, count = short
+            kind = "b" if shares is not None and shares.is_self_mask(u) else "s"
+            raise self._set_abort(AbortReason.TOO_FEW_SHARES,
+                                  f"{count} {kind}-shares of {u} < t={t}")
         if self._acc is None:
             raise self._set_abort(AbortReason.CANCELLED, "no running sum")
         if self._rebuild_failure is not None:
@@ -575,7 +582,7 @@ class SecAggServer:
         self.result = AggregateResult(self.session_id, self.config.round_id, total, len(u3),
                                       tuple(u3), signatures)
         self._acc = None
-        self._b_points, self._s_points, self._unmask_responses = {}, {}, {}
+        self._unmask_shares, self._unmask_responses = None, {}
         self._self_keys, self._dropped_keys = {}, {}
         return {}
 
@@ -654,6 +661,42 @@ class _ShareHolders:
         for row, holders in zip(self._table, partners.values(), strict=True):
             row[:len(holders)] = holders
         self._row = {int(v): i for i, v in enumerate(self._ids)}
+        self._row_of = np.full(num_devices + 1, -1, dtype=np.int64)
+        self._row_of[self._ids] = np.arange(len(self._ids))
+
+    def row(self, owner: int) -> int:
+        """The row of ``owner``'s secret."""
+        return self._row[owner]
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The secrets' owners, one per row."""
+        return self._ids
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(secrets, the most holders a secret has)."""
+        rows, width = self._table.shape
+        return rows, width
+
+    def holders_at(self, row: int, slots: np.ndarray) -> list[int]:
+        """The holders of row ``row``'s secret in ``slots``."""
+        return self._table[row, slots].tolist()
+
+    def slots(self, holder: int, owners: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(row, column) of ``holder`` among each owner's holders (ValueError where it is
+        none of them)."""
+        ids = np.asarray(owners, dtype=np.int64)
+        if ids.size and (ids.min() < 1 or ids.max() > self._num_devices):
+            raise ValueError("an owner is no device of the round")
+        rows = self._row_of[ids]
+        if np.any(rows < 0):
+            raise ValueError("an owner shared no secret")
+        held = self._table[rows] == holder
+        columns = held.argmax(axis=1)
+        if not held[np.arange(rows.size), columns].all():
+            raise ValueError(f"{holder} holds no share of an owner's secret")
+        return rows, columns
 
     def _counts(self, holders: Collection[int]) -> np.ndarray:
         member = np.zeros(self._num_devices + 1, dtype=bool)
@@ -676,3 +719,57 @@ class _ShareHolders:
         ``holders``."""
         counts = self._counts(holders)
         return {v for v in candidates if counts[self._row[v]] >= t}
+
+
+class _UnmaskShares:
+    """The unmask stage's shares as they arrive: one table of ``SHARE_BYTES`` values, row r
+    for the secret of :class:`_ShareHolders`' r-th owner, column j for its j-th holder's
+    share. An accepted response is stored with a few array operations and no object per
+    share (a list of (x, y) pairs per secret, kept to the end of the stage, was ~k Python
+    integers and tuples per device for the collector to walk); a secret's first t shares are
+    its row's filled slots when its count reaches t, and only those are read as integers."""
+
+    def __init__(self, holders: _ShareHolders, survivors: Collection[int]) -> None:
+        self._holders = holders
+        rows, width = holders.shape
+        self._values = np.zeros((rows, width, shamir.SHARE_BYTES), dtype=np.uint8)
+        self._filled = np.zeros((rows, width), dtype=bool)
+        self._counts = np.zeros(rows, dtype=np.int64)
+        member = np.zeros(int(holders.ids.max(initial=0)) + 1, dtype=bool)
+        kept = [u for u in survivors if u < member.size]
+        member[np.asarray(kept, dtype=np.int64)] = True
+        self._self_mask = member[holders.ids]  # b_u for u in U3, s_u^SK for the others
+
+    def store(self, holder: int, owners: list[int], values: np.ndarray, t: int) -> list[int]:
+        """Store ``holder``'s share of each owner's secret (``values[i]`` of ``owners[i]``,
+        all distinct and checked against the request); returns the owners whose secret
+        has just got its t-th share."""
+        try:
+            rows, columns = self._holders.slots(holder, owners)
+        except ValueError as exc:  # (the request named them; a sign of a bug, not of a device)
+            raise ProtocolViolation(Violation.NOT_IN_ROUND, str(exc)) from exc
+        self._values[rows, columns] = values
+        self._filled[rows, columns] = True
+        self._counts[rows] += 1
+        return self._holders.ids[rows[self._counts[rows] == t]].tolist()
+
+    def points(self, owner: int) -> list[tuple[int, int]]:
+        """The (x, y) shares of ``owner``'s secret stored so far."""
+        row = self._holders.row(owner)
+        slots = np.flatnonzero(self._filled[row])
+        raw = self._values[row, slots].tobytes()
+        width = shamir.SHARE_BYTES
+        return list(zip(self._holders.holders_at(row, slots),
+                        (int.from_bytes(raw[i:i + width], "big")
+                         for i in range(0, len(raw), width)), strict=True))
+
+    def is_self_mask(self, owner: int) -> bool:
+        """Whether ``owner``'s secret is b_u (a survivor's) rather than s_u^SK."""
+        return bool(self._self_mask[self._holders.row(owner)])
+
+    def first_short(self, t: int) -> tuple[int, int] | None:
+        """(owner, its share count) of the first secret with fewer than t shares, or None."""
+        short = np.flatnonzero(self._counts < t)
+        if short.size == 0:
+            return None
+        return int(self._holders.ids[short[0]]), int(self._counts[short[0]])

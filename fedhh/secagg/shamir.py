@@ -28,8 +28,8 @@ __all__ = [
     "SECRET_BYTES",
     "SHARE_BYTES",
     "ShareError",
+    "below_prime",
     "decode_share",
-    "decode_shares",
     "encode_share",
     "reconstruct",
     "share",
@@ -170,6 +170,18 @@ def _weight_factors(xs: Sequence[int]) -> list[list[int]]:
     return table.tolist()
 
 
+def below_prime(values: np.ndarray, prime: int = PRIME) -> bool:
+    """Whether every row of ``values`` (uint8, ``SHARE_BYTES`` per row: big-endian share
+    values, as :func:`encode_share` writes them) is below ``prime``. Exact: rows of one width
+    order as their integers do, so each is compared with prime's bytes at the first byte where
+    they differ."""
+    limit = np.frombuffer(prime.to_bytes(SHARE_BYTES, "big"), dtype=np.uint8)
+    differ = values != limit
+    first = differ.argmax(axis=1)
+    rows = np.arange(len(values))
+    return bool(np.all(differ[rows, first] & (values[rows, first] < limit[first])))
+
+
 def encode_share(y: int) -> bytes:
     """33 big-endian bytes of a share value."""
     return y.to_bytes(SHARE_BYTES, "big")
@@ -183,15 +195,3 @@ def decode_share(data: bytes, prime: int = PRIME) -> int:
     if y >= prime:
         raise ShareError("share value >= p")
     return y
-
-
-def decode_shares(data: bytes, prime: int = PRIME) -> list[int]:
-    """:func:`decode_share` of each ``SHARE_BYTES`` of ``data`` in turn (a device's unmask
-    shares packed: one length check and one comparison with p for all of them)."""
-    if not isinstance(data, bytes) or len(data) % SHARE_BYTES:
-        raise ShareError(f"shares are {SHARE_BYTES} bytes each")
-    values = [int.from_bytes(data[i:i + SHARE_BYTES], "big")
-              for i in range(0, len(data), SHARE_BYTES)]
-    if values and max(values) >= prime:
-        raise ShareError("share value >= p")
-    return values

@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fedhh.secagg import shamir
 from fedhh.secagg.primitives import DeterministicRandom
@@ -186,14 +189,16 @@ def test_share_encoding() -> None:
         shamir.decode_share(bytes(32))
 
 
-def test_packed_shares_decode_as_each_share_does() -> None:
-    values = (0, 1, 12345, shamir.PRIME - 1)
-    packed = b"".join(map(shamir.encode_share, values))
-    assert shamir.decode_shares(packed) == list(values) and shamir.decode_shares(b"") == []
-    with pytest.raises(shamir.ShareError, match=">= p"):
-        shamir.decode_shares(packed + shamir.PRIME.to_bytes(33, "big"))
-    with pytest.raises(shamir.ShareError, match="33 bytes each"):
-        shamir.decode_shares(packed[:-1])
+@given(st.lists(st.one_of(
+    st.integers(min_value=0, max_value=(1 << 264) - 1),
+    st.integers(min_value=shamir.PRIME - 300, max_value=shamir.PRIME + 300),
+    st.sampled_from([0, 1, shamir.PRIME - 1, shamir.PRIME, 1 << 256, (1 << 264) - 1])),
+    min_size=1, max_size=8))
+def test_packed_values_are_below_p_exactly_when_each_integer_is(values: list[int]) -> None:
+    packed = np.frombuffer(b"".join(v.to_bytes(shamir.SHARE_BYTES, "big") for v in values),
+                           dtype=np.uint8).reshape(-1, shamir.SHARE_BYTES)
+    assert shamir.below_prime(packed) == all(v < shamir.PRIME for v in values)
+    assert shamir.below_prime(packed, prime=257) == all(v < 257 for v in values)
 
 
 @pytest.mark.parametrize("span_bits", [1, 2, 13, 20, 30, 31, 32, 40, 61, 62])
