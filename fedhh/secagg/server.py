@@ -757,11 +757,11 @@ class _UnmaskShares:
         """The (x, y) shares of ``owner``'s secret stored so far."""
         row = self._holders.row(owner)
         slots = np.flatnonzero(self._filled[row])
-        raw = self._values[row, slots].tobytes()
-        width = shamir.SHARE_BYTES
-        return list(zip(self._holders.holders_at(row, slots),
-                        (int.from_bytes(raw[i:i + width], "big")
-                         for i in range(0, len(raw), width)), strict=True))
+        raw, width = self._values[row, slots].tobytes(), shamir.SHARE_BYTES
+        values = map(int.from_bytes, map(raw.__getitem__, map(
+            slice, range(0, len(raw), width), range(width, len(raw) + width, width))),
+            itertools.repeat("big"))
+        return list(zip(self._holders.holders_at(row, slots), values, strict=True))
 
     def is_self_mask(self, owner: int) -> bool:
         """Whether ``owner``'s secret is b_u (a survivor's) rather than s_u^SK."""
