@@ -279,14 +279,14 @@ def _packed(tag: bytes, values: Iterable[int]) -> bytes:
     return _delimited(tag, body) if body else b""
 
 
-def _routed_shares(bundle: ShareBundle) -> bytes:
+def _routed_shares(bundle: ShareBundle, dst: int) -> bytes:
     """The ``shares`` fields of a MaskedInputRequest carrying ``bundle`` (k ciphertexts of one
-    width, routed to one device ``dst`` > 0), as protobuf writes them: per share the entry's
+    width, routed to the device ``dst`` > 0), as protobuf writes them: per share the entry's
     key and length, its ``src``, ``dst`` and ``ciphertext`` in field order. Every step is a C
     loop (a cached head per sender, slices of the blob, one join): a protobuf entry built per
     share cost a worker ~75 us per request at k = 83 on a 2.1 GHz core, this ~29."""
     width, blob = bundle.width, bundle.blob
-    rest = b"\x10" + _varint(bundle.dst) + b"\x1a" + _varint(width)  # dst, ciphertext's key
+    rest = b"\x10" + _varint(dst) + b"\x1a" + _varint(width)  # dst, ciphertext's key
     heads = _SHARE_HEADS.get(len(rest) + width)
     if heads is None or len(heads) > 1 << 17:
         heads = _SHARE_HEADS[len(rest) + width] = _ShareHeads(len(rest) + width)
@@ -378,8 +378,8 @@ class RequestEncoder:
                 parts.append(encoded)
         elif isinstance(request, MaskedInputRequest):
             tag, routed = _MASKED_INPUT, request.shares
-            if isinstance(routed, ShareBundle) and routed.dst and routed.width:
-                parts.append(_routed_shares(routed))
+            if isinstance(routed, ShareBundle) and (dst := routed.dst) and routed.width:
+                parts.append(_routed_shares(routed, dst))
             else:
                 shares = pb.MaskedInputRequest()
                 _add_shares(shares.shares, routed)

@@ -17,6 +17,7 @@ Not thread-safe: the transport serialises calls (one asyncio loop does).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import operator
@@ -60,6 +61,7 @@ __all__ = ["SecAggServer"]
 log = logging.getLogger(__name__)
 
 _DEVICE_ID = operator.attrgetter("device_id")
+_BIG_ENDIAN = functools.partial(int.from_bytes, byteorder="big")
 
 _FINGERPRINT_BYTES = 4096
 
@@ -760,9 +762,8 @@ class _UnmaskShares:
         row = self._holders.row(owner)
         slots = np.flatnonzero(self._filled[row])
         raw, width = self._values[row, slots].tobytes(), shamir.SHARE_BYTES
-        values = map(int.from_bytes, map(raw.__getitem__, map(
-            slice, range(0, len(raw), width), range(width, len(raw) + width, width))),
-            itertools.repeat("big"))
+        values = map(_BIG_ENDIAN, map(raw.__getitem__, map(
+            slice, range(0, len(raw), width), range(width, len(raw) + width, width))))
         return list(zip(self._holders.holders_at(row, slots), values, strict=True))
 
     def is_self_mask(self, owner: int) -> bool:
