@@ -21,6 +21,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import cast
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -222,7 +223,7 @@ class SecAggDevice:
         self._advert: AdvertiseKeys | None = None
         self._neighbours: dict[int, _Neighbour] = {}
         self._received: dict[int, tuple[int, int]] = {}  # partner -> (b-share y, s-share y)
-        self._survivor_ids: np.ndarray | None = None  # U3, increasing (shared, read-only)
+        self._survivor_ids = np.zeros(0, np.int64)  # U3, increasing (shared, read-only)
         self._survivors_digest = b""
         self._cache: dict[DeviceState, tuple[object, object]] = {}
         self._report_digest: bytes | None = None
@@ -523,8 +524,7 @@ class SecAggDevice:
     def _check_consistency(self, request: UnmaskRequest, alive: tuple[int, ...],
                            dropped: tuple[int, ...]) -> None:
         partners = np.array(sorted(self._received), dtype=np.int64)
-        survived = _contains(self._survivor_ids if self._survivor_ids is not None
-                             else np.zeros(0, np.int64), partners.tolist())
+        survived = _contains(self._survivor_ids, partners)
         if (sorted(alive) != partners[survived].tolist()
                 or sorted(dropped) != partners[~survived].tolist()):
             raise self._fail(AbortReason.INCONSISTENT_LISTS, "lists disagree with the signed U3")
@@ -563,15 +563,11 @@ class _SurvivorSet:
     digest: bytes  # survivors_digest(U3), what the device signs
 
 
-@functools.lru_cache(maxsize=8)
 def _survivor_set(survivors: tuple[int, ...], n: int, k: int, graph_seed: bytes
                   ) -> _SurvivorSet | None:
     """U3's round-wide facts, or None unless its ints (the caller checks they are ints) are
-    strictly increasing in [1, n]. Kept for the last few sets: U3 holds thousands of ids, and
-    every simulated device of a process checks the same one (``aggregator_wire`` hands them
-    one shared tuple), so walking it for each cost more than the device's signature over it.
-    Each device still makes its own checks against these facts (its id, n_min, its partners,
-    connectivity)."""
+    strictly increasing in [1, n]. Each device still makes its own checks against these facts
+    (its id, n_min, its partners, connectivity)."""
     try:
         ids = np.array(survivors, dtype=np.int64) if survivors else np.zeros(0, np.int64)
     except OverflowError:
@@ -587,15 +583,16 @@ def _survivor_set(survivors: tuple[int, ...], n: int, k: int, graph_seed: bytes
 def _survivor_facts(survivors: tuple[object, ...], n: int, k: int, graph_seed: bytes
                     ) -> _SurvivorSet | None:
     """:func:`_survivor_set` of ``survivors`` if they are all ints (bool excluded), else None;
-    remembered for the last few tuples by identity. Every simulated device of a process gets
-    the same tuple object (``aggregator_wire`` shares it), and checking its types and hashing
-    it for the cache walked the thousands of ids of U3 once per device (~0.4 ms at a shard of
-    5,000 on a 2.1 GHz core)."""
+    remembered for the last few tuples by identity. Every device of a process gets the same
+    tuple object (the server's requests share one, and ``aggregator_wire`` one per encoded
+    list), and U3 holds thousands of ids: checking their types and hashing them for a cache
+    keyed by value walked U3 once per device (~0.4 ms at a shard of 5,000 on a 2.1 GHz core),
+    and its connectivity more than the device's signature over it."""
     known = _FACTS.get(id(survivors))
     if known is not None and known[0] is survivors and known[1] == (n, k, graph_seed):
         return known[2]
-    # (The types are checked here, not in _survivor_set's cache: 1.0 and True equal 1 as keys.)
-    facts = _survivor_set(survivors, n, k, graph_seed) \
+    # (Keyed by identity, not value: 1.0 and True equal 1 as keys, and are refused here.)
+    facts = _survivor_set(cast("tuple[int, ...]", survivors), n, k, graph_seed) \
         if set(map(type, survivors)) <= {int} else None
     if len(_FACTS) >= 8:
         _FACTS.pop(next(iter(_FACTS)))
@@ -608,7 +605,7 @@ def _survivor_facts(survivors: tuple[object, ...], n: int, k: int, graph_seed: b
 _FACTS: dict[int, tuple[tuple[object, ...], tuple[int, int, bytes], _SurvivorSet | None]] = {}
 
 
-def _contains(sorted_ids: np.ndarray, values: list[int]) -> np.ndarray:
+def _contains(sorted_ids: np.ndarray, values: list[int] | np.ndarray) -> np.ndarray:
     """bool per value: is it in ``sorted_ids`` (increasing)?"""
     if not sorted_ids.size:
         return np.zeros(len(values), dtype=bool)

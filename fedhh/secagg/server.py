@@ -539,8 +539,8 @@ class SecAggServer:
         complete = shares.store(v, owners, values, self.config.t)
         self._unmask_responses[v] = message
         self._missing_secrets -= len(complete)
-        for owner in complete:
-            self._rebuild(owner, shares.points(owner), shares.is_self_mask(owner))
+        for row in complete:
+            self._rebuild(shares.owner(row), shares.points(row), shares.is_self_mask(row))
         return True
 
     def _rebuild(self, owner: int, points: list[tuple[int, int]], self_mask: bool) -> None:
@@ -562,13 +562,11 @@ class SecAggServer:
 
     def _close_unmask(self) -> dict[int, ServerMessage]:
         t = self.config.t
-        shares = self._unmask_shares
-        short = None if shares is None else shares.first_short(t)
+        short = None if self._unmask_shares is None else self._unmask_shares.first_short(t)
         if short is not None:
-            u, count = short
-            kind = "b" if shares is not None and shares.is_self_mask(u) else "s"
+            u, count, self_mask = short
             raise self._set_abort(AbortReason.TOO_FEW_SHARES,
-                                  f"{count} {kind}-shares of {u} < t={t}")
+                                  f"{count} {'b' if self_mask else 's'}-shares of {u} < t={t}")
         if self._acc is None:
             raise self._set_abort(AbortReason.CANCELLED, "no running sum")
         if self._rebuild_failure is not None:
@@ -663,13 +661,8 @@ class _ShareHolders:
         self._table = np.zeros((len(partners), width), dtype=np.int64)  # 0: no device
         for row, holders in zip(self._table, partners.values(), strict=True):
             row[:len(holders)] = holders
-        self._row = {int(v): i for i, v in enumerate(self._ids)}
-        self._row_of = np.full(num_devices + 1, -1, dtype=np.int64)
+        self._row_of = np.full(num_devices + 1, -1, dtype=np.int64)  # device id -> its row
         self._row_of[self._ids] = np.arange(len(self._ids))
-
-    def row(self, owner: int) -> int:
-        """The row of ``owner``'s secret."""
-        return self._row[owner]
 
     @property
     def ids(self) -> np.ndarray:
@@ -701,27 +694,38 @@ class _ShareHolders:
             raise ValueError(f"{holder} holds no share of an owner's secret")
         return rows, columns
 
-    def _counts(self, holders: Collection[int]) -> np.ndarray:
+    def owned_by(self, devices: Collection[int]) -> np.ndarray:
+        """bool per row: is its secret's owner one of ``devices``?"""
+        return self._member(devices)[self._ids]
+
+    def _member(self, devices: Collection[int]) -> np.ndarray:
         member = np.zeros(self._num_devices + 1, dtype=bool)
-        member[np.fromiter(holders, dtype=np.int64, count=len(holders))] = True
+        member[np.fromiter(devices, dtype=np.int64, count=len(devices))] = True
         member[0] = False
-        return np.count_nonzero(member[self._table], axis=1)
+        return member
+
+    def _counts(self, holders: Collection[int]) -> np.ndarray:
+        return np.count_nonzero(self._member(holders)[self._table], axis=1)
 
     def first_short(self, holders: Collection[int], t: int) -> tuple[int, int] | None:
         """(v, its count) for the first v whose secret has fewer than ``t`` holders in
         ``holders``, or None."""
-        counts = self._counts(holders)
-        short = np.flatnonzero(counts < t)
-        if short.size == 0:
-            return None
-        return int(self._ids[short[0]]), int(counts[short[0]])
+        return _first_below(self._ids, self._counts(holders), t)
 
     def with_at_least(self, candidates: Collection[int], holders: Collection[int], t: int
                       ) -> set[int]:
         """The devices of ``candidates`` (all in U2) with at least ``t`` holders in
         ``holders``."""
-        counts = self._counts(holders)
-        return {v for v in candidates if counts[self._row[v]] >= t}
+        ids = np.fromiter(candidates, dtype=np.int64, count=len(candidates))
+        return set(ids[self._counts(holders)[self._row_of[ids]] >= t].tolist())
+
+
+def _first_below(ids: np.ndarray, counts: np.ndarray, t: int) -> tuple[int, int] | None:
+    """(ids[i], counts[i]) for the first i with counts[i] < t, or None."""
+    short = np.flatnonzero(counts < t)
+    if short.size == 0:
+        return None
+    return int(ids[short[0]]), int(counts[short[0]])
 
 
 class _UnmaskShares:
@@ -739,15 +743,12 @@ class _UnmaskShares:
         self._values = np.zeros((rows, width, shamir.SHARE_BYTES), dtype=np.uint8)
         self._filled = np.zeros((rows, width), dtype=bool)
         self._counts = np.zeros(rows, dtype=np.int64)
-        member = np.zeros(int(holders.ids.max(initial=0)) + 1, dtype=bool)
-        kept = [u for u in survivors if u < member.size]
-        member[np.asarray(kept, dtype=np.int64)] = True
-        self._self_mask = member[holders.ids]  # b_u for u in U3, s_u^SK for the others
+        self._self_mask = holders.owned_by(survivors)  # b_u for u in U3, s_u^SK for the others
 
     def store(self, holder: int, owners: list[int], values: np.ndarray, t: int) -> list[int]:
         """Store ``holder``'s share of each owner's secret (``values[i]`` of ``owners[i]``,
-        all distinct and checked against the request); returns the owners whose secret
-        has just got its t-th share."""
+        all distinct and checked against the request); returns the rows of the secrets that
+        have just got their t-th share."""
         try:
             rows, columns = self._holders.slots(holder, owners)
         except ValueError as exc:  # (the request named them; a sign of a bug, not of a device)
@@ -755,24 +756,29 @@ class _UnmaskShares:
         self._values[rows, columns] = values
         self._filled[rows, columns] = True
         self._counts[rows] += 1
-        return self._holders.ids[rows[self._counts[rows] == t]].tolist()
+        return rows[self._counts[rows] == t].tolist()
 
-    def points(self, owner: int) -> list[tuple[int, int]]:
-        """The (x, y) shares of ``owner``'s secret stored so far."""
-        row = self._holders.row(owner)
+    def owner(self, row: int) -> int:
+        """The owner of row ``row``'s secret."""
+        return int(self._holders.ids[row])
+
+    def points(self, row: int) -> list[tuple[int, int]]:
+        """The (x, y) shares of row ``row``'s secret stored so far."""
         slots = np.flatnonzero(self._filled[row])
         raw, width = self._values[row, slots].tobytes(), shamir.SHARE_BYTES
         values = map(_BIG_ENDIAN, map(raw.__getitem__, map(
             slice, range(0, len(raw), width), range(width, len(raw) + width, width))))
         return list(zip(self._holders.holders_at(row, slots), values, strict=True))
 
-    def is_self_mask(self, owner: int) -> bool:
-        """Whether ``owner``'s secret is b_u (a survivor's) rather than s_u^SK."""
-        return bool(self._self_mask[self._holders.row(owner)])
+    def is_self_mask(self, row: int) -> bool:
+        """Whether row ``row``'s secret is b_u (a survivor's) rather than s_u^SK."""
+        return bool(self._self_mask[row])
 
-    def first_short(self, t: int) -> tuple[int, int] | None:
-        """(owner, its share count) of the first secret with fewer than t shares, or None."""
-        short = np.flatnonzero(self._counts < t)
-        if short.size == 0:
+    def first_short(self, t: int) -> tuple[int, int, bool] | None:
+        """(owner, its share count, whether it is b_u) of the first secret with fewer than t
+        shares, or None."""
+        short = _first_below(np.arange(self._counts.size), self._counts, t)
+        if short is None:
             return None
-        return int(self._holders.ids[short[0]]), int(self._counts[short[0]])
+        row, count = short
+        return self.owner(row), count, self.is_self_mask(row)

@@ -15,6 +15,7 @@ sum is taken as one fraction, with one modular inversion. A result >= 2^256 cann
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -175,11 +176,17 @@ def below_prime(values: np.ndarray, prime: int = PRIME) -> bool:
     values, as :func:`encode_share` writes them) is below ``prime``. Exact: rows of one width
     order as their integers do, so each is compared with prime's bytes at the first byte where
     they differ."""
-    limit = np.frombuffer(prime.to_bytes(SHARE_BYTES, "big"), dtype=np.uint8)
+    limit = _prime_bytes(prime)
     differ = values != limit
     first = differ.argmax(axis=1)
     rows = np.arange(len(values))
     return bool(np.all(differ[rows, first] & (values[rows, first] < limit[first])))
+
+
+@functools.lru_cache(maxsize=4)
+def _prime_bytes(prime: int) -> np.ndarray:
+    """``prime`` as ``SHARE_BYTES`` big-endian bytes (read-only: a view of immutable bytes)."""
+    return np.frombuffer(prime.to_bytes(SHARE_BYTES, "big"), dtype=np.uint8)
 
 
 def encode_share(y: int) -> bytes:
