@@ -7,7 +7,7 @@ import json
 from typing import Any, Protocol
 
 import grpc
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.config import RunConfig
 from fedhh.errors import AuthenticationError, ConfigError, RateLimited
@@ -15,6 +15,7 @@ from fedhh.privacy import PrivacyLedger
 from fedhh.rpc.credentials import raw_public
 from fedhh.rpc.errors import status_errors
 from fedhh.rpc.run_config import from_proto, to_proto
+from fedhh.secagg.primitives import is_valid_ed25519_public
 from fedhh.server import HeavyHitter
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
@@ -73,10 +74,9 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         attested = self.verifier.verify(request, peer)
         if len(request.identity_public_key) != 32:
             raise ConfigError("identity_public_key must be a 32-byte Ed25519 public key")
-        try:
-            Ed25519PublicKey.from_public_bytes(request.identity_public_key)
-        except ValueError:
-            raise ConfigError("identity_public_key is not a valid Ed25519 key") from None
+        if not is_valid_ed25519_public(request.identity_public_key):
+            raise ConfigError("identity_public_key is not a point of Ed25519's prime-order "
+                              "subgroup (small order, off the curve, or with a torsion part)")
         if len(request.label.encode()) > 64:
             raise ConfigError("label must be at most 64 bytes")
         credential = auth.new_credential()

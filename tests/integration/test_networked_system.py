@@ -143,6 +143,10 @@ def test_device_api_rejects_bad_requests(system: tuple[LocalTopology, Path]) -> 
             (lambda: stub.Enroll(pb.EnrollRequest(enrollment_token=token,
                                                   identity_public_key=b"short")),
              grpc.StatusCode.INVALID_ARGUMENT),
+            # The identity point: any signature "verifies" under it where small-order keys pass.
+            (lambda: stub.Enroll(pb.EnrollRequest(enrollment_token=token,
+                                                  identity_public_key=(1).to_bytes(32, "little"))),
+             grpc.StatusCode.INVALID_ARGUMENT),
             (lambda: stub.GetTask(pb.GetTaskRequest(device_id=1)),
              grpc.StatusCode.UNAUTHENTICATED),
             (lambda: stub.GetTask(pb.GetTaskRequest(device_id=1),

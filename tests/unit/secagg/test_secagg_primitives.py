@@ -20,6 +20,7 @@ from fedhh.secagg.primitives import (
     ed25519_public_bytes,
     ed25519_verify,
     hkdf,
+    is_valid_ed25519_public,
     is_valid_x25519_public,
     u32,
     x25519_from_seed,
@@ -109,6 +110,39 @@ def test_signatures() -> None:
     assert not ed25519_verify(pub, sig, b"messagE")
     assert not ed25519_verify(pub, sig[:-1], b"message")
     assert not ed25519_verify(pub[:-1], sig, b"message")
+
+
+# Ed25519's identity point, (0, 1), as a public key; and R = identity, S = 0: the equation
+# [S]B = R + [h]A holds for every message, so a verifier that admits small-order keys accepts
+# this as the signature of anything (OpenSSL does).
+IDENTITY_POINT = (1).to_bytes(32, "little")
+UNIVERSAL_FORGERY = IDENTITY_POINT + bytes(32)
+
+
+def test_no_signature_verifies_under_a_small_order_key() -> None:
+    for message in (b"", b"message", b"any transcript at all"):
+        assert not ed25519_verify(IDENTITY_POINT, UNIVERSAL_FORGERY, message)
+
+
+def _with_order_two_part(public: bytes) -> bytes:
+    """``public`` + (0, -1), the point of order 2: (x, y) + (0, -1) = (-x, -y) on Ed25519 (a
+    = -1), so the encoding takes p - y and x's other sign bit."""
+    p = 2**255 - 19
+    y = int.from_bytes(public, "little") & ((1 << 255) - 1)
+    sign = public[31] >> 7
+    return ((p - y) % p | (sign ^ 1) << 255).to_bytes(32, "little")
+
+
+def test_only_prime_order_subgroup_keys_are_valid() -> None:
+    for seed in range(5):
+        honest = ed25519_public_bytes(ed25519_from_seed(bytes([seed]) * 32))
+        assert is_valid_ed25519_public(honest)
+        # The same key with a torsion part: on the curve, not in the prime-order subgroup.
+        assert not is_valid_ed25519_public(_with_order_two_part(honest))
+    off_curve = (2).to_bytes(32, "little")  # y = 2: (y^2 - 1)/(d y^2 + 1) has no square root
+    for bad in (IDENTITY_POINT, _with_order_two_part(IDENTITY_POINT), off_curve,
+                b"short", bytes(33)):
+        assert not is_valid_ed25519_public(bad)
 
 
 def test_deterministic_random_is_reproducible_and_separated() -> None:
