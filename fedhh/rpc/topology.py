@@ -39,6 +39,12 @@ def interrupt_on_sigterm() -> None:
         signal.signal(signum, signal.default_int_handler)
 
 
+def absolute_path_list(paths: str) -> str:
+    """``paths`` (os.pathsep-separated) with each relative entry made absolute against the
+    current directory; an empty entry, which Python reads as the current directory, too."""
+    return os.pathsep.join(str(Path(entry or ".").resolve()) for entry in paths.split(os.pathsep))
+
+
 @dataclass
 class Service:
     name: str
@@ -66,8 +72,12 @@ class LocalTopology:
         self.tls = tls
         from fedhh.data.registry import cache_root
 
-        # Children run in the workdir: point them at the caller's dataset cache.
+        # Children run in the workdir: point them at the caller's dataset cache, and at the
+        # code the caller imports (a relative PYTHONPATH entry, as in `PYTHONPATH=.:server`,
+        # would name another folder there, and the child would import an installed copy).
         self.env = {**os.environ, "FEDHH_CACHE": str(cache_root().resolve()), **(env or {})}
+        if self.env.get("PYTHONPATH"):
+            self.env["PYTHONPATH"] = absolute_path_list(self.env["PYTHONPATH"])
         self.services: dict[str, Service] = {}
         self.pki = make_dev_pki(self.workdir / "tls", ["localhost", "127.0.0.1"]) if tls else None
         for name in ("control", "admin"):
