@@ -5,9 +5,9 @@ derivation), AES-256-GCM (share encryption) and SHA-256 (session ids, commitment
 ``cryptography``'s; Ed25519 verification is libsodium's, through PyCA's PyNaCl. libsodium
 verifies in half the time of the OpenSSL build ``cryptography`` ships (55 against 112 us on a
 2.1 GHz Xeon; a worker verifies two signatures per device, the coordinator one), and it is the
-stricter of the two: it refuses public keys and R points of small order and non-canonical S,
-where OpenSSL accepts the signature (R = identity, S = 0) of *any* message under the identity
-point as a public key. The low-order check of an X25519 public key is a lookup of its
+stricter of the two: it refuses public keys and R points of small order, where OpenSSL accepts
+R = identity, S = 0 as the signature of *any* message under the identity point as a public key
+(both refuse a non-canonical S). The low-order check of an X25519 public key is a lookup of its
 u-coordinate among five residues, checked against pyca's own rejection in the tests.
 
 Every key derivation is domain separated: salt = the round's session id, info = a label from
