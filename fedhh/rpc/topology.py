@@ -39,7 +39,7 @@ def interrupt_on_sigterm() -> None:
         signal.signal(signum, signal.default_int_handler)
 
 
-def absolute_path_list(paths: str) -> str:
+def _absolute_path_list(paths: str) -> str:
     """``paths`` (os.pathsep-separated) with each relative entry made absolute against the
     current directory; an empty entry, which Python reads as the current directory, too."""
     return os.pathsep.join(str(Path(entry or ".").resolve()) for entry in paths.split(os.pathsep))
@@ -77,7 +77,7 @@ class LocalTopology:
         # would name another folder there, and the child would import an installed copy).
         self.env = {**os.environ, "FEDHH_CACHE": str(cache_root().resolve()), **(env or {})}
         if self.env.get("PYTHONPATH"):
-            self.env["PYTHONPATH"] = absolute_path_list(self.env["PYTHONPATH"])
+            self.env["PYTHONPATH"] = _absolute_path_list(self.env["PYTHONPATH"])
         self.services: dict[str, Service] = {}
         self.pki = make_dev_pki(self.workdir / "tls", ["localhost", "127.0.0.1"]) if tls else None
         for name in ("control", "admin"):
