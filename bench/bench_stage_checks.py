@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -69,7 +71,8 @@ def measure(n: int, rng: random.Random) -> tuple[int, int, int, float, float, fl
     core = graph.core(members, t)
     assert core == _walked_core(graph, set(members), t)
     partners = {v: tuple(w for w in graph.neighbours(v) if w in core) for v in sorted(core)}
-    table = _ShareHolders(partners, n)
+    table = _ShareHolders(partners, {v: np.arange(1, len(p) + 1) for v, p in partners.items()},
+                          n)
     survivors = set(rng.sample(sorted(core), round((1 - MISSING) * len(core))))
     assert table.first_short(survivors, t) == _walked_first_short(partners, survivors, t)
     return (n, k, t, _seconds(graph.core, members, t),

@@ -57,8 +57,10 @@ __all__ = [
 MAX_DIMENSION = 1 << 24
 MAX_COHORT = 1 << 24
 # 2: identity_root (a Merkle root) replaced per-device coordinator signatures;
-# 3: its leaves also commit to the round keys presented at check-in.
-_VERSION = 3
+# 3: its leaves also commit to the round keys presented at check-in;
+# 4: a device's j-th neighbour (ascending ids) holds its Shamir shares at the point j, not at
+#    its id (a device of version 3 would share at points the server no longer reads).
+_VERSION = 4
 _HEAD = struct.Struct(">HB")  # version, len(round_id)
 # n, D, bits, n_min, k, t, graph_seed, flags, deadlines, identity_root (zeros without device_auth)
 _BODY = struct.Struct(">IIBIII32sB5Q32s")

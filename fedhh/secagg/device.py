@@ -296,8 +296,10 @@ class SecAggDevice:
         b = self._rand(KEY_BYTES)
         xs = sorted(neighbours)
         s_raw = self._s_key.private_bytes_raw()
-        b_ys, s_ys = shamir.share_many(
-            [int.from_bytes(b, "big"), int.from_bytes(s_raw, "big")], t, xs, self._rand)
+        # The j-th listed neighbour (ascending ids) holds f(j): small points make the server's
+        # reconstruction a binomial sum (shamir.reconstruct) and the sharing cheaper.
+        b_ys, s_ys = shamir.share_many([int.from_bytes(b, "big"), int.from_bytes(s_raw, "big")],
+                                       t, range(1, len(xs) + 1), self._rand)
         shares = []
         mine = u32(me)
         for v, b_y, s_y in zip(xs, b_ys, s_ys, strict=True):

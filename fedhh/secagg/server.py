@@ -102,7 +102,7 @@ class SecAggServer:
         # Stage 2
         self._masked_requests: dict[int, MaskedInputRequest] = {}
         self._partners: dict[int, tuple[int, ...]] = {}  # P_v = N(v) ∩ U2 for v in U2
-        self._holders = _ShareHolders({}, self.config.num_devices)  # the same, as a table
+        self._holders = _ShareHolders({}, {}, self.config.num_devices)  # the same, as a table
         self._commitments: dict[int, bytes] = {}
         self._acc: np.ndarray | None = None
         self._fingerprints: dict[int, bytes] = {}  # U3, in arrival order
@@ -334,16 +334,18 @@ class SecAggServer:
         starts = np.searchsorted(dst, senders, side="left")
         ends = np.searchsorted(dst, senders, side="right")
         requests: dict[int, ServerMessage] = {}
+        points: dict[int, np.ndarray] = {}
         for v, start, end, up in zip(senders, starts.tolist(), ends.tolist(), uploads,
                                      strict=True):
             partners = tuple(src[start:end].tolist())
             self._partners[v] = partners
+            points[v] = _share_points(up.dsts, src[start:end])
             self._commitments[v] = up.commitment
             req = MaskedInputRequest(self.session_id, v, ShareBundle(
                 v, partners, ciphertexts[start:end].tobytes(), SHARE_CIPHERTEXT_BYTES))
             self._masked_requests[v] = req
             requests[v] = req
-        self._holders = _ShareHolders(self._partners, self.config.num_devices)
+        self._holders = _ShareHolders(self._partners, points, self.config.num_devices)
         # (a closed stage's requests and messages are not kept: each request's roster is
         # ~k references, a round's whole memory at a worker holding 50,000 devices)
         self._share_requests, self._share_responses = {}, {}
@@ -648,19 +650,38 @@ class _SharesOf:
                 and np.array_equal(self.dsts, other.dsts))
 
 
+def _share_points(roster: np.ndarray, holders: np.ndarray) -> np.ndarray:
+    """The Shamir points of ``holders``' shares of one owner's secrets: 1 + each holder's
+    position in the owner's roster in ascending id order (``roster``: the recipients of its
+    shares), where the owner's sharing put them (``SecAggDevice.share_keys``)."""
+    listed = np.sort(roster)
+    positions = np.searchsorted(listed, holders)
+    # (the server builds every roster from the graph, so they are symmetric: a holder of v's
+    # shares sent v one, and is in v's roster)
+    if holders.size and (positions.max() >= listed.size
+                         or not np.array_equal(listed[positions], holders)):
+        raise AssertionError("a share holder is not in its owner's roster")
+    return positions + 1
+
+
 class _ShareHolders:
     """Every secret's share holders P_v (v in U2, ascending) as one zero-padded table of ids,
     so counting each secret's holders within a set is one gather: the stage checks count them
     after accepted messages, and walking n x k ids in Python took seconds per check for
-    shards of 6,000 devices."""
+    shards of 6,000 devices. Beside it, the Shamir point of each holder's share
+    (``points``, by owner: :func:`_share_points`)."""
 
-    def __init__(self, partners: Mapping[int, tuple[int, ...]], num_devices: int) -> None:
+    def __init__(self, partners: Mapping[int, tuple[int, ...]],
+                 points: Mapping[int, np.ndarray], num_devices: int) -> None:
         self._num_devices = num_devices
         self._ids = np.fromiter(partners, dtype=np.int64, count=len(partners))
         width = max((len(p) for p in partners.values()), default=0)
         self._table = np.zeros((len(partners), width), dtype=np.int64)  # 0: no device
         for row, holders in zip(self._table, partners.values(), strict=True):
             row[:len(holders)] = holders
+        self._points = np.zeros_like(self._table)
+        for row, owner in zip(self._points, partners, strict=True):
+            row[:len(points[owner])] = points[owner]
         self._row_of = np.full(num_devices + 1, -1, dtype=np.int64)  # device id -> its row
         self._row_of[self._ids] = np.arange(len(self._ids))
 
@@ -675,9 +696,9 @@ class _ShareHolders:
         rows, width = self._table.shape
         return rows, width
 
-    def holders_at(self, row: int, slots: np.ndarray) -> list[int]:
-        """The holders of row ``row``'s secret in ``slots``."""
-        return self._table[row, slots].tolist()
+    def points_at(self, row: int, slots: np.ndarray) -> list[int]:
+        """The Shamir points of the shares of row ``row``'s secret in ``slots``."""
+        return self._points[row, slots].tolist()
 
     def slots(self, holder: int, owners: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """(row, column) of ``holder`` among each owner's holders (ValueError where it is
@@ -768,7 +789,7 @@ class _UnmaskShares:
         raw, width = self._values[row, slots].tobytes(), shamir.SHARE_BYTES
         values = map(_BIG_ENDIAN, map(raw.__getitem__, map(
             slice, range(0, len(raw), width), range(width, len(raw) + width, width))))
-        return list(zip(self._holders.holders_at(row, slots), values, strict=True))
+        return list(zip(self._holders.points_at(row, slots), values, strict=True))
 
     def is_self_mask(self, row: int) -> bool:
         """Whether row ``row``'s secret is b_u (a survivor's) rather than s_u^SK."""

@@ -2,15 +2,18 @@
 
 p is the smallest prime above 2^256 (the tests check primality and that every odd number in
 (2^256, p) is composite), so any 32-byte secret, read as a big-endian integer, is a field element.
-A share is the pair (x, y) with x the holder's device id (1..n, never 0) and y = f(x) in [0, p),
-transmitted as 33 big-endian bytes. f has degree t - 1 with f(0) = secret and uniformly random
-other coefficients (rejection-sampled from the injected randomness source), so any t - 1 shares
-are independent of the secret and any t determine it.
+A share is the pair (x, y) with x a non-zero point and y = f(x) in [0, p), transmitted as 33
+big-endian bytes. f has degree t - 1 with f(0) = secret and uniformly random other coefficients
+(rejection-sampled from the injected randomness source), so any t - 1 shares at distinct
+non-zero points are independent of the secret and any t determine it. SecAgg+ takes the points
+1..k: a device's j-th neighbour in ascending id order holds f(j) (docs/secagg.md, section 3).
 
 Reconstruction uses exactly the t points it is given (Lagrange interpolation at 0; Shamir
-1979). The x's are small integers, so each point's weight is computed exactly and the weighted
-sum is taken as one fraction, with one modular inversion. A result >= 2^256 cannot be a
-32-byte secret: it proves a corrupted share and raises :class:`ShareError`.
+1979). Points within 1..w for a small w, as SecAgg+'s are, take the binomial form of the weights
+(:func:`reconstruct`): one exact integer sum and one reduction. Other points take the general
+form, each point's weight computed exactly and the weighted sum taken as one fraction with one
+modular inversion. A result >= 2^256 cannot be a 32-byte secret: it proves a corrupted share
+and raises :class:`ShareError`.
 """
 
 from __future__ import annotations
@@ -127,12 +130,10 @@ def reconstruct(points: Sequence[tuple[int, int]], prime: int = PRIME,
                 bound: int = _SECRET_BOUND) -> int:
     """f(0) from the points (x, f(x)); raises :class:`ShareError` if it is >= ``bound``.
 
-    Lagrange interpolation at 0: f(0) = sum_i y_i prod_{j != i} x_j / (x_j - x_i). With
-    P = prod_j x_j and e_i = x_i prod_{j != i} (x_j - x_i), an integer, that is
-    P * sum_i y_i / e_i, summed as one fraction N / D (N <- N e_i + y_i D, D <- D e_i, mod p)
-    and divided once: three products mod p per point and one inversion, where the quotients
-    of the other points' ids, their differences and each term's inverse took eight (197 ->
-    131 us at t = 58, a worker's largest share of a device's unmask)."""
+    Lagrange interpolation at 0 (Shamir 1979): f(0) = sum_i y_i L_i with
+    L_i = prod_{j != i} x_j / (x_j - x_i). Points that all lie in 1..w with w at most twice
+    their number take :func:`_binomial_sum` (SecAgg+'s points 1..k: 206 -> 72 us at t = 58,
+    k = 88 on a 2.1 GHz core), any others :func:`_fraction_sum`."""
     if not points:
         raise ShareError("reconstruction needs at least one share")
     xs = [x for x, _ in points]
@@ -140,16 +141,74 @@ def reconstruct(points: Sequence[tuple[int, int]], prime: int = PRIME,
         raise ShareError("share points must be distinct and non-zero")
     if any(not 0 <= y < prime for _, y in points):
         raise ShareError("share values must be in [0, p)")
+    if max(xs) <= 2 * len(xs):
+        secret = _binomial_sum(points, xs, prime)
+    else:
+        secret = _fraction_sum(points, xs, prime)
+    if secret >= bound:
+        raise ShareError("shares reconstruct a value >= 2^256: a share is corrupt")
+    return secret
+
+
+def _binomial_sum(points: Sequence[tuple[int, int]], xs: list[int], prime: int) -> int:
+    """f(0) for points S within W = {1, ..., w}, w = max(xs) < prime.
+
+    Over the whole window the weights are integers: L_i(W) = prod_{j in W, j != i} j/(j - i)
+    = (w!/i) / ((-1)^(i-1) (i-1)! (w-i)!) = (-1)^(i-1) C(w, i). Leaving out the missing
+    points M = W \\ S divides out their factors: L_i(S) = L_i(W) prod_{m in M} (m - i)/m, and
+    prod_{m in M} m = w! / prod_{i in S} i. So
+    f(0) = [sum_{i in S} y_i (-1)^(i-1) C(w, i) prod_{m in M} (m - i)] * prod_{i in S} i / w!,
+    an exact integer sum reduced once and one multiplication by 1/w! mod p (w! is invertible:
+    its factors are below p)."""
+    w = max(xs)
+    missing = sorted(set(range(1, w + 1)).difference(xs))
+    weights = _signed_binomials(w)
+    factors = _difference_products(missing, xs)
+    total = sum(y * weights[x] * f for (x, y), f in zip(points, factors, strict=True))
+    return total % prime * (math.prod(xs) % prime) % prime * _inverse_factorial(w, prime) % prime
+
+
+@functools.lru_cache(maxsize=256)
+def _signed_binomials(w: int) -> tuple[int, ...]:
+    """(-1)^(i-1) C(w, i) at index i = 1..w (index 0 unused): the weights L_i of the points
+    1..w (:func:`_binomial_sum`)."""
+    return (0, *(math.comb(w, i) if i % 2 else -math.comb(w, i) for i in range(1, w + 1)))
+
+
+@functools.lru_cache(maxsize=256)
+def _inverse_factorial(w: int, prime: int) -> int:
+    return pow(math.factorial(w) % prime, -1, prime)
+
+
+def _difference_products(missing: list[int], xs: list[int]) -> list[int]:
+    """prod_{m in missing} (m - x) for each x of ``xs``, exactly: the differences (below w in
+    magnitude) multiplied 62 // bits at a time in int64, the rest in Python."""
+    if not missing:
+        return [1] * len(xs)
+    group = max(1, 62 // max(max(missing), max(xs)).bit_length())
+    width = -(-len(missing) // group) * group
+    table = np.ones((len(xs), width), dtype=np.int64)
+    np.subtract(np.asarray(missing, dtype=np.int64)[np.newaxis, :],
+                np.asarray(xs, dtype=np.int64)[:, np.newaxis], out=table[:, :len(missing)])
+    grouped = table[:, 0::group].copy()
+    for offset in range(1, group):
+        grouped *= table[:, offset::group]
+    return [math.prod(row) for row in grouped.tolist()]
+
+
+def _fraction_sum(points: Sequence[tuple[int, int]], xs: list[int], prime: int) -> int:
+    """f(0) for any distinct non-zero points below ``prime``.
+
+    With P = prod_j x_j and e_i = x_i prod_{j != i} (x_j - x_i), an integer, f(0) is
+    P * sum_i y_i / e_i, summed as one fraction N / D (N <- N e_i + y_i D, D <- D e_i, mod p)
+    and divided once: three products mod p per point and one inversion."""
     numerator, denominator = 0, 1
     for (_, y), factors in zip(points, _weight_factors(xs), strict=True):
         e = math.prod(factors) % prime
         numerator = (numerator * e + y * denominator) % prime
         denominator = denominator * e % prime
     # (no e_i is 0 mod p: its factors are nonzero and smaller than p in magnitude)
-    secret = math.prod(xs) % prime * numerator % prime * pow(denominator, -1, prime) % prime
-    if secret >= bound:
-        raise ShareError("shares reconstruct a value >= 2^256: a share is corrupt")
-    return secret
+    return math.prod(xs) % prime * numerator % prime * pow(denominator, -1, prime) % prime
 
 
 def _weight_factors(xs: Sequence[int]) -> list[list[int]]:

@@ -78,6 +78,7 @@ class LyingServer(SecAggServer):
         self.b_points: list[tuple[int, int]] = []
         self.s_points: list[tuple[int, int]] = []
         self.answered: set[int] = set()
+        self.rosters: dict[int, list[int]] = {}
 
     def handle_masked_input(self, message: MaskedInput) -> bool:
         accepted = super().handle_masked_input(message)
@@ -132,14 +133,20 @@ class LyingServer(SecAggServer):
         self._missing_secrets = 1  # (the honest early close does not apply)
         return requests
 
+    def _close_share_keys(self) -> dict[int, ServerMessage]:
+        # Each device's roster, ascending: its j-th neighbour holds its shares at the point j.
+        self.rosters = {v: sorted(up.dsts.tolist()) for v, up in self._share_responses.items()}
+        return super()._close_share_keys()
+
     def handle_unmask(self, message: UnmaskResponse) -> bool:
         v = message.device_id
         if v not in self._unmask_requests or v in self.answered:
             raise ProtocolViolation(Violation.NOT_IN_ROUND, f"{v}")
         self.answered.add(v)
+        x = self.rosters[self.victim].index(v) + 1
         for points, entries in ((self.b_points, message.b_shares),
                                 (self.s_points, message.s_shares)):
-            points.extend((v, shamir.decode_share(raw)) for owner, raw in entries
+            points.extend((x, shamir.decode_share(raw)) for owner, raw in entries
                           if owner == self.victim)
         return True
 

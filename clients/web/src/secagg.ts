@@ -104,7 +104,8 @@ export interface SharedKeys {
 
 /**
  * Stage 1 after the roster checks: draw b_u, Shamir-share b_u and s_u^SK with threshold t among
- * the neighbours (ascending ids), and encrypt each neighbour's pair of shares to it.
+ * the neighbours (ascending ids; the j-th holds the shares at the point j, as the server reads
+ * them), and encrypt each neighbour's pair of shares to it.
  */
 export async function shareKeys(me: number, t: number, sessionId: Uint8Array, keys: RoundKeys,
                                 neighbours: ReadonlyMap<number, NeighbourKeys>,
@@ -112,8 +113,9 @@ export async function shareKeys(me: number, t: number, sessionId: Uint8Array, ke
   const b = rand(KEY_BYTES);
   const xs = [...neighbours.keys()].sort((x, y) => x - y);
   // Both secrets in one draw of coefficients, as the Python device shares them.
-  const [bYs, sYs] = shamir.shareMany([bytesToBig(b), bytesToBig(keys.s.secret)], t, xs, rand) as
-    [bigint[], bigint[]];
+  const points = xs.map((_, i) => i + 1);
+  const [bYs, sYs] = shamir.shareMany([bytesToBig(b), bytesToBig(keys.s.secret)], t, points,
+                                      rand) as [bigint[], bigint[]];
   const shares: EncryptedShare[] = [];
   for (const [i, v] of xs.entries()) {
     const plaintext = concat(u32(me), u32(v), shamir.encodeShare(bYs[i]!),

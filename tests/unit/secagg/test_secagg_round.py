@@ -338,3 +338,24 @@ def test_devices_lent_no_generator_mask_exactly_and_answer_retries_alike() -> No
     again = device.masked_input(request, driver.reports[2])  # type: ignore[arg-type]
     assert np.array_equal(first.vector, again.vector)
     assert_correct(driver.run())
+
+
+def test_a_devices_jth_roster_neighbour_holds_its_shares_at_the_point_j() -> None:
+    """The share points are positions in the owner's roster (ascending ids, from 1), not ids;
+    with a neighbour that got the roster but never shared, a holder's position in the roster
+    and its column among the server's share holders differ, and the server reads the former."""
+    cohort = make_cohort(30, 16, 10, 5, n_min=10)
+    gone = 7
+    driver = drive_to(cohort, Stage.UNMASK, DropoutPlan.at(Stage.SHARE_KEYS, {gone}))
+    owner = next(u for u in driver.server.graph.neighbours(gone)
+                 if max(driver.devices[u]._neighbours) != gone)
+    roster = sorted(driver.devices[owner]._neighbours)
+    assert gone in roster
+    holders = [v for v in roster if v != gone]
+    points = [(roster.index(v) + 1, driver.devices[v]._received[owner][0]) for v in holders]
+    secret = int.from_bytes(driver.devices[owner]._b, "big")
+    t = cohort.config.t
+    assert shamir.reconstruct(points[-t:]) == secret
+    at_ids = [(v, y) for v, (_, y) in zip(holders, points, strict=True)]
+    assert shamir.reconstruct(at_ids[-t:]) != secret
+    assert_correct(driver.run())

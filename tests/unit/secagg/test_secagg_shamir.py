@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedhh.secagg import shamir
@@ -218,3 +218,23 @@ def test_weight_factors_multiplied_in_groups_reconstruct_exactly(span_bits: int)
         assert shamir.reconstruct(points[:t]) == secret
         assert shamir.reconstruct(points[1:]) == secret
         assert shamir.reconstruct(points[::-1][:t]) == secret
+
+
+@settings(max_examples=100, derandomize=True, database=None, deadline=None)
+@given(st.data())
+def test_points_within_a_small_window_rebuild_as_any_points_do(data: st.DataObject) -> None:
+    """Points inside 1..w with w at most twice their number take the binomial sum; it gives
+    what the general fraction gives for every subset, in every order, and so the secret."""
+    w = data.draw(st.integers(1, 120))
+    t = data.draw(st.integers(-(-w // 2), w))
+    xs = data.draw(st.permutations(range(1, w + 1)))[:t]
+    if w not in xs:  # (the window is max(xs); keep it w)
+        xs[0] = w
+    rand = DeterministicRandom(w * 1000 + t)
+    secret = int.from_bytes(rand(32), "big")
+    ys = shamir.share(secret, t, xs, rand)
+    points = list(zip(xs, ys, strict=True))
+    assert max(xs) <= 2 * len(xs)
+    assert shamir._binomial_sum(points, xs, shamir.PRIME) == secret
+    assert shamir._fraction_sum(points, xs, shamir.PRIME) == secret
+    assert shamir.reconstruct(points) == secret
