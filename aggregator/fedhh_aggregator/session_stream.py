@@ -19,7 +19,9 @@ machine, the same codes) and, but for the unmask shares, answered by pushing the
 request for the stage after it (or NOT_SELECTED, CLOSED, ABORTED) as soon as it is known: no
 long-polls. The unmask shares are answered with ``unmask`` and the stream ends; a device whose
 open asked for it (``unmask_in_status``) takes that answer from the stream's end instead, status
-OK with trailing metadata, one message fewer per device. A rejected
+OK with trailing metadata, one message fewer per device. A device whose open says
+``packed_requests`` gets its masked-input request's shares packed (the senders, then their
+ciphertexts), which the worker writes without an entry per share. A rejected
 message changes nothing and ends the stream with its code, told first in a ``refused`` event
 (see :func:`_refuse`).
 
@@ -182,7 +184,8 @@ def _authenticate(registry: RoundRegistry, context: grpc.aio.ServicerContext, re
     transcript = session_transcript(round_.session_id, admission.device_id, challenge)
     if not ed25519_verify(admission.identity_key, bytes(opened.signature), transcript):
         raise AuthenticationError("the stream is not opened by the admitted device")
-    session = _Session(registry, round_, admission, context, reader, opened.unmask_in_status)
+    session = _Session(registry, round_, admission, context, reader, opened.unmask_in_status,
+                       opened.packed_requests)
     return session, admission if opened.advertise else None
 
 
@@ -191,9 +194,10 @@ class _Session:
 
     def __init__(self, registry: RoundRegistry, round_: Round, admission: Admission,
                  context: grpc.aio.ServicerContext, reader: _Reader,
-                 unmask_in_status: bool) -> None:
+                 unmask_in_status: bool, packed_requests: bool) -> None:
         self.registry = registry
         self.unmask_in_status = unmask_in_status
+        self.packed_requests = packed_requests
         self.reader = reader
         self.round = round_
         self.device_id = admission.device_id
@@ -379,7 +383,8 @@ class _Session:
                     break
             event: pb.SessionEvent | Callable[[], bytes]
             if outcome.request is not None:
-                event = functools.partial(round_.encoder.event, stage, outcome.request)
+                event = functools.partial(round_.encoder.event, stage, outcome.request,
+                                          self.packed_requests)
             else:
                 event = pb.SessionEvent(stage=stage_to_pb(stage))
                 await_response(round_, outcome, event.next)

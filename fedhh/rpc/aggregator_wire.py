@@ -249,6 +249,24 @@ def _shares_from_pb(shares: Iterable[pb.EncryptedShare]) -> tuple[EncryptedShare
     return tuple(EncryptedShare(s.src, s.dst, s.ciphertext) for s in shares)
 
 
+def _routed_from_pb(device_id: int, message: pb.MaskedInputRequest
+                    ) -> tuple[EncryptedShare, ...] | ShareBundle:
+    """The shares a masked-input request routes to ``device_id``, one by one or packed. A
+    packed form that does not hold one ciphertext per sender, or comes beside the entries,
+    comes back as entries cut from it, which the device's checks of each share refuse."""
+    srcs, blob = tuple(message.srcs), message.ciphertexts
+    if not srcs and not blob:
+        return _shares_from_pb(message.shares)
+    width = SHARE_CIPHERTEXT_BYTES
+    if not message.shares and len(blob) == len(srcs) * width:
+        return ShareBundle(device_id, srcs, blob, width)
+    cuts = [blob[i * width:(i + 1) * width] for i in range(len(srcs))]
+    if not cuts or len(blob) > len(srcs) * width:  # (the extra bytes: a sender 0's share)
+        srcs, cuts = (*srcs, 0), [*cuts, blob[len(srcs) * width:]]
+    return _shares_from_pb(message.shares) + tuple(
+        EncryptedShare(src, device_id, cut) for src, cut in zip(srcs, cuts, strict=True))
+
+
 def _varint(value: int) -> bytes:
     if value < 0x80:
         return _SMALL_VARINTS[value]
@@ -320,6 +338,7 @@ _SHARE_KEYS, _MASKED_INPUT, _CONSISTENCY, _UNMASK = b"\x12", b"\x1a", b"\x22", b
 _FIRST = b"\x0a"  # field 1 of ShareKeysRequest, ConsistencyRequest, UnmaskRequest
 _SECOND = b"\x12"  # field 2: UnmaskRequest.dropped, SessionEvent.next
 _SIGNATURES = b"\x1a"  # UnmaskRequest.signatures
+_CIPHERTEXTS = b"\x1a"  # MaskedInputRequest.ciphertexts
 _EVENT_STAGE = b"\x20"  # SessionEvent.stage
 
 
@@ -346,25 +365,28 @@ class RequestEncoder:
     def ready(self, request: ServerMessage) -> bytes:
         """The encoded ``AwaitStageResponse`` (status READY) carrying ``request``."""
         parts = [_READY, b"", b""]
-        parts[1], size = self._append_body(request, parts)
+        parts[1], size = self._append_body(request, parts, packed=False)
         parts[2] = _varint(size)
         return b"".join(parts)
 
-    def event(self, stage: Stage, request: ServerMessage) -> bytes:
-        """The encoded ``SessionEvent`` for ``stage`` whose ``next`` is :meth:`ready`'s answer.
+    def event(self, stage: Stage, request: ServerMessage, packed: bool = False) -> bytes:
+        """The encoded ``SessionEvent`` for ``stage`` whose ``next`` is :meth:`ready`'s answer;
+        ``packed``: a masked-input request's shares as ``srcs`` and ``ciphertexts``, for a
+        device that said it takes them so (``SessionOpen.packed_requests``).
 
         Its bytes are joined once: joining the request, then the answer around it, then the
         event around that copied tens of kilobytes three times per device and stage, each copy
         a fresh allocation from the C heap, whose search for free memory grows with a worker's
         heap (docs/benchmarks.md, "What grows with n at a worker")."""
         parts = [_SECOND, b"", _READY, b"", b""]
-        parts[3], size = self._append_body(request, parts)
+        parts[3], size = self._append_body(request, parts, packed)
         parts[4] = _varint(size)
         parts[1] = _varint(len(_READY) + len(parts[3]) + len(parts[4]) + size)
         parts += (_EVENT_STAGE, _varint(stage_to_pb(stage)))
         return b"".join(parts)
 
-    def _append_body(self, request: ServerMessage, parts: list[bytes]) -> tuple[bytes, int]:
+    def _append_body(self, request: ServerMessage, parts: list[bytes],
+                     packed: bool) -> tuple[bytes, int]:
         """Append ``request``'s encoded fields to ``parts``; returns its field key in the
         answer and the fields' size."""
         start = len(parts)
@@ -378,7 +400,11 @@ class RequestEncoder:
                 parts.append(encoded)
         elif isinstance(request, MaskedInputRequest):
             tag, routed = _MASKED_INPUT, request.shares
-            if isinstance(routed, ShareBundle) and (dst := routed.dst) and routed.width:
+            if packed and isinstance(routed, ShareBundle) and routed.dst:
+                if routed.blob:  # (the senders, then their ciphertexts: two fields, no copy)
+                    parts += (_packed(_SECOND, routed.senders), _CIPHERTEXTS,
+                              _varint(len(routed.blob)), routed.blob)
+            elif isinstance(routed, ShareBundle) and (dst := routed.dst) and routed.width:
                 parts.append(_routed_shares(routed, dst))
             else:
                 shares = pb.MaskedInputRequest()
@@ -413,7 +439,7 @@ def request_from_pb(session_id: bytes, device_id: int, message: pb.AwaitStageRes
             _shared_entry(session_id, e) for e in message.share_keys.roster))
     if which == "masked_input":
         return MaskedInputRequest(session_id, device_id,
-                                  _shares_from_pb(message.masked_input.shares))
+                                  _routed_from_pb(device_id, message.masked_input))
     if which == "consistency_check":
         return ConsistencyRequest(session_id, device_id,
                                   _shared_survivors(message.consistency_check))

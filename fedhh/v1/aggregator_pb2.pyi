@@ -160,10 +160,14 @@ class ShareKeysRequest(_message.Message):
     def __init__(self, roster: _Optional[_Iterable[_Union[DeviceKeys, _Mapping]]] = ...) -> None: ...
 
 class MaskedInputRequest(_message.Message):
-    __slots__ = ("shares",)
+    __slots__ = ("shares", "srcs", "ciphertexts")
     SHARES_FIELD_NUMBER: _ClassVar[int]
+    SRCS_FIELD_NUMBER: _ClassVar[int]
+    CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
     shares: _containers.RepeatedCompositeFieldContainer[EncryptedShare]
-    def __init__(self, shares: _Optional[_Iterable[_Union[EncryptedShare, _Mapping]]] = ...) -> None: ...
+    srcs: _containers.RepeatedScalarFieldContainer[int]
+    ciphertexts: bytes
+    def __init__(self, shares: _Optional[_Iterable[_Union[EncryptedShare, _Mapping]]] = ..., srcs: _Optional[_Iterable[int]] = ..., ciphertexts: _Optional[bytes] = ...) -> None: ...
 
 class ConsistencyRequest(_message.Message):
     __slots__ = ("survivors",)
@@ -266,18 +270,20 @@ class SubmitUnmaskRequest(_message.Message):
     def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., b_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ..., s_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ...) -> None: ...
 
 class SessionOpen(_message.Message):
-    __slots__ = ("session_id", "admission", "signature", "advertise", "unmask_in_status")
+    __slots__ = ("session_id", "admission", "signature", "advertise", "unmask_in_status", "packed_requests")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     ADMISSION_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     ADVERTISE_FIELD_NUMBER: _ClassVar[int]
     UNMASK_IN_STATUS_FIELD_NUMBER: _ClassVar[int]
+    PACKED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     session_id: bytes
     admission: SecAggAdmission
     signature: bytes
     advertise: bool
     unmask_in_status: bool
-    def __init__(self, session_id: _Optional[bytes] = ..., admission: _Optional[_Union[SecAggAdmission, _Mapping]] = ..., signature: _Optional[bytes] = ..., advertise: _Optional[bool] = ..., unmask_in_status: _Optional[bool] = ...) -> None: ...
+    packed_requests: bool
+    def __init__(self, session_id: _Optional[bytes] = ..., admission: _Optional[_Union[SecAggAdmission, _Mapping]] = ..., signature: _Optional[bytes] = ..., advertise: _Optional[bool] = ..., unmask_in_status: _Optional[bool] = ..., packed_requests: _Optional[bool] = ...) -> None: ...
 
 class SessionShares(_message.Message):
     __slots__ = ("shares", "b_commitment", "dsts", "ciphertexts")

@@ -3,12 +3,16 @@ the same AwaitStageResponse and SessionEvent (any ids, empty lists, large values
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedhh.rpc.aggregator_wire import RequestEncoder, keys_to_pb, stage_to_pb
+from fedhh.rpc.aggregator_wire import RequestEncoder, keys_to_pb, request_from_pb, stage_to_pb
 from fedhh.secagg import Stage
 from fedhh.secagg.config import Admission
+from fedhh.secagg.device import SHARE_CIPHERTEXT_BYTES, DeviceState
+from fedhh.secagg.errors import SecAggAbort
 from fedhh.secagg.messages import (
     AdvertiseKeys,
     ConsistencyRequest,
@@ -18,6 +22,7 @@ from fedhh.secagg.messages import (
     ShareKeysRequest,
     UnmaskRequest,
 )
+from fedhh.secagg.simulate import SimulatedRound, make_cohort
 from fedhh.v1 import aggregator_pb2 as pb
 
 SID = b"s" * 32
@@ -111,3 +116,60 @@ def test_session_events_are_protobufs_encoding(stage: Stage,
         answer = pb.AwaitStageResponse.FromString(encoder.ready(request))
         expected = pb.SessionEvent(stage=stage_to_pb(stage), next=answer).SerializeToString()
         assert encoder.event(stage, request) == expected
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(list(Stage)), st.integers(min_value=1, max_value=2**32 - 1),
+       st.lists(ids, max_size=40), st.data())
+def test_packed_routed_shares_are_protobufs_encoding(stage: Stage, dst: int, senders: list[int],
+                                                     data: st.DataObject) -> None:
+    """To a device whose open said ``packed_requests``: the senders and their ciphertexts as
+    two fields, protobuf's bytes for MaskedInputRequest(srcs, ciphertexts); read back, the
+    same shares (the device takes them as a bundle); to any other device, one entry per
+    share as before."""
+    width = SHARE_CIPHERTEXT_BYTES
+    blob = data.draw(st.binary(min_size=width * len(senders), max_size=width * len(senders)))
+    bundle = ShareBundle(dst, tuple(senders), blob, width)
+    request = MaskedInputRequest(SID, dst, bundle)
+    encoder = RequestEncoder()
+    packed = pb.SessionEvent.FromString(encoder.event(stage, request, packed=True))
+    assert packed.SerializeToString() == pb.SessionEvent(
+        stage=stage_to_pb(stage), next=pb.AwaitStageResponse(
+            status=pb.AWAIT_STATUS_READY, masked_input=pb.MaskedInputRequest(
+                srcs=senders, ciphertexts=blob))).SerializeToString()
+    plain = pb.SessionEvent.FromString(encoder.event(stage, request))
+    assert not plain.next.masked_input.srcs and len(plain.next.masked_input.shares) == len(senders)
+    for event in (packed, plain):
+        parsed = request_from_pb(SID, dst, event.next)
+        assert isinstance(parsed, MaskedInputRequest)
+        assert tuple(parsed.shares) == tuple(bundle)
+    assert isinstance(request_from_pb(SID, dst, packed.next).shares, ShareBundle) or not senders
+
+
+@pytest.mark.parametrize("cut", ["one byte short", "one byte over", "no senders",
+                                 "beside entries"])
+def test_a_malformed_packed_request_reaches_the_device_as_shares_it_refuses(cut: str) -> None:
+    """A packed form without one ciphertext per sender (or beside the entries) is read as
+    entries cut from it: the device's checks of each share then abort its round."""
+    cohort = make_cohort(8, 16, 4, 3, n_min=4)
+    driver = SimulatedRound(cohort, {})
+    while driver.server.stage < Stage.MASKED_INPUT:
+        driver.step()
+    u = 1
+    bundle = driver.pending[u].shares
+    assert isinstance(bundle, ShareBundle)
+    srcs, blob = list(bundle.senders), bundle.blob
+    message = {"one byte short": pb.MaskedInputRequest(srcs=srcs, ciphertexts=blob[:-1]),
+               "one byte over": pb.MaskedInputRequest(srcs=srcs, ciphertexts=blob + b"x"),
+               "no senders": pb.MaskedInputRequest(ciphertexts=blob),
+               "beside entries": pb.MaskedInputRequest(srcs=srcs, ciphertexts=blob, shares=[
+                   pb.EncryptedShare(src=s.src, dst=s.dst, ciphertext=s.ciphertext)
+                   for s in bundle][:1])}[cut]
+    request = request_from_pb(cohort.session_id, u, pb.AwaitStageResponse(
+        status=pb.AWAIT_STATUS_READY, masked_input=message))
+    assert isinstance(request, MaskedInputRequest) and not isinstance(request.shares,
+                                                                      ShareBundle)
+    device = driver.devices[u]
+    with pytest.raises(SecAggAbort):
+        device.masked_input(request, np.array([0]))
+    assert device.state == DeviceState.ABORTED
