@@ -1,8 +1,8 @@
 /**
  * Shamir secret sharing over GF(p), p = 2^256 + 297, as fedhh/secagg/shamir.py.
  *
- * A share is (x, y) with x the holder's device id (1..n) and y = f(x) in [0, p), sent as 33
- * big-endian bytes. f has degree t - 1, f(0) = the secret, and its other coefficients are drawn
+ * A share is (x, y) with x the holder's position in the owner's roster (1..k, ascending ids)
+ * and y = f(x) in [0, p), sent as 33 big-endian bytes. f has degree t - 1, f(0) = the secret, and its other coefficients are drawn
  * from the RandomSource in the same order and by the same rejection sampling as in Python (33
  * bytes, masked to 257 bits, redrawn while >= p), so one seeded stream gives identical shares in
  * both implementations; that is what the cross-implementation vectors check.
@@ -97,7 +97,7 @@ export function shareMany(secrets: readonly bigint[], threshold: number, xs: rea
   return secrets.map((secret, j) => {
     const highestFirst = coefficients.slice(j * degree, (j + 1) * degree).reverse();
     return xs.map((xn) => {
-      // Horner in exact integers, reduced once at the end (x is a small device id).
+      // Horner in exact integers, reduced once at the end (x is a small roster position).
       const x = BigInt(xn);
       let acc = 0n;
       for (const c of highestFirst) acc = (acc + c) * x;
