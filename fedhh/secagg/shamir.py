@@ -107,7 +107,7 @@ def share_many(secrets: Sequence[int], threshold: int, xs: Sequence[int], rand: 
     width = prime.bit_length() + degree * max(xs).bit_length() + threshold.bit_length() + 1
     packed_secret = sum(secret << (j * width) for j, secret in enumerate(secrets))
     # Horner's order, highest coefficient first: ((a_{t-1} x + a_{t-2}) x + ...) x + secret, in
-    # exact integers and reduced once at the end (x is a device id, so small: one big
+    # exact integers and reduced once at the end (x is a roster position, so small: one big
     # reduction costs less than t small ones).
     packed = coefficients[:degree]
     for j in range(1, m):  # (the lanes do not overlap, so | adds them)
@@ -213,9 +213,9 @@ def _fraction_sum(points: Sequence[tuple[int, int]], xs: list[int], prime: int) 
 
 def _weight_factors(xs: Sequence[int]) -> list[list[int]]:
     """Row i: factors whose product is e_i = x_i prod_{j != i} (x_j - x_i), exactly (x_i in
-    place of the zero at j = i). Device ids in a round are 1..n, so the t^2 factors come from
-    one numpy subtraction, and as many of them as fit in 62 bits are multiplied together there:
-    at n = 5000, four to a factor, a quarter of the big-integer products in Python."""
+    place of the zero at j = i). Points below 2^62 give the t^2 factors from one numpy
+    subtraction, and as many of them as fit in 62 bits are multiplied together there (points
+    up to 5,000: four to a factor, a quarter of the big-integer products in Python)."""
     if max(xs) >= _NUMPY_BOUND:
         return [[xj - xi if xj != xi else xi for xj in xs] for xi in xs]
     t = len(xs)

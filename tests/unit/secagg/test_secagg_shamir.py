@@ -77,7 +77,7 @@ def test_fewer_than_t_shares_are_independent_of_the_secret() -> None:
 def test_share_and_reconstruct_every_window(n: int, t: int) -> None:
     rand = DeterministicRandom(n * 100 + t)
     secret = int.from_bytes(rand(32), "big")
-    xs = list(range(3, 3 + 7 * n, 7))  # device ids, not 1..n
+    xs = list(range(3, 3 + 7 * n, 7))  # sparse points, not 1..n: the general form
     ys = shamir.share(secret, t, xs, rand)
     points = list(zip(xs, ys, strict=True))
     for start in range(n - t + 1):
@@ -94,7 +94,7 @@ def test_secrets_shared_together_match_the_polynomials_they_were_drawn_with(
         xs: list[int], t: int) -> None:
     """share_many evaluates several polynomials packed into one integer: each lane must hold
     exactly its own f_j(x) mod p, however large the unreduced values grow (the largest
-    secret, the largest device ids, t = 54 as at n = 1000)."""
+    secret, the largest points, t = 54 as at n = 1000)."""
     secrets = [shamir.PRIME - 1, 0, 2**256 - 1]
     rand = DeterministicRandom(len(xs) * 100 + t)
     ys = shamir.share_many(secrets, t, xs, rand)
@@ -203,9 +203,9 @@ def test_packed_values_are_below_p_exactly_when_each_integer_is(values: list[int
 
 @pytest.mark.parametrize("span_bits", [1, 2, 13, 20, 30, 31, 32, 40, 61, 62])
 def test_weight_factors_multiplied_in_groups_reconstruct_exactly(span_bits: int) -> None:
-    """Each point's weight, its id times its differences to the others, is multiplied 62 //
-    bits factors at a time in int64 (device ids 1..n make them small; ids of 2^62 and more
-    take exact Python integers); at every span, and with the largest differences of one sign
+    """Each point's weight in the general form, the point times its differences to the
+    others, is multiplied 62 // bits factors at a time in int64 (points of 2^62 and more take
+    exact Python integers); at every span, and with the largest differences of one sign
     or the other, the secret comes back exactly."""
     rand = DeterministicRandom(span_bits)
     secret = int.from_bytes(rand(32), "big") >> 1
