@@ -180,16 +180,27 @@ def _inverse_factorial(w: int, prime: int) -> int:
     return pow(math.factorial(w) % prime, -1, prime)
 
 
-def _difference_products(missing: list[int], xs: list[int]) -> list[int]:
-    """prod_{m in missing} (m - x) for each x of ``xs``, exactly: the differences (below w in
-    magnitude) multiplied 62 // bits at a time in int64, the rest in Python."""
-    if not missing:
-        return [1] * len(xs)
-    group = max(1, 62 // max(max(missing), max(xs)).bit_length())
-    width = -(-len(missing) // group) * group
-    table = np.ones((len(xs), width), dtype=np.int64)
-    np.subtract(np.asarray(missing, dtype=np.int64)[np.newaxis, :],
-                np.asarray(xs, dtype=np.int64)[:, np.newaxis], out=table[:, :len(missing)])
+def _difference_products(columns: Sequence[int], rows: Sequence[int], *,
+                         diagonal: bool = False) -> list[int]:
+    """prod_j (columns[j] - rows[i]) for each i, exactly; with ``diagonal`` (``columns`` is
+    ``rows``), rows[i] in place of the zero at j = i. Values below 2^62 give the factors from
+    one numpy subtraction, and as many of them as fit in 62 bits are multiplied together there
+    (values up to 5,000: four to a factor, a quarter of the big-integer products in Python)."""
+    if not columns:
+        return [1] * len(rows)
+    top = max(max(columns), max(rows))
+    if top >= _NUMPY_BOUND:
+        return [math.prod(c - r if not diagonal or j != i else r for j, c in enumerate(columns))
+                for i, r in enumerate(rows)]
+    # |c - r| < top and r <= top: a product of 62 // bits of them is below 2^62.
+    group = max(1, 62 // top.bit_length())
+    width = -(-len(columns) // group) * group
+    table = np.ones((len(rows), width), dtype=np.int64)
+    lhs = np.asarray(rows, dtype=np.int64)
+    np.subtract(np.asarray(columns, dtype=np.int64)[np.newaxis, :], lhs[:, np.newaxis],
+                out=table[:, :len(columns)])
+    if diagonal:
+        table[np.arange(len(rows)), np.arange(len(rows))] = lhs
     grouped = table[:, 0::group].copy()
     for offset in range(1, group):
         grouped *= table[:, offset::group]
@@ -203,31 +214,12 @@ def _fraction_sum(points: Sequence[tuple[int, int]], xs: list[int], prime: int) 
     P * sum_i y_i / e_i, summed as one fraction N / D (N <- N e_i + y_i D, D <- D e_i, mod p)
     and divided once: three products mod p per point and one inversion."""
     numerator, denominator = 0, 1
-    for (_, y), factors in zip(points, _weight_factors(xs), strict=True):
-        e = math.prod(factors) % prime
+    for (_, y), e in zip(points, _difference_products(xs, xs, diagonal=True), strict=True):
+        e %= prime
         numerator = (numerator * e + y * denominator) % prime
         denominator = denominator * e % prime
     # (no e_i is 0 mod p: its factors are nonzero and smaller than p in magnitude)
     return math.prod(xs) % prime * numerator % prime * pow(denominator, -1, prime) % prime
-
-
-def _weight_factors(xs: Sequence[int]) -> list[list[int]]:
-    """Row i: factors whose product is e_i = x_i prod_{j != i} (x_j - x_i), exactly (x_i in
-    place of the zero at j = i). Points below 2^62 give the t^2 factors from one numpy
-    subtraction, and as many of them as fit in 62 bits are multiplied together there (points
-    up to 5,000: four to a factor, a quarter of the big-integer products in Python)."""
-    if max(xs) >= _NUMPY_BOUND:
-        return [[xj - xi if xj != xi else xi for xj in xs] for xi in xs]
-    t = len(xs)
-    # |x_j - x_i| < max(xs) and x_i <= max(xs): a product of 62 // bits of them is below 2^62.
-    group = max(1, 62 // max(xs).bit_length())
-    points = np.asarray(xs, dtype=np.int64)
-    table = np.ones((t, -(-t // group) * group), dtype=np.int64)
-    np.subtract(points[np.newaxis, :], points[:, np.newaxis], out=table[:, :t])
-    table[np.arange(t), np.arange(t)] = points
-    if group > 1:
-        table = table.reshape(t, -1, group).prod(axis=2)
-    return table.tolist()
 
 
 def below_prime(values: np.ndarray, prime: int = PRIME) -> bool:

@@ -202,7 +202,7 @@ def test_packed_values_are_below_p_exactly_when_each_integer_is(values: list[int
 
 
 @pytest.mark.parametrize("span_bits", [1, 2, 13, 20, 30, 31, 32, 40, 61, 62])
-def test_weight_factors_multiplied_in_groups_reconstruct_exactly(span_bits: int) -> None:
+def test_difference_products_multiplied_in_groups_reconstruct_exactly(span_bits: int) -> None:
     """Each point's weight in the general form, the point times its differences to the
     others, is multiplied 62 // bits factors at a time in int64 (points of 2^62 and more take
     exact Python integers); at every span, and with the largest differences of one sign
