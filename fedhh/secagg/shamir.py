@@ -3,9 +3,10 @@
 p is the smallest prime above 2^256 (the tests check primality and that every odd number in
 (2^256, p) is composite), so any 32-byte secret, read as a big-endian integer, is a field element.
 A share is the pair (x, y) with x a non-zero point and y = f(x) in [0, p), transmitted as 33
-big-endian bytes. f has degree t - 1 with f(0) = secret and uniformly random other coefficients
-(rejection-sampled from the injected randomness source), so any t - 1 shares at distinct
-non-zero points are independent of the secret and any t determine it. SecAgg+ takes the points
+big-endian bytes. f is a uniformly random polynomial of degree <= t - 1 with f(0) = secret (drawn
+as its forward differences at 0, rejection-sampled from the injected randomness source:
+:func:`share_many`), so any t - 1 shares at distinct non-zero points are independent of the
+secret and any t determine it. SecAgg+ takes the points
 1..k: a device's j-th neighbour in ascending id order holds f(j) (docs/secagg.md, section 3).
 
 Reconstruction uses exactly the t points it is given (Lagrange interpolation at 0; Shamir
@@ -88,11 +89,15 @@ def share_many(secrets: Sequence[int], threshold: int, xs: Sequence[int], rand: 
     """:func:`share` of each secret among the same points, each with its own fresh random
     polynomial: ``result[j][i]`` is f_j(xs[i]).
 
-    The polynomials are evaluated together: their coefficients are packed side by side into one
-    integer, ``width`` bits apart, and one Horner pass over the packed integers computes every
-    f_j(x) unreduced at once (each is below ``2^width``, and all terms are non-negative, so the
-    lanes never carry into each other). A device shares two secrets among its k neighbours:
-    one pass instead of two took a third off the time.
+    Each polynomial is drawn in Newton's forward-difference form: with d = threshold - 1,
+    f(x) = sum_{i=0}^{d} D_i C(x, i) where D_0 = f(0) = the secret and D_1..D_d (the
+    differences Delta^i f(0)) are uniform elements of GF(p), secret j's the j-th d of one
+    :func:`_random_elements` draw. The binomials C(x, i), i <= d < p, are a basis of the
+    polynomials of degree <= d over GF(p) (triangular in the monomials, with the invertible
+    leading coefficients 1/i!), so uniform differences are uniform coefficients: the shares
+    have exactly the distribution of Shamir's (t - 1 of them independent of the secret).
+    SecAgg+'s points 1..k (:func:`_values_at_one_to`) then cost additions only; any other
+    points take :func:`_newton_value`.
     """
     for secret in secrets:
         if not 0 <= secret < prime:
@@ -101,29 +106,45 @@ def share_many(secrets: Sequence[int], threshold: int, xs: Sequence[int], rand: 
         raise ShareError(f"threshold must be in [1, {len(xs)}], got {threshold}")
     if len(set(xs)) != len(xs) or any(not 0 < x < prime for x in xs):
         raise ShareError("share points must be distinct and non-zero")
-    m, degree = len(secrets), threshold - 1
-    coefficients = _random_elements(rand, prime, m * degree)
-    # f_j(x) before reduction: sum a_i x^i < p * t * max(x)^(t-1) for x >= 1.
-    width = prime.bit_length() + degree * max(xs).bit_length() + threshold.bit_length() + 1
-    packed_secret = sum(secret << (j * width) for j, secret in enumerate(secrets))
-    # Horner's order, highest coefficient first: ((a_{t-1} x + a_{t-2}) x + ...) x + secret, in
-    # exact integers and reduced once at the end (x is a roster position, so small: one big
-    # reduction costs less than t small ones).
-    packed = coefficients[:degree]
-    for j in range(1, m):  # (the lanes do not overlap, so | adds them)
-        lane_j = coefficients[j * degree:(j + 1) * degree]
-        packed = [a | (c << (j * width)) for a, c in zip(packed, lane_j, strict=True)]
-    highest_first = packed[::-1]
-    lane = (1 << width) - 1
-    ys: list[list[int]] = [[] for _ in secrets]
-    for x in xs:
-        acc = 0
-        for c in highest_first:
-            acc = (acc + c) * x
-        acc += packed_secret
-        for j in range(m):
-            ys[j].append((acc >> (j * width) & lane) % prime)
-    return ys
+    degree = threshold - 1
+    differences = _random_elements(rand, prime, len(secrets) * degree)
+    tables = [[secret, *differences[j * degree:(j + 1) * degree]]
+              for j, secret in enumerate(secrets)]
+    if list(xs) == list(range(1, len(xs) + 1)):
+        return [_values_at_one_to(table, len(xs), prime) for table in tables]
+    return [[_newton_value(table, x) % prime for x in xs] for table in tables]
+
+
+def _values_at_one_to(table: list[int], count: int, prime: int) -> list[int]:
+    """f(1), ..., f(count) from f's forward differences at 0, ``table[i]`` = Delta^i f(0).
+
+    One step of the difference table, Delta^i f(x + 1) = Delta^i f(x) + Delta^(i+1) f(x) for
+    every i at once, is one shift and one addition when the table is one integer with
+    Delta^i f(x) in bits [i w, (i + 1) w): T <- T + (T >> w). Kept exact and reduced only as
+    each f(x) is read, Delta^i f(x) = sum_j C(x, j) Delta^(i+j) f(0) < p 2^x, so lanes of
+    w >= bitlen(p) + count bits never carry into each other. (At t = 58, k = 88 this took
+    two fifths of the time of Horner's rule on packed coefficients: 2 x 88 steps on one
+    20,000-bit integer instead of 88 x 57 products.)"""
+    width_bytes = -(-(prime.bit_length() + count) // 8)
+    packed = int.from_bytes(b"".join(d.to_bytes(width_bytes, "little") for d in table),
+                            "little")
+    shift, lane = 8 * width_bytes, (1 << 8 * width_bytes) - 1
+    values = []
+    for _ in range(count):
+        packed += packed >> shift
+        values.append((packed & lane) % prime)
+    return values
+
+
+def _newton_value(table: list[int], x: int) -> int:
+    """sum_i table[i] C(x, i), exactly (C(x, i) = 0 for i > x)."""
+    total, binomial = table[0], 1
+    for i, difference in enumerate(table[1:], start=1):
+        binomial = binomial * (x - i + 1) // i
+        if not binomial:
+            break
+        total += difference * binomial
+    return total
 
 
 def reconstruct(points: Sequence[tuple[int, int]], prime: int = PRIME,

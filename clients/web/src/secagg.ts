@@ -112,7 +112,7 @@ export async function shareKeys(me: number, t: number, sessionId: Uint8Array, ke
                                 rand: RandomSource): Promise<SharedKeys> {
   const b = rand(KEY_BYTES);
   const xs = [...neighbours.keys()].sort((x, y) => x - y);
-  // Both secrets in one draw of coefficients, as the Python device shares them.
+  // Both secrets in one draw of differences, as the Python device shares them.
   const points = xs.map((_, i) => i + 1);
   const [bYs, sYs] = shamir.shareMany([bytesToBig(b), bytesToBig(keys.s.secret)], t, points,
                                       rand) as [bigint[], bigint[]];

@@ -2,10 +2,11 @@
  * Shamir secret sharing over GF(p), p = 2^256 + 297, as fedhh/secagg/shamir.py.
  *
  * A share is (x, y) with x the holder's position in the owner's roster (1..k, ascending ids)
- * and y = f(x) in [0, p), sent as 33 big-endian bytes. f has degree t - 1, f(0) = the secret, and its other coefficients are drawn
- * from the RandomSource in the same order and by the same rejection sampling as in Python (33
- * bytes, masked to 257 bits, redrawn while >= p), so one seeded stream gives identical shares in
- * both implementations; that is what the cross-implementation vectors check.
+ * and y = f(x) in [0, p), sent as 33 big-endian bytes. f is a uniformly random polynomial of
+ * degree <= t - 1 with f(0) = the secret, drawn as its forward differences at 0 (Newton's form,
+ * see `shareMany`) from the RandomSource in the same order and by the same rejection sampling as
+ * in Python (33 bytes, masked to 257 bits, redrawn while >= p), so one seeded stream gives
+ * identical shares in both implementations; that is what the cross-implementation vectors check.
  */
 
 import { type Bytes, bigToBytes, bytesToBig } from "./bytes.js";
@@ -76,9 +77,12 @@ export function share(secret: bigint, threshold: number, xs: readonly number[],
 
 /**
  * `share` of each secret among the same points, each with its own fresh random polynomial:
- * `result[j][i]` is f_j(xs[i]). The coefficients of all of them come from one
- * `randomElements` draw, secret j's the j-th `threshold - 1` of them, as Python's
- * `shamir.share_many` (a device shares b_u and its mask key together).
+ * `result[j][i]` is f_j(xs[i]), as Python's `shamir.share_many` (a device shares b_u and its
+ * mask key together). Each f_j(x) = sum_i D_i C(x, i), D_0 the secret and D_1..D_{t-1} (its
+ * forward differences at 0) secret j's share of one `randomElements` draw: the binomials are a
+ * basis of the polynomials of degree < t over GF(p), so uniform differences are uniform
+ * coefficients. The points 1..k step the difference table (additions only); others sum the
+ * Newton form directly.
  */
 export function shareMany(secrets: readonly bigint[], threshold: number, xs: readonly number[],
                           rand: RandomSource): bigint[][] {
@@ -93,17 +97,40 @@ export function shareMany(secrets: readonly bigint[], threshold: number, xs: rea
   }
   checkPoints(xs);
   const degree = threshold - 1;
-  const coefficients = randomElements(rand, PRIME, secrets.length * degree);
-  return secrets.map((secret, j) => {
-    const highestFirst = coefficients.slice(j * degree, (j + 1) * degree).reverse();
-    return xs.map((xn) => {
-      // Horner in exact integers, reduced once at the end (x is a small roster position).
-      const x = BigInt(xn);
-      let acc = 0n;
-      for (const c of highestFirst) acc = (acc + c) * x;
-      return (acc + secret) % PRIME;
-    });
-  });
+  const differences = randomElements(rand, PRIME, secrets.length * degree);
+  const tables = secrets.map((secret, j) =>
+    [secret, ...differences.slice(j * degree, (j + 1) * degree)]);
+  if (xs.every((x, i) => x === i + 1)) {
+    return tables.map((table) => valuesAtOneTo(table, xs.length));
+  }
+  return tables.map((table) => xs.map((x) => newtonValue(table, BigInt(x)) % PRIME));
+}
+
+/**
+ * f(1..count) from table[i] = Delta^i f(0): each step Delta^i f(x + 1) = Delta^i f(x) +
+ * Delta^(i+1) f(x) for every i at once, kept exact (Delta^i f(x) < p 2^x) and reduced as each
+ * f(x) is read (Python packs the table into one integer; here one bigint per row).
+ */
+function valuesAtOneTo(table: bigint[], count: number): bigint[] {
+  const row = table.slice();
+  const values: bigint[] = [];
+  for (let x = 1; x <= count; x++) {
+    for (let i = 0; i + 1 < row.length; i++) row[i] = row[i]! + row[i + 1]!;
+    values.push(row[0]! % PRIME);
+  }
+  return values;
+}
+
+/** sum_i table[i] C(x, i), exactly (C(x, i) = 0 for i > x). */
+function newtonValue(table: bigint[], x: bigint): bigint {
+  let total = table[0]!;
+  let binomial = 1n;
+  for (let i = 1; i < table.length; i++) {
+    binomial = binomial * (x - BigInt(i) + 1n) / BigInt(i);
+    if (binomial === 0n) break;
+    total += table[i]! * binomial;
+  }
+  return total;
 }
 
 /** f(0) from the points (x, f(x)); throws ShareError if it is >= 2^256. */

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -89,23 +90,41 @@ def test_share_and_reconstruct_every_window(n: int, t: int) -> None:
 
 
 @pytest.mark.parametrize(("xs", "t"), [([1], 1), ([1, 2, 3], 3), (list(range(1, 83)), 54),
+                                      (list(range(1, 201)), 200), ([7, 3, 1, 2], 4),
                                       ([2**24 - 3, 2**24 - 2, 2**24 - 1], 2)])
-def test_secrets_shared_together_match_the_polynomials_they_were_drawn_with(
+def test_secrets_shared_together_match_the_differences_they_were_drawn_as(
         xs: list[int], t: int) -> None:
-    """share_many evaluates several polynomials packed into one integer: each lane must hold
-    exactly its own f_j(x) mod p, however large the unreduced values grow (the largest
-    secret, the largest points, t = 54 as at n = 1000)."""
+    """Each secret's polynomial is f(x) = sum_i D_i C(x, i) with D_0 the secret and the next
+    t - 1 draws its differences: the values at 1..k (the difference table in one integer,
+    however large its unreduced lanes grow: the largest secret, t = 200) and at any other
+    points must be exactly those, mod p."""
     secrets = [shamir.PRIME - 1, 0, 2**256 - 1]
     rand = DeterministicRandom(len(xs) * 100 + t)
     ys = shamir.share_many(secrets, t, xs, rand)
-    # The same draws, one coefficient list per secret in order, evaluated directly.
-    coefficients = shamir._random_elements(DeterministicRandom(len(xs) * 100 + t),
-                                           shamir.PRIME, len(secrets) * (t - 1))
+    # The same draws, t - 1 per secret in order, evaluated directly.
+    differences = shamir._random_elements(DeterministicRandom(len(xs) * 100 + t),
+                                          shamir.PRIME, len(secrets) * (t - 1))
     for j, secret in enumerate(secrets):
-        mine = [secret, *coefficients[j * (t - 1):(j + 1) * (t - 1)]]
-        assert ys[j] == [sum(a * x**i for i, a in enumerate(mine)) % shamir.PRIME for x in xs]
+        mine = [secret, *differences[j * (t - 1):(j + 1) * (t - 1)]]
+        assert ys[j] == [sum(d * math.comb(x, i) for i, d in enumerate(mine)) % shamir.PRIME
+                         for x in xs]
         if j and len(xs) >= t:
             assert shamir.reconstruct(list(zip(xs, ys[j], strict=True))[:t]) == secret
+
+
+@pytest.mark.parametrize("prime", [7, 11])
+def test_uniform_differences_draw_every_polynomial_once(prime: int) -> None:
+    """Over GF(p) with t = 3: the p^2 difference pairs a sharing can draw give p^2 distinct
+    value vectors at the points 1..3, i.e. every polynomial of degree <= 2 through (0, s)
+    exactly once: shares distributed as Shamir's, whose coefficients are drawn instead."""
+    for secret in range(prime):
+        seen = set()
+        for d1, d2 in itertools.product(range(prime), repeat=2):
+            # (one draw of candidate bytes, the two differences first)
+            ys = shamir.share(secret, 3, [1, 2, 3],
+                              lambda n, d=bytes([d1, d2]): d + bytes(n - 2), prime=prime)
+            seen.add(tuple(ys))
+        assert len(seen) == prime * prime
 
 
 def test_random_elements_are_below_the_prime_and_use_the_stream_in_order() -> None:
