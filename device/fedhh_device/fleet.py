@@ -245,10 +245,13 @@ class Fleet:
         done: set[tuple[str, int, int]] = set()
         known = b""  # SHA-256 of the last task this device took part in (or refused)
         # The round keys the next check-in presents; the round's config commits to them, so
-        # they are replaced only once a task has used them.
-        round_keys = RoundKeys.generate(system_random)
+        # they are replaced only once a task has used them, and made when a check-in needs
+        # them (two scalar multiplications a device's last task would leave unused).
+        round_keys: RoundKeys | None = None
         failures = 0
         while not self.stop.is_set():
+            if round_keys is None:
+                round_keys = RoundKeys.generate(system_random)
             c_pk, s_pk = round_keys.public
             request = pb.GetTaskRequest(device_id=identity.device_id, wait_ms=GET_TASK_WAIT_MS,
                                         known_task=known, c_pk=c_pk, s_pk=s_pk)
@@ -287,7 +290,7 @@ class Fleet:
                 await self._sleep(0.2)
                 continue
             done.add(key)
-            keys, round_keys = round_keys, RoundKeys.generate(system_random)
+            keys, round_keys = round_keys, None
             await self._perform(user, data, identity, task, keys)
 
     def _verified(self, signed: pb.SignedTask, identity: Identity) -> pb.Task | None:
