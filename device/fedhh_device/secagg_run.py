@@ -8,10 +8,12 @@ the per-stage latencies the load test reports.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +21,7 @@ import grpc
 import numpy as np
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from fedhh.errors import FedhhError
 from fedhh.rpc.device_client import ParticipationEnd, Transport, participate
@@ -37,14 +40,54 @@ from fedhh.v1 import coordinator_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-# The checks a device runs on public data are pure functions: every simulated device of this
-# process checks the same neighbours' admissions (k each) and the same partners' consistency
-# signatures over one survivor set (t each), so each would be verified about k (or t) times
-# (devices here) / n times. Memoised, each is verified once per process. A real device runs its
-# own k + t checks; this only keeps a simulated fleet from spending the machine that a load
-# test measures.
-_CHECKS = PublicChecks(signature=functools.lru_cache(maxsize=1 << 14)(ed25519_verify),
-                       admission=functools.lru_cache(maxsize=1 << 14)(verify_admission))
+
+
+def memoised_checks() -> PublicChecks:
+    """:class:`PublicChecks` whose functions each compute a value once (for one round's
+    devices: its memo grows with the distinct keys, admissions and signatures it meets)."""
+    return PublicChecks(signature=functools.lru_cache(maxsize=None)(ed25519_verify),
+                        admission=functools.lru_cache(maxsize=None)(verify_admission),
+                        peer_key=functools.lru_cache(maxsize=None)(
+                            X25519PublicKey.from_public_bytes))
+
+
+class RoundChecks:
+    """The public checks of the rounds this process's devices take part in, memoised per round.
+
+    They are pure functions: every simulated device of a process checks the same neighbours'
+    admissions (k each) and the same partners' consistency signatures over one survivor set
+    (t each), and parses the same neighbours' keys, so each would be computed about k (or t)
+    times (devices here) / n times. Memoised, each is computed once per process. One LRU of
+    2^14 entries for the whole process held what a 5,000-device load test meets, but shards are
+    drawn at random, so each device process meets every shard's devices: at 50,000 devices in
+    two processes, ~50,000 admissions and signatures and ~100,000 keys each, and the LRU kept
+    almost nothing. A round's memo lives while one of its devices here runs, and holds what
+    that round needs, whatever the number of devices and shards. A real device runs its own
+    checks; this only keeps a simulated fleet from spending the machine that a load test
+    measures."""
+
+    def __init__(self) -> None:
+        self._rounds: dict[bytes, tuple[PublicChecks, list[int]]] = {}
+
+    @contextlib.contextmanager
+    def of(self, round_config: bytes) -> Iterator[PublicChecks]:
+        """The memoised checks of the round whose signed config is ``round_config``, while the
+        caller's device takes part in it."""
+        checks, users = self._rounds.setdefault(round_config, (memoised_checks(), [0]))
+        users[0] += 1
+        try:
+            yield checks
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._rounds[round_config]
+
+    def __len__(self) -> int:
+        """How many rounds' memos are held."""
+        return len(self._rounds)
+
+
+_ROUND_CHECKS = RoundChecks()
 STAGES = {"advertise": Stage.ADVERTISE_KEYS, "share": Stage.SHARE_KEYS,
           "masked": Stage.MASKED_INPUT, "unmask": Stage.UNMASK}
 
@@ -115,13 +158,14 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
         signed = SignedConfig(task.round_config, task.round_config_signature)
         # The task carries the proof; the keys it proves are the ones this device presented.
         admission = Admission(task.secagg_id, public, *round_keys.public, task.admission)
-        device = SecAggDevice(signed, coordinator_public, task.secagg_id, identity_key=key,
-                              admission=admission, round_keys=round_keys,
-                              policy=floors.policy(), checks=_CHECKS)
-        result = await participate(channel, device, ones, identity_key=key,
-                                   admission=admission, drop_at=drop_at, rng=rng,
-                                   observe=stats.calls.record, transport=transport,
-                                   opening=opening)
+        with _ROUND_CHECKS.of(task.round_config) as checks:
+            device = SecAggDevice(signed, coordinator_public, task.secagg_id, identity_key=key,
+                                  admission=admission, round_keys=round_keys,
+                                  policy=floors.policy(), checks=checks)
+            result = await participate(channel, device, ones, identity_key=key,
+                                       admission=admission, drop_at=drop_at, rng=rng,
+                                       observe=stats.calls.record, transport=transport,
+                                       opening=opening)
     except FedhhError as error:
         log.warning("refused the round", extra={
             "secagg_id": task.secagg_id, "round": task.round, "attempt": task.attempt,

@@ -478,7 +478,7 @@ class _Shared:
         return value
 
 
-_SURVIVOR_SETS = _Shared(8)
+_SURVIVOR_SETS = _Shared(256)  # one per round open at once (a process hosts every shard's)
 _ROSTER_ENTRIES = _Shared(1 << 16)
 
 

@@ -25,7 +25,7 @@ from typing import cast
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 from fedhh.secagg import shamir
 from fedhh.secagg.config import (
@@ -124,14 +124,16 @@ class DevicePolicy:
 
 @dataclass(frozen=True)
 class PublicChecks:
-    """The verifications a device runs on public data only: Ed25519 signatures (public key,
-    signature, message) and neighbours' admissions against the signed config. Both are pure
+    """What a device computes from public data only: Ed25519 signatures checked (public key,
+    signature, message), neighbours' admissions checked against the signed config, and
+    neighbours' X25519 keys parsed (a malformed one raises ValueError). All are pure
     functions, so a host that simulates many devices may pass memoised ones (every device of
-    the host checks the same neighbours' admissions and signatures); a real device keeps the
-    defaults."""
+    the host checks the same neighbours' admissions and signatures and parses the same keys);
+    a real device keeps the defaults."""
 
     signature: Callable[[bytes, bytes, bytes], bool] = ed25519_verify
     admission: Callable[[Admission, RoundConfig], bool] = verify_admission
+    peer_key: Callable[[bytes], X25519PublicKey] = X25519PublicKey.from_public_bytes
 
 
 class DeviceState(IntEnum):
@@ -359,13 +361,13 @@ class SecAggDevice:
         """Each neighbour's keys, and the keys of this device's shares to them."""
         if self._c_key is None or self._s_key is None:
             raise self._fail(AbortReason.WRONG_STATE, "keys not generated")
-        me, sid = self.device_id, self.session_id
+        me, sid, parse = self.device_id, self.session_id, self._checks.peer_key
         result, keys_out = {}, {}
         for e in others:
             v = e.device_id
             try:
-                enc_secret = agree(self._c_key, e.c_pk)
-                mask_secret = agree(self._s_key, e.s_pk)
+                enc_secret = agree(self._c_key, e.c_pk, parse)
+                mask_secret = agree(self._s_key, e.s_pk, parse)
             except ValueError as exc:
                 raise self._fail(AbortReason.BAD_KEY, f"low-order key of {v}") from exc
             # One HKDF call gives both directions' keys: the first 32 bytes encrypt from the
@@ -585,25 +587,29 @@ def _survivor_set(survivors: tuple[int, ...], n: int, k: int, graph_seed: bytes
 def _survivor_facts(survivors: tuple[object, ...], n: int, k: int, graph_seed: bytes
                     ) -> _SurvivorSet | None:
     """:func:`_survivor_set` of ``survivors`` if they are all ints (bool excluded), else None;
-    remembered for the last few tuples by identity. Every device of a process gets the same
-    tuple object (the server's requests share one, and ``aggregator_wire`` one per encoded
-    list), and U3 holds thousands of ids: checking their types and hashing them for a cache
-    keyed by value walked U3 once per device (~0.4 ms at a shard of 5,000 on a 2.1 GHz core),
-    and its connectivity more than the device's signature over it."""
+    remembered for the last ``_ROUNDS_REMEMBERED`` tuples by identity. Every device of a
+    process gets the same tuple object (the server's requests share one, and
+    ``aggregator_wire`` one per encoded list), and U3 holds thousands of ids: checking their
+    types and hashing them for a cache keyed by value walked U3 once per device (~0.4 ms at a
+    shard of 5,000 on a 2.1 GHz core), and its connectivity more than the device's signature
+    over it."""
     known = _FACTS.get(id(survivors))
     if known is not None and known[0] is survivors and known[1] == (n, k, graph_seed):
         return known[2]
     # (Keyed by identity, not value: 1.0 and True equal 1 as keys, and are refused here.)
     facts = _survivor_set(cast("tuple[int, ...]", survivors), n, k, graph_seed) \
         if set(map(type, survivors)) <= {int} else None
-    if len(_FACTS) >= 8:
+    if len(_FACTS) >= _ROUNDS_REMEMBERED:
         _FACTS.pop(next(iter(_FACTS)))
     _FACTS[id(survivors)] = (survivors, (n, k, graph_seed), facts)
     return facts
 
 
 # id -> (the tuple, kept so that its id is not reused while remembered; the round's n, k and
-# graph seed; its facts)
+# graph seed; its facts). One U3 per round open at once: a load-test process hosts devices of
+# every shard (shards are drawn at random), and 8 remembered would let the ten shards of a
+# 50,000-device test evict each other's.
+_ROUNDS_REMEMBERED = 256
 _FACTS: dict[int, tuple[tuple[object, ...], tuple[int, int, bytes], _SurvivorSet | None]] = {}
 
 

@@ -53,7 +53,7 @@ def ring_order(graph_seed: bytes, n: int) -> np.ndarray:
     return _ring(graph_seed, n)[0]
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=256)  # one per round open at once (a process hosts every shard's)
 def _ring(graph_seed: bytes, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(ring order, ring position of each id), derived once per (seed, n) and read-only.
 

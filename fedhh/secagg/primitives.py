@@ -20,7 +20,6 @@ Randomness is passed in as a :data:`RandomSource` (``n -> n random bytes``). Pro
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import struct
@@ -142,15 +141,15 @@ def is_valid_x25519_public(public: bytes) -> bool:
     return u not in _LOW_ORDER_U
 
 
-def agree(private: X25519PrivateKey, peer_public: bytes) -> bytes:
-    """X25519 shared secret; raises ValueError for a malformed or low-order peer key."""
-    return private.exchange(_x25519_public(peer_public))
+def agree(private: X25519PrivateKey, peer_public: bytes,
+          parse: Callable[[bytes], X25519PublicKey] = X25519PublicKey.from_public_bytes
+          ) -> bytes:
+    """X25519 shared secret; raises ValueError for a malformed or low-order peer key.
 
-
-# Peers' public keys as pyca objects, kept (they are immutable): in a process that simulates a
-# cohort each key meets k of its neighbours, and building the object anew each time cost a
-# tenth of the agreement itself. A malformed key raises ValueError, which is not kept.
-_x25519_public = functools.lru_cache(maxsize=1 << 14)(X25519PublicKey.from_public_bytes)
+    ``parse`` makes the peer's key object from its 32 bytes (a pure function: a process that
+    simulates a cohort passes a memoised one, since each key meets k neighbours there and
+    building its object anew cost a tenth of the agreement)."""
+    return private.exchange(parse(peer_public))
 
 
 def ed25519_from_seed(seed: bytes) -> Ed25519PrivateKey:

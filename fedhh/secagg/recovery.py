@@ -14,10 +14,11 @@ before any mask is expanded: a corrupt share costs no PRG work.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 from fedhh.secagg import shamir
 from fedhh.secagg.prg import MaskGenerator, pair_mask_key, self_mask_key
@@ -73,9 +74,11 @@ def remove_masks(acc: np.ndarray, masks: MaskGenerator, session_id: bytes, *,
     every surviving partner's pairwise mask with each dropped device."""
     for key in self_keys:
         masks.subtract(acc, key)
+    # (a survivor's key meets each of its dropped partners: its object is made once)
+    parse = functools.lru_cache(maxsize=None)(X25519PublicKey.from_public_bytes)
     for u, s_key in dropped.items():
         for v in partners[u]:
             if v in survivors:
-                shared = agree(s_key, s_public[v])
+                shared = agree(s_key, s_public[v], parse)
                 # v added +PRG(s_uv) if v > u, else subtracted it; undo that.
                 masks.add(acc, pair_mask_key(shared, session_id, u, v), -1 if v > u else 1)
