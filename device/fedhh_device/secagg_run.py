@@ -41,7 +41,6 @@ from fedhh.v1 import coordinator_pb2 as pb
 log = logging.getLogger(__name__)
 
 
-
 def memoised_checks() -> PublicChecks:
     """:class:`PublicChecks` whose functions each compute a value once (for one round's
     devices: its memo grows with the distinct keys, admissions and signatures it meets)."""
@@ -88,6 +87,7 @@ class RoundChecks:
 
 
 _ROUND_CHECKS = RoundChecks()
+
 STAGES = {"advertise": Stage.ADVERTISE_KEYS, "share": Stage.SHARE_KEYS,
           "masked": Stage.MASKED_INPUT, "unmask": Stage.UNMASK}
 
