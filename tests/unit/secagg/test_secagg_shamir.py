@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -117,12 +118,14 @@ def test_uniform_differences_draw_every_polynomial_once(prime: int) -> None:
     """Over GF(p) with t = 3: the p^2 difference pairs a sharing can draw give p^2 distinct
     value vectors at the points 1..3, i.e. every polynomial of degree <= 2 through (0, s)
     exactly once: shares distributed as Shamir's, whose coefficients are drawn instead."""
+    def draws(first: bytes) -> Callable[[int], bytes]:
+        """One draw of candidate bytes, ``first`` first (each byte one candidate)."""
+        return lambda n: first + bytes(n - len(first))
+
     for secret in range(prime):
         seen = set()
         for d1, d2 in itertools.product(range(prime), repeat=2):
-            # (one draw of candidate bytes, the two differences first)
-            ys = shamir.share(secret, 3, [1, 2, 3],
-                              lambda n, d=bytes([d1, d2]): d + bytes(n - 2), prime=prime)
+            ys = shamir.share(secret, 3, [1, 2, 3], draws(bytes([d1, d2])), prime=prime)
             seen.add(tuple(ys))
         assert len(seen) == prime * prime
 
