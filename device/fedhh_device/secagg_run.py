@@ -59,11 +59,11 @@ class RoundChecks:
     times (devices here) / n times. Memoised, each is computed once per process. Shards are
     drawn at random, so each device process meets every shard's devices: at 50,000 devices in
     two processes, ~50,000 admissions and signatures and ~100,000 keys each, beyond the one
-    LRU of 2^14 entries the process had (the shards' stages ran far enough apart that the
-    devices' CPU did not show it then: 17.6 against 17.4 ms per device). A round's memo lives
-    while one of its devices here runs, and holds what that round needs, whatever the number
-    of devices and shards. A real device runs its own checks; this only keeps a simulated
-    fleet from spending the machine that a load test measures."""
+    LRU of 2^14 entries the process had (yet its devices' CPU did not show it: 17.6 against
+    17.4 ms per device, perhaps because the shards' stages ran far enough apart). A round's
+    memo lives while one of its devices here runs, and holds what that round needs, whatever
+    the number of devices and shards. A real device runs its own checks; this only keeps a
+    simulated fleet from spending the machine that a load test measures."""
 
     def __init__(self) -> None:
         self._rounds: dict[bytes, tuple[PublicChecks, list[int]]] = {}
