@@ -72,7 +72,9 @@ class RoundChecks:
     def of(self, round_config: bytes) -> Iterator[PublicChecks]:
         """The memoised checks of the round whose signed config is ``round_config``, while the
         caller's device takes part in it."""
-        checks, users = self._rounds.setdefault(round_config, (memoised_checks(), [0]))
+        if round_config not in self._rounds:
+            self._rounds[round_config] = (memoised_checks(), [0])
+        checks, users = self._rounds[round_config]
         users[0] += 1
         try:
             yield checks

@@ -37,6 +37,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.secagg.config import Admission
 from fedhh.secagg.device import SHARE_CIPHERTEXT_BYTES
 from fedhh.secagg.errors import ProtocolViolation, Violation
+from fedhh.secagg.graph import ROUNDS_REMEMBERED
 from fedhh.secagg.messages import (
     AdvertiseKeys,
     ConsistencyRequest,
@@ -478,7 +479,7 @@ class _Shared:
         return value
 
 
-_SURVIVOR_SETS = _Shared(256)  # one per round open at once (a process hosts every shard's)
+_SURVIVOR_SETS = _Shared(ROUNDS_REMEMBERED)
 # (shards are drawn at random, so a load-test process meets every device's entry: 2^16 held
 # 50,000 devices' but not 100,000's; 2^18, ~1.3 KB each, bound a process's at ~340 MB)
 _ROSTER_ENTRIES = _Shared(1 << 18)

@@ -38,7 +38,7 @@ from fedhh.secagg.config import (
     verify_config,
 )
 from fedhh.secagg.errors import AbortReason, SecAggAbort, SecAggConfigError
-from fedhh.secagg.graph import neighbours_of, survivors_connected
+from fedhh.secagg.graph import ROUNDS_REMEMBERED, neighbours_of, survivors_connected
 from fedhh.secagg.messages import (
     AdvertiseKeys,
     ConsistencyRequest,
@@ -587,7 +587,7 @@ def _survivor_set(survivors: tuple[int, ...], n: int, k: int, graph_seed: bytes
 def _survivor_facts(survivors: tuple[object, ...], n: int, k: int, graph_seed: bytes
                     ) -> _SurvivorSet | None:
     """:func:`_survivor_set` of ``survivors`` if they are all ints (bool excluded), else None;
-    remembered for the last ``_ROUNDS_REMEMBERED`` tuples by identity. Every device of a
+    remembered for the last ``ROUNDS_REMEMBERED`` tuples by identity. Every device of a
     process gets the same tuple object (the server's requests share one, and
     ``aggregator_wire`` one per encoded list), and U3 holds thousands of ids: checking their
     types and hashing them for a cache keyed by value walked U3 once per device (~0.4 ms at a
@@ -599,17 +599,14 @@ def _survivor_facts(survivors: tuple[object, ...], n: int, k: int, graph_seed: b
     # (Keyed by identity, not value: 1.0 and True equal 1 as keys, and are refused here.)
     facts = _survivor_set(cast("tuple[int, ...]", survivors), n, k, graph_seed) \
         if set(map(type, survivors)) <= {int} else None
-    if len(_FACTS) >= _ROUNDS_REMEMBERED:
+    if len(_FACTS) >= ROUNDS_REMEMBERED:
         _FACTS.pop(next(iter(_FACTS)))
     _FACTS[id(survivors)] = (survivors, (n, k, graph_seed), facts)
     return facts
 
 
 # id -> (the tuple, kept so that its id is not reused while remembered; the round's n, k and
-# graph seed; its facts). One U3 per round open at once: a load-test process hosts devices of
-# every shard (shards are drawn at random), and 8 remembered would let the ten shards of a
-# 50,000-device test evict each other's.
-_ROUNDS_REMEMBERED = 256
+# graph seed; its facts), one per round open at once
 _FACTS: dict[int, tuple[tuple[object, ...], tuple[int, int, bytes], _SurvivorSet | None]] = {}
 
 

@@ -32,8 +32,14 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from fedhh.secagg.errors import SecAggConfigError
 from fedhh.secagg.primitives import LABELS, hkdf, u32
 
-__all__ = ["NeighbourGraph", "check_graph_parameters", "neighbours_of", "ring_order",
-           "survivors_connected"]
+__all__ = ["ROUNDS_REMEMBERED", "NeighbourGraph", "check_graph_parameters", "neighbours_of",
+           "ring_order", "survivors_connected"]
+
+# How many rounds a process's per-round caches remember (the ring here, a device's U3 facts,
+# decoded U3s): one per round open at once. A load-test process hosts devices of every shard
+# (shards are drawn at random), and 8-16 would let the ten shards of a 50,000-device test
+# evict each other's.
+ROUNDS_REMEMBERED = 256
 
 
 def check_graph_parameters(n: int, k: int) -> None:
@@ -53,7 +59,7 @@ def ring_order(graph_seed: bytes, n: int) -> np.ndarray:
     return _ring(graph_seed, n)[0]
 
 
-@functools.lru_cache(maxsize=256)  # one per round open at once (a process hosts every shard's)
+@functools.lru_cache(maxsize=ROUNDS_REMEMBERED)
 def _ring(graph_seed: bytes, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(ring order, ring position of each id), derived once per (seed, n) and read-only.
 

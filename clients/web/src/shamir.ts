@@ -111,8 +111,8 @@ export function shareMany(secrets: readonly bigint[], threshold: number, xs: rea
  * Delta^(i+1) f(x) for every i at once, kept exact (Delta^i f(x) < p 2^x) and reduced as each
  * f(x) is read (Python packs the table into one integer; here one bigint per row).
  */
-function valuesAtOneTo(table: bigint[], count: number): bigint[] {
-  const row = table.slice();
+function valuesAtOneTo(row: bigint[], count: number): bigint[] {
+  // (steps the caller's fresh table in place)
   const values: bigint[] = [];
   for (let x = 1; x <= count; x++) {
     for (let i = 0; i + 1 < row.length; i++) row[i] = row[i]! + row[i + 1]!;
