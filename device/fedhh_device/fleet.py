@@ -36,7 +36,8 @@ from fedhh.errors import AuthenticationError, ConfigError, FedhhError
 from fedhh.rpc.device_client import RetryPolicy, Transport
 from fedhh.rpc.tasks import verify_task
 from fedhh.secagg import RoundKeys
-from fedhh.secagg.primitives import system_random
+from fedhh.secagg.graph import ROUNDS_REMEMBERED
+from fedhh.secagg.primitives import ed25519_verify, system_random
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh.v1.aggregator_pb2_grpc import SecureAggregationStub
@@ -173,6 +174,9 @@ class Fleet:
         self.floors = floors or Floors()
         # The session stream or the unary calls (None: participate's default for the stub).
         self.transport = transport
+        # The coordinator signs what a cohort's members receive alike once (fedhh.rpc.tasks):
+        # this process's devices of one cohort verify that signature once among them.
+        self._verify_shared = functools.lru_cache(maxsize=ROUNDS_REMEMBERED)(ed25519_verify)
         self.stop = stop or asyncio.Event()
         self.stats = FleetStats()
         self._jitter = random.Random()  # (retry timing only)
@@ -295,16 +299,12 @@ class Fleet:
 
     def _verified(self, signed: pb.SignedTask, identity: Identity) -> pb.Task | None:
         try:
-            task = verify_task(signed, identity.coordinator_public)
+            return verify_task(signed, identity.coordinator_public, identity.device_id,
+                               self._verify_shared)
         except AuthenticationError as error:
             log.warning("rejected a task", extra={"device_id": identity.device_id,
                                                   "reason": str(error)})
             return None
-        if task.device_id != identity.device_id:
-            log.warning("rejected a task for another device",
-                        extra={"device_id": identity.device_id})
-            return None
-        return task
 
     async def _perform(self, user: int, data: DeviceData, identity: Identity, task: pb.Task,
                        round_keys: RoundKeys) -> None:

@@ -51,12 +51,14 @@ class GetTaskResponse(_message.Message):
     def __init__(self, task: _Optional[_Union[SignedTask, _Mapping]] = ..., retry_after_ms: _Optional[int] = ...) -> None: ...
 
 class SignedTask(_message.Message):
-    __slots__ = ("task", "signature")
+    __slots__ = ("task", "shared_signature", "shared_length")
     TASK_FIELD_NUMBER: _ClassVar[int]
-    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    SHARED_SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    SHARED_LENGTH_FIELD_NUMBER: _ClassVar[int]
     task: bytes
-    signature: bytes
-    def __init__(self, task: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
+    shared_signature: bytes
+    shared_length: int
+    def __init__(self, task: _Optional[bytes] = ..., shared_signature: _Optional[bytes] = ..., shared_length: _Optional[int] = ...) -> None: ...
 
 class Task(_message.Message):
     __slots__ = ("run_id", "round", "attempt", "device_id", "prefix_bits", "prefixes", "deny_list", "segment_bits", "eps_local", "codec", "max_bits", "selection", "prefix_conditioning", "aggregator_address", "round_config", "secagg_id", "admission", "deadline_unix_ms", "round_config_signature", "aggregator_web_url", "aggregator_session_address")

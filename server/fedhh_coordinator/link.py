@@ -45,7 +45,7 @@ from fedhh.codec import codes as cw
 from fedhh.config import RunConfig
 from fedhh.errors import FedhhError
 from fedhh.rounds import AttemptId, ChargeHook, Recovered, Recovery, Released, RoundAborted
-from fedhh.rpc.tasks import sign_task
+from fedhh.rpc.tasks import CohortTasks
 from fedhh.secagg import (
     IdentityTree,
     RoundConfig,
@@ -351,10 +351,10 @@ class NetworkLink:
     def _tasks(self, attempt: AttemptId, query: RoundQuery, cohort: SignedCohort,
                signed: SignedConfig, identities: IdentityTree, address: DeviceAddresses
                ) -> dict[int, pb.SignedTask]:
-        """One signed task per member of the cohort: what they all receive serialized once,
-        then each member's own fields (``sign_task``)."""
+        """One task per member of the cohort: what they all receive serialized and signed
+        once, then each member's own fields (``fedhh.rpc.tasks``)."""
         s = self.config
-        shared = pb.Task(
+        cohort_tasks = CohortTasks(pb.Task(
             run_id=attempt.run_id, round=attempt.round, attempt=attempt.attempt,
             prefix_bits=query.prefix_bits,
             prefixes=cw.to_wire(query.prefixes, query.prefix_bits),
@@ -366,13 +366,10 @@ class NetworkLink:
             round_config=signed.payload,
             round_config_signature=signed.signature,
             deadline_unix_ms=cohort.config.deadlines.unmask,
-        ).SerializeToString()
-        tasks = {}
-        for secagg_id, device_id in enumerate(cohort.members, start=1):
-            own = pb.Task(device_id=device_id, secagg_id=secagg_id,
-                          admission=issue_admission(identities, secagg_id).proof)
-            tasks[device_id] = sign_task(own, self.key, shared)
-        return tasks
+        ), self.key)
+        return {device_id: cohort_tasks.task(device_id, secagg_id,
+                                             issue_admission(identities, secagg_id).proof)
+                for secagg_id, device_id in enumerate(cohort.members, start=1)}
 
 
 def _round_id(attempt: AttemptId) -> bytes:

@@ -18,8 +18,8 @@ const BODY_BYTES = 4 + 4 + 1 + 4 + 4 + 4 + 32 + 1 + 5 * 8 + 32;
 const FLAG_DEVICE_AUTH = 1;
 const FLAG_CONSISTENCY = 2;
 export const MAX_COHORT = 1 << 24;
-/** The context of task signatures (fedhh.rpc.tasks.TASK_CONTEXT). */
-export const TASK_CONTEXT = utf8("fedhh/v1/task");
+/** The context of a cohort's shared task signature (fedhh.rpc.tasks.COHORT_TASK_CONTEXT). */
+export const COHORT_TASK_CONTEXT = utf8("fedhh/v1/cohort-task");
 
 export class ConfigError extends Error {
   override name = "ConfigError";
@@ -130,10 +130,11 @@ export function verifyConfig(payload: Uint8Array, signature: Uint8Array,
 }
 
 /**
- * True iff `signature` is the coordinator's over TASK_CONTEXT || task (a serialized fedhh.v1.Task);
- * the context keeps a task signature from verifying as a round-config signature.
+ * True iff `signature` is the coordinator's over COHORT_TASK_CONTEXT || shared (the part of a
+ * serialized fedhh.v1.Task that a cohort's members receive alike); the context keeps it from
+ * verifying as a round-config signature.
  */
-export function verifyTaskSignature(task: Uint8Array, signature: Uint8Array,
-                                    coordinatorPublic: Uint8Array): boolean {
-  return ed25519Verify(coordinatorPublic, signature, concat(TASK_CONTEXT, task));
+export function verifySharedTaskSignature(shared: Uint8Array, signature: Uint8Array,
+                                          coordinatorPublic: Uint8Array): boolean {
+  return ed25519Verify(coordinatorPublic, signature, concat(COHORT_TASK_CONTEXT, shared));
 }

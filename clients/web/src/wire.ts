@@ -113,10 +113,7 @@ export class CoordinatorClient {
       return { kind: "wait", retryAfterMs: response.outcome.value ?? 1000 };
     }
     const signed = response.outcome.value;
-    const task = verifyTask(signed.task, signed.signature, identity.coordinatorPublic);
-    if (task.deviceId !== identity.deviceId) {
-      throw new AuthenticationError("the task is for another device");
-    }
+    const task = verifyTask(signed, identity.coordinatorPublic, identity.deviceId);
     return { kind: "task", task, taskBytes: own(signed.task), digest: await sha256(signed.task) };
   }
 }

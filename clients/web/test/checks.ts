@@ -17,7 +17,7 @@ import {
   type BookLoader, type Codebook, BUILTIN_BOOK_KEYS, Codec, CodecError, codebookFromJson,
   codebookFromSpec, codebookKey,
 } from "../src/codec.js";
-import { ConfigError, parseRoundConfig, sessionIdOf, verifyConfig, verifyTaskSignature }
+import { ConfigError, parseRoundConfig, sessionIdOf, verifyConfig, verifySharedTaskSignature }
   from "../src/config.js";
 import { GraphError, checkGraphParameters, neighboursOf, ringOrder, survivorsConnected }
   from "../src/graph.js";
@@ -205,26 +205,28 @@ async function signedConfigs(V: Json): Promise<void> {
 
 async function signedTasks(V: Json): Promise<void> {
   const pub = fromHex(V.signed.coordinator_public);
-  for (const c of V.signed.tasks) {
-    equal(verifyTaskSignature(fromHex(c.task), fromHex(c.signature), pub), c.valid, "task signature");
-  }
   equal(ed25519Verify(pub.subarray(1), new Uint8Array(64), new Uint8Array(0)), false, "short key");
-  // Every valid task decodes to its fields: whole, or as the coordinator sends it (the
-  // cohort's shared fields, then the device's own: protobuf reads the concatenation as one).
-  for (const good of V.signed.tasks.filter((c: Json) => c.valid)) {
-    const task = verifyTask(fromHex(good.task), fromHex(good.signature), pub);
+  // A cohort's tasks: the shared part signed once, then each member's own fields (protobuf
+  // reads the concatenation as one Task); each refused case refused here too.
+  for (const c of V.signed.tasks) {
+    const signed = { task: fromHex(c.task), sharedSignature: fromHex(c.shared_signature),
+                     sharedLength: c.shared_length };
+    if (!c.valid) {
+      throws(() => verifyTask(signed, pub, BigInt(c.device_id)), AuthenticationError, c.why);
+      continue;
+    }
+    equal(verifySharedTaskSignature(signed.task.subarray(0, c.shared_length),
+                                    signed.sharedSignature, pub), true, "shared signature");
+    const task = verifyTask(signed, pub, BigInt(c.device_id));
     equal({
       run_id: task.runId, round: task.round, attempt: task.attempt,
       device_id: String(task.deviceId), prefix_bits: task.prefixBits,
       prefixes: task.prefixes.map(String), eps_local: task.epsLocal, codec: task.codec,
       max_bits: task.maxBits, selection: task.selection, secagg_id: task.secaggId,
-      deadline_unix_ms: String(task.deadlineUnixMs), round_config: toHex(task.roundConfig),
-    }, good.fields, "decoded task");
+      admission: toHex(task.admission), deadline_unix_ms: String(task.deadlineUnixMs),
+      round_config: toHex(task.roundConfig),
+    }, c.fields, c.why);
     equal(taskRoundConfig(task, pub).t, 3, "the task's round config");
-  }
-  for (const c of V.signed.tasks.filter((c: Json) => !c.valid)) {
-    throws(() => verifyTask(fromHex(c.task), fromHex(c.signature), pub), AuthenticationError,
-           "a task with a bad signature");
   }
 }
 

@@ -27,7 +27,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.codec import BUILTIN_NAMES, Codebook, Codec, train_codebook
 from fedhh.device.randomizer import RandomizedResponse, a0_threshold
 from fedhh.device.randomness import NumpySource
-from fedhh.rpc.tasks import TASK_CONTEXT, sign_task
+from fedhh.errors import AuthenticationError
+from fedhh.rpc.tasks import COHORT_TASK_CONTEXT, CohortTasks, verify_task
 from fedhh.secagg import shamir
 from fedhh.secagg.config import RoundConfig, SignedConfig, StageDeadlines, verify_config
 from fedhh.secagg.graph import neighbours_of, ring_order, survivors_connected
@@ -282,7 +283,7 @@ def config_vectors() -> dict[str, Any]:
         signed.append({"payload": payload.hex(), "signature": bytes(bad).hex(), "valid": False})
         # A task signature (context-prefixed) must not verify as this config's.
         signed.append({"payload": payload.hex(), "valid": False,
-                       "signature": coordinator.sign(TASK_CONTEXT + payload).hex()})
+                       "signature": coordinator.sign(COHORT_TASK_CONTEXT + payload).hex()})
     # Malformed encodings, each signed: the signature holds, the parse must fail.
     base = bytearray(configs[0].to_bytes())
     head = len(LABELS["config"])
@@ -310,38 +311,69 @@ def config_vectors() -> dict[str, Any]:
             raise SystemExit(f"malformed config '{name}' parsed in Python")
         signed.append({"name": name, "payload": payload.hex(), "valid": False,
                        "signature": coordinator.sign(payload).hex()})
-    task = pb.Task(run_id="run-42", round=3, attempt=1, device_id=12345, prefix_bits=8,
-                   prefixes=[1, 2, 250, (1 << 64) - 1], eps_local=4.0, codec="english", max_bits=64,
-                   selection="uniform", round_config=configs[0].to_bytes(), secagg_id=4,
-                   deadline_unix_ms=1_700_000_004_000,
-                   round_config_signature=coordinator.sign(configs[0].to_bytes()))
-    signed_task = sign_task(task, coordinator)
-    fields = {"run_id": task.run_id, "round": task.round, "attempt": task.attempt,
-              "device_id": str(task.device_id), "prefix_bits": task.prefix_bits,
-              "prefixes": [str(p) for p in task.prefixes], "eps_local": task.eps_local,
-              "codec": task.codec, "max_bits": task.max_bits, "selection": task.selection,
-              "secagg_id": task.secagg_id, "deadline_unix_ms": str(task.deadline_unix_ms),
-              "round_config": task.round_config.hex()}
-    tasks = [{"task": signed_task.task.hex(), "signature": signed_task.signature.hex(),
-              "valid": True, "fields": fields},
-             {"task": signed_task.task.hex(), "valid": False,  # the bare payload's signature
-              "signature": coordinator.sign(signed_task.task).hex()},
-             {"task": (signed_task.task + b"\x00").hex(),
-              "signature": signed_task.signature.hex(), "valid": False}]
-    # As the coordinator sends it: the cohort's shared fields, then the device's own.
-    own = pb.Task(device_id=task.device_id, secagg_id=task.secagg_id)
-    shared = pb.Task()
-    shared.CopyFrom(task)
-    shared.ClearField("device_id")
-    shared.ClearField("secagg_id")
-    in_parts = sign_task(own, coordinator, shared.SerializeToString())
-    tasks.append({"task": in_parts.task.hex(), "signature": in_parts.signature.hex(),
-                  "valid": True, "fields": fields})
-    # Ed25519 edge: S + L is the same signature with a non-canonical S (rejected by OpenSSL).
-    sig = bytearray(signed_task.signature)
+    shared = pb.Task(run_id="run-42", round=3, attempt=1, prefix_bits=8,
+                     prefixes=[1, 2, 250, (1 << 64) - 1], eps_local=4.0, codec="english",
+                     max_bits=64, selection="uniform", round_config=configs[0].to_bytes(),
+                     deadline_unix_ms=1_700_000_004_000,
+                     round_config_signature=coordinator.sign(configs[0].to_bytes()))
+    cohort = CohortTasks(shared, coordinator)
+
+    def case(signed_task: pb.SignedTask, device_id: int, why: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "why": why, "task": signed_task.task.hex(), "device_id": str(device_id),
+            "shared_length": signed_task.shared_length,
+            "shared_signature": signed_task.shared_signature.hex()}
+        try:
+            task = verify_task(signed_task, public, device_id)
+        except AuthenticationError:
+            return {**entry, "valid": False}
+        return {**entry, "valid": True, "fields": {
+            "run_id": task.run_id, "round": task.round, "attempt": task.attempt,
+            "device_id": str(task.device_id), "prefix_bits": task.prefix_bits,
+            "prefixes": [str(p) for p in task.prefixes], "eps_local": task.eps_local,
+            "codec": task.codec, "max_bits": task.max_bits, "selection": task.selection,
+            "secagg_id": task.secagg_id, "admission": task.admission.hex(),
+            "deadline_unix_ms": str(task.deadline_unix_ms),
+            "round_config": task.round_config.hex()}}
+
+    def altered(signed_task: pb.SignedTask, **fields: Any) -> pb.SignedTask:
+        copy = pb.SignedTask()
+        copy.CopyFrom(signed_task)
+        for name, value in fields.items():
+            setattr(copy, name, value)
+        return copy
+
+    first, second = cohort.task(12345, 4, b"\x11" * 64), cohort.task(99, 5, b"\x22" * 64)
+    length = first.shared_length
+    flipped = bytearray(first.task)
+    flipped[length // 2] ^= 1
+    sig = bytearray(first.shared_signature)
     s = int.from_bytes(sig[32:], "little") + ED25519_ORDER
-    tasks.append({"task": signed_task.task.hex(), "valid": False,
-                  "signature": (bytes(sig[:32]) + s.to_bytes(32, "little")).hex()})
+    tasks = [
+        case(first, 12345, "a member's task"),
+        case(second, 99, "another member's, under the same signature"),
+        case(first, 99, "a member's task taken by another device"),
+        case(altered(first, task=bytes(flipped)), 12345, "a byte of the shared part changed"),
+        case(altered(first, task=first.task + pb.Task(eps_local=9.0).SerializeToString()),
+             12345, "the unsigned part overrides a shared field"),
+        case(altered(first, task=first.task + b"\x00"), 12345, "a byte after the own part"),
+        case(altered(first, shared_length=len(first.task) + 1), 12345,
+             "the shared part longer than the task"),
+        case(altered(first, shared_length=length - 1), 12345, "the shared part cut short"),
+        case(altered(first, shared_signature=coordinator.sign(first.task[:length])), 12345,
+             "signed without the context"),
+        case(altered(first, shared_signature=bytes(sig[:32]) + s.to_bytes(32, "little")),
+             12345, "S + L: the same signature with a non-canonical S"),
+    ]
+    # A shared part that sets a member's own field, signed as it is: refused all the same.
+    stray = shared.SerializeToString() + pb.Task(secagg_id=7).SerializeToString()
+    own = pb.Task(device_id=12345, secagg_id=4).SerializeToString()
+    tasks.append(case(pb.SignedTask(
+        task=stray + own, shared_length=len(stray),
+        shared_signature=coordinator.sign(COHORT_TASK_CONTEXT + stray)), 12345,
+        "the signed part sets a member's own field"))
+    if [c["valid"] for c in tasks] != [True, True] + [False] * (len(tasks) - 2):
+        raise SystemExit("the task vectors' verdicts in Python are not the expected ones")
     return {"coordinator_public": public.hex(), "configs": signed, "tasks": tasks}
 
 

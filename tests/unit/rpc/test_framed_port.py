@@ -994,7 +994,8 @@ class Devices:
             self.holding.set()
             await asyncio.Event().wait()
         return coordinator_pb.GetTaskResponse(task=coordinator_pb.SignedTask(
-            task=request.known_task, signature=metadata.get("authorization", "").encode()))
+            task=request.known_task,
+            shared_signature=metadata.get("authorization", "").encode()))
 
     async def Enroll(self, request: coordinator_pb.EnrollRequest, context: CallContext
                      ) -> coordinator_pb.EnrollResponse:
@@ -1047,7 +1048,7 @@ async def test_a_unary_method_is_served_with_its_metadata(port: Port) -> None:
     answer = await stub.GetTask(get_task(7), metadata=(*OK, ("x-trace", "abc")),
                                 timeout=BOUND_S)
     assert answer == coordinator_pb.GetTaskResponse(task=coordinator_pb.SignedTask(
-        task=b"t7", signature=b"Bearer ok"))
+        task=b"t7", shared_signature=b"Bearer ok"))
     shown = {"authorization": "Bearer ok", "x-trace": "abc"}
     assert port.devices.checked == [shown]
     connection = stub.channel.live_connection()
