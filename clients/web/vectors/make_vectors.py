@@ -336,14 +336,14 @@ def config_vectors() -> dict[str, Any]:
             "deadline_unix_ms": str(task.deadline_unix_ms),
             "round_config": task.round_config.hex()}}
 
-    def altered(signed_task: pb.SignedTask, **fields: Any) -> pb.SignedTask:
-        copy = pb.SignedTask()
-        copy.CopyFrom(signed_task)
-        for name, value in fields.items():
-            setattr(copy, name, value)
-        return copy
-
     first, second = cohort.task(12345, 4, b"\x11" * 64), cohort.task(99, 5, b"\x22" * 64)
+
+    def altered(task: bytes = first.task, shared_signature: bytes = first.shared_signature,
+                shared_length: int = first.shared_length) -> pb.SignedTask:
+        """The first member's task with what a relay changed."""
+        return pb.SignedTask(task=task, shared_signature=shared_signature,
+                             shared_length=shared_length)
+
     length = first.shared_length
     flipped = bytearray(first.task)
     flipped[length // 2] ^= 1
@@ -353,16 +353,16 @@ def config_vectors() -> dict[str, Any]:
         case(first, 12345, "a member's task"),
         case(second, 99, "another member's, under the same signature"),
         case(first, 99, "a member's task taken by another device"),
-        case(altered(first, task=bytes(flipped)), 12345, "a byte of the shared part changed"),
-        case(altered(first, task=first.task + pb.Task(eps_local=9.0).SerializeToString()),
+        case(altered(task=bytes(flipped)), 12345, "a byte of the shared part changed"),
+        case(altered(task=first.task + pb.Task(eps_local=9.0).SerializeToString()),
              12345, "the unsigned part overrides a shared field"),
-        case(altered(first, task=first.task + b"\x00"), 12345, "a byte after the own part"),
-        case(altered(first, shared_length=len(first.task) + 1), 12345,
+        case(altered(task=first.task + b"\x00"), 12345, "a byte after the own part"),
+        case(altered(shared_length=len(first.task) + 1), 12345,
              "the shared part longer than the task"),
-        case(altered(first, shared_length=length - 1), 12345, "the shared part cut short"),
-        case(altered(first, shared_signature=coordinator.sign(first.task[:length])), 12345,
+        case(altered(shared_length=length - 1), 12345, "the shared part cut short"),
+        case(altered(shared_signature=coordinator.sign(first.task[:length])), 12345,
              "signed without the context"),
-        case(altered(first, shared_signature=bytes(sig[:32]) + s.to_bytes(32, "little")),
+        case(altered(shared_signature=bytes(sig[:32]) + s.to_bytes(32, "little")),
              12345, "S + L: the same signature with a non-canonical S"),
     ]
     # A shared part that sets a member's own field, signed as it is: refused all the same.

@@ -85,7 +85,7 @@ def test_the_unsigned_part_sets_only_the_members_own_fields(extra: pb.Task) -> N
 
 
 def test_a_signed_part_that_sets_an_own_field_is_refused() -> None:
-    with pytest.raises(ValueError, match="sets none of"):
+    with pytest.raises(ValueError, match="must set none of"):
         CohortTasks(whole(4), KEY)
     stray = shared().SerializeToString() + pb.Task(secagg_id=9).SerializeToString()
     own = pb.Task(device_id=4, secagg_id=5, admission=b"proof 4").SerializeToString()
