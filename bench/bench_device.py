@@ -127,7 +127,7 @@ def run(n: int, dim: int, dropout: float, seed: int = 0,
     cpu: dict[str, float] = defaultdict(float)
     answered: dict[str, int] = defaultdict(int)
 
-    def timed(stage: str, call, *, answer: bool = True):  # type: ignore[no-untyped-def]
+    def timed(stage: str, call, *, answer: bool = True):
         started = time.thread_time()
         try:
             return call()
@@ -151,7 +151,7 @@ def run(n: int, dim: int, dropout: float, seed: int = 0,
                 continue
             answer = encoder.ready(pending[u])
 
-            def step(d=device, u=u, answer=answer, name=name):  # type: ignore[no-untyped-def]
+            def step(d=device, u=u, answer=answer, name=name):
                 request = request_from_pb(sid, u, pb.AwaitStageResponse.FromString(answer))
                 key, adm = cohort.identity_keys[u], d._admission
                 if name == "share_keys":
