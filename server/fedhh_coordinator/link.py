@@ -53,7 +53,6 @@ from fedhh.secagg import (
     StageDeadlines,
     Threat,
     choose_parameters,
-    issue_admission,
     sign_config,
 )
 from fedhh.secagg.config import SignedConfig
@@ -367,8 +366,7 @@ class NetworkLink:
             round_config_signature=signed.signature,
             deadline_unix_ms=cohort.config.deadlines.unmask,
         ), self.key)
-        return {device_id: cohort_tasks.task(device_id, secagg_id,
-                                             issue_admission(identities, secagg_id).proof)
+        return {device_id: cohort_tasks.task(device_id, secagg_id, identities.proof(secagg_id))
                 for secagg_id, device_id in enumerate(cohort.members, start=1)}
 
 

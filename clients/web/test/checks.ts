@@ -17,8 +17,7 @@ import {
   type BookLoader, type Codebook, BUILTIN_BOOK_KEYS, Codec, CodecError, codebookFromJson,
   codebookFromSpec, codebookKey,
 } from "../src/codec.js";
-import { ConfigError, parseRoundConfig, sessionIdOf, verifyConfig, verifySharedTaskSignature }
-  from "../src/config.js";
+import { ConfigError, parseRoundConfig, sessionIdOf, verifyConfig } from "../src/config.js";
 import { GraphError, checkGraphParameters, neighboursOf, ringOrder, survivorsConnected }
   from "../src/graph.js";
 import { cohortSalt, rootFromProof, verifyAdmission } from "../src/merkle.js";
@@ -215,16 +214,15 @@ async function signedTasks(V: Json): Promise<void> {
       throws(() => verifyTask(signed, pub, BigInt(c.device_id)), AuthenticationError, c.why);
       continue;
     }
-    equal(verifySharedTaskSignature(signed.task.subarray(0, c.shared_length),
-                                    signed.sharedSignature, pub), true, "shared signature");
     const task = verifyTask(signed, pub, BigInt(c.device_id));
     equal({
-      run_id: task.runId, round: task.round, attempt: task.attempt,
-      device_id: String(task.deviceId), prefix_bits: task.prefixBits,
-      prefixes: task.prefixes.map(String), eps_local: task.epsLocal, codec: task.codec,
-      max_bits: task.maxBits, selection: task.selection, secagg_id: task.secaggId,
+      codec: task.codec, max_bits: task.maxBits, prefix_bits: task.prefixBits,
+      prefixes: task.prefixes.map(String), segment_bits: task.segmentBits,
+      deny_list: task.denyList.map(String), selection: task.selection,
+      prefix_conditioning: task.prefixConditioning, eps_local: task.epsLocal,
+      round_config: toHex(task.roundConfig), run_id: task.runId, round: task.round,
+      attempt: task.attempt, device_id: String(task.deviceId), secagg_id: task.secaggId,
       admission: toHex(task.admission), deadline_unix_ms: String(task.deadlineUnixMs),
-      round_config: toHex(task.roundConfig),
     }, c.fields, c.why);
     equal(taskRoundConfig(task, pub).t, 3, "the task's round config");
   }

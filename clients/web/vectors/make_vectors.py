@@ -328,13 +328,10 @@ def config_vectors() -> dict[str, Any]:
         except AuthenticationError:
             return {**entry, "valid": False}
         return {**entry, "valid": True, "fields": {
-            "run_id": task.run_id, "round": task.round, "attempt": task.attempt,
-            "device_id": str(task.device_id), "prefix_bits": task.prefix_bits,
-            "prefixes": [str(p) for p in task.prefixes], "eps_local": task.eps_local,
-            "codec": task.codec, "max_bits": task.max_bits, "selection": task.selection,
+            **_task_fields(task), "run_id": task.run_id, "round": task.round,
+            "attempt": task.attempt, "device_id": str(task.device_id),
             "secagg_id": task.secagg_id, "admission": task.admission.hex(),
-            "deadline_unix_ms": str(task.deadline_unix_ms),
-            "round_config": task.round_config.hex()}}
+            "deadline_unix_ms": str(task.deadline_unix_ms)}}
 
     first, second = cohort.task(12345, 4, b"\x11" * 64), cohort.task(99, 5, b"\x22" * 64)
 
