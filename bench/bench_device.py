@@ -7,8 +7,9 @@ does what a load-test device does with them: parse the request, run ``SecAggDevi
 (every check included), and build, sign and serialise its call. Each device's CPU time
 (``time.thread_time``) is summed per stage and reported per device, next to the cryptography
 alone: the X25519 agreements, HKDF, AES-GCM share encryptions and decryptions, Ed25519 call
-signatures and the mask expansions of one device, timed in a loop on their own. What a
-networked device adds beyond this (gRPC calls, TLS) the load test measures.
+signatures and the mask expansions of one device, timed on their own between the devices' work,
+and the ratio of the two (the code's share of a device's cost, whatever the machine's speed).
+What a networked device adds beyond this (gRPC calls, TLS) the load test measures.
 
 With ``--memory`` it reports instead what a device holds between stages: the bytes of the
 Python objects reachable from its ``SecAggDevice`` after each stage. A load test's device
@@ -77,32 +78,57 @@ POLICY = DevicePolicy(min_threshold=2, require_device_auth=True, require_consist
                       max_corrupt_fraction=0.05)
 
 
-def crypto_floor(k: int, dim: int, modulus_bits: int, repeats: int = 20) -> float:
+class CryptoFloor:
     """CPU seconds of one device's cryptography alone: 2k X25519 agreements, k HKDFs of the
     share keys and k of the mask keys, k AES-GCM encryptions and decryptions, ~6 Ed25519
-    signatures, k + 1 mask expansions (median of ``repeats``)."""
-    mine, peer = X25519PrivateKey.generate(), X25519PrivateKey.generate()
-    peer_public = peer.public_key().public_bytes_raw()
-    masks = MaskGenerator(dim, modulus_bits)
-    acc = masks.zeros()
-    signer = Ed25519PrivateKey.generate()
-    plaintext = bytes(74)
-    times = []
-    for _ in range(repeats):
+    signatures, k + 1 mask expansions.
+
+    Timed between the devices' own work (:meth:`interleave`), not once before or after it: on a
+    machine whose speed drifts by a third within minutes (docs/benchmarks.md, "A slower
+    machine") a floor timed apart put the same code at 1.15x and at 1.84x its cryptography in
+    two runs; sampled as the devices' CPU accrues, floor and devices see the same phases, and
+    their ratio is the code's."""
+
+    def __init__(self, k: int, dim: int, modulus_bits: int, every_s: float = 0.25) -> None:
+        self.k, self.every_s = k, every_s
+        self._mine = X25519PrivateKey.generate()
+        peer = X25519PrivateKey.generate().public_key()
+        self._peer = peer.public_bytes_raw()
+        self._parse = lambda raw: peer  # (a load-test process parses each key once)
+        self._masks = MaskGenerator(dim, modulus_bits)
+        self._acc = self._masks.zeros()
+        self._signer = Ed25519PrivateKey.generate()
+        self._owed = 0.0
+        self.samples: list[float] = []
+
+    def interleave(self, device_cpu_s: float) -> None:
+        """Count ``device_cpu_s`` more of the devices' CPU; time one floor per ``every_s``."""
+        self._owed += device_cpu_s
+        while self._owed >= self.every_s or not self.samples:
+            self._owed = max(self._owed - self.every_s, 0.0)
+            self.samples.append(self.once())
+
+    @property
+    def seconds(self) -> float:
+        return statistics.fmean(self.samples)
+
+    def once(self) -> float:
+        k, mine, peer_public, parse = self.k, self._mine, self._peer, self._parse
+        masks, acc = self._masks, self._acc
+        plaintext = bytes(74)
         started = time.thread_time()
         for _ in range(k):
-            secret = agree(mine, peer_public)
-            agree(mine, peer_public)
+            secret = agree(mine, peer_public, parse)
+            agree(mine, peer_public, parse)
             key = hkdf(secret, salt=bytes(32), info=b"enc", length=64)
             hkdf(secret, salt=bytes(32), info=b"pair", length=16)
             blob = aead_encrypt(key[:32], plaintext, b"aad", os.urandom)
             aead_decrypt(key[:32], blob, b"aad")
         for _ in range(6):
-            signer.sign(b"transcript")
+            self._signer.sign(b"transcript")
         for _ in range(k + 1):
             masks.add(acc, bytes(16))
-        times.append(time.thread_time() - started)
-    return statistics.median(times)
+        return time.thread_time() - started
 
 
 def run(n: int, dim: int, dropout: float, seed: int = 0,
@@ -127,13 +153,17 @@ def run(n: int, dim: int, dropout: float, seed: int = 0,
     cpu: dict[str, float] = defaultdict(float)
     answered: dict[str, int] = defaultdict(int)
 
+    floor = CryptoFloor(k, dim, cohort.config.modulus_bits)
+
     def timed(stage: str, call, *, answer: bool = True):
         started = time.thread_time()
         try:
             return call()
         finally:
-            cpu[stage] += time.thread_time() - started
+            spent = time.thread_time() - started
+            cpu[stage] += spent
             answered[stage] += answer
+            floor.interleave(spent)
 
     # Stage 0: the device advertises its keys (it signs nothing more: the admission proves it).
     for device in devices.values():
@@ -202,9 +232,10 @@ def run(n: int, dim: int, dropout: float, seed: int = 0,
         raise RuntimeError(f"the round did not release: {server.aborted}")
     per_device = {name: 1000 * cpu[name] / max(answered[name], 1)
                   for name in ("advertise", *stages)}
-    return {"n": n, "k": k, "t": t, "dim": dim, "stage_ms": per_device,
-            "total_ms": sum(per_device.values()),
-            "crypto_ms": 1000 * crypto_floor(k, dim, cohort.config.modulus_bits)}
+    total_ms = sum(per_device.values())
+    return {"n": n, "k": k, "t": t, "dim": dim, "stage_ms": per_device, "total_ms": total_ms,
+            "crypto_ms": 1000 * floor.seconds, "crypto_samples": len(floor.samples),
+            "over_crypto": total_ms / (1000 * floor.seconds)}
 
 
 _NOT_STATE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
@@ -252,7 +283,8 @@ def main() -> None:
     stages = ", ".join(f"{name} {ms:.2f}" for name, ms in report["stage_ms"].items())  # type: ignore[attr-defined]
     print(f"n = {report['n']}, k = {report['k']}, t = {report['t']}, D = {report['dim']}: "
           f"{report['total_ms']:.2f} ms CPU per device ({stages}); its cryptography alone "
-          f"{report['crypto_ms']:.2f} ms")
+          f"{report['crypto_ms']:.2f} ms (mean of {report['crypto_samples']} timings between "
+          f"the devices' work): {report['over_crypto']:.2f}x its cryptography")
 
 
 if __name__ == "__main__":
