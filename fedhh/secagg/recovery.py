@@ -6,10 +6,10 @@ reconstructs s_u^SK from t s-shares, checks that its public key is u's advertise
 each surviving partner v removes v's term Delta_vu * PRG(s_vu), where Delta_vu = +1 if v > u else
 -1. Work: |U3| + sum over dropped u of |P_u ∩ U3| mask expansions.
 
-The server rebuilds each secret as soon as its t-th share arrives (:func:`rebuild_self_mask`,
-:func:`rebuild_mask_key`: Shamir and the check, no mask), so that only the mask expansions are
-left for the close of the stage (:func:`remove_masks`), and every reconstruction is checked
-before any mask is expanded: a corrupt share costs no PRG work.
+At the close of the stage the server rebuilds every secret (Shamir, in batches:
+``shamir.reconstruct_many``) and checks each (:func:`rebuild_self_mask`,
+:func:`rebuild_mask_key`) before it expands any mask (:func:`remove_masks`): a corrupt share
+costs no PRG work.
 """
 
 from __future__ import annotations
@@ -34,33 +34,28 @@ from fedhh.secagg.primitives import (
 __all__ = ["rebuild_mask_key", "rebuild_self_mask", "remove_masks"]
 
 
-def _secret(points: Sequence[tuple[int, int]]) -> bytes | str:
-    try:
-        return shamir.reconstruct(points).to_bytes(shamir.SECRET_BYTES, "big")
-    except shamir.ShareError as exc:
-        return str(exc)
+_NO_SECRET = "the shares reconstruct a value >= 2^256: a share is corrupt"
 
 
-def rebuild_self_mask(points: Sequence[tuple[int, int]], session_id: bytes, owner: int,
+def rebuild_self_mask(secret: int | None, session_id: bytes, owner: int,
                       commitment: bytes) -> bytes | str:
-    """The key of PRG(b_owner) from exactly t b-shares, or why they do not give b_owner
-    (it must match the owner's commitment)."""
-    b = _secret(points)
-    if isinstance(b, str):
-        return f"b-shares of {owner}: {b}"
+    """The key of PRG(b_owner) from what t b-shares reconstruct (None: no 32-byte value), or
+    why it is not b_owner (it must match the owner's commitment)."""
+    if secret is None:
+        return f"b-shares of {owner}: {_NO_SECRET}"
+    b = secret.to_bytes(shamir.SECRET_BYTES, "big")
     if sha256(LABELS["commit"], session_id, u32(owner), b) != commitment:
         return f"b-shares of {owner} do not match its commitment"
     return self_mask_key(b, session_id, owner)
 
 
-def rebuild_mask_key(points: Sequence[tuple[int, int]], owner: int,
+def rebuild_mask_key(secret: int | None, owner: int,
                      s_public: bytes) -> X25519PrivateKey | str:
-    """s_owner^SK from exactly t s-shares, or why they do not give it (its public key must be
-    the owner's advertised s_pk)."""
-    raw = _secret(points)
-    if isinstance(raw, str):
-        return f"s-shares of {owner}: {raw}"
-    key = x25519_from_seed(raw)
+    """s_owner^SK from what t s-shares reconstruct (None: no 32-byte value), or why it is not
+    s_owner^SK (its public key must be the owner's advertised s_pk)."""
+    if secret is None:
+        return f"s-shares of {owner}: {_NO_SECRET}"
+    key = x25519_from_seed(secret.to_bytes(shamir.SECRET_BYTES, "big"))
     if x25519_public_bytes(key) != s_public:
         return f"s-shares of {owner} do not give its public key"
     return key

@@ -115,11 +115,6 @@ class SecAggServer:
         self._unmask_responses: dict[int, UnmaskResponse] = {}
         self._unmask_shares: _UnmaskShares | None = None
         self._missing_secrets = 0  # secrets that still have fewer than t shares
-        # Secrets rebuilt (and checked) as soon as their t-th share arrived; the close of the
-        # stage only expands the masks.
-        self._self_keys: dict[int, bytes] = {}  # PRG keys of b_u, u in U3
-        self._dropped_keys: dict[int, X25519PrivateKey] = {}  # s_u^SK, u in U2 \ U3
-        self._rebuild_failure: str | None = None
         self.counts: dict[Stage, int] = {}  # devices accepted per closed stage (for metrics)
 
     # -- common --------------------------------------------------------------------------------
@@ -142,7 +137,6 @@ class SecAggServer:
             self._acc.fill(0)
         self._acc = None
         self._unmask_shares, self._unmask_responses = None, {}
-        self._self_keys, self._dropped_keys = {}, {}
         return self._abort
 
     def _check(self, message: object, kind: type, stage: Stage) -> int:
@@ -192,8 +186,7 @@ class SecAggServer:
         """True when waiting for the deadline cannot change the outcome of the open stage."""
         if self._abort is not None or self.stage == Stage.DONE:
             return False
-        if self.stage == Stage.UNMASK and (self._missing_secrets == 0
-                                           or self._rebuild_failure is not None):
+        if self.stage == Stage.UNMASK and self._missing_secrets == 0:
             return True
         requests = self._requests()
         expected = self.config.num_devices if requests is None else len(requests)
@@ -538,29 +531,38 @@ class SecAggServer:
         shares = self._unmask_shares
         if shares is None:  # (set with the stage's requests, so never here)
             raise ProtocolViolation(Violation.NOT_IN_ROUND, f"{v}: no unmask stage is open")
-        complete = shares.store(v, owners, values, self.config.t)
+        self._missing_secrets -= shares.store(v, owners, values, self.config.t)
         self._unmask_responses[v] = message
-        self._missing_secrets -= len(complete)
-        for row in complete:
-            self._rebuild(shares.owner(row), shares.points(row), shares.is_self_mask(row))
         return True
 
-    def _rebuild(self, owner: int, points: list[tuple[int, int]], self_mask: bool) -> None:
-        """Rebuild and check one secret from its first t shares; a failure aborts the round
-        at the close of the stage (which need not wait any longer)."""
-        if self._rebuild_failure is not None:
-            return
+    def _rebuild(self, shares: _UnmaskShares) -> tuple[dict[int, bytes],
+                                                        dict[int, X25519PrivateKey]]:
+        """Every secret, rebuilt from its t shares at the smallest points and checked: the PRG
+        keys of b_u (u in U3) and s_u^SK (u in U2 \\ U3). A failure aborts the round before
+        any mask is expanded, so a corrupt share costs no PRG work.
+
+        They are rebuilt at the close, in batches (:func:`shamir.reconstruct_many`), not each
+        as its t-th share arrives: a secret's smallest points leave out only the holders that
+        did not answer among roughly its first t, where the first t shares to arrive left out
+        a third of them, whose products were most of a rebuild's time."""
+        t, self_keys, dropped = self.config.t, {}, {}
         rebuilt: bytes | X25519PrivateKey | str
-        if self_mask:
-            rebuilt = rebuild_self_mask(points, self.session_id, owner, self._commitments[owner])
-            if isinstance(rebuilt, bytes):
-                self._self_keys[owner] = rebuilt
-        else:
-            rebuilt = rebuild_mask_key(points, owner, self._adverts[owner].s_pk)
-            if isinstance(rebuilt, X25519PrivateKey):
-                self._dropped_keys[owner] = rebuilt
-        if isinstance(rebuilt, str):
-            self._rebuild_failure = rebuilt
+        for rows in shares.batches():
+            xs, ys = shares.smallest(t, rows)
+            for row, secret in zip(rows.tolist(), shamir.reconstruct_many(xs, ys), strict=True):
+                owner = shares.owner(row)
+                if shares.is_self_mask(row):
+                    rebuilt = rebuild_self_mask(secret, self.session_id, owner,
+                                                self._commitments[owner])
+                    if isinstance(rebuilt, bytes):
+                        self_keys[owner] = rebuilt
+                else:
+                    rebuilt = rebuild_mask_key(secret, owner, self._adverts[owner].s_pk)
+                    if isinstance(rebuilt, X25519PrivateKey):
+                        dropped[owner] = rebuilt
+                if isinstance(rebuilt, str):
+                    raise self._set_abort(AbortReason.CORRUPT_SHARE, rebuilt)
+        return self_keys, dropped
 
     def _close_unmask(self) -> dict[int, ServerMessage]:
         t = self.config.t
@@ -569,13 +571,12 @@ class SecAggServer:
             u, count, self_mask = short
             raise self._set_abort(AbortReason.TOO_FEW_SHARES,
                                   f"{count} {'b' if self_mask else 's'}-shares of {u} < t={t}")
-        if self._acc is None:
+        if self._acc is None or self._unmask_shares is None:
             raise self._set_abort(AbortReason.CANCELLED, "no running sum")
-        if self._rebuild_failure is not None:
-            raise self._set_abort(AbortReason.CORRUPT_SHARE, self._rebuild_failure)
+        self_keys, dropped = self._rebuild(self._unmask_shares)
         u3 = sorted(self._fingerprints)
         remove_masks(self._acc, self._masks, self.session_id,
-                     self_keys=self._self_keys.values(), dropped=self._dropped_keys,
+                     self_keys=self_keys.values(), dropped=dropped,
                      s_public={u: self._adverts[u].s_pk for u in self._partners},
                      partners=self._partners, survivors=set(u3))
         total = self._acc
@@ -586,7 +587,6 @@ class SecAggServer:
                                       tuple(u3), signatures)
         self._acc = None
         self._unmask_shares, self._unmask_responses = None, {}
-        self._self_keys, self._dropped_keys = {}, {}
         return {}
 
     # -- stage transitions ---------------------------------------------------------------------
@@ -696,9 +696,9 @@ class _ShareHolders:
         rows, width = self._table.shape
         return rows, width
 
-    def points_at(self, row: int, slots: np.ndarray) -> list[int]:
-        """The Shamir points of the shares of row ``row``'s secret in ``slots``."""
-        return self._points[row, slots].tolist()
+    def points_of(self, rows: np.ndarray) -> np.ndarray:
+        """The Shamir points of the shares of each row's secret, by holder (0: no holder)."""
+        return self._points[rows]
 
     def slots(self, holder: int, owners: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """(row, column) of ``holder`` among each owner's holders (ValueError where it is
@@ -754,9 +754,10 @@ class _UnmaskShares:
     for the secret of :class:`_ShareHolders`' r-th owner, column j for its j-th holder's
     share. An accepted response is stored with a few array operations and no object per
     share (a list of (x, y) pairs per secret, kept to the end of the stage, held ~k Python
-    integers and tuples per device: 9.8 KB at k = 86, against 2.9 KB here); a secret's first
-    t shares are its row's filled slots when its count reaches t, and only those are read as
-    integers."""
+    integers and tuples per device: 9.8 KB at k = 86, against 2.9 KB here); at the close only
+    the t shares of each secret that are rebuilt are read as integers."""
+
+    BATCH_ROWS = 512  # secrets rebuilt together (bounds the close's temporary arrays)
 
     def __init__(self, holders: _ShareHolders, survivors: Collection[int]) -> None:
         self._holders = holders
@@ -766,10 +767,10 @@ class _UnmaskShares:
         self._counts = np.zeros(rows, dtype=np.int64)
         self._self_mask = holders.owned_by(survivors)  # b_u for u in U3, s_u^SK for the others
 
-    def store(self, holder: int, owners: list[int], values: np.ndarray, t: int) -> list[int]:
+    def store(self, holder: int, owners: list[int], values: np.ndarray, t: int) -> int:
         """Store ``holder``'s share of each owner's secret (``values[i]`` of ``owners[i]``,
-        all distinct and checked against the request); returns the rows of the secrets that
-        have just got their t-th share."""
+        all distinct and checked against the request); returns how many secrets have just got
+        their t-th share."""
         try:
             rows, columns = self._holders.slots(holder, owners)
         except ValueError as exc:  # (the request named them; a sign of a bug, not of a device)
@@ -777,19 +778,30 @@ class _UnmaskShares:
         self._values[rows, columns] = values
         self._filled[rows, columns] = True
         self._counts[rows] += 1
-        return rows[self._counts[rows] == t].tolist()
+        return int(np.count_nonzero(self._counts[rows] == t))
 
     def owner(self, row: int) -> int:
         """The owner of row ``row``'s secret."""
         return int(self._holders.ids[row])
 
-    def points(self, row: int) -> list[tuple[int, int]]:
-        """The (x, y) shares of row ``row``'s secret stored so far."""
-        slots = np.flatnonzero(self._filled[row])
-        raw, width = self._values[row, slots].tobytes(), shamir.SHARE_BYTES
-        values = map(_BIG_ENDIAN, map(raw.__getitem__, map(
-            slice, range(0, len(raw), width), range(width, len(raw) + width, width))))
-        return list(zip(self._holders.points_at(row, slots), values, strict=True))
+    def batches(self) -> list[np.ndarray]:
+        """Every row, in runs of at most :attr:`BATCH_ROWS`."""
+        rows = np.arange(self._counts.size)
+        return [rows[i:i + self.BATCH_ROWS] for i in range(0, rows.size, self.BATCH_ROWS)]
+
+    def smallest(self, t: int, rows: np.ndarray) -> tuple[np.ndarray, list[list[int]]]:
+        """For each of ``rows`` (each with at least t shares stored): the points of its t
+        stored shares at the smallest points, ascending, and their values (as
+        :func:`shamir.reconstruct_many` takes them)."""
+        points = self._holders.points_of(rows)
+        unfilled = np.iinfo(np.int64).max
+        order = np.argsort(np.where(self._filled[rows], points, unfilled), axis=1,
+                           kind="stable")[:, :t]
+        xs = np.take_along_axis(points, order, axis=1)
+        raw, width = self._values[rows[:, np.newaxis], order].tobytes(), shamir.SHARE_BYTES
+        values = list(map(_BIG_ENDIAN, map(raw.__getitem__, map(
+            slice, range(0, len(raw), width), range(width, len(raw) + width, width)))))
+        return xs, [values[i:i + t] for i in range(0, len(values), t)]
 
     def is_self_mask(self, row: int) -> bool:
         """Whether row ``row``'s secret is b_u (a survivor's) rather than s_u^SK."""

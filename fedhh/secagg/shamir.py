@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+import operator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -37,6 +38,7 @@ __all__ = [
     "decode_share",
     "encode_share",
     "reconstruct",
+    "reconstruct_many",
     "share",
     "share_many",
 ]
@@ -169,6 +171,116 @@ def reconstruct(points: Sequence[tuple[int, int]], prime: int = PRIME,
     if secret >= bound:
         raise ShareError("shares reconstruct a value >= 2^256: a share is corrupt")
     return secret
+
+
+# A batch row whose missing points take more int64 products than this goes through
+# :func:`reconstruct` on its own (its products would widen every row of its bucket).
+_BATCH_GROUPS = 4
+_BATCH_CELLS = 1 << 21  # int64 cells of one bucket's difference table, at most (16 MiB)
+
+
+def reconstruct_many(xs: np.ndarray, ys: Sequence[Sequence[int]], prime: int = PRIME,
+                     bound: int = _SECRET_BOUND) -> list[int | None]:
+    """:func:`reconstruct` of many secrets at once: row r's shares are (xs[r, i], ys[r][i]),
+    its value f_r(0), or None where that is >= ``bound`` (a corrupt share).
+
+    ``xs`` is int64 of shape (rows, t), each row strictly increasing from 1 with its largest
+    point below 2^31; each y is in [0, p) (the server checks them as they arrive:
+    :func:`below_prime`). Each row takes :func:`_binomial_sum`'s form, f(0) =
+    [sum_i y_i (-1)^(x_i-1) C(w, x_i) prod_{m in M} (m - x_i)] * prod_i x_i / w! mod p with
+    w = max x and M = {1..w} \\ xs, but the products over M, which cost the one-secret path
+    most of its time in numpy calls of its own, are made for every row of a bucket (rows of
+    the same number of int64 products) in a few array operations. A server that takes each
+    secret's t smallest points (the first of its holders in roster order) keeps M to the
+    holders that did not answer among the first t or so: about 2.4x faster per secret than
+    the first t shares to arrive through :func:`reconstruct` (bench/bench_rebuild.py).
+    """
+    xs = np.asarray(xs)
+    if xs.ndim != 2 or xs.dtype.kind not in "iu" or xs.shape[0] != len(ys):
+        raise ShareError("points must be an integer table with one row per secret")
+    rows, t = xs.shape
+    if rows == 0:
+        return []
+    if t == 0 or any(len(row) != t for row in ys):
+        raise ShareError(f"each secret needs its {t} share values")
+    xs = xs.astype(np.int64, copy=False)
+    if xs[:, 0].min() < 1 or xs[:, -1].max() >= 1 << 31 or (
+            t > 1 and np.diff(xs, axis=1).min() < 1):
+        raise ShareError("each row's points must be strictly increasing within [1, 2^31)")
+    widest = xs[:, -1]
+    missing_counts = widest - t
+    group = _group_size(int(widest.max()))
+    groups = -(-missing_counts // group)
+    # Row r's products over its missing points, as int64 partial products per point, one
+    # list per group of factors (none: no point missing); None: rebuilt one by one.
+    factors: list[list[list[int]] | None] = [None] * rows
+    for count in np.unique(groups).tolist():
+        members = np.flatnonzero(groups == count)
+        if count == 0:
+            for r in members.tolist():
+                factors[r] = []
+            continue
+        if count > _BATCH_GROUPS:
+            continue
+        step = max(1, _BATCH_CELLS // (t * count * group))
+        for start in range(0, members.size, step):
+            chunk = members[start:start + step]
+            products = _missing_products(xs[chunk], missing_counts[chunk], count, group)
+            for r, row in zip(chunk.tolist(), products, strict=True):
+                factors[r] = row
+    secrets: list[int | None] = []
+    for points, values, w, row_factors in zip(xs.tolist(), ys, widest.tolist(), factors,
+                                              strict=True):
+        if row_factors is None:
+            try:
+                secrets.append(reconstruct(list(zip(points, values, strict=True)), prime, bound))
+            except ShareError:
+                secrets.append(None)
+            continue
+        # (each map is a C loop: a generator expression over the t terms took twice as long)
+        weights: Iterator[int] = map(_signed_binomials(w).__getitem__, points)
+        for partial in row_factors:
+            weights = map(operator.mul, weights, partial)
+        total = sum(map(operator.mul, values, weights))
+        secret = (total % prime * (math.prod(points) % prime) % prime
+                  * _inverse_factorial(w, prime) % prime)
+        secrets.append(secret if secret < bound else None)
+    return secrets
+
+
+def _group_size(widest: int) -> int:
+    """How many differences m - x of points in 1..``widest`` multiply within int64: the
+    largest g with (widest - 1)^g < 2^62 (at least 1)."""
+    top, g = max(widest - 1, 2), 1
+    while top ** (g + 1) < 1 << 62:
+        g += 1
+    return g
+
+
+def _missing_products(xs: np.ndarray, counts: np.ndarray, groups: int, group: int
+                      ) -> list[list[list[int]]]:
+    """prod_{m in M_r} (m - xs[r, i]) for each row r and i, M_r = {1..max xs[r]} \\ xs[r]
+    (``counts[r]`` = |M_r| <= ``groups * group``), exactly, as ``groups`` lists of partial
+    products per row (their product, point by point, is the whole): each row's missing points
+    gathered into one padded table, the differences taken and multiplied ``group`` at a time
+    in int64."""
+    rows, t = xs.shape
+    width = groups * group
+    span = int(xs[:, -1].max()) + 1
+    present = np.zeros((rows, span), dtype=bool)
+    present[np.arange(rows)[:, np.newaxis], xs] = True
+    missing = ~present
+    missing[:, 0] = False
+    missing &= np.arange(span)[np.newaxis, :] <= xs[:, -1:]
+    row_of, values = np.nonzero(missing)  # (row-major: each row's points ascending)
+    starts = np.cumsum(counts) - counts
+    table = np.zeros((rows, width), dtype=np.int64)
+    table[row_of, np.arange(row_of.size) - starts[row_of]] = values
+    differences = table[:, np.newaxis, :] - xs[:, :, np.newaxis]
+    padding = np.arange(width)[np.newaxis, :] >= counts[:, np.newaxis]
+    differences[np.broadcast_to(padding[:, np.newaxis, :], differences.shape)] = 1
+    grouped = differences.reshape(rows, t, groups, group).prod(axis=3)
+    return grouped.transpose(0, 2, 1).tolist()
 
 
 def _binomial_sum(points: Sequence[tuple[int, int]], xs: list[int], prime: int) -> int:

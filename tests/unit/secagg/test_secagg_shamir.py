@@ -260,3 +260,65 @@ def test_points_within_a_small_window_rebuild_as_any_points_do(data: st.DataObje
     assert shamir._binomial_sum(points, xs, shamir.PRIME) == secret
     assert shamir._fraction_sum(points, xs, shamir.PRIME) == secret
     assert shamir.reconstruct(points) == secret
+
+
+def _batch(rows: list[tuple[int, list[int], int]], rand: DeterministicRandom
+           ) -> tuple[np.ndarray, list[list[int]], list[int | None]]:
+    """Rows (t, points, secret) shared and read back as reconstruct_many takes them."""
+    xs, ys, expected = [], [], []
+    for t, points, secret in rows:
+        values = shamir.share(secret % shamir.PRIME, t, points, rand)
+        xs.append(points)
+        ys.append(values)
+        expected.append(secret if secret < 1 << 256 else None)
+    return np.array(xs, dtype=np.int64), ys, expected
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(st.data())
+def test_a_batch_rebuilds_each_row_as_reconstruct_does(data: st.DataObject) -> None:
+    """Rows of one t whose missing points fill no, one, several or more than the batched
+    number of int64 products (those go one by one), and secrets that are no 32-byte value
+    (>= 2^256: None, as a corrupt share gives), all come back as reconstruct gives them."""
+    t = data.draw(st.integers(1, 60))
+    rand = DeterministicRandom(t)
+    rows = []
+    for _ in range(data.draw(st.integers(1, 12))):
+        window = t + data.draw(st.sampled_from([0, 1, 7, 8, 9, 33, 40, 200]))
+        points = sorted(data.draw(st.permutations(range(1, window + 1)))[:t])
+        secret = data.draw(st.one_of(st.integers(0, (1 << 256) - 1),
+                                     st.integers(1 << 256, shamir.PRIME - 1)))
+        rows.append((t, points, secret))
+    xs, ys, expected = _batch(rows, rand)
+    assert shamir.reconstruct_many(xs, ys) == expected
+    for row, values, value in zip(xs.tolist(), ys, expected, strict=True):
+        assert value is None or value == shamir.reconstruct(list(zip(row, values, strict=True)))
+
+
+def test_a_batch_of_secagg_rows_at_their_smallest_points() -> None:
+    """The server's case: k = 88, t = 58, each secret's 58 smallest points among the holders
+    that answered (some bucket rows with one, some with several products per point)."""
+    rand = DeterministicRandom(88)
+    rows = []
+    for r in range(300):
+        answered = sorted(range(1, 89), key=lambda x, r=r: (x * 7919 + r * 104729) % 89)
+        kept = sorted(answered[:58 + r % 31])[:58]
+        rows.append((58, kept, int.from_bytes(rand(32), "big")))
+    xs, ys, expected = _batch(rows, rand)
+    assert shamir.reconstruct_many(xs, ys) == expected
+
+
+@pytest.mark.parametrize("xs, ys, why", [
+    (np.array([[2, 1]]), [[5, 6]], "strictly increasing"),
+    (np.array([[0, 1]]), [[5, 6]], "strictly increasing"),
+    (np.array([[1, 1 << 31]]), [[5, 6]], "strictly increasing"),
+    (np.array([[1, 2]]), [[5]], "share values"),
+    (np.array([1, 2]), [[5, 6]], "one row per secret"),
+    (np.array([[1.0, 2.0]]), [[5, 6]], "one row per secret"),
+    (np.array([[1, 2]]), [[5, 6], [7, 8]], "one row per secret"),
+])
+def test_a_batch_with_malformed_points_is_refused(xs: np.ndarray, ys: list[list[int]],
+                                                  why: str) -> None:
+    with pytest.raises(shamir.ShareError, match=why):
+        shamir.reconstruct_many(xs, ys)
+    assert shamir.reconstruct_many(np.zeros((0, 3), dtype=np.int64), []) == []
