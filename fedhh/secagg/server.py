@@ -17,12 +17,12 @@ Not thread-safe: the transport serialises calls (one asyncio loop does).
 
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 import operator
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -61,7 +61,6 @@ __all__ = ["SecAggServer"]
 log = logging.getLogger(__name__)
 
 _DEVICE_ID = operator.attrgetter("device_id")
-_BIG_ENDIAN = functools.partial(int.from_bytes, byteorder="big")
 
 _FINGERPRINT_BYTES = 4096
 
@@ -798,9 +797,11 @@ class _UnmaskShares:
         order = np.argsort(np.where(self._filled[rows], points, unfilled), axis=1,
                            kind="stable")[:, :t]
         xs = np.take_along_axis(points, order, axis=1)
-        raw, width = self._values[rows[:, np.newaxis], order].tobytes(), shamir.SHARE_BYTES
-        values = list(map(_BIG_ENDIAN, map(raw.__getitem__, map(
-            slice, range(0, len(raw), width), range(width, len(raw) + width, width)))))
+        # (each share's bytes as one void item: tolist makes the bytes objects in C, a third
+        # of the time of slicing them out of one bytes object)
+        chosen = self._values[rows[:, np.newaxis], order].view(f"V{shamir.SHARE_BYTES}")
+        big: Literal["big"] = "big"
+        values = list(map(int.from_bytes, chosen.ravel().tolist(), itertools.repeat(big)))
         return xs, [values[i:i + t] for i in range(0, len(values), t)]
 
     def is_self_mask(self, row: int) -> bool:
