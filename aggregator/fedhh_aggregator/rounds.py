@@ -50,7 +50,6 @@ from fedhh.secagg import (
     SignedConfig,
     Stage,
     Violation,
-    verify_admission,
 )
 from fedhh.secagg.config import Admission
 from fedhh_aggregator import metrics
@@ -244,7 +243,6 @@ class Round:
         # timer per wait cost a third of asyncio.wait_for's task.
         self._waiters: dict[asyncio.Future[None], None] = {}
         self._wake = asyncio.Event()  # the open stage may close early
-        self._admitted: dict[int, Admission] = {}
         self._hooks = hooks
         self._polls: dict[int, int] = {}  # long-polls open per device
         self.uploading: set[int] = set()  # devices with an upload in progress
@@ -290,13 +288,8 @@ class Round:
 
     def admitted(self, admission: Admission) -> bool:
         """True iff ``admission`` proves its keys are the cohort member's under the signed
-        config's identity root (a Merkle proof: a few hashes)."""
-        if self._admitted.get(admission.device_id) == admission:
-            return True
-        if not verify_admission(admission, self.config):
-            return False
-        self._admitted[admission.device_id] = admission
-        return True
+        config's identity root (:meth:`SecAggServer.admitted`, which proves each once)."""
+        return self.server.admitted(admission)
 
     # -- device side -----------------------------------------------------------------------------
 

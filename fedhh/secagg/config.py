@@ -51,7 +51,6 @@ __all__ = [
     "sign_config",
     "verify_admission",
     "verify_config",
-    "verify_keys",
 ]
 
 MAX_DIMENSION = 1 << 24
@@ -249,11 +248,3 @@ def verify_admission(admission: Admission, config: RoundConfig) -> bool:
     root = root_from_proof(config.identity_salt, config.num_devices, admission.device_id,
                            admission.keys, admission.proof)
     return root is not None and root == config.identity_root
-
-
-def verify_keys(admission: Admission | None, config: RoundConfig, device_id: int, c_pk: bytes,
-                s_pk: bytes) -> bool:
-    """True iff ``admission`` proves that (c_pk, s_pk) are ``device_id``'s committed round keys."""
-    return (admission is not None and admission.device_id == device_id
-            and admission.c_pk == c_pk and admission.s_pk == s_pk
-            and verify_admission(admission, config))

@@ -20,6 +20,7 @@ from secagg_testkit import (
     small_cohort,
 )
 
+from fedhh.secagg import server as server_module
 from fedhh.secagg import shamir
 from fedhh.secagg.device import DevicePolicy, SecAggDevice
 from fedhh.secagg.errors import (
@@ -584,6 +585,30 @@ def test_9_bad_admission_rejected_by_the_server() -> None:
     assert violation(driver.server.handle_advertise_keys, dataclasses.replace(
         advert, admission=driver.devices[2].advertise_keys().admission)) is Violation.BAD_SIGNATURE
     assert driver.server.received() == 0
+
+
+def test_9_an_admission_is_proven_once_and_a_forged_one_never(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server proves a device's admission once (a device shows it when it opens its
+    session and again in its stage 0 message); any other admission for that device, forged
+    or another device's, is proven anew and refused, and changes nothing."""
+    driver = drive_to(small_cohort(device_auth=True), Stage.ADVERTISE_KEYS)
+    server, advert = driver.server, driver.devices[1].advertise_keys()
+    assert advert.admission is not None
+    proofs = []
+    real = server_module.verify_admission
+    monkeypatch.setattr(server_module, "verify_admission",
+                        lambda admission, config: proofs.append(admission) or real(admission,
+                                                                                config))
+    assert server.admitted(advert.admission)
+    for name, forged in _forged_admissions(advert):
+        if forged is not None:  # ("another id" is device 3's own: it proves device 3's keys)
+            assert server.admitted(forged) == (name == "another id"), name
+    assert len(proofs) == 1 + sum(f is not None for _, f in _forged_admissions(advert))
+    proofs.clear()
+    assert server.handle_advertise_keys(advert)
+    assert server.admitted(advert.admission) and proofs == []
+    assert server.received() == 1
 
 
 def _forged_admissions(entry: AdvertiseKeys) -> list[tuple[str, Any]]:
