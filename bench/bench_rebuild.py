@@ -32,6 +32,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from reporting import publish, spread  # noqa: E402
+
 from fedhh.secagg import shamir  # noqa: E402
 from fedhh.secagg.params import Threat, choose_parameters  # noqa: E402
 
@@ -102,13 +104,10 @@ def main() -> int:
     for label, missing, values in (
             ("first t shares to arrive, one by one (before)", missing_first, before),
             ("t smallest points at the close, in batches", missing_smallest, now)):
-        lines.append(f"| {label} | {missing:.1f} | {statistics.median(values):.1f} "
-                     f"({min(values):.1f}-{max(values):.1f}) |")
+        lines.append(f"| {label} | {missing:.1f} | {spread(values)} |")
     lines += ["", f"Faster by {statistics.median(ratios):.2f}x (median of the pairs' ratios, "
                   f"{min(ratios):.2f}-{max(ratios):.2f})."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    OUT.write_text(text)
+    publish(lines, OUT)
     return 0
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -28,6 +27,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from reporting import publish, spread  # noqa: E402
 
 from fedhh.rpc.tasks import CohortTasks, verify_task  # noqa: E402
 from fedhh.secagg.primitives import ed25519_verify  # noqa: E402
@@ -93,12 +94,8 @@ def main() -> int:
     lines = [f"# A cohort's tasks ({n} members, {len(tasks[0].task)}-byte task)", "",
              "`.venv/bin/python bench/bench_tasks.py` (CPU us per member; median, min-max of "
              f"{args.repeats})", "", "| what | us per member |", "| --- | --- |"]
-    for label, values in rows:
-        lines.append(f"| {label} | {statistics.median(values):.1f} "
-                     f"({min(values):.1f}-{max(values):.1f}) |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    OUT.write_text(text)
+    lines += [f"| {label} | {spread(values)} |" for label, values in rows]
+    publish(lines, OUT)
     return 0
 
 
