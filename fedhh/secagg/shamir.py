@@ -184,8 +184,8 @@ def reconstruct_many(xs: np.ndarray, ys: Sequence[Sequence[int]], prime: int = P
     """:func:`reconstruct` of many secrets at once: row r's shares are (xs[r, i], ys[r][i]),
     its value f_r(0), or None where that is >= ``bound`` (a corrupt share).
 
-    ``xs`` is int64 of shape (rows, t), each row strictly increasing from 1 with its largest
-    point below 2^31; each y is in [0, p) (the server checks them as they arrive:
+    ``xs`` is an integer table of shape (rows, t), each row strictly increasing within
+    [1, 2^31); each y is in [0, p) (the server checks them as they arrive:
     :func:`below_prime`). Each row takes :func:`_binomial_sum`'s form, f(0) =
     [sum_i y_i (-1)^(x_i-1) C(w, x_i) prod_{m in M} (m - x_i)] * prod_i x_i / w! mod p with
     w = max x and M = {1..w} \\ xs, but the products over M, which cost the one-secret path
