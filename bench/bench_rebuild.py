@@ -36,9 +36,9 @@ from reporting import publish, spread  # noqa: E402
 
 from fedhh.secagg import shamir  # noqa: E402
 from fedhh.secagg.params import Threat, choose_parameters  # noqa: E402
+from fedhh.secagg.server import REBUILD_BATCH  # noqa: E402
 
 OUT = ROOT / "docs" / "benchmarks" / "rebuild.md"
-BATCH = 512  # rows rebuilt together, as the server's _UnmaskShares.BATCH_ROWS
 
 
 def shard(secrets: int, k: int, t: int, answered: float, seed: int
@@ -67,8 +67,8 @@ def one_by_one(rows: list[list[tuple[int, int]]]) -> list[int]:
 
 def batched(rows: list[list[tuple[int, int]]]) -> list[int | None]:
     out: list[int | None] = []
-    for start in range(0, len(rows), BATCH):
-        part = rows[start:start + BATCH]
+    for start in range(0, len(rows), REBUILD_BATCH):
+        part = rows[start:start + REBUILD_BATCH]
         xs = np.array([[x for x, _ in points] for points in part], dtype=np.int64)
         out += shamir.reconstruct_many(xs, [[y for _, y in points] for points in part])
     return out

@@ -69,6 +69,7 @@ log = logging.getLogger(__name__)
 _DEVICE_ID = operator.attrgetter("device_id")
 
 _FINGERPRINT_BYTES = 4096
+REBUILD_BATCH = 512  # secrets rebuilt together at the close (bounds its temporary arrays)
 
 
 def _fingerprint(vector: np.ndarray) -> bytes:
@@ -778,8 +779,6 @@ class _UnmaskShares:
     integers and tuples per device: 9.8 KB at k = 86, against 2.9 KB here); at the close only
     the t shares of each secret that are rebuilt are read as integers."""
 
-    BATCH_ROWS = 512  # secrets rebuilt together (bounds the close's temporary arrays)
-
     def __init__(self, holders: _ShareHolders, survivors: Collection[int]) -> None:
         self._holders = holders
         rows, width = holders.shape
@@ -806,9 +805,9 @@ class _UnmaskShares:
         return int(self._holders.ids[row])
 
     def batches(self) -> list[np.ndarray]:
-        """Every row, in runs of at most :attr:`BATCH_ROWS`."""
+        """Every row, in runs of at most :data:`REBUILD_BATCH`."""
         rows = np.arange(self._counts.size)
-        return [rows[i:i + self.BATCH_ROWS] for i in range(0, rows.size, self.BATCH_ROWS)]
+        return [rows[i:i + REBUILD_BATCH] for i in range(0, rows.size, REBUILD_BATCH)]
 
     def smallest(self, t: int, rows: np.ndarray) -> tuple[np.ndarray, list[list[int]]]:
         """For each of ``rows`` (each with at least t shares stored): the points of its t

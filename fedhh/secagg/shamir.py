@@ -363,7 +363,7 @@ def below_prime(values: np.ndarray, prime: int = PRIME) -> bool:
     p = 2^256 + 297 that is every value below 2^256, all but a 2^-247 share of honest ones,
     settled by one comparison instead of the whole table's."""
     limit = _prime_bytes(prime)
-    if len(values) == 0 or bool(np.all(values[:, 0] < limit[0])):
+    if bool(np.all(values[:, 0] < limit[0])):
         return True
     differ = values != limit
     first = differ.argmax(axis=1)
