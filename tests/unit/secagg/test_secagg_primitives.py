@@ -86,6 +86,16 @@ def test_the_low_order_lookup_agrees_with_pycas_rejection() -> None:
         assert _pyca_rejects(encoding) is (not is_valid_x25519_public(encoding)), encoding.hex()
 
 
+def test_hkdf_is_rfc_5869() -> None:
+    # RFC 5869, appendix A.1 (test case 1, SHA-256), and the same derivation repeated: the
+    # module's one hash object must not carry state from one call to the next.
+    okm = bytes.fromhex("3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf"
+                        "34007208d5b887185865")
+    for _ in range(2):
+        assert hkdf(b"\x0b" * 22, salt=bytes(range(13)), info=bytes(range(0xf0, 0xfa)),
+                    length=42) == okm
+
+
 def test_share_encryption_binds_direction_and_session() -> None:
     rand = DeterministicRandom(2)
     key = hkdf(b"secret", salt=b"s" * 32, info=b"enc" + u32(1) + u32(2))
