@@ -13,7 +13,7 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,7 @@ from fedhh.secagg import (
     Stage,
     verify_admission,
 )
-from fedhh.secagg.config import SignedConfig
+from fedhh.secagg.config import RoundConfig, SignedConfig
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh.v1 import coordinator_pb2 as pb
 
@@ -45,9 +45,29 @@ def memoised_checks() -> PublicChecks:
     """:class:`PublicChecks` whose functions each compute a value once (for one round's
     devices: its memo grows with the distinct keys, admissions and signatures it meets)."""
     return PublicChecks(signature=functools.lru_cache(maxsize=None)(ed25519_verify),
-                        admission=functools.lru_cache(maxsize=None)(verify_admission),
+                        admission=_memoised_admission(),
                         peer_key=functools.lru_cache(maxsize=None)(
                             X25519PublicKey.from_public_bytes))
+
+
+def _memoised_admission() -> Callable[[Admission, RoundConfig], bool]:
+    """:func:`verify_admission`, memoised on what its verdict depends on: the admission and the
+    config's identity tree (its root, salt and size, and whether devices are authenticated).
+
+    Keyed by the whole config, each of a device's k calls hashed the config and, every device
+    holding its own copy, compared it with the remembered one field by field: 2.0 us a call
+    where this key takes 0.5 (~130 us of a device's round at k = 88)."""
+    memo: dict[tuple[Admission, bool, bytes | None, bytes, int], bool] = {}
+
+    def admitted(admission: Admission, config: RoundConfig) -> bool:
+        key = (admission, config.device_auth, config.identity_root, config.identity_salt,
+               config.num_devices)
+        verdict = memo.get(key)
+        if verdict is None:
+            verdict = memo[key] = verify_admission(admission, config)
+        return verdict
+
+    return admitted
 
 
 class RoundChecks:
