@@ -41,7 +41,7 @@ async def accept_vector(registry: RoundRegistry, round_: Round, device_id: int, 
         if accepted_digest != declared:
             raise ProtocolViolation(Violation.DUPLICATE,
                                     f"second, different vector from {device_id}")
-        metrics.MESSAGES.labels(Stage.MASKED_INPUT.name, "duplicate").inc()
+        metrics.MESSAGES_DUPLICATE[Stage.MASKED_INPUT].inc()
         return False
     round_.upload_precheck(device_id)
     if device_id in round_.uploading:

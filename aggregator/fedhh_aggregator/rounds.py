@@ -309,7 +309,7 @@ class Round:
                 if exc.reason in _NOT_NOW:
                     raise StateError(str(exc)) from None
                 raise
-            metrics.MESSAGES.labels(stage.name, "accepted" if accepted else "duplicate").inc()
+            (metrics.MESSAGES_ACCEPTED if accepted else metrics.MESSAGES_DUPLICATE)[stage].inc()
             if accepted:
                 self._last_accepted = time.monotonic()
                 if self.server.can_close_early():
