@@ -534,9 +534,13 @@ def session_shares(message: ShareKeysResponse, packed: bool) -> pb.SessionMessag
     """The shares message; ``packed``: in the packed form (where the challenge offered it)."""
     out = pb.SessionMessage()
     out.shares.b_commitment = message.b_commitment
-    if packed:
-        out.shares.dsts.extend([s.dst for s in message.shares])
-        out.shares.ciphertexts = b"".join([s.ciphertext for s in message.shares])
+    shares = message.shares
+    if packed and isinstance(shares, ShareBundle) and shares.src is not None:
+        out.shares.dsts.extend(shares.recipients)  # (the same, as the device packed them)
+        out.shares.ciphertexts = shares.blob
+    elif packed:
+        out.shares.dsts.extend([s.dst for s in shares])
+        out.shares.ciphertexts = b"".join([s.ciphertext for s in shares])
     else:
         _add_shares(out.shares.shares, message.shares)
     return out

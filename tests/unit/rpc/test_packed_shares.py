@@ -36,6 +36,12 @@ def test_packed_shares_convert_to_the_shares_sent_one_by_one(dsts: list[int]) ->
     taken = shares_from_pb(7, packed, SID)
     assert taken == shares_from_pb(7, one_by_one, SID) == message
     assert isinstance(taken.shares, ShareBundle) == bool(dsts)
+    # A device's own bundle (what SecAggDevice.share_keys returns) goes out as the same bytes.
+    bundle = ShareBundle.sent_by(7, tuple(dsts), b"".join(s.ciphertext for s in message.shares),
+                                 SHARE_CIPHERTEXT_BYTES)
+    as_bundle = ShareKeysResponse(SID, 7, bundle, bytes(32))
+    assert session_shares(as_bundle, True) == session_shares(message, True)
+    assert session_shares(as_bundle, False) == session_shares(message, False)
 
 
 @settings(max_examples=40, deadline=None)
