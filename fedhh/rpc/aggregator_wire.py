@@ -23,7 +23,6 @@ messages after it are not signed; docs/secagg.md ("The session stream") says why
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
 import struct
@@ -286,15 +285,28 @@ def _delimited(tag: bytes, data: bytes) -> bytes:
     return tag + _varint(len(data)) + data
 
 
-# Device ids, encoded: each unmask request lists a device's ~k neighbours, and encoding an id
-# above 127 took a microsecond where a cache hit takes a tenth of that. (Ids are at most a
-# round's n; the cache holds those of shards up to 16,384 devices, ~2.5 MiB.)
-_id_varint = functools.lru_cache(maxsize=1 << 14)(_varint)
+class _IdVarints(dict[int, bytes]):
+    """Device ids, encoded, made on first use: each unmask request lists a device's ~k
+    neighbours, and encoding an id above 127 took a microsecond where a lookup takes a tenth
+    of that. A dict's lookup, mapped in C, takes half the time of an lru_cache's call (3.4
+    against 6.3 us for 88 ids). The first 16,384 ids met are kept (~2.5 MiB: a shard of that
+    many devices), any others encoded each time."""
+
+    HELD = 1 << 14
+
+    def __missing__(self, value: int) -> bytes:
+        encoded = _varint(value)
+        if len(self) < self.HELD:
+            self[value] = encoded
+        return encoded
+
+
+_ID_VARINTS = _IdVarints()
 
 
 def _packed(tag: bytes, values: Iterable[int]) -> bytes:
     # (proto3 packs repeated scalars and omits an empty list)
-    body = b"".join(map(_id_varint, values))
+    body = b"".join(map(_ID_VARINTS.__getitem__, values))
     return _delimited(tag, body) if body else b""
 
 

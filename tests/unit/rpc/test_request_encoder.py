@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedhh.rpc.aggregator_wire import RequestEncoder, keys_to_pb, request_from_pb, stage_to_pb
+from fedhh.rpc.aggregator_wire import (
+    RequestEncoder,
+    _IdVarints,
+    keys_to_pb,
+    request_from_pb,
+    stage_to_pb,
+)
 from fedhh.secagg import Stage
 from fedhh.secagg.config import Admission
 from fedhh.secagg.device import SHARE_CIPHERTEXT_BYTES, DeviceState
@@ -173,3 +179,12 @@ def test_a_malformed_packed_request_reaches_the_device_as_shares_it_refuses(cut:
     with pytest.raises(SecAggAbort):
         device.masked_input(request, np.array([0]))
     assert device.state == DeviceState.ABORTED
+
+
+def test_the_encoded_ids_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_IdVarints, "HELD", 4)
+    encoded = _IdVarints()
+    for device_id in (1, 127, 128, 300, 2**14, 2**32 - 1, 1, 300):
+        expected = pb.UnmaskRequest(alive=[device_id]).SerializeToString()[2:]
+        assert encoded[device_id] == expected  # (the packed field's tag and length cut off)
+    assert sorted(encoded) == [1, 127, 128, 300]
