@@ -448,10 +448,11 @@ class SecAggDevice:
         masks = self._masks if self._masks is not None else MaskGenerator(
             self.config.dimension, self.config.modulus_bits)
         me = self.device_id
+        partners = sorted(self._received)
         y = masks.zeros()
-        masks.add(y, self_mask_key(self._b, self.session_id, me))
-        for v in sorted(self._received):
-            masks.add(y, self._neighbours[v].mask_key, 1 if me > v else -1)
+        masks.add_many(y, [self_mask_key(self._b, self.session_id, me),
+                           *(self._neighbours[v].mask_key for v in partners)],
+                       [1, *(1 if me > v else -1 for v in partners)])
         y[idx] += 1  # indices are distinct, so this adds exactly x_u
         return MaskedInput(self.session_id, me, y)
 

@@ -67,8 +67,8 @@ def remove_masks(acc: np.ndarray, masks: MaskGenerator, session_id: bytes, *,
                  survivors: set[int]) -> None:
     """Unmask ``acc`` in place with the rebuilt secrets: subtract every self mask, and remove
     every surviving partner's pairwise mask with each dropped device."""
-    for key in self_keys:
-        masks.subtract(acc, key)
+    keys = list(self_keys)
+    signs = [-1] * len(keys)
     # (a survivor's key meets each of its dropped partners: its object is made once)
     parse = functools.lru_cache(maxsize=None)(X25519PublicKey.from_public_bytes)
     for u, s_key in dropped.items():
@@ -76,4 +76,6 @@ def remove_masks(acc: np.ndarray, masks: MaskGenerator, session_id: bytes, *,
             if v in survivors:
                 shared = agree(s_key, s_public[v], parse)
                 # v added +PRG(s_uv) if v > u, else subtracted it; undo that.
-                masks.add(acc, pair_mask_key(shared, session_id, u, v), -1 if v > u else 1)
+                keys.append(pair_mask_key(shared, session_id, u, v))
+                signs.append(-1 if v > u else 1)
+    masks.add_many(acc, keys, signs)

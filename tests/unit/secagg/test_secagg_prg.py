@@ -84,6 +84,38 @@ def test_add_and_subtract_cancel_and_wrap() -> None:
     assert np.array_equal(twice.astype(np.int64), expected)
 
 
+@pytest.mark.parametrize("dimension", [1, 9, 4096, 5000])
+@pytest.mark.parametrize("bits", [16, 32])
+@pytest.mark.parametrize("count", [0, 1, 7, 40])
+def test_add_many_is_each_add_in_turn(dimension: int, bits: int, count: int) -> None:
+    # Batches of up to 64 KiB of vectors (16 rows of 4096 16-bit entries, 3 of 5000 32-bit
+    # ones); a generator whose chunk is shorter than a vector adds each key on its own.
+    keys = [self_mask_key(bytes(32), bytes(range(32)), i) for i in range(count)]
+    signs = [1 if i % 3 else -1 for i in range(count)]
+    for chunk in (1 << 18, 64):
+        gen = MaskGenerator(dimension, bits, chunk_bytes=chunk)
+        start = np.arange(dimension).astype(gen.native_dtype)
+        each, many = start.copy(), start.copy()
+        for key, sign in zip(keys, signs, strict=True):
+            gen.add(each, key, sign)
+        gen.add_many(many, keys, signs)
+        assert np.array_equal(many, each)
+        gen.add_many(many, keys, [-s for s in signs])  # and the batch again, undone
+        assert np.array_equal(many, start)
+
+
+def test_add_many_refuses_bad_arguments_and_changes_nothing() -> None:
+    gen = MaskGenerator(10, 32)
+    acc = gen.zeros()
+    for keys, signs, match in (([KEY], [1, 1], "signs"), ([KEY, KEY + b"x"], [1, 1], "key"),
+                               ([KEY, KEY], [1, 0], "sign")):
+        with pytest.raises(ValueError, match=match):
+            gen.add_many(acc, keys, signs)
+        assert not acc.any()
+    with pytest.raises(ValueError, match="accumulator"):
+        gen.add_many(np.zeros(10, np.uint16), [KEY], [1])
+
+
 def test_rejects_bad_arguments() -> None:
     gen = MaskGenerator(10, 32)
     with pytest.raises(ValueError, match="accumulator"):
