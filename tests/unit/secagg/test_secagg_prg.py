@@ -88,7 +88,7 @@ def test_add_and_subtract_cancel_and_wrap() -> None:
 @pytest.mark.parametrize("bits", [16, 32])
 @pytest.mark.parametrize("count", [0, 1, 7, 40])
 def test_add_many_is_each_add_in_turn(dimension: int, bits: int, count: int) -> None:
-    # Batches of up to 64 KiB of vectors (16 rows of 4096 16-bit entries, 3 of 5000 32-bit
+    # Batches of up to 128 KiB of vectors (16 rows of 4096 16-bit entries, 6 of 5000 32-bit
     # ones); a generator whose chunk is shorter than a vector adds each key on its own.
     keys = [self_mask_key(bytes(32), bytes(range(32)), i) for i in range(count)]
     signs = [1 if i % 3 else -1 for i in range(count)]
