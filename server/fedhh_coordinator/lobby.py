@@ -157,17 +157,18 @@ class Lobby:
         future = self._cohort.get(device_id)
         if future is None:
             if not self._open:
-                await wait_set(self._opened, wait_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._opened.wait(), wait_s)
             future = self.join(device_id, round_keys)
             if future is None:
                 if self._open:
                     # Refused by this check-in (full, or the device is not eligible): told once,
                     # when it closes, instead of asking again and again while it stays open.
-                    await wait_set(self._closed, until - loop.time())
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._closed.wait(), until - loop.time())
                 return None
         try:
-            async with asyncio.timeout(wait_s):
-                return await asyncio.shield(future)  # (the seat outlives the wait)
+            return await asyncio.wait_for(asyncio.shield(future), wait_s)
         except TimeoutError:
             return None
 
@@ -214,15 +215,6 @@ class Lobby:
         return len(self._cohort)
 
 
-async def wait_set(event: asyncio.Event, seconds: float) -> None:
-    """Wait until ``event`` is set, ``seconds`` at most. (In a timeout scope, as the waits for
-    a seat's task are: ``asyncio.wait_for`` wrapped each wait in a Task of its own, ~10 us
-    more per wait, and a device's check-in waits once to three times.)"""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await event.wait()
-
-
 async def wait_out_held_task(seat: asyncio.Future[pb.SignedTask | None] | None, known: bytes,
                              round_over: asyncio.Event, wait_s: float,
                              still_seated: Callable[[], bool]) -> float | None:
@@ -236,7 +228,8 @@ async def wait_out_held_task(seat: asyncio.Future[pb.SignedTask | None] | None, 
     if known and seat is not None and seat.done():
         task = seat.result()
         if task is not None and hashlib.sha256(task.task).digest() == known:
-            await wait_set(round_over, wait_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(round_over.wait(), wait_s)
             wait_s = until - loop.time()
             if wait_s <= 0 or still_seated():
                 return None

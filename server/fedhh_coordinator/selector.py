@@ -27,7 +27,7 @@ from fedhh.errors import ConfigError
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator.hub import MAX_BATCH
-from fedhh_coordinator.lobby import wait_out_held_task, wait_set
+from fedhh_coordinator.lobby import wait_out_held_task
 
 log = logging.getLogger(__name__)
 
@@ -70,15 +70,15 @@ class SelectorLobby:
             if not self._open and self.connected and self._sent.get(device_id) != round_keys:
                 self._queue(self._presented, device_id, round_keys)
             if not self._open:
-                await wait_set(self._opened, wait_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._opened.wait(), wait_s)
             if not (self._open and self.connected):
                 return None
             future = loop.create_future()
             self._pool[device_id] = future
             self._queue(self._joined, device_id, round_keys)
         try:
-            async with asyncio.timeout_at(until):
-                task = await asyncio.shield(future)  # (the seat outlives the wait)
+            task = await asyncio.wait_for(asyncio.shield(future), until - loop.time())
         except TimeoutError:
             return None
         self._check_refused(device_id, round_keys)
