@@ -78,8 +78,7 @@ class MaskGenerator:
         # update_into needs room for len(data) + block_size - 1 bytes.
         self._scratch = bytearray(nbytes + 15)
         self._view = np.frombuffer(self._scratch, dtype=self.dtype, count=self._chunk)
-        self._batch: bytearray | None = None  # add_many's, made on its first call
-        self._batch_rows = self._view.reshape(1, -1)
+        self._batch: bytearray | None = None  # add_many's rows, made on its first call
 
     def _check(self, acc: np.ndarray) -> None:
         if acc.shape != (self.dimension,) or acc.dtype != self.native_dtype:
@@ -131,12 +130,12 @@ class MaskGenerator:
                 self.add(acc, key, sign)
             return
         nbytes = self._chunk * self.dtype.itemsize
+        rows = max(1, _BATCH_BYTES // nbytes)
         if self._batch is None:
-            rows = max(1, _BATCH_BYTES // nbytes)
             self._batch = bytearray(rows * nbytes + 15)  # (update_into's room, as above)
-            self._batch_rows = np.frombuffer(self._batch, dtype=self.dtype,
-                                             count=rows * self._chunk).reshape(rows, self._chunk)
-        out, rows = memoryview(self._batch), len(self._batch_rows)
+        out = memoryview(self._batch)
+        streams = np.frombuffer(self._batch, dtype=self.dtype,
+                                count=rows * self._chunk).reshape(rows, self._chunk)
         for sign, op in ((1, np.add), (-1, np.subtract)):
             batch = [key for key, s in zip(keys, signs, strict=True) if s == sign]
             for start in range(0, len(batch), rows):
@@ -144,8 +143,7 @@ class MaskGenerator:
                 for i, key in enumerate(part):
                     stream = Cipher(algorithms.AES(key), modes.CTR(_ZERO_IV)).encryptor()
                     stream.update_into(self._zeros, out[i * nbytes:(i + 1) * nbytes + 15])
-                op(acc, self._batch_rows[:len(part)].sum(axis=0, dtype=self.native_dtype),
-                   out=acc)
+                op(acc, streams[:len(part)].sum(axis=0, dtype=self.native_dtype), out=acc)
 
     def subtract(self, acc: np.ndarray, key: bytes) -> None:
         """``acc -= PRG(key) mod 2^b`` in place."""
