@@ -51,6 +51,20 @@ def test_a_small_load_test_reports_every_figure(tmp_path: Path,
     assert "stages at the aggregator" in printed
 
 
+def test_more_shards_on_a_worker_than_an_aggregator_holds_by_default(tmp_path: Path) -> None:
+    # 17 shards on one worker, above the aggregator's default of 16 rounds held at once: the
+    # load test lets its workers hold what it gives them (the round was refused before any
+    # device ran). Shards of 200: the fewest whose (k, t) the devices' floors accept.
+    out = tmp_path / "report.json"
+    code = main(["loadtest", "--devices", "3400", "--dim", "64", "--shards", "17",
+                 "--workers", "1", "--seed", "5",
+                 "--workdir", str(tmp_path / "work"), "--json", str(out)])
+    report = json.loads(out.read_text())
+    assert code == 0 and report["state"] == "done"
+    assert [r["state"] for r in report["rounds"]] == ["released"]
+    assert report["devices"]["tasks"] == 3400 and report["devices"]["failed"] == 0
+
+
 def _processes_mentioning(text: str) -> list[int]:
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
