@@ -8,7 +8,9 @@ the device ids as info (:func:`self_mask_key`, :func:`pair_mask_key`), so the ze
 
 Speed: the keystream is written with ``update_into`` into one preallocated scratch buffer (256 KiB,
 so it stays in cache) and added to the accumulator in place, chunk by chunk; no per-mask
-allocation. A :class:`MaskGenerator` belongs to one thread.
+allocation. Many masks of one accumulator (a device's k + 1, a worker's unmasking) go through
+:meth:`MaskGenerator.add_many`, which sums a batch of keystreams at a time. A
+:class:`MaskGenerator` belongs to one thread.
 """
 
 from __future__ import annotations
@@ -144,10 +146,6 @@ class MaskGenerator:
                     stream = Cipher(algorithms.AES(key), modes.CTR(_ZERO_IV)).encryptor()
                     stream.update_into(self._zeros, out[i * nbytes:(i + 1) * nbytes + 15])
                 op(acc, streams[:len(part)].sum(axis=0, dtype=self.native_dtype), out=acc)
-
-    def subtract(self, acc: np.ndarray, key: bytes) -> None:
-        """``acc -= PRG(key) mod 2^b`` in place."""
-        self.add(acc, key, -1)
 
     def generate(self, key: bytes) -> np.ndarray:
         """PRG(key) as a new array (for tests and known-answer vectors; the hot path uses add)."""

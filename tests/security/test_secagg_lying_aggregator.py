@@ -176,7 +176,7 @@ class LyingServer(SecAggServer):
                 or x25519_public_bytes(s_key) != self._adverts[v].s_pk):
             return report
         y = self.vectors[v].astype(self._masks.native_dtype)
-        self._masks.subtract(y, self_mask_key(b, self.session_id, v))
+        self._masks.add(y, self_mask_key(b, self.session_id, v), -1)
         for w in self._partners[v]:  # v added +PRG(s_vw) if v > w, else subtracted it
             key = pair_mask_key(agree(s_key, self._adverts[w].s_pk), self.session_id, v, w)
             self._masks.add(y, key, -1 if v > w else 1)
