@@ -316,8 +316,11 @@ class Round:
                     self._wake.set()
             return accepted
 
-    async def await_request(self, device_id: int, stage: Stage, wait_s: float) -> AwaitOutcome:
-        """This device's request for ``stage``, waiting up to ``wait_s`` for the stage to open."""
+    async def await_request(self, device_id: int, stage: Stage,
+                            wait_s: float | None) -> AwaitOutcome:
+        """This device's request for ``stage``, waiting up to ``wait_s`` (capped at
+        ``max_wait_s``) for the stage to open; ``wait_s`` None: until its answer is known (a
+        session stream's pusher, which the stream's own deadline bounds), never PENDING."""
         if stage not in (Stage.SHARE_KEYS, Stage.MASKED_INPUT, Stage.CONSISTENCY_CHECK,
                          Stage.UNMASK):
             raise ProtocolViolation(Violation.MALFORMED, f"no requests are sent for {stage.name}")
@@ -336,9 +339,11 @@ class Round:
             else:
                 del self._polls[device_id]
 
-    async def _await_request(self, device_id: int, stage: Stage, wait_s: float) -> AwaitOutcome:
+    async def _await_request(self, device_id: int, stage: Stage,
+                             wait_s: float | None) -> AwaitOutcome:
         loop = asyncio.get_running_loop()
-        until = loop.time() + max(0.0, min(wait_s, self.limits.max_wait_s))
+        until = None if wait_s is None else loop.time() + max(0.0, min(wait_s,
+                                                                       self.limits.max_wait_s))
         while True:
             if self.state == RoundState.ABORTED:
                 return AwaitOutcome(AwaitStatus.ABORTED, abort_reason=self.abort_reason)
@@ -349,15 +354,17 @@ class Round:
                 return AwaitOutcome(AwaitStatus.READY, request)
             if self.stage > stage:
                 return AwaitOutcome(AwaitStatus.CLOSED)
-            if until <= loop.time():
+            if until is not None and until <= loop.time():
                 return AwaitOutcome(AwaitStatus.PENDING)
             waiter = loop.create_future()
             self._waiters[waiter] = None
-            timer = loop.call_at(until, _wake, waiter)
+            # (untimed, the waiter is resolved by the next change of stage or state: _notify)
+            timer = None if until is None else loop.call_at(until, _wake, waiter)
             try:
                 await waiter
             finally:
-                timer.cancel()
+                if timer is not None:
+                    timer.cancel()
                 self._waiters.pop(waiter, None)
 
     def upload_precheck(self, device_id: int) -> None:

@@ -74,7 +74,7 @@ from fedhh_aggregator import metrics
 from fedhh_aggregator.device_messages import accept_vector, await_response
 from fedhh_aggregator.errors import OpenTimeout, UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
-from fedhh_aggregator.rounds import AwaitStatus, Round, stage_deadline_s
+from fedhh_aggregator.rounds import Round, stage_deadline_s
 
 __all__ = ["parse_message", "run_session"]
 
@@ -376,11 +376,9 @@ class _Session:
     async def _push_when_ready(self, stage: Stage) -> None:
         round_ = self.round
         try:
-            while True:
-                outcome = await round_.await_request(self.device_id, stage,
-                                                     self.registry.limits.max_wait_s)
-                if outcome.status is not AwaitStatus.PENDING:
-                    break
+            # (untimed: a wait capped at max_wait_s woke every pusher again and again while a
+            # stage stayed open, a cost per device that grew with the stage's length)
+            outcome = await round_.await_request(self.device_id, stage, None)
             event: pb.SessionEvent | Callable[[], bytes]
             if outcome.request is not None:
                 event = functools.partial(round_.encoder.event, stage, outcome.request,

@@ -839,3 +839,41 @@ def test_a_device_whose_open_came_too_late_opens_another_stream_and_contributes(
     assert result.num_contributors == n
     assert np.array_equal(result.total.astype(np.int64),
                           cohort.plaintext_sum(set(range(1, n + 1))))
+
+
+def test_a_stream_waits_for_its_next_request_without_waking_up() -> None:
+    """A stream's pusher waits for its device's next request untimed, however long the stage
+    stays open: capped at ``max_wait_s`` (a long-poll's cap) it woke every 60 s, so a worker's
+    cost per device grew with the length of a stage (4 wake-ups a device in a 50,000-device
+    load test's 240 s share-keys stage). Here the cap is 50 ms; the masked-input stage stays
+    open (device 1 never sends its vector) for ten caps, during which the others' pushers keep
+    the waiters they had; then the stage closes and every waiting device gets its request
+    and contributes."""
+    n = 5
+    cohort = make_cohort(n, 256, n - 1, 3, n_min=3, windows_ms=(600_000,) * 5,
+                         consistency_check=True, round_id=b"stream/untimed")
+
+    async def scenario() -> tuple[Any, dict[int, SessionResult], bool]:
+        async with aggregator(Limits(max_wait_s=0.05)) as (agg, channel):
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            round_ = agg.registry.by_session(cohort.session_id)
+            fetch = asyncio.create_task(control.result(cohort.round_id, 45))
+            devices = [asyncio.create_task(_through(
+                channel, cohort, u, drop_at=Stage.MASKED_INPUT if u == 1 else None))
+                for u in range(1, n + 1)]
+            while (round_.stage != Stage.MASKED_INPUT or round_.server.received() < n - 1
+                   or len(round_._waiters) < n - 1):
+                await asyncio.sleep(0.005)
+            waiting = set(round_._waiters)
+            await asyncio.sleep(10 * 0.05)
+            kept = set(round_._waiters) == waiting
+            round_._wake.set()  # (the stage's early close, as a quiet spell would)
+            outcomes = await asyncio.gather(*devices)
+            return await fetch, dict(zip(range(1, n + 1), outcomes, strict=True)), kept
+
+    result, outcomes, kept = run(scenario())
+    assert kept
+    assert {u for u, o in outcomes.items() if o.contributed} == set(range(2, n + 1))
+    assert result.survivors == tuple(range(2, n + 1))
+    assert np.array_equal(result.total.astype(np.int64), cohort.plaintext_sum(set(range(2, n + 1))))
