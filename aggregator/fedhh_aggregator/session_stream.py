@@ -376,8 +376,8 @@ class _Session:
     async def _push_when_ready(self, stage: Stage) -> None:
         round_ = self.round
         try:
-            # (untimed: a wait capped at max_wait_s woke every pusher again and again while a
-            # stage stayed open, a cost per device that grew with the stage's length)
+            # (untimed: a wait capped at max_wait_s woke every waiting pusher once a cap while
+            # a stage stayed open, for nothing: no device polls the stream)
             outcome = await round_.await_request(self.device_id, stage, None)
             event: pb.SessionEvent | Callable[[], bytes]
             if outcome.request is not None:

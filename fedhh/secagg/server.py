@@ -710,10 +710,9 @@ class _ShareHolders:
         self._row_of[self._ids] = np.arange(len(self._ids))
         # The table's cells by holder (each holder's in ascending row order), so a holder's
         # slots are found among its own ~k cells: gathering its owners' rows (k x k ids) cost
-        # 24 us per unmask response at k = 88, and more where other shards' tables compete
-        # for the cache.
-        # (ids as 16-bit keys where they fit: NumPy's stable sort of those is a radix sort,
-        # 1.6 ms for 2,500 x 88 cells against 12 for 64-bit ones)
+        # 24-31 us per unmask response at k = 88, more where other shards' tables competed
+        # for the cache. (Ids as 16-bit keys where they fit: NumPy's stable sort of those is
+        # a radix sort, 1.6 ms for 2,500 x 88 cells against 12 for 64-bit ones.)
         keys = self._table.astype(np.uint16) if num_devices < 1 << 16 else self._table
         cells = np.argsort(keys, axis=None, kind="stable")
         self._held_from = np.zeros(num_devices + 2, dtype=np.int64)  # holder h: its cells'
