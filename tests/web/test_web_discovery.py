@@ -123,9 +123,12 @@ def test_a_discovery_with_web_devices_in_chromium_equals_the_all_python_run(
             admin.start_run(discovery_config, run_id="discovery")
             discovery = admin.wait("discovery", 900)
             results = admin.results("discovery")
+            # (The masked-input stage waits out its window for the dropped device, the others
+            # close early. 10 s windows lost 3 devices to lateness in a run under
+            # ci-under-load, and a round over 195 still releases, so no attempt is made again.)
             admin.start_run(run_config(rounds=1, max_bits=10, dim_limit=1 << 10,
                                        min_devices=USERS - 10, checkin_ms=60_000,
-                                       stage_ms=10_000),
+                                       stage_ms=30_000),
                             run_id="dropout")
             dropout = admin.wait("dropout", 900)
             # Every device has ended its task of each attempt that released before it stops.
