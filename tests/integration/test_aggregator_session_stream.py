@@ -842,18 +842,17 @@ def test_a_device_whose_open_came_too_late_opens_another_stream_and_contributes(
 
 
 def test_a_stream_waits_for_its_next_request_without_waking_up() -> None:
-    """A stream's pusher waits for its device's next request untimed, however long the stage
-    stays open: capped at ``max_wait_s`` (a long-poll's cap) it woke every 60 s, so a worker's
-    cost per device grew with the length of a stage (4 wake-ups a device in a 50,000-device
-    load test's 240 s share-keys stage). Here the cap is 50 ms; the masked-input stage stays
-    open (device 1 never sends its vector) for ten caps, during which the others' pushers keep
-    the waiters they had; then the stage closes and every waiting device gets its request
-    and contributes."""
+    """A stream's pusher waits for its device's next request untimed, whatever the long-poll's
+    cap (``max_wait_s``, 50 ms here): capped, it woke once a cap while a stage stayed open.
+    The masked-input stage stays open (device 1 never sends its vector); once the others'
+    pushers all wait for their consistency requests, each of their waits has no deadline (the
+    frames they await through are walked, as in the test above; none is timed). Then the stage
+    closes and every waiting device gets its request and contributes."""
     n = 5
     cohort = make_cohort(n, 256, n - 1, 3, n_min=3, windows_ms=(600_000,) * 5,
                          consistency_check=True, round_id=b"stream/untimed")
 
-    async def scenario() -> tuple[Any, dict[int, SessionResult], bool]:
+    async def scenario() -> tuple[Any, dict[int, SessionResult], list[object]]:
         async with aggregator(Limits(max_wait_s=0.05)) as (agg, channel):
             control = AggregatorControl(channel, TOKEN)
             await control.open_round(cohort.signed)
@@ -862,18 +861,22 @@ def test_a_stream_waits_for_its_next_request_without_waking_up() -> None:
             devices = [asyncio.create_task(_through(
                 channel, cohort, u, drop_at=Stage.MASKED_INPUT if u == 1 else None))
                 for u in range(1, n + 1)]
-            while (round_.stage != Stage.MASKED_INPUT or round_.server.received() < n - 1
-                   or len(round_._waiters) < n - 1):
+
+            def waiting() -> list[asyncio.Task[Any]]:
+                pushers = [s._pusher for s in round_.streams.values() if s._pusher is not None]
+                return [p for p in pushers if _awaits_in(p, "Round._await_request")]
+
+            while round_.stage != Stage.MASKED_INPUT or len(waiting()) < n - 1:
                 await asyncio.sleep(0.005)
-            waiting = set(round_._waiters)
-            await asyncio.sleep(10 * 0.05)
-            kept = set(round_._waiters) == waiting
+            deadlines = [frame.f_locals["until"] for task in waiting()
+                         for frame in awaited_frames(task)
+                         if frame.f_code.co_qualname == "Round._await_request"]
             round_._wake.set()  # (the stage's early close, as a quiet spell would)
             outcomes = await asyncio.gather(*devices)
-            return await fetch, dict(zip(range(1, n + 1), outcomes, strict=True)), kept
+            return await fetch, dict(zip(range(1, n + 1), outcomes, strict=True)), deadlines
 
-    result, outcomes, kept = run(scenario())
-    assert kept
+    result, outcomes, deadlines = run(scenario())
+    assert deadlines == [None] * (n - 1)
     assert {u for u, o in outcomes.items() if o.contributed} == set(range(2, n + 1))
     assert result.survivors == tuple(range(2, n + 1))
     assert np.array_equal(result.total.astype(np.int64), cohort.plaintext_sum(set(range(2, n + 1))))
