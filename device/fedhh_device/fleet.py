@@ -34,8 +34,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.device import RandomSource, SecureSource, streams
 from fedhh.errors import AuthenticationError, ConfigError, FedhhError
 from fedhh.rpc.device_client import RetryPolicy, Transport
+from fedhh.rpc.participation import ComputeTurns, computed_in_turn
 from fedhh.rpc.tasks import verify_task
-from fedhh.secagg import RoundKeys
+from fedhh.secagg import RoundKeys, Stage
 from fedhh.secagg.graph import ROUNDS_REMEMBERED
 from fedhh.secagg.primitives import ed25519_verify, system_random
 from fedhh.v1 import coordinator_pb2 as pb
@@ -166,6 +167,9 @@ class Fleet:
         if opens_in_flight < 1:
             raise ConfigError(f"opens_in_flight must be >= 1, got {opens_in_flight}")
         self._opening = asyncio.Semaphore(opens_in_flight)
+        # (its devices prepare their tasks and compute their answers in turns, the sockets
+        # looked at in between: fedhh.rpc.participation.ComputeTurns)
+        self._computing = ComputeTurns()
         self.state_dir = None if state_dir is None else Path(state_dir)
         self.state_file = None if state_dir is None else Path(state_dir) / "devices.json"
         self._budgets: dict[int, DeviceBudget] = {}
@@ -255,7 +259,8 @@ class Fleet:
         failures = 0
         while not self.stop.is_set():
             if round_keys is None:
-                round_keys = RoundKeys.generate(system_random)
+                round_keys = await computed_in_turn(
+                    self._computing, functools.partial(RoundKeys.generate, system_random))
             c_pk, s_pk = round_keys.public
             request = pb.GetTaskRequest(device_id=identity.device_id, wait_ms=GET_TASK_WAIT_MS,
                                         known_task=known, c_pk=c_pk, s_pk=s_pk)
@@ -309,20 +314,16 @@ class Fleet:
     async def _perform(self, user: int, data: DeviceData, identity: Identity, task: pb.Task,
                        round_keys: RoundKeys) -> None:
         self.stats.tasks += 1
-        rng: RandomSource | np.random.Generator
-        if self.seed is None:
-            rng = SecureSource()
-        else:
-            rng = streams.device_stream(self.seed, task.round, user)
         started = time.perf_counter()
         try:
             if not 0 < task.eps_local <= self.floors.max_eps_local:
                 raise ConfigError(f"task asks for eps_local {task.eps_local}, above this "
                                   f"device's limit {self.floors.max_eps_local}")
+            rng, budget, drop_at = await computed_in_turn(
+                self._computing, functools.partial(self._prepare, user, task))
             # In a worker thread: the budget is fsynced before the report leaves the device,
             # and the other simulated devices of this process go on meanwhile (on the event
             # loop, 250 devices' fsyncs ran one after another while the CPU sat idle).
-            budget = self._budget(user)
             ones = await asyncio.to_thread(budget.report, task,
                                            lambda: make_report(data, task, rng))
         except FedhhError as error:
@@ -332,15 +333,26 @@ class Fleet:
         self.stats.report_seconds.append(time.perf_counter() - started)
         outcome = await run_secure_aggregation(
             self._aggregator(task, user), task, identity.key, round_keys,
-            identity.coordinator_public, ones, self.drop.stage_for(user, task, self.seed),
+            identity.coordinator_public, ones, drop_at,
             self.stats, self.floors, public=identity.public, rng=self._jitter,
-            transport=self.transport, opening=self._opening)
+            transport=self.transport, opening=self._opening, computing=self._computing)
         if outcome == "completed":
             self.stats.completed += 1
         elif outcome == "dropped":
             self.stats.dropped += 1
         else:
             self.stats.failed += 1
+
+    def _prepare(self, user: int, task: pb.Task
+                 ) -> tuple[RandomSource | np.random.Generator, DeviceBudget, Stage | None]:
+        """What ``user`` needs for ``task`` before its report: its randomness, its budget (read
+        from its file the first time) and the stage it drops out at, if any."""
+        rng: RandomSource | np.random.Generator
+        if self.seed is None:
+            rng = SecureSource()
+        else:
+            rng = streams.device_stream(self.seed, task.round, user)
+        return rng, self._budget(user), self.drop.stage_for(user, task, self.seed)
 
     def _budget(self, user: int) -> DeviceBudget:
         if user not in self._budgets:

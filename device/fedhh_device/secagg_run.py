@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from fedhh.errors import FedhhError
 from fedhh.rpc.device_client import ParticipationEnd, Transport, participate
+from fedhh.rpc.participation import ComputeTurns, computed_in_turn
 from fedhh.secagg import (
     Admission,
     DevicePolicy,
@@ -166,12 +167,14 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
                                  floors: Floors, *, public: bytes | None = None,
                                  rng: random.Random | None = None,
                                  transport: Transport | None = None,
-                                 opening: asyncio.Semaphore | None = None) -> str:
+                                 opening: asyncio.Semaphore | None = None,
+                                 computing: ComputeTurns | None = None) -> str:
     """Run the round; returns "completed", "dropped" or "failed". ``channel``: the
     aggregator's channel or a ``SecureAggregationStub`` on it (a fleet shares one);
     ``public``: ``key``'s raw public key, if the caller keeps it; ``rng``: the retries' jitter;
     ``transport``: the session stream or the unary calls (None: ``participate``'s default);
-    ``opening``: the fleet's bound on streams opening at once (``participate``)."""
+    ``opening``: the fleet's bound on streams opening at once, ``computing``: the turns in
+    which its devices compute (``participate``)."""
     if public is None:
         public = key.public_key().public_bytes(serialization.Encoding.Raw,
                                                serialization.PublicFormat.Raw)
@@ -181,13 +184,14 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
         # The task carries the proof; the keys it proves are the ones this device presented.
         admission = Admission(task.secagg_id, public, *round_keys.public, task.admission)
         with _ROUND_CHECKS.of(task.round_config) as checks:
-            device = SecAggDevice(signed, coordinator_public, task.secagg_id, identity_key=key,
-                                  admission=admission, round_keys=round_keys,
-                                  policy=floors.policy(), checks=checks)
+            device = await computed_in_turn(computing, functools.partial(
+                SecAggDevice, signed, coordinator_public, task.secagg_id, identity_key=key,
+                admission=admission, round_keys=round_keys, policy=floors.policy(),
+                checks=checks))
             result = await participate(channel, device, ones, identity_key=key,
                                        admission=admission, drop_at=drop_at, rng=rng,
                                        observe=stats.calls.record, transport=transport,
-                                       opening=opening)
+                                       opening=opening, computing=computing)
     except FedhhError as error:
         log.warning("refused the round", extra={
             "secagg_id": task.secagg_id, "round": task.round, "attempt": task.attempt,

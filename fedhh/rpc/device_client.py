@@ -47,6 +47,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import grpc
@@ -74,10 +75,12 @@ from fedhh.rpc.framed.client import FramedStub
 from fedhh.rpc.participation import (
     CODE_OUTCOMES,
     RETRIED_CODES,
+    ComputeTurns,
     ParticipationEnd,
     RetryPolicy,
     SessionResult,
     Transport,
+    computed_in_turn,
     stage_deadline_s,
 )
 from fedhh.secagg import (
@@ -273,7 +276,8 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
                       rng: random.Random | None = None,
                       observe: Callable[[str, float, int], None] | None = None,
                       transport: Transport | str | None = None,
-                      opening: asyncio.Semaphore | None = None) -> SessionResult:
+                      opening: asyncio.Semaphore | None = None,
+                      computing: ComputeTurns | None = None) -> SessionResult:
     """Run one device through a round (see the module docstring for the call sequence).
 
     ``channel`` is a ``grpc.aio.Channel`` or a ``SecureAggregationStub``; ``device`` a fresh
@@ -293,6 +297,8 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
     shaped like a stub (a Connect stub, a test's wrapper of the unary methods). ``opening``:
     on the stream, a semaphore held from a stream's start until its open is written, shared
     by the devices of one process (:class:`~fedhh.rpc.device_stream.SessionStream`).
+    ``computing``: the turns in which the devices of one process compute each stage's answer
+    (:class:`~fedhh.rpc.participation.ComputeTurns`).
     """
     stub = (pb_grpc.SecureAggregationStub(channel) if isinstance(channel, grpc.aio.Channel)
             else channel)
@@ -308,7 +314,7 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
             stub, device, idx, identity_key=identity_key, admission=admission,
             drop_at=drop_at, retry=retry or RetryPolicy(), overrun_s=overrun_s,
             chunk_bytes=chunk_bytes, rng=rng or random.Random(), observe=observe,
-            opening=opening)
+            opening=opening, computing=computing)
     session = DeviceSession(stub, device, identity_key, admission,
                             retry=retry or RetryPolicy(), call_timeout=call_timeout,
                             chunk_bytes=chunk_bytes, rng=rng or random.Random(),
@@ -339,14 +345,20 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
             session.patient_until = stage_deadline_s(device, stage)
             wait_next = poll_ms if stage != Stage.UNMASK else 0
             if isinstance(request, ShareKeysRequest):
-                await session.submit_shares(device.share_keys(request), wait_next)
+                shares = await computed_in_turn(computing, partial(device.share_keys, request))
+                await session.submit_shares(shares, wait_next)
             elif isinstance(request, MaskedInputRequest):
-                await session.submit_masked_input(device.masked_input(request, idx), wait_next)
+                vector = await computed_in_turn(computing,
+                                              partial(device.masked_input, request, idx))
+                await session.submit_masked_input(vector, wait_next)
                 contributed = True
             elif isinstance(request, ConsistencyRequest):
-                await session.submit_consistency(device.consistency_check(request), wait_next)
+                signature = await computed_in_turn(computing,
+                                                 partial(device.consistency_check, request))
+                await session.submit_consistency(signature, wait_next)
             elif isinstance(request, UnmaskRequest):
-                await session.submit_unmask(device.unmask(request))
+                revealed = await computed_in_turn(computing, partial(device.unmask, request))
+                await session.submit_unmask(revealed)
             previous = stage
         return SessionResult(Stage.DONE, ParticipationEnd.COMPLETED, contributed)
     except SecAggAbort as abort:

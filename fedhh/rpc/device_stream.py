@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import random
 import time
@@ -49,9 +50,11 @@ from fedhh.rpc.errors import CODES_BY_NUMBER
 from fedhh.rpc.participation import (
     CODE_OUTCOMES,
     RETRIED_CODES,
+    ComputeTurns,
     ParticipationEnd,
     RetryPolicy,
     SessionResult,
+    computed_in_turn,
     stage_deadline_s,
 )
 from fedhh.secagg import (
@@ -316,7 +319,8 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
                              drop_at: Stage | None, retry: RetryPolicy, overrun_s: float,
                              chunk_bytes: int, rng: random.Random,
                              observe: Callable[[str, float, int], None] | None,
-                             opening: asyncio.Semaphore | None = None) -> SessionResult:
+                             opening: asyncio.Semaphore | None = None,
+                             computing: ComputeTurns | None = None) -> SessionResult:
     """``participate`` over the session stream (its arguments, checked by it; ``ones`` the
     checked report's indices)."""
     stages = [Stage.SHARE_KEYS, Stage.MASKED_INPUT]
@@ -366,25 +370,16 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
                 return SessionResult(stage, _ANSWERS.get(answer.status, ParticipationEnd.REJECTED),
                                      contributed, answer.abort_reason or _DETAILS.get(
                                          answer.status, f"unexpected answer {answer.status}"))
-            request = request_from_pb(device.session_id, device.device_id, answer)
             stream.patient_until = stage_deadline_s(device, stage)
-            if isinstance(request, ShareKeysRequest):
-                messages = [session_shares(device.share_keys(request), stream.packed_shares)]
-            elif isinstance(request, MaskedInputRequest):
-                messages = _vector_messages(device.masked_input(request, ones).vector_bytes(),
-                                            chunk_bytes)
-            elif isinstance(request, ConsistencyRequest):
-                messages = [pb.SessionMessage(
-                    consistency_signature=device.consistency_check(request).signature)]
-            elif isinstance(request, UnmaskRequest):
-                messages = [session_unmask(device.unmask(request), stream.packed_shares)]
-            else:
+            messages = await computed_in_turn(computing, functools.partial(
+                _answer, device, answer, ones, chunk_bytes, stream.packed_shares))
+            if messages is None:
                 stream.close()
                 return SessionResult(stage, ParticipationEnd.REJECTED, contributed,
                                      "an answer without a request")
             # (a parsed event holds its wire bytes, the share-keys one tens of KiB: not kept
             # while the device waits a whole stage for the next; ``messages`` are, to resend)
-            del event, answer, request
+            del event, answer
             sent_at, sent_bytes = time.perf_counter(), sum(m.ByteSize() for m in messages)
             sent_as = _AS_CALLS[stage] if len(messages) == 1 else "SubmitMaskedInput"
             await stream.send(messages)
@@ -406,6 +401,22 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
             return SessionResult(current, ParticipationEnd.TIMED_OUT, contributed, ended.details)
         outcome = CODE_OUTCOMES.get(ended.code, ParticipationEnd.REJECTED)
         return SessionResult(current, outcome, contributed, f"{ended.code.name}: {ended.details}")
+
+
+def _answer(device: SecAggDevice, answer: pb.AwaitStageResponse, ones: np.ndarray,
+            chunk_bytes: int, packed: bool) -> list[pb.SessionMessage] | None:
+    """The messages that answer the request in ``answer`` (None if it holds none)."""
+    request = request_from_pb(device.session_id, device.device_id, answer)
+    if isinstance(request, ShareKeysRequest):
+        return [session_shares(device.share_keys(request), packed)]
+    if isinstance(request, MaskedInputRequest):
+        return _vector_messages(device.masked_input(request, ones).vector_bytes(), chunk_bytes)
+    if isinstance(request, ConsistencyRequest):
+        return [pb.SessionMessage(
+            consistency_signature=device.consistency_check(request).signature)]
+    if isinstance(request, UnmaskRequest):
+        return [session_unmask(device.unmask(request), packed)]
+    return None
 
 
 def _vector_messages(data: bytes, chunk_bytes: int) -> list[pb.SessionMessage]:
