@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.device import RandomSource, SecureSource, streams
 from fedhh.errors import AuthenticationError, ConfigError, FedhhError
 from fedhh.rpc.device_client import RetryPolicy, Transport
-from fedhh.rpc.participation import ComputeTurns, computed_in_turn
+from fedhh.rpc.participation import ComputeTurns
 from fedhh.rpc.tasks import verify_task
 from fedhh.secagg import RoundKeys, Stage
 from fedhh.secagg.graph import ROUNDS_REMEMBERED
@@ -259,8 +259,8 @@ class Fleet:
         failures = 0
         while not self.stop.is_set():
             if round_keys is None:
-                round_keys = await computed_in_turn(
-                    self._computing, functools.partial(RoundKeys.generate, system_random))
+                round_keys = await self._computing.run(
+                    functools.partial(RoundKeys.generate, system_random))
             c_pk, s_pk = round_keys.public
             request = pb.GetTaskRequest(device_id=identity.device_id, wait_ms=GET_TASK_WAIT_MS,
                                         known_task=known, c_pk=c_pk, s_pk=s_pk)
@@ -319,8 +319,8 @@ class Fleet:
             if not 0 < task.eps_local <= self.floors.max_eps_local:
                 raise ConfigError(f"task asks for eps_local {task.eps_local}, above this "
                                   f"device's limit {self.floors.max_eps_local}")
-            rng, budget, drop_at = await computed_in_turn(
-                self._computing, functools.partial(self._prepare, user, task))
+            rng, budget, drop_at = await self._computing.run(
+                functools.partial(self._prepare, user, task))
             # In a worker thread: the budget is fsynced before the report leaves the device,
             # and the other simulated devices of this process go on meanwhile (on the event
             # loop, 250 devices' fsyncs ran one after another while the CPU sat idle).
