@@ -21,6 +21,8 @@ def test_fedhh_up_runs_a_discovery_and_shuts_down(tmp_path) -> None:  # type: ig
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "run demo: done" in done.stdout
     assert "privacy spent: eps_agg" in done.stdout
+    assert "kept  exp-fp  found" in done.stdout
+    assert "Noise alone is expected to lift about " in done.stdout
     assert "shut down cleanly" in done.stdout
 
 
