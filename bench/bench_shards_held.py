@@ -1,0 +1,236 @@
+"""The SecAgg+ server's CPU per device when one process holds several shards' rounds at once.
+
+A worker of the load test holds every shard it serves for the whole round: 1 shard of 2,500
+devices at 5,000 devices and 2 workers, 10 at 50,000. Its CPU per device grows with n there
+(docs/benchmarks.md). This benchmark takes the network out: one process holds S servers of N
+devices each, as a worker does, and feeds them the devices' answers in one shuffled order across
+the shards (as they arrive at a worker), each parsed from its wire bytes as the session stream
+parses it; every stage's requests are encoded as the worker writes them and kept until the next
+stage closes. What it times is the protocol's own server work: handling, closing the stages
+(the dropped devices' masks removed), encoding and parsing. If its cost per device stays flat
+in S, the growth of a worker is in the layer around it (streams, TLS, the event loop). A row
+``S:in-turn`` feeds the shards one after the other instead (each in its own shuffled order): what
+the interleaving alone costs.
+
+The devices' answers are made once, by a real cohort (k and t as the coordinator chooses them:
+a lying server, 10% dropout, 5% corrupt; the consistency check on; 10% of the devices drop
+after sharing their keys, the most expensive point for the server), and written to a scratch
+file; every S then runs in a fresh process, S values taking turns over the repeats.
+
+Usage:
+    .venv/bin/python bench/bench_shards_held.py            # 2,500 a shard; 1, 10, 10 in turn
+    .venv/bin/python bench/bench_shards_held.py --shards 1,5,10,20 --repeats 5
+    .venv/bin/python bench/bench_shards_held.py --out /tmp/shards-held.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from reporting import publish, spread  # noqa: E402
+
+from fedhh.rpc.aggregator_wire import (  # noqa: E402
+    RequestEncoder,
+    keys_from_pb,
+    keys_to_pb,
+    request_from_pb,
+    session_shares,
+    session_unmask,
+    shares_from_pb,
+    unmask_from_pb,
+)
+from fedhh.rpc.serving import tune_gc  # noqa: E402
+from fedhh.secagg import Stage  # noqa: E402
+from fedhh.secagg.messages import ConsistencyResponse, MaskedInput  # noqa: E402
+from fedhh.secagg.params import Threat, choose_parameters  # noqa: E402
+from fedhh.secagg.simulate import Cohort, make_cohort  # noqa: E402
+from fedhh.v1 import aggregator_pb2 as pb  # noqa: E402
+from fedhh_device.secagg_run import memoised_checks  # noqa: E402
+
+OUT = ROOT / "docs" / "benchmarks" / "shards-held.md"
+DIMENSION = 4096
+DROPOUT = 0.1
+SEED = 5
+STAGES = (Stage.SHARE_KEYS, Stage.MASKED_INPUT, Stage.CONSISTENCY_CHECK, Stage.UNMASK)
+
+
+def cohort_of(devices: int) -> Cohort:
+    params = choose_parameters(devices, DROPOUT, 0.05, Threat.LYING)
+    return make_cohort(devices, DIMENSION, params.k, params.t, n_min=devices // 2,
+                       device_auth=True, consistency_check=True, seed=SEED)
+
+
+def record(devices: int) -> dict[Stage, dict[int, bytes]]:
+    """Every answer of one round's devices, as the wire bytes a worker receives."""
+    cohort = cohort_of(devices)
+    checks = memoised_checks()
+    members = {u: cohort.device(u, checks=checks) for u in range(1, devices + 1)}
+    dropped = set(np.random.default_rng(1).choice(
+        np.arange(1, devices + 1), int(devices * DROPOUT), replace=False).tolist())
+    server, encoder, sid = cohort.server(), RequestEncoder(), cohort.session_id
+    answers: dict[Stage, dict[int, bytes]] = {Stage.ADVERTISE_KEYS: {}}
+    for u, member in members.items():
+        keys = member.advertise_keys()
+        answers[Stage.ADVERTISE_KEYS][u] = keys_to_pb(keys).SerializeToString()
+        server.handle(Stage.ADVERTISE_KEYS, keys)
+    report = np.arange(0, DIMENSION, 7, dtype=np.int64)
+    for stage in STAGES:
+        answers[stage] = {}
+        for u, request in sorted(server.close_stage().items()):
+            if stage == Stage.MASKED_INPUT and u in dropped:
+                continue
+            received = request_from_pb(sid, u, pb.SessionEvent.FromString(
+                encoder.event(stage, request, True)).next)
+            member = members[u]
+            if stage == Stage.SHARE_KEYS:
+                answer = member.share_keys(received)
+                wire = session_shares(answer, True).SerializeToString()
+            elif stage == Stage.MASKED_INPUT:
+                answer = member.masked_input(received, report)
+                wire = answer.vector_bytes()
+            elif stage == Stage.CONSISTENCY_CHECK:
+                answer = member.consistency_check(received)
+                wire = answer.signature
+            else:
+                answer = member.unmask(received)
+                wire = session_unmask(answer, True).SerializeToString()
+            answers[stage][u] = wire
+            server.handle(stage, answer)
+    server.close_stage()
+    if server.result is None:
+        raise AssertionError("the recorded round did not release")
+    return answers
+
+
+def replay(devices: int, shards: int, interleaved: bool, answers: dict[Stage, dict[int, bytes]]
+           ) -> dict[str, float]:
+    """CPU per device of ``shards`` servers held at once, fed ``answers`` in one shuffled order
+    across the shards (``interleaved``) or shard after shard (each shuffled)."""
+    cohort = cohort_of(devices)
+    sid, bits = cohort.session_id, cohort.config.modulus_bits
+
+    def parse(stage: Stage, u: int, wire: bytes) -> object:
+        if stage == Stage.ADVERTISE_KEYS:
+            return keys_from_pb(sid, pb.DeviceKeys.FromString(wire))
+        if stage == Stage.SHARE_KEYS:
+            return shares_from_pb(u, pb.SessionMessage.FromString(wire).shares, sid)
+        if stage == Stage.MASKED_INPUT:
+            return MaskedInput.from_wire(sid, u, bytes(wire), bits)
+        if stage == Stage.CONSISTENCY_CHECK:
+            return ConsistencyResponse(sid, u, bytes(wire))
+        return unmask_from_pb(u, pb.SessionMessage.FromString(wire).unmask, sid)
+
+    tune_gc()  # (as a worker does once it serves)
+    servers = [cohort.server() for _ in range(shards)]
+    encoders = [RequestEncoder() for _ in servers]
+    order = random.Random(7)
+    cpu: dict[str, float] = {}
+    pending: list[list[bytes]] = []  # (a worker's streams hold their requests until read)
+    for stage in (Stage.ADVERTISE_KEYS, *STAGES, None):
+        if stage != Stage.ADVERTISE_KEYS:
+            pending = []
+            for server, encoder in zip(servers, encoders, strict=True):
+                start = time.thread_time()
+                requests = server.close_stage()
+                cpu["close"] = cpu.get("close", 0.0) + time.thread_time() - start
+                if stage is not None:
+                    start = time.thread_time()
+                    pending.append([encoder.event(stage, r, True)
+                                    for _, r in sorted(requests.items())])
+                    cpu["encode"] = cpu.get("encode", 0.0) + time.thread_time() - start
+        if stage is None:
+            break
+        arrivals = []
+        for s in range(shards):
+            mine = [(s, u) for u in answers[stage]]
+            order.shuffle(mine)
+            arrivals += mine
+        if interleaved:
+            order.shuffle(arrivals)
+        start = time.thread_time()
+        for s, u in arrivals:
+            servers[s].handle(stage, parse(stage, u, answers[stage][u]))
+        cpu["parse and handle"] = cpu.get("parse and handle", 0.0) + time.thread_time() - start
+    if any(server.result is None for server in servers):
+        raise AssertionError("a replayed round did not release")
+    held = shards * devices
+    out = {part: 1e6 * seconds / held for part, seconds in cpu.items()}
+    out["total"] = sum(out.values())
+    out["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def _variant(spec: str) -> tuple[int, bool]:
+    """``"10"``: 10 shards, arrivals shuffled across them; ``"10:in-turn"``: shard after shard."""
+    count, _, order = spec.partition(":")
+    if order not in ("", "in-turn"):
+        raise SystemExit(f"--shards: unknown order {order!r} (only 'in-turn')")
+    return int(count), order == ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--devices", type=int, default=2500, help="devices per shard (2500)")
+    parser.add_argument("--shards", default="1,10,10:in-turn",
+                        help="shard counts to compare, N:in-turn for N shards fed one after "
+                             "the other (1,10,10:in-turn)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each count (3)")
+    parser.add_argument("--out", type=Path, default=OUT, help="report (docs/benchmarks/...)")
+    parser.add_argument("--replay", nargs=2, metavar=("ANSWERS", "SHARDS"),
+                        help=argparse.SUPPRESS)  # (one child run)
+    args = parser.parse_args()
+    if args.replay:
+        with open(args.replay[0], "rb") as f:
+            answers = pickle.load(f)  # (this benchmark's own scratch file)
+        print(json.dumps(replay(args.devices, *_variant(args.replay[1]), answers)))
+        return
+    variants = args.shards.split(",")
+    for spec in variants:
+        _variant(spec)
+    start = time.perf_counter()
+    answers = record(args.devices)
+    made = time.perf_counter() - start
+    runs: dict[str, list[dict[str, float]]] = {spec: [] for spec in variants}
+    with tempfile.NamedTemporaryFile(suffix=".pickle") as scratch:
+        pickle.dump(answers, scratch)
+        scratch.flush()
+        for repeat in range(args.repeats):
+            for spec in variants if repeat % 2 == 0 else reversed(variants):
+                child = subprocess.run(
+                    [sys.executable, __file__, "--devices", str(args.devices),
+                     "--replay", scratch.name, spec],
+                    check=True, capture_output=True, text=True)
+                runs[spec].append(json.loads(child.stdout.strip().splitlines()[-1]))
+    parts = [p for p in runs[variants[0]][0] if p not in ("total", "peak_mib")]
+    lines = [f"bench_shards_held: {args.devices} devices a shard, D = {DIMENSION}, "
+             f"{DROPOUT:.0%} dropped after sharing keys; {args.repeats} fresh processes per "
+             f"row, taking turns (answers made in {made:.0f} s); us of CPU per device, "
+             "median (min-max)", "",
+             "| shards held | arrivals | devices held | total | " + " | ".join(parts)
+             + " | peak (MiB) |",
+             "| --- | --- | --- | --- | " + " | ".join("---" for _ in parts) + " | --- |"]
+    for spec in variants:
+        rows, (shards, interleaved) = runs[spec], _variant(spec)
+        lines.append(f"| {shards} | {'shuffled' if interleaved else 'shard after shard'} | "
+                     f"{shards * args.devices:,} | {spread([r['total'] for r in rows])} | "
+                     + " | ".join(spread([r[p] for r in rows]) for p in parts)
+                     + f" | {max(r['peak_mib'] for r in rows):.0f} |")
+    publish(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()
