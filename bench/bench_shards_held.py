@@ -55,7 +55,15 @@ from fedhh.rpc.aggregator_wire import (  # noqa: E402
 )
 from fedhh.rpc.serving import tune_gc  # noqa: E402
 from fedhh.secagg import Stage  # noqa: E402
-from fedhh.secagg.messages import ConsistencyResponse, MaskedInput  # noqa: E402
+from fedhh.secagg.messages import (  # noqa: E402
+    ConsistencyRequest,
+    ConsistencyResponse,
+    DeviceMessage,
+    MaskedInput,
+    MaskedInputRequest,
+    ShareKeysRequest,
+    UnmaskRequest,
+)
 from fedhh.secagg.params import Threat, choose_parameters  # noqa: E402
 from fedhh.secagg.simulate import Cohort, make_cohort  # noqa: E402
 from fedhh.v1 import aggregator_pb2 as pb  # noqa: E402
@@ -96,18 +104,21 @@ def record(devices: int) -> dict[Stage, dict[int, bytes]]:
             received = request_from_pb(sid, u, pb.SessionEvent.FromString(
                 encoder.event(stage, request, True)).next)
             member = members[u]
-            if stage == Stage.SHARE_KEYS:
-                answer = member.share_keys(received)
-                wire = session_shares(answer, True).SerializeToString()
-            elif stage == Stage.MASKED_INPUT:
-                answer = member.masked_input(received, report)
-                wire = answer.vector_bytes()
-            elif stage == Stage.CONSISTENCY_CHECK:
-                answer = member.consistency_check(received)
-                wire = answer.signature
+            answer: DeviceMessage
+            if isinstance(received, ShareKeysRequest):
+                answer = shared = member.share_keys(received)
+                wire = session_shares(shared, True).SerializeToString()
+            elif isinstance(received, MaskedInputRequest):
+                answer = masked = member.masked_input(received, report)
+                wire = masked.vector_bytes()
+            elif isinstance(received, ConsistencyRequest):
+                answer = signed = member.consistency_check(received)
+                wire = signed.signature
+            elif isinstance(received, UnmaskRequest):
+                answer = unmasked = member.unmask(received)
+                wire = session_unmask(unmasked, True).SerializeToString()
             else:
-                answer = member.unmask(received)
-                wire = session_unmask(answer, True).SerializeToString()
+                raise AssertionError(f"no request for device {u} in {stage.name}")
             answers[stage][u] = wire
             server.handle(stage, answer)
     server.close_stage()
@@ -123,7 +134,7 @@ def replay(devices: int, shards: int, interleaved: bool, answers: dict[Stage, di
     cohort = cohort_of(devices)
     sid, bits = cohort.session_id, cohort.config.modulus_bits
 
-    def parse(stage: Stage, u: int, wire: bytes) -> object:
+    def parse(stage: Stage, u: int, wire: bytes) -> DeviceMessage:
         if stage == Stage.ADVERTISE_KEYS:
             return keys_from_pb(sid, pb.DeviceKeys.FromString(wire))
         if stage == Stage.SHARE_KEYS:
