@@ -67,6 +67,9 @@ def adjust(estimates: np.ndarray, possible: np.ndarray, segment_bits: int,
     return Adjustment(adjusted, float(np.max(1.0 - w)), float(np.max(spread)))
 
 
+_ULP_STEPS = 1 << 10
+
+
 @dataclass(frozen=True)
 class ConsistentTail:
     """Upper bound on the tail of (1 - w) X + w Z (module docstring)."""
@@ -91,4 +94,11 @@ class ConsistentTail:
         """The smallest x with sf(x) <= p (no threshold reaches p <= the slack: +inf)."""
         if p <= self._slack:
             return math.inf
-        return self.base.isf(p - self._slack) * self.shrink + SPREAD_Z * self.spread
+        x = self.base.isf(p - self._slack) * self.shrink + SPREAD_Z * self.spread
+        # (x maps back to the base's lattice point only up to rounding: a few ulps up, where
+        # the rounding had it one point below, which the tail counts)
+        for _ in range(_ULP_STEPS):
+            if self.sf(x) <= p:
+                return x
+            x = math.nextafter(x, math.inf)
+        raise RuntimeError(f"no threshold within {_ULP_STEPS} ulps has a tail <= {p}")

@@ -131,14 +131,28 @@ class BinomialTail:
     def sigma(self) -> float:
         return rr_null_std(self.n, self.rr)
 
-    def _to_sum(self, x: float) -> float:
-        return self.n * self.rr.a0 + x * (self.rr.a1 - self.rr.a0)
-
-    def _to_estimate(self, k: float) -> float:
+    def _to_estimate(self, k: int) -> float:
+        # (the operations of rr_estimate, in its order: the same float for the same sum)
         return (k - self.n * self.rr.a0) / (self.rr.a1 - self.rr.a0)
 
+    def _sums_not_above(self, x: float) -> int:
+        """The largest sum k whose estimate is at most ``x``, so that estimate > x <=> S > k.
+
+        Found by comparing the estimates themselves, as the threshold compares them: mapping
+        ``x`` back to a sum in floating point (``floor(n a0 + x (a1 - a0))``) landed one below
+        k for ~1 lattice point in 120, and the tail then counted S = k, which is not kept."""
+        k = math.floor(self.n * self.rr.a0 + x * (self.rr.a1 - self.rr.a0))
+        while self._to_estimate(k + 1) <= x:
+            k += 1
+        while self._to_estimate(k) > x:
+            k -= 1
+        return k
+
     def sf(self, x: float) -> float:
-        return float(_stats().binom.sf(math.floor(self._to_sum(x)), self.n, self.rr.a0))
+        """P[estimate > x] for a zero-count item (exact)."""
+        if math.isinf(x):
+            return 0.0 if x > 0 else 1.0
+        return float(_stats().binom.sf(self._sums_not_above(x), self.n, self.rr.a0))
 
     def isf(self, p: float) -> float:
         k = int(_stats().binom.isf(p, self.n, self.rr.a0))

@@ -92,6 +92,19 @@ def test_the_tail_bound_dominates_the_adjusted_zero_count_law(shrink: float, spr
     assert bound.sigma == pytest.approx(math.hypot(shrink * sigma, spread))
 
 
+def test_the_bound_holds_at_its_own_threshold() -> None:
+    """isf's threshold has a tail of at most p by the bound's own sf: the threshold maps back
+    to the base's lattice point only up to rounding, and one point low counts the point
+    (3 p each of 300 random bounds over random binomial laws)."""
+    rng = np.random.default_rng(9)
+    for _ in range(300):
+        base = BinomialTail(int(rng.integers(100, 2_000_000)),
+                            RandomizedResponse(float(rng.uniform(0.5, 8.0))))
+        bound = ConsistentTail(base, float(rng.uniform(0.5, 1.0)), float(rng.uniform(0.0, 3.0)))
+        for p in (0.3, 1e-3, 1e-7):
+            assert bound.sf(bound.isf(p)) <= p
+
+
 CODEC = Codec("5bit")
 MECHANISM = LocalRandomizer(5.0, TailKind.BINOMIAL)
 N = 50_000
