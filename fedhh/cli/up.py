@@ -367,7 +367,9 @@ def explain(run: Any, results: Any) -> None:
               "stand out; at the paper's scale (1.6 million devices, `fedhh simulate`) the "
               "same privacy finds items held by a far smaller share.")
         kept = sum(r.kept for r in released)
-        noise = sum(r.expected_false_positives for r in released)
+        # (a round that kept nothing has no false positives, whatever its tail at the last
+        # threshold PruneHH tried)
+        noise = sum(r.expected_false_positives for r in released if r.kept)
         print(f"Noise alone is expected to lift about {noise:.1f} of the {kept} prefixes kept "
               f"over the thresholds (PruneHH keeps these false positives at most "
               f"gamma = {from_proto(run.config).fp_ratio:g} of what it keeps; the table's "
@@ -385,7 +387,8 @@ def _print_results(run: Any, results: Any) -> None:
     for r in run.rounds:
         print(f"{r.round:5d}  {r.attempt:7d}  {r.state:8s}  {r.participants:7d}  "
               f"{r.prefixes:8d}  {r.segment_bits:2d}  {r.domain_size:7d}  {r.kept:5d}  "
-              f"{r.expected_false_positives:6.1f}  {r.finished:5d}  {r.reason}")
+              f"{f'{r.expected_false_positives:6.1f}' if r.kept else '     -'}  "
+              f"{r.finished:5d}  {r.reason}")
     print()
     print(f"{len(results.heavy_hitters)} heavy hitters (by round, then estimate; estimates of "
           "different rounds are not comparable, `fedhh simulate --help` says why):")

@@ -1,0 +1,37 @@
+"""What `fedhh up` prints about a finished run: each round's expected false positives, and
+how many of the kept prefixes noise alone is expected to lift."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from fedhh.cli.up import _print_results, explain
+from fedhh.v1 import coordinator_pb2 as pb
+
+
+def _round(number: int, kept: int, expected: float) -> SimpleNamespace:
+    return SimpleNamespace(round=number, attempt=1, state="released", participants=1000,
+                           prefixes=2, segment_bits=15, domain_size=65536, kept=kept,
+                           finished=kept, reason="", threshold=30.0,
+                           expected_false_positives=expected)
+
+
+def _run() -> SimpleNamespace:
+    config = pb.RunConfig(eps_agg=2.0, delta=1e-6, fp_ratio=0.5)
+    return SimpleNamespace(run_id="demo", state="done", error="", eps_spent=1.0, eps_local=4.0,
+                           rounds_released=3, config=config,
+                           rounds=[_round(1, 6, 1.25), _round(2, 4, 0.5), _round(3, 0, 0.75)])
+
+
+def test_a_round_that_kept_nothing_adds_no_false_positives(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    run = _run()
+    _print_results(run, SimpleNamespace(heavy_hitters=[], cut_prefixes=[]))
+    explain(run, None)
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith("    ")]
+    assert [row[8] for row in rows[:3]] == ["1.2", "0.5", "-"]
+    assert "lift about 1.8 of the 10 prefixes kept" in out
+    assert "gamma = 0.5 of what it keeps" in out
