@@ -352,7 +352,8 @@ def explain(run: Any, results: Any) -> None:
     from fedhh.rpc.run_config import from_proto
 
     released = [r for r in run.rounds if r.state == "released"]
-    planned = from_proto(run.config).total_rounds
+    config = from_proto(run.config)
+    planned = config.total_rounds
     if run.state == "done" and len(released) < planned:
         print(f"\nThe tree finished after {len(released)} of {planned} rounds: every prefix "
               "kept reached its end, so no round was left to run (unused rounds are not "
@@ -372,7 +373,7 @@ def explain(run: Any, results: Any) -> None:
         noise = sum(r.expected_false_positives for r in released if r.kept)
         print(f"Noise alone is expected to lift about {noise:.1f} of the {kept} prefixes kept "
               f"over the thresholds (PruneHH keeps these false positives at most "
-              f"gamma = {from_proto(run.config).fp_ratio:g} of what it keeps; the table's "
+              f"gamma = {config.fp_ratio:g} of what it keeps; the table's "
               "exp-fp column), so an item in the list may be one of them.")
 
 
