@@ -62,9 +62,11 @@ def test_adjusted_children_are_the_constrained_least_squares_solution() -> None:
         assert got[mask].sum() == pytest.approx(parent, rel=1e-9)
     # The bound's parameters: the largest 1 - w (1, from the unadjusted prefix) and spread.
     assert result.shrink == 1.0
-    m = np.array([412, 212, 512])
-    w = np.where(m >= MIN_CHILDREN, v / (v_parents + m * v), 0.0)
-    assert result.spread == pytest.approx(float(np.max(w * np.sqrt(v_parents + (m - 1) * v))))
+    possible_children = np.array([412, 212, 512])
+    w = np.where(possible_children >= MIN_CHILDREN,
+                 v / (v_parents + possible_children * v), 0.0)
+    spreads = w * np.sqrt(v_parents + (possible_children - 1) * v)
+    assert result.spread == pytest.approx(float(np.max(spreads)))
 
 
 def exact_sf(base: BinomialTail, shrink: float, spread: float, x: float) -> float:
