@@ -41,6 +41,18 @@ class RateLimited(FedhhError):
     """Too many requests from one caller, or overall; retry later (RESOURCE_EXHAUSTED)."""
 
 
+class RoundAborted(FedhhError):
+    """A round attempt released nothing usable; ``reached_unmask`` says whether a sum may exist
+    anyway (then the attempt is charged), ``contributors`` the verified count if known."""
+
+    def __init__(self, reason: str, *, reached_unmask: bool = False,
+                 contributors: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.reached_unmask = reached_unmask
+        self.contributors = contributors
+
+
 def shown(value: object, limit: int = 60) -> str:
     """``repr(value)``, cut to ``limit`` characters with its full length said, for messages
     that name a value someone else sent: a message is one line, never a copy of a megabyte."""

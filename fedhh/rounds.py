@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from fedhh.errors import FedhhError, PrivacyError, StateError
+from fedhh.errors import FedhhError, PrivacyError, RoundAborted, StateError
 from fedhh.privacy import PrivacyLedger
 from fedhh.server import PrefixTree, RoundQuery, RoundReport, TreeState
 
@@ -54,18 +54,6 @@ class AttemptState(StrEnum):
 
 
 CHARGED = (AttemptState.RELEASING, AttemptState.RELEASED, AttemptState.LOST)
-
-
-class RoundAborted(FedhhError):
-    """A round attempt released nothing usable; ``reached_unmask`` says whether a sum may exist
-    anyway (then the attempt is charged), ``contributors`` the verified count if known."""
-
-    def __init__(self, reason: str, *, reached_unmask: bool = False,
-                 contributors: int | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.reached_unmask = reached_unmask
-        self.contributors = contributors
 
 
 @dataclass(frozen=True)

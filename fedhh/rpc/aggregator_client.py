@@ -35,7 +35,7 @@ from typing import Any
 
 import grpc
 
-from fedhh.rounds import RoundAborted
+from fedhh.errors import RoundAborted
 from fedhh.rpc.control_client import (
     AggregatorBusy,
     AggregatorError,

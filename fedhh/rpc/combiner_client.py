@@ -13,7 +13,7 @@
 
 Errors as :class:`~fedhh.rpc.aggregator_client.AggregatorControl` (the calls they share:
 ``fedhh.rpc.control_client``): the ``fedhh.errors`` class of the status code,
-:class:`~fedhh.rounds.RoundAborted` for an aborted round, ``TimeoutError``, or
+:class:`~fedhh.errors.RoundAborted` for an aborted round, ``TimeoutError``, or
 ``grpc.aio.AioRpcError`` for transport failures (UNIMPLEMENTED: the address is a plain
 aggregator, not a combiner).
 """

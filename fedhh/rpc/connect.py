@@ -47,11 +47,11 @@ from fedhh.rpc.errors import details_of
 from fedhh.rpc.http_listener import (
     HEAD_TIMEOUT_S,
     Listener,
-    RequestLog,
     peer_name,
     serve_runner,
 )
 from fedhh.rpc.procedures import CallAbort, CallContext, Procedure
+from fedhh.rpc.request_log import RequestLog
 from fedhh.rpc.serving import is_loopback
 from fedhh.rpc.tls import TlsFiles
 

@@ -6,7 +6,7 @@ round is opened and in what a released result carries (one sum with its evidence
 with each shard's evidence).
 
 Rejections raise the ``fedhh.errors`` class of their status code (``domain_error``);
-an aborted round raises :class:`~fedhh.rounds.RoundAborted`; a result still running after the
+an aborted round raises :class:`~fedhh.errors.RoundAborted`; a result still running after the
 caller's timeout raises ``TimeoutError``; transport failures raise ``grpc.aio.AioRpcError``.
 """
 
@@ -26,9 +26,9 @@ from fedhh.errors import (
     ConflictError,
     FedhhError,
     NotFoundError,
+    RoundAborted,
     StateError,
 )
-from fedhh.rounds import RoundAborted
 from fedhh.rpc.aggregator_wire import stage_from_pb
 from fedhh.rpc.serving import OPTIONS
 from fedhh.secagg import ReleaseEvidence, Stage

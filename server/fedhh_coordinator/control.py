@@ -13,8 +13,7 @@ from typing import Any
 import grpc
 import numpy as np
 
-from fedhh.errors import FedhhError
-from fedhh.rounds import RoundAborted
+from fedhh.errors import FedhhError, RoundAborted
 from fedhh.rpc.aggregator_client import AggregatorControl, open_channel
 from fedhh.rpc.combiner_client import CombinerControl
 from fedhh.rpc.control_client import AggregatorError, RoundOutcome

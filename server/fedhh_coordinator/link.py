@@ -43,8 +43,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.codec import codes as cw
 from fedhh.config import RunConfig
-from fedhh.errors import FedhhError
-from fedhh.rounds import AttemptId, ChargeHook, Recovered, Recovery, Released, RoundAborted
+from fedhh.errors import FedhhError, RoundAborted
+from fedhh.rounds import AttemptId, ChargeHook, Recovered, Recovery, Released
 from fedhh.rpc.tasks import CohortTasks
 from fedhh.secagg import (
     IdentityTree,

@@ -26,7 +26,8 @@ from urllib.parse import quote
 from aiohttp import web
 
 from fedhh.errors import ConfigError, NotFoundError, RateLimited, shown
-from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Listener, RequestLog, serve_runner
+from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Listener, serve_runner
+from fedhh.rpc.request_log import RequestLog
 from fedhh.rpc.serving import is_loopback
 from fedhh.rpc.tls import TlsFiles
 from fedhh_coordinator.dashboard import pages

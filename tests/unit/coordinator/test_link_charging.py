@@ -24,7 +24,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.config import RunConfig
-from fedhh.rounds import RoundAborted
+from fedhh.errors import RoundAborted
 from fedhh.secagg import ReleaseEvidence, RoundConfig
 from fedhh.secagg.config import SignedConfig, session_id_of
 from fedhh.secagg.messages import consistency_transcript, survivors_digest
