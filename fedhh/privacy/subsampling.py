@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
 
 
 def _envelope(orders: np.ndarray, rdp: np.ndarray, ell: int) -> float:
@@ -36,6 +35,10 @@ def _envelope(orders: np.ndarray, rdp: np.ndarray, ell: int) -> float:
 
 def subsampled_rdp(orders: np.ndarray, rdp: np.ndarray, rate: float) -> np.ndarray:
     """Zhu-Wang Theorem 5 on the integer orders of the grid; inf at non-integer orders."""
+    # (scipy.special on first use: a selector imports the ledger's modules and computes no
+    # bound; the import took longer than the rest of its start-up.)
+    from scipy.special import gammaln, logsumexp
+
     orders = np.asarray(orders, dtype=float)
     rdp = np.asarray(rdp, dtype=float)
     out = np.full(orders.shape, math.inf)
