@@ -39,6 +39,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from fedhh.errors import ConfigError
+from fedhh.rpc.crowd_event import CrowdEvent
 from fedhh.v1 import coordinator_pb2 as pb
 
 
@@ -65,9 +66,9 @@ class Lobby:
         self._cohort: dict[int, asyncio.Future[pb.SignedTask | None]] = {}
         self._keys: dict[int, tuple[bytes, bytes]] = {}  # round keys presented at check-in
         self._presented: set[bytes] = set()
-        self._opened = asyncio.Event()
-        self._closed = asyncio.Event()  # set when the open check-in closes
-        self._cleared = asyncio.Event()
+        self._opened = CrowdEvent()
+        self._closed = CrowdEvent()  # set when the open check-in closes
+        self._cleared = CrowdEvent()
 
     async def collect(self, capacity: int, window_s: float, *, pool_size: int | None = None,
                       quiet_s: float = 1.0,
@@ -77,7 +78,7 @@ class Lobby:
         self._pool_size = max(capacity, pool_size or capacity)
         self._eligible = eligible or (lambda device_id: True)
         self._open = True
-        self._closed = asyncio.Event()
+        self._closed = CrowdEvent()
         self.checkin += 1
         self._opened.set()
         for listener in self.listeners:
@@ -98,7 +99,7 @@ class Lobby:
                     break  # a quiet spell with enough devices in the pool
         self._open = False
         self._closed.set()
-        self._opened = asyncio.Event()
+        self._opened = CrowdEvent()
         for listener in self.listeners:
             listener.closed(self.checkin)
         pool = sorted(self._cohort)
@@ -131,7 +132,7 @@ class Lobby:
         self._open = False
         self._closed.set()
         self._cleared.set()
-        self._cleared = asyncio.Event()
+        self._cleared = CrowdEvent()
         for listener in self.listeners:
             listener.cleared(self.checkin)
 
@@ -216,7 +217,7 @@ class Lobby:
 
 
 async def wait_out_held_task(seat: asyncio.Future[pb.SignedTask | None] | None, known: bytes,
-                             round_over: asyncio.Event, wait_s: float,
+                             round_over: CrowdEvent, wait_s: float,
                              still_seated: Callable[[], bool]) -> float | None:
     """A device that says it holds its task (``known``: the SHA-256 of its bytes) waits until
     the round is over. If ``seat`` holds that task, wait (within ``wait_s``) for ``round_over``;

@@ -24,6 +24,7 @@ import random
 import grpc
 
 from fedhh.errors import ConfigError
+from fedhh.rpc.crowd_event import CrowdEvent
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator.hub import MAX_BATCH
@@ -49,9 +50,9 @@ class SelectorLobby:
         self._presented: list[pb.CheckIn] = []
         self._joined: list[pb.CheckIn] = []
         self.pending = asyncio.Event()  # something to send
-        self._opened = asyncio.Event()
-        self._closed = asyncio.Event()
-        self._cleared = asyncio.Event()
+        self._opened = CrowdEvent()
+        self._closed = CrowdEvent()
+        self._cleared = CrowdEvent()
 
     # ---- devices ---------------------------------------------------------------------------
     async def wait_for_task(self, device_id: int, round_keys: tuple[bytes, bytes], wait_s: float,
@@ -112,7 +113,7 @@ class SelectorLobby:
             self._end_round()
             self.checkin = message.opened
             self._open = True
-            self._closed = asyncio.Event()
+            self._closed = CrowdEvent()
             self._opened.set()
             log.info("check-in opened", extra={"checkin": self.checkin})
         elif event == "closed":
@@ -162,7 +163,7 @@ class SelectorLobby:
         if self._open:
             self._open = False
             self._closed.set()
-            self._opened = asyncio.Event()
+            self._opened = CrowdEvent()
 
     def _end_round(self) -> None:
         self._close()
@@ -172,7 +173,7 @@ class SelectorLobby:
         self._pool = {}
         self._joined = []
         self._cleared.set()
-        self._cleared = asyncio.Event()
+        self._cleared = CrowdEvent()
 
     @property
     def pool_size(self) -> int:

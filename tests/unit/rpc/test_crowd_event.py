@@ -1,0 +1,48 @@
+"""fedhh.rpc.crowd_event: asyncio.Event's behaviour, with waiters that leave in O(1)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from fedhh.rpc.crowd_event import CrowdEvent
+
+
+def test_set_wakes_every_waiter_and_a_later_wait_returns_at_once() -> None:
+    async def main() -> None:
+        event = CrowdEvent()
+        waiters = [asyncio.create_task(event.wait()) for _ in range(100)]
+        await asyncio.sleep(0)  # (each waiter has begun its wait)
+        assert not any(w.done() for w in waiters) and not event.is_set()
+        event.set()
+        assert all(await asyncio.gather(*waiters))
+        assert event.is_set() and await event.wait()
+        event.clear()
+        assert not event.is_set()
+        late = asyncio.create_task(event.wait())
+        await asyncio.sleep(0)
+        assert not late.done()
+        event.set()
+        assert await late
+
+    asyncio.run(main())
+
+
+def test_waits_that_run_out_or_are_cancelled_leave_no_waiter_behind() -> None:
+    async def main() -> None:
+        event = CrowdEvent()
+        cancelled = [asyncio.create_task(event.wait()) for _ in range(50)]
+        timed = [asyncio.create_task(asyncio.wait_for(event.wait(), 0.001)) for _ in range(50)]
+        staying = asyncio.create_task(event.wait())
+        await asyncio.sleep(0)
+        for task in cancelled[::-1]:  # (in another order than they came)
+            task.cancel()
+        for task in [*cancelled, *timed]:
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await task
+        assert len(event._waiters) == 1 and not staying.done()
+        event.set()
+        assert await staying
+        assert not event._waiters
+
+    asyncio.run(main())
