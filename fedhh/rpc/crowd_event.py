@@ -4,7 +4,7 @@
 when its wait ends (``deque.remove``, a scan from the front). A selector's devices wait on one
 event each for the check-in to open and for their round to end, and a wait that runs out
 (``asyncio.wait_for``) leaves from the middle: at 50,000 devices (25,000 at each selector) the
-removals cost a selector 129 us per device, a fortieth of that at 5,000 (docs/benchmarks.md,
+removals cost the selectors 129 us per device, a tenth of that at 5,000 (docs/benchmarks.md,
 "A crowd's waits"). Here the waiters are a set.
 """
 
