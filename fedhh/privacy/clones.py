@@ -45,7 +45,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from types import ModuleType
 
 import numpy as np
 
@@ -64,15 +63,6 @@ TAIL_MARGIN = 40.0
 FULL_K_LIMIT = 600  # below this c every k is summed, no K-window
 
 
-def _special() -> ModuleType:
-    """scipy.special, imported when a bound is first computed: its import takes longer than
-    the rest of a selector's start-up, and a selector (whose device service imports the
-    privacy ledger) computes none."""
-    import scipy.special
-
-    return scipy.special
-
-
 def clone_probability(eps0: float, variant: str) -> float:
     """p of the reduction: e^{-eps0} (FMT21 Section 3) or 2 / (e^eps0 + 1) (FMT23 Lemma 3.5)."""
     if variant == FMT21:
@@ -83,8 +73,11 @@ def clone_probability(eps0: float, variant: str) -> float:
 
 
 def _log_binom_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
+    # (scipy.special on first use, here and below: a selector imports the ledger's modules and
+    # computes no bound; the import took longer than the rest of its start-up.)
+    from scipy.special import gammaln
+
     k = np.asarray(k, dtype=float)
-    gammaln = _special().gammaln
     return (
         gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
         + k * math.log(p) + (n - k) * math.log1p(-p)
@@ -225,7 +218,8 @@ class CloneReduction:
             k_hi = min(m, math.ceil(half + s_needed))
             s_tail = min(k_hi + 1 - half, half - (k_lo - 1))
         k = np.arange(k_lo, k_hi + 1, dtype=float)
-        gammaln = _special().gammaln
+        from scipy.special import gammaln
+
         log_h = gammaln(m + 1.0) - gammaln(k + 1.0) - gammaln(m - k + 1.0) - m * math.log(2.0)
         u = k / m
         if pi == 1.0:
@@ -366,7 +360,9 @@ class CloneReduction:
             upper = math.log(2.0 * self.w) + chernoff  # see _log_upper_k_tail
             lower = np.broadcast_to(-2.0 * s * s / m, upper.shape)  # Hoeffding; ratio < 1
             tails = self._tail_lw[None, :] + np.logaddexp(upper, lower)
-            total = np.logaddexp(total, _special().logsumexp(tails, axis=1))
+            from scipy.special import logsumexp
+
+            total = np.logaddexp(total, logsumexp(tails, axis=1))
         return np.asarray(total)
 
     def rdp(self, orders: np.ndarray) -> np.ndarray:
