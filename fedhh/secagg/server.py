@@ -17,10 +17,11 @@ Not thread-safe: the transport serialises calls (one asyncio loop does).
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import operator
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -308,7 +309,7 @@ class SecAggServer:
         if not isinstance(commitment, bytes) or len(commitment) != 32:
             raise ProtocolViolation(Violation.WRONG_LENGTH, "b_commitment is 32 bytes")
         if isinstance(shares, ShareBundle):  # (sent packed: no object per share to check)
-            senders_fit, dsts = shares.src == u, shares.recipients
+            senders_fit, dsts = shares.src == u, tuple(shares.recipients)
             ciphertexts_fit = shares.width == SHARE_CIPHERTEXT_BYTES
         elif isinstance(shares, tuple) and all(isinstance(s, EncryptedShare) for s in shares):
             senders_fit = all(s.src == u for s in shares)
@@ -317,11 +318,12 @@ class SecAggServer:
                                   and len(s.ciphertext) == SHARE_CIPHERTEXT_BYTES for s in shares)
         else:
             raise ProtocolViolation(Violation.MALFORMED, "shares must be EncryptedShare")
-        if not all(type(d) is int for d in dsts):
+        if not {*map(type, dsts)} <= {int}:  # (a C loop: every recipient an int)
             raise ProtocolViolation(Violation.MALFORMED, "share recipients are device ids")
-        expected = sorted(map(_DEVICE_ID, request.roster))  # (ids unique, u among them)
-        expected.remove(u)
-        if not senders_fit or sorted(dsts) != expected:
+        # The roster's ids are unique, u's first (_close_advertise_keys): a device that
+        # shares in the roster's order matches it as it is; any other order is sorted.
+        roster = tuple(map(_DEVICE_ID, request.roster))
+        if not senders_fit or (roster[1:] != dsts and sorted(dsts) != sorted(roster[1:])):
             raise ProtocolViolation(Violation.MALFORMED, "need one share per roster neighbour")
         if not ciphertexts_fit:
             raise ProtocolViolation(Violation.WRONG_LENGTH,
@@ -338,7 +340,8 @@ class SecAggServer:
         # Every share of U2 to U2 at once, ordered by recipient, then sender.
         src = np.repeat(np.asarray(senders, dtype=np.int64),
                         [len(up.dsts) for up in uploads])
-        dst = np.concatenate([up.dsts for up in uploads]) if uploads else src
+        dst = np.fromiter(itertools.chain.from_iterable(up.dsts for up in uploads),
+                          dtype=np.int64, count=src.size)
         blob = np.frombuffer(b"".join(up.blob for up in uploads), dtype=np.uint8)
         ciphertexts = blob.reshape(-1, SHARE_CIPHERTEXT_BYTES)
         member = np.zeros(self.config.num_devices + 1, dtype=bool)
@@ -354,7 +357,7 @@ class SecAggServer:
                                      strict=True):
             partners = tuple(src[start:end].tolist())
             self._partners[v] = partners
-            points[v] = _share_points(up.dsts, src[start:end])
+            points[v] = _share_points(np.asarray(up.dsts, dtype=np.int64), src[start:end])
             self._commitments[v] = up.commitment
             req = MaskedInputRequest(self.session_id, v, ShareBundle(
                 v, partners, ciphertexts[start:end].tobytes(), SHARE_CIPHERTEXT_BYTES))
@@ -531,15 +534,17 @@ class SecAggServer:
                 if entries.width != shamir.SHARE_BYTES:
                     raise ProtocolViolation(Violation.WRONG_LENGTH,
                                             f"share values are {shamir.SHARE_BYTES} bytes")
-                listed = list(entries.owners)
+                listed = tuple(entries.owners)
             elif isinstance(entries, tuple) and all(
                     isinstance(e, tuple) and len(e) == 2 for e in entries):
-                listed = [e[0] for e in entries]
+                listed = tuple(e[0] for e in entries)
             else:
                 raise ProtocolViolation(Violation.MALFORMED, "share lists hold (id, bytes) pairs")
-            if not all(type(o) is int for o in listed):
+            if not {*map(type, listed)} <= {int}:  # (a C loop: every owner an int)
                 raise ProtocolViolation(Violation.MALFORMED, "share owners are device ids")
-            if len(listed) != len(wanted) or sorted(listed) != sorted(wanted):
+            # (a device answers in the request's order; any other order is sorted to compare)
+            if listed != wanted and (len(listed) != len(wanted)
+                                     or sorted(listed) != sorted(wanted)):
                 raise ProtocolViolation(Violation.MALFORMED, "shares must match the request")
             if isinstance(entries, OwnerShares):
                 blobs.append(entries.blob)
@@ -549,8 +554,8 @@ class SecAggServer:
                         raise ProtocolViolation(Violation.WRONG_LENGTH, f"share of {owner}")
                 blobs.append(b"".join(raw for _, raw in entries))
             owners += listed
-        values = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(-1, shamir.SHARE_BYTES)
-        if not shamir.below_prime(values):
+        values = b"".join(blobs)
+        if not shamir.packed_below_prime(values):
             raise ProtocolViolation(Violation.OUT_OF_RANGE, "share value >= p")
         shares = self._unmask_shares
         if shares is None:  # (set with the stage's requests, so never here)
@@ -649,9 +654,11 @@ class SecAggServer:
 @dataclass(frozen=True, eq=False)
 class _SharesOf:
     """One device's accepted stage 1 message, packed: its recipients in the order sent, their
-    ciphertexts as one bytes object in that order, and its commitment to b_u."""
+    ciphertexts as one bytes object in that order, and its commitment to b_u. (The recipients
+    stay a tuple until the close makes one array of every device's: an array per message
+    cost a worker a NumPy call among its other work.)"""
 
-    dsts: np.ndarray
+    dsts: tuple[int, ...]
     blob: bytes
     commitment: bytes
 
@@ -659,10 +666,9 @@ class _SharesOf:
     def packed(cls, message: ShareKeysResponse) -> _SharesOf:
         shares = message.shares
         if isinstance(shares, ShareBundle):
-            return cls(np.array(shares.recipients, dtype=np.int64), shares.blob,
-                       message.b_commitment)
-        return cls(np.fromiter((s.dst for s in shares), dtype=np.int64, count=len(shares)),
-                   b"".join(s.ciphertext for s in shares), message.b_commitment)
+            return cls(tuple(shares.recipients), shares.blob, message.b_commitment)
+        return cls(tuple(s.dst for s in shares), b"".join(s.ciphertext for s in shares),
+                   message.b_commitment)
 
     def holds(self, message: ShareKeysResponse) -> bool:
         """Whether ``message`` is the one accepted (a repeat; anything malformed is not)."""
@@ -671,7 +677,7 @@ class _SharesOf:
         except (AttributeError, TypeError, ValueError, OverflowError):
             return False
         return (self.commitment == other.commitment and self.blob == other.blob
-                and np.array_equal(self.dsts, other.dsts))
+                and self.dsts == other.dsts)
 
 
 def _share_points(roster: np.ndarray, holders: np.ndarray) -> np.ndarray:
@@ -708,17 +714,14 @@ class _ShareHolders:
             row[:len(points[owner])] = points[owner]
         self._row_of = np.full(num_devices + 1, -1, dtype=np.int64)  # device id -> its row
         self._row_of[self._ids] = np.arange(len(self._ids))
-        # The table's cells by holder (each holder's in ascending row order), so a holder's
-        # slots are found among its own ~k cells: gathering its owners' rows (k x k ids) cost
-        # 24-31 us per unmask response at k = 88, more where other shards' tables competed
-        # for the cache. (Ids as 16-bit keys where they fit: NumPy's stable sort of those is
-        # a radix sort, 1.6 ms for 2,500 x 88 cells against 12 for 64-bit ones.)
+        # The table's cells by holder, each holder's in ascending row order, keyed
+        # holder * (rows + 1) + row (ascending), so the slots of every (holder, owner) pair of
+        # a stage are found by one search. (Ids as 16-bit keys where they fit: NumPy's stable
+        # sort of those is a radix sort, 1.6 ms for 2,500 x 88 cells against 12 for 64-bit.)
         keys = self._table.astype(np.uint16) if num_devices < 1 << 16 else self._table
         cells = np.argsort(keys, axis=None, kind="stable")
-        self._held_from = np.zeros(num_devices + 2, dtype=np.int64)  # holder h: its cells'
-        np.cumsum(np.bincount(keys.ravel(), minlength=num_devices + 1),  # first index
-                  out=self._held_from[1:])
-        self._held_rows, self._held_columns = np.divmod(cells, max(width, 1))
+        held_rows, self._held_columns = np.divmod(cells, max(width, 1))
+        self._cell_keys = self._table.ravel()[cells] * (len(self._ids) + 1) + held_rows
 
     @property
     def ids(self) -> np.ndarray:
@@ -735,20 +738,19 @@ class _ShareHolders:
         """The Shamir points of the shares of each row's secret, by holder (0: no holder)."""
         return self._points[rows]
 
-    def slots(self, holder: int, owners: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """(row, column) of ``holder`` among each owner's holders (ValueError where it is
-        none of them)."""
-        ids = np.fromiter(owners, dtype=np.int64, count=len(owners))
-        if not 1 <= holder <= self._num_devices or (ids.size and (
-                ids.min() < 1 or ids.max() > self._num_devices)):
+    def slots(self, holders: np.ndarray, owners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row, column) of ``holders[i]`` among ``owners[i]``'s holders, for each i (two
+        integer arrays of one length; ValueError where a holder is none of them)."""
+        if holders.size and (holders.min() < 1 or holders.max() > self._num_devices
+                             or owners.min() < 1 or owners.max() > self._num_devices):
             raise ValueError("an owner or the holder is no device of the round")
-        rows = self._row_of[ids]  # (-1 for an owner that shared no secret: no holder's row)
-        start, end = self._held_from[holder], self._held_from[holder + 1]
-        held_rows = self._held_rows[start:end]
-        at = held_rows.searchsorted(rows)
-        if at.size and (at.max() >= held_rows.size or not (held_rows[at] == rows).all()):
-            raise ValueError(f"{holder} holds no share of an owner's secret")
-        return rows, self._held_columns[start:end][at]
+        rows = self._row_of[owners]  # (-1 for an owner that shared no secret: no cell's key)
+        wanted = holders * (len(self._ids) + 1) + rows
+        at = self._cell_keys.searchsorted(wanted)
+        if at.size and (at.max() >= self._cell_keys.size
+                        or not (self._cell_keys[at] == wanted).all()):
+            raise ValueError("a holder holds no share of an owner's secret")
+        return rows, self._held_columns[at]
 
     def owned_by(self, devices: Collection[int]) -> np.ndarray:
         """bool per row: is its secret's owner one of ``devices``?"""
@@ -785,33 +787,60 @@ def _first_below(ids: np.ndarray, counts: np.ndarray, t: int) -> tuple[int, int]
 
 
 class _UnmaskShares:
-    """The unmask stage's shares as they arrive: one table of ``SHARE_BYTES`` values, row r
-    for the secret of :class:`_ShareHolders`' r-th owner, column j for its j-th holder's
-    share. An accepted response is stored with a few array operations and no object per
-    share (a list of (x, y) pairs per secret, kept to the end of the stage, held ~k Python
-    integers and tuples per device: 9.8 KB at k = 86, against 2.9 KB here); at the close only
-    the t shares of each secret that are rebuilt are read as integers."""
+    """The unmask stage's shares: each accepted response kept as it came (its owners and their
+    values, one bytes object) and counted per owner; at the close, one table of
+    ``SHARE_BYTES`` values, row r for the secret of :class:`_ShareHolders`' r-th owner,
+    column j for its j-th holder's share, filled for all responses at once. Only the t
+    shares of each secret that are rebuilt are read as integers.
+
+    A response costs a count in C loops and no NumPy call: finding its ~k slots and writing
+    them into the table took a dozen NumPy calls on arrays of ~k items, 40 us a response
+    among a worker's other work (2,500 devices a shard, k = 88) where the same calls, one
+    after another over a whole stage at the close, take a few us a response."""
 
     def __init__(self, holders: _ShareHolders, survivors: Collection[int]) -> None:
         self._holders = holders
-        rows, width = holders.shape
-        self._values = np.zeros((rows, width, shamir.SHARE_BYTES), dtype=np.uint8)
-        self._filled = np.zeros((rows, width), dtype=bool)
-        self._counts = np.zeros(rows, dtype=np.int64)
+        self._received: list[tuple[int, Sequence[int], bytes]] = []
+        self._per_owner: collections.Counter[int] = collections.Counter()
+        self._table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._self_mask = holders.owned_by(survivors)  # b_u for u in U3, s_u^SK for the others
 
-    def store(self, holder: int, owners: list[int], values: np.ndarray, t: int) -> int:
-        """Store ``holder``'s share of each owner's secret (``values[i]`` of ``owners[i]``,
-        all distinct and checked against the request); returns how many secrets have just got
-        their t-th share."""
-        try:
-            rows, columns = self._holders.slots(holder, owners)
-        except ValueError as exc:  # (the request named them; a sign of a bug, not of a device)
-            raise ProtocolViolation(Violation.NOT_IN_ROUND, str(exc)) from exc
-        self._values[rows, columns] = values
-        self._filled[rows, columns] = True
-        self._counts[rows] += 1
-        return int(np.count_nonzero(self._counts[rows] == t))
+    def store(self, holder: int, owners: Sequence[int], values: bytes, t: int) -> int:
+        """Keep ``holder``'s share of each owner's secret (``owners`` distinct, each checked
+        against the request; ``values``: their ``SHARE_BYTES`` values in that order); returns
+        how many secrets have just got their t-th share."""
+        if self._table is not None:
+            raise ProtocolViolation(Violation.LATE, "the unmask shares are already tabled")
+        per_owner = self._per_owner
+        per_owner.update(owners)
+        self._received.append((holder, owners, values))
+        return list(map(per_owner.__getitem__, owners)).count(t)
+
+    def _tabled(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(values, filled, counts): every kept response written into the table, at the
+        first call (the stage has closed: nothing is stored afterwards)."""
+        if self._table is not None:
+            return self._table
+        rows, width = self._holders.shape
+        values = np.zeros((rows, width, shamir.SHARE_BYTES), dtype=np.uint8)
+        filled = np.zeros((rows, width), dtype=bool)
+        received, self._received = self._received, []
+        for start in range(0, len(received), REBUILD_BATCH):
+            part = received[start:start + REBUILD_BATCH]
+            sizes = [len(owners) for _, owners, _ in part]
+            holders = np.repeat(np.fromiter((h for h, _, _ in part), dtype=np.int64,
+                                            count=len(part)), sizes)
+            owners = np.fromiter(itertools.chain.from_iterable(o for _, o, _ in part),
+                                 dtype=np.int64, count=sum(sizes))
+            try:
+                at = self._holders.slots(holders, owners)
+            except ValueError as exc:  # (each response matched its request, made from P_v)
+                raise AssertionError(f"a response's owners are not its holder's: {exc}") from exc
+            values[at] = np.frombuffer(b"".join(v for _, _, v in part),
+                                       dtype=np.uint8).reshape(-1, shamir.SHARE_BYTES)
+            filled[at] = True
+        self._table = values, filled, np.count_nonzero(filled, axis=1)
+        return self._table
 
     def owner(self, row: int) -> int:
         """The owner of row ``row``'s secret."""
@@ -819,21 +848,22 @@ class _UnmaskShares:
 
     def batches(self) -> list[np.ndarray]:
         """Every row, in runs of at most :data:`REBUILD_BATCH`."""
-        rows = np.arange(self._counts.size)
+        rows = np.arange(self._holders.shape[0])
         return [rows[i:i + REBUILD_BATCH] for i in range(0, rows.size, REBUILD_BATCH)]
 
     def smallest(self, t: int, rows: np.ndarray) -> tuple[np.ndarray, list[list[int]]]:
         """For each of ``rows`` (each with at least t shares stored): the points of its t
         stored shares at the smallest points, ascending, and their values (as
         :func:`shamir.reconstruct_many` takes them)."""
+        table, filled, _ = self._tabled()
         points = self._holders.points_of(rows)
         unfilled = np.iinfo(np.int64).max
-        order = np.argsort(np.where(self._filled[rows], points, unfilled), axis=1,
+        order = np.argsort(np.where(filled[rows], points, unfilled), axis=1,
                            kind="stable")[:, :t]
         xs = np.take_along_axis(points, order, axis=1)
         # (each share's bytes as one void item: tolist makes the bytes objects in C, a third
         # of the time of slicing them out of one bytes object)
-        chosen = self._values[rows[:, np.newaxis], order].view(f"V{shamir.SHARE_BYTES}")
+        chosen = table[rows[:, np.newaxis], order].view(f"V{shamir.SHARE_BYTES}")
         big: Literal["big"] = "big"
         values = list(map(int.from_bytes, chosen.ravel().tolist(), itertools.repeat(big)))
         return xs, [values[i:i + t] for i in range(0, len(values), t)]
@@ -845,7 +875,8 @@ class _UnmaskShares:
     def first_short(self, t: int) -> tuple[int, int, bool] | None:
         """(owner, its share count, whether it is b_u) of the first secret with fewer than t
         shares, or None."""
-        short = _first_below(np.arange(self._counts.size), self._counts, t)
+        counts = self._tabled()[2]
+        short = _first_below(np.arange(counts.size), counts, t)
         if short is None:
             return None
         row, count = short

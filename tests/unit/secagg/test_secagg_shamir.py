@@ -217,10 +217,20 @@ def test_share_encoding() -> None:
     st.sampled_from([0, 1, shamir.PRIME - 1, shamir.PRIME, 1 << 256, (1 << 264) - 1])),
     min_size=1, max_size=8))
 def test_packed_values_are_below_p_exactly_when_each_integer_is(values: list[int]) -> None:
-    packed = np.frombuffer(b"".join(v.to_bytes(shamir.SHARE_BYTES, "big") for v in values),
-                           dtype=np.uint8).reshape(-1, shamir.SHARE_BYTES)
+    blob = b"".join(v.to_bytes(shamir.SHARE_BYTES, "big") for v in values)
+    packed = np.frombuffer(blob, dtype=np.uint8).reshape(-1, shamir.SHARE_BYTES)
     assert shamir.below_prime(packed) == all(v < shamir.PRIME for v in values)
     assert shamir.below_prime(packed, prime=257) == all(v < 257 for v in values)
+    # The same values as an unmask response sends them, one bytes object (its first-byte
+    # pass settles the honest ones; the others go through the comparison above).
+    assert shamir.packed_below_prime(blob) == all(v < shamir.PRIME for v in values)
+    assert shamir.packed_below_prime(blob, prime=257) == all(v < 257 for v in values)
+
+
+def test_packed_share_values_are_whole_values() -> None:
+    assert shamir.packed_below_prime(b"")
+    with pytest.raises(shamir.ShareError, match="33 bytes each"):
+        shamir.packed_below_prime(bytes(shamir.SHARE_BYTES + 1))
 
 
 @pytest.mark.parametrize("span_bits", [1, 2, 13, 20, 30, 31, 32, 40, 61, 62])
