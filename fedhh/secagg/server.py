@@ -526,8 +526,7 @@ class SecAggServer:
             if self._unmask_responses[v] == message:
                 return False
             raise ProtocolViolation(Violation.DUPLICATE, f"second, different shares from {v}")
-        owners: list[int] = []
-        blobs: list[bytes] = []
+        parts: list[tuple[tuple[int, ...], bytes]] = []  # (owners, their values), per list
         for entries, wanted in ((message.b_shares, request.alive),
                                 (message.s_shares, request.dropped)):
             if isinstance(entries, OwnerShares):  # (sent packed: one blob, checked at once)
@@ -547,20 +546,19 @@ class SecAggServer:
                                      or sorted(listed) != sorted(wanted)):
                 raise ProtocolViolation(Violation.MALFORMED, "shares must match the request")
             if isinstance(entries, OwnerShares):
-                blobs.append(entries.blob)
+                values = entries.blob
             else:
                 for owner, raw in entries:
                     if not isinstance(raw, bytes) or len(raw) != shamir.SHARE_BYTES:
                         raise ProtocolViolation(Violation.WRONG_LENGTH, f"share of {owner}")
-                blobs.append(b"".join(raw for _, raw in entries))
-            owners += listed
-        values = b"".join(blobs)
-        if not shamir.packed_below_prime(values):
-            raise ProtocolViolation(Violation.OUT_OF_RANGE, "share value >= p")
+                values = b"".join(raw for _, raw in entries)
+            if not shamir.packed_below_prime(values):
+                raise ProtocolViolation(Violation.OUT_OF_RANGE, "share value >= p")
+            parts.append((listed, values))
         shares = self._unmask_shares
         if shares is None:  # (set with the stage's requests, so never here)
             raise ProtocolViolation(Violation.NOT_IN_ROUND, f"{v}: no unmask stage is open")
-        self._missing_secrets -= shares.store(v, owners, values, self.config.t)
+        self._missing_secrets -= shares.store(v, parts, self.config.t)
         self._unmask_responses[v] = message
         return True
 
@@ -800,21 +798,24 @@ class _UnmaskShares:
 
     def __init__(self, holders: _ShareHolders, survivors: Collection[int]) -> None:
         self._holders = holders
-        self._received: list[tuple[int, Sequence[int], bytes]] = []
+        self._received: list[tuple[int, Sequence[tuple[tuple[int, ...], bytes]]]] = []
         self._per_owner: collections.Counter[int] = collections.Counter()
         self._table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._self_mask = holders.owned_by(survivors)  # b_u for u in U3, s_u^SK for the others
 
-    def store(self, holder: int, owners: Sequence[int], values: bytes, t: int) -> int:
-        """Keep ``holder``'s share of each owner's secret (``owners`` distinct, each checked
-        against the request; ``values``: their ``SHARE_BYTES`` values in that order); returns
-        how many secrets have just got their t-th share."""
+    def store(self, holder: int, parts: Sequence[tuple[tuple[int, ...], bytes]], t: int) -> int:
+        """Keep ``holder``'s share of each owner's secret: ``parts`` of (owners, their
+        ``SHARE_BYTES`` values in that order), the owners distinct and each checked against
+        the request (the response's own objects: nothing is copied); returns how many secrets
+        have just got their t-th share."""
         if self._table is not None:
             raise ProtocolViolation(Violation.LATE, "the unmask shares are already tabled")
-        per_owner = self._per_owner
-        per_owner.update(owners)
-        self._received.append((holder, owners, values))
-        return list(map(per_owner.__getitem__, owners)).count(t)
+        per_owner, reached = self._per_owner, 0
+        for owners, _ in parts:
+            per_owner.update(owners)
+            reached += list(map(per_owner.__getitem__, owners)).count(t)
+        self._received.append((holder, parts))
+        return reached
 
     def _tabled(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(values, filled, counts): every kept response written into the table, at the
@@ -826,17 +827,19 @@ class _UnmaskShares:
         filled = np.zeros((rows, width), dtype=bool)
         received, self._received = self._received, []
         for start in range(0, len(received), REBUILD_BATCH):
-            part = received[start:start + REBUILD_BATCH]
-            sizes = [len(owners) for _, owners, _ in part]
-            holders = np.repeat(np.fromiter((h for h, _, _ in part), dtype=np.int64,
-                                            count=len(part)), sizes)
-            owners = np.fromiter(itertools.chain.from_iterable(o for _, o, _ in part),
+            batch = [(holder, owners, blob)
+                     for holder, parts in received[start:start + REBUILD_BATCH]
+                     for owners, blob in parts]
+            sizes = [len(owners) for _, owners, _ in batch]
+            holders = np.repeat(np.fromiter((h for h, _, _ in batch), dtype=np.int64,
+                                            count=len(batch)), sizes)
+            owners = np.fromiter(itertools.chain.from_iterable(o for _, o, _ in batch),
                                  dtype=np.int64, count=sum(sizes))
             try:
                 at = self._holders.slots(holders, owners)
             except ValueError as exc:  # (each response matched its request, made from P_v)
                 raise AssertionError(f"a response's owners are not its holder's: {exc}") from exc
-            values[at] = np.frombuffer(b"".join(v for _, _, v in part),
+            values[at] = np.frombuffer(b"".join(blob for _, _, blob in batch),
                                        dtype=np.uint8).reshape(-1, shamir.SHARE_BYTES)
             filled[at] = True
         self._table = values, filled, np.count_nonzero(filled, axis=1)
