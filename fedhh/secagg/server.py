@@ -17,7 +17,6 @@ Not thread-safe: the transport serialises calls (one asyncio loop does).
 
 from __future__ import annotations
 
-import array
 import collections
 import itertools
 import logging
@@ -310,7 +309,7 @@ class SecAggServer:
         if not isinstance(commitment, bytes) or len(commitment) != 32:
             raise ProtocolViolation(Violation.WRONG_LENGTH, "b_commitment is 32 bytes")
         if isinstance(shares, ShareBundle):  # (sent packed: no object per share to check)
-            senders_fit, dsts = shares.src == u, tuple(shares.recipients)
+            senders_fit, dsts = shares.src == u, shares.recipients
             ciphertexts_fit = shares.width == SHARE_CIPHERTEXT_BYTES
         elif isinstance(shares, tuple) and all(isinstance(s, EncryptedShare) for s in shares):
             senders_fit = all(s.src == u for s in shares)
@@ -319,12 +318,11 @@ class SecAggServer:
                                   and len(s.ciphertext) == SHARE_CIPHERTEXT_BYTES for s in shares)
         else:
             raise ProtocolViolation(Violation.MALFORMED, "shares must be EncryptedShare")
-        if not {*map(type, dsts)} <= {int}:  # (a C loop: every recipient an int)
+        if not all(type(d) is int for d in dsts):
             raise ProtocolViolation(Violation.MALFORMED, "share recipients are device ids")
-        # The roster's ids are unique, u's first (_close_advertise_keys): a device that
-        # shares in the roster's order matches it as it is; any other order is sorted.
-        roster = tuple(map(_DEVICE_ID, request.roster))
-        if not senders_fit or (roster[1:] != dsts and sorted(dsts) != sorted(roster[1:])):
+        expected = sorted(map(_DEVICE_ID, request.roster))  # (ids unique, u among them)
+        expected.remove(u)
+        if not senders_fit or sorted(dsts) != expected:
             raise ProtocolViolation(Violation.MALFORMED, "need one share per roster neighbour")
         if not ciphertexts_fit:
             raise ProtocolViolation(Violation.WRONG_LENGTH,
@@ -341,7 +339,7 @@ class SecAggServer:
         # Every share of U2 to U2 at once, ordered by recipient, then sender.
         src = np.repeat(np.asarray(senders, dtype=np.int64),
                         [len(up.dsts) for up in uploads])
-        dst = np.frombuffer(b"".join(up.dsts for up in uploads), dtype=np.int64)
+        dst = np.concatenate([up.dsts for up in uploads]) if uploads else src
         blob = np.frombuffer(b"".join(up.blob for up in uploads), dtype=np.uint8)
         ciphertexts = blob.reshape(-1, SHARE_CIPHERTEXT_BYTES)
         member = np.zeros(self.config.num_devices + 1, dtype=bool)
@@ -357,7 +355,7 @@ class SecAggServer:
                                      strict=True):
             partners = tuple(src[start:end].tolist())
             self._partners[v] = partners
-            points[v] = _share_points(np.frombuffer(up.dsts, dtype=np.int64), src[start:end])
+            points[v] = _share_points(up.dsts, src[start:end])
             self._commitments[v] = up.commitment
             req = MaskedInputRequest(self.session_id, v, ShareBundle(
                 v, partners, ciphertexts[start:end].tobytes(), SHARE_CIPHERTEXT_BYTES))
@@ -651,13 +649,10 @@ class SecAggServer:
 
 @dataclass(frozen=True, eq=False)
 class _SharesOf:
-    """One device's accepted stage 1 message, packed: its recipients in the order sent (64-bit
-    ids, as the close reads them), their ciphertexts as one bytes object in that order, and
-    its commitment to b_u. (An ``array`` of the ids, made in a C loop: a NumPy array per
-    message cost a worker a NumPy call among its other work, and the ids' tuple ~2.7 KB of
-    int objects until the close.)"""
+    """One device's accepted stage 1 message, packed: its recipients in the order sent, their
+    ciphertexts as one bytes object in that order, and its commitment to b_u."""
 
-    dsts: array.array[int]
+    dsts: np.ndarray
     blob: bytes
     commitment: bytes
 
@@ -665,8 +660,9 @@ class _SharesOf:
     def packed(cls, message: ShareKeysResponse) -> _SharesOf:
         shares = message.shares
         if isinstance(shares, ShareBundle):
-            return cls(array.array("q", shares.recipients), shares.blob, message.b_commitment)
-        return cls(array.array("q", (s.dst for s in shares)),
+            return cls(np.array(shares.recipients, dtype=np.int64), shares.blob,
+                       message.b_commitment)
+        return cls(np.fromiter((s.dst for s in shares), dtype=np.int64, count=len(shares)),
                    b"".join(s.ciphertext for s in shares), message.b_commitment)
 
     def holds(self, message: ShareKeysResponse) -> bool:
@@ -676,7 +672,7 @@ class _SharesOf:
         except (AttributeError, TypeError, ValueError, OverflowError):
             return False
         return (self.commitment == other.commitment and self.blob == other.blob
-                and self.dsts == other.dsts)
+                and np.array_equal(self.dsts, other.dsts))
 
 
 def _share_points(roster: np.ndarray, holders: np.ndarray) -> np.ndarray:

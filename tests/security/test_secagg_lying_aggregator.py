@@ -135,7 +135,7 @@ class LyingServer(SecAggServer):
 
     def _close_share_keys(self) -> dict[int, ServerMessage]:
         # Each device's roster, ascending: its j-th neighbour holds its shares at the point j.
-        self.rosters = {v: sorted(up.dsts) for v, up in self._share_responses.items()}
+        self.rosters = {v: sorted(up.dsts.tolist()) for v, up in self._share_responses.items()}
         return super()._close_share_keys()
 
     def handle_unmask(self, message: UnmaskResponse) -> bool:
