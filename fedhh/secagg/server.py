@@ -782,16 +782,17 @@ def _first_below(ids: np.ndarray, counts: np.ndarray, t: int) -> tuple[int, int]
 
 
 class _UnmaskShares:
-    """The unmask stage's shares: each accepted response kept as it came (its owners and their
-    values, one bytes object) and counted per owner; at the close, one table of
+    """The unmask stage's shares: each accepted response kept as it came (its lists' owners
+    and values, the response's own objects) and counted per owner; at the close, one table of
     ``SHARE_BYTES`` values, row r for the secret of :class:`_ShareHolders`' r-th owner,
-    column j for its j-th holder's share, filled for all responses at once. Only the t
-    shares of each secret that are rebuilt are read as integers.
+    column j for its j-th holder's share, filled for all responses a batch at a time. Only
+    the t shares of each secret that are rebuilt are read as integers.
 
     A response costs a count in C loops and no NumPy call: finding its ~k slots and writing
-    them into the table took a dozen NumPy calls on arrays of ~k items, 40 us a response
-    among a worker's other work (2,500 devices a shard, k = 88) where the same calls, one
-    after another over a whole stage at the close, take a few us a response."""
+    them into the table as it arrived took a dozen NumPy calls on arrays of ~k items, which
+    cost several times as much among a worker's other work as in a loop. In the load test's
+    workers (2,500 devices a shard, k = 88) the handler went from 58 to 24-28 us a response
+    and the close took 10-20 us a device more (docs/benchmarks.md, twenty-second stop)."""
 
     def __init__(self, holders: _ShareHolders, survivors: Collection[int]) -> None:
         self._holders = holders
