@@ -71,6 +71,8 @@ _DEVICE_ID = operator.attrgetter("device_id")
 
 _FINGERPRINT_BYTES = 4096
 REBUILD_BATCH = 512  # secrets rebuilt together at the close (bounds its temporary arrays)
+# One list of an unmask response: its owners and their SHARE_BYTES values in that order.
+_OwnerValues = tuple[tuple[int, ...], bytes]
 
 
 def _fingerprint(vector: np.ndarray) -> bytes:
@@ -524,7 +526,7 @@ class SecAggServer:
             if self._unmask_responses[v] == message:
                 return False
             raise ProtocolViolation(Violation.DUPLICATE, f"second, different shares from {v}")
-        parts: list[tuple[tuple[int, ...], bytes]] = []  # (owners, their values), per list
+        parts: list[_OwnerValues] = []
         for entries, wanted in ((message.b_shares, request.alive),
                                 (message.s_shares, request.dropped)):
             if isinstance(entries, OwnerShares):  # (sent packed: one blob, checked at once)
@@ -796,16 +798,15 @@ class _UnmaskShares:
 
     def __init__(self, holders: _ShareHolders, survivors: Collection[int]) -> None:
         self._holders = holders
-        self._received: list[tuple[int, Sequence[tuple[tuple[int, ...], bytes]]]] = []
+        self._received: list[tuple[int, Sequence[_OwnerValues]]] = []
         self._per_owner: collections.Counter[int] = collections.Counter()
         self._table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._self_mask = holders.owned_by(survivors)  # b_u for u in U3, s_u^SK for the others
 
-    def store(self, holder: int, parts: Sequence[tuple[tuple[int, ...], bytes]], t: int) -> int:
-        """Keep ``holder``'s share of each owner's secret: ``parts`` of (owners, their
-        ``SHARE_BYTES`` values in that order), the owners distinct and each checked against
-        the request (the response's own objects: nothing is copied); returns how many secrets
-        have just got their t-th share."""
+    def store(self, holder: int, parts: Sequence[_OwnerValues], t: int) -> int:
+        """Keep ``holder``'s share of each owner's secret (``parts``: the response's lists, the
+        owners distinct and each checked against the request; a packed list's own objects,
+        kept as they are); returns how many secrets have just got their t-th share."""
         if self._table is not None:
             raise ProtocolViolation(Violation.LATE, "the unmask shares are already tabled")
         per_owner, reached = self._per_owner, 0
