@@ -45,6 +45,7 @@ from reporting import publish, spread  # noqa: E402
 
 from fedhh.rpc.aggregator_wire import (  # noqa: E402
     RequestEncoder,
+    RequestForm,
     keys_from_pb,
     keys_to_pb,
     request_from_pb,
@@ -74,6 +75,8 @@ DIMENSION = 4096
 DROPOUT = 0.1
 SEED = 5
 STAGES = (Stage.SHARE_KEYS, Stage.MASKED_INPUT, Stage.CONSISTENCY_CHECK, Stage.UNMASK)
+# (the form the load test's devices take their requests in: device_stream.py's open)
+DEVICE_FORM = RequestForm.PACKED_SHARES | RequestForm.SURVIVOR_BITS
 
 
 def cohort_of(devices: int) -> Cohort:
@@ -102,7 +105,7 @@ def record(devices: int) -> dict[Stage, dict[int, bytes]]:
             if stage == Stage.MASKED_INPUT and u in dropped:
                 continue
             received = request_from_pb(sid, u, pb.SessionEvent.FromString(
-                encoder.event(stage, request, True)).next)
+                encoder.event(stage, request, DEVICE_FORM)).next)
             member = members[u]
             answer: DeviceMessage
             if isinstance(received, ShareKeysRequest):
@@ -160,7 +163,7 @@ def replay(devices: int, shards: int, interleaved: bool, answers: dict[Stage, di
                 cpu["close"] = cpu.get("close", 0.0) + time.thread_time() - start
                 if stage is not None:
                     start = time.thread_time()
-                    pending.append([encoder.event(stage, r, True)
+                    pending.append([encoder.event(stage, r, DEVICE_FORM)
                                     for _, r in sorted(requests.items())])
                     cpu["encode"] = cpu.get("encode", 0.0) + time.thread_time() - start
         if stage is None:

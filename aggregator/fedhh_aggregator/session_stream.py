@@ -21,7 +21,9 @@ long-polls. The unmask shares are answered with ``unmask`` and the stream ends; 
 open asked for it (``unmask_in_status``) takes that answer from the stream's end instead, status
 OK with trailing metadata, one message fewer per device. A device whose open says
 ``packed_requests`` gets its masked-input request's shares packed (the senders, then their
-ciphertexts), which the worker writes without an entry per share. A rejected
+ciphertexts), which the worker writes without an entry per share; one whose open says
+``survivor_bits`` gets the survivor set U3 as a bitmap (3 KB at a shard of 25,000 where the
+ids take 53). A rejected
 message changes nothing and ends the stream with its code, told first in a ``refused`` event
 (see :func:`_refuse`).
 
@@ -50,6 +52,7 @@ from fedhh.rpc.aggregator_wire import (
     CHALLENGE_BYTES,
     CHUNK_BYTES,
     DIGEST_BYTES,
+    RequestForm,
     admission_from_pb,
     keys_from_pb,
     session_transcript,
@@ -184,8 +187,13 @@ def _authenticate(registry: RoundRegistry, context: grpc.aio.ServicerContext, re
     transcript = session_transcript(round_.session_id, admission.device_id, challenge)
     if not ed25519_verify(admission.identity_key, bytes(opened.signature), transcript):
         raise AuthenticationError("the stream is not opened by the admitted device")
+    form = RequestForm.PLAIN
+    if opened.packed_requests:
+        form |= RequestForm.PACKED_SHARES
+    if opened.survivor_bits:
+        form |= RequestForm.SURVIVOR_BITS
     session = _Session(registry, round_, admission, context, reader, opened.unmask_in_status,
-                       opened.packed_requests)
+                       form)
     return session, admission if opened.advertise else None
 
 
@@ -194,10 +202,10 @@ class _Session:
 
     def __init__(self, registry: RoundRegistry, round_: Round, admission: Admission,
                  context: grpc.aio.ServicerContext, reader: _Reader,
-                 unmask_in_status: bool, packed_requests: bool) -> None:
+                 unmask_in_status: bool, request_form: RequestForm) -> None:
         self.registry = registry
         self.unmask_in_status = unmask_in_status
-        self.packed_requests = packed_requests
+        self.request_form = request_form
         self.reader = reader
         self.round = round_
         self.device_id = admission.device_id
@@ -382,7 +390,7 @@ class _Session:
             event: pb.SessionEvent | Callable[[], bytes]
             if outcome.request is not None:
                 event = functools.partial(round_.encoder.event, stage, outcome.request,
-                                          self.packed_requests)
+                                          self.request_form)
             else:
                 event = pb.SessionEvent(stage=stage_to_pb(stage))
                 await_response(round_, outcome, event.next)

@@ -169,6 +169,7 @@ class SessionStream:
             self.identity_key, self.admission, self.device.session_id, event.challenge))
         opened.open.unmask_in_status = True  # (an aggregator from before it sends the event)
         opened.open.packed_requests = True  # (an aggregator from before it sends entries)
+        opened.open.survivor_bits = True  # (an aggregator from before it sends the ids)
         if (event.keys_in_open and not self.attempted and self.last
                 and self.last[0].WhichOneof("part") == "keys"):
             # (the keys ride in the open; a stream opened after this one sends them again as

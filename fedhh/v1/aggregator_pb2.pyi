@@ -170,10 +170,12 @@ class MaskedInputRequest(_message.Message):
     def __init__(self, shares: _Optional[_Iterable[_Union[EncryptedShare, _Mapping]]] = ..., srcs: _Optional[_Iterable[int]] = ..., ciphertexts: _Optional[bytes] = ...) -> None: ...
 
 class ConsistencyRequest(_message.Message):
-    __slots__ = ("survivors",)
+    __slots__ = ("survivors", "survivor_bits")
     SURVIVORS_FIELD_NUMBER: _ClassVar[int]
+    SURVIVOR_BITS_FIELD_NUMBER: _ClassVar[int]
     survivors: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, survivors: _Optional[_Iterable[int]] = ...) -> None: ...
+    survivor_bits: bytes
+    def __init__(self, survivors: _Optional[_Iterable[int]] = ..., survivor_bits: _Optional[bytes] = ...) -> None: ...
 
 class UnmaskRequest(_message.Message):
     __slots__ = ("alive", "dropped", "signatures")
@@ -270,20 +272,22 @@ class SubmitUnmaskRequest(_message.Message):
     def __init__(self, session_id: _Optional[bytes] = ..., credentials: _Optional[_Union[DeviceCredentials, _Mapping]] = ..., b_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ..., s_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ...) -> None: ...
 
 class SessionOpen(_message.Message):
-    __slots__ = ("session_id", "admission", "signature", "advertise", "unmask_in_status", "packed_requests")
+    __slots__ = ("session_id", "admission", "signature", "advertise", "unmask_in_status", "packed_requests", "survivor_bits")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     ADMISSION_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     ADVERTISE_FIELD_NUMBER: _ClassVar[int]
     UNMASK_IN_STATUS_FIELD_NUMBER: _ClassVar[int]
     PACKED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    SURVIVOR_BITS_FIELD_NUMBER: _ClassVar[int]
     session_id: bytes
     admission: SecAggAdmission
     signature: bytes
     advertise: bool
     unmask_in_status: bool
     packed_requests: bool
-    def __init__(self, session_id: _Optional[bytes] = ..., admission: _Optional[_Union[SecAggAdmission, _Mapping]] = ..., signature: _Optional[bytes] = ..., advertise: _Optional[bool] = ..., unmask_in_status: _Optional[bool] = ..., packed_requests: _Optional[bool] = ...) -> None: ...
+    survivor_bits: bool
+    def __init__(self, session_id: _Optional[bytes] = ..., admission: _Optional[_Union[SecAggAdmission, _Mapping]] = ..., signature: _Optional[bytes] = ..., advertise: _Optional[bool] = ..., unmask_in_status: _Optional[bool] = ..., packed_requests: _Optional[bool] = ..., survivor_bits: _Optional[bool] = ...) -> None: ...
 
 class SessionShares(_message.Message):
     __slots__ = ("shares", "b_commitment", "dsts", "ciphertexts")

@@ -226,7 +226,8 @@ class _RecordingCall:
     """A session stream whose written parts and read events are recorded;
     ``offer_keys_in_open`` (``offer_packed_shares``) False makes the challenge event say what
     an aggregator from before ``keys_in_open`` (``packed_shares``) said, ``unmask_in_status``
-    False makes the open say what a device from before ``unmask_in_status`` said."""
+    (``survivor_bits``) False makes the open say what a device from before ``unmask_in_status``
+    (``survivor_bits``) said."""
 
     def __init__(self, call: Any, owner: _RecordingStub) -> None:
         self._call, self._owner = call, owner
@@ -239,11 +240,15 @@ class _RecordingCall:
             if not self._owner.offer_packed:
                 event.ClearField("packed_shares")
             self._owner.events.append(event.WhichOneof("event"))
+            if event.WhichOneof("event") == "next" and event.next.HasField("consistency_check"):
+                self._owner.survivor_sets.append(event.next.consistency_check)
         return event
 
     async def write(self, message: pb.SessionMessage) -> None:
         if message.WhichOneof("part") == "open" and not self._owner.unmask_in_status:
             message.open.ClearField("unmask_in_status")
+        if message.WhichOneof("part") == "open" and not self._owner.survivor_bits:
+            message.open.ClearField("survivor_bits")
         self._owner.sent.append(message)
         await self._call.write(message)
 
@@ -259,10 +264,11 @@ class _RecordingCall:
 class _RecordingStub:
     def __init__(self, channel: grpc.aio.Channel, offer_keys_in_open: bool = True,
                  unmask_in_status: bool = True, stub: Any = None,
-                 offer_packed_shares: bool = True) -> None:
+                 offer_packed_shares: bool = True, survivor_bits: bool = True) -> None:
         self._stub = stub or pb_grpc.SecureAggregationStub(channel)
         self.offer, self.unmask_in_status = offer_keys_in_open, unmask_in_status
-        self.offer_packed = offer_packed_shares
+        self.offer_packed, self.survivor_bits = offer_packed_shares, survivor_bits
+        self.survivor_sets: list[pb.ConsistencyRequest] = []  # as the events carried them
         self.sent: list[pb.SessionMessage] = []
         self.events: list[str | None] = []
         self.answers: list[bool | None] = []  # the unmask answers read from a stream's end
@@ -327,6 +333,30 @@ def test_the_keys_ride_in_the_open_where_the_aggregator_offers_it(
     for stub in stubs:
         assert [m.WhichOneof("part") for m in stub.sent] == expected
         assert stub.sent[0].open.advertise is offer_keys_in_open
+    assert result.survivors == tuple(range(1, n + 1))
+    assert np.array_equal(result.total.astype(np.int64),
+                          cohort.plaintext_sum(set(range(1, n + 1))))
+
+
+@pytest.mark.parametrize("survivor_bits", [True, False])
+def test_the_survivor_set_comes_as_a_bitmap_where_the_open_asks_for_it(
+        survivor_bits: bool) -> None:
+    """A device whose open says ``survivor_bits`` gets U3 as a bitmap, bit i - 1 for device
+    i; with the field cleared on its way (a device from before it) the ids, as before. Both
+    sign the same set, and the round releases every device's report."""
+    n = 10
+    cohort = make_cohort(n, 256, n - 1, 6, n_min=7, windows_ms=(600_000,) * 5,
+                         consistency_check=True,
+                         round_id=f"stream/survivor-bits/{survivor_bits}".encode())
+    result, stubs = _recorded_round(
+        cohort, lambda _, channel: _RecordingStub(channel, survivor_bits=survivor_bits))
+    for stub in stubs:
+        assert stub.sent[0].open.survivor_bits is survivor_bits
+        (request,) = stub.survivor_sets
+        if survivor_bits:  # (ids 1..10: bits 0..9)
+            assert not request.survivors and request.survivor_bits == b"\xff\x03"
+        else:
+            assert list(request.survivors) == list(range(1, n + 1)) and not request.survivor_bits
     assert result.survivors == tuple(range(1, n + 1))
     assert np.array_equal(result.total.astype(np.int64),
                           cohort.plaintext_sum(set(range(1, n + 1))))

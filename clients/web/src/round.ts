@@ -117,6 +117,16 @@ function sharesFromPb(shares: Array<{ src: number; dst: number; ciphertext: Uint
   return shares.map((s) => ({ src: s.src, dst: s.dst, ciphertext: own(s.ciphertext) }));
 }
 
+/** The ids whose bits are set in ConsistencyRequest.survivor_bits (bit i - 1 for device i,
+ * least significant first), increasing. */
+export function bitIds(bits: Uint8Array): number[] {
+  const ids: number[] = [];
+  bits.forEach((byte, at) => {
+    for (let bit = 0; bit < 8; bit++) if (byte & (1 << bit)) ids.push(at * 8 + bit + 1);
+  });
+  return ids;
+}
+
 type ServerRequest = ShareKeysRequest | MaskedInputRequest | ConsistencyRequest | UnmaskRequest;
 
 /** The library request in a READY answer (request_from_pb), or null. */
@@ -131,7 +141,9 @@ export function requestFromPb(sessionId: Uint8Array, deviceId: number, message: 
     case "maskedInput":
       return { sessionId, deviceId, shares: sharesFromPb(request.value.shares) };
     case "consistencyCheck":
-      return { sessionId, deviceId, survivors: [...request.value.survivors] };
+      // (the ids, then the bitmap's: aggregator_wire's request_from_pb)
+      return { sessionId, deviceId, survivors: [...request.value.survivors,
+                                                ...bitIds(request.value.survivorBits)] };
     case "unmask":
       return { sessionId, deviceId, alive: [...request.value.alive],
                dropped: [...request.value.dropped],

@@ -11,9 +11,11 @@ import { Codec, CodecError, codebookFromSpec, huffmanCodewords } from "../src/co
 import { ConfigError } from "../src/config.js";
 import { DEFAULT_FLOORS, checkEpsLocal, policyOf } from "../src/floors.js";
 import { fromHex } from "../src/bytes.js";
+import { AwaitStageResponseSchema, AwaitStatus, ConsistencyRequestSchema } from "../src/gen/fedhh/v1/aggregator_pb.js";
 import { TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
 import { parseRoundConfig } from "../src/config.js";
 import { reportForTask } from "../src/report.js";
+import { bitIds, requestFromPb } from "../src/round.js";
 import { belowFromWords, systemDraws } from "../src/selection.js";
 import { fileBooks, pythonVectors } from "./vectors.js";
 
@@ -147,4 +149,23 @@ test("reportForTask: the epsilon cap, then the budget, then the report; a retry 
   assert.deepEqual(await reportForTask(task(3), data, budget, floors, fileBooks), ones);
   await assert.rejects(reportForTask(task(3, "other"), data, budget, floors, fileBooks), PrivacyError);
   assert.equal(budget.spent(), 3);
+});
+
+test("the survivor set reads as the ids, then the bitmap's (aggregator.proto's survivor_bits)", () => {
+  assert.deepEqual(bitIds(new Uint8Array([0xff, 0x03])), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+  assert.deepEqual(bitIds(new Uint8Array([0x00, 0x80, 0x01])), [16, 17]);
+  assert.deepEqual(bitIds(new Uint8Array(0)), []);
+  const answer = (request: object) => create(AwaitStageResponseSchema, {
+    status: AwaitStatus.READY,
+    request: { case: "consistencyCheck", value: create(ConsistencyRequestSchema, request) } });
+  const sid = new Uint8Array(32);
+  const read = (request: object) => {
+    const parsed = requestFromPb(sid, 3, answer(request));
+    assert.ok(parsed !== null && "survivors" in parsed);
+    return parsed.survivors;
+  };
+  assert.deepEqual(read({ survivors: [2, 3, 9] }), [2, 3, 9]);
+  assert.deepEqual(read({ survivorBits: new Uint8Array([0x06, 0x01]) }), [2, 3, 9]);
+  // both: the ids, then the bitmap's, which the device's check that they increase refuses
+  assert.deepEqual(read({ survivors: [2, 3], survivorBits: new Uint8Array([0x04]) }), [2, 3, 3]);
 });

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from fedhh.rpc.aggregator_wire import (
     RequestEncoder,
+    RequestForm,
     _IdVarints,
     keys_to_pb,
     request_from_pb,
@@ -92,6 +93,65 @@ def test_survivor_sets_are_protobufs_encoding(survivors: list[int]) -> None:
         consistency_check=pb.ConsistencyRequest(survivors=other))
 
 
+def _bitmap(survivors: set[int]) -> bytes:
+    """The bitmap as aggregator.proto defines it, from the integer whose bit i - 1 is set
+    for each survivor i (independent of the encoder's NumPy)."""
+    value = sum(1 << (i - 1) for i in survivors)
+    return value.to_bytes((value.bit_length() + 7) // 8, "little")
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(list(Stage)), st.sets(st.integers(min_value=1, max_value=30_000),
+                                             max_size=300),
+       st.sampled_from([RequestForm.SURVIVOR_BITS,
+                        RequestForm.SURVIVOR_BITS | RequestForm.PACKED_SHARES]))
+def test_survivor_bits_are_protobufs_encoding(stage: Stage, survivors: set[int],
+                                              form: RequestForm) -> None:
+    """To a device whose open said ``survivor_bits``: U3 as the bitmap, protobuf's bytes for
+    ConsistencyRequest(survivor_bits=...), which reads back as the same increasing ids; to any
+    other device of the same round, the ids."""
+    shared = tuple(sorted(survivors))
+    encoder = RequestEncoder()
+    for _ in range(2):  # the second from the memoised forms
+        bits = encoder.event(stage, ConsistencyRequest(SID, 1, shared), form)
+        assert bits == pb.SessionEvent(stage=stage_to_pb(stage), next=pb.AwaitStageResponse(
+            status=pb.AWAIT_STATUS_READY, consistency_check=pb.ConsistencyRequest(
+                survivor_bits=_bitmap(survivors)))).SerializeToString()
+        plain = encoder.event(stage, ConsistencyRequest(SID, 2, shared))
+        assert pb.SessionEvent.FromString(plain).next.consistency_check.survivors == list(shared)
+        for event in (bits, plain):
+            parsed = request_from_pb(SID, 1, pb.SessionEvent.FromString(event).next)
+            assert isinstance(parsed, ConsistencyRequest) and parsed.survivors == shared
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_survivors_in_both_forms_reach_the_device_as_ids_then_bits(overlap: bool) -> None:
+    """A request with both fields holds the ids, then the bitmap's: ids that do not increase
+    across the two (one set twice) are refused by the device's check, MALFORMED; two parts
+    that do increase are one set, checked as any other."""
+    cohort = make_cohort(8, 16, 4, 3, n_min=4, device_auth=True, consistency_check=True)
+    driver = SimulatedRound(cohort, {})
+    while driver.server.stage < Stage.CONSISTENCY_CHECK:
+        driver.step()
+    u = 1
+    survivors = driver.pending[u].survivors
+    cut = len(survivors) // 2 + (1 if overlap else 0)
+    message = pb.ConsistencyRequest(survivors=survivors[:cut],
+                                    survivor_bits=_bitmap(set(survivors[cut - overlap:])))
+    request = request_from_pb(cohort.session_id, u, pb.AwaitStageResponse(
+        status=pb.AWAIT_STATUS_READY, consistency_check=message))
+    assert isinstance(request, ConsistencyRequest)
+    device = driver.devices[u]
+    if overlap:
+        assert request.survivors == (*survivors[:cut], *survivors[cut - 1:])
+        with pytest.raises(SecAggAbort, match="increasing"):
+            device.consistency_check(request)
+        assert device.state == DeviceState.ABORTED
+    else:
+        assert request.survivors == survivors
+        assert device.consistency_check(request).signature
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(ids, max_size=30), st.lists(ids, max_size=30),
        st.lists(st.tuples(ids, blobs), max_size=20, unique_by=lambda t: t[0]))
@@ -138,7 +198,7 @@ def test_packed_routed_shares_are_protobufs_encoding(stage: Stage, dst: int, sen
     bundle = ShareBundle(dst, tuple(senders), blob, width)
     request = MaskedInputRequest(SID, dst, bundle)
     encoder = RequestEncoder()
-    packed = pb.SessionEvent.FromString(encoder.event(stage, request, packed=True))
+    packed = pb.SessionEvent.FromString(encoder.event(stage, request, RequestForm.PACKED_SHARES))
     assert packed.SerializeToString() == pb.SessionEvent(
         stage=stage_to_pb(stage), next=pb.AwaitStageResponse(
             status=pb.AWAIT_STATUS_READY, masked_input=pb.MaskedInputRequest(
