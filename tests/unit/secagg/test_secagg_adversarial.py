@@ -131,6 +131,34 @@ def test_1_same_round_duplicates_are_deduplicated() -> None:
     assert server.received() == 1
 
 
+@pytest.mark.parametrize("change", ["one missing", "one extra", "a foreign id", "itself",
+                                    "a repeated recipient", "negative", "above uint32", "a bool"])
+def test_1_shares_must_go_to_exactly_the_roster_neighbours(change: str) -> None:
+    """Shares to any other set of recipients than the device's roster neighbours (one each)
+    are MALFORMED, whatever the ids (ints out of uint32's range included), and change
+    nothing: the device's correct shares are taken afterwards."""
+    driver = drive_to(small_cohort(), Stage.SHARE_KEYS)
+    server = driver.server
+    response = driver.devices[1].share_keys(driver.pending[1])  # type: ignore[arg-type]
+    shares = response.shares
+    first = shares[0]
+    foreign = max(s.dst for s in shares) + 1000
+    changed = {
+        "one missing": shares[1:],
+        "one extra": (*shares, dataclasses.replace(first, dst=foreign)),
+        "a foreign id": (dataclasses.replace(first, dst=foreign), *shares[1:]),
+        "itself": (dataclasses.replace(first, dst=1), *shares[1:]),
+        "a repeated recipient": (dataclasses.replace(first, dst=shares[1].dst), *shares[1:]),
+        "negative": (dataclasses.replace(first, dst=-first.dst), *shares[1:]),
+        "above uint32": (dataclasses.replace(first, dst=first.dst + 2**32), *shares[1:]),
+        "a bool": (dataclasses.replace(first, dst=True), *shares[1:]),
+    }[change]
+    assert violation(server.handle_share_keys, dataclasses.replace(
+        response, shares=changed)) is Violation.MALFORMED
+    assert server.received() == 0
+    assert server.handle_share_keys(response) is True
+
+
 def test_1_swapped_src_and_dst_fails_the_aad() -> None:
     """Device 2's ciphertext for device 1, presented to device 2 as if it came from 1."""
     driver = drive_to(small_cohort(), Stage.MASKED_INPUT)
