@@ -87,7 +87,6 @@ __all__ = [
     "shares_to_pb",
     "stage_from_pb",
     "stage_to_pb",
-    "survivor_bits",
     "unmask_digest",
     "unmask_from_pb",
     "unmask_to_pb",
@@ -354,8 +353,8 @@ _SHARE_HEADS: dict[int, _ShareHeads] = {}
 _READY = b"\x08" + _varint(pb.AWAIT_STATUS_READY)  # AwaitStageResponse.status
 _SHARE_KEYS, _MASKED_INPUT, _CONSISTENCY, _UNMASK = b"\x12", b"\x1a", b"\x22", b"\x2a"
 _FIRST = b"\x0a"  # field 1 of ShareKeysRequest, ConsistencyRequest, UnmaskRequest
-_SECOND = b"\x12"  # field 2: UnmaskRequest.dropped, ConsistencyRequest.survivor_bits,
-#  SessionEvent.next
+# field 2: UnmaskRequest.dropped, ConsistencyRequest.survivor_bits, SessionEvent.next
+_SECOND = b"\x12"
 _SIGNATURES = b"\x1a"  # UnmaskRequest.signatures
 _CIPHERTEXTS = b"\x1a"  # MaskedInputRequest.ciphertexts
 _EVENT_STAGE = b"\x20"  # SessionEvent.stage
@@ -370,7 +369,7 @@ class RequestForm(IntFlag):
     SURVIVOR_BITS = auto()  # ``survivor_bits``: U3 as a bitmap
 
 
-def survivor_bits(survivors: tuple[int, ...]) -> bytes:
+def _survivor_bits(survivors: tuple[int, ...]) -> bytes:
     """U3 (ids >= 1) as ``ConsistencyRequest.survivor_bits``: bit i - 1 for device i, least
     significant bit first, up to the byte of the largest id. At 90% survivors the ids take
     ~2.1 bytes each as varints, the bitmap 0.14 a survivor: every device of a shard of 25,000
@@ -467,7 +466,7 @@ class RequestEncoder:
             encoded = forms.get(bits)
             if encoded is None:
                 if bits:
-                    body = survivor_bits(survivors)
+                    body = _survivor_bits(survivors)
                     encoded = _delimited(_SECOND, body) if body else b""
                 else:
                     encoded = _packed(_FIRST, survivors)
