@@ -380,7 +380,8 @@ export type ConsistencyRequest = Message<"fedhh.v1.ConsistencyRequest"> & {
    * `survivors`): device i is in U3 iff bit (i - 1) % 8 (least significant first) of byte
    * (i - 1) / 8 is set; no trailing zero bytes. ceil(n / 8) bytes at most where the ids take
    * ~2 bytes each: 3 KB for a shard of 25,000, not 53. A request carrying both fields holds
-   * the ids, then the bitmap's (which the device's check that they increase refuses).
+   * the ids, then the bitmap's (which the device's check that they increase refuses if
+   * the two overlap).
    *
    * @generated from field: bytes survivor_bits = 2;
    */
