@@ -187,13 +187,8 @@ def _authenticate(registry: RoundRegistry, context: grpc.aio.ServicerContext, re
     transcript = session_transcript(round_.session_id, admission.device_id, challenge)
     if not ed25519_verify(admission.identity_key, bytes(opened.signature), transcript):
         raise AuthenticationError("the stream is not opened by the admitted device")
-    form = RequestForm.PLAIN
-    if opened.packed_requests:
-        form |= RequestForm.PACKED_SHARES
-    if opened.survivor_bits:
-        form |= RequestForm.SURVIVOR_BITS
     session = _Session(registry, round_, admission, context, reader, opened.unmask_in_status,
-                       form)
+                       RequestForm.of(opened))
     return session, admission if opened.advertise else None
 
 

@@ -368,6 +368,16 @@ class RequestForm(IntFlag):
     PACKED_SHARES = auto()  # ``packed_requests``: a masked-input request's shares packed
     SURVIVOR_BITS = auto()  # ``survivor_bits``: U3 as a bitmap
 
+    @classmethod
+    def of(cls, opened: pb.SessionOpen) -> RequestForm:
+        """The form a device's ``SessionOpen`` asks for."""
+        form = cls.PLAIN
+        if opened.packed_requests:
+            form |= cls.PACKED_SHARES
+        if opened.survivor_bits:
+            form |= cls.SURVIVOR_BITS
+        return form
+
 
 def _survivor_bits(survivors: tuple[int, ...]) -> bytes:
     """U3 (ids >= 1) as ``ConsistencyRequest.survivor_bits``: bit i - 1 for device i, least
@@ -447,7 +457,7 @@ class RequestEncoder:
                 parts.append(encoded)
         elif isinstance(request, MaskedInputRequest):
             tag, routed = _MASKED_INPUT, request.shares
-            if form & RequestForm.PACKED_SHARES and isinstance(routed, ShareBundle) \
+            if RequestForm.PACKED_SHARES in form and isinstance(routed, ShareBundle) \
                     and routed.dst:
                 if routed.blob:  # (the senders, then their ciphertexts: two fields, no copy)
                     parts += (_packed(_SECOND, routed.senders), _CIPHERTEXTS,
@@ -459,7 +469,7 @@ class RequestEncoder:
                 _add_shares(shares.shares, routed)
                 parts.append(shares.SerializeToString())
         elif isinstance(request, ConsistencyRequest):
-            tag, bits = _CONSISTENCY, bool(form & RequestForm.SURVIVOR_BITS)
+            tag, bits = _CONSISTENCY, RequestForm.SURVIVOR_BITS in form
             survivors, forms = self._survivors
             if survivors is not request.survivors:
                 survivors, forms = self._survivors = (request.survivors, {})

@@ -135,15 +135,16 @@ def test_survivors_in_both_forms_reach_the_device_as_ids_then_bits(overlap: bool
         driver.step()
     u = 1
     survivors = driver.pending[u].survivors
-    cut = len(survivors) // 2 + (1 if overlap else 0)
+    cut = len(survivors) // 2
+    bits_from = cut - 1 if overlap else cut  # (overlapping: the last id of the list again)
     message = pb.ConsistencyRequest(survivors=survivors[:cut],
-                                    survivor_bits=_bitmap(set(survivors[cut - overlap:])))
+                                    survivor_bits=_bitmap(set(survivors[bits_from:])))
     request = request_from_pb(cohort.session_id, u, pb.AwaitStageResponse(
         status=pb.AWAIT_STATUS_READY, consistency_check=message))
     assert isinstance(request, ConsistencyRequest)
     device = driver.devices[u]
     if overlap:
-        assert request.survivors == (*survivors[:cut], *survivors[cut - 1:])
+        assert request.survivors == (*survivors[:cut], *survivors[bits_from:])
         with pytest.raises(SecAggAbort, match="increasing"):
             device.consistency_check(request)
         assert device.state == DeviceState.ABORTED
