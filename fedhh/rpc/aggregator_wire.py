@@ -45,6 +45,7 @@ from fedhh.secagg.messages import (
     EncryptedShare,
     MaskedInputRequest,
     OwnerShares,
+    RosterSpan,
     ServerMessage,
     ShareBundle,
     ShareKeysRequest,
@@ -416,12 +417,15 @@ class RequestEncoder:
     def __init__(self) -> None:
         self._entries: dict[int, bytes] = {}
         self._signatures: dict[int, bytes] = {}
+        # the ring of the rosters' runs, its entries encoded in ring order, and their offsets
+        self._ring: tuple[tuple[AdvertiseKeys, ...], memoryview, tuple[int, ...]] = (
+            (), memoryview(b""), (0,))
         # U3, and its encoded field in each form asked for
         self._survivors: tuple[tuple[int, ...], dict[bool, bytes]] = ((), {})
 
     def ready(self, request: ServerMessage) -> bytes:
         """The encoded ``AwaitStageResponse`` (status READY) carrying ``request``."""
-        parts = [_READY, b"", b""]
+        parts: list[bytes | memoryview] = [_READY, b"", b""]
         parts[1], size = self._append_body(request, parts, RequestForm.PLAIN)
         parts[2] = _varint(size)
         return b"".join(parts)
@@ -435,26 +439,29 @@ class RequestEncoder:
         event around that copied tens of kilobytes three times per device and stage, each copy
         a fresh allocation from the C heap, whose search for free memory grows with a worker's
         heap (docs/benchmarks.md, "What grows with n at a worker")."""
-        parts = [_SECOND, b"", _READY, b"", b""]
+        parts: list[bytes | memoryview] = [_SECOND, b"", _READY, b"", b""]
         parts[3], size = self._append_body(request, parts, form)
         parts[4] = _varint(size)
         parts[1] = _varint(len(_READY) + len(parts[3]) + len(parts[4]) + size)
         parts += (_EVENT_STAGE, _varint(stage_to_pb(stage)))
         return b"".join(parts)
 
-    def _append_body(self, request: ServerMessage, parts: list[bytes],
+    def _append_body(self, request: ServerMessage, parts: list[bytes | memoryview],
                      form: RequestForm) -> tuple[bytes, int]:
         """Append ``request``'s encoded fields to ``parts``; returns its field key in the
         answer and the fields' size."""
         start = len(parts)
         if isinstance(request, ShareKeysRequest):
-            tag, entries = _SHARE_KEYS, self._entries
-            for e in request.roster:
-                encoded = entries.get(e.device_id)
-                if encoded is None:
-                    encoded = entries[e.device_id] = _delimited(
-                        _FIRST, keys_to_pb(e).SerializeToString())
-                parts.append(encoded)
+            tag, roster = _SHARE_KEYS, request.roster
+            if isinstance(roster, RosterSpan):
+                parts += self._run(roster)
+            else:
+                entries = self._entries
+                for e in roster:
+                    encoded = entries.get(e.device_id)
+                    if encoded is None:
+                        encoded = entries[e.device_id] = _roster_entry(e)
+                    parts.append(encoded)
         elif isinstance(request, MaskedInputRequest):
             tag, routed = _MASKED_INPUT, request.shares
             if RequestForm.PACKED_SHARES in form and isinstance(routed, ShareBundle) \
@@ -494,6 +501,27 @@ class RequestEncoder:
         else:  # pragma: no cover
             raise TypeError(f"not a server request: {type(request).__name__}")
         return tag, sum(map(len, parts[start:]))
+
+
+    def _run(self, span: RosterSpan) -> tuple[memoryview, ...]:
+        """The encoded entries of ``span``: one or two slices of its ring's entries encoded
+        once, one after another, in ring order."""
+        ring = span.ring
+        if self._ring[0] is not ring:
+            entries = self._entries
+            encoded = [entries.get(e.device_id) or _roster_entry(e) for e in ring]
+            self._ring = (ring, memoryview(b"".join(encoded)),
+                          (0, *itertools.accumulate(map(len, encoded))))
+        _, body, offsets = self._ring
+        start, stop, size = span.start, span.stop, len(ring)
+        if stop <= size:
+            return (body[offsets[start]:offsets[stop]],)
+        return body[offsets[start]:], body[:offsets[stop - size]]
+
+
+def _roster_entry(entry: AdvertiseKeys) -> bytes:
+    """``entry`` as a ``ShareKeysRequest.roster`` field."""
+    return _delimited(_FIRST, keys_to_pb(entry).SerializeToString())
 
 
 def request_from_pb(session_id: bytes, device_id: int, message: pb.AwaitStageResponse

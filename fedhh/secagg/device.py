@@ -46,6 +46,7 @@ from fedhh.secagg.messages import (
     EncryptedShare,
     MaskedInput,
     MaskedInputRequest,
+    RosterSpan,
     ShareBundle,
     ShareKeysRequest,
     ShareKeysResponse,
@@ -321,7 +322,8 @@ class SecAggDevice:
 
     def _check_roster(self, request: ShareKeysRequest) -> list[AdvertiseKeys]:
         roster = request.roster
-        if not isinstance(roster, tuple) or not all(isinstance(e, AdvertiseKeys) for e in roster):
+        if not isinstance(roster, tuple | RosterSpan) or not all(
+                isinstance(e, AdvertiseKeys) for e in roster):
             raise self._fail(AbortReason.MALFORMED, "roster must be a tuple of AdvertiseKeys")
         ids = [e.device_id for e in roster]
         if not all(isinstance(i, int) for i in ids) or len(set(ids)) != len(ids):

@@ -166,6 +166,36 @@ class NeighbourGraph:
         keep = mask[rows]
         return {int(u): row[kept].tolist() for u, row, kept in zip(ids, rows, keep, strict=True)}
 
+    def ring_runs(self, members: Collection[int]) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+        """``members`` in ring order, and for the i-th of them the run [start[i], stop[i]) of
+        that order, laid twice end to end (indices 0..2m), that holds it and its neighbours
+        among the members: the members within k/2 ring positions on either side, one run
+        because the neighbourhood is an arc of the ring (module docstring). For the complete
+        graph the order is the ids' and every run is all of them.
+
+        A device's request lists its own and its live neighbours' keys, so with the entries
+        laid out in this order each request is one or two runs of consecutive bytes
+        (:class:`fedhh.secagg.messages.RosterSpan`) instead of ~k gathered from all m: at
+        25,000 devices a shard the gather cost a worker 76-85 us a device against 59 at 2,500
+        (docs/benchmarks.md)."""
+        ids, _ = self._members(members)
+        m = ids.size
+        if self._position is None:
+            return tuple(ids.tolist()), np.zeros(m, dtype=np.int64), np.full(m, m, dtype=np.int64)
+        positions = self._position[ids]
+        by_ring = np.argsort(positions, kind="stable")
+        ring, pos = ids[by_ring], positions[by_ring]
+        half = self.k // 2
+        # Three laps of the members' positions, so that an arc around the seam is one range;
+        # an arc spans k + 1 <= n - 1 positions, so it meets each member at most once.
+        laps = np.concatenate([pos - self.n, pos, pos + self.n])
+        start = np.searchsorted(laps, pos - half, side="left") - m
+        stop = np.searchsorted(laps, pos + half, side="right") - m
+        wrapped = start < 0
+        start[wrapped] += m
+        stop[wrapped] += m
+        return tuple(ring.tolist()), start, stop
+
     def core(self, members: Collection[int], t: int) -> set[int]:
         """The devices of ``members`` left after removing, again and again until none is left
         to remove, every device with fewer than ``t`` neighbours among those left: the t-core

@@ -21,6 +21,7 @@ Order of one round (server -> device requests come from ``SecAggServer.close_sta
 
 from __future__ import annotations
 
+import itertools
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ __all__ = [
     "MaskedInputRequest",
     "OwnerShares",
     "ReleaseEvidence",
+    "RosterSpan",
     "ServerMessage",
     "ShareBundle",
     "ShareKeysRequest",
@@ -85,13 +87,72 @@ class AdvertiseKeys:
     admission: Admission | None = None
 
 
+class RosterSpan(Sequence[AdvertiseKeys]):
+    """A roster that is a run of a round's advertised entries in ring order: items ``start``
+    to ``stop`` of ``ring`` laid twice end to end, so a run may cross the seam
+    (:meth:`fedhh.secagg.graph.NeighbourGraph.ring_runs`). The server makes one per device,
+    a view of one tuple shared by the round; the transport sends a run's bytes from one
+    encoding of the ring (:class:`fedhh.rpc.aggregator_wire.RequestEncoder`). Immutable;
+    equal to the tuple of its items."""
+
+    __slots__ = ("_ring", "_start", "_stop")
+
+    def __init__(self, ring: tuple[AdvertiseKeys, ...], start: int, stop: int) -> None:
+        if not 0 <= start <= stop <= start + len(ring) or start > len(ring):
+            raise ValueError(f"[{start}, {stop}) is not a run of a ring of {len(ring)}")
+        self._ring, self._start, self._stop = ring, start, stop
+
+    @property
+    def ring(self) -> tuple[AdvertiseKeys, ...]:
+        return self._ring
+
+    @property
+    def start(self) -> int:
+        return self._start
+
+    @property
+    def stop(self) -> int:
+        return self._stop
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    @overload
+    def __getitem__(self, index: int) -> AdvertiseKeys: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[AdvertiseKeys, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> AdvertiseKeys | tuple[AdvertiseKeys, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        return self._ring[range(self._start, self._stop)[index] % len(self._ring)]
+
+    def __iter__(self) -> Iterator[AdvertiseKeys]:
+        ring, start, stop = self._ring, self._start, self._stop
+        if stop <= len(ring):
+            return iter(ring[start:stop])
+        return itertools.chain(ring[start:], ring[:stop - len(ring)])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RosterSpan | tuple):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))  # (equal to the tuple it equals, as __eq__ requires)
+
+    def __repr__(self) -> str:
+        return f"RosterSpan({[e.device_id for e in self]})"
+
+
 @dataclass(frozen=True)
 class ShareKeysRequest:
     """Stage 1, server -> device: the advertised entries of the device and its live neighbours."""
 
     session_id: bytes
     device_id: int
-    roster: tuple[AdvertiseKeys, ...]
+    roster: tuple[AdvertiseKeys, ...] | RosterSpan
 
 
 @dataclass(frozen=True, slots=True)

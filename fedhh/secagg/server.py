@@ -49,6 +49,7 @@ from fedhh.secagg.messages import (
     MaskedInput,
     MaskedInputRequest,
     OwnerShares,
+    RosterSpan,
     ServerMessage,
     ShareBundle,
     ShareKeysRequest,
@@ -285,12 +286,16 @@ class SecAggServer:
         self._require(len(u1) >= self.config.n_min, AbortReason.TOO_FEW_DEVICES,
                       f"|U1|={len(u1)} < n_min={self.config.n_min}")
         requests: dict[int, ServerMessage] = {}
+        # Each roster is the device's run of the advertised entries in ring order: its own
+        # and its live neighbours' (NeighbourGraph.ring_runs), a view of one shared tuple.
+        order, starts, stops = self.graph.ring_runs(u1)
+        ring = tuple(map(u1.__getitem__, order))
+        runs = {u: (start, stop) for u, start, stop in zip(order, starts.tolist(),
+                                                            stops.tolist(), strict=True)}
         for u, live in self.graph.neighbours_among(u1).items():
-            advert = u1[u]
             if len(live) < self.config.t:  # it would abort; it counts as dropped
                 continue
-            roster = (advert, *map(u1.__getitem__, live))
-            req = ShareKeysRequest(self.session_id, u, roster)
+            req = ShareKeysRequest(self.session_id, u, RosterSpan(ring, *runs[u]))
             self._share_requests[u] = req
             self._share_recipients[u] = array("I", live)
             requests[u] = req

@@ -25,6 +25,7 @@ from fedhh.secagg.messages import (
     ConsistencyRequest,
     EncryptedShare,
     MaskedInputRequest,
+    RosterSpan,
     ShareBundle,
     ShareKeysRequest,
     UnmaskRequest,
@@ -44,6 +45,27 @@ def _entry(device_id: int, key: bytes, with_admission: bool) -> AdvertiseKeys:
 
 def _ready(**request: object) -> bytes:
     return pb.AwaitStageResponse(status=pb.AWAIT_STATUS_READY, **request).SerializeToString()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(ids, st.binary(min_size=0, max_size=40), st.booleans()),
+                max_size=20, unique_by=lambda t: t[0]), st.data())
+def test_roster_runs_are_protobufs_encoding(entries: list[tuple[int, bytes, bool]],
+                                            data: st.DataObject) -> None:
+    """A roster that is a run of a ring (across its seam or not, empty, all of it) encodes as
+    the tuple of its entries does, one ring after another in one encoder."""
+    encoder = RequestEncoder()
+    for _ in range(2):
+        ring = tuple(_entry(*e) for e in entries)
+        size = len(ring)
+        for _ in range(3):
+            start = data.draw(st.integers(0, size))
+            stop = data.draw(st.integers(start, min(start + size, 2 * size)))
+            span = RosterSpan(ring, start, stop)
+            plain = ShareKeysRequest(SID, 1, tuple(span))
+            assert encoder.ready(ShareKeysRequest(SID, 1, span)) == encoder.ready(plain) \
+                == _ready(share_keys=pb.ShareKeysRequest(roster=map(keys_to_pb, tuple(span))))
+        entries = entries[::-1]
 
 
 @settings(max_examples=60, deadline=None)

@@ -575,7 +575,9 @@ def test_9_own_key_altered() -> None:
 
 def test_9_roster_smaller_than_t() -> None:
     _, device, req = _share_setup()
-    short = dataclasses.replace(req, roster=req.roster[:4])  # self + 3 < t = 4
+    own = next(e for e in req.roster if e.device_id == 1)
+    others = [e for e in req.roster if e.device_id != 1]
+    short = dataclasses.replace(req, roster=(own, *others[:3]))  # self + 3 < t = 4
     assert abort_reason(device.share_keys, short) is AbortReason.TOO_FEW_NEIGHBOURS
 
 

@@ -111,6 +111,29 @@ def test_core_and_neighbours_among_match_their_definitions(
         u: [v for v in graph.neighbours(u) if v in members] for u in sorted(members)}
 
 
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(3, 40), k_half=st.integers(1, 20), drop=st.sets(st.integers(1, 40)),
+       seed=st.binary(min_size=32, max_size=32))
+def test_each_ring_run_is_the_device_and_its_member_neighbours(
+        n: int, k_half: int, drop: set[int], seed: bytes) -> None:
+    """The run of each member, read from its ring order laid twice, holds exactly the member
+    and its neighbours among the members, each once (runs across the seam included)."""
+    k = min(2 * k_half, n - 1)
+    graph = NeighbourGraph(seed, n, k)
+    members = set(range(1, n + 1)) - drop
+    order, starts, stops = graph.ring_runs(members)
+    assert sorted(order) == sorted(members)
+    if not graph.complete:
+        positions = [int(np.flatnonzero(ring_order(seed, n) == u)[0]) for u in order]
+        assert positions == sorted(positions)
+    twice = order + order
+    for u, start, stop in zip(order, starts.tolist(), stops.tolist(), strict=True):
+        assert 0 <= start <= len(order) and start <= stop <= start + len(order)
+        run = twice[start:stop]
+        assert len(set(run)) == len(run)
+        assert set(run) == {u} | {v for v in graph.neighbours(u) if v in members}
+
+
 def test_core_refuses_ids_outside_the_cohort() -> None:
     graph = NeighbourGraph(SEED, 10, 4)
     for bad in ({0, 1}, {11}):

@@ -14,12 +14,15 @@ from fedhh.secagg import shamir
 from fedhh.secagg.device import SHARE_CIPHERTEXT_BYTES
 from fedhh.secagg.errors import AbortReason, ProtocolViolation, Violation
 from fedhh.secagg.messages import (
+    AdvertiseKeys,
     DeviceMessage,
     EncryptedShare,
     MaskedInput,
     MaskedInputRequest,
     OwnerShares,
+    RosterSpan,
     ShareBundle,
+    ShareKeysRequest,
     ShareKeysResponse,
     Stage,
     UnmaskResponse,
@@ -359,3 +362,42 @@ def test_a_devices_jth_roster_neighbour_holds_its_shares_at_the_point_j() -> Non
     at_ids = [(v, y) for v, (_, y) in zip(holders, points, strict=True)]
     assert shamir.reconstruct(at_ids[-t:]) != secret
     assert_correct(driver.run())
+
+
+@pytest.mark.parametrize(("n", "k"), [(30, 8), (12, 11)])
+def test_each_roster_is_a_run_of_one_ring_holding_the_device_and_its_advertised_neighbours(
+        n: int, k: int) -> None:
+    """Sparse and complete graphs, with devices that never advertised: every request's roster
+    is a view of one ring shared by the round, the device's own entry and those of its
+    neighbours that advertised, each once."""
+    gone = {3, 4, 17}
+    driver = drive_to(make_cohort(n, 16, k, 4, n_min=5), Stage.SHARE_KEYS,
+                      DropoutPlan.at(Stage.ADVERTISE_KEYS, gone))
+    rings = set()
+    for u, request in driver.pending.items():
+        assert isinstance(request, ShareKeysRequest) and isinstance(request.roster, RosterSpan)
+        rings.add(id(request.roster.ring))
+        ids = [e.device_id for e in request.roster]
+        assert len(ids) == len(set(ids))
+        assert set(ids) == {u} | (set(driver.server.graph.neighbours(u)) - gone)
+        assert all(e == driver.devices[e.device_id].advertise_keys() for e in request.roster)
+    assert len(rings) == 1
+    assert_correct(driver.run())
+
+
+def test_a_roster_span_is_the_tuple_of_its_run() -> None:
+    ring = tuple(AdvertiseKeys(b"s" * 32, i, bytes([i]) * 32, bytes([i + 1]) * 32)
+                 for i in range(1, 6))
+    for start, stop, items in [(0, 5, ring), (3, 7, ring[3:] + ring[:2]), (5, 5, ()),
+                               (5, 10, ring), (1, 3, ring[1:3])]:
+        span = RosterSpan(ring, start, stop)
+        assert span == items and items == span and tuple(span) == items
+        assert hash(span) == hash(items) and len(span) == len(items)
+        assert [span[i] for i in range(-len(items), len(items))] == list(items) * 2
+        assert span[1:] == items[1:]
+    assert RosterSpan(ring, 3, 7) != RosterSpan(ring, 3, 6)
+    for start, stop in [(-1, 2), (2, 1), (0, 6), (6, 6), (3, 9)]:
+        with pytest.raises(ValueError, match="is not a run"):
+            RosterSpan(ring, start, stop)
+    with pytest.raises(AttributeError):
+        span.ring = ()  # type: ignore[misc]
