@@ -45,7 +45,7 @@ from fedhh.secagg.messages import (
     EncryptedShare,
     MaskedInputRequest,
     OwnerShares,
-    RosterSpan,
+    RingRun,
     ServerMessage,
     ShareBundle,
     ShareKeysRequest,
@@ -399,6 +399,32 @@ def _bit_ids(bits: bytes) -> tuple[int, ...]:
     return tuple((set_bits + 1).tolist())
 
 
+class _EncodedRing:
+    """A ring's items encoded once, one after another in ring order, and sent as the runs
+    of it that the requests are (:class:`fedhh.secagg.messages.RingRun`)."""
+
+    __slots__ = ("_body", "_offsets", "ring")
+
+    def __init__(self, ring: tuple[Any, ...], encoded: list[bytes]) -> None:
+        self.ring = ring
+        self._body = memoryview(b"".join(encoded))
+        self._offsets = (0, *itertools.accumulate(map(len, encoded)))
+
+    def slices(self, run: RingRun[Any]) -> list[memoryview]:
+        """``run``'s encoded items: a slice for each of its ranges, two where one crosses the
+        seam."""
+        body, offsets, size = self._body, self._offsets, len(self.ring)
+        out = []
+        for start, stop in run.runs():
+            if stop <= size:
+                out.append(body[offsets[start]:offsets[stop]])
+            elif start >= size:
+                out.append(body[offsets[start - size]:offsets[stop - size]])
+            else:
+                out += (body[offsets[start]:], body[:offsets[stop - size]])
+        return out
+
+
 class RequestEncoder:
     """One round's server requests as the wire bytes of READY ``AwaitStageResponse`` answers.
 
@@ -417,9 +443,8 @@ class RequestEncoder:
     def __init__(self) -> None:
         self._entries: dict[int, bytes] = {}
         self._signatures: dict[int, bytes] = {}
-        # the ring of the rosters' runs, its entries encoded in ring order, and their offsets
-        self._ring: tuple[tuple[AdvertiseKeys, ...], memoryview, tuple[int, ...]] = (
-            (), memoryview(b""), (0,))
+        # the rings the requests' runs are of (rosters, consistency signatures), encoded
+        self._roster_ring = self._signature_ring = _EncodedRing((), [])
         # U3, and its encoded field in each form asked for
         self._survivors: tuple[tuple[int, ...], dict[bool, bytes]] = ((), {})
 
@@ -453,8 +478,12 @@ class RequestEncoder:
         start = len(parts)
         if isinstance(request, ShareKeysRequest):
             tag, roster = _SHARE_KEYS, request.roster
-            if isinstance(roster, RosterSpan):
-                parts += self._run(roster)
+            if isinstance(roster, RingRun):
+                if self._roster_ring.ring is not roster.ring:
+                    entries = self._entries
+                    self._roster_ring = _EncodedRing(roster.ring, [
+                        entries.get(e.device_id) or _roster_entry(e) for e in roster.ring])
+                parts += self._roster_ring.slices(roster)
             else:
                 entries = self._entries
                 for e in roster:
@@ -492,36 +521,33 @@ class RequestEncoder:
         elif isinstance(request, UnmaskRequest):
             tag, signatures = _UNMASK, self._signatures
             parts += (_packed(_FIRST, request.alive), _packed(_SECOND, request.dropped))
-            for i, signature in request.signatures:
-                encoded = signatures.get(i)
-                if encoded is None:
-                    encoded = signatures[i] = _delimited(_SIGNATURES, pb.NeighbourSignature(
-                        device_id=i, signature=signature).SerializeToString())
-                parts.append(encoded)
+            pairs = request.signatures
+            if isinstance(pairs, RingRun):
+                if self._signature_ring.ring is not pairs.ring:
+                    self._signature_ring = _EncodedRing(pairs.ring, [
+                        signatures.get(i) or _signature_entry(i, signature)
+                        for i, signature in pairs.ring])
+                parts += self._signature_ring.slices(pairs)
+            else:
+                for i, signature in pairs:
+                    encoded = signatures.get(i)
+                    if encoded is None:
+                        encoded = signatures[i] = _signature_entry(i, signature)
+                    parts.append(encoded)
         else:  # pragma: no cover
             raise TypeError(f"not a server request: {type(request).__name__}")
         return tag, sum(map(len, parts[start:]))
 
 
-    def _run(self, span: RosterSpan) -> tuple[memoryview, ...]:
-        """The encoded entries of ``span``: one or two slices of its ring's entries encoded
-        once, one after another, in ring order."""
-        ring = span.ring
-        if self._ring[0] is not ring:
-            entries = self._entries
-            encoded = [entries.get(e.device_id) or _roster_entry(e) for e in ring]
-            self._ring = (ring, memoryview(b"".join(encoded)),
-                          (0, *itertools.accumulate(map(len, encoded))))
-        _, body, offsets = self._ring
-        start, stop, size = span.start, span.stop, len(ring)
-        if stop <= size:
-            return (body[offsets[start]:offsets[stop]],)
-        return body[offsets[start]:], body[:offsets[stop - size]]
-
-
 def _roster_entry(entry: AdvertiseKeys) -> bytes:
     """``entry`` as a ``ShareKeysRequest.roster`` field."""
     return _delimited(_FIRST, keys_to_pb(entry).SerializeToString())
+
+
+def _signature_entry(device_id: int, signature: bytes) -> bytes:
+    """A consistency signature as an ``UnmaskRequest.signatures`` field."""
+    return _delimited(_SIGNATURES, pb.NeighbourSignature(
+        device_id=device_id, signature=signature).SerializeToString())
 
 
 def request_from_pb(session_id: bytes, device_id: int, message: pb.AwaitStageResponse

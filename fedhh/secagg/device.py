@@ -46,7 +46,7 @@ from fedhh.secagg.messages import (
     EncryptedShare,
     MaskedInput,
     MaskedInputRequest,
-    RosterSpan,
+    RingRun,
     ShareBundle,
     ShareKeysRequest,
     ShareKeysResponse,
@@ -322,7 +322,7 @@ class SecAggDevice:
 
     def _check_roster(self, request: ShareKeysRequest) -> list[AdvertiseKeys]:
         roster = request.roster
-        if not isinstance(roster, tuple | RosterSpan) or not all(
+        if not isinstance(roster, tuple | RingRun) or not all(
                 isinstance(e, AdvertiseKeys) for e in roster):
             raise self._fail(AbortReason.MALFORMED, "roster must be a tuple of AdvertiseKeys")
         ids = [e.device_id for e in roster]
@@ -546,7 +546,7 @@ class SecAggDevice:
                 or sorted(dropped) != partners[~survived].tolist()):
             raise self._fail(AbortReason.INCONSISTENT_LISTS, "lists disagree with the signed U3")
         signatures = request.signatures
-        if not isinstance(signatures, tuple):
+        if not isinstance(signatures, tuple | RingRun):
             raise self._fail(AbortReason.MALFORMED, "signatures must be a tuple")
         signers: set[int] = set()
         alive_set = set(alive)

@@ -173,11 +173,12 @@ class NeighbourGraph:
         because the neighbourhood is an arc of the ring (module docstring). For the complete
         graph the order is the ids' and every run is all of them.
 
-        A device's request lists its own and its live neighbours' keys, so with the entries
-        laid out in this order each request is one or two runs of consecutive bytes
-        (:class:`fedhh.secagg.messages.RosterSpan`) instead of ~k gathered from all m: at
-        25,000 devices a shard the gather cost a worker 76-85 us a device against 59 at 2,500
-        (docs/benchmarks.md)."""
+        A device's share-keys request lists its own and its live neighbours' keys, and its
+        unmask request its signing neighbours' signatures, so with the round's entries laid
+        out in this order each list is a run or two of consecutive bytes
+        (:class:`fedhh.secagg.messages.RingRun`) instead of ~k entries gathered from all m:
+        at 25,000 devices a shard the gathers cost a worker 76-85 and ~61 us a device,
+        against 59 and 25 at 2,500 (docs/benchmarks.md)."""
         ids, _ = self._members(members)
         m = ids.size
         if self._position is None:

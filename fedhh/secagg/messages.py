@@ -47,7 +47,7 @@ __all__ = [
     "MaskedInputRequest",
     "OwnerShares",
     "ReleaseEvidence",
-    "RosterSpan",
+    "RingRun",
     "ServerMessage",
     "ShareBundle",
     "ShareKeysRequest",
@@ -87,55 +87,62 @@ class AdvertiseKeys:
     admission: Admission | None = None
 
 
-class RosterSpan(Sequence[AdvertiseKeys]):
-    """A roster that is a run of a round's advertised entries in ring order: items ``start``
-    to ``stop`` of ``ring`` laid twice end to end, so a run may cross the seam
-    (:meth:`fedhh.secagg.graph.NeighbourGraph.ring_runs`). The server makes one per device,
-    a view of one tuple shared by the round; the transport sends a run's bytes from one
-    encoding of the ring (:class:`fedhh.rpc.aggregator_wire.RequestEncoder`). Immutable;
-    equal to the tuple of its items."""
+class RingRun(Sequence[T]):
+    """A run of a round's items in ring order: items ``start`` to ``stop`` of ``ring`` laid
+    twice end to end, so a run may cross the seam, less the one at ``skip`` if given
+    (:meth:`fedhh.secagg.graph.NeighbourGraph.ring_runs`). The server makes one per device for
+    its roster (its own entry and its live neighbours') and for its neighbours' consistency
+    signatures (its own left out), a view of one tuple shared by the round; the transport
+    sends a run's bytes from one encoding of the ring
+    (:class:`fedhh.rpc.aggregator_wire.RequestEncoder`). Immutable; equal to the tuple of its
+    items."""
 
-    __slots__ = ("_ring", "_start", "_stop")
+    __slots__ = ("_ring", "_skip", "_start", "_stop")
 
-    def __init__(self, ring: tuple[AdvertiseKeys, ...], start: int, stop: int) -> None:
+    def __init__(self, ring: tuple[T, ...], start: int, stop: int,
+                 skip: int | None = None) -> None:
         if not 0 <= start <= stop <= start + len(ring) or start > len(ring):
             raise ValueError(f"[{start}, {stop}) is not a run of a ring of {len(ring)}")
-        self._ring, self._start, self._stop = ring, start, stop
+        if skip is not None and not start <= skip < stop:
+            raise ValueError(f"{skip} is not in the run [{start}, {stop})")
+        self._ring, self._start, self._stop, self._skip = ring, start, stop, skip
 
     @property
-    def ring(self) -> tuple[AdvertiseKeys, ...]:
+    def ring(self) -> tuple[T, ...]:
         return self._ring
 
-    @property
-    def start(self) -> int:
-        return self._start
-
-    @property
-    def stop(self) -> int:
-        return self._stop
+    def runs(self) -> tuple[tuple[int, int], ...]:
+        """The run as ranges of the ring laid twice, without ``skip``: one or two."""
+        if self._skip is None:
+            return ((self._start, self._stop),)
+        return (self._start, self._skip), (self._skip + 1, self._stop)
 
     def __len__(self) -> int:
-        return self._stop - self._start
+        return self._stop - self._start - (self._skip is not None)
 
     @overload
-    def __getitem__(self, index: int) -> AdvertiseKeys: ...
+    def __getitem__(self, index: int) -> T: ...
 
     @overload
-    def __getitem__(self, index: slice) -> tuple[AdvertiseKeys, ...]: ...
+    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
 
-    def __getitem__(self, index: int | slice) -> AdvertiseKeys | tuple[AdvertiseKeys, ...]:
+    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
         if isinstance(index, slice):
             return tuple(self)[index]
-        return self._ring[range(self._start, self._stop)[index] % len(self._ring)]
+        at = self._start + range(len(self))[index]
+        if self._skip is not None and at >= self._skip:
+            at += 1
+        return self._ring[at % len(self._ring)]
 
-    def __iter__(self) -> Iterator[AdvertiseKeys]:
-        ring, start, stop = self._ring, self._start, self._stop
-        if stop <= len(ring):
-            return iter(ring[start:stop])
-        return itertools.chain(ring[start:], ring[:stop - len(ring)])
+    def __iter__(self) -> Iterator[T]:
+        ring, size = self._ring, len(self._ring)
+        return itertools.chain.from_iterable(
+            ring[start:stop] if stop <= size else ring[start - size:stop - size]
+            if start >= size else ring[start:] + ring[:stop - size]
+            for start, stop in self.runs())
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, RosterSpan | tuple):
+        if isinstance(other, RingRun | tuple):
             return tuple(self) == tuple(other)
         return NotImplemented
 
@@ -143,7 +150,7 @@ class RosterSpan(Sequence[AdvertiseKeys]):
         return hash(tuple(self))  # (equal to the tuple it equals, as __eq__ requires)
 
     def __repr__(self) -> str:
-        return f"RosterSpan({[e.device_id for e in self]})"
+        return f"RingRun({list(self)})"
 
 
 @dataclass(frozen=True)
@@ -152,7 +159,7 @@ class ShareKeysRequest:
 
     session_id: bytes
     device_id: int
-    roster: tuple[AdvertiseKeys, ...] | RosterSpan
+    roster: tuple[AdvertiseKeys, ...] | RingRun[AdvertiseKeys]
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,7 +386,7 @@ class UnmaskRequest:
     device_id: int
     alive: tuple[int, ...]
     dropped: tuple[int, ...]
-    signatures: tuple[tuple[int, bytes], ...] = ()
+    signatures: tuple[tuple[int, bytes], ...] | RingRun[tuple[int, bytes]] = ()
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from fedhh.secagg.messages import (
     ConsistencyRequest,
     EncryptedShare,
     MaskedInputRequest,
-    RosterSpan,
+    RingRun,
     ShareBundle,
     ShareKeysRequest,
     UnmaskRequest,
@@ -61,7 +61,7 @@ def test_roster_runs_are_protobufs_encoding(entries: list[tuple[int, bytes, bool
         for _ in range(3):
             start = data.draw(st.integers(0, size))
             stop = data.draw(st.integers(start, min(start + size, 2 * size)))
-            span = RosterSpan(ring, start, stop)
+            span = RingRun(ring, start, stop)
             plain = ShareKeysRequest(SID, 1, tuple(span))
             assert encoder.ready(ShareKeysRequest(SID, 1, span)) == encoder.ready(plain) \
                 == _ready(share_keys=pb.ShareKeysRequest(roster=map(keys_to_pb, tuple(span))))
@@ -186,6 +186,26 @@ def test_unmask_requests_are_protobufs_encoding(alive: list[int], dropped: list[
     for _ in range(2):
         assert encoder.ready(UnmaskRequest(SID, 1, tuple(alive), tuple(dropped),
                                            tuple(signatures))) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(ids, blobs), max_size=20, unique_by=lambda t: t[0]), st.data())
+def test_signature_runs_are_protobufs_encoding(pairs: list[tuple[int, bytes]],
+                                               data: st.DataObject) -> None:
+    """Signatures that are a run of a ring less one item (its device's own) encode as the
+    tuple of them does, across the seam or not."""
+    encoder = RequestEncoder()
+    ring = tuple(pairs)
+    size = len(ring)
+    for _ in range(4):
+        start = data.draw(st.integers(0, size))
+        stop = data.draw(st.integers(start, min(start + size, 2 * size)))
+        skip = data.draw(st.none() | st.integers(start, stop - 1)) if stop > start else None
+        run = RingRun(ring, start, stop, skip)
+        expected = _ready(unmask=pb.UnmaskRequest(alive=[3], signatures=[
+            pb.NeighbourSignature(device_id=i, signature=s) for i, s in tuple(run)]))
+        assert encoder.ready(UnmaskRequest(SID, 1, (3,), (), run)) == expected
+        assert encoder.ready(UnmaskRequest(SID, 1, (3,), (), tuple(run))) == expected
 
 
 @settings(max_examples=60, deadline=None)

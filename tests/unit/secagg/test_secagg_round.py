@@ -20,11 +20,12 @@ from fedhh.secagg.messages import (
     MaskedInput,
     MaskedInputRequest,
     OwnerShares,
-    RosterSpan,
+    RingRun,
     ShareBundle,
     ShareKeysRequest,
     ShareKeysResponse,
     Stage,
+    UnmaskRequest,
     UnmaskResponse,
 )
 from fedhh.secagg.params import choose_parameters
@@ -375,7 +376,7 @@ def test_each_roster_is_a_run_of_one_ring_holding_the_device_and_its_advertised_
                       DropoutPlan.at(Stage.ADVERTISE_KEYS, gone))
     rings = set()
     for u, request in driver.pending.items():
-        assert isinstance(request, ShareKeysRequest) and isinstance(request.roster, RosterSpan)
+        assert isinstance(request, ShareKeysRequest) and isinstance(request.roster, RingRun)
         rings.add(id(request.roster.ring))
         ids = [e.device_id for e in request.roster]
         assert len(ids) == len(set(ids))
@@ -385,19 +386,44 @@ def test_each_roster_is_a_run_of_one_ring_holding_the_device_and_its_advertised_
     assert_correct(driver.run())
 
 
-def test_a_roster_span_is_the_tuple_of_its_run() -> None:
+def test_a_ring_run_is_the_tuple_of_its_run() -> None:
     ring = tuple(AdvertiseKeys(b"s" * 32, i, bytes([i]) * 32, bytes([i + 1]) * 32)
                  for i in range(1, 6))
-    for start, stop, items in [(0, 5, ring), (3, 7, ring[3:] + ring[:2]), (5, 5, ()),
-                               (5, 10, ring), (1, 3, ring[1:3])]:
-        span = RosterSpan(ring, start, stop)
+    for start, stop, skip, items in [
+            (0, 5, None, ring), (3, 7, None, ring[3:] + ring[:2]), (5, 5, None, ()),
+            (5, 10, None, ring), (1, 3, None, ring[1:3]), (3, 7, 5, ring[3:] + ring[1:2]),
+            (3, 7, 3, ring[4:] + ring[:2]), (3, 7, 6, ring[3:] + ring[:1]),
+            (4, 8, 6, (ring[4], ring[0], ring[2])), (0, 1, 0, ())]:
+        span = RingRun(ring, start, stop, skip)
         assert span == items and items == span and tuple(span) == items
         assert hash(span) == hash(items) and len(span) == len(items)
         assert [span[i] for i in range(-len(items), len(items))] == list(items) * 2
         assert span[1:] == items[1:]
-    assert RosterSpan(ring, 3, 7) != RosterSpan(ring, 3, 6)
+    assert RingRun(ring, 3, 7) != RingRun(ring, 3, 6)
     for start, stop in [(-1, 2), (2, 1), (0, 6), (6, 6), (3, 9)]:
         with pytest.raises(ValueError, match="is not a run"):
-            RosterSpan(ring, start, stop)
+            RingRun(ring, start, stop)
+    for skip in (2, 7, -1):
+        with pytest.raises(ValueError, match="is not in the run"):
+            RingRun(ring, 3, 7, skip)
     with pytest.raises(AttributeError):
         span.ring = ()  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_each_holders_signatures_are_its_signing_partners_but_itself(seed: int) -> None:
+    """With dropouts at every stage, each unmask request lists, as a run of one ring shared
+    by the round, the consistency signatures of exactly the alive partners that signed."""
+    cohort = make_cohort(40, 16, 10, 5, n_min=10, device_auth=True, consistency_check=True)
+    dropouts = DropoutPlan.random(40, 0.15, np.random.default_rng(seed), tuple(STAGES[:4]))
+    driver = drive_to(cohort, Stage.UNMASK, dropouts)
+    signers = driver.server._consistency
+    rings = set()
+    for v, request in driver.pending.items():
+        assert isinstance(request, UnmaskRequest) and isinstance(request.signatures, RingRun)
+        rings.add(id(request.signatures.ring))
+        assert v not in dict(request.signatures)
+        assert sorted(request.signatures) == [(i, signers[i]) for i in request.alive
+                                              if i in signers]
+    assert len(rings) == 1
+    assert_correct(driver.run())
