@@ -410,12 +410,14 @@ def test_a_ring_run_is_the_tuple_of_its_run() -> None:
         span.ring = ()  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_each_holders_signatures_are_its_signing_partners_but_itself(seed: int) -> None:
-    """With dropouts at every stage, each unmask request lists, as a run of one ring shared
-    by the round, the consistency signatures of exactly the alive partners that signed."""
-    cohort = make_cohort(40, 16, 10, 5, n_min=10, device_auth=True, consistency_check=True)
-    dropouts = DropoutPlan.random(40, 0.15, np.random.default_rng(seed), tuple(STAGES[:4]))
+@pytest.mark.parametrize(("n", "k", "seed"), [(40, 10, 0), (40, 10, 1), (40, 10, 2), (14, 13, 0)])
+def test_each_holders_signatures_are_its_signing_partners_but_itself(n: int, k: int,
+                                                                    seed: int) -> None:
+    """With dropouts at every stage, sparse graph or complete, each unmask request lists, as a
+    run of one ring shared by the round, the consistency signatures of exactly the alive
+    partners that signed."""
+    cohort = make_cohort(n, 16, k, 5, n_min=8, device_auth=True, consistency_check=True)
+    dropouts = DropoutPlan.random(n, 0.15, np.random.default_rng(seed), tuple(STAGES[:4]))
     driver = drive_to(cohort, Stage.UNMASK, dropouts)
     signers = driver.server._consistency
     rings = set()
