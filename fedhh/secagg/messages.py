@@ -87,7 +87,37 @@ class AdvertiseKeys:
     admission: Admission | None = None
 
 
-class RingRun(Sequence[T]):
+class _TupleLike(Sequence[T]):
+    """An immutable sequence equal to (and hashed as) the tuple of its items; a subclass says
+    how long it is and what its i-th item is."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def _at(self, i: int) -> T:
+        """The item at ``i``, 0 <= i < len(self)."""
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        return self._at(range(len(self))[index])  # (IndexError, negative indices)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _TupleLike | tuple):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))  # (equal to the tuple it equals, as __eq__ requires)
+
+
+class RingRun(_TupleLike[T]):
     """A run of a round's items in ring order: items ``start`` to ``stop`` of ``ring`` laid
     twice end to end, so a run may cross the seam, less the one at ``skip`` if given
     (:meth:`fedhh.secagg.graph.NeighbourGraph.ring_runs`). The server makes one per device for
@@ -120,16 +150,8 @@ class RingRun(Sequence[T]):
     def __len__(self) -> int:
         return self._stop - self._start - (self._skip is not None)
 
-    @overload
-    def __getitem__(self, index: int) -> T: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
-        if isinstance(index, slice):
-            return tuple(self)[index]
-        at = self._start + range(len(self))[index]
+    def _at(self, i: int) -> T:
+        at = self._start + i
         if self._skip is not None and at >= self._skip:
             at += 1
         return self._ring[at % len(self._ring)]
@@ -140,14 +162,6 @@ class RingRun(Sequence[T]):
             ring[start:stop] if stop <= size else ring[start - size:stop - size]
             if start >= size else ring[start:] + ring[:stop - size]
             for start, stop in self.runs())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, RingRun | tuple):
-            return tuple(self) == tuple(other)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))  # (equal to the tuple it equals, as __eq__ requires)
 
     def __repr__(self) -> str:
         return f"RingRun({list(self)})"
@@ -171,7 +185,7 @@ class EncryptedShare:
     ciphertext: bytes
 
 
-class _Packed(Sequence[T]):
+class _Packed(_TupleLike[T]):
     """A sequence of values of ``width`` bytes each, one per id in ``_ids``, held as the ids and
     one bytes object of the values in the ids' order (an object per value, ~k per device,
     made a worker's garbage collector walk hundreds of thousands of them and its parsing
@@ -209,16 +223,7 @@ class _Packed(Sequence[T]):
     def __len__(self) -> int:
         return len(self._ids)
 
-    @overload
-    def __getitem__(self, index: int) -> T: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
-        if isinstance(index, slice):
-            return tuple(self)[index]
-        i = range(len(self._ids))[index]  # (IndexError, negative indices)
+    def _at(self, i: int) -> T:
         w = self._width
         return self._item(self._ids[i], self._blob[i * w:(i + 1) * w])
 
@@ -232,8 +237,7 @@ class _Packed(Sequence[T]):
             return tuple(self) == other
         return NotImplemented
 
-    def __hash__(self) -> int:
-        return hash(tuple(self))  # (equal to the tuple it equals, as __eq__ requires)
+    __hash__ = _TupleLike.__hash__
 
 
 class ShareBundle(_Packed[EncryptedShare]):
