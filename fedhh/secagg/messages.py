@@ -21,7 +21,6 @@ Order of one round (server -> device requests come from ``SecAggServer.close_sta
 
 from __future__ import annotations
 
-import itertools
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -158,10 +157,14 @@ class RingRun(_TupleLike[T]):
 
     def __iter__(self) -> Iterator[T]:
         ring, size = self._ring, len(self._ring)
-        return itertools.chain.from_iterable(
-            ring[start:stop] if stop <= size else ring[start - size:stop - size]
-            if start >= size else ring[start:] + ring[:stop - size]
-            for start, stop in self.runs())
+        for start, stop in self.runs():
+            if stop <= size:
+                yield from ring[start:stop]
+            elif start >= size:
+                yield from ring[start - size:stop - size]
+            else:  # (across the seam)
+                yield from ring[start:]
+                yield from ring[:stop - size]
 
     def __repr__(self) -> str:
         return f"RingRun({list(self)})"
