@@ -219,10 +219,11 @@ def tune_gc() -> None:
 
     At 50,000 devices (25,000 a worker) the threshold of 200,000 still ran the youngest
     generation during the round, over the objects of a stage's pushes, 46 us a device in all,
-    and the workers cost 0.114 ms per ms of the devices' CPU; at 1,000,000, 15 us and 0.101,
-    the same peak memory (docs/benchmarks.md, twenty-fourth stop). At 5,000 devices neither
-    collects during the round. What waits for a collection is cyclic garbage only (the rest
-    is freed by reference counting): at most a million objects' worth, ~100 MB."""
+    and the workers cost 0.114 ms per ms of the devices' CPU; at 1,000,000, 15 us and 0.101
+    (0.102 against 0.109 in a second pair), the same peak memory (docs/benchmarks.md,
+    twenty-fourth stop). At 5,000 devices neither collects during the round. What waits for
+    a collection is cyclic garbage only (the rest is freed by reference counting): at most a
+    million objects' worth, ~100 MB."""
     gc.freeze()
     gc.set_threshold(1_000_000, 20, 10)
 
