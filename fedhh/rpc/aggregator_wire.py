@@ -411,18 +411,9 @@ class _EncodedRing:
         self._offsets = (0, *itertools.accumulate(map(len, encoded)))
 
     def slices(self, run: RingRun[Any]) -> list[memoryview]:
-        """``run``'s encoded items: a slice for each of its ranges, two where one crosses the
-        seam."""
-        body, offsets, size = self._body, self._offsets, len(self.ring)
-        out = []
-        for start, stop in run.runs():
-            if stop <= size:
-                out.append(body[offsets[start]:offsets[stop]])
-            elif start >= size:
-                out.append(body[offsets[start - size]:offsets[stop - size]])
-            else:
-                out += (body[offsets[start]:], body[:offsets[stop - size]])
-        return out
+        """``run``'s encoded items: a slice for each of its spans."""
+        body, offsets = self._body, self._offsets
+        return [body[offsets[start]:offsets[stop]] for start, stop in run.spans()]
 
 
 class RequestEncoder:
@@ -480,9 +471,8 @@ class RequestEncoder:
             tag, roster = _SHARE_KEYS, request.roster
             if isinstance(roster, RingRun):
                 if self._roster_ring.ring is not roster.ring:
-                    entries = self._entries
-                    self._roster_ring = _EncodedRing(roster.ring, [
-                        entries.get(e.device_id) or _roster_entry(e) for e in roster.ring])
+                    self._roster_ring = _EncodedRing(roster.ring,
+                                                     list(map(_roster_entry, roster.ring)))
                 parts += self._roster_ring.slices(roster)
             else:
                 entries = self._entries
@@ -524,9 +514,8 @@ class RequestEncoder:
             pairs = request.signatures
             if isinstance(pairs, RingRun):
                 if self._signature_ring.ring is not pairs.ring:
-                    self._signature_ring = _EncodedRing(pairs.ring, [
-                        signatures.get(i) or _signature_entry(i, signature)
-                        for i, signature in pairs.ring])
+                    self._signature_ring = _EncodedRing(pairs.ring, list(
+                        itertools.starmap(_signature_entry, pairs.ring)))
                 parts += self._signature_ring.slices(pairs)
             else:
                 for i, signature in pairs:

@@ -156,16 +156,6 @@ class NeighbourGraph:
         mask[ids] = True
         return ids, mask
 
-    def neighbours_among(self, members: Collection[int]) -> dict[int, list[int]]:
-        """Each device of ``members`` -> its sorted neighbours that are members too."""
-        ids, mask = self._members(members)
-        if self._table is None:
-            everyone = ids.tolist()
-            return {u: [v for v in everyone if v != u] for u in everyone}
-        rows = self._table[ids - 1]
-        keep = mask[rows]
-        return {int(u): row[kept].tolist() for u, row, kept in zip(ids, rows, keep, strict=True)}
-
     def ring_runs(self, members: Collection[int]) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
         """``members`` in ring order, and for the i-th of them the run [start[i], stop[i]) of
         that order, laid twice end to end (indices 0..2m), that holds it and its neighbours

@@ -118,7 +118,7 @@ class _TupleLike(Sequence[T]):
 
 class RingRun(_TupleLike[T]):
     """A run of a round's items in ring order: items ``start`` to ``stop`` of ``ring`` laid
-    twice end to end, so a run may cross the seam, less the one at ``skip`` if given
+    twice end to end, so a run may cross the seam, less the ring's item ``skip`` if given
     (:meth:`fedhh.secagg.graph.NeighbourGraph.ring_runs`). The server makes one per device for
     its roster (its own entry and its live neighbours') and for its neighbours' consistency
     signatures (its own left out), a view of one tuple shared by the round; the transport
@@ -130,21 +130,35 @@ class RingRun(_TupleLike[T]):
 
     def __init__(self, ring: tuple[T, ...], start: int, stop: int,
                  skip: int | None = None) -> None:
-        if not 0 <= start <= stop <= start + len(ring) or start > len(ring):
-            raise ValueError(f"[{start}, {stop}) is not a run of a ring of {len(ring)}")
-        if skip is not None and not start <= skip < stop:
-            raise ValueError(f"{skip} is not in the run [{start}, {stop})")
+        size = len(ring)
+        if not 0 <= start <= stop <= start + size or start > size:
+            raise ValueError(f"[{start}, {stop}) is not a run of a ring of {size}")
+        if skip is not None:  # (an index of ring: the run holds it on this lap or the next)
+            at = skip if start <= skip < stop else skip + size
+            if not 0 <= skip < size or not start <= at < stop:
+                raise ValueError(f"ring item {skip} is not in the run [{start}, {stop})")
+            skip = at
         self._ring, self._start, self._stop, self._skip = ring, start, stop, skip
 
     @property
     def ring(self) -> tuple[T, ...]:
         return self._ring
 
-    def runs(self) -> tuple[tuple[int, int], ...]:
-        """The run as ranges of the ring laid twice, without ``skip``: one or two."""
-        if self._skip is None:
-            return ((self._start, self._stop),)
-        return (self._start, self._skip), (self._skip + 1, self._stop)
+    def spans(self) -> list[tuple[int, int]]:
+        """The run as ranges of ``ring``'s indices, in order: without ``skip``, and split
+        where it crosses the seam."""
+        size = len(self._ring)
+        laps = ([(self._start, self._stop)] if self._skip is None else
+                [(self._start, self._skip), (self._skip + 1, self._stop)])
+        out = []
+        for start, stop in laps:
+            if stop <= size:
+                out.append((start, stop))
+            elif start >= size:
+                out.append((start - size, stop - size))
+            else:
+                out += ((start, size), (0, stop - size))
+        return out
 
     def __len__(self) -> int:
         return self._stop - self._start - (self._skip is not None)
@@ -156,15 +170,9 @@ class RingRun(_TupleLike[T]):
         return self._ring[at % len(self._ring)]
 
     def __iter__(self) -> Iterator[T]:
-        ring, size = self._ring, len(self._ring)
-        for start, stop in self.runs():
-            if stop <= size:
-                yield from ring[start:stop]
-            elif start >= size:
-                yield from ring[start - size:stop - size]
-            else:  # (across the seam)
-                yield from ring[start:]
-                yield from ring[:stop - size]
+        ring = self._ring
+        for start, stop in self.spans():
+            yield from ring[start:stop]
 
     def __repr__(self) -> str:
         return f"RingRun({list(self)})"

@@ -287,15 +287,19 @@ class SecAggServer:
                       f"|U1|={len(u1)} < n_min={self.config.n_min}")
         requests: dict[int, ServerMessage] = {}
         # Each roster is the device's run of the advertised entries in ring order: its own
-        # and its live neighbours' (NeighbourGraph.ring_runs), a view of one shared tuple.
+        # and its live neighbours' (NeighbourGraph.ring_runs), a view of one shared tuple;
+        # the shares it must send go to the rest of the same run.
         order, starts, stops = self.graph.ring_runs(u1)
-        ring = tuple(map(u1.__getitem__, order))
+        ring, ids = tuple(map(u1.__getitem__, order)), order + order
         runs = {u: (start, stop) for u, start, stop in zip(order, starts.tolist(),
                                                             stops.tolist(), strict=True)}
-        for u, live in self.graph.neighbours_among(u1).items():
-            if len(live) < self.config.t:  # it would abort; it counts as dropped
+        for u in sorted(runs):
+            start, stop = runs[u]
+            if stop - start - 1 < self.config.t:  # it would abort; it counts as dropped
                 continue
-            req = ShareKeysRequest(self.session_id, u, RingRun(ring, *runs[u]))
+            live = sorted(ids[start:stop])
+            live.remove(u)
+            req = ShareKeysRequest(self.session_id, u, RingRun(ring, start, stop))
             self._share_requests[u] = req
             self._share_recipients[u] = array("I", live)
             requests[u] = req
@@ -518,7 +522,7 @@ class SecAggServer:
             sigs: tuple[tuple[int, bytes], ...] | RingRun[tuple[int, bytes]] = ()
             if with_check:
                 at, start, stop = runs[v]
-                sigs = RingRun(pairs, start, stop, at if at >= start else at + len(pairs))
+                sigs = RingRun(pairs, start, stop, at)
             req = UnmaskRequest(self.session_id, v, alive, dropped, sigs)
             self._unmask_requests[v] = req
             requests[v] = req

@@ -201,7 +201,7 @@ def test_signature_runs_are_protobufs_encoding(pairs: list[tuple[int, bytes]],
         start = data.draw(st.integers(0, size))
         stop = data.draw(st.integers(start, min(start + size, 2 * size)))
         skip = data.draw(st.none() | st.integers(start, stop - 1)) if stop > start else None
-        run = RingRun(ring, start, stop, skip)
+        run = RingRun(ring, start, stop, None if skip is None else skip % size)
         expected = _ready(unmask=pb.UnmaskRequest(alive=[3], signatures=[
             pb.NeighbourSignature(device_id=i, signature=s) for i, s in tuple(run)]))
         assert encoder.ready(UnmaskRequest(SID, 1, (3,), (), run)) == expected

@@ -391,9 +391,9 @@ def test_a_ring_run_is_the_tuple_of_its_run() -> None:
                  for i in range(1, 6))
     for start, stop, skip, items in [
             (0, 5, None, ring), (3, 7, None, ring[3:] + ring[:2]), (5, 5, None, ()),
-            (5, 10, None, ring), (1, 3, None, ring[1:3]), (3, 7, 5, ring[3:] + ring[1:2]),
-            (3, 7, 3, ring[4:] + ring[:2]), (3, 7, 6, ring[3:] + ring[:1]),
-            (4, 8, 6, (ring[4], ring[0], ring[2])), (0, 1, 0, ())]:
+            (5, 10, None, ring), (1, 3, None, ring[1:3]), (3, 7, 0, ring[3:] + ring[1:2]),
+            (3, 7, 3, ring[4:] + ring[:2]), (3, 7, 1, ring[3:] + ring[:1]),
+            (4, 8, 1, (ring[4], ring[0], ring[2])), (0, 1, 0, ()), (5, 10, 4, ring[:4])]:
         span = RingRun(ring, start, stop, skip)
         assert span == items and items == span and tuple(span) == items
         assert hash(span) == hash(items) and len(span) == len(items)
@@ -403,7 +403,7 @@ def test_a_ring_run_is_the_tuple_of_its_run() -> None:
     for start, stop in [(-1, 2), (2, 1), (0, 6), (6, 6), (3, 9)]:
         with pytest.raises(ValueError, match="is not a run"):
             RingRun(ring, start, stop)
-    for skip in (2, 7, -1):
+    for skip in (2, 5, 6, -1):
         with pytest.raises(ValueError, match="is not in the run"):
             RingRun(ring, 3, 7, skip)
     with pytest.raises(AttributeError):
