@@ -101,11 +101,25 @@ def read_leaf_file(path: Path) -> dict[str, Any]:
     return data
 
 
+def _check_encodable(text: str, path: Path, user: str) -> None:
+    """JSON's ``\\ud83d`` escapes can spell a lone surrogate, which no UTF-8 item can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise DatasetError(
+            f"{path}: user {user!r}: a sample holds the lone surrogate "
+            f"U+{ord(text[error.start]):04X} (a \\u escape that is half of a pair); "
+            "items must be valid Unicode"
+        ) from None
+
+
 def _tokens(sample: Any, path: Path, user: str, drop: frozenset[str]) -> Iterator[str]:
     stack = [sample]
     while stack:
         node = stack.pop()
         if isinstance(node, str):
+            if not node.isascii():
+                _check_encodable(node, path, user)
             for token in node.split():
                 if token not in drop:
                     yield token

@@ -1,6 +1,7 @@
 """The plain text dataset format: one user per line.
 
-Format (UTF-8; lines end with ``\\n``, a ``\\r`` before it is ignored)::
+Format (UTF-8; lines end with ``\\n``, a ``\\r`` before it is ignored; a byte-order mark at the
+start of the file, as some editors write, is not part of the first item)::
 
     the cat sat on the mat        <- user 0 holds the:2, cat:1, sat:1, on:1, mat:1
                                   <- user 1 holds nothing (a blank line is a user with no items)
@@ -18,6 +19,7 @@ memory. Bytes that are not UTF-8 give a DatasetError naming the file and line.
 
 from __future__ import annotations
 
+import codecs
 import logging
 import os
 from collections import Counter
@@ -44,6 +46,8 @@ def iter_text_users(
         raise DatasetError(f"cannot read text dataset {source}: {error.strerror}") from None
     try:
         for number, raw in enumerate(handle, start=1):
+            if number == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)  # an editor's mark, not an item's
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:

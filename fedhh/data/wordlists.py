@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import importlib.util
 import json
@@ -123,7 +124,8 @@ def write_item_list(items: list[str], path: str | os.PathLike[str]) -> Path:
 
 
 def load_item_list(path: str | os.PathLike[str]) -> list[str]:
-    """Read an item list: one item per line, UTF-8; a final newline is optional.
+    """Read an item list: one item per line, UTF-8 (a leading byte-order mark, as some editors
+    write, is not part of the first item); a final newline is optional.
 
     A line must hold exactly one item: an empty line, surrounding or inner whitespace, or bytes
     that are not UTF-8 give a DatasetError naming the file and the line. Repeated items are kept
@@ -134,7 +136,7 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
         raw = source.read_bytes()
     except OSError as error:
         raise DatasetError(f"cannot read item list {source}: {error.strerror}") from None
-    lines = raw.split(b"\n")
+    lines = raw.removeprefix(codecs.BOM_UTF8).split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     items: dict[str, None] = {}

@@ -33,6 +33,14 @@ def test_text_format_details(tmp_path: Path) -> None:
     assert lower[0] == {"the": 2, "cat": 2}
 
 
+def test_text_byte_order_mark_is_not_an_item(tmp_path: Path) -> None:
+    src = tmp_path / "bom.txt"
+    src.write_bytes(b"\xef\xbb\xbfhello world\nhello \xef\xbb\xbfthere\n")
+    users = as_dicts(load_dataset(import_text(src, tmp_path / "ds")))
+    # the file's leading mark is an editor's; one inside a line is the item's own
+    assert users == [{"hello": 1, "world": 1}, {"hello": 1, "\ufeffthere": 1}]
+
+
 @pytest.mark.parametrize("shard_entries", [1, 2, 3, 1000])
 def test_sharding_does_not_change_the_result(tmp_path: Path, shard_entries: int) -> None:
     users = [{"b": 1, "a": 2}, {"c": 5}, {}, {"a": 1, "d": 1, "b": 3}, {"e": 2, "a": 1}]
@@ -105,6 +113,8 @@ def test_leaf_splits_merge_by_user(tmp_path: Path) -> None:
         ('{"users": ["1", "1"], "user_data": {"1": {"x": []}}}', "listed twice"),
         ('{"users": ["1"], "num_samples": [1, 2], "user_data": {"1": {"x": []}}}',
          "num_samples"),
+        ('{"users": ["1"], "user_data": {"1": {"x": ["ok \\ud83d cut"]}}}',
+         "lone surrogate U\\+D83D"),
     ],
 )
 def test_malformed_leaf(tmp_path: Path, content: str, message: str) -> None:

@@ -36,6 +36,8 @@ def test_item_list_round_trip(tmp_path: Path) -> None:
     assert load_item_list(path) == ["b", "a", "naïve", "don't"]
     path.write_bytes(b"x\r\ny\nx")  # CRLF and no final newline; repeats kept once
     assert load_item_list(path) == ["x", "y"]
+    path.write_bytes("\ufeff你好\n42\n".encode())  # an editor's byte-order mark
+    assert load_item_list(path) == ["你好", "42"]
 
 
 @pytest.mark.parametrize(
