@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from fedhh.cli.main import usage_error
+from fedhh.cli.terminal import printable
 
 
 def _positive_int(text: str) -> int:
@@ -196,7 +197,8 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"  share of tokens from the rare tail: {dataset.stats['tail_token_share']:.4f}")
     print(f"  {'rank':>4}  {'item':<24} {'weighted':>10} {'users holding':>14}")
     for rank, row in enumerate(report["top_weighted"], start=1):
-        print(f"  {rank:>4}  {row['item']:<24} {row['weighted']:>10.5f} {row['unweighted']:>14.4f}")
+        print(f"  {rank:>4}  {printable(row['item']):<24} {row['weighted']:>10.5f} "
+              f"{row['unweighted']:>14.4f}")
     return 0
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.cli import options
+from fedhh.cli.terminal import printable
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError
@@ -129,7 +130,7 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
           + (f" (+{len(payload['deny_list'])} from the deny list)" if payload["deny_list"] else ""))
     if top:
         _table([("rank", "item", "estimate", "round")] + [
-            (i + 1, h["item"] + (f"  ({h['note']})" if h.get("note") else ""),
+            (i + 1, printable(h["item"]) + (f"  ({h['note']})" if h.get("note") else ""),
              f"{h['estimate']:,.0f}", h["round"])
             for i, h in enumerate(hitters[:top])
         ])
@@ -145,7 +146,9 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
               "counted as heavy hitters):")
         if top:
             _table([("item", "estimate", "round")] + [
-                (h["item"], f"{h['estimate']:,.0f}", h["round"]) for h in cut[: min(top, 10)]])
+                (printable(h["item"]), f"{h['estimate']:,.0f}", h["round"]) for h in cut[:top]])
+            if len(cut) > top:
+                print(f"({len(cut) - top} more with --top {len(cut)} or in --json)")
     metrics = payload["metrics"]
     if metrics:
         w, u = metrics["weighted"], metrics["unweighted"]

@@ -1,0 +1,46 @@
+"""Items as a terminal shows them.
+
+Items are any Unicode strings, and the devices' data is not the operator's: an item may hold an
+escape sequence (``\\x1b[31m`` turns a terminal red, others retitle the window or move the
+cursor), a right-to-left override that reverses the rest of the line, or characters that take no
+room (NUL, a zero-width space), so that two different items look alike. The console output
+shows such characters as Python-style escapes (``\\x1b``, ``\\u202e``); ``--json`` keeps every
+item exact.
+
+Only characters that do harm or hide are escaped. The joiners and selectors that make up emoji
+sequences, Indic and Persian words (U+200C, U+200D, U+FE00-U+FE0F, the tag characters of
+subdivision flags) are shown as they are: they are part of what the item looks like.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import lru_cache
+
+__all__ = ["printable"]
+
+# Format characters (category Cf) that reorder or hide text; the other Cf characters (joiners,
+# tags, the Arabic number signs) are kept.
+_HIDDEN_FORMAT = frozenset(
+    "\u00ad\u061c\u180e\u200b\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+    "\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff\ufff9\ufffa\ufffb"
+)
+
+
+@lru_cache(maxsize=4096)
+def _escaped(char: str) -> str:
+    category = unicodedata.category(char)
+    # (not the unassigned: this Python's Unicode tables may predate an item's newest emoji)
+    if category in ("Cc", "Zl", "Zp") or char in _HIDDEN_FORMAT:
+        code = ord(char)
+        return f"\\x{code:02x}" if code < 0x100 else (
+            f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return char
+
+
+def printable(text: str) -> str:
+    """``text`` with every control, line-breaking, reordering or invisible character escaped
+    (module docstring); the text itself when it has none."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(map(_escaped, text))

@@ -1,0 +1,49 @@
+"""Items on the console: what could drive the terminal or hide is escaped, what makes up a
+script or an emoji sequence is not (fedhh.cli.terminal)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedhh.cli.main import main
+from fedhh.cli.terminal import printable
+
+
+@pytest.mark.parametrize(
+    ("item", "shown"),
+    [
+        ("esc\x1b[31mred", "esc\\x1b[31mred"),  # would turn the terminal red
+        ("nul\x00byte", "nul\\x00byte"),  # would read "nulbyte"
+        ("tab\there", "tab\\x09here"),
+        ("line\u2028break", "line\\u2028break"),
+        ("abc\u202edef", "abc\\u202edef"),  # would reverse the rest of the line
+        ("zero\u200bwidth", "zero\\u200bwidth"),
+        ("\ufeffmark", "\\ufeffmark"),
+        ("c1\x9bcontrol", "c1\\x9bcontrol"),
+    ],
+)
+def test_what_drives_or_hides_is_escaped(item: str, shown: str) -> None:
+    assert printable(item) == shown
+
+
+@pytest.mark.parametrize("item", [
+    "plain", "naïve", "Москва", "こんにちは", "नमस्ते", "می‌خواهم",  # ZWNJ in Persian
+    "👨\u200d👩\u200d👧\u200d👦", "❤️", "1️⃣", "👍🏽",
+    "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f",  # a subdivision flag
+    "New\u00a0York", "https://example.com/a?b=c",
+])
+def test_scripts_and_emoji_are_shown_as_they_are(item: str) -> None:
+    assert printable(item) == item
+
+
+def test_data_inspect_escapes_items(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "users.txt"
+    source.write_text("evil\x1b]0;owned\x07 fine\nfine\n", encoding="utf-8")
+    assert main(["data", "inspect", str(source)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "evil\\x1b]0;owned\\x07" in out
