@@ -32,6 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from fedhh.cli import options
+from fedhh.cli.terminal import printable
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
 from fedhh.config import Mode
 from fedhh.config.flags import add_run_arguments, config_from_args
@@ -111,13 +112,16 @@ def web_device_count(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fedhh.data.registry import resolve_dataset
+    from fedhh.data.registry import resolve_dataset, resolve_dataset_path
     from fedhh.rpc.admin_client import AdminClient
     from fedhh.rpc.run_config import from_proto, to_proto
     from fedhh.rpc.topology import LocalTopology
 
     base = config_from_args(args, Mode.NETWORK, exclude=DERIVED)
-    dataset = resolve_dataset(args.dataset)
+    # The device processes run in the workdir: they are given the dataset's directory, absolute,
+    # so a path relative to here still names it there (and they need not import it again).
+    location = resolve_dataset_path(args.dataset).resolve()
+    dataset = resolve_dataset(location)
     devices = min(args.devices or dataset.num_users, dataset.num_users)
     has_items = (dataset.distinct_per_user()[:devices] > 0).tolist()
     browser_users: list[int] = []
@@ -182,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         extra += ["--seed", str(args.seed)] if args.seed is not None else []
         starts = [i * per for i in range(processes) if i * per < python_end]
         for i, lo in enumerate(starts):
-            topo.start_devices(f"devices-{i}", args.dataset,
+            topo.start_devices(f"devices-{i}", str(location),
                                f"{lo}:{min(lo + per, python_end)}", extra,
                                connect=web and i == len(starts) - 1)
         topo.wait_for_devices()
@@ -257,7 +261,7 @@ def close_demo(demo: Any, run: Any, results: Any) -> None:
 
     demo.say(f"run {run.run_id}: {run.state}; eps_agg spent {run.eps_spent:.3f} over "
              f"{run.rounds_released} released rounds; heavy hitters: "
-             + (", ".join(h.item for h in results.heavy_hitters) or "none"))
+             + (", ".join(printable(h.item) for h in results.heavy_hitters) or "none"))
     # The page posts a device's last round a moment after the coordinator released it.
     demo.wait_settled(SETTLE_S)
     print("\nbrowser devices (as the page last reported them):")
@@ -394,10 +398,12 @@ def _print_results(run: Any, results: Any) -> None:
     print(f"{len(results.heavy_hitters)} heavy hitters (by round, then estimate; estimates of "
           "different rounds are not comparable, `fedhh simulate --help` says why):")
     for i, h in enumerate(results.heavy_hitters, start=1):
-        print(f"  {i:3d}. {h.item:20s} estimated count {h.estimate:8.1f}  (round {h.round})")
+        print(f"  {i:3d}. {printable(h.item):20s} estimated count {h.estimate:8.1f}  "
+              f"(round {h.round})")
     if results.cut_prefixes:
         print(f"{len(results.cut_prefixes)} heavy prefixes the completion rounds could not "
               "complete:")
         for h in results.cut_prefixes:
-            print(f"       {h.item:20s} estimated count {h.estimate:8.1f}  (round {h.round})")
+            print(f"       {printable(h.item):20s} estimated count {h.estimate:8.1f}  "
+                  f"(round {h.round})")
     sys.stdout.flush()

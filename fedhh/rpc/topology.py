@@ -67,7 +67,8 @@ class LocalTopology:
     def __init__(self, workdir: str | Path | None = None, tls: bool = True,
                  env: dict[str, str] | None = None, database: str | None = None) -> None:
         self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="fedhh-up-")
-        self.workdir = Path(workdir or self._tmp.name)  # type: ignore[union-attr]
+        # absolute: the children run in it and are given paths inside it
+        self.workdir = Path(workdir or self._tmp.name).resolve()  # type: ignore[union-attr]
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.tls = tls
         from fedhh.data.registry import cache_root

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -19,11 +20,31 @@ def test_fedhh_up_runs_a_discovery_and_shuts_down(tmp_path) -> None:  # type: ig
         capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "run demo: done" in done.stdout
-    assert "privacy spent: eps_agg" in done.stdout
-    assert "kept  exp-fp  found" in done.stdout
-    assert "Noise alone is expected to lift about " in done.stdout
-    assert "shut down cleanly" in done.stdout
+    _assert_ran_and_shut_down(done.stdout)
+
+
+def test_fedhh_up_takes_a_dataset_path_relative_to_where_it_runs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The device processes run in the workdir: a relative --dataset still names the file."""
+    users = ["kaffee tee", "kaffee", "tee kaffee", "wasser kaffee"] * 30
+    (tmp_path / "users.txt").write_text("\n".join(users) + "\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "fedhh.cli.main", "up", "--dataset", "users.txt",
+         "--processes", "2", "--insecure", "--workdir", "up", "--rounds", "4",
+         "--checkin-ms", "20000", "--stage-ms", "20000"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env={**os.environ, "FEDHH_CACHE": str(tmp_path / "cache")},
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "fedhh up: 120 devices from users.txt" in done.stdout
+    _assert_ran_and_shut_down(done.stdout)
+
+
+def _assert_ran_and_shut_down(stdout: str) -> None:
+    assert "run demo: done" in stdout
+    assert "privacy spent: eps_agg" in stdout
+    assert "kept  exp-fp  found" in stdout
+    assert "Noise alone is expected to lift about " in stdout
+    assert "shut down cleanly" in stdout
 
 
 def test_fedhh_up_web_runs_devices_over_the_connect_ports(tmp_path) -> None:  # type: ignore[no-untyped-def]
