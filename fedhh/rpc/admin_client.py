@@ -64,14 +64,19 @@ class AdminClient:
 
     def wait(self, run_id: str, timeout_s: float, on_change: Any = None) -> pb.Run:
         """Poll the run until it is done, failed or cancelled; ``on_change(run)`` is called
-        whenever a round attempt ends or the attempt in progress changes phase or stage."""
+        whenever a round attempt ends or the attempt in progress changes phase or stage.
+
+        A poll that finds the coordinator unreachable or too slow to answer within its own
+        deadline is made again (reading a run changes nothing): a busy coordinator is not a
+        lost run; only ``timeout_s`` ends the wait."""
         deadline = time.monotonic() + timeout_s
         seen: tuple[object, ...] = ()
         while True:
             try:
                 run = self.run(run_id)
             except grpc.RpcError as error:
-                if error.code() != grpc.StatusCode.UNAVAILABLE:
+                if error.code() not in (grpc.StatusCode.UNAVAILABLE,
+                                        grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise
                 run = None
             if run is not None:
