@@ -71,6 +71,7 @@ from fedhh.server.segment import (
     PossibleCounts,
     check_feasible,
     completion_segment,
+    floor_log2,
     plan_segment,
 )
 from fedhh.server.vocabulary import DOMAINS, FP_RATIO_OF, SEGMENT_PLANS, THRESHOLD_WEIGHTS
@@ -155,6 +156,12 @@ class TreeConfig:
             raise ConfigError(f"main_bits must be in [1, {max_bits}], got {main}")
         if self.completion_rounds and self.segment_bits is not None:
             raise ConfigError("completion rounds use adaptive segments: leave segment_bits unset")
+        if self.completion_rounds and self.main_rounds * floor_log2(self.dim_limit) < main:
+            raise ConfigError(
+                f"max_bits {main} is more than the {self.main_rounds} main rounds can add "
+                f"({floor_log2(self.dim_limit)} bits each at dim_limit {self.dim_limit}); longer "
+                f"items are finished by the completion rounds after them: raise "
+                f"completion_rounds (now {self.completion_rounds}), not max_bits")
         check_feasible(self.main_rounds, main, self.dim_limit, self.segment_bits)
 
     @property
