@@ -13,6 +13,7 @@ import pytest
 from fedhh.codec import Codec
 from fedhh.config import RunConfig
 from fedhh.data.dataset import from_user_counts
+from fedhh.errors import ConfigError
 from fedhh.privacy import PrivacyLedger, sum_pld
 from fedhh.privacy.accountant import allocation_offsets
 from fedhh.server import PrefixTree, TreeConfig
@@ -84,6 +85,15 @@ def test_a_short_list_takes_the_adaptive_segment_past_max_bits() -> None:
     # floor(log2 P) = 12 bits although 20 bits of max_bits need only 8 more.
     _, reports = run(tree_of(completion=4), {LONG: 30})
     assert reports[0].segment_bits == 12 and reports[1].segment_bits == 12
+
+
+def test_max_bits_past_the_main_rounds_points_to_the_completion_rounds() -> None:
+    # 2 main rounds of 12 bits reach 24: longer items are the completion rounds' to finish
+    with pytest.raises(ConfigError, match="raise completion_rounds \\(now 3\\), not max_bits"):
+        tree_of(completion=3, main_bits=30)
+    with pytest.raises(ConfigError, match="cannot cover 30-bit items"):
+        PrefixTree(TreeConfig(rounds=2, dim_limit=2**12), Codec("5bit", 30),
+                   VoteThreshold(5, 1.0))
 
 
 def test_the_completion_segment_fits_the_dimension_limit() -> None:
