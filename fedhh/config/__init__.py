@@ -38,9 +38,9 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from fedhh.errors import ConfigError, shown
+from fedhh.errors import ConfigError, PrivacyError, shown
 from fedhh.server.vocabulary import DOMAINS, FP_RATIO_OF, SEGMENT_PLANS, THRESHOLD_WEIGHTS
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ SELECTIONS = ("uniform", "weighted")
 RANDOMIZERS = ("ohe-rr", "pi-rappor")
 TAILS = ("binomial", "gaussian")
 LEFTOVER_ROUNDS = ("idle", "passes")
+FULL_WEIGHT_COMPLETIONS = 3  # completion rounds at the full completion_weight (the rest decay)
 SIMULATION_DIM_LIMIT = 10_000_000  # the paper's P
 NETWORK_DIM_LIMIT = 1 << 16  # each device uploads one 16- or 32-bit entry per domain element
 WINDOW_FIELDS = ("advertise_ms", "share_keys_ms", "masked_input_ms", "consistency_ms",
@@ -146,15 +147,17 @@ class RunConfig:
                           "shown cut with …; with them there is no such deadline (codes are "
                           "every round's floor(log2 P) bits wide)")
     completion_rounds: int = _knob(
-        7, "cheaper rounds after the main ones (--rounds) for the items the main rounds left "
+        16, "cheaper rounds after the main ones (--rounds) for the items the main rounds left "
         "unended (URLs, e-mail addresses, long words); every round then takes the adaptive "
         "segment, with no deadline to trim the list for; skipped when nothing is left. They "
         "apply to optprefixtree with the sum accountant and one item per report (0 "
-        "otherwise), and are dropped, said in the output, when too few devices can budget them")
+        "otherwise); when too few devices can budget them all, the last are dropped, said in "
+        "the output")
     completion_weight: float = _knob(
-        0.02, "each completion round's share of the budget, relative to a main round (a share "
-        "of e^eps_local: it runs at eps_local + ln(weight), and the main rounds' eps_local is "
-        "solved for all rounds together)")
+        0.02, "the first three completion rounds' share of the budget, relative to a main "
+        "round (a share of e^eps_local: a round runs at eps_local + ln(weight), and the main "
+        "rounds' eps_local is solved for all rounds together); the i-th completion round "
+        "after them gets weight x 3/i")
     deny_list: tuple[str, ...] = _knob((), "items to exclude (never reported, never output)",
                                        metavar="PATH")
     warm_start: bool = _knob(False, "deny-list the built-in public warm-start list")
@@ -305,9 +308,25 @@ class RunConfig:
         if weights is not None and not all(math.isfinite(w) and w > 0 for w in weights):
             raise ConfigError(f"round_budget weights must be positive, got {self.round_budget!r}")
         if self.completion():
-            return (weights or (1.0,) * self.rounds) + (self.completion_weight,) * \
-                self.completion()
+            return (weights or (1.0,) * self.rounds) + self.completion_weights()
         return weights
+
+    def completion_weights(self) -> tuple[float, ...]:
+        """The completion rounds' weights: ``completion_weight`` for the first
+        ``FULL_WEIGHT_COMPLETIONS``, then ``completion_weight * FULL_WEIGHT_COMPLETIONS / i``
+        for the i-th (1-based).
+
+        The first completion rounds finish most of what they finish at all (on the default
+        dataset the first one ~870 items, the third ~2): they keep their weight. The later ones
+        carry only the long items still going (URLs, e-mail addresses, words of scripts the
+        codebook spells byte by byte), few and heavy, which need little budget but many rounds:
+        with ~40 prefixes open a round adds ~17 bits at P = 10^7. Every planned round is paid
+        for by the main rounds' eps_local whether it runs or not, and the main rounds' yield
+        is steep in it: 16 rounds at 0.02 each (0.32 of a main round) cost the default
+        discovery 3-4% of its true heavy hitters (three seeds); at 3/i the 16 weigh 0.153, 7
+        flat ones 0.14, and find as many (docs/codecs.md)."""
+        return tuple(self.completion_weight * min(1.0, FULL_WEIGHT_COMPLETIONS / i)
+                     for i in range(1, self.completion() + 1))
 
     def items_per_round(self) -> tuple[int, ...] | None:
         """Items per device of each round (``round_items``; None: one in every round)."""
@@ -680,3 +699,36 @@ def _at_most(name: str, value: int, high: int, where: str = "") -> None:
     if value > high:
         raise ConfigError(f"{name} must be at most {high}{' ' + where if where else ''}, got "
                           f"{value}")
+
+
+Planned = TypeVar("Planned")
+
+
+def with_most_completions(config: RunConfig, plan: Callable[[RunConfig], Planned]
+                          ) -> tuple[RunConfig, Planned]:
+    """``(run, plan(run))`` for ``run``, ``config`` with the most of its completion rounds that
+    ``plan`` can budget: ``plan`` raises PrivacyError when no local epsilon meets the target
+    with every round's own epsilon, eps_local + ln(weight), positive (too few devices for the
+    smallest weights). Dropping the last rounds drops the smallest weights and leaves the rest
+    more, so what can be budgeted is every count up to some largest one, found by bisection; a
+    run that cannot be budgeted even without completion rounds raises."""
+    try:
+        return config, plan(config)
+    except PrivacyError as error:
+        if not config.completion():
+            raise
+        refusal = error
+    best: tuple[RunConfig, Planned] | None = None
+    budgeted, refused = -1, config.completion()
+    while refused - budgeted > 1:
+        trial = replace(config, completion_rounds=(budgeted + refused) // 2)
+        try:
+            best = trial, plan(trial)
+        except PrivacyError as error:
+            refused, refusal = trial.completion_rounds, error
+            continue
+        budgeted = trial.completion_rounds
+    if best is None:
+        raise refusal
+    return best
+

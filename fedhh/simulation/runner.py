@@ -23,11 +23,11 @@ import numpy as np
 
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
-from fedhh.config import Mode, RunConfig
+from fedhh.config import Mode, RunConfig, with_most_completions
 from fedhh.data.dataset import FederatedDataset, atomic_file
 from fedhh.data.progress import Meter
 from fedhh.data.truth import GroundTruth
-from fedhh.errors import ConfigError, DatasetError, PrivacyError, StateError
+from fedhh.errors import ConfigError, DatasetError, StateError
 from fedhh.metrics import Truth, evaluate, whole_items, whole_recall
 from fedhh.pirappor.accounting import accounting_method
 from fedhh.pirappor.mechanism import PiRappor
@@ -77,20 +77,17 @@ class Prepared:
 
 
 def prepare(config: RunConfig, num_devices: int) -> Prepared:
-    """``_prepare``; a run whose completion rounds cannot be budgeted (too few devices: at
-    their weight, a completion round's local epsilon would not stay positive) runs without
-    them, and its privacy figures say so (``Prepared.config`` is the configuration run)."""
-    try:
-        return _prepare(config, num_devices)
-    except PrivacyError as error:
-        if not config.completion():
-            raise
-        prepared = _prepare(replace(config, completion_rounds=0), num_devices)
+    """``_prepare`` with as many of the completion rounds as can be budgeted among
+    ``num_devices`` devices (``with_most_completions``: at their weights, a completion round's
+    local epsilon must stay positive); the privacy figures say when some were dropped
+    (``Prepared.config`` is the configuration run)."""
+    run, prepared = with_most_completions(config, lambda c: _prepare(c, num_devices))
+    if run.completion() < config.completion():
         prepared.privacy["completion_rounds"] = (
-            f"none: {config.completion()} completion rounds at weight "
-            f"{config.completion_weight} cannot be budgeted among {num_devices} devices "
-            f"({error})")
-        return prepared
+            f"{run.completion()} of {config.completion()}: the later completion rounds' "
+            f"weights (from {config.completion_weight}, falling as 3/i) cannot be budgeted "
+            f"among {num_devices} devices")
+    return prepared
 
 
 def _prepare(config: RunConfig, num_devices: int) -> Prepared:

@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
-from fedhh.config import Mode, RunConfig
-from fedhh.errors import ConfigError, PrivacyError
+from fedhh.config import Mode, RunConfig, with_most_completions
+from fedhh.errors import ConfigError
 from fedhh.privacy import PrivacyLedger
 from fedhh.privacy.accountant import allocation_offsets
 from fedhh.server import LocalRandomizer, PrefixTree, TailKind, TreeState
@@ -33,16 +33,10 @@ async def create_run(store: Store, config: RunConfig, run_id: str = "") -> RunRo
     run_id = run_id or secrets.token_hex(8)
     if not RUN_ID.match(run_id):
         raise ConfigError(f"run_id must match {RUN_ID.pattern}, got {run_id!r}")
-    # The solver takes a fraction of a second: keep the event loop free meanwhile.
-    try:
-        ledger = await asyncio.to_thread(open_ledger, config)
-    except PrivacyError:
-        if not config.completion():
-            raise
-        # Too few devices for completion rounds at their weight (a completion round's local
-        # epsilon would not stay positive): the run goes without them, and stores so.
-        config = replace(config, completion_rounds=0)
-        ledger = await asyncio.to_thread(open_ledger, config)
+    # The solver takes a fraction of a second: keep the event loop free meanwhile. Too few
+    # devices for the later completion rounds' weights (their local epsilon would not stay
+    # positive): the run goes without them, and stores so.
+    config, ledger = await asyncio.to_thread(with_most_completions, config, open_ledger)
     codec = Codec.from_spec(config.codec, config.code_bits(Mode.NETWORK))
     deny = np.unique(codec.encode_many(config.deny_items()).codes)
     mechanism, rounds = mechanisms(config, ledger)

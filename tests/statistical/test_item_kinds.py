@@ -19,11 +19,16 @@ item whose code ends within max_bits is found by a main round: the bound is at t
 local epsilon. A longer item is found by a completion round, at its (smaller) local epsilon;
 there only the prefixes of items longer than max_bits are on the list (every shorter item has
 ended, and an ended element never carries on), so its holders choose among their long items
-only: d_u counts those. Each 6-sigma event has probability
-below 1e-9 (normal approximation of sums of thousands of terms), so a top item is missed with
-probability below 2e-9 per round; over 16 items and at most 11 rounds the false-failure rate is
-below 1e-6. The rounds are enough for the longest item: 218 bits against 11 rounds of up to
-23 bits, the test asserts it found the item, and that the run used completion rounds.
+only: d_u counts those. The later completion rounds weigh less (``RunConfig.completion_weights``),
+so the bound is at the smallest epsilon among the completion rounds an item can need: a round
+carrying m prefixes adds floor(log2(P / m)) bits, and a round keeps at most
+m_max = 2 USERS / threshold_main elements (each device reports once, so at most USERS /
+threshold_main true elements reach the smallest threshold; PruneHH keeps false ones below
+gamma < 1/2 of what it keeps), so an item of L bits needs at most ceil(L / floor(log2(P /
+m_max))) rounds in all. Each 6-sigma event has probability below 1e-9 (normal approximation of
+sums of thousands of terms), so a top item is missed with probability below 2e-9 per round;
+over 16 items and at most 20 rounds the false-failure rate is below 1e-6. The test asserts it
+found the longest item (218 bits) and that the run used completion rounds.
 """
 
 from __future__ import annotations
@@ -52,50 +57,80 @@ TOP = [
     "pneumonoultramicroscopicsilicovolcanoconiosis",
 ]
 TOP_SHARE = 0.03  # of the tokens, each
+LONG = [
+    "👨\u200d👩\u200d👧\u200d👦", "pneumonoultramicroscopicsilicovolcanoconiosis",
+    "https://example.com/search?q=hitters", "Carol.O'Neil@Example.CO.UK",
+    "안녕하세요",
+]
 
 
-def population() -> WeightedStrings:
-    words = [w for w, _ in spellchecker_counts("en")[:20_000] if w not in TOP]
+def population(top: list[str], share: float, extra: dict[str, float] | None = None
+               ) -> WeightedStrings:
+    """``top`` at ``share`` of the tokens each, ``extra`` items at theirs, English words Zipf
+    over the rest."""
+    extra = extra or {}
+    words = [w for w, _ in spellchecker_counts("en")[:20_000] if w not in top and w not in extra]
     tail = 1.0 / np.arange(1, len(words) + 1)
-    tail *= (1 - TOP_SHARE * len(TOP)) / tail.sum()
-    return WeightedStrings(tuple(TOP + words),
-                           np.concatenate([np.full(len(TOP), TOP_SHARE), tail]))
+    tail *= (1 - share * len(top) - sum(extra.values())) / tail.sum()
+    return WeightedStrings(tuple(top + list(extra) + words),
+                           np.concatenate([np.full(len(top), share),
+                                           np.array(list(extra.values())), tail]))
 
 
-def test_top_items_of_every_kind_are_found_exactly_at_the_defaults() -> None:
-    dataset = sample_population(population(), USERS, TOKENS, 7, "kinds")
+def assert_found_whole(dataset, top: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """The margin (module docstring) for every item of ``top``, then the seeded run finds
+    each exactly."""
     config = RunConfig(seed=3)
-    assert Codec.from_spec(config.codec, 1024).encode_many([TOP[-1]]).lengths[0] == 218
-
-    # The margin (module docstring).
     weights = config.round_weights()
     assert weights is not None
     offsets = allocation_offsets(weights)
-    eps = solve_allocation(config.eps_agg, config.delta, offsets, USERS).eps_local
+    n = dataset.num_users
+    eps = solve_allocation(config.eps_agg, config.delta, offsets, n).eps_local
     gamma = min(config.fp_ratio_finished or config.fp_ratio, config.fp_ratio)
     p_limit = config.resolved_dim_limit(Mode.SIMULATION)
     codec = Codec.from_spec(config.codec, config.code_bits())
     long_item = codec.encode_many(list(dataset.vocabulary)).lengths > config.max_bits
     distinct = np.diff(dataset.indptr)
-    users = np.repeat(np.arange(USERS), distinct)
-    distinct_long = np.bincount(users, weights=long_item[dataset.items], minlength=USERS)
+    users = np.repeat(np.arange(n), distinct)
+    distinct_long = np.bincount(users, weights=long_item[dataset.items], minlength=n)
     index = {w: i for i, w in enumerate(dataset.vocabulary)}
-    for item in TOP:
+    threshold_main = LocalRandomizer(eps, TailKind.BINOMIAL).null_tail(n).isf(
+        config.eta * gamma / p_limit)
+    fewest_bits = math.floor(math.log2(p_limit * threshold_main / (2 * n)))
+    lengths = codec.encode_many(top).lengths
+    for item, length in zip(top, lengths.tolist(), strict=True):
         completed = bool(long_item[index[item]])
-        mechanism = LocalRandomizer(eps + (min(offsets) if completed else 0.0),
-                                    TailKind.BINOMIAL)
-        threshold = mechanism.null_tail(USERS).isf(config.eta * gamma / p_limit)
+        needed = math.ceil(length / fewest_bits) - config.rounds  # completion rounds, at most
+        assert needed <= config.completion(), (item, needed)
+        weakest = min(offsets[config.rounds:config.rounds + needed], default=0.0)
+        mechanism = LocalRandomizer(eps + (weakest if completed else 0.0), TailKind.BINOMIAL)
+        threshold = mechanism.null_tail(n).isf(config.eta * gamma / p_limit)
         holders = users[dataset.items == index[item]]
         expected = float(np.sum(1.0 / (distinct_long if completed else distinct)[holders]))
         high = expected + 6 * math.sqrt(expected)
-        sd = math.sqrt(float(rr_variance(high, USERS, mechanism.randomizer)))
+        sd = math.sqrt(float(rr_variance(high, n, mechanism.randomizer)))
         assert expected - 6 * math.sqrt(expected) - 6 * sd >= threshold, (item, expected)
 
     truth = compute_truth(dataset)
     result = simulate(dataset, config, truth)
     found = {h.item: h for h in result.heavy_hitters}
-    for item in TOP:
+    for item in top:
         assert item in found, f"{item!r} was not found"
         assert found[item].ended and not found[item].truncated
     assert len(result.rounds) > config.rounds  # completion rounds did it
-    assert not any(h.item.startswith("pneumono") for h in result.cut_prefixes)
+
+
+def test_top_items_of_every_kind_are_found_exactly_at_the_defaults() -> None:
+    dataset = sample_population(population(TOP, TOP_SHARE), USERS, TOKENS, 7, "kinds")
+    assert Codec.from_spec(RunConfig().codec, 1024).encode_many([TOP[-1]]).lengths[0] == 218
+    assert_found_whole(dataset, TOP)
+
+
+def test_long_items_among_a_tail_of_long_urls_are_found_whole() -> None:
+    """Long heavy items while ~60 lighter long URLs are still going: with ~40 prefixes open a
+    completion round adds ~17 bits, not 23, so seven rounds left the 45-letter word (218
+    bits), the e-mail address (238) and the Korean word (233) cut."""
+    tail = {f"https://site{n}.example.net/p/{n * 37}": 0.002 for n in range(60)}
+    dataset = sample_population(population(LONG, 2 * TOP_SHARE, tail), 2 * USERS, TOKENS, 11,
+                                "long")
+    assert_found_whole(dataset, LONG)
