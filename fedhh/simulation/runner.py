@@ -290,7 +290,12 @@ def simulate(
     timings["rounds_s"] = (time.perf_counter() - clock - timings["setup_s"]
                            - timings["truth_s"])
     hitters = tree.heavy_hitters(tree_state)
-    deny_display = [codec.display_item(c) for c in cw.to_ints(np.unique(deny_codes))]
+    # The deny list as given (an item longer than the codes is denied by its prefix, but the
+    # list says what was asked), then what earlier runs found, shown as found.
+    configured = config.deny_items()
+    given = set(cw.to_ints(codec.encode_many(configured).codes)) if configured else set()
+    deny_display = configured + [codec.display_item(c) for c in cw.to_ints(np.unique(deny_codes))
+                                 if c not in given]
     found_codes = cw.from_ints([h.code for h in hitters], codec.max_bits)
     output = np.union1d(found_codes, deny_codes)
     metrics: dict[str, Any] = {}

@@ -79,10 +79,11 @@ def test_deny_list_and_two_runs() -> None:
     users += [{w: 1} for w in random_words(5000, rng)]
     dataset = from_user_counts(users)
     base = RunConfig(rounds=4, dim_limit=P, eps_local=EPS, seed=3)
-    denied = simulate(dataset, replace(base, deny_list=("apple",)))
+    long = "https://example.com/" + "x" * 200  # longer than any code: denied by its prefix
+    denied = simulate(dataset, replace(base, deny_list=("zucchini", "apple", long)))
     assert "apple" not in {h.item for h in denied.heavy_hitters}
-    assert "apple" in denied.deny_list and {"pear", "melon"} <= {h.item for h in
-                                                                denied.heavy_hitters}
+    assert {"pear", "melon"} <= {h.item for h in denied.heavy_hitters}
+    assert denied.deny_list == ["zucchini", "apple", long]  # as given, in the given order
     twice = simulate(dataset, replace(base, two_runs=True))
     assert {r["extra"]["run"] for r in twice.rounds} == {1, 2}
     second = {h.item for h in twice.heavy_hitters}
