@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from fedhh.cli import options
 from fedhh.cli.main import usage_error
 from fedhh.cli.terminal import printable
+from fedhh.errors import ConfigError
 
 
 def _positive_int(text: str) -> int:
@@ -63,11 +65,13 @@ def register(subparsers: Any) -> None:
     generate.add_argument("--users", type=_positive_int, default=None,
                           help="population size (synthetic datasets; default: the dataset's)")
     generate.add_argument("--seed", type=_seed, default=0, help="seed (synthetic datasets)")
-    generate.add_argument("--out", type=Path, default=None,
-                          help="write the dataset directory here instead of the cache")
+    generate.add_argument("--out", type=options.output_path, default=None,
+                          help="write the dataset directory here instead of the cache (a new "
+                               "or empty folder, or an earlier dataset with --force)")
     generate.add_argument("--workers", type=_positive_int, default=None,
                           help="worker processes (default: min(2, cores))")
-    generate.add_argument("--force", action="store_true", help="rebuild even if cached")
+    generate.add_argument("--force", action="store_true",
+                          help="rebuild even if cached, or replace the dataset at --out")
     generate.add_argument("--cache-dir", type=Path, default=None, help="cache folder")
     generate.set_defaults(handler=_generate)
 
@@ -75,7 +79,10 @@ def register(subparsers: Any) -> None:
     imp.add_argument("path", type=Path, help="text file, LEAF .json file or LEAF directory")
     imp.add_argument("--format", choices=("text", "leaf"), required=True, dest="fmt",
                      help="input format")
-    imp.add_argument("--out", type=Path, required=True, help="dataset directory to write")
+    imp.add_argument("--out", type=options.output_path, required=True,
+                     help="dataset directory to write (a new or empty folder, or an earlier "
+                          "dataset with --force)")
+    imp.add_argument("--force", action="store_true", help="replace the dataset at --out")
     imp.add_argument("--lowercase", action="store_true", help="lower-case every item")
     imp.add_argument("--name", default=None, help="dataset name (default: the file's stem)")
     imp.set_defaults(handler=_import)
@@ -88,7 +95,8 @@ def register(subparsers: Any) -> None:
     inspect.set_defaults(handler=_inspect)
 
     warm = actions.add_parser("warm-start", help="write the public warm-start deny list")
-    warm.add_argument("--out", type=Path, required=True, help="file to write, one item a line")
+    warm.add_argument("--out", type=options.output_path, required=True,
+                      help="file to write, one item a line")
     warm.add_argument("--size", type=_positive_int, default=2000, help="number of items")
     warm.set_defaults(handler=_warm_start)
 
@@ -118,9 +126,10 @@ def _generate(args: argparse.Namespace) -> int:
                     f"--users and --seed apply only to synthetic datasets, not {args.name}")
     started = time.perf_counter()
     if args.out is not None:
-        if (args.out / "meta.json").exists() and not args.force:
-            usage_error("fedhh data generate",
-                        f"--out {args.out} already holds a dataset; add --force to replace it")
+        try:
+            options.check_dataset_out(args.out, args.force)
+        except ConfigError as error:
+            usage_error("fedhh data generate", str(error))
         if spec.synthetic:
             path = synthetic.generate_synthetic(
                 args.out, num_users=args.users or spec.default_users or 1, seed=args.seed,
@@ -146,6 +155,10 @@ def _import(args: argparse.Namespace) -> int:
 
     if not args.path.exists():
         usage_error("fedhh data import", f"PATH {args.path} does not exist")
+    try:
+        options.check_dataset_out(args.out, args.force, (args.path,))
+    except ConfigError as error:
+        usage_error("fedhh data import", str(error))
     convert = import_leaf if args.fmt == "leaf" else import_text
     path = convert(args.path, args.out, lowercase=args.lowercase, name=args.name, progress=True,
                    require_items=True)

@@ -88,6 +88,37 @@ def check_output(option: str, path: str | None, suffixes: tuple[str, ...] = ()) 
                           f"{', '.join(suffixes)} (the format it is written in)")
 
 
+def output_path(text: str) -> Path:
+    """A path to write: never the empty string, which a Path reads as the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must name a file or folder, got an empty string")
+    return Path(text)
+
+
+def check_dataset_out(out: Path, force: bool, inputs: tuple[Path, ...] = ()) -> None:
+    """Refuse a dataset directory to write that would replace what is not an earlier one: a
+    file, a folder holding anything but a dataset, an input (or a folder holding one); an
+    earlier dataset only with ``force``. Writing a dataset replaces the whole target."""
+    target = out.resolve()
+    for source in inputs:
+        if source.resolve() == target or target in source.resolve().parents:
+            raise ConfigError(f"--out {out} is (or holds) the input {source}; write the "
+                              "dataset elsewhere")
+    if not out.exists() and not out.is_symlink():
+        return
+    if not out.is_dir():
+        raise ConfigError(f"--out {out} exists and is not a folder; writing the dataset would "
+                          "replace it: choose another path")
+    if (out / "meta.json").exists():
+        if not force:
+            raise ConfigError(f"--out {out} already holds a dataset; add --force to replace it")
+        return
+    if any(out.iterdir()):
+        raise ConfigError(f"--out {out} is a folder that holds something other than a fedhh "
+                          "dataset; writing the dataset would delete it: choose an empty or "
+                          "new folder")
+
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 

@@ -73,3 +73,51 @@ def test_invalid_values_exit_2_with_one_line(
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err
+
+
+def test_writing_a_dataset_replaces_nothing_but_an_earlier_dataset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A dataset is written by replacing the whole target: --out may name a new or empty
+    folder, or an earlier dataset with --force; never a file, a folder of other things, the
+    input itself, or (an empty string) the current folder."""
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "u.txt"
+    src.write_text("apple pie\nbanana\n", encoding="utf-8")
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("precious", encoding="utf-8")
+    single = tmp_path / "single.txt"
+    single.write_text("precious", encoding="utf-8")
+    cases = [
+        (["data", "import", str(src), "--format", "text", "--out", str(folder)],
+         "holds something other than a fedhh dataset"),
+        (["data", "import", str(src), "--format", "text", "--out", str(single)],
+         "exists and is not a folder"),
+        (["data", "import", str(src), "--format", "text", "--out", str(src)], "the input"),
+        (["data", "import", str(src), "--format", "text", "--out", str(tmp_path)], "the input"),
+        (["data", "import", str(src), "--format", "text", "--out", ""], "an empty string"),
+        (["data", "generate", "synthetic-reddit-small", "--users", "2", "--out", str(folder)],
+         "holds something other than a fedhh dataset"),
+        (["data", "generate", "synthetic-reddit-small", "--users", "2", "--out", ""],
+         "an empty string"),
+    ]
+    for argv, needle in cases:
+        with pytest.raises(SystemExit) as info:
+            run(argv)
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and needle in err, (argv, err)
+    assert (folder / "notes.txt").read_text(encoding="utf-8") == "precious"
+    assert single.read_text(encoding="utf-8") == "precious"
+    assert src.read_text(encoding="utf-8") == "apple pie\nbanana\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes", "single.txt", "u.txt"]
+
+    out = tmp_path / "ds"
+    out.mkdir()  # an empty folder is fine
+    assert run(["data", "import", str(src), "--format", "text", "--out", str(out)]) == 0
+    with pytest.raises(SystemExit):  # an earlier dataset, without --force
+        run(["data", "import", str(src), "--format", "text", "--out", str(out)])
+    assert "add --force" in capsys.readouterr().err
+    assert run(["data", "import", str(src), "--format", "text", "--out", str(out),
+                "--force"]) == 0
