@@ -33,6 +33,10 @@ from fedhh.errors import DatasetError
 
 logger = logging.getLogger(__name__)
 
+# One user's line: far above any real user's items (a million 60-byte items), and a bound on
+# what a file without line breaks (a binary file, /dev/zero) can make the reader hold.
+MAX_LINE_BYTES = 64 << 20
+
 
 def iter_text_users(
     path: str | os.PathLike[str], *, lowercase: bool = False, meter: Meter | None = None
@@ -45,7 +49,13 @@ def iter_text_users(
     except OSError as error:
         raise DatasetError(f"cannot read text dataset {source}: {error.strerror}") from None
     try:
-        for number, raw in enumerate(handle, start=1):
+        number = 0
+        while raw := handle.readline(MAX_LINE_BYTES + 1):
+            number += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                raise DatasetError(
+                    f"{source}: line {number} is longer than {MAX_LINE_BYTES:,} bytes (one "
+                    "user's items on one line; is this a text dataset?)")
             if number == 1:
                 raw = raw.removeprefix(codecs.BOM_UTF8)  # an editor's mark, not an item's
             try:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from _data_helpers import TINY_USERS, as_dicts
 
+from fedhh.data import text as text_format
 from fedhh.data.builder import ShardedBuilder
 from fedhh.data.dataset import FederatedDataset, load_dataset
 from fedhh.data.leaf import import_leaf
@@ -63,6 +64,20 @@ def test_text_not_utf8_names_file_and_line(tmp_path: Path) -> None:
         import_text(src, target)
     assert not target.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt"]
+
+
+def test_text_line_without_end_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    # a file without line breaks (a binary file, /dev/zero) must not be read whole
+    monkeypatch.setattr(text_format, "MAX_LINE_BYTES", 16)
+    src = tmp_path / "blob.txt"
+    src.write_bytes(b"fine line\n" + b"x" * 17 + b"\nmore\n")
+    target = tmp_path / "out"
+    with pytest.raises(DatasetError, match=r"blob\.txt: line 2 is longer than 16 bytes"):
+        import_text(src, target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blob.txt"]
+    src.write_bytes(b"x" * 16 + b"\n")  # at the limit
+    assert as_dicts(load_dataset(import_text(src, target))) == [{"x" * 16: 1}]
 
 
 def test_text_missing_file(tmp_path: Path) -> None:
