@@ -407,8 +407,11 @@ class Fleet:
             try:
                 return await call()
             except grpc.aio.AioRpcError as error:
-                if error.code() not in (grpc.StatusCode.UNAVAILABLE,
-                                        grpc.StatusCode.DEADLINE_EXCEEDED):
+                # Once stopping, a call that failed is not made again: the pause below returns
+                # at once then, and the cancellation that should end this loop can be lost
+                # (asyncio.wait_for in Python 3.11 drops it when its waiter is done too).
+                if self.stop.is_set() or error.code() not in (grpc.StatusCode.UNAVAILABLE,
+                                                              grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise
                 if user is not None and error.code() == grpc.StatusCode.UNAVAILABLE:
                     self._next_stub(user)

@@ -200,10 +200,11 @@ async def serve(args: argparse.Namespace) -> None:
 
     runner = asyncio.create_task(fleet.run(enrolled))
     stopper = asyncio.create_task(stop.wait())
-    await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    done, _ = await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    stopped = stopper in done  # asked to stop (a signal); else the fleet ended by itself
     stop.set()
     runner.cancel()
-    await asyncio.gather(runner, return_exceptions=True)
+    (outcome,) = await asyncio.gather(runner, return_exceptions=True)
     await fleet.close()
     for coordinator in closing:
         await coordinator.close()
@@ -217,6 +218,10 @@ async def serve(args: argparse.Namespace) -> None:
             "rpc_seconds": stats.calls.seconds, "rpc_bytes_sent": stats.calls.bytes_sent,
         }))
         os.replace(tmp, args.stats_file)
+    if not stopped and isinstance(outcome, Exception):
+        # Its devices could not enroll or run (no token, a refused token, an unwritable state
+        # directory): the process fails with the reason, so a supervisor sees it.
+        raise outcome
 
 
 def _describe(users: range | list[int]) -> str:
