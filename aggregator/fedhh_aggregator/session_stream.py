@@ -105,14 +105,20 @@ class _Reader:
     def __init__(self, context: grpc.aio.ServicerContext) -> None:
         self.context = context
 
-    async def next(self, timeout_s: float, late: FedhhError) -> pb.SessionMessage | None:
-        """The next message (None once the device closed its side), or ``late`` raised after
-        ``timeout_s``."""
+    async def next(self, timeout_s: float, late: Callable[[], FedhhError]
+                   ) -> pb.SessionMessage | None:
+        """The next message (None once the device closed its side), or the error ``late()``
+        makes raised after ``timeout_s``.
+
+        The error is made here, not passed in: a frame holding the exception it raises is a
+        reference cycle with that exception's traceback, and under the services' collector
+        settings (``serving.tune_gc``) such garbage waits for an old generation's pass, so
+        unopened streams, each timing out so, grew a worker by gigabytes."""
         try:
             async with asyncio.timeout(max(0.0, timeout_s)):
                 message = await self.context.read()
         except TimeoutError:
-            raise late from None
+            raise late() from None
         return None if message is grpc.aio.EOF else message
 
 
@@ -149,17 +155,21 @@ async def _refuse(context: grpc.aio.ServicerContext, reader: _Reader, error: Fed
     until = time.monotonic() + wait_s
     try:
         await asyncio.wait_for(context.write(refusal), wait_s)
-        while await reader.next(until - time.monotonic(), error) is not None:
+        while await reader.next(until - time.monotonic(), _StopWaiting) is not None:
             pass
     except (FedhhError, TimeoutError, grpc.aio.AbortError, grpc.aio.UsageError,
             asyncio.InvalidStateError):
         pass
 
 
+class _StopWaiting(FedhhError):
+    """A refused stream's device did not close its side in time (``_refuse``)."""
+
+
 async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext, reader: _Reader,
                  challenge: bytes) -> None:
     limits = registry.limits
-    first = await reader.next(limits.upload_idle_s, OpenTimeout(
+    first = await reader.next(limits.upload_idle_s, lambda: OpenTimeout(
         f"no open within {limits.upload_idle_s:g} s of the challenge: open a new stream"))
     if first is None:
         return
@@ -350,9 +360,9 @@ class _Session:
         until = loop.time() + idle + expected / limits.upload_min_rate
         while received < expected:
             wait = min(idle, until - loop.time())
-            message = await self.reader.next(wait, UploadTimeout(
+            message = await self.reader.next(wait, functools.partial(UploadTimeout, (
                 f"upload slower than {limits.upload_min_rate} bytes/s" if wait < idle else
-                f"no upload data for {idle:g} s"))
+                f"no upload data for {idle:g} s")))
             if message is None:
                 raise ProtocolViolation(Violation.WRONG_LENGTH, f"the stream ended after "
                                         f"{received} of the vector's {expected} bytes")

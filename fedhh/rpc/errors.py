@@ -72,15 +72,20 @@ def status_errors(
 
     @functools.wraps(method)
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> T:
+        # The abort is raised after the except blocks, not in them: there it would chain the
+        # domain error (and every frame of its traceback) to gRPC's AbortError, which gRPC's
+        # call objects keep in reference cycles that only the cycle collector frees, and the
+        # services run it seldom (serving.tune_gc).
         try:
             return await method(self, request, context)
         except FedhhError as error:
-            await context.abort(status_of(error), details_of(error))
+            code, details = status_of(error), details_of(error)
         except (grpc.aio.AbortError, grpc.aio.UsageError):
             raise
         except Exception:
             log.exception("unexpected error in %s", method.__qualname__)
-            await context.abort(grpc.StatusCode.INTERNAL, "internal error")
+            code, details = grpc.StatusCode.INTERNAL, "internal error"
+        await context.abort(code, details)
         raise AssertionError("unreachable")  # pragma: no cover - abort always raises
 
     return wrapper

@@ -10,6 +10,8 @@ their sum.
 from __future__ import annotations
 
 import asyncio
+import gc
+import inspect
 import socket
 from typing import Any
 
@@ -35,6 +37,7 @@ from fedhh.rpc.framed.frames import HEADER, PREFACE, Kind
 from fedhh.secagg.primitives import ed25519_from_seed
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1.framed_pb2 import FramedOpen
+from fedhh_aggregator.errors import OpenTimeout
 from fedhh_aggregator.rounds import Limits
 
 N = 8
@@ -269,5 +272,41 @@ def test_a_client_that_never_reads_holds_no_session_handler() -> None:
             assert connection._last_id < 200_000  # (not every OPEN was read)
             await _released_exactly(channel, session_stub(agg, channel, "framed"), a)
             writer.transport.abort()
+
+    run(scenario(), timeout=120)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_streams_that_never_open_leave_no_cyclic_garbage(transport: str) -> None:
+    """Anyone may open a session stream; one that never sends its open ends at upload_idle_s
+    (OpenTimeout) and must leave nothing for the cycle collector: the services run it seldom
+    (``serving.tune_gc``), so a reference cycle per ended stream (the timeout's exception held
+    by the frame that raised it) grew a worker by ~6 KB a stream, gigabytes under a flood."""
+    a = _cohort(b"stream-sec/no-open", seed=6)
+
+    async def scenario() -> None:
+        async with aggregator(Limits(upload_idle_s=0.3)) as (agg, channel):
+            await AggregatorControl(channel, TOKEN).open_round(a.signed)
+            stub = session_stub(agg, channel, transport)
+            gc.disable()  # what only the collector could free stays for the check below
+            try:
+                calls = [(await _challenge(stub))[0] for _ in range(20)]
+                for call in calls:
+                    event = await call.read()
+                    assert event.WhichOneof("event") == "refused"
+                    assert "no open within" in event.refused.details
+                    await call.done_writing()
+                    assert (await call.code()).value[0] == event.refused.code
+                del calls, call, event
+                gc.set_debug(gc.DEBUG_SAVEALL)
+                gc.collect()
+                left = [o for o in gc.garbage if isinstance(o, OpenTimeout) or (
+                    inspect.isframe(o) and o.f_code.co_filename.endswith("session_stream.py"))]
+            finally:
+                gc.set_debug(0)
+                gc.garbage.clear()
+                gc.enable()
+            assert not left, left[:5]
+            await _released_exactly(channel, stub, a)
 
     run(scenario(), timeout=120)
