@@ -88,5 +88,5 @@ def run(args: argparse.Namespace) -> int:
     report = run_load(spec, Path(args.workdir) if args.workdir else None)
     print(render(report))
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        options.write_output("--json", args.json, json.dumps(report, indent=2) + "\n")
     return 0 if report["state"] == "done" else 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
+import tempfile
 from pathlib import Path
 
 from fedhh.errors import ConfigError
@@ -78,14 +78,33 @@ def check_output(option: str, path: str | None, suffixes: tuple[str, ...] = ()) 
     if target.is_dir():
         example = target / ("results" + (suffixes[0] if suffixes else ".json"))
         raise ConfigError(f"{option} {path} is a folder; give a file name, e.g. {example}")
+    if target.exists() and not target.is_file():
+        raise ConfigError(f"{option} {path} exists and is not a regular file")
     folder = target.resolve().parent
     if not folder.is_dir():
         raise ConfigError(f"{option} {path}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise ConfigError(f"{option} {path}: the folder {folder} is not writable")
     if suffixes and target.suffix.lower() not in suffixes:
         raise ConfigError(f"{option} {path}: the file name must end in one of "
                           f"{', '.join(suffixes)} (the format it is written in)")
+    try:  # what the write will do (os.access says yes to /proc, and to a read-only mount)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{target.name}.", suffix=".tmp"):
+            pass
+    except OSError as error:
+        raise ConfigError(f"{option} {path}: cannot write in {folder}: "
+                          f"{error.strerror or error}") from None
+
+
+def write_output(option: str, path: str, text: str) -> None:
+    """Write an output file whole or not at all (a failed write keeps what was there): its
+    text goes to a temporary sibling that then replaces it. A failure is one line."""
+    from fedhh.data.dataset import atomic_file
+
+    try:
+        with atomic_file(Path(path), "w") as out:
+            out.write(text)
+    except OSError as error:
+        raise ConfigError(f"{option} {path}: cannot write it: {error.strerror or error}"
+                          ) from None
 
 
 def output_path(text: str) -> Path:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from fedhh.cli import options
@@ -66,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     result = simulate(dataset, config, truth, show_progress=progress)
     payload = result_payload(result, config, dataset.summary(progress))
     if args.json:
-        Path(args.json).write_text(json.dumps(payload, indent=2, default=_jsonable) + "\n")
+        options.write_output("--json", args.json,
+                             json.dumps(payload, indent=2, default=_jsonable) + "\n")
     if args.plot:
         write_plot(result, config, args.plot)
     if not args.quiet:
