@@ -26,7 +26,8 @@ def register(subparsers: Any) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--listen", default="127.0.0.1:7100", help="HOST:PORT (port 0: OS-chosen)")
+    p.add_argument("--listen", type=options.listen_address, default="127.0.0.1:7100",
+                   help="HOST:PORT (port 0: OS-chosen)")
     p.add_argument("--tls-dir", help="server.pem, server.key and ca.pem")
     p.add_argument("--insecure", action="store_true",
                    help="plaintext gRPC; only allowed on loopback addresses")
@@ -35,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "and device admissions")
     p.add_argument("--control-token-file",
                    help="bearer token of the control API (default: $FEDHH_CONTROL_TOKEN)")
-    p.add_argument("--metrics-port", type=int, default=None,
+    p.add_argument("--metrics-port", type=options.port_number, default=None,
                    help="serve Prometheus metrics on this port (0: any; default: off)")
     options.add_service_options(p)
     options.add_web_options(p, "the device calls (fedhh.v1.SecureAggregation)")

@@ -31,7 +31,8 @@ def register(subparsers: Any) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--listen", default="127.0.0.1:7200", help="HOST:PORT (port 0: OS-chosen)")
+    p.add_argument("--listen", type=options.listen_address, default="127.0.0.1:7200",
+                   help="HOST:PORT (port 0: OS-chosen)")
     p.add_argument("--worker", action="append", required=True,
                    metavar="CONTROL[=PUBLIC[=WEB_URL[=SESSION]]]",
                    help="a worker aggregator (repeat, in index order): the address the combiner "
@@ -62,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="finished rounds remembered for GetOutcome (default: 4096)")
     p.add_argument("--tombstone-ttl", type=options.positive_float, default=7 * 24 * 3600.0,
                    help="seconds a finished round is remembered (default: 7 days)")
-    p.add_argument("--metrics-port", type=int, default=None,
+    p.add_argument("--metrics-port", type=options.port_number, default=None,
                    help="serve Prometheus metrics on this port (0: any; default: off)")
     options.add_service_options(p)
     p.add_argument("--ready-file", help="write the bound ports as JSON once serving")

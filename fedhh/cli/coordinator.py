@@ -24,7 +24,8 @@ def register(subparsers: Any) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--listen", default="127.0.0.1:7000", help="HOST:PORT (port 0: OS-chosen)")
+    p.add_argument("--listen", type=options.listen_address, default="127.0.0.1:7000",
+                   help="HOST:PORT (port 0: OS-chosen)")
     p.add_argument("--tls-dir", help="server.pem, server.key and ca.pem for every connection")
     p.add_argument("--insecure", action="store_true",
                    help="plaintext gRPC; only allowed on loopback addresses")
@@ -65,9 +66,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the lifetime budget's rolling period in days (default 30)")
     p.add_argument("--admin-token-file", help="token of the admin API (default: "
                    "$FEDHH_ADMIN_TOKEN)")
-    p.add_argument("--metrics-port", type=int, default=None, help="Prometheus port (0: any)")
+    p.add_argument("--metrics-port", type=options.port_number, default=None,
+                   help="Prometheus port (0: any)")
     options.add_service_options(p)
-    p.add_argument("--dashboard-port", type=_port, default=None,
+    p.add_argument("--dashboard-port", type=options.port_number, default=None,
                    help="serve the read-only web dashboard on this HTTPS port, with the same "
                         "TLS files, signed in with the admin token (0: any; default: off)")
     p.add_argument("--dashboard-host", default="127.0.0.1",
@@ -89,14 +91,6 @@ def _page_url(text: str) -> str:
     return text
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is in [0, 65535], got {value}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -101,7 +101,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget-period-days", type=options.positive_float, default=30.0,
                    help="the period of --lifetime-eps-local in days (default 30)")
     p.add_argument("--stats-file", help="write counters and latencies as JSON on exit")
-    p.add_argument("--metrics-port", type=int, default=None,
+    p.add_argument("--metrics-port", type=options.port_number, default=None,
                    help="serve Prometheus metrics (plain HTTP: a device process has no server "
                         "certificate) on this port (0: any; default: off)")
     options.add_service_options(p)

@@ -107,6 +107,24 @@ def write_output(option: str, path: str, text: str) -> None:
                           ) from None
 
 
+def port_number(text: str) -> int:
+    """A TCP port to listen on: 0 (the OS chooses) to 65535."""
+    if not (text.isascii() and text.isdigit()) or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"must be a port, 0 to 65535 (0: the OS chooses), "
+                                         f"got {text!r}")
+    return int(text)
+
+
+def listen_address(text: str) -> str:
+    """HOST:PORT to listen on (``[::1]:PORT`` for IPv6), PORT 0 to 65535 (0: the OS chooses):
+    out of range, the port was taken modulo 65536 (99999 served on 34463)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise argparse.ArgumentTypeError(f"must be HOST:PORT, got {text!r}")
+    port_number(port)
+    return text
+
+
 def output_path(text: str) -> Path:
     """A path to write: never the empty string, which a Path reads as the current folder."""
     if not text.strip():
@@ -157,7 +175,7 @@ def _origins(text: str) -> list[str]:
 def add_framed_options(parser: argparse.ArgumentParser, what: str) -> None:
     """The framed port of a service's device calls (``fedhh.rpc.framed``); ``what`` names the
     methods it serves and what they save."""
-    parser.add_argument("--session-listen", metavar="HOST:PORT",
+    parser.add_argument("--session-listen", metavar="HOST:PORT", type=listen_address,
                         help=f"also serve {what} outside gRPC, as frames on this address "
                              "(docs/secagg.md, 'The framed port'): the same messages and "
                              "checks; TLS from --tls-dir, plaintext only with --insecure on "
@@ -170,7 +188,7 @@ def add_framed_options(parser: argparse.ArgumentParser, what: str) -> None:
 def add_web_options(parser: argparse.ArgumentParser, what: str) -> None:
     """The Connect port of a service's device calls (``fedhh.rpc.connect``), for browsers;
     ``what`` names the methods it serves."""
-    parser.add_argument("--web-listen", metavar="HOST:PORT",
+    parser.add_argument("--web-listen", metavar="HOST:PORT", type=listen_address,
                         help=f"also serve {what} over the Connect protocol (unary, binary "
                              "protobuf) on this address, for web devices: TLS from --tls-dir, "
                              "plaintext only with --insecure on loopback (port 0: OS-chosen; "

@@ -32,7 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the leader coordinator's address HOST:PORT (its --listen)")
     p.add_argument("--name", default="",
                    help="this selector's name in the leader's logs (default: its --listen)")
-    p.add_argument("--listen", default="127.0.0.1:7000", help="HOST:PORT (port 0: OS-chosen)")
+    p.add_argument("--listen", type=options.listen_address, default="127.0.0.1:7000",
+                   help="HOST:PORT (port 0: OS-chosen)")
     p.add_argument("--tls-dir", help="server.pem, server.key and ca.pem for every connection")
     p.add_argument("--insecure", action="store_true",
                    help="plaintext gRPC; only allowed on loopback addresses")
@@ -50,7 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="enrollments per second, overall and per peer address (default 200)")
     p.add_argument("--enroll-burst", type=options.positive_int, default=2000,
                    help="enrollments allowed in a burst (default 2000)")
-    p.add_argument("--metrics-port", type=int, default=None, help="Prometheus port (0: any)")
+    p.add_argument("--metrics-port", type=options.port_number, default=None,
+                   help="Prometheus port (0: any)")
     options.add_service_options(p)
     options.add_web_options(p, "the device calls (fedhh.v1.DeviceService)")
     options.add_framed_options(p, "the device calls (fedhh.v1.DeviceService: GetTask, "

@@ -34,3 +34,23 @@ def test_a_missing_admin_token_says_how_to_give_one(
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["fedhh admin: error: no admin token was given: pass --token-file "
                    "PATH or set $FEDHH_ADMIN_TOKEN"]
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["aggregator", "--listen", "127.0.0.1:99999", "--coordinator-key", "k.pem"],
+     "argument --listen: must be a port, 0 to 65535"),
+    (["coordinator", "--listen", "127.0.0.1:-5"], "argument --listen: must be a port"),
+    (["selector", "--listen", "nowhere"], "argument --listen: must be HOST:PORT"),
+    (["coordinator", "--metrics-port", "99999"], "argument --metrics-port: must be a port"),
+    (["coordinator", "--dashboard-port", "abc"], "argument --dashboard-port: must be a port"),
+    (["aggregator", "--coordinator-key", "k.pem", "--session-listen", "127.0.0.1:70000"],
+     "argument --session-listen: must be a port"),
+])
+def test_a_port_out_of_range_is_refused_not_wrapped(
+        argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # (out of range, gRPC took the port modulo 65536: 99999 served on 34463)
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
