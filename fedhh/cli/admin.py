@@ -105,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
             config = config_from_args(args, Mode.NETWORK)
             reply: Any = client.start_run(to_proto(config), args.run_id)
         elif args.action == "mint-tokens":
+            # before minting: tokens the store holds that nobody received are lost seats
+            options.check_output("--out", args.out)
             users = range(args.count) if args.users is None else args.users
             tokens = client.mint_tokens(len(users), (args.ttl_hours or 0) * 3600, args.label)
             lines = tokens if args.users is None else [f"{u} {t}" for u, t in zip(

@@ -54,3 +54,19 @@ def test_a_port_out_of_range_is_refused_not_wrapped(
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0], err
+
+
+def test_mint_tokens_refuses_an_unwritable_out_before_minting(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # (a coordinator that would refuse every call: the refusal comes before any)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = tmp_path / "admin.token"
+    token.write_text("0123456789abcdef0123")
+    with pytest.raises(SystemExit) as exit_:
+        main(["admin", "--coordinator", f"127.0.0.1:{port}", "--token-file", str(token),
+              "mint-tokens", "--count", "3", "--out", "/proc/tokens.txt"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out /proc/tokens.txt: cannot write in /proc" in err[0], err
