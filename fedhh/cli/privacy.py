@@ -47,6 +47,7 @@ from typing import Any
 
 from fedhh.errors import ConfigError
 from fedhh.privacy.methods import DEFAULT_METHOD, LEGACY_NAMES, METHODS
+from fedhh.privacy.solver import EPS_LOCAL_MAX
 
 MECHANISMS = (
     "optprefixtree", "amplify", "triehh", "triehh++", "central-gaussian", "central-laplace",
@@ -96,8 +97,12 @@ def register(subparsers: Any) -> None:
         help="aggregate epsilon target (every form but amplify)",
     )  # fmt: skip
     parser.add_argument(
-        "--eps-local", type=_number(lambda x: x > 0, "positive"),
-        help="per-round local epsilon (amplify)",
+        "--eps-local", type=_number(lambda x: 0 < x <= EPS_LOCAL_MAX,
+                                    f"in (0, {EPS_LOCAL_MAX:g}] (the largest the accountants "
+                                    "solve for; a device's coins resolve 2^-32, so any "
+                                    "eps_local above ln(2^32 - 1) = 22.18 randomizes as that "
+                                    "one)"),
+        help=f"per-round local epsilon (amplify; at most {EPS_LOCAL_MAX:g})",
     )  # fmt: skip
     parser.add_argument(
         "--delta", required=True, type=_number(lambda x: 0 < x < 1, "in (0, 1)"),

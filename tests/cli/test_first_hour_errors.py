@@ -107,6 +107,15 @@ def test_privacy_with_eps_agg_1000_answers(capsys: pytest.CaptureFixture[str]) -
     assert code == 0 and "capped at eps_local = 40.0" in out and not err
 
 
+@pytest.mark.parametrize("eps", ["41", "710", "1e308"])
+def test_privacy_amplify_refuses_an_eps_local_past_what_is_accounted(
+        eps: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: OverflowError (e^710) or decimal.Overflow tracebacks."""
+    line = one_line_error(["privacy", "amplify", "--eps-local", eps, "--delta", "1e-6",
+                           "--rounds", "4", "--devices", "1000"], capsys)
+    assert "argument --eps-local: must be in (0, 40]" in line
+
+
 def test_simulate_with_eps_agg_1000_runs(users: Path, cache: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(["simulate", "--dataset", str(users), "--eps-agg", "1000", *SMALL],
