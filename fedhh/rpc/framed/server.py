@@ -441,7 +441,11 @@ class _Connection(asyncio.Protocol):
             if stream.client_left:
                 return  # (nobody to tell)
             code, details = stream.forced or (grpc.StatusCode.CANCELLED, "cancelled")
-        except Exception:
+        except Exception as error:
+            if isinstance(error, asyncio.InvalidStateError) and self._closed:
+                # The connection closed under the call (its client broke the framing, or
+                # left): nobody to tell, nothing unexpected; the close was logged once.
+                return
             log.exception("unexpected error in a framed call")
             code, details = grpc.StatusCode.INTERNAL, "internal error"
         finally:

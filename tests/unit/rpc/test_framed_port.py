@@ -10,6 +10,7 @@ import asyncio
 import collections
 import contextlib
 import functools
+import logging
 import socket
 import ssl
 import time
@@ -1350,3 +1351,27 @@ def test_a_port_that_closes_at_once_is_unreachable() -> None:
         finally:
             server.close()
     run(main())
+
+
+async def greet(port: Port, stream: ServerStream) -> None:
+    """Write at once (as the session's challenge is), then read until the end."""
+    await stream.write(event(b"challenge"))
+    while await stream.read() is not EOF:
+        pass
+
+
+def test_framing_broken_under_a_writing_handler_logs_no_error(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The connection closes under a handler that is writing: its call ends quietly (an
+    outsider could otherwise fill the error log, one traceback per connection)."""
+    async def main() -> None:
+        async with serving(greet) as port:
+            for _ in range(5):
+                raw = await port.raw(PREFACE + open_frame(1) + any_frame(1, 9), preface=False)
+                await raw.eof()
+            await until(lambda: not port.server.connections, "the server forgot them")
+            await port.works()
+
+    with caplog.at_level(logging.INFO, logger="fedhh.rpc.framed.server"):
+        run(main())
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
