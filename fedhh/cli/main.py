@@ -27,7 +27,9 @@ SUBCOMMANDS = (
 # simulator's round driver runs under, would otherwise only cancel its task, which notices at
 # the end of the round it is computing: 13 to 25 s after the key.) The services and the
 # commands that start them handle SIGINT themselves, to stop what they started.
-COMPUTING = ("simulate", "data", "privacy", "experiments")
+# Commands that Ctrl-C (and, for up and loadtest, SIGTERM) ends with "interrupted", exit 130,
+# after their own cleanup: the work they do is theirs to stop.
+COMPUTING = ("simulate", "data", "privacy", "experiments", "up", "loadtest")
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head`)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import sys
 import threading
 import time
@@ -112,6 +113,20 @@ def web_device_count(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``_run``, with SIGTERM (docker stop, kill, timeout) ending it as Ctrl-C does: the
+    services stopped and the temporary workdir, with its keys and tokens, removed."""
+    from fedhh.rpc.topology import interrupt_on_sigterm
+
+    previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    interrupt_on_sigterm()
+    try:
+        return _run(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
+
+
+def _run(args: argparse.Namespace) -> int:
     from fedhh.data.registry import resolve_dataset, resolve_dataset_path
     from fedhh.rpc.admin_client import AdminClient
     from fedhh.rpc.run_config import from_proto, to_proto

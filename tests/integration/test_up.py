@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +66,31 @@ def test_fedhh_up_web_runs_devices_over_the_connect_ports(tmp_path) -> None:  # 
     assert "round 1 attempt 1: released: 150 contributors" in done.stdout
     stats = json.loads((tmp_path / "up" / "devices-1.stats.json").read_text())
     assert stats["devices"] == 75 and stats["completed"] >= 75 and stats["failed"] == 0
+
+
+def test_sigterm_stops_fedhh_up_and_removes_its_temporary_workdir(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """SIGTERM (docker stop, kill, timeout) ends `fedhh up` as Ctrl-C does: one line, exit
+    130, the services stopped, and the temporary workdir (keys, tokens, store) removed; it was
+    left behind, with every secret in it."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fedhh.cli.main", "up", "--devices", "60", "--processes", "1",
+         "--insecure", "--rounds", "4"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        workdir = None
+        for line in process.stdout:  # readiness: the services are up
+            match = re.search(r"services up in .* \(workdir (.+)\)$", line.strip())
+            if match:
+                workdir = Path(match.group(1))
+                break
+        assert workdir is not None and workdir.is_dir()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 130, err[-2000:]
+        assert err.strip().splitlines()[-1] == "fedhh up: interrupted"
+        assert not workdir.exists()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
