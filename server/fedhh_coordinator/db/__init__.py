@@ -39,4 +39,9 @@ def open_database(location: str | Path, *, selector: bool = False) -> Database:
             raise ConfigError(f"--db {redact(str(location))} needs the PostgreSQL driver: "
                               f"pip install 'psycopg[binary]' ({error})") from None
         return PostgresDatabase(str(location), selector=selector)
+    if selector and not Path(location).is_file():
+        # A selector reads the coordinator's store: a path with a typo would otherwise make a
+        # new, empty one (and its folders) and serve devices nobody enrolled.
+        raise ConfigError(f"--db {location}: no coordinator store there (a selector reads the "
+                          "coordinator's; start the coordinator first, with the same --db)")
     return SqliteDatabase(location)

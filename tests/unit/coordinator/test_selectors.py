@@ -6,11 +6,13 @@ whichever selector a device asked, tasks batched per selector, bad batches refus
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
 from fedhh.errors import ConfigError
 from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_coordinator.db import open_database
 from fedhh_coordinator.hub import MAX_BATCH, TASKS_PER_MESSAGE, SelectorHub, Session, check_batch
 from fedhh_coordinator.keys import COPIED, KeyOwners
 from fedhh_coordinator.lobby import Lobby
@@ -244,3 +246,14 @@ def test_a_selector_that_loses_the_leader_tells_its_devices_none_and_presents_ag
         again.cancel()
 
     run(scenario())
+
+
+def test_a_selector_does_not_make_a_store_where_none_is(tmp_path: Path) -> None:
+    """--db with a typo: refused, no file or folder made (a new, empty store was, and the
+    selector served devices nobody enrolled)."""
+    missing = tmp_path / "typo" / "coordinator.sqlite"
+    with pytest.raises(ConfigError, match="no coordinator store there"):
+        open_database(missing, selector=True)
+    assert not (tmp_path / "typo").exists()
+    open_database(tmp_path / "coordinator.sqlite").close()  # the coordinator makes it
+    open_database(tmp_path / "coordinator.sqlite", selector=True).close()
