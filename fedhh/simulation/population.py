@@ -154,8 +154,15 @@ class Population:
         # may be empty and there is nothing to index.
         held = np.flatnonzero(items >= 0)
         domain = np.full(items.size, -1, dtype=np.int64)
-        domain[held] = query.domain_index(self.item_codes[items[held]],
-                                          eligibility.prefix_index[items[held]])
+        if held.size:
+            # Each item on the list indexed once, then looked up per user: a code is several
+            # words wide (completion rounds widen them), an index one, and the users outnumber
+            # the items on the list (all of them in the first round, fewer after).
+            on_list = np.flatnonzero(eligibility.prefix_index >= 0)
+            of_item = np.full(eligibility.prefix_index.size, -1, dtype=np.int64)
+            of_item[on_list] = query.domain_index(self.item_codes[on_list],
+                                                  eligibility.prefix_index[on_list])
+            domain[held] = of_item[items[held]]
         return domain
 
     def _select(
