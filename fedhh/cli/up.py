@@ -223,7 +223,8 @@ def _run(args: argparse.Namespace) -> int:
             stored = from_proto(run_.config)  # completion rounds dropped if too few devices
             completion = (f", the last {stored.completion()} completing items longer than "
                           f"{stored.max_bits} bits at eps_local + ln {stored.completion_weight}"
-                          f" (less after the third)" if stored.completion() else "")
+                          " (halved after the third, again after the seventh)"
+                          if stored.completion() else "")
             narrator.tell(f"run {run_.run_id}: eps_local {run_.eps_local:.3f} per round for "
                           f"(eps_agg {config.eps_agg}, delta {config.delta}) over up to "
                           f"{stored.total_rounds} rounds{completion}", indent=False)

@@ -52,7 +52,6 @@ SELECTIONS = ("uniform", "weighted")
 RANDOMIZERS = ("ohe-rr", "pi-rappor")
 TAILS = ("binomial", "gaussian")
 LEFTOVER_ROUNDS = ("idle", "passes")
-FULL_WEIGHT_COMPLETIONS = 3  # completion rounds at the full completion_weight (the rest decay)
 SIMULATION_DIM_LIMIT = 10_000_000  # the paper's P
 NETWORK_DIM_LIMIT = 1 << 16  # each device uploads one 16- or 32-bit entry per domain element
 WINDOW_FIELDS = ("advertise_ms", "share_keys_ms", "masked_input_ms", "consistency_ms",
@@ -156,8 +155,8 @@ class RunConfig:
     completion_weight: float = _knob(
         0.02, "the first three completion rounds' share of the budget, relative to a main "
         "round (a share of e^eps_local: a round runs at eps_local + ln(weight), and the main "
-        "rounds' eps_local is solved for all rounds together); the i-th completion round "
-        "after them gets weight x 3/i")
+        "rounds' eps_local is solved for all rounds together); halved for the 4th to 7th, "
+        "again for the 8th to 15th, and so on")
     deny_list: tuple[str, ...] = _knob((), "items to exclude (never reported, never output)",
                                        metavar="PATH")
     warm_start: bool = _knob(False, "deny-list the built-in public warm-start list")
@@ -312,9 +311,9 @@ class RunConfig:
         return weights
 
     def completion_weights(self) -> tuple[float, ...]:
-        """The completion rounds' weights: ``completion_weight`` for the first
-        ``FULL_WEIGHT_COMPLETIONS``, then ``completion_weight * FULL_WEIGHT_COMPLETIONS / i``
-        for the i-th (1-based).
+        """The completion rounds' weights: ``completion_weight`` for the first three, then
+        halved each time the round's index doubles: the 4th to 7th at half, the 8th to 15th
+        at a quarter, the 16th to 31st at an eighth.
 
         The first completion rounds finish most of what they finish at all (on the default
         dataset the first one ~870 items, the third ~2): they keep their weight. The later ones
@@ -323,9 +322,11 @@ class RunConfig:
         with ~40 prefixes open a round adds ~17 bits at P = 10^7. Every planned round is paid
         for by the main rounds' eps_local whether it runs or not, and the main rounds' yield
         is steep in it: 16 rounds at 0.02 each (0.32 of a main round) cost the default
-        discovery 3-4% of its true heavy hitters (three seeds); at 3/i the 16 weigh 0.153, 7
-        flat ones 0.14, and find as many (docs/codecs.md)."""
-        return tuple(self.completion_weight * min(1.0, FULL_WEIGHT_COMPLETIONS / i)
+        discovery 3-4% of its true heavy hitters (three seeds); so weighted the 16 weigh
+        0.1425, 7 flat ones 0.14, and find as many (docs/codecs.md). Few distinct weights keep
+        the accountant's solve short: each distinct epsilon is a privacy loss distribution of
+        its own (1/i, all distinct, tripled the solve's time)."""
+        return tuple(self.completion_weight / (1 << max(0, i.bit_length() - 2))
                      for i in range(1, self.completion() + 1))
 
     def items_per_round(self) -> tuple[int, ...] | None:

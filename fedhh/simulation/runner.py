@@ -85,8 +85,8 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
     if run.completion() < config.completion():
         prepared.privacy["completion_rounds"] = (
             f"{run.completion()} of {config.completion()}: the later completion rounds' "
-            f"weights (from {config.completion_weight}, falling as 3/i) cannot be budgeted "
-            f"among {num_devices} devices")
+            f"weights (from {config.completion_weight}, halved as the round's index doubles) "
+            f"cannot be budgeted among {num_devices} devices")
     return prepared
 
 

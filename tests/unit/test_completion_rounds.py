@@ -117,7 +117,8 @@ def test_the_config_budgets_each_completion_round_at_its_weight() -> None:
 def test_later_completion_rounds_weigh_less() -> None:
     config = RunConfig(rounds=4, completion_rounds=6, completion_weight=0.05)
     assert config.round_weights() == pytest.approx(
-        (1.0,) * 4 + (0.05, 0.05, 0.05, 0.05 * 3 / 4, 0.05 * 3 / 5, 0.05 * 3 / 6))
+        (1.0,) * 4 + (0.05, 0.05, 0.05, 0.025, 0.025, 0.025))
+    assert RunConfig(completion_rounds=9).completion_weights()[6:] == (0.01, 0.005, 0.005)
 
 
 def test_the_most_completion_rounds_that_can_be_budgeted_are_kept() -> None:
@@ -140,7 +141,7 @@ def test_the_most_completion_rounds_that_can_be_budgeted_are_kept() -> None:
 
 def test_a_small_population_runs_the_completion_rounds_it_can_budget() -> None:
     # 3,000 devices at eps_agg 1: eps_local ~4.45, so a round of weight w runs while
-    # 4.45 + ln(w) > 0, i.e. w > ~0.012: the first five of the default sixteen.
+    # 4.45 + ln(w) > 0, i.e. w > ~0.012: the first three of the default sixteen.
     prepared = prepare(RunConfig(eps_agg=1.0), 3000)
     kept = prepared.config.completion()
     assert 0 < kept < 16
@@ -159,7 +160,8 @@ def test_completion_rounds_are_charged_as_a_composition_by_hand() -> None:
     assert weights is not None and len(weights) == 4 + 16
     ledger = PrivacyLedger.open_allocated(1.0, DELTA, allocation_offsets(weights), n)
     epsilons = [ledger.round_epsilon(i) for i in range(20)]
-    decayed = [0.02 * min(1.0, 3 / i) for i in range(1, 17)]
+    # halved each time the round's index doubles, from the fourth on (independently written)
+    decayed = [0.02] * 3 + [0.01] * 4 + [0.005] * 8 + [0.0025]
     assert epsilons[4:] == pytest.approx([epsilons[0] + math.log(w) for w in decayed])
     total = None
     for eps in reversed(epsilons):
@@ -172,7 +174,7 @@ def test_completion_rounds_are_charged_as_a_composition_by_hand() -> None:
     assert ledger.spent_epsilon() == pytest.approx(by_hand, rel=1e-6)
     assert by_hand <= 1.0 + 1e-9
     # Sixteen completion rounds cost the main rounds what seven at a flat 2% did, within
-    # 0.015 of local epsilon.
+    # 0.015 of local epsilon (their weights sum to 0.1425 of a main round, the seven's 0.14).
     flat = PrivacyLedger.open_allocated(1.0, DELTA, allocation_offsets(
         (1.0,) * 4 + (0.02,) * 7), n)
     assert abs(flat.eps_local - ledger.eps_local) < 0.015
