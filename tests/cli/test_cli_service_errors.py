@@ -10,8 +10,8 @@ import pytest
 from fedhh.cli.main import main
 
 
-def test_an_unreachable_coordinator_is_a_one_line_error(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _admin_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], *action: str) -> str:
+    """The one line an admin action against an unreachable coordinator ends with (exit 2)."""
     with socket.socket() as probe:  # a port the OS just handed out, now closed: refused
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -19,10 +19,17 @@ def test_an_unreachable_coordinator_is_a_one_line_error(
     token.write_text("0123456789abcdef0123")
     with pytest.raises(SystemExit) as exit_:
         main(["admin", "--coordinator", f"127.0.0.1:{port}", "--token-file", str(token),
-              "list"])
+              *action])
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("fedhh admin: error: UNAVAILABLE: ")
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_an_unreachable_coordinator_is_a_one_line_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _admin_error(tmp_path, capsys, "list").startswith(
+        "fedhh admin: error: UNAVAILABLE: ")
 
 
 def test_a_missing_admin_token_says_how_to_give_one(
@@ -59,14 +66,6 @@ def test_a_port_out_of_range_is_refused_not_wrapped(
 def test_mint_tokens_refuses_an_unwritable_out_before_minting(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # (a coordinator that would refuse every call: the refusal comes before any)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    token = tmp_path / "admin.token"
-    token.write_text("0123456789abcdef0123")
-    with pytest.raises(SystemExit) as exit_:
-        main(["admin", "--coordinator", f"127.0.0.1:{port}", "--token-file", str(token),
-              "mint-tokens", "--count", "3", "--out", "/proc/tokens.txt"])
-    assert exit_.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--out /proc/tokens.txt: cannot write in /proc" in err[0], err
+    line = _admin_error(tmp_path, capsys, "mint-tokens", "--count", "3", "--out",
+                        "/proc/tokens.txt")
+    assert "--out /proc/tokens.txt: cannot write in /proc" in line
