@@ -325,7 +325,7 @@ class RunConfig:
         discovery 3-4% of its true heavy hitters (three seeds); so weighted the 16 weigh
         0.1425, 7 flat ones 0.14, and find as many (docs/codecs.md). Few distinct weights keep
         the accountant's solve short: each distinct epsilon is a privacy loss distribution of
-        its own (1/i, all distinct, tripled the solve's time)."""
+        its own (3/i, all distinct, tripled the solve's time)."""
         return tuple(self.completion_weight / (1 << max(0, i.bit_length() - 2))
                      for i in range(1, self.completion() + 1))
 
