@@ -284,6 +284,9 @@ def resolve_dataset_path(
 ) -> Path:
     """The dataset directory for a built-in name or a path, building or converting as needed."""
     text = str(name_or_path)
+    if not text.strip():
+        # (a Path reads "" as the current folder, which would then be searched for LEAF files)
+        raise DatasetError("the dataset is empty: give a built-in name or a path")
     if text in BUILTINS and not Path(text).exists():
         return builtin_path(text, cache_dir, progress=progress)
     path = Path(name_or_path)

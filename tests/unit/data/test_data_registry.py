@@ -76,3 +76,14 @@ def test_corrupt_cached_builtin_is_reported(tmp_path: Path) -> None:
     (root / "counts.npy").write_bytes(b"\x93NUMPY broken")
     with pytest.raises(DatasetError, match=r"delete .* to rebuild"):
         resolve_dataset("shakespeare", tmp_path)
+
+
+def test_an_empty_dataset_name_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    # (it named the current folder, searched for LEAF files: 8 s from /tmp, then an error
+    # about some JSON file there)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "unrelated.json").write_text("[]")
+    for empty in ("", "  "):
+        with pytest.raises(DatasetError, match="the dataset is empty"):
+            resolve_dataset_path(empty, tmp_path / "cache")
