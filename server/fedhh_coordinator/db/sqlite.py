@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from fedhh.errors import ConfigError
 from fedhh_coordinator.db.interface import Cursor, Transaction
 
 __all__ = ["SQLITE_SCHEMA", "SqliteDatabase"]
@@ -87,10 +88,15 @@ class SqliteDatabase:
         self._db = sqlite3.connect(self.location, check_same_thread=False,
                                    isolation_level=None)
         self._lock = threading.Lock()
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(SQLITE_SCHEMA)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(SQLITE_SCHEMA)
+        except sqlite3.DatabaseError as error:  # not a SQLite file, or a damaged one
+            self._db.close()
+            raise ConfigError(f"--db {self.location} is not a usable SQLite store ({error}); "
+                              "it is left as it is") from None
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:

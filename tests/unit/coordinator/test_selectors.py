@@ -257,3 +257,13 @@ def test_a_selector_does_not_make_a_store_where_none_is(tmp_path: Path) -> None:
     assert not (tmp_path / "typo").exists()
     open_database(tmp_path / "coordinator.sqlite").close()  # the coordinator makes it
     open_database(tmp_path / "coordinator.sqlite", selector=True).close()
+
+
+def test_a_file_that_is_not_a_store_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    """--db naming some other file (or a damaged store): one line, not a sqlite traceback."""
+    other = tmp_path / "notes.sqlite"
+    other.write_bytes(b"not a database, " * 400)
+    for selector in (False, True):
+        with pytest.raises(ConfigError, match="is not a usable SQLite store"):
+            open_database(other, selector=selector)
+    assert other.read_bytes() == b"not a database, " * 400
