@@ -26,11 +26,13 @@ import argparse
 import datetime as dt
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fedhh.cli import options
+from fedhh.config import MAX_DEVICES
 from fedhh.errors import ConfigError
 
 DEFAULT_HOSTS = "localhost,127.0.0.1,coordinator,selector,aggregator"
@@ -48,11 +50,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--hosts", default=DEFAULT_HOSTS,
                    help=f"comma-separated names and addresses the server certificate is valid "
                         f"for (default {DEFAULT_HOSTS}); add the public names devices use")
-    p.add_argument("--days", type=options.positive_int, default=30,
+    p.add_argument("--days", type=_at_most(MAX_DAYS, "days (100 years)"), default=30,
                    help="validity of the CA and the certificate in days (default 30)")
     p.add_argument("--secrets", "--tokens", dest="secrets", metavar="DIR",
                    help="also write the service tokens and the coordinator signing key here")
-    p.add_argument("--device-tokens", type=options.positive_int, default=2000, metavar="N",
+    p.add_argument("--device-tokens", type=_at_most(MAX_DEVICES, "tokens (fedhh's most devices)"),
+                   default=2000, metavar="N",
                    help="one-time enrollment tokens to write with --secrets, for dataset users "
                         "0..N-1 (default 2000)")
     p.add_argument("--device-replicas", type=options.positive_int, default=DEVICE_REPLICAS,
@@ -62,7 +65,7 @@ def register(subparsers: Any) -> None:
     access = p.add_mutually_exclusive_group()
     access.add_argument("--owner", type=owner_spec, metavar="UID[:GID]",
                         help="chown server.key and the secrets to this user (needs root)")
-    access.add_argument("--group", type=options.non_negative_int, metavar="GID",
+    access.add_argument("--group", type=_id, metavar="GID",
                         help="chgrp server.key and the secrets to GID, mode 0640")
     p.set_defaults(handler=run)
 
@@ -91,11 +94,31 @@ class Access:
 PUBLIC = Access(mode=0o644)
 
 
+MAX_DAYS = 36_500
+MAX_ID = (1 << 32) - 2  # uid_t and gid_t; 2^32 - 1 is -1, "no change"
+
+
+def _at_most(high: int, what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = options.positive_int(text)
+        if value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high:,} {what}, got {text}")
+        return value
+    return parse
+
+
+def _id(text: str) -> int:
+    value = options.non_negative_int(text)
+    if value > MAX_ID:
+        raise argparse.ArgumentTypeError(f"a user or group id is at most {MAX_ID}, got {text}")
+    return value
+
+
 def owner_spec(text: str) -> tuple[int, int]:
     uid_text, _, gid_text = text.partition(":")
     try:
-        uid = options.non_negative_int(uid_text)
-        gid = options.non_negative_int(gid_text) if gid_text else -1
+        uid = _id(uid_text)
+        gid = _id(gid_text) if gid_text else -1
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
             f"expected UID or UID:GID (numbers), got {text!r}") from None
@@ -117,6 +140,10 @@ def run(args: argparse.Namespace) -> int:
     hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
     if not hosts:
         raise ConfigError("--hosts needs at least one host name")
+    if args.secrets and args.device_replicas > args.device_tokens:
+        # (found before anything is written, not after the certificates and secrets)
+        raise ConfigError(f"--device-replicas {args.device_replicas} is more than the "
+                          f"{args.device_tokens} --device-tokens: every replica needs some")
     access = access_of(args)
     files = make_dev_pki(args.out, hosts, days=args.days)
     access.apply(files.key)

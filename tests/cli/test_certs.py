@@ -121,3 +121,25 @@ def test_more_replicas_than_tokens_is_one_clear_error(tmp_path: Path,
         make(tmp_path, "--device-tokens", "3", "--device-replicas", "4")
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--device-replicas 4" in err[0]
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    (["--days", "1e9"], "argument --days: must be at most 36,500"),
+    (["--group", "99999999999"], "argument --group: a user or group id is at most"),
+    (["--owner", "1:99999999999"], "argument --owner: expected UID or UID:GID"),
+    (["--device-tokens", "1e9", "--secrets", "s"], "argument --device-tokens: must be at most"),
+    (["--device-replicas", "50", "--device-tokens", "10", "--secrets", "s"],
+     "--device-replicas 50 is more than the 10 --device-tokens"),
+])
+def test_values_past_their_bounds_are_refused_before_anything_is_written(
+        extra: list[str], needle: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # (before: overflow tracebacks, memory growing without bound, or an error only after the
+    # certificates and secrets were written)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(["certs", "--out", "c", *extra])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+    assert list(tmp_path.iterdir()) == []
