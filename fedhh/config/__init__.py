@@ -705,31 +705,36 @@ def _at_most(name: str, value: int, high: int, where: str = "") -> None:
 Planned = TypeVar("Planned")
 
 
-def with_most_completions(config: RunConfig, plan: Callable[[RunConfig], Planned]
+def with_most_completions(config: RunConfig, plan: Callable[[RunConfig], Planned],
+                          eps_local_of: Callable[[Planned], float]
                           ) -> tuple[RunConfig, Planned]:
     """``(run, plan(run))`` for ``run``, ``config`` with the most of its completion rounds that
     ``plan`` can budget: ``plan`` raises PrivacyError when no local epsilon meets the target
     with every round's own epsilon, eps_local + ln(weight), positive (too few devices for the
     smallest weights). Dropping the last rounds drops the smallest weights and leaves the rest
-    more, so what can be budgeted is every count up to some largest one, found by bisection; a
-    run that cannot be budgeted even without completion rounds raises."""
+    more, so what can be budgeted is every count up to some largest one. That count is
+    bounded before any more solving: a round added only lowers eps_local, so with the
+    eps_local of no completion rounds at all (``eps_local_of``), a count whose smallest weight
+    w has eps_local + ln(w) <= 0 cannot be budgeted; the rest is a bisection. A run that cannot
+    be budgeted even without completion rounds raises."""
     try:
         return config, plan(config)
-    except PrivacyError as error:
+    except PrivacyError:
         if not config.completion():
             raise
-        refusal = error
-    best: tuple[RunConfig, Planned] | None = None
-    budgeted, refused = -1, config.completion()
+    bare = replace(config, completion_rounds=0)
+    best = bare, plan(bare)
+    ceiling = eps_local_of(best[1])
+    weights = config.completion_weights()
+    budgeted = 0
+    refused = next((c for c in range(1, len(weights)) if ceiling + math.log(weights[c - 1]) <= 0),
+                   len(weights))
     while refused - budgeted > 1:
         trial = replace(config, completion_rounds=(budgeted + refused) // 2)
         try:
             best = trial, plan(trial)
-        except PrivacyError as error:
-            refused, refusal = trial.completion_rounds, error
+        except PrivacyError:
+            refused = trial.completion_rounds
             continue
         budgeted = trial.completion_rounds
-    if best is None:
-        raise refusal
     return best
-

@@ -81,7 +81,8 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
     ``num_devices`` devices (``with_most_completions``: at their weights, a completion round's
     local epsilon must stay positive); the privacy figures say when some were dropped
     (``Prepared.config`` is the configuration run)."""
-    run, prepared = with_most_completions(config, lambda c: _prepare(c, num_devices))
+    run, prepared = with_most_completions(config, lambda c: _prepare(c, num_devices),
+                                          lambda p: float(p.privacy["eps_local"]))
     if run.completion() < config.completion():
         prepared.privacy["completion_rounds"] = (
             f"{run.completion()} of {config.completion()}: the later completion rounds' "

@@ -36,7 +36,8 @@ async def create_run(store: Store, config: RunConfig, run_id: str = "") -> RunRo
     # The solver takes a fraction of a second: keep the event loop free meanwhile. Too few
     # devices for the later completion rounds' weights (their local epsilon would not stay
     # positive): the run goes without them, and stores so.
-    config, ledger = await asyncio.to_thread(with_most_completions, config, open_ledger)
+    config, ledger = await asyncio.to_thread(with_most_completions, config, open_ledger,
+                                             lambda ledger: ledger.eps_local)
     codec = Codec.from_spec(config.codec, config.code_bits(Mode.NETWORK))
     deny = np.unique(codec.encode_many(config.deny_items()).codes)
     mechanism, rounds = mechanisms(config, ledger)

@@ -122,21 +122,34 @@ def test_later_completion_rounds_weigh_less() -> None:
 
 
 def test_the_most_completion_rounds_that_can_be_budgeted_are_kept() -> None:
+    tried: list[int] = []
+
     def plan(config: RunConfig) -> int:
+        tried.append(config.completion())
         if config.completion() > 5:
             raise PrivacyError("the smallest weights cannot be budgeted")
         return config.completion()
 
-    run, planned = with_most_completions(RunConfig(completion_rounds=16), plan)
+    def roomy(_: int) -> float:
+        return 100.0  # eps_local without completion rounds: bounds no count
+
+    run, planned = with_most_completions(RunConfig(completion_rounds=16), plan, roomy)
     assert (run.completion(), planned) == (5, 5)
-    run, planned = with_most_completions(RunConfig(completion_rounds=4), plan)
+    run, planned = with_most_completions(RunConfig(completion_rounds=4), plan, roomy)
     assert (run.completion(), planned) == (4, 4)
+
+    # eps_local 4.0 without them: a round of weight w needs 4.0 + ln(w) > 0, w > 0.0183, so
+    # only the first three (0.02) can be; the rest are not even tried
+    tried.clear()
+    run, planned = with_most_completions(RunConfig(completion_rounds=16), plan, lambda _: 4.0)
+    assert (run.completion(), planned) == (3, 3)
+    assert max(tried[1:]) <= 3, tried
 
     def never(config: RunConfig) -> int:
         raise PrivacyError(f"not with {config.completion()}")
 
     with pytest.raises(PrivacyError, match="not with 0"):
-        with_most_completions(RunConfig(completion_rounds=16), never)
+        with_most_completions(RunConfig(completion_rounds=16), never, roomy)
 
 
 def test_a_small_population_runs_the_completion_rounds_it_can_budget() -> None:
