@@ -51,6 +51,7 @@ def lost_by_round(dataset: FederatedDataset, config: RunConfig,
     if config.single_item or config.two_runs or config.leftover_rounds != "idle":
         raise ConfigError("the diagnosis follows one tree of a multiple-item run")
     prepared = prepare(config, dataset.num_users)
+    config = prepared.config  # the completion rounds the population can budget, as run
     codec = Codec.from_spec(config.codec, config.code_bits())
     truth = ground_truth(dataset)
     order = np.argsort(-truth.unweighted, kind="stable")[: bands[-1][1]]

@@ -13,7 +13,7 @@ from fedhh.config import RunConfig
 from fedhh.data.dataset import FederatedDataset
 from fedhh.data.truth import ground_truth
 from fedhh.experiments.diagnosis import lost_by_round
-from fedhh.simulation.runner import simulate
+from fedhh.simulation.runner import prepare, simulate
 
 
 @pytest.mark.parametrize("items", ["1", "3"])
@@ -24,8 +24,9 @@ def test_shares_add_up_and_match_the_simulation(tiny: FederatedDataset, items: s
     assert threshold > 0
     truth = ground_truth(tiny)
     order = np.argsort(-truth.unweighted, kind="stable")
-    codec = Codec.from_spec(config.codec, config.code_bits())
     run = simulate(tiny, config, truth)
+    ran = prepare(config, tiny.num_users).config  # the completion rounds it could budget
+    codec = Codec.from_spec(ran.codec, ran.code_bits())
     found = {h.code for h in run.heavy_hitters}
     for band in result:
         lo, hi = band.ranks
