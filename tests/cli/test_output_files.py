@@ -30,7 +30,7 @@ def test_a_failed_write_keeps_the_file_that_was_there(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(dataset.os, "replace", full)
-    with pytest.raises(ConfigError, match="results.json: cannot write it: No space left"):
+    with pytest.raises(ConfigError, match=r"results\.json: cannot write it: No space left"):
         options.write_output("--json", str(target), '{"new": true}\n')
     assert target.read_text() == '{"old": true}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]  # no temporary left
