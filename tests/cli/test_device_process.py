@@ -9,7 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -23,12 +23,12 @@ def _closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _device(tmp_path: Path, *extra: str) -> list[str]:
+def _device(tmp_path: Path, *extra: str, port: int | None = None) -> list[str]:
     data = tmp_path / "users.txt"
     data.write_text("tea coffee\ncoffee\n", encoding="utf-8")
     return [sys.executable, "-m", "fedhh.cli.main", "device", "--coordinator",
-            f"127.0.0.1:{_closed_port()}", "--insecure", "--dataset", str(data), "--users",
-            "0:2", "--state-dir", str(tmp_path / "state"), *extra]
+            f"127.0.0.1:{port or _closed_port()}", "--insecure", "--dataset", str(data),
+            "--users", "0:2", "--state-dir", str(tmp_path / "state"), *extra]
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -43,26 +43,48 @@ def test_devices_that_cannot_enroll_fail_the_process_with_the_reason(tmp_path: P
         "fedhh device: error: no enrollment token for user 0")
 
 
+class _Refusing:
+    """A coordinator's address that accepts each connection and closes it at once (the calls
+    fail UNAVAILABLE and are retried), counting the attempts."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.socket.getsockname()[1])
+        self.attempts = 0
+        self.tried = threading.Condition()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:  # closed
+                return
+            connection.close()
+            with self.tried:
+                self.attempts += 1
+                self.tried.notify_all()
+
+    def wait_for(self, attempts: int, bound_s: float) -> bool:
+        with self.tried:
+            return self.tried.wait_for(lambda: self.attempts >= attempts, bound_s)
+
+
 def test_sigterm_stops_a_process_still_trying_to_enroll(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.txt"
     tokens.write_text("0 aaaaaaaaaaaaaaaaaaaa\n1 bbbbbbbbbbbbbbbbbbbb\n", encoding="ascii")
-    ready = tmp_path / "started"
-    process = subprocess.Popen(_device(tmp_path, "--enrollment-tokens-file", str(tokens)),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               env=_env(tmp_path))
+    coordinator = _Refusing()
+    process = subprocess.Popen(
+        _device(tmp_path, "--enrollment-tokens-file", str(tokens), port=coordinator.port),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(tmp_path))
     try:
-        assert process.stderr is not None
-        for line in process.stderr:  # readiness: its devices are trying to enroll
-            if "device process started" in line:
-                ready.touch()
-                break
-        assert ready.exists(), "the device process never started"
-        # Not a readiness wait (the test passes whenever the signal comes): a few seconds in,
-        # its retries pause for longer, which is when the signal used to be lost.
-        time.sleep(3)
+        # Readiness: its retries have begun to pause between attempts, which is when the
+        # signal used to be lost (the process then spun, deaf to SIGTERM and SIGINT).
+        assert coordinator.wait_for(3, 120), "the device process never retried"
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=120) == 0
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+        coordinator.socket.close()
