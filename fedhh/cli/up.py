@@ -305,9 +305,7 @@ def announce_web(topo: Any, secure: bool, devices: int) -> None:
 def hold_until_interrupted(what: str = "the dashboard") -> None:
     """Keep the services (and so the dashboard or the demo page) up until Ctrl-C."""
     print(f"\nThe stack stays up for {what}; press Ctrl-C to stop it.", flush=True)
-    from fedhh.rpc.topology import interrupt_on_sigterm
-
-    interrupt_on_sigterm()
+    # (SIGTERM already means Ctrl-C here: ``run`` installed it for the whole command)
     forever = threading.Event()
     try:
         # A timed wait, because a process-directed SIGINT may land on one of gRPC's threads:
