@@ -25,6 +25,7 @@ from fedhh.rpc.credentials import load_public_key, read_secret
 from fedhh.rpc.framed.server import MAX_CONNECTIONS, FramedLimits, FramedServer, StreamMethod
 from fedhh.rpc.http_listener import split_listen
 from fedhh.rpc.observability import configure_logging
+from fedhh.rpc.request_waits import RequestWaits
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
@@ -126,7 +127,9 @@ async def start(settings: AggregatorSettings) -> RunningAggregator:
     registry.restore()
     server = serving.new_server(max_receive_bytes=limits.max_message_bytes,
                                 max_concurrent_streams=limits.max_streams_per_connection,
-                                extra_options=server_options(limits))
+                                extra_options=server_options(limits),
+                                request_waits=RequestWaits("grpc",
+                                                           timeout_s=limits.body_timeout_s))
     devices = DeviceServicer(registry)
     add_device_service(devices, server)
     pb_grpc.add_AggregatorControlServicer_to_server(
@@ -167,7 +170,7 @@ async def _start_web(settings: AggregatorSettings, devices: DeviceServicer, addr
         procedures(pb.DESCRIPTOR.services_by_name["SecureAggregation"], devices),
         limits.max_message_bytes, settings.tls, settings.web_origins,
         settings.web_max_connections,
-        body_timeout_s=limits.upload_idle_s + limits.max_message_bytes / limits.upload_min_rate,
+        body_timeout_s=limits.body_timeout_s,
         large_bodies=limits.max_uploads)
     await web.start(*split_listen(address), settings.insecure)
     return web

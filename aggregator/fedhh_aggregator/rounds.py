@@ -165,6 +165,13 @@ class Limits:
             raise ConfigError(f"tombstone_ttl_s ({self.tombstone_ttl_s}) must be at least "
                               f"max_round_s ({self.max_round_s})")
 
+    @property
+    def body_timeout_s(self) -> float:
+        """How long a one-message request may take to arrive: the upload rules' grace, then
+        the receive cap at ``upload_min_rate`` (a unary call's whole request on the gRPC and
+        Connect ports, whose progress the service does not see)."""
+        return self.upload_idle_s + self.max_message_bytes / self.upload_min_rate
+
 
 @dataclass(frozen=True)
 class RoundHooks:

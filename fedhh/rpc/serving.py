@@ -1,6 +1,7 @@
 """Serving a grpc.aio server: uvloop, TLS or loopback-only plaintext, health and reflection,
-limits before work (receive cap, concurrent streams per connection, requests that do not parse
-answered INVALID_ARGUMENT), and graceful shutdown on SIGTERM/SIGINT."""
+limits before work (receive cap, concurrent streams per connection, a unary request due within
+a deadline with a cap on the calls waiting for theirs, requests that do not parse answered
+INVALID_ARGUMENT), and graceful shutdown on SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from grpc_reflection.v1alpha import reflection
 
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc import task_census
+from fedhh.rpc.request_waits import RequestWaits
 from fedhh.rpc.tls import TlsFiles
 
 log = logging.getLogger(__name__)
@@ -150,6 +152,72 @@ class ParseErrors(grpc.aio.ServerInterceptor):
                     changes[kind] = _guard(behaviour, kind.startswith("stream"))
             wrapped = handler._replace(**changes)  # a namedtuple in grpc
             self._wrapped[method] = wrapped
+        return wrapped
+
+
+async def _request(context: grpc.aio.ServicerContext, waits: RequestWaits) -> Any:
+    """A unary call's request, read within ``waits.timeout_s`` while the call holds one of
+    ``waits``' places; else the call ends (UNAVAILABLE at the cap, DEADLINE_EXCEEDED, or
+    INVALID_ARGUMENT for a call without its request)."""
+    if not waits.take():
+        await context.abort(grpc.StatusCode.UNAVAILABLE, waits.busy)
+    late = False
+    try:
+        async with asyncio.timeout(waits.timeout_s):
+            request = await context.read()
+    except TimeoutError:
+        late = True  # (aborted outside the except block: no exception chained into a cycle)
+    finally:
+        waits.release()
+    if late:
+        await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, waits.late)
+    if request is grpc.aio.EOF:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a unary call without its request")
+    return request
+
+
+def _reading_first(handler: grpc.RpcMethodHandler, waits: RequestWaits) -> grpc.RpcMethodHandler:
+    """``handler`` (a unary-request method's) as a stream-request handler that reads its one
+    request itself, under ``waits``."""
+    options = {"request_deserializer": handler.request_deserializer,
+               "response_serializer": handler.response_serializer}
+    behaviour = handler.unary_unary
+    if behaviour is not None:
+        async def unary(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+            return await behaviour(await _request(context, waits), context)
+        return grpc.stream_unary_rpc_method_handler(unary, **options)
+    streaming = handler.unary_stream
+    if inspect.isasyncgenfunction(streaming):
+        async def generator(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+            async for response in streaming(await _request(context, waits), context):
+                yield response
+        return grpc.stream_stream_rpc_method_handler(generator, **options)
+
+    async def writer(requests: Any, context: grpc.aio.ServicerContext) -> None:
+        await streaming(await _request(context, waits), context)  # (it writes its responses)
+    return grpc.stream_stream_rpc_method_handler(writer, **options)
+
+
+class RequestDeadline(grpc.aio.ServerInterceptor):
+    """A unary call's request is due within ``waits.timeout_s`` of the call, and at most
+    ``waits.limit`` calls of the server wait for theirs at once (``fedhh.rpc.request_waits``:
+    gRPC itself would hold any number, each for ever). The method's handler is served as a
+    stream-request one that reads the request (the wire is the same)."""
+
+    def __init__(self, waits: RequestWaits) -> None:
+        self.waits = waits
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+
+    async def intercept_service(self, continuation: Callable[..., Any],
+                                details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or handler.request_streaming:
+            return handler
+        method = details.method
+        method = method.decode() if isinstance(method, bytes) else str(method)
+        wrapped = self._wrapped.get(method)
+        if wrapped is None:
+            wrapped = self._wrapped[method] = _reading_first(handler, self.waits)
         return wrapped
 
 
@@ -313,13 +381,16 @@ def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,
 def new_server(max_receive_bytes: int = MAX_MESSAGE_BYTES,
                max_concurrent_streams: int | None = None,
                extra_options: Sequence[tuple[str, Any]] = (),
-               credential_checks: Mapping[str, CredentialCheck] | None = None) -> grpc.aio.Server:
+               credential_checks: Mapping[str, CredentialCheck] | None = None,
+               request_waits: RequestWaits | None = None) -> grpc.aio.Server:
     """A grpc.aio server with the limits of :func:`server_options`; calls failing their
-    ``credential_checks`` are refused unread (:class:`CredentialGate`); requests that do not
-    parse are answered INVALID_ARGUMENT (:class:`ParseErrors`)."""
+    ``credential_checks`` are refused unread (:class:`CredentialGate`); a unary request is due
+    under ``request_waits`` (:class:`RequestDeadline`; by default ``RequestWaits("grpc")``);
+    requests that do not parse are answered INVALID_ARGUMENT (:class:`ParseErrors`)."""
     interceptors: list[grpc.aio.ServerInterceptor] = []
     if credential_checks:
         interceptors.append(CredentialGate(credential_checks))
+    interceptors.append(RequestDeadline(request_waits or RequestWaits("grpc")))
     interceptors.append(ParseErrors())
     return grpc.aio.server(
         options=server_options(max_receive_bytes, max_concurrent_streams, extra_options),

@@ -16,21 +16,30 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import grpc
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from fedhh.config import MAX_ROUNDS, MAX_WINDOW_MS
+from fedhh.rpc.errors import CODES_BY_NUMBER
+from fedhh.rpc.framed.client import client_context
+from fedhh.rpc.framed.frames import HEADER, PREFACE, FrameSplitter, Kind
+from fedhh.rpc.request_waits import MAX_WAITING_REQUESTS
 from fedhh.rpc.tls import ca_credentials
 from fedhh.rpc.topology import LocalTopology
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+from fedhh.v1 import framed_pb2
 
 pytestmark = pytest.mark.slow
 
 HUGE = 15 * 1024 * 1024
+ENROLL = "/fedhh.v1.DeviceService/Enroll"
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +134,103 @@ def test_the_coordinator_still_serves_after_the_flood(services: LocalTopology) -
     with AdminClient(services.address("coordinator"), services.token("admin"),
                      services.workdir / "tls" / "ca.pem") as client:
         assert client.mint_tokens(1)
+
+
+HEADER_ONLY_CALLS = MAX_WAITING_REQUESTS + 200
+
+
+async def _never() -> AsyncIterator[bytes]:
+    await asyncio.Event().wait()
+    yield b""
+
+
+async def _header_only_grpc(topo: LocalTopology) -> Counter[str]:
+    """``HEADER_ONLY_CALLS`` Enroll calls over two connections that send their headers and
+    never their requests; how each ended."""
+    async def one(channel: grpc.aio.Channel) -> str:
+        call = channel.stream_unary(ENROLL, request_serializer=lambda data: data,
+                                    response_deserializer=lambda data: data)(_never())
+        try:
+            await call
+            return "OK"
+        except grpc.aio.AioRpcError as error:
+            return f"{error.code().name}: {error.details()}"
+
+    channels = [_channel(topo) for _ in range(2)]
+    try:
+        return Counter(await asyncio.gather(*(one(channels[i % 2])
+                                              for i in range(HEADER_ONLY_CALLS))))
+    finally:
+        for channel in channels:
+            await channel.close()
+
+
+async def _header_only_framed(topo: LocalTopology) -> Counter[str]:
+    """The same on the coordinator's framed port: one connection, an OPEN of Enroll per
+    call and no request; how each ended."""
+    context = client_context(topo.workdir / "tls" / "ca.pem")
+    host, port = topo.session_address("coordinator").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port), ssl=context,
+                                                   server_hostname="localhost")
+    opening = framed_pb2.FramedOpen(method=ENROLL).SerializeToString()
+    writer.write(PREFACE + b"".join(HEADER.pack(2 * i + 1, Kind.OPEN, len(opening)) + opening
+                                    for i in range(HEADER_ONLY_CALLS)))
+    splitter, ends = FrameSplitter(1 << 20), Counter[str]()
+    try:
+        while sum(ends.values()) < HEADER_ONLY_CALLS:
+            data = await reader.read(1 << 16)
+            assert data, f"the port closed the connection after {ends}"
+            for _, kind, payload in splitter.feed(data):
+                assert kind == Kind.END and payload is not None, kind
+                end = framed_pb2.FramedEnd.FromString(payload)
+                ends[f"{CODES_BY_NUMBER[end.code].name}: {end.details}"] += 1
+    finally:
+        writer.transport.abort()
+    return ends
+
+
+def test_calls_that_never_send_their_requests_are_capped_and_ended(
+        services: LocalTopology) -> None:
+    """Enroll carries its credential (the token) in its request, so nothing refuses a call
+    before its request arrives: opened with their headers only, 80,000 such calls were held
+    for ever (1.8 GB at the coordinator), and 65,536 a connection on the framed port. Now at
+    most MAX_WAITING_REQUESTS calls of each port wait for their requests: one more is refused
+    UNAVAILABLE (devices retry it), and each waiting call ends DEADLINE_EXCEEDED after 10 s,
+    both ports flooded at once. The coordinator stays within 256 MiB of where it started
+    (4,096 calls of ~21 KB on gRPC's port), and serves an honest call afterwards."""
+    pid = services.services["coordinator"].pid
+    before = rss_bytes(pid)
+    started = time.monotonic()
+
+    async def both() -> tuple[Counter[str], Counter[str]]:
+        return await asyncio.gather(_header_only_grpc(services), _header_only_framed(services))
+
+    for ends in asyncio.run(asyncio.wait_for(both(), 120)):
+        late = ends.pop("DEADLINE_EXCEEDED: the request did not arrive within 10 s", 0)
+        busy = ends.pop(f"UNAVAILABLE: busy: {MAX_WAITING_REQUESTS} calls wait for their "
+                        f"requests here; retry after a backoff", 0)
+        assert not ends, ends
+        # (Exactly the excess is refused unless a call's 10 s passed before the last came.)
+        assert 0 < busy <= HEADER_ONLY_CALLS - MAX_WAITING_REQUESTS, busy
+        assert late == HEADER_ONLY_CALLS - busy
+    assert time.monotonic() - started >= 10.0
+    after = rss_bytes(pid)
+    print(f"coordinator RSS {before / 2**20:.0f} -> {after / 2**20:.0f} MiB")
+    assert after - before < 256 * 1024 * 1024, (before, after)
+
+    from fedhh.rpc.admin_client import AdminClient
+
+    with AdminClient(services.address("coordinator"), services.token("admin"),
+                     services.workdir / "tls" / "ca.pem") as client:
+        token = client.mint_tokens(1)[0]
+    identity = Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw,
+                                                                      PublicFormat.Raw)
+
+    async def honest() -> pb.EnrollResponse:
+        async with _channel(services) as channel:
+            return await pb_grpc.DeviceServiceStub(channel).Enroll(pb.EnrollRequest(
+                enrollment_token=token.encode(), identity_public_key=identity), timeout=30)
+    assert asyncio.run(honest()).device_id > 0
 
 
 def test_an_admin_message_over_the_cap_is_refused_and_one_under_it_is_read(

@@ -33,8 +33,10 @@ What gRPC's server gave the session, built again here, each before work:
   comes, a vector's parts too, but for the wait for an upload slot, ``max_uploads``, which
   only vectors above one message, D > 2^18, have to wait with parts unread);
 - a unary call's request is its first message, due within ``handshake_timeout_s`` of its
-  OPEN (else DEADLINE_EXCEEDED; a CLOSE before it, or a second message, INVALID_ARGUMENT);
-  its answer, one message, goes out before the end;
+  OPEN (else DEADLINE_EXCEEDED; a CLOSE before it, or a second message, INVALID_ARGUMENT),
+  and at most ``max_waiting_requests`` unary calls of the port wait for theirs at once (one
+  more is ended UNAVAILABLE at once: ``fedhh.rpc.request_waits``); its answer, one message,
+  goes out before the end;
 - the handler's errors become the stream's end as ``fedhh.rpc.errors.status_errors`` makes
   them gRPC's status (a ``FedhhError``'s code and details; anything else INTERNAL, logged);
   a client's CANCEL or a lost connection cancels the handler, as gRPC does (the port does not
@@ -72,6 +74,7 @@ from fedhh.rpc.framed.frames import (
 )
 from fedhh.rpc.http_listener import Listener, peer_name
 from fedhh.rpc.procedures import CallAbort, CallContext, Procedure
+from fedhh.rpc.request_waits import MAX_WAITING_REQUESTS, RequestWaits
 from fedhh.rpc.serving import UnparsableRequest, is_loopback, response_bytes
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import framed_pb2
@@ -101,10 +104,11 @@ class FramedLimits:
     handshake_timeout_s: float = 10.0
     idle_timeout_s: float = 120.0
     max_unread_bytes: int = 1 << 20
+    max_waiting_requests: int = MAX_WAITING_REQUESTS
 
     def __post_init__(self) -> None:
         for name in ("max_message_bytes", "max_streams_per_connection", "max_connections",
-                     "max_unread_bytes"):
+                     "max_unread_bytes", "max_waiting_requests"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("handshake_timeout_s", "idle_timeout_s"):
@@ -141,13 +145,12 @@ def _route(path: str, method: StreamMethod | Procedure) -> _Route:
 
 
 async def _serve_unary(procedure: Procedure, stream: ServerStream) -> None:
-    wait_s = stream.request_timeout_s
+    waits = stream.request_waits
     try:
-        async with asyncio.timeout(wait_s):
+        async with asyncio.timeout(waits.timeout_s):
             request = await stream.read()
     except TimeoutError:
-        raise CallAbort(grpc.StatusCode.DEADLINE_EXCEEDED,
-                        f"the request did not arrive within {wait_s:g} s") from None
+        raise CallAbort(grpc.StatusCode.DEADLINE_EXCEEDED, waits.late) from None
     if request is grpc.aio.EOF:
         raise CallAbort(grpc.StatusCode.INVALID_ARGUMENT, "a unary call without its request")
     context = CallContext(stream.metadata, stream.peer, None)
@@ -158,9 +161,9 @@ class ServerStream:
     """One stream, as its handler sees it (the part of grpc.aio's servicer context the session
     uses). ``read`` returns ``grpc.aio.EOF`` once the client closed its side."""
 
-    __slots__ = ("_connection", "_ended", "_messages", "_parse", "_waiter", "client_left",
-                 "forced", "half_closed", "metadata", "requests_left", "stream_id", "task",
-                 "trailing")
+    __slots__ = ("_connection", "_ended", "_messages", "_parse", "_waiter", "awaiting",
+                 "client_left", "forced", "half_closed", "metadata", "requests_left",
+                 "stream_id", "task", "trailing")
 
     def __init__(self, connection: _Connection, stream_id: int,
                  parse: Callable[[bytes], Message],
@@ -170,6 +173,8 @@ class ServerStream:
         self._parse = parse
         self.metadata = metadata  # the call's, as its OPEN carried them
         self.requests_left = 1 if unary else None  # (None: a stream takes any number)
+        # A unary call holds a place of the port's RequestWaits until its request arrives.
+        self.awaiting = unary
         self._messages: collections.deque[bytes | None] = collections.deque()  # None: EOF
         self._waiter: asyncio.Future[None] | None = None
         self._ended = False
@@ -214,8 +219,8 @@ class ServerStream:
         return self._connection.peer
 
     @property
-    def request_timeout_s(self) -> float:
-        return self._connection.limits.handshake_timeout_s
+    def request_waits(self) -> RequestWaits:
+        return self._connection.server.request_waits
 
     # -- the connection's side -----------------------------------------------------------------
 
@@ -338,6 +343,7 @@ class _Connection(asyncio.Protocol):
                                      "a unary call takes one request")
                     return
                 stream.requests_left -= 1
+                self._arrived(stream)
             self._unread += len(payload)
             stream.deliver(payload)
             self._update_reading()
@@ -345,6 +351,7 @@ class _Connection(asyncio.Protocol):
             if stream.half_closed:
                 raise FrameError(f"stream {stream_id} closed twice")
             stream.half_closed = True
+            self._arrived(stream)
             stream.deliver(None)
         elif kind == Kind.CANCEL:
             stream.client_left = True
@@ -388,6 +395,10 @@ class _Connection(asyncio.Protocol):
                 log.exception("a framed call's credential check failed")
                 self._write_end(stream_id, grpc.StatusCode.INTERNAL, "internal error")
                 return
+        if route.unary and not self.server.request_waits.take():
+            self._write_end(stream_id, grpc.StatusCode.UNAVAILABLE,
+                            self.server.request_waits.busy)
+            return
         route.opened.inc()
         if self._timer is not None:
             self._timer.cancel()
@@ -396,6 +407,12 @@ class _Connection(asyncio.Protocol):
                                                         route.unary)
         stream.task = asyncio.get_running_loop().create_task(self._serve(stream, route.handler))
         stream.task.add_done_callback(functools.partial(self._forget_if_never_started, stream))
+
+    def _arrived(self, stream: ServerStream) -> None:
+        """``stream`` waits no longer for its request (it came, or the call ended)."""
+        if stream.awaiting:
+            stream.awaiting = False
+            self.server.request_waits.release()
 
     def consumed(self, size: int) -> None:
         self._unread -= size
@@ -465,6 +482,7 @@ class _Connection(asyncio.Protocol):
 
     def _forget(self, stream: ServerStream) -> None:
         stream.ended()
+        self._arrived(stream)
         if self.streams.get(stream.stream_id) is stream:
             del self.streams[stream.stream_id]
             self.consumed(stream.unread_bytes())  # (no longer holds reading up)
@@ -506,6 +524,8 @@ class FramedServer:
         self.name = name
         self.routes = {path: _route(path, method) for path, method in methods.items()}
         self.limits = limits
+        self.request_waits = RequestWaits("framed", limits.max_waiting_requests,
+                                          limits.handshake_timeout_s)
         self.tls = tls
         self.connections: set[_Connection] = set()  # (the listener counts them)
         self.listener: Listener | None = None

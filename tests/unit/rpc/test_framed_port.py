@@ -1297,6 +1297,58 @@ async def test_a_unary_call_takes_one_request_in_time(port: Port) -> None:
     assert [seen[0] for seen in port.devices.seen] == [3]
 
 
+@scenario(unary=True, max_streams_per_connection=8, max_waiting_requests=3,
+          handshake_timeout_s=2.0)
+async def test_unary_calls_waiting_for_their_requests_are_capped_per_port(port: Port) -> None:
+    """At most max_waiting_requests unary calls of the port, over all its connections, wait for
+    their requests at once (an opener of calls that never sends them held ~3.5 KB a call, for
+    65,536 calls a connection): one more is ended UNAVAILABLE at once, unread, uncounted. A
+    place is given back when the request arrives, when the call is closed or cancelled
+    without it, when its deadline ends it, and when its connection is lost; a call whose
+    request came with its OPEN never holds one for long, and session streams hold none."""
+    waits = port.server.request_waits
+    assert (waits.limit, waits.timeout_s) == (3, 2.0)
+    request = get_task(9).SerializeToString()
+    before = calls_opened(GET_TASK)
+    first = await port.raw(open_frame(1, GET_TASK, authorization="Bearer ok"),
+                           open_frame(2, GET_TASK, authorization="Bearer ok"))
+    second = await port.raw(open_frame(1, GET_TASK, authorization="Bearer ok"))
+    await until(lambda: waits.waiting == 3, "three calls waiting")
+    other = await port.raw(open_frame(1, GET_TASK, authorization="Bearer ok"),
+                           open_frame(3, SESSION))  # (a session stream: no place taken)
+    assert await other.end(1) == (grpc.StatusCode.UNAVAILABLE,
+                                  "busy: 3 calls wait for their requests here; retry after a "
+                                  "backoff")
+    assert calls_opened(GET_TASK) == before + 3 and waits.waiting == 3
+    other.send(frame(3, Kind.MESSAGE, message(b"session").SerializeToString()))
+    assert (await other.event(3)).challenge == b"session"
+    other.send(frame(1, Kind.MESSAGE, request), unary_frames(5, request, authorization="Bearer ok"))
+    assert await other.end(5) == (grpc.StatusCode.UNAVAILABLE, waits.busy)
+    # The request of one, a CLOSE of another, a CANCEL of the third: three places back.
+    first.send(frame(1, Kind.MESSAGE, request))
+    assert (await answered(first, 1)).task.task == b"t9"
+    first.send(frame(2, Kind.CLOSE))
+    assert await first.end(2) == (grpc.StatusCode.INVALID_ARGUMENT,
+                                  "a unary call without its request")
+    second.send(frame(1, Kind.CANCEL))
+    await until(lambda: waits.waiting == 0, "every place given back")
+    # A request with its OPEN: served, holding no place after its read.
+    other.send(unary_frames(7, request, authorization="Bearer ok"))
+    assert (await answered(other, 7)).task.task == b"t9"
+    # A place held until the deadline, and places held by a connection that is lost.
+    first.send(open_frame(3, GET_TASK, authorization="Bearer ok"))
+    second.send(open_frame(3, GET_TASK, authorization="Bearer ok"),
+                open_frame(5, GET_TASK, authorization="Bearer ok"))
+    await until(lambda: waits.waiting == 3, "three calls waiting again")
+    second.close()
+    await until(lambda: waits.waiting == 1, "the lost connection's places given back")
+    assert await first.end(3) == (grpc.StatusCode.DEADLINE_EXCEEDED,
+                                  "the request did not arrive within 2 s")
+    await until(lambda: waits.waiting == 0, "the late call's place given back")
+    other.send(unary_frames(9, request, authorization="Bearer ok"))
+    assert (await answered(other, 9)).task.task == b"t9"
+
+
 @scenario(unary=True, max_message_bytes=1 << 16)
 async def test_an_open_above_grpcs_metadata_cap_is_refused(port: Port) -> None:
     """An OPEN of more than MAX_OPEN_BYTES (gRPC's cap on a call's metadata), though within the
