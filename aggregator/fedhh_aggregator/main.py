@@ -160,14 +160,16 @@ async def _start_web(settings: AggregatorSettings, devices: DeviceServicer, addr
     """The Connect port of the device calls: the unary ones (the masked vector as one
     SubmitMaskedVector), the gRPC port's receive cap, a body that must arrive as fast as an
     upload must (``upload_idle_s``, then ``upload_min_rate``), and as many large bodies
-    (masked vectors) read at once as uploads are buffered (``max_uploads``)."""
+    (masked vectors) read at once as uploads are buffered (``max_uploads``), each only once
+    its signed header showed an admitted device, one of each device at a time."""
     from fedhh.rpc.connect import ConnectServer  # aiohttp
     from fedhh.rpc.procedures import procedures
 
     limits = settings.limits
     web = ConnectServer(
         "aggregator's Connect port",
-        procedures(pb.DESCRIPTOR.services_by_name["SecureAggregation"], devices),
+        procedures(pb.DESCRIPTOR.services_by_name["SecureAggregation"], devices,
+                   head_checks={"SubmitMaskedVector": devices.masked_vector_caller}),
         limits.max_message_bytes, settings.tls, settings.web_origins,
         settings.web_max_connections,
         body_timeout_s=limits.body_timeout_s,

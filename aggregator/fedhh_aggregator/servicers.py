@@ -22,6 +22,7 @@ from fedhh.rpc.aggregator_wire import (
     consistency_digest,
     header_digest,
     keys_from_pb,
+    masked_vector_header,
     shares_digest,
     shares_from_pb,
     stage_from_pb,
@@ -48,6 +49,10 @@ from fedhh_aggregator.errors import UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Limits, Round
 from fedhh_aggregator.session_stream import parse_message, run_session
+
+# A masked input's header: a session id, the credentials (an admission with its Merkle proof,
+# a signature), two numbers and a digest; a few hundred bytes at the largest cohorts.
+MAX_HEADER_BYTES = 8 * 1024
 
 
 def _malformed(detail: str) -> ProtocolViolation:
@@ -143,27 +148,13 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
         """Both forms of stage 2: ``receive(expected)`` returns exactly ``expected`` bytes of
         vector and their SHA-256, or raises.
 
-        Everything that can be checked before the vector is, in this order: the round, the
-        admission, the declared length, the header's signature (so only an admitted device
-        that signed this upload gets further), the stage, a repeat of an accepted upload (an
-        identical one is answered at once, a different one refused), and one upload per
-        device at a time. Only then is an upload slot taken and the vector read, each message
-        within ``upload_idle_s`` and the whole at ``upload_min_rate`` (after that grace).
+        Everything that can be checked before the vector is, in this order: the header
+        (:meth:`_checked_header`), the stage, a repeat of an accepted upload (an identical one
+        is answered at once, a different one refused), and one upload per device at a time.
+        Only then is an upload slot taken and the vector read, each message within
+        ``upload_idle_s`` and the whole at ``upload_min_rate`` (after that grace).
         """
-        round_ = self._round(header.session_id, rpc, header_size)
-        admission = device_admission(round_, header.credentials)
-        cfg = round_.config
-        dtype = mask_dtype(cfg.modulus_bits)
-        expected = cfg.dimension * dtype.itemsize
-        if header.total_bytes != expected:
-            raise ProtocolViolation(Violation.WRONG_LENGTH, f"declared {header.total_bytes} "
-                                    f"bytes, the round's vectors have {expected}")
-        declared = bytes(header.vector_sha256)
-        if len(declared) != DIGEST_BYTES:
-            raise ProtocolViolation(Violation.WRONG_LENGTH,
-                                    f"vector_sha256 must be {DIGEST_BYTES} bytes")
-        device_id = check_call(round_, admission, header.credentials, CallKind.MASKED_INPUT,
-                               header_digest(expected, declared))
+        round_, device_id, declared = self._checked_header(header, rpc, header_size)
         received = metrics.BYTES_RECEIVED.labels(rpc)
 
         async def counted(expected: int) -> tuple[bytes | bytearray, bytes]:
@@ -174,6 +165,38 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
         accepted = await accept_vector(self._registry, round_, device_id, declared, counted)
         return await _submitted(round_, device_id, Stage.MASKED_INPUT, accepted,
                                 _wait_budget(header.wait_next_ms, context))
+
+    def _checked_header(self, header: pb.MaskedInputHeader, rpc: str, header_size: int
+                        ) -> tuple[Round, int, bytes]:
+        """The round, the device and the vector's declared SHA-256 of an upload's
+        header, checked in this order: the round, the admission, the declared length, the
+        header's signature (so only an admitted device that signed this upload gets past)."""
+        round_ = self._round(header.session_id, rpc, header_size)
+        admission = device_admission(round_, header.credentials)
+        cfg = round_.config
+        expected = cfg.dimension * mask_dtype(cfg.modulus_bits).itemsize
+        if header.total_bytes != expected:
+            raise ProtocolViolation(Violation.WRONG_LENGTH, f"declared {header.total_bytes} "
+                                    f"bytes, the round's vectors have {expected}")
+        declared = bytes(header.vector_sha256)
+        if len(declared) != DIGEST_BYTES:
+            raise ProtocolViolation(Violation.WRONG_LENGTH,
+                                    f"vector_sha256 must be {DIGEST_BYTES} bytes")
+        device_id = check_call(round_, admission, header.credentials, CallKind.MASKED_INPUT,
+                               header_digest(expected, declared))
+        return round_, device_id, declared
+
+    def masked_vector_caller(self, prefix: bytes) -> tuple[bytes, int] | None:
+        """Who sends the ``SubmitMaskedVector`` whose encoding starts with ``prefix``: (the
+        session, the device), once its header is there and checked as the call will check it
+        (None before; a ``FedhhError`` if it fails). The Connect port runs this before it
+        gives the body one of its ``max_uploads`` turns, as the gRPC port's stream checks the
+        upload's header before it takes a slot (docs/threat-model.md)."""
+        found = masked_vector_header(prefix, MAX_HEADER_BYTES)
+        if found is None:
+            return None
+        round_, device_id, _ = self._checked_header(found[0], "SubmitMaskedVector", 0)
+        return round_.session_id, device_id
 
     @status_errors
     async def SubmitConsistency(self, request: pb.SubmitConsistencyRequest,

@@ -288,6 +288,48 @@ def _delimited(tag: bytes, data: bytes) -> bytes:
     return tag + _varint(len(data)) + data
 
 
+# A masked vector's first field, the header (MaskedVector.header = 1, length-delimited).
+_HEADER_TAG = 0x0A
+_MAX_VARINT_BYTES = 10
+
+
+def masked_vector_header(prefix: bytes, max_header_bytes: int
+                         ) -> tuple[pb.MaskedInputHeader, int] | None:
+    """The header of a ``MaskedVector`` from the first bytes of its encoding, with its size:
+    None while ``prefix`` stops before the header's end. A masked vector's header must come
+    first, as every protobuf encoder writes fields in their numbers' order, and be at most
+    ``max_header_bytes`` long; else ProtocolViolation (MALFORMED), as for a header that does
+    not parse. So a large upload's caller is known from its first bytes."""
+    if not prefix:
+        return None
+    if prefix[0] != _HEADER_TAG:
+        raise ProtocolViolation(Violation.MALFORMED, "a masked vector's header must come first")
+    length = shift = 0
+    for end in range(1, min(len(prefix), 1 + _MAX_VARINT_BYTES)):
+        byte = prefix[end]
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            break
+    else:
+        if len(prefix) <= _MAX_VARINT_BYTES:
+            return None  # (the length's varint goes on)
+        raise ProtocolViolation(Violation.MALFORMED, "a masked vector's header length is no "
+                                                     "varint")
+    if length > max_header_bytes:
+        raise ProtocolViolation(Violation.MALFORMED, f"a masked vector's header is at most "
+                                                     f"{max_header_bytes} bytes, got {length}")
+    start = end + 1
+    if len(prefix) < start + length:
+        return None
+    try:
+        header = pb.MaskedInputHeader.FromString(prefix[start:start + length])
+    except Exception as error:  # protobuf's DecodeError
+        raise ProtocolViolation(Violation.MALFORMED, "a masked vector's header does not "
+                                f"parse: {' '.join(str(error).split())[:200]}") from None
+    return header, length
+
+
 class _IdVarints(dict[int, bytes]):
     """Device ids, encoded, made on first use: each unmask request lists a device's ~k
     neighbours, and encoding an id above 127 took a microsecond where a lookup takes a tenth

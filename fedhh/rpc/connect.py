@@ -17,7 +17,9 @@ method, CORS, the content type and encoding, the timeout, then the credentials
 (``fedhh.rpc.serving.credential_check_for``, the checks gRPC's ``CredentialGate`` runs), all
 before a byte of the body is read; then the declared length against the service's receive cap
 (larger: refused unread), the body, read within ``body_timeout_s``, cut off past the cap, and
-if large read only a few at a time (``large_bodies``), and the parse (``invalid_argument``, as
+if large read only a few at a time (``large_bodies``), a method with a ``head_check`` (the
+masked vector, whose signed header is its first field) giving a turn only to a caller its
+first bytes show admitted, one at a time, and the parse (``invalid_argument``, as
 ``ParseErrors`` answers).
 Client-streaming and server-streaming methods are not served (a browser uploads a masked
 vector with the unary ``SubmitMaskedVector``). A refused call whose body has not all arrived
@@ -37,20 +39,20 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 import grpc
 from aiohttp import web
 
 from fedhh.errors import ConfigError, FedhhError
-from fedhh.rpc.errors import details_of
+from fedhh.rpc.errors import details_of, status_of
 from fedhh.rpc.http_listener import (
     HEAD_TIMEOUT_S,
     Listener,
     peer_name,
     serve_runner,
 )
-from fedhh.rpc.procedures import CallAbort, CallContext, Procedure
+from fedhh.rpc.procedures import CallAbort, CallContext, HeadCheck, Procedure
 from fedhh.rpc.request_log import RequestLog
 from fedhh.rpc.serving import is_loopback
 from fedhh.rpc.tls import TlsFiles
@@ -89,6 +91,9 @@ BODY_TIMEOUT_S = 10.0
 # the stage messages of a device are below it; masked vectors and oversized junk are not.
 SMALL_BODY_BYTES = 64 * 1024
 LARGE_BODIES = 32
+# How much of a large body a head check may need to know its caller (a masked vector's header
+# is at most 8 KiB: fedhh_aggregator.servicers.MAX_HEADER_BYTES).
+MAX_HEAD_BYTES = 16 * 1024
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
 
 def check_origins(origins: Sequence[str]) -> tuple[str, ...]:
@@ -115,6 +120,13 @@ class ConnectError(Exception):
         self.message = message
         self.http_status = http_status
         self.headers = dict(headers or {})
+
+
+def _too_large(cap: int) -> ConnectError:
+    # (Made where it is raised: an exception held in a local of a frame its traceback holds is
+    # a reference cycle, which the services' collector settings keep for long, per refusal.)
+    return ConnectError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"the request is larger than this service's {cap} bytes")
 
 
 def _timeout_s(header: str | None) -> float | None:
@@ -148,6 +160,7 @@ class ConnectServer:
         self.max_connections = max_connections
         self.body_timeout_s = body_timeout_s
         self._large_bodies = asyncio.Semaphore(large_bodies)
+        self._large_callers: set[Hashable] = set()  # (whose large bodies are being read)
         self.port = 0
         self._runner: web.AppRunner | None = None
         self._listener: Listener | None = None
@@ -241,7 +254,7 @@ class ConnectServer:
         loop = asyncio.get_running_loop()
         deadline = None if timeout_s is None else loop.time() + timeout_s
         async with asyncio.timeout_at(deadline):
-            body = await self._body(request)
+            body = await self._body(request, procedure.head_check)
             try:
                 message = procedure.request_type.FromString(body)
             except Exception as error:  # protobuf's DecodeError, or anything a parser raises
@@ -252,31 +265,60 @@ class ConnectServer:
             answer = await procedure.handler(message, context)
         return web.Response(body=answer.SerializeToString(), content_type=CONTENT_TYPE)
 
-    async def _body(self, request: web.Request) -> bytes:
+    async def _body(self, request: web.Request, head_check: HeadCheck | None) -> bytes:
         """The body, at most the receive cap: a larger one is refused unread when its length
         is declared, else once the cap is passed. A body that is, or may be, over
         ``SMALL_BODY_BYTES`` is read only while fewer than ``large_bodies`` others are, so the
         port holds at most ``max_connections`` small bodies and ``large_bodies`` large ones.
-        The body must arrive within ``body_timeout_s``, the wait for its turn included."""
+        With a ``head_check``, a large body first has its caller known from its first bytes
+        (:meth:`_head`), and is read only while no other of that caller's is: a caller nobody
+        admitted, or one caller on many connections, cannot hold the turns that admitted
+        devices' masked vectors wait for. The body must arrive within ``body_timeout_s``, the
+        wait for its turn included."""
         cap = self.max_request_bytes
-        too_large = ConnectError(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                 f"the request is larger than this service's {cap} bytes")
         length = request.content_length
         if length is not None and length > cap:
-            raise too_large
+            raise _too_large(cap)
         body = bytearray()
         try:
             async with asyncio.timeout(self.body_timeout_s), contextlib.AsyncExitStack() as turn:
                 if length is None or length > SMALL_BODY_BYTES:
+                    if head_check is not None:
+                        caller = await self._head(request, head_check, body)
+                        if caller in self._large_callers:
+                            raise ConnectError(grpc.StatusCode.RESOURCE_EXHAUSTED, "an earlier "
+                                               "upload of this caller is still being read")
+                        self._large_callers.add(caller)
+                        turn.callback(self._large_callers.discard, caller)
                     await turn.enter_async_context(self._large_bodies)
                 while chunk := await request.content.readany():
                     body += chunk
                     if len(body) > cap:
-                        raise too_large
+                        raise _too_large(cap)
         except TimeoutError:
             raise ConnectError(grpc.StatusCode.DEADLINE_EXCEEDED, "the request body did not "
                                f"arrive within {self.body_timeout_s:g} s") from None
         return bytes(body)
+
+    async def _head(self, request: web.Request, check: HeadCheck, body: bytearray) -> Hashable:
+        """The caller ``check`` finds in the body's first bytes (read into ``body``, at most
+        ``MAX_HEAD_BYTES`` or so beyond what one read returns); a ConnectError with the check's
+        status if it refuses, or if the bytes run out before it can tell."""
+        while True:
+            try:
+                caller = check(bytes(body))
+            except FedhhError as error:
+                raise ConnectError(status_of(error), details_of(error)) from None
+            if caller is not None:
+                return caller
+            if len(body) >= MAX_HEAD_BYTES:
+                raise ConnectError(grpc.StatusCode.INVALID_ARGUMENT, f"the caller is not known "
+                                   f"from the request's first {MAX_HEAD_BYTES} bytes")
+            chunk = await request.content.readany()
+            if not chunk:
+                raise ConnectError(grpc.StatusCode.INVALID_ARGUMENT,
+                                   "the request ends before its caller is known")
+            body += chunk
 
     def _preflight(self, request: web.Request, origin: str | None) -> web.Response:
         asked = request.headers.get("Access-Control-Request-Method")

@@ -6,7 +6,7 @@ gRPC's ``CredentialGate`` runs (``fedhh.rpc.serving.credential_check_for``)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
 import grpc
@@ -17,9 +17,12 @@ from google.protobuf.message_factory import GetMessageClass
 from fedhh.errors import ConfigError
 from fedhh.rpc.serving import CredentialCheck, credential_check_for
 
-__all__ = ["CallAbort", "CallContext", "Handler", "Procedure", "procedures"]
+__all__ = ["CallAbort", "CallContext", "Handler", "HeadCheck", "Procedure", "procedures"]
 
 Handler = Callable[[Message, "CallContext"], Awaitable[Message]]
+# A large request's first bytes -> None while more are needed, else who sends it; raises a
+# FedhhError to refuse the call (``Procedure.head_check``).
+HeadCheck = Callable[[bytes], Hashable | None]
 
 
 class CallAbort(grpc.aio.AbortError):
@@ -65,20 +68,27 @@ class CallContext:
 @dataclass(frozen=True)
 class Procedure:
     """One unary method: its path, its request type, the servicer's method, and the credential
-    check that runs before its request is read (None: the method checks its own)."""
+    check that runs before its request is read (None: the method checks its own).
+
+    ``head_check``: for a method whose credentials are in its request and whose request may be
+    large (a masked vector), the check of the caller a port runs on the request's first bytes
+    before it gives a large body one of its few turns to be read (``fedhh.rpc.connect``)."""
 
     path: str
     request_type: type[Message]
     handler: Handler
     check: CredentialCheck | None = None
+    head_check: HeadCheck | None = None
 
 
 def procedures(service: ServiceDescriptor, servicer: object,
                checks: Mapping[str, CredentialCheck] | None = None,
-               only: Iterable[str] | None = None) -> list[Procedure]:
+               only: Iterable[str] | None = None,
+               head_checks: Mapping[str, HeadCheck] | None = None) -> list[Procedure]:
     """The unary methods of ``service`` (those named in ``only``, if given) served by
     ``servicer``'s methods of the same names, with the credential checks gRPC's server has
-    (``checks`` as :class:`fedhh.rpc.serving.CredentialGate` takes them)."""
+    (``checks`` as :class:`fedhh.rpc.serving.CredentialGate` takes them) and the
+    ``head_checks`` of methods by name."""
     wanted = None if only is None else set(only)
     out = []
     for method in service.methods:
@@ -92,7 +102,11 @@ def procedures(service: ServiceDescriptor, servicer: object,
         path = f"/{service.full_name}/{method.name}"
         out.append(Procedure(path, GetMessageClass(method.input_type),
                              getattr(servicer, method.name),
-                             credential_check_for(checks or {}, path)))
+                             credential_check_for(checks or {}, path),
+                             (head_checks or {}).get(method.name)))
+    unknown = set(head_checks or {}) - {p.path.rsplit("/", 1)[1] for p in out}
+    if unknown:
+        raise ConfigError(f"head checks of methods not served: {sorted(unknown)}")
     if wanted is not None and len(out) != len(wanted):
         raise ConfigError(f"{service.full_name} has no unary methods "
                           f"{sorted(wanted - {p.path.rsplit('/', 1)[1] for p in out})}")

@@ -196,6 +196,7 @@ class AggregatorProcess:
         self.ready_timeout_s = ready_timeout_s
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
+        self.ready: dict[str, Any] = {}
         self.log = workdir / "aggregator.log"
 
     def start(self) -> AggregatorProcess:
@@ -216,7 +217,8 @@ class AggregatorProcess:
             if time.monotonic() > until:
                 raise RuntimeError(f"the aggregator was not ready in {self.ready_timeout_s} s")
             time.sleep(0.02)  # polling a file the child writes, not synchronising on time
-        self.port = int(json.loads(ready.read_text())["port"])
+        self.ready = json.loads(ready.read_text())  # (its ports: "port", "web_port", ...)
+        self.port = int(self.ready["port"])
         return self
 
     @property

@@ -43,6 +43,7 @@ from fedhh.rpc.aggregator_wire import (
     keys_to_pb,
     stage_to_pb,
 )
+from fedhh.rpc.connect_client import ConnectChannel, ConnectStub
 from fedhh.rpc.device_client import SessionResult, participate
 from fedhh.secagg import AggregateResult, MaskedInputRequest, Stage
 from fedhh.v1 import aggregator_pb2 as pb
@@ -486,6 +487,68 @@ def test_a_trickling_member_holds_one_slot_and_the_round_completes(tmp_path: Pat
     assert "unexpected error" not in log and "Traceback" not in log
     # 32 KiB at >= 16 KiB/s after a 1 s grace: cut off after about 3 s, not at the deadline.
     assert cut_after < 15, cut_after
+
+
+async def _held_upload(port: int, first: bytes) -> tuple[asyncio.StreamReader,
+                                                          asyncio.StreamWriter]:
+    """A Connect SubmitMaskedVector declaring a 1 MB body of which only ``first`` is sent."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST /fedhh.v1.SecureAggregation/SubmitMaskedVector HTTP/1.1\r\nHost: x\r\n"
+                 b"Content-Type: application/proto\r\nContent-Length: 1000000\r\n\r\n" + first)
+    await writer.drain()
+    return reader, writer
+
+
+def test_uploads_of_nobody_hold_no_turn_of_the_connect_port(tmp_path: Path) -> None:
+    """The Connect port reads --max-uploads large bodies at a time. Outsiders who declare large
+    masked vectors and send a byte of each held every turn (each for the body's whole time),
+    so the cohort's web devices missed their masked-input stage and the round aborted (2 of 6
+    rounds lost in the probe, every one for an attacker who knows the stage times). Now a
+    body takes a turn only once its signed header (its first field) shows an admitted device:
+    the outsiders wait without one and are cut off at their time; a header signed by another
+    device is UNAUTHENTICATED and one of an unknown round NOT_FOUND, each at once and unread;
+    the cohort's devices, all over the Connect port, upload and the round releases exactly
+    their sum within its 10 s windows, while the outsiders' bodies still wait."""
+    cohort = _cohort(b"sec/connect-turns", dimension=1 << 16, windows_ms=(10_000,) * 5)
+    data = bytes(2 << 16)  # (the round's vector length, 16-bit words)
+
+    def body_of(header: pb.MaskedInputHeader) -> bytes:
+        return pb.MaskedVector(header=header, data=data).SerializeToString()
+
+    forged = body_of(_upload_header(cohort, 1, data, signer=2))
+    stranger = _upload_header(cohort, 1, data)
+    stranger.session_id = b"\x07" * 32
+    unknown = body_of(stranger)
+
+    async def scenario(agg: AggregatorProcess) -> None:
+        port = int(agg.ready["web_port"])
+        channel = agg.channel()
+        held = []
+        try:
+            control = AggregatorControl(channel, TOKEN)
+            await control.open_round(cohort.signed)
+            held = [await _held_upload(port, first) for first in (b"\x0a", b"\x0a\x80", b"")]
+            for body, code in ((forged, b"401"), (unknown, b"404")):
+                reader, writer = await _held_upload(port, body[:2000])
+                async with asyncio.timeout(30):
+                    status = (await reader.readline()).split()[1]
+                writer.transport.abort()
+                assert status == code, (status, code)
+            web = ConnectStub(ConnectChannel(f"127.0.0.1:{port}", insecure=True),
+                              pb.DESCRIPTOR.services_by_name["SecureAggregation"])
+            await _released_exactly(channel, cohort, range(1, N + 1), web)
+            for reader, _ in held:  # (still waiting: their time is 276 s)
+                assert not reader.at_eof()
+        finally:
+            for _, writer in held:
+                writer.transport.abort()
+            await channel.close()
+
+    with AggregatorProcess(tmp_path, ["--web-listen", "127.0.0.1:0", "--max-uploads", "2",
+                                      "--upload-idle-ms", "20000"]) as agg:
+        run(scenario(agg), timeout=120)
+        log = agg.log.read_text(errors="replace")
+    assert "unexpected error" not in log and "Traceback" not in log
 
 
 # -- the control API's ids -------------------------------------------------------------------

@@ -19,7 +19,7 @@ import pytest
 import uvloop
 
 from fedhh.errors import AuthenticationError, ConfigError, NotFoundError
-from fedhh.rpc.connect import CODES, ConnectServer, check_origins
+from fedhh.rpc.connect import CODES, MAX_HEAD_BYTES, ConnectServer, check_origins
 from fedhh.rpc.connect_client import ConnectChannel, ConnectStub
 from fedhh.rpc.errors import status_errors
 from fedhh.rpc.http_listener import split_listen
@@ -194,6 +194,108 @@ def test_large_bodies_are_read_a_few_at_a_time() -> None:
         finally:
             writer.close()
             await server.close()
+
+    asyncio.run(scenario())
+
+
+def _token_head(prefix: bytes) -> bytes | None:
+    """A head check on an EnrollRequest: its first field must be a 14-byte enrollment token
+    starting "ok" (who sends it), else UNAUTHENTICATED; None while fewer bytes came."""
+    if prefix[:4] and not b"\x0a\x0eok".startswith(prefix[:4]):
+        raise AuthenticationError("not admitted")
+    return prefix[2:16] if len(prefix) >= 16 else None
+
+
+def _enroll(token: bytes, size: int) -> bytes:
+    return pb.EnrollRequest(enrollment_token=token, label="L",
+                            attestation=b"a" * size).SerializeToString()
+
+
+def test_a_large_body_takes_a_turn_only_once_its_head_shows_its_caller() -> None:
+    """With a head check (the aggregator's masked vector: its signed header comes first), a
+    large body is given a turn only once its first bytes show who sends it, and only while no
+    other body of that caller's is being read: trickling bodies of nobody, one of which held
+    each turn before, wait without one, so an admitted caller's body is read meanwhile; a
+    head the check refuses is answered with its status at once, unread; a second body of a
+    caller whose first is still being read is refused RESOURCE_EXHAUSTED, and taken again
+    once the first ended; a body that ends, or passes MAX_HEAD_BYTES, before its caller is
+    known is INVALID_ARGUMENT. Small bodies are not checked."""
+    async def scenario() -> None:
+        echo = Echo()
+        server = ConnectServer("test port", procedures(
+            DEVICES, echo, head_checks={"Enroll": _token_head}), 1 << 20, None,
+            body_timeout_s=5.0, large_bodies=1)
+        await server.start("127.0.0.1", 0, insecure=True)
+        base = f"http://127.0.0.1:{server.port}/fedhh.v1.DeviceService/Enroll"
+        writers: list[asyncio.StreamWriter] = []
+
+        async def trickle(first: bytes) -> asyncio.StreamReader:
+            """A large body of which only ``first`` is sent."""
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writers.append(writer)
+            writer.write(b"POST /fedhh.v1.DeviceService/Enroll HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Type: application/proto\r\nContent-Length: 100000\r\n\r\n"
+                         + first)
+            await writer.drain()
+            return reader
+
+        try:
+            for first in (b"\x0a", b"\x0a\x0eok", b"\x0a\x0eoktoken"):  # (nobody known yet)
+                await trickle(first)
+            async with aiohttp.ClientSession() as session:
+                async with session.post(base, data=_enroll(b"okcaller-one..", 70_000),
+                                        headers=PROTO) as answer:
+                    assert answer.status == 200
+                assert echo.seen == ["L"]
+                async with session.post(base, data=_enroll(b"forged-token..", 70_000),
+                                        headers=PROTO) as answer:
+                    assert (answer.status, await answer.json()) == (
+                        401, {"code": "unauthenticated", "message": "not admitted"})
+                # The caller's first body holds the turn: its second is refused at once.
+                held = await trickle(_enroll(b"okcaller-two..", 70_000)[:100])
+                await _until(server._large_bodies.locked, "the first body's turn")
+                async with session.post(base, data=_enroll(b"okcaller-two..", 70_000),
+                                        headers=PROTO) as answer:
+                    assert (answer.status, (await answer.json())["message"]) == (
+                        429, "an earlier upload of this caller is still being read")
+                writers[-1].transport.abort()
+                await held.read()
+                await _until(lambda: not server._large_bodies.locked(), "the turn back")
+                async with session.post(base, data=_enroll(b"okcaller-two..", 70_000),
+                                        headers=PROTO) as answer:
+                    assert answer.status == 200
+                async def short() -> AsyncIterator[bytes]:  # (chunked: a length not declared)
+                    yield b"\x0a\x0eok"
+                async with session.post(base, data=short(), headers=PROTO) as answer:
+                    assert (answer.status, await answer.json()) == (400, {
+                        "code": "invalid_argument",
+                        "message": "the request ends before its caller is known"})
+            assert echo.seen == ["L", "L"]
+            assert not server._large_callers
+        finally:
+            for writer in writers:
+                writer.transport.abort()
+            await server.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_head_check_that_never_knows_its_caller_stops_at_max_head_bytes() -> None:
+    async def scenario() -> None:
+        server = ConnectServer("test port", procedures(
+            DEVICES, Echo(), head_checks={"Enroll": lambda prefix: None}), 1 << 20, None)
+        await server.start("127.0.0.1", 0, insecure=True)
+        base = f"http://127.0.0.1:{server.port}/fedhh.v1.DeviceService/Enroll"
+        try:
+            async with aiohttp.ClientSession() as session, session.post(
+                    base, data=_enroll(b"x", 70_000), headers=PROTO) as answer:
+                assert (answer.status, await answer.json()) == (400, {
+                    "code": "invalid_argument", "message": "the caller is not known from "
+                    f"the request's first {MAX_HEAD_BYTES} bytes"})
+        finally:
+            await server.close()
+        with pytest.raises(ConfigError, match="head checks of methods not served"):
+            procedures(DEVICES, Echo(), head_checks={"Nope": lambda prefix: None})
 
     asyncio.run(scenario())
 
