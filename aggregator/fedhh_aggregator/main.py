@@ -23,7 +23,7 @@ from fedhh.rpc import serving
 from fedhh.rpc.aggregator_wire import CONTROL_SERVICE, DEVICE_SERVICE
 from fedhh.rpc.credentials import load_public_key, read_secret
 from fedhh.rpc.framed.server import MAX_CONNECTIONS, FramedLimits, FramedServer, StreamMethod
-from fedhh.rpc.http_listener import split_listen
+from fedhh.rpc.http_listener import raise_open_file_limit, split_listen
 from fedhh.rpc.observability import configure_logging
 from fedhh.rpc.request_waits import RequestWaits
 from fedhh.rpc.tls import TlsFiles
@@ -189,5 +189,6 @@ def run(args: argparse.Namespace) -> int:
     settings = AggregatorSettings.from_args(args)
     serving.install_uvloop()
     serving.tune_gc()
+    raise_open_file_limit()
     asyncio.run(serve(settings))
     return 0

@@ -182,7 +182,9 @@ def add_framed_options(parser: argparse.ArgumentParser, what: str) -> None:
                              "loopback (port 0: OS-chosen; default: off)")
     parser.add_argument("--session-max-connections", type=positive_int, default=16384,
                         help="connections the framed port holds at once, TLS handshakes "
-                             "included (default: 16384; each is an open file)")
+                             "included (default: 16384; each is an open file, and a port "
+                             "holds at most a quarter of the open-file limit, which the "
+                             "service raises to its hard limit as it starts)")
 
 
 def add_web_options(parser: argparse.ArgumentParser, what: str) -> None:
@@ -200,4 +202,5 @@ def add_web_options(parser: argparse.ArgumentParser, what: str) -> None:
                              "none, so only callers that are not browser pages)")
     parser.add_argument("--web-max-connections", type=positive_int, default=512,
                         help="connections the Connect port holds at once (one per device in a "
-                             "long-poll; default 512)")
+                             "long-poll; default 512; at most a quarter of the open-file "
+                             "limit)")

@@ -14,7 +14,12 @@ and more. Here
   as soon as it is accepted, before a byte of it is read, so its file is back at once;
 - a TLS handshake must end within ``head_timeout_s``, and then the first request head must
   arrive within as long again (a connection that has not sent one is aborted); later heads are
-  bounded by the keep-alive timeout the application runner gets (the same figure).
+  bounded by the keep-alive timeout the application runner gets (the same figure);
+- ``max_connections`` is at most a quarter of the process's open-file limit (``FILE_SHARE``):
+  a coordinator serves three such listeners (dashboard, Connect, framed) beside gRPC, its
+  store and its logs. With the framed port's default of 16,384 under a limit of 1,024, 1,100
+  connections that sent only the preface took every file, and the aggregator's own gRPC port
+  could no longer accept. A listener asked for more holds the share, and says so once.
 
 Such a server logs with ``fedhh.rpc.request_log.RequestLog``. This module does not import
 aiohttp: the framed port's services (a worker, a selector) start without it.
@@ -25,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import socket
 import ssl
 from typing import Any
@@ -40,6 +46,25 @@ MAX_CONNECTIONS = 64
 # hold a connection for free.
 HEAD_TIMEOUT_S = 10.0
 BACKLOG = 128
+# A listener's connections are at most 1 / FILE_SHARE of the process's open-file limit.
+FILE_SHARE = 4
+
+
+def open_file_limit() -> int:
+    """The process's (soft) open-file limit; a very large number when it has none."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 1 << 30 if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def raise_open_file_limit() -> int:
+    """Raise the process's soft open-file limit to its hard limit, as a service starts (a
+    device-facing port holds a file per connection; the soft limit is often 1,024 where the
+    hard one is far above); the limit then in force. Nothing changes where it cannot."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return open_file_limit()
 
 
 def split_listen(address: str) -> tuple[str, int]:
@@ -72,6 +97,14 @@ class Listener:
         self.name = name
         self.context = context
         self.max_connections = max_connections
+        share = max(1, open_file_limit() // FILE_SHARE)
+        if max_connections > share:
+            log.warning(f"the {name} holds at most {share} connections, a quarter of the "
+                        f"process's open-file limit ({open_file_limit()}), not the "
+                        f"{max_connections} asked for: raise the limit (ulimit -n, or the "
+                        f"container's nofile) to hold more",
+                        extra={"asked": max_connections, "held": share})
+            self.max_connections = share
         self.head_timeout_s = head_timeout_s
         self.refused = 0  # connections closed on arrival, over the limit
         self._sock: socket.socket | None = None

@@ -9,6 +9,7 @@ import logging
 from fedhh.privacy.sum_pld import import_accountant_libraries
 from fedhh.rpc import serving
 from fedhh.rpc.credentials import load_or_create_signing_key, public_key_path, read_secret
+from fedhh.rpc.http_listener import raise_open_file_limit
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
 from fedhh.rpc.serving import check_address, check_web_url
 from fedhh.rpc.tls import TlsFiles
@@ -122,5 +123,6 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, "coordinator")
     serving.install_uvloop()
     serving.tune_gc()
+    raise_open_file_limit()
     asyncio.run(serve(args))
     return 0

@@ -21,6 +21,7 @@ from typing import Any
 import grpc
 import numpy as np
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from aggregator_testkit import (
@@ -45,6 +46,7 @@ from fedhh.rpc.aggregator_wire import (
 )
 from fedhh.rpc.connect_client import ConnectChannel, ConnectStub
 from fedhh.rpc.device_client import SessionResult, participate
+from fedhh.rpc.framed.frames import PREFACE
 from fedhh.secagg import AggregateResult, MaskedInputRequest, Stage
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
@@ -549,6 +551,55 @@ def test_uploads_of_nobody_hold_no_turn_of_the_connect_port(tmp_path: Path) -> N
         run(scenario(agg), timeout=120)
         log = agg.log.read_text(errors="replace")
     assert "unexpected error" not in log and "Traceback" not in log
+
+
+# Runs the CLI with an open-file limit of 256 (soft) and 512 (hard), as a container might.
+LIMITED = [sys.executable, "-c", "import resource, runpy, sys; "
+           "resource.setrlimit(resource.RLIMIT_NOFILE, (256, 512)); "
+           "sys.argv = ['fedhh', *sys.argv[1:]]; runpy.run_module('fedhh.cli.main', "
+           "run_name='__main__')"]
+
+
+def test_the_framed_port_leaves_the_grpc_port_files_to_open(tmp_path: Path) -> None:
+    """The framed port's default of 16,384 connections under a 1,024-file limit: 1,100
+    connections that sent only the preface (each held 120 s without a stream) took every
+    file, and the aggregator's own gRPC port could no longer accept. Now the service raises
+    its soft limit to the hard one (256 -> 512 here) and a listener holds at most a quarter
+    of it (128 here; it says so in its log): of 200 such connections, the 72 over are closed
+    on arrival, and the gRPC port still serves."""
+    async def scenario(agg: AggregatorProcess) -> None:
+        port = int(agg.ready["session_port"])
+        held: list[asyncio.StreamWriter] = []
+        ends: list[asyncio.Task[bytes]] = []  # each done once its connection is closed
+        try:
+            for _ in range(200):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(PREFACE)
+                held.append(writer)
+                ends.append(asyncio.create_task(reader.read()))
+            deadline = time.monotonic() + 30
+            while sum(end.done() for end in ends) < 72:
+                assert time.monotonic() < deadline, sum(end.done() for end in ends)
+                await asyncio.wait([end for end in ends if not end.done()], timeout=0.1)
+            assert sum(end.done() for end in ends) == 72
+            channel = agg.channel()
+            try:
+                answer = await health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(), timeout=30)
+                assert answer.status == health_pb2.HealthCheckResponse.SERVING
+            finally:
+                await channel.close()
+        finally:
+            for writer in held:
+                writer.transport.abort()
+            await asyncio.gather(*ends, return_exceptions=True)
+
+    with AggregatorProcess(tmp_path, ["--session-listen", "127.0.0.1:0"],
+                           command=LIMITED) as agg:
+        log = agg.log.read_text(errors="replace")
+        assert "holds at most 128 connections, a quarter of the process's open-file limit " \
+               "(512), not the 16384 asked for" in log, log
+        run(scenario(agg), timeout=120)
 
 
 # -- the control API's ids -------------------------------------------------------------------
