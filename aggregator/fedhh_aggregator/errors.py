@@ -34,6 +34,13 @@ class OpenTimeout(FedhhError):
     grpc_status = grpc.StatusCode.UNAVAILABLE
 
 
+class SessionsBusy(FedhhError):
+    """The worker holds ``max_unopened_sessions`` streams whose devices have not opened yet
+    (UNAVAILABLE): devices open another after a backoff."""
+
+    grpc_status = grpc.StatusCode.UNAVAILABLE
+
+
 class JournalError(FedhhError):
     """The outcome journal (--state-dir) could not be written, so the request was refused
     rather than run unrecorded (UNAVAILABLE: retry once the disk is writable)."""

@@ -80,6 +80,7 @@ class AggregatorSettings:
                         quiet_close_s=args.quiet_close_ms / 1000,
                         quiet_close_tail=args.quiet_close_tail,
                         max_streams_per_connection=args.max_streams_per_connection,
+                        max_unopened_sessions=args.max_unopened_sessions,
                         upload_idle_s=args.upload_idle_ms / 1000,
                         upload_min_rate=args.upload_min_rate,
                         max_tombstones=args.max_tombstones,

@@ -22,6 +22,7 @@ import logging
 import time
 
 from fedhh.errors import AuthenticationError, ConfigError, ConflictError, NotFoundError, StateError
+from fedhh.rpc.request_waits import RequestWaits
 from fedhh.secagg import ProtocolViolation, RoundConfig, SecAggServer, SignedConfig, Violation
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh_aggregator import metrics
@@ -61,6 +62,9 @@ class RoundRegistry(RoundBook[Round, Tombstone]):
         super().__init__(journal, self.limits.max_tombstones, self.limits.tombstone_ttl_s,
                          lambda t: self._gone_sessions.pop(t.outcome.session_id, None))
         self.uploads = asyncio.Semaphore(self.limits.max_uploads)
+        # (session_stream.run_session holds a place from a stream's start to its open)
+        self.unopened = RequestWaits("session", self.limits.max_unopened_sessions,
+                                     self.limits.upload_idle_s)
         self._by_session: dict[bytes, Round] = {}
         self._hooks = RoundHooks(self._before_unmask, self._finished, self._expired)
 

@@ -129,6 +129,12 @@ class Limits:
     max_message_bytes: int = MAX_MESSAGE_BYTES
     max_streams_per_connection: int = 4096
     max_polls_per_device: int = 4  # long-polls (AwaitStage, wait_next_ms) open per device
+    # Session streams whose device has not sent its open yet (each ~10 KB; no credential is
+    # known before the open): one more is refused UNAVAILABLE at once, which devices retry.
+    # Without a cap, streams of nobody grew a worker by ~10 KB each, up to
+    # max_streams_per_connection on every connection. Far above a worker's share of a round's
+    # devices all opening at once (a million devices over 16 workers: 62,500 each).
+    max_unopened_sessions: int = 1 << 17
     # An upload whose next message does not arrive within upload_idle_s, or that runs slower
     # than upload_min_rate bytes/s after that grace, is cut off (DEADLINE_EXCEEDED) and frees
     # its slot; a device has at most one upload in progress, so no member holds every slot.
@@ -143,7 +149,7 @@ class Limits:
     def __post_init__(self) -> None:
         for name in ("max_rounds", "max_uploads", "max_pending_calls", "max_message_bytes",
                      "max_streams_per_connection", "max_polls_per_device", "upload_min_rate",
-                     "max_tombstones"):
+                     "max_tombstones", "max_unopened_sessions"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")

@@ -62,6 +62,7 @@ from fedhh.rpc.aggregator_wire import (
     unmask_from_pb,
 )
 from fedhh.rpc.errors import details_of, status_of
+from fedhh.rpc.request_waits import RequestWaits
 from fedhh.secagg import (
     AdvertiseKeys,
     ConsistencyResponse,
@@ -75,7 +76,7 @@ from fedhh.secagg.primitives import ed25519_verify
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh_aggregator import metrics
 from fedhh_aggregator.device_messages import accept_vector, await_response
-from fedhh_aggregator.errors import OpenTimeout, UploadTimeout
+from fedhh_aggregator.errors import OpenTimeout, SessionsBusy, UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Round, stage_deadline_s
 
@@ -102,8 +103,15 @@ class _Reader:
     is cancelled, which ends the call's reading: a refusal after it is still delivered, but
     its wait for the device to close its side ends at once.)"""
 
-    def __init__(self, context: grpc.aio.ServicerContext) -> None:
+    def __init__(self, context: grpc.aio.ServicerContext, unopened: RequestWaits) -> None:
         self.context = context
+        self._unopened: RequestWaits | None = unopened  # (its place, until the open is read)
+
+    def opened(self) -> None:
+        """The device's first message was read (or the stream ends): its place is given back."""
+        if self._unopened is not None:
+            self._unopened.release()
+            self._unopened = None
 
     async def next(self, timeout_s: float, late: Callable[[], FedhhError]
                    ) -> pb.SessionMessage | None:
@@ -128,20 +136,27 @@ async def run_session(registry: RoundRegistry, context: grpc.aio.ServicerContext
     port, ``port`` "framed", whose stream stands in for the context; errors become its status,
     told first in a ``refused`` event)."""
     metrics.SESSIONS_OPENED.labels(port).inc()
-    challenge = os.urandom(CHALLENGE_BYTES)
-    wait_s = registry.limits.upload_idle_s
-    try:  # (a client that does not read holds no handler: the open's grace bounds it)
-        async with asyncio.timeout(wait_s):
-            await context.write(pb.SessionEvent(challenge=challenge, keys_in_open=True,
-                                                packed_shares=True))
-    except TimeoutError:
-        raise OpenTimeout(f"the challenge was not taken within {wait_s:g} s") from None
-    reader = _Reader(context)
+    unopened = registry.unopened
+    if not unopened.take():
+        raise SessionsBusy(f"busy: {unopened.limit} session streams wait for their devices' "
+                           f"opens here; retry after a backoff")
+    reader = _Reader(context, unopened)
     try:
-        await _serve(registry, context, reader, challenge)
-    except FedhhError as error:
-        await _refuse(context, reader, error, registry.limits.upload_idle_s)
-        raise
+        challenge = os.urandom(CHALLENGE_BYTES)
+        wait_s = registry.limits.upload_idle_s
+        try:  # (a client that does not read holds no handler: the open's grace bounds it)
+            async with asyncio.timeout(wait_s):
+                await context.write(pb.SessionEvent(challenge=challenge, keys_in_open=True,
+                                                    packed_shares=True))
+        except TimeoutError:
+            raise OpenTimeout(f"the challenge was not taken within {wait_s:g} s") from None
+        try:
+            await _serve(registry, context, reader, challenge)
+        except FedhhError as error:
+            await _refuse(context, reader, error, registry.limits.upload_idle_s)
+            raise
+    finally:
+        reader.opened()
 
 
 async def _refuse(context: grpc.aio.ServicerContext, reader: _Reader, error: FedhhError,
@@ -171,6 +186,7 @@ async def _serve(registry: RoundRegistry, context: grpc.aio.ServicerContext, rea
     limits = registry.limits
     first = await reader.next(limits.upload_idle_s, lambda: OpenTimeout(
         f"no open within {limits.upload_idle_s:g} s of the challenge: open a new stream"))
+    reader.opened()
     if first is None:
         return
     session, advertised = _authenticate(registry, context, reader, challenge, first)

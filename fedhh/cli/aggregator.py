@@ -78,6 +78,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-streams-per-connection", type=int, default=4096,
                    help="concurrent calls one client connection may have open (default: 4096;"
                         " a device process multiplexes its devices over one connection)")
+    p.add_argument("--max-unopened-sessions", type=int, default=1 << 17,
+                   help="session streams whose device has not sent its open yet, held at "
+                        "once (default: 131072; one more is refused UNAVAILABLE, and devices "
+                        "retry it)")
     p.add_argument("--upload-idle-ms", type=int, default=5000,
                    help="cut off an upload whose next message takes longer (default: 5000)")
     p.add_argument("--upload-min-rate", type=int, default=64 << 10,

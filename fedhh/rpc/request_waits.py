@@ -50,8 +50,9 @@ class RequestWaits:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ConfigError(f"the cap on calls waiting for their requests must be a positive "
                               f"integer, got {limit!r}")
-        if not 0 < timeout_s <= 3600:
-            raise ConfigError(f"a request's timeout must be in (0, 3600] s, got {timeout_s!r}")
+        if not 0 < timeout_s < float("inf"):
+            raise ConfigError(f"a request's timeout must be a positive number of seconds, got "
+                              f"{timeout_s!r}")
         self.limit = limit
         self.timeout_s = float(timeout_s)
         self.waiting = 0

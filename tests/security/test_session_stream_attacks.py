@@ -310,3 +310,55 @@ def test_streams_that_never_open_leave_no_cyclic_garbage(transport: str) -> None
             await _released_exactly(channel, stub, a)
 
     run(scenario(), timeout=120)
+
+
+def test_streams_waiting_for_their_opens_are_capped_over_both_ports() -> None:
+    """A session stream's device is nobody until its open, so streams of nobody were bounded
+    only per connection (4,096), over any number of connections, ~10 KB each. Now at most
+    max_unopened_sessions streams of a worker, on its gRPC and framed ports together, wait for
+    their opens: one more is refused UNAVAILABLE at once (devices retry it). A place comes
+    back when the open arrives, when the stream ends without one (its client gone, or
+    upload_idle_s passed), and the devices then release exactly their sum."""
+    a = _cohort(b"stream-sec/unopened", seed=7)
+
+    async def scenario() -> None:
+        async with aggregator(Limits(upload_idle_s=5.0, max_unopened_sessions=3)) as (
+                agg, channel):
+            await AggregatorControl(channel, TOKEN).open_round(a.signed)
+            unopened = agg.registry.unopened
+            grpc_stub = session_stub(agg, channel, "grpc")
+            framed_stub = session_stub(agg, channel, "framed")
+            held = [(await _challenge(stub))[0] for stub in (grpc_stub, framed_stub, grpc_stub)]
+            assert unopened.waiting == 3
+            busy = (grpc.StatusCode.UNAVAILABLE, "busy: 3 session streams wait for their "
+                    "devices' opens here; retry after a backoff")
+            for stub in (grpc_stub, framed_stub):
+                call = stub.Session(timeout=30)
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await call.read()
+                assert (refused.value.code(), refused.value.details()) == busy
+            held[0].cancel()  # a client gone: its place back
+            deadline = asyncio.get_running_loop().time() + 30
+            while unopened.waiting != 2:
+                assert asyncio.get_running_loop().time() < deadline, unopened.waiting
+                await asyncio.sleep(0.01)  # (polling the worker's count; bounded above)
+            # An open gives its place back: the stream goes on as its device's.
+            late, challenge = await _challenge(grpc_stub)
+            assert unopened.waiting == 3
+            await late.write(_open(a, 1, challenge))
+            while unopened.waiting != 2:
+                assert asyncio.get_running_loop().time() < deadline, unopened.waiting
+                await asyncio.sleep(0.01)
+            late.cancel()
+            for call in held[1:]:  # no open within upload_idle_s: ended, places back
+                event = await call.read()
+                assert event.WhichOneof("event") == "refused"
+                assert "no open within" in event.refused.details
+                await call.done_writing()
+            while unopened.waiting:
+                assert asyncio.get_running_loop().time() < deadline, unopened.waiting
+                await asyncio.sleep(0.01)
+            await _released_exactly(channel, framed_stub, a)
+            assert unopened.waiting == 0
+
+    run(scenario(), timeout=120)
