@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha import reflection
 
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc import task_census
+from fedhh.rpc.http_listener import FILE_SHARE, open_file_limit
 from fedhh.rpc.request_waits import RequestWaits
 from fedhh.rpc.tls import TlsFiles
 
@@ -355,13 +356,21 @@ def backlog_options(max_pending_calls: int = MAX_PENDING_CALLS) -> list[tuple[st
             ("grpc.server.max_pending_requests_hard_limit", 2 * max_pending_calls)]
 
 
+# A connection's TLS and HTTP/2 handshakes, as the listeners' (http_listener.HEAD_TIMEOUT_S):
+# gRPC's default, 120 s, let a connection that never sends its preface hold its place long.
+HANDSHAKE_TIMEOUT_MS = 10_000
+
+
 def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,
                    max_concurrent_streams: int | None = None,
                    extra: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
     """gRPC server options: the receive cap (a larger message is refused with
     RESOURCE_EXHAUSTED before it is parsed), the cap on concurrent streams (calls) per client
     connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; a client's further calls wait for a
-    stream), and ``extra``."""
+    stream), at most a quarter of the open-file limit in connections (one more is closed as
+    it arrives, before its handshake: gRPC has no cap of its own, so connections alone could
+    take every file the service may open, as the listeners' do not: http_listener), the
+    handshakes within ``HANDSHAKE_TIMEOUT_MS``, and ``extra``."""
     if not 1024 <= max_receive_bytes <= MAX_MESSAGE_BYTES:
         raise ConfigError(f"max_receive_bytes must be in [1024, {MAX_MESSAGE_BYTES}], got "
                           f"{max_receive_bytes}")
@@ -369,6 +378,8 @@ def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,
         ("grpc.max_receive_message_length", max_receive_bytes),
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.so_reuseport", 0),
+        ("grpc.max_allowed_incoming_connections", max(1, open_file_limit() // FILE_SHARE)),
+        ("grpc.server_handshake_timeout_ms", HANDSHAKE_TIMEOUT_MS),
     ]
     if max_concurrent_streams is not None:
         if not 1 <= max_concurrent_streams <= 1 << 20:
