@@ -35,7 +35,7 @@ from typing import Any
 from fedhh.cli import options
 from fedhh.cli.terminal import printable
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
-from fedhh.config import Mode
+from fedhh.config import Mode, codec_value
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError
 
@@ -53,9 +53,15 @@ def register(subparsers: Any) -> None:
 # here, so 0.9 rather than 0.7. With the 5-bit code and the exact accounting of the released
 # sums, eps_agg 2 finds 9 to 14 words on Shakespeare in simulation over 8 seeds (8 to 11 in
 # the same seeds before the completion rounds and the output's target of issue 27);
-# eps_agg 1 (eps_local 3.61) finds 0 to 4.
-UP_DEFAULTS = {"eps_agg": 2.0, "selection": "weighted", "codec": "5bit",
+# eps_agg 1 (eps_local 3.61) finds 0 to 4. The codec is chosen by the dataset (DEMO_CODEC).
+UP_DEFAULTS = {"eps_agg": 2.0, "selection": "weighted", "codec": None,
                "stage_ms": 30_000, "checkin_ms": 30_000}
+# Without --codec: the 5-bit code for the Shakespeare demo (lower-case words: 5 bits a
+# letter), the general codebook for any other dataset, whose items may be URLs, e-mail
+# addresses, numbers or emoji (a URL of 25 characters: 121 bits in it, 194 in the 5-bit
+# code, docs/codecs.md). Chosen by the dataset's name, never by its items: the operator
+# does not see the devices' data.
+DEMO_DATASET, DEMO_CODEC, OTHER_CODEC = "shakespeare", "5bit", "general"
 # Set from the devices started, not by hand.
 DERIVED = ("target_devices", "min_devices")
 MIN_DEVICES = 3  # RunConfig's smallest n_min
@@ -63,8 +69,9 @@ SETTLE_S = 10.0  # how long the run's end waits for the demo page to report its 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", default="shakespeare", help="dataset whose users become devices "
-                   "(default shakespeare)")
+    p.add_argument("--dataset", default=DEMO_DATASET, help="dataset whose users become "
+                   f"devices (default {DEMO_DATASET}; without --codec, its items are coded with "
+                   f"{DEMO_CODEC}, any other dataset's with the {OTHER_CODEC} codebook)")
     p.add_argument("--devices", type=options.positive_int, default=None,
                    help="devices (dataset users) to start (default: every user)")
     p.add_argument("--processes", type=options.positive_int, default=4,
@@ -132,6 +139,8 @@ def _run(args: argparse.Namespace) -> int:
     from fedhh.rpc.run_config import from_proto, to_proto
     from fedhh.rpc.topology import LocalTopology
 
+    if args.codec is None:
+        args.codec = codec_value(DEMO_CODEC if args.dataset == DEMO_DATASET else OTHER_CODEC)
     base = config_from_args(args, Mode.NETWORK, exclude=DERIVED)
     # The device processes run in the workdir: they are given the dataset's directory, absolute,
     # so a path relative to here still names it there (and they need not import it again).
@@ -171,9 +180,10 @@ def _run(args: argparse.Namespace) -> int:
         except webclient.BuildError as error:
             raise ConfigError(f"--web-devices: cannot build the web device (clients/web): "
                               f"{error}") from None
+    codec = config.codec if len(config.codec) <= 40 else "a codebook of its own"
     print(f"fedhh up: {python_holding} devices from {args.dataset} in {processes} processes"
           + (f", and {len(browser_users)} browser devices on a demo page" if browser_users
-             else ""), flush=True)
+             else "") + f"; items coded with {printable(codec)}", flush=True)
     started = time.monotonic()
     with LocalTopology(args.workdir, tls=not args.insecure) as topo, \
             contextlib.ExitStack() as stack:

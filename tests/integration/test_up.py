@@ -23,6 +23,7 @@ def test_fedhh_up_runs_a_discovery_and_shuts_down(tmp_path) -> None:  # type: ig
         capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "from shakespeare in 2 processes; items coded with 5bit" in done.stdout
     _assert_ran_and_shut_down(done.stdout)
 
 
@@ -38,7 +39,9 @@ def test_fedhh_up_takes_a_dataset_path_relative_to_where_it_runs(tmp_path) -> No
         env={**os.environ, "FEDHH_CACHE": str(tmp_path / "cache")},
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "fedhh up: 120 devices from users.txt" in done.stdout
+    # (any dataset but the Shakespeare demo: the general codebook, not the 5-bit code)
+    assert "fedhh up: 120 devices from users.txt in 2 processes; items coded with general" \
+        in done.stdout
     _assert_ran_and_shut_down(done.stdout)
 
 
