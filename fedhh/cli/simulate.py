@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from fedhh.cli import options
@@ -64,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     truth = None if config.single_item else ground_truth(dataset, progress=progress)
     result = simulate(dataset, config, truth, show_progress=progress)
     payload = result_payload(result, config, dataset.summary(progress))
+    warn_over_target(payload["privacy"])
     if args.json:
         options.write_output("--json", args.json,
                              json.dumps(payload, indent=2, default=_jsonable) + "\n")
@@ -72,6 +74,18 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print_summary(payload, args.top)
     return 0
+
+
+def warn_over_target(privacy: dict[str, Any]) -> None:
+    """Say on stderr (--quiet or not) when an explicit --eps-local spends more than --eps-agg:
+    the simulation runs it, for experiments that set eps_local themselves, and reports what it
+    spends, where the coordinator refuses such a run ("plan exceeds the budget")."""
+    target = privacy.get("eps_agg_target")
+    if target is not None and privacy["eps_agg"] > target * (1 + 1e-9):
+        print(f"fedhh simulate: warning: --eps-local {_fmt(privacy['eps_local'])} spends "
+              f"eps_agg {_fmt(privacy['eps_agg'])} over the run, above the --eps-agg target "
+              f"{_fmt(target)} (a coordinator would refuse it); the figures are for the "
+              f"eps_agg spent", file=sys.stderr)
 
 
 def write_plot(result: SimulationResult, config: RunConfig, path: str) -> None:

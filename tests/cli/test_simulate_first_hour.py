@@ -5,6 +5,7 @@ specific line, not a traceback."""
 from __future__ import annotations
 
 import io
+import json
 import re
 import sys
 from pathlib import Path
@@ -47,9 +48,10 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     return code, out.out, out.err
 
 
-# Without completion rounds: two items then share one truncated 60-bit code (recounted).
-SIMULATE = ["simulate", "--eps-local", "8", "--rounds", "4", "--dim-limit", "1e6",
-            "--max-bits", "60", "--seed", "1", "--completion-rounds", "0"]
+# Without completion rounds: two items then share one truncated 60-bit code (recounted). The
+# explicit eps_local spends at most 4 x 8 (basic composition), within the --eps-agg target.
+SIMULATE = ["simulate", "--eps-local", "8", "--eps-agg", "32", "--rounds", "4",
+            "--dim-limit", "1e6", "--max-bits", "60", "--seed", "1", "--completion-rounds", "0"]
 
 
 def test_every_long_step_shows_progress_on_a_terminal(
@@ -137,3 +139,22 @@ def test_the_vocabulary_encoded_in_blocks_is_encoded_as_a_whole(
     built = Population.build(dataset, Codec.from_spec(codec, bits)).item_codes
     whole = Codec.from_spec(codec, bits).encode_many(list(dataset.vocabulary)).codes
     assert built.dtype == whole.dtype and built.tolist() == whole.tolist()
+
+
+def test_an_explicit_eps_local_above_the_target_is_run_with_a_warning(
+        users_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An explicit --eps-local that spends more than --eps-agg is run (experiments set
+    eps_local themselves) and reports what it spends, as before, but now says so on stderr,
+    --quiet or not: it was silent, where a coordinator refuses such a run."""
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    argv = [*SIMULATE[:3], "--eps-agg", "1", *SIMULATE[5:], "--dataset", str(users_file),
+            "--quiet", "--json", str(tmp_path / "r.json")]
+    code, stdout, stderr = run(argv, capsys)
+    assert code == 0 and stdout == ""
+    privacy = json.loads((tmp_path / "r.json").read_text())["privacy"]
+    assert privacy["eps_agg"] > privacy["eps_agg_target"] == 1
+    assert stderr == (f"fedhh simulate: warning: --eps-local 8 spends eps_agg "
+                      f"{privacy['eps_agg']:.4g} over the run, above the --eps-agg target 1 "
+                      "(a coordinator would refuse it); the figures are for the eps_agg "
+                      "spent\n")
