@@ -66,6 +66,7 @@ DEMO_DATASET, DEMO_CODEC, OTHER_CODEC = "shakespeare", "5bit", "general"
 DERIVED = ("target_devices", "min_devices")
 MIN_DEVICES = 3  # RunConfig's smallest n_min
 SETTLE_S = 10.0  # how long the run's end waits for the demo page to report its devices
+MAX_PROCESSES = 32
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -74,8 +75,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    f"{DEMO_CODEC}, any other dataset's with the {OTHER_CODEC} codebook)")
     p.add_argument("--devices", type=options.positive_int, default=None,
                    help="devices (dataset users) to start (default: every user)")
-    p.add_argument("--processes", type=options.positive_int, default=4,
-                   help="device processes to spread the devices over (default 4)")
+    p.add_argument("--processes", type=process_count, default=4,
+                   help=f"device processes to spread the devices over (default 4, at most "
+                        f"{MAX_PROCESSES})")
     p.add_argument("--min-fraction", type=options.probability, default=0.9,
                    help="n_min as a fraction of the devices (default 0.9)")
     p.add_argument("--insecure", action="store_true", help="plaintext on loopback, no TLS")
@@ -107,6 +109,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --web-devices: how long to wait for the page's devices to enrol "
                         "before the run starts without the rest (default 60)")
     add_run_arguments(p, Mode.NETWORK, defaults=UP_DEFAULTS, exclude=DERIVED)
+
+
+def process_count(text: str) -> int:
+    count = options.positive_int(text)
+    if count > MAX_PROCESSES:
+        # (each is a Python process of ~80 MB: 1,387 of them, one per Shakespeare device,
+        # were being started on a 2-core machine)
+        raise argparse.ArgumentTypeError(f"at most {MAX_PROCESSES} device processes (each is "
+                                         f"a Python process hosting many devices), got {count}")
+    return count
+
+
+def demo_run_id(runs: list[Any]) -> str:
+    """``demo``, or ``demo-2``, ``demo-3``, ... the first a store kept in --workdir does not
+    hold yet (a second `fedhh up` in the same workdir was refused ALREADY_EXISTS, once its
+    whole stack had started)."""
+    taken = {run.run_id for run in runs}
+    return next(name for name in ("demo", *(f"demo-{n}" for n in range(2, len(taken) + 3)))
+                if name not in taken)
 
 
 def web_device_count(text: str) -> int:
@@ -229,7 +250,7 @@ def _run(args: argparse.Namespace) -> int:
                 config = replace(config, target_devices=python_holding + enrolled).validate(
                     Mode.NETWORK)
             narrator = Narrator(echo=demo.say if demo is not None else None)
-            run_ = admin.start_run(to_proto(config), run_id="demo")
+            run_ = admin.start_run(to_proto(config), run_id=demo_run_id(admin.runs()))
             stored = from_proto(run_.config)  # completion rounds dropped if too few devices
             completion = (f", the last {stored.completion()} completing items longer than "
                           f"{stored.max_bits} bits at eps_local + ln {stored.completion_weight}"

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from fedhh.cli.up import _print_results, explain
+from fedhh.cli.main import main
+from fedhh.cli.up import _print_results, demo_run_id, explain
 from fedhh.v1 import coordinator_pb2 as pb
 
 
@@ -35,3 +36,23 @@ def test_a_round_that_kept_nothing_adds_no_false_positives(
     assert [row[8] for row in rows[:3]] == ["1.2", "0.5", "-"]
     assert "lift about 1.8 of the 10 prefixes kept" in out
     assert "gamma = 0.5 of what it keeps" in out
+
+
+def test_a_second_up_in_the_same_workdir_takes_the_next_run_id() -> None:
+    """A store kept in --workdir holds the runs of earlier `fedhh up`s: the next takes
+    ``demo-2``, ``demo-3``, ... (it was refused ALREADY_EXISTS "run 'demo'" once its whole
+    stack had started)."""
+    runs = [SimpleNamespace(run_id=name) for name in ("demo", "demo-2", "other", "demo-4")]
+    assert demo_run_id([]) == "demo"
+    assert demo_run_id(runs[:1]) == "demo-2"
+    assert demo_run_id(runs) == "demo-3"
+    assert demo_run_id([SimpleNamespace(run_id="other")]) == "demo"
+
+
+def test_up_starts_at_most_32_device_processes(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--processes` was capped only by the devices: 1,387 Python processes (~80 MB each) for
+    Shakespeare's devices on a 2-core machine. It is refused past 32, before anything starts."""
+    with pytest.raises(SystemExit) as exited:
+        main(["up", "--processes", "33"])
+    assert exited.value.code == 2
+    assert "argument --processes: at most 32 device processes" in capsys.readouterr().err
