@@ -241,6 +241,7 @@ def _warm_start(args: argparse.Namespace) -> int:
     if args.size > available:
         usage_error("fedhh data warm-start",
                     f"--size must be at most {available} (the source's size), got {args.size}")
+    options.check_output("--out", str(args.out))
     path = write_item_list(warm_start_list(args.size), args.out)
     print(f"wrote {args.size} items to {path}")
     print(f"source: {WARM_START_SOURCE}")

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import re
 import shlex
 import sys
 import time
@@ -96,7 +97,7 @@ def register(subparsers: Any) -> None:
                        help="a Dask LocalCluster of N worker processes on this machine, one "
                             "run at a time each (N left out: one per core, as many as the "
                             "memory allows at --worker-memory each)")
-    cluster.add_argument("--scheduler", metavar="ADDRESS", default=None,
+    cluster.add_argument("--scheduler", metavar="ADDRESS", default=None, type=scheduler_address,
                        help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786; start its "
                             "workers with `dask worker ADDRESS --nthreads 1 --memory-limit "
                             "4GiB`, fedhh installed and the dataset reachable by the same name "
@@ -114,6 +115,17 @@ def register(subparsers: Any) -> None:
         sp = sub.add_parser(name, parents=[common], help=titles.get(name, groups.get(name)),
                             description=titles.get(name, groups.get(name)))
         sp.set_defaults(handler=run)
+
+
+_SCHEDULER = re.compile(r"((tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}")
+
+
+def scheduler_address(text: str) -> str:
+    """A Dask scheduler's address: [tcp:// or tls://]HOST:PORT."""
+    if not _SCHEDULER.fullmatch(text) or not 0 < int(text.rsplit(":", 1)[1]) < 65536:
+        raise argparse.ArgumentTypeError(f"a scheduler is [tcp://]HOST:PORT, e.g. "
+                                         f"tcp://10.0.0.5:8786, got {text!r}")
+    return text
 
 
 def suite_command(args: argparse.Namespace) -> str:
@@ -142,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
     from fedhh.experiments.studies import PAPER_GROUP, UTILITY_GROUP, get_study, group_studies
 
     started = time.perf_counter()
+    options.check_output_dir("--out", args.out)
+    options.check_output_dir("--store", args.store)
     cluster = ClusterOptions(args.workers, args.scheduler, args.worker_memory)
     if args.workers is not None:
         local_workers(cluster)  # refuses more workers than the memory holds, before any work

@@ -67,6 +67,13 @@ def _command(argv: Sequence[str]) -> str | None:
     return None
 
 
+def os_error_line(error: OSError) -> str:
+    """``error`` in one line: its reason, then the path(s) it names."""
+    paths = [str(name) for name in (error.filename, error.filename2) if name is not None]
+    reason = error.strerror or " ".join(str(error).split()) or type(error).__name__
+    return f"{reason}: {' -> '.join(paths)}" if paths else reason
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -102,6 +109,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return BROKEN_PIPE
     except FedhhError as error:
         usage_error(f"fedhh {args.command}", str(error))
+    except OSError as error:
+        # A path the command cannot read or write (a folder that does not exist or cannot be
+        # written, a file where a folder is wanted): one line naming it, as a bad option value
+        # gets; -v shows the traceback.
+        if args.verbose:
+            raise
+        usage_error(f"fedhh {args.command}", os_error_line(error))
     except Exception as error:
         # A service's refusal (gRPC status) is an answer, not a crash. grpc is only looked up
         # here, so commands that never load the network stack do not import it.

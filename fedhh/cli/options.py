@@ -94,6 +94,29 @@ def check_output(option: str, path: str | None, suffixes: tuple[str, ...] = ()) 
                           f"{error.strerror or error}") from None
 
 
+def check_output_dir(option: str, path: str | Path | None) -> None:
+    """Refuse an output folder that cannot be made or written, before the work: a file in its
+    place, or a nearest existing folder on its path that cannot be written."""
+    if path is None:
+        return
+    target = Path(path)
+    if str(path) == "":
+        raise ConfigError(f"{option} must not be empty")
+    if target.exists() and not target.is_dir():
+        raise ConfigError(f"{option} {path} exists and is not a folder")
+    existing = target.resolve()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{option} {path}: {existing} is not a folder")
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".fedhh-check.", suffix=".tmp"):
+            pass
+    except OSError as error:
+        raise ConfigError(f"{option} {path}: cannot write in {existing}: "
+                          f"{error.strerror or error}") from None
+
+
 def write_output(option: str, path: str, text: str) -> None:
     """Write an output file whole or not at all (a failed write keeps what was there): its
     text goes to a temporary sibling that then replaces it. A failure is one line."""

@@ -312,3 +312,24 @@ def test_one_name_per_concept_and_the_old_names_still_work(argv: list[str], dest
     """The run settings' names (--privacy-method, --shard-size) and the devices' --drop-rate
     everywhere; --method and --dropout are kept as the former names."""
     assert getattr(build_parser().parse_args(argv), dest) == value
+
+
+def test_a_path_the_command_cannot_use_is_one_line(tmp_path: Path, cache: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a traceback for each (FileNotFoundError, IsADirectoryError, ValueError from
+    Dask's address parser), some only after the work. Now one line naming the path or the
+    option, exit 2, before the work where the command can tell."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    line = one_line_error(["data", "inspect", "shakespeare", "--cache-dir",
+                           str(a_file / "cache")], capsys)
+    assert line == f"fedhh data: error: Not a directory: {a_file / 'cache'}"
+    line = one_line_error(["data", "warm-start", "--out", str(tmp_path)], capsys)
+    assert line.startswith(f"fedhh data: error: --out {tmp_path} is a folder")
+    study = ["experiments", "segmentation", "--dataset", "shakespeare", "--seeds", "1"]
+    assert one_line_error([*study, "--out", str(a_file)], capsys) == \
+        f"fedhh experiments: error: --out {a_file} exists and is not a folder"
+    assert one_line_error([*study, "--store", str(a_file / "store")], capsys) == \
+        f"fedhh experiments: error: --store {a_file / 'store'}: {a_file} is not a folder"
+    assert "argument --scheduler: a scheduler is [tcp://]HOST:PORT" in one_line_error(
+        [*study, "--scheduler", "bogus"], capsys)
