@@ -95,6 +95,11 @@ def participants_for(num_devices: int, sampling_rate: float,
     where the loss grows with m (``GROWS_WITH_PARTICIPANTS``), the lower one where it falls."""
     if sampling_rate >= 1.0:
         return max(2, num_devices)
+    if num_devices * sampling_rate < 2:
+        # (a sum of fewer than 2 reports is refused; below that mean most rounds would be)
+        raise PrivacyError(f"sampling_rate {sampling_rate:g} over {num_devices:,} devices gives "
+                           f"rounds of {num_devices * sampling_rate:.3g} contributors on "
+                           f"average; a round needs at least 2: raise it")
     from scipy.stats import binom
 
     if methods.check_method(method) in GROWS_WITH_PARTICIPANTS:

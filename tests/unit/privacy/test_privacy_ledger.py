@@ -11,6 +11,7 @@ from scipy.stats import binom
 
 from fedhh.errors import PrivacyError
 from fedhh.privacy import PrivacyLedger, basic_composition
+from fedhh.privacy.accountant import participants_for
 
 N_MIN = 50_000
 
@@ -195,3 +196,15 @@ def test_basic_composition_for_lifetime_budgets() -> None:
         basic_composition([(1.0,)])  # type: ignore[list-item]
     with pytest.raises(PrivacyError, match="composed delta"):
         basic_composition([(1.0, 0.6), (1.0, 0.6)])
+
+
+def test_a_sampling_rate_that_leaves_rounds_without_two_contributors_is_refused() -> None:
+    """Before: sampling_rate 1e-20 over 1,387 devices was a TypeError from scipy's binomial,
+    1e-5 "contributors must be an integer >= 1, got 0", 1e-3 a refusal at round 0 that did
+    not say why. A mean below 2 contributors a round is refused at once, naming the rate."""
+    for rate, mean in ((1e-20, "1.39e-17"), (1e-5, "0.0139"), (1e-3, "1.39")):
+        with pytest.raises(PrivacyError, match=f"sampling_rate {rate:g} over 1,387 devices "
+                           f"gives rounds of {mean} contributors on average; a round needs "
+                           "at least 2"):
+            participants_for(1_387, rate)
+    assert participants_for(1_387, 0.01) >= 2
