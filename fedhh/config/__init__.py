@@ -27,6 +27,9 @@ with rounds = 2*10^7 took the coordinator to 7.6 GB, 2^32 - 1 rounds raised a Me
 - target_devices, min_devices, shard_size: 10^7 (``MAX_DEVICES``, six times the paper's 1.6M);
 - every window in ms (check-in, quiet spell, stages): one day (``MAX_WINDOW_MS``);
 - max_attempts: 100; oversubscription: 100;
+- an explicit eps_local: 40 (``fedhh.privacy.solver.EPS_LOCAL_MAX``, the largest the
+  accountants solve for; a device's coins resolve 2^-32, so any eps_local above
+  ln(2^32 - 1) = 22.18 randomizes as that one; 1e308 made the spend infinite);
 - the deny list: 10^6 items of at most 1,000 characters; the codec: 1 MiB of codebook JSON
   (the coordinator's receive cap); each per-round list (round_budget, round_fp_ratio,
   round_items): 64 KiB of text.
@@ -392,6 +395,11 @@ class RunConfig:
             raise ConfigError(f"delta must be in (0, 1), got {self.delta}")
         if self.eps_local is not None:
             _positive("eps_local", self.eps_local)
+            from fedhh.privacy.solver import EPS_LOCAL_MAX
+
+            _at_most("eps_local", self.eps_local, EPS_LOCAL_MAX,
+                     "(the largest the accountants solve for; a device's coins resolve 2^-32, "
+                     "so any eps_local above 22.18 randomizes as that one)")
         _at_least("rounds", self.rounds, 1)
         if self.dim_limit is not None:
             _at_least("dim_limit", self.dim_limit, 2)
@@ -696,7 +704,7 @@ def _at_least(name: str, value: int, low: int) -> None:
         raise ConfigError(f"{name} must be >= {low}, got {value}")
 
 
-def _at_most(name: str, value: int, high: int, where: str = "") -> None:
+def _at_most(name: str, value: float, high: float, where: str = "") -> None:
     if value > high:
         raise ConfigError(f"{name} must be at most {high}{' ' + where if where else ''}, got "
                           f"{value}")

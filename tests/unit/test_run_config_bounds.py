@@ -112,3 +112,12 @@ def test_a_cohort_without_secure_aggregation_parameters_is_refused_up_front() ->
               corrupt_fraction=0.0).validate(Mode.NETWORK)  # no dropout assumed: (k, t) exist
     with pytest.raises(ConfigError, match="a cohort of 20 devices"):  # a shard is the cohort
         RunConfig(target_devices=1000, min_devices=20, shard_size=20).validate(Mode.NETWORK)
+
+
+def test_an_explicit_eps_local_is_at_most_what_the_accountants_solve_for() -> None:
+    """Before: simulate --eps-local 1e308 said "eps_agg must be a positive finite number, got
+    inf", naming neither the option nor the value given."""
+    with pytest.raises(ConfigError, match=r"eps_local must be at most 40.0 \(the largest the "
+                       r"accountants solve for.*got 1e\+308"):
+        RunConfig(eps_local=1e308).validate(Mode.SIMULATION)
+    assert RunConfig(eps_local=40.0).validate(Mode.SIMULATION).eps_local == 40.0
