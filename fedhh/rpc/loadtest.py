@@ -107,7 +107,7 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
     if spec.dim < 2 or spec.dim & (spec.dim - 1):
         raise ConfigError(f"--dim must be a power of two >= 2, got {spec.dim}")
     if not 0 <= spec.dropout < 1:
-        raise ConfigError(f"--dropout must be in [0, 1), got {spec.dropout}")
+        raise ConfigError(f"--drop-rate must be in [0, 1), got {spec.dropout}")
     if spec.shards < 1 or spec.workers < 1:
         raise ConfigError(f"--shards and --workers must be >= 1, got {spec.shards} and "
                           f"{spec.workers}")

@@ -333,3 +333,10 @@ def test_a_path_the_command_cannot_use_is_one_line(tmp_path: Path, cache: Path,
         f"fedhh experiments: error: --store {a_file / 'store'}: {a_file} is not a folder"
     assert "argument --scheduler: a scheduler is [tcp://]HOST:PORT" in one_line_error(
         [*study, "--scheduler", "bogus"], capsys)
+
+
+def test_loadtest_names_the_drop_rate_as_the_user_wrote_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "--dropout must be in [0, 1)", the option's former name."""
+    line = one_line_error(["loadtest", "--devices", "10", "--drop-rate", "1.5"], capsys)
+    assert line == "fedhh loadtest: error: --drop-rate must be in [0, 1), got 1.5"
