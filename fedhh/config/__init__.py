@@ -21,9 +21,10 @@ with rounds = 2*10^7 took the coordinator to 7.6 GB, 2^32 - 1 rounds raised a Me
 
 - rounds: 1,024 (``MAX_ROUNDS``): each round spends at least one bit of an item's code;
 - max_bits and segment_bits: 1,024, the codec's ``MAX_SUPPORTED_BITS``;
-- dim_limit: 2^28 in simulation (a round's domain is allocated as arrays; the paper's P is
-  10^7; PI-RAPPOR needs fields below 2^31), 2^24 on the network (each device uploads one entry
-  per domain element; secure aggregation's ``MAX_DIMENSION``);
+- dim_limit: 2^26 in simulation (a round's domain is allocated as arrays: 2^26 takes ~1.8 GB
+  on Shakespeare, 2^28 took more than 7 GB; the paper's P is 10^7; PI-RAPPOR needs fields
+  below 2^31), 2^24 on the network (each device uploads one entry per domain element; secure
+  aggregation's ``MAX_DIMENSION``);
 - target_devices, min_devices, shard_size: 10^7 (``MAX_DEVICES``, six times the paper's 1.6M);
 - every window in ms (check-in, quiet spell, stages): one day (``MAX_WINDOW_MS``);
 - max_attempts: 100; oversubscription: 100;
@@ -61,7 +62,7 @@ WINDOW_FIELDS = ("advertise_ms", "share_keys_ms", "masked_input_ms", "consistenc
                  "unmask_ms")
 # The upper bounds of the module docstring's table.
 MAX_ROUNDS = 1024
-MAX_SIMULATION_DIM_LIMIT = 1 << 28
+MAX_SIMULATION_DIM_LIMIT = 1 << 26
 MAX_DEVICES = 10_000_000
 MAX_WINDOW_MS = 24 * 3600 * 1000
 MAX_ATTEMPTS = 100

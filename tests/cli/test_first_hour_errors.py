@@ -65,7 +65,7 @@ def test_simulate_with_an_absurd_dim_limit(value: str, cache: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     """Before: a ValueError or a 4 TiB allocation, with a traceback."""
     line = one_line_error(["simulate", "--dim-limit", value], capsys)
-    assert "--dim-limit" in line and "dim_limit must be at most 268435456" in line
+    assert "--dim-limit" in line and "dim_limit must be at most 67108864" in line
     assert not cache.exists()  # refused before the dataset was even looked at
 
 

@@ -51,7 +51,7 @@ def test_networked_runs_refuse_pi_rappor() -> None:
 
 @pytest.mark.parametrize("values, match", [
     ({"algorithm": "triehh"}, "optprefixtree"),
-    ({"dim_limit": 1 << 31}, "at most 268435456"),  # fields below 2^31: the general bound
+    ({"dim_limit": 1 << 31}, "at most 67108864"),  # fields below 2^31: the general bound
     ({"eps_local": 25.0}, "2\\^31"),
 ])
 def test_configurations_pi_rappor_cannot_run(values: dict[str, object], match: str) -> None:
