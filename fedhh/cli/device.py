@@ -85,7 +85,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=options.non_negative_int, default=None,
                    help="TEST MODE: seeded randomness instead of OS entropy")
     p.add_argument("--drop-rate", "--dropout", dest="drop_rate", metavar="RATE",
-                   type=options.non_negative_float,
+                   type=options.drop_rate,
                    default=0.0,
                    help="fraction of tasks on which a device drops out (tests, load tests; "
                         "a run's expected_dropout is what (k, t) is chosen for)")

@@ -19,7 +19,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dim", type=options.positive_int, default=1 << 16,
                    help="dimension of a round's vectors (a power of two; default 2^16)")
     p.add_argument("--drop-rate", "--dropout", dest="dropout", metavar="RATE",
-                   type=options.non_negative_float,
+                   type=options.drop_rate,
                    default=0.0,
                    help="fraction of devices that drop out, at random stages (default 0; the "
                         "devices' --drop-rate; --dropout is its former name here). The run's "

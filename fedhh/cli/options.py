@@ -60,6 +60,14 @@ def probability(text: str) -> float:
     return value
 
 
+def drop_rate(text: str) -> float:
+    """A fraction of devices that drop out: a number in [0, 1)."""
+    value = non_negative_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
+    return value
+
+
 def open_unit(text: str) -> float:
     """A number in (0, 1)."""
     value = positive_float(text)

@@ -335,8 +335,11 @@ def test_a_path_the_command_cannot_use_is_one_line(tmp_path: Path, cache: Path,
         [*study, "--scheduler", "bogus"], capsys)
 
 
-def test_loadtest_names_the_drop_rate_as_the_user_wrote_it(
+def test_a_drop_rate_out_of_range_is_refused_as_it_is_parsed(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Before: "--dropout must be in [0, 1)", the option's former name."""
-    line = one_line_error(["loadtest", "--devices", "10", "--drop-rate", "1.5"], capsys)
-    assert line == "fedhh loadtest: error: --drop-rate must be in [0, 1), got 1.5"
+    """Before: loadtest said "--dropout must be in [0, 1)", the option's former name, and
+    `fedhh device --drop-rate 2` was accepted (a probability above 1)."""
+    for command, value in (("loadtest", "1.5"), ("device", "2")):
+        line = one_line_error([command, "--drop-rate", value], capsys)
+        assert line == (f"fedhh {command}: error: argument --drop-rate/--dropout: expected a "
+                        f"number in [0, 1), got '{value}'")
