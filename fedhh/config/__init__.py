@@ -19,7 +19,9 @@ a value below it makes the coordinator or the simulator do stays bounded (issue 
 with rounds = 2*10^7 took the coordinator to 7.6 GB, 2^32 - 1 rounds raised a MemoryError, and
 ``simulate --dim-limit 1e12`` asked for 4 TiB):
 
-- rounds: 1,024 (``MAX_ROUNDS``): each round spends at least one bit of an item's code;
+- rounds and completion_rounds: 1,024 each (``MAX_ROUNDS``): each round spends at least one
+  bit of an item's code (a million completion rounds had the planner solve for a million
+  rounds before it could drop them);
 - max_bits and segment_bits: 1,024, the codec's ``MAX_SUPPORTED_BITS``;
 - dim_limit: 2^26 in simulation (a round's domain is allocated as arrays: 2^26 takes ~1.8 GB
   on Shakespeare, 2^28 took more than 7 GB; the paper's P is 10^7; PI-RAPPOR needs fields
@@ -466,6 +468,7 @@ class RunConfig:
         from fedhh.codec import MAX_SUPPORTED_BITS
 
         _at_most("rounds", self.rounds, MAX_ROUNDS)
+        _at_most("completion_rounds", self.completion_rounds, MAX_ROUNDS)
         _at_most("max_bits", self.max_bits, MAX_SUPPORTED_BITS)
         if self.segment_bits is not None:
             _at_most("segment_bits", self.segment_bits, MAX_SUPPORTED_BITS)

@@ -121,3 +121,12 @@ def test_an_explicit_eps_local_is_at_most_what_the_accountants_solve_for() -> No
                        r"accountants solve for.*got 1e\+308"):
         RunConfig(eps_local=1e308).validate(Mode.SIMULATION)
     assert RunConfig(eps_local=40.0).validate(Mode.SIMULATION).eps_local == 40.0
+
+
+def test_completion_rounds_are_at_most_max_rounds() -> None:
+    """Before: --completion-rounds 1e6 was accepted, and the planner solved for a million
+    rounds (past 20 s) before it could drop the ones it cannot budget."""
+    with pytest.raises(ConfigError, match=f"completion_rounds must be at most {MAX_ROUNDS}, "
+                       "got 1000000"):
+        RunConfig(completion_rounds=1_000_000).validate(Mode.SIMULATION)
+    assert RunConfig(completion_rounds=MAX_ROUNDS).validate(Mode.SIMULATION)
