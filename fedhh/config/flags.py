@@ -99,6 +99,9 @@ def config_from_args(args: argparse.Namespace, mode: Mode,
             continue
         value = getattr(args, f.name)
         if f.name == "deny_list":
+            if value == "":  # (it was taken as no deny list at all)
+                raise ConfigError("argument --deny-list: give a file of items, one per line, "
+                                  "not an empty path")
             if value:
                 from fedhh.data.wordlists import load_item_list
 

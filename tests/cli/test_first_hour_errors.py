@@ -343,3 +343,10 @@ def test_a_drop_rate_out_of_range_is_refused_as_it_is_parsed(
         line = one_line_error([command, "--drop-rate", value], capsys)
         assert line == (f"fedhh {command}: error: argument --drop-rate/--dropout: expected a "
                         f"number in [0, 1), got '{value}'")
+
+
+def test_an_empty_deny_list_path_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `simulate --deny-list ""` ran with no deny list, exit 0."""
+    assert one_line_error(["simulate", "--deny-list", ""], capsys) == (
+        "fedhh simulate: error: argument --deny-list: give a file of items, one per line, not "
+        "an empty path")
