@@ -18,9 +18,21 @@ def register(subparsers: Any) -> None:
     p.add_argument("--ca", help="CA certificate for TLS (default: plaintext, loopback only)")
     p.add_argument("--tls-name", help="expected name in the server certificate")
     p.add_argument("--service", default="", help="service name (default: the server overall)")
-    p.add_argument("--timeout", type=options.positive_float, default=5.0,
-                   help="seconds to wait for the answer (default 5)")
+    p.add_argument("--timeout", type=timeout_s, default=5.0,
+                   help=f"seconds to wait for the answer (default 5, at most {MAX_TIMEOUT_S:g})")
     p.set_defaults(handler=run)
+
+
+# A day: gRPC turns a deadline it cannot represent (1e308 s) into one already past, and a
+# healthy service then read as DEADLINE_EXCEEDED.
+MAX_TIMEOUT_S = 86_400.0
+
+
+def timeout_s(text: str) -> float:
+    value = options.positive_float(text)
+    if value > MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"at most {MAX_TIMEOUT_S:g} s, got {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -350,3 +350,10 @@ def test_an_empty_deny_list_path_is_refused(capsys: pytest.CaptureFixture[str]) 
     assert one_line_error(["simulate", "--deny-list", ""], capsys) == (
         "fedhh simulate: error: argument --deny-list: give a file of items, one per line, not "
         "an empty path")
+
+
+def test_a_health_timeout_past_a_day_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: --timeout 1e308 read a SERVING service as DEADLINE_EXCEEDED (exit 1)."""
+    assert one_line_error(["health", "--address", "127.0.0.1:1", "--timeout", "1e308"],
+                          capsys) == ("fedhh health: error: argument --timeout: at most "
+                                      "86400 s, got '1e308'")
