@@ -39,6 +39,7 @@ DEFAULT_HOSTS = "localhost,127.0.0.1,coordinator,selector,aggregator"
 TOKENS = ("control", "admin")
 DEVICE_TOKENS = "device-tokens.txt"
 DEVICE_REPLICAS = 4  # deploy/docker-compose.yml's devices-0 .. devices-3
+DEVICE_TOKENS_DEFAULT = 2000
 SIGNING_KEY = "coordinator-signing.pem"
 
 
@@ -55,10 +56,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--secrets", "--tokens", dest="secrets", metavar="DIR",
                    help="also write the service tokens and the coordinator signing key here")
     p.add_argument("--device-tokens", type=_at_most(MAX_DEVICES, "tokens (fedhh's most devices)"),
-                   default=2000, metavar="N",
+                   default=None, metavar="N",
                    help="one-time enrollment tokens to write with --secrets, for dataset users "
                         "0..N-1 (default 2000)")
-    p.add_argument("--device-replicas", type=options.positive_int, default=DEVICE_REPLICAS,
+    p.add_argument("--device-replicas", type=options.positive_int, default=None,
                    metavar="N",
                    help="with --secrets, also split the device tokens into N files, one per "
                         f"device replica (default {DEVICE_REPLICAS}, the compose stack's)")
@@ -140,6 +141,17 @@ def run(args: argparse.Namespace) -> int:
     hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
     if not hosts:
         raise ConfigError("--hosts needs at least one host name")
+    if not args.secrets:
+        given = [flag for flag, value in (("--device-tokens", args.device_tokens),
+                                          ("--device-replicas", args.device_replicas))
+                 if value is not None]
+        if given:  # (they were ignored: no tokens are written without --secrets)
+            raise ConfigError(f"{' and '.join(given)} {'go' if len(given) > 1 else 'goes'} "
+                              "with --secrets DIR, where the device tokens are written")
+    if args.device_tokens is None:
+        args.device_tokens = DEVICE_TOKENS_DEFAULT
+    if args.device_replicas is None:
+        args.device_replicas = DEVICE_REPLICAS
     if args.secrets and args.device_replicas > args.device_tokens:
         # (found before anything is written, not after the certificates and secrets)
         raise ConfigError(f"--device-replicas {args.device_replicas} is more than the "

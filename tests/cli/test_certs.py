@@ -130,6 +130,10 @@ def test_more_replicas_than_tokens_is_one_clear_error(tmp_path: Path,
     (["--device-tokens", "1e9", "--secrets", "s"], "argument --device-tokens: must be at most"),
     (["--device-replicas", "50", "--device-tokens", "10", "--secrets", "s"],
      "--device-replicas 50 is more than the 10 --device-tokens"),
+    # (before: ignored, as no tokens are written without --secrets)
+    (["--device-tokens", "5"], "--device-tokens goes with --secrets DIR"),
+    (["--device-tokens", "5", "--device-replicas", "2"],
+     "--device-tokens and --device-replicas go with --secrets DIR"),
 ])
 def test_values_past_their_bounds_are_refused_before_anything_is_written(
         extra: list[str], needle: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
