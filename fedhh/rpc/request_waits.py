@@ -17,6 +17,10 @@ calls open without their requests. A call refused at the cap is answered UNAVAIL
 devices retry after a backoff, as they retry a call gRPC core sheds. A caller that keeps the
 cap filled delays other callers' unary calls (docs/threat-model.md, "The coordinator's
 limits"); it cannot grow the service's memory.
+
+A worker counts its session streams waiting for their devices' opens the same way
+(``fedhh_aggregator.session_stream``, ``--max-unopened-sessions``): the device is nobody until
+its open, and it answers the worker's challenge, so a place is held for a round trip.
 """
 
 from __future__ import annotations
@@ -33,15 +37,16 @@ MAX_WAITING_REQUESTS = 4096
 REQUEST_TIMEOUT_S = 10.0
 
 REFUSED = Counter("fedhh_request_waits_refused_total",
-                  "Unary calls refused because too many calls of the port waited for their "
-                  "requests", ["port"])
+                  "Calls refused because too many calls of the port waited for their "
+                  "requests (unary calls; session streams for their opens)", ["port"])
 
 
 class RequestWaits:
-    """The unary calls of one port waiting for their requests: :meth:`take` a place when a
-    call opens (False: the port holds ``limit`` already; answer UNAVAILABLE with
-    :attr:`busy`), :meth:`release` it once the request arrived or the call ended, and end a
-    call still waiting after ``timeout_s`` DEADLINE_EXCEEDED with :attr:`late`."""
+    """The calls of one port waiting for their requests (``port`` names it in the refusals'
+    metric): :meth:`take` a place when a call opens (False: the port holds ``limit`` already;
+    answer UNAVAILABLE with :attr:`busy`), :meth:`release` it once the request arrived or the
+    call ended, and end a call still waiting after ``timeout_s`` DEADLINE_EXCEEDED with
+    :attr:`late`."""
 
     __slots__ = ("_refused", "limit", "timeout_s", "waiting")
 

@@ -368,9 +368,9 @@ def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,
     RESOURCE_EXHAUSTED before it is parsed), the cap on concurrent streams (calls) per client
     connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; a client's further calls wait for a
     stream), at most a quarter of the open-file limit in connections (one more is closed as
-    it arrives, before its handshake: gRPC has no cap of its own, so connections alone could
-    take every file the service may open, as the listeners' do not: http_listener), the
-    handshakes within ``HANDSHAKE_TIMEOUT_MS``, and ``extra``."""
+    it arrives, before its handshake: gRPC has no cap of its own, and connections alone could
+    take every file the service may open; each listener of ``http_listener`` has the same
+    share), the handshakes within ``HANDSHAKE_TIMEOUT_MS``, and ``extra``."""
     if not 1024 <= max_receive_bytes <= MAX_MESSAGE_BYTES:
         raise ConfigError(f"max_receive_bytes must be in [1024, {MAX_MESSAGE_BYTES}], got "
                           f"{max_receive_bytes}")
