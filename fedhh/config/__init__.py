@@ -427,9 +427,12 @@ class RunConfig:
                 raise ConfigError(f"deny-list item {shown(item)} is empty or contains "
                                   "whitespace")
         if self.privacy_method is not None:
-            from fedhh.privacy.methods import check_method
+            from fedhh.privacy.methods import LEGACY_NAMES, METHODS
 
-            check_method(self.privacy_method)
+            if LEGACY_NAMES.get(self.privacy_method, self.privacy_method) not in METHODS:
+                raise ConfigError(f"privacy_method must be one of {', '.join(METHODS)} (or "
+                                  f"{', '.join(LEGACY_NAMES)}, a former name), got "
+                                  f"{shown(self.privacy_method)}")
         if self.consistency and not (self.single_item and self.algorithm == "optprefixtree"
                                      and self.sampling_rate in (None, 1.0)):
             raise ConfigError("consistency holds in the single-item mode of optprefixtree with "

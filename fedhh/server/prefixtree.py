@@ -120,6 +120,14 @@ class TreeConfig:
 
     def validate(self, max_bits: int) -> None:
         validate_prune_parameters(self.fp_ratio, self.tau0, self.eta)
+        if self.fp_ratio_of not in FP_RATIO_OF:
+            raise ConfigError(f"fp_ratio_of must be kept or discoveries, got {self.fp_ratio_of!r}")
+        # (before the rounds' targets, which follow fp_ratio unless given: this one names it)
+        if self.fp_ratio_of == "kept" and self.fp_ratio >= 1:
+            raise ConfigError(
+                f"fp_ratio {self.fp_ratio} relative to the kept set never raises the threshold "
+                "(the kept set always holds the expected false positives): use a value below 1, "
+                "or fp_ratio_of='discoveries' (--fp-ratio-of discoveries)")
         if self.round_fp_ratios is not None:
             if len(self.round_fp_ratios) != self.rounds:
                 raise ConfigError(f"{len(self.round_fp_ratios)} round false-positive targets "
@@ -132,13 +140,6 @@ class TreeConfig:
         if self.segment_plan not in SEGMENT_PLANS:
             raise ConfigError(f"segment_plan must be one of {', '.join(SEGMENT_PLANS)}, got "
                               f"{self.segment_plan!r}")
-        if self.fp_ratio_of not in FP_RATIO_OF:
-            raise ConfigError(f"fp_ratio_of must be kept or discoveries, got {self.fp_ratio_of!r}")
-        if self.fp_ratio_of == "kept" and self.fp_ratio >= 1:
-            raise ConfigError(
-                f"fp_ratio {self.fp_ratio} relative to the kept set never raises the threshold "
-                "(the kept set always holds the expected false positives): use a value below 1, "
-                "or fp_ratio_of='discoveries' (--fp-ratio-of discoveries)")
         if self.threshold_weights not in THRESHOLD_WEIGHTS:
             raise ConfigError(f"threshold_weights must be one of {', '.join(THRESHOLD_WEIGHTS)},"
                               f" got {self.threshold_weights!r}")

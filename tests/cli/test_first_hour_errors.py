@@ -357,3 +357,18 @@ def test_a_health_timeout_past_a_day_is_refused(capsys: pytest.CaptureFixture[st
     assert one_line_error(["health", "--address", "127.0.0.1:1", "--timeout", "1e308"],
                           capsys) == ("fedhh health: error: argument --timeout: at most "
                                       "86400 s, got '1e308'")
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--privacy-method", "bogus"], "argument --privacy-method: privacy_method must be one of "
+     "sum, clones, paper, closed-form (or exact, a former name), got 'bogus'"),
+    (["--fp-ratio", "1"], "argument --fp-ratio: fp_ratio 1.0 relative to the kept set never "
+     "raises the threshold"),
+])
+def test_a_refused_value_names_its_option(argv: list[str], line: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "method must be one of sum, clones, paper, closed-form" (no option, and the
+    accepted former name `exact` not listed); "round false-positive target 1.0 relative to the
+    kept set ..." (no option)."""
+    assert one_line_error(["simulate", *argv], capsys).startswith(
+        f"fedhh simulate: error: {line}")
