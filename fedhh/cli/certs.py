@@ -58,7 +58,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--device-tokens", type=_at_most(MAX_DEVICES, "tokens (fedhh's most devices)"),
                    default=None, metavar="N",
                    help="one-time enrollment tokens to write with --secrets, for dataset users "
-                        "0..N-1 (default 2000)")
+                        f"0..N-1 (default {DEVICE_TOKENS_DEFAULT})")
     p.add_argument("--device-replicas", type=options.positive_int, default=None,
                    metavar="N",
                    help="with --secrets, also split the device tokens into N files, one per "

@@ -92,7 +92,8 @@ def participants_for(num_devices: int, sampling_rate: float,
     round is charged at its real m. Planning at the mean would leave about half the rounds over
     the plan (refused); the plan takes instead the binomial quantile that a round passes with
     probability at most ``PLANNING_TAIL``, on the costly side for the method: the upper quantile
-    where the loss grows with m (``GROWS_WITH_PARTICIPANTS``), the lower one where it falls."""
+    where the loss grows with m (``GROWS_WITH_PARTICIPANTS``), the lower one where it falls.
+    A rate whose mean N q is below 2 is refused: most of its rounds could not be released."""
     if sampling_rate >= 1.0:
         return max(2, num_devices)
     if num_devices * sampling_rate < 2:
