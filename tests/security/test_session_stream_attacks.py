@@ -322,7 +322,7 @@ def test_streams_waiting_for_their_opens_are_capped_over_both_ports() -> None:
     a = _cohort(b"stream-sec/unopened", seed=7)
 
     async def scenario() -> None:
-        async with aggregator(Limits(upload_idle_s=5.0, max_unopened_sessions=3)) as (
+        async with aggregator(Limits(upload_idle_s=2.0, max_unopened_sessions=3)) as (
                 agg, channel):
             await AggregatorControl(channel, TOKEN).open_round(a.signed)
             unopened = agg.registry.unopened
