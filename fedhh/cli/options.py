@@ -94,8 +94,14 @@ def check_output(option: str, path: str | None, suffixes: tuple[str, ...] = ()) 
     if suffixes and target.suffix.lower() not in suffixes:
         raise ConfigError(f"{option} {path}: the file name must end in one of "
                           f"{', '.join(suffixes)} (the format it is written in)")
-    try:  # what the write will do (os.access says yes to /proc, and to a read-only mount)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{target.name}.", suffix=".tmp"):
+    _check_writable(option, path, folder)
+
+
+def _check_writable(option: str, path: str | Path, folder: Path) -> None:
+    """Refuse ``path`` unless a file can be made in ``folder``: what the write will do
+    (os.access says yes to /proc, and to a read-only mount)."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".fedhh-check.", suffix=".tmp"):
             pass
     except OSError as error:
         raise ConfigError(f"{option} {path}: cannot write in {folder}: "
@@ -117,12 +123,7 @@ def check_output_dir(option: str, path: str | Path | None) -> None:
         existing = existing.parent
     if not existing.is_dir():
         raise ConfigError(f"{option} {path}: {existing} is not a folder")
-    try:
-        with tempfile.NamedTemporaryFile(dir=existing, prefix=".fedhh-check.", suffix=".tmp"):
-            pass
-    except OSError as error:
-        raise ConfigError(f"{option} {path}: cannot write in {existing}: "
-                          f"{error.strerror or error}") from None
+    _check_writable(option, path, existing)
 
 
 def write_output(option: str, path: str, text: str) -> None:

@@ -56,15 +56,14 @@ def open_file_limit() -> int:
     return 1 << 30 if soft == resource.RLIM_INFINITY else int(soft)
 
 
-def raise_open_file_limit() -> int:
+def raise_open_file_limit() -> None:
     """Raise the process's soft open-file limit to its hard limit, as a service starts (a
     device-facing port holds a file per connection; the soft limit is often 1,024 where the
-    hard one is far above); the limit then in force. Nothing changes where it cannot."""
+    hard one is far above). Nothing changes where it cannot."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != hard:
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    return open_file_limit()
 
 
 def split_listen(address: str) -> tuple[str, int]:
@@ -97,10 +96,11 @@ class Listener:
         self.name = name
         self.context = context
         self.max_connections = max_connections
-        share = max(1, open_file_limit() // FILE_SHARE)
+        files = open_file_limit()
+        share = max(1, files // FILE_SHARE)
         if max_connections > share:
             log.warning(f"the {name} holds at most {share} connections, a quarter of the "
-                        f"process's open-file limit ({open_file_limit()}), not the "
+                        f"process's open-file limit ({files}), not the "
                         f"{max_connections} asked for: raise the limit (ulimit -n, or the "
                         f"container's nofile) to hold more",
                         extra={"asked": max_connections, "held": share})
