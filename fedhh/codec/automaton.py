@@ -13,15 +13,17 @@ and leaves the candidate set at once:
 - the end symbol before any byte (the empty item);
 - a 1 bit after the end symbol (codes are zero padded).
 
-The automaton reads bits; its state is (node of the code tree, or position in an escape's 8
-bits; the UTF-8 decoder's state; whether a byte was written yet), or "ended" (padding), or
-DEAD. A token is whole characters, so after a token the decoder accepts again. With tokens the
-automaton allows every writing of a string, not only the canonical one a device sends: the
-other writings count as possible (their true count is zero), which only makes the expected
-false positives of a round larger, never smaller. States from which no complete code can be
-reached are merged into DEAD, so "possible" is exactly "not DEAD", and the test is exact, not a
-heuristic. ``step8`` reads a whole byte at
-once, which makes the per-round work a few table look-ups per domain element.
+The automaton reads bits; its state is (node of the code tree, or position in an escape's 8 bits
+or in a raw continuation byte's 6; the UTF-8 decoder's state; whether a byte was written yet),
+or "ended" (padding), or DEAD. With raw continuations the six bits after a first byte are a
+continuation byte whatever they are, and the UTF-8 rules decide which of them are possible
+(after 0xe0 only 0xa0-0xbf, and so on). A token is whole characters, so after a token the
+decoder accepts again. With tokens the automaton allows every writing of a string, not only the
+canonical one a device sends: the other writings count as possible (their true count is zero),
+which only makes the expected false positives of a round larger, never smaller. States from
+which no complete code can be reached are merged into DEAD, so "possible" is exactly "not DEAD",
+and the test is exact, not a heuristic. ``step8`` reads a whole byte at once, which makes the
+per-round work a few table look-ups per domain element.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedhh.codec import codes as cw
-from fedhh.codec.codebook import ESCAPE_PAYLOAD_BITS, Codebook
+from fedhh.codec.codebook import CONTINUATION_PAYLOAD_BITS, ESCAPE_PAYLOAD_BITS, Codebook
 
 DEAD = 0
 ENDED = 1
@@ -140,6 +142,13 @@ class Automaton:
             return ("dead",)
         if kind == "ended":
             return ("ended",) if bit == 0 else ("dead",)
+        if kind == "raw":  # a continuation byte's six bits (raw continuations)
+            _, count, value, utf8 = state
+            value = 2 * int(value) + bit  # type: ignore[call-overload]
+            count = int(count) + 1  # type: ignore[call-overload]
+            if count < CONTINUATION_PAYLOAD_BITS:
+                return ("raw", count, value, utf8)
+            return self._after_bytes(int(utf8), bytes([0x80 | value]))  # type: ignore[call-overload]
         if kind == "escape":
             _, count, value, utf8 = state
             value = 2 * int(value) + bit  # type: ignore[call-overload]
@@ -162,14 +171,15 @@ class Automaton:
             return ("escape", 0, 0, utf8)
         return self._after_bytes(int(utf8), leaf[1])  # type: ignore[index, call-overload]
 
-    @staticmethod
-    def _after_bytes(utf8: int, data: bytes) -> tuple[object, ...]:
+    def _after_bytes(self, utf8: int, data: bytes) -> tuple[object, ...]:
         state = utf8
         for byte in data:
             nxt = utf8_next(state, byte)
             if nxt is None:
                 return ("dead",)
             state = nxt
+        if self.book.raw_continuations and state != _ACCEPT:
+            return ("raw", 0, 0, state)
         return ("symbol", 0, state, False)
 
     def _byte_table(self) -> np.ndarray:

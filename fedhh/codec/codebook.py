@@ -8,6 +8,15 @@ string has a code. Decoding is symbol by symbol, so two different strings never 
 (they can only share the first ``max_bits`` bits, when both are truncated). A codebook whose
 codewords cover all 256 bytes needs no escape.
 
+**Raw continuations** (``raw_continuations``, the ``unicode`` codebook). Every byte after the
+first of a multi-byte UTF-8 character is ``10xxxxxx``, so once the first byte is read its six
+payload bits are all that is left to say: such a codebook gives continuation bytes no codewords
+and writes each as its low six bits. A character without a token then costs its first byte's
+codeword and 6 bits per further byte (a Hangul syllable ~26 bits, where three byte codewords
+cost ~47), and the first byte's codeword is trained on every character it starts. The code is
+still decodable symbol by symbol: after a first byte the reader takes 6 bits per continuation
+byte that the first byte announces (RFC 3629, section 3).
+
 **The canonical encoding** (``Codebook.item_bits``). With tokens, a string can be written in
 several ways ("the" as one token or as t, h, e); every device must write it the same way, so an
 item's code is its *shortest* writing, and among the shortest the one whose first symbol covers
@@ -18,8 +27,12 @@ A token is one or more whole UTF-8 characters, so tokens never split a character
 
 Built-in codebooks (``BUILTIN_NAMES``):
 
-- ``general`` (the default): a Huffman code over every UTF-8 byte, about 4,000 multi-byte
-  characters (emoji, CJK, accented letters) and the punctuation and digit pieces of URLs,
+- ``unicode`` (the default): ``general``'s training with raw continuations (above), so that
+  a character of a script the training barely saw costs ~22-29 bits, not 31-47;
+- ``general`` (the default before 2026-12; kept under its name so that devices and
+  coordinators of either version agree on what it means): a Huffman code over every UTF-8
+  byte, about 4,000 multi-byte characters (emoji, CJK, accented letters) and the punctuation
+  and digit pieces of URLs,
   e-mail addresses and numbers (``https://``, ``.com``, ``@gmail.com``), trained by
   ``fedhh.data.tokens`` with English words at 90% of the weight: English words cost what they
   cost with ``english``, every other kind of item a fraction of it (``books/general.json``);
@@ -43,10 +56,12 @@ JSON form (``Codebook.to_json`` / ``Codebook.from_json``)::
      "end": "1101", "escape": "0111011101", "bytes": {"e": "000", "0xc3": "0110010", ...}}
 
 Codewords are strings of 0 and 1 (at most 48 bits); a byte key is the character itself for
-printable ASCII (0x20-0x7e) and ``0xNN`` for any byte. A token codebook is version 2 and adds
-``"tokens": {"the": "0110", "https://": "10011", ...}`` (each key the token's text: at least two
-bytes of whole UTF-8 characters). Loading checks everything: unknown keys, a byte or token named
-twice, codewords that are not prefix-free, a missing escape when some byte has no codeword.
+printable ASCII (0x20-0x7e) and ``0xNN`` for any byte. ``"raw_continuations": true`` (absent
+otherwise) writes continuation bytes raw; such a book has no codewords for 0x80-0xbf. A token
+codebook is version 2 and adds ``"tokens": {"the": "0110", "https://": "10011", ...}`` (each key
+the token's text: at least two bytes of whole UTF-8 characters). Loading checks everything:
+unknown keys, a byte or token named twice, codewords that are not prefix-free, a missing escape
+when some byte has no codeword.
 """
 
 from __future__ import annotations
@@ -72,9 +87,11 @@ TOKENS_VERSION = 2   # codebooks with multi-byte tokens
 MAX_CODEWORD_BITS = 48  # an escaped byte (escape + 8 bits) fits a 64-bit chunk
 MAX_TOKEN_BYTES = 64
 ESCAPE_PAYLOAD_BITS = 8
-DEFAULT_CODEBOOK = "general"
-BUILTIN_NAMES = ("general", "tokens", "english", "german", "bytes", "huffman", "5bit")
-TRAINED_BOOKS = ("general", "tokens", "english", "german")  # shipped as books/<name>.json
+CONTINUATION_BYTES = range(0x80, 0xC0)  # 10xxxxxx: the second to fourth bytes of a character
+CONTINUATION_PAYLOAD_BITS = 6           # what a raw continuation byte is written as
+DEFAULT_CODEBOOK = "unicode"
+BUILTIN_NAMES = ("unicode", "general", "tokens", "english", "german", "bytes", "huffman", "5bit")
+TRAINED_BOOKS = ("unicode", "general", "tokens", "english", "german")  # books/<name>.json
 PRINTABLE_ASCII = tuple(range(0x20, 0x7F))
 FLOOR_SHARE = 1e-4  # training: every floor byte and the escape get at least this share
 
@@ -104,6 +121,7 @@ class Codebook:
     bytes: Mapping[int, str]
     description: str = ""
     tokens: Mapping[builtins.bytes, str] = field(default_factory=dict)
+    raw_continuations: bool = False
     _canonical: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -144,6 +162,8 @@ class Codebook:
             "name": self.name, "description": self.description, "end": self.end,
             "escape": self.escape,
             "bytes": {_byte_key(b): code for b, code in self.bytes.items()}}
+        if self.raw_continuations:  # absent when false: older books keep their JSON and key
+            data["raw_continuations"] = True
         if self.tokens:
             data["tokens"] = {token.decode("utf-8"): code for token, code in self.tokens.items()}
         return data
@@ -164,7 +184,8 @@ class Codebook:
     def from_dict(data: Any, where: str = "codebook") -> Codebook:
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: a codebook is a JSON object, got {type(data).__name__}")
-        known = {"format", "version", "name", "description", "end", "escape", "bytes", "tokens"}
+        known = {"format", "version", "name", "description", "end", "escape", "bytes", "tokens",
+                 "raw_continuations"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"{where}: unknown codebook keys {', '.join(unknown)}")
@@ -197,8 +218,11 @@ class Codebook:
         if not isinstance(tokens_table, dict):
             raise ConfigError(f"{where}: 'tokens' must be an object of token text -> codeword")
         tokens = {_utf8(key): code for key, code in tokens_table.items()}
+        raw = data.get("raw_continuations", False)
+        if not isinstance(raw, bool):
+            raise ConfigError(f"{where}: 'raw_continuations' must be true or false")
         try:
-            return Codebook(data["name"], data["end"], escape, parsed, description, tokens)
+            return Codebook(data["name"], data["end"], escape, parsed, description, tokens, raw)
         except ConfigError as error:
             raise ConfigError(f"{where}: {error}") from None
 
@@ -225,7 +249,10 @@ class Codebook:
         return max((len(t) for t in self.tokens), default=1)
 
     def byte_bits(self, value: int) -> str:
-        """The bits that write one byte: its codeword, or the escape and the byte."""
+        """The bits that write one byte: its codeword, or the escape and the byte, or (with
+        raw continuations) a continuation byte's low six bits."""
+        if self.raw_continuations and value in CONTINUATION_BYTES:
+            return format(value & 0x3F, f"0{CONTINUATION_PAYLOAD_BITS}b")
         code = self.bytes.get(value)
         if code is not None:
             return code
@@ -304,10 +331,17 @@ def _validate(book: Codebook) -> None:
         if b.startswith(a):
             raise ConfigError(f"codewords are not prefix-free: {label_a} ({a}) is a prefix of "
                               f"{label_b} ({b})")
-    if book.escape is None and len(book.bytes) < 256:
-        raise ConfigError(f"codebook {book.name!r} has codewords for {len(book.bytes)} of 256 "
-                          "bytes and no escape, so some strings cannot be encoded")
-    if book.escape is not None and len(book.bytes) == 256:
+    coded = 256
+    if book.raw_continuations:
+        given = sorted(_byte_key(b) for b in book.bytes if b in CONTINUATION_BYTES)
+        if given:
+            raise ConfigError(f"codebook {book.name!r} writes continuation bytes raw and also "
+                              f"gives codewords to {', '.join(given[:4])}")
+        coded -= len(CONTINUATION_BYTES)
+    if book.escape is None and len(book.bytes) < coded:
+        raise ConfigError(f"codebook {book.name!r} has codewords for {len(book.bytes)} of "
+                          f"{coded} bytes and no escape, so some strings cannot be encoded")
+    if book.escape is not None and len(book.bytes) == coded:
         raise ConfigError(f"codebook {book.name!r} has a codeword for every byte and an escape "
                           "that could never be used validly")
 

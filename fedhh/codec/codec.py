@@ -21,7 +21,12 @@ import numpy as np
 
 from fedhh.codec import codes as cw
 from fedhh.codec.automaton import DEAD, ENDED, Automaton, CodeTree
-from fedhh.codec.codebook import DEFAULT_CODEBOOK, Codebook, codebook_from_spec
+from fedhh.codec.codebook import (
+    CONTINUATION_PAYLOAD_BITS,
+    DEFAULT_CODEBOOK,
+    Codebook,
+    codebook_from_spec,
+)
 from fedhh.errors import ConfigError
 
 MAX_SUPPORTED_BITS = 1024
@@ -350,6 +355,17 @@ def _utf8_all(items: list[str] | tuple[str, ...]) -> list[bytes]:
         raise
 
 
+def _continuations(first: int) -> int:
+    """How many continuation bytes follow a character's first byte (RFC 3629, section 3)."""
+    if 0xC2 <= first <= 0xDF:
+        return 1
+    if 0xE0 <= first <= 0xEF:
+        return 2
+    if 0xF0 <= first <= 0xF4:
+        return 3
+    return 0
+
+
 class _Reader:
     """Reads a bit string symbol by symbol into bytes and shown impossible parts."""
 
@@ -369,8 +385,18 @@ class _Reader:
 
     def read(self) -> None:
         bits, pos = self.bits, 0
+        raw = CONTINUATION_PAYLOAD_BITS if self.book.raw_continuations else 0
+        pending = 0  # raw continuation bytes the last first byte announced
         while pos < len(bits):
             start, node = pos, 0
+            if pending:
+                if pos + raw > len(bits):
+                    self.trailing_bits = len(bits) - start
+                    return
+                self.parts.append(("byte", (0x80 | int(bits[pos : pos + raw], 2), start)))
+                pos += raw
+                pending -= 1
+                continue
             leaf: object = None
             while pos < len(bits):
                 child = self.tree.children[node][int(bits[pos])]
@@ -413,8 +439,12 @@ class _Reader:
             else:
                 for value in leaf[1]:  # type: ignore[index]
                     self.parts.append(("byte", (value, start)))
+                if raw and len(leaf[1]) == 1:  # type: ignore[index]  # tokens are whole
+                    pending = _continuations(leaf[1][0])  # type: ignore[index]
                 continue
             self.parts.append(("byte", (value, start)))
+            if raw:
+                pending = _continuations(value)
 
     def text(self) -> str:
         """The parts as text; byte runs are decoded as UTF-8 (bytes that are not UTF-8 are shown

@@ -48,7 +48,7 @@ def train_builtin(name: str) -> Codebook:
                           description=description)
 
 
-TOKEN_BOOKS = ("general", "tokens")
+TOKEN_BOOKS = ("unicode", "general", "tokens")
 
 
 def book_path(name: str) -> Path:

@@ -62,6 +62,8 @@ from collections.abc import Iterator
 import numpy as np
 
 from fedhh.codec.codebook import (
+    CONTINUATION_BYTES,
+    CONTINUATION_PAYLOAD_BITS,
     FLOOR_SHARE,
     MAX_CODEWORD_BITS,
     PRINTABLE_ASCII,
@@ -106,6 +108,11 @@ GENERAL_DESCRIPTION = (
     "fedhh.codec.tokens on English words (pyspellchecker, 90% of the weight) and words of 23 "
     "more languages, Unicode pictographs, numbers, URLs, e-mail addresses and identifiers; "
     "every UTF-8 byte coded"
+)
+UNICODE_DESCRIPTION = (
+    "The general codebook's training (fedhh.data.tokens) with every continuation byte of a "
+    "multi-byte character written as its six payload bits: a character without a token costs "
+    "its first byte's codeword and 6 bits per further byte"
 )
 _LETTER_WORD = re.compile(r"[^\W\d_]+(?:[-'][^\W\d_]+)*")
 
@@ -299,24 +306,29 @@ def _writing_counts(sample: Sample, bits: dict[bytes, float], byte_bits: list[fl
 def huffman_tokens_codebook(sample: Sample, candidates: list[bytes], name: str = "tokens",
                             description: str = DESCRIPTION, rounds: int = EM_ROUNDS,
                             floor_share: float = FLOOR_SHARE,
-                            floor_bytes: tuple[int, ...] = PRINTABLE_ASCII) -> Codebook:
+                            floor_bytes: tuple[int, ...] = PRINTABLE_ASCII,
+                            raw_continuations: bool = False) -> Codebook:
     """Codewords for the candidates and single bytes fitted to the sample's writings (step 3
-    of the module docstring); ``floor_bytes`` keep at least ``floor_share`` of the weight."""
+    of the module docstring); ``floor_bytes`` keep at least ``floor_share`` of the weight.
+    With ``raw_continuations`` continuation bytes cost their 6 payload bits and get no
+    codeword (``fedhh.codec.codebook``), so a character's weight falls on its first byte."""
     total = sum(w for _, w in sample)
     items = total  # the end symbol: once per item
     longest = max((len(t) for t in candidates), default=1)
     # Start: a token costs a little less than its bytes would, so long tokens are preferred.
     bits = {t: 8.0 + 2.0 * (1 - len(t) / longest) for t in candidates}
-    byte_bits = [10.0] * 256
+    raw = set(CONTINUATION_BYTES) if raw_continuations else set()
+    byte_bits = [float(CONTINUATION_PAYLOAD_BITS) if b in raw else 10.0 for b in range(256)]
     book: Codebook | None = None
     for _ in range(rounds):
         token_counts, single_counts = _writing_counts(sample, bits, byte_bits, longest)
-        symbols_total = items + sum(token_counts.values()) + sum(single_counts.values())
+        symbols_total = items + sum(token_counts.values()) + sum(
+            w for b, w in single_counts.items() if b not in raw)
         floor = floor_share * symbols_total
-        byte_weight = [float(single_counts.get(b, 0.0)) for b in range(256)]
+        byte_weight = [0.0 if b in raw else float(single_counts.get(b, 0.0)) for b in range(256)]
         for b in floor_bytes:
             byte_weight[b] = max(byte_weight[b], floor)
-        kept_bytes = [b for b in range(256) if byte_weight[b] >= floor]
+        kept_bytes = [b for b in range(256) if byte_weight[b] >= floor and b not in raw]
         escaped = sum(w for b, w in enumerate(byte_weight) if b not in set(kept_bytes))
         kept_tokens = sorted(t for t in candidates if token_counts.get(t, 0.0) > 0)
         weights = [items, max(escaped, floor)]
@@ -329,7 +341,8 @@ def huffman_tokens_codebook(sample: Sample, candidates: list[bytes], name: str =
         end, escape = codes[0], codes[1]
         byte_codes = dict(zip(kept_bytes, codes[2 : 2 + len(kept_bytes)], strict=True))
         token_codes = dict(zip(kept_tokens, codes[2 + len(kept_bytes) :], strict=True))
-        book = Codebook(name, end, escape, byte_codes, description, token_codes)
+        book = Codebook(name, end, escape, byte_codes, description, token_codes,
+                        raw_continuations)
         bits = {t: float(len(c)) for t, c in token_codes.items()}
         byte_bits = [float(len(book.byte_bits(b))) for b in range(256)]
         candidates = kept_tokens
@@ -348,6 +361,15 @@ def structural(candidates: list[bytes]) -> list[bytes]:
     return out
 
 
+def characters(sample: Sample) -> list[bytes]:
+    """Every multi-byte character of the sample, each a candidate token. The BPE trainer keeps
+    at most ``limit_alphabet`` characters and breaks the ties among the rarest (pictographs,
+    each once in the sample) in no fixed order, so the characters it keeps vary from run to
+    run; offered all of them, the Huffman rounds keep exactly those that write shorter than
+    their first byte and raw continuations."""
+    return sorted({ch.encode("utf-8") for item, _ in sample for ch in set(item) if ord(ch) >= 0x80})
+
+
 def general_sample(sample: Sample) -> Sample:
     """English words at ``GENERAL_ENGLISH_SHARE`` of the weight, the rest of ``sample``
     (``training_sample``) sharing what is left."""
@@ -356,14 +378,21 @@ def general_sample(sample: Sample) -> Sample:
 
 
 def train_codebooks(seed: int = SEED, vocabulary: int = VOCABULARY) -> dict[str, Codebook]:
-    """Both trained token codebooks from scratch, sharing the sample and the BPE (module
+    """The three trained token codebooks from scratch, sharing the sample and the BPE (module
     docstring)."""
     sample = training_sample(seed)
     candidates = candidate_tokens(sample, vocabulary)
+    weighted, pieces = general_sample(sample), structural(candidates)
     general = huffman_tokens_codebook(
-        general_sample(sample), structural(candidates), "general", GENERAL_DESCRIPTION,
+        weighted, pieces, "general", GENERAL_DESCRIPTION,
         floor_share=GENERAL_FLOOR_SHARE, floor_bytes=UTF8_BYTES)
-    return {"general": general, "tokens": huffman_tokens_codebook(sample, candidates)}
+    unicode = huffman_tokens_codebook(
+        weighted, sorted(set(pieces) | set(characters(sample))), "unicode",
+        UNICODE_DESCRIPTION, floor_share=GENERAL_FLOOR_SHARE,
+        floor_bytes=tuple(b for b in UTF8_BYTES if b not in CONTINUATION_BYTES),
+        raw_continuations=True)
+    return {"unicode": unicode, "general": general,
+            "tokens": huffman_tokens_codebook(sample, candidates)}
 
 
 def mean_bits(book: Codebook, sample: Sample) -> float:

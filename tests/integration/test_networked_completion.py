@@ -57,7 +57,7 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalTopo
 def test_completion_rounds_find_long_items_whole_over_the_network(
         system: tuple[LocalTopology, Path]) -> None:
     topo, data = system
-    config = run_config(codec="general", max_bits=24, rounds=3, dim_limit=1 << 14,
+    config = run_config(codec="unicode", max_bits=24, rounds=3, dim_limit=1 << 14,
                         completion_rounds=8, completion_weight=0.5)
     with AdminClient(topo.address("coordinator"), topo.token("admin"),
                      topo.workdir / "tls" / "ca.pem") as client:

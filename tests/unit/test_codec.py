@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from fedhh.codec import (
     BUILTIN_NAMES,
+    DEFAULT_CODEBOOK,
     Codebook,
     Codec,
     codebook_from_spec,
@@ -22,7 +23,7 @@ from fedhh.codec import (
     train_codebook,
 )
 from fedhh.codec import codes as cw
-from fedhh.codec.codebook import MAX_CODEWORD_BITS, builtin_codebook
+from fedhh.codec.codebook import CONTINUATION_BYTES, MAX_CODEWORD_BITS, builtin_codebook
 from fedhh.data.codebooks import TRAINED, book_path, train_builtin
 from fedhh.errors import ConfigError
 
@@ -103,12 +104,22 @@ def test_vectorized_encoding_equals_the_reference(max_bits: int, batch: list[str
             assert bool(cut) == (full > max_bits) and int(length) == min(full, max_bits)
 
 
+def english_raw() -> Codebook:
+    """``english`` with continuation bytes written raw (no tokens, so one writing per item)."""
+    book = builtin_codebook("english")
+    return Codebook("english-raw", book.end, book.escape,
+                    {b: c for b, c in book.bytes.items() if b not in CONTINUATION_BYTES},
+                    raw_continuations=True)
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["bytes", "raw continuations"])
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(item=st.text(alphabet="aé€𝄞b.-", min_size=1, max_size=12), data=st.data())
-def test_a_prefix_decodes_to_its_whole_characters_and_counts_the_rest(item: str, data) -> None:
+def test_a_prefix_decodes_to_its_whole_characters_and_counts_the_rest(raw: bool, item: str,
+                                                                      data) -> None:
     """No bit dropped or swallowed: the text is the longest run of whole characters whose bits
     fit, and the trailing bits are exactly the rest."""
-    codec = Codec("english", WIDE)
+    codec = Codec(english_raw() if raw else "english", WIDE)
     bits = codec.book.item_bits(item)
     cut = data.draw(st.integers(min_value=0, max_value=len(bits) - 1))
     decoded = codec.decode(int(bits[:cut], 2) if cut else 0, cut)
@@ -135,6 +146,30 @@ def test_a_prefix_decodes_to_its_whole_characters_and_counts_the_rest(item: str,
     if not whole and not partial:
         shown = f"⟨{bits[:cut]}⟩…"
     assert codec.display(int(bits[:cut], 2) if cut else 0, cut) == shown
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(char=st.characters(min_codepoint=0x80, exclude_categories=("Cs",)))
+def test_raw_continuations_cost_the_first_byte_and_six_bits_each(char: str) -> None:
+    """In ``unicode`` a character is a token or its first byte's codeword and 6 bits per
+    continuation byte, whichever is shorter, and decodes back."""
+    book = builtin_codebook(DEFAULT_CODEBOOK)
+    data = char.encode("utf-8")
+    written = len(book.bytes[data[0]]) + 6 * (len(data) - 1)
+    token = book.tokens.get(data)
+    assert len(book.item_bits(char)) == min(written, len(token) if token else written) \
+        + len(book.end)
+    codec = Codec(book, WIDE)
+    assert codec.display_item(codec.encode(char)) == char
+
+
+def test_a_script_the_training_never_saw_costs_its_payload_not_three_codewords() -> None:
+    """Hangul is not in the training sample: a syllable cost ~47 bits in ``general`` (three
+    byte codewords near the floor share) and costs its first byte's codeword and 12 bits in
+    ``unicode``."""
+    word = "안녕하세요"
+    unicode, general = (len(builtin_codebook(n).item_bits(word)) for n in ("unicode", "general"))
+    assert unicode <= 30 * len(word) < 0.65 * general
 
 
 def test_the_issues_example_decodes_every_bit() -> None:
@@ -237,6 +272,10 @@ def test_a_trained_codebook_is_shipped_inline_and_rebuilt_exactly(tmp_path: Path
     ({"name": "has space"}, "codebook name"),
     ({"bytes": {"a": "10", "0x61": "11"}}, "byte a has two codewords"),
     ({"bytes": {"ab": "10"}}, "byte key 'ab'"),
+    ({"raw_continuations": "yes"}, "must be true or false"),
+    ({"raw_continuations": True, "bytes": {"a": "10", "0x80": "11"}},
+     "writes continuation bytes raw and also gives codewords to 0x80"),
+    ({"raw_continuations": True, "escape": None}, "codewords for 2 of 192 bytes and no escape"),
 ])
 def test_bad_codebooks_are_refused_with_the_reason(change: dict, message: str) -> None:
     data = {"format": "fedhh-codebook", "version": 1, "name": "toy", "description": "",

@@ -1,5 +1,6 @@
 """The automaton of possible prefixes against a direct reference: parse the bits with the code
-tree and ask whether some completion is the code of a non-empty, valid Unicode string."""
+tree (and, in a book with raw continuations, six bits per continuation byte) and ask whether
+some completion is the code of a non-empty, valid Unicode string."""
 
 from __future__ import annotations
 
@@ -46,6 +47,17 @@ def reference_possible(book: Codebook, bits: str) -> bool:
     data = b""
     pos = 0
     while pos < len(bits):
+        if book.raw_continuations and not complete(data) and data:
+            # Inside a character: its next continuation byte is six raw bits.
+            payload = bits[pos : pos + 6]
+            pos += 6
+            if len(payload) < 6:
+                return any(viable(data + bytes([0x80 | v])) for v in range(64)
+                           if format(v, "06b").startswith(payload))
+            data += bytes([0x80 | int(payload, 2)])
+            if not viable(data):
+                return False
+            continue
         token = ""
         while pos < len(bits) and token not in symbols:
             token += bits[pos]

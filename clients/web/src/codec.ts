@@ -5,15 +5,16 @@
  *
  * A codebook is a prefix-free code over the item's UTF-8 bytes: a byte with a codeword is that
  * codeword, a byte without one is the escape codeword and the byte's 8 bits, and the end symbol
- * follows the last byte. A token codebook (version 2) also has codewords for multi-byte tokens;
- * an item is then written canonically: its shortest writing, and among the shortest the one
+ * follows the last byte. A book with raw continuations ("unicode") writes each continuation
+ * byte of a multi-byte character as its six payload bits. A token codebook (version 2) also
+ * has codewords for multi-byte tokens; an item is then written canonically: its shortest writing, and among the shortest the one
  * whose first symbol covers the most bytes, then the same for the rest (`Codebook.symbols_of`).
  * The code is those bits left-aligned in `maxBits` bits and zero padded, or the first `maxBits`
  * bits when longer (the item is then truncated).
  *
  * `task.codec` names a built-in codebook or carries a codebook's JSON. "bytes", "huffman" and
- * "5bit" are built here from their definitions (codebook.py); "general", "tokens", "english"
- * and "german" are trained tables shipped as fedhh/codec/books/<name>.json, which the page
+ * "5bit" are built here from their definitions (codebook.py); "unicode", "general", "tokens",
+ * "english" and "german" are trained tables shipped as fedhh/codec/books/<name>.json, which the page
  * loads (`BookLoader`, e.g. `fetchBooks(url)` from the operator's server). `codebookKey` is
  * Python's `Codebook.key` (name and a digest of the canonical JSON), so a device can check
  * that a served book is the one the coordinator uses.
@@ -28,9 +29,13 @@ export const TOKENS_VERSION = 2;
 export const MAX_CODEWORD_BITS = 48;
 export const MAX_TOKEN_BYTES = 64;
 export const MAX_SUPPORTED_BITS = 1024;
-export const DEFAULT_CODEBOOK = "general";
-export const BUILTIN_NAMES = ["general", "tokens", "english", "german", "bytes", "huffman", "5bit"] as const;
-export const TRAINED_BOOKS = ["general", "tokens", "english", "german"] as const;
+export const DEFAULT_CODEBOOK = "unicode";
+export const BUILTIN_NAMES = ["unicode", "general", "tokens", "english", "german", "bytes", "huffman",
+                              "5bit"] as const;
+export const TRAINED_BOOKS = ["unicode", "general", "tokens", "english", "german"] as const;
+/** 10xxxxxx: with raw continuations each is written as its low six bits (codebook.py). */
+const CONTINUATION_FIRST = 0x80;
+const CONTINUATION_END = 0xc0;
 
 /** A codebook or an item Python would refuse (fedhh.errors.ConfigError). */
 export class CodecError extends Error {
@@ -46,13 +51,15 @@ export interface Codebook {
   readonly bytes: ReadonlyMap<number, string>;
   /** token (hex of its UTF-8 bytes) -> codeword; empty for a byte codebook. */
   readonly tokens: ReadonlyMap<string, string>;
+  /** Continuation bytes written as their six payload bits, with no codewords of their own. */
+  readonly rawContinuations: boolean;
 }
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const CODEWORD = /^[01]{1,48}$/;
 const HEX_KEY = /^0x[0-9a-f]{2}$/;
 const KNOWN_KEYS = new Set(["format", "version", "name", "description", "end", "escape", "bytes",
-                            "tokens"]);
+                            "tokens", "raw_continuations"]);
 
 /** True iff the string has no lone surrogate (Python cannot encode one to UTF-8). */
 function wellFormed(text: string): boolean {
@@ -113,7 +120,8 @@ function compareBytes(a: Bytes, b: Bytes): number {
 /** A codebook from its parts, validated as Codebook.__post_init__ (_validate) does. */
 export function makeCodebook(name: string, end: string, escape: string | null,
                              bytes: Iterable<[number, string]>, description = "",
-                             tokens: Iterable<[Bytes, string]> = []): Codebook {
+                             tokens: Iterable<[Bytes, string]> = [],
+                             rawContinuations = false): Codebook {
   const byteMap = new Map([...bytes].sort((a, b) => a[0] - b[0]));
   const tokenList = [...tokens].sort((a, b) => compareBytes(a[0], b[0]));
   if (!NAME.test(name)) {
@@ -161,15 +169,25 @@ export function makeCodebook(name: string, end: string, escape: string | null,
       throw new CodecError(`codewords are not prefix-free: ${la()} (${a}) is a prefix of ${lb()} (${b})`);
     }
   }
-  if (escape === null && byteMap.size < 256) {
-    throw new CodecError(`codebook ${JSON.stringify(name)} has codewords for ${byteMap.size} of ` +
-                         "256 bytes and no escape, so some strings cannot be encoded");
+  let coded = 256;
+  if (rawContinuations) {
+    const given = [...byteMap.keys()].filter((b) => b >= CONTINUATION_FIRST && b < CONTINUATION_END)
+      .map(byteKey).sort();
+    if (given.length > 0) {
+      throw new CodecError(`codebook ${JSON.stringify(name)} writes continuation bytes raw and ` +
+                           `also gives codewords to ${given.slice(0, 4).join(", ")}`);
+    }
+    coded -= CONTINUATION_END - CONTINUATION_FIRST;
   }
-  if (escape !== null && byteMap.size === 256) {
+  if (escape === null && byteMap.size < coded) {
+    throw new CodecError(`codebook ${JSON.stringify(name)} has codewords for ${byteMap.size} of ` +
+                         `${coded} bytes and no escape, so some strings cannot be encoded`);
+  }
+  if (escape !== null && byteMap.size === coded) {
     throw new CodecError(`codebook ${JSON.stringify(name)} has a codeword for every byte and an ` +
                          "escape that could never be used validly");
   }
-  return { name, description, end, escape, bytes: byteMap, tokens: tokenMap };
+  return { name, description, end, escape, bytes: byteMap, tokens: tokenMap, rawContinuations };
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -213,8 +231,11 @@ export function codebookFromDict(data: unknown, where = "codebook"): Codebook {
   }
   const tokens: Array<[Bytes, string]> = Object.entries(tokensTable)
     .map(([text, code]) => [itemBytes(text), code as string]);
+  const raw = "raw_continuations" in data ? data.raw_continuations : false;
+  if (typeof raw !== "boolean") throw new CodecError(`${where}: 'raw_continuations' must be true or false`);
   try {
-    return makeCodebook(data.name as string, data.end as string, escape, parsed, description, tokens);
+    return makeCodebook(data.name as string, data.end as string, escape, parsed, description, tokens,
+                        raw);
   } catch (error) {
     if (error instanceof CodecError) throw new CodecError(`${where}: ${error.message}`);
     throw error;
@@ -241,6 +262,7 @@ export function canonicalJson(book: Codebook): string {
     format: FORMAT, version: book.tokens.size > 0 ? TOKENS_VERSION : VERSION, name: book.name,
     description: book.description, end: book.end, escape: book.escape, bytes,
   };
+  if (book.rawContinuations) data.raw_continuations = true;
   if (book.tokens.size > 0) {
     const tokens: Record<string, string> = {};
     for (const [hex, code] of book.tokens) tokens[decoder.decode(fromHex(hex))] = code;
@@ -328,11 +350,12 @@ function bytesCodebook(): Codebook {
  * vectors fail when the Python books change and these are not updated with them.
  */
 export const BUILTIN_BOOK_KEYS: Readonly<Record<string, string>> = {
-  general: "general-e4d8a6dcaee8", tokens: "tokens-c959fdc2b953",
+  unicode: "unicode-26ec6d64511f", general: "general-e4d8a6dcaee8", tokens: "tokens-c959fdc2b953",
   english: "english-57a9094fb7d6", german: "german-474a35c63c56",
 };
 
-/** Loads the JSON text of a trained built-in book ("general", "tokens", "english", "german"). */
+/** Loads the JSON text of a trained built-in book ("unicode", "general", "tokens", "english",
+ * "german"). */
 export type BookLoader = (name: string) => Promise<string>;
 
 /** A loader that fetches `<baseUrl><name>.json` (the operator serves fedhh/codec/books/). */
@@ -425,7 +448,9 @@ export class Codec {
       throw new CodecError(`max_bits must be an integer in [1, ${MAX_SUPPORTED_BITS}], got ${maxBits}`);
     }
     this.byteBits = Array.from({ length: 256 }, (_, b) =>
-      book.bytes.get(b) ?? `${book.escape}${b.toString(2).padStart(8, "0")}`);
+      book.rawContinuations && b >= CONTINUATION_FIRST && b < CONTINUATION_END
+        ? (b & 0x3f).toString(2).padStart(6, "0")
+        : book.bytes.get(b) ?? `${book.escape}${b.toString(2).padStart(8, "0")}`);
     this.trie = book.tokens.size > 0 ? buildTrie(book.tokens) : null;
   }
 

@@ -429,7 +429,8 @@ CODEC_ITEMS = [
     "a", "e", "hello", "the", "zebra", "quizzically", "Hello", "HELLO world", "don't",
     "co-operate", "x" * 40, "abcdefghijklmnopqrstuvwxyz",
     "Straße", "Grüße", "Äpfel und Öl", "schön", "Fußgängerübergänge",
-    "こんにちは", "日本語", "東京都", "カタカナ", "한국어", "中文", "Ελληνικά", "русский",
+    "こんにちは", "日本語", "東京都", "カタカナ", "한국어", "中文", "Ελληνικά", "русский", "सरकार",
+    "ภาษาไทย",
     "😀", "👍🏽", "👨‍👩‍👧‍👦", "🏳️‍🌈", "❤️", "🇩🇪", "a😀b", "🙂🙃🙂",
     "https://www.example.com", "http://example.org/path?q=1&r=2#frag", "www.google.com",
     "https://de.wikipedia.org/wiki/Stra%C3%9Fe", "example.co.uk",
@@ -476,7 +477,7 @@ def codec_vectors() -> dict[str, Any]:
     refused_items = []
     for item in ("", "\ud800", "a\udc00b"):
         try:
-            Codec("general").encode(item)
+            Codec("unicode").encode(item)
         except Exception:
             refused_items.append(item)
         else:
@@ -499,6 +500,9 @@ def codec_vectors() -> dict[str, Any]:
         "description not a string": {**base, "description": 3},
         "bytes null": {**base, "bytes": None},
         "one-byte token": {**base, "version": 2, "tokens": {"a": "1"}},
+        "raw continuations not a boolean": {**base, "raw_continuations": 1},
+        "raw continuations with a continuation codeword": {
+            **base, "raw_continuations": True, "bytes": {**base["bytes"], "0x80": "1" * 30}},
         "not a dict": [1, 2],
     }
     refused_books = []
@@ -569,7 +573,7 @@ def selection_vectors() -> dict[str, Any]:
     from fedhh_device.report import DeviceData, make_report, query_of
     rng = np.random.default_rng(15)
     cases = []
-    for codec_name, max_bits in (("english", 60), ("5bit", 20), ("general", 64), ("tokens", 100),
+    for codec_name, max_bits in (("english", 60), ("5bit", 20), ("unicode", 64), ("tokens", 100),
                                  ("bytes", 130), ("huffman", 64)):
         codec = Codec(codec_name, max_bits)
         for prefix_bits, segment_bits in ((0, 3), (4, 2), (8, 4), (min(70, max_bits - 6), 6)):
