@@ -62,6 +62,7 @@ def register(subparsers: Any) -> None:
 
 def _connection(parser: argparse.ArgumentParser, default: Any) -> None:
     parser.add_argument("--coordinator", metavar="HOST:PORT", default=default,
+                        type=options.remote_address,
                         help="the coordinator's address (required)")
     parser.add_argument("--ca", default=default,
                         help="CA certificate (default: plaintext, loopback only)")

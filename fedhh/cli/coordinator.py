@@ -36,14 +36,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--signing-key", default="coordinator-signing.pem",
                    help="Ed25519 key signing tasks and round configs (created if missing; the "
                         "public key is written to <file>.pub for the aggregator)")
-    p.add_argument("--aggregator", required=True, help="aggregator control address HOST:PORT")
-    p.add_argument("--aggregator-public-address",
+    p.add_argument("--aggregator", required=True, type=options.remote_address,
+                   help="aggregator control address HOST:PORT")
+    p.add_argument("--aggregator-public-address", type=options.remote_address,
                    help="aggregator address given to devices (default: --aggregator)")
     p.add_argument("--aggregator-web-url",
                    help="the aggregator's Connect URL (https://HOST:PORT, its --web-listen as "
                         "devices reach it), given to browser devices in their tasks (default: "
                         "none; a combiner names its workers' with --worker)")
     p.add_argument("--aggregator-session-address", metavar="HOST:PORT",
+                   type=options.remote_address,
                    help="the aggregator's framed session port (its --session-listen as "
                         "devices reach it), given to devices in their tasks (default: none; "
                         "a combiner names its workers' with --worker)")

@@ -14,7 +14,7 @@ from fedhh.cli import options
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("health", help="check a service's gRPC health",
                               description=__doc__)
-    p.add_argument("--address", required=True, help="HOST:PORT")
+    p.add_argument("--address", required=True, type=options.remote_address, help="HOST:PORT")
     p.add_argument("--ca", help="CA certificate for TLS (default: plaintext, loopback only)")
     p.add_argument("--tls-name", help="expected name in the server certificate")
     p.add_argument("--service", default="", help="service name (default: the server overall)")

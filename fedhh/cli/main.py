@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from fedhh.errors import FedhhError
 
@@ -35,7 +35,13 @@ BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head`
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
-    """argparse parser whose usage errors are a single line and exit code 2."""
+    """argparse parser whose usage errors are a single line and exit code 2, and whose options
+    are spelled out: argparse would take any unique prefix (``--dev`` for ``--devices``), hidden
+    aliases that a new option would silently change the meaning of."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -57,6 +63,18 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for name in SUBCOMMANDS if only is None else (only,):
         importlib.import_module(f"fedhh.cli.{name}").register(sub)
     return parser
+
+
+def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace
+               ) -> argparse.ArgumentParser:
+    """The (sub)command's own parser: the one whose usage an error about its words shows."""
+    while True:
+        chosen = next((a for a in parser._actions  # argparse keeps its actions private
+                       if isinstance(a, argparse._SubParsersAction)), None)
+        name = getattr(args, chosen.dest, None) if chosen is not None else None
+        if chosen is None or name not in chosen.choices:
+            return parser
+        parser = chosen.choices[name]
 
 
 def _command(argv: Sequence[str]) -> str | None:
@@ -88,7 +106,9 @@ def _quiet_stdout() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command(words))
-    args = parser.parse_args(words)
+    args, unknown = parser.parse_known_args(words)
+    if unknown:  # named by the subcommand that was given them, not by "fedhh"
+        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

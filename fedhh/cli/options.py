@@ -157,6 +157,17 @@ def listen_address(text: str) -> str:
     return text
 
 
+def remote_address(text: str) -> str:
+    """HOST:PORT of a service to dial, PORT 1 to 65535: checked as the command starts, not
+    when the first call fails (a coordinator dials its aggregator only when a run starts)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not (port.isascii() and port.isdigit()) \
+            or not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"must be HOST:PORT with a port 1 to 65535, got "
+                                         f"{text!r}")
+    return text
+
+
 def output_path(text: str) -> Path:
     """A path to write: never the empty string, which a Path reads as the current folder."""
     if not text.strip():

@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--leader", required=True,
+    p.add_argument("--leader", required=True, type=options.remote_address,
                    help="the leader coordinator's address HOST:PORT (its --listen)")
     p.add_argument("--name", default="",
                    help="this selector's name in the leader's logs (default: its --listen)")

@@ -168,6 +168,9 @@ def _run(args: argparse.Namespace) -> int:
     location = resolve_dataset_path(args.dataset).resolve()
     dataset = resolve_dataset(location)
     devices = min(args.devices or dataset.num_users, dataset.num_users)
+    if args.devices and args.devices > dataset.num_users:
+        print(f"fedhh up: --devices {args.devices:,}: {args.dataset} has {dataset.num_users:,} "
+              "users; starting one device for each", file=sys.stderr, flush=True)
     has_items = (dataset.distinct_per_user()[:devices] > 0).tolist()
     browser_users: list[int] = []
     python_end = devices  # the Python devices' users are 0 .. python_end - 1

@@ -372,3 +372,38 @@ def test_a_refused_value_names_its_option(argv: list[str], line: str,
     kept set ..." (no option)."""
     assert one_line_error(["simulate", *argv], capsys).startswith(
         f"fedhh simulate: error: {line}")
+
+
+@pytest.mark.parametrize("argv, prog", [
+    (["up", "--bogus"], "fedhh up"),
+    (["admin", "list", "--bogus"], "fedhh admin list"),
+    (["data", "inspect", "shakespeare", "--bogus"], "fedhh data inspect"),
+])
+def test_an_unknown_option_is_named_by_its_command(argv: list[str], prog: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "fedhh: error: unrecognized arguments: --bogus", whichever command it was
+    given to."""
+    assert one_line_error(argv, capsys) == f"{prog}: error: unrecognized arguments: --bogus"
+
+
+def test_an_option_is_spelled_out(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: any unique prefix was taken (`--eps-a 2` ran as --eps-agg 2): hidden aliases
+    that an option added later would change the meaning of."""
+    assert build_parser().parse_args(["simulate", "--eps-agg", "2"]).eps_agg == 2
+    assert one_line_error(["simulate", "--eps-a", "2"], capsys) == \
+        "fedhh simulate: error: unrecognized arguments: --eps-a 2"
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["coordinator", "--aggregator", "bogus"], "--aggregator"),
+    (["coordinator", "--aggregator", "127.0.0.1:1", "--aggregator-public-address",
+      "host:0"], "--aggregator-public-address"),
+    (["selector", "--leader", "host:99999"], "--leader"),
+    (["health", "--address", "no-port"], "--address"),
+    (["admin", "list", "--coordinator", "host:"], "--coordinator"),
+])
+def test_an_address_to_dial_is_checked_as_the_command_starts(
+        argv: list[str], option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `coordinator --aggregator bogus` started and failed only when a run began."""
+    line = one_line_error(argv, capsys)
+    assert f"error: argument {option}: must be HOST:PORT with a port 1 to 65535" in line

@@ -34,7 +34,7 @@ def test_fedhh_up_takes_a_dataset_path_relative_to_where_it_runs(tmp_path) -> No
     done = subprocess.run(
         [sys.executable, "-m", "fedhh.cli.main", "up", "--dataset", "users.txt",
          "--processes", "2", "--insecure", "--workdir", "up", "--rounds", "4",
-         "--checkin-ms", "20000", "--stage-ms", "20000"],
+         "--checkin-ms", "20000", "--stage-ms", "20000", "--devices", "9999"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
         env={**os.environ, "FEDHH_CACHE": str(tmp_path / "cache")},
     )
@@ -42,6 +42,9 @@ def test_fedhh_up_takes_a_dataset_path_relative_to_where_it_runs(tmp_path) -> No
     # (any dataset but the Shakespeare demo: the unicode codebook, not the 5-bit code)
     assert "fedhh up: 120 devices from users.txt in 2 processes; items coded with unicode" \
         in done.stdout
+    # More devices than users is said, not silently cut.
+    assert "fedhh up: --devices 9,999: users.txt has 120 users; starting one device for each" \
+        in done.stderr
     _assert_ran_and_shut_down(done.stdout)
 
 
