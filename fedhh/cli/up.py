@@ -403,22 +403,30 @@ def explain(run: Any, results: Any) -> None:
     """Why the run ended where it did and why it found what it found."""
     from fedhh.rpc.run_config import from_proto
 
+    from fedhh.privacy.accountant import allocation_offsets
+
     released = [r for r in run.rounds if r.state == "released"]
     config = from_proto(run.config)
     planned = config.total_rounds
-    if run.state == "done" and len(released) < planned:
-        print(f"\nThe tree finished after {len(released)} of {planned} rounds: every prefix "
-              "kept reached its end, so no round was left to run (unused rounds are not "
-              "charged).")
-    if released:
-        last = max(released, key=lambda r: r.round)
+    last = max(released, key=lambda r: r.round) if released else None
+    if run.state == "done" and last is not None and len(released) < planned:
+        why = (f"round {last.round} kept no prefix, so none was left to extend" if not last.kept
+               else "every prefix kept reached its end, so no round was left to run")
+        print(f"\nThe tree finished after {len(released)} of {planned} rounds: {why} "
+              "(unused rounds are not charged).")
+    if last is not None:
         n = last.participants
         share = last.threshold / n if n else 0.0
+        weights = config.round_weights()
+        eps = run.eps_local + (allocation_offsets(weights)[last.round - 1] if weights else 0.0)
+        kind = (f"a completion round, at local epsilon {eps:.2f} (the main rounds' "
+                f"{run.eps_local:.2f}: completion rounds carry a small share of the budget)"
+                if last.round > config.rounds else f"at eps_local {eps:.2f}")
         print(f"An item is found only if its estimated count clears the threshold: "
-              f"{last.threshold:.0f} of {n} devices ({share:.1%}) in round {last.round}, at "
-              f"eps_local {run.eps_local:.2f}. With so few devices only the most common items "
-              "stand out; at the paper's scale (1.6 million devices, `fedhh simulate`) the "
-              "same privacy finds items held by a far smaller share.")
+              f"{last.threshold:.0f} of {n} devices ({share:.1%}) in round {last.round}, "
+              f"{kind}. With so few devices only the most common items stand out; at the "
+              "paper's scale (1.6 million devices, `fedhh simulate`) the same privacy finds "
+              "items held by a far smaller share.")
         kept = sum(r.kept for r in released)
         # (a round that kept nothing has no false positives, whatever its tail at the last
         # threshold PruneHH tried)

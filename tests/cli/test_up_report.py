@@ -56,3 +56,20 @@ def test_up_starts_at_most_32_device_processes(capsys: pytest.CaptureFixture[str
         main(["up", "--processes", "33"])
     assert exited.value.code == 2
     assert "argument --processes: at most 32 device processes" in capsys.readouterr().err
+
+
+def test_a_run_ended_by_a_completion_round_that_kept_nothing_says_so(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "every prefix kept reached its end" after a round that kept none, and the
+    threshold of a completion round shown "at eps_local 4.00", the main rounds' epsilon, where
+    that round ran at 4 + ln(0.02)."""
+    config = pb.RunConfig(eps_agg=2.0, delta=1e-6, fp_ratio=0.5, rounds=2, completion_rounds=2,
+                          completion_weight=0.02)
+    run = SimpleNamespace(run_id="demo", state="done", error="", eps_spent=1.0, eps_local=4.0,
+                          rounds_released=3, config=config,
+                          rounds=[_round(1, 6, 1.0), _round(2, 4, 0.5), _round(3, 0, 0.2)])
+    explain(run, None)
+    out = capsys.readouterr().out
+    assert "The tree finished after 3 of 4 rounds: round 3 kept no prefix, so none was left " \
+        "to extend" in out
+    assert "in round 3, a completion round, at local epsilon 0.09 (the main rounds' 4.00" in out
