@@ -401,9 +401,8 @@ def say(line: str) -> None:
 
 def explain(run: Any, results: Any) -> None:
     """Why the run ended where it did and why it found what it found."""
-    from fedhh.rpc.run_config import from_proto
-
     from fedhh.privacy.accountant import allocation_offsets
+    from fedhh.rpc.run_config import from_proto
 
     released = [r for r in run.rounds if r.state == "released"]
     config = from_proto(run.config)
