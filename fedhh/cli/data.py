@@ -20,7 +20,7 @@ import numpy as np
 
 from fedhh.cli import options
 from fedhh.cli.main import usage_error
-from fedhh.cli.terminal import printable
+from fedhh.cli.terminal import ljust, printable
 from fedhh.errors import ConfigError
 
 
@@ -210,7 +210,7 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"  share of tokens from the rare tail: {dataset.stats['tail_token_share']:.4f}")
     print(f"  {'rank':>4}  {'item':<24} {'weighted':>10} {'users holding':>14}")
     for rank, row in enumerate(report["top_weighted"], start=1):
-        print(f"  {rank:>4}  {printable(row['item']):<24} {row['weighted']:>10.5f} "
+        print(f"  {rank:>4}  {ljust(printable(row['item']), 24)} {row['weighted']:>10.5f} "
               f"{row['unweighted']:>14.4f}")
     return 0
 

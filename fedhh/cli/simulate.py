@@ -25,7 +25,7 @@ import sys
 from typing import Any
 
 from fedhh.cli import options
-from fedhh.cli.terminal import printable
+from fedhh.cli.terminal import columns, printable, rjust
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError
@@ -184,6 +184,6 @@ def _fmt(value: Any) -> str:
 
 def _table(rows: list[tuple]) -> None:
     cells = [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    widths = [max(columns(r[i]) for r in cells) for i in range(len(cells[0]))]
     for row in cells:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+        print("  ".join(rjust(c, w) for c, w in zip(row, widths, strict=True)))

@@ -10,6 +10,10 @@ item exact.
 Only characters that do harm or hide are escaped. The joiners and selectors that make up emoji
 sequences, Indic and Persian words (U+200C, U+200D, U+FE00-U+FE0F, the tag characters of
 subdivision flags) are shown as they are: they are part of what the item looks like.
+
+Columns of items are padded by the room a terminal gives each character (``columns``), not by
+the count of characters: a CJK character or an emoji takes two columns, a combining mark or a
+joiner none, so ``東京`` padded to 20 characters stood two columns out of its column.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["printable"]
+__all__ = ["columns", "ljust", "printable", "rjust"]
 
 # Format characters (category Cf) that reorder or hide text; the other Cf characters (joiners,
 # tags, the Arabic number signs) are kept.
@@ -36,6 +40,33 @@ def _escaped(char: str) -> str:
         return f"\\x{code:02x}" if code < 0x100 else (
             f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
     return char
+
+
+@lru_cache(maxsize=4096)
+def _width(char: str) -> int:
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def columns(text: str) -> int:
+    """The columns a terminal gives ``text``: two for an East Asian wide or fullwidth character
+    (CJK, Hangul, most emoji), none for a combining mark or a format character (a joiner, a
+    variation selector), one otherwise. An emoji joined with U+200D counts as its parts, as
+    most terminals' tables do."""
+    if text.isascii():
+        return len(text)
+    return sum(map(_width, text))
+
+
+def ljust(text: str, width: int) -> str:
+    """``text`` padded on the right to ``width`` columns (``str.ljust`` counts characters)."""
+    return text + " " * max(0, width - columns(text))
+
+
+def rjust(text: str, width: int) -> str:
+    """``text`` padded on the left to ``width`` columns."""
+    return " " * max(0, width - columns(text)) + text
 
 
 def printable(text: str) -> str:

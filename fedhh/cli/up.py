@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 from fedhh.cli import options
-from fedhh.cli.terminal import printable
+from fedhh.cli.terminal import ljust, printable
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
 from fedhh.config import Mode, codec_value
 from fedhh.config.flags import add_run_arguments, config_from_args
@@ -453,12 +453,12 @@ def _print_results(run: Any, results: Any) -> None:
     print(f"{len(results.heavy_hitters)} heavy hitters (by round, then estimate; estimates of "
           "different rounds are not comparable, `fedhh simulate --help` says why):")
     for i, h in enumerate(results.heavy_hitters, start=1):
-        print(f"  {i:3d}. {printable(h.item):20s} estimated count {h.estimate:8.1f}  "
+        print(f"  {i:3d}. {ljust(printable(h.item), 20)} estimated count {h.estimate:8.1f}  "
               f"(round {h.round})")
     if results.cut_prefixes:
         print(f"{len(results.cut_prefixes)} heavy prefixes the completion rounds could not "
               "complete:")
         for h in results.cut_prefixes:
-            print(f"       {printable(h.item):20s} estimated count {h.estimate:8.1f}  "
+            print(f"       {ljust(printable(h.item), 20)} estimated count {h.estimate:8.1f}  "
                   f"(round {h.round})")
     sys.stdout.flush()

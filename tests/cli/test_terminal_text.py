@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fedhh.cli.main import main
-from fedhh.cli.terminal import printable
+from fedhh.cli.terminal import columns, ljust, printable, rjust
 
 
 @pytest.mark.parametrize(
@@ -47,3 +47,21 @@ def test_data_inspect_escapes_items(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert "evil\\x1b]0;owned\\x07" in out
+
+
+@pytest.mark.parametrize(("item", "width"), [
+    ("hello", 5), ("東京", 4), ("안녕하세요", 10), ("e\u0301", 1), ("naïve", 5),
+    ("❤️", 1), ("👍🏽", 4), ("Москва", 6), ("नमस्ते", 4),
+])
+def test_columns_count_the_room_a_terminal_gives(item: str, width: int) -> None:
+    assert columns(item) == width
+    assert columns(ljust(item, 12)) == columns(rjust(item, 12)) == 12
+
+
+def test_the_simulate_table_lines_up_wide_items(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `東京` padded to as many characters as `hello`, two columns too wide."""
+    from fedhh.cli.simulate import _table
+
+    _table([("rank", "item"), (1, "hello"), (2, "東京"), (3, "안녕하세요")])
+    lines = capsys.readouterr().out.splitlines()
+    assert len({columns(line) for line in lines}) == 1
