@@ -12,7 +12,7 @@ codewords cover all 256 bytes needs no escape.
 first of a multi-byte UTF-8 character is ``10xxxxxx``, so once the first byte is read its six
 payload bits are all that is left to say: such a codebook gives continuation bytes no codewords
 and writes each as its low six bits. A character without a token then costs its first byte's
-codeword and 6 bits per further byte (a Hangul syllable ~26 bits, where three byte codewords
+codeword and 6 bits per further byte (a Hangul syllable ~28 bits, where three byte codewords
 cost ~47), and the first byte's codeword is trained on every character it starts. The code is
 still decodable symbol by symbol: after a first byte the reader takes 6 bits per continuation
 byte that the first byte announces (RFC 3629, section 3).

@@ -9,7 +9,7 @@ found at all. A code over tokens (whole words, word pieces, ``https://``, ``.com
 emoji, CJK characters) writes each of those in 27, 68 and 119 bits (Huffman over the tokens'
 frequencies: about -log2 of the token's share per token).
 
-Which tokens. Two codebooks come out of one training, and docs/codecs.md compares them:
+Which tokens. Three codebooks come out of one training, and docs/codecs.md compares them:
 
 - ``general`` (the default) keeps English letters as cheap as ``english`` does and adds, as
   tokens, every frequent multi-byte character (emoji, CJK, accented letters) and the pieces of
@@ -21,6 +21,10 @@ Which tokens. Two codebooks come out of one training, and docs/codecs.md compare
   list (measured: with word-piece tokens, ``synthetic-german`` lost a quarter of its words).
 - ``tokens`` adds word pieces as well (every BPE token): the shortest codes for words, at that
   cost on populations of words; on URLs it is the shortest.
+- ``unicode`` keeps ``general``'s structural pieces of two or more characters, has no token
+  for a single character, and writes continuation bytes raw (``fedhh.codec.codebook``): a
+  character is its first byte's codeword and 6 bits a further byte, for scripts the sample
+  barely holds (Hangul, Devanagari, Thai: ~28 bits a character, not ~47).
 
 Training (``train_tokens_codebook``, ``train_general_codebook``), deterministic:
 
@@ -110,9 +114,9 @@ GENERAL_DESCRIPTION = (
     "every UTF-8 byte coded"
 )
 UNICODE_DESCRIPTION = (
-    "The general codebook's training (fedhh.data.tokens) with every continuation byte of a "
-    "multi-byte character written as its six payload bits: a character without a token costs "
-    "its first byte's codeword and 6 bits per further byte"
+    "The general codebook's training (fedhh.data.tokens) without single-character tokens and "
+    "with every continuation byte of a multi-byte character written as its six payload bits: "
+    "a character costs its first byte's codeword and 6 bits per further byte"
 )
 _LETTER_WORD = re.compile(r"[^\W\d_]+(?:[-'][^\W\d_]+)*")
 
@@ -361,13 +365,13 @@ def structural(candidates: list[bytes]) -> list[bytes]:
     return out
 
 
-def characters(sample: Sample) -> list[bytes]:
-    """Every multi-byte character of the sample, each a candidate token. The BPE trainer keeps
-    at most ``limit_alphabet`` characters and breaks the ties among the rarest (pictographs,
-    each once in the sample) in no fixed order, so the characters it keeps vary from run to
-    run; offered all of them, the Huffman rounds keep exactly those that write shorter than
-    their first byte and raw continuations."""
-    return sorted({ch.encode("utf-8") for item, _ in sample for ch in set(item) if ord(ch) >= 0x80})
+def several_characters(candidates: list[bytes]) -> list[bytes]:
+    """The ``unicode`` codebook's tokens: the structural pieces of two or more characters. A
+    single character is its first byte and raw continuations there, so the characters of one
+    Unicode block share a prefix, as the letters of a word's stem do: a token of its own for
+    each symbol (``►``, ``♥``, ``😉``: ~23 bits each) made the first round hold each of them
+    alone, and fewer were found (docs/codecs.md, "Raw continuations")."""
+    return [t for t in candidates if len(t.decode("utf-8")) > 1]
 
 
 def general_sample(sample: Sample) -> Sample:
@@ -387,8 +391,8 @@ def train_codebooks(seed: int = SEED, vocabulary: int = VOCABULARY) -> dict[str,
         weighted, pieces, "general", GENERAL_DESCRIPTION,
         floor_share=GENERAL_FLOOR_SHARE, floor_bytes=UTF8_BYTES)
     unicode = huffman_tokens_codebook(
-        weighted, sorted(set(pieces) | set(characters(sample))), "unicode",
-        UNICODE_DESCRIPTION, floor_share=GENERAL_FLOOR_SHARE,
+        weighted, several_characters(pieces), "unicode", UNICODE_DESCRIPTION,
+        floor_share=GENERAL_FLOOR_SHARE,
         floor_bytes=tuple(b for b in UTF8_BYTES if b not in CONTINUATION_BYTES),
         raw_continuations=True)
     return {"unicode": unicode, "general": general,

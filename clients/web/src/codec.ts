@@ -350,7 +350,7 @@ function bytesCodebook(): Codebook {
  * vectors fail when the Python books change and these are not updated with them.
  */
 export const BUILTIN_BOOK_KEYS: Readonly<Record<string, string>> = {
-  unicode: "unicode-26ec6d64511f", general: "general-e4d8a6dcaee8", tokens: "tokens-c959fdc2b953",
+  unicode: "unicode-5a8d2f195fe4", general: "general-e4d8a6dcaee8", tokens: "tokens-c959fdc2b953",
   english: "english-57a9094fb7d6", german: "german-474a35c63c56",
 };
 
