@@ -57,11 +57,11 @@ def register(subparsers: Any) -> None:
 UP_DEFAULTS = {"eps_agg": 2.0, "selection": "weighted", "codec": None,
                "stage_ms": 30_000, "checkin_ms": 30_000}
 # Without --codec: the 5-bit code for the Shakespeare demo (lower-case words: 5 bits a
-# letter), the general codebook for any other dataset, whose items may be URLs, e-mail
+# letter), the unicode codebook for any other dataset, whose items may be URLs, e-mail
 # addresses, numbers or emoji (a URL of 25 characters: 121 bits in it, 194 in the 5-bit
 # code, docs/codecs.md). Chosen by the dataset's name, never by its items: the operator
 # does not see the devices' data.
-DEMO_DATASET, DEMO_CODEC, OTHER_CODEC = "shakespeare", "5bit", "general"
+DEMO_DATASET, DEMO_CODEC, OTHER_CODEC = "shakespeare", "5bit", "unicode"
 # Set from the devices started, not by hand.
 DERIVED = ("target_devices", "min_devices")
 MIN_DEVICES = 3  # RunConfig's smallest n_min

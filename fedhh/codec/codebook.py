@@ -27,14 +27,16 @@ A token is one or more whole UTF-8 characters, so tokens never split a character
 
 Built-in codebooks (``BUILTIN_NAMES``):
 
-- ``general`` (the default): a Huffman code over every UTF-8 byte, about 4,000 multi-byte
-  characters (emoji, CJK, accented letters) and the punctuation and digit pieces of URLs,
-  e-mail addresses and numbers (``https://``, ``.com``, ``@gmail.com``), trained by
+- ``unicode`` (the default): ``general``'s training with raw continuations (above) and no
+  token for a single character: a character is its first byte's codeword and 6 bits a
+  further byte, ~22-29 bits in a script the training barely saw (31-47 in ``general``), and
+  the characters of one Unicode block share a prefix (``books/unicode.json``);
+- ``general`` (the default before 2026-12; kept under its name so that devices and
+  coordinators of either version agree on what it means): a Huffman code over every UTF-8
+  byte, about 4,000 multi-byte characters (emoji, CJK, accented letters) and the punctuation
+  and digit pieces of URLs, e-mail addresses and numbers (``https://``, ``.com``, ``@gmail.com``), trained by
   ``fedhh.data.tokens`` with English words at 90% of the weight: English words cost what they
   cost with ``english``, every other kind of item a fraction of it (``books/general.json``);
-- ``unicode``: ``general``'s training with raw continuations (above), so that a character of
-  a script the training barely saw costs ~22-29 bits, not 31-47 (for populations of such
-  words; on emoji and mixed populations ``general`` finds more, docs/codecs.md);
 - ``tokens``: the same training with word pieces as tokens too (``books/tokens.json``): the
   shortest codes, but words no longer share prefixes letter by letter (docs/codecs.md);
 - ``english``: a Huffman code trained on English words (``train_codebook`` over
@@ -88,9 +90,9 @@ MAX_TOKEN_BYTES = 64
 ESCAPE_PAYLOAD_BITS = 8
 CONTINUATION_BYTES = range(0x80, 0xC0)  # 10xxxxxx: the second to fourth bytes of a character
 CONTINUATION_PAYLOAD_BITS = 6           # what a raw continuation byte is written as
-DEFAULT_CODEBOOK = "general"
-BUILTIN_NAMES = ("general", "unicode", "tokens", "english", "german", "bytes", "huffman", "5bit")
-TRAINED_BOOKS = ("general", "unicode", "tokens", "english", "german")  # books/<name>.json
+DEFAULT_CODEBOOK = "unicode"
+BUILTIN_NAMES = ("unicode", "general", "tokens", "english", "german", "bytes", "huffman", "5bit")
+TRAINED_BOOKS = ("unicode", "general", "tokens", "english", "german")  # books/<name>.json
 PRINTABLE_ASCII = tuple(range(0x20, 0x7F))
 FLOOR_SHARE = 1e-4  # training: every floor byte and the escape get at least this share
 

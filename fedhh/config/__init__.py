@@ -142,12 +142,12 @@ class RunConfig:
     selection: str = _knob("uniform", "which of its items a device reports", choices=SELECTIONS)
     prefix_conditioning: bool = _knob(
         True, "select only among items whose prefix is on the round's prefix list")
-    codec: str = _knob("general", "item code: a built-in codebook (general: English letters, "
-                       "every other character and the pieces of URLs, e-mail addresses and "
-                       "numbers as tokens; unicode: the same with any character the book has "
-                       "no token for at its first byte and 6 bits a further byte, for words of "
-                       "scripts such as Hangul, Devanagari or Thai; tokens, english, german, "
-                       "bytes, huffman, 5bit) or a codebook JSON file (docs/codecs.md)",
+    codec: str = _knob("unicode", "item code: a built-in codebook (unicode: English letters, "
+                       "the pieces of URLs, e-mail addresses and numbers as tokens, any other "
+                       "character its first byte and 6 bits a further byte; general: the same "
+                       "with a token for each frequent character, the default before "
+                       "2026-12; tokens, english, german, bytes, huffman, 5bit) or a codebook "
+                       "JSON file (docs/codecs.md)",
                        metavar="CODEBOOK", parse=codec_value)
     max_bits: int = _knob(60, "bits r of an item's code (the paper's r): without completion "
                           "rounds the rounds are planned to cover them and longer items are "

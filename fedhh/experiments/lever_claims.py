@@ -301,7 +301,7 @@ def _whole(r: StudyResults, label: str) -> str:
 def _item_kinds(r: StudyResults) -> list[ClaimResult]:
     """The default against the paper's algorithm on whole items, and why it is the default:
     completion rounds against none, general against tokens (word pieces) and english."""
-    default, paper = "default (general + completion + target)", "paper (english, 60 bits)"
+    default, paper = "default (unicode + completion + target)", "paper (english, 60 bits)"
     out = []
     for pop in KINDS_POPULATIONS:
         a, b = f"{pop}: {default}", f"{pop}: {paper}"

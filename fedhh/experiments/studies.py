@@ -614,7 +614,7 @@ def _round_items() -> Study:
 # synthetic-reddit is the default dataset (English words), where nothing may be lost.
 KINDS_POPULATIONS = ("synthetic-urls", "synthetic-emoji", "synthetic-german", "mixed-kinds",
                      DEFAULT_DATASET)
-DEFAULT = RunConfig()  # general codebook, completion rounds, output target 0.1
+DEFAULT = RunConfig()  # unicode codebook, completion rounds, output target 0.1
 ITEM_APPROACHES: dict[str, RunConfig] = {
     "paper (english, 60 bits)": PAPER,
     "bytes, 64 bits": replace(PAPER, codec="bytes", max_bits=64),
@@ -624,8 +624,8 @@ ITEM_APPROACHES: dict[str, RunConfig] = {
                                     completion_rounds=DEFAULT.completion_rounds),
     "english + completion + target": replace(DEFAULT, codec="english"),
     "tokens + completion + target": replace(DEFAULT, codec="tokens"),
-    "unicode + completion + target": replace(DEFAULT, codec="unicode"),
-    "default (general + completion + target)": DEFAULT,
+    "general + completion + target": replace(DEFAULT, codec="general"),
+    "default (unicode + completion + target)": DEFAULT,
 }
 
 
@@ -642,7 +642,7 @@ def _item_kinds() -> Study:
         "`general` codebooks, `general` with completion rounds (7 rounds after the main ones, "
         "each at 2% of a main round's budget, extending only the prefixes left unended), and "
         "completion rounds with the output's false-positive target at 0.1 for the `english`, "
-        "`tokens`, `unicode` and `general` codes (the last is the default). Measured on whole "
+        "`tokens`, `general` and `unicode` codes (the last is the default). Measured on whole "
         "items: found whole and held by some user, their share of the output (a cut prefix counts "
         "as output, not as found), and how many of the 50 and 100 most frequent items are "
         "found whole.",

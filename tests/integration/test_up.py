@@ -39,8 +39,8 @@ def test_fedhh_up_takes_a_dataset_path_relative_to_where_it_runs(tmp_path) -> No
         env={**os.environ, "FEDHH_CACHE": str(tmp_path / "cache")},
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    # (any dataset but the Shakespeare demo: the general codebook, not the 5-bit code)
-    assert "fedhh up: 120 devices from users.txt in 2 processes; items coded with general" \
+    # (any dataset but the Shakespeare demo: the unicode codebook, not the 5-bit code)
+    assert "fedhh up: 120 devices from users.txt in 2 processes; items coded with unicode" \
         in done.stdout
     # More devices than users is said, not silently cut.
     assert "fedhh up: --devices 9,999: users.txt has 120 users; starting one device for each" \

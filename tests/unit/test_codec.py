@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from fedhh.codec import (
     BUILTIN_NAMES,
+    DEFAULT_CODEBOOK,
     Codebook,
     Codec,
     codebook_from_spec,
@@ -152,7 +153,7 @@ def test_a_prefix_decodes_to_its_whole_characters_and_counts_the_rest(raw: bool,
 def test_raw_continuations_cost_the_first_byte_and_six_bits_each(char: str) -> None:
     """In ``unicode`` a character is a token or its first byte's codeword and 6 bits per
     continuation byte, whichever is shorter, and decodes back."""
-    book = builtin_codebook("unicode")
+    book = builtin_codebook(DEFAULT_CODEBOOK)
     data = char.encode("utf-8")
     written = len(book.bytes[data[0]]) + 6 * (len(data) - 1)
     token = book.tokens.get(data)

@@ -29,10 +29,10 @@ export const TOKENS_VERSION = 2;
 export const MAX_CODEWORD_BITS = 48;
 export const MAX_TOKEN_BYTES = 64;
 export const MAX_SUPPORTED_BITS = 1024;
-export const DEFAULT_CODEBOOK = "general";
-export const BUILTIN_NAMES = ["general", "unicode", "tokens", "english", "german", "bytes", "huffman",
+export const DEFAULT_CODEBOOK = "unicode";
+export const BUILTIN_NAMES = ["unicode", "general", "tokens", "english", "german", "bytes", "huffman",
                               "5bit"] as const;
-export const TRAINED_BOOKS = ["general", "unicode", "tokens", "english", "german"] as const;
+export const TRAINED_BOOKS = ["unicode", "general", "tokens", "english", "german"] as const;
 /** 10xxxxxx: with raw continuations each is written as its low six bits (codebook.py). */
 const CONTINUATION_FIRST = 0x80;
 const CONTINUATION_END = 0xc0;

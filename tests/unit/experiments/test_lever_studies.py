@@ -177,7 +177,7 @@ def test_every_lever_study_has_claims(study: Study) -> None:
 def test_the_item_kinds_claims_read_whole_items() -> None:
     """Study 23 judges on whole items and their share of the output, not on codes."""
     study = get_study("item-kinds")
-    default, paper = "default (general + completion + target)", "paper (english, 60 bits)"
+    default, paper = "default (unicode + completion + target)", "paper (english, 60 bits)"
 
     def kinds_record(seed: int, whole: float, precision: float) -> RunRecord:
         rec = record(seed, whole, 0.1)
