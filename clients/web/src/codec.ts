@@ -6,17 +6,17 @@
  * A codebook is a prefix-free code over the item's UTF-8 bytes: a byte with a codeword is that
  * codeword, a byte without one is the escape codeword and the byte's 8 bits, and the end symbol
  * follows the last byte. A book with raw continuations ("unicode") writes each continuation
- * byte of a multi-byte character as its six payload bits. A token codebook (version 2) also
- * has codewords for multi-byte tokens; an item is then written canonically: its shortest writing, and among the shortest the one
- * whose first symbol covers the most bytes, then the same for the rest (`Codebook.symbols_of`).
- * The code is those bits left-aligned in `maxBits` bits and zero padded, or the first `maxBits`
- * bits when longer (the item is then truncated).
+ * byte of a multi-byte character as its six payload bits. A token codebook (version 2) also has
+ * codewords for multi-byte tokens; an item is then written canonically: its shortest writing,
+ * and among the shortest the one whose first symbol covers the most bytes, then the same for
+ * the rest (`Codebook.symbols_of`). The code is those bits left-aligned in `maxBits` bits and
+ * zero padded, or the first `maxBits` bits when longer (the item is then truncated).
  *
  * `task.codec` names a built-in codebook or carries a codebook's JSON. "bytes", "huffman" and
  * "5bit" are built here from their definitions (codebook.py); "unicode", "general", "tokens",
- * "english" and "german" are trained tables shipped as fedhh/codec/books/<name>.json, which the page
- * loads (`BookLoader`, e.g. `fetchBooks(url)` from the operator's server). `codebookKey` is
- * Python's `Codebook.key` (name and a digest of the canonical JSON), so a device can check
+ * "english" and "german" are trained tables shipped as fedhh/codec/books/<name>.json, which the
+ * page loads (`BookLoader`, e.g. `fetchBooks(url)` from the operator's server). `codebookKey`
+ * is Python's `Codebook.key` (name and a digest of the canonical JSON), so a device can check
  * that a served book is the one the coordinator uses.
  */
 
