@@ -85,18 +85,14 @@ def bits_per_character() -> list[str]:
     return lines
 
 
-def training_parts() -> list[str]:
-    from fedhh.data import tokens
+PARTS = {"english": "English words", "pictographs": "pictographs", "numbers": "numbers",
+         "urls": "URLs", "emails": "e-mail addresses", "identifiers": "identifiers"}
 
-    rng = np.random.default_rng(tokens.SEED)
-    english = [w for w, _ in tokens._spellchecker_words("en") if w.isascii() and w.isalpha()]
-    english = english[:20_000]
-    parts = {
-        "English words": tokens._words(tokens._spellchecker_words("en")),
-        "pictographs": tokens._pictographs(), "numbers": tokens._numbers(rng),
-        "URLs": tokens._urls(english, rng), "e-mail addresses": tokens._emails(english, rng),
-        "identifiers": tokens._identifiers(english, rng),
-    }
+
+def training_parts() -> list[str]:
+    from fedhh.data.tokens import training_parts as sample_parts
+
+    parts = {PARTS[name]: pairs for name, pairs in sample_parts().items() if name in PARTS}
     codecs = {name: Codec(name, 1024) for name in BOOKS}
     lines = ["| training part | " + " | ".join(f"`{n}` mean bits" for n in BOOKS) + " |",
              "| --- |" + " --- |" * len(BOOKS)]

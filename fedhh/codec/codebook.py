@@ -34,9 +34,10 @@ Built-in codebooks (``BUILTIN_NAMES``):
 - ``general`` (the default before 2026-12; kept under its name so that devices and
   coordinators of either version agree on what it means): a Huffman code over every UTF-8
   byte, about 4,000 multi-byte characters (emoji, CJK, accented letters) and the punctuation
-  and digit pieces of URLs, e-mail addresses and numbers (``https://``, ``.com``, ``@gmail.com``), trained by
-  ``fedhh.data.tokens`` with English words at 90% of the weight: English words cost what they
-  cost with ``english``, every other kind of item a fraction of it (``books/general.json``);
+  and digit pieces of URLs, e-mail addresses and numbers (``https://``, ``.com``,
+  ``@gmail.com``), trained by ``fedhh.data.tokens`` with English words at 90% of the weight:
+  English words cost what they cost with ``english``, every other kind of item a fraction of
+  it (``books/general.json``);
 - ``tokens``: the same training with word pieces as tokens too (``books/tokens.json``): the
   shortest codes, but words no longer share prefixes letter by letter (docs/codecs.md);
 - ``english``: a Huffman code trained on English words (``train_codebook`` over

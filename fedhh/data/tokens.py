@@ -232,11 +232,11 @@ def _pictographs() -> Sample:
     return [(s, 1.0) for s in symbols] + [(p, len(symbols) / 50) for p in EMOJI_PARTS]
 
 
-def training_sample(seed: int = SEED) -> Sample:
-    """The weighted sample the ``tokens`` codebook is trained on (module docstring)."""
+def training_parts(seed: int = SEED) -> dict[str, Sample]:
+    """The parts of the training sample by name (``SHARES``), each with its own weights."""
     rng = np.random.default_rng(seed)
     english = [w for w, _ in _spellchecker_words("en") if w.isascii() and w.isalpha()][:20_000]
-    parts: dict[str, Sample] = {
+    return {
         "english": _words(_spellchecker_words("en")),
         "languages": [pair for lang in SPELLCHECKER_LANGUAGES[1:]
                       for pair in _share(_words(_spellchecker_words(lang)), 1.0)],
@@ -248,8 +248,12 @@ def training_sample(seed: int = SEED) -> Sample:
         "emails": _emails(english, rng),
         "identifiers": _identifiers(english, rng),
     }
+
+
+def training_sample(seed: int = SEED) -> Sample:
+    """The weighted sample the ``tokens`` codebook is trained on (module docstring)."""
     sample: Sample = []
-    for name, pairs in parts.items():
+    for name, pairs in training_parts(seed).items():
         sample += _share(pairs, SHARES[name])
     return sample
 
