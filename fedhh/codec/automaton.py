@@ -72,6 +72,16 @@ def utf8_next(state: int, byte: int) -> int | None:
     return None
 
 
+_STILL_TO_READ = {_C1: 1, _C2: 2, _E0: 2, _ED: 2, _C3: 3, _F0: 3, _F4: 3}
+
+
+def continuations(first: int) -> int:
+    """How many continuation bytes follow ``first`` (0 after ASCII or a byte that starts no
+    character): what the UTF-8 decoder's state after it still has to read."""
+    state = utf8_next(_ACCEPT, first)
+    return 0 if state is None else _STILL_TO_READ.get(state, 0)
+
+
 @dataclass(frozen=True)
 class CodeTree:
     """The codebook's codewords as a binary trie. ``children[node][bit]`` is another node

@@ -20,7 +20,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from fedhh.codec import codes as cw
-from fedhh.codec.automaton import DEAD, ENDED, Automaton, CodeTree
+from fedhh.codec.automaton import DEAD, ENDED, Automaton, CodeTree, continuations
 from fedhh.codec.codebook import (
     CONTINUATION_PAYLOAD_BITS,
     DEFAULT_CODEBOOK,
@@ -355,17 +355,6 @@ def _utf8_all(items: list[str] | tuple[str, ...]) -> list[bytes]:
         raise
 
 
-def _continuations(first: int) -> int:
-    """How many continuation bytes follow a character's first byte (RFC 3629, section 3)."""
-    if 0xC2 <= first <= 0xDF:
-        return 1
-    if 0xE0 <= first <= 0xEF:
-        return 2
-    if 0xF0 <= first <= 0xF4:
-        return 3
-    return 0
-
-
 class _Reader:
     """Reads a bit string symbol by symbol into bytes and shown impossible parts."""
 
@@ -440,11 +429,11 @@ class _Reader:
                 for value in leaf[1]:  # type: ignore[index]
                     self.parts.append(("byte", (value, start)))
                 if raw and len(leaf[1]) == 1:  # type: ignore[index]  # tokens are whole
-                    pending = _continuations(leaf[1][0])  # type: ignore[index]
+                    pending = continuations(leaf[1][0])  # type: ignore[index]
                 continue
             self.parts.append(("byte", (value, start)))
             if raw:
-                pending = _continuations(value)
+                pending = continuations(value)
 
     def text(self) -> str:
         """The parts as text; byte runs are decoded as UTF-8 (bytes that are not UTF-8 are shown
