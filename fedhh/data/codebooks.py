@@ -1,7 +1,7 @@
 """The trained built-in codebooks, rebuilt from the public data they come from.
 
-``general`` (the default) and ``tokens`` come from ``fedhh.data.tokens.train_codebooks``: BPE
-tokens and Huffman codes over a sample of words of 24 languages, pictographs, numbers, URLs,
+``unicode`` (the default), ``general`` and ``tokens`` come from
+``fedhh.data.tokens.train_codebooks``: BPE tokens and Huffman codes over a sample of words of 24 languages, pictographs, numbers, URLs,
 e-mail addresses and identifiers (it needs the ``tokenizers`` package:
 ``pip install 'fedhh[train]'``).
 

@@ -1,5 +1,5 @@
-"""The ``general`` (default) and ``tokens`` codebooks: Huffman codes over single bytes and
-multi-byte tokens, trained on a public sample of many kinds of items.
+"""The ``unicode`` (default), ``general`` and ``tokens`` codebooks: Huffman codes over single
+bytes and multi-byte tokens, trained on a public sample of many kinds of items.
 
 Why tokens. A byte code spends bits per byte: an emoji is four bytes (90 bits with ``english``,
 whose non-ASCII bytes are escaped), a URL such as ``https://www.wikipedia.org/`` 188 bits, a
@@ -11,7 +11,7 @@ frequencies: about -log2 of the token's share per token).
 
 Which tokens. Three codebooks come out of one training, and docs/codecs.md compares them:
 
-- ``general`` (the default) keeps English letters as cheap as ``english`` does and adds, as
+- ``general`` (the default before 2026-12) keeps English letters as cheap as ``english`` does and adds, as
   tokens, every frequent multi-byte character (emoji, CJK, accented letters) and the pieces of
   structured items (tokens holding punctuation or only digits: ``https://``, ``www.``,
   ``.com/``, ``@gmail.com``, ``.14``, ``2017``). It is trained on the sample below with English
@@ -21,7 +21,7 @@ Which tokens. Three codebooks come out of one training, and docs/codecs.md compa
   list (measured: with word-piece tokens, ``synthetic-german`` lost a quarter of its words).
 - ``tokens`` adds word pieces as well (every BPE token): the shortest codes for words, at that
   cost on populations of words; on URLs it is the shortest.
-- ``unicode`` keeps ``general``'s structural pieces of two or more characters, has no token
+- ``unicode`` (the default) keeps ``general``'s structural pieces of two or more characters, has no token
   for a single character, and writes continuation bytes raw (``fedhh.codec.codebook``): a
   character is its first byte's codeword and 6 bits a further byte, for scripts the sample
   barely holds (Hangul, Devanagari, Thai: ~28 bits a character, not ~47).
