@@ -345,7 +345,8 @@ def _one_run(
                           deny_codes, mechanisms)
         tree, state, ledger = _one_pass(population, prepared, tree, run, used, passes, ledger,
                                         progress, rounds_out)
-        found.extend(state.discovered)
+        # (a pass's tree counts its rounds from 1: the run's numbers go on from the last pass's)
+        found.extend(replace(f, round=f.round + used) for f in state.discovered)
         used += state.next_round - 1
         passes += 1
         if config.leftover_rounds != "passes" or used >= config.total_rounds:
@@ -380,7 +381,7 @@ def _one_pass(population: Population, prepared: Prepared, tree: PrefixTree, run:
                                  **link.diagnostics}
         if pass_index:
             extra["pass"] = pass_index + 1
-        report = replace(report, extra=extra)
+        report = replace(report, round=used + report.round, extra=extra)
         rounds_out.append(report.to_dict())
         if progress is not None:
             progress(run + 1, used + attempt.round, report)

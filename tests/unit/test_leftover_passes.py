@@ -52,6 +52,15 @@ def test_passes_spend_the_rounds_a_tree_left_unspent(population: FederatedDatase
     assert 12 - len(passes.rounds) < 4
     later = [r for r in passes.rounds if r["extra"].get("pass")]
     assert later and all(r["extra"]["pass"] >= 2 for r in later)
+    # The run numbers its rounds on from pass to pass, and each item carries the run's round
+    # that found it, so the list, by round, never mixes the passes.
+    assert [r["round"] for r in passes.rounds] == list(range(1, len(passes.rounds) + 1))
+    first_pass = len(passes.rounds) - len(later)
+    hitter_rounds = [h.round for h in passes.heavy_hitters]
+    assert hitter_rounds == sorted(hitter_rounds)
+    assert {h.item for h in passes.heavy_hitters if h.round > first_pass} >= set(RARE) - found_idle
+    found_in = {r["round"] for r in passes.rounds if r["finished"]}
+    assert set(hitter_rounds) <= found_in
     # Same local epsilon, every round charged once and in order, within the target.
     assert passes.privacy["eps_local"] == idle.privacy["eps_local"]
     assert passes.ledger is not None
