@@ -126,14 +126,19 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
     print("privacy: " + ", ".join(f"{k}={_fmt(v)}" for k, v in shown.items()))
     print()
     two_runs = any(r["extra"].get("run", 1) > 1 for r in payload["rounds"])
-    header = (*(("run",) if two_runs else ()), "round", "s", "prefixes", "domain", "n", "tau",
-              "kept", "found", "next s", "E[FP]", "FP")
+    passes = any(r["extra"].get("pass", 1) > 1 for r in payload["rounds"])
+    cuts = any(r.get("cut") for r in payload["rounds"])
+    header = (*(("run",) if two_runs else ()), *(("pass",) if passes else ()), "round", "s",
+              "prefixes", "domain", "n", "tau", "kept", "found", *(("cut",) if cuts else ()),
+              "next s", "E[FP]", "FP")
     rows = [header]
     for r in payload["rounds"]:
         rows.append((
-            *((r["extra"].get("run", 1),) if two_runs else ()), r["round"], r["segment_bits"],
+            *((r["extra"].get("run", 1),) if two_runs else ()),
+            *((r["extra"].get("pass", 1),) if passes else ()), r["round"], r["segment_bits"],
             r["prefixes"],
             r["domain_size"], r["participants"], _fmt(r["tau"]), r["kept"], r["finished"],
+            *((r.get("cut", 0),) if cuts else ()),
             r["next_segment_bits"] if r["next_segment_bits"] is not None else "-",
             _fmt(r["expected_false_positives"]),
             r["actual_false_positives"] if r["actual_false_positives"] is not None else "-",
@@ -151,9 +156,11 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
         print("(by round, then estimate: a round's estimate counts the devices that chose the "
               "item that round, among their items on the round's narrowing prefix list, so "
               "estimates of different rounds are not comparable)")
-        if any(h["truncated"] for h in hitters[:top]):
-            print(f"(an item ending in … was truncated at {payload['config']['max_bits']} bits: "
-                  "it stands for every item starting with those bits; see --max-bits)")
+        widths = sorted({h["bits"] for h in hitters[:top] if h["truncated"]})
+        if widths:
+            print(f"(an item ending in … was truncated at {'/'.join(map(str, widths))} bits, "
+                  "the code's width: it stands for every item starting with those bits; see "
+                  "--max-bits and --completion-rounds)")
     cut = payload.get("cut_prefixes", [])
     if cut:
         print(f"\n{len(cut)} heavy prefixes the completion rounds could not complete (not "

@@ -318,6 +318,22 @@ class RunConfig:
             return (weights or (1.0,) * self.rounds) + self.completion_weights()
         return weights
 
+    def completion_fp_ratios(self) -> tuple[float, ...]:
+        """The completion rounds' false-positive targets: the finishing target gamma
+        (fp_ratio_finished, else fp_ratio) split as gamma / (i (i + 1)) over the i-th, which
+        sums to less than gamma however many there are.
+
+        Why split. PruneHH holds a round's expected false positives to gamma times what the
+        round keeps (the paper's Algorithm PruneHH, ``fedhh.server.prune``), and a completion round keeps few
+        elements: mostly the same long items' prefixes, one a round for as many rounds as an
+        item needs. At gamma in every round each such chain would admit ~gamma false elements a
+        round (a real prefix and noise bits, output as a whole item or a cut one), ~1.6 by
+        the 16th round, for one true item; split, the chain admits fewer than gamma in all, as
+        the output target promises. Every element of a completion round is held to it (not
+        only the finishing ones), so noise prefixes do not crowd the next round's domain."""
+        gamma = self.fp_ratio if self.fp_ratio_finished is None else self.fp_ratio_finished
+        return tuple(gamma / (i * (i + 1)) for i in range(1, self.completion() + 1))
+
     def completion_weights(self) -> tuple[float, ...]:
         """The completion rounds' weights: ``completion_weight`` for the first three, then
         halved each time the round's index doubles: the 4th to 7th at half, the 8th to 15th
@@ -604,10 +620,7 @@ class RunConfig:
 
         gammas = self.round_fp_ratios()
         if self.completion():
-            # Completion rounds extend few, heavy prefixes: every element is held to the
-            # finishing target, so noise prefixes do not crowd the next round's domain.
-            tail = self.fp_ratio if self.fp_ratio_finished is None else self.fp_ratio_finished
-            gammas = (gammas or (self.fp_ratio,) * self.rounds) + (tail,) * self.completion()
+            gammas = (gammas or (self.fp_ratio,) * self.rounds) + self.completion_fp_ratios()
         return TreeConfig(rounds=self.total_rounds, dim_limit=self.resolved_dim_limit(mode),
                           fp_ratio=self.fp_ratio, tau0=self.tau0, eta=self.eta,
                           segment_bits=self.segment_bits, fp_ratio_of=self.fp_ratio_of,

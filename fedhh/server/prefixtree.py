@@ -286,7 +286,7 @@ class RoundReport:
     tau: float
     sigma: float
     kept: int
-    finished: int
+    finished: int  # items found (whole, or truncated at max_bits without completion rounds)
     impossible: int  # domain elements no honest device can hold, removed before thresholding
     denied: int
     continuing: int
@@ -295,6 +295,7 @@ class RoundReport:
     expected_false_positives: float
     actual_false_positives: int | None = None
     finished_threshold: float | None = None  # with fp_ratio_finished: the finishing elements'
+    cut: int = 0  # prefixes output unended (cut_prefixes): not counted in ``finished``
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -461,12 +462,16 @@ class PrefixTree:
         complete_all = bits >= r or (last and not cfg.completion_rounds)
         kept, estimates, real, cut = self._threshold(mechanism, sums, participants, states,
                                                      complete_all, weights, consistent,
-                                                     cfg.round_kept_fp_ratio(query.round))
+                                                     cfg.round_kept_fp_ratio(query.round),
+                                                     query.round > cfg.main_rounds)
         values = cw.append(query.prefixes[kept >> s], query.prefix_bits,
                            kept & ((1 << s) - 1), s)
-        finished = (states[kept] == ENDED) | complete_all
+        # With completion rounds the width r is what the rounds can add, not the item's: an
+        # element reaching it unended is as cut as one left unended after the last round.
+        width_cut = bits >= r and bool(cfg.completion_rounds)
+        finished = (states[kept] == ENDED) | (complete_all and not width_cut)
         # After the last completion round, what is still unended is output cut at its bits.
-        unended = ~finished if last else np.zeros(finished.size, dtype=bool)
+        unended = ~finished if last or width_cut else np.zeros(finished.size, dtype=bool)
         del states
         codes = cw.widen(values[finished], bits, r)
         is_denied = np.isin(codes, self.deny)
@@ -528,7 +533,8 @@ class PrefixTree:
             tau=cut.tau,
             sigma=cut.sigma,
             kept=int(kept.size),
-            finished=len(found),
+            finished=len(found) - int(np.count_nonzero(unended)),
+            cut=int(np.count_nonzero(unended)),
             impossible=impossible,
             denied=denied,
             continuing=len(continuing),
@@ -553,8 +559,8 @@ class PrefixTree:
 
     def _threshold(self, mechanism: RoundMechanism, sums: np.ndarray, participants: int,
                    states: np.ndarray, last_round: bool, weights: np.ndarray | None,
-                   consistent: Adjustment | None = None, gamma: float | None = None
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Cut]:
+                   consistent: Adjustment | None = None, gamma: float | None = None,
+                   completion: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, Cut]:
         """Domain elements kept (ascending), their estimates, the probability that each is
         real (``fedhh.server.evidence``; ones unless the thresholds are weighted), and the
         thresholds.
@@ -570,14 +576,16 @@ class PrefixTree:
         against the law of an adjusted zero-count estimate. ``gamma``: the round's target
         for the elements that do not finish (``round_fp_ratios``; default fp_ratio). A
         per-round target is fixed before the round's sum is seen, so each round's PruneHH
-        still bounds its own expected false positives by its own target.
+        still bounds its own expected false positives by its own target. ``completion``: a
+        completion round, whose ``gamma`` is its share of the finishing target
+        (``RunConfig.completion_fp_ratios``) and holds every element, ending or not.
         """
         cfg = self.config
         if gamma is None:
             gamma = cfg.kept_fp_ratio
         possible = states != DEAD
         classes: list[tuple[np.ndarray, float]] = []
-        if cfg.fp_ratio_finished is None:
+        if cfg.fp_ratio_finished is None or completion:
             classes.append((possible, gamma))
         elif last_round:
             classes.append((possible, cfg.fp_ratio_finished))

@@ -14,7 +14,9 @@ competitors), and we require
     E[c] - 6 sqrt(E[c]) - 6 sd(estimate at count c_hi) >= threshold_max,
 
 with c_hi = E[c] + 6 sqrt(E[c]) and threshold_max = null_tail.isf(eta * gamma_min / P),
-gamma_min the smallest target of any round: PruneHH stops before its threshold passes that. An
+gamma_min the smallest target of the rounds that can find the item (the completion rounds'
+targets fall as gamma / (i (i + 1)), ``RunConfig.completion_fp_ratios``): PruneHH stops before
+its threshold passes that. An
 item whose code ends within max_bits is found by a main round: the bound is at the main rounds'
 local epsilon. A longer item is found by a completion round, at its (smaller) local epsilon;
 there only the prefixes of items longer than max_bits are on the list (every shorter item has
@@ -86,7 +88,11 @@ def assert_found_whole(dataset, top: list[str]) -> None:  # type: ignore[no-unty
     offsets = allocation_offsets(weights)
     n = dataset.num_users
     eps = solve_allocation(config.eps_agg, config.delta, offsets, n).eps_local
-    gamma = min(config.fp_ratio_finished or config.fp_ratio, config.fp_ratio)
+    gammas = config.tree().round_fp_ratios
+    assert gammas is not None
+    # (a main round holds the elements that finish an item to fp_ratio_finished)
+    finishing = config.fp_ratio_finished or config.fp_ratio
+    gammas = tuple(min(g, finishing) for g in gammas[:config.rounds]) + gammas[config.rounds:]
     p_limit = config.resolved_dim_limit(Mode.SIMULATION)
     codec = Codec.from_spec(config.codec, config.code_bits())
     long_item = codec.encode_many(list(dataset.vocabulary)).lengths > config.max_bits
@@ -95,16 +101,18 @@ def assert_found_whole(dataset, top: list[str]) -> None:  # type: ignore[no-unty
     distinct_long = np.bincount(users, weights=long_item[dataset.items], minlength=n)
     index = {w: i for i, w in enumerate(dataset.vocabulary)}
     threshold_main = LocalRandomizer(eps, TailKind.BINOMIAL).null_tail(n).isf(
-        config.eta * gamma / p_limit)
+        config.eta * min(gammas[:config.rounds]) / p_limit)
     fewest_bits = math.floor(math.log2(p_limit * threshold_main / (2 * n)))
     lengths = codec.encode_many(top).lengths
     for item, length in zip(top, lengths.tolist(), strict=True):
         completed = bool(long_item[index[item]])
         needed = math.ceil(length / fewest_bits) - config.rounds  # completion rounds, at most
         assert needed <= config.completion(), (item, needed)
-        weakest = min(offsets[config.rounds:config.rounds + needed], default=0.0)
-        mechanism = LocalRandomizer(eps + (weakest if completed else 0.0), TailKind.BINOMIAL)
-        threshold = mechanism.null_tail(n).isf(config.eta * gamma / p_limit)
+        rounds = slice(config.rounds, config.rounds + needed) if completed else slice(
+            0, config.rounds)
+        weakest = min(offsets[rounds], default=0.0) if completed else 0.0
+        mechanism = LocalRandomizer(eps + weakest, TailKind.BINOMIAL)
+        threshold = mechanism.null_tail(n).isf(config.eta * min(gammas[rounds]) / p_limit)
         holders = users[dataset.items == index[item]]
         expected = float(np.sum(1.0 / (distinct_long if completed else distinct)[holders]))
         high = expected + 6 * math.sqrt(expected)

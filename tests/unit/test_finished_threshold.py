@@ -145,11 +145,14 @@ def test_equal_is_the_papers_single_target() -> None:
 
 def test_completion_rounds_hold_every_element_to_the_finishing_target() -> None:
     """Issue 27: the main rounds keep fp_ratio for the elements that do not finish an item;
-    completion rounds use the finishing target for all of theirs."""
+    completion rounds use the finishing target for all of theirs, split as gamma / (i (i + 1))
+    so that a chain of completion rounds admits fewer than gamma false elements in all."""
     tree = RunConfig(rounds=4, completion_rounds=3, fp_ratio=0.5,
                      fp_ratio_finished=0.1).tree()
-    assert tree.round_fp_ratios == (0.5,) * 4 + (0.1,) * 3
+    assert tree.round_fp_ratios == pytest.approx((0.5,) * 4 + (0.05, 0.1 / 6, 0.1 / 12))
     assert tree.rounds == 7 and tree.completion_rounds == 3 and tree.main_bits == 60
+    many = RunConfig(completion_rounds=1024).completion_fp_ratios()
+    assert len(many) == 1024 and sum(many) < 0.1
 
 
 def test_discoveries_form_converts_each_round() -> None:
@@ -173,3 +176,39 @@ def test_bad_targets_are_refused(bad: str, message: str) -> None:
 def test_tree_refuses_a_target_per_round_of_the_wrong_length() -> None:
     with pytest.raises(ConfigError, match="2 round false-positive targets for 4 rounds"):
         PrefixTree(TreeConfig(rounds=4, round_fp_ratios=(0.5, 0.5)), CODEC, MECHANISM)
+
+
+def test_a_completion_round_holds_every_element_to_its_share_and_cuts_at_the_width() -> None:
+    """A completion round thresholds all its elements, ending or not, with its own target
+    (its share of the finishing target, ``RunConfig.completion_fp_ratios``): a junk ending
+    is an item no device holds. An element that reaches the code's width unended is output
+    as a cut prefix, as after the last completion round, not as a heavy hitter."""
+    codec = Codec("5bit", 30)
+    config = TreeConfig(rounds=2, completion_rounds=1, dim_limit=2**16, fp_ratio=0.5,
+                        fp_ratio_finished=0.1, round_fp_ratios=(0.5, 0.02), main_bits=15)
+    tree = PrefixTree(config, codec, MECHANISM)
+    state = tree.initial_state()
+    rng = np.random.default_rng(3)
+    words = codec.encode_many(["xylophone", "zebrafish", "quietness", "a", "to"])
+    reports = []
+    for _ in range(2):
+        query = tree.query(state)
+        index = query.domain_index(words.codes)
+        counts = np.zeros(query.domain_size, dtype=np.int64)
+        counts[index[index >= 0]] = np.array([900, 800, 700, 600, 500])[index >= 0]
+        sums = (rng.binomial(N - counts, MECHANISM.randomizer.a0)
+                + rng.binomial(counts, MECHANISM.randomizer.a1))
+        state, report = tree.advance(state, sums, N)
+        reports.append(report)
+    states = codec.automaton.domain_states(codec.automaton.run(query.prefixes, query.prefix_bits),
+                                           query.segment_bits)
+    assert query.prefix_bits + query.segment_bits == 30  # the last round reaches the width
+    assert np.any(states == ENDED)  # so there are two classes it could have split into
+    possible = np.flatnonzero(states != DEAD)
+    expected = prune_hh(MECHANISM.estimate(sums, N)[possible], MECHANISM.null_tail(N), 0.02)
+    assert reports[1].threshold == reports[1].finished_threshold == expected.threshold
+    cut = tree.cut_prefixes(state)
+    assert reports[1].cut == reports[1].kept == len(cut) >= 3 and reports[1].finished == 0
+    assert {h.item for h in tree.heavy_hitters(state)} == {"a", "to"}
+    assert {"xyloph…", "zebraf…", "quietn…"} <= {h.item for h in cut}
+    assert all(h.truncated and h.bits == 30 for h in cut)
