@@ -130,10 +130,11 @@ that writes its responses, one that yields them)."""
             await until(lambda: waits.waiting == 1, "one call waiting")
             cancelled.cancel()
             await until(lambda: waits.waiting == 0, "the cancelled call's place back")
+            # (before the calls start: the server times each from when it meets it, later)
+            opened = time.monotonic()
             held = [headers_only(channel), headers_only(channel, GET_RESULT)]
             held.append(headers_only(channel))
             await until(lambda: waits.waiting == 3, "three calls waiting")
-            opened = time.monotonic()
             busy = (grpc.StatusCode.UNAVAILABLE,
                     "busy: 3 calls wait for their requests here; retry after a backoff")
             assert await failed(headers_only(channel)) == busy
