@@ -8,13 +8,15 @@
 The admin token comes from --token-file or $FEDHH_ADMIN_TOKEN. Results print as JSON.
 Hand each device process only its own tokens: with --users START:END the file holds
 `USER TOKEN` lines for those users only, for `fedhh device --users tokens`; --count N writes N
-tokens, line u for dataset user u.
+tokens, line u for dataset user u. An existing --out is replaced only with --force: it may hold
+earlier tokens that are still valid.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from fedhh.cli import options
@@ -56,7 +58,11 @@ def register(subparsers: Any) -> None:
                       help="tokens expire after this long (default: valid until used)")
     mint.add_argument("--label", default="", help="a note kept with the tokens")
     mint.add_argument("--out", required=True, metavar="PATH",
-                      help="write the tokens here, one per line (mode 0600)")
+                      help="write the tokens here, one per line (mode 0600); not an existing "
+                           "file, unless --force")
+    mint.add_argument("--force", action="store_true",
+                      help="replace an existing --out (the tokens it holds stay valid at the "
+                           "coordinator until used or expired)")
     p.set_defaults(handler=run)
 
 
@@ -99,6 +105,13 @@ def run(args: argparse.Namespace) -> int:
     if not ca and not serving.is_loopback(coordinator):
         raise ConfigError(f"--ca is required for a non-loopback coordinator ({coordinator})")
     token = read_secret(token_file, "FEDHH_ADMIN_TOKEN", "admin token", "--token-file")
+    if args.action == "mint-tokens":
+        # before minting: tokens the store holds that nobody received are lost seats
+        options.check_output("--out", args.out)
+        if Path(args.out).exists() and not args.force:
+            # It may hold tokens minted earlier and not yet handed out, still valid.
+            raise ConfigError(f"--out {args.out} already exists (earlier tokens?); choose "
+                              "another path, or add --force to replace it")
     with AdminClient(coordinator, token, ca) as client:
         if args.action == "start":
             from fedhh.rpc.run_config import to_proto
@@ -106,8 +119,6 @@ def run(args: argparse.Namespace) -> int:
             config = config_from_args(args, Mode.NETWORK)
             reply: Any = client.start_run(to_proto(config), args.run_id)
         elif args.action == "mint-tokens":
-            # before minting: tokens the store holds that nobody received are lost seats
-            options.check_output("--out", args.out)
             users = range(args.count) if args.users is None else args.users
             tokens = client.mint_tokens(len(users), (args.ttl_hours or 0) * 3600, args.label)
             lines = tokens if args.users is None else [f"{u} {t}" for u, t in zip(

@@ -11,7 +11,10 @@ file: device-tokens-i-of-N.txt (N = --device-replicas) holds only the `USER TOKE
 users u with u mod N = i, for replica i (`fedhh device --users tokens`), so a replica can enroll
 its own devices and no one else's. Existing secrets are kept (a tokens file is only extended,
 the replicas' files are rewritten from it): devices pin the signing key at enrolment, and
-operators hold the admin token.
+operators hold the admin token. Every input is checked before anything is written: an existing
+secret the services would refuse (a token under 16 bytes, a key that does not load, a tokens
+file not in the format above) is an error naming the file, and --out and --secrets stay as
+they were.
 
 Every file a service reads (server.key and the secrets) is written mode 0600 for the caller.
 Containers run as uid 10001, gid 10001 (deploy/Dockerfile), so for docker compose either
@@ -24,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import ipaddress
 import os
+import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +46,12 @@ DEVICE_TOKENS = "device-tokens.txt"
 DEVICE_REPLICAS = 4  # deploy/docker-compose.yml's devices-0 .. devices-3
 DEVICE_TOKENS_DEFAULT = 2000
 SIGNING_KEY = "coordinator-signing.pem"
+TLS_FILES = ("ca.pem", "ca.key", "server.pem", "server.key")
+# A line of device-tokens.txt as certs writes it: 32 random bytes in hex.
+DEVICE_TOKEN = re.compile(rb"[0-9a-fA-F]{64}")
+# A DNS label: letters, digits and hyphens, not at either end (RFC 1123), and underscores,
+# which Docker and compose allow in the service names containers reach each other by.
+DNS_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
 
 
 def register(subparsers: Any) -> None:
@@ -138,9 +149,13 @@ def run(args: argparse.Namespace) -> int:
     from fedhh.rpc.credentials import public_key_path
     from fedhh.rpc.tls import make_dev_pki
 
-    hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
-    if not hosts:
+    if not args.hosts.strip():
         raise ConfigError("--hosts needs at least one host name")
+    hosts = [h.strip() for h in args.hosts.split(",")]
+    for host in hosts:
+        problem = host_problem(host)
+        if problem:
+            raise ConfigError(f"--hosts: {host!r} {problem}")
     if not args.secrets:
         given = [flag for flag, value in (("--device-tokens", args.device_tokens),
                                           ("--device-replicas", args.device_replicas))
@@ -157,6 +172,12 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--device-replicas {args.device_replicas} is more than the "
                           f"{args.device_tokens} --device-tokens: every replica needs some")
     access = access_of(args)
+    # Every input is checked before the first write, so that a refusal changes nothing.
+    options.check_output_dir("--out", args.out)
+    for name in TLS_FILES:
+        _check_rewritable(Path(args.out) / name)
+    existing_tokens = (check_secrets(Path(args.secrets), args.device_tokens,
+                                     args.device_replicas) if args.secrets else [])
     files = make_dev_pki(args.out, hosts, days=args.days)
     access.apply(files.key)
     PUBLIC.apply(files.ca)
@@ -166,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
           f"valid until {expires:%Y-%m-%d} (rerun to renew)")
     if args.secrets:
         for path, made in write_secrets(Path(args.secrets), args.device_tokens,
-                                        args.device_replicas):
+                                        args.device_replicas, existing_tokens):
             access.apply(path)
             print(f"{'wrote' if made else 'kept '} {path}")
         public = public_key_path(Path(args.secrets) / SIGNING_KEY)
@@ -175,14 +196,129 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_secrets(root: Path, device_tokens: int, replicas: int = DEVICE_REPLICAS
-                  ) -> list[tuple[Path, bool]]:
+def host_problem(host: str) -> str | None:
+    """Why ``host`` cannot be a name of the server certificate, or None: an IP address, or a
+    DNS name of labels of 1 to 63 characters (no wildcard: the certificate names each host)."""
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    if not host:
+        return "is empty (two commas in a row, or one at an end)"
+    if any(c.isspace() for c in host):
+        return "contains a space"
+    if "*" in host:
+        return "is a wildcard; name each host the certificate is for"
+    if not host.isascii():
+        return "is not ASCII; give an international name in its xn-- form"
+    if len(host) > 253:
+        return f"is {len(host)} characters long; a DNS name has at most 253"
+    for label in host.split("."):
+        if not label:
+            return "has an empty label (two dots in a row, or a dot at an end)"
+        if len(label) > 63:
+            return f"has a label of {len(label)} characters; a DNS label has at most 63"
+        if not DNS_LABEL.fullmatch(label):
+            return (f"has the label {label!r}: a label is letters, digits, hyphens (not at "
+                    "either end) and underscores")
+    return None
+
+
+def _check_rewritable(path: Path) -> None:
+    """Refuse a file certs would replace that is not a regular file (a folder, a device)."""
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{path} exists and is not a regular file; certs writes a file there")
+
+
+def check_secrets(root: Path, device_tokens: int, replicas: int) -> list[str]:
+    """Refuse, before anything is written, a ``root`` that ``write_secrets`` could not fill:
+    not a folder, or an existing secret it would keep but the services refuse (a token they
+    cannot use, a signing key that does not load, a tokens file not as certs writes it), or a
+    file it rewrites that is not a regular file. Returns the existing device tokens."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from fedhh.rpc.credentials import public_key_path, read_secret
+
+    options.check_output_dir("--secrets", root)
+    for name in TOKENS:
+        path = root / f"{name}.token"
+        if path.exists():
+            try:  # what the services' own reading refuses at start
+                read_secret(path, "", f"existing {name} token")
+            except ConfigError as error:
+                raise ConfigError(f"{error}; certs keeps existing tokens: replace {path}, or "
+                                  "remove it to have a new one written") from None
+    key = root / SIGNING_KEY
+    if key.exists():
+        try:
+            loaded = serialization.load_pem_private_key(key.read_bytes(), password=None)
+        except OSError as error:
+            raise ConfigError(f"cannot read the signing key {key}: {error.strerror}") from None
+        except (ValueError, TypeError, UnsupportedAlgorithm) as error:
+            raise ConfigError(f"{key} is not an unencrypted PEM private key: {error}") from None
+        if not isinstance(loaded, Ed25519PrivateKey):
+            raise ConfigError(f"{key} does not hold an Ed25519 key")
+    for path in (public_key_path(key), *(replica_file(root, i, replicas)
+                                         for i in range(replicas))):
+        _check_rewritable(path)
+    tokens_file = root / DEVICE_TOKENS
+    tokens = read_device_tokens(tokens_file) if tokens_file.exists() else []
+    if replicas > max(len(tokens), device_tokens):
+        raise ConfigError(f"--device-replicas {replicas} is more than the "
+                          f"{max(len(tokens), device_tokens)} device tokens: every replica "
+                          "needs some")
+    return tokens
+
+
+def read_device_tokens(path: Path) -> list[str]:
+    """The tokens of a device-tokens.txt as certs writes it: line u holds dataset user u's
+    token, 64 hex digits, and nothing else. Any other line is refused, naming it, rather than
+    guessed at: splitting a hand-edited file on whitespace shifted every later user's token
+    and gave the replicas "tokens" like ``garbage``."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror}") from None
+    lines = data.split(b"\n")
+    if lines[-1] == b"":  # the newline that ends the last line
+        lines.pop()
+    tokens: list[str] = []
+    first_line: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        if not DEVICE_TOKEN.fullmatch(line):
+            if not line.isascii():
+                found = "bytes that are not ASCII text"
+            elif not line.strip():
+                found = "an empty line"
+            else:
+                text = line.decode("ascii")
+                found = repr(text if len(text) <= 24 else text[:24] + "...")
+            raise ConfigError(f"{path}:{number}: expected one enrollment token per line (64 "
+                              f"hex digits, as certs writes them), found {found}; fix the "
+                              "line, or move the file away to have new tokens written")
+        token = line.decode("ascii").lower()
+        if token in first_line:
+            raise ConfigError(f"{path}:{number}: the token of line {first_line[token]} again "
+                              "(it enrolls one device, once: one of the two users never could)")
+        first_line[token] = number
+        tokens.append(token)
+    return tokens
+
+
+def write_secrets(root: Path, device_tokens: int, replicas: int = DEVICE_REPLICAS,
+                  existing_tokens: list[str] | None = None) -> list[tuple[Path, bool]]:
     """The service tokens, the coordinator signing key and at least ``device_tokens``
     enrollment tokens under ``root``, each created only if missing (the key's public half is
     rewritten beside it; a shorter tokens file is extended), then each device replica's share
-    of the tokens (``replica_tokens``); (path, created) per secret."""
+    of the tokens (``replica_tokens``); (path, created) per secret. ``existing_tokens`` is
+    what ``check_secrets`` returned for the same arguments; without it, it is called here."""
     from fedhh.rpc.credentials import load_or_create_signing_key
 
+    if existing_tokens is None:
+        existing_tokens = check_secrets(root, device_tokens, replicas)
     root.mkdir(parents=True, exist_ok=True)
     written = []
     for name in TOKENS:
@@ -198,7 +334,7 @@ def write_secrets(root: Path, device_tokens: int, replicas: int = DEVICE_REPLICA
     made = not key.exists()
     load_or_create_signing_key(key)
     written.append((key, made))
-    written.append(_device_tokens(root / DEVICE_TOKENS, device_tokens))
+    written.append(_device_tokens(root / DEVICE_TOKENS, existing_tokens, device_tokens))
     written.extend(replica_tokens(root, replicas))
     return written
 
@@ -213,7 +349,7 @@ def replica_tokens(root: Path, replicas: int) -> list[tuple[Path, bool]]:
     number by at most one, whatever the dataset's size). Rewritten from device-tokens.txt."""
     from fedhh.rpc.credentials import write_private
 
-    tokens = (root / DEVICE_TOKENS).read_text().split()
+    tokens = read_device_tokens(root / DEVICE_TOKENS)
     if replicas > len(tokens):
         raise ConfigError(f"--device-replicas {replicas} is more than the {len(tokens)} device "
                           "tokens: every replica needs some")
@@ -226,10 +362,10 @@ def replica_tokens(root: Path, replicas: int) -> list[tuple[Path, bool]]:
     return written
 
 
-def _device_tokens(path: Path, count: int) -> tuple[Path, bool]:
+def _device_tokens(path: Path, have: list[str], count: int) -> tuple[Path, bool]:
+    """``path`` holding ``have`` (its tokens now) extended to ``count`` tokens."""
     from fedhh.rpc.credentials import write_private
 
-    have = path.read_text().split() if path.exists() else []
     if len(have) >= count:
         return path, False
     fresh = [secrets.token_bytes(32).hex() for _ in range(count - len(have))]

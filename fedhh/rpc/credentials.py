@@ -13,6 +13,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from fedhh.errors import ConfigError
 
 
+MIN_SECRET_BYTES = 16
+# The coordinator refuses authorization metadata over 512 characters ("Bearer " and the token).
+MAX_SECRET_BYTES = 512 - len("Bearer ")
+METADATA_TEXT = bytes(range(0x20, 0x7F))  # what a gRPC metadata value (not "-bin") may hold
+
+
 def read_secret(path: str | Path | None, env: str, what: str = "secret",
                 option: str | None = None) -> bytes:
     """A token from a file (stripped) or, without a file, from an environment variable;
@@ -28,8 +34,20 @@ def read_secret(path: str | Path | None, env: str, what: str = "secret",
         if not value:
             option = option or "--" + what.replace(" ", "-") + "-file"
             raise ConfigError(f"no {what} was given: pass {option} PATH or set ${env}")
-    if len(value) < 16:
-        raise ConfigError(f"the {what} (from {path or '$' + env}) must be at least 16 bytes")
+    source = path or "$" + env
+    if len(value) < MIN_SECRET_BYTES:
+        raise ConfigError(f"the {what} (from {source}) must be at least {MIN_SECRET_BYTES} "
+                          "bytes")
+    if len(value) > MAX_SECRET_BYTES:
+        raise ConfigError(f"the {what} (from {source}) must be at most {MAX_SECRET_BYTES} bytes "
+                          "(it travels in a call's authorization metadata)")
+    unsendable = value.translate(None, METADATA_TEXT)
+    if unsendable:
+        # gRPC fails any call whose metadata holds another byte (INTERNAL "Invalid metadata"):
+        # a service that kept such a token could never be presented it.
+        raise ConfigError(f"the {what} (from {source}) is not printable ASCII text (it holds "
+                          f"byte 0x{unsendable[0]:02x}), and gRPC metadata carries nothing "
+                          "else; use a text token, such as the hex digits `fedhh certs` writes")
     return value
 
 
