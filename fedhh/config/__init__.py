@@ -81,6 +81,9 @@ class Mode(StrEnum):
     NETWORK = "network"
 
 
+DEFAULT_COMPLETION_ROUNDS = 16
+
+
 def _knob(default: Any, help: str, mode: Mode = Mode.BOTH, *,
           choices: tuple[str, ...] | None = None, metavar: str | None = None,
           parse: Callable[[str], Any] | None = None) -> Any:
@@ -154,7 +157,7 @@ class RunConfig:
                           "shown cut with …; with them there is no such deadline (codes are "
                           "every round's floor(log2 P) bits wide)")
     completion_rounds: int = _knob(
-        16, "cheaper rounds after the main ones (--rounds) for the items the main rounds left "
+        DEFAULT_COMPLETION_ROUNDS, "cheaper rounds after the main ones (--rounds) for the items the main rounds left "
         "unended (URLs, e-mail addresses, long words); every round then takes the adaptive "
         "segment, with no deadline to trim the list for; skipped when nothing is left. They "
         "apply to optprefixtree with the sum accountant and one item per report (0 "
@@ -282,14 +285,24 @@ class RunConfig:
 
     def completion(self) -> int:
         """The completion rounds this run has: ``completion_rounds`` where they can be run and
-        budgeted (optprefixtree, the one-hot randomizer, the sum accountant, one item per
-        report, one run, no passes), else 0."""
-        if (self.algorithm != "optprefixtree" or self.randomizer != "ohe-rr"
-                or self.privacy_method not in (None, "sum") or self.round_items != "1"
-                or self.two_runs or self.leftover_rounds != "idle"
-                or self.segment_bits is not None):
-            return 0
-        return self.completion_rounds
+        budgeted (``completion_blocker``), else 0."""
+        return 0 if self.completion_blocker() else self.completion_rounds
+
+    def completion_blocker(self) -> str | None:
+        """The setting that rules completion rounds out (they need optprefixtree, the one-hot
+        randomizer, the sum accountant, one item per report, one run, no passes and adaptive
+        segments), or None."""
+        blockers = (
+            (self.algorithm != "optprefixtree", f"--algorithm {self.algorithm}"),
+            (self.randomizer != "ohe-rr", f"--randomizer {self.randomizer}"),
+            (self.privacy_method not in (None, "sum"),
+             f"--privacy-method {self.privacy_method}"),
+            (self.round_items != "1", f"--round-items {self.round_items}"),
+            (self.two_runs, "--two-runs"),
+            (self.leftover_rounds != "idle", f"--leftover-rounds {self.leftover_rounds}"),
+            (self.segment_bits is not None, f"--segment-bits {self.segment_bits}"),
+        )
+        return next((why for blocked, why in blockers if blocked), None)
 
     @property
     def total_rounds(self) -> int:
@@ -411,6 +424,14 @@ class RunConfig:
         """Check every knob (and, for ``mode``, their combination); returns self."""
         _check_types(self)
         self._check_bounds(mode)
+        blocker = self.completion_blocker()
+        if blocker and self.completion_rounds not in (0, DEFAULT_COMPLETION_ROUNDS):
+            # (the default's rounds drop quietly with such a setting; a number asked for
+            # does not)
+            raise ConfigError(f"completion_rounds {self.completion_rounds} cannot run with "
+                              f"{blocker}: completion rounds need optprefixtree, the ohe-rr "
+                              "randomizer, the sum accountant, one item per report, one run, "
+                              "no passes and adaptive segments (0 turns them off)")
         _positive("eps_agg", self.eps_agg)
         if not 0 < self.delta < 1:
             raise ConfigError(f"delta must be in (0, 1), got {self.delta}")

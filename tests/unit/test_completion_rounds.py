@@ -203,3 +203,19 @@ def test_a_simulation_completes_long_items_end_to_end() -> None:
     assert LONG in {h.item for h in result.heavy_hitters if h.ended}
     assert len(result.rounds) > config.rounds  # completion rounds ran
     assert result.privacy["round_eps_local"][-1] < result.privacy["round_eps_local"][0]
+
+
+@pytest.mark.parametrize("setting, named", [
+    ({"two_runs": True}, "--two-runs"),
+    ({"segment_bits": 15}, "--segment-bits 15"),
+    ({"algorithm": "triehh", "theta": 10}, "--algorithm triehh"),
+    ({"leftover_rounds": "passes"}, "--leftover-rounds passes"),
+])
+def test_completion_rounds_asked_for_where_they_cannot_run_are_refused(
+        setting: dict, named: str) -> None:
+    """The default's completion rounds drop quietly with a setting that rules them out (the
+    run says so by its rounds); a number asked for is refused, naming the setting."""
+    assert RunConfig(**setting).validate().completion() == 0
+    with pytest.raises(ConfigError, match=f"completion_rounds 20 cannot run with {named}"):
+        RunConfig(**setting, completion_rounds=20).validate()
+    assert RunConfig(**setting, completion_rounds=0).validate().completion() == 0
