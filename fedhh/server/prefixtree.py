@@ -128,15 +128,20 @@ class TreeConfig:
                 f"fp_ratio {self.fp_ratio} relative to the kept set never raises the threshold "
                 "(the kept set always holds the expected false positives): use a value below 1, "
                 "or fp_ratio_of='discoveries' (--fp-ratio-of discoveries)")
+        # (before the rounds' targets, which the completion rounds' derive from: this names it)
+        if self.fp_ratio_finished is not None and not 0 < self.fp_ratio_finished < 1:
+            raise ConfigError(f"fp_ratio_finished must be in (0, 1) (relative to the kept "
+                              f"finishing elements), got {self.fp_ratio_finished}")
         if self.round_fp_ratios is not None:
             if len(self.round_fp_ratios) != self.rounds:
                 raise ConfigError(f"{len(self.round_fp_ratios)} round false-positive targets "
                                   f"for {self.rounds} rounds")
             for gamma in self.round_fp_ratios:
-                validate_prune_parameters(gamma, self.tau0, self.eta)
+                if not gamma > 0:
+                    raise ConfigError(f"round_fp_ratio targets must be > 0, got {gamma}")
                 if self.fp_ratio_of == "kept" and not gamma < 1:
-                    raise ConfigError(f"round false-positive target {gamma} relative to the "
-                                      "kept set never raises the threshold: use values below 1")
+                    raise ConfigError(f"round_fp_ratio target {gamma} relative to the kept set "
+                                      "never raises the threshold: use values below 1")
         if self.segment_plan not in SEGMENT_PLANS:
             raise ConfigError(f"segment_plan must be one of {', '.join(SEGMENT_PLANS)}, got "
                               f"{self.segment_plan!r}")
@@ -147,9 +152,6 @@ class TreeConfig:
             raise ConfigError(f"domain must be one of {', '.join(DOMAINS)}, got {self.domain!r}")
         if not 0 <= self.selection_hint <= 4:
             raise ConfigError(f"selection_hint must be in [0, 4], got {self.selection_hint}")
-        if self.fp_ratio_finished is not None and not 0 < self.fp_ratio_finished < 1:
-            raise ConfigError(f"fp_ratio_finished must be in (0, 1) (relative to the kept "
-                              f"finishing elements), got {self.fp_ratio_finished}")
         if not 0 <= self.completion_rounds < self.rounds:
             raise ConfigError(f"completion_rounds must be in [0, rounds - 1 = {self.rounds - 1}],"
                               f" got {self.completion_rounds}")
@@ -158,12 +160,13 @@ class TreeConfig:
             raise ConfigError(f"main_bits must be in [1, {max_bits}], got {main}")
         if self.completion_rounds and self.segment_bits is not None:
             raise ConfigError("completion rounds use adaptive segments: leave segment_bits unset")
-        if self.completion_rounds and self.main_rounds * floor_log2(self.dim_limit) < main:
+        covered = self.main_rounds * floor_log2(self.dim_limit)
+        if self.completion_rounds and covered < main:
             raise ConfigError(
                 f"max_bits {main} is more than the {self.main_rounds} main rounds can add "
-                f"({floor_log2(self.dim_limit)} bits each at dim_limit {self.dim_limit}); longer "
-                f"items are finished by the completion rounds after them: raise "
-                f"completion_rounds (now {self.completion_rounds}), not max_bits")
+                f"({floor_log2(self.dim_limit)} bits each at dim_limit {self.dim_limit}): "
+                f"lower max_bits to at most {covered} or run more rounds; the completion "
+                "rounds after the main ones finish the longer items")
         check_feasible(self.main_rounds, main, self.dim_limit, self.segment_bits)
 
     @property

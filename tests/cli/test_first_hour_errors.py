@@ -364,6 +364,13 @@ def test_a_health_timeout_past_a_day_is_refused(capsys: pytest.CaptureFixture[st
      "sum, clones, paper, closed-form (or exact, a former name), got 'bogus'"),
     (["--fp-ratio", "1"], "argument --fp-ratio: fp_ratio 1.0 relative to the kept set never "
      "raises the threshold"),
+    (["--round-fp-ratio", "nan,0.5,0.5,0.5"],
+     "argument --round-fp-ratio: round_fp_ratio targets must be > 0, got nan"),
+    (["--fp-ratio-finished", "0"], "argument --fp-ratio-finished: fp_ratio_finished must be "
+     "in (0, 1)"),
+    (["--rounds", "1"], "argument --max-bits: max_bits 60 is more than the 1 main rounds can "
+     "add (23 bits each at dim_limit 10000000): lower max_bits to at most 23 or run more "
+     "rounds"),
 ])
 def test_a_refused_value_names_its_option(argv: list[str], line: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:
