@@ -45,7 +45,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from fedhh.errors import ConfigError
+from fedhh.errors import ConfigError, PrivacyError
 from fedhh.privacy.methods import DEFAULT_METHOD, LEGACY_NAMES, METHODS
 from fedhh.privacy.solver import EPS_LOCAL_MAX
 
@@ -204,6 +204,12 @@ def _baseline(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     if args.mechanism == "triehh":
         _require(args, "devices")
         rate = triehh_rate(args.theta, args.devices, args.rounds, args.eps_agg, args.delta)
+        if rate.batch_size is not None and rate.batch_size < rate.theta:
+            # A prefix is kept on theta votes of the round's sampled devices: none could be.
+            raise PrivacyError(
+                f"TrieHH samples {rate.batch_size} of the {args.devices} devices a round at "
+                f"this budget, fewer than theta = {rate.theta} votes: it could find nothing; "
+                "use more devices, a lower --theta or a larger --eps-agg")
     else:
         rate = triehhpp_rate(args.theta, args.rounds, args.eps_agg, args.delta)
     lines = [

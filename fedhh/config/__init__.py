@@ -486,7 +486,8 @@ class RunConfig:
             self._validate_round_items()
         if self.sampling_rate is not None and not 0 < self.sampling_rate <= 1:
             raise ConfigError(f"sampling_rate must be in (0, 1], got {self.sampling_rate}")
-        _at_least("theta", self.theta, 1)
+        # (TrieHH's delta, (theta - 2) / ((theta - 3) theta!) by its Corollary 1, needs 4)
+        _at_least("theta", self.theta, 4 if self.algorithm == "triehh" else 1)
         if self.noise_scale is not None:
             _positive("noise_scale", self.noise_scale)
         _at_least("seed", self.seed, 0)

@@ -368,6 +368,7 @@ def test_a_health_timeout_past_a_day_is_refused(capsys: pytest.CaptureFixture[st
      "argument --round-fp-ratio: round_fp_ratio targets must be > 0, got nan"),
     (["--fp-ratio-finished", "0"], "argument --fp-ratio-finished: fp_ratio_finished must be "
      "in (0, 1)"),
+    (["--algorithm", "triehh", "--theta", "3"], "argument --theta: theta must be >= 4, got 3"),
     (["--rounds", "1"], "argument --max-bits: max_bits 60 is more than the 1 main rounds can "
      "add (23 bits each at dim_limit 10000000): lower max_bits to at most 23 or run more "
      "rounds"),
@@ -414,3 +415,13 @@ def test_an_address_to_dial_is_checked_as_the_command_starts(
     """Before: `coordinator --aggregator bogus` started and failed only when a run began."""
     line = one_line_error(argv, capsys)
     assert f"error: argument {option}: must be HOST:PORT with a port 1 to 65535" in line
+
+
+def test_a_triehh_budget_that_samples_fewer_devices_than_theta_is_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `privacy triehh --theta 100000` printed "devices per round = 0", exit 0."""
+    assert one_line_error(["privacy", "triehh", "--theta", "100000", "--eps-agg", "1",
+                           "--delta", "1e-6", "--rounds", "4", "--devices", "1000"], capsys) \
+        == ("fedhh privacy: error: TrieHH samples 0 of the 1000 devices a round at this budget, "
+            "fewer than theta = 100000 votes: it could find nothing; use more devices, a lower "
+            "--theta or a larger --eps-agg")
