@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,9 @@ def register(subparsers: Any) -> None:
                    help="test mode: seed the devices' randomness and dropout draws (never in "
                         "a deployment: a known seed voids the local privacy guarantee)")
     p.add_argument("--workdir", help="keep logs and stats here")
-    p.add_argument("--json", metavar="PATH", help="write the report as JSON")
+    p.add_argument("--json", metavar="PATH",
+                   help="write the report as JSON (-: to standard output, the table to standard "
+                        "error)")
     p.set_defaults(handler=run)
 
 
@@ -86,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
                     coordinators=args.coordinators)
     interrupt_on_sigterm()
     report = run_load(spec, Path(args.workdir) if args.workdir else None)
-    print(render(report))
+    # (on standard error when standard output holds the JSON)
+    print(render(report), file=sys.stderr if args.json == options.STDOUT else sys.stdout)
     if args.json:
         options.write_output("--json", args.json, json.dumps(report, indent=2) + "\n")
     return 0 if report["state"] == "done" else 1

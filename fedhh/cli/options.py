@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import tempfile
 from pathlib import Path
 
@@ -76,11 +77,14 @@ def open_unit(text: str) -> float:
     return value
 
 
+STDOUT = "-"  # an output path that means standard output
+
+
 def check_output(option: str, path: str | None, suffixes: tuple[str, ...] = ()) -> None:
     """Refuse an output file that cannot be written where it is asked for, before the work
     that produces it rather than after: a folder, a missing or unwritable parent folder, or
     (with ``suffixes``) a name without one of them."""
-    if path is None:
+    if path is None or path == STDOUT:
         return
     target = Path(path)
     if target.is_dir():
@@ -128,9 +132,14 @@ def check_output_dir(option: str, path: str | Path | None) -> None:
 
 def write_output(option: str, path: str, text: str) -> None:
     """Write an output file whole or not at all (a failed write keeps what was there): its
-    text goes to a temporary sibling that then replaces it. A failure is one line."""
+    text goes to a temporary sibling that then replaces it. A failure is one line. ``-``
+    (``STDOUT``) is standard output, as for most tools."""
     from fedhh.data.dataset import atomic_file
 
+    if path == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     try:
         with atomic_file(Path(path), "w") as out:
             out.write(text)

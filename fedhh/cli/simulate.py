@@ -42,7 +42,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dataset", default=DEFAULT_DATASET, metavar="PATH_OR_NAME",
                    help=f"dataset name or path (default {DEFAULT_DATASET})")
     add_run_arguments(p, Mode.SIMULATION)
-    p.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    p.add_argument("--json", metavar="PATH",
+                   help="write the results as JSON (-: to standard output, without the summary)")
     p.add_argument("--plot", metavar="PATH", help="write the marginal discovered-frequency plot")
     p.add_argument("--top", type=options.non_negative_int, default=20,
                    help="heavy hitters to list on the terminal (default 20)")
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
                              json.dumps(payload, indent=2, default=_jsonable) + "\n")
     if args.plot:
         write_plot(result, config, args.plot)
-    if not args.quiet:
+    if not args.quiet and args.json != options.STDOUT:  # (standard output holds the JSON)
         print_summary(payload, args.top)
     return 0
 

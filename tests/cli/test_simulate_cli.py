@@ -56,6 +56,20 @@ def test_simulate_writes_json_and_plot(text_dataset: Path, tmp_path: Path,
     assert "heavy hitters discovered" in stdout
 
 
+def test_json_to_standard_output(text_dataset: Path, tmp_path: Path,
+                                 capsys: pytest.CaptureFixture[str],
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--json -` is standard output, holding the JSON alone (before: a file named `-`)."""
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    code, stdout, _ = run_cli(
+        ["simulate", "--dataset", str(text_dataset), "--eps-local", "8", "--rounds", "4",
+         "--dim-limit", "1e6", "--json", "-", "--seed", "3"], capsys)
+    assert code == 0
+    assert {"apple", "banana"} <= {h["item"] for h in json.loads(stdout)["heavy_hitters"]}
+    assert not (tmp_path / "-").exists()
+
+
 def test_same_seed_same_result(text_dataset: Path, tmp_path: Path,
                                capsys: pytest.CaptureFixture[str],
                                monkeypatch: pytest.MonkeyPatch) -> None:
