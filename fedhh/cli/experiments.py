@@ -87,7 +87,9 @@ def register(subparsers: Any) -> None:
     common.add_argument("--store", metavar="DIR", default=None,
                         help="result store (default <cache>/experiments)")
     common.add_argument("--dry-run", action="store_true",
-                        help="list the runs and whether they are stored; run nothing")
+                        help="list the runs and whether they are stored; run nothing (the "
+                             "datasets they use are generated first if not cached: every "
+                             "stored result is keyed by its dataset's identity)")
     common.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     cluster = common.add_argument_group(
         "Dask", "compute the runs as Dask tasks (default: one after the other, here); this "
