@@ -27,9 +27,11 @@ SUBCOMMANDS = (
 # simulator's round driver runs under, would otherwise only cancel its task, which notices at
 # the end of the round it is computing: 13 to 25 s after the key.) The services and the
 # commands that start them handle SIGINT themselves, to stop what they started.
-# Commands that Ctrl-C (and, for up and loadtest, SIGTERM) ends with "interrupted", exit 130,
-# after their own cleanup: the work they do is theirs to stop.
+# Commands that Ctrl-C ends with "interrupted", exit 130, after their own cleanup (a
+# half-written dataset's scratch folder, the services up and loadtest started): the work they
+# do is theirs to stop. SIGTERM too: TERMINABLE here, up and loadtest by their own handler.
 COMPUTING = ("simulate", "data", "privacy", "experiments", "up", "loadtest")
+TERMINABLE = ("simulate", "data", "privacy")  # SIGTERM means Ctrl-C too
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head`)
 
@@ -114,9 +116,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     computing = args.command in COMPUTING
-    previous = signal.getsignal(signal.SIGINT)
+    # (experiments' Dask processes, up's and loadtest's services take SIGTERM their own way)
+    signals = (signal.SIGINT, signal.SIGTERM) if args.command in TERMINABLE else (signal.SIGINT,)
+    previous = {signum: signal.getsignal(signum) for signum in signals}
     if computing:
-        signal.signal(signal.SIGINT, _interrupt)
+        for signum in previous:
+            signal.signal(signum, _interrupt)
     try:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:
@@ -146,7 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     finally:
         if computing:
-            signal.signal(signal.SIGINT, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import math
 import multiprocessing
 import os
 import shutil
+import signal
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -353,6 +354,9 @@ _WORKER_TABLES: Tables | None = None
 def _init_worker(tables: Tables) -> None:
     global _WORKER_TABLES
     _WORKER_TABLES = tables
+    # A forked worker inherits the CLI's SIGTERM-as-Ctrl-C (``fedhh.cli.main``); the pool ends
+    # its workers with SIGTERM, which must end them.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _run_shard(job: tuple[int, int, int, str]) -> dict[str, Any]:
