@@ -49,14 +49,39 @@ def _width(char: str) -> int:
     return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
 
 
+_EMOJI_PRESENTATION = "\ufe0f"  # VS16: the character before it drawn as an emoji
+_JOINER = "\u200d"
+_SKIN_TONES = range(0x1F3FB, 0x1F400)  # Fitzpatrick modifiers, drawn into the emoji before
+
+
 def columns(text: str) -> int:
     """The columns a terminal gives ``text``: two for an East Asian wide or fullwidth character
-    (CJK, Hangul, most emoji), none for a combining mark or a format character (a joiner, a
-    variation selector), one otherwise. An emoji joined with U+200D counts as its parts, as
-    most terminals' tables do."""
+    (CJK, Hangul, most emoji), none for a combining mark or a format character, one otherwise;
+    and for emoji sequences one emoji's two (UTS #51): a character made an emoji by VS16
+    (``❤️``, ``1️⃣``), an emoji and its skin tone (``👍🏽``), emoji joined by U+200D (``👨‍👩‍👧``,
+    ``🏳️‍🌈``), as wcwidth and the terminals that draw such sequences as one glyph count them.
+    A joiner between letters (Indic conjuncts) joins nothing here: they keep their columns."""
     if text.isascii():
         return len(text)
-    return sum(map(_width, text))
+    total = 0
+    last = 0  # the columns of the last character that took any
+    joined = False
+    for char in text:
+        if char == _JOINER:
+            joined = last == 2
+            continue
+        width = _width(char)
+        if char == _EMOJI_PRESENTATION and last == 1:
+            width = last = 2
+            total += 1
+            continue
+        if (joined and width == 2) or (ord(char) in _SKIN_TONES and last == 2):
+            width = 0  # drawn into the emoji before it
+        elif width:
+            last = width
+        joined = False
+        total += width
+    return total
 
 
 def ljust(text: str, width: int) -> str:

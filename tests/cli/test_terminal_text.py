@@ -51,7 +51,11 @@ def test_data_inspect_escapes_items(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 @pytest.mark.parametrize(("item", "width"), [
     ("hello", 5), ("東京", 4), ("안녕하세요", 10), ("e\u0301", 1), ("naïve", 5),
-    ("❤️", 1), ("👍🏽", 4), ("Москва", 6), ("नमस्ते", 4),
+    ("Москва", 6), ("नमस्ते", 4),
+    # emoji sequences are one emoji's two columns (UTS #51; before: 1, 4, 3, 8)
+    ("❤️", 2), ("👍🏽", 2), ("🏳️\u200d🌈", 2), ("👨\u200d👩\u200d👧\u200d👦", 2), ("1️⃣", 2),
+    ("🇩🇪", 2), ("😂😂", 4),
+    ("क्\u200dष", 2),  # a joiner between letters joins no columns
 ])
 def test_columns_count_the_room_a_terminal_gives(item: str, width: int) -> None:
     assert columns(item) == width
