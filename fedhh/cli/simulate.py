@@ -4,7 +4,8 @@ Shows the progress of every long step on stderr when it is a terminal (building 
 first use, checking it, its ground truth, the rounds) and prints a summary; ``--json PATH``
 writes machine-readable results with the keys ``heavy_hitters`` (list of {"item", "estimate",
 "round", "code", "ended", "truncated"}), ``cut_prefixes`` (the same, for heavy prefixes the
-rounds could not complete), ``deny_list``, ``metrics``, ``rounds`` (per-round diagnostics),
+rounds could not complete), ``earlier_runs`` (the same, for what the first run of
+--two-runs found), ``deny_list`` (as given), ``metrics``, ``rounds`` (per-round diagnostics),
 ``privacy``, ``config``, ``dataset`` and ``timings``; ``--plot PATH`` draws the paper's marginal
 discovered-frequency plot.
 
@@ -146,8 +147,11 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
         ))
     _table(rows)
     hitters = payload["heavy_hitters"]
+    earlier = payload.get("earlier_runs", [])
     print(f"\n{len(hitters)} heavy hitters discovered"
-          + (f" (+{len(payload['deny_list'])} from the deny list)" if payload["deny_list"] else ""))
+          + (f" (+{len(payload['deny_list'])} from the deny list)" if payload["deny_list"] else "")
+          + (f" (+{len(earlier)} found by the first run, listed in --json's earlier_runs)"
+             if earlier else ""))
     if top:
         _table([("rank", "item", "estimate", "round")] + [
             (i + 1, printable(h["item"]) + (f"  ({h['note']})" if h.get("note") else ""),

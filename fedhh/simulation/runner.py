@@ -188,11 +188,14 @@ class SimulationResult:
     truth: Truth | None = None
     ledger: PrivacyLedger | None = None
     cut_prefixes: list[HeavyHitter] = field(default_factory=list)
+    # --two-runs: what the first run found (the second run's deny list besides the given one)
+    earlier_runs: list[HeavyHitter] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "heavy_hitters": [h.to_dict() for h in self.heavy_hitters],
             "cut_prefixes": [h.to_dict() for h in self.cut_prefixes],
+            "earlier_runs": [h.to_dict() for h in self.earlier_runs],
             "deny_list": self.deny_list,
             "metrics": self.metrics,
             "rounds": self.rounds,
@@ -281,8 +284,10 @@ def simulate(
 
         tree, tree_state, ledger = _one_run(population, prepared, codec, deny_codes, 0,
                                             prepared.ledger, on_round, all_rounds)
+        earlier: list[HeavyHitter] = []
         for run in range(1, config.runs):
             # The previous run's output is this run's deny list (the paper's "2 rounds" mode).
+            earlier += tree.heavy_hitters(tree_state)
             found = cw.from_ints([f.code for f in tree_state.discovered], codec.max_bits)
             deny_codes = np.union1d(deny_codes, found)
             tree, tree_state, ledger = _one_run(population, prepared, codec, deny_codes, run,
@@ -292,11 +297,8 @@ def simulate(
                            - timings["truth_s"])
     hitters = tree.heavy_hitters(tree_state)
     # The deny list as given (an item longer than the codes is denied by its prefix, but the
-    # list says what was asked), then what earlier runs found, shown as found.
-    configured = config.deny_items()
-    given = set(cw.to_ints(codec.encode_many(configured).codes)) if configured else set()
-    deny_display = configured + [codec.display_item(c) for c in cw.to_ints(np.unique(deny_codes))
-                                 if c not in given]
+    # list says what was asked); what earlier runs found is ``earlier``, with its flags.
+    deny_display = config.deny_items()
     found_codes = cw.from_ints([h.code for h in hitters], codec.max_bits)
     output = np.union1d(found_codes, deny_codes)
     metrics: dict[str, Any] = {}
@@ -313,7 +315,8 @@ def simulate(
                 population.item_codes, truth_items, found_codes[ended])
     timings["total_s"] = time.perf_counter() - clock
     return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output,
-                            prepared.privacy, truth, ledger, tree.cut_prefixes(tree_state))
+                            prepared.privacy, truth, ledger, tree.cut_prefixes(tree_state),
+                            earlier)
 
 
 def _one_run(

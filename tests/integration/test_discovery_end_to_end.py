@@ -91,5 +91,7 @@ def test_deny_list_and_two_runs() -> None:
     twice = simulate(dataset, replace(base, two_runs=True))
     assert {r["extra"]["run"] for r in twice.rounds} == {1, 2}
     second = {h.item for h in twice.heavy_hitters}
-    assert {"apple", "pear", "melon"} <= set(twice.deny_list)
+    first = {h.item: h for h in twice.earlier_runs}  # with their flags, apart from a deny list
+    assert {"apple", "pear", "melon"} <= set(first) and twice.deny_list == []
+    assert all(first[item].ended for item in ("apple", "pear", "melon"))
     assert not second & {"apple", "pear", "melon"}
