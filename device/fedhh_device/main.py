@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import ssl
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -140,14 +141,77 @@ def coordinator_addresses(text: str) -> list[tuple[str, str]]:
     return addresses
 
 
+def check_state_dir(text: str | None) -> Path:
+    """--state-dir, made if missing, once it is known to be a folder this process can write.
+
+    Checked before any device enrolls: an enrollment token enrolls once, so an identity that
+    cannot be kept is a token lost (a rerun is refused UNAUTHENTICATED). It is required for
+    the same reason: without it the identities, and the devices' privacy budgets
+    (``fedhh_device.budget``), would live in memory only, and a restart would neither re-enroll
+    (the tokens are used) nor remember what its devices have spent."""
+    if not text:
+        raise ConfigError("--state-dir must not be empty: the devices' identities (each "
+                          "enrolled once, with a one-time token) and privacy budgets are kept "
+                          "there")
+    folder = Path(text)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(f"--state-dir {folder} exists and is not a folder") from None
+    except OSError as error:
+        raise ConfigError(f"--state-dir {folder}: cannot make this folder "
+                          f"({error.strerror or error})") from None
+    _check_writable(folder, f"--state-dir {folder}")
+    return folder
+
+
+def check_stats_file(text: str) -> Path:
+    """--stats-file, checked before any device enrolls: it is written only at exit, when a
+    path that cannot be written would fail a process after its whole run."""
+    path = Path(text)
+    if path.is_dir():
+        raise ConfigError(f"--stats-file {path} is a folder; give the path of a file")
+    if not path.parent.is_dir():
+        raise ConfigError(f"--stats-file {path}: {path.parent} is not a folder")
+    _check_writable(path.parent, f"--stats-file {path}")
+    return path
+
+
+def _check_writable(folder: Path, what: str) -> None:
+    """ConfigError naming ``what`` unless a file can be made in ``folder`` (a made file, not
+    permission bits: those say nothing of a read-only mount, or of a process run as root)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ConfigError(f"{what}: cannot write there ({error.strerror or error})") from None
+
+
+def write_stats(path: Path, devices: int, stats: Any) -> None:
+    tmp = Path(f"{path}.tmp")
+    try:
+        tmp.write_text(json.dumps({
+            "devices": devices, "tasks": stats.tasks, "completed": stats.completed,
+            "dropped": stats.dropped, "failed": stats.failed,
+            "report_seconds": stats.report_seconds, "outcome_seconds": stats.outcome_seconds,
+            "rpc_seconds": stats.calls.seconds, "rpc_bytes_sent": stats.calls.bytes_sent,
+        }))
+        os.replace(tmp, path)
+    except OSError as error:  # (made unwritable since the start: check_stats_file)
+        raise ConfigError(f"--stats-file {path}: cannot write it "
+                          f"({error.strerror or error})") from None
+
+
 async def serve(args: argparse.Namespace) -> None:
+    # The local paths first: nothing below may enroll a device whose identity cannot be kept.
+    state_dir = check_state_dir(args.state_dir)
+    stats_file = check_stats_file(args.stats_file) if args.stats_file else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     task_census.install(loop)
     dataset = resolve_dataset(args.dataset)
-    state_dir = Path(args.state_dir) if args.state_dir else None
     if args.users == TOKENS:
         if not args.enrollment_tokens_file:
             raise ConfigError("--users tokens hosts the users of --enrollment-tokens-file; "
@@ -208,16 +272,8 @@ async def serve(args: argparse.Namespace) -> None:
     await fleet.close()
     for coordinator in closing:
         await coordinator.close()
-    if args.stats_file:
-        stats = fleet.stats
-        tmp = Path(f"{args.stats_file}.tmp")
-        tmp.write_text(json.dumps({
-            "devices": len(hosted), "tasks": stats.tasks, "completed": stats.completed,
-            "dropped": stats.dropped, "failed": stats.failed,
-            "report_seconds": stats.report_seconds, "outcome_seconds": stats.outcome_seconds,
-            "rpc_seconds": stats.calls.seconds, "rpc_bytes_sent": stats.calls.bytes_sent,
-        }))
-        os.replace(tmp, args.stats_file)
+    if stats_file is not None:
+        write_stats(stats_file, len(hosted), fleet.stats)
     if not stopped and isinstance(outcome, Exception):
         # Its devices could not enroll or run (no token, a refused token, an unwritable state
         # directory): the process fails with the reason, so a supervisor sees it.

@@ -81,7 +81,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--enrollment-tokens-file", metavar="PATH",
                    help="one-time enrollment tokens: line u for dataset user u, or USER TOKEN "
                         "lines")
-    p.add_argument("--state-dir", help="keep enrolled identities here across restarts")
+    p.add_argument("--state-dir", required=True, metavar="DIR",
+                   help="keep the devices' enrolled identities and privacy budgets here across "
+                        "restarts (required: a token enrolls once, and a budget forgotten at "
+                        "exit would start again from zero)")
     p.add_argument("--seed", type=options.non_negative_int, default=None,
                    help="TEST MODE: seeded randomness instead of OS entropy")
     p.add_argument("--drop-rate", "--dropout", dest="drop_rate", metavar="RATE",

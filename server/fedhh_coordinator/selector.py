@@ -11,7 +11,10 @@ others hear "none"), a refusal (the keys belong to another device), or the round
 ``LeaderLink`` keeps the one stream to the leader (the control token as bearer, over TLS),
 reconnecting with backoff; while it is down no device joins a check-in here (they are told
 "none" and ask again, here or at another selector), and every key is presented again once it
-is back, to a leader that may have restarted.
+is back, to a leader that may have restarted. It checks the leader's tasks against the
+coordinator key it hands devices at enrollment (``check_signed_by``): devices that hold another
+key reject every task, so a selector given the wrong one stops (``WrongCoordinatorKey``) rather
+than go on enrolling devices that can never take part.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ import random
 
 import grpc
 
-from fedhh.errors import ConfigError
+from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.crowd_event import CrowdEvent
+from fedhh.rpc.tasks import COHORT_TASK_CONTEXT
+from fedhh.secagg.primitives import ed25519_verify
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator.hub import MAX_BATCH
@@ -35,6 +40,23 @@ log = logging.getLogger(__name__)
 # How long a selector gathers check-ins before it sends them: a round's devices arrive within
 # seconds, so 20 ms costs nothing and makes one message of hundreds of check-ins.
 BATCH_DELAY_S = 0.02
+
+
+class WrongCoordinatorKey(FedhhError):
+    """The leader's tasks are not signed by the key this selector gives its devices."""
+
+
+def check_signed_by(tasks: pb.SelectorTasks, coordinator_public: bytes) -> None:
+    """Raise WrongCoordinatorKey unless the shared part of ``tasks``' first task verifies
+    under ``coordinator_public`` (a cohort's members share that part and its signature,
+    ``fedhh.rpc.tasks``, so one check answers for the message)."""
+    for signed in tasks.tasks.values():
+        shared = signed.task[:signed.shared_length]
+        if not ed25519_verify(coordinator_public, signed.shared_signature,
+                              COHORT_TASK_CONTEXT + shared):
+            raise WrongCoordinatorKey("the leader's tasks do not verify under the coordinator "
+                                      "key this selector gives its devices")
+        return
 
 
 class SelectorLobby:
@@ -184,8 +206,9 @@ class LeaderLink:
     """The selector's stream to the leader (module docstring)."""
 
     def __init__(self, lobby: SelectorLobby, channel: grpc.aio.Channel, token: bytes,
-                 name: str) -> None:
+                 name: str, coordinator_public: bytes) -> None:
         self.lobby = lobby
+        self.coordinator_public = coordinator_public  # the key devices enrolled here get
         self.stub = pb_grpc.SelectorControlStub(channel)
         self.metadata = (("authorization", f"Bearer {token.decode()}"),)
         self.name = name
@@ -217,7 +240,7 @@ class LeaderLink:
         if first is grpc.aio.EOF:
             return
         self.lobby.attached()
-        self.lobby.handle(first)
+        self._handle(first)
         self.attached.set()
         log.info("attached to the leader", extra={"selector": self.name})
         writer = asyncio.create_task(self._write(call))
@@ -226,12 +249,19 @@ class LeaderLink:
                 message = await call.read()
                 if message is grpc.aio.EOF:
                     return
-                self.lobby.handle(message)
+                self._handle(message)
         finally:
             writer.cancel()
             with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
                 await writer
             call.cancel()
+
+    def _handle(self, message: pb.LeaderMessage) -> None:
+        # Before the lobby hands the tasks out (WrongCoordinatorKey ends serve(), and its
+        # devices waiting here hear "none").
+        if message.WhichOneof("event") == "tasks":
+            check_signed_by(message.tasks, self.coordinator_public)
+        self.lobby.handle(message)
 
     async def _write(self, call: grpc.aio.StreamStreamCall) -> None:
         while True:

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 
+from fedhh.errors import ConfigError
 from fedhh.rpc import serving
 from fedhh.rpc.control_client import open_channel
 from fedhh.rpc.credentials import load_public_key, read_secret
@@ -15,8 +16,9 @@ from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator.device_ports import start_device_ports
 from fedhh_coordinator.enrollment import RateLimiter, load_verifier
+from fedhh_coordinator.hub import MAX_NAME_BYTES
 from fedhh_coordinator.main import MAX_RECEIVE_BYTES, SERVER_OPTIONS
-from fedhh_coordinator.selector import LeaderLink, SelectorLobby
+from fedhh_coordinator.selector import LeaderLink, SelectorLobby, WrongCoordinatorKey
 from fedhh_coordinator.service import DeviceService
 from fedhh_coordinator.store import Store
 
@@ -24,7 +26,31 @@ log = logging.getLogger(__name__)
 SERVICES = ("fedhh.v1.DeviceService",)
 
 
+def selector_name(args: argparse.Namespace) -> str:
+    """--name, else --listen: checked here as the leader checks it, since a leader that
+    refuses the name refuses each reconnection too, and the selector would retry forever."""
+    name = args.name or args.listen
+    size = len(name.encode())
+    if 1 <= size <= MAX_NAME_BYTES and name.isprintable():
+        return name
+    if not args.name:
+        raise ConfigError(f"--listen {args.listen!r} is too long to name the selector (at most "
+                          f"{MAX_NAME_BYTES} bytes, got {size}): give --name")
+    raise ConfigError(f"--name must be 1 to {MAX_NAME_BYTES} printable bytes, got {size} "
+                      f"bytes{'' if name.isprintable() else ' with unprintable characters'}")
+
+
+def wrong_key(args: argparse.Namespace) -> ConfigError:
+    log.error("stopping: the leader's tasks do not verify under --coordinator-key; devices "
+              "that enrolled here since the start hold that key, reject every task and must "
+              "enroll again", extra={"coordinator_key": args.coordinator_key})
+    return ConfigError(f"--coordinator-key {args.coordinator_key} is not the key the leader "
+                       "signs its tasks with (give the .pub beside the coordinator's "
+                       "--signing-key)")
+
+
 async def serve(args: argparse.Namespace) -> None:
+    name = selector_name(args)
     public = load_public_key(args.coordinator_key)
     control_token = read_secret(args.control_token_file, "FEDHH_CONTROL_TOKEN",
                                 "control token")
@@ -41,25 +67,38 @@ async def serve(args: argparse.Namespace) -> None:
     health = serving.add_health_and_reflection(server, SERVICES)
     port = serving.bind(server, args.listen, tls, args.insecure)
     channel = open_channel(args.leader, tls.channel_credentials() if tls else None)
-    link = LeaderLink(lobby, channel, control_token, args.name or args.listen)
+    link = LeaderLink(lobby, channel, control_token, name, public)
     link_task = asyncio.create_task(link.serve(), name="leader link")
     metrics_port = start_metrics(args.metrics_port, args.metrics_host, tls)
     ports = await start_device_ports(args, "selector", devices, credential_checks,
                                      MAX_RECEIVE_BYTES, tls)
     await server.start()
-    # Ready once the leader has answered: a selector without the leader serves no check-in.
-    await link.attached.wait()
-    await serving.set_serving(health, SERVICES)
-    if args.ready_file:
-        write_ready(args.ready_file, {"port": port, "metrics_port": metrics_port,
-                                      "web_port": ports.web_port,
-                                      "session_port": ports.framed_port})
-    log.info("selector serving", extra={"port": port, "leader": args.leader,
-                                        "metrics_port": metrics_port,
-                                        "web_port": ports.web_port,
-                                        "session_port": ports.framed_port})
     try:
-        await serving.wait_for_signal(server)
+        # Ready once the leader has answered: a selector without the leader serves no
+        # check-in.
+        attached = asyncio.create_task(link.attached.wait())
+        await asyncio.wait({attached, link_task}, return_when=asyncio.FIRST_COMPLETED)
+        attached.cancel()
+        if not link_task.done():
+            await serving.set_serving(health, SERVICES)
+            if args.ready_file:
+                write_ready(args.ready_file, {"port": port, "metrics_port": metrics_port,
+                                              "web_port": ports.web_port,
+                                              "session_port": ports.framed_port})
+            log.info("selector serving", extra={"port": port, "leader": args.leader,
+                                                "metrics_port": metrics_port,
+                                                "web_port": ports.web_port,
+                                                "session_port": ports.framed_port})
+            signalled = asyncio.create_task(serving.wait_for_signal(server))
+            await asyncio.wait({signalled, link_task}, return_when=asyncio.FIRST_COMPLETED)
+            signalled.cancel()
+        if link_task.done():  # (the link ends by itself only on an error)
+            await server.stop(0)
+            error = link_task.exception()
+            if isinstance(error, WrongCoordinatorKey):
+                raise wrong_key(args) from None
+            if error is not None:
+                raise error
     finally:
         link_task.cancel()
         await ports.close()

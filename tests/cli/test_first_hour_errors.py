@@ -304,8 +304,10 @@ def test_every_option_has_help() -> None:
     (["loadtest", "--devices", "9", "--drop-rate", "0.1"], "dropout", 0.1),
     (["loadtest", "--devices", "9", "--dropout", "0.1"], "dropout", 0.1),
     (["loadtest", "--devices", "9", "--shard-size", "3"], "shard_size", 3),
-    (["device", "--coordinator", "x:1", "--drop-rate", "0.2"], "drop_rate", 0.2),
-    (["device", "--coordinator", "x:1", "--dropout", "0.2"], "drop_rate", 0.2),
+    (["device", "--coordinator", "x:1", "--state-dir", "s", "--drop-rate", "0.2"], "drop_rate",
+     0.2),
+    (["device", "--coordinator", "x:1", "--state-dir", "s", "--dropout", "0.2"], "drop_rate",
+     0.2),
 ])
 def test_one_name_per_concept_and_the_old_names_still_work(argv: list[str], dest: str,
                                                            value: object) -> None:
