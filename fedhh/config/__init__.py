@@ -157,9 +157,10 @@ class RunConfig:
                           "shown cut with …; with them there is no such deadline (codes are "
                           "every round's floor(log2 P) bits wide)")
     completion_rounds: int = _knob(
-        DEFAULT_COMPLETION_ROUNDS, "cheaper rounds after the main ones (--rounds) for the items the main rounds left "
-        "unended (URLs, e-mail addresses, long words); every round then takes the adaptive "
-        "segment, with no deadline to trim the list for; skipped when nothing is left. They "
+        DEFAULT_COMPLETION_ROUNDS, "cheaper rounds after the main ones (--rounds) for the items "
+        "the main rounds left unended (URLs, e-mail addresses, long words); every round then "
+        "takes the adaptive segment, with no deadline to trim the list for; skipped when "
+        "nothing is left. They "
         "apply to optprefixtree with the sum accountant and one item per report (0 "
         "otherwise); when too few devices can budget them all, the last are dropped, said in "
         "the output")
@@ -336,14 +337,15 @@ class RunConfig:
         (fp_ratio_finished, else fp_ratio) split as gamma / (i (i + 1)) over the i-th, which
         sums to less than gamma however many there are.
 
-        Why split. PruneHH holds a round's expected false positives to gamma times what the
-        round keeps (the paper's Algorithm PruneHH, ``fedhh.server.prune``), and a completion round keeps few
-        elements: mostly the same long items' prefixes, one a round for as many rounds as an
-        item needs. At gamma in every round each such chain would admit ~gamma false elements a
-        round (a real prefix and noise bits, output as a whole item or a cut one), ~1.6 by
-        the 16th round, for one true item; split, the chain admits fewer than gamma in all, as
-        the output target promises. Every element of a completion round is held to it (not
-        only the finishing ones), so noise prefixes do not crowd the next round's domain."""
+        Why split. PruneHH (the paper's algorithm, ``fedhh.server.prune``) holds a round's
+        expected false positives to gamma times what the round keeps, and a completion round
+        keeps few elements: mostly the same long items' prefixes, one a round for as many
+        rounds as an item needs. At gamma in every round each such chain would admit ~gamma
+        false elements a round (a real prefix and noise bits, output as a whole item or a cut
+        one), ~1.6 by the 16th round, for one true item; split, the chain admits fewer than
+        gamma in all, as the output target promises. Every element of a completion round is
+        held to it (not only the finishing ones), so noise prefixes do not crowd the next
+        round's domain."""
         gamma = self.fp_ratio if self.fp_ratio_finished is None else self.fp_ratio_finished
         return tuple(gamma / (i * (i + 1)) for i in range(1, self.completion() + 1))
 

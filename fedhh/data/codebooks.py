@@ -1,9 +1,9 @@
 """The trained built-in codebooks, rebuilt from the public data they come from.
 
 ``unicode`` (the default), ``general`` and ``tokens`` come from
-``fedhh.data.tokens.train_codebooks``: BPE tokens and Huffman codes over a sample of words of 24 languages, pictographs, numbers, URLs,
-e-mail addresses and identifiers (it needs the ``tokenizers`` package:
-``pip install 'fedhh[train]'``).
+``fedhh.data.tokens.train_codebooks``: BPE tokens and Huffman codes over a sample of words of 24
+languages, pictographs, numbers, URLs, e-mail addresses and identifiers (it needs the
+``tokenizers`` package: ``pip install 'fedhh[train]'``).
 
 ``english`` and ``german`` are ``train_codebook`` over pyspellchecker's word counts of the
 language (OpenSubtitles 2018 via OPUS, MIT licence; the same source as the English warm-start

@@ -11,9 +11,9 @@ frequencies: about -log2 of the token's share per token).
 
 Which tokens. Three codebooks come out of one training, and docs/codecs.md compares them:
 
-- ``general`` (the default before 2026-12) keeps English letters as cheap as ``english`` does and adds, as
-  tokens, every frequent multi-byte character (emoji, CJK, accented letters) and the pieces of
-  structured items (tokens holding punctuation or only digits: ``https://``, ``www.``,
+- ``general`` (the default before 2026-12) keeps English letters as cheap as ``english`` does
+  and adds, as tokens, every frequent multi-byte character (emoji, CJK, accented letters) and
+  the pieces of structured items (tokens holding punctuation or only digits: ``https://``, ``www.``,
   ``.com/``, ``@gmail.com``, ``.14``, ``2017``). It is trained on the sample below with English
   words holding ``GENERAL_ENGLISH_SHARE`` of the weight. Words keep letter-by-letter codes,
   which matters for the prefix tree: words sharing a stem share a prefix, and a shared prefix's
@@ -21,10 +21,11 @@ Which tokens. Three codebooks come out of one training, and docs/codecs.md compa
   list (measured: with word-piece tokens, ``synthetic-german`` lost a quarter of its words).
 - ``tokens`` adds word pieces as well (every BPE token): the shortest codes for words, at that
   cost on populations of words; on URLs it is the shortest.
-- ``unicode`` (the default) keeps ``general``'s structural pieces of two or more characters, has no token
-  for a single character, and writes continuation bytes raw (``fedhh.codec.codebook``): a
-  character is its first byte's codeword and 6 bits a further byte, for scripts the sample
-  barely holds (Hangul, Devanagari, Thai: ~28 bits a character, not ~47).
+- ``unicode`` (the default) keeps ``general``'s structural pieces of two or more characters,
+  has no token for a single character, and writes continuation bytes raw
+  (``fedhh.codec.codebook``): a character is its first byte's codeword and 6 bits a further
+  byte, for scripts the sample barely holds (Hangul, Devanagari, Thai: ~28 bits a character,
+  not ~47).
 
 Training (``train_tokens_codebook``, ``train_general_codebook``), deterministic:
 

@@ -12,7 +12,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from fedhh.errors import ConfigError
 
-
 MIN_SECRET_BYTES = 16
 # The coordinator refuses authorization metadata over 512 characters ("Bearer " and the token).
 MAX_SECRET_BYTES = 512 - len("Bearer ")
