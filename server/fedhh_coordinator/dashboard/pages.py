@@ -223,10 +223,12 @@ def hits_table(run_id: str, hits: Sequence[Hit]) -> Html:
     if not hits:
         return Html('<p class="empty">No heavy hitter found yet.</p>')
     rows = join(fmt(
-        '<tr data-item="{item}"><td>{rank}</td><td class="item">{item}</td>'
+        '<tr data-item="{item}"><td>{rank}</td><td class="item">{item}{cut}</td>'
         '<td>{estimate} ± {std}</td><td>{round}</td></tr>',
         rank=h.rank, item=h.item, estimate=number(h.estimate, 1), std=number(h.std, 1),
-        round=h.round) for h in hits)
+        round=h.round, cut=fmt(' <span class="note">(cut at {bits} bits: every item starting '
+                               'so)</span>', bits=h.bits) if h.truncated else Html(""))
+        for h in hits)
     return fmt('<div class="scroll"><table class="hits"><thead><tr><th>Rank</th><th>Item</th>'
                '<th>Estimate ± std</th><th>Round found</th></tr></thead><tbody>{rows}</tbody>'
                '</table></div><p class="count">{n} heavy hitters</p>', rows=rows, n=len(hits))

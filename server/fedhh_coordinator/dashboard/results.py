@@ -37,6 +37,8 @@ class Hit:
     estimate: float
     std: float  # nan when the round's contributor count is unknown
     round: int
+    truncated: bool = False  # the item's text is its prefix of ``bits`` bits (HeavyHitter)
+    bits: int = 0
 
 
 def heavy_hitters(parts: RunParts, rounds: list[RoundRow]) -> list[Hit]:
@@ -44,7 +46,7 @@ def heavy_hitters(parts: RunParts, rounds: list[RoundRow]) -> list[Hit]:
     contributors = {r.round: r.participants for r in rounds if r.state == "released"}
     return [Hit(rank, h.item, h.estimate,
                 estimate_std(parts.tree.mechanism, h.estimate, contributors.get(h.round, 0)),
-                h.round)
+                h.round, h.truncated, h.bits if h.truncated else 0)
             for rank, h in enumerate(parts.tree.heavy_hitters(parts.state), start=1)]
 
 

@@ -261,10 +261,11 @@ class Dashboard:
             return web.Response(text=body, content_type="application/json", headers=headers)
         out = io.StringIO()
         writer = csv.writer(out)
-        writer.writerow(["rank", "item", "estimate", "std", "round"])
+        writer.writerow(["rank", "item", "estimate", "std", "round", "truncated_at_bits"])
         for h in hits:
             writer.writerow([h.rank, csv_cell(h.item), repr(h.estimate),
-                             "" if math.isnan(h.std) else repr(h.std), h.round])
+                             "" if math.isnan(h.std) else repr(h.std), h.round,
+                             h.bits if h.truncated else ""])
         return web.Response(text=out.getvalue(), content_type="text/csv", headers=headers)
 
     # ---- live ------------------------------------------------------------------------------
@@ -293,4 +294,5 @@ class Dashboard:
 
 def _hit_json(hit: Hit) -> dict[str, Any]:
     return {"rank": hit.rank, "item": hit.item, "estimate": hit.estimate,
-            "std": None if math.isnan(hit.std) else hit.std, "round": hit.round}
+            "std": None if math.isnan(hit.std) else hit.std, "round": hit.round,
+            "truncated": hit.truncated, **({"bits": hit.bits} if hit.truncated else {})}
