@@ -58,6 +58,11 @@ def iter_text_users(
                     "user's items on one line; is this a text dataset?)")
             if number == 1:
                 raw = raw.removeprefix(codecs.BOM_UTF8)  # an editor's mark, not an item's
+                if not raw.endswith(b"\n") and b"\r" in raw.rstrip(b"\r"):
+                    # (split() would take the breaks for spaces: every user one user)
+                    raise DatasetError(
+                        f"{source}: its lines end with \\r alone (classic Mac OS line ends); "
+                        "a text dataset has one user per line, each ending with \\n or \\r\\n")
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:

@@ -12,7 +12,7 @@ from fedhh.data import text as text_format
 from fedhh.data.builder import ShardedBuilder
 from fedhh.data.dataset import FederatedDataset, load_dataset
 from fedhh.data.leaf import import_leaf
-from fedhh.data.text import import_text, write_text
+from fedhh.data.text import import_text, iter_text_users, write_text
 from fedhh.errors import DatasetError
 
 
@@ -155,3 +155,13 @@ def test_leaf_not_utf8_and_empty_dir(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(DatasetError, match=r"no .json files"):
         import_leaf(tmp_path / "empty", tmp_path / "out")
+
+
+def test_a_text_file_of_bare_carriage_returns_is_refused(tmp_path: Path) -> None:
+    """Before: `a b\\rc d\\re\\r` (classic Mac OS line ends) was one user holding every item."""
+    src = tmp_path / "mac.txt"
+    src.write_bytes(b"a b\rc d\re\r")
+    with pytest.raises(DatasetError, match=r"lines end with \\r alone"):
+        list(iter_text_users(src))
+    src.write_bytes(b"a b\r\nc d\r\n")  # Windows line ends are lines
+    assert [sorted(c) for c in iter_text_users(src)] == [["a", "b"], ["c", "d"]]
