@@ -69,8 +69,11 @@ def run(args: argparse.Namespace) -> int:
     payload = result_payload(result, config, dataset.summary(progress))
     warn_over_target(payload["privacy"])
     if args.json:
-        options.write_output("--json", args.json,
-                             json.dumps(payload, indent=2, default=_jsonable) + "\n")
+        # Items as they are (UTF-8, the file's encoding), not as \ud83d\ude02 escapes; standard
+        # output keeps the escapes, whatever its encoding.
+        text = json.dumps(payload, indent=2, default=_jsonable,
+                          ensure_ascii=args.json == options.STDOUT)
+        options.write_output("--json", args.json, text + "\n")
     if args.plot:
         write_plot(result, config, args.plot)
     if not args.quiet and args.json != options.STDOUT:  # (standard output holds the JSON)

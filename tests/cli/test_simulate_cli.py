@@ -143,6 +143,7 @@ def test_items_of_any_kind_are_shown_exactly_and_truncation_is_flagged(
     hitters = {h["item"]: h for h in payload["heavy_hitters"]}
     for word in words:
         assert hitters[word]["ended"] and not hitters[word]["truncated"]
+    assert '"item": "👍🏽"' in out_json.read_text(encoding="utf-8")  # as it is, not \ud83d...
     assert len(payload["rounds"]) > 4 and not payload["cut_prefixes"]
     assert "estimates of different rounds are not comparable" in stdout
 
