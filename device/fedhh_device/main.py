@@ -9,7 +9,6 @@ import logging
 import os
 import signal
 import ssl
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import numpy as np
 
 from fedhh.data.registry import resolve_dataset
 from fedhh.errors import ConfigError
+from fedhh.output_paths import check_output, check_output_dir
 from fedhh.rpc import serving, task_census
 from fedhh.rpc.device_client import Transport
 from fedhh.rpc.device_users import TOKENS, read_tokens, tokens_for, user_range
@@ -141,7 +141,7 @@ def coordinator_addresses(text: str) -> list[tuple[str, str]]:
     return addresses
 
 
-def check_state_dir(text: str | None) -> Path:
+def check_state_dir(text: str) -> Path:
     """--state-dir, made if missing, once it is known to be a folder this process can write.
 
     Checked before any device enrolls: an enrollment token enrolls once, so an identity that
@@ -149,42 +149,14 @@ def check_state_dir(text: str | None) -> Path:
     the same reason: without it the identities, and the devices' privacy budgets
     (``fedhh_device.budget``), would live in memory only, and a restart would neither re-enroll
     (the tokens are used) nor remember what its devices have spent."""
-    if not text:
-        raise ConfigError("--state-dir must not be empty: the devices' identities (each "
-                          "enrolled once, with a one-time token) and privacy budgets are kept "
-                          "there")
+    check_output_dir("--state-dir", text)
     folder = Path(text)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise ConfigError(f"--state-dir {folder} exists and is not a folder") from None
     except OSError as error:
         raise ConfigError(f"--state-dir {folder}: cannot make this folder "
                           f"({error.strerror or error})") from None
-    _check_writable(folder, f"--state-dir {folder}")
     return folder
-
-
-def check_stats_file(text: str) -> Path:
-    """--stats-file, checked before any device enrolls: it is written only at exit, when a
-    path that cannot be written would fail a process after its whole run."""
-    path = Path(text)
-    if path.is_dir():
-        raise ConfigError(f"--stats-file {path} is a folder; give the path of a file")
-    if not path.parent.is_dir():
-        raise ConfigError(f"--stats-file {path}: {path.parent} is not a folder")
-    _check_writable(path.parent, f"--stats-file {path}")
-    return path
-
-
-def _check_writable(folder: Path, what: str) -> None:
-    """ConfigError naming ``what`` unless a file can be made in ``folder`` (a made file, not
-    permission bits: those say nothing of a read-only mount, or of a process run as root)."""
-    try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as error:
-        raise ConfigError(f"{what}: cannot write there ({error.strerror or error})") from None
 
 
 def write_stats(path: Path, devices: int, stats: Any) -> None:
@@ -205,7 +177,8 @@ def write_stats(path: Path, devices: int, stats: Any) -> None:
 async def serve(args: argparse.Namespace) -> None:
     # The local paths first: nothing below may enroll a device whose identity cannot be kept.
     state_dir = check_state_dir(args.state_dir)
-    stats_file = check_stats_file(args.stats_file) if args.stats_file else None
+    check_output("--stats-file", args.stats_file)  # (written at exit, after the whole run)
+    stats_file = Path(args.stats_file) if args.stats_file else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -96,11 +96,11 @@ def test_a_state_dir_the_devices_cannot_use_is_refused_before_any_token_is(
         f"--state-dir {a_file} exists and is not a folder"
     assert one_line_error(run_devices(topology, "devices-state", data, "--state-dir",
                                       str(a_file / "state")), "device") == \
-        f"--state-dir {a_file / 'state'}: cannot make this folder (Not a directory)"
+        f"--state-dir {a_file / 'state'}: {a_file} is not a folder"
     if Path("/proc/self").is_dir():  # (a path no one can make a folder at, root included)
         assert one_line_error(run_devices(topology, "devices-state", data, "--state-dir",
                                           "/proc/fedhh-state"), "device").startswith(
-            "--state-dir /proc/fedhh-state: cannot make this folder (")
+            "--state-dir /proc/fedhh-state: cannot write in /proc: ")
     # Without a state dir the identities would be kept in memory only: refused, not enrolled.
     assert one_line_error(run_devices(topology, "devices-state", data), "device") == \
         "the following arguments are required: --state-dir"
@@ -116,11 +116,11 @@ def test_a_stats_file_that_is_a_folder_is_refused_before_any_token_is(
     state = tmp_path / "state"
     assert one_line_error(run_devices(topology, "devices-stats", data, "--state-dir",
                                       str(state), "--stats-file", str(tmp_path)), "device") == \
-        f"--stats-file {tmp_path} is a folder; give the path of a file"
+        f"--stats-file {tmp_path} is a folder; give a file name, e.g. {tmp_path / 'results.json'}"
     missing = tmp_path / "missing" / "stats.json"
     assert one_line_error(run_devices(topology, "devices-stats", data, "--state-dir",
                                       str(state), "--stats-file", str(missing)), "device") == \
-        f"--stats-file {missing}: {missing.parent} is not a folder"
+        f"--stats-file {missing}: the folder {missing.parent} does not exist"
     enroll_with_the_same_tokens(topology, "devices-stats", data)
 
 

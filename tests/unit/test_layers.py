@@ -26,6 +26,7 @@ LIBRARY = (
     "fedhh.lazy",        # packages' names imported on first use
     "fedhh.codec",       # items <-> prefix codes
     "fedhh.data",        # datasets; the codebooks' training data
+    "fedhh.output_paths",  # output paths checked before the work (the CLI's, the services')
     "fedhh.device",      # what a device computes
     "fedhh.privacy",     # accountants, ledger
     "fedhh.secagg",      # SecAgg+ state machines and primitives

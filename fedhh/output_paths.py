@@ -1,0 +1,85 @@
+"""Output paths checked before the work that fills them, and written whole or not at all.
+
+Used by the command line (``fedhh.cli.options``) and by the services' own start-up checks
+(the coordinator's --ready-file, a device process's --state-dir and --stats-file), which must
+refuse a path they cannot write before they act, not after: a device that enrolled first would
+have used up its one-time token.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from fedhh.errors import ConfigError
+
+STDOUT = "-"  # an output path that means standard output
+
+
+def check_output(option: str, path: str | None, suffixes: tuple[str, ...] = ()) -> None:
+    """Refuse an output file that cannot be written where it is asked for, before the work
+    that produces it rather than after: a folder, a missing or unwritable parent folder, or
+    (with ``suffixes``) a name without one of them."""
+    if path is None or path == STDOUT:
+        return
+    target = Path(path)
+    if target.is_dir():
+        example = target / ("results" + (suffixes[0] if suffixes else ".json"))
+        raise ConfigError(f"{option} {path} is a folder; give a file name, e.g. {example}")
+    if target.exists() and not target.is_file():
+        raise ConfigError(f"{option} {path} exists and is not a regular file")
+    folder = target.resolve().parent
+    if not folder.is_dir():
+        raise ConfigError(f"{option} {path}: the folder {folder} does not exist")
+    if suffixes and target.suffix.lower() not in suffixes:
+        raise ConfigError(f"{option} {path}: the file name must end in one of "
+                          f"{', '.join(suffixes)} (the format it is written in)")
+    _check_writable(option, path, folder)
+
+
+def _check_writable(option: str, path: str | Path, folder: Path) -> None:
+    """Refuse ``path`` unless a file can be made in ``folder``: what the write will do
+    (os.access says yes to /proc, and to a read-only mount)."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".fedhh-check.", suffix=".tmp"):
+            pass
+    except OSError as error:
+        raise ConfigError(f"{option} {path}: cannot write in {folder}: "
+                          f"{error.strerror or error}") from None
+
+
+def check_output_dir(option: str, path: str | Path | None) -> None:
+    """Refuse an output folder that cannot be made or written, before the work: a file in its
+    place, or a nearest existing folder on its path that cannot be written."""
+    if path is None:
+        return
+    target = Path(path)
+    if str(path) == "":
+        raise ConfigError(f"{option} must not be empty")
+    if target.exists() and not target.is_dir():
+        raise ConfigError(f"{option} {path} exists and is not a folder")
+    existing = target.resolve()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{option} {path}: {existing} is not a folder")
+    _check_writable(option, path, existing)
+
+
+def write_output(option: str, path: str, text: str) -> None:
+    """Write an output file whole or not at all (a failed write keeps what was there): its
+    text goes to a temporary sibling that then replaces it. A failure is one line. ``-``
+    (``STDOUT``) is standard output, as for most tools."""
+    from fedhh.data.dataset import atomic_file
+
+    if path == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        with atomic_file(Path(path), "w") as out:
+            out.write(text)
+    except OSError as error:
+        raise ConfigError(f"{option} {path}: cannot write it: {error.strerror or error}"
+                          ) from None
