@@ -478,7 +478,10 @@ class RunConfig:
                                      and self.sampling_rate in (None, 1.0)):
             raise ConfigError("consistency holds in the single-item mode of optprefixtree with "
                               "every device taking part (single_item, no sampling)")
-        if self.round_weights() is not None:
+        if (weights := self.round_weights()) is not None:
+            from fedhh.privacy.accountant import allocation_offsets
+
+            allocation_offsets(weights)  # (refuses weights too far apart, naming round_budget)
             if self.algorithm != "optprefixtree":
                 raise ConfigError(f"round_budget applies to optprefixtree, not {self.algorithm}")
             if self.privacy_method not in (None, "sum"):

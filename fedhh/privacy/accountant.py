@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from fedhh.errors import PrivacyError
+from fedhh.errors import ConfigError, PrivacyError
 from fedhh.privacy import methods, shuffle, sum_pld
 from fedhh.privacy._checks import check_delta, check_devices, check_eps, check_rate, check_rounds
 from fedhh.privacy.composition import (
@@ -149,16 +149,37 @@ def useful_orders(
     return keep if keep.size else a[-1:]
 
 
+# The widest allocation: a round's weight at least the largest's / e^40. Round i runs at
+# eps_local + log(w_i / max w), and eps_local is at most 40 (``solver.EPS_LOCAL_MAX``, the
+# largest the accountants solve for), so a round below that ratio could never get a positive
+# epsilon, whatever eps_local (``check_offsets`` would refuse every one).
+MAX_LOG_WEIGHT_RATIO = 40.0
+
+
 def allocation_offsets(weights: Sequence[float]) -> tuple[float, ...]:
     """Per-round epsilon offsets of an allocation: round i gets ``log(w_i / max w)`` more than
     eps_local, so eps_local is the largest round's local epsilon. A weight is a share of
     e^eps, which each round's privacy cost and the inverse variance of its estimates are both
-    proportional to at large n (docs/utility.md)."""
+    proportional to at large n (docs/utility.md).
+
+    The offsets are ``log w_i - log max w``: the quotient w_i / max w underflows to 0 (and its
+    log fails) when the weights span more than a double's range (1e-300 against 1e300). An
+    allocation wider than e^``MAX_LOG_WEIGHT_RATIO`` is refused (ConfigError naming
+    round_budget): no eps_local gives its smallest round a positive epsilon."""
     values = [float(w) for w in weights]
     if not values or not all(math.isfinite(w) and w > 0 for w in values):
         raise PrivacyError(f"allocation weights must be positive numbers, got {weights!r}")
-    top = max(values)
-    return tuple(math.log(w / top) for w in values)
+    top = math.log(max(values))
+    offsets = tuple(math.log(w) - top for w in values)
+    low = min(range(len(values)), key=offsets.__getitem__)
+    if -offsets[low] >= MAX_LOG_WEIGHT_RATIO:
+        raise ConfigError(
+            f"round_budget weights must be within a factor e^{MAX_LOG_WEIGHT_RATIO:g} "
+            f"(~{math.exp(MAX_LOG_WEIGHT_RATIO):.3g}) of each other, got {values[low]:g} "
+            f"against {max(values):g}: round {low + 1} would get eps_local - "
+            f"{-offsets[low]:.4g}, not positive at any eps_local the accountants solve for "
+            f"(at most {MAX_LOG_WEIGHT_RATIO:g})")
+    return offsets
 
 
 def repeat_offsets(offsets: Sequence[float], items: Sequence[int]) -> tuple[float, ...]:

@@ -36,6 +36,17 @@ The Laplace scale is found by bisection (to 1e-6 relative) on the noise multipli
 KOV routes see only the L1 sensitivity (one coordinate shifted by all of it, the worst case a
 histogram of unknown shape can have); at T = 12, eps_agg = 1, delta = 1e-6 and two coordinates
 the PLD route needs 19.3 where they need 23.9 (basic composition is as good as either there).
+
+Limits. Both calibrations refuse eps_agg above ``EPS_AGG_MAX`` = 709: the profile of Balle &
+Wang's Theorem 8 and KOV Theorem 3.4 carry the factor e^eps, a finite double only up to
+ln(2^1024) = 709.78 (and a guarantee that multiplies probabilities by e^709 bounds nothing).
+Within it the Gaussian profile is evaluated with its second term in log space (``gaussian_delta``),
+so no term overflows or underflows to a wrong zero. A noise multiplier (noise / sensitivity)
+above ``MAX_MULTIPLIER`` is refused as unusable (a tiny eps_agg with a tiny delta needs it). The
+searches are bounded: the multiplier stays in [1e-6, MAX_MULTIPLIER] (Laplace) and
+[1e-3, MAX_MULTIPLIER] (Gaussian), whose lower ends are infeasible at every eps_agg <= 709 (each
+function's docstring says why), and the PLD route's discretization interval grows with eps_agg
+(``_pld_interval``), so one evaluation costs about the same at every eps_agg.
 """
 
 from __future__ import annotations
@@ -45,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from fedhh.errors import PrivacyError
 from fedhh.privacy._checks import check_delta, check_eps, check_positive, check_rounds
 from fedhh.privacy.composition import ORDERS, kov_inverse
 
@@ -71,12 +83,46 @@ class CentralCalibration:
         return asdict(self)
 
 
+EPS_AGG_MAX = 709.0  # e^eps_agg must be a finite double (module docstring, Limits)
+MAX_MULTIPLIER = 1e9  # noise / sensitivity per round above which a calibration is refused
+PLD_INTERVAL = 1e-4  # the PLD route's loss discretization at eps_agg <= 1 (dp_accounting's)
+
+
+def check_eps_agg(eps_agg: float) -> float:
+    """A positive eps_agg of at most ``EPS_AGG_MAX`` (module docstring, Limits)."""
+    eps_agg = check_eps(eps_agg, "eps_agg")
+    if eps_agg > EPS_AGG_MAX:
+        raise PrivacyError(f"eps_agg must be at most {EPS_AGG_MAX:g} for a central calibration "
+                           f"(e^eps_agg must be a finite number), got {eps_agg:g}")
+    return eps_agg
+
+
+def _refuse_unusable(mechanism: str, multiplier: float, eps_agg: float, delta: float,
+                     rounds: int) -> None:
+    """PrivacyError when no route found a noise multiplier of at most ``MAX_MULTIPLIER``."""
+    if not multiplier <= MAX_MULTIPLIER:
+        raise PrivacyError(
+            f"eps_agg={eps_agg:g}, delta={delta:g} over {rounds} round(s) needs {mechanism} "
+            f"noise above {MAX_MULTIPLIER:g} x the sensitivity per round, the most calibrated; "
+            f"raise eps_agg or delta")
+
+
 def _smallest_multiplier(eps_of: Callable[[float], float], target: float) -> float:
-    """Smallest multiplier z with eps_of(z) <= target (eps_of decreasing), to 1e-6 relative."""
+    """Smallest multiplier z with eps_of(z) <= target (eps_of decreasing), to 1e-6 relative;
+    inf above ``MAX_MULTIPLIER``.
+
+    The search starts from [1e-6, 1], and z = 1e-6 is infeasible at every target <=
+    ``EPS_AGG_MAX``: for one Laplace mechanism of scale z and sensitivity 1 the event
+    S = {output > 1/2} has P(S) = 1 - e^{-1/(2z)}/2 on one side and P'(S) = e^{-1/(2z)}/2 on the
+    other, so by the definition of (eps, delta)-DP (Dwork & Roth 2014, Definition 2.4)
+    delta >= P(S) - e^eps P'(S) = 1 - (1 + e^eps) e^{-500000}/2, which is 1 in double precision
+    for eps <= 709; a composition releases that mechanism too, so its delta is no smaller
+    (post-processing, Dwork & Roth Proposition 2.1), and the RDP and PLD routes bound the true
+    epsilon from above. So the bisection keeps lo infeasible and hi feasible."""
     lo, hi = 1e-6, 1.0
     while eps_of(hi) > target:
         lo, hi = hi, hi * 2.0
-        if hi > 1e9:
+        if hi > MAX_MULTIPLIER:
             return math.inf
     while hi - lo > 1e-6 * hi:
         mid = 0.5 * (lo + hi)
@@ -95,14 +141,42 @@ def _rdp_epsilon(event: dp_event.DpEvent, rounds: int, delta: float) -> float:
     return float(acc.get_epsilon(delta))
 
 
-def _pld_laplace_epsilon(multiplier: float, compositions: int, delta: float) -> float:
+def _pld_interval(eps_agg: float) -> float:
+    """The PLD route's discretization interval: ``PLD_INTERVAL`` up to eps_agg = 1, then
+    ``PLD_INTERVAL * eps_agg``.
+
+    dp_accounting's pessimistic connect-the-dots PLD dominates the mechanism's at every
+    interval (Doroshenko, Ghazi, Kamath, Kumar, Manurangsi 2022, "Connect the Dots: Tighter
+    Discrete Approximations of Privacy Loss Distributions", Algorithm 1: its profile is the
+    linear interpolation in e^eps of the true, convex profile at the grid points, above it; see
+    ``fedhh.privacy.dots``), and compositions of dominating pairs dominate (Zhu, Dong, Wang
+    2022, Theorem 10), so any interval gives a valid upper bound, the coarser the looser.
+
+    Cost. The loss of a scale-z, sensitivity-1 mechanism lies in [-1/z, 1/z], and the route's
+    z is about k / eps_agg for k compositions, so the composed grid has about 2 eps_agg /
+    interval points: at a fixed interval an eps_agg of 100 took 36 s. An interval proportional
+    to eps_agg keeps the grid, and the slack relative to eps_agg (at most k intervals), as at
+    eps_agg = 1."""
+    return PLD_INTERVAL * max(1.0, eps_agg)
+
+
+def _pld_laplace_epsilon(multiplier: float, compositions: int, delta: float,
+                         interval: float = PLD_INTERVAL) -> float:
     """eps at ``delta`` of ``compositions`` scalar Laplace mechanisms of scale ``multiplier``
-    and sensitivity 1 (dp_accounting's pessimistic PLD; module docstring, the PLD route)."""
+    and sensitivity 1 (dp_accounting's pessimistic PLD at discretization ``interval``; module
+    docstring, the PLD route).
+
+    Losses near 709 (eps_agg above ~350) make dp_accounting's ratio of masses overflow to inf
+    (it divides by e^-loss); it then reads epsilon as inf, i.e. that multiplier as infeasible,
+    the safe side, so the overflow is silenced rather than reported."""
+    import numpy as np
     from dp_accounting.pld import privacy_loss_distribution
 
     one = privacy_loss_distribution.from_laplace_mechanism(
-        multiplier, sensitivity=1.0, pessimistic_estimate=True)
-    return float(one.self_compose(compositions).get_epsilon_for_delta(delta))
+        multiplier, sensitivity=1.0, pessimistic_estimate=True,
+        value_discretization_interval=interval)
+    with np.errstate(over="ignore"):
+        return float(one.self_compose(compositions).get_epsilon_for_delta(delta))
 
 
 def _phi(x: float) -> float:
@@ -111,22 +185,35 @@ def _phi(x: float) -> float:
 
 
 def gaussian_delta(eps: float, noise_multiplier: float) -> float:
-    """Balle & Wang 2018, Theorem 8: exact delta(eps) of the Gaussian mechanism, sensitivity 1."""
+    """Balle & Wang 2018, "Improving the Gaussian Mechanism for Differential Privacy",
+    Theorem 8: exact delta(eps) of the Gaussian mechanism of sensitivity 1 and noise s,
+    ``Phi(1/(2s) - eps s) - e^eps Phi(-1/(2s) - eps s)``.
+
+    The second term is taken in log space, ``exp(eps + log Phi(b))``: e^eps alone overflows a
+    double above eps = 709.78, and Phi(b) underflows (to a wrong zero) below b = -38.5, where
+    their product can still matter; the product is at most the first term, so it never
+    overflows."""
+    from scipy.special import log_ndtr
+
     s = noise_multiplier
     a = 0.5 / s - eps * s
     b = -0.5 / s - eps * s
-    return _phi(a) - math.exp(eps) * _phi(b)
+    return _phi(a) - math.exp(eps + float(log_ndtr(b)))
 
 
 def analytic_gaussian_multiplier(eps: float, delta: float) -> float:
-    """Smallest sigma / sensitivity with gaussian_delta(eps, .) <= delta (Balle & Wang 2018).
+    """Smallest sigma / sensitivity with gaussian_delta(eps, .) <= delta (Balle & Wang 2018,
+    Theorem 8); inf above ``MAX_MULTIPLIER``.
 
     delta is decreasing in the multiplier; bisection to 1e-9 relative, the feasible end kept.
+    The bracket starts at [1e-3, 1]; s = 1e-3 is infeasible at every eps <= ``EPS_AGG_MAX``:
+    its first term is Phi(500 - eps / 1000) = 1 to double precision and its second at most
+    e^{eps} Phi(-500) < e^{709 - 125000}, so delta(eps) = 1 > delta.
     """
     lo, hi = 1e-3, 1.0
     while gaussian_delta(eps, hi) > delta:
         lo, hi = hi, 2.0 * hi
-        if hi > 1e9:
+        if hi > MAX_MULTIPLIER:
             return math.inf
     while hi - lo > 1e-9 * hi:
         mid = 0.5 * (lo + hi)
@@ -143,7 +230,7 @@ def laplace_calibration(
     """Laplace scale b per coordinate per round (smallest of the PLD, RDP and KOV routes);
     a neighbour changes at most ``coordinates`` coordinates, each by at most l1_sensitivity /
     coordinates (module docstring)."""
-    eps_agg = check_eps(eps_agg, "eps_agg")
+    eps_agg = check_eps_agg(eps_agg)
     delta = check_delta(delta)
     rounds = check_rounds(rounds)
     sens = check_positive("l1_sensitivity", l1_sensitivity)
@@ -152,16 +239,21 @@ def laplace_calibration(
     from dp_accounting import dp_event
 
     # In units of the per-coordinate shift: the PLD route's multiplier is b / (sens / coords).
+    interval = _pld_interval(eps_agg)
     z_pld = _smallest_multiplier(
-        lambda z: _pld_laplace_epsilon(z, coordinates * rounds, delta), eps_agg
+        lambda z: _pld_laplace_epsilon(z, coordinates * rounds, delta, interval), eps_agg
     ) / coordinates
     z_rdp = _smallest_multiplier(
         lambda z: _rdp_epsilon(dp_event.LaplaceDpEvent(z), rounds, delta), eps_agg
     )
-    eps_r = kov_inverse(eps_agg, rounds, delta)  # pure per-round: all of delta is KOV slack
+    # Pure per-round: all of delta is KOV slack. KOV's first term is basic composition
+    # (k eps_r <= eps_agg needs no slack), so eps_agg / T is always a valid per-round epsilon;
+    # kov_inverse stops at an absolute 1e-13 and returns 0 below it (eps_agg = 1e-300).
+    eps_r = max(kov_inverse(eps_agg, rounds, delta), eps_agg / rounds)
     z_adv = 1.0 / eps_r
     routes = {"pld": z_pld, "rdp": z_rdp, "advanced-composition": z_adv}
     tightest = min(routes, key=routes.__getitem__)
+    _refuse_unusable("Laplace", routes[tightest], eps_agg, delta, rounds)
     return CentralCalibration(
         mechanism="laplace",
         noise_scale=routes[tightest] * sens,
@@ -180,11 +272,13 @@ def gaussian_calibration(
     eps_agg: float, delta: float, rounds: int, l2_sensitivity: float
 ) -> CentralCalibration:
     """Gaussian sigma per coordinate per round: exactly sqrt(T) sigma_aGM (module docstring)."""
-    eps_agg = check_eps(eps_agg, "eps_agg")
+    eps_agg = check_eps_agg(eps_agg)
     delta = check_delta(delta)
     rounds = check_rounds(rounds)
     sens = check_positive("l2_sensitivity", l2_sensitivity)
-    sigma = math.sqrt(rounds) * analytic_gaussian_multiplier(eps_agg, delta) * sens
+    multiplier = math.sqrt(rounds) * analytic_gaussian_multiplier(eps_agg, delta)
+    _refuse_unusable("Gaussian", multiplier, eps_agg, delta, rounds)
+    sigma = multiplier * sens
     return CentralCalibration(
         mechanism="gaussian",
         noise_scale=sigma,
