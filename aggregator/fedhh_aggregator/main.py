@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fedhh.output_paths import check_output
 from fedhh.errors import ConfigError
 from fedhh.rpc import serving
 from fedhh.rpc.aggregator_wire import CONTROL_SERVICE, DEVICE_SERVICE
@@ -73,6 +74,18 @@ class AggregatorSettings:
     def from_args(cls, args: argparse.Namespace) -> AggregatorSettings:
         if args.tls_dir and args.insecure:
             raise ConfigError("give either --tls-dir or --insecure, not both")
+        check_limit_options(args)
+        tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
+        if tls is not None:
+            serving.check_tls_files(tls)  # (before binding: gRPC says only that it failed)
+        check_output("--ready-file", args.ready_file)
+        serving.check_listeners([
+            ("--listen", args.listen),
+            ("--metrics-port", None if args.metrics_port is None
+             else serving.host_port(args.metrics_host, args.metrics_port)),
+            ("--web-listen", args.web_listen),
+            ("--session-listen", args.session_listen),
+        ])
         limits = Limits(max_rounds=args.max_rounds, max_wait_s=args.max_wait_ms / 1000,
                         result_ttl_s=args.result_ttl, max_round_s=args.max_round_seconds,
                         max_uploads=args.max_uploads,
@@ -89,7 +102,7 @@ class AggregatorSettings:
             coordinator_public=load_public_key(args.coordinator_key),
             control_token=read_secret(args.control_token_file, TOKEN_ENV, "control token"),
             listen=args.listen,
-            tls=TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None,
+            tls=tls,
             insecure=args.insecure,
             limits=limits,
             metrics_port=args.metrics_port,
@@ -106,6 +119,40 @@ class AggregatorSettings:
 
 RunningAggregator = RunningService[RoundRegistry]
 
+# The options that set Limits, by their argparse dest: what each must be, named as typed
+# (Limits names its fields in seconds, and a refusal of "quiet_close_s ... -0.001" named
+# neither the option nor the value given).
+POSITIVE_INTEGERS = ("max_rounds", "max_uploads", "max_pending_calls",
+                     "max_streams_per_connection", "max_unopened_sessions", "upload_min_rate",
+                     "max_tombstones")
+POSITIVE_NUMBERS = ("max_wait_ms", "result_ttl", "max_round_seconds", "upload_idle_ms",
+                    "tombstone_ttl")
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def check_limit_options(args: argparse.Namespace) -> None:
+    """ConfigError naming the option and the value typed, for an option Limits would refuse."""
+    def refuse(dest: str, rule: str) -> None:
+        raise ConfigError(f"argument {_flag(dest)}: must be {rule}, got {getattr(args, dest)}")
+
+    for dest in POSITIVE_INTEGERS:
+        if not getattr(args, dest) >= 1:
+            refuse(dest, "a positive integer")
+    if args.max_pending_calls > 1 << 30:  # gRPC takes twice it as a C int
+        refuse("max_pending_calls", f"at most {1 << 30}")
+    for dest in POSITIVE_NUMBERS:
+        if not getattr(args, dest) > 0:
+            refuse(dest, "positive")
+    if not args.quiet_close_ms >= 0:
+        refuse("quiet_close_ms", ">= 0 (0: off)")
+    if not 0 <= args.quiet_close_tail < 1:
+        refuse("quiet_close_tail", "in [0, 1)")
+    if not args.tombstone_ttl >= args.max_round_seconds:
+        refuse("tombstone_ttl", f"at least --max-round-seconds ({args.max_round_seconds:g})")
+
 
 def server_options(limits: Limits) -> list[tuple[str, int]]:
     """The gRPC server's options beyond the receive cap and the streams per connection
@@ -121,22 +168,24 @@ async def start(settings: AggregatorSettings) -> RunningAggregator:
     """Build, bind and start the service (health SERVING once it returns). With a state
     directory, the outcomes of earlier rounds are restored from its journal first."""
     limits = settings.limits
-    journal = None
-    if settings.state_dir is not None:
-        journal = Journal.sized(settings.state_dir, limits.max_tombstones, limits.max_rounds)
-    registry = RoundRegistry(settings.coordinator_public, limits, journal)
-    registry.restore()
     server = serving.new_server(max_receive_bytes=limits.max_message_bytes,
                                 max_concurrent_streams=limits.max_streams_per_connection,
                                 extra_options=server_options(limits),
                                 request_waits=RequestWaits("grpc",
                                                            timeout_s=limits.body_timeout_s))
+    # Bound first (its TLS files checked), so an address or key it cannot use is refused
+    # before the journal is created.
+    port = serving.bind(server, settings.listen, settings.tls, settings.insecure)
+    journal = None
+    if settings.state_dir is not None:
+        journal = Journal.sized(settings.state_dir, limits.max_tombstones, limits.max_rounds)
+    registry = RoundRegistry(settings.coordinator_public, limits, journal)
+    registry.restore()
     devices = DeviceServicer(registry)
     add_device_service(devices, server)
     pb_grpc.add_AggregatorControlServicer_to_server(
         ControlServicer(registry, ControlAuth(settings.control_token)), server)
     health = serving.add_health_and_reflection(server, SERVICES)
-    port = serving.bind(server, settings.listen, settings.tls, settings.insecure)
     web = await _start_web(settings, devices, settings.web_listen) if settings.web_listen \
         else None
     sessions, session_port = None, None

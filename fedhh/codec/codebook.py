@@ -234,6 +234,8 @@ class Codebook:
             data = json.loads(text)
         except ValueError as error:
             raise ConfigError(f"{where}: not valid JSON: {error}") from None
+        except RecursionError:  # json recurses once per nested array or object
+            raise ConfigError(f"{where}: not a codebook: JSON nested too deeply") from None
         return Codebook.from_dict(data, where)
 
     # ---- properties of the code --------------------------------------------------------------

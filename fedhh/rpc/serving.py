@@ -6,15 +6,19 @@ INVALID_ARGUMENT), and graceful shutdown on SIGTERM/SIGINT."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import inspect
 import ipaddress
 import logging
 import signal
+import socket
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import grpc
+from cryptography.exceptions import UnsupportedAlgorithm
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -408,24 +412,120 @@ def new_server(max_receive_bytes: int = MAX_MESSAGE_BYTES,
         interceptors=interceptors)
 
 
+def check_tls_files(tls: TlsFiles) -> None:
+    """ConfigError naming the file unless ``tls``'s key and certificate load and belong together
+    (gRPC would only fail to bind, with no word of why, and log OpenSSL's errors)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    def read(path: Path) -> bytes:
+        try:
+            return path.read_bytes()
+        except OSError as error:
+            raise ConfigError(f"cannot read TLS file {path}: {error.strerror}") from None
+
+    key_pem, cert_pem = read(tls.key), read(tls.cert)
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except TypeError:  # (cryptography's way of saying that a password is needed)
+        raise ConfigError(f"TLS key {tls.key} is encrypted; the service needs it "
+                          f"unencrypted") from None
+    except (ValueError, UnsupportedAlgorithm):
+        raise ConfigError(f"TLS key {tls.key} does not load as a PEM private key") from None
+    try:
+        cert = x509.load_pem_x509_certificates(cert_pem)[0]  # the leaf, then its chain
+    except ValueError:
+        raise ConfigError(f"TLS certificate {tls.cert} does not load as a PEM "
+                          f"certificate") from None
+    der = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    if cert.public_key().public_bytes(*der) != key.public_key().public_bytes(*der):
+        raise ConfigError(f"TLS key {tls.key} is not the key of the certificate {tls.cert}")
+
+
+_BIND_HINTS = {
+    errno.EADDRINUSE: "the port is in use",
+    errno.EADDRNOTAVAIL: "the host is not an address of this machine",
+    errno.EACCES: "ports below 1024 need privileges",
+}
+
+
+def unbindable(address: str) -> str | None:
+    """Why ``address`` (HOST:PORT) cannot be listened on, or None if it can now: the host
+    does not resolve, or a plain socket can bind none of its addresses (the OS's reason for
+    the first; gRPC too listens on those it can). gRPC only says that it failed, and logs its
+    own line about it first."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    try:
+        found = socket.getaddrinfo(host or None, int(port), type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError, ValueError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        return f"the host {host!r} does not resolve ({reason})"
+    first: OSError | None = None
+    for family, kind, proto, _, where in found:
+        try:
+            with socket.socket(family, kind, proto) as probe:
+                # as gRPC's listeners: a port in TIME_WAIT is free, one listened on is not
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(where)
+            return None
+        except OSError as error:
+            first = first or error
+    if first is None:
+        return f"the host {host!r} has no address"
+    hint = _BIND_HINTS.get(first.errno or 0)
+    reason = first.strerror or str(first)
+    return f"{hint} ({reason})" if hint else reason
+
+
+def host_port(host: str, port: int) -> str:
+    """HOST:PORT of a listener given as a host and a port (``[::1]:PORT`` for IPv6)."""
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+def check_listeners(listeners: Iterable[tuple[str, str | None]]) -> None:
+    """ConfigError naming the option for the first (option, HOST:PORT) that cannot be bound now
+    (``unbindable``; None: the listener is off), so a service refuses it before it writes
+    anything or starts a loop."""
+    for option, address in listeners:
+        if address is None:
+            continue
+        problem = unbindable(address)
+        if problem is not None:
+            raise ConfigError(f"{option}: cannot listen on {address}: {problem}")
+
+
 def bind(server: grpc.aio.Server, address: str, tls: TlsFiles | None, insecure: bool) -> int:
     """Bind ``address`` with TLS, or in plaintext only when asked for and on loopback.
 
-    Returns the bound port (the OS's choice for port 0).
+    Returns the bound port (the OS's choice for port 0). Checked first, each with its own
+    message: the TLS key and certificate (``check_tls_files``), then the address
+    (``unbindable``); gRPC itself raises a RuntimeError that says neither which nor why
+    (older versions returned port 0).
     """
     if tls is not None:
-        port = server.add_secure_port(address, tls.server_credentials())
-    elif insecure:
-        if not is_loopback(address):
-            raise ConfigError(
-                f"plaintext is allowed on loopback addresses only; {address} needs TLS files"
-            )
-        port = server.add_insecure_port(address)
-    else:
+        check_tls_files(tls)
+        credentials = tls.server_credentials()
+    elif not insecure:
         raise ConfigError(
             f"{address}: give TLS files (--tls-dir) or ask for --insecure on loopback")
-    if port == 0:
-        raise ConfigError(f"could not bind {address}")
+    elif not is_loopback(address):
+        raise ConfigError(
+            f"plaintext is allowed on loopback addresses only; {address} needs TLS files")
+    problem = unbindable(address)
+    if problem is None:
+        try:
+            if tls is not None:
+                port = server.add_secure_port(address, credentials)
+            else:
+                port = server.add_insecure_port(address)
+        except RuntimeError:
+            port = 0
+        if port == 0:  # (taken between the check and the bind, or refused by gRPC alone)
+            problem = "the port may be in use, or the host not an address of this machine"
+    if problem is not None:
+        raise ConfigError(f"cannot bind {address}: {problem}")
     return port
 
 

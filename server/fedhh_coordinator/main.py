@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
 
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fedhh.errors import ConfigError
+from fedhh.output_paths import check_output
 from fedhh.privacy.sum_pld import import_accountant_libraries
 from fedhh.rpc import serving
 from fedhh.rpc.credentials import load_or_create_signing_key, public_key_path, read_secret
@@ -17,6 +29,7 @@ from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator.aggregation import DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.control import GrpcAggregator
+from fedhh_coordinator.db import is_postgres_url, redact
 from fedhh_coordinator.device_ports import start_device_ports
 from fedhh_coordinator.enrollment import RateLimiter, import_tokens, load_verifier
 from fedhh_coordinator.hub import SelectorHub
@@ -45,17 +58,165 @@ FIXED_RECEIVE_WINDOW = (("grpc.http2.bdp_probe", 0),)
 SERVER_OPTIONS = (*FIXED_RECEIVE_WINDOW, *serving.backlog_options())
 
 
-async def serve(args: argparse.Namespace) -> None:
-    key = load_or_create_signing_key(args.signing_key)
+@dataclass(frozen=True)
+class Checked:
+    """What ``check_startup`` read: the secrets and the TLS files."""
+
+    control_token: bytes
+    admin_token: bytes
+    tls: TlsFiles | None
+
+
+def check_startup(args: argparse.Namespace) -> Checked:
+    """Every option the coordinator can check before it writes anything (its signing key, its
+    store, the ready file), each refusal a ConfigError naming the option and the value: the
+    secrets, the TLS files, --db, --signing-key, --enrollment-tokens-file, --attestation,
+    --ready-file and the addresses it will listen on. (It wrote a new signing key, a store, or
+    a folder named after a URL it did not know, then failed on a missing token.)"""
     control_token = read_secret(args.control_token_file, "FEDHH_CONTROL_TOKEN",
                                 "control token")
     admin_token = read_secret(args.admin_token_file, "FEDHH_ADMIN_TOKEN", "admin token")
     tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
-    store = Store(args.db)
+    if tls is not None:
+        serving.check_tls_files(tls)
+    check_db(args.db)
+    check_signing_key(args.signing_key)
     if args.enrollment_tokens_file:
-        added = import_tokens(store, args.enrollment_tokens_file)
-        log.info("enrollment tokens imported", extra={"new": added})
-    verifier = load_verifier(args.attestation, store)
+        check_readable("--enrollment-tokens-file", args.enrollment_tokens_file)
+    if args.attestation:
+        attestation_factory(args.attestation)
+    check_output("--ready-file", args.ready_file)
+    check_listeners(args)
+    return Checked(control_token, admin_token, tls)
+
+
+def check_db(location: str) -> None:
+    """``--db``: a PostgreSQL URL (``fedhh_coordinator.db.is_postgres_url``) or the path of a
+    SQLite file that is, or can be made. Refused: an empty value and ``:memory:`` (SQLite
+    would keep the store, the privacy ledger with it, in a throwaway database), another URL
+    (``mysql://x`` made a folder ``mysql:``), a folder."""
+    if is_postgres_url(location):
+        return
+    if not location.strip() or location == ":memory:":
+        raise ConfigError(f"--db {location!r} would keep the store, the devices' privacy "
+                          "ledger with it, in a throwaway database: give a SQLite file path or "
+                          "a postgresql:// URL")
+    scheme, sep, _ = location.partition("://")
+    if sep:
+        raise ConfigError(f"--db {redact(location)}: {scheme}:// is not a supported store; give "
+                          "a postgresql:// URL or a SQLite file path")
+    path = Path(location)
+    if path.is_dir():
+        raise ConfigError(f"--db {location} is a folder; give the SQLite file's path, e.g. "
+                          f"{path / 'fedhh-coordinator.sqlite'}")
+    _check_file_place("--db", path)
+
+
+def check_signing_key(location: str) -> None:
+    """``--signing-key``: an Ed25519 private key in PEM, or a file that can be made."""
+    path = Path(location)
+    if path.is_dir():
+        raise ConfigError(f"--signing-key {location} is a folder; give the key file's path")
+    if not path.exists():
+        _check_file_place("--signing-key", path)
+        return
+    check_readable("--signing-key", location)
+    try:
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise ConfigError(f"--signing-key {location} is not an unencrypted PEM private "
+                          "key") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ConfigError(f"--signing-key {location} does not hold an Ed25519 key")
+
+
+def _check_file_place(option: str, path: Path) -> None:
+    """``path`` is a file that can be opened for writing, or can be made (its nearest existing
+    folder is one this process may write in)."""
+    if path.exists():
+        if not path.is_file():
+            raise ConfigError(f"{option} {path} exists and is not a regular file")
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise ConfigError(f"{option} {path}: cannot read and write it")
+        return
+    existing = path.absolute().parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{option} {path}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{option} {path}: cannot write in {existing}")
+
+
+def check_readable(option: str, location: str) -> None:
+    try:
+        with open(location, "rb"):
+            pass
+    except OSError as error:
+        raise ConfigError(f"{option} {location}: {error.strerror or error}") from None
+
+
+def attestation_factory(spec: str) -> Callable[..., Any]:
+    """The callable ``--attestation MODULE:FACTORY`` names (``load_verifier`` calls it with the
+    store); ConfigError for a spec that names none (``os:path`` named a module)."""
+    module_name, sep, factory_name = spec.partition(":")
+    if not sep or not module_name or not factory_name:
+        raise ConfigError(f"--attestation {spec!r}: expected MODULE:FACTORY")
+    try:
+        factory = getattr(importlib.import_module(module_name), factory_name)
+    except (ImportError, AttributeError, ValueError) as error:
+        raise ConfigError(f"--attestation {spec!r}: {error}") from None
+    if not callable(factory):
+        raise ConfigError(f"--attestation {spec!r}: {factory_name} is a "
+                          f"{type(factory).__name__}, not a factory to call with the store")
+    return cast(Callable[..., Any], factory)
+
+
+def check_listeners(args: argparse.Namespace) -> None:
+    """Each address the coordinator will listen on can be bound now (``serving.unbindable``)."""
+    serving.check_listeners([
+        ("--listen", args.listen),
+        ("--metrics-port", None if args.metrics_port is None
+         else serving.host_port(args.metrics_host, args.metrics_port)),
+        ("--dashboard-port", None if args.dashboard_port is None
+         else serving.host_port(args.dashboard_host, args.dashboard_port)),
+        ("--web-listen", args.web_listen),
+        ("--session-listen", args.session_listen),
+    ])
+
+
+def _written_files(args: argparse.Namespace) -> list[Path]:
+    """The files a start writes: the SQLite store (and its journals) and the signing key."""
+    key = Path(args.signing_key)
+    paths = [key, public_key_path(key)]
+    if not is_postgres_url(args.db):
+        paths += [Path(args.db + suffix) for suffix in ("", "-wal", "-shm", "-journal")]
+    return paths
+
+
+async def serve(args: argparse.Namespace, checked: Checked | None = None) -> None:
+    checked = checked or check_startup(args)
+    control_token, admin_token, tls = checked.control_token, checked.admin_token, checked.tls
+    fresh = [path for path in _written_files(args) if not path.exists()]
+    store = None
+    try:
+        store = Store(args.db)
+        key = load_or_create_signing_key(args.signing_key)
+        if args.enrollment_tokens_file:
+            added = import_tokens(store, args.enrollment_tokens_file)
+            log.info("enrollment tokens imported", extra={"new": added})
+        try:
+            verifier = load_verifier(args.attestation, store)
+        except TypeError as error:  # the factory does not take (store)
+            raise ConfigError(f"--attestation {args.attestation!r}: {error}") from None
+    except BaseException:
+        # What only the store can tell (a token file's lines, the verifier its factory makes):
+        # the files this start made are removed again, those it found are left as they were.
+        if store is not None:
+            store.close()
+        for path in fresh:
+            path.unlink(missing_ok=True)
+        raise
     budget = LifetimeBudget(args.lifetime_eps, args.lifetime_delta,
                             args.budget_period_days * 86400)
     lobby = Lobby()
@@ -98,19 +259,22 @@ async def serve(args: argparse.Namespace) -> None:
     await server.start()
     await serving.set_serving(health, SERVICES)
     runner_task = asyncio.create_task(runner.serve(), name="runner")
-    if args.ready_file:
-        write_ready(args.ready_file, {"port": port, "metrics_port": metrics_port,
-                                       "dashboard_port": dashboard_port,
-                                       "web_port": ports.web_port,
-                                       "session_port": ports.framed_port,
-                                       "public_key": str(public_key_path(args.signing_key))})
-    log.info("coordinator serving", extra={"port": port, "metrics_port": metrics_port,
+    try:
+        if args.ready_file:
+            write_ready(args.ready_file, {"port": port, "metrics_port": metrics_port,
                                            "dashboard_port": dashboard_port,
                                            "web_port": ports.web_port,
-                                           "session_port": ports.framed_port})
-    try:
+                                           "session_port": ports.framed_port,
+                                           "public_key": str(public_key_path(args.signing_key))})
+        log.info("coordinator serving", extra={"port": port, "metrics_port": metrics_port,
+                                               "dashboard_port": dashboard_port,
+                                               "web_port": ports.web_port,
+                                               "session_port": ports.framed_port})
         await serving.wait_for_signal(server)
     finally:
+        # (a failure before the signal, such as the ready file's, stops the server here: left
+        # to the closing loop, gRPC's shutdown failed with "Event loop is closed")
+        await server.stop(None)
         runner_task.cancel()
         await ports.close()
         if dashboard is not None:
@@ -121,8 +285,9 @@ async def serve(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, "coordinator")
+    checked = check_startup(args)  # before the event loop, and before anything is written
     serving.install_uvloop()
     serving.tune_gc()
     raise_open_file_limit()
-    asyncio.run(serve(args))
+    asyncio.run(serve(args, checked))
     return 0
