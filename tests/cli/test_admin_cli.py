@@ -5,41 +5,12 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
-from typing import Any, ClassVar
 
 import pytest
+from _admin_recorder import Recorder
 
 from fedhh.cli.main import main
-from fedhh.rpc import admin_client
 from fedhh.rpc.device_users import read_tokens
-
-
-class Recorder:
-    """Stands in for AdminClient: mints predictable tokens and remembers its calls."""
-
-    calls: ClassVar[list[tuple[str, Any]]] = []
-
-    def __init__(self, address: str, token: bytes, ca: str | None) -> None:
-        Recorder.calls.append(("connect", address))
-
-    def __enter__(self) -> Recorder:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        return None
-
-    def mint_tokens(self, count: int, ttl_s: float = 0.0, label: str = "") -> list[str]:
-        Recorder.calls.append(("mint", count))
-        return [f"{i:064x}" for i in range(count)]
-
-
-@pytest.fixture
-def recorder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    Recorder.calls = []
-    monkeypatch.setattr(admin_client, "AdminClient", Recorder)
-    token = tmp_path / "admin.token"
-    token.write_text("0123456789abcdef0123")
-    return token
 
 
 def test_mint_tokens_for_users_writes_one_process_share(recorder: Path, tmp_path: Path) -> None:

@@ -5,9 +5,10 @@ should carry, an --out that holds earlier tokens, an admin token gRPC cannot car
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
+from _admin_recorder import Recorder
 
 from fedhh.cli.main import main
 from fedhh.errors import ConfigError
@@ -128,53 +129,25 @@ def test_addresses_and_compose_names_are_good_hosts(tmp_path: Path) -> None:
 
 
 # 5 and 6. `fedhh admin`
-class Recorder:
-    """Stands in for AdminClient: mints predictable tokens and remembers its calls."""
-
-    calls: ClassVar[list[tuple[str, Any]]] = []
-
-    def __init__(self, address: str, token: bytes, ca: str | None) -> None:
-        Recorder.calls.append(("connect", token))
-
-    def __enter__(self) -> Recorder:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        return None
-
-    def mint_tokens(self, count: int, ttl_s: float = 0.0, label: str = "") -> list[str]:
-        Recorder.calls.append(("mint", count))
-        return [f"{i:064x}" for i in range(count)]
-
-
-@pytest.fixture
-def admin_token(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    Recorder.calls = []
-    monkeypatch.setattr(admin_client, "AdminClient", Recorder)
-    token = tmp_path / "admin.token"
-    token.write_text("0123456789abcdef0123\n")
-    return token
-
-
 def mint(token: Path, out: Path, *extra: str) -> list[str]:
     return ["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(token),
             "mint-tokens", "--count", "2", "--out", str(out), *extra]
 
 
 def test_mint_tokens_refuses_an_existing_out_before_minting(
-        admin_token: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        recorder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "earlier.tokens"
     out.write_text("still-valid tokens minted earlier\n")
-    error = refusal(mint(admin_token, out), capsys)
+    error = refusal(mint(recorder, out), capsys)
     assert f"--out {out} already exists" in error and "--force" in error, error
     assert out.read_text() == "still-valid tokens minted earlier\n"
     assert not any(call == "mint" for call, _ in Recorder.calls)
 
 
-def test_mint_tokens_force_replaces_an_existing_out(admin_token: Path, tmp_path: Path) -> None:
+def test_mint_tokens_force_replaces_an_existing_out(recorder: Path, tmp_path: Path) -> None:
     out = tmp_path / "earlier.tokens"
     out.write_text("old\n")
-    assert main(mint(admin_token, out, "--force")) == 0
+    assert main(mint(recorder, out, "--force")) == 0
     assert out.read_text() == f"{0:064x}\n{1:064x}\n"
 
 

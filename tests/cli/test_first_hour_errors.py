@@ -48,15 +48,6 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-@pytest.fixture
-def users(tmp_path: Path) -> Path:
-    """300 users over a few words: a dataset that simulates in a second."""
-    words = ["apple", "banana", "cherry", "damson", "elder"]
-    path = tmp_path / "users.txt"
-    path.write_text("".join(f"{words[u % 5]} {words[(u * 3) % 5]}\n" for u in range(300)))
-    return path
-
-
 SMALL = ["--rounds", "2", "--dim-limit", "1024", "--max-bits", "20", "--quiet"]
 
 

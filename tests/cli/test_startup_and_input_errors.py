@@ -57,15 +57,6 @@ def service_error(cwd: Path, command: str, *args: str) -> str:
 
 
 @pytest.fixture
-def users(tmp_path: Path) -> Path:
-    """300 users over a few words: a dataset that simulates in a second."""
-    words = ["apple", "banana", "cherry", "damson", "elder"]
-    path = tmp_path / "users.txt"
-    path.write_text("".join(f"{words[u % 5]} {words[(u * 3) % 5]}\n" for u in range(300)))
-    return path
-
-
-@pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "cache"
     monkeypatch.setenv("FEDHH_CACHE", str(path))

@@ -1,0 +1,24 @@
+"""A stand-in for the admin client (the ``recorder`` fixture, conftest.py)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class Recorder:
+    """Stands in for AdminClient: mints predictable tokens and remembers its calls."""
+
+    calls: ClassVar[list[tuple[str, Any]]] = []
+
+    def __init__(self, address: str, token: bytes, ca: str | None) -> None:
+        Recorder.calls.append(("connect", address))
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+    def mint_tokens(self, count: int, ttl_s: float = 0.0, label: str = "") -> list[str]:
+        Recorder.calls.append(("mint", count))
+        return [f"{i:064x}" for i in range(count)]
