@@ -96,7 +96,12 @@ def rjust(text: str, width: int) -> str:
 
 def printable(text: str) -> str:
     """``text`` with every control, line-breaking, reordering or invisible character escaped
-    (module docstring); the text itself when it has none."""
+    (module docstring); the text itself when it has none. An item of marks or joiners alone
+    (``\u0652``, ``\u200d``) takes no room and would show as an empty cell, or join the cell
+    before it: each of its characters is escaped."""
     if text.isascii() and text.isprintable():
         return text
+    if text and not columns(text):
+        return "".join(f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
+                       for c in text)
     return "".join(map(_escaped, text))

@@ -22,6 +22,8 @@ from fedhh.cli.terminal import columns, ljust, printable, rjust
         ("zero\u200bwidth", "zero\\u200bwidth"),
         ("\ufeffmark", "\\ufeffmark"),
         ("c1\x9bcontrol", "c1\\x9bcontrol"),
+        # marks or joiners alone take no room: an empty cell, or one joined to the cell before
+        ("\u0652", "\\u0652"), ("\u200d", "\\u200d"), ("\ufe0f\u0301", "\\ufe0f\\u0301"),
     ],
 )
 def test_what_drives_or_hides_is_escaped(item: str, shown: str) -> None:
