@@ -236,11 +236,7 @@ def check_secrets(root: Path, device_tokens: int, replicas: int) -> list[str]:
     not a folder, or an existing secret it would keep but the services refuse (a token they
     cannot use, a signing key that does not load, a tokens file not as certs writes it), or a
     file it rewrites that is not a regular file. Returns the existing device tokens."""
-    from cryptography.exceptions import UnsupportedAlgorithm
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    from fedhh.rpc.credentials import public_key_path, read_secret
+    from fedhh.rpc.credentials import load_signing_key, public_key_path, read_secret
 
     options.check_output_dir("--secrets", root)
     for name in TOKENS:
@@ -253,14 +249,7 @@ def check_secrets(root: Path, device_tokens: int, replicas: int) -> list[str]:
                                   "remove it to have a new one written") from None
     key = root / SIGNING_KEY
     if key.exists():
-        try:
-            loaded = serialization.load_pem_private_key(key.read_bytes(), password=None)
-        except OSError as error:
-            raise ConfigError(f"cannot read the signing key {key}: {error.strerror}") from None
-        except (ValueError, TypeError, UnsupportedAlgorithm) as error:
-            raise ConfigError(f"{key} is not an unencrypted PEM private key: {error}") from None
-        if not isinstance(loaded, Ed25519PrivateKey):
-            raise ConfigError(f"{key} does not hold an Ed25519 key")
+        load_signing_key(key, f"the signing key {key}")
     for path in (public_key_path(key), *(replica_file(root, i, replicas)
                                          for i in range(replicas))):
         _check_rewritable(path)

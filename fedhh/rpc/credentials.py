@@ -64,16 +64,28 @@ def load_public_key(path: str | Path) -> bytes:
     return key.public_bytes_raw()
 
 
+def load_signing_key(path: str | Path, what: str | None = None) -> Ed25519PrivateKey:
+    """The Ed25519 private key in the PEM file ``path``; ConfigError, naming ``what`` (default
+    the path), for a file that cannot be read or holds anything else."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+
+    what = what or str(path)
+    try:
+        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+    except OSError as error:
+        raise ConfigError(f"cannot read {what}: {error.strerror or error}") from None
+    except (ValueError, TypeError, UnsupportedAlgorithm):  # (TypeError: a password is needed)
+        raise ConfigError(f"{what} is not an unencrypted PEM private key") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ConfigError(f"{what} does not hold an Ed25519 key")
+    return key
+
+
 def load_or_create_signing_key(path: str | Path) -> Ed25519PrivateKey:
     """The coordinator's signing key from ``path`` (created if missing) and ``path.pub``."""
     key_path = Path(path)
     if key_path.exists():
-        try:
-            key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
-        except ValueError as error:
-            raise ConfigError(f"{key_path} is not a PEM private key: {error}") from None
-        if not isinstance(key, Ed25519PrivateKey):
-            raise ConfigError(f"{key_path} does not hold an Ed25519 key")
+        key = load_signing_key(key_path)
     else:
         key = Ed25519PrivateKey.generate()
         key_path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,15 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
 from fedhh.errors import ConfigError
 from fedhh.output_paths import check_output
 from fedhh.privacy.sum_pld import import_accountant_libraries
 from fedhh.rpc import serving
-from fedhh.rpc.credentials import load_or_create_signing_key, public_key_path, read_secret
+from fedhh.rpc.credentials import (
+    load_or_create_signing_key,
+    load_signing_key,
+    public_key_path,
+    read_secret,
+)
 from fedhh.rpc.http_listener import raise_open_file_limit
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
 from fedhh.rpc.serving import check_address, check_web_url
@@ -120,14 +121,7 @@ def check_signing_key(location: str) -> None:
     if not path.exists():
         _check_file_place("--signing-key", path)
         return
-    check_readable("--signing-key", location)
-    try:
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-    except (ValueError, TypeError, UnsupportedAlgorithm):
-        raise ConfigError(f"--signing-key {location} is not an unencrypted PEM private "
-                          "key") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise ConfigError(f"--signing-key {location} does not hold an Ed25519 key")
+    load_signing_key(path, f"--signing-key {location}")
 
 
 def _check_file_place(option: str, path: Path) -> None:
