@@ -20,7 +20,7 @@ import numpy as np
 
 from fedhh.cli import options
 from fedhh.cli.main import usage_error
-from fedhh.cli.terminal import ljust, printable
+from fedhh.cli.terminal import columns, ljust, printable
 from fedhh.errors import ConfigError
 
 
@@ -208,9 +208,12 @@ def _inspect(args: argparse.Namespace) -> int:
           + " / ".join(f"{v:g}" for v in report["distinct_words_per_user_quantiles"].values()))
     if "tail_token_share" in dataset.stats:
         print(f"  share of tokens from the rare tail: {dataset.stats['tail_token_share']:.4f}")
-    print(f"  {'rank':>4}  {'item':<24} {'weighted':>10} {'users holding':>14}")
-    for rank, row in enumerate(report["top_weighted"], start=1):
-        print(f"  {rank:>4}  {ljust(printable(row['item']), 24)} {row['weighted']:>10.5f} "
+    shown = [printable(row["item"]) for row in report["top_weighted"]]
+    width = max([24, *map(columns, shown)])  # (a URL of 200 characters widens the column)
+    print(f"  {'rank':>4}  {ljust('item', width)} {'weighted':>10} {'users holding':>14}")
+    for rank, (row, item) in enumerate(zip(report["top_weighted"], shown, strict=True),
+                                       start=1):
+        print(f"  {rank:>4}  {ljust(item, width)} {row['weighted']:>10.5f} "
               f"{row['unweighted']:>14.4f}")
     return 0
 

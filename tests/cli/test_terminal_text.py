@@ -71,3 +71,17 @@ def test_the_simulate_table_lines_up_wide_items(capsys: pytest.CaptureFixture[st
     _table([("rank", "item"), (1, "hello"), (2, "東京"), (3, "안녕하세요")])
     lines = capsys.readouterr().out.splitlines()
     assert len({columns(line) for line in lines}) == 1
+
+
+def test_data_inspect_widens_its_item_column_for_long_items(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: the column stayed 24 wide and a long URL pushed its row's figures out of line."""
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    url = "https://www.example.com/" + "a/" * 40
+    source = tmp_path / "users.txt"
+    source.write_text(f"{url} x\nshort x\n東京 x\n", encoding="utf-8")
+    assert main(["data", "inspect", str(source)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    table = rows[next(i for i, row in enumerate(rows) if "weighted" in row and "rank" in row):]
+    assert len({columns(row) for row in table}) == 1, table  # every row as wide
