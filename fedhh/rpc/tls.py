@@ -62,11 +62,21 @@ class TlsFiles:
 
 
 def ca_credentials(ca: str | os.PathLike[str]) -> grpc.ChannelCredentials:
-    """Client credentials that trust the CA in ``ca``."""
+    """Client credentials that trust the CA in ``ca``: a PEM file of certificates, refused
+    here when it holds none (gRPC would take it, fail every handshake and report the server
+    UNAVAILABLE)."""
+    from cryptography import x509
+
     try:
-        return grpc.ssl_channel_credentials(root_certificates=Path(ca).read_bytes())
+        pem = Path(ca).read_bytes()
     except OSError as error:
         raise ConfigError(f"cannot read CA file {ca}: {error.strerror}") from None
+    try:
+        x509.load_pem_x509_certificates(pem)
+    except ValueError:
+        raise ConfigError(f"CA file {ca} holds no PEM certificate (give the CA's certificate, "
+                          "ca.pem, not a key)") from None
+    return grpc.ssl_channel_credentials(root_certificates=pem)
 
 
 def make_dev_pki(out: str | os.PathLike[str], hosts: list[str], days: int = 30) -> TlsFiles:

@@ -418,3 +418,16 @@ def test_a_triehh_budget_that_samples_fewer_devices_than_theta_is_refused(
         == ("fedhh privacy: error: TrieHH samples 0 of the 1000 devices a round at this budget, "
             "fewer than theta = 100000 votes: it could find nothing; use more devices, a lower "
             "--theta or a larger --eps-agg")
+
+
+def test_a_ca_file_without_a_certificate_is_named(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `health --ca` of an empty file, a key or junk reported the server UNAVAILABLE."""
+    key = b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
+    for content in (b"", b"junk", key):
+        ca = tmp_path / "ca.pem"
+        ca.write_bytes(content)
+        assert one_line_error(["health", "--address", "127.0.0.1:1", "--ca", str(ca)],
+                              capsys) == (f"fedhh health: error: CA file {ca} holds no PEM "
+                                          "certificate (give the CA's certificate, ca.pem, not "
+                                          "a key)")
