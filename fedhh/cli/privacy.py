@@ -243,6 +243,15 @@ def _central(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
 
 
 def _compute(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    # An option a form does not read is refused, not ignored: --eps-local given to the form
+    # whose answer is eps_local would be silently replaced by that answer.
+    unread = {"optprefixtree": ("eps_local", "theta"), "amplify": ("eps_agg", "theta"),
+              "triehh": ("eps_local",), "triehh++": ("eps_local", "devices"),
+              "central-gaussian": ("eps_local", "theta", "devices"),
+              "central-laplace": ("eps_local", "theta", "devices")}[args.mechanism]
+    for name in unread:
+        if getattr(args, name, None) is not None:
+            raise ConfigError(f"--{name.replace('_', '-')} does not apply to {args.mechanism}")
     if args.mechanism == "optprefixtree":
         return _local_epsilon(args)
     if args.mechanism == "amplify":

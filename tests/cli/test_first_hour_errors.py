@@ -431,3 +431,18 @@ def test_a_ca_file_without_a_certificate_is_named(tmp_path: Path,
                               capsys) == (f"fedhh health: error: CA file {ca} holds no PEM "
                                           "certificate (give the CA's certificate, ca.pem, not "
                                           "a key)")
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["privacy", "--eps-agg", "1", "--eps-local", "3", "--delta", "1e-6", "--rounds", "4",
+      "--devices", "1600000"], "--eps-local does not apply to optprefixtree"),
+    (["privacy", "amplify", "--eps-agg", "1", "--eps-local", "4", "--delta", "1e-6",
+      "--rounds", "1", "--devices", "100000"], "--eps-agg does not apply to amplify"),
+    (["privacy", "central-gaussian", "--eps-agg", "1", "--delta", "1e-6", "--rounds", "4",
+      "--theta", "10"], "--theta does not apply to central-gaussian"),
+])
+def test_a_privacy_option_the_form_does_not_read_is_refused(
+        argv: list[str], line: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: ignored; `--eps-local 3` beside the form that solves for eps_local printed the
+    solved value as if it were the answer for 3."""
+    assert one_line_error(argv, capsys) == f"fedhh privacy: error: {line}"
