@@ -92,4 +92,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from fedhh_aggregator.main import run as run_service  # imports grpc: only when serving
 
+    options.check_web_options(args)
     return run_service(args)

@@ -98,4 +98,5 @@ def _page_url(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from fedhh_coordinator.main import run as run_service  # imports grpc: only when serving
 
+    options.check_web_options(args)
     return run_service(args)

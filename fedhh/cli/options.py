@@ -172,6 +172,14 @@ def add_framed_options(parser: argparse.ArgumentParser, what: str) -> None:
                              "service raises to its hard limit as it starts)")
 
 
+def check_web_options(args: argparse.Namespace) -> None:
+    """Refuse --web-origin without --web-listen: no page could call a port that is not served
+    (it was accepted and did nothing)."""
+    if args.web_origin and not args.web_listen:
+        raise ConfigError("--web-origin needs --web-listen: the origins may call the Connect "
+                          "port, which is off without it")
+
+
 def add_web_options(parser: argparse.ArgumentParser, what: str) -> None:
     """The Connect port of a service's device calls (``fedhh.rpc.connect``), for browsers;
     ``what`` names the methods it serves."""

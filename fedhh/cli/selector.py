@@ -64,4 +64,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from fedhh_coordinator.selector_main import run as run_service  # grpc: only when serving
 
+    options.check_web_options(args)
     return run_service(args)

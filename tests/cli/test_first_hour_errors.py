@@ -446,3 +446,15 @@ def test_a_privacy_option_the_form_does_not_read_is_refused(
     """Before: ignored; `--eps-local 3` beside the form that solves for eps_local printed the
     solved value as if it were the answer for 3."""
     assert one_line_error(argv, capsys) == f"fedhh privacy: error: {line}"
+
+
+@pytest.mark.parametrize("command", [
+    ["aggregator", "--insecure", "--listen", "127.0.0.1:0", "--coordinator-key", "k.pub"],
+    ["coordinator", "--insecure", "--listen", "127.0.0.1:0"],
+])
+def test_web_origins_without_the_web_port_are_refused(
+        command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: accepted, and no page could call the port that was never opened."""
+    assert one_line_error([*command, "--web-origin", "https://a.example"], capsys) == (
+        f"fedhh {command[0]}: error: --web-origin needs --web-listen: the origins may call the "
+        "Connect port, which is off without it")
