@@ -450,7 +450,8 @@ def test_a_privacy_option_the_form_does_not_read_is_refused(
 
 @pytest.mark.parametrize("command", [
     ["aggregator", "--insecure", "--listen", "127.0.0.1:0", "--coordinator-key", "k.pub"],
-    ["coordinator", "--insecure", "--listen", "127.0.0.1:0"],
+    ["coordinator", "--insecure", "--listen", "127.0.0.1:0", "--aggregator", "127.0.0.1:1"],
+    ["selector", "--leader", "127.0.0.1:1", "--store", "s.sqlite", "--coordinator-key", "k.pub"],
 ])
 def test_web_origins_without_the_web_port_are_refused(
         command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
