@@ -36,10 +36,15 @@ def _escaped(char: str) -> str:
     category = unicodedata.category(char)
     # (not the unassigned: this Python's Unicode tables may predate an item's newest emoji)
     if category in ("Cc", "Zl", "Zp") or char in _HIDDEN_FORMAT:
-        code = ord(char)
-        return f"\\x{code:02x}" if code < 0x100 else (
-            f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        return _escape(char)
     return char
+
+
+def _escape(char: str) -> str:
+    """``char`` as a Python-style escape: ``\\x1b``, ``\\u202e``, ``\\U000e0067``."""
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else (
+        f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
 
 
 @lru_cache(maxsize=4096)
@@ -102,6 +107,5 @@ def printable(text: str) -> str:
     if text.isascii() and text.isprintable():
         return text
     if text and not columns(text):
-        return "".join(f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
-                       for c in text)
+        return "".join(map(_escape, text))
     return "".join(map(_escaped, text))
