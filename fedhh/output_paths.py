@@ -67,6 +67,24 @@ def check_output_dir(option: str, path: str | Path | None) -> None:
     _check_writable(option, path, existing)
 
 
+def check_store_file(option: str, path: str | Path) -> None:
+    """Refuse a file the process must read and keep writing (a store, a key) unless it is a
+    regular file it can open for both, or can be made: its nearest existing folder on the path
+    takes a new file."""
+    target = Path(path)
+    if target.exists():
+        if not target.is_file():
+            raise ConfigError(f"{option} {path} exists and is not a regular file")
+        try:
+            with open(target, "r+b"):
+                pass
+        except OSError as error:
+            raise ConfigError(f"{option} {path}: cannot read and write it: "
+                              f"{error.strerror or error}") from None
+        return
+    check_output_dir(option, target.absolute().parent)
+
+
 def write_output(option: str, path: str, text: str) -> None:
     """Write an output file whole or not at all (a failed write keeps what was there): its
     text goes to a temporary sibling that then replaces it. A failure is one line. ``-``

@@ -6,14 +6,13 @@ import argparse
 import asyncio
 import importlib
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from fedhh.errors import ConfigError
-from fedhh.output_paths import check_output
+from fedhh.output_paths import check_output, check_store_file
 from fedhh.privacy.sum_pld import import_accountant_libraries
 from fedhh.rpc import serving
 from fedhh.rpc.credentials import (
@@ -110,7 +109,7 @@ def check_db(location: str) -> None:
     if path.is_dir():
         raise ConfigError(f"--db {location} is a folder; give the SQLite file's path, e.g. "
                           f"{path / 'fedhh-coordinator.sqlite'}")
-    _check_file_place("--db", path)
+    check_store_file("--db", path)
 
 
 def check_signing_key(location: str) -> None:
@@ -119,27 +118,9 @@ def check_signing_key(location: str) -> None:
     if path.is_dir():
         raise ConfigError(f"--signing-key {location} is a folder; give the key file's path")
     if not path.exists():
-        _check_file_place("--signing-key", path)
+        check_store_file("--signing-key", path)
         return
     load_signing_key(path, f"--signing-key {location}")
-
-
-def _check_file_place(option: str, path: Path) -> None:
-    """``path`` is a file that can be opened for writing, or can be made (its nearest existing
-    folder is one this process may write in)."""
-    if path.exists():
-        if not path.is_file():
-            raise ConfigError(f"{option} {path} exists and is not a regular file")
-        if not os.access(path, os.R_OK | os.W_OK):
-            raise ConfigError(f"{option} {path}: cannot read and write it")
-        return
-    existing = path.absolute().parent
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ConfigError(f"{option} {path}: {existing} is not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{option} {path}: cannot write in {existing}")
 
 
 def check_readable(option: str, location: str) -> None:
