@@ -37,6 +37,11 @@ class StateError(FedhhError):
     (FAILED_PRECONDITION)."""
 
 
+class StoreDamaged(FedhhError):
+    """Stored state that does not read back as what was written: a damaged or foreign store
+    (DATA_LOSS). The message names the record and the field; the store is left as it is."""
+
+
 class RateLimited(FedhhError):
     """Too many requests from one caller, or overall; retry later (RESOURCE_EXHAUSTED)."""
 

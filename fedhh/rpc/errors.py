@@ -24,6 +24,7 @@ from fedhh.errors import (
     PrivacyError,
     RateLimited,
     StateError,
+    StoreDamaged,
 )
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ _CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (AuthenticationError, grpc.StatusCode.UNAUTHENTICATED),
     (RateLimited, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (NotFoundError, grpc.StatusCode.NOT_FOUND),
+    (StoreDamaged, grpc.StatusCode.DATA_LOSS),
     (ConflictError, grpc.StatusCode.ALREADY_EXISTS),
     (StateError, grpc.StatusCode.FAILED_PRECONDITION),
     (PrivacyError, grpc.StatusCode.FAILED_PRECONDITION),

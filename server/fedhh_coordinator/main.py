@@ -169,7 +169,7 @@ def _written_files(args: argparse.Namespace) -> list[Path]:
     return paths
 
 
-async def serve(args: argparse.Namespace, checked: Checked | None = None) -> None:
+async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int:
     checked = checked or check_startup(args)
     control_token, admin_token, tls = checked.control_token, checked.admin_token, checked.tls
     fresh = [path for path in _written_files(args) if not path.exists()]
@@ -245,7 +245,16 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> Non
                                                "dashboard_port": dashboard_port,
                                                "web_port": ports.web_port,
                                                "session_port": ports.framed_port})
-        await serving.wait_for_signal(server)
+        signalled = asyncio.create_task(serving.wait_for_signal(server))
+        await asyncio.wait({signalled, runner_task}, return_when=asyncio.FIRST_COMPLETED)
+        signalled.cancel()
+        if runner_task.done():  # (it ends by itself only on an error the runs did not catch)
+            # Serving devices with no runner would leave every run pending, silently: stop,
+            # so that the supervisor (restart policy) sees it and a restart resumes the runs.
+            log.critical("the runner stopped; the coordinator stops (the store is left as it "
+                         "is)", exc_info=runner_task.exception())
+            return 1
+        return 0
     finally:
         # (a failure before the signal, such as the ready file's, stops the server here: left
         # to the closing loop, gRPC's shutdown failed with "Event loop is closed")
@@ -264,5 +273,4 @@ def run(args: argparse.Namespace) -> int:
     serving.install_uvloop()
     serving.tune_gc()
     raise_open_file_limit()
-    asyncio.run(serve(args, checked))
-    return 0
+    return asyncio.run(serve(args, checked))

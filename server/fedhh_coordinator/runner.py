@@ -25,7 +25,7 @@ from fedhh_coordinator.link import NetworkLink
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.runs import RunParts
-from fedhh_coordinator.store import RunAttempts, Store
+from fedhh_coordinator.store import ACTIVE, RunAttempts, Store
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +56,12 @@ class Runner:
 
     async def serve(self) -> None:
         while True:
-            active = [r for r in self.store.runs() if r.state in ("pending", "running")]
+            active = self.store.run_states(ACTIVE)
             if not active:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            run_id = active[0].run_id
+            run_id = active[0][0]
             try:
                 await self.drive(run_id)
             except RunCancelled as cancelled:

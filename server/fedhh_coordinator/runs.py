@@ -11,20 +11,23 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig, with_most_completions
-from fedhh.errors import ConfigError
+from fedhh.errors import ConfigError, StoreDamaged
 from fedhh.privacy import PrivacyLedger
 from fedhh.privacy.accountant import allocation_offsets
 from fedhh.server import LocalRandomizer, PrefixTree, TailKind, TreeState
 from fedhh_coordinator.store import RunRow, Store
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+T = TypeVar("T")
 
 
 async def create_run(store: Store, config: RunConfig, run_id: str = "") -> RunRow:
@@ -93,11 +96,34 @@ class RunParts:
 
     @classmethod
     def load(cls, row: RunRow) -> RunParts:
-        config = RunConfig.from_dict(row.config)
-        ledger = PrivacyLedger.from_dict(row.ledger)
+        """StoreDamaged if the row's config, ledger or tree state does not read back."""
+        config = stored_config(row)
+        ledger = stored_ledger(row)
+        state = _read(row, "tree", TreeState.from_dict)
         width = config.code_bits(Mode.NETWORK)
         codec = Codec.from_spec(config.codec, width)
         mechanism, rounds = mechanisms(config, ledger)
         tree = PrefixTree(config.tree(Mode.NETWORK), codec, mechanism,
-                          cw.from_ints(row.deny_codes, width), rounds)
-        return cls(row.run_id, config, tree, TreeState.from_dict(row.tree), ledger)
+                          _read(row, "deny_codes", lambda codes: cw.from_ints(codes, width)),
+                          rounds)
+        return cls(row.run_id, config, tree, state, ledger)
+
+
+def stored_config(row: RunRow) -> RunConfig:
+    return _read(row, "config", RunConfig.from_dict)
+
+
+def stored_ledger(row: RunRow) -> PrivacyLedger:
+    return _read(row, "ledger", PrivacyLedger.from_dict)
+
+
+def _read(row: RunRow, field: str, decode: Callable[[Any], T]) -> T:
+    """``decode`` of one field of a stored run, or StoreDamaged naming the run and the field
+    (ConfigError and PrivacyError are ValueErrors: here they describe stored bytes, not the
+    caller's request)."""
+    try:
+        return decode(getattr(row, field))
+    except (ValueError, TypeError, KeyError) as error:
+        what = f"no {error}" if isinstance(error, KeyError) else str(error)
+        raise StoreDamaged(f"the stored run {row.run_id!r} is damaged: {field}: {what}"
+                           ) from None

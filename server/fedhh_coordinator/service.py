@@ -9,9 +9,7 @@ from typing import Any, Protocol
 import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from fedhh.config import RunConfig
-from fedhh.errors import AuthenticationError, ConfigError, RateLimited
-from fedhh.privacy import PrivacyLedger
+from fedhh.errors import AuthenticationError, ConfigError, RateLimited, StoreDamaged
 from fedhh.rpc.credentials import raw_public
 from fedhh.rpc.errors import status_errors
 from fedhh.rpc.run_config import from_proto, to_proto
@@ -24,8 +22,8 @@ from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.enrollment import AttestationVerifier, RateLimiter, mint
 from fedhh_coordinator.keys import KeyOwners, check_round_keys
 from fedhh_coordinator.runner import Runner
-from fedhh_coordinator.runs import RunParts, create_run
-from fedhh_coordinator.store import Store
+from fedhh_coordinator.runs import RunParts, create_run, stored_config, stored_ledger
+from fedhh_coordinator.store import RoundRow, Store
 
 # A GetTask long-poll is held at most this long: it returns when the device's task changes
 # (lobby.py), so the bound only ends a call that nothing answers, and it must outlast a round.
@@ -168,7 +166,8 @@ class AdminService(pb_grpc.AdminServiceServicer):
     async def ListRuns(self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext
                        ) -> pb.ListRunsResponse:
         self._check(context)
-        return pb.ListRunsResponse(runs=[self._run(r.run_id) for r in self.store.runs()])
+        return pb.ListRunsResponse(runs=[self._listed(run_id, state)
+                                         for run_id, state in self.store.run_states()])
 
     @status_errors
     async def GetResults(self, request: pb.GetResultsRequest,
@@ -203,12 +202,24 @@ class AdminService(pb_grpc.AdminServiceServicer):
             self.runner.cancel(row.run_id)
         return self._run(row.run_id)
 
+    def _listed(self, run_id: str, state: str) -> pb.Run:
+        """The run as GetRun answers it; a run whose stored row is damaged is listed by its id
+        and state with the damage as its error (GetRun answers it DATA_LOSS)."""
+        try:
+            return self._run(run_id)
+        except StoreDamaged as damage:
+            return pb.Run(run_id=run_id, state=state, error=str(damage))
+
     def _run(self, run_id: str) -> pb.Run:
         row = self.store.run(run_id)
-        ledger = PrivacyLedger.from_dict(row.ledger)
+        ledger = stored_ledger(row)
+        try:
+            config = to_proto(stored_config(row))
+        except ValueError as error:  # a figure the wire cannot carry: RunConfig took it
+            raise StoreDamaged(f"the stored run {run_id!r} is damaged: config: {error}"
+                               ) from None
         return pb.Run(
-            run_id=row.run_id, state=row.state,
-            config=to_proto(RunConfig.from_dict(row.config)), eps_local=row.eps_local,
+            run_id=row.run_id, state=row.state, config=config, eps_local=row.eps_local,
             eps_spent=ledger.spent_epsilon(), rounds_released=ledger.rounds_recorded,
             error=row.error, rounds=self._rounds(run_id),
             progress=self.runner.progress_of(run_id),
@@ -217,14 +228,22 @@ class AdminService(pb_grpc.AdminServiceServicer):
     def _rounds(self, run_id: str) -> list[pb.RoundSummary]:
         out = []
         for r in self.store.rounds(run_id):
-            s: dict[str, Any] = r.summary
-            out.append(pb.RoundSummary(
-                round=r.round, attempt=r.attempt, state=r.state, reason=r.reason,
-                participants=r.participants, prefixes=int(s.get("prefixes", 0)),
-                segment_bits=int(s.get("segment_bits", 0)),
-                domain_size=int(s.get("domain_size", 0)), kept=int(s.get("kept", 0)),
-                finished=int(s.get("finished", 0)), threshold=float(s.get("threshold", 0.0)),
-                expected_false_positives=float(s.get("expected_false_positives", 0.0)),
-                seconds=(r.finished_at - r.started_at) if r.finished_at is not None else 0.0,
-            ))
+            try:
+                out.append(_round_summary(r))
+            except (ValueError, TypeError) as error:
+                raise StoreDamaged(f"the stored round {r.round}.{r.attempt} of run {run_id!r} "
+                                   f"is damaged: summary: {error}") from None
         return out
+
+
+def _round_summary(r: RoundRow) -> pb.RoundSummary:
+    s: dict[str, Any] = r.summary
+    return pb.RoundSummary(
+        round=r.round, attempt=r.attempt, state=r.state, reason=r.reason,
+        participants=r.participants, prefixes=int(s.get("prefixes", 0)),
+        segment_bits=int(s.get("segment_bits", 0)),
+        domain_size=int(s.get("domain_size", 0)), kept=int(s.get("kept", 0)),
+        finished=int(s.get("finished", 0)), threshold=float(s.get("threshold", 0.0)),
+        expected_false_positives=float(s.get("expected_false_positives", 0.0)),
+        seconds=(r.finished_at - r.started_at) if r.finished_at is not None else 0.0,
+    )

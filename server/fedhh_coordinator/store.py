@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fedhh.errors import AuthenticationError, ConflictError, NotFoundError
+from fedhh.errors import AuthenticationError, ConflictError, NotFoundError, StoreDamaged
 from fedhh.rounds import AttemptRecord, AttemptState
 from fedhh_coordinator.db import Database, open_database
 
@@ -175,11 +175,13 @@ class Store:
             raise NotFoundError(f"unknown run {run_id!r}")
         return _run_row(rows[0])
 
-    def runs(self) -> list[RunRow]:
-        rows = self.db.query(
-            "SELECT run_id, config, state, eps_local, tree, ledger, deny_codes, error "
-            "FROM runs ORDER BY created_at, run_id")
-        return [_run_row(r) for r in rows]
+    def run_states(self, states: Sequence[str] = RUN_STATES) -> list[tuple[str, str]]:
+        """(run id, state) of the runs in one of ``states``, oldest first: what a list needs
+        before it reads each run (``run``), so that one damaged run spoils only itself."""
+        marks = ", ".join("?" * len(states))
+        return [(str(r[0]), str(r[1])) for r in self.db.query(
+            f"SELECT run_id, state FROM runs WHERE state IN ({marks}) "
+            "ORDER BY created_at, run_id", tuple(states))]
 
     def set_run_state(self, run_id: str, state: str, error: str = "") -> None:
         with self._tx() as db:
@@ -192,7 +194,9 @@ class Store:
             "SELECT run_id, round, attempt, state, reason, participants, summary, "
             "started_at, finished_at FROM rounds WHERE run_id = ? ORDER BY round, attempt",
             (run_id,))
-        return [RoundRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8])
+        return [RoundRow(r[0], r[1], r[2], r[3], r[4], r[5],
+                         _decoded(f"round {r[1]}.{r[2]} of run {run_id!r}", "summary", _object,
+                                  r[6]), r[7], r[8])
                 for r in rows]
 
     def open_round(self, run_id: str, round_: int) -> int:
@@ -291,5 +295,36 @@ class RunAttempts:
 
 
 def _run_row(row: tuple[Any, ...]) -> RunRow:
-    return RunRow(row[0], json.loads(row[1]), row[2], float(row[3]), json.loads(row[4]),
-                  json.loads(row[5]), [int(c) for c in json.loads(row[6])], row[7])
+    record = f"run {row[0]!r}"
+    return RunRow(row[0], _decoded(record, "config", _object, row[1]), row[2],
+                  _decoded(record, "eps_local", _real, row[3]),
+                  _decoded(record, "tree", _object, row[4]),
+                  _decoded(record, "ledger", _object, row[5]),
+                  _decoded(record, "deny_codes", _codes, row[6]), row[7])
+
+
+def _decoded(record: str, field: str, decode: Any, raw: Any) -> Any:
+    """``decode(raw)``, or StoreDamaged naming the record and the field: bytes changed in the
+    file (SQLite pages carry no checksum) must not become an internal error, nor take every
+    other run's listing with them."""
+    try:
+        return decode(raw)
+    except (ValueError, TypeError, KeyError) as error:
+        raise StoreDamaged(f"the stored {record} is damaged: {field}: {error}") from None
+
+
+def _object(raw: str) -> dict[str, Any]:
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON object was written, this is {type(value).__name__}")
+    return value
+
+
+def _real(raw: Any) -> float:
+    if isinstance(raw, str | bytes):  # a REAL column holds no text unless the file changed
+        raise ValueError(f"a number was written, this is {raw!r:.40}")
+    return float(raw)
+
+
+def _codes(raw: str) -> list[int]:
+    return [int(c) for c in json.loads(raw)]

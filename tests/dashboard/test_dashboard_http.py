@@ -131,6 +131,23 @@ def test_run_page_shows_the_rounds_spend_and_heavy_hitters(served: Served) -> No
     assert '<td class="item">apple</td>' in page and '<td class="item">berry</td>' in page
 
 
+def test_a_run_damaged_in_the_store_is_named_and_spoils_only_itself(served: Served) -> None:
+    """Before: one row that did not decode made the runs page and the fleet page answer 500."""
+    with sqlite3.connect(served.db) as db:
+        db.execute("INSERT INTO runs SELECT 'bad', config, state, eps_local, tree, 'x', "
+                   "deny_codes, '', created_at, updated_at FROM runs WHERE run_id = 'r1'")
+    session = {"Cookie": served.sign_in()}
+    status, _, body = served.request("GET", "/", headers=session)
+    assert status == 200
+    page = body.decode()
+    assert "/runs/r1" in page and "the stored run &#x27;bad&#x27; is damaged: ledger: " in page
+    assert served.request("GET", "/fleet", headers=session)[0] == 200
+    status, _, body = served.request("GET", "/runs/bad", headers=session)
+    assert status == 500 and "Damaged run" in body.decode()
+    status, _, body = served.request("GET", "/runs/bad/heavy-hitters.csv", headers=session)
+    assert status == 500 and body.decode().startswith("the stored run 'bad' is damaged: ")
+
+
 def test_downloads_are_the_heavy_hitters_filtered(served: Served) -> None:
     session = {"Cookie": served.sign_in()}
     status, headers, body = served.request("GET", "/runs/r1/heavy-hitters.json?q=ERR",

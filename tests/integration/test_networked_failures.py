@@ -1,13 +1,15 @@
 """Failures of the networked system, with real processes: devices dropping out at every stage,
-the coordinator killed with SIGKILL mid-run, the aggregator killed mid-round. Runs complete,
-nothing is released from a broken round, and the privacy ledger counts each released round
-exactly once."""
+the coordinator killed with SIGKILL mid-run, the aggregator killed mid-round, runs damaged in
+the store. Runs complete, nothing is released from a broken round, and the privacy ledger
+counts each released round exactly once."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
+import grpc
 import pytest
 from networked_kit import (
     COORDINATOR_FLAGS,
@@ -110,3 +112,37 @@ def test_aggregator_killed_mid_round_releases_nothing_and_the_retry_succeeds(
     assert attempts[0][1] == "aborted" and attempts[-1][1] == "released"
     assert ledger_rounds(results) == [0]
     assert set(SHORT) <= {h.item for h in results.heavy_hitters}
+
+
+def test_a_run_damaged_in_the_store_fails_alone(tmp_path: Path) -> None:
+    """Bytes changed in the store's rows (SQLite pages carry no checksum). Before: the runner
+    read every run's row to pick the next one, one row did not decode, and its task ended
+    unseen: every later run stayed pending for ever, and ListRuns answered INTERNAL."""
+    topo, _ = start(tmp_path)
+    config = run_config(rounds=1, max_bits=10, dim_limit=1 << 10, min_devices=150,
+                        checkin_ms=120_000, stage_ms=10_000)
+    with topo, admin(topo) as client:
+        client.start_run(config, run_id="old")
+        assert client.wait("old", 240).state == "done"
+        with sqlite3.connect(topo.database, timeout=60) as db:  # beside the running service
+            db.execute("INSERT INTO runs SELECT 'stale', config, 'pending', eps_local, '{}', "
+                       "ledger, deny_codes, '', 0, 0 FROM runs WHERE run_id = 'old'")
+            db.execute("UPDATE runs SET config = '{#codec\": \"5bit\"}' WHERE run_id = 'old'")
+        client.start_run(config, run_id="new")
+        new = client.wait("new", 240)
+        stale = client.run("stale")
+        listed = {r.run_id: r for r in client.runs()}
+        with pytest.raises(grpc.RpcError) as old:
+            client.run("old")
+        with pytest.raises(grpc.RpcError) as old_results:
+            client.results("old")
+    assert new.state == "done", new.error
+    # The damaged pending run went first, and failed alone, naming what did not read back.
+    assert stale.state == "failed"
+    assert "the stored run 'stale' is damaged: tree: no 'next_round'" in stale.error
+    assert listed["new"].state == "done"
+    assert listed["old"].state == "done"
+    assert listed["old"].error.startswith("the stored run 'old' is damaged: config: ")
+    for refused in (old.value, old_results.value):
+        assert refused.code() == grpc.StatusCode.DATA_LOSS
+        assert refused.details().startswith("the stored run 'old' is damaged: config: ")

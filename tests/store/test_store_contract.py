@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 from postgres_kit import PostgresServer
 
-from fedhh.errors import AuthenticationError, ConfigError, ConflictError, NotFoundError
+from fedhh.errors import (
+    AuthenticationError,
+    ConfigError,
+    ConflictError,
+    NotFoundError,
+    StoreDamaged,
+)
 from fedhh_coordinator.dashboard.reader import Reader
 from fedhh_coordinator.db.postgres import PostgresDatabase, StoreUnavailable
 from fedhh_coordinator.store import Store
@@ -79,6 +85,25 @@ class StoreContract:
         assert store.device_spends(time.time() + 60) == {}
 
     # ---- runs and attempts -------------------------------------------------------------------
+    def test_a_damaged_run_row_is_named_and_spoils_only_itself(self, store: Store) -> None:
+        """Bytes changed in the store (SQLite pages carry no checksum) read back as
+        StoreDamaged naming the run and the field, not as a JSON error; the other runs and
+        the list of runs still read."""
+        store.create_run("old", {}, 1.0, {}, {}, [])
+        store.create_run("new", {}, 1.0, {}, {}, [])
+        store.open_round("old", 1)
+        with store.db.transaction() as db:
+            db.execute("UPDATE runs SET config = '{\"rounds\": 4,' WHERE run_id = 'old'")
+        with pytest.raises(StoreDamaged, match=r"^the stored run 'old' is damaged: config: "):
+            store.run("old")
+        assert store.run("new").config == {}
+        assert store.run_states() == [("old", "running"), ("new", "pending")]
+        with store.db.transaction() as db:
+            db.execute("UPDATE rounds SET summary = '[]' WHERE run_id = 'old'")
+        with pytest.raises(StoreDamaged, match=r"^the stored round 1.1 of run 'old' is "
+                                               r"damaged: summary: a JSON object was written"):
+            store.rounds("old")
+
     def test_runs_are_created_once(self, store: Store) -> None:
         store.create_run("one", {"rounds": 2}, 3.5, {"t": [1]}, {"spends": []}, [2**63 + 5])
         with pytest.raises(ConflictError):
@@ -87,7 +112,8 @@ class StoreContract:
         row = store.run("one")
         assert (row.config, row.state, row.eps_local, row.tree, row.deny_codes) == (
             {"rounds": 2}, "pending", 3.5, {"t": [1]}, [2**63 + 5])
-        assert [r.run_id for r in store.runs()] == ["one", "two"]
+        assert store.run_states() == [("one", "pending"), ("two", "pending")]
+        assert store.run_states(("failed",)) == []
         with pytest.raises(NotFoundError):
             store.run("three")
         store.set_run_state("two", "failed", "why")

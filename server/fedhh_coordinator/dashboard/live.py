@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from fedhh.errors import NotFoundError
+from fedhh.errors import NotFoundError, StoreDamaged
 from fedhh_coordinator.dashboard import pages
 from fedhh_coordinator.dashboard.auth import COOKIE, Sessions
 from fedhh_coordinator.dashboard.markup import Html, esc
@@ -58,7 +58,7 @@ class LiveStreams:
             while self.sessions.valid(session) and not stop.is_set():
                 try:
                     current = {**regions(), "clock": esc(pages.when(time.time()))}
-                except NotFoundError:
+                except (NotFoundError, StoreDamaged):  # gone, or no longer reads back
                     break
                 for name, content in current.items():
                     if sent.get(name) != content:

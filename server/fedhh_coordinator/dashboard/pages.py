@@ -349,6 +349,6 @@ def fleet_page(f: FleetView) -> Html:
     return frame("Fleet", body, nav="fleet", live="/live/fleet")
 
 
-def not_found(what: str) -> Html:
-    return frame("Not found", fmt('<h1>Not found</h1><p>{w}</p><p><a href="/">All runs</a>'
-                                  '</p>', w=what), nav="runs")
+def not_found(what: str, title: str = "Not found") -> Html:
+    return frame(title, fmt('<h1>{t}</h1><p>{w}</p><p><a href="/">All runs</a></p>',
+                            t=title, w=what), nav="runs")

@@ -13,12 +13,11 @@ import json
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Any
 
 from fedhh.privacy import PrivacyLedger
 from fedhh.server import LocalRandomizer, rr_variance
-from fedhh_coordinator.runs import RunParts
-from fedhh_coordinator.store import RoundRow
+from fedhh_coordinator.runs import RunParts, stored_ledger
+from fedhh_coordinator.store import RoundRow, RunRow
 
 # What each accounting method is, for the chart's caption; an unknown name is shown as it is.
 METHODS = {
@@ -94,11 +93,12 @@ class SpendCache:
         self.size = size
         self._cache: OrderedDict[str, RunSpend] = OrderedDict()
 
-    def __call__(self, ledger: dict[str, Any]) -> RunSpend:
-        key = json.dumps(ledger, sort_keys=True)
+    def __call__(self, row: RunRow) -> RunSpend:
+        """StoreDamaged if the run's stored ledger does not read back."""
+        key = json.dumps(row.ledger, sort_keys=True)
         spend = self._cache.get(key)
         if spend is None:
-            spend = privacy_spend(PrivacyLedger.from_dict(ledger))
+            spend = privacy_spend(stored_ledger(row))
             self._cache[key] = spend
             while len(self._cache) > self.size:
                 self._cache.popitem(last=False)

@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from fedhh.errors import ConfigError, NotFoundError, RateLimited, shown
+from fedhh.errors import ConfigError, NotFoundError, RateLimited, StoreDamaged, shown
 from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Listener, serve_runner
 from fedhh.rpc.request_log import RequestLog
 from fedhh.rpc.serving import is_loopback
@@ -236,6 +236,8 @@ class Dashboard:
             detail = self.views.run(run_id)
         except NotFoundError:
             return html_response(pages.not_found(f"There is no run {run_id!r}."), 404)
+        except StoreDamaged as damage:
+            return html_response(pages.not_found(str(damage), "Damaged run"), 500)
         return html_response(pages.run_page(detail))
 
     async def budgets(self, request: web.Request) -> web.Response:
@@ -250,6 +252,8 @@ class Dashboard:
             detail = self.views.run(run_id)
         except NotFoundError:
             raise web.HTTPNotFound(text="no such run") from None
+        except StoreDamaged as damage:
+            raise web.HTTPInternalServerError(text=str(damage)) from None
         needle = request.query.get("q", "")[:MAX_FILTER].casefold()
         hits = [h for h in detail.hits if needle in h.item.casefold()]
         kind = request.match_info["kind"]

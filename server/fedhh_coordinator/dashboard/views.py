@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 from fedhh.config import RunConfig
+from fedhh.errors import StoreDamaged
 from fedhh_coordinator.budgets import SLACK, LifetimeBudget
 from fedhh_coordinator.dashboard.reader import (
     DeviceCharge,
@@ -27,7 +28,7 @@ from fedhh_coordinator.dashboard.timeline import (
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.runner import Runner
-from fedhh_coordinator.runs import RunParts
+from fedhh_coordinator.runs import RunParts, stored_config
 from fedhh_coordinator.store import RoundRow, RunRow, Store
 
 FINAL = ("done", "failed", "cancelled")
@@ -114,7 +115,7 @@ class Views:
     def _line(self, row: RunRow, now: float, times: RunTimes | None) -> RunLine:
         started = times.created_at if times else now
         stopped = times.updated_at if times and row.state in FINAL else now
-        spend = self.spend(row.ledger)
+        spend = self.spend(row)
         return RunLine(
             run_id=row.run_id, state=row.state,
             released=sum(r.state == "released" for r in self.store.rounds(row.run_id)),
@@ -127,7 +128,15 @@ class Views:
         """Every run, newest first."""
         now = time.time()
         times = self.reader.run_times()
-        return [self._line(row, now, times.get(row.run_id)) for row in reversed(self.store.runs())]
+        lines = []
+        for run_id, state in reversed(self.store.run_states()):
+            try:
+                lines.append(self._line(self.store.run(run_id), now, times.get(run_id)))
+            except StoreDamaged as damage:  # listed by its id and state, with the damage
+                started = times[run_id].created_at if run_id in times else now
+                lines.append(RunLine(run_id, state, 0, 0, "", 0.0, 0.0, 0.0, started, 0.0,
+                                     str(damage)))
+        return lines
 
     def run(self, run_id: str) -> RunDetail:
         """One run (NotFoundError if there is none of that id)."""
@@ -139,7 +148,7 @@ class Views:
             line=self._line(row, now, self.reader.run_times().get(run_id)),
             config=parts.config, eps_local=row.eps_local,
             attempts=tuple(self._attempts(row.run_id, parts.config.min_devices, now, rounds)),
-            spend=self.spend(row.ledger), hits=tuple(heavy_hitters(parts, rounds)),
+            spend=self.spend(row), hits=tuple(heavy_hitters(parts, rounds)),
             deny=tuple(parts.tree.codec.display_item(c) for c in row.deny_codes))
 
     def _attempts(self, run_id: str, n_min: int, now: float,
@@ -169,11 +178,15 @@ class Views:
     # ---- fleet -----------------------------------------------------------------------------
     def fleet(self) -> FleetView:
         now = time.time()
-        rows = list(reversed(self.store.runs()))[:RECENT_RUNS]
+        rows = []
         attempts: list[AttemptView] = []
-        for row in rows:
-            n_min = int(row.config.get("min_devices", 0))
-            attempts += self._attempts(row.run_id, n_min, now)
+        for run_id, _ in reversed(self.store.run_states()[-RECENT_RUNS:]):
+            try:  # a damaged run is named on the runs page; here it is left out
+                row = self.store.run(run_id)
+                attempts += self._attempts(run_id, stored_config(row).min_devices, now)
+            except StoreDamaged:
+                continue
+            rows.append(row)
         attempts.sort(key=lambda a: a.started_at, reverse=True)
         attempts = attempts[:RECENT_ATTEMPTS]
         running = next((r for r in rows if r.run_id in self.runner.progress), None)
