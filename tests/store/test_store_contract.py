@@ -1,13 +1,17 @@
 """The coordinator's store, one contract run against every backend: the embedded SQLite file
 and a real PostgreSQL server (started by the test, on a port the OS chose). Every method is one
-transaction: a refused change changes nothing; what was committed survives reopening; the
-dashboard's reader sees the same data through a connection that cannot write."""
+transaction: a refused change changes nothing; what was committed survives reopening; a
+database that is not a whole store is refused and left as it is; the dashboard's reader sees
+the same data through a connection that cannot write."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from postgres_kit import PostgresServer
@@ -173,6 +177,43 @@ class StoreContract:
         finally:
             again.close()
 
+    # ---- what is a store ---------------------------------------------------------------------
+    def execute(self, location: str, sql: str) -> list[tuple[Any, ...]]:  # pragma: no cover
+        """Run ``sql`` on the database itself, not through a store."""
+        raise NotImplementedError
+
+    def test_another_programs_database_is_refused_and_left_as_it_is(self, location: str
+                                                                     ) -> None:
+        """Before: our tables were added to it (and a SQLite file switched to WAL)."""
+        self.execute(location, "CREATE TABLE moz_places (id INTEGER PRIMARY KEY, url TEXT)")
+        with pytest.raises(ConfigError, match=r"is not a fedhh store \(it holds the tables "
+                                              r"moz_places\); give the coordinator a database "
+                                              r"of its own\. It is left as it is$"):
+            Store(location)
+        assert self.tables(location) == ["moz_places"]
+
+    def test_a_store_that_lost_a_table_is_refused(self, location: str) -> None:
+        """Before: the table was made again, empty: every attempt it held was gone unsaid."""
+        Store(location).close()
+        self.execute(location, "DROP TABLE rounds")
+        with pytest.raises(ConfigError, match=r"is a damaged store: its table rounds is "
+                                              r"missing; restore it from a backup"):
+            Store(location)
+        self.execute(location, "ALTER TABLE runs RENAME TO runs_old")
+        with pytest.raises(ConfigError, match=r"its tables runs, rounds are missing"):
+            Store(location)
+        assert "rounds" not in self.tables(location)
+
+    def test_a_selector_does_not_make_a_store(self, location: str) -> None:
+        self.execute(location, "CREATE TABLE scratch (x INTEGER)")
+        self.execute(location, "DROP TABLE scratch")  # a database, and no table in it
+        with pytest.raises(ConfigError, match=r"no coordinator store there"):
+            Store(location, selector=True)
+        assert self.tables(location) == []
+
+    def tables(self, location: str) -> list[str]:
+        raise NotImplementedError  # pragma: no cover
+
     # ---- the dashboard's reader ------------------------------------------------------------
     def test_the_reader_sees_the_store_and_cannot_write(self, store: Store, location: str
                                                          ) -> None:
@@ -207,6 +248,29 @@ class TestSqliteStore(StoreContract):
     def location(self, tmp_path: Path) -> str:
         return str(tmp_path / "coordinator.sqlite")
 
+    def execute(self, location: str, sql: str) -> list[tuple[Any, ...]]:
+        with closing(sqlite3.connect(location)) as db, db:
+            return db.execute(sql).fetchall()
+
+    def tables(self, location: str) -> list[str]:
+        return sorted(r[0] for r in self.execute(
+            location, "SELECT name FROM sqlite_master WHERE type = 'table'"))
+
+    def test_an_empty_file_is_refused_and_left_as_it_is(self, location: str) -> None:
+        """A store truncated to nothing: SQLite reads an empty file as a new database, and
+        the coordinator started again with no devices and no privacy spent."""
+        Path(location).touch()
+        with pytest.raises(ConfigError, match=r"is an empty file, not a store"):
+            Store(location)
+        assert Path(location).stat().st_size == 0
+
+    def test_a_foreign_file_keeps_its_journal_mode(self, location: str) -> None:
+        self.execute(location, "CREATE TABLE moz_places (id INTEGER PRIMARY KEY)")
+        before = Path(location).read_bytes()
+        with pytest.raises(ConfigError):
+            Store(location)
+        assert Path(location).read_bytes() == before
+
 
 class TestPostgresStore(StoreContract):
     __test__ = True
@@ -214,6 +278,18 @@ class TestPostgresStore(StoreContract):
     @pytest.fixture
     def location(self, pg_server: PostgresServer) -> str:
         return pg_server.create_database()
+
+    def execute(self, location: str, sql: str) -> list[tuple[Any, ...]]:
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as db:
+            cursor = db.execute(sql)
+            return cursor.fetchall() if cursor.description else []
+
+    def tables(self, location: str) -> list[str]:
+        return sorted(r[0] for r in self.execute(
+            location, "SELECT table_name FROM information_schema.tables "
+                      "WHERE table_schema = current_schema()"))
 
     def test_one_coordinator_per_database(self, store: Store, location: str) -> None:
         with pytest.raises(ConfigError, match="another coordinator holds"):

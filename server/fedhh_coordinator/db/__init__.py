@@ -22,6 +22,7 @@ from fedhh_coordinator.db.interface import (
     redact,
 )
 from fedhh_coordinator.db.sqlite import SqliteDatabase
+from fedhh_coordinator.db.tables import no_store_there
 
 __all__ = ["Cursor", "Database", "SqliteDatabase", "Transaction", "is_postgres_url",
            "open_database", "redact"]
@@ -42,6 +43,5 @@ def open_database(location: str | Path, *, selector: bool = False) -> Database:
     if selector and not Path(location).is_file():
         # A selector reads the coordinator's store: a path with a typo would otherwise make a
         # new, empty one (and its folders) and serve devices nobody enrolled.
-        raise ConfigError(f"--db {location}: no coordinator store there (a selector reads the "
-                          "coordinator's; start the coordinator first, with the same --db)")
-    return SqliteDatabase(location)
+        raise ConfigError(no_store_there(str(location)))
+    return SqliteDatabase(location, create=not selector)

@@ -30,6 +30,7 @@ import psycopg
 
 from fedhh.errors import ConfigError, FedhhError
 from fedhh_coordinator.db.interface import Cursor, Transaction, redact
+from fedhh_coordinator.db.tables import check_store_tables, no_store_there
 
 __all__ = ["LOCK_KEY", "POSTGRES_SCHEMA", "PostgresDatabase", "StoreUnavailable"]
 
@@ -124,9 +125,25 @@ class PostgresDatabase:
         self.selector = selector
         self._lock = threading.Lock()
         self._conn = self._connect()
-        if not (read_only or selector):
+        try:
+            new = check_store_tables(self._tables(), self.location)
+            if new and (read_only or selector):
+                raise ConfigError(no_store_there(self.location))
+        except ConfigError:
+            self._conn.close()
+            raise
+        if new:
             with self._conn.transaction():
                 self._conn.execute(POSTGRES_SCHEMA)
+
+    def _tables(self) -> dict[str, set[str]]:
+        """Each table of the connection's schema (``current_schema()``) and its columns."""
+        tables: dict[str, set[str]] = {}
+        for table, column in self._conn.execute(
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE table_schema = current_schema()").fetchall():
+            tables.setdefault(str(table), set()).add(str(column))
+        return tables
 
     def _connect(self) -> psycopg.Connection[Any]:
         options = "-c default_transaction_read_only=on" if self.read_only else None

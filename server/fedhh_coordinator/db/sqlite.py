@@ -11,6 +11,7 @@ from typing import Any
 
 from fedhh.errors import ConfigError
 from fedhh_coordinator.db.interface import Cursor, Transaction
+from fedhh_coordinator.db.tables import check_store_tables, no_store_there
 
 __all__ = ["SQLITE_SCHEMA", "SqliteDatabase"]
 
@@ -81,22 +82,43 @@ class SqliteDatabase:
 
     kind = "sqlite"
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+        """``create``: make the schema in a new database (a selector, which reads the
+        coordinator's store, refuses one instead)."""
         self.location = str(path)
         if self.location != ":memory:":
-            Path(self.location).parent.mkdir(parents=True, exist_ok=True)
+            file = Path(self.location)
+            if file.is_file() and file.stat().st_size == 0:
+                # SQLite reads an empty file as a new database: a store truncated to nothing
+                # would start again with no devices and no privacy spent.
+                raise ConfigError(f"--db {self.location} is an empty file, not a store (a new "
+                                  "store is made where no file is); it is left as it is")
+            file.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.location, check_same_thread=False,
                                    isolation_level=None)
         self._lock = threading.Lock()
         try:
+            new = check_store_tables(self._tables(), self.location)  # before any write
+            if new and not create:
+                raise ConfigError(no_store_there(self.location))
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript(SQLITE_SCHEMA)
+            if new:  # every table or none, whenever the process stops
+                self._db.executescript(f"BEGIN IMMEDIATE; {SQLITE_SCHEMA} COMMIT;")
         except sqlite3.DatabaseError as error:  # not a SQLite file, or a damaged one
             self._db.close()
             raise ConfigError(f"--db {self.location} is not a usable SQLite store ({error}); "
                               "it is left as it is") from None
+        except ConfigError:
+            self._db.close()
+            raise
+
+    def _tables(self) -> dict[str, set[str]]:
+        names = [str(r[0]) for r in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+        return {name: {str(c[1]) for c in self._db.execute(
+            "SELECT * FROM pragma_table_info(?)", (name,))} for name in names}
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:

@@ -1,0 +1,57 @@
+"""The tables and columns that make a database a coordinator's store, and the check made
+before a store is used: a database is either new (no tables: the schema is made) or holds
+every table with every column. Another program's database, or a store that lost a table, is
+refused and left as it is: opening it as a store added our tables to the one and made the
+other's missing table again, empty, dropping the attempts it held without a word."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Set
+
+from fedhh.errors import ConfigError
+
+STORE_COLUMNS: dict[str, frozenset[str]] = {
+    "devices": frozenset({"device_id", "credential_hash", "identity_key", "label",
+                          "enrolled_at"}),
+    "runs": frozenset({"run_id", "config", "state", "eps_local", "tree", "ledger",
+                       "deny_codes", "error", "created_at", "updated_at"}),
+    "rounds": frozenset({"run_id", "round", "attempt", "state", "reason", "participants",
+                         "summary", "started_at", "finished_at"}),
+    "enrollment_tokens": frozenset({"token_hash", "label", "expires_at", "used_by",
+                                    "used_at"}),
+    "device_spends": frozenset({"device_id", "run_id", "eps", "delta", "charged_at"}),
+}
+
+
+def check_store_tables(found: Mapping[str, Set[str]], location: str) -> bool:
+    """True if the database holds no table (a new store, whose schema is to be made), False
+    if it is a store (every table of ``STORE_COLUMNS`` with its columns; other tables beside
+    them are left alone); ConfigError naming what is wrong otherwise. ``found``: each table's
+    column names."""
+    if not found:
+        return True
+    ours = [name for name in STORE_COLUMNS if name in found]
+    if not ours:
+        shown = ", ".join(sorted(found)[:5]) + (", ..." if len(found) > 5 else "")
+        raise ConfigError(f"--db {location} is not a fedhh store (it holds the tables "
+                          f"{shown}); give the coordinator a database of its own. It is left "
+                          "as it is")
+    missing = [name for name in STORE_COLUMNS if name not in found]
+    if missing:
+        are = "tables {} are".format(", ".join(missing)) if len(missing) > 1 \
+            else f"table {missing[0]} is"
+        raise ConfigError(f"--db {location} is a damaged store: its {are} missing; restore "
+                          "it from a backup. It is left as it is")
+    for name, columns in STORE_COLUMNS.items():
+        lacking = sorted(columns - set(found[name]))
+        if lacking:
+            raise ConfigError(f"--db {location} is a damaged store or not a fedhh store: the "
+                              f"table {name} has no column {', '.join(lacking)}. It is left "
+                              "as it is")
+    return False
+
+
+def no_store_there(location: str) -> str:
+    """The refusal of a selector given a database that holds no store."""
+    return (f"--db {location}: no coordinator store there (a selector reads the "
+            "coordinator's; start the coordinator first, with the same --db)")
