@@ -32,6 +32,7 @@ import concurrent.futures
 import contextlib
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Iterable
@@ -40,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConfigError
+from fedhh.rpc.errors import MAX_DETAILS
+from fedhh_aggregator.rounds import MAX_ROUND_ID_BYTES
 
 __all__ = ["Journal", "RoundRecord"]
 
@@ -48,6 +51,10 @@ log = logging.getLogger(__name__)
 FILE_NAME = "outcomes.jsonl"
 _VERSION = 1
 _OPS = ("open", "unmask", "finish", "delivered")
+OUTCOME_STATES = ("released", "aborted")
+SESSION_ID_BYTES = 32  # SHA-256: fedhh.secagg.session_id_of, combined.plan_id
+MAX_CONTRIBUTORS = 2**32 - 1  # GetOutcome's num_contributors is a uint32
+MAX_REASON = MAX_DETAILS  # what a status's details carry
 
 
 @dataclass(frozen=True)
@@ -72,15 +79,24 @@ def _line(op: str, round_id: bytes, **fields: Any) -> bytes:
 
 
 def _apply(records: dict[bytes, RoundRecord], entry: dict[str, Any]) -> None:
+    """Apply one record; ValueError for one whose values could not have been written (a line
+    that parses but was changed): each would otherwise come back from GetOutcome, an
+    impossible count as INTERNAL, an unknown state as ABORTED."""
     op = entry["op"]
     round_id = bytes.fromhex(entry["round"])
-    at = float(entry.get("at", 0.0))
+    if not 1 <= len(round_id) <= MAX_ROUND_ID_BYTES:
+        raise ValueError(f"a round id is 1 to {MAX_ROUND_ID_BYTES} bytes, not {len(round_id)}")
+    at = entry.get("at", 0.0)
+    if not isinstance(at, int | float) or isinstance(at, bool) or not 0 <= at < math.inf:
+        raise ValueError(f"a time is a finite number of seconds, not {at!r:.40}")
     if op == "open":
         detail = entry.get("detail")
         if detail is not None and not isinstance(detail, dict):
             raise ValueError("an open record's detail is a JSON object")
-        records[round_id] = RoundRecord(round_id, bytes.fromhex(entry["session"]), at,
-                                        detail=detail)
+        session_id = bytes.fromhex(entry["session"])
+        if len(session_id) != SESSION_ID_BYTES:
+            raise ValueError(f"a session id is {SESSION_ID_BYTES} bytes, not {len(session_id)}")
+        records[round_id] = RoundRecord(round_id, session_id, float(at), detail=detail)
         return
     record = records.get(round_id)
     if record is None:  # its open record was compacted away with it: nothing to update
@@ -88,10 +104,21 @@ def _apply(records: dict[bytes, RoundRecord], entry: dict[str, Any]) -> None:
     if op == "unmask":
         records[round_id] = replace(record, unmask_started=True)
     elif op == "finish":
+        state, reason = entry["state"], entry.get("reason", "")
+        contributors = entry.get("contributors", 0)
+        reached_unmask = entry.get("reached_unmask", False)
+        if state not in OUTCOME_STATES:
+            raise ValueError(f"an outcome is one of {', '.join(OUTCOME_STATES)}, not "
+                             f"{state!r:.40}")
+        if type(contributors) is not int or not 0 <= contributors <= MAX_CONTRIBUTORS:
+            raise ValueError(f"a contributor count is 0 to {MAX_CONTRIBUTORS}, not "
+                             f"{contributors!r:.40}")
+        if not isinstance(reason, str) or not isinstance(reached_unmask, bool):
+            raise ValueError("a reason is text and reached_unmask true or false")
         records[round_id] = replace(
-            record, state=str(entry["state"]), reason=str(entry.get("reason", "")),
-            unmask_started=record.unmask_started or bool(entry.get("reached_unmask")),
-            contributors=int(entry.get("contributors", 0)), finished_at=at)
+            record, state=state, reason=reason[:MAX_REASON],
+            unmask_started=record.unmask_started or reached_unmask,
+            contributors=contributors, finished_at=float(at))
     elif op == "delivered":
         records[round_id] = replace(record, delivered=True)
 
@@ -238,7 +265,7 @@ class Journal:
     def finished(self, round_id: bytes, state: str, reason: str, reached_unmask: bool,
                  contributors: int) -> None:
         """Record a round's outcome (written in order, without waiting)."""
-        self._submit_logged(_line("finish", round_id, state=state, reason=reason,
+        self._submit_logged(_line("finish", round_id, state=state, reason=reason[:MAX_REASON],
                                   reached_unmask=reached_unmask, contributors=contributors,
                                   at=time.time()))
 

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ from aggregator_testkit import (
     session,
 )
 
-from fedhh.errors import ConflictError, StateError
+from fedhh.errors import ConfigError, ConflictError, StateError
 from fedhh.rpc.aggregator_client import AggregatorControl, RoundAborted
 from fedhh.rpc.device_client import ParticipationEnd, SessionResult, participate
 from fedhh.secagg import (
@@ -45,6 +46,7 @@ from fedhh.secagg import (
     Stage,
     verify_release,
 )
+from fedhh_aggregator.journal import Journal
 
 pytestmark = pytest.mark.slow
 N = 8
@@ -257,6 +259,40 @@ def test_a_damaged_journal_stops_the_service_and_a_torn_tail_does_not(tmp_path: 
     with pytest.raises(RuntimeError, match=r"outcomes\.jsonl:3 is damaged"):
         agg.start()
     assert agg.process is not None and agg.process.returncode == 2
+
+
+OPEN = {"v": 1, "op": "open", "round": b"r/1/1".hex(), "session": "00" * 32, "at": 1.0}
+FINISH = {"v": 1, "op": "finish", "round": b"r/1/1".hex(), "state": "released", "reason": "",
+          "reached_unmask": True, "contributors": 5, "at": 2.0}
+
+
+@pytest.mark.parametrize(("line", "refusal"), [
+    ({**FINISH, "contributors": -5}, "a contributor count is 0 to 4294967295, not -5"),
+    ({**FINISH, "contributors": 2**70}, "a contributor count is 0 to 4294967295, not 1180"),
+    ({**FINISH, "contributors": 5.5}, "a contributor count is 0 to 4294967295, not 5.5"),
+    ({**FINISH, "state": "bogus"}, "an outcome is one of released, aborted, not 'bogus'"),
+    ({**FINISH, "reached_unmask": "no"}, "a reason is text and reached_unmask true or false"),
+    ({**FINISH, "at": float("inf")}, "a time is a finite number of seconds, not inf"),
+    ({**OPEN, "at": float("nan")}, "a time is a finite number of seconds, not nan"),
+    ({**OPEN, "round": ""}, "a round id is 1 to 64 bytes, not 0"),
+    ({**OPEN, "session": "00"}, "a session id is 32 bytes, not 1"),
+])
+def test_a_journal_line_with_values_never_written_is_damage(
+        tmp_path: Path, line: dict[str, Any], refusal: str) -> None:
+    """Lines that parse but were changed. Before: loaded, then GetOutcome answered INTERNAL
+    (a count past uint32) or told the coordinator a made-up outcome ("bogus" as ABORTED)."""
+    lines = [OPEN, line] if line["op"] == "finish" else [line]
+    (tmp_path / "outcomes.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    with pytest.raises(ConfigError) as refused:
+        Journal(tmp_path).load()
+    assert str(refused.value).startswith(f"{tmp_path / 'outcomes.jsonl'}:{len(lines)} is "
+                                         f"damaged ({refusal}")
+
+
+def test_a_long_reason_is_kept_to_what_a_status_carries(tmp_path: Path) -> None:
+    line = {**FINISH, "state": "aborted", "reason": "x" * (1 << 20)}
+    (tmp_path / "outcomes.jsonl").write_text(json.dumps(OPEN) + "\n" + json.dumps(line) + "\n")
+    assert Journal(tmp_path).load()[b"r/1/1"].reason == "x" * 1000
 
 
 # -- aborts after unmasking began -------------------------------------------------------------
