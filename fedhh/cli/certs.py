@@ -39,6 +39,7 @@ from typing import Any
 from fedhh.cli import options
 from fedhh.config import MAX_DEVICES
 from fedhh.errors import ConfigError
+from fedhh.input_files import LIST_FILE_BYTES, read_whole
 
 DEFAULT_HOSTS = "localhost,127.0.0.1,coordinator,selector,aggregator"
 TOKENS = ("control", "admin")
@@ -268,7 +269,7 @@ def read_device_tokens(path: Path) -> list[str]:
     guessed at: splitting a hand-edited file on whitespace shifted every later user's token
     and gave the replicas "tokens" like ``garbage``."""
     try:
-        data = path.read_bytes()
+        data = read_whole(path, LIST_FILE_BYTES, "tokens file")
     except OSError as error:
         raise ConfigError(f"cannot read {path}: {error.strerror}") from None
     lines = data.split(b"\n")

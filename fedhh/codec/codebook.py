@@ -82,6 +82,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConfigError
+from fedhh.input_files import LIST_FILE_BYTES, read_whole
 
 FORMAT = "fedhh-codebook"
 VERSION = 1          # byte codebooks
@@ -497,7 +498,7 @@ def codec_spec(value: str) -> str:
         raise ConfigError(f"codebook {value!r} is neither a built-in codebook "
                           f"({', '.join(BUILTIN_NAMES)}) nor a codebook JSON file")
     try:
-        content = path.read_text(encoding="utf-8")
+        content = read_whole(path, LIST_FILE_BYTES, "codebook file").decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read codebook file {path}: {error}") from None
     return Codebook.from_json(content, str(path)).spec

@@ -28,6 +28,7 @@ import numpy as np
 
 from fedhh.data.dataset import atomic_file
 from fedhh.errors import DatasetError
+from fedhh.input_files import LIST_FILE_BYTES, read_whole
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
     """
     source = Path(path)
     try:
-        raw = source.read_bytes()
+        raw = read_whole(source, LIST_FILE_BYTES, "item list")
     except OSError as error:
         raise DatasetError(f"cannot read item list {source}: {error.strerror}") from None
     lines = raw.removeprefix(codecs.BOM_UTF8).split(b"\n")

@@ -11,6 +11,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from fedhh.errors import ConfigError
+from fedhh.input_files import SECRET_FILE_BYTES, read_whole
 
 MIN_SECRET_BYTES = 16
 # The coordinator refuses authorization metadata over 512 characters ("Bearer " and the token).
@@ -25,7 +26,7 @@ def read_secret(path: str | Path | None, env: str, what: str = "secret",
     the file (default ``--<what>-file``)."""
     if path:
         try:
-            value = Path(path).read_bytes().strip()
+            value = read_whole(path, SECRET_FILE_BYTES, f"the {what} file").strip()
         except OSError as error:
             raise ConfigError(f"cannot read the {what} file {path}: {error.strerror}") from None
     else:
@@ -54,7 +55,8 @@ def load_public_key(path: str | Path) -> bytes:
     """A raw Ed25519 public key from a PEM (SubjectPublicKeyInfo) file, such as the
     coordinator's ``<signing key>.pub``."""
     try:
-        key = serialization.load_pem_public_key(Path(path).read_bytes())
+        key = serialization.load_pem_public_key(
+            read_whole(path, SECRET_FILE_BYTES, "the public key"))
     except OSError as error:
         raise ConfigError(f"cannot read the public key {path}: {error.strerror}") from None
     except ValueError as error:
@@ -71,7 +73,8 @@ def load_signing_key(path: str | Path, what: str | None = None) -> Ed25519Privat
 
     what = what or str(path)
     try:
-        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+        key = serialization.load_pem_private_key(read_whole(path, SECRET_FILE_BYTES, "key"),
+                                                 password=None)
     except OSError as error:
         raise ConfigError(f"cannot read {what}: {error.strerror or error}") from None
     except (ValueError, TypeError, UnsupportedAlgorithm):  # (TypeError: a password is needed)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fedhh.errors import ConfigError
+from fedhh.input_files import LIST_FILE_BYTES, read_whole
 
 TOKENS = "tokens"
 
@@ -47,7 +48,8 @@ def read_tokens(path: str | Path) -> dict[int, str]:
     """Every token of a tokens file (module docstring), by dataset user; blank lines name no
     user in a keyed file and stand for a user without a token in a positional one."""
     try:
-        lines = Path(path).read_text(encoding="ascii").splitlines()
+        lines = read_whole(path, LIST_FILE_BYTES, "enrollment tokens file").decode(
+            "ascii").splitlines()
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read the enrollment tokens file {path}: {error}") from None
     fields = [line.split() for line in lines]

@@ -14,7 +14,6 @@ import logging
 import signal
 import socket
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -26,7 +25,7 @@ from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc import task_census
 from fedhh.rpc.http_listener import FILE_SHARE, open_file_limit
 from fedhh.rpc.request_waits import RequestWaits
-from fedhh.rpc.tls import TlsFiles
+from fedhh.rpc.tls import TlsFiles, read_tls_file
 
 log = logging.getLogger(__name__)
 
@@ -418,13 +417,7 @@ def check_tls_files(tls: TlsFiles) -> None:
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
 
-    def read(path: Path) -> bytes:
-        try:
-            return path.read_bytes()
-        except OSError as error:
-            raise ConfigError(f"cannot read TLS file {path}: {error.strerror}") from None
-
-    key_pem, cert_pem = read(tls.key), read(tls.cert)
+    key_pem, cert_pem = read_tls_file(tls.key), read_tls_file(tls.cert)
     try:
         key = serialization.load_pem_private_key(key_pem, password=None)
     except TypeError:  # (cryptography's way of saying that a password is needed)

@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from fedhh.errors import ConfigError
+from fedhh.input_files import CERTIFICATE_FILE_BYTES, read_whole
 
 
 @dataclass(frozen=True)
@@ -36,17 +37,11 @@ class TlsFiles:
         root = Path(directory)
         return TlsFiles(root / f"{name}.pem", root / f"{name}.key", root / "ca.pem")
 
-    def _read(self, path: Path) -> bytes:
-        try:
-            return path.read_bytes()
-        except OSError as error:
-            raise ConfigError(f"cannot read TLS file {path}: {error.strerror}") from None
-
     def server_credentials(self) -> grpc.ServerCredentials:
-        return grpc.ssl_server_credentials([(self._read(self.key), self._read(self.cert))])
+        return grpc.ssl_server_credentials([(read_tls_file(self.key), read_tls_file(self.cert))])
 
     def channel_credentials(self) -> grpc.ChannelCredentials:
-        return grpc.ssl_channel_credentials(root_certificates=self._read(self.ca))
+        return grpc.ssl_channel_credentials(root_certificates=read_tls_file(self.ca))
 
     def server_context(self, what: str) -> ssl.SSLContext:
         """A server-side context for the HTTPS listeners (``what`` names one in errors): this
@@ -61,16 +56,21 @@ class TlsFiles:
         return context
 
 
+def read_tls_file(path: str | os.PathLike[str], what: str = "TLS file") -> bytes:
+    """A certificate, key or CA file's bytes; ConfigError naming it if it cannot be read."""
+    try:
+        return read_whole(path, CERTIFICATE_FILE_BYTES, what)
+    except OSError as error:
+        raise ConfigError(f"cannot read {what} {os.fspath(path)}: {error.strerror}") from None
+
+
 def ca_credentials(ca: str | os.PathLike[str]) -> grpc.ChannelCredentials:
     """Client credentials that trust the CA in ``ca``: a PEM file of certificates, refused
     here when it holds none (gRPC would take it, fail every handshake and report the server
     UNAVAILABLE)."""
     from cryptography import x509
 
-    try:
-        pem = Path(ca).read_bytes()
-    except OSError as error:
-        raise ConfigError(f"cannot read CA file {ca}: {error.strerror}") from None
+    pem = read_tls_file(ca, "CA file")
     try:
         x509.load_pem_x509_certificates(pem)
     except ValueError:

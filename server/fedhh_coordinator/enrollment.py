@@ -25,10 +25,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from fedhh.errors import AuthenticationError, ConfigError, RateLimited
+from fedhh.input_files import LIST_FILE_BYTES, read_whole
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator.store import Store
 
@@ -83,7 +83,8 @@ def import_tokens(store: Store, path: str) -> int:
     """Register the tokens of a file (one per line; blank lines ignored); returns how many
     were new."""
     try:
-        lines = Path(path).read_text(encoding="ascii").split()
+        lines = read_whole(path, LIST_FILE_BYTES, "enrollment tokens file").decode(
+            "ascii").split()
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read the enrollment tokens file {path}: {error}") from None
     try:

@@ -274,6 +274,9 @@ def coordinator_error(work: Path, secrets: Path, *args: str) -> str:
     # Before: the line, then an "Event loop is closed" traceback, and adir.tmp left behind.
     (["--ready-file", "adir"], "--ready-file adir is a folder; give a file name, e.g. "
                                "adir/results.json"),
+    # Before: read until memory ran out (a MemoryError traceback at 1.2 GB under ulimit -v).
+    (["--enrollment-tokens-file", "/dev/zero"], "enrollment tokens file /dev/zero holds more "
+                                                "than 256 MiB; is it the right file?"),
 ])
 def test_the_coordinator_refuses_before_writing_anything(
         args: list[str], expected: str, work: Path, secrets: Path) -> None:

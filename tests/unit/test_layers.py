@@ -24,6 +24,7 @@ LIBRARY = (
     "fedhh.v1",          # generated wire code
     "fedhh.errors",      # one base class
     "fedhh.lazy",        # packages' names imported on first use
+    "fedhh.input_files",  # files read whole, to a bound
     "fedhh.codec",       # items <-> prefix codes
     "fedhh.data",        # datasets; the codebooks' training data
     "fedhh.output_paths",  # output paths checked before the work (the CLI's, the services')
