@@ -110,7 +110,11 @@ class RunParts:
 
 
 def stored_config(row: RunRow) -> RunConfig:
-    return _read(row, "config", RunConfig.from_dict)
+    """The run's configuration, as valid as when it was stored (StartRun validated it): a
+    figure out of bounds (``rounds: -5``) is damage, named here, not an error of whatever
+    calculation met it first."""
+    return _read(row, "config",
+                 lambda data: RunConfig.from_dict(data).validate(Mode.NETWORK))
 
 
 def stored_ledger(row: RunRow) -> PrivacyLedger:

@@ -175,13 +175,14 @@ class Store:
             raise NotFoundError(f"unknown run {run_id!r}")
         return _run_row(rows[0])
 
-    def run_states(self, states: Sequence[str] = RUN_STATES) -> list[tuple[str, str]]:
-        """(run id, state) of the runs in one of ``states``, oldest first: what a list needs
-        before it reads each run (``run``), so that one damaged run spoils only itself."""
-        marks = ", ".join("?" * len(states))
+    def run_states(self, states: Sequence[str] | None = None) -> list[tuple[str, str]]:
+        """(run id, state) of every run, or of those in one of ``states``, oldest first: what
+        a list needs before it reads each run (``run``), so that one damaged run spoils only
+        itself."""
+        where = "" if states is None else f"WHERE state IN ({', '.join('?' * len(states))}) "
         return [(str(r[0]), str(r[1])) for r in self.db.query(
-            f"SELECT run_id, state FROM runs WHERE state IN ({marks}) "
-            "ORDER BY created_at, run_id", tuple(states))]
+            f"SELECT run_id, state FROM runs {where}ORDER BY created_at, run_id",
+            tuple(states or ()))]
 
     def set_run_state(self, run_id: str, state: str, error: str = "") -> None:
         with self._tx() as db:
@@ -296,7 +297,8 @@ class RunAttempts:
 
 def _run_row(row: tuple[Any, ...]) -> RunRow:
     record = f"run {row[0]!r}"
-    return RunRow(row[0], _decoded(record, "config", _object, row[1]), row[2],
+    return RunRow(row[0], _decoded(record, "config", _object, row[1]),
+                  _decoded(record, "state", _run_state, row[2]),
                   _decoded(record, "eps_local", _real, row[3]),
                   _decoded(record, "tree", _object, row[4]),
                   _decoded(record, "ledger", _object, row[5]),
@@ -318,6 +320,12 @@ def _object(raw: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"a JSON object was written, this is {type(value).__name__}")
     return value
+
+
+def _run_state(raw: Any) -> str:
+    if raw not in RUN_STATES:
+        raise ValueError(f"{raw!r:.40} is not a run state ({', '.join(RUN_STATES)})")
+    return str(raw)
 
 
 def _real(raw: Any) -> float:

@@ -196,8 +196,9 @@ class StoreContract:
         """Before: the table was made again, empty: every attempt it held was gone unsaid."""
         Store(location).close()
         self.execute(location, "DROP TABLE rounds")
-        with pytest.raises(ConfigError, match=r"is a damaged store: its table rounds is "
-                                              r"missing; restore it from a backup"):
+        with pytest.raises(ConfigError, match=r"is not a whole store: its table rounds is "
+                                              r"missing \(a damaged store: restore it from a "
+                                              r"backup; "):
             Store(location)
         self.execute(location, "ALTER TABLE runs RENAME TO runs_old")
         with pytest.raises(ConfigError, match=r"its tables runs, rounds are missing"):

@@ -40,8 +40,9 @@ def check_store_tables(found: Mapping[str, Set[str]], location: str) -> bool:
     if missing:
         are = "tables {} are".format(", ".join(missing)) if len(missing) > 1 \
             else f"table {missing[0]} is"
-        raise ConfigError(f"--db {location} is a damaged store: its {are} missing; restore "
-                          "it from a backup. It is left as it is")
+        raise ConfigError(f"--db {location} is not a whole store: its {are} missing (a "
+                          "damaged store: restore it from a backup; another program's "
+                          "database: give the coordinator one of its own). It is left as it is")
     for name, columns in STORE_COLUMNS.items():
         lacking = sorted(columns - set(found[name]))
         if lacking:
