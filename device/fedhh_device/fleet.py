@@ -65,6 +65,8 @@ GET_TASK_WAIT_MS = 30 * 60_000
 GET_TASK_RETRY = RetryPolicy(initial_backoff_s=0.2, max_backoff_s=10.0)
 GET_TASK_SHED_RETRY = RetryPolicy(initial_backoff_s=0.2, max_backoff_s=60.0)
 _SHED = frozenset({grpc.StatusCode.CANCELLED, grpc.StatusCode.RESOURCE_EXHAUSTED})
+_RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                      grpc.StatusCode.RESOURCE_EXHAUSTED})
 # Devices that share one connection to an aggregator (--devices-per-connection). A device's
 # session stream stays open for its whole round, and an aggregator admits
 # --max-streams-per-connection (4096) streams on a connection: a device beyond them waited for
@@ -402,6 +404,10 @@ class Fleet:
             self._moved[user] = self._moved.get(user, 0) + 1
 
     async def _retry(self, call: Callable[[], Any], user: int | None = None) -> Any:
+        """``call()``, made again after a jittered exponential backoff while the service is
+        unreachable, slow, or says to come back later (RESOURCE_EXHAUSTED: its enrolment
+        rate limit, per peer address, which every device of one host or NAT shares; they
+        stopped at the first refusal, so ``fedhh up`` with more than 2,000 users failed)."""
         backoff = 0.2
         while True:
             try:
@@ -410,10 +416,9 @@ class Fleet:
                 # Once stopping, a call that failed is not made again: the pause below returns
                 # at once then, and the cancellation that should end this loop can be lost
                 # (asyncio.wait_for in Python 3.11 drops it when its waiter is done too).
-                if self.stop.is_set() or error.code() not in (grpc.StatusCode.UNAVAILABLE,
-                                                              grpc.StatusCode.DEADLINE_EXCEEDED):
+                if self.stop.is_set() or error.code() not in _RETRIED:
                     raise
                 if user is not None and error.code() == grpc.StatusCode.UNAVAILABLE:
                     self._next_stub(user)
                 await self._sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
+                backoff = min(backoff * 2, 60.0 if error.code() in _SHED else 10.0)

@@ -94,6 +94,24 @@ def test_an_enrollment_burst_is_rate_limited(tmp_path: Path) -> None:
     assert set(codes) <= {"RESOURCE_EXHAUSTED", "UNAUTHENTICATED"}
 
 
+def test_honest_devices_past_the_limit_wait_and_enroll(tmp_path: Path) -> None:
+    """Every device of one host shares the per-address limit. Before: a device stopped at the
+    first RESOURCE_EXHAUSTED ("retry later"), so `fedhh up` with more than 2,000 users (the
+    default burst) failed at start. Now 200 devices against a burst of 40 at 40 per second
+    wait their turn and all enroll."""
+    users = tmp_path / "users.txt"
+    users.write_text("".join(f"item{u % 7}\n" for u in range(200)))
+    with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")}) \
+            as topo:
+        topo.start_aggregator()
+        topo.start_coordinator(["--enroll-rate", "40", "--enroll-burst", "40"])
+        device = topo.start_devices("devices", str(users), "0:200")
+        topo.wait_for_devices()
+        assert device.process is not None and device.process.poll() is None
+        log = device.log.read_text()
+    assert "RESOURCE_EXHAUSTED" not in log
+
+
 def burst(services: LocalTopology, count: int) -> list[str]:
     with channel(services) as ch:
         stub = pb_grpc.DeviceServiceStub(ch)
