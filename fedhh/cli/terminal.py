@@ -80,8 +80,10 @@ def columns(text: str) -> int:
             width = last = 2
             total += 1
             continue
-        if (joined and width == 2) or (ord(char) in _SKIN_TONES and last == 2):
-            width = 0  # drawn into the emoji before it
+        if (joined and width) or (ord(char) in _SKIN_TONES and last == 2):
+            # drawn into the emoji before it, a text-default symbol too (the ♀ of 🤷‍♀️, the
+            # ⚧ of 🏳️‍⚧️: its VS16 then adds nothing)
+            width = 0
         elif width:
             last = width
         joined = False

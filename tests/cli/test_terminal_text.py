@@ -57,6 +57,9 @@ def test_data_inspect_escapes_items(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     # emoji sequences are one emoji's two columns (UTS #51; before: 1, 4, 3, 8)
     ("❤️", 2), ("👍🏽", 2), ("🏳️\u200d🌈", 2), ("👨\u200d👩\u200d👧\u200d👦", 2), ("1️⃣", 2),
     ("🇩🇪", 2), ("😂😂", 4),
+    # a text-default symbol joined to an emoji, with its VS16 (before: 4 each)
+    ("🤷\u200d♀️", 2), ("🏳️\u200d⚧️", 2), ("😶\u200d🌫️", 2), ("🐻\u200d❄️", 2),
+    ("👁️\u200d🗨️", 2),
     ("क्\u200dष", 2),  # a joiner between letters joins no columns
 ])
 def test_columns_count_the_room_a_terminal_gives(item: str, width: int) -> None:
