@@ -20,7 +20,7 @@ import numpy as np
 
 from fedhh.cli import options
 from fedhh.cli.main import usage_error
-from fedhh.cli.terminal import columns, ljust, printable
+from fedhh.codec.shown import columns, ljust, printable
 from fedhh.errors import ConfigError
 
 

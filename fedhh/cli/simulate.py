@@ -26,7 +26,7 @@ import sys
 from typing import Any
 
 from fedhh.cli import options
-from fedhh.cli.terminal import columns, printable, rjust
+from fedhh.codec.shown import columns, printable, rjust
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError

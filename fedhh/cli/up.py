@@ -33,8 +33,8 @@ from dataclasses import replace
 from typing import Any
 
 from fedhh.cli import options
-from fedhh.cli.terminal import ljust, printable
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
+from fedhh.codec.shown import ljust, printable
 from fedhh.config import Mode, codec_value
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError

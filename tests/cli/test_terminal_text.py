@@ -1,5 +1,5 @@
 """Items on the console: what could drive the terminal or hide is escaped, what makes up a
-script or an emoji sequence is not (fedhh.cli.terminal)."""
+script or an emoji sequence is not (fedhh.codec.shown)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fedhh.cli.main import main
-from fedhh.cli.terminal import columns, ljust, printable, rjust
+from fedhh.codec.shown import columns, ljust, printable, rjust
 
 
 @pytest.mark.parametrize(

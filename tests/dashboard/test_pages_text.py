@@ -52,3 +52,45 @@ def test_a_truncated_heavy_hitter_is_marked_cut_everywhere_it_is_shown() -> None
     assert "cut at 30 bits" in page and page.count("cut at") == 1
     assert _hit_json(hits[1])["truncated"] is True and _hit_json(hits[1])["bits"] == 30
     assert _hit_json(hits[0])["truncated"] is False and "bits" not in _hit_json(hits[0])
+
+
+def test_cut_prefixes_are_listed_apart_and_hidden_characters_are_escaped() -> None:
+    """Before: the heavy prefixes the completion rounds could not complete (the heaviest
+    results of a run of long items) were on the console and in GetResults but not on the
+    dashboard; and an item holding U+202E showed reversed there (``\u202eevil`` read "live"),
+    one holding ESC recoloured a terminal that printed the CSV."""
+    from types import SimpleNamespace
+
+    from fedhh.codec import Codec
+    from fedhh.codec import codes as cw
+    from fedhh.server.mechanisms import LocalRandomizer, TailKind
+    from fedhh.server.prefixtree import Found, PrefixTree, TreeConfig, TreeState
+    from fedhh_coordinator.dashboard.pages import hits_table
+    from fedhh_coordinator.dashboard.results import cut_prefixes, heavy_hitters
+    from fedhh_coordinator.dashboard.server import hits_csv
+
+    codec = Codec.from_spec("unicode", 200)
+    hidden, esc, long_url = cw.to_ints(codec.encode_many(
+        ["\u202eevil", "red\x1b[31m", "https://www.example.org/alphabet"]).codes)
+    prefix_bits = 60
+    cut_code = int(long_url) >> (200 - prefix_bits) << (200 - prefix_bits)
+    tree = PrefixTree(TreeConfig(rounds=13, dim_limit=2**16), codec,
+                      LocalRandomizer(3.0, TailKind.BINOMIAL))
+    state = TreeState(discovered=(Found(int(hidden), 40.0, 1), Found(int(esc), 35.0, 1),
+                                  Found(cut_code, 300.0, 2, bits=prefix_bits)))
+    parts = SimpleNamespace(tree=tree, state=state)
+    hits = heavy_hitters(parts, [])  # type: ignore[arg-type]
+    cut = cut_prefixes(parts, [])  # type: ignore[arg-type]
+    assert [h.item for h in hits] == ["\u202eevil", "red\x1b[31m"]
+    assert len(cut) == 1 and cut[0].truncated and cut[0].bits == prefix_bits
+    assert cut[0].item.startswith("https://")
+    page = hits_table("r1", hits, cut)
+    assert "Cut prefixes" in page and "1 cut prefixes" in page and "2 heavy hitters" in page
+    assert "\\u202eevil" in page and "red\\x1b[31m" in page
+    shown = re.sub(r'data-item="[^"]*"', "", page)  # (the filter's copy stays exact)
+    assert "\u202e" not in shown and "\x1b" not in shown
+    rows = hits_csv(hits, cut).splitlines()
+    assert rows[0].endswith(",truncated_at_bits,kind")
+    assert rows[1].startswith("1,\\u202eevil,") and rows[1].endswith(",heavy hitter")
+    assert rows[3].startswith("1,https://") and rows[3].endswith(f",{prefix_bits},cut prefix")
+    assert "\x1b" not in "".join(rows) and "\u202e" not in "".join(rows)

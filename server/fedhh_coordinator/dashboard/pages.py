@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from urllib.parse import quote
 
+from fedhh.codec.shown import printable
 from fedhh_coordinator.dashboard.charts import spend_chart
 from fedhh_coordinator.dashboard.markup import Html, duration, esc, fmt, join, number, percent
 from fedhh_coordinator.dashboard.results import Hit
@@ -151,7 +152,7 @@ def run_head(run: RunDetail) -> Html:
     if line.error:
         facts.append(("Error", fmt('<span class="error">{e}</span>', e=line.error)))
     if run.deny:
-        facts.append(("Deny list", esc(", ".join(run.deny))))
+        facts.append(("Deny list", esc(", ".join(map(printable, run.deny)))))
     items = join(fmt("<div><dt>{k}</dt><dd>{v}</dd></div>", k=k, v=v) for k, v in facts)
     return fmt('<dl class="facts">{items}</dl>', items=items)
 
@@ -219,19 +220,36 @@ def spend_section(run: RunDetail) -> Html:
         description=s.description, local=number(s.eps_local, 3), n_min=s.n_min, rows=rows)
 
 
-def hits_table(run_id: str, hits: Sequence[Hit]) -> Html:
-    if not hits:
+def hits_table(run_id: str, hits: Sequence[Hit], cut: Sequence[Hit] = ()) -> Html:
+    """The heavy hitters, then the heavy prefixes the completion rounds could not complete
+    (listed apart, as GetResults and the console list them). An item is shown with what
+    could reorder or hide text escaped (``fedhh.codec.shown.printable``: ``\u202eevil`` read
+    "live"); ``data-item``, which the filter matches, keeps it exact."""
+    if not hits and not cut:
         return Html('<p class="empty">No heavy hitter found yet.</p>')
+    html = _hit_rows(hits, "heavy hitters") if hits else Html(
+        '<p class="empty">No heavy hitter.</p>')
+    if cut:
+        html = fmt('{hits}<h3>Cut prefixes</h3><p class="note">Heavy prefixes the completion '
+                   'rounds could not complete: each stands for every item starting so, and is '
+                   'not counted as a heavy hitter.</p>{cut}', hits=html,
+                   cut=_hit_rows(cut, "cut prefixes"))
+    return html
+
+
+def _hit_rows(hits: Sequence[Hit], what: str) -> Html:
     rows = join(fmt(
-        '<tr data-item="{item}"><td>{rank}</td><td class="item">{item}{cut}</td>'
+        '<tr data-item="{item}"><td>{rank}</td><td class="item">{shown}{cut}</td>'
         '<td>{estimate} ± {std}</td><td>{round}</td></tr>',
-        rank=h.rank, item=h.item, estimate=number(h.estimate, 1), std=number(h.std, 1),
-        round=h.round, cut=fmt(' <span class="note">(cut at {bits} bits: every item starting '
-                               'so)</span>', bits=h.bits) if h.truncated else Html(""))
+        rank=h.rank, item=h.item, shown=printable(h.item), estimate=number(h.estimate, 1),
+        std=number(h.std, 1), round=h.round,
+        cut=fmt(' <span class="note">(cut at {bits} bits: every item starting so)</span>',
+                bits=h.bits) if h.truncated else Html(""))
         for h in hits)
     return fmt('<div class="scroll"><table class="hits"><thead><tr><th>Rank</th><th>Item</th>'
                '<th>Estimate ± std</th><th>Round found</th></tr></thead><tbody>{rows}</tbody>'
-               '</table></div><p class="count">{n} heavy hitters</p>', rows=rows, n=len(hits))
+               '</table></div><p class="count">{n} {what}</p>', rows=rows, n=len(hits),
+               what=what)
 
 
 def run_page(run: RunDetail) -> Html:
@@ -245,7 +263,7 @@ def run_page(run: RunDetail) -> Html:
         '<a id="hh-json" href="/runs/{q}/heavy-hitters.json" download>JSON</a></div>{hits}',
         id=run.line.run_id, q=q, head=region("run-head", run_head(run)),
         timeline=region("timeline", timeline(run)), spend=region("spend", spend_section(run)),
-        hits=region("hits", hits_table(run.line.run_id, run.hits)))
+        hits=region("hits", hits_table(run.line.run_id, run.hits, run.cut)))
     return frame(f"Run {run.line.run_id}", body, nav="runs", live=f"/live/runs/{q}")
 
 

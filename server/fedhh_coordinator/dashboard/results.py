@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 from fedhh.privacy import PrivacyLedger
-from fedhh.server import LocalRandomizer, rr_variance
+from fedhh.server import HeavyHitter, LocalRandomizer, rr_variance
 from fedhh_coordinator.runs import RunParts, stored_ledger
 from fedhh_coordinator.store import RoundRow, RunRow
 
@@ -42,11 +42,22 @@ class Hit:
 
 def heavy_hitters(parts: RunParts, rounds: list[RoundRow]) -> list[Hit]:
     """The run's heavy hitters in the order of GetResults, each with its standard deviation."""
+    return _hits(parts, rounds, parts.tree.heavy_hitters(parts.state))
+
+
+def cut_prefixes(parts: RunParts, rounds: list[RoundRow]) -> list[Hit]:
+    """The heavy prefixes the completion rounds could not complete, as GetResults lists them
+    apart from the heavy hitters (``PrefixTree.cut_prefixes``): each stands for every item
+    starting so."""
+    return _hits(parts, rounds, parts.tree.cut_prefixes(parts.state))
+
+
+def _hits(parts: RunParts, rounds: list[RoundRow], found: list[HeavyHitter]) -> list[Hit]:
     contributors = {r.round: r.participants for r in rounds if r.state == "released"}
     return [Hit(rank, h.item, h.estimate,
                 estimate_std(parts.tree.mechanism, h.estimate, contributors.get(h.round, 0)),
                 h.round, h.truncated, h.bits if h.truncated else 0)
-            for rank, h in enumerate(parts.tree.heavy_hitters(parts.state), start=1)]
+            for rank, h in enumerate(found, start=1)]
 
 
 def estimate_std(mechanism: object, estimate: float, n: int) -> float:

@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from fedhh.codec.shown import printable
 from fedhh.errors import ConfigError, NotFoundError, RateLimited, StoreDamaged, shown
 from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Listener, serve_runner
 from fedhh.rpc.request_log import RequestLog
@@ -256,21 +257,18 @@ class Dashboard:
             raise web.HTTPInternalServerError(text=str(damage)) from None
         needle = request.query.get("q", "")[:MAX_FILTER].casefold()
         hits = [h for h in detail.hits if needle in h.item.casefold()]
+        cut = [h for h in detail.cut if needle in h.item.casefold()]
         kind = request.match_info["kind"]
         headers = {"Content-Disposition":
                    f'attachment; filename="{run_id}-heavy-hitters.{kind}"'}
-        if kind == "json":
+        if kind == "json":  # every item exact
             body = json.dumps({"run_id": run_id, "state": detail.line.state, "filter": needle,
-                               "heavy_hitters": [_hit_json(h) for h in hits]}, indent=2)
+                               "heavy_hitters": [_hit_json(h) for h in hits],
+                               "cut_prefixes": [_hit_json(h) for h in cut]},
+                              indent=2)
             return web.Response(text=body, content_type="application/json", headers=headers)
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(["rank", "item", "estimate", "std", "round", "truncated_at_bits"])
-        for h in hits:
-            writer.writerow([h.rank, csv_cell(h.item), repr(h.estimate),
-                             "" if math.isnan(h.std) else repr(h.std), h.round,
-                             h.bits if h.truncated else ""])
-        return web.Response(text=out.getvalue(), content_type="text/csv", headers=headers)
+        return web.Response(text=hits_csv(hits, cut), content_type="text/csv",
+                            headers=headers)
 
     # ---- live ------------------------------------------------------------------------------
     async def live_runs(self, request: web.Request) -> web.StreamResponse:
@@ -284,7 +282,7 @@ class Dashboard:
             detail = self.views.run(run_id)
             return {"run-head": pages.run_head(detail), "timeline": pages.timeline(detail),
                     "spend": pages.spend_section(detail),
-                    "hits": pages.hits_table(run_id, detail.hits)}
+                    "hits": pages.hits_table(run_id, detail.hits, detail.cut)}
         return await self.live.serve(request, regions, HEADERS)
 
     async def live_fleet(self, request: web.Request) -> web.StreamResponse:
@@ -294,6 +292,21 @@ class Dashboard:
                     "dropout": pages.fleet_dropout(view),
                     "enrollments": pages.fleet_enrollments(view)}
         return await self.live.serve(request, regions, HEADERS)
+
+
+def hits_csv(hits: list[Hit], cut: list[Hit]) -> str:
+    """The CSV download: heavy hitters, then cut prefixes (``kind``), items shown as on the
+    page (``printable``: a terminal that prints the file, or a sheet, draws what it gets;
+    the JSON download is exact) and kept from becoming formulas (``csv_cell``)."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["rank", "item", "estimate", "std", "round", "truncated_at_bits", "kind"])
+    for label, rows in (("heavy hitter", hits), ("cut prefix", cut)):
+        for h in rows:
+            writer.writerow([h.rank, csv_cell(printable(h.item)), repr(h.estimate),
+                             "" if math.isnan(h.std) else repr(h.std), h.round,
+                             h.bits if h.truncated else "", label])
+    return out.getvalue()
 
 
 def _hit_json(hit: Hit) -> dict[str, Any]:

@@ -17,7 +17,13 @@ from fedhh_coordinator.dashboard.reader import (
     Reader,
     RunTimes,
 )
-from fedhh_coordinator.dashboard.results import Hit, RunSpend, SpendCache, heavy_hitters
+from fedhh_coordinator.dashboard.results import (
+    Hit,
+    RunSpend,
+    SpendCache,
+    cut_prefixes,
+    heavy_hitters,
+)
 from fedhh_coordinator.dashboard.timeline import (
     STAGE_LABELS,
     AttemptView,
@@ -62,6 +68,7 @@ class RunDetail:
     attempts: tuple[AttemptView, ...]
     spend: RunSpend
     hits: tuple[Hit, ...]
+    cut: tuple[Hit, ...]  # heavy prefixes the completion rounds could not complete
     deny: tuple[str, ...]
 
 
@@ -149,6 +156,7 @@ class Views:
             config=parts.config, eps_local=row.eps_local,
             attempts=tuple(self._attempts(row.run_id, parts.config.min_devices, now, rounds)),
             spend=self.spend(row), hits=tuple(heavy_hitters(parts, rounds)),
+            cut=tuple(cut_prefixes(parts, rounds)),
             deny=tuple(parts.tree.codec.display_item(c) for c in row.deny_codes))
 
     def _attempts(self, run_id: str, n_min: int, now: float,

@@ -1,11 +1,12 @@
-"""Items as a terminal shows them.
+"""Items as people see them: in a terminal, on the dashboard.
 
 Items are any Unicode strings, and the devices' data is not the operator's: an item may hold an
 escape sequence (``\\x1b[31m`` turns a terminal red, others retitle the window or move the
 cursor), a right-to-left override that reverses the rest of the line, or characters that take no
 room (NUL, a zero-width space), so that two different items look alike. The console output
-shows such characters as Python-style escapes (``\\x1b``, ``\\u202e``); ``--json`` keeps every
-item exact.
+and the dashboard's pages and CSV show such characters as Python-style escapes (``\\x1b``,
+``\\u202e``); ``--json``, ``fedhh admin results`` and the dashboard's JSON keep every item
+exact.
 
 Only characters that do harm or hide are escaped. The joiners and selectors that make up emoji
 sequences, Indic and Persian words (U+200C, U+200D, U+FE00-U+FE0F, the tag characters of
