@@ -136,5 +136,8 @@ def run(args: argparse.Namespace) -> int:
             reply = client.wait(args.run_id, 24 * 3600)
         else:
             reply = client.cancel(args.run_id)
-    print(json.dumps(MessageToDict(reply), indent=2))
+    # Every field, zeros too: a round with "kept": 0 left the key out, so a script reading
+    # it met a KeyError exactly when a round found nothing.
+    print(json.dumps(MessageToDict(reply, always_print_fields_with_no_presence=True),
+                     indent=2))
     return 0

@@ -443,12 +443,14 @@ def _print_results(run: Any, results: Any) -> None:
           f"{run.config.delta} over {run.rounds_released} released rounds "
           f"(eps_local {run.eps_local:.3f})")
     print()
-    print("round  attempt  state     devices  prefixes  s   domain   kept  exp-fp  found")
+    cuts = any(r.cut for r in run.rounds)  # (a column only when a round cut something)
+    print("round  attempt  state     devices  prefixes  s   domain   kept  exp-fp  found"
+          + ("  cut" if cuts else ""))
     for r in run.rounds:
         print(f"{r.round:5d}  {r.attempt:7d}  {r.state:8s}  {r.participants:7d}  "
               f"{r.prefixes:8d}  {r.segment_bits:2d}  {r.domain_size:7d}  {r.kept:5d}  "
               f"{f'{r.expected_false_positives:6.1f}' if r.kept else '     -'}  "
-              f"{r.finished:5d}  {r.reason}")
+              f"{r.finished:5d}  " + (f"{r.cut:3d}  " if cuts else "") + r.reason)
     print()
     print(f"{len(results.heavy_hitters)} heavy hitters (by round, then estimate; estimates of "
           "different rounds are not comparable, `fedhh simulate --help` says why):")
@@ -457,8 +459,13 @@ def _print_results(run: Any, results: Any) -> None:
               f"(round {h.round})")
     if results.cut_prefixes:
         print(f"{len(results.cut_prefixes)} heavy prefixes the completion rounds could not "
-              "complete:")
+              "complete (not counted as heavy hitters):")
         for h in results.cut_prefixes:
             print(f"       {ljust(printable(h.item), 20)} estimated count {h.estimate:8.1f}  "
                   f"(round {h.round})")
+    widths = sorted({h.bits for h in [*results.heavy_hitters, *results.cut_prefixes]
+                     if h.truncated})
+    if widths:
+        print(f"(an item ending in … is a prefix of {'/'.join(map(str, widths))} bits: it "
+              "stands for every item starting so; see --max-bits and --completion-rounds)")
     sys.stdout.flush()

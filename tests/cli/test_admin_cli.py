@@ -3,6 +3,7 @@ is replaced by a recording stand-in)."""
 
 from __future__ import annotations
 
+import json
 import stat
 from pathlib import Path
 
@@ -54,3 +55,15 @@ def test_a_missing_coordinator_is_one_line(recorder: Path, tmp_path: Path,
     assert exit_.value.code == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         "fedhh admin: error: --coordinator HOST:PORT is required (before or after the action)"]
+
+
+def test_status_prints_every_field_zeros_too(recorder: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a round that kept nothing had no "kept" or "finished" key (proto3 JSON leaves
+    zeros out), so a script reading them failed exactly then."""
+    assert main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
+                 "status", "r1"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    (round_,) = run["rounds"]
+    assert (round_["kept"], round_["finished"], round_["participants"]) == (0, 0, 300)
+    assert run["epsSpent"] == 0 and run["error"] == ""

@@ -12,10 +12,10 @@ from fedhh.cli.up import _print_results, demo_run_id, explain
 from fedhh.v1 import coordinator_pb2 as pb
 
 
-def _round(number: int, kept: int, expected: float) -> SimpleNamespace:
-    return SimpleNamespace(round=number, attempt=1, state="released", participants=1000,
+def _round(number: int, kept: int, expected: float, cut: int = 0) -> pb.RoundSummary:
+    return pb.RoundSummary(round=number, attempt=1, state="released", participants=1000,
                            prefixes=2, segment_bits=15, domain_size=65536, kept=kept,
-                           finished=kept, reason="", threshold=30.0,
+                           finished=kept - cut, cut=cut, threshold=30.0,
                            expected_false_positives=expected)
 
 
@@ -36,6 +36,25 @@ def test_a_round_that_kept_nothing_adds_no_false_positives(
     assert [row[8] for row in rows[:3]] == ["1.2", "0.5", "-"]
     assert "lift about 1.8 of the 10 prefixes kept" in out
     assert "gamma = 0.5 of what it keeps" in out
+
+
+def test_cut_prefixes_have_a_column_and_the_ellipsis_is_explained(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a completion round that output 5 cut prefixes showed "found 0" (simulate's
+    table says cut 5), and the report never said what an item ending in … is."""
+    run = _run()
+    run.rounds[2].CopyFrom(_round(3, 5, 0.75, cut=5))
+    whole = pb.HeavyHitter(item="ab", estimate=97.0, round=1, ended=True)
+    cut = pb.HeavyHitter(item="https://example…", estimate=285.0, round=3, truncated=True,
+                         bits=121)
+    _print_results(run, SimpleNamespace(heavy_hitters=[whole], cut_prefixes=[cut]))
+    out = capsys.readouterr().out
+    assert "exp-fp  found  cut" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith("    ")]
+    assert [row[9:11] for row in rows[:3]] == [["6", "0"], ["4", "0"], ["0", "5"]]
+    assert "1 heavy prefixes the completion rounds could not complete" in out
+    assert ("(an item ending in … is a prefix of 121 bits: it stands for every item starting "
+            "so;") in out
 
 
 def test_a_second_up_in_the_same_workdir_takes_the_next_run_id() -> None:
