@@ -48,7 +48,7 @@ class RunAdmission:
     def __init__(self, store: Store, budget: LifetimeBudget, run_id: str, eps_agg: float,
                  delta: float) -> None:
         budget.check_run(eps_agg, delta)
-        self.store, self.run_id = store, run_id
+        self.store, self.run_id, self.budget = store, run_id, budget
         self.eps_agg, self.delta = eps_agg, delta
         spends = store.device_spends(time.time() - budget.period_s, exclude_run=run_id)
         eps_room = budget.eps * (1 + SLACK) - eps_agg
@@ -58,6 +58,17 @@ class RunAdmission:
 
     def eligible(self, device_id: int) -> bool:
         return device_id not in self.refused
+
+    def shortfall(self) -> str:
+        """Why devices that check in may not count, for a check-in that gathered too few:
+        those whose lifetime budget cannot pay for this run (they poll, and are refused; the
+        abort said only "0 devices checked in" while 2,000 devices were there)."""
+        if not self.refused:
+            return ""
+        return (f"; {len(self.refused)} enrolled devices have too little of their lifetime "
+                f"budget left for this run's (eps {self.eps_agg:g}, delta {self.delta:g}): "
+                f"each may spend eps {self.budget.eps:g}, delta {self.budget.delta:g} per "
+                f"{self.budget.period_s / 86400:g} days (--lifetime-eps, --lifetime-delta)")
 
     def charge(self, device_ids: list[int]) -> None:
         self.store.charge_devices(self.run_id, device_ids, self.eps_agg, self.delta)

@@ -130,7 +130,7 @@ class NetworkLink:
                 quiet_s=s.checkin_quiet_ms / 1000, eligible=self.admission.eligible)
             if len(cohort) < s.min_devices:
                 raise RoundAborted(f"only {len(cohort)} devices checked in (min_devices "
-                                   f"{s.min_devices})")
+                                   f"{s.min_devices}){self.admission.shortfall()}")
             members = {device_id: (record[1], *self.lobby.round_keys(device_id))
                        for device_id in cohort
                        if (record := self.store.device(device_id)) is not None}

@@ -107,6 +107,12 @@ def test_lifetime_budgets_keep_spent_devices_out(tmp_path: Path) -> None:
     second.charge(ids[:1])
     third = RunAdmission(store, budget, "c", 1.0, 1e-6)
     assert [third.eligible(d) for d in ids] == [False, True, True]
+    # A check-in that gathers too few says why devices that checked in did not count.
+    assert second.shortfall() == ""
+    assert third.shortfall() == (
+        "; 1 enrolled devices have too little of their lifetime budget left for this run's "
+        "(eps 1, delta 1e-06): each may spend eps 2, delta 1e-05 per 0.0416667 days "
+        "(--lifetime-eps, --lifetime-delta)")
     again = RunAdmission(store, budget, "b", 1.0, 1e-6)  # a restart of run b
     assert again.eligible(ids[0])
     with pytest.raises(PrivacyError, match="lifetime budget"):
