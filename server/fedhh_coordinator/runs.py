@@ -20,11 +20,11 @@ import numpy as np
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig, with_most_completions
-from fedhh.errors import ConfigError, StoreDamaged
+from fedhh.errors import ConfigError
 from fedhh.privacy import PrivacyLedger
 from fedhh.privacy.accountant import allocation_offsets
 from fedhh.server import LocalRandomizer, PrefixTree, TailKind, TreeState
-from fedhh_coordinator.store import RunRow, Store
+from fedhh_coordinator.store import RunRow, Store, decoded
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 T = TypeVar("T")
@@ -122,12 +122,5 @@ def stored_ledger(row: RunRow) -> PrivacyLedger:
 
 
 def _read(row: RunRow, field: str, decode: Callable[[Any], T]) -> T:
-    """``decode`` of one field of a stored run, or StoreDamaged naming the run and the field
-    (ConfigError and PrivacyError are ValueErrors: here they describe stored bytes, not the
-    caller's request)."""
-    try:
-        return decode(getattr(row, field))
-    except (ValueError, TypeError, KeyError) as error:
-        what = f"no {error}" if isinstance(error, KeyError) else str(error)
-        raise StoreDamaged(f"the stored run {row.run_id!r} is damaged: {field}: {what}"
-                           ) from None
+    """``decode`` of one field of a stored run, or StoreDamaged naming the run and the field."""
+    return decoded(f"run {row.run_id!r}", field, decode, getattr(row, field))

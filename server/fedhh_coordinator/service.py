@@ -23,7 +23,7 @@ from fedhh_coordinator.enrollment import AttestationVerifier, RateLimiter, mint
 from fedhh_coordinator.keys import KeyOwners, check_round_keys
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.runs import RunParts, create_run, stored_config, stored_ledger
-from fedhh_coordinator.store import RoundRow, Store
+from fedhh_coordinator.store import RoundRow, Store, decoded
 
 # A GetTask long-poll is held at most this long: it returns when the device's task changes
 # (lobby.py), so the bound only ends a call that nothing answers, and it must outlast a round.
@@ -213,11 +213,8 @@ class AdminService(pb_grpc.AdminServiceServicer):
     def _run(self, run_id: str) -> pb.Run:
         row = self.store.run(run_id)
         ledger = stored_ledger(row)
-        try:
-            config = to_proto(stored_config(row))
-        except ValueError as error:  # a figure the wire cannot carry: RunConfig took it
-            raise StoreDamaged(f"the stored run {run_id!r} is damaged: config: {error}"
-                               ) from None
+        # (a figure the wire cannot carry is damage too)
+        config = decoded(f"run {run_id!r}", "config", to_proto, stored_config(row))
         return pb.Run(
             run_id=row.run_id, state=row.state, config=config, eps_local=row.eps_local,
             eps_spent=ledger.spent_epsilon(), rounds_released=ledger.rounds_recorded,
@@ -226,14 +223,8 @@ class AdminService(pb_grpc.AdminServiceServicer):
         )
 
     def _rounds(self, run_id: str) -> list[pb.RoundSummary]:
-        out = []
-        for r in self.store.rounds(run_id):
-            try:
-                out.append(_round_summary(r))
-            except (ValueError, TypeError) as error:
-                raise StoreDamaged(f"the stored round {r.round}.{r.attempt} of run {run_id!r} "
-                                   f"is damaged: summary: {error}") from None
-        return out
+        return [decoded(f"round {r.round}.{r.attempt} of run {run_id!r}", "summary",
+                        _round_summary, r) for r in self.store.rounds(run_id)]
 
 
 def _round_summary(r: RoundRow) -> pb.RoundSummary:

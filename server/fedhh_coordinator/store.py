@@ -15,10 +15,10 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from fedhh.rounds import AttemptRecord, AttemptState
 from fedhh_coordinator.db import Database, open_database
 
 RUN_STATES = ("pending", "running", "done", "failed", "cancelled")
+T = TypeVar("T")
 ACTIVE = ("pending", "running")
 
 
@@ -196,7 +197,7 @@ class Store:
             "started_at, finished_at FROM rounds WHERE run_id = ? ORDER BY round, attempt",
             (run_id,))
         return [RoundRow(r[0], r[1], r[2], r[3], r[4], r[5],
-                         _decoded(f"round {r[1]}.{r[2]} of run {run_id!r}", "summary", _object,
+                         decoded(f"round {r[1]}.{r[2]} of run {run_id!r}", "summary", _object,
                                   r[6]), r[7], r[8])
                 for r in rows]
 
@@ -297,22 +298,24 @@ class RunAttempts:
 
 def _run_row(row: tuple[Any, ...]) -> RunRow:
     record = f"run {row[0]!r}"
-    return RunRow(row[0], _decoded(record, "config", _object, row[1]),
-                  _decoded(record, "state", _run_state, row[2]),
-                  _decoded(record, "eps_local", _real, row[3]),
-                  _decoded(record, "tree", _object, row[4]),
-                  _decoded(record, "ledger", _object, row[5]),
-                  _decoded(record, "deny_codes", _codes, row[6]), row[7])
+    return RunRow(row[0], decoded(record, "config", _object, row[1]),
+                  decoded(record, "state", _run_state, row[2]),
+                  decoded(record, "eps_local", _real, row[3]),
+                  decoded(record, "tree", _object, row[4]),
+                  decoded(record, "ledger", _object, row[5]),
+                  decoded(record, "deny_codes", _codes, row[6]), row[7])
 
 
-def _decoded(record: str, field: str, decode: Any, raw: Any) -> Any:
+def decoded(record: str, field: str, decode: Callable[[Any], T], raw: Any) -> T:
     """``decode(raw)``, or StoreDamaged naming the record and the field: bytes changed in the
     file (SQLite pages carry no checksum) must not become an internal error, nor take every
-    other run's listing with them."""
+    other run's listing with them. (ConfigError and PrivacyError are ValueErrors: raised by
+    ``decode``, they describe stored bytes, not a caller's request.)"""
     try:
         return decode(raw)
     except (ValueError, TypeError, KeyError) as error:
-        raise StoreDamaged(f"the stored {record} is damaged: {field}: {error}") from None
+        what = f"no {error}" if isinstance(error, KeyError) else str(error)
+        raise StoreDamaged(f"the stored {record} is damaged: {field}: {what}") from None
 
 
 def _object(raw: str) -> dict[str, Any]:
