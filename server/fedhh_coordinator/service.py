@@ -59,7 +59,7 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         # first: its owner, who made it (issue 28; fedhh_coordinator.keys). A device presents
         # the same keys at every poll until a task uses them, so each pair costs its X25519
         # checks once.
-        self.owners = owners or KeyOwners()
+        self.owners = owners if owners is not None else KeyOwners()  # (an empty one is falsy)
         self._polling: set[int] = set()  # devices with a GetTask in flight
 
     @status_errors

@@ -137,6 +137,17 @@ def test_a_key_belongs_to_the_device_that_presented_it_first_across_selectors() 
     run(scenario())
 
 
+def test_the_leaders_device_service_holds_the_hubs_registry_from_the_start() -> None:
+    """Before: ``owners or KeyOwners()`` with the registry empty at start-up (a KeyOwners
+    with no key is falsy) gave the coordinator's own device ports a private registry: a key
+    presented at a selector and copied at the coordinator's port was not refused."""
+    from fedhh_coordinator.service import DeviceService
+
+    lobby, owners, _, _ = hub_with()
+    devices = DeviceService(None, lobby, b"k" * 32, None, None, owners)  # type: ignore[arg-type]
+    assert devices.owners is owners
+
+
 def test_a_selector_that_goes_takes_its_waiting_devices_out_of_the_pool() -> None:
     async def scenario() -> None:
         lobby, _, hub, (a, b) = hub_with("a", "b")
