@@ -83,6 +83,21 @@ def plan_id(shards: list[Shard]) -> bytes:
     return digest.digest()
 
 
+def _sum_fault(shard: Shard, total: np.ndarray) -> str:
+    """What makes a worker's released sum one its shard's signed config rules out ("" if
+    nothing): another dimension (before: a half-length sum raised in the round's task, which
+    died unseen and left the round running to its deadline; a one-entry sum was broadcast
+    over the whole total) or another modulus. A lost shard after unmasking is charged at
+    n_min by the coordinator's rules."""
+    config = shard.config
+    if total.shape != (config.dimension,):
+        return f"{total.size} entries, its shard's config has {config.dimension}"
+    if total.dtype.itemsize * 8 != config.modulus_bits:
+        return (f"taken modulo 2^{total.dtype.itemsize * 8}, its shard's config says "
+                f"2^{config.modulus_bits}")
+    return ""
+
+
 class CombinedRound:
     """A sharded round (module docstring). ``on_finish`` is told once, when it released or
     aborted; ``on_unmask`` the first time a shard is known to have reached unmasking;
@@ -130,7 +145,15 @@ class CombinedRound:
 
     async def _run(self) -> None:
         try:
-            await asyncio.gather(*(self._collect(shard) for shard in self.shards))
+            try:
+                await asyncio.gather(*(self._collect(shard) for shard in self.shards))
+            except Exception:  # a bug: the round settles (nothing of its shard is summed)
+                log.exception("collecting a sharded round failed",
+                              extra={"round_id": round_label(self.round_id)})
+                for shard in self.shards:
+                    if shard.state == RoundState.RUNNING:
+                        self._shard_finished(shard, RoundState.ABORTED,
+                                             "the combiner failed collecting it", True)
             self._settle()
             await asyncio.sleep(self.limits.result_ttl_s)
         except asyncio.CancelledError:
@@ -170,6 +193,14 @@ class CombinedRound:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
             else:
+                fault = _sum_fault(shard, result.total)
+                if fault:  # a sum the shard's devices could not have made: the worker lies
+                    log.warning("a worker's sum breaks its shard's config", extra={
+                        "round_id": round_label(self.round_id), "worker": shard.worker,
+                        "shard": round_label(shard.round_id), "fault": fault})
+                    self._shard_finished(shard, RoundState.ABORTED,
+                                         f"the worker's sum is malformed: {fault}", True)
+                    return
                 if self.total is None:
                     self.total = np.zeros(self.dimension, dtype=np.int64)
                 self.total += result.total.astype(np.int64, copy=False)
