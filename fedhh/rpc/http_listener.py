@@ -15,6 +15,13 @@ and more. Here
 - a TLS handshake must end within ``head_timeout_s``, and then the first request head must
   arrive within as long again (a connection that has not sent one is aborted); later heads are
   bounded by the keep-alive timeout the application runner gets (the same figure);
+- with ``fair`` (the aiohttp servers: the Connect ports, the dashboard), a connection that
+  arrives when all are held takes the place of an idle one of the address that holds the most,
+  when that address holds more than the newcomer's: one client that opened every connection
+  (520 keep-alive connections from one address, a request on each every 7 s) kept every web
+  device out of the coordinator's Connect port for as long as it liked. Only a connection
+  between requests is closed (as at the end of its keep-alive: its client opens another), so
+  no request is cut and the cap holds;
 - ``max_connections`` is at most a quarter of the process's open-file limit (``FILE_SHARE``):
   a coordinator serves three such listeners (dashboard, Connect, framed) beside gRPC, its
   store and its logs. With the framed port's default of 16,384 under a limit of 1,024, 1,100
@@ -74,6 +81,11 @@ def split_listen(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _host(transport: asyncio.BaseTransport | None) -> str:
+    name = transport.get_extra_info("peername") if transport is not None else None
+    return str(name[0]) if name else ""
+
+
 def peer_name(transport: asyncio.BaseTransport | None) -> str:
     """A connection's client as gRPC names a peer (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``)."""
     name = transport.get_extra_info("peername") if transport is not None else None
@@ -90,8 +102,9 @@ class Listener:
     def __init__(self, server: Any, context: ssl.SSLContext | None,
                  max_connections: int = MAX_CONNECTIONS,
                  head_timeout_s: float = HEAD_TIMEOUT_S, name: str = "dashboard",
-                 backlog: int = BACKLOG) -> None:
+                 backlog: int = BACKLOG, fair: bool = False) -> None:
         self.server = server
+        self.fair = fair
         self.backlog = backlog
         self.name = name
         self.context = context
@@ -107,6 +120,8 @@ class Listener:
             self.max_connections = share
         self.head_timeout_s = head_timeout_s
         self.refused = 0  # connections closed on arrival, over the limit
+        self.evicted = 0  # idle connections closed for a newcomer (``fair``)
+        self._closing: set[Any] = set()  # evicted, until their connection is gone
         self._sock: socket.socket | None = None
         self._handshaking = 0
         self._answered: set[Any] = set()  # of those, the ones whose first head came
@@ -171,12 +186,43 @@ class Listener:
                             extra={"error": error.strerror})
                 await asyncio.sleep(0.1)
                 continue
-            if self.held >= self.max_connections:
+            if self.held >= self.max_connections and not (self.fair and self._room_for(conn)):
                 conn.close()
                 self.refused += 1
                 continue
             self._handshaking += 1
             self._spawn(self._serve(conn))
+
+    def _room_for(self, conn: socket.socket) -> bool:
+        try:
+            return self._make_room(conn)
+        except Exception:  # a bug here must not end the accept loop: refuse the newcomer
+            log.exception(f"the {self.name} could not make room for a connection")
+            return False
+
+    def _make_room(self, conn: socket.socket) -> bool:
+        """Close an idle connection of the address that holds the most, if it holds more than
+        ``conn``'s (module docstring); whether one was closed."""
+        present = set(self.server.connections)
+        self._closing &= present
+        by_host: dict[str, list[Any]] = {}
+        for handler in present - self._closing:
+            by_host.setdefault(_host(handler.transport), []).append(handler)
+        if not by_host:
+            return False
+        top = max(by_host, key=lambda host: len(by_host[host]))
+        with contextlib.suppress(OSError):
+            if len(by_host[top]) <= len(by_host.get(conn.getpeername()[0], ())) + 1:
+                return False
+        # (aiohttp keeps no public word of whether a request is in progress)
+        idle = next((h for h in by_host[top] if not getattr(h, "_request_in_progress", True)),
+                    None)
+        if idle is None:
+            return False
+        self._closing.add(idle)
+        idle.force_close()  # (no request in progress: nothing of one is cut)
+        self.evicted += 1
+        return True
 
     async def _serve(self, conn: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -218,10 +264,10 @@ async def serve_runner(runner: Any, context: ssl.SSLContext | None, host: str, p
                        max_connections: int = MAX_CONNECTIONS, name: str = "dashboard"
                        ) -> tuple[Listener, int]:
     """Set up aiohttp's ``runner`` (an ``AppRunner``) and serve it on host:port (0: OS-chosen)
-    behind a :class:`Listener`; the listener and the bound port. A port that cannot be bound
-    leaves nothing set up."""
+    behind a fair :class:`Listener`; the listener and the bound port. A port that cannot be
+    bound leaves nothing set up."""
     await runner.setup()
-    listener = Listener(runner.server, context, max_connections, name=name)
+    listener = Listener(runner.server, context, max_connections, name=name, fair=True)
     try:
         bound = listener.bind(host, port)
     except ConfigError:
