@@ -359,30 +359,34 @@ class CheckIn(_message.Message):
     def __init__(self, device_id: _Optional[int] = ..., c_pk: _Optional[bytes] = ..., s_pk: _Optional[bytes] = ...) -> None: ...
 
 class SelectorBatch(_message.Message):
-    __slots__ = ("name", "checkin", "presented", "joined")
+    __slots__ = ("name", "checkin", "presented", "joined", "challenge")
     NAME_FIELD_NUMBER: _ClassVar[int]
     CHECKIN_FIELD_NUMBER: _ClassVar[int]
     PRESENTED_FIELD_NUMBER: _ClassVar[int]
     JOINED_FIELD_NUMBER: _ClassVar[int]
+    CHALLENGE_FIELD_NUMBER: _ClassVar[int]
     name: str
     checkin: int
     presented: _containers.RepeatedCompositeFieldContainer[CheckIn]
     joined: _containers.RepeatedCompositeFieldContainer[CheckIn]
-    def __init__(self, name: _Optional[str] = ..., checkin: _Optional[int] = ..., presented: _Optional[_Iterable[_Union[CheckIn, _Mapping]]] = ..., joined: _Optional[_Iterable[_Union[CheckIn, _Mapping]]] = ...) -> None: ...
+    challenge: bytes
+    def __init__(self, name: _Optional[str] = ..., checkin: _Optional[int] = ..., presented: _Optional[_Iterable[_Union[CheckIn, _Mapping]]] = ..., joined: _Optional[_Iterable[_Union[CheckIn, _Mapping]]] = ..., challenge: _Optional[bytes] = ...) -> None: ...
 
 class LeaderMessage(_message.Message):
-    __slots__ = ("opened", "closed", "tasks", "refused", "cleared")
+    __slots__ = ("opened", "closed", "tasks", "refused", "cleared", "key_proof")
     OPENED_FIELD_NUMBER: _ClassVar[int]
     CLOSED_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
     CLEARED_FIELD_NUMBER: _ClassVar[int]
+    KEY_PROOF_FIELD_NUMBER: _ClassVar[int]
     opened: int
     closed: int
     tasks: SelectorTasks
     refused: DeviceRefusal
     cleared: int
-    def __init__(self, opened: _Optional[int] = ..., closed: _Optional[int] = ..., tasks: _Optional[_Union[SelectorTasks, _Mapping]] = ..., refused: _Optional[_Union[DeviceRefusal, _Mapping]] = ..., cleared: _Optional[int] = ...) -> None: ...
+    key_proof: bytes
+    def __init__(self, opened: _Optional[int] = ..., closed: _Optional[int] = ..., tasks: _Optional[_Union[SelectorTasks, _Mapping]] = ..., refused: _Optional[_Union[DeviceRefusal, _Mapping]] = ..., cleared: _Optional[int] = ..., key_proof: _Optional[bytes] = ...) -> None: ...
 
 class SelectorTasks(_message.Message):
     __slots__ = ("checkin", "tasks", "last")

@@ -479,7 +479,8 @@ class SelectorControlServicer:
 
     def Attach(self, request_iterator, context):
         """The selector's batches in, the leader's announcements and tasks out. The first message
-        from the selector is its hello (`name` set), the leader's first its current state.
+        from the selector is its hello (`name` and `challenge` set), the leader's first its
+        key_proof, then its current state.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

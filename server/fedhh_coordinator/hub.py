@@ -28,6 +28,7 @@ import logging
 from dataclasses import dataclass, field
 
 import grpc
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import AuthenticationError, ConfigError
 from fedhh.v1 import coordinator_pb2 as pb
@@ -42,6 +43,8 @@ MAX_BATCH = 4096  # devices per selector batch
 TASKS_PER_MESSAGE = 2048
 MAX_NAME_BYTES = 64
 KEY_BYTES = 32
+CHALLENGE_BYTES = 32
+SELECTOR_ATTACH_CONTEXT = b"fedhh/v1/selector-attach\x00"  # domain of the leader's key proof
 
 
 @dataclass(eq=False)
@@ -56,6 +59,14 @@ class Session:
         self.queue.put_nowait(message)
 
 
+def attach_transcript(challenge: bytes, name: str) -> bytes:
+    """What the leader signs for a selector's hello (``LeaderMessage.key_proof``): a selector
+    started with a --coordinator-key other than the leader's stops before it serves a device
+    (it enrolled devices, spending their one-time tokens and handing them the wrong key, until
+    the first round's tasks failed to verify)."""
+    return SELECTOR_ATTACH_CONTEXT + challenge + name.encode()
+
+
 def check_batch(batch: pb.SelectorBatch, latest_checkin: int, hello: bool) -> None:
     """Raise ConfigError naming the first thing ``batch`` gets wrong: the hello (``hello``)
     names the selector and carries no devices; later batches name nothing, hold at most
@@ -66,10 +77,13 @@ def check_batch(batch: pb.SelectorBatch, latest_checkin: int, hello: bool) -> No
         if not 1 <= len(name) <= MAX_NAME_BYTES or not batch.name.isprintable():
             raise ConfigError(f"the first message names the selector (1 to {MAX_NAME_BYTES} "
                               "printable bytes)")
+        if len(batch.challenge) not in (0, CHALLENGE_BYTES):
+            raise ConfigError(f"the hello's challenge is {CHALLENGE_BYTES} bytes, got "
+                              f"{len(batch.challenge)}")
         if batch.presented or batch.joined or batch.checkin:
             raise ConfigError("the first message names the selector and nothing else")
         return
-    if batch.name:
+    if batch.name or batch.challenge:
         raise ConfigError("only the first message names the selector")
     count = len(batch.presented) + len(batch.joined)
     if count > MAX_BATCH:
@@ -89,10 +103,12 @@ def check_batch(batch: pb.SelectorBatch, latest_checkin: int, hello: bool) -> No
 class SelectorHub(pb_grpc.SelectorControlServicer):
     """The leader's end of the selectors' streams (module docstring)."""
 
-    def __init__(self, lobby: Lobby, owners: KeyOwners, control_token: bytes) -> None:
+    def __init__(self, lobby: Lobby, owners: KeyOwners, control_token: bytes,
+                 key: Ed25519PrivateKey) -> None:
         self.lobby = lobby
         self.owners = owners
         self._token = control_token
+        self._key = key  # the coordinator's signing key: its proof to each selector
         self.sessions: set[Session] = set()
         self._where: dict[int, Session] = {}  # pool member of the open check-in -> selector
         lobby.listeners.append(self)
@@ -119,6 +135,9 @@ class SelectorHub(pb_grpc.SelectorControlServicer):
         self.sessions.add(session)
         log.info("selector attached", extra={"selector": session.name,
                                             "selectors": len(self.sessions)})
+        if hello.challenge:
+            session.send(pb.LeaderMessage(key_proof=self._key.sign(
+                attach_transcript(hello.challenge, hello.name))))
         # Its first message: the state now (an open check-in to join, or the latest closed).
         session.send(pb.LeaderMessage(opened=self.lobby.checkin) if self.lobby.is_open
                      else pb.LeaderMessage(closed=self.lobby.checkin))

@@ -208,7 +208,7 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
     devices = DeviceService(store, lobby, key, verifier,
                             RateLimiter(args.enroll_rate, args.enroll_burst), owners)
     admin = AdminService(store, runner, admin_token, budget)
-    hub = SelectorHub(lobby, owners, control_token)
+    hub = SelectorHub(lobby, owners, control_token, key)
     credential_checks = {"/fedhh.v1.DeviceService/GetTask": devices.authenticate,
                          "/fedhh.v1.AdminService/": admin.authenticate,
                          "/fedhh.v1.SelectorControl/": hub.authenticate}

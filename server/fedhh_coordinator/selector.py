@@ -12,9 +12,10 @@ others hear "none"), a refusal (the keys belong to another device), or the round
 reconnecting with backoff; while it is down no device joins a check-in here (they are told
 "none" and ask again, here or at another selector), and every key is presented again once it
 is back, to a leader that may have restarted. It checks the leader's tasks against the
-coordinator key it hands devices at enrollment (``check_signed_by``): devices that hold another
-key reject every task, so a selector given the wrong one stops (``WrongCoordinatorKey``) rather
-than go on enrolling devices that can never take part.
+coordinator key it hands devices at enrollment, as the stream opens (the leader signs the
+selector's challenge: ``check_key_proof``) and in every task message (``check_signed_by``):
+devices that hold another key reject every task, so a selector given the wrong one stops
+(``WrongCoordinatorKey``) before it enrolls a device that could never take part.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import secrets
 
 import grpc
 
@@ -32,7 +34,7 @@ from fedhh.rpc.tasks import COHORT_TASK_CONTEXT
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
-from fedhh_coordinator.hub import MAX_BATCH
+from fedhh_coordinator.hub import CHALLENGE_BYTES, MAX_BATCH, attach_transcript
 from fedhh_coordinator.lobby import wait_out_held_task
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,16 @@ def check_signed_by(tasks: pb.SelectorTasks, coordinator_public: bytes) -> None:
             raise WrongCoordinatorKey("the leader's tasks do not verify under the coordinator "
                                       "key this selector gives its devices")
         return
+
+
+def check_key_proof(proof: bytes, challenge: bytes, name: str,
+                    coordinator_public: bytes) -> None:
+    """Raise WrongCoordinatorKey unless the leader's ``proof`` verifies under the key this
+    selector gives its devices (``fedhh_coordinator.hub.attach_transcript``): checked as the
+    stream opens, before any device enrolls here."""
+    if not ed25519_verify(coordinator_public, proof, attach_transcript(challenge, name)):
+        raise WrongCoordinatorKey("the leader does not hold the coordinator key this selector "
+                                  "gives its devices")
 
 
 class SelectorLobby:
@@ -235,10 +247,16 @@ class LeaderLink:
 
     async def _attach(self) -> None:
         call = self.stub.Attach(metadata=self.metadata)
-        await call.write(pb.SelectorBatch(name=self.name))
+        challenge = secrets.token_bytes(CHALLENGE_BYTES)
+        await call.write(pb.SelectorBatch(name=self.name, challenge=challenge))
         first = await call.read()
         if first is grpc.aio.EOF:
             return
+        if first.WhichOneof("event") == "key_proof":  # (a leader before them sends none)
+            check_key_proof(first.key_proof, challenge, self.name, self.coordinator_public)
+            first = await call.read()
+            if first is grpc.aio.EOF:
+                return
         self.lobby.attached()
         self._handle(first)
         self.attached.set()

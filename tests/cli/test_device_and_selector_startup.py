@@ -26,7 +26,7 @@ from fedhh.rpc.tasks import CohortTasks
 from fedhh.rpc.topology import LocalTopology
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
-from fedhh_coordinator.hub import MAX_NAME_BYTES
+from fedhh_coordinator.hub import MAX_NAME_BYTES, attach_transcript
 from fedhh_coordinator.store import Store
 
 pytestmark = pytest.mark.slow
@@ -129,8 +129,9 @@ class FakeLeader(pb_grpc.SelectorControlServicer):
     """A leader coordinator's selector stream: after the selector's hello, a check-in opens
     and its cohort's tasks, signed with ``key_file``'s key, come in one last message."""
 
-    def __init__(self, key_file: Path) -> None:
+    def __init__(self, key_file: Path, proves: bool = True) -> None:
         key = load_or_create_signing_key(key_file)
+        self.key = key if proves else None  # None: a leader from before key proofs
         tasks = CohortTasks(pb.Task(run_id="startup", round=1, eps_local=1.0), key)
         self.messages = [
             pb.LeaderMessage(opened=1),
@@ -144,7 +145,10 @@ class FakeLeader(pb_grpc.SelectorControlServicer):
 
     def Attach(self, request_iterator: Iterator[pb.SelectorBatch],
                context: grpc.ServicerContext) -> Iterator[pb.LeaderMessage]:
-        next(request_iterator)  # the hello
+        hello = next(request_iterator)
+        if self.key is not None:
+            yield pb.LeaderMessage(key_proof=self.key.sign(
+                attach_transcript(hello.challenge, hello.name)))
         yield from self.messages
         for _ in request_iterator:  # held open until the selector goes
             pass
@@ -170,20 +174,27 @@ def selector(tmp_path: Path, leader_port: int, key_file: Path, *extra: str) -> l
                  f"{key_file}.pub", "--control-token-file", str(token), *extra)
 
 
+@pytest.mark.parametrize("proves", [True, False], ids=["at-attach", "at-first-tasks"])
 def test_a_selector_given_another_key_than_the_coordinators_stops_with_its_name(
-    tmp_path: Path,
+    tmp_path: Path, proves: bool,
 ) -> None:
-    leader = FakeLeader(tmp_path / "coordinator-signing.pem")
+    """The leader proves its key as the stream opens (it signs the hello's challenge): the
+    selector stops before it serves a device (before: it served, enrolling devices with the
+    wrong key and spending their tokens, until the first round's tasks failed to verify; a
+    leader from before key proofs is still caught there)."""
+    leader = FakeLeader(tmp_path / "coordinator-signing.pem", proves)
     other = tmp_path / "other-signing.pem"
     load_or_create_signing_key(other)
+    ready = tmp_path / "selector.ready.json"
     try:
-        done = subprocess.run(selector(tmp_path, leader.port, other), capture_output=True,
-                              text=True, timeout=EXIT_BOUND_S)
+        done = subprocess.run(selector(tmp_path, leader.port, other, "--ready-file", str(ready)),
+                              capture_output=True, text=True, timeout=EXIT_BOUND_S)
     finally:
         leader.stop()
     assert one_line_error(done, "selector") == (
         f"--coordinator-key {other}.pub is not the key the leader signs its tasks with "
         "(give the .pub beside the coordinator's --signing-key)")
+    assert ready.exists() is not proves  # (with the proof: never serving)
 
 
 def test_a_selector_given_the_coordinators_key_hands_its_tasks_out(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import ConfigError
 from fedhh.v1 import coordinator_pb2 as pb
@@ -19,6 +20,7 @@ from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.selector import SelectorLobby
 
 TOKEN = b"t" * 24
+LEADER_KEY = Ed25519PrivateKey.from_private_bytes(b"k" * 32)
 
 
 def keys(i: int) -> tuple[bytes, bytes]:
@@ -45,7 +47,7 @@ def drain(session: Session) -> list[pb.LeaderMessage]:
 
 def hub_with(*names: str) -> tuple[Lobby, KeyOwners, SelectorHub, list[Session]]:
     lobby, owners = Lobby(), KeyOwners()
-    hub = SelectorHub(lobby, owners, TOKEN)
+    hub = SelectorHub(lobby, owners, TOKEN, LEADER_KEY)
     sessions = [Session(name) for name in names]
     hub.sessions.update(sessions)
     return lobby, owners, hub, sessions
@@ -173,6 +175,8 @@ def test_a_selector_that_goes_takes_its_waiting_devices_out_of_the_pool() -> Non
     (pb.SelectorBatch(), True, "names the selector"),
     (pb.SelectorBatch(name="a", presented=[entry(1)]), True, "nothing else"),
     (pb.SelectorBatch(name="a"), False, "only the first message"),
+    (pb.SelectorBatch(name="a", challenge=b"c" * 31), True, "challenge is 32 bytes, got 31"),
+    (pb.SelectorBatch(challenge=b"c" * 32), False, "only the first message"),
     (pb.SelectorBatch(presented=[entry(1, (b"x" * 31, keys(1)[1]))]), False, "32-byte"),
     (pb.SelectorBatch(presented=[entry(1, (keys(1)[0], keys(1)[0]))]), False, "distinct"),
     (pb.SelectorBatch(presented=[entry(0)]), False, "device_id 0 is out of range"),
@@ -184,6 +188,23 @@ def test_a_bad_batch_is_named_and_refused(batch: pb.SelectorBatch, hello: bool,
                                           error: str) -> None:
     with pytest.raises(ConfigError, match=error):
         check_batch(batch, latest_checkin=1, hello=hello)
+
+
+def test_the_leader_proves_its_key_to_a_selector_with_the_key_it_signs_tasks_with() -> None:
+    """check_key_proof accepts the leader's signature over the hello's challenge and name
+    only under the leader's key, for that challenge and that name."""
+    from fedhh.rpc.credentials import raw_public
+    from fedhh_coordinator.hub import attach_transcript
+    from fedhh_coordinator.selector import WrongCoordinatorKey, check_key_proof
+
+    challenge = b"c" * 32
+    proof = LEADER_KEY.sign(attach_transcript(challenge, "sel-1"))
+    check_key_proof(proof, challenge, "sel-1", raw_public(LEADER_KEY))
+    other = raw_public(Ed25519PrivateKey.from_private_bytes(b"o" * 32))
+    for args in ((proof, challenge, "sel-1", other), (proof, b"d" * 32, "sel-1",
+                 raw_public(LEADER_KEY)), (proof, challenge, "sel-2", raw_public(LEADER_KEY))):
+        with pytest.raises(WrongCoordinatorKey):
+            check_key_proof(*args)
 
 
 def test_a_batch_with_one_bad_entry_changes_nothing() -> None:
