@@ -81,17 +81,22 @@ def split_listen(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _host(transport: asyncio.BaseTransport | None) -> str:
+def _peer(transport: asyncio.BaseTransport | None) -> tuple[str, int] | None:
     name = transport.get_extra_info("peername") if transport is not None else None
-    return str(name[0]) if name else ""
+    return (str(name[0]), int(name[1])) if name else None
+
+
+def _host(transport: asyncio.BaseTransport | None) -> str:
+    peer = _peer(transport)
+    return peer[0] if peer else ""
 
 
 def peer_name(transport: asyncio.BaseTransport | None) -> str:
     """A connection's client as gRPC names a peer (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``)."""
-    name = transport.get_extra_info("peername") if transport is not None else None
-    if not name:
+    peer = _peer(transport)
+    if peer is None:
         return ""
-    host, port = str(name[0]), int(name[1])
+    host, port = peer
     return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
 
 
@@ -203,6 +208,10 @@ class Listener:
     def _make_room(self, conn: socket.socket) -> bool:
         """Close an idle connection of the address that holds the most, if it holds more than
         ``conn``'s (module docstring); whether one was closed."""
+        try:
+            newcomer = str(conn.getpeername()[0])
+        except OSError:  # gone already
+            return False
         present = set(self.server.connections)
         self._closing &= present
         by_host: dict[str, list[Any]] = {}
@@ -211,9 +220,8 @@ class Listener:
         if not by_host:
             return False
         top = max(by_host, key=lambda host: len(by_host[host]))
-        with contextlib.suppress(OSError):
-            if len(by_host[top]) <= len(by_host.get(conn.getpeername()[0], ())) + 1:
-                return False
+        if len(by_host[top]) <= len(by_host.get(newcomer, ())) + 1:
+            return False
         # (aiohttp keeps no public word of whether a request is in progress)
         idle = next((h for h in by_host[top] if not getattr(h, "_request_in_progress", True)),
                     None)
