@@ -1,7 +1,10 @@
 """`fedhh certs`: development TLS material and service secrets for a local or compose deployment.
 
-Writes a development CA (ca.pem, ca.key) and one server certificate (server.pem, server.key)
-valid for the given host names, both for --days days (default 30: rerun to renew). With
+Writes one server certificate (server.pem, server.key) valid for the given host names for
+--days days (default 30: rerun to renew), signed by the development CA in --out (ca.pem,
+ca.key): the one already there, so that a renewal leaves every device's and operator's ca.pem
+valid, else a new one, valid 10 years (--new-ca makes a new one anyway: every client then
+needs the new ca.pem). With
 --secrets DIR (alias --tokens) it also writes the service secrets: control.token,
 admin.token, the coordinator's Ed25519 signing key (coordinator-signing.pem, and
 coordinator-signing.pem.pub for the aggregator) and device-tokens.txt, --device-tokens
@@ -64,7 +67,10 @@ def register(subparsers: Any) -> None:
                    help=f"comma-separated names and addresses the server certificate is valid "
                         f"for (default {DEFAULT_HOSTS}); add the public names devices use")
     p.add_argument("--days", type=_at_most(MAX_DAYS, "days (100 years)"), default=30,
-                   help="validity of the CA and the certificate in days (default 30)")
+                   help="validity of the server certificate in days (default 30)")
+    p.add_argument("--new-ca", action="store_true",
+                   help="make a new CA even if --out holds one (every device and operator then "
+                        "needs the new ca.pem)")
     p.add_argument("--secrets", "--tokens", dest="secrets", metavar="DIR",
                    help="also write the service tokens and the coordinator signing key here")
     p.add_argument("--device-tokens", type=_at_most(MAX_DEVICES, "tokens (fedhh's most devices)"),
@@ -147,8 +153,10 @@ def access_of(args: argparse.Namespace) -> Access:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cryptography import x509
+
     from fedhh.rpc.credentials import public_key_path
-    from fedhh.rpc.tls import make_dev_pki
+    from fedhh.rpc.tls import existing_ca, make_dev_pki
 
     if not args.hosts.strip():
         raise ConfigError("--hosts needs at least one host name")
@@ -179,13 +187,20 @@ def run(args: argparse.Namespace) -> int:
         _check_rewritable(Path(args.out) / name)
     existing_tokens = (check_secrets(Path(args.secrets), args.device_tokens,
                                      args.device_replicas) if args.secrets else [])
-    files = make_dev_pki(args.out, hosts, days=args.days)
+    kept_ca = not args.new_ca and existing_ca(Path(args.out)) is not None
+    files = make_dev_pki(args.out, hosts, days=args.days, new_ca=args.new_ca)
     access.apply(files.key)
     PUBLIC.apply(files.ca)
     PUBLIC.apply(files.cert)
-    expires = dt.datetime.now(dt.UTC) + dt.timedelta(days=args.days)
-    print(f"wrote {files.ca}, {files.cert} and {files.key} for {', '.join(hosts)}; "
-          f"valid until {expires:%Y-%m-%d} (rerun to renew)")
+    ca_until = x509.load_pem_x509_certificate(files.ca.read_bytes()).not_valid_after_utc
+    until = x509.load_pem_x509_certificate(files.cert.read_bytes()).not_valid_after_utc
+    print(f"{'kept ' if kept_ca else 'wrote'} {files.ca} (the CA, valid until "
+          f"{ca_until:%Y-%m-%d})")
+    print(f"wrote {files.cert} and {files.key} for {', '.join(hosts)}; valid until "
+          f"{until:%Y-%m-%d} (rerun to renew)")
+    if until < dt.datetime.now(dt.UTC) + dt.timedelta(days=args.days) - dt.timedelta(hours=1):
+        print(f"(the CA ends before --days {args.days}: the certificate ends with it; --new-ca "
+              "makes a new CA, and every client then needs the new ca.pem)")
     if args.secrets:
         for path, made in write_secrets(Path(args.secrets), args.device_tokens,
                                         args.device_replicas, existing_tokens):

@@ -79,30 +79,44 @@ def ca_credentials(ca: str | os.PathLike[str]) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials(root_certificates=pem)
 
 
-def make_dev_pki(out: str | os.PathLike[str], hosts: list[str], days: int = 30) -> TlsFiles:
-    """A development CA (ca.pem/ca.key) and a server certificate (server.pem/server.key) valid
-    for ``hosts`` (DNS names or IP addresses), all under ``out``."""
+CA_DAYS = 3650  # a development CA's life: renewing the server certificate keeps it
+
+
+def make_dev_pki(out: str | os.PathLike[str], hosts: list[str], days: int = 30,
+                 new_ca: bool = False) -> TlsFiles:
+    """A server certificate (server.pem/server.key) valid for ``hosts`` (DNS names or IP
+    addresses) for ``days``, signed by the development CA under ``out``: the CA already there
+    (ca.pem/ca.key), so that a renewal leaves every client's ca.pem valid, else (or with
+    ``new_ca``) a new one, valid ``CA_DAYS``. The server certificate ends no later than the CA
+    (``dev_ca`` says when a kept CA ends first)."""
     root = Path(out)
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ConfigError(f"cannot create {root}: {error.strerror}") from None
     now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fedhh development CA")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                     content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False,
-                                     encipher_only=False, decipher_only=False), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
+    kept = None if new_ca else existing_ca(root)
+    if kept is not None:
+        ca_key, ca_cert = kept
+    else:
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fedhh development CA")])
+        ca_cert = (
+            x509.CertificateBuilder()
+            .subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=max(days, CA_DAYS)))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True,
+                                         crl_sign=True, content_commitment=False,
+                                         key_encipherment=False, data_encipherment=False,
+                                         key_agreement=False, encipher_only=False,
+                                         decipher_only=False), critical=True)
+            .sign(ca_key, hashes.SHA256())
+        )
+    ca_name = ca_cert.subject
+    until = min(now + dt.timedelta(days=days), ca_cert.not_valid_after_utc)
     key = ec.generate_private_key(ec.SECP256R1())
     names: list[x509.GeneralName] = []
     for host in hosts:
@@ -116,7 +130,7 @@ def make_dev_pki(out: str | os.PathLike[str], hosts: list[str], days: int = 30) 
         .issuer_name(ca_name).public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
+        .not_valid_after(until)
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
@@ -124,11 +138,38 @@ def make_dev_pki(out: str | os.PathLike[str], hosts: list[str], days: int = 30) 
     pem = serialization.Encoding.PEM
     private = serialization.PrivateFormat.PKCS8
     none = serialization.NoEncryption()
-    _write(root / "ca.pem", ca_cert.public_bytes(pem), 0o644)
-    _write(root / "ca.key", ca_key.private_bytes(pem, private, none), 0o600)
+    if kept is None:
+        _write(root / "ca.pem", ca_cert.public_bytes(pem), 0o644)
+        _write(root / "ca.key", ca_key.private_bytes(pem, private, none), 0o600)
     _write(root / "server.pem", cert.public_bytes(pem), 0o644)
     _write(root / "server.key", key.private_bytes(pem, private, none), 0o600)
     return TlsFiles.from_dir(root)
+
+
+def existing_ca(root: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate] | None:
+    """The development CA under ``root`` (its key and certificate) if both files are there,
+    belong together and the CA has not expired; None if there is none. ConfigError for a CA
+    that is there but unusable (a renewal would otherwise replace it, and every client's
+    ca.pem with it, unsaid)."""
+    cert_path, key_path = root / "ca.pem", root / "ca.key"
+    if not cert_path.exists() and not key_path.exists():
+        return None
+    try:
+        cert = x509.load_pem_x509_certificate(read_tls_file(cert_path, "CA file"))
+        key = serialization.load_pem_private_key(read_tls_file(key_path, "CA key"),
+                                                 password=None)
+    except (ValueError, TypeError):
+        raise ConfigError(f"{cert_path} and {key_path} are not a CA certificate and its key; "
+                          "move them away, or pass --new-ca (every client then needs the "
+                          "new ca.pem)") from None
+    if (not isinstance(key, ec.EllipticCurvePrivateKey)
+            or key.public_key() != cert.public_key()):
+        raise ConfigError(f"{key_path} is not the key of {cert_path}; move them away, or pass "
+                          "--new-ca (every client then needs the new ca.pem)")
+    if cert.not_valid_after_utc <= dt.datetime.now(dt.UTC):
+        raise ConfigError(f"the CA {cert_path} expired on {cert.not_valid_after_utc:%Y-%m-%d}: "
+                          "pass --new-ca (every client then needs the new ca.pem)")
+    return key, cert
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:

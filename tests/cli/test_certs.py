@@ -96,6 +96,76 @@ def test_rerunning_renews_the_certificate_and_keeps_every_secret(tmp_path: Path)
     assert {name: (tmp_path / name).read_bytes() for name in SERVICE_FILES[1:]} == kept
 
 
+def verifies(cert: Path, ca: Path) -> bool:
+    """Whether ``cert`` is signed by the CA in ``ca`` (what every client's TLS checks)."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    leaf = x509.load_pem_x509_certificate(cert.read_bytes())
+    issuer = x509.load_pem_x509_certificate(ca.read_bytes()).public_key()
+    try:
+        issuer.verify(leaf.signature, leaf.tbs_certificate_bytes,  # type: ignore[union-attr,call-arg]
+                      ec.ECDSA(leaf.signature_hash_algorithm))  # type: ignore[arg-type]
+    except InvalidSignature:
+        return False
+    return True
+
+
+def test_renewing_keeps_the_ca_every_client_holds(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a rerun made a new CA too, so every device and operator holding ca.pem lost
+    the services at the next restart (BAD_SIGNATURE, with nothing saying why). Now the CA
+    (valid 10 years) is kept and the new certificate verifies under the ca.pem handed out."""
+    make(tmp_path)
+    handed_out = tmp_path / "handed-out-ca.pem"
+    handed_out.write_bytes((tmp_path / "tls/ca.pem").read_bytes())
+    first = (tmp_path / "tls/server.pem").read_bytes()
+    capsys.readouterr()
+    make(tmp_path)
+    out = capsys.readouterr().out
+    assert f"kept  {tmp_path / 'tls/ca.pem'} (the CA, valid until " in out
+    assert (tmp_path / "tls/server.pem").read_bytes() != first
+    assert verifies(tmp_path / "tls/server.pem", handed_out)
+    ca = x509.load_pem_x509_certificate(handed_out.read_bytes())
+    assert ca.not_valid_after_utc - dt.datetime.now(dt.UTC) > dt.timedelta(days=3649)
+    make(tmp_path, "--new-ca")
+    assert not verifies(tmp_path / "tls/server.pem", handed_out)
+    assert verifies(tmp_path / "tls/server.pem", tmp_path / "tls/ca.pem")
+
+
+def test_a_kept_ca_that_ends_first_ends_the_certificate_and_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CA made by an earlier fedhh (valid as long as its first certificate, 30 days)."""
+    from fedhh.rpc import tls
+
+    with monkeypatch.context() as earlier:
+        earlier.setattr(tls, "CA_DAYS", 30)
+        tls.make_dev_pki(tmp_path / "tls", ["localhost"], days=30, new_ca=True)
+    old = tmp_path / "tls/ca.pem"
+    short = x509.load_pem_x509_certificate(old.read_bytes()).not_valid_after_utc
+    make(tmp_path, "--days", "90")
+    cert = x509.load_pem_x509_certificate((tmp_path / "tls/server.pem").read_bytes())
+    assert cert.not_valid_after_utc <= short
+    assert "(the CA ends before --days 90: the certificate ends with it; --new-ca" in \
+        capsys.readouterr().out
+
+
+def test_a_ca_key_that_is_not_the_cas_is_refused_before_anything_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make(tmp_path)
+    other = tmp_path / "other"
+    make(other)
+    (tmp_path / "tls/ca.key").write_bytes((other / "tls/ca.key").read_bytes())
+    before = (tmp_path / "tls/server.pem").read_bytes()
+    with pytest.raises(SystemExit) as end:
+        make(tmp_path)
+    assert end.value.code == 2
+    assert f"{tmp_path / 'tls/ca.key'} is not the key of {tmp_path / 'tls/ca.pem'}" in \
+        capsys.readouterr().err
+    assert (tmp_path / "tls/server.pem").read_bytes() == before
+
+
 @pytest.mark.parametrize("replicas", [1, 3, 4])
 def test_each_device_replica_gets_a_disjoint_share_of_the_tokens(tmp_path: Path,
                                                                   replicas: int) -> None:
