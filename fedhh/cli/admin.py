@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from fedhh.cli import options
-from fedhh.config import Mode
+from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 
 
@@ -89,6 +90,21 @@ def user_span(text: str) -> range:
     return span
 
 
+def dropped_completions(asked: RunConfig, stored: RunConfig) -> str:
+    """A note when the coordinator stored fewer completion rounds than were asked for (it
+    drops the last ones when n_min devices cannot budget them: each round's own local
+    epsilon, eps_local + ln(weight), must stay positive); "" otherwise. Before, nothing said
+    so, and URLs and e-mail addresses came back cut."""
+    if stored.completion() >= asked.completion():
+        return ""
+    return (f"note: {stored.completion()} of the {asked.completion()} completion rounds asked "
+            f"for can be budgeted with {stored.min_devices} devices at eps_agg "
+            f"{stored.eps_agg:g} (each round's local epsilon, eps_local + ln(its weight), must "
+            f"stay positive): items longer than the {stored.max_bits} bits the main rounds "
+            "cover may come back cut; more devices (--min-devices) or a larger --eps-agg "
+            "budget more")
+
+
 def run(args: argparse.Namespace) -> int:
     from google.protobuf.json_format import MessageToDict
 
@@ -114,10 +130,13 @@ def run(args: argparse.Namespace) -> int:
                               "another path, or add --force to replace it")
     with AdminClient(coordinator, token, ca) as client:
         if args.action == "start":
-            from fedhh.rpc.run_config import to_proto
+            from fedhh.rpc.run_config import from_proto, to_proto
 
             config = config_from_args(args, Mode.NETWORK)
             reply: Any = client.start_run(to_proto(config), args.run_id)
+            note = dropped_completions(config, from_proto(reply.config))
+            if note:
+                print(note, file=sys.stderr)
         elif args.action == "mint-tokens":
             users = range(args.count) if args.users is None else args.users
             tokens = client.mint_tokens(len(users), (args.ttl_hours or 0) * 3600, args.label)

@@ -33,6 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 from fedhh.cli import options
+from fedhh.cli.admin import dropped_completions
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
 from fedhh.codec.shown import ljust, printable
 from fedhh.config import Mode, codec_value
@@ -255,6 +256,9 @@ def _run(args: argparse.Namespace) -> int:
             narrator = Narrator(echo=demo.say if demo is not None else None)
             run_ = admin.start_run(to_proto(config), run_id=demo_run_id(admin.runs()))
             stored = from_proto(run_.config)  # completion rounds dropped if too few devices
+            dropped = dropped_completions(config, stored)
+            if dropped:
+                narrator.tell(dropped, indent=False)
             completion = (f", the last {stored.completion()} completing items longer than "
                           f"{stored.max_bits} bits at eps_local + ln {stored.completion_weight}"
                           " (halved after the third, again after the seventh)"

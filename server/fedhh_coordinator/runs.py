@@ -9,6 +9,7 @@ its state and the ledger of a stored run, as the runner and the results call nee
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import secrets
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from fedhh.privacy.accountant import allocation_offsets
 from fedhh.server import LocalRandomizer, PrefixTree, TailKind, TreeState
 from fedhh_coordinator.store import RunRow, Store, decoded
 
+log = logging.getLogger(__name__)
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 T = TypeVar("T")
 
@@ -39,8 +41,13 @@ async def create_run(store: Store, config: RunConfig, run_id: str = "") -> RunRo
     # The solver takes a fraction of a second: keep the event loop free meanwhile. Too few
     # devices for the later completion rounds' weights (their local epsilon would not stay
     # positive): the run goes without them, and stores so.
+    asked = config.completion()
     config, ledger = await asyncio.to_thread(with_most_completions, config, open_ledger,
                                              lambda ledger: ledger.eps_local)
+    if config.completion() < asked:
+        log.warning("completion rounds dropped: too few devices to budget them", extra={
+            "run_id": run_id, "asked": asked, "kept": config.completion(),
+            "min_devices": config.min_devices})
     codec = Codec.from_spec(config.codec, config.code_bits(Mode.NETWORK))
     deny = np.unique(codec.encode_many(config.deny_items()).codes)
     mechanism, rounds = mechanisms(config, ledger)

@@ -30,3 +30,14 @@ class Recorder:
         Recorder.calls.append(("run", run_id))
         return pb.Run(run_id=run_id, state="done", rounds=[
             pb.RoundSummary(round=1, attempt=1, state="released", participants=300)])
+
+    def start_run(self, config: Any, run_id: str = "") -> Any:
+        """Stores the run as a coordinator with too few devices for completion rounds does:
+        without them."""
+        from fedhh.v1 import coordinator_pb2 as pb
+
+        Recorder.calls.append(("start", run_id))
+        stored = pb.RunConfig()
+        stored.CopyFrom(config)
+        stored.completion_rounds = 0
+        return pb.Run(run_id=run_id, state="pending", config=stored)

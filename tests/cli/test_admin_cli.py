@@ -67,3 +67,16 @@ def test_status_prints_every_field_zeros_too(recorder: Path,
     (round_,) = run["rounds"]
     assert (round_["kept"], round_["finished"], round_["participants"]) == (0, 0, 300)
     assert run["epsSpent"] == 0 and run["error"] == ""
+
+
+def test_start_says_when_the_coordinator_dropped_completion_rounds(
+        recorder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: the run was stored without its completion rounds (too few devices to budget
+    them) and nothing said so; URLs and e-mail addresses came back cut."""
+    assert main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
+                 "start", "--run-id", "r3", "--eps-agg", "2", "--min-devices", "300",
+                 "--target-devices", "450"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["config"]["completionRounds"] == 0  # stdout stays JSON
+    assert captured.err.startswith("note: 0 of the 16 completion rounds asked for can be "
+                                   "budgeted with 300 devices at eps_agg 2 ")
