@@ -232,13 +232,34 @@ class Fleet:
                                             request.ByteSize())
 
             async with gate:
-                response = await self._retry(call, user)
+                try:
+                    response = await self._retry(call, user)
+                except grpc.aio.AioRpcError as error:
+                    if error.code() != grpc.StatusCode.UNAUTHENTICATED:
+                        raise
+                    refused[user] = error.details() or "refused"
+                    return
             self._identities[user] = Identity(response.device_id, response.credential, key,
                                               response.coordinator_public_key)
 
-        await asyncio.gather(*(enroll(user) for user, _ in self.users
-                               if user not in self._identities))
-        self._save_state()
+        refused: dict[int, str] = {}
+        try:
+            await asyncio.gather(*(enroll(user) for user, _ in self.users
+                                   if user not in self._identities))
+        finally:
+            # Every identity that enrolled is kept, whatever failed beside it: its token is
+            # spent, and the next start must not ask for it again.
+            self._save_state()
+        if refused:
+            users = sorted(refused)
+            shown = ", ".join(map(str, users[:5])) + (", ..." if len(users) > 5 else "")
+            here = (f" ({self.state_file.parent} holds none for them)"
+                    if self.state_file is not None else "")
+            raise ConfigError(
+                f"the coordinator refused the enrollment tokens of {len(users)} users ({shown}): "
+                f"{refused[users[0]]}. A token enrolls one identity once: if these users "
+                f"enrolled before, their identities are in the --state-dir that enrolled them"
+                f"{here}; otherwise mint new tokens (fedhh admin mint-tokens --users)")
 
     # ---- the device loop -----------------------------------------------------------------
     async def run(self, on_enrolled: Callable[[], None] | None = None) -> None:

@@ -9,10 +9,12 @@ enrollment; a wrong one ran silently and its devices rejected every task)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
@@ -122,6 +124,46 @@ def test_a_stats_file_that_is_a_folder_is_refused_before_any_token_is(
                                       str(state), "--stats-file", str(missing)), "device") == \
         f"--stats-file {missing}: the folder {missing.parent} does not exist"
     enroll_with_the_same_tokens(topology, "devices-stats", data)
+
+
+def test_a_used_token_names_its_users_and_the_others_enroll_and_are_kept(
+    topology: LocalTopology, tmp_path: Path,
+) -> None:
+    """A tokens file partly used by another --state-dir. Before: the process ended at the
+    first refusal ("unknown or already used enrollment token", naming no user), and the
+    identities enrolled beside it were not saved, their tokens spent."""
+    data = two_users(tmp_path)
+    tokens = topology.enrollment_tokens("devices-reused", data, "0:2")
+    user_0 = tokens.read_text().splitlines()[0]
+    first = tmp_path / "first-tokens"
+    first.write_text(user_0 + "\n")
+    ready = tmp_path / "first.ready.json"
+    log = tmp_path / "first.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            fedhh("device", "--coordinator", topology.device_addresses(),
+                  "--ca", str(topology.workdir / "tls" / "ca.pem"), "--dataset", data,
+                  "--users", "tokens", "--enrollment-tokens-file", str(first),
+                  "--state-dir", str(tmp_path / "first"), "--ready-file", str(ready)),
+            stdout=out, stderr=subprocess.STDOUT, env=topology.env)
+    try:
+        deadline = time.monotonic() + EXIT_BOUND_S
+        while not ready.exists():  # (enrolled: the ready file is written after)
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=EXIT_BOUND_S)
+    again = tmp_path / "again"
+    line = one_line_error(run_devices(topology, "devices-reused", data, "--state-dir",
+                                      str(again)), "device")
+    assert line.startswith("the coordinator refused the enrollment tokens of 1 users (0): "
+                           "unknown or already used enrollment token. A token enrolls one "
+                           f"identity once: if these users enrolled before, their identities "
+                           f"are in the --state-dir that enrolled them ({again} holds none "
+                           "for them)")
+    # User 1 enrolled beside it, and is kept: the next start does not spend its token again.
+    assert list(json.loads((again / "devices.json").read_text())) == ["1"]
 
 
 # ---- the selector ----------------------------------------------------------------------------
