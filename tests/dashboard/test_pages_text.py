@@ -86,6 +86,8 @@ def test_cut_prefixes_are_listed_apart_and_hidden_characters_are_escaped() -> No
     assert cut[0].item.startswith("https://")
     page = hits_table("r1", hits, cut)
     assert "Cut prefixes" in page and "1 cut prefixes" in page and "2 heavy hitters" in page
+    # (the order is the round's, then the estimate's: the page says so, not "Rank")
+    assert "By the round that found them, then by estimate" in page and "Rank" not in page
     assert "\\u202eevil" in page and "red\\x1b[31m" in page
     shown = re.sub(r'data-item="[^"]*"', "", page)  # (the filter's copy stays exact)
     assert "\u202e" not in shown and "\x1b" not in shown

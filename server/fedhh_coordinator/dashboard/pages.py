@@ -227,7 +227,10 @@ def hits_table(run_id: str, hits: Sequence[Hit], cut: Sequence[Hit] = ()) -> Htm
     "live"); ``data-item``, which the filter matches, keeps it exact."""
     if not hits and not cut:
         return Html('<p class="empty">No heavy hitter found yet.</p>')
-    html = _hit_rows(hits, "heavy hitters") if hits else Html(
+    html = fmt('<p class="note">By the round that found them, then by estimate: estimates of '
+               'different rounds are not comparable (a round counts the devices that chose the '
+               'item among their items on its narrowing prefix list).</p>{rows}',
+               rows=_hit_rows(hits, "heavy hitters")) if hits else Html(
         '<p class="empty">No heavy hitter.</p>')
     if cut:
         html = fmt('{hits}<h3>Cut prefixes</h3><p class="note">Heavy prefixes the completion '
@@ -246,7 +249,7 @@ def _hit_rows(hits: Sequence[Hit], what: str) -> Html:
         cut=fmt(' <span class="note">(cut at {bits} bits: every item starting so)</span>',
                 bits=h.bits) if h.truncated else Html(""))
         for h in hits)
-    return fmt('<div class="scroll"><table class="hits"><thead><tr><th>Rank</th><th>Item</th>'
+    return fmt('<div class="scroll"><table class="hits"><thead><tr><th>#</th><th>Item</th>'
                '<th>Estimate ± std</th><th>Round found</th></tr></thead><tbody>{rows}</tbody>'
                '</table></div><p class="count">{n} {what}</p>', rows=rows, n=len(hits),
                what=what)
