@@ -162,11 +162,12 @@ class TreeConfig:
             raise ConfigError("completion rounds use adaptive segments: leave segment_bits unset")
         covered = self.main_rounds * floor_log2(self.dim_limit)
         if self.completion_rounds and covered < main:
+            per_round = floor_log2(self.dim_limit)
             raise ConfigError(
                 f"max_bits {main} is more than the {self.main_rounds} main rounds can add "
-                f"({floor_log2(self.dim_limit)} bits each at dim_limit {self.dim_limit}): "
-                f"lower max_bits to at most {covered} or run more rounds; the completion "
-                "rounds after the main ones finish the longer items")
+                f"({per_round} bits each at dim_limit {self.dim_limit}): run at least "
+                f"{-(-main // per_round)} main rounds (--rounds), or lower max_bits to at most "
+                f"{covered}; the completion rounds after the main ones finish the longer items")
         check_feasible(self.main_rounds, main, self.dim_limit, self.segment_bits)
 
     @property

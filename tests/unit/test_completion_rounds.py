@@ -90,7 +90,8 @@ def test_a_short_list_takes_the_adaptive_segment_past_max_bits() -> None:
 def test_max_bits_past_the_main_rounds_says_to_lower_it() -> None:
     # 2 main rounds of 12 bits reach 24: longer items are the completion rounds' to finish, so
     # the main width must come down (more completion rounds would not help)
-    with pytest.raises(ConfigError, match="lower max_bits to at most 24 or run more rounds"):
+    with pytest.raises(ConfigError, match=r"run at least 3 main rounds \(--rounds\), or lower "
+                                          r"max_bits to at most 24;"):
         tree_of(completion=3, main_bits=30)
     with pytest.raises(ConfigError, match="cannot cover 30-bit items"):
         PrefixTree(TreeConfig(rounds=2, dim_limit=2**12), Codec("5bit", 30),
