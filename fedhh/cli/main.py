@@ -147,7 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         grpc = sys.modules.get("grpc")
         if grpc is not None and isinstance(error, grpc.RpcError):
             code, details = error.code(), error.details()
-            usage_error(f"fedhh {args.command}", f"{code.name}: {details}")
+            hint = ""
+            if code == grpc.StatusCode.UNAVAILABLE and not getattr(args, "ca", None):
+                # (a plaintext call to a TLS port ends as "Socket closed", naming nothing)
+                hint = " (if the service is served over TLS, pass --ca with its ca.pem)"
+            usage_error(f"fedhh {args.command}", f"{code.name}: {details}{hint}")
         raise
     finally:
         if computing:

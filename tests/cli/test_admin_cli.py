@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import stat
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 from _admin_recorder import Recorder
 
@@ -80,3 +82,33 @@ def test_start_says_when_the_coordinator_dropped_completion_rounds(
     assert json.loads(captured.out)["config"]["completionRounds"] == 0  # stdout stays JSON
     assert captured.err.startswith("note: 0 of the 16 completion rounds asked for can be "
                                    "budgeted with 300 devices at eps_agg 2 ")
+
+
+class Unavailable(grpc.RpcError):
+    """What a plaintext call to a TLS port ends with."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return "Socket closed"
+
+
+@pytest.mark.parametrize(("ca", "hinted"), [(False, True), (True, False)])
+def test_an_unreachable_coordinator_without_ca_hints_at_tls(
+        recorder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], ca: bool, hinted: bool) -> None:
+    """Before: "UNAVAILABLE: Socket closed", with no word of --ca."""
+    def runs(self: Recorder) -> list[Any]:
+        raise Unavailable()
+
+    monkeypatch.setattr(Recorder, "runs", runs, raising=False)
+    ca_file = tmp_path / "ca.pem"
+    with pytest.raises(SystemExit) as end:
+        main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
+              *(["--ca", str(ca_file)] if ca else []), "list"])
+    assert end.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fedhh admin: error: UNAVAILABLE: Socket closed")
+    assert err.endswith("(if the service is served over TLS, pass --ca with its ca.pem)") \
+        is hinted
