@@ -74,7 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default 256): an opening device answers its aggregator's challenge "
                         "within the aggregator's --upload-idle-ms or is refused; the others "
                         "wait their turn before starting a stream")
-    p.add_argument("--dataset", default="shakespeare", help="dataset name or path")
+    p.add_argument("--dataset", default="shakespeare",
+                   help="dataset name or path (default shakespeare: the demo's users, built "
+                        "into $FEDHH_CACHE or ./cache on first use)")
     p.add_argument("--users", default=":",
                    help="users to host: START:END, shard i/N, or tokens (the users that "
                         "--enrollment-tokens-file names)")
