@@ -88,7 +88,7 @@ def make_dev_pki(out: str | os.PathLike[str], hosts: list[str], days: int = 30,
     addresses) for ``days``, signed by the development CA under ``out``: the CA already there
     (ca.pem/ca.key), so that a renewal leaves every client's ca.pem valid, else (or with
     ``new_ca``) a new one, valid ``CA_DAYS``. The server certificate ends no later than the CA
-    (``dev_ca`` says when a kept CA ends first)."""
+    (``fedhh certs`` says when a kept CA ends first)."""
     root = Path(out)
     try:
         root.mkdir(parents=True, exist_ok=True)
