@@ -363,8 +363,8 @@ def test_a_health_timeout_past_a_day_is_refused(capsys: pytest.CaptureFixture[st
      "in (0, 1)"),
     (["--algorithm", "triehh", "--theta", "3"], "argument --theta: theta must be >= 4, got 3"),
     (["--rounds", "1"], "argument --max-bits: max_bits 60 is more than the 1 main rounds can "
-     "add (23 bits each at dim_limit 10000000): lower max_bits to at most 23 or run more "
-     "rounds"),
+     "add (23 bits each at dim_limit 10000000): run at least 3 main rounds (--rounds), or "
+     "lower max_bits to at most 23"),
 ])
 def test_a_refused_value_names_its_option(argv: list[str], line: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:
