@@ -9,11 +9,13 @@ its state and the ledger of a stored run, as the runner and the results call nee
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import numpy as np
@@ -120,8 +122,15 @@ def stored_config(row: RunRow) -> RunConfig:
     """The run's configuration, as valid as when it was stored (StartRun validated it): a
     figure out of bounds (``rounds: -5``) is damage, named here, not an error of whatever
     calculation met it first."""
-    return _read(row, "config",
-                 lambda data: RunConfig.from_dict(data).validate(Mode.NETWORK))
+    return _read(row, "config", lambda data: _valid_config(json.dumps(data, sort_keys=True)))
+
+
+@lru_cache(maxsize=64)
+def _valid_config(text: str) -> RunConfig:
+    """Validation takes ~6 ms (the tree's feasibility checks), and GetRun, which a load test
+    and the dashboard's live view ask twice a second and more, reads the config each time: a
+    stored config is checked once (a RunConfig is immutable; a refusal is not kept)."""
+    return RunConfig.from_dict(json.loads(text)).validate(Mode.NETWORK)
 
 
 def stored_ledger(row: RunRow) -> PrivacyLedger:
