@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     from cryptography import x509
 
     from fedhh.rpc.credentials import public_key_path
-    from fedhh.rpc.tls import existing_ca, make_dev_pki
+    from fedhh.rpc.tls import make_dev_pki
 
     if not args.hosts.strip():
         raise ConfigError("--hosts needs at least one host name")
@@ -187,8 +187,10 @@ def run(args: argparse.Namespace) -> int:
         _check_rewritable(Path(args.out) / name)
     existing_tokens = (check_secrets(Path(args.secrets), args.device_tokens,
                                      args.device_replicas) if args.secrets else [])
-    kept_ca = not args.new_ca and existing_ca(Path(args.out)) is not None
+    ca_path = Path(args.out) / "ca.pem"
+    ca_before = ca_path.read_bytes() if ca_path.is_file() else None
     files = make_dev_pki(args.out, hosts, days=args.days, new_ca=args.new_ca)
+    kept_ca = ca_before == files.ca.read_bytes()  # (make_dev_pki checked the one it kept)
     access.apply(files.key)
     PUBLIC.apply(files.ca)
     PUBLIC.apply(files.cert)
