@@ -171,8 +171,7 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
                   "--max-bits and --completion-rounds)")
     cut = payload.get("cut_prefixes", [])
     if cut:
-        print(f"\n{len(cut)} heavy prefixes the completion rounds could not complete (not "
-              "counted as heavy hitters):")
+        print("\n" + cut_heading(len(cut)))
         if top:
             _table([("item", "estimate", "round")] + [
                 (printable(h["item"]), f"{h['estimate']:,.0f}", h["round"]) for h in cut[:top]])
@@ -189,6 +188,14 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
         print(f"recall (weighted ranking): {recall}")
     t = payload["timings"]
     print(f"\ntime: {t['total_s']:.1f} s ({t['rounds_s']:.1f} s in rounds)")
+
+
+def cut_heading(count: int) -> str:
+    """The heading of the cut prefixes' list, with what cut them and what reaches further."""
+    return (f"{count} heavy prefixes the completion rounds could not complete (not counted as "
+            "heavy hitters; each stands for every item starting so: the rounds ran out of bits, "
+            "or the item's count fell below a later, cheaper round's threshold; more "
+            "--completion-rounds reach further, each by up to log2(--dim-limit) bits):")
 
 
 def _fmt(value: Any) -> str:

@@ -34,6 +34,7 @@ from typing import Any
 
 from fedhh.cli import options
 from fedhh.cli.admin import dropped_completions
+from fedhh.cli.simulate import cut_heading
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
 from fedhh.codec.shown import ljust, printable
 from fedhh.config import Mode, codec_value
@@ -462,8 +463,7 @@ def _print_results(run: Any, results: Any) -> None:
         print(f"  {i:3d}. {ljust(printable(h.item), 20)} estimated count {h.estimate:8.1f}  "
               f"(round {h.round})")
     if results.cut_prefixes:
-        print(f"{len(results.cut_prefixes)} heavy prefixes the completion rounds could not "
-              "complete (not counted as heavy hitters):")
+        print(cut_heading(len(results.cut_prefixes)))
         for h in results.cut_prefixes:
             print(f"       {ljust(printable(h.item), 20)} estimated count {h.estimate:8.1f}  "
                   f"(round {h.round})")

@@ -80,6 +80,43 @@ def test_what_the_completion_rounds_leave_unended_is_listed_apart_and_shown_cut(
     assert cut.to_dict()["bits"] == cut.bits
 
 
+def fading_run(fades_at: int) -> tuple[PrefixTree, object, list]:
+    """LONG held by 30 devices, then by 3 (below the vote threshold 5) from round
+    ``fades_at`` on, beside a word as long that stays and a short one."""
+    tree = tree_of(completion=8)
+    state, reports = tree.initial_state(), []
+    while not state.done:
+        query = tree.query(state)
+        state, report = tree.advance(state, votes_for(tree, query, {
+            LONG: 3 if query.round >= fades_at else 30, OTHER: 40, "cat": 20}), 100)
+        reports.append(report)
+    assert [h.item for h in tree.heavy_hitters(state)] == ["cat", OTHER]
+    return tree, state, reports
+
+
+OTHER = "uncharacteristically"
+
+
+def test_a_prefix_a_completion_round_loses_is_listed_cut_at_the_round_that_kept_it() -> None:
+    # A cheaper completion round's threshold can be above a long item's count: the prefix the
+    # round before kept is output cut with that round's estimate, not dropped without a trace.
+    tree, state, reports = fading_run(fades_at=5)  # the 3rd of 8 completion rounds
+    [lost] = tree.cut_prefixes(state)
+    kept_by = reports[3]  # the 2nd completion round kept LONG's prefix the last time
+    assert (lost.round, lost.estimate, lost.bits) == (4, 30.0, kept_by.prefix_bits
+                                                      + kept_by.segment_bits)
+    assert LONG.startswith(lost.item.rstrip("…")) and not OTHER.startswith(lost.item.rstrip("…"))
+    assert [r.cut for r in reports] == [0, 0, 0, 0, 1] + [0] * (len(reports) - 5)
+
+
+@pytest.mark.parametrize("fades_at", [3, 4])
+def test_a_prefix_the_first_two_completion_rounds_lose_is_not_listed(fades_at: int) -> None:
+    # The last main round's and the first completion round's kept lists hold noise prefixes
+    # (``PrefixTree._lost``): what the next round does not extend is not reported.
+    tree, state, reports = fading_run(fades_at)
+    assert tree.cut_prefixes(state) == [] and not any(r.cut for r in reports)
+
+
 def test_a_short_list_takes_the_adaptive_segment_past_max_bits() -> None:
     # One heavy item: after round 1 the list has one prefix, so round 2 may add
     # floor(log2 P) = 12 bits although 20 bits of max_bits need only 8 more.
