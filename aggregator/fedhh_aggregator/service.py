@@ -71,7 +71,8 @@ async def serve_until_signalled(service: RunningService[Any], name: str,
                                 settings: ServiceSettings, **details: Any) -> None:
     """Announce a started ``service`` (its metrics endpoint, the ready file, one log line with
     ``details``), serve until SIGTERM/SIGINT, then stop it gracefully."""
-    metrics_port = start_metrics(settings.metrics_port, settings.metrics_host, settings.tls)
+    metrics = await start_metrics(settings.metrics_port, settings.metrics_host, settings.tls)
+    metrics_port = metrics.port
     web_port = service.web.port if service.web is not None else None
     if settings.ready_file is not None:
         write_ready(settings.ready_file, {"port": service.port, "metrics_port": metrics_port,
@@ -85,6 +86,7 @@ async def serve_until_signalled(service: RunningService[Any], name: str,
     try:
         await serving.wait_for_signal(service.server, settings.grace_s)
     finally:
+        await metrics.close()
         if service.web is not None:
             await service.web.close()
         if service.sessions is not None:

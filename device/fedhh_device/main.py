@@ -220,12 +220,12 @@ async def serve(args: argparse.Namespace) -> None:
                   session_factory=session_factory(args) if framed else None,
                   devices_per_connection=args.devices_per_connection,
                   opens_in_flight=args.opens_in_flight)
-    metrics_port = None
     if args.metrics_port is not None:
         from fedhh_device import metrics
 
         metrics.register(fleet, len(hosted))
-        metrics_port = start_metrics(args.metrics_port, args.metrics_host)
+    endpoint = await start_metrics(args.metrics_port, args.metrics_host)
+    metrics_port = endpoint.port
     log.info("device process started",
              extra={"devices": len(hosted), "users": _describe(users),
                     "metrics_port": metrics_port})
@@ -243,6 +243,7 @@ async def serve(args: argparse.Namespace) -> None:
     runner.cancel()
     (outcome,) = await asyncio.gather(runner, return_exceptions=True)
     await fleet.close()
+    await endpoint.close()
     for coordinator in closing:
         await coordinator.close()
     if stats_file is not None:

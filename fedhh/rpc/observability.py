@@ -51,23 +51,66 @@ def configure_logging(level: str = "INFO", service: str = "") -> None:
         logging.setLogRecordFactory(factory)
 
 
-def start_metrics(port: int | None, host: str = "127.0.0.1",
-                  tls: TlsFiles | None = None) -> int | None:
-    """Expose Prometheus metrics on ``host:port`` (port 0: OS-chosen; None: off), over HTTPS
-    with the service's certificate when it has one, like every other listener.
+# Prometheus and an operator's curl: a scraper keeps one connection alive.
+METRICS_CONNECTIONS = 16
 
-    Returns the bound port.
-    """
-    if port is None:
-        return None
-    from prometheus_client import start_http_server
 
-    if tls is None:
-        server, _thread = start_http_server(port, addr=host)
-    else:
-        server, _thread = start_http_server(port, addr=host, certfile=str(tls.cert),
-                                            keyfile=str(tls.key))
-    return int(server.server_port)
+class MetricsEndpoint:
+    """The Prometheus endpoint of a service (every GET path, as prometheus_client's server
+    answered), an aiohttp app on the service's event loop behind a fair
+    ``fedhh.rpc.http_listener.Listener``: at most ``METRICS_CONNECTIONS`` held, each TLS
+    handshake and request head within ``HEAD_TIMEOUT_S``.
+
+    prometheus_client's own server did the TLS handshake in its one accepting thread, with no
+    timeout, and gave each connection a thread for as long as it liked: one socket that sent
+    nothing stopped every scrape, and 1,000 held connections took every file the process may
+    open (under ``ulimit -n 1024``), so that a new gRPC call timed out."""
+
+    def __init__(self) -> None:
+        self.port: int | None = None
+        self._runner: Any = None
+        self.listener: Any = None
+
+    async def start(self, port: int, host: str, tls: TlsFiles | None) -> int:
+        from aiohttp import web  # (only for a service asked to serve its metrics)
+        from prometheus_client import REGISTRY
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+        from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, serve_runner
+
+        async def scrape(request: web.Request) -> web.Response:
+            if self.listener is not None:
+                self.listener.saw_request(request.protocol)
+            return web.Response(body=generate_latest(REGISTRY),
+                                headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        app = web.Application(client_max_size=4096)
+        app.router.add_get("/{path:.*}", scrape)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0,
+                                     keepalive_timeout=HEAD_TIMEOUT_S)
+        context = tls.server_context("the metrics endpoint") if tls is not None else None
+        self.listener, self.port = await serve_runner(
+            self._runner, context, host, port, METRICS_CONNECTIONS, name="metrics endpoint")
+        return self.port
+
+    async def close(self) -> None:
+        if self.listener is not None:
+            await self.listener.close()
+            self.listener = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+async def start_metrics(port: int | None, host: str = "127.0.0.1",
+                        tls: TlsFiles | None = None) -> MetricsEndpoint:
+    """Serve Prometheus metrics on ``host:port`` (port 0: OS-chosen; None: off, and the
+    endpoint's port is None), over HTTPS with the service's certificate when it has one, like
+    every other listener; ``close()`` it at shutdown."""
+    endpoint = MetricsEndpoint()
+    if port is not None:
+        await endpoint.start(port, host, tls)
+    return endpoint
 
 
 def write_ready(path: str | os.PathLike[str], content: dict[str, Any]) -> None:

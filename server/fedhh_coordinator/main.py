@@ -219,7 +219,8 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
     pb_grpc.add_SelectorControlServicer_to_server(hub, server)
     health = serving.add_health_and_reflection(server, SERVICES)
     port = serving.bind(server, args.listen, tls, args.insecure)
-    metrics_port = start_metrics(args.metrics_port, args.metrics_host, tls)
+    metrics = await start_metrics(args.metrics_port, args.metrics_host, tls)
+    metrics_port = metrics.port
     dashboard = None
     if args.dashboard_port is not None:
         from fedhh_coordinator.dashboard import start_dashboard  # aiohttp only when asked for
@@ -263,6 +264,7 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
         await ports.close()
         if dashboard is not None:
             await dashboard.close()
+        await metrics.close()
         await aggregator.close()
         store.close()
 

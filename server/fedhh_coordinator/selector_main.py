@@ -69,7 +69,8 @@ async def serve(args: argparse.Namespace) -> None:
     channel = open_channel(args.leader, tls.channel_credentials() if tls else None)
     link = LeaderLink(lobby, channel, control_token, name, public)
     link_task = asyncio.create_task(link.serve(), name="leader link")
-    metrics_port = start_metrics(args.metrics_port, args.metrics_host, tls)
+    metrics = await start_metrics(args.metrics_port, args.metrics_host, tls)
+    metrics_port = metrics.port
     ports = await start_device_ports(args, "selector", devices, credential_checks,
                                      MAX_RECEIVE_BYTES, tls)
     await server.start()
@@ -102,6 +103,7 @@ async def serve(args: argparse.Namespace) -> None:
     finally:
         link_task.cancel()
         await ports.close()
+        await metrics.close()
         await channel.close()
         store.close()
 

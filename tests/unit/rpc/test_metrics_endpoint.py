@@ -1,0 +1,79 @@
+"""A service's Prometheus endpoint (``fedhh.rpc.observability.MetricsEndpoint``) holds a bounded
+number of connections and does each TLS handshake on its own. Before (prometheus_client's
+server): one socket that sent nothing stopped every scrape, and 1,000 held connections took every
+file the process may open, so that the service's gRPC port stopped accepting."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from pathlib import Path
+
+from fedhh.rpc.observability import METRICS_CONNECTIONS, MetricsEndpoint, start_metrics
+from fedhh.rpc.tls import make_dev_pki
+
+
+async def scrape(port: int, context: ssl.SSLContext | None = None,
+                 source: str = "127.0.0.1") -> tuple[bytes, bytes]:
+    """One GET /metrics from ``source``: the response head and body."""
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=context, local_addr=(source, 0),
+        server_hostname="127.0.0.1" if context else None)
+    writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    await writer.drain()
+    head, _, body = (await reader.read()).partition(b"\r\n\r\n")
+    writer.close()
+    return head, body
+
+
+def test_a_silent_socket_does_not_stop_a_scrape_over_tls(tmp_path: Path) -> None:
+    pki = make_dev_pki(tmp_path, ["127.0.0.1"])
+    client = ssl.create_default_context(cafile=str(pki.ca))
+
+    async def scenario() -> None:
+        endpoint = await start_metrics(0, "127.0.0.1", pki)
+        assert endpoint.port is not None
+        try:
+            _, silent = await asyncio.open_connection("127.0.0.1", endpoint.port)
+            head, body = await asyncio.wait_for(scrape(endpoint.port, client), 20)
+            assert head.startswith(b"HTTP/1.1 200") and b"text/plain" in head
+            assert b"python_info" in body  # (prometheus_client's default collectors)
+            silent.close()
+        finally:
+            await endpoint.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_held_connections_are_bounded_and_a_scrape_from_elsewhere_is_served() -> None:
+    async def scenario() -> None:
+        endpoint = MetricsEndpoint()
+        port = await endpoint.start(0, "127.0.0.1", None)
+        try:
+            hog = [await asyncio.open_connection("127.0.0.1", port)
+                   for _ in range(3 * METRICS_CONNECTIONS)]
+            listener = endpoint.listener
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 20
+            while listener.refused < 2 * METRICS_CONNECTIONS and loop.time() < deadline:
+                await asyncio.sleep(0.01)  # (the accept loop catching up: a deadline, polled)
+            assert listener.held <= METRICS_CONNECTIONS
+            assert listener.refused >= 2 * METRICS_CONNECTIONS
+            # Prometheus from another address takes the place of one of the idle connections.
+            head, body = await asyncio.wait_for(scrape(port, source="127.0.0.2"), 20)
+            assert head.startswith(b"HTTP/1.1 200") and b"python_info" in body
+            for _, writer in hog:
+                writer.close()
+        finally:
+            await endpoint.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_no_port_serves_nothing_and_closes() -> None:
+    async def scenario() -> None:
+        endpoint = await start_metrics(None)
+        assert endpoint.port is None
+        await endpoint.close()
+
+    asyncio.run(scenario())
