@@ -148,8 +148,9 @@ class ShardedBuilder:
         ``target`` untouched: an import of nothing to discover (issue 28: an empty file was
         imported as 0 users)."""
         if require_items and self.num_tokens == 0:
-            raise DatasetError(f"{name}: none of its {self.num_users} users holds an item "
-                               "(an empty file, or only blank lines): nothing to import")
+            raise DatasetError(f"{name} ({provenance}): none of its {self.num_users} users "
+                               "holds an item (an empty file, or only blank lines): nothing to "
+                               "import")
         self._flush()
         vocabulary = merge_sorted_vocabularies(self._shards)
         index = {item: i for i, item in enumerate(vocabulary)}

@@ -70,7 +70,7 @@ def read_leaf_file(path: Path) -> dict[str, Any]:
     except OSError as error:
         raise DatasetError(f"cannot read LEAF file {path}: {error.strerror}") from None
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8-sig"))  # (a BOM, as the text reader allows)
     except UnicodeDecodeError as error:
         raise DatasetError(f"{path}: not UTF-8 at byte {error.start}") from None
     except json.JSONDecodeError as error:

@@ -252,7 +252,7 @@ def import_path(
     with _lock(root / f".{target.name}.lock"):
         if not (target / "meta.json").exists():
             convert = import_leaf if kind == "leaf" else import_text
-            convert(source, target, lowercase=lowercase, progress=progress)
+            convert(source, target, lowercase=lowercase, progress=progress, require_items=True)
     return target
 
 

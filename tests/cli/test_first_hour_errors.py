@@ -241,7 +241,7 @@ def test_up_with_an_empty_dataset(tmp_path: Path, cache: Path,
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
     line = one_line_error(["up", "--dataset", str(empty)], capsys)
-    assert "0 of its users hold an item" in line
+    assert f"(imported from text file {empty}): none of its 2 users holds an item" in line
 
 
 def test_up_with_too_few_devices_says_so_at_once(tmp_path: Path, cache: Path,

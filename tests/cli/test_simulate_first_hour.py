@@ -86,9 +86,9 @@ def test_no_progress_off_a_terminal_or_with_quiet(
 
 
 @pytest.mark.parametrize("content,needle", [
-    ("\n\n\n\n", "--dataset {path}: none of its 4 users holds an item"),
-    ("  \n\t\n", "--dataset {path}: none of its 2 users holds an item"),
-    ("", "--dataset {path} has no users"),
+    ("\n\n\n\n", "nothing (imported from text file {path}): none of its 4 users holds an item"),
+    ("  \n\t\n", "nothing (imported from text file {path}): none of its 2 users holds an item"),
+    ("", "nothing (imported from text file {path}): none of its 0 users holds an item"),
     ("hello world\n", "the dataset has 1 user(s): the aggregate guarantee needs at least 2"),
 ])
 def test_a_dataset_with_nothing_to_discover_is_one_line(
@@ -101,6 +101,8 @@ def test_a_dataset_with_nothing_to_discover_is_one_line(
     assert code == 2 and stdout == ""
     assert stderr.count("\n") == 1, stderr
     assert needle.format(path=path) in stderr
+    if "holds an item" in needle:  # refused before anything is written to the cache
+        assert not any(p.name.startswith("nothing-") for p in (tmp_path / "cache").rglob("*"))
 
 
 def test_users_without_items_select_nothing() -> None:

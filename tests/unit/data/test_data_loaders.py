@@ -106,6 +106,13 @@ def test_leaf_comment_strings_and_sequences(tmp_path: Path) -> None:
     assert one.num_users == 1
 
 
+def test_a_leaf_file_may_start_with_a_byte_order_mark(tmp_path: Path) -> None:
+    # (an editor's mark, as a text file's; before: "invalid JSON (Unexpected UTF-8 BOM)")
+    (tmp_path / "a.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(_leaf({"1": ["hi"]})).encode())
+    assert as_dicts(load_dataset(import_leaf(tmp_path / "a.json", tmp_path / "ds"))) == [
+        {"hi": 1}]
+
+
 def test_leaf_splits_merge_by_user(tmp_path: Path) -> None:
     for split, words in (("train", "a b"), ("val", "b c"), ("test", "c d")):
         (tmp_path / split).mkdir()
