@@ -10,7 +10,14 @@ exact.
 
 Only characters that do harm or hide are escaped. The joiners and selectors that make up emoji
 sequences, Indic and Persian words (U+200C, U+200D, U+FE00-U+FE0F, the tag characters of
-subdivision flags) are shown as they are: they are part of what the item looks like.
+subdivision flags) are shown as they are: they are part of what the item looks like. A tag
+character anywhere else is invisible and is escaped, as are private-use characters and
+noncharacters (a font draws them as nothing or a box: ``\ue000pua`` read ``pua``).
+
+Items are kept as written, so ``café`` written with a combining accent (NFD) and with ``é``
+(NFC) are two items that look alike: in an item that is not in NFC the characters NFC would
+change (combining marks, conjoining Hangul jamo, singletons such as the Ohm sign) are escaped
+(``cafe\u0301``), and the NFC form, the usual one, shows as it is.
 
 Columns of items are padded by the room a terminal gives each character (``columns``), not by
 the count of characters: a CJK character or an emoji takes two columns, a combining mark or a
@@ -32,13 +39,30 @@ _HIDDEN_FORMAT = frozenset(
 )
 
 
+_TAGS = range(0xE0020, 0xE0080)  # drawn only after a black flag, as a subdivision's code
+_CANCEL_TAG = 0xE007F  # ends a subdivision flag
+_BLACK_FLAG = "\U0001f3f4"
+
+
 @lru_cache(maxsize=4096)
 def _escaped(char: str) -> str:
     category = unicodedata.category(char)
-    # (not the unassigned: this Python's Unicode tables may predate an item's newest emoji)
-    if category in ("Cc", "Zl", "Zp") or char in _HIDDEN_FORMAT:
+    code = ord(char)
+    # (not the unassigned: this Python's Unicode tables may predate an item's newest emoji;
+    # noncharacters are fixed for ever)
+    if (category in ("Cc", "Zl", "Zp", "Co") or char in _HIDDEN_FORMAT
+            or 0xFDD0 <= code < 0xFDF0 or code & 0xFFFE == 0xFFFE):
         return _escape(char)
     return char
+
+
+@lru_cache(maxsize=4096)
+def _unnormal(char: str) -> bool:
+    """Whether ``char`` is what NFC composes or replaces: a combining mark, a conjoining Hangul
+    jamo (a syllable written in parts), a singleton (the Ohm sign for Omega)."""
+    code = ord(char)
+    return (unicodedata.combining(char) > 0 or unicodedata.normalize("NFC", char) != char
+            or 0x1100 <= code < 0x1200 or 0xA960 <= code < 0xA980 or 0xD7B0 <= code < 0xD800)
 
 
 def _escape(char: str) -> str:
@@ -103,12 +127,24 @@ def rjust(text: str, width: int) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with every control, line-breaking, reordering or invisible character escaped
-    (module docstring); the text itself when it has none. An item of marks or joiners alone
-    (``\u0652``, ``\u200d``) takes no room and would show as an empty cell, or join the cell
-    before it: each of its characters is escaped."""
+    """``text`` with every control, line-breaking, reordering or invisible character escaped,
+    and, in a text not in NFC, what NFC would change (module docstring); the text itself when
+    it has none. An item of marks or joiners alone (``\u0652``, ``\u200d``) takes no room and
+    would show as an empty cell, or join the cell before it: each of its characters is
+    escaped."""
     if text.isascii() and text.isprintable():
         return text
     if text and not columns(text):
         return "".join(map(_escape, text))
-    return "".join(map(_escaped, text))
+    unnormal = not unicodedata.is_normalized("NFC", text)
+    shown = []
+    flag = False  # inside a subdivision flag: a black flag, then tags up to the cancel tag
+    for char in text:
+        code = ord(char)
+        if code in _TAGS:
+            shown.append(char if flag else _escape(char))
+            flag = flag and code != _CANCEL_TAG
+            continue
+        flag = char == _BLACK_FLAG
+        shown.append(_escape(char) if unnormal and _unnormal(char) else _escaped(char))
+    return "".join(shown)

@@ -24,6 +24,12 @@ from fedhh.codec.shown import columns, ljust, printable, rjust
         ("c1\x9bcontrol", "c1\\x9bcontrol"),
         # marks or joiners alone take no room: an empty cell, or one joined to the cell before
         ("\u0652", "\\u0652"), ("\u200d", "\\u200d"), ("\ufe0f\u0301", "\\ufe0f\\u0301"),
+        # drawn as nothing or a box (before: "pua", "abc", "" beside the real "pua", "abc")
+        ("\ue000pua", "\\ue000pua"), ("abc\U000e0061", "abc\\U000e0061"),
+        ("x\U000e007fy", "x\\U000e007fy"), ("\uffff", "\\uffff"), ("a\ufdd0", "a\\ufdd0"),
+        # not in NFC: what NFC would change (before: two rows that both read café / 한국)
+        ("cafe\u0301", "cafe\\u0301"), ("\u2126", "\\u2126"),
+        ("\u1112\u1161\u11ab", "\\u1112\\u1161\\u11ab"),
     ],
 )
 def test_what_drives_or_hides_is_escaped(item: str, shown: str) -> None:
@@ -35,6 +41,7 @@ def test_what_drives_or_hides_is_escaped(item: str, shown: str) -> None:
     "👨\u200d👩\u200d👧\u200d👦", "❤️", "1️⃣", "👍🏽",
     "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f",  # a subdivision flag
     "New\u00a0York", "https://example.com/a?b=c",
+    "café", "한국", "Ω", "שָׁלוֹם", "ﬁ",  # in NFC, as items usually are
 ])
 def test_scripts_and_emoji_are_shown_as_they_are(item: str) -> None:
     assert printable(item) == item
