@@ -560,7 +560,7 @@ class PrefixTree:
 
         A later completion round runs at a smaller share of the budget than the one before, so
         its threshold is higher than the one a long item's prefix passed: the item's count can
-        fall below it (a 1,000-letter item held by 2.5% of 6,000 devices did, 300 bits in).
+        fall below it (a 1,000-letter item held by 2.5% of 6,000 devices did, 269 bits in).
         Dropping its prefix would lose a heavy item without a trace; it is reported as cut
         instead, as a prefix still open after the last round is. A completion round holds
         every element it keeps to its share of the finishing target
