@@ -4,8 +4,9 @@ Layout: ``<root>/<key>.json`` (the run's command, configuration, privacy calibra
 and per-round diagnostics) and ``<root>/<key>.npz`` (its output codes and the slice of the
 ground truth its plots need). The arrays are written first and the JSON last, each atomically
 (write to a temporary file, then rename), so a run interrupted at any point leaves either a
-complete entry or none. A JSON file that cannot be read is treated as missing and the run
-is done again.
+complete entry or none. An entry that cannot be read (a damaged file, or a record that lacks
+a field the report reads: a hand edit or a partial copy) is treated as missing, with a warning
+naming the file, and the run is done again.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,9 +23,29 @@ from typing import Any
 import numpy as np
 
 from fedhh.data.dataset import atomic_file
+from fedhh.experiments.studies import DECODE_TIMING, WARM_START_ALONE
 from fedhh.metrics import Truth
 
 log = logging.getLogger(__name__)
+
+_NUMBER = (int, float)
+# The fields a record must hold, and their JSON types: its identity, then what the report and
+# its analysis read from each kind of record (by ``static``: None for a simulated run).
+IDENTITY: dict[str, type | tuple[type, ...]] = {
+    "key": str, "seed": int, "argv": list, "command": str, "dataset": dict, "timings": dict}
+FIELDS: dict[str | None, dict[str, type | tuple[type, ...]]] = {
+    None: {"spec": dict, "settings": dict, "config": dict, "privacy": dict, "metrics": dict,
+           "segments": list, "rounds": list, "top_hitters": list},
+    WARM_START_ALONE: {"source": str, "items": int, "metrics": dict},
+    DECODE_TIMING: {"eps_local": _NUMBER, "population": int, "rows": list,
+                    "predicted_speedup": _NUMBER},
+}
+# What every output's metrics hold (fedhh.metrics.evaluate).
+METRICS: dict[str, type | tuple[type, ...]] = {
+    "discovered": int, "true_positives": int, "false_positives": int,
+    "false_positive_ratio": _NUMBER, "weighted": dict, "unweighted": dict}
+# Reading a damaged .npz fails inside zipfile and zlib, not only with OSError or ValueError.
+_UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error)
 
 
 @dataclass
@@ -73,23 +96,30 @@ class ResultStore:
         return meta.is_file() and arrays.is_file()
 
     def load(self, key: str) -> RunRecord | None:
-        """The stored run, or None when it is missing or unreadable."""
+        """The stored run, or None when it is missing or unreadable (a warning names the file
+        and what is wrong with it: the run is computed again)."""
         meta_path, array_path = self._paths(key)
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except _UNREADABLE as error:
+            _warn_unreadable(meta_path, error)
+            return None
+        defect = record_defect(meta, key)
+        if defect is not None:
+            _warn_unreadable(meta_path, defect)
+            return None
+        try:
             with np.load(array_path, allow_pickle=False) as npz:
                 arrays = {name: npz[name] for name in self.ARRAYS}
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, KeyError) as error:
-            log.warning("ignoring unreadable stored run %s: %s", key, error)
-            return None
-        if not isinstance(meta, dict) or meta.get("key") != key:
-            log.warning("ignoring stored run %s: its JSON does not describe it", key)
+        except _UNREADABLE as error:
+            _warn_unreadable(array_path, error)
             return None
         data = {k: v for k, v in meta.items() if k not in ("key", "seed", "argv", "command")}
-        return RunRecord(key, int(meta["seed"]), list(meta["argv"]), str(meta["command"]),
-                         data, arrays)
+        return RunRecord(key, meta["seed"], meta["argv"], meta["command"], data, arrays)
 
     def save(self, record: RunRecord) -> None:
         missing = [name for name in self.ARRAYS if name not in record.arrays]
@@ -102,6 +132,40 @@ class ResultStore:
                                 **{name: record.arrays[name] for name in self.ARRAYS})
         with atomic_file(meta_path, "w") as meta:
             meta.write(json.dumps(record.to_json(), indent=1, default=jsonable) + "\n")
+
+
+def _warn_unreadable(path: Path, error: object) -> None:
+    log.warning("ignoring unreadable stored run %s (it is computed again): %s", path,
+                f"{type(error).__name__}: {error}" if isinstance(error, Exception) else error)
+
+
+def _type_defect(where: str, value: dict[str, Any],
+                 fields: dict[str, type | tuple[type, ...]]) -> str | None:
+    for name, kind in fields.items():
+        if name not in value:
+            return f"{where} lacks {name!r}"
+        # (bool is an int to Python, never one of these numbers)
+        if not isinstance(value[name], kind) or isinstance(value[name], bool):
+            return f"{where}: {name!r} is a {type(value[name]).__name__}"
+    return None
+
+
+def record_defect(meta: object, key: str) -> str | None:
+    """What makes ``meta`` (a stored JSON) no record of run ``key``, or None: a field the
+    report reads missing or of another type (``IDENTITY``, ``FIELDS``, ``METRICS``)."""
+    if not isinstance(meta, dict):
+        return f"the JSON is a {type(meta).__name__}, not a record"
+    if meta.get("key") != key:
+        return f"the JSON describes run {meta.get('key')!r}, not {key!r}"
+    static = meta.get("static")
+    if static not in FIELDS:
+        return f"unknown static measurement {static!r}"
+    defect = _type_defect("the record", meta, {**IDENTITY, **FIELDS[static]})
+    if defect is None and "metrics" in FIELDS[static]:
+        defect = _type_defect("its metrics", meta["metrics"], METRICS)
+    if defect is None and not all(isinstance(a, str) for a in meta["argv"]):
+        defect = "its argv holds a value that is no string"
+    return defect
 
 
 def jsonable(value: Any) -> Any:

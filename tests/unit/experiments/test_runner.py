@@ -4,7 +4,10 @@ and the recorded command reproduces the run."""
 from __future__ import annotations
 
 import json
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -81,15 +84,58 @@ def test_interrupted_plan_keeps_finished_runs(
     assert (resumed.computed, resumed.reused) == (2, 1)
 
 
-def test_unreadable_entry_is_recomputed(tiny_path: Path, tiny: FederatedDataset,
-                                        tmp_path: Path) -> None:
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:300])  # a partial copy, a full disk
+
+
+def _damage_a_member(path: Path) -> None:
+    """Flip bytes inside the largest compressed array: the zip's directory still reads."""
+    with zipfile.ZipFile(path) as archive:
+        member = max(archive.infolist(), key=lambda info: info.compress_size)
+    data = bytearray(path.read_bytes())
+    middle = member.header_offset + 30 + len(member.filename) + member.compress_size // 2
+    data[middle:middle + 8] = bytes(b ^ 0xFF for b in data[middle:middle + 8])
+    path.write_bytes(bytes(data))
+
+
+def _edit(change: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    def edit(path: Path) -> None:
+        meta = json.loads(path.read_text())
+        change(meta)
+        path.write_text(json.dumps(meta))
+    return edit
+
+
+DAMAGES: dict[str, tuple[str, Callable[[Path], None]]] = {
+    "json not json": ("json", lambda path: path.write_text("{not json")),
+    "npz truncated": ("npz", _truncate),
+    "npz member damaged": ("npz", _damage_a_member),
+    "json without metrics": ("json", _edit(lambda meta: meta.pop("metrics"))),
+    "json with only its key": ("json", _edit(lambda meta: [meta.pop(k) for k in list(meta)
+                                                           if k != "key"])),
+    "json seed not a number": ("json", _edit(lambda meta: meta.update(seed="0"))),
+    "json metrics without true positives": (
+        "json", _edit(lambda meta: meta["metrics"].pop("true_positives"))),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_unreadable_entry_is_recomputed_with_a_warning_naming_its_file(
+        damage: str, tiny_path: Path, tiny: FederatedDataset, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
     s = suite(tiny_path, tiny, tmp_path / "store")
     plan = s.plan([STUDY], [0])[:1]
-    s.execute(plan)
-    (tmp_path / "store" / f"{plan[0].key}.json").write_text("{not json")
+    first = s.execute(plan)[plan[0].key]
+    suffix, spoil = DAMAGES[damage]
+    damaged = tmp_path / "store" / f"{plan[0].key}.{suffix}"
+    spoil(damaged)
     again = suite(tiny_path, tiny, tmp_path / "store")
-    again.execute(plan)
-    assert again.computed == 1
+    record = again.execute(plan)[plan[0].key]
+    assert (again.computed, again.reused) == (1, 0)
+    assert f"ignoring unreadable stored run {damaged}" in caplog.text
+    assert record.metrics == json.loads(json.dumps(first.metrics))
+    loaded = ResultStore(tmp_path / "store").load(plan[0].key)  # the store is whole again
+    assert loaded is not None and loaded.seed == 0
 
 
 def test_population_reuse_changes_no_result(tiny_path: Path, tiny: FederatedDataset,
