@@ -63,16 +63,26 @@ TAIL_MARGIN = 40.0
 FULL_K_LIMIT = 600  # below this c every k is summed, no K-window
 
 
-def clone_probability(eps0: float, variant: str) -> float:
-    """p of the reduction: e^{-eps0} (FMT21 Section 3) or 2 / (e^eps0 + 1) (FMT23 Lemma 3.5)."""
+def clone_log_probabilities(eps0: float, variant: str) -> tuple[float, float]:
+    """(log p, log(1 - p)) for the clone probability p = e^{-eps0} (FMT21 Section 3) or
+    2 / (e^eps0 + 1) (FMT23 Lemma 3.5).
+
+    Both come from forms accurate at every eps0 > 0. FMT21: 1 - p = -expm1(-eps0). FMT23:
+    e^eps0 + 1 = 2 e^{eps0/2} cosh(eps0/2), so log p = -eps0/2 - log cosh(eps0/2) and
+    1 - p = (1 - e^-eps0) e^{eps0/2} / (2 cosh(eps0/2)). Formed in floating point, 1 - p is 0
+    once p rounds to 1 (eps0 below ~1.1e-16), and its log fails; log 2 - log(e^eps0 + 1)
+    cancels to 0 there."""
+    log_q21 = math.log(-math.expm1(-eps0))
     if variant == FMT21:
-        return math.exp(-eps0)
+        return -eps0, log_q21
     if variant == FMT23:
-        return 2.0 / (math.exp(eps0) + 1.0)
+        log_cosh = math.log(math.cosh(0.5 * eps0))
+        return -0.5 * eps0 - log_cosh, log_q21 + 0.5 * eps0 - math.log(2.0) - log_cosh
     raise ValueError(f"unknown clone variant {variant!r}")
 
 
-def _log_binom_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
+def _log_binom_pmf(k: np.ndarray, n: int, log_p: float, log_q: float) -> np.ndarray:
+    """log Binomial(n, p) pmf at k, from log p and log q = log(1 - p)."""
     # (scipy.special on first use, here and below: a selector imports the ledger's modules and
     # computes no bound; the import took longer than the rest of its start-up.)
     from scipy.special import gammaln
@@ -80,28 +90,38 @@ def _log_binom_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
     k = np.asarray(k, dtype=float)
     return (
         gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
-        + k * math.log(p) + (n - k) * math.log1p(-p)
+        + k * log_p + (n - k) * log_q
     )  # fmt: skip
 
 
-def _log_lower_tail(k0: int, n: int, p: float) -> float:
-    """Upper bound on log P(C <= k0) for k0 below the mode: pmf(k0) / (1 - r)."""
+def _log_geometric_tail(log_pmf: float, log_r: float) -> float:
+    """log(pmf / (1 - r)), r = e^log_r: the tail from a point on, when each further pmf value
+    is at most r times the previous one; 0 (the trivial P <= 1) when r >= 1.
+
+    r is kept as a log: with eps0 ~ 1e-300 the binomial's odds p / (1 - p) exceed a double."""
+    if log_r >= 0.0:
+        return 0.0
+    return log_pmf - math.log(-math.expm1(log_r))
+
+
+def _log_lower_tail(k0: int, n: int, log_p: float, log_q: float) -> float:
+    """Upper bound on log P(C <= k0) for k0 below the mode, C ~ Binomial(n, p): below the mode
+    pmf(k - 1) / pmf(k) = k (1 - p) / ((n - k + 1) p) falls as k falls, at most its value r at
+    k0."""
     if k0 < 0:
         return -math.inf
-    r = k0 * (1.0 - p) / ((n - k0 + 1.0) * p)
-    if r >= 1.0:
-        return 0.0
-    return float(_log_binom_pmf(np.array([k0]), n, p)[0]) - math.log1p(-r)
+    log_r = math.log(k0) - math.log(n - k0 + 1.0) + log_q - log_p if k0 > 0 else -math.inf
+    return _log_geometric_tail(float(_log_binom_pmf(np.array([k0]), n, log_p, log_q)[0]), log_r)
 
 
-def _log_upper_tail(k1: int, n: int, p: float) -> float:
-    """Upper bound on log P(C >= k1) for k1 above the mode: pmf(k1) / (1 - r)."""
+def _log_upper_tail(k1: int, n: int, log_p: float, log_q: float) -> float:
+    """Upper bound on log P(C >= k1) for k1 above the mode, C ~ Binomial(n, p): above the mode
+    pmf(k + 1) / pmf(k) = (n - k) p / ((k + 1) (1 - p)) falls as k grows, at most its value r
+    at k1."""
     if k1 > n:
         return -math.inf
-    r = (n - k1) * p / ((k1 + 1.0) * (1.0 - p))
-    if r >= 1.0:
-        return 0.0
-    return float(_log_binom_pmf(np.array([k1]), n, p)[0]) - math.log1p(-r)
+    log_r = math.log(n - k1) - math.log(k1 + 1.0) + log_p - log_q if k1 < n else -math.inf
+    return _log_geometric_tail(float(_log_binom_pmf(np.array([k1]), n, log_p, log_q)[0]), log_r)
 
 
 @dataclass(frozen=True)
@@ -156,7 +176,7 @@ class CloneReduction:
             raise ValueError(
                 f"participants must be at most n={self.n}, got {self.participants}")
         self.variant = variant
-        self.p = clone_probability(self.eps0, variant)
+        self.log_p, self.log_q = clone_log_probabilities(self.eps0, variant)
         self.w = math.exp(self.eps0) / (math.exp(self.eps0) + 1.0)
         # 1 - w in its own right: as a difference it is 0 in floating point above eps0 ~ 37,
         # where the least likely outcome would then get probability 0 (and a divergence inf)
@@ -177,16 +197,16 @@ class CloneReduction:
         smallest c overstates it by about its relative width, which matters below the mean
         (large divergences, weighted heavily at high orders) and not above it.
         """
-        p = self.p
-        mu = trials * p
-        sigma = math.sqrt(max(mu * (1.0 - p), 1e-300))
+        logs = self.log_p, self.log_q
+        mu = trials * math.exp(self.log_p)
+        sigma = math.sqrt(max(mu * math.exp(self.log_q), 1e-300))
         t = math.sqrt(2.0 * self._budget())
         c_lo = max(0, math.floor(mu - t * sigma - 1))
         c_hi = min(trials, math.ceil(mu + t * sigma + 1))
         if trials <= FULL_K_LIMIT:
             c_lo, c_hi = 0, trials
         # The upper tail of a binomial with a small mean is heavier than the Gaussian's.
-        while c_hi < trials and _log_upper_tail(c_hi + 1, trials, p) > -self._budget():
+        while c_hi < trials and _log_upper_tail(c_hi + 1, trials, *logs) > -self._budget():
             c_hi = min(trials, c_hi + max(1, c_hi // 4))
         near_hi = min(c_hi, math.ceil(mu + 8.0 * sigma))
         starts: list[int] = []
@@ -241,11 +261,12 @@ class CloneReduction:
 
     def _unsampled_slices(self) -> list[_Slice]:
         """C ~ Binomial(n - 1, p); bins charged at their smallest c (monotone in c)."""
-        big_n, p = self.n - 1, self.p
+        big_n, logs = self.n - 1, (self.log_p, self.log_q)
         edges, c_lo, c_hi = self._bin_edges(big_n)
-        log_low = _log_lower_tail(c_lo - 1, big_n, p) if c_lo > 0 else -math.inf
-        log_high = _log_upper_tail(c_hi + 1, big_n, p) if c_hi < big_n else -math.inf
-        log_mass = self._bin_masses(_log_binom_pmf(np.arange(c_lo, c_hi + 1), big_n, p), edges)
+        log_low = _log_lower_tail(c_lo - 1, big_n, *logs) if c_lo > 0 else -math.inf
+        log_high = _log_upper_tail(c_hi + 1, big_n, *logs) if c_hi < big_n else -math.inf
+        log_mass = self._bin_masses(
+            _log_binom_pmf(np.arange(c_lo, c_hi + 1), big_n, *logs), edges)
         slices = []
         if log_low > -math.inf:
             slices.append(self._slice(1, log_low))  # charged at c = 0, the largest divergence
@@ -263,26 +284,26 @@ class CloneReduction:
         Below the window T is charged at the largest divergence (c = 0); above it at the
         window's end with pi = 1 (heavier than Gaussian there when the mean is small).
         """
-        m, p = self.participants, self.p
+        m, logs = self.participants, (self.log_p, self.log_q)
         eta = m / self.n
         edges, t_lo, t_hi = self._bin_edges(m)
         t = np.arange(t_lo, t_hi + 1)
-        absent = np.log1p(-eta) + _log_binom_pmf(t, m, p)
+        absent = np.log1p(-eta) + _log_binom_pmf(t, m, *logs)
         present = np.full(t.shape, -np.inf)
         ok = t >= 1
-        present[ok] = math.log(eta) + _log_binom_pmf(t[ok] - 1, m - 1, p)
+        present[ok] = math.log(eta) + _log_binom_pmf(t[ok] - 1, m - 1, *logs)
         log_w = np.logaddexp(absent, present)
         log_pi = present - log_w  # non-decreasing in t
         log_low = -math.inf
         if t_lo > 0:
             log_low = float(np.logaddexp(
-                math.log1p(-eta) + _log_lower_tail(t_lo - 1, m, p),
-                math.log(eta) + _log_lower_tail(t_lo - 2, m - 1, p)))
+                math.log1p(-eta) + _log_lower_tail(t_lo - 1, m, *logs),
+                math.log(eta) + _log_lower_tail(t_lo - 2, m - 1, *logs)))
         log_high = -math.inf
         if t_hi < m:
             log_high = float(np.logaddexp(
-                math.log1p(-eta) + _log_upper_tail(t_hi + 1, m, p),
-                math.log(eta) + _log_upper_tail(t_hi, m - 1, p)))
+                math.log1p(-eta) + _log_upper_tail(t_hi + 1, m, *logs),
+                math.log(eta) + _log_upper_tail(t_hi, m - 1, *logs)))
         log_mass = self._bin_masses(log_w, edges)
         slices = []
         if log_low > -math.inf:

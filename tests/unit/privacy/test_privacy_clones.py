@@ -10,10 +10,15 @@ import pytest
 from scipy.stats import binom
 
 from fedhh.privacy import clones
-from fedhh.privacy.clones import FMT21, FMT23, CloneReduction, clone_probability
+from fedhh.privacy.clones import FMT21, FMT23, CloneReduction, clone_log_probabilities
 from fedhh.privacy.shuffle import closed_form_epsilon
 
 ORDERS = np.array([1.5, 2.0, 3.0, 8.0, 20.0])
+
+
+def paper_clone_probability(eps0: float, variant: str) -> float:
+    """p as the papers write it: e^-eps0 (FMT21 Section 3), 2/(e^eps0 + 1) (FMT23 Lemma 3.5)."""
+    return math.exp(-eps0) if variant == FMT21 else 2 / (math.exp(eps0) + 1)
 
 
 def brute_force_pq(eps0: float, n: int, p: float) -> tuple[np.ndarray, np.ndarray]:
@@ -35,7 +40,7 @@ def brute_force_pq(eps0: float, n: int, p: float) -> tuple[np.ndarray, np.ndarra
     ("eps0", "n", "variant"), [(1.0, 6, FMT21), (2.5, 9, FMT23), (0.3, 4, FMT21)]
 )
 def test_matches_brute_force(eps0: float, n: int, variant: str) -> None:
-    pm, qm = brute_force_pq(eps0, n, clone_probability(eps0, variant))
+    pm, qm = brute_force_pq(eps0, n, paper_clone_probability(eps0, variant))
     keep = qm > 0
     red = CloneReduction(eps0, n, variant)
     for a in ORDERS:
@@ -128,7 +133,7 @@ def brute_force_sampled(eps0: float, n: int, m: int, p: float) -> tuple[np.ndarr
 
 @pytest.mark.parametrize(("eps0", "n", "m"), [(1.0, 9, 4), (2.5, 12, 11), (0.5, 6, 2)])
 def test_sampled_reduction_matches_brute_force(eps0: float, n: int, m: int) -> None:
-    pm, qm = brute_force_sampled(eps0, n, m, clone_probability(eps0, FMT21))
+    pm, qm = brute_force_sampled(eps0, n, m, paper_clone_probability(eps0, FMT21))
     keep = qm > 0
     red = CloneReduction(eps0, n, FMT21, participants=m)
     for a in ORDERS:
@@ -165,3 +170,36 @@ def test_far_bins_below_the_mean_are_fine(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(clones, "BIN_NEAR", clones.BIN_NEAR / 5)
     finest = CloneReduction(10.0, 10_000_000, FMT21, 48.0).rdp(a)
     assert np.all(finest <= ours * (1 + 1e-9)) and np.all(ours <= finest * 1.005)
+
+
+@pytest.mark.parametrize("variant", [FMT21, FMT23])
+@pytest.mark.parametrize("eps0", [0.3, 2.5, 12.0])
+def test_clone_log_probabilities_are_the_papers(eps0: float, variant: str) -> None:
+    log_p, log_q = clone_log_probabilities(eps0, variant)
+    p = paper_clone_probability(eps0, variant)
+    assert log_p == pytest.approx(math.log(p), rel=1e-14)
+    assert log_q == pytest.approx(math.log1p(-p), rel=1e-12)
+
+
+def test_clone_log_probabilities_stay_exact_when_p_rounds_to_one() -> None:
+    # 1 - e^-eps0 = eps0 (1 - eps0/2 + ...) and (e^eps0 - 1)/(e^eps0 + 1) = eps0/2 (1 - ...):
+    # at eps0 = 1e-20 the logs are ln(1e-20) = -20 ln 10 and ln(5e-21), where 1 - p is 0 in
+    # floating point
+    assert paper_clone_probability(1e-20, FMT21) == 1.0
+    assert clone_log_probabilities(1e-20, FMT21) == (-1e-20, pytest.approx(-20 * math.log(10)))
+    log_p, log_q = clone_log_probabilities(1e-20, FMT23)
+    assert log_p == pytest.approx(-5e-21, abs=1e-30) and log_q == pytest.approx(math.log(5e-21))
+
+
+@pytest.mark.parametrize("variant", [FMT21, FMT23])
+@pytest.mark.parametrize("eps0", [1e-20, 1e-300, 5e-324])
+@pytest.mark.parametrize("participants", [None, 500])
+def test_tiny_eps0_is_answered_within_eps0(eps0: float, variant: str,
+                                           participants: int | None) -> None:
+    # eps0 below ~1.1e-16 made p = e^-eps0 round to 1 and log(1 - p) fail (math domain error);
+    # the shuffled output is eps0-DP in any case (post-processing), so every bound is <= eps0
+    red = CloneReduction(eps0, 1000, variant, participants=participants)
+    assert 0.0 <= red.epsilon(1e-6) <= eps0
+    assert red.delta(0.0) <= 1e-6
+    rdp = red.rdp(ORDERS)
+    assert np.all((rdp >= 0.0) & (rdp <= eps0))
