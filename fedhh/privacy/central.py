@@ -46,7 +46,10 @@ above ``MAX_MULTIPLIER`` is refused as unusable (a tiny eps_agg with a tiny delt
 searches are bounded: the multiplier stays in [1e-6, MAX_MULTIPLIER] (Laplace) and
 [1e-3, MAX_MULTIPLIER] (Gaussian), whose lower ends are infeasible at every eps_agg <= 709 (each
 function's docstring says why), and the PLD route's discretization interval grows with eps_agg
-(``_pld_interval``), so one evaluation costs about the same at every eps_agg.
+(``_pld_interval``), so one evaluation costs about the same at every eps_agg. The PLD route
+reads a multiplier below 1 / ``PLD_LOSS_MAX`` = 1/700 as infeasible: dp_accounting cannot build
+the PLD of a mechanism whose loss exceeds ~740 (``_pld_laplace_epsilon``); at one round and
+eps_agg in (700, 709] the KOV route answers, b = sensitivity / eps_agg.
 """
 
 from __future__ import annotations
@@ -86,6 +89,9 @@ class CentralCalibration:
 EPS_AGG_MAX = 709.0  # e^eps_agg must be a finite double (module docstring, Limits)
 MAX_MULTIPLIER = 1e9  # noise / sensitivity per round above which a calibration is refused
 PLD_INTERVAL = 1e-4  # the PLD route's loss discretization at eps_agg <= 1 (dp_accounting's)
+# The PLD route's largest loss of one mechanism, 1 / multiplier: e^700 and e^-700 are normal
+# doubles (``_pld_laplace_epsilon``).
+PLD_LOSS_MAX = 700.0
 
 
 def check_eps_agg(eps_agg: float) -> float:
@@ -164,14 +170,23 @@ def _pld_laplace_epsilon(multiplier: float, compositions: int, delta: float,
                          interval: float = PLD_INTERVAL) -> float:
     """eps at ``delta`` of ``compositions`` scalar Laplace mechanisms of scale ``multiplier``
     and sensitivity 1 (dp_accounting's pessimistic PLD at discretization ``interval``; module
-    docstring, the PLD route).
+    docstring, the PLD route); inf (infeasible) when one mechanism's loss 1/multiplier exceeds
+    ``PLD_LOSS_MAX``.
 
-    Losses near 709 (eps_agg above ~350) make dp_accounting's ratio of masses overflow to inf
-    (it divides by e^-loss); it then reads epsilon as inf, i.e. that multiplier as infeasible,
-    the safe side, so the overflow is silenced rather than reported."""
+    Composed losses near 709 (eps_agg above ~350) make dp_accounting's ratio of masses overflow
+    to inf (it divides by e^-loss); it then reads epsilon as inf, i.e. that multiplier as
+    infeasible, the safe side, so the overflow is silenced rather than reported. A single
+    mechanism's loss above ~740 is worse: e^-loss underflows and building its PLD fails
+    ("deltas are not in non-increasing order", met from 740.6 on at every interval eps_agg
+    <= 709 uses). Such multipliers are read as infeasible before dp_accounting sees them: any
+    feasible multiplier the search keeps is still a valid bound, the route then answers at
+    least 1 / ``PLD_LOSS_MAX``, and the RDP and KOV routes (b = 1 / eps_agg at one round)
+    answer above it."""
     import numpy as np
     from dp_accounting.pld import privacy_loss_distribution
 
+    if 1.0 / multiplier > PLD_LOSS_MAX:
+        return math.inf
     one = privacy_loss_distribution.from_laplace_mechanism(
         multiplier, sensitivity=1.0, pessimistic_estimate=True,
         value_discretization_interval=interval)

@@ -11,7 +11,15 @@ from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from fedhh.privacy import central_gaussian_sigma, central_laplace_scale
-from fedhh.privacy.central import gaussian_calibration, gaussian_delta, laplace_calibration
+from fedhh.privacy.central import (
+    EPS_AGG_MAX,
+    PLD_LOSS_MAX,
+    _pld_interval,
+    _pld_laplace_epsilon,
+    gaussian_calibration,
+    gaussian_delta,
+    laplace_calibration,
+)
 from fedhh.privacy.composition import ORDERS, rdp_to_dp
 
 
@@ -138,3 +146,20 @@ def test_dp_accounting_gaussian_rdp_is_mironov() -> None:
     eps_lib = acc.get_epsilon(1e-6)
     own = rdp_to_dp([2.0, 8.0], [5 * 2 / 18, 5 * 8 / 18], 1e-6).epsilon
     assert eps_lib == pytest.approx(own, rel=1e-12)
+
+
+def test_pld_route_reads_a_loss_beyond_its_range_as_infeasible() -> None:
+    # the multiplier the search met at eps_agg = 700, T = 1: one mechanism's loss 744, where
+    # dp_accounting failed with "deltas are not in non-increasing order"
+    interval = _pld_interval(700.0)
+    assert math.isinf(_pld_laplace_epsilon(0.0013437720947265626, 1, 1e-6, interval))
+    assert _pld_laplace_epsilon(1.0 / PLD_LOSS_MAX, 1, 1e-6, interval) <= PLD_LOSS_MAX + 0.1
+
+
+@pytest.mark.parametrize("eps_agg", [700.0, EPS_AGG_MAX])
+def test_laplace_near_the_largest_eps_agg(eps_agg: float) -> None:
+    # one round: b = sensitivity / eps_agg is eps_agg-DP (Dwork & Roth 2014, Theorem 3.6),
+    # KOV's basic-composition term; the PLD route cannot go below 1 / PLD_LOSS_MAX
+    cal = laplace_calibration(eps_agg, 1e-6, 1, 1.0)
+    assert cal.noise_scale == pytest.approx(1.0 / eps_agg, rel=1e-12)
+    assert cal.pld_noise_scale >= 1.0 / PLD_LOSS_MAX
