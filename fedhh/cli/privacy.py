@@ -67,6 +67,10 @@ def _number(check: Callable[[float], bool], what: str) -> Callable[[str], float]
     return parse
 
 
+# inf passes "> 0": the wording says finite too (``_number`` refuses every non-finite value).
+_positive = _number(lambda x: x > 0, "positive and finite")
+
+
 def _integer(minimum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
@@ -93,7 +97,7 @@ def register(subparsers: Any) -> None:
              "aggregate epsilon of a given local epsilon)",
     )  # fmt: skip
     parser.add_argument(
-        "--eps-agg", type=_number(lambda x: x > 0, "positive"),
+        "--eps-agg", type=_positive,
         help="aggregate epsilon target (every form but amplify)",
     )  # fmt: skip
     parser.add_argument(
@@ -123,7 +127,7 @@ def register(subparsers: Any) -> None:
     )  # fmt: skip
     parser.add_argument("--theta", type=_integer(1), help="threshold of TrieHH/TrieHH++")
     parser.add_argument(
-        "--sensitivity", type=_number(lambda x: x > 0, "positive"), default=1.0,
+        "--sensitivity", type=_positive, default=1.0,
         help="L2 (Gaussian) or L1 (Laplace) sensitivity of each round's sum",
     )  # fmt: skip
     parser.add_argument(

@@ -178,11 +178,8 @@ def _solve(eps_agg: float, delta: float, rounds: int, num_devices: int, sampling
         while True:
             x = hi - step if hi - step > floor + 0.25 * (hi - floor) else floor + 0.5 * (hi - floor)
             if x - floor < TOLERANCE:
-                raise PrivacyError(
-                    f"no eps_local >= {TOLERANCE} meets eps_agg={eps_agg}, delta={delta} over "
-                    f"{rounds} rounds among {num_devices} devices (sampling rate "
-                    f"{sampling_rate})"
-                )
+                raise _below_resolution(eps_agg, delta, rounds, num_devices, sampling_rate,
+                                        floor, hi)
             if gap(x) <= 0:
                 lo = x
                 break
@@ -217,6 +214,29 @@ def _solve(eps_agg: float, delta: float, rounds: int, num_devices: int, sampling
             else:
                 hi, f_hi = mid, gap(mid)
     return _solution(lo, evaluate(lo), eps_agg, len(cache), ())
+
+
+def _below_resolution(eps_agg: float, delta: float, rounds: int, num_devices: int,
+                      sampling_rate: float, floor: float, smallest: float) -> PrivacyError:
+    """The error of a target that every eps_local tried, down to ``smallest``, exceeds, when
+    the next try would fall within ``TOLERANCE`` of ``floor`` (where a round's epsilon is 0).
+
+    Without an allocation (floor 0) no target eps_agg > 0 is out of reach: T rounds of
+    eps-LDP reports are (T eps, 0)-DP (basic composition, Dwork & Roth 2014, Theorem 3.16), so
+    eps_local = eps_agg / T meets it; it is below the solver's resolution, not impossible."""
+    setting = (f"eps_agg={eps_agg:g}, delta={delta:g} over {rounds} rounds among "
+               f"{num_devices} devices (sampling rate {sampling_rate:g})")
+    if floor > 0:
+        return PrivacyError(
+            f"no eps_local tried, down to {smallest:.4g}, meets {setting} under this per-round "
+            f"allocation, and the solver resolves eps_local to {TOLERANCE:g} above "
+            f"{floor:.4g}, where the allocation's smallest round gets epsilon 0: raise eps_agg "
+            f"or narrow the allocation")
+    return PrivacyError(
+        f"{setting} needs an eps_local below {smallest:.4g} (the smallest tried), at the "
+        f"solver's resolution of {TOLERANCE:g}; basic composition meets it at eps_local = "
+        f"eps_agg / rounds = {eps_agg / rounds:.4g} (check any value with `fedhh privacy "
+        f"amplify --eps-local`), or raise eps_agg")
 
 
 def _solution(

@@ -93,6 +93,16 @@ def test_variants(argv: list[str], key: str, capsys: pytest.CaptureFixture[str])
     ("argv", "fragment"),
     [
         (["--eps-agg", "0", "--delta", "1e-6", "--rounds", "4", "--devices", "10"], "--eps-agg"),
+        (["--eps-agg", "inf", "--delta", "1e-6", "--rounds", "4", "--devices", "10"],
+         "--eps-agg: must be positive and finite, got inf"),
+        (["--eps-agg", "nan", "--delta", "1e-6", "--rounds", "4", "--devices", "10"],
+         "--eps-agg: must be positive and finite, got nan"),
+        (["central-laplace", *BASE, "--sensitivity", "inf"],
+         "--sensitivity: must be positive and finite, got inf"),
+        (["--eps-agg", "0.01", "--delta", "1e-6", "--rounds", "16", "--devices", "10",
+          "--privacy-method", "clones"], "below 0.001953 (the smallest tried), at the solver's "
+         "resolution of 0.001; basic composition meets it at eps_local = eps_agg / rounds = "
+         "0.000625"),
         (["--eps-agg", "1", "--delta", "1", "--rounds", "4", "--devices", "10"], "--delta"),
         (["--eps-agg", "1", "--delta", "1e-6", "--rounds", "0", "--devices", "10"], "--rounds"),
         (["--eps-agg", "1", "--delta", "1e-6", "--rounds", "2", "--devices", "1"], "--devices"),
@@ -115,6 +125,22 @@ def test_errors_are_one_line_exit_2(
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and fragment in err
+
+
+@pytest.mark.parametrize("eps_local", ["1e-20", "1e-300", "1e-9"])
+def test_amplify_answers_a_tiny_eps_local(eps_local: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # 1e-20 and 1e-300 ended in a math domain error (the clone probability rounded to 1);
+    # 1e-9 was flagged "not eps_local-DP" by a float check with a tolerance
+    argv = ["privacy", "amplify", "--eps-local", eps_local, "--delta", "1e-6", "--rounds", "4",
+            "--devices", "1000", "--json"]
+    assert run(argv) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert [r["method"] for r in results] == ["sum", "clones", "paper", "closed-form"]
+    for r in results:
+        assert 0.0 <= r["eps_agg"] <= 4 * float(eps_local)
+        assert r["conditions_verified"] is (r["method"] != "paper")
+        assert not any("not eps_local-DP" in note for note in r["notes"])
 
 
 def test_privacy_cli_imports_no_accounting_until_asked() -> None:

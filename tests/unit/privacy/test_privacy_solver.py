@@ -4,6 +4,7 @@ speed, method flags."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from scipy.stats import binom
 from fedhh.device import RandomizedResponse
 from fedhh.errors import PrivacyError
 from fedhh.privacy import aggregate_epsilon, solve_local_epsilon
-from fedhh.privacy.solver import TOLERANCE
+from fedhh.privacy.solver import TOLERANCE, solve_allocation
 
 N = 200_000
 
@@ -149,3 +150,20 @@ def test_tiny_population_still_solves_or_explains() -> None:
     sol = solve_local_epsilon(1.0, 1e-6, 1, 2)
     assert sol.eps_local > 0
     assert sol.eps_agg_achieved <= 1.0
+
+
+def test_a_target_below_the_resolution_is_not_called_impossible() -> None:
+    # basic composition meets any eps_agg > 0 at eps_local = eps_agg / T, below the 1e-3 the
+    # solver resolves; the error says so instead of "no eps_local >= 0.001 meets"
+    with pytest.raises(PrivacyError, match=re.escape(
+            "solver's resolution of 0.001; basic composition meets it at eps_local = "
+            "eps_agg / rounds = 0.000625")):
+        solve_local_epsilon(0.01, 1e-6, 16, 10, method="clones")
+    assert aggregate_epsilon(0.01 / 16, 1e-6, 16, 10, method="clones").eps_agg <= 0.01
+
+
+def test_an_allocation_below_the_resolution_names_its_floor() -> None:
+    with pytest.raises(PrivacyError, match=re.escape(
+            "resolves eps_local to 0.001 above 0.6931, where the allocation's smallest round "
+            "gets epsilon 0")):
+        solve_allocation(0.01, 1e-6, [0.0, math.log(0.5)], 100)
