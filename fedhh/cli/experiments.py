@@ -55,11 +55,15 @@ import re
 import shlex
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedhh.cli import options
-from fedhh.experiments.cluster import RUN_MEMORY_GIB
+from fedhh.experiments.cluster import RUN_MEMORY_GIB, ClusterOptions, local_workers
 from fedhh.experiments.studies import STUDIES, STUDY_NAMES
+
+if TYPE_CHECKING:
+    from fedhh.experiments.runner import PlannedRun, ProgressCallback, Suite
+    from fedhh.experiments.store import RunRecord
 
 DEFAULT_DATASET = "synthetic-reddit"
 DEFAULT_OUT = "experiments-report"
@@ -140,15 +144,29 @@ def suite_command(args: argparse.Namespace) -> str:
     return shlex.join(argv)
 
 
+def run_on_dask(cluster: ClusterOptions, suite: Suite, missing: list[PlannedRun],
+                records: dict[str, RunRecord], progress: ProgressCallback, verbose: bool,
+                bar: Any) -> str:
+    """Compute the ``missing`` runs on Dask, adding them to ``records``; the workers in words."""
+    import logging
+
+    import distributed  # noqa: F401 - configures its loggers on import, before the next line
+
+    from fedhh.experiments.cluster import connect, describe, execute
+
+    # distributed logs every connection at INFO on a handler of its own; -v keeps them.
+    logging.getLogger("distributed").setLevel(logging.DEBUG if verbose else logging.WARNING)
+    with connect(cluster) as client:
+        workers = describe(client)
+        if bar is not None:
+            bar.write(f"experiments: {workers}", file=sys.stderr)
+        records.update(execute(suite, missing, client, progress))
+    return workers
+
+
 def run(args: argparse.Namespace) -> int:
     from fedhh.data.registry import cache_root
-    from fedhh.experiments.cluster import (
-        ClusterOptions,
-        connect,
-        describe,
-        execute,
-        local_workers,
-    )
+    from fedhh.experiments.populations import absolute
     from fedhh.experiments.report import study_results, write_report
     from fedhh.experiments.runner import ProgressEvent, Suite, result_records
     from fedhh.experiments.spec import SuiteSettings
@@ -167,7 +185,9 @@ def run(args: argparse.Namespace) -> int:
         studies = [get_study(args.study)]
     seeds = list(range(args.seeds))
     store = ResultStore(args.store or cache_root() / "experiments")
-    suite = Suite(SuiteSettings(args.dataset, args.eps_agg, args.delta), store)
+    # A worker resolves a relative path in its own directory, not in this one.
+    dataset = absolute(args.dataset) if cluster.distributed else args.dataset
+    suite = Suite(SuiteSettings(dataset, args.eps_agg, args.delta), store)
     plan = suite.plan(studies, seeds)
     if args.dry_run:
         stored = sum(store.has(r.key) for r in plan)
@@ -195,18 +215,12 @@ def run(args: argparse.Namespace) -> int:
 
     workers = "serial"
     if cluster.distributed:
-        import logging
-
-        import distributed  # noqa: F401 - configures its loggers on import, before the next line
-
-        # distributed logs every connection at INFO on a handler of its own; -v keeps them.
-        logging.getLogger("distributed").setLevel(logging.DEBUG if args.verbose
-                                                  else logging.WARNING)
-        with connect(cluster) as client:
-            workers = describe(client)
-            if bar is not None:
-                bar.write(f"experiments: {workers}", file=sys.stderr)
-            records = execute(suite, plan, client, progress)
+        # A finished suite only rewrites the report: it needs no cluster.
+        records, missing = suite.load_stored(plan, progress)
+        workers = "none (every run was stored)"
+        if missing:
+            workers = run_on_dask(cluster, suite, missing, records, progress,
+                                  args.verbose, bar)
     else:
         records = suite.execute(plan, progress)
     if bar is not None:

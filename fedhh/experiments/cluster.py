@@ -21,12 +21,18 @@ naming the workers, never a stored result computed by other code.
 
 Dask retries a run whose worker died on another worker; a run that raises is not stored (the
 next invocation retries it), the others go on and are stored, and the first error is raised
-when they are done. Ctrl-C (KeyboardInterrupt) cancels the pending runs and closes what was
-started here.
+when they are done. A lost scheduler ends the suite at once (``SchedulerLost``: what finished
+is stored). Ctrl-C (KeyboardInterrupt) cancels the pending runs and closes what was started
+here.
+
+``connect`` first asks the scheduler who it is, within ``CONNECT_S``: Dask's own client timeout
+bounds only the TCP connect, and a server that accepts but never speaks Dask (an HTTP server,
+the scheduler's dashboard port) would hold it for ever.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import hashlib
@@ -34,12 +40,13 @@ import logging
 import signal
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import fedhh
-from fedhh.errors import ConfigError, DatasetError
+from fedhh.errors import ConfigError, DatasetError, FedhhError
 from fedhh.experiments.runner import PlannedRun, ProgressCallback, ProgressEvent, Suite
 from fedhh.experiments.spec import SuiteSettings
 from fedhh.experiments.store import RunRecord
@@ -57,6 +64,12 @@ GIB = 1 << 30
 RUN_MEMORY_GIB = 4.0
 # What a LocalCluster leaves to the client and the rest of the machine.
 RESERVED_GIB = 2.0
+# How long a scheduler has to accept the connection and answer who it is.
+CONNECT_S = 30.0
+
+
+class SchedulerLost(FedhhError):
+    """The client lost its Dask scheduler during the suite; the runs that finished are stored."""
 
 
 @dataclass(frozen=True)
@@ -105,16 +118,74 @@ def local_workers(options: ClusterOptions) -> int:
     return max(1, min(cores, fits))
 
 
+def check_scheduler(address: str, timeout_s: float) -> None:
+    """ConfigError, naming ``address``, unless a Dask scheduler there answers who it is within
+    ``timeout_s`` (connection and Dask's handshake included)."""
+    from distributed.comm import connect as open_comm
+    from distributed.security import Security
+
+    arguments = Security().get_connection_args("client")
+    if address.startswith("tls://") and arguments.get("ssl_context") is None:
+        raise ConfigError(f"{address} is a TLS address, and this client has no TLS "
+                          "configuration: set Dask's distributed.comm.tls (ca-file, client.cert, "
+                          "client.key)")
+
+    async def identity() -> object:
+        comm = await open_comm(address, timeout=timeout_s, **arguments)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    try:
+        info = asyncio.run(asyncio.wait_for(identity(), timeout_s))
+    except TimeoutError:  # (before OSError: it is one)
+        raise ConfigError(f"{address} is not a Dask scheduler, or not answering: no Dask "
+                          f"reply within {timeout_s:g} s (a dashboard's port? a scheduler "
+                          "listens on 8786 by default, its dashboard on 8787)") from None
+    except OSError as error:
+        raise ConfigError(f"cannot reach the Dask scheduler {address}: "
+                          f"{' '.join(str(error).split())}") from None
+    except Exception as error:
+        # What a server that speaks another protocol makes of Dask's frames: anything from a
+        # closed stream to a MemoryError (its bytes read as a frame length of exabytes).
+        raise ConfigError(f"{address} is not a Dask scheduler: it answered in another "
+                          f"protocol ({type(error).__name__})") from None
+    kind = info.get("type") if isinstance(info, dict) else None
+    if kind != "Scheduler":
+        raise ConfigError(f"{address} is not a Dask scheduler but a Dask {kind or 'server'}")
+
+
+@contextlib.contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    level = logging.getLogger(logger).level
+    logging.getLogger(logger).setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.getLogger(logger).setLevel(level)
+
+
 @contextlib.contextmanager
 def connect(options: ClusterOptions) -> Iterator[Client]:
-    """A client of the scheduler named, or of a LocalCluster started here (and closed on exit,
-    its worker processes with it)."""
+    """A client of the scheduler named (ConfigError unless it answers as one within
+    ``CONNECT_S``), or of a LocalCluster started here (and closed on exit, its worker processes
+    with it)."""
     import dask
     from distributed import Client, LocalCluster
 
     if options.scheduler is not None:
-        with Client(options.scheduler, timeout="30s") as client:
+        check_scheduler(options.scheduler, CONNECT_S)
+        client = Client(options.scheduler, timeout=f"{CONNECT_S}s")
+        try:
             yield client
+        finally:
+            # A client that lost its scheduler is still trying to reconnect; closing it
+            # cancels that attempt, which Dask logs with its traceback (SchedulerLost said it).
+            lost = client.status != "running"
+            with _quiet("distributed.client") if lost else contextlib.nullcontext():
+                client.close()
         return
     workers = local_workers(options)
     # 127.0.0.1 and ports chosen by the OS: nothing listens beyond this machine. No dashboard
@@ -162,17 +233,29 @@ def _worker_code() -> tuple[str, str]:
     return fedhh.__version__, code_fingerprint()
 
 
+def _error_line(error: BaseException) -> str:
+    """A worker's error in one line (Dask wraps one it could not send back as a plain
+    Exception whose text is the original's repr, which names its type)."""
+    text = " ".join(str(error).split())
+    return text if type(error) is Exception else f"{type(error).__name__}: {text}"
+
+
 def check_workers(client: Client) -> None:
-    """Refuse workers whose fedhh is not the client's (``code_fingerprint``), naming them; warn
-    of workers whose memory limit is below what a run over the default dataset may need."""
+    """Refuse workers whose fedhh is not the client's (``code_fingerprint``), or that cannot
+    load it, naming them; warn of workers whose memory limit is below what a run over the
+    default dataset may need."""
     mine = code_fingerprint()
-    found: dict[str, tuple[str, str]] = client.run(_worker_code)
-    others = {address: code for address, code in found.items() if code[1] != mine}
+    found: dict[str, tuple[str, str] | BaseException] = client.run(_worker_code,
+                                                                    on_error="return")
+    others = {address: (f"cannot load fedhh: {_error_line(code)}"
+                        if isinstance(code, BaseException)
+                        else f"fedhh {code[0]}, code {code[1][:12]}")
+              for address, code in found.items()
+              if isinstance(code, BaseException) or code[1] != mine}
     if others:
-        listed = ", ".join(f"{address} (fedhh {version}, code {fingerprint[:12]})"
-                           for address, (version, fingerprint) in sorted(others.items()))
-        raise ConfigError(f"{len(others)} of {len(found)} Dask workers run other fedhh code "
-                          f"than this client (fedhh {fedhh.__version__}, code {mine[:12]}): "
+        listed = ", ".join(f"{address} ({what})" for address, what in sorted(others.items()))
+        raise ConfigError(f"{len(others)} of {len(found)} Dask workers do not run this "
+                          f"client's fedhh (fedhh {fedhh.__version__}, code {mine[:12]}): "
                           f"{listed}; install the same fedhh on every worker")
     workers = client.scheduler_info(n_workers=-1)["workers"]
     small = sorted(address for address, w in workers.items()
@@ -199,56 +282,59 @@ def describe(client: Client) -> str:
 _SUITES: dict[SuiteSettings, Suite] = {}
 
 
+def _this_worker() -> str:
+    """This Dask worker's address, for the errors a run raises on it."""
+    from distributed import get_worker
+
+    try:
+        return f"worker {get_worker().address}"
+    except ValueError:  # not in a worker (a test calls compute_run directly)
+        return "this worker"
+
+
 def compute_run(settings: SuiteSettings, run: PlannedRun, identity: dict[str, Any],
                 code: str) -> RunRecord:
     """One run, on a worker whose fedhh is the client's (``code``: the client's
     ``code_fingerprint``): its suite's dataset opened from this machine's cache (once per
-    worker process) and checked against the client's identity of it."""
+    worker process) and checked against the client's identity of it. The errors name the
+    worker."""
     if code != code_fingerprint():
-        raise ConfigError(f"this worker runs other fedhh code (fedhh {fedhh.__version__}, code "
-                          f"{code_fingerprint()[:12]}) than the client (code {code[:12]}): "
+        raise ConfigError(f"{_this_worker()} runs other fedhh code (fedhh {fedhh.__version__}, "
+                          f"code {code_fingerprint()[:12]}) than the client (code {code[:12]}): "
                           "install the same fedhh on every worker")
-    suite = _SUITES.get(settings)
-    if suite is None:
-        _SUITES.clear()  # one suite per worker: its dataset and caches, no older ones
-        suite = _SUITES[settings] = Suite(settings, None, max_populations=1)
-    found = suite.data(run.dataset or settings.dataset).identity
+    name = run.dataset or settings.dataset
+    try:
+        suite = _SUITES.get(settings)
+        if suite is None:
+            _SUITES.clear()  # one suite per worker: its dataset and caches, no older ones
+            suite = _SUITES[settings] = Suite(settings, None, max_populations=1)
+        found = suite.data(name).identity
+    except DatasetError as error:
+        raise DatasetError(f"on {_this_worker()}: {error}") from error
     if found != identity:
-        raise DatasetError(f"dataset {run.dataset!r} on this worker is {found}, the client "
+        raise DatasetError(f"dataset {name!r} on {_this_worker()} is {found}, the client "
                            f"planned with {identity}: the name or path must give the same "
                            "dataset on every machine")
     return suite.compute(run)
 
 
-def execute(suite: Suite, plan: Sequence[PlannedRun], client: Client,
+def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
             progress: ProgressCallback | None = None) -> dict[str, RunRecord]:
-    """Load the stored runs of ``plan``, compute the others on the client's workers and store
-    each as it finishes (progress: ``cached`` and ``done`` events, the latter for a whole run);
-    the records by key. Counts ``suite.computed`` and ``suite.reused`` as ``Suite.execute``."""
+    """Compute ``runs`` (those ``Suite.load_stored`` found missing) on the client's workers and
+    store each as it finishes (progress: a ``done`` event for a whole run, counted in
+    ``suite.computed``); the records by key. SchedulerLost when the scheduler goes away."""
     from distributed import as_completed
 
-    store = suite.store
-    if store is None:
-        raise ConfigError("the client's suite needs a result store")
+    store = suite.require_store()
     records: dict[str, RunRecord] = {}
-    missing: list[PlannedRun] = []
-    for run in plan:
-        record = store.load(run.key)
-        if record is None:
-            missing.append(run)
-            continue
-        records[run.key] = record
-        suite.reused += 1
-        if progress is not None:
-            progress(ProgressEvent("cached", run, run.total_rounds))
-    if not missing:
+    if not runs:
         return records
     check_workers(client)
     futures = {
         client.submit(compute_run, suite.settings, run,
                       suite.data(run.dataset or suite.settings.dataset).identity,
                       code_fingerprint(), key=f"fedhh-run-{run.key}"): run
-        for run in missing
+        for run in runs
     }
     pending = set(futures)
     failed: list[tuple[PlannedRun, Exception]] = []
@@ -259,6 +345,14 @@ def execute(suite: Suite, plan: Sequence[PlannedRun], client: Client,
             try:
                 record = future.result()
             except Exception as error:
+                if isinstance(error, CancelledError) and client.status != "running":
+                    # Dask cancels every pending run when the scheduler connection drops.
+                    address = getattr(client.scheduler, "address", "")
+                    raise SchedulerLost(
+                        f"lost the Dask scheduler {address}: {len(records)} of "
+                        f"the {len(runs)} runs sent finished and are stored; run the same "
+                        f"command again to compute the other {len(runs) - len(records)}"
+                    ) from None
                 log.error("%s / %s / seed %d failed: %r", run.study, run.label, run.seed, error)
                 failed.append((run, error))
                 continue
@@ -271,16 +365,19 @@ def execute(suite: Suite, plan: Sequence[PlannedRun], client: Client,
             log.info("%s / %s / seed %d: %.1f s", run.study, run.label, run.seed, wall)
             if progress is not None:
                 progress(ProgressEvent("done", run, run.total_rounds, wall))
+    except SchedulerLost:
+        raise  # nothing to cancel: the scheduler that held the runs is gone
     except BaseException:
         client.cancel(list(pending), force=True)
         raise
     if failed:
         names = ", ".join(f"{r.study} / {r.label} / seed {r.seed}" for r, _ in failed)
         log.error("%d of %d runs failed (not stored; the next invocation retries them): %s",
-                  len(failed), len(missing), names)
+                  len(failed), len(runs), names)
         raise failed[0][1]
     return records
 
 
-__all__ = ["RUN_MEMORY_GIB", "ClusterOptions", "check_workers", "code_fingerprint",
-           "compute_run", "connect", "execute", "local_workers"]
+__all__ = ["CONNECT_S", "RUN_MEMORY_GIB", "ClusterOptions", "SchedulerLost", "check_scheduler",
+           "check_workers", "code_fingerprint", "compute_run", "connect", "execute",
+           "local_workers"]

@@ -39,6 +39,7 @@ name, a dataset as ``fedhh.data.registry.resolve_dataset`` does.
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 from collections.abc import Callable
@@ -192,8 +193,21 @@ def _built(target: Path, words: Callable[[], WeightedStrings], users: int, token
     return target
 
 
+# The populations resolve() opens by name, before any path of that name.
+NAMED = ("dev-reddit-400k", "dev-reddit-full", "heldout-spanish", "dev-english-iid",
+         "mixed-kinds")
+
+
+def absolute(name: str) -> str:
+    """``name`` as a process in another directory (a Dask worker) resolves it to the dataset
+    this one does: a relative path that exists here made absolute, anything else as it is."""
+    if name in NAMED or os.path.isabs(name) or not os.path.exists(name):
+        return name
+    return os.path.abspath(name)
+
+
 def resolve(name: str, *, progress: bool = False) -> FederatedDataset:
-    """A population of the utility studies by name, or any dataset name or path."""
+    """A population of the utility studies by name (``NAMED``), or any dataset name or path."""
     from fedhh.data.registry import builtin_path, cache_root, resolve_dataset
 
     if name in ("dev-reddit-400k", "dev-reddit-full"):

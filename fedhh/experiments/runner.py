@@ -175,11 +175,35 @@ class Suite:
 
     def execute(self, plan: Sequence[PlannedRun],
                 progress: ProgressCallback | None = None) -> dict[str, RunRecord]:
-        """Load or compute every planned run; returns the records by key."""
+        """Load or compute every planned run; returns the records by key, in plan order."""
+        records, missing = self.load_stored(plan, progress)
+        for run in missing:
+            records[run.key] = self._compute_and_store(run, progress)
+        return {run.key: records[run.key] for run in plan}
+
+    def load_stored(self, plan: Sequence[PlannedRun], progress: ProgressCallback | None = None
+                    ) -> tuple[dict[str, RunRecord], list[PlannedRun]]:
+        """The stored records of ``plan`` by key (``cached`` events, counted in ``reused``)
+        and the runs the store lacks (or cannot read), in plan order."""
+        store = self.require_store()
         records: dict[str, RunRecord] = {}
+        missing: list[PlannedRun] = []
         for run in plan:
-            records[run.key] = self._load_or_compute(run, progress)
-        return records
+            record = store.load(run.key)
+            if record is None:
+                missing.append(run)
+                continue
+            records[run.key] = record
+            self.reused += 1
+            if progress is not None:
+                progress(ProgressEvent("cached", run, run.total_rounds))
+        return records, missing
+
+    def require_store(self) -> ResultStore:
+        """The suite's result store; ConfigError for a suite that only computes (a worker's)."""
+        if self.store is None:
+            raise ConfigError("this suite has no result store: it only computes runs")
+        return self.store
 
     def _population(self, config: RunConfig, data: SuiteData) -> Population | None:
         if not self.reuse_populations:
@@ -197,21 +221,13 @@ class Suite:
         self._populations[key] = population
         return population
 
-    def _load_or_compute(self, run: PlannedRun, progress: ProgressCallback | None
-                         ) -> RunRecord:
-        if self.store is None:
-            raise ConfigError("this suite has no result store: it only computes runs")
-        record = self.store.load(run.key)
-        if record is not None:
-            self.reused += 1
-            if progress is not None:
-                progress(ProgressEvent("cached", run, run.total_rounds))
-            return record
+    def _compute_and_store(self, run: PlannedRun, progress: ProgressCallback | None
+                           ) -> RunRecord:
         if progress is not None:
             progress(ProgressEvent("started", run))
         started = time.perf_counter()
         record = self.compute(run, progress)
-        self.store.save(record)
+        self.require_store().save(record)
         self.computed += 1
         elapsed = time.perf_counter() - started
         log.info("%s / %s / seed %d: %.1f s", run.study, run.label, run.seed, elapsed)

@@ -6,15 +6,20 @@ client stores it); a second invocation submits nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
+import re
+import shutil
 import signal
+import socketserver
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +28,11 @@ import pytest
 
 from fedhh.cli.main import main
 from fedhh.data.dataset import FederatedDataset
-from fedhh.errors import ConfigError
+from fedhh.errors import ConfigError, DatasetError
 from fedhh.experiments import ProgressEvent, ResultStore, Suite, SuiteSettings, get_study
+from fedhh.experiments import cluster as cluster_module
 from fedhh.experiments.cluster import (
+    CONNECT_S,
     GIB,
     ClusterOptions,
     check_workers,
@@ -140,11 +147,12 @@ def test_local_cluster_is_refused_more_workers_than_the_memory_holds() -> None:
 class _Workers:
     """A client as ``check_workers`` reads it: each worker's fedhh and its memory limit."""
 
-    def __init__(self, codes: dict[str, tuple[str, str]], memory_gib: float) -> None:
+    def __init__(self, codes: dict[str, Any], memory_gib: float) -> None:
         self.codes = codes
         self.memory_gib = memory_gib
 
-    def run(self, function: Any) -> dict[str, tuple[str, str]]:
+    def run(self, function: Any, on_error: str = "raise") -> dict[str, tuple[str, str]]:
+        assert on_error == "return", "a worker's error would end check_workers unnamed"
         return self.codes
 
     def scheduler_info(self, n_workers: int) -> dict[str, Any]:
@@ -155,8 +163,8 @@ def test_workers_with_other_fedhh_code_are_refused_by_name(
         caplog: pytest.LogCaptureFixture) -> None:
     mine = ("0.1.0", code_fingerprint())
     other = ("0.1.0", "f" * 64)  # same version number, other code
-    with pytest.raises(ConfigError, match=r"1 of 2 Dask workers run other fedhh code .*"
-                       r"tcp://10\.0\.0\.2:1 \(fedhh 0\.1\.0, code ffffffffffff\)"):
+    with pytest.raises(ConfigError, match=r"1 of 2 Dask workers do not run this client's "
+                       r"fedhh .*tcp://10\.0\.0\.2:1 \(fedhh 0\.1\.0, code ffffffffffff\)"):
         check_workers(_Workers({"tcp://10.0.0.1:1": mine, "tcp://10.0.0.2:1": other},
                                8.0))  # type: ignore[arg-type]
     check_workers(_Workers({"tcp://10.0.0.1:1": mine}, 8.0))  # type: ignore[arg-type]
@@ -164,8 +172,21 @@ def test_workers_with_other_fedhh_code_are_refused_by_name(
     check_workers(_Workers({"tcp://10.0.0.1:1": mine}, 1.0))  # type: ignore[arg-type]
     assert "1 Dask workers have a memory limit under 4 GiB" in caplog.text
     # A worker that joins later is checked by each task it runs.
-    with pytest.raises(ConfigError, match="other fedhh code"):
+    with pytest.raises(ConfigError, match="this worker runs other fedhh code"):
         compute_run(None, None, {}, "0" * 64)  # type: ignore[arg-type]
+
+
+def test_workers_that_cannot_load_fedhh_are_refused_by_name() -> None:
+    # What client.run(on_error="return") gives for a worker whose Python lacks fedhh: the
+    # function, pickled by reference to fedhh, does not unpickle there.
+    lacking = Exception(repr(ModuleNotFoundError("No module named 'fedhh'")))
+    mine = ("0.1.0", code_fingerprint())
+    with pytest.raises(ConfigError, match=r"^1 of 2 Dask workers do not run this client's "
+                       r"fedhh .*: tcp://10\.0\.0\.2:1 \(cannot load fedhh: "
+                       r"ModuleNotFoundError\(\"No module named 'fedhh'\"\)\); install the same "
+                       r"fedhh on every worker$"):
+        check_workers(_Workers({"tcp://10.0.0.1:1": mine, "tcp://10.0.0.2:1": lacking},
+                               8.0))  # type: ignore[arg-type]
 
 
 def tasks(dask_scheduler: Any) -> int:
@@ -191,11 +212,12 @@ def test_interrupt_cancels_the_pending_runs_and_keeps_the_finished(
             time.sleep(0.05)
         assert client.run_on_scheduler(tasks) == 0
     assert suite.computed == 1
-    assert sum(suite.store.has(r.key) for r in plan) == 1
+    assert sum(suite.require_store().has(r.key) for r in plan) == 1
 
 
-def _dask(*argv: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "dask", *argv], env=env,
+def _dask(*argv: str, env: dict[str, str] | None = None, cwd: Path | None = None
+          ) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "dask", *argv], env=env, cwd=cwd,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
 
@@ -222,53 +244,85 @@ def _address(scheduler_file: Path, process: subprocess.Popen[bytes]) -> str:
     raise AssertionError(f"no scheduler file after {READY_S} s")
 
 
-@pytest.fixture
-def dask_pair(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
-    """A `dask scheduler` with two `dask worker` processes (one task at a time each): a victim,
-    whose runs never end (it touches the yielded file when one starts), and a healthy one."""
+@dataclass
+class Cluster:
+    """A `dask scheduler` and its `dask worker` processes (one task at a time each), started
+    in a directory of their own (``workers``); ``victim``, if any, never ends a run (it touches
+    ``started`` when one starts)."""
+
+    address: str
+    scheduler: subprocess.Popen[bytes]
+    workers: Path
+    victim: subprocess.Popen[bytes] | None
+    started: Path
+
+
+@contextlib.contextmanager
+def dask_cluster(tmp_path: Path, *, victim: bool) -> Iterator[Cluster]:
+    """A scheduler with a healthy worker, and a victim worker when asked."""
     from distributed import Client
 
     processes: list[subprocess.Popen[bytes]] = []
     env = {**os.environ, "FEDHH_CACHE": str(tmp_path / "cache")}
+    where = tmp_path / "workers"
+    where.mkdir()
     try:
         scheduler_file = tmp_path / "scheduler.json"
         processes.append(_dask("scheduler", "--host", "127.0.0.1", "--port", "0",
                                "--no-dashboard", "--scheduler-file", str(scheduler_file),
                                env=env))
         address = _address(scheduler_file, processes[0])
-        preload = tmp_path / "victim.py"
-        preload.write_text(VICTIM)
         started = tmp_path / "victim-started"
         worker = ["worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
                   "--host", "127.0.0.1"]
-        victim = _dask(*worker, "--name", "victim", "--preload", str(preload),
-                       env={**env, "FEDHH_TEST_STARTED": str(started)})
-        processes.append(victim)
-        processes.append(_dask(*worker, "--name", "healthy", env=env))
+        blocked = None
+        if victim:
+            preload = tmp_path / "victim.py"
+            preload.write_text(VICTIM)
+            blocked = _dask(*worker, "--name", "victim", "--preload", str(preload),
+                            env={**env, "FEDHH_TEST_STARTED": str(started)}, cwd=where)
+            processes.append(blocked)
+        processes.append(_dask(*worker, "--name", "healthy", env=env, cwd=where))
         with Client(address, timeout="30s") as client:
-            client.wait_for_workers(2, timeout=READY_S)
-        yield address, victim, started
+            client.wait_for_workers(len(processes) - 1, timeout=READY_S)
+        yield Cluster(address, processes[0], where, blocked, started)
     finally:
         for process in reversed(processes):
             _stop(process)
 
 
-Pair = tuple[str, subprocess.Popen[bytes], Path]
+@pytest.fixture
+def dask_pair(tmp_path: Path) -> Iterator[Cluster]:
+    """A scheduler with a victim worker and a healthy one."""
+    with dask_cluster(tmp_path, victim=True) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def dask_one(tmp_path: Path) -> Iterator[Cluster]:
+    """A scheduler with one healthy worker."""
+    with dask_cluster(tmp_path, victim=False) as cluster:
+        yield cluster
+
+
+def _wait_for(path: Path) -> None:
+    deadline = time.monotonic() + READY_S
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.exists(), f"no {path.name} after {READY_S} s"
 
 
 def test_killed_worker_loses_no_result_and_a_rerun_submits_nothing(
-        tiny_path: Path, serial: Path, tmp_path: Path, dask_pair: Pair,
+        tiny_path: Path, serial: Path, tmp_path: Path, dask_pair: Cluster,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    address, victim, started = dask_pair
+    address, victim, started = dask_pair.address, dask_pair.victim, dask_pair.started
+    assert victim is not None
     killed = threading.Event()
 
     def kill_the_victim_once_its_run_started() -> None:
-        deadline = time.monotonic() + READY_S
-        while not started.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if started.exists():
-            victim.kill()
-            killed.set()
+        _wait_for(started)
+        victim.kill()
+        killed.set()
 
     killer = threading.Thread(target=kill_the_victim_once_its_run_started, daemon=True)
     killer.start()
@@ -293,6 +347,149 @@ def test_killed_worker_loses_no_result_and_a_rerun_submits_nothing(
     assert code == 0, out
     assert f"{RUNS} runs (0 computed, {RUNS} reused)" in out
     assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "store").iterdir()} == stored
+
+
+# `fedhh experiments` in a process of its own, its CONNECT_S shortened to argv[1]: what it
+# prints is all it prints (pytest's handler does not take its logs), and a hang is a timeout.
+CLI = """\
+import sys
+
+from fedhh.cli.main import main
+from fedhh.experiments import cluster
+
+cluster.CONNECT_S = float(sys.argv[1])
+sys.exit(main(sys.argv[2:]))
+"""
+CLI_S = 30.0  # how long such a process may take
+
+
+def _fedhh(argv: list[str], connect_s: float = CONNECT_S) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", CLI, str(connect_s), *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(process: subprocess.Popen[str]) -> tuple[str, str]:
+    """stdout and stderr of ``process``, killed if it runs past CLI_S."""
+    try:
+        return process.communicate(timeout=CLI_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+class _Silent(socketserver.BaseRequestHandler):
+    """Reads and never answers, as an HTTP server waits for the end of a request's headers
+    (Dask's handshake has none)."""
+
+    def handle(self) -> None:
+        self.request.recv(1 << 16)
+        self.server.closing.wait()  # type: ignore[attr-defined]
+
+
+class _NotFound(socketserver.BaseRequestHandler):
+    """Answers anything with HTTP 404 and keeps the connection open (a proxy's answer)."""
+
+    def handle(self) -> None:
+        self.request.recv(1 << 16)
+        self.request.sendall(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+        self.server.closing.wait()  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def _server(handler: type[socketserver.BaseRequestHandler]) -> Iterator[str]:
+    """A TCP server on 127.0.0.1 (a port of the OS's choice) that is no Dask scheduler."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    server.closing = threading.Event()  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"tcp://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.closing.set()  # type: ignore[attr-defined]
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.mark.parametrize(("handler", "says"), [
+    (_Silent, "is not a Dask scheduler, or not answering: no Dask reply within 2 s"),
+    (_NotFound, "is not a Dask scheduler: it answered in another protocol"),
+])
+def test_an_address_that_is_no_dask_scheduler_is_refused_in_one_line(
+        handler: type[socketserver.BaseRequestHandler], says: str, tiny_path: Path,
+        tmp_path: Path) -> None:
+    with _server(handler) as address:
+        started = time.monotonic()
+        client = _fedhh(study(tiny_path, tmp_path / "out", tmp_path / "store", "--quiet",
+                              "--scheduler", address), connect_s=2.0)
+        out, err = _finish(client)
+    assert client.returncode == 2, err
+    assert out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith(f"fedhh experiments: error: {address} {says}"), err
+    assert time.monotonic() - started < CLI_S
+    assert not (tmp_path / "store").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_lost_scheduler_ends_the_suite_in_one_line_and_a_rerun_resumes(
+        tiny_path: Path, serial: Path, tmp_path: Path, dask_pair: Cluster,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    client = _fedhh(study(tiny_path, tmp_path / "out", tmp_path / "store", "--quiet",
+                          "--scheduler", dask_pair.address))
+    try:
+        _wait_for(dask_pair.started)  # the victim holds a run: the suite cannot be done
+    finally:
+        os.killpg(dask_pair.scheduler.pid, signal.SIGKILL)
+    out, err = _finish(client)
+    assert dask_pair.victim is not None
+    dask_pair.victim.kill()  # its run never ends: it would hold a graceful stop for 10 s
+    assert client.returncode == 2, err
+    assert out == "" and len(err.splitlines()) == 1, err
+    stored = len(list((tmp_path / "store").glob("*.json")))
+    assert err == (f"fedhh experiments: error: lost the Dask scheduler {dask_pair.address}: "
+                   f"{stored} of the {RUNS} runs sent finished and are stored; run the same "
+                   f"command again to compute the other {RUNS - stored}\n")
+    code, out = run_cli(study(tiny_path, tmp_path / "out", tmp_path / "store"), capsys)
+    assert code == 0, out
+    assert f"{RUNS} runs ({RUNS - stored} computed, {stored} reused)" in out
+    assert_same_results(serial, tmp_path)
+
+
+def test_a_relative_dataset_path_is_the_clients_and_a_worker_names_itself_in_refusals(
+        tiny_path: Path, tiny: FederatedDataset, tmp_path: Path, dask_one: Cluster,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The worker runs in a directory of its own, where "tiny" is nothing.
+    monkeypatch.chdir(tiny_path.parent)
+    code, out = run_cli(["experiments", "segmentation", "--seeds", "1", "--dataset",
+                         tiny_path.name, "--out", str(tmp_path / "out"), "--store",
+                         str(tmp_path / "store"), "--scheduler", dask_one.address], capsys)
+    assert code == 0, out
+    assert "2 runs (2 computed, 0 reused)" in out
+    suite = Suite(SuiteSettings(str(tiny_path)), None, tiny)
+    run = suite.plan([get_study("segmentation")], [0])[0]
+    with connect(ClusterOptions(scheduler=dask_one.address)) as client:
+        worker = next(iter(client.scheduler_info(n_workers=-1)["workers"]))
+        future = client.submit(compute_run, SuiteSettings("nowhere"), run, suite.identity,
+                               code_fingerprint())
+        with pytest.raises(DatasetError, match=rf"^on worker {re.escape(worker)}: .*nowhere"):
+            future.result()
+
+
+def test_a_finished_suite_rewrites_the_report_without_a_scheduler(
+        tiny_path: Path, serial: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(serial / "store", tmp_path / "store")
+
+    def unreachable(options: ClusterOptions) -> None:
+        raise AssertionError("connected to a scheduler with nothing to compute")
+
+    monkeypatch.setattr(cluster_module, "connect", unreachable)
+    code, out = run_cli(study(tiny_path, tmp_path / "out", tmp_path / "store", "--scheduler",
+                              "tcp://127.0.0.1:1"), capsys)
+    assert code == 0, out
+    assert f"{RUNS} runs (0 computed, {RUNS} reused)" in out
+    assert_same_results(serial, tmp_path)
 
 
 def test_help_documents_the_cluster_options(capsys: pytest.CaptureFixture[str]) -> None:
