@@ -10,14 +10,16 @@ exact.
 
 Only characters that do harm or hide are escaped. The joiners and selectors that make up emoji
 sequences, Indic and Persian words (U+200C, U+200D, U+FE00-U+FE0F, the tag characters of
-subdivision flags) are shown as they are: they are part of what the item looks like. A tag
-character anywhere else is invisible and is escaped, as are private-use characters and
-noncharacters (a font draws them as nothing or a box: ``\ue000pua`` read ``pua``).
+subdivision flags of England, Scotland and Wales) are shown as they are: they are part of what
+the item looks like. A tag character anywhere else is invisible and is escaped (after a black
+flag too: fonts draw any other tag sequence as the black flag alone), as are private-use
+characters and noncharacters (a font draws them as nothing or a box: ``\\ue000pua`` read
+``pua``).
 
 Items are kept as written, so ``café`` written with a combining accent (NFD) and with ``é``
-(NFC) are two items that look alike: in an item that is not in NFC the characters NFC would
-change (combining marks, conjoining Hangul jamo, singletons such as the Ohm sign) are escaped
-(``cafe\u0301``), and the NFC form, the usual one, shows as it is.
+(NFC) are two items that look alike: in an item that is not in NFC, the marks, jamo and
+singletons (the Ohm sign) of each run of characters NFC would change are escaped
+(``cafe\\u0301``), and the NFC form, the usual one, shows as it is.
 
 Columns of items are padded by the room a terminal gives each character (``columns``), not by
 the count of characters: a CJK character or an emoji takes two columns, a combining mark or a
@@ -26,6 +28,7 @@ joiner none, so ``東京`` padded to 20 characters stood two columns out of its 
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import lru_cache
 
@@ -39,9 +42,12 @@ _HIDDEN_FORMAT = frozenset(
 )
 
 
-_TAGS = range(0xE0020, 0xE0080)  # drawn only after a black flag, as a subdivision's code
-_CANCEL_TAG = 0xE007F  # ends a subdivision flag
-_BLACK_FLAG = "\U0001f3f4"
+_TAGS = range(0xE0000, 0xE0080)  # invisible, but in the three subdivision flags fonts draw
+# 🏴 and the tags of gbeng, gbsct, gbwls, then the cancel tag: the flags of England, Scotland and
+# Wales, the only tag sequences recommended for display (UTS #51, RGI_Emoji_Tag_Sequence).
+_SUBDIVISION_FLAGS = re.compile("\U0001f3f4\U000e0067\U000e0062(?:"
+                                "\U000e0065\U000e006e\U000e0067|\U000e0073\U000e0063\U000e0074|"
+                                "\U000e0077\U000e006c\U000e0073)\U000e007f")
 
 
 @lru_cache(maxsize=4096)
@@ -63,6 +69,25 @@ def _unnormal(char: str) -> bool:
     code = ord(char)
     return (unicodedata.combining(char) > 0 or unicodedata.normalize("NFC", char) != char
             or 0x1100 <= code < 0x1200 or 0xA960 <= code < 0xA980 or 0xD7B0 <= code < 0xD800)
+
+
+def _unnormal_runs(text: str) -> list[bool]:
+    """Per character of ``text``: whether NFC would change the run it belongs to. A run is a
+    character and those NFC would combine with it (its marks, the jamo of its syllable); a
+    character starts a new one when NFC leaves it apart from the run before."""
+    flags: list[bool] = []
+    start = 0
+    for i, char in enumerate(text):
+        run = text[start:i]
+        if run and not (unicodedata.combining(char) == 0
+                        and unicodedata.normalize("NFC", run + char)
+                        == unicodedata.normalize("NFC", run) + char):
+            continue
+        if run:
+            flags += [unicodedata.normalize("NFC", run) != run] * len(run)
+        start = i
+    run = text[start:]
+    return flags + [unicodedata.normalize("NFC", run) != run] * len(run)
 
 
 def _escape(char: str) -> str:
@@ -136,15 +161,14 @@ def printable(text: str) -> str:
         return text
     if text and not columns(text):
         return "".join(map(_escape, text))
-    unnormal = not unicodedata.is_normalized("NFC", text)
+    unnormal = ([False] * len(text) if unicodedata.is_normalized("NFC", text)
+                else _unnormal_runs(text))
+    flags = [range(*m.span()) for m in _SUBDIVISION_FLAGS.finditer(text)]
     shown = []
-    flag = False  # inside a subdivision flag: a black flag, then tags up to the cancel tag
-    for char in text:
-        code = ord(char)
-        if code in _TAGS:
-            shown.append(char if flag else _escape(char))
-            flag = flag and code != _CANCEL_TAG
-            continue
-        flag = char == _BLACK_FLAG
-        shown.append(_escape(char) if unnormal and _unnormal(char) else _escaped(char))
+    for i, char in enumerate(text):
+        if (ord(char) in _TAGS and not any(i in flag for flag in flags)) or (
+                unnormal[i] and _unnormal(char)):
+            shown.append(_escape(char))
+        else:
+            shown.append(_escaped(char))
     return "".join(shown)

@@ -30,6 +30,13 @@ from fedhh.codec.shown import columns, ljust, printable, rjust
         # not in NFC: what NFC would change (before: two rows that both read café / 한국)
         ("cafe\u0301", "cafe\\u0301"), ("\u2126", "\\u2126"),
         ("\u1112\u1161\u11ab", "\\u1112\\u1161\\u11ab"),
+        # only the runs NFC changes: the Hebrew points beside the accent are NFC's own
+        ("cafe\u0301 \u05e9\u05b8\u05c1", "cafe\\u0301 \u05e9\u05b8\u05c1"),
+        # a language tag; tags after a black flag that are no flag fonts draw (before: both
+        # shown as the black flag alone)
+        ("a\U000e0001b", "a\\U000e0001b"),
+        ("\U0001f3f4\U000e0065\U000e0076\U000e0069\U000e006c\U000e007f",
+         "\U0001f3f4\\U000e0065\\U000e0076\\U000e0069\\U000e006c\\U000e007f"),
     ],
 )
 def test_what_drives_or_hides_is_escaped(item: str, shown: str) -> None:
