@@ -34,7 +34,6 @@ from typing import Any
 
 from fedhh.cli import options
 from fedhh.cli.admin import dropped_completions
-from fedhh.cli.simulate import cut_heading
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
 from fedhh.codec.shown import ljust, printable
 from fedhh.config import Mode, codec_value
@@ -463,6 +462,8 @@ def _print_results(run: Any, results: Any) -> None:
         print(f"  {i:3d}. {ljust(printable(h.item), 20)} estimated count {h.estimate:8.1f}  "
               f"(round {h.round})")
     if results.cut_prefixes:
+        from fedhh.cli.simulate import cut_heading  # (not on the parse path: it loads numpy)
+
         print(cut_heading(len(results.cut_prefixes)))
         for h in results.cut_prefixes:
             print(f"       {ljust(printable(h.item), 20)} estimated count {h.estimate:8.1f}  "

@@ -310,10 +310,11 @@ class RoundReport:
 @dataclass(frozen=True)
 class HeavyHitter:
     """A discovered item as shown: ``item`` is its exact text when ``ended`` (its end symbol was
-    found); otherwise it is ``truncated`` (cut: at max_bits, or after the last round at its
-    ``bits``) and ``item`` is its readable prefix, the bytes of a character it stops inside as
-    ``\\xNN``, then ``…`` (``Decoded.shown_cut``). ``note`` says why when the row stands for
-    several cut prefixes that show the same text (they differ only after its last byte)."""
+    found); otherwise it is ``truncated`` (cut: at max_bits, or after the last round or by a
+    later completion round, ``PrefixTree._lost``, at its ``bits``) and ``item`` is its readable
+    prefix, the bytes of a character it stops inside as ``\\xNN``, then ``…``
+    (``Decoded.shown_cut``). ``note`` says why when the row stands for several cut prefixes
+    that show the same text (they differ only after its last byte)."""
 
     item: str
     estimate: float
