@@ -48,7 +48,7 @@ from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.errors import details_of, status_of
 from fedhh.rpc.http_listener import (
     HEAD_TIMEOUT_S,
-    Listener,
+    Served,
     peer_name,
     serve_runner,
 )
@@ -162,8 +162,7 @@ class ConnectServer:
         self._large_bodies = asyncio.Semaphore(large_bodies)
         self._large_callers: set[Hashable] = set()  # (whose large bodies are being read)
         self.port = 0
-        self._runner: web.AppRunner | None = None
-        self._listener: Listener | None = None
+        self._served: Served | None = None
         self.app = web.Application(client_max_size=max_request_bytes)
         self.app.router.add_route("*", "/{path:.*}", self._serve)
 
@@ -180,25 +179,23 @@ class ConnectServer:
         # device's GetTask long-poll would otherwise refuse its next one until it timed out).
         # lingering_time 0: a body left unread (a refused call) is never read afterwards; the
         # connection is closed instead (aiohttp would read, and inflate, up to 10 s of it).
-        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
+        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
                                      keepalive_timeout=HEAD_TIMEOUT_S, handler_cancellation=True,
                                      lingering_time=0, logger=RequestLog(self.name))
-        self._listener, self.port = await serve_runner(self._runner, context, host, port,
-                                                       self.max_connections, self.name)
+        self._served = await serve_runner(runner, context, host, port, self.max_connections,
+                                          self.name)
+        self.port = self._served.port
         return self.port
 
     async def close(self) -> None:
-        if self._listener is not None:
-            await self._listener.close()
-            self._listener = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._served is not None:
+            await self._served.close()
+            self._served = None
 
     # ---- one request -----------------------------------------------------------------------
     async def _serve(self, request: web.Request) -> web.StreamResponse:
-        if self._listener is not None:
-            self._listener.saw_request(request.protocol)
+        if self._served is not None:
+            self._served.listener.saw_request(request.protocol)
         origin = request.headers.get("Origin")
         try:
             if request.method == "OPTIONS":

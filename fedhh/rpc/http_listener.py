@@ -40,6 +40,7 @@ import logging
 import resource
 import socket
 import ssl
+from dataclasses import dataclass
 from typing import Any
 
 from fedhh.errors import ConfigError
@@ -268,12 +269,25 @@ class Listener:
                 transport.abort()  # type: ignore[attr-defined]
 
 
+@dataclass(frozen=True)
+class Served:
+    """An aiohttp runner served behind its listener, on ``port``."""
+
+    listener: Listener
+    runner: Any
+    port: int
+
+    async def close(self) -> None:
+        """Stop accepting, then close the connections and the application."""
+        await self.listener.close()
+        await self.runner.cleanup()
+
+
 async def serve_runner(runner: Any, context: ssl.SSLContext | None, host: str, port: int,
                        max_connections: int = MAX_CONNECTIONS, name: str = "dashboard"
-                       ) -> tuple[Listener, int]:
+                       ) -> Served:
     """Set up aiohttp's ``runner`` (an ``AppRunner``) and serve it on host:port (0: OS-chosen)
-    behind a fair :class:`Listener`; the listener and the bound port. A port that cannot be
-    bound leaves nothing set up."""
+    behind a fair :class:`Listener`. A port that cannot be bound leaves nothing set up."""
     await runner.setup()
     listener = Listener(runner.server, context, max_connections, name=name, fair=True)
     try:
@@ -282,4 +296,4 @@ async def serve_runner(runner: Any, context: ssl.SSLContext | None, host: str, p
         await runner.cleanup()
         raise
     listener.start()
-    return listener, bound
+    return Served(listener, runner, bound)

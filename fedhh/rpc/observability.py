@@ -8,9 +8,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedhh.rpc.tls import TlsFiles
+
+if TYPE_CHECKING:
+    from fedhh.rpc.http_listener import Served
 
 
 class JsonFormatter(logging.Formatter):
@@ -68,8 +71,7 @@ class MetricsEndpoint:
 
     def __init__(self) -> None:
         self.port: int | None = None
-        self._runner: Any = None
-        self.listener: Any = None
+        self.served: Served | None = None
 
     async def start(self, port: int, host: str, tls: TlsFiles | None) -> int:
         from aiohttp import web  # (only for a service asked to serve its metrics)
@@ -79,27 +81,25 @@ class MetricsEndpoint:
         from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, serve_runner
 
         async def scrape(request: web.Request) -> web.Response:
-            if self.listener is not None:
-                self.listener.saw_request(request.protocol)
+            if self.served is not None:
+                self.served.listener.saw_request(request.protocol)
             return web.Response(body=generate_latest(REGISTRY),
                                 headers={"Content-Type": CONTENT_TYPE_LATEST})
 
         app = web.Application(client_max_size=4096)
         app.router.add_get("/{path:.*}", scrape)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0,
-                                     keepalive_timeout=HEAD_TIMEOUT_S)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0,
+                               keepalive_timeout=HEAD_TIMEOUT_S)
         context = tls.server_context("the metrics endpoint") if tls is not None else None
-        self.listener, self.port = await serve_runner(
-            self._runner, context, host, port, METRICS_CONNECTIONS, name="metrics endpoint")
+        self.served = await serve_runner(runner, context, host, port, METRICS_CONNECTIONS,
+                                         name="metrics endpoint")
+        self.port = self.served.port
         return self.port
 
     async def close(self) -> None:
-        if self.listener is not None:
-            await self.listener.close()
-            self.listener = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self.served is not None:
+            await self.served.close()
+            self.served = None
 
 
 async def start_metrics(port: int | None, host: str = "127.0.0.1",

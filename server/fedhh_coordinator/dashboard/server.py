@@ -27,7 +27,7 @@ from aiohttp import web
 
 from fedhh.codec.shown import printable
 from fedhh.errors import ConfigError, NotFoundError, RateLimited, StoreDamaged, shown
-from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Listener, serve_runner
+from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Served, serve_runner
 from fedhh.rpc.request_log import RequestLog
 from fedhh.rpc.serving import is_loopback
 from fedhh.rpc.tls import TlsFiles
@@ -88,8 +88,7 @@ class Dashboard:
         self.port = 0
         self._static = {name: (resources.files(__package__) / "static" / name).read_bytes()
                         for name in STATIC}
-        self._runner: web.AppRunner | None = None
-        self._listener: Listener | None = None
+        self._served: Served | None = None
         self._on_close: list[Callable[[], None]] = []
         self.app = web.Application(middlewares=[self._headers, self._signed_in],
                                    client_max_size=64 * 1024)
@@ -119,21 +118,19 @@ class Dashboard:
                               "plaintext only with --insecure on loopback")
         # Keep-alive bounds how long a connection may wait for its next request head; the
         # listener bounds the first one and how many connections are held (http_listener.py).
-        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
+        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
                                      keepalive_timeout=HEAD_TIMEOUT_S, logger=RequestLog())
-        self._listener, self.port = await serve_runner(self._runner, context, host, port)
+        self._served = await serve_runner(runner, context, host, port)
+        self.port = self._served.port
         return self.port
 
     def on_close(self, callback: Callable[[], None]) -> None:
         self._on_close.append(callback)
 
     async def close(self) -> None:
-        if self._listener is not None:
-            await self._listener.close()
-            self._listener = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._served is not None:
+            await self._served.close()
+            self._served = None
         for callback in self._on_close:
             callback()
         self._on_close.clear()
@@ -141,8 +138,8 @@ class Dashboard:
     # ---- middlewares -----------------------------------------------------------------------
     @web.middleware
     async def _headers(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if self._listener is not None:
-            self._listener.saw_request(request.protocol)
+        if self._served is not None:
+            self._served.listener.saw_request(request.protocol)
         try:
             response = await handler(request)
         except web.HTTPException as error:

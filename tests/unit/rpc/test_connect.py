@@ -323,8 +323,9 @@ def test_a_tls_connection_that_sent_its_head_outlives_the_head_deadline(tmp_path
         echo = Echo()
         server = ConnectServer("test port", procedures(DEVICES, echo), 4096, pki)
         await server.start("127.0.0.1", 0)
-        listener, runner = server._listener, server._runner
-        assert listener is not None and runner is not None and runner.server is not None
+        assert server._served is not None
+        listener, runner = server._served.listener, server._served.runner
+        assert runner.server is not None
         listener.head_timeout_s = head_timeout_s  # read per connection; none has come yet
         aiohttp_server = runner.server
         url = f"https://127.0.0.1:{server.port}/fedhh.v1.DeviceService/Enroll"

@@ -35,7 +35,8 @@ def test_a_newcomer_takes_an_idle_place_of_the_address_that_holds_every_one() ->
 
         app.router.add_get("/", hello)
         runner = web.AppRunner(app)
-        listener, port = await serve_runner(runner, None, "127.0.0.1", 0, CAP, "test port")
+        served = await serve_runner(runner, None, "127.0.0.1", 0, CAP, "test port")
+        listener, port = served.listener, served.port
         try:
             hog = [await answered("127.0.0.1", port) for _ in range(CAP)]
             # One more from the hog's own address: refused (it holds the most already).
@@ -55,7 +56,6 @@ def test_a_newcomer_takes_an_idle_place_of_the_address_that_holds_every_one() ->
                 w.close()
             await asyncio.gather(*reads, return_exceptions=True)
         finally:
-            await listener.close()
-            await runner.cleanup()
+            await served.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))

@@ -52,7 +52,8 @@ def test_held_connections_are_bounded_and_a_scrape_from_elsewhere_is_served() ->
         try:
             hog = [await asyncio.open_connection("127.0.0.1", port)
                    for _ in range(3 * METRICS_CONNECTIONS)]
-            listener = endpoint.listener
+            assert endpoint.served is not None
+            listener = endpoint.served.listener
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 20
             while listener.refused < 2 * METRICS_CONNECTIONS and loop.time() < deadline:
