@@ -190,11 +190,12 @@ def run(args: argparse.Namespace) -> int:
     suite = Suite(SuiteSettings(dataset, args.eps_agg, args.delta), store)
     plan = suite.plan(studies, seeds)
     if args.dry_run:
-        stored = sum(store.has(r.key) for r in plan)
+        # Counted as the run counts them: an entry the store cannot read is run again.
+        stored, _ = suite.load_stored(plan)
         for r in plan:
-            state = "stored " if store.has(r.key) else "pending"
+            state = "stored " if r.key in stored else "pending"
             print(f"{state}  {r.study:12s}  {r.label}  seed {r.seed}\n         {r.command}")
-        print(f"{len(plan)} runs, {stored} stored, {len(plan) - stored} to run")
+        print(f"{len(plan)} runs, {len(stored)} stored, {len(plan) - len(stored)} to run")
         return 0
 
     bar = None

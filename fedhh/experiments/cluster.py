@@ -27,7 +27,9 @@ here.
 
 ``connect`` first asks the scheduler who it is, within ``CONNECT_S``: Dask's own client timeout
 bounds only the TCP connect, and a server that accepts but never speaks Dask (an HTTP server,
-the scheduler's dashboard port) would hold it for ever.
+the scheduler's dashboard port) would hold it for ever. The connection and the answer are
+timed apart, so that a host that never connects (down, or dropping the connection attempts) is
+not taken for a server that connects and never answers as Dask.
 """
 
 from __future__ import annotations
@@ -39,11 +41,11 @@ import hashlib
 import logging
 import signal
 import threading
-from collections.abc import Iterator, Sequence
-from concurrent.futures import CancelledError
+from collections.abc import Coroutine, Iterator, Sequence
+from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import fedhh
 from fedhh.errors import ConfigError, DatasetError, FedhhError
@@ -120,41 +122,129 @@ def local_workers(options: ClusterOptions) -> int:
 
 def check_scheduler(address: str, timeout_s: float) -> None:
     """ConfigError, naming ``address``, unless a Dask scheduler there answers who it is within
-    ``timeout_s`` (connection and Dask's handshake included)."""
-    from distributed.comm import connect as open_comm
+    ``timeout_s``: "cannot reach" when no connection is made in that time, "not a Dask
+    scheduler" when one is and no Dask answer comes in the rest of it. Callable from inside a
+    running event loop (the probe runs on a thread of its own)."""
+    from distributed.comm.addressing import parse_address
+    from distributed.comm.registry import get_backend
     from distributed.security import Security
 
+    try:
+        scheme, location = parse_address(address)
+        backend = get_backend(scheme)
+    except ValueError as error:
+        raise ConfigError(f"{address} is not a Dask address: {error}") from None
     arguments = Security().get_connection_args("client")
-    if address.startswith("tls://") and arguments.get("ssl_context") is None:
+    if scheme == "tls" and arguments.get("ssl_context") is None:
         raise ConfigError(f"{address} is a TLS address, and this client has no TLS "
                           "configuration: set Dask's distributed.comm.tls (ca-file, client.cert, "
                           "client.key)")
 
-    async def identity() -> object:
-        comm = await open_comm(address, timeout=timeout_s, **arguments)
+    async def probe() -> object:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        comm = await _reach(address, backend.get_connector(), location, arguments, timeout_s)
         try:
-            await comm.write({"op": "identity", "reply": True})
-            return await comm.read()
+            return await asyncio.wait_for(_identity(comm), max(deadline - loop.time(), 0.0))
+        except TimeoutError:  # (before OSError: it is one)
+            raise ConfigError(f"{address} is not a Dask scheduler, or not answering: no Dask "
+                              f"reply within {timeout_s:g} s (a dashboard's port? a scheduler "
+                              "listens on 8786 by default, its dashboard on 8787)") from None
+        except OSError as error:  # distributed's CommClosedError: the server hung up
+            raise ConfigError(f"{address} is not a Dask scheduler, or not answering: it closed "
+                              f"the connection ({_cause(error)})") from None
+        except Exception as error:
+            # What a server that speaks another protocol makes of Dask's frames: anything from
+            # a reply that is no handshake to a MemoryError (its bytes read as a frame length
+            # of exabytes). Only the remote server's bytes run through _identity.
+            raise ConfigError(f"{address} is not a Dask scheduler: it answered in another "
+                              f"protocol ({type(error).__name__})") from None
         finally:
             comm.abort()
 
-    try:
-        info = asyncio.run(asyncio.wait_for(identity(), timeout_s))
-    except TimeoutError:  # (before OSError: it is one)
-        raise ConfigError(f"{address} is not a Dask scheduler, or not answering: no Dask "
-                          f"reply within {timeout_s:g} s (a dashboard's port? a scheduler "
-                          "listens on 8786 by default, its dashboard on 8787)") from None
-    except OSError as error:
-        raise ConfigError(f"cannot reach the Dask scheduler {address}: "
-                          f"{' '.join(str(error).split())}") from None
-    except Exception as error:
-        # What a server that speaks another protocol makes of Dask's frames: anything from a
-        # closed stream to a MemoryError (its bytes read as a frame length of exabytes).
-        raise ConfigError(f"{address} is not a Dask scheduler: it answered in another "
-                          f"protocol ({type(error).__name__})") from None
+    info = _on_own_thread(probe())
     kind = info.get("type") if isinstance(info, dict) else None
     if kind != "Scheduler":
         raise ConfigError(f"{address} is not a Dask scheduler but a Dask {kind or 'server'}")
+
+
+async def _reach(address: str, connector: Any, location: str, arguments: dict[str, Any],
+                 timeout_s: float) -> Any:
+    """A connection to ``location`` (TCP, and TLS for tls://) within ``timeout_s``, retried
+    while refused, as Dask's own connect does (a scheduler still starting); ConfigError saying
+    it cannot be reached, with the last failure. Dask's connect would also run its handshake
+    in the same bound, where a server that never answers could not be told from a host that
+    never connects."""
+    from distributed.comm.core import FatalCommClosedError
+
+    failure: BaseException | None = None
+
+    async def attempts() -> Any:
+        nonlocal failure
+        pause = 0.01
+        while True:
+            try:
+                return await connector.connect(location, **arguments)
+            except FatalCommClosedError:  # (a TLS certificate refused: no retry mends it)
+                raise
+            except OSError as error:
+                failure = error
+                await asyncio.sleep(pause)
+                pause = min(2 * pause, 1.0)
+
+    try:
+        return await asyncio.wait_for(attempts(), timeout_s)
+    except TimeoutError:
+        reason = _cause(failure) if failure is not None else "no connection"
+        raise ConfigError(f"cannot reach the Dask scheduler {address} within {timeout_s:g} s: "
+                          f"{reason}") from None
+    except OSError as error:
+        raise ConfigError(f"cannot reach the Dask scheduler {address}: {_cause(error)}"
+                          ) from None
+    except ValueError as error:  # the connector's reading of the address (no port, ...)
+        raise ConfigError(f"{address} is not a Dask address: {error}") from None
+
+
+async def _identity(comm: Any) -> object:
+    """The server's answer to Dask's ``identity``, after Dask's handshake on ``comm`` (what
+    distributed.comm.core.connect does after connecting; done here, so that it is timed apart
+    from the connection)."""
+    local = comm.handshake_info()
+    await comm.write(local)
+    remote = await comm.read()
+    comm.remote_info = {**remote, "address": comm.peer_address}
+    comm.local_info = {**local, "address": comm.local_address}
+    comm.handshake_options = comm.handshake_configuration(comm.local_info, comm.remote_info)
+    await comm.write({"op": "identity", "reply": True})
+    return await comm.read()
+
+
+def _cause(error: BaseException) -> str:
+    """A connection failure in one line: distributed wraps the OS's error in a CommClosedError
+    whose text names its connector object; the OS's error is what the user can act on. (One
+    without text: distributed's for a connection closed as soon as it was made.)"""
+    cause = error.__cause__ if isinstance(error.__cause__, OSError) else error
+    text = " ".join(str(cause).split()) or "the connection was closed"
+    return f"{type(cause).__name__}: {text}"
+
+
+_T = TypeVar("_T")
+
+
+def _on_own_thread(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """``asyncio.run(coroutine)`` on a thread of its own: asyncio.run refuses to start inside
+    a running event loop (Jupyter, an async caller of connect). A daemon thread, so that
+    Ctrl-C while it waits does not wait for it."""
+    result: Future[_T] = Future()
+
+    def run() -> None:
+        try:
+            result.set_result(asyncio.run(coroutine))
+        except BaseException as error:  # (handed to the waiting thread, which raises it)
+            result.set_exception(error)
+
+    threading.Thread(target=run, name="fedhh-check-scheduler", daemon=True).start()
+    return result.result()
 
 
 @contextlib.contextmanager
@@ -230,7 +320,10 @@ def code_fingerprint() -> str:
 
 
 def _worker_code() -> tuple[str, str]:
-    return fedhh.__version__, code_fingerprint()
+    try:
+        return fedhh.__version__, code_fingerprint()
+    except OSError as error:  # (check_workers reads an OSError as a worker it cannot reach)
+        raise ImportError(f"cannot read its fedhh package: {_error_line(error)}") from None
 
 
 def _error_line(error: BaseException) -> str:
@@ -242,20 +335,33 @@ def _error_line(error: BaseException) -> str:
 
 def check_workers(client: Client) -> None:
     """Refuse workers whose fedhh is not the client's (``code_fingerprint``), or that cannot
-    load it, naming them; warn of workers whose memory limit is below what a run over the
-    default dataset may need."""
+    load it, naming them; warn of workers that cannot be reached (ConfigError when none can)
+    and of workers whose memory limit is below what a run over the default dataset may need."""
     mine = code_fingerprint()
     found: dict[str, tuple[str, str] | BaseException] = client.run(_worker_code,
                                                                     on_error="return")
+    # on_error="return" also returns the scheduler's failure to reach a worker (an OSError:
+    # refused, timed out, distributed's CommClosedError), as a worker that just died gives.
+    # Dask gives a dead worker's runs to the others, and each run checks its worker's code
+    # again, so such a worker is passed over, not taken for one without fedhh.
+    lost = {address: error for address, error in found.items() if isinstance(error, OSError)}
+    if lost:
+        listed = ", ".join(f"{address} ({_error_line(error)})"
+                           for address, error in sorted(lost.items()))
+        if len(lost) == len(found):
+            raise ConfigError(f"cannot reach any of the {len(found)} Dask workers: {listed}")
+        log.warning("%d of %d Dask workers cannot be reached, and are not checked (a dead "
+                    "worker is given no runs; a worker checks its fedhh for each run): %s",
+                    len(lost), len(found), listed)
     others = {address: (f"cannot load fedhh: {_error_line(code)}"
                         if isinstance(code, BaseException)
                         else f"fedhh {code[0]}, code {code[1][:12]}")
               for address, code in found.items()
-              if isinstance(code, BaseException) or code[1] != mine}
+              if address not in lost and (isinstance(code, BaseException) or code[1] != mine)}
     if others:
         listed = ", ".join(f"{address} ({what})" for address, what in sorted(others.items()))
-        raise ConfigError(f"{len(others)} of {len(found)} Dask workers do not run this "
-                          f"client's fedhh (fedhh {fedhh.__version__}, code {mine[:12]}): "
+        raise ConfigError(f"{len(others)} of {len(found) - len(lost)} Dask workers do not run "
+                          f"this client's fedhh (fedhh {fedhh.__version__}, code {mine[:12]}): "
                           f"{listed}; install the same fedhh on every worker")
     workers = client.scheduler_info(n_workers=-1)["workers"]
     small = sorted(address for address, w in workers.items()

@@ -193,9 +193,30 @@ def _built(target: Path, words: Callable[[], WeightedStrings], users: int, token
     return target
 
 
-# The populations resolve() opens by name, before any path of that name.
-NAMED = ("dev-reddit-400k", "dev-reddit-full", "heldout-spanish", "dev-english-iid",
-         "mixed-kinds")
+def _dev_reddit(users: int | None) -> Path:
+    from fedhh.data.registry import builtin_path
+
+    return builtin_path("synthetic-reddit", num_users=users, seed=DEV_SEED)
+
+
+def _in_cache(build: Callable[[Path], Path]) -> Callable[[], Path]:
+    def directory() -> Path:
+        from fedhh.data.registry import cache_root
+
+        return build(cache_root())
+    return directory
+
+
+# The populations resolve() opens by name, before any path of that name: each name's directory
+# (built on first use). One mapping, read by both resolve() and absolute(), so a population
+# cannot be opened by name in one and taken for a relative path in the other.
+NAMED: dict[str, Callable[[], Path]] = {
+    "dev-reddit-400k": lambda: _dev_reddit(DEV_USERS),
+    "dev-reddit-full": lambda: _dev_reddit(None),
+    "heldout-spanish": _in_cache(_spanish),
+    "dev-english-iid": _in_cache(_english_iid),
+    "mixed-kinds": _in_cache(_mixed_kinds),
+}
 
 
 def absolute(name: str) -> str:
@@ -208,15 +229,9 @@ def absolute(name: str) -> str:
 
 def resolve(name: str, *, progress: bool = False) -> FederatedDataset:
     """A population of the utility studies by name (``NAMED``), or any dataset name or path."""
-    from fedhh.data.registry import builtin_path, cache_root, resolve_dataset
+    from fedhh.data.registry import resolve_dataset
 
-    if name in ("dev-reddit-400k", "dev-reddit-full"):
-        users = DEV_USERS if name == "dev-reddit-400k" else None
-        return load_dataset(builtin_path("synthetic-reddit", num_users=users, seed=DEV_SEED))
-    if name == "heldout-spanish":
-        return load_dataset(_spanish(cache_root()))
-    if name == "dev-english-iid":
-        return load_dataset(_english_iid(cache_root()))
-    if name == "mixed-kinds":
-        return load_dataset(_mixed_kinds(cache_root()))
+    directory = NAMED.get(name)
+    if directory is not None:
+        return load_dataset(directory())
     return resolve_dataset(name, progress=progress)

@@ -6,13 +6,16 @@ client stores it); a second invocation submits nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import csv
 import json
 import os
 import re
+import select
 import shutil
 import signal
+import socket
 import socketserver
 import subprocess
 import sys
@@ -35,6 +38,7 @@ from fedhh.experiments.cluster import (
     CONNECT_S,
     GIB,
     ClusterOptions,
+    check_scheduler,
     check_workers,
     code_fingerprint,
     compute_run,
@@ -187,6 +191,43 @@ def test_workers_that_cannot_load_fedhh_are_refused_by_name() -> None:
                        r"fedhh on every worker$"):
         check_workers(_Workers({"tcp://10.0.0.1:1": mine, "tcp://10.0.0.2:1": lacking},
                                8.0))  # type: ignore[arg-type]
+
+
+def test_workers_that_cannot_be_reached_are_passed_over_with_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from distributed.comm import CommClosedError
+
+    # What client.run(on_error="return") gives for workers the scheduler cannot reach: one
+    # that just died (its connection closed) and one whose machine is gone.
+    died = CommClosedError("in <TCP (closed) Scheduler Broadcast local=tcp://10.0.0.9:2>: "
+                           "Stream is closed")
+    gone = OSError("Timed out trying to connect to tcp://10.0.0.3:1 after 30 s")
+    mine = ("0.1.0", code_fingerprint())
+    check_workers(_Workers({"tcp://10.0.0.1:1": mine, "tcp://10.0.0.2:1": died,
+                            "tcp://10.0.0.3:1": gone}, 8.0))  # type: ignore[arg-type]
+    assert ("2 of 3 Dask workers cannot be reached, and are not checked (a dead worker is "
+            "given no runs; a worker checks its fedhh for each run): tcp://10.0.0.2:1 "
+            "(CommClosedError: in <TCP (closed)") in caplog.text
+    assert "tcp://10.0.0.3:1 (OSError: Timed out trying to connect" in caplog.text
+    with pytest.raises(ConfigError, match=r"^cannot reach any of the 1 Dask workers: "
+                       r"tcp://10\.0\.0\.3:1 \(OSError: Timed out"):
+        check_workers(_Workers({"tcp://10.0.0.3:1": gone}, 8.0))  # type: ignore[arg-type]
+    # A worker that cannot load fedhh is refused even beside one that cannot be reached.
+    lacking = Exception(repr(ModuleNotFoundError("No module named 'fedhh'")))
+    with pytest.raises(ConfigError, match=r"^1 of 2 Dask workers do not run .*"
+                       r"tcp://10\.0\.0\.4:1 \(cannot load fedhh"):
+        check_workers(_Workers({"tcp://10.0.0.1:1": mine, "tcp://10.0.0.3:1": gone,
+                                "tcp://10.0.0.4:1": lacking}, 8.0))  # type: ignore[arg-type]
+
+
+def test_a_worker_that_cannot_read_its_fedhh_is_not_taken_for_one_unreachable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreadable() -> str:
+        raise PermissionError(13, "Permission denied", "fedhh/codec.py")
+
+    monkeypatch.setattr(cluster_module, "code_fingerprint", unreadable)
+    with pytest.raises(ImportError, match="cannot read its fedhh package: PermissionError"):
+        cluster_module._worker_code()
 
 
 def tasks(dask_scheduler: Any) -> int:
@@ -430,6 +471,47 @@ def test_an_address_that_is_no_dask_scheduler_is_refused_in_one_line(
     assert err.startswith(f"fedhh experiments: error: {address} {says}"), err
     assert time.monotonic() - started < CLI_S
     assert not (tmp_path / "store").exists() and not (tmp_path / "out").exists()
+
+
+@contextlib.contextmanager
+def _unconnectable() -> Iterator[str]:
+    """A listener whose accept queue is full: Linux drops the next connection attempts (SYNs)
+    without an answer, as a host that is down or an address that is blackholed."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)  # room for one connection, never accepted
+        port = listener.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)):
+            # Queued once the listener reads ready: the next attempt finds the queue full.
+            assert select.select([listener], [], [], READY_S)[0]
+            yield f"tcp://127.0.0.1:{port}"
+
+
+def test_an_address_that_never_connects_cannot_be_reached() -> None:
+    with _unconnectable() as address, pytest.raises(
+            ConfigError, match=rf"^cannot reach the Dask scheduler {re.escape(address)} "
+            r"within 0\.5 s: no connection$"):
+        check_scheduler(address, 0.5)
+    with socket.socket() as bound:  # a port that nothing listens on: refused
+        bound.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{bound.getsockname()[1]}"
+        with pytest.raises(ConfigError, match=rf"^cannot reach the Dask scheduler "
+                           rf"{re.escape(address)} within 0\.5 s: ConnectionRefusedError: "):
+            check_scheduler(address, 0.5)
+
+
+def test_an_address_is_checked_from_inside_a_running_event_loop() -> None:
+    from distributed import LocalCluster
+
+    async def caller(address: str) -> None:  # as in Jupyter, or any async caller
+        check_scheduler(address, READY_S)
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                      host="127.0.0.1", dashboard_address=None) as local:
+        asyncio.run(caller(local.scheduler_address))
+        worker = next(iter(local.workers.values())).address
+        with pytest.raises(ConfigError, match=r"is not a Dask scheduler but a Dask Worker$"):
+            asyncio.run(caller(worker))
 
 
 def test_a_lost_scheduler_ends_the_suite_in_one_line_and_a_rerun_resumes(

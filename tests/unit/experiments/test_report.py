@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +116,20 @@ def test_rerun_reuses_the_store(tiny_path: Path, report: Path, tmp_path: Path,
     assert code == 0
     assert "6 runs, 4 stored, 2 to run" in out
     assert "fedhh simulate --dataset" in out
+
+
+def test_dry_run_counts_an_unreadable_entry_as_to_run(
+        tiny_path: Path, report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(report.parent / "store", store)
+    for damaged in store.glob("*.npz"):  # both files of every entry there, none readable
+        damaged.write_bytes(damaged.read_bytes()[:300])
+    code, out, _ = run_cli(["experiments", "segmentation", "--dataset", str(tiny_path),
+                            "--store", str(store), "--seeds", "2", "--dry-run"], capsys)
+    assert code == 0
+    assert "4 runs, 0 stored, 4 to run" in out  # as the run counts: it computes them again
+    assert caplog.text.count("ignoring unreadable stored run") == 4  # each named
 
 
 @pytest.mark.parametrize("argv,needle", [
