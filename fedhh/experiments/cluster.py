@@ -122,16 +122,16 @@ def local_workers(options: ClusterOptions) -> int:
 
 def check_scheduler(address: str, timeout_s: float) -> None:
     """ConfigError, naming ``address``, unless a Dask scheduler there answers who it is within
-    ``timeout_s``: "cannot reach" when no connection is made in that time, "not a Dask
+    ``timeout_s``: "cannot reach" when no TCP connection is made in that time, "not a Dask
     scheduler" when one is and no Dask answer comes in the rest of it. Callable from inside a
     running event loop (the probe runs on a thread of its own)."""
-    from distributed.comm.addressing import parse_address
-    from distributed.comm.registry import get_backend
+    from distributed.comm import connect as open_comm
+    from distributed.comm.addressing import parse_address, parse_host_port
     from distributed.security import Security
 
     try:
         scheme, location = parse_address(address)
-        backend = get_backend(scheme)
+        host, port = parse_host_port(location)
     except ValueError as error:
         raise ConfigError(f"{address} is not a Dask address: {error}") from None
     arguments = Security().get_connection_args("client")
@@ -140,12 +140,22 @@ def check_scheduler(address: str, timeout_s: float) -> None:
                           "configuration: set Dask's distributed.comm.tls (ca-file, client.cert, "
                           "client.key)")
 
+    async def identity(left: float) -> object:
+        # (Dask's connect bounds its own part a second later: the outer bound speaks first)
+        comm = await open_comm(address, timeout=left + 1.0, **arguments)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
     async def probe() -> object:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        comm = await _reach(address, backend.get_connector(), location, arguments, timeout_s)
+        await _reach(address, host, port, timeout_s)
         try:
-            return await asyncio.wait_for(_identity(comm), max(deadline - loop.time(), 0.0))
+            left = max(deadline - loop.time(), 0.0)
+            return await asyncio.wait_for(identity(left), left)
         except TimeoutError:  # (before OSError: it is one)
             raise ConfigError(f"{address} is not a Dask scheduler, or not answering: no Dask "
                               f"reply within {timeout_s:g} s (a dashboard's port? a scheduler "
@@ -156,11 +166,9 @@ def check_scheduler(address: str, timeout_s: float) -> None:
         except Exception as error:
             # What a server that speaks another protocol makes of Dask's frames: anything from
             # a reply that is no handshake to a MemoryError (its bytes read as a frame length
-            # of exabytes). Only the remote server's bytes run through _identity.
+            # of exabytes).
             raise ConfigError(f"{address} is not a Dask scheduler: it answered in another "
                               f"protocol ({type(error).__name__})") from None
-        finally:
-            comm.abort()
 
     info = _on_own_thread(probe())
     kind = info.get("type") if isinstance(info, dict) else None
@@ -168,55 +176,33 @@ def check_scheduler(address: str, timeout_s: float) -> None:
         raise ConfigError(f"{address} is not a Dask scheduler but a Dask {kind or 'server'}")
 
 
-async def _reach(address: str, connector: Any, location: str, arguments: dict[str, Any],
-                 timeout_s: float) -> Any:
-    """A connection to ``location`` (TCP, and TLS for tls://) within ``timeout_s``, retried
-    while refused, as Dask's own connect does (a scheduler still starting); ConfigError saying
-    it cannot be reached, with the last failure. Dask's connect would also run its handshake
-    in the same bound, where a server that never answers could not be told from a host that
-    never connects."""
-    from distributed.comm.core import FatalCommClosedError
-
+async def _reach(address: str, host: str, port: int, timeout_s: float) -> None:
+    """A TCP connection to host:port within ``timeout_s`` (then closed), retried while refused,
+    as Dask's own connect does (a scheduler still starting); ConfigError saying it cannot be
+    reached, with the last failure. Dask's connect runs its handshake in the same bound, where
+    a server that never answers could not be told from a host that never connects."""
     failure: BaseException | None = None
 
-    async def attempts() -> Any:
+    async def attempts() -> None:
         nonlocal failure
         pause = 0.01
         while True:
             try:
-                return await connector.connect(location, **arguments)
-            except FatalCommClosedError:  # (a TLS certificate refused: no retry mends it)
-                raise
+                _, writer = await asyncio.open_connection(host, port)
             except OSError as error:
                 failure = error
                 await asyncio.sleep(pause)
                 pause = min(2 * pause, 1.0)
+                continue
+            writer.close()
+            return
 
     try:
-        return await asyncio.wait_for(attempts(), timeout_s)
+        await asyncio.wait_for(attempts(), timeout_s)
     except TimeoutError:
         reason = _cause(failure) if failure is not None else "no connection"
         raise ConfigError(f"cannot reach the Dask scheduler {address} within {timeout_s:g} s: "
                           f"{reason}") from None
-    except OSError as error:
-        raise ConfigError(f"cannot reach the Dask scheduler {address}: {_cause(error)}"
-                          ) from None
-    except ValueError as error:  # the connector's reading of the address (no port, ...)
-        raise ConfigError(f"{address} is not a Dask address: {error}") from None
-
-
-async def _identity(comm: Any) -> object:
-    """The server's answer to Dask's ``identity``, after Dask's handshake on ``comm`` (what
-    distributed.comm.core.connect does after connecting; done here, so that it is timed apart
-    from the connection)."""
-    local = comm.handshake_info()
-    await comm.write(local)
-    remote = await comm.read()
-    comm.remote_info = {**remote, "address": comm.peer_address}
-    comm.local_info = {**local, "address": comm.local_address}
-    comm.handshake_options = comm.handshake_configuration(comm.local_info, comm.remote_info)
-    await comm.write({"op": "identity", "reply": True})
-    return await comm.read()
 
 
 def _cause(error: BaseException) -> str:
