@@ -38,7 +38,7 @@ from fedhh.cli.webdemo import MAX_WEB_DEVICES
 from fedhh.codec.shown import ljust, printable
 from fedhh.config import Mode, codec_value
 from fedhh.config.flags import add_run_arguments, config_from_args
-from fedhh.errors import ConfigError
+from fedhh.errors import ConfigError, StateError
 
 
 def register(subparsers: Any) -> None:
@@ -266,7 +266,14 @@ def _run(args: argparse.Namespace) -> int:
             narrator.tell(f"run {run_.run_id}: eps_local {run_.eps_local:.3f} per round for "
                           f"(eps_agg {config.eps_agg}, delta {config.delta}) over up to "
                           f"{stored.total_rounds} rounds{completion}", indent=False)
-            final = admin.wait(run_.run_id, args.timeout, on_change=narrator)
+            try:
+                final = admin.wait(run_.run_id, args.timeout, on_change=narrator)
+            except StateError as error:
+                raise StateError(f"{error} (--timeout): the services are stopped mid-run; "
+                                 + (f"its store and logs are kept in {args.workdir}"
+                                    if args.workdir else "this machine may need a longer "
+                                    "--timeout (the run's temporary folder is removed)")
+                                 ) from None
             results = admin.results(run_.run_id)
         _print_results(final, results)
         explain(final, results)

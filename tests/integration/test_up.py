@@ -74,6 +74,22 @@ def test_fedhh_up_web_runs_devices_over_the_connect_ports(tmp_path) -> None:  # 
     assert stats["devices"] == 75 and stats["completed"] >= 75 and stats["failed"] == 0
 
 
+def test_a_run_past_the_timeout_names_the_option_and_where_it_is_kept(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Before: "run demo not finished after 900 s", naming neither --timeout nor what became
+    of the run (a probe's 20-round run on 2,400 devices took longer on 2 cores)."""
+    workdir = tmp_path / "up"
+    done = subprocess.run(
+        [sys.executable, "-m", "fedhh.cli.main", "up", "--devices", "60", "--processes", "1",
+         "--insecure", "--workdir", str(workdir), "--rounds", "4", "--timeout", "0.5"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        "fedhh up: error: run demo not finished after 0 s (--timeout): the services are "
+        f"stopped mid-run; its store and logs are kept in {workdir}")
+    assert (workdir / "coordinator.sqlite").exists()
+
+
 def test_sigterm_stops_fedhh_up_and_removes_its_temporary_workdir(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """SIGTERM (docker stop, kill, timeout) ends `fedhh up` as Ctrl-C does: one line, exit
     130, the services stopped, and the temporary workdir (keys, tokens, store) removed; it was
