@@ -87,7 +87,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", help="keep logs, keys and the SQLite file here (default: a "
                    "temporary directory, removed at the end)")
     p.add_argument("--timeout", type=options.positive_float, default=900.0,
-                   help="give up after this many seconds (default 900)")
+                   help="give up after this many seconds in which the run made no progress "
+                        "(no stage of a round began or ended; default 900)")
     p.add_argument("--dashboard", action="store_true",
                    help="serve the coordinator's web dashboard, print its address, and keep "
                         "the stack up after the run until Ctrl-C")
@@ -267,7 +268,7 @@ def _run(args: argparse.Namespace) -> int:
                           f"(eps_agg {config.eps_agg}, delta {config.delta}) over up to "
                           f"{stored.total_rounds} rounds{completion}", indent=False)
             try:
-                final = admin.wait(run_.run_id, args.timeout, on_change=narrator)
+                final = admin.wait(run_.run_id, args.timeout, on_change=narrator, idle=True)
             except StateError as error:
                 raise StateError(f"{error} (--timeout): the services are stopped mid-run; "
                                  + (f"its store and logs are kept in {args.workdir}"

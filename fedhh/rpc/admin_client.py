@@ -62,9 +62,12 @@ class AdminClient:
         return list(self.stub.MintEnrollmentTokens(request, metadata=self.metadata,
                                                    timeout=60).tokens)
 
-    def wait(self, run_id: str, timeout_s: float, on_change: Any = None) -> pb.Run:
+    def wait(self, run_id: str, timeout_s: float, on_change: Any = None,
+             idle: bool = False) -> pb.Run:
         """Poll the run until it is done, failed or cancelled; ``on_change(run)`` is called
         whenever a round attempt ends or the attempt in progress changes phase or stage.
+        ``idle``: ``timeout_s`` counts from the last such change (a long run that goes on is
+        waited for), else from the start.
 
         A poll that finds the coordinator unreachable or too slow to answer within its own
         deadline is made again (reading a run changes nothing): a busy coordinator is not a
@@ -82,11 +85,15 @@ class AdminClient:
             if run is not None:
                 p = run.progress
                 now = (len(run.rounds), run.state, p.round, p.attempt, p.phase, p.stage)
-                if on_change is not None and now != seen:
+                if now != seen:
                     seen = now
-                    on_change(run)
+                    if idle:
+                        deadline = time.monotonic() + timeout_s
+                    if on_change is not None:
+                        on_change(run)
                 if run.state in FINAL:
                     return run
             if time.monotonic() > deadline:
-                raise StateError(f"run {run_id} not finished after {timeout_s:.0f} s")
+                raise StateError(f"run {run_id}: no progress in {timeout_s:.0f} s" if idle
+                                 else f"run {run_id} not finished after {timeout_s:.0f} s")
             time.sleep(0.5)

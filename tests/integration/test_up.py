@@ -76,7 +76,8 @@ def test_fedhh_up_web_runs_devices_over_the_connect_ports(tmp_path) -> None:  # 
 
 def test_a_run_past_the_timeout_names_the_option_and_where_it_is_kept(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Before: "run demo not finished after 900 s", naming neither --timeout nor what became
-    of the run (a probe's 20-round run on 2,400 devices took longer on 2 cores)."""
+    of the run, and counting from the start (a probe's 20-round run on 2,400 devices took
+    longer on 2 cores, progressing all along): now a wait without progress."""
     workdir = tmp_path / "up"
     done = subprocess.run(
         [sys.executable, "-m", "fedhh.cli.main", "up", "--devices", "60", "--processes", "1",
@@ -85,7 +86,7 @@ def test_a_run_past_the_timeout_names_the_option_and_where_it_is_kept(tmp_path) 
     )
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1] == (
-        "fedhh up: error: run demo not finished after 0 s (--timeout): the services are "
+        "fedhh up: error: run demo: no progress in 0 s (--timeout): the services are "
         f"stopped mid-run; its store and logs are kept in {workdir}")
     assert (workdir / "coordinator.sqlite").exists()
 

@@ -52,6 +52,27 @@ def test_other_errors_end_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
         client.wait("r", timeout_s=60)
 
 
+def test_an_idle_wait_outlasts_its_timeout_while_the_run_progresses(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter(range(0, 1000, 10))  # every reading of the clock 10 s later
+    monkeypatch.setattr(admin_client.time, "monotonic", lambda: next(clock))
+
+    def progressing() -> Iterator[object]:
+        for stage in range(6):  # 60 s and more of polls, a new stage each
+            yield pb.Run(run_id="r", state="running", progress=pb.Progress(round=stage))
+        yield pb.Run(run_id="r", state="done")
+
+    with _client(monkeypatch, progressing()) as client:
+        assert client.wait("r", timeout_s=25, idle=True).state == "done"
+    with _client(monkeypatch, progressing()) as client, pytest.raises(
+            StateError, match="not finished after 25 s"):
+        client.wait("r", timeout_s=25)  # counted from the start
+    stuck = iter([pb.Run(run_id="r", state="running")] * 10)
+    with _client(monkeypatch, stuck) as client, pytest.raises(
+            StateError, match="no progress in 25 s"):
+        client.wait("r", timeout_s=25, idle=True)
+
+
 def test_a_coordinator_that_never_answers_meets_the_timeout(
         monkeypatch: pytest.MonkeyPatch) -> None:
     def forever() -> Iterator[object]:
