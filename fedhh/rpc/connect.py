@@ -180,8 +180,8 @@ class ConnectServer:
         # lingering_time 0: a body left unread (a refused call) is never read afterwards; the
         # connection is closed instead (aiohttp would read, and inflate, up to 10 s of it).
         runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
-                                     keepalive_timeout=HEAD_TIMEOUT_S, handler_cancellation=True,
-                                     lingering_time=0, logger=RequestLog(self.name))
+                               keepalive_timeout=HEAD_TIMEOUT_S, handler_cancellation=True,
+                               lingering_time=0, logger=RequestLog(self.name))
         self._served = await serve_runner(runner, context, host, port, self.max_connections,
                                           self.name)
         self.port = self._served.port
@@ -194,8 +194,6 @@ class ConnectServer:
 
     # ---- one request -----------------------------------------------------------------------
     async def _serve(self, request: web.Request) -> web.StreamResponse:
-        if self._served is not None:
-            self._served.listener.saw_request(request.protocol)
         origin = request.headers.get("Origin")
         try:
             if request.method == "OPTIONS":

@@ -103,7 +103,8 @@ def peer_name(transport: asyncio.BaseTransport | None) -> str:
 
 class Listener:
     """Accepts connections for aiohttp's ``server`` (a protocol factory) under the limits above.
-    ``saw_request(request.protocol)`` marks a connection whose first head arrived."""
+    ``saw_request(request.protocol)`` marks a connection whose first head arrived
+    (``serve_runner``'s middleware; the framed port's own protocol)."""
 
     def __init__(self, server: Any, context: ssl.SSLContext | None,
                  max_connections: int = MAX_CONNECTIONS,
@@ -287,7 +288,16 @@ async def serve_runner(runner: Any, context: ssl.SSLContext | None, host: str, p
                        max_connections: int = MAX_CONNECTIONS, name: str = "dashboard"
                        ) -> Served:
     """Set up aiohttp's ``runner`` (an ``AppRunner``) and serve it on host:port (0: OS-chosen)
-    behind a fair :class:`Listener`. A port that cannot be bound leaves nothing set up."""
+    behind a fair :class:`Listener`, which its application tells of each request head (its
+    first middleware). A port that cannot be bound leaves nothing set up."""
+    from aiohttp import web  # (the aiohttp servers alone come here)
+
+    @web.middleware
+    async def head_seen(request: Any, handler: Any) -> Any:
+        listener.saw_request(request.protocol)
+        return await handler(request)
+
+    runner.app.middlewares.insert(0, head_seen)
     await runner.setup()
     listener = Listener(runner.server, context, max_connections, name=name, fair=True)
     try:

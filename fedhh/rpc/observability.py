@@ -81,8 +81,6 @@ class MetricsEndpoint:
         from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, serve_runner
 
         async def scrape(request: web.Request) -> web.Response:
-            if self.served is not None:
-                self.served.listener.saw_request(request.protocol)
             return web.Response(body=generate_latest(REGISTRY),
                                 headers={"Content-Type": CONTENT_TYPE_LATEST})
 

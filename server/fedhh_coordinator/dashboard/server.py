@@ -119,7 +119,7 @@ class Dashboard:
         # Keep-alive bounds how long a connection may wait for its next request head; the
         # listener bounds the first one and how many connections are held (http_listener.py).
         runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
-                                     keepalive_timeout=HEAD_TIMEOUT_S, logger=RequestLog())
+                               keepalive_timeout=HEAD_TIMEOUT_S, logger=RequestLog())
         self._served = await serve_runner(runner, context, host, port)
         self.port = self._served.port
         return self.port
@@ -138,8 +138,6 @@ class Dashboard:
     # ---- middlewares -----------------------------------------------------------------------
     @web.middleware
     async def _headers(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if self._served is not None:
-            self._served.listener.saw_request(request.protocol)
         try:
             response = await handler(request)
         except web.HTTPException as error:

@@ -30,7 +30,6 @@ def test_a_newcomer_takes_an_idle_place_of_the_address_that_holds_every_one() ->
         app = web.Application()
 
         async def hello(request: web.Request) -> web.Response:
-            listener.saw_request(request.protocol)  # (as the Connect port does)
             return web.Response(text="ok")
 
         app.router.add_get("/", hello)
