@@ -157,7 +157,8 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
              if earlier else ""))
     if top:
         _table([("rank", "item", "estimate", "round")] + [
-            (i + 1, printable(h["item"]) + (f"  ({h['note']})" if h.get("note") else ""),
+            (i + 1, printable(h["item"], h["truncated"])
+             + (f"  ({h['note']})" if h.get("note") else ""),
              f"{h['estimate']:,.0f}", h["round"])
             for i, h in enumerate(hitters[:top])
         ])
@@ -174,7 +175,8 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
         print("\n" + cut_heading(len(cut)))
         if top:
             _table([("item", "estimate", "round")] + [
-                (printable(h["item"]), f"{h['estimate']:,.0f}", h["round"]) for h in cut[:top]])
+                (printable(h["item"], cut=True), f"{h['estimate']:,.0f}", h["round"])
+                for h in cut[:top]])
             if len(cut) > top:
                 print(f"({len(cut) - top} more with --top {len(cut)} or in --json)")
     metrics = payload["metrics"]

@@ -323,7 +323,8 @@ def close_demo(demo: Any, run: Any, results: Any) -> None:
 
     demo.say(f"run {run.run_id}: {run.state}; eps_agg spent {run.eps_spent:.3f} over "
              f"{run.rounds_released} released rounds; heavy hitters: "
-             + (", ".join(printable(h.item) for h in results.heavy_hitters) or "none"))
+             + (", ".join(printable(h.item, h.truncated) for h in results.heavy_hitters)
+                or "none"))
     # The page posts a device's last round a moment after the coordinator released it.
     demo.wait_settled(SETTLE_S)
     print("\nbrowser devices (as the page last reported them):")
@@ -467,15 +468,15 @@ def _print_results(run: Any, results: Any) -> None:
     print(f"{len(results.heavy_hitters)} heavy hitters (by round, then estimate; estimates of "
           "different rounds are not comparable, `fedhh simulate --help` says why):")
     for i, h in enumerate(results.heavy_hitters, start=1):
-        print(f"  {i:3d}. {ljust(printable(h.item), 20)} estimated count {h.estimate:8.1f}  "
-              f"(round {h.round})")
+        print(f"  {i:3d}. {ljust(printable(h.item, h.truncated), 20)} estimated count "
+              f"{h.estimate:8.1f}  (round {h.round})")
     if results.cut_prefixes:
         from fedhh.cli.simulate import cut_heading  # (not on the parse path: it loads numpy)
 
         print(cut_heading(len(results.cut_prefixes)))
         for h in results.cut_prefixes:
-            print(f"       {ljust(printable(h.item), 20)} estimated count {h.estimate:8.1f}  "
-                  f"(round {h.round})")
+            print(f"       {ljust(printable(h.item, cut=True), 20)} estimated count "
+                  f"{h.estimate:8.1f}  (round {h.round})")
     widths = sorted({h.bits for h in [*results.heavy_hitters, *results.cut_prefixes]
                      if h.truncated})
     if widths:

@@ -53,11 +53,12 @@ class Decoded:
 
     @property
     def shown_cut(self) -> str:
-        """The prefix as a cut item is shown: its whole characters, then the bytes of a
-        character it stops inside as ``\\xNN``, then ``…``; a prefix without a whole byte shows
-        its bits (``⟨0110⟩…``), never a bare ``…``."""
+        """The prefix as a cut item is shown: its whole characters, their backslashes doubled
+        (so that ``\\xNN`` always means a byte), then the bytes of a character it stops inside
+        as ``\\xNN``, then ``…``; a prefix without a whole byte shows its bits (``⟨0110⟩…``),
+        never a bare ``…``. ``fedhh.codec.shown.printable(..., cut=True)`` escapes the rest."""
         escaped = "".join(f"\\x{b:02x}" for b in self.partial)
-        return self.text + escaped + ELLIPSIS
+        return self.text.replace("\\", "\\\\") + escaped + ELLIPSIS
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,23 @@ and the dashboard's pages and CSV show such characters as Python-style escapes (
 ``\\u202e``); ``--json``, ``fedhh admin results`` and the dashboard's JSON keep every item
 exact.
 
-Only characters that do harm or hide are escaped. The joiners and selectors that make up emoji
-sequences, Indic and Persian words (U+200C, U+200D, U+FE00-U+FE0F, the tag characters of
-subdivision flags of England, Scotland and Wales) are shown as they are: they are part of what
-the item looks like. A tag character anywhere else is invisible and is escaped (after a black
-flag too: fonts draw any other tag sequence as the black flag alone), as are private-use
-characters and noncharacters (a font draws them as nothing or a box: ``\\ue000pua`` read
-``pua``).
+Only characters that do harm or hide are escaped, and the backslash itself (``\\\\``), so that
+every escape reads back one way: two items never show alike, and ``a\\x1b`` (four characters)
+is not shown as an item holding ESC. The joiners and selectors that make up emoji sequences,
+Indic and Persian words are shown as they are where they do that (``_kept_in_context``): a
+joiner (U+200C, U+200D) between an emoji or a letter of a script that joins and a further
+character, a variation selector after a character that has variants (an emoji, a symbol, an
+ideograph; not a cased letter, nor an ASCII character but a keycap's digit), a Mongolian
+variation selector in Mongolian, the tag characters of the subdivision flags of England,
+Scotland and Wales. Anywhere else they draw nothing (``a\\u200cb`` read ``ab``) and are
+escaped, as is every other default-ignorable character (the Hangul filler U+3164, the combining
+grapheme joiner U+034F...), a tag character anywhere else (after a black flag too: fonts draw any
+other tag sequence as the black flag alone), private-use characters and noncharacters (a font
+draws them as nothing or a box: ``\\ue000pua`` read ``pua``).
+
+A cut prefix (``Decoded.shown_cut``) is already written with escapes: its backslashes doubled,
+the bytes of a character it stops inside as ``\\xNN``, then ``…``; ``printable(text, cut=True)``
+escapes the rest of it and leaves its backslashes as they are.
 
 Items are kept as written, so ``café`` written with a combining accent (NFD) and with ``é``
 (NFC) are two items that look alike: in an item that is not in NFC, the marks, jamo and
@@ -34,13 +44,26 @@ from functools import lru_cache
 
 __all__ = ["columns", "ljust", "printable", "rjust"]
 
-# Format characters (category Cf) that reorder or hide text; the other Cf characters (joiners,
-# tags, the Arabic number signs) are kept.
-_HIDDEN_FORMAT = frozenset(
-    "\u00ad\u061c\u180e\u200b\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-    "\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff\ufff9\ufffa\ufffb"
-)
+# Format characters (category Cf) that reorder or hide text and are not default-ignorable
+# (those are ``_IGNORABLE``); the Arabic number signs, which draw, are kept.
+_HIDDEN_FORMAT = frozenset("\ufff9\ufffa\ufffb")
 
+# Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties.txt): drawn as nothing, whatever
+# the font, unless they act on the characters around them (``_kept_in_context``).
+_IGNORABLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+              (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+              (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+              (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+              (0xE0000, 0xE0FFF))
+_JOINERS = "\u200c\u200d"
+_KEYCAP = "\u20e3"
+_MONGOLIAN = range(0x1800, 0x18B0)
+# Scripts whose words hold ZWJ or ZWNJ (conjuncts, Persian half-spaces): Arabic, Syriac, Thaana,
+# NKo and the Arabic supplements; the Indic scripts to Sinhala; Tibetan, Myanmar; Khmer and
+# Mongolian; the Indic ones of the Brahmi block and after; Arabic presentation forms.
+_JOINING_SCRIPTS = ((0x0600, 0x08FF), (0x0900, 0x0DFF), (0x0F00, 0x109F), (0x1780, 0x18AF),
+                    (0xA800, 0xA8FF), (0xA980, 0xAAFF), (0xABC0, 0xABFF), (0xFB50, 0xFDFF),
+                    (0xFE70, 0xFEFF), (0x10A00, 0x10A5F), (0x11000, 0x11FFF))
 
 _TAGS = range(0xE0000, 0xE0080)  # invisible, but in the three subdivision flags fonts draw
 # 🏴 and the tags of gbeng, gbsct, gbwls, then the cancel tag: the flags of England, Scotland and
@@ -48,6 +71,36 @@ _TAGS = range(0xE0000, 0xE0080)  # invisible, but in the three subdivision flags
 _SUBDIVISION_FLAGS = re.compile("\U0001f3f4\U000e0067\U000e0062(?:"
                                 "\U000e0065\U000e006e\U000e0067|\U000e0073\U000e0063\U000e0074|"
                                 "\U000e0077\U000e006c\U000e0073)\U000e007f")
+
+
+def _within(code: int, ranges: tuple[tuple[int, int], ...]) -> bool:
+    return any(lo <= code <= hi for lo, hi in ranges)
+
+
+def _kept_in_context(text: str, i: int) -> bool:
+    """Whether the default-ignorable ``text[i]`` acts on its neighbours, so is shown as it is
+    (module docstring): a joiner between an emoji or a letter of a joining script and a further
+    character; a variation selector after a character with variants; a Mongolian one in
+    Mongolian."""
+    char = text[i]
+    if i == 0:
+        return False
+    before = text[i - 1]
+    code = ord(before)
+    if _within(code, _IGNORABLE) and before != _EMOJI_PRESENTATION:
+        return False
+    if char in _JOINERS:
+        return i + 1 < len(text) and (
+            unicodedata.category(before) in ("So", "Sk") or before == _EMOJI_PRESENTATION
+            or _within(code, _JOINING_SCRIPTS))
+    if 0x180B <= ord(char) <= 0x180F:
+        return code in _MONGOLIAN
+    if 0xFE00 <= ord(char) <= 0xFE0F or 0xE0100 <= ord(char) <= 0xE01EF:
+        if before.isascii():  # a keycap (1️⃣): the digit, # or *, VS16, U+20E3
+            return before in "0123456789#*" and text[i + 1:i + 2] == _KEYCAP
+        return before != _EMOJI_PRESENTATION and unicodedata.category(before) not in (
+            "Lu", "Ll", "Lt", "Mn", "Me", "Mc", "Zs")
+    return False
 
 
 @lru_cache(maxsize=4096)
@@ -151,13 +204,14 @@ def rjust(text: str, width: int) -> str:
     return " " * max(0, width - columns(text)) + text
 
 
-def printable(text: str) -> str:
+def printable(text: str, cut: bool = False) -> str:
     """``text`` with every control, line-breaking, reordering or invisible character escaped,
-    and, in a text not in NFC, what NFC would change (module docstring); the text itself when
-    it has none. An item of marks or joiners alone (``\u0652``, ``\u200d``) takes no room and
-    would show as an empty cell, or join the cell before it: each of its characters is
-    escaped."""
-    if text.isascii() and text.isprintable():
+    its backslashes doubled, and, in a text not in NFC, what NFC would change (module
+    docstring); the text itself when it has none. An item of marks or joiners alone (``\u0652``,
+    ``\u200d``) takes no room and would show as an empty cell, or join the cell before it: each
+    of its characters is escaped. ``cut``: ``text`` is a cut prefix as ``Decoded.shown_cut``
+    writes it, whose backslashes are escapes already."""
+    if text.isascii() and text.isprintable() and (cut or "\\" not in text):
         return text
     if text and not columns(text):
         return "".join(map(_escape, text))
@@ -166,9 +220,15 @@ def printable(text: str) -> str:
     flags = [range(*m.span()) for m in _SUBDIVISION_FLAGS.finditer(text)]
     shown = []
     for i, char in enumerate(text):
-        if (ord(char) in _TAGS and not any(i in flag for flag in flags)) or (
-                unnormal[i] and _unnormal(char)):
+        code = ord(char)
+        if char == "\\":
+            shown.append(char if cut else "\\\\")
+        elif code in _TAGS:
+            shown.append(char if any(i in flag for flag in flags) else _escape(char))
+        elif unnormal[i] and _unnormal(char):
             shown.append(_escape(char))
+        elif _within(code, _IGNORABLE):
+            shown.append(char if _kept_in_context(text, i) else _escape(char))
         else:
             shown.append(_escaped(char))
     return "".join(shown)

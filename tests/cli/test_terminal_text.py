@@ -6,8 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fedhh.cli.main import main
+from fedhh.codec.codec import Decoded
 from fedhh.codec.shown import columns, ljust, printable, rjust
 
 
@@ -37,6 +40,15 @@ from fedhh.codec.shown import columns, ljust, printable, rjust
         ("a\U000e0001b", "a\\U000e0001b"),
         ("\U0001f3f4\U000e0065\U000e0076\U000e0069\U000e006c\U000e007f",
          "\U0001f3f4\\U000e0065\\U000e0076\\U000e0069\\U000e006c\\U000e007f"),
+        # a backslash is doubled: an item of the four characters \x1b is not one holding ESC
+        ("a\\x1b[31m", "a\\\\x1b[31m"), ("cafe\\u0301", "cafe\\\\u0301"), ("C:\\", "C:\\\\"),
+        # joiners and selectors that join nothing (before: all read "ab")
+        ("a\u200cb", "a\\u200cb"), ("a\u200db", "a\\u200db"), ("a\ufe0fb", "a\\ufe0fb"),
+        ("a\u034fb", "a\\u034fb"), ("a\u3164b", "a\\u3164b"), ("x\u180by", "x\\u180by"),
+        ("e\U000e0100", "e\\U000e0100"), ("1\ufe0f", "1\\ufe0f"),
+        # ... nor at an end, nor twice: "👨" and "👨\u200d" read alike
+        ("\U0001f468\u200d", "\U0001f468\\u200d"), ("\u200d\U0001f468", "\\u200d\U0001f468"),
+        ("\U0001f468\u200d\u200d\U0001f469", "\U0001f468\u200d\\u200d\U0001f469"),
     ],
 )
 def test_what_drives_or_hides_is_escaped(item: str, shown: str) -> None:
@@ -48,10 +60,31 @@ def test_what_drives_or_hides_is_escaped(item: str, shown: str) -> None:
     "👨\u200d👩\u200d👧\u200d👦", "❤️", "1️⃣", "👍🏽",
     "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f",  # a subdivision flag
     "New\u00a0York", "https://example.com/a?b=c",
+    "\U0001f3f3\ufe0f\u200d\U0001f308", "\U0001f469\U0001f3fd\u200d\U0001f4bb", "#\ufe0f\u20e3",
+    "\u203c\ufe0f", "\u0915\u094d\u200d\u0937", "\u1820\u180b\u1821", "\u845b\U000e0100",
     "café", "한국", "Ω", "שָׁלוֹם", "ﬁ",  # in NFC, as items usually are
 ])
 def test_scripts_and_emoji_are_shown_as_they_are(item: str) -> None:
     assert printable(item) == item
+
+
+def test_a_cut_prefix_keeps_its_escapes_and_escapes_the_rest() -> None:
+    """A cut prefix is written with its backslashes doubled and its partial bytes as \\xNN
+    (Decoded.shown_cut): printable leaves those as they are, and escapes what hides."""
+    shown = printable("a\\\\x1b\u200b\\xf0\\x9f\u2026", cut=True)
+    assert shown == "a\\\\x1b\\u200b\\xf0\\x9f\u2026"
+    literal = Decoded("a\\xf0", ended=False, possible=True, trailing_bits=0)
+    partial = Decoded("a", ended=False, possible=True, trailing_bits=4, partial=b"\xf0")
+    assert printable(literal.shown_cut, cut=True) == "a\\\\xf0\u2026"
+    assert printable(partial.shown_cut, cut=True) == "a\\xf0\u2026"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=12), st.text(max_size=12))
+def test_two_items_never_show_alike(one: str, other: str) -> None:
+    """Every escape reads back one way, so the shown forms of different items differ."""
+    if one != other:
+        assert printable(one) != printable(other)
 
 
 def test_data_inspect_escapes_items(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -166,6 +166,8 @@ def test_downloads_are_the_heavy_hitters_filtered(served: Served) -> None:
 def test_spreadsheet_formulas_and_foreign_redirects_are_neutralised() -> None:
     assert csv_cell("=cmd|' /C calc'!A0") == "'=cmd|' /C calc'!A0"
     assert csv_cell("@sum") == "'@sum" and csv_cell("apple") == "apple"
+    # an item that starts with an apostrophe is told apart from a neutralised one
+    assert csv_cell("-5") == "'-5" and csv_cell("'-5") == "''-5"
     for bad in ("//evil.example", "https://evil.example", "\\\\x", "/\\evil", 42):
         assert safe_next(bad) == "/"
     assert safe_next("/runs/r1") == "/runs/r1"

@@ -244,7 +244,8 @@ def _hit_rows(hits: Sequence[Hit], what: str) -> Html:
     rows = join(fmt(
         '<tr data-item="{item}"><td>{rank}</td><td class="item">{shown}{cut}</td>'
         '<td>{estimate} ± {std}</td><td>{round}</td></tr>',
-        rank=h.rank, item=h.item, shown=printable(h.item), estimate=number(h.estimate, 1),
+        rank=h.rank, item=h.item, shown=printable(h.item, h.truncated),
+        estimate=number(h.estimate, 1),
         std=number(h.std, 1), round=h.round,
         cut=fmt(' <span class="note">(cut at {bits} bits: every item starting so)</span>',
                 bits=h.bits) if h.truncated else Html(""))

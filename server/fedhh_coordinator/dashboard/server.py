@@ -58,8 +58,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def csv_cell(text: str) -> str:
     """A cell a spreadsheet shows as text: a leading = + - @ tab or CR would make it a formula
-    (CSV injection), so such a cell gets a leading apostrophe."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    (CSV injection), so such a cell gets a leading apostrophe; so does one that starts with an
+    apostrophe, so that ``-5`` and ``'-5`` stay two cells (``'-5`` and ``''-5``): a reader
+    drops one leading apostrophe, if any, and has the text back."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r", "'") else text
 
 
 def safe_next(path: object) -> str:
@@ -292,13 +294,14 @@ class Dashboard:
 def hits_csv(hits: list[Hit], cut: list[Hit]) -> str:
     """The CSV download: heavy hitters, then cut prefixes (``kind``), items shown as on the
     page (``printable``: a terminal that prints the file, or a sheet, draws what it gets;
-    the JSON download is exact) and kept from becoming formulas (``csv_cell``)."""
+    every escape reads back one way, and the JSON download is exact) and kept from becoming
+    formulas (``csv_cell``)."""
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["rank", "item", "estimate", "std", "round", "truncated_at_bits", "kind"])
     for label, rows in (("heavy hitter", hits), ("cut prefix", cut)):
         for h in rows:
-            writer.writerow([h.rank, csv_cell(printable(h.item)), repr(h.estimate),
+            writer.writerow([h.rank, csv_cell(printable(h.item, h.truncated)), repr(h.estimate),
                              "" if math.isnan(h.std) else repr(h.std), h.round,
                              h.bits if h.truncated else "", label])
     return out.getvalue()
