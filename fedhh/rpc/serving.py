@@ -13,6 +13,7 @@ import ipaddress
 import logging
 import signal
 import socket
+import traceback
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -108,6 +109,17 @@ def _checked_stream(requests: AsyncIterator[Any], context: grpc.aio.ServicerCont
     return checked()
 
 
+def _forget_frames(error: BaseException) -> None:
+    """Drop the locals of the finished frames ``error`` passed through. gRPC keeps a call's
+    abort (and any error a handler raised) in reference cycles that only the cycle collector
+    frees, which the services run seldom (:func:`tune_gc`), and the error's traceback holds
+    every frame it left, with their locals: the request, whatever a handler had built. A
+    flood of refused megabyte requests held ~25 MB each until a collection. Called by the
+    outermost wrapper of each handler (:func:`_reading_first`'s for a unary request, else
+    :func:`_guard`'s), whose own frame holds no request."""
+    traceback.clear_frames(error.__traceback__)
+
+
 def _guard(behaviour: Callable[..., Any], streaming_request: bool) -> Callable[..., Any]:
     """``behaviour`` with unparsable requests answered INVALID_ARGUMENT."""
     if inspect.isasyncgenfunction(behaviour):
@@ -117,8 +129,12 @@ def _guard(behaviour: Callable[..., Any], streaming_request: bool) -> Callable[.
                 context = _CheckedReads(context)
             elif isinstance(request, Unparsable):
                 await _reject(context, request)
-            async for response in behaviour(request, context):
-                yield response
+            try:
+                async for response in behaviour(request, context):
+                    yield response
+            except BaseException as error:
+                _forget_frames(error)
+                raise
         return generator
 
     async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -127,7 +143,11 @@ def _guard(behaviour: Callable[..., Any], streaming_request: bool) -> Callable[.
             context = _CheckedReads(context)
         elif isinstance(request, Unparsable):
             await _reject(context, request)
-        return await behaviour(request, context)
+        try:
+            return await behaviour(request, context)
+        except BaseException as error:
+            _forget_frames(error)
+            raise
     return call
 
 
@@ -188,17 +208,29 @@ def _reading_first(handler: grpc.RpcMethodHandler, waits: RequestWaits) -> grpc.
     behaviour = handler.unary_unary
     if behaviour is not None:
         async def unary(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-            return await behaviour(await _request(context, waits), context)
+            try:
+                return await behaviour(await _request(context, waits), context)
+            except BaseException as error:
+                _forget_frames(error)
+                raise
         return grpc.stream_unary_rpc_method_handler(unary, **options)
     streaming = handler.unary_stream
     if inspect.isasyncgenfunction(streaming):
         async def generator(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-            async for response in streaming(await _request(context, waits), context):
-                yield response
+            try:
+                async for response in streaming(await _request(context, waits), context):
+                    yield response
+            except BaseException as error:
+                _forget_frames(error)
+                raise
         return grpc.stream_stream_rpc_method_handler(generator, **options)
 
     async def writer(requests: Any, context: grpc.aio.ServicerContext) -> None:
-        await streaming(await _request(context, waits), context)  # (it writes its responses)
+        try:
+            await streaming(await _request(context, waits), context)  # (it writes its responses)
+        except BaseException as error:
+            _forget_frames(error)
+            raise
     return grpc.stream_stream_rpc_method_handler(writer, **options)
 
 
