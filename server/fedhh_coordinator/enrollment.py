@@ -118,29 +118,36 @@ def load_verifier(spec: str | None, store: Store) -> AttestationVerifier:
 
 
 class RateLimiter:
-    """Token buckets: ``rate`` calls per second with bursts of ``burst``, overall and per key
-    (at most ``max_keys`` keys remembered, least recently seen forgotten first). ``clock``:
-    seconds, monotonic (a test's own, so a refill never depends on how fast a machine runs)."""
+    """Token buckets: ``rate`` calls per second with bursts of ``burst`` overall, and per key
+    ``key_share`` of both (at most ``max_keys`` keys remembered, least recently seen forgotten
+    first): with a share under 1, one key cannot take all the calls everyone may make.
+    ``clock``: seconds, monotonic (a test's own, so a refill never depends on how fast a
+    machine runs)."""
 
     def __init__(self, rate: float, burst: float, max_keys: int = 10_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        if not rate > 0 or not burst >= 1:
-            raise ConfigError(f"need rate > 0 and burst >= 1, got {rate} and {burst}")
+                 clock: Callable[[], float] = time.monotonic, key_share: float = 1.0) -> None:
+        if not rate > 0 or not burst >= 1 or not 0 < key_share <= 1 or burst * key_share < 1:
+            raise ConfigError(f"need rate > 0, burst >= 1 and a share of them in (0, 1] with "
+                              f"a burst of 1 or more, got {rate}, {burst} and {key_share}")
         self.rate, self.burst, self.max_keys = rate, burst, max_keys
+        self._key_rate, self._key_burst = rate * key_share, burst * key_share
         self._clock = clock
         self._overall = (burst, clock())
         self._keys: OrderedDict[str, tuple[float, float]] = OrderedDict()
 
-    def _take(self, state: tuple[float, float], now: float) -> tuple[float, float] | None:
+    @staticmethod
+    def _take(state: tuple[float, float], now: float, rate: float, burst: float
+              ) -> tuple[float, float] | None:
         level, at = state
-        level = min(self.burst, level + (now - at) * self.rate)
+        level = min(burst, level + (now - at) * rate)
         return None if level < 1 else (level - 1, now)
 
     def check(self, key: str) -> None:
         """Take one call for ``key``, or raise RateLimited (nothing is taken then)."""
         now = self._clock()
-        overall = self._take(self._overall, now)
-        mine = self._take(self._keys.get(key, (self.burst, now)), now)
+        overall = self._take(self._overall, now, self.rate, self.burst)
+        mine = self._take(self._keys.get(key, (self._key_burst, now)), now, self._key_rate,
+                          self._key_burst)
         if overall is None or mine is None:
             raise RateLimited("too many enrollments; retry later")
         self._overall = overall

@@ -67,7 +67,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
         runner = Runner(store, None, Ed25519PrivateKey.generate(), "127.0.0.1:1",  # type: ignore[arg-type]
                         lobby, LifetimeBudget(100.0, 1e-4))
         views = Views(store, runner, lobby, LifetimeBudget(100.0, 1e-4), Reader(db))
-        dashboard = Dashboard(views, Sessions(TOKEN, login_burst=5), tls, interval_s=0.2)
+        dashboard = Dashboard(views, Sessions(TOKEN, login_burst=50), tls, interval_s=0.2)
         await dashboard.start("127.0.0.1", 0)
         return dashboard, views
 

@@ -12,8 +12,9 @@ import sqlite3
 import pytest
 from dashboard_kit import TOKEN, XSS_LABEL, Served
 
+from fedhh.errors import RateLimited
 from fedhh.privacy import PrivacyLedger
-from fedhh_coordinator.dashboard.auth import COOKIE
+from fedhh_coordinator.dashboard.auth import COOKIE, Sessions
 from fedhh_coordinator.dashboard.reader import Reader
 from fedhh_coordinator.dashboard.server import CSP, csv_cell, safe_next
 
@@ -67,13 +68,26 @@ def test_the_session_cookie_is_http_only_secure_strict_and_not_the_token(served:
 
 
 def test_sign_in_is_rate_limited_even_for_the_right_token(served: Served) -> None:
-    # The fixture allows bursts of 5 attempts (the service's default is 10).
+    # The fixture allows a client bursts of 5 attempts (the service's default is 10).
     for _ in range(5):
         assert served.request("POST", "/login", {"token": "guess" * 8})[0] == 401
     status, headers, body = served.request("POST", "/login", {"token": TOKEN.decode()})
     assert status == 429
     assert headers["Retry-After"] == "60" and "Set-Cookie" not in headers
     assert b"too many sign-in attempts" in body
+
+
+def test_a_guesser_limits_itself_not_the_operator() -> None:
+    """One client address guessing without pause (before: it took everyone's allowance, and
+    the operator, signing in from another address, was answered 429 for as long as it went
+    on)."""
+    sessions = Sessions(TOKEN)
+    for _ in range(10):
+        assert sessions.login("192.0.2.66", "guess" * 8) is None
+    for _ in range(1000):
+        with pytest.raises(RateLimited):
+            sessions.login("192.0.2.66", "guess" * 8)
+    assert sessions.login("192.0.2.10", TOKEN.decode()) is not None
 
 
 def test_cross_origin_posts_are_refused(served: Served) -> None:
