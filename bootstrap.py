@@ -14,9 +14,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import venv
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -105,6 +107,21 @@ def _system_packages() -> None:
             return
 
 
+def run_child(command: Sequence[str | Path]) -> int:
+    """Run ``command`` to its end and return its exit code. Ctrl-C reaches the child from the
+    terminal (the same process group), which then stops cleanly in its own time; this process
+    ignores it meanwhile (``subprocess.run`` killed the child 0.25 s after it, and `fedhh up`
+    left its workdir, tokens and keys in /tmp) and passes a SIGTERM on."""
+    child = subprocess.Popen(command, cwd=ROOT)
+    previous = (signal.signal(signal.SIGINT, signal.SIG_IGN),
+                signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM)))
+    try:
+        return child.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+
+
 def main(argv: list[str]) -> int:
     if sys.version_info < (3, 11):  # noqa: UP036 - the one check an old interpreter must reach
         print(f"fedhh needs Python >= 3.11, this is {sys.version.split()[0]}", file=sys.stderr)
@@ -114,10 +131,10 @@ def main(argv: list[str]) -> int:
         return 2
     python = _setup()
     if argv[0] == "up":
-        up = [python, "-m", "fedhh.cli.main", "up", *argv[1:]]
-        return subprocess.run(up, cwd=ROOT).returncode
+        up: list[str | Path] = [python, "-m", "fedhh.cli.main", "up", *argv[1:]]
+        return run_child(up)
     _system_packages()
-    code = subprocess.run([python, "-m", "pytest", *argv[1:]], cwd=ROOT).returncode
+    code = run_child([python, "-m", "pytest", *argv[1:]])
     if code == 5:
         print("bootstrap: pytest collected no tests; that is a failure", file=sys.stderr)
         return 1

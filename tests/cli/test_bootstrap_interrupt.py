@@ -1,0 +1,77 @@
+"""Ctrl-C on `python3 bootstrap.py up` (the README's first command): the child stops in its
+own time and the terminal sees its words, not a traceback of bootstrap's. Before, bootstrap's
+``subprocess.run`` raised KeyboardInterrupt and killed `fedhh up` 0.25 s later, before it had
+removed its workdir (tokens and keys in /tmp)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# A child that, like `fedhh up`, takes its time to clean up after Ctrl-C.
+CHILD = """
+import signal, sys, time
+stop = []
+signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+print("ready", flush=True)
+while not stop:
+    time.sleep(0.01)
+time.sleep(1.0)  # cleaning up, longer than subprocess.run's 0.25 s grace
+print("child cleaned up", flush=True)
+sys.exit(130)
+"""
+PARENT = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+import bootstrap
+sys.exit(bootstrap.run_child([sys.executable, "-c", {CHILD!r}]))
+"""
+
+
+def test_ctrl_c_lets_the_child_finish_and_returns_its_code() -> None:
+    process = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "ready\n"
+        os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    assert process.returncode == 130, err
+    assert out == "child cleaned up\n" and "Traceback" not in err, (out, err)
+
+
+def test_sigterm_to_bootstrap_reaches_the_child() -> None:
+    child = CHILD.replace("signal.SIGINT", "signal.SIGTERM")
+    parent = PARENT.replace(repr(CHILD), repr(child))
+    process = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "ready\n"
+        deadline = time.monotonic() + 30
+        while not _catches(process.pid, signal.SIGTERM):  # (bootstrap's handler is in place)
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        process.terminate()  # bootstrap's process only, as a supervisor would
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    assert process.returncode == 130, err
+    assert out == "child cleaned up\n", (out, err)
+
+
+def _catches(pid: int, signum: int) -> bool:
+    caught = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                  if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) >> (signum - 1) & 1)
