@@ -8,6 +8,7 @@ process on exit (SIGTERM, then SIGKILL after a grace period).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -21,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from fedhh.errors import StateError
+from fedhh.errors import ConfigError, StateError
 from fedhh.rpc.credentials import load_or_create_signing_key
 from fedhh.rpc.tls import make_dev_pki
 
@@ -69,7 +70,10 @@ class LocalTopology:
         self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="fedhh-up-")
         # absolute: the children run in it and are given paths inside it
         self.workdir = Path(workdir or self._tmp.name).resolve()  # type: ignore[union-attr]
+        if self.workdir.exists() and not self.workdir.is_dir():
+            raise ConfigError(f"workdir {self.workdir} is a file, not a folder")
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self._lock = _lock_workdir(self.workdir)
         self.tls = tls
         from fedhh.data.registry import cache_root
 
@@ -304,8 +308,28 @@ class LocalTopology:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         self.close()
+        os.close(self._lock)
         if self._tmp is not None:
             self._tmp.cleanup()
+
+
+def _lock_workdir(workdir: Path) -> int:
+    """An exclusive lock on ``workdir`` for this process's topology (its descriptor; the lock
+    goes with the process, however it ends), or ConfigError naming the holder: a second
+    `fedhh up` in the same workdir rewrote the first's tokens and keys and shared its store,
+    and the first's run failed."""
+    fd = os.open(workdir / ".fedhh-up.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise ConfigError(f"workdir {workdir} is in use by another fedhh up or load test "
+                          f"(pid {holder}): give another --workdir, or stop that one "
+                          f"first") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
 
 
 def _write_secret(path: Path, value: bytes) -> None:

@@ -1,7 +1,7 @@
-"""A local topology's children import the code its caller imports: they run in the topology's
-workdir, so a relative PYTHONPATH entry (``PYTHONPATH=.:server:aggregator:device``, as the docs'
-load-test commands have it) must reach them made absolute, or they would import whatever fedhh
-is installed instead."""
+"""A local topology's workdir serves one topology at a time, and its children import the code
+its caller imports: they run in the workdir, so a relative PYTHONPATH entry
+(``PYTHONPATH=.:server:aggregator:device``, as the docs' load-test commands have it) must reach
+them made absolute, or they would import whatever fedhh is installed instead."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fedhh.errors import ConfigError
 from fedhh.rpc.topology import LocalTopology
 
 
@@ -28,3 +29,22 @@ def test_children_import_from_the_callers_relative_pythonpath(
         [sys.executable, "-c", "import caller_marker; print(caller_marker.WHERE)"],
         env=topo.env, cwd=topo.workdir, capture_output=True, text=True, timeout=60, check=True)
     assert child.stdout.strip() == "the caller"
+
+
+def test_a_workdir_serves_one_topology_at_a_time(tmp_path: Path) -> None:
+    """A second `fedhh up` in the same workdir rewrote the first's tokens and keys and shared
+    its store (the first's run failed): it is refused, naming the holder, until the first
+    ends."""
+    with LocalTopology(workdir=tmp_path / "work", tls=False):
+        token = (tmp_path / "work" / "admin.token").read_bytes()
+        with pytest.raises(ConfigError, match=rf"in use by another fedhh up .*pid {os.getpid()}"):
+            LocalTopology(workdir=tmp_path / "work", tls=False)
+        assert (tmp_path / "work" / "admin.token").read_bytes() == token
+    with LocalTopology(workdir=tmp_path / "work", tls=False):
+        pass
+
+
+def test_a_workdir_that_is_a_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(ConfigError, match=r"afile is a file, not a folder"):
+        LocalTopology(workdir=tmp_path / "afile", tls=False)
