@@ -5,9 +5,12 @@ the coordinator's database."""
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
+import logging
 import re
 import sqlite3
+import ssl
 
 import pytest
 from dashboard_kit import TOKEN, XSS_LABEL, Served
@@ -88,6 +91,31 @@ def test_a_guesser_limits_itself_not_the_operator() -> None:
         with pytest.raises(RateLimited):
             sessions.login("192.0.2.66", "guess" * 8)
     assert sessions.login("192.0.2.10", TOKEN.decode()) is not None
+
+
+def raw_request(served: Served, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, bytes] | None = None) -> int:
+    """The status of a request sent with header and body bytes as they are."""
+    context = ssl.create_default_context(cafile=str(served.tls.ca))
+    connection = http.client.HTTPSConnection(served.host, served.port, context=context,
+                                             timeout=30)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def test_bytes_that_are_not_utf8_are_refused_without_an_error_logged(
+        served: Served, caplog: pytest.LogCaptureFixture) -> None:
+    """Before: 500, and a traceback logged at ERROR for each such request, by anyone."""
+    form = {"Content-Type": b"application/x-www-form-urlencoded"}
+    assert raw_request(served, "POST", "/login", b"token=\xff\xfe&next=/", form) == 400
+    assert raw_request(served, "GET", "/", headers={
+        "Cookie": COOKIE.encode() + b"=\xff\xfe"}) == 303  # to the sign-in page
+    assert raw_request(served, "GET", "/runs/r1/heavy-hitters.csv", headers={
+        "Cookie": COOKIE.encode() + b"=\xff\xfe"}) == 401
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def test_cross_origin_posts_are_refused(served: Served) -> None:

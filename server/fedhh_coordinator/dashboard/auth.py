@@ -21,6 +21,7 @@ import hmac
 import secrets
 import time
 from collections import OrderedDict
+from typing import TypeGuard
 
 from fedhh.errors import RateLimited
 from fedhh_coordinator.enrollment import RateLimiter
@@ -63,7 +64,7 @@ class Sessions:
         return session
 
     def valid(self, session: str | None) -> bool:
-        if not session or len(session) > 128:
+        if not _well_formed(session):
             return False
         key = self._digest(session.encode())
         expiry = self._sessions.get(key)
@@ -75,5 +76,12 @@ class Sessions:
         return True
 
     def logout(self, session: str | None) -> None:
-        if session and len(session) <= 128:
+        if _well_formed(session):
             self._sessions.pop(self._digest(session.encode()), None)
+
+
+def _well_formed(session: str | None) -> TypeGuard[str]:
+    """Whether a cookie's value could be a session id (``token_urlsafe``: ASCII, 43
+    characters); a cookie of other bytes, which aiohttp hands on as lone surrogates, failed
+    to encode and was answered 500 with a traceback in the log."""
+    return session is not None and 0 < len(session) <= 128 and session.isascii()
