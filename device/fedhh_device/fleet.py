@@ -65,6 +65,10 @@ GET_TASK_WAIT_MS = 30 * 60_000
 GET_TASK_RETRY = RetryPolicy(initial_backoff_s=0.2, max_backoff_s=10.0)
 GET_TASK_SHED_RETRY = RetryPolicy(initial_backoff_s=0.2, max_backoff_s=60.0)
 _SHED = frozenset({grpc.StatusCode.CANCELLED, grpc.StatusCode.RESOURCE_EXHAUSTED})
+# What an Enroll answers a token that cannot enroll this device (unknown, used, expired; its
+# key already enrolled): reported together, not retried.
+_REFUSED_ENROLLMENT = frozenset({grpc.StatusCode.UNAUTHENTICATED,
+                                 grpc.StatusCode.ALREADY_EXISTS})
 _RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                       grpc.StatusCode.RESOURCE_EXHAUSTED})
 # Devices that share one connection to an aggregator (--devices-per-connection). A device's
@@ -235,7 +239,10 @@ class Fleet:
                 try:
                     response = await self._retry(call, user)
                 except grpc.aio.AioRpcError as error:
-                    if error.code() != grpc.StatusCode.UNAUTHENTICATED:
+                    # (ALREADY_EXISTS: this fresh key enrolled by a call whose answer was lost
+                    # too long ago to be sent a credential again; its token is spent all the
+                    # same)
+                    if error.code() not in _REFUSED_ENROLLMENT:
                         raise
                     refused[user] = error.details() or "refused"
                     return
@@ -244,12 +251,19 @@ class Fleet:
 
         refused: dict[int, str] = {}
         try:
-            await asyncio.gather(*(enroll(user) for user, _ in self.users
-                                   if user not in self._identities))
+            # Every enrollment is let finish before anything is raised: one that failed
+            # beside others still in flight ended the process while their tokens were being
+            # spent, their identities never saved.
+            outcomes = await asyncio.gather(*(enroll(user) for user, _ in self.users
+                                              if user not in self._identities),
+                                            return_exceptions=True)
         finally:
             # Every identity that enrolled is kept, whatever failed beside it: its token is
             # spent, and the next start must not ask for it again.
             self._save_state()
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
         if refused:
             users = sorted(refused)
             shown = ", ".join(map(str, users[:5])) + (", ..." if len(users) > 5 else "")

@@ -29,6 +29,11 @@ from fedhh_coordinator.db import Database, open_database
 RUN_STATES = ("pending", "running", "done", "failed", "cancelled")
 T = TypeVar("T")
 ACTIVE = ("pending", "running")
+# How long after its enrollment a device may present the same token and identity key again
+# to have its credential re-issued (its first answer lost on the way). Bounded so that a token
+# leaking later (a tokens file left behind) cannot take over the device's credential: past
+# it, a used token is worth nothing, as before.
+REISSUE_WINDOW_S = 15 * 60
 
 
 @dataclass(frozen=True)
@@ -101,12 +106,29 @@ class Store:
     def add_device(self, credential_hash: bytes, identity_key: bytes, label: str,
                    token_hash: bytes | None = None) -> int:
         """Enroll a device; with ``token_hash``, consume that one-time enrollment token in the
-        same transaction (AuthenticationError if it is unknown, used or expired)."""
+        same transaction (AuthenticationError if it is unknown, used or expired).
+
+        The token that enrolled ``identity_key``, presented with it again within
+        ``REISSUE_WINDOW_S``, is the device retrying an enrollment whose answer it lost: the
+        same device id is returned and ``credential_hash`` replaces the first credential's
+        (only the lost answer carried that credential; the store keeps nothing it could be
+        sent again from). Any other token with an enrolled key is a ConflictError."""
         now = time.time()
         with self._tx() as db:
-            if db.execute("SELECT 1 FROM devices WHERE identity_key = ?",
-                          (identity_key,)).fetchone():
-                raise ConflictError("this identity key is already enrolled")
+            enrolled = db.execute("SELECT device_id FROM devices WHERE identity_key = ?",
+                                  (identity_key,)).fetchone()
+            if enrolled is not None:
+                device_id = int(enrolled[0])
+                if token_hash is None or not db.execute(
+                        "SELECT 1 FROM enrollment_tokens WHERE token_hash = ? AND used_by = ? "
+                        "AND used_at >= ?",
+                        (token_hash, device_id, now - REISSUE_WINDOW_S)).fetchone():
+                    raise ConflictError(
+                        f"this identity key is already enrolled (by another token, or more "
+                        f"than {REISSUE_WINDOW_S // 60} minutes ago by this one)")
+                db.execute("UPDATE devices SET credential_hash = ? WHERE device_id = ?",
+                           (credential_hash, device_id))
+                return device_id
             if token_hash is not None:
                 row = db.execute("SELECT used_by, expires_at FROM enrollment_tokens WHERE "
                                  "token_hash = ?", (token_hash,)).fetchone()

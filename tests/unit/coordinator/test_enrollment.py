@@ -20,7 +20,7 @@ from fedhh_coordinator.enrollment import (
     new_tokens,
     token_hash,
 )
-from fedhh_coordinator.store import Store
+from fedhh_coordinator.store import REISSUE_WINDOW_S, Store
 
 
 def enroll(store: Store, token: str, key: bytes) -> int:
@@ -38,6 +38,45 @@ def test_a_token_enrolls_one_device_once(tmp_path: Path) -> None:
         enroll(store, new_tokens(1)[0], b"j" * 32)
     with pytest.raises(ConflictError):  # a known key is refused before the token is spent
         enroll(store, mint(store, 1)[0], b"k" * 32)
+
+
+def test_the_token_and_key_that_enrolled_again_reissue_the_credential(tmp_path: Path) -> None:
+    """A device retrying an enrollment whose answer it lost: same id, a new credential that
+    replaces the first (which nobody received); nothing else the token or key could do
+    before is allowed now."""
+    store = Store(tmp_path / "c.sqlite")
+    token, = mint(store, 1)
+    attested = OneTimeTokens().verify(pb.EnrollRequest(enrollment_token=token.encode()), "peer")
+    device_id = store.add_device(auth.credential_hash(b"first"), b"k" * 32, "",
+                                 attested.token_hash)
+    assert store.add_device(auth.credential_hash(b"again"), b"k" * 32, "",
+                            attested.token_hash) == device_id
+    record = store.device(device_id)
+    assert record is not None
+    auth.verify_device(record[0], b"again")
+    with pytest.raises(AuthenticationError):
+        auth.verify_device(record[0], b"first")
+    with pytest.raises(AuthenticationError, match="already used"):  # same token, other key
+        enroll(store, token, b"j" * 32)
+    with pytest.raises(ConflictError, match="another token"):  # same key, other token
+        enroll(store, mint(store, 1)[0], b"k" * 32)
+    with pytest.raises(ConflictError):  # same key, no token (another verifier)
+        store.add_device(b"c" * 32, b"k" * 32, "")
+    assert store.device(device_id + 1) is None
+
+
+def test_a_credential_is_reissued_only_soon_after_the_enrollment(tmp_path: Path) -> None:
+    """Past REISSUE_WINDOW_S a used token is worth nothing again, so one that leaks later
+    cannot take over the device's credential."""
+    store = Store(tmp_path / "c.sqlite")
+    token, = mint(store, 1)
+    device_id = enroll(store, token, b"k" * 32)
+    with store._tx() as db:  # (as though enrolled just over the window ago)
+        db.execute("UPDATE enrollment_tokens SET used_at = used_at - ?", (REISSUE_WINDOW_S + 1,))
+    with pytest.raises(ConflictError, match="minutes ago"):
+        enroll(store, token, b"k" * 32)
+    record = store.device(device_id)
+    assert record is not None and record[0] == b"c" * 32
 
 
 def test_expired_tokens_enroll_nobody(tmp_path: Path) -> None:
