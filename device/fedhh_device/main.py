@@ -224,7 +224,7 @@ async def serve(args: argparse.Namespace) -> None:
         from fedhh_device import metrics
 
         metrics.register(fleet, len(hosted))
-    endpoint = await start_metrics(args.metrics_port, args.metrics_host)
+    endpoint = await start_metrics(args.metrics_port, args.metrics_host, has_certificate=False)
     metrics_port = endpoint.port
     log.info("device process started",
              extra={"devices": len(hosted), "users": _describe(users),

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fedhh.errors import ConfigError
 from fedhh.rpc.tls import TlsFiles
 
 if TYPE_CHECKING:
@@ -101,10 +102,18 @@ class MetricsEndpoint:
 
 
 async def start_metrics(port: int | None, host: str = "127.0.0.1",
-                        tls: TlsFiles | None = None) -> MetricsEndpoint:
+                        tls: TlsFiles | None = None,
+                        has_certificate: bool = True) -> MetricsEndpoint:
     """Serve Prometheus metrics on ``host:port`` (port 0: OS-chosen; None: off, and the
     endpoint's port is None), over HTTPS with the service's certificate when it has one, like
-    every other listener; ``close()`` it at shutdown."""
+    every other listener; ``close()`` it at shutdown. A service that has certificates but runs
+    without them (``--insecure``) serves plaintext on loopback only, as its other listeners
+    do; a device process (``has_certificate=False``) has none to serve with."""
+    from fedhh.rpc.serving import is_loopback
+
+    if port is not None and tls is None and has_certificate and not is_loopback(f"{host}:0"):
+        raise ConfigError(f"--metrics-host {host}: the metrics are served in plaintext only "
+                          f"on loopback without TLS (--insecure)")
     endpoint = MetricsEndpoint()
     if port is not None:
         await endpoint.start(port, host, tls)

@@ -9,6 +9,9 @@ import asyncio
 import ssl
 from pathlib import Path
 
+import pytest
+
+from fedhh.errors import ConfigError
 from fedhh.rpc.observability import METRICS_CONNECTIONS, MetricsEndpoint, start_metrics
 from fedhh.rpc.tls import make_dev_pki
 
@@ -78,3 +81,17 @@ def test_no_port_serves_nothing_and_closes() -> None:
         await endpoint.close()
 
     asyncio.run(scenario())
+
+
+def test_without_tls_a_service_serves_its_metrics_on_loopback_only() -> None:
+    """As its gRPC, Connect and dashboard listeners (before: --insecure with --metrics-host
+    0.0.0.0 served the metrics in plaintext to any network). A device process has no
+    certificate to serve them with."""
+    async def scenario() -> None:
+        with pytest.raises(ConfigError, match=r"--metrics-host 0\.0\.0\.0: .*loopback"):
+            await start_metrics(0, "0.0.0.0")
+        endpoint = await start_metrics(0, "0.0.0.0", has_certificate=False)
+        assert endpoint.port is not None
+        await endpoint.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
