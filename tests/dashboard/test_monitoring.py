@@ -46,6 +46,15 @@ def test_the_scrape_configuration_names_every_service() -> None:
     assert jobs["aggregator"]["static_configs"][0]["targets"] == ["aggregator:9101"]
     assert jobs["selector"]["dns_sd_configs"][0]["port"] == 9103  # one address per replica
     assert jobs["devices"]["dns_sd_configs"][0]["port"] == 9102
+    # the name the devices job resolves is every device process's (before: a service name
+    # that no longer existed once the fleet became devices-0 .. devices-3, so none was scraped)
+    services = yaml.safe_load(compose)["services"]
+    device_services = [name for name in services if name.startswith("devices")]
+    assert len(device_services) >= 2
+    for name in device_services:
+        aliases = services[name]["networks"]["default"]["aliases"]
+        assert jobs["devices"]["dns_sd_configs"][0]["names"] == ["devices"], name
+        assert "devices" in aliases, name
     for flag in ("--metrics-port=9100", "--metrics-port=9101", "--metrics-port=9102",
                  "--metrics-port=9103"):
         assert flag in compose
