@@ -225,10 +225,15 @@ def builtin_path(
 
 
 def _fingerprint(paths: list[Path]) -> str:
+    """Which version of the files an import is of: their paths, sizes, modification and
+    change times and inodes. The modification time alone missed a file rewritten with the
+    same size and its old time set back (`touch -d`, `cp -p`, `rsync -a`), and the stale
+    import was used; a file's change time cannot be set back and a copy is a new inode."""
     digest = hashlib.sha256()
     for path in paths:
         info = path.stat()
-        digest.update(f"{path.resolve()}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+        digest.update(f"{path.resolve()}\0{info.st_size}\0{info.st_mtime_ns}\0"
+                      f"{info.st_ctime_ns}\0{info.st_ino}\n".encode())
     return digest.hexdigest()[:16]
 
 

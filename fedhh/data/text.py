@@ -57,12 +57,22 @@ def iter_text_users(
                     f"{source}: line {number} is longer than {MAX_LINE_BYTES:,} bytes (one "
                     "user's items on one line; is this a text dataset?)")
             if number == 1:
+                if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+                    raise DatasetError(
+                        f"{source}: it is UTF-16 (it starts with the byte order mark "
+                        f"{raw[:2].hex(' ').upper()}); a text dataset is UTF-8: save it so")
                 raw = raw.removeprefix(codecs.BOM_UTF8)  # an editor's mark, not an item's
                 if not raw.endswith(b"\n") and b"\r" in raw.rstrip(b"\r"):
                     # (split() would take the breaks for spaces: every user one user)
                     raise DatasetError(
                         f"{source}: its lines end with \\r alone (classic Mac OS line ends); "
                         "a text dataset has one user per line, each ending with \\n or \\r\\n")
+            if b"\r" in raw.rstrip(b"\r\n"):
+                # (split() takes it for a space: the lines it ends would be one user's)
+                raise DatasetError(
+                    f"{source}: line {number} holds a \\r that ends no line (\\r\\n does); a "
+                    "text dataset has one user per line, each ending with \\n or \\r\\n, so "
+                    "this line's users would be counted as one")
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:

@@ -172,3 +172,21 @@ def test_a_text_file_of_bare_carriage_returns_is_refused(tmp_path: Path) -> None
         list(iter_text_users(src))
     src.write_bytes(b"a b\r\nc d\r\n")  # Windows line ends are lines
     assert [sorted(c) for c in iter_text_users(src)] == [["a", "b"], ["c", "d"]]
+
+
+@pytest.mark.parametrize("content", [b"a\nb\rc\rd\re\n", b"a\rb\rc\n", b"x y\r\nz\rw\r\n"])
+def test_a_bare_carriage_return_after_the_first_line_end_is_refused(
+        tmp_path: Path, content: bytes) -> None:
+    """Before: only a first line without \\n was checked, so `a\\nb\\rc\\rd\\re\\n` read as
+    2 users, not 5, and the population the accounting counts on was wrong."""
+    src = tmp_path / "mixed.txt"
+    src.write_bytes(content)
+    with pytest.raises(DatasetError, match=r"line \d holds a \\r that ends no line"):
+        list(iter_text_users(src))
+
+
+def test_a_utf16_text_file_is_named_as_such(tmp_path: Path) -> None:
+    src = tmp_path / "u16.txt"
+    src.write_text("a b\nc\n", encoding="utf-16")
+    with pytest.raises(DatasetError, match=r"it is UTF-16 .*byte order mark FF FE"):
+        list(iter_text_users(src))

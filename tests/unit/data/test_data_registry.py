@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +55,26 @@ def test_text_and_leaf_paths_are_converted_once(tmp_path: Path) -> None:
     (leaf / "r.json").write_text(json.dumps(
         {"users": ["u"], "user_data": {"u": {"x": ["x y"], "y": [{}]}}}))
     assert resolve_dataset(leaf, tmp_path / "cache").vocabulary == ("x", "y")
+
+
+def test_a_file_rewritten_with_its_old_size_and_time_is_converted_again(
+        tmp_path: Path) -> None:
+    """Before: the fingerprint was the path, size and modification time, so a file rewritten
+    to the same size with its time set back (`touch -d`, `cp -p`, `rsync -a`) kept the old
+    conversion: the items of the file before."""
+    text = tmp_path / "users.txt"
+    old_time = (1_700_000_000_000_000_000, 1_700_000_000_000_000_000)
+    text.write_text("aaa bbb\nccc\n", encoding="utf-8")
+    os.utime(text, ns=old_time)
+    assert resolve_dataset(text, tmp_path / "cache").vocabulary == ("aaa", "bbb", "ccc")
+    changed = text.stat().st_ctime_ns
+    text.write_text("xxx yyy\nzzz\n", encoding="utf-8")
+    os.utime(text, ns=old_time)
+    deadline = time.monotonic() + 10
+    while text.stat().st_ctime_ns == changed:  # (a coarse clock: milliseconds apart)
+        assert time.monotonic() < deadline
+        os.utime(text, ns=old_time)
+    assert resolve_dataset(text, tmp_path / "cache").vocabulary == ("xxx", "yyy", "zzz")
 
 
 def test_dataset_directory_and_errors(tmp_path: Path, tiny: FederatedDataset) -> None:
