@@ -15,6 +15,8 @@ from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 
 FINAL = ("done", "failed", "cancelled")
+# The most tokens one MintEnrollmentTokens call may ask for (the coordinator's MAX_MINT).
+MINT_PER_CALL = 100_000
 
 
 class AdminClient:
@@ -57,10 +59,15 @@ class AdminClient:
                                    timeout=30)
 
     def mint_tokens(self, count: int, ttl_s: float = 0.0, label: str = "") -> list[str]:
-        """``count`` one-time enrollment tokens (valid ``ttl_s`` seconds; 0: until used)."""
-        request = pb.MintEnrollmentTokensRequest(count=count, ttl_s=ttl_s, label=label)
-        return list(self.stub.MintEnrollmentTokens(request, metadata=self.metadata,
-                                                   timeout=60).tokens)
+        """``count`` one-time enrollment tokens (valid ``ttl_s`` seconds; 0: until used), in
+        calls of at most ``MINT_PER_CALL``."""
+        tokens: list[str] = []
+        while len(tokens) < count:
+            request = pb.MintEnrollmentTokensRequest(
+                count=min(count - len(tokens), MINT_PER_CALL), ttl_s=ttl_s, label=label)
+            tokens += self.stub.MintEnrollmentTokens(request, metadata=self.metadata,
+                                                     timeout=60).tokens
+        return tokens
 
     def wait(self, run_id: str, timeout_s: float, on_change: Any = None,
              idle: bool = False) -> pb.Run:

@@ -111,11 +111,8 @@ class LocalTopology:
         if not path.exists():
             hosted = user_range(users, resolve_dataset(dataset).num_users)
             ca = self.workdir / "tls" / "ca.pem" if self.tls else None
-            tokens: list[str] = []
             with AdminClient(self.address("coordinator"), self.token("admin"), ca) as admin:
-                while len(tokens) < len(hosted):  # the admin API mints at most 100,000 a call
-                    tokens += admin.mint_tokens(min(len(hosted) - len(tokens), 50_000),
-                                                label=f"local topology {name}")
+                tokens = admin.mint_tokens(len(hosted), label=f"local topology {name}")
             write_private(path, "".join(f"{u} {t}\n" for u, t in zip(hosted, tokens,
                                                                        strict=True)))
         return path
