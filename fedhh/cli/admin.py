@@ -45,7 +45,8 @@ def register(subparsers: Any) -> None:
                          ("cancel", "cancel a pending or running run")):
         sub = actions.add_parser(action, help=text, parents=[common])
         sub.add_argument("run_id", help="the run's id")
-    actions.add_parser("list", help="every run", parents=[common])
+    actions.add_parser("list", help="every run, without its rounds, deny list or codebook "
+                                    "(status has them)", parents=[common])
     mint = actions.add_parser("mint-tokens", help="one-time enrollment tokens, one per device",
                               parents=[common])
     how_many = mint.add_mutually_exclusive_group(required=True)
@@ -90,18 +91,19 @@ def user_span(text: str) -> range:
     return span
 
 
-def dropped_completions(asked: RunConfig, stored: RunConfig) -> str:
+def dropped_completions(asked: RunConfig, stored: RunConfig, devices_flags: str) -> str:
     """A note when the coordinator stored fewer completion rounds than were asked for (it
     drops the last ones when n_min devices cannot budget them: each round's own local
     epsilon, eps_local + ln(weight), must stay positive); "" otherwise. Before, nothing said
-    so, and URLs and e-mail addresses came back cut."""
+    so, and URLs and e-mail addresses came back cut. ``devices_flags``: the flags of the
+    printing command that raise n_min (`fedhh up` has no --min-devices)."""
     if stored.completion() >= asked.completion():
         return ""
     return (f"note: {stored.completion()} of the {asked.completion()} completion rounds asked "
             f"for can be budgeted with {stored.min_devices} devices at eps_agg "
             f"{stored.eps_agg:g} (each round's local epsilon, eps_local + ln(its weight), must "
             f"stay positive): items longer than the {stored.max_bits} bits the main rounds "
-            "cover may come back cut; more devices (--min-devices) or a larger --eps-agg "
+            f"cover may come back cut; more devices ({devices_flags}) or a larger --eps-agg "
             "budget more")
 
 
@@ -134,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
             config = config_from_args(args, Mode.NETWORK)
             reply: Any = client.start_run(to_proto(config), args.run_id)
-            note = dropped_completions(config, from_proto(reply.config))
+            note = dropped_completions(config, from_proto(reply.config), "--min-devices")
             if note:
                 print(note, file=sys.stderr)
         elif args.action == "mint-tokens":

@@ -40,6 +40,10 @@ from fedhh.config import Mode, codec_value
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError, StateError
 
+# What raises n_min here (the note on dropped completion rounds names them; `fedhh up` has
+# no --min-devices: n_min is --min-fraction of --devices).
+N_MIN_FLAGS = "--devices or --min-fraction"
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("up", help="run the whole system locally for one discovery",
@@ -257,7 +261,7 @@ def _run(args: argparse.Namespace) -> int:
             narrator = Narrator(echo=demo.say if demo is not None else None)
             run_ = admin.start_run(to_proto(config), run_id=demo_run_id(admin.runs()))
             stored = from_proto(run_.config)  # completion rounds dropped if too few devices
-            dropped = dropped_completions(config, stored)
+            dropped = dropped_completions(config, stored, N_MIN_FLAGS)
             if dropped:
                 narrator.tell(dropped, indent=False)
             completion = (f", the last {stored.completion()} completing items longer than "
@@ -443,10 +447,11 @@ def explain(run: Any, results: Any) -> None:
         # (a round that kept nothing has no false positives, whatever its tail at the last
         # threshold PruneHH tried)
         noise = sum(r.expected_false_positives for r in released if r.kept)
-        print(f"Noise alone is expected to lift about {noise:.1f} of the {kept} prefixes kept "
-              f"over the thresholds (PruneHH keeps these false positives at most "
-              f"gamma = {config.fp_ratio:g} of what it keeps; the table's "
-              "exp-fp column), so an item in the list may be one of them.")
+        if kept:
+            print(f"Noise alone is expected to lift about {noise:.1f} of the {kept} prefixes "
+                  f"kept over the thresholds (PruneHH keeps these false positives at most "
+                  f"gamma = {config.fp_ratio:g} of what it keeps; the table's "
+                  "exp-fp column), so an item in the list may be one of them.")
 
 
 def _print_results(run: Any, results: Any) -> None:

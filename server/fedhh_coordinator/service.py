@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fedhh.codec.codebook import BUILTIN_NAMES
 from fedhh.errors import AuthenticationError, ConfigError, RateLimited, StoreDamaged
 from fedhh.rpc.credentials import raw_public
 from fedhh.rpc.errors import status_errors
@@ -203,14 +204,23 @@ class AdminService(pb_grpc.AdminServiceServicer):
         return self._run(row.run_id)
 
     def _listed(self, run_id: str, state: str) -> pb.Run:
-        """The run as GetRun answers it; a run whose stored row is damaged is listed by its id
-        and state with the damage as its error (GetRun answers it DATA_LOSS)."""
+        """The run as GetRun answers it, less what can make it large: its attempts' summaries,
+        its deny list and its codebook unless a built-in one's name (the JSON of up to 1 MiB).
+        With them, a run weighed up to a few MiB (a deny list of 1,000 items of 1,000
+        characters is 1 MB): 18 such runs passed gRPC's 16 MiB send limit and ListRuns failed
+        for good, with no way to remove a run. GetRun answers the whole run. A run whose
+        stored row is damaged is listed by its id and state with the damage as its error
+        (GetRun answers it DATA_LOSS)."""
         try:
-            return self._run(run_id)
+            run = self._run(run_id, with_rounds=False)
         except StoreDamaged as damage:
             return pb.Run(run_id=run_id, state=state, error=str(damage))
+        run.config.ClearField("deny_list")
+        if run.config.codec not in BUILTIN_NAMES:
+            run.config.ClearField("codec")
+        return run
 
-    def _run(self, run_id: str) -> pb.Run:
+    def _run(self, run_id: str, with_rounds: bool = True) -> pb.Run:
         row = self.store.run(run_id)
         ledger = stored_ledger(row)
         # (a figure the wire cannot carry is damage too)
@@ -218,7 +228,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
         return pb.Run(
             run_id=row.run_id, state=row.state, config=config, eps_local=row.eps_local,
             eps_spent=ledger.spent_epsilon(), rounds_released=ledger.rounds_recorded,
-            error=row.error, rounds=self._rounds(run_id),
+            error=row.error, rounds=self._rounds(run_id) if with_rounds else (),
             progress=self.runner.progress_of(run_id),
         )
 

@@ -4,6 +4,7 @@ is replaced by a recording stand-in)."""
 from __future__ import annotations
 
 import json
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,11 @@ def test_start_says_when_the_coordinator_dropped_completion_rounds(
     assert json.loads(captured.out)["config"]["completionRounds"] == 0  # stdout stays JSON
     assert captured.err.startswith("note: 0 of the 16 completion rounds asked for can be "
                                    "budgeted with 300 devices at eps_agg 2 ")
+    named = set(re.findall(r"--[a-z][a-z-]*", captured.err))
+    assert {"--min-devices", "--eps-agg"} <= named
+    with pytest.raises(SystemExit):
+        main(["admin", "start", "--help"])
+    assert named <= set(re.findall(r"--[a-z][a-z-]*", capsys.readouterr().out))
 
 
 class Unavailable(grpc.RpcError):

@@ -3,12 +3,16 @@ how many of the kept prefixes noise alone is expected to lift."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
+from fedhh.cli.admin import dropped_completions
 from fedhh.cli.main import main
-from fedhh.cli.up import _print_results, demo_run_id, explain
+from fedhh.cli.up import N_MIN_FLAGS, _print_results, demo_run_id, explain
+from fedhh.config import RunConfig
 from fedhh.v1 import coordinator_pb2 as pb
 
 
@@ -92,3 +96,22 @@ def test_a_run_ended_by_a_completion_round_that_kept_nothing_says_so(
     assert "The tree finished after 3 of 4 rounds: round 3 kept no prefix, so none was left " \
         "to extend" in out
     assert "in round 3, a completion round, at local epsilon 0.09 (the main rounds' 4.00" in out
+
+
+def options_of(command: list[str], capsys: pytest.CaptureFixture[str]) -> set[str]:
+    """The long options ``fedhh COMMAND --help`` lists."""
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--help"])
+    assert exit_.value.code == 0
+    return set(re.findall(r"--[a-z][a-z-]*", capsys.readouterr().out))
+
+
+def test_the_note_on_dropped_completion_rounds_names_flags_up_accepts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: every `fedhh up` suggested "more devices (--min-devices)", and `fedhh up
+    --min-devices 1300` was "unrecognized arguments"."""
+    asked = RunConfig()
+    note = dropped_completions(asked, replace(asked, completion_rounds=0), N_MIN_FLAGS)
+    named = set(re.findall(r"--[a-z][a-z-]*", note))
+    assert {"--devices", "--min-fraction", "--eps-agg"} <= named
+    assert named <= options_of(["up"], capsys), named - options_of(["up"], capsys)
