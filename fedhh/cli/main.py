@@ -31,7 +31,12 @@ SUBCOMMANDS = (
 # half-written dataset's scratch folder, the services up and loadtest started): the work they
 # do is theirs to stop. SIGTERM too: TERMINABLE here, up and loadtest by their own handler.
 COMPUTING = ("simulate", "data", "privacy", "experiments", "up", "loadtest")
-TERMINABLE = ("simulate", "data", "privacy")  # SIGTERM means Ctrl-C too
+# SIGTERM means Ctrl-C too. experiments as well: serially it builds datasets (gigabytes of
+# scratch to remove) as data generate does; on Dask, Ctrl-C's path cancels the runs and closes
+# the LocalCluster it started (its workers ignore SIGINT, and a SIGTERM that reaches them as
+# well, from `timeout` or `kill` of the process group, ends them; the closing nannies do not
+# restart them).
+TERMINABLE = ("simulate", "data", "privacy", "experiments")
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head`)
 
@@ -55,12 +60,23 @@ def usage_error(parser_prog: str, message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+def _version() -> str:
+    """The installed distribution's version (the package metadata pyproject.toml wrote)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fedhh")
+    except PackageNotFoundError:  # (run from a checkout that was never installed)
+        return "(not installed)"
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The `fedhh` parser with every subcommand, or only ``only`` (one import instead of all)."""
     parser = OneLineErrorParser(
         prog="fedhh", description="Private federated heavy-hitter discovery (OptPrefixTree)."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    parser.add_argument("--version", action="version", version=f"fedhh {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
     for name in SUBCOMMANDS if only is None else (only,):
         importlib.import_module(f"fedhh.cli.{name}").register(sub)
@@ -116,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     computing = args.command in COMPUTING
-    # (experiments' Dask processes, up's and loadtest's services take SIGTERM their own way)
+    # (up's and loadtest's services take SIGTERM their own way)
     signals = (signal.SIGINT, signal.SIGTERM) if args.command in TERMINABLE else (signal.SIGINT,)
     previous = {signum: signal.getsignal(signum) for signum in signals}
     if computing:

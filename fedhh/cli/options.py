@@ -32,9 +32,14 @@ def positive_int(text: str) -> int:
 
 
 def non_negative_int(text: str) -> int:
+    """An integer >= 0, as :func:`positive_int` takes it."""
     if text.strip() == "0":
         return 0
-    return positive_int(text)
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a non-negative integer, got {text!r}") from None
 
 
 def positive_float(text: str) -> float:

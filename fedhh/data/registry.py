@@ -19,6 +19,7 @@ The cache folder is ``cache_dir`` if given, else ``$FEDHH_CACHE``, else ``./cach
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
 import logging
 import os
@@ -205,7 +206,8 @@ def builtin_path(
 ) -> Path:
     """The directory of a built-in dataset, building it first if it is not cached (or ``force``)."""
     if name not in BUILTINS:
-        raise DatasetError(f"unknown dataset {name!r}; built-in datasets: {', '.join(BUILTINS)}")
+        raise DatasetError(f"unknown dataset {name!r}; built-in datasets: "
+                           f"{', '.join(BUILTINS)}{_did_you_mean(name)}")
     spec = BUILTINS[name]
     if not spec.synthetic and (num_users is not None or seed != 0):
         raise ValueError(f"{name} has a fixed size and no seed")
@@ -261,6 +263,12 @@ def import_path(
     return target
 
 
+def _did_you_mean(name: str) -> str:
+    """``; did you mean 'shakespeare'?`` for a name a typo or two from a built-in one."""
+    close = difflib.get_close_matches(name, BUILTINS, n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def source_format(path: Path) -> str:
     """'dataset', 'leaf' or 'text' for a path; DatasetError if it is none of them."""
     if path.is_dir():
@@ -272,7 +280,7 @@ def source_format(path: Path) -> str:
                            "directory of LEAF .json files")
     if not path.exists():
         raise DatasetError(f"{path} does not exist and is not a built-in dataset "
-                           f"({', '.join(BUILTINS)})")
+                           f"({', '.join(BUILTINS)}){_did_you_mean(str(path))}")
     if path.suffix.lower() == ".json":
         return "leaf"
     if path.suffix.lower() == ".txt":

@@ -459,3 +459,20 @@ def test_web_origins_without_the_web_port_are_refused(
     assert one_line_error([*command, "--web-origin", "https://a.example"], capsys) == (
         f"fedhh {command[0]}: error: --web-origin needs --web-listen: the origins may call the "
         "Connect port, which is off without it")
+
+
+def test_version_typos_and_counts_from_zero_are_answered(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second probe of the first hour: no --version; a mistyped dataset name got the list
+    of names but no suggestion; `--web-devices -1` was told "a positive integer" where 0 is
+    accepted."""
+    code, out, _ = run(["--version"], capsys)
+    assert code == 0 and re.fullmatch(r"fedhh \S+\n", out), out
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    error = run(["simulate", "--dataset", "shakespear"], capsys)[2]
+    assert error.strip().endswith("did you mean 'shakespeare'?"), error
+    assert "did you mean" not in run(["simulate", "--dataset", "nothing.txt"], capsys)[2]
+    assert "expected a non-negative integer, got '-1'" in one_line_error(
+        ["up", "--web-devices", "-1"], capsys)
