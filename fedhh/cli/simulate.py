@@ -196,8 +196,9 @@ def cut_heading(count: int) -> str:
     """The heading of the cut prefixes' list, with what cut them and what reaches further."""
     return (f"{count} heavy prefixes the completion rounds could not complete (not counted as "
             "heavy hitters; each stands for every item starting so: the rounds ran out of bits, "
-            "or the item's count fell below a later, cheaper round's threshold; more "
-            "--completion-rounds reach further, each by up to log2(--dim-limit) bits):")
+            "which more --completion-rounds extend, each by up to log2(--dim-limit) bits, or "
+            "the item's count fell below a later, cheaper round's threshold, which more devices "
+            "or a larger --eps-agg lower; the rounds table shows each round's):")
 
 
 def _fmt(value: Any) -> str:
