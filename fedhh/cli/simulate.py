@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -203,7 +204,8 @@ def cut_heading(count: int) -> str:
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
-        return f"{value:.4g}"
+        # (nan: no such figure for the round, as tau for TrieHH's noiseless votes)
+        return "-" if math.isnan(value) else f"{value:.4g}"
     return str(value)
 
 

@@ -4,6 +4,7 @@ errors with exit code 2 for every invalid option value."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -159,3 +160,14 @@ def test_items_of_any_kind_are_shown_exactly_and_truncation_is_flagged(
     assert words[4].startswith(cut["item"][:-1])
     assert "2017" in stdout and "was truncated at 60 bits" in stdout
     assert "????" not in stdout
+
+
+def test_triehh_rounds_show_no_nan(text_dataset: Path, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """TrieHH's votes carry no noise, so its rounds have no tau: shown as "-" (was "nan")."""
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    code, out, err = run_cli(["simulate", "--dataset", str(text_dataset), "--algorithm",
+                              "triehh++"], capsys)
+    assert code == 0, err
+    assert not re.search(r"\bnan\b", out) and " tau " in out, out
