@@ -255,6 +255,8 @@ class TreeState:
     hints: tuple[float, ...] = ()  # per prefix: its selection weight (the selection hint)
     parent_estimates: tuple[float, ...] = ()  # per prefix: its estimate (consistency, completion)
     parent_variances: tuple[float, ...] = ()  # per prefix: that estimate's variance
+    last_segment_bits: int = 0  # the bits the last round added (its prefixes' parents: _lost)
+    orphans_listed: bool = False  # the next round lists the families it loses whole (_lost)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -274,6 +276,8 @@ class TreeState:
             hints=tuple(float(h) for h in data.get("hints", ())),
             parent_estimates=tuple(float(e) for e in data.get("parent_estimates", ())),
             parent_variances=tuple(float(v) for v in data.get("parent_variances", ())),
+            last_segment_bits=int(data.get("last_segment_bits", 0)),
+            orphans_listed=bool(data.get("orphans_listed", False)),
         )
 
 
@@ -488,8 +492,9 @@ class PrefixTree:
         found += [Found(code, estimate, query.round, bits) for code, estimate in
                   zip(cw.to_ints(cw.widen(values[unended], bits, r)),
                       estimates[unended].tolist(), strict=True)]
-        if query.round - 2 > cfg.main_rounds:
-            found += self._lost(state, query, kept >> s)
+        if query.round - 2 >= cfg.main_rounds:
+            found += self._lost(state, query, kept >> s,
+                                orphans_only=query.round - 2 == cfg.main_rounds)
         carry = ~finished & ~unended
         continuing = list(zip(estimates[carry].tolist(), cw.to_ints(values[carry]),
                               real[carry].tolist(), strict=True))
@@ -527,6 +532,9 @@ class PrefixTree:
                    if cfg.selection_hint > 0 else ()),
             **self._parents(sorted(continuing, key=lambda ev: ev[1]), mechanism, participants,
                             query.round > cfg.main_rounds),
+            last_segment_bits=s,
+            orphans_listed=(query.round - 1 == cfg.main_rounds
+                            and cut.expected_false_positives < 1),
         )
         actual_fp = None
         if true_counts is not None:
@@ -555,33 +563,55 @@ class PrefixTree:
         )
         return new_state, report
 
-    def _lost(self, state: TreeState, query: RoundQuery, parents: np.ndarray) -> list[Found]:
+    def _lost(self, state: TreeState, query: RoundQuery, parents: np.ndarray,
+              orphans_only: bool) -> list[Found]:
         """The prefixes a completion round after the first kept and the next kept none of the
         extensions of, as cut prefixes at the bits and estimate of the round that kept them.
 
         A later completion round runs at a smaller share of the budget than the one before, so
         its threshold is higher than the one a long item's prefix passed: the item's count can
-        fall below it (a 1,000-letter item held by 2.5% of 6,000 devices did, 269 bits in).
-        Dropping its prefix would lose a heavy item without a trace; it is reported as cut
-        instead, as a prefix still open after the last round is. A completion round holds
-        every element it keeps to its share of the finishing target
+        fall below it (a 1,000-letter item held by 2.5% of 6,000 devices did, 269 bits in; at
+        2,000 devices, items of a few Cyrillic, CJK or Devanagari characters held by 30% of
+        them did, 64 bits in). Dropping its prefix would lose a heavy item without a trace; it
+        is reported as cut instead, as a prefix still open after the last round is. A
+        completion round holds every element it keeps to its share of the finishing target
         (``RunConfig.completion_fp_ratios``), so this adds no false positive those targets do
-        not count. Not from the first two: the first completion round's prefixes come from
-        the last main round, whose target is for prefixes that go on (kept lists there are up
-        to half noise), and the first completion round keeps many (~850 on the default
-        dataset, ~30 of them expected false): its noise extensions of real prefixes die in the
-        second (25 such on the default dataset, all near the threshold). From the second on a
-        round keeps few, the long items' chains, each held to a target gamma / (i (i + 1)).
-        Post-processing of released sums: privacy is unaffected."""
-        if len(state.parent_estimates) != query.prefixes.size:
-            return []  # a state persisted before the estimates were carried
+        not count.
+
+        Not what the first completion round loses: its prefixes come from the last main round,
+        whose target is for prefixes that go on (kept lists there are up to half noise). Of
+        what the second loses (``orphans_only``), only when the first expected under one false
+        positive among all it kept (``TreeState.orphans_listed``), and then only the heaviest
+        of each family (the prefixes the first completion round kept of one last-main-round
+        prefix) of which nothing went on or was found. At the paper's scale the first
+        completion round keeps many (~850 on the default dataset, ~30 of them expected false),
+        whose noise extensions die in the second (25 such on the default dataset, all within a
+        standard deviation of its threshold, as are real items' prefixes at 2,000 devices: the
+        estimates do not tell them apart); a real prefix's noise siblings die beside it going
+        on. From the third on a round keeps few, the long items' chains, each held to a target
+        gamma / (i (i + 1)). Post-processing of released sums: privacy is unaffected."""
+        if len(state.parent_estimates) != query.prefixes.size or (
+                orphans_only and not state.orphans_listed):
+            return []  # (a state persisted before the estimates were carried)
         lost = np.ones(query.prefixes.size, dtype=bool)
         lost[parents] = False
         index = np.flatnonzero(lost)
         r = self.codec.max_bits
-        codes = cw.to_ints(cw.widen(query.prefixes[index], query.prefix_bits, r))
-        return [Found(code, state.parent_estimates[i], query.round - 1, query.prefix_bits)
-                for code, i in zip(codes, index.tolist(), strict=True)]
+        codes = cw.to_ints(cw.widen(query.prefixes, query.prefix_bits, r))
+        if orphans_only:
+            family_shift = r - (query.prefix_bits - state.last_segment_bits)
+            alive = {codes[i] >> family_shift for i in np.flatnonzero(~lost).tolist()}
+            alive |= {f.code >> family_shift for f in state.discovered
+                      if f.round == query.round - 1}
+            heaviest: dict[int, int] = {}
+            for i in index.tolist():
+                family = codes[i] >> family_shift
+                if family not in alive and (family not in heaviest or state.parent_estimates[i]
+                                            > state.parent_estimates[heaviest[family]]):
+                    heaviest[family] = i
+            index = np.array(sorted(heaviest.values()), dtype=np.int64)
+        return [Found(codes[i], state.parent_estimates[i], query.round - 1, query.prefix_bits)
+                for i in index.tolist()]
 
     def _parents(self, carried: list[tuple[float, int, float]], mechanism: RoundMechanism,
                  participants: int, completing: bool) -> dict[str, tuple[float, ...]]:
