@@ -4,12 +4,16 @@ the standard deviation shown beside each estimate."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
+from fedhh.codec import Codec
+from fedhh.codec import codes as cw
 from fedhh.device import RandomizedResponse
-from fedhh.server import LocalRandomizer
-from fedhh_coordinator.dashboard.results import estimate_std
+from fedhh.server import LocalRandomizer, PrefixTree, TreeConfig
+from fedhh.server.prefixtree import Found, TreeState
+from fedhh_coordinator.dashboard.results import estimate_std, heavy_hitters
 from fedhh_coordinator.dashboard.timeline import attempt_view, dropout_by_stage
 from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.store import RoundRow, stored_members_field
@@ -140,3 +144,18 @@ def test_the_standard_deviation_is_the_randomized_response_formula() -> None:
     # Estimates outside [0, n] are clipped before they stand in for the count.
     assert estimate_std(mechanism, -5.0, n) == estimate_std(mechanism, 0.0, n)
     assert math.isnan(estimate_std(mechanism, 10.0, 0))
+
+
+def test_a_hitters_standard_deviation_is_its_rounds_mechanisms() -> None:
+    """A completion round runs at a smaller share of the budget: its items' standard deviation
+    is its own randomizer's (before: the main rounds', several times smaller)."""
+    codec = Codec("5bit", 20)
+    main, completion = LocalRandomizer(4.0), LocalRandomizer(1.0)
+    tree = PrefixTree(TreeConfig(rounds=2, dim_limit=2**12), codec, main, None,
+                      (main, completion))
+    [code] = cw.to_ints(codec.encode_many(["cat"]).codes)
+    state = TreeState(discovered=(Found(code, 100.0, 2),), done=True)
+    parts = SimpleNamespace(tree=tree, state=state)
+    rounds = [SimpleNamespace(round=i, state="released", participants=1000) for i in (1, 2)]
+    [hit] = heavy_hitters(parts, rounds)  # type: ignore[arg-type]
+    assert hit.std == estimate_std(completion, 100.0, 1000) > estimate_std(main, 100.0, 1000)

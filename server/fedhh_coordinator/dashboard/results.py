@@ -54,8 +54,11 @@ def cut_prefixes(parts: RunParts, rounds: list[RoundRow]) -> list[Hit]:
 
 def _hits(parts: RunParts, rounds: list[RoundRow], found: list[HeavyHitter]) -> list[Hit]:
     contributors = {r.round: r.participants for r in rounds if r.state == "released"}
+    # (each round's own mechanism: a completion round runs at a smaller share of the budget,
+    # whose noise the main rounds' mechanism understated)
     return [Hit(rank, h.item, h.estimate,
-                estimate_std(parts.tree.mechanism, h.estimate, contributors.get(h.round, 0)),
+                estimate_std(parts.tree.mechanism_for(h.round), h.estimate,
+                             contributors.get(h.round, 0)),
                 h.round, h.truncated, h.bits if h.truncated else 0)
             for rank, h in enumerate(found, start=1)]
 
