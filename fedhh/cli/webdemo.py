@@ -38,6 +38,7 @@ PER_HOST = 5  # a browser's 6 connections per host and port, one to spare
 MAX_WEB_DEVICES = PER_HOST * len(HOSTS)
 MAX_STATUS_BYTES = 256 * 1024
 PROGRESS_LINES = 60
+WAITING = "waiting for another tab"  # demo.ts's state of a device another tab of the page runs
 BOOKS = ROOT / "fedhh" / "codec" / "books"
 STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
           "/index.html": ("index.html", "text/html; charset=utf-8"),
@@ -153,7 +154,12 @@ class DemoPage:
         if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
             raise ValueError("expected {'devices': [...]}")
         with self._changed:
-            self._devices = devices
+            # A second tab of the page posts the devices it waits for as well: what the tab
+            # that runs them posted stands.
+            before = {d.get("user"): d for d in self._devices}
+            self._devices = [before[d.get("user")]
+                             if d.get("state") == WAITING and d.get("user") in before else d
+                             for d in devices]
             self._changed.notify_all()
 
     def _answer(self, path: str) -> tuple[bytes, str] | None:

@@ -10,6 +10,8 @@
  * operator (and wait for the devices to enrol before it starts the run).
  */
 
+import { Code } from "@connectrpc/connect";
+
 import { type BookLoader, fetchBooks } from "../src/codec.js";
 import { DEFAULT_FLOORS, type Floors } from "../src/floors.js";
 import type { TaskResult } from "../src/loop.js";
@@ -46,9 +48,14 @@ export interface TaskView {
 export interface DeviceView {
   user: number;
   deviceId: string;
-  state: "enrolling" | "enrolled" | "checking in" | "in a round" | "failed";
+  state: "enrolling" | "waiting for another tab" | "enrolled" | "checking in" | "no contact"
+    | "in a round" | "failed";
   task: string;
   stage: string;
+  /** What the device does while it has no task (shown in place of the round and stage). */
+  note: string;
+  /** When the first of the check-ins that got no answer in a row failed (ms), or 0. */
+  noAnswerSince: number;
   tasks: TaskView[];
   spent: number;
   error: string;
@@ -69,20 +76,42 @@ function changed(): void {
   schedulePost();
 }
 
+function clock(ms: number): string {
+  return new Date(ms).toLocaleTimeString();
+}
+
 /** The page's view of one device's events. */
 function show(view: DeviceView, event: DeviceEvent): void {
   switch (event.type) {
     case "enrolled":
       view.deviceId = event.identity.deviceId.toString();
-      view.state = "enrolled";
+      view.state = "enrolled"; view.note = "";
       view.spent = event.spent;  // kept across a reload
       break;
     case "checking-in":
-      if (view.state === "checking in") return;
+      if (event.failures === 0) {
+        if (view.state === "checking in" && view.note === "") return;
+        view.noAnswerSince = 0; view.note = "";
+      } else if (view.noAnswerSince !== 0) {
+        // A retry is on its way: the coordinator may answer it, but has not yet.
+        view.note = `no answer since ${clock(view.noAnswerSince)}; asking again`;
+      }
       view.state = "checking in"; view.task = ""; view.stage = "";
       break;
+    case "check-in-failed":
+      if (event.code === Code.Unavailable || event.code === Code.DeadlineExceeded) {
+        if (view.noAnswerSince === 0) view.noAnswerSince = Date.now();
+        view.state = "no contact";
+        view.note = `no answer since ${clock(view.noAnswerSince)} (${event.message}); ` +
+                    "asking again";
+      } else {
+        view.noAnswerSince = 0;
+        view.state = "checking in";
+        view.note = "the coordinator is busy and put the check-in off; asking again";
+      }
+      break;
     case "task":
-      view.state = "in a round";
+      view.state = "in a round"; view.note = ""; view.noAnswerSince = 0;
       view.task = `${event.task.runId} round ${event.task.round}.${event.task.attempt}`;
       view.stage = "checking the config";
       break;
@@ -99,7 +128,12 @@ function show(view: DeviceView, event: DeviceEvent): void {
     }
     case "waiting-for-another-tab":
       // (a reload can start before the old page's lock is released: not an error)
-      view.stage = "waiting for another tab of this page";
+      view.state = "waiting for another tab";
+      view.note = "another tab of this page runs this device; it goes on here once that tab " +
+                  "is closed";
+      break;
+    case "another-tab-let-go":
+      view.state = "enrolling"; view.note = "";
       break;
   }
   changed();
@@ -145,7 +179,7 @@ function render(): void {
     cell(row, v.deviceId || "–");
     cell(row, v.deviceId ? "yes" : v.state === "failed" ? "no" : "…");
     cell(row, v.state === "failed" ? v.error : v.state, `state-${v.state.replace(/ /g, "-")}`);
-    cell(row, v.task ? `${v.task}: ${v.stage}` : "–");
+    cell(row, v.task ? `${v.task}: ${v.stage}` : v.note || "–");
     const last = v.tasks[v.tasks.length - 1];
     cell(row, last === undefined ? "–" : `${last.task}: ${outcomeText(last)}`,
          last === undefined ? "" : last.contributed ? "contributed" : "not-contributed");
@@ -173,15 +207,22 @@ function schedulePost(): void {
 
 async function pollProgress(): Promise<void> {
   const out = document.getElementById("progress");
+  let lines = out?.textContent ?? "";
+  let noAnswerSince = 0;
   for (;;) {
     try {
       const answer = await fetch("progress.json", { cache: "no-store" });
-      if (answer.ok && out !== null) {
-        const progress = await answer.json() as { lines: string[] };
-        out.textContent = progress.lines.join("\n") || "waiting for the run to start";
-      }
+      if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
+      const progress = await answer.json() as { lines: string[] };
+      lines = progress.lines.join("\n") || "waiting for the run to start";
+      noAnswerSince = 0;
     } catch {
-      if (out !== null) out.textContent += "\n(fedhh up is not answering)";
+      if (noAnswerSince === 0) noAnswerSince = Date.now();
+    }
+    // The last progress fedhh up gave, and one note while it does not answer (not one a poll).
+    if (out !== null) {
+      out.textContent = noAnswerSince === 0 ? lines
+        : `${lines}\n(fedhh up is not answering since ${clock(noAnswerSince)})`;
     }
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
@@ -190,8 +231,8 @@ async function pollProgress(): Promise<void> {
 async function main(): Promise<void> {
   const config = await (await fetch("demo.json", { cache: "no-store" })).json() as DemoConfig;
   config.tokens.forEach((_, i) => views.push({
-    user: config.users[i]!, deviceId: "", state: "enrolling", task: "", stage: "", tasks: [],
-    spent: 0, error: "" }));
+    user: config.users[i]!, deviceId: "", state: "enrolling", task: "", stage: "", note: "",
+    noAnswerSince: 0, tasks: [], spent: 0, error: "" }));
   changed();
   void pollProgress();
   // One loader for all: a trained book is fetched once (the loader keeps it).

@@ -75,8 +75,17 @@ export interface LoopOptions extends RoundOptions {
   forTask?: (task: Task) => TaskOptions;
   /** The report's 1-bit positions for a verified task under `floors` (throws to refuse it). */
   report: (task: Task, floors: Floors) => Promise<number[]>;
-  /** Told when a check-in is sent (the device waits for a task from then on). */
-  onCheckIn?: () => void;
+  /**
+   * Told when a check-in is sent (the device waits for a task from then on), with how many
+   * check-ins in a row before it got no answer.
+   */
+  onCheckIn?: (failures: number) => void;
+  /**
+   * Told when a check-in got no answer (`unavailable`: the coordinator is down or out of
+   * reach; `deadline_exceeded`) or was shed (`resource_exhausted`, `canceled`), with its code
+   * (a failed fetch counted as unavailable): the device sends it again after `retryInMs`.
+   */
+  onCheckInFailed?: (code: Code, error: ConnectError, retryInMs: number) => void;
   /** Told when a verified task is taken, before its config is checked. */
   onTask?: (task: Task) => void;
 }
@@ -96,7 +105,7 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
   for (let failures = 0; ; failures++) {
     options.signal?.throwIfAborted();
     let checkIn: CheckIn;
-    options.onCheckIn?.();
+    options.onCheckIn?.(failures);
     try {
       checkIn = await coordinator.checkIn(identity, { cPk: keys.c.public, sPk: keys.s.public },
                                           memory.known, undefined, options.signal);
@@ -109,6 +118,7 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
       const cap = SHED.has(error.code) ? 60_000 : 10_000;
       const backoff = (options.jitter ?? Math.random)()
         * Math.min(cap, 200 * 2 ** Math.min(failures, 30));
+      options.onCheckInFailed?.(codeOf(error), error, backoff);
       await pause(backoff, options.signal);
       continue;
     }

@@ -13,7 +13,7 @@
  * enrolling it twice with one token).
  */
 
-import { type Client } from "@connectrpc/connect";
+import { type Client, type Code } from "@connectrpc/connect";
 
 import { type BudgetStore, DeviceBudget, IndexedDbBudgetStore } from "./budget.js";
 import { type BookLoader } from "./codec.js";
@@ -33,15 +33,29 @@ import { CoordinatorClient, type Identity, aggregatorClient, connectTransport } 
 export type DeviceEvent =
   /** Enrolled now with the token (`fresh`), or found enrolled in its storage. */
   | { type: "enrolled"; identity: Identity; fresh: boolean; spent: number }
-  /** A check-in is sent: the device waits for a task. */
-  | { type: "checking-in" }
+  /**
+   * A check-in is sent: the device waits for a task. `failures`: how many check-ins in a row
+   * before this one got no answer (0: the coordinator answered the last one).
+   */
+  | { type: "checking-in"; failures: number }
+  /**
+   * A check-in got no answer (`code` unavailable: the coordinator is down or out of reach;
+   * deadline_exceeded) or was shed (resource_exhausted, canceled); the next `checking-in`
+   * follows in `retryInMs`.
+   */
+  | { type: "check-in-failed"; code: Code; message: string; retryInMs: number }
   /** A verified task is taken (its config is checked next). */
   | { type: "task"; task: Task }
   | { type: "stage"; stage: Stage }
   /** The task ended; `spent` is the local epsilon spent in the budget's period. */
   | { type: "result"; result: TaskResult; spent: number }
   /** Another tab of this origin runs this device; this one waits for it to stop. */
-  | { type: "waiting-for-another-tab" };
+  | { type: "waiting-for-another-tab" }
+  /**
+   * The other tab let the device go (it was closed, or its device stopped): this tab runs it
+   * from now on, as from the start (`enrolled` follows, after an enrolment if none was kept).
+   */
+  | { type: "another-tab-let-go" };
 
 export interface RunDeviceOptions extends Omit<RoundOptions, "dropBefore" | "timings" | "onStage"> {
   /** The coordinator's Connect URL (`https://host:7080`). */
@@ -113,7 +127,10 @@ export async function runDevice(options: RunDeviceOptions): Promise<DeviceSummar
   if (held !== null) return held;
   options.onEvent?.({ type: "waiting-for-another-tab" });
   return locks.request(database, options.signal === undefined ? {} : { signal: options.signal },
-                       async () => run(options, database));
+                       async () => {
+    options.onEvent?.({ type: "another-tab-let-go" });
+    return run(options, database);
+  });
 }
 
 async function run(options: RunDeviceOptions, database: string): Promise<DeviceSummary> {
@@ -157,7 +174,9 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
       result = await nextRound(coordinator, identity, {
         ...rest, memory, floors, aggregatorFor,
         ...(taskOptions === undefined ? {} : { forTask: (task: Task) => taskOptions(task, n) }),
-        onCheckIn: () => tell({ type: "checking-in" }),
+        onCheckIn: (failures) => tell({ type: "checking-in", failures }),
+        onCheckInFailed: (code, error, retryInMs) =>
+          tell({ type: "check-in-failed", code, message: error.rawMessage, retryInMs }),
         onTask: (task) => tell({ type: "task", task }),
         onStage: (stage) => tell({ type: "stage", stage }),
         report: (task, taskFloors) => reportForTask(task, data, budget, taskFloors,

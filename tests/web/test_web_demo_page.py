@@ -1,0 +1,279 @@
+"""The demo page of `fedhh up --web-devices` (clients/web/demo/demo.ts) in headless Chromium
+against a stand-in for `fedhh up`: one HTTP server on 127.0.0.1 that serves the page, its
+demo.json and progress.json, takes its status posts, and answers the device's Enroll and
+GetTask calls (Connect, binary protobuf) as the test tells it to. What the page must show when
+a second tab of it opens (its devices wait for the first tab, which runs them) and while `fedhh
+up` is not answering (one note, the devices marked as out of contact), and that the page
+server keeps the running tab's states when the waiting tab posts its own. The whole demo with
+the real services is test_web_demo.py."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import http.server
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import webkit
+
+from fedhh.cli.webdemo import DemoPage
+from fedhh.v1 import coordinator_pb2
+
+REASON = webkit.skip_reason()
+USER = 7
+PROGRESS = ["round 1 attempt 1: released: 60 contributors"]
+DEADLINE_S = 60  # a hung page fails the test, never hangs it
+
+
+class FakeUp:
+    """The page's server and the coordinator's Connect port in one, on a port of the OS's
+    choice. ``hold_enroll``: the first Enroll is answered only when the test ends (the tab
+    that sent it holds the device's lock meanwhile). ``down``: every request is dropped
+    unanswered, as by a `fedhh up` that is gone; ``dropped`` counts the progress polls it
+    dropped."""
+
+    def __init__(self, dist: Path, *, hold_enroll: bool = False) -> None:
+        self.bundle = dist / "browser" / "demo.js"
+        self.hold_enroll = hold_enroll
+        self.changed = threading.Condition()
+        self.down = False
+        self.ending = False
+        self.enrolls = 0
+        self.dropped = 0
+        handler = type("Handler", (_FakeHandler,), {"up": self})
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def demo_json(self) -> bytes:
+        return json.dumps({
+            "aggregator": self.origin, "coordinators": [self.origin],
+            "aggregators": [self.origin], "tokens": ["token"], "users": [USER],
+            "items": [["a"]], "counts": [[1]], "minCohort": 2, "books": "books/",
+            "session": "fake"}).encode()
+
+    def wait_for(self, predicate: Callable[[], bool], what: str) -> None:
+        with self.changed:
+            if not self.changed.wait_for(predicate, DEADLINE_S):
+                raise AssertionError(f"never happened: {what}")
+
+    def set_down(self, down: bool) -> None:
+        with self.changed:
+            self.down = down
+            self.changed.notify_all()
+
+    def close(self) -> None:
+        with self.changed:
+            self.ending = True  # releases the held calls
+            self.changed.notify_all()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+class _FakeHandler(http.server.BaseHTTPRequestHandler):
+    up: FakeUp
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: bytes, kind: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _dropped(self) -> bool:
+        """Whether `fedhh up` is down: the request is then dropped without an answer."""
+        up = self.up
+        with up.changed:
+            if not up.down:
+                return False
+            if self.path == "/progress.json":
+                up.dropped += 1
+                up.changed.notify_all()
+        self.close_connection = True
+        return True
+
+    def do_GET(self) -> None:  # http.server's name
+        if self._dropped():
+            return
+        web = webkit.WEB / "demo"
+        files = {"/": (web / "index.html", "text/html; charset=utf-8"),
+                 "/demo.css": (web / "demo.css", "text/css; charset=utf-8"),
+                 "/demo.js": (self.up.bundle, "text/javascript; charset=utf-8")}
+        if self.path in files:
+            path, kind = files[self.path]
+            self._send(200, path.read_bytes(), kind)
+        elif self.path == "/demo.json":
+            self._send(200, self.up.demo_json(), "application/json")
+        elif self.path == "/progress.json":
+            self._send(200, json.dumps({"lines": PROGRESS}).encode(), "application/json")
+        else:
+            self._send(404, b"not found", "text/plain")
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))  # the next request's turn
+        if self._dropped():
+            return
+        up = self.up
+        if self.path == "/status":
+            self._send(204, b"", "text/plain")
+        elif self.path == "/fedhh.v1.DeviceService/Enroll":
+            with up.changed:
+                up.enrolls += 1
+                up.changed.notify_all()
+                if up.hold_enroll and up.enrolls == 1:
+                    up.changed.wait_for(lambda: up.ending, DEADLINE_S)
+                    self.close_connection = True
+                    return
+            answer = coordinator_pb2.EnrollResponse(device_id=41, credential=bytes(32),
+                                                    coordinator_public_key=bytes(range(32)))
+            self._send(200, answer.SerializeToString(), "application/proto")
+        elif self.path == "/fedhh.v1.DeviceService/GetTask":
+            # Nothing for the device yet: it checks in again a moment later.
+            answer = coordinator_pb2.GetTaskResponse(retry_after_ms=100)
+            self._send(200, answer.SerializeToString(), "application/proto")
+        else:
+            self._send(404, b"not found", "text/plain")
+
+
+@pytest.fixture(scope="module")
+def dist() -> Path:
+    if REASON is not None:
+        pytest.skip(REASON)
+    try:
+        return webkit.build()
+    except webkit.BuildError as error:
+        pytest.fail(str(error))
+
+
+@contextlib.contextmanager
+def fake_up(dist: Path, **options: bool) -> Iterator[FakeUp]:
+    up = FakeUp(dist, **options)
+    try:
+        yield up
+    finally:
+        up.close()
+
+
+def device(browser: Any) -> dict[str, Any] | None:
+    """The page's one device as it shows it (window.fedhhDemo), once the page has started."""
+    state = browser.execute_script("return window.fedhhDemo || null")
+    devices = (state or {}).get("devices") or []
+    return devices[0] if devices else None
+
+
+def row_text(browser: Any) -> str:
+    # Read in one script: each render replaces the rows, so a held element goes stale.
+    return str(browser.execute_script(
+        "return Array.from(document.querySelectorAll('#devices tbody td'),"
+        " (td) => td.textContent).join(' | ')"))
+
+
+def progress(browser: Any) -> str:
+    return str(browser.execute_script("return document.getElementById('progress').textContent"))
+
+
+def until(browser: Any, condition: Callable[[Any], Any], what: str) -> Any:
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        return WebDriverWait(browser, DEADLINE_S, poll_frequency=0.1).until(condition)
+    except TimeoutException:
+        raise AssertionError(f"never happened: {what}; the row reads {row_text(browser)!r}, "
+                             f"the device {device(browser)!r}") from None
+
+
+@pytest.mark.browser
+def test_a_second_tab_says_its_devices_wait_for_the_first(dist: Path) -> None:
+    with fake_up(dist, hold_enroll=True) as up, webkit.chromium() as browser:
+        browser.get(up.origin + "/")
+        first = browser.current_window_handle
+        # The first tab enrols the device (its Enroll held): it holds the device's lock.
+        up.wait_for(lambda: up.enrolls == 1, "the first tab's Enroll")
+        browser.switch_to.new_window("tab")
+        browser.get(up.origin + "/")
+        second = browser.current_window_handle
+        until(browser, lambda b: (d := device(b)) and d["state"] == "waiting for another tab",
+              "the second tab's device waits")
+        until(browser, lambda b: "another tab of this page runs this device; it goes on here "
+              "once that tab is closed" in row_text(b), "the row says why it waits")
+        assert "waiting for another tab" in row_text(browser)
+        assert up.enrolls == 1, "the second tab must not enrol the device again"
+
+        # The first tab closed: the second runs the device from then on.
+        browser.switch_to.window(first)
+        browser.close()
+        browser.switch_to.window(second)
+        until(browser, lambda b: (d := device(b)) and d["state"] == "checking in"
+              and d["deviceId"] == "41", "the second tab runs the device")
+        assert "another tab" not in row_text(browser)
+        assert up.enrolls == 2
+
+
+@pytest.mark.browser
+def test_while_fedhh_up_is_not_answering_the_page_says_so_once(dist: Path) -> None:
+    with fake_up(dist) as up, webkit.chromium() as browser:
+        browser.get(up.origin + "/")
+        until(browser, lambda b: (d := device(b)) and d["state"] == "checking in",
+              "the device checks in")
+        until(browser, lambda b: progress(b) == PROGRESS[0], "the progress is shown")
+
+        up.set_down(True)
+        until(browser, lambda b: (d := device(b)) and d["state"] == "no contact",
+              "the device is marked as out of contact")
+        until(browser, lambda b: "no answer since" in row_text(b), "the row says since when")
+        # Three polls dropped, two of them after the first had put the note up.
+        up.wait_for(lambda: up.dropped >= 3, "three progress polls")
+        until(browser, lambda b: "not answering" in progress(b), "the note")
+        text = progress(browser)
+        assert text.count("fedhh up is not answering") == 1, text
+        assert text.startswith(PROGRESS[0]), text
+
+        up.set_down(False)
+        until(browser, lambda b: progress(b) == PROGRESS[0], "the note is taken down")
+        until(browser, lambda b: (d := device(b)) and d["state"] == "checking in"
+              and d["note"] == "", "the device is in contact again")
+        assert "no answer" not in row_text(browser)
+
+
+def post(port: int, devices: list[dict[str, Any]]) -> int:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("POST", "/status", body=json.dumps({"devices": devices}),
+                           headers={"Content-Type": "application/json"})
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def test_the_page_server_keeps_what_the_tab_that_runs_a_device_posted(tmp_path: Path) -> None:
+    (tmp_path / "browser").mkdir()
+    (tmp_path / "browser" / "demo.js").write_text("// the bundle")
+    running = {"user": 8, "deviceId": "3", "state": "checking in", "tasks": [], "spent": 0.5}
+    waiting = {"user": 8, "deviceId": "", "state": "waiting for another tab", "tasks": [],
+               "spent": 0}
+    other = {"user": 9, "deviceId": "", "state": "waiting for another tab", "tasks": [],
+             "spent": 0}
+    with DemoPage(tmp_path, None) as page:
+        assert post(page.port, [running]) == 204
+        # A second tab posts the device it waits for, and one nobody posted before.
+        assert post(page.port, [waiting, other]) == 204
+        assert page.devices() == [running, other]
+        assert page.wait_enrolled(1, 0.05) == 1
+        # Once the second tab runs the device, its states are the device's.
+        taken = {**running, "state": "enrolled"}
+        assert post(page.port, [taken]) == 204
+        assert page.devices() == [taken]
