@@ -7,6 +7,7 @@ and retries behave as in Python."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ import webkit
 from tsdevice import NodeDevices, TypeScriptDevice
 
 from fedhh.secagg.config import SignedConfig
-from fedhh.secagg.device import DevicePolicy, SecAggDevice
+from fedhh.secagg.device import DevicePolicy, RoundKeys, SecAggDevice
 from fedhh.secagg.errors import AbortReason, SecAggAbort
 from fedhh.secagg.graph import neighbours_of
 from fedhh.secagg.messages import (
@@ -92,6 +93,22 @@ def test_with_device_auth_and_the_consistency_check(bridge: NodeDevices) -> None
     outcome = _round(bridge, cohort, {1, 4, 6})
     _assert_released_sum(outcome)
     assert outcome.result is not None and len(outcome.result.signatures) >= 3
+
+
+def test_round_keys_other_than_the_admitted_ones_are_refused_naming_the_likely_cause(
+        bridge: NodeDevices) -> None:
+    """A page reloaded mid-round takes its task again with new round keys (its task memory was
+    in memory only), but the cohort admitted the keys of its first check-in: the device must
+    not join, and the refusal names that benign cause instead of only a coordinator that is
+    not the real one."""
+    cohort = make_cohort(n=8, dimension=30, k=4, t=3, device_auth=True, seed=b"web-reload")
+    identity = cohort.identity_keys[4]
+    with pytest.raises(RuntimeError, match=r"admission is not the coordinator's for this device "
+                       r"and its keys: likely this device took this task before with other "
+                       r"round keys \(e\.g\. before the page was reloaded\)"):
+        TypeScriptDevice(bridge, cohort.signed, cohort.coordinator_public, 4,
+                         cohort.config.modulus_bits, identity_seed=identity.private_bytes_raw(),
+                         admission=cohort.admissions[4], round_keys=RoundKeys.generate(os.urandom))
 
 
 def test_dropouts_of_either_kind(bridge: NodeDevices) -> None:

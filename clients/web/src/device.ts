@@ -177,7 +177,13 @@ export class SecAggDevice {
           || !equal(admission.identityKey, ed25519PublicFromSeed(identitySeed))
           || !equal(admission.cPk, roundKeys.c.public) || !equal(admission.sPk, roundKeys.s.public)
           || !(await verifyAdmission(admission, config))) {
-        throw new ConfigError("the admission is not the coordinator's for this device and its keys");
+        // The config is the coordinator's (verified above), so the likely cause is benign:
+        // the coordinator admitted this device with the round keys of an earlier check-in (a
+        // reloaded page, whose task memory is gone, takes the same task again with new keys).
+        // Either way the device must not join with keys it was not admitted with.
+        throw new ConfigError("the admission is not the coordinator's for this device and its " +
+                              "keys: likely this device took this task before with other round " +
+                              "keys (e.g. before the page was reloaded), which it no longer has");
       }
     }
     return new SecAggDevice(config, await sessionIdOf(configBytes), deviceId,
