@@ -3,11 +3,12 @@
 Shows the progress of every long step on stderr when it is a terminal (building the dataset on
 first use, checking it, its ground truth, the rounds) and prints a summary; ``--json PATH``
 writes machine-readable results with the keys ``heavy_hitters`` (list of {"item", "estimate",
-"round", "code", "ended", "truncated"}), ``cut_prefixes`` (the same, for heavy prefixes the
-rounds could not complete), ``earlier_runs`` (the same, for what the first run of
---two-runs found), ``deny_list`` (as given), ``metrics``, ``rounds`` (per-round diagnostics),
-``privacy``, ``config``, ``dataset`` and ``timings``; ``--plot PATH`` draws the paper's marginal
-discovered-frequency plot.
+"std", "round", "code", "ended", "truncated"}; ``std``, the estimate's standard deviation at its
+round's randomizer and contributors, null for a mechanism without one), ``cut_prefixes`` (the
+same, for heavy prefixes the rounds could not complete), ``earlier_runs`` (the same, without
+``std``, for what the first run of --two-runs found), ``deny_list`` (as given), ``metrics``,
+``rounds`` (per-round diagnostics), ``privacy``, ``config``, ``dataset`` and ``timings``;
+``--plot PATH`` draws the paper's marginal discovered-frequency plot.
 
 The heavy hitters are listed by the round that found them, then by estimate: estimates of
 different rounds are not comparable. A round's estimate counts the devices that chose the item
@@ -157,10 +158,10 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
           + (f" (+{len(earlier)} found by the first run, listed in --json's earlier_runs)"
              if earlier else ""))
     if top:
-        _table([("rank", "item", "estimate", "round")] + [
+        _table([("rank", "item", "estimate", "std", "round")] + [
             (i + 1, printable(h["item"], h["truncated"])
              + (f"  ({h['note']})" if h.get("note") else ""),
-             f"{h['estimate']:,.0f}", h["round"])
+             f"{h['estimate']:,.0f}", _std(h), h["round"])
             for i, h in enumerate(hitters[:top])
         ])
         print("(by round, then estimate: a round's estimate counts the devices that chose the "
@@ -175,8 +176,8 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
     if cut:
         print("\n" + cut_heading(len(cut)))
         if top:
-            _table([("item", "estimate", "round")] + [
-                (printable(h["item"], cut=True), f"{h['estimate']:,.0f}", h["round"])
+            _table([("item", "estimate", "std", "round")] + [
+                (printable(h["item"], cut=True), f"{h['estimate']:,.0f}", _std(h), h["round"])
                 for h in cut[:top]])
             if len(cut) > top:
                 print(f"({len(cut) - top} more with --top {len(cut)} or in --json)")
@@ -200,6 +201,13 @@ def cut_heading(count: int) -> str:
             "which more --completion-rounds extend, each by up to log2(--dim-limit) bits, or "
             "the item's count fell below a later, cheaper round's threshold, which more devices "
             "or a larger --eps-agg lower; the rounds table shows each round's):")
+
+
+def _std(hitter: dict[str, Any]) -> str:
+    """An estimate's standard deviation as the table shows it; - where there is none (vote
+    thresholds, central noise)."""
+    std = hitter.get("std")
+    return "-" if std is None else f"{std:,.0f}"
 
 
 def _fmt(value: Any) -> str:

@@ -19,6 +19,7 @@ Mechanisms are frozen values: the simulator and the coordinator read them, nothi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -35,6 +36,7 @@ from fedhh.server.estimate import (
     NullTail,
     rr_estimate,
     rr_null_std,
+    rr_variance,
 )
 from fedhh.server.prune import prune_hh
 
@@ -102,6 +104,17 @@ class LocalRandomizer:
     def threshold(self, sums: np.ndarray, n: int, fp_ratio: float, tau0: float, eta: float,
                   weights: np.ndarray | None = None) -> Thresholded:
         return pruned(self.estimate(sums, n), n, self.null_tail, fp_ratio, tau0, eta, weights)
+
+
+def estimate_std(mechanism: object, estimate: float, n: int) -> float:
+    """Plug-in standard deviation of an unbiased randomized-response count estimate over n
+    reports: sqrt(Var f(w)) with Var f(w) = (c a1 (1 - a1) + (n - c) a0 (1 - a0)) / (a1 - a0)^2
+    (Feldman and Talwar 2021, Lemma 4.2; ``fedhh.server.estimate.rr_variance``), at c = the
+    estimate clipped to [0, n]; nan for another mechanism, or no reports."""
+    if not isinstance(mechanism, LocalRandomizer) or n <= 0:
+        return math.nan
+    count = min(max(estimate, 0.0), float(n))
+    return math.sqrt(float(rr_variance(count, n, mechanism.randomizer)))
 
 
 def pruned(estimates: np.ndarray, n: int, null_tail: Callable[[int], NullTail], fp_ratio: float,

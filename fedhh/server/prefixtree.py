@@ -44,6 +44,7 @@ Python integers (JSON keeps integers of any size).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -329,6 +330,7 @@ class HeavyHitter:
     max_bits: int = 0
     note: str = ""
     bits: int = 0  # bits of the code that were found (max_bits unless cut before it)
+    std: float | None = None  # the estimate's standard deviation, where told (estimate_std)
 
     @property
     def code_bytes(self) -> bytes:
@@ -348,6 +350,8 @@ class HeavyHitter:
             out["bits"] = self.bits
         if self.note:
             out["note"] = self.note
+        if self.std is not None:  # (nan, for a mechanism without one, is no JSON number)
+            out["std"] = None if math.isnan(self.std) else self.std
         return out
 
 

@@ -50,7 +50,7 @@ from fedhh.server import (
     TailKind,
     TreeState,
 )
-from fedhh.server.mechanisms import LocalRandomizer
+from fedhh.server.mechanisms import LocalRandomizer, estimate_std
 from fedhh.server.prefixtree import Found
 from fedhh.server.segment import check_feasible
 from fedhh.simulation.algorithms import PrivacyTarget, build_algorithm
@@ -295,7 +295,8 @@ def simulate(
         meter.update(config.charged_rounds - meter.n)  # a tree that finished early
     timings["rounds_s"] = (time.perf_counter() - clock - timings["setup_s"]
                            - timings["truth_s"])
-    hitters = tree.heavy_hitters(tree_state)
+    hitters = _with_std(tree.heavy_hitters(tree_state), prepared, all_rounds, config.runs)
+    cut = _with_std(tree.cut_prefixes(tree_state), prepared, all_rounds, config.runs)
     # The deny list as given (an item longer than the codes is denied by its prefix, but the
     # list says what was asked); what earlier runs found is ``earlier``, with its flags.
     deny_display = config.deny_items()
@@ -309,14 +310,25 @@ def simulate(
         metrics.update(whole_items(found_codes, ended, truth))
         metrics["whole_precision"] = (metrics["whole_items_found"] / len(hitters)
                                       if hitters else 0.0)
-        metrics["cut_prefixes"] = len(tree.cut_prefixes(tree_state))
+        metrics["cut_prefixes"] = len(cut)
         if truth_items is not None and population.single_items is None:
             metrics["whole_recall_at"] = whole_recall(
                 population.item_codes, truth_items, found_codes[ended])
     timings["total_s"] = time.perf_counter() - clock
     return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output,
-                            prepared.privacy, truth, ledger, tree.cut_prefixes(tree_state),
-                            earlier)
+                            prepared.privacy, truth, ledger, cut, earlier)
+
+
+def _with_std(found: list[HeavyHitter], prepared: Prepared, rounds: list[dict[str, Any]],
+              run: int) -> list[HeavyHitter]:
+    """``found`` (of run number ``run``) each with its estimate's standard deviation: at its
+    round's randomizer and contributors (``estimate_std``; a completion round's noise is its
+    own smaller share's)."""
+    contributors = {r["round"]: r["participants"] for r in rounds if r["extra"]["run"] == run}
+    mechanisms = prepared.round_mechanisms
+    return [replace(h, std=estimate_std(
+        prepared.mechanism if mechanisms is None else mechanisms[h.round - 1], h.estimate,
+        contributors.get(h.round, 0))) for h in found]
 
 
 def _one_run(

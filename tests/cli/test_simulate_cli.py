@@ -4,6 +4,7 @@ errors with exit code 2 for every invalid option value."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from fedhh.cli.main import main
+from fedhh.device import RandomizedResponse
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +53,15 @@ def test_simulate_writes_json_and_plot(text_dataset: Path, tmp_path: Path,
     items = {h["item"] for h in payload["heavy_hitters"]}
     assert {"apple", "banana", "cherry"} <= items
     assert all(isinstance(h["estimate"], float) for h in payload["heavy_hitters"])
+    # each estimate's standard deviation, at its round's randomizer and contributors
+    rr = RandomizedResponse(8.0)
+    for hitter in payload["heavy_hitters"]:
+        n = payload["rounds"][hitter["round"] - 1]["participants"]
+        count = min(max(hitter["estimate"], 0.0), n)
+        variance = (count * rr.a1 * (1 - rr.a1) + (n - count) * rr.a0 * (1 - rr.a0)) \
+            / (rr.a1 - rr.a0) ** 2
+        assert hitter["std"] == pytest.approx(math.sqrt(variance), rel=1e-9)
+    assert " std " in stdout
     assert payload["rounds"][0]["domain_size"] <= 10**6
     assert payload["metrics"]["true_positives"] >= 3
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

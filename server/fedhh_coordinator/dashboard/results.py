@@ -10,12 +10,12 @@ dashboard only reads it.
 from __future__ import annotations
 
 import json
-import math
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 from fedhh.privacy import PrivacyLedger
-from fedhh.server import HeavyHitter, LocalRandomizer, rr_variance
+from fedhh.server import HeavyHitter
+from fedhh.server.mechanisms import estimate_std
 from fedhh_coordinator.runs import RunParts, stored_ledger
 from fedhh_coordinator.store import RoundRow, RunRow
 
@@ -61,17 +61,6 @@ def _hits(parts: RunParts, rounds: list[RoundRow], found: list[HeavyHitter]) -> 
                              contributors.get(h.round, 0)),
                 h.round, h.truncated, h.bits if h.truncated else 0)
             for rank, h in enumerate(found, start=1)]
-
-
-def estimate_std(mechanism: object, estimate: float, n: int) -> float:
-    """Plug-in standard deviation of an unbiased randomized-response count estimate over n
-    reports: sqrt(Var f(w)) with Var f(w) = (c a1 (1 - a1) + (n - c) a0 (1 - a0)) / (a1 - a0)^2
-    (Feldman and Talwar 2021, Lemma 4.2; ``fedhh.server.estimate.rr_variance``), at c = the estimate
-    clipped to [0, n]."""
-    if not isinstance(mechanism, LocalRandomizer) or n <= 0:
-        return math.nan
-    count = min(max(estimate, 0.0), float(n))
-    return math.sqrt(float(rr_variance(count, n, mechanism.randomizer)))
 
 
 @dataclass(frozen=True)
