@@ -196,13 +196,21 @@ def test_coordinator_port_refuses_bad_requests_and_changes_nothing(
             status, headers, body = await _post(session, base + ENROLL, enroll,
                                                 {**PROTO, "Origin": ORIGIN})
             assert status == 200 and headers["Access-Control-Allow-Origin"] == ORIGIN
+            first = pb.EnrollResponse.FromString(body)
+            # The same request again (its answer lost): the same device, a new credential that
+            # replaces the first (Store.add_device's re-issue window).
+            status, _, body = await _post(session, base + ENROLL, enroll, PROTO)
+            assert status == 200
             enrolled = pb.EnrollResponse.FromString(body)
-            got = await _post(session, base + ENROLL, enroll, PROTO)  # a replay
-            assert (got[0], got[2]["code"]) == (409, "already_exists")
+            assert enrolled.device_id == first.device_id
+            assert enrolled.credential != first.credential
             bearer = {**PROTO, "Authorization":
                       f"Bearer {enrolled.device_id}.{enrolled.credential.hex()}"}
             c_pk, s_pk = RoundKeys.generate(system_random).public
             poll = pb.GetTaskRequest(device_id=enrolled.device_id, c_pk=c_pk, s_pk=s_pk)
+            got = await _post(session, base + GET_TASK, poll.SerializeToString(), {
+                **PROTO, "Authorization": f"Bearer {first.device_id}.{first.credential.hex()}"})
+            assert (got[0], got[2]["code"]) == (401, "unauthenticated")
             # Connect-Timeout-Ms bounds a long-poll; the ended call frees the device's slot.
             poll.wait_ms = 60_000
             got = await _post(session, base + GET_TASK, poll.SerializeToString(),
