@@ -81,6 +81,15 @@ def test_up_starts_at_most_32_device_processes(capsys: pytest.CaptureFixture[str
     assert "argument --processes: at most 32 device processes" in capsys.readouterr().err
 
 
+def test_a_run_that_kept_nothing_says_nothing_of_noise_among_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "expected to lift about 0.0 of the 0 prefixes kept"."""
+    run = _run()
+    run.rounds = [_round(1, 0, 0.75)]
+    explain(run, None)
+    assert "Noise alone" not in capsys.readouterr().out
+
+
 def test_a_run_ended_by_a_completion_round_that_kept_nothing_says_so(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Before: "every prefix kept reached its end" after a round that kept none, and the

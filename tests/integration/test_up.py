@@ -52,7 +52,9 @@ def _assert_ran_and_shut_down(stdout: str) -> None:
     assert "run demo: done" in stdout
     assert "privacy spent: eps_agg" in stdout
     assert "kept  exp-fp  found" in stdout
-    assert "Noise alone is expected to lift about " in stdout
+    # (said of the prefixes kept, if any: the devices' noise is the OS's, so whether a round
+    # of so few devices kept any varies)
+    assert "of the 0 prefixes" not in stdout
     assert "shut down cleanly" in stdout
 
 
