@@ -33,24 +33,11 @@ sys.exit(bootstrap.run_child([sys.executable, "-c", {CHILD!r}]))
 """
 
 
-def test_ctrl_c_lets_the_child_finish_and_returns_its_code() -> None:
-    process = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert process.stdout is not None
-        assert process.stdout.readline() == "ready\n"
-        os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
-        out, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-    assert process.returncode == 130, err
-    assert out == "child cleaned up\n" and "Traceback" not in err, (out, err)
-
-
-def test_sigterm_to_bootstrap_reaches_the_child() -> None:
-    child = CHILD.replace("signal.SIGINT", "signal.SIGTERM")
+def stopped_by(signum: int, whole_group: bool) -> tuple[int | None, str, str]:
+    """Run bootstrap's ``run_child`` over a child that cleans up on ``signum``, send it that
+    signal once bootstrap is ready for it (to the whole process group, as a terminal's
+    Ctrl-C, or to bootstrap's process alone, as a supervisor); its exit code and output."""
+    child = CHILD.replace("signal.SIGINT", f"signal.{signal.Signals(signum).name}")
     parent = PARENT.replace(repr(CHILD), repr(child))
     process = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -58,20 +45,36 @@ def test_sigterm_to_bootstrap_reaches_the_child() -> None:
         assert process.stdout is not None
         assert process.stdout.readline() == "ready\n"
         deadline = time.monotonic() + 30
-        while not _catches(process.pid, signal.SIGTERM):  # (bootstrap's handler is in place)
+        while not _handles(process.pid, signum):  # (bootstrap's disposition is in place)
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        process.terminate()  # bootstrap's process only, as a supervisor would
+        if whole_group:
+            os.killpg(process.pid, signum)
+        else:
+            process.send_signal(signum)
         out, err = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.communicate()
-    assert process.returncode == 130, err
+    return process.returncode, out, err
+
+
+def test_ctrl_c_lets_the_child_finish_and_returns_its_code() -> None:
+    code, out, err = stopped_by(signal.SIGINT, whole_group=True)
+    assert code == 130, err
+    assert out == "child cleaned up\n" and "Traceback" not in err, (out, err)
+
+
+def test_sigterm_to_bootstrap_reaches_the_child() -> None:
+    code, out, err = stopped_by(signal.SIGTERM, whole_group=False)
+    assert code == 130, err
     assert out == "child cleaned up\n", (out, err)
 
 
-def _catches(pid: int, signum: int) -> bool:
-    caught = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                  if line.startswith("SigCgt:"))
-    return bool(int(caught.split()[1], 16) >> (signum - 1) & 1)
+def _handles(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` ignores (SIGINT) or catches (SIGTERM) ``signum`` yet."""
+    field = "SigIgn:" if signum == signal.SIGINT else "SigCgt:"
+    mask = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                if line.startswith(field))
+    return bool(int(mask.split()[1], 16) >> (signum - 1) & 1)
