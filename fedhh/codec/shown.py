@@ -209,7 +209,8 @@ def printable(text: str, cut: bool = False) -> str:
     its backslashes doubled, and, in a text not in NFC, what NFC would change (module
     docstring); the text itself when it has none. An item of marks or joiners alone (``\u0652``,
     ``\u200d``) takes no room and would show as an empty cell, or join the cell before it: each
-    of its characters is escaped. ``cut``: ``text`` is a cut prefix as ``Decoded.shown_cut``
+    of its characters is escaped, as is a mark that begins an item (``\\u0943taebno`` read
+    ``taebno``). ``cut``: ``text`` is a cut prefix as ``Decoded.shown_cut``
     writes it, whose backslashes are escapes already."""
     if text.isascii() and text.isprintable() and (cut or "\\" not in text):
         return text
@@ -225,7 +226,9 @@ def printable(text: str, cut: bool = False) -> str:
             shown.append(char if cut else "\\\\")
         elif code in _TAGS:
             shown.append(char if any(i in flag for flag in flags) else _escape(char))
-        elif unnormal[i] and _unnormal(char):
+        elif (unnormal[i] and _unnormal(char)) or (
+                i == 0 and unicodedata.category(char) in ("Mn", "Mc", "Me")):
+            # (a leading mark draws on whatever is before the item: a column's padding)
             shown.append(_escape(char))
         elif _within(code, _IGNORABLE):
             shown.append(char if _kept_in_context(text, i) else _escape(char))

@@ -27,6 +27,7 @@ from fedhh.codec.shown import columns, ljust, printable, rjust
         ("c1\x9bcontrol", "c1\\x9bcontrol"),
         # marks or joiners alone take no room: an empty cell, or one joined to the cell before
         ("\u0652", "\\u0652"), ("\u200d", "\\u200d"), ("\ufe0f\u0301", "\\ufe0f\\u0301"),
+        ("\u0943taebno", "\\u0943taebno"),  # a mark that begins an item draws on what is before
         # drawn as nothing or a box (before: "pua", "abc", "" beside the real "pua", "abc")
         ("\ue000pua", "\\ue000pua"), ("abc\U000e0061", "abc\\U000e0061"),
         ("x\U000e007fy", "x\\U000e007fy"), ("\uffff", "\\uffff"), ("a\ufdd0", "a\\ufdd0"),
