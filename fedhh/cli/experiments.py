@@ -50,11 +50,14 @@ settings and results travel. This process alone writes the result store, as each
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import logging
 import re
 import shlex
 import sys
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from fedhh.cli import options
@@ -91,9 +94,10 @@ def register(subparsers: Any) -> None:
     common.add_argument("--store", metavar="DIR", default=None,
                         help="result store (default <cache>/experiments)")
     common.add_argument("--dry-run", action="store_true",
-                        help="list the runs and whether they are stored; run nothing (the "
-                             "datasets they use are generated first if not cached: every "
-                             "stored result is keyed by its dataset's identity)")
+                        help="list the runs and whether they are stored; run nothing, build "
+                             "no dataset (a run on a dataset not built yet is listed as "
+                             "unknown: every stored result is keyed by its dataset's "
+                             "identity)")
     common.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     cluster = common.add_argument_group(
         "Dask", "compute the runs as Dask tasks (default: one after the other, here); this "
@@ -148,20 +152,82 @@ def run_on_dask(cluster: ClusterOptions, suite: Suite, missing: list[PlannedRun]
                 records: dict[str, RunRecord], progress: ProgressCallback, verbose: bool,
                 bar: Any) -> str:
     """Compute the ``missing`` runs on Dask, adding them to ``records``; the workers in words."""
-    import logging
-
     import distributed  # noqa: F401 - configures its loggers on import, before the next line
 
-    from fedhh.experiments.cluster import connect, describe, execute
+    from fedhh.experiments.cluster import (
+        WORKERS_WAIT_S,
+        await_workers,
+        connect,
+        describe,
+        execute,
+    )
 
     # distributed logs every connection at INFO on a handler of its own; -v keeps them.
-    logging.getLogger("distributed").setLevel(logging.DEBUG if verbose else logging.WARNING)
-    with connect(cluster) as client:
+    logger = logging.getLogger("distributed")
+    logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    with _above_the_bar(bar, [logger]), connect(cluster) as client:
+        if cluster.scheduler is not None:
+            await_workers(client, cluster.scheduler, WORKERS_WAIT_S, _above_the_bar_line)
         workers = describe(client)
         if bar is not None:
             bar.write(f"experiments: {workers}", file=sys.stderr)
         records.update(execute(suite, missing, client, progress))
     return workers
+
+
+def _above_the_bar_line(line: str) -> None:
+    """A line on stderr above the progress bar, if any (and with --quiet too: it says why
+    nothing happens)."""
+    from tqdm import tqdm
+
+    tqdm.write(f"experiments: {line}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _above_the_bar(bar: Any, loggers: list[logging.Logger]) -> Iterator[None]:
+    """The loggers' lines written above the progress bar, each on a line of its own (written
+    to stderr as they are, a warning would continue the bar's line)."""
+    if bar is None:
+        yield
+        return
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    with logging_redirect_tqdm(loggers):
+        yield
+
+
+@contextlib.contextmanager
+def _progress_bar(total: int, quiet: bool) -> Iterator[Any]:
+    """A progress bar of ``total`` rounds on stderr (None if ``quiet``), closed on the way out
+    however the suite ends, so that a line after it ("interrupted", an error) starts a line
+    of its own; log lines meanwhile go above it."""
+    if quiet:
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc="experiments", unit="round", file=sys.stderr,
+              dynamic_ncols=True) as bar, _above_the_bar(bar, [logging.root]):
+        yield bar
+
+
+def list_runs(suite: Suite, plan: list[PlannedRun]) -> None:
+    """A dry run's listing: each run, stored or not, and its command. Runs on a dataset not
+    built yet are "unknown" (``Suite.identity_of``): building it is the run's work, not the
+    listing's."""
+    known = [r for r in plan if r.dataset not in suite.unbuilt]
+    # Counted as the run counts them: an entry the store cannot read is run again.
+    stored, _ = suite.load_stored(known)
+    for r in plan:
+        state = ("unknown" if r.dataset in suite.unbuilt
+                 else "stored " if r.key in stored else "pending")
+        print(f"{state}  {r.study:12s}  {r.label}  seed {r.seed}\n         {r.command}")
+    summary = f"{len(plan)} runs, {len(stored)} stored, {len(known) - len(stored)} to run"
+    if suite.unbuilt:
+        summary += (f", {len(plan) - len(known)} unknown: on datasets not built yet "
+                    f"({', '.join(suite.unbuilt)}; the run builds them, and only then can "
+                    "their stored runs be told)")
+    print(summary)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -187,45 +253,33 @@ def run(args: argparse.Namespace) -> int:
     store = ResultStore(args.store or cache_root() / "experiments")
     # A worker resolves a relative path in its own directory, not in this one.
     dataset = absolute(args.dataset) if cluster.distributed else args.dataset
-    suite = Suite(SuiteSettings(dataset, args.eps_agg, args.delta), store)
+    suite = Suite(SuiteSettings(dataset, args.eps_agg, args.delta), store, listing=args.dry_run)
     plan = suite.plan(studies, seeds)
     if args.dry_run:
-        # Counted as the run counts them: an entry the store cannot read is run again.
-        stored, _ = suite.load_stored(plan)
-        for r in plan:
-            state = "stored " if r.key in stored else "pending"
-            print(f"{state}  {r.study:12s}  {r.label}  seed {r.seed}\n         {r.command}")
-        print(f"{len(plan)} runs, {len(stored)} stored, {len(plan) - len(stored)} to run")
+        list_runs(suite, plan)
         return 0
 
-    bar = None
-    if not args.quiet:
-        from tqdm import tqdm
+    with _progress_bar(sum(r.total_rounds for r in plan), args.quiet) as bar:
 
-        bar = tqdm(total=sum(r.total_rounds for r in plan), desc="experiments", unit="round",
-                   file=sys.stderr, dynamic_ncols=True)
+        def progress(event: ProgressEvent) -> None:
+            if bar is None:
+                return
+            if event.kind in ("started", "done"):
+                state = "" if event.kind == "started" else "done "
+                bar.set_postfix_str(f"{state}{event.run.study}: {event.run.label}, "
+                                    f"seed {event.run.seed}")
+            bar.update(event.rounds)
 
-    def progress(event: ProgressEvent) -> None:
-        if bar is None:
-            return
-        if event.kind in ("started", "done"):
-            state = "" if event.kind == "started" else "done "
-            bar.set_postfix_str(f"{state}{event.run.study}: {event.run.label}, "
-                                f"seed {event.run.seed}")
-        bar.update(event.rounds)
-
-    workers = "serial"
-    if cluster.distributed:
-        # A finished suite only rewrites the report: it needs no cluster.
-        records, missing = suite.load_stored(plan, progress)
-        workers = "none (every run was stored)"
-        if missing:
-            workers = run_on_dask(cluster, suite, missing, records, progress,
-                                  args.verbose, bar)
-    else:
-        records = suite.execute(plan, progress)
-    if bar is not None:
-        bar.close()
+        workers = "serial"
+        if cluster.distributed:
+            # A finished suite only rewrites the report: it needs no cluster.
+            records, missing = suite.load_stored(plan, progress)
+            workers = "none (every run was stored)"
+            if missing:
+                workers = run_on_dask(cluster, suite, missing, records, progress,
+                                      args.verbose, bar)
+        else:
+            records = suite.execute(plan, progress)
     invocation = time.perf_counter() - started
     results = [study_results(s, seeds, result_records(s, suite, seeds, records),
                              suite.dataset.num_users) for s in studies]

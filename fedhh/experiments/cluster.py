@@ -41,7 +41,7 @@ import hashlib
 import logging
 import signal
 import threading
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +68,12 @@ RUN_MEMORY_GIB = 4.0
 RESERVED_GIB = 2.0
 # How long a scheduler has to accept the connection and answer who it is.
 CONNECT_S = 30.0
+# How long a suite waits for a first worker on a scheduler that has none (its workers may be
+# starting with it); without a bound, a scheduler nobody started workers for is waited on for
+# ever.
+WORKERS_WAIT_S = 120.0
+# What starts a worker fit for the runs (the address to fill in).
+WORKER_COMMAND = f"dask worker {{address}} --nthreads 1 --memory-limit {RUN_MEMORY_GIB:g}GiB"
 
 
 class SchedulerLost(FedhhError):
@@ -163,12 +169,14 @@ def check_scheduler(address: str, timeout_s: float) -> None:
         except OSError as error:  # distributed's CommClosedError: the server hung up
             raise ConfigError(f"{address} is not a Dask scheduler, or not answering: it closed "
                               f"the connection ({_cause(error)})") from None
-        except Exception as error:
+        except Exception:
             # What a server that speaks another protocol makes of Dask's frames: anything from
             # a reply that is no handshake to a MemoryError (its bytes read as a frame length
-            # of exabytes).
+            # of exabytes), none of which says anything to the user.
             raise ConfigError(f"{address} is not a Dask scheduler: it answered in another "
-                              f"protocol ({type(error).__name__})") from None
+                              "protocol, not with a Dask message (an HTTP server, such as a "
+                              "dashboard? a scheduler listens on 8786 by default, its "
+                              "dashboard on 8787)") from None
 
     info = _on_own_thread(probe())
     kind = info.get("type") if isinstance(info, dict) else None
@@ -274,13 +282,26 @@ def connect(options: ClusterOptions) -> Iterator[Client]:
     environ = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ").items()
                if k != "MALLOC_TRIM_THRESHOLD_"}
     spawn = dask.config.set({"distributed.nanny.pre-spawn-environ": environ})
-    with spawn, LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                             memory_limit=int(options.worker_memory_gib * GIB),
-                             host="127.0.0.1", scheduler_port=0, dashboard_address=None,
-                             worker_dashboard_address=None, scheduler_kwargs=scheduler,
-                             preload=[__name__], silence_logs=logging.ERROR
-                             ) as cluster, Client(cluster) as client:
-        yield client
+    nanny = logging.getLogger("distributed.nanny")
+    level = nanny.level
+    try:
+        with spawn, LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                 memory_limit=int(options.worker_memory_gib * GIB),
+                                 host="127.0.0.1", scheduler_port=0, dashboard_address=None,
+                                 worker_dashboard_address=None, scheduler_kwargs=scheduler,
+                                 preload=[__name__], silence_logs=logging.ERROR
+                                 ) as cluster, Client(cluster) as client:
+            try:
+                yield client
+            except BaseException:
+                # Closed under runs cancelled mid-way (Ctrl-C, SIGTERM, a failed run): a
+                # worker still computing one is killed by its nanny after a grace period,
+                # with a warning ("Worker process still alive after 4.0 seconds, killing")
+                # of what this close means to do.
+                nanny.setLevel(logging.CRITICAL)
+                raise
+    finally:
+        nanny.setLevel(level)
 
 
 def dask_setup(worker: object) -> None:
@@ -358,6 +379,25 @@ def check_workers(client: Client) -> None:
                     ", ".join(small))
 
 
+def await_workers(client: Client, address: str, timeout_s: float,
+                  say: Callable[[str], None]) -> None:
+    """Return once the scheduler has a worker; if it has none, ``say`` so and wait up to
+    ``timeout_s`` for one (ConfigError naming the scheduler and what to start if none comes).
+    Dask would keep the runs queued without a word until a worker joins, for ever if none
+    does."""
+    if client.scheduler_info(n_workers=-1)["workers"]:
+        return
+    command = WORKER_COMMAND.format(address=address)
+    say(f"the Dask scheduler {address} has no workers yet; waiting up to {timeout_s:g} s for "
+        f"one (start them with `{command}`)")
+    try:
+        client.wait_for_workers(1, timeout=timeout_s)
+    except TimeoutError:
+        raise ConfigError(f"no Dask worker joined the scheduler {address} in {timeout_s:g} s: "
+                          f"start workers with `{command}` on each machine (fedhh installed), "
+                          "then run the same command again") from None
+
+
 def describe(client: Client) -> str:
     """The workers the client reaches, in words (warns of workers that run several tasks at
     once: those runs share the worker's memory limit)."""
@@ -367,7 +407,9 @@ def describe(client: Client) -> str:
     if threads and threads[-1] > 1:
         log.warning("workers with %s threads run as many runs at once, sharing their memory "
                     "limit; start them with --nthreads 1", threads[-1])
-    memory = "/".join(f"{m:.1f}" for m in limits) or "?"
+    if not workers:  # (all of them left since await_workers)
+        return "no Dask workers"
+    memory = "/".join(f"{m:.1f}" for m in limits)
     return f"{len(workers)} Dask workers, {'/'.join(map(str, threads))} thread(s), {memory} GiB"
 
 
@@ -470,6 +512,6 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
     return records
 
 
-__all__ = ["CONNECT_S", "RUN_MEMORY_GIB", "ClusterOptions", "SchedulerLost", "check_scheduler",
-           "check_workers", "code_fingerprint", "compute_run", "connect", "execute",
-           "local_workers"]
+__all__ = ["CONNECT_S", "RUN_MEMORY_GIB", "WORKERS_WAIT_S", "ClusterOptions", "SchedulerLost",
+           "await_workers", "check_scheduler", "check_workers", "code_fingerprint", "compute_run",
+           "connect", "execute", "local_workers"]

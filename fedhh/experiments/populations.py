@@ -96,19 +96,24 @@ def english_words(limit: int = 200_000) -> WeightedStrings:
     return WeightedStrings(tuple(table), np.array(list(table.values()), dtype=np.float64))
 
 
+SPANISH_DIRECTORY = f"heldout-spanish-v{SPANISH_VERSION}-seed0"
+IID_DIRECTORY = f"dev-english-iid-v{IID_VERSION}-seed1"
+
+
 def _spanish(root: Path) -> Path:
-    return _built(root / f"heldout-spanish-v{SPANISH_VERSION}-seed0", spanish_words,
-                  SPANISH_USERS, SPANISH_TOKENS, 0, "heldout-spanish", SPANISH_PROVENANCE)
+    return _built(root / SPANISH_DIRECTORY, spanish_words, SPANISH_USERS, SPANISH_TOKENS, 0,
+                  "heldout-spanish", SPANISH_PROVENANCE)
 
 
 def _english_iid(root: Path) -> Path:
-    return _built(root / f"dev-english-iid-v{IID_VERSION}-seed1", english_words, IID_USERS,
-                  IID_TOKENS, 1, "dev-english-iid", IID_PROVENANCE)
+    return _built(root / IID_DIRECTORY, english_words, IID_USERS, IID_TOKENS, 1,
+                  "dev-english-iid", IID_PROVENANCE)
 
 
 KINDS_USERS = 50_000
 KINDS_TOKENS = 10.0
 KINDS_VERSION = 1
+KINDS_DIRECTORY = f"mixed-kinds-v{KINDS_VERSION}-seed2"
 KIND_SHARES = {"urls": 0.2, "emails": 0.1, "emoji": 0.1, "numbers": 0.1, "identifiers": 0.1,
                "english": 0.15, "german": 0.1, "japanese": 0.1, "long": 0.05}
 KINDS_PROVENANCE = (
@@ -170,8 +175,8 @@ def mixed_kinds() -> WeightedStrings:
 
 
 def _mixed_kinds(root: Path) -> Path:
-    return _built(root / f"mixed-kinds-v{KINDS_VERSION}-seed2", mixed_kinds, KINDS_USERS,
-                  KINDS_TOKENS, 2, "mixed-kinds", KINDS_PROVENANCE)
+    return _built(root / KINDS_DIRECTORY, mixed_kinds, KINDS_USERS, KINDS_TOKENS, 2,
+                  "mixed-kinds", KINDS_PROVENANCE)
 
 
 def _built(target: Path, words: Callable[[], WeightedStrings], users: int, tokens: float,
@@ -199,6 +204,12 @@ def _dev_reddit(users: int | None) -> Path:
     return builtin_path("synthetic-reddit", num_users=users, seed=DEV_SEED)
 
 
+def _dev_reddit_directory(users: int | None) -> str:
+    from fedhh.data.registry import BUILTINS
+
+    return BUILTINS["synthetic-reddit"].directory_name(users, DEV_SEED)
+
+
 def _in_cache(build: Callable[[Path], Path]) -> Callable[[], Path]:
     def directory() -> Path:
         from fedhh.data.registry import cache_root
@@ -217,6 +228,32 @@ NAMED: dict[str, Callable[[], Path]] = {
     "dev-english-iid": _in_cache(_english_iid),
     "mixed-kinds": _in_cache(_mixed_kinds),
 }
+
+
+# Where each of them lies in the cache once built (what builtin_path and _built build into).
+DIRECTORIES: dict[str, Callable[[], str]] = {
+    "dev-reddit-400k": lambda: _dev_reddit_directory(DEV_USERS),
+    "dev-reddit-full": lambda: _dev_reddit_directory(None),
+    "heldout-spanish": lambda: SPANISH_DIRECTORY,
+    "dev-english-iid": lambda: IID_DIRECTORY,
+    "mixed-kinds": lambda: KINDS_DIRECTORY,
+}
+
+
+def built(name: str) -> bool:
+    """Whether ``resolve(name)`` opens ``name`` without generating it: False for a population
+    or a built-in dataset not in the cache yet (a build of minutes and up to gigabytes), True
+    for one that is and for any path (a dataset folder; a text or LEAF file is converted into
+    the cache once, as for a run)."""
+    from fedhh.data.registry import BUILTINS, cache_root
+
+    if name in DIRECTORIES:
+        directory = DIRECTORIES[name]()
+    elif name in BUILTINS and not os.path.exists(name):  # (a path of that name goes first)
+        directory = BUILTINS[name].directory_name()
+    else:
+        return True
+    return (cache_root() / directory / "meta.json").exists()
 
 
 def absolute(name: str) -> str:

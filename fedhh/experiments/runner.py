@@ -117,9 +117,11 @@ class Suite:
 
     def __init__(self, settings: SuiteSettings, store: ResultStore | None,
                  dataset: FederatedDataset | None = None, *, reuse_populations: bool = True,
-                 max_populations: int | None = None) -> None:
+                 max_populations: int | None = None, listing: bool = False) -> None:
         """``store`` None: a suite that only computes (a Dask worker's; ``execute`` refuses).
-        ``max_populations`` bounds the encoded vocabularies kept (least recently used go)."""
+        ``max_populations`` bounds the encoded vocabularies kept (least recently used go).
+        ``listing``: a suite that plans without building a dataset (a dry run: building the
+        default one takes minutes and 3.5 GB); see ``identity_of``."""
         if max_populations is not None and max_populations < 1:
             raise ConfigError(f"max_populations must be >= 1, got {max_populations}")
         self.settings = settings
@@ -128,19 +130,37 @@ class Suite:
         self.reuse_populations = reuse_populations
         self.max_populations = max_populations
         self._populations: dict[tuple[int, str], Population] = {}
-        if dataset is None:
-            from fedhh.experiments.populations import resolve
-
-            dataset = resolve(settings.dataset)
-        self.dataset = dataset
-        self._data = {settings.dataset: SuiteData.of(dataset)}
-        self.identity = self._data[settings.dataset].identity
+        self.listing = listing
+        # The datasets a listing suite planned under a stand-in identity, first use first.
+        self.unbuilt: list[str] = []
+        self._data: dict[str, SuiteData] = {}
+        if dataset is not None:
+            self._data[settings.dataset] = SuiteData.of(dataset)
+        self.identity = self.identity_of(settings.dataset)
         self.computed = 0
         self.reused = 0
 
     @property
+    def dataset(self) -> FederatedDataset:
+        return self.data(self.settings.dataset).dataset
+
+    @property
     def truth_items(self) -> GroundTruth:
-        return self._data[self.settings.dataset].truth_items()
+        return self.data(self.settings.dataset).truth_items()
+
+    def identity_of(self, name: str) -> dict[str, Any]:
+        """The identity of a dataset by name or path (part of every store key). A listing
+        suite does not build a dataset for it: a dataset not built yet gets a stand-in that no
+        stored run's key was made with (its runs' stored state is unknown until it is built,
+        as a store may outlive the cache), and its name goes to ``unbuilt``."""
+        if self.listing and name not in self._data:
+            from fedhh.experiments.populations import built
+
+            if not built(name):
+                if name not in self.unbuilt:
+                    self.unbuilt.append(name)
+                return {"name": name, "built": False}
+        return self.data(name).identity
 
     def data(self, name: str) -> SuiteData:
         """A dataset by name or path (each resolved once)."""
@@ -160,7 +180,7 @@ class Suite:
                               f"(not a simulation: {static})", self.settings.dataset)
         name = variant.dataset or self.settings.dataset
         config = run_config(variant.spec, self.settings, seed)
-        return PlannedRun(run_key(config, self.data(name).identity), study.name, variant.label,
+        return PlannedRun(run_key(config, self.identity_of(name)), study.name, variant.label,
                           seed, config, None, command_line(config, self.settings, name), name)
 
     def plan(self, studies: Sequence[Study], seeds: Sequence[int]) -> list[PlannedRun]:

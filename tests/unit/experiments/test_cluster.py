@@ -38,11 +38,13 @@ from fedhh.experiments.cluster import (
     CONNECT_S,
     GIB,
     ClusterOptions,
+    await_workers,
     check_scheduler,
     check_workers,
     code_fingerprint,
     compute_run,
     connect,
+    describe,
     execute,
     local_workers,
 )
@@ -456,7 +458,9 @@ def _server(handler: type[socketserver.BaseRequestHandler]) -> Iterator[str]:
 
 @pytest.mark.parametrize(("handler", "says"), [
     (_Silent, "is not a Dask scheduler, or not answering: no Dask reply within 2 s"),
-    (_NotFound, "is not a Dask scheduler: it answered in another protocol"),
+    (_NotFound, "is not a Dask scheduler: it answered in another protocol, not with a Dask "
+                "message (an HTTP server, such as a dashboard? a scheduler listens on 8786 by "
+                "default, its dashboard on 8787)\n"),
 ])
 def test_an_address_that_is_no_dask_scheduler_is_refused_in_one_line(
         handler: type[socketserver.BaseRequestHandler], says: str, tiny_path: Path,
@@ -582,3 +586,134 @@ def test_help_documents_the_cluster_options(capsys: pytest.CaptureFixture[str]) 
     assert code == 0
     for option in ("--workers [N]", "--scheduler ADDRESS", "--worker-memory GIB"):
         assert option in out
+
+
+def _group_ended(leader: int) -> bool:
+    """Whether every process of the session ``leader`` started has exited, by a deadline."""
+    deadline = time.monotonic() + READY_S
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(leader, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("whom", ["process", "group"])
+def test_sigterm_stops_a_local_cluster_suite_as_ctrl_c_does(
+        whom: str, tiny_path: Path, tmp_path: Path) -> None:
+    """SIGTERM to fedhh (`kill`, docker stop) or to its process group (`timeout`): the runs are
+    cancelled and the LocalCluster closed, exit 130, one line, no worker process left."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(VICTIM)  # every process: the workers' runs block
+    started = tmp_path / "started"
+    env = {**os.environ, "FEDHH_TEST_STARTED": str(started),
+           "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
+    process = subprocess.Popen(
+        [sys.executable, "-c", CLI, str(CONNECT_S),
+         *study(tiny_path, tmp_path / "out", tmp_path / "store", "--quiet", "--workers", "1")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True)
+    try:
+        _wait_for(started)
+        if whom == "group":
+            os.killpg(process.pid, signal.SIGTERM)
+        else:
+            process.send_signal(signal.SIGTERM)
+        out, err = _finish(process)
+        assert _group_ended(process.pid), "a worker process outlived fedhh"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130, err
+    assert (out, err) == ("", "fedhh experiments: interrupted\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_sigterm_stops_a_suite_on_a_scheduler_and_cancels_its_runs(
+        tiny_path: Path, tmp_path: Path, dask_pair: Cluster) -> None:
+    from distributed import Client
+
+    process = _fedhh(study(tiny_path, tmp_path / "out", tmp_path / "store", "--quiet",
+                           "--scheduler", dask_pair.address))
+    try:
+        _wait_for(dask_pair.started)  # the victim holds a run: the suite cannot be done
+        process.send_signal(signal.SIGTERM)
+        out, err = _finish(process)
+        assert process.returncode == 130, err
+        assert (out, err) == ("", "fedhh experiments: interrupted\n")
+        with Client(dask_pair.address, timeout="30s") as client:
+            # (by value: the scheduler's process cannot import this module)
+            def held() -> int:
+                return int(client.run_on_scheduler(
+                    lambda dask_scheduler: len(dask_scheduler.tasks)))
+
+            deadline = time.monotonic() + READY_S  # (the cancel travels on its own)
+            while held() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert held() == 0
+    finally:
+        assert dask_pair.victim is not None
+        dask_pair.victim.kill()  # its run never ends: it would hold a graceful stop for 10 s
+
+
+def test_a_scheduler_without_workers_is_waited_on_for_a_bounded_time(
+        tiny_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from distributed import LocalCluster
+
+    monkeypatch.setattr(cluster_module, "WORKERS_WAIT_S", 0.5)
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1",
+                      dashboard_address=None) as empty:
+        address = empty.scheduler_address
+        code, out = run_cli(study(tiny_path, tmp_path / "out", tmp_path / "store", "--quiet",
+                                  "--scheduler", address), capsys)
+    command = f"dask worker {address} --nthreads 1 --memory-limit 4GiB"
+    assert code == 2, out
+    assert out == (f"experiments: the Dask scheduler {address} has no workers yet; waiting up "
+                   f"to 0.5 s for one (start them with `{command}`)\n"
+                   f"fedhh experiments: error: no Dask worker joined the scheduler {address} "
+                   f"in 0.5 s: start workers with `{command}` on each machine (fedhh "
+                   "installed), then run the same command again\n")
+
+
+def test_the_wait_for_workers_ends_when_one_joins_and_the_workers_are_told_without_blanks(
+        ) -> None:
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1",
+                      dashboard_address=None, threads_per_worker=1, memory_limit="2GiB"
+                      ) as local, \
+            Client(local) as client:
+        assert describe(client) == "no Dask workers"
+        said: list[str] = []
+
+        def say(line: str) -> None:
+            said.append(line)
+            local.scale(1)
+
+        await_workers(client, local.scheduler_address, READY_S, say)
+        assert len(said) == 1 and "has no workers yet" in said[0]
+        assert describe(client) == "1 Dask workers, 1 thread(s), 2.0 GiB"
+        await_workers(client, local.scheduler_address, READY_S, say)  # one is there: no word
+        assert len(said) == 1
+
+
+def test_a_warning_during_the_progress_bar_starts_a_line_of_its_own(
+        tiny_path: Path, tmp_path: Path) -> None:
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                      host="127.0.0.1", dashboard_address=None, memory_limit="2GiB") as small:
+        process = _fedhh(study(tiny_path, tmp_path / "out", tmp_path / "store",
+                               "--scheduler", small.scheduler_address))
+        _, err = _finish(process)
+    assert process.returncode == 0, err
+    # What a terminal shows of each line: the text after its last carriage return.
+    shown = [line.rsplit("\r", 1)[-1] for line in err.split("\n")]
+    warning = [line for line in shown if "have a memory limit under 4 GiB" in line]
+    assert len(warning) == 1, err
+    assert re.match(r"\d{4}-\d\d-\d\d [\d:,]+ WARNING fedhh\.experiments\.cluster: 1 Dask "
+                    r"workers have a memory limit", warning[0]), err
