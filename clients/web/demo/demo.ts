@@ -87,6 +87,13 @@ function show(view: DeviceView, event: DeviceEvent): void {
       view.deviceId = event.identity.deviceId.toString();
       view.state = "enrolled"; view.note = "";
       view.spent = event.spent;  // kept across a reload
+      view.noAnswerSince = 0;
+      break;
+    case "enroll-failed":
+      if (view.noAnswerSince === 0) view.noAnswerSince = Date.now();
+      view.state = "enrolling";
+      view.note = `the enrolment got no answer since ${clock(view.noAnswerSince)} ` +
+                  `(${event.message}); sending it again`;
       break;
     case "checking-in":
       if (event.failures === 0) {

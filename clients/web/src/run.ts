@@ -11,20 +11,34 @@
  * Where Web Locks exist, the device holds the lock named after its database while it runs,
  * so a second tab of the same origin waits instead of running the same device twice (or
  * enrolling it twice with one token).
+ *
+ * Before anything is sent, `runDevice` checks that the page can run a device (`checkBrowser`):
+ * a page served over plain http from another host than localhost is not a secure context, and
+ * browsers give it neither WebCrypto nor Web Locks. Without that check such a page spent its
+ * token, joined a cohort and only then failed, at its first hash, as a dropout of the round.
+ *
+ * An enrolment that got no answer (the network dropped, the coordinator restarting or
+ * shedding) is sent again, with the same token and identity key, until it is answered: the
+ * coordinator enrols a key it enrolled with that token moments ago as the same device again
+ * (its answer was lost), so a lost answer no longer spends the token for nothing. The token
+ * and key are kept as the pending enrolment (src/identity.ts) before the first try, so a tab
+ * closed meanwhile resumes it on the next load.
  */
 
-import { type Client, type Code } from "@connectrpc/connect";
+import { type Client, Code, ConnectError } from "@connectrpc/connect";
 
 import { type BudgetStore, DeviceBudget, IndexedDbBudgetStore } from "./budget.js";
 import { type BookLoader } from "./codec.js";
 import { type Floors, DEFAULT_FLOORS } from "./floors.js";
 import type { SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
 import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
-import { type IdentityStore, IndexedDbIdentityStore } from "./identity.js";
+import { type IdentityStore, type PendingEnrolment, IndexedDbIdentityStore } from "./identity.js";
 import { type Coordinator, type TaskOptions, type TaskResult, newTaskMemory, nextRound
 } from "./loop.js";
+import { KEY_BYTES } from "./primitives.js";
+import { systemRandom } from "./random.js";
 import { type DeviceData, reportForTask } from "./report.js";
-import type { RoundOptions, Stage } from "./round.js";
+import { type RoundOptions, type Stage, codeOf, pause } from "./round.js";
 import { type DrawSource, systemDraws } from "./selection.js";
 import { deviceDatabase } from "./storage.js";
 import { CoordinatorClient, type Identity, aggregatorClient, connectTransport } from "./wire.js";
@@ -33,6 +47,12 @@ import { CoordinatorClient, type Identity, aggregatorClient, connectTransport } 
 export type DeviceEvent =
   /** Enrolled now with the token (`fresh`), or found enrolled in its storage. */
   | { type: "enrolled"; identity: Identity; fresh: boolean; spent: number }
+  /**
+   * An enrolment got no answer (`unavailable`: the coordinator is down or out of reach;
+   * `deadline_exceeded`) or was shed (`resource_exhausted`, `canceled`); it is sent again, with
+   * the same token and key, in `retryInMs`.
+   */
+  | { type: "enroll-failed"; code: Code; message: string; retryInMs: number }
   /**
    * A check-in is sent: the device waits for a task. `failures`: how many check-ins in a row
    * before this one got no answer (0: the coordinator answered the last one).
@@ -112,13 +132,49 @@ export interface DeviceSummary {
   spent: number;
 }
 
+/** The page cannot run a device: what it lacks (`checkBrowser`). */
+export class UnsupportedBrowserError extends Error {
+  override name = "UnsupportedBrowserError";
+}
+
 /**
- * Runs the device until `signal` aborts (then resolves) or `tasks` tasks are done. Throws if
- * it cannot enrol (no stored identity and no or a spent token), if the coordinator refuses
- * its credential, or with the abort's reason if `signal` aborts while another tab holds the
- * device (module docstring).
+ * Throws `UnsupportedBrowserError` if this page cannot run a device: it is not a secure
+ * context (no WebCrypto, no Web Locks), or it lacks crypto.getRandomValues, WebCrypto's
+ * crypto.subtle, `fetch` (unless `fetch` is given) or IndexedDB (`indexedDb`: unless the page
+ * gives its own stores).
+ */
+export function checkBrowser(needs: { fetch?: boolean; indexedDb?: boolean } = {}): void {
+  const scope = globalThis as { isSecureContext?: boolean; indexedDB?: unknown;
+                                crypto?: Partial<Crypto>; fetch?: unknown };
+  if (scope.isSecureContext === false) {
+    throw new UnsupportedBrowserError(
+      "this page is not a secure context (it is served over plain http from a host other " +
+      "than localhost), so the browser gives it neither WebCrypto (crypto.subtle) nor Web " +
+      "Locks, which the device needs: serve the page over https");
+  }
+  const missing: string[] = [];
+  if (typeof scope.crypto?.getRandomValues !== "function") missing.push("crypto.getRandomValues");
+  if (scope.crypto?.subtle === undefined) missing.push("WebCrypto (crypto.subtle)");
+  if ((needs.fetch ?? true) && typeof scope.fetch !== "function") missing.push("fetch");
+  if ((needs.indexedDb ?? true) && scope.indexedDB === undefined) missing.push("IndexedDB");
+  if (missing.length > 0) {
+    throw new UnsupportedBrowserError(`this browser lacks ${missing.join(", ")}, which the ` +
+                                      "device needs");
+  }
+}
+
+/**
+ * Runs the device until `signal` aborts (then resolves) or `tasks` tasks are done. Throws
+ * `UnsupportedBrowserError` before anything is sent if the page cannot run a device; throws if
+ * it cannot enrol (no stored identity and no token, or a token the coordinator refuses: unknown,
+ * spent or expired), if the coordinator refuses its credential, or with the abort's reason if
+ * `signal` aborts while another tab holds the device or its enrolment waits for an answer
+ * (module docstring).
  */
 export async function runDevice(options: RunDeviceOptions): Promise<DeviceSummary> {
+  checkBrowser({ fetch: options.fetch === undefined && options.coordinator === undefined,
+                 indexedDb: options.identityStore === undefined
+                   || options.budgetStore === undefined });
   const database = deviceDatabase(options.name);
   const locks = (globalThis.navigator as Navigator | undefined)?.locks;
   if (locks === undefined) return run(options, database);
@@ -141,14 +197,7 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
   const identities = options.identityStore ?? new IndexedDbIdentityStore(database);
   let identity = await identities.load();
   const fresh = identity === null;
-  if (identity === null) {
-    if (options.enrollmentToken === undefined || options.enrollmentToken === "") {
-      throw new Error(`the device ${database} is not enrolled and has no enrolment token`);
-    }
-    identity = await coordinator.enroll(options.enrollmentToken, options.label);
-    // Kept before anything else: the token is spent now.
-    await identities.save(identity);
-  }
+  if (identity === null) identity = await enrol(coordinator, identities, options, database);
   const budget = await DeviceBudget.open(options.budgetStore ?? new IndexedDbBudgetStore(database),
                                          floors.lifetimeEpsLocal, floors.budgetPeriodS);
   tell({ type: "enrolled", identity, fresh, spent: budget.spent() });
@@ -193,4 +242,58 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
   }
   summary.spent = budget.spent();
   return summary;
+}
+
+// Enrolments that got no answer (a failed fetch counted as unavailable) or were shed: sent
+// again, as loop.ts sends a check-in again.
+const ENROLL_RETRIED = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.ResourceExhausted,
+                                Code.Canceled]);
+// An enrolment's own deadline: a call whose answer never comes is sent again.
+const ENROLL_TIMEOUT_MS = 30_000;
+
+/**
+ * Enrols the device (module docstring): the pending enrolment again if it was for this token
+ * (or the page gives none), else the page's token with a fresh key; kept as pending before the
+ * first try, sent until it is answered, the identity kept before anything else.
+ */
+async function enrol(coordinator: Coordinator, identities: IdentityStore,
+                     options: RunDeviceOptions, database: string): Promise<Identity> {
+  const token = options.enrollmentToken ?? "";
+  const pending = await identities.loadPending?.() ?? null;
+  let attempt: PendingEnrolment;
+  if (pending !== null && (token === "" || pending.token === token)) {
+    attempt = pending;
+  } else if (token !== "") {
+    attempt = { token, identitySeed: systemRandom(KEY_BYTES) };
+    await identities.savePending?.(attempt);
+  } else {
+    throw new Error(`the device ${database} is not enrolled and has no enrolment token`);
+  }
+  for (let failures = 0; ; failures++) {
+    options.signal?.throwIfAborted();
+    let identity: Identity;
+    try {
+      identity = await coordinator.enroll(attempt.token, options.label, attempt.identitySeed,
+                                          options.signal, ENROLL_TIMEOUT_MS);
+    } catch (error) {
+      options.signal?.throwIfAborted();
+      if (!(error instanceof ConnectError) || !ENROLL_RETRIED.has(codeOf(error))) {
+        // The coordinator refused the token (unknown, spent, expired): it will not enrol.
+        if (error instanceof ConnectError) await identities.savePending?.(null);
+        throw error;
+      }
+      const cap = error.code === Code.ResourceExhausted || error.code === Code.Canceled
+        ? 60_000 : 10_000;
+      const retryInMs = (options.jitter ?? Math.random)()
+        * Math.min(cap, 200 * 2 ** Math.min(failures, 30));
+      options.onEvent?.({ type: "enroll-failed", code: codeOf(error), message: error.rawMessage,
+                          retryInMs });
+      await pause(retryInMs, options.signal);
+      continue;
+    }
+    // Kept before anything else: the token is spent now.
+    await identities.save(identity);
+    await identities.savePending?.(null);
+    return identity;
+  }
 }

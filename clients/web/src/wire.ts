@@ -76,14 +76,22 @@ export class CoordinatorClient {
     this.client = createClient(DeviceService, transport);
   }
 
-  /** Enrol with the operator's one-time token: a fresh identity key, bound to a device id. */
-  async enroll(token: string, label = ""): Promise<Identity> {
-    const identitySeed = this.random(KEY_BYTES);
+  /**
+   * Enrol with the operator's one-time token: a fresh identity key (or `identitySeed`'s: the
+   * one an enrolment whose answer was lost presented, to be enrolled again as the same
+   * device), bound to a device id.
+   */
+  async enroll(token: string, label = "", identitySeed: Bytes = this.random(KEY_BYTES),
+               signal?: AbortSignal, timeoutMs?: number): Promise<Identity> {
+    if (identitySeed.length !== KEY_BYTES) {
+      throw new RangeError(`an identity seed has ${KEY_BYTES} bytes, not ${identitySeed.length}`);
+    }
     const response = await this.client.enroll(create(EnrollRequestSchema, {
       enrollmentToken: new TextEncoder().encode(token),
       identityPublicKey: ed25519PublicFromSeed(identitySeed),
       label,
-    }));
+    }), { ...(signal === undefined ? {} : { signal }),
+          ...(timeoutMs === undefined ? {} : { timeoutMs }) });
     if (response.credential.length !== 32 || response.coordinatorPublicKey.length !== KEY_BYTES) {
       throw new AuthenticationError("the enrolment answer is malformed");
     }

@@ -10,11 +10,12 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 
 import { MemoryBudgetStore } from "../src/budget.js";
+import type { Bytes } from "../src/bytes.js";
 import { TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
 import { MemoryIdentityStore } from "../src/identity.js";
 import type { Coordinator } from "../src/loop.js";
 import { retrying } from "../src/round.js";
-import { type DeviceEvent, runDevice } from "../src/run.js";
+import { type DeviceEvent, UnsupportedBrowserError, runDevice } from "../src/run.js";
 import type { CheckIn, Identity } from "../src/wire.js";
 
 const fast = { jitter: () => 0 };
@@ -171,4 +172,136 @@ test("runDevice stops during a check-in when its signal aborts", async () => {
     coordinator: service, signal: stop.signal });
   assert.equal(summary.tasks, 0);
   assert.equal(service.checkIns, 1, "an aborted check-in is not asked again");
+});
+
+test("runDevice refuses a page that cannot run a device before it sends anything", async () => {
+  const scope = globalThis as { isSecureContext?: boolean };
+  const service = coordinator([]);
+  const base = { coordinatorUrl: "https://unused.test", enrollmentToken: "t", items: ["a"],
+                 identityStore: new MemoryIdentityStore(), budgetStore: new MemoryBudgetStore(),
+                 coordinator: service };
+  // A page served over http from a host other than localhost: no WebCrypto, no Web Locks.
+  scope.isSecureContext = false;
+  try {
+    await assert.rejects(runDevice(base), (error: Error) =>
+      error instanceof UnsupportedBrowserError && /not a secure context.*serve the page over https/
+        .test(error.message));
+  } finally {
+    delete scope.isSecureContext;
+  }
+  // A browser without WebCrypto's subtle API.
+  const crypto = Object.getOwnPropertyDescriptor(globalThis, "crypto")!;
+  Object.defineProperty(globalThis, "crypto", {
+    configurable: true, value: { getRandomValues: globalThis.crypto.getRandomValues.bind(globalThis.crypto) } });
+  try {
+    await assert.rejects(runDevice(base), /this browser lacks WebCrypto \(crypto\.subtle\)/);
+  } finally {
+    Object.defineProperty(globalThis, "crypto", crypto);
+  }
+  // Node has no IndexedDB: the default stores cannot be used, and the page is told so.
+  const { identityStore: _kept, ...noStore } = base;
+  await assert.rejects(runDevice(noStore), /lacks IndexedDB/);
+  assert.equal(service.enrolled, 0, "the token was not presented");
+  assert.equal(service.checkIns, 0);
+  // With everything there, the same options run.
+  const stop = new AbortController();
+  await runDevice({ ...base, signal: stop.signal, onEvent: (event) => {
+    if (event.type === "enrolled") stop.abort();
+  } });
+  assert.equal(service.enrolled, 1);
+});
+
+/**
+ * A coordinator's Enroll as the store does it: a token enrols one key once, and the key it
+ * enrolled, presented again with that token, is the same device again (its answer was lost).
+ * `lose(n)` makes the n-th call (0, 1, ...) take effect and then lose its answer: "transport"
+ * as a failed fetch, "hang" as an answer that never comes (until the call is aborted).
+ */
+function enrolments(lose: (n: number) => "transport" | "unavailable" | "hang" | undefined) {
+  const byKey = new Map<string, bigint>();
+  const tokens = new Map<string, string>();
+  const seeds: string[] = [];
+  const service = coordinator([]);
+  service.enroll = async (token: string, _label?: string, seed?: Bytes,
+                          signal?: AbortSignal): Promise<Identity> => {
+    const key = Buffer.from(seed!).toString("hex");
+    const n = seeds.push(key) - 1;
+    let deviceId = byKey.get(key);
+    if (deviceId === undefined) {
+      if (!token.startsWith("token") || tokens.has(token)) {
+        throw new ConnectError("unknown or already used enrollment token", Code.Unauthenticated);
+      }
+      deviceId = BigInt(100 + byKey.size);
+      byKey.set(key, deviceId);
+      tokens.set(token, key);
+    } else if (tokens.get(token) !== key) {
+      throw new ConnectError("this identity key is already enrolled", Code.AlreadyExists);
+    }
+    const lost = lose(n);
+    if (lost === "transport") {
+      throw new ConnectError("Failed to fetch", Code.Unknown, undefined, undefined,
+                             new TypeError("Failed to fetch"));
+    }
+    if (lost === "unavailable") throw new ConnectError("restarting", Code.Unavailable);
+    if (lost === "hang") {
+      return new Promise((_, reject) => signal?.addEventListener(
+        "abort", () => reject(new ConnectError("aborted", Code.Canceled)), { once: true }));
+    }
+    return { deviceId, credential: new Uint8Array(32).fill(n), identitySeed: seed!,
+             coordinatorPublic: COORDINATOR_KEY };
+  };
+  return { service, seeds };
+}
+
+test("an enrolment whose answer was lost is sent again with the same key: the same device", async () => {
+  const { service, seeds } = enrolments((n) => n === 0 ? "transport" : n === 1 ? "unavailable"
+                                                                              : undefined);
+  const identities = new MemoryIdentityStore();
+  const events: DeviceEvent[] = [];
+  const summary = await runDevice({
+    coordinatorUrl: "https://unused.test", enrollmentToken: "token-1", items: ["a"],
+    identityStore: identities, budgetStore: new MemoryBudgetStore(), coordinator: service,
+    jitter: () => 0, tasks: 0, onEvent: (event) => events.push(event) });
+  assert.equal(seeds.length, 3);
+  assert.equal(new Set(seeds).size, 1, "every try presents the same identity key");
+  assert.equal(summary.identity.deviceId, 100n);
+  assert.equal(Buffer.from(summary.identity.identitySeed).toString("hex"), seeds[0]);
+  assert.deepEqual(events.map((e) => e.type === "enroll-failed" ? [e.type, e.code] : [e.type]),
+                   [["enroll-failed", Code.Unavailable], ["enroll-failed", Code.Unavailable],
+                    ["enrolled"]]);
+  assert.deepEqual(await identities.load(), summary.identity);
+  assert.equal(await identities.loadPending(), null, "the pending enrolment is forgotten");
+});
+
+test("a tab closed while its enrolment waits resumes it on the next load", async () => {
+  const { service, seeds } = enrolments((n) => n === 0 ? "hang" : undefined);
+  const identities = new MemoryIdentityStore();
+  const base = { coordinatorUrl: "https://unused.test", enrollmentToken: "token-2", items: ["a"],
+                 identityStore: identities, budgetStore: new MemoryBudgetStore(),
+                 coordinator: service, jitter: () => 0, tasks: 0 };
+  const stop = new AbortController();
+  const closing = runDevice({ ...base, signal: stop.signal });
+  // The coordinator took the enrolment (its answer never comes); then the tab closes.
+  const deadline = Date.now() + 10_000;
+  while (seeds.length === 0 && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+  stop.abort(new Error("tab closed"));
+  await assert.rejects(closing, /tab closed/);
+  assert.equal(await identities.load(), null);
+  assert.notEqual(await identities.loadPending(), null);
+  // The next load: the same token and key, so the same device (not "already used").
+  const again = await runDevice(base);
+  assert.deepEqual(seeds.length, 2);
+  assert.equal(seeds[1], seeds[0]);
+  assert.equal(again.identity.deviceId, 100n);
+  assert.equal(await identities.loadPending(), null);
+  // A load with no token resumes a pending enrolment too; one the coordinator refuses is
+  // forgotten, and the page is told why.
+  const other = new MemoryIdentityStore();
+  await other.savePending({ token: "token-2", identitySeed: new Uint8Array(32).fill(9) });
+  const { enrollmentToken: _token, ...noToken } = base;
+  await assert.rejects(runDevice({ ...noToken, identityStore: other }),
+                       /unknown or already used enrollment token/);
+  assert.equal(await other.loadPending(), null);
+  await assert.rejects(runDevice({ ...noToken, identityStore: other }),
+                       /not enrolled and has no enrolment token/);
 });
