@@ -327,10 +327,15 @@ class Fleet:
             if not response.HasField("task"):
                 await self._sleep(response.retry_after_ms / 1000)
                 continue
+            # A task refused (its signature not the pinned key's, another device's) is known
+            # all the same: the next poll waits until the round has another task. Before, it
+            # asked again at once, was handed the same task, and refused it again: a coordinator
+            # restarted with a new signing key had each of 20 devices poll and log ~30 times a
+            # second until the round ended (tests/security/test_device_refusals.py).
+            known = hashlib.sha256(response.task.task).digest()
             task = self._verified(response.task, identity)
             if task is None:
                 continue
-            known = hashlib.sha256(response.task.task).digest()
             key = (task.run_id, task.round, task.attempt)
             if key in done:
                 await self._sleep(0.2)

@@ -1,0 +1,78 @@
+"""A device handed a task it must refuse (signed by another key than the coordinator's it pinned
+at enrollment, as after the coordinator was restarted with a new signing key; or another
+device's task) does not ask for it again and again.
+
+Before: the refused task was not remembered as known, so the next GetTask was answered at once
+with the same task, refused again: 20 devices of a coordinator restarted with a new key logged
+9,763 "rejected a task" lines (and made as many calls) in the 16 s of two attempts. Now the
+next poll names the refused task as known, which the coordinator holds until the round has
+another task for the device."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from typing import Any
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fedhh.rpc.tasks import CohortTasks
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_device.fleet import Fleet, Identity
+from fedhh_device.report import DeviceData
+
+DEVICE_ID = 42
+
+
+class Coordinator:
+    """GetTask as the coordinator answers it: the current task at once unless the call names
+    it as known, in which case it is held (here: until the test has seen the call)."""
+
+    def __init__(self, task: pb.SignedTask, stop: asyncio.Event) -> None:
+        self.task = task
+        self.stop = stop
+        self.requests: list[pb.GetTaskRequest] = []
+
+    async def GetTask(self, request: pb.GetTaskRequest, **_: Any) -> pb.GetTaskResponse:
+        self.requests.append(request)
+        if request.known_task == hashlib.sha256(self.task.task).digest() \
+                or len(self.requests) >= 50:
+            self.stop.set()  # held until the round is over; the test ends here
+            await asyncio.Event().wait()
+        return pb.GetTaskResponse(task=self.task)
+
+
+def polls_after_a_refused(task_for: int, signer: Ed25519PrivateKey,
+                          pinned: Ed25519PrivateKey) -> list[pb.GetTaskRequest]:
+    shared = pb.Task(run_id="r", round=1, attempt=1, eps_local=1.0, codec="5bit", max_bits=10)
+    signed = CohortTasks(shared, signer).task(task_for, 1, b"")
+
+    async def scenario() -> list[pb.GetTaskRequest]:
+        stop = asyncio.Event()
+        coordinator = Coordinator(signed, stop)
+        user = DeviceData(("word",), np.ones(1, dtype=np.int64))
+        fleet = Fleet([(7, user)], coordinator, {}, lambda _: None, stop=stop)
+        fleet._identities[7] = Identity(DEVICE_ID, b"\0" * 32, Ed25519PrivateKey.generate(),
+                                        pinned.public_key().public_bytes_raw())
+        device = asyncio.create_task(fleet._device(7, user))
+        await asyncio.wait_for(stop.wait(), 60)
+        device.cancel()
+        await asyncio.gather(device, return_exceptions=True)
+        return coordinator.requests
+
+    return asyncio.run(scenario())
+
+
+def test_a_task_signed_by_another_key_is_not_asked_for_again() -> None:
+    pinned, other = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+    requests = polls_after_a_refused(DEVICE_ID, signer=other, pinned=pinned)
+    assert len(requests) == 2, f"{len(requests)} polls for one refused task"
+    assert requests[0].known_task == b""
+    assert requests[1].known_task != b""
+
+
+def test_another_devices_task_is_not_asked_for_again() -> None:
+    key = Ed25519PrivateKey.generate()
+    requests = polls_after_a_refused(DEVICE_ID + 1, signer=key, pinned=key)
+    assert len(requests) == 2, f"{len(requests)} polls for one refused task"
