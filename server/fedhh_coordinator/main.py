@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import importlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import ConfigError
 from fedhh.output_paths import check_output, check_store_file
@@ -19,6 +22,7 @@ from fedhh.rpc.credentials import (
     load_or_create_signing_key,
     load_signing_key,
     public_key_path,
+    raw_public,
     read_secret,
 )
 from fedhh.rpc.http_listener import raise_open_file_limit
@@ -123,6 +127,46 @@ def check_signing_key(location: str) -> None:
     load_signing_key(path, f"--signing-key {location}")
 
 
+def store_signing_key(store: Store, location: str) -> Ed25519PrivateKey:
+    """The signing key at ``location`` (made if missing), if it is the key the store's devices
+    pinned when they enrolled; ConfigError otherwise, before anything is written. Devices
+    refuse every task signed by another key: a coordinator whose key file was lost (a volume
+    not kept) made a new key in its place, and each run then failed with "too_few_devices"
+    after its attempts, while every device refused every task. The store records the key
+    (``Store.signing_key``); a store of enrolled devices that recorded none (made before it
+    did) takes the key it is next served with, if that key's file exists; so does a store
+    with no enrolled device."""
+    path = Path(location)
+    recorded, devices = store.signing_key()
+    if not devices:
+        recorded = None
+    fleet = f"its {devices} enrolled device{'s' if devices != 1 else ''}"
+    advice = ("Give the --signing-key the coordinator first served this store with (its "
+              "file), or another --db for a new fleet; it is left as it is")
+    if path.exists():
+        key = load_signing_key(path, f"--signing-key {location}")
+        if recorded is not None and raw_public(key) != recorded:
+            raise ConfigError(
+                f"--signing-key {location} (key {key_fingerprint(raw_public(key))}) is not "
+                f"the key of the store {store.path} (key {key_fingerprint(recorded)}): "
+                f"{fleet} pinned that one at enrollment and refuse tasks signed by any other. "
+                f"{advice}")
+    elif devices:
+        known = f" {key_fingerprint(recorded)}" if recorded is not None else ""
+        raise ConfigError(
+            f"--signing-key {location} does not exist, but the store {store.path} has "
+            f"{fleet}, which pinned the coordinator's key{known} at enrollment and refuse tasks "
+            f"signed by any other, such as a new key made here. {advice}")
+    key = load_or_create_signing_key(path)
+    store.record_signing_key(raw_public(key))
+    return key
+
+
+def key_fingerprint(public: bytes) -> str:
+    """A public key as an operator compares it: the first 16 hex digits of its SHA-256."""
+    return hashlib.sha256(public).hexdigest()[:16]
+
+
 def check_readable(option: str, location: str) -> None:
     try:
         with open(location, "rb"):
@@ -176,7 +220,7 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
     store = None
     try:
         store = Store(args.db)
-        key = load_or_create_signing_key(args.signing_key)
+        key = store_signing_key(store, args.signing_key)
         if args.enrollment_tokens_file:
             added = import_tokens(store, args.enrollment_tokens_file)
             log.info("enrollment tokens imported", extra={"new": added})

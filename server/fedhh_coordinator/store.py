@@ -154,6 +154,34 @@ class Store:
                 "INSERT INTO enrollment_tokens (token_hash, label, expires_at) VALUES (?, ?, ?) "
                 "ON CONFLICT DO NOTHING", [(h, label, expires_at) for h in token_hashes]))
 
+    # ---- the coordinator's signing key ---------------------------------------------------
+    # Devices pin the coordinator's public key when they enroll and refuse every task signed
+    # by another. The store records the key it was first served with, so that a coordinator
+    # started over it with another key (a key file lost with its volume, and a new one made in
+    # its place; another file named) is refused at start instead of running rounds that every
+    # enrolled device refuses. A table of its own, made when first needed: stores made before
+    # it are stores all the same (``db.tables.STORE_COLUMNS``).
+    _KEY_TABLE = "CREATE TABLE IF NOT EXISTS coordinator_key (public_key TEXT NOT NULL)"
+
+    def signing_key(self) -> tuple[bytes | None, int]:
+        """The raw public key recorded for this store's devices (None: none recorded yet)
+        and how many devices are enrolled."""
+        with self._tx() as db:
+            db.execute(self._KEY_TABLE)
+            row = db.execute("SELECT public_key FROM coordinator_key").fetchone()
+            count = int(db.execute("SELECT COUNT(*) FROM devices").fetchone()[0])
+        if row is None:
+            return None, count
+        return decoded("the coordinator's key", "public_key", bytes.fromhex, row[0]), count
+
+    def record_signing_key(self, public: bytes) -> None:
+        """Record ``public`` as the key of this store's devices (in place of any recorded:
+        the caller checked that no enrolled device pinned another)."""
+        with self._tx() as db:
+            db.execute(self._KEY_TABLE)
+            db.execute("DELETE FROM coordinator_key")
+            db.execute("INSERT INTO coordinator_key (public_key) VALUES (?)", (public.hex(),))
+
     # ---- lifetime budgets ---------------------------------------------------------------
     def charge_devices(self, run_id: str, device_ids: list[int], eps: float,
                        delta: float) -> None:
