@@ -363,19 +363,25 @@ class Fleet:
                                   f"device's limit {self.floors.max_eps_local}")
             rng, budget, drop_at = await self._computing.run(
                 functools.partial(self._prepare, user, task))
-            # In a worker thread: the budget is fsynced before the report leaves the device,
-            # and the other simulated devices of this process go on meanwhile (on the event
-            # loop, 250 devices' fsyncs ran one after another while the CPU sat idle).
-            ones = await asyncio.to_thread(budget.report, task,
-                                           lambda: make_report(data, task, rng))
         except FedhhError as error:
             log.warning("cannot compute a report", extra={"user": user, "error": str(error)})
             self.stats.failed += 1
             return
-        self.stats.report_seconds.append(time.perf_counter() - started)
+
+        async def report() -> np.ndarray:
+            # Made (and its spend recorded) once the round's config has passed the device's
+            # checks: a round it refuses costs it nothing. In a worker thread: the budget is
+            # fsynced before the report leaves the device, and the other simulated devices of
+            # this process go on meanwhile (on the event loop, 250 devices' fsyncs ran one
+            # after another while the CPU sat idle).
+            ones = await asyncio.to_thread(budget.report, task,
+                                           lambda: make_report(data, task, rng))
+            self.stats.report_seconds.append(time.perf_counter() - started)
+            return ones
+
         outcome = await run_secure_aggregation(
             self._aggregator(task, user), task, identity.key, round_keys,
-            identity.coordinator_public, ones, drop_at,
+            identity.coordinator_public, report, drop_at,
             self.stats, self.floors, public=identity.public, rng=self._jitter,
             transport=self.transport, opening=self._opening, computing=self._computing)
         if outcome == "completed":

@@ -13,7 +13,7 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,13 +163,18 @@ class Floors:
 async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
                                  key: Ed25519PrivateKey, round_keys: RoundKeys,
                                  coordinator_public: bytes,
-                                 ones: np.ndarray, drop_at: Stage | None, stats: Any,
+                                 ones: np.ndarray | Callable[[], Awaitable[np.ndarray]],
+                                 drop_at: Stage | None, stats: Any,
                                  floors: Floors, *, public: bytes | None = None,
                                  rng: random.Random | None = None,
                                  transport: Transport | None = None,
                                  opening: asyncio.Semaphore | None = None,
                                  computing: ComputeTurns | None = None) -> str:
-    """Run the round; returns "completed", "dropped" or "failed". ``channel``: the
+    """Run the round; returns "completed", "dropped" or "failed". ``ones``: the report, or
+    what makes it (and spends the device's budget on it), awaited only once the round's
+    config has passed the device's checks and floors, so that a round the device refuses
+    costs it nothing (a coordinator sending configs below the devices' floors drained their
+    lifetime budgets: each refused round was charged its eps_local all the same). ``channel``: the
     aggregator's channel or a ``SecureAggregationStub`` on it (a fleet shares one);
     ``public``: ``key``'s raw public key, if the caller keeps it; ``rng``: the retries' jitter;
     ``transport``: the session stream or the unary calls (None: ``participate``'s default);
@@ -188,6 +193,8 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
                 SecAggDevice, signed, coordinator_public, task.secagg_id, identity_key=key,
                 admission=admission, round_keys=round_keys, policy=floors.policy(),
                 checks=checks))
+            if callable(ones):
+                ones = await ones()
             result = await participate(channel, device, ones, identity_key=key,
                                        admission=admission, drop_at=drop_at, rng=rng,
                                        observe=stats.calls.record, transport=transport,

@@ -1,6 +1,7 @@
 """A device handed a task it must refuse (signed by another key than the coordinator's it pinned
 at enrollment, as after the coordinator was restarted with a new signing key; or another
-device's task) does not ask for it again and again.
+device's task) does not ask for it again and again; and a round it refuses (below its floors)
+costs it none of its privacy budget.
 
 Before: the refused task was not remembered as known, so the next GetTask was answered at once
 with the same task, refused again: 20 devices of a coordinator restarted with a new key logged
@@ -12,15 +13,23 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import sys
+from pathlib import Path
 from typing import Any
 
+import grpc
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from aggregator_testkit import COORDINATOR_PUBLIC, make_cohort
+
 from fedhh.rpc.tasks import CohortTasks
+from fedhh.secagg import Threat, choose_parameters
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_device.fleet import Fleet, Identity
 from fedhh_device.report import DeviceData
+from fedhh_device.secagg_run import Floors
 
 DEVICE_ID = 42
 
@@ -76,3 +85,49 @@ def test_another_devices_task_is_not_asked_for_again() -> None:
     key = Ed25519PrivateKey.generate()
     requests = polls_after_a_refused(DEVICE_ID + 1, signer=key, pinned=key)
     assert len(requests) == 2, f"{len(requests)} polls for one refused task"
+
+
+# ---- a round the device refuses costs it no budget --------------------------------------------
+
+
+class _Aggregator:
+    """Stands in for the aggregator: refuses every call (ABORTED, which a device does not
+    retry), so the device stops at its first call if it takes part at all."""
+
+    def __getattr__(self, name: str) -> Any:
+        async def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise grpc.aio.AioRpcError(grpc.StatusCode.ABORTED, grpc.aio.Metadata(),
+                                       grpc.aio.Metadata(), details="test")
+        return refuse
+
+
+def spends_after_a_round(floors: Floors) -> int:
+    """The device's budget spends after a task of a 60-device lying-server round with n_min
+    45 (the config signed by the key it pinned)."""
+    p = choose_parameters(60, 0.1, 0.05, Threat.LYING)
+    cohort = make_cohort(60, 64, p.k, p.t, n_min=45, consistency_check=True)
+    task = pb.Task(run_id="r", round=1, attempt=1, prefix_bits=4, prefixes=[3], segment_bits=6,
+                   eps_local=1.0, codec="5bit", max_bits=10, selection="uniform",
+                   aggregator_address="127.0.0.1:1", round_config=cohort.signed.payload,
+                   round_config_signature=cohort.signed.signature, secagg_id=1,
+                   admission=cohort.admissions[1].proof, device_id=DEVICE_ID)
+    user = DeviceData(("ab",), np.ones(1, dtype=np.int64))
+    identity = Identity(DEVICE_ID, b"\0" * 32, cohort.identity_keys[1], COORDINATOR_PUBLIC)
+
+    async def scenario() -> int:
+        fleet = Fleet([(7, user)], _Aggregator(), {}, lambda _: _Aggregator(), floors=floors,
+                      seed=3)
+        await fleet._perform(7, user, identity, task, cohort.round_keys[1])
+        assert fleet.stats.failed == 1
+        return len(fleet._budget(7).spends)
+
+    return asyncio.run(scenario())
+
+
+def test_a_round_below_the_devices_floors_spends_none_of_its_budget() -> None:
+    """Before: the report was made, and its eps_local recorded as spent, before the round's
+    config met the device's floors: a coordinator whose rounds every device refuses (n_min
+    below their floor of 100) drained each device's lifetime budget by eps_local a round
+    (8 of 100 in each of the probe's rounds), while no report left any device."""
+    assert spends_after_a_round(Floors()) == 0
+    assert spends_after_a_round(Floors(min_cohort=40)) == 1  # taken part in: spent
