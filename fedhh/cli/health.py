@@ -1,6 +1,9 @@
 """`fedhh health`: ask a service's gRPC health endpoint; exit 0 when it is SERVING.
 
 Used by the compose health checks: `fedhh health --address localhost:7000 --ca /tls/ca.pem`.
+A service that cannot be reached is named with the cause where it is known: a certificate
+not signed by --ca or not valid for the address (with the names it holds), a port that is
+not the service's gRPC port, nothing listening, a name that does not resolve.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+    from fedhh.cli.options import connection_problem
     from fedhh.errors import ConfigError
     from fedhh.rpc import serving
     from fedhh.rpc.tls import ca_credentials
@@ -55,7 +59,13 @@ def run(args: argparse.Namespace) -> int:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout)
         except grpc.RpcError as error:
-            print(f"{args.address}: {error.code().name}")
+            # The status alone ("UNAVAILABLE") told a wrong CA from a stopped service or a
+            # port that is not gRPC by nothing: the cause and what to do follow it.
+            why = ""
+            if error.code() == grpc.StatusCode.UNAVAILABLE:
+                why = connection_problem(error.details() or "", args.address, args.ca,
+                                         args.tls_name)[0]
+            print(f"{args.address}: {error.code().name}" + (f" ({why})" if why else ""))
             return 1
     status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
     print(f"{args.address}: {status}")

@@ -122,6 +122,11 @@ def _quiet_stdout() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # gRPC's C core logs a failed TLS handshake (a scanner, a client without --ca, a wrong
+    # CA) as a plain-text INFO line on stderr: in a service's log of JSON lines, and on an
+    # operator's terminal above the one-line error that explains it. Errors only, unless the
+    # caller asks otherwise; read when grpc is first imported, which is below.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     words = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command(words))
     args, unknown = parser.parse_known_args(words)
@@ -162,12 +167,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         # here, so commands that never load the network stack do not import it.
         grpc = sys.modules.get("grpc")
         if grpc is not None and isinstance(error, grpc.RpcError):
-            code, details = error.code(), error.details()
+            from fedhh.cli.options import connection_problem
+
+            code, details = error.code(), error.details() or ""
+            address = getattr(args, "coordinator", None) or getattr(args, "address", None)
             hint = ""
-            if code == grpc.StatusCode.UNAVAILABLE and not getattr(args, "ca", None):
-                # (a plaintext call to a TLS port ends as "Socket closed", naming nothing)
-                hint = " (if the service is served over TLS, pass --ca with its ca.pem)"
-            usage_error(f"fedhh {args.command}", f"{code.name}: {details}{hint}")
+            if code == grpc.StatusCode.UNAVAILABLE:
+                # gRPC's words name no cause (a plaintext call to a TLS port: "Socket closed";
+                # a CA that did not sign the certificate: "... signature failure: OK")
+                hint = connection_problem(details, address, getattr(args, "ca", None))[0]
+            elif code == grpc.StatusCode.UNIMPLEMENTED and address:
+                # (`admin --coordinator` given the aggregator's port: "Method not found!")
+                hint = (f"the service at {address} does not serve this call: give the "
+                        "coordinator's gRPC address, in the compose stack port 7000; 7100 is "
+                        "the aggregator's" if args.command == "admin" else
+                        f"the service at {address} does not serve this call")
+            usage_error(f"fedhh {args.command}",
+                        f"{code.name}: {details}" + (f" ({hint})" if hint else ""))
         raise
     finally:
         if computing:

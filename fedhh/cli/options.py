@@ -115,6 +115,80 @@ def remote_address(text: str) -> str:
     return text
 
 
+def connection_problem(details: str, address: str | None, ca: str | None,
+                       tls_name: str | None = None) -> tuple[str, bool]:
+    """Why a gRPC call to ``address`` found no service, from the details of its UNAVAILABLE,
+    and what to do: (the explanation, or "" when the details say nothing known; whether it is
+    a mistake of the caller's that waiting will not mend: a certificate the CA does not sign
+    or that does not name the address, a port that is not gRPC, TLS against plaintext).
+    gRPC's own words (``Tls handshake failed ... BAD_SIGNATURE: certificate signature failure:
+    OK``, ``Cannot check peer: missing selected ALPN property``) name none of these."""
+    where = address or "the service"
+    host = tls_name or (address.rpartition(":")[0].strip("[]") if address else "its name")
+    lowered = details.lower()
+    if "hostname verification" in lowered:
+        names = certificate_names(address) if address else []
+        held = f", only for {', '.join(names)}" if names else ""
+        return (f"the certificate served at {where} is not valid for {host}{held}: dial the "
+                f"service by a name it holds, or add {host} to it with fedhh certs --hosts "
+                f"...,{host} and restart the services that serve it"), True
+    if "expired" in lowered:
+        return (f"the certificate served at {where} has expired: renew it (fedhh certs again, "
+                "or your PKI) and restart the services that serve it"), True
+    if any(word in lowered for word in ("bad_signature", "certificate_verify_failed",
+                                        "certificate verify failed", "unknown ca",
+                                        "local issuer", "self signed", "self-signed")):
+        return (f"the certificate served at {where} is not signed by the CA in {ca}: give "
+                "--ca the ca.pem of the CA that signed the services' certificates; for a "
+                "stack set up with fedhh certs, the one in its --out folder, such as "
+                "deploy/tls/ca.pem"), True
+    if "alpn" in lowered:
+        return (f"{where} speaks TLS but not gRPC, so it is another port of a service: a "
+                "framed, Connect, dashboard or metrics port; give the service's gRPC port, its "
+                "--listen: in the compose stack 7000 for the coordinator, 7100 for the "
+                "aggregator"), True
+    if "wrong_version_number" in lowered:
+        return (f"{where} does not speak TLS: a service started with --insecure, or another "
+                "program; a plaintext service on loopback is dialled without --ca"), True
+    if "connection refused" in lowered:
+        return (f"nothing listens at {where}: is the service running, and is this its "
+                "address and port?"), False
+    if any(words in lowered for words in ("dns resolution failed", "lookup", "name not found",
+                                          "name or service not known")):
+        return f"{host} does not resolve to an address here", False
+    if "socket closed" in lowered and not ca:
+        return "if the service is served over TLS, pass --ca with its ca.pem", False
+    return "", False
+
+
+def certificate_names(address: str, timeout_s: float = 3.0) -> list[str]:
+    """The names (DNS names and addresses) in the certificate served at ``address``, read
+    without verifying it, to say which names a hostname mismatch could use; [] if it cannot
+    be read."""
+    import socket
+    import ssl
+
+    from cryptography import x509
+
+    host, _, port = address.rpartition(":")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # only to read the names; nothing is sent
+    context.set_alpn_protocols(["h2"])
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as raw, \
+                context.wrap_socket(raw) as tls:
+            der = tls.getpeercert(binary_form=True)
+        if der is None:
+            return []
+        names = x509.load_der_x509_certificate(der).extensions.get_extension_for_class(
+            x509.SubjectAlternativeName).value
+    except (OSError, ValueError, x509.ExtensionNotFound):
+        return []
+    return [str(name.value) for name in names
+            if isinstance(name, x509.DNSName | x509.IPAddress)]
+
+
 def output_path(text: str) -> Path:
     """A path to write: never the empty string, which a Path reads as the current folder."""
     if not text.strip():
