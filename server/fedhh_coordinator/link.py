@@ -276,6 +276,11 @@ class NetworkLink:
                     total, contributors = await service.result(
                         round_id, max(until - loop.time(), 1.0), on_release)
                     return Released(total.astype(np.int64), contributors)
+                except RoundAborted as aborted:
+                    if aborted.reached_unmask or "too_few_devices" not in aborted.reason:
+                        raise
+                    raise RoundAborted(aborted.reason + await self._too_few(plan, service),
+                                       contributors=aborted.contributors) from None
                 except TimeoutError:
                     with contextlib.suppress(FedhhError):
                         await service.cancel(round_id)
@@ -293,6 +298,26 @@ class NetworkLink:
                              extra={"round_id": round_id.decode(errors="replace")})
         finally:
             watcher.cancel()
+
+    async def _too_few(self, plan: RoundPlan, service: RoundService[Any]) -> str:
+        """What an abort for too few devices adds to its reason: how many of the cohort each
+        stage accepted, and where to look. A device that refuses a round never contacts the
+        aggregator, so the reason said only "too_few_devices" while every device of the cohort
+        refused it (its n_min below their floor, its (n, k, t) failing their lying-server
+        bound, a task signed by another key than the one they enrolled with) and said why in
+        its own log only."""
+        cohort = sum(len(c.members) for c in plan.cohorts)
+        counts = ""
+        with contextlib.suppress(FedhhError):
+            outcome = await service.outcome(plan.round_id)
+            counts = ", ".join(f"{stage.lower()} {n}" for stage, n in outcome.stage_devices.items())
+        accepted = f"accepted per stage: {counts}; " if counts else ""
+        return (f" ({accepted}{cohort} devices in the cohort, n_min {self.config.min_devices}; "
+                "devices that refuse a round (n_min below their --min-cohort, an (n, k, t) "
+                "failing the lying-server bound they check at 5% corrupt and 30% dropout, as "
+                "a low expected_dropout can choose, a task not signed by the coordinator key "
+                "they enrolled with) never contact the aggregator: their logs say \"refused "
+                "the round\" and why)")
 
     async def _watch_stage(self, plan: RoundPlan, service: RoundService[Any]) -> None:
         """Show the service's stage in the run's progress while the round runs."""

@@ -1,0 +1,50 @@
+"""A run whose rounds every device refuses, end to end: the run's abort reason says how many
+devices each stage accepted and where the refusals are told, and the refusing devices spend
+none of their privacy budget.
+
+The run asks for expected_dropout 0.01 (as the refusal of a too-small cohort suggests): the
+coordinator chooses (n, k, t) = (25, 10, 6), which fails the lying-server bound the devices
+check themselves (5% corrupt, 30% dropout), so each refuses the round without contacting the
+aggregator. Before: the run failed with "the aggregator aborted the round: too_few_devices"
+and nothing more, and each device had recorded the round's eps_local as spent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from networked_kit import COORDINATOR_FLAGS, run_config, short_dataset
+
+from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.topology import LocalTopology
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_round_every_device_refuses_says_so_and_costs_them_nothing(tmp_path: Path) -> None:
+    data = short_dataset(tmp_path / "users.txt")
+    with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")}) \
+            as topo:
+        topo.start_aggregator()
+        topo.start_coordinator(COORDINATOR_FLAGS)
+        topo.start_devices("devices", str(data), "0:25", ["--min-cohort", "10"])
+        topo.wait_for_devices()
+        with AdminClient(topo.address("coordinator"), topo.token("admin"),
+                         topo.workdir / "tls" / "ca.pem") as admin:
+            admin.start_run(run_config(
+                rounds=1, max_bits=10, dim_limit=1 << 10, target_devices=25, min_devices=15,
+                checkin_ms=60_000, stage_ms=3_000, max_attempts=1, expected_dropout=0.01,
+                corrupt_fraction=0.05), run_id="refused")
+            run = admin.wait("refused", 180)
+        topo.stop("devices")
+        log = (topo.workdir / "devices.log").read_text()
+        budgets = sorted((topo.workdir / "devices" / "budgets").glob("*.json"))
+        spends = [s for path in budgets for s in json.loads(path.read_text())["spends"]]
+    assert run.state == "failed"
+    reason = run.rounds[0].reason
+    assert "too_few_devices" in reason
+    assert "advertise_keys 0; 25 devices in the cohort, n_min 15" in reason, reason
+    assert '"refused the round"' in reason
+    assert log.count("fails the lying-server bound") == 25
+    assert spends == []
