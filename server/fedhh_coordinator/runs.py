@@ -23,7 +23,7 @@ import numpy as np
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig, with_most_completions
-from fedhh.errors import ConfigError
+from fedhh.errors import ConfigError, shown
 from fedhh.privacy import PrivacyLedger
 from fedhh.privacy.accountant import allocation_offsets
 from fedhh.server import LocalRandomizer, PrefixTree, TailKind, TreeState
@@ -39,7 +39,7 @@ async def create_run(store: Store, config: RunConfig, run_id: str = "") -> RunRo
     config.validate(Mode.NETWORK)
     run_id = run_id or secrets.token_hex(8)
     if not RUN_ID.match(run_id):
-        raise ConfigError(f"run_id must match {RUN_ID.pattern}, got {run_id!r}")
+        raise ConfigError(f"run_id must match {RUN_ID.pattern}, got {shown(run_id)}")
     # The solver takes a fraction of a second: keep the event loop free meanwhile. Too few
     # devices for the later completion rounds' weights (their local epsilon would not stay
     # positive): the run goes without them, and stores so.

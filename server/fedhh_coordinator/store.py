@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from fedhh.errors import AuthenticationError, ConflictError, NotFoundError, StoreDamaged
+from fedhh.errors import AuthenticationError, ConflictError, NotFoundError, StoreDamaged, shown
 from fedhh.rounds import AttemptRecord, AttemptState
 from fedhh_coordinator.db import Database, open_database
 
@@ -223,7 +223,7 @@ class Store:
             "SELECT run_id, config, state, eps_local, tree, ledger, deny_codes, error "
             "FROM runs WHERE run_id = ?", (run_id,))
         if not rows:
-            raise NotFoundError(f"unknown run {run_id!r}")
+            raise NotFoundError(f"unknown run {shown(run_id)}")
         return _run_row(rows[0])
 
     def run_states(self, states: Sequence[str] | None = None) -> list[tuple[str, str]]:
