@@ -34,7 +34,9 @@ output cut: its kept prefix carries on into the C completion rounds, cheaper rou
 floor(log2(P / prefixes)) bits to each: close to floor(log2 P) for a handful, ~17 of 23 while
 ~40 are open. A prefix still unended after the last round is output *cut* at its length
 (``Found.bits``), and so is one a completion round after the first kept and the next lost (its
-item's count fell below that cheaper round's threshold). Completion rounds are ordinary rounds
+item's count fell below that cheaper round's threshold), or one of the last main round's that the
+first completion round lost, when its estimate clears a bar that holds the noise among those
+listed to that round's target (``PrefixTree._lost_first``). Completion rounds are ordinary rounds
 for devices and for the accountant (each is charged, at its own local epsilon: ``RunConfig``'s
 budget weights); a discovery whose main rounds leave nothing cut ends without them.
 
@@ -258,6 +260,10 @@ class TreeState:
     parent_variances: tuple[float, ...] = ()  # per prefix: that estimate's variance
     last_segment_bits: int = 0  # the bits the last round added (its prefixes' parents: _lost)
     orphans_listed: bool = False  # the next round lists the families it loses whole (_lost)
+    # After the last main round: its possible elements that end no item, and its contributors
+    # (the null law the first completion round's losses are listed against: _lost_first)
+    listing_domain: int = 0
+    listing_participants: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -279,6 +285,8 @@ class TreeState:
             parent_variances=tuple(float(v) for v in data.get("parent_variances", ())),
             last_segment_bits=int(data.get("last_segment_bits", 0)),
             orphans_listed=bool(data.get("orphans_listed", False)),
+            listing_domain=int(data.get("listing_domain", 0)),
+            listing_participants=int(data.get("listing_participants", 0)),
         )
 
 
@@ -486,6 +494,9 @@ class PrefixTree:
         finished = (states[kept] == ENDED) | (complete_all and not width_cut)
         # After the last completion round, what is still unended is output cut at its bits.
         unended = ~finished if last or width_cut else np.zeros(finished.size, dtype=bool)
+        # The last main round's null law's domain for what goes on (``_lost_first``).
+        listing_domain = (int(np.count_nonzero((states != DEAD) & (states != ENDED)))
+                          if query.round == cfg.main_rounds and cfg.completion_rounds else 0)
         del states
         codes = cw.widen(values[finished], bits, r)
         is_denied = np.isin(codes, self.deny)
@@ -499,6 +510,8 @@ class PrefixTree:
         if query.round - 2 >= cfg.main_rounds:
             found += self._lost(state, query, kept >> s,
                                 orphans_only=query.round - 2 == cfg.main_rounds)
+        elif query.round - 1 == cfg.main_rounds and cfg.completion_rounds:
+            found += self._lost_first(state, query, kept >> s)
         carry = ~finished & ~unended
         continuing = list(zip(estimates[carry].tolist(), cw.to_ints(values[carry]),
                               real[carry].tolist(), strict=True))
@@ -535,10 +548,12 @@ class PrefixTree:
                          for e, _, _ in sorted(continuing, key=lambda ev: ev[1]))
                    if cfg.selection_hint > 0 else ()),
             **self._parents(sorted(continuing, key=lambda ev: ev[1]), mechanism, participants,
-                            query.round > cfg.main_rounds),
+                            query.round >= cfg.main_rounds and bool(cfg.completion_rounds)),
             last_segment_bits=s,
             orphans_listed=(query.round - 1 == cfg.main_rounds
                             and cut.expected_false_positives < 1),
+            listing_domain=listing_domain,
+            listing_participants=participants if listing_domain else 0,
         )
         actual_fp = None
         if true_counts is not None:
@@ -582,8 +597,9 @@ class PrefixTree:
         (``RunConfig.completion_fp_ratios``), so this adds no false positive those targets do
         not count.
 
-        Not what the first completion round loses: its prefixes come from the last main round,
-        whose target is for prefixes that go on (kept lists there are up to half noise). Of
+        What the first completion round loses is listed by ``_lost_first``, against a bar: its
+        prefixes come from the last main round, whose target is for prefixes that go on (kept
+        lists there are up to half noise). Of
         what the second loses (``orphans_only``), only when the first expected under one false
         positive among all it kept (``TreeState.orphans_listed``), and then only the heaviest
         of each family (the prefixes the first completion round kept of one last-main-round
@@ -616,6 +632,48 @@ class PrefixTree:
             index = np.array(sorted(heaviest.values()), dtype=np.int64)
         return [Found(codes[i], state.parent_estimates[i], query.round - 1, query.prefix_bits)
                 for i in index.tolist()]
+
+    def _lost_first(self, state: TreeState, query: RoundQuery,
+                    parents: np.ndarray) -> list[Found]:
+        """The last main round's prefixes the first completion round kept no extension of,
+        listed cut (at the bits and estimate of the main round) when they clear a bar that
+        holds the noise among them to the first completion round's own target (its share of
+        ``fp_ratio_finished``, ``RunConfig.completion_fp_ratios``: 0.05 at the defaults):
+        PruneHH with that gamma over the lost prefixes' estimates, against the main round's
+        null law over its whole domain of elements that end no item
+        (``TreeState.listing_domain``). A noise element of that round above the bar is counted
+        whether it was kept or not, so the expected noise among those listed is at most gamma
+        times their number.
+
+        The first completion round runs at a small share of the budget (2% of a main round):
+        its threshold is many times the last main round's, and at a few thousand devices it can
+        lose every long item at once (11 items of URLs, phone numbers, CJK, Devanagari and
+        Thai held by 35% of 2,000 devices each: all lost 52 bits in, nothing listed; a run
+        said only that round 5 kept no prefix). The last main round's kept list is up to half
+        noise, which is why these were not listed at all: the bar lists only the prefixes
+        whose estimates noise is unlikely to reach. Only with a null law (not vote
+        thresholds) and the finishing target set. Post-processing of released sums: privacy
+        is unaffected."""
+        cfg = self.config
+        if (not state.listing_domain or cfg.fp_ratio_finished is None
+                or len(state.parent_estimates) != query.prefixes.size):
+            return []
+        mechanism = for_round(self.mechanism_for(query.round - 1), state.last_segment_bits)
+        if not isinstance(mechanism, NullLaw | CentralNoise):
+            return []
+        lost = np.ones(query.prefixes.size, dtype=bool)
+        lost[parents] = False
+        index = np.flatnonzero(lost)
+        if not index.size:
+            return []
+        estimates = np.asarray(state.parent_estimates, dtype=np.float64)[index]
+        listed = prune_hh(estimates, _null_tail(mechanism, state.listing_participants),
+                          cfg.round_kept_fp_ratio(query.round), cfg.tau0, cfg.eta,
+                          domain_size=max(state.listing_domain, int(index.size)))
+        r = self.codec.max_bits
+        codes = cw.to_ints(cw.widen(query.prefixes[index[listed.kept]], query.prefix_bits, r))
+        return [Found(code, float(estimate), query.round - 1, query.prefix_bits)
+                for code, estimate in zip(codes, estimates[listed.kept].tolist(), strict=True)]
 
     def _parents(self, carried: list[tuple[float, int, float]], mechanism: RoundMechanism,
                  participants: int, completing: bool) -> dict[str, tuple[float, ...]]:
