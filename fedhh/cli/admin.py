@@ -5,7 +5,8 @@
     fedhh admin ... status r1 | results r1 | wait r1 | cancel r1 | list
     fedhh admin ... mint-tokens --users 0:250 --out devices-a.tokens   # one device process's
 
-The admin token comes from --token-file or $FEDHH_ADMIN_TOKEN. Results print as JSON.
+The admin token comes from --token-file or $FEDHH_ADMIN_TOKEN. Results print as JSON on
+stdout; wait tells each round's progress on stderr as it happens.
 Hand each device process only its own tokens: with --users START:END the file holds
 `USER TOKEN` lines for those users only, for `fedhh device --users tokens`; --count N writes N
 tokens, line u for dataset user u. An existing --out is replaced only with --force: it may hold
@@ -15,6 +16,7 @@ earlier tokens that are still valid.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -41,8 +43,10 @@ def register(subparsers: Any) -> None:
     add_run_arguments(start, Mode.NETWORK)
     for action, text in (("status", "a run's state, rounds and privacy spent"),
                          ("results", "a finished run's heavy hitters, rounds and ledger"),
-                         ("wait", "wait until a run is done, failed or cancelled"),
-                         ("cancel", "cancel a pending or running run")):
+                         ("wait", "wait until a run is done, failed or cancelled (each round's "
+                                  "progress on stderr)"),
+                         ("cancel", "cancel a pending or running run (a running one stops "
+                                    "when its attempt in progress ends)")):
         sub = actions.add_parser(action, help=text, parents=[common])
         sub.add_argument("run_id", help="the run's id")
     actions.add_parser("list", help="every run, without its rounds, deny list or codebook "
@@ -110,6 +114,7 @@ def dropped_completions(asked: RunConfig, stored: RunConfig, devices_flags: str)
 def run(args: argparse.Namespace) -> int:
     from google.protobuf.json_format import MessageToDict
 
+    from fedhh.cli.up import Narrator
     from fedhh.errors import ConfigError
     from fedhh.rpc import serving
     from fedhh.rpc.admin_client import AdminClient
@@ -154,9 +159,23 @@ def run(args: argparse.Namespace) -> int:
         elif args.action == "results":
             reply = client.results(args.run_id)
         elif args.action == "wait":
-            reply = client.wait(args.run_id, 24 * 3600)
+            # Each round's stages and outcome as they happen, on stderr (stdout stays the
+            # JSON): the wait was silent for the minutes a run takes, like a hung command.
+            narrator = Narrator()
+
+            def progress(run_: Any) -> None:
+                with contextlib.redirect_stdout(sys.stderr):
+                    narrator(run_)
+
+            reply = client.wait(args.run_id, 24 * 3600, on_change=progress)
         else:
             reply = client.cancel(args.run_id)
+            if reply.state == "running":
+                # (the reply said "running" and nothing else: the coordinator stops the run
+                # at its next check, when the attempt in progress ends)
+                print(f"note: run {args.run_id} stops when its attempt in progress ends; "
+                      f"`fedhh admin ... wait {args.run_id}` returns once it has",
+                      file=sys.stderr)
     # Every field, zeros too: a round with "kept": 0 left the key out, so a script reading
     # it met a KeyError exactly when a round found nothing.
     print(json.dumps(MessageToDict(reply, always_print_fields_with_no_presence=True),
