@@ -1,10 +1,10 @@
 """`fedhh certs`: development TLS material and service secrets for a local or compose deployment.
 
 Writes one server certificate (server.pem, server.key) valid for the given host names for
---days days (default 30: rerun to renew), signed by the development CA in --out (ca.pem,
-ca.key): the one already there, so that a renewal leaves every device's and operator's ca.pem
-valid, else a new one, valid 10 years (--new-ca makes a new one anyway: every client then
-needs the new ca.pem). With
+--days days (default 30: rerun to renew, then restart the services, which read it as they
+start), signed by the development CA in --out (ca.pem, ca.key): the one already there, so
+that a renewal leaves every device's and operator's ca.pem valid, else a new one, valid 10
+years (--new-ca makes a new one anyway: every client then needs the new ca.pem). With
 --secrets DIR (alias --tokens) it also writes the service secrets: control.token,
 admin.token, the coordinator's Ed25519 signing key (coordinator-signing.pem, and
 coordinator-signing.pem.pub for the aggregator) and device-tokens.txt, --device-tokens
@@ -189,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
                                      args.device_replicas) if args.secrets else [])
     ca_path = Path(args.out) / "ca.pem"
     ca_before = ca_path.read_bytes() if ca_path.is_file() else None
+    renewal = (Path(args.out) / "server.pem").is_file()
     files = make_dev_pki(args.out, hosts, days=args.days, new_ca=args.new_ca)
     kept_ca = ca_before == files.ca.read_bytes()  # (make_dev_pki checked the one it kept)
     access.apply(files.key)
@@ -200,6 +201,12 @@ def run(args: argparse.Namespace) -> int:
           f"{ca_until:%Y-%m-%d})")
     print(f"wrote {files.cert} and {files.key} for {', '.join(hosts)}; valid until "
           f"{until:%Y-%m-%d} (rerun to renew)")
+    if renewal:
+        # The services read their certificate as they start; before, nothing said so, and a
+        # stack "renewed" this way served the old certificate until it expired.
+        print("the services read server.pem and server.key as they start: restart those that "
+              "serve them to serve this one (compose: docker compose restart aggregator "
+              "coordinator selector)")
     if until < dt.datetime.now(dt.UTC) + dt.timedelta(days=args.days) - dt.timedelta(hours=1):
         print(f"(the CA ends before --days {args.days}: the certificate ends with it; --new-ca "
               "makes a new CA, and every client then needs the new ca.pem)")
