@@ -23,9 +23,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
-from fedhh.errors import FedhhError
-from fedhh.rpc.device_client import ParticipationEnd, Transport, participate
-from fedhh.rpc.participation import ComputeTurns, computed_in_turn
+from fedhh.errors import ConfigError, FedhhError
+from fedhh.rpc.device_client import OVERRUN_S, ParticipationEnd, Transport, participate
+from fedhh.rpc.participation import ComputeTurns, computed_in_turn, stage_deadline_s
 from fedhh.secagg import (
     Admission,
     DevicePolicy,
@@ -160,6 +160,21 @@ class Floors:
                             security_bits=self.security_bits)
 
 
+def _check_clock(device: SecAggDevice) -> None:
+    """ConfigError if, by this device's clock, the round's first stage closed more than
+    ``OVERRUN_S`` ago: it would give up at its first wait for a request, having advertised its
+    keys (a dropout the round must recover from) and spent its budget on a report. The task
+    comes as the cohort is drawn, before that stage closes, so this is a device whose clock is
+    ahead of the coordinator's (a device 60 s ahead timed out in every round with "no request
+    before the previous stage's deadline", nothing saying why), or a task long overdue."""
+    closed_ago_s = time.time() - stage_deadline_s(device, Stage.ADVERTISE_KEYS)
+    if closed_ago_s > OVERRUN_S:
+        raise ConfigError(f"the round's first stage closed {closed_ago_s:.0f} s ago by this "
+                          "device's clock: the clock is at least that far ahead of the "
+                          "coordinator's (check its time synchronisation), or the task came too "
+                          "late to take part")
+
+
 async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
                                  key: Ed25519PrivateKey, round_keys: RoundKeys,
                                  coordinator_public: bytes,
@@ -193,6 +208,7 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
                 SecAggDevice, signed, coordinator_public, task.secagg_id, identity_key=key,
                 admission=admission, round_keys=round_keys, policy=floors.policy(),
                 checks=checks))
+            _check_clock(device)
             if callable(ones):
                 ones = await ones()
             result = await participate(channel, device, ones, identity_key=key,

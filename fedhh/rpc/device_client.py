@@ -268,11 +268,16 @@ class DeviceSession:
         return bool(response.accepted)
 
 
+# How long past the previous stage's deadline a device waits for a stage's request (by its
+# own clock) before it gives up on the round.
+OVERRUN_S = 30.0
+
+
 async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, ones: np.ndarray,
                       *, identity_key: Ed25519PrivateKey, admission: Admission,
                       drop_at: Stage | None = None, poll_ms: int = 55_000,
                       retry: RetryPolicy | None = None, call_timeout: float = 30.0,
-                      overrun_s: float = 30.0, chunk_bytes: int = CHUNK_BYTES,
+                      overrun_s: float = OVERRUN_S, chunk_bytes: int = CHUNK_BYTES,
                       rng: random.Random | None = None,
                       observe: Callable[[str, float, int], None] | None = None,
                       transport: Transport | str | None = None,

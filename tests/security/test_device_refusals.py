@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import sys
 from pathlib import Path
 from typing import Any
 
 import grpc
 import numpy as np
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
@@ -94,18 +96,25 @@ class _Aggregator:
     """Stands in for the aggregator: refuses every call (ABORTED, which a device does not
     retry), so the device stops at its first call if it takes part at all."""
 
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
     def __getattr__(self, name: str) -> Any:
         async def refuse(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
             raise grpc.aio.AioRpcError(grpc.StatusCode.ABORTED, grpc.aio.Metadata(),
                                        grpc.aio.Metadata(), details="test")
         return refuse
 
 
-def spends_after_a_round(floors: Floors) -> int:
+def spends_after_a_round(floors: Floors, windows_ms: tuple[int, ...] = (2000,) * 5,
+                         calls: list[str] | None = None) -> int:
     """The device's budget spends after a task of a 60-device lying-server round with n_min
-    45 (the config signed by the key it pinned)."""
+    45 (the config signed by the key it pinned) whose stages close ``windows_ms`` apart from
+    now; the aggregator calls it made are added to ``calls``."""
     p = choose_parameters(60, 0.1, 0.05, Threat.LYING)
-    cohort = make_cohort(60, 64, p.k, p.t, n_min=45, consistency_check=True)
+    cohort = make_cohort(60, 64, p.k, p.t, n_min=45, consistency_check=True,
+                         windows_ms=windows_ms)  # type: ignore[arg-type]
     task = pb.Task(run_id="r", round=1, attempt=1, prefix_bits=4, prefixes=[3], segment_bits=6,
                    eps_local=1.0, codec="5bit", max_bits=10, selection="uniform",
                    aggregator_address="127.0.0.1:1", round_config=cohort.signed.payload,
@@ -115,8 +124,8 @@ def spends_after_a_round(floors: Floors) -> int:
     identity = Identity(DEVICE_ID, b"\0" * 32, cohort.identity_keys[1], COORDINATOR_PUBLIC)
 
     async def scenario() -> int:
-        fleet = Fleet([(7, user)], _Aggregator(), {}, lambda _: _Aggregator(), floors=floors,
-                      seed=3)
+        aggregator = _Aggregator(calls if calls is not None else [])
+        fleet = Fleet([(7, user)], aggregator, {}, lambda _: aggregator, floors=floors, seed=3)
         await fleet._perform(7, user, identity, task, cohort.round_keys[1])
         assert fleet.stats.failed == 1
         return len(fleet._budget(7).spends)
@@ -131,3 +140,25 @@ def test_a_round_below_the_devices_floors_spends_none_of_its_budget() -> None:
     (8 of 100 in each of the probe's rounds), while no report left any device."""
     assert spends_after_a_round(Floors()) == 0
     assert spends_after_a_round(Floors(min_cohort=40)) == 1  # taken part in: spent
+
+
+def test_a_device_whose_clock_is_ahead_says_so_and_stays_out(caplog: pytest.LogCaptureFixture
+                                                             ) -> None:
+    """A task whose first stage closed 40 s ago by the device's clock (a clock 40 s or more
+    ahead: the task comes before that stage closes). Before: the device made its report (its
+    budget spent), advertised its keys (a dropout the round had to recover from), then gave up
+    at once with "no request before the previous stage's deadline". Now it refuses the round,
+    saying its clock may be ahead, before it calls the aggregator or spends anything."""
+    calls: list[str] = []
+    with caplog.at_level(logging.WARNING, logger="fedhh_device.secagg_run"):
+        spends = spends_after_a_round(Floors(min_cohort=40), (-40_000, 50_000, 2000, 2000, 2000),
+                                      calls)
+    assert (spends, calls) == (0, [])
+    reasons = [getattr(r, "reason", "") for r in caplog.records]
+    assert any("at least that far ahead of the coordinator's" in r for r in reasons), reasons
+    # A clock within the slack the device waits anyway (its first stage closed 10 s ago):
+    # it takes part.
+    calls.clear()
+    assert spends_after_a_round(Floors(min_cohort=40), (-10_000, 50_000, 2000, 2000, 2000),
+                                calls) == 1
+    assert calls[:1] == ["Session"] or calls[:1] == ["AdvertiseKeys"], calls
