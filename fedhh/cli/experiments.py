@@ -116,7 +116,7 @@ def register(subparsers: Any) -> None:
                          default=RUN_MEMORY_GIB, metavar="GIB",
                          help=f"memory limit of each LocalCluster worker (default "
                               f"{RUN_MEMORY_GIB:g} GiB: one run over the 1.6M-user default "
-                              "dataset peaks at 0.8-1.5 GiB)")
+                              "dataset peaks at 0.8-1.5 GiB; at least 0.5 GiB)")
     sub = p.add_subparsers(dest="study", required=True, metavar="STUDY")
     titles = {s.name: f"{s.number}. {s.title}" for s in STUDIES}
     groups = {"all": "The paper's studies (1-9), one report.",

@@ -66,6 +66,12 @@ GIB = 1 << 30
 RUN_MEMORY_GIB = 4.0
 # What a LocalCluster leaves to the client and the rest of the machine.
 RESERVED_GIB = 2.0
+# The least memory a LocalCluster worker may be given. A worker process holds about 0.2 GiB
+# before its first run (Python, Dask, numpy, fedhh; 0.21 GiB after the runs of
+# synthetic-reddit-small). Below its own size it is restarted the moment it starts, for ever,
+# before any run reaches it (--worker-memory 0.01 kept `experiments` waiting without a word);
+# a little above, every run is killed on 4 workers.
+MIN_WORKER_MEMORY_GIB = 0.5
 # How long a scheduler has to accept the connection and answer who it is.
 CONNECT_S = 30.0
 # How long a suite waits for a first worker on a scheduler that has none (its workers may be
@@ -78,6 +84,11 @@ WORKER_COMMAND = f"dask worker {{address}} --nthreads 1 --memory-limit {RUN_MEMO
 
 class SchedulerLost(FedhhError):
     """The client lost its Dask scheduler during the suite; the runs that finished are stored."""
+
+
+class WorkersDied(FedhhError):
+    """Runs whose workers died each time Dask gave them one (KilledWorker: killed, or restarted
+    past their memory limit); the runs that finished are stored."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,12 @@ class ClusterOptions:
             raise ConfigError(f"workers must be >= 0, got {self.workers}")
         if not self.worker_memory_gib > 0:
             raise ConfigError(f"worker memory must be > 0 GiB, got {self.worker_memory_gib}")
+        if self.workers is not None and self.worker_memory_gib < MIN_WORKER_MEMORY_GIB:
+            raise ConfigError(
+                f"--worker-memory {self.worker_memory_gib:g} GiB is less than a worker process "
+                f"needs before its first run (about 0.2 GiB): give at least "
+                f"{MIN_WORKER_MEMORY_GIB:g} GiB ({RUN_MEMORY_GIB:g} GiB fits a run over the "
+                "1.6M-user default dataset)")
 
     @property
     def distributed(self) -> bool:
@@ -118,10 +135,12 @@ def local_workers(options: ClusterOptions) -> int:
     fits = int(max(memory - RESERVED_GIB, 0) // options.worker_memory_gib)
     if options.workers:
         if options.workers > fits:
+            most = (f"at most {fits}" if fits > 0 else
+                    "not even one fits: give less --worker-memory")
             raise ConfigError(
                 f"--workers {options.workers} needs {options.workers} x "
                 f"{options.worker_memory_gib:g} GiB, this machine has {memory:.1f} GiB "
-                f"({RESERVED_GIB:g} GiB kept for the rest): at most {max(fits, 1)}")
+                f"({RESERVED_GIB:g} GiB kept for the rest): {most}")
         return options.workers
     return max(1, min(cores, fits))
 
@@ -487,7 +506,8 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
                         f"the {len(runs)} runs sent finished and are stored; run the same "
                         f"command again to compute the other {len(runs) - len(records)}"
                     ) from None
-                log.error("%s / %s / seed %d failed: %r", run.study, run.label, run.seed, error)
+                log.error("%s / %s / seed %d failed: %s", run.study, run.label, run.seed,
+                          _failure(error))
                 failed.append((run, error))
                 continue
             finally:
@@ -505,13 +525,48 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
         client.cancel(list(pending), force=True)
         raise
     if failed:
+        order = {run.key: i for i, run in enumerate(runs)}
+        failed.sort(key=lambda failure: order[failure[0].key])  # (in the plan's order)
         names = ", ".join(f"{r.study} / {r.label} / seed {r.seed}" for r, _ in failed)
         log.error("%d of %d runs failed (not stored; the next invocation retries them): %s",
                   len(failed), len(runs), names)
-        raise failed[0][1]
+        from distributed.scheduler import KilledWorker
+
+        killed = [(r, e) for r, e in failed if isinstance(e, KilledWorker)]
+        if len(killed) < len(failed):
+            # (a run that raised: its own error, a bug's with its traceback)
+            raise next(e for _, e in failed if not isinstance(e, KilledWorker))
+        raise WorkersDied(
+            f"{len(killed)} of the {len(runs)} runs sent never finished ({names}): the "
+            f"workers Dask gave {'it' if len(killed) == 1 else 'each'} to died "
+            f"({_deaths(killed[0][1])}). A worker dies when it is killed or its "
+            "memory passes its limit (Dask restarts it): give the workers more memory "
+            f"(--worker-memory with --workers; `dask worker --memory-limit`, "
+            f"{RUN_MEMORY_GIB:g} GiB fits a run over the 1.6M-user default dataset). The "
+            f"{len(records)} runs that finished are stored; run the same command again to "
+            f"compute the other {len(runs) - len(records)}") from None
     return records
 
 
-__all__ = ["CONNECT_S", "RUN_MEMORY_GIB", "WORKERS_WAIT_S", "ClusterOptions", "SchedulerLost",
-           "await_workers", "check_scheduler", "check_workers", "code_fingerprint", "compute_run",
-           "connect", "execute", "local_workers"]
+def _failure(error: BaseException) -> str:
+    """A failed run's error in words: Dask's KilledWorker as what happened to its workers."""
+    from distributed.scheduler import KilledWorker
+
+    if not isinstance(error, KilledWorker):
+        return repr(error)
+    return f"the Dask workers that ran it died ({_deaths(error)})"
+
+
+def _deaths(error: Any) -> str:
+    """How often the workers of a KilledWorker's run died, and the last of them."""
+    worker = error.last_worker
+    limit = float(getattr(worker, "memory_limit", 0) or 0)
+    memory = f", memory limit {limit / GIB:.2g} GiB" if limit else ""
+    return (f"{error.allowed_failures + 1} times; the last: "
+            f"{getattr(worker, 'address', worker)}{memory}")
+
+
+__all__ = ["CONNECT_S", "MIN_WORKER_MEMORY_GIB", "RUN_MEMORY_GIB", "WORKERS_WAIT_S",
+           "ClusterOptions", "SchedulerLost", "WorkersDied", "await_workers", "check_scheduler",
+           "check_workers", "code_fingerprint", "compute_run", "connect", "execute",
+           "local_workers"]

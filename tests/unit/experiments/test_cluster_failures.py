@@ -1,0 +1,112 @@
+"""`fedhh experiments` on Dask when its workers cannot keep a run (fedhh/experiments/cluster.py):
+a run whose workers die each time Dask gives it one ends the suite with one line (WorkersDied:
+how often, the last worker and its memory limit, what to change, what is stored), not with
+Dask's KilledWorker traceback; a LocalCluster worker is never given less memory than its own
+process needs (below that Dask restarted it the moment it started, for ever, without a word);
+and the memory check says when not even one worker fits."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fedhh.data.dataset import FederatedDataset
+from fedhh.errors import ConfigError
+from fedhh.experiments import ResultStore, Suite, SuiteSettings, get_study
+from fedhh.experiments import cluster as cluster_module
+from fedhh.experiments.cluster import (
+    GIB,
+    MIN_WORKER_MEMORY_GIB,
+    ClusterOptions,
+    WorkersDied,
+    execute,
+    local_workers,
+)
+
+
+def test_a_local_cluster_worker_gets_at_least_what_its_process_needs() -> None:
+    for gib in (0.01, 0.2, MIN_WORKER_MEMORY_GIB / 2):
+        with pytest.raises(ConfigError, match=rf"--worker-memory {gib:g} GiB is less than a "
+                                              r"worker process needs .* at least 0.5 GiB"):
+            ClusterOptions(workers=1, worker_memory_gib=gib)
+    assert ClusterOptions(workers=1, worker_memory_gib=MIN_WORKER_MEMORY_GIB).workers == 1
+    # (the limit of a scheduler's workers is theirs: `dask worker --memory-limit`)
+    ClusterOptions(scheduler="tcp://127.0.0.1:1", worker_memory_gib=0.01)
+
+
+def test_the_memory_check_says_when_not_even_one_worker_fits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster_module, "machine", lambda: (8, 5.0))
+    with pytest.raises(ConfigError, match=r"--workers 1 needs 1 x 4 GiB, this machine has 5.0 "
+                                          r"GiB \(2 GiB kept for the rest\): not even one fits"):
+        local_workers(ClusterOptions(workers=1))
+    monkeypatch.setattr(cluster_module, "machine", lambda: (8, 10.5))
+    with pytest.raises(ConfigError, match=r"needs 3 x 4 GiB, .*: at most 2$"):
+        local_workers(ClusterOptions(workers=3))
+    assert local_workers(ClusterOptions(workers=2)) == 2
+
+
+@contextlib.contextmanager
+def _cluster() -> Iterator[Any]:
+    """A client of an in-process LocalCluster: its worker calls the function the client
+    submits, the one the test put in place of compute_run."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                      host="127.0.0.1", dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        yield client
+
+
+@dataclass(frozen=True)
+class _Worker:
+    """What KilledWorker names of the last worker that died (the scheduler's WorkerState)."""
+
+    address: str
+    memory_limit: int
+
+
+def test_runs_whose_workers_died_end_the_suite_in_one_line_and_the_others_are_stored(
+        tiny_path: Path, tiny: FederatedDataset, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from distributed.scheduler import KilledWorker
+
+    suite = Suite(SuiteSettings(str(tiny_path)), ResultStore(tmp_path / "store"), tiny)
+    plan = suite.plan([get_study("segmentation")], [0, 1])
+    doomed = {plan[1].key, plan[2].key}
+    real = cluster_module.compute_run
+
+    def compute_run(settings: Any, run: Any, identity: Any, code: str) -> Any:
+        # What the client gets when the workers given a run died 4 times (Dask's default
+        # allowed-failures is 3): KilledWorker, as Dask raises it from the future.
+        if run.key in doomed:
+            raise KilledWorker(f"fedhh-run-{run.key}",
+                               _Worker("tcp://10.0.0.7:4001", int(0.25 * GIB)), 3)
+        return real(settings, run, identity, code)
+
+    monkeypatch.setattr(cluster_module, "compute_run", compute_run)
+    with _cluster() as client, pytest.raises(WorkersDied) as died:
+        execute(suite, plan, client)
+    names = [f"segmentation / {r.label} / seed {r.seed}" for r in plan if r.key in doomed]
+    assert str(died.value) == (
+        f"2 of the 4 runs sent never finished ({', '.join(names)}): the workers Dask gave each "
+        "to died (4 times; the last: tcp://10.0.0.7:4001, memory limit 0.25 GiB). A worker "
+        "dies when it is killed or its memory passes its limit (Dask restarts it): give the "
+        "workers more memory (--worker-memory with --workers; `dask worker --memory-limit`, 4 "
+        "GiB fits a run over the 1.6M-user default dataset). The 2 runs that finished are "
+        "stored; run the same command again to compute the other 2"), str(died.value)
+    store = suite.require_store()
+    assert [store.has(r.key) for r in plan] == [r.key not in doomed for r in plan]
+
+    # A run that raised its own error is raised as it is (a bug keeps its traceback).
+    def broken(settings: Any, run: Any, identity: Any, code: str) -> Any:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(cluster_module, "compute_run", broken)
+    with _cluster() as client, pytest.raises(ZeroDivisionError, match="a bug"):
+        execute(suite, [r for r in plan if r.key in doomed], client)
