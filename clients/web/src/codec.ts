@@ -61,26 +61,35 @@ const HEX_KEY = /^0x[0-9a-f]{2}$/;
 const KNOWN_KEYS = new Set(["format", "version", "name", "description", "end", "escape", "bytes",
                             "tokens", "raw_continuations"]);
 
-/** True iff the string has no lone surrogate (Python cannot encode one to UTF-8). */
-function wellFormed(text: string): boolean {
+/**
+ * The UTF-16 offset of the string's first lone surrogate (Python cannot encode one to UTF-8), or
+ * -1 if it has none.
+ */
+export function loneSurrogate(text: string): number {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c >= 0xd800 && c <= 0xdbff) {
       const next = text.charCodeAt(i + 1);
-      if (!(next >= 0xdc00 && next <= 0xdfff)) return false;
+      if (!(next >= 0xdc00 && next <= 0xdfff)) return i;
       i++;
     } else if (c >= 0xdc00 && c <= 0xdfff) {
-      return false;
+      return i;
     }
   }
-  return true;
+  return -1;
 }
 
-/** The UTF-8 bytes of an item; a lone surrogate is refused, as Python's encode refuses it. */
+/**
+ * The UTF-8 bytes of an item; a lone surrogate is refused, as Python's encode refuses it. The
+ * error does not quote the item: a device's items are private, and a refusal's text travels
+ * (a round's outcome, a page's log).
+ */
 export function itemBytes(item: string): Bytes {
   if (typeof item !== "string") throw new CodecError(`an item is a string, got ${typeof item}`);
-  if (!wellFormed(item)) {
-    throw new CodecError(`item ${JSON.stringify(item)} is not valid Unicode (a lone surrogate?)`);
+  const at = loneSurrogate(item);
+  if (at >= 0) {
+    throw new CodecError(`an item of ${item.length} UTF-16 units is not valid Unicode: a lone ` +
+                         `surrogate at offset ${at} (a string cut inside a character?)`);
   }
   return utf8(item);
 }

@@ -28,7 +28,7 @@
 import { type Client, Code, ConnectError } from "@connectrpc/connect";
 
 import { type BudgetStore, DeviceBudget, IndexedDbBudgetStore } from "./budget.js";
-import { type BookLoader } from "./codec.js";
+import { type BookLoader, loneSurrogate } from "./codec.js";
 import { type Floors, DEFAULT_FLOORS } from "./floors.js";
 import type { SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
 import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
@@ -164,14 +164,48 @@ export function checkBrowser(needs: { fetch?: boolean; indexedDb?: boolean } = {
 }
 
 /**
+ * Throws a RangeError unless `items` and `counts` are data a device can report from: strings,
+ * each non-empty and valid Unicode (no lone surrogate: a string cut inside an emoji), and
+ * counts, if given, one per item, integers >= 0. The errors name an item by its index, never
+ * by its text. Without this check a device took every task and refused each one when it
+ * encoded its items, with the item's text in the round's outcome.
+ */
+export function checkDeviceData(items: readonly string[], counts?: readonly number[]): void {
+  if (!Array.isArray(items)) throw new RangeError("items must be an array of strings");
+  items.forEach((item: unknown, i) => {
+    if (typeof item !== "string") {
+      throw new RangeError(`item ${i} of ${items.length} is a ${typeof item}, not a string`);
+    }
+    if (item === "") throw new RangeError(`item ${i} of ${items.length} is empty`);
+    const at = loneSurrogate(item);
+    if (at >= 0) {
+      throw new RangeError(`item ${i} of ${items.length} is not valid Unicode: a lone ` +
+                           `surrogate at UTF-16 offset ${at} (a string cut inside a character?)`);
+    }
+  });
+  if (counts === undefined) return;
+  if (!Array.isArray(counts) || counts.length !== items.length) {
+    throw new RangeError(`counts must have one count per item (${items.length}), got ` +
+                         `${Array.isArray(counts) ? counts.length : typeof counts}`);
+  }
+  counts.forEach((count, i) => {
+    if (!(Number.isSafeInteger(count) && count >= 0)) {
+      throw new RangeError(`count ${i} must be an integer >= 0, got ${String(count)}`);
+    }
+  });
+}
+
+/**
  * Runs the device until `signal` aborts (then resolves) or `tasks` tasks are done. Throws
- * `UnsupportedBrowserError` before anything is sent if the page cannot run a device; throws if
+ * before anything is sent if the items cannot be reported (`checkDeviceData`) or the page
+ * cannot run a device (`UnsupportedBrowserError`); throws if
  * it cannot enrol (no stored identity and no token, or a token the coordinator refuses: unknown,
  * spent or expired), if the coordinator refuses its credential, or with the abort's reason if
  * `signal` aborts while another tab holds the device or its enrolment waits for an answer
  * (module docstring).
  */
 export async function runDevice(options: RunDeviceOptions): Promise<DeviceSummary> {
+  checkDeviceData(options.items, options.counts);
   checkBrowser({ fetch: options.fetch === undefined && options.coordinator === undefined,
                  indexedDb: options.identityStore === undefined
                    || options.budgetStore === undefined });

@@ -11,6 +11,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 
 import { MemoryBudgetStore } from "../src/budget.js";
 import type { Bytes } from "../src/bytes.js";
+import { Codec, CodecError } from "../src/codec.js";
 import { TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
 import { MemoryIdentityStore } from "../src/identity.js";
 import type { Coordinator } from "../src/loop.js";
@@ -304,4 +305,44 @@ test("a tab closed while its enrolment waits resumes it on the next load", async
   assert.equal(await other.loadPending(), null);
   await assert.rejects(runDevice({ ...noToken, identityStore: other }),
                        /not enrolled and has no enrolment token/);
+});
+
+test("runDevice refuses items it cannot report before it sends anything, never quoting them", async () => {
+  const service = coordinator([]);
+  const base = { coordinatorUrl: "https://unused.test", enrollmentToken: "t",
+                 identityStore: new MemoryIdentityStore(), budgetStore: new MemoryBudgetStore(),
+                 coordinator: service };
+  const refused: Array<[string[], number[] | undefined, RegExp]> = [
+    // A string cut inside an emoji: a lone surrogate.
+    [["ok", "my secret \ud83d"], undefined,
+     /^item 1 of 2 is not valid Unicode: a lone surrogate at UTF-16 offset 10 /],
+    [["my secret \ude00 x"], undefined, /^item 0 of 1 is not valid Unicode: .* offset 10 /],
+    [["ok", ""], undefined, /^item 1 of 2 is empty$/],
+    [["ok", 7 as unknown as string], undefined, /^item 1 of 2 is a number, not a string$/],
+    [["ok", "my secret"], [1], /^counts must have one count per item \(2\), got 1$/],
+    [["ok", "my secret"], [1, -1], /^count 1 must be an integer >= 0, got -1$/],
+    [["ok", "my secret"], [1, 0.5], /^count 1 must be an integer >= 0, got 0.5$/],
+  ];
+  for (const [items, counts, message] of refused) {
+    await assert.rejects(runDevice({ ...base, items, ...(counts === undefined ? {} : { counts }) }),
+                         (error: Error) => {
+      assert.ok(error instanceof RangeError, String(error));
+      assert.match(error.message, message);
+      assert.doesNotMatch(error.message, /secret/);
+      return true;
+    });
+  }
+  assert.equal(service.enrolled, 0, "the token was not presented");
+  // The codec's own refusal does not quote the item either.
+  const codec = await Codec.fromSpec("bytes", 64);
+  assert.throws(() => codec.encode("my secret \ud83d"), (error: Error) =>
+    error instanceof CodecError && /lone surrogate at offset 10/.test(error.message)
+      && !/secret/.test(error.message));
+  // Emoji, CJK, URLs and numbers are items like any other.
+  const stop = new AbortController();
+  await runDevice({ ...base, items: ["👍🏽", "東京", "https://a.example/?q=1", "42", "👩‍👩‍👧"],
+                    counts: [1, 2, 0, 3, 1], signal: stop.signal, onEvent: (event) => {
+    if (event.type === "enrolled") stop.abort();
+  } });
+  assert.equal(service.enrolled, 1);
 });
