@@ -5,7 +5,8 @@ first use, checking it, its ground truth, the rounds) and prints a summary; ``--
 writes machine-readable results with the keys ``heavy_hitters`` (list of {"item", "estimate",
 "std", "round", "code", "ended", "truncated"}; ``std``, the estimate's standard deviation at its
 round's randomizer and contributors, null for a mechanism without one), ``cut_prefixes`` (the
-same, for heavy prefixes the rounds could not complete), ``earlier_runs`` (the same, without
+same, for heavy prefixes the rounds could not complete, each with its ``cause``: ``no rounds
+left`` or ``lost in round N``), ``earlier_runs`` (the same, without
 ``std``, for what the first run of --two-runs found), ``deny_list`` (as given), ``metrics``,
 ``rounds`` (per-round diagnostics), ``privacy``, ``config``, ``dataset`` and ``timings``;
 ``--plot PATH`` draws the paper's marginal discovered-frequency plot.
@@ -112,9 +113,28 @@ def config_label(config: RunConfig) -> str:
 def result_payload(result: SimulationResult, config: RunConfig,
                    dataset_summary: dict) -> dict[str, Any]:
     payload = result.to_dict()
+    last = last_round(payload["rounds"])
+    for entry, hitter in zip(payload["cut_prefixes"], result.cut_prefixes, strict=True):
+        entry["cause"] = cut_cause(hitter.round, hitter.bits, hitter.max_bits, last)
     payload["config"] = config.to_dict()
     payload["dataset"] = dataset_summary
     return payload
+
+
+def last_round(rounds: list[dict[str, Any]]) -> int:
+    """The last round the last run ran (its cut prefixes are the ones listed)."""
+    run = max((r["extra"].get("run", 1) for r in rounds), default=1)
+    return max((r["round"] for r in rounds if r["extra"].get("run", 1) == run), default=0)
+
+
+def cut_cause(round_: int, bits: int, width: int, last: int) -> str:
+    """Why a cut prefix was not completed, as its row says: the rounds (or the code's width)
+    ran out while it was still heavy, which more --completion-rounds extend, or the round after
+    the one that kept it lost every extension (its count fell below that cheaper round's
+    threshold, which more devices or a larger --eps-agg lower)."""
+    if round_ >= last or (width and bits >= width):
+        return "no rounds left"
+    return f"lost in round {round_ + 1}"
 
 
 def _jsonable(value: Any) -> Any:
@@ -158,7 +178,7 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
           + (f" (+{len(earlier)} found by the first run, listed in --json's earlier_runs)"
              if earlier else ""))
     if top:
-        _table([("rank", "item", "estimate", "std", "round")] + [
+        _table([("#", "item", "estimate", "std", "round")] + [
             (i + 1, printable(h["item"], h["truncated"])
              + (f"  ({h['note']})" if h.get("note") else ""),
              f"{h['estimate']:,.0f}", _std(h), h["round"])
@@ -167,6 +187,8 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
         print("(by round, then estimate: a round's estimate counts the devices that chose the "
               "item that round, among their items on the round's narrowing prefix list, so "
               "estimates of different rounds are not comparable)")
+        if len(hitters) > top:
+            print(more_hitters(hitters, top))
         widths = sorted({h["bits"] for h in hitters[:top] if h["truncated"]})
         if widths:
             print(f"(an item ending in … was truncated at {'/'.join(map(str, widths))} bits, "
@@ -176,8 +198,9 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
     if cut:
         print("\n" + cut_heading(len(cut)))
         if top:
-            _table([("item", "estimate", "std", "round")] + [
-                (printable(h["item"], cut=True), f"{h['estimate']:,.0f}", _std(h), h["round"])
+            _table([("item", "estimate", "std", "round", "why")] + [
+                (printable(h["item"], cut=True), f"{h['estimate']:,.0f}", _std(h), h["round"],
+                 h.get("cause", ""))
                 for h in cut[:top]])
             if len(cut) > top:
                 print(f"({len(cut) - top} more with --top {len(cut)} or in --json)")
@@ -192,6 +215,16 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
         print(f"recall (weighted ranking): {recall}")
     t = payload["timings"]
     print(f"\ntime: {t['total_s']:.1f} s ({t['rounds_s']:.1f} s in rounds)")
+
+
+def more_hitters(hitters: list[dict[str, Any]], top: int) -> str:
+    """The line under a heavy-hitter list cut at --top: how many more, and the rounds that
+    found them (the list is by round, so a later round's heaviest items can all be below the
+    cut, unseen: at the default --top a dataset's most held item, found in round 6, was)."""
+    rest = hitters[top:]
+    first, last = min(h["round"] for h in rest), max(h["round"] for h in rest)
+    rounds = f"round {first}" if first == last else f"rounds {first} to {last}"
+    return f"({len(rest):,} more, found in {rounds}: --top {len(hitters)} or --json lists them)"
 
 
 def cut_heading(count: int) -> str:

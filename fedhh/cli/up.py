@@ -476,12 +476,18 @@ def _print_results(run: Any, results: Any) -> None:
         print(f"  {i:3d}. {ljust(printable(h.item, h.truncated), 20)} estimated count "
               f"{h.estimate:8.1f}  (round {h.round})")
     if results.cut_prefixes:
-        from fedhh.cli.simulate import cut_heading  # (not on the parse path: it loads numpy)
+        # (not on the parse path: they load numpy)
+        from fedhh.cli.simulate import cut_cause, cut_heading
+        from fedhh.config import Mode
+        from fedhh.rpc.run_config import from_proto
 
+        width = from_proto(run.config).code_bits(Mode.NETWORK)
+        last = max((r.round for r in run.rounds if r.state == "released"), default=0)
         print(cut_heading(len(results.cut_prefixes)))
         for h in results.cut_prefixes:
             print(f"       {ljust(printable(h.item, cut=True), 20)} estimated count "
-                  f"{h.estimate:8.1f}  (round {h.round})")
+                  f"{h.estimate:8.1f}  (round {h.round}; "
+                  f"{cut_cause(h.round, h.bits, width, last)})")
     widths = sorted({h.bits for h in [*results.heavy_hitters, *results.cut_prefixes]
                      if h.truncated})
     if widths:
