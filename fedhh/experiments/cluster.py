@@ -40,6 +40,7 @@ import functools
 import hashlib
 import logging
 import signal
+import socket
 import threading
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import CancelledError, Future
@@ -216,6 +217,16 @@ async def _reach(address: str, host: str, port: int, timeout_s: float) -> None:
         while True:
             try:
                 _, writer = await asyncio.open_connection(host, port)
+            except socket.gaierror as error:
+                if error.errno != socket.EAI_NONAME:  # (EAI_AGAIN: DNS may answer later)
+                    failure = error
+                    await asyncio.sleep(pause)
+                    pause = min(2 * pause, 1.0)
+                    continue
+                # The name server says no such host: no retry will change that (a typo in
+                # --scheduler waited 30 s for it).
+                raise ConfigError(f"cannot reach the Dask scheduler {address}: there is no "
+                                  f"host named {host!r} ({error.strerror})") from None
             except OSError as error:
                 failure = error
                 await asyncio.sleep(pause)

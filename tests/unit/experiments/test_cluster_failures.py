@@ -24,6 +24,7 @@ from fedhh.experiments.cluster import (
     MIN_WORKER_MEMORY_GIB,
     ClusterOptions,
     WorkersDied,
+    check_scheduler,
     execute,
     local_workers,
 )
@@ -110,3 +111,37 @@ def test_runs_whose_workers_died_end_the_suite_in_one_line_and_the_others_are_st
     monkeypatch.setattr(cluster_module, "compute_run", broken)
     with _cluster() as client, pytest.raises(ZeroDivisionError, match="a bug"):
         execute(suite, [r for r in plan if r.key in doomed], client)
+
+
+def test_a_scheduler_host_that_does_not_exist_is_refused_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    import socket
+    import time
+
+    calls: list[str] = []
+
+    def resolver(errno: int, text: str) -> Any:
+        async def open_connection(host: str, port: int) -> Any:
+            calls.append(host)
+            raise socket.gaierror(errno, text)
+        return open_connection
+
+    # The name server says there is no such host: one try, and the answer.
+    monkeypatch.setattr(asyncio, "open_connection",
+                        resolver(socket.EAI_NONAME, "Name or service not known"))
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match=r"^cannot reach the Dask scheduler "
+                       r"tcp://schedulr\.example:8786: there is no host named 'schedulr\.example' "
+                       r"\(Name or service not known\)$"):
+        check_scheduler("tcp://schedulr.example:8786", 30.0)
+    assert calls == ["schedulr.example"]
+    assert time.monotonic() - started < 10.0
+    # A name server that fails for now may answer later: tried again until the bound.
+    calls.clear()
+    monkeypatch.setattr(asyncio, "open_connection",
+                        resolver(socket.EAI_AGAIN, "Temporary failure in name resolution"))
+    with pytest.raises(ConfigError, match=r"^cannot reach the Dask scheduler "
+                       r"tcp://schedulr\.example:8786 within 0\.5 s: gaierror: "):
+        check_scheduler("tcp://schedulr.example:8786", 0.5)
+    assert len(calls) > 1
