@@ -16,7 +16,7 @@ import { type Floors, DEFAULT_FLOORS, checkEpsLocal, policyOf } from "./floors.j
 import type { SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
 import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
 import { ed25519PublicFromSeed } from "./primitives.js";
-import { type RandomSource, systemRandom } from "./random.js";
+import { type RandomSource, systemJitter, systemRandom } from "./random.js";
 import { type RoundOptions, type RoundOutcome, type Stage, codeOf, participate, pause, timed
 } from "./round.js";
 import { generateRoundKeys } from "./secagg.js";
@@ -116,7 +116,7 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
       options.signal?.throwIfAborted();
       if (!(error instanceof ConnectError) || !CHECK_IN_RETRIED.has(codeOf(error))) throw error;
       const cap = SHED.has(error.code) ? 60_000 : 10_000;
-      const backoff = (options.jitter ?? Math.random)()
+      const backoff = (options.jitter ?? systemJitter)()
         * Math.min(cap, 200 * 2 ** Math.min(failures, 30));
       options.onCheckInFailed?.(codeOf(error), error, backoff);
       await pause(backoff, options.signal);

@@ -43,3 +43,10 @@ export const systemWords: WordSource = {
     return out;
   },
 };
+
+/**
+ * Uniform in [0, 1) from crypto.getRandomValues: the backoff jitter of retried calls. (Not a
+ * privacy need: every draw of a deployed device comes from the browser's CSPRNG, so there is
+ * no other generator to audit.)
+ */
+export const systemJitter = (): number => systemWords.uint32(1)[0]! / 2 ** 32;

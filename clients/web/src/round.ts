@@ -41,6 +41,7 @@ import {
 import type { Admission } from "./merkle.js";
 import { vectorBytes } from "./prg.js";
 import { ed25519Sign, sha256 } from "./primitives.js";
+import { systemJitter } from "./random.js";
 import { DeviceAbort, type EncryptedShare } from "./secagg.js";
 
 /** The library's stages, numbered as fedhh.secagg.Stage (the wire's SecAggStage is one more). */
@@ -172,7 +173,7 @@ export interface RetryOptions {
   maxBackoffMs?: number;
   /** The backoff's cap for the tries beyond `attempts` while the stage is open (30000). */
   patientMaxBackoffMs?: number;
-  /** Uniform in [0, 1): only when to retry (Math.random). */
+  /** Uniform in [0, 1): only when to retry (systemJitter, crypto.getRandomValues). */
   jitter?: () => number;
   /** Unix time in ms (Date.now): compared with the round config's deadlines. */
   now?: () => number;
@@ -265,7 +266,7 @@ export async function retrying<T>(call: () => Promise<T>, options: RetryOptions,
                                   closedSince?: () => T, patientUntil = 0): Promise<T> {
   const attempts = options.attempts ?? 5;
   const initial = options.initialBackoffMs ?? 100;
-  const jitter = options.jitter ?? Math.random;
+  const jitter = options.jitter ?? systemJitter;
   const now = options.now ?? Date.now;
   let repeated = false;
   for (let attempt = 0; ; attempt++) {

@@ -36,7 +36,7 @@ import { type IdentityStore, type PendingEnrolment, IndexedDbIdentityStore } fro
 import { type Coordinator, type TaskOptions, type TaskResult, newTaskMemory, nextRound
 } from "./loop.js";
 import { KEY_BYTES } from "./primitives.js";
-import { systemRandom } from "./random.js";
+import { systemJitter, systemRandom } from "./random.js";
 import { type DeviceData, reportForTask } from "./report.js";
 import { type RoundOptions, type Stage, codeOf, pause } from "./round.js";
 import { type DrawSource, systemDraws } from "./selection.js";
@@ -318,7 +318,7 @@ async function enrol(coordinator: Coordinator, identities: IdentityStore,
       }
       const cap = error.code === Code.ResourceExhausted || error.code === Code.Canceled
         ? 60_000 : 10_000;
-      const retryInMs = (options.jitter ?? Math.random)()
+      const retryInMs = (options.jitter ?? systemJitter)()
         * Math.min(cap, 200 * 2 ** Math.min(failures, 30));
       options.onEvent?.({ type: "enroll-failed", code: codeOf(error), message: error.rawMessage,
                           retryInMs });

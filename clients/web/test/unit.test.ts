@@ -1,12 +1,15 @@
 /** Properties and validation of the TypeScript device that the vectors do not pin down. */
 
 import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { test } from "node:test";
+import { fileURLToPath } from "node:url";
 
 import { bigToBytes, bytesToBig, fromHex, toHex, u32 } from "../src/bytes.js";
 import { addMask, zeros } from "../src/prg.js";
 import { isValidX25519Public } from "../src/primitives.js";
-import { systemRandom, systemWords } from "../src/random.js";
+import { systemJitter, systemRandom, systemWords } from "../src/random.js";
 import { A1_THRESHOLD, a0Threshold, randomize } from "../src/randomizer.js";
 import { generateRoundKeys, maskedInput, neighbourKeys } from "../src/secagg.js";
 import * as shamir from "../src/shamir.js";
@@ -67,6 +70,29 @@ test("systemRandom draws more than getRandomValues's 65536-byte limit", () => {
   const big = systemRandom(200_000);
   assert.equal(big.length, 200_000);
   assert.ok(big.subarray(150_000).some((b) => b !== 0));
+});
+
+test("every draw of the device's code comes from crypto.getRandomValues, none from Math.random", () => {
+  // The sources of the package (src/, the demo page), read from the checkout: tsc compiles
+  // test/ into dist/test/, so the sources are two folders up.
+  const root = fileURLToPath(new URL("../../", import.meta.url));
+  const sources: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.name.endsWith(".ts")) sources.push(path);
+    }
+  };
+  walk(join(root, "src"));
+  walk(join(root, "demo"));
+  assert.ok(sources.length > 20, `found ${sources.length} sources under ${root}`);
+  const users = sources.filter((path) => /Math\.random/.test(readFileSync(path, "utf8")));
+  assert.deepEqual(users, []);
+  for (let i = 0; i < 1000; i++) {
+    const x = systemJitter();
+    assert.ok(x >= 0 && x < 1, String(x));
+  }
 });
 
 test("a mask vector wraps modulo 2^bits", async () => {
