@@ -652,12 +652,12 @@ class PrefixTree:
         said only that round 5 kept no prefix). The last main round's kept list is up to half
         noise, which is why these were not listed at all: the bar lists only the prefixes
         whose estimates noise is unlikely to reach. Only with a null law (not vote
-        thresholds) and the finishing target set. Post-processing of released sums: privacy
-        is unaffected."""
+        thresholds), the finishing target set and without consistency. Post-processing of
+        released sums: privacy is unaffected."""
         cfg = self.config
-        if (not state.listing_domain or cfg.fp_ratio_finished is None
+        if (not state.listing_domain or cfg.fp_ratio_finished is None or cfg.consistency
                 or len(state.parent_estimates) != query.prefixes.size):
-            return []
+            return []  # (consistency: adjusted estimates follow another null law)
         mechanism = for_round(self.mechanism_for(query.round - 1), state.last_segment_bits)
         if not isinstance(mechanism, NullLaw | CentralNoise):
             return []
