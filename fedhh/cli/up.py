@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import signal
 import sys
 import threading
@@ -462,13 +463,17 @@ def _print_results(run: Any, results: Any) -> None:
           f"(eps_local {run.eps_local:.3f})")
     print()
     cuts = any(r.cut for r in run.rounds)  # (a column only when a round cut something)
+    # (threshold: the estimate an element had to clear, in devices; a completion round's is
+    # many times a main round's, which is where long items are lost with few devices)
     print("round  attempt  state     devices  prefixes  s   domain   kept  exp-fp  found"
-          + ("  cut" if cuts else ""))
+          + ("  cut" if cuts else "") + "  threshold")
     for r in run.rounds:
         print(f"{r.round:5d}  {r.attempt:7d}  {r.state:8s}  {r.participants:7d}  "
               f"{r.prefixes:8d}  {r.segment_bits:2d}  {r.domain_size:7d}  {r.kept:5d}  "
               f"{f'{r.expected_false_positives:6.1f}' if r.kept else '     -'}  "
-              f"{r.finished:5d}  " + (f"{r.cut:3d}  " if cuts else "") + r.reason)
+              f"{r.finished:5d}  " + (f"{r.cut:3d}  " if cuts else "")
+              + (f"{r.threshold:9,.0f}  " if r.state == "released" and math.isfinite(
+                  r.threshold) else "        -  ") + r.reason)
     print()
     print(f"{len(results.heavy_hitters)} heavy hitters (by round, then estimate; estimates of "
           "different rounds are not comparable, `fedhh simulate --help` says why):")

@@ -93,3 +93,24 @@ def test_up_says_why_each_prefix_is_cut(capsys: pytest.CaptureFixture[str]) -> N
     _print_results(run, SimpleNamespace(heavy_hitters=[], cut_prefixes=cut))
     out = capsys.readouterr().out
     assert "(round 7; no rounds left)" in out and "(round 4; lost in round 5)" in out
+
+
+def test_up_shows_each_rounds_threshold(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: fedhh up's table had no threshold, and a user whose long items were all lost
+    in the first completion round (its threshold 260 of 2,000 devices, the main rounds' ~100)
+    saw only that it kept nothing."""
+    rounds = [pb.RoundSummary(round=4, attempt=1, state="released", participants=2000,
+                              prefixes=11, segment_bits=12, domain_size=45056, kept=12,
+                              threshold=98.4),
+              pb.RoundSummary(round=5, attempt=1, state="aborted", reason="too few devices"),
+              pb.RoundSummary(round=5, attempt=2, state="released", participants=2000,
+                              prefixes=12, segment_bits=12, domain_size=49152,
+                              threshold=1260.2)]
+    run = SimpleNamespace(run_id="demo", state="done", error="", eps_spent=1.0, eps_local=4.0,
+                          rounds_released=2, config=to_proto(RunConfig()), rounds=rounds)
+    _print_results(run, SimpleNamespace(heavy_hitters=[], cut_prefixes=[]))
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.endswith("exp-fp  found  threshold") for line in lines)
+    rows = [line.split() for line in lines if line.startswith("    ")]
+    assert [row[10] for row in rows[:3]] == ["98", "-", "1,260"]
+    assert rows[1][-3:] == ["too", "few", "devices"]
