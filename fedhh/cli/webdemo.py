@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import math
 import secrets
 import ssl
 import threading
@@ -150,9 +151,12 @@ class DemoPage:
         return sum(1 for d in self._devices if d.get("deviceId"))
 
     def _posted(self, body: bytes) -> None:
-        devices = json.loads(body).get("devices")
-        if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
-            raise ValueError("expected {'devices': [...]}")
+        posted = json.loads(body)
+        devices = posted.get("devices") if isinstance(posted, dict) else None
+        if not isinstance(devices, list) or len(devices) > MAX_WEB_DEVICES:
+            raise ValueError(f"expected {{'devices': [...]}} of at most {MAX_WEB_DEVICES}")
+        for device in devices:
+            _check_device(device)
         with self._changed:
             # A second tab of the page posts the devices it waits for as well: what the tab
             # that runs them posted stands.
@@ -193,6 +197,41 @@ class DemoPage:
         self.close()
 
 
+# The fields of a device the page posts (DeviceView in clients/web/demo/demo.ts) that `fedhh up`
+# reads, with their types; every post is checked against them, so a post that is not the
+# page's (another process, or a page of another site: a plain POST needs no CORS preflight)
+# cannot end `fedhh up` when it reports the devices (before: "spent": "x" made `summary`
+# raise after the run, and a body that was a list dropped the connection unanswered).
+_DEVICE_FIELDS: dict[str, tuple[type, ...]] = {
+    "user": (int, str), "deviceId": (str,), "state": (str,), "task": (str,), "stage": (str,),
+    "note": (str,), "noAnswerSince": (int, float), "tasks": (list,), "spent": (int, float),
+    "error": (str,)}
+_TASK_FIELDS: dict[str, tuple[type, ...]] = {
+    "task": (str,), "outcome": (str,), "contributed": (bool,), "detail": (str,)}
+
+
+def _check_fields(value: object, fields: dict[str, tuple[type, ...]], what: str
+                  ) -> dict[str, Any]:
+    """``value``, unless it is no object or a field of ``fields`` has another type
+    (ValueError)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} must be an object")
+    for name, types in fields.items():
+        field = value.get(name)
+        if field is None:
+            continue
+        if not isinstance(field, types) or (isinstance(field, bool) and bool not in types) \
+                or (isinstance(field, float) and not math.isfinite(field)):
+            raise ValueError(f"{what}: {name} must be {' or '.join(t.__name__ for t in types)}")
+    return value
+
+
+def _check_device(device: object) -> None:
+    """ValueError unless ``device`` is a device as the page posts it (_DEVICE_FIELDS)."""
+    for task in _check_fields(device, _DEVICE_FIELDS, "a device").get("tasks") or []:
+        _check_fields(task, _TASK_FIELDS, "a device's task")
+
+
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
@@ -230,6 +269,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         if urlsplit(self.path).path != "/status":
             self._send(404, b"not found")
+            return
+        origin = self.headers.get("Origin")
+        if origin is not None and origin not in self.page.origins():
+            # (a browser names the page that posts: only the demo page's own posts count)
+            self.close_connection = True
+            self._send(403, b"only the demo page posts its devices")
             return
         try:
             length = int(self.headers.get("Content-Length", ""))
