@@ -231,7 +231,12 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
   const identities = options.identityStore ?? new IndexedDbIdentityStore(database);
   let identity = await identities.load();
   const fresh = identity === null;
-  if (identity === null) identity = await enrol(coordinator, identities, options, database);
+  if (identity === null) {
+    identity = await enrol(coordinator, identities, options, database);
+  } else if (await identities.loadPending?.() != null) {
+    // (kept, and the tab closed before the pending enrolment was forgotten)
+    await identities.savePending?.(null);
+  }
   const budget = await DeviceBudget.open(options.budgetStore ?? new IndexedDbBudgetStore(database),
                                          floors.lifetimeEpsLocal, floors.budgetPeriodS);
   tell({ type: "enrolled", identity, fresh, spent: budget.spent() });

@@ -295,6 +295,12 @@ test("a tab closed while its enrolment waits resumes it on the next load", async
   assert.equal(seeds[1], seeds[0]);
   assert.equal(again.identity.deviceId, 100n);
   assert.equal(await identities.loadPending(), null);
+  // A pending enrolment left beside a kept identity (the tab closed between the two writes)
+  // is forgotten on the next load, its token with it.
+  await identities.savePending({ token: "token-2", identitySeed: new Uint8Array(32).fill(3) });
+  assert.equal((await runDevice(base)).identity.deviceId, 100n);
+  assert.equal(await identities.loadPending(), null);
+  assert.equal(seeds.length, 2, "no enrolment was sent");
   // A load with no token resumes a pending enrolment too; one the coordinator refuses is
   // forgotten, and the page is told why.
   const other = new MemoryIdentityStore();
