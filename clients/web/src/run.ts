@@ -8,9 +8,11 @@
  * from `reportForTask`) until `signal` aborts. It tells the page what it does through
  * `onEvent`.
  *
- * Where Web Locks exist, the device holds the lock named after its database while it runs,
- * so a second tab of the same origin waits instead of running the same device twice (or
- * enrolling it twice with one token).
+ * The device holds the Web Lock named after its database while it runs, so a second tab of
+ * the same origin waits instead of running the same device twice (or enrolling it twice with
+ * one token, or spending its budget twice at once). A browser without Web Locks is refused
+ * when the device keeps its state in IndexedDB; with stores of the page's own (tests), the
+ * device runs without the lock.
  *
  * Before anything is sent, `runDevice` checks that the page can run a device (`checkBrowser`):
  * a page served over plain http from another host than localhost is not a secure context, and
@@ -140,12 +142,14 @@ export class UnsupportedBrowserError extends Error {
 /**
  * Throws `UnsupportedBrowserError` if this page cannot run a device: it is not a secure
  * context (no WebCrypto, no Web Locks), or it lacks crypto.getRandomValues, WebCrypto's
- * crypto.subtle, `fetch` (unless `fetch` is given) or IndexedDB (`indexedDb`: unless the page
- * gives its own stores).
+ * crypto.subtle, `fetch` (unless `fetch` is given), or IndexedDB and Web Locks (`indexedDb`:
+ * unless the page gives its own stores). Without Web Locks two tabs would run the device at
+ * once over the same IndexedDB budget, and could both spend it.
  */
 export function checkBrowser(needs: { fetch?: boolean; indexedDb?: boolean } = {}): void {
   const scope = globalThis as { isSecureContext?: boolean; indexedDB?: unknown;
-                                crypto?: Partial<Crypto>; fetch?: unknown };
+                                crypto?: Partial<Crypto>; fetch?: unknown;
+                                navigator?: { locks?: unknown } };
   if (scope.isSecureContext === false) {
     throw new UnsupportedBrowserError(
       "this page is not a secure context (it is served over plain http from a host other " +
@@ -157,6 +161,9 @@ export function checkBrowser(needs: { fetch?: boolean; indexedDb?: boolean } = {
   if (scope.crypto?.subtle === undefined) missing.push("WebCrypto (crypto.subtle)");
   if ((needs.fetch ?? true) && typeof scope.fetch !== "function") missing.push("fetch");
   if ((needs.indexedDb ?? true) && scope.indexedDB === undefined) missing.push("IndexedDB");
+  if ((needs.indexedDb ?? true) && scope.navigator?.locks === undefined) {
+    missing.push("Web Locks (navigator.locks: one tab at a time per device)");
+  }
   if (missing.length > 0) {
     throw new UnsupportedBrowserError(`this browser lacks ${missing.join(", ")}, which the ` +
                                       "device needs");

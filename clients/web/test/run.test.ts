@@ -201,7 +201,15 @@ test("runDevice refuses a page that cannot run a device before it sends anything
   }
   // Node has no IndexedDB: the default stores cannot be used, and the page is told so.
   const { identityStore: _kept, ...noStore } = base;
-  await assert.rejects(runDevice(noStore), /lacks IndexedDB/);
+  await assert.rejects(runDevice(noStore), /lacks IndexedDB, Web Locks \(navigator\.locks/);
+  // IndexedDB without Web Locks: two tabs could spend one budget at once.
+  const scopeDb = globalThis as { indexedDB?: unknown };
+  scopeDb.indexedDB = {};
+  try {
+    await assert.rejects(runDevice(noStore), /this browser lacks Web Locks \(navigator\.locks/);
+  } finally {
+    delete scopeDb.indexedDB;
+  }
   assert.equal(service.enrolled, 0, "the token was not presented");
   assert.equal(service.checkIns, 0);
   // With everything there, the same options run.
