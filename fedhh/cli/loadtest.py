@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
                     shards=shards, workers=args.workers,
                     quiet_close_tail=args.quiet_close_tail, checkin_ms=args.checkin_ms,
                     coordinators=args.coordinators)
+    check_cohort(spec)
     interrupt_on_sigterm()
     report = run_load(spec, Path(args.workdir) if args.workdir else None)
     # (on standard error when standard output holds the JSON)
@@ -94,3 +95,28 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         options.write_output("--json", args.json, json.dumps(report, indent=2) + "\n")
     return 0 if report["state"] == "done" else 1
+
+
+def check_cohort(spec: Any) -> None:
+    """Refuse, before any service starts, a cohort (a shard's devices when sharded) that
+    SecAgg+ has no lying-server (k, t) for at the run's expected dropout (the --drop-rate, at
+    least 5%) and corrupt fraction, naming this command's options: the coordinator refused it
+    once the services and devices were up, as "a cohort of 10 devices cannot run secure
+    aggregation: ...; use more devices, or a lower expected_dropout or corrupt_fraction", two
+    settings a load test does not have."""
+    from fedhh.config import RunConfig
+    from fedhh.errors import ConfigError
+    from fedhh.secagg import SecAggConfigError, Threat, choose_parameters
+
+    dropout = max(spec.dropout, 0.05)  # (the run's expected_dropout, as run_load sets it)
+    try:
+        choose_parameters(spec.cohort, dropout, RunConfig.corrupt_fraction, Threat.LYING)
+    except SecAggConfigError as error:
+        where = (f"{spec.devices} devices in {spec.shards} shards make shards of {spec.cohort}"
+                 if spec.sharded else f"--devices {spec.devices}")
+        more = ["more --devices"] + (["fewer --shards (or a larger --shard-size)"]
+                                     if spec.sharded else [])
+        if spec.dropout > 0.05:
+            more.append("a lower --drop-rate")
+        raise ConfigError(f"{where}: a cohort of {spec.cohort} cannot run secure aggregation "
+                          f"({error}): give {', or '.join(more)}") from None
