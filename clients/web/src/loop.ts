@@ -91,8 +91,28 @@ export interface LoopOptions extends RoundOptions {
 }
 
 /**
+ * Throws if, by this device's clock (`nowMs`), the round's first stage (its deadline:
+ * `deadlines[0]`, Unix ms) closed more than `overrunMs` (the device's patience, 30 s) ago. The
+ * device would give up at its first wait for a request, having advertised its keys (a dropout
+ * the round must recover from) and spent its budget on a report. The task comes as the cohort
+ * is drawn, before that stage closes, so this is a device whose clock is ahead of the
+ * coordinator's, or a task that came too late (a laptop that slept holding it). As the Python
+ * device (`_check_clock` in fedhh_device/secagg_run.py), checked after the config's own
+ * checks and before the report.
+ */
+export function checkClock(deadlines: readonly bigint[], nowMs: number, overrunMs = 30_000): void {
+  const closedAgoMs = nowMs - Number(deadlines[0] ?? 0n);
+  if (closedAgoMs > overrunMs) {
+    throw new Error(`the round's first stage closed ${Math.round(closedAgoMs / 1000)} s ago by ` +
+                    "this device's clock: the clock is at least that far ahead of the " +
+                    "coordinator's (check its time synchronisation), or the task came too late " +
+                    "to take part");
+  }
+}
+
+/**
  * Check in until this device gets a task, then take part in its round: one task, one result.
- * A task refused by the device (its floors, its budget, its config checks) ends as
+ * A task refused by the device (its floors, its clock, its budget, its config checks) ends as
  * `device_aborted` before anything is sent to the aggregator. `signal` stops it: the abort's
  * reason is thrown (during a round too: the device then leaves it, as one that drops out).
  */
@@ -159,6 +179,7 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
         task.roundConfig, task.roundConfigSignature, identity.coordinatorPublic, task.secaggId, {
           identitySeed: identity.identitySeed, admission, roundKeys: keys,
           policy: policyOf(taskFloors), rand: random }));
+      checkClock(device.config.deadlines, (options.now ?? Date.now)(), options.overrunMs);
       ones = await timed(roundOptions.timings, "report", () => options.report(task, taskFloors));
     } catch (error) {
       return refused(error);

@@ -14,7 +14,7 @@ import type { Bytes } from "../src/bytes.js";
 import { Codec, CodecError } from "../src/codec.js";
 import { TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
 import { MemoryIdentityStore } from "../src/identity.js";
-import type { Coordinator } from "../src/loop.js";
+import { type Coordinator, checkClock } from "../src/loop.js";
 import { retrying } from "../src/round.js";
 import { type DeviceEvent, UnsupportedBrowserError, runDevice } from "../src/run.js";
 import type { CheckIn, Identity } from "../src/wire.js";
@@ -359,4 +359,14 @@ test("runDevice refuses items it cannot report before it sends anything, never q
     if (event.type === "enrolled") stop.abort();
   } });
   assert.equal(service.enrolled, 1);
+});
+
+test("a task whose first stage closed beyond the device's patience by its clock is refused", () => {
+  const deadlines = [1_700_000_000_000n, 1_700_000_001_000n];
+  checkClock(deadlines, 1_699_999_000_000);            // the stage is open
+  checkClock(deadlines, 1_700_000_030_000);            // closed 30 s ago: within the patience
+  assert.throws(() => checkClock(deadlines, 1_700_000_061_000), (error: Error) =>
+    /^the round's first stage closed 61 s ago by this device's clock: the clock is at least that far ahead/
+      .test(error.message));
+  assert.throws(() => checkClock(deadlines, 1_700_000_010_000, 5_000), /closed 10 s ago/);
 });
