@@ -24,7 +24,9 @@ draws them as nothing or a box: ``\\ue000pua`` read ``pua``).
 
 A cut prefix (``Decoded.shown_cut``) is already written with escapes: its backslashes doubled,
 the bytes of a character it stops inside as ``\\xNN``, then ``…``; ``printable(text, cut=True)``
-escapes the rest of it and leaves its backslashes as they are.
+escapes the rest of it and leaves its backslashes as they are. A joiner just before that tail
+joins nothing, so it is escaped: ``👨\\u200d…`` (the prefix of a family emoji), not ``👨‍…``,
+which read as the cut prefix ``👨…`` (every item starting with the man, ``👨🏽`` too).
 
 Items are kept as written, so ``café`` written with a combining accent (NFD) and with ``é``
 (NFC) are two items that look alike: in an item that is not in NFC, the marks, jamo and
@@ -43,6 +45,8 @@ import unicodedata
 from functools import lru_cache
 
 __all__ = ["columns", "ljust", "printable", "rjust"]
+
+ELLIPSIS = "…"  # (as fedhh.codec.codec writes a cut prefix's end)
 
 # Format characters (category Cf) that reorder or hide text and are not default-ignorable
 # (those are ``_IGNORABLE``); the Arabic number signs, which draw, are kept.
@@ -194,6 +198,25 @@ def columns(text: str) -> int:
     return total
 
 
+_BYTE_ESCAPE = re.compile(r"\\x[0-9a-f]{2}")
+
+
+def _cut_tail(text: str) -> int:
+    """Where the tail of a cut prefix (``Decoded.shown_cut``) begins: its ``…`` and before it
+    the ``\\xNN`` escapes of the bytes of a character it stops inside. An escape's backslash
+    is not itself escaped: it ends a run of an odd number of backslashes (the text's own are
+    doubled)."""
+    end = len(text) - 1 if text.endswith(ELLIPSIS) else len(text)
+    while end >= 4 and _BYTE_ESCAPE.fullmatch(text, end - 4, end):
+        start = end - 4
+        while start > 0 and text[start - 1] == "\\":
+            start -= 1
+        if (end - 4 - start) % 2:  # (an even run before it, with it odd: it is escaped)
+            break
+        end -= 4
+    return end
+
+
 def ljust(text: str, width: int) -> str:
     """``text`` padded on the right to ``width`` columns (``str.ljust`` counts characters)."""
     return text + " " * max(0, width - columns(text))
@@ -219,6 +242,9 @@ def printable(text: str, cut: bool = False) -> str:
     unnormal = ([False] * len(text) if unicodedata.is_normalized("NFC", text)
                 else _unnormal_runs(text))
     flags = [range(*m.span()) for m in _SUBDIVISION_FLAGS.finditer(text)]
+    # (a cut prefix's joiner before its tail joins nothing: 👨 and a joiner, then …, showed as
+    # the cut prefix 👨…, which stands for other items)
+    body = text[:_cut_tail(text)] if cut else text
     shown = []
     for i, char in enumerate(text):
         code = ord(char)
@@ -231,7 +257,7 @@ def printable(text: str, cut: bool = False) -> str:
             # (a leading mark draws on whatever is before the item: a column's padding)
             shown.append(_escape(char))
         elif _within(code, _IGNORABLE):
-            shown.append(char if _kept_in_context(text, i) else _escape(char))
+            shown.append(char if i < len(body) and _kept_in_context(body, i) else _escape(char))
         else:
             shown.append(_escaped(char))
     return "".join(shown)
