@@ -120,52 +120,15 @@ def run(args: argparse.Namespace) -> int:
     return run_process(args)
 
 
-# How long the start waits for each --coordinator's health answer.
-PREFLIGHT_S = 10.0
-
-
 def check_coordinators(args: argparse.Namespace) -> None:
-    """Ask each --coordinator's gRPC health once before any device starts. A mistake that
-    waiting will not mend (a certificate --ca did not sign or that does not name the address,
-    a port that is not gRPC, TLS against plaintext) ends the process with one line saying so;
-    a coordinator not reachable yet (not started, a name that does not resolve) gets one
-    warning and the devices keep trying, as they do whenever it is away. Before, every one of
-    these was retried in silence for ever: "device process started", then nothing."""
-    import logging
-
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    from fedhh.errors import ConfigError
-    from fedhh.rpc import serving
-    from fedhh.rpc.observability import configure_logging
-    from fedhh.rpc.tls import ca_credentials
+    """Ask each --coordinator's gRPC health once before any device starts
+    (``options.check_service``). Before, a wrong --ca, an address the certificate does not
+    name, or a port that is not gRPC was retried in silence for ever: "device process
+    started", then nothing."""
     from fedhh_device.main import coordinator_addresses
 
     if args.connect or not (args.ca or args.insecure):
         return  # (a Connect port has no gRPC health; no credentials: refused as it starts)
     for address, _ in coordinator_addresses(args.coordinator):
-        if not args.ca and not serving.is_loopback(address):
-            return  # (plaintext off loopback: refused as it starts)
-        channel = (grpc.secure_channel(address, ca_credentials(args.ca)) if args.ca
-                   else grpc.insecure_channel(address))
-        with channel:
-            try:
-                health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
-                                                          timeout=PREFLIGHT_S)
-                continue
-            except grpc.RpcError as error:
-                code, details = error.code(), error.details() or ""
-        if code == grpc.StatusCode.UNAVAILABLE:
-            why, mistake = options.connection_problem(details, address, args.ca)
-            if mistake:
-                raise ConfigError(f"--coordinator {address}: {why}")
-            why = why or details
-        elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            why = f"no answer within {PREFLIGHT_S:g} s (a firewall that drops, or a busy service)"
-        else:
-            continue  # it answered: what it said is for the devices' calls to find out
-        configure_logging(args.log_level, "device")
-        logging.getLogger(__name__).warning(
-            f"cannot reach the coordinator at {address} yet, the devices keep trying: {why}",
-            extra={"address": address})
+        options.check_service(address, args.ca, "--coordinator", "the coordinator",
+                              "the devices keep trying", args.log_level, "device")

@@ -161,6 +161,52 @@ def connection_problem(details: str, address: str | None, ca: str | None,
     return "", False
 
 
+# How long a start waits for the health answer of a service it depends on.
+PREFLIGHT_S = 10.0
+
+
+def check_service(address: str, ca: str | None, option: str, what: str, meanwhile: str,
+                  log_level: str, service: str) -> None:
+    """Ask the gRPC health of ``address`` (``what``, given as ``option``) once, as a process
+    that depends on it starts: TLS trusting ``ca``, else plaintext on loopback only (a
+    plaintext address elsewhere is left for the process to refuse). A mistake that waiting
+    will not mend (``connection_problem``) ends it with one line (ConfigError); a service not
+    reachable yet gets one warning in the process's JSON log, saying what it does
+    ``meanwhile``, and the process goes on."""
+    import logging
+
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from fedhh.rpc import serving
+    from fedhh.rpc.observability import configure_logging
+    from fedhh.rpc.tls import ca_credentials
+
+    if not ca and not serving.is_loopback(address):
+        return
+    channel = (grpc.secure_channel(address, ca_credentials(ca)) if ca
+               else grpc.insecure_channel(address))
+    with channel:
+        try:
+            health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
+                                                      timeout=PREFLIGHT_S)
+            return
+        except grpc.RpcError as error:
+            code, details = error.code(), error.details() or ""
+    if code == grpc.StatusCode.UNAVAILABLE:
+        why, mistake = connection_problem(details, address, ca)
+        if mistake:
+            raise ConfigError(f"{option} {address}: {why}")
+        why = why or details
+    elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        why = f"no answer within {PREFLIGHT_S:g} s (a firewall that drops, or a busy service)"
+    else:
+        return  # it answered: what it said is for the process's own calls to find out
+    configure_logging(log_level, service)
+    logging.getLogger("fedhh.cli").warning(
+        f"cannot reach {what} at {address} yet, {meanwhile}: {why}", extra={"address": address})
+
+
 def certificate_names(address: str, timeout_s: float = 3.0) -> list[str]:
     """The names (DNS names and addresses) in the certificate served at ``address``, read
     without verifying it, to say which names a hostname mismatch could use; [] if it cannot

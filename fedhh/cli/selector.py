@@ -14,6 +14,7 @@ coordinator's public key (--coordinator-key, the signing key's .pub file).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from fedhh.cli import options
@@ -65,4 +66,10 @@ def run(args: argparse.Namespace) -> int:
     from fedhh_coordinator.selector_main import run as run_service  # grpc: only when serving
 
     options.check_web_options(args)
+    if args.tls_dir or args.insecure:
+        # (before: "lost the leader", code UNAVAILABLE, every few seconds, for a wrong CA, a
+        # name the certificate lacks, the leader's dashboard port as well as a stopped one)
+        ca = str(Path(args.tls_dir) / "ca.pem") if args.tls_dir else None
+        options.check_service(args.leader, ca, "--leader", "the leader", "the selector "
+                              "keeps trying", args.log_level, "selector")
     return run_service(args)

@@ -334,3 +334,25 @@ def test_a_device_says_once_that_it_waits_for_a_coordinator_it_cannot_reach(
                 device.wait()
             if device.stderr is not None:
                 device.stderr.close()
+
+
+def test_a_selector_refuses_a_leader_it_can_never_trust(
+        pki: Pki, tls_server: int, https_port: int, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "lost the leader", code UNAVAILABLE, every few seconds, whatever the cause."""
+    import fedhh_coordinator.selector_main
+
+    def started(args: object) -> int:
+        raise AssertionError("the selector started")
+
+    monkeypatch.setattr(fedhh_coordinator.selector_main, "run", started)
+    for leader, why in ((f"localhost:{https_port}", f"localhost:{https_port} speaks TLS but "
+                                                    "not gRPC"),
+                        (f"127.0.0.1:{tls_server}", "is not valid for 127.0.0.1, only for "
+                                                    "localhost")):
+        code, out, err = run(["selector", "--leader", leader, "--listen", "127.0.0.1:0",
+                              "--tls-dir", str(pki.tls), "--db", str(tmp_path / "store"),
+                              "--coordinator-key", str(tmp_path / "key.pub")], capsys)
+        assert (code, out) == (2, ""), err
+        (line,) = err.splitlines()
+        assert line.startswith(f"fedhh selector: error: --leader {leader}: ") and why in line
