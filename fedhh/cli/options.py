@@ -116,13 +116,15 @@ def remote_address(text: str) -> str:
 
 
 def connection_problem(details: str, address: str | None, ca: str | None,
-                       tls_name: str | None = None) -> tuple[str, bool]:
+                       tls_name: str | None = None, ca_option: str = "--ca"
+                       ) -> tuple[str, bool]:
     """Why a gRPC call to ``address`` found no service, from the details of its UNAVAILABLE,
     and what to do: (the explanation, or "" when the details say nothing known; whether it is
     a mistake of the caller's that waiting will not mend: a certificate the CA does not sign
     or that does not name the address, a port that is not gRPC, TLS against plaintext).
     gRPC's own words (``Tls handshake failed ... BAD_SIGNATURE: certificate signature failure:
-    OK``, ``Cannot check peer: missing selected ALPN property``) name none of these."""
+    OK``, ``Cannot check peer: missing selected ALPN property``) name none of these.
+    ``ca_option``: where the caller's CA comes from (a service's --tls-dir holds its ca.pem)."""
     where = address or "the service"
     host = tls_name or (address.rpartition(":")[0].strip("[]") if address else "its name")
     lowered = details.lower()
@@ -138,10 +140,11 @@ def connection_problem(details: str, address: str | None, ca: str | None,
     if any(word in lowered for word in ("bad_signature", "certificate_verify_failed",
                                         "certificate verify failed", "unknown ca",
                                         "local issuer", "self signed", "self-signed")):
-        return (f"the certificate served at {where} is not signed by the CA in {ca}: give "
-                "--ca the ca.pem of the CA that signed the services' certificates; for a "
-                "stack set up with fedhh certs, the one in its --out folder, such as "
-                "deploy/tls/ca.pem"), True
+        give = ("give --ca the ca.pem" if ca_option == "--ca" else
+                f"{ca_option} must hold the ca.pem")
+        return (f"the certificate served at {where} is not signed by the CA in {ca}: {give} "
+                "of the CA that signed the services' certificates; for a stack set up with "
+                "fedhh certs, the one in its --out folder, such as deploy/tls/ca.pem"), True
     if "alpn" in lowered:
         return (f"{where} speaks TLS but not gRPC, so it is another port of a service: a "
                 "framed, Connect, dashboard or metrics port; give the service's gRPC port, its "
@@ -166,13 +169,15 @@ PREFLIGHT_S = 10.0
 
 
 def check_service(address: str, ca: str | None, option: str, what: str, meanwhile: str,
-                  log_level: str, service: str) -> None:
+                  log_level: str, service: str, ca_option: str = "--ca",
+                  warn: bool = True) -> None:
     """Ask the gRPC health of ``address`` (``what``, given as ``option``) once, as a process
     that depends on it starts: TLS trusting ``ca``, else plaintext on loopback only (a
     plaintext address elsewhere is left for the process to refuse). A mistake that waiting
     will not mend (``connection_problem``) ends it with one line (ConfigError); a service not
     reachable yet gets one warning in the process's JSON log, saying what it does
-    ``meanwhile``, and the process goes on."""
+    ``meanwhile`` (unless not ``warn``: a service whose own start checks its inputs after
+    this), and the process goes on."""
     import logging
 
     import grpc
@@ -194,7 +199,7 @@ def check_service(address: str, ca: str | None, option: str, what: str, meanwhil
         except grpc.RpcError as error:
             code, details = error.code(), error.details() or ""
     if code == grpc.StatusCode.UNAVAILABLE:
-        why, mistake = connection_problem(details, address, ca)
+        why, mistake = connection_problem(details, address, ca, ca_option=ca_option)
         if mistake:
             raise ConfigError(f"{option} {address}: {why}")
         why = why or details
@@ -202,6 +207,8 @@ def check_service(address: str, ca: str | None, option: str, what: str, meanwhil
         why = f"no answer within {PREFLIGHT_S:g} s (a firewall that drops, or a busy service)"
     else:
         return  # it answered: what it said is for the process's own calls to find out
+    if not warn:
+        return
     configure_logging(log_level, service)
     logging.getLogger("fedhh.cli").warning(
         f"cannot reach {what} at {address} yet, {meanwhile}: {why}", extra={"address": address})

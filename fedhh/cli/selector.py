@@ -71,5 +71,6 @@ def run(args: argparse.Namespace) -> int:
         # name the certificate lacks, the leader's dashboard port as well as a stopped one)
         ca = str(Path(args.tls_dir) / "ca.pem") if args.tls_dir else None
         options.check_service(args.leader, ca, "--leader", "the leader", "the selector "
-                              "keeps trying", args.log_level, "selector")
+                              "keeps trying", args.log_level, "selector",
+                              ca_option="--tls-dir")
     return run_service(args)

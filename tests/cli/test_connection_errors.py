@@ -356,3 +356,27 @@ def test_a_selector_refuses_a_leader_it_can_never_trust(
         assert (code, out) == (2, ""), err
         (line,) = err.splitlines()
         assert line.startswith(f"fedhh selector: error: --leader {leader}: ") and why in line
+
+
+def test_a_coordinator_refuses_an_aggregator_it_can_never_trust(
+        pki: Pki, tls_server: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: it started, and each run's attempts aborted with "aggregator unreachable
+    (UNAVAILABLE)" once a run was started."""
+    import fedhh_coordinator.main
+
+    def started(args: object) -> int:
+        raise AssertionError("the coordinator started")
+
+    monkeypatch.setattr(fedhh_coordinator.main, "run", started)
+    wrong_ca = tmp_path / "wrong-tls"
+    wrong_ca.mkdir()
+    (wrong_ca / "ca.pem").write_bytes(pki.other_ca.read_bytes())
+    code, out, err = run(["coordinator", "--listen", "127.0.0.1:0", "--tls-dir", str(wrong_ca),
+                          "--aggregator", f"localhost:{tls_server}"], capsys)
+    assert (code, out) == (2, ""), err
+    assert err == (f"fedhh coordinator: error: --aggregator localhost:{tls_server}: the "
+                   f"certificate served at localhost:{tls_server} is not signed by the CA in "
+                   f"{wrong_ca / 'ca.pem'}: --tls-dir must hold the ca.pem of the CA that "
+                   "signed the services' certificates; for a stack set up with fedhh certs, the "
+                   "one in its --out folder, such as deploy/tls/ca.pem\n")
