@@ -335,11 +335,15 @@ def connect(options: ClusterOptions) -> Iterator[Client]:
 
 
 def dask_setup(worker: object) -> None:
-    """Dask's preload hook, in each LocalCluster worker process: Ctrl-C in the terminal reaches
-    the whole process group, and only the client acts on it (cancels the runs and closes the
-    cluster); a worker that stopped by itself would print its traceback and be restarted."""
+    """Dask's preload hook, in each LocalCluster worker process: Ctrl-C in the terminal, and
+    SIGTERM from `timeout` or a process manager that signals the group, reach every process of
+    the group, and only the client acts on them (cancels the runs and closes the cluster, whose
+    nannies stop their workers and kill one still computing after a grace period). A worker
+    that stopped by itself would print its traceback, or its nanny "Restarting worker" before
+    the client had closed the cluster."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 @functools.lru_cache(maxsize=1)
