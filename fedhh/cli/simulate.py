@@ -229,7 +229,8 @@ def more_hitters(hitters: list[dict[str, Any]], top: int) -> str:
 
 def cut_heading(count: int) -> str:
     """The heading of the cut prefixes' list, with what cut them and what reaches further."""
-    return (f"{count} heavy prefixes the completion rounds could not complete (not counted as "
+    prefixes = "heavy prefix" if count == 1 else "heavy prefixes"
+    return (f"{count} {prefixes} the completion rounds could not complete (not counted as "
             "heavy hitters; each stands for every item starting so: the rounds ran out of bits, "
             "which more --completion-rounds extend, each by up to log2(--dim-limit) bits, or "
             "the item's count fell below a later, cheaper round's threshold, which more devices "

@@ -56,7 +56,7 @@ def test_cut_prefixes_have_a_column_and_the_ellipsis_is_explained(
     assert "exp-fp  found  cut" in out
     rows = [line.split() for line in out.splitlines() if line.startswith("    ")]
     assert [row[9:11] for row in rows[:3]] == [["6", "0"], ["4", "0"], ["0", "5"]]
-    assert "1 heavy prefixes the completion rounds could not complete" in out
+    assert "1 heavy prefix the completion rounds could not complete" in out
     assert ("(an item ending in … is a prefix of 121 bits: it stands for every item starting "
             "so;") in out
 
