@@ -109,9 +109,12 @@ def test_a_prefix_a_completion_round_loses_is_listed_cut_at_the_round_that_kept_
     assert [r.cut for r in reports] == [0, 0, 0, 0, 1] + [0] * (len(reports) - 5)
 
 
-def test_a_prefix_the_first_completion_round_loses_is_not_listed() -> None:
-    # The last main round's kept list holds noise prefixes (``PrefixTree._lost``): what the
-    # first completion round does not extend is not reported.
+def test_a_prefix_the_first_completion_round_loses_is_not_listed_under_vote_thresholds(
+        ) -> None:
+    # The last main round's kept list holds noise prefixes (``PrefixTree._lost``). Under
+    # vote thresholds (these votes) what the first completion round does not extend is not
+    # reported; under noisy sums the losses that clear a bar are (``PrefixTree._lost_first``,
+    # tests/unit/test_first_completion_listing.py).
     tree, state, reports = fading_run(fades_at=3)
     assert tree.cut_prefixes(state) == [] and not any(r.cut for r in reports)
 
