@@ -114,6 +114,7 @@ def dropped_completions(asked: RunConfig, stored: RunConfig, devices_flags: str)
 def run(args: argparse.Namespace) -> int:
     from google.protobuf.json_format import MessageToDict
 
+    from fedhh.cli.main import INTERRUPTED
     from fedhh.cli.up import Narrator
     from fedhh.errors import ConfigError
     from fedhh.rpc import serving
@@ -167,7 +168,14 @@ def run(args: argparse.Namespace) -> int:
                 with contextlib.redirect_stdout(sys.stderr):
                     narrator(run_)
 
-            reply = client.wait(args.run_id, 24 * 3600, on_change=progress)
+            try:
+                reply = client.wait(args.run_id, 24 * 3600, on_change=progress)
+            except KeyboardInterrupt:
+                # Ctrl-C stops the waiting, not the run: say so, and how to stop the run
+                print(f"fedhh admin: interrupted; run {args.run_id} goes on at the "
+                      f"coordinator (`fedhh admin ... status {args.run_id}` shows it, `cancel "
+                      f"{args.run_id}` stops it)", file=sys.stderr)
+                return INTERRUPTED
         else:
             reply = client.cancel(args.run_id)
             if reply.state == "running":

@@ -146,8 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:
-        if not computing:
-            raise
+        # (a client, `admin wait` or `health`, printed a traceback of where Ctrl-C found it)
         sys.stderr.write(f"fedhh {args.command}: interrupted\n")
         return INTERRUPTED
     except BrokenPipeError:

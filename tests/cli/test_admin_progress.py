@@ -69,3 +69,37 @@ def test_cancel_of_a_running_run_says_when_it_stops(
     assert (captured.err == "note: run r3 stops when its attempt in progress ends; `fedhh "
             "admin ... wait r3` returns once it has\n") is noted
     assert (captured.err == "") is not noted
+
+
+def test_ctrl_c_on_wait_says_the_run_goes_on(
+        recorder: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a traceback ending in admin_client's time.sleep, and no word of the run, which
+    the coordinator goes on running."""
+    def wait(self: Recorder, run_id: str, timeout_s: float, on_change: Any = None,
+             idle: bool = False) -> pb.Run:
+        on_change(progress_of_a_run()[0])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Recorder, "wait", wait, raising=False)
+    assert main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
+                 "wait", "r7"]) == 130
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "  round 1 attempt 1: check-in (40 devices so far)",
+        "fedhh admin: interrupted; run r7 goes on at the coordinator (`fedhh admin ... status "
+        "r7` shows it, `cancel r7` stops it)",
+    ]
+
+
+def test_ctrl_c_on_another_client_command_is_one_line(
+        recorder: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def runs(self: Recorder) -> list[pb.Run]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Recorder, "runs", runs, raising=False)
+    assert main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
+                 "list"]) == 130
+    assert capsys.readouterr().err == "fedhh admin: interrupted\n"
