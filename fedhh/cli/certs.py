@@ -111,6 +111,8 @@ class Access:
 
 # Certificates and the public key: readable by every container user, whatever the umask.
 PUBLIC = Access(mode=0o644)
+# The user the image's services run as (deploy/Dockerfile).
+CONTAINER_UID = 10001
 
 
 MAX_DAYS = 36_500
@@ -218,6 +220,13 @@ def run(args: argparse.Namespace) -> int:
         public = public_key_path(Path(args.secrets) / SIGNING_KEY)
         PUBLIC.apply(public)
         print(f"wrote {public} (public)")
+    if access == Access() and os.geteuid() != CONTAINER_UID:
+        # The compose stack's services run as uid 10001 and stopped at their first secret
+        # ("cannot read the control token file ...: Permission denied"), restarting for ever.
+        print(f"note: server.key and the secrets are mode 0600 for uid {os.geteuid()} alone; "
+              f"for docker compose, whose services run as uid {CONTAINER_UID}, run this again "
+              f"with --owner {CONTAINER_UID}:{CONTAINER_UID} (as root) or --group "
+              f"{CONTAINER_UID}")
     return 0
 
 

@@ -28,3 +28,32 @@ def test_only_a_renewal_says_to_restart_the_services(
     assert lines.index(RESTART) == 2  # right after the line naming the new certificate
     assert lines[1].startswith(f"wrote {out / 'server.pem'} and {out / 'server.key'} for "
                                "localhost, fedhh.example.org; valid until ")
+
+
+NOTE = ("note: server.key and the secrets are mode 0600 for uid {uid} alone; for docker "
+        "compose, whose services run as uid 10001, run this again with --owner 10001:10001 (as "
+        "root) or --group 10001")
+
+
+def test_files_only_the_caller_can_read_say_what_compose_needs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: nothing said so, and the compose stack's services stopped at their first
+    secret ("cannot read the control token file ...: Permission denied"), restarting for
+    ever."""
+    import os
+
+    from fedhh.cli import certs
+
+    uid = os.geteuid()
+    argv = ["certs", "--out", str(tmp_path / "tls"), "--secrets", str(tmp_path / "secrets")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    if uid != certs.CONTAINER_UID:
+        assert out[-1] == NOTE.format(uid=uid)
+    monkeypatch.setattr(os, "chown", lambda *args: None)  # (as root would; not needed here)
+    assert main([*argv, "--group", str(os.getegid())]) == 0
+    assert "note: server.key" not in capsys.readouterr().out  # readable by that group
+    monkeypatch.setattr(os, "geteuid", lambda: certs.CONTAINER_UID)
+    assert main(argv) == 0
+    assert "note: server.key" not in capsys.readouterr().out  # the containers' user itself
