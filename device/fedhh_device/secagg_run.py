@@ -27,6 +27,7 @@ from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.device_client import OVERRUN_S, ParticipationEnd, Transport, participate
 from fedhh.rpc.participation import ComputeTurns, computed_in_turn, stage_deadline_s
 from fedhh.secagg import (
+    DEVICES_CHECK,
     Admission,
     DevicePolicy,
     PublicChecks,
@@ -148,7 +149,7 @@ class Floors:
 
     max_eps_local: float = 10.0
     min_cohort: int = 100
-    max_corrupt_fraction: float = 0.05
+    max_corrupt_fraction: float = DEVICES_CHECK.corrupt
     security_bits: float = 40.0
     lifetime_eps_local: float = 100.0
     budget_period_s: float = 30 * 24 * 3600.0

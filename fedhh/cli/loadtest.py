@@ -106,11 +106,12 @@ def check_cohort(spec: Any) -> None:
     settings a load test does not have."""
     from fedhh.config import RunConfig
     from fedhh.errors import ConfigError
-    from fedhh.secagg import SecAggConfigError, Threat, choose_parameters
+    from fedhh.secagg import DEVICES_CHECK, SecAggConfigError, Threat, choose_parameters
 
     dropout = max(spec.dropout, 0.05)  # (the run's expected_dropout, as run_load sets it)
     try:
-        choose_parameters(spec.cohort, dropout, RunConfig.corrupt_fraction, Threat.LYING)
+        choose_parameters(spec.cohort, dropout, RunConfig.corrupt_fraction, Threat.LYING,
+                          devices=DEVICES_CHECK)
     except SecAggConfigError as error:
         where = (f"{spec.devices} devices in {spec.shards} shards make shards of {spec.cohort}"
                  if spec.sharded else f"--devices {spec.devices}")

@@ -629,12 +629,12 @@ class RunConfig:
         (k, t) for its largest cohort (a shard's size when sharded, else target_devices) at
         the expected dropout and corrupt fraction. The coordinator would otherwise open and
         abort ``max_attempts`` attempts before saying so (issue 28: ``fedhh up --devices 5``)."""
-        from fedhh.secagg import SecAggConfigError, Threat, choose_parameters
+        from fedhh.secagg import DEVICES_CHECK, SecAggConfigError, Threat, choose_parameters
 
         cohort = self.shard_size or self.target_devices
         try:
             choose_parameters(cohort, self.expected_dropout, self.corrupt_fraction,
-                              Threat.LYING)
+                              Threat.LYING, devices=DEVICES_CHECK)
         except SecAggConfigError as error:
             raise ConfigError(f"a cohort of {cohort} devices cannot run secure aggregation: "
                               f"{error}; use more devices, or a lower expected_dropout or "

@@ -55,6 +55,8 @@ from fedhh.secagg.messages import (
     UnmaskResponse,
 )
 from fedhh.secagg.params import (
+    DEVICES_CHECK,
+    DevicesCheck,
     FailureBounds,
     SecAggParameters,
     Threat,
@@ -68,6 +70,7 @@ from fedhh.secagg.report import check_report, indices_from_dense
 from fedhh.secagg.server import SecAggServer
 
 __all__ = [
+    "DEVICES_CHECK",
     "AbortReason",
     "Admission",
     "AdvertiseKeys",
@@ -77,6 +80,7 @@ __all__ = [
     "DeviceMessage",
     "DevicePolicy",
     "DeviceState",
+    "DevicesCheck",
     "EncryptedShare",
     "FailureBounds",
     "IdentityTree",

@@ -55,7 +55,7 @@ from fedhh.secagg.messages import (
     consistency_transcript,
     survivors_digest,
 )
-from fedhh.secagg.params import Threat, failure_bounds
+from fedhh.secagg.params import DEVICES_CHECK, Threat, failure_bounds
 from fedhh.secagg.prg import MaskGenerator, pair_mask_key, self_mask_key
 from fedhh.secagg.primitives import (
     KEY_BYTES,
@@ -109,7 +109,7 @@ class DevicePolicy:
     # The dropout rate the disconnection bound is computed at. It only enters that bound (the
     # survivors' graph splits when two runs of k/2 ring neighbours all drop or are corrupt), and
     # a higher rate is the more cautious assumption.
-    assumed_dropout: float = 0.3
+    assumed_dropout: float = DEVICES_CHECK.dropout
 
     def __post_init__(self) -> None:
         if self.max_corrupt_fraction is not None and not 0 <= self.max_corrupt_fraction < 1:

@@ -42,6 +42,8 @@ from fedhh.secagg.errors import SecAggConfigError
 from fedhh.secagg.graph import check_graph_parameters
 
 __all__ = [
+    "DEVICES_CHECK",
+    "DevicesCheck",
     "FailureBounds",
     "SecAggParameters",
     "Threat",
@@ -87,6 +89,23 @@ class SecAggParameters:
     corrupt: float
     threat: Threat
     bounds: FailureBounds
+
+
+@dataclass(frozen=True)
+class DevicesCheck:
+    """The rates at which every device recomputes the lying-server bound of the (n, k, t) it is
+    sent, privacy plus disconnection, and refuses the round above 2^-security_bits
+    (``DevicePolicy``): its assumed dropout rate, which only enters the disconnection term and
+    is the cautious one, and the corrupt fraction it tolerates. A coordinator that chooses
+    (k, t) for a lower expected dropout or corrupt fraction than these must meet them too, or
+    every device refuses every round: (n, k, t) = (1000, 32, 25), chosen for 1% dropout, is
+    2.9e-10 at 30%."""
+
+    dropout: float = 0.3
+    corrupt: float = 0.05
+
+
+DEVICES_CHECK = DevicesCheck()  # the shipped devices' (fedhh_device.secagg_run.Floors, web)
 
 
 def modulus_bits_for(n: int) -> int:
@@ -175,13 +194,21 @@ def failure_bounds(n: int, k: int, t: int, dropout: float, corrupt: float,
 
 def choose_parameters(n: int, dropout: float, corrupt: float,
                       threat: Threat | str = Threat.CURIOUS, *, security_bits: float = 40.0,
-                      robustness_bits: float = 20.0) -> SecAggParameters:
-    """The cheapest (k, t) meeting both targets (module docstring), with its bounds.
+                      robustness_bits: float = 20.0,
+                      devices: DevicesCheck | None = None) -> SecAggParameters:
+    """The cheapest (k, t) meeting both targets (module docstring), with its bounds; with
+    ``devices``, also the lying-server security target at the devices' own rates (what each
+    device checks before it takes part, :class:`DevicesCheck`). The privacy bound falls and the
+    robustness bound rises with t, so the smallest t meeting both security targets is still
+    the one to try for robustness; where the devices' rates are no higher than the run's, the
+    choice is the same as without them.
 
     Raises :class:`SecAggConfigError` if no degree up to the complete graph meets them.
     """
     threat = Threat(threat)
     _check_rates(dropout, corrupt)
+    if devices is not None:
+        _check_rates(devices.dropout, devices.corrupt)
     if n < 3:
         raise SecAggConfigError(f"n must be >= 3 to choose parameters, got {n}")
     security_target = 2.0 ** -security_bits
@@ -194,9 +221,15 @@ def choose_parameters(n: int, dropout: float, corrupt: float,
         tails = _Tails(n, k, dropout, corrupt)
         if tails.disconnection >= security_target:
             continue
+        checked = None if devices is None else _Tails(n, k, devices.dropout, devices.corrupt)
+        if checked is not None and checked.disconnection >= security_target:
+            continue
         for t in range(2, k + 1):
             privacy = tails.privacy(t, threat)
-            if privacy + tails.disconnection <= security_target:
+            if privacy + tails.disconnection <= security_target and (
+                    checked is None
+                    or checked.privacy(t, Threat.LYING) + checked.disconnection
+                    <= security_target):
                 robustness = tails.robustness(t)
                 if robustness <= robustness_target:
                     bounds = FailureBounds(privacy, tails.disconnection, robustness)

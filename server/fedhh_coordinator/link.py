@@ -47,6 +47,7 @@ from fedhh.errors import FedhhError, RoundAborted
 from fedhh.rounds import AttemptId, ChargeHook, Recovered, Recovery, Released
 from fedhh.rpc.tasks import CohortTasks
 from fedhh.secagg import (
+    DEVICES_CHECK,
     IdentityTree,
     RoundConfig,
     SecAggConfigError,
@@ -361,7 +362,8 @@ class NetworkLink:
         commits to (built once per attempt; each member's admission is its proof in it)."""
         s = self.config
         n = len(members)
-        params = choose_parameters(n, s.expected_dropout, s.corrupt_fraction, Threat.LYING)
+        params = choose_parameters(n, s.expected_dropout, s.corrupt_fraction, Threat.LYING,
+                                   devices=DEVICES_CHECK)
         graph_seed = os.urandom(32)
         identities = IdentityTree(round_id, graph_seed, members)
         config = RoundConfig(

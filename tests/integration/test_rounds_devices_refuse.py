@@ -2,11 +2,12 @@
 devices each stage accepted and where the refusals are told, and the refusing devices spend
 none of their privacy budget.
 
-The run asks for expected_dropout 0.01 (as the refusal of a too-small cohort suggests): the
-coordinator chooses (n, k, t) = (25, 10, 6), which fails the lying-server bound the devices
-check themselves (5% corrupt, 30% dropout), so each refuses the round without contacting the
-aggregator. Before: the run failed with "the aggregator aborted the round: too_few_devices"
-and nothing more, and each device had recorded the round's eps_local as spent."""
+The devices' floor on the release threshold (--min-cohort 30) is above the run's n_min (15),
+so each refuses the round without contacting the aggregator. Before: the run failed with "the
+aggregator aborted the round: too_few_devices" and nothing more, and each device had recorded
+the round's eps_local as spent. (A run at a low expected_dropout, 0.01, was refused as well,
+its (k, t) failing the lying-server bound the devices check at their own 30% dropout; the
+coordinator now chooses (k, t) that meet it: tests/unit/secagg/test_secagg_params.py.)"""
 
 from __future__ import annotations
 
@@ -28,13 +29,13 @@ def test_a_round_every_device_refuses_says_so_and_costs_them_nothing(tmp_path: P
             as topo:
         topo.start_aggregator()
         topo.start_coordinator(COORDINATOR_FLAGS)
-        topo.start_devices("devices", str(data), "0:25", ["--min-cohort", "10"])
+        topo.start_devices("devices", str(data), "0:25", ["--min-cohort", "30"])
         topo.wait_for_devices()
         with AdminClient(topo.address("coordinator"), topo.token("admin"),
                          topo.workdir / "tls" / "ca.pem") as admin:
             admin.start_run(run_config(
                 rounds=1, max_bits=10, dim_limit=1 << 10, target_devices=25, min_devices=15,
-                checkin_ms=60_000, stage_ms=3_000, max_attempts=1, expected_dropout=0.01,
+                checkin_ms=60_000, stage_ms=3_000, max_attempts=1, expected_dropout=0.05,
                 corrupt_fraction=0.05), run_id="refused")
             run = admin.wait("refused", 180)
         topo.stop("devices")
@@ -46,5 +47,5 @@ def test_a_round_every_device_refuses_says_so_and_costs_them_nothing(tmp_path: P
     assert "too_few_devices" in reason
     assert "advertise_keys 0; 25 devices in the cohort, n_min 15" in reason, reason
     assert '"refused the round"' in reason
-    assert log.count("fails the lying-server bound") == 25
+    assert log.count("n_min=15 < floor 30") == 25
     assert spends == []

@@ -7,7 +7,13 @@ import math
 import pytest
 
 from fedhh.secagg.errors import SecAggConfigError
-from fedhh.secagg.params import Threat, choose_parameters, failure_bounds, modulus_bits_for
+from fedhh.secagg.params import (
+    DEVICES_CHECK,
+    Threat,
+    choose_parameters,
+    failure_bounds,
+    modulus_bits_for,
+)
 
 
 def test_modulus_bits() -> None:
@@ -51,6 +57,36 @@ def test_parameter_table(n: int, corrupt: float, dropout: float, threat: Threat,
         for t2 in range(1, smaller + 1):
             b = failure_bounds(n, smaller, t2, dropout, corrupt, threat)
             assert b.security > 2**-40 or b.robustness > 2**-20
+
+
+@pytest.mark.parametrize("n", [25, 40, 100, 1000, 5000, 25000])
+@pytest.mark.parametrize("dropout", [0.0, 0.01, 0.05, 0.1])
+def test_a_choice_for_the_devices_passes_the_check_each_device_makes(n: int, dropout: float
+                                                                      ) -> None:
+    """Every device recomputes the lying-server bound at its own rates (5% corrupt, 30%
+    dropout) and refuses above 2^-40. Before, a run at expected_dropout 0.01 got (k, t) that
+    every device refused at any n, e.g. (1000, 32, 25) at 2.9e-10; now the coordinator's
+    choice meets the devices' check, and where the run's rates already do, it is unchanged."""
+    try:
+        plain = choose_parameters(n, dropout, 0.05, Threat.LYING)
+    except SecAggConfigError:
+        plain = None
+    plain_passes = plain is not None and failure_bounds(
+        n, plain.k, plain.t, DEVICES_CHECK.dropout, DEVICES_CHECK.corrupt,
+        Threat.LYING).security <= 2**-40
+    try:
+        params = choose_parameters(n, dropout, 0.05, Threat.LYING, devices=DEVICES_CHECK)
+    except SecAggConfigError:
+        assert not plain_passes, (n, dropout)
+        return
+    checked = failure_bounds(n, params.k, params.t, DEVICES_CHECK.dropout,
+                             DEVICES_CHECK.corrupt, Threat.LYING)
+    assert checked.security <= 2**-40
+    assert params.bounds.security <= 2**-40 and params.bounds.robustness <= 2**-20
+    if plain_passes:
+        assert (params.k, params.t) == (plain.k, plain.t)
+    elif plain is not None:
+        assert params.k > plain.k
 
 
 def test_bounds_against_hand_computed_values() -> None:
