@@ -65,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
             if error.code() == grpc.StatusCode.UNAVAILABLE:
                 why = connection_problem(error.details() or "", args.address, args.ca,
                                          args.tls_name)[0]
+            elif error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                why = (f"no answer within {args.timeout:g} s: a firewall that drops the "
+                       "connection, an address that does not route here, or a service too "
+                       "busy to answer (--timeout)")
             print(f"{args.address}: {error.code().name}" + (f" ({why})" if why else ""))
             return 1
     status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)

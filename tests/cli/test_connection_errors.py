@@ -380,3 +380,17 @@ def test_a_coordinator_refuses_an_aggregator_it_can_never_trust(
                    f"{wrong_ca / 'ca.pem'}: --tls-dir must hold the ca.pem of the CA that "
                    "signed the services' certificates; for a stack set up with fedhh certs, the "
                    "one in its --out folder, such as deploy/tls/ca.pem\n")
+
+
+def test_health_names_a_service_that_never_answers(pki: Pki,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A port whose connection is accepted (by the kernel) and never served: before, the bare
+    "DEADLINE_EXCEEDED"."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # listens, never accepts
+        address = f"localhost:{silent.getsockname()[1]}"
+        code, out, err = run(["health", "--address", address, "--ca", str(pki.ca),
+                              "--timeout", "0.5"], capsys)
+    assert (code, err) == (1, "")
+    assert out == (f"{address}: DEADLINE_EXCEEDED (no answer within 0.5 s: a firewall that "
+                   "drops the connection, an address that does not route here, or a service "
+                   "too busy to answer (--timeout))\n")
