@@ -238,8 +238,11 @@ def certificate_names(address: str, timeout_s: float = 3.0) -> list[str]:
             x509.SubjectAlternativeName).value
     except (OSError, ValueError, x509.ExtensionNotFound):
         return []
-    return [str(name.value) for name in names
-            if isinstance(name, x509.DNSName | x509.IPAddress)]
+    from fedhh.codec.shown import printable
+
+    # (escaped: the certificate is not verified, and its names go to a terminal)
+    return [printable(str(name.value)) for name in names
+            if isinstance(name, x509.DNSName | x509.IPAddress)][:20]
 
 
 def output_path(text: str) -> Path:

@@ -67,9 +67,9 @@ def server_credentials(tls: Path) -> grpc.ServerCredentials:
                                          (tls / "server.pem").read_bytes())])
 
 
-def expire(tls: Path) -> None:
-    """Replace tls/server.pem by a certificate for localhost from the same CA and key that
-    ended a day ago."""
+def reissue(tls: Path, names: list[str], days_left: float) -> None:
+    """Replace tls/server.pem by a certificate from the same CA and key for ``names`` that
+    ends in ``days_left`` days (negative: ended)."""
     ca_key = serialization.load_pem_private_key((tls / "ca.key").read_bytes(), None)
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
     ca = x509.load_pem_x509_certificate((tls / "ca.pem").read_bytes())
@@ -77,15 +77,20 @@ def expire(tls: Path) -> None:
     assert isinstance(key, ec.EllipticCurvePrivateKey)
     now = dt.datetime.now(dt.UTC)
     cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fedhh")]))
             .issuer_name(ca.subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(days=3))
-            .not_valid_after(now - dt.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]),
+            .not_valid_after(now + dt.timedelta(days=days_left))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]),
                            critical=False)
             .sign(ca_key, hashes.SHA256()))
     (tls / "server.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def expire(tls: Path) -> None:
+    """A certificate for localhost from the same CA and key that ended a day ago."""
+    reissue(tls, ["localhost"], -1)
 
 
 class Pki:
@@ -394,3 +399,17 @@ def test_health_names_a_service_that_never_answers(pki: Pki,
     assert out == (f"{address}: DEADLINE_EXCEEDED (no answer within 0.5 s: a firewall that "
                    "drops the connection, an address that does not route here, or a service "
                    "too busy to answer (--timeout))\n")
+
+
+def test_the_names_read_from_an_unverified_certificate_are_escaped(
+        pki: Pki, capsys: pytest.CaptureFixture[str]) -> None:
+    """The names come from a certificate that failed verification, so anyone on the path may
+    have written them: a terminal escape among them is shown, not obeyed."""
+    reissue(pki.tls, ["localhost", "\x1b[2Jevil"], 30)
+    server, port = grpc_server(server_credentials(pki.tls))
+    try:
+        line = health(f"127.0.0.1:{port}", pki.ca, capsys)
+    finally:
+        server.stop(None)
+    assert "\x1b" not in line
+    assert "is not valid for 127.0.0.1, only for localhost, \\x1b[2Jevil: dial" in line
