@@ -181,8 +181,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "coordinator's gRPC address, in the compose stack port 7000; 7100 is "
                         "the aggregator's" if args.command == "admin" else
                         f"the service at {address} does not serve this call")
+            # (the details are the server's words: escaped, one line, whoever sent them)
+            from fedhh.codec.shown import printable
+
             usage_error(f"fedhh {args.command}",
-                        f"{code.name}: {details}" + (f" ({hint})" if hint else ""))
+                        f"{code.name}: {printable(details)}" + (f" ({hint})" if hint else ""))
         raise
     finally:
         if computing:

@@ -413,3 +413,37 @@ def test_the_names_read_from_an_unverified_certificate_are_escaped(
         server.stop(None)
     assert "\x1b" not in line
     assert "is not valid for 127.0.0.1, only for localhost, \\x1b[2Jevil: dial" in line
+
+
+def test_a_services_refusal_is_shown_escaped_on_one_line(
+        pki: Pki, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The details of a refusal are whatever the service (or whoever answers at the address)
+    sent: a line break or a terminal escape in them is shown, not obeyed."""
+    from fedhh.rpc import admin_client
+
+    class Refusal(grpc.RpcError):
+        def code(self) -> grpc.StatusCode:
+            return grpc.StatusCode.PERMISSION_DENIED
+
+        def details(self) -> str:
+            return "no\n\x1b[2Jfedhh admin: all is well"
+
+    class Refusing:
+        def __init__(self, *args: object) -> None:
+            pass
+
+        def __enter__(self) -> Refusing:
+            return self
+
+        def __exit__(self, *args: object) -> None:
+            return None
+
+        def runs(self) -> list[object]:
+            raise Refusal()
+
+    monkeypatch.setattr(admin_client, "AdminClient", Refusing)
+    code, out, err = run(["admin", "--coordinator", "127.0.0.1:7000", "--token-file",
+                          str(pki.token), "list"], capsys)
+    assert (code, out) == (2, "")
+    assert err == ("fedhh admin: error: PERMISSION_DENIED: no\\x0a\\x1b[2Jfedhh admin: all is "
+                   "well\n")
