@@ -27,6 +27,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from cli_kit import run_cli
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -35,20 +36,10 @@ from grpc_health.v1 import health as grpc_health
 from grpc_health.v1 import health_pb2_grpc
 
 import fedhh_device.main
-from fedhh.cli.main import main
 from fedhh.rpc.tls import make_dev_pki
 
 ROOT = Path(__file__).resolve().parents[2]
 FEDHH = [sys.executable, "-m", "fedhh.cli.main"]
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def grpc_server(credentials: grpc.ServerCredentials | None) -> tuple[grpc.Server, int]:
@@ -154,7 +145,7 @@ def closed_port() -> int:
 
 
 def health(address: str, ca: Path | None, capsys: pytest.CaptureFixture[str]) -> str:
-    code, out, err = run(["health", "--address", address,
+    code, out, err = run_cli(["health", "--address", address,
                           *(["--ca", str(ca)] if ca else [])], capsys)
     assert code == 1 and err == "", (code, err)
     (line,) = out.splitlines()
@@ -164,7 +155,7 @@ def health(address: str, ca: Path | None, capsys: pytest.CaptureFixture[str]) ->
 def test_health_names_a_ca_that_did_not_sign_the_certificate(
         pki: Pki, tls_server: int, capsys: pytest.CaptureFixture[str]) -> None:
     address = f"localhost:{tls_server}"
-    assert run(["health", "--address", address, "--ca", str(pki.ca)], capsys)[:2] == \
+    assert run_cli(["health", "--address", address, "--ca", str(pki.ca)], capsys)[:2] == \
         (0, f"{address}: SERVING\n")
     assert health(address, pki.other_ca, capsys) == (
         f"{address}: UNAVAILABLE (the certificate served at {address} is not signed by the CA "
@@ -181,7 +172,7 @@ def test_health_names_the_names_the_certificate_holds(
         "127.0.0.1, only for localhost: dial the service by a name it holds, or add 127.0.0.1 "
         "to it with fedhh certs --hosts ...,127.0.0.1 and restart the services that serve it)")
     # --tls-name is the name checked: the compose health checks dial 127.0.0.1 so
-    assert run(["health", "--address", address, "--ca", str(pki.ca), "--tls-name",
+    assert run_cli(["health", "--address", address, "--ca", str(pki.ca), "--tls-name",
                 "localhost"], capsys)[0] == 0
 
 
@@ -212,7 +203,7 @@ def test_health_names_tls_against_plaintext_and_a_port_nobody_listens_on(
         pki: Pki, capsys: pytest.CaptureFixture[str]) -> None:
     server, port = grpc_server(None)
     try:
-        assert run(["health", "--address", f"127.0.0.1:{port}"], capsys)[0] == 0
+        assert run_cli(["health", "--address", f"127.0.0.1:{port}"], capsys)[0] == 0
         assert health(f"localhost:{port}", pki.ca, capsys) == (
             f"localhost:{port}: UNAVAILABLE (localhost:{port} does not speak TLS: a service "
             "started with --insecure, or another program; a plaintext service on loopback is "
@@ -228,7 +219,7 @@ def test_health_names_tls_against_plaintext_and_a_port_nobody_listens_on(
 def test_admin_explains_a_wrong_ca_and_a_service_that_is_not_the_coordinator(
         pki: Pki, tls_server: int, capsys: pytest.CaptureFixture[str]) -> None:
     address = f"localhost:{tls_server}"
-    code, out, err = run(["admin", "--coordinator", address, "--ca", str(pki.other_ca),
+    code, out, err = run_cli(["admin", "--coordinator", address, "--ca", str(pki.other_ca),
                           "--token-file", str(pki.token), "list"], capsys)
     assert (code, out) == (2, "")
     (line,) = err.splitlines()
@@ -238,7 +229,7 @@ def test_admin_explains_a_wrong_ca_and_a_service_that_is_not_the_coordinator(
                          "services' certificates; for a stack set up with fedhh certs, the one "
                          "in its --out folder, such as deploy/tls/ca.pem)")
     # a service without the admin API (here only health; in the stack, the aggregator's port)
-    code, out, err = run(["admin", "--coordinator", address, "--ca", str(pki.ca),
+    code, out, err = run_cli(["admin", "--coordinator", address, "--ca", str(pki.ca),
                           "--token-file", str(pki.token), "list"], capsys)
     assert (code, out) == (2, "")
     assert err == (f"fedhh admin: error: UNIMPLEMENTED: Method not found! (the service at "
@@ -290,7 +281,7 @@ def test_a_device_refuses_a_coordinator_it_can_never_trust(
             (f"localhost:{https_port}", pki.ca, "speaks TLS but not gRPC"),
             # the framed port named after a wrong gRPC address changes nothing
             (f"localhost:{https_port}=localhost:{tls_server}", pki.ca, "speaks TLS but not")):
-        code, out, err = run(device_argv(tmp_path, coordinator, ca), capsys)
+        code, out, err = run_cli(device_argv(tmp_path, coordinator, ca), capsys)
         grpc_address = coordinator.partition("=")[0]
         assert (code, out) == (2, ""), err
         (line,) = err.splitlines()
@@ -355,7 +346,7 @@ def test_a_selector_refuses_a_leader_it_can_never_trust(
                                                     "not gRPC"),
                         (f"127.0.0.1:{tls_server}", "is not valid for 127.0.0.1, only for "
                                                     "localhost")):
-        code, out, err = run(["selector", "--leader", leader, "--listen", "127.0.0.1:0",
+        code, out, err = run_cli(["selector", "--leader", leader, "--listen", "127.0.0.1:0",
                               "--tls-dir", str(pki.tls), "--db", str(tmp_path / "store"),
                               "--coordinator-key", str(tmp_path / "key.pub")], capsys)
         assert (code, out) == (2, ""), err
@@ -377,7 +368,7 @@ def test_a_coordinator_refuses_an_aggregator_it_can_never_trust(
     wrong_ca = tmp_path / "wrong-tls"
     wrong_ca.mkdir()
     (wrong_ca / "ca.pem").write_bytes(pki.other_ca.read_bytes())
-    code, out, err = run(["coordinator", "--listen", "127.0.0.1:0", "--tls-dir", str(wrong_ca),
+    code, out, err = run_cli(["coordinator", "--listen", "127.0.0.1:0", "--tls-dir", str(wrong_ca),
                           "--aggregator", f"localhost:{tls_server}"], capsys)
     assert (code, out) == (2, ""), err
     assert err == (f"fedhh coordinator: error: --aggregator localhost:{tls_server}: the "
@@ -393,7 +384,7 @@ def test_health_names_a_service_that_never_answers(pki: Pki,
     "DEADLINE_EXCEEDED"."""
     with socket.create_server(("127.0.0.1", 0)) as silent:  # listens, never accepts
         address = f"localhost:{silent.getsockname()[1]}"
-        code, out, err = run(["health", "--address", address, "--ca", str(pki.ca),
+        code, out, err = run_cli(["health", "--address", address, "--ca", str(pki.ca),
                               "--timeout", "0.5"], capsys)
     assert (code, err) == (1, "")
     assert out == (f"{address}: DEADLINE_EXCEEDED (no answer within 0.5 s: a firewall that "
@@ -442,7 +433,7 @@ def test_a_services_refusal_is_shown_escaped_on_one_line(
             raise Refusal()
 
     monkeypatch.setattr(admin_client, "AdminClient", Refusing)
-    code, out, err = run(["admin", "--coordinator", "127.0.0.1:7000", "--token-file",
+    code, out, err = run_cli(["admin", "--coordinator", "127.0.0.1:7000", "--token-file",
                           str(pki.token), "list"], capsys)
     assert (code, out) == (2, "")
     assert err == ("fedhh admin: error: PERMISSION_DENIED: no\\x0a\\x1b[2Jfedhh admin: all is "

@@ -17,28 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_kit import one_line_error, run_cli
 
-from fedhh.cli.main import build_parser, main
+from fedhh.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 FEDHH = [sys.executable, "-m", "fedhh.cli.main"]
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def one_line_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    code, _, err = run(argv, capsys)
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1, (code, err)
-    assert "Traceback" not in err
-    return lines[0]
 
 
 @pytest.fixture
@@ -93,7 +77,7 @@ def test_loadtest_json_in_a_missing_folder_is_refused_before_any_service_starts(
 
 def test_privacy_with_eps_agg_1000_answers(capsys: pytest.CaptureFixture[str]) -> None:
     """Before: OverflowError in the solver's Gaussian start (e^1000)."""
-    code, out, err = run(["privacy", "--eps-agg", "1000", "--delta", "1e-6", "--rounds", "4",
+    code, out, err = run_cli(["privacy", "--eps-agg", "1000", "--delta", "1e-6", "--rounds", "4",
                           "--devices", "1000"], capsys)
     assert code == 0 and "capped at eps_local = 40.0" in out and not err
 
@@ -109,7 +93,7 @@ def test_privacy_amplify_refuses_an_eps_local_past_what_is_accounted(
 
 def test_simulate_with_eps_agg_1000_runs(users: Path, cache: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(["simulate", "--dataset", str(users), "--eps-agg", "1000", *SMALL],
+    code, _, err = run_cli(["simulate", "--dataset", str(users), "--eps-agg", "1000", *SMALL],
                        capsys)
     assert code == 0 and "Traceback" not in err
 
@@ -120,7 +104,7 @@ def test_simulate_prints_what_an_explicit_eps_local_really_spends(
     import json
 
     out_file = tmp_path / "out.json"
-    code, out, _ = run(["simulate", "--dataset", str(users), "--eps-agg", "0.1",
+    code, out, _ = run_cli(["simulate", "--dataset", str(users), "--eps-agg", "0.1",
                         "--eps-local", "9", "--rounds", "2", "--dim-limit", "1024",
                         "--max-bits", "20", "--json", str(out_file)], capsys)
     assert code == 0
@@ -196,7 +180,7 @@ def test_the_readme_privacy_examples_run(capsys: pytest.CaptureFixture[str]) -> 
     commands = list(readme_commands(ROOT / "README.md", ".venv/bin/fedhh privacy"))
     assert any(c[:2] == ["privacy", "amplify"] for c in commands)
     for argv in commands:
-        code, _, err = run(argv, capsys)
+        code, _, err = run_cli(argv, capsys)
         assert code == 0, (argv, err)
 
 
@@ -467,12 +451,12 @@ def test_version_typos_and_counts_from_zero_are_answered(
     """A second probe of the first hour: no --version; a mistyped dataset name got the list
     of names but no suggestion; `--web-devices -1` was told "a positive integer" where 0 is
     accepted."""
-    code, out, _ = run(["--version"], capsys)
+    code, out, _ = run_cli(["--version"], capsys)
     assert code == 0 and re.fullmatch(r"fedhh \S+\n", out), out
     monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
-    error = run(["simulate", "--dataset", "shakespear"], capsys)[2]
+    error = run_cli(["simulate", "--dataset", "shakespear"], capsys)[2]
     assert error.strip().endswith("did you mean 'shakespeare'?"), error
-    assert "did you mean" not in run(["simulate", "--dataset", "nothing.txt"], capsys)[2]
+    assert "did you mean" not in run_cli(["simulate", "--dataset", "nothing.txt"], capsys)[2]
     assert "expected a non-negative integer, got '-1'" in one_line_error(
         ["up", "--web-devices", "-1"], capsys)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_kit import run_cli
 
-from fedhh.cli.main import main
 from fedhh.device import RandomizedResponse
 
 
@@ -26,15 +26,6 @@ def text_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("data") / "users.txt"
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_simulate_writes_json_and_plot(text_dataset: Path, tmp_path: Path,

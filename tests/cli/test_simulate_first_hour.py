@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_kit import run_cli
 
-from fedhh.cli.main import main
 from fedhh.data import progress as progress_module
 from fedhh.data.dataset import from_user_counts
 from fedhh.device import Selection, SelectionRule
@@ -39,15 +39,6 @@ def users_file(tmp_path: Path) -> Path:
     return path
 
 
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 # Without completion rounds: two items then share one truncated 60-bit code (recounted). The
 # explicit eps_local spends at most 4 x 8 (basic composition), within the --eps-agg target.
 SIMULATE = ["simulate", "--eps-local", "8", "--eps-agg", "32", "--rounds", "4",
@@ -61,7 +52,7 @@ def test_every_long_step_shows_progress_on_a_terminal(
     monkeypatch.setattr(progress_module, "DELAY_S", 0.0)
     screen = Terminal()
     monkeypatch.setattr(sys, "stderr", screen)
-    code, stdout, _ = run([*SIMULATE, "--dataset", str(users_file)], capsys)
+    code, stdout, _ = run_cli([*SIMULATE, "--dataset", str(users_file)], capsys)
     assert code == 0 and "heavy hitters discovered" in stdout
     shown = screen.getvalue()
     for step in (r"reading users\.txt: 100%", r"users: writing: 100%", r"checking users: 100%",
@@ -79,7 +70,7 @@ def test_no_progress_off_a_terminal_or_with_quiet(
     monkeypatch.setattr(progress_module, "DELAY_S", 0.0)
     screen = Terminal() if quiet else io.StringIO()
     monkeypatch.setattr(sys, "stderr", screen)
-    code, stdout, _ = run(SIMULATE + ["--dataset", str(users_file)]
+    code, stdout, _ = run_cli(SIMULATE + ["--dataset", str(users_file)]
                           + (["--quiet"] if quiet else []), capsys)
     assert code == 0 and ("heavy hitters discovered" in stdout) != quiet
     assert screen.getvalue() == ""
@@ -97,7 +88,7 @@ def test_a_dataset_with_nothing_to_discover_is_one_line(
     monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
     path = tmp_path / "nothing.txt"
     path.write_text(content)
-    code, stdout, stderr = run(["simulate", "--dataset", str(path)], capsys)
+    code, stdout, stderr = run_cli(["simulate", "--dataset", str(path)], capsys)
     assert code == 2 and stdout == ""
     assert stderr.count("\n") == 1, stderr
     assert needle.format(path=path) in stderr
@@ -152,7 +143,7 @@ def test_an_explicit_eps_local_above_the_target_is_run_with_a_warning(
     monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
     argv = [*SIMULATE[:3], "--eps-agg", "1", *SIMULATE[5:], "--dataset", str(users_file),
             "--quiet", "--json", str(tmp_path / "r.json")]
-    code, stdout, stderr = run(argv, capsys)
+    code, stdout, stderr = run_cli(argv, capsys)
     assert code == 0 and stdout == ""
     privacy = json.loads((tmp_path / "r.json").read_text())["privacy"]
     assert privacy["eps_agg"] > privacy["eps_agg_target"] == 1

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_kit import one_line_error
 
 from fedhh.cli.main import main
 from fedhh.codec import Codebook
@@ -32,18 +33,6 @@ SERVICE_EXIT_S = 60  # a refused service ends at once; before the fixes some ser
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-def one_line_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """The single line a refused in-process command prints (exit code 2, no traceback)."""
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and "Traceback" not in err, (code, err[-2000:])
-    return lines[0]
-
-
 def service_error(cwd: Path, command: str, *args: str) -> str:
     """The single line a refused service process prints, run in ``cwd`` (exit code 2)."""
     env = {k: v for k, v in os.environ.items()

@@ -13,21 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_kit import one_line_error
 
 from fedhh.cli import webclient
-from fedhh.cli.main import main
 from fedhh.cli.webdemo import MAX_WEB_DEVICES, DemoPage, choose_users, device_urls, summary
 from fedhh.errors import ConfigError
-
-
-def one_line_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "Traceback" not in err[0], (code, err)
-    return err[0]
 
 
 def test_the_browser_devices_are_the_last_users_holding_an_item() -> None:

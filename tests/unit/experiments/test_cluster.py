@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cli_kit
 import numpy as np
 import pytest
 
@@ -78,12 +79,8 @@ def study(tiny_path: Path, out: Path, store: Path, *extra: str) -> list[str]:
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    out = capsys.readouterr()
-    return code, out.out + out.err
+    code, out, err = cli_kit.run_cli(argv, capsys)
+    return code, out + err
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_kit import run_cli
 
 from fedhh.cli.main import main
 from fedhh.experiments.analysis import Ratio, Stat
@@ -25,15 +26,6 @@ from fedhh.experiments.verdicts import (
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
-
-
-def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture(scope="module")
