@@ -5,6 +5,9 @@ from __future__ import annotations
 import random
 import string
 from pathlib import Path
+from typing import Any
+
+import grpc
 
 from fedhh.v1 import coordinator_pb2 as pb
 
@@ -72,3 +75,19 @@ def wait_for_line(path: Path, needle: str, timeout_s: float = 120.0) -> None:
             return
         time.sleep(0.05)
     raise TimeoutError(f"{needle!r} never appeared in {path}")
+
+
+class RefusingAggregator:
+    """Stands in for a device's aggregator stub: records every call in ``calls`` and refuses
+    it (ABORTED, which a device does not retry), so a device stops at its first call if it
+    takes part at all."""
+
+    def __init__(self, calls: list[str] | None = None) -> None:
+        self.calls: list[str] = [] if calls is None else calls
+
+    def __getattr__(self, name: str) -> Any:
+        async def refuse(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            raise grpc.aio.AioRpcError(grpc.StatusCode.ABORTED, grpc.aio.Metadata(),
+                                       grpc.aio.Metadata(), details="test")
+        return refuse

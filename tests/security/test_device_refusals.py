@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import grpc
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from networked_kit import RefusingAggregator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from aggregator_testkit import COORDINATOR_PUBLIC, make_cohort
@@ -92,21 +92,6 @@ def test_another_devices_task_is_not_asked_for_again() -> None:
 # ---- a round the device refuses costs it no budget --------------------------------------------
 
 
-class _Aggregator:
-    """Stands in for the aggregator: refuses every call (ABORTED, which a device does not
-    retry), so the device stops at its first call if it takes part at all."""
-
-    def __init__(self, calls: list[str]) -> None:
-        self.calls = calls
-
-    def __getattr__(self, name: str) -> Any:
-        async def refuse(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append(name)
-            raise grpc.aio.AioRpcError(grpc.StatusCode.ABORTED, grpc.aio.Metadata(),
-                                       grpc.aio.Metadata(), details="test")
-        return refuse
-
-
 def spends_after_a_round(floors: Floors, windows_ms: tuple[int, ...] = (2000,) * 5,
                          calls: list[str] | None = None) -> int:
     """The device's budget spends after a task of a 60-device lying-server round with n_min
@@ -124,7 +109,7 @@ def spends_after_a_round(floors: Floors, windows_ms: tuple[int, ...] = (2000,) *
     identity = Identity(DEVICE_ID, b"\0" * 32, cohort.identity_keys[1], COORDINATOR_PUBLIC)
 
     async def scenario() -> int:
-        aggregator = _Aggregator(calls if calls is not None else [])
+        aggregator = RefusingAggregator(calls if calls is not None else [])
         fleet = Fleet([(7, user)], aggregator, {}, lambda _: aggregator, floors=floors, seed=3)
         await fleet._perform(7, user, identity, task, cohort.round_keys[1])
         assert fleet.stats.failed == 1

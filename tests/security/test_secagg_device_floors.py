@@ -10,11 +10,10 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
 
-import grpc
 import numpy as np
 import pytest
+from networked_kit import RefusingAggregator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from aggregator_testkit import COORDINATOR_PUBLIC, Cohort, make_cohort
@@ -25,21 +24,6 @@ from fedhh_device.fleet import FleetStats
 from fedhh_device.secagg_run import Floors, run_secure_aggregation
 
 
-class _Aggregator:
-    """Stands in for the aggregator's stub: records every call and refuses it (ABORTED, which a
-    device does not retry)."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        async def refuse(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append(name)
-            raise grpc.aio.AioRpcError(grpc.StatusCode.ABORTED, grpc.aio.Metadata(),
-                                       grpc.aio.Metadata(), details="test")
-        return refuse
-
-
 def _task(cohort: Cohort) -> pb.Task:
     return pb.Task(round_config=cohort.signed.payload,
                    round_config_signature=cohort.signed.signature, secagg_id=1,
@@ -47,7 +31,7 @@ def _task(cohort: Cohort) -> pb.Task:
 
 
 def _calls(cohort: Cohort) -> list[str]:
-    aggregator = _Aggregator()
+    aggregator = RefusingAggregator()
     outcome = asyncio.run(run_secure_aggregation(
         aggregator,  # type: ignore[arg-type]
         _task(cohort), cohort.identity_keys[1], cohort.round_keys[1], COORDINATOR_PUBLIC,
@@ -72,7 +56,7 @@ def test_a_round_without_the_consistency_check_is_refused() -> None:
 def test_a_round_without_device_authentication_is_refused() -> None:
     p = choose_parameters(60, 0.1, 0.05, Threat.LYING)
     cohort = make_cohort(60, 64, p.k, p.t, n_min=45, device_auth=False)
-    aggregator = _Aggregator()
+    aggregator = RefusingAggregator()
     outcome = asyncio.run(run_secure_aggregation(
         aggregator,  # type: ignore[arg-type]
         _task(cohort), cohort.identity_keys[1], cohort.round_keys[1], COORDINATOR_PUBLIC,
@@ -89,7 +73,7 @@ def test_lying_server_parameters_with_the_check_are_accepted() -> None:
 def test_a_device_assuming_more_colluders_refuses_what_the_coordinator_sized() -> None:
     p = choose_parameters(1000, 0.1, 0.05, Threat.LYING)
     cohort = make_cohort(1000, 8, p.k, p.t, n_min=500, consistency_check=True)
-    aggregator = _Aggregator()
+    aggregator = RefusingAggregator()
     outcome = asyncio.run(run_secure_aggregation(
         aggregator,  # type: ignore[arg-type]
         _task(cohort), cohort.identity_keys[1], cohort.round_keys[1], COORDINATOR_PUBLIC,
