@@ -28,6 +28,13 @@ escapes the rest of it and leaves its backslashes as they are. A joiner just bef
 joins nothing, so it is escaped: ``👨\\u200d…`` (the prefix of a family emoji), not ``👨‍…``,
 which read as the cut prefix ``👨…`` (every item starting with the man, ``👨🏽`` too).
 
+Items may hold spaces (``new york``), and spaces hide too: a space at either end of an item
+draws nothing, in a column of padded items least of all, and the no-break space (U+00A0), the
+ideographic space (U+3000) and the other spaces of category Zs draw like the ASCII space. So a
+space (U+0020) that begins or ends an item (or a cut prefix's text before its tail) is shown as
+``\\x20``, and every space but U+0020 is escaped wherever it is (``new\\xa0york``): ``new york``,
+``new\\xa0york``, ``new york\\x20`` and ``\\x20new york`` are four items that show as four.
+
 Items are kept as written, so ``café`` written with a combining accent (NFD) and with ``é``
 (NFC) are two items that look alike: in an item that is not in NFC, the marks, jamo and
 singletons (the Ohm sign) of each run of characters NFC would change are escaped
@@ -114,6 +121,7 @@ def _escaped(char: str) -> str:
     # (not the unassigned: this Python's Unicode tables may predate an item's newest emoji;
     # noncharacters are fixed for ever)
     if (category in ("Cc", "Zl", "Zp", "Co") or char in _HIDDEN_FORMAT
+            or (category == "Zs" and char != " ")
             or 0xFDD0 <= code < 0xFDF0 or code & 0xFFFE == 0xFFFE):
         return _escape(char)
     return char
@@ -229,13 +237,14 @@ def rjust(text: str, width: int) -> str:
 
 def printable(text: str, cut: bool = False) -> str:
     """``text`` with every control, line-breaking, reordering or invisible character escaped,
-    its backslashes doubled, and, in a text not in NFC, what NFC would change (module
-    docstring); the text itself when it has none. An item of marks or joiners alone (``\u0652``,
-    ``\u200d``) takes no room and would show as an empty cell, or join the cell before it: each
-    of its characters is escaped, as is a mark that begins an item (``\\u0943taebno`` read
-    ``taebno``). ``cut``: ``text`` is a cut prefix as ``Decoded.shown_cut``
-    writes it, whose backslashes are escapes already."""
-    if text.isascii() and text.isprintable() and (cut or "\\" not in text):
+    a space at either end and every space but U+0020 escaped, its backslashes doubled, and, in
+    a text not in NFC, what NFC would change (module docstring); the text itself when it has
+    none. An item of marks or joiners alone (``\u0652``, ``\u200d``) takes no room and would
+    show as an empty cell, or join the cell before it: each of its characters is escaped, as is
+    a mark that begins an item (``\\u0943taebno`` read ``taebno``). ``cut``: ``text`` is a cut
+    prefix as ``Decoded.shown_cut`` writes it, whose backslashes are escapes already."""
+    if (text.isascii() and text.isprintable() and (cut or "\\" not in text)
+            and not text.startswith(" ") and not text.endswith(" ")):
         return text
     if text and not columns(text):
         return "".join(map(_escape, text))
@@ -250,6 +259,8 @@ def printable(text: str, cut: bool = False) -> str:
         code = ord(char)
         if char == "\\":
             shown.append(char if cut else "\\\\")
+        elif char == " " and (i == 0 or i == len(body) - 1):
+            shown.append("\\x20")  # (a space at an end draws nothing there)
         elif code in _TAGS:
             shown.append(char if any(i in flag for flag in flags) else _escape(char))
         elif (unnormal[i] and _unnormal(char)) or (
