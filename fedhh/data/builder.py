@@ -32,6 +32,8 @@ import numpy as np
 
 from fedhh.data.dataset import (
     atomic_directory,
+    check_item,
+    format_version,
     make_meta,
     write_meta,
     write_vocabulary,
@@ -43,12 +45,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SHARD_ENTRIES = 1 << 22
 _COPY_ENTRIES = 1 << 24
-
-
-def check_item(item: str) -> None:
-    """Raise DatasetError unless ``item`` is a valid item (non-empty, no whitespace)."""
-    if not item or any(ch.isspace() for ch in item):
-        raise DatasetError(f"item {item!r} is empty or contains whitespace")
 
 
 class ShardedBuilder:
@@ -331,7 +327,7 @@ def assemble_shards(
         np.save(tmp / "indptr.npy", indptr)
         meta = make_meta(
             name=name, provenance=provenance, num_users=total_users, num_entries=total_entries,
-            vocabulary_size=len(final_vocab), stats=stats,
+            vocabulary_size=len(final_vocab), stats=stats, version=format_version(final_vocab),
         )
         write_meta(tmp, meta)
     logger.info("wrote %s: %d users, %d entries, %d items", target, total_users, total_entries,

@@ -4,15 +4,25 @@ A dataset is a set of users, each holding a multiset of items (words). It is sto
 user ``u`` holds items ``items[indptr[u]:indptr[u+1]]`` (distinct ids, ascending) with
 multiplicities ``counts[indptr[u]:indptr[u+1]]`` (all >= 1). Item ids index ``vocabulary``.
 
-On-disk format (a directory, version 1)::
+On-disk format (a directory, version 1 or 2)::
 
-    meta.json     {"format": "fedhh-dataset", "version": 1, "num_users", "num_entries",
+    meta.json     {"format": "fedhh-dataset", "version": 1 or 2, "num_users", "num_entries",
                    "vocabulary_size", "name", "provenance", "stats"}
-    vocab.txt     one item per line, UTF-8, line i is item id i (items are distinct, non-empty
-                  and hold no whitespace)
+    vocab.txt     one item per line, UTF-8, '\\n' line ends, line i is item id i (items are
+                  distinct and non-empty; in version 1 they hold no whitespace, in version 2 no
+                  line break: see `item_defect`)
     indptr.npy    int64[num_users + 1], indptr[0] == 0, non-decreasing, indptr[-1] == num_entries
     items.npy     int32[num_entries], each in [0, vocabulary_size), ascending within a user
     counts.npy    uint16 or uint32[num_entries], each >= 1
+
+An item (`item_defect`) is any non-empty string of Unicode characters (no lone surrogate) that
+holds no line break (``\\n``, ``\\r``, ``\\v``, ``\\f``, U+001C..U+001E, U+0085, U+2028,
+U+2029: whatever `str.splitlines` splits at), so phrases (``new york``) and queries are items. A
+line of vocab.txt is the item exactly, spaces at either end included: it is split at ``\\n`` only
+and nothing is trimmed. A dataset whose items hold no whitespace is written as version 1, as
+before, so older fedhh reads it; one with an item holding whitespace is version 2, which older
+fedhh refuses by its version (not by misreading an item). Version 1 is read exactly as before:
+an item holding whitespace there is a defect.
 
 The arrays are loaded memory-mapped, so a 1.6M-user dataset costs no more RAM than the pages
 the simulator touches. Loading validates structure and ranges and raises DatasetError naming the
@@ -26,6 +36,7 @@ import itertools
 import json
 import mmap
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -41,7 +52,13 @@ from fedhh.data.progress import Meter
 from fedhh.errors import DatasetError
 
 FORMAT = "fedhh-dataset"
-VERSION = 1
+VERSION = 2  # the newest version written and read (`VERSIONS`)
+VERSIONS = (1, 2)
+# What str.splitlines splits at: none may be inside an item (one item per line of vocab.txt).
+LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE_BREAK = re.compile(f"[{LINE_BREAKS}]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_WHITESPACE = re.compile(r"\s")  # (str.isspace's characters)
 _CHUNK = 1 << 24
 
 
@@ -151,7 +168,7 @@ def from_user_counts(
         for item, count in user.items():
             if count < 1:
                 raise DatasetError(f"item {item!r} has count {count}; counts must be >= 1")
-            _check_item(item)
+            check_item(item)
             index.setdefault(item, len(index))
     vocabulary = tuple(sorted(index))
     ids = {item: i for i, item in enumerate(vocabulary)}
@@ -177,9 +194,34 @@ def _narrow_counts(counts: np.ndarray) -> np.ndarray:
     return counts.astype(dtype)
 
 
-def _check_item(item: str) -> None:
-    if not item or any(ch.isspace() for ch in item):
-        raise DatasetError(f"item {item!r} is empty or contains whitespace")
+def item_defect(item: object) -> str | None:
+    """Why ``item`` is not an item (module docstring), or None if it is one."""
+    if not isinstance(item, str):
+        return f"is a {type(item).__name__}, not a string"
+    if not item:
+        return "is empty"
+    if broken := _LINE_BREAK.search(item):
+        return f"holds a line break ({_escaped_char(broken[0])}); an item is one line"
+    if lone := _SURROGATE.search(item):
+        return (f"holds a lone surrogate ({_escaped_char(lone[0])}), which is not a Unicode "
+                "character (UTF-8 cannot encode it)")
+    return None
+
+
+def _escaped_char(char: str) -> str:
+    return ascii(char)[1:-1]  # (\\n, \\x85, \\u2028, \\ud800)
+
+
+def check_item(item: str) -> None:
+    """Raise DatasetError unless ``item`` is an item (`item_defect`)."""
+    if (defect := item_defect(item)) is not None:
+        raise DatasetError(f"item {item!r} {defect}")
+
+
+def format_version(vocabulary: Iterable[str]) -> int:
+    """The format version a dataset of ``vocabulary`` is written as: 1 if no item holds
+    whitespace (what fedhh wrote before items could), else 2."""
+    return 2 if any(_WHITESPACE.search(item) for item in vocabulary) else 1
 
 
 def save_dataset(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:
@@ -203,7 +245,7 @@ def save_dataset(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Pat
     )
     where = Path(path)
     _check_structure(where, _meta_of(checked), checked)
-    _check_vocabulary(where, checked.vocabulary)
+    _check_vocabulary(where, checked.vocabulary, format_version(checked.vocabulary))
     _check_contents(where, checked)
     with atomic_directory(where) as tmp:
         write_vocabulary(tmp / "vocab.txt", checked.vocabulary)
@@ -217,7 +259,7 @@ def save_dataset(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Pat
 def _meta_of(dataset: FederatedDataset) -> dict[str, Any]:
     return {
         "format": FORMAT,
-        "version": VERSION,
+        "version": format_version(dataset.vocabulary),
         "name": dataset.name,
         "provenance": dataset.provenance,
         "num_users": dataset.num_users,
@@ -229,12 +271,15 @@ def _meta_of(dataset: FederatedDataset) -> dict[str, Any]:
 
 def make_meta(
     *, name: str, provenance: str, num_users: int, num_entries: int, vocabulary_size: int,
-    stats: dict[str, Any] | None = None,
+    stats: dict[str, Any] | None = None, version: int = 1,
 ) -> dict[str, Any]:
-    """The meta.json content of a dataset written piecewise (streaming builders)."""
+    """The meta.json content of a dataset written piecewise (streaming builders); ``version``:
+    `format_version` of its vocabulary."""
+    if version not in VERSIONS:
+        raise ValueError(f"version must be one of {VERSIONS}, got {version}")
     return {
         "format": FORMAT,
-        "version": VERSION,
+        "version": version,
         "name": name,
         "provenance": provenance,
         "num_users": int(num_users),
@@ -324,7 +369,7 @@ def load_dataset(path: str | os.PathLike[str], validate: bool = True,
     if validate:
         with Meter(progress, f"checking {dataset.name}", dataset.num_entries, " entries",
                    unit_scale=True) as meter:
-            _check_vocabulary(root, vocabulary)
+            _check_vocabulary(root, vocabulary, meta["version"])
             _check_contents(root, dataset, meter)
     return dataset
 
@@ -338,8 +383,13 @@ def _read_meta(root: Path) -> dict[str, Any]:
         raise DatasetError(f"{root}/meta.json is not valid JSON: {error}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise DatasetError(f"{root}/meta.json does not describe a {FORMAT} directory")
-    if meta.get("version") != VERSION:
-        raise DatasetError(f"{root}: format version {meta.get('version')!r}, expected {VERSION}")
+    version = meta.get("version")
+    if isinstance(version, bool) or version not in VERSIONS:
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > VERSION
+        raise DatasetError(
+            f"{root}: format version {version!r}, expected "
+            + " or ".join(map(str, VERSIONS))
+            + ("; it was written by a newer fedhh" if newer else ""))
     for key in ("num_users", "num_entries", "vocabulary_size"):
         value = meta.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -392,12 +442,15 @@ def _check_structure(root: Path, meta: dict[str, Any], ds: FederatedDataset) -> 
         raise DatasetError(f"{root}: counts.npy and items.npy differ in length")
 
 
-def _check_vocabulary(root: Path, vocabulary: tuple[str, ...]) -> None:
+def _check_vocabulary(root: Path, vocabulary: tuple[str, ...], version: int) -> None:
+    """Items distinct and valid for the format ``version`` (module docstring)."""
     seen: set[str] = set()
     for i, item in enumerate(vocabulary):
-        if not item or any(ch.isspace() for ch in item):
+        if version == 1 and (not item or any(ch.isspace() for ch in item)):
             raise DatasetError(f"{root}/vocab.txt line {i + 1}: item {item!r} is empty or "
-                               "contains whitespace")
+                               "contains whitespace (format version 1 in meta.json)")
+        if (defect := item_defect(item)) is not None:
+            raise DatasetError(f"{root}/vocab.txt line {i + 1}: item {item!r} {defect}")
         if item in seen:
             raise DatasetError(f"{root}/vocab.txt line {i + 1}: item {item!r} is repeated")
         seen.add(item)

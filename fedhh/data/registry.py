@@ -8,9 +8,10 @@
   ``synthetic-urls`` and ``synthetic-emoji`` (items other than English words:
   `fedhh.data.itemsets`). They are built once into the cache folder;
 - a dataset directory (holding ``meta.json``);
-- a ``.txt`` file in the text format (`fedhh.data.text`) or a LEAF ``.json`` file or a directory
-  of them (`fedhh.data.leaf`), converted once into ``<cache>/imported/``. A changed file (size or
-  modification time) is converted again.
+- a ``.txt`` file in the text format (`fedhh.data.text`), a ``.jsonl`` file in the JSON-lines
+  format (`fedhh.data.jsonl`, items that may hold spaces) or a LEAF ``.json`` file or a
+  directory of them (`fedhh.data.leaf`), converted once into ``<cache>/imported/``. A changed
+  file (size or modification time) is converted again.
 
 The cache folder is ``cache_dir`` if given, else ``$FEDHH_CACHE``, else ``./cache`` (git ignores
 ``/cache/``). Builds take a lock file so two processes do not build the same entry at once.
@@ -246,7 +247,9 @@ def import_path(
     lowercase: bool = False,
     progress: bool = False,
 ) -> Path:
-    """Convert a text or LEAF source into the cache (once per file version); its directory."""
+    """Convert a text, JSON-lines or LEAF source into the cache (once per file version); its
+    directory."""
+    from fedhh.data.jsonl import import_jsonl
     from fedhh.data.leaf import import_leaf, leaf_files
     from fedhh.data.text import import_text
 
@@ -258,7 +261,7 @@ def import_path(
     target = root / f"{source.stem or 'data'}-{kind}-{key}"
     with _lock(root / f".{target.name}.lock"):
         if not (target / "meta.json").exists():
-            convert = import_leaf if kind == "leaf" else import_text
+            convert = {"leaf": import_leaf, "jsonl": import_jsonl}.get(kind, import_text)
             convert(source, target, lowercase=lowercase, progress=progress, require_items=True)
     return target
 
@@ -270,7 +273,7 @@ def _did_you_mean(name: str) -> str:
 
 
 def source_format(path: Path) -> str:
-    """'dataset', 'leaf' or 'text' for a path; DatasetError if it is none of them."""
+    """'dataset', 'leaf', 'jsonl' or 'text' for a path; DatasetError if it is none of them."""
     if path.is_dir():
         if (path / "meta.json").exists():
             return "dataset"
@@ -285,8 +288,11 @@ def source_format(path: Path) -> str:
         return "leaf"
     if path.suffix.lower() == ".txt":
         return "text"
+    if path.suffix.lower() == ".jsonl":
+        return "jsonl"
     raise DatasetError(f"{path}: unknown dataset file type {path.suffix!r}; expected .txt (text "
-                       "format) or .json (LEAF), or use `fedhh data import --format`")
+                       "format), .jsonl (JSON lines) or .json (LEAF), or use `fedhh data "
+                       "import --format`")
 
 
 def resolve_dataset_path(

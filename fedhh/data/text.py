@@ -15,6 +15,9 @@ applies ``str.lower()`` to every item.
 
 Reading streams the file line by line into `ShardedBuilder`, so the whole text is never held in
 memory. Bytes that are not UTF-8 give a DatasetError naming the file and line.
+
+An item here holds no whitespace: for phrases and queries (``new york``), use the JSON-lines
+format (`fedhh.data.jsonl`), whose items are JSON strings.
 """
 
 from __future__ import annotations
@@ -120,10 +123,16 @@ def import_text(
 
 
 def write_text(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:
-    """Export a dataset in the text format (items repeated, users in order, ids ascending)."""
+    """Export a dataset in the text format (items repeated, users in order, ids ascending).
+    DatasetError, nothing written, if an item holds whitespace, which the text format would
+    read as two items (`fedhh.data.jsonl.write_jsonl` writes any item)."""
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
     vocab = dataset.vocabulary
+    spaced = next((item for item in vocab if any(ch.isspace() for ch in item)), None)
+    if spaced is not None:
+        raise DatasetError(f"item {spaced!r} holds whitespace, which the text format reads as "
+                           "between items; export it as JSON lines (fedhh.data.jsonl)")
+    out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(out, "w") as handle:
         for user in range(dataset.num_users):
             items, counts = dataset.user_items(user)

@@ -1,0 +1,194 @@
+"""The JSON-lines dataset format: one user per line, items that may hold spaces.
+
+The text format (`fedhh.data.text`) splits a line at whitespace, so ``new york`` there is two
+items. In this format each line is one JSON value, so an item is any JSON string: a phrase, a
+search query, ``1 000``, a name with a no-break space. Format (UTF-8, one JSON value a line;
+``\\n`` or ``\\r\\n`` line ends; a byte-order mark at the start of the file is ignored)::
+
+    ["new york", "new york", "how to"]     <- user 0 holds new york:2, how to:1
+    {"new york": 3, "san francisco": 1}    <- user 1 holds new york:3, san francisco:1
+                                           <- user 2 holds nothing (a blank line, as in text)
+    []                                     <- user 3 holds nothing
+
+A line is either an array of item strings, each repeated as often as the user holds it, or an
+object mapping each item to its count (a positive integer). An item is a non-empty string
+without a line break (``\\n``, ``\\r``, U+2028, ...: `fedhh.data.dataset.item_defect`) and
+without a lone surrogate (``"\\ud800"`` is valid JSON but no Unicode character). Items are taken
+exactly as written, spaces at either end included (``" new york"`` is its own item), unless
+``lowercase=True``, which applies ``str.lower()`` to every item.
+
+Reading is strict: anything else (not JSON, a number or string as the line, an item that is not
+a string, a count that is not a positive integer, ``1.0`` and ``true`` included, a key given
+twice in one object, NaN) is a DatasetError naming the file, the line and the item's position
+in it. Line ``i`` is always user ``i - 1``, so the population size is the number of lines.
+Reading streams the file line by line into `ShardedBuilder`, as the text format does.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
+from fedhh.data.dataset import FederatedDataset, atomic_file, item_defect
+from fedhh.data.progress import Meter
+from fedhh.data.text import MAX_LINE_BYTES
+from fedhh.errors import DatasetError
+
+MAX_COUNT = (1 << 32) - 1  # (counts are stored as uint32 at most)
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object's (key, value) pairs in order, duplicates kept (to be refused)."""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _shown(item: object, limit: int = 60) -> str:
+    text = repr(item)
+    return text if len(text) <= limit else text[:limit - 4] + "...'"
+
+
+def _parse(source: Path, number: int, line: str) -> Counter[str]:
+    """One line's user (module docstring)."""
+    where = f"{source}: line {number}"
+    try:
+        value = json.loads(line, object_pairs_hook=_Pairs, parse_constant=_no_constant)
+    except ValueError as error:  # (json.JSONDecodeError too)
+        detail = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
+        column = f" (column {error.colno})" if isinstance(error, json.JSONDecodeError) else ""
+        raise DatasetError(f"{where}: not JSON: {detail}{column}; each line is one user: a "
+                           "JSON array of items or an object of item counts") from None
+    users: Counter[str] = Counter()
+    if isinstance(value, _Pairs):
+        for index, (item, count) in enumerate(value):
+            _check(where, index, item)
+            if isinstance(count, bool) or not isinstance(count, int) or not (
+                    1 <= count <= MAX_COUNT):
+                raise DatasetError(
+                    f"{where}: item {index} ({_shown(item)}): its count must be an integer "
+                    f"from 1 to {MAX_COUNT:,}, got {_shown(_plain(count))}")
+            if item in users:
+                raise DatasetError(f"{where}: item {index} ({_shown(item)}) is a key given "
+                                   "before in this object; give each item once, with its count")
+            users[item] = count
+        return users
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            _check(where, index, item)
+            users[item] += 1
+        return users
+    raise DatasetError(f"{where}: a JSON {_kind(value)}; each line is one user: a JSON array of "
+                       "items (a repeated item counts again) or an object of item counts")
+
+
+def _check(where: str, index: int, item: object) -> None:
+    if (defect := item_defect(_plain(item))) is not None:
+        raise DatasetError(f"{where}: item {index} ({_shown(_plain(item))}) {defect}")
+
+
+def _plain(value: object) -> object:
+    """A parsed value as JSON wrote it (an object as a dict) for messages."""
+    return dict(value) if isinstance(value, _Pairs) else value
+
+
+def _kind(value: object) -> str:
+    return {str: "string", int: "number", float: "number", bool: "boolean",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def iter_jsonl_users(
+    path: str | os.PathLike[str], *, lowercase: bool = False, meter: Meter | None = None
+) -> Iterator[Counter[str]]:
+    """Yield each line's items as a Counter, in file order (blank lines yield empty Counters);
+    ``meter`` counts the bytes read and is closed at the end of the file."""
+    source = Path(path)
+    try:
+        handle = open(source, "rb")  # noqa: SIM115 - closed in the finally below
+    except OSError as error:
+        raise DatasetError(f"cannot read JSON-lines dataset {source}: {error.strerror}") from None
+    try:
+        number = 0
+        while raw := handle.readline(MAX_LINE_BYTES + 1):
+            number += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                raise DatasetError(
+                    f"{source}: line {number} is longer than {MAX_LINE_BYTES:,} bytes (one "
+                    "user's items on one line; is this a JSON-lines dataset?)")
+            if number == 1:
+                if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+                    raise DatasetError(
+                        f"{source}: it is UTF-16 (it starts with the byte order mark "
+                        f"{raw[:2].hex(' ').upper()}); a JSON-lines dataset is UTF-8: save it "
+                        "so")
+                raw = raw.removeprefix(codecs.BOM_UTF8)
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise DatasetError(
+                    f"{source}: line {number}: not UTF-8 (byte {error.start} of the line: "
+                    f"{raw[error.start:error.start + 1]!r})") from None
+            if meter is not None:
+                meter.update(len(raw))
+            if not line.strip():
+                yield Counter()
+                continue
+            user = _parse(source, number, line)
+            if lowercase:
+                lowered: Counter[str] = Counter()
+                for item, count in user.items():
+                    lowered[item.lower()] += count
+                user = lowered
+            yield user
+    finally:
+        handle.close()
+        if meter is not None:
+            meter.close()
+
+
+def import_jsonl(
+    path: str | os.PathLike[str],
+    target: str | os.PathLike[str],
+    *,
+    lowercase: bool = False,
+    name: str | None = None,
+    shard_entries: int = DEFAULT_SHARD_ENTRIES,
+    progress: bool = False,
+    require_items: bool = False,
+) -> Path:
+    """Convert a JSON-lines file into a dataset directory at ``target`` (atomically); the
+    arguments are `fedhh.data.text.import_text`'s."""
+    source = Path(path)
+    try:
+        size = source.stat().st_size
+    except OSError as error:
+        raise DatasetError(f"cannot read JSON-lines dataset {source}: {error.strerror}") from None
+    with Meter(progress, f"reading {source.name}", size, "B", unit_scale=True) as meter:
+        return build_dataset(
+            iter_jsonl_users(source, lowercase=lowercase, meter=meter), target,
+            name=name or source.stem,
+            provenance=f"imported from JSON-lines file {source.resolve()}"
+            + (" (lowercased)" if lowercase else ""),
+            stats={"source_format": "jsonl", "lowercase": lowercase},
+            shard_entries=shard_entries, progress=progress, require_items=require_items)
+
+
+def write_jsonl(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:
+    """Export a dataset in this format: one object of item counts a user (items in id order),
+    non-ASCII written as it is."""
+    out = Path(path)
+    vocab = dataset.vocabulary
+    with atomic_file(out, "w") as handle:
+        for user in range(dataset.num_users):
+            items, counts = dataset.user_items(user)
+            row = {vocab[i]: int(c) for i, c in zip(items.tolist(), counts.tolist(), strict=True)}
+            handle.write(json.dumps(row, ensure_ascii=False))
+            handle.write("\n")
+    return out
