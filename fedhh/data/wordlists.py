@@ -11,7 +11,10 @@
   English, as tweets are, and they are not the distribution synthetic-reddit is drawn from, so
   the warm start is useful but imperfect, as in the paper.
 - `load_item_list` / `write_item_list`: files with one item per line (UTF-8), the format that
-  ``--deny-list PATH`` reads.
+  ``--deny-list PATH`` reads. An item may hold spaces inside (``new york``), as a dataset's may,
+  but not at either end: what an editor shows as ``new york`` may end in a space no one sees
+  (or that the editor trims on save), and a deny list that silently named another item than the
+  one meant would let that item through, so such a line is refused (`listed_item_defect`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedhh.data.dataset import atomic_file
+from fedhh.data.dataset import atomic_file, item_defect
 from fedhh.errors import DatasetError
 from fedhh.input_files import LIST_FILE_BYTES, read_whole
 
@@ -111,11 +114,25 @@ def warm_start_list(n: int = 2000) -> list[str]:
     return [word.lower() for word, _ in pairs[:n]]
 
 
+def listed_item_defect(item: str) -> str | None:
+    """Why ``item`` cannot be a line of an item list, or None: it must be an item
+    (`fedhh.data.dataset.item_defect`: non-empty, no line break) without whitespace at either
+    end (module docstring)."""
+    if (defect := item_defect(item)) is not None:
+        return defect
+    if item[0].isspace() or item[-1].isspace():
+        end = "begins" if item[0].isspace() else "ends"
+        char = item[0] if end == "begins" else item[-1]
+        return (f"{end} with whitespace ({ascii(char)[1:-1]}); an item list's items may hold "
+                "spaces inside but not at either end, where no editor shows them")
+    return None
+
+
 def write_item_list(items: list[str], path: str | os.PathLike[str]) -> Path:
-    """Write items one per line (UTF-8), atomically; items must be valid (no whitespace)."""
+    """Write items one per line (UTF-8), atomically; each must pass `listed_item_defect`."""
     for i, item in enumerate(items):
-        if not item or any(ch.isspace() for ch in item):
-            raise DatasetError(f"item {i} ({item!r}) is empty or contains whitespace")
+        if (defect := listed_item_defect(item)) is not None:
+            raise DatasetError(f"item {i} ({item!r}) {defect}")
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(out, "w") as handle:
@@ -128,9 +145,10 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
     """Read an item list: one item per line, UTF-8 (a leading byte-order mark, as some editors
     write, is not part of the first item); a final newline is optional.
 
-    A line must hold exactly one item: an empty line, surrounding or inner whitespace, or bytes
-    that are not UTF-8 give a DatasetError naming the file and the line. Repeated items are kept
-    once (first occurrence order).
+    A line holds exactly one item, spaces inside it included (``new york``): an empty line,
+    whitespace at either end of it, a line break other than the line's end (``\\v``, U+2028),
+    or bytes that are not UTF-8 give a DatasetError naming the file and the line. Repeated items
+    are kept once (first occurrence order).
     """
     source = Path(path)
     try:
@@ -152,7 +170,7 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
             ) from None
         if not item:
             raise DatasetError(f"{source}: line {number} is empty; one item per line expected")
-        if any(ch.isspace() for ch in item):
-            raise DatasetError(f"{source}: line {number}: item {item!r} contains whitespace")
+        if (defect := listed_item_defect(item)) is not None:
+            raise DatasetError(f"{source}: line {number}: item {item!r} {defect}")
         items.setdefault(item, None)
     return list(items)

@@ -44,7 +44,12 @@ def test_item_list_round_trip(tmp_path: Path) -> None:
     ("content", "message"),
     [
         (b"a\n\nb\n", "line 2 is empty"),
-        (b"a\nb c\n", "line 2: item 'b c' contains whitespace"),
+        (b"a\n b c\n", r"line 2: item ' b c' begins with whitespace \( \); an item list's "
+                        "items may hold spaces inside but not at either end"),
+        (b"a\nb c\t\n", r"line 2: item 'b c\\t' ends with whitespace \(\\t\)"),
+        (b"a\nb\xc2\xa0\n", r"line 2: item 'b\\xa0' ends with whitespace \(\\xa0\)"),
+        (b"a\nb\x0bc\n", r"line 2: item 'b\\x0bc' holds a line break \(\\x0b\)"),
+        (b"a\nb\rc\n", r"line 2: item 'b\\rc' holds a line break \(\\r\)"),
         (b"ok\n\xff\n", "line 2: not UTF-8"),
     ],
 )
@@ -55,8 +60,20 @@ def test_item_list_errors(tmp_path: Path, content: bytes, message: str) -> None:
         load_item_list(path)
     with pytest.raises(DatasetError, match="cannot read"):
         load_item_list(tmp_path / "missing.txt")
-    with pytest.raises(DatasetError, match="whitespace"):
-        write_item_list(["fine", "not fine"], tmp_path / "out.txt")
+    with pytest.raises(DatasetError, match=r"item 1 \('fine '\) ends with whitespace"):
+        write_item_list(["fine", "fine "], tmp_path / "out.txt")
+    with pytest.raises(DatasetError, match=r"item 0 \('a\\nb'\) holds a line break"):
+        write_item_list(["a\nb"], tmp_path / "out.txt")
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_item_lists_hold_items_with_inner_spaces(tmp_path: Path) -> None:
+    """Before, `new york` could not be listed: every whitespace was refused."""
+    items = ["new york", "how  to", "1\u00a0000", "東京\u3000駅", "a\tb"]
+    path = write_item_list(items, tmp_path / "deny.txt")
+    assert load_item_list(path) == items
+    path.write_bytes(b"new york\r\nnew york\n")
+    assert load_item_list(path) == ["new york"]
 
 
 PLAY = """# A Play
