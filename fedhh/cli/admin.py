@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from google.protobuf.json_format import MessageToDict
 
     from fedhh.cli.main import INTERRUPTED
-    from fedhh.cli.up import Narrator
+    from fedhh.cli.narrator import Narrator
     from fedhh.errors import ConfigError
     from fedhh.rpc import serving
     from fedhh.rpc.admin_client import AdminClient

@@ -2,7 +2,7 @@
 
     fedhh data describe
     fedhh data generate NAME [--users N] [--seed S] [--out DIR] [--workers W] [--force]
-    fedhh data import PATH --format {text,leaf} --out DIR [--lowercase] [--name NAME]
+    fedhh data import PATH --format {text,jsonl,leaf} --out DIR [--lowercase] [--name NAME]
     fedhh data inspect PATH_OR_NAME [--top K] [--json]
     fedhh data warm-start --out FILE [--size 2000]
 """
@@ -77,8 +77,9 @@ def register(subparsers: Any) -> None:
 
     imp = actions.add_parser("import", help="convert a text or LEAF file into a dataset")
     imp.add_argument("path", type=Path, help="text file, LEAF .json file or LEAF directory")
-    imp.add_argument("--format", choices=("text", "leaf"), required=True, dest="fmt",
-                     help="input format")
+    imp.add_argument("--format", choices=("text", "jsonl", "leaf"), required=True, dest="fmt",
+                     help="input format (jsonl: one JSON array or object of counts a user, for "
+                          "items with spaces; docs/datasets.md)")
     imp.add_argument("--out", type=options.output_path, required=True,
                      help="dataset directory to write (a new or empty folder, or an earlier "
                           "dataset with --force)")
@@ -150,6 +151,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     from fedhh.data.dataset import load_dataset
+    from fedhh.data.jsonl import import_jsonl
     from fedhh.data.leaf import import_leaf
     from fedhh.data.text import import_text
 
@@ -159,7 +161,7 @@ def _import(args: argparse.Namespace) -> int:
         options.check_dataset_out(args.out, args.force, (args.path,))
     except ConfigError as error:
         usage_error("fedhh data import", str(error))
-    convert = import_leaf if args.fmt == "leaf" else import_text
+    convert = {"leaf": import_leaf, "jsonl": import_jsonl}.get(args.fmt, import_text)
     path = convert(args.path, args.out, lowercase=args.lowercase, name=args.name, progress=True,
                    require_items=True)
     print(f"imported {args.path} -> {path}")

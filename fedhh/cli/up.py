@@ -24,17 +24,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from fedhh.cli import options
 from fedhh.cli.admin import dropped_completions
+from fedhh.cli.narrator import Narrator
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
 from fedhh.codec.shown import ljust, printable
 from fedhh.config import Mode, codec_value
@@ -328,8 +329,9 @@ def close_demo(demo: Any, run: Any, results: Any) -> None:
 
     demo.say(f"run {run.run_id}: {run.state}; eps_agg spent {run.eps_spent:.3f} over "
              f"{run.rounds_released} released rounds; heavy hitters: "
-             + (", ".join(printable(h.item, h.truncated) for h in results.heavy_hitters)
-                or "none"))
+             # (as a JSON list: an item may hold ", ")
+             + (json.dumps([printable(h.item, h.truncated) for h in results.heavy_hitters],
+                           ensure_ascii=False) if results.heavy_hitters else "none"))
     # The page posts a device's last round a moment after the coordinator released it.
     demo.wait_settled(SETTLE_S)
     print("\nbrowser devices (as the page last reported them):")
@@ -367,54 +369,6 @@ def hold_until_interrupted(what: str = "the dashboard") -> None:
             pass
     except KeyboardInterrupt:
         print("stopping", flush=True)
-
-
-class Narrator:
-    """Prints each change of a run as it happens: check-in, each secure-aggregation stage,
-    the release of each round (contributors, kept, found) or its abort with the reason."""
-
-    def __init__(self, echo: Callable[[str], None] | None = None) -> None:
-        self.shown: set[tuple[int, int]] = set()
-        self.last = ""
-        self.echo = echo  # each line also goes here (the demo page's progress)
-
-    def tell(self, line: str, indent: bool = True) -> None:
-        if indent:
-            say(line)
-        else:
-            print(line, flush=True)
-        if self.echo is not None:
-            self.echo(line)
-
-    def __call__(self, run: Any) -> None:
-        for r in run.rounds:
-            if r.state in ("open", "releasing") or (r.round, r.attempt) in self.shown:
-                continue
-            self.shown.add((r.round, r.attempt))
-            if r.state == "released":
-                self.tell(f"round {r.round} attempt {r.attempt}: released: {r.participants} "
-                          f"contributors, {r.kept} kept, {r.finished} found "
-                          f"({r.seconds:.0f} s)")
-            else:
-                self.tell(f"round {r.round} attempt {r.attempt}: {r.state}: {r.reason}")
-        p = run.progress
-        if run.state != "running" or not p.phase:
-            return
-        what = {"check-in": f"check-in ({p.devices} devices so far)",
-                "secure aggregation": f"secure aggregation with {p.devices} devices"
-                                      + (f": {p.stage.lower().replace('_', ' ')}"
-                                         if p.stage else ""),
-                "releasing": f"releasing the sum of {p.devices} proven contributors"}.get(
-                    p.phase, p.phase)
-        line = f"round {p.round} attempt {p.attempt}: {what}"
-        if line != self.last and not (p.phase == "check-in" and self.last.startswith(
-                f"round {p.round} attempt {p.attempt}: check-in")):
-            self.tell(line)
-        self.last = line
-
-
-def say(line: str) -> None:
-    print(f"  {line}", flush=True)
 
 
 def explain(run: Any, results: Any) -> None:

@@ -463,10 +463,12 @@ class RunConfig:
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, got "
                                   f"{getattr(self, name)!r}")
-        for item in self.deny_list:
-            if not item or any(c.isspace() for c in item):
-                raise ConfigError(f"deny-list item {shown(item)} is empty or contains "
-                                  "whitespace")
+        if self.deny_list:
+            from fedhh.data.dataset import item_defect
+
+            for item in self.deny_list:
+                if (defect := item_defect(item)) is not None:
+                    raise ConfigError(f"deny-list item {shown(item)} {defect}")
         if self.privacy_method is not None:
             from fedhh.privacy.methods import LEGACY_NAMES, METHODS
 

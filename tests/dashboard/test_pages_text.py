@@ -96,3 +96,18 @@ def test_cut_prefixes_are_listed_apart_and_hidden_characters_are_escaped() -> No
     assert rows[1].startswith("1,\\u202eevil,") and rows[1].endswith(",heavy hitter")
     assert rows[3].startswith("1,https://") and rows[3].endswith(f",{prefix_bits},cut prefix")
     assert "\x1b" not in "".join(rows) and "\u202e" not in "".join(rows)
+
+
+def test_a_deny_list_shows_each_item_apart_even_one_holding_a_comma_and_a_space() -> None:
+    """Before: the items were joined with ", ", so the one item "a, b" read as "a" and "b"
+    (items with spaces: docs/datasets.md)."""
+    from types import SimpleNamespace
+
+    from fedhh.config import RunConfig
+    from fedhh_coordinator.dashboard.pages import run_head
+
+    detail = SimpleNamespace(line=line("done", 4), config=RunConfig(), eps_local=1.0,
+                             deny=("a, b", "c", " new york"))
+    page = str(run_head(detail))  # type: ignore[arg-type]
+    assert re.findall(r'<code class="listed">([^<]*)</code>', page) == [
+        "a, b", "c", r"\x20new york"]

@@ -130,3 +130,13 @@ def test_completion_rounds_are_at_most_max_rounds() -> None:
                        "got 1000000"):
         RunConfig(completion_rounds=1_000_000).validate(Mode.SIMULATION)
     assert RunConfig(completion_rounds=MAX_ROUNDS).validate(Mode.SIMULATION)
+
+
+def test_a_deny_list_item_may_hold_spaces_but_not_a_line_break() -> None:
+    """Items are any one line of Unicode (docs/datasets.md): before, "new york" was refused
+    as holding whitespace."""
+    assert RunConfig(deny_list=("new york", "1\u00a0000")).validate().deny_list == (
+        "new york", "1\u00a0000")
+    for bad, defect in (("a\nb", "holds a line break"), ("", "is empty")):
+        with pytest.raises(ConfigError, match=defect):
+            RunConfig(deny_list=(bad,)).validate()

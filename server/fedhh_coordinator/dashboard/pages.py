@@ -152,7 +152,9 @@ def run_head(run: RunDetail) -> Html:
     if line.error:
         facts.append(("Error", fmt('<span class="error">{e}</span>', e=line.error)))
     if run.deny:
-        facts.append(("Deny list", esc(", ".join(map(printable, run.deny)))))
+        # One element an item: an item may hold ", " (items with spaces: docs/datasets.md).
+        facts.append(("Deny list", join((fmt('<code class="listed">{i}</code>', i=printable(i))
+                                         for i in run.deny), " ")))
     items = join(fmt("<div><dt>{k}</dt><dd>{v}</dd></div>", k=k, v=v) for k, v in facts)
     return fmt('<dl class="facts">{items}</dl>', items=items)
 

@@ -49,6 +49,19 @@ def test_import_and_inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "mean words per user" in capsys.readouterr().out
 
 
+def test_import_of_items_with_spaces(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                     ) -> None:
+    src = tmp_path / "queries.jsonl"
+    src.write_text('["new york", "new york", "how to"]\n{"how to": 2}\n\n', encoding="utf-8")
+    out = tmp_path / "ds"
+    assert run(["data", "import", str(src), "--format", "jsonl", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert run(["data", "inspect", str(out), "--json", "--top", "2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["users"] == 3 and report["users_without_items"] == 1
+    assert {row["item"] for row in report["top_weighted"]} == {"new york", "how to"}
+
+
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [

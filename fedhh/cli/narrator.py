@@ -1,0 +1,55 @@
+"""A networked run's progress told as it happens, one line a change (``fedhh up``, ``fedhh
+admin wait``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+class Narrator:
+    """Prints each change of a run as it happens: check-in, each secure-aggregation stage,
+    the release of each round (contributors, kept, found) or its abort with the reason."""
+
+    def __init__(self, echo: Callable[[str], None] | None = None) -> None:
+        self.shown: set[tuple[int, int]] = set()
+        self.last = ""
+        self.echo = echo  # each line also goes here (the demo page's progress)
+
+    def tell(self, line: str, indent: bool = True) -> None:
+        if indent:
+            say(line)
+        else:
+            print(line, flush=True)
+        if self.echo is not None:
+            self.echo(line)
+
+    def __call__(self, run: Any) -> None:
+        for r in run.rounds:
+            if r.state in ("open", "releasing") or (r.round, r.attempt) in self.shown:
+                continue
+            self.shown.add((r.round, r.attempt))
+            if r.state == "released":
+                self.tell(f"round {r.round} attempt {r.attempt}: released: {r.participants} "
+                          f"contributors, {r.kept} kept, {r.finished} found "
+                          f"({r.seconds:.0f} s)")
+            else:
+                self.tell(f"round {r.round} attempt {r.attempt}: {r.state}: {r.reason}")
+        p = run.progress
+        if run.state != "running" or not p.phase:
+            return
+        what = {"check-in": f"check-in ({p.devices} devices so far)",
+                "secure aggregation": f"secure aggregation with {p.devices} devices"
+                                      + (f": {p.stage.lower().replace('_', ' ')}"
+                                         if p.stage else ""),
+                "releasing": f"releasing the sum of {p.devices} proven contributors"}.get(
+                    p.phase, p.phase)
+        line = f"round {p.round} attempt {p.attempt}: {what}"
+        if line != self.last and not (p.phase == "check-in" and self.last.startswith(
+                f"round {p.round} attempt {p.attempt}: check-in")):
+            self.tell(line)
+        self.last = line
+
+
+def say(line: str) -> None:
+    print(f"  {line}", flush=True)
