@@ -26,7 +26,6 @@ Reading streams the file line by line into `ShardedBuilder`, as the text format 
 
 from __future__ import annotations
 
-import codecs
 import json
 import os
 from collections import Counter
@@ -34,10 +33,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
+from fedhh.data.builder import DEFAULT_SHARD_ENTRIES
 from fedhh.data.dataset import FederatedDataset, atomic_file, item_defect
 from fedhh.data.progress import Meter
-from fedhh.data.text import MAX_LINE_BYTES
+from fedhh.data.text import import_users, user_lines
 from fedhh.errors import DatasetError
 
 MAX_COUNT = (1 << 32) - 1  # (counts are stored as uint32 at most)
@@ -110,47 +109,17 @@ def iter_jsonl_users(
     """Yield each line's items as a Counter, in file order (blank lines yield empty Counters);
     ``meter`` counts the bytes read and is closed at the end of the file."""
     source = Path(path)
-    try:
-        handle = open(source, "rb")  # noqa: SIM115 - closed in the finally below
-    except OSError as error:
-        raise DatasetError(f"cannot read JSON-lines dataset {source}: {error.strerror}") from None
-    try:
-        number = 0
-        while raw := handle.readline(MAX_LINE_BYTES + 1):
-            number += 1
-            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                raise DatasetError(
-                    f"{source}: line {number} is longer than {MAX_LINE_BYTES:,} bytes (one "
-                    "user's items on one line; is this a JSON-lines dataset?)")
-            if number == 1:
-                if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-                    raise DatasetError(
-                        f"{source}: it is UTF-16 (it starts with the byte order mark "
-                        f"{raw[:2].hex(' ').upper()}); a JSON-lines dataset is UTF-8: save it "
-                        "so")
-                raw = raw.removeprefix(codecs.BOM_UTF8)
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise DatasetError(
-                    f"{source}: line {number}: not UTF-8 (byte {error.start} of the line: "
-                    f"{raw[error.start:error.start + 1]!r})") from None
-            if meter is not None:
-                meter.update(len(raw))
-            if not line.strip():
-                yield Counter()
-                continue
-            user = _parse(source, number, line)
-            if lowercase:
-                lowered: Counter[str] = Counter()
-                for item, count in user.items():
-                    lowered[item.lower()] += count
-                user = lowered
-            yield user
-    finally:
-        handle.close()
-        if meter is not None:
-            meter.close()
+    for number, line in user_lines(source, "JSON-lines", meter):
+        if not line.strip():
+            yield Counter()
+            continue
+        user = _parse(source, number, line)
+        if lowercase:
+            lowered: Counter[str] = Counter()
+            for item, count in user.items():
+                lowered[item.lower()] += count
+            user = lowered
+        yield user
 
 
 def import_jsonl(
@@ -165,19 +134,9 @@ def import_jsonl(
 ) -> Path:
     """Convert a JSON-lines file into a dataset directory at ``target`` (atomically); the
     arguments are `fedhh.data.text.import_text`'s."""
-    source = Path(path)
-    try:
-        size = source.stat().st_size
-    except OSError as error:
-        raise DatasetError(f"cannot read JSON-lines dataset {source}: {error.strerror}") from None
-    with Meter(progress, f"reading {source.name}", size, "B", unit_scale=True) as meter:
-        return build_dataset(
-            iter_jsonl_users(source, lowercase=lowercase, meter=meter), target,
-            name=name or source.stem,
-            provenance=f"imported from JSON-lines file {source.resolve()}"
-            + (" (lowercased)" if lowercase else ""),
-            stats={"source_format": "jsonl", "lowercase": lowercase},
-            shard_entries=shard_entries, progress=progress, require_items=require_items)
+    return import_users(iter_jsonl_users, "jsonl", "JSON-lines", path, target,
+                        lowercase=lowercase, name=name, shard_entries=shard_entries,
+                        progress=progress, require_items=require_items)
 
 
 def write_jsonl(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:

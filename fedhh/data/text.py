@@ -26,7 +26,7 @@ import codecs
 import logging
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
@@ -41,16 +41,15 @@ logger = logging.getLogger(__name__)
 MAX_LINE_BYTES = 64 << 20
 
 
-def iter_text_users(
-    path: str | os.PathLike[str], *, lowercase: bool = False, meter: Meter | None = None
-) -> Iterator[Counter[str]]:
-    """Yield each line's items as a Counter, in file order (blank lines yield empty Counters);
-    ``meter`` counts the bytes read and is closed at the end of the file."""
-    source = Path(path)
+def user_lines(source: Path, kind: str, meter: Meter | None,
+               check: Callable[[int, bytes], None] | None = None) -> Iterator[tuple[int, str]]:
+    """Each line of a one-user-a-line ``kind`` dataset file ("text", "JSON-lines") with its
+    number, decoded; its UTF-8 byte-order mark dropped. ``check`` sees each line's bytes first
+    (the format's own refusals); ``meter`` counts the bytes read and is closed at the end."""
     try:
         handle = open(source, "rb")  # noqa: SIM115 - closed in the finally below
     except OSError as error:
-        raise DatasetError(f"cannot read text dataset {source}: {error.strerror}") from None
+        raise DatasetError(f"cannot read {kind} dataset {source}: {error.strerror}") from None
     try:
         number = 0
         while raw := handle.readline(MAX_LINE_BYTES + 1):
@@ -58,24 +57,15 @@ def iter_text_users(
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 raise DatasetError(
                     f"{source}: line {number} is longer than {MAX_LINE_BYTES:,} bytes (one "
-                    "user's items on one line; is this a text dataset?)")
+                    f"user's items on one line; is this a {kind} dataset?)")
             if number == 1:
                 if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
                     raise DatasetError(
                         f"{source}: it is UTF-16 (it starts with the byte order mark "
-                        f"{raw[:2].hex(' ').upper()}); a text dataset is UTF-8: save it so")
+                        f"{raw[:2].hex(' ').upper()}); a {kind} dataset is UTF-8: save it so")
                 raw = raw.removeprefix(codecs.BOM_UTF8)  # an editor's mark, not an item's
-                if not raw.endswith(b"\n") and b"\r" in raw.rstrip(b"\r"):
-                    # (split() would take the breaks for spaces: every user one user)
-                    raise DatasetError(
-                        f"{source}: its lines end with \\r alone (classic Mac OS line ends); "
-                        "a text dataset has one user per line, each ending with \\n or \\r\\n")
-            if b"\r" in raw.rstrip(b"\r\n"):
-                # (split() takes it for a space: the lines it ends would be one user's)
-                raise DatasetError(
-                    f"{source}: line {number} holds a \\r that ends no line (\\r\\n does); a "
-                    "text dataset has one user per line, each ending with \\n or \\r\\n, so "
-                    "this line's users would be counted as one")
+            if check is not None:
+                check(number, raw)
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
@@ -83,14 +73,58 @@ def iter_text_users(
                     f"{source}: line {number}: not UTF-8 (byte {error.start} of the line: "
                     f"{raw[error.start:error.start + 1]!r})"
                 ) from None
-            tokens = line.lower().split() if lowercase else line.split()
             if meter is not None:
                 meter.update(len(raw))
-            yield Counter(tokens)
+            yield number, line
     finally:
         handle.close()
         if meter is not None:
             meter.close()
+
+
+def iter_text_users(
+    path: str | os.PathLike[str], *, lowercase: bool = False, meter: Meter | None = None
+) -> Iterator[Counter[str]]:
+    """Yield each line's items as a Counter, in file order (blank lines yield empty Counters);
+    ``meter`` counts the bytes read and is closed at the end of the file."""
+    source = Path(path)
+
+    def line_ends(number: int, raw: bytes) -> None:
+        if number == 1 and not raw.endswith(b"\n") and b"\r" in raw.rstrip(b"\r"):
+            # (split() would take the breaks for spaces: every user one user)
+            raise DatasetError(
+                f"{source}: its lines end with \\r alone (classic Mac OS line ends); "
+                "a text dataset has one user per line, each ending with \\n or \\r\\n")
+        if b"\r" in raw.rstrip(b"\r\n"):
+            # (split() takes it for a space: the lines it ends would be one user's)
+            raise DatasetError(
+                f"{source}: line {number} holds a \\r that ends no line (\\r\\n does); a "
+                "text dataset has one user per line, each ending with \\n or \\r\\n, so "
+                "this line's users would be counted as one")
+
+    for _, line in user_lines(source, "text", meter, line_ends):
+        yield Counter(line.lower().split() if lowercase else line.split())
+
+
+def import_users(users: Callable[..., Iterator[Counter[str]]], fmt: str, kind: str,
+                 path: str | os.PathLike[str], target: str | os.PathLike[str], *,
+                 lowercase: bool, name: str | None, shard_entries: int, progress: bool,
+                 require_items: bool) -> Path:
+    """``import_text``'s work for the one-user-a-line format ``fmt`` (its ``--format``) whose
+    reader is ``users`` (``path``, ``lowercase``, ``meter``), named ``kind`` in messages."""
+    source = Path(path)
+    try:
+        size = source.stat().st_size
+    except OSError as error:
+        raise DatasetError(f"cannot read {kind} dataset {source}: {error.strerror}") from None
+    with Meter(progress, f"reading {source.name}", size, "B", unit_scale=True) as meter:
+        return build_dataset(
+            users(source, lowercase=lowercase, meter=meter), target,
+            name=name or source.stem,
+            provenance=f"imported from {kind} file {source.resolve()}"
+            + (" (lowercased)" if lowercase else ""),
+            stats={"source_format": fmt, "lowercase": lowercase},
+            shard_entries=shard_entries, progress=progress, require_items=require_items)
 
 
 def import_text(
@@ -106,20 +140,9 @@ def import_text(
     """Convert a text-format file into a dataset directory at ``target`` (atomically); with
     ``progress``, meters count the bytes read and the shards written; ``require_items``:
     refuse (DatasetError, ``target`` untouched) a file in which no user holds an item."""
-    source = Path(path)
-    try:
-        size = source.stat().st_size
-    except OSError as error:
-        raise DatasetError(f"cannot read text dataset {source}: {error.strerror}") from None
-    with Meter(progress, f"reading {source.name}", size, "B", unit_scale=True) as meter:
-        return build_dataset(
-            iter_text_users(source, lowercase=lowercase, meter=meter), target,
-            name=name or source.stem,
-            provenance=f"imported from text file {source.resolve()}"
-            + (" (lowercased)" if lowercase else ""),
-            stats={"source_format": "text", "lowercase": lowercase},
-            shard_entries=shard_entries, progress=progress,
-            require_items=require_items)
+    return import_users(iter_text_users, "text", "text", path, target, lowercase=lowercase,
+                        name=name, shard_entries=shard_entries, progress=progress,
+                        require_items=require_items)
 
 
 def write_text(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:
