@@ -81,7 +81,7 @@ class Mode(StrEnum):
     NETWORK = "network"
 
 
-DEFAULT_COMPLETION_ROUNDS = 16
+DEFAULT_COMPLETION_ROUNDS = 32
 
 
 def _knob(default: Any, help: str, mode: Mode = Mode.BOTH, *,

@@ -81,7 +81,7 @@ def test_start_says_when_the_coordinator_dropped_completion_rounds(
                  "--target-devices", "450"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["config"]["completionRounds"] == 0  # stdout stays JSON
-    assert captured.err.startswith("note: 0 of the 16 completion rounds asked for can be "
+    assert captured.err.startswith("note: 0 of the 32 completion rounds asked for can be "
                                    "budgeted with 300 devices at eps_agg 2 ")
     named = set(re.findall(r"--[a-z][a-z-]*", captured.err))
     assert {"--min-devices", "--eps-agg"} <= named

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fedhh.codec import Codec
-from fedhh.config import RunConfig, with_most_completions
+from fedhh.config import DEFAULT_COMPLETION_ROUNDS, RunConfig, with_most_completions
 from fedhh.data.dataset import from_user_counts
 from fedhh.errors import ConfigError, PrivacyError
 from fedhh.privacy import PrivacyLedger, sum_pld
@@ -224,11 +224,12 @@ def test_the_most_completion_rounds_that_can_be_budgeted_are_kept() -> None:
 
 def test_a_small_population_runs_the_completion_rounds_it_can_budget() -> None:
     # 3,000 devices at eps_agg 1: eps_local ~4.45, so a round of weight w runs while
-    # 4.45 + ln(w) > 0, i.e. w > ~0.012: the first three of the default sixteen.
+    # 4.45 + ln(w) > 0, i.e. w > ~0.012: the first three of the default thirty-two.
     prepared = prepare(RunConfig(eps_agg=1.0), 3000)
     kept = prepared.config.completion()
-    assert 0 < kept < 16
-    assert prepared.privacy["completion_rounds"].startswith(f"{kept} of 16: ")
+    assert 0 < kept < DEFAULT_COMPLETION_ROUNDS
+    assert prepared.privacy["completion_rounds"].startswith(
+        f"{kept} of {DEFAULT_COMPLETION_ROUNDS}: ")
     smallest = min(RunConfig().completion_weights()[:kept])
     assert prepared.privacy["eps_local"] + math.log(smallest) > 0
 
@@ -240,11 +241,11 @@ def test_completion_rounds_are_charged_as_a_composition_by_hand() -> None:
     n = 200_000
     config = RunConfig(rounds=4)
     weights = config.round_weights()
-    assert weights is not None and len(weights) == 4 + 16
+    assert weights is not None and len(weights) == 4 + 32
     ledger = PrivacyLedger.open_allocated(1.0, DELTA, allocation_offsets(weights), n)
-    epsilons = [ledger.round_epsilon(i) for i in range(20)]
+    epsilons = [ledger.round_epsilon(i) for i in range(36)]
     # halved each time the round's index doubles, from the fourth on (independently written)
-    decayed = [0.02] * 3 + [0.01] * 4 + [0.005] * 8 + [0.0025]
+    decayed = [0.02] * 3 + [0.01] * 4 + [0.005] * 8 + [0.0025] * 16 + [0.00125]
     assert epsilons[4:] == pytest.approx([epsilons[0] + math.log(w) for w in decayed])
     total = None
     for eps in reversed(epsilons):
@@ -252,12 +253,13 @@ def test_completion_rounds_are_charged_as_a_composition_by_hand() -> None:
         total = pld if total is None else total.compose(pld, sum_pld.COMPOSE_TRUNCATION)
     assert total is not None
     by_hand = float(total.get_epsilon_for_delta(DELTA))
-    for i in range(20):
+    for i in range(36):
         ledger = ledger.record(i, n)
     assert ledger.spent_epsilon() == pytest.approx(by_hand, rel=1e-6)
     assert by_hand <= 1.0 + 1e-9
-    # Sixteen completion rounds cost the main rounds what seven at a flat 2% did, within
-    # 0.015 of local epsilon (their weights sum to 0.1425 of a main round, the seven's 0.14).
+    # Thirty-two completion rounds cost the main rounds what seven at a flat 2% did, within
+    # 0.015 of local epsilon (their weights sum to 0.18125 of a main round, the seven's 0.14:
+    # 8.590 against 8.598).
     flat = PrivacyLedger.open_allocated(1.0, DELTA, allocation_offsets(
         (1.0,) * 4 + (0.02,) * 7), n)
     assert abs(flat.eps_local - ledger.eps_local) < 0.015
