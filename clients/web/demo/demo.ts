@@ -80,8 +80,12 @@ function clock(ms: number): string {
   return new Date(ms).toLocaleTimeString();
 }
 
+/** The views whose note tells of a refused task (kept until another event replaces it). */
+const refusing = new WeakSet<DeviceView>();
+
 /** The page's view of one device's events. */
 function show(view: DeviceView, event: DeviceEvent): void {
+  if (event.type !== "task-refused" && event.type !== "checking-in") refusing.delete(view);
   switch (event.type) {
     case "enrolled":
       view.deviceId = event.identity.deviceId.toString();
@@ -97,7 +101,8 @@ function show(view: DeviceView, event: DeviceEvent): void {
       break;
     case "checking-in":
       if (event.failures === 0) {
-        if (view.state === "checking in" && view.note === "") return;
+        // (a refused task's note stays while the device waits for the round's next task)
+        if (view.state === "checking in" && (view.note === "" || refusing.has(view))) return;
         view.noAnswerSince = 0; view.note = "";
       } else if (view.noAnswerSince !== 0) {
         // A retry is on its way: the coordinator may answer it, but has not yet.
@@ -116,6 +121,12 @@ function show(view: DeviceView, event: DeviceEvent): void {
         view.state = "checking in";
         view.note = "the coordinator is busy and put the check-in off; asking again";
       }
+      break;
+    case "task-refused":
+      refusing.add(view);
+      view.state = "checking in"; view.task = ""; view.stage = ""; view.noAnswerSince = 0;
+      view.note = `refused a task (${event.reason}; ${event.refusals} in a row): nothing was ` +
+                  "spent or sent for it; waiting for the round's next task";
       break;
     case "task":
       view.state = "in a round"; view.note = ""; view.noAnswerSince = 0;

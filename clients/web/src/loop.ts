@@ -1,12 +1,14 @@
 /**
  * A web device's loop over the Connect ports, as fedhh_device/fleet.py runs a device over gRPC:
  * check in with fresh round keys until a task comes, verify it (the coordinator's signatures
- * over the task and its round config), take the report (`report`, normally `reportForTask`
- * of src/report.ts: the local epsilon cap, the lifetime budget, codec, selection and
- * randomizer, in the Python device's order), and run the round with the floors' policy
- * (src/floors.ts: n_min, t, device auth, the consistency check, the lying-server bound). The
- * config and the floors are checked before the report is taken, so a refused round spends no
- * budget. Keys are replaced once a task has used them.
+ * over the task and its round config; a task that is not genuine is remembered as known, and
+ * the device checks in again for the round's next), take the report (`report`, normally
+ * `reportForTask` of src/report.ts: the local epsilon cap, the lifetime budget, codec,
+ * selection and randomizer, in the Python device's order), and run the round with the floors'
+ * policy (src/floors.ts: n_min, t, device auth, the consistency check, the lying-server
+ * bound). The config, the floors and the device's clock (`checkClock`) are checked before the
+ * report is taken, so a refused round spends no budget. Keys are replaced once a task has
+ * used them.
  */
 
 import { type Client, Code, ConnectError } from "@connectrpc/connect";
@@ -20,6 +22,7 @@ import { type RandomSource, systemJitter, systemRandom } from "./random.js";
 import { type RoundOptions, type RoundOutcome, type Stage, codeOf, participate, pause, timed
 } from "./round.js";
 import { generateRoundKeys } from "./secagg.js";
+import type { AuthenticationError } from "./task.js";
 import type { CheckIn, CoordinatorClient, Identity } from "./wire.js";
 
 /** The coordinator calls a device makes (`CoordinatorClient`, or a test's own). */
@@ -27,6 +30,9 @@ export type Coordinator = Pick<CoordinatorClient, "enroll" | "checkIn">;
 
 const SHED = new Set([Code.Canceled, Code.ResourceExhausted]);
 const CHECK_IN_RETRIED = new Set([...SHED, Code.Unavailable, Code.DeadlineExceeded]);
+// The backoff after a refused task (ms, full jitter): the first, and the cap.
+const REFUSED_BACKOFF_MS = 200;
+const REFUSED_BACKOFF_CAP_MS = 10_000;
 
 export interface TaskResult extends RoundOutcome {
   runId: string;
@@ -88,6 +94,13 @@ export interface LoopOptions extends RoundOptions {
   onCheckInFailed?: (code: Code, error: ConnectError, retryInMs: number) => void;
   /** Told when a verified task is taken, before its config is checked. */
   onTask?: (task: Task) => void;
+  /**
+   * Told when a task is refused as not genuine (`error`: not signed by the coordinator key
+   * pinned at enrolment, another device's, malformed): nothing is spent or sent for it, and
+   * the device checks in again after `retryInMs`, naming it as known, so the coordinator
+   * holds the check-in until the round has another task. `refusals`: how many in a row.
+   */
+  onTaskRefused?: (error: AuthenticationError, refusals: number, retryInMs: number) => void;
 }
 
 /**
@@ -112,9 +125,12 @@ export function checkClock(deadlines: readonly bigint[], nowMs: number, overrunM
 
 /**
  * Check in until this device gets a task, then take part in its round: one task, one result.
- * A task refused by the device (its floors, its clock, its budget, its config checks) ends as
- * `device_aborted` before anything is sent to the aggregator. `signal` stops it: the abort's
- * reason is thrown (during a round too: the device then leaves it, as one that drops out).
+ * A task that is not genuine (`onTaskRefused`) is not a result: the device remembers it as
+ * known and checks in again, after a backoff, for the round's next task (as fleet.py does).
+ * A genuine task refused by the device (its floors, its clock, its budget, its config checks)
+ * ends as `device_aborted` before its report is made (no budget is spent) and before anything
+ * is sent to the aggregator. `signal` stops it: the abort's reason is thrown (during a round
+ * too: the device then leaves it, as one that drops out).
  */
 export async function nextRound(coordinator: Coordinator, identity: Identity,
                                 options: LoopOptions): Promise<TaskResult> {
@@ -122,6 +138,7 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
   const floors = options.floors ?? DEFAULT_FLOORS;
   const memory = options.memory ?? newTaskMemory();
   const keys = generateRoundKeys(random);
+  let refusals = 0;
   for (let failures = 0; ; failures++) {
     options.signal?.throwIfAborted();
     let checkIn: CheckIn;
@@ -147,8 +164,20 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
       await pause(checkIn.retryAfterMs, options.signal);
       continue;
     }
-    const task = checkIn.task;
+    // A refused task is known all the same: the next check-in waits until the round has
+    // another task (before, the device stopped with the refusal; asked again at once, the
+    // coordinator hands the same task back). The backoff bounds the check-ins of a coordinator
+    // that hands it back all the same.
     memory.known = checkIn.digest;
+    if (checkIn.kind === "refused") {
+      const backoff = (options.jitter ?? systemJitter)()
+        * Math.min(REFUSED_BACKOFF_CAP_MS, REFUSED_BACKOFF_MS * 2 ** Math.min(refusals, 30));
+      refusals += 1;
+      options.onTaskRefused?.(checkIn.error, refusals, backoff);
+      await pause(backoff, options.signal);
+      continue;
+    }
+    const task = checkIn.task;
     const key = `${task.runId}/${task.round}/${task.attempt}`;
     if (memory.done.has(key)) {
       await pause(200, options.signal);

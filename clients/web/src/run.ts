@@ -4,9 +4,9 @@
  * IndexedDB database, src/identity.ts: a reloaded page or a restarted browser goes on as the
  * same device and never presents its spent token again), opens the device's lifetime budget
  * (src/budget.ts, the same database), then takes task after task (`nextRound`, src/loop.ts:
- * each task once, the config and the floors checked before any budget is spent, the report
- * from `reportForTask`) until `signal` aborts. It tells the page what it does through
- * `onEvent`.
+ * each task once, a task that is not genuine refused and waited past, the config, the floors
+ * and the clock checked before any budget is spent, the report from `reportForTask`) until
+ * `signal` aborts. It tells the page what it does through `onEvent`.
  *
  * The device holds the Web Lock named after its database while it runs, so a second tab of
  * the same origin waits instead of running the same device twice (or enrolling it twice with
@@ -68,6 +68,13 @@ export type DeviceEvent =
   | { type: "check-in-failed"; code: Code; message: string; retryInMs: number }
   /** A verified task is taken (its config is checked next). */
   | { type: "task"; task: Task }
+  /**
+   * A task was refused as not genuine (`reason`: not signed by the coordinator key the device
+   * enrolled with, as after the coordinator was restarted with a new key; another device's;
+   * malformed): nothing was spent or sent for it, and the next `checking-in`, in
+   * `retryInMs`, waits for the round's next task. `refusals`: how many in a row.
+   */
+  | { type: "task-refused"; reason: string; refusals: number; retryInMs: number }
   | { type: "stage"; stage: Stage }
   /** The task ended; `spent` is the local epsilon spent in the budget's period. */
   | { type: "result"; result: TaskResult; spent: number }
@@ -273,6 +280,8 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
         onCheckInFailed: (code, error, retryInMs) =>
           tell({ type: "check-in-failed", code, message: error.rawMessage, retryInMs }),
         onTask: (task) => tell({ type: "task", task }),
+        onTaskRefused: (error, refusals, retryInMs) =>
+          tell({ type: "task-refused", reason: error.message, refusals, retryInMs }),
         onStage: (stage) => tell({ type: "stage", stage }),
         report: (task, taskFloors) => reportForTask(task, data, budget, taskFloors,
                                                     options.books, draws?.(task) ?? systemDraws),

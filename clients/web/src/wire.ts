@@ -59,9 +59,15 @@ export interface RoundPublicKeys {
   sPk: Uint8Array;
 }
 
-/** What one check-in brought: a verified task, or how long to wait before the next. */
+/**
+ * What one check-in brought: a verified task; a task the device refused (`refused`: not
+ * signed by the coordinator key it pinned at enrolment, another device's, or malformed), with
+ * the digest to name it by as known, so the next check-in waits for the round's next task; or
+ * how long to wait before the next.
+ */
 export type CheckIn =
   | { kind: "task"; task: Task; taskBytes: Bytes; digest: Bytes }
+  | { kind: "refused"; error: AuthenticationError; digest: Bytes }
   | { kind: "wait"; retryAfterMs: number };
 
 // A GetTask long-poll asks to be held this long (the coordinator caps it at 60 s); the call's
@@ -105,8 +111,9 @@ export class CoordinatorClient {
 
   /**
    * One check-in: waits up to `waitMs` for this device's task. A task is returned only if the
-   * coordinator signed it and it is this device's; `knownTask` (the digest of the last task
-   * taken) makes the coordinator hold the call while that task is still current.
+   * coordinator signed it and it is this device's; any other is `refused`, with why and its
+   * digest. `knownTask` (the digest of the last task got, taken or refused) makes the
+   * coordinator hold the call while that task is still current.
    */
   async checkIn(identity: Identity, keys: RoundPublicKeys, knownTask: Uint8Array = new Uint8Array(),
                 waitMs = GET_TASK_WAIT_MS, signal?: AbortSignal): Promise<CheckIn> {
@@ -121,8 +128,15 @@ export class CoordinatorClient {
       return { kind: "wait", retryAfterMs: response.outcome.value ?? 1000 };
     }
     const signed = response.outcome.value;
-    const task = verifyTask(signed, identity.coordinatorPublic, identity.deviceId);
-    return { kind: "task", task, taskBytes: own(signed.task), digest: await sha256(signed.task) };
+    const digest = await sha256(signed.task);
+    let task: Task;
+    try {
+      task = verifyTask(signed, identity.coordinatorPublic, identity.deviceId);
+    } catch (error) {
+      if (!(error instanceof AuthenticationError)) throw error;
+      return { kind: "refused", error, digest };
+    }
+    return { kind: "task", task, taskBytes: own(signed.task), digest };
   }
 }
 

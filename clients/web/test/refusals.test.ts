@@ -1,0 +1,228 @@
+/**
+ * What a web device refuses, and what a refusal costs it (as the Python device:
+ * tests/security/test_device_refusals.py), through `runDevice` with the real check-in
+ * (`CoordinatorClient` over a Connect router transport in this process), signed tasks and
+ * configs (test/cohort.ts), the real budget, and an aggregator whose every call is refused:
+ *
+ * - a task that is not genuine (another key's signature, another device's) is remembered as
+ *   known and waited past, with a backoff, at no cost; before, the device stopped with the
+ *   refusal (a coordinator restarted with a new signing key stopped every web device);
+ * - a round below the device's floors, or whose first stage closed long ago by the device's
+ *   clock (`checkClock`), spends none of its budget and sends nothing to the aggregator.
+ */
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, createRouterTransport } from "@connectrpc/connect";
+
+import { MemoryBudgetStore } from "../src/budget.js";
+import { equal } from "../src/bytes.js";
+import { type Floors, DEFAULT_FLOORS } from "../src/floors.js";
+import {
+  DeviceService, type GetTaskRequest, type SignedTask, type Task, GetTaskResponseSchema, TaskSchema,
+} from "../src/gen/fedhh/v1/coordinator_pb.js";
+import { MemoryIdentityStore } from "../src/identity.js";
+import { ed25519PublicFromSeed, sha256 } from "../src/primitives.js";
+import { type DeviceEvent, type DeviceSummary, runDevice } from "../src/run.js";
+import { CoordinatorClient, type Identity } from "../src/wire.js";
+import { type RoundSpec, signTask, signedRound } from "./cohort.js";
+
+const COORDINATOR_SEED = new Uint8Array(32).fill(5);
+const OTHER_SEED = new Uint8Array(32).fill(6);
+const DEVICE_ID = 42n;
+const NOW = 1_800_000_000_000;  // the device's clock (Unix ms)
+
+const identity: Identity = {
+  deviceId: DEVICE_ID, credential: new Uint8Array(32).fill(1),
+  identitySeed: new Uint8Array(32).fill(2),
+  coordinatorPublic: ed25519PublicFromSeed(COORDINATOR_SEED),
+};
+
+/** A round open for another minute by the device's clock, which default floors refuse
+ * (n_min 3 < 100) and floors with minCohort 3 accept. */
+const SMALL: RoundSpec = { n: 3, nMin: 3, k: 2, t: 2, dimension: 64,
+                           deadlines: [0, 1, 2, 3, 4].map((i) => BigInt(NOW + 60_000 + i)) };
+const SMALL_FLOORS: Floors = { ...DEFAULT_FLOORS, minCohort: 3 };
+
+/**
+ * Device `forDevice`'s task of round `round` of `spec`, admitting the round keys of `request`
+ * (as the coordinator admits the keys a check-in presents), signed by `signer`.
+ */
+async function taskFor(request: GetTaskRequest, round: number, spec: RoundSpec,
+                       signer = COORDINATOR_SEED, forDevice = DEVICE_ID): Promise<SignedTask> {
+  const signed = await signedRound(
+    spec, [ed25519PublicFromSeed(identity.identitySeed), request.cPk, request.sPk],
+    COORDINATOR_SEED);
+  return signTask(create(TaskSchema, {
+    runId: "run", round, attempt: 1, deviceId: forDevice, prefixBits: 4, prefixes: [3n],
+    segmentBits: 6, epsLocal: 1, codec: "5bit", maxBits: 10, selection: "uniform",
+    aggregatorWebUrl: "https://aggregator.test", roundConfig: signed.config,
+    roundConfigSignature: signed.signature, secaggId: 1, admission: signed.admission,
+  }) as Task, signer);
+}
+
+type Answer = (request: GetTaskRequest, n: number) => Promise<SignedTask | "hold">;
+
+interface Scenario {
+  summary: DeviceSummary;
+  events: DeviceEvent[];
+  requests: GetTaskRequest[];
+  /** The aggregator calls made (every one refused: round_aborted). */
+  aggregatorCalls: string[];
+}
+
+/**
+ * `runDevice` against a coordinator whose n-th GetTask (0, 1, ...) is answered by `answer`
+ * ("hold": the call is held, as the coordinator holds a check-in that names the current task
+ * as known, and the test stops the device there); the device stops after `tasks` results or
+ * at the first hold.
+ */
+async function scenario(answer: Answer, options: { floors?: Floors; tasks?: number;
+                                                   jitter?: () => number } = {}
+): Promise<Scenario> {
+  const stop = new AbortController();
+  const requests: GetTaskRequest[] = [];
+  const transport = createRouterTransport(({ service }) => {
+    service(DeviceService, {
+      async getTask(request) {
+        requests.push(request);
+        const task = await answer(request, requests.length - 1);
+        if (task === "hold") {
+          // (the device's abort does not reach the handler's context in this transport)
+          stop.abort(new Error("held"));
+          throw new ConnectError("the device stopped", Code.Canceled);
+        }
+        return create(GetTaskResponseSchema, { outcome: { case: "task", value: task } });
+      },
+    });
+  });
+  const aggregatorCalls: string[] = [];
+  const identities = new MemoryIdentityStore();
+  await identities.save(identity);
+  const events: DeviceEvent[] = [];
+  const summary = await runDevice({
+    coordinatorUrl: "https://unused.test", items: ["ab"], identityStore: identities,
+    budgetStore: new MemoryBudgetStore(), coordinator: new CoordinatorClient(transport),
+    floors: options.floors ?? SMALL_FLOORS, now: () => NOW, jitter: options.jitter ?? (() => 0),
+    signal: stop.signal, ...(options.tasks === undefined ? {} : { tasks: options.tasks }),
+    fetch: async (url) => {
+      aggregatorCalls.push(String(url));
+      return new Response(JSON.stringify({ code: "aborted", message: "refused by the test" }),
+                          { status: 409, headers: { "Content-Type": "application/json" } });
+    },
+    onEvent: (event) => events.push(event),
+  });
+  return { summary, events, requests, aggregatorCalls };
+}
+
+const kinds = (events: DeviceEvent[]) => events.map((e) => e.type)
+  .filter((type) => type !== "checking-in" && type !== "stage");
+
+test("a task signed by another key is refused at no cost and not asked for again", async () => {
+  let refused: SignedTask | undefined;
+  const { summary, events, requests, aggregatorCalls } = await scenario(async (request, n) => {
+    if (n > 0) return "hold";
+    refused = await taskFor(request, 1, SMALL, OTHER_SEED);
+    return refused;
+  });
+  assert.equal(requests.length, 2, `${requests.length} check-ins for one refused task`);
+  assert.equal(requests[0]!.knownTask.length, 0);
+  assert.ok(equal(requests[1]!.knownTask, await sha256(refused!.task)),
+            "the next check-in names the refused task as known");
+  assert.deepEqual(kinds(events), ["enrolled", "task-refused"]);
+  const event = events.find((e) => e.type === "task-refused");
+  assert.match(event?.type === "task-refused" ? event.reason : "", /signature is invalid/);
+  assert.equal(summary.tasks, 0);
+  assert.equal(summary.spent, 0, "a refused task spends nothing");
+  assert.deepEqual(aggregatorCalls, [], "nothing is sent for a refused task");
+});
+
+test("another device's task is refused, and the device takes the round's next task", async () => {
+  let refused: SignedTask | undefined;
+  const { summary, events, requests, aggregatorCalls } = await scenario(async (request, n) => {
+    if (n === 0) {
+      refused = await taskFor(request, 1, SMALL, COORDINATOR_SEED, DEVICE_ID + 1n);
+      return refused;
+    }
+    // The round's next task, once the device names the refused one as known.
+    assert.ok(equal(request.knownTask, await sha256(refused!.task)));
+    return taskFor(request, 2, SMALL);
+  }, { tasks: 1 });
+  assert.equal(requests.length, 2);
+  assert.deepEqual(kinds(events), ["enrolled", "task-refused", "task", "result"]);
+  const reason = events.flatMap((e) => e.type === "task-refused" ? [e.reason] : []);
+  assert.deepEqual(reason, ["the task is for another device"]);
+  const results = events.flatMap((e) => e.type === "result" ? [e.result] : []);
+  assert.deepEqual(results.map((r) => [r.round, r.outcome]), [[2, "round_aborted"]]);
+  assert.equal(summary.spent, 1, "only the task taken is spent");
+  assert.ok(aggregatorCalls.length > 0 && aggregatorCalls.every((url) =>
+    url.startsWith("https://aggregator.test/")));
+});
+
+test("a refused task handed back again and again is asked for with a growing backoff", async () => {
+  // A coordinator that ignores the known task: the same refused task at every check-in.
+  let refused: SignedTask | undefined;
+  const times = 12;
+  const { summary, events, requests, aggregatorCalls } = await scenario(async (request, n) => {
+    if (n >= times) return "hold";
+    refused ??= await taskFor(request, 1, SMALL, OTHER_SEED);
+    return refused;
+  }, { jitter: () => 0.001 });
+  assert.equal(requests.length, times + 1);
+  const digest = await sha256(refused!.task);
+  assert.ok(requests.slice(1).every((r) => equal(r.knownTask, digest)));
+  const waits = events.flatMap((e) => e.type === "task-refused" ? [[e.refusals, e.retryInMs]] : []);
+  // Full jitter (here 0.001 of it) over 200 ms doubling to a cap of 10 s.
+  assert.deepEqual(waits, Array.from({ length: times }, (_, i) =>
+    [i + 1, 0.001 * Math.min(10_000, 200 * 2 ** i)]));
+  assert.equal(summary.spent, 0);
+  assert.deepEqual(aggregatorCalls, []);
+});
+
+/** The one result of a device given `spec`'s task under `floors`, and what it cost. */
+async function oneRound(spec: RoundSpec, floors: Floors = SMALL_FLOORS) {
+  const { summary, events, aggregatorCalls } = await scenario(
+    async (request) => taskFor(request, 1, spec), { floors, tasks: 1 });
+  const results = events.flatMap((e) => e.type === "result" ? [e.result] : []);
+  assert.equal(results.length, 1);
+  return { result: results[0]!, spent: summary.spent, sent: aggregatorCalls.length };
+}
+
+test("a round the device takes part in is spent and sent (the tests' control)", async () => {
+  const { result, spent, sent } = await oneRound(SMALL);
+  assert.equal(result.outcome, "round_aborted", result.detail);
+  assert.equal(spent, 1);
+  assert.ok(sent > 0);
+});
+
+test("a round below the device's floors spends none of its budget and sends nothing", async () => {
+  // n_min 3 below the default floor of 100.
+  const low = await oneRound(SMALL, DEFAULT_FLOORS);
+  assert.equal(low.result.outcome, "device_aborted");
+  assert.match(low.result.detail, /n_min=3 < floor 100/);
+  assert.deepEqual([low.spent, low.sent], [0, 0]);
+  // (n, k, t) = (40, 4, 2) fails the lying-server bound at 5% corrupt devices.
+  const weak = await oneRound({ ...SMALL, n: 40, k: 4, t: 2 });
+  assert.equal(weak.result.outcome, "device_aborted");
+  assert.match(weak.result.detail, /\(n, k, t\) = \(40, 4, 2\) fails the lying-server bound/);
+  assert.deepEqual([weak.spent, weak.sent], [0, 0]);
+  // eps_local above the device's cap (10).
+  const eps = await oneRound(SMALL, { ...SMALL_FLOORS, maxEpsLocal: 0.5 });
+  assert.match(eps.result.detail, /eps_local 1, above this device's limit 0.5/);
+  assert.deepEqual([eps.spent, eps.sent], [0, 0]);
+});
+
+test("a round whose first stage closed beyond the patience by its clock costs nothing", async () => {
+  // The device's clock 61 s past the first stage's deadline (its patience: 30 s).
+  const late = await oneRound({ ...SMALL, deadlines: SMALL.deadlines.map((d) => d - 121_000n) });
+  assert.equal(late.result.outcome, "device_aborted");
+  assert.match(late.result.detail,
+               /^the round's first stage closed 61 s ago by this device's clock/);
+  assert.deepEqual([late.spent, late.sent], [0, 0]);
+  // 29 s past it: within the patience, the device takes part.
+  const within = await oneRound({ ...SMALL, deadlines: SMALL.deadlines.map((d) => d - 89_000n) });
+  assert.equal(within.result.outcome, "round_aborted", within.result.detail);
+  assert.deepEqual([within.spent, within.sent > 0], [1, true]);
+});
