@@ -56,6 +56,10 @@ HEAD_TIMEOUT_S = 10.0
 BACKLOG = 128
 # A listener's connections are at most 1 / FILE_SHARE of the process's open-file limit.
 FILE_SHARE = 4
+# What a plaintext HTTP request on a TLS port begins with (a TLS ClientHello begins 0x16).
+_HTTP_METHODS = (b"GET ", b"HEAD ", b"POST ", b"PUT ", b"DELETE ", b"OPTIONS ", b"PATCH ",
+                 b"CONNECT ", b"TRACE ")
+_PLAIN_PEEK = 8
 
 
 def open_file_limit() -> int:
@@ -244,10 +248,22 @@ class Listener:
             self._pending_heads.add(protocol)  # before any byte of a request can be read
             return protocol
 
+        handshake_s = self.head_timeout_s
+        if self.context is not None:
+            started = loop.time()
+            try:
+                plain = await self._plain_http(conn)
+            except Exception:  # a bug or a reset here must not leak the socket
+                plain = True
+            if plain:
+                conn.close()
+                self._handshaking -= 1
+                return
+            handshake_s = max(0.1, self.head_timeout_s - (loop.time() - started))
         try:
             transport, protocol = await loop.connect_accepted_socket(
                 protocol_factory, conn, ssl=self.context,
-                ssl_handshake_timeout=self.head_timeout_s if self.context else None)
+                ssl_handshake_timeout=handshake_s if self.context else None)
         except OSError:  # SSLError and TimeoutError are OSErrors
             # The transport closed the socket (a failed or slow handshake).
             for protocol in made:
@@ -260,6 +276,38 @@ class Listener:
         # a connection that had sent its head was cut at the deadline all the same)
         loop.call_later(self.head_timeout_s, self._head_deadline, transport,
                         made[0] if made else protocol)
+
+    async def _plain_http(self, conn: socket.socket) -> bool:
+        """On a TLS port, whether ``conn`` began with a plaintext HTTP request (answered here
+        with a 400 that names the https:// URL) or sent nothing within ``head_timeout_s``;
+        a TLS client (first byte 0x16) and anything else go on to the handshake. Peeks at
+        most ``len(_PLAIN_PEEK)`` bytes and sends one short reply: nothing is kept."""
+        loop = asyncio.get_running_loop()
+        readable = loop.create_future()
+        loop.add_reader(conn.fileno(), lambda: readable.done() or readable.set_result(None))
+        try:
+            await asyncio.wait_for(readable, self.head_timeout_s)
+        except TimeoutError:
+            return True
+        finally:
+            loop.remove_reader(conn.fileno())
+        try:
+            first = conn.recv(_PLAIN_PEEK, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return False  # let the handshake read it
+        if not first.startswith(_HTTP_METHODS):
+            return False
+        host, port = conn.getsockname()[:2]  # (ours, not the client's Host header)
+        where = f"[{host}]" if ":" in str(host) else str(host)
+        body = (f"this port ({port}) speaks HTTPS, not plain HTTP: "
+                f"use https://{where}:{port}/\n").encode()
+        reply = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                 b"Connection: close\r\nContent-Length: " + str(len(body)).encode()
+                 + b"\r\n\r\n" + body)
+        with contextlib.suppress(OSError):  # one send into an empty buffer; never waits
+            conn.send(reply)
+            conn.shutdown(socket.SHUT_WR)
+        return True
 
     def _head_deadline(self, transport: asyncio.BaseTransport, protocol: Any) -> None:
         self._pending_heads.discard(protocol)
