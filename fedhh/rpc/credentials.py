@@ -19,6 +19,16 @@ MAX_SECRET_BYTES = 512 - len("Bearer ")
 METADATA_TEXT = bytes(range(0x20, 0x7F))  # what a gRPC metadata value (not "-bin") may hold
 
 
+def permission_hint(error: OSError) -> str:
+    """For a file this process may not read, the remedy (empty for any other error): the
+    compose stack's services stopped at "Permission denied" with no word of what to change."""
+    if not isinstance(error, PermissionError):
+        return ""
+    return (f" (this process runs as uid {os.geteuid()}, gid {os.getegid()}: give it the file "
+            f"with chown/chmod, or, for files `fedhh certs` wrote, run it again with "
+            f"--owner UID:GID or --group GID: see `fedhh certs --help`)")
+
+
 def read_secret(path: str | Path | None, env: str, what: str = "secret",
                 option: str | None = None) -> bytes:
     """A token from a file (stripped) or, without a file, from an environment variable;
@@ -28,7 +38,8 @@ def read_secret(path: str | Path | None, env: str, what: str = "secret",
         try:
             value = read_whole(path, SECRET_FILE_BYTES, f"the {what} file").strip()
         except OSError as error:
-            raise ConfigError(f"cannot read the {what} file {path}: {error.strerror}") from None
+            raise ConfigError(f"cannot read the {what} file {path}: {error.strerror}"
+                              f"{permission_hint(error)}") from None
     else:
         value = os.environ.get(env, "").encode()
         if not value:
@@ -58,7 +69,8 @@ def load_public_key(path: str | Path) -> bytes:
         key = serialization.load_pem_public_key(
             read_whole(path, SECRET_FILE_BYTES, "the public key"))
     except OSError as error:
-        raise ConfigError(f"cannot read the public key {path}: {error.strerror}") from None
+        raise ConfigError(f"cannot read the public key {path}: {error.strerror}"
+                          f"{permission_hint(error)}") from None
     except ValueError as error:
         raise ConfigError(f"{path} is not a PEM public key: {error}") from None
     if not isinstance(key, Ed25519PublicKey):
@@ -76,7 +88,8 @@ def load_signing_key(path: str | Path, what: str | None = None) -> Ed25519Privat
         key = serialization.load_pem_private_key(read_whole(path, SECRET_FILE_BYTES, "key"),
                                                  password=None)
     except OSError as error:
-        raise ConfigError(f"cannot read {what}: {error.strerror or error}") from None
+        raise ConfigError(f"cannot read {what}: {error.strerror or error}"
+                          f"{permission_hint(error)}") from None
     except (ValueError, TypeError, UnsupportedAlgorithm):  # (TypeError: a password is needed)
         raise ConfigError(f"{what} is not an unencrypted PEM private key") from None
     if not isinstance(key, Ed25519PrivateKey):
