@@ -9,7 +9,6 @@ serve a check-in."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,23 +24,13 @@ if REASON is not None:
     pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
-PAGE = """<!doctype html>
-<html><head><meta charset="utf-8"><title>fedhh web identity</title></head>
-<body>running<script type="module" src="identity.js"></script></body></html>
-"""
-
-
 @pytest.fixture(scope="module")
 def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
     try:
-        dist = webkit.build()
+        with webkit.identity_page(tmp_path_factory.mktemp("identity-page")) as served:
+            yield served
     except webkit.BuildError as error:
         pytest.fail(str(error))
-    root = tmp_path_factory.mktemp("identity-page")
-    shutil.copy(dist / "browser" / "identity.js", root / "identity.js")
-    (root / "index.html").write_text(PAGE)
-    with webkit.serve_directory(root) as origin:
-        yield root, origin
 
 
 def test_a_reloaded_page_goes_on_as_the_same_device(

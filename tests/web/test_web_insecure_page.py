@@ -14,7 +14,6 @@ once the same page is loaded from a secure origin (http://127.0.0.1).
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -31,23 +30,13 @@ if REASON is not None:
     pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
-PAGE = """<!doctype html>
-<html><head><meta charset="utf-8"><title>fedhh web identity</title></head>
-<body>running<script type="module" src="identity.js"></script></body></html>
-"""
-
-
 @pytest.fixture(scope="module")
 def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
     try:
-        dist = webkit.build()
+        with webkit.identity_page(tmp_path_factory.mktemp("insecure-page")) as served:
+            yield served
     except webkit.BuildError as error:
         pytest.fail(str(error))
-    root = tmp_path_factory.mktemp("insecure-page")
-    shutil.copy(dist / "browser" / "identity.js", root / "identity.js")
-    (root / "index.html").write_text(PAGE)
-    with webkit.serve_directory(root) as origin:
-        yield root, origin
 
 
 def test_a_page_that_is_not_a_secure_context_is_refused_before_it_spends_its_token(

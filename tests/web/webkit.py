@@ -76,3 +76,20 @@ def serve_directory(root: Path) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+IDENTITY_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>fedhh web identity</title></head>
+<body>running<script type="module" src="identity.js"></script></body></html>
+"""
+
+
+@contextlib.contextmanager
+def identity_page(root: Path) -> Iterator[tuple[Path, str]]:
+    """The identity test page (the bundle's identity.js) built into ``root`` and served from
+    it; yields ``root`` and the origin. A build that fails raises BuildError."""
+    dist = build()
+    shutil.copy(dist / "browser" / "identity.js", root / "identity.js")
+    (root / "index.html").write_text(IDENTITY_PAGE)
+    with serve_directory(root) as origin:
+        yield root, origin
