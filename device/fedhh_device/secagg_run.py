@@ -39,6 +39,7 @@ from fedhh.secagg import (
 from fedhh.secagg.config import RoundConfig, SignedConfig
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_device.failures import RoundFailures
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,8 @@ class RoundChecks:
 
 
 _ROUND_CHECKS = RoundChecks()
+# The failed rounds of this process's devices, logged once per round and cause.
+_FAILURES = RoundFailures(log)
 
 STAGES = {"advertise": Stage.ADVERTISE_KEYS, "share": Stage.SHARE_KEYS,
           "masked": Stage.MASKED_INPUT, "unmask": Stage.UNMASK}
@@ -199,6 +202,17 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
     if public is None:
         public = key.public_key().public_bytes(serialization.Encoding.Raw,
                                                serialization.PublicFormat.Raw)
+    with _FAILURES.of((task.run_id, task.round, task.attempt)) as failures:
+        return await _run(channel, task, key, round_keys, coordinator_public, ones, drop_at,
+                          stats, floors, public, rng, transport, opening, computing, failures)
+
+
+async def _run(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519PrivateKey,
+               round_keys: RoundKeys, coordinator_public: bytes,
+               ones: np.ndarray | Callable[[], Awaitable[np.ndarray]], drop_at: Stage | None,
+               stats: Any, floors: Floors, public: bytes, rng: random.Random | None,
+               transport: Transport | None, opening: asyncio.Semaphore | None,
+               computing: ComputeTurns | None, failures: RoundFailures.Reporter) -> str:
     started = time.perf_counter()
     try:
         signed = SignedConfig(task.round_config, task.round_config_signature)
@@ -228,8 +242,7 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
         return "completed"
     if result.outcome is ParticipationEnd.DROPPED:
         return "dropped"
-    log.warning("secure aggregation failed", extra={
-        "secagg_id": task.secagg_id, "round": task.round, "attempt": task.attempt,
-        "outcome": result.outcome.value, "stage": result.reached.name, "detail": result.detail})
+    # (once per round and cause for all this process's devices: fedhh_device.failures)
+    failures.failed(result.outcome.value, result.reached.name, task.secagg_id, result.detail)
     return "failed"
 

@@ -1,0 +1,113 @@
+"""A device process's failed rounds, logged once per round and cause, not once per device.
+
+A process hosts many simulated devices, and those of one round fail alike when what they share
+fails (the aggregator unreachable: every device ends ``unavailable`` at the same stage). Each
+logged its own warning: 250 lines a round from a 250-device process, the cause drowned in its
+repetitions. Here the first device of a round (``run_id``, round, attempt) that fails with a
+cause (its outcome and the stage it reached) logs the warning; the others log at debug level,
+and once the last device of that round here has ended, one warning sums them up (how many
+devices, their distinct details, the shards), so that nothing is hidden and an operator reads
+one line per cause and round, and one more with the count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["RoundFailures"]
+
+RoundKey = tuple[str, int, int]  # (run_id, round, attempt)
+Cause = tuple[str, str]  # (outcome, stage)
+# How many distinct details, and shards, a summary names (the most frequent details first, the
+# lowest shards; the rest counted).
+SHOWN_DETAILS = 5
+SHOWN_SHARDS = 20
+
+
+@dataclass
+class _Failed:
+    """The devices of one round here that failed with one cause."""
+
+    devices: int = 0
+    details: Counter[str] = field(default_factory=Counter)
+    shards: set[int] = field(default_factory=set)
+
+
+@dataclass
+class _Round:
+    users: int = 0
+    failed: dict[Cause, _Failed] = field(default_factory=dict)
+
+
+class RoundFailures:
+    """The failures of the rounds this process's devices take part in (module docstring)."""
+
+    def __init__(self, logger: logging.Logger, message: str = "secure aggregation failed"
+                 ) -> None:
+        self._log = logger
+        self._message = message
+        self._rounds: dict[RoundKey, _Round] = {}
+
+    @contextlib.contextmanager
+    def of(self, key: RoundKey) -> Iterator[RoundFailures.Reporter]:
+        """While the caller's device takes part in round ``key``: what it reports its failure
+        to. The round's summary is logged as its last device here leaves."""
+        state = self._rounds.setdefault(key, _Round())
+        state.users += 1
+        try:
+            yield RoundFailures.Reporter(self, key, state)
+        finally:
+            state.users -= 1
+            if not state.users:
+                del self._rounds[key]
+                self._summarise(key, state)
+
+    def __len__(self) -> int:
+        """How many rounds are followed (any of their devices still taking part)."""
+        return len(self._rounds)
+
+    class Reporter:
+        """One device's way to report how its round failed."""
+
+        def __init__(self, owner: RoundFailures, key: RoundKey, state: _Round) -> None:
+            self._owner, self._key, self._state = owner, key, state
+
+        def failed(self, outcome: str, stage: str, secagg_id: int, detail: str,
+                   **fields: Any) -> None:
+            """This device's round ended ``outcome`` at ``stage``: a warning if it is the
+            first of its round here to fail so, else a debug line (counted for the summary)."""
+            failed = self._state.failed.setdefault((outcome, stage), _Failed())
+            failed.devices += 1
+            failed.details[detail] += 1
+            failed.shards.add(secagg_id)
+            run_id, round_, attempt = self._key
+            extra = {"run_id": run_id, "round": round_, "attempt": attempt,
+                     "secagg_id": secagg_id, "outcome": outcome, "stage": stage,
+                     "detail": detail, **fields}
+            if failed.devices == 1:
+                extra["others"] = ("further devices of this process failing so in this round "
+                                   "are logged at debug level and counted when it ends here")
+                self._owner._log.warning(self._owner._message, extra=extra)
+            else:
+                self._owner._log.debug(self._owner._message, extra=extra)
+
+    def _summarise(self, key: RoundKey, state: _Round) -> None:
+        run_id, round_, attempt = key
+        for (outcome, stage), failed in state.failed.items():
+            if failed.devices < 2:
+                continue  # (its one warning said it all)
+            shown = dict(failed.details.most_common(SHOWN_DETAILS))
+            extra: dict[str, Any] = {
+                "run_id": run_id, "round": round_, "attempt": attempt, "outcome": outcome,
+                "stage": stage, "devices": failed.devices, "shards": len(failed.shards),
+                "secagg_ids": sorted(failed.shards)[:SHOWN_SHARDS], "details": shown}
+            if len(failed.details) > len(shown):
+                extra["other_details"] = len(failed.details) - len(shown)
+            self._log.warning(f"{self._message}: {failed.devices} devices of this process in "
+                              f"round {round_} (attempt {attempt}), {outcome} at {stage}",
+                              extra=extra)
