@@ -65,6 +65,29 @@ GET_TASK_WAIT_MS = 30 * 60_000
 GET_TASK_RETRY = RetryPolicy(initial_backoff_s=0.2, max_backoff_s=10.0)
 GET_TASK_SHED_RETRY = RetryPolicy(initial_backoff_s=0.2, max_backoff_s=60.0)
 _SHED = frozenset({grpc.StatusCode.CANCELLED, grpc.StatusCode.RESOURCE_EXHAUSTED})
+# A GetTask answered without a task (its retry_after_ms), or with nothing new (a task refused,
+# or one this device has done), is asked again after the wait the coordinator asks for, at
+# least NO_TASK_FLOOR_S and at most NO_TASK_MAX_WAIT_S, plus up to half of it again (jitter).
+# Such answers that come back sooner than NO_TASK_HELD_S (the coordinator did not hold the
+# long-poll) double the floor, up to NO_TASK_MAX_BACKOFF_S: the fleet slept retry_after_ms as
+# given, so a coordinator answering "nothing, retry after 0 ms" had every device re-poll at once,
+# in a loop, as fast as it answered. An answer held longer starts the doubling afresh.
+NO_TASK_FLOOR_S = 1.0
+NO_TASK_MAX_BACKOFF_S = 60.0
+NO_TASK_MAX_WAIT_S = 600.0
+NO_TASK_HELD_S = 5.0
+
+
+def no_task_pause(retry_after_ms: int, quick_answers: int, rng: random.Random) -> float:
+    """Seconds to wait before asking again after a GetTask that brought nothing to do: the
+    coordinator's ``retry_after_ms`` within [floor, NO_TASK_MAX_WAIT_S], or the floor doubled
+    for each of ``quick_answers`` answers in a row that came at once (whichever is longer),
+    times a jitter in [1, 1.5) drawn from ``rng``."""
+    if quick_answers < 0:
+        raise ValueError(f"quick_answers must be >= 0, got {quick_answers}")
+    asked = min(max(retry_after_ms, 0) / 1000, NO_TASK_MAX_WAIT_S)
+    backoff = min(NO_TASK_MAX_BACKOFF_S, NO_TASK_FLOOR_S * 2 ** min(quick_answers, 30))
+    return max(asked, backoff) * (1 + 0.5 * rng.random())
 # What an Enroll answers a token that cannot enroll this device (unknown, used, expired; its
 # key already enrolled): reported together, not retried.
 _REFUSED_ENROLLMENT = frozenset({grpc.StatusCode.UNAUTHENTICATED,
@@ -189,7 +212,10 @@ class Fleet:
         self._verify_shared = functools.lru_cache(maxsize=ROUNDS_REMEMBERED)(ed25519_verify)
         self.stop = stop or asyncio.Event()
         self.stats = FleetStats()
-        self._jitter = random.Random()  # (retry timing only)
+        # Retry timing only (never a report's randomness): from the OS's CSPRNG, or seeded
+        # for a simulation's reproducible runs.
+        self._jitter: random.Random = (random.SystemRandom() if seed is None
+                                       else random.Random(f"fleet-jitter/{seed}"))
         self._moved: dict[int, int] = {}  # user -> coordinators skipped (unavailable)
         self._identities: dict[int, Identity] = self._load_state()
 
@@ -294,6 +320,7 @@ class Fleet:
         # them (two scalar multiplications a device's last task would leave unused).
         round_keys: RoundKeys | None = None
         failures = 0
+        quick = 0  # answers in a row that brought nothing to do, each at once (no_task_pause)
         while not self.stop.is_set():
             if round_keys is None:
                 round_keys = await self._computing.run(
@@ -324,23 +351,23 @@ class Fleet:
                 failures += 1
                 continue
             failures = 0
-            if not response.HasField("task"):
-                await self._sleep(response.retry_after_ms / 1000)
+            task = None
+            if response.HasField("task"):
+                # A task refused (its signature not the pinned key's, another device's) is
+                # known all the same: the next poll waits until the round has another task.
+                # Before, it asked again at once, was handed the same task, and refused it
+                # again: a coordinator restarted with a new signing key had each of 20 devices
+                # poll and log ~30 times a second until the round ended
+                # (tests/security/test_device_refusals.py).
+                known = hashlib.sha256(response.task.task).digest()
+                task = self._verified(response.task, identity)
+            if task is None or (task.run_id, task.round, task.attempt) in done:
+                quick = quick + 1 if seconds < NO_TASK_HELD_S else 0
+                await self._pause(no_task_pause(response.retry_after_ms, max(quick - 1, 0),
+                                                self._jitter))
                 continue
-            # A task refused (its signature not the pinned key's, another device's) is known
-            # all the same: the next poll waits until the round has another task. Before, it
-            # asked again at once, was handed the same task, and refused it again: a coordinator
-            # restarted with a new signing key had each of 20 devices poll and log ~30 times a
-            # second until the round ended (tests/security/test_device_refusals.py).
-            known = hashlib.sha256(response.task.task).digest()
-            task = self._verified(response.task, identity)
-            if task is None:
-                continue
-            key = (task.run_id, task.round, task.attempt)
-            if key in done:
-                await self._sleep(0.2)
-                continue
-            done.add(key)
+            quick = 0
+            done.add((task.run_id, task.round, task.attempt))
             keys, round_keys = round_keys, None
             await self._perform(user, data, identity, task, keys)
 
@@ -434,7 +461,7 @@ class Fleet:
             await channel.close()
 
     async def _sleep(self, seconds: float) -> None:
-        await self._pause(seconds * (0.5 + random.random()))
+        await self._pause(seconds * (0.5 + self._jitter.random()))
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
