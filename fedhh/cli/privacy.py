@@ -115,8 +115,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--rounds", required=True, type=_integer(1), help="number of rounds T")
     parser.add_argument("--devices", type=_integer(2), help="number of devices n")
     parser.add_argument(
-        "--sampling-rate", type=_number(lambda x: 0 < x <= 1, "in (0, 1]"), default=1.0,
-        help="Poisson device sampling rate q (optprefixtree, amplify)",
+        "--sampling-rate", type=_number(lambda x: 0 < x <= 1, "in (0, 1]"),
+        help="Poisson device sampling rate q (optprefixtree, amplify; default 1)",
     )  # fmt: skip
     parser.add_argument(
         "--privacy-method", "--method", dest="method", choices=(*METHODS, *LEGACY_NAMES),
@@ -127,13 +127,14 @@ def register(subparsers: Any) -> None:
     )  # fmt: skip
     parser.add_argument("--theta", type=_integer(1), help="threshold of TrieHH/TrieHH++")
     parser.add_argument(
-        "--sensitivity", type=_positive, default=1.0,
-        help="L2 (Gaussian) or L1 (Laplace) sensitivity of each round's sum",
+        "--sensitivity", type=_positive,
+        help="central-gaussian, central-laplace: L2 (Gaussian) or L1 (Laplace) sensitivity "
+             "of each round's sum (default 1)",
     )  # fmt: skip
     parser.add_argument(
-        "--coordinates", type=_integer(1), default=1,
+        "--coordinates", type=_integer(1),
         help="central-laplace: how many coordinates a neighbour changes, each by sensitivity / "
-             "coordinates (fedhh's histograms: 2, with --sensitivity 2)",
+             "coordinates (default 1; fedhh's histograms: 2, with --sensitivity 2)",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(handler=run)
@@ -248,14 +249,24 @@ def _central(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
 
 def _compute(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     # An option a form does not read is refused, not ignored: --eps-local given to the form
-    # whose answer is eps_local would be silently replaced by that answer.
-    unread = {"optprefixtree": ("eps_local", "theta"), "amplify": ("eps_agg", "theta"),
-              "triehh": ("eps_local",), "triehh++": ("eps_local", "devices"),
-              "central-gaussian": ("eps_local", "theta", "devices"),
-              "central-laplace": ("eps_local", "theta", "devices")}[args.mechanism]
+    # whose answer is eps_local would be silently replaced by that answer, and so would
+    # --sampling-rate given to TrieHH, whose answer is the sampling rate.
+    central_only = ("sensitivity", "coordinates")
+    local_only = ("sampling_rate", "method")
+    unread = {"optprefixtree": ("eps_local", "theta", *central_only),
+              "amplify": ("eps_agg", "theta", *central_only),
+              "triehh": ("eps_local", *local_only, *central_only),
+              "triehh++": ("eps_local", "devices", *local_only, *central_only),
+              "central-gaussian": ("eps_local", "theta", "devices", *local_only, "coordinates"),
+              "central-laplace": ("eps_local", "theta", "devices", *local_only),
+              }[args.mechanism]
     for name in unread:
         if getattr(args, name, None) is not None:
-            raise ConfigError(f"--{name.replace('_', '-')} does not apply to {args.mechanism}")
+            flag = "privacy-method" if name == "method" else name.replace("_", "-")
+            raise ConfigError(f"--{flag} does not apply to {args.mechanism}")
+    for name, default in (("sampling_rate", 1.0), ("sensitivity", 1.0), ("coordinates", 1)):
+        if getattr(args, name, None) is None:
+            setattr(args, name, default)
     if args.mechanism == "optprefixtree":
         return _local_epsilon(args)
     if args.mechanism == "amplify":
