@@ -18,7 +18,16 @@ packages=python3,python3-venv,ca-certificates
 tar=${FEDHH_BASE_TAR:-}
 
 command -v mmdebstrap >/dev/null || { echo "base-image.sh: mmdebstrap not found (apt-get install mmdebstrap)" >&2; exit 2; }
-command -v docker >/dev/null || { echo "base-image.sh: docker not found" >&2; exit 2; }
+command -v docker >/dev/null || { echo "base-image.sh: docker not found (apt-get install docker.io, or Docker's own packages)" >&2; exit 2; }
+# The engine must answer before two minutes of mmdebstrap, not after (docker import needs it).
+# `timeout`: an engine that accepts the connection but hangs must not stall this script either.
+if ! engine=$(timeout 60 docker info --format '{{.ServerVersion}}' 2>&1); then
+    echo "base-image.sh: no Docker engine answers \`docker info\`${DOCKER_HOST:+ at DOCKER_HOST=$DOCKER_HOST}:" >&2
+    { grep -v '^[[:space:]]*$' <<<"$engine" || echo "no answer within 60 s"; } | head -n 3 | sed 's/^/  /' >&2
+    echo "  start one (as root: dockerd >/var/log/dockerd.log 2>&1 &, or systemctl start docker)," >&2
+    echo "  or, as a user, join the docker group or point DOCKER_HOST at an engine; then run this again" >&2
+    exit 2
+fi
 
 cleanup=
 if [[ -z "$tar" ]]; then
