@@ -43,6 +43,15 @@ singletons (the Ohm sign) of each run of characters NFC would change are escaped
 Columns of items are padded by the room a terminal gives each character (``columns``), not by
 the count of characters: a CJK character or an emoji takes two columns, a combining mark or a
 joiner none, so ``東京`` padded to 20 characters stood two columns out of its column.
+
+A cell of Hebrew or Arabic letters is set between two left-to-right marks (U+200E, no column;
+``isolated``, which ``ljust`` and ``rjust`` apply). A terminal or viewer that lays out
+bidirectional text (the Unicode Bidirectional Algorithm: Konsole, mintty, VTE, macOS Terminal,
+text editors) takes the numbers after a right-to-left word, and the spaces between, into the
+word's direction: the row ``שלום  2,666  53  4`` showed as ``4  53  2,666  םולש``, the round
+read as the estimate and the item in the round's column; and a row whose first letter is
+right-to-left it lays out right to left whole. The marks end the item's run and start the row
+left to right, so its columns stay in their order; the item's letters are laid out as before.
 """
 
 from __future__ import annotations
@@ -51,7 +60,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["columns", "ljust", "printable", "rjust"]
+__all__ = ["columns", "isolated", "ljust", "printable", "rjust"]
 
 ELLIPSIS = "…"  # (as fedhh.codec.codec writes a cut prefix's end)
 
@@ -207,6 +216,19 @@ def columns(text: str) -> int:
 
 
 _BYTE_ESCAPE = re.compile(r"\\x[0-9a-f]{2}")
+_LRM = "\u200e"
+# The blocks whose unassigned code points are right-to-left (UAX #9's default Bidi_Class R or
+# AL): a character newer than this Python's Unicode tables (``bidirectional`` is '') there.
+_RTL_BLOCKS = ((0x0590, 0x08FF), (0xFB1D, 0xFDFF), (0xFE70, 0xFEFF), (0x10800, 0x10FFF),
+               (0x1E800, 0x1EFFF))
+
+
+@lru_cache(maxsize=4096)
+def _rtl(char: str) -> bool:
+    """Whether ``char`` is a strong right-to-left character of the Unicode Bidirectional
+    Algorithm (class R or AL: Hebrew, Arabic, Syriac, Thaana, NKo letters...)."""
+    kind = unicodedata.bidirectional(char)
+    return kind in ("R", "AL") or (not kind and _within(ord(char), _RTL_BLOCKS))
 
 
 def _cut_tail(text: str) -> int:
@@ -225,14 +247,25 @@ def _cut_tail(text: str) -> int:
     return end
 
 
+def isolated(text: str) -> str:
+    """``text`` between two left-to-right marks (U+200E) when it holds a right-to-left letter
+    (module docstring: a terminal that lays out bidirectional text would otherwise carry the
+    numbers after it into the item's direction and show a row's columns in reverse); else
+    ``text``. The marks take no column."""
+    if text.isascii() or not any(map(_rtl, text)):
+        return text
+    return f"{_LRM}{text}{_LRM}"
+
+
 def ljust(text: str, width: int) -> str:
-    """``text`` padded on the right to ``width`` columns (``str.ljust`` counts characters)."""
-    return text + " " * max(0, width - columns(text))
+    """``text`` padded on the right to ``width`` columns (``str.ljust`` counts characters),
+    `isolated`: a cell of a row that goes on after it."""
+    return isolated(text) + " " * max(0, width - columns(text))
 
 
 def rjust(text: str, width: int) -> str:
-    """``text`` padded on the left to ``width`` columns."""
-    return " " * max(0, width - columns(text)) + text
+    """``text`` padded on the left to ``width`` columns, `isolated`."""
+    return " " * max(0, width - columns(text)) + isolated(text)
 
 
 def printable(text: str, cut: bool = False) -> str:
