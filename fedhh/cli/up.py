@@ -371,6 +371,23 @@ def hold_until_interrupted(what: str = "the dashboard") -> None:
         print("stopping", flush=True)
 
 
+def _eps(value: float) -> str:
+    """A local epsilon to two decimals, or two significant digits below 0.005 (a tiny budget
+    read "at eps_local 0.00")."""
+    return f"{value:.2f}" if abs(value) >= 0.005 else f"{value:.2g}"
+
+
+def _beyond_every_device(released: list[Any]) -> str:
+    """What a threshold above the round's device count means: no item held by at most every
+    device clears it, so what cleared it is noise (in every round, or in that one)."""
+    noise_only = all(r.threshold > r.participants for r in released)
+    return ("That is more than there are devices: no item's true count reaches it, so "
+            + ("whatever this run found" if noise_only else "whatever that round found")
+            + " cleared it by noise alone"
+            + ". Give the run a larger --eps-agg (`fedhh privacy --eps-agg E --delta D "
+            "--rounds T --devices N` tells the eps_local a target allows) or more devices.")
+
+
 def explain(run: Any, results: Any) -> None:
     """Why the run ended where it did and why it found what it found."""
     from fedhh.privacy.accountant import allocation_offsets
@@ -390,14 +407,15 @@ def explain(run: Any, results: Any) -> None:
         share = last.threshold / n if n else 0.0
         weights = config.round_weights()
         eps = run.eps_local + (allocation_offsets(weights)[last.round - 1] if weights else 0.0)
-        kind = (f"a completion round, at local epsilon {eps:.2f} (the main rounds' "
-                f"{run.eps_local:.2f}: completion rounds carry a small share of the budget)"
-                if last.round > config.rounds else f"at eps_local {eps:.2f}")
+        kind = (f"a completion round, at local epsilon {_eps(eps)} (the main rounds' "
+                f"{_eps(run.eps_local)}: completion rounds carry a small share of the budget)"
+                if last.round > config.rounds else f"at eps_local {_eps(eps)}")
         print(f"An item is found only if its estimated count clears the threshold: "
-              f"{last.threshold:.0f} of {n} devices ({share:.1%}) in round {last.round}, "
-              f"{kind}. With so few devices only the most common items stand out; at the "
-              "paper's scale (1.6 million devices, `fedhh simulate`) the same privacy finds "
-              "items held by a far smaller share.")
+              f"{last.threshold:,.0f} of {n} devices ({share:.1%}) in round {last.round}, "
+              f"{kind}. " + (_beyond_every_device(released) if n and last.threshold > n
+                             else "With so few devices only the most common items stand out; "
+                             "at the paper's scale (1.6 million devices, `fedhh simulate`) "
+                             "the same privacy finds items held by a far smaller share."))
         kept = sum(r.kept for r in released)
         # (a round that kept nothing has no false positives, whatever its tail at the last
         # threshold PruneHH tried)
