@@ -33,6 +33,28 @@ const CHECK_IN_RETRIED = new Set([...SHED, Code.Unavailable, Code.DeadlineExceed
 // The backoff after a refused task (ms, full jitter): the first, and the cap.
 const REFUSED_BACKOFF_MS = 200;
 const REFUSED_BACKOFF_CAP_MS = 10_000;
+// A check-in answered without a task (its retryAfterMs), or with a task this device has taken,
+// is sent again after the wait the coordinator asks for, at least NO_TASK_FLOOR_MS and at most
+// NO_TASK_MAX_WAIT_MS, plus up to half of it again (jitter). Such answers that come sooner
+// than NO_TASK_HELD_MS (the coordinator did not hold the long-poll) double the floor, up to
+// NO_TASK_MAX_BACKOFF_MS; an answer held longer starts afresh. As fleet.py's no_task_pause:
+// the device waited retryAfterMs as given, so "retry after 0 ms" was a hot loop of check-ins.
+export const NO_TASK_FLOOR_MS = 1_000;
+export const NO_TASK_MAX_BACKOFF_MS = 60_000;
+export const NO_TASK_MAX_WAIT_MS = 600_000;
+export const NO_TASK_HELD_MS = 5_000;
+
+/**
+ * How long to wait before checking in again after an answer with nothing to do (the comment
+ * above): `retryAfterMs` the coordinator's wait, `quickAnswers` how many such answers in a row
+ * came at once before this one, `jitter` in [0, 1).
+ */
+export function noTaskPause(retryAfterMs: number, quickAnswers: number, jitter: number): number {
+  const asked = Math.min(retryAfterMs > 0 ? retryAfterMs : 0, NO_TASK_MAX_WAIT_MS);
+  const backoff = Math.min(NO_TASK_MAX_BACKOFF_MS,
+                           NO_TASK_FLOOR_MS * 2 ** Math.min(Math.max(quickAnswers, 0), 30));
+  return Math.max(asked, backoff) * (1 + 0.5 * jitter);
+}
 
 export interface TaskResult extends RoundOutcome {
   runId: string;
@@ -139,10 +161,18 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
   const memory = options.memory ?? newTaskMemory();
   const keys = generateRoundKeys(random);
   let refusals = 0;
+  let quick = 0;  // answers in a row with nothing to do, each at once (noTaskPause)
+  const now = options.now ?? Date.now;
+  const idle = async (retryAfterMs: number, sentAt: number) => {
+    quick = now() - sentAt < NO_TASK_HELD_MS ? quick + 1 : 0;
+    await pause(noTaskPause(retryAfterMs, quick - 1, (options.jitter ?? systemJitter)()),
+                options.signal);
+  };
   for (let failures = 0; ; failures++) {
     options.signal?.throwIfAborted();
     let checkIn: CheckIn;
     options.onCheckIn?.(failures);
+    const sentAt = now();
     try {
       checkIn = await coordinator.checkIn(identity, { cPk: keys.c.public, sPk: keys.s.public },
                                           memory.known, undefined, options.signal);
@@ -161,7 +191,7 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
     }
     failures = -1;
     if (checkIn.kind === "wait") {
-      await pause(checkIn.retryAfterMs, options.signal);
+      await idle(checkIn.retryAfterMs, sentAt);
       continue;
     }
     // A refused task is known all the same: the next check-in waits until the round has
@@ -180,9 +210,10 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
     const task = checkIn.task;
     const key = `${task.runId}/${task.round}/${task.attempt}`;
     if (memory.done.has(key)) {
-      await pause(200, options.signal);
+      await idle(0, sentAt);
       continue;
     }
+    quick = 0;
     memory.done.add(key);
     options.onTask?.(task);
     const plan = options.forTask?.(task) ?? {};

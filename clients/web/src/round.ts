@@ -237,21 +237,40 @@ export function codeOf(error: ConnectError): Code {
   return transportFailed(error) ? Code.Unavailable : error.code;
 }
 
-/** Waits `ms`, or until `signal` aborts (then throws its reason). */
+/**
+ * The longest delay a timer keeps: browsers and Node hold it in a signed 32-bit integer, and a
+ * longer one (a coordinator's wait of 25 days or more; `Infinity`) fired at once, so a device
+ * told to wait that long checked in again in a hot loop.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Waits `ms` (in timers of at most `MAX_TIMER_MS` each, one after the other; `Infinity`: until
+ * `signal` aborts; NaN or a negative wait: none), or until `signal` aborts (then throws its
+ * reason).
+ */
 export function pause(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
       reject(signal.reason);
       return;
     }
+    let left = ms > 0 ? ms : 0;  // (NaN > 0 is false)
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const stop = () => {
       clearTimeout(timer);
       reject(signal?.reason);
     };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", stop);
-      resolve();
-    }, ms);
+    const step = () => {
+      if (signal?.aborted) return;  // (stop has rejected)
+      const now = Math.min(left, MAX_TIMER_MS);
+      left -= now;
+      timer = setTimeout(left > 0 ? step : () => {
+        signal?.removeEventListener("abort", stop);
+        resolve();
+      }, now);
+    };
+    step();
     signal?.addEventListener("abort", stop, { once: true });
   });
 }
