@@ -24,6 +24,8 @@ if REASON is not None:
     pytest.skip(REASON, allow_module_level=True)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+
 @pytest.fixture(scope="module")
 def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
     try:
