@@ -3,6 +3,7 @@
     fedhh admin --coordinator HOST:PORT --ca tls/ca.pem --token-file secrets/admin.token \\
         start --run-id r1 --eps-agg 1 --rounds 4 --target-devices 1000 --min-devices 800
     fedhh admin ... status r1 | results r1 | wait r1 | cancel r1 | list
+    fedhh admin ... devices        # how many devices are enrolled; tokens unused/used/expired
     fedhh admin ... mint-tokens --users 0:250 --out devices-a.tokens   # one device process's
 
 The admin token comes from --token-file or $FEDHH_ADMIN_TOKEN. Results print as JSON on
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import sys
 from pathlib import Path
@@ -51,6 +53,9 @@ def register(subparsers: Any) -> None:
         sub.add_argument("run_id", help="the run's id")
     actions.add_parser("list", help="every run, without its rounds, deny list or codebook "
                                     "(status has them)", parents=[common])
+    actions.add_parser("devices", help="how many devices are enrolled (and when the latest "
+                                       "was), and the enrollment tokens unused, used and "
+                                       "expired", parents=[common])
     mint = actions.add_parser("mint-tokens", help="one-time enrollment tokens, one per device",
                               parents=[common])
     how_many = mint.add_mutually_exclusive_group(required=True)
@@ -155,6 +160,19 @@ def run(args: argparse.Namespace) -> int:
             return 0
         elif args.action == "list":
             reply = pb.ListRunsResponse(runs=client.runs())
+        elif args.action == "devices":
+            # Counts as JSON numbers (proto3's JSON writes 64-bit ones as strings), keys as
+            # the other actions' (lowerCamelCase); the latest enrollment's time as UTC too.
+            answer = client.enrollment()
+            shown = {"devicesEnrolled": answer.devices_enrolled,
+                     "lastEnrolledAt": answer.last_enrolled_at,
+                     "tokensUnused": answer.tokens_unused, "tokensUsed": answer.tokens_used,
+                     "tokensExpired": answer.tokens_expired}
+            if answer.last_enrolled_at:
+                shown["lastEnrolledUtc"] = datetime.datetime.fromtimestamp(
+                    answer.last_enrolled_at, datetime.UTC).isoformat(timespec="seconds")
+            print(json.dumps(shown, indent=2))
+            return 0
         elif args.action == "status":
             reply = client.run(args.run_id)
         elif args.action == "results":

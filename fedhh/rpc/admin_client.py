@@ -58,6 +58,11 @@ class AdminClient:
         return self.stub.CancelRun(pb.CancelRunRequest(run_id=run_id), metadata=self.metadata,
                                    timeout=30)
 
+    def enrollment(self) -> pb.Enrollment:
+        """How many devices are enrolled, and the enrollment tokens by fate."""
+        return self.stub.GetEnrollment(pb.GetEnrollmentRequest(), metadata=self.metadata,
+                                       timeout=30)
+
     def mint_tokens(self, count: int, ttl_s: float = 0.0, label: str = "") -> list[str]:
         """``count`` one-time enrollment tokens (valid ``ttl_s`` seconds; 0: until used), in
         calls of at most ``MINT_PER_CALL``."""

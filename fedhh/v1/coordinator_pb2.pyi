@@ -106,6 +106,24 @@ class Task(_message.Message):
     aggregator_session_address: str
     def __init__(self, run_id: _Optional[str] = ..., round: _Optional[int] = ..., attempt: _Optional[int] = ..., device_id: _Optional[int] = ..., prefix_bits: _Optional[int] = ..., prefixes: _Optional[_Iterable[int]] = ..., deny_list: _Optional[_Iterable[int]] = ..., segment_bits: _Optional[int] = ..., eps_local: _Optional[float] = ..., codec: _Optional[str] = ..., max_bits: _Optional[int] = ..., selection: _Optional[str] = ..., prefix_conditioning: _Optional[bool] = ..., aggregator_address: _Optional[str] = ..., round_config: _Optional[bytes] = ..., secagg_id: _Optional[int] = ..., admission: _Optional[bytes] = ..., deadline_unix_ms: _Optional[int] = ..., round_config_signature: _Optional[bytes] = ..., aggregator_web_url: _Optional[str] = ..., aggregator_session_address: _Optional[str] = ...) -> None: ...
 
+class GetEnrollmentRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Enrollment(_message.Message):
+    __slots__ = ("devices_enrolled", "last_enrolled_at", "tokens_unused", "tokens_used", "tokens_expired")
+    DEVICES_ENROLLED_FIELD_NUMBER: _ClassVar[int]
+    LAST_ENROLLED_AT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_UNUSED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_USED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_EXPIRED_FIELD_NUMBER: _ClassVar[int]
+    devices_enrolled: int
+    last_enrolled_at: float
+    tokens_unused: int
+    tokens_used: int
+    tokens_expired: int
+    def __init__(self, devices_enrolled: _Optional[int] = ..., last_enrolled_at: _Optional[float] = ..., tokens_unused: _Optional[int] = ..., tokens_used: _Optional[int] = ..., tokens_expired: _Optional[int] = ...) -> None: ...
+
 class MintEnrollmentTokensRequest(_message.Message):
     __slots__ = ("count", "ttl_s", "label")
     COUNT_FIELD_NUMBER: _ClassVar[int]

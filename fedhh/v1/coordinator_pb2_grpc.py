@@ -193,6 +193,11 @@ class AdminServiceStub:
                 request_serializer=fedhh_dot_v1_dot_coordinator__pb2.MintEnrollmentTokensRequest.SerializeToString,
                 response_deserializer=fedhh_dot_v1_dot_coordinator__pb2.MintEnrollmentTokensResponse.FromString,
                 _registered_method=True)
+        self.GetEnrollment = channel.unary_unary(
+                '/fedhh.v1.AdminService/GetEnrollment',
+                request_serializer=fedhh_dot_v1_dot_coordinator__pb2.GetEnrollmentRequest.SerializeToString,
+                response_deserializer=fedhh_dot_v1_dot_coordinator__pb2.Enrollment.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -237,6 +242,13 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetEnrollment(self, request, context):
+        """How many devices are enrolled, and what became of the enrollment tokens minted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -269,6 +281,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.MintEnrollmentTokens,
                     request_deserializer=fedhh_dot_v1_dot_coordinator__pb2.MintEnrollmentTokensRequest.FromString,
                     response_serializer=fedhh_dot_v1_dot_coordinator__pb2.MintEnrollmentTokensResponse.SerializeToString,
+            ),
+            'GetEnrollment': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetEnrollment,
+                    request_deserializer=fedhh_dot_v1_dot_coordinator__pb2.GetEnrollmentRequest.FromString,
+                    response_serializer=fedhh_dot_v1_dot_coordinator__pb2.Enrollment.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -435,6 +452,33 @@ class AdminService:
             '/fedhh.v1.AdminService/MintEnrollmentTokens',
             fedhh_dot_v1_dot_coordinator__pb2.MintEnrollmentTokensRequest.SerializeToString,
             fedhh_dot_v1_dot_coordinator__pb2.MintEnrollmentTokensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEnrollment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedhh.v1.AdminService/GetEnrollment',
+            fedhh_dot_v1_dot_coordinator__pb2.GetEnrollmentRequest.SerializeToString,
+            fedhh_dot_v1_dot_coordinator__pb2.Enrollment.FromString,
             options,
             channel_credentials,
             insecure,

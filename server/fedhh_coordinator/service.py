@@ -158,6 +158,17 @@ class AdminService(pb_grpc.AdminServiceServicer):
         return pb.MintEnrollmentTokensResponse(tokens=tokens)
 
     @status_errors
+    async def GetEnrollment(self, request: pb.GetEnrollmentRequest,
+                            context: grpc.aio.ServicerContext) -> pb.Enrollment:
+        self._check(context)
+        counts = self.store.enrollment()
+        return pb.Enrollment(devices_enrolled=counts.devices,
+                             last_enrolled_at=counts.last_enrolled_at,
+                             tokens_unused=counts.tokens_unused,
+                             tokens_used=counts.tokens_used,
+                             tokens_expired=counts.tokens_expired)
+
+    @status_errors
     async def GetRun(self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext
                      ) -> pb.Run:
         self._check(context)

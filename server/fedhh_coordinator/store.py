@@ -87,6 +87,15 @@ class RoundRow:
     finished_at: float | None
 
 
+@dataclass(frozen=True)
+class EnrollmentCounts:
+    devices: int
+    last_enrolled_at: float  # 0.0: none yet
+    tokens_unused: int
+    tokens_used: int
+    tokens_expired: int
+
+
 class Store:
     """A thread-safe handle on the coordinator's database: a SQLite file path or a
     ``postgresql://`` URL (or an open :class:`~fedhh_coordinator.db.Database`)."""
@@ -153,6 +162,23 @@ class Store:
             return int(db.executemany(
                 "INSERT INTO enrollment_tokens (token_hash, label, expires_at) VALUES (?, ?, ?) "
                 "ON CONFLICT DO NOTHING", [(h, label, expires_at) for h in token_hashes]))
+
+    def enrollment(self, now: float | None = None) -> EnrollmentCounts:
+        """How many devices are enrolled (and when the latest was), and the enrollment
+        tokens by fate at ``now`` (default: the clock): unused, used, expired unused."""
+        now = time.time() if now is None else now
+        with self._tx() as db:
+            devices, last = db.execute(
+                "SELECT COUNT(*), MAX(enrolled_at) FROM devices").fetchone()
+            unused, used, expired = db.execute(
+                "SELECT "
+                "COALESCE(SUM(CASE WHEN used_by IS NULL AND (expires_at IS NULL OR "
+                "expires_at >= ?) THEN 1 ELSE 0 END), 0), "
+                "COALESCE(SUM(CASE WHEN used_by IS NOT NULL THEN 1 ELSE 0 END), 0), "
+                "COALESCE(SUM(CASE WHEN used_by IS NULL AND expires_at < ? THEN 1 ELSE 0 "
+                "END), 0) FROM enrollment_tokens", (now, now)).fetchone()
+        return EnrollmentCounts(int(devices), float(last or 0.0), int(unused), int(used),
+                                int(expired))
 
     # ---- the coordinator's signing key ---------------------------------------------------
     # Devices pin the coordinator's public key when they enroll and refuse every task signed

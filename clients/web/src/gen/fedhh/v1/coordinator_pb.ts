@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file fedhh/v1/coordinator.proto.
  */
 export const file_fedhh_v1_coordinator: GenFile = /*@__PURE__*/
-  fileDesc("ChpmZWRoaC92MS9jb29yZGluYXRvci5wcm90bxIIZmVkaGgudjEiagoNRW5yb2xsUmVxdWVzdBIYChBlbnJvbGxtZW50X3Rva2VuGAEgASgMEhsKE2lkZW50aXR5X3B1YmxpY19rZXkYAiABKAwSDQoFbGFiZWwYAyABKAkSEwoLYXR0ZXN0YXRpb24YBCABKAwiVwoORW5yb2xsUmVzcG9uc2USEQoJZGV2aWNlX2lkGAEgASgEEhIKCmNyZWRlbnRpYWwYAiABKAwSHgoWY29vcmRpbmF0b3JfcHVibGljX2tleRgDIAEoDCJkCg5HZXRUYXNrUmVxdWVzdBIRCglkZXZpY2VfaWQYASABKAQSDwoHd2FpdF9tcxgCIAEoDRISCgprbm93bl90YXNrGAMgASgMEgwKBGNfcGsYBCABKAwSDAoEc19waxgFIAEoDCJcCg9HZXRUYXNrUmVzcG9uc2USJAoEdGFzaxgBIAEoCzIULmZlZGhoLnYxLlNpZ25lZFRhc2tIABIYCg5yZXRyeV9hZnRlcl9tcxgCIAEoDUgAQgkKB291dGNvbWUiUQoKU2lnbmVkVGFzaxIMCgR0YXNrGAEgASgMEhgKEHNoYXJlZF9zaWduYXR1cmUYAyABKAwSFQoNc2hhcmVkX2xlbmd0aBgEIAEoDUoECAIQAyLPAwoEVGFzaxIOCgZydW5faWQYASABKAkSDQoFcm91bmQYAiABKA0SDwoHYXR0ZW1wdBgDIAEoDRIRCglkZXZpY2VfaWQYBCABKAQSEwoLcHJlZml4X2JpdHMYBSABKA0SEAoIcHJlZml4ZXMYBiADKAYSEQoJZGVueV9saXN0GAcgAygGEhQKDHNlZ21lbnRfYml0cxgIIAEoDRIRCgllcHNfbG9jYWwYCSABKAESDQoFY29kZWMYCiABKAkSEAoIbWF4X2JpdHMYCyABKA0SEQoJc2VsZWN0aW9uGAwgASgJEhsKE3ByZWZpeF9jb25kaXRpb25pbmcYDSABKAgSGgoSYWdncmVnYXRvcl9hZGRyZXNzGA4gASgJEhQKDHJvdW5kX2NvbmZpZxgPIAEoDBIRCglzZWNhZ2dfaWQYECABKA0SEQoJYWRtaXNzaW9uGBEgASgMEhgKEGRlYWRsaW5lX3VuaXhfbXMYEiABKAMSHgoWcm91bmRfY29uZmlnX3NpZ25hdHVyZRgTIAEoDBIaChJhZ2dyZWdhdG9yX3dlYl91cmwYFCABKAkSIgoaYWdncmVnYXRvcl9zZXNzaW9uX2FkZHJlc3MYFSABKAkiSgobTWludEVucm9sbG1lbnRUb2tlbnNSZXF1ZXN0Eg0KBWNvdW50GAEgASgNEg0KBXR0bF9zGAIgASgBEg0KBWxhYmVsGAMgASgJIi4KHE1pbnRFbnJvbGxtZW50VG9rZW5zUmVzcG9uc2USDgoGdG9rZW5zGAEgAygJIrIMCglSdW5Db25maWcSFAoHZXBzX2FnZxgBIAEoAUgAiAEBEhIKBWRlbHRhGAIgASgBSAGIAQESEwoGcm91bmRzGAMgASgNSAKIAQESFgoJZGltX2xpbWl0GAQgASgESAOIAQESGwoOdGFyZ2V0X2RldmljZXMYBSABKA1IBIgBARIYCgttaW5fZGV2aWNlcxgGIAEoDUgFiAEBEhIKBWNvZGVjGAcgASgJSAaIAQESFQoIbWF4X2JpdHMYCCABKA1IB4gBARIWCglzZWxlY3Rpb24YCSABKAlICIgBARIgChNwcmVmaXhfY29uZGl0aW9uaW5nGAogASgISAmIAQESEQoJZGVueV9saXN0GAsgAygJEhUKCGZwX3JhdGlvGAwgASgBSAqIAQESEQoEdGF1MBgNIAEoAUgLiAEBEhAKA2V0YRgOIAEoAUgMiAEBEhEKBHRhaWwYDyABKAlIDYgBARIZCgxzZWdtZW50X2JpdHMYECABKA1IDogBARIWCgllcHNfbG9jYWwYESABKAFID4gBARIbCg5wcml2YWN5X21ldGhvZBgSIAEoCUgQiAEBEhcKCmNoZWNraW5fbXMYEyABKA1IEYgBARIVCghzdGFnZV9tcxgUIAEoDUgSiAEBEh0KEGV4cGVjdGVkX2Ryb3BvdXQYFSABKAFIE4gBARIdChBjb3JydXB0X2ZyYWN0aW9uGBYgASgBSBSIAQESGQoMbWF4X2F0dGVtcHRzGBcgASgNSBWIAQESGAoLZnBfcmF0aW9fb2YYGCABKAlIFogBARIZCgxhZHZlcnRpc2VfbXMYGSABKA1IF4gBARIaCg1zaGFyZV9rZXlzX21zGBogASgNSBiIAQESHAoPbWFza2VkX2lucHV0X21zGBsgASgNSBmIAQESFgoJdW5tYXNrX21zGBwgASgNSBqIAQESGwoOY29uc2lzdGVuY3lfbXMYHSABKA1IG4gBARIXCgp3YXJtX3N0YXJ0GB4gASgISByIAQESFgoJYWxnb3JpdGhtGB8gASgJSB2IAQESHQoQY2hlY2tpbl9xdWlldF9tcxggIAEoDUgeiAEBEh0KEG92ZXJzdWJzY3JpcHRpb24YISABKAFIH4gBARIaCg1tYXhfZXBzX2xvY2FsGCIgASgBSCCIAQESFwoKc2hhcmRfc2l6ZRgjIAEoDUghiAEBEh4KEWNvbXBsZXRpb25fcm91bmRzGCQgASgNSCKIAQESHgoRY29tcGxldGlvbl93ZWlnaHQYJSABKAFII4gBARIeChFmcF9yYXRpb19maW5pc2hlZBgmIAEoAUgkiAEBQgoKCF9lcHNfYWdnQggKBl9kZWx0YUIJCgdfcm91bmRzQgwKCl9kaW1fbGltaXRCEQoPX3RhcmdldF9kZXZpY2VzQg4KDF9taW5fZGV2aWNlc0IICgZfY29kZWNCCwoJX21heF9iaXRzQgwKCl9zZWxlY3Rpb25CFgoUX3ByZWZpeF9jb25kaXRpb25pbmdCCwoJX2ZwX3JhdGlvQgcKBV90YXUwQgYKBF9ldGFCBwoFX3RhaWxCDwoNX3NlZ21lbnRfYml0c0IMCgpfZXBzX2xvY2FsQhEKD19wcml2YWN5X21ldGhvZEINCgtfY2hlY2tpbl9tc0ILCglfc3RhZ2VfbXNCEwoRX2V4cGVjdGVkX2Ryb3BvdXRCEwoRX2NvcnJ1cHRfZnJhY3Rpb25CDwoNX21heF9hdHRlbXB0c0IOCgxfZnBfcmF0aW9fb2ZCDwoNX2FkdmVydGlzZV9tc0IQCg5fc2hhcmVfa2V5c19tc0ISChBfbWFza2VkX2lucHV0X21zQgwKCl91bm1hc2tfbXNCEQoPX2NvbnNpc3RlbmN5X21zQg0KC193YXJtX3N0YXJ0QgwKCl9hbGdvcml0aG1CEwoRX2NoZWNraW5fcXVpZXRfbXNCEwoRX292ZXJzdWJzY3JpcHRpb25CEAoOX21heF9lcHNfbG9jYWxCDQoLX3NoYXJkX3NpemVCFAoSX2NvbXBsZXRpb25fcm91bmRzQhQKEl9jb21wbGV0aW9uX3dlaWdodEIUChJfZnBfcmF0aW9fZmluaXNoZWQiRgoPU3RhcnRSdW5SZXF1ZXN0EiMKBmNvbmZpZxgBIAEoCzITLmZlZGhoLnYxLlJ1bkNvbmZpZxIOCgZydW5faWQYAiABKAkiHwoNR2V0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiEQoPTGlzdFJ1bnNSZXF1ZXN0Ii8KEExpc3RSdW5zUmVzcG9uc2USGwoEcnVucxgBIAMoCzINLmZlZGhoLnYxLlJ1biIjChFHZXRSZXN1bHRzUmVxdWVzdBIOCgZydW5faWQYASABKAkiIgoQQ2FuY2VsUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkikwIKDFJvdW5kU3VtbWFyeRINCgVyb3VuZBgBIAEoDRIPCgdhdHRlbXB0GAIgASgNEg0KBXN0YXRlGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIUCgxwYXJ0aWNpcGFudHMYBSABKA0SEAoIcHJlZml4ZXMYBiABKA0SFAoMc2VnbWVudF9iaXRzGAcgASgNEhMKC2RvbWFpbl9zaXplGAggASgEEgwKBGtlcHQYCSABKA0SEAoIZmluaXNoZWQYCiABKA0SEQoJdGhyZXNob2xkGAsgASgBEiAKGGV4cGVjdGVkX2ZhbHNlX3Bvc2l0aXZlcxgMIAEoARIPCgdzZWNvbmRzGA0gASgBEgsKA2N1dBgOIAEoDSJqCghQcm9ncmVzcxINCgVyb3VuZBgBIAEoDRIPCgdhdHRlbXB0GAIgASgNEg0KBXBoYXNlGAMgASgJEg8KB2RldmljZXMYBCABKA0SDQoFc3RhZ2UYBSABKAkSDwoHc2Vjb25kcxgGIAEoASLlAQoDUnVuEg4KBnJ1bl9pZBgBIAEoCRINCgVzdGF0ZRgCIAEoCRIjCgZjb25maWcYAyABKAsyEy5mZWRoaC52MS5SdW5Db25maWcSEQoJZXBzX2xvY2FsGAQgASgBEhEKCWVwc19zcGVudBgFIAEoARIXCg9yb3VuZHNfcmVsZWFzZWQYBiABKA0SDQoFZXJyb3IYByABKAkSJgoGcm91bmRzGAggAygLMhYuZmVkaGgudjEuUm91bmRTdW1tYXJ5EiQKCHByb2dyZXNzGAkgASgLMhIuZmVkaGgudjEuUHJvZ3Jlc3MinAEKC0hlYXZ5SGl0dGVyEgwKBGl0ZW0YASABKAkSEAoIZXN0aW1hdGUYAiABKAESDQoFcm91bmQYAyABKA0SDAoEY29kZRgEIAEoBhISCgpjb2RlX2J5dGVzGAUgASgMEg0KBWVuZGVkGAYgASgIEhEKCXRydW5jYXRlZBgHIAEoCBIMCgRub3RlGAggASgJEgwKBGJpdHMYCSABKA0i0wEKB1Jlc3VsdHMSDgoGcnVuX2lkGAEgASgJEg0KBXN0YXRlGAIgASgJEiwKDWhlYXZ5X2hpdHRlcnMYAyADKAsyFS5mZWRoaC52MS5IZWF2eUhpdHRlchIRCglkZW55X2xpc3QYBCADKAkSEwoLbGVkZ2VyX2pzb24YBSABKAkSJgoGcm91bmRzGAYgAygLMhYuZmVkaGgudjEuUm91bmRTdW1tYXJ5EisKDGN1dF9wcmVmaXhlcxgHIAMoCzIVLmZlZGhoLnYxLkhlYXZ5SGl0dGVyIjgKB0NoZWNrSW4SEQoJZGV2aWNlX2lkGAEgASgEEgwKBGNfcGsYAiABKAwSDAoEc19waxgDIAEoDCKKAQoNU2VsZWN0b3JCYXRjaBIMCgRuYW1lGAEgASgJEg8KB2NoZWNraW4YAiABKAQSJAoJcHJlc2VudGVkGAMgAygLMhEuZmVkaGgudjEuQ2hlY2tJbhIhCgZqb2luZWQYBCADKAsyES5mZWRoaC52MS5DaGVja0luEhEKCWNoYWxsZW5nZRgFIAEoDCK6AQoNTGVhZGVyTWVzc2FnZRIQCgZvcGVuZWQYASABKARIABIQCgZjbG9zZWQYAiABKARIABIoCgV0YXNrcxgDIAEoCzIXLmZlZGhoLnYxLlNlbGVjdG9yVGFza3NIABIqCgdyZWZ1c2VkGAQgASgLMhcuZmVkaGgudjEuRGV2aWNlUmVmdXNhbEgAEhEKB2NsZWFyZWQYBSABKARIABITCglrZXlfcHJvb2YYBiABKAxIAEIHCgVldmVudCKlAQoNU2VsZWN0b3JUYXNrcxIPCgdjaGVja2luGAEgASgEEjEKBXRhc2tzGAIgAygLMiIuZmVkaGgudjEuU2VsZWN0b3JUYXNrcy5UYXNrc0VudHJ5EgwKBGxhc3QYAyABKAgaQgoKVGFza3NFbnRyeRILCgNrZXkYASABKAQSIwoFdmFsdWUYAiABKAsyFC5mZWRoaC52MS5TaWduZWRUYXNrOgI4ASIyCg1EZXZpY2VSZWZ1c2FsEhEKCWRldmljZV9pZBgBIAEoBBIOCgZyZWFzb24YAiABKAkyjAEKDURldmljZVNlcnZpY2USOwoGRW5yb2xsEhcuZmVkaGgudjEuRW5yb2xsUmVxdWVzdBoYLmZlZGhoLnYxLkVucm9sbFJlc3BvbnNlEj4KB0dldFRhc2sSGC5mZWRoaC52MS5HZXRUYXNrUmVxdWVzdBoZLmZlZGhoLnYxLkdldFRhc2tSZXNwb25zZTKWAwoMQWRtaW5TZXJ2aWNlEjQKCFN0YXJ0UnVuEhkuZmVkaGgudjEuU3RhcnRSdW5SZXF1ZXN0Gg0uZmVkaGgudjEuUnVuEjAKBkdldFJ1bhIXLmZlZGhoLnYxLkdldFJ1blJlcXVlc3QaDS5mZWRoaC52MS5SdW4SQQoITGlzdFJ1bnMSGS5mZWRoaC52MS5MaXN0UnVuc1JlcXVlc3QaGi5mZWRoaC52MS5MaXN0UnVuc1Jlc3BvbnNlEjwKCkdldFJlc3VsdHMSGy5mZWRoaC52MS5HZXRSZXN1bHRzUmVxdWVzdBoRLmZlZGhoLnYxLlJlc3VsdHMSNgoJQ2FuY2VsUnVuEhouZmVkaGgudjEuQ2FuY2VsUnVuUmVxdWVzdBoNLmZlZGhoLnYxLlJ1bhJlChRNaW50RW5yb2xsbWVudFRva2VucxIlLmZlZGhoLnYxLk1pbnRFbnJvbGxtZW50VG9rZW5zUmVxdWVzdBomLmZlZGhoLnYxLk1pbnRFbnJvbGxtZW50VG9rZW5zUmVzcG9uc2UyUQoPU2VsZWN0b3JDb250cm9sEj4KBkF0dGFjaBIXLmZlZGhoLnYxLlNlbGVjdG9yQmF0Y2gaFy5mZWRoaC52MS5MZWFkZXJNZXNzYWdlKAEwAWIGcHJvdG8z");
+  fileDesc("ChpmZWRoaC92MS9jb29yZGluYXRvci5wcm90bxIIZmVkaGgudjEiagoNRW5yb2xsUmVxdWVzdBIYChBlbnJvbGxtZW50X3Rva2VuGAEgASgMEhsKE2lkZW50aXR5X3B1YmxpY19rZXkYAiABKAwSDQoFbGFiZWwYAyABKAkSEwoLYXR0ZXN0YXRpb24YBCABKAwiVwoORW5yb2xsUmVzcG9uc2USEQoJZGV2aWNlX2lkGAEgASgEEhIKCmNyZWRlbnRpYWwYAiABKAwSHgoWY29vcmRpbmF0b3JfcHVibGljX2tleRgDIAEoDCJkCg5HZXRUYXNrUmVxdWVzdBIRCglkZXZpY2VfaWQYASABKAQSDwoHd2FpdF9tcxgCIAEoDRISCgprbm93bl90YXNrGAMgASgMEgwKBGNfcGsYBCABKAwSDAoEc19waxgFIAEoDCJcCg9HZXRUYXNrUmVzcG9uc2USJAoEdGFzaxgBIAEoCzIULmZlZGhoLnYxLlNpZ25lZFRhc2tIABIYCg5yZXRyeV9hZnRlcl9tcxgCIAEoDUgAQgkKB291dGNvbWUiUQoKU2lnbmVkVGFzaxIMCgR0YXNrGAEgASgMEhgKEHNoYXJlZF9zaWduYXR1cmUYAyABKAwSFQoNc2hhcmVkX2xlbmd0aBgEIAEoDUoECAIQAyLPAwoEVGFzaxIOCgZydW5faWQYASABKAkSDQoFcm91bmQYAiABKA0SDwoHYXR0ZW1wdBgDIAEoDRIRCglkZXZpY2VfaWQYBCABKAQSEwoLcHJlZml4X2JpdHMYBSABKA0SEAoIcHJlZml4ZXMYBiADKAYSEQoJZGVueV9saXN0GAcgAygGEhQKDHNlZ21lbnRfYml0cxgIIAEoDRIRCgllcHNfbG9jYWwYCSABKAESDQoFY29kZWMYCiABKAkSEAoIbWF4X2JpdHMYCyABKA0SEQoJc2VsZWN0aW9uGAwgASgJEhsKE3ByZWZpeF9jb25kaXRpb25pbmcYDSABKAgSGgoSYWdncmVnYXRvcl9hZGRyZXNzGA4gASgJEhQKDHJvdW5kX2NvbmZpZxgPIAEoDBIRCglzZWNhZ2dfaWQYECABKA0SEQoJYWRtaXNzaW9uGBEgASgMEhgKEGRlYWRsaW5lX3VuaXhfbXMYEiABKAMSHgoWcm91bmRfY29uZmlnX3NpZ25hdHVyZRgTIAEoDBIaChJhZ2dyZWdhdG9yX3dlYl91cmwYFCABKAkSIgoaYWdncmVnYXRvcl9zZXNzaW9uX2FkZHJlc3MYFSABKAkiFgoUR2V0RW5yb2xsbWVudFJlcXVlc3QihAEKCkVucm9sbG1lbnQSGAoQZGV2aWNlc19lbnJvbGxlZBgBIAEoBBIYChBsYXN0X2Vucm9sbGVkX2F0GAIgASgBEhUKDXRva2Vuc191bnVzZWQYAyABKAQSEwoLdG9rZW5zX3VzZWQYBCABKAQSFgoOdG9rZW5zX2V4cGlyZWQYBSABKAQiSgobTWludEVucm9sbG1lbnRUb2tlbnNSZXF1ZXN0Eg0KBWNvdW50GAEgASgNEg0KBXR0bF9zGAIgASgBEg0KBWxhYmVsGAMgASgJIi4KHE1pbnRFbnJvbGxtZW50VG9rZW5zUmVzcG9uc2USDgoGdG9rZW5zGAEgAygJIrIMCglSdW5Db25maWcSFAoHZXBzX2FnZxgBIAEoAUgAiAEBEhIKBWRlbHRhGAIgASgBSAGIAQESEwoGcm91bmRzGAMgASgNSAKIAQESFgoJZGltX2xpbWl0GAQgASgESAOIAQESGwoOdGFyZ2V0X2RldmljZXMYBSABKA1IBIgBARIYCgttaW5fZGV2aWNlcxgGIAEoDUgFiAEBEhIKBWNvZGVjGAcgASgJSAaIAQESFQoIbWF4X2JpdHMYCCABKA1IB4gBARIWCglzZWxlY3Rpb24YCSABKAlICIgBARIgChNwcmVmaXhfY29uZGl0aW9uaW5nGAogASgISAmIAQESEQoJZGVueV9saXN0GAsgAygJEhUKCGZwX3JhdGlvGAwgASgBSAqIAQESEQoEdGF1MBgNIAEoAUgLiAEBEhAKA2V0YRgOIAEoAUgMiAEBEhEKBHRhaWwYDyABKAlIDYgBARIZCgxzZWdtZW50X2JpdHMYECABKA1IDogBARIWCgllcHNfbG9jYWwYESABKAFID4gBARIbCg5wcml2YWN5X21ldGhvZBgSIAEoCUgQiAEBEhcKCmNoZWNraW5fbXMYEyABKA1IEYgBARIVCghzdGFnZV9tcxgUIAEoDUgSiAEBEh0KEGV4cGVjdGVkX2Ryb3BvdXQYFSABKAFIE4gBARIdChBjb3JydXB0X2ZyYWN0aW9uGBYgASgBSBSIAQESGQoMbWF4X2F0dGVtcHRzGBcgASgNSBWIAQESGAoLZnBfcmF0aW9fb2YYGCABKAlIFogBARIZCgxhZHZlcnRpc2VfbXMYGSABKA1IF4gBARIaCg1zaGFyZV9rZXlzX21zGBogASgNSBiIAQESHAoPbWFza2VkX2lucHV0X21zGBsgASgNSBmIAQESFgoJdW5tYXNrX21zGBwgASgNSBqIAQESGwoOY29uc2lzdGVuY3lfbXMYHSABKA1IG4gBARIXCgp3YXJtX3N0YXJ0GB4gASgISByIAQESFgoJYWxnb3JpdGhtGB8gASgJSB2IAQESHQoQY2hlY2tpbl9xdWlldF9tcxggIAEoDUgeiAEBEh0KEG92ZXJzdWJzY3JpcHRpb24YISABKAFIH4gBARIaCg1tYXhfZXBzX2xvY2FsGCIgASgBSCCIAQESFwoKc2hhcmRfc2l6ZRgjIAEoDUghiAEBEh4KEWNvbXBsZXRpb25fcm91bmRzGCQgASgNSCKIAQESHgoRY29tcGxldGlvbl93ZWlnaHQYJSABKAFII4gBARIeChFmcF9yYXRpb19maW5pc2hlZBgmIAEoAUgkiAEBQgoKCF9lcHNfYWdnQggKBl9kZWx0YUIJCgdfcm91bmRzQgwKCl9kaW1fbGltaXRCEQoPX3RhcmdldF9kZXZpY2VzQg4KDF9taW5fZGV2aWNlc0IICgZfY29kZWNCCwoJX21heF9iaXRzQgwKCl9zZWxlY3Rpb25CFgoUX3ByZWZpeF9jb25kaXRpb25pbmdCCwoJX2ZwX3JhdGlvQgcKBV90YXUwQgYKBF9ldGFCBwoFX3RhaWxCDwoNX3NlZ21lbnRfYml0c0IMCgpfZXBzX2xvY2FsQhEKD19wcml2YWN5X21ldGhvZEINCgtfY2hlY2tpbl9tc0ILCglfc3RhZ2VfbXNCEwoRX2V4cGVjdGVkX2Ryb3BvdXRCEwoRX2NvcnJ1cHRfZnJhY3Rpb25CDwoNX21heF9hdHRlbXB0c0IOCgxfZnBfcmF0aW9fb2ZCDwoNX2FkdmVydGlzZV9tc0IQCg5fc2hhcmVfa2V5c19tc0ISChBfbWFza2VkX2lucHV0X21zQgwKCl91bm1hc2tfbXNCEQoPX2NvbnNpc3RlbmN5X21zQg0KC193YXJtX3N0YXJ0QgwKCl9hbGdvcml0aG1CEwoRX2NoZWNraW5fcXVpZXRfbXNCEwoRX292ZXJzdWJzY3JpcHRpb25CEAoOX21heF9lcHNfbG9jYWxCDQoLX3NoYXJkX3NpemVCFAoSX2NvbXBsZXRpb25fcm91bmRzQhQKEl9jb21wbGV0aW9uX3dlaWdodEIUChJfZnBfcmF0aW9fZmluaXNoZWQiRgoPU3RhcnRSdW5SZXF1ZXN0EiMKBmNvbmZpZxgBIAEoCzITLmZlZGhoLnYxLlJ1bkNvbmZpZxIOCgZydW5faWQYAiABKAkiHwoNR2V0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiEQoPTGlzdFJ1bnNSZXF1ZXN0Ii8KEExpc3RSdW5zUmVzcG9uc2USGwoEcnVucxgBIAMoCzINLmZlZGhoLnYxLlJ1biIjChFHZXRSZXN1bHRzUmVxdWVzdBIOCgZydW5faWQYASABKAkiIgoQQ2FuY2VsUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkikwIKDFJvdW5kU3VtbWFyeRINCgVyb3VuZBgBIAEoDRIPCgdhdHRlbXB0GAIgASgNEg0KBXN0YXRlGAMgASgJEg4KBnJlYXNvbhgEIAEoCRIUCgxwYXJ0aWNpcGFudHMYBSABKA0SEAoIcHJlZml4ZXMYBiABKA0SFAoMc2VnbWVudF9iaXRzGAcgASgNEhMKC2RvbWFpbl9zaXplGAggASgEEgwKBGtlcHQYCSABKA0SEAoIZmluaXNoZWQYCiABKA0SEQoJdGhyZXNob2xkGAsgASgBEiAKGGV4cGVjdGVkX2ZhbHNlX3Bvc2l0aXZlcxgMIAEoARIPCgdzZWNvbmRzGA0gASgBEgsKA2N1dBgOIAEoDSJqCghQcm9ncmVzcxINCgVyb3VuZBgBIAEoDRIPCgdhdHRlbXB0GAIgASgNEg0KBXBoYXNlGAMgASgJEg8KB2RldmljZXMYBCABKA0SDQoFc3RhZ2UYBSABKAkSDwoHc2Vjb25kcxgGIAEoASLlAQoDUnVuEg4KBnJ1bl9pZBgBIAEoCRINCgVzdGF0ZRgCIAEoCRIjCgZjb25maWcYAyABKAsyEy5mZWRoaC52MS5SdW5Db25maWcSEQoJZXBzX2xvY2FsGAQgASgBEhEKCWVwc19zcGVudBgFIAEoARIXCg9yb3VuZHNfcmVsZWFzZWQYBiABKA0SDQoFZXJyb3IYByABKAkSJgoGcm91bmRzGAggAygLMhYuZmVkaGgudjEuUm91bmRTdW1tYXJ5EiQKCHByb2dyZXNzGAkgASgLMhIuZmVkaGgudjEuUHJvZ3Jlc3MinAEKC0hlYXZ5SGl0dGVyEgwKBGl0ZW0YASABKAkSEAoIZXN0aW1hdGUYAiABKAESDQoFcm91bmQYAyABKA0SDAoEY29kZRgEIAEoBhISCgpjb2RlX2J5dGVzGAUgASgMEg0KBWVuZGVkGAYgASgIEhEKCXRydW5jYXRlZBgHIAEoCBIMCgRub3RlGAggASgJEgwKBGJpdHMYCSABKA0i0wEKB1Jlc3VsdHMSDgoGcnVuX2lkGAEgASgJEg0KBXN0YXRlGAIgASgJEiwKDWhlYXZ5X2hpdHRlcnMYAyADKAsyFS5mZWRoaC52MS5IZWF2eUhpdHRlchIRCglkZW55X2xpc3QYBCADKAkSEwoLbGVkZ2VyX2pzb24YBSABKAkSJgoGcm91bmRzGAYgAygLMhYuZmVkaGgudjEuUm91bmRTdW1tYXJ5EisKDGN1dF9wcmVmaXhlcxgHIAMoCzIVLmZlZGhoLnYxLkhlYXZ5SGl0dGVyIjgKB0NoZWNrSW4SEQoJZGV2aWNlX2lkGAEgASgEEgwKBGNfcGsYAiABKAwSDAoEc19waxgDIAEoDCKKAQoNU2VsZWN0b3JCYXRjaBIMCgRuYW1lGAEgASgJEg8KB2NoZWNraW4YAiABKAQSJAoJcHJlc2VudGVkGAMgAygLMhEuZmVkaGgudjEuQ2hlY2tJbhIhCgZqb2luZWQYBCADKAsyES5mZWRoaC52MS5DaGVja0luEhEKCWNoYWxsZW5nZRgFIAEoDCK6AQoNTGVhZGVyTWVzc2FnZRIQCgZvcGVuZWQYASABKARIABIQCgZjbG9zZWQYAiABKARIABIoCgV0YXNrcxgDIAEoCzIXLmZlZGhoLnYxLlNlbGVjdG9yVGFza3NIABIqCgdyZWZ1c2VkGAQgASgLMhcuZmVkaGgudjEuRGV2aWNlUmVmdXNhbEgAEhEKB2NsZWFyZWQYBSABKARIABITCglrZXlfcHJvb2YYBiABKAxIAEIHCgVldmVudCKlAQoNU2VsZWN0b3JUYXNrcxIPCgdjaGVja2luGAEgASgEEjEKBXRhc2tzGAIgAygLMiIuZmVkaGgudjEuU2VsZWN0b3JUYXNrcy5UYXNrc0VudHJ5EgwKBGxhc3QYAyABKAgaQgoKVGFza3NFbnRyeRILCgNrZXkYASABKAQSIwoFdmFsdWUYAiABKAsyFC5mZWRoaC52MS5TaWduZWRUYXNrOgI4ASIyCg1EZXZpY2VSZWZ1c2FsEhEKCWRldmljZV9pZBgBIAEoBBIOCgZyZWFzb24YAiABKAkyjAEKDURldmljZVNlcnZpY2USOwoGRW5yb2xsEhcuZmVkaGgudjEuRW5yb2xsUmVxdWVzdBoYLmZlZGhoLnYxLkVucm9sbFJlc3BvbnNlEj4KB0dldFRhc2sSGC5mZWRoaC52MS5HZXRUYXNrUmVxdWVzdBoZLmZlZGhoLnYxLkdldFRhc2tSZXNwb25zZTLdAwoMQWRtaW5TZXJ2aWNlEjQKCFN0YXJ0UnVuEhkuZmVkaGgudjEuU3RhcnRSdW5SZXF1ZXN0Gg0uZmVkaGgudjEuUnVuEjAKBkdldFJ1bhIXLmZlZGhoLnYxLkdldFJ1blJlcXVlc3QaDS5mZWRoaC52MS5SdW4SQQoITGlzdFJ1bnMSGS5mZWRoaC52MS5MaXN0UnVuc1JlcXVlc3QaGi5mZWRoaC52MS5MaXN0UnVuc1Jlc3BvbnNlEjwKCkdldFJlc3VsdHMSGy5mZWRoaC52MS5HZXRSZXN1bHRzUmVxdWVzdBoRLmZlZGhoLnYxLlJlc3VsdHMSNgoJQ2FuY2VsUnVuEhouZmVkaGgudjEuQ2FuY2VsUnVuUmVxdWVzdBoNLmZlZGhoLnYxLlJ1bhJlChRNaW50RW5yb2xsbWVudFRva2VucxIlLmZlZGhoLnYxLk1pbnRFbnJvbGxtZW50VG9rZW5zUmVxdWVzdBomLmZlZGhoLnYxLk1pbnRFbnJvbGxtZW50VG9rZW5zUmVzcG9uc2USRQoNR2V0RW5yb2xsbWVudBIeLmZlZGhoLnYxLkdldEVucm9sbG1lbnRSZXF1ZXN0GhQuZmVkaGgudjEuRW5yb2xsbWVudDJRCg9TZWxlY3RvckNvbnRyb2wSPgoGQXR0YWNoEhcuZmVkaGgudjEuU2VsZWN0b3JCYXRjaBoXLmZlZGhoLnYxLkxlYWRlck1lc3NhZ2UoATABYgZwcm90bzM");
 
 /**
  * @generated from message fedhh.v1.EnrollRequest
@@ -360,6 +360,66 @@ export const TaskSchema: GenMessage<Task> = /*@__PURE__*/
   messageDesc(file_fedhh_v1_coordinator, 5);
 
 /**
+ * @generated from message fedhh.v1.GetEnrollmentRequest
+ */
+export type GetEnrollmentRequest = Message<"fedhh.v1.GetEnrollmentRequest"> & {
+};
+
+/**
+ * Describes the message fedhh.v1.GetEnrollmentRequest.
+ * Use `create(GetEnrollmentRequestSchema)` to create a new message.
+ */
+export const GetEnrollmentRequestSchema: GenMessage<GetEnrollmentRequest> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_coordinator, 6);
+
+/**
+ * @generated from message fedhh.v1.Enrollment
+ */
+export type Enrollment = Message<"fedhh.v1.Enrollment"> & {
+  /**
+   * every device the store holds (each enrolled once)
+   *
+   * @generated from field: uint64 devices_enrolled = 1;
+   */
+  devicesEnrolled: bigint;
+
+  /**
+   * unix seconds of the latest enrollment; 0: none yet
+   *
+   * @generated from field: double last_enrolled_at = 2;
+   */
+  lastEnrolledAt: number;
+
+  /**
+   * minted or imported, neither used nor expired
+   *
+   * @generated from field: uint64 tokens_unused = 3;
+   */
+  tokensUnused: bigint;
+
+  /**
+   * each enrolled one device
+   *
+   * @generated from field: uint64 tokens_used = 4;
+   */
+  tokensUsed: bigint;
+
+  /**
+   * unused and past their expiry: they enroll nothing
+   *
+   * @generated from field: uint64 tokens_expired = 5;
+   */
+  tokensExpired: bigint;
+};
+
+/**
+ * Describes the message fedhh.v1.Enrollment.
+ * Use `create(EnrollmentSchema)` to create a new message.
+ */
+export const EnrollmentSchema: GenMessage<Enrollment> = /*@__PURE__*/
+  messageDesc(file_fedhh_v1_coordinator, 7);
+
+/**
  * @generated from message fedhh.v1.MintEnrollmentTokensRequest
  */
 export type MintEnrollmentTokensRequest = Message<"fedhh.v1.MintEnrollmentTokensRequest"> & {
@@ -390,7 +450,7 @@ export type MintEnrollmentTokensRequest = Message<"fedhh.v1.MintEnrollmentTokens
  * Use `create(MintEnrollmentTokensRequestSchema)` to create a new message.
  */
 export const MintEnrollmentTokensRequestSchema: GenMessage<MintEnrollmentTokensRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 6);
+  messageDesc(file_fedhh_v1_coordinator, 8);
 
 /**
  * @generated from message fedhh.v1.MintEnrollmentTokensResponse
@@ -409,7 +469,7 @@ export type MintEnrollmentTokensResponse = Message<"fedhh.v1.MintEnrollmentToken
  * Use `create(MintEnrollmentTokensResponseSchema)` to create a new message.
  */
 export const MintEnrollmentTokensResponseSchema: GenMessage<MintEnrollmentTokensResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 7);
+  messageDesc(file_fedhh_v1_coordinator, 9);
 
 /**
  * A run's configuration: the networked knobs of fedhh.config.RunConfig (same names, same
@@ -643,7 +703,7 @@ export type RunConfig = Message<"fedhh.v1.RunConfig"> & {
  * Use `create(RunConfigSchema)` to create a new message.
  */
 export const RunConfigSchema: GenMessage<RunConfig> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 8);
+  messageDesc(file_fedhh_v1_coordinator, 10);
 
 /**
  * @generated from message fedhh.v1.StartRunRequest
@@ -667,7 +727,7 @@ export type StartRunRequest = Message<"fedhh.v1.StartRunRequest"> & {
  * Use `create(StartRunRequestSchema)` to create a new message.
  */
 export const StartRunRequestSchema: GenMessage<StartRunRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 9);
+  messageDesc(file_fedhh_v1_coordinator, 11);
 
 /**
  * @generated from message fedhh.v1.GetRunRequest
@@ -684,7 +744,7 @@ export type GetRunRequest = Message<"fedhh.v1.GetRunRequest"> & {
  * Use `create(GetRunRequestSchema)` to create a new message.
  */
 export const GetRunRequestSchema: GenMessage<GetRunRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 10);
+  messageDesc(file_fedhh_v1_coordinator, 12);
 
 /**
  * @generated from message fedhh.v1.ListRunsRequest
@@ -697,7 +757,7 @@ export type ListRunsRequest = Message<"fedhh.v1.ListRunsRequest"> & {
  * Use `create(ListRunsRequestSchema)` to create a new message.
  */
 export const ListRunsRequestSchema: GenMessage<ListRunsRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 11);
+  messageDesc(file_fedhh_v1_coordinator, 13);
 
 /**
  * @generated from message fedhh.v1.ListRunsResponse
@@ -714,7 +774,7 @@ export type ListRunsResponse = Message<"fedhh.v1.ListRunsResponse"> & {
  * Use `create(ListRunsResponseSchema)` to create a new message.
  */
 export const ListRunsResponseSchema: GenMessage<ListRunsResponse> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 12);
+  messageDesc(file_fedhh_v1_coordinator, 14);
 
 /**
  * @generated from message fedhh.v1.GetResultsRequest
@@ -731,7 +791,7 @@ export type GetResultsRequest = Message<"fedhh.v1.GetResultsRequest"> & {
  * Use `create(GetResultsRequestSchema)` to create a new message.
  */
 export const GetResultsRequestSchema: GenMessage<GetResultsRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 13);
+  messageDesc(file_fedhh_v1_coordinator, 15);
 
 /**
  * @generated from message fedhh.v1.CancelRunRequest
@@ -748,7 +808,7 @@ export type CancelRunRequest = Message<"fedhh.v1.CancelRunRequest"> & {
  * Use `create(CancelRunRequestSchema)` to create a new message.
  */
 export const CancelRunRequestSchema: GenMessage<CancelRunRequest> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 14);
+  messageDesc(file_fedhh_v1_coordinator, 16);
 
 /**
  * @generated from message fedhh.v1.RoundSummary
@@ -834,7 +894,7 @@ export type RoundSummary = Message<"fedhh.v1.RoundSummary"> & {
  * Use `create(RoundSummarySchema)` to create a new message.
  */
 export const RoundSummarySchema: GenMessage<RoundSummary> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 15);
+  messageDesc(file_fedhh_v1_coordinator, 17);
 
 /**
  * Where a running run is now: the attempt in progress and its phase.
@@ -886,7 +946,7 @@ export type Progress = Message<"fedhh.v1.Progress"> & {
  * Use `create(ProgressSchema)` to create a new message.
  */
 export const ProgressSchema: GenMessage<Progress> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 16);
+  messageDesc(file_fedhh_v1_coordinator, 18);
 
 /**
  * @generated from message fedhh.v1.Run
@@ -949,7 +1009,7 @@ export type Run = Message<"fedhh.v1.Run"> & {
  * Use `create(RunSchema)` to create a new message.
  */
 export const RunSchema: GenMessage<Run> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 17);
+  messageDesc(file_fedhh_v1_coordinator, 19);
 
 /**
  * @generated from message fedhh.v1.HeavyHitter
@@ -1026,7 +1086,7 @@ export type HeavyHitter = Message<"fedhh.v1.HeavyHitter"> & {
  * Use `create(HeavyHitterSchema)` to create a new message.
  */
 export const HeavyHitterSchema: GenMessage<HeavyHitter> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 18);
+  messageDesc(file_fedhh_v1_coordinator, 20);
 
 /**
  * @generated from message fedhh.v1.Results
@@ -1075,7 +1135,7 @@ export type Results = Message<"fedhh.v1.Results"> & {
  * Use `create(ResultsSchema)` to create a new message.
  */
 export const ResultsSchema: GenMessage<Results> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 19);
+  messageDesc(file_fedhh_v1_coordinator, 21);
 
 /**
  * @generated from message fedhh.v1.CheckIn
@@ -1104,7 +1164,7 @@ export type CheckIn = Message<"fedhh.v1.CheckIn"> & {
  * Use `create(CheckInSchema)` to create a new message.
  */
 export const CheckInSchema: GenMessage<CheckIn> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 20);
+  messageDesc(file_fedhh_v1_coordinator, 22);
 
 /**
  * Devices the selector forwards, at most 4096 entries per batch.
@@ -1153,7 +1213,7 @@ export type SelectorBatch = Message<"fedhh.v1.SelectorBatch"> & {
  * Use `create(SelectorBatchSchema)` to create a new message.
  */
 export const SelectorBatchSchema: GenMessage<SelectorBatch> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 21);
+  messageDesc(file_fedhh_v1_coordinator, 23);
 
 /**
  * @generated from message fedhh.v1.LeaderMessage
@@ -1216,7 +1276,7 @@ export type LeaderMessage = Message<"fedhh.v1.LeaderMessage"> & {
  * Use `create(LeaderMessageSchema)` to create a new message.
  */
 export const LeaderMessageSchema: GenMessage<LeaderMessage> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 22);
+  messageDesc(file_fedhh_v1_coordinator, 24);
 
 /**
  * Some of this selector's pool members' tasks (at most 2048 per message); with `last`, every
@@ -1246,7 +1306,7 @@ export type SelectorTasks = Message<"fedhh.v1.SelectorTasks"> & {
  * Use `create(SelectorTasksSchema)` to create a new message.
  */
 export const SelectorTasksSchema: GenMessage<SelectorTasks> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 23);
+  messageDesc(file_fedhh_v1_coordinator, 25);
 
 /**
  * A device the leader refused (its round keys belong to another device): the selector answers
@@ -1271,7 +1331,7 @@ export type DeviceRefusal = Message<"fedhh.v1.DeviceRefusal"> & {
  * Use `create(DeviceRefusalSchema)` to create a new message.
  */
 export const DeviceRefusalSchema: GenMessage<DeviceRefusal> = /*@__PURE__*/
-  messageDesc(file_fedhh_v1_coordinator, 24);
+  messageDesc(file_fedhh_v1_coordinator, 26);
 
 /**
  * ---------------------------------------------------------------------------------------------
@@ -1361,6 +1421,16 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof MintEnrollmentTokensRequestSchema;
     output: typeof MintEnrollmentTokensResponseSchema;
+  },
+  /**
+   * How many devices are enrolled, and what became of the enrollment tokens minted.
+   *
+   * @generated from rpc fedhh.v1.AdminService.GetEnrollment
+   */
+  getEnrollment: {
+    methodKind: "unary";
+    input: typeof GetEnrollmentRequestSchema;
+    output: typeof EnrollmentSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_fedhh_v1_coordinator, 1);
