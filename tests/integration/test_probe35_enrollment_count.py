@@ -103,3 +103,36 @@ def test_devices_wants_the_admin_token(topo: LocalTopology, tmp_path: Path,
             pytest.raises(grpc.RpcError) as error:
         admin.enrollment()
     assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_store_counts_alike_on_both_backends(backend: str, tmp_path: Path) -> None:
+    """The counts are one SQL statement each; PostgreSQL's SUM and MAX types differ from
+    SQLite's, so both are read back as plain numbers."""
+    from postgres_kit import PostgresServer
+
+    from fedhh_coordinator.store import EnrollmentCounts, Store
+
+    def counts(location: str) -> EnrollmentCounts:
+        store = Store(location)
+        try:
+            assert store.enrollment(now=1000.0) == EnrollmentCounts(0, 0.0, 0, 0, 0)
+            store.add_enrollment_tokens([b"a" * 32, b"b" * 32], expires_at=None)
+            store.add_enrollment_tokens([b"c" * 32], expires_at=999.0)
+            store.add_enrollment_tokens([b"d" * 32], expires_at=2e12)
+            store.add_device(b"h" * 32, b"k" * 32, "", token_hash=b"a" * 32)
+            found = store.enrollment(now=1000.0)
+        finally:
+            store.close()
+        assert isinstance(found.devices, int) and isinstance(found.last_enrolled_at, float)
+        return found
+
+    if backend == "sqlite":
+        found = counts(str(tmp_path / "store.sqlite"))
+    else:
+        with PostgresServer() as pg:
+            found = counts(pg.create_database())
+    assert found.last_enrolled_at > 1000.0
+    # unused: "b" and "d" (not yet expired at now=1000); used: "a"; expired: "c"
+    assert (found.devices, found.tokens_unused, found.tokens_used, found.tokens_expired) == \
+        (1, 2, 1, 1)
