@@ -7,7 +7,10 @@ writes machine-readable results with the keys ``heavy_hitters`` (list of {"item"
 round's randomizer and contributors, null for a mechanism without one), ``cut_prefixes`` (the
 same, for heavy prefixes the rounds could not complete, each with its ``cause``: ``no rounds
 left`` or ``lost in round N``), ``earlier_runs`` (the same, without
-``std``, for what the first run of --two-runs found), ``deny_list`` (as given), ``metrics``,
+``std``, for what the first run of --two-runs found), ``deny_list`` (as given),
+``deny_list_cut`` (its items longer than the codes, each with the dataset's items it also
+denies: ``also_denies``, each's ``item`` and ``users_holding``; ``needs_bits``, its whole
+code's, null past 1,024), ``metrics``,
 ``rounds`` (per-round diagnostics), ``privacy``, ``config``, ``dataset`` and ``timings``;
 ``--plot PATH`` draws the paper's marginal discovered-frequency plot.
 
@@ -29,6 +32,7 @@ import sys
 from typing import Any
 
 from fedhh.cli import options
+from fedhh.codec.codec import MAX_SUPPORTED_BITS
 from fedhh.codec.shown import columns, printable, rjust
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
@@ -71,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     result = simulate(dataset, config, truth, show_progress=progress)
     payload = result_payload(result, config, dataset.summary(progress))
     warn_over_target(payload["privacy"])
+    warn_cut_deny(payload["deny_list_cut"])
     if args.json:
         # Items as they are (UTF-8, the file's encoding), not as \ud83d\ude02 escapes; standard
         # output keeps the escapes, whatever its encoding.
@@ -94,6 +99,29 @@ def warn_over_target(privacy: dict[str, Any]) -> None:
               f"eps_agg {_fmt(privacy['eps_agg'])} over the run, above the --eps-agg target "
               f"{_fmt(target)} (a coordinator would refuse it); the figures are for the "
               f"eps_agg spent", file=sys.stderr)
+
+
+def warn_cut_deny(cut: list[dict[str, Any]], shown: int = 5) -> None:
+    """Say on stderr (--quiet or not) which deny-list items are longer than the codes: a
+    device compares codes, so each denies every item starting with the same bits, and the
+    dataset's items it so denies besides itself are named (their weight went unsaid: denying
+    one long URL dropped another held by 35% of the users)."""
+    for entry in cut:
+        also = entry["also_denies"]
+        names = ", ".join(
+            printable(other["item"]) + ("" if other["users_holding"] is None
+                                        else f" ({other['users_holding']:.1%} of the users)")
+            for other in also[:shown]) + (f" and {len(also) - shown:,} more" if len(also) > shown
+                                          else "")
+        print(f"fedhh simulate: warning: deny-list item {printable(entry['item'])} is longer "
+              f"than the codes ({entry['bits']} bits), so it denies every item whose code "
+              f"starts with the same {entry['bits']} bits"
+              + (f", here also {names}" if also else " (no other item of the dataset)")
+              + (f"; its code is {entry['needs_bits']} bits: more --completion-rounds or a "
+                 "larger --dim-limit widen the codes (docs/codecs.md)"
+                 if entry["needs_bits"] else
+                 f"; its code is longer than {MAX_SUPPORTED_BITS:,} bits, the codes' limit"),
+              file=sys.stderr)
 
 
 def write_plot(result: SimulationResult, config: RunConfig, path: str) -> None:

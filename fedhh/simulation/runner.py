@@ -23,6 +23,7 @@ import numpy as np
 
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
+from fedhh.codec.codec import MAX_SUPPORTED_BITS
 from fedhh.config import Mode, RunConfig, with_most_completions
 from fedhh.data.dataset import FederatedDataset, atomic_file
 from fedhh.data.progress import Meter
@@ -190,6 +191,9 @@ class SimulationResult:
     cut_prefixes: list[HeavyHitter] = field(default_factory=list)
     # --two-runs: what the first run found (the second run's deny list besides the given one)
     earlier_runs: list[HeavyHitter] = field(default_factory=list)
+    # the deny-list items longer than the codes, and the dataset's items each also denies
+    # (`cut_deny_items`)
+    deny_list_cut: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -197,6 +201,7 @@ class SimulationResult:
             "cut_prefixes": [h.to_dict() for h in self.cut_prefixes],
             "earlier_runs": [h.to_dict() for h in self.earlier_runs],
             "deny_list": self.deny_list,
+            "deny_list_cut": self.deny_list_cut,
             "metrics": self.metrics,
             "rounds": self.rounds,
             "timings": self.timings,
@@ -270,7 +275,9 @@ def simulate(
     truth = ground_truth(population, truth_items, show_progress)
     timings["truth_s"] = time.perf_counter() - clock - timings["setup_s"]
 
-    deny_codes = codec.encode_many(config.deny_items()).codes
+    denied = codec.encode_many(config.deny_items())
+    deny_codes = denied.codes
+    deny_cut = cut_deny_items(config.deny_items(), denied, population, truth_items)
     all_rounds: list[dict[str, Any]] = []
     with Meter(show_progress, "rounds", config.charged_rounds, "round") as meter:
 
@@ -316,7 +323,36 @@ def simulate(
                 population.item_codes, truth_items, found_codes[ended])
     timings["total_s"] = time.perf_counter() - clock
     return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output,
-                            prepared.privacy, truth, ledger, cut, earlier)
+                            prepared.privacy, truth, ledger, cut, earlier, deny_cut)
+
+
+def cut_deny_items(items: list[str], denied: Any, population: Population,
+                   truth_items: GroundTruth | None) -> list[dict[str, Any]]:
+    """The deny-list items longer than the codes (``denied``: their `ItemCodes`): a device
+    compares codes, so such an item denies every item whose code starts with the same
+    ``max_bits`` bits, and those of the dataset are named, with the share of the users holding
+    each (``truth_items``), so that a deny list never drops a heavy item unsaid; ``needs_bits``:
+    the item's whole code, None past the codes' limit."""
+    cut = np.flatnonzero(denied.truncated)
+    if not cut.size:
+        return []
+    vocabulary = population.dataset.vocabulary
+    codec = population.codec
+    widest = Codec.from_spec(codec.spec, MAX_SUPPORTED_BITS).encode_many(
+        [items[i] for i in cut.tolist()])
+    entries = []
+    for at, index in enumerate(cut.tolist()):
+        item = items[index]
+        same = np.flatnonzero(population.item_codes == denied.codes[index]).tolist()
+        also = [{"item": vocabulary[i],
+                 "users_holding": (None if truth_items is None
+                                   else float(truth_items.unweighted[i]))}
+                for i in same if vocabulary[i] != item]
+        also.sort(key=lambda entry: -(entry["users_holding"] or 0.0))
+        needs = None if widest.truncated[at] else int(widest.lengths[at])
+        entries.append({"item": item, "bits": codec.max_bits, "needs_bits": needs,
+                        "also_denies": also})
+    return entries
 
 
 def _with_std(found: list[HeavyHitter], prepared: Prepared, rounds: list[dict[str, Any]],
