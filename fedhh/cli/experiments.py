@@ -61,6 +61,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from fedhh.cli import options
+from fedhh.errors import ConfigError
 from fedhh.experiments.cluster import RUN_MEMORY_GIB, ClusterOptions, local_workers
 from fedhh.experiments.studies import STUDIES, STUDY_NAMES
 
@@ -113,10 +114,10 @@ def register(subparsers: Any) -> None:
                             "4GiB`, fedhh installed and the dataset reachable by the same name "
                             "or path on each machine")
     cluster.add_argument("--worker-memory", type=options.positive_float,
-                         default=RUN_MEMORY_GIB, metavar="GIB",
-                         help=f"memory limit of each LocalCluster worker (default "
-                              f"{RUN_MEMORY_GIB:g} GiB: one run over the 1.6M-user default "
-                              "dataset peaks at 0.8-1.5 GiB; at least 0.5 GiB)")
+                         default=None, metavar="GIB",
+                         help=f"with --workers: memory limit of each LocalCluster worker "
+                              f"(default {RUN_MEMORY_GIB:g} GiB: one run over the 1.6M-user "
+                              "default dataset peaks at 0.8-1.5 GiB; at least 0.5 GiB)")
     sub = p.add_subparsers(dest="study", required=True, metavar="STUDY")
     titles = {s.name: f"{s.number}. {s.title}" for s in STUDIES}
     groups = {"all": "The paper's studies (1-9), one report.",
@@ -242,7 +243,17 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     options.check_output_dir("--out", args.out)
     options.check_output_dir("--store", args.store)
-    cluster = ClusterOptions(args.workers, args.scheduler, args.worker_memory)
+    if args.worker_memory is not None and args.workers is None:
+        # (it was ignored: the runs went one after the other here, or to the scheduler's
+        # workers, whose limit is their own)
+        raise ConfigError(
+            "--worker-memory sets the memory of --workers' LocalCluster workers; "
+            + ("a scheduler's workers have the limit they were started with (`dask worker "
+               "ADDRESS --nthreads 1 --memory-limit 4GiB`)" if args.scheduler is not None
+               else "without --workers the runs go one after the other in this process")
+            + ": drop it, or add --workers")
+    memory = RUN_MEMORY_GIB if args.worker_memory is None else args.worker_memory
+    cluster = ClusterOptions(args.workers, args.scheduler, memory)
     if args.workers is not None:
         local_workers(cluster)  # refuses more workers than the memory holds, before any work
     if args.study in ("all", "utility-all"):
