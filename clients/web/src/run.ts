@@ -288,6 +288,13 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
       });
     } catch (error) {
       if (options.signal?.aborted) break;
+      if (error instanceof ConnectError && error.code === Code.Unauthenticated) {
+        throw new ConnectError(
+          `the coordinator refused the credential of device ${database} (device id ` +
+          `${identity.deviceId}: ${error.rawMessage}). It no longer knows this device (its ` +
+          "data was reset, or it is another deployment): the device needs a new enrolment " +
+          "token, and its stored identity forgotten", error.code, undefined, undefined, error);
+      }
       throw error;
     }
     summary.tasks += 1;
@@ -335,6 +342,16 @@ async function enrol(coordinator: Coordinator, identities: IdentityStore,
       if (!(error instanceof ConnectError) || !ENROLL_RETRIED.has(codeOf(error))) {
         // The coordinator refused the token (unknown, spent, expired): it will not enrol.
         if (error instanceof ConnectError) await identities.savePending?.(null);
+        if (error instanceof ConnectError && error.code === Code.Unauthenticated) {
+          // (the page showed the coordinator's words alone, "unknown or already used
+          // enrollment token", to a user whose browser had lost the device's storage)
+          throw new ConnectError(
+            `the coordinator refused the enrolment token of device ${database} ` +
+            `(${error.rawMessage}). This browser holds no identity for that device: it never ` +
+            "enrolled here, or the site's data (IndexedDB) was cleared since it did, and a " +
+            "token enrols one device once. It needs a new enrolment token",
+            error.code, undefined, undefined, error);
+        }
         throw error;
       }
       const cap = error.code === Code.ResourceExhausted || error.code === Code.Canceled
