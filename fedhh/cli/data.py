@@ -75,8 +75,9 @@ def register(subparsers: Any) -> None:
     generate.add_argument("--cache-dir", type=Path, default=None, help="cache folder")
     generate.set_defaults(handler=_generate)
 
-    imp = actions.add_parser("import", help="convert a text or LEAF file into a dataset")
-    imp.add_argument("path", type=Path, help="text file, LEAF .json file or LEAF directory")
+    imp = actions.add_parser("import", help="convert a text, JSON-lines or LEAF file into a dataset")
+    imp.add_argument("path", type=Path, help="text file, JSON-lines file, LEAF .json file or LEAF "
+                     "directory")
     imp.add_argument("--format", choices=("text", "jsonl", "leaf"), required=True, dest="fmt",
                      help="input format (jsonl: one JSON array or object of counts a user, for "
                           "items with spaces; docs/datasets.md)")
@@ -89,7 +90,8 @@ def register(subparsers: Any) -> None:
     imp.set_defaults(handler=_import)
 
     inspect = actions.add_parser("inspect", help="summary statistics and top items")
-    inspect.add_argument("dataset", help="built-in name or path (dataset dir, .txt, LEAF)")
+    inspect.add_argument("dataset", help="built-in name or path (dataset dir, .txt, .jsonl, "
+                         "LEAF)")
     inspect.add_argument("--top", type=_positive_int, default=20, help="top items to list")
     inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
     inspect.add_argument("--cache-dir", type=Path, default=None, help="cache folder")

@@ -70,21 +70,26 @@ def read_leaf_file(path: Path) -> dict[str, Any]:
     except OSError as error:
         raise DatasetError(f"cannot read LEAF file {path}: {error.strerror}") from None
     try:
-        data = json.loads(raw.decode("utf-8-sig"))  # (a BOM, as the text reader allows)
+        text = raw.decode("utf-8-sig")  # (a BOM, as the text reader allows)
+        data = json.loads(text)
     except UnicodeDecodeError as error:
         raise DatasetError(f"{path}: not UTF-8 at byte {error.start}") from None
     except json.JSONDecodeError as error:
         raise DatasetError(
             f"{path}: line {error.lineno} column {error.colno}: invalid JSON ({error.msg})"
+            + (_JSON_LINES if error.msg == "Extra data" and _json_lines(text) else "")
         ) from None
     except RecursionError:
         raise DatasetError(f"{path}: JSON nested too deeply") from None
     if not isinstance(data, dict):
-        raise DatasetError(f"{path}: top level is {type(data).__name__}, expected a LEAF object")
+        raise DatasetError(f"{path}: top level is {type(data).__name__}, expected a LEAF object"
+                           + (_JSON_LINES if isinstance(data, list) else ""))
     users = data.get("users")
     user_data = data.get("user_data")
     if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
-        raise DatasetError(f"{path}: 'users' must be a list of strings")
+        raise DatasetError(f"{path}: 'users' must be a list of strings"
+                           + (_JSON_LINES if "users" not in data and "user_data" not in data
+                              else ""))
     if not isinstance(user_data, dict):
         raise DatasetError(f"{path}: 'user_data' must be an object keyed by user id")
     if len(set(users)) != len(users):
@@ -99,6 +104,23 @@ def read_leaf_file(path: Path) -> dict[str, Any]:
         if not isinstance(entry, dict) or not isinstance(entry.get("x"), list):
             raise DatasetError(f"{path}: user_data[{user!r}] must be an object with a list 'x'")
     return data
+
+
+_JSON_LINES = ("; it reads as JSON lines, one user a line (an array of items or an object of "
+               "item counts): name it .jsonl, or import it with --format jsonl")
+
+
+def _json_lines(text: str) -> bool:
+    """Whether ``text``'s first line alone is a JSON array, or an object that is no LEAF
+    file's: a JSON-lines dataset (`fedhh.data.jsonl`) given as LEAF, by its name
+    (``users.json``) or ``--format leaf``."""
+    first = text.lstrip().partition("\n")[0]
+    try:
+        user = json.loads(first)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(user, list) or (isinstance(user, dict)
+                                      and not {"users", "user_data"} & user.keys())
 
 
 def _check_encodable(text: str, path: Path, user: str) -> None:
