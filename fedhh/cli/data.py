@@ -75,7 +75,8 @@ def register(subparsers: Any) -> None:
     generate.add_argument("--cache-dir", type=Path, default=None, help="cache folder")
     generate.set_defaults(handler=_generate)
 
-    imp = actions.add_parser("import", help="convert a text, JSON-lines or LEAF file into a dataset")
+    imp = actions.add_parser("import",
+                             help="convert a text, JSON-lines or LEAF file into a dataset")
     imp.add_argument("path", type=Path, help="text file, JSON-lines file, LEAF .json file or LEAF "
                      "directory")
     imp.add_argument("--format", choices=("text", "jsonl", "leaf"), required=True, dest="fmt",
