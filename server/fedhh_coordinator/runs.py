@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,10 +26,9 @@ from fedhh.errors import ConfigError, shown
 from fedhh.privacy import PrivacyLedger
 from fedhh.privacy.accountant import allocation_offsets
 from fedhh.server import LocalRandomizer, PrefixTree, TailKind, TreeState
-from fedhh_coordinator.store import RunRow, Store, decoded
+from fedhh_coordinator.store import RUN_ID, RUN_ID_RULE, RunRow, Store, decoded
 
 log = logging.getLogger(__name__)
-RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 T = TypeVar("T")
 
 
@@ -38,8 +36,8 @@ async def create_run(store: Store, config: RunConfig, run_id: str = "") -> RunRo
     """Validate, plan and store a new run (pending); raises ConfigError or PrivacyError."""
     config.validate(Mode.NETWORK)
     run_id = run_id or secrets.token_hex(8)
-    if not RUN_ID.match(run_id):
-        raise ConfigError(f"run_id must match {RUN_ID.pattern}, got {shown(run_id)}")
+    if not RUN_ID.fullmatch(run_id):
+        raise ConfigError(f"run_id must be {RUN_ID_RULE}, got {shown(run_id)}")
     # The solver takes a fraction of a second: keep the event loop free meanwhile. Too few
     # devices for the later completion rounds' weights (their local epsilon would not stay
     # positive): the run goes without them, and stores so.

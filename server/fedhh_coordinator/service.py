@@ -10,7 +10,7 @@ import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.codec.codebook import BUILTIN_NAMES
-from fedhh.errors import AuthenticationError, ConfigError, RateLimited, StoreDamaged
+from fedhh.errors import AuthenticationError, ConfigError, RateLimited, StoreDamaged, shown
 from fedhh.rpc.credentials import raw_public
 from fedhh.rpc.errors import status_errors
 from fedhh.rpc.run_config import from_proto, to_proto
@@ -35,6 +35,18 @@ MAX_WAIT_MS = 30 * 60_000
 RETRY_AFTER_MS = 1_000
 MAX_ATTESTATION_BYTES = 16 * 1024
 MAX_MINT = 100_000
+
+
+def check_label(label: str) -> None:
+    """A label of a device or of enrollment tokens: kept for the operator's records, so at
+    most 64 bytes of printable text. A NUL in it was an internal error on PostgreSQL (its text
+    cannot hold one) and stored as given on SQLite; newlines and terminal escapes would reach
+    whoever reads the records."""
+    if len(label.encode()) > 64:
+        raise ConfigError(f"label must be at most 64 bytes, got {len(label.encode())}")
+    if not label.isprintable():
+        raise ConfigError(f"label must be printable text (no control or format characters "
+                          f"such as NUL, newlines or escapes), got {shown(label)}")
 
 
 class TaskWaiter(Protocol):
@@ -76,8 +88,7 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         if not is_valid_ed25519_public(request.identity_public_key):
             raise ConfigError("identity_public_key is not a point of Ed25519's prime-order "
                               "subgroup (small order, off the curve, or with a torsion part)")
-        if len(request.label.encode()) > 64:
-            raise ConfigError("label must be at most 64 bytes")
+        check_label(request.label)
         credential = auth.new_credential()
         device_id = self.store.add_device(auth.credential_hash(credential),
                                           request.identity_public_key, request.label,
@@ -152,8 +163,9 @@ class AdminService(pb_grpc.AdminServiceServicer):
         self._check(context)
         if not 1 <= request.count <= MAX_MINT:
             raise ConfigError(f"count must be in [1, {MAX_MINT}], got {request.count}")
-        if not request.ttl_s >= 0 or len(request.label.encode()) > 64:
-            raise ConfigError("ttl_s must be >= 0 and label at most 64 bytes")
+        if not request.ttl_s >= 0:
+            raise ConfigError(f"ttl_s must be >= 0 (0: valid until used), got {request.ttl_s}")
+        check_label(request.label)
         tokens = mint(self.store, request.count, request.ttl_s or None, request.label)
         return pb.MintEnrollmentTokensResponse(tokens=tokens)
 

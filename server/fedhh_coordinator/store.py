@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,12 @@ ACTIVE = ("pending", "running")
 # leaking later (a tokens file left behind) cannot take over the device's credential: past
 # it, a used token is worth nothing, as before.
 REISSUE_WINDOW_S = 15 * 60
+
+
+# A run's id: what an operator types and what names it in logs, URLs and file names. Matched
+# whole (``fullmatch``): ``^...$`` took "r1\n", a second run that lists as "r1" does.
+RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+RUN_ID_RULE = "1 to 64 characters of A-Z, a-z, 0-9, _ and -"
 
 
 @dataclass(frozen=True)
@@ -245,6 +252,11 @@ class Store:
                  json.dumps([str(c) for c in deny_codes]), now, now))
 
     def run(self, run_id: str) -> RunRow:
+        if "\x00" in run_id:
+            # no run has such an id, and PostgreSQL refuses a NUL in a text parameter (an
+            # internal error before). Other ids that are not RUN_ID's are looked up: a run
+            # stored before ``fullmatch`` may have one.
+            raise NotFoundError(f"unknown run {shown(run_id)} (a run's id is {RUN_ID_RULE})")
         rows = self.db.query(
             "SELECT run_id, config, state, eps_local, tree, ledger, deny_codes, error "
             "FROM runs WHERE run_id = ?", (run_id,))

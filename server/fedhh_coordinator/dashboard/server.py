@@ -223,7 +223,7 @@ class Dashboard:
     # ---- pages -----------------------------------------------------------------------------
     def _run_id(self, request: web.Request) -> str:
         run_id = request.match_info["run_id"]
-        if not RUN_ID.match(run_id):
+        if not RUN_ID.fullmatch(run_id):
             raise web.HTTPNotFound(text="no such run")
         return run_id
 
