@@ -160,6 +160,12 @@ class Codec:
         if not sizes.all():
             raise ConfigError(f"item {int(np.argmin(sizes))} is empty; items must be non-empty")
         if self._trie is None:
+            # Every codeword is a bit at least, so the bytes past the first max_bits + 1 reach
+            # no bit of the code, and those kept still mark the item cut: only they are
+            # written (a vocabulary of long URLs held 60 bytes of arrays for each of its bytes).
+            if int(sizes.max()) > r + 1:
+                encoded = [data[:r + 1] for data in encoded]
+                sizes = np.minimum(sizes, r + 1)
             values, lengths, chunks = self._byte_chunks(encoded, sizes)
         else:
             values, lengths, chunks = self._token_chunks(encoded)
@@ -187,6 +193,7 @@ class Codec:
         byte_values = self._byte_values.tolist()
         byte_lengths = self._byte_lengths.tolist()
         end_value, end_length = int(self._end_value), self._end_length
+        r = self.max_bits
         root = self._trie
         values: list[int] = []
         lengths: list[int] = []
@@ -210,11 +217,15 @@ class Codec:
                         best, size, value, bits = node[1] + cost[j], j - i, node[2], node[1]
                 cost[i] = best
                 pick_length[i], pick_value[i], pick_bits[i] = size, value, bits
-            i = 0
+            # (the writing is the whole item's, but only its symbols up to the code's width
+            # are kept: the rest reach no bit of it, and the end symbol after them still marks
+            # the item cut)
+            i = written = 0
             before = len(values)
-            while i < n:
+            while i < n and written < r:
                 values.append(pick_value[i])
                 lengths.append(pick_bits[i])
+                written += pick_bits[i]
                 i += pick_length[i]
             values.append(end_value)
             lengths.append(end_length)
