@@ -217,6 +217,7 @@ class Fleet:
         self._jitter: random.Random = (random.SystemRandom() if seed is None
                                        else random.Random(f"fleet-jitter/{seed}"))
         self._moved: dict[int, int] = {}  # user -> coordinators skipped (unavailable)
+        self._rejected: dict[int, str] = {}  # user -> why its credential was rejected
         self._identities: dict[int, Identity] = self._load_state()
 
     # ---- identities ----------------------------------------------------------------------
@@ -308,6 +309,35 @@ class Fleet:
         if on_enrolled is not None:
             on_enrolled()
         await asyncio.gather(*(self._device(user, data) for user, data in self.users))
+        if self._rejected and not self.stop.is_set():
+            # Every device has ended, its credential rejected: the process fails saying why
+            # (it ended with status 0 and nothing running, so a supervisor restarted it into
+            # the same rejections, each device logging its own error line every time).
+            users = sorted(self._rejected)
+            shown = ", ".join(map(str, users[:5])) + (", ..." if len(users) > 5 else "")
+            where = (f"{self.state_file} holds identities the coordinator never enrolled or has "
+                     f"forgotten (its state was reset, or this --state-dir is another "
+                     f"deployment's): remove it and enroll these users with new tokens"
+                     if self.state_file is not None else
+                     "enroll these users again with new tokens")
+            raise ConfigError(
+                f"the coordinator rejected the credentials of {len(users)} devices (users "
+                f"{shown}): {self._rejected[users[0]]}. {where} (fedhh admin mint-tokens "
+                f"--users)")
+
+    def _credential_rejected(self, user: int, identity: Identity,
+                             failure: grpc.aio.AioRpcError) -> None:
+        """``user``'s credential was refused (UNAUTHENTICATED): the device stops. The first of
+        this process logs an error; the others a debug line (a reset coordinator rejects them
+        all: one line each drowned the cause), and ``run`` names them all if none is left."""
+        self._rejected[user] = failure.details() or "rejected"
+        extra = {"user": user, "device_id": identity.device_id, "detail": failure.details()}
+        if len(self._rejected) == 1:
+            log.error("device credential rejected", extra={
+                **extra, "others": "further devices of this process rejected so are logged at "
+                                   "debug level; the process fails naming them once none is left"})
+        else:
+            log.debug("device credential rejected", extra=extra)
 
     async def _device(self, user: int, data: DeviceData) -> None:
         identity = self._identities[user]
@@ -342,7 +372,7 @@ class Fleet:
                 self.stats.calls.record(f"GetTask.{why}", seconds, 0)
             if failure is not None:
                 if failure.code() == grpc.StatusCode.UNAUTHENTICATED:
-                    log.error("device credential rejected", extra={"user": user})
+                    self._credential_rejected(user, identity, failure)
                     return
                 if failure.code() == grpc.StatusCode.UNAVAILABLE:
                     self._next_stub(user)
