@@ -148,7 +148,9 @@ def import_text(
 def write_text(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:
     """Export a dataset in the text format (items repeated, users in order, ids ascending).
     DatasetError, nothing written, if an item holds whitespace, which the text format would
-    read as two items (`fedhh.data.jsonl.write_jsonl` writes any item)."""
+    read as two items (`fedhh.data.jsonl.write_jsonl` writes any item). A file whose first item
+    begins with U+FEFF starts with a byte-order mark, which the reader drops as an editor's,
+    keeping the item's own."""
     out = Path(path)
     vocab = dataset.vocabulary
     spaced = next((item for item in vocab if any(ch.isspace() for ch in item)), None)
@@ -157,6 +159,9 @@ def write_text(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:
                            "between items; export it as JSON lines (fedhh.data.jsonl)")
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(out, "w") as handle:
+        first = dataset.user_items(0)[0] if dataset.num_users else ()
+        if len(first) and vocab[int(first[0])].startswith("\ufeff"):
+            handle.write("\ufeff")  # (read as a mark: the item's own U+FEFF is kept after it)
         for user in range(dataset.num_users):
             items, counts = dataset.user_items(user)
             words = [" ".join([vocab[i]] * int(c)) for i, c in zip(items.tolist(),

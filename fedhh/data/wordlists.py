@@ -129,13 +129,17 @@ def listed_item_defect(item: str) -> str | None:
 
 
 def write_item_list(items: list[str], path: str | os.PathLike[str]) -> Path:
-    """Write items one per line (UTF-8), atomically; each must pass `listed_item_defect`."""
+    """Write items one per line (UTF-8), atomically; each must pass `listed_item_defect`. A
+    first item that begins with U+FEFF gets a byte-order mark before it, which
+    `load_item_list` drops as an editor's mark, keeping the item's own."""
     for i, item in enumerate(items):
         if (defect := listed_item_defect(item)) is not None:
             raise DatasetError(f"item {i} ({item!r}) {defect}")
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(out, "w") as handle:
+        if items and items[0].startswith("\ufeff"):
+            handle.write("\ufeff")  # (read as a mark: the item's own U+FEFF is kept after it)
         for item in items:
             handle.write(item + "\n")
     return out
