@@ -35,6 +35,13 @@ space (U+0020) that begins or ends an item (or a cut prefix's text before its ta
 ``\\x20``, and every space but U+0020 is escaped wherever it is (``new\\xa0york``): ``new york``,
 ``new\\xa0york``, ``new york\\x20`` and ``\\x20new york`` are four items that show as four.
 
+Letters of Latin, Greek and Cyrillic look alike (``a`` and the Cyrillic ``а``, ``o``, the
+Greek ``ο`` and the Cyrillic ``о``), so an item that mixes letters of two of these scripts
+(``pаypal`` with a Cyrillic ``а``) shows the letters of all but its most frequent one escaped
+(``p\\u0430ypal``; on a tie Latin is kept, else the first letter's script): before,
+``pаypal`` and ``paypal`` were two rows that read alike. An item of one of them (``Москва``,
+``café``) shows as it is.
+
 Items are kept as written, so ``café`` written with a combining accent (NFD) and with ``é``
 (NFC) are two items that look alike: in an item that is not in NFC, the marks, jamo and
 singletons (the Ohm sign) of each run of characters NFC would change are escaped
@@ -284,6 +291,7 @@ def printable(text: str, cut: bool = False) -> str:
     unnormal = ([False] * len(text) if unicodedata.is_normalized("NFC", text)
                 else _unnormal_runs(text))
     flags = [range(*m.span()) for m in _SUBDIVISION_FLAGS.finditer(text)]
+    foreign = _foreign_letters(text)
     # (a cut prefix's joiner before its tail joins nothing: 👨 and a joiner, then …, showed as
     # the cut prefix 👨…, which stands for other items)
     body = text[:_cut_tail(text)] if cut else text
@@ -302,6 +310,37 @@ def printable(text: str, cut: bool = False) -> str:
             shown.append(_escape(char))
         elif _within(code, _IGNORABLE):
             shown.append(char if i < len(body) and _kept_in_context(body, i) else _escape(char))
+        elif i in foreign:
+            shown.append(_escape(char))
         else:
             shown.append(_escaped(char))
     return "".join(shown)
+
+
+_LOOKALIKE_SCRIPTS = ("LATIN", "GREEK", "CYRILLIC")
+
+
+@lru_cache(maxsize=4096)
+def _lookalike_script(char: str) -> str | None:
+    """The script of a letter of Latin, Greek or Cyrillic, whose letters look alike across
+    them (``a`` and ``а``, ``o``, ``ο`` and ``о``); None for any other character."""
+    if not unicodedata.category(char).startswith("L"):
+        return None
+    script = unicodedata.name(char, "").partition(" ")[0]
+    return script if script in _LOOKALIKE_SCRIPTS else None
+
+
+def _foreign_letters(text: str) -> set[int]:
+    """The positions of the letters to escape in a text that mixes Latin, Greek and Cyrillic
+    letters (module docstring): those not of its most frequent of the three (on a tie, Latin,
+    else the first letter's); none in a text of one of them."""
+    scripts = [(i, script) for i, char in enumerate(text)
+               if not char.isascii() or char.isalpha()
+               if (script := _lookalike_script(char)) is not None]
+    kinds = {script for _, script in scripts}
+    if len(kinds) < 2:
+        return set()
+    counts = {kind: sum(script == kind for _, script in scripts) for kind in kinds}
+    first = scripts[0][1]
+    kept = max(kinds, key=lambda kind: (counts[kind], kind == "LATIN", kind == first))
+    return {i for i, script in scripts if script != kept}
