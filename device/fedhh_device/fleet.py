@@ -44,7 +44,7 @@ from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh.v1.aggregator_pb2_grpc import SecureAggregationStub
 from fedhh_device.budget import DeviceBudget
 from fedhh_device.report import DeviceData, make_report
-from fedhh_device.secagg_run import DropPlan, Floors, run_secure_aggregation
+from fedhh_device.secagg_run import DropPlan, Floors, log_round_counts, run_secure_aggregation
 from fedhh_device.timing import CallStats
 
 log = logging.getLogger(__name__)
@@ -308,7 +308,10 @@ class Fleet:
         await self.enroll_all()
         if on_enrolled is not None:
             on_enrolled()
-        await asyncio.gather(*(self._device(user, data) for user, data in self.users))
+        try:
+            await asyncio.gather(*(self._device(user, data) for user, data in self.users))
+        finally:
+            log_round_counts()
         if self._rejected and not self.stop.is_set():
             # Every device has ended, its credential rejected: the process fails saying why
             # (it ended with status 0 and nothing running, so a supervisor restarted it into

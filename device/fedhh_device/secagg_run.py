@@ -112,8 +112,15 @@ class RoundChecks:
 
 
 _ROUND_CHECKS = RoundChecks()
-# The failed rounds of this process's devices, logged once per round and cause.
+# The failed and the refused rounds of this process's devices, logged once per round and cause.
 _FAILURES = RoundFailures(log)
+_REFUSALS = RoundFailures(log, "refused the round")
+
+
+def log_round_counts() -> None:
+    """Log the counts of the failed and refused rounds not yet counted (as the process stops)."""
+    _FAILURES.flush()
+    _REFUSALS.flush()
 
 STAGES = {"advertise": Stage.ADVERTISE_KEYS, "share": Stage.SHARE_KEYS,
           "masked": Stage.MASKED_INPUT, "unmask": Stage.UNMASK}
@@ -202,9 +209,11 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
     if public is None:
         public = key.public_key().public_bytes(serialization.Encoding.Raw,
                                                serialization.PublicFormat.Raw)
-    with _FAILURES.of((task.run_id, task.round, task.attempt)) as failures:
+    round_key = (task.run_id, task.round, task.attempt)
+    with _FAILURES.of(round_key) as failures, _REFUSALS.of(round_key) as refusals:
         return await _run(channel, task, key, round_keys, coordinator_public, ones, drop_at,
-                          stats, floors, public, rng, transport, opening, computing, failures)
+                          stats, floors, public, rng, transport, opening, computing, failures,
+                          refusals)
 
 
 async def _run(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519PrivateKey,
@@ -212,7 +221,8 @@ async def _run(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519Priva
                ones: np.ndarray | Callable[[], Awaitable[np.ndarray]], drop_at: Stage | None,
                stats: Any, floors: Floors, public: bytes, rng: random.Random | None,
                transport: Transport | None, opening: asyncio.Semaphore | None,
-               computing: ComputeTurns | None, failures: RoundFailures.Reporter) -> str:
+               computing: ComputeTurns | None, failures: RoundFailures.Reporter,
+               refusals: RoundFailures.Reporter) -> str:
     started = time.perf_counter()
     try:
         signed = SignedConfig(task.round_config, task.round_config_signature)
@@ -231,9 +241,7 @@ async def _run(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519Priva
                                        observe=stats.calls.record, transport=transport,
                                        opening=opening, computing=computing)
     except FedhhError as error:
-        log.warning("refused the round", extra={
-            "secagg_id": task.secagg_id, "round": task.round, "attempt": task.attempt,
-            "reason": str(error)})
+        refusals.failed("refused", "config", task.secagg_id, str(error))
         return "failed"
     stats.outcome_seconds.setdefault(result.outcome.value, []).append(
         time.perf_counter() - started)
@@ -242,7 +250,6 @@ async def _run(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519Priva
         return "completed"
     if result.outcome is ParticipationEnd.DROPPED:
         return "dropped"
-    # (once per round and cause for all this process's devices: fedhh_device.failures)
     failures.failed(result.outcome.value, result.reached.name, task.secagg_id, result.detail)
     return "failed"
 

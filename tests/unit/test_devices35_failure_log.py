@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fedhh.errors import ConfigError
 from fedhh.rpc.participation import ParticipationEnd, SessionResult
 from fedhh.secagg import RoundKeys, Stage
 from fedhh.secagg.primitives import system_random
@@ -57,11 +58,15 @@ def _task(secagg_id: int, round_: int = 3, attempt: int = 0) -> pb.Task:
 
 
 async def _devices(tasks: list[pb.Task]) -> list[str]:
+    """The devices of ``tasks`` take part, then the process stops (logging its counts)."""
     key = Ed25519PrivateKey.generate()
     keys = RoundKeys.generate(system_random)
-    return await asyncio.gather(*(run_secure_aggregation(
-        object(), task, key, keys, b"", np.zeros(1, dtype=np.int64), None, Stats(), Floors())
-        for task in tasks))
+    try:
+        return await asyncio.gather(*(run_secure_aggregation(
+            object(), task, key, keys, b"", np.zeros(1, dtype=np.int64), None, Stats(),
+            Floors()) for task in tasks))
+    finally:
+        secagg_run.log_round_counts()
 
 
 def _lines(caplog: pytest.LogCaptureFixture, level: int) -> list[logging.LogRecord]:
@@ -153,3 +158,33 @@ def test_a_lone_failure_is_one_warning_and_a_stopped_round_is_still_counted(
     summary = _lines(caplog, logging.WARNING)[-1]
     assert summary.devices == 2  # type: ignore[attr-defined]
     assert len(secagg_run._FAILURES) == 0
+
+
+def test_devices_refusing_a_round_alike_log_one_warning_and_one_count(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A config below the devices' floors: each device refuses the round before contacting the
+    aggregator, and the process says so once, then counts them (was a warning per device)."""
+    below = "the round's config is below this device's floors: n_min=15 < floor 30"
+
+    class Refusing:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise ConfigError(below)
+
+    monkeypatch.setattr(secagg_run, "SecAggDevice", Refusing)
+    caplog.set_level(logging.DEBUG, LOGGER)
+    # (each device refuses before the next begins: no two of a round overlap here)
+    outcomes = asyncio.run(_devices([_task(u) for u in range(1, 26)] + [_task(1, round_=4)]))
+    assert outcomes == ["failed"] * 26
+    warnings = _lines(caplog, logging.WARNING)
+    assert len(warnings) == 3, [r.getMessage() for r in warnings]
+    first, summary, next_round = warnings
+    assert first.getMessage() == "refused the round"
+    assert (first.round, first.detail) == (3, below)  # type: ignore[attr-defined]
+    assert len(_lines(caplog, logging.DEBUG)) == 24
+    # Round 3 is counted as soon as the process moves on to round 4.
+    assert summary.getMessage().startswith("refused the round: 25 devices of this process in "
+                                           "round 3")
+    assert summary.details == {below: 25}  # type: ignore[attr-defined]
+    assert (next_round.getMessage(), next_round.round) == (  # type: ignore[attr-defined]
+        "refused the round", 4)
+    assert len(secagg_run._REFUSALS) == 0
