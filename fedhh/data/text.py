@@ -17,12 +17,15 @@ Reading streams the file line by line into `ShardedBuilder`, so the whole text i
 memory. Bytes that are not UTF-8 give a DatasetError naming the file and line.
 
 An item here holds no whitespace: for phrases and queries (``new york``), use the JSON-lines
-format (`fedhh.data.jsonl`), whose items are JSON strings.
+format (`fedhh.data.jsonl`), whose items are JSON strings. A file whose first non-blank line is
+a user of that format (a JSON array of strings, an object of integer counts) is refused, naming
+the line and the way to import it: read as text, its items were pieces of JSON.
 """
 
 from __future__ import annotations
 
 import codecs
+import json
 import logging
 import os
 from collections import Counter
@@ -102,8 +105,34 @@ def iter_text_users(
                 "text dataset has one user per line, each ending with \\n or \\r\\n, so "
                 "this line's users would be counted as one")
 
-    for _, line in user_lines(source, "text", meter, line_ends):
+    looked = False
+    for number, line in user_lines(source, "text", meter, line_ends):
+        if not looked and line.strip():
+            looked = True
+            if _json_user(line):
+                raise DatasetError(
+                    f"{source}: line {number} is a JSON user (an array of items or an object "
+                    "of item counts), whose brackets, quotes and commas the text format would "
+                    "take for parts of items ('[\"new', 'york\",'); for a JSON-lines dataset "
+                    "name the file .jsonl, or import it with --format jsonl")
         yield Counter(line.lower().split() if lowercase else line.split())
+
+
+def _json_user(line: str) -> bool:
+    """Whether ``line`` is one user of the JSON-lines format (`fedhh.data.jsonl`): a non-empty
+    JSON array of strings or object of integer counts. (A text line that is such JSON, its
+    items ``["a",`` and ``"b"]``, is a JSON-lines file given as text.)"""
+    text = line.strip()
+    if not text.startswith(("[", "{")):
+        return False
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    if isinstance(value, list):
+        return bool(value) and all(isinstance(item, str) for item in value)
+    return isinstance(value, dict) and bool(value) and all(
+        isinstance(count, int) for count in value.values())
 
 
 def import_users(users: Callable[..., Iterator[Counter[str]]], fmt: str, kind: str,
