@@ -14,7 +14,10 @@
   ``--deny-list PATH`` reads. An item may hold spaces inside (``new york``), as a dataset's may,
   but not at either end: what an editor shows as ``new york`` may end in a space no one sees
   (or that the editor trims on save), and a deny list that silently named another item than the
-  one meant would let that item through, so such a line is refused (`listed_item_defect`).
+  one meant would let that item through, so such a line is refused (`listed_item_defect`), as
+  is one that begins or ends with an invisible direction mark (U+200E, U+200F, U+061C): the
+  console sets a Hebrew or Arabic item between two (`fedhh.codec.shown.isolated`), and an item
+  copied from there would carry them.
 """
 
 from __future__ import annotations
@@ -114,10 +117,14 @@ def warm_start_list(n: int = 2000) -> list[str]:
     return [word.lower() for word, _ in pairs[:n]]
 
 
+# Left-to-right, right-to-left and Arabic letter marks: none draws anything.
+_DIRECTION_MARKS = "\u200e\u200f\u061c"
+
+
 def listed_item_defect(item: str) -> str | None:
     """Why ``item`` cannot be a line of an item list, or None: it must be an item
-    (`fedhh.data.dataset.item_defect`: non-empty, no line break) without whitespace at either
-    end (module docstring)."""
+    (`fedhh.data.dataset.item_defect`: non-empty, no line break) without whitespace or a
+    direction mark at either end (module docstring)."""
     if (defect := item_defect(item)) is not None:
         return defect
     if item[0].isspace() or item[-1].isspace():
@@ -125,6 +132,13 @@ def listed_item_defect(item: str) -> str | None:
         char = item[0] if end == "begins" else item[-1]
         return (f"{end} with whitespace ({ascii(char)[1:-1]}); an item list's items may hold "
                 "spaces inside but not at either end, where no editor shows them")
+    if item[0] in _DIRECTION_MARKS or item[-1] in _DIRECTION_MARKS:
+        end = "begins" if item[0] in _DIRECTION_MARKS else "ends"
+        char = item[0] if end == "begins" else item[-1]
+        return (f"{end} with an invisible direction mark ({ascii(char)[1:-1]}), as the "
+                "console sets around a Hebrew or Arabic item (fedhh.codec.shown.isolated): "
+                "copied from there, it names another item; take the item from --json, or "
+                "delete the mark")
     return None
 
 
