@@ -35,6 +35,12 @@ space (U+0020) that begins or ends an item (or a cut prefix's text before its ta
 ``\\x20``, and every space but U+0020 is escaped wherever it is (``new\\xa0york``): ``new york``,
 ``new\\xa0york``, ``new york\\x20`` and ``\\x20new york`` are four items that show as four.
 
+A cut item ends in ``…`` (``wait…`` stands for every item starting ``wait``), so a whole item
+that ends in ``…`` itself, as text cut by its writer does, shows it escaped
+(``wait\\u2026``): in a list of heavy hitters that holds cut items (``--max-bits`` without
+completion rounds) the two read alike, and the console's note says an item ending in ``…``
+was cut.
+
 Letters of Latin, Greek and Cyrillic look alike (``a`` and the Cyrillic ``а``, ``o``, the
 Greek ``ο`` and the Cyrillic ``о``), so an item that mixes letters of two of these scripts
 (``pаypal`` with a Cyrillic ``а``) shows the letters of all but its most frequent one escaped
@@ -302,6 +308,8 @@ def printable(text: str, cut: bool = False) -> str:
             shown.append(char if cut else "\\\\")
         elif char == " " and (i == 0 or i == len(body) - 1):
             shown.append("\\x20")  # (a space at an end draws nothing there)
+        elif char == ELLIPSIS and not cut and i == len(text) - 1:
+            shown.append(_escape(char))  # (a cut item's mark: module docstring)
         elif code in _TAGS:
             shown.append(char if any(i in flag for flag in flags) else _escape(char))
         elif (unnormal[i] and _unnormal(char)) or (
