@@ -117,8 +117,9 @@ def warn_cut_deny(cut: list[dict[str, Any]], shown: int = 5) -> None:
               f"than the codes ({entry['bits']} bits), so it denies every item whose code "
               f"starts with the same {entry['bits']} bits"
               + (f", here also {names}" if also else " (no other item of the dataset)")
-              + (f"; its code is {entry['needs_bits']} bits: more --completion-rounds or a "
-                 "larger --dim-limit widen the codes (docs/codecs.md)"
+              + (f"; its code is {entry['needs_bits']} bits, which wider codes reach (more "
+                 "--completion-rounds or a larger --dim-limit; without completion rounds, "
+                 "--max-bits: docs/codecs.md)"
                  if entry["needs_bits"] else
                  f"; its code is longer than {MAX_SUPPORTED_BITS:,} bits, the codes' limit"),
               file=sys.stderr)

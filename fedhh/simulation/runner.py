@@ -319,8 +319,13 @@ def simulate(
                                       if hitters else 0.0)
         metrics["cut_prefixes"] = len(cut)
         if truth_items is not None and population.single_items is None:
-            metrics["whole_recall_at"] = whole_recall(
-                population.item_codes, truth_items, found_codes[ended])
+            # (the deny list's items and what an earlier run found whole count as found, as
+            # in recall_at: denied, they cannot be found again; a denied URL of the top 50
+            # counted as missed)
+            known = cw.from_ints([h.code for h in earlier if h.ended], codec.max_bits)
+            whole = np.union1d(np.union1d(found_codes[ended], known),
+                               denied.codes[~denied.truncated])
+            metrics["whole_recall_at"] = whole_recall(population.item_codes, truth_items, whole)
     timings["total_s"] = time.perf_counter() - clock
     return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output,
                             prepared.privacy, truth, ledger, cut, earlier, deny_cut)

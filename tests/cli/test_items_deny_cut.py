@@ -64,7 +64,7 @@ def test_a_cut_deny_item_names_what_it_also_denies(
     assert f"here also {SIBLING} ({holders:.1%} of the users)" in warnings[0]
     assert "longer than 1,024 bits, the codes' limit" in warnings[0]
     assert "(no other item of the dataset)" in warnings[1]
-    assert f"its code is {alone['needs_bits']} bits: more --completion-rounds" in warnings[1]
+    assert f"its code is {alone['needs_bits']} bits, which wider codes reach" in warnings[1]
     # (what it warns of: the sibling, held by 40%, is not output)
     assert SIBLING not in {h["item"] for h in payload["heavy_hitters"]}
 
