@@ -101,12 +101,22 @@ def warn_over_target(privacy: dict[str, Any]) -> None:
               f"eps_agg spent", file=sys.stderr)
 
 
-def warn_cut_deny(cut: list[dict[str, Any]], shown: int = 5) -> None:
+def warn_cut_deny(cut: list[dict[str, Any]], shown: int = 5, lines: int = 10) -> None:
     """Say on stderr (--quiet or not) which deny-list items are longer than the codes: a
     device compares codes, so each denies every item starting with the same bits, and the
     dataset's items it so denies besides itself are named (their weight went unsaid: denying
-    one long URL dropped another held by 35% of the users)."""
-    for entry in cut:
+    one long URL dropped another held by 35% of the users). At most ``lines`` of them, those
+    that deny the most held other items first; a last line counts the rest."""
+    def weight(entry: dict[str, Any]) -> float:
+        return sum(other["users_holding"] or 1e-9 for other in entry["also_denies"])
+
+    ordered = sorted(cut, key=weight, reverse=True)
+    if len(ordered) > lines:
+        rest = ordered[lines:]
+        ordered = ordered[:lines]
+    else:
+        rest = []
+    for entry in ordered:
         also = entry["also_denies"]
         names = ", ".join(
             printable(other["item"]) + ("" if other["users_holding"] is None
@@ -122,6 +132,11 @@ def warn_cut_deny(cut: list[dict[str, Any]], shown: int = 5) -> None:
                  "--max-bits: docs/codecs.md)"
                  if entry["needs_bits"] else
                  f"; its code is longer than {MAX_SUPPORTED_BITS:,} bits, the codes' limit"),
+              file=sys.stderr)
+    if rest:
+        print(f"fedhh simulate: warning: {len(rest):,} more deny-list items are longer than "
+              f"the codes, {sum(bool(e['also_denies']) for e in rest):,} of them denying other "
+              "items of the dataset too (--json's deny_list_cut lists them all)",
               file=sys.stderr)
 
 

@@ -75,3 +75,21 @@ def test_a_deny_list_within_the_codes_says_nothing(
     monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
     payload, stderr = _run(population, tmp_path, capsys, ["plain"])
     assert payload["deny_list_cut"] == [] and stderr == ""
+
+
+def test_many_cut_deny_items_take_ten_lines_the_weightiest_first(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from fedhh.cli.simulate import warn_cut_deny
+
+    cut = [{"item": f"long{i}", "bits": 684, "needs_bits": 900, "also_denies": []}
+           for i in range(30)]
+    cut[17]["also_denies"] = [{"item": "sibling", "users_holding": 0.4}]
+    cut[25]["also_denies"] = [{"item": "other", "users_holding": 0.1}]
+    warn_cut_deny(cut)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 11
+    assert "long17 " in lines[0] and "sibling (40.0% of the users)" in lines[0]
+    assert "long25 " in lines[1] and "other (10.0% of the users)" in lines[1]
+    assert lines[10] == ("fedhh simulate: warning: 20 more deny-list items are longer than the "
+                         "codes, 0 of them denying other items of the dataset too (--json's "
+                         "deny_list_cut lists them all)")
