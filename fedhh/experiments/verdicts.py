@@ -9,7 +9,8 @@ unless stated). Verdicts:
   less than half / more than twice the paper's;
 - ``partly holds``: part of the claim holds (the note says which);
 - ``does not hold``: the opposite direction, or a difference below 2%, in every seed;
-- ``inconclusive``: the direction changes from seed to seed;
+- ``inconclusive``: the direction changes from seed to seed, or no run output anything to
+  judge a false-positive ratio by;
 - ``differs``: a reported value (not a comparison) is not the paper's.
 
 The paper's claims (``fedhh.experiments.claims``) and the utility levers' claims
