@@ -162,6 +162,23 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, previous[1])
 
 
+def refuse_shards(config: Any) -> None:
+    """`fedhh up` starts one aggregator and no combiner, so a run of several shards failed
+    every attempt of its first round ("sharded rounds (shard_size) need a combiner"), after
+    the whole stack had started: it is refused before anything starts."""
+    from fedhh.secagg.shards import shard_sizes
+
+    if config.shard_size is None:
+        return
+    shards = shard_sizes(config.target_devices, config.shard_size)
+    if len(shards) > 1:
+        raise ConfigError(
+            f"--shard-size {config.shard_size} splits the {config.target_devices} devices "
+            f"into {len(shards)} shards, and sharded rounds need a combiner with aggregator "
+            "workers, which `fedhh up` does not start (it runs one aggregator): drop "
+            "--shard-size here; docs/scaling.md runs sharded rounds (fedhh combiner)")
+
+
 def _run(args: argparse.Namespace) -> int:
     from fedhh.data.registry import resolve_dataset, resolve_dataset_path
     from fedhh.rpc.admin_client import AdminClient
@@ -201,6 +218,7 @@ def _run(args: argparse.Namespace) -> int:
     min_devices = max(3, int(args.min_fraction * python_holding))
     config = replace(base, target_devices=holding, min_devices=min_devices).validate(
         Mode.NETWORK)
+    refuse_shards(config)
     web = args.web or bool(args.web_devices)
     dist = None
     if args.web_devices:
