@@ -600,6 +600,12 @@ class RunConfig:
         if simulation_only:
             raise ConfigError(f"simulation-only settings in a networked run: "
                               f"{', '.join(simulation_only)}")
+        if self.fp_ratio_finished is None:
+            # (the wire's RunConfig has no "none": an unset field is the default, so a
+            # networked run would quietly keep 0.1)
+            raise ConfigError("fp_ratio_finished none (fp_ratio for every element, the "
+                              "paper's) is simulation only: a networked run keeps a target for "
+                              "the elements that finish an item; give one in (0, 1)")
         if not 3 <= self.min_devices <= self.target_devices:
             raise ConfigError(f"need 3 <= min_devices <= target_devices, got "
                               f"{self.min_devices} and {self.target_devices}")

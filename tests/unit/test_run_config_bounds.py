@@ -140,3 +140,12 @@ def test_a_deny_list_item_may_hold_spaces_but_not_a_line_break() -> None:
     for bad, defect in (("a\nb", "holds a line break"), ("", "is empty")):
         with pytest.raises(ConfigError, match=defect):
             RunConfig(deny_list=(bad,)).validate()
+
+
+def test_fp_ratio_finished_none_is_refused_on_the_network() -> None:
+    """'none' cannot travel (an unset field is the default 0.1): a networked run would have
+    kept 0.1 without a word; refused by name instead, and still accepted in simulation."""
+    config = RunConfig(fp_ratio_finished=None, **NETWORK)
+    with pytest.raises(ConfigError, match=r"fp_ratio_finished none .* simulation only"):
+        config.validate(Mode.NETWORK)
+    RunConfig(fp_ratio_finished=None).validate(Mode.SIMULATION)
