@@ -37,7 +37,7 @@ from fedhh.cli import options
 from fedhh.cli.admin import dropped_completions
 from fedhh.cli.narrator import Narrator
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
-from fedhh.codec.shown import ljust, printable
+from fedhh.codec.shown import columns, ljust, printable
 from fedhh.config import Mode, codec_value
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError, StateError
@@ -74,6 +74,7 @@ DERIVED = ("target_devices", "min_devices")
 MIN_DEVICES = 3  # RunConfig's smallest n_min
 SETTLE_S = 10.0  # how long the run's end waits for the demo page to report its devices
 MAX_PROCESSES = 32
+ITEM_COLUMNS_MIN, ITEM_COLUMNS_MAX = 20, 48  # the result list's item column
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -467,9 +468,14 @@ def _print_results(run: Any, results: Any) -> None:
     print()
     print(f"{len(results.heavy_hitters)} heavy hitters (by round, then estimate; estimates of "
           "different rounds are not comparable, `fedhh simulate --help` says why):")
-    for i, h in enumerate(results.heavy_hitters, start=1):
-        print(f"  {i:3d}. {ljust(printable(h.item, h.truncated), 20)} estimated count "
-              f"{h.estimate:8.1f}  (round {h.round})")
+    listed = [printable(h.item, h.truncated) for h in results.heavy_hitters]
+    cut = [printable(h.item, cut=True) for h in results.cut_prefixes]
+    # (the items' column fits the longest up to ITEM_COLUMNS_MAX; a longer item pushes only
+    # its own row's count on, two spaces after it)
+    width = min(ITEM_COLUMNS_MAX, max([ITEM_COLUMNS_MIN, *map(columns, listed + cut)]))
+    for i, (h, item) in enumerate(zip(results.heavy_hitters, listed, strict=True), start=1):
+        print(f"  {i:3d}. {ljust(item, width)}  estimated count {h.estimate:8.1f}  "
+              f"(round {h.round})")
     if results.cut_prefixes:
         # (not on the parse path: they load numpy)
         from fedhh.cli.simulate import cut_cause, cut_heading
@@ -479,8 +485,8 @@ def _print_results(run: Any, results: Any) -> None:
         width = from_proto(run.config).code_bits(Mode.NETWORK)
         last = max((r.round for r in run.rounds if r.state == "released"), default=0)
         print(cut_heading(len(results.cut_prefixes)))
-        for h in results.cut_prefixes:
-            print(f"       {ljust(printable(h.item, cut=True), 20)} estimated count "
+        for h, item in zip(results.cut_prefixes, cut, strict=True):
+            print(f"       {ljust(item, width)}  estimated count "
                   f"{h.estimate:8.1f}  (round {h.round}; "
                   f"{cut_cause(h.round, h.bits, width, last)})")
     widths = sorted({h.bits for h in [*results.heavy_hitters, *results.cut_prefixes]

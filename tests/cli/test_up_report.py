@@ -12,6 +12,7 @@ import pytest
 from fedhh.cli.admin import dropped_completions
 from fedhh.cli.main import main
 from fedhh.cli.up import N_MIN_FLAGS, _print_results, demo_run_id, explain
+from fedhh.codec.shown import columns
 from fedhh.config import RunConfig
 from fedhh.v1 import coordinator_pb2 as pb
 
@@ -59,6 +60,22 @@ def test_cut_prefixes_have_a_column_and_the_ellipsis_is_explained(
     assert "1 heavy prefix the completion rounds could not complete" in out
     assert ("(an item ending in … is a prefix of 121 bits: it stands for every item starting "
             "so;") in out
+
+
+def test_the_results_keep_their_counts_in_one_column_past_20_columns(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Items wider than 20 columns (a URL, an e-mail address) ran into "estimated count" with
+    one space, each row's count elsewhere; the column now fits the widest item up to 48
+    columns, and a wider item pushes only its own count on, two spaces after it."""
+    items = ["ab", "jane.doe@example.org", "https://example.com/a/b?q=1", "東京タワー", "x" * 60]
+    listed = [pb.HeavyHitter(item=item, estimate=50.0 + i, round=1, ended=True)
+              for i, item in enumerate(items)]
+    _print_results(_run(), SimpleNamespace(heavy_hitters=listed, cut_prefixes=[]))
+    rows = [line for line in capsys.readouterr().out.splitlines() if "estimated count" in line]
+    assert len(rows) == 5
+    starts = [columns(row[:row.index("  estimated count")]) for row in rows]
+    assert starts == [7 + 48] * 4 + [7 + 60]  # ("  NNN. ", then the item's column)
+    assert re.search(r"\bx{60}  estimated count +54\.0  \(round 1\)$", rows[4]), rows[4]
 
 
 def test_a_second_up_in_the_same_workdir_takes_the_next_run_id() -> None:
