@@ -54,7 +54,7 @@ from fedhh.rpc.http_listener import (
 )
 from fedhh.rpc.procedures import CallAbort, CallContext, HeadCheck, Procedure
 from fedhh.rpc.request_log import RequestLog
-from fedhh.rpc.serving import is_loopback
+from fedhh.rpc.serving import check_failure_status, is_loopback
 from fedhh.rpc.tls import TlsFiles
 
 log = logging.getLogger(__name__)
@@ -245,7 +245,7 @@ class ConnectServer:
             try:
                 procedure.check(metadata)
             except FedhhError as error:
-                raise ConnectError(grpc.StatusCode.UNAUTHENTICATED, details_of(error)) from None
+                raise ConnectError(check_failure_status(error), details_of(error)) from None
         loop = asyncio.get_running_loop()
         deadline = None if timeout_s is None else loop.time() + timeout_s
         async with asyncio.timeout_at(deadline):

@@ -260,10 +260,20 @@ class RequestDeadline(grpc.aio.ServerInterceptor):
 CredentialCheck = Callable[[tuple[tuple[str, str | bytes], ...]], object]
 
 
-def _refuse_unread(reason: str) -> grpc.RpcMethodHandler:
+def _refuse_unread(reason: str, code: grpc.StatusCode = grpc.StatusCode.UNAUTHENTICATED
+                   ) -> grpc.RpcMethodHandler:
     async def refuse(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
+        await context.abort(code, reason)
     return grpc.stream_unary_rpc_method_handler(refuse)
+
+
+def check_failure_status(error: BaseException) -> grpc.StatusCode:
+    """The status of a credential check that raised ``error``: UNAUTHENTICATED, unless the
+    error names its own (``grpc_status``: the coordinator's store unavailable is UNAVAILABLE).
+    Before, a database outage told every device "UNAUTHENTICATED: the database is
+    unavailable", and a device takes that for its credential rejected."""
+    custom = getattr(error, "grpc_status", None)
+    return custom if isinstance(custom, grpc.StatusCode) else grpc.StatusCode.UNAUTHENTICATED
 
 
 def credential_check_for(checks: Mapping[str, CredentialCheck], method: str
@@ -299,7 +309,7 @@ class CredentialGate(grpc.aio.ServerInterceptor):
             try:
                 check(tuple(details.invocation_metadata or ()))
             except FedhhError as error:
-                return _refuse_unread(str(error))
+                return _refuse_unread(str(error), check_failure_status(error))
         return await continuation(details)
 
 

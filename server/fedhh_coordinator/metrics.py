@@ -9,5 +9,7 @@ ROUND_DEVICES = Gauge("fedhh_coordinator_round_devices", "Devices in the latest 
 ROUND_SECONDS = Histogram("fedhh_coordinator_round_seconds", "Wall time of released rounds",
                           buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300))
 EPS_SPENT = Gauge("fedhh_coordinator_eps_spent", "Aggregate epsilon spent so far", ["run_id"])
+STORE_OUTAGES = Counter("fedhh_coordinator_store_outages_total",
+                        "Times the runner found the store unavailable and waited for it")
 ENROLLED = Counter("fedhh_coordinator_enrolled_total", "Devices enrolled")
 TASKS = Counter("fedhh_coordinator_tasks_total", "GetTask answers", ["outcome"])

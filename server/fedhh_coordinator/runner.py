@@ -21,6 +21,7 @@ from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator import metrics
 from fedhh_coordinator.aggregation import AggregatorApi, DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission
+from fedhh_coordinator.db.interface import StoreUnavailable
 from fedhh_coordinator.link import NetworkLink
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.progress import Progress
@@ -28,6 +29,8 @@ from fedhh_coordinator.runs import RunParts
 from fedhh_coordinator.store import ACTIVE, RunAttempts, Store
 
 log = logging.getLogger(__name__)
+# The longest wait between two polls of a store that is unavailable.
+STORE_RETRY_MAX_S = 30.0
 
 
 class Runner:
@@ -55,6 +58,35 @@ class Runner:
         self._wake.set()
 
     async def serve(self) -> None:
+        """Drive the active runs, oldest first. The database lost for a while (a PostgreSQL
+        restart or failover: ``StoreUnavailable``) fails no run and stops nothing: the runner
+        waits for it, polling it every ``STORE_RETRY_MAX_S`` at most, and then resumes the run
+        from what the store holds, as a restarted coordinator does (``RoundDriver.resume``
+        settles the attempt that was under way). Before, the run was marked failed for good,
+        or, with the database still down, the coordinator stopped."""
+        while True:
+            try:
+                await self._serve_one()
+            except StoreUnavailable as error:
+                await self._await_store(error)
+
+    async def _await_store(self, error: StoreUnavailable) -> None:
+        """Return once the store answers again (polled with a doubling backoff)."""
+        metrics.STORE_OUTAGES.inc()
+        log.error("the store is unavailable; the runs wait for it", extra={"error": str(error)})
+        delay = self.retry_delay_s
+        while True:
+            await asyncio.sleep(delay)  # a backoff against the database, not a sync
+            try:
+                self.store.run_states(ACTIVE)
+            except StoreUnavailable:
+                delay = min(2 * delay, STORE_RETRY_MAX_S)
+                continue
+            log.warning("the store answers again; the runs resume from it")
+            return
+
+    async def _serve_one(self) -> None:
+        """Wait for an active run, or drive the oldest until it ends."""
         while True:
             active = self.store.run_states(ACTIVE)
             if not active:
@@ -64,6 +96,8 @@ class Runner:
             run_id = active[0][0]
             try:
                 await self.drive(run_id)
+            except StoreUnavailable:
+                raise  # the run is not at fault: it resumes once the store answers
             except RunCancelled as cancelled:
                 self.store.set_run_state(run_id, "cancelled", str(cancelled))
             except FedhhError as error:

@@ -75,7 +75,12 @@ from fedhh.rpc.framed.frames import (
 from fedhh.rpc.http_listener import Listener, peer_name
 from fedhh.rpc.procedures import CallAbort, CallContext, Procedure
 from fedhh.rpc.request_waits import MAX_WAITING_REQUESTS, RequestWaits
-from fedhh.rpc.serving import UnparsableRequest, is_loopback, response_bytes
+from fedhh.rpc.serving import (
+    UnparsableRequest,
+    check_failure_status,
+    is_loopback,
+    response_bytes,
+)
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import framed_pb2
 
@@ -389,7 +394,7 @@ class _Connection(asyncio.Protocol):
             try:
                 route.check(metadata)
             except FedhhError as error:
-                self._write_end(stream_id, grpc.StatusCode.UNAUTHENTICATED, details_of(error))
+                self._write_end(stream_id, check_failure_status(error), details_of(error))
                 return
             except Exception:  # (a bug, or the store failing: this call's end, not the link's)
                 log.exception("a framed call's credential check failed")

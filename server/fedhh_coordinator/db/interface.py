@@ -8,7 +8,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["Cursor", "Database", "Transaction", "is_postgres_url", "redact"]
+import grpc
+
+from fedhh.errors import FedhhError
+
+__all__ = ["Cursor", "Database", "StoreUnavailable", "Transaction", "is_postgres_url",
+           "redact"]
+
+
+class StoreUnavailable(FedhhError):
+    """The database connection failed during an operation (nothing of it was committed), or
+    could not be made again for it: a caller's request was not at fault (UNAVAILABLE, worth
+    a retry; it was INVALID_ARGUMENT), and a run waits for the database (``Runner``)."""
+
+    grpc_status = grpc.StatusCode.UNAVAILABLE
 
 
 class Cursor(Protocol):

@@ -28,8 +28,8 @@ from typing import Any
 
 import psycopg
 
-from fedhh.errors import ConfigError, FedhhError
-from fedhh_coordinator.db.interface import Cursor, Transaction, redact
+from fedhh.errors import ConfigError
+from fedhh_coordinator.db.interface import Cursor, StoreUnavailable, Transaction, redact
 from fedhh_coordinator.db.tables import check_store_tables, no_store_there
 
 __all__ = ["LOCK_KEY", "POSTGRES_SCHEMA", "PostgresDatabase", "StoreUnavailable"]
@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 # pg_advisory_lock key of "the coordinator of this database" (the ASCII of "fedhhco").
 LOCK_KEY = 0x66656468686368
+# After a failed reconnection, calls fail at once for this long before the next is tried.
+RECONNECT_PAUSE_S = 1.0
 
 POSTGRES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS devices (
@@ -89,10 +91,6 @@ CREATE TABLE IF NOT EXISTS device_spends (
 """
 
 
-class StoreUnavailable(FedhhError):
-    """The database connection failed during an operation (nothing of it was committed)."""
-
-
 def _sql(statement: str) -> str:
     """Our statements use ``?`` placeholders (SQLite's); psycopg's are ``%s``."""
     return statement.replace("%", "%%").replace("?", "%s")
@@ -124,6 +122,8 @@ class PostgresDatabase:
         self.read_only = read_only
         self.selector = selector
         self._lock = threading.Lock()
+        self._down = ""  # why the last reconnection failed ("": none failed)
+        self._retry_at = 0.0  # no reconnection before this (time.monotonic())
         self._conn = self._connect()
         try:
             new = check_store_tables(self._tables(), self.location)
@@ -177,8 +177,29 @@ class PostgresDatabase:
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn.closed or self._conn.broken:
-            log.warning("reconnecting to the database", extra={"database": self.location})
-            self._conn = self._connect()
+            now = time.monotonic()
+            if now < self._retry_at:
+                # a reconnection failed a moment ago: fail at once rather than block the
+                # caller (the event loop: every device's call) on another connect
+                raise StoreUnavailable(f"the database is unavailable: {self._down}")
+            if not self._down:
+                log.warning("reconnecting to the database", extra={"database": self.location})
+            try:
+                self._conn = self._connect()
+            except ConfigError as error:
+                # The database was there at start: not reaching it now is an outage (a
+                # restart, a failover), not a wrong --db (a ConfigError failed the run for
+                # good, or stopped the coordinator).
+                if not self._down:
+                    log.error("the database is unavailable; calls that need it fail until "
+                              "it is back", extra={"database": self.location,
+                                                   "error": str(error)})
+                self._down = str(error)
+                self._retry_at = time.monotonic() + RECONNECT_PAUSE_S
+                raise StoreUnavailable(f"the database is unavailable: {error}") from None
+            if self._down:
+                log.warning("the database is back", extra={"database": self.location})
+            self._down, self._retry_at = "", 0.0
         return self._conn
 
     @contextmanager

@@ -1,0 +1,78 @@
+"""PostgreSQL stopped and started again under a running coordinator (a managed database's
+failover or upgrade): the run goes on from what the store holds, as after a coordinator
+restart.
+
+Before: the first store call after the restart failed with StoreUnavailable, a FedhhError, and
+the runner marked the run "failed" with "the database failed: ..." for good, or (the database
+still down) its ConfigError "cannot connect" stopped the runner and the coordinator exited 1;
+a device or admin call meanwhile was told INVALID_ARGUMENT, as if its request were wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import grpc
+import pytest
+from networked_kit import COORDINATOR_FLAGS, planted_dataset, run_config, wait_for_line
+from postgres_kit import PostgresServer
+
+from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.topology import LocalTopology
+
+pytestmark = pytest.mark.slow
+
+
+def pg_ctl(pg: PostgresServer, action: str) -> None:
+    """Stop or start the server (stopping ends every session: the coordinator's connection,
+    its advisory lock with it); started again on the same port, data and options."""
+    options = (f"-p {pg.port} -c listen_addresses=127.0.0.1 "
+               f"-c unix_socket_directories={pg.root} -c fsync=on")  # as postgres_kit's
+    done = pg._run(str(pg.bin / "pg_ctl"), "-D", str(pg.data), "-l", str(pg.log), "-o", options,
+                   "-m", "fast", "-w", "-t", "60", action)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_database_restart_mid_run_does_not_fail_the_run(tmp_path: Path) -> None:
+    data = planted_dataset(tmp_path / "users.txt")
+    with PostgresServer() as pg:
+        url = pg.create_database()
+        with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")},
+                           database=url) as topo:
+            topo.start_aggregator()
+            topo.start_coordinator(COORDINATOR_FLAGS)
+            for i, users in enumerate(("0:100", "100:200")):
+                topo.start_devices(f"devices-{i}", str(data), users)
+            topo.wait_for_devices()
+            admin = lambda: AdminClient(topo.address("coordinator"),  # noqa: E731
+                                        topo.token("admin"), topo.workdir / "tls" / "ca.pem")
+            with admin() as client:
+                client.start_run(run_config(rounds=3, max_bits=30, dim_limit=1 << 10,
+                                            min_devices=150, checkin_ms=120_000,
+                                            stage_ms=10_000), run_id="blip")
+                wait_for_line(topo.services["coordinator"].log,
+                              '"message": "round released"')
+                pg_ctl(pg, "stop")
+                # the runner meets the outage at its next store call in round 2 and waits
+                log = topo.services["coordinator"].log
+                wait_for_line(log, "the store is unavailable; the runs wait for it")
+                # a call meanwhile is UNAVAILABLE (worth a retry), not a refusal of its request
+                with pytest.raises(grpc.RpcError) as error:
+                    client.run("blip")
+                assert error.value.code() == grpc.StatusCode.UNAVAILABLE, error.value
+                assert "the database" in error.value.details()  # type: ignore[attr-defined]
+                pg_ctl(pg, "start")
+                wait_for_line(log, "the store answers again; the runs resume from it")
+                run = client.wait("blip", 300)
+                results = client.results("blip")
+            assert topo.services["coordinator"].process.poll() is None  # still serving
+        # no device took the outage for its credential refused (they were told
+        # UNAUTHENTICATED, and stayed out of every later round)
+        for name in ("devices-0", "devices-1"):
+            assert "device credential rejected" not in topo.services[name].log.read_text()
+    assert run.state == "done", run.error
+    assert {r.participants for r in run.rounds if r.state == "released"} == {200}
+    released = sorted({r.round for r in run.rounds if r.state == "released"})
+    assert released == [1, 2, 3], [(r.round, r.attempt, r.state, r.reason) for r in run.rounds]
+    spends = json.loads(results.ledger_json)["spends"]
+    assert sorted({s["round_index"] for s in spends}) == [0, 1, 2]
