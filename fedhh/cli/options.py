@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fedhh.errors import ConfigError
 from fedhh.output_paths import (  # noqa: F401 - the CLI's options, kept importable here
@@ -14,6 +16,9 @@ from fedhh.output_paths import (  # noqa: F401 - the CLI's options, kept importa
     check_output_dir,
     write_output,
 )
+
+if TYPE_CHECKING:
+    from fedhh.config import RunConfig
 
 # What matplotlib can write, by file suffix (--plot); without one it would append ".png".
 PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff",
@@ -243,6 +248,24 @@ def certificate_names(address: str, timeout_s: float = 3.0) -> list[str]:
     # (escaped: the certificate is not verified, and its names go to a terminal)
     return [printable(str(name.value)) for name in names
             if isinstance(name, x509.DNSName | x509.IPAddress)][:20]
+
+
+def warn_deny_items_cut(config: RunConfig, program: str, shown: int = 5) -> None:
+    """Say on stderr which deny-list items of a networked run are longer than its codes: each
+    denies every item whose code starts as its own does (``RunConfig.deny_items_cut``), which
+    the coordinator, knowing no items, cannot name (`fedhh simulate` names the dataset's)."""
+    from fedhh.codec.shown import printable
+    from fedhh.config import Mode
+
+    cut = config.deny_items_cut(Mode.NETWORK)
+    bits = config.code_bits(Mode.NETWORK)
+    for item in cut[:shown]:
+        print(f"{program}: warning: deny-list item {printable(item)} is longer than the codes "
+              f"({bits} bits), so it denies every item whose code starts with the same {bits} "
+              "bits (a longer URL or query beside it too; docs/datasets.md)", file=sys.stderr)
+    if len(cut) > shown:
+        print(f"{program}: warning: {len(cut) - shown:,} more deny-list items are longer than "
+              "the codes", file=sys.stderr)
 
 
 def output_path(text: str) -> Path:

@@ -189,6 +189,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.codec is None:
         args.codec = codec_value(DEMO_CODEC if args.dataset == DEMO_DATASET else OTHER_CODEC)
     base = config_from_args(args, Mode.NETWORK, exclude=DERIVED)
+    options.warn_deny_items_cut(base, "fedhh up")
     # The device processes run in the workdir: they are given the dataset's directory, absolute,
     # so a path relative to here still names it there (and they need not import it again).
     location = resolve_dataset_path(args.dataset).resolve()

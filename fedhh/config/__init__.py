@@ -681,6 +681,18 @@ class RunConfig:
             items.extend(warm_start_list())
         return list(dict.fromkeys(items))
 
+    def deny_items_cut(self, mode: Mode = Mode.SIMULATION) -> list[str]:
+        """The deny-list items longer than the codes (``code_bits(mode)``): a device compares
+        codes, so each denies every item whose code starts with the same bits as its own
+        (docs/datasets.md, "Deny lists and the code width")."""
+        items = self.deny_items()
+        if not items:
+            return []
+        from fedhh.codec import Codec
+
+        codes = Codec.from_spec(self.codec, self.code_bits(mode)).encode_many(items)
+        return [item for item, cut in zip(items, codes.truncated.tolist(), strict=True) if cut]
+
     # ---- persistence --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

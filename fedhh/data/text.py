@@ -188,8 +188,8 @@ def write_text(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:
                            "between items; export it as JSON lines (fedhh.data.jsonl)")
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(out, "w") as handle:
-        first = dataset.user_items(0)[0] if dataset.num_users else ()
-        if len(first) and vocab[int(first[0])].startswith("\ufeff"):
+        first = dataset.user_items(0)[0] if dataset.num_users else None
+        if first is not None and len(first) and vocab[int(first[0])].startswith("\ufeff"):
             handle.write("\ufeff")  # (read as a mark: the item's own U+FEFF is kept after it)
         for user in range(dataset.num_users):
             items, counts = dataset.user_items(user)
