@@ -76,3 +76,54 @@ def test_a_database_restart_mid_run_does_not_fail_the_run(tmp_path: Path) -> Non
     assert released == [1, 2, 3], [(r.round, r.attempt, r.state, r.reason) for r in run.rounds]
     spends = json.loads(results.ledger_json)["spends"]
     assert sorted({s["round_index"] for s in spends}) == [0, 1, 2]
+
+
+def test_reconnections_to_a_database_that_stays_away_are_spaced(tmp_path: Path) -> None:
+    """A reconnection blocks its caller (the coordinator's event loop) up to the connect
+    timeout when the database's host does not answer: while it stays away, calls fail at once
+    between tries spaced 1 s, doubling to 30 s, and the first call after the pause finds it
+    back."""
+    from fedhh_coordinator.db.postgres import (
+        RECONNECT_PAUSE_MAX_S,
+        PostgresDatabase,
+        StoreUnavailable,
+    )
+
+    with PostgresServer() as pg:
+        db = PostgresDatabase(pg.create_database())
+        now = [1000.0]
+        db._clock = lambda: now[0]
+        tries: list[float] = []
+        connect = db._connect
+
+        def counted() -> object:
+            tries.append(now[0])
+            return connect()
+
+        db._connect = counted  # type: ignore[method-assign]
+        try:
+            assert db.query("SELECT 1") == [(1,)]
+            pg_ctl(pg, "stop")
+            with pytest.raises(StoreUnavailable, match="the database failed"):
+                db.query("SELECT 1")  # the connection breaks under the call
+            pauses = []
+            for _ in range(8):
+                before = len(tries)
+                with pytest.raises(StoreUnavailable, match="the database is unavailable"):
+                    db.query("SELECT 1")
+                assert len(tries) == before + 1
+                pause = db._retry_at - now[0]
+                pauses.append(pause)
+                now[0] += pause - 0.01  # within the pause: failed at once, not tried
+                with pytest.raises(StoreUnavailable, match="the database is unavailable"):
+                    db.query("SELECT 1")
+                assert len(tries) == before + 1
+                now[0] += 0.02
+            assert pauses == pytest.approx([1.0, 2.0, 4.0, 8.0, 16.0] + [RECONNECT_PAUSE_MAX_S] * 3)
+            pg_ctl(pg, "start")
+            now[0] += RECONNECT_PAUSE_MAX_S
+            assert db.query("SELECT 1") == [(1,)]
+            # back: the next outage starts again from 1 s
+            assert (db._down, db._pause_s) == ("", 0.0)
+        finally:
+            db.close()

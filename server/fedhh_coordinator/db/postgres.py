@@ -38,8 +38,12 @@ log = logging.getLogger(__name__)
 
 # pg_advisory_lock key of "the coordinator of this database" (the ASCII of "fedhhco").
 LOCK_KEY = 0x66656468686368
-# After a failed reconnection, calls fail at once for this long before the next is tried.
+# After a failed reconnection, calls fail at once for a pause before the next is tried: 1 s,
+# doubling while the database stays away, to 30 s. A reconnection blocks its caller (the event
+# loop) up to the connect timeout when the server's host does not answer at all; a try per
+# call, or per second, would have kept the coordinator's loop blocked nearly all the time.
 RECONNECT_PAUSE_S = 1.0
+RECONNECT_PAUSE_MAX_S = 30.0
 
 POSTGRES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS devices (
@@ -123,7 +127,9 @@ class PostgresDatabase:
         self.selector = selector
         self._lock = threading.Lock()
         self._down = ""  # why the last reconnection failed ("": none failed)
-        self._retry_at = 0.0  # no reconnection before this (time.monotonic())
+        self._retry_at = 0.0  # no reconnection before this (``_clock``)
+        self._pause_s = 0.0  # the last pause after a failed reconnection (0: none failed)
+        self._clock = time.monotonic  # (a test's own)
         self._conn = self._connect()
         try:
             new = check_store_tables(self._tables(), self.location)
@@ -177,8 +183,7 @@ class PostgresDatabase:
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn.closed or self._conn.broken:
-            now = time.monotonic()
-            if now < self._retry_at:
+            if self._clock() < self._retry_at:
                 # a reconnection failed a moment ago: fail at once rather than block the
                 # caller (the event loop: every device's call) on another connect
                 raise StoreUnavailable(f"the database is unavailable: {self._down}")
@@ -195,11 +200,13 @@ class PostgresDatabase:
                               "it is back", extra={"database": self.location,
                                                    "error": str(error)})
                 self._down = str(error)
-                self._retry_at = time.monotonic() + RECONNECT_PAUSE_S
+                self._pause_s = min(2 * self._pause_s, RECONNECT_PAUSE_MAX_S) \
+                    if self._pause_s else RECONNECT_PAUSE_S
+                self._retry_at = self._clock() + self._pause_s
                 raise StoreUnavailable(f"the database is unavailable: {error}") from None
             if self._down:
                 log.warning("the database is back", extra={"database": self.location})
-            self._down, self._retry_at = "", 0.0
+            self._down, self._retry_at, self._pause_s = "", 0.0, 0.0
         return self._conn
 
     @contextmanager
