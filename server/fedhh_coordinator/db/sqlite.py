@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConfigError
-from fedhh_coordinator.db.interface import Cursor, Transaction
+from fedhh_coordinator.db.interface import Cursor, StoreUnavailable, Transaction
 from fedhh_coordinator.db.tables import check_store_tables, no_store_there
 
 __all__ = ["SQLITE_SCHEMA", "SqliteDatabase"]
@@ -63,6 +63,23 @@ CREATE TABLE IF NOT EXISTS device_spends (
     PRIMARY KEY (device_id, run_id)
 );
 """
+
+
+# SQLite's primary result codes for a file that cannot be used for now: busy or locked (another
+# process holds the write lock past the busy timeout: a backup, an operator's `sqlite3`),
+# read-only, an I/O error, the disk full, the file not openable. Such a failure is the store
+# unavailable (UNAVAILABLE; the runner waits for it), not a bug: before, the run in progress
+# was failed for good ("internal error: database is locked") and callers were told INTERNAL.
+_UNAVAILABLE_CODES = frozenset({5, 6, 8, 10, 13, 14})
+
+
+def unavailable(error: sqlite3.OperationalError) -> Exception:
+    """``StoreUnavailable`` for a failure of the file (``_UNAVAILABLE_CODES``), else the error
+    itself (a statement's own mistake stays a bug)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in _UNAVAILABLE_CODES:
+        return StoreUnavailable(f"the database failed: {error}")
+    return error
 
 
 class _SqliteTransaction:
@@ -123,17 +140,26 @@ class SqliteDatabase:
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as error:
+                raise unavailable(error) from None
             try:
                 yield _SqliteTransaction(self._db)
-            except BaseException:
-                self._db.execute("ROLLBACK")
+                self._db.execute("COMMIT")
+            except BaseException as error:
+                if self._db.in_transaction:  # (SQLite ends some failed ones itself)
+                    self._db.execute("ROLLBACK")
+                if isinstance(error, sqlite3.OperationalError):
+                    raise unavailable(error) from None
                 raise
-            self._db.execute("COMMIT")
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
-            return list(self._db.execute(sql, tuple(params)).fetchall())
+            try:
+                return list(self._db.execute(sql, tuple(params)).fetchall())
+            except sqlite3.OperationalError as error:
+                raise unavailable(error) from None
 
     def close(self) -> None:
         with self._lock:

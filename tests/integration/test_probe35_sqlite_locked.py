@@ -1,0 +1,47 @@
+"""The SQLite store's file held or failing for a while (another process holding its write lock
+past the busy timeout: a backup, an operator's `sqlite3` shell): before, the store raised
+sqlite3.OperationalError "database is locked", the runner failed the run in progress for good
+("internal error: database is locked") and every caller was told INTERNAL. Now it is
+``StoreUnavailable`` (UNAVAILABLE, and the runner waits for the store,
+test_probe35_store_outage.py), nothing of the transaction is kept, and the store works as
+soon as the lock is released; a statement's own mistake stays what it was."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import grpc
+import pytest
+
+from fedhh.rpc.errors import status_of
+from fedhh_coordinator.db.interface import StoreUnavailable
+from fedhh_coordinator.store import Store
+
+
+def test_a_held_write_lock_is_the_store_unavailable_and_changes_nothing(tmp_path: Path
+                                                                        ) -> None:
+    path = tmp_path / "coordinator.sqlite"
+    store = Store(str(path))
+    store.db._db.execute("PRAGMA busy_timeout = 50")  # (5 s by default: a test's patience)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        with pytest.raises(StoreUnavailable, match="database is locked") as error:
+            store.add_enrollment_tokens([b"a" * 32])
+        assert status_of(error.value) == grpc.StatusCode.UNAVAILABLE
+        other.execute("ROLLBACK")
+        assert store.enrollment(now=0.0).tokens_unused == 0  # nothing was kept
+        assert store.add_enrollment_tokens([b"a" * 32]) == 1  # and it works again
+        assert store.enrollment(now=0.0).tokens_unused == 1
+        # a statement's own mistake is not an outage
+        with pytest.raises(sqlite3.OperationalError, match="no such table"):
+            store.db.query("SELECT * FROM no_such_table")
+        with pytest.raises(sqlite3.OperationalError, match="syntax"), store.db.transaction() \
+                as db:
+            db.execute("SELEKT 1")
+        assert not store.db._db.in_transaction
+        assert store.add_enrollment_tokens([b"b" * 32]) == 1
+    finally:
+        other.close()
+        store.close()
