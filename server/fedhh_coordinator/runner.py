@@ -49,6 +49,8 @@ class Runner:
         self._cancelled: set[str] = set()
         self.retry_delay_s = 1.0
         self.progress: dict[str, Progress] = {}  # of the running runs
+        self._outage_delay = 0.0  # the last store outage's last wait (_await_store)
+        self._outage_ended_at = float("-inf")
 
     def wake(self) -> None:
         self._wake.set()
@@ -71,10 +73,15 @@ class Runner:
                 await self._await_store(error)
 
     async def _await_store(self, error: StoreUnavailable) -> None:
-        """Return once the store answers again (polled with a doubling backoff)."""
+        """Return once the store answers again (polled with a doubling backoff). An outage
+        that follows the last one within ``STORE_RETRY_MAX_S`` goes on from its backoff: a
+        store that reads but cannot write (a full disk) answers the poll at once and fails
+        the resumed run's first write, which would otherwise come round every second."""
         metrics.STORE_OUTAGES.inc()
         log.error("the store is unavailable; the runs wait for it", extra={"error": str(error)})
-        delay = self.retry_delay_s
+        recent = time.monotonic() - self._outage_ended_at < STORE_RETRY_MAX_S
+        delay = min(2 * self._outage_delay, STORE_RETRY_MAX_S) if recent \
+            else self.retry_delay_s
         while True:
             await asyncio.sleep(delay)  # a backoff against the database, not a sync
             try:
@@ -83,6 +90,7 @@ class Runner:
                 delay = min(2 * delay, STORE_RETRY_MAX_S)
                 continue
             log.warning("the store answers again; the runs resume from it")
+            self._outage_delay, self._outage_ended_at = delay, time.monotonic()
             return
 
     async def _serve_one(self) -> None:

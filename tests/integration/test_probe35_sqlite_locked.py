@@ -45,3 +45,51 @@ def test_a_held_write_lock_is_the_store_unavailable_and_changes_nothing(tmp_path
     finally:
         other.close()
         store.close()
+
+
+def test_the_runner_waits_longer_for_a_store_that_fails_again_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store that reads but cannot write (a full disk) answers the runner's poll at once and
+    fails the resumed run's first write: each such outage waits twice the last (to 30 s), and
+    one long after the last starts again from the runner's retry delay."""
+    import asyncio
+
+    from fedhh_coordinator import runner as runner_module
+    from fedhh_coordinator.runner import STORE_RETRY_MAX_S, Runner
+
+    class Reads:
+        def __init__(self) -> None:
+            self.failures = 0  # polls still to fail
+
+        def run_states(self, states: object = None) -> list[tuple[str, str]]:
+            if self.failures:
+                self.failures -= 1
+                raise StoreUnavailable("the database failed: disk I/O error")
+            return []
+
+    clock = [0.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+
+    monkeypatch.setattr(runner_module.asyncio, "sleep", sleep)
+    monkeypatch.setattr(runner_module.time, "monotonic", lambda: clock[0])
+    store = Reads()
+    runner = Runner(store, None, None, None, None, None)  # type: ignore[arg-type]
+    outage = StoreUnavailable("the database failed: database or disk is full")
+
+    def waits(failures: int) -> list[float]:
+        store.failures = failures
+        slept.clear()
+        asyncio.run(runner._await_store(outage))
+        return list(slept)
+
+    assert waits(0) == [1.0]
+    assert waits(0) == [2.0]  # failed again at once: twice the last wait
+    assert waits(2) == [4.0, 8.0, 16.0]
+    assert waits(0) == [STORE_RETRY_MAX_S]
+    assert waits(0) == [STORE_RETRY_MAX_S]
+    clock[0] += STORE_RETRY_MAX_S  # a while without an outage
+    assert waits(1) == [1.0, 2.0]
