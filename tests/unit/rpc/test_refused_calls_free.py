@@ -3,7 +3,12 @@ collector's next pass (``fedhh.rpc.serving._forget_frames``): gRPC keeps an abor
 cycles with the traceback of every frame it left, and the services run the collector seldom,
 so a flood of refused megabyte requests held a coordinator's and an aggregator's memory by
 the gigabyte. The collector is off during each call here; a request or a frame's local that
-outlives the answer is what the services would have held."""
+outlives the answer is what the services would have held.
+
+A flood is what held memory, so a flood is sent: of ``FLOOD`` refused requests, at most one may
+stay held once the answers are in. (One request stayed held, with no referrer the collector
+can see, in about a quarter of the runs that sent a single call, so in gRPC's C layer, until
+a later call: not a flood's memory. Before the fix, every request of the flood was held.)"""
 
 from __future__ import annotations
 
@@ -61,14 +66,18 @@ def collector_off() -> Iterator[None]:
         gc.enable()
 
 
-async def freed(what: str, holding: Any) -> None:
-    """Wait until ``holding()`` is empty: the client can read the refusal before the server's
-    handler has unwound (its wrappers run on after the status is sent), so on a busy machine
-    the answer can come first. A deadline, not a window: what is never freed fails."""
+FLOOD = 8
+
+
+async def freed(what: str, holding: Any, kept: int = 0) -> None:
+    """Wait until ``holding()`` holds at most ``kept``: the client can read the refusal before
+    the server's handler has unwound (its wrappers run on after the status is sent), so on a
+    busy machine the answer can come first. A deadline, not a window: what is never freed
+    fails."""
     deadline = asyncio.get_running_loop().time() + 30
-    while left := holding():
+    while len(left := holding()) > kept:
         if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"{what} still held 30 s after the refusal: "
+            raise AssertionError(f"{what} still held 30 s after the refusals: "
                                  f"{len(left)} {type(left[0]).__name__}")
         await asyncio.sleep(0.01)
 
@@ -83,20 +92,23 @@ async def refuse_both() -> None:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             # (sent as bytes: the only EnrollRequest is the one the server parsed)
             enroll = channel.unary_unary("/fedhh.v1.DeviceService/Enroll")
-            with pytest.raises(grpc.aio.AioRpcError) as refused:
-                await enroll(pb.EnrollRequest(
-                    enrollment_token=b"x" * 1_000_000).SerializeToString())
-            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            for _ in range(FLOOD):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await enroll(pb.EnrollRequest(
+                        enrollment_token=b"x" * 1_000_000).SerializeToString())
+                assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             # (no weak reference to a message: found as the collector would find it)
-            await freed("the EnrollRequest", lambda: [
-                o for o in gc.get_objects() if isinstance(o, pb.EnrollRequest)])
-            with pytest.raises(grpc.aio.AioRpcError) as refused:
-                async for _ in aggregator_grpc.AggregatorControlStub(channel).GetResult(
-                        aggregator_pb.GetResultRequest()):
-                    pass
-            assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-            assert len(held) == 2
-            await freed("what the handlers built", lambda: [r() for r in held if r() is not None])
+            await freed("the EnrollRequests", lambda: [
+                o for o in gc.get_objects() if isinstance(o, pb.EnrollRequest)], kept=1)
+            for _ in range(FLOOD):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    async for _ in aggregator_grpc.AggregatorControlStub(channel).GetResult(
+                            aggregator_pb.GetResultRequest()):
+                        pass
+                assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert len(held) == 2 * FLOOD
+            await freed("what the handlers built",
+                        lambda: [r() for r in held if r() is not None], kept=1)
     finally:
         await server.stop(None)
 
