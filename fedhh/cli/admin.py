@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.cli import options
-from fedhh.config import Mode, RunConfig
+from fedhh.config import DEFAULT_COMPLETION_ROUNDS, Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 
 
@@ -108,8 +108,11 @@ def dropped_completions(asked: RunConfig, stored: RunConfig, devices_flags: str)
     printing command that raise n_min (`fedhh up` has no --min-devices)."""
     if stored.completion() >= asked.completion():
         return ""
-    return (f"note: {stored.completion()} of the {asked.completion()} completion rounds asked "
-            f"for can be budgeted with {stored.min_devices} devices at eps_agg "
+    # (the default's rounds are not "asked for": a user who never named them read so)
+    which = ("(the default)" if asked.completion_rounds == DEFAULT_COMPLETION_ROUNDS
+             else "asked for")
+    return (f"note: {stored.completion()} of the {asked.completion()} completion rounds {which} "
+            f"can be budgeted with {stored.min_devices} devices at eps_agg "
             f"{stored.eps_agg:g} (each round's local epsilon, eps_local + ln(its weight), must "
             f"stay positive): items longer than the {stored.max_bits} bits the main rounds "
             f"cover may come back cut; more devices ({devices_flags}) or a larger --eps-agg "
@@ -146,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
             from fedhh.rpc.run_config import from_proto, to_proto
 
             config = config_from_args(args, Mode.NETWORK)
+            options.warn_deny_items_cut(config, "fedhh admin start")
             reply: Any = client.start_run(to_proto(config), args.run_id)
             note = dropped_completions(config, from_proto(reply.config), "--min-devices")
             if note:
@@ -164,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
             # Counts as JSON numbers (proto3's JSON writes 64-bit ones as strings), keys as
             # the other actions' (lowerCamelCase); the latest enrollment's time as UTC too.
             answer = client.enrollment()
-            shown = {"devicesEnrolled": answer.devices_enrolled,
+            shown: dict[str, Any] = {"devicesEnrolled": answer.devices_enrolled,
                      "lastEnrolledAt": answer.last_enrolled_at,
                      "tokensUnused": answer.tokens_unused, "tokensUsed": answer.tokens_used,
                      "tokensExpired": answer.tokens_expired}

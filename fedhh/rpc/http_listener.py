@@ -284,7 +284,11 @@ class Listener:
         most ``len(_PLAIN_PEEK)`` bytes and sends one short reply: nothing is kept."""
         loop = asyncio.get_running_loop()
         readable = loop.create_future()
-        loop.add_reader(conn.fileno(), lambda: readable.done() or readable.set_result(None))
+        def ready() -> None:
+            if not readable.done():
+                readable.set_result(None)
+
+        loop.add_reader(conn.fileno(), ready)
         try:
             await asyncio.wait_for(readable, self.head_timeout_s)
         except TimeoutError:

@@ -81,13 +81,18 @@ def test_start_says_when_the_coordinator_dropped_completion_rounds(
                  "--target-devices", "450"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["config"]["completionRounds"] == 0  # stdout stays JSON
-    assert captured.err.startswith("note: 0 of the 32 completion rounds asked for can be "
+    assert captured.err.startswith("note: 0 of the 32 completion rounds (the default) can be "
                                    "budgeted with 300 devices at eps_agg 2 ")
     named = set(re.findall(r"--[a-z][a-z-]*", captured.err))
     assert {"--min-devices", "--eps-agg"} <= named
     with pytest.raises(SystemExit):
         main(["admin", "start", "--help"])
     assert named <= set(re.findall(r"--[a-z][a-z-]*", capsys.readouterr().out))
+    # Completion rounds the user named are "asked for" (the default's were said so too).
+    assert main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
+                 "start", "--run-id", "r4", "--eps-agg", "2", "--min-devices", "300",
+                 "--target-devices", "450", "--completion-rounds", "8"]) == 0
+    assert capsys.readouterr().err.startswith("note: 0 of the 8 completion rounds asked for ")
 
 
 class Unavailable(grpc.RpcError):
@@ -118,3 +123,17 @@ def test_an_unreachable_coordinator_without_ca_hints_at_tls(
     assert err.startswith("fedhh admin: error: UNAVAILABLE: Socket closed")
     assert err.endswith("(if the service is served over TLS, pass --ca with its ca.pem)") \
         is hinted
+
+
+def test_start_names_deny_list_items_longer_than_the_codes(
+        recorder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A deny-list item longer than the run's codes denies every item whose code starts as
+    its own; the coordinator knows no items, so the operator's client says it as it starts."""
+    deny = tmp_path / "deny.txt"
+    deny.write_text("https://example.com/search?q=" + "new+york+" * 80 + "\nshort\n")
+    assert main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
+                 "start", "--run-id", "r5", "--deny-list", str(deny)]) == 0
+    err = capsys.readouterr().err
+    assert ("fedhh admin start: warning: deny-list item https://example.com/search?q=new+york+"
+            in err)
+    assert "longer than the codes" in err and "short" not in err
