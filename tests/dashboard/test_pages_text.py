@@ -109,5 +109,22 @@ def test_a_deny_list_shows_each_item_apart_even_one_holding_a_comma_and_a_space(
     detail = SimpleNamespace(line=line("done", 4), config=RunConfig(), eps_local=1.0,
                              deny=("a, b", "c", " new york"))
     page = str(run_head(detail))  # type: ignore[arg-type]
-    assert re.findall(r'<code class="listed">([^<]*)</code>', page) == [
+    assert re.findall(r'<code class="listed" dir="auto">([^<]*)</code>', page) == [
         "a, b", "c", r"\x20new york"]
+
+
+def test_deny_list_items_are_isolated_for_right_to_left_text() -> None:
+    """Hebrew or Arabic deny-list items on one line, joined by commas, ran into each other
+    and the commas (the bidirectional algorithm reorders a line across inline elements): each
+    item's element has dir="auto", which isolates it (HTML's bidi isolation) and takes its
+    direction from its own first letter."""
+    from types import SimpleNamespace
+
+    from fedhh.config import RunConfig
+    from fedhh_coordinator.dashboard.pages import run_head
+
+    detail = SimpleNamespace(line=line("done", 4), config=RunConfig(), eps_local=1.0,
+                             deny=("שלום", "abc", "مرحبا"))
+    page = str(run_head(detail))  # type: ignore[arg-type]
+    cells = re.findall(r'<code ([^>]*)>([^<]*)</code>', page)
+    assert cells == [('class="listed" dir="auto"', item) for item in ("שלום", "abc", "مرحبا")]

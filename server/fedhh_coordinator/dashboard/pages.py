@@ -152,9 +152,10 @@ def run_head(run: RunDetail) -> Html:
     if line.error:
         facts.append(("Error", fmt('<span class="error">{e}</span>', e=line.error)))
     if run.deny:
-        # One element an item: an item may hold ", " (items with spaces: docs/datasets.md).
-        facts.append(("Deny list", join((fmt('<code class="listed">{i}</code>', i=printable(i))
-                                         for i in run.deny), " ")))
+        # One element an item: an item may hold ", " (items with spaces: docs/datasets.md);
+        # dir="auto" isolates each, so right-to-left items keep their order on the line.
+        facts.append(("Deny list", join((fmt('<code class="listed" dir="auto">{i}</code>',
+                                             i=printable(i)) for i in run.deny), " ")))
     items = join(fmt("<div><dt>{k}</dt><dd>{v}</dd></div>", k=k, v=v) for k, v in facts)
     return fmt('<dl class="facts">{items}</dl>', items=items)
 
