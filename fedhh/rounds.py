@@ -214,6 +214,8 @@ class RoundDriver:
     on_round: RoundCallback | None = None
     on_abort: AbortCallback | None = None
     cancelled: Callable[[], bool] = field(default=lambda: False)
+    # What left the attempts ``resume`` settles open, as their abort reasons begin.
+    interrupted_by: str = "the coordinator stopped"
 
     async def run(self, state: TreeState) -> TreeState:
         """Settle what a previous process left open, then run rounds until the tree is done."""
@@ -258,7 +260,7 @@ class RoundDriver:
             recovered = await self.link.recover(attempt)
             log.info("settling %s of run %s: %s (%s)", attempt.label, self.run_id,
                      recovered.verdict.value, recovered.reason)
-            reason = f"the coordinator stopped; {recovered.reason}"
+            reason = f"{self.interrupted_by}; {recovered.reason}"
             if (recovered.verdict is Recovery.RESUME and not state.done
                     and record.round == state.next_round):
                 query = self.tree.query(state)

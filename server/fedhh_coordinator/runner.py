@@ -51,6 +51,9 @@ class Runner:
         self.progress: dict[str, Progress] = {}  # of the running runs
         self._outage_delay = 0.0  # the last store outage's last wait (_await_store)
         self._outage_ended_at = float("-inf")
+        # The runs a store outage interrupted: their open attempts are settled as left by it
+        # (as by a stopped coordinator, but this one went on).
+        self._interrupted: set[str] = set()
 
     def wake(self) -> None:
         self._wake.set()
@@ -105,6 +108,7 @@ class Runner:
             try:
                 await self.drive(run_id)
             except StoreUnavailable:
+                self._interrupted.add(run_id)
                 raise  # the run is not at fault: it resumes once the store answers
             except RunCancelled as cancelled:
                 self.store.set_run_state(run_id, "cancelled", str(cancelled))
@@ -164,7 +168,10 @@ class Runner:
             max_attempts=parts.config.max_attempts, retry_delay_s=self.retry_delay_s,
             on_round=on_round, on_abort=on_abort,
             cancelled=lambda: run_id in self._cancelled,
+            interrupted_by=("the store was unavailable" if run_id in self._interrupted
+                            else RoundDriver.interrupted_by),
         )
+        self._interrupted.discard(run_id)
         return driver
 
     async def drive(self, run_id: str) -> None:

@@ -114,8 +114,8 @@ def test_a_deny_list_shows_each_item_apart_even_one_holding_a_comma_and_a_space(
 
 
 def test_deny_list_items_are_isolated_for_right_to_left_text() -> None:
-    """Hebrew or Arabic deny-list items on one line, joined by commas, ran into each other
-    and the commas (the bidirectional algorithm reorders a line across inline elements): each
+    """Hebrew or Arabic deny-list items on one line ran into each other (the bidirectional
+    algorithm reorders a line across inline elements and the spaces between them): each
     item's element has dir="auto", which isolates it (HTML's bidi isolation) and takes its
     direction from its own first letter."""
     from types import SimpleNamespace

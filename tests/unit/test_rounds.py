@@ -209,3 +209,18 @@ def test_a_restart_never_charges_an_attempt_twice() -> None:
         assert store.attempts()[0].state is expected
         expected_spends = 1 if verdict is Recovery.RESUME else 2
         assert len(spends(d)) == expected_spends
+
+
+def test_an_attempt_left_open_says_what_interrupted_it() -> None:
+    """A restarted coordinator settles an open attempt as "the coordinator stopped"; one that
+    went on through a store outage (runner.py) as "the store was unavailable" (it was labelled
+    as stopped, though it never stopped)."""
+    for interrupted_by in (RoundDriver.interrupted_by, "the store was unavailable"):
+        store = MemoryRunStore()
+        store.open_attempt(1)
+        link = FakeLink(["release"], store, Recovered(Recovery.NOTHING, "nothing to collect"))
+        d = driver(link, store)
+        d.interrupted_by = interrupted_by
+        run(d)
+        assert store.attempts()[0].reason == f"{interrupted_by}; nothing to collect"
+    assert RoundDriver.interrupted_by == "the coordinator stopped"
