@@ -181,11 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "coordinator's gRPC address, in the compose stack port 7000; 7100 is "
                         "the aggregator's" if args.command == "admin" else
                         f"the service at {address} does not serve this call")
-            # (the details are the server's words: escaped, one line, whoever sent them)
-            from fedhh.codec.shown import printable
+            # (the details are the server's words, whoever sent them: one line, escaped)
+            from fedhh.codec.shown import message_text
 
+            said = message_text(details)
             usage_error(f"fedhh {args.command}",
-                        f"{code.name}: {printable(details)}" + (f" ({hint})" if hint else ""))
+                        f"{code.name}: {said}" + (f" ({hint})" if hint else ""))
         raise
     finally:
         if computing:

@@ -73,7 +73,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["columns", "isolated", "ljust", "printable", "rjust"]
+__all__ = ["columns", "isolated", "ljust", "message_text", "printable", "rjust"]
 
 ELLIPSIS = "…"  # (as fedhh.codec.codec writes a cut prefix's end)
 
@@ -182,6 +182,14 @@ def _escape(char: str) -> str:
     code = ord(char)
     return f"\\x{code:02x}" if code < 0x100 else (
         f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+
+
+def message_text(text: str) -> str:
+    """``text`` (a message, a server's words: not an item) on one line, every character a
+    terminal would act on or hide escaped (``str.isprintable``'s), its backslashes as sent:
+    `printable` doubles them to keep items apart, which showed a repr's ``'a\\tb'`` as
+    ``'a\\\\tb'``."""
+    return "".join(char if char.isprintable() else _escape(char) for char in text)
 
 
 @lru_cache(maxsize=4096)

@@ -137,3 +137,30 @@ def test_start_names_deny_list_items_longer_than_the_codes(
     assert ("fedhh admin start: warning: deny-list item https://example.com/search?q=new+york+"
             in err)
     assert "longer than the codes" in err and "short" not in err
+
+
+class Refused(grpc.RpcError):
+    """A refusal whose details quote a value with repr, then a terminal escape and a line."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.INVALID_ARGUMENT
+
+    def details(self) -> str:
+        return "label must be printable text, got 'a\\tb'\x1b[31m red\nsecond line"
+
+
+def test_a_refusal_is_one_line_with_escapes_but_its_backslashes_as_sent(
+        recorder: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    r"""Before: the repr's backslash was doubled again (got 'a\\tb'); ESC and the line
+    break are still escaped, so a server's words cannot act on the terminal."""
+    def runs(self: Recorder) -> list[Any]:
+        raise Refused()
+
+    monkeypatch.setattr(Recorder, "runs", runs, raising=False)
+    with pytest.raises(SystemExit):
+        main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
+              "list"])
+    err = capsys.readouterr().err
+    assert err == ("fedhh admin: error: INVALID_ARGUMENT: label must be printable text, got "
+                   "'a\\tb'\\x1b[31m red\\x0asecond line\n")
