@@ -94,9 +94,16 @@ def test_python_vectors_are_current() -> None:
 
 
 def test_typescript_passes_the_python_vectors(built: Path) -> None:
+    """`npm test`: every Node test of clients/web/test, the vectors among them, and the
+    device's waits (pause.test.ts: a wait past a timer's 2^31 - 1 ms chained, where it fired
+    at once; a check-in with nothing to do sent again after a floor and a jittered backoff,
+    where "retry after 0 ms" was a hot loop) and refused identities (refused_identity.test.ts:
+    a cleared site or a reset coordinator says a new token is needed)."""
     assert webkit.NPM is not None
     done = webkit.run(webkit.NPM, "test", timeout=300)
     assert "# fail 0" in done.stdout and "# pass" in done.stdout, done.stdout[-2000:]
+    for name in ("pause.test.js", "refused_identity.test.js"):
+        assert (built / "test" / name).exists(), name  # (so npm test ran it)
 
 
 def test_typescript_shamir_shares(ts_vectors: dict[str, Any]) -> None:
