@@ -52,10 +52,11 @@ class _Round:
 class RoundFailures:
     """The failures of the rounds this process's devices take part in (module docstring)."""
 
-    def __init__(self, logger: logging.Logger, message: str = "secure aggregation failed"
-                 ) -> None:
+    def __init__(self, logger: logging.Logger, message: str = "secure aggregation failed",
+                 detail_field: str = "detail") -> None:
         self._log = logger
         self._message = message
+        self._detail_field = detail_field  # (the field a log reader knows the detail by)
         self._rounds: dict[RoundKey, _Round] = {}  # rounds some device here takes part in
         self._ended: dict[RoundKey, _Round] = {}  # rounds whose devices here have all ended
 
@@ -105,7 +106,7 @@ class RoundFailures:
             run_id, round_, attempt = self._key
             extra = {"run_id": run_id, "round": round_, "attempt": attempt,
                      "secagg_id": secagg_id, "outcome": outcome, "stage": stage,
-                     "detail": detail, **fields}
+                     self._owner._detail_field: detail, **fields}
             if failed.devices == 1:
                 extra["others"] = ("further devices of this process failing so in this round "
                                    "are logged at debug level, and counted once it has moved on")

@@ -114,7 +114,7 @@ class RoundChecks:
 _ROUND_CHECKS = RoundChecks()
 # The failed and the refused rounds of this process's devices, logged once per round and cause.
 _FAILURES = RoundFailures(log)
-_REFUSALS = RoundFailures(log, "refused the round")
+_REFUSALS = RoundFailures(log, "refused the round", detail_field="reason")
 
 
 def log_round_counts() -> None:

@@ -31,6 +31,13 @@ class Stats:
         self.outcome_seconds: dict[str, list[float]] = {}
 
 
+@pytest.fixture(autouse=True)
+def counted_before() -> None:
+    """The rounds other tests of this process left uncounted are counted (and forgotten)
+    before each test: the trackers are the process's, as in a device process."""
+    secagg_run.log_round_counts()
+
+
 @pytest.fixture
 def ends(monkeypatch: pytest.MonkeyPatch) -> dict[int, SessionResult]:
     """How each device's participation ends, by its secagg id (set by the test): the round's
@@ -179,7 +186,7 @@ def test_devices_refusing_a_round_alike_log_one_warning_and_one_count(
     assert len(warnings) == 3, [r.getMessage() for r in warnings]
     first, summary, next_round = warnings
     assert first.getMessage() == "refused the round"
-    assert (first.round, first.detail) == (3, below)  # type: ignore[attr-defined]
+    assert (first.round, first.reason) == (3, below)  # type: ignore[attr-defined]
     assert len(_lines(caplog, logging.DEBUG)) == 24
     # Round 3 is counted as soon as the process moves on to round 4.
     assert summary.getMessage().startswith("refused the round: 25 devices of this process in "
