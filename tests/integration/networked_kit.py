@@ -1,14 +1,19 @@
-"""Shared pieces of the networked integration tests: a planted population and a run config."""
+"""Shared pieces of the networked integration tests: a planted population, a run config, and
+the planted population's stack."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import string
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 
+from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.topology import LocalTopology
 from fedhh.v1 import coordinator_pb2 as pb
 
 PLANTED = {"apple": 60, "berry": 50, "cherr": 40}
@@ -33,6 +38,27 @@ def planted_dataset(path: Path) -> Path:
         lines.append(" ".join(words))
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+@contextlib.contextmanager
+def planted_stack(tmp_path: Path, database: str | None = None) -> Iterator[LocalTopology]:
+    """An aggregator, a coordinator (its store ``database``, else SQLite in the workdir) and
+    the planted population's 200 devices in two processes, enrolled."""
+    data = planted_dataset(tmp_path / "users.txt")
+    with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")},
+                       database=database) as topo:
+        topo.start_aggregator()
+        topo.start_coordinator(COORDINATOR_FLAGS)
+        for i, users in enumerate(("0:100", "100:200")):
+            topo.start_devices(f"devices-{i}", str(data), users)
+        topo.wait_for_devices()
+        yield topo
+
+
+def admin_client(topo: LocalTopology) -> AdminClient:
+    """The operator's client of ``topo``'s coordinator."""
+    return AdminClient(topo.address("coordinator"), topo.token("admin"),
+                       topo.workdir / "tls" / "ca.pem")
 
 
 def run_config(**overrides: object) -> pb.RunConfig:

@@ -8,11 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-from networked_kit import COORDINATOR_FLAGS, planted_dataset, run_config, wait_for_line
+from networked_kit import (
+    COORDINATOR_FLAGS,
+    admin_client,
+    planted_stack,
+    run_config,
+    wait_for_line,
+)
 from postgres_kit import PostgresServer
-
-from fedhh.rpc.admin_client import AdminClient
-from fedhh.rpc.topology import LocalTopology
 
 pytestmark = pytest.mark.slow
 
@@ -20,29 +23,18 @@ pytestmark = pytest.mark.slow
 def test_a_coordinator_on_postgresql_killed_mid_run_resumes_with_an_exact_ledger(
     tmp_path: Path,
 ) -> None:
-    data = planted_dataset(tmp_path / "users.txt")
-    with PostgresServer() as pg:
-        url = pg.create_database()
-        with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")},
-                           database=url) as topo:
-            topo.start_aggregator()
-            topo.start_coordinator(COORDINATOR_FLAGS)
-            for i, users in enumerate(("0:100", "100:200")):
-                topo.start_devices(f"devices-{i}", str(data), users)
-            topo.wait_for_devices()
-            admin = lambda: AdminClient(topo.address("coordinator"),  # noqa: E731
-                                        topo.token("admin"), topo.workdir / "tls" / "ca.pem")
-            with admin() as client:
-                client.start_run(run_config(rounds=2, max_bits=20, dim_limit=1 << 10,
-                                            min_devices=150, checkin_ms=120_000,
-                                            stage_ms=10_000), run_id="crash")
-                wait_for_line(topo.services["coordinator"].log,
-                              '"message": "round released"')
-            topo.kill("coordinator")  # round 2 is open now: checking in or aggregating
-            topo.start_coordinator(COORDINATOR_FLAGS)
-            with admin() as client:
-                run = client.wait("crash", 240)
-                results = client.results("crash")
+    with PostgresServer() as pg, planted_stack(tmp_path, pg.create_database()) as topo:
+        with admin_client(topo) as client:
+            client.start_run(run_config(rounds=2, max_bits=20, dim_limit=1 << 10,
+                                        min_devices=150, checkin_ms=120_000,
+                                        stage_ms=10_000), run_id="crash")
+            wait_for_line(topo.services["coordinator"].log,
+                          '"message": "round released"')
+        topo.kill("coordinator")  # round 2 is open now: checking in or aggregating
+        topo.start_coordinator(COORDINATOR_FLAGS)
+        with admin_client(topo) as client:
+            run = client.wait("crash", 240)
+            results = client.results("crash")
         # Nothing of the run lives outside the database: no SQLite file was written.
         assert not (topo.workdir / "coordinator.sqlite").exists()
     assert run.state == "done", run.error

@@ -14,11 +14,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from networked_kit import COORDINATOR_FLAGS, planted_dataset, run_config, wait_for_line
+from networked_kit import admin_client, planted_stack, run_config, wait_for_line
 from postgres_kit import PostgresServer
-
-from fedhh.rpc.admin_client import AdminClient
-from fedhh.rpc.topology import LocalTopology
 
 pytestmark = pytest.mark.slow
 
@@ -34,38 +31,27 @@ def pg_ctl(pg: PostgresServer, action: str) -> None:
 
 
 def test_a_database_restart_mid_run_does_not_fail_the_run(tmp_path: Path) -> None:
-    data = planted_dataset(tmp_path / "users.txt")
-    with PostgresServer() as pg:
-        url = pg.create_database()
-        with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")},
-                           database=url) as topo:
-            topo.start_aggregator()
-            topo.start_coordinator(COORDINATOR_FLAGS)
-            for i, users in enumerate(("0:100", "100:200")):
-                topo.start_devices(f"devices-{i}", str(data), users)
-            topo.wait_for_devices()
-            admin = lambda: AdminClient(topo.address("coordinator"),  # noqa: E731
-                                        topo.token("admin"), topo.workdir / "tls" / "ca.pem")
-            with admin() as client:
-                client.start_run(run_config(rounds=3, max_bits=30, dim_limit=1 << 10,
-                                            min_devices=150, checkin_ms=120_000,
-                                            stage_ms=10_000), run_id="blip")
-                wait_for_line(topo.services["coordinator"].log,
-                              '"message": "round released"')
-                pg_ctl(pg, "stop")
-                # the runner meets the outage at its next store call in round 2 and waits
-                log = topo.services["coordinator"].log
-                wait_for_line(log, "the store is unavailable; the runs wait for it")
-                # a call meanwhile is UNAVAILABLE (worth a retry), not a refusal of its request
-                with pytest.raises(grpc.RpcError) as error:
-                    client.run("blip")
-                assert error.value.code() == grpc.StatusCode.UNAVAILABLE, error.value
-                assert "the database" in error.value.details()  # type: ignore[attr-defined]
-                pg_ctl(pg, "start")
-                wait_for_line(log, "the store answers again; the runs resume from it")
-                run = client.wait("blip", 300)
-                results = client.results("blip")
-            assert topo.services["coordinator"].process.poll() is None  # still serving
+    with PostgresServer() as pg, planted_stack(tmp_path, pg.create_database()) as topo:
+        with admin_client(topo) as client:
+            client.start_run(run_config(rounds=3, max_bits=30, dim_limit=1 << 10,
+                                        min_devices=150, checkin_ms=120_000,
+                                        stage_ms=10_000), run_id="blip")
+            wait_for_line(topo.services["coordinator"].log,
+                          '"message": "round released"')
+            pg_ctl(pg, "stop")
+            # the runner meets the outage at its next store call in round 2 and waits
+            log = topo.services["coordinator"].log
+            wait_for_line(log, "the store is unavailable; the runs wait for it")
+            # a call meanwhile is UNAVAILABLE (worth a retry), not a refusal of its request
+            with pytest.raises(grpc.RpcError) as error:
+                client.run("blip")
+            assert error.value.code() == grpc.StatusCode.UNAVAILABLE, error.value
+            assert "the database" in error.value.details()  # type: ignore[attr-defined]
+            pg_ctl(pg, "start")
+            wait_for_line(log, "the store answers again; the runs resume from it")
+            run = client.wait("blip", 300)
+            results = client.results("blip")
+        assert topo.services["coordinator"].process.poll() is None  # still serving
         # no device took the outage for its credential refused (they were told
         # UNAUTHENTICATED, and stayed out of every later round)
         for name in ("devices-0", "devices-1"):
