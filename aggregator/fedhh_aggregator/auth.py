@@ -37,8 +37,14 @@ class ControlAuth:
         self._token = token
 
     def check(self, context: grpc.aio.ServicerContext) -> None:
+        self.check_metadata(context.invocation_metadata())
+
+    def check_metadata(self, metadata: tuple[tuple[str, str | bytes], ...] | None) -> None:
+        """The check on a call's metadata alone: what the gRPC port's ``CredentialGate`` runs
+        before it reads the request (``fedhh.rpc.serving``), so a caller without the token
+        costs the service its metadata only, not a message up to the receive cap."""
         presented = b""
-        for key, value in context.invocation_metadata() or ():
+        for key, value in metadata or ():
             if key.lower() == "authorization":
                 text = value.decode("latin-1") if isinstance(value, bytes) else value
                 scheme, _, credential = text.partition(" ")

@@ -84,9 +84,14 @@ async def start(settings: CombinerSettings) -> Combiner:
     pool = WorkerPool(settings.workers, settings.tls, settings.control_token)
     registry = CombinerRegistry(settings.coordinator_public, pool, limits, journal)
     registry.restore()
-    server = serving.new_server(max_receive_bytes=MAX_RECEIVE_BYTES)
+    control_auth = ControlAuth(settings.control_token)
+    # Every method is the coordinator's: its token is checked from the metadata before the
+    # request is read (a caller without it costs its metadata, not a 4 MiB message).
+    server = serving.new_server(
+        max_receive_bytes=MAX_RECEIVE_BYTES,
+        credential_checks={f"/{COMBINER_SERVICE}/": control_auth.check_metadata})
     pb_grpc.add_CombinerControlServicer_to_server(
-        CombinerServicer(registry, ControlAuth(settings.control_token)), server)
+        CombinerServicer(registry, control_auth), server)
     health = serving.add_health_and_reflection(server, (COMBINER_SERVICE,))
     port = serving.bind(server, settings.listen, settings.tls, settings.insecure)
     await server.start()

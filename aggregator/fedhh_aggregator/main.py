@@ -168,11 +168,16 @@ async def start(settings: AggregatorSettings) -> RunningAggregator:
     """Build, bind and start the service (health SERVING once it returns). With a state
     directory, the outcomes of earlier rounds are restored from its journal first."""
     limits = settings.limits
-    server = serving.new_server(max_receive_bytes=limits.max_message_bytes,
-                                max_concurrent_streams=limits.max_streams_per_connection,
-                                extra_options=server_options(limits),
-                                request_waits=RequestWaits("grpc",
-                                                           timeout_s=limits.body_timeout_s))
+    control_auth = ControlAuth(settings.control_token)
+    # The control API's token is checked from the metadata, before the request is read (its
+    # servicer checks it again): before, a caller without it had its message read and parsed,
+    # up to the receive cap, and a malformed one was told why it did not parse.
+    server = serving.new_server(
+        max_receive_bytes=limits.max_message_bytes,
+        max_concurrent_streams=limits.max_streams_per_connection,
+        extra_options=server_options(limits),
+        credential_checks={f"/{CONTROL_SERVICE}/": control_auth.check_metadata},
+        request_waits=RequestWaits("grpc", timeout_s=limits.body_timeout_s))
     # Bound first (its TLS files checked), so an address or key it cannot use is refused
     # before the journal is created.
     port = serving.bind(server, settings.listen, settings.tls, settings.insecure)
@@ -184,7 +189,7 @@ async def start(settings: AggregatorSettings) -> RunningAggregator:
     devices = DeviceServicer(registry)
     add_device_service(devices, server)
     pb_grpc.add_AggregatorControlServicer_to_server(
-        ControlServicer(registry, ControlAuth(settings.control_token)), server)
+        ControlServicer(registry, control_auth), server)
     health = serving.add_health_and_reflection(server, SERVICES)
     web = await _start_web(settings, devices, settings.web_listen) if settings.web_listen \
         else None
