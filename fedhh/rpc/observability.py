@@ -80,6 +80,7 @@ class MetricsEndpoint:
         from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
         from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, serve_runner
+        from fedhh.rpc.request_log import RequestLog
 
         async def scrape(request: web.Request) -> web.Response:
             return web.Response(body=generate_latest(REGISTRY),
@@ -87,8 +88,11 @@ class MetricsEndpoint:
 
         app = web.Application(client_max_size=4096)
         app.router.add_get("/{path:.*}", scrape)
+        # A request that does not parse is one WARNING without the sender's bytes, as on the
+        # dashboard: aiohttp's own logger wrote it at ERROR with a traceback quoting them.
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0,
-                               keepalive_timeout=HEAD_TIMEOUT_S)
+                               keepalive_timeout=HEAD_TIMEOUT_S,
+                               logger=RequestLog("metrics endpoint"))
         context = tls.server_context("the metrics endpoint") if tls is not None else None
         self.served = await serve_runner(runner, context, host, port, METRICS_CONNECTIONS,
                                          name="metrics endpoint")
