@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,22 @@ CREATE TABLE IF NOT EXISTS device_spends (
 _UNAVAILABLE_CODES = frozenset({5, 6, 8, 10, 13, 14})
 
 
+# SQLite's codes of a lock another connection holds (SQLITE_BUSY, SQLITE_LOCKED).
+_BUSY_CODES = frozenset({5, 6})
+# How long a statement waits for a lock another process holds (SQLite's busy timeout). The
+# store's own transactions last milliseconds (the coordinator's, each selector's), so a
+# second is plenty for them; a lock held longer is an outsider's (an operator's `sqlite3`
+# shell in a transaction, a backup tool that writes). Each wait blocks the coordinator's event
+# loop, every device's call and the health checks with it: at Python's default of 5 s, four
+# admin calls against a locked file took 20 s, and health checks went 10 s unanswered.
+BUSY_TIMEOUT_S = 1.0
+# After a wait ran out, statements do not wait at all (they run at once if the lock is free,
+# else fail at once) for a pause: 1 s, doubling while the lock stays held, to 30 s; as the
+# PostgreSQL store pauses its reconnections (``db.postgres.RECONNECT_PAUSE_S``).
+BUSY_PAUSE_S = 1.0
+BUSY_PAUSE_MAX_S = 30.0
+
+
 def unavailable(error: sqlite3.OperationalError) -> Exception:
     """``StoreUnavailable`` for a failure of the file (``_UNAVAILABLE_CODES``), else the error
     itself (a statement's own mistake stays a bug)."""
@@ -99,9 +116,14 @@ class SqliteDatabase:
 
     kind = "sqlite"
 
-    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+    def __init__(self, path: str | Path, *, create: bool = True,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         """``create``: make the schema in a new database (a selector, which reads the
         coordinator's store, refuses one instead)."""
+        self._clock = clock
+        self._busy_until = 0.0  # while the clock is below it, statements do not wait
+        self._busy_pause_s = 0.0
+        self._waiting = True
         self.location = str(path)
         if self.location != ":memory:":
             file = Path(self.location)
@@ -112,7 +134,7 @@ class SqliteDatabase:
                                   "store is made where no file is); it is left as it is")
             file.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.location, check_same_thread=False,
-                                   isolation_level=None)
+                                   isolation_level=None, timeout=BUSY_TIMEOUT_S)
         self._lock = threading.Lock()
         try:
             new = check_store_tables(self._tables(), self.location)  # before any write
@@ -137,13 +159,40 @@ class SqliteDatabase:
         return {name: {str(c[1]) for c in self._db.execute(
             "SELECT * FROM pragma_table_info(?)", (name,))} for name in names}
 
+    def _set_waiting(self) -> None:
+        """Wait for a lock up to ``BUSY_TIMEOUT_S``, or not at all during a pause (module
+        constants): a file locked by another process for long blocks the event loop for one
+        wait per pause, not one per statement."""
+        waiting = self._clock() >= self._busy_until
+        if waiting != self._waiting:
+            wait_ms = int(BUSY_TIMEOUT_S * 1000) if waiting else 0
+            self._db.execute(f"PRAGMA busy_timeout = {wait_ms}")
+            self._waiting = waiting
+
+    def _failed(self, error: sqlite3.OperationalError) -> Exception:
+        code = getattr(error, "sqlite_errorcode", None)
+        if code is None or code & 0xFF not in _BUSY_CODES:
+            return unavailable(error)
+        if self._waiting:  # (a statement of a pause that found the lock held: the pause goes on)
+            self._busy_pause_s = min(2 * self._busy_pause_s, BUSY_PAUSE_MAX_S) \
+                if self._busy_pause_s else BUSY_PAUSE_S
+            self._busy_until = self._clock() + self._busy_pause_s
+        return StoreUnavailable(
+            f"the database failed: {error} (another process holds its lock; statements fail "
+            f"at once for {self._busy_pause_s:g} s unless it is free)")
+
+    def _succeeded(self) -> None:
+        self._busy_pause_s = 0.0
+        self._busy_until = 0.0
+
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
         with self._lock:
             try:
+                self._set_waiting()
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as error:
-                raise unavailable(error) from None
+                raise self._failed(error) from None
             try:
                 yield _SqliteTransaction(self._db)
                 self._db.execute("COMMIT")
@@ -151,15 +200,18 @@ class SqliteDatabase:
                 if self._db.in_transaction:  # (SQLite ends some failed ones itself)
                     self._db.execute("ROLLBACK")
                 if isinstance(error, sqlite3.OperationalError):
-                    raise unavailable(error) from None
+                    raise self._failed(error) from None
                 raise
+            self._succeeded()
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             try:
-                return list(self._db.execute(sql, tuple(params)).fetchall())
+                self._set_waiting()
+                rows = list(self._db.execute(sql, tuple(params)).fetchall())
             except sqlite3.OperationalError as error:
-                raise unavailable(error) from None
+                raise self._failed(error) from None
+            return rows
 
     def close(self) -> None:
         with self._lock:
