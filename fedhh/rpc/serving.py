@@ -6,6 +6,7 @@ INVALID_ARGUMENT), and graceful shutdown on SIGTERM/SIGINT."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import errno
 import gc
 import inspect
@@ -475,6 +476,39 @@ def check_tls_files(tls: TlsFiles) -> None:
     der = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     if cert.public_key().public_bytes(*der) != key.public_key().public_bytes(*der):
         raise ConfigError(f"TLS key {tls.key} is not the key of the certificate {tls.cert}")
+    check_certificate_dates(cert, tls.cert)
+
+
+# A certificate is refused while it is valid only from this far ahead of the machine's clock.
+CLOCK_SKEW = dt.timedelta(minutes=5)
+# A certificate that expires within this is served with a WARNING as the service starts.
+EXPIRY_WARNING = dt.timedelta(days=7)
+_expiry_warned: set[str] = set()
+
+
+def check_certificate_dates(cert: Any, path: object, now: dt.datetime | None = None) -> None:
+    """ConfigError if the certificate ``cert`` (an ``x509.Certificate``, read from ``path``)
+    has expired or is not valid yet (beyond ``CLOCK_SKEW``): every client refuses it, so a
+    service that served it would take calls from nobody. Before, a service started with an
+    expired certificate logged "serving" and every call and health check failed at the
+    clients' end. A certificate that expires within ``EXPIRY_WARNING`` is one WARNING."""
+    now = now or dt.datetime.now(dt.UTC)
+    until, since = cert.not_valid_after_utc, cert.not_valid_before_utc
+    if until <= now:
+        raise ConfigError(
+            f"TLS certificate {path} expired on {until:%Y-%m-%d %H:%M} UTC: every client "
+            f"refuses it; renew it (`fedhh certs` again keeps the CA, or your PKI) and start "
+            f"the service again")
+    if since > now + CLOCK_SKEW:
+        raise ConfigError(
+            f"TLS certificate {path} is valid only from {since:%Y-%m-%d %H:%M} UTC, and this "
+            f"machine's clock says {now:%Y-%m-%d %H:%M} UTC: every client would refuse it "
+            f"(is the clock right?)")
+    if until - now < EXPIRY_WARNING and str(path) not in _expiry_warned:
+        _expiry_warned.add(str(path))
+        log.warning("the TLS certificate expires soon: renew it (`fedhh certs` again, or your "
+                    "PKI) and restart the services that serve it",
+                    extra={"certificate": str(path), "expires": f"{until:%Y-%m-%d %H:%M} UTC"})
 
 
 _BIND_HINTS = {
