@@ -226,18 +226,23 @@ async def read_result_stream(call: Any, *, sharded: bool, on_evidence: EvidenceH
 
 
 class ResultBuffer:
-    """The released sum's bytes as the stream's data parts bring them (after the evidence)."""
+    """The released sum's bytes as the stream's data parts bring them (after the evidence).
+
+    The buffer grows with the bytes received, up to the header's length: it was allocated
+    (and zeroed) whole as the header arrived, so a header alone, declaring a dimension of
+    2^32 - 1, made its reader (the coordinator, or a combiner reading a worker) take 16 GiB
+    before a byte of the sum came (outside probe, thirty-sixth stop)."""
 
     def __init__(self, header: pb.ResultHeader, expected: int) -> None:
         self._bits = header.modulus_bits
         self._expected = expected
-        self._buffer = bytearray(expected)
+        self._buffer = bytearray()
         self._received = 0
 
     def add(self, data: bytes) -> None:
         if self._received + len(data) > self._expected:
             raise AggregatorError("the result stream holds more than the declared sum")
-        self._buffer[self._received:self._received + len(data)] = data
+        self._buffer += data
         self._received += len(data)
 
     def total(self) -> np.ndarray:
