@@ -7,7 +7,10 @@
     fedhh admin ... mint-tokens --users 0:250 --out devices-a.tokens   # one device process's
 
 The admin token comes from --token-file or $FEDHH_ADMIN_TOKEN. Results print as JSON on
-stdout; wait tells each round's progress on stderr as it happens.
+stdout; wait tells each round's progress on stderr as it happens, prints the run as it ended,
+and exits 0 only for a run that is done: 1 (with the run's error on stderr) for one that failed
+or was cancelled, so that `wait r1 && results r1`, or a Kubernetes Job's `set -e` script, stops
+there instead of reporting success.
 Hand each device process only its own tokens: with --users START:END the file holds
 `USER TOKEN` lines for those users only, for `fedhh device --users tokens`; --count N writes N
 tokens, line u for dataset user u. An existing --out is replaced only with --force: it may hold
@@ -210,4 +213,10 @@ def run(args: argparse.Namespace) -> int:
     # it met a KeyError exactly when a round found nothing.
     print(json.dumps(MessageToDict(reply, always_print_fields_with_no_presence=True),
                      indent=2))
+    if args.action == "wait" and reply.state != "done":
+        # (before: 0 whatever the run's end, so `wait r1 && results r1` and the k8s start-run
+        # Job went on as if a failed run had found its heavy hitters)
+        why = f": {reply.error}" if reply.error else ""
+        print(f"fedhh admin: run {args.run_id} ended {reply.state}{why}", file=sys.stderr)
+        return 1
     return 0
