@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         write_plot(result, config, args.plot)
     if not args.quiet and args.json != options.STDOUT:  # (standard output holds the JSON)
-        print_summary(payload, args.top)
+        print_summary(payload, args.top, config.completion_blocker())
     return 0
 
 
@@ -189,7 +189,9 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def print_summary(payload: dict[str, Any], top: int) -> None:
+def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None) -> None:
+    """The console summary of ``payload``; ``blocker``: the setting that ruled the completion
+    rounds out (`RunConfig.completion_blocker`), named where an item came back truncated."""
     ds = payload["dataset"]
     print(f"dataset {ds['name']}: {ds['users']:,} users, {ds['vocabulary']:,} distinct items")
     privacy = payload["privacy"]
@@ -217,27 +219,16 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
     _table(rows)
     hitters = payload["heavy_hitters"]
     earlier = payload.get("earlier_runs", [])
+    if earlier:
+        # (--two-runs: the first run's items, the second run's deny list, are the run's output
+        # too; each run's rounds count from 1, so each run is its own list)
+        print(f"\n{len(earlier)} heavy hitters found by the first run (the second run's deny "
+              "list)")
+        _hitters_table(earlier, top, blocker)
     print(f"\n{len(hitters)} heavy hitters discovered"
-          + (f" (+{len(payload['deny_list'])} from the deny list)" if payload["deny_list"] else "")
-          + (f" (+{len(earlier)} found by the first run, listed in --json's earlier_runs)"
-             if earlier else ""))
-    if top:
-        _table([("#", "item", "estimate", "std", "round")] + [
-            (i + 1, printable(h["item"], h["truncated"])
-             + (f"  ({h['note']})" if h.get("note") else ""),
-             f"{h['estimate']:,.0f}", _std(h), h["round"])
-            for i, h in enumerate(hitters[:top])
-        ])
-        print("(by round, then estimate: a round's estimate counts the devices that chose the "
-              "item that round, among their items on the round's narrowing prefix list, so "
-              "estimates of different rounds are not comparable)")
-        if len(hitters) > top:
-            print(more_hitters(hitters, top))
-        widths = sorted({h["bits"] for h in hitters[:top] if h["truncated"]})
-        if widths:
-            print(f"(an item ending in … was truncated at {'/'.join(map(str, widths))} bits, "
-                  "the code's width: it stands for every item starting with those bits; see "
-                  "--max-bits and --completion-rounds)")
+          + (" by the second run" if earlier else "")
+          + (f" (+{len(payload['deny_list'])} from the deny list)" if payload["deny_list"] else ""))
+    _hitters_table(hitters, top, blocker)
     cut = payload.get("cut_prefixes", [])
     if cut:
         print("\n" + cut_heading(len(cut)))
@@ -259,6 +250,32 @@ def print_summary(payload: dict[str, Any], top: int) -> None:
         print(f"recall (weighted ranking): {recall}")
     t = payload["timings"]
     print(f"\ntime: {t['total_s']:.1f} s ({t['rounds_s']:.1f} s in rounds)")
+
+
+def _hitters_table(hitters: list[dict[str, Any]], top: int, blocker: str | None) -> None:
+    """A list of heavy hitters, by round then estimate, cut at ``top``, with its notes; a
+    truncated item's note names ``blocker`` (print_summary)."""
+    if not top or not hitters:
+        return
+    _table([("#", "item", "estimate", "std", "round")] + [
+        (i + 1, printable(h["item"], h["truncated"])
+         + (f"  ({h['note']})" if h.get("note") else ""),
+         f"{h['estimate']:,.0f}", _std(h), h["round"])
+        for i, h in enumerate(hitters[:top])
+    ])
+    print("(by round, then estimate: a round's estimate counts the devices that chose the "
+          "item that round, among their items on the round's narrowing prefix list, so "
+          "estimates of different rounds are not comparable)")
+    if len(hitters) > top:
+        print(more_hitters(hitters, top))
+    widths = sorted({h["bits"] for h in hitters[:top] if h["truncated"]})
+    if widths:
+        # (with completion rounds ruled out, --completion-rounds is refused: name the cause)
+        print(f"(an item ending in … was truncated at {'/'.join(map(str, widths))} bits, "
+              "the code's width: it stands for every item starting with those bits; "
+              + ("see --max-bits and --completion-rounds)" if blocker is None else
+                 f"completion rounds, which complete long items, do not run with {blocker}: "
+                 "--max-bits widens the codes, or run without it; docs/codecs.md)"))
 
 
 def more_hitters(hitters: list[dict[str, Any]], top: int) -> str:

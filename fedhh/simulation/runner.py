@@ -314,9 +314,13 @@ def simulate(
         metrics = evaluate(output, truth)
         metrics["discovered_by_run"] = len(hitters)
         ended = np.array([h.ended for h in hitters], dtype=bool)
-        metrics.update(whole_items(found_codes, ended, truth))
-        metrics["whole_precision"] = (metrics["whole_items_found"] / len(hitters)
-                                      if hitters else 0.0)
+        # (every run's output: with --two-runs the first run's whole items counted none while
+        # its true positives were counted, 0 whole items beside 32 true positives)
+        every = earlier + hitters
+        metrics.update(whole_items(cw.from_ints([h.code for h in every], codec.max_bits),
+                                   np.array([h.ended for h in every], dtype=bool), truth))
+        metrics["whole_precision"] = (metrics["whole_items_found"] / len(every)
+                                      if every else 0.0)
         metrics["cut_prefixes"] = len(cut)
         if truth_items is not None and population.single_items is None:
             # (the deny list's items and what an earlier run found whole count as found, as
