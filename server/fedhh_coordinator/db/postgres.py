@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+import psycopg.errors
 
 from fedhh.errors import ConfigError
 from fedhh_coordinator.db.interface import Cursor, StoreUnavailable, Transaction, redact
@@ -44,6 +45,18 @@ LOCK_KEY = 0x66656468686368
 # call, or per second, would have kept the coordinator's loop blocked nearly all the time.
 RECONNECT_PAUSE_S = 1.0
 RECONNECT_PAUSE_MAX_S = 30.0
+
+# How long a statement waits for a lock another session holds (PostgreSQL's lock_timeout,
+# set on every connection). The store's statements are synchronous on the coordinator's event
+# loop, and PostgreSQL waits for a lock for ever by default: an operator's `psql` session left
+# in a transaction that locked a table (a `LOCK TABLE`, an `ALTER TABLE`, a `VACUUM FULL`)
+# stopped every call of the coordinator, health checks included, for as long as it held it.
+# After a wait ran out, statements do not wait at all (they run at once if the lock is free,
+# else fail at once) for a pause of 1 s, doubling while the lock stays held, to 30 s (as the
+# SQLite store does, ``db.sqlite.BUSY_TIMEOUT_S``).
+LOCK_WAIT_MS = 1000
+LOCK_PAUSE_S = 1.0
+LOCK_PAUSE_MAX_S = 30.0
 
 POSTGRES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS devices (
@@ -130,6 +143,9 @@ class PostgresDatabase:
         self._retry_at = 0.0  # no reconnection before this (``_clock``)
         self._pause_s = 0.0  # the last pause after a failed reconnection (0: none failed)
         self._clock = time.monotonic  # (a test's own)
+        self._lock_wait_until = 0.0  # while the clock is below it, statements do not wait
+        self._lock_pause_s = 0.0
+        self._lock_waiting = True  # the connection's lock_timeout is LOCK_WAIT_MS (else 1 ms)
         self._conn = self._connect()
         try:
             new = check_store_tables(self._tables(), self.location)
@@ -152,7 +168,10 @@ class PostgresDatabase:
         return tables
 
     def _connect(self) -> psycopg.Connection[Any]:
-        options = "-c default_transaction_read_only=on" if self.read_only else None
+        options = f"-c lock_timeout={LOCK_WAIT_MS}"
+        if self.read_only:
+            options += " -c default_transaction_read_only=on"
+        self._lock_waiting = True
         try:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10,
                                    application_name="fedhh-coordinator", options=options)
@@ -209,22 +228,46 @@ class PostgresDatabase:
             self._down, self._retry_at, self._pause_s = "", 0.0, 0.0
         return self._conn
 
+    def _waiting_connection(self) -> psycopg.Connection[Any]:
+        """The connection, its lock_timeout set for now: ``LOCK_WAIT_MS``, or 1 ms during a
+        pause (module constants; 0 would be no timeout at all)."""
+        conn = self._connection()
+        waiting = self._clock() >= self._lock_wait_until
+        if waiting != self._lock_waiting:
+            conn.execute(f"SET lock_timeout = {LOCK_WAIT_MS if waiting else 1}")
+            self._lock_waiting = waiting
+        return conn
+
+    def _failed(self, error: psycopg.OperationalError) -> StoreUnavailable:
+        if not isinstance(error, psycopg.errors.LockNotAvailable):
+            return StoreUnavailable(f"the database failed: {_first_line(error)}")
+        if self._lock_waiting:  # (a statement of a pause that found the lock held: it goes on)
+            self._lock_pause_s = min(2 * self._lock_pause_s, LOCK_PAUSE_MAX_S) \
+                if self._lock_pause_s else LOCK_PAUSE_S
+            self._lock_wait_until = self._clock() + self._lock_pause_s
+        return StoreUnavailable(
+            f"the database failed: {_first_line(error)} (another session holds a lock the "
+            f"store needs; statements fail at once for {self._lock_pause_s:g} s unless it is "
+            f"free)")
+
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
         with self._lock:
-            conn = self._connection()
             try:
+                conn = self._waiting_connection()
                 with conn.transaction():
                     yield _PostgresTransaction(conn)
             except psycopg.OperationalError as error:
-                raise StoreUnavailable(f"the database failed: {_first_line(error)}") from None
+                raise self._failed(error) from None
+            self._lock_pause_s, self._lock_wait_until = 0.0, 0.0
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             try:
-                return list(self._connection().execute(_sql(sql), tuple(params)).fetchall())
+                conn = self._waiting_connection()
+                return list(conn.execute(_sql(sql), tuple(params)).fetchall())
             except psycopg.OperationalError as error:
-                raise StoreUnavailable(f"the database failed: {_first_line(error)}") from None
+                raise self._failed(error) from None
 
     def close(self) -> None:
         with self._lock:
