@@ -402,7 +402,17 @@ class Fleet:
             quick = 0
             done.add((task.run_id, task.round, task.attempt))
             keys, round_keys = round_keys, None
-            await self._perform(user, data, identity, task, keys)
+            try:
+                await self._perform(user, data, identity, task, keys)
+            except Exception:
+                # A task this device could not handle (a bug, a field no check foresaw) fails
+                # that task alone: it ended the gather of Fleet.run, and with it every device of
+                # the process, on the coordinator's next such task. Logged, with its traceback,
+                # to this process's own log.
+                self.stats.failed += 1
+                log.exception("a device's task failed unexpectedly", extra={
+                    "user": user, "device_id": identity.device_id, "run_id": task.run_id,
+                    "round": task.round})
 
     def _verified(self, signed: pb.SignedTask, identity: Identity) -> pb.Task | None:
         try:

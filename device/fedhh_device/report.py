@@ -71,7 +71,16 @@ def make_report(data: DeviceData, task: pb.Task, rng: RandomSource | np.random.G
     if dimension != query.domain_size:
         raise ConfigError(f"the round's vectors have {dimension} entries but the task's domain "
                           f"has {query.domain_size}")
-    selection = Selection(SelectionRule(task.selection), task.prefix_conditioning)
+    try:
+        rule = SelectionRule(task.selection)
+    except ValueError:
+        # (a ValueError escaped the fleet's refusals, which catch FedhhError, and ended the
+        # whole device process: a coordinator naming a rule this device does not know, say a
+        # newer one, stopped all its devices)
+        known = ", ".join(r.value for r in SelectionRule)
+        raise ConfigError(f"task selection {task.selection!r} is not one this device knows "
+                          f"({known})") from None
+    selection = Selection(rule, task.prefix_conditioning)
     codes = data.codes(codec)
     eligibility = Eligibility.of(codes, query.round_filter())
     k = codes.size

@@ -40,6 +40,10 @@ def a0_threshold(eps_local: float) -> int:
     """Smallest m with m / 2^32 >= 1 / (e^eps + 1): the implemented P[0 -> 1] is m / 2^32."""
     if not (math.isfinite(eps_local) and eps_local > 0):
         raise ConfigError(f"eps_local must be a positive finite number, got {eps_local}")
+    if eps_local >= 64:
+        # 2^32 / (e^64 + 1) < 1, so the threshold is its floor 1 (as clients/web computes it);
+        # Decimal's exp overflowed (decimal.Overflow, no ConfigError) above eps ~2.3e6.
+        return 1
     with localcontext() as ctx:
         ctx.prec = 120
         exact = Decimal(SCALE) / (Decimal(eps_local).exp() + 1)
