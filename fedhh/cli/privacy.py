@@ -12,7 +12,9 @@ Usage::
     fedhh privacy central-laplace --eps-agg 1 --delta 1e-6 --rounds 4 [--sensitivity 1]
                   [--coordinates 1]
 
-JSON output (``--json``), one object; every form has ``mechanism``:
+JSON output (``--json``), one object; every form has ``mechanism``, and every form but the
+central ones ``sources`` (the theorems the figure rests on, as the text's ``sources:`` line;
+amplify: in each of its ``results``):
 
 * optprefixtree: ``eps_local`` (the answer), ``eps_agg_target``, ``eps_agg_achieved``,
   ``delta``, ``rounds``, ``num_devices``, ``sampling_rate``, ``method``, ``tolerance``,
@@ -45,9 +47,17 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from fedhh.config import MAX_ROUNDS
 from fedhh.errors import ConfigError, PrivacyError
 from fedhh.privacy.methods import DEFAULT_METHOD, LEGACY_NAMES, METHODS
 from fedhh.privacy.solver import EPS_LOCAL_MAX
+
+# The most rounds one run can have: MAX_ROUNDS main rounds and as many completion rounds
+# (fedhh.config). Every form's cost grows with T (the accountants keep one entry per round), and
+# `--rounds 100000000` ran for minutes, growing gigabytes, before Ctrl-C, with no answer.
+MAX_ACCOUNTED_ROUNDS = 2 * MAX_ROUNDS
+ROUNDS_LIMIT = (f"the most one run can have: {MAX_ROUNDS:,} rounds and {MAX_ROUNDS:,} "
+                "completion rounds")
 
 MECHANISMS = (
     "optprefixtree", "amplify", "triehh", "triehh++", "central-gaussian", "central-laplace",
@@ -71,7 +81,7 @@ def _number(check: Callable[[float], bool], what: str) -> Callable[[str], float]
 _positive = _number(lambda x: x > 0, "positive and finite")
 
 
-def _integer(minimum: int) -> Callable[[str], int]:
+def _integer(minimum: int, maximum: int | None = None, why: str = "") -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -79,6 +89,9 @@ def _integer(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(
+                f"must be at most {maximum:,} ({why}), got {text}")
         return value
 
     return parse
@@ -112,7 +125,10 @@ def register(subparsers: Any) -> None:
         "--delta", required=True, type=_number(lambda x: 0 < x < 1, "in (0, 1)"),
         help="aggregate delta",
     )  # fmt: skip
-    parser.add_argument("--rounds", required=True, type=_integer(1), help="number of rounds T")
+    parser.add_argument(
+        "--rounds", required=True, type=_integer(1, MAX_ACCOUNTED_ROUNDS, ROUNDS_LIMIT),
+        help=f"number of rounds T (at most {MAX_ACCOUNTED_ROUNDS:,}: {ROUNDS_LIMIT})",
+    )  # fmt: skip
     parser.add_argument("--devices", type=_integer(2), help="number of devices n")
     parser.add_argument(
         "--sampling-rate", type=_number(lambda x: 0 < x <= 1, "in (0, 1]"),
@@ -145,11 +161,59 @@ def _require(args: argparse.Namespace, name: str) -> None:
         raise ConfigError(f"--{name.replace('_', '-')} is required for {args.mechanism}")
 
 
+# The results each method's figure rests on, printed with it (and in --json as ``sources``):
+# a figure without them cannot be checked against the literature. The same results are named
+# in fedhh.privacy (methods, sum_pld, shuffle, accountant, composition, subsampling).
+SOURCES = {
+    "sum": "per round: the exact privacy loss distribution of the per-coordinate sums of "
+           "one-hot + asymmetric RR, worst case over the other devices' data, as a "
+           "connect-the-dots PLD (Doroshenko et al. 2022, Alg. 1); rounds composed adaptively "
+           "(Zhu, Dong, Wang 2022, Thm 10); capped by basic composition (Dwork & Roth, "
+           "Thm 3.16)",
+    "clones": "per round: amplification by shuffling of eps_local-LDP reports, the reduction "
+              "of \"Hiding Among the Clones\" (Feldman, McMillan, Talwar 2021, Sec. 3), its "
+              "divergences evaluated numerically",
+    "paper": "per round: the paper's Algorithm 'Privacy Analysis': shuffle RDP of FMT23 "
+             "(Feldman, McMillan, Talwar 2023, Thm 3.2, clone probability of its Lemma 3.5)",
+    "closed-form": "per round: the closed form of Feldman, McMillan, Talwar 2021, Thm 3.1",
+}
+SAMPLED_SOURCES = {
+    "sum": "each sampled round given its participant count (Dong, Roth, Su 2022, Thm 4.2)",
+    "clones": "each sampled round given its participant count",
+    "paper": "sampling as the paper does: Zhu & Wang 2019, Thm 5",
+    "closed-form": "sampling not accounted",
+}
+RDP_PATH = "RDP composition (Mironov 2017, Prop. 1) converted by CKS20 Prop. 12"
+KOV_PATH = "advanced composition (KOV Thm 3.4)"
+
+
+def _composition(method: str, sampled: bool) -> str:
+    """How a shuffle method composes its rounds (``fedhh.privacy.accountant``): the paper's
+    sampled rounds have an RDP curve only, the closed form an (eps, delta) only."""
+    if method == "closed-form":
+        return ("rounds composed by basic composition (Dwork & Roth, Thm 3.16)" if sampled
+                else f"rounds composed by {KOV_PATH}")
+    if method == "paper" and sampled:
+        return f"rounds composed by {RDP_PATH}"
+    return f"rounds composed by the tighter of {RDP_PATH} and {KOV_PATH}"
+
+
+def sources(method: str, sampled: bool) -> str:
+    """The theorems a method's aggregate figure rests on, in one line."""
+    parts = [SOURCES[method]]
+    if sampled:
+        parts.append(SAMPLED_SOURCES[method])
+    if method != "sum":
+        parts.append(_composition(method, sampled))
+    return "; ".join(parts)
+
+
 def _breakdown_lines(b: Any) -> list[str]:
     if b.method == "sum":
         return [f"  privacy loss distribution of the released sums: eps = {b.pld_epsilon:.5f}"]
     return [
-        f"  RDP path (CKS20 Prop. 12): eps = {b.rdp_epsilon:.5f} at alpha = {b.rdp_order}",
+        f"  RDP path (Mironov Prop. 1, CKS20 Prop. 12): eps = {b.rdp_epsilon:.5f} at alpha = "
+        f"{b.rdp_order}",
         f"  advanced composition (KOV Thm 3.4): eps = {b.advanced_epsilon:.5f} "
         f"(per round eps = {b.per_round_epsilon:.5f}, delta = {b.per_round_delta:.3g})",
     ]
@@ -165,14 +229,16 @@ def _local_epsilon(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]
         args.method or DEFAULT_METHOD,
     )
     b = sol.breakdown
+    cited = sources(sol.method, args.sampling_rate < 1.0)
     lines = [
         f"eps_local = {sol.eps_local:.4f}  (method {sol.method}, tolerance {sol.tolerance})",
         f"achieved eps_agg = {sol.eps_agg_achieved:.5f} <= {sol.eps_agg_target} "
         f"at delta = {sol.delta}, {sol.rounds} rounds, {b.participants} participants per round",
         *_breakdown_lines(b),
         f"  tightest: {b.tightest}; conditions verified: {sol.conditions_verified}",
+        f"  sources: {cited}",
     ] + [f"  note: {note}" for note in sol.notes]
-    return {**sol.to_dict(), "mechanism": args.mechanism}, lines
+    return {**sol.to_dict(), "mechanism": args.mechanism, "sources": cited}, lines
 
 
 def _amplify(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
@@ -189,10 +255,12 @@ def _amplify(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
         agg = aggregate_epsilon(
             args.eps_local, args.delta, args.rounds, args.devices, args.sampling_rate, method
         )
-        results.append(agg.to_dict())
+        cited = sources(agg.method, args.sampling_rate < 1.0)
+        results.append({**agg.to_dict(), "sources": cited})
         proven = "" if agg.conditions_verified else "  [conditions not verified]"
         lines.append(f"{agg.method:>11}: eps = {agg.eps_agg:.5f}, delta = {agg.delta:.3g}"
                      f"  ({agg.tightest}){proven}")
+        lines.append(f"{'':>11}  sources: {cited}")
     payload = {
         "mechanism": args.mechanism, "eps_local": args.eps_local, "delta": args.delta,
         "rounds": args.rounds, "num_devices": args.devices,
@@ -217,15 +285,25 @@ def _baseline(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
                 "use more devices, a lower --theta or a larger --eps-agg")
     else:
         rate = triehhpp_rate(args.theta, args.rounds, args.eps_agg, args.delta)
+    cited = BASELINE_SOURCES[args.mechanism]
     lines = [
         f"sampling_rate = {rate.sampling_rate:.6g}  ({args.mechanism}, theta {rate.theta})",
         f"  per round eps = {rate.per_round_epsilon:.5f}, delta = {rate.per_round_delta:.3g}",
+        f"  sources: {cited}",
     ]
     if rate.alpha is not None:
         lines.append(f"  alpha = {rate.alpha:.6g}")
     if rate.batch_size is not None:
         lines.append(f"  devices per round = {rate.batch_size}")
-    return {**rate.to_dict(), "mechanism": args.mechanism}, lines
+    return {**rate.to_dict(), "mechanism": args.mechanism, "sources": cited}, lines
+
+
+BASELINE_SOURCES = {
+    "triehh": "Zhu, Kairouz, McMahan, Sun, Li 2020, Cor. 1 (T rounds of sampling m of n "
+              "devices, threshold theta)",
+    "triehh++": "Cormode & Bharadwaj 2022, Lemma 3 (Poisson sampling and threshold, per "
+                "round); rounds composed by KOV Thm 3.4",
+}
 
 
 def _central(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
@@ -240,9 +318,10 @@ def _central(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
         cal = laplace_calibration(args.eps_agg, args.delta, args.rounds, args.sensitivity,
                                   args.coordinates)
         alias = "scale"
-        route = (f"  PLD route: {cal.pld_noise_scale:.6g}; RDP route: {cal.rdp_noise_scale:.6g};"
-                 f" advanced composition: {cal.advanced_noise_scale:.6g}; tightest: "
-                 f"{cal.tightest}")
+        route = (f"  PLD route (Koskela, Jalko, Honkela 2020): {cal.pld_noise_scale:.6g}; "
+                 f"RDP route (Mironov 2017, Table 2; CKS20 Prop. 12): "
+                 f"{cal.rdp_noise_scale:.6g}; advanced composition (KOV Thm 3.4): "
+                 f"{cal.advanced_noise_scale:.6g}; tightest: {cal.tightest}")
     lines = [f"{alias} = {cal.noise_scale:.6g} per coordinate per round ({cal.mechanism})", route]
     return {**cal.to_dict(), alias: cal.noise_scale, "mechanism": args.mechanism}, lines
 
