@@ -17,7 +17,9 @@
   one meant would let that item through, so such a line is refused (`listed_item_defect`), as
   is one that begins or ends with an invisible direction mark (U+200E, U+200F, U+061C): the
   console sets a Hebrew or Arabic item between two (`fedhh.codec.shown.isolated`), and an item
-  copied from there would carry them.
+  copied from there would carry them. A file named ``.json`` is read as one JSON array of item
+  strings instead, each item exact (``[" new york", "new york "]``): a JSON-lines dataset's
+  items may begin or end with a space, and the one-a-line form cannot name them.
 """
 
 from __future__ import annotations
@@ -166,13 +168,16 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
     A line holds exactly one item, spaces inside it included (``new york``): an empty line,
     whitespace at either end of it, a line break other than the line's end (``\\v``, U+2028),
     or bytes that are not UTF-8 give a DatasetError naming the file and the line. Repeated items
-    are kept once (first occurrence order).
+    are kept once (first occurrence order). A ``.json`` file is one JSON array of item strings
+    (`_json_item_list`), for items that begin or end with whitespace.
     """
     source = Path(path)
     try:
         raw = read_whole(source, LIST_FILE_BYTES, "item list")
     except OSError as error:
         raise DatasetError(f"cannot read item list {source}: {error.strerror}") from None
+    if source.suffix.lower() == ".json":
+        return _json_item_list(source, raw)
     lines = raw.removeprefix(codecs.BOM_UTF8).split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -189,6 +194,33 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
         if not item:
             raise DatasetError(f"{source}: line {number} is empty; one item per line expected")
         if (defect := listed_item_defect(item)) is not None:
+            if item[0].isspace() or item[-1].isspace():
+                defect += ("; to name such an item, write the list as one JSON array of strings "
+                           'in a .json file (["new york "])')
             raise DatasetError(f"{source}: line {number}: item {item!r} {defect}")
+        items.setdefault(item, None)
+    return list(items)
+
+
+def _json_item_list(source: Path, raw: bytes) -> list[str]:
+    """An item list written as one JSON array of strings (UTF-8, a leading byte-order mark
+    dropped): each string an item exactly as written, spaces at its ends too; an element
+    that is not an item (`fedhh.data.dataset.item_defect`: not a string, empty, a line
+    break) is a DatasetError naming its position. Repeated items are kept once."""
+    try:
+        value = json.loads(raw.removeprefix(codecs.BOM_UTF8).decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise DatasetError(f"{source}: not UTF-8 (byte {error.start})") from None
+    except (ValueError, RecursionError) as error:
+        raise DatasetError(f"{source}: not JSON ({error}); a .json item list is one JSON "
+                           'array of strings: ["new york", " new york"]') from None
+    if not isinstance(value, list):
+        kind = {dict: "an object", str: "a string", bool: "true or false", type(None): "null"}
+        raise DatasetError(f"{source}: a .json item list is one JSON array of strings, not "
+                           f"{kind.get(type(value), 'a number')}")
+    items: dict[str, None] = {}
+    for index, item in enumerate(value):
+        if (defect := item_defect(item)) is not None:
+            raise DatasetError(f"{source}: element {index} ({json.dumps(item)[:80]}) {defect}")
         items.setdefault(item, None)
     return list(items)
