@@ -231,11 +231,40 @@ def list_runs(suite: Suite, plan: list[PlannedRun]) -> None:
     print(summary)
 
 
+def _compute(args: argparse.Namespace, cluster: ClusterOptions, suite: Suite,
+             plan: list[PlannedRun]) -> tuple[dict[str, RunRecord], str]:
+    """Every run of ``plan``, stored or computed (here or on Dask); the workers in words."""
+    from fedhh.experiments.runner import ProgressEvent
+
+    with _progress_bar(sum(r.total_rounds for r in plan), args.quiet) as bar:
+
+        def progress(event: ProgressEvent) -> None:
+            if bar is None:
+                return
+            if event.kind in ("started", "done"):
+                state = "" if event.kind == "started" else "done "
+                bar.set_postfix_str(f"{state}{event.run.study}: {event.run.label}, "
+                                    f"seed {event.run.seed}")
+            bar.update(event.rounds)
+
+        workers = "serial"
+        if cluster.distributed:
+            # A finished suite only rewrites the report: it needs no cluster.
+            records, missing = suite.load_stored(plan, progress)
+            workers = "none (every run was stored)"
+            if missing:
+                workers = run_on_dask(cluster, suite, missing, records, progress,
+                                      args.verbose, bar)
+        else:
+            records = suite.execute(plan, progress)
+    return records, workers
+
+
 def run(args: argparse.Namespace) -> int:
     from fedhh.data.registry import cache_root
     from fedhh.experiments.populations import absolute
     from fedhh.experiments.report import study_results, write_report
-    from fedhh.experiments.runner import ProgressEvent, Suite, result_records
+    from fedhh.experiments.runner import Suite, result_records
     from fedhh.experiments.spec import SuiteSettings
     from fedhh.experiments.store import ResultStore
     from fedhh.experiments.studies import PAPER_GROUP, UTILITY_GROUP, get_study, group_studies
@@ -270,27 +299,17 @@ def run(args: argparse.Namespace) -> int:
         list_runs(suite, plan)
         return 0
 
-    with _progress_bar(sum(r.total_rounds for r in plan), args.quiet) as bar:
-
-        def progress(event: ProgressEvent) -> None:
-            if bar is None:
-                return
-            if event.kind in ("started", "done"):
-                state = "" if event.kind == "started" else "done "
-                bar.set_postfix_str(f"{state}{event.run.study}: {event.run.label}, "
-                                    f"seed {event.run.seed}")
-            bar.update(event.rounds)
-
-        workers = "serial"
-        if cluster.distributed:
-            # A finished suite only rewrites the report: it needs no cluster.
-            records, missing = suite.load_stored(plan, progress)
-            workers = "none (every run was stored)"
-            if missing:
-                workers = run_on_dask(cluster, suite, missing, records, progress,
-                                      args.verbose, bar)
-        else:
-            records = suite.execute(plan, progress)
+    try:
+        records, workers = _compute(args, cluster, suite, plan)
+    except KeyboardInterrupt:
+        # Ctrl-C (or SIGTERM) said only "interrupted": nothing told that what finished is
+        # kept, where, and that the same command picks up from there.
+        stored = suite.computed + suite.reused
+        sys.stderr.write(
+            f"fedhh experiments: {stored} of {len(plan)} runs are stored in {store.root} "
+            f"({suite.computed} computed by this invocation); the same command computes the "
+            f"other {len(plan) - stored} and writes the report\n")
+        raise
     invocation = time.perf_counter() - started
     results = [study_results(s, seeds, result_records(s, suite, seeds, records),
                              suite.dataset.num_users) for s in studies]

@@ -1,0 +1,53 @@
+"""An interrupted `fedhh experiments` says what it kept and how to go on.
+
+Before: Ctrl-C (or SIGTERM) in the middle of a suite printed only "fedhh experiments:
+interrupted"; nothing said that the finished runs were stored, where, or that the same command
+resumes (a user who had waited an hour for `experiments all` had to read docs/experiments.md
+to learn the hour was not lost).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_kit import run_cli
+
+from fedhh.experiments.runner import Suite
+
+
+def _argv(users: Path, tmp_path: Path) -> list[str]:
+    return ["experiments", "segmentation", "--dataset", str(users), "--seeds", "2", "--quiet",
+            "--store", str(tmp_path / "store"), "--out", str(tmp_path / "report")]
+
+
+def test_an_interrupted_suite_says_what_is_stored_and_the_same_command_resumes(
+        users: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    finish = Suite._compute_and_store
+    calls = []
+
+    def interrupted_at_the_third(self: Suite, run: object, progress: object) -> object:
+        calls.append(run)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # Ctrl-C while the third of four runs computes
+        return finish(self, run, progress)
+
+    monkeypatch.setattr(Suite, "_compute_and_store", interrupted_at_the_third)
+    code, _, err = run_cli(_argv(users, tmp_path), capsys)
+    assert code == 130, err
+    store = tmp_path / "store"
+    assert err.strip().splitlines() == [
+        f"fedhh experiments: 2 of 4 runs are stored in {store} (2 computed by this "
+        "invocation); the same command computes the other 2 and writes the report",
+        "fedhh experiments: interrupted",
+    ]
+    assert len(list(store.glob("*.json"))) == 2
+    assert not (tmp_path / "report" / "README.md").exists()
+
+    # The same command, uninterrupted, computes the other two and reuses the stored two.
+    monkeypatch.setattr(Suite, "_compute_and_store", finish)
+    code, _, err = run_cli(_argv(users, tmp_path), capsys)
+    assert code == 0, err
+    report = (tmp_path / "report" / "README.md").read_text()
+    assert "Runs: 4 (2 computed by this invocation, 2 reused from the result store)" in report
