@@ -234,8 +234,10 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
         print("\n" + cut_heading(len(cut)))
         if top:
             _table([("item", "estimate", "std", "round", "why")] + [
-                (printable(h["item"], cut=True), f"{h['estimate']:,.0f}", _std(h), h["round"],
-                 h.get("cause", ""))
+                # (a row that stands for several cut prefixes says so, as the heavy hitters'
+                # list does: its estimate is their sum)
+                (printable(h["item"], cut=True) + (f"  ({h['note']})" if h.get("note") else ""),
+                 f"{h['estimate']:,.0f}", _std(h), h["round"], h.get("cause", ""))
                 for h in cut[:top]])
             if len(cut) > top:
                 print(f"({len(cut) - top} more with --top {len(cut)} or in --json)")
