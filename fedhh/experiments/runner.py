@@ -167,7 +167,14 @@ class Suite:
         if name not in self._data:
             from fedhh.experiments.populations import resolve
 
-            self._data[name] = SuiteData.of(resolve(name))
+            data = SuiteData.of(resolve(name))
+            if data.dataset.num_users < 2:
+                # (the simulator's refusal said "give --eps-local", an option no study has)
+                raise ConfigError(
+                    f"{name}: the dataset has {data.dataset.num_users} user(s); every study "
+                    "solves its runs' eps_local for the aggregate target (--eps-agg, --delta) "
+                    "among the dataset's users, which needs at least 2")
+            self._data[name] = data
         return self._data[name]
 
     def planned(self, study: Study, variant: StudyVariant, seed: int) -> PlannedRun:

@@ -51,3 +51,20 @@ def test_an_interrupted_suite_says_what_is_stored_and_the_same_command_resumes(
     assert code == 0, err
     report = (tmp_path / "report" / "README.md").read_text()
     assert "Runs: 4 (2 computed by this invocation, 2 reused from the result store)" in report
+
+
+def test_a_dataset_of_one_user_is_refused_in_the_experiments_words(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: "... give --eps-local to run with that alone", an option no study has.
+    one = tmp_path / "one.txt"
+    one.write_text("apple banana\n")
+    code, _, err = run_cli(["experiments", "segmentation", "--dataset", str(one), "--seeds", "1",
+                            "--quiet", "--store", str(tmp_path / "store"), "--out",
+                            str(tmp_path / "report")], capsys)
+    assert code == 2
+    assert err.strip().splitlines() == [
+        f"fedhh experiments: error: {one}: the dataset has 1 user(s); every study solves its "
+        "runs' eps_local for the aggregate target (--eps-agg, --delta) among the dataset's "
+        "users, which needs at least 2"]
+    assert "--eps-local" not in err
+    assert not (tmp_path / "store").exists() and not (tmp_path / "report").exists()
