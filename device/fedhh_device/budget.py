@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -64,6 +65,28 @@ class SavedReport:
     ones: list[int]
 
 
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+def _check_record(budget: DeviceBudget) -> None:
+    """ValueError unless every spend and report read has its fields' types: a spend whose
+    eps_local was NaN (JSON that Python reads) made ``spent()`` NaN, and the cap, compared with
+    NaN, never refused a report again; one of another type ended each task with a TypeError."""
+    for i, spend in enumerate(budget.spends):
+        if not (isinstance(spend.run_id, str) and isinstance(spend.round, int)
+                and _number(spend.eps_local) and spend.eps_local >= 0 and _number(spend.at)):
+            raise ValueError(f"spend {i} is not a run id, a round, a finite eps_local >= 0 and "
+                             "a finite time")
+    for key, report in budget.reports.items():
+        if not (isinstance(report.run_id, str) and isinstance(report.round, int)
+                and isinstance(report.digest, str) and isinstance(report.ones, list)
+                and all(isinstance(i, int) and not isinstance(i, bool) for i in report.ones)):
+            raise ValueError(f"the report of run {key!r} is not a run id, a round, a digest "
+                             "and a list of positions")
+
+
 @dataclass
 class DeviceBudget:
     """One device's spends and its latest report per run (module docstring)."""
@@ -86,7 +109,8 @@ class DeviceBudget:
                 data = json.loads(path.read_text())
                 budget.spends = [DeviceSpend(**s) for s in data["spends"]]
                 budget.reports = {k: SavedReport(**r) for k, r in data["reports"].items()}
-            except (ValueError, KeyError, TypeError) as error:
+                _check_record(budget)
+            except (ValueError, KeyError, TypeError, AttributeError) as error:
                 raise ConfigError(f"{path} is corrupt: {error}") from None
         return budget
 
