@@ -118,6 +118,12 @@ export async function queryDigest(task: Task): Promise<string> {
   return toHex(await sha256(concat(...parts.flatMap((p) => [u32(p.length), p]))));
 }
 
+/** `x` to `precision` significant digits, trailing zeros dropped (Python's `:.{precision}g`
+ * for the magnitudes a budget holds). */
+function digits(x: number, precision: number): string {
+  return String(Number(x.toPrecision(precision)));
+}
+
 /** Python's sum() of floats in 3.11: left to right from 0. */
 function sum(values: Iterable<number>): number {
   let total = 0;
@@ -175,8 +181,11 @@ export class DeviceBudget {
     if (!(task.epsLocal > 0)) throw new RangeError(`the task's eps_local must be > 0, got ${task.epsLocal}`);
     const spent = this.spent();
     if (spent + task.epsLocal > this.cap * (1 + SLACK)) {
-      throw new PrivacyError(`this device's budget is spent: ${spent} of ${this.cap} used in the ` +
-                             `period, the task asks for ${task.epsLocal}`);
+      // (as budget.py words it, to 4 significant digits: the page showed float sums such as
+      // "95.99490000000001 of 100")
+      throw new PrivacyError(`this device's budget is spent: ${digits(spent, 4)} of ` +
+                             `${digits(this.cap, 6)} used in the period, the task asks for ` +
+                             `${digits(task.epsLocal, 4)}`);
     }
     const ones = [...(await compute())];
     const now = this.clock();

@@ -11,8 +11,8 @@
  * arithmetic; here it is the exact ceiling, found with rigorous bigint interval bounds on
  * e^eps whose precision doubles until both ends of the interval give the same ceiling. The two
  * agree unless 2^32 / (e^eps + 1) lies within about 10^-110 of an integer (never, for the
- * epsilons the vectors and any deployment use). Python's decimal exp overflows for eps above
- * about 2.3e6, where this returns 1.
+ * epsilons the vectors and any deployment use). From eps 64 on, both give 1 without evaluating
+ * e^eps (2^32 / (e^64 + 1) < 1; Python's decimal exp overflowed above eps ~2.3e6).
  */
 
 import type { WordSource } from "./random.js";

@@ -314,6 +314,28 @@ const ENROLL_RETRIED = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.Re
 const ENROLL_TIMEOUT_MS = 30_000;
 
 /**
+ * What a page's user or operator makes of the coordinator's refusal `why` of a token: an
+ * expired token, one not as the coordinator issued it (its format: a stray space or newline, a
+ * cut copy), or one it does not know or that was used (the browser lost the device's storage).
+ * Before, every refusal was explained as the last, so an expired or mangled token, never used,
+ * sent its operator looking for cleared site data.
+ */
+export function tokenRefusal(why: string): string {
+  if (/expired/i.test(why)) {
+    return "The token expired before this device enrolled with it: it needs a new enrolment " +
+      "token";
+  }
+  if (/hex digits/i.test(why)) {
+    return "The token is not as the coordinator issued it (nothing but the hex digits " +
+      "`fedhh admin mint-tokens` wrote, no space or line break around them): check how the " +
+      "page was given it. Nothing was enrolled";
+  }
+  return "This browser holds no identity for that device: it never enrolled here, or the " +
+    "site's data (IndexedDB) was cleared since it did, and a token enrols one device once. " +
+    "It needs a new enrolment token";
+}
+
+/**
  * Enrols the device (module docstring): the pending enrolment again if it was for this token
  * (or the page gives none), else the page's token with a fresh key; kept as pending before the
  * first try, sent until it is answered, the identity kept before anything else.
@@ -347,9 +369,7 @@ async function enrol(coordinator: Coordinator, identities: IdentityStore,
           // enrollment token", to a user whose browser had lost the device's storage)
           throw new ConnectError(
             `the coordinator refused the enrolment token of device ${database} ` +
-            `(${error.rawMessage}). This browser holds no identity for that device: it never ` +
-            "enrolled here, or the site's data (IndexedDB) was cleared since it did, and a " +
-            "token enrols one device once. It needs a new enrolment token",
+            `(${error.rawMessage}). ${tokenRefusal(error.rawMessage)}`,
             error.code, undefined, undefined, error);
         }
         throw error;
