@@ -191,7 +191,9 @@ def _jsonable(value: Any) -> Any:
 
 def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None) -> None:
     """The console summary of ``payload``; ``blocker``: the setting that ruled the completion
-    rounds out (`RunConfig.completion_blocker`), named where an item came back truncated."""
+    rounds out (`RunConfig.completion_blocker`), named where an item came back truncated, as
+    is a budget that fitted none of them (the privacy figures' ``completion_rounds``)."""
+    hint = _truncation_hint(payload, blocker)
     ds = payload["dataset"]
     print(f"dataset {ds['name']}: {ds['users']:,} users, {ds['vocabulary']:,} distinct items")
     privacy = payload["privacy"]
@@ -224,11 +226,11 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
         # too; each run's rounds count from 1, so each run is its own list)
         print(f"\n{len(earlier)} heavy hitters found by the first run (the second run's deny "
               "list)")
-        _hitters_table(earlier, top, blocker)
+        _hitters_table(earlier, top, hint)
     print(f"\n{len(hitters)} heavy hitters discovered"
           + (" by the second run" if earlier else "")
           + (f" (+{len(payload['deny_list'])} from the deny list)" if payload["deny_list"] else ""))
-    _hitters_table(hitters, top, blocker)
+    _hitters_table(hitters, top, hint)
     cut = payload.get("cut_prefixes", [])
     if cut:
         print("\n" + cut_heading(len(cut)))
@@ -254,9 +256,24 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
     print(f"\ntime: {t['total_s']:.1f} s ({t['rounds_s']:.1f} s in rounds)")
 
 
-def _hitters_table(hitters: list[dict[str, Any]], top: int, blocker: str | None) -> None:
+def _truncation_hint(payload: dict[str, Any], blocker: str | None) -> str:
+    """What widens the codes for an item truncated at them: completion rounds, unless
+    ``blocker`` (a setting) rules them out or the budget fitted none of them (the privacy
+    figures' ``completion_rounds``); then --completion-rounds, which the note named, is
+    refused or changes nothing."""
+    if blocker is not None:
+        return (f"completion rounds, which complete long items, do not run with {blocker}: "
+                "--max-bits widens the codes, or run without it; docs/codecs.md")
+    if str(payload["privacy"].get("completion_rounds", "")).startswith("0 of "):
+        return ("completion rounds, which complete long items, could not be budgeted among so "
+                "few devices (the privacy line): more devices, a larger --eps-agg or "
+                "--completion-weight fit them; --max-bits widens the codes")
+    return "see --max-bits and --completion-rounds"
+
+
+def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str) -> None:
     """A list of heavy hitters, by round then estimate, cut at ``top``, with its notes; a
-    truncated item's note names ``blocker`` (print_summary)."""
+    truncated item's note ends with ``hint`` (`_truncation_hint`)."""
     if not top or not hitters:
         return
     _table([("#", "item", "estimate", "std", "round")] + [
@@ -272,12 +289,8 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, blocker: str | None)
         print(more_hitters(hitters, top))
     widths = sorted({h["bits"] for h in hitters[:top] if h["truncated"]})
     if widths:
-        # (with completion rounds ruled out, --completion-rounds is refused: name the cause)
         print(f"(an item ending in … was truncated at {'/'.join(map(str, widths))} bits, "
-              "the code's width: it stands for every item starting with those bits; "
-              + ("see --max-bits and --completion-rounds)" if blocker is None else
-                 f"completion rounds, which complete long items, do not run with {blocker}: "
-                 "--max-bits widens the codes, or run without it; docs/codecs.md)"))
+              f"the code's width: it stands for every item starting with those bits; {hint})")
 
 
 def more_hitters(hitters: list[dict[str, Any]], top: int) -> str:

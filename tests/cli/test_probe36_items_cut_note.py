@@ -32,3 +32,30 @@ def test_cut_rows_carry_their_note(capsys: pytest.CaptureFixture[str]) -> None:
     assert f"({NOTE})" in url and "300" in url
     tokyo = next(line for line in lines if "東京\\xe9…" in line)
     assert "cut prefixes show this text" not in tokyo
+
+
+def _truncated_payload(privacy: dict) -> dict:
+    payload = _payload()
+    payload.update(cut_prefixes=[], privacy=privacy, heavy_hitters=[
+        {"item": "user@exam…", "estimate": 100.0, "std": 16.0, "round": 3, "truncated": True,
+         "ended": False, "bits": 60, "note": ""}])
+    return payload
+
+
+@pytest.mark.parametrize(("privacy", "blocker", "said"), [
+    # (1,500 devices at eps_agg 1: eps_local 3.8, and a completion round's eps_local + ln 0.02
+    # would not be positive; --completion-rounds, which the note named, changes nothing)
+    ({"eps_agg": 1.0, "completion_rounds": "0 of 32: the later completion rounds' weights "
+      "(from 0.02, halved as the round's index doubles) cannot be budgeted among 1500 devices"},
+     None, "could not be budgeted among so few devices"),
+    ({"eps_agg": 1.0}, "--algorithm triehh", "do not run with --algorithm triehh"),
+    ({"eps_agg": 1.0}, None, "see --max-bits and --completion-rounds"),
+])
+def test_a_truncated_items_note_says_what_widens_the_codes(
+        capsys: pytest.CaptureFixture[str], privacy: dict, blocker: str | None,
+        said: str) -> None:
+    print_summary(_truncated_payload(privacy), top=20, blocker=blocker)
+    note = next(line for line in capsys.readouterr().out.splitlines()
+                if line.startswith("(an item ending in … was truncated at 60 bits"))
+    assert said in note
+    assert ("--completion-rounds" in note) == (said == "see --max-bits and --completion-rounds")
