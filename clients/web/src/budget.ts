@@ -124,6 +124,38 @@ function digits(x: number, precision: number): string {
   return String(Number(x.toPrecision(precision)));
 }
 
+/**
+ * What is wrong with a stored budget, or null (budget.py `_check_record`). Only its shape was
+ * checked: a spend whose eps_local was NaN made `spent()` NaN, and the cap, compared with NaN,
+ * never refused a report again; a string eps_local was concatenated into the sum.
+ */
+function corruption(state: BudgetState): string | null {
+  if (typeof state !== "object" || state === null || !Array.isArray(state.spends)
+      || typeof state.reports !== "object" || state.reports === null
+      || Array.isArray(state.reports)) {
+    return "not a list of spends and a map of reports";
+  }
+  const finite = (x: unknown): x is number => typeof x === "number" && Number.isFinite(x);
+  for (const [i, s] of (state.spends as unknown[]).entries()) {
+    const spend = s as Partial<DeviceSpend> | null;
+    if (typeof spend !== "object" || spend === null || typeof spend.run_id !== "string"
+        || !Number.isSafeInteger(spend.round) || !finite(spend.eps_local)
+        || spend.eps_local < 0 || !finite(spend.at)) {
+      return `spend ${i} is not a run id, a round, a finite eps_local >= 0 and a finite time`;
+    }
+  }
+  for (const [key, r] of Object.entries(state.reports as Record<string, unknown>)) {
+    const report = r as Partial<SavedReport> | null;
+    if (typeof report !== "object" || report === null || typeof report.run_id !== "string"
+        || !Number.isSafeInteger(report.round) || typeof report.digest !== "string"
+        || !Array.isArray(report.ones) || !report.ones.every((i) => Number.isSafeInteger(i))) {
+      return `the report of run ${JSON.stringify(key)} is not a run id, a round, a digest and ` +
+        "a list of positions";
+    }
+  }
+  return null;
+}
+
 /** Python's sum() of floats in 3.11: left to right from 0. */
 function sum(values: Iterable<number>): number {
   let total = 0;
@@ -146,9 +178,8 @@ export class DeviceBudget {
       throw new RangeError(`a device budget needs cap > 0 and a positive period, got ${cap} and ${periodS}`);
     }
     const state = (await store.load()) ?? { spends: [], reports: {} };
-    if (!Array.isArray(state.spends) || typeof state.reports !== "object" || state.reports === null) {
-      throw new RangeError("the stored budget is corrupt");
-    }
+    const wrong = corruption(state);
+    if (wrong !== null) throw new RangeError(`the stored budget is corrupt: ${wrong}`);
     return new DeviceBudget(cap, periodS, store, state, clock);
   }
 

@@ -27,3 +27,41 @@ test("a spent budget's refusal reads as the Python device's", async () => {
       return true;
     });
 });
+
+/** A store that hands back `state` as read from IndexedDB. */
+function stored(state: unknown): MemoryBudgetStore {
+  const store = new MemoryBudgetStore();
+  store.load = async () => state as Awaited<ReturnType<MemoryBudgetStore["load"]>>;
+  return store;
+}
+
+const SPEND = { run_id: "r", round: 0, eps_local: 40, at: 1000 };
+const REPORT = { run_id: "r", round: 0, digest: "ab", ones: [1, 5] };
+
+test("a stored budget with fields of other types is refused as corrupt when opened", async () => {
+  // (before, only the shape was checked: a NaN eps_local made spent() NaN and the cap never
+  // refused again; a string one was concatenated into the sum)
+  const corrupt: unknown[] = [
+    { spends: [{ ...SPEND, eps_local: Number.NaN }], reports: {} },
+    { spends: [{ ...SPEND, eps_local: Number.POSITIVE_INFINITY }], reports: {} },
+    { spends: [{ ...SPEND, eps_local: -1 }], reports: {} },
+    { spends: [{ ...SPEND, eps_local: "40" }], reports: {} },
+    { spends: [{ ...SPEND, at: null }], reports: {} },
+    { spends: [{ ...SPEND, round: 0.5 }], reports: {} },
+    { spends: ["r"], reports: {} },
+    { spends: [SPEND], reports: [REPORT] },
+    { spends: [SPEND], reports: { r: { ...REPORT, ones: ["1"] } } },
+    { spends: [SPEND], reports: { r: { ...REPORT, digest: 3 } } },
+    { spends: {}, reports: {} },
+  ];
+  for (const state of corrupt) {
+    await assert.rejects(DeviceBudget.open(stored(state), 100, 3600, () => 1500),
+                         /the stored budget is corrupt: /, JSON.stringify(state));
+  }
+  const budget = await DeviceBudget.open(
+    stored({ spends: [SPEND, { ...SPEND, round: 1, eps_local: 50 }], reports: { r: REPORT } }),
+    100, 3600, () => 1500);
+  assert.equal(budget.spent(), 90);
+  await assert.rejects(budget.report(create(TaskSchema, { runId: "r", round: 2, epsLocal: 20 }),
+                                     () => [1]), PrivacyError);
+});
