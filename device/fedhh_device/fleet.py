@@ -273,6 +273,15 @@ class Fleet:
                         raise
                     refused[user] = error.details() or "refused"
                     return
+            if len(response.credential) != 32 or len(response.coordinator_public_key) != 32:
+                # (kept, such an identity failed every check-in and every task's signature for
+                # good; the web device refuses such an answer too)
+                raise ConfigError(
+                    f"the enrollment answer for user {user} is malformed (a "
+                    f"{len(response.credential)}-byte credential and a "
+                    f"{len(response.coordinator_public_key)}-byte coordinator key, not 32 and "
+                    "32): is --coordinator the device port of a fedhh coordinator? "
+                    "Nothing was kept for this user")
             self._identities[user] = Identity(response.device_id, response.credential, key,
                                               response.coordinator_public_key)
 
