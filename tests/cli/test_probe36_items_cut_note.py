@@ -59,3 +59,15 @@ def test_a_truncated_items_note_says_what_widens_the_codes(
                 if line.startswith("(an item ending in … was truncated at 60 bits"))
     assert said in note
     assert ("--completion-rounds" in note) == (said == "see --max-bits and --completion-rounds")
+
+
+def test_a_prefix_at_the_codes_limit_says_so() -> None:
+    """A 300-capital item held by 60% of 2,000 devices (--completion-rounds 48, eps_agg 8)
+    reached 1,024 bits in round 45 of 52 and read "no rounds left", and the heading's "more
+    --completion-rounds" cannot widen the codes past their limit."""
+    from fedhh.cli.simulate import cut_cause
+
+    assert cut_cause(45, 1024, 1024, last=45) == "the codes' limit, 1,024 bits"
+    assert cut_cause(40, 1024, 1024, last=45) == "the codes' limit, 1,024 bits"
+    assert cut_cause(36, 1010, 1012, last=36) == "no rounds left"  # (40 rounds: 12 bits more)
+    assert cut_cause(7, 400, 1024, last=20) == "lost in round 8"
