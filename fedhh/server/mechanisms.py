@@ -106,15 +106,22 @@ class LocalRandomizer:
         return pruned(self.estimate(sums, n), n, self.null_tail, fp_ratio, tau0, eta, weights)
 
 
-def estimate_std(mechanism: object, estimate: float, n: int) -> float:
+def estimate_std(mechanism: object, estimate: float, n: int, parts: int = 1) -> float:
     """Plug-in standard deviation of an unbiased randomized-response count estimate over n
     reports: sqrt(Var f(w)) with Var f(w) = (c a1 (1 - a1) + (n - c) a0 (1 - a0)) / (a1 - a0)^2
     (Feldman and Talwar 2021, Lemma 4.2; ``fedhh.server.estimate.rr_variance``), at c = the
-    estimate clipped to [0, n]; nan for another mechanism, or no reports."""
+    estimate clipped to [0, n]; nan for another mechanism, or no reports.
+
+    ``parts``: the estimate is the sum of that many elements' estimates (a row standing for
+    several cut prefixes, ``HeavyHitter.parts``), whose noises add: Var f is affine in c, so
+    their variances sum to Var f(sum c) + (parts - 1) Var f(0) (as one element's, the sum's
+    standard deviation was understated by up to sqrt(parts))."""
     if not isinstance(mechanism, LocalRandomizer) or n <= 0:
         return math.nan
-    count = min(max(estimate, 0.0), float(n))
-    return math.sqrt(float(rr_variance(count, n, mechanism.randomizer)))
+    count = min(max(estimate, 0.0), float(parts * n))
+    rates = mechanism.randomizer
+    return math.sqrt(float(rr_variance(count, n, rates))
+                     + (parts - 1) * float(rr_variance(0.0, n, rates)))
 
 
 def pruned(estimates: np.ndarray, n: int, null_tail: Callable[[int], NullTail], fp_ratio: float,

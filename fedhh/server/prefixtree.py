@@ -339,6 +339,7 @@ class HeavyHitter:
     note: str = ""
     bits: int = 0  # bits of the code that were found (max_bits unless cut before it)
     std: float | None = None  # the estimate's standard deviation, where told (estimate_std)
+    parts: int = 1  # the cut prefixes a row stands for (``note``), its estimate their sum
 
     @property
     def code_bytes(self) -> bytes:
@@ -826,7 +827,7 @@ def shown_items(codec: Codec, found: list[Found],
             continue
         first = rows[where]
         count = int(first.note.split(" ", 1)[0]) + 1 if first.note else 2
-        rows[where] = replace(first, estimate=first.estimate + f.estimate, note=(
+        rows[where] = replace(first, estimate=first.estimate + f.estimate, parts=count, note=(
             f"{count} cut prefixes show this text (they differ only after its last byte); "
             "the estimate is their sum"))
     return rows

@@ -373,7 +373,7 @@ def _with_std(found: list[HeavyHitter], prepared: Prepared, rounds: list[dict[st
     mechanisms = prepared.round_mechanisms
     return [replace(h, std=estimate_std(
         prepared.mechanism if mechanisms is None else mechanisms[h.round - 1], h.estimate,
-        contributors.get(h.round, 0))) for h in found]
+        contributors.get(h.round, 0), h.parts)) for h in found]
 
 
 def _one_run(
