@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fedhh.cli.webclient import ROOT, WEB
+from fedhh.codec.shown import message_text
 from fedhh.errors import ConfigError
 
 HOSTS = ("127.0.0.1", "localhost")  # the names the development certificate covers
@@ -310,6 +311,8 @@ def summary(devices: list[dict[str, Any]]) -> list[str]:
                          for t in tasks) or "no round yet"
         who = f"device {d['deviceId']}" if d.get("deviceId") else "not enrolled"
         error = f"; failed: {d['error']}" if d.get("error") else ""
-        lines.append(f"user {d.get('user')} ({who}, local eps spent "
-                     f"{float(d.get('spent') or 0):.3f}): {done}{error}")
+        # (on one line, escaped: what a page posted never acts on `fedhh up`'s terminal; a
+        # post's "\x1b[2J" or a line break in an error was printed as sent)
+        lines.append(message_text(f"user {d.get('user')} ({who}, local eps spent "
+                                  f"{float(d.get('spent') or 0):.3f}): {done}{error}"))
     return lines

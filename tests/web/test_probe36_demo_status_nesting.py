@@ -1,6 +1,7 @@
-"""A status post to the demo page's server nested too deeply for the JSON parser is answered
-400 and changes nothing. Before, the parser's RecursionError (a body of 100,000 nested lists,
-within the 256 KiB cap) dropped the connection unanswered."""
+"""What a status post to the demo page's server may hold. One nested too deeply for the JSON
+parser is answered 400 and changes nothing: before, the parser's RecursionError (a body of
+100,000 nested lists, within the 256 KiB cap) dropped the connection unanswered. What a post
+holds is printed by `fedhh up` on one line with its controls escaped."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fedhh.cli.webdemo import MAX_STATUS_BYTES, DemoPage
+from fedhh.cli.webdemo import MAX_STATUS_BYTES, DemoPage, summary
 
 DEVICE = {"user": 8, "deviceId": "3", "state": "checking in", "spent": 0.5, "tasks": []}
 
@@ -47,3 +48,16 @@ def test_a_post_nested_too_deeply_is_answered_400_and_changes_nothing(
     status, text = post(page.port, body)
     assert (status, text) == (400, b"nested too deeply")
     assert page.devices() == [DEVICE]
+
+
+def test_what_a_page_posted_is_printed_on_one_line_with_controls_escaped(page: DemoPage) -> None:
+    # (before, `fedhh up` printed a post's "\x1b[2J" and line breaks as sent: a post could clear
+    # the terminal or forge lines of the run's report)
+    device = {**DEVICE, "error": "boom\x1b[2J\nuser 9 (device 1): contributed\u202e",
+              "tasks": [{"task": "r1\x07", "outcome": "late", "detail": "a\rb"}]}
+    assert post(page.port, json.dumps({"devices": [device]}))[0] == 204
+    [line] = summary(page.devices())
+    assert "\x1b" not in line and "\n" not in line and "\r" not in line and "\x07" not in line
+    assert "\u202e" not in line
+    assert line == ("user 8 (device 3, local eps spent 0.500): r1\\x07: late (a\\x0db); "
+                    "failed: boom\\x1b[2J\\x0auser 9 (device 1): contributed\\u202e")
