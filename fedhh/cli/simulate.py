@@ -7,7 +7,7 @@ writes machine-readable results with the keys ``heavy_hitters`` (list of {"item"
 round's randomizer and contributors, null for a mechanism without one), ``cut_prefixes`` (the
 same, for heavy prefixes the rounds could not complete, each with its ``cause``: ``no rounds
 left``, ``lost in round N`` or ``the codes' limit, 1,024 bits``), ``earlier_runs`` (the same,
-without ``std``, for what the first run of --two-runs found), ``deny_list`` (as given),
+for what the first run of --two-runs found), ``deny_list`` (as given),
 ``deny_list_cut`` (its items longer than the codes, each with the dataset's items it also
 denies: ``also_denies``, each's ``item`` and ``users_holding``; ``needs_bits``, its whole
 code's, null past 1,024), ``metrics``,

@@ -294,7 +294,7 @@ def simulate(
         earlier: list[HeavyHitter] = []
         for run in range(1, config.runs):
             # The previous run's output is this run's deny list (the paper's "2 rounds" mode).
-            earlier += tree.heavy_hitters(tree_state)
+            earlier += _with_std(tree.heavy_hitters(tree_state), prepared, all_rounds, run)
             found = cw.from_ints([f.code for f in tree_state.discovered], codec.max_bits)
             deny_codes = np.union1d(deny_codes, found)
             tree, tree_state, ledger = _one_run(population, prepared, codec, deny_codes, run,

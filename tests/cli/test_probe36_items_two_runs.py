@@ -2,9 +2,10 @@
 run's deny list, and most of the output) are listed, apart from the second run's (each run's
 rounds count from 1); "whole items held by some user" counts both runs; a truncated item's
 note names --two-runs as what rules the completion rounds out (--completion-rounds, which the
-note pointed to, is refused with it). Before, the console showed "0 heavy hitters discovered
-(+33 found by the first run, listed in --json's earlier_runs)", an empty table, and "whole
-items held by some user 0" beside "true positives 32"."""
+note pointed to, is refused with it); the first run's items carry their ``std`` in the
+JSON. Before, the console showed "0 heavy hitters discovered (+33 found by the first run,
+listed in --json's earlier_runs)", an empty table, and "whole items held by some user 0"
+beside "true positives 32"."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ def test_two_runs_lists_the_first_runs_items(
     # finds it (its estimate ~15 standard deviations above the threshold); the asserts below
     # need only one of the short ones found whole and the URL found truncated.
     assert whole and earlier
+    assert all(h["std"] > 0 for h in earlier)  # (as the second run's: its round's randomizer)
     assert any(h["truncated"] and LONG.startswith(h["item"].removesuffix("…"))
                for h in earlier)
     lines = stdout.splitlines()
