@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
                     shards=shards, workers=args.workers,
                     quiet_close_tail=args.quiet_close_tail, checkin_ms=args.checkin_ms,
                     coordinators=args.coordinators)
+    check_limits(spec)
     check_cohort(spec)
     interrupt_on_sigterm()
     report = run_load(spec, Path(args.workdir) if args.workdir else None)
@@ -95,6 +96,24 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         options.write_output("--json", args.json, json.dumps(report, indent=2) + "\n")
     return 0 if report["state"] == "done" else 1
+
+
+def check_limits(spec: Any) -> None:
+    """Refuse, before anything starts, what the run a load test starts cannot have, naming this
+    command's option: `--devices 100000000` drew its devices' data for minutes (growing
+    gigabytes) before anything was refused, and `--rounds 100000` or `--dim 2^40` were refused
+    by the coordinator as "INVALID_ARGUMENT: rounds must be at most 1024" once every service
+    and device was up."""
+    from fedhh.config import MAX_DEVICES, MAX_ROUNDS
+    from fedhh.errors import ConfigError
+    from fedhh.secagg.config import MAX_DIMENSION
+
+    for flag, value, top, why in (
+            ("--devices", spec.devices, MAX_DEVICES, "a run's target_devices"),
+            ("--rounds", spec.rounds, MAX_ROUNDS, "a run's rounds"),
+            ("--dim", spec.dim, MAX_DIMENSION, "secure aggregation's vector length")):
+        if value > top:
+            raise ConfigError(f"{flag} {value}: at most {top:,} ({why} can be no more)")
 
 
 def check_cohort(spec: Any) -> None:
