@@ -46,7 +46,10 @@ Greek ``ο`` and the Cyrillic ``о``), so an item that mixes letters of two of t
 (``pаypal`` with a Cyrillic ``а``) shows the letters of all but its most frequent one escaped
 (``p\\u0430ypal``; on a tie Latin is kept, else the first letter's script): before,
 ``pаypal`` and ``paypal`` were two rows that read alike. An item of one of them (``Москва``,
-``café``) shows as it is.
+``café``) shows as it is. So do Armenian, Cherokee, Lisu and Coptic letters (``gօօgle`` with
+Armenian ``օ``), and a letter's font, width or ligature variant, a kind of its own (``ﬁnance``
+with the ligature ``ﬁ``, ``ｐaypal`` with a fullwidth ``ｐ``: ``\\ufb01nance``,
+``\\uff50aypal``); an item of variants alone (``ｐａｙｐａｌ``) shows as it is.
 
 Items are kept as written, so ``café`` written with a combining accent (NFD) and with ``é``
 (NFC) are two items that look alike: in an item that is not in NFC, the marks, jamo and
@@ -333,15 +336,26 @@ def printable(text: str, cut: bool = False) -> str:
     return "".join(shown)
 
 
-_LOOKALIKE_SCRIPTS = ("LATIN", "GREEK", "CYRILLIC")
+_LOOKALIKE_SCRIPTS = ("LATIN", "GREEK", "CYRILLIC", "ARMENIAN", "CHEROKEE", "LISU", "COPTIC")
+_BASE_SCRIPTS = _LOOKALIKE_SCRIPTS[:3]
+_VARIANT = "COMPATIBILITY"  # a letter's font, width or ligature variant: ``𝐩``, ``ｐ``, ``ﬁ``
 
 
 @lru_cache(maxsize=4096)
 def _lookalike_script(char: str) -> str | None:
-    """The script of a letter of Latin, Greek or Cyrillic, whose letters look alike across
-    them (``a`` and ``а``, ``o``, ``ο`` and ``о``); None for any other character."""
+    """The script of a letter of Latin, Greek, Cyrillic or a script whose letters look like
+    theirs (Armenian ``օ``, Cherokee ``Ꭺ``, Lisu ``ꓮ``, Coptic), whose letters look alike
+    across them (``a`` and ``а``, ``o``, ``ο``, ``о`` and ``օ``); ``_VARIANT`` for a font,
+    width or ligature variant of letters of the first three (``𝐩``, ``ｐ``, ``ﬁ``: NFKC makes
+    them ``p``, ``p``, ``fi``; not the micro sign, a single letter's other compatibility
+    form); None for any other character."""
     if not unicodedata.category(char).startswith("L"):
         return None
+    kind = unicodedata.decomposition(char).partition(" ")
+    if kind[0] in ("<font>", "<wide>") or (kind[0] == "<compat>" and " " in kind[2]):
+        base = unicodedata.normalize("NFKC", char)
+        if base != char and all(_lookalike_script(c) in _BASE_SCRIPTS for c in base):
+            return _VARIANT
     script = unicodedata.name(char, "").partition(" ")[0]
     return script if script in _LOOKALIKE_SCRIPTS else None
 
