@@ -175,6 +175,9 @@ class Ratio:
         return Stat.of(self.per_seed)
 
     def fmt(self) -> str:
+        if not math.isfinite(self.of_means):
+            # (the reference found nothing in any seed: the report said "nanx")
+            return "- (nothing to compare: the reference found none)"
         s = self.stat
         low, high = f"{s.min:.2f}", f"{s.max:.2f}"
         if s.n <= 1 or low == high:

@@ -31,6 +31,8 @@ from fedhh.experiments.verdicts import (
 
 
 def _pct(factor: float) -> str:
+    if not math.isfinite(factor):  # (printed "+nan%" when the reference found nothing)
+        return "no ratio"
     return f"{(factor - 1) * 100:+.0f}%"
 
 

@@ -8,6 +8,8 @@ to learn the hour was not lost).
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,21 @@ def test_a_dataset_of_one_user_is_refused_in_the_experiments_words(
         "users, which needs at least 2"]
     assert "--eps-local" not in err
     assert not (tmp_path / "store").exists() and not (tmp_path / "report").exists()
+
+
+def test_a_ratio_with_nothing_to_compare_against_is_not_printed_as_nan(
+        users: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: `fedhh experiments segmentation --dataset shakespeare --seeds 1` (no run finds
+    # anything at eps_agg 1 among 1,387 users) reported "ours nanx", "(+nan%; paper +40%)".
+    code, _, err = run_cli(["experiments", "segmentation", "--dataset", str(users), "--seeds",
+                            "1", "--eps-agg", "0.01", "--store", str(tmp_path / "store"),
+                            "--out", str(tmp_path / "report")], capsys)
+    assert code == 0, err
+    report = tmp_path / "report"
+    claims = json.loads((report / "claims.json").read_text())
+    [first] = [c for c in claims if c["claim"].startswith("Adaptive segmentation finds")]
+    assert first["ours"] == "- (nothing to compare: the reference found none)"
+    assert first["note"].startswith("0 against 0 heavy hitters (no ratio; paper +40%)")
+    assert first["verdict"] == "inconclusive"
+    for name in ("README.md", "claims.csv"):
+        assert not re.search(r"\bnan", (report / name).read_text()), name
