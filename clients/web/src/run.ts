@@ -210,6 +210,27 @@ export function checkDeviceData(items: readonly string[], counts?: readonly numb
 }
 
 /**
+ * Throws a RangeError unless `url` is an absolute http(s) URL with a host, as a service's
+ * Connect port is reached (`https://fedhh.example:7080`). Without this check a URL given as the
+ * Python device takes its address ("fedhh.example:7080": a scheme "fedhh.example" to `fetch`),
+ * without a scheme or empty, failed every call as if the coordinator did not answer: the device
+ * sent its enrolment again, forever, with "fetch failed" or "Failed to parse URL".
+ */
+export function checkServiceUrl(url: string, what: string): void {
+  let parsed: URL | null = null;
+  try {
+    parsed = new URL(url);
+  } catch {
+    parsed = null;
+  }
+  if (parsed === null || (parsed.protocol !== "https:" && parsed.protocol !== "http:")
+      || parsed.hostname === "") {
+    throw new RangeError(`${what} must be a service's Connect URL, such as ` +
+                         `https://fedhh.example:7080, got ${JSON.stringify(url)}`);
+  }
+}
+
+/**
  * Runs the device until `signal` aborts (then resolves) or `tasks` tasks are done. Throws
  * before anything is sent if the items cannot be reported (`checkDeviceData`) or the page
  * cannot run a device (`UnsupportedBrowserError`); throws if
@@ -220,6 +241,7 @@ export function checkDeviceData(items: readonly string[], counts?: readonly numb
  */
 export async function runDevice(options: RunDeviceOptions): Promise<DeviceSummary> {
   checkDeviceData(options.items, options.counts);
+  if (options.coordinator === undefined) checkServiceUrl(options.coordinatorUrl, "coordinatorUrl");
   checkBrowser({ fetch: options.fetch === undefined && options.coordinator === undefined,
                  indexedDb: options.identityStore === undefined
                    || options.budgetStore === undefined });
@@ -260,6 +282,7 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
   const aggregatorFor = (webUrl: string, address: string) => {
     const url = options.aggregatorUrl?.(webUrl, address) ?? webUrl;
     if (url === "") throw new Error(`the task names no Connect URL for aggregator ${address}`);
+    checkServiceUrl(url, `the Connect URL of aggregator ${address}`);
     let client = clients.get(url);
     if (client === undefined) {
       client = aggregatorClient(connectTransport(url, options.fetch));
