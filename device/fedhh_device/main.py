@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -184,6 +186,60 @@ def check_state_dir(text: str) -> Path:
     return folder
 
 
+LOCK_FILE = ".fedhh-device.lock"
+LOCK_POLL_S = 0.5
+
+
+async def hold_state_dir(folder: Path, stop: asyncio.Event) -> int | None:
+    """An open descriptor holding the exclusive lock of ``folder`` (released when the process
+    ends), once no other ``fedhh device`` process holds it; None if ``stop`` is set first.
+
+    Two processes over one --state-dir (a restart begun before the old process ended, a
+    rolling update whose new replica mounts the old one's volume, the same command run twice)
+    ran the same devices at once: each read a device's budget once and spent it on its own, up
+    to twice the lifetime cap, and each wrote devices.json whole, so one process's enrolments
+    could overwrite the other's (their tokens spent, their identities lost). The second process
+    now waits, saying so, as a second tab of a web device waits for the first."""
+    path = folder / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as error:
+        raise ConfigError(f"--state-dir {folder}: cannot open {LOCK_FILE} "
+                          f"({error.strerror or error})") from None
+    said = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not said:
+                log.warning("waiting for the other fedhh device process that uses this "
+                            "--state-dir to stop", extra={
+                                "state_dir": str(folder), "holder": _holder(fd),
+                                "why": "two processes would run the same devices and could "
+                                       "spend their privacy budgets twice"})
+                said = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), LOCK_POLL_S)
+            if stop.is_set():
+                os.close(fd)
+                return None
+            continue
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        if said:
+            log.info("the other process let go of this --state-dir", extra={
+                "state_dir": str(folder)})
+        return fd
+
+
+def _holder(fd: int) -> str:
+    """The pid the lock's holder wrote, as read (for the log only)."""
+    try:
+        return os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
 def write_stats(path: Path, devices: int, stats: Any) -> None:
     tmp = Path(f"{path}.tmp")
     try:
@@ -208,6 +264,8 @@ async def serve(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if await hold_state_dir(state_dir, stop) is None:
+        return  # (stopped while another process held the state directory: nothing was done)
     task_census.install(loop)
     dataset = resolve_dataset(args.dataset)
     if args.users == TOKENS:
