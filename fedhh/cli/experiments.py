@@ -172,7 +172,7 @@ def run_on_dask(cluster: ClusterOptions, suite: Suite, missing: list[PlannedRun]
         workers = describe(client)
         if bar is not None:
             bar.write(f"experiments: {workers}", file=sys.stderr)
-        records.update(execute(suite, missing, client, progress))
+        records.update(execute(suite, missing, client, progress, _above_the_bar_line))
     return workers
 
 
@@ -305,10 +305,11 @@ def run(args: argparse.Namespace) -> int:
         # Ctrl-C (or SIGTERM) said only "interrupted": nothing told that what finished is
         # kept, where, and that the same command picks up from there.
         stored = suite.computed + suite.reused
-        sys.stderr.write(
-            f"fedhh experiments: {stored} of {len(plan)} runs are stored in {store.root} "
-            f"({suite.computed} computed by this invocation); the same command computes the "
-            f"other {len(plan) - stored} and writes the report\n")
+        if stored:  # (with nothing stored yet there is nothing kept to tell of)
+            sys.stderr.write(
+                f"fedhh experiments: {stored} of {len(plan)} runs are stored in {store.root} "
+                f"({suite.computed} computed by this invocation); the same command computes "
+                f"the other {len(plan) - stored} and writes the report\n")
         raise
     invocation = time.perf_counter() - started
     results = [study_results(s, seeds, result_records(s, suite, seeds, records),

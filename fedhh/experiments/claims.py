@@ -135,10 +135,16 @@ def _fp_ratio(r: StudyResults) -> list[ClaimResult]:
     round_fp = ", ".join(r[v].stat("round_fp_ratio").fmt(2) for v in r.variants)
     targets = {v: r[v].variant.params["fp_ratio"] for v in r.variants}
     near = all(np.all(r[v].values("round_fp_ratio") <= targets[v] + 0.05) for v in r.variants)
+    # A population too small for the budget keeps nothing: no count to compare and no ratio
+    # to track ("does not hold" said the opposite of the paper was seen).
+    kept_any = any(np.any(np.isfinite(np.asarray(r[v].values("round_fp_ratio"), dtype=float)))
+                   for v in r.variants)
+    found_verdict = (MIXED if not math.isfinite(tp.of_means)
+                     else HOLDS if few and tp.of_means < 1.25 else FAILS)
     return [
         ClaimResult("fp-ratio", "Raising gamma from 0.5 to 2 finds only slightly more heavy "
                     "hitters", "660, 656, 678, 695 (1.05x)", f"{tps} ({tp.fmt()})",
-                    HOLDS if few and tp.of_means < 1.25 else FAILS,
+                    found_verdict,
                     f"Heavy hitters found for gamma = 0.5, 1, 1.5, 2: {_pct(tp.of_means)} from "
                     "0.5 to 2 (paper +5%)."),
         ClaimResult("fp-ratio", "... but many more false positives", "357, 636, 828, 1400 (3.9x)",
@@ -150,7 +156,7 @@ def _fp_ratio(r: StudyResults) -> list[ClaimResult]:
                     "gamma / (1 + gamma) = 0.33, 0.5, 0.6, 0.67", "0.35, 0.49, 0.55, 0.67",
                     f"output {', '.join(r[v].stat('fp_ratio').fmt(2) for v in r.variants)}; "
                     f"kept elements over the rounds {round_fp}",
-                    HOLDS if near else FAILS,
+                    MIXED if not kept_any else HOLDS if near else FAILS,
                     "The paper's values are close to gamma / (1 + gamma), the reading of gamma "
                     "we run (see the study). The ratio PruneHH controls (false positives among "
                     "the elements kept, over all rounds) stays at or below the target; the "

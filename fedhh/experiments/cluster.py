@@ -42,6 +42,7 @@ import logging
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
@@ -432,6 +433,63 @@ def await_workers(client: Client, address: str, timeout_s: float,
                           "then run the same command again") from None
 
 
+WORKERS_GONE_S = 10.0  # how long the scheduler has had no worker before the suite says so
+
+
+class WorkerWatch:
+    """Says so when every worker has left the scheduler in the middle of a suite, and when one
+    is back. Dask keeps the runs queued without a word until a worker joins: a suite whose
+    workers all died or were stopped (`--scheduler`: nothing restarts them) sat still with its
+    progress bar for ever, and nothing told that Ctrl-C keeps what finished.
+
+    ``check(now)`` is one look (``workers()``: how many the scheduler has); ``start`` looks every
+    ``interval`` seconds on a daemon thread until ``stop``."""
+
+    def __init__(self, workers: Callable[[], int], say: Callable[[str], None], address: str,
+                 grace_s: float = WORKERS_GONE_S, interval_s: float = 2.0) -> None:
+        self.workers, self.say, self.address = workers, say, address
+        self.grace_s, self.interval_s = grace_s, interval_s
+        self.gone_since: float | None = None
+        self.said = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def check(self, now: float) -> None:
+        try:
+            count = self.workers()
+        except Exception:  # (a scheduler going away is execute's to report)
+            return
+        if count == 0:
+            if self.gone_since is None:
+                self.gone_since = now
+            elif not self.said and now - self.gone_since >= self.grace_s:
+                self.said = True
+                command = WORKER_COMMAND.format(address=self.address)
+                self.say(f"every Dask worker has left the scheduler {self.address} "
+                         f"({now - self.gone_since:.0f} s ago): the runs not done wait until "
+                         f"one joins (`{command}`); Ctrl-C stops here, and every finished run "
+                         "stays stored")
+            return
+        if self.said:
+            self.say(f"{count} Dask worker{'s' if count > 1 else ''} joined "
+                     f"{self.address}: the runs go on")
+        self.gone_since, self.said = None, False
+
+    def start(self) -> WorkerWatch:
+        def watch() -> None:
+            while not self._stop.wait(self.interval_s):
+                self.check(time.monotonic())
+
+        self._thread = threading.Thread(target=watch, name="fedhh-worker-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
 def describe(client: Client) -> str:
     """The workers the client reaches, in words (warns of workers that run several tasks at
     once: those runs share the worker's memory limit)."""
@@ -487,10 +545,12 @@ def compute_run(settings: SuiteSettings, run: PlannedRun, identity: dict[str, An
 
 
 def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
-            progress: ProgressCallback | None = None) -> dict[str, RunRecord]:
+            progress: ProgressCallback | None = None,
+            say: Callable[[str], None] | None = None) -> dict[str, RunRecord]:
     """Compute ``runs`` (those ``Suite.load_stored`` found missing) on the client's workers and
     store each as it finishes (progress: a ``done`` event for a whole run, counted in
-    ``suite.computed``); the records by key. SchedulerLost when the scheduler goes away."""
+    ``suite.computed``); the records by key. SchedulerLost when the scheduler goes away.
+    ``say``: where a ``WorkerWatch`` tells that every worker left (and came back)."""
     from distributed import as_completed
 
     store = suite.require_store()
@@ -506,6 +566,11 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
     }
     pending = set(futures)
     failed: list[tuple[PlannedRun, Exception]] = []
+    watch = None
+    if say is not None:
+        address = getattr(client.scheduler, "address", "") or "(this client's)"
+        watch = WorkerWatch(lambda: len(client.scheduler_info(n_workers=-1)["workers"]), say,
+                            address).start()
     try:
         for future in as_completed(futures):
             run = futures[future]
@@ -539,6 +604,9 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
     except BaseException:
         client.cancel(list(pending), force=True)
         raise
+    finally:
+        if watch is not None:
+            watch.stop()
     if failed:
         order = {run.key: i for i, run in enumerate(runs)}
         failed.sort(key=lambda failure: order[failure[0].key])  # (in the plan's order)
@@ -581,7 +649,7 @@ def _deaths(error: Any) -> str:
             f"{getattr(worker, 'address', worker)}{memory}")
 
 
-__all__ = ["CONNECT_S", "MIN_WORKER_MEMORY_GIB", "RUN_MEMORY_GIB", "WORKERS_WAIT_S",
-           "ClusterOptions", "SchedulerLost", "WorkersDied", "await_workers", "check_scheduler",
-           "check_workers", "code_fingerprint", "compute_run", "connect", "execute",
-           "local_workers"]
+__all__ = ["CONNECT_S", "MIN_WORKER_MEMORY_GIB", "RUN_MEMORY_GIB", "WORKERS_GONE_S",
+           "WORKERS_WAIT_S", "ClusterOptions", "SchedulerLost", "WorkerWatch", "WorkersDied",
+           "await_workers", "check_scheduler", "check_workers", "code_fingerprint",
+           "compute_run", "connect", "execute", "local_workers"]

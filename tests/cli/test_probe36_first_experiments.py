@@ -88,3 +88,32 @@ def test_a_ratio_with_nothing_to_compare_against_is_not_printed_as_nan(
     assert first["verdict"] == "inconclusive"
     for name in ("README.md", "claims.csv"):
         assert not re.search(r"\bnan", (report / name).read_text()), name
+
+
+def test_fp_ratio_claims_are_inconclusive_when_nothing_was_kept(
+        users: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: with every run's output empty (eps_agg far too small for 300 users) "Raising
+    # gamma finds only slightly more" and "the ratio tracks the target" read "does not hold".
+    code, _, err = run_cli(["experiments", "fp-ratio", "--dataset", str(users), "--seeds", "1",
+                            "--eps-agg", "0.01", "--store", str(tmp_path / "store"), "--out",
+                            str(tmp_path / "report"), "--quiet"], capsys)
+    assert code == 0, err
+    claims = json.loads((tmp_path / "report" / "claims.json").read_text())
+    verdicts = {c["claim"][:30]: c["verdict"] for c in claims if c["study"] == "fp-ratio"}
+    assert verdicts == {
+        "Raising gamma from 0.5 to 2 fi": "inconclusive",
+        "... but many more false positi": "inconclusive",
+        "The empirical false-positive r": "inconclusive",
+    }
+
+
+def test_an_interrupt_before_any_run_is_stored_says_only_interrupted(
+        users: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def interrupted(self: Suite, run: object, progress: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Suite, "_compute_and_store", interrupted)
+    code, _, err = run_cli(_argv(users, tmp_path), capsys)
+    assert code == 130
+    assert err == "fedhh experiments: interrupted\n"
