@@ -119,3 +119,16 @@ def test_laplace_routes_are_cited(capsys: pytest.CaptureFixture[str]) -> None:
     route = out.splitlines()[1]
     for name in ("Koskela, Jalko, Honkela 2020", "Mironov 2017, Table 2", "KOV Thm 3.4"):
         assert name in route
+
+
+@pytest.mark.parametrize("form", [
+    ["--eps-agg", "1", "--devices", "100000"],
+    ["amplify", "--eps-local", "4", "--devices", "100000"],
+])
+def test_the_former_method_name_is_cited_as_clones(form: list[str],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(["privacy", *form, "--delta", "1e-6", "--rounds", "4",
+                              "--privacy-method", "exact"], capsys)
+    assert code == 0, err
+    [cited] = _sources(out)
+    assert "Hiding Among the Clones" in cited
