@@ -483,13 +483,13 @@ def _print_results(run: Any, results: Any) -> None:
         from fedhh.config import Mode
         from fedhh.rpc.run_config import from_proto
 
-        width = from_proto(run.config).code_bits(Mode.NETWORK)
+        code_bits = from_proto(run.config).code_bits(Mode.NETWORK)
         last = max((r.round for r in run.rounds if r.state == "released"), default=0)
         print(cut_heading(len(results.cut_prefixes)))
         for h, item in zip(results.cut_prefixes, cut, strict=True):
             print(f"       {ljust(item, width)}  estimated count "
                   f"{h.estimate:8.1f}  (round {h.round}; "
-                  f"{cut_cause(h.round, h.bits, width, last)})")
+                  f"{cut_cause(h.round, h.bits, code_bits, last)})")
     widths = sorted({h.bits for h in [*results.heavy_hitters, *results.cut_prefixes]
                      if h.truncated})
     if widths:

@@ -78,6 +78,23 @@ def test_the_results_keep_their_counts_in_one_column_past_20_columns(
     assert re.search(r"\bx{60}  estimated count +54\.0  \(round 1\)$", rows[4]), rows[4]
 
 
+def test_cut_prefixes_line_up_with_the_heavy_hitters_counts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: the cut prefixes' rows were padded to the codes' width in bits (576 columns at
+    the default configuration), not to the items' column, so each ran to ~640 characters."""
+    run = _run()
+    run.rounds[2].CopyFrom(_round(3, 2, 0.75, cut=1))
+    whole = pb.HeavyHitter(item="jane.doe@example.org", estimate=97.0, round=1, ended=True)
+    cut = pb.HeavyHitter(item="https://example…", estimate=285.0, round=3, truncated=True,
+                         bits=121)
+    _print_results(run, SimpleNamespace(heavy_hitters=[whole], cut_prefixes=[cut]))
+    rows = [line for line in capsys.readouterr().out.splitlines() if "estimated count" in line]
+    assert len(rows) == 2
+    starts = {columns(row[:row.index("  estimated count")]) for row in rows}
+    assert starts == {7 + 20}, rows
+    assert max(map(len, rows)) < 120
+
+
 def test_a_second_up_in_the_same_workdir_takes_the_next_run_id() -> None:
     """A store kept in --workdir holds the runs of earlier `fedhh up`s: the next takes
     ``demo-2``, ``demo-3``, ... (it was refused ALREADY_EXISTS "run 'demo'" once its whole
