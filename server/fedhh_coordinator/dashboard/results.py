@@ -58,7 +58,7 @@ def _hits(parts: RunParts, rounds: list[RoundRow], found: list[HeavyHitter]) -> 
     # whose noise the main rounds' mechanism understated)
     return [Hit(rank, h.item, h.estimate,
                 estimate_std(parts.tree.mechanism_for(h.round), h.estimate,
-                             contributors.get(h.round, 0)),
+                             contributors.get(h.round, 0), h.parts),
                 h.round, h.truncated, h.bits if h.truncated else 0)
             for rank, h in enumerate(found, start=1)]
 
