@@ -4,7 +4,7 @@ text and shown default from the field's metadata, so every command that configur
 
 Flags are the field names with dashes. A boolean knob whose default is False is a switch
 (``--warm-start``); one whose default is True is turned off with ``--no-NAME``. The deny list
-is read from a file of items, one per line (``--deny-list PATH``).
+is read from a file of items, one per line, or a ``.json`` array of them (``--deny-list PATH``).
 """
 
 from __future__ import annotations
@@ -70,7 +70,10 @@ def add_run_arguments(parser: argparse.ArgumentParser, mode: Mode, *,
             continue
         if kind is tuple:
             group.add_argument(flag(f.name), dest=dest, metavar=f.metadata["metavar"] or "PATH",
-                               default=None, help=f"{text}: a file of items, one per line")
+                               default=None,
+                               help=f"{text}: a file of items, one per line, or a .json file "
+                               "of one JSON array of strings (for items that begin or end "
+                               "with a space)")
             continue
         shown = "" if default is None else f" (default: {_show(default)})"
         parse = f.metadata["parse"] or _PARSERS[kind]
@@ -100,8 +103,8 @@ def config_from_args(args: argparse.Namespace, mode: Mode,
         value = getattr(args, f.name)
         if f.name == "deny_list":
             if value == "":  # (it was taken as no deny list at all)
-                raise ConfigError("argument --deny-list: give a file of items, one per line, "
-                                  "not an empty path")
+                raise ConfigError("argument --deny-list: give a file of items, one per line "
+                                  "(or a .json array of strings), not an empty path")
             if value:
                 from fedhh.data.wordlists import load_item_list
 

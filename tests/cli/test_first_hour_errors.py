@@ -325,8 +325,17 @@ def test_a_drop_rate_out_of_range_is_refused_as_it_is_parsed(
 def test_an_empty_deny_list_path_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     """Before: `simulate --deny-list ""` ran with no deny list, exit 0."""
     assert one_line_error(["simulate", "--deny-list", ""], capsys) == (
-        "fedhh simulate: error: argument --deny-list: give a file of items, one per line, not "
-        "an empty path")
+        "fedhh simulate: error: argument --deny-list: give a file of items, one per line (or "
+        "a .json array of strings), not an empty path")
+
+
+def test_the_deny_list_help_names_the_json_form(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: the help named only the one-a-line form, the one that cannot hold an item
+    beginning or ending with a space."""
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["simulate", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "a .json file of one JSON array of strings" in help_text
 
 
 def test_a_health_timeout_past_a_day_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
