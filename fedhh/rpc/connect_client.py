@@ -8,12 +8,25 @@ the device code that runs over gRPC (``fedhh_device.fleet.Fleet``,
 ``grpc.aio.AioRpcError`` with the gRPC status of the Connect error code (UNAVAILABLE when the
 port cannot be reached, DEADLINE_EXCEEDED when the answer does not come in time), so callers'
 retries and outcomes are those of gRPC.
+
+Long-polls: a call is cut only by its own deadline. aiohttp's default (300 s for the whole
+request) cut the device's 30-minute GetTask long-poll every 5 minutes, each cut a failed
+check-in and a backoff. What protects a call from a connection that went dead without a reset
+(the port's host lost, a partition, a NAT or load balancer that dropped the flow), as gRPC's
+pings do (``fedhh_device.main.KEEPALIVE_S``): the socket's TCP keepalive (probes after
+``TCP_KEEPIDLE_S`` of silence, the connection closed after ``TCP_KEEPCNT`` unanswered, about two
+minutes; the probes also keep such a flow from going idle), and a read deadline: the call's
+timeout, or for a call without one, the wait it asked the server for (a request's ``wait_ms``)
+plus ``HOLD_GRACE_S``, else ``DEFAULT_READ_S``; past it the call fails UNAVAILABLE (the
+connection went silent), as a gRPC call on a connection whose ping went unanswered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -35,10 +48,44 @@ _HTTP = {400: grpc.StatusCode.INTERNAL, 401: grpc.StatusCode.UNAUTHENTICATED,
          429: grpc.StatusCode.UNAVAILABLE, 502: grpc.StatusCode.UNAVAILABLE,
          503: grpc.StatusCode.UNAVAILABLE, 504: grpc.StatusCode.UNAVAILABLE}
 Metadata = Sequence[tuple[str, str]]
+# A connection's setup (TCP, TLS), and how long an answer may keep the socket silent (module
+# docstring): beyond a long-poll's own wait, HOLD_GRACE_S; a call with neither a timeout nor a
+# wait, DEFAULT_READ_S (aiohttp's former cut).
+CONNECT_TIMEOUT_S = 30.0
+HOLD_GRACE_S = 60.0
+DEFAULT_READ_S = 300.0
+# TCP keepalive: the first probe after this much silence, then one every TCP_KEEPINTVL_S; the
+# connection is closed after TCP_KEEPCNT unanswered probes.
+TCP_KEEPIDLE_S = 60
+TCP_KEEPINTVL_S = 15
+TCP_KEEPCNT = 4
 
 
 def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+
+def keepalive_socket(addr_info: tuple[Any, ...]) -> socket.socket:
+    """A client socket (aiohttp's ``socket_factory``) with TCP keepalive (module docstring)."""
+    family, type_, proto = addr_info[:3]
+    sock = socket.socket(family=family, type=type_, proto=proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", TCP_KEEPIDLE_S), ("TCP_KEEPALIVE", TCP_KEEPIDLE_S),
+                        ("TCP_KEEPINTVL", TCP_KEEPINTVL_S), ("TCP_KEEPCNT", TCP_KEEPCNT)):
+        option = getattr(socket, name, None)  # (TCP_KEEPALIVE: macOS's TCP_KEEPIDLE)
+        if option is not None:  # (a platform refusing it: the system's keepalive timing)
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, option, value)
+    return sock
+
+
+def read_deadline(request: Message, timeout: float | None) -> float:
+    """How long the socket may stay silent during a call of ``request`` (module docstring)."""
+    if timeout is not None:  # (the call's own deadline cuts it first: asyncio.timeout)
+        return max(timeout, 0.0) + HOLD_GRACE_S
+    fields = request.DESCRIPTOR.fields_by_name
+    wait_ms = int(getattr(request, "wait_ms", 0)) if "wait_ms" in fields else 0
+    return wait_ms / 1000 + HOLD_GRACE_S if wait_ms > 0 else DEFAULT_READ_S
 
 
 class ConnectChannel:
@@ -65,7 +112,9 @@ class ConnectChannel:
         if self._session is None:  # made in the running loop, on first use
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=self._ssl if self._ssl else False,
-                                               limit=0))
+                                               limit=0, socket_factory=keepalive_socket),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S,
+                                              sock_read=DEFAULT_READ_S))
         return self._session
 
     async def call(self, path: str, request: Message, response_type: type[Message],
@@ -76,12 +125,21 @@ class ConnectChannel:
             headers["Connect-Timeout-Ms"] = str(max(1, int(timeout * 1000)))
         for key, value in metadata or ():
             headers[key] = value
+        silent_s = read_deadline(request, timeout)
         try:
             async with asyncio.timeout(timeout), self._client().post(
-                    self.base + path, data=request.SerializeToString(),
-                    headers=headers) as answer:
+                    self.base + path, data=request.SerializeToString(), headers=headers,
+                    timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S,
+                                                  sock_read=silent_s)) as answer:
                 body = await answer.read()
                 status, media = answer.status, answer.content_type
+        except aiohttp.ConnectionTimeoutError:  # (these two before TimeoutError: they are ones)
+            raise _error(grpc.StatusCode.UNAVAILABLE, f"no connection to {self.base} within "
+                         f"{CONNECT_TIMEOUT_S:g} s") from None
+        except aiohttp.ServerTimeoutError:
+            raise _error(grpc.StatusCode.UNAVAILABLE,
+                         f"the connection went silent for {silent_s:g} s, past the time its "
+                         f"answer was due by") from None
         except TimeoutError:
             raise _error(grpc.StatusCode.DEADLINE_EXCEEDED, "no answer in time") from None
         except aiohttp.ClientError as error:
