@@ -405,6 +405,21 @@ def backlog_options(max_pending_calls: int = MAX_PENDING_CALLS) -> list[tuple[st
 # A connection's TLS and HTTP/2 handshakes, as the listeners' (http_listener.HEAD_TIMEOUT_S):
 # gRPC's default, 120 s, let a connection that never sends its preface hold its place long.
 HANDSHAKE_TIMEOUT_MS = 10_000
+# Client pings (HTTP/2 PING) a server takes: one per MIN_PING_INTERVAL_MS while no data flows,
+# only while a call is open; a ping sooner is a "strike", and past MAX_PING_STRIKES the
+# connection is closed (GOAWAY ENHANCE_YOUR_CALM). Devices ping every
+# fedhh_device.main.KEEPALIVE_S (320 s) during a call, so that a long-poll on a dead connection
+# fails: these were gRPC's defaults, relied on unsaid, so a change of either side (or of gRPC's
+# defaults) could close every device's long-poll for pinging too often, with no test to say.
+MIN_PING_INTERVAL_MS = 300_000
+MAX_PING_STRIKES = 2
+
+
+def keepalive_options() -> list[tuple[str, int]]:
+    """The servers' ping policy (``MIN_PING_INTERVAL_MS``), set rather than defaulted."""
+    return [("grpc.http2.min_recv_ping_interval_without_data_ms", MIN_PING_INTERVAL_MS),
+            ("grpc.http2.max_ping_strikes", MAX_PING_STRIKES),
+            ("grpc.keepalive_permit_without_calls", 0)]
 
 
 def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,
@@ -416,7 +431,8 @@ def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,
     stream), at most a quarter of the open-file limit in connections (one more is closed as
     it arrives, before its handshake: gRPC has no cap of its own, and connections alone could
     take every file the service may open; each listener of ``http_listener`` has the same
-    share), the handshakes within ``HANDSHAKE_TIMEOUT_MS``, and ``extra``."""
+    share), the handshakes within ``HANDSHAKE_TIMEOUT_MS``, the client pings of
+    :func:`keepalive_options`, and ``extra``."""
     if not 1024 <= max_receive_bytes <= MAX_MESSAGE_BYTES:
         raise ConfigError(f"max_receive_bytes must be in [1024, {MAX_MESSAGE_BYTES}], got "
                           f"{max_receive_bytes}")
@@ -426,6 +442,7 @@ def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,
         ("grpc.so_reuseport", 0),
         ("grpc.max_allowed_incoming_connections", max(1, open_file_limit() // FILE_SHARE)),
         ("grpc.server_handshake_timeout_ms", HANDSHAKE_TIMEOUT_MS),
+        *keepalive_options(),
     ]
     if max_concurrent_streams is not None:
         if not 1 <= max_concurrent_streams <= 1 << 20:
