@@ -5,9 +5,11 @@ Writes one server certificate (server.pem, server.key) valid for the given host 
 start), signed by the development CA in --out (ca.pem, ca.key): the one already there, so
 that a renewal leaves every device's and operator's ca.pem valid, else a new one, valid 10
 years (--new-ca makes a new one anyway: every client then needs the new ca.pem). With
---secrets DIR (alias --tokens) it also writes the service secrets: control.token,
-admin.token, the coordinator's Ed25519 signing key (coordinator-signing.pem, and
-coordinator-signing.pem.pub for the aggregator) and device-tokens.txt, --device-tokens
+--secrets DIR (alias --tokens) it also writes the service secrets: control.token (the
+coordinator's and the aggregation workers'), admin.token, selector.token (the coordinator's and
+its selectors', apart from the control token), the coordinator's Ed25519 signing key
+(coordinator-signing.pem, and coordinator-signing.pem.pub for the aggregator) and
+device-tokens.txt, --device-tokens
 one-time enrollment tokens (line u enrolls dataset user u's device, once; the coordinator
 imports the file at start, `--enrollment-tokens-file`). The device replicas never see that
 file: device-tokens-i-of-N.txt (N = --device-replicas) holds only the `USER TOKEN` lines of the
@@ -45,7 +47,9 @@ from fedhh.errors import ConfigError
 from fedhh.input_files import LIST_FILE_BYTES, read_whole
 
 DEFAULT_HOSTS = "localhost,127.0.0.1,coordinator,selector,aggregator"
-TOKENS = ("control", "admin")
+# selector.token apart from control.token: the aggregation workers hold the control token, and
+# a selector's stream can fill cohorts with any enrolled device (docs/threat-model.md).
+TOKENS = ("control", "admin", "selector")
 DEVICE_TOKENS = "device-tokens.txt"
 DEVICE_REPLICAS = 4  # deploy/docker-compose.yml's devices-0 .. devices-3
 DEVICE_TOKENS_DEFAULT = 2000
@@ -273,14 +277,20 @@ def check_secrets(root: Path, device_tokens: int, replicas: int) -> list[str]:
     from fedhh.rpc.credentials import load_signing_key, public_key_path, read_secret
 
     options.check_output_dir("--secrets", root)
+    values = {}
     for name in TOKENS:
         path = root / f"{name}.token"
         if path.exists():
             try:  # what the services' own reading refuses at start
-                read_secret(path, "", f"existing {name} token")
+                values[name] = read_secret(path, "", f"existing {name} token")
             except ConfigError as error:
                 raise ConfigError(f"{error}; certs keeps existing tokens: replace {path}, or "
                                   "remove it to have a new one written") from None
+    for other in ("control", "admin"):  # (the coordinator refuses these at start)
+        if "selector" in values and values["selector"] == values.get(other):
+            raise ConfigError(f"{root / 'selector.token'} is the {other} token; certs keeps "
+                              "existing tokens: remove it to have a selector token of its own "
+                              "written")
     key = root / SIGNING_KEY
     if key.exists():
         load_signing_key(key, f"the signing key {key}")

@@ -1,7 +1,8 @@
 """`fedhh coordinator`: run the coordinator service (server/fedhh_coordinator).
 
 Secrets come from files or the environment: the aggregator control token
-($FEDHH_CONTROL_TOKEN) and the admin token ($FEDHH_ADMIN_TOKEN), each at least 16 bytes.
+($FEDHH_CONTROL_TOKEN), the admin token ($FEDHH_ADMIN_TOKEN) and, to take selectors, the
+selector token ($FEDHH_SELECTOR_TOKEN, distinct from the others), each at least 16 bytes.
 Devices enroll with one-time tokens the operator mints (`fedhh admin mint-tokens`, or a file
 of tokens imported at start with --enrollment-tokens-file), or with what a pluggable
 attestation verifier accepts (--attestation).
@@ -69,6 +70,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the lifetime budget's rolling period in days (default 30)")
     p.add_argument("--admin-token-file", help="token of the admin API (default: "
                    "$FEDHH_ADMIN_TOKEN)")
+    p.add_argument("--selector-token-file", help="the token selectors (`fedhh selector`) "
+                   "attach with, never the control token (default: $FEDHH_SELECTOR_TOKEN; "
+                   "without either, every selector is refused)")
     p.add_argument("--metrics-port", type=options.port_number, default=None,
                    help="Prometheus port (0: any)")
     options.add_service_options(p)

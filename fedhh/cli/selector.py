@@ -6,9 +6,10 @@ A selector authenticates devices against the coordinator's store (--db: the same
 database, or the same SQLite file on one host), holds its devices' check-ins, and forwards them
 in batches over one stream to the leader (--leader, the coordinator's --listen address), which
 draws each cohort over every selector's devices and signs the tasks; the selector hands its
-members their tasks. The stream carries the control token ($FEDHH_CONTROL_TOKEN), the one the
-coordinator uses for the aggregation service. Devices enrolled at a selector get the
-coordinator's public key (--coordinator-key, the signing key's .pub file).
+members their tasks. The stream carries the selector token (--selector-token-file, or
+$FEDHH_SELECTOR_TOKEN: the coordinator's --selector-token-file, selector.token from `fedhh
+certs`), never the control token, which the aggregation workers hold too. Devices enrolled at a
+selector get the coordinator's public key (--coordinator-key, the signing key's .pub file).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.cli import options
+from fedhh.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
@@ -44,8 +46,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--coordinator-key", required=True,
                    help="the coordinator's public key (PEM, its signing key's .pub), given to "
                         "devices at enrollment")
-    p.add_argument("--control-token-file", help="the control token the leader accepts "
-                   "(default: $FEDHH_CONTROL_TOKEN)")
+    p.add_argument("--selector-token-file", help="the selector token the leader accepts "
+                   "(its --selector-token-file; default: $FEDHH_SELECTOR_TOKEN)")
+    # (before: selectors attached with the control token, which the aggregation workers hold)
+    p.add_argument("--control-token-file", help=argparse.SUPPRESS)
     p.add_argument("--attestation", metavar="MODULE:FACTORY",
                    help="attestation verifier factory(store) (default: one-time tokens)")
     p.add_argument("--enroll-rate", type=options.positive_float, default=200.0,
@@ -65,6 +69,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from fedhh_coordinator.selector_main import run as run_service  # grpc: only when serving
 
+    if args.control_token_file:
+        raise ConfigError("--control-token-file: a selector attaches with the selector token, "
+                          "not the control token (the aggregation workers hold that one): give "
+                          "--selector-token-file, the file the coordinator's "
+                          "--selector-token-file names (`fedhh certs` writes selector.token)")
     options.check_web_options(args)
     if args.tls_dir or args.insecure:
         # (before: "lost the leader", code UNAVAILABLE, every few seconds, for a wrong CA, a

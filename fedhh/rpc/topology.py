@@ -85,7 +85,9 @@ class LocalTopology:
             self.env["PYTHONPATH"] = _absolute_path_list(self.env["PYTHONPATH"])
         self.services: dict[str, Service] = {}
         self.pki = make_dev_pki(self.workdir / "tls", ["localhost", "127.0.0.1"]) if tls else None
-        for name in ("control", "admin"):
+        # (the selector token apart from the control token: the aggregation workers hold that
+        # one, and a selector's stream can fill cohorts with any enrolled device)
+        for name in ("control", "admin", "selector"):
             _write_secret(self.workdir / f"{name}.token", secrets.token_hex(24).encode())
         self.signing_key = self.workdir / "coordinator-signing.pem"
         load_or_create_signing_key(self.signing_key)
@@ -178,7 +180,10 @@ class LocalTopology:
         one, else the aggregator."""
         return self.address("combiner" if "combiner" in self.services else "aggregator")
 
-    def start_coordinator(self, extra: list[str] | None = None) -> Service:
+    def start_coordinator(self, extra: list[str] | None = None, selectors: bool = True
+                          ) -> Service:
+        """The coordinator; with ``selectors`` (the default) it takes the topology's selector
+        token, so that ``start_selector``'s selectors can attach."""
         args = ["coordinator", "--listen", f"127.0.0.1:{self._port('coordinator')}",
                 *self._transport(), "--db", self.database,
                 "--signing-key", str(self.signing_key),
@@ -188,7 +193,9 @@ class LocalTopology:
                   and self.session_address("aggregator") else []),
                 "--session-listen", f"127.0.0.1:{self._port('coordinator', 'session_port')}",
                 "--control-token-file", str(self.workdir / "control.token"),
-                "--admin-token-file", str(self.workdir / "admin.token"), *(extra or [])]
+                "--admin-token-file", str(self.workdir / "admin.token"),
+                *(["--selector-token-file", str(self.workdir / "selector.token")]
+                  if selectors else []), *(extra or [])]
         return self._start("coordinator", args)
 
     def start_selector(self, name: str, extra: list[str] | None = None) -> Service:
@@ -199,7 +206,7 @@ class LocalTopology:
                 "--session-listen", f"127.0.0.1:{self._port(name, 'session_port')}",
                 "--db", self.database, "--leader", self.address("coordinator"),
                 "--coordinator-key", f"{self.signing_key}.pub", "--name", name,
-                "--control-token-file", str(self.workdir / "control.token"), *(extra or [])]
+                "--selector-token-file", str(self.workdir / "selector.token"), *(extra or [])]
         return self._start(name, args)
 
     def selectors(self) -> list[str]:

@@ -2,8 +2,11 @@
 
 Selectors (``fedhh selector``, ``fedhh_coordinator.selector``) serve devices' Enroll and GetTask
 and hold their waiting devices; each keeps one stream to the leader coordinator
-(``SelectorControl.Attach``), authenticated with the control token over TLS. The hub is the
-leader's end of those streams and a listener of the leader's one ``Lobby``:
+(``SelectorControl.Attach``), authenticated with the selector token over TLS (never the
+control token: that one the aggregation workers hold too, and they are not trusted with the
+cohorts; a holder of the selector token can present check-ins for any enrolled device). A
+leader started without a selector token refuses every selector. The hub is the leader's end of
+those streams and a listener of the leader's one ``Lobby``:
 
 - it announces each check-in's opening and closing to every selector, and each selector answers
   with batches of its devices: new round keys presented, and devices joining the open check-in;
@@ -45,6 +48,8 @@ MAX_NAME_BYTES = 64
 KEY_BYTES = 32
 CHALLENGE_BYTES = 32
 SELECTOR_ATTACH_CONTEXT = b"fedhh/v1/selector-attach\x00"  # domain of the leader's key proof
+NO_SELECTOR_TOKEN = ("this coordinator takes no selectors: it was started without a selector "
+                     "token (--selector-token-file PATH or $FEDHH_SELECTOR_TOKEN)")
 
 
 @dataclass(eq=False)
@@ -103,19 +108,26 @@ def check_batch(batch: pb.SelectorBatch, latest_checkin: int, hello: bool) -> No
 class SelectorHub(pb_grpc.SelectorControlServicer):
     """The leader's end of the selectors' streams (module docstring)."""
 
-    def __init__(self, lobby: Lobby, owners: KeyOwners, control_token: bytes,
+    def __init__(self, lobby: Lobby, owners: KeyOwners, selector_token: bytes | None,
                  key: Ed25519PrivateKey) -> None:
         self.lobby = lobby
         self.owners = owners
-        self._token = control_token
+        self._token = selector_token  # None: this leader takes no selectors
+        self._told = False
         self._key = key  # the coordinator's signing key: its proof to each selector
         self.sessions: set[Session] = set()
         self._where: dict[int, Session] = {}  # pool member of the open check-in -> selector
         lobby.listeners.append(self)
 
     def authenticate(self, metadata: tuple[tuple[str, str | bytes], ...] | None) -> None:
+        if self._token is None:
+            if not self._told:  # (once: a selector asks again every few seconds)
+                self._told = True
+                log.warning("a selector tried to attach; " + NO_SELECTOR_TOKEN)
+            raise AuthenticationError(NO_SELECTOR_TOKEN)
         if not hmac.compare_digest(auth.bearer(metadata).encode(), self._token):
-            raise AuthenticationError("invalid control token")
+            raise AuthenticationError("invalid selector token (a selector presents the "
+                                      "coordinator's selector token, not its control token)")
 
     # ---- the stream ------------------------------------------------------------------------
     async def Attach(self, request_iterator: object, context: grpc.aio.ServicerContext

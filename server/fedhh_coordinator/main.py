@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import hmac
 import importlib
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +46,7 @@ from fedhh_coordinator.service import AdminService, DeviceService
 from fedhh_coordinator.store import Store
 
 log = logging.getLogger(__name__)
+SELECTOR_TOKEN_ENV = "FEDHH_SELECTOR_TOKEN"
 SERVICES = ("fedhh.v1.DeviceService", "fedhh.v1.AdminService", "fedhh.v1.SelectorControl")
 # The largest message the coordinator takes. Its callers send small messages (a check-in, an
 # enrollment, a run configuration with an inline codebook and deny list), so gRPC's 16 MiB would
@@ -69,6 +72,28 @@ class Checked:
     control_token: bytes
     admin_token: bytes
     tls: TlsFiles | None
+    selector_token: bytes | None = None  # None: no selector may attach
+
+
+def read_selector_token(args: argparse.Namespace, control_token: bytes,
+                        admin_token: bytes) -> bytes | None:
+    """The token selectors attach with (--selector-token-file, else $FEDHH_SELECTOR_TOKEN), or
+    None when neither is given: then the leader refuses every selector, saying which setting
+    it lacks. Never the control token: the aggregation workers hold that one and are not
+    trusted with cohorts, and a selector can present check-ins, with round keys it picks, for
+    any enrolled device (each then charged the run's budget without taking part)."""
+    path = getattr(args, "selector_token_file", None)
+    if not path and not os.environ.get(SELECTOR_TOKEN_ENV):
+        return None
+    token = read_secret(path, SELECTOR_TOKEN_ENV, "selector token")
+    source = path or "$" + SELECTOR_TOKEN_ENV
+    for same, what in ((control_token, "control token"), (admin_token, "admin token")):
+        if hmac.compare_digest(token, same):
+            raise ConfigError(f"the selector token (from {source}) is the {what}: give "
+                              "selectors a token of their own (`fedhh certs --secrets DIR` "
+                              "writes selector.token); the aggregation workers hold the "
+                              "control token and must not be able to attach as a selector")
+    return token
 
 
 def check_startup(args: argparse.Namespace) -> Checked:
@@ -80,6 +105,7 @@ def check_startup(args: argparse.Namespace) -> Checked:
     control_token = read_secret(args.control_token_file, "FEDHH_CONTROL_TOKEN",
                                 "control token")
     admin_token = read_secret(args.admin_token_file, "FEDHH_ADMIN_TOKEN", "admin token")
+    selector_token = read_selector_token(args, control_token, admin_token)
     tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
     if tls is not None:
         serving.check_tls_files(tls)
@@ -91,7 +117,7 @@ def check_startup(args: argparse.Namespace) -> Checked:
         attestation_factory(args.attestation)
     check_output("--ready-file", args.ready_file)
     check_listeners(args)
-    return Checked(control_token, admin_token, tls)
+    return Checked(control_token, admin_token, tls, selector_token)
 
 
 def check_db(location: str) -> None:
@@ -252,7 +278,7 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
     devices = DeviceService(store, lobby, key, verifier,
                             RateLimiter(args.enroll_rate, args.enroll_burst), owners)
     admin = AdminService(store, runner, admin_token, budget)
-    hub = SelectorHub(lobby, owners, control_token, key)
+    hub = SelectorHub(lobby, owners, checked.selector_token, key)
     credential_checks = {"/fedhh.v1.DeviceService/GetTask": devices.authenticate,
                          "/fedhh.v1.AdminService/": admin.authenticate,
                          "/fedhh.v1.SelectorControl/": hub.authenticate}

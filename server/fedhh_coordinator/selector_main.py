@@ -17,7 +17,7 @@ from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator.device_ports import start_device_ports
 from fedhh_coordinator.enrollment import RateLimiter, load_verifier
 from fedhh_coordinator.hub import MAX_NAME_BYTES
-from fedhh_coordinator.main import MAX_RECEIVE_BYTES, SERVER_OPTIONS
+from fedhh_coordinator.main import MAX_RECEIVE_BYTES, SELECTOR_TOKEN_ENV, SERVER_OPTIONS
 from fedhh_coordinator.selector import LeaderLink, SelectorLobby, WrongCoordinatorKey
 from fedhh_coordinator.service import DeviceService
 from fedhh_coordinator.store import Store
@@ -52,8 +52,8 @@ def wrong_key(args: argparse.Namespace) -> ConfigError:
 async def serve(args: argparse.Namespace) -> None:
     name = selector_name(args)
     public = load_public_key(args.coordinator_key)
-    control_token = read_secret(args.control_token_file, "FEDHH_CONTROL_TOKEN",
-                                "control token")
+    selector_token = read_secret(args.selector_token_file, SELECTOR_TOKEN_ENV,
+                                 "selector token")
     tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
     store = Store(args.db, selector=True)
     verifier = load_verifier(args.attestation, store)
@@ -67,7 +67,7 @@ async def serve(args: argparse.Namespace) -> None:
     health = serving.add_health_and_reflection(server, SERVICES)
     port = serving.bind(server, args.listen, tls, args.insecure)
     channel = open_channel(args.leader, tls.channel_credentials() if tls else None)
-    link = LeaderLink(lobby, channel, control_token, name, public)
+    link = LeaderLink(lobby, channel, selector_token, name, public)
     link_task = asyncio.create_task(link.serve(), name="leader link")
     metrics = await start_metrics(args.metrics_port, args.metrics_host, tls)
     metrics_port = metrics.port

@@ -209,11 +209,11 @@ def selector(tmp_path: Path, leader_port: int, key_file: Path, *extra: str) -> l
     store = tmp_path / "coordinator.sqlite"
     if not store.exists():
         Store(store).close()  # (the coordinator makes its store; a selector only opens it)
-    token = tmp_path / "control.token"
+    token = tmp_path / "selector.token"
     token.write_text("0123456789abcdef0123456789abcdef")
     return fedhh("selector", "--leader", f"127.0.0.1:{leader_port}", "--insecure",
                  "--listen", "127.0.0.1:0", "--db", str(store), "--coordinator-key",
-                 f"{key_file}.pub", "--control-token-file", str(token), *extra)
+                 f"{key_file}.pub", "--selector-token-file", str(token), *extra)
 
 
 @pytest.mark.parametrize("proves", [True, False], ids=["at-attach", "at-first-tasks"])

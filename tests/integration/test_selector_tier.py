@@ -2,7 +2,7 @@
 selectors on its store, an aggregator and 200 devices spread over the selectors. A selector
 killed during the SecAgg+ stages costs nothing (its devices have their tasks) and the round
 releases, charged once; a selector killed during check-in sends its devices to the other one
-and the run finishes; the leader refuses a selector without the control token, and a batch
+and the run finishes; the leader refuses a selector without the selector token, and a batch
 that breaks the contract with a clear error."""
 
 from __future__ import annotations
@@ -142,8 +142,8 @@ def test_the_leader_refuses_a_selector_without_the_token_and_a_bad_batch(
 
         unauthenticated = attach("x" * 32, [pb.SelectorBatch(name="intruder")])
         assert unauthenticated.code() == grpc.StatusCode.UNAUTHENTICATED
-        assert "invalid control token" in unauthenticated.details()
-        token = topo.token("control").decode()
+        assert "invalid selector token" in unauthenticated.details()
+        token = topo.token("selector").decode()
         bad = attach(token, [pb.SelectorBatch(name="s"), pb.SelectorBatch(
             presented=[pb.CheckIn(device_id=1, c_pk=b"k" * 31, s_pk=b"j" * 32)])])
         assert bad.code() == grpc.StatusCode.INVALID_ARGUMENT

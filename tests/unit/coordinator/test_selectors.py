@@ -216,7 +216,7 @@ def test_a_batch_with_one_bad_entry_changes_nothing() -> None:
     assert len(owners) == 0 and drain(a) == []
 
 
-def test_the_hub_refuses_a_caller_without_the_control_token() -> None:
+def test_the_hub_refuses_a_caller_without_the_selector_token() -> None:
     _, _, hub, _ = hub_with()
     from fedhh.errors import AuthenticationError
 
