@@ -11,6 +11,7 @@ import datetime as dt
 import ipaddress
 import os
 import ssl
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +50,8 @@ class TlsFiles:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.set_alpn_protocols(["http/1.1"])
+        read_tls_file(self.cert)  # (an unreadable file named, with the remedy)
+        read_tls_file(self.key, "TLS key")
         try:
             context.load_cert_chain(self.cert, self.key)
         except (OSError, ssl.SSLError) as error:
@@ -61,7 +64,36 @@ def read_tls_file(path: str | os.PathLike[str], what: str = "TLS file") -> bytes
     try:
         return read_whole(path, CERTIFICATE_FILE_BYTES, what)
     except OSError as error:
-        raise ConfigError(f"cannot read {what} {os.fspath(path)}: {error.strerror}") from None
+        raise ConfigError(f"cannot read {what} {os.fspath(path)}: {error.strerror}"
+                          f"{permission_remedy(path, error)}") from None
+
+
+def permission_remedy(path: str | os.PathLike[str], error: OSError) -> str:
+    """For a file this process may not read, who this process is, whose the file is, and the
+    remedy (empty for any other error). Certificates made without `fedhh certs --owner/--group`
+    are mode 0600 for their maker, and a container's service (uid 10001) said only "cannot read
+    TLS file /run/secrets/server.key: Permission denied"."""
+    if not isinstance(error, PermissionError):
+        return ""
+    uid, gid = os.geteuid(), os.getegid()
+    user = ""
+    try:
+        import pwd
+
+        user = f" ({pwd.getpwuid(uid).pw_name})"
+    except (ImportError, KeyError):  # no such user in the container's /etc/passwd
+        pass
+    try:
+        info = os.stat(path)
+        whose = (f"the file is owned by uid {info.st_uid}, gid {info.st_gid}, mode "
+                 f"{stat.S_IMODE(info.st_mode):04o}")
+    except OSError as stat_error:
+        whose = (f"the file's owner and mode cannot be read either ({stat_error.strerror}: "
+                 f"a directory on its path is closed to this process)")
+    return (f"; this process runs as uid {uid}{user}, gid {gid}, and {whose}: for files "
+            f"`fedhh certs` wrote, run it again with --owner {uid}:{gid} (as root) or "
+            f"--group {gid} (group-readable, 0640), or give this process the file with "
+            f"chown/chmod")
 
 
 def ca_credentials(ca: str | os.PathLike[str]) -> grpc.ChannelCredentials:
