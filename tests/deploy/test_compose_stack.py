@@ -320,10 +320,14 @@ def test_each_service_mounts_only_the_secrets_it_needs(stack: Stack, fleet: list
         assert secrets_of(name) == {"ca.pem", "device-tokens.txt"}
     assert secrets_of("aggregator") == {"ca.pem", "server.pem", "server.key", "control.token",
                                         "coordinator-signing.pem.pub"}
-    assert secrets_of("selector") == secrets_of("aggregator")
+    # (the selectors attach with a token of their own: the aggregator's control token, in
+    # their hands, was also the right to attach as a selector)
+    assert secrets_of("selector") == secrets_of("aggregator") - {"control.token"} | {
+        "selector.token"}
     assert secrets_of("coordinator") == {
         "ca.pem", "server.pem", "server.key", "control.token", "device-tokens.txt",
-        "admin.token", "coordinator-signing.pem", "coordinator-signing.pem.pub"}
+        "admin.token", "selector.token", "coordinator-signing.pem",
+        "coordinator-signing.pem.pub"}
     assert "ca.key" not in set().union(*(secrets_of(s) for s in ("coordinator", "aggregator",
                                                                   "selector")))
 

@@ -111,7 +111,10 @@ def test_each_service_mounts_only_the_secrets_it_needs() -> None:
     assert mounted_secrets("admin") == {"ca.pem", "admin.token"}
     assert mounted_secrets("aggregator") == {"ca.pem", "server.pem", "server.key",
                                              "control.token", "coordinator-signing.pem.pub"}
-    assert mounted_secrets("selector") == mounted_secrets("aggregator")
+    # The selectors attach with a token of their own, never the aggregator's control token.
+    assert mounted_secrets("selector") == mounted_secrets("aggregator") - {"control.token"} | {
+        "selector.token"}
+    assert "selector.token" in mounted_secrets("coordinator")
     assert "ca.key" not in {s["file"].rsplit("/", 1)[-1] for s in document()["secrets"].values()}
 
 

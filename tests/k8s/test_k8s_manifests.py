@@ -43,7 +43,7 @@ VERSIONS = (TARGET_VERSION, kubernetes_validate.utils.latest_version())
 OVERLAYS = ("base", "overlays/dev", "overlays/production")
 # The secrets the pods read, and the keys they read (docs/scaling.md).
 SECRETS = {"fedhh-tls": {"tls.crt", "tls.key", "ca.crt"},
-           "fedhh-tokens": {"control.token", "admin.token"},
+           "fedhh-tokens": {"control.token", "admin.token", "selector.token"},
            "fedhh-signing": {"coordinator-signing.pem", "coordinator-signing.pem.pub"},
            "fedhh-device-tokens": {"device-tokens.txt"},
            **{f"fedhh-device-tokens-{i}": {"device-tokens.txt"} for i in range(4)},
@@ -388,13 +388,15 @@ def test_pods_read_only_the_documented_secrets_and_keys(rendered: dict[str, list
         for name, keys in _secret_refs(w).items():
             assert name in SECRETS, (w["metadata"]["name"], name)
             assert keys - {"*"} <= SECRETS[name], (w["metadata"]["name"], name, keys)
-    for kind, name in (("StatefulSet", "combiner"), ("StatefulSet", "worker"),
-                       ("Deployment", "selector")):
+    for kind, name, token in (("StatefulSet", "combiner", "control.token"),
+                              ("StatefulSet", "worker", "control.token"),
+                              ("Deployment", "selector", "selector.token")):
         refs = _secret_refs(named(objs, kind, name))
         # The coordinator's private signing key never reaches the aggregation service nor the
-        # selectors, and neither reads the admin token.
+        # selectors, and neither reads the admin token; the workers, which are not trusted
+        # with cohorts, never read the selector token, and the selectors not the control token.
         assert refs["fedhh-signing"] == {"coordinator-signing.pem.pub"}
-        assert refs["fedhh-tokens"] == {"control.token"}
+        assert refs["fedhh-tokens"] == {token}
 
 
 def test_the_dev_overlay_generates_every_secret_and_config_its_pods_read(
@@ -480,6 +482,9 @@ def test_the_selectors_are_a_deployment_with_replicas_in_front_of_the_coordinato
     assert flag(args, "leader") == ["coordinator:7000"]
     assert flag(args, "store") == flag(coordinator, "store")
     assert flag(args, "coordinator-key") == [flag(coordinator, "signing-key")[0] + ".pub"]
+    assert flag(args, "selector-token-file") == flag(coordinator, "selector-token-file") == [
+        "/etc/fedhh/tokens/selector.token"]
+    assert flag(args, "control-token-file") == []
     assert {"name": "grpc", "port": 7000, "targetPort": "grpc", "appProtocol": "grpc"} in \
         named(objs, "Service", "selector")["spec"]["ports"]
     assert named(objs, "PodDisruptionBudget", "selector")["spec"]["maxUnavailable"] == 1
@@ -565,3 +570,18 @@ def test_without_the_policies_every_flow_would_be_open(rendered: dict[str, list[
     assert ("devices", "postgres", 5432) in flows(objs)
     assert ("combiner", "worker", 7101) in flows(objs)
     assert ("start-run", "coordinator", 7001) in flows(objs)
+
+
+def test_a_failed_run_ends_the_start_run_job_without_a_retry(
+        rendered: dict[str, list[Obj]]) -> None:
+    """`admin wait` exits 1 for a run that failed or was cancelled: the Job fails at once
+    (a retry would wait on the same ended run again); exit 2, a connection the coordinator
+    did not answer yet, is retried. A retry never starts a second run: the script starts it
+    only when `admin status` finds none."""
+    job = named(rendered["overlays/dev"], "Job", "start-run")
+    rules = job["spec"]["podFailurePolicy"]["rules"]
+    assert rules[0] == {"action": "FailJob", "onExitCodes": {
+        "containerName": "admin", "operator": "In", "values": [1]}}
+    assert job["spec"]["backoffLimit"] >= 1 and pod_spec(job)["restartPolicy"] == "Never"
+    script = container(rendered["overlays/dev"], "Job", "start-run")["args"][0]
+    assert 'admin status "$FEDHH_RUN_ID" >/dev/null 2>&1 || admin start' in script
