@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.device import RandomSource, SecureSource, streams
 from fedhh.errors import AuthenticationError, ConfigError, FedhhError
 from fedhh.rpc.device_client import RetryPolicy, Transport
+from fedhh.rpc.device_users import enroll_request
 from fedhh.rpc.participation import ComputeTurns
 from fedhh.rpc.tasks import verify_task
 from fedhh.secagg import RoundKeys, Stage
@@ -246,13 +247,11 @@ class Fleet:
 
         async def enroll(user: int) -> None:
             key = Ed25519PrivateKey.generate()
-            public = key.public_key().public_bytes(serialization.Encoding.Raw,
-                                                   serialization.PublicFormat.Raw)
             token = self.enrollment_tokens.get(user)
             if token is None:
                 raise ConfigError(f"no enrollment token for user {user}")
-            request = pb.EnrollRequest(enrollment_token=token.encode(),
-                                       identity_public_key=public, label=f"user-{user}")
+            # (signed with the key it enrolls; a retry sends these same bytes again)
+            request = enroll_request(key, token.encode(), label=f"user-{user}")
 
             async def call() -> pb.EnrollResponse:
                 started = time.perf_counter()

@@ -6,14 +6,23 @@ per line, line u for dataset user u (``fedhh admin mint-tokens --count``), or ``
 lines for the users it names only (``fedhh admin mint-tokens --users``, ``fedhh certs
 --device-replicas``): a process given only its own users' tokens cannot enroll anyone else's
 devices, which is how each device replica of a deployment gets its own share (issue 28).
+
+A token is presented in an enrollment request that the device signs with its identity key
+(:func:`enroll_request`; the coordinator checks it with :func:`enrollment_proof`): a leaked
+token and the device's public key are not enough to enroll in its place.
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import ConfigError
 from fedhh.input_files import LIST_FILE_BYTES, read_whole
+from fedhh.v1 import coordinator_pb2 as pb
 
 TOKENS = "tokens"
 
@@ -84,3 +93,30 @@ def tokens_for(path: str | None, users: list[int]) -> dict[int, str]:
         raise ConfigError(f"{path} has no token for users {missing[:5]} (a device process "
                           "needs the token of every user it hosts)")
     return {u: tokens[u] for u in users}
+
+
+# What an enrollment request's signature covers (proto EnrollRequest.enrollment_signature; the
+# web device's identity.ts builds the same bytes). The domain keeps the signature from being
+# taken for any other message the identity key signs; every other part has a fixed length.
+ENROLLMENT_PROOF_DOMAIN = b"fedhh/v1/enrollment-proof\x00"
+
+
+def enrollment_proof(token: bytes, identity_public_key: bytes, label: str,
+                     attestation: bytes) -> bytes:
+    """The message a device signs with its identity key to enroll: it binds the token (so the
+    signature is good only where that token was minted), the key, the label and the
+    attestation."""
+    return (ENROLLMENT_PROOF_DOMAIN + hashlib.sha256(token).digest() + identity_public_key
+            + hashlib.sha256(label.encode()).digest() + hashlib.sha256(attestation).digest())
+
+
+def enroll_request(key: Ed25519PrivateKey, token: bytes, label: str = "",
+                   attestation: bytes = b"") -> pb.EnrollRequest:
+    """An EnrollRequest for ``key``'s device, signed with ``key``. The same key and token give
+    the same request (Ed25519 signs deterministically), so a retry is the request sent again."""
+    public = key.public_key().public_bytes(serialization.Encoding.Raw,
+                                           serialization.PublicFormat.Raw)
+    return pb.EnrollRequest(
+        enrollment_token=token, identity_public_key=public, label=label,
+        attestation=attestation,
+        enrollment_signature=key.sign(enrollment_proof(token, public, label, attestation)))

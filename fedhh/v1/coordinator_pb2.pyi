@@ -7,16 +7,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class EnrollRequest(_message.Message):
-    __slots__ = ("enrollment_token", "identity_public_key", "label", "attestation")
+    __slots__ = ("enrollment_token", "identity_public_key", "label", "attestation", "enrollment_signature")
     ENROLLMENT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     IDENTITY_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     ATTESTATION_FIELD_NUMBER: _ClassVar[int]
+    ENROLLMENT_SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     enrollment_token: bytes
     identity_public_key: bytes
     label: str
     attestation: bytes
-    def __init__(self, enrollment_token: _Optional[bytes] = ..., identity_public_key: _Optional[bytes] = ..., label: _Optional[str] = ..., attestation: _Optional[bytes] = ...) -> None: ...
+    enrollment_signature: bytes
+    def __init__(self, enrollment_token: _Optional[bytes] = ..., identity_public_key: _Optional[bytes] = ..., label: _Optional[str] = ..., attestation: _Optional[bytes] = ..., enrollment_signature: _Optional[bytes] = ...) -> None: ...
 
 class EnrollResponse(_message.Message):
     __slots__ = ("device_id", "credential", "coordinator_public_key")

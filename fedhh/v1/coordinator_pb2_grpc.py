@@ -57,7 +57,8 @@ class DeviceServiceServicer:
 
     def Enroll(self, request, context):
         """Register a device: the operator's enrollment token proves it may join; the device's
-        Ed25519 identity key is bound to its id (the aggregator admits it to rounds by that key).
+        Ed25519 identity key, whose possession the request proves by signing it, is bound to its
+        id (the aggregator admits it to rounds by that key).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -11,6 +11,12 @@ Enrollment therefore asks an ``AttestationVerifier``:
 - Any other verifier (a platform attestation service, say) plugs in with ``--attestation
   MODULE:FACTORY``: ``FACTORY(store)`` returns an object with the ``verify`` method below.
 
+Whatever the verifier, the request must be signed with the identity key it enrolls
+(``check_enrollment_signature``, checked before the token is spent or a credential re-issued):
+a token enrolls a key only for whoever holds its private half. Without that, a leaked token and
+the device's public key (no secret: the aggregator and the cohort see it) re-issued the
+device's credential within the store's retry window and locked the device out.
+
 On top of it, ``RateLimiter`` caps enrollments per second, overall and per peer address, so a
 leaked batch of tokens cannot be turned into a flood. What remains (docs/threat-model.md): an
 operator who mints tokens for Sybils defeats n_min; each device's local epsilon floor still holds.
@@ -29,6 +35,8 @@ from typing import Protocol
 
 from fedhh.errors import AuthenticationError, ConfigError, RateLimited
 from fedhh.input_files import LIST_FILE_BYTES, read_whole
+from fedhh.rpc.device_users import enrollment_proof
+from fedhh.secagg.primitives import ed25519_verify
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator.store import Store
 
@@ -44,8 +52,36 @@ class Attested:
 
 class AttestationVerifier(Protocol):
     def verify(self, request: pb.EnrollRequest, peer: str) -> Attested:
-        """Vouch for the request or raise AuthenticationError (with a one-line reason)."""
+        """Vouch for the request or raise AuthenticationError (with a one-line reason). Called
+        before the request's signature is checked: consume nothing here (the store consumes a
+        token in the transaction that enrolls the device)."""
         ...
+
+
+SIGNATURE_BYTES = 64
+
+
+def check_enrollment_signature(request: pb.EnrollRequest) -> None:
+    """The request's ``enrollment_signature`` must be its identity key's Ed25519 signature of
+    ``enrollment_proof`` (token, key, label, attestation): proof that the caller holds the key
+    it enrolls. AuthenticationError if it is missing or does not verify, ConfigError if it is
+    not 64 bytes. The identity key is checked (32 bytes, a valid point) before this."""
+    signature = request.enrollment_signature
+    if not signature:
+        raise AuthenticationError(
+            "enrollment_signature is missing: an enrollment request must be signed with the "
+            "identity key it enrolls (proof that the caller holds it; a device older than "
+            "this check must be updated)")
+    if len(signature) != SIGNATURE_BYTES:
+        raise ConfigError(f"enrollment_signature must be a {SIGNATURE_BYTES}-byte Ed25519 "
+                          f"signature, got {len(signature)} bytes")
+    message = enrollment_proof(request.enrollment_token, request.identity_public_key,
+                               request.label, request.attestation)
+    if not ed25519_verify(request.identity_public_key, signature, message):
+        raise AuthenticationError(
+            "enrollment_signature does not verify under identity_public_key: the request was "
+            "not signed by the holder of that key (or token, label or attestation differ "
+            "from what was signed)")
 
 
 def token_hash(token: bytes) -> bytes:

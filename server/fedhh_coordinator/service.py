@@ -20,7 +20,12 @@ from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator import auth, metrics
 from fedhh_coordinator.budgets import LifetimeBudget
-from fedhh_coordinator.enrollment import AttestationVerifier, RateLimiter, mint
+from fedhh_coordinator.enrollment import (
+    AttestationVerifier,
+    RateLimiter,
+    check_enrollment_signature,
+    mint,
+)
 from fedhh_coordinator.keys import KeyOwners, check_round_keys
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.runs import RunParts, create_run, stored_config, stored_ledger
@@ -89,6 +94,7 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
             raise ConfigError("identity_public_key is not a point of Ed25519's prime-order "
                               "subgroup (small order, off the curve, or with a torsion part)")
         check_label(request.label)
+        check_enrollment_signature(request)
         credential = auth.new_credential()
         device_id = self.store.add_device(auth.credential_hash(credential),
                                           request.identity_public_key, request.label,

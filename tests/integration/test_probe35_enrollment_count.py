@@ -13,13 +13,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.device_users import enroll_request
 from fedhh.rpc.tls import ca_credentials
 from fedhh.rpc.topology import LocalTopology
-from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from tests.integration.cli_kit import one_line_error, run_cli
 
@@ -48,13 +47,12 @@ def devices(topo: LocalTopology, capsys: pytest.CaptureFixture[str]) -> dict[str
 
 
 def enroll(topo: LocalTopology, token: str) -> grpc.StatusCode:
-    key = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    key = Ed25519PrivateKey.generate()
     with grpc.secure_channel(topo.address("coordinator"),
                              ca_credentials(topo.workdir / "tls" / "ca.pem")) as channel:
         try:
-            pb_grpc.DeviceServiceStub(channel).Enroll(pb.EnrollRequest(
-                enrollment_token=token.encode(), identity_public_key=key), timeout=30)
+            pb_grpc.DeviceServiceStub(channel).Enroll(enroll_request(key, token.encode()),
+                                                      timeout=30)
         except grpc.RpcError as error:
             return error.code()  # type: ignore[attr-defined,no-any-return]
     return grpc.StatusCode.OK

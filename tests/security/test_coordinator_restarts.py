@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.errors import StateError
 from fedhh.rpc.admin_client import AdminClient
 from fedhh.rpc.credentials import load_or_create_signing_key, public_key_path, raw_public
+from fedhh.rpc.device_users import enroll_request
 from fedhh.rpc.tls import ca_credentials
 from fedhh.rpc.topology import LocalTopology
 from fedhh.v1 import coordinator_pb2 as pb
@@ -34,9 +35,8 @@ def enroll_one(topo: LocalTopology) -> pb.EnrollResponse:
     with AdminClient(topo.address("coordinator"), topo.token("admin"), ca) as admin:
         token = admin.mint_tokens(1)[0]
     with grpc.secure_channel(topo.address("coordinator"), ca_credentials(ca)) as channel:
-        public = Ed25519PrivateKey.generate().public_key().public_bytes_raw()
-        return pb_grpc.DeviceServiceStub(channel).Enroll(pb.EnrollRequest(
-            enrollment_token=token.encode(), identity_public_key=public), timeout=30)
+        return pb_grpc.DeviceServiceStub(channel).Enroll(
+            enroll_request(Ed25519PrivateKey.generate(), token.encode()), timeout=30)
 
 
 def refusal(topo: LocalTopology) -> str:

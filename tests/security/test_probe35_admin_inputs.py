@@ -11,11 +11,11 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from postgres_kit import PostgresServer
 
 from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.device_users import enroll_request
 from fedhh.rpc.tls import ca_credentials
 from fedhh.rpc.topology import LocalTopology
 from fedhh.v1 import coordinator_pb2 as pb
@@ -99,19 +99,17 @@ def test_a_device_label_that_is_not_printable_spends_no_token(topo: LocalTopolog
     with admin(topo) as client:
         token = client.mint_tokens(1)[0].encode()
         before = counts(client)
-    key = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    key = Ed25519PrivateKey.generate()
     with grpc.secure_channel(topo.address("coordinator"),
                              ca_credentials(topo.workdir / "tls" / "ca.pem")) as channel:
         stub = pb_grpc.DeviceServiceStub(channel)
         for label in BAD_LABELS:
-            code, details = failure(lambda lab=label: stub.Enroll(pb.EnrollRequest(
-                enrollment_token=token, identity_public_key=key, label=lab), timeout=30))
+            code, details = failure(lambda lab=label: stub.Enroll(enroll_request(
+                key, token, label=lab), timeout=30))
             assert code == grpc.StatusCode.INVALID_ARGUMENT, (code, details)
         with admin(topo) as client:
             assert counts(client) == before
         # the token was not spent: it enrolls the same key with a printable label
-        stub.Enroll(pb.EnrollRequest(enrollment_token=token, identity_public_key=key,
-                                     label="user-7"), timeout=30)
+        stub.Enroll(enroll_request(key, token, label="user-7"), timeout=30)
     with admin(topo) as client:
         assert counts(client) == (before[0] + 1, before[1] - 1, before[2] + 1)

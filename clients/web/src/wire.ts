@@ -14,7 +14,7 @@ import { create } from "@bufbuild/protobuf";
 import { type Client, type Transport, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 
-import { type Bytes, own, toHex } from "./bytes.js";
+import { type Bytes, concat, own, toHex, utf8 } from "./bytes.js";
 import { SecureAggregation } from "./gen/fedhh/v1/aggregator_pb.js";
 import {
   DeviceService,
@@ -22,9 +22,25 @@ import {
   GetTaskRequestSchema,
   type Task,
 } from "./gen/fedhh/v1/coordinator_pb.js";
-import { KEY_BYTES, ed25519PublicFromSeed, sha256 } from "./primitives.js";
+import { KEY_BYTES, ed25519PublicFromSeed, ed25519Sign, sha256 } from "./primitives.js";
 import { type RandomSource, systemRandom } from "./random.js";
 import { AuthenticationError, verifyTask } from "./task.js";
+
+/** The domain of the enrolment proof: the bytes of "fedhh/v1/enrollment-proof\0". */
+export const ENROLLMENT_PROOF_DOMAIN = utf8("fedhh/v1/enrollment-proof\0");
+
+/**
+ * What an enrolment request's `enrollmentSignature` signs with the identity key
+ * (proto EnrollRequest; fedhh/rpc/device_users.py `enrollment_proof`, byte for byte): the
+ * domain, SHA-256 of the token, the identity public key, SHA-256 of the label's UTF-8 and
+ * SHA-256 of the attestation. It proves that the enrolling caller holds the key: a leaked
+ * token with the device's public key cannot enrol it (or have its credential re-issued).
+ */
+export async function enrollmentProof(token: Uint8Array, identityPublicKey: Uint8Array,
+                                      label: string, attestation: Uint8Array): Promise<Bytes> {
+  return concat(ENROLLMENT_PROOF_DOMAIN, await sha256(token), identityPublicKey,
+                await sha256(utf8(label)), await sha256(attestation));
+}
 
 /**
  * A Connect transport to one service's port (`https://host:port`), binary protobuf. `fetch`
@@ -92,10 +108,17 @@ export class CoordinatorClient {
     if (identitySeed.length !== KEY_BYTES) {
       throw new RangeError(`an identity seed has ${KEY_BYTES} bytes, not ${identitySeed.length}`);
     }
+    const enrollmentToken = new TextEncoder().encode(token);
+    const identityPublicKey = ed25519PublicFromSeed(identitySeed);
+    const attestation = new Uint8Array();
+    const proof = await enrollmentProof(enrollmentToken, identityPublicKey, label, attestation);
     const response = await this.client.enroll(create(EnrollRequestSchema, {
-      enrollmentToken: new TextEncoder().encode(token),
-      identityPublicKey: ed25519PublicFromSeed(identitySeed),
+      enrollmentToken,
+      identityPublicKey,
       label,
+      attestation,
+      // (proof that this device holds the key it enrols; a retry signs the same bytes again)
+      enrollmentSignature: ed25519Sign(identitySeed, proof),
     }), { ...(signal === undefined ? {} : { signal }),
           ...(timeoutMs === undefined ? {} : { timeoutMs }) });
     if (response.credential.length !== 32 || response.coordinatorPublicKey.length !== KEY_BYTES) {

@@ -16,7 +16,9 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { type Bytes, bytesToBig, fromHex, toHex } from "../src/bytes.js";
 import { sessionIdOf, verifyConfig } from "../src/config.js";
 import { generateMask, pairMaskKey, selfMaskKey, vectorBytes } from "../src/prg.js";
-import { aeadEncrypt, agree, ed25519PublicFromSeed, sha256, x25519FromSeed } from "../src/primitives.js";
+import {
+  aeadEncrypt, agree, ed25519PublicFromSeed, ed25519Sign, sha256, x25519FromSeed,
+} from "../src/primitives.js";
 import { systemRandom, systemWords } from "../src/random.js";
 import { a0Threshold, randomize } from "../src/randomizer.js";
 import {
@@ -28,6 +30,7 @@ import { boundAccepts, boundTolerance, lyingServerBound } from "../src/bounds.js
 import { type Codebook, BUILTIN_NAMES, Codec, codebookFromSpec } from "../src/codec.js";
 import { TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
 import { type DrawSource, makeReport, systemDraws } from "../src/selection.js";
+import { enrollmentProof } from "../src/wire.js";
 import { type Json, fileBooks, pythonVectors } from "./vectors.js";
 
 const hex = (b: Uint8Array): string => toHex(b);
@@ -139,19 +142,26 @@ async function device(): Promise<Json> {
 }
 
 /** Device-to-coordinator requests in the generated wire code, for Python's protobuf to parse. */
-function wire(): Json {
-  const identity = ed25519PublicFromSeed(systemRandom(32));
+async function wire(): Promise<Json> {
+  const seed = systemRandom(32);
+  const identity = ed25519PublicFromSeed(seed);
   const keys = generateRoundKeys(systemRandom);
+  const token = new TextEncoder().encode("ab".repeat(32));
+  const label = "browser-\u00e9t\u00e9";
+  const attestation = systemRandom(100);
+  // (signed as CoordinatorClient.enroll signs: Python checks the signature over its own proof)
   const enroll = create(EnrollRequestSchema, {
-    enrollmentToken: new TextEncoder().encode("ab".repeat(32)), identityPublicKey: identity,
-    label: "browser-\u00e9t\u00e9", attestation: systemRandom(100) });
+    enrollmentToken: token, identityPublicKey: identity, label, attestation,
+    enrollmentSignature: ed25519Sign(seed, await enrollmentProof(token, identity, label,
+                                                                 attestation)) });
   const getTask = create(GetTaskRequestSchema, {
     deviceId: 2n ** 63n + 5n, waitMs: 30000, knownTask: systemRandom(32),
     cPk: keys.c.public, sPk: keys.s.public });
   return {
     enroll: { bytes: hex(toBinary(EnrollRequestSchema, enroll)), token: "ab".repeat(32),
               identity_public_key: hex(identity), label: enroll.label,
-              attestation: hex(enroll.attestation) },
+              attestation: hex(enroll.attestation),
+              enrollment_signature: hex(enroll.enrollmentSignature) },
     get_task: { bytes: hex(toBinary(GetTaskRequestSchema, getTask)),
                 device_id: getTask.deviceId.toString(), wait_ms: getTask.waitMs,
                 known_task: hex(getTask.knownTask), c_pk: hex(getTask.cPk), s_pk: hex(getTask.sPk) },
@@ -249,7 +259,7 @@ async function main(): Promise<void> {
     randomizer: randomizer(),
     consistency: await consistency(),
     device: await device(),
-    wire: wire(),
+    wire: await wire(),
     codecs: await codecs(),
     bounds: bounds(),
     reports: await reports(),
