@@ -29,13 +29,13 @@ StateError, ConfigError, AggregatorBusy); transport failures raise ``grpc.aio.Ai
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from typing import Any
 
 import grpc
 
-from fedhh.errors import RoundAborted
+from fedhh.errors import RoundAborted, shown
 from fedhh.rpc.control_client import (
     AggregatorBusy,
     AggregatorError,
@@ -55,6 +55,7 @@ __all__ = [
     "AggregatorControl",
     "AggregatorError",
     "ReleaseHook",
+    "ReleaseMismatch",
     "RoundAborted",
     "RoundOutcome",
     "domain_error",
@@ -62,6 +63,34 @@ __all__ = [
 ]
 
 ReleaseHook = Callable[[ReleaseEvidence], Awaitable[None]]
+
+
+class ReleaseMismatch(AggregatorError):
+    """The service's answer to GetResult is another round's, or its sum has another dimension
+    than the round's: refused before its evidence reaches the release hook, so it is never
+    counted into the round asked for."""
+
+
+async def checked_stream(call: Any, round_id: bytes, dimension: int | None
+                         ) -> AsyncIterator[pb.ResultChunk]:
+    """``call``'s ResultChunks, its header checked first against the round asked for: its
+    round id (whatever its state) and, once released, ``dimension`` (None: not known here).
+    Before, a header naming another round, or another dimension, was read as this round's."""
+    first = True
+    async for chunk in call:
+        if first and chunk.WhichOneof("part") == "header":
+            header = chunk.header
+            if bytes(header.round_id) != round_id:
+                raise ReleaseMismatch(
+                    f"the answer for round {shown(round_id)} is round "
+                    f"{shown(bytes(header.round_id))}'s: refused, not counted into the round")
+            if (dimension is not None and header.state == pb.AGGREGATION_STATE_RELEASED
+                    and header.dimension != dimension):
+                raise ReleaseMismatch(
+                    f"the sum released for round {shown(round_id)} has dimension "
+                    f"{header.dimension}, the round's is {dimension}: refused")
+        first = False
+        yield chunk
 
 
 class AggregatorControl(ControlClient):
@@ -79,14 +108,18 @@ class AggregatorControl(ControlClient):
         return bytes(response.session_id)
 
     async def result(self, round_id: bytes, timeout: float,
-                     on_release: ReleaseHook | None = None) -> AggregateResult:
+                     on_release: ReleaseHook | None = None, *,
+                     dimension: int | None = None) -> AggregateResult:
         """Wait up to ``timeout`` seconds for the round's sum.
 
         ``on_release(evidence)`` runs before the sum is read (module docstring). Raises
         :class:`RoundAborted` if the round released nothing, ``TimeoutError`` if it is still
-        running after ``timeout``. The aggregator drops the sum once it has been sent.
+        running after ``timeout``, :class:`ReleaseMismatch` for an answer of another round or
+        a sum of another ``dimension`` than the round's (when given). The aggregator drops the
+        sum once it has been sent.
         """
-        return await self._result(round_id, timeout, partial(_read_result, on_release=on_release))
+        return await self._result(round_id, timeout, partial(
+            _read_result, on_release=on_release, round_id=round_id, dimension=dimension))
 
     async def outcome(self, round_id: bytes) -> RoundOutcome:
         """What became of the round (GetOutcome): also after its outcome was delivered and,
@@ -94,8 +127,8 @@ class AggregatorControl(ControlClient):
         return outcome_from_pb(await self._outcome(round_id))
 
 
-async def _read_result(call: Any, on_release: ReleaseHook | None = None
-                       ) -> AggregateResult | None:
+async def _read_result(call: Any, on_release: ReleaseHook | None = None, *,
+                       round_id: bytes, dimension: int | None) -> AggregateResult | None:
     """The stream of one GetResult (``read_result_stream``): ``on_release`` gets the evidence
     once it is complete, before any of the sum is read."""
 
@@ -104,7 +137,8 @@ async def _read_result(call: Any, on_release: ReleaseHook | None = None
         if on_release is not None:
             await on_release(_only(evidence))
 
-    read = await read_result_stream(call, sharded=False, on_evidence=released)
+    read = await read_result_stream(checked_stream(call, round_id, dimension), sharded=False,
+                                    on_evidence=released)
     if read is None:
         return None
     header, evidence, total = read

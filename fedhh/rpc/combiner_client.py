@@ -28,6 +28,7 @@ from typing import Any
 import grpc
 import numpy as np
 
+from fedhh.rpc.aggregator_client import checked_stream
 from fedhh.rpc.control_client import (
     ControlClient,
     RoundOutcome,
@@ -104,10 +105,13 @@ class CombinerControl(ControlClient):
         return [bytes(s) for s in response.session_ids]
 
     async def result(self, round_id: bytes, timeout: float,
-                     on_release: ShardsHook | None = None) -> CombinedResult:
-        """Wait up to ``timeout`` seconds for the round's total (module docstring)."""
-        return await self._result(round_id, timeout,
-                                  partial(_read_combined, on_release=on_release))
+                     on_release: ShardsHook | None = None, *,
+                     dimension: int | None = None) -> CombinedResult:
+        """Wait up to ``timeout`` seconds for the round's total (module docstring); an answer
+        of another round, or a total of another ``dimension`` (when given), is refused:
+        :class:`~fedhh.rpc.aggregator_client.ReleaseMismatch`."""
+        return await self._result(round_id, timeout, partial(
+            _read_combined, on_release=on_release, round_id=round_id, dimension=dimension))
 
     async def outcome(self, round_id: bytes) -> CombinedOutcome:
         r = await self._outcome(round_id)
@@ -117,8 +121,8 @@ class CombinerControl(ControlClient):
         return CombinedOutcome(outcome_from_pb(r), shards)
 
 
-async def _read_combined(call: Any, on_release: ShardsHook | None = None
-                         ) -> CombinedResult | None:
+async def _read_combined(call: Any, on_release: ShardsHook | None = None, *,
+                         round_id: bytes, dimension: int | None) -> CombinedResult | None:
     """One GetResult stream of a sharded round (``read_result_stream``): ``on_release`` gets
     every shard once all evidence is in, before any of the total is read."""
 
@@ -127,7 +131,8 @@ async def _read_combined(call: Any, on_release: ShardsHook | None = None
         if on_release is not None:
             await on_release(_shard_releases(header, evidence))
 
-    read = await read_result_stream(call, sharded=True, on_evidence=released)
+    read = await read_result_stream(checked_stream(call, round_id, dimension), sharded=True,
+                                    on_evidence=released)
     if read is None:
         return None
     header, evidence, total = read
