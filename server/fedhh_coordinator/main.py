@@ -315,7 +315,9 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
         log.info("coordinator serving", extra={"port": port, "metrics_port": metrics_port,
                                                "dashboard_port": dashboard_port,
                                                "web_port": ports.web_port,
-                                               "session_port": ports.framed_port})
+                                               "session_port": ports.framed_port,
+                                               # (without a selector token: every one refused)
+                                               "selectors": checked.selector_token is not None})
         signalled = asyncio.create_task(serving.wait_for_signal(server))
         await asyncio.wait({signalled, runner_task}, return_when=asyncio.FIRST_COMPLETED)
         signalled.cancel()

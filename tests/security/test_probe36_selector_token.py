@@ -92,6 +92,7 @@ def test_the_control_token_does_not_attach_a_selector_and_the_selector_token_doe
     assert refused is not None and refused.code() == grpc.StatusCode.UNAUTHENTICATED
     assert "invalid selector token" in (refused.details() or "")
     assert attach(topo, topo.token("selector")) is None
+    assert '"selectors": true' in topo.services["coordinator"].log.read_text()
 
 
 def test_a_selector_process_given_the_control_token_is_refused_and_never_serves(
@@ -141,6 +142,7 @@ def test_a_coordinator_without_a_selector_token_refuses_every_selector_naming_th
             assert refused.details() == NO_TOKEN
         coordinator_log = topo.services["coordinator"].log.read_text()
     assert coordinator_log.count("a selector tried to attach; " + NO_TOKEN) == 1
+    assert '"selectors": false' in coordinator_log
 
 
 @pytest.mark.parametrize("same", ["control", "admin"])
