@@ -16,13 +16,13 @@ from typing import Any
 
 import aiohttp
 import pytest
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from networked_kit import COORDINATOR_FLAGS, SEED, SHORT, USERS, run_config, short_dataset
 
 from fedhh.data.registry import resolve_dataset
 from fedhh.privacy import PrivacyLedger
 from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.device_users import enroll_request
 from fedhh.rpc.run_config import from_proto
 from fedhh.rpc.topology import LocalTopology
 from fedhh.secagg import RoundKeys
@@ -128,20 +128,16 @@ async def _head_only(topo: LocalTopology, service: str, path: str, headers: dict
     return int(head.split()[1]), json.loads(body)
 
 
-def _key() -> bytes:
-    return Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
-
 def test_coordinator_port_refuses_bad_requests_and_changes_nothing(
         system: tuple[LocalTopology, Path]) -> None:
     topo, _ = system
     with admin(topo) as client:
         token = client.mint_tokens(1)[0].encode()
     base = f"https://{topo.web_address('coordinator')}"
-    key = _key()
-    enroll = pb.EnrollRequest(enrollment_token=token, identity_public_key=key,
-                              label="connect probe").SerializeToString()
+    private = Ed25519PrivateKey.generate()
+    signed = enroll_request(private, token, label="connect probe")
+    key = signed.identity_public_key
+    enroll = signed.SerializeToString()
 
     async def probe() -> None:
         async with aiohttp.ClientSession(
@@ -181,6 +177,13 @@ def test_coordinator_port_refuses_bad_requests_and_changes_nothing(
             wrong = pb.EnrollRequest(enrollment_token=b"ab" * 32, identity_public_key=key)
             got = await _post(session, base + ENROLL, wrong.SerializeToString(), PROTO)
             assert (got[0], got[2]["code"]) == (401, "unauthenticated")
+            # The token with the device's public key, unsigned (whoever has a leaked token
+            # and the key, not its private half): refused over HTTP as over gRPC.
+            unsigned = pb.EnrollRequest(enrollment_token=token, identity_public_key=key,
+                                        label="connect probe")
+            got = await _post(session, base + ENROLL, unsigned.SerializeToString(), PROTO)
+            assert (got[0], got[2]["code"]) == (401, "unauthenticated"), got
+            assert "enrollment_signature is missing" in got[2]["message"], got
             # CORS: the configured origin may call; any other gets no preflight.
             preflight = {"Origin": ORIGIN, "Access-Control-Request-Method": "POST",
                          "Access-Control-Request-Headers": "content-type,authorization"}

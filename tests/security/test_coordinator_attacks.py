@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.device_users import enroll_request
 from fedhh.rpc.tls import ca_credentials
 from fedhh.rpc.topology import LocalTopology
 from fedhh.secagg import RoundKeys
@@ -65,8 +66,7 @@ def test_one_token_enrolls_one_identity(services: LocalTopology) -> None:
         outcomes = []
         for _ in range(10):
             try:
-                stub.Enroll(pb.EnrollRequest(enrollment_token=token,
-                                             identity_public_key=public_key()), timeout=30)
+                stub.Enroll(enroll_request(Ed25519PrivateKey.generate(), token), timeout=30)
                 outcomes.append("enrolled")
             except grpc.RpcError as error:
                 outcomes.append(error.code().name)  # type: ignore[attr-defined]
@@ -77,8 +77,8 @@ def test_no_token_no_identity(services: LocalTopology) -> None:
     with channel(services) as ch:
         stub = pb_grpc.DeviceServiceStub(ch)
         for token in (b"", b"0" * 64, b"guess" * 13, services.token("admin")):
-            assert code_of(lambda t=token: stub.Enroll(pb.EnrollRequest(
-                enrollment_token=t, identity_public_key=public_key()), timeout=30)) == \
+            assert code_of(lambda t=token: stub.Enroll(enroll_request(
+                Ed25519PrivateKey.generate(), t), timeout=30)) == \
                 grpc.StatusCode.UNAUTHENTICATED
 
 
@@ -139,8 +139,7 @@ def test_a_flood_of_long_polls_from_one_device_gets_one_answer(services: LocalTo
         creds = ca_credentials(services.workdir / "tls" / "ca.pem")
         async with grpc.aio.secure_channel(services.address("coordinator"), creds) as ch:
             stub = pb_grpc.DeviceServiceStub(ch)
-            enrolled = await stub.Enroll(pb.EnrollRequest(enrollment_token=token,
-                                                          identity_public_key=public_key()))
+            enrolled = await stub.Enroll(enroll_request(Ed25519PrivateKey.generate(), token))
             bearer = (("authorization",
                        f"Bearer {enrolled.device_id}.{enrolled.credential.hex()}"),)
             request = pb.GetTaskRequest(device_id=enrolled.device_id, wait_ms=3000,
@@ -231,9 +230,9 @@ def test_a_device_presenting_anothers_round_keys_is_refused_and_the_owner_is_not
         topo.start_coordinator()
         with admin(topo) as client, channel(topo) as ch:
             stub = pb_grpc.DeviceServiceStub(ch)
-            owner, copier = (stub.Enroll(pb.EnrollRequest(enrollment_token=token.encode(),
-                                                          identity_public_key=public_key()),
-                                         timeout=30) for token in client.mint_tokens(2))
+            owner, copier = (stub.Enroll(enroll_request(Ed25519PrivateKey.generate(),
+                                                        token.encode()), timeout=30)
+                             for token in client.mint_tokens(2))
             c_pk, s_pk = RoundKeys.generate(system_random).public
 
             def poll(device: pb.EnrollResponse, wait_ms: int) -> str:

@@ -23,9 +23,9 @@ from pathlib import Path
 import grpc
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from fedhh.config import MAX_ROUNDS, MAX_WINDOW_MS
+from fedhh.rpc.device_users import enroll_request
 from fedhh.rpc.errors import CODES_BY_NUMBER
 from fedhh.rpc.framed.client import client_context
 from fedhh.rpc.framed.frames import HEADER, PREFACE, FrameSplitter, Kind
@@ -223,13 +223,12 @@ def test_calls_that_never_send_their_requests_are_capped_and_ended(
     with AdminClient(services.address("coordinator"), services.token("admin"),
                      services.workdir / "tls" / "ca.pem") as client:
         token = client.mint_tokens(1)[0]
-    identity = Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw,
-                                                                      PublicFormat.Raw)
+    identity = Ed25519PrivateKey.generate()
 
     async def honest() -> pb.EnrollResponse:
         async with _channel(services) as channel:
-            return await pb_grpc.DeviceServiceStub(channel).Enroll(pb.EnrollRequest(
-                enrollment_token=token.encode(), identity_public_key=identity), timeout=30)
+            return await pb_grpc.DeviceServiceStub(channel).Enroll(
+                enroll_request(identity, token.encode()), timeout=30)
     assert asyncio.run(honest()).device_id > 0
 
 

@@ -50,6 +50,7 @@ from fedhh.secagg.primitives import (
 )
 from fedhh.secagg.simulate import DropoutPlan, SimulatedRound, make_cohort
 from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_coordinator.enrollment import check_enrollment_signature
 
 REASON = webkit.skip_reason()
 if REASON is not None:
@@ -258,6 +259,9 @@ def test_typescript_wire_messages_parse_in_python(ts_vectors: dict[str, Any]) ->
     assert parsed.identity_public_key.hex() == enroll["identity_public_key"]
     assert parsed.label == enroll["label"] == "browser-\u00e9t\u00e9"
     assert parsed.attestation.hex() == enroll["attestation"]
+    # signed over the enrollment proof as the Python device builds it (the coordinator's check)
+    assert parsed.enrollment_signature.hex() == enroll["enrollment_signature"]
+    check_enrollment_signature(parsed)
     get_task = ts_vectors["wire"]["get_task"]
     request = pb.GetTaskRequest.FromString(bytes.fromhex(get_task["bytes"]))
     assert request.device_id == int(get_task["device_id"]) == 2**63 + 5
