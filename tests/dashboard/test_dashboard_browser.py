@@ -18,7 +18,6 @@ from typing import Any
 
 import grpc
 import pytest
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from dashboard_kit import (
     HTML_ITEM,
@@ -36,8 +35,8 @@ from dashboard_kit import (
 from selenium.webdriver.common.by import By
 
 from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.device_users import enroll_request
 from fedhh.rpc.tls import ca_credentials
-from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 
 pytestmark = pytest.mark.slow
@@ -160,12 +159,11 @@ def test_a_device_label_renders_as_text(live_run: LiveRun) -> None:
     with AdminClient(topo.address("coordinator"), topo.token("admin"),
                      live_run.system.ca) as admin:
         token = admin.mint_tokens(1)[0].encode()
-    key = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    key = Ed25519PrivateKey.generate()
     with grpc.secure_channel(topo.address("coordinator"), ca_credentials(live_run.system.ca)
                              ) as channel:
-        pb_grpc.DeviceServiceStub(channel).Enroll(pb.EnrollRequest(
-            enrollment_token=token, identity_public_key=key, label=XSS_LABEL), timeout=30)
+        pb_grpc.DeviceServiceStub(channel).Enroll(enroll_request(key, token, label=XSS_LABEL),
+                                                  timeout=30)
     driver.get(live_run.system.base + "/fleet")
     synced(driver)
     shown = driver.execute_script("""

@@ -13,7 +13,6 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from networked_kit import COORDINATOR_FLAGS, PLANTED, SEED, USERS, planted_dataset, run_config
 
@@ -22,6 +21,7 @@ from fedhh.config import Mode
 from fedhh.data.registry import resolve_dataset
 from fedhh.privacy import PrivacyLedger
 from fedhh.rpc.admin_client import AdminClient
+from fedhh.rpc.device_users import enroll_request
 from fedhh.rpc.run_config import from_proto
 from fedhh.rpc.tls import ca_credentials
 from fedhh.rpc.topology import LocalTopology
@@ -119,11 +119,8 @@ def test_each_device_process_holds_only_its_own_spent_tokens(
         stub = pb_grpc.DeviceServiceStub(ch)
         for token in (tokens[0], tokens[-1]):
             with pytest.raises(grpc.RpcError) as refused:
-                stub.Enroll(pb.EnrollRequest(
-                    enrollment_token=token.encode(),
-                    identity_public_key=Ed25519PrivateKey.generate().public_key().public_bytes(
-                        serialization.Encoding.Raw, serialization.PublicFormat.Raw)),
-                    timeout=30)
+                stub.Enroll(enroll_request(Ed25519PrivateKey.generate(), token.encode()),
+                            timeout=30)
             assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
@@ -134,8 +131,8 @@ def test_device_api_rejects_bad_requests(system: tuple[LocalTopology, Path]) -> 
         token, spare = (t.encode() for t in client.mint_tokens(2))
     with grpc.secure_channel(topo.address("coordinator"), creds) as channel:
         stub = pb_grpc.DeviceServiceStub(channel)
-        key = Ed25519PrivateKey.generate().public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        private = Ed25519PrivateKey.generate()
+        key = enroll_request(private, b"").identity_public_key
         cases = [
             (lambda: stub.Enroll(pb.EnrollRequest(enrollment_token=b"wrong" * 4,
                                                   identity_public_key=key)),
@@ -160,15 +157,12 @@ def test_device_api_rejects_bad_requests(system: tuple[LocalTopology, Path]) -> 
             with pytest.raises(grpc.RpcError) as error:
                 call()
             assert error.value.code() == code  # type: ignore[attr-defined]
-        enrolled = stub.Enroll(pb.EnrollRequest(enrollment_token=token,
-                                                identity_public_key=key, label="probe"))
+        enrolled = stub.Enroll(enroll_request(private, token, label="probe"))
         with pytest.raises(grpc.RpcError) as error:  # the same identity key twice: a replay
-            stub.Enroll(pb.EnrollRequest(enrollment_token=spare, identity_public_key=key))
+            stub.Enroll(enroll_request(private, spare))
         assert error.value.code() == grpc.StatusCode.ALREADY_EXISTS  # type: ignore[attr-defined]
-        other = Ed25519PrivateKey.generate().public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw)
         with pytest.raises(grpc.RpcError) as error:  # a used token enrolls nobody else
-            stub.Enroll(pb.EnrollRequest(enrollment_token=token, identity_public_key=other))
+            stub.Enroll(enroll_request(Ed25519PrivateKey.generate(), token))
         assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
         bearer = f"Bearer {enrolled.device_id}.{enrolled.credential.hex()}"
         with pytest.raises(grpc.RpcError) as error:  # a valid credential, another device's id
