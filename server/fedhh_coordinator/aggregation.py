@@ -58,10 +58,11 @@ class AggregatorUnavailable(FedhhError):
 class RoundService(Protocol[ReleaseT]):
     """Settling a round at the service that runs it."""
 
-    async def result(self, round_id: bytes, timeout_s: float,
+    async def result(self, round_id: bytes, dimension: int, timeout_s: float,
                      on_release: Callable[[ReleaseT], Awaitable[None]]
                      ) -> tuple[np.ndarray, int]:
-        """Wait for the round's sum; ``on_release(release)`` runs before it is read.
+        """Wait for the round's sum, of ``dimension`` elements (its config's); another's, or
+        another round's answer, is refused. ``on_release(release)`` runs before it is read.
         Raises RoundAborted (nothing released; ``reached_unmask`` says if unmasking began;
         the hook's own RoundAborted as it raised it), TimeoutError, or AggregatorUnavailable."""
         ...

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,15 +19,12 @@ from fedhh.rpc.aggregator_client import AggregatorControl, ReleaseMismatch, open
 from fedhh.rpc.combiner_client import CombinerControl
 from fedhh.rpc.control_client import AggregatorError, RoundOutcome
 from fedhh.rpc.tls import TlsFiles
-from fedhh.secagg.config import RoundConfig, SignedConfig
+from fedhh.secagg.config import SignedConfig
 from fedhh_coordinator.aggregation import (
     AggregatorOutcome,
     AggregatorUnavailable,
     DeviceAddresses,
 )
-
-# The dimensions of the rounds this process opened, kept for their results (the newest so many).
-KEPT_DIMENSIONS = 4096
 
 
 class _ServiceControl(ABC):
@@ -37,22 +33,15 @@ class _ServiceControl(ABC):
 
     The result is checked against the round asked for before the hook sees it: another
     round's answer is refused (the attempt aborted, charged as one that reached unmasking, the
-    round cancelled at the service), as is a sum whose dimension is not the one the round was
-    opened with here (a round resumed after a restart, opened by an earlier process, has its
-    round id checked only). Before, either was read as this round's release."""
+    round cancelled at the service), as is a sum whose dimension is not the round's (its
+    config's, also for a round resumed after a restart). Before, either was read as this
+    round's release."""
 
     def __init__(self, client: AggregatorControl | CombinerControl, kind: str) -> None:
         self.client = client
         self.kind = kind
-        self._dimensions: OrderedDict[bytes, int] = OrderedDict()
 
-    def _opened(self, round_id: bytes, dimension: int) -> None:
-        self._dimensions[round_id] = dimension
-        self._dimensions.move_to_end(round_id)
-        while len(self._dimensions) > KEPT_DIMENSIONS:
-            self._dimensions.popitem(last=False)
-
-    async def result(self, round_id: bytes, timeout_s: float,
+    async def result(self, round_id: bytes, dimension: int, timeout_s: float,
                      on_release: Callable[[Any], Awaitable[None]]) -> tuple[np.ndarray, int]:
         hook_failed: list[BaseException] = []
 
@@ -65,7 +54,7 @@ class _ServiceControl(ABC):
 
         try:
             result = await self.client.result(round_id, timeout_s, guarded,
-                                              dimension=self._dimensions.get(round_id))
+                                              dimension=dimension)
         except ReleaseMismatch as mismatch:
             with contextlib.suppress(FedhhError, grpc.aio.AioRpcError):
                 await self.client.cancel(round_id)  # whatever it holds of this round: dropped
@@ -82,7 +71,6 @@ class _ServiceControl(ABC):
             if isinstance(error, grpc.aio.AioRpcError):
                 raise AggregatorUnavailable(error.code().name) from None
             raise AggregatorUnavailable(str(error)) from None
-        self._dimensions.pop(round_id, None)
         return result.total, result.num_contributors
 
     @abstractmethod
@@ -119,8 +107,6 @@ class _SingleControl(_ServiceControl):
     client: AggregatorControl
 
     async def open_round(self, signed: SignedConfig) -> None:
-        config = RoundConfig.from_bytes(signed.payload)
-        self._opened(config.round_id, config.dimension)
         try:
             await self.client.open_round(signed)
         except grpc.aio.AioRpcError as error:
@@ -137,8 +123,6 @@ class _CombinerControl(_ServiceControl):
 
     async def open_round(self, round_id: bytes, shards: list[tuple[SignedConfig, int]]
                          ) -> None:
-        if shards:  # (every shard has the round's dimension: the combiner refuses others)
-            self._opened(round_id, RoundConfig.from_bytes(shards[0][0].payload).dimension)
         try:
             await self.client.open_round(round_id, shards)
         except grpc.aio.AioRpcError as error:

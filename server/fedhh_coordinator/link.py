@@ -275,7 +275,8 @@ class NetworkLink:
             while True:
                 try:
                     total, contributors = await service.result(
-                        round_id, max(until - loop.time(), 1.0), on_release)
+                        round_id, plan.cohorts[0].config.dimension,
+                        max(until - loop.time(), 1.0), on_release)
                     return Released(total.astype(np.int64), contributors)
                 except RoundAborted as aborted:
                     if aborted.reached_unmask or "too_few_devices" not in aborted.reason:

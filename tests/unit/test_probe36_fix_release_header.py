@@ -104,7 +104,7 @@ async def settle(sharded: bool, stream: list[pb.ResultChunk], opened_dimension: 
             await aggregator.single.open_round(signed(ROUND, opened_dimension))
             service = aggregator.single
         try:
-            outcome: Any = await service.result(ROUND, 10.0, hook)
+            outcome: Any = await service.result(ROUND, opened_dimension, 10.0, hook)
         except RoundAborted as aborted:
             outcome = aborted
         return outcome, seen, fake.cancelled

@@ -149,10 +149,13 @@ class FakeCombiner:
             return ShardRelease(rid, True, True, self._evidence(shard, 0))
         return ShardRelease(rid, False, fate == "lost", None, fate)
 
-    async def sharded_result(self, round_id: bytes, timeout_s: float,
+    async def sharded_result(self, round_id: bytes, dimension: int, timeout_s: float,
                              on_release: Callable[[list[ShardRelease]], Awaitable[None]]
                              ) -> tuple[np.ndarray, int]:
         shards = self._shards_of(round_id)
+        # (the round's own dimension is asked for, by a successor process too: it checks the
+        # released header against it)
+        assert {s.config.dimension for s in shards} == {dimension}
         await self._devices_have_tasks(shards)
         self.calls += 1
         if self.calls <= self.plan.silent_calls:
@@ -190,7 +193,7 @@ class FakeCombiner:
         config = RoundConfig.from_bytes(signed.payload)
         self.opened.append((config.round_id, [Shard(config, 0)]))
 
-    async def single_result(self, round_id: bytes, timeout_s: float,
+    async def single_result(self, round_id: bytes, dimension: int, timeout_s: float,
                             on_release: Callable[[ReleaseEvidence], Awaitable[None]]
                             ) -> tuple[np.ndarray, int]:
         assert not self.sharded, "a sharded run never asks for an unsharded result"
@@ -199,7 +202,7 @@ class FakeCombiner:
             assert releases[0].evidence is not None
             await on_release(releases[0].evidence)
 
-        return await self.sharded_result(round_id, timeout_s, one)
+        return await self.sharded_result(round_id, dimension, timeout_s, one)
 
 
 @dataclass
@@ -222,10 +225,10 @@ class _ShardCombiner(_Face):
                          ) -> None:
         await self.fake.open_sharded(round_id, shards)
 
-    async def result(self, round_id: bytes, timeout_s: float,
+    async def result(self, round_id: bytes, dimension: int, timeout_s: float,
                      on_release: Callable[[list[ShardRelease]], Awaitable[None]]
                      ) -> tuple[np.ndarray, int]:
-        return await self.fake.sharded_result(round_id, timeout_s, on_release)
+        return await self.fake.sharded_result(round_id, dimension, timeout_s, on_release)
 
 
 class _SingleAggregator(_Face):
@@ -234,10 +237,10 @@ class _SingleAggregator(_Face):
     async def open_round(self, signed: SignedConfig) -> None:
         await self.fake.open_single(signed)
 
-    async def result(self, round_id: bytes, timeout_s: float,
+    async def result(self, round_id: bytes, dimension: int, timeout_s: float,
                      on_release: Callable[[ReleaseEvidence], Awaitable[None]]
                      ) -> tuple[np.ndarray, int]:
-        return await self.fake.single_result(round_id, timeout_s, on_release)
+        return await self.fake.single_result(round_id, dimension, timeout_s, on_release)
 
 
 class Fleet:
