@@ -8,15 +8,16 @@ joining of the check-in the leader announced, and answers its waiting devices fr
 messages: the tasks of its members (the last message of a check-in marked, after which the
 others hear "none"), a refusal (the keys belong to another device), or the round's end.
 
-``LeaderLink`` keeps the one stream to the leader (the control token as bearer, over TLS),
+``LeaderLink`` keeps the one stream to the leader (the selector token as bearer, over TLS),
 reconnecting with backoff; while it is down no device joins a check-in here (they are told
 "none" and ask again, here or at another selector), and every key is presented again once it
-is back, to a leader that may have restarted. It checks the leader's tasks against the
-coordinator key it hands devices at enrollment, as the stream opens (the leader signs the
-selector's challenge: ``check_key_proof``) and in every task message (``check_signed_by``):
-devices that hold another key reject every task, so a selector given the wrong one stops
-(``WrongCoordinatorKey``) before it enrolls a device that could never take part.
-"""
+is back, to a leader that may have restarted. A leader that refuses the selector ends the link
+(``LeaderRefused``): its token and name do not change while it runs. It checks the leader's
+tasks against the coordinator key it hands devices at enrollment, as the stream opens (the
+leader signs the selector's challenge: ``check_key_proof``) and in every task message
+(``check_signed_by``): devices that hold another key reject every task, so a selector given
+the wrong one stops (``WrongCoordinatorKey``) before it enrolls a device that could never take
+part."""
 
 from __future__ import annotations
 
@@ -46,6 +47,17 @@ BATCH_DELAY_S = 0.02
 
 class WrongCoordinatorKey(FedhhError):
     """The leader's tasks are not signed by the key this selector gives its devices."""
+
+
+class LeaderRefused(FedhhError):
+    """The leader refused this selector (UNAUTHENTICATED: not its selector token, or it has
+    none; INVALID_ARGUMENT: its name): asking again with the same token and name would be
+    refused for ever, an error logged every few seconds while the selector never serves."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self.code = code
+        self.details = details
 
 
 def check_signed_by(tasks: pb.SelectorTasks, coordinator_public: bytes) -> None:
@@ -238,8 +250,8 @@ class LeaderLink:
                                     grpc.StatusCode.INVALID_ARGUMENT):
                     log.error("the leader refused this selector",
                               extra={"code": error.code().name, "details": error.details()})
-                else:
-                    log.warning("lost the leader", extra={"code": error.code().name})
+                    raise LeaderRefused(error.code(), error.details() or "") from None
+                log.warning("lost the leader", extra={"code": error.code().name})
             finally:
                 self.lobby.detached()
             await asyncio.sleep(backoff * (0.5 + self._jitter.random()))  # reconnect backoff

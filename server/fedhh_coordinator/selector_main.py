@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import logging
 
+import grpc
+
 from fedhh.errors import ConfigError
 from fedhh.rpc import serving
 from fedhh.rpc.control_client import open_channel
@@ -18,7 +20,12 @@ from fedhh_coordinator.device_ports import start_device_ports
 from fedhh_coordinator.enrollment import RateLimiter, load_verifier
 from fedhh_coordinator.hub import MAX_NAME_BYTES
 from fedhh_coordinator.main import MAX_RECEIVE_BYTES, SELECTOR_TOKEN_ENV, SERVER_OPTIONS
-from fedhh_coordinator.selector import LeaderLink, SelectorLobby, WrongCoordinatorKey
+from fedhh_coordinator.selector import (
+    LeaderLink,
+    LeaderRefused,
+    SelectorLobby,
+    WrongCoordinatorKey,
+)
 from fedhh_coordinator.service import DeviceService
 from fedhh_coordinator.store import Store
 
@@ -47,6 +54,16 @@ def wrong_key(args: argparse.Namespace) -> ConfigError:
     return ConfigError(f"--coordinator-key {args.coordinator_key} is not the key the leader "
                        "signs its tasks with (give the .pub beside the coordinator's "
                        "--signing-key)")
+
+
+def refused(args: argparse.Namespace, error: LeaderRefused) -> ConfigError:
+    if error.code is grpc.StatusCode.UNAUTHENTICATED:
+        remedy = ("give the coordinator's selector token (--selector-token-file or "
+                  f"${SELECTOR_TOKEN_ENV}, the selector.token `fedhh certs --secrets` writes; "
+                  "the coordinator needs it too)")
+    else:
+        remedy = "check --name"
+    return ConfigError(f"the leader {args.leader} refused this selector ({error}): {remedy}")
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -98,6 +115,8 @@ async def serve(args: argparse.Namespace) -> None:
             error = link_task.exception()
             if isinstance(error, WrongCoordinatorKey):
                 raise wrong_key(args) from None
+            if isinstance(error, LeaderRefused):
+                raise refused(args, error) from None
             if error is not None:
                 raise error
     finally:
