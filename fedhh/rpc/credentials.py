@@ -5,6 +5,7 @@ its public half is written beside it, ``<file>.pub``, for the aggregator)."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -19,14 +20,32 @@ MAX_SECRET_BYTES = 512 - len("Bearer ")
 METADATA_TEXT = bytes(range(0x20, 0x7F))  # what a gRPC metadata value (not "-bin") may hold
 
 
-def permission_hint(error: OSError) -> str:
-    """For a file this process may not read, the remedy (empty for any other error): the
-    compose stack's services stopped at "Permission denied" with no word of what to change."""
+def permission_remedy(path: str | os.PathLike[str], error: OSError) -> str:
+    """For a file this process may not read (a token, key or TLS file), who this process is,
+    whose the file is, and the remedy (empty for any other error). Files made without `fedhh
+    certs --owner/--group` are mode 0600 for their maker, and a container's service (uid 10001)
+    said only "cannot read TLS file /run/secrets/server.key: Permission denied"."""
     if not isinstance(error, PermissionError):
         return ""
-    return (f" (this process runs as uid {os.geteuid()}, gid {os.getegid()}: give it the file "
-            f"with chown/chmod, or, for files `fedhh certs` wrote, run it again with "
-            f"--owner UID:GID or --group GID: see `fedhh certs --help`)")
+    uid, gid = os.geteuid(), os.getegid()
+    user = ""
+    try:
+        import pwd
+
+        user = f" ({pwd.getpwuid(uid).pw_name})"
+    except (ImportError, KeyError):  # no such user in the container's /etc/passwd
+        pass
+    try:
+        info = os.stat(path)
+        whose = (f"the file is owned by uid {info.st_uid}, gid {info.st_gid}, mode "
+                 f"{stat.S_IMODE(info.st_mode):04o}")
+    except OSError as stat_error:
+        whose = (f"the file's owner and mode cannot be read either ({stat_error.strerror}: "
+                 f"a directory on its path is closed to this process)")
+    return (f"; this process runs as uid {uid}{user}, gid {gid}, and {whose}: for files "
+            f"`fedhh certs` wrote, run it again with --owner {uid}:{gid} (as root) or "
+            f"--group {gid} (group-readable, 0640), or give this process the file with "
+            f"chown/chmod")
 
 
 def read_secret(path: str | Path | None, env: str, what: str = "secret",
@@ -39,7 +58,7 @@ def read_secret(path: str | Path | None, env: str, what: str = "secret",
             value = read_whole(path, SECRET_FILE_BYTES, f"the {what} file").strip()
         except OSError as error:
             raise ConfigError(f"cannot read the {what} file {path}: {error.strerror}"
-                              f"{permission_hint(error)}") from None
+                              f"{permission_remedy(path, error)}") from None
     else:
         value = os.environ.get(env, "").encode()
         if not value:
@@ -70,7 +89,7 @@ def load_public_key(path: str | Path) -> bytes:
             read_whole(path, SECRET_FILE_BYTES, "the public key"))
     except OSError as error:
         raise ConfigError(f"cannot read the public key {path}: {error.strerror}"
-                          f"{permission_hint(error)}") from None
+                          f"{permission_remedy(path, error)}") from None
     except ValueError as error:
         raise ConfigError(f"{path} is not a PEM public key: {error}") from None
     if not isinstance(key, Ed25519PublicKey):
@@ -89,7 +108,7 @@ def load_signing_key(path: str | Path, what: str | None = None) -> Ed25519Privat
                                                  password=None)
     except OSError as error:
         raise ConfigError(f"cannot read {what}: {error.strerror or error}"
-                          f"{permission_hint(error)}") from None
+                          f"{permission_remedy(path, error)}") from None
     except (ValueError, TypeError, UnsupportedAlgorithm):  # (TypeError: a password is needed)
         raise ConfigError(f"{what} is not an unencrypted PEM private key") from None
     if not isinstance(key, Ed25519PrivateKey):

@@ -11,7 +11,6 @@ import datetime as dt
 import ipaddress
 import os
 import ssl
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from fedhh.errors import ConfigError
 from fedhh.input_files import CERTIFICATE_FILE_BYTES, read_whole
+from fedhh.rpc.credentials import permission_remedy
 
 
 @dataclass(frozen=True)
@@ -66,34 +66,6 @@ def read_tls_file(path: str | os.PathLike[str], what: str = "TLS file") -> bytes
     except OSError as error:
         raise ConfigError(f"cannot read {what} {os.fspath(path)}: {error.strerror}"
                           f"{permission_remedy(path, error)}") from None
-
-
-def permission_remedy(path: str | os.PathLike[str], error: OSError) -> str:
-    """For a file this process may not read, who this process is, whose the file is, and the
-    remedy (empty for any other error). Certificates made without `fedhh certs --owner/--group`
-    are mode 0600 for their maker, and a container's service (uid 10001) said only "cannot read
-    TLS file /run/secrets/server.key: Permission denied"."""
-    if not isinstance(error, PermissionError):
-        return ""
-    uid, gid = os.geteuid(), os.getegid()
-    user = ""
-    try:
-        import pwd
-
-        user = f" ({pwd.getpwuid(uid).pw_name})"
-    except (ImportError, KeyError):  # no such user in the container's /etc/passwd
-        pass
-    try:
-        info = os.stat(path)
-        whose = (f"the file is owned by uid {info.st_uid}, gid {info.st_gid}, mode "
-                 f"{stat.S_IMODE(info.st_mode):04o}")
-    except OSError as stat_error:
-        whose = (f"the file's owner and mode cannot be read either ({stat_error.strerror}: "
-                 f"a directory on its path is closed to this process)")
-    return (f"; this process runs as uid {uid}{user}, gid {gid}, and {whose}: for files "
-            f"`fedhh certs` wrote, run it again with --owner {uid}:{gid} (as root) or "
-            f"--group {gid} (group-readable, 0640), or give this process the file with "
-            f"chown/chmod")
 
 
 def ca_credentials(ca: str | os.PathLike[str]) -> grpc.ChannelCredentials:

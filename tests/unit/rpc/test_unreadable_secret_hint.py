@@ -1,5 +1,6 @@
 """A token or key file this process may not read: the error names the remedy (`fedhh certs
---owner/--group`, or the file's mode/owner) and this process's uid. Before: only "Permission
+--owner/--group`, or the file's mode/owner) and this process's uid, as for a TLS file (one
+``permission_remedy`` for both). Before: only "Permission
 denied", and the compose services restarted for ever with no clue."""
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ def test_an_unreadable_token_file_names_the_remedy(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         read_secret(token, "FEDHH_UNUSED_TOKEN_ENV", "control token")
     text = str(caught.value)
-    assert "Permission denied" in text and "--owner UID:GID" in text and "--group GID" in text
+    assert "Permission denied" in text and "mode 0000" in text
+    assert f"--owner {os.geteuid()}:{os.getegid()}" in text and f"--group {os.getegid()}" in text
     assert f"uid {os.geteuid()}" in text
     with pytest.raises(ConfigError, match="fedhh certs"):
         load_signing_key(token)
@@ -46,4 +48,5 @@ def test_a_permission_error_names_the_remedy_even_as_root(tmp_path: Path,
     monkeypatch.setattr(credentials, "read_whole", denied)
     with pytest.raises(ConfigError) as caught:
         read_secret(tmp_path / "control.token", "FEDHH_UNUSED_TOKEN_ENV", "control token")
-    assert "--owner UID:GID" in str(caught.value) and "--group GID" in str(caught.value)
+    text = str(caught.value)
+    assert f"--owner {os.geteuid()}:{os.getegid()}" in text and f"--group {os.getegid()}" in text
