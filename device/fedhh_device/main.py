@@ -39,9 +39,9 @@ log = logging.getLogger(__name__)
 # with no deadline) on a connection that went dead without a reset (the coordinator's host
 # lost, a network partition, a NAT or load balancer that dropped the idle flow) hung for good
 # before, the device never checking in again. The pings also keep such a flow from going
-# idle. The services accept a ping per 5 minutes during a call (gRPC's default
-# min_recv_ping_interval_without_data; more often, and the second "strike" closes the
-# connection), hence the margin above 300 s.
+# idle. The services accept a ping per fedhh.rpc.serving.MIN_PING_INTERVAL_MS (5 minutes)
+# during a call (more often, and past MAX_PING_STRIKES the connection is closed), hence the
+# margin above 300 s (tests/unit/test_probe36_fix_ping_policy.py holds the two together).
 KEEPALIVE_S = 320.0
 KEEPALIVE_TIMEOUT_S = 20.0
 
