@@ -36,7 +36,7 @@ from typing import Protocol
 from fedhh.errors import AuthenticationError, ConfigError, RateLimited
 from fedhh.input_files import LIST_FILE_BYTES, read_whole
 from fedhh.rpc.device_users import enrollment_proof
-from fedhh.secagg.primitives import ed25519_verify
+from fedhh.secagg.primitives import SIGNATURE_BYTES, ed25519_verify
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator.store import Store
 
@@ -56,9 +56,6 @@ class AttestationVerifier(Protocol):
         before the request's signature is checked: consume nothing here (the store consumes a
         token in the transaction that enrolls the device)."""
         ...
-
-
-SIGNATURE_BYTES = 64
 
 
 def check_enrollment_signature(request: pb.EnrollRequest) -> None:
