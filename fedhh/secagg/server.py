@@ -126,6 +126,8 @@ class SecAggServer:
         self._unmask_responses: dict[int, UnmaskResponse] = {}
         self._unmask_shares: _UnmaskShares | None = None
         self._missing_secrets = 0  # secrets that still have fewer than t shares
+        # holders whose unmask shares were found wrong (each secret still rebuilt from others')
+        self.corrupt_holders: set[int] = set()
         self.counts: dict[Stage, int] = {}  # devices accepted per closed stage (for metrics)
 
     # -- common --------------------------------------------------------------------------------
@@ -593,18 +595,65 @@ class SecAggServer:
             xs, ys = shares.smallest(t, rows)
             for row, secret in zip(rows.tolist(), shamir.reconstruct_many(xs, ys), strict=True):
                 owner = shares.owner(row)
-                if shares.is_self_mask(row):
-                    rebuilt = rebuild_self_mask(secret, self.session_id, owner,
-                                                self._commitments[owner])
-                    if isinstance(rebuilt, bytes):
-                        self_keys[owner] = rebuilt
-                else:
-                    rebuilt = rebuild_mask_key(secret, owner, self._adverts[owner].s_pk)
-                    if isinstance(rebuilt, X25519PrivateKey):
-                        dropped[owner] = rebuilt
+                check = self._secret_check(owner, shares.is_self_mask(row))
+                rebuilt = check(secret)
+                if isinstance(rebuilt, str):
+                    rebuilt = self._repaired(shares, row, check) or rebuilt
                 if isinstance(rebuilt, str):
                     raise self._set_abort(AbortReason.CORRUPT_SHARE, rebuilt)
+                if isinstance(rebuilt, bytes):
+                    self_keys[owner] = rebuilt
+                else:
+                    dropped[owner] = rebuilt
+        if self.corrupt_holders:
+            log.warning("secagg round %s: unmask shares of devices %s were corrupt; their "
+                        "owners' secrets were rebuilt from other holders' shares",
+                        self.config.round_id.hex(), sorted(self.corrupt_holders))
         return self_keys, dropped
+
+    def _secret_check(self, owner: int, self_mask: bool
+                      ) -> Callable[[int | None], bytes | X25519PrivateKey | str]:
+        """What turns a rebuilt value into ``owner``'s secret of that kind, or says why it is
+        not: b_u must match its commitment, s_u^SK give its advertised public key."""
+        if self_mask:
+            commitment = self._commitments[owner]
+            return lambda secret: rebuild_self_mask(secret, self.session_id, owner, commitment)
+        s_pk = self._adverts[owner].s_pk
+        return lambda secret: rebuild_mask_key(secret, owner, s_pk)
+
+    def _repaired(self, shares: _UnmaskShares, row: int,
+                  check: Callable[[int | None], bytes | X25519PrivateKey | str]
+                  ) -> bytes | X25519PrivateKey | None:
+        """Row ``row``'s secret rebuilt around corrupt shares, or None. Its t shares at the
+        smallest points did not give the secret, so one of them is wrong; with spare shares
+        (holders beyond t answered), it is rebuilt from the t smallest points without the
+        holders already found corrupt, then without each of the first t in turn. A set that
+        gives the secret (checked against the owner's commitment or public key, so all its
+        shares are right: changing one share changes the interpolated value) and left out
+        one holder names that holder as corrupt; it is left out of the later secrets too.
+
+        Only shares of the kind the stage asked for are used, so nothing more of any device
+        is learnt; one cheating holder no longer aborts the round when spares exist (it still
+        can by an input out of range: docs/threat-model.md, "Malicious devices in a round")."""
+        t = self.config.t
+        entries = [e for e in shares.filled(row) if e[0] not in self.corrupt_holders]
+        if len(entries) < t:
+            return None
+        left_outs: list[int | None] = [None, *(h for h, _, _ in entries[:t])]
+        if len(entries) == t:
+            left_outs = [None]
+        for left_out in left_outs:
+            points = [(x, y) for h, x, y in entries if h != left_out][:t]
+            try:
+                secret: int | None = shamir.reconstruct(points)
+            except shamir.ShareError:
+                secret = None
+            rebuilt = check(secret)
+            if not isinstance(rebuilt, str):
+                if left_out is not None:
+                    self.corrupt_holders.add(left_out)
+                return rebuilt
+        return None
 
     def _close_unmask(self) -> dict[int, ServerMessage]:
         t = self.config.t
@@ -758,6 +807,10 @@ class _ShareHolders:
         rows, width = self._table.shape
         return rows, width
 
+    def holders_of(self, row: int) -> np.ndarray:
+        """Row ``row``'s holders' ids, one per column (0: no holder)."""
+        return self._table[row]
+
     def points_of(self, rows: np.ndarray) -> np.ndarray:
         """The Shamir points of the shares of each row's secret, by holder (0: no holder)."""
         return self._points[rows]
@@ -896,6 +949,17 @@ class _UnmaskShares:
         big: Literal["big"] = "big"
         values = list(map(int.from_bytes, chosen.ravel().tolist(), itertools.repeat(big)))
         return xs, [values[i:i + t] for i in range(0, len(values), t)]
+
+    def filled(self, row: int) -> list[tuple[int, int, int]]:
+        """Every share stored for row ``row``'s secret as (holder, point, value), in
+        ascending point order (the failure path of the rebuild: a few rows at most)."""
+        table, filled, _ = self._tabled()
+        holders = self._holders.holders_of(row)
+        points = self._holders.points_of(np.array([row]))[0]
+        big: Literal["big"] = "big"
+        found = [(int(points[j]), int(holders[j]), int.from_bytes(table[row, j].tobytes(), big))
+                 for j in np.flatnonzero(filled[row]).tolist()]
+        return [(h, x, y) for x, h, y in sorted(found)]
 
     def is_self_mask(self, row: int) -> bool:
         """Whether row ``row``'s secret is b_u (a survivor's) rather than s_u^SK."""
