@@ -228,6 +228,25 @@ export function checkServiceUrl(url: string, what: string): void {
     throw new RangeError(`${what} must be a service's Connect URL, such as ` +
                          `https://fedhh.example:7080, got ${JSON.stringify(url)}`);
   }
+  // The calls' paths are appended to the URL as written (…/fedhh.v1.DeviceService/Enroll), so
+  // a query or a fragment would swallow them (every call answered 404 by the port, or sent to
+  // the page's own path), and a browser refuses to fetch a URL with a user name or password
+  // ("fetch failed", which the device took for an unreachable coordinator and retried forever).
+  const extra = url.includes("?") ? "a query (?…)" : url.includes("#") ? "a fragment (#…)"
+    : parsed.username !== "" || parsed.password !== "" ? "a user name or password" : null;
+  if (extra !== null) {
+    throw new RangeError(`${what} must be a service's Connect URL with at most a path after ` +
+                         `its host (https://fedhh.example/fedhh behind a path prefix), not ` +
+                         `${extra}: got ${JSON.stringify(redacted(parsed, url))}`);
+  }
+}
+
+/** `url` with any password replaced by "***" (it is quoted in an error a page may show). */
+function redacted(parsed: URL, url: string): string {
+  if (parsed.password === "") return url;
+  const copy = new URL(parsed.href);
+  copy.password = "***";
+  return copy.href;
 }
 
 /**

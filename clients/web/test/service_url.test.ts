@@ -36,9 +36,57 @@ test("a coordinator URL that is no http(s) URL is refused before anything is sen
   }
 });
 
+test("a URL with a query, a fragment or credentials is refused, naming which, before anything is sent", async () => {
+  // Before, the calls' paths were appended after the query or fragment ("https://h/?x=1/
+  // fedhh.v1.DeviceService/Enroll": every call 404), and a browser refuses to fetch a URL with
+  // credentials, which the device took for an unreachable coordinator and retried forever.
+  const cases: [string, string, string][] = [
+    ["https://fedhh.example/fedhh/?x=1", "a query (?…)", "https://fedhh.example/fedhh/?x=1"],
+    ["https://fedhh.example:7080/?", "a query (?…)", "https://fedhh.example:7080/?"],
+    ["https://fedhh.example:7080/#top", "a fragment (#…)", "https://fedhh.example:7080/#top"],
+    ["https://alice:s3cret@fedhh.example:7080", "a user name or password",
+     "https://alice:***@fedhh.example:7080/"],
+    ["https://alice@fedhh.example:7080", "a user name or password", "https://alice@fedhh.example:7080"],
+  ];
+  for (const [url, what, shown] of cases) {
+    let fetched = 0;
+    await assert.rejects(
+      runDevice({ coordinatorUrl: url, enrollmentToken: "ab".repeat(32), items: ["東京"],
+                  identityStore: new MemoryIdentityStore(), budgetStore: new MemoryBudgetStore(),
+                  fetch: async () => { fetched += 1; throw new TypeError("fetch failed"); } }),
+      (error: Error) => {
+        assert.ok(error instanceof RangeError, `${url}: ${error}`);
+        assert.equal(error.message, "coordinatorUrl must be a service's Connect URL with at " +
+                     "most a path after its host (https://fedhh.example/fedhh behind a path " +
+                     `prefix), not ${what}: got ${JSON.stringify(shown)}`);
+        assert.ok(!error.message.includes("s3cret"), "a password is never quoted");
+        return true;
+      });
+    assert.equal(fetched, 0, `${url}: nothing is sent`);
+  }
+});
+
 test("http and https URLs with a host are accepted", () => {
   for (const url of ["https://fedhh.example:7080", "http://127.0.0.1:7080", "https://[::1]:7080/",
-                     "https://xn--bcher-kva.example"]) {
+                     "https://xn--bcher-kva.example", "https://fedhh.example/fedhh",
+                     "https://fedhh.example/fedhh/"]) {
     checkServiceUrl(url, "coordinatorUrl");
+  }
+});
+
+test("a coordinator behind a path prefix is called under it, with or without a final slash", async () => {
+  for (const url of ["https://fedhh.example/fedhh", "https://fedhh.example/fedhh/"]) {
+    const seen: string[] = [];
+    const stop = new AbortController();
+    await assert.rejects(runDevice({
+      coordinatorUrl: url, enrollmentToken: "ab".repeat(32), items: ["東京"],
+      identityStore: new MemoryIdentityStore(), budgetStore: new MemoryBudgetStore(),
+      signal: stop.signal, jitter: () => 0,
+      fetch: async (input) => {
+        seen.push(String(input instanceof Request ? input.url : input));
+        stop.abort(new Error("seen"));
+        throw new TypeError("fetch failed");
+      } }), /seen/);
+    assert.deepEqual(seen, ["https://fedhh.example/fedhh/fedhh.v1.DeviceService/Enroll"]);
   }
 });
