@@ -16,7 +16,7 @@
 import { concat, toHex, u32, utf8 } from "./bytes.js";
 import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
 import { sha256 } from "./primitives.js";
-import { deviceDatabase, idbGet, idbPut } from "./storage.js";
+import { StorageError, deviceDatabase, idbGet, idbPut } from "./storage.js";
 
 export const SLACK = 1e-9;
 
@@ -226,7 +226,15 @@ export class DeviceBudget {
       spends, reports: { ...this.state.reports, [task.runId]:
         { run_id: task.runId, round: task.round, digest, ones } },
     };
-    await this.store.save(next);
+    try {
+      await this.store.save(next);
+    } catch (error) {
+      // (the round ended device_aborted with the store's bare words, "QuotaExceededError: ...",
+      // and nothing said whether the report had gone or the budget been spent)
+      throw new StorageError("the device's budget", "the report is not sent and nothing is " +
+                             "spent; the device takes the next round once the budget can be saved",
+                             error);
+    }
     this.state = next;
     return [...ones];
   }

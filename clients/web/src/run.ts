@@ -42,7 +42,7 @@ import { systemJitter, systemRandom } from "./random.js";
 import { type DeviceData, reportForTask } from "./report.js";
 import { type RoundOptions, type Stage, codeOf, pause } from "./round.js";
 import { type DrawSource, systemDraws } from "./selection.js";
-import { deviceDatabase } from "./storage.js";
+import { StorageError, deviceDatabase } from "./storage.js";
 import { CoordinatorClient, type Identity, aggregatorClient, connectTransport } from "./wire.js";
 
 /** What the device tells the page, in order. */
@@ -391,7 +391,13 @@ async function enrol(coordinator: Coordinator, identities: IdentityStore,
     attempt = pending;
   } else if (token !== "") {
     attempt = { token, identitySeed: systemRandom(KEY_BYTES) };
-    await identities.savePending?.(attempt);
+    try {
+      await identities.savePending?.(attempt);
+    } catch (error) {
+      throw new StorageError(`the pending enrolment of device ${database}`, "nothing was sent " +
+                             "and the token is not spent: reload the page once the site can " +
+                             "store data", error);
+    }
   } else {
     throw new Error(`the device ${database} is not enrolled and has no enrolment token`);
   }
@@ -426,7 +432,15 @@ async function enrol(coordinator: Coordinator, identities: IdentityStore,
       continue;
     }
     // Kept before anything else: the token is spent now.
-    await identities.save(identity);
+    try {
+      await identities.save(identity);
+    } catch (error) {
+      throw new StorageError(
+        `the identity of device ${database} (enrolled as device id ${identity.deviceId})`,
+        "reload the page within 15 minutes once the site can store data: the same token " +
+        "and key then enrol it again as the same device (after that a new token is needed)",
+        error);
+    }
     await identities.savePending?.(null);
     return identity;
   }

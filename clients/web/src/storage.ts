@@ -6,6 +6,29 @@
  * closed tab.
  */
 
+/**
+ * The device could not keep a record it must keep before it acts (the browser's storage for the
+ * site is full or refused, as in a private window with its quota spent): what it was keeping,
+ * what that means for the device, and the store's own error as `cause`.
+ */
+export class StorageError extends Error {
+  override name = "StorageError";
+
+  constructor(what: string, consequence: string, cause: unknown) {
+    super(`${what} could not be saved (${describeError(cause)}; the browser's storage for ` +
+          `this site may be full or refused): ${consequence}`, { cause });
+  }
+}
+
+/** An error's name and message ("QuotaExceededError: ..."), or what was thrown. */
+export function describeError(error: unknown): string {
+  if (error instanceof Error || (typeof DOMException !== "undefined" && error instanceof DOMException)) {
+    const e = error as Error;
+    return e.message === "" ? e.name : `${e.name}: ${e.message}`;
+  }
+  return String(error);
+}
+
 /** The object stores of a device database (version 2 added "identity"). */
 const STORES = ["budget", "identity"] as const;
 const VERSION = 2;

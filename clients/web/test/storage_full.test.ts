@@ -1,0 +1,112 @@
+/**
+ * A device whose browser storage is full (or refused) says so and acts on nothing it could not
+ * keep: a budget that cannot be saved sends no report and spends nothing; a pending enrolment
+ * that cannot be kept sends nothing (the token stays unspent); an identity that cannot be kept
+ * after enrolling says how the same token and key enrol it again. Before, each ended with the
+ * store's bare "QuotaExceededError: ..." and nothing said what had been sent or spent.
+ */
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { create } from "@bufbuild/protobuf";
+
+import { type BudgetState, DeviceBudget, MemoryBudgetStore } from "../src/budget.js";
+import type { Bytes } from "../src/bytes.js";
+import { TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
+import { MemoryIdentityStore, type PendingEnrolment } from "../src/identity.js";
+import type { Coordinator } from "../src/loop.js";
+import { runDevice } from "../src/run.js";
+import { StorageError } from "../src/storage.js";
+import type { Identity } from "../src/wire.js";
+
+const quota = () => new DOMException("The quota has been exceeded.", "QuotaExceededError");
+
+class FullBudgetStore extends MemoryBudgetStore {
+  full = true;
+  override async save(state: BudgetState): Promise<void> {
+    if (this.full) throw quota();
+    await super.save(state);
+  }
+}
+
+test("a budget that cannot be saved sends no report and spends nothing", async () => {
+  const store = new FullBudgetStore();
+  const budget = await DeviceBudget.open(store, 10, 86_400);
+  const task = create(TaskSchema, { runId: "r", round: 1, epsLocal: 2, codec: "bytes", maxBits: 8 });
+  await assert.rejects(budget.report(task, () => [3]), (error: Error) => {
+    assert.ok(error instanceof StorageError, String(error));
+    assert.equal(error.message, "the device's budget could not be saved (QuotaExceededError: " +
+      "The quota has been exceeded.; the browser's storage for this site may be full or " +
+      "refused): the report is not sent and nothing is spent; the device takes the next round " +
+      "once the budget can be saved");
+    return true;
+  });
+  assert.equal(budget.spent(), 0);
+  assert.equal(await store.load(), null);
+  // Once it can be saved, the round's report is made afresh and spent once.
+  store.full = false;
+  assert.deepEqual(await budget.report(task, () => [5]), [5]);
+  assert.equal(budget.spent(), 2);
+});
+
+/** A coordinator that enrols any token, counting the enrolments and the seeds presented. */
+function coordinator(): Coordinator & { seeds: Uint8Array[] } {
+  return {
+    seeds: [],
+    async enroll(_token: string, _label?: string, seed?: Bytes): Promise<Identity> {
+      this.seeds.push(seed!);
+      return { deviceId: 41n, credential: new Uint8Array(32).fill(1), identitySeed: seed!,
+               coordinatorPublic: new Uint8Array(32).fill(9) };
+    },
+    async checkIn(): Promise<never> { throw new Error("not reached"); },
+  };
+}
+
+class FlakyIdentityStore extends MemoryIdentityStore {
+  pendingFull = false;
+  identityFull = false;
+  override async save(identity: Identity | null): Promise<void> {
+    if (this.identityFull && identity !== null) throw quota();
+    await super.save(identity);
+  }
+  override async savePending(pending: PendingEnrolment | null): Promise<void> {
+    if (this.pendingFull && pending !== null) throw quota();
+    await super.savePending(pending);
+  }
+}
+
+const base = { coordinatorUrl: "https://unused.test", enrollmentToken: "token-1", items: ["a"],
+               budgetStore: new MemoryBudgetStore(), tasks: 0 };
+
+test("a pending enrolment that cannot be kept sends nothing: the token is not spent", async () => {
+  const identities = new FlakyIdentityStore();
+  identities.pendingFull = true;
+  const service = coordinator();
+  await assert.rejects(runDevice({ ...base, identityStore: identities, coordinator: service }),
+    (error: Error) => {
+      assert.ok(error instanceof StorageError, String(error));
+      assert.match(error.message, /^the pending enrolment of device fedhh-device could not be saved \(QuotaExceededError: .*\): nothing was sent and the token is not spent/);
+      return true;
+    });
+  assert.equal(service.seeds.length, 0);
+});
+
+test("an identity that cannot be kept after enrolling says how the same token enrols it again", async () => {
+  const identities = new FlakyIdentityStore();
+  identities.identityFull = true;
+  const service = coordinator();
+  await assert.rejects(runDevice({ ...base, identityStore: identities, coordinator: service }),
+    (error: Error) => {
+      assert.ok(error instanceof StorageError, String(error));
+      assert.match(error.message, /^the identity of device fedhh-device \(enrolled as device id 41\) could not be saved \(QuotaExceededError: .*\): reload the page within 15 minutes/);
+      return true;
+    });
+  // The reload once the site can store data: the same token with the same key.
+  identities.identityFull = false;
+  const summary = await runDevice({ ...base, identityStore: identities, coordinator: service });
+  assert.equal(summary.identity.deviceId, 41n);
+  assert.equal(service.seeds.length, 2);
+  assert.deepEqual(service.seeds[1], service.seeds[0]);
+  assert.equal(await identities.loadPending(), null);
+});
