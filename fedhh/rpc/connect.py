@@ -94,15 +94,36 @@ LARGE_BODIES = 32
 # How much of a large body a head check may need to know its caller (a masked vector's header
 # is at most 8 KiB: fedhh_aggregator.servicers.MAX_HEADER_BYTES).
 MAX_HEAD_BYTES = 16 * 1024
-_ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?",
+                     re.IGNORECASE)
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
 
 def check_origins(origins: Sequence[str]) -> tuple[str, ...]:
-    """Origins as a browser sends them (``https://host[:port]``), checked."""
+    """Origins as a browser sends them (``https://host[:port]``), checked, and written as a
+    browser writes its ``Origin``: scheme and host in lower case, no default port, no leading
+    zeros. Origins are compared exactly, so before, ``https://App.example`` or
+    ``https://app.example:443`` was accepted and then every call of the page was refused 403."""
+    out = []
     for origin in origins:
         if not _ORIGIN.fullmatch(origin):
             raise ConfigError(f"a web origin is scheme://host[:port] with no path, got "
                               f"{origin!r}")
-    return tuple(origins)
+        scheme, _, rest = origin.partition("://")
+        host, port = rest, ""
+        if rest.startswith("["):
+            host, _, after = rest.partition("]")
+            host += "]"
+            port = after[1:]
+        elif ":" in rest:
+            host, _, port = rest.partition(":")
+        scheme, host = scheme.lower(), host.lower()
+        if port and int(port) > 65535:
+            raise ConfigError(f"a web origin's port is at most 65535, got {origin!r}")
+        keep = bool(port) and int(port) != _DEFAULT_PORTS[scheme]
+        out.append(f"{scheme}://{host}" + (f":{int(port)}" if keep else ""))
+    return tuple(out)
 
 
 def peer_of(request: web.BaseRequest) -> str:

@@ -98,6 +98,19 @@ def test_configuration_is_checked() -> None:
     asyncio.run(plaintext_elsewhere())
 
 
+def test_origins_are_written_as_a_browser_sends_them() -> None:
+    # A browser's Origin has the scheme and host in lower case and no default port; origins
+    # are compared exactly, so before, these were accepted and every call of the page was 403.
+    assert check_origins(["HTTPS://App.Example", "https://app.example:443",
+                          "http://127.0.0.1:80", "http://a.example:0080", "https://[::1]:0443",
+                          "https://[::1]:8443", "http://a.example:443"]) == (
+        "https://app.example", "https://app.example", "http://127.0.0.1", "http://a.example",
+        "https://[::1]", "https://[::1]:8443", "http://a.example:443")
+    with pytest.raises(ConfigError, match="at most 65535"):
+        check_origins(["https://a.example:99999"])
+
+
+
 def test_streaming_methods_are_not_served() -> None:
     class Aggregation:
         def __getattr__(self, name: str) -> Any:
