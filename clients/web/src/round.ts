@@ -238,6 +238,27 @@ export function codeOf(error: ConnectError): Code {
 }
 
 /**
+ * The least rate (bytes/s) at which the aggregator reads an upload, after a grace of
+ * `UPLOAD_GRACE_MS` (its defaults: fedhh_aggregator.rounds Limits.upload_min_rate and
+ * upload_idle_s). A device's masked vector travels in one unary call, so the call's deadline
+ * gives the body that long too (`maskedVectorTimeoutMs`).
+ */
+export const UPLOAD_MIN_RATE = 64 * 1024;
+export const UPLOAD_GRACE_MS = 5_000;
+
+/**
+ * The deadline of a SubmitMaskedVector call of `bytes` bytes whose answer may be held
+ * `waitNextMs`: the upload at the aggregator's least rate, then the hold and `callTimeoutMs`.
+ * Before, it was the hold and `callTimeoutMs` alone (85 s), so a vector the aggregator would
+ * still take (16 MiB, its cap, over a link of 1 Mbit/s: 134 s) was cut by the device's own
+ * deadline, and made again, whole, until its stage closed: such a device never contributed.
+ */
+export function maskedVectorTimeoutMs(bytes: number, waitNextMs: number,
+                                      callTimeoutMs: number): number {
+  return UPLOAD_GRACE_MS + Math.ceil(bytes * 1000 / UPLOAD_MIN_RATE) + waitNextMs + callTimeoutMs;
+}
+
+/**
  * The longest delay a timer keeps: browsers and Node hold it in a signed 32-bit integer, and a
  * longer one (a coordinator's wait of 25 days or more; `Infinity`) fired at once, so a device
  * told to wait that long checked in again in a hot loop.
@@ -433,8 +454,9 @@ export async function participate(aggregator: Client<typeof SecureAggregation>,
             totalBytes: BigInt(data.length), waitNextMs, vectorSha256 });
           return create(MaskedVectorSchema, { header, data });
         });
-        next = (await submit(() => aggregator.submitMaskedVector(vector, timeout(waitNextMs))))
-          .next;
+        const uploadMs = maskedVectorTimeoutMs(vector.data.length, waitNextMs, callTimeoutMs);
+        next = (await submit(() => aggregator.submitMaskedVector(
+          vector, { ...timeout(waitNextMs), timeoutMs: uploadMs }))).next;
         contributed = true;
       } else if (stage === Stage.CONSISTENCY_CHECK) {
         const submission = await timed(options.timings, "consistency", async () => {
