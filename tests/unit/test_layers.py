@@ -5,6 +5,11 @@ including imports inside functions:
   in the order of ``LIBRARY``: a layer imports only the layers below it;
 - the library imports neither the services (``fedhh_coordinator``, ``fedhh_aggregator``,
   ``fedhh_device``) nor its command-line layer (``fedhh.cli``), and no service imports another;
+- the network stack (``fedhh.v1``, ``fedhh.rpc``, gRPC, aiohttp, uvloop, the metrics exporter,
+  the PostgreSQL driver) is imported only by ``fedhh.rpc``, the CLI and the services: no
+  library layer below or above the wire layer (the simulator, the studies) reaches for it;
+- no service imports the simulator, the studies or their plots (offline code, seeded
+  randomness);
 - no two modules import each other, directly or through others (no import cycle);
 - no public class name is defined twice across the packages (a name says which one it is)."""
 
@@ -41,6 +46,13 @@ LIBRARY = (
     "fedhh.experiments",
     "fedhh.plot",
 )
+# The network stack, and the only layers that may import it (``fedhh.v1`` is generated code
+# that imports grpc; the CLI imports it inside the commands that serve or call services).
+NETWORK = ("fedhh.v1", "fedhh.rpc", "grpc", "grpc_health", "grpc_reflection", "aiohttp",
+           "uvloop", "prometheus_client", "psycopg")
+NETWORKED = ("fedhh.v1", "fedhh.rpc", "fedhh.cli", *SERVICES)
+# Offline code no service imports: the simulator, the studies and their plots.
+OFFLINE = ("fedhh.simulation", "fedhh.experiments", "fedhh.plot")
 
 
 def module_names(root: Path) -> dict[str, Path]:
@@ -88,9 +100,17 @@ def layer_of(module: str) -> str | None:
                  if module == layer or module.startswith(layer + ".")), None)
 
 
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
 def forbidden(importer: str, module: str) -> bool:
     """Whether module ``importer`` may not import ``module``."""
     mine, theirs = layer_of(importer), layer_of(module)
+    if mine not in NETWORKED and _within(module, NETWORK):
+        return True  # the network stack, outside the wire layer, the CLI and the services
+    if mine in SERVICES and theirs in OFFLINE:
+        return True  # a service runs no simulation, study or plot
     if theirs is None or mine == theirs or mine == "fedhh.cli":
         return False  # outside the packages, the bare ``fedhh``, inside a layer, or the CLI
     if theirs == "fedhh.cli" or theirs in SERVICES:
@@ -127,6 +147,22 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     assert not forbidden("fedhh_coordinator.link", "fedhh.rounds")
     assert not forbidden("fedhh.server.prefixtree", "fedhh.codec.codes")
     assert not forbidden("fedhh.server.prefixtree", "fedhh.server.segment")
+    # The network stack, from outside the wire layer (below it or above it), and offline code
+    # from a service.
+    assert forbidden("fedhh.simulation.rounds", "grpc.aio")
+    assert forbidden("fedhh.experiments.runner", "fedhh.rpc.control_client")
+    assert forbidden("fedhh.secagg.server", "fedhh.v1.aggregator_pb2")
+    assert forbidden("fedhh.server", "aiohttp.web")
+    assert forbidden("fedhh", "grpc")
+    assert forbidden("fedhh_device.fleet", "fedhh.simulation.population")
+    assert forbidden("fedhh_coordinator.runner", "fedhh.experiments")
+    assert forbidden("fedhh_aggregator.main", "fedhh.plot")
+    assert not forbidden("fedhh.rpc.serving", "grpc.aio")
+    assert not forbidden("fedhh.rpc.tls", "fedhh.v1.aggregator_pb2")
+    assert not forbidden("fedhh.cli.health", "grpc_health.v1")
+    assert not forbidden("fedhh_coordinator.db.postgres", "psycopg")
+    assert not forbidden("fedhh.simulation.runner", "numpy")
+    assert not forbidden("fedhh.cli.simulate", "fedhh.simulation")
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from fedhh_coordinator.auth import x\n")
     assert imports(source) == [(2, "fedhh_coordinator.auth.x")]
@@ -142,8 +178,8 @@ def test_a_planted_upward_import_fails_the_check(tmp_path: Path) -> None:
     planted = []
     for low, lower in enumerate(LIBRARY):
         for upper in LIBRARY[low + 1:]:
-            folder = tmp_path / Path(*lower.split("."))
-            path = folder / "planted.py" if folder.is_dir() else folder.with_suffix(".py")
+            where = tmp_path / Path(*lower.split("."))
+            path = where / "planted.py" if where.is_dir() else where.with_suffix(".py")
             with path.open("a") as out:
                 out.write(f"\n\ndef planted_{upper.split('.')[1]}():\n    import {upper}\n")
             planted.append((path.relative_to(tmp_path), upper))
@@ -254,3 +290,29 @@ def test_the_server_side_never_reaches_for_reports_or_the_network() -> None:
     assert found, "the checker read no import"
     assert [i for i in found if i.split(" imports ")[1].startswith(forbidden_here)] == []
 
+
+
+def test_a_planted_network_import_fails_the_check(tmp_path: Path) -> None:
+    # A temporary copy of the packages, with gRPC imported (inside a function) by every library
+    # layer outside the wire layer, and the simulator by every service: each is reported.
+    for folder in FOLDERS:
+        shutil.copytree(ROOT / folder, tmp_path / folder,
+                        ignore=shutil.ignore_patterns("*_pb2*", "__pycache__", "books"))
+    planted = []
+    for layer in LIBRARY:
+        if layer in NETWORKED:
+            continue
+        where = tmp_path / Path(*layer.split("."))
+        path = where / "planted.py" if where.is_dir() else where.with_suffix(".py")
+        with path.open("a") as out:
+            out.write("\n\ndef planted():\n    import grpc.aio\n")
+        planted.append((path.relative_to(tmp_path), "grpc.aio"))
+    for folder, package in FOLDERS.items():
+        if package in SERVICES:
+            path = tmp_path / folder / package / "planted.py"
+            path.write_text("def planted():\n    from fedhh.simulation import runner\n")
+            planted.append((path.relative_to(tmp_path), "fedhh.simulation.runner"))
+    found = upward_imports(tmp_path)
+    assert len(found) == len(planted) == len(LIBRARY) - 2 + len(SERVICES)
+    for path, module in planted:
+        assert any(f.startswith(f"{path}:") and f.endswith(f" imports {module}") for f in found)
