@@ -13,12 +13,11 @@ anything is handed to the round.
 
 from __future__ import annotations
 
-import hmac
-
 import grpc
 
 from fedhh.errors import AuthenticationError, ConfigError
 from fedhh.rpc.aggregator_wire import CallKind, admission_from_pb, call_transcript
+from fedhh.rpc.credentials import Metadata, presents
 from fedhh.secagg.config import Admission
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh.v1 import aggregator_pb2 as pb
@@ -39,20 +38,13 @@ class ControlAuth:
     def check(self, context: grpc.aio.ServicerContext) -> None:
         self.check_metadata(context.invocation_metadata())
 
-    def check_metadata(self, metadata: tuple[tuple[str, str | bytes], ...] | None) -> None:
+    def check_metadata(self, metadata: Metadata) -> None:
         """The check on a call's metadata alone: what the gRPC port's ``CredentialGate`` runs
         before it reads the request (``fedhh.rpc.serving``), so a caller without the token
         costs the service its metadata only, not a message up to the receive cap."""
-        presented = b""
-        for key, value in metadata or ():
-            if key.lower() == "authorization":
-                text = value.decode("latin-1") if isinstance(value, bytes) else value
-                scheme, _, credential = text.partition(" ")
-                if scheme.lower() == "bearer":
-                    presented = credential.strip().encode("latin-1", errors="replace")
-                break
-        # compare_digest takes time independent of where the tokens differ.
-        if not presented or not hmac.compare_digest(presented, self._token):
+        # One answer for a missing and a wrong token; the bearer is read and compared (in
+        # constant time) as on every port (fedhh.rpc.credentials).
+        if not presents(metadata, self._token):
             raise AuthenticationError("missing or invalid control token")
 
 

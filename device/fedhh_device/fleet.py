@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.device import RandomSource, SecureSource, streams
 from fedhh.errors import AuthenticationError, ConfigError, FedhhError
+from fedhh.rpc.credentials import bearer_metadata
 from fedhh.rpc.device_client import RetryPolicy, Transport
 from fedhh.rpc.device_users import enroll_request
 from fedhh.rpc.participation import ComputeTurns
@@ -352,8 +353,7 @@ class Fleet:
 
     async def _device(self, user: int, data: DeviceData) -> None:
         identity = self._identities[user]
-        metadata = (("authorization",
-                     f"Bearer {identity.device_id}.{identity.credential.hex()}"),)
+        metadata = bearer_metadata(f"{identity.device_id}.{identity.credential.hex()}")
         done: set[tuple[str, int, int]] = set()
         known = b""  # SHA-256 of the last task this device took part in (or refused)
         # The round keys the next check-in presents; the round's config commits to them, so

@@ -10,6 +10,7 @@ import grpc
 
 from fedhh.errors import StateError
 from fedhh.rpc import serving
+from fedhh.rpc.credentials import bearer_metadata
 from fedhh.rpc.tls import ca_credentials
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
@@ -27,7 +28,7 @@ class AdminClient:
         else:
             self.channel = grpc.insecure_channel(address, options=serving.OPTIONS)
         self.stub = pb_grpc.AdminServiceStub(self.channel)
-        self.metadata = (("authorization", f"Bearer {token.decode()}"),)
+        self.metadata = bearer_metadata(token)
 
     def close(self) -> None:
         self.channel.close()

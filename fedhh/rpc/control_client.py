@@ -30,6 +30,7 @@ from fedhh.errors import (
     StateError,
 )
 from fedhh.rpc.aggregator_wire import stage_from_pb
+from fedhh.rpc.credentials import bearer_metadata
 from fedhh.rpc.serving import OPTIONS
 from fedhh.secagg import ReleaseEvidence, Stage
 from fedhh.secagg.config import MAX_COHORT
@@ -257,9 +258,8 @@ class ControlClient:
     """The calls both control services answer alike; every call sends the control token."""
 
     def __init__(self, stub: Any, token: str | bytes, call_timeout: float) -> None:
-        text = token.decode() if isinstance(token, bytes) else token
         self._stub = stub
-        self._metadata = (("authorization", f"Bearer {text}"),)
+        self._metadata = bearer_metadata(token)
         self._call_timeout = call_timeout
 
     async def _unary(self, method: Any, request: Any) -> Any:

@@ -4,6 +4,7 @@ its public half is written beside it, ``<file>.pub``, for the aggregator)."""
 
 from __future__ import annotations
 
+import hmac
 import os
 import stat
 from pathlib import Path
@@ -11,13 +12,48 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from fedhh.errors import ConfigError
+from fedhh.errors import AuthenticationError, ConfigError
 from fedhh.input_files import SECRET_FILE_BYTES, read_whole
 
 MIN_SECRET_BYTES = 16
-# The coordinator refuses authorization metadata over 512 characters ("Bearer " and the token).
-MAX_SECRET_BYTES = 512 - len("Bearer ")
+# The services refuse authorization metadata over 512 characters ("Bearer " and the token).
+MAX_AUTHORIZATION = 512
+MAX_SECRET_BYTES = MAX_AUTHORIZATION - len("Bearer ")
 METADATA_TEXT = bytes(range(0x20, 0x7F))  # what a gRPC metadata value (not "-bin") may hold
+
+Metadata = tuple[tuple[str, str | bytes], ...] | None
+
+
+def bearer_metadata(token: str | bytes) -> tuple[tuple[str, str]]:
+    """A call's metadata presenting ``token``: ``authorization: Bearer <token>``."""
+    text = token.decode() if isinstance(token, bytes) else token
+    return (("authorization", f"Bearer {text}"),)
+
+
+def bearer(metadata: Metadata) -> str:
+    """The bearer value of a call's ``authorization`` metadata entry (the first with the Bearer
+    scheme), its length checked before it is looked at; AuthenticationError without one. Every
+    port of every service reads a token here (the control, admin and selector tokens and the
+    devices' credentials; before, the aggregator had a copy without the length bound)."""
+    for key, value in metadata or ():
+        if key.lower() == "authorization":
+            text = value.decode(errors="replace") if isinstance(value, bytes) else value
+            if len(text) > MAX_AUTHORIZATION:
+                raise AuthenticationError("the authorization metadata is too long")
+            scheme, _, token = text.partition(" ")
+            if scheme.lower() == "bearer" and token:
+                return token.strip()
+    raise AuthenticationError("missing 'authorization: Bearer ...' metadata")
+
+
+def presents(metadata: Metadata, token: bytes) -> bool:
+    """Whether the call's bearer is ``token``, compared in constant time (False without a
+    bearer, or with one too long)."""
+    try:
+        presented = bearer(metadata)
+    except AuthenticationError:
+        return False
+    return hmac.compare_digest(presented.encode(), token)
 
 
 def permission_remedy(path: str | os.PathLike[str], error: OSError) -> str:

@@ -16,35 +16,28 @@ import hmac
 import os
 
 from fedhh.errors import AuthenticationError
+from fedhh.rpc.credentials import Metadata, bearer
 
 
 def credential_hash(credential: bytes) -> bytes:
     return hashlib.sha256(b"fedhh/v1/credential" + credential).digest()
 
 
-def bearer(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str:
-    """The bearer value of the ``authorization`` metadata entry."""
-    for key, value in metadata or ():
-        if key.lower() == "authorization":
-            text = value.decode(errors="replace") if isinstance(value, bytes) else value
-            if len(text) > 512:
-                raise AuthenticationError("the authorization metadata is too long")
-            scheme, _, token = text.partition(" ")
-            if scheme.lower() == "bearer" and token:
-                return token.strip()
-    raise AuthenticationError("missing 'authorization: Bearer ...' metadata")
-
-
-def check_admin(metadata: tuple[tuple[str, str | bytes], ...] | None, token: bytes) -> None:
+def check_token(metadata: Metadata, token: bytes, refusal: str) -> None:
+    """The call's bearer is ``token`` (constant time), else AuthenticationError: ``refusal``
+    for another token, what is wrong for none (or one too long)."""
     if not hmac.compare_digest(bearer(metadata).encode(), token):
-        raise AuthenticationError("invalid admin token")
+        raise AuthenticationError(refusal)
+
+
+def check_admin(metadata: Metadata, token: bytes) -> None:
+    check_token(metadata, token, "invalid admin token")
 
 
 MAX_DEVICE_ID = (1 << 63) - 1  # SQLite's INTEGER PRIMARY KEY
 
 
-def parse_device_bearer(metadata: tuple[tuple[str, str | bytes], ...] | None
-                        ) -> tuple[int, bytes]:
+def parse_device_bearer(metadata: Metadata) -> tuple[int, bytes]:
     """(device id, credential) of ``<device id>.<64 hex digits>``, checked for shape before
     anything is parsed, so no caller-chosen length or number reaches the store."""
     token = bearer(metadata)

@@ -26,7 +26,6 @@ pool (they ask another selector and join again there); members already drawn kee
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from dataclasses import dataclass, field
 
@@ -125,9 +124,9 @@ class SelectorHub(pb_grpc.SelectorControlServicer):
                 self._told = True
                 log.warning("a selector tried to attach; " + NO_SELECTOR_TOKEN)
             raise AuthenticationError(NO_SELECTOR_TOKEN)
-        if not hmac.compare_digest(auth.bearer(metadata).encode(), self._token):
-            raise AuthenticationError("invalid selector token (a selector presents the "
-                                      "coordinator's selector token, not its control token)")
+        auth.check_token(metadata, self._token,
+                         "invalid selector token (a selector presents the coordinator's "
+                         "selector token, not its control token)")
 
     # ---- the stream ------------------------------------------------------------------------
     async def Attach(self, request_iterator: object, context: grpc.aio.ServicerContext

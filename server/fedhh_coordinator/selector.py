@@ -30,6 +30,7 @@ import secrets
 import grpc
 
 from fedhh.errors import ConfigError, FedhhError
+from fedhh.rpc.credentials import bearer_metadata
 from fedhh.rpc.crowd_event import CrowdEvent
 from fedhh.rpc.tasks import COHORT_TASK_CONTEXT
 from fedhh.secagg.primitives import ed25519_verify
@@ -234,7 +235,7 @@ class LeaderLink:
         self.lobby = lobby
         self.coordinator_public = coordinator_public  # the key devices enrolled here get
         self.stub = pb_grpc.SelectorControlStub(channel)
-        self.metadata = (("authorization", f"Bearer {token.decode()}"),)
+        self.metadata = bearer_metadata(token)
         self.name = name
         self.attached = asyncio.Event()  # set once the leader first answered
         self._jitter = random.Random()
