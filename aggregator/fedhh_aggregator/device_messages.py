@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 import numpy as np
 
 from fedhh.errors import AuthenticationError
+from fedhh.rpc.aggregator_wire import DIGEST_BYTES
 from fedhh.secagg import MaskedInput, ProtocolViolation, Stage, Violation
 from fedhh.secagg.prg import mask_dtype
 from fedhh.v1 import aggregator_pb2 as pb
@@ -24,6 +25,21 @@ _AWAIT_STATUS = {
     AwaitStatus.CLOSED: pb.AWAIT_STATUS_CLOSED,
     AwaitStatus.ABORTED: pb.AWAIT_STATUS_ABORTED,
 }
+
+
+def declared_upload(round_: Round, total_bytes: int, vector_sha256: bytes) -> bytes:
+    """The SHA-256 an upload declares for its vector, once its declared length is the round's
+    vectors' and the digest is 32 bytes (the unary upload's header and the session stream's
+    vector are checked here alike); ProtocolViolation WRONG_LENGTH otherwise."""
+    expected = round_.config.dimension * mask_dtype(round_.config.modulus_bits).itemsize
+    if total_bytes != expected:
+        raise ProtocolViolation(Violation.WRONG_LENGTH, f"declared {total_bytes} "
+                                f"bytes, the round's vectors have {expected}")
+    declared = bytes(vector_sha256)
+    if len(declared) != DIGEST_BYTES:
+        raise ProtocolViolation(Violation.WRONG_LENGTH,
+                                f"vector_sha256 must be {DIGEST_BYTES} bytes")
+    return declared
 
 
 async def accept_vector(registry: RoundRegistry, round_: Round, device_id: int, declared: bytes,

@@ -16,7 +16,6 @@ from fedhh.errors import AuthenticationError
 from fedhh.rpc.aggregator_wire import (
     CHUNK_BYTES,
     DEVICE_SERVICE,
-    DIGEST_BYTES,
     CallKind,
     await_digest,
     consistency_digest,
@@ -32,7 +31,6 @@ from fedhh.rpc.aggregator_wire import (
 from fedhh.rpc.errors import status_errors
 from fedhh.rpc.serving import response_bytes
 from fedhh.secagg import ConsistencyResponse, ProtocolViolation, Stage, Violation
-from fedhh.secagg.prg import mask_dtype
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_aggregator import metrics
@@ -44,7 +42,7 @@ from fedhh_aggregator.auth import (
 )
 from fedhh_aggregator.control import RoundControl
 from fedhh_aggregator.control_wire import ControlCalls
-from fedhh_aggregator.device_messages import accept_vector, await_response
+from fedhh_aggregator.device_messages import accept_vector, await_response, declared_upload
 from fedhh_aggregator.errors import UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Limits, Round
@@ -173,17 +171,9 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
         header's signature (so only an admitted device that signed this upload gets past)."""
         round_ = self._round(header.session_id, rpc, header_size)
         admission = device_admission(round_, header.credentials)
-        cfg = round_.config
-        expected = cfg.dimension * mask_dtype(cfg.modulus_bits).itemsize
-        if header.total_bytes != expected:
-            raise ProtocolViolation(Violation.WRONG_LENGTH, f"declared {header.total_bytes} "
-                                    f"bytes, the round's vectors have {expected}")
-        declared = bytes(header.vector_sha256)
-        if len(declared) != DIGEST_BYTES:
-            raise ProtocolViolation(Violation.WRONG_LENGTH,
-                                    f"vector_sha256 must be {DIGEST_BYTES} bytes")
+        declared = declared_upload(round_, header.total_bytes, header.vector_sha256)
         device_id = check_call(round_, admission, header.credentials, CallKind.MASKED_INPUT,
-                               header_digest(expected, declared))
+                               header_digest(header.total_bytes, declared))
         return round_, device_id, declared
 
     def masked_vector_caller(self, prefix: bytes) -> tuple[bytes, int] | None:

@@ -51,7 +51,6 @@ from fedhh.errors import AuthenticationError, ConflictError, FedhhError, StateEr
 from fedhh.rpc.aggregator_wire import (
     CHALLENGE_BYTES,
     CHUNK_BYTES,
-    DIGEST_BYTES,
     RequestForm,
     admission_from_pb,
     keys_from_pb,
@@ -71,11 +70,10 @@ from fedhh.secagg import (
     Violation,
 )
 from fedhh.secagg.config import Admission
-from fedhh.secagg.prg import mask_dtype
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh_aggregator import metrics
-from fedhh_aggregator.device_messages import accept_vector, await_response
+from fedhh_aggregator.device_messages import accept_vector, await_response, declared_upload
 from fedhh_aggregator.errors import OpenTimeout, SessionsBusy, UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Round, stage_deadline_s
@@ -344,14 +342,7 @@ class _Session:
         the bytes (the first in ``vector``, any more in ``vector_data`` messages, each within
         ``upload_idle_s`` and all at ``upload_min_rate``), which must hash as declared."""
         round_ = self.round
-        expected = round_.config.dimension * mask_dtype(round_.config.modulus_bits).itemsize
-        if vector.total_bytes != expected:
-            raise ProtocolViolation(Violation.WRONG_LENGTH, f"declared {vector.total_bytes} "
-                                    f"bytes, the round's vectors have {expected}")
-        declared = bytes(vector.vector_sha256)
-        if len(declared) != DIGEST_BYTES:
-            raise ProtocolViolation(Violation.WRONG_LENGTH,
-                                    f"vector_sha256 must be {DIGEST_BYTES} bytes")
+        declared = declared_upload(round_, vector.total_bytes, vector.vector_sha256)
 
         async def receive(expected: int) -> tuple[bytes | bytearray, bytes]:
             data = vector.data
