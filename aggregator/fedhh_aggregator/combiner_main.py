@@ -58,6 +58,10 @@ class CombinerSettings:
     def from_args(cls, args: argparse.Namespace) -> CombinerSettings:
         if args.tls_dir and args.insecure:
             raise ConfigError("give either --tls-dir or --insecure, not both")
+        workers = [parse_worker(w) for w in args.worker]
+        if not args.tls_dir:  # the control token would go to each worker in clear
+            for worker in workers:
+                serving.check_plaintext_peer(worker.control_address, "--worker", "--tls-dir")
         limits = CombinerLimits(max_rounds=args.max_rounds, result_ttl_s=args.result_ttl,
                                 slack_s=args.slack_seconds, patience_s=args.patience_seconds,
                                 max_tombstones=args.max_tombstones,
@@ -65,7 +69,7 @@ class CombinerSettings:
         return cls(
             coordinator_public=load_public_key(args.coordinator_key),
             control_token=read_secret(args.control_token_file, TOKEN_ENV, "control token"),
-            workers=[parse_worker(w) for w in args.worker],
+            workers=workers,
             listen=args.listen, tls=TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None,
             insecure=args.insecure, limits=limits, metrics_port=args.metrics_port,
             metrics_host=args.metrics_host,

@@ -69,8 +69,7 @@ AGGREGATION = aggregator_pb2.DESCRIPTOR.services_by_name["SecureAggregation"]
 def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channel]:
     def make(address: str) -> grpc.aio.Channel:
         if args.insecure:
-            if not serving.is_loopback(address):
-                raise ConfigError(f"plaintext to {address} is not allowed (loopback only)")
+            serving.check_plaintext_peer(address, remedy="--ca")
             return grpc.aio.insecure_channel(address, options=OPTIONS)
         if not args.ca:
             raise ConfigError("give --ca (the CA that signed the services' certificates) "

@@ -178,7 +178,7 @@ def check_service(address: str, ca: str | None, option: str, what: str, meanwhil
                   warn: bool = True) -> None:
     """Ask the gRPC health of ``address`` (``what``, given as ``option``) once, as a process
     that depends on it starts: TLS trusting ``ca``, else plaintext on loopback only (a
-    plaintext address elsewhere is left for the process to refuse). A mistake that waiting
+    plaintext address elsewhere is refused, naming ``ca_option``). A mistake that waiting
     will not mend (``connection_problem``) ends it with one line (ConfigError); a service not
     reachable yet gets one warning in the process's JSON log, saying what it does
     ``meanwhile`` (unless not ``warn``: a service whose own start checks its inputs after
@@ -192,8 +192,8 @@ def check_service(address: str, ca: str | None, option: str, what: str, meanwhil
     from fedhh.rpc.observability import configure_logging
     from fedhh.rpc.tls import ca_credentials
 
-    if not ca and not serving.is_loopback(address):
-        return
+    if not ca:
+        serving.check_plaintext_peer(address, option, ca_option)
     channel = (grpc.secure_channel(address, ca_credentials(ca)) if ca
                else grpc.insecure_channel(address))
     with channel:

@@ -39,7 +39,7 @@ from google.protobuf.message_factory import GetMessageClass
 
 from fedhh.errors import ConfigError
 from fedhh.rpc.connect import CODES, CONTENT_TYPE, PROTOCOL_VERSION
-from fedhh.rpc.serving import is_loopback
+from fedhh.rpc.serving import check_plaintext_peer
 
 _STATUS = {name: code for code, (name, _) in CODES.items()}
 # What a Connect client infers from an HTTP status when the body is no Connect error.
@@ -94,8 +94,7 @@ class ConnectChannel:
 
     def __init__(self, address: str, ca: str | None = None, insecure: bool = False) -> None:
         if insecure:
-            if not is_loopback(address):
-                raise ConfigError(f"plaintext to {address} is not allowed (loopback only)")
+            check_plaintext_peer(address, remedy="--ca")
             self.base, self._ssl = f"http://{address}", None
         elif ca:
             self.base = f"https://{address}"

@@ -374,6 +374,18 @@ def check_web_url(url: str, what: str) -> str:
     return url
 
 
+def check_plaintext_peer(address: str, option: str = "", remedy: str = "TLS") -> None:
+    """ConfigError, naming ``option`` and the ``remedy``, unless ``address`` is on loopback: the
+    rule of every client that dials in plaintext (a device, a coordinator its aggregator, a
+    selector its leader, a combiner its workers), as ``bind``'s is every server's: the calls
+    carry tokens and credentials in their metadata. (Before, the services dialled their peers in
+    plaintext wherever they were, sending the control and selector tokens in clear.)"""
+    if not is_loopback(address):
+        where = f"{option} {address}" if option else address
+        raise ConfigError(f"{where}: plaintext is allowed to loopback addresses only (the "
+                          f"calls carry tokens); it needs {remedy}")
+
+
 def is_loopback(address: str) -> bool:
     host = address.rsplit(":", 1)[0].strip("[]")
     if host == "localhost":

@@ -109,6 +109,8 @@ def check_startup(args: argparse.Namespace) -> Checked:
     tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
     if tls is not None:
         serving.check_tls_files(tls)
+    else:  # the control token would go to the aggregator in clear
+        serving.check_plaintext_peer(args.aggregator, "--aggregator", "--tls-dir")
     check_db(args.db)
     check_signing_key(args.signing_key)
     if args.enrollment_tokens_file:

@@ -72,6 +72,8 @@ async def serve(args: argparse.Namespace) -> None:
     selector_token = read_secret(args.selector_token_file, SELECTOR_TOKEN_ENV,
                                  "selector token")
     tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
+    if tls is None:  # the selector token would go to the leader in clear
+        serving.check_plaintext_peer(args.leader, "--leader", "--tls-dir")
     store = Store(args.db, selector=True)
     verifier = load_verifier(args.attestation, store)
     lobby = SelectorLobby()

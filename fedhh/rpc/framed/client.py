@@ -52,7 +52,7 @@ from fedhh.rpc.framed.frames import (
     FrameWriter,
     Kind,
 )
-from fedhh.rpc.serving import MAX_MESSAGE_BYTES, check_address, is_loopback
+from fedhh.rpc.serving import MAX_MESSAGE_BYTES, check_address, check_plaintext_peer
 from fedhh.v1 import framed_pb2
 
 __all__ = ["FramedCall", "FramedChannel", "FramedStub"]
@@ -81,9 +81,8 @@ class FramedChannel:
 
     def __init__(self, address: str, context: ssl.SSLContext | None) -> None:
         host, _, port = check_address(address, "a framed port").rpartition(":")
-        if context is None and not is_loopback(address):
-            raise ConfigError(f"plaintext is allowed on loopback addresses only; {address} "
-                              f"needs TLS (--ca)")
+        if context is None:
+            check_plaintext_peer(address, remedy="TLS (--ca)")
         self.address = address
         self._host, self._port = host.strip("[]"), int(port)
         self._context = context

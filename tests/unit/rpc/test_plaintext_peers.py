@@ -1,0 +1,95 @@
+"""Plaintext only to loopback, on the dialling side as on the listening side, for every client:
+one rule (fedhh.rpc.serving.check_plaintext_peer). Before, a device, a command and the framed
+and Connect clients refused plaintext to another host, but the services dialled their peers in
+plaintext wherever they were: `fedhh coordinator --insecure --aggregator 10.0.0.5:7100` sent the
+control token in clear to another machine, and a selector its selector token to the leader, a
+combiner the control token to each worker (192.0.2.1 is TEST-NET-1: nothing is dialled)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from fedhh.cli.main import build_parser, main
+from fedhh.errors import ConfigError
+from fedhh.rpc import serving
+from fedhh.rpc.control_client import open_channel
+
+REMOTE = "192.0.2.1:7100"
+
+
+def test_the_rule() -> None:
+    for address in ("127.0.0.1:7100", "localhost:1", "[::1]:7100"):
+        serving.check_plaintext_peer(address)
+    for address in (REMOTE, "aggregator:7100", "[2001:db8::1]:7100"):
+        with pytest.raises(ConfigError, match="plaintext is allowed to loopback addresses "
+                                              "only") as refused:
+            serving.check_plaintext_peer(address, "--x", "--tls-dir")
+        assert str(refused.value).startswith(f"--x {address}: ")
+        assert str(refused.value).endswith("it needs --tls-dir")
+
+
+def test_a_plaintext_channel_to_another_host_is_refused() -> None:
+    async def both() -> None:
+        with pytest.raises(ConfigError, match=REMOTE):
+            open_channel(REMOTE)
+        await open_channel("127.0.0.1:7100").close()
+    asyncio.run(both())
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    return code, capsys.readouterr().err
+
+
+def test_the_commands_refuse_it_naming_the_option(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    key = tmp_path / "key.pub"
+    for argv, option in (
+            (["coordinator", "--insecure", "--listen", "127.0.0.1:0", "--aggregator", REMOTE,
+              "--db", str(tmp_path / "c.sqlite")], "--aggregator"),
+            (["selector", "--insecure", "--listen", "127.0.0.1:0", "--leader", REMOTE,
+              "--db", str(tmp_path / "s.sqlite"), "--coordinator-key", str(key)], "--leader")):
+        code, err = _run(argv, capsys)
+        assert code == 2, err
+        assert f"error: {option} {REMOTE}: plaintext is allowed to loopback addresses only" \
+            in err and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def _args(argv: list[str]) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def test_the_services_refuse_it_before_anything_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fedhh.rpc.credentials import load_or_create_signing_key, public_key_path
+    from fedhh_aggregator.combiner_main import CombinerSettings
+    from fedhh_coordinator import selector_main
+    from fedhh_coordinator.main import check_startup
+
+    for name in ("CONTROL", "ADMIN", "SELECTOR"):
+        monkeypatch.setenv(f"FEDHH_{name}_TOKEN", name.lower() * 4 + "-0123456789abcdef")
+    signing = tmp_path / "keys" / "signing.pem"
+    load_or_create_signing_key(signing)
+    key = str(public_key_path(signing))
+    store = tmp_path / "store.sqlite"
+    with pytest.raises(ConfigError, match=f"--aggregator {REMOTE}: plaintext"):
+        check_startup(_args(["coordinator", "--insecure", "--listen", "127.0.0.1:0",
+                             "--aggregator", REMOTE, "--db", str(store),
+                             "--signing-key", str(tmp_path / "new.pem")]))
+    with pytest.raises(ConfigError, match=f"--leader {REMOTE}: plaintext"):
+        asyncio.run(selector_main.serve(_args(
+            ["selector", "--insecure", "--listen", "127.0.0.1:0", "--leader", REMOTE,
+             "--db", str(store), "--coordinator-key", key])))
+    with pytest.raises(ConfigError, match=f"--worker {REMOTE}: plaintext"):
+        CombinerSettings.from_args(_args(
+            ["combiner", "--insecure", "--listen", "127.0.0.1:0", "--worker", "127.0.0.1:7101",
+             "--worker", REMOTE, "--coordinator-key", key]))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keys"]
