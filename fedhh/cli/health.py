@@ -80,14 +80,9 @@ def ask(args: argparse.Namespace) -> tuple[int, str, bool]:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     from fedhh.cli.options import connection_problem
-    from fedhh.rpc.tls import ca_credentials
+    from fedhh.rpc.serving import command_channel
 
-    if args.ca:
-        opts = [("grpc.ssl_target_name_override", args.tls_name)] if args.tls_name else []
-        channel = grpc.secure_channel(args.address, ca_credentials(args.ca), options=opts)
-    else:
-        channel = grpc.insecure_channel(args.address)
-    with channel:
+    with command_channel(args.address, args.ca, tls_name=args.tls_name) as channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout)

@@ -190,13 +190,10 @@ def check_service(address: str, ca: str | None, option: str, what: str, meanwhil
 
     from fedhh.rpc import serving
     from fedhh.rpc.observability import configure_logging
-    from fedhh.rpc.tls import ca_credentials
 
     if not ca:
         serving.check_plaintext_peer(address, option, ca_option)
-    channel = (grpc.secure_channel(address, ca_credentials(ca)) if ca
-               else grpc.insecure_channel(address))
-    with channel:
+    with serving.command_channel(address, ca) as channel:
         try:
             health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
                                                       timeout=PREFLIGHT_S)

@@ -11,7 +11,6 @@ import grpc
 from fedhh.errors import StateError
 from fedhh.rpc import serving
 from fedhh.rpc.credentials import bearer_metadata
-from fedhh.rpc.tls import ca_credentials
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 
@@ -22,11 +21,7 @@ MINT_PER_CALL = 100_000
 
 class AdminClient:
     def __init__(self, address: str, token: bytes, ca: str | Path | None = None) -> None:
-        if ca is not None:
-            self.channel = grpc.secure_channel(address, ca_credentials(ca),
-                                               options=serving.OPTIONS)
-        else:
-            self.channel = grpc.insecure_channel(address, options=serving.OPTIONS)
+        self.channel = serving.command_channel(address, ca, serving.OPTIONS)
         self.stub = pb_grpc.AdminServiceStub(self.channel)
         self.metadata = bearer_metadata(token)
 

@@ -12,6 +12,7 @@ import gc
 import inspect
 import ipaddress
 import logging
+import os
 import signal
 import socket
 import traceback
@@ -27,7 +28,7 @@ from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc import task_census
 from fedhh.rpc.http_listener import FILE_SHARE, open_file_limit
 from fedhh.rpc.request_waits import RequestWaits
-from fedhh.rpc.tls import TlsFiles, read_tls_file
+from fedhh.rpc.tls import TlsFiles, ca_credentials, read_tls_file
 
 log = logging.getLogger(__name__)
 
@@ -384,6 +385,19 @@ def check_plaintext_peer(address: str, option: str = "", remedy: str = "TLS") ->
         where = f"{option} {address}" if option else address
         raise ConfigError(f"{where}: plaintext is allowed to loopback addresses only (the "
                           f"calls carry tokens); it needs {remedy}")
+
+
+def command_channel(address: str, ca: str | os.PathLike[str] | None,
+                    options: Sequence[tuple[str, Any]] = (), tls_name: str | None = None
+                    ) -> grpc.Channel:
+    """A synchronous channel for a command (``fedhh admin``, ``fedhh health``, a start's
+    preflight): TLS trusting the CA in ``ca`` (checking the name ``tls_name`` instead of the
+    address's, if given), else plaintext to a loopback address only."""
+    if not ca:
+        check_plaintext_peer(address, remedy="--ca")
+        return grpc.insecure_channel(address, options=list(options))
+    extra = [("grpc.ssl_target_name_override", tls_name)] if tls_name else []
+    return grpc.secure_channel(address, ca_credentials(ca), options=[*options, *extra])
 
 
 def is_loopback(address: str) -> bool:

@@ -93,3 +93,14 @@ def test_the_services_refuse_it_before_anything_is_written(
             ["combiner", "--insecure", "--listen", "127.0.0.1:0", "--worker", "127.0.0.1:7101",
              "--worker", REMOTE, "--coordinator-key", key]))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keys"]
+
+
+def test_the_commands_channel_is_one_and_keeps_the_rule() -> None:
+    # fedhh admin, fedhh health and a start's preflight share serving.command_channel; the
+    # admin client built its own and dialled plaintext to any host it was given.
+    from fedhh.rpc.admin_client import AdminClient
+
+    with pytest.raises(ConfigError, match=f"{REMOTE}: plaintext .* it needs --ca"):
+        AdminClient(REMOTE, b"a" * 32)
+    with AdminClient("127.0.0.1:7000", b"a" * 32) as client:
+        assert client.channel is not None
