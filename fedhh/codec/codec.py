@@ -310,10 +310,6 @@ class Codec:
         return Decoded(text, reader.ended, possible, reader.trailing_bits,
                        "" if possible else problem, reader.partial)
 
-    def is_finished(self, prefix: int, length: int) -> bool:
-        """A prefix is a finished item when it holds the end symbol or all max_bits bits."""
-        return length >= self.max_bits or self.ended(prefix, length)
-
     def display(self, prefix: int, length: int) -> str:
         """Text of a prefix: exact for an ended item; anything else (an unfinished prefix, an
         item truncated at max_bits) is shown cut (``Decoded.shown_cut``)."""

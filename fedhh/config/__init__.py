@@ -722,9 +722,6 @@ class RunConfig:
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if getattr(self, f.name) != f.default}
 
-    def with_values(self, **values: Any) -> RunConfig:
-        return replace(self, **values)
-
 
 def knobs(mode: Mode | None = None) -> list[Any]:
     """The dataclass fields of the knobs that apply in ``mode`` (every knob for None)."""
