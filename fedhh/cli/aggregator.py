@@ -26,11 +26,7 @@ def register(subparsers: Any) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--listen", type=options.listen_address, default="127.0.0.1:7100",
-                   help="HOST:PORT (port 0: OS-chosen)")
-    p.add_argument("--tls-dir", help="server.pem, server.key and ca.pem")
-    p.add_argument("--insecure", action="store_true",
-                   help="plaintext gRPC; only allowed on loopback addresses")
+    options.add_listen_options(p, "127.0.0.1:7100")
     p.add_argument("--coordinator-key", required=True,
                    help="the coordinator's Ed25519 public key (PEM), which signs round configs "
                         "and device admissions")

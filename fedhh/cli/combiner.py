@@ -31,18 +31,13 @@ def register(subparsers: Any) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--listen", type=options.listen_address, default="127.0.0.1:7200",
-                   help="HOST:PORT (port 0: OS-chosen)")
+    options.add_listen_options(p, "127.0.0.1:7200", "and the workers' certificates")
     p.add_argument("--worker", action="append", required=True,
                    metavar="CONTROL[=PUBLIC[=WEB_URL[=SESSION]]]",
                    help="a worker aggregator (repeat, in index order): the address the combiner "
                         "dials, the one devices dial (default: the same), its Connect URL "
                         "for browser devices (https://HOST:PORT; default or empty: none) and "
                         "its framed session port (HOST:PORT; default: none)")
-    p.add_argument("--tls-dir", help="server.pem, server.key and ca.pem (also to verify the "
-                   "workers)")
-    p.add_argument("--insecure", action="store_true",
-                   help="plaintext gRPC; only allowed on loopback addresses")
     p.add_argument("--coordinator-key", required=True,
                    help="the coordinator's Ed25519 public key (PEM) that signs shard configs")
     p.add_argument("--control-token-file",

@@ -299,6 +299,22 @@ def check_dataset_out(out: Path, force: bool, inputs: tuple[Path, ...] = ()) -> 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
+def add_listen_options(parser: argparse.ArgumentParser, default: str,
+                       tls_also: str = "") -> None:
+    """Where a service listens and how: ``--listen`` (``default``), then TLS from ``--tls-dir``
+    (``tls_also``: what else its ca.pem verifies) or ``--insecure`` plaintext on loopback, one
+    or the other (before, the coordinator and a selector took both and served TLS, the
+    aggregator and the combiner refused both)."""
+    parser.add_argument("--listen", type=listen_address, default=default,
+                        help="HOST:PORT (port 0: OS-chosen)")
+    transport = parser.add_mutually_exclusive_group()
+    transport.add_argument("--tls-dir", help="server.pem, server.key and ca.pem for every "
+                                             "connection" + (f" ({tls_also})" if tls_also
+                                                             else ""))
+    transport.add_argument("--insecure", action="store_true",
+                           help="plaintext gRPC; only allowed on loopback addresses")
+
+
 def add_service_options(parser: argparse.ArgumentParser) -> None:
     """The options every service process shares: where its metrics listen and its log level."""
     parser.add_argument("--metrics-host", default="127.0.0.1",

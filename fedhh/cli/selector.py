@@ -35,11 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the leader coordinator's address HOST:PORT (its --listen)")
     p.add_argument("--name", default="",
                    help="this selector's name in the leader's logs (default: its --listen)")
-    p.add_argument("--listen", type=options.listen_address, default="127.0.0.1:7000",
-                   help="HOST:PORT (port 0: OS-chosen)")
-    p.add_argument("--tls-dir", help="server.pem, server.key and ca.pem for every connection")
-    p.add_argument("--insecure", action="store_true",
-                   help="plaintext gRPC; only allowed on loopback addresses")
+    options.add_listen_options(p, "127.0.0.1:7000")
     p.add_argument("--db", "--store", required=True,
                    help="the coordinator's store: its SQLite file (on the same host) or its "
                         "PostgreSQL URL postgresql://USER@HOST:PORT/DB")

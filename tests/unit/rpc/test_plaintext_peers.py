@@ -104,3 +104,21 @@ def test_the_commands_channel_is_one_and_keeps_the_rule() -> None:
         AdminClient(REMOTE, b"a" * 32)
     with AdminClient("127.0.0.1:7000", b"a" * 32) as client:
         assert client.channel is not None
+
+
+@pytest.mark.parametrize("service", ["coordinator", "selector", "aggregator", "combiner"])
+def test_every_service_takes_tls_or_plaintext_not_both(
+        service: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # One definition of --listen/--tls-dir/--insecure (options.add_listen_options); before,
+    # the coordinator and a selector took both and served TLS, the other two refused both.
+    code, err = _run([service, "--tls-dir", str(tmp_path), "--insecure"], capsys)
+    assert code == 2
+    assert "argument --insecure: not allowed with argument --tls-dir" in err, err
+    args = _args([service, "--insecure", *{"selector": ["--leader", "127.0.0.1:1", "--db", "x",
+                                                        "--coordinator-key", "k"],
+                                           "coordinator": ["--aggregator", "127.0.0.1:1"],
+                                           "aggregator": ["--coordinator-key", "k"],
+                                           "combiner": ["--coordinator-key", "k", "--worker",
+                                                        "127.0.0.1:1"]}[service]])
+    assert (args.insecure, args.tls_dir, args.listen.endswith(":7000") or service not in
+            ("coordinator", "selector")) == (True, None, True)
