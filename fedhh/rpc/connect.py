@@ -54,7 +54,7 @@ from fedhh.rpc.http_listener import (
 )
 from fedhh.rpc.procedures import CallAbort, CallContext, HeadCheck, Procedure
 from fedhh.rpc.request_log import RequestLog
-from fedhh.rpc.serving import check_failure_status, is_loopback
+from fedhh.rpc.serving import check_failure_status, check_plaintext_listener
 from fedhh.rpc.tls import TlsFiles
 
 log = logging.getLogger(__name__)
@@ -193,9 +193,8 @@ class ConnectServer:
         context = None
         if self.tls is not None:
             context = self.tls.server_context(f"the {self.name}")
-        elif not (insecure and is_loopback(f"{host}:{port}")):
-            raise ConfigError(f"the {self.name} on {host}:{port} needs TLS files (--tls-dir); "
-                              "plaintext only with --insecure on loopback")
+        else:
+            check_plaintext_listener(f"{host}:{port}", insecure, f"the {self.name}")
         # handler_cancellation: a call whose client went away ends, as a gRPC call does (a
         # device's GetTask long-poll would otherwise refuse its next one until it timed out).
         # lingering_time 0: a body left unread (a refused call) is never read afterwards; the

@@ -375,6 +375,19 @@ def check_web_url(url: str, what: str) -> str:
     return url
 
 
+def check_plaintext_listener(address: str, insecure: bool, what: str = "") -> None:
+    """For a listener without TLS files (gRPC's, the framed, Connect and dashboard ports):
+    ConfigError, naming ``what`` and ``address``, unless plaintext was asked for (--insecure)
+    and ``address`` is on loopback. (Before, each listener kept a copy, worded its own way.)"""
+    where = f"{what} on {address}" if what else address
+    if not insecure:
+        raise ConfigError(f"{where}: give TLS files (--tls-dir) or ask for --insecure on "
+                          "loopback")
+    if not is_loopback(address):
+        raise ConfigError(f"{where}: plaintext is allowed on loopback addresses only; it needs "
+                          "TLS files (--tls-dir)")
+
+
 def check_plaintext_peer(address: str, option: str = "", remedy: str = "TLS") -> None:
     """ConfigError, naming ``option`` and the ``remedy``, unless ``address`` is on loopback: the
     rule of every client that dials in plaintext (a device, a coordinator its aggregator, a
@@ -619,12 +632,8 @@ def bind(server: grpc.aio.Server, address: str, tls: TlsFiles | None, insecure: 
     if tls is not None:
         check_tls_files(tls)
         credentials = tls.server_credentials()
-    elif not insecure:
-        raise ConfigError(
-            f"{address}: give TLS files (--tls-dir) or ask for --insecure on loopback")
-    elif not is_loopback(address):
-        raise ConfigError(
-            f"plaintext is allowed on loopback addresses only; {address} needs TLS files")
+    else:
+        check_plaintext_listener(address, insecure)
     problem = unbindable(address)
     if problem is None:
         try:

@@ -78,7 +78,7 @@ from fedhh.rpc.request_waits import MAX_WAITING_REQUESTS, RequestWaits
 from fedhh.rpc.serving import (
     UnparsableRequest,
     check_failure_status,
-    is_loopback,
+    check_plaintext_listener,
     response_bytes,
 )
 from fedhh.rpc.tls import TlsFiles
@@ -546,12 +546,8 @@ class FramedServer:
         if self.tls is not None:
             context = self.tls.server_context(self.name)
             context.set_alpn_protocols([ALPN])
-        elif not insecure:
-            raise ConfigError(f"{self.name}: give TLS files (--tls-dir) or ask for --insecure "
-                              f"on loopback")
-        elif not is_loopback(f"{host}:{port}"):
-            raise ConfigError(f"plaintext is allowed on loopback addresses only; {host}:{port} "
-                              f"needs TLS files")
+        else:
+            check_plaintext_listener(f"{host}:{port}", insecure, self.name)
         listener = Listener(self, context, self.limits.max_connections,
                             self.limits.handshake_timeout_s, self.name, BACKLOG)
         bound = self.port = listener.bind(host, port)

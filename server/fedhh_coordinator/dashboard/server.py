@@ -26,10 +26,10 @@ from urllib.parse import quote
 from aiohttp import web
 
 from fedhh.codec.shown import printable
-from fedhh.errors import ConfigError, NotFoundError, RateLimited, StoreDamaged, shown
+from fedhh.errors import NotFoundError, RateLimited, StoreDamaged, shown
 from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Served, serve_runner
 from fedhh.rpc.request_log import RequestLog
-from fedhh.rpc.serving import is_loopback
+from fedhh.rpc.serving import check_plaintext_listener
 from fedhh.rpc.tls import TlsFiles
 from fedhh_coordinator.dashboard import pages
 from fedhh_coordinator.dashboard.auth import COOKIE, Sessions
@@ -115,9 +115,8 @@ class Dashboard:
         context = None
         if self.tls is not None:
             context = self.tls.server_context("the dashboard")
-        elif not (insecure and is_loopback(f"{host}:{port}")):
-            raise ConfigError(f"the dashboard on {host}:{port} needs TLS files (--tls-dir); "
-                              "plaintext only with --insecure on loopback")
+        else:
+            check_plaintext_listener(f"{host}:{port}", insecure, "the dashboard")
         # Keep-alive bounds how long a connection may wait for its next request head; the
         # listener bounds the first one and how many connections are held (http_listener.py).
         runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
