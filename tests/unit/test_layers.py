@@ -168,21 +168,32 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     assert imports(source) == [(2, "fedhh_coordinator.auth.x")]
 
 
-def test_a_planted_upward_import_fails_the_check(tmp_path: Path) -> None:
-    # A temporary copy of the packages, with one upward import planted (inside a function, as
-    # the lazy ones were) between every two library layers: each is reported.
+def _copy_packages(tmp_path: Path) -> None:
     for folder in FOLDERS:
         shutil.copytree(ROOT / folder, tmp_path / folder,
                         ignore=shutil.ignore_patterns("*_pb2*", "__pycache__", "books"))
+
+
+def _plant(tmp_path: Path, layer: str, code: str) -> Path:
+    """Append ``code`` to the copied ``layer`` (its planted.py for a package); the path."""
+    where = tmp_path / Path(*layer.split("."))
+    path = where / "planted.py" if where.is_dir() else where.with_suffix(".py")
+    with path.open("a") as out:
+        out.write("\n\n" + code)
+    return path.relative_to(tmp_path)
+
+
+def test_a_planted_upward_import_fails_the_check(tmp_path: Path) -> None:
+    # A temporary copy of the packages, with one upward import planted (inside a function, as
+    # the lazy ones were) between every two library layers: each is reported.
+    _copy_packages(tmp_path)
     assert upward_imports(tmp_path) == []
     planted = []
     for low, lower in enumerate(LIBRARY):
         for upper in LIBRARY[low + 1:]:
-            where = tmp_path / Path(*lower.split("."))
-            path = where / "planted.py" if where.is_dir() else where.with_suffix(".py")
-            with path.open("a") as out:
-                out.write(f"\n\ndef planted_{upper.split('.')[1]}():\n    import {upper}\n")
-            planted.append((path.relative_to(tmp_path), upper))
+            path = _plant(tmp_path, lower, f"def planted_{upper.split('.')[1]}():\n"
+                                           f"    import {upper}\n")
+            planted.append((path, upper))
     found = upward_imports(tmp_path)
     assert len(found) == len(planted) == len(LIBRARY) * (len(LIBRARY) - 1) // 2
     for path, upper in planted:
@@ -295,18 +306,13 @@ def test_the_server_side_never_reaches_for_reports_or_the_network() -> None:
 def test_a_planted_network_import_fails_the_check(tmp_path: Path) -> None:
     # A temporary copy of the packages, with gRPC imported (inside a function) by every library
     # layer outside the wire layer, and the simulator by every service: each is reported.
-    for folder in FOLDERS:
-        shutil.copytree(ROOT / folder, tmp_path / folder,
-                        ignore=shutil.ignore_patterns("*_pb2*", "__pycache__", "books"))
+    _copy_packages(tmp_path)
     planted = []
     for layer in LIBRARY:
         if layer in NETWORKED:
             continue
-        where = tmp_path / Path(*layer.split("."))
-        path = where / "planted.py" if where.is_dir() else where.with_suffix(".py")
-        with path.open("a") as out:
-            out.write("\n\ndef planted():\n    import grpc.aio\n")
-        planted.append((path.relative_to(tmp_path), "grpc.aio"))
+        planted.append((_plant(tmp_path, layer, "def planted():\n    import grpc.aio\n"),
+                        "grpc.aio"))
     for folder, package in FOLDERS.items():
         if package in SERVICES:
             path = tmp_path / folder / package / "planted.py"
