@@ -44,8 +44,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the default); always over gRPC (grpc; for comparison; default from "
                         f"${TASK_TRANSPORT_ENV}, which `fedhh loadtest`'s device processes "
                         "inherit)")
-    p.add_argument("--ca", help="CA certificate (PEM) that signed the services' certificates")
-    p.add_argument("--insecure", action="store_true", help="plaintext, loopback addresses only")
+    # One or the other, as for the services (before, both dialled plaintext while the start's
+    # preflight asked the coordinator over TLS).
+    transport = p.add_mutually_exclusive_group()
+    transport.add_argument("--ca", help="CA certificate (PEM) that signed the services' "
+                                        "certificates")
+    transport.add_argument("--insecure", action="store_true",
+                           help="plaintext, loopback addresses only")
     p.add_argument("--connect", action="store_true",
                    help="speak the Connect protocol (HTTP/1.1) to the services' web ports, as "
                         "a browser does: --coordinator is then the coordinator's --web-listen "

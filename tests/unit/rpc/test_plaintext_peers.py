@@ -122,3 +122,11 @@ def test_every_service_takes_tls_or_plaintext_not_both(
                                                         "127.0.0.1:1"]}[service]])
     assert (args.insecure, args.tls_dir, args.listen.endswith(":7000") or service not in
             ("coordinator", "selector")) == (True, None, True)
+
+
+def test_a_device_takes_a_ca_or_plaintext_not_both(capsys: pytest.CaptureFixture[str]) -> None:
+    # Before, both: its calls went in plaintext while its start's preflight used TLS.
+    code, err = _run(["device", "--coordinator", "127.0.0.1:7000", "--ca", "ca.pem",
+                      "--insecure"], capsys)
+    assert code == 2
+    assert "argument --insecure: not allowed with argument --ca" in err, err
