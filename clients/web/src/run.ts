@@ -40,7 +40,7 @@ import { type Coordinator, type TaskOptions, type TaskResult, newTaskMemory, nex
 import { KEY_BYTES } from "./primitives.js";
 import { systemJitter, systemRandom } from "./random.js";
 import { type DeviceData, reportForTask } from "./report.js";
-import { type RoundOptions, type Stage, codeOf, pause } from "./round.js";
+import { type RoundOptions, type Stage, codeOf, pause, transportFailed } from "./round.js";
 import { type DrawSource, systemDraws } from "./selection.js";
 import { StorageError, deviceDatabase } from "./storage.js";
 import { CoordinatorClient, type Identity, aggregatorClient, connectTransport } from "./wire.js";
@@ -163,6 +163,13 @@ export function checkBrowser(needs: { fetch?: boolean; indexedDb?: boolean } = {
       "than localhost), so the browser gives it neither WebCrypto (crypto.subtle) nor Web " +
       "Locks, which the device needs: serve the page over https");
   }
+  const origin = (globalThis as { location?: { origin?: unknown } }).location?.origin;
+  if (origin === "null") {
+    throw new UnsupportedBrowserError(
+      "this page has no origin of its own (it was opened from a file, or runs in a sandboxed " +
+      "frame), so no service can allow its calls (its --web-origin names pages by origin): " +
+      "serve the page over https from an origin the services allow");
+  }
   const missing: string[] = [];
   if (typeof scope.crypto?.getRandomValues !== "function") missing.push("crypto.getRandomValues");
   if (scope.crypto?.subtle === undefined) missing.push("WebCrypto (crypto.subtle)");
@@ -175,6 +182,19 @@ export function checkBrowser(needs: { fetch?: boolean; indexedDb?: boolean } = {
     throw new UnsupportedBrowserError(`this browser lacks ${missing.join(", ")}, which the ` +
                                       "device needs");
   }
+}
+
+/**
+ * What a call that got no answer at all says (`error.rawMessage`, "Failed to fetch"), and, in
+ * a page, that a service which does not allow the page's origin looks the same: a browser
+ * hides a refused CORS preflight from the page, so a page missing from the services'
+ * `--web-origin` saw "Failed to fetch" forever, like a coordinator that is down.
+ */
+export function noAnswerMessage(error: ConnectError): string {
+  const origin = (globalThis as { location?: { origin?: unknown } }).location?.origin;
+  if (!transportFailed(error) || typeof origin !== "string") return error.rawMessage;
+  return `${error.rawMessage}: the service is down or out of reach, or does not allow this ` +
+    `page's origin ${origin} (its --web-origin)`;
 }
 
 /**
@@ -320,7 +340,7 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
         ...(taskOptions === undefined ? {} : { forTask: (task: Task) => taskOptions(task, n) }),
         onCheckIn: (failures) => tell({ type: "checking-in", failures }),
         onCheckInFailed: (code, error, retryInMs) =>
-          tell({ type: "check-in-failed", code, message: error.rawMessage, retryInMs }),
+          tell({ type: "check-in-failed", code, message: noAnswerMessage(error), retryInMs }),
         onTask: (task) => tell({ type: "task", task }),
         onTaskRefused: (error, refusals, retryInMs) =>
           tell({ type: "task-refused", reason: error.message, refusals, retryInMs }),
@@ -426,8 +446,8 @@ async function enrol(coordinator: Coordinator, identities: IdentityStore,
         ? 60_000 : 10_000;
       const retryInMs = (options.jitter ?? systemJitter)()
         * Math.min(cap, 200 * 2 ** Math.min(failures, 30));
-      options.onEvent?.({ type: "enroll-failed", code: codeOf(error), message: error.rawMessage,
-                          retryInMs });
+      options.onEvent?.({ type: "enroll-failed", code: codeOf(error),
+                          message: noAnswerMessage(error), retryInMs });
       await pause(retryInMs, options.signal);
       continue;
     }
