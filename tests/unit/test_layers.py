@@ -10,6 +10,7 @@ including imports inside functions:
   library layer below or above the wire layer (the simulator, the studies) reaches for it;
 - no service imports the simulator, the studies or their plots (offline code, seeded
   randomness);
+- the CLI imports the network stack and the services only inside its commands' functions;
 - no two modules import each other, directly or through others (no import cycle);
 - no public class name is defined twice across the packages (a name says which one it is)."""
 
@@ -322,3 +323,30 @@ def test_a_planted_network_import_fails_the_check(tmp_path: Path) -> None:
     assert len(found) == len(planted) == len(LIBRARY) - 2 + len(SERVICES)
     for path, module in planted:
         assert any(f.startswith(f"{path}:") and f.endswith(f" imports {module}") for f in found)
+
+
+def cli_network_imports(root: Path) -> list[str]:
+    """The CLI's imports of the network stack or a service at module level (the commands import
+    them inside their functions, so `fedhh simulate` and every --help load neither)."""
+    found = []
+    for path in (root / "fedhh" / "cli").rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            else:
+                continue
+            found += [f"{path.relative_to(root)}:{node.lineno} imports {name}" for name in names
+                      if _within(name, (*NETWORK, *SERVICES))]
+    return found
+
+
+def test_the_cli_imports_the_network_only_inside_its_commands(tmp_path: Path) -> None:
+    assert cli_network_imports(ROOT) == []
+    cli = tmp_path / "fedhh" / "cli"
+    cli.mkdir(parents=True)
+    (cli / "one.py").write_text("import os\n\n\ndef run():\n    import grpc\n")
+    (cli / "two.py").write_text("from fedhh.rpc import serving\nimport fedhh_device.main\n")
+    assert cli_network_imports(tmp_path) == ["fedhh/cli/two.py:1 imports fedhh.rpc",
+                                             "fedhh/cli/two.py:2 imports fedhh_device.main"]
