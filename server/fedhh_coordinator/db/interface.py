@@ -4,16 +4,18 @@ transaction at a time, reads outside transactions, statements with ``?`` placeho
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import unquote
 
 import grpc
 
 from fedhh.errors import FedhhError
 
 __all__ = ["Cursor", "Database", "StoreUnavailable", "Transaction", "is_postgres_url",
-           "redact"]
+           "redact", "redact_text"]
 
 
 class StoreUnavailable(FedhhError):
@@ -60,10 +62,34 @@ def is_postgres_url(location: str | Path) -> bool:
     return str(location).startswith(("postgresql://", "postgres://"))
 
 
+# The URL's query parameters that hold a secret (libpq's names; any case).
+_SECRET_PARAMETERS = re.compile(r"([?&](?:ssl)?password=)([^&]*)", re.IGNORECASE)
+
+
 def redact(url: str) -> str:
-    """A PostgreSQL URL without its password, for messages and logs."""
+    """A PostgreSQL URL without its passwords (the user's, and ``password=`` or
+    ``sslpassword=`` in its query), for messages and logs."""
     scheme, sep, rest = url.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not sep or not at or ":" not in credentials:
+    if not sep:
         return url
+    rest = _SECRET_PARAMETERS.sub(r"\1***", rest)
+    credentials, at, host = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return f"{scheme}://{rest}"
     return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
+
+
+def redact_text(text: str, url: str) -> str:
+    """``text`` (a driver's message about ``url``) with the URL and each of its passwords, as
+    written and percent-decoded, replaced (the driver quotes the token it could not parse,
+    which may be the password, or the whole URL)."""
+    _, sep, rest = url.partition("://")
+    secrets = [value for _, value in _SECRET_PARAMETERS.findall(rest)] if sep else []
+    credentials = _SECRET_PARAMETERS.sub("", rest).rpartition("@")[0] if sep else ""
+    if ":" in credentials:
+        secrets.append(credentials.split(":", 1)[1])
+    text = text.replace(url, redact(url))
+    for secret in sorted({s for raw in secrets for s in (raw, unquote(raw)) if s},
+                         key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text

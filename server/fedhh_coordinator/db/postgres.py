@@ -30,7 +30,13 @@ import psycopg
 import psycopg.errors
 
 from fedhh.errors import ConfigError
-from fedhh_coordinator.db.interface import Cursor, StoreUnavailable, Transaction, redact
+from fedhh_coordinator.db.interface import (
+    Cursor,
+    StoreUnavailable,
+    Transaction,
+    redact,
+    redact_text,
+)
 from fedhh_coordinator.db.tables import check_store_tables, no_store_there
 
 __all__ = ["LOCK_KEY", "POSTGRES_SCHEMA", "PostgresDatabase", "StoreUnavailable"]
@@ -176,8 +182,10 @@ class PostgresDatabase:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10,
                                    application_name="fedhh-coordinator", options=options)
         except psycopg.Error as error:
+            # (the driver's message may quote the URL or its password: a token it could not
+            # parse)
             raise ConfigError(f"cannot connect to {self.location}: "
-                              f"{_first_line(error)}") from None
+                              f"{redact_text(_first_line(error), self.url)}") from None
         if not (self.read_only or self.selector):
             self._take_lock(conn)
         return conn
