@@ -33,7 +33,9 @@ draws nothing, in a column of padded items least of all, and the no-break space 
 ideographic space (U+3000) and the other spaces of category Zs draw like the ASCII space. So a
 space (U+0020) that begins or ends an item (or a cut prefix's text before its tail) is shown as
 ``\\x20``, and every space but U+0020 is escaped wherever it is (``new\\xa0york``): ``new york``,
-``new\\xa0york``, ``new york\\x20`` and ``\\x20new york`` are four items that show as four.
+``new\\xa0york``, ``new york\\x20`` and ``\\x20new york`` are four items that show as four. The
+symbols that draw blank are escaped as those spaces are: the braille pattern blank
+(``new\\u2800york``) and the musical null notehead U+1D159.
 
 A cut item ends in ``…`` (``wait…`` stands for every item starting ``wait``), so a whole item
 that ends in ``…`` itself, as text cut by its writer does, shows it escaped
@@ -81,8 +83,10 @@ __all__ = ["columns", "isolated", "ljust", "message_text", "printable", "rjust"]
 ELLIPSIS = "…"  # (as fedhh.codec.codec writes a cut prefix's end)
 
 # Format characters (category Cf) that reorder or hide text and are not default-ignorable
-# (those are ``_IGNORABLE``); the Arabic number signs, which draw, are kept.
-_HIDDEN_FORMAT = frozenset("\ufff9\ufffa\ufffb")
+# (those are ``_IGNORABLE``); the Arabic number signs, which draw, are kept. And the symbols
+# that draw blank, as a space does (not category Zs, nor default-ignorable): the braille pattern
+# blank U+2800 (``new\u2800york`` read ``new york``) and the musical null notehead U+1D159.
+_HIDDEN_FORMAT = frozenset("\ufff9\ufffa\ufffb\u2800\U0001d159")
 
 # Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties.txt): drawn as nothing, whatever
 # the font, unless they act on the characters around them (``_kept_in_context``).

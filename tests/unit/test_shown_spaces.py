@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from fedhh.codec.shown import ljust, printable
 
 ZS = [chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Zs"]
-SPACY = st.text(alphabet=st.sampled_from([*ZS, "a", "\\", "x", "2", "0", "東", "\u2026"]),
+SPACY = st.text(alphabet=st.sampled_from([*ZS, "a", "\\", "x", "2", "0", "東", "\u2026",
+                                              "\u2800", "\U0001d159"]),
                 max_size=8)
 
 
@@ -31,6 +32,11 @@ SPACY = st.text(alphabet=st.sampled_from([*ZS, "a", "\\", "x", "2", "0", "東", 
     ("1\u2009000", "1\\u2009000"),
     ("a\u202fb\u205fc\u1680d", "a\\u202fb\\u205fc\\u1680d"),
     ("a\\x20", "a\\\\x20"),  # (the item's own backslash is doubled: not an escape)
+    # symbols that draw blank (before, shown as they are: new⠀york read new york)
+    ("new\u2800york", "new\\u2800york"),
+    ("a\u2800", "a\\u2800"),
+    ("\u2801\u2800\u2803", "\u2801\\u2800\u2803"),
+    ("x\U0001d159y", "x\\U0001d159y"),
 ])
 def test_spaces_that_hide_are_escaped(item: str, shown: str) -> None:
     assert printable(item) == shown
@@ -59,4 +65,5 @@ def test_two_items_of_spaces_never_show_alike(one: str, other: str) -> None:
 def test_no_space_but_u0020_is_shown_and_none_at_the_ends(item: str) -> None:
     shown = printable(item)
     assert all(ch == " " or unicodedata.category(ch) != "Zs" for ch in shown)
+    assert "\u2800" not in shown and "\U0001d159" not in shown  # (they draw blank too)
     assert shown == shown.strip()
