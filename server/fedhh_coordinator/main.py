@@ -105,6 +105,14 @@ def check_startup(args: argparse.Namespace) -> Checked:
     control_token = read_secret(args.control_token_file, "FEDHH_CONTROL_TOKEN",
                                 "control token")
     admin_token = read_secret(args.admin_token_file, "FEDHH_ADMIN_TOKEN", "admin token")
+    if hmac.compare_digest(admin_token, control_token):
+        # The aggregation workers hold the control token; with it they could start and
+        # cancel runs and mint enrollment tokens (enrol identities of their own).
+        raise ConfigError(f"the admin token (from {args.admin_token_file or '$FEDHH_ADMIN_TOKEN'}"
+                          ") is the control token: give operators a token of their own "
+                          "(`fedhh certs --secrets DIR` writes admin.token); the aggregation "
+                          "workers hold the control token and must not be able to start runs "
+                          "or mint enrollment tokens")
     selector_token = read_selector_token(args, control_token, admin_token)
     tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
     if tls is not None:

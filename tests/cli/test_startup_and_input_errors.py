@@ -70,7 +70,7 @@ def secrets(tmp_path: Path) -> Path:
     root = tmp_path / "secrets"
     root.mkdir()
     (root / "control.token").write_text(TOKEN)
-    (root / "admin.token").write_text(TOKEN)
+    (root / "admin.token").write_text(TOKEN[::-1])  # (the admin token may not be the control token)
     load_or_create_signing_key(root / "signing.pem")
     return root
 
