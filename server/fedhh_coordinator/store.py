@@ -156,9 +156,15 @@ class Store:
                 "INSERT INTO devices (credential_hash, identity_key, label, enrolled_at) "
                 "VALUES (?, ?, ?, ?) RETURNING device_id",
                 (credential_hash, identity_key, label, now)).fetchone()[0])
-            if token_hash is not None:
-                db.execute("UPDATE enrollment_tokens SET used_by = ?, used_at = ? WHERE "
-                           "token_hash = ?", (device_id, now, token_hash))
+            # Taken only while still unused: a selector's enrolment (another connection) may
+            # have read the row as unused too and committed first; at PostgreSQL's READ
+            # COMMITTED this UPDATE then finds the row taken, and the device goes with the
+            # rollback (an UPDATE by token_hash alone overwrote used_by: two identities).
+            if token_hash is not None and db.execute(
+                    "UPDATE enrollment_tokens SET used_by = ?, used_at = ? WHERE "
+                    "token_hash = ? AND used_by IS NULL",
+                    (device_id, now, token_hash)).rowcount != 1:
+                raise AuthenticationError("unknown or already used enrollment token")
             return device_id
 
     def add_enrollment_tokens(self, token_hashes: list[bytes], label: str = "",

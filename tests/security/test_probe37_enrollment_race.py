@@ -1,0 +1,85 @@
+"""One enrollment token enrols one identity when the coordinator and a selector spend it at
+the same moment on a shared PostgreSQL store (probe 37).
+
+A selector writes enrolments beside the coordinator, each process with its own connection.
+``Store.add_device`` read the token's row (unused), added the device, then marked the token
+used with ``UPDATE ... WHERE token_hash = ?``; PostgreSQL runs transactions at READ COMMITTED,
+so of two enrolments that both read the row before either committed, the second's UPDATE waited
+for the first's commit and then overwrote ``used_by``: both identities were enrolled with one
+token (a leaked or shared token bought two Sybils). Now the UPDATE takes the token only while
+it is unused, and an enrolment whose UPDATE finds it taken is refused and rolled back.
+
+The interleaving is made, not hoped for: a third session holds the token's row lock while both
+enrolments read it and reach their UPDATE (seen waiting in ``pg_locks``), then lets go. (SQLite
+takes its write lock at BEGIN, so its enrolments never interleave.)"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from postgres_kit import PostgresServer
+
+from fedhh.errors import AuthenticationError
+from fedhh_coordinator.db import postgres
+from fedhh_coordinator.enrollment import token_hash
+from fedhh_coordinator.store import Store
+
+psycopg = pytest.importorskip("psycopg")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def location(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    # Statements wait for the held row lock however long the test takes to see both waiting
+    # (the store's 1 s would make the test's timing part of its outcome).
+    monkeypatch.setattr(postgres, "LOCK_WAIT_MS", 60_000)
+    with PostgresServer() as server:
+        yield server.create_database()
+
+
+def waiting_sessions(location: str) -> int:
+    with psycopg.connect(location, autocommit=True) as db:
+        row = db.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
+    return int(row[0])
+
+
+def test_one_token_spent_twice_at_once_enrols_one_identity(location: str) -> None:
+    coordinator, selector = Store(location), Store(location, selector=True)
+    token = token_hash(b"\x07" * 32)
+    coordinator.add_enrollment_tokens([token], label="race")
+    outcomes: dict[str, object] = {}
+
+    def enrol(name: str, store: Store, key: bytes) -> None:
+        try:
+            outcomes[name] = store.add_device(b"c" * 32, key, "", token)
+        except AuthenticationError as error:
+            outcomes[name] = error
+
+    locker = psycopg.connect(location)  # (a transaction: the row lock is held until commit)
+    try:
+        locker.execute("SELECT 1 FROM enrollment_tokens WHERE token_hash = %s FOR UPDATE",
+                       (token,))
+        threads = [threading.Thread(target=enrol, args=("coordinator", coordinator, b"k" * 32)),
+                   threading.Thread(target=enrol, args=("selector", selector, b"K" * 32))]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 60
+        while waiting_sessions(location) < 2:  # both have read the row and wait to update it
+            assert time.monotonic() < deadline, "the enrolments never reached their UPDATE"
+            time.sleep(0.01)  # polling the server's lock table
+        locker.commit()
+    finally:
+        locker.close()
+    for thread in threads:
+        thread.join(60)
+    enrolled = [o for o in outcomes.values() if isinstance(o, int)]
+    refused = [o for o in outcomes.values() if isinstance(o, AuthenticationError)]
+    assert len(enrolled) == 1 and len(refused) == 1, outcomes
+    assert "already used enrollment token" in str(refused[0])
+    counts = coordinator.enrollment()
+    assert (counts.devices, counts.tokens_used, counts.tokens_unused) == (1, 1, 0)
+    coordinator.close()
+    selector.close()
