@@ -152,10 +152,16 @@ class Store:
                     raise AuthenticationError("unknown or already used enrollment token")
                 if row[1] is not None and row[1] < now:
                     raise AuthenticationError("expired enrollment token")
-            device_id = int(db.execute(
+            # (no row: another connection, a selector's, enrolled this key meanwhile; its
+            # unique index made the INSERT wait for that commit, and it was a driver error)
+            inserted = db.execute(
                 "INSERT INTO devices (credential_hash, identity_key, label, enrolled_at) "
-                "VALUES (?, ?, ?, ?) RETURNING device_id",
-                (credential_hash, identity_key, label, now)).fetchone()[0])
+                "VALUES (?, ?, ?, ?) ON CONFLICT (identity_key) DO NOTHING RETURNING device_id",
+                (credential_hash, identity_key, label, now)).fetchone()
+            if inserted is None:
+                raise ConflictError("this identity key is already enrolled (by another token, "
+                                    "at the same moment)")
+            device_id = int(inserted[0])
             # Taken only while still unused: a selector's enrolment (another connection) may
             # have read the row as unused too and committed first; at PostgreSQL's READ
             # COMMITTED this UPDATE then finds the row taken, and the device goes with the

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import pytest
 from postgres_kit import PostgresServer
 
-from fedhh.errors import AuthenticationError
+from fedhh.errors import AuthenticationError, ConflictError
 from fedhh_coordinator.db import postgres
 from fedhh_coordinator.enrollment import token_hash
 from fedhh_coordinator.store import Store
@@ -81,5 +81,49 @@ def test_one_token_spent_twice_at_once_enrols_one_identity(location: str) -> Non
     assert "already used enrollment token" in str(refused[0])
     counts = coordinator.enrollment()
     assert (counts.devices, counts.tokens_used, counts.tokens_unused) == (1, 1, 0)
+    coordinator.close()
+    selector.close()
+
+
+def test_one_identity_enrolled_twice_at_once_is_a_conflict(location: str) -> None:
+    """One identity key presented with two tokens at once, to the coordinator and a selector:
+    one enrols it; before, the other's INSERT hit the unique index after waiting for that
+    commit and failed with the driver's UniqueViolation (INTERNAL to the device, a traceback
+    in the log); now it is the conflict a later enrolment of that key gets, and its token is
+    left unspent."""
+    coordinator, selector = Store(location), Store(location, selector=True)
+    tokens = [token_hash(b"\x01" * 32), token_hash(b"\x02" * 32)]
+    coordinator.add_enrollment_tokens(tokens, label="race")
+    outcomes: dict[str, object] = {}
+
+    def enrol(name: str, store: Store, token: bytes) -> None:
+        try:
+            outcomes[name] = store.add_device(b"c" * 32, b"k" * 32, "", token)
+        except Exception as error:  # (the driver's, before)
+            outcomes[name] = error
+
+    locker = psycopg.connect(location)  # its uncommitted row holds the key's index entry
+    try:
+        locker.execute("INSERT INTO devices (credential_hash, identity_key, label, enrolled_at)"
+                       " VALUES (%s, %s, '', 0)", (b"x" * 32, b"k" * 32))
+        threads = [threading.Thread(target=enrol, args=("coordinator", coordinator, tokens[0])),
+                   threading.Thread(target=enrol, args=("selector", selector, tokens[1]))]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 60
+        while waiting_sessions(location) < 2:  # both wait on the key's index entry
+            assert time.monotonic() < deadline, "the enrolments never reached their INSERT"
+            time.sleep(0.01)  # polling the server's lock table
+        locker.rollback()
+    finally:
+        locker.close()
+    for thread in threads:
+        thread.join(60)
+    enrolled = [o for o in outcomes.values() if isinstance(o, int)]
+    refused = [o for o in outcomes.values() if isinstance(o, ConflictError)]
+    assert len(enrolled) == 1 and len(refused) == 1, outcomes
+    assert "already enrolled" in str(refused[0])
+    counts = coordinator.enrollment()
+    assert (counts.devices, counts.tokens_used, counts.tokens_unused) == (1, 1, 1)
     coordinator.close()
     selector.close()
