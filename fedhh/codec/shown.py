@@ -14,7 +14,9 @@ is not shown as an item holding ESC. The joiners and selectors that make up emoj
 Indic and Persian words are shown as they are where they do that (``_kept_in_context``): a
 joiner (U+200C, U+200D) between an emoji or a letter of a script that joins and a further
 character, a variation selector after a character that has variants (an emoji, a symbol, an
-ideograph; not a cased letter, nor an ASCII character but a keycap's digit), a Mongolian
+ideograph; not a cased letter, nor an ASCII character but a keycap's digit; the text and emoji
+selectors VS15 and VS16 after no letter but ``ℹ``, which alone of them has an emoji form:
+``東\\ufe0f``, ``ש\\ufe0e``, which read ``東`` and ``ש``), a Mongolian
 variation selector in Mongolian, the tag characters of the subdivision flags of England,
 Scotland and Wales. Anywhere else they draw nothing (``a\\u200cb`` read ``ab``) and are
 escaped, as is every other default-ignorable character (the Hangul filler U+3164, the combining
@@ -138,6 +140,8 @@ def _kept_in_context(text: str, i: int) -> bool:
     if 0xFE00 <= ord(char) <= 0xFE0F or 0xE0100 <= ord(char) <= 0xE01EF:
         if before.isascii():  # a keycap (1️⃣): the digit, # or *, VS16, U+20E3
             return before in "0123456789#*" and text[i + 1:i + 2] == _KEYCAP
+        if char in _EMOJI_SELECTORS and unicodedata.category(before).startswith("L"):
+            return before == _INFORMATION  # (no other letter has an emoji form: 東️ read 東)
         return before != _EMOJI_PRESENTATION and unicodedata.category(before) not in (
             "Lu", "Ll", "Lt", "Mn", "Me", "Mc", "Zs")
     return False
@@ -207,6 +211,8 @@ def _width(char: str) -> int:
 
 
 _EMOJI_PRESENTATION = "\ufe0f"  # VS16: the character before it drawn as an emoji
+_EMOJI_SELECTORS = "\ufe0e\ufe0f"  # VS15 and VS16: text or emoji presentation
+_INFORMATION = "\u2139"  # ℹ, the one letter with an emoji presentation (ℹ️; UTS #51)
 _JOINER = "\u200d"
 _SKIN_TONES = range(0x1F3FB, 0x1F400)  # Fitzpatrick modifiers, drawn into the emoji before
 

@@ -47,6 +47,9 @@ from fedhh.codec.shown import columns, ljust, printable, rjust
         ("a\u200cb", "a\\u200cb"), ("a\u200db", "a\\u200db"), ("a\ufe0fb", "a\\ufe0fb"),
         ("a\u034fb", "a\\u034fb"), ("a\u3164b", "a\\u3164b"), ("x\u180by", "x\\u180by"),
         ("e\U000e0100", "e\\U000e0100"), ("1\ufe0f", "1\\ufe0f"),
+        # the text and emoji selectors after a letter with no emoji form (before: read 東, ש)
+        ("\u6771\ufe0f", "\u6771\\ufe0f"), ("\u05e9\ufe0e", "\u05e9\\ufe0e"),
+        ("\u0915\ufe0f", "\u0915\\ufe0f"),
         # ... nor at an end, nor twice: "👨" and "👨\u200d" read alike
         ("\U0001f468\u200d", "\U0001f468\\u200d"), ("\u200d\U0001f468", "\\u200d\U0001f468"),
         ("\U0001f468\u200d\u200d\U0001f469", "\U0001f468\u200d\\u200d\U0001f469"),
@@ -62,7 +65,8 @@ def test_what_drives_or_hides_is_escaped(item: str, shown: str) -> None:
     "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f",  # a subdivision flag
     "New York", "https://example.com/a?b=c",  # (New\u00a0York: tests/unit/test_shown_spaces.py)
     "\U0001f3f3\ufe0f\u200d\U0001f308", "\U0001f469\U0001f3fd\u200d\U0001f4bb", "#\ufe0f\u20e3",
-    "\u203c\ufe0f", "\u0915\u094d\u200d\u0937", "\u1820\u180b\u1821", "\u845b\U000e0100",
+    "\u203c\ufe0f", "\u2139\ufe0f", "\u0915\u094d\u200d\u0937", "\u1820\u180b\u1821",
+    "\u845b\U000e0100",
     "café", "한국", "Ω", "שָׁלוֹם", "ﬁ",  # in NFC, as items usually are
 ])
 def test_scripts_and_emoji_are_shown_as_they_are(item: str) -> None:
