@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
 import hashlib
 import hmac
 import importlib
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,20 +243,59 @@ def check_listeners(args: argparse.Namespace) -> None:
 
 
 def _written_files(args: argparse.Namespace) -> list[Path]:
-    """The files a start writes: the SQLite store (and its journals) and the signing key."""
+    """The files a start writes: the SQLite store (its journals and its lock) and the signing
+    key."""
     key = Path(args.signing_key)
     paths = [key, public_key_path(key)]
     if not is_postgres_url(args.db):
-        paths += [Path(args.db + suffix) for suffix in ("", "-wal", "-shm", "-journal")]
+        paths += [Path(args.db + suffix)
+                  for suffix in ("", "-wal", "-shm", "-journal", STORE_LOCK_SUFFIX)]
     return paths
+
+
+STORE_LOCK_SUFFIX = ".lock"
+
+
+def lock_sqlite_store(location: str, timeout_s: float = 60.0) -> int | None:
+    """The one coordinator of a SQLite store: an exclusive lock (flock) on ``<db>.lock``, held
+    for the process's life (its descriptor, returned; None for PostgreSQL, whose store takes
+    an advisory lock of its own). A previous holder is waited for up to ``timeout_s`` (a
+    restart overlapping the old process's exit), then ConfigError. Selectors and the
+    dashboard's reader do not take it. Before, a second coordinator on the same file started
+    beside the first, and both runners drove the same runs."""
+    if is_postgres_url(location):
+        return None
+    path = location + STORE_LOCK_SUFFIX
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        raise ConfigError(f"--db {location}: cannot open its lock file {path}: "
+                          f"{error.strerror}") from None
+    until, delay = time.monotonic() + timeout_s, 0.1
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= until:
+                os.close(fd)
+                raise ConfigError(f"another coordinator holds --db {location} (its lock "
+                                  f"{path}) after {timeout_s:g} s: a store serves one "
+                                  "coordinator; stop the other first (selectors beside it "
+                                  "run `fedhh selector`)") from None
+            log.warning("waiting for another coordinator to release the store",
+                        extra={"database": location})
+            time.sleep(delay)  # polling the lock: flock has no timeout of its own
+            delay = min(delay * 2, 2.0)
 
 
 async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int:
     checked = checked or check_startup(args)
     control_token, admin_token, tls = checked.control_token, checked.admin_token, checked.tls
     fresh = [path for path in _written_files(args) if not path.exists()]
-    store = None
+    store, store_lock = None, None
     try:
+        store_lock = lock_sqlite_store(args.db)
         store = Store(args.db)
         key = store_signing_key(store, args.signing_key)
         if args.enrollment_tokens_file:
@@ -271,6 +312,8 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
             store.close()
         for path in fresh:
             path.unlink(missing_ok=True)
+        if store_lock is not None:
+            os.close(store_lock)
         raise
     budget = LifetimeBudget(args.lifetime_eps, args.lifetime_delta,
                             args.budget_period_days * 86400)
@@ -349,6 +392,8 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
         await metrics.close()
         await aggregator.close()
         store.close()
+        if store_lock is not None:
+            os.close(store_lock)
 
 
 def run(args: argparse.Namespace) -> int:
