@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import fcntl
 import json
 import logging
 import math
@@ -49,6 +50,7 @@ __all__ = ["Journal", "RoundRecord"]
 log = logging.getLogger(__name__)
 
 FILE_NAME = "outcomes.jsonl"
+LOCK_NAME = "outcomes.lock"  # held by the one service of the directory (Journal.load)
 _VERSION = 1
 _OPS = ("open", "unmask", "finish", "delivered")
 OUTCOME_STATES = ("released", "aborted")
@@ -152,9 +154,12 @@ class Journal:
         outcomes of up to ``max_tombstones`` finished and ``max_rounds`` open rounds)."""
         return cls(directory, compact_after=max(64, 4 * (max_tombstones + max_rounds)))
 
-    def __init__(self, directory: Path, compact_after: int = 20_000) -> None:
+    def __init__(self, directory: Path, compact_after: int = 20_000,
+                 lock_timeout_s: float = 60.0) -> None:
         self.directory = Path(directory)
         self.path = self.directory / FILE_NAME
+        self.lock_timeout_s = lock_timeout_s
+        self._lock_fd: int | None = None
         self.compact_after = compact_after
         self.records: dict[bytes, RoundRecord] = {}
         self._lines = 0
@@ -166,9 +171,60 @@ class Journal:
     # -- loading -------------------------------------------------------------------------------
 
     def load(self) -> dict[bytes, RoundRecord]:
-        """Replay the file (the directory is created if needed) into :attr:`records`."""
+        """Replay the file (the directory is created if needed) into :attr:`records`, once
+        this journal holds the directory (:meth:`_lock`)."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ConfigError(f"cannot read the state directory {self.directory}: "
+                              f"{error.strerror}") from None
+        self._lock()
+        try:
+            return self._replay()
+        except BaseException:
+            self._unlock()
+            raise
+
+    def _lock(self) -> None:
+        """An exclusive lock (flock) on ``DIR/outcomes.lock`` for as long as the journal is
+        open: one service per state directory. A previous holder is waited for up to
+        ``lock_timeout_s`` (a restart overlapping the old process's exit), then ConfigError.
+        Before, a second aggregator given the directory of a running one started beside it:
+        each appended to the file and each rewrite dropped the other's lines (the other went
+        on appending to the replaced file), so a round's ``unmask`` could be lost."""
+        if self._lock_fd is not None:
+            return
+        path = self.directory / LOCK_NAME
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as error:
+            raise ConfigError(f"cannot open {path}: {error.strerror}") from None
+        until, delay = time.monotonic() + self.lock_timeout_s, 0.1
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._lock_fd = fd
+                return
+            except BlockingIOError:
+                if time.monotonic() >= until:
+                    os.close(fd)
+                    raise ConfigError(
+                        f"another service holds the state directory {self.directory} (its "
+                        f"lock {path}) after {self.lock_timeout_s:g} s: each aggregator, "
+                        "worker and combiner needs a --state-dir of its own") from None
+                log.warning("waiting for another service to release the state directory",
+                            extra={"path": str(self.directory)})
+                time.sleep(delay)  # polling the lock: flock has no timeout of its own
+                delay = min(delay * 2, 2.0)
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _replay(self) -> dict[bytes, RoundRecord]:
+        try:
             data = self.path.read_bytes() if self.path.exists() else b""
         except OSError as error:
             raise ConfigError(f"cannot read the state directory {self.directory}: "
@@ -291,6 +347,7 @@ class Journal:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
+        self._unlock()
 
 
 def _write_all(fd: int, data: bytes) -> None:
