@@ -22,7 +22,9 @@ Scotland and Wales. Anywhere else they draw nothing (``a\\u200cb`` read ``ab``) 
 escaped, as is every other default-ignorable character (the Hangul filler U+3164, the combining
 grapheme joiner U+034F...), a tag character anywhere else (after a black flag too: fonts draw any
 other tag sequence as the black flag alone), private-use characters and noncharacters (a font
-draws them as nothing or a box: ``\\ue000pua`` read ``pua``).
+draws them as nothing or a box: ``\\ue000pua`` read ``pua``), and the format characters that
+draw only on their own script's letters, away from them (the Syriac abbreviation mark, the
+Egyptian hieroglyph format controls: ``a\\U00013430b`` read ``ab``).
 
 A cut prefix (``Decoded.shown_cut``) is already written with escapes: its backslashes doubled,
 the bytes of a character it stops inside as ``\\xNN``, then ``…``; ``printable(text, cut=True)``
@@ -113,6 +115,30 @@ _TAGS = range(0xE0000, 0xE0080)  # invisible, but in the three subdivision flags
 _SUBDIVISION_FLAGS = re.compile("\U0001f3f4\U000e0067\U000e0062(?:"
                                 "\U000e0065\U000e006e\U000e0067|\U000e0073\U000e0063\U000e0074|"
                                 "\U000e0077\U000e006c\U000e0073)\U000e007f")
+
+
+# Format characters that draw only on the letters of their own script, so nothing elsewhere
+# (``a\U00013430b`` read ``ab``): the Syriac abbreviation mark over the Syriac letters after
+# it, and the Egyptian hieroglyph format controls between hieroglyphs.
+_SCRIPT_FORMAT = {0x070F: (0x0710, 0x074F)} | {
+    code: (0x13000, 0x1345F) for code in range(0x13430, 0x13440)}
+
+
+def _script_format_hides(text: str, i: int) -> bool:
+    """Whether ``text[i]`` is one of ``_SCRIPT_FORMAT`` without a letter of its script beside
+    it (the Syriac mark: after it; the hieroglyph controls: before and after, or another
+    control)."""
+    span = _SCRIPT_FORMAT.get(ord(text[i]))
+    if span is None:
+        return False
+    lo, hi = span
+
+    def ours(j: int) -> bool:
+        return 0 <= j < len(text) and lo <= ord(text[j]) <= hi
+
+    if ord(text[i]) == 0x070F:
+        return not ours(i + 1)
+    return not (ours(i - 1) and ours(i + 1))
 
 
 def _within(code: int, ranges: tuple[tuple[int, int], ...]) -> bool:
@@ -339,7 +365,7 @@ def printable(text: str, cut: bool = False) -> str:
             shown.append(_escape(char))
         elif _within(code, _IGNORABLE):
             shown.append(char if i < len(body) and _kept_in_context(body, i) else _escape(char))
-        elif i in foreign:
+        elif i in foreign or _script_format_hides(text, i):
             shown.append(_escape(char))
         else:
             shown.append(_escaped(char))
