@@ -244,7 +244,7 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
                 # list does: its estimate is their sum)
                 (printable(h["item"], cut=True) + (f"  ({h['note']})" if h.get("note") else ""),
                  f"{h['estimate']:,.0f}", _std(h), h["round"], h.get("cause", ""))
-                for h in cut[:top]])
+                for h in cut[:top]], item=0)
             if len(cut) > top:
                 print(f"({len(cut) - top} more with --top {len(cut)} or in --json)")
     metrics = payload["metrics"]
@@ -285,7 +285,7 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str) -> None:
          + (f"  ({h['note']})" if h.get("note") else ""),
          f"{h['estimate']:,.0f}", _std(h), h["round"])
         for i, h in enumerate(hitters[:top])
-    ])
+    ], item=1)
     print("(by round, then estimate: a round's estimate counts the devices that chose the "
           "item that round, among their items on the round's narrowing prefix list, so "
           "estimates of different rounds are not comparable)")
@@ -331,8 +331,17 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _table(rows: list[tuple]) -> None:
+ITEM_COLUMNS_MAX = 48  # the lists' item column, as `fedhh up`'s
+
+
+def _table(rows: list[tuple], item: int | None = None) -> None:
+    """``rows`` (the first the heading) right-justified in columns; the ``item`` column is no
+    wider than ITEM_COLUMNS_MAX (or its heading): a longer item, or one with a note, pushes
+    only its own row on. Before, one 150-column item or a cut prefix's note widened every row
+    of the list to it, so that on a terminal every row wrapped."""
     cells = [[str(c) for c in row] for row in rows]
     widths = [max(columns(r[i]) for r in cells) for i in range(len(cells[0]))]
+    if item is not None:
+        widths[item] = min(widths[item], max(ITEM_COLUMNS_MAX, columns(cells[0][item])))
     for row in cells:
         print("  ".join(rjust(c, w) for c, w in zip(row, widths, strict=True)))
