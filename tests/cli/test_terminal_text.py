@@ -50,6 +50,8 @@ from fedhh.codec.shown import columns, ljust, printable, rjust
         # the text and emoji selectors after a letter with no emoji form (before: read 東, ש)
         ("\u6771\ufe0f", "\u6771\\ufe0f"), ("\u05e9\ufe0e", "\u05e9\\ufe0e"),
         ("\u0915\ufe0f", "\u0915\\ufe0f"),
+        # VS16 after an emoji drawn as one without it (before: read as the bare emoji)
+        ("\U0001f44d\ufe0f", "\U0001f44d\\ufe0f"), ("\u231a\ufe0f", "\u231a\\ufe0f"),
         # format characters away from their script's letters (before: read ab)
         ("a\U00013430b", "a\\U00013430b"), ("\U00013000\U00013430", "\U00013000\\U00013430"),
         ("a\u070fb", "a\\u070fb"), ("\u0710\u070f", "\u0710\\u070f"),
@@ -70,6 +72,7 @@ def test_what_drives_or_hides_is_escaped(item: str, shown: str) -> None:
     "\U0001f3f3\ufe0f\u200d\U0001f308", "\U0001f469\U0001f3fd\u200d\U0001f4bb", "#\ufe0f\u20e3",
     "\u203c\ufe0f", "\u2139\ufe0f", "\u0915\u094d\u200d\u0937", "\u1820\u180b\u1821",
     "\u845b\U000e0100", "\U00013000\U00013430\U00013001", "\u070f\u0710\u0712",
+    "\u303d\ufe0f", "\U0001f237\ufe0f", "\U0001f43b\u200d\u2744\ufe0f",  # (text by default)
     "café", "한국", "Ω", "שָׁלוֹם", "ﬁ",  # in NFC, as items usually are
 ])
 def test_scripts_and_emoji_are_shown_as_they_are(item: str) -> None:
