@@ -214,7 +214,9 @@ def _inspect(args: argparse.Namespace) -> int:
     if "tail_token_share" in dataset.stats:
         print(f"  share of tokens from the rare tail: {dataset.stats['tail_token_share']:.4f}")
     shown = [printable(row["item"]) for row in report["top_weighted"]]
-    width = max([24, *map(columns, shown)])  # (a URL of 200 characters widens the column)
+    # (the column fits the longest up to 48 columns, as the consoles' lists of heavy hitters;
+    # a longer item, a 200-character URL, pushes only its own row's figures on)
+    width = min(48, max([24, *map(columns, shown)]))
     print(f"  {'rank':>4}  {ljust('item', width)} {'weighted':>10} {'users holding':>14}")
     for rank, (row, item) in enumerate(zip(report["top_weighted"], shown, strict=True),
                                        start=1):
