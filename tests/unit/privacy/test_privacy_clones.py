@@ -10,7 +10,13 @@ import pytest
 from scipy.stats import binom
 
 from fedhh.privacy import clones
-from fedhh.privacy.clones import FMT21, FMT23, CloneReduction, clone_log_probabilities
+from fedhh.privacy.clones import (
+    FMT21,
+    FMT23,
+    CloneReduction,
+    clone_log_probabilities,
+    reduction,
+)
 from fedhh.privacy.shuffle import closed_form_epsilon
 
 ORDERS = np.array([1.5, 2.0, 3.0, 8.0, 20.0])
@@ -203,3 +209,18 @@ def test_tiny_eps0_is_answered_within_eps0(eps0: float, variant: str,
     assert red.delta(0.0) <= 1e-6
     rdp = red.rdp(ORDERS)
     assert np.all((rdp >= 0.0) & (rdp <= eps0))
+
+
+def test_float_error_of_the_weights_is_charged_at_a_billion_devices() -> None:
+    """At n = 10^9 the log-weights' rounding (~1e-5) exceeds the divergences (~1e-9): uncharged,
+    the RDP curve came out as exact zeros and the accountant claimed eps_agg = 0."""
+    from fedhh.privacy.accountant import aggregate_epsilon
+    from fedhh.privacy.clones import weight_error
+
+    red = reduction(2.0, 10**9, FMT21)
+    rdp = red.rdp(np.array([1.25, 2.0, 8.0, 64.0]))
+    assert np.all(rdp > 0)
+    assert red.weight_error >= weight_error(10**9, red.log_p, red.log_q, 1) > 1e-5
+    assert aggregate_epsilon(2.0, 1e-6, 4, 10**9, method="clones").eps_agg > 1e-4
+    # Small populations: the charge is negligible against the divergences.
+    assert reduction(2.0, 1000, FMT21).weight_error < 1e-9
