@@ -31,7 +31,13 @@ import numpy as np
 
 from fedhh.errors import ConfigError, PrivacyError
 from fedhh.privacy import methods, shuffle, sum_pld
-from fedhh.privacy._checks import check_delta, check_devices, check_eps, check_rate, check_rounds
+from fedhh.privacy._checks import (
+    check_delta,
+    check_devices,
+    check_eps_local,
+    check_rate,
+    check_rounds,
+)
 from fedhh.privacy.composition import (
     ORDERS,
     cks_epsilons,
@@ -215,7 +221,7 @@ def check_offsets(eps_local: float, offsets: Sequence[float] | None, rounds: int
     if method != "sum" and any(o != 0 for o in offsets):
         raise PrivacyError(f"per-round allocations are accounted by the sum method only, "
                            f"not {method!r}")
-    return [check_eps(eps_local + float(o), f"eps_local of round {i + 1}")
+    return [check_eps_local(eps_local + float(o), f"eps_local of round {i + 1}")
             for i, o in enumerate(offsets)]
 
 
@@ -239,7 +245,7 @@ def aggregate_epsilon(
 
     ``offsets``: a per-round allocation, round i at local epsilon eps_local + offsets[i]
     (``allocation_offsets``); accounted by the ``"sum"`` method only."""
-    eps_local = check_eps(eps_local, "eps_local")
+    eps_local = check_eps_local(eps_local, "eps_local")
     delta = check_delta(delta)
     rounds = check_rounds(rounds)
     num_devices = check_devices(num_devices)
