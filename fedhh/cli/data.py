@@ -23,6 +23,8 @@ from fedhh.cli.main import usage_error
 from fedhh.codec.shown import columns, ljust, printable
 from fedhh.errors import ConfigError
 
+INSPECT_COLUMNS_MAX = 160  # `fedhh data inspect`'s item column at most
+
 
 def _positive_int(text: str) -> int:
     try:
@@ -214,9 +216,9 @@ def _inspect(args: argparse.Namespace) -> int:
     if "tail_token_share" in dataset.stats:
         print(f"  share of tokens from the rare tail: {dataset.stats['tail_token_share']:.4f}")
     shown = [printable(row["item"]) for row in report["top_weighted"]]
-    # (the column fits the longest up to 48 columns, as the consoles' lists of heavy hitters;
-    # a longer item, a 200-character URL, pushes only its own row's figures on)
-    width = min(48, max([24, *map(columns, shown)]))
+    # (the column fits the longest, a long URL too, up to 160 columns; a longer item, a blob of
+    # 5,000 characters, pushes only its own row's figures on rather than padding every row)
+    width = min(INSPECT_COLUMNS_MAX, max([24, *map(columns, shown)]))
     print(f"  {'rank':>4}  {ljust('item', width)} {'weighted':>10} {'users holding':>14}")
     for rank, (row, item) in enumerate(zip(report["top_weighted"], shown, strict=True),
                                        start=1):
