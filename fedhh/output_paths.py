@@ -8,8 +8,12 @@ have used up its one-time token.
 
 from __future__ import annotations
 
+import fcntl
+import logging
+import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from fedhh.errors import ConfigError
@@ -101,3 +105,29 @@ def write_output(option: str, path: str, text: str) -> None:
     except OSError as error:
         raise ConfigError(f"{option} {path}: cannot write it: {error.strerror or error}"
                           ) from None
+
+
+def hold_lock(path: Path, timeout_s: float, *, cannot_open: str, busy: str, waiting: str,
+              context: dict[str, str], logger: logging.Logger) -> int:
+    """The descriptor of an exclusive lock (flock) on ``path``, held until it is closed or the
+    process ends: one process at a time over a piece of state (a coordinator's SQLite store, an
+    aggregation service's state directory). A previous holder is waited for up to
+    ``timeout_s`` (a restart overlapping the old process's exit), ``logger`` saying ``waiting``
+    with ``context``; then ConfigError ``busy``. ``cannot_open`` prefixes the reason a lock file
+    cannot be made."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        raise ConfigError(f"{cannot_open}: {error.strerror}") from None
+    until, delay = time.monotonic() + timeout_s, 0.1
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= until:
+                os.close(fd)
+                raise ConfigError(busy) from None
+            logger.warning(waiting, extra=context)
+            time.sleep(delay)  # polling the lock: flock has no timeout of its own
+            delay = min(delay * 2, 2.0)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import fcntl
 import json
 import logging
 import math
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConfigError
+from fedhh.output_paths import hold_lock
 from fedhh.rpc.errors import MAX_DETAILS
 from fedhh_aggregator.rounds import MAX_ROUND_ID_BYTES
 
@@ -195,27 +195,13 @@ class Journal:
         if self._lock_fd is not None:
             return
         path = self.directory / LOCK_NAME
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError as error:
-            raise ConfigError(f"cannot open {path}: {error.strerror}") from None
-        until, delay = time.monotonic() + self.lock_timeout_s, 0.1
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self._lock_fd = fd
-                return
-            except BlockingIOError:
-                if time.monotonic() >= until:
-                    os.close(fd)
-                    raise ConfigError(
-                        f"another service holds the state directory {self.directory} (its "
-                        f"lock {path}) after {self.lock_timeout_s:g} s: each aggregator, "
-                        "worker and combiner needs a --state-dir of its own") from None
-                log.warning("waiting for another service to release the state directory",
-                            extra={"path": str(self.directory)})
-                time.sleep(delay)  # polling the lock: flock has no timeout of its own
-                delay = min(delay * 2, 2.0)
+        self._lock_fd = hold_lock(
+            path, self.lock_timeout_s, cannot_open=f"cannot open {path}",
+            busy=f"another service holds the state directory {self.directory} (its lock "
+                 f"{path}) after {self.lock_timeout_s:g} s: each aggregator, worker and "
+                 "combiner needs a --state-dir of its own",
+            waiting="waiting for another service to release the state directory",
+            context={"path": str(self.directory)}, logger=log)
 
     def _unlock(self) -> None:
         if self._lock_fd is not None:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import fcntl
 import hashlib
 import hmac
 import importlib
 import logging
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +17,7 @@ from typing import Any, cast
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import ConfigError
-from fedhh.output_paths import check_output, check_store_file
+from fedhh.output_paths import check_output, check_store_file, hold_lock
 from fedhh.privacy.sum_pld import import_accountant_libraries
 from fedhh.rpc import serving
 from fedhh.rpc.credentials import (
@@ -266,27 +264,13 @@ def lock_sqlite_store(location: str, timeout_s: float = 60.0) -> int | None:
     if is_postgres_url(location):
         return None
     path = location + STORE_LOCK_SUFFIX
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError as error:
-        raise ConfigError(f"--db {location}: cannot open its lock file {path}: "
-                          f"{error.strerror}") from None
-    until, delay = time.monotonic() + timeout_s, 0.1
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            if time.monotonic() >= until:
-                os.close(fd)
-                raise ConfigError(f"another coordinator holds --db {location} (its lock "
-                                  f"{path}) after {timeout_s:g} s: a store serves one "
-                                  "coordinator; stop the other first (selectors beside it "
-                                  "run `fedhh selector`)") from None
-            log.warning("waiting for another coordinator to release the store",
-                        extra={"database": location})
-            time.sleep(delay)  # polling the lock: flock has no timeout of its own
-            delay = min(delay * 2, 2.0)
+    return hold_lock(
+        Path(path), timeout_s, cannot_open=f"--db {location}: cannot open its lock file {path}",
+        busy=f"another coordinator holds --db {location} (its lock {path}) after "
+             f"{timeout_s:g} s: a store serves one coordinator; stop the other first "
+             "(selectors beside it run `fedhh selector`)",
+        waiting="waiting for another coordinator to release the store",
+        context={"database": location}, logger=log)
 
 
 async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int:
