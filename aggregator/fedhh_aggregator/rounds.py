@@ -36,7 +36,7 @@ from enum import StrEnum
 from typing import Any
 
 from fedhh.errors import AuthenticationError, ConfigError, StateError
-from fedhh.rpc.aggregator_wire import RequestEncoder
+from fedhh.rpc.aggregator_wire import UPLOAD_IDLE_S, UPLOAD_MIN_RATE, RequestEncoder
 from fedhh.rpc.serving import MAX_PENDING_CALLS
 from fedhh.secagg import (
     AbortReason,
@@ -138,8 +138,8 @@ class Limits:
     # An upload whose next message does not arrive within upload_idle_s, or that runs slower
     # than upload_min_rate bytes/s after that grace, is cut off (DEADLINE_EXCEEDED) and frees
     # its slot; a device has at most one upload in progress, so no member holds every slot.
-    upload_idle_s: float = 5.0
-    upload_min_rate: int = 64 << 10
+    upload_idle_s: float = UPLOAD_IDLE_S
+    upload_min_rate: int = UPLOAD_MIN_RATE
     # Finished rounds are remembered (GetOutcome; no reopening) for tombstone_ttl_s, at most
     # max_tombstones of them (the oldest go first). The age must cover max_round_s, so a
     # config can never be reopened while its deadlines are still ahead.

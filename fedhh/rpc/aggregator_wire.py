@@ -91,11 +91,17 @@ __all__ = [
     "unmask_digest",
     "unmask_from_pb",
     "unmask_to_pb",
+    "upload_seconds",
 ]
 
 DEVICE_SERVICE = "fedhh.v1.SecureAggregation"
 CONTROL_SERVICE = "fedhh.v1.AggregatorControl"
 CHUNK_BYTES = 1 << 20  # the largest vector chunk on the wire, either direction
+# An aggregator's defaults for uploads (fedhh_aggregator.rounds.Limits): the next message
+# within UPLOAD_IDLE_S, and the whole body at UPLOAD_MIN_RATE bytes/s after that grace. A
+# device's call deadline leaves its upload that long (device_client.DeviceSession).
+UPLOAD_IDLE_S = 5.0
+UPLOAD_MIN_RATE = 64 << 10
 SESSION_ID_BYTES = 32
 DIGEST_BYTES = 32
 EVIDENCE_PART_ENTRIES = 8192  # survivors and signatures per ReleaseEvidencePart (<= 600 KiB)
@@ -764,3 +770,10 @@ def evidence_parts(survivors: tuple[int, ...], signatures: tuple[tuple[int, byte
             signatures=[pb.SurvivorSignature(device_id=i, signature=sig)
                         for i, sig in signatures[offset:offset + step]]))
     return parts
+
+
+def upload_seconds(size: int) -> float:
+    """How long an aggregator at its default limits may take to read an upload of ``size``
+    bytes (UPLOAD_IDLE_S, then UPLOAD_MIN_RATE): what a device's call deadline leaves the body,
+    so a slow uplink is cut by the aggregator's rule, not sooner by the device's own deadline."""
+    return UPLOAD_IDLE_S + size / UPLOAD_MIN_RATE

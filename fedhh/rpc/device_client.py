@@ -69,6 +69,7 @@ from fedhh.rpc.aggregator_wire import (
     stage_to_pb,
     unmask_digest,
     unmask_to_pb,
+    upload_seconds,
 )
 from fedhh.rpc.device_stream import participate_stream
 from fedhh.rpc.framed.client import FramedStub
@@ -152,8 +153,14 @@ class DeviceSession:
         message = request_from_pb(self.session_id, self.device.device_id, response)
         return int(response.status), message, str(response.abort_reason)
 
-    def _timeout(self, wait_next_ms: int) -> float:
-        return wait_next_ms / 1000 + self.call_timeout
+    def _timeout(self, wait_next_ms: int, upload: int = 0) -> float:
+        """A call's deadline: its answer's hold, ``call_timeout``, and for a body of ``upload``
+        bytes the time the aggregator gives it (upload_seconds). Before, a masked vector had
+        the hold and call_timeout alone, so one of 4 MiB (D = 2^20) over a 1 Mbit/s link was
+        cut by the device's own deadline at 30 s and sent again, whole, until its stage
+        closed: the device never contributed."""
+        return (wait_next_ms / 1000 + self.call_timeout
+                + (upload_seconds(upload) if upload else 0.0))
 
     def _creds(self, kind: CallKind, digest: bytes) -> pb.DeviceCredentials:
         return credentials(self.identity_key, self.admission, kind, self.session_id, digest)
@@ -237,8 +244,8 @@ class DeviceSession:
         if len(data) <= step:  # one message: the unary call costs less than a stream
             vector = pb.MaskedVector(header=header, data=data)
             return await self._submit(
-                lambda: self.stub.SubmitMaskedVector(vector,
-                                                     timeout=self._timeout(wait_next_ms)),
+                lambda: self.stub.SubmitMaskedVector(
+                    vector, timeout=self._timeout(wait_next_ms, len(data))),
                 "SubmitMaskedVector", vector.ByteSize())
 
         async def chunks() -> AsyncIterator[pb.MaskedInputChunk]:
@@ -247,7 +254,8 @@ class DeviceSession:
                 yield pb.MaskedInputChunk(data=data[offset:offset + step])
 
         return await self._submit(
-            lambda: self.stub.SubmitMaskedInput(chunks(), timeout=self._timeout(wait_next_ms)),
+            lambda: self.stub.SubmitMaskedInput(
+                chunks(), timeout=self._timeout(wait_next_ms, len(data))),
             "SubmitMaskedInput", header.ByteSize() + len(data))
 
     async def submit_consistency(self, message: ConsistencyResponse, wait_next_ms: int = 0
