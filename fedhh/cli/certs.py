@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import ipaddress
+import itertools
 import os
 import re
 import secrets
@@ -286,11 +287,11 @@ def check_secrets(root: Path, device_tokens: int, replicas: int) -> list[str]:
             except ConfigError as error:
                 raise ConfigError(f"{error}; certs keeps existing tokens: replace {path}, or "
                                   "remove it to have a new one written") from None
-    for other in ("control", "admin"):  # (the coordinator refuses these at start)
-        if "selector" in values and values["selector"] == values.get(other):
-            raise ConfigError(f"{root / 'selector.token'} is the {other} token; certs keeps "
-                              "existing tokens: remove it to have a selector token of its own "
-                              "written")
+    for first, second in itertools.combinations(TOKENS, 2):  # the coordinator refuses these
+        if second in values and values[second] == values.get(first):
+            raise ConfigError(f"{root / f'{second}.token'} is the {first} token; certs keeps "
+                              f"existing tokens: remove it to have a new {second} "
+                              "token of its own written")
     key = root / SIGNING_KEY
     if key.exists():
         load_signing_key(key, f"the signing key {key}")
