@@ -178,25 +178,17 @@ def test_certs_writes_a_selector_token_of_its_own_and_refuses_one_that_is_the_co
     selector, control = (secrets / "selector.token", secrets / "control.token")
     assert selector.read_text().strip() != control.read_text().strip()
     assert selector.stat().st_mode & 0o777 == 0o600
-    # A secrets folder whose selector token is the control token (copied by hand): refused,
-    # nothing changed.
-    selector.write_text(control.read_text())
-    before = {p.name: p.read_bytes() for p in secrets.iterdir()}
-    done = subprocess.run(certs, capture_output=True, text=True, timeout=EXIT_BOUND_S,
-                          env=environment())
-    assert one_line_error(done, "certs") == (
-        f"{selector} is the control token; certs keeps existing tokens: remove it to have a new "
-        "selector token of its own written")
-    assert {p.name: p.read_bytes() for p in secrets.iterdir()} == before
-    # An admin token that is the control token too (the coordinator refuses it at start, since
-    # the aggregators hold the control token): certs says so rather than leave it.
-    admin = secrets / "admin.token"
-    selector.unlink()
-    admin.write_text(control.read_text())
-    before = {p.name: p.read_bytes() for p in secrets.iterdir()}
-    done = subprocess.run(certs, capture_output=True, text=True, timeout=EXIT_BOUND_S,
-                          env=environment())
-    assert one_line_error(done, "certs") == (
-        f"{admin} is the control token; certs keeps existing tokens: remove it to have a new "
-        "admin token of its own written")
-    assert {p.name: p.read_bytes() for p in secrets.iterdir()} == before
+    # A secrets folder whose selector token is the control token (copied by hand), then one
+    # whose admin token is (the coordinator refuses both at start, since the aggregators hold
+    # the control token): refused, nothing changed.
+    for name in ("selector", "admin"):
+        copied = secrets / f"{name}.token"
+        copied.write_text(control.read_text())
+        before = {p.name: p.read_bytes() for p in secrets.iterdir()}
+        done = subprocess.run(certs, capture_output=True, text=True, timeout=EXIT_BOUND_S,
+                              env=environment())
+        assert one_line_error(done, "certs") == (
+            f"{copied} is the control token; certs keeps existing tokens: remove it to have a "
+            f"new {name} token of its own written")
+        assert {p.name: p.read_bytes() for p in secrets.iterdir()} == before
+        copied.unlink()
