@@ -3,7 +3,8 @@
 Used by the command line (``fedhh.cli.options``) and by the services' own start-up checks
 (the coordinator's --ready-file, a device process's --state-dir and --stats-file), which must
 refuse a path they cannot write before they act, not after: a device that enrolled first would
-have used up its one-time token.
+have used up its one-time token. Also the exclusive lock (``hold_lock``) by which a service
+keeps the state it writes (a SQLite store, a state directory) to itself.
 """
 
 from __future__ import annotations
