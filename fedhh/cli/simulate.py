@@ -267,7 +267,8 @@ def _truncation_hint(payload: dict[str, Any], blocker: str | None) -> str:
     refused or changes nothing."""
     if blocker is not None:
         return (f"completion rounds, which complete long items, do not run with {blocker}: "
-                "--max-bits widens the codes, or run without it; docs/codecs.md")
+                "--max-bits widens the codes, with as many more --rounds (a round covers at "
+                "most log2(--dim-limit) bits), or run without it; docs/codecs.md")
     if str(payload["privacy"].get("completion_rounds", "")).startswith("0 of "):
         return ("completion rounds, which complete long items, could not be budgeted among so "
                 "few devices (the privacy line): more devices, a larger --eps-agg or "

@@ -275,8 +275,10 @@ def check_feasible(
                 f"{rounds} rounds of {fixed_bits}-bit segments cover only "
                 f"{fixed_bits * rounds} of the {max_bits} bits of an item"
             )
-    if rounds * floor_log2(dim_limit) < max_bits:
+    per_round = floor_log2(dim_limit)
+    if rounds * per_round < max_bits:
         raise ConfigError(
-            f"{rounds} rounds of at most {floor_log2(dim_limit)} bits (dim_limit {dim_limit}) "
-            f"cannot cover {max_bits}-bit items"
+            f"{rounds} rounds of at most {per_round} bits (dim_limit {dim_limit}) "
+            f"cannot cover {max_bits}-bit items: that takes at least "
+            f"{-(-max_bits // per_round)} rounds, or fewer bits"
         )

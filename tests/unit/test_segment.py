@@ -63,3 +63,12 @@ def test_infeasible_configurations_fail_early() -> None:
     with pytest.raises(ConfigError, match="segment_bits"):
         check_feasible(2, 60, 10**7, fixed_bits=30)
     check_feasible(4, 60, 10**7, fixed_bits=15)
+
+
+def test_rounds_too_few_for_the_bits_name_how_many_it_takes() -> None:
+    """Before, the error said only that the rounds could not cover the bits: a user who had
+    followed a truncation note's --max-bits was left to work out --rounds."""
+    with pytest.raises(ConfigError, match=r"cannot cover 1024-bit items: that takes at least "
+                                          r"45 rounds, or fewer bits"):
+        check_feasible(4, 1024, 10_000_000)
+    check_feasible(45, 1024, 10_000_000)
