@@ -6,11 +6,11 @@ writes machine-readable results with the keys ``heavy_hitters`` (list of {"item"
 "std", "round", "code", "ended", "truncated"}; ``std``, the estimate's standard deviation at its
 round's randomizer and contributors, null for a mechanism without one), ``cut_prefixes`` (the
 same, for heavy prefixes the rounds could not complete, each with its ``cause``: ``no rounds
-left``, ``lost in round N`` or ``the codes' limit, 1,024 bits``), ``earlier_runs`` (the same,
+left``, ``lost in round N`` or ``the codes' limit, 4,096 bits``), ``earlier_runs`` (the same,
 for what the first run of --two-runs found), ``deny_list`` (as given),
 ``deny_list_cut`` (its items longer than the codes, each with the dataset's items it also
 denies: ``also_denies``, each's ``item`` and ``users_holding``; ``needs_bits``, its whole
-code's, null past 1,024), ``metrics``,
+code's, null past 4,096), ``metrics``,
 ``rounds`` (per-round diagnostics), ``privacy``, ``config``, ``dataset`` and ``timings``;
 ``--plot PATH`` draws the paper's marginal discovered-frequency plot.
 
@@ -176,7 +176,7 @@ def cut_cause(round_: int, bits: int, width: int, last: int) -> str:
     ran out while it was still heavy, which more --completion-rounds extend, or the round after
     the one that kept it lost every extension (its count fell below that cheaper round's
     threshold, which more devices or a larger --eps-agg lower); or it reached the codes' limit
-    (1,024 bits), which nothing extends: before, that read "no rounds left" with rounds left."""
+    (``MAX_SUPPORTED_BITS``), which nothing extends: before, that read "no rounds left" with rounds left."""
     if width >= MAX_SUPPORTED_BITS and bits >= width:
         # (more --completion-rounds add nothing: codes end there, rounds were left or not)
         return f"the codes' limit, {MAX_SUPPORTED_BITS:,} bits"

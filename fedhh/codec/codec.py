@@ -29,7 +29,7 @@ from fedhh.codec.codebook import (
 )
 from fedhh.errors import ConfigError
 
-MAX_SUPPORTED_BITS = 1024
+MAX_SUPPORTED_BITS = 4096
 ENCODE_BATCH = 1 << 17
 ELLIPSIS = "…"
 

@@ -22,7 +22,8 @@ with rounds = 2*10^7 took the coordinator to 7.6 GB, 2^32 - 1 rounds raised a Me
 - rounds and completion_rounds: 1,024 each (``MAX_ROUNDS``): each round spends at least one
   bit of an item's code (a million completion rounds had the planner solve for a million
   rounds before it could drop them);
-- max_bits and segment_bits: 1,024, the codec's ``MAX_SUPPORTED_BITS``;
+- max_bits and segment_bits: 4,096, the codec's ``MAX_SUPPORTED_BITS`` (512 bytes of a URL in
+  the byte codebook; a code array of 4,096-bit codes takes 512 bytes per item);
 - dim_limit: 2^26 in simulation (a round's domain is allocated as arrays: 2^26 takes ~1.8 GB
   on Shakespeare, 2^28 took more than 7 GB; the paper's P is 10^7; PI-RAPPOR needs fields
   below 2^31), 2^24 on the network (each device uploads one entry per domain element; secure
@@ -313,7 +314,7 @@ class RunConfig:
     def code_bits(self, mode: Mode = Mode.SIMULATION) -> int:
         """Width of the codes: max_bits; with completion rounds, what every round can add at
         most, floor(log2 P) bits each (the main rounds may go past max_bits when their prefix
-        list is short; at most 1024)."""
+        list is short; at most ``MAX_SUPPORTED_BITS``)."""
         from fedhh.codec import MAX_SUPPORTED_BITS
 
         if not self.completion():

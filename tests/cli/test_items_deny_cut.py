@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from cli_kit import run_cli
 
-STEM = "https://example.com/" + "%E6%97%A5" * 40  # past 1,024 bits with the unicode codebook
+STEM = "https://example.com/" + "%E6%97%A5" * 60  # past 4,096 bits with the unicode codebook
 DENIED, SIBLING = STEM + "?a=1", STEM + "?a=2"
-SHORT_LONG = "https://example.com/x" + "y" * 180  # past the run's 684 bits, within 1,024
+SHORT_LONG = "https://example.com/x" + "y" * 180  # past the run's 684 bits, within 4,096
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +56,13 @@ def test_a_cut_deny_item_names_what_it_also_denies(
     assert cut["also_denies"] == [{"item": SIBLING, "users_holding": holders}]
     assert alone == {"item": SHORT_LONG, "bits": 684, "needs_bits": alone["needs_bits"],
                      "also_denies": []}
-    assert 684 < alone["needs_bits"] <= 1024
+    assert 684 < alone["needs_bits"] <= 4096
     warnings = stderr.splitlines()
     assert len(warnings) == 2, stderr
     assert warnings[0].startswith(f"fedhh simulate: warning: deny-list item {DENIED} is longer "
                                   "than the codes (684 bits)")
     assert f"here also {SIBLING} ({holders:.1%} of the users)" in warnings[0]
-    assert "longer than 1,024 bits, the codes' limit" in warnings[0]
+    assert "longer than 4,096 bits, the codes' limit" in warnings[0]
     assert "(no other item of the dataset)" in warnings[1]
     assert f"its code is {alone['needs_bits']} bits, which wider codes reach" in warnings[1]
     # (what it warns of: the sibling, held by 40%, is not output)

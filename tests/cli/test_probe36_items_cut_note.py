@@ -67,7 +67,8 @@ def test_a_prefix_at_the_codes_limit_says_so() -> None:
     --completion-rounds" cannot widen the codes past their limit."""
     from fedhh.cli.simulate import cut_cause
 
-    assert cut_cause(45, 1024, 1024, last=45) == "the codes' limit, 1,024 bits"
-    assert cut_cause(40, 1024, 1024, last=45) == "the codes' limit, 1,024 bits"
+    assert cut_cause(178, 4096, 4096, last=178) == "the codes' limit, 4,096 bits"
+    assert cut_cause(170, 4096, 4096, last=178) == "the codes' limit, 4,096 bits"
+    assert cut_cause(45, 1024, 1024, last=45) == "no rounds left"  # (the limit was 1,024)
     assert cut_cause(36, 1010, 1012, last=36) == "no rounds left"  # (40 rounds: 12 bits more)
     assert cut_cause(7, 400, 1024, last=20) == "lost in round 8"

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from fedhh.codec import MAX_SUPPORTED_BITS
 from fedhh.config import (
     MAX_ATTEMPTS,
     MAX_CODEC_SPEC_CHARS,
@@ -33,8 +34,8 @@ NETWORK = dict(target_devices=1000, min_devices=100)
 # (field, the bound, the mode it is checked in)
 BOUNDS: list[tuple[str, Any, Mode]] = [
     ("rounds", MAX_ROUNDS, Mode.SIMULATION),
-    ("max_bits", 1024, Mode.SIMULATION),
-    ("segment_bits", 1024, Mode.SIMULATION),
+    ("max_bits", MAX_SUPPORTED_BITS, Mode.SIMULATION),
+    ("segment_bits", MAX_SUPPORTED_BITS, Mode.SIMULATION),
     ("dim_limit", MAX_SIMULATION_DIM_LIMIT, Mode.SIMULATION),
     ("dim_limit", MAX_DIMENSION, Mode.NETWORK),
     ("target_devices", MAX_DEVICES, Mode.NETWORK),

@@ -28,7 +28,7 @@ export const VERSION = 1;
 export const TOKENS_VERSION = 2;
 export const MAX_CODEWORD_BITS = 48;
 export const MAX_TOKEN_BYTES = 64;
-export const MAX_SUPPORTED_BITS = 1024;
+export const MAX_SUPPORTED_BITS = 4096;
 export const DEFAULT_CODEBOOK = "unicode";
 export const BUILTIN_NAMES = ["unicode", "general", "tokens", "english", "german", "bytes", "huffman",
                               "5bit"] as const;

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from fedhh.codec import BUILTIN_NAMES, Codebook, Codec, train_codebook
+from fedhh.codec import BUILTIN_NAMES, MAX_SUPPORTED_BITS, Codebook, Codec, train_codebook
 from fedhh.device.randomizer import RandomizedResponse, a0_threshold
 from fedhh.device.randomness import NumpySource
 from fedhh.errors import AuthenticationError
@@ -446,7 +446,7 @@ CODEC_ITEMS = [
     # a long URL as a browser's address bar holds it (3,000 characters)
     "https://www.example.com/search?q=" + "long%20query%20" * 198 + "&utm=1",
 ]
-CODEC_BITS = (8, 20, 60, 64, 65, 128, 300)
+CODEC_BITS = (8, 20, 60, 64, 65, 128, 300, 1500)
 
 
 def codec_vectors() -> dict[str, Any]:
@@ -476,8 +476,9 @@ def codec_vectors() -> dict[str, Any]:
     for spec in specs:  # the slow reference agrees with the fast encoder
         book = Codec(spec, 60).book
         for item in CODEC_ITEMS:
-            reference = book.item_bits(item)[:1024]  # (the codes' widest: a longer item is cut)
-            if Codec(spec, 1024).encode(item) >> (1024 - len(reference)) != int(reference, 2):
+            widest = MAX_SUPPORTED_BITS  # (a longer item is cut)
+            reference = book.item_bits(item)[:widest]
+            if Codec(spec, widest).encode(item) >> (widest - len(reference)) != int(reference, 2):
                 raise SystemExit(f"item_bits and encode differ for {item!r} in {spec[:20]}")
     refused_items = []
     for item in ("", "\ud800", "a\udc00b"):
@@ -655,7 +656,7 @@ def selection_vectors() -> dict[str, Any]:
         "segment_bits 0": dict(segment_bits=0),
         "prefix_bits + segment_bits > max_bits": dict(prefix_bits=58, prefixes=[1], segment_bits=3),
         "max_bits 0": dict(max_bits=0),
-        "max_bits 1025": dict(max_bits=1025),
+        f"max_bits {MAX_SUPPORTED_BITS + 1}": dict(max_bits=MAX_SUPPORTED_BITS + 1),
         "unknown selection": dict(selection="random"),
         "unknown codec": dict(codec="klingon"),
         "dimension is not the domain": dict(round_config=RoundConfig(
