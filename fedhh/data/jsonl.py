@@ -71,9 +71,13 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
             _check(where, index, item)
             if isinstance(count, bool) or not isinstance(count, int) or not (
                     1 <= count <= MAX_COUNT):
+                lists = [key for key, held in value if isinstance(held, list)]
+                record = (f"; an object is one user's item counts, not a record: to give the "
+                          f"items under {_shown(lists[0])}, write that array alone on the line"
+                          if lists else "")
                 raise DatasetError(
                     f"{where}: item {index} ({_shown(item)}): its count must be an integer "
-                    f"from 1 to {MAX_COUNT:,}, got {_shown(_plain(count))}")
+                    f"from 1 to {MAX_COUNT:,}, got {_shown(_plain(count))}{record}")
             if item in users:
                 raise DatasetError(f"{where}: item {index} ({_shown(item)}) is a key given "
                                    "before in this object; give each item once, with its count")

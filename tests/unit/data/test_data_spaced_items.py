@@ -75,7 +75,11 @@ def test_jsonl_crlf_bom_and_lowercase(tmp_path: Path) -> None:
     ('{"a": -1}', "got -1"),
     ('{"a": 1.0}', "got 1.0"),
     ('{"a": true}', "got True"),
-    ('{"a": "2"}', "got '2'"),
+    ('{"a": "2"}', "got '2'$"),
+    # (a record: before, only "item 0 ('user'): its count must be ..., got '7'")
+    ('{"user": "7", "items": ["a", "b"]}', r"item 0 \('user'\): its count must be .*, got '7'; "
+     r"an object is one user's item counts, not a record: to give the items under 'items', "
+     r"write that array alone on the line"),
     ('{"a": null}', "got None"),
     ('{"a": {"b": 1}}', r"got \{'b': 1\}"),
     ('{"a": 4294967296}', "got 4294967296"),
