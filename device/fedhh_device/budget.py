@@ -14,6 +14,26 @@ task, a device
 
 The record is written (atomically) before the report leaves the device, so a crash between the
 two cannot lose a spend. ``path`` None keeps it in memory (tests).
+
+Time. A spend is dated, and the period that ends "now" is measured, with two clocks the device
+has: its own and the task's signed last deadline T (``deadline_unix_ms``, under the
+coordinator's signature; a report is made before it, so an honest coordinator's T is at or after
+the report). A spend is dated max(device clock, T) and counted while its date is at or after
+min(device clock, T) - ``period_s``: a spend is dated no earlier than it happened, and "now" is
+no later than it is, if either clock is right. Before, both were the device's clock alone: a
+device 40 days behind, corrected, found every spend it made meanwhile 40 days old and spent the
+cap again at once; a clock jumping ahead freed the spends the same way. A clock behind, or one
+jumping back, only counts spends longer; a signed T far ahead holds a spend that much longer
+(the coordinator can withhold tasks anyway); a task without T (0) has the device clock alone.
+When the clock is ahead and the coordinator honest, "now" is at most T, so a spend can be
+freed at most the span from a report to its round's last deadline early (and the clock check
+of ``secagg_run`` refuses a clock more than 30 s past the first stage's deadline).
+
+What is kept. Spends are kept while counted; a run's last report is kept while the spend of its
+round is, and at most ``MAX_REPORTS`` of them, the latest spent first (before, every run's last
+report was kept for ever). A round answered again once its report is dropped gets a fresh
+report, charged to the budget like any other, so dropping one never lets the device exceed the
+cap; it only makes the retry cost a spend.
 """
 
 from __future__ import annotations
@@ -33,6 +53,7 @@ from fedhh.errors import ConfigError, PrivacyError
 from fedhh.v1 import coordinator_pb2 as pb
 
 SLACK = 1e-9
+MAX_REPORTS = 256
 
 
 def query_digest(task: pb.Task) -> str:
@@ -114,9 +135,30 @@ class DeviceBudget:
                 raise ConfigError(f"{path} is corrupt: {error}") from None
         return budget
 
-    def spent(self) -> float:
-        since = self.clock() - self.period_s
+    def spent(self, now: float | None = None) -> float:
+        """Local epsilon counted at ``now`` (the device clock if None): every spend dated at or
+        after ``now - period_s``, those dated after ``now`` included."""
+        since = (self.clock() if now is None else now) - self.period_s
         return sum(s.eps_local for s in self.spends if s.at >= since)
+
+    def _times(self, task: pb.Task) -> tuple[float, float]:
+        """(now, date of a spend) for ``task``: min and max of the device clock and the task's
+        signed last deadline (module docstring, "Time"); the clock alone without one."""
+        clock = self.clock()
+        if task.deadline_unix_ms <= 0:
+            return clock, clock
+        signed = task.deadline_unix_ms / 1000
+        return min(clock, signed), max(clock, signed)
+
+    def _prune(self, now: float) -> None:
+        """Drop the spends no longer counted at ``now``, then the reports whose round's spend
+        went with them, then all but the ``MAX_REPORTS`` latest spent (module docstring)."""
+        self.spends = [s for s in self.spends if s.at >= now - self.period_s]
+        latest = {(s.run_id, s.round): i for i, s in enumerate(self.spends)}
+        kept = sorted((latest[(r.run_id, r.round)], k) for k, r in self.reports.items()
+                      if (r.run_id, r.round) in latest)[-MAX_REPORTS:]
+        keep = {k for _, k in kept}
+        self.reports = {k: r for k, r in self.reports.items() if k in keep}
 
     def report(self, task: pb.Task, compute: Callable[[], np.ndarray]) -> np.ndarray:
         """The report for ``task``: the one this round already produced, or a new one
@@ -130,15 +172,16 @@ class DeviceBudget:
             return np.asarray(previous.ones, dtype=np.int64)
         if not task.eps_local > 0:
             raise ConfigError(f"the task's eps_local must be > 0, got {task.eps_local}")
-        spent = self.spent()
+        now, _ = self._times(task)
+        spent = self.spent(now)
         if spent + task.eps_local > self.cap * (1 + SLACK):
             raise PrivacyError(f"this device's budget is spent: {spent:.4g} of {self.cap:g} "
                                f"used in the period, the task asks for {task.eps_local:.4g}")
         ones = np.asarray(compute(), dtype=np.int64)
-        now = self.clock()
-        self.spends = [s for s in self.spends if s.at >= now - self.period_s]
-        self.spends.append(DeviceSpend(task.run_id, task.round, task.eps_local, now))
+        now, at = self._times(task)
+        self.spends.append(DeviceSpend(task.run_id, task.round, task.eps_local, at))
         self.reports[task.run_id] = SavedReport(task.run_id, task.round, digest, ones.tolist())
+        self._prune(now)
         self._save()
         return ones
 

@@ -11,6 +11,19 @@
  * The record is saved before the report is returned, so a crash (a closed tab) between the two
  * cannot lose a spend. Storage is an interface: `IndexedDbBudgetStore` in a browser,
  * `MemoryBudgetStore` in tests. The state is Python's JSON layout (spends, reports by run).
+ *
+ * Time (budget.py's "Time"): a spend is dated max(device clock, T) and counted while its date is
+ * at or after min(device clock, T) - `periodS`, T being the task's signed last deadline
+ * (`deadlineUnixMs`; the device clock alone when it is 0). So a spend is dated no earlier than it
+ * happened and "now" is no later than it is if either clock is right. Before, both were the
+ * browser's clock alone: a clock 40 days behind, once corrected, freed every spend made
+ * meanwhile, and a clock jumping ahead freed them as well. A clock behind or jumping back only
+ * counts spends longer.
+ *
+ * What is kept: spends while counted; a run's last report while its round's spend is, and at
+ * most `MAX_REPORTS` of them, the latest spent first (before, every run's last report was kept
+ * for ever). A round answered again after its report was dropped gets a fresh report, charged
+ * like any other: the cap still holds.
  */
 
 import { concat, toHex, u32, utf8 } from "./bytes.js";
@@ -19,6 +32,8 @@ import { sha256 } from "./primitives.js";
 import { StorageError, deviceDatabase, idbGet, idbPut } from "./storage.js";
 
 export const SLACK = 1e-9;
+/** The most reports kept, one per run (budget.py's MAX_REPORTS). */
+export const MAX_REPORTS = 256;
 
 /** A report the device's own budget or memory refuses (fedhh.errors.PrivacyError). */
 export class PrivacyError extends Error {
@@ -163,6 +178,25 @@ function sum(values: Iterable<number>): number {
   return total;
 }
 
+/**
+ * `state` without the spends dated before `since`, the reports whose round's spend went with
+ * them, and all but the `MAX_REPORTS` latest spent (budget.py `_prune`).
+ */
+function pruned(state: BudgetState, since: number): BudgetState {
+  const spends = state.spends.filter((s) => s.at >= since);
+  const latest = new Map<string, number>();
+  spends.forEach((s, i) => latest.set(JSON.stringify([s.run_id, s.round]), i));
+  const ranked: [number, string][] = [];
+  for (const [key, r] of Object.entries(state.reports)) {
+    const i = latest.get(JSON.stringify([r.run_id, r.round]));
+    if (i !== undefined) ranked.push([i, key]);
+  }
+  ranked.sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
+  const reports: Record<string, SavedReport> = {};
+  for (const [, key] of ranked.slice(-MAX_REPORTS)) reports[key] = state.reports[key]!;
+  return { spends, reports };
+}
+
 /** One device's spends and its latest report per run (module docstring). */
 export class DeviceBudget {
   private tail: Promise<unknown> = Promise.resolve();
@@ -183,10 +217,20 @@ export class DeviceBudget {
     return new DeviceBudget(cap, periodS, store, state, clock);
   }
 
-  /** Local epsilon spent in the period that ends now. */
-  spent(): number {
-    const since = this.clock() - this.periodS;
+  /** Local epsilon counted at `now` (the device clock if not given): every spend dated at or
+   * after `now - periodS`, those dated after `now` included. */
+  spent(now: number = this.clock()): number {
+    const since = now - this.periodS;
     return sum(this.state.spends.filter((s) => s.at >= since).map((s) => s.eps_local));
+  }
+
+  /** [now, date of a spend] for `task`: min and max of the device clock and the task's signed
+   * last deadline (module docstring, "Time"); the clock alone without one. */
+  private times(task: Task): [number, number] {
+    const clock = this.clock();
+    if (task.deadlineUnixMs <= 0n) return [clock, clock];
+    const signed = Number(task.deadlineUnixMs) / 1000;
+    return [Math.min(clock, signed), Math.max(clock, signed)];
   }
 
   /**
@@ -210,7 +254,7 @@ export class DeviceBudget {
       return [...previous.ones];
     }
     if (!(task.epsLocal > 0)) throw new RangeError(`the task's eps_local must be > 0, got ${task.epsLocal}`);
-    const spent = this.spent();
+    const spent = this.spent(this.times(task)[0]);
     if (spent + task.epsLocal > this.cap * (1 + SLACK)) {
       // (as budget.py words it, to 4 significant digits: the page showed float sums such as
       // "95.99490000000001 of 100")
@@ -219,13 +263,13 @@ export class DeviceBudget {
                              `${digits(task.epsLocal, 4)}`);
     }
     const ones = [...(await compute())];
-    const now = this.clock();
-    const spends = this.state.spends.filter((s) => s.at >= now - this.periodS);
-    spends.push({ run_id: task.runId, round: task.round, eps_local: task.epsLocal, at: now });
-    const next: BudgetState = {
-      spends, reports: { ...this.state.reports, [task.runId]:
+    const [now, at] = this.times(task);
+    const next = pruned({
+      spends: [...this.state.spends,
+               { run_id: task.runId, round: task.round, eps_local: task.epsLocal, at }],
+      reports: { ...this.state.reports, [task.runId]:
         { run_id: task.runId, round: task.round, digest, ones } },
-    };
+    }, now - this.periodS);
     try {
       await this.store.save(next);
     } catch (error) {

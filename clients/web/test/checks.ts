@@ -443,6 +443,31 @@ async function budget(V: Json): Promise<void> {
     equal(budget.spent(), step.spent_after, `spent after step ${i}`);
     if (i === 6) budget = await DeviceBudget.open(store, B.cap, B.period_s, () => now); // a reload
   }
+  // A wrong clock (make_vectors.py budget_clock_steps): spends dated and "now" taken with the
+  // task's signed deadline, and the reports kept, as the Python device.
+  let clock = 0;
+  const clocked = new MemoryBudgetStore();
+  const skewed = await DeviceBudget.open(clocked, B.cap, B.period_s, () => clock);
+  const base = B.steps[0].task;
+  for (const [i, step] of B.clock_steps.entries()) {
+    clock = step.clock;
+    const task = create(TaskSchema, {
+      runId: step.run_id, round: step.round, epsLocal: step.eps_local, codec: base.codec,
+      maxBits: base.max_bits, prefixBits: base.prefix_bits, prefixes: base.prefixes.map(BigInt),
+      segmentBits: base.segment_bits, selection: base.selection,
+      prefixConditioning: base.prefix_conditioning, deadlineUnixMs: BigInt(step.deadline_unix_ms),
+    });
+    let outcome: unknown;
+    try {
+      outcome = await skewed.report(task, () => [i]);
+    } catch (error) {
+      outcome = (error as Error).name === "RangeError" ? "ConfigError" : (error as Error).name;
+    }
+    equal(outcome, step.outcome, `clock step ${i} (run ${step.run_id} at ${step.clock})`);
+    equal(skewed.spent(), step.spent_after, `spent after clock step ${i}`);
+    equal(Object.keys((await clocked.load())!.reports).sort(), step.reports,
+          `reports kept after clock step ${i}`);
+  }
   for (const d of B.digests) {
     const f = d.task;
     equal(pythonFloatRepr(f.eps_local), d.repr, `repr of ${f.eps_local}`);

@@ -798,7 +798,43 @@ def budget_vectors() -> dict[str, Any]:
                                  "selection": task.selection,
                                  "prefix_conditioning": task.prefix_conditioning},
                         "repr": repr(eps), "digest": query_digest(task)})
-    return {"cap": 3.0, "period_s": 100.0, "steps": out, "digests": digests}
+    return {"cap": 3.0, "period_s": 100.0, "steps": out, "digests": digests,
+            "clock_steps": budget_clock_steps(base)}
+
+
+def budget_clock_steps(base: dict[str, Any]) -> list[dict[str, Any]]:
+    """The budget (cap 3, period 100) under a wrong clock: each step's device clock, the task's
+    signed last deadline (0: none), its outcome, the epsilon counted by the device clock after
+    it, and the runs whose reports are kept (spends dated max(clock, deadline), counted against
+    min(clock, deadline) - period; reports kept while their round's spend is)."""
+    from fedhh_device.budget import DeviceBudget
+    clock = [0.0]
+    budget = DeviceBudget.load(None, 3.0, 100.0)
+    budget.clock = lambda: clock[0]
+    steps: list[tuple[float, int, str, int, float]] = [
+        (1000.0, 0, "A", 1, 2.0),             # the clock right, no deadline
+        (700.0, 1_050_000, "B", 1, 1.0),      # the clock 350 behind: B dated 1050
+        (1090.0, 1_090_000, "C", 1, 1.0),     # corrected: A and B still counted, refused
+        (1300.0, 1_095_000, "C", 1, 1.0),     # the clock 200 ahead: "now" is 1095, refused
+        (900.0, 1_095_000, "C", 1, 1.0),      # the clock jumped back: refused
+        (1095.0, 1_400_000, "C", 1, 1.0),     # a deadline far ahead: "now" is 1095, refused
+        (1120.0, 1_120_000, "C", 1, 1.0),     # A out of the period: C spends, A's report goes
+        (1120.0, 1_120_000, "C", 1, 1.0),     # a retry: the same report
+        (1200.0, 1_200_000, "D", 1, 0.5),     # B out of the period: its report goes
+    ]
+    out = []
+    for i, (at, deadline_ms, run, round_, eps) in enumerate(steps):
+        clock[0] = at
+        task = pb.Task(run_id=run, round=round_, eps_local=eps, deadline_unix_ms=deadline_ms,
+                       **base)
+        try:
+            outcome: Any = budget.report(task, functools.partial(np.array, [i])).tolist()
+        except Exception as error:
+            outcome = type(error).__name__
+        out.append({"clock": at, "deadline_unix_ms": deadline_ms, "run_id": run,
+                    "round": round_, "eps_local": eps, "outcome": outcome,
+                    "spent_after": budget.spent(), "reports": sorted(budget.reports)})
+    return out
 
 
 def cw_ints(codes: np.ndarray) -> list[int]:

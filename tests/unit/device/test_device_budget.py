@@ -72,3 +72,81 @@ def test_a_corrupt_record_is_a_clear_error(tmp_path: Path) -> None:
     path.write_text("{nope")
     with pytest.raises(Exception, match="corrupt"):
         DeviceBudget.load(path, cap=10, period_s=100)
+
+
+DAY = 86_400.0
+PERIOD = 30 * DAY
+REAL = 1_700_000_000.0  # the true time of the first task
+
+
+def signed(round_: int, at: float, eps: float = 6.0, run_id: str = "r") -> pb.Task:
+    """A task whose signed last deadline is a minute after the true time ``at``."""
+    t = task(round_=round_, eps=eps, run_id=run_id)
+    t.deadline_unix_ms = int((at + 60) * 1000)
+    return t
+
+
+def test_a_clock_behind_then_corrected_does_not_free_the_spends(tmp_path: Path) -> None:
+    # Before, the spend was dated by the device's clock, 40 days behind: once the clock was
+    # corrected a day later the spend was 41 days old, and the device spent the cap again.
+    clock = Clock()
+    clock.now = REAL - 40 * DAY
+    budget = DeviceBudget.load(tmp_path / "b.json", cap=10, period_s=PERIOD)
+    budget.clock = clock
+    budget.report(signed(1, REAL), lambda: np.array([1]))
+    clock.now = REAL + DAY  # corrected
+    reloaded = DeviceBudget.load(tmp_path / "b.json", cap=10, period_s=PERIOD)
+    reloaded.clock = clock
+    with pytest.raises(PrivacyError, match="budget is spent"):
+        reloaded.report(signed(2, REAL + DAY), lambda: np.array([2]))
+    clock.now = REAL + PERIOD + 61  # a true period after the spend's signed deadline
+    reloaded.report(signed(2, clock.now), lambda: np.array([2]))
+
+
+def test_a_clock_jumping_ahead_does_not_free_the_spends() -> None:
+    # Before, a clock 40 days ahead found the day-old spend out of the period.
+    clock = Clock()
+    clock.now = REAL
+    budget = DeviceBudget.load(None, cap=10, period_s=PERIOD)
+    budget.clock = clock
+    budget.report(signed(1, REAL), lambda: np.array([1]))
+    clock.now = REAL + 40 * DAY
+    with pytest.raises(PrivacyError, match="budget is spent"):
+        budget.report(signed(2, REAL + DAY), lambda: np.array([2]))
+    assert len(budget.spends) == 1  # nor was it pruned
+
+
+def test_neither_a_clock_jumping_back_nor_a_signed_time_far_ahead_frees_a_spend() -> None:
+    clock = Clock()
+    clock.now = REAL
+    budget = DeviceBudget.load(None, cap=10, period_s=PERIOD)
+    budget.clock = clock
+    budget.report(signed(1, REAL), lambda: np.array([1]))
+    clock.now = REAL - 40 * DAY
+    with pytest.raises(PrivacyError, match="budget is spent"):
+        budget.report(signed(2, REAL + DAY), lambda: np.array([2]))
+    clock.now = REAL + DAY  # a coordinator signing a deadline 40 days ahead
+    with pytest.raises(PrivacyError, match="budget is spent"):
+        budget.report(signed(2, REAL + 40 * DAY), lambda: np.array([2]))
+
+
+def test_reports_are_kept_while_their_spend_is_and_at_most_max_reports(tmp_path: Path) -> None:
+    # Before, the last report of every run was kept for ever.
+    from fedhh_device import budget as module
+    clock = Clock()
+    budget = DeviceBudget.load(tmp_path / "b.json", cap=1e9, period_s=100)
+    budget.clock = clock
+    budget.report(task(run_id="old", eps=1.0), lambda: np.array([7]))
+    clock.now += 101
+    calls: list[int] = []
+    for i in range(module.MAX_REPORTS + 1):
+        budget.report(task(run_id=f"run-{i}", eps=1.0), lambda: fresh(calls))
+    kept = DeviceBudget.load(tmp_path / "b.json", cap=1e9, period_s=100)
+    assert "old" not in kept.reports and "run-0" not in kept.reports
+    assert len(kept.reports) == module.MAX_REPORTS
+    assert len(kept.spends) == module.MAX_REPORTS + 1  # every spend still counted
+    kept.clock = clock
+    latest = kept.reports[f"run-{module.MAX_REPORTS}"].ones
+    assert kept.report(task(run_id=f"run-{module.MAX_REPORTS}", attempt=2, eps=1.0),
+                       lambda: fresh(calls)).tolist() == latest
+    assert len(calls) == module.MAX_REPORTS + 1  # a retry of a kept round: no fresh report
