@@ -34,6 +34,7 @@ from typing import Any
 
 from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
 from fedhh.data.progress import Meter
+from fedhh.data.text import Separators
 from fedhh.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -135,13 +136,16 @@ def _check_encodable(text: str, path: Path, user: str) -> None:
         ) from None
 
 
-def _tokens(sample: Any, path: Path, user: str, drop: frozenset[str]) -> Iterator[str]:
+def _tokens(sample: Any, path: Path, user: str, drop: frozenset[str],
+            separators: Separators | None = None) -> Iterator[str]:
     stack = [sample]
     while stack:
         node = stack.pop()
         if isinstance(node, str):
             if not node.isascii():
                 _check_encodable(node, path, user)
+            if separators is not None:
+                separators.see(node, f"{path.name}: user {user!r}")
             for token in node.split():
                 if token not in drop:
                     yield token
@@ -160,18 +164,21 @@ def iter_leaf_users(
     lowercase: bool = False,
     drop_tokens: frozenset[str] = STRUCTURAL_TOKENS,
     meter: Meter | None = None,
+    separators: Separators | None = None,
 ) -> Iterator[tuple[str, Counter[str]]]:
     """Yield (user id, item counts) for every user of a LEAF file or directory; ``meter``
-    counts the files read and is closed after the last one."""
+    counts the files read and is closed after the last one; ``separators`` tallies the
+    strings split at whitespace other than the space and the tab."""
     try:
-        yield from _leaf_users(path, lowercase, drop_tokens, meter)
+        yield from _leaf_users(path, lowercase, drop_tokens, meter, separators)
     finally:
         if meter is not None:
             meter.close()
 
 
 def _leaf_users(path: str | os.PathLike[str], lowercase: bool, drop_tokens: frozenset[str],
-                meter: Meter | None) -> Iterator[tuple[str, Counter[str]]]:
+                meter: Meter | None, separators: Separators | None
+                ) -> Iterator[tuple[str, Counter[str]]]:
     seen: dict[str, Path] = {}
     for group in group_files(leaf_files(path)):
         merged: dict[str, Counter[str]] = {}
@@ -182,7 +189,7 @@ def _leaf_users(path: str | os.PathLike[str], lowercase: bool, drop_tokens: froz
                     raise DatasetError(f"{file}: user {user!r} also appears in {seen[user]}")
                 counts = merged.setdefault(user, Counter())
                 for sample in data["user_data"][user]["x"]:
-                    tokens = _tokens(sample, file, user, drop_tokens)
+                    tokens = _tokens(sample, file, user, drop_tokens, separators)
                     if lowercase:
                         counts.update(t.lower() for t in tokens)
                     else:
@@ -210,13 +217,21 @@ def import_leaf(
     (DatasetError, ``target`` untouched) data in which no user holds an item."""
     source = Path(path)
     files = len(leaf_files(source))
+    stats: dict[str, Any] = {"source_format": "leaf", "lowercase": lowercase}
+    separators = Separators()
+
+    def users(meter: Meter) -> Iterator[Counter[str]]:
+        for _user, counts in iter_leaf_users(source, lowercase=lowercase, meter=meter,
+                                             separators=separators):
+            yield counts
+        stats.update(separators.stats())  # (before the builder writes meta.json)
+
     with Meter(progress, f"reading {source.name}", files, "file") as meter:
-        return build_dataset(
-            (counts for _user, counts in iter_leaf_users(source, lowercase=lowercase,
-                                                         meter=meter)),
-            target, name=name or source.stem,
+        built = build_dataset(
+            users(meter), target, name=name or source.stem,
             provenance=f"imported from LEAF JSON {source.resolve()}"
             + (" (lowercased)" if lowercase else ""),
-            stats={"source_format": "leaf", "lowercase": lowercase},
-            shard_entries=shard_entries, progress=progress,
+            stats=stats, shard_entries=shard_entries, progress=progress,
             require_items=require_items)
+    separators.warn(source, "LEAF", "string")
+    return built

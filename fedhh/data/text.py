@@ -8,8 +8,14 @@ start of the file, as some editors write, is not part of the first item)::
     hello hello world             <- user 2
 
 Items are separated by any whitespace (``str.split()``), and an item is repeated as often as the
-user holds it. A blank (or all-whitespace) line is a user with no items, so line ``i`` is always
-user ``i - 1``: the population size, which the privacy accounting and the simulator's round sizes
+user holds it. Whitespace other than the space and the tab (``OTHER_SPACES``: the no-break space
+U+00A0, the ideographic space U+3000, U+2028, ``\\v``...) separates items too; an import that
+met any says so once, in a warning naming the first line and the characters, and
+records it in the dataset's ``stats`` (``Separators``): ``100\\xa0%`` becomes the items ``100``
+and ``%``, which a reader of the file does not see.
+
+A blank (or all-whitespace) line is a user with no items, so line ``i`` is always user
+``i - 1``: the population size, which the privacy accounting and the simulator's round sizes
 depend on, is the number of lines. Items are taken as written unless ``lowercase=True``, which
 applies ``str.lower()`` to every item.
 
@@ -28,9 +34,12 @@ import codecs
 import json
 import logging
 import os
+import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
 from fedhh.data.dataset import FederatedDataset, atomic_file
@@ -42,6 +51,72 @@ logger = logging.getLogger(__name__)
 # One user's line: far above any real user's items (a million 60-byte items), and a bound on
 # what a file without line breaks (a binary file, /dev/zero) can make the reader hold.
 MAX_LINE_BYTES = 64 << 20
+
+# The characters ``str.split()`` separates at besides the space, the tab and the line ends:
+# every character for which ``str.isspace`` holds (tests/unit/data keeps the two equal).
+OTHER_SPACES = ("\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+                "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_OTHER_SPACE = re.compile(f"[{OTHER_SPACES}]")
+_PLAIN_SPACE = re.compile("[ \t\r\n]+")
+
+
+class Separators:
+    """Where a reader that splits at whitespace (``str.split()``: the text format, LEAF's
+    strings) met whitespace other than the space and the tab, and so split what a reader of
+    the file sees as one item (``100\\xa0%``, a no-break space, became ``100`` and ``%``):
+    documented, but not visible in the file, so an import that met any says so once
+    (``warn``) and records it in the dataset's ``stats`` (``STATS_KEY``)."""
+
+    STATS_KEY = "split_at_other_whitespace"
+
+    def __init__(self) -> None:
+        self.count = 0            # the lines (text) or strings (LEAF) that held any
+        self.first = ""           # where the first was: "line 7", "user 'u3'"
+        self.example = ""         # its piece between plain spaces that held one
+        self.characters: set[str] = set()
+
+    def see(self, text: str, where: str) -> None:
+        """Tally ``text`` (one line, one string) found at ``where``."""
+        if _OTHER_SPACE.search(text) is None:
+            return
+        self.count += 1
+        self.characters.update(_OTHER_SPACE.findall(text))
+        if not self.first:
+            self.first = where
+            self.example = next(piece for piece in _PLAIN_SPACE.split(text)
+                                if _OTHER_SPACE.search(piece))
+
+    def stats(self) -> dict[str, object]:
+        """The dataset's ``stats`` entry, ``{}`` when nothing was split so."""
+        if not self.count:
+            return {}
+        return {self.STATS_KEY: {"count": self.count, "first": self.first,
+                                 "example": self.example,
+                                 "characters": [_named(c) for c in sorted(self.characters)]}}
+
+    def warn(self, source: Path, kind: str, unit: str) -> None:
+        """One warning for the whole import (none when nothing was split so)."""
+        if not self.count:
+            return
+        pieces = self.example.split()
+        read = ("no item" if not pieces else f"the item {_cut(pieces[0])!r}" if len(pieces) == 1
+                else "the items " + ", ".join(repr(_cut(p)) for p in pieces[:4])
+                + (", ..." if len(pieces) > 4 else ""))
+        logger.warning(
+            "%s: %d %s%s hold%s whitespace other than the space and the tab (%s), at which the "
+            "%s format separates items as at a space (the first, at %s: %r was read as %s); to "
+            "keep such an item whole, write the data as JSON lines (docs/datasets.md)",
+            source.name, self.count, unit, "" if self.count == 1 else "s",
+            "s" if self.count == 1 else "", ", ".join(_named(c) for c in sorted(self.characters)),
+            kind, self.first, _cut(self.example), read)
+
+
+def _cut(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _named(char: str) -> str:
+    return f"U+{ord(char):04X} {unicodedata.name(char, 'control')}"
 
 
 def user_lines(source: Path, kind: str, meter: Meter | None,
@@ -86,10 +161,12 @@ def user_lines(source: Path, kind: str, meter: Meter | None,
 
 
 def iter_text_users(
-    path: str | os.PathLike[str], *, lowercase: bool = False, meter: Meter | None = None
+    path: str | os.PathLike[str], *, lowercase: bool = False, meter: Meter | None = None,
+    separators: Separators | None = None,
 ) -> Iterator[Counter[str]]:
     """Yield each line's items as a Counter, in file order (blank lines yield empty Counters);
-    ``meter`` counts the bytes read and is closed at the end of the file."""
+    ``meter`` counts the bytes read and is closed at the end of the file; ``separators``
+    tallies the lines split at whitespace other than the space and the tab."""
     source = Path(path)
 
     def line_ends(number: int, raw: bytes) -> None:
@@ -115,6 +192,8 @@ def iter_text_users(
                     "of item counts), whose brackets, quotes and commas the text format would "
                     "take for parts of items ('[\"new', 'york\",'); for a JSON-lines dataset "
                     "name the file .jsonl, or import it with --format jsonl")
+        if separators is not None:
+            separators.see(line, f"line {number}")
         yield Counter(line.lower().split() if lowercase else line.split())
 
 
@@ -138,22 +217,34 @@ def _json_user(line: str) -> bool:
 def import_users(users: Callable[..., Iterator[Counter[str]]], fmt: str, kind: str,
                  path: str | os.PathLike[str], target: str | os.PathLike[str], *,
                  lowercase: bool, name: str | None, shard_entries: int, progress: bool,
-                 require_items: bool) -> Path:
+                 require_items: bool, splits: bool = False) -> Path:
     """``import_text``'s work for the one-user-a-line format ``fmt`` (its ``--format``) whose
-    reader is ``users`` (``path``, ``lowercase``, ``meter``), named ``kind`` in messages."""
+    reader is ``users`` (``path``, ``lowercase``, ``meter``; ``separators`` when ``splits``:
+    a format that splits lines at whitespace), named ``kind`` in messages."""
     source = Path(path)
     try:
         size = source.stat().st_size
     except OSError as error:
         raise DatasetError(f"cannot read {kind} dataset {source}: {error.strerror}") from None
+    stats: dict[str, Any] = {"source_format": fmt, "lowercase": lowercase}
+    separators = Separators() if splits else None
+    extra = {} if separators is None else {"separators": separators}
+
+    def read(meter: Meter) -> Iterator[Counter[str]]:
+        yield from users(source, lowercase=lowercase, meter=meter, **extra)
+        if separators is not None:  # (before the builder writes meta.json, after the last user)
+            stats.update(separators.stats())
+
     with Meter(progress, f"reading {source.name}", size, "B", unit_scale=True) as meter:
-        return build_dataset(
-            users(source, lowercase=lowercase, meter=meter), target,
-            name=name or source.stem,
+        built = build_dataset(
+            read(meter), target, name=name or source.stem,
             provenance=f"imported from {kind} file {source.resolve()}"
             + (" (lowercased)" if lowercase else ""),
-            stats={"source_format": fmt, "lowercase": lowercase},
-            shard_entries=shard_entries, progress=progress, require_items=require_items)
+            stats=stats, shard_entries=shard_entries, progress=progress,
+            require_items=require_items)
+    if separators is not None:
+        separators.warn(source, kind, "line")
+    return built
 
 
 def import_text(
@@ -171,7 +262,7 @@ def import_text(
     refuse (DatasetError, ``target`` untouched) a file in which no user holds an item."""
     return import_users(iter_text_users, "text", "text", path, target, lowercase=lowercase,
                         name=name, shard_entries=shard_entries, progress=progress,
-                        require_items=require_items)
+                        require_items=require_items, splits=True)
 
 
 def write_text(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:
