@@ -36,7 +36,10 @@ class Narrator:
             else:
                 self.tell(f"round {r.round} attempt {r.attempt}: {r.state}: {r.reason}")
         p = run.progress
-        if run.state != "running" or not p.phase:
+        if run.state != "running" or not p.phase or (p.round, p.attempt) in self.shown:
+            # (an attempt already told as released or aborted: the coordinator stores the
+            # round before it moves its progress on, so one answer can hold both, and
+            # "releasing" was told after "released")
             return
         what = {"check-in": f"check-in ({p.devices} devices so far)",
                 "secure aggregation": f"secure aggregation with {p.devices} devices"
