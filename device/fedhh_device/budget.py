@@ -31,9 +31,11 @@ of ``secagg_run`` refuses a clock more than 30 s past the first stage's deadline
 
 What is kept. Spends are kept while counted; a run's last report is kept while the spend of its
 round is, and at most ``MAX_REPORTS`` of them, the latest spent first (before, every run's last
-report was kept for ever). A round answered again once its report is dropped gets a fresh
-report, charged to the budget like any other, so dropping one never lets the device exceed the
-cap; it only makes the retry cost a spend.
+report was kept for ever). A round answered again whose report was dropped is refused while
+its spend is counted (a round of a run before the run's latest, or past the count bound): the
+coordinator's ledger charges every attempt of a round as one report (docs/privacy.md,
+"Retries"). Once its spend has left the period it would get a fresh report, charged like any
+other, so the cap holds either way.
 """
 
 from __future__ import annotations
@@ -173,6 +175,13 @@ class DeviceBudget:
         if not task.eps_local > 0:
             raise ConfigError(f"the task's eps_local must be > 0, got {task.eps_local}")
         now, _ = self._times(task)
+        if any(s.run_id == task.run_id and s.round == task.round and s.at >= now - self.period_s
+               for s in self.spends):
+            # (the coordinator's ledger charges a retried round as one report, docs/privacy.md
+            # "Retries": a fresh one would break that while the first is still counted)
+            raise PrivacyError(f"round {task.round} of run {task.run_id} was answered and its "
+                               "report is no longer kept; answering again would need a fresh "
+                               "report")
         spent = self.spent(now)
         if spent + task.eps_local > self.cap * (1 + SLACK):
             raise PrivacyError(f"this device's budget is spent: {spent:.4g} of {self.cap:g} "

@@ -22,8 +22,9 @@
  *
  * What is kept: spends while counted; a run's last report while its round's spend is, and at
  * most `MAX_REPORTS` of them, the latest spent first (before, every run's last report was kept
- * for ever). A round answered again after its report was dropped gets a fresh report, charged
- * like any other: the cap still holds.
+ * for ever). A round answered again whose report was dropped is refused while its spend is
+ * counted (the coordinator's ledger charges every attempt of a round as one report); once the
+ * spend has left the period it gets a fresh report, charged like any other.
  */
 
 import { concat, toHex, u32, utf8 } from "./bytes.js";
@@ -254,7 +255,15 @@ export class DeviceBudget {
       return [...previous.ones];
     }
     if (!(task.epsLocal > 0)) throw new RangeError(`the task's eps_local must be > 0, got ${task.epsLocal}`);
-    const spent = this.spent(this.times(task)[0]);
+    const [now] = this.times(task);
+    if (this.state.spends.some((s) => s.run_id === task.runId && s.round === task.round
+                                      && s.at >= now - this.periodS)) {
+      // (the coordinator's ledger charges a retried round as one report, docs/privacy.md
+      // "Retries": a fresh one would break that while the first is still counted)
+      throw new PrivacyError(`round ${task.round} of run ${task.runId} was answered and its ` +
+                             "report is no longer kept; answering again would need a fresh report");
+    }
+    const spent = this.spent(now);
     if (spent + task.epsLocal > this.cap * (1 + SLACK)) {
       // (as budget.py words it, to 4 significant digits: the page showed float sums such as
       // "95.99490000000001 of 100")
@@ -263,13 +272,13 @@ export class DeviceBudget {
                              `${digits(task.epsLocal, 4)}`);
     }
     const ones = [...(await compute())];
-    const [now, at] = this.times(task);
+    const [current, at] = this.times(task);
     const next = pruned({
       spends: [...this.state.spends,
                { run_id: task.runId, round: task.round, eps_local: task.epsLocal, at }],
       reports: { ...this.state.reports, [task.runId]:
         { run_id: task.runId, round: task.round, digest, ones } },
-    }, now - this.periodS);
+    }, current - this.periodS);
     try {
       await this.store.save(next);
     } catch (error) {

@@ -81,3 +81,18 @@ test("reports are kept while their round's spend is, and at most MAX_REPORTS", a
                    state.reports[last]!.ones);
   assert.equal(calls, MAX_REPORTS + 1, "a retry of a kept round: no fresh report");
 });
+
+test("a round whose report was dropped is refused while its spend counts", async () => {
+  // (before, a round of a run answered again after a later round of that run got a fresh
+  // report; the coordinator's ledger charges every attempt of a round as one report)
+  let now = 1000;
+  const budget = await DeviceBudget.open(new MemoryBudgetStore(), 1e9, 100, () => now);
+  const gone = (error: unknown) => error instanceof PrivacyError && /no longer kept/.test(error.message);
+  await budget.report(signed(1, 0, 1), () => [1]);
+  await budget.report(signed(2, 0, 1), () => [2]);
+  await assert.rejects(budget.report(signed(1, 0, 1), () => [3]), gone);
+  for (let i = 0; i < MAX_REPORTS; i++) await budget.report(signed(1, 0, 1, `run-${i}`), () => [4]);
+  await assert.rejects(budget.report(signed(2, 0, 1), () => [5]), gone, "past the count bound");
+  now += 101;  // the spends left the period: a fresh report, charged
+  assert.deepEqual(await budget.report(signed(2, 0, 1), () => [6]), [6]);
+});

@@ -821,6 +821,8 @@ def budget_clock_steps(base: dict[str, Any]) -> list[dict[str, Any]]:
         (1120.0, 1_120_000, "C", 1, 1.0),     # A out of the period: C spends, A's report goes
         (1120.0, 1_120_000, "C", 1, 1.0),     # a retry: the same report
         (1200.0, 1_200_000, "D", 1, 0.5),     # B out of the period: its report goes
+        (1200.0, 1_200_000, "D", 2, 0.5),     # D's next round: its report replaces round 1's
+        (1200.0, 1_200_000, "D", 1, 0.5),     # round 1 again, its report gone: refused
     ]
     out = []
     for i, (at, deadline_ms, run, round_, eps) in enumerate(steps):

@@ -150,3 +150,21 @@ def test_reports_are_kept_while_their_spend_is_and_at_most_max_reports(tmp_path:
     assert kept.report(task(run_id=f"run-{module.MAX_REPORTS}", attempt=2, eps=1.0),
                        lambda: fresh(calls)).tolist() == latest
     assert len(calls) == module.MAX_REPORTS + 1  # a retry of a kept round: no fresh report
+
+
+def test_a_round_whose_report_was_dropped_is_refused_while_its_spend_counts() -> None:
+    # Before, a round of a run answered again after a later round of that run got a fresh
+    # report (the coordinator's ledger charges every attempt of a round as one report).
+    from fedhh_device import budget as module
+    budget = DeviceBudget.load(None, cap=1e9, period_s=100)
+    budget.clock = Clock()
+    budget.report(task(round_=1, eps=1.0), lambda: np.array([1]))
+    budget.report(task(round_=2, eps=1.0), lambda: np.array([2]))
+    with pytest.raises(PrivacyError, match="no longer kept"):
+        budget.report(task(round_=1, attempt=2, eps=1.0), lambda: np.array([3]))
+    for i in range(module.MAX_REPORTS):
+        budget.report(task(run_id=f"run-{i}", eps=1.0), lambda: np.array([4]))
+    with pytest.raises(PrivacyError, match="no longer kept"):  # past the count bound
+        budget.report(task(round_=2, attempt=2, eps=1.0), lambda: np.array([5]))
+    budget.clock.now += 101  # the spends left the period: a fresh report, charged
+    assert budget.report(task(round_=2, attempt=3, eps=1.0), lambda: np.array([6])).tolist() == [6]
