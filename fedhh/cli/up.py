@@ -139,6 +139,19 @@ def demo_run_id(runs: list[Any]) -> str:
                 if name not in taken)
 
 
+def cancel_unfinished(admin: Any, runs: list[Any]) -> list[str]:
+    """Cancel the runs an earlier `fedhh up` in the same --workdir left pending or running (it
+    was interrupted, or gave up at --timeout), and return their ids. Before, the coordinator
+    resumed such a run as it started and drove it to its end, spending the devices' budget on
+    a discovery nobody waited for, while the new run's check-in waited behind it, for minutes,
+    saying only "check-in (1387 devices so far)"; now only a round it resumed ends first (the
+    coordinator cancels a running run between rounds)."""
+    left = [run.run_id for run in runs if run.state in ("pending", "running")]
+    for run_id in left:
+        admin.cancel(run_id)
+    return left
+
+
 def web_device_count(text: str) -> int:
     count = options.non_negative_int(text)
     if count > MAX_WEB_DEVICES:
@@ -158,6 +171,15 @@ def run(args: argparse.Namespace) -> int:
     interrupt_on_sigterm()
     try:
         return _run(args)
+    except KeyboardInterrupt:
+        # (before, Ctrl-C said only "interrupted": not whether the store, and the run it left
+        # unfinished, were kept, nor what a rerun does with that run)
+        print("fedhh up: the services are stopped; "
+              + (f"their store, logs and keys are kept in {args.workdir} (a `fedhh up "
+                 "--workdir` there cancels the run left unfinished before it starts its own)"
+                 if args.workdir else "their temporary folder is removed"),
+              file=sys.stderr, flush=True)
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous[0])
         signal.signal(signal.SIGINT, previous[1])
@@ -281,7 +303,12 @@ def _run(args: argparse.Namespace) -> int:
                 config = replace(config, target_devices=python_holding + enrolled).validate(
                     Mode.NETWORK)
             narrator = Narrator(echo=demo.say if demo is not None else None)
-            run_ = admin.start_run(to_proto(config), run_id=demo_run_id(admin.runs()))
+            runs = admin.runs()
+            for left in cancel_unfinished(admin, runs):
+                narrator.tell(f"run {left}, left unfinished in {args.workdir} by an earlier "
+                              "`fedhh up`, is cancelled (a round it resumed ends first): this "
+                              "one runs a discovery of its own", indent=False)
+            run_ = admin.start_run(to_proto(config), run_id=demo_run_id(runs))
             stored = from_proto(run_.config)  # completion rounds dropped if too few devices
             dropped = dropped_completions(config, stored, N_MIN_FLAGS)
             if dropped:
@@ -447,6 +474,13 @@ def explain(run: Any, results: Any) -> None:
                   "exp-fp column), so an item in the list may be one of them.")
 
 
+def _noted(hitter: Any) -> str:
+    """A row's note after its round: a row that stands for several cut prefixes showing the
+    same text says so, and that its estimate is their sum (`fedhh simulate` said it; before,
+    this list gave the sum as one prefix's count)."""
+    return f"; {hitter.note}" if hitter.note else ""
+
+
 def _print_results(run: Any, results: Any) -> None:
     print()
     print(f"run {run.run_id}: {run.state}" + (f" ({run.error})" if run.error else ""))
@@ -476,7 +510,7 @@ def _print_results(run: Any, results: Any) -> None:
     width = min(ITEM_COLUMNS_MAX, max([ITEM_COLUMNS_MIN, *map(columns, listed + cut)]))
     for i, (h, item) in enumerate(zip(results.heavy_hitters, listed, strict=True), start=1):
         print(f"  {i:3d}. {ljust(item, width)}  estimated count {h.estimate:8.1f}  "
-              f"(round {h.round})")
+              f"(round {h.round}{_noted(h)})")
     if results.cut_prefixes:
         # (not on the parse path: they load numpy)
         from fedhh.cli.simulate import cut_cause, cut_heading
@@ -489,7 +523,7 @@ def _print_results(run: Any, results: Any) -> None:
         for h, item in zip(results.cut_prefixes, cut, strict=True):
             print(f"       {ljust(item, width)}  estimated count "
                   f"{h.estimate:8.1f}  (round {h.round}; "
-                  f"{cut_cause(h.round, h.bits, code_bits, last)})")
+                  f"{cut_cause(h.round, h.bits, code_bits, last)}{_noted(h)})")
     widths = sorted({h.bits for h in [*results.heavy_hitters, *results.cut_prefixes]
                      if h.truncated})
     if widths:

@@ -245,13 +245,15 @@ def hits_table(run_id: str, hits: Sequence[Hit], cut: Sequence[Hit] = ()) -> Htm
 
 def _hit_rows(hits: Sequence[Hit], what: str) -> Html:
     rows = join(fmt(
-        '<tr data-item="{item}"><td>{rank}</td><td class="item">{shown}{cut}</td>'
+        '<tr data-item="{item}"><td>{rank}</td><td class="item">{shown}{cut}{note}</td>'
         '<td>{estimate} ± {std}</td><td>{round}</td></tr>',
         rank=h.rank, item=h.item, shown=printable(h.item, h.truncated),
         estimate=number(h.estimate, 1),
         std=number(h.std, 1), round=h.round,
         cut=fmt(' <span class="note">(cut at {bits} bits: every item starting so)</span>',
-                bits=h.bits) if h.truncated else Html(""))
+                bits=h.bits) if h.truncated else Html(""),
+        # (a row standing for several cut prefixes of one text: its estimate is their sum)
+        note=fmt(' <span class="note">({note})</span>', note=h.note) if h.note else Html(""))
         for h in hits)
     return fmt('<div class="scroll"><table class="hits"><thead><tr><th>#</th><th>Item</th>'
                '<th>Estimate ± std</th><th>Round found</th></tr></thead><tbody>{rows}</tbody>'

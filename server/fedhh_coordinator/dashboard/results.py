@@ -38,6 +38,7 @@ class Hit:
     round: int
     truncated: bool = False  # the item's text is its prefix of ``bits`` bits (HeavyHitter)
     bits: int = 0
+    note: str = ""  # several cut prefixes show this text: the estimate is their sum
 
 
 def heavy_hitters(parts: RunParts, rounds: list[RoundRow]) -> list[Hit]:
@@ -59,7 +60,7 @@ def _hits(parts: RunParts, rounds: list[RoundRow], found: list[HeavyHitter]) -> 
     return [Hit(rank, h.item, h.estimate,
                 estimate_std(parts.tree.mechanism_for(h.round), h.estimate,
                              contributors.get(h.round, 0), h.parts),
-                h.round, h.truncated, h.bits if h.truncated else 0)
+                h.round, h.truncated, h.bits if h.truncated else 0, h.note)
             for rank, h in enumerate(found, start=1)]
 
 

@@ -296,19 +296,22 @@ def hits_csv(hits: list[Hit], cut: list[Hit]) -> str:
     """The CSV download: heavy hitters, then cut prefixes (``kind``), items shown as on the
     page (``printable``: a terminal that prints the file, or a sheet, draws what it gets;
     every escape reads back one way, and the JSON download is exact) and kept from becoming
-    formulas (``csv_cell``)."""
+    formulas (``csv_cell``); ``note``, last, says when a row stands for several cut prefixes
+    that show one text, its estimate their sum (before, the sum read as one prefix's)."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["rank", "item", "estimate", "std", "round", "truncated_at_bits", "kind"])
+    writer.writerow(["rank", "item", "estimate", "std", "round", "truncated_at_bits", "kind",
+                     "note"])
     for label, rows in (("heavy hitter", hits), ("cut prefix", cut)):
         for h in rows:
             writer.writerow([h.rank, csv_cell(printable(h.item, h.truncated)), repr(h.estimate),
                              "" if math.isnan(h.std) else repr(h.std), h.round,
-                             h.bits if h.truncated else "", label])
+                             h.bits if h.truncated else "", label, h.note])
     return out.getvalue()
 
 
 def _hit_json(hit: Hit) -> dict[str, Any]:
     return {"rank": hit.rank, "item": hit.item, "estimate": hit.estimate,
             "std": None if math.isnan(hit.std) else hit.std, "round": hit.round,
-            "truncated": hit.truncated, **({"bits": hit.bits} if hit.truncated else {})}
+            "truncated": hit.truncated, **({"bits": hit.bits} if hit.truncated else {}),
+            **({"note": hit.note} if hit.note else {})}

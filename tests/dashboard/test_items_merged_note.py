@@ -1,0 +1,75 @@
+"""Cut prefixes that show one text (they differ only after its last byte) are one row whose
+estimate is their sum, with a ``note`` saying so (`fedhh.server.prefixtree.shown_items`).
+`fedhh simulate` showed the note; the dashboard's page, CSV and JSON and `fedhh up`'s list
+dropped it, so the sum of two prefixes' counts read as one prefix's."""
+
+from __future__ import annotations
+
+import csv
+import io
+from types import SimpleNamespace
+
+from fedhh.codec import Codec
+from fedhh.codec import codes as cw
+from fedhh.server.mechanisms import LocalRandomizer, TailKind
+from fedhh.server.prefixtree import Found, PrefixTree, TreeConfig, TreeState
+
+WIDTH = 200
+
+
+def _parts() -> SimpleNamespace:
+    """A tree state with two cut prefixes that show one text and a whole item."""
+    codec = Codec.from_spec("unicode", WIDTH)
+    whole, a, b = (int(c) for c in cw.to_ints(codec.encode_many(
+        ["tea", "https://www.example.org/alphabet", "https://www.example.org/alpine"]).codes))
+    # (the first bit count at which the two URLs' prefixes differ: both show .../alp…)
+    bits = next(n for n in range(1, WIDTH) if a >> (WIDTH - n) != b >> (WIDTH - n))
+    keep = WIDTH - bits
+    tree = PrefixTree(TreeConfig(rounds=13, dim_limit=2**16), codec,
+                      LocalRandomizer(3.0, TailKind.BINOMIAL))
+    state = TreeState(discovered=(Found(whole, 40.0, 1),
+                                  Found(a >> keep << keep, 300.0, 6, bits=bits),
+                                  Found(b >> keep << keep, 200.0, 6, bits=bits)))
+    return SimpleNamespace(tree=tree, state=state)
+
+
+def test_the_dashboard_says_a_rows_estimate_is_the_sum_of_its_prefixes() -> None:
+    from fedhh_coordinator.dashboard.pages import hits_table
+    from fedhh_coordinator.dashboard.results import cut_prefixes, heavy_hitters
+    from fedhh_coordinator.dashboard.server import _hit_json, hits_csv
+
+    parts = _parts()
+    hits = heavy_hitters(parts, [])  # type: ignore[arg-type]
+    cut = cut_prefixes(parts, [])  # type: ignore[arg-type]
+    assert [h.item for h in hits] == ["tea"] and hits[0].note == ""
+    [row] = cut
+    assert row.item == "https://www.example.org/alp…" and row.estimate == 500.0
+    assert row.note.startswith("2 cut prefixes show this text")
+    assert "the estimate is their sum" in hits_table("r1", hits, cut)
+    assert _hit_json(row)["note"] == row.note and "note" not in _hit_json(hits[0])
+    table = list(csv.DictReader(io.StringIO(hits_csv(hits, cut))))
+    assert [r["note"] for r in table] == ["", row.note]
+    assert table[1]["estimate"] == "500.0"
+
+
+def test_up_says_a_rows_estimate_is_the_sum_of_its_prefixes(capsys) -> None:  # type: ignore[no-untyped-def]
+    from fedhh.cli.up import _print_results
+    from fedhh.config import Mode, RunConfig
+    from fedhh.rpc.run_config import to_proto
+    from fedhh.v1 import coordinator_pb2 as pb
+
+    parts = _parts()
+    listed = parts.tree.cut_prefixes(parts.state)
+    cut = [pb.HeavyHitter(item=h.item, estimate=h.estimate, round=h.round, truncated=True,
+                          bits=h.bits, note=h.note) for h in listed]
+    config = RunConfig(completion_rounds=4).validate(Mode.NETWORK)
+    rounds = [pb.RoundSummary(round=i, attempt=1, state="released", participants=1000,
+                              prefixes=1, segment_bits=16, domain_size=65536, kept=1)
+              for i in range(1, 9)]
+    run = SimpleNamespace(run_id="demo", state="done", error="", eps_spent=1.0, eps_local=4.0,
+                          rounds_released=8, config=to_proto(config), rounds=rounds)
+    _print_results(run, SimpleNamespace(heavy_hitters=[], cut_prefixes=cut))
+    row = next(line for line in capsys.readouterr().out.splitlines() if "alp…" in line)
+    assert "estimated count    500.0" in row
+    assert row.endswith("; 2 cut prefixes show this text (they differ only after its last "
+                        "byte); the estimate is their sum)")
