@@ -158,3 +158,20 @@ def test_the_note_on_dropped_completion_rounds_names_flags_up_accepts(
     named = set(re.findall(r"--[a-z][a-z-]*", note))
     assert {"--devices", "--min-fraction", "--eps-agg"} <= named
     assert named <= options_of(["up"], capsys), named - options_of(["up"], capsys)
+
+
+def test_a_rerun_in_the_same_workdir_cancels_the_run_left_unfinished() -> None:
+    """An interrupted `fedhh up --workdir W` left run ``demo`` running in W's store; the next
+    `fedhh up --workdir W` started ``demo-2`` beside it, and the coordinator resumed ``demo``
+    first: its rounds spent the devices' budget while demo-2's check-in waited 2.5 minutes.
+    Now the unfinished runs (pending or running) are cancelled, and only those."""
+    cancelled: list[str] = []
+    admin = SimpleNamespace(cancel=cancelled.append)
+    runs = [SimpleNamespace(run_id=name, state=state) for name, state in
+            [("demo", "running"), ("demo-2", "done"), ("demo-3", "failed"),
+             ("demo-4", "cancelled"), ("demo-5", "pending")]]
+    from fedhh.cli.up import cancel_unfinished
+
+    assert cancel_unfinished(admin, runs) == ["demo", "demo-5"]
+    assert cancelled == ["demo", "demo-5"]
+    assert cancel_unfinished(admin, []) == []
