@@ -103,6 +103,20 @@ def user_span(text: str) -> range:
     return span
 
 
+def unfinished_results(results: Any) -> str:
+    """The note on stderr for the results of a run that is not done: its heavy hitters are
+    those of its rounds released so far, not the run's (before, nothing said so: the JSON of
+    a running or failed run read as a final list, save its ``state``)."""
+    released = sum(1 for r in results.rounds if r.state == "released")
+    what = {"pending": "has not started", "running": "is still running",
+            "failed": "failed", "cancelled": "was cancelled"}.get(results.state,
+                                                                  f"is {results.state}")
+    return (f"note: run {results.run_id} {what}: its heavy hitters and cut prefixes are those "
+            f"of the {released} round{'' if released == 1 else 's'} released so far, not a "
+            "finished run's" + (f" (`fedhh admin ... wait {results.run_id}` waits for it)"
+                                if results.state in ("pending", "running") else ""))
+
+
 def dropped_completions(asked: RunConfig, stored: RunConfig, devices_flags: str) -> str:
     """A note when the coordinator stored fewer completion rounds than were asked for (it
     drops the last ones when n_min devices cannot budget them: each round's own local
@@ -184,6 +198,8 @@ def run(args: argparse.Namespace) -> int:
             reply = client.run(args.run_id)
         elif args.action == "results":
             reply = client.results(args.run_id)
+            if reply.state != "done":
+                print(unfinished_results(reply), file=sys.stderr)
         elif args.action == "wait":
             # Each round's stages and outcome as they happen, on stderr (stdout stays the
             # JSON): the wait was silent for the minutes a run takes, like a hung command.
