@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import logging
 import math
 import os
@@ -309,17 +310,11 @@ class NetworkLink:
         bound, a task signed by another key than the one they enrolled with) and said why in
         its own log only."""
         cohort = sum(len(c.members) for c in plan.cohorts)
-        counts = ""
+        stages: dict[str, int] = {}
         with contextlib.suppress(FedhhError):
             outcome = await service.outcome(plan.round_id)
-            counts = ", ".join(f"{stage.lower()} {n}" for stage, n in outcome.stage_devices.items())
-        accepted = f"accepted per stage: {counts}; " if counts else ""
-        return (f" ({accepted}{cohort} devices in the cohort, n_min {self.config.min_devices}; "
-                "devices that refuse a round (n_min below their --min-cohort, an (n, k, t) "
-                "failing the lying-server bound they check at 5% corrupt and 30% dropout, as "
-                "a low expected_dropout can choose, a task not signed by the coordinator key "
-                "they enrolled with) never contact the aggregator: their logs say \"refused "
-                "the round\" and why)")
+            stages = dict(outcome.stage_devices)
+        return too_few_hint(stages, cohort, self.config.min_devices)
 
     async def _watch_stage(self, plan: RoundPlan, service: RoundService[Any]) -> None:
         """Show the service's stage in the run's progress while the round runs."""
@@ -436,6 +431,29 @@ def _verdict(outcome: AggregatorOutcome) -> Recovered:
                          f"({outcome.reason})")
     return Recovered(Recovery.LOST, f"nobody can say whether unmasking began "
                      f"({outcome.reason or 'the aggregator does not know the round'})")
+
+
+def too_few_hint(stages: dict[str, int], cohort: int, n_min: int) -> str:
+    """What an abort for too few devices adds to its reason (``RoundLink._too_few``): the
+    devices each stage accepted, the cohort and n_min, and where to look. Devices that refuse
+    a round never reach the aggregator; devices that took part and then fell short at a later
+    stage were late or dropped out. Before, the hint named refusals alone, also for a round
+    whose 400 devices all advertised keys and then mostly missed the 10 s key-sharing window
+    on a loaded machine: their logs said "late", not "refused the round"."""
+    counts = ", ".join(f"{stage.lower()} {n}" for stage, n in stages.items())
+    accepted = f"accepted per stage: {counts}; " if counts else ""
+    numbers = list(stages.values())
+    fell = any(later < earlier for earlier, later in itertools.pairwise(numbers))
+    late = ("; devices that took part and then missed a stage's window were late (on a "
+            "loaded machine, or a large cohort) or dropped out: their logs say \"secure "
+            "aggregation failed\", outcome late, and longer windows (--stage-ms, or the "
+            "stage's own) give them time") if fell else ""
+    return (f" ({accepted}{cohort} devices in the cohort, n_min {n_min}; "
+            "devices that refuse a round (n_min below their --min-cohort, an (n, k, t) "
+            "failing the lying-server bound they check at 5% corrupt and 30% dropout, as "
+            "a low expected_dropout can choose, a task not signed by the coordinator key "
+            "they enrolled with) never contact the aggregator: their logs say \"refused "
+            f"the round\" and why{late})")
 
 
 def _aborted(reason: str, outcome: AggregatorOutcome) -> RoundAborted:

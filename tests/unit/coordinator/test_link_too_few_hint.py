@@ -1,0 +1,25 @@
+"""What an abort for too few devices says: refusals, and devices that fell short later."""
+
+from __future__ import annotations
+
+from fedhh_coordinator.link import too_few_hint
+
+
+def test_devices_that_fell_short_after_taking_part_are_called_late_not_refusing() -> None:
+    """A new operator's run on a loaded machine: 400 devices advertised keys, 104 made the
+    10 s key-sharing window. The reason pointed only at refusals ("refused the round"),
+    which their logs never said; they said "late"."""
+    hint = too_few_hint({"ADVERTISE_KEYS": 400, "SHARE_KEYS": 104}, 400, 300)
+    assert "accepted per stage: advertise_keys 400, share_keys 104; 400 devices in the cohort" \
+        in hint
+    assert "n_min 300" in hint
+    assert "outcome late" in hint and "--stage-ms" in hint
+    assert '"refused the round"' in hint  # the refusals are still named
+
+
+def test_a_round_no_device_reached_names_the_refusals_alone() -> None:
+    for stages in ({"ADVERTISE_KEYS": 0}, {}, {"ADVERTISE_KEYS": 250, "SHARE_KEYS": 250}):
+        hint = too_few_hint(stages, 400, 300)
+        assert '"refused the round" and why)' in hint
+        assert "late" not in hint and "--stage-ms" not in hint
+    assert "accepted per stage" not in too_few_hint({}, 400, 300)
