@@ -11,14 +11,26 @@ Layout of ``<out>/``::
                          per-round diagnostics, timings and the top heavy hitters
     <study>/curves.csv   the plotted curves of every configuration (sampled ranks)
     <study>/*.png        the figures
+
+One report at a time per folder: ``write_report`` holds an exclusive lock (flock) on the
+folder while it writes, so two suites given the same ``--out`` write one after the other and
+the folder is the last one's whole, never files of both. It first removes the previous report's
+README.md (written last, it marks a complete report: a write cut short leaves none, not an old
+README over new numbers) and the study folders the previous report.json named that this report
+does not have (they would read as part of it); report.json, which names the studies, is
+written before them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import json
 import logging
-from collections.abc import Sequence
+import os
+import shutil
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,9 +75,61 @@ def study_results(study: Study, seeds: Sequence[int], records: dict[str, list[Ru
 
 def write_report(out: str | Path, results: Sequence[StudyResults], meta: dict[str, Any]
                  ) -> WrittenReport:
-    """Write the whole folder; ``meta`` describes the invocation (command, settings, timings)."""
+    """Write the whole folder; ``meta`` describes the invocation (command, settings, timings).
+    Under the folder's lock, once the previous report's README and the study folders this one
+    lacks are removed (module docstring)."""
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
+    with _report_lock(root):
+        _remove_previous(root, {res.study.name for res in results})
+        return _write_all(root, results, meta)
+
+
+# What a study folder of a report holds (``_write_study``): a folder of these files only is
+# removed when the next report in the folder lacks its study.
+REPORT_SUFFIXES = (".csv", ".json", ".png")
+
+
+@contextlib.contextmanager
+def _report_lock(root: Path) -> Iterator[None]:
+    """The folder's report lock, held until the report is written (waits for another suite
+    writing the same folder)."""
+    descriptor = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # (releases the lock)
+
+
+def _remove_previous(root: Path, studies: set[str]) -> None:
+    """Remove the previous report's README (its completion mark) and the study folders its
+    report.json named that the new report lacks (before, `segmentation` written where `all`
+    had been left the other studies' folders of another invocation, maybe of another dataset,
+    beside its README). A folder holding anything but report files is left, with a warning."""
+    previous: list[str] = []
+    with contextlib.suppress(OSError, ValueError):
+        meta = json.loads((root / "report.json").read_text(encoding="utf-8"))
+        if isinstance(meta, dict) and isinstance(meta.get("studies"), list):
+            previous = [s for s in meta["studies"] if isinstance(s, str)]
+    (root / "README.md").unlink(missing_ok=True)
+    for name in previous:
+        folder = root / name
+        if name in studies or not name or "/" in name or name.startswith(".") \
+                or not folder.is_dir() or folder.is_symlink():
+            continue
+        files = list(folder.iterdir())
+        if all(f.is_file() and f.suffix in REPORT_SUFFIXES for f in files):
+            shutil.rmtree(folder)
+            log.info("removed %s: the previous report's study, not in this one", folder)
+        else:
+            log.warning("%s is a study of the previous report in %s, not of this one, and "
+                        "holds files other than the report's: left as it is", folder, root)
+
+
+def _write_all(root: Path, results: Sequence[StudyResults], meta: dict[str, Any]
+               ) -> WrittenReport:
+    _write_json(root / "report.json", meta)  # (first: it names the studies being written)
     all_claims: list[ClaimResult] = []
     sections: list[str] = []
     for res in results:
@@ -74,7 +138,6 @@ def write_report(out: str | Path, results: Sequence[StudyResults], meta: dict[st
         sections.append(_write_study(root, res, claims))
     _write_csv(root / "claims.csv", [c.to_dict() for c in all_claims])
     _write_json(root / "claims.json", [c.to_dict() for c in all_claims])
-    _write_json(root / "report.json", meta)
     utility = bool(results) and all(r.study.group == UTILITY_GROUP for r in results)
     (root / "README.md").write_text(_header(meta, all_claims, utility) + "\n".join(sections),
                                     encoding="utf-8")

@@ -179,3 +179,88 @@ def test_the_accounting_study_shows_both_accountants(tiny_path: Path, tmp_path: 
     assert len(eps) == 2
     # 3,000 devices, T = 4, eps_agg 1: the exact accountant of the sums allows more eps_local.
     assert all(c["verdict"] == HOLDS for c in eps), eps
+
+
+def _segmentation_over(previous: Path, tiny_path: Path, report: Path, tmp_path: Path,
+                       capsys: pytest.CaptureFixture[str]) -> tuple[Path, int, str]:
+    """`segmentation` (every run stored) written into a copy of the ``previous`` report."""
+    out = tmp_path / "out"
+    shutil.copytree(previous, out)
+    code, _, err = run_cli(["experiments", "segmentation", "--dataset", str(tiny_path),
+                            "--out", str(out), "--store", str(report.parent / "store"),
+                            "--seeds", "2", "--quiet"], capsys)
+    return out, code, err
+
+
+def test_a_report_over_another_keeps_none_of_the_other_studies(
+        tiny_path: Path, report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Before, the deny-list folder of the previous report stayed beside the new README (and
+    # its numbers, maybe of another dataset, read as the new report's).
+    out, code, err = _segmentation_over(report / "deny-list", tiny_path, report, tmp_path,
+                                        capsys)
+    assert code == 0, err
+    assert not (out / "deny-list").exists()
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["segmentation"]
+    assert json.loads((out / "report.json").read_text())["studies"] == ["segmentation"]
+    assert "Deny lists" not in (out / "README.md").read_text()
+    assert {c["study"] for c in json.loads((out / "claims.json").read_text())} \
+        == {"segmentation"}
+    # A previous study folder holding something else (the user's notes) is left, with a word.
+    out2 = tmp_path / "notes"
+    shutil.copytree(report / "deny-list", out2)
+    (out2 / "deny-list" / "notes.txt").write_text("mine")
+    shutil.rmtree(out)
+    _, code, err = _segmentation_over(out2, tiny_path, report, tmp_path, capsys)
+    assert code == 0, err
+    assert (out / "deny-list" / "notes.txt").read_text() == "mine"
+    assert "holds files other than the report's: left as it is" in caplog.text
+
+
+def test_a_report_cut_short_leaves_no_readme_of_the_previous_one(
+        tiny_path: Path, report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before, the previous report's README stayed over the new numbers written so far.
+    from fedhh.experiments import report as report_module
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(report_module, "draw_summary", broken)
+    out, code, _ = _segmentation_over(report / "deny-list", tiny_path, report, tmp_path,
+                                      capsys)
+    assert code != 0
+    assert not (out / "README.md").exists()
+    # What it had begun is named, so that the next report removes it with the rest.
+    assert json.loads((out / "report.json").read_text())["studies"] == ["segmentation"]
+
+
+def test_two_reports_in_one_folder_are_written_one_after_the_other(
+        tiny_path: Path, report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before, two suites given the same --out wrote at once: one's README over the other's
+    # claims and study files. Now the writer holds the folder's lock (flock) throughout.
+    import fcntl
+    import os
+
+    from fedhh.experiments import report as report_module
+
+    write_study = report_module._write_study
+    tried: list[bool] = []
+
+    def probing(root: Path, *args: object) -> str:
+        descriptor = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            tried.append(True)  # another writer could have taken it
+        except BlockingIOError:
+            tried.append(False)
+        finally:
+            os.close(descriptor)
+        return write_study(root, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(report_module, "_write_study", probing)
+    _, code, err = _segmentation_over(report / "deny-list", tiny_path, report, tmp_path,
+                                      capsys)
+    assert code == 0, err
+    assert tried == [False]
