@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from fedhh.codec import Codec
+from fedhh.codec import MAX_SUPPORTED_BITS, Codec
 from fedhh.device import Eligibility, RandomizedResponse, Selection, select_block
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.secagg import RoundConfig, StageDeadlines
@@ -102,4 +102,4 @@ def test_wide_task_lists_must_be_whole_values() -> None:
     with pytest.raises(ConfigError, match="not a multiple"):
         query_of(task(codec="english", max_bits=200, prefix_bits=70, prefixes=[1, 2, 3]))
     with pytest.raises(ConfigError, match="outside"):
-        query_of(task(max_bits=2000))
+        query_of(task(max_bits=MAX_SUPPORTED_BITS + 1))
