@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     result = simulate(dataset, config, truth, show_progress=progress)
     payload = result_payload(result, config, dataset.summary(progress))
     warn_over_target(payload["privacy"])
-    warn_cut_deny(payload["deny_list_cut"])
+    warn_cut_deny(payload["deny_list_cut"], blocker=config.completion_blocker())
     if args.json:
         # Items as they are (UTF-8, the file's encoding), not as \ud83d\ude02 escapes; standard
         # output keeps the escapes, whatever its encoding.
@@ -101,12 +101,22 @@ def warn_over_target(privacy: dict[str, Any]) -> None:
               f"eps_agg spent", file=sys.stderr)
 
 
-def warn_cut_deny(cut: list[dict[str, Any]], shown: int = 5, lines: int = 10) -> None:
+def warn_cut_deny(cut: list[dict[str, Any]], shown: int = 5, lines: int = 10,
+                  blocker: str | None = None) -> None:
     """Say on stderr (--quiet or not) which deny-list items are longer than the codes: a
     device compares codes, so each denies every item starting with the same bits, and the
     dataset's items it so denies besides itself are named (their weight went unsaid: denying
     one long URL dropped another held by 35% of the users). At most ``lines`` of them, those
-    that deny the most held other items first; a last line counts the rest."""
+    that deny the most held other items first; a last line counts the rest. ``blocker``: the
+    setting that rules completion rounds out (`RunConfig.completion_blocker`), named as the
+    truncation note names it; then only --max-bits widens the codes (before, a baseline's
+    warning offered more --completion-rounds or a larger --dim-limit, which change nothing)."""
+    if blocker is not None:
+        reach = (f"--max-bits, with as many more --rounds (completion rounds do not run with "
+                 f"{blocker}): docs/codecs.md")
+    else:
+        reach = ("more --completion-rounds or a larger --dim-limit; without completion rounds, "
+                 "--max-bits: docs/codecs.md")
     def weight(entry: dict[str, Any]) -> float:
         return sum(other["users_holding"] or 1e-9 for other in entry["also_denies"])
 
@@ -127,9 +137,7 @@ def warn_cut_deny(cut: list[dict[str, Any]], shown: int = 5, lines: int = 10) ->
               f"than the codes ({entry['bits']} bits), so it denies every item whose code "
               f"starts with the same {entry['bits']} bits"
               + (f", here also {names}" if also else " (no other item of the dataset)")
-              + (f"; its code is {entry['needs_bits']} bits, which wider codes reach (more "
-                 "--completion-rounds or a larger --dim-limit; without completion rounds, "
-                 "--max-bits: docs/codecs.md)"
+              + (f"; its code is {entry['needs_bits']} bits, which wider codes reach ({reach})"
                  if entry["needs_bits"] else
                  f"; its code is longer than {MAX_SUPPORTED_BITS:,} bits, the codes' limit"),
               file=sys.stderr)

@@ -93,3 +93,25 @@ def test_many_cut_deny_items_take_ten_lines_the_weightiest_first(
     assert lines[10] == ("fedhh simulate: warning: 20 more deny-list items are longer than the "
                          "codes, 0 of them denying other items of the dataset too (--json's "
                          "deny_list_cut lists them all)")
+
+
+@pytest.mark.parametrize("extra, blocker", [(["--algorithm", "triehh"], "--algorithm triehh"),
+                                            (["--two-runs"], "--two-runs")])
+def test_a_cut_deny_item_of_a_run_without_completion_rounds_names_only_max_bits(
+        population: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch, extra: list[str], blocker: str) -> None:
+    """A baseline (or another setting that rules completion rounds out) has codes of
+    --max-bits: its warning names that, as the truncation note does, and the setting; before,
+    it offered more --completion-rounds or a larger --dim-limit, which change nothing there."""
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    deny = tmp_path / "deny.txt"
+    deny.write_text("1\ufe0f\u20e3\n", encoding="utf-8")  # (a keycap: 66 bits, past 60)
+    code, _, stderr = run_cli(["simulate", "--dataset", str(population), "--eps-agg", "0.5",
+                               "--seed", "1", "--quiet", "--deny-list", str(deny), *extra],
+                              capsys)
+    assert code == 0, stderr
+    [warning] = [line for line in stderr.splitlines() if "deny-list item" in line]
+    assert "longer than the codes (60 bits)" in warning
+    assert (f"which wider codes reach (--max-bits, with as many more --rounds (completion "
+            f"rounds do not run with {blocker}): docs/codecs.md)") in warning
+    assert "--completion-rounds" not in warning and "--dim-limit" not in warning
