@@ -30,10 +30,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", "--store", default="fedhh-coordinator.sqlite",
                    help="the store: a SQLite file, or a PostgreSQL URL "
                         "postgresql://USER@HOST:PORT/DB (password from $PGPASSWORD or a "
-                        "PGPASSFILE, not in the URL; needs psycopg: pip install fedhh[postgresql])")
+                        "PGPASSFILE, not in the URL; needs psycopg: pip install "
+                        "fedhh[postgresql]; default fedhh-coordinator.sqlite in the working "
+                        "directory)")
     p.add_argument("--signing-key", default="coordinator-signing.pem",
                    help="Ed25519 key signing tasks and round configs (created if missing; the "
-                        "public key is written to <file>.pub for the aggregator)")
+                        "public key is written to <file>.pub for the aggregator; default "
+                        "coordinator-signing.pem in the working directory)")
     p.add_argument("--aggregator", required=True, type=options.remote_address,
                    help="aggregator control address HOST:PORT")
     p.add_argument("--aggregator-public-address", type=options.remote_address,

@@ -95,7 +95,8 @@ def register(subparsers: Any) -> None:
     inspect = actions.add_parser("inspect", help="summary statistics and top items")
     inspect.add_argument("dataset", help="built-in name or path (dataset dir, .txt, .jsonl, "
                          "LEAF)")
-    inspect.add_argument("--top", type=_positive_int, default=20, help="top items to list")
+    inspect.add_argument("--top", type=_positive_int, default=20,
+                         help="top items to list (default 20)")
     inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
     inspect.add_argument("--cache-dir", type=Path, default=None, help="cache folder")
     inspect.set_defaults(handler=_inspect)
@@ -103,7 +104,8 @@ def register(subparsers: Any) -> None:
     warm = actions.add_parser("warm-start", help="write the public warm-start deny list")
     warm.add_argument("--out", type=options.output_path, required=True,
                       help="file to write, one item a line")
-    warm.add_argument("--size", type=_positive_int, default=2000, help="number of items")
+    warm.add_argument("--size", type=_positive_int, default=2000,
+                      help="number of items (default 2000)")
     warm.set_defaults(handler=_warm_start)
 
 

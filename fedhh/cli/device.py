@@ -84,7 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "into $FEDHH_CACHE or ./cache on first use)")
     p.add_argument("--users", default=":",
                    help="users to host: START:END, shard i/N, or tokens (the users that "
-                        "--enrollment-tokens-file names)")
+                        "--enrollment-tokens-file names); default: every user of the dataset")
     p.add_argument("--enrollment-tokens-file", metavar="PATH",
                    help="one-time enrollment tokens: line u for dataset user u, or USER TOKEN "
                         "lines")
@@ -100,7 +100,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="fraction of tasks on which a device drops out (tests, load tests; "
                         "a run's expected_dropout is what (k, t) is chosen for)")
     p.add_argument("--drop-stage", choices=(*STAGES, "random"), default="random",
-                   help="stage at which a dropping device stops")
+                   help="stage at which a dropping device stops (default random: a "
+                        "stage drawn for each drop)")
     p.add_argument("--max-eps-local", type=options.positive_float, default=10.0,
                    help="refuse tasks asking for a larger local epsilon (default 10)")
     p.add_argument("--min-cohort", type=options.positive_int, default=100,

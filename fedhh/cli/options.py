@@ -306,7 +306,7 @@ def add_listen_options(parser: argparse.ArgumentParser, default: str,
     or the other (before, the coordinator and a selector took both and served TLS, the
     aggregator and the combiner refused both)."""
     parser.add_argument("--listen", type=listen_address, default=default,
-                        help="HOST:PORT (port 0: OS-chosen)")
+                        help=f"HOST:PORT (port 0: OS-chosen; default {default})")
     transport = parser.add_mutually_exclusive_group()
     transport.add_argument("--tls-dir", help="server.pem, server.key and ca.pem for every "
                                              "connection" + (f" ({tls_also})" if tls_also
