@@ -243,6 +243,9 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
           + (" by the second run" if earlier else "")
           + (f" (+{len(payload['deny_list'])} from the deny list)" if payload["deny_list"] else ""))
     _hitters_table(hitters, top, hint)
+    why = nothing_found(payload)
+    if why:
+        print(why)
     cut = payload.get("cut_prefixes", [])
     if cut:
         print("\n" + cut_heading(len(cut)))
@@ -266,6 +269,25 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
         print(f"recall (weighted ranking): {recall}")
     t = payload["timings"]
     print(f"\ntime: {t['total_s']:.1f} s ({t['rounds_s']:.1f} s in rounds)")
+
+
+def nothing_found(payload: dict[str, Any]) -> str | None:
+    """Why a discovery whose rounds kept nothing found nothing: round 1's threshold against its
+    devices (`fedhh up` says the same of its runs). Before, "0 heavy hitters discovered" was
+    all a new user's 4-user file, or an eps_agg of 0.001 over Shakespeare, was told."""
+    rounds = payload["rounds"]
+    if (payload["heavy_hitters"] or payload.get("earlier_runs") or payload.get("cut_prefixes")
+            or not rounds or any(r["kept"] for r in rounds)
+            or rounds[0].get("threshold") is None):
+        return None
+    first = rounds[0]
+    n, threshold = first["participants"], first["threshold"]
+    share = (f"more than its {n:,} devices: no item's count can reach it" if threshold > n
+             else f"{threshold / n:.1%} of its {n:,} devices" if n else f"with {n} devices")
+    eps = payload["privacy"].get("eps_local")
+    at = f" at eps_local {eps:.3g}" if isinstance(eps, int | float) else ""
+    return (f"Nothing cleared round {first['round']}'s threshold, an estimated count of "
+            f"{threshold:,.1f} ({share}){at}: more devices, or a larger --eps-agg, lower it.")
 
 
 def _truncation_hint(payload: dict[str, Any], blocker: str | None) -> str:
