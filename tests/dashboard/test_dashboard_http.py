@@ -201,8 +201,11 @@ def test_downloads_are_the_heavy_hitters_filtered(served: Served) -> None:
     assert data["heavy_hitters"][0]["rank"] == 2 and data["heavy_hitters"][0]["round"] == 2
     status, _, body = served.request("GET", "/runs/r1/heavy-hitters.csv", headers=session)
     lines = body.decode().splitlines()
-    assert lines[0] == "rank,item,estimate,std,round,truncated_at_bits,kind,note"
+    assert lines[0] == "rank,item,estimate,std,round,truncated_at_bits,kind,note,run_state"
     assert lines[1].startswith("1,apple,61.5,") and lines[2].startswith("2,berry,48.25,")
+    assert all(line.endswith(",done") for line in lines[1:])
+    status, headers, _ = served.request("GET", "/runs/r1/heavy-hitters.csv", headers=session)
+    assert headers["Content-Disposition"] == 'attachment; filename="r1-heavy-hitters.csv"'
 
 
 def test_spreadsheet_formulas_and_foreign_redirects_are_neutralised() -> None:
@@ -303,3 +306,28 @@ def test_a_session_keeps_at_most_four_live_streams(served: Served) -> None:
         for connection in connections:
             connection.close()
 
+
+
+def test_a_run_not_done_downloads_as_a_list_so_far(served: Served) -> None:
+    """A run that has not finished downloads under a name saying its state, and its CSV rows
+    carry it (before: `r2-heavy-hitters.csv`, as a finished run's list)."""
+    import asyncio
+
+    from networked_kit import run_config
+
+    from fedhh.rpc.run_config import from_proto
+    from fedhh_coordinator.runs import create_run
+    from fedhh_coordinator.store import Store
+
+    config = from_proto(run_config(rounds=4, max_bits=60, min_devices=180, dim_limit=1 << 16))
+    asyncio.run(create_run(Store(served.db), config, "r2"))
+    session = {"Cookie": served.sign_in()}
+    status, headers, body = served.request("GET", "/runs/r2/heavy-hitters.csv", headers=session)
+    assert status == 200
+    assert body.decode().splitlines()[0].endswith(",note,run_state")
+    name = headers["Content-Disposition"]
+    assert name.startswith('attachment; filename="r2-heavy-hitters-')
+    assert name.endswith('-so-far.csv"') and "-done-" not in name
+    status, headers, body = served.request("GET", "/runs/r2/heavy-hitters.json", headers=session)
+    assert headers["Content-Disposition"].endswith('-so-far.json"')
+    assert json.loads(body)["state"] != "done"

@@ -73,3 +73,19 @@ def test_up_says_a_rows_estimate_is_the_sum_of_its_prefixes(capsys) -> None:  # 
     assert "estimated count    500.0" in row
     assert row.endswith("; 2 cut prefixes show this text (they differ only after its last "
                         "byte); the estimate is their sum)")
+
+
+def test_the_csv_of_a_run_not_done_says_its_list_is_so_far() -> None:
+    """A running (or failed) run's list is what its released rounds found so far: every CSV
+    row carries the run's state, as the JSON download carries ``state`` (before, nothing in
+    the CSV said so, and a mid-run download read as the finished run's list)."""
+    from fedhh_coordinator.dashboard.results import cut_prefixes, heavy_hitters
+    from fedhh_coordinator.dashboard.server import hits_csv
+
+    parts = _parts()
+    hits = heavy_hitters(parts, [])  # type: ignore[arg-type]
+    cut = cut_prefixes(parts, [])  # type: ignore[arg-type]
+    for state in ("running", "failed", "done"):
+        table = list(csv.DictReader(io.StringIO(hits_csv(hits, cut, state))))
+        assert [r["run_state"] for r in table] == [state, state]
+        assert [r["item"] for r in table] == ["tea", "https://www.example.org/alp…"]

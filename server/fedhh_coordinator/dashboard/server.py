@@ -257,15 +257,20 @@ class Dashboard:
         hits = [h for h in detail.hits if needle in h.item.casefold()]
         cut = [h for h in detail.cut if needle in h.item.casefold()]
         kind = request.match_info["kind"]
+        state = detail.line.state
+        # (a run not done: its list is its released rounds' so far, which the file's name says,
+        # as the CSV's run_state column and the JSON's state do; before, a running or failed
+        # run's CSV read as a finished run's list)
+        so_far = "" if state == "done" else f"-{state}-so-far"
         headers = {"Content-Disposition":
-                   f'attachment; filename="{run_id}-heavy-hitters.{kind}"'}
+                   f'attachment; filename="{run_id}-heavy-hitters{so_far}.{kind}"'}
         if kind == "json":  # every item exact
             body = json.dumps({"run_id": run_id, "state": detail.line.state, "filter": needle,
                                "heavy_hitters": [_hit_json(h) for h in hits],
                                "cut_prefixes": [_hit_json(h) for h in cut]},
                               indent=2)
             return web.Response(text=body, content_type="application/json", headers=headers)
-        return web.Response(text=hits_csv(hits, cut), content_type="text/csv",
+        return web.Response(text=hits_csv(hits, cut, state), content_type="text/csv",
                             headers=headers)
 
     # ---- live ------------------------------------------------------------------------------
@@ -292,21 +297,24 @@ class Dashboard:
         return await self.live.serve(request, regions, HEADERS)
 
 
-def hits_csv(hits: list[Hit], cut: list[Hit]) -> str:
+def hits_csv(hits: list[Hit], cut: list[Hit], state: str = "done") -> str:
     """The CSV download: heavy hitters, then cut prefixes (``kind``), items shown as on the
     page (``printable``: a terminal that prints the file, or a sheet, draws what it gets;
     every escape reads back one way, and the JSON download is exact) and kept from becoming
-    formulas (``csv_cell``); ``note``, last, says when a row stands for several cut prefixes
-    that show one text, its estimate their sum (before, the sum read as one prefix's)."""
+    formulas (``csv_cell``); ``note`` says when a row stands for several cut prefixes that
+    show one text, its estimate their sum (before, the sum read as one prefix's);
+    ``run_state``, last, the run's state (``state``) on every row: a run not ``done`` lists
+    what its released rounds found so far, not a finished run's list (before, nothing in the
+    file said so, where the JSON download has ``state``)."""
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["rank", "item", "estimate", "std", "round", "truncated_at_bits", "kind",
-                     "note"])
+                     "note", "run_state"])
     for label, rows in (("heavy hitter", hits), ("cut prefix", cut)):
         for h in rows:
             writer.writerow([h.rank, csv_cell(printable(h.item, h.truncated)), repr(h.estimate),
                              "" if math.isnan(h.std) else repr(h.std), h.round,
-                             h.bits if h.truncated else "", label, h.note])
+                             h.bits if h.truncated else "", label, h.note, state])
     return out.getvalue()
 
 
