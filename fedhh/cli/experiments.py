@@ -166,7 +166,7 @@ def run_on_dask(cluster: ClusterOptions, suite: Suite, missing: list[PlannedRun]
     # distributed logs every connection at INFO on a handler of its own; -v keeps them.
     logger = logging.getLogger("distributed")
     logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
-    with _above_the_bar(bar, [logger]), connect(cluster) as client:
+    with _above_the_bar(bar, [logger]), connect(cluster, _above_the_bar_line) as client:
         if cluster.scheduler is not None:
             await_workers(client, cluster.scheduler, WORKERS_WAIT_S, _above_the_bar_line)
         workers = describe(client)

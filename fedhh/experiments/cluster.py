@@ -80,6 +80,9 @@ CONNECT_S = 30.0
 # starting with it); without a bound, a scheduler nobody started workers for is waited on for
 # ever.
 WORKERS_WAIT_S = 120.0
+# How long a refused connection is retried in silence before the suite says it waits for it
+# (before, a mistyped port sat silent for the whole of CONNECT_S, then failed).
+REFUSED_SAY_S = 3.0
 # What starts a worker fit for the runs (the address to fill in).
 WORKER_COMMAND = f"dask worker {{address}} --nthreads 1 --memory-limit {RUN_MEMORY_GIB:g}GiB"
 
@@ -147,11 +150,14 @@ def local_workers(options: ClusterOptions) -> int:
     return max(1, min(cores, fits))
 
 
-def check_scheduler(address: str, timeout_s: float) -> None:
+def check_scheduler(address: str, timeout_s: float,
+                    say: Callable[[str], None] | None = None) -> None:
     """ConfigError, naming ``address``, unless a Dask scheduler there answers who it is within
     ``timeout_s``: "cannot reach" when no TCP connection is made in that time, "not a Dask
     scheduler" when one is and no Dask answer comes in the rest of it. Callable from inside a
-    running event loop (the probe runs on a thread of its own)."""
+    running event loop (the probe runs on a thread of its own). ``say``: told once when the
+    connection is still refused after ``REFUSED_SAY_S`` (a mistyped port, or a scheduler still
+    starting), with how long it is retried."""
     from distributed.comm import connect as open_comm
     from distributed.comm.addressing import parse_address, parse_host_port
     from distributed.security import Security
@@ -179,7 +185,7 @@ def check_scheduler(address: str, timeout_s: float) -> None:
     async def probe() -> object:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        await _reach(address, host, port, timeout_s)
+        await _reach(address, host, port, timeout_s, say)
         try:
             left = max(deadline - loop.time(), 0.0)
             return await asyncio.wait_for(identity(left), left)
@@ -205,15 +211,18 @@ def check_scheduler(address: str, timeout_s: float) -> None:
         raise ConfigError(f"{address} is not a Dask scheduler but a Dask {kind or 'server'}")
 
 
-async def _reach(address: str, host: str, port: int, timeout_s: float) -> None:
+async def _reach(address: str, host: str, port: int, timeout_s: float,
+                 say: Callable[[str], None] | None = None) -> None:
     """A TCP connection to host:port within ``timeout_s`` (then closed), retried while refused,
     as Dask's own connect does (a scheduler still starting); ConfigError saying it cannot be
     reached, with the last failure. Dask's connect runs its handshake in the same bound, where
     a server that never answers could not be told from a host that never connects."""
     failure: BaseException | None = None
+    started = time.monotonic()
+    said = say is None
 
     async def attempts() -> None:
-        nonlocal failure
+        nonlocal failure, said
         pause = 0.01
         while True:
             try:
@@ -230,6 +239,12 @@ async def _reach(address: str, host: str, port: int, timeout_s: float) -> None:
                                   f"host named {host!r} ({error.strerror})") from None
             except OSError as error:
                 failure = error
+                if not said and time.monotonic() - started >= REFUSED_SAY_S:
+                    said = True
+                    assert say is not None
+                    say(f"the Dask scheduler {address} does not accept the connection "
+                        f"({_cause(error)}); retrying for up to {timeout_s:g} s in case it is "
+                        "starting (a wrong address? Ctrl-C stops)")
                 await asyncio.sleep(pause)
                 pause = min(2 * pause, 1.0)
                 continue
@@ -283,15 +298,16 @@ def _quiet(logger: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def connect(options: ClusterOptions) -> Iterator[Client]:
+def connect(options: ClusterOptions, say: Callable[[str], None] | None = None
+            ) -> Iterator[Client]:
     """A client of the scheduler named (ConfigError unless it answers as one within
-    ``CONNECT_S``), or of a LocalCluster started here (and closed on exit, its worker processes
-    with it)."""
+    ``CONNECT_S``; ``say``: check_scheduler's), or of a LocalCluster started here (and closed
+    on exit, its worker processes with it)."""
     import dask
     from distributed import Client, LocalCluster
 
     if options.scheduler is not None:
-        check_scheduler(options.scheduler, CONNECT_S)
+        check_scheduler(options.scheduler, CONNECT_S, say)
         client = Client(options.scheduler, timeout=f"{CONNECT_S}s")
         try:
             yield client
@@ -649,7 +665,7 @@ def _deaths(error: Any) -> str:
             f"{getattr(worker, 'address', worker)}{memory}")
 
 
-__all__ = ["CONNECT_S", "MIN_WORKER_MEMORY_GIB", "RUN_MEMORY_GIB", "WORKERS_GONE_S",
-           "WORKERS_WAIT_S", "ClusterOptions", "SchedulerLost", "WorkerWatch", "WorkersDied",
-           "await_workers", "check_scheduler", "check_workers", "code_fingerprint",
-           "compute_run", "connect", "execute", "local_workers"]
+__all__ = ["CONNECT_S", "MIN_WORKER_MEMORY_GIB", "REFUSED_SAY_S", "RUN_MEMORY_GIB",
+           "WORKERS_GONE_S", "WORKERS_WAIT_S", "ClusterOptions", "SchedulerLost", "WorkerWatch",
+           "WorkersDied", "await_workers", "check_scheduler", "check_workers",
+           "code_fingerprint", "compute_run", "connect", "execute", "local_workers"]

@@ -714,3 +714,29 @@ def test_a_warning_during_the_progress_bar_starts_a_line_of_its_own(
     assert len(warning) == 1, err
     assert re.match(r"\d{4}-\d\d-\d\d [\d:,]+ WARNING fedhh\.experiments\.cluster: 1 Dask "
                     r"workers have a memory limit", warning[0]), err
+
+
+def test_a_refused_address_is_told_while_it_is_retried(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before, a mistyped port (refused) sat silent for the whole of CONNECT_S (30 s).
+    monkeypatch.setattr(cluster_module, "REFUSED_SAY_S", 0.0)
+    said: list[str] = []
+    with socket.socket() as bound:  # a port that nothing listens on: refused
+        bound.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{bound.getsockname()[1]}"
+        with pytest.raises(ConfigError, match=r"^cannot reach the Dask scheduler "):
+            check_scheduler(address, 0.5, said.append)
+    assert len(said) == 1, said
+    assert said[0].startswith(f"the Dask scheduler {address} does not accept the connection "
+                              "(ConnectionRefusedError: ")
+    assert "retrying for up to 0.5 s" in said[0] and "Ctrl-C stops" in said[0]
+    # An address that connects at once is not told of.
+    with socketserver.TCPServer(("127.0.0.1", 0), socketserver.BaseRequestHandler) as server:
+        port = server.server_address[1]
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            with pytest.raises(ConfigError, match="is not a Dask scheduler"):
+                check_scheduler(f"tcp://127.0.0.1:{port}", 5.0, said.append)
+        finally:
+            server.shutdown()
+    assert len(said) == 1
