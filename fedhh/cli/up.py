@@ -501,6 +501,12 @@ def _print_results(run: Any, results: Any) -> None:
               + (f"{r.threshold:9,.0f}  " if r.state == "released" and math.isfinite(
                   r.threshold) else "        -  ") + r.reason)
     print()
+    if run.state != "done":
+        # (a run that failed or was cancelled: what its released rounds found so far; before,
+        # the list read as a finished run's, as `fedhh admin results` said already)
+        from fedhh.cli.admin import unfinished_results
+
+        print(unfinished_results(run))
     print(f"{len(results.heavy_hitters)} heavy hitters (by round, then estimate; estimates of "
           "different rounds are not comparable, `fedhh simulate --help` says why):")
     listed = [printable(h.item, h.truncated) for h in results.heavy_hitters]

@@ -89,3 +89,31 @@ def test_the_csv_of_a_run_not_done_says_its_list_is_so_far() -> None:
         table = list(csv.DictReader(io.StringIO(hits_csv(hits, cut, state))))
         assert [r["run_state"] for r in table] == [state, state]
         assert [r["item"] for r in table] == ["tea", "https://www.example.org/alp…"]
+
+
+def test_up_says_a_failed_runs_list_is_its_released_rounds_so_far(capsys) -> None:  # type: ignore[no-untyped-def]
+    """`fedhh up` prints a run that failed or was cancelled with what its released rounds
+    found; it says so above the list, as `fedhh admin results` does (before, the list read as
+    a finished run's)."""
+    from fedhh.cli.up import _print_results
+    from fedhh.config import Mode, RunConfig
+    from fedhh.rpc.run_config import to_proto
+    from fedhh.v1 import coordinator_pb2 as pb
+
+    config = RunConfig(completion_rounds=4).validate(Mode.NETWORK)
+    rounds = [pb.RoundSummary(round=i, attempt=1, state="released", participants=1000,
+                              prefixes=1, segment_bits=16, domain_size=65536, kept=1)
+              for i in (1, 2)]
+    hits = [pb.HeavyHitter(item="1\ufe0f\u20e3", estimate=90.0, round=2)]
+    for state, says in (("failed", "failed"), ("cancelled", "was cancelled"), ("done", None)):
+        run = SimpleNamespace(run_id="demo", state=state, error="", eps_spent=1.0,
+                              eps_local=4.0, rounds_released=2, config=to_proto(config),
+                              rounds=rounds)
+        _print_results(run, SimpleNamespace(heavy_hitters=hits, cut_prefixes=[]))
+        out = capsys.readouterr().out
+        note = (f"note: run demo {says}: its heavy hitters and cut prefixes are those of the 2 "
+                "rounds released so far, not a finished run's")
+        if says is None:
+            assert "released so far" not in out
+        else:
+            assert note + "\n1 heavy hitters" in out
