@@ -31,6 +31,8 @@ from fedhh_coordinator.store import ACTIVE, RunAttempts, Store
 log = logging.getLogger(__name__)
 # The longest wait between two polls of a store that is unavailable.
 STORE_RETRY_MAX_S = 30.0
+# A running run's error while its cancel waits for the round under way (Runner.cancel).
+CANCEL_ASKED = "cancelled by the operator: the run stops once the round under way ends"
 
 
 class Runner:
@@ -59,6 +61,10 @@ class Runner:
         self._wake.set()
 
     def cancel(self, run_id: str) -> None:
+        """Cancel a running run once the round under way ends. The request is stored with the
+        run (``CANCEL_ASKED``): before, it was held in this process alone, so a coordinator
+        stopped before the round ended resumed the run on restart as if never cancelled."""
+        self.store.ask_cancel(run_id, CANCEL_ASKED)
         self._cancelled.add(run_id)
         self._wake.set()
 
@@ -175,7 +181,10 @@ class Runner:
         return driver
 
     async def drive(self, run_id: str) -> None:
-        parts = RunParts.load(self.store.run(run_id))
+        row = self.store.run(run_id)
+        if row.error == CANCEL_ASKED:  # cancelled before a restart: stop at the first chance
+            self._cancelled.add(run_id)
+        parts = RunParts.load(row)
         await self.driver(parts).run(parts.state)
         self.store.set_run_state(run_id, "done")
         log.info("run done", extra={"run_id": run_id})

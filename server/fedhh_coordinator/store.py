@@ -290,6 +290,15 @@ class Store:
             db.execute("UPDATE runs SET state = ?, error = ?, updated_at = ? WHERE run_id = ?",
                        (state, error, time.time(), run_id))
 
+    def ask_cancel(self, run_id: str, note: str) -> bool:
+        """Record that the operator cancelled a running run (its ``error`` holds ``note`` while
+        the round under way ends), so that a coordinator restarted before then still cancels
+        it. Only a run still running is marked; False if it no longer was."""
+        with self._tx() as db:
+            changed = db.execute("UPDATE runs SET error = ?, updated_at = ? WHERE run_id = ? "
+                                 "AND state = 'running'", (note, time.time(), run_id))
+            return bool(changed.rowcount)
+
     # ---- round attempts -------------------------------------------------------------------
     def rounds(self, run_id: str) -> list[RoundRow]:
         rows = self.db.query(
