@@ -446,8 +446,8 @@ def too_few_hint(stages: dict[str, int], cohort: int, n_min: int) -> str:
     fell = any(later < earlier for earlier, later in itertools.pairwise(numbers))
     late = ("; devices that took part and then missed a stage's window were late (on a "
             "loaded machine, or a large cohort) or dropped out: their logs say \"secure "
-            "aggregation failed\", outcome late, and longer windows (--stage-ms, or the "
-            "stage's own) give them time") if fell else ""
+            "aggregation failed\", outcome late or timed_out, and longer windows "
+            "(--stage-ms, or the stage's own) give them time") if fell else ""
     return (f" ({accepted}{cohort} devices in the cohort, n_min {n_min}; "
             "devices that refuse a round (n_min below their --min-cohort, an (n, k, t) "
             "failing the lying-server bound they check at 5% corrupt and 30% dropout, as "
