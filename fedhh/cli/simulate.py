@@ -184,7 +184,8 @@ def cut_cause(round_: int, bits: int, width: int, last: int) -> str:
     ran out while it was still heavy, which more --completion-rounds extend, or the round after
     the one that kept it lost every extension (its count fell below that cheaper round's
     threshold, which more devices or a larger --eps-agg lower); or it reached the codes' limit
-    (``MAX_SUPPORTED_BITS``), which nothing extends: before, that read "no rounds left" with rounds left."""
+    (``MAX_SUPPORTED_BITS``), which nothing extends: before, that read "no rounds left" with
+    rounds left."""
     if width >= MAX_SUPPORTED_BITS and bits >= width:
         # (more --completion-rounds add nothing: codes end there, rounds were left or not)
         return f"the codes' limit, {MAX_SUPPORTED_BITS:,} bits"

@@ -58,7 +58,7 @@ def test_each_kind_of_other_whitespace_is_reported(
     with caplog.at_level(logging.WARNING, logger="fedhh.data.text"):
         dataset = load_dataset(import_text(source, tmp_path / "ds"))
     assert dataset.stats[KEY]["count"] == 1
-    assert [r.getMessage() for r in caplog.records][0].startswith("users.txt: 1 line holds")
+    assert caplog.records[0].getMessage().startswith("users.txt: 1 line holds")
 
 
 def test_a_piece_of_whitespace_alone_reads_as_no_item(
