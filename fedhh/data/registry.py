@@ -290,9 +290,13 @@ def source_format(path: Path) -> str:
         return "text"
     if path.suffix.lower() == ".jsonl":
         return "jsonl"
+    tabular = (" (no format reads columns: write each user's items as one JSON array a line, "
+               "a .jsonl file; docs/datasets.md)"
+               if path.suffix.lower() in (".csv", ".tsv") else "")
     raise DatasetError(f"{path}: unknown dataset file type {path.suffix!r}; expected .txt (text "
-                       "format), .jsonl (JSON lines) or .json (LEAF), or use `fedhh data "
-                       "import --format`")
+                       "format), .jsonl (JSON lines) or .json (LEAF), or, for a file in one of "
+                       f"these formats under another name, `fedhh data import --format "
+                       f"text|jsonl|leaf`{tabular}")
 
 
 def resolve_dataset_path(

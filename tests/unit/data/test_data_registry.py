@@ -86,8 +86,13 @@ def test_dataset_directory_and_errors(tmp_path: Path, tiny: FederatedDataset) ->
     with pytest.raises(DatasetError, match="not a built-in dataset"):
         resolve_dataset("no-such-dataset", tmp_path)
     (tmp_path / "data.csv").write_text("a,b\n")
-    with pytest.raises(DatasetError, match="unknown dataset file type"):
+    # (before, it pointed at `data import --format`, which has no CSV format either)
+    with pytest.raises(DatasetError, match=r"unknown dataset file type .*no format reads "
+                                           r"columns: write each user's items as one JSON array"):
         resolve_dataset(tmp_path / "data.csv", tmp_path)
+    (tmp_path / "data.dat").write_text("a b\n")
+    with pytest.raises(DatasetError, match=r"--format text\|jsonl\|leaf`$"):
+        resolve_dataset(tmp_path / "data.dat", tmp_path)
     (tmp_path / "emptydir").mkdir()
     with pytest.raises(DatasetError, match="neither a dataset directory"):
         resolve_dataset(tmp_path / "emptydir", tmp_path)
