@@ -228,7 +228,8 @@ def run(args: argparse.Namespace) -> int:
     if access == Access() and os.geteuid() != CONTAINER_UID:
         # The compose stack's services run as uid 10001 and stopped at their first secret
         # ("cannot read the control token file ...: Permission denied"), restarting for ever.
-        print(f"note: server.key and the secrets are mode 0600 for uid {os.geteuid()} alone; "
+        private = "server.key and the secrets are" if args.secrets else "server.key is"
+        print(f"note: {private} mode 0600 for uid {os.geteuid()} alone; "
               f"for docker compose, whose services run as uid {CONTAINER_UID}, run this again "
               f"with --owner {CONTAINER_UID}:{CONTAINER_UID} (as root) or --group "
               f"{CONTAINER_UID}")

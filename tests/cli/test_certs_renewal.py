@@ -57,3 +57,18 @@ def test_files_only_the_caller_can_read_say_what_compose_needs(
     monkeypatch.setattr(os, "geteuid", lambda: certs.CONTAINER_UID)
     assert main(argv) == 0
     assert "note: server.key" not in capsys.readouterr().out  # the containers' user itself
+
+
+def test_without_secrets_the_note_names_server_key_alone(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, ``certs --out`` alone said "server.key and the secrets are mode 0600" though it
+    wrote no secrets."""
+    import os
+
+    from fedhh.cli import certs
+
+    assert main(["certs", "--out", str(tmp_path / "tls")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    if os.geteuid() != certs.CONTAINER_UID:
+        assert out[-1].startswith(f"note: server.key is mode 0600 for uid {os.geteuid()} alone; ")
+    assert not any("the secrets" in line for line in out)
