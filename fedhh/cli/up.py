@@ -255,12 +255,13 @@ def _run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--web-devices: cannot build the web device (clients/web): "
                               f"{error}") from None
     codec = config.codec if len(config.codec) <= 40 else "a codebook of its own"
-    print(f"fedhh up: {python_holding} devices from {args.dataset} in {processes} processes"
-          + (f", and {len(browser_users)} browser devices on a demo page" if browser_users
-             else "") + f"; items coded with {printable(codec)}", flush=True)
     started = time.monotonic()
+    # (entering the topology takes the workdir's lock: a refused rerun announces nothing)
     with LocalTopology(args.workdir, tls=not args.insecure) as topo, \
             contextlib.ExitStack() as stack:
+        print(f"fedhh up: {python_holding} devices from {args.dataset} in {processes} processes"
+              + (f", and {len(browser_users)} browser devices on a demo page" if browser_users
+                 else "") + f"; items coded with {printable(codec)}", flush=True)
         demo = None
         if dist is not None:
             from fedhh.cli.webdemo import DemoPage

@@ -242,6 +242,19 @@ def test_up_with_too_few_devices_says_so_at_once(tmp_path: Path, cache: Path,
     assert not (tmp_path / "w").exists() and time.monotonic() - started < 30
 
 
+def test_up_in_a_workdir_in_use_announces_nothing(users: Path, tmp_path: Path, cache: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, a refused second `up` printed "fedhh up: 300 devices from ..." and then the
+    refusal, as if it had started."""
+    from fedhh.rpc.topology import LocalTopology
+
+    with LocalTopology(workdir=tmp_path / "w", tls=False):
+        code, out, err = run_cli(["up", "--dataset", str(users), "--workdir",
+                                  str(tmp_path / "w")], capsys)
+    assert code == 2 and "is in use by another fedhh up" in err, err
+    assert "devices from" not in out + err
+
+
 def test_data_import_of_an_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                       ) -> None:
     """Before: "imported" with 0 users."""
