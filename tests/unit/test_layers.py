@@ -282,25 +282,51 @@ def test_no_public_class_name_is_defined_twice() -> None:
     assert {n: places for n, places in where.items() if len(places) > 1} == {}
 
 
-def _library_imports(folder: str) -> list[str]:
-    return [f"{p.relative_to(ROOT)}:{line} imports {module}"
-            for p in (ROOT / "fedhh" / folder).rglob("*.py")
-            for line, module in imports(p) if module.startswith("fedhh")]
+def _library_imports(folder: str, root: Path = ROOT) -> list[str]:
+    """``fedhh.<folder>``'s imports of ``fedhh``, relative ones resolved against the module's
+    name (before, none was passed, so ``from ..simulation import x`` read as ``simulation.x``)."""
+    return [f"{path.relative_to(root)}:{line} imports {module}"
+            for name, path in module_names(root).items()
+            if name == f"fedhh.{folder}" or name.startswith(f"fedhh.{folder}.")
+            for line, module in imports(path, name) if module.startswith("fedhh")]
+
+
+DEVICE_ALLOWED = ("fedhh.device", "fedhh.codec", "fedhh.errors")
+SERVER_FORBIDDEN = ("fedhh.simulation", "fedhh.rounds", "fedhh.rpc", "fedhh.secagg",
+                    "fedhh.experiments", "fedhh.v1", "fedhh.pirappor")
+
+
+def device_side_breaches(root: Path = ROOT) -> list[str]:
+    return [i for i in _library_imports("device", root)
+            if not i.split(" imports ")[1].startswith(DEVICE_ALLOWED)]
+
+
+def server_side_breaches(root: Path = ROOT) -> list[str]:
+    return [i for i in _library_imports("server", root)
+            if i.split(" imports ")[1].startswith(SERVER_FORBIDDEN)]
 
 
 def test_the_device_side_needs_only_the_codec() -> None:
-    allowed = ("fedhh.device", "fedhh.codec", "fedhh.errors")
-    found = _library_imports("device")
-    assert found, "the checker read no import"
-    assert [i for i in found if not i.split(" imports ")[1].startswith(allowed)] == []
+    assert _library_imports("device"), "the checker read no import"
+    assert device_side_breaches() == []
 
 
 def test_the_server_side_never_reaches_for_reports_or_the_network() -> None:
-    forbidden_here = ("fedhh.simulation", "fedhh.rounds", "fedhh.rpc", "fedhh.secagg",
-                      "fedhh.experiments", "fedhh.v1", "fedhh.pirappor")
-    found = _library_imports("server")
-    assert found, "the checker read no import"
-    assert [i for i in found if i.split(" imports ")[1].startswith(forbidden_here)] == []
+    assert _library_imports("server"), "the checker read no import"
+    assert server_side_breaches() == []
+
+
+def test_planted_device_and_server_breaches_are_reported(tmp_path: Path) -> None:
+    # Relative imports too: the device side reaching for the data layer, the server side for
+    # the simulator, each inside a function.
+    _copy_packages(tmp_path)
+    device = _plant(tmp_path, "fedhh.device", "def planted():\n    from ..data import jsonl\n")
+    server = _plant(tmp_path, "fedhh.server",
+                    "def planted():\n    from ..simulation import runner\n")
+    assert [f for f in device_side_breaches(tmp_path) if f.startswith(f"{device}:")] == [
+        f"{device}:4 imports fedhh.data.jsonl"]
+    assert [f for f in server_side_breaches(tmp_path) if f.startswith(f"{server}:")] == [
+        f"{server}:4 imports fedhh.simulation.runner"]
 
 
 
