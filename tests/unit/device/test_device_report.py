@@ -70,22 +70,24 @@ def test_query_validation_names_the_problem() -> None:
         query_of(task(prefixes=[5, 5], prefix_bits=5))
 
 
-def test_a_task_with_codes_wider_than_64_bits() -> None:
-    """Prefixes of 70 bits travel as two words each; the device selects the item whose code
-    starts with one of them, exactly as the coordinator's query computes it."""
+@pytest.mark.parametrize("width", [200, MAX_SUPPORTED_BITS])
+def test_a_task_with_codes_wider_than_64_bits(width: int) -> None:
+    """Prefixes of 70 bits travel as two words each, codes of up to the codes' limit as
+    ceil(width / 64) words; the device selects the item whose code starts with one of them,
+    exactly as the coordinator's query computes it."""
     from fedhh.codec import codes as cw
     from fedhh.server import RoundQuery
 
-    codec = Codec("english", 200)
+    codec = Codec("english", width)
     words = ("https://www.example.com/a", "https://www.example.com/b", "short")
     codes = codec.encode_many(list(words)).codes
-    prefixes = np.unique(cw.leading(codes[:2], 200, 70))
+    prefixes = np.unique(cw.leading(codes[:2], width, 70))
     deny = codes[1:2]
-    sent = task(codec="english", max_bits=200, prefix_bits=70, segment_bits=10,
-                prefixes=cw.to_wire(prefixes, 70), deny_list=cw.to_wire(deny, 200))
-    assert len(sent.prefixes) == 2 * prefixes.size and len(sent.deny_list) == 4
+    sent = task(codec="english", max_bits=width, prefix_bits=70, segment_bits=10,
+                prefixes=cw.to_wire(prefixes, 70), deny_list=cw.to_wire(deny, width))
+    assert len(sent.prefixes) == 2 * prefixes.size and len(sent.deny_list) == -(-width // 64)
     query = query_of(sent)
-    expected = RoundQuery(1, 70, prefixes, 10, deny, 200)
+    expected = RoundQuery(1, 70, prefixes, 10, deny, width)
     assert cw.to_ints(query.prefixes) == cw.to_ints(prefixes)
     assert cw.to_ints(query.deny) == cw.to_ints(deny)
     data = DeviceData(words, np.array([1, 1, 1]))
