@@ -26,26 +26,6 @@ from fedhh.errors import ConfigError
 INSPECT_COLUMNS_MAX = 160  # `fedhh data inspect`'s item column at most
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
-
-
 def register(subparsers: Any) -> None:
     """Add the ``data`` command and its actions to the top-level subparsers."""
     from fedhh.data.registry import BUILTINS
@@ -64,13 +44,14 @@ def register(subparsers: Any) -> None:
 
     generate = actions.add_parser("generate", help="build a built-in dataset into the cache")
     generate.add_argument("name", choices=sorted(BUILTINS), help="built-in dataset")
-    generate.add_argument("--users", type=_positive_int, default=None,
+    generate.add_argument("--users", type=options.positive_int, default=None,
                           help="population size (synthetic datasets; default: the dataset's)")
-    generate.add_argument("--seed", type=_seed, default=0, help="seed (synthetic datasets)")
+    generate.add_argument("--seed", type=options.non_negative_int, default=0,
+                          help="seed (synthetic datasets)")
     generate.add_argument("--out", type=options.output_path, default=None,
                           help="write the dataset directory here instead of the cache (a new "
                                "or empty folder, or an earlier dataset with --force)")
-    generate.add_argument("--workers", type=_positive_int, default=None,
+    generate.add_argument("--workers", type=options.positive_int, default=None,
                           help="worker processes (default: min(2, cores))")
     generate.add_argument("--force", action="store_true",
                           help="rebuild even if cached, or replace the dataset at --out")
@@ -95,7 +76,7 @@ def register(subparsers: Any) -> None:
     inspect = actions.add_parser("inspect", help="summary statistics and top items")
     inspect.add_argument("dataset", help="built-in name or path (dataset dir, .txt, .jsonl, "
                          "LEAF)")
-    inspect.add_argument("--top", type=_positive_int, default=20,
+    inspect.add_argument("--top", type=options.positive_int, default=20,
                          help="top items to list (default 20)")
     inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
     inspect.add_argument("--cache-dir", type=Path, default=None, help="cache folder")
@@ -104,7 +85,7 @@ def register(subparsers: Any) -> None:
     warm = actions.add_parser("warm-start", help="write the public warm-start deny list")
     warm.add_argument("--out", type=options.output_path, required=True,
                       help="file to write, one item a line")
-    warm.add_argument("--size", type=_positive_int, default=2000,
+    warm.add_argument("--size", type=options.positive_int, default=2000,
                       help="number of items (default 2000)")
     warm.set_defaults(handler=_warm_start)
 

@@ -153,3 +153,15 @@ def test_inspect_keeps_its_item_column_at_160(tmp_path: Path,
     assert len(short) < 200 and short.split() == ["2", "short", "0.33333", "0.3333"]
     long_row = next(line for line in lines if "B" * 5000 in line)
     assert long_row.split() == ["1", "B" * 5000, "0.50000", "0.5000"]
+
+
+def test_data_counts_are_read_as_every_other_command_reads_them() -> None:
+    # One parser per rule: `data` used its own copies, which refused 1e3 (every other
+    # command takes an integral 1e3 as 1000) and named a seed "an integer >= 0".
+    parser = OneLineErrorParser(prog="fedhh")
+    register(parser.add_subparsers(dest="command", required=True,
+                                   parser_class=OneLineErrorParser))
+    args = parser.parse_args(["data", "generate", "synthetic-reddit", "--users", "1e3",
+                              "--seed", "0"])
+    assert (args.users, args.seed) == (1000, 0)
+    assert parser.parse_args(["data", "inspect", "x", "--top", "2e1"]).top == 20
