@@ -80,6 +80,33 @@ NO_TASK_MAX_WAIT_S = 600.0
 NO_TASK_HELD_S = 5.0
 
 
+# A device is handed only the current attempts of the runs under way, so the last few tasks it
+# took cover every one it could be handed again.
+REMEMBERED_TASKS = 64
+
+
+class TakenTasks:
+    """The (run, round, attempt) of the last ``bound`` tasks a device took, the oldest forgotten
+    first. Before, a set of every task grew for as long as the process ran; a task forgotten
+    and handed again would meet the device's budget, which answers a round only with its kept
+    report or a refusal."""
+
+    def __init__(self, bound: int = REMEMBERED_TASKS) -> None:
+        self.bound = bound
+        self._taken: dict[tuple[str, int, int], None] = {}
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._taken
+
+    def __len__(self) -> int:
+        return len(self._taken)
+
+    def add(self, key: tuple[str, int, int]) -> None:
+        self._taken[key] = None
+        while len(self._taken) > self.bound:
+            del self._taken[next(iter(self._taken))]
+
+
 def no_task_pause(retry_after_ms: int, quick_answers: int, rng: random.Random) -> float:
     """Seconds to wait before asking again after a GetTask that brought nothing to do: the
     coordinator's ``retry_after_ms`` within [floor, NO_TASK_MAX_WAIT_S], or the floor doubled
@@ -354,7 +381,7 @@ class Fleet:
     async def _device(self, user: int, data: DeviceData) -> None:
         identity = self._identities[user]
         metadata = bearer_metadata(f"{identity.device_id}.{identity.credential.hex()}")
-        done: set[tuple[str, int, int]] = set()
+        done = TakenTasks()
         known = b""  # SHA-256 of the last task this device took part in (or refused)
         # The round keys the next check-in presents; the round's config commits to them, so
         # they are replaced only once a task has used them, and made when a check-in needs

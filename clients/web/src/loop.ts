@@ -71,8 +71,26 @@ export interface TaskResult extends RoundOutcome {
  */
 export interface TaskMemory { done: Set<string>; known: Uint8Array }
 
+/** How many taken tasks a device remembers (fleet.py's REMEMBERED_TASKS): it is handed only
+ * the current attempts of the runs under way. */
+export const REMEMBERED_TASKS = 64;
+
 export function newTaskMemory(): TaskMemory {
   return { done: new Set(), known: new Uint8Array() };
+}
+
+/**
+ * Records a task as taken, forgetting the oldest past REMEMBERED_TASKS (as fleet.py's
+ * TakenTasks). Before, `done` kept every task for as long as the page ran; a task forgotten
+ * and handed again meets the budget, which answers a round only with its kept report or a
+ * refusal.
+ */
+export function rememberTask(memory: TaskMemory, key: string): void {
+  memory.done.add(key);
+  for (const oldest of memory.done) {
+    if (memory.done.size <= REMEMBERED_TASKS) break;
+    memory.done.delete(oldest);
+  }
 }
 
 /**
@@ -214,7 +232,7 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
       continue;
     }
     quick = 0;
-    memory.done.add(key);
+    rememberTask(memory, key);
     options.onTask?.(task);
     const plan = options.forTask?.(task) ?? {};
     const taskFloors = plan.floors ?? floors;
