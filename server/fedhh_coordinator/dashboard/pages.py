@@ -99,7 +99,7 @@ def runs_table(lines: Sequence[RunLine]) -> Html:
         '<tr><td><a href="/runs/{q}">{id}</a></td><td>{state}</td>'
         '<td>{released} {meter}<div class="now">{now}</div></td>'
         '<td>{spent} / {target} {spend_meter}</td><td>{started}</td><td>{seconds}</td></tr>',
-        q=quote(line.run_id), id=line.run_id, state=state_badge(line.state),
+        q=quote(line.run_id), id=line.run_id, state=state_badge(line.shown_state),
         released=rounds_text(line), meter=meter(line.released, line.rounds),
         now=line.now or line.error, spent=number(line.eps_spent, 3), target=f"{line.eps_agg:g}",
         spend_meter=meter(line.eps_spent, line.eps_agg), started=when(line.started),
@@ -136,7 +136,7 @@ def runs_page(lines: Sequence[RunLine], demo_url: str = "") -> Html:
 def run_head(run: RunDetail) -> Html:
     line, config = run.line, run.config
     facts = [
-        ("State", state_badge(line.state)),
+        ("State", state_badge(line.shown_state)),
         ("Now", esc(line.now or "–")),
         ("Rounds released", esc(rounds_text(line))),
         ("eps spent", fmt("{s} of {t} (delta {d}) {m}", s=number(line.eps_spent, 3),
@@ -149,8 +149,10 @@ def run_head(run: RunDetail) -> Html:
         ("Started", esc(when(line.started))),
         ("Duration", esc(duration(line.seconds))),
     ]
-    if line.error:
+    if line.failure:
         facts.append(("Error", fmt('<span class="error">{e}</span>', e=line.error)))
+    elif line.error:  # the operator's cancel: what it is, not an error
+        facts.append(("Cancel", esc(line.error)))
     if run.deny:
         # One element an item: an item may hold ", " (items with spaces: docs/datasets.md);
         # dir="auto" isolates each, so right-to-left items keep their order on the line.

@@ -33,7 +33,7 @@ from fedhh_coordinator.dashboard.timeline import (
 )
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.progress import Progress
-from fedhh_coordinator.runner import Runner
+from fedhh_coordinator.runner import CANCEL_ASKED, Runner
 from fedhh_coordinator.runs import RunParts, stored_config
 from fedhh_coordinator.store import RoundRow, RunRow, Store
 
@@ -58,6 +58,23 @@ class RunLine:
     started: float
     seconds: float
     error: str
+
+    @property
+    def shown_state(self) -> str:
+        """The state as the pages show it: a running run whose cancel waits for the round
+        under way is "cancelling" (the store keeps it "running", with ``CANCEL_ASKED`` as its
+        error, so that a restarted coordinator still cancels it)."""
+        return "cancelling" if self.state == "running" and self.error == CANCEL_ASKED \
+            else self.state
+
+    @property
+    def failure(self) -> bool:
+        """Whether ``error`` says what went wrong (a failed or damaged run), rather than
+        why an operator's cancel stopped, or is stopping, the run (a cancelled run's damage
+        is still a failure)."""
+        cancel = self.shown_state == "cancelling" or (
+            self.state == "cancelled" and self.error.startswith("cancelled by the operator"))
+        return bool(self.error) and not cancel
 
 
 @dataclass(frozen=True)
@@ -202,6 +219,8 @@ class Views:
         if running is not None:
             text = progress_text(self.runner.progress[running.run_id], self.lobby.cohort_size)
             activity = f"{running.run_id}, {text}" if text else running.run_id
+            if running.state == "running" and running.error == CANCEL_ASKED:
+                activity += " (cancelling: the run stops once this round ends)"
         return FleetView(self.reader.fleet(), self.lobby.cohort_size, activity,
                          tuple(attempts), tuple(dropout_by_stage(attempts)),
                          tuple(self.reader.recent_enrollments(10)))
