@@ -10,6 +10,7 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -51,7 +52,27 @@ class OneLineErrorParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {message}{self._suggestion(message)}\n")
+
+    def _suggestion(self, message: str) -> str:
+        """" (did you mean --eps-agg?)" for a misspelt option or choice (``--eps-ag``,
+        ``strat``) close to one this parser knows; "" if none is (before, the error named the
+        word alone, and options are not abbreviated, so ``--eps-a`` got no hint either)."""
+        import difflib
+
+        if message.startswith("unrecognized arguments: "):
+            known = [o for o in self._option_string_actions if o.startswith("--")]
+            words = [w.split("=", 1)[0] for w in message.split(": ", 1)[1].split()
+                     if w.startswith("--")]
+        else:
+            choice = re.fullmatch(r"argument [^:]+: invalid choice: '([^']*)' "
+                                  r"\(choose from (.*)\)", message)
+            if choice is None:
+                return ""
+            known, words = re.findall(r"'([^']*)'", choice[2]), [choice[1]]
+        guesses = [g for w in words for g in difflib.get_close_matches(w, known, n=1,
+                                                                       cutoff=0.75)]
+        return f" (did you mean {' or '.join(dict.fromkeys(guesses))}?)" if guesses else ""
 
 
 def usage_error(parser_prog: str, message: str) -> NoReturn:

@@ -398,7 +398,7 @@ def test_an_option_is_spelled_out(capsys: pytest.CaptureFixture[str]) -> None:
     that an option added later would change the meaning of."""
     assert build_parser().parse_args(["simulate", "--eps-agg", "2"]).eps_agg == 2
     assert one_line_error(["simulate", "--eps-a", "2"], capsys) == \
-        "fedhh simulate: error: unrecognized arguments: --eps-a 2"
+        "fedhh simulate: error: unrecognized arguments: --eps-a 2 (did you mean --eps-agg?)"
 
 
 @pytest.mark.parametrize("argv, option", [

@@ -1,0 +1,40 @@
+"""A misspelt option, subcommand or choice is answered with the closest one the command knows.
+Before, the error named the word alone ("unrecognized arguments: --eps-ag 2"), and options are
+not abbreviated (`OneLineErrorParser`), so a new user was left to read the --help."""
+
+from __future__ import annotations
+
+import pytest
+from cli_kit import one_line_error
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["admin", "--coordinator", "127.0.0.1:7000", "start", "--run-id", "r1", "--eps-ag", "2"],
+     "fedhh admin start: error: unrecognized arguments: --eps-ag 2 (did you mean --eps-agg?)"),
+    (["up", "--datset=users.txt"],
+     "fedhh up: error: unrecognized arguments: --datset=users.txt (did you mean --dataset?)"),
+    (["simulate", "--selction", "weighted", "--rouns", "3"],
+     "fedhh simulate: error: unrecognized arguments: --selction weighted --rouns 3 (did you "
+     "mean --selection or --rounds?)"),
+])
+def test_a_misspelt_option_gets_the_closest_one(argv: list[str], line: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert one_line_error(argv, capsys) == line
+
+
+@pytest.mark.parametrize("argv, suggestion", [
+    (["simulte"], "(did you mean simulate?)"),
+    (["admin", "strat"], "(did you mean start?)"),
+    (["data", "generate", "shakespear"], "(did you mean shakespeare?)"),
+])
+def test_a_misspelt_choice_gets_the_closest_one(argv: list[str], suggestion: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    line = one_line_error(argv, capsys)
+    assert "invalid choice" in line and line.endswith(f") {suggestion}")
+
+
+def test_nothing_is_guessed_for_a_word_close_to_no_option(capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    assert one_line_error(["up", "--bogus"], capsys) == \
+        "fedhh up: error: unrecognized arguments: --bogus"
+    assert "did you mean" not in one_line_error(["zzzz"], capsys)
