@@ -160,9 +160,12 @@ class SelectorHub(pb_grpc.SelectorControlServicer):
                     break
                 await context.write(message)
         finally:
+            # Detached before the await: a peer that dies ends the reader (EOF) and cancels
+            # this call (gRPC) at about the same time, and a cancel that lands in the await
+            # below skipped the detach, leaving a dead selector's devices in the pool.
+            self._detach(session)
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
-            self._detach(session)
         bad = reader.exception() if reader.done() and not reader.cancelled() else None
         if isinstance(bad, ConfigError):
             log.warning("selector sent a bad batch", extra={"selector": session.name,

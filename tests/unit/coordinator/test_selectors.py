@@ -299,3 +299,59 @@ def test_a_file_that_is_not_a_store_is_refused_and_left_as_it_is(tmp_path: Path)
         with pytest.raises(ConfigError, match="is not a usable SQLite store"):
             open_database(other, selector=selector)
     assert other.read_bytes() == b"not a database, " * 400
+
+
+class DeadPeer:
+    """An Attach call's context whose selector says hello, then is gone (``gone``: EOF)."""
+
+    def __init__(self, hello: pb.SelectorBatch) -> None:
+        self.hello: pb.SelectorBatch | None = hello
+        self.gone = asyncio.Event()
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {TOKEN.decode()}"),)
+
+    async def read(self) -> object:
+        import grpc
+
+        if self.hello is not None:
+            hello, self.hello = self.hello, None
+            return hello
+        await self.gone.wait()
+        return grpc.aio.EOF
+
+    async def write(self, message: pb.LeaderMessage) -> None:
+        pass
+
+    async def abort(self, code: object, details: str) -> None:
+        raise AssertionError(details)
+
+
+@pytest.mark.parametrize("steps", range(12))
+def test_a_selector_that_dies_is_detached_however_its_end_and_the_cancel_interleave(
+    steps: int,
+) -> None:
+    """A selector killed mid check-in ends Attach's reader (EOF) and gRPC cancels the call;
+    with the cancel ``steps`` loop turns after the EOF, the session and its waiting device
+    still leave (before, a cancel in the handler's cleanup skipped the detach: CI once saw
+    a run end with no "selector detached")."""
+    async def scenario() -> None:
+        lobby, _, hub, _ = hub_with()
+        collecting = await opened(lobby, capacity=4, pool_size=4)
+        peer = DeadPeer(pb.SelectorBatch(name="a"))
+        call = asyncio.create_task(hub.Attach(None, peer))  # type: ignore[arg-type]
+        while not hub.sessions:
+            await asyncio.sleep(0)
+        (session,) = hub.sessions
+        hub.apply(session, pb.SelectorBatch(checkin=lobby.checkin, joined=[entry(1)]))
+        assert lobby.cohort_size == 1
+        peer.gone.set()
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        call.cancel()
+        await asyncio.gather(call, return_exceptions=True)
+        assert hub.sessions == set() and lobby.cohort_size == 0
+        collecting.cancel()
+        await asyncio.gather(collecting, return_exceptions=True)
+
+    run(scenario())
