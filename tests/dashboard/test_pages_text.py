@@ -22,6 +22,15 @@ def test_a_run_whose_tree_finished_early_says_the_rest_were_not_needed() -> None
     assert rounds_text(line("failed", 1)) == "1 of 4 rounds"
 
 
+def test_a_run_whose_last_round_kept_nothing_does_not_say_every_item_was_complete() -> None:
+    """Before: a run whose first completion round kept no prefix, its heavy prefixes listed
+    as cut below, read "5 of 11 rounds (every item was complete: ...)" (a networked run of
+    URLs and emoji, 500 devices)."""
+    ended = RunLine("r1", "done", 5, 11, "", 3.5, 4.0, 1e-6, 0.0, 1.0, "", emptied=5)
+    assert rounds_text(ended) == ("5 of 11 rounds (round 5 kept no prefix, so none was left "
+                                  "to extend: the rest were not needed)")
+
+
 def test_times_carry_their_zone() -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Za-z+\-0-9]+", when(1.8e9))
     assert when(None) == "–"

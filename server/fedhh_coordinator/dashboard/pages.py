@@ -110,10 +110,15 @@ def runs_table(lines: Sequence[RunLine]) -> Html:
 
 
 def rounds_text(line: RunLine) -> str:
-    """Rounds released of those planned; a finished run that needed fewer says why."""
+    """Rounds released of those planned; a finished run that needed fewer says why: every
+    prefix it kept reached its end, or its last round kept none (then the prefixes before it
+    ended there, listed as cut if they had not reached their end; before, that run too read
+    "every item was complete")."""
     text = f"{line.released} of {line.rounds} rounds"
     if line.state == "done" and line.released < line.rounds:
-        text += " (every item was complete: the rest were not needed)"
+        text += (f" (round {line.emptied} kept no prefix, so none was left to extend: the "
+                 "rest were not needed)" if line.emptied
+                 else " (every item was complete: the rest were not needed)")
     return text
 
 

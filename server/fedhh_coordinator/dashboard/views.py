@@ -58,6 +58,7 @@ class RunLine:
     started: float
     seconds: float
     error: str
+    emptied: int = 0  # the last released round, if it kept no prefix (0: it kept some)
 
     @property
     def shown_state(self) -> str:
@@ -140,13 +141,16 @@ class Views:
         started = times.created_at if times else now
         stopped = times.updated_at if times and row.state in FINAL else now
         spend = self.spend(row)
+        released = [r for r in self.store.rounds(row.run_id) if r.state == "released"]
+        last = max(released, key=lambda r: r.round, default=None)
         return RunLine(
             run_id=row.run_id, state=row.state,
-            released=sum(r.state == "released" for r in self.store.rounds(row.run_id)),
+            released=len(released),
             rounds=spend.rounds,
             now=progress_text(self.runner.progress.get(row.run_id), self.lobby.cohort_size),
             eps_spent=spend.spent, eps_agg=spend.eps_agg, delta=spend.delta, started=started,
-            seconds=max(0.0, stopped - started), error=row.error)
+            seconds=max(0.0, stopped - started), error=row.error,
+            emptied=last.round if last is not None and not last.summary.get("kept") else 0)
 
     def runs(self) -> list[RunLine]:
         """Every run, newest first."""
