@@ -225,6 +225,10 @@ def run(args: argparse.Namespace) -> int:
                 print(f"note: run {args.run_id} stops when its attempt in progress ends; "
                       f"`fedhh admin ... wait {args.run_id}` returns once it has",
                       file=sys.stderr)
+            elif reply.state in ("done", "failed"):
+                # (before, the run came back as it was and nothing said the cancel did nothing)
+                print(f"note: run {args.run_id} had already ended ({reply.state}): the cancel "
+                      "changed nothing", file=sys.stderr)
     # Every field, zeros too: a round with "kept": 0 left the key out, so a script reading
     # it met a KeyError exactly when a round found nothing.
     print(json.dumps(MessageToDict(reply, always_print_fields_with_no_presence=True),

@@ -71,6 +71,23 @@ def test_cancel_of_a_running_run_says_when_it_stops(
     assert (captured.err == "") is not noted
 
 
+@pytest.mark.parametrize("state", ["done", "failed"])
+def test_cancel_of_a_run_that_had_ended_says_it_changed_nothing(
+        recorder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        state: str) -> None:
+    """Before: the ended run's JSON alone, exit 0, as if it had been cancelled."""
+    def cancel(self: Recorder, run_id: str) -> pb.Run:
+        return pb.Run(run_id=run_id, state=state)
+
+    monkeypatch.setattr(Recorder, "cancel", cancel, raising=False)
+    assert main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
+                 "cancel", "r3"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["state"] == state
+    assert captured.err == (f"note: run r3 had already ended ({state}): the cancel changed "
+                            "nothing\n")
+
+
 def test_ctrl_c_on_wait_says_the_run_goes_on(
         recorder: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
