@@ -116,10 +116,19 @@ function show(view: DeviceView, event: DeviceEvent): void {
         view.state = "no contact";
         view.note = `no answer since ${clock(view.noAnswerSince)} (${event.message}); ` +
                     "asking again";
-      } else {
+      } else if (event.code === Code.ResourceExhausted && /device's cap/.test(event.message)) {
+        view.noAnswerSince = 0;
+        view.state = "checking in";
+        view.note = `the coordinator's answer was refused (${event.message}); asking again`;
+      } else if (event.code === Code.ResourceExhausted || event.code === Code.Canceled) {
         view.noAnswerSince = 0;
         view.state = "checking in";
         view.note = "the coordinator is busy and put the check-in off; asking again";
+      } else {
+        // (an answer that did not parse, a proxy's error page, the coordinator's own error)
+        view.noAnswerSince = 0;
+        view.state = "checking in";
+        view.note = `the check-in failed (${Code[event.code]}: ${event.message}); asking again`;
       }
       break;
     case "task-refused":

@@ -29,7 +29,6 @@ import type { CheckIn, CoordinatorClient, Identity } from "./wire.js";
 export type Coordinator = Pick<CoordinatorClient, "enroll" | "checkIn">;
 
 const SHED = new Set([Code.Canceled, Code.ResourceExhausted]);
-const CHECK_IN_RETRIED = new Set([...SHED, Code.Unavailable, Code.DeadlineExceeded]);
 // The backoff after a refused task (ms, full jitter): the first, and the cap.
 const REFUSED_BACKOFF_MS = 200;
 const REFUSED_BACKOFF_CAP_MS = 10_000;
@@ -128,8 +127,10 @@ export interface LoopOptions extends RoundOptions {
   onCheckIn?: (failures: number) => void;
   /**
    * Told when a check-in got no answer (`unavailable`: the coordinator is down or out of
-   * reach; `deadline_exceeded`) or was shed (`resource_exhausted`, `canceled`), with its code
-   * (a failed fetch counted as unavailable): the device sends it again after `retryInMs`.
+   * reach; `deadline_exceeded`), was shed (`resource_exhausted`, `canceled`), or failed
+   * otherwise (an answer that did not parse or was too large, a proxy's error page, the
+   * coordinator's internal error: any code but `unauthenticated`, which is final), with its
+   * code (a failed fetch counted as unavailable): the device sends it again after `retryInMs`.
    */
   onCheckInFailed?: (code: Code, error: ConnectError, retryInMs: number) => void;
   /** Told when a verified task is taken, before its config is checked. */
@@ -195,11 +196,15 @@ export async function nextRound(coordinator: Coordinator, identity: Identity,
       checkIn = await coordinator.checkIn(identity, { cPk: keys.c.public, sPk: keys.s.public },
                                           memory.known, undefined, options.signal);
     } catch (error) {
-      // A shed or failed check-in is asked again after a full-jitter backoff (fleet.py's
-      // GET_TASK_RETRY and GET_TASK_SHED_RETRY); a refused credential is final. A call that
-      // got no answer (fetch failed) counts as unavailable, as on gRPC.
+      // A failed check-in is asked again after a full-jitter backoff (fleet.py's
+      // GET_TASK_RETRY, and GET_TASK_SHED_RETRY for a shed one), whatever its code, as the
+      // Python device asks again: a refused credential alone is final. A call that got no
+      // answer (fetch failed) counts as unavailable, as on gRPC. Before, only unavailable,
+      // deadline_exceeded and the shed codes were asked again, and any other stopped the
+      // device for good: an answer that did not parse (internal), a reverse proxy's 500 while
+      // the coordinator restarted (unknown), a coordinator's internal error.
       options.signal?.throwIfAborted();
-      if (!(error instanceof ConnectError) || !CHECK_IN_RETRIED.has(codeOf(error))) throw error;
+      if (!(error instanceof ConnectError) || error.code === Code.Unauthenticated) throw error;
       const cap = SHED.has(error.code) ? 60_000 : 10_000;
       const backoff = (options.jitter ?? systemJitter)()
         * Math.min(cap, 200 * 2 ** Math.min(failures, 30));
