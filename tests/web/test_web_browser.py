@@ -75,7 +75,8 @@ def test_python_vectors_pass_in_chromium(page_url: str, browser: Any) -> None:
     failed = [(r["name"], r["error"]) for r in results if not r["ok"]]
     assert not failed, failed
     names = [r["name"] for r in results]
-    assert len(names) == 18 and any("device 6" in n for n in names), names
+    assert len(names) == 19 and any("device 6" in n for n in names), names
+    assert any("over the device's cap" in n for n in names), names
     version = browser.capabilities.get("browserVersion", "?")
     print(f"Chromium {version}: {len(results)} checks in "
           f"{sum(r['ms'] for r in results):.0f} ms")

@@ -11,7 +11,7 @@
  */
 
 import { create } from "@bufbuild/protobuf";
-import { type Client, type Transport, createClient } from "@connectrpc/connect";
+import { type Client, Code, ConnectError, type Transport, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 
 import { type Bytes, concat, own, toHex, utf8 } from "./bytes.js";
@@ -43,14 +43,72 @@ export async function enrollmentProof(token: Uint8Array, identityPublicKey: Uint
 }
 
 /**
- * A Connect transport to one service's port (`https://host:port`), binary protobuf. `fetch`
- * is the global one unless given (a page's, or Node's).
+ * The most bytes of one answer a device reads: the Python device's channels' cap
+ * (fedhh/rpc/serving.py MAX_MESSAGE_BYTES, `grpc.max_receive_message_length`).
+ */
+export const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+
+// (statuses whose Response cannot be made with a body)
+const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
+
+function tooLarge(url: string, size: string, cap: number): ConnectError {
+  return new ConnectError(`the answer of ${url} is ${size}, over the device's cap of ${cap} ` +
+                          "bytes: not read", Code.ResourceExhausted);
+}
+
+/**
+ * `fetchImpl` whose answers are read at most `cap` bytes far: one whose Content-Length is
+ * larger fails at once, unread, and one that streams past it fails there, as
+ * `resource_exhausted` (the code a gRPC channel gives an answer over its cap, which the device's
+ * calls treat as shed). The body is read here, before the answer is handed on: a stream cut by
+ * an error shows in Chromium only as "Failed to fetch", an answer that never came. (The device
+ * makes unary calls only, whose answers connect-web reads whole anyway.) Before, connect-web
+ * read a whole answer of any size into memory: a coordinator or aggregator (or whatever
+ * answers in its place) could make the tab run out of memory with one answer, where the Python
+ * device refuses anything over 16 MiB.
+ */
+export function cappedFetch(fetchImpl: typeof globalThis.fetch,
+                            cap = MAX_ANSWER_BYTES): typeof globalThis.fetch {
+  return async (input, init) => {
+    const answer = await fetchImpl(input, init);
+    const url = answer.url || String(input instanceof Request ? input.url : input);
+    const declared = Number(answer.headers.get("Content-Length") ?? "");
+    if (declared > cap) {
+      await answer.body?.cancel().catch(() => undefined);
+      throw tooLarge(url, `${declared} bytes`, cap);
+    }
+    if (answer.body === null || NULL_BODY_STATUSES.has(answer.status)) return answer;
+    const reader = answer.body.getReader();
+    const chunks: Uint8Array[] = [];
+    let seen = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      seen += value.byteLength;
+      if (seen > cap) {
+        await reader.cancel().catch(() => undefined);
+        throw tooLarge(url, `over ${cap} bytes`, cap);
+      }
+      chunks.push(value);
+    }
+    const body = new Uint8Array(seen);
+    let at = 0;
+    for (const chunk of chunks) { body.set(chunk, at); at += chunk.byteLength; }
+    return new Response(body, { status: answer.status, statusText: answer.statusText,
+                                headers: answer.headers });
+  };
+}
+
+/**
+ * A Connect transport to one service's port (`https://host:port`), binary protobuf, its
+ * answers capped at `MAX_ANSWER_BYTES` (`cappedFetch`). `fetch` is the global one unless given
+ * (a page's, or Node's).
  */
 export function connectTransport(baseUrl: string, fetchImpl?: typeof globalThis.fetch): Transport {
   return createConnectTransport({
     baseUrl,
     useBinaryFormat: true,
-    ...(fetchImpl === undefined ? {} : { fetch: fetchImpl }),
+    fetch: cappedFetch(fetchImpl ?? ((input, init) => globalThis.fetch(input, init))),
   });
 }
 

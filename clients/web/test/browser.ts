@@ -5,10 +5,12 @@
  */
 
 import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
 
 import { DeviceBudget, IndexedDbBudgetStore, PrivacyError } from "../src/budget.js";
 import { fetchBooks } from "../src/codec.js";
 import { TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
+import { CoordinatorClient, MAX_ANSWER_BYTES, connectTransport } from "../src/wire.js";
 import { pythonChecks } from "./checks.js";
 
 interface Result {
@@ -38,6 +40,37 @@ async function indexedDbBudget(): Promise<void> {
   indexedDB.deleteDatabase(name);
 }
 
+/**
+ * An answer streamed past the device's cap (src/wire.ts `cappedFetch`) fails as
+ * resource_exhausted once the cap is passed, unread beyond it, in the browser's fetch and
+ * streams as in Node's.
+ */
+async function answerCap(): Promise<void> {
+  let pulled = 0;
+  const body = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (pulled === 64) controller.close();
+      else { pulled += 1; controller.enqueue(new Uint8Array(1 << 20)); }
+    },
+  }, { highWaterMark: 0 });
+  const client = new CoordinatorClient(connectTransport("https://coordinator.test", async () =>
+    new Response(body, { headers: { "Content-Type": "application/proto" } })));
+  const keys = { cPk: new Uint8Array(32), sPk: new Uint8Array(32) };
+  const identity = { deviceId: 1n, credential: new Uint8Array(32), identitySeed: new Uint8Array(32),
+                     coordinatorPublic: new Uint8Array(32) };
+  try {
+    await client.checkIn(identity, keys);
+  } catch (error) {
+    if (!(error instanceof ConnectError) || error.code !== Code.ResourceExhausted
+        || !error.rawMessage.includes(`over ${MAX_ANSWER_BYTES} bytes`)) {
+      throw new Error(`an answer over the cap failed as ${String(error)}`);
+    }
+    if (pulled > 18) throw new Error(`${pulled} MiB of a 64 MiB answer read`);
+    return;
+  }
+  throw new Error("an answer over the cap was read");
+}
+
 async function run(): Promise<Result[]> {
   const vectors = await (await fetch("python.json")).json();
   const results: Result[] = [];
@@ -51,13 +84,18 @@ async function run(): Promise<Result[]> {
       results.push({ name, ok: false, error: String(error), ms: performance.now() - start });
     }
   }
-  const start = performance.now();
-  const name = "lifetime budget in IndexedDB: a spend survives reopening";
-  try {
-    await indexedDbBudget();
-    results.push({ name, ok: true, ms: performance.now() - start });
-  } catch (error) {
-    results.push({ name, ok: false, error: String(error), ms: performance.now() - start });
+  const own: Record<string, () => Promise<void>> = {
+    "lifetime budget in IndexedDB: a spend survives reopening": indexedDbBudget,
+    "an answer over the device's cap is cut there": answerCap,
+  };
+  for (const [name, check] of Object.entries(own)) {
+    const start = performance.now();
+    try {
+      await check();
+      results.push({ name, ok: true, ms: performance.now() - start });
+    } catch (error) {
+      results.push({ name, ok: false, error: String(error), ms: performance.now() - start });
+    }
   }
   return results;
 }
