@@ -46,6 +46,7 @@ from fedhh.codec import codes as cw
 from fedhh.config import RunConfig
 from fedhh.errors import FedhhError, RoundAborted
 from fedhh.rounds import AttemptId, ChargeHook, Recovered, Recovery, Released
+from fedhh.rpc.device_client import OVERRUN_S
 from fedhh.rpc.tasks import CohortTasks
 from fedhh.secagg import (
     DEVICES_CHECK,
@@ -129,7 +130,8 @@ class NetworkLink:
             cohort = await self.lobby.collect(
                 s.target_devices, s.checkin_ms / 1000,
                 pool_size=math.ceil(s.oversubscription * s.target_devices),
-                quiet_s=s.checkin_quiet_ms / 1000, eligible=self.admission.eligible)
+                quiet_s=s.checkin_quiet_ms / 1000, eligible=self.admission.eligible,
+                min_size=s.min_devices)
             if len(cohort) < s.min_devices:
                 raise RoundAborted(f"only {len(cohort)} devices checked in (min_devices "
                                    f"{s.min_devices}){self.admission.shortfall()}")
@@ -152,7 +154,9 @@ class NetworkLink:
                                                                   strict=True):
                 tasks.update(self._tasks(attempt, query, cohort_plan, config, identities,
                                          address))
-            self.lobby.deliver(tasks)
+            # Its members may be busy with the round until they give up on its last stage.
+            self.lobby.deliver(tasks, max(c.config.deadlines.unmask for c in plan.cohorts)
+                               / 1000 + OVERRUN_S)
             metrics.ROUND_DEVICES.set(len(members))
             self.progress.enter(attempt.round, attempt.attempt, "secure aggregation",
                                 len(members))

@@ -24,6 +24,16 @@ makes about two task calls a round however long its stages take, as long as its 
 A device checks in with its fresh round public keys (c_pk, s_pk); the lobby keeps the keys of
 the call that joined the cohort, and the round's config commits to exactly those.
 
+A check-in whose window ends with fewer than ``min_size`` devices in the pool is held open
+while members of the latest cohort that got tasks have not asked again (they may still be busy
+with that round: a device process far behind on a loaded host winds down an aborted round's
+sessions for up to the round's last deadline plus its overrun), until that bound at most
+(``deliver``'s ``busy_until``); once held, it closes when they are all back, at the bound, or
+after ``quiet_s`` without a join once the pool holds ``min_size``. Before, it closed at its
+window and the attempt aborted for too few devices while they were still on their way, which
+spent one of the run's attempts (docker compose at a load of 23: attempts 2 to 4 after an
+abort found no device checked in).
+
 Selectors (``fedhh_coordinator.selectors``) join their devices through ``join`` and learn of
 each check-in's opening, closing, tasks and end through a ``LobbyListener``: the pool is one,
 whichever process a device asked, so the draw is uniform over all of it.
@@ -34,13 +44,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import secrets
+import time
 from collections.abc import Callable
 from typing import Protocol
 
 from fedhh.errors import ConfigError
 from fedhh.rpc.crowd_event import CrowdEvent
 from fedhh.v1 import coordinator_pb2 as pb
+
+log = logging.getLogger(__name__)
 
 
 class LobbyListener(Protocol):
@@ -69,11 +83,18 @@ class Lobby:
         self._opened = CrowdEvent()
         self._closed = CrowdEvent()  # set when the open check-in closes
         self._cleared = CrowdEvent()
+        # The members of the latest cohort that got tasks and have not joined a check-in since,
+        # and until when (Unix time) they may still be busy with that round (``deliver``).
+        self._busy: set[int] = set()
+        self._busy_until = 0.0
+        self._held = False  # the open check-in's window is over, held for them
 
     async def collect(self, capacity: int, window_s: float, *, pool_size: int | None = None,
-                      quiet_s: float = 1.0,
-                      eligible: Callable[[int], bool] | None = None) -> list[int]:
-        """Open check-in (module docstring); the cohort, sorted, when it closes."""
+                      quiet_s: float = 1.0, eligible: Callable[[int], bool] | None = None,
+                      min_size: int = 0) -> list[int]:
+        """Open check-in (module docstring); the cohort, sorted, when it closes. ``min_size``:
+        the fewest devices the round can run with (the window is held for the latest cohort's
+        members while the pool holds fewer)."""
         self.clear()
         self._pool_size = max(capacity, pool_size or capacity)
         self._eligible = eligible or (lambda device_id: True)
@@ -85,11 +106,23 @@ class Lobby:
             listener.opened(self.checkin)
         loop = asyncio.get_running_loop()
         until = loop.time() + window_s
+        busy_until = loop.time() + self._busy_until - time.time()
+        self._held = False
         while len(self._cohort) < self._pool_size:
-            remaining = until - loop.time()
+            now = loop.time()
+            remaining, enough = until - now, len(self._cohort) >= capacity
             if remaining <= 0:
-                break
-            enough = len(self._cohort) >= capacity
+                # The window is over: held while the latest cohort's members may still come.
+                if not (self._busy and now < busy_until
+                        and (self._held or len(self._cohort) < min_size)):
+                    break
+                if not self._held:
+                    self._held = True
+                    log.info("check-in held for the last cohort", extra={
+                        "checkin": self.checkin, "pool": len(self._cohort),
+                        "min_devices": min_size, "members_not_back": len(self._busy),
+                        "until_s": round(busy_until - now, 1)})
+                remaining, enough = busy_until - now, len(self._cohort) >= min_size
             joined = self._joined = asyncio.Event()
             try:
                 await asyncio.wait_for(joined.wait(), min(remaining, quiet_s) if enough
@@ -97,7 +130,7 @@ class Lobby:
             except TimeoutError:
                 if enough:
                     break  # a quiet spell with enough devices in the pool
-        self._open = False
+        self._open = self._held = False
         self._closed.set()
         self._opened = CrowdEvent()
         for listener in self.listeners:
@@ -113,8 +146,11 @@ class Lobby:
                 self._keys.pop(device_id, None)
         return sorted(chosen)
 
-    def deliver(self, tasks: dict[int, pb.SignedTask]) -> None:
-        """Hand each cohort member its task (members without one get nothing)."""
+    def deliver(self, tasks: dict[int, pb.SignedTask], busy_until: float = 0.0) -> None:
+        """Hand each cohort member its task (members without one get nothing). Those with one
+        may be busy with its round until ``busy_until`` (Unix time): a check-in short of
+        devices is held for them until they join one (module docstring)."""
+        self._busy, self._busy_until = set(tasks), busy_until
         for device_id, future in self._cohort.items():
             if not future.done():
                 future.set_result(tasks.get(device_id))
@@ -181,6 +217,8 @@ class Lobby:
         future = self._cohort.get(device_id)
         if future is not None:
             return future
+        if self._open:
+            self._busy.discard(device_id)  # (back, whether the pool takes it or not)
         if not self._open or len(self._cohort) >= self._pool_size \
                 or not self._eligible(device_id):
             return None
@@ -210,6 +248,12 @@ class Lobby:
     @property
     def is_open(self) -> bool:
         return self._open
+
+    @property
+    def is_held(self) -> bool:
+        """The open check-in's window is over and it is held for the latest cohort's members
+        (module docstring)."""
+        return self._held
 
     @property
     def cohort_size(self) -> int:

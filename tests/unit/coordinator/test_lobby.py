@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 
 import pytest
 
@@ -203,5 +204,87 @@ def test_a_device_not_drawn_is_told_once_then_waits_for_the_next_check_in() -> N
         lobby.deliver({other: pb.SignedTask(task=b"next")})
         assert (await again).task == b"next"
         lobby.clear()
+
+    run(scenario())
+
+
+async def _held(lobby: Lobby) -> None:
+    while not lobby.is_held:  # (a readiness wait: the window has run out, the hold begun)
+        await asyncio.sleep(0.005)
+
+
+async def _seated_cohort(lobby: Lobby, members: tuple[int, ...], busy_s: float) -> None:
+    """A check-in that draws ``members`` and hands them tasks busy for ``busy_s``, cleared
+    (the round released or aborted)."""
+    collecting = asyncio.create_task(lobby.collect(capacity=len(members), window_s=5))
+    waiters = [asyncio.create_task(lobby.wait_for_task(d, keys(d), 30)) for d in members]
+    assert await collecting == sorted(members)
+    lobby.deliver({d: pb.SignedTask(task=bytes([d])) for d in members}, time.time() + busy_s)
+    await asyncio.gather(*waiters)
+    lobby.clear()
+
+
+def test_a_check_in_short_of_devices_is_held_for_the_last_cohorts_members() -> None:
+    """A check-in whose window ends below min_size while members of the last cohort have not
+    asked again (busy with an aborted round) waits for them, and closes once they are back and
+    quiet (before, it closed at its window with the pool it had: the attempt aborted for too
+    few devices while they were still on their way)."""
+    async def scenario() -> list[int]:
+        lobby = Lobby()
+        await _seated_cohort(lobby, (1, 2, 3), busy_s=60)
+        collecting = asyncio.create_task(lobby.collect(capacity=3, window_s=0.05, quiet_s=0.2,
+                                                       pool_size=3, min_size=2))
+        await asyncio.sleep(0)
+        first = asyncio.create_task(lobby.wait_for_task(1, keys(11), 30))
+        await _held(lobby)
+        assert not collecting.done() and lobby.cohort_size == 1
+        late = [asyncio.create_task(lobby.wait_for_task(d, keys(10 + d), 30)) for d in (2, 3)]
+        cohort = await collecting
+        lobby.clear()
+        await asyncio.gather(first, *late)
+        return cohort
+
+    assert run(scenario()) == [1, 2, 3]
+
+
+def test_a_held_check_in_closes_once_every_member_is_back_even_short() -> None:
+    async def scenario() -> None:
+        lobby = Lobby()
+        await _seated_cohort(lobby, (1, 2), busy_s=60)
+        loop = asyncio.get_running_loop()
+        collecting = asyncio.create_task(lobby.collect(capacity=3, window_s=0.05, quiet_s=0.1,
+                                                       min_size=3))
+        await asyncio.sleep(0)
+        waiters = [asyncio.create_task(lobby.wait_for_task(1, keys(11), 30))]
+        await _held(lobby)
+        waiters.append(asyncio.create_task(lobby.wait_for_task(2, keys(12), 30)))
+        started = loop.time()
+        assert await collecting == [1, 2]  # all back, still short of 3: no more to wait for
+        assert loop.time() - started < 5  # long before the members' bound (60 s)
+        lobby.clear()
+        await asyncio.gather(*waiters)
+
+    run(scenario())
+
+
+def test_a_check_in_is_not_held_past_the_members_bound_nor_without_a_cohort() -> None:
+    async def scenario() -> None:
+        lobby = Lobby()
+        # No cohort yet: the window is all.
+        assert await lobby.collect(capacity=2, window_s=0.05, min_size=2) == []
+        lobby.clear()
+        # A cohort whose round is over by its bound (a member that never comes back).
+        await _seated_cohort(lobby, (1, 2), busy_s=-1)
+        assert await lobby.collect(capacity=2, window_s=0.05, min_size=2) == []
+        assert not lobby.is_held
+        lobby.clear()
+        # Enough devices at the window's end: closed as before, members not back or not.
+        await _seated_cohort(lobby, (1, 2), busy_s=60)
+        collecting = asyncio.create_task(lobby.collect(capacity=3, window_s=0.2, min_size=1))
+        await asyncio.sleep(0)
+        waiter = asyncio.create_task(lobby.wait_for_task(7, keys(7), 30))
+        assert await collecting == [7]
+        lobby.clear()
+        await waiter
 
     run(scenario())
