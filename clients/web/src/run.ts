@@ -372,6 +372,8 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
 // again, as loop.ts sends a check-in again.
 const ENROLL_RETRIED = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.ResourceExhausted,
                                 Code.Canceled]);
+// The coordinator's refusals of an enrolment (fleet.py's _REFUSED_ENROLLMENT).
+const ENROLL_REFUSED = new Set([Code.Unauthenticated, Code.AlreadyExists]);
 // An enrolment's own deadline: a call whose answer never comes is sent again.
 const ENROLL_TIMEOUT_MS = 30_000;
 
@@ -430,8 +432,15 @@ async function enrol(coordinator: Coordinator, identities: IdentityStore,
     } catch (error) {
       options.signal?.throwIfAborted();
       if (!(error instanceof ConnectError) || !ENROLL_RETRIED.has(codeOf(error))) {
-        // The coordinator refused the token (unknown, spent, expired): it will not enrol.
-        if (error instanceof ConnectError) await identities.savePending?.(null);
+        // The coordinator refused the token (unknown, spent, expired) or the key (enrolled
+        // too long ago to be answered again): it will not enrol, and the pending enrolment is
+        // forgotten. Any other failure (a proxy's error page, an answer that did not parse)
+        // may hide an enrolment that took effect: the pending one is kept, so the next load
+        // presents the same token with the same key and is the same device. Before, it was
+        // forgotten, and the next load's fresh key found the token spent.
+        if (error instanceof ConnectError && ENROLL_REFUSED.has(error.code)) {
+          await identities.savePending?.(null);
+        }
         if (error instanceof ConnectError && error.code === Code.Unauthenticated) {
           // (the page showed the coordinator's words alone, "unknown or already used
           // enrollment token", to a user whose browser had lost the device's storage)

@@ -226,7 +226,8 @@ test("runDevice refuses a page that cannot run a device before it sends anything
  * `lose(n)` makes the n-th call (0, 1, ...) take effect and then lose its answer: "transport"
  * as a failed fetch, "hang" as an answer that never comes (until the call is aborted).
  */
-function enrolments(lose: (n: number) => "transport" | "unavailable" | "hang" | undefined) {
+function enrolments(lose: (n: number) => "transport" | "unavailable" | "hang" | "proxy"
+                                          | undefined) {
   const byKey = new Map<string, bigint>();
   const tokens = new Map<string, string>();
   const seeds: string[] = [];
@@ -252,6 +253,7 @@ function enrolments(lose: (n: number) => "transport" | "unavailable" | "hang" | 
                              new TypeError("Failed to fetch"));
     }
     if (lost === "unavailable") throw new ConnectError("restarting", Code.Unavailable);
+    if (lost === "proxy") throw new ConnectError("HTTP 500", Code.Unknown);
     if (lost === "hang") {
       return new Promise((_, reject) => signal?.addEventListener(
         "abort", () => reject(new ConnectError("aborted", Code.Canceled)), { once: true }));
@@ -319,6 +321,26 @@ test("a tab closed while its enrolment waits resumes it on the next load", async
   assert.equal(await other.loadPending(), null);
   await assert.rejects(runDevice({ ...noToken, identityStore: other }),
                        /not enrolled and has no enrolment token/);
+});
+
+test("an enrolment lost behind a proxy's error keeps its key: the next load is the same device", async () => {
+  // The coordinator enrolled the key; a reverse proxy answered 500 in its place. The page
+  // stops (as the Python device stops at an enrolment error it does not retry), but keeps the
+  // pending enrolment: before, it was forgotten, and the next load's fresh key found the
+  // token spent ("unknown or already used enrollment token").
+  const { service, seeds } = enrolments((n) => n === 0 ? "proxy" : undefined);
+  const identities = new MemoryIdentityStore();
+  const base = { coordinatorUrl: "https://unused.test", enrollmentToken: "token-3", items: ["a"],
+                 identityStore: identities, budgetStore: new MemoryBudgetStore(),
+                 coordinator: service, jitter: () => 0, tasks: 0 };
+  await assert.rejects(runDevice(base), /HTTP 500/);
+  assert.equal(await identities.load(), null);
+  assert.notEqual(await identities.loadPending(), null, "the pending enrolment is kept");
+  const again = await runDevice(base);
+  assert.equal(seeds.length, 2);
+  assert.equal(seeds[1], seeds[0], "the next load presents the same key");
+  assert.equal(again.identity.deviceId, 100n);
+  assert.equal(await identities.loadPending(), null);
 });
 
 test("runDevice refuses items it cannot report before it sends anything, never quoting them", async () => {
