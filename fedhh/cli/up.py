@@ -38,9 +38,9 @@ from fedhh.cli.admin import dropped_completions
 from fedhh.cli.narrator import Narrator
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
 from fedhh.codec.shown import columns, ljust, printable
-from fedhh.config import Mode, codec_value
+from fedhh.config import Mode, RunConfig, codec_value
 from fedhh.config.flags import add_run_arguments, config_from_args
-from fedhh.errors import ConfigError, StateError
+from fedhh.errors import ConfigError, PrivacyError, StateError
 
 # What raises n_min here (the note on dropped completion rounds names them; `fedhh up` has
 # no --min-devices: n_min is --min-fraction of --devices).
@@ -202,6 +202,25 @@ def refuse_shards(config: Any) -> None:
             "--shard-size here; docs/scaling.md runs sharded rounds (fedhh combiner)")
 
 
+def refuse_over_lifetime(config: RunConfig) -> None:
+    """ConfigError, before anything starts, for a run whose target exceeds the lifetime budget
+    of each device of `fedhh up`'s coordinator (its defaults, ``LifetimeBudget()``), which
+    refuses such a run. Before, the services and every device started (35 s on 2 busy cores)
+    and then the run was refused with "FAILED_PRECONDITION: a run of (eps 1000000.0, ...)
+    exceeds every device's lifetime budget", naming no option."""
+    from fedhh_coordinator.budgets import LifetimeBudget
+
+    budget = LifetimeBudget()
+    try:
+        budget.check_run(config.eps_agg, config.delta)
+    except PrivacyError:
+        raise ConfigError(
+            f"--eps-agg {config.eps_agg:g} --delta {config.delta:g}: more than the lifetime "
+            f"budget each device of the local coordinator holds (eps {budget.eps:g}, delta "
+            f"{budget.delta:g} per {budget.period_s / 86400:g} days), so it would refuse the "
+            f"run: give at most --eps-agg {budget.eps:g} and --delta {budget.delta:g}") from None
+
+
 def _run(args: argparse.Namespace) -> int:
     from fedhh.data.registry import resolve_dataset, resolve_dataset_path
     from fedhh.rpc.admin_client import AdminClient
@@ -243,6 +262,7 @@ def _run(args: argparse.Namespace) -> int:
     config = replace(base, target_devices=holding, min_devices=min_devices).validate(
         Mode.NETWORK)
     refuse_shards(config)
+    refuse_over_lifetime(config)
     web = args.web or bool(args.web_devices)
     dist = None
     if args.web_devices:
