@@ -20,7 +20,8 @@ that round, and each device chooses among its items on that round's prefix list,
 from round to round, so the same item would count higher in a later round. An item that does
 not end within --max-bits is completed by the completion rounds (--completion-rounds); a
 prefix still unended after them is shown cut: its readable text, the bytes of a character it
-stops inside as \\xNN, then … (docs/codecs.md).
+stops inside as \\xNN, the bits it holds of a codeword it stops inside (⟨+3 bits⟩), then …
+(docs/codecs.md).
 """
 
 from __future__ import annotations
@@ -259,6 +260,9 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
                 for h in cut[:top]], item=0)
             if len(cut) > top:
                 print(f"({len(cut) - top} more with --top {len(cut)} or in --json)")
+            note = open_note([h["item"] for h in cut[:top]])
+            if note:
+                print(f"({note.removeprefix(', ')})")
     metrics = payload["metrics"]
     if metrics:
         w, u = metrics["weighted"], metrics["unweighted"]
@@ -326,7 +330,20 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str) -> None:
     widths = sorted({h["bits"] for h in hitters[:top] if h["truncated"]})
     if widths:
         print(f"(an item ending in … was truncated at {'/'.join(map(str, widths))} bits, "
-              f"the code's width: it stands for every item starting with those bits; {hint})")
+              f"the code's width: it stands for every item starting with those bits"
+              f"{open_note([h['item'] for h in hitters[:top] if h['truncated']])}; {hint})")
+
+
+def open_note(cut: list[str]) -> str:
+    """What ``⟨+N bits⟩`` before a cut item's ``…`` means, for a list that shows one
+    (`fedhh.codec.codec.open_marker`); else nothing."""
+    if not any(OPEN_MARK in item for item in cut):
+        return ""
+    return (", ⟨+N bits⟩ before the … the bits it holds of the next character's code, "
+            "not enough to tell which character")
+
+
+OPEN_MARK = "⟨+"  # (how fedhh.codec.codec.open_marker begins)
 
 
 def more_hitters(hitters: list[dict[str, Any]], top: int) -> str:

@@ -554,6 +554,10 @@ def _print_results(run: Any, results: Any) -> None:
     widths = sorted({h.bits for h in [*results.heavy_hitters, *results.cut_prefixes]
                      if h.truncated})
     if widths:
+        from fedhh.cli.simulate import open_note
+
         print(f"(an item ending in … is a prefix of {'/'.join(map(str, widths))} bits: it "
-              "stands for every item starting so; see --max-bits and --completion-rounds)")
+              "stands for every item starting so"
+              f"{open_note([h.item for h in [*results.heavy_hitters, *results.cut_prefixes]])}"
+              "; see --max-bits and --completion-rounds)")
     sys.stdout.flush()

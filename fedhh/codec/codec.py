@@ -50,15 +50,33 @@ class Decoded:
     trailing_bits: int
     problem: str = ""
     partial: bytes = b""  # the bytes of a character the prefix stops inside
+    open_bits: int = 0  # bits of a codeword the prefix stops inside, after its last whole byte
 
     @property
     def shown_cut(self) -> str:
         """The prefix as a cut item is shown: its whole characters, their backslashes doubled
         (so that ``\\xNN`` always means a byte), then the bytes of a character it stops inside
-        as ``\\xNN``, then ``…``; a prefix without a whole byte shows its bits (``⟨0110⟩…``),
-        never a bare ``…``. ``fedhh.codec.shown.printable(..., cut=True)`` escapes the rest."""
+        as ``\\xNN``, then how many bits of a further byte's codeword it holds (``⟨+3 bits⟩``,
+        `open_marker`), then ``…``; a prefix without a whole byte shows its bits
+        (``⟨0110⟩…``), never a bare ``…``. ``fedhh.codec.shown.printable(..., cut=True)``
+        escapes the rest.
+
+        The count keeps apart prefixes that would read as parent and child and are not: ``ab``
+        and 3 bits of a codeword that is not ``c``'s, shown ``ab…``, read as the parent of
+        ``abc…`` (every item starting ``ab``), though no item under it starts ``abc``; it
+        shows ``ab⟨+3 bits⟩…``, and a shown text that begins another's (less its ``…``)
+        stands for bits that begin the other's."""
         escaped = "".join(f"\\x{b:02x}" for b in self.partial)
-        return self.text.replace("\\", "\\\\") + escaped + ELLIPSIS
+        return (self.text.replace("\\", "\\\\") + escaped + open_marker(self.open_bits)
+                + ELLIPSIS)
+
+
+def open_marker(bits: int) -> str:
+    """How a cut prefix shows the bits it holds of a codeword it stops inside (``⟨+1 bit⟩``,
+    ``⟨+3 bits⟩``); nothing for none."""
+    if bits <= 0:
+        return ""
+    return f"⟨+{bits} bit{'' if bits == 1 else 's'}⟩"
 
 
 @dataclass(frozen=True)
@@ -308,7 +326,7 @@ class Codec:
                       "or not UTF-8)"
         text = reader.text()
         return Decoded(text, reader.ended, possible, reader.trailing_bits,
-                       "" if possible else problem, reader.partial)
+                       "" if possible else problem, reader.partial, reader.open_bits)
 
     def display(self, prefix: int, length: int) -> str:
         """Text of a prefix: exact for an ended item; anything else (an unfinished prefix, an
@@ -374,6 +392,7 @@ class _Reader:
         self.ended = False
         self.problem = ""
         self.trailing_bits = 0
+        self.open_bits = 0  # (bits of an unfinished codeword, escape or continuation)
         self.partial = b""
 
     def _bad(self, shown: str, problem: str) -> None:
@@ -388,7 +407,7 @@ class _Reader:
             start, node = pos, 0
             if pending:
                 if pos + raw > len(bits):
-                    self.trailing_bits = len(bits) - start
+                    self.trailing_bits = self.open_bits = len(bits) - start
                     return
                 self.parts.append(("byte", (0x80 | int(bits[pos : pos + raw], 2), start)))
                 pos += raw
@@ -410,7 +429,7 @@ class _Reader:
                 leaf = child
                 break
             if leaf is None:
-                self.trailing_bits = len(bits) - start
+                self.trailing_bits = self.open_bits = len(bits) - start
                 return
             if leaf == "bad":
                 continue
@@ -425,7 +444,7 @@ class _Reader:
                 return
             if kind == "escape":
                 if pos + 8 > len(bits):
-                    self.trailing_bits = len(bits) - start
+                    self.trailing_bits = self.open_bits = len(bits) - start
                     return
                 value = int(bits[pos : pos + 8], 2)
                 pos += 8

@@ -283,6 +283,7 @@ def columns(text: str) -> int:
 
 
 _BYTE_ESCAPE = re.compile(r"\\x[0-9a-f]{2}")
+_OPEN_MARKER = re.compile(r"⟨\+[1-9][0-9]* bits?⟩$")  # (as fedhh.codec.codec.open_marker)
 _LRM = "\u200e"
 # The blocks whose unassigned code points are right-to-left (UAX #9's default Bidi_Class R or
 # AL): a character newer than this Python's Unicode tables (``bidirectional`` is '') there.
@@ -299,11 +300,15 @@ def _rtl(char: str) -> bool:
 
 
 def _cut_tail(text: str) -> int:
-    """Where the tail of a cut prefix (``Decoded.shown_cut``) begins: its ``…`` and before it
-    the ``\\xNN`` escapes of the bytes of a character it stops inside. An escape's backslash
+    """Where the tail of a cut prefix (``Decoded.shown_cut``) begins: its ``…``, before it the
+    count of bits it holds of a codeword it stops inside (``⟨+3 bits⟩``), and before that the
+    ``\\xNN`` escapes of the bytes of a character it stops inside. An escape's backslash
     is not itself escaped: it ends a run of an odd number of backslashes (the text's own are
     doubled)."""
     end = len(text) - 1 if text.endswith(ELLIPSIS) else len(text)
+    marker = _OPEN_MARKER.search(text, 0, end)
+    if marker is not None:
+        end = marker.start()
     while end >= 4 and _BYTE_ESCAPE.fullmatch(text, end - 4, end):
         start = end - 4
         while start > 0 and text[start - 1] == "\\":

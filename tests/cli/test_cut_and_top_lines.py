@@ -75,7 +75,9 @@ def test_simulate_says_what_top_hides_and_why_each_prefix_is_cut(
     assert f"(3 more, found in rounds {rest[0]} to {rest[-1]}: --top 4 or --json lists them)" \
         in out
     [cut] = payload["cut_prefixes"]
-    assert LONG.startswith(cut["item"].rstrip("…")) and cut["cause"] == "no rounds left"
+    # (its whole characters, then the bits it holds of the next one's codeword: ⟨+N bits⟩)
+    assert LONG.startswith(cut["item"].rstrip("…").split("⟨+")[0])
+    assert cut["cause"] == "no rounds left"
     row = next(line for line in out.splitlines() if line.strip().startswith("https://"))
     assert row.endswith("no rounds left")
 

@@ -22,7 +22,8 @@ def _parts() -> SimpleNamespace:
     codec = Codec.from_spec("unicode", WIDTH)
     whole, a, b = (int(c) for c in cw.to_ints(codec.encode_many(
         ["tea", "https://www.example.org/alphabet", "https://www.example.org/alpine"]).codes))
-    # (the first bit count at which the two URLs' prefixes differ: both show .../alp…)
+    # (the first bit count at which the two URLs' prefixes differ, the first of the codeword
+    # after alp: both show .../alp⟨+1 bit⟩…)
     bits = next(n for n in range(1, WIDTH) if a >> (WIDTH - n) != b >> (WIDTH - n))
     keep = WIDTH - bits
     tree = PrefixTree(TreeConfig(rounds=13, dim_limit=2**16), codec,
@@ -43,7 +44,7 @@ def test_the_dashboard_says_a_rows_estimate_is_the_sum_of_its_prefixes() -> None
     cut = cut_prefixes(parts, [])  # type: ignore[arg-type]
     assert [h.item for h in hits] == ["tea"] and hits[0].note == ""
     [row] = cut
-    assert row.item == "https://www.example.org/alp…" and row.estimate == 500.0
+    assert row.item == "https://www.example.org/alp⟨+1 bit⟩…" and row.estimate == 500.0
     assert row.note.startswith("2 cut prefixes show this text")
     assert "the estimate is their sum" in hits_table("r1", hits, cut)
     assert _hit_json(row)["note"] == row.note and "note" not in _hit_json(hits[0])
@@ -69,7 +70,7 @@ def test_up_says_a_rows_estimate_is_the_sum_of_its_prefixes(capsys) -> None:  # 
     run = SimpleNamespace(run_id="demo", state="done", error="", eps_spent=1.0, eps_local=4.0,
                           rounds_released=8, config=to_proto(config), rounds=rounds)
     _print_results(run, SimpleNamespace(heavy_hitters=[], cut_prefixes=cut))
-    row = next(line for line in capsys.readouterr().out.splitlines() if "alp…" in line)
+    row = next(line for line in capsys.readouterr().out.splitlines() if "alp⟨+1 bit⟩…" in line)
     assert "estimated count    500.0" in row
     assert row.endswith("; 2 cut prefixes show this text (they differ only after its last "
                         "byte); the estimate is their sum)")
@@ -88,7 +89,7 @@ def test_the_csv_of_a_run_not_done_says_its_list_is_so_far() -> None:
     for state in ("running", "failed", "done"):
         table = list(csv.DictReader(io.StringIO(hits_csv(hits, cut, state))))
         assert [r["run_state"] for r in table] == [state, state]
-        assert [r["item"] for r in table] == ["tea", "https://www.example.org/alp…"]
+        assert [r["item"] for r in table] == ["tea", "https://www.example.org/alp⟨+1 bit⟩…"]
 
 
 def test_up_says_a_failed_runs_list_is_its_released_rounds_so_far(capsys) -> None:  # type: ignore[no-untyped-def]

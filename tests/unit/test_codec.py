@@ -142,7 +142,13 @@ def test_a_prefix_decodes_to_its_whole_characters_and_counts_the_rest(raw: bool,
                 break
             partial += bytes([byte])
     assert decoded.partial == partial
-    shown = whole + "".join(f"\\x{b:02x}" for b in partial) + "…"
+    # ...and the bits it holds of the codeword it stops inside, counted: ab and 3 bits that
+    # are not c's read as the parent of abc… when shown ab….
+    opened = cut - spent + (len(codec.book.byte_bits(item.encode("utf-8")[
+        len(whole.encode("utf-8")) + len(partial)])) if spent > cut else 0)
+    assert decoded.open_bits == opened
+    marker = "" if not opened else f"⟨+{opened} bit{'s' if opened > 1 else ''}⟩"
+    shown = whole + "".join(f"\\x{b:02x}" for b in partial) + marker + "…"
     if not whole and not partial:
         shown = f"⟨{bits[:cut]}⟩…"
     assert codec.display(int(bits[:cut], 2) if cut else 0, cut) == shown
@@ -200,7 +206,9 @@ def test_a_truncated_item_is_shown_as_a_prefix() -> None:
     encoded = codec.encode_many([url, "abc"])
     assert encoded.truncated.tolist() == [True, False]
     shown = codec.display_item(cw.to_ints(encoded.codes)[0])
-    assert shown.endswith("…") and url.startswith(shown[:-1]) and len(shown) > 3
+    text, _, marker = shown.partition("⟨+")  # (the bits of a codeword it stops inside)
+    assert shown.endswith("…") and url.startswith(text.removesuffix("…")) and len(text) > 3
+    assert marker == "" or marker.endswith(("bit⟩…", "bits⟩…"))
     assert codec.display_item(cw.to_ints(encoded.codes)[1]) == "abc"
     wide = Codec("english", 512)
     assert wide.display_item(wide.encode(url)) == url

@@ -72,7 +72,8 @@ def after_main_threshold(tree: PrefixTree) -> float:
 
 
 def starts(item: str, hitter) -> bool:
-    return item.startswith(hitter.item.rstrip("…"))
+    # (its whole characters, less the bits it holds of the next codeword: ⟨+N bits⟩…)
+    return item.startswith(hitter.item.rstrip("…").split("⟨+")[0])
 
 
 def test_a_heavy_prefix_the_first_completion_round_loses_is_listed_cut() -> None:

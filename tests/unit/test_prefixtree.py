@@ -112,7 +112,7 @@ def test_truncated_items_with_the_same_text_are_one_row_that_says_why() -> None:
     state, _ = tree.advance(state, sums, 10)
     hitters = tree.heavy_hitters(state)
     assert [(h.item, h.ended, h.truncated, h.estimate) for h in hitters] == [
-        ("ab…", False, True, 10.0), ("a", True, False, 4.0)]
+        ("ab⟨+3 bits⟩…", False, True, 10.0), ("a", True, False, 4.0)]
     assert hitters[0].note.startswith("2 cut prefixes show this text")
     assert not hitters[1].note
     assert hitters[1].to_dict() == {"item": "a", "estimate": 4.0, "round": 1,

@@ -35,7 +35,7 @@ def test_a_merged_row_counts_its_parts() -> None:
     body = length - len(codec.book.end)  # "ab" without its end symbol
     stem = code >> (64 - body)
     found = []
-    for tail in range(4):  # four 2-bit tails inside the next codeword: "ab…" each
+    for tail in range(4):  # four 2-bit tails inside the next codeword: "ab⟨+2 bits⟩…" each
         bits = body + 2
         prefix = (stem << 2) | tail
         if codec.possible(prefix, bits) and not codec.decode(prefix, bits).partial:
@@ -44,7 +44,7 @@ def test_a_merged_row_counts_its_parts() -> None:
     texts = {row.item for row in rows}
     assert len(rows) == len(texts)  # (one row per shown text)
     merged = [row for row in rows if row.note]
-    assert len(found) >= 2 and len(merged) == 1 and merged[0].item == "ab…"
+    assert len(found) >= 2 and len(merged) == 1 and merged[0].item == "ab⟨+2 bits⟩…"
     assert all(row.parts == int(row.note.split(" ", 1)[0]) for row in merged)
     assert sum(row.parts for row in rows) == len(found)
     assert all(row.parts == 1 for row in rows if not row.note)
