@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
+from networked_kit import refused_port
 
 from fedhh.cli.main import main
 
 
 def _admin_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], *action: str) -> str:
     """The one line an admin action against an unreachable coordinator ends with (exit 2)."""
-    with socket.socket() as probe:  # a port the OS just handed out, now closed: refused
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     token = tmp_path / "admin.token"
     token.write_text("0123456789abcdef0123")
-    with pytest.raises(SystemExit) as exit_:
+    with refused_port() as port, pytest.raises(SystemExit) as exit_:
         main(["admin", "--coordinator", f"127.0.0.1:{port}", "--token-file", str(token),
               *action])
     assert exit_.value.code == 2

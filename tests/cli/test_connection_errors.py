@@ -34,12 +34,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health as grpc_health
 from grpc_health.v1 import health_pb2_grpc
+from networked_kit import refused_port
 
 import fedhh_device.main
 from fedhh.rpc.tls import make_dev_pki
+from fedhh.rpc.topology import READY_TIMEOUT_S
 
 ROOT = Path(__file__).resolve().parents[2]
 FEDHH = [sys.executable, "-m", "fedhh.cli.main"]
+START_BOUND_S = READY_TIMEOUT_S
 
 
 def grpc_server(credentials: grpc.ServerCredentials | None) -> tuple[grpc.Server, int]:
@@ -138,12 +141,6 @@ def https_port(pki: Pki) -> Iterator[int]:
     listener.close()
 
 
-def closed_port() -> int:
-    """A port the OS just handed out and nobody listens on any more."""
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        return int(probe.getsockname()[1])
-
-
 def health(address: str, ca: Path | None, capsys: pytest.CaptureFixture[str]) -> str:
     code, out, err = run_cli(["health", "--address", address,
                           *(["--ca", str(ca)] if ca else [])], capsys)
@@ -210,10 +207,10 @@ def test_health_names_tls_against_plaintext_and_a_port_nobody_listens_on(
             "dialled without --ca)")
     finally:
         server.stop(None)
-    free = closed_port()
-    assert health(f"localhost:{free}", pki.ca, capsys) == (
-        f"localhost:{free}: UNAVAILABLE (nothing listens at localhost:{free}: is the service "
-        "running, and is this its address and port?)")
+    with refused_port() as free:
+        assert health(f"localhost:{free}", pki.ca, capsys) == (
+            f"localhost:{free}: UNAVAILABLE (nothing listens at localhost:{free}: is the "
+            "service running, and is this its address and port?)")
 
 
 def test_admin_explains_a_wrong_ca_and_a_service_that_is_not_the_coordinator(
@@ -294,7 +291,11 @@ def test_a_device_refuses_a_coordinator_it_can_never_trust(
 
 def test_a_device_says_once_that_it_waits_for_a_coordinator_it_cannot_reach(
         pki: Pki, tmp_path: Path) -> None:
-    free = closed_port()
+    with refused_port() as free:
+        _says_once_that_it_waits(pki, tmp_path, free)
+
+
+def _says_once_that_it_waits(pki: Pki, tmp_path: Path, free: int) -> None:
     device = subprocess.Popen([*FEDHH, *device_argv(tmp_path, f"localhost:{free}", pki.ca)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               env={**clean_env(), "FEDHH_CACHE": str(tmp_path / "cache")},
@@ -304,13 +305,15 @@ def test_a_device_says_once_that_it_waits_for_a_coordinator_it_cannot_reach(
         read: queue.Queue[str] = queue.Queue()
         threading.Thread(target=lambda: [read.put(line) for line in device.stderr or ()],
                          daemon=True).start()
-        deadline = time.monotonic() + 60
+        # (a deadline, not a window: a process that imports numpy and grpc can take tens of
+        # seconds to start on a busy machine; LocalTopology gives a service 300 s)
+        deadline = time.monotonic() + START_BOUND_S
         lines: list[str] = []
         while not any("device process started" in line for line in lines):
             try:
                 lines.append(read.get(timeout=max(0.0, deadline - time.monotonic())))
             except queue.Empty:
-                raise AssertionError(f"no start line in 60 s: {lines}") from None
+                raise AssertionError(f"no start line in {START_BOUND_S:g} s: {lines}") from None
             assert device.poll() is None or not read.empty(), lines  # it must not end
         assert lines[0].startswith('{"time": ')  # a JSON log line, as the service's others
         assert '"level": "WARNING"' in lines[0]

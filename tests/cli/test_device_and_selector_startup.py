@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from networked_kit import COORDINATOR_FLAGS, wait_for_line
+from networked_kit import COORDINATOR_FLAGS, refused_port, stop_cleanly, wait_for_line
 
 from fedhh.rpc.credentials import load_or_create_signing_key
 from fedhh.rpc.tasks import CohortTasks
@@ -84,7 +83,7 @@ def enroll_with_the_same_tokens(topo: LocalTopology, name: str, data: str) -> No
     """The tokens were not used: a process with a good --state-dir enrolls with them."""
     topo.start_devices(name, data, "0:2")
     topo.wait_for_devices()  # (raises, with the log's tail, if the process exited)
-    assert topo.stop(name) == 0
+    stop_cleanly(topo, name)
 
 
 def test_a_state_dir_the_devices_cannot_use_is_refused_before_any_token_is(
@@ -199,12 +198,6 @@ class FakeLeader(pb_grpc.SelectorControlServicer):
         self.server.stop(None)
 
 
-def closed_port() -> int:
-    with socket.socket() as probe:  # a port the OS just handed out, now closed: refused
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def selector(tmp_path: Path, leader_port: int, key_file: Path, *extra: str) -> list[str]:
     store = tmp_path / "coordinator.sqlite"
     if not store.exists():
@@ -263,11 +256,13 @@ def test_a_selector_name_the_leader_would_refuse_is_refused_at_startup(tmp_path:
     key_file = tmp_path / "coordinator-signing.pem"
     load_or_create_signing_key(key_file)
     name = "s" * (MAX_NAME_BYTES + 1)
-    done = subprocess.run(selector(tmp_path, closed_port(), key_file, "--name", name),
-                          capture_output=True, text=True, timeout=EXIT_BOUND_S)
+    with refused_port() as port:  # (the selector asks the leader's health before the name)
+        done = subprocess.run(selector(tmp_path, port, key_file, "--name", name),
+                              capture_output=True, text=True, timeout=EXIT_BOUND_S)
     assert one_line_error(done, "selector") == (
         f"--name must be 1 to {MAX_NAME_BYTES} printable bytes, got {MAX_NAME_BYTES + 1} bytes")
-    done = subprocess.run(selector(tmp_path, closed_port(), key_file, "--name", "é" * 33),
-                          capture_output=True, text=True, timeout=EXIT_BOUND_S)
+    with refused_port() as port:
+        done = subprocess.run(selector(tmp_path, port, key_file, "--name", "é" * 33),
+                              capture_output=True, text=True, timeout=EXIT_BOUND_S)
     assert one_line_error(done, "selector") == (
         f"--name must be 1 to {MAX_NAME_BYTES} printable bytes, got 66 bytes")

@@ -13,21 +13,16 @@ import threading
 from pathlib import Path
 
 import pytest
+from networked_kit import refused_port
 
 pytestmark = pytest.mark.slow
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:  # a port the OS just handed out, now closed: refused
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _device(tmp_path: Path, *extra: str, port: int | None = None) -> list[str]:
+def _device(tmp_path: Path, *extra: str, port: int) -> list[str]:
     data = tmp_path / "users.txt"
     data.write_text("tea coffee\ncoffee\n", encoding="utf-8")
     return [sys.executable, "-m", "fedhh.cli.main", "device", "--coordinator",
-            f"127.0.0.1:{port or _closed_port()}", "--insecure", "--dataset", str(data),
+            f"127.0.0.1:{port}", "--insecure", "--dataset", str(data),
             "--users", "0:2", "--state-dir", str(tmp_path / "state"), *extra]
 
 
@@ -36,8 +31,9 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_devices_that_cannot_enroll_fail_the_process_with_the_reason(tmp_path: Path) -> None:
-    done = subprocess.run(_device(tmp_path), capture_output=True, text=True, timeout=300,
-                          env=_env(tmp_path))
+    with refused_port() as port:  # (nobody there: the process asks its health first)
+        done = subprocess.run(_device(tmp_path, port=port), capture_output=True, text=True,
+                              timeout=300, env=_env(tmp_path))
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1] == (
         "fedhh device: error: no enrollment token for user 0")

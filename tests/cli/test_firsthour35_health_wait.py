@@ -10,7 +10,6 @@ script had nothing to wait with. A mistake that waiting cannot mend still ends i
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from concurrent import futures
@@ -21,17 +20,13 @@ import pytest
 from cli_kit import run_cli
 from grpc_health.v1 import health as grpc_health
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from networked_kit import refused_port
 
 from fedhh.cli import health
 from fedhh.rpc.tls import make_dev_pki
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-
-
-def free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
@@ -60,7 +55,6 @@ def health_server(servers: list[grpc.Server], status: int, port: int = 0,
 def test_wait_asks_again_until_a_starting_service_listens(
         servers: list[grpc.Server], monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    port = free_port()
     pauses: list[float] = []
 
     def service_starts_meanwhile(seconds: float) -> None:
@@ -69,8 +63,10 @@ def test_wait_asks_again_until_a_starting_service_listens(
             health_server(servers, SERVING, port)
 
     monkeypatch.setattr(health, "pause", service_starts_meanwhile)
-    code, out, err = run_cli(["health", "--address", f"127.0.0.1:{port}", "--wait", "60"],
-                             capsys)
+    # (held until the server listens on it: nobody else can take it meanwhile)
+    with refused_port(shared=True) as port:
+        code, out, err = run_cli(["health", "--address", f"127.0.0.1:{port}", "--wait", "60"],
+                                 capsys)
     assert (code, out, err) == (0, f"127.0.0.1:{port}: SERVING\n", "")
     assert pauses == [health.POLL_S, health.POLL_S]
 
@@ -95,11 +91,11 @@ def test_without_wait_it_asks_once(servers: list[grpc.Server],
 
 def test_wait_gives_up_at_its_deadline_with_the_last_cause(
         capsys: pytest.CaptureFixture[str]) -> None:
-    port = free_port()
-    started = time.monotonic()
-    code, out, _ = run_cli(["health", "--address", f"127.0.0.1:{port}", "--wait", "1"],
-                           capsys)
-    elapsed = time.monotonic() - started
+    with refused_port() as port:
+        started = time.monotonic()
+        code, out, _ = run_cli(["health", "--address", f"127.0.0.1:{port}", "--wait", "1"],
+                               capsys)
+        elapsed = time.monotonic() - started
     assert code == 1 and out.startswith(f"127.0.0.1:{port}: UNAVAILABLE (nothing listens at ")
     assert 1 - health.POLL_S <= elapsed < 30
 

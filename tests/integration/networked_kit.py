@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import socket
 import string
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +102,33 @@ def wait_for_line(path: Path, needle: str, timeout_s: float = 120.0) -> None:
             return
         time.sleep(0.05)
     raise TimeoutError(f"{needle!r} never appeared in {path}")
+
+
+# How long a test lets a service stop after SIGTERM before it is killed (LocalTopology.stop's
+# default grace is 15 s): a deadline, not a window. What a process writes as it stops (a device
+# process's --stats-file, its count of refused rounds) is lost if the grace runs out first, as
+# it can on a busy machine.
+STOP_GRACE_S = 300.0
+
+
+def stop_cleanly(topo: LocalTopology, name: str) -> None:
+    """SIGTERM service ``name`` and wait for it to exit by itself (0), so that what it writes
+    on its way out is there to read."""
+    assert topo.stop(name, grace_s=STOP_GRACE_S) == 0, f"{name} did not stop cleanly"
+
+
+@contextlib.contextmanager
+def refused_port(shared: bool = False) -> Iterator[int]:
+    """A loopback port on which a connection is refused for as long as the block runs: bound
+    by the test and not listening, so no other process can take it meanwhile (a port the OS
+    handed out and that was closed at once may be handed to another test's service before it
+    is dialled). With ``shared``, it is bound with SO_REUSEPORT, so that a server of this
+    process (gRPC binds with SO_REUSEPORT) can listen on it later in the block."""
+    with socket.socket() as held:
+        if shared:
+            held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        held.bind(("127.0.0.1", 0))
+        yield int(held.getsockname()[1])
 
 
 class RefusingAggregator:

@@ -17,7 +17,15 @@ from typing import Any
 import aiohttp
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from networked_kit import COORDINATOR_FLAGS, SEED, SHORT, USERS, run_config, short_dataset
+from networked_kit import (
+    COORDINATOR_FLAGS,
+    SEED,
+    SHORT,
+    USERS,
+    run_config,
+    short_dataset,
+    stop_cleanly,
+)
 
 from fedhh.data.registry import resolve_dataset
 from fedhh.privacy import PrivacyLedger
@@ -88,7 +96,7 @@ def test_connect_devices_take_part_beside_grpc_devices(
     assert [(h.item, h.estimate, h.round) for h in results.heavy_hitters] == \
         [(h.item, h.estimate, h.round) for h in sim.heavy_hitters]
     # The Connect devices completed every round; they were given only the web ports.
-    topo.stop("devices-web")
+    stop_cleanly(topo, "devices-web")  # (it writes its stats file as it stops)
     stats = json.loads((topo.workdir / "devices-web.stats.json").read_text())
     web_devices = WEB_USERS[1] - WEB_USERS[0]
     assert stats["completed"] == web_devices * len(released) and stats["failed"] == 0

@@ -13,13 +13,19 @@ when asked; over gRPC again when the framed port named cannot be reached."""
 from __future__ import annotations
 
 import re
-import socket
 import ssl
 import urllib.request
 from pathlib import Path
 
 import pytest
-from networked_kit import COORDINATOR_FLAGS, SHORT, USERS, run_config, short_dataset
+from networked_kit import (
+    COORDINATOR_FLAGS,
+    SHORT,
+    USERS,
+    refused_port,
+    run_config,
+    short_dataset,
+)
 
 from fedhh.rpc.admin_client import AdminClient
 from fedhh.rpc.topology import LocalTopology
@@ -38,25 +44,21 @@ def _counts(topo: LocalTopology, name: str, metric: str, label: str) -> dict[str
         rf'^{metric}\{{{label}="([^"]+)"\}} (\S+)$', text, re.M)}
 
 
-def _unused_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.parametrize("transport", ["framed", "stream", "framed-unreachable"])
 def test_a_fleet_beyond_one_connections_stream_cap_spreads_over_connections(
         tmp_path: Path, transport: str) -> None:
     data = short_dataset(tmp_path / "users.txt")
-    with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")}
-                       ) as topo:
+    # (the ports nobody serves stay held by the test, refusing, until every service stopped)
+    with refused_port() as no_session, refused_port() as no_frames, \
+            LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")}
+                          ) as topo:
         topo.start_aggregator(["--max-streams-per-connection", "32", "--metrics-port", "0"])
-        unreachable = (["--aggregator-session-address", f"127.0.0.1:{_unused_port()}"]
+        unreachable = (["--aggregator-session-address", f"127.0.0.1:{no_session}"]
                        if transport == "framed-unreachable" else [])
         topo.start_coordinator([*COORDINATOR_FLAGS, *unreachable, "--metrics-port", "0"])
         # (the last flag counts)
         tasks = (["--task-transport", "grpc"] if transport == "stream" else
-                 ["--coordinator", f"{topo.address('coordinator')}=127.0.0.1:{_unused_port()}"]
+                 ["--coordinator", f"{topo.address('coordinator')}=127.0.0.1:{no_frames}"]
                  if transport == "framed-unreachable" else [])
         # 200 devices, 20 to a connection: 10 connections of at most 20 streams each.
         topo.start_devices("devices", str(data), f"0:{USERS}",

@@ -17,6 +17,7 @@ from networked_kit import (
     planted_dataset,
     run_config,
     short_dataset,
+    stop_cleanly,
     wait_for_line,
 )
 
@@ -54,6 +55,8 @@ def test_dropouts_at_every_stage(tmp_path: Path) -> None:
                                     stage_ms=10_000, checkin_ms=120_000), run_id="drops")
         run = client.wait("drops", 240)
         results = client.results("drops")
+        for i in range(2):  # (each writes its stats file as it stops)
+            stop_cleanly(topo, f"devices-{i}")
     assert run.state == "done", run.error
     released = [r for r in run.rounds if r.state == "released"]
     assert len(released) == 1 and 120 <= released[0].participants < 200

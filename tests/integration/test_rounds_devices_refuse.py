@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from networked_kit import COORDINATOR_FLAGS, run_config, short_dataset
+from networked_kit import COORDINATOR_FLAGS, run_config, short_dataset, stop_cleanly
 
 from fedhh.rpc.admin_client import AdminClient
 from fedhh.rpc.topology import LocalTopology
@@ -38,7 +38,7 @@ def test_a_round_every_device_refuses_says_so_and_costs_them_nothing(tmp_path: P
                 checkin_ms=60_000, stage_ms=3_000, max_attempts=1, expected_dropout=0.05,
                 corrupt_fraction=0.05), run_id="refused")
             run = admin.wait("refused", 180)
-        topo.stop("devices")
+        stop_cleanly(topo, "devices")  # (the count of refused rounds is logged as it stops)
         log = (topo.workdir / "devices.log").read_text()
         budgets = sorted((topo.workdir / "devices" / "budgets").glob("*.json"))
         spends = [s for path in budgets for s in json.loads(path.read_text())["spends"]]
