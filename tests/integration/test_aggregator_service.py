@@ -13,7 +13,6 @@ import json
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -40,6 +39,7 @@ from aggregator_testkit import (
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from networked_kit import STOP_GRACE_S, refused_port
 from prometheus_client import REGISTRY
 
 from fedhh.errors import AuthenticationError, ConfigError, ConflictError, NotFoundError, StateError
@@ -61,6 +61,7 @@ from fedhh.rpc.aggregator_wire import (
 from fedhh.rpc.device_client import DeviceSession, RetryPolicy, SessionResult, participate
 from fedhh.rpc.device_client import ParticipationEnd as End
 from fedhh.rpc.tls import make_dev_pki
+from fedhh.rpc.topology import READY_TIMEOUT_S
 from fedhh.secagg import (
     AdvertiseKeys,
     AggregateResult,
@@ -172,13 +173,16 @@ def test_a_round_below_n_min_aborts_and_releases_nothing() -> None:
         announced.append(evidence)
 
     async def scenario() -> dict[int, SessionResult]:
-        async with aggregator() as (_, channel):
+        async with aggregator() as (agg, channel):
             control = AggregatorControl(channel, TOKEN)
             await control.open_round(cohort.signed)
             outcomes = await _everyone(channel, cohort, drop)
             with pytest.raises(RoundAborted) as aborted:
                 await control.result(cohort.round_id, 30, on_release)
             assert aborted.value.reason == "too_few_devices"
+            # (forgotten, and counted, once the report was handed to the transport: the client
+            # may read the abort a turn of the event loop before the service's handler does so)
+            await _until(lambda: len(agg.registry) == 0)
             with pytest.raises(StateError):  # the abort was reported: the round is gone
                 await control.result(cohort.round_id, 0)
             return outcomes
@@ -630,7 +634,7 @@ def test_open_round_validates_configs_and_limits_and_cancel_aborts() -> None:
                        round_id=b"run/e")
 
     async def scenario() -> dict[int, SessionResult]:
-        async with aggregator(Limits(max_rounds=2)) as (_, channel):
+        async with aggregator(Limits(max_rounds=2)) as (agg, channel):
             control = AggregatorControl(channel, TOKEN)
             raw = pb_grpc.AggregatorControlStub(channel)
             md = (("authorization", f"Bearer {TOKEN.decode()}"),)
@@ -668,6 +672,9 @@ def test_open_round_validates_configs_and_limits_and_cancel_aborts() -> None:
             assert await control.cancel(a.round_id) == "aborted"  # idempotent
             with pytest.raises(ConflictError):
                 await control.open_round(a.signed)
+            # (a is forgotten once its abort was handed to the transport, which the service's
+            # handler may do a turn of the event loop after the client read it)
+            await _until(lambda: len(agg.registry) == 1)
             await control.open_round(c.signed)  # a's slot is free again
             return outcomes
 
@@ -711,7 +718,9 @@ def test_the_fedhh_aggregator_process_serves_health_and_stops_on_sigterm(tmp_pat
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
     try:
-        _wait_for_log(lines, "aggregator serving", 30)
+        # (deadlines, not windows: a busy machine can take tens of seconds to start a process
+        # that imports numpy and grpc; LocalTopology gives a service 300 s)
+        _wait_for_log(lines, "aggregator serving", READY_TIMEOUT_S)
         ports = json.loads(ready.read_text())
         with grpc.insecure_channel(f"127.0.0.1:{ports['port']}") as channel:
             health = health_pb2_grpc.HealthStub(channel)
@@ -726,8 +735,8 @@ def test_the_fedhh_aggregator_process_serves_health_and_stops_on_sigterm(tmp_pat
                                     timeout=10) as page:
             assert b"fedhh_aggregator_rounds_open" in page.read()
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
-        _wait_for_log(lines, "aggregator stopped", 10)
+        assert proc.wait(timeout=STOP_GRACE_S) == 0
+        _wait_for_log(lines, "aggregator stopped", 60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -787,11 +796,8 @@ def test_the_service_over_tls(tmp_path: Path) -> None:
 
 def test_a_device_gives_up_after_its_retries_when_nobody_listens() -> None:
     cohort = make_cohort(3, 8, 2, 2, n_min=2, round_id=b"run/nobody")
-    with socket.socket() as probe:  # a port on which nothing listens
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
 
-    async def scenario() -> SessionResult:
+    async def scenario(port: int) -> SessionResult:
         channel = open_channel(f"127.0.0.1:{port}")
         try:
             return await participate(
@@ -802,7 +808,8 @@ def test_a_device_gives_up_after_its_retries_when_nobody_listens() -> None:
         finally:
             await channel.close()
 
-    outcome = run(scenario())
+    with refused_port() as port:  # a port on which nothing listens
+        outcome = run(scenario(port))
     assert (outcome.reached, outcome.outcome, outcome.contributed) == (
         Stage.ADVERTISE_KEYS, End.UNAVAILABLE, False)
 
