@@ -4,7 +4,8 @@ Shows the progress of every long step on stderr when it is a terminal (building 
 first use, checking it, its ground truth, the rounds) and prints a summary; ``--json PATH``
 writes machine-readable results with the keys ``heavy_hitters`` (list of {"item", "estimate",
 "std", "round", "code", "ended", "truncated"}; ``std``, the estimate's standard deviation at its
-round's randomizer and contributors, null for a mechanism without one), ``cut_prefixes`` (the
+round's randomizer and contributors, null for a mechanism without one; a truncated item, cut
+at the code's width, with ``bits`` and ``cause`` as a cut prefix's), ``cut_prefixes`` (the
 same, for heavy prefixes the rounds could not complete, each with its ``cause``: ``no rounds
 left``, ``lost in round N`` or ``the codes' limit, 4,096 bits``), ``earlier_runs`` (the same,
 for what the first run of --two-runs found), ``deny_list`` (as given),
@@ -169,14 +170,25 @@ def result_payload(result: SimulationResult, config: RunConfig,
     last = last_round(payload["rounds"])
     for entry, hitter in zip(payload["cut_prefixes"], result.cut_prefixes, strict=True):
         entry["cause"] = cut_cause(hitter.round, hitter.bits, hitter.max_bits, last)
+    # (an item truncated at the code's width, as the baselines and runs without completion
+    # rounds list among the heavy hitters, says why as a cut prefix does: before, only
+    # OptPrefixTree's cut prefixes carried a cause)
+    first = last_round(payload["rounds"], run=1)
+    for key, hitters, end in (("heavy_hitters", result.heavy_hitters, last),
+                              ("earlier_runs", result.earlier_runs, first)):
+        for entry, hitter in zip(payload[key], hitters, strict=True):
+            if hitter.truncated:
+                entry["cause"] = cut_cause(hitter.round, hitter.bits, hitter.max_bits, end)
     payload["config"] = config.to_dict()
     payload["dataset"] = dataset_summary
     return payload
 
 
-def last_round(rounds: list[dict[str, Any]]) -> int:
-    """The last round the last run ran (its cut prefixes are the ones listed)."""
-    run = max((r["extra"].get("run", 1) for r in rounds), default=1)
+def last_round(rounds: list[dict[str, Any]], run: int | None = None) -> int:
+    """The last round ``run`` ran, by default the last run (its cut prefixes are the ones
+    listed)."""
+    if run is None:
+        run = max((r["extra"].get("run", 1) for r in rounds), default=1)
     return max((r["round"] for r in rounds if r["extra"].get("run", 1) == run), default=0)
 
 
