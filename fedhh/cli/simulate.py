@@ -35,7 +35,7 @@ from typing import Any
 
 from fedhh.cli import options
 from fedhh.codec.codec import MAX_SUPPORTED_BITS
-from fedhh.codec.shown import columns, printable, rjust
+from fedhh.codec.shown import columns, isolated, printable, rjust
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError
@@ -266,10 +266,11 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
         if top:
             _table([("item", "estimate", "std", "round", "why")] + [
                 # (a row that stands for several cut prefixes says so, as the heavy hitters'
-                # list does: its estimate is their sum)
-                (printable(h["item"], cut=True) + (f"  ({h['note']})" if h.get("note") else ""),
-                 f"{h['estimate']:,.0f}", _std(h), h["round"], h.get("cause", ""))
-                for h in cut[:top]], item=0)
+                # list does: its estimate is their sum; after its cause, last, where it
+                # pushes no column of its own row)
+                (printable(h["item"], cut=True), f"{h['estimate']:,.0f}", _std(h), h["round"],
+                 "; ".join(filter(None, (h.get("cause", ""), h.get("note", "")))))
+                for h in cut[:top]], item=0, tail=True)
             if len(cut) > top:
                 print(f"({len(cut) - top} more with --top {len(cut)} or in --json)")
             note = open_note([h["item"] for h in cut[:top]])
@@ -328,12 +329,14 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str) -> None:
     truncated item's note ends with ``hint`` (`_truncation_hint`)."""
     if not top or not hitters:
         return
-    _table([("#", "item", "estimate", "std", "round")] + [
-        (i + 1, printable(h["item"], h["truncated"])
-         + (f"  ({h['note']})" if h.get("note") else ""),
-         f"{h['estimate']:,.0f}", _std(h), h["round"])
+    # (a row's note, if any row has one, in a last column: in the item's cell it pushed the
+    # row's counts out of line with the other rows')
+    notes = any(h.get("note") for h in hitters[:top])
+    _table([("#", "item", "estimate", "std", "round", *(("note",) if notes else ()))] + [
+        (i + 1, printable(h["item"], h["truncated"]), f"{h['estimate']:,.0f}", _std(h),
+         h["round"], *((h.get("note", ""),) if notes else ()))
         for i, h in enumerate(hitters[:top])
-    ], item=1)
+    ], item=1, tail=notes)
     print("(by round, then estimate: a round's estimate counts the devices that chose the "
           "item that round, among their items on the round's narrowing prefix list, so "
           "estimates of different rounds are not comparable)")
@@ -395,14 +398,19 @@ def _fmt(value: Any) -> str:
 ITEM_COLUMNS_MAX = 48  # the lists' item column, as `fedhh up`'s
 
 
-def _table(rows: list[tuple], item: int | None = None) -> None:
+def _table(rows: list[tuple], item: int | None = None, tail: bool = False) -> None:
     """``rows`` (the first the heading) right-justified in columns; the ``item`` column is no
-    wider than ITEM_COLUMNS_MAX (or its heading): a longer item, or one with a note, pushes
-    only its own row on. Before, one 150-column item or a cut prefix's note widened every row
-    of the list to it, so that on a terminal every row wrapped."""
+    wider than ITEM_COLUMNS_MAX (or its heading): a longer item pushes only its own row on.
+    Before, one 150-column item widened every row of the list to it, so that on a terminal
+    every row wrapped. ``tail``: the last column is text (a cause, a note), left-justified and
+    not padded, so that a long one pushes nothing (a cut prefix's note in its item's cell
+    pushed its row's counts out of line)."""
     cells = [[str(c) for c in row] for row in rows]
     widths = [max(columns(r[i]) for r in cells) for i in range(len(cells[0]))]
     if item is not None:
         widths[item] = min(widths[item], max(ITEM_COLUMNS_MAX, columns(cells[0][item])))
     for row in cells:
-        print("  ".join(rjust(c, w) for c, w in zip(row, widths, strict=True)))
+        aligned = [rjust(c, w) for c, w in zip(row, widths, strict=True)]
+        if tail:
+            aligned[-1] = isolated(row[-1])
+        print("  ".join(aligned).rstrip(" "))

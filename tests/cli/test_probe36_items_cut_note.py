@@ -29,7 +29,7 @@ def test_cut_rows_carry_their_note(capsys: pytest.CaptureFixture[str]) -> None:
     print_summary(_payload(), top=20)
     lines = capsys.readouterr().out.splitlines()
     url = next(line for line in lines if "https://example.com/\\xe6…" in line)
-    assert f"({NOTE})" in url and "300" in url
+    assert url.endswith(f"no rounds left; {NOTE}") and "300" in url
     tokyo = next(line for line in lines if "東京\\xe9…" in line)
     assert "cut prefixes show this text" not in tokyo
 

@@ -1,13 +1,15 @@
 """``fedhh simulate``'s lists keep their item column at most 48 columns wide (or the heading's):
-a long item (a URL the completion rounds found whole, up to 1,024 bits) or a cut prefix's
-note pushes only its own row on. Before, every row was padded to the longest, so one
-150-column URL made each row of the list 160 columns, wrapped on any terminal."""
+a long item (a URL the completion rounds found whole, up to 1,024 bits) pushes only its own
+row on, and a row's note comes last, pushing nothing. Before, every row was padded to the
+longest, so one 150-column URL made each row of the list 160 columns, wrapped on any
+terminal."""
 
 from __future__ import annotations
 
 import pytest
 
 from fedhh.cli.simulate import ITEM_COLUMNS_MAX, print_summary
+from fedhh.codec.shown import columns
 
 LONG = "https://example.com/" + "a" * 130
 
@@ -43,3 +45,30 @@ def test_a_long_item_pushes_only_its_own_row(capsys: pytest.CaptureFixture[str])
     assert tokyo.index("東京") < ITEM_COLUMNS_MAX
     assert len(cut_head) <= ITEM_COLUMNS_MAX + 50
     assert "the estimate is their sum" in next(line for line in lines if "wait…" in line)
+
+
+def test_a_rows_note_keeps_its_counts_in_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """A note comes last, after the cause (cut prefixes) or in a note column (heavy
+    hitters): in the item's cell it pushed its row's estimate, std and round to the right of
+    the other rows'."""
+    payload = _payload()
+    payload["heavy_hitters"][2]["note"] = ("2 cut prefixes show this text (they differ only "
+                                           "after its last byte); the estimate is their sum")
+    print_summary(payload, top=20)
+    lines = capsys.readouterr().out.splitlines()
+
+    def round_ends(line: str, after: str) -> int:
+        """The column where the row's round ends: before its cause or note."""
+        return columns(line[:line.index(after)].rstrip())
+
+    cut_head = next(line for line in lines if line.rstrip().endswith("why"))
+    wait = next(line for line in lines if "wait…" in line)
+    tokyo = next(line for line in lines if "東京\\xe9…" in line)
+    assert round_ends(wait, "no rounds left") == round_ends(cut_head, "why") \
+        == round_ends(tokyo, "lost in round 9")
+    assert wait.endswith("no rounds left; 2 cut prefixes show this text (they differ only "
+                         "after its last byte); the estimate is their sum")
+    head = next(line for line in lines if line.lstrip().startswith("#"))
+    noted = next(line for line in lines if "東京" in line and "2 cut" in line)
+    new = next(line for line in lines if " new " in line)
+    assert round_ends(noted, "2 cut") == round_ends(head, "note") == columns(new.rstrip())
