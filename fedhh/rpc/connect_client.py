@@ -39,7 +39,7 @@ from google.protobuf.message_factory import GetMessageClass
 
 from fedhh.errors import ConfigError
 from fedhh.rpc.connect import CODES, CONTENT_TYPE, PROTOCOL_VERSION
-from fedhh.rpc.serving import check_plaintext_peer
+from fedhh.rpc.serving import MAX_MESSAGE_BYTES, check_plaintext_peer
 
 _STATUS = {name: code for code, (name, _) in CODES.items()}
 # What a Connect client infers from an HTTP status when the body is no Connect error.
@@ -59,6 +59,10 @@ DEFAULT_READ_S = 300.0
 TCP_KEEPIDLE_S = 60
 TCP_KEEPINTVL_S = 15
 TCP_KEEPCNT = 4
+# The most bytes of one answer a call reads (after decompression): the gRPC channels' cap
+# (``grpc.max_receive_message_length``). A larger answer fails RESOURCE_EXHAUSTED, as on gRPC,
+# not read past the cap; before, aiohttp read an answer of any size into memory.
+MAX_ANSWER_BYTES = MAX_MESSAGE_BYTES
 
 
 def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
@@ -86,6 +90,26 @@ def read_deadline(request: Message, timeout: float | None) -> float:
     fields = request.DESCRIPTOR.fields_by_name
     wait_ms = int(getattr(request, "wait_ms", 0)) if "wait_ms" in fields else 0
     return wait_ms / 1000 + HOLD_GRACE_S if wait_ms > 0 else DEFAULT_READ_S
+
+
+async def _bounded_body(answer: aiohttp.ClientResponse, url: str) -> bytes:
+    """The body of ``answer``, read at most ``MAX_ANSWER_BYTES`` far (RESOURCE_EXHAUSTED past
+    it: one whose Content-Length says so unread, one that streams past the cap there)."""
+    cap = MAX_ANSWER_BYTES
+    if answer.content_length is not None and answer.content_length > cap:
+        raise _error(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                     f"the answer of {url} is {answer.content_length} bytes, over the "
+                     f"device's cap of {cap} bytes: not read")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in answer.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > cap:
+            raise _error(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                         f"the answer of {url} is over {cap} bytes, over the device's cap of "
+                         f"{cap} bytes: not read")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class ConnectChannel:
@@ -130,7 +154,7 @@ class ConnectChannel:
                     self.base + path, data=request.SerializeToString(), headers=headers,
                     timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S,
                                                   sock_read=silent_s)) as answer:
-                body = await answer.read()
+                body = await _bounded_body(answer, self.base + path)
                 status, media = answer.status, answer.content_type
         except aiohttp.ConnectionTimeoutError:  # (these two before TimeoutError: they are ones)
             raise _error(grpc.StatusCode.UNAVAILABLE, f"no connection to {self.base} within "
