@@ -53,6 +53,19 @@ def user_range(text: str, num_users: int) -> range:
     return range(start, end)
 
 
+def tokens_file_error(path: str | Path, error: OSError | UnicodeDecodeError) -> ConfigError:
+    """Why a tokens file cannot be read. A file that is not ASCII is no tokens file (a dataset
+    given in its place, say): said so, where Python's words were "'ascii' codec can't decode
+    byte 0xf0 in position 0: ordinal not in range(128)"."""
+    if isinstance(error, UnicodeDecodeError):
+        return ConfigError(
+            f"cannot read the enrollment tokens file {path}: byte {error.start} is not ASCII "
+            f"(0x{error.object[error.start]:02x}), so this is not a tokens file (tokens are hex "
+            "digits, one a line or after a user number, as `fedhh certs` and `fedhh admin "
+            "mint-tokens` write them): is it another file, a dataset?")
+    return ConfigError(f"cannot read the enrollment tokens file {path}: {error}")
+
+
 def read_tokens(path: str | Path) -> dict[int, str]:
     """Every token of a tokens file (module docstring), by dataset user; blank lines name no
     user in a keyed file and stand for a user without a token in a positional one."""
@@ -60,7 +73,7 @@ def read_tokens(path: str | Path) -> dict[int, str]:
         lines = read_whole(path, LIST_FILE_BYTES, "enrollment tokens file").decode(
             "ascii").splitlines()
     except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read the enrollment tokens file {path}: {error}") from None
+        raise tokens_file_error(path, error) from None
     fields = [line.split() for line in lines]
     keyed = {len(f) for f in fields if f} == {2}
     if not keyed:

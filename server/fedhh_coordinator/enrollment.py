@@ -35,7 +35,7 @@ from typing import Protocol
 
 from fedhh.errors import AuthenticationError, ConfigError, RateLimited
 from fedhh.input_files import LIST_FILE_BYTES, read_whole
-from fedhh.rpc.device_users import enrollment_proof
+from fedhh.rpc.device_users import enrollment_proof, tokens_file_error
 from fedhh.secagg.primitives import SIGNATURE_BYTES, ed25519_verify
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator.store import Store
@@ -119,7 +119,7 @@ def import_tokens(store: Store, path: str) -> int:
         lines = read_whole(path, LIST_FILE_BYTES, "enrollment tokens file").decode(
             "ascii").split()
     except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read the enrollment tokens file {path}: {error}") from None
+        raise tokens_file_error(path, error) from None
     try:
         hashes = [token_hash(parse_token(line)) for line in lines]
     except AuthenticationError as error:

@@ -63,3 +63,23 @@ def test_a_malformed_tokens_file_is_one_clear_error(tmp_path: Path, text: str,
     path.write_text(text)
     with pytest.raises(ConfigError, match=match):
         read_tokens(path)
+
+
+def test_a_file_that_is_not_ascii_is_said_to_be_no_tokens_file(tmp_path: Path) -> None:
+    """Before: "cannot read the enrollment tokens file users.txt: 'ascii' codec can't decode
+    byte 0xf0 in position 0: ordinal not in range(128)", for a dataset given in its place;
+    the coordinator's import of its tokens file said the same."""
+    from fedhh_coordinator.enrollment import import_tokens
+
+    path = tmp_path / "users.txt"
+    path.write_text("\U0001f642 caf\u00e9 hello\n", encoding="utf-8")
+    said = (f"cannot read the enrollment tokens file {path}: byte 0 is not ASCII (0xf0), so "
+            "this is not a tokens file (tokens are hex digits, one a line or after a user "
+            "number, as `fedhh certs` and `fedhh admin mint-tokens` write them): is it another "
+            "file, a dataset?")
+    with pytest.raises(ConfigError) as refused:
+        read_tokens(path)
+    assert str(refused.value) == said
+    with pytest.raises(ConfigError) as refused:
+        import_tokens(None, str(path))  # type: ignore[arg-type]  # (refused before the store)
+    assert str(refused.value) == said
