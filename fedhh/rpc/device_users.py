@@ -47,9 +47,12 @@ def user_range(text: str, num_users: int) -> range:
         start = int(start_text) if start_text else 0
         end = int(end_text) if end_text else num_users
     except ValueError:
-        raise ConfigError(f"--users must be START:END, i/N or tokens, got {text!r}") from None
+        raise ConfigError(f"--users must be START:END, i/N (shard i of N, 0 <= i < N) or "
+                          f"tokens, got {text!r}") from None
     if not 0 <= start <= end <= num_users:
-        raise ConfigError(f"--users {text!r} is outside the dataset's 0..{num_users}")
+        # (before: "outside the dataset's 0..600", which read as if user 600 were in it)
+        raise ConfigError(f"--users {text!r} is outside the dataset's {num_users} users: "
+                          f"START:END names users START..END-1, within 0:{num_users}")
     return range(start, end)
 
 

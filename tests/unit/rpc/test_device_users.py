@@ -83,3 +83,15 @@ def test_a_file_that_is_not_ascii_is_said_to_be_no_tokens_file(tmp_path: Path) -
     with pytest.raises(ConfigError) as refused:
         import_tokens(None, str(path))  # type: ignore[arg-type]  # (refused before the store)
     assert str(refused.value) == said
+
+
+def test_a_range_past_the_dataset_names_its_users_and_the_largest_range() -> None:
+    """Before: "--users '0:700' is outside the dataset's 0..600", as if user 600 existed; and
+    "5/4" was told only "must be START:END, i/N or tokens"."""
+    with pytest.raises(ConfigError) as refused:
+        user_range("0:700", 600)
+    assert str(refused.value) == ("--users '0:700' is outside the dataset's 600 users: "
+                                  "START:END names users START..END-1, within 0:600")
+    assert user_range("0:600", 600) == range(600)
+    with pytest.raises(ConfigError, match=r"i/N \(shard i of N, 0 <= i < N\)"):
+        user_range("5/4", 600)
