@@ -116,12 +116,20 @@ def import_tokens(store: Store, path: str) -> int:
     """Register the tokens of a file (one per line; blank lines ignored); returns how many
     were new."""
     try:
-        lines = read_whole(path, LIST_FILE_BYTES, "enrollment tokens file").decode(
-            "ascii").split()
+        text = read_whole(path, LIST_FILE_BYTES, "enrollment tokens file").decode("ascii")
     except (OSError, UnicodeDecodeError) as error:
         raise tokens_file_error(path, error) from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        fields = line.split()
+        if len(fields) == 2 and fields[0].isdigit():
+            # A device process's share (`fedhh certs` writes device-tokens-i-of-N.txt beside
+            # device-tokens.txt): before, "an enrollment token is 64 hex digits", of the "0".
+            raise ConfigError(
+                f"{path}:{number}: USER TOKEN lines are a device process's share of the tokens "
+                "(for `fedhh device --enrollment-tokens-file`); the coordinator takes every "
+                "token, one a line: `fedhh certs` writes them to device-tokens.txt")
     try:
-        hashes = [token_hash(parse_token(line)) for line in lines]
+        hashes = [token_hash(parse_token(line)) for line in text.split()]
     except AuthenticationError as error:
         raise ConfigError(f"{path}: {error}") from None
     return store.add_enrollment_tokens(hashes, label=f"file {os.path.basename(path)}")

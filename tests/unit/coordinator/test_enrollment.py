@@ -106,6 +106,24 @@ def test_token_files_import_once(tmp_path: Path) -> None:
     assert token_hash(bytes.fromhex(tokens[0])) != token_hash(bytes.fromhex(tokens[1]))
 
 
+def test_a_device_share_given_to_the_coordinator_is_named_so(tmp_path: Path) -> None:
+    """Before: "device-tokens-0-of-1.txt: an enrollment token is 64 hex digits" (of the user
+    number "0" of its first line), for the device replica's share that `fedhh certs` writes
+    beside the coordinator's device-tokens.txt. Nothing is imported."""
+    store = Store(tmp_path / "c.sqlite")
+    path = tmp_path / "device-tokens-0-of-1.txt"
+    tokens = new_tokens(2)
+    path.write_text(f"0 {tokens[0]}\n1 {tokens[1]}\n")
+    with pytest.raises(ConfigError) as refused:
+        import_tokens(store, str(path))
+    assert str(refused.value) == (
+        f"{path}:1: USER TOKEN lines are a device process's share of the tokens (for `fedhh "
+        "device --enrollment-tokens-file`); the coordinator takes every token, one a line: "
+        "`fedhh certs` writes them to device-tokens.txt")
+    path.write_text("\n".join(tokens) + "\n")
+    assert import_tokens(store, str(path)) == 2  # (none was imported before)
+
+
 def test_the_rate_limiter_refuses_a_burst_and_recovers() -> None:
     # (its own clock: at 1000 per second, a real one refilled a token whenever the machine
     # paused the test for a millisecond between two calls)
