@@ -277,7 +277,15 @@ class Fleet:
             key = Ed25519PrivateKey.generate()
             token = self.enrollment_tokens.get(user)
             if token is None:
-                raise ConfigError(f"no enrollment token for user {user}")
+                # (before: "no enrollment token for user 0" alone, for a first start without
+                # --enrollment-tokens-file)
+                where = (f"no identity in {self.state_file.parent}" if self.state_file
+                         else "no identity (no --state-dir)")
+                raise ConfigError(
+                    f"no enrollment token for user {user}: it has {where} and "
+                    "--enrollment-tokens-file gives it no token (a device enrolls once, with a "
+                    "token: `fedhh certs` writes device-tokens.txt, `fedhh admin mint-tokens` "
+                    "mints more)")
             # (signed with the key it enrolls; a retry sends these same bytes again)
             request = enroll_request(key, token.encode(), label=f"user-{user}")
 

@@ -36,7 +36,10 @@ def test_devices_that_cannot_enroll_fail_the_process_with_the_reason(tmp_path: P
                               timeout=300, env=_env(tmp_path))
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1] == (
-        "fedhh device: error: no enrollment token for user 0")
+        "fedhh device: error: no enrollment token for user 0: it has no identity in "
+        f"{tmp_path / 'state'} and --enrollment-tokens-file gives it no token (a device enrolls "
+        "once, with a token: `fedhh certs` writes device-tokens.txt, `fedhh admin mint-tokens` "
+        "mints more)")
 
 
 class _Refusing:
