@@ -18,6 +18,7 @@ import io
 import json
 import logging
 import math
+import re
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
@@ -56,12 +57,26 @@ MAX_FILTER = 200
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+# What a spreadsheet (and pandas' read_csv) takes for a value and not text: a number, amount
+# or percentage (``007`` read 7, ``1e5`` 100000, ``.5``, ``(5)`` -5, ``$5``), a date or time
+# (``3/4``, ``2024-01-02``, ``12:30``, ``jan 5``, ``March 2024``), a truth value.
+_SHEET_VALUE = re.compile(
+    r"[(.$€£¥]*[0-9].*"
+    r"|(?:true|false|nan|inf|infinity|null|n/?a)"
+    r"|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?[ /-]?[0-9].*",
+    re.IGNORECASE | re.DOTALL)
+
+
 def csv_cell(text: str) -> str:
     """A cell a spreadsheet shows as text: a leading = + - @ tab or CR would make it a formula
-    (CSV injection), so such a cell gets a leading apostrophe; so does one that starts with an
-    apostrophe, so that ``-5`` and ``'-5`` stay two cells (``'-5`` and ``''-5``): a reader
-    drops one leading apostrophe, if any, and has the text back."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r", "'") else text
+    (CSV injection), so such a cell gets a leading apostrophe; so does one that a sheet would
+    read as a number, date or truth value (``_SHEET_VALUE``: the item ``007`` showed as 7 and
+    ``1e5`` as 100000), and one that starts with an apostrophe, so that ``-5`` and ``'-5``
+    stay two cells (``'-5`` and ``''-5``): a reader drops one leading apostrophe, if any, and
+    has the text back."""
+    if text[:1] in ("=", "+", "-", "@", "\t", "\r", "'") or _SHEET_VALUE.fullmatch(text):
+        return "'" + text
+    return text
 
 
 def safe_next(path: object) -> str:
