@@ -1,0 +1,38 @@
+"""The coordinator's public key file (`fedhh aggregator --coordinator-key`, the selector's and
+the combiner's): given the private signing key instead, the error says so and names the .pub.
+Before: "secrets/coordinator-signing.pem is not a PEM public key: Valid PEM but no BEGIN PUBLIC
+KEY/END PUBLIC KEY delimiters. Are you sure this is a public key?"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fedhh.errors import ConfigError
+from fedhh.rpc.credentials import load_public_key
+
+
+def test_the_private_signing_key_is_named_and_the_public_one_asked_for(tmp_path: Path
+                                                                      ) -> None:
+    key = Ed25519PrivateKey.generate()
+    private = tmp_path / "coordinator-signing.pem"
+    private.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                          serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    with pytest.raises(ConfigError) as refused:
+        load_public_key(private)
+    assert str(refused.value) == (
+        f"{private} holds a private key, where the coordinator's public key is wanted: give "
+        f"{private}.pub (`fedhh certs` writes it beside the signing key), and keep the private "
+        "key with the coordinator alone")
+    public = tmp_path / "coordinator-signing.pem.pub"
+    public.write_bytes(key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    assert load_public_key(public) == key.public_key().public_bytes_raw()
+    other = tmp_path / "ca.pem"
+    other.write_text("not a key\n")
+    with pytest.raises(ConfigError, match="is not a PEM public key"):
+        load_public_key(other)
