@@ -21,7 +21,7 @@ import ssl
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlencode, urlsplit
@@ -109,6 +109,27 @@ def dashboard_runs_page(url: str, ca: Path, token: str) -> str:
         connection.close()
 
 
+def shown(browser: Any, done: Callable[[list[str], str], bool]) -> tuple[list[str], str]:
+    """The text of the page's device rows and of its progress once ``done`` holds of them (or
+    as they are after a minute): the page draws its table at the animation frame after its
+    devices' state changes, and reads `fedhh up`'s progress once a second, so either may lag
+    the state the test has just seen."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def read(driver: Any) -> tuple[list[str], str]:
+        # (in one script: the table is drawn anew on each change, so elements found one
+        # call earlier may be gone)
+        rows, progress = driver.execute_script(
+            "return [[...document.querySelectorAll('#devices tbody tr')].map(r => r.innerText),"
+            " document.getElementById('progress').innerText];")
+        return list(rows), str(progress)
+
+    with contextlib.suppress(TimeoutException):
+        WebDriverWait(browser, 60, poll_frequency=0.2).until(lambda d: done(*read(d)))
+    return read(browser)
+
+
 def test_fedhh_up_web_devices_take_part_in_the_released_rounds(tmp_path: Path) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -145,14 +166,14 @@ def test_fedhh_up_web_devices_take_part_in_the_released_rounds(tmp_path: Path) -
             done = [d for d in devices if any(t["contributed"] for t in d["tasks"])]
             return devices if len(done) == WEB_DEVICES else None
 
-        devices = WebDriverWait(browser, 60, poll_frequency=0.2).until(contributed)
+        devices = WebDriverWait(browser, webkit.PATIENCE_S, poll_frequency=0.2).until(contributed)
         assert devices is not None
         assert [d["user"] for d in devices] == [57, 58, 59]
         assert all(d["deviceId"] and d["spent"] > 0 and not d["error"] for d in devices), devices
-        rows = browser.find_elements("css selector", "#devices tbody tr")
+        rows, progress = shown(browser, lambda rows, progress: len(rows) == WEB_DEVICES and all(
+            "contributed" in row for row in rows) and "released: 60 contributors" in progress)
         assert len(rows) == WEB_DEVICES
-        assert all("contributed" in row.text for row in rows), [row.text for row in rows]
-        progress = browser.find_element("id", "progress").text
+        assert all("contributed" in row for row in rows), rows
         assert "released: 60 contributors" in progress, progress
 
         # Reloaded, the page goes on with the same devices (their identities and budgets in
@@ -165,7 +186,7 @@ def test_fedhh_up_web_devices_take_part_in_the_released_rounds(tmp_path: Path) -
             ready = [d for d in again if d["state"] == "checking in" or d["error"]]
             return again if len(ready) == WEB_DEVICES else None
 
-        again = WebDriverWait(browser, 60, poll_frequency=0.2).until(resumed)
+        again = WebDriverWait(browser, webkit.PATIENCE_S, poll_frequency=0.2).until(resumed)
         assert again is not None
         assert [(d["deviceId"], d["error"], d["spent"]) for d in again] == \
             [(d["deviceId"], "", d["spent"]) for d in devices], again

@@ -113,7 +113,7 @@ def test_a_discovery_with_web_devices_in_chromium_equals_the_all_python_run(
                 "users": list(WEB_USERS), "seed": SEED, "untilStopped": True, "plans": plans}
             (root / "fleet.json").write_text(json.dumps(fleet))
             browser.get(f"{origin}/devices.html")
-            state = WebDriverWait(browser, 60, poll_frequency=0.2).until(
+            state = WebDriverWait(browser, webkit.PATIENCE_S, poll_frequency=0.2).until(
                 lambda driver: driver.execute_script("return window.fedhhDevices || null"))
             assert state["enrolled"] == len(WEB_USERS), state
 
@@ -145,10 +145,10 @@ def test_a_discovery_with_web_devices_in_chromium_equals_the_all_python_run(
                          for tasks in state["tasks"]]
                 return state if all(wanted <= done for done in ended) else None
 
-            state = WebDriverWait(browser, 120, poll_frequency=0.2).until(all_ended)
+            state = WebDriverWait(browser, webkit.PATIENCE_S, poll_frequency=0.2).until(all_ended)
             assert "error" not in state, state
             browser.execute_script("window.fedhhStop()")
-            state = WebDriverWait(browser, 120, poll_frequency=0.2).until(
+            state = WebDriverWait(browser, webkit.PATIENCE_S, poll_frequency=0.2).until(
                 lambda driver: driver.execute_script(
                     "const s = window.fedhhDevices; return s && (s.results || s.error) ? s : null"))
     assert "error" not in state, state

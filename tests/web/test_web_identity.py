@@ -52,7 +52,7 @@ def test_a_reloaded_page_goes_on_as_the_same_device(
             "coordinator": f"https://{topo.web_address('coordinator')}", "token": token}))
 
         def loaded(browser: object) -> dict[str, object]:
-            out = WebDriverWait(browser, 30, poll_frequency=0.2).until(
+            out = WebDriverWait(browser, webkit.PATIENCE_S, poll_frequency=0.2).until(
                 lambda driver: driver.execute_script("return window.fedhhIdentity || null"))
             assert "error" not in out, out
             return out

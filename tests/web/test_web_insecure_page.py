@@ -59,7 +59,7 @@ def test_a_page_that_is_not_a_secure_context_is_refused_before_it_spends_its_tok
             "coordinator": f"https://{topo.web_address('coordinator')}", "token": token}))
 
         def loaded(browser: object) -> dict[str, object]:
-            return WebDriverWait(browser, 30, poll_frequency=0.2).until(
+            return WebDriverWait(browser, webkit.PATIENCE_S, poll_frequency=0.2).until(
                 lambda driver: driver.execute_script("return window.fedhhIdentity || null"))
 
         with webkit.chromium("--ignore-certificate-errors",

@@ -141,7 +141,7 @@ def test_the_web_client_enrols_and_checks_in_from_a_chromium_page(
     # cannot be told to trust; the connection is still TLS.
     with webkit.chromium("--ignore-certificate-errors") as browser:
         browser.get(f"{origin}/index.html")
-        out = WebDriverWait(browser, 60, poll_frequency=0.2).until(
+        out = WebDriverWait(browser, webkit.PATIENCE_S, poll_frequency=0.2).until(
             lambda driver: driver.execute_script("return window.fedhhWire || null"))
     assert "error" not in out, out
     _check(topo, out)
@@ -224,11 +224,11 @@ def test_typescript_devices_take_part_in_a_round_from_a_chromium_page(
             webkit.chromium("--ignore-certificate-errors") as browser:
         (root / "fleet.json").write_text(json.dumps(_fleet(topo, admin)))
         browser.get(f"{origin}/devices.html")
-        state = WebDriverWait(browser, 60, poll_frequency=0.2).until(
+        state = WebDriverWait(browser, webkit.PATIENCE_S, poll_frequency=0.2).until(
             lambda driver: driver.execute_script("return window.fedhhDevices || null"))
         assert state.get("enrolled") == TS_DEVICES, state
         run = _run_beside_grpc(topo, admin, "chromium")
-        state = WebDriverWait(browser, 120, poll_frequency=0.2).until(
+        state = WebDriverWait(browser, webkit.PATIENCE_S, poll_frequency=0.2).until(
             lambda driver: driver.execute_script(
                 "const s = window.fedhhDevices; return s && (s.results || s.error) ? s : null"))
     assert "error" not in state, state

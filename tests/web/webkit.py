@@ -18,12 +18,16 @@ from typing import Any
 from fedhh.cli import webclient
 from fedhh.cli.webclient import ROOT, WEB, BuildError, build, run
 
-__all__ = ["NODE", "NPM", "ROOT", "WEB", "BuildError", "build", "chromium", "run",
-           "serve_directory", "skip_reason"]
+__all__ = ["NODE", "NPM", "PATIENCE_S", "ROOT", "WEB", "BuildError", "build", "chromium",
+           "run", "serve_directory", "skip_reason"]
 
 NODE, NPM = webclient.node_and_npm()
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
+# The bound on each wait for a page's condition (a deadline, not a window: a hung page fails
+# the test, and a page on a busy CI machine, WebCrypto and IndexedDB included, is waited for;
+# tests/integration/dashboard_kit.py's PATIENCE_S likewise).
+PATIENCE_S = 300.0
 
 
 def skip_reason() -> str | None:
