@@ -36,6 +36,18 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@contextlib.contextmanager
+def holding_port(port: int) -> Iterator[None]:
+    """Keep ``port`` bound on 127.0.0.1 while the server that listened on it is stopped, so
+    that the OS hands it to no other process meanwhile (a connection to it is refused, as to a
+    stopped server). PostgreSQL binds with SO_REUSEADDR, as this does, so it can listen on the
+    port again inside the block."""
+    with socket.socket() as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind(("127.0.0.1", port))
+        yield
+
+
 class PostgresServer:
     """``with PostgresServer() as pg: url = pg.create_database()``."""
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import grpc
 import pytest
 from networked_kit import admin_client, planted_stack, run_config, wait_for_line
-from postgres_kit import PostgresServer
+from postgres_kit import PostgresServer, holding_port
 
 pytestmark = pytest.mark.slow
 
@@ -39,15 +39,18 @@ def test_a_database_restart_mid_run_does_not_fail_the_run(tmp_path: Path) -> Non
             wait_for_line(topo.services["coordinator"].log,
                           '"message": "round released"')
             pg_ctl(pg, "stop")
-            # the runner meets the outage at its next store call in round 2 and waits
-            log = topo.services["coordinator"].log
-            wait_for_line(log, "the store is unavailable; the runs wait for it")
-            # a call meanwhile is UNAVAILABLE (worth a retry), not a refusal of its request
-            with pytest.raises(grpc.RpcError) as error:
-                client.run("blip")
-            assert error.value.code() == grpc.StatusCode.UNAVAILABLE, error.value
-            assert "the database" in error.value.details()  # type: ignore[attr-defined]
-            pg_ctl(pg, "start")
+            # (its port held meanwhile: the OS could hand it to another test's service, and
+            # the server could not start on it again)
+            with holding_port(pg.port):
+                # the runner meets the outage at its next store call in round 2 and waits
+                log = topo.services["coordinator"].log
+                wait_for_line(log, "the store is unavailable; the runs wait for it")
+                # a call meanwhile is UNAVAILABLE (worth a retry), not a refusal of its request
+                with pytest.raises(grpc.RpcError) as error:
+                    client.run("blip")
+                assert error.value.code() == grpc.StatusCode.UNAVAILABLE, error.value
+                assert "the database" in error.value.details()  # type: ignore[attr-defined]
+                pg_ctl(pg, "start")
             wait_for_line(log, "the store answers again; the runs resume from it")
             run = client.wait("blip", 300)
             results = client.results("blip")
@@ -92,23 +95,25 @@ def test_reconnections_to_a_database_that_stays_away_are_spaced(tmp_path: Path) 
         try:
             assert db.query("SELECT 1") == [(1,)]
             pg_ctl(pg, "stop")
-            with pytest.raises(StoreUnavailable, match="the database failed"):
-                db.query("SELECT 1")  # the connection breaks under the call
-            pauses = []
-            for _ in range(8):
-                before = len(tries)
-                with pytest.raises(StoreUnavailable, match="the database is unavailable"):
-                    db.query("SELECT 1")
-                assert len(tries) == before + 1
-                pause = db._retry_at - now[0]
-                pauses.append(pause)
-                now[0] += pause - 0.01  # within the pause: failed at once, not tried
-                with pytest.raises(StoreUnavailable, match="the database is unavailable"):
-                    db.query("SELECT 1")
-                assert len(tries) == before + 1
-                now[0] += 0.02
-            assert pauses == pytest.approx([1.0, 2.0, 4.0, 8.0, 16.0] + [RECONNECT_PAUSE_MAX_S] * 3)
-            pg_ctl(pg, "start")
+            with holding_port(pg.port):  # (as in the test above)
+                with pytest.raises(StoreUnavailable, match="the database failed"):
+                    db.query("SELECT 1")  # the connection breaks under the call
+                pauses = []
+                for _ in range(8):
+                    before = len(tries)
+                    with pytest.raises(StoreUnavailable, match="the database is unavailable"):
+                        db.query("SELECT 1")
+                    assert len(tries) == before + 1
+                    pause = db._retry_at - now[0]
+                    pauses.append(pause)
+                    now[0] += pause - 0.01  # within the pause: failed at once, not tried
+                    with pytest.raises(StoreUnavailable, match="the database is unavailable"):
+                        db.query("SELECT 1")
+                    assert len(tries) == before + 1
+                    now[0] += 0.02
+                assert pauses == pytest.approx([1.0, 2.0, 4.0, 8.0, 16.0]
+                                               + [RECONNECT_PAUSE_MAX_S] * 3)
+                pg_ctl(pg, "start")
             now[0] += RECONNECT_PAUSE_MAX_S
             assert db.query("SELECT 1") == [(1,)]
             # back: the next outage starts again from 1 s
