@@ -62,8 +62,10 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
         if message.startswith("unrecognized arguments: "):
             known = [o for o in self._option_string_actions if o.startswith("--")]
-            words = [w.split("=", 1)[0] for w in message.split(": ", 1)[1].split()
-                     if w.startswith("--")]
+            # ("-dataset", and "—dataset" or "–dataset" pasted from a page that typeset the
+            # two hyphens as a dash, are taken as the option they spell)
+            words = ["--" + w.split("=", 1)[0].lstrip("-\u2013\u2014")
+                     for w in message.split(": ", 1)[1].split() if w[:1] in "-\u2013\u2014"]
         else:
             choice = re.fullmatch(r"argument [^:]+: invalid choice: '([^']*)' "
                                   r"\(choose from (.*)\)", message)

@@ -16,6 +16,13 @@ from cli_kit import one_line_error
     (["simulate", "--selction", "weighted", "--rouns", "3"],
      "fedhh simulate: error: unrecognized arguments: --selction weighted --rouns 3 (did you "
      "mean --selection or --rounds?)"),
+    (["up", "-dataset", "users.txt"],
+     "fedhh up: error: unrecognized arguments: -dataset users.txt (did you mean --dataset?)"),
+    (["up", "\u2014dataset", "users.txt"],  # (two hyphens typeset as an em dash)
+     "fedhh up: error: unrecognized arguments: \u2014dataset users.txt (did you mean "
+     "--dataset?)"),
+    (["up", "\u2013devices", "5"],  # (an en dash)
+     "fedhh up: error: unrecognized arguments: \u2013devices 5 (did you mean --devices?)"),
 ])
 def test_a_misspelt_option_gets_the_closest_one(argv: list[str], line: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
