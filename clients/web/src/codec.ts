@@ -370,8 +370,22 @@ export type BookLoader = (name: string) => Promise<string>;
 /** A loader that fetches `<baseUrl><name>.json` (the operator serves fedhh/codec/books/). */
 export function fetchBooks(baseUrl: string): BookLoader {
   return async (name: string) => {
-    const response = await fetch(new URL(`${name}.json`, baseUrl));
-    if (!response.ok) throw new CodecError(`codebook ${name}: HTTP ${response.status}`);
+    // (the errors name the URL: a round refused for "codebook english: HTTP 404", or for
+    // fetch's bare "Failed to fetch", did not say where the page looked for the book)
+    const url = new URL(`${name}.json`, baseUrl).href;
+    let response: Response;
+    try {
+      response = await fetch(url);
+    } catch (error) {
+      throw new CodecError(`codebook ${name} could not be fetched from ${url} ` +
+                           `(${error instanceof Error ? error.message : String(error)}): is ` +
+                           "fedhh/codec/books/ served there, and allowed by the page's CSP?",
+                           { cause: error });
+    }
+    if (!response.ok) {
+      throw new CodecError(`codebook ${name} could not be fetched from ${url} (HTTP ` +
+                           `${response.status}): is fedhh/codec/books/ served there?`);
+    }
     return response.text();
   };
 }
@@ -398,7 +412,10 @@ export async function codebookFromSpec(spec: string, load?: BookLoader,
   } else if (text === "bytes") {
     book = bytesCodebook();
   } else if ((TRAINED_BOOKS as readonly string[]).includes(text)) {
-    if (load === undefined) throw new CodecError(`codebook ${text} needs a loader for its JSON`);
+    if (load === undefined) {
+      throw new CodecError(`codebook ${text} needs a loader for its JSON (runDevice's \`books\`: ` +
+                           "fetchBooks(the URL where fedhh/codec/books/ is served))");
+    }
     return trainedBook(text, load, expectedKey ?? BUILTIN_BOOK_KEYS[text]!);
   } else {
     throw new CodecError(`unknown codebook ${JSON.stringify(text)}; built-in codebooks: ` +

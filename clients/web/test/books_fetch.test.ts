@@ -1,0 +1,41 @@
+/**
+ * A trained codebook the page cannot fetch refuses the round with an error that names where
+ * the page looked (`fetchBooks`): before, the round's outcome said "codebook english: HTTP 404",
+ * or fetch's bare "Failed to fetch", and a device without a loader did not say which option
+ * gives one.
+ */
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { CodecError, codebookFromSpec, fetchBooks } from "../src/codec.js";
+
+async function withFetch(fake: typeof globalThis.fetch, body: () => Promise<void>): Promise<void> {
+  const real = globalThis.fetch;
+  globalThis.fetch = fake;
+  try {
+    await body();
+  } finally {
+    globalThis.fetch = real;
+  }
+}
+
+test("a book the page cannot fetch is refused naming its URL", async () => {
+  const asked: string[] = [];
+  await withFetch(async (url) => {
+    asked.push(String(url));
+    return new Response("not here", { status: 404 });
+  }, async () => {
+    await assert.rejects(codebookFromSpec("english", fetchBooks("https://app.test/books/")),
+                         (error: Error) => error instanceof CodecError && /codebook english could not be fetched from https:\/\/app\.test\/books\/english\.json \(HTTP 404\)/.test(error.message));
+  });
+  assert.deepEqual(asked, ["https://app.test/books/english.json"]);
+  await withFetch(async () => { throw new TypeError("Failed to fetch"); }, async () => {
+    await assert.rejects(codebookFromSpec("german", fetchBooks("https://app.test/books/")),
+                         /codebook german could not be fetched from https:\/\/app\.test\/books\/german\.json \(Failed to fetch\): .*CSP/);
+  });
+});
+
+test("a trained book without a loader names the option that gives one", async () => {
+  await assert.rejects(codebookFromSpec("unicode"), /runDevice's `books`: fetchBooks/);
+});
