@@ -277,7 +277,17 @@ def source_format(path: Path) -> str:
     if path.is_dir():
         if (path / "meta.json").exists():
             return "dataset"
-        if any(path.rglob("*.json")):
+        found = sorted(path.rglob("*.json"))
+        held = [f.parent for f in found if f.name == "meta.json"
+                and (f.parent / "indptr.npy").exists()]
+        if held:
+            # (a folder holding datasets, such as a working folder with its ./cache: before,
+            # read as LEAF, and refused for the first dataset's meta.json, "'users' must be a
+            # list of strings; it reads as JSON lines")
+            raise DatasetError(f"{path} is no dataset but holds {len(held)} in its folders (a "
+                               f"cache?): give one of them, such as {held[0]}, or the file it "
+                               "was made from")
+        if found:
             return "leaf"
         raise DatasetError(f"{path} is neither a dataset directory (no meta.json) nor a "
                            "directory of LEAF .json files")
