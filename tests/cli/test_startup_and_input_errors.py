@@ -29,7 +29,9 @@ from fedhh.rpc.tls import make_dev_pki
 
 FEDHH = [sys.executable, "-m", "fedhh.cli.main"]
 TOKEN = "0123456789abcdef0123"  # a valid control or admin token (16 to 1024 printable bytes)
-SERVICE_EXIT_S = 60  # a refused service ends at once; before the fixes some served on
+# A refused service ends at once (before the fixes some served on); a deadline, not a window:
+# starting a process that imports grpc can take tens of seconds on a busy machine.
+SERVICE_EXIT_S = 300
 
 
 # ---- helpers ---------------------------------------------------------------------------------
