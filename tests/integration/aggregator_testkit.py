@@ -27,10 +27,12 @@ import pytest
 import uvloop
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from networked_kit import STOP_GRACE_S
 
 from fedhh.rpc.control_client import open_channel
 from fedhh.rpc.device_client import DeviceSession
 from fedhh.rpc.framed.client import FramedChannel, FramedStub
+from fedhh.rpc.topology import READY_TIMEOUT_S
 from fedhh.secagg import (
     Admission,
     IdentityTree,
@@ -177,7 +179,7 @@ class AggregatorProcess:
 
     def __init__(self, workdir: Path, extra: Sequence[str] = (),
                  command: Sequence[str] | None = None, env: dict[str, str] | None = None,
-                 ready_timeout_s: float = 60.0, key_file: Path | None = None,
+                 ready_timeout_s: float = READY_TIMEOUT_S, key_file: Path | None = None,
                  token_file: Path | None = None) -> None:
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
@@ -235,13 +237,14 @@ class AggregatorProcess:
             self.process.wait(30)
 
     def stop(self) -> int | None:
-        """SIGTERM; the exit code."""
+        """SIGTERM; the exit code (SIGKILL only after a deadline: a graceful stop on a busy
+        machine is waited for, not cut short)."""
         if self.process is None:
             return None
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(30)
+                self.process.wait(STOP_GRACE_S)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
