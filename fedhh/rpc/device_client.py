@@ -79,6 +79,7 @@ from fedhh.rpc.participation import (
     ComputeTurns,
     ParticipationEnd,
     RetryPolicy,
+    RoundOver,
     SessionResult,
     Transport,
     computed_in_turn,
@@ -336,7 +337,7 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
     if device.config.consistency_check:
         stages.append(Stage.CONSISTENCY_CHECK)
     stages.append(Stage.UNMASK)
-    current, contributed = Stage.ADVERTISE_KEYS, False
+    current, contributed, session_id = Stage.ADVERTISE_KEYS, False, device.session_id
     try:
         if drop_at == Stage.ADVERTISE_KEYS:
             return SessionResult(current, ParticipationEnd.DROPPED)
@@ -354,30 +355,39 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
             request = await _wait_for_request(session, stage, give_up_at, poll_ms,
                                               session.take_next())
             if isinstance(request, SessionResult):
+                if request.outcome is ParticipationEnd.ROUND_ABORTED and computing is not None:
+                    computing.round_aborted(session_id, request.detail or "aborted")
                 return SessionResult(stage, request.outcome, contributed, request.detail)
             session.patient_until = stage_deadline_s(device, stage)
             wait_next = poll_ms if stage != Stage.UNMASK else 0
             if isinstance(request, ShareKeysRequest):
-                shares = await computed_in_turn(computing, partial(device.share_keys, request))
+                shares = await computed_in_turn(
+                    computing, partial(device.share_keys, request), session_id)
                 await session.submit_shares(shares, wait_next)
             elif isinstance(request, MaskedInputRequest):
-                vector = await computed_in_turn(computing,
-                                              partial(device.masked_input, request, idx))
+                vector = await computed_in_turn(
+                    computing, partial(device.masked_input, request, idx), session_id)
                 await session.submit_masked_input(vector, wait_next)
                 contributed = True
             elif isinstance(request, ConsistencyRequest):
-                signature = await computed_in_turn(computing,
-                                                 partial(device.consistency_check, request))
+                signature = await computed_in_turn(
+                    computing, partial(device.consistency_check, request), session_id)
                 await session.submit_consistency(signature, wait_next)
             elif isinstance(request, UnmaskRequest):
-                revealed = await computed_in_turn(computing, partial(device.unmask, request))
+                revealed = await computed_in_turn(
+                    computing, partial(device.unmask, request), session_id)
                 await session.submit_unmask(revealed)
             previous = stage
         return SessionResult(Stage.DONE, ParticipationEnd.COMPLETED, contributed)
     except SecAggAbort as abort:
         return SessionResult(current, ParticipationEnd.DEVICE_ABORTED, contributed, str(abort))
+    except RoundOver as over:  # (told to another device of this process meanwhile)
+        return SessionResult(current, ParticipationEnd.ROUND_ABORTED, contributed,
+                             f"{over.reason} (told to another device of this process)")
     except grpc.aio.AioRpcError as error:
         outcome = CODE_OUTCOMES.get(error.code(), ParticipationEnd.REJECTED)
+        if outcome is ParticipationEnd.ROUND_ABORTED and computing is not None:
+            computing.round_aborted(session_id, error.details() or "aborted")
         return SessionResult(current, outcome, contributed,
                              f"{error.code().name}: {error.details()}")
 

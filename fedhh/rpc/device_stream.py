@@ -53,6 +53,7 @@ from fedhh.rpc.participation import (
     ComputeTurns,
     ParticipationEnd,
     RetryPolicy,
+    RoundOver,
     SessionResult,
     computed_in_turn,
     stage_deadline_s,
@@ -368,12 +369,20 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
             answer = event.next
             if answer.status != pb.AWAIT_STATUS_READY:
                 stream.close()
+                if answer.status == pb.AWAIT_STATUS_ABORTED and computing is not None:
+                    computing.round_aborted(device.session_id, answer.abort_reason or "aborted")
                 return SessionResult(stage, _ANSWERS.get(answer.status, ParticipationEnd.REJECTED),
                                      contributed, answer.abort_reason or _DETAILS.get(
                                          answer.status, f"unexpected answer {answer.status}"))
             stream.patient_until = stage_deadline_s(device, stage)
-            messages = await computed_in_turn(computing, functools.partial(
-                _answer, device, answer, ones, chunk_bytes, stream.packed_shares))
+            try:
+                messages = await computed_in_turn(computing, functools.partial(
+                    _answer, device, answer, ones, chunk_bytes, stream.packed_shares),
+                    device.session_id)
+            except RoundOver as over:  # (told to another device of this process meanwhile)
+                stream.close()
+                return SessionResult(stage, ParticipationEnd.ROUND_ABORTED, contributed,
+                                     f"{over.reason} (told to another device of this process)")
             if messages is None:
                 stream.close()
                 return SessionResult(stage, ParticipationEnd.REJECTED, contributed,
@@ -401,6 +410,8 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
         if ended.code is None:
             return SessionResult(current, ParticipationEnd.TIMED_OUT, contributed, ended.details)
         outcome = CODE_OUTCOMES.get(ended.code, ParticipationEnd.REJECTED)
+        if outcome is ParticipationEnd.ROUND_ABORTED and computing is not None:
+            computing.round_aborted(device.session_id, ended.details or "aborted")
         return SessionResult(current, outcome, contributed, f"{ended.code.name}: {ended.details}")
 
 

@@ -18,9 +18,20 @@ import grpc
 from fedhh.secagg import SecAggDevice, Stage
 
 __all__ = ["CODE_OUTCOMES", "RETRIED_CODES", "ComputeTurns", "ParticipationEnd", "RetryPolicy",
-           "SessionResult", "Transport", "computed_in_turn", "stage_deadline_s"]
+           "RoundOver", "SessionResult", "Transport", "computed_in_turn", "stage_deadline_s"]
 
 _T = TypeVar("_T")
+# The aborted rounds a ComputeTurns remembers (a device process takes part in a few at once).
+ROUNDS_OVER = 64
+
+
+class RoundOver(Exception):
+    """A device's queued answer was not computed: another device of its process was told that
+    the round aborted (``ComputeTurns.round_aborted``)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -119,19 +130,41 @@ class ComputeTurns:
     runs the queue until ``slice_s`` has passed (one computation at least) and, if any is
     left, again in a later turn, after its sockets. The devices whose answers a turn computed
     go on together in the next, so their messages still leave in one write per connection,
-    as before."""
+    as before.
+
+    An answer queued for a round that another device of the process was told has aborted
+    (``round_aborted``) is not computed: its device meets ``RoundOver`` and leaves the round.
+    Only a device that has sent its stage's message is told of an abort (the aggregator
+    answers its wait for the next request); one still queued to compute its answer learned it
+    only once it had computed and sent it. On a loaded host (docker compose at a load of 23)
+    an abort at share keys left each device process hundreds of share computations behind,
+    done for a round that was over while the next attempt's check-in waited for its devices."""
 
     def __init__(self, slice_s: float = 0.02) -> None:
         self.slice_s = slice_s
-        self._queue: collections.deque[tuple[Callable[[], Any], asyncio.Future[Any]]] = (
-            collections.deque())
+        self._queue: collections.deque[
+            tuple[Callable[[], Any], asyncio.Future[Any], bytes | None]] = collections.deque()
         self._scheduled = False
+        # The aborted rounds (secure-aggregation session ids, the latest ROUNDS_OVER) and why.
+        self._over: collections.OrderedDict[bytes, str] = collections.OrderedDict()
 
-    async def run(self, compute: Callable[[], _T]) -> _T:
-        """``compute()``, in this process's turn for it."""
+    def round_aborted(self, session_id: bytes, reason: str) -> None:
+        """A device of this process was told that round ``session_id`` aborted."""
+        self._over[session_id] = reason
+        self._over.move_to_end(session_id)
+        while len(self._over) > ROUNDS_OVER:
+            self._over.popitem(last=False)
+
+    def abort_reason(self, session_id: bytes) -> str | None:
+        """Why round ``session_id`` aborted, if a device of this process was told it did."""
+        return self._over.get(session_id)
+
+    async def run(self, compute: Callable[[], _T], session_id: bytes | None = None) -> _T:
+        """``compute()``, in this process's turn for it; ``session_id``: the round it answers
+        for, if any (raises RoundOver, uncomputed, once that round is known aborted)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
-        self._queue.append((compute, future))
+        self._queue.append((compute, future, session_id))
         if not self._scheduled:
             self._scheduled = True
             loop.call_soon(self._turn)
@@ -141,9 +174,13 @@ class ComputeTurns:
         ends = time.perf_counter() + self.slice_s
         queue = self._queue
         while queue:
-            compute, future = queue.popleft()
+            compute, future, session_id = queue.popleft()
             if future.cancelled():
                 continue  # (its device left while it waited)
+            reason = None if session_id is None else self._over.get(session_id)
+            if reason is not None:
+                future.set_exception(RoundOver(reason))
+                continue
             try:
                 future.set_result(compute())
             except Exception as error:  # (the device's to raise, as if computed in place)
@@ -156,7 +193,9 @@ class ComputeTurns:
             self._scheduled = False
 
 
-async def computed_in_turn(turns: ComputeTurns | None, compute: Callable[[], _T]) -> _T:
+async def computed_in_turn(turns: ComputeTurns | None, compute: Callable[[], _T],
+                           session_id: bytes | None = None) -> _T:
     """``compute()`` (a stage's answer: the device's cryptography), in the turns of the devices
-    of its process (``turns``: shared by them; None for a device alone in its process)."""
-    return compute() if turns is None else await turns.run(compute)
+    of its process (``turns``: shared by them; None for a device alone in its process);
+    ``session_id``: the round it answers for (``ComputeTurns.run``)."""
+    return compute() if turns is None else await turns.run(compute, session_id)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 import uvloop
 
-from fedhh.rpc.participation import ComputeTurns, computed_in_turn
+from fedhh.rpc.participation import ROUNDS_OVER, ComputeTurns, RoundOver, computed_in_turn
 
 DEVICES = 50
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
@@ -142,3 +142,39 @@ def test_a_device_that_leaves_while_waiting_is_skipped() -> None:
         return computed
 
     assert asyncio.run(scenario()) == ["first", "staying"]
+
+
+def test_answers_queued_for_a_round_known_aborted_are_not_computed() -> None:
+    """Once a device of the process is told its round aborted, the answers its other devices
+    queued for that round meet RoundOver uncomputed; another round's, and answers tagged with
+    no round, are computed as before."""
+    async def scenario() -> tuple[list[str], list[str | BaseException]]:
+        turns, computed = ComputeTurns(slice_s=0.0), []
+
+        def compute(name: str) -> str:
+            computed.append(name)
+            if name == "a1":  # told while the others wait in the queue
+                turns.round_aborted(b"round-a", "too_few_devices")
+            return name
+
+        queued = [turns.run(functools.partial(compute, name), session)
+                  for name, session in (("a1", b"round-a"), ("a2", b"round-a"),
+                                        ("b1", b"round-b"), ("a3", b"round-a"), ("x", None))]
+        outcomes = await asyncio.gather(*queued, return_exceptions=True)
+        return computed, outcomes
+
+    computed, outcomes = asyncio.run(scenario())
+    assert computed == ["a1", "b1", "x"]
+    assert outcomes[0] == "a1" and outcomes[2] == "b1" and outcomes[4] == "x"
+    for over in (outcomes[1], outcomes[3]):
+        assert isinstance(over, RoundOver) and over.reason == "too_few_devices"
+
+
+def test_the_aborted_rounds_remembered_are_bounded() -> None:
+    turns = ComputeTurns()
+    for i in range(ROUNDS_OVER + 5):
+        turns.round_aborted(i.to_bytes(4, "big"), f"r{i}")
+    assert turns.abort_reason((0).to_bytes(4, "big")) is None  # the oldest forgotten
+    assert turns.abort_reason((ROUNDS_OVER + 4).to_bytes(4, "big")) == f"r{ROUNDS_OVER + 4}"
+    assert sum(turns.abort_reason(i.to_bytes(4, "big")) is not None
+               for i in range(ROUNDS_OVER + 5)) == ROUNDS_OVER
