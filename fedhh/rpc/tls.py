@@ -35,8 +35,17 @@ class TlsFiles:
 
     @staticmethod
     def from_dir(directory: str | os.PathLike[str], name: str = "server") -> TlsFiles:
+        """The files of a --tls-dir; ConfigError naming those it lacks. (Before, a folder that
+        was not one, such as the secrets folder, was refused for its first file read, "cannot
+        read CA file secrets/ca.pem: No such file or directory", naming no option.)"""
         root = Path(directory)
-        return TlsFiles(root / f"{name}.pem", root / f"{name}.key", root / "ca.pem")
+        files = TlsFiles(root / f"{name}.pem", root / f"{name}.key", root / "ca.pem")
+        missing = [p.name for p in (files.ca, files.cert, files.key) if not p.exists()]
+        if missing:
+            where = "does not exist" if not root.is_dir() else f"holds no {', '.join(missing)}"
+            raise ConfigError(f"--tls-dir {root} {where} (a TLS folder holds ca.pem, {name}.pem "
+                              f"and {name}.key: `fedhh certs --out DIR` writes them)")
+        return files
 
     def server_credentials(self) -> grpc.ServerCredentials:
         return grpc.ssl_server_credentials([(read_tls_file(self.key), read_tls_file(self.cert))])
