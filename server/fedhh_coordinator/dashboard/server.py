@@ -215,7 +215,12 @@ class Dashboard:
             return response
         if session is None:
             log.warning("dashboard sign-in refused", extra={"client": request.remote})
-            return html_response(pages.login("That is not the admin token.", next_path), 401)
+            # (a path pasted for the file's line: "secrets/admin.token", "/run/secrets/...")
+            path = "/" in token or token.strip().endswith(".token")
+            return html_response(pages.login(
+                "That is not the admin token" + (
+                    ": it reads as a file's path; paste the one line that file holds "
+                    "(cat it), not its name." if path else "."), next_path), 401)
         response = web.Response(status=303, headers={"Location": next_path})
         response.set_cookie(COOKIE, session, path="/", secure=True, httponly=True,
                             samesite="Strict", max_age=int(self.sessions.ttl_s))
