@@ -51,8 +51,32 @@ class OneLineErrorParser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        self._words = list(sys.argv[1:] if args is None else args)  # (for _suggestion)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}{self._suggestion(message)}\n")
+
+    def _misread(self, value: str) -> str:
+        """" (--coordinatr is no option of fedhh admin: did you mean --coordinator?)" when the
+        word before a refused choice is an unknown option: its value was then read as the
+        choice (`fedhh admin --coordinatr HOST:PORT list` was refused as "invalid choice:
+        'HOST:PORT'", naming neither the option nor the typo)."""
+        import difflib
+
+        words = getattr(self, "_words", [])
+        at = words.index(value) if value in words else 0
+        before = words[at - 1].split("=", 1)[0] if at > 0 else ""
+        if before[:1] not in ("-", "\u2013", "\u2014") or before in self._option_string_actions:
+            return ""
+        known = [o for o in self._option_string_actions if o.startswith("--")]
+        close = difflib.get_close_matches("--" + before.lstrip("-\u2013\u2014"), known, n=1,
+                                          cutoff=0.75)
+        return f" ({before} is no option of {self.prog}" + (
+            f": did you mean {close[0]}?)" if close else ")")
 
     def _suggestion(self, message: str) -> str:
         """" (did you mean --eps-agg?)" for a misspelt option or choice (``--eps-ag``,
@@ -71,6 +95,9 @@ class OneLineErrorParser(argparse.ArgumentParser):
                                   r"\(choose from (.*)\)", message)
             if choice is None:
                 return ""
+            misread = self._misread(choice[1])
+            if misread:
+                return misread
             known, words = re.findall(r"'([^']*)'", choice[2]), [choice[1]]
         guesses = [g for w in words for g in difflib.get_close_matches(w, known, n=1,
                                                                        cutoff=0.75)]

@@ -40,6 +40,20 @@ def test_a_misspelt_choice_gets_the_closest_one(argv: list[str], suggestion: str
     assert "invalid choice" in line and line.endswith(f") {suggestion}")
 
 
+@pytest.mark.parametrize("argv, hint", [
+    (["admin", "--coordinatr", "127.0.0.1:7000", "list"],
+     "(--coordinatr is no option of fedhh admin: did you mean --coordinator?)"),
+    (["admin", "--bogus", "127.0.0.1:7000", "list"], "(--bogus is no option of fedhh admin)"),
+])
+def test_a_value_read_as_the_action_after_an_unknown_option_names_that_option(
+        argv: list[str], hint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "invalid choice: '127.0.0.1:7000' (choose from 'start', ...)" alone: the
+    misspelt option was left out, and its value read as the action."""
+    line = one_line_error(argv, capsys)
+    assert line.startswith("fedhh admin: error: argument action: invalid choice: "
+                           "'127.0.0.1:7000'") and line.endswith(f") {hint}")
+
+
 def test_nothing_is_guessed_for_a_word_close_to_no_option(capsys: pytest.CaptureFixture[str]
                                                           ) -> None:
     assert one_line_error(["up", "--bogus"], capsys) == \
