@@ -251,16 +251,14 @@ def test_a_held_check_in_closes_once_every_member_is_back_even_short() -> None:
     async def scenario() -> None:
         lobby = Lobby()
         await _seated_cohort(lobby, (1, 2), busy_s=60)
-        loop = asyncio.get_running_loop()
         collecting = asyncio.create_task(lobby.collect(capacity=3, window_s=0.05, quiet_s=0.1,
                                                        min_size=3))
         await asyncio.sleep(0)
         waiters = [asyncio.create_task(lobby.wait_for_task(1, keys(11), 30))]
         await _held(lobby)
         waiters.append(asyncio.create_task(lobby.wait_for_task(2, keys(12), 30)))
-        started = loop.time()
-        assert await collecting == [1, 2]  # all back, still short of 3: no more to wait for
-        assert loop.time() - started < 5  # long before the members' bound (60 s)
+        # All back, still short of 3: nothing more to wait for (run's 10 s, not the bound's 60).
+        assert await collecting == [1, 2]
         lobby.clear()
         await asyncio.gather(*waiters)
 
