@@ -180,6 +180,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command(words))
     args, unknown = parser.parse_known_args(words)
+    if "-v" in unknown or "--verbose" in unknown:
+        # fedhh's own option after the command (`fedhh up --verbose`): taken there too (before,
+        # "unrecognized arguments: --verbose", as argparse takes it before the command only)
+        args.verbose = True
+        unknown = [w for w in unknown if w not in ("-v", "--verbose")]
     if unknown:  # named by the subcommand that was given them, not by "fedhh"
         _innermost(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(

@@ -59,3 +59,20 @@ def test_nothing_is_guessed_for_a_word_close_to_no_option(capsys: pytest.Capture
     assert one_line_error(["up", "--bogus"], capsys) == \
         "fedhh up: error: unrecognized arguments: --bogus"
     assert "did you mean" not in one_line_error(["zzzz"], capsys)
+
+
+@pytest.mark.parametrize("flag", ["-v", "--verbose"])
+def test_verbose_after_the_command_is_taken(flag: str, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `fedhh privacy ... --verbose` was "unrecognized arguments: --verbose" (argparse
+    takes fedhh's own options before the command only)."""
+    import logging
+
+    from cli_kit import run_cli
+
+    levels: list[int] = []
+    monkeypatch.setattr(logging, "basicConfig", lambda **kw: levels.append(kw["level"]))
+    code, out, err = run_cli(["privacy", "--eps-agg", "1", "--delta", "1e-6", "--rounds", "4",
+                              "--devices", "1600000", flag], capsys)
+    assert code == 0 and "eps_local" in out, err
+    assert levels == [logging.DEBUG]
