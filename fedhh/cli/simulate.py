@@ -39,6 +39,7 @@ from fedhh.codec.shown import columns, isolated, printable, rjust
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError
+from fedhh.server.causes import cut_cause
 from fedhh.simulation.runner import SimulationResult, check_discoverable, simulate
 
 DEFAULT_DATASET = "synthetic-reddit"
@@ -190,21 +191,6 @@ def last_round(rounds: list[dict[str, Any]], run: int | None = None) -> int:
     if run is None:
         run = max((r["extra"].get("run", 1) for r in rounds), default=1)
     return max((r["round"] for r in rounds if r["extra"].get("run", 1) == run), default=0)
-
-
-def cut_cause(round_: int, bits: int, width: int, last: int) -> str:
-    """Why a cut prefix was not completed, as its row says: the rounds (or the code's width)
-    ran out while it was still heavy, which more --completion-rounds extend, or the round after
-    the one that kept it lost every extension (its count fell below that cheaper round's
-    threshold, which more devices or a larger --eps-agg lower); or it reached the codes' limit
-    (``MAX_SUPPORTED_BITS``), which nothing extends: before, that read "no rounds left" with
-    rounds left."""
-    if width >= MAX_SUPPORTED_BITS and bits >= width:
-        # (more --completion-rounds add nothing: codes end there, rounds were left or not)
-        return f"the codes' limit, {MAX_SUPPORTED_BITS:,} bits"
-    if round_ >= last or (width and bits >= width):
-        return "no rounds left"
-    return f"lost in round {round_ + 1}"
 
 
 def _jsonable(value: Any) -> Any:

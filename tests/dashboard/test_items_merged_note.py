@@ -118,3 +118,23 @@ def test_up_says_a_failed_runs_list_is_its_released_rounds_so_far(capsys) -> Non
             assert "released so far" not in out
         else:
             assert note + "\n1 heavy hitters" in out
+
+
+def test_the_json_download_says_why_each_cut_row_was_not_completed() -> None:
+    """As `fedhh simulate --json` and `fedhh up` do (before, the download had no cause, nor
+    the code)."""
+    from fedhh_coordinator.dashboard.results import cut_prefixes, heavy_hitters
+    from fedhh_coordinator.dashboard.server import _hit_json
+    from fedhh_coordinator.store import RoundRow
+
+    parts = _parts()
+    rounds = [RoundRow(run_id="r1", round=r, attempt=1, state="released", reason="",
+                       participants=1000, summary={}, started_at=0.0, finished_at=1.0)
+              for r in range(1, 9)]
+    [row] = cut_prefixes(parts, rounds)  # type: ignore[arg-type]
+    assert _hit_json(row)["cause"] == "lost in round 7" and _hit_json(row)["bits"] == row.bits
+    # (and its code, as simulate's JSON: the bits its text does not show)
+    [listed] = [h for h in parts.tree.cut_prefixes(parts.state)]
+    assert _hit_json(row)["code"] == listed.code_hex
+    [whole] = heavy_hitters(parts, rounds)  # type: ignore[arg-type]
+    assert "cause" not in _hit_json(whole)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from fedhh.privacy import PrivacyLedger
 from fedhh.server import HeavyHitter
+from fedhh.server.causes import cut_cause
 from fedhh.server.mechanisms import estimate_std
 from fedhh_coordinator.runs import RunParts, stored_ledger
 from fedhh_coordinator.store import RoundRow, RunRow
@@ -39,6 +40,8 @@ class Hit:
     truncated: bool = False  # the item's text is its prefix of ``bits`` bits (HeavyHitter)
     bits: int = 0
     note: str = ""  # several cut prefixes show this text: the estimate is their sum
+    cause: str = ""  # truncated: why it was not completed (``fedhh.server.causes.cut_cause``)
+    code: str = ""  # the code in fixed-width hex (``HeavyHitter.code_hex``): the bits it holds
 
 
 def heavy_hitters(parts: RunParts, rounds: list[RoundRow]) -> list[Hit]:
@@ -55,12 +58,16 @@ def cut_prefixes(parts: RunParts, rounds: list[RoundRow]) -> list[Hit]:
 
 def _hits(parts: RunParts, rounds: list[RoundRow], found: list[HeavyHitter]) -> list[Hit]:
     contributors = {r.round: r.participants for r in rounds if r.state == "released"}
+    last = max(contributors, default=0)
     # (each round's own mechanism: a completion round runs at a smaller share of the budget,
-    # whose noise the main rounds' mechanism understated)
+    # whose noise the main rounds' mechanism understated; a truncated row's cause as
+    # `fedhh simulate --json` and `fedhh up` give it)
     return [Hit(rank, h.item, h.estimate,
                 estimate_std(parts.tree.mechanism_for(h.round), h.estimate,
                              contributors.get(h.round, 0), h.parts),
-                h.round, h.truncated, h.bits if h.truncated else 0, h.note)
+                h.round, h.truncated, h.bits if h.truncated else 0, h.note,
+                cut_cause(h.round, h.bits, h.max_bits, last) if h.truncated else "",
+                h.code_hex)
             for rank, h in enumerate(found, start=1)]
 
 

@@ -341,5 +341,6 @@ def hits_csv(hits: list[Hit], cut: list[Hit], state: str = "done") -> str:
 def _hit_json(hit: Hit) -> dict[str, Any]:
     return {"rank": hit.rank, "item": hit.item, "estimate": hit.estimate,
             "std": None if math.isnan(hit.std) else hit.std, "round": hit.round,
-            "truncated": hit.truncated, **({"bits": hit.bits} if hit.truncated else {}),
+            "code": hit.code, "truncated": hit.truncated,
+            **({"bits": hit.bits, "cause": hit.cause} if hit.truncated else {}),
             **({"note": hit.note} if hit.note else {})}
