@@ -325,9 +325,10 @@ class HeavyHitter:
     """A discovered item as shown: ``item`` is its exact text when ``ended`` (its end symbol was
     found); otherwise it is ``truncated`` (cut: at max_bits, or after the last round or by a
     later completion round, ``PrefixTree._lost``, at its ``bits``) and ``item`` is its readable
-    prefix, the bytes of a character it stops inside as ``\\xNN``, then ``…``
-    (``Decoded.shown_cut``). ``note`` says why when the row stands for several cut prefixes
-    that show the same text (they differ only after its last byte)."""
+    prefix, the bytes of a character it stops inside as ``\\xNN``, the count of bits it holds
+    of a codeword it stops inside (``⟨+3 bits⟩``), then ``…`` (``Decoded.shown_cut``).
+    ``note`` says why when the row stands for several cut prefixes that show the same text
+    (they differ only after its last byte)."""
 
     item: str
     estimate: float
