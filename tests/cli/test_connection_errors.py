@@ -371,6 +371,8 @@ def test_a_coordinator_refuses_an_aggregator_it_can_never_trust(
     wrong_ca = tmp_path / "wrong-tls"
     wrong_ca.mkdir()
     (wrong_ca / "ca.pem").write_bytes(pki.other_ca.read_bytes())
+    for name in ("server.pem", "server.key"):  # (a whole TLS folder, only its CA the wrong one)
+        (wrong_ca / name).write_bytes((pki.tls / name).read_bytes())
     code, out, err = run_cli(["coordinator", "--listen", "127.0.0.1:0", "--tls-dir", str(wrong_ca),
                           "--aggregator", f"localhost:{tls_server}"], capsys)
     assert (code, out) == (2, ""), err
