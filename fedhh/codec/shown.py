@@ -356,10 +356,12 @@ def printable(text: str, cut: bool = False) -> str:
     unnormal = ([False] * len(text) if unicodedata.is_normalized("NFC", text)
                 else _unnormal_runs(text))
     flags = [range(*m.span()) for m in _SUBDIVISION_FLAGS.finditer(text)]
-    foreign = _foreign_letters(text)
     # (a cut prefix's joiner before its tail joins nothing: 👨 and a joiner, then …, showed as
     # the cut prefix 👨…, which stands for other items)
     body = text[:_cut_tail(text)] if cut else text
+    # (its own letters, not its tail's: the Latin "bits" of ⟨+2 bits⟩ outnumbered Моск's
+    # Cyrillic, which showed escaped as the odd script out)
+    foreign = _foreign_letters(body)
     shown = []
     for i, char in enumerate(text):
         code = ord(char)

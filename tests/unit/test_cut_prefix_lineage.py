@@ -71,3 +71,22 @@ def test_the_count_is_part_of_the_cut_tail() -> None:
     assert family and all(text.endswith(("bit⟩", "bits⟩")) for text in family)
     spaced = [text for text in shown.values() if text.startswith("new\\x20⟨+")]
     assert spaced
+
+
+@pytest.mark.parametrize("item", ["Москва", "Αθήνα", "pаypal"])
+def test_the_counts_letters_are_not_the_items(item: str) -> None:
+    """The Latin letters of ``⟨+N bits⟩`` are not the item's: a Cyrillic or Greek prefix
+    shows as it is (Моск⟨+2 bits⟩… showed \\u041c\\u043e\\u0441\\u043a⟨+2 bits⟩…, its letters
+    outnumbered by "bits" and escaped as a mixed-script item's), and a mixed one escapes
+    what it escapes whole."""
+    codec = Codec("unicode", WIDE)
+    code = codec.encode(item)
+    for length in range(1, WIDE):
+        prefix = code >> (WIDE - length)
+        if codec.ended(prefix, length):
+            break
+        decoded = codec.decode(prefix, length)
+        if not decoded.open_bits or not decoded.text or decoded.partial:
+            continue
+        shown = printable(decoded.shown_cut, cut=True)
+        assert shown.split("⟨+")[0] == printable(decoded.text), shown
