@@ -99,14 +99,14 @@ def _page_url(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fedhh.rpc.tls import TlsFiles
+    from fedhh.rpc.tls import tls_ca
     from fedhh_coordinator.main import run as run_service  # imports grpc: only when serving
 
     options.check_web_options(args)
     if args.tls_dir or args.insecure:
         # (before: each run's attempts aborted with "aggregator unreachable (UNAVAILABLE)",
         # whatever the cause, and only once a run was started)
-        ca = str(TlsFiles.from_dir(args.tls_dir).ca) if args.tls_dir else None
+        ca = tls_ca(args.tls_dir) if args.tls_dir else None
         # A mistake only: an aggregator that starts after the coordinator is no fault
         # (its attempts abort until it answers), and the service checks its own inputs next.
         options.check_service(args.aggregator, ca, "--aggregator", "the aggregator", "",

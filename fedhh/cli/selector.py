@@ -62,7 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fedhh.rpc.tls import TlsFiles
+    from fedhh.rpc.tls import tls_ca
     from fedhh_coordinator.selector_main import run as run_service  # grpc: only when serving
 
     if args.control_token_file:
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if args.tls_dir or args.insecure:
         # (before: "lost the leader", code UNAVAILABLE, every few seconds, for a wrong CA, a
         # name the certificate lacks, the leader's dashboard port as well as a stopped one)
-        ca = str(TlsFiles.from_dir(args.tls_dir).ca) if args.tls_dir else None
+        ca = tls_ca(args.tls_dir) if args.tls_dir else None
         options.check_service(args.leader, ca, "--leader", "the leader", "the selector "
                               "keeps trying", args.log_level, "selector",
                               ca_option="--tls-dir")

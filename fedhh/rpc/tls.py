@@ -68,6 +68,17 @@ class TlsFiles:
         return context
 
 
+def tls_ca(directory: str | os.PathLike[str]) -> str:
+    """The CA file of a --tls-dir, for a check of a peer made before the service reads its own
+    files: a folder without one is refused as ``TlsFiles.from_dir`` refuses it (naming the
+    option and what the folder lacks), one with it gives it even if it lacks the rest, which
+    the service names as it starts, after the peer's check."""
+    ca = Path(directory) / "ca.pem"
+    if not ca.exists():
+        TlsFiles.from_dir(directory)
+    return str(ca)
+
+
 def read_tls_file(path: str | os.PathLike[str], what: str = "TLS file") -> bytes:
     """A certificate, key or CA file's bytes; ConfigError naming it if it cannot be read."""
     try:
