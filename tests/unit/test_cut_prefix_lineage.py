@@ -90,3 +90,10 @@ def test_the_counts_letters_are_not_the_items(item: str) -> None:
             continue
         shown = printable(decoded.shown_cut, cut=True)
         assert shown.split("⟨+")[0] == printable(decoded.text), shown
+
+
+def test_the_byte_escapes_letters_are_not_the_items() -> None:
+    """Nor is the x of a byte's escape ``\\xd0`` (a guard beside the count's: a tie of one
+    Cyrillic letter and that x would escape the letter)."""
+    assert printable("М\\xd0…", cut=True) == "М\\xd0…"
+    assert printable("Αθ\\xce⟨+2 bits⟩…", cut=True) == "Αθ\\xce⟨+2 bits⟩…"
