@@ -23,7 +23,9 @@ Dask retries a run whose worker died on another worker; a run that raises is not
 next invocation retries it), the others go on and are stored, and the first error is raised
 when they are done. A lost scheduler ends the suite at once (``SchedulerLost``: what finished
 is stored). Ctrl-C (KeyboardInterrupt) cancels the pending runs and closes what was started
-here.
+here. Runs are tasks keyed by their store key, so suites of several clients that share a run
+share its task: a suite's cancel is not forced (a run another client waits for goes on), and a
+run cancelled by another client is submitted again (``CANCELS_RESUBMITTED`` times).
 
 ``connect`` first asks the scheduler who it is, within ``CONNECT_S``: Dask's own client timeout
 bounds only the TCP connect, and a server that accepts but never speaks Dask (an HTTP server,
@@ -449,6 +451,11 @@ def await_workers(client: Client, address: str, timeout_s: float,
                           "then run the same command again") from None
 
 
+# The reason Dask gives the futures it cancels when the client loses its scheduler.
+LOST_REASON = "scheduler-connection-lost"
+# How often a run cancelled by another client of the scheduler is submitted again.
+CANCELS_RESUBMITTED = 3
+
 WORKERS_GONE_S = 10.0  # how long the scheduler has had no worker before the suite says so
 
 
@@ -574,13 +581,14 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
     if not runs:
         return records
     check_workers(client)
-    futures = {
-        client.submit(compute_run, suite.settings, run,
-                      suite.data(run.dataset or suite.settings.dataset).identity,
-                      code_fingerprint(), key=f"fedhh-run-{run.key}"): run
-        for run in runs
-    }
+    def submit(run: PlannedRun, key: str) -> Any:
+        return client.submit(compute_run, suite.settings, run,
+                             suite.data(run.dataset or suite.settings.dataset).identity,
+                             code_fingerprint(), key=key)
+
+    futures = {submit(run, f"fedhh-run-{run.key}"): run for run in runs}
     pending = set(futures)
+    cancels: dict[str, int] = {}
     failed: list[tuple[PlannedRun, Exception]] = []
     watch = None
     if say is not None:
@@ -588,20 +596,45 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
         watch = WorkerWatch(lambda: len(client.scheduler_info(n_workers=-1)["workers"]), say,
                             address).start()
     try:
-        for future in as_completed(futures):
+        finished = as_completed(futures)
+        for future in finished:
             run = futures[future]
             pending.discard(future)
             try:
                 record = future.result()
             except Exception as error:
-                if isinstance(error, CancelledError) and client.status != "running":
+                address = getattr(client.scheduler, "address", "")
+                if isinstance(error, CancelledError) and (
+                        client.status != "running"
+                        or getattr(error, "reason", "") == LOST_REASON):
                     # Dask cancels every pending run when the scheduler connection drops.
-                    address = getattr(client.scheduler, "address", "")
                     raise SchedulerLost(
                         f"lost the Dask scheduler {address}: {len(records)} of "
                         f"the {len(runs)} runs sent finished and are stored; run the same "
                         f"command again to compute the other {len(runs) - len(records)}"
                     ) from None
+                if isinstance(error, CancelledError):
+                    # Cancelled on a scheduler this client is still connected to: by another
+                    # of its clients (a suite that shares the run's key and forced its
+                    # cancel, `client.cancel(force=True)`), nothing this suite did. Dask
+                    # has forgotten the key; the run goes again, under a key of its own.
+                    cancels[run.key] = cancels.get(run.key, 0) + 1
+                    if cancels[run.key] <= CANCELS_RESUBMITTED:
+                        log.warning("%s / %s / seed %d was cancelled on the Dask scheduler %s "
+                                    "by another of its clients; submitted again", run.study,
+                                    run.label, run.seed, address)
+                        again = submit(run, f"fedhh-run-{run.key}-again-{cancels[run.key]}")
+                        futures[again] = run
+                        pending.add(again)
+                        finished.add(again)
+                        continue
+                    times = cancels[run.key]
+                    error = FedhhError(
+                        f"{run.study} / {run.label} / seed {run.seed} was cancelled on the "
+                        f"Dask scheduler {address} by another of its clients each time it was "
+                        f"sent ({'once' if times == 1 else f'{times} times'}): another suite "
+                        "or client stops the same runs (a run's task is shared by every "
+                        "client that submits its key); the runs that finished are stored")
                 log.error("%s / %s / seed %d failed: %s", run.study, run.label, run.seed,
                           _failure(error))
                 failed.append((run, error))
@@ -618,7 +651,10 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
     except SchedulerLost:
         raise  # nothing to cancel: the scheduler that held the runs is gone
     except BaseException:
-        client.cancel(list(pending), force=True)
+        # Not forced: a run another client of the scheduler also waits for (another suite
+        # with the same run: the same key) goes on for it. (Forced, a suite's Ctrl-C
+        # cancelled the other suite's runs, which then failed with FutureCancelledError.)
+        client.cancel(list(pending), reason="the fedhh experiments client stopped")
         raise
     finally:
         if watch is not None:
@@ -665,7 +701,8 @@ def _deaths(error: Any) -> str:
             f"{getattr(worker, 'address', worker)}{memory}")
 
 
-__all__ = ["CONNECT_S", "MIN_WORKER_MEMORY_GIB", "REFUSED_SAY_S", "RUN_MEMORY_GIB",
-           "WORKERS_GONE_S", "WORKERS_WAIT_S", "ClusterOptions", "SchedulerLost", "WorkerWatch",
-           "WorkersDied", "await_workers", "check_scheduler", "check_workers",
-           "code_fingerprint", "compute_run", "connect", "execute", "local_workers"]
+__all__ = ["CANCELS_RESUBMITTED", "CONNECT_S", "MIN_WORKER_MEMORY_GIB", "REFUSED_SAY_S",
+           "RUN_MEMORY_GIB", "WORKERS_GONE_S", "WORKERS_WAIT_S", "ClusterOptions",
+           "SchedulerLost", "WorkerWatch", "WorkersDied", "await_workers", "check_scheduler",
+           "check_workers", "code_fingerprint", "compute_run", "connect", "execute",
+           "local_workers"]
