@@ -32,6 +32,7 @@ from fedhh.errors import ConfigError
 MAX_SUPPORTED_BITS = 4096
 ENCODE_BATCH = 1 << 17
 ELLIPSIS = "…"
+OPEN_BRACKET = "⟨"  # (how open_marker begins)
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,9 @@ class Decoded:
         """The prefix as a cut item is shown: its whole characters, their backslashes doubled
         (so that ``\\xNN`` always means a byte), then the bytes of a character it stops inside
         as ``\\xNN``, then how many bits of a further byte's codeword it holds (``⟨+3 bits⟩``,
-        `open_marker`), then ``…``; a prefix without a whole byte shows its bits
-        (``⟨0110⟩…``), never a bare ``…``. ``fedhh.codec.shown.printable(..., cut=True)``
-        escapes the rest.
+        `open_marker`; an ``⟨`` of its own shown ``\\u27e8``), then ``…``; a prefix without a
+        whole byte shows its bits (``⟨0110⟩…``), never a bare ``…``.
+        ``fedhh.codec.shown.printable(..., cut=True)`` escapes the rest.
 
         The count keeps apart prefixes that would read as parent and child and are not: ``ab``
         and 3 bits of a codeword that is not ``c``'s, shown ``ab…``, read as the parent of
@@ -67,8 +68,10 @@ class Decoded:
         shows ``ab⟨+3 bits⟩…``, and a shown text that begins another's (less its ``…``)
         stands for bits that begin the other's."""
         escaped = "".join(f"\\x{b:02x}" for b in self.partial)
-        return (self.text.replace("\\", "\\\\") + escaped + open_marker(self.open_bits)
-                + ELLIPSIS)
+        # (an item's own ⟨ as \u27e8: the item x⟨+3 bits⟩y cut after its ⟩ showed as x and 3
+        # bits of the next codeword)
+        text = self.text.replace("\\", "\\\\").replace(OPEN_BRACKET, "\\u27e8")
+        return text + escaped + open_marker(self.open_bits) + ELLIPSIS
 
 
 def open_marker(bits: int) -> str:
@@ -76,7 +79,7 @@ def open_marker(bits: int) -> str:
     ``⟨+3 bits⟩``); nothing for none."""
     if bits <= 0:
         return ""
-    return f"⟨+{bits} bit{'' if bits == 1 else 's'}⟩"
+    return f"{OPEN_BRACKET}+{bits} bit{'' if bits == 1 else 's'}⟩"
 
 
 @dataclass(frozen=True)

@@ -97,3 +97,23 @@ def test_the_byte_escapes_letters_are_not_the_items() -> None:
     Cyrillic letter and that x would escape the letter)."""
     assert printable("М\\xd0…", cut=True) == "М\\xd0…"
     assert printable("Αθ\\xce⟨+2 bits⟩…", cut=True) == "Αθ\\xce⟨+2 bits⟩…"
+
+
+def test_an_items_own_bracket_is_not_the_count() -> None:
+    """The item ``x⟨+3 bits⟩y`` cut after its ``⟩`` showed ``x⟨+3 bits⟩…``, as ``x`` and 3
+    bits of the next codeword do: a cut prefix's own ``⟨`` shows as ``\\u27e8``."""
+    codec = Codec("unicode", WIDE)
+    item = "x⟨+3 bits⟩y"
+    code = codec.encode(item)
+    shown = {}
+    lengths = 0
+    for length in range(1, WIDE):
+        prefix = code >> (WIDE - length)
+        if codec.ended(prefix, length):
+            break
+        shown[printable(codec.display(prefix, length), cut=True)] = length
+        lengths += 1
+    assert "x\\u27e8+3 bits⟩…" in shown and "x⟨+3 bits⟩…" in shown
+    x = len(codec.book.item_bits("x")) - len(codec.book.end)
+    assert shown["x⟨+3 bits⟩…"] == x + 3
+    assert len(shown) == lengths  # (no two prefixes show alike)
