@@ -136,6 +136,7 @@ class GrpcAggregator:
     """``AggregatorApi`` at one address over one channel."""
 
     def __init__(self, address: str, tls: TlsFiles | None, control_token: bytes) -> None:
+        self.address = address  # named by the runs that wait for it
         self.channel = open_channel(address, tls.channel_credentials() if tls else None)
         self.single = _SingleControl(AggregatorControl(self.channel, control_token),
                                      "aggregator")

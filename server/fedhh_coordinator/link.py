@@ -2,13 +2,20 @@
 
 One attempt, as the coordinator runs it (docs/networked.md, "A round"):
 
+0. the aggregation service is asked which kind it is (a combiner's workers); one that does not
+   answer (stopped, restarting, a network blip) is waited for, polled with a backoff, before
+   any device is drawn: the attempt stays open and is not spent, its progress says "waiting
+   for the aggregator at ADDRESS". An outage longer than ``AGGREGATOR_PATIENCE_S`` gives the
+   attempt up, and every later attempt of the same outage at once, with the address and the
+   outage's length in the reason (the run fails with it once its attempts are spent);
 1. check-in: a cohort of up to ``target_devices`` is drawn from the devices that check in
    (``Lobby``); with fewer than ``min_devices`` the attempt is aborted before anything is sent;
 2. a secure-aggregation round config is signed for the cohort (ids 1..n, lying-server (k, t)
    for n, the consistency check on, a fresh graph seed from the OS, the Merkle root of the
    members' identity and round keys) and opened at the aggregator; what a restart needs to
    settle the attempt is stored before the aggregator hears of it;
-3. each member gets its signed task with its admission (its Merkle proof);
+3. the members are charged their lifetime budgets (``RunAdmission``), and each gets its
+   signed task with its admission (its Merkle proof);
 4. the aggregator's outcome: before the sum is read, the driver's charge hook records the spend
    at the number of contributors; an abort releases nothing; a lost aggregator is asked, once it
    answers again, whether unmasking began.
@@ -88,6 +95,10 @@ log = logging.getLogger(__name__)
 # How long a link waits for a lost aggregator to answer again before it gives the attempt up
 # as unknown (and so charged).
 RECOVERY_PATIENCE_S = 120.0
+# How long an aggregation service that does not answer is waited for before an attempt opens
+# (step 0 of the module docstring), and the longest pause between two of its polls.
+AGGREGATOR_PATIENCE_S = 600.0
+AGGREGATOR_POLL_MAX_S = 5.0
 
 
 class NetworkLink:
@@ -96,10 +107,12 @@ class NetworkLink:
     def __init__(self, config: RunConfig, round_epsilon: Callable[[int], float], store: Store,
                  aggregator: AggregatorApi, lobby: Lobby, key: Ed25519PrivateKey,
                  aggregator_address: DeviceAddresses, admission: RunAdmission,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None,
+                 cancelled: Callable[[], bool] = lambda: False) -> None:
         """``round_epsilon``: the local epsilon of a round (0-based index), the ledger's;
         ``aggregator_address``: where devices reach a single aggregator (a combiner names its
-        workers')."""
+        workers'); ``cancelled``: whether the operator cancelled the run (a wait for the
+        aggregation service ends then)."""
         self.config = config
         self.round_epsilon = round_epsilon
         self.store = store
@@ -110,15 +123,16 @@ class NetworkLink:
         self.admission = admission
         self.progress = progress or Progress()
         self.recovery_patience_s = RECOVERY_PATIENCE_S
+        self.cancelled = cancelled
+        self.aggregator_patience_s = AGGREGATOR_PATIENCE_S
+        self.aggregator_poll_s = 0.2  # the first pause; it doubles up to AGGREGATOR_POLL_MAX_S
+        self._down_since: float | None = None  # (loop time) the outage under way began
 
     # ---- AggregatorLink -------------------------------------------------------------------
     async def collect(self, attempt: AttemptId, query: RoundQuery,
                       charge: ChargeHook) -> Released:
         s = self.config
-        try:
-            workers = await self.aggregator.workers()
-        except AggregatorUnavailable as error:
-            raise RoundAborted(f"the aggregation service did not answer: {error}") from None
+        workers = await self._await_aggregator(attempt)
         if workers is None and s.shard_size is not None and len(
                 shard_sizes(s.target_devices, s.shard_size)) > 1:
             raise RoundAborted("sharded rounds (shard_size) need a combiner at --aggregator: "
@@ -138,8 +152,6 @@ class NetworkLink:
             members = {device_id: (record[1], *self.lobby.round_keys(device_id))
                        for device_id in cohort
                        if (record := self.store.device(device_id)) is not None}
-            # Charged before the devices hear of the round (their lifetime budgets).
-            self.admission.charge(list(members))
             plan, signed = self._plan(attempt, query, members, workers)
             # What a restart needs to settle or collect the attempt, stored before the
             # aggregation service hears of it.
@@ -147,8 +159,15 @@ class NetworkLink:
                                       plan.annotation())
             try:
                 await plan.open(self.aggregator, [config for config, _, _ in signed])
+            except AggregatorUnavailable as error:
+                raise RoundAborted(f"the {plan.kind} at {self._control_address()} stopped "
+                                   f"answering before the round opened ({error})") from None
             except FedhhError as error:
                 raise RoundAborted(f"the {plan.kind} refused the round: {error}") from None
+            # Charged before the devices hear of the round (their lifetime budgets), and
+            # only once it opened: a round the service never opened asks nothing of them.
+            # (Before, they were charged first, also for a round a lost service never ran.)
+            self.admission.charge(list(members))
             tasks: dict[int, pb.SignedTask] = {}
             for cohort_plan, (config, identities, address) in zip(plan.cohorts, signed,
                                                                   strict=True):
@@ -178,6 +197,53 @@ class NetworkLink:
         self.progress.enter(attempt.round, attempt.attempt, "secure aggregation",
                             sum(len(c.members) for c in plan.cohorts))
         return await self._fetch_and_remember(attempt, plan, charge)
+
+    # ---- the aggregation service's availability ----------------------------------------------
+    def _control_address(self) -> str:
+        """Where the coordinator reaches the aggregation service (its ``--aggregator``)."""
+        return str(getattr(self.aggregator, "address", "") or self.aggregator_address.grpc)
+
+    async def _await_aggregator(self, attempt: AttemptId
+                                ) -> list[tuple[int, DeviceAddresses]] | None:
+        """The service's workers (``AggregatorApi.workers``) once it answers (step 0 of the
+        module docstring). Before, a service that did not answer aborted the attempt at once,
+        and a run's attempts were all spent within seconds of a restart of the service."""
+        loop = asyncio.get_running_loop()
+        delay, waiting = self.aggregator_poll_s, False
+        where = self._control_address()
+        while True:
+            try:
+                workers = await self.aggregator.workers()
+            except AggregatorUnavailable as error:
+                now = loop.time()
+                if self._down_since is None:
+                    self._down_since = now
+                down = now - self._down_since
+                if down >= self.aggregator_patience_s:
+                    raise RoundAborted(
+                        f"the aggregation service at {where} has not answered for {down:.0f} s "
+                        f"(the coordinator waits up to {self.aggregator_patience_s:g} s for "
+                        f"it before an attempt; the last answer: {error})") from None
+                if self.cancelled():
+                    raise RoundAborted(f"cancelled while waiting for the aggregation service "
+                                       f"at {where}") from None
+                if not waiting:
+                    waiting = True
+                    metrics.AGGREGATOR_WAITS.inc()
+                    log.warning("waiting for the aggregator", extra={
+                        "run_id": attempt.run_id, "round": attempt.round,
+                        "attempt": attempt.attempt, "address": where, "error": str(error)})
+                    self.progress.enter(attempt.round, attempt.attempt,
+                                        f"waiting for the aggregator at {where}")
+                await asyncio.sleep(min(delay, self.aggregator_patience_s - down))
+                delay = min(2 * delay, AGGREGATOR_POLL_MAX_S)
+                continue
+            if self._down_since is not None:
+                log.warning("the aggregator answers again", extra={
+                    "run_id": attempt.run_id, "address": where,
+                    "waited_s": round(loop.time() - self._down_since, 1)})
+                self._down_since = None
+            return workers
 
     # ---- the plan -------------------------------------------------------------------------
     def _plan(self, attempt: AttemptId, query: RoundQuery, members: dict[int, Member],

@@ -11,5 +11,8 @@ ROUND_SECONDS = Histogram("fedhh_coordinator_round_seconds", "Wall time of relea
 EPS_SPENT = Gauge("fedhh_coordinator_eps_spent", "Aggregate epsilon spent so far", ["run_id"])
 STORE_OUTAGES = Counter("fedhh_coordinator_store_outages_total",
                         "Times the runner found the store unavailable and waited for it")
+AGGREGATOR_WAITS = Counter("fedhh_coordinator_aggregator_waits_total",
+                           "Times an attempt found the aggregation service unreachable and "
+                           "waited for it")
 ENROLLED = Counter("fedhh_coordinator_enrolled_total", "Devices enrolled")
 TASKS = Counter("fedhh_coordinator_tasks_total", "GetTask answers", ["outcome"])

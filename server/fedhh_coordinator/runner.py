@@ -22,7 +22,7 @@ from fedhh_coordinator import metrics
 from fedhh_coordinator.aggregation import AggregatorApi, DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission
 from fedhh_coordinator.db.interface import StoreUnavailable
-from fedhh_coordinator.link import NetworkLink
+from fedhh_coordinator.link import AGGREGATOR_PATIENCE_S, NetworkLink
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.runs import RunParts
@@ -50,6 +50,10 @@ class Runner:
         self._wake = asyncio.Event()
         self._cancelled: set[str] = set()
         self.retry_delay_s = 1.0
+        # How long an unreachable aggregation service is waited for before an attempt, and
+        # the first pause between polls (``NetworkLink._await_aggregator``).
+        self.aggregator_patience_s = AGGREGATOR_PATIENCE_S
+        self.aggregator_poll_s = 0.2
         self.progress: dict[str, Progress] = {}  # of the running runs
         self._outage_delay = 0.0  # the last store outage's last wait (_await_store)
         self._outage_ended_at = float("-inf")
@@ -146,7 +150,10 @@ class Runner:
                                  parts.config.delta)
         progress = self.progress.setdefault(run_id, Progress())
         link = NetworkLink(parts.config, parts.ledger.round_epsilon, self.store, self.aggregator,
-                           self.lobby, self.key, self.aggregator_address, admission, progress)
+                           self.lobby, self.key, self.aggregator_address, admission, progress,
+                           cancelled=lambda: run_id in self._cancelled)
+        link.aggregator_patience_s = self.aggregator_patience_s
+        link.aggregator_poll_s = self.aggregator_poll_s
         started = {"at": time.monotonic()}
 
         def on_round(attempt: AttemptId, report: RoundReport) -> None:

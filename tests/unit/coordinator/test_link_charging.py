@@ -1,8 +1,10 @@
 """The coordinator's network link and the ledger: the documented shard-failure rule of sharded
 rounds (docs/scaling.md, fedhh.secagg.shards) applied by the real round driver, network link and
 store to what a combiner reports; the ledger charged exactly once per attempt, whatever the
-combiner does and across a coordinator restart; and an aggregation service that stops answering
-for a while (starved past a call's timeout) waited for while it still runs the round.
+combiner does and across a coordinator restart; an aggregation service that stops answering
+for a while (starved past a call's timeout) waited for while it still runs the round; and one
+that does not answer before an attempt (stopped, restarting) waited for, no device drawn,
+charged or sent a task meanwhile, no attempt spent, until a bounded patience runs out.
 
 The combiner is a fake speaking the link's ``AggregatorApi`` protocol (both services); the
 devices are check-ins at the real lobby, and the evidence of each released shard is signed with
@@ -24,7 +26,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.config import RunConfig
-from fedhh.errors import RoundAborted
+from fedhh.errors import FedhhError, RoundAborted
+from fedhh.rounds import RunCancelled
 from fedhh.secagg import ReleaseEvidence, RoundConfig
 from fedhh.secagg.config import SignedConfig, session_id_of
 from fedhh.secagg.messages import consistency_transcript, survivors_digest
@@ -98,9 +101,27 @@ class FakeCombiner:
     calls: int = 0
     hang: asyncio.Event = field(default_factory=asyncio.Event)
     task_arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    address: str = "control.example:7100"  # where the coordinator reaches the service
+    # An outage: the first ``down_for`` calls of workers(), and the first ``open_fails``
+    # openings, find the service unreachable; ``on_down()`` runs at each.
+    down_for: int = 0
+    open_fails: int = 0
+    on_down: Callable[[], None] = lambda: None
+    workers_asked: int = 0
 
     async def workers(self) -> list[tuple[int, DeviceAddresses]] | None:
+        self.workers_asked += 1
+        if self.workers_asked <= self.down_for:
+            self.on_down()
+            raise AggregatorUnavailable("aggregation service unreachable (UNAVAILABLE)")
         return WORKERS if self.sharded else None
+
+    def _open_fails(self) -> bool:
+        if self.open_fails > 0:
+            self.open_fails -= 1
+            self.on_down()
+            return True
+        return False
 
     @property
     def combiner(self) -> _ShardCombiner:
@@ -112,6 +133,8 @@ class FakeCombiner:
 
     async def open_sharded(self, round_id: bytes, shards: list[tuple[SignedConfig, int]]
                            ) -> None:
+        if self._open_fails():
+            raise AggregatorUnavailable("combiner unreachable (UNAVAILABLE)")
         self.opened.append((round_id, [Shard(RoundConfig.from_bytes(s.payload), w)
                                        for s, w in shards]))
 
@@ -471,3 +494,109 @@ def test_a_service_silent_for_a_while_is_waited_for_while_it_still_runs_the_roun
     assert attempts(store, "run") == [(1, "released", n)]
     assert spends(store, "run") == [(0, 1, n)]
     assert combiner.calls == 3
+
+
+# ---- an aggregation service that does not answer before an attempt ------------------------------
+def outage(tmp_path: Path, combiner_setup: Callable[[FakeCombiner, Coordinator, Store], None],
+           patience_s: float = 60.0, **overrides: Any
+           ) -> tuple[Store, FakeCombiner, BaseException | None]:
+    """A run whose service is set up for an outage by ``combiner_setup``; what it raised."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store, overrides.get("target_devices", DEVICES))
+    combiner = FakeCombiner(Plan(every("released")), fleet.keys)
+    raised: list[BaseException] = []
+
+    async def go() -> None:
+        await create_run(store, config(**overrides), "run")
+        coordinator = Coordinator(store, fleet, combiner)
+        coordinator.runner.aggregator_poll_s = 0.001  # polls, not a timing assumption
+        coordinator.runner.aggregator_patience_s = patience_s
+        combiner_setup(combiner, coordinator, store)
+        try:
+            await asyncio.wait_for(coordinator.drive("run"), 60)
+        except (FedhhError, RunCancelled) as error:
+            raised.append(error)
+
+    asyncio.run(go())
+    return store, combiner, raised[0] if raised else None
+
+
+def test_a_service_down_before_an_attempt_is_waited_for_and_spends_no_attempt(
+        tmp_path: Path) -> None:
+    """The service does not answer for six polls (a restart): the attempt waits, its
+    progress naming the address, with no device drawn, charged or tasked and nothing opened;
+    then it runs and releases. Before, each poll was an aborted attempt: the run's three
+    attempts were spent and it failed."""
+    seen: list[tuple[str, int, int, int]] = []
+
+    def setup(combiner: FakeCombiner, coordinator: Coordinator, store: Store) -> None:
+        def on_down() -> None:
+            progress = coordinator.runner.progress_of("run")
+            seen.append((progress.phase if progress else "", len(combiner.opened),
+                         len(combiner.tasks), len(store.device_spends(0.0))))
+        combiner.down_for, combiner.on_down = 6, on_down
+
+    store, combiner, raised = outage(tmp_path, setup)
+    assert raised is None, raised
+    assert attempts(store, "run") == [(1, "released", DEVICES)]
+    assert spends(store, "run") == [(0, 1, DEVICES)]
+    assert combiner.workers_asked == 7
+    # (the first poll precedes the wait's progress; nothing drawn, opened or charged at any)
+    assert seen[1:] == [("waiting for the aggregator at control.example:7100", 0, 0, 0)] * 5
+    assert seen[0][1:] == (0, 0, 0)
+    # The attempt's steps show the wait, for the operator.
+    steps = [name for name, _ in store.rounds("run")[0].summary["steps"]]
+    assert steps[:2] == ["waiting for the aggregator at control.example:7100", "check-in"]
+
+
+def test_an_outage_past_the_patience_fails_the_run_naming_the_service_and_its_length(
+        tmp_path: Path) -> None:
+    """A service that never answers: the first attempt waits out the patience, the later
+    ones of the same outage give up at once; the run fails naming the address and how long
+    the service was silent; nothing was charged, to the run or to any device."""
+    def setup(combiner: FakeCombiner, coordinator: Coordinator, store: Store) -> None:
+        combiner.down_for = 10**9
+
+    store, combiner, raised = outage(tmp_path, setup, patience_s=0.05)
+    assert isinstance(raised, FedhhError)
+    assert "released nothing in 3 attempts" in str(raised)
+    assert "the aggregation service at control.example:7100 has not answered for" in str(raised)
+    assert "waits up to 0.05 s" in str(raised)
+    assert [state for _, state, _ in attempts(store, "run")] == ["aborted"] * 3
+    assert spends(store, "run") == [] and store.device_spends(0.0) == {}
+    assert combiner.opened == [] and combiner.tasks == {}
+
+
+def test_a_run_cancelled_while_it_waits_for_the_service_stops_at_no_cost(
+        tmp_path: Path) -> None:
+    def setup(combiner: FakeCombiner, coordinator: Coordinator, store: Store) -> None:
+        combiner.down_for = 10**9
+        combiner.on_down = lambda: coordinator.runner.cancel("run")
+
+    store, _, raised = outage(tmp_path, setup)
+    assert isinstance(raised, RunCancelled)
+    (attempt, state, _), = attempts(store, "run")
+    assert (attempt, state) == (1, "aborted")
+    assert "cancelled while waiting for the aggregation service at control.example:7100" in \
+        store.rounds("run")[0].reason
+    assert spends(store, "run") == [] and store.device_spends(0.0) == {}
+
+
+def test_devices_are_charged_only_once_their_round_opened(tmp_path: Path) -> None:
+    """The service is lost between the check-in and the opening: the attempt aborts free,
+    and no device was charged its lifetime budget for it (before, the cohort was charged
+    before the opening); the next attempt opens, charges and releases."""
+    charged_at_failure: list[int] = []
+
+    def setup(combiner: FakeCombiner, coordinator: Coordinator, store: Store) -> None:
+        combiner.open_fails = 1
+        combiner.on_down = lambda: charged_at_failure.append(len(store.device_spends(0.0)))
+
+    store, _, raised = outage(tmp_path, setup)
+    assert raised is None, raised
+    assert charged_at_failure == [0]
+    assert [(a, s) for a, s, _ in attempts(store, "run")] == [(1, "aborted"), (2, "released")]
+    assert "at control.example:7100 stopped answering before the round opened" in \
+        store.rounds("run")[0].reason
+    assert spends(store, "run") == [(0, 2, DEVICES)]
+    assert len(store.device_spends(0.0)) == DEVICES
