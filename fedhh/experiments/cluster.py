@@ -460,28 +460,51 @@ WORKERS_GONE_S = 10.0  # how long the scheduler has had no worker before the sui
 
 
 class WorkerWatch:
-    """Says so when every worker has left the scheduler in the middle of a suite, and when one
-    is back. Dask keeps the runs queued without a word until a worker joins: a suite whose
-    workers all died or were stopped (`--scheduler`: nothing restarts them) sat still with its
-    progress bar for ever, and nothing told that Ctrl-C keeps what finished.
+    """Says so when every worker has left the scheduler in the middle of a suite, or every
+    worker is paused, and when that ends. Dask keeps the runs queued without a word until a
+    worker joins or resumes: a suite whose workers all died or were stopped (`--scheduler`:
+    nothing restarts them) sat still with its progress bar for ever, and nothing told that
+    Ctrl-C keeps what finished. A worker is paused when its memory passes Dask's pause
+    threshold (``distributed.worker.memory.pause``, 80% of its limit by default; the nanny
+    restarts it only at 95%): a fedhh worker keeps its dataset, ground truth and one encoded
+    vocabulary between runs, so one whose limit is too small for them stays paused, and a
+    suite whose workers were all paused sat still for ever too, the reason in the workers'
+    logs alone.
 
-    ``check(now)`` is one look (``workers()``: how many the scheduler has); ``start`` looks every
-    ``interval`` seconds on a daemon thread until ``stop``."""
+    ``check(now)`` is one look (``workers()``: how many the scheduler has; ``paused()``, if
+    given: the paused ones, each in words); ``start`` looks every ``interval`` seconds on a
+    daemon thread until ``stop``."""
 
     def __init__(self, workers: Callable[[], int], say: Callable[[str], None], address: str,
-                 grace_s: float = WORKERS_GONE_S, interval_s: float = 2.0) -> None:
+                 grace_s: float = WORKERS_GONE_S, interval_s: float = 2.0,
+                 paused: Callable[[], list[str]] | None = None) -> None:
         self.workers, self.say, self.address = workers, say, address
+        self.paused = paused
         self.grace_s, self.interval_s = grace_s, interval_s
         self.gone_since: float | None = None
         self.said = False
+        self.paused_since: float | None = None
+        self.said_paused = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def check(self, now: float) -> None:
         try:
             count = self.workers()
+            paused = self.paused() if self.paused is not None and count else []
         except Exception:  # (a scheduler going away is execute's to report)
             return
+        if count and len(paused) >= count:
+            self._all_paused(now, paused)
+        elif self.said_paused:
+            running = count - len(paused)
+            self.say(f"{running} Dask worker{'s' if running != 1 else ''} of {self.address} "
+                     f"{'run' if running != 1 else 'runs'} again: the runs go on"
+                     if running else
+                     f"the paused Dask workers have left {self.address}")
+            self.paused_since, self.said_paused = None, False
+        else:
+            self.paused_since = None
         if count == 0:
             if self.gone_since is None:
                 self.gone_since = now
@@ -498,6 +521,20 @@ class WorkerWatch:
                      f"{self.address}: the runs go on")
         self.gone_since, self.said = None, False
 
+    def _all_paused(self, now: float, paused: list[str]) -> None:
+        if self.paused_since is None:
+            self.paused_since = now
+        if self.said_paused or now - self.paused_since < self.grace_s:
+            return
+        self.said_paused = True
+        command = WORKER_COMMAND.format(address=self.address)
+        self.say(f"every Dask worker of {self.address} is paused ({now - self.paused_since:.0f} "
+                 f"s): {', '.join(paused)}. Dask pauses a worker whose memory passes its "
+                 "pause threshold (80% of its limit by default), and a fedhh worker keeps its "
+                 "dataset between runs, so it may never resume: the runs not done wait. "
+                 f"Start workers with more memory (`{command}`; with --workers, "
+                 "--worker-memory); Ctrl-C stops here, and every finished run stays stored")
+
     def start(self) -> WorkerWatch:
         def watch() -> None:
             while not self._stop.wait(self.interval_s):
@@ -511,6 +548,20 @@ class WorkerWatch:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+
+def paused_workers(info: dict[str, Any]) -> list[str]:
+    """The paused workers of a scheduler's ``identity`` (``Client.scheduler_info``), each as
+    its address with its memory and limit."""
+    out = []
+    for address, worker in sorted(info.get("workers", {}).items()):
+        if worker.get("status") != "paused":
+            continue
+        limit = float(worker.get("memory_limit") or 0) / GIB
+        memory = float((worker.get("metrics") or {}).get("memory") or 0) / GIB
+        held = f"{memory:.2f} GiB" + (f" of its {limit:.2f} GiB limit" if limit else "")
+        out.append(f"{address} ({held})")
+    return out
 
 
 def describe(client: Client) -> str:
@@ -594,7 +645,9 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
     if say is not None:
         address = getattr(client.scheduler, "address", "") or "(this client's)"
         watch = WorkerWatch(lambda: len(client.scheduler_info(n_workers=-1)["workers"]), say,
-                            address).start()
+                            address,
+                            paused=lambda: paused_workers(client.scheduler_info(n_workers=-1))
+                            ).start()
     try:
         finished = as_completed(futures)
         for future in finished:
@@ -705,4 +758,4 @@ __all__ = ["CANCELS_RESUBMITTED", "CONNECT_S", "MIN_WORKER_MEMORY_GIB", "REFUSED
            "RUN_MEMORY_GIB", "WORKERS_GONE_S", "WORKERS_WAIT_S", "ClusterOptions",
            "SchedulerLost", "WorkerWatch", "WorkersDied", "await_workers", "check_scheduler",
            "check_workers", "code_fingerprint", "compute_run", "connect", "execute",
-           "local_workers"]
+           "local_workers", "paused_workers"]
