@@ -1,5 +1,6 @@
 """Failures of the networked system, with real processes: devices dropping out at every stage,
-the coordinator killed with SIGKILL mid-run, the aggregator killed mid-round, runs damaged in
+the coordinator killed with SIGKILL mid-run, the aggregator killed mid-round or stopped before a
+run (waited for), runs damaged in
 the store. Runs complete, nothing is released from a broken round, and the privacy ledger
 counts each released round exactly once."""
 
@@ -113,6 +114,36 @@ def test_aggregator_killed_mid_round_releases_nothing_and_the_retry_succeeds(
     assert run.state == "done", run.error
     attempts = [(r.attempt, r.state, r.reason) for r in run.rounds]
     assert attempts[0][1] == "aborted" and attempts[-1][1] == "released"
+    assert ledger_rounds(results) == [0]
+    assert set(SHORT) <= {h.item for h in results.heavy_hitters}
+
+
+def test_a_run_waits_for_a_stopped_aggregator_and_completes_once_it_is_back(
+    tmp_path: Path,
+) -> None:
+    """The aggregator is stopped before the run starts (a restart, an operator's stop): the
+    run's first attempt waits for it, its progress naming the address, and runs once the
+    aggregator is back on the same port; one attempt, one charge. Before, each attempt was
+    aborted a second after the last ("did not answer") and the run failed within seconds."""
+    topo, _ = start(tmp_path)
+    with topo, admin(topo) as client:
+        address = topo.address("aggregator")
+        assert topo.stop("aggregator") == 0
+        client.start_run(run_config(rounds=1, max_bits=10, dim_limit=1 << 10,
+                                    min_devices=150, checkin_ms=120_000, stage_ms=10_000),
+                         run_id="outage")
+        wait_for_line(topo.services["coordinator"].log, '"message": "waiting for the aggregator"')
+        # (the progress is set with that line, before the coordinator polls again)
+        waiting = client.run("outage")
+        assert waiting.state == "running", waiting.error
+        assert waiting.progress.phase == f"waiting for the aggregator at {address}"
+        assert [(r.attempt, r.state) for r in waiting.rounds] == [(1, "open")]
+        topo.start_aggregator()
+        assert topo.address("aggregator") == address
+        run = client.wait("outage", 240)
+        results = client.results("outage")
+    assert run.state == "done", run.error
+    assert [(r.attempt, r.state) for r in run.rounds] == [(1, "released")]
     assert ledger_rounds(results) == [0]
     assert set(SHORT) <= {h.item for h in results.heavy_hitters}
 
