@@ -1,8 +1,7 @@
 """Failures of the networked system, with real processes: devices dropping out at every stage,
 the coordinator killed with SIGKILL mid-run, the aggregator killed mid-round or stopped before a
-run (waited for), runs damaged in
-the store. Runs complete, nothing is released from a broken round, and the privacy ledger
-counts each released round exactly once."""
+run (waited for), runs damaged in the store. Runs complete, nothing is released from a broken
+round, and the privacy ledger counts each released round exactly once."""
 
 from __future__ import annotations
 
