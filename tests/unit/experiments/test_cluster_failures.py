@@ -23,7 +23,9 @@ from fedhh.experiments.cluster import (
     GIB,
     MIN_WORKER_MEMORY_GIB,
     ClusterOptions,
+    SchedulerLost,
     WorkersDied,
+    await_workers,
     check_scheduler,
     execute,
     local_workers,
@@ -145,3 +147,31 @@ def test_a_scheduler_host_that_does_not_exist_is_refused_at_once(
                        r"tcp://schedulr\.example:8786 within 0\.5 s: gaierror: "):
         check_scheduler("tcp://schedulr.example:8786", 0.5)
     assert len(calls) > 1
+
+
+@pytest.mark.slow
+def test_a_scheduler_lost_while_waiting_for_a_worker_is_said_to_be_lost() -> None:
+    """Before: Dask's "Timed out trying to connect to ADDRESS after 30 s", as if the scheduler
+    the suite had just connected to had never answered."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1",
+                           scheduler_port=0, dashboard_address=None)
+    try:
+        address = cluster.scheduler_address
+        said: list[str] = []
+
+        def say(line: str) -> None:  # told there is no worker: the scheduler goes away
+            said.append(line)
+            cluster.close()
+
+        # (the client's timeout bounds its attempts to reconnect)
+        with Client(address, timeout="3s") as client, pytest.raises(SchedulerLost) as lost:
+            await_workers(client, address, 60.0, say)
+    finally:
+        cluster.close()
+    assert len(said) == 1
+    assert str(lost.value).startswith(
+        f"lost the Dask scheduler {address} while waiting for its first worker (")
+    assert str(lost.value).endswith("): no run was sent; start the scheduler and its workers "
+                                    "again, then run the same command")
