@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from fedhh.config import RunConfig
-from fedhh.errors import ConfigError
+from fedhh.errors import ConfigError, StateError
 from fedhh.rpc.admin_client import AdminClient
 from fedhh.rpc.run_config import to_proto
 from fedhh.rpc.topology import LocalTopology
@@ -39,6 +39,10 @@ from fedhh.v1 import coordinator_pb2 as pb
 
 VOCABULARY = 64
 MAX_ATTEMPTS = 2  # of each round
+# How long a device process may take to stop and write its stats file: one that hosts tens of
+# thousands of devices on a loaded host ends its sessions for longer than LocalTopology's
+# 15 s grace, after which it would be killed with its figures unwritten.
+STATS_GRACE_S = 300.0
 WORD_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
@@ -182,13 +186,26 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         usage = {name: _usage(service.pid) for name, service in topo.services.items()}
         for name, u in usage.items():
             u["run_cpu_s"] = u["cpu_s"] - before.get(name, {}).get("cpu_s", 0.0)
+        for i in range(processes):
+            topo.stop(f"devices-{i}", grace_s=STATS_GRACE_S)
         topo.close()
-        stats = [json.loads((topo.workdir / f"devices-{i}.stats.json").read_text())
-                 for i in range(processes)]
+        stats = [_device_stats(topo.workdir, i) for i in range(processes)]
         logs = [topo.services[name].log for name in topo.services
                 if name == "aggregator" or name.startswith("worker-")]
         stages = stage_profile(logs, sampler.samples)
         return _report(spec, run, wall, usage, stats, stages)
+
+
+def _device_stats(workdir: Path, process: int) -> dict[str, Any]:
+    """What device process ``process`` wrote as it stopped; a clear error if it wrote nothing
+    (it died, or did not stop within ``STATS_GRACE_S``: its log says which)."""
+    path = workdir / f"devices-{process}.stats.json"
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError) as error:
+        raise StateError(f"device process {process} left no figures ({path}: "
+                          f"{getattr(error, 'strerror', None) or error}); see "
+                          f"{workdir / f'devices-{process}.log'}") from None
 
 
 def _wait(admin: AdminClient, timeout_s: float) -> pb.Run:
