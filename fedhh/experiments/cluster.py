@@ -618,6 +618,15 @@ def compute_run(settings: SuiteSettings, run: PlannedRun, identity: dict[str, An
         found = suite.data(name).identity
     except DatasetError as error:
         raise DatasetError(f"on {_this_worker()}: {error}") from error
+    except OSError as error:
+        # The worker's own cache cannot be used (FEDHH_CACHE under a file, not writable, a full
+        # disk): the OS's error alone named a path on the worker's machine as if it were the
+        # client's.
+        from fedhh.data.registry import cache_root
+
+        raise DatasetError(f"on {_this_worker()}: cannot open the dataset {name!r} (the "
+                           f"cache there: {cache_root()}, FEDHH_CACHE): "
+                           f"{_error_line(error)}") from error
     if found != identity:
         raise DatasetError(f"dataset {name!r} on {_this_worker()} is {found}, the client "
                            f"planned with {identity}: the name or path must give the same "

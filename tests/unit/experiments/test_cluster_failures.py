@@ -8,6 +8,7 @@ and the memory check says when not even one worker fits."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from fedhh.data.dataset import FederatedDataset
-from fedhh.errors import ConfigError
+from fedhh.errors import ConfigError, DatasetError
 from fedhh.experiments import ResultStore, Suite, SuiteSettings, get_study
 from fedhh.experiments import cluster as cluster_module
 from fedhh.experiments.cluster import (
@@ -27,6 +28,8 @@ from fedhh.experiments.cluster import (
     WorkersDied,
     await_workers,
     check_scheduler,
+    code_fingerprint,
+    compute_run,
     execute,
     local_workers,
 )
@@ -175,3 +178,22 @@ def test_a_scheduler_lost_while_waiting_for_a_worker_is_said_to_be_lost() -> Non
         f"lost the Dask scheduler {address} while waiting for its first worker (")
     assert str(lost.value).endswith("): no run was sent; start the scheduler and its workers "
                                     "again, then run the same command")
+
+
+def test_a_worker_whose_cache_cannot_be_used_names_itself_and_its_cache(
+        tiny_path: Path, tiny: FederatedDataset, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: the OS's "Not a directory: /x/cache" alone, a path on the worker's machine that
+    read as the client's (whose cache was fine)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("FEDHH_CACHE", str(blocker / "cache"))
+    monkeypatch.setattr(cluster_module, "_SUITES", {})
+    run = Suite(SuiteSettings(str(tiny_path)), None, tiny).plan([get_study("segmentation")],
+                                                                [0])[0]
+    settings = SuiteSettings("synthetic-reddit-small")
+    with pytest.raises(DatasetError) as refused:
+        compute_run(settings, dataclasses.replace(run, dataset=""), {}, code_fingerprint())
+    assert str(refused.value).startswith(
+        f"on this worker: cannot open the dataset 'synthetic-reddit-small' (the cache there: "
+        f"{blocker / 'cache'}, FEDHH_CACHE): NotADirectoryError: ")
