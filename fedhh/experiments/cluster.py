@@ -583,7 +583,9 @@ def describe(client: Client) -> str:
     if not workers:  # (all of them left since await_workers)
         return "no Dask workers"
     memory = "/".join(f"{m:.1f}" for m in limits)
-    return f"{len(workers)} Dask workers, {'/'.join(map(str, threads))} thread(s), {memory} GiB"
+    plural = "s" if len(workers) != 1 else ""
+    return (f"{len(workers)} Dask worker{plural}, {'/'.join(map(str, threads))} thread(s), "
+            f"{memory} GiB")
 
 
 _SUITES: dict[SuiteSettings, Suite] = {}

@@ -693,7 +693,7 @@ def test_the_wait_for_workers_ends_when_one_joins_and_the_workers_are_told_witho
 
         await_workers(client, local.scheduler_address, READY_S, say)
         assert len(said) == 1 and "has no workers yet" in said[0]
-        assert describe(client) == "1 Dask workers, 1 thread(s), 2.0 GiB"
+        assert describe(client) == "1 Dask worker, 1 thread(s), 2.0 GiB"
         await_workers(client, local.scheduler_address, READY_S, say)  # one is there: no word
         assert len(said) == 1
 
