@@ -92,13 +92,15 @@ from fedhh_coordinator.store import Store
 
 log = logging.getLogger(__name__)
 
-# How long a link waits for a lost aggregator to answer again before it gives the attempt up
-# as unknown (and so charged).
-RECOVERY_PATIENCE_S = 120.0
 # How long an aggregation service that does not answer is waited for before an attempt opens
 # (step 0 of the module docstring), and the longest pause between two of its polls.
 AGGREGATOR_PATIENCE_S = 600.0
 AGGREGATOR_POLL_MAX_S = 5.0
+# How long a link waits for a lost aggregator to answer again, once it ran the attempt's
+# round, before it gives the attempt up as unknown (and so charged at n_min): the same
+# patience. (It was 120 s: an aggregator restarted 150 s into an outage, whose journal would
+# have said the round never reached unmasking, found the attempt already charged.)
+RECOVERY_PATIENCE_S = AGGREGATOR_PATIENCE_S
 
 
 class NetworkLink:
@@ -397,20 +399,32 @@ class NetworkLink:
 
     async def _patient_outcome(self, plan: RoundPlan) -> AggregatorOutcome:
         """The service's word on a round, waiting (with backoff) while it is unreachable;
-        unknown if it stays silent for ``recovery_patience_s``."""
+        unknown if it stays silent for ``recovery_patience_s``. Meanwhile the progress's stage
+        reads "waiting for the aggregator at ADDRESS" (before, the stage it was last seen in,
+        for as long as the service was down)."""
         service = plan.service(self.aggregator)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.recovery_patience_s
-        delay = 0.2
-        while True:
-            try:
-                return await service.outcome(plan.round_id)
-            except AggregatorUnavailable as error:
-                if loop.time() >= give_up:
-                    return AggregatorOutcome("unknown", reason=f"the {plan.kind} stayed "
-                                             f"unreachable ({error})")
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+        delay, shown_stage = self.aggregator_poll_s, None
+        try:
+            while True:
+                try:
+                    return await service.outcome(plan.round_id)
+                except AggregatorUnavailable as error:
+                    if loop.time() >= give_up:
+                        return AggregatorOutcome("unknown", reason=f"the {plan.kind} at "
+                                                 f"{self._control_address()} stayed "
+                                                 f"unreachable for "
+                                                 f"{self.recovery_patience_s:g} s ({error})")
+                    if shown_stage is None:
+                        shown_stage = self.progress.stage
+                        self.progress.stage = (f"waiting for the aggregator at "
+                                               f"{self._control_address()}")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, AGGREGATOR_POLL_MAX_S)
+        finally:
+            if shown_stage is not None:
+                self.progress.stage = shown_stage
 
     def _deadlines(self) -> StageDeadlines:
         advertise, share, masked, consistency, unmask = self.config.stage_windows()

@@ -50,8 +50,9 @@ class Runner:
         self._wake = asyncio.Event()
         self._cancelled: set[str] = set()
         self.retry_delay_s = 1.0
-        # How long an unreachable aggregation service is waited for before an attempt, and
-        # the first pause between polls (``NetworkLink._await_aggregator``).
+        # How long an unreachable aggregation service is waited for, before an attempt or
+        # once it ran the attempt's round, and the first pause between polls
+        # (``NetworkLink._await_aggregator``, ``NetworkLink._patient_outcome``).
         self.aggregator_patience_s = AGGREGATOR_PATIENCE_S
         self.aggregator_poll_s = 0.2
         self.progress: dict[str, Progress] = {}  # of the running runs
@@ -152,7 +153,7 @@ class Runner:
         link = NetworkLink(parts.config, parts.ledger.round_epsilon, self.store, self.aggregator,
                            self.lobby, self.key, self.aggregator_address, admission, progress,
                            cancelled=lambda: run_id in self._cancelled)
-        link.aggregator_patience_s = self.aggregator_patience_s
+        link.aggregator_patience_s = link.recovery_patience_s = self.aggregator_patience_s
         link.aggregator_poll_s = self.aggregator_poll_s
         started = {"at": time.monotonic()}
 

@@ -106,6 +106,7 @@ class FakeCombiner:
     # openings, find the service unreachable; ``on_down()`` runs at each.
     down_for: int = 0
     open_fails: int = 0
+    silent_outcomes: int = 0  # outcome() calls (from any caller) that find it unreachable
     on_down: Callable[[], None] = lambda: None
     workers_asked: int = 0
 
@@ -201,6 +202,10 @@ class FakeCombiner:
         return total, sum(s.config.num_devices for s in released)
 
     async def outcome(self, round_id: bytes) -> AggregatorOutcome:
+        if self.silent_outcomes > 0:
+            self.silent_outcomes -= 1
+            self.on_down()
+            raise AggregatorUnavailable("UNAVAILABLE")
         if self.holds_sum:
             return AggregatorOutcome("released", True, True)
         if self.calls <= self.plan.silent_calls and self.plan.claimed is None:
@@ -600,3 +605,23 @@ def test_devices_are_charged_only_once_their_round_opened(tmp_path: Path) -> Non
         store.rounds("run")[0].reason
     assert spends(store, "run") == [(0, 2, DEVICES)]
     assert len(store.device_spends(0.0)) == DEVICES
+
+
+def test_a_service_lost_mid_round_shows_as_waited_for_and_is_resumed(tmp_path: Path) -> None:
+    """The service drops the result stream and then stays silent for a while (a restart):
+    the progress's stage reads "waiting for the aggregator at ADDRESS" meanwhile (before, the
+    stage it was last seen in); it then still runs the round, which releases, charged once."""
+    stages: list[str] = []
+
+    def setup(combiner: FakeCombiner, coordinator: Coordinator, store: Store) -> None:
+        def on_down() -> None:
+            progress = coordinator.runner.progress_of("run")
+            stages.append(progress.stage if progress else "")
+        combiner.plan.silent_calls, combiner.silent_outcomes = 1, 6
+        combiner.on_down = on_down
+
+    store, _, raised = outage(tmp_path, setup)
+    assert raised is None, raised
+    assert attempts(store, "run") == [(1, "released", DEVICES)]
+    assert spends(store, "run") == [(0, 1, DEVICES)]
+    assert "waiting for the aggregator at control.example:7100" in stages
