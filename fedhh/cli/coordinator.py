@@ -108,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
         # whatever the cause, and only once a run was started)
         ca = tls_ca(args.tls_dir) if args.tls_dir else None
         # A mistake only: an aggregator that starts after the coordinator is no fault
-        # (its attempts abort until it answers), and the service checks its own inputs next.
+        # (a run's attempt waits until it answers: docs/networked.md, "A round", step 0),
+        # and the service checks its own inputs next.
         options.check_service(args.aggregator, ca, "--aggregator", "the aggregator", "",
                               args.log_level, "coordinator", ca_option="--tls-dir",
                               warn=False)
