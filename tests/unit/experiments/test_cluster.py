@@ -50,6 +50,11 @@ from fedhh.experiments.cluster import (
     local_workers,
 )
 
+# The scheduler's HTTP routes (health, metrics) listen even without a dashboard, on
+# 8787 unless told otherwise: a port of the OS's choice instead.
+NO_HTTP = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+
+
 pytestmark = pytest.mark.slow
 
 STUDY = ["experiments", "segmentation", "--seeds", "2"]  # 4 simulated runs
@@ -508,7 +513,7 @@ def test_an_address_is_checked_from_inside_a_running_event_loop() -> None:
         check_scheduler(address, READY_S)
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
-                      host="127.0.0.1", dashboard_address=None) as local:
+                      host="127.0.0.1", dashboard_address=None, scheduler_kwargs=NO_HTTP) as local:
         asyncio.run(caller(local.scheduler_address))
         worker = next(iter(local.workers.values())).address
         with pytest.raises(ConfigError, match=r"is not a Dask scheduler but a Dask Worker$"):
@@ -663,7 +668,7 @@ def test_a_scheduler_without_workers_is_waited_on_for_a_bounded_time(
 
     monkeypatch.setattr(cluster_module, "WORKERS_WAIT_S", 0.5)
     with LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1",
-                      dashboard_address=None) as empty:
+                      dashboard_address=None, scheduler_kwargs=NO_HTTP) as empty:
         address = empty.scheduler_address
         code, out = run_cli(study(tiny_path, tmp_path / "out", tmp_path / "store", "--quiet",
                                   "--scheduler", address), capsys)
@@ -681,7 +686,8 @@ def test_the_wait_for_workers_ends_when_one_joins_and_the_workers_are_told_witho
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1",
-                      dashboard_address=None, threads_per_worker=1, memory_limit="2GiB"
+                      dashboard_address=None,
+                      scheduler_kwargs=NO_HTTP, threads_per_worker=1, memory_limit="2GiB"
                       ) as local, \
             Client(local) as client:
         assert describe(client) == "no Dask workers"
@@ -703,7 +709,8 @@ def test_a_warning_during_the_progress_bar_starts_a_line_of_its_own(
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
-                      host="127.0.0.1", dashboard_address=None, memory_limit="2GiB") as small:
+                      host="127.0.0.1", dashboard_address=None,
+                      scheduler_kwargs=NO_HTTP, memory_limit="2GiB") as small:
         process = _fedhh(study(tiny_path, tmp_path / "out", tmp_path / "store",
                                "--scheduler", small.scheduler_address))
         _, err = _finish(process)

@@ -34,6 +34,10 @@ from fedhh.experiments.cluster import (
     local_workers,
 )
 
+# The scheduler's HTTP routes (health, metrics) listen even without a dashboard, on
+# 8787 unless told otherwise: a port of the OS's choice instead.
+NO_HTTP = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+
 
 def test_a_local_cluster_worker_gets_at_least_what_its_process_needs() -> None:
     for gib in (0.01, 0.2, MIN_WORKER_MEMORY_GIB / 2):
@@ -64,7 +68,8 @@ def _cluster() -> Iterator[Any]:
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
-                      host="127.0.0.1", dashboard_address=None) as cluster, \
+                      host="127.0.0.1", dashboard_address=None,
+                      scheduler_kwargs=NO_HTTP) as cluster, \
             Client(cluster) as client:
         yield client
 
@@ -159,7 +164,7 @@ def test_a_scheduler_lost_while_waiting_for_a_worker_is_said_to_be_lost() -> Non
     from distributed import Client, LocalCluster
 
     cluster = LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1",
-                           scheduler_port=0, dashboard_address=None)
+                           scheduler_port=0, dashboard_address=None, scheduler_kwargs=NO_HTTP)
     try:
         address = cluster.scheduler_address
         said: list[str] = []

@@ -27,6 +27,11 @@ from fedhh.experiments import ProgressEvent, ResultStore, Suite, SuiteSettings, 
 from fedhh.experiments import cluster as cluster_module
 from fedhh.experiments.cluster import code_fingerprint, execute
 
+# The scheduler's HTTP routes (health, metrics) listen even without a dashboard, on
+# 8787 unless told otherwise: a port of the OS's choice instead.
+NO_HTTP = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+
+
 pytestmark = pytest.mark.slow
 
 PATIENCE_S = 120.0  # every wait is for an event; this bounds it on a busy machine
@@ -77,7 +82,8 @@ def _clients() -> Iterator[tuple[Any, Any]]:
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
-                      host="127.0.0.1", scheduler_port=0, dashboard_address=None) as cluster, \
+                      host="127.0.0.1", scheduler_port=0, dashboard_address=None,
+                      scheduler_kwargs=NO_HTTP) as cluster, \
             Client(cluster) as mine, Client(cluster.scheduler_address) as other:
         yield mine, other
 
@@ -166,3 +172,30 @@ def test_a_run_cancelled_every_time_is_named_in_one_line(
         "client stops the same runs (a run's task is shared by every client that submits its "
         "key); the runs that finished are stored")
     assert suite.computed == 1
+
+
+def test_runs_cancelled_for_a_lost_scheduler_end_the_suite_though_the_client_reconnected(
+        tiny_path: Path, tiny: FederatedDataset, tmp_path: Path, gated: None) -> None:
+    """A scheduler restarted at its address (a process manager) within the client's reconnect
+    window: the client is running again when the suite reads its runs, cancelled for the lost
+    connection. Before, only the client's state told a lost scheduler, and such a run was a
+    failure that ended in a FutureCancelledError traceback."""
+    suite, plan = _suite(tiny_path, tiny, tmp_path / "store")
+    with _clients() as (mine, other):
+        from distributed import Future
+
+        def lose(event: ProgressEvent) -> None:
+            if event.kind == "done":
+                rest: list[Any] = [Future(f"fedhh-run-{run.key}", other) for run in plan
+                        if run.key != event.run.key]
+                # (Dask's reason for what it cancels when the connection drops)
+                other.cancel(rest, force=True, reason=cluster_module.LOST_REASON)
+                _await_cancels(other, other.id, 1)
+                GATE.set()
+
+        with pytest.raises(cluster_module.SchedulerLost) as lost:
+            execute(suite, plan, mine, lose)
+        address = mine.scheduler.address
+    assert str(lost.value) == (
+        f"lost the Dask scheduler {address}: 1 of the 2 runs sent finished and are stored; run "
+        "the same command again to compute the other 1")

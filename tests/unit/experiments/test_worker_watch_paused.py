@@ -19,6 +19,11 @@ from fedhh.experiments import ResultStore, Suite, SuiteSettings, get_study
 from fedhh.experiments import cluster as cluster_module
 from fedhh.experiments.cluster import GIB, WorkerWatch, execute, paused_workers
 
+# The scheduler's HTTP routes (health, metrics) listen even without a dashboard, on
+# 8787 unless told otherwise: a port of the OS's choice instead.
+NO_HTTP = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+
+
 ADDRESS = "tcp://10.0.0.5:8786"
 PAUSED = ["tcp://10.0.0.7:4001 (0.85 GiB of its 1.00 GiB limit)"]
 
@@ -89,7 +94,8 @@ def test_a_paused_dask_worker_is_read_as_paused() -> None:
 
     with _by_hand(), LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                                   protocol="tcp", host="127.0.0.1", scheduler_port=0,
-                                  dashboard_address=None, memory_limit=GIB) as cluster, \
+                                  dashboard_address=None,
+                                  scheduler_kwargs=NO_HTTP, memory_limit=GIB) as cluster, \
             Client(cluster) as client:
         worker = next(iter(cluster.workers.values()))
         assert paused_workers(client.scheduler_info(n_workers=-1)) == []
@@ -120,7 +126,8 @@ def test_a_suite_on_paused_workers_says_so_and_goes_on_when_they_resume(
     said: list[str] = []
     with _by_hand(), LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                                   protocol="tcp", host="127.0.0.1", scheduler_port=0,
-                                  dashboard_address=None, memory_limit=GIB) as cluster, \
+                                  dashboard_address=None,
+                                  scheduler_kwargs=NO_HTTP, memory_limit=GIB) as cluster, \
             Client(cluster) as client:
         worker = next(iter(cluster.workers.values()))
 
