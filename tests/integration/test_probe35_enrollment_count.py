@@ -13,6 +13,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from cli_kit import one_line_error, run_cli
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.rpc.admin_client import AdminClient
@@ -20,7 +21,6 @@ from fedhh.rpc.device_users import enroll_request
 from fedhh.rpc.tls import ca_credentials
 from fedhh.rpc.topology import LocalTopology
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
-from tests.integration.cli_kit import one_line_error, run_cli
 
 pytestmark = pytest.mark.slow
 
