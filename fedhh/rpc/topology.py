@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,8 @@ class Service:
     ready_file: Path | None
     process: subprocess.Popen[bytes] | None = None
     ready: dict[str, Any] = field(default_factory=dict)
+    # Its ports, bound (not listening) while it is stopped: a restart listens on them again.
+    held: list[socket.socket] = field(default_factory=list)
 
     @property
     def pid(self) -> int:
@@ -255,13 +258,18 @@ class LocalTopology:
         service = Service(name, full, log, ready_file)
         if ready_file.exists():
             ready_file.unlink()
+        earlier = self.services.get(name)
+        held = earlier.held if earlier is not None else []
         with open(log, "ab") as out:
             service.process = subprocess.Popen(
                 [sys.executable, "-m", "fedhh.cli.main", *full], stdout=out,
                 stderr=subprocess.STDOUT, env=self.env, cwd=self.workdir)
         self.services[name] = service
-        if wait:
-            service.ready = self._wait_ready(service)
+        try:
+            if wait:
+                service.ready = self._wait_ready(service)
+        finally:
+            _release(held)
         return service
 
     def _wait_ready(self, service: Service) -> dict[str, Any]:
@@ -289,6 +297,8 @@ class LocalTopology:
         except subprocess.TimeoutExpired:
             service.process.kill()
             return service.process.wait()
+        finally:
+            service.held = _hold_ports(service.ready)
 
     def kill(self, name: str) -> None:
         """SIGKILL, as a crash would."""
@@ -305,6 +315,8 @@ class LocalTopology:
         for name in reversed(list(self.services)):
             if name.startswith("worker-"):
                 self.stop(name)
+        for service in self.services.values():
+            _release(service.held)
 
     def __enter__(self) -> LocalTopology:
         return self
@@ -347,3 +359,32 @@ def _tail(path: Path, lines: int = 20) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+def _hold_ports(ready: dict[str, Any]) -> list[socket.socket]:
+    """The ports a stopped service listened on that a restart asks for again (``_port``),
+    bound on 127.0.0.1 without listening: until the restart listens (gRPC and
+    ``fedhh.rpc.http_listener`` bind with SO_REUSEADDR, as this does, which Linux allows beside
+    a socket that does not listen), the OS hands them to no other process, neither as another
+    service's port nor as a client's local port, and a connection to them is refused, as to
+    the stopped service. Before, a restart on a busy machine could find its port taken."""
+    held = []
+    for which in ("port", "session_port"):
+        port = int(ready.get(which) or 0)
+        if not port:
+            continue
+        sock = socket.socket()
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port))
+        except OSError:  # (taken already: the restart will say so)
+            sock.close()
+            continue
+        held.append(sock)
+    return held
+
+
+def _release(held: list[socket.socket]) -> None:
+    for sock in held:
+        sock.close()
+    held.clear()
