@@ -55,6 +55,11 @@ class AggregatorUnavailable(FedhhError):
     """The aggregation service did not answer (down, restarting, unreachable)."""
 
 
+class AggregatorRefused(FedhhError):
+    """The aggregation service answered and refused the coordinator (its control token, its
+    permissions): no wait makes it answer otherwise."""
+
+
 class RoundService(Protocol[ReleaseT]):
     """Settling a round at the service that runs it."""
 

@@ -22,6 +22,7 @@ from fedhh.rpc.tls import TlsFiles
 from fedhh.secagg.config import SignedConfig
 from fedhh_coordinator.aggregation import (
     AggregatorOutcome,
+    AggregatorRefused,
     AggregatorUnavailable,
     DeviceAddresses,
 )
@@ -132,6 +133,10 @@ class _CombinerControl(_ServiceControl):
         return (await self.client.outcome(round_id)).outcome
 
 
+# Answers that no wait changes: a run does not wait for the service to answer otherwise.
+REFUSALS = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+
+
 class GrpcAggregator:
     """``AggregatorApi`` at one address over one channel."""
 
@@ -151,6 +156,10 @@ class GrpcAggregator:
         except grpc.aio.AioRpcError as error:
             if error.code() == grpc.StatusCode.UNIMPLEMENTED:
                 return None
+            if error.code() in REFUSALS:
+                raise AggregatorRefused(f"the aggregation service refused the coordinator "
+                                        f"({error.code().name}: {error.details()}); check "
+                                        f"--control-token-file") from None
             raise AggregatorUnavailable(f"aggregation service unreachable "
                                         f"({error.code().name})") from None
         return [(w.index, DeviceAddresses(w.public_address, w.web_url, w.session_address))

@@ -3,11 +3,13 @@
 One attempt, as the coordinator runs it (docs/networked.md, "A round"):
 
 0. the aggregation service is asked which kind it is (a combiner's workers); one that does not
-   answer (stopped, restarting, a network blip) is waited for, polled with a backoff, before
-   any device is drawn: the attempt stays open and is not spent, its progress says "waiting
-   for the aggregator at ADDRESS". An outage longer than ``AGGREGATOR_PATIENCE_S`` gives the
-   attempt up, and every later attempt of the same outage at once, with the address and the
-   outage's length in the reason (the run fails with it once its attempts are spent);
+   answer (stopped, restarting, a network blip), or a combiner none of whose workers serves,
+   is waited for, polled with a backoff, before any device is drawn (one that refuses the
+   coordinator, its control token, is not): the attempt stays open and is not spent, its
+   progress says "waiting for the aggregator at ADDRESS". An outage longer than
+   ``AGGREGATOR_PATIENCE_S`` gives the attempt up, and every later attempt of the same outage
+   at once, with the address and the outage's length in the reason (the run fails with it
+   once its attempts are spent);
 1. check-in: a cohort of up to ``target_devices`` is drawn from the devices that check in
    (``Lobby``); with fewer than ``min_devices`` the attempt is aborted before anything is sent;
 2. a secure-aggregation round config is signed for the cohort (ids 1..n, lying-server (k, t)
@@ -74,6 +76,7 @@ from fedhh_coordinator import metrics
 from fedhh_coordinator.aggregation import (
     AggregatorApi,
     AggregatorOutcome,
+    AggregatorRefused,
     AggregatorUnavailable,
     DeviceAddresses,
     RoundService,
@@ -139,8 +142,6 @@ class NetworkLink:
                 shard_sizes(s.target_devices, s.shard_size)) > 1:
             raise RoundAborted("sharded rounds (shard_size) need a combiner at --aggregator: "
                                "a single aggregator would hand the coordinator shard sums")
-        if workers is not None and not workers:
-            raise RoundAborted("the combiner has no serving worker")
         self.progress.enter(attempt.round, attempt.attempt, "check-in")
         try:
             cohort = await self.lobby.collect(
@@ -207,15 +208,21 @@ class NetworkLink:
 
     async def _await_aggregator(self, attempt: AttemptId
                                 ) -> list[tuple[int, DeviceAddresses]] | None:
-        """The service's workers (``AggregatorApi.workers``) once it answers (step 0 of the
-        module docstring). Before, a service that did not answer aborted the attempt at once,
-        and a run's attempts were all spent within seconds of a restart of the service."""
+        """The service's workers (``AggregatorApi.workers``) once it answers, and, a
+        combiner, once one of its workers serves (step 0 of the module docstring). Before, a
+        service that did not answer, or a combiner whose workers were all restarting, aborted
+        the attempt at once, and a run's attempts were all spent within seconds. A service
+        that refuses the coordinator (its control token) is not waited for."""
         loop = asyncio.get_running_loop()
         delay, waiting = self.aggregator_poll_s, False
         where = self._control_address()
         while True:
             try:
                 workers = await self.aggregator.workers()
+                if workers is not None and not workers:
+                    raise AggregatorUnavailable("the combiner has no serving worker")
+            except AggregatorRefused as error:
+                raise RoundAborted(f"the aggregation service at {where}: {error}") from None
             except AggregatorUnavailable as error:
                 now = loop.time()
                 if self._down_since is None:

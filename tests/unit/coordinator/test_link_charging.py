@@ -36,6 +36,7 @@ from fedhh.secagg.shards import ShardRelease
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator.aggregation import (
     AggregatorOutcome,
+    AggregatorRefused,
     AggregatorUnavailable,
     DeviceAddresses,
 )
@@ -107,14 +108,22 @@ class FakeCombiner:
     down_for: int = 0
     open_fails: int = 0
     silent_outcomes: int = 0  # outcome() calls (from any caller) that find it unreachable
+    no_workers_for: int = 0  # workers() calls, after those of down_for, that list none
+    refuses: bool = False  # workers() refuses the coordinator (its control token)
     on_down: Callable[[], None] = lambda: None
     workers_asked: int = 0
 
     async def workers(self) -> list[tuple[int, DeviceAddresses]] | None:
         self.workers_asked += 1
+        if self.refuses:
+            raise AggregatorRefused("the aggregation service refused the coordinator "
+                                    "(UNAUTHENTICATED: bad token)")
         if self.workers_asked <= self.down_for:
             self.on_down()
             raise AggregatorUnavailable("aggregation service unreachable (UNAVAILABLE)")
+        if self.workers_asked <= self.down_for + self.no_workers_for:
+            self.on_down()
+            return []
         return WORKERS if self.sharded else None
 
     def _open_fails(self) -> bool:
@@ -625,3 +634,35 @@ def test_a_service_lost_mid_round_shows_as_waited_for_and_is_resumed(tmp_path: P
     assert attempts(store, "run") == [(1, "released", DEVICES)]
     assert spends(store, "run") == [(0, 1, DEVICES)]
     assert "waiting for the aggregator at control.example:7100" in stages
+
+
+def test_a_combiner_whose_workers_all_restart_is_waited_for(tmp_path: Path) -> None:
+    """The combiner answers but lists no serving worker for four polls (its workers
+    restarting): the attempt waits as for a silent service, and releases. Before, each poll
+    aborted an attempt ("the combiner has no serving worker") and the run failed."""
+    phases: list[str] = []
+
+    def setup(combiner: FakeCombiner, coordinator: Coordinator, store: Store) -> None:
+        def on_down() -> None:
+            progress = coordinator.runner.progress_of("run")
+            phases.append(progress.phase if progress else "")
+        combiner.no_workers_for, combiner.on_down = 4, on_down
+
+    store, _, raised = outage(tmp_path, setup)
+    assert raised is None, raised
+    assert attempts(store, "run") == [(1, "released", DEVICES)]
+    assert phases[1:] == ["waiting for the aggregator at control.example:7100"] * 3
+
+
+def test_a_service_that_refuses_the_coordinator_is_not_waited_for(tmp_path: Path) -> None:
+    """A refusal (the control token) is no outage: each attempt aborts at once, as before,
+    the reason naming the address, and the run fails without waiting out the patience."""
+    def setup(combiner: FakeCombiner, coordinator: Coordinator, store: Store) -> None:
+        combiner.refuses = True
+
+    store, _, raised = outage(tmp_path, setup, patience_s=3600.0)
+    assert isinstance(raised, FedhhError)
+    assert "the aggregation service at control.example:7100: the aggregation service " \
+        "refused the coordinator (UNAUTHENTICATED" in str(raised)
+    assert [state for _, state, _ in attempts(store, "run")] == ["aborted"] * 3
+    assert spends(store, "run") == [] and store.device_spends(0.0) == {}
