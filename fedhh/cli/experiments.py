@@ -260,6 +260,19 @@ def _compute(args: argparse.Namespace, cluster: ClusterOptions, suite: Suite,
     return records, workers
 
 
+def code_of(records: dict[str, RunRecord]) -> dict[str, Any]:
+    """The fedhh code of this invocation and of the runs the report uses: how many each digest
+    computed ("unrecorded": stored before runs named their code). A stored run is reused
+    whatever code stored it, so a report over an older store may hold runs of other code."""
+    from collections import Counter
+
+    from fedhh.experiments.code import code_identity
+
+    counts = Counter(str(r.data.get("code", {}).get("digest") or "unrecorded")
+                     for r in records.values())
+    return {**code_identity(), "runs": dict(sorted(counts.items()))}
+
+
 def run(args: argparse.Namespace) -> int:
     from fedhh.data.registry import cache_root
     from fedhh.experiments.populations import absolute
@@ -321,6 +334,7 @@ def run(args: argparse.Namespace) -> int:
         "seeds": seeds,
         "studies": [s.name for s in studies],
         "dataset": suite.identity,
+        "code": code_of(records),
         "timings": {
             "invocation_s": invocation,
             "runs": len(plan),

@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import hashlib
 import logging
 import signal
 import socket
@@ -48,11 +46,11 @@ import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import fedhh
 from fedhh.errors import ConfigError, DatasetError, FedhhError
+from fedhh.experiments.code import code_fingerprint
 from fedhh.experiments.runner import PlannedRun, ProgressCallback, ProgressEvent, Suite
 from fedhh.experiments.spec import SuiteSettings
 from fedhh.experiments.store import RunRecord
@@ -363,20 +361,6 @@ def dask_setup(worker: object) -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-
-@functools.lru_cache(maxsize=1)
-def code_fingerprint() -> str:
-    """SHA-256 over this process's fedhh package: every source and data file (codebooks
-    included), by path relative to the package, in path order."""
-    root = Path(fedhh.__file__).resolve().parent
-    digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".py", ".json")
-                       and "__pycache__" not in p.parts):
-        data = path.read_bytes()
-        digest.update(b"%s\0%d\0" % (path.relative_to(root).as_posix().encode(), len(data)))
-        digest.update(data)
-    return digest.hexdigest()
 
 
 def _worker_code() -> tuple[str, str]:

@@ -228,6 +228,23 @@ def _informative(res: StudyResults, metric: str) -> bool:
     return len(means) > 1
 
 
+def _code_text(code: Any) -> str:
+    """The fedhh code of the report and of its runs, in words ('' when the meta has none)."""
+    if not isinstance(code, dict) or not code.get("digest"):
+        return ""
+    mine = str(code["digest"])
+    runs = {str(k): int(v) for k, v in (code.get("runs") or {}).items()}
+    text = f" Code: fedhh {code.get('fedhh', '?')}, digest `{mine[:12]}`"
+    others = {d: n for d, n in runs.items() if d != mine}
+    if not others:
+        return text + " (every run)."
+    told = ", ".join(f"{n} unrecorded (stored before runs named their code)"
+                     if d == "unrecorded" else f"{n} by digest `{d[:12]}`"
+                     for d, n in others.items())
+    return (text + f" ({runs.get(mine, 0)} runs); runs reused from the store were computed "
+            f"by other code: {told}. Recompute them with another --store.")
+
+
 def _header(meta: dict[str, Any], claims: list[ClaimResult], utility: bool = False) -> str:
     ds = meta.get("dataset", {})
     settings = meta.get("settings", {})
@@ -251,7 +268,8 @@ def _header(meta: dict[str, Any], claims: list[ClaimResult], utility: bool = Fal
         f"invocation, {timing.get('reused', 0)} reused from the result store). Wall time of "
         f"this invocation: {timing.get('invocation_s', 0) / 60:.1f} min; compute time of all "
         f"runs (sum of their wall times): {timing.get('runs_s', 0) / 60:.1f} min. How the "
-        "studies are set up, and how to rerun them: `docs/experiments.md` in the repository.",
+        "studies are set up, and how to rerun them: `docs/experiments.md` in the repository."
+        + _code_text(meta.get("code")),
         "",
         "## Claims",
         "",

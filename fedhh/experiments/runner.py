@@ -25,6 +25,7 @@ from fedhh.config import RunConfig
 from fedhh.data.dataset import FederatedDataset
 from fedhh.data.truth import GroundTruth
 from fedhh.errors import ConfigError
+from fedhh.experiments.code import code_identity
 from fedhh.experiments.spec import (
     SuiteSettings,
     command_line,
@@ -264,7 +265,14 @@ class Suite:
         return record
 
     def compute(self, run: PlannedRun, progress: ProgressCallback | None = None) -> RunRecord:
-        """Compute one planned run (the store is neither read nor written)."""
+        """Compute one planned run (the store is neither read nor written); the record names
+        the fedhh code that computed it (``code``: a stored run is reused by later code, whose
+        report tells them apart)."""
+        record = self._computed(run, progress)
+        record.data["code"] = code_identity()
+        return record
+
+    def _computed(self, run: PlannedRun, progress: ProgressCallback | None) -> RunRecord:
         if run.static == WARM_START_ALONE:
             return self._warm_start_alone(run)
         if run.static == DECODE_TIMING:
