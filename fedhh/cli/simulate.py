@@ -12,7 +12,9 @@ for what the first run of --two-runs found), ``deny_list`` (as given),
 ``deny_list_cut`` (its items longer than the codes, each with the dataset's items it also
 denies: ``also_denies``, each's ``item`` and ``users_holding``; ``needs_bits``, its whole
 code's, null past 4,096), ``metrics``,
-``rounds`` (per-round diagnostics), ``privacy``, ``config``, ``dataset`` and ``timings``;
+``rounds`` (per-round diagnostics; ``trimmed``: the prefixes it kept that the next round's
+segment left out), ``trimmed_prefixes`` (their total) and ``trimmed_note`` (what the summary
+says of them, or null), ``privacy``, ``config``, ``dataset`` and ``timings``;
 ``--plot PATH`` draws the paper's marginal discovered-frequency plot.
 
 The heavy hitters are listed by the round that found them, then by estimate: estimates of
@@ -40,6 +42,7 @@ from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError
 from fedhh.server.causes import cut_cause
+from fedhh.server.segment import trim_note
 from fedhh.simulation.runner import SimulationResult, check_discoverable, simulate
 
 DEFAULT_DATASET = "synthetic-reddit"
@@ -74,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     # (also the utility studies' populations by name, docs/utility.md)
     dataset = resolve(args.dataset, progress=progress)
     check_discoverable(dataset, f"--dataset {args.dataset}")
+    warn_deadline(config, "fedhh simulate")
     truth = None if config.single_item else ground_truth(dataset, progress=progress)
     result = simulate(dataset, config, truth, show_progress=progress)
     payload = result_payload(result, config, dataset.summary(progress))
@@ -90,6 +94,18 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet and args.json != options.STDOUT:  # (standard output holds the JSON)
         print_summary(payload, args.top, config.completion_blocker())
     return 0
+
+
+def warn_deadline(config: RunConfig, command: str, mode: Mode = Mode.SIMULATION) -> None:
+    """Say on stderr (--quiet or not), before any round, when --rounds and --max-bits force a
+    segment so long that a round after the first can query only a few of the prefixes the
+    round before kept (``TreeConfig.deadline_warning``); before, the rest were dropped with no
+    word (3 rounds over 48 bits at --dim-limit 65536: one prefix a round)."""
+    if config.algorithm != "optprefixtree":
+        return
+    warning = config.tree(mode).deadline_warning(config.max_bits)
+    if warning:
+        print(f"{command}: warning: {warning}", file=sys.stderr, flush=True)
 
 
 def warn_over_target(privacy: dict[str, Any]) -> None:
@@ -182,6 +198,10 @@ def result_payload(result: SimulationResult, config: RunConfig,
                 entry["cause"] = cut_cause(hitter.round, hitter.bits, hitter.max_bits, end)
     payload["config"] = config.to_dict()
     payload["dataset"] = dataset_summary
+    # (kept prefixes a round's segment left out: before, only each round's "trimmed" said so)
+    payload["trimmed_prefixes"] = sum(int(r.get("trimmed", 0)) for r in payload["rounds"])
+    payload["trimmed_note"] = trim_note(payload["rounds"],
+                                        config.resolved_dim_limit(Mode.SIMULATION))
     return payload
 
 
@@ -215,9 +235,10 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
     two_runs = any(r["extra"].get("run", 1) > 1 for r in payload["rounds"])
     passes = any(r["extra"].get("pass", 1) > 1 for r in payload["rounds"])
     cuts = any(r.get("cut") for r in payload["rounds"])
+    trims = any(r.get("trimmed") for r in payload["rounds"])
     header = (*(("run",) if two_runs else ()), *(("pass",) if passes else ()), "round", "s",
               "prefixes", "domain", "n", "tau", "kept", "found", *(("cut",) if cuts else ()),
-              "next s", "E[FP]", "FP")
+              *(("not queried",) if trims else ()), "next s", "E[FP]", "FP")
     rows = [header]
     for r in payload["rounds"]:
         rows.append((
@@ -226,11 +247,14 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
             r["prefixes"],
             r["domain_size"], r["participants"], _fmt(r["tau"]), r["kept"], r["finished"],
             *((r.get("cut", 0),) if cuts else ()),
+            *((r.get("trimmed", 0),) if trims else ()),
             r["next_segment_bits"] if r["next_segment_bits"] is not None else "-",
             _fmt(r["expected_false_positives"]),
             r["actual_false_positives"] if r["actual_false_positives"] is not None else "-",
         ))
     _table(rows)
+    if payload.get("trimmed_note"):
+        print(f"\n{payload['trimmed_note']}.")
     hitters = payload["heavy_hitters"]
     earlier = payload.get("earlier_runs", [])
     if earlier:

@@ -334,6 +334,9 @@ def _run(args: argparse.Namespace) -> int:
             dropped = dropped_completions(config, stored, N_MIN_FLAGS)
             if dropped:
                 narrator.tell(dropped, indent=False)
+            from fedhh.cli.simulate import warn_deadline
+
+            warn_deadline(stored, "fedhh up", Mode.NETWORK)  # (before, the list was cut silently)
             completion = (f", the last {stored.completion()} completing items longer than "
                           f"{stored.max_bits} bits at eps_local + ln {stored.completion_weight}"
                           " (halved after the third, again after the seventh)"

@@ -76,6 +76,7 @@ from fedhh.server.segment import (
     PossibleCounts,
     check_feasible,
     completion_segment,
+    deadline_warning,
     floor_log2,
     plan_segment,
 )
@@ -173,6 +174,14 @@ class TreeConfig:
                 f"{-(-main // per_round)} main rounds (--rounds), or lower max_bits to at most "
                 f"{covered}; the completion rounds after the main ones finish the longer items")
         check_feasible(self.main_rounds, main, self.dim_limit, self.segment_bits)
+
+    def deadline_warning(self, max_bits: int) -> str | None:
+        """``fedhh.server.segment.deadline_warning`` for these rounds over codes of
+        ``max_bits`` bits: None with completion rounds (no deadline), fixed segments (chosen)
+        or the possible-element domain (whose rounds fit more than the full grid's bound)."""
+        if self.completion_rounds or self.segment_bits is not None or self.domain != "full":
+            return None
+        return deadline_warning(self.main_rounds, self.main_width(max_bits), self.dim_limit)
 
     @property
     def kept_fp_ratio(self) -> float:

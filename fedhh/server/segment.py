@@ -282,3 +282,75 @@ def check_feasible(
             f"cannot cover {max_bits}-bit items: that takes at least "
             f"{-(-max_bits // per_round)} rounds, or fewer bits"
         )
+
+
+# The fewest prefixes a round after the first should be able to carry before planning warns
+# (``deadline_warning``): a round whose forced segment fits fewer drops the rest of the list.
+TRIM_WARNING_PREFIXES = 64
+
+
+def forced_segment(rounds: int, max_bits: int, dim_limit: int) -> int:
+    """The least that the longest segment of rounds 2..T can be when T rounds cover
+    ``max_bits`` bits (0: the first round covers them all). The first round adds at most
+    floor(log2 P) bits (its one prefix), so the other T - 1 rounds add at least the rest, and
+    one of them at least ceil(rest / (T - 1)): that round carries at most P >> that many
+    prefixes of the full grid, whatever the plan (the paper's Section "Dimension Limitation":
+    the last round's list "has to be smaller than desired" to finish in time)."""
+    rest = max_bits - min(floor_log2(dim_limit), max_bits)
+    if rest <= 0 or rounds < 2:
+        return 0
+    return -(-rest // (rounds - 1))
+
+
+def rounds_to_fit(max_bits: int, dim_limit: int, prefixes: int) -> int | None:
+    """The fewest rounds T whose forced segment (``forced_segment``) still fits ``prefixes``
+    prefixes, or None when even one bit per prefix does not fit (P < 2 * prefixes)."""
+    room = floor_log2(dim_limit // prefixes) if prefixes <= dim_limit else 0
+    if room < 1:
+        return None
+    rest = max_bits - min(floor_log2(dim_limit), max_bits)
+    return 1 + -(-rest // room) if rest > 0 else 1
+
+
+def deadline_warning(rounds: int, max_bits: int, dim_limit: int,
+                     least: int = TRIM_WARNING_PREFIXES) -> str | None:
+    """A warning when covering ``max_bits`` bits in ``rounds`` rounds (no completion rounds,
+    adaptive segments over the full grid) forces a round after the first to a segment so long
+    that the dimension limit fits fewer than ``least`` prefixes in it; the round then queries
+    only the top-estimated prefixes of the list, and the heavy items under the others cannot
+    be found. None when every such round can carry ``least`` prefixes."""
+    s = forced_segment(rounds, max_bits, dim_limit)
+    fits = dim_limit >> s
+    if s == 0 or fits >= least:
+        return None
+    enough = rounds_to_fit(max_bits, dim_limit, least)
+    more = f"--rounds {enough}" if enough is not None else "more --rounds"
+    return (f"{rounds} rounds for --max-bits {max_bits} force a round after the first to a "
+            f"segment of at least {s} bits, and --dim-limit {dim_limit:,} (prefixes x 2^s) "
+            f"fits only {fits:,} prefix{'' if fits == 1 else 'es'} in it: that round queries "
+            f"only the top-estimated prefixes the round before kept, and heavy items under the "
+            f"others are not found. {more} (each round then fits at least {least}), a larger "
+            f"--dim-limit, a smaller --max-bits, or --completion-rounds (no deadline) fit more")
+
+
+def trim_note(rounds: list[dict], dim_limit: int) -> str | None:
+    """What the run's output says of prefixes kept but never queried: per round (``rounds``:
+    ``RoundReport.to_dict()``s, in order), how many of the prefixes it carried on the next
+    round's segment left out, at what segment, and what to change. None when none were."""
+    trims = [r for r in rounds if r.get("trimmed")]
+    if not trims:
+        return None
+    total = sum(int(r["trimmed"]) for r in trims)
+    parts = []
+    for r in trims:
+        carried_on = int(r["continuing"]) + int(r["trimmed"])
+        s = r["next_segment_bits"]
+        parts.append(f"round {r['round']} kept {carried_on:,} prefixes to extend and the next "
+                     f"round queried {int(r['continuing']):,} ({s}-bit segments: "
+                     f"{int(r['continuing']):,} x 2^{s} within the dimension limit {dim_limit:,})")
+    return (f"{total:,} kept prefix{'' if total == 1 else 'es'} could not be queried: "
+            + "; ".join(parts) + ". Only the top-estimated prefixes go on, and heavy items "
+            "under the others are not found. A round's domain, prefixes x 2^s, is bounded by "
+            "--dim-limit, and without completion rounds the segments must cover --max-bits "
+            "in --rounds, which forces long ones; more --rounds, a larger --dim-limit, a smaller "
+            "--max-bits, or --completion-rounds (no deadline) fit more")
