@@ -159,3 +159,49 @@ def test_a_hitters_standard_deviation_is_its_rounds_mechanisms() -> None:
     rounds = [SimpleNamespace(round=i, state="released", participants=1000) for i in (1, 2)]
     [hit] = heavy_hitters(parts, rounds)  # type: ignore[arg-type]
     assert hit.std == estimate_std(completion, 100.0, 1000) > estimate_std(main, 100.0, 1000)
+
+
+WAITING = "waiting for the aggregator at control.example:7100"
+
+
+def test_a_wait_for_the_aggregator_is_its_own_step_check_in_not_begun() -> None:
+    """An attempt that found the aggregation service silent waits before check-in (step 0 of
+    docs/networked.md, "A round"). Before, the timeline showed check-in running all through the
+    wait, beside an activity line that said it waited for the aggregator."""
+    progress = Progress()
+    progress.enter(1, 1, WAITING)
+    view = attempt_view(row("open", {}, finished=None), 80, progress, pool=37, now=T0 + 5)
+    assert [(s.key, s.status) for s in view.steps[:3]] == [
+        ("aggregator", "active"), ("check-in", "pending"), ("ADVERTISE_KEYS", "pending")]
+    assert view.steps[0].label == "waiting for the aggregator"
+    assert view.steps[1].devices is None and view.steps[1].seconds is None
+    # The service answers: the wait is done, check-in runs.
+    progress.enter(1, 1, "check-in")
+    view = attempt_view(row("open", {}, finished=None), 80, progress, pool=37, now=T0 + 5)
+    assert [(s.key, s.status) for s in view.steps[:3]] == [
+        ("aggregator", "done"), ("check-in", "active"), ("ADVERTISE_KEYS", "pending")]
+    assert view.steps[0].label == "waited for the aggregator"
+    assert view.steps[1].devices == 37
+
+
+def test_a_finished_attempt_keeps_its_wait_and_one_given_up_in_it_fails_there() -> None:
+    steps = [[WAITING, T0 + 1], ["check-in", T0 + 31], ["secure aggregation", T0 + 35],
+             ["releasing", T0 + 45]]
+    released = attempt_view(row("released", {"members": list(range(100)), "steps": steps,
+                                             "stage_devices": COUNTS}, participants=81),
+                            80, None, 0, T0 + 100)
+    by_key = {s.key: s for s in released.steps}
+    assert set(statuses(released).values()) == {"done"}
+    assert by_key["aggregator"].seconds == 30 and by_key["check-in"].seconds == 4
+    assert by_key["check-in"].devices == 100
+    given_up = attempt_view(row("aborted", {"steps": [[WAITING, T0 + 1]]},
+                                reason="the aggregation service at control.example:7100 has "
+                                       "not answered for 600 s", finished=T0 + 601),
+                            80, None, 0, T0 + 700)
+    assert statuses(given_up) == {"aggregator": "failed", "check-in": "skipped",
+                                  "ADVERTISE_KEYS": "skipped", "SHARE_KEYS": "skipped",
+                                  "MASKED_INPUT": "skipped", "CONSISTENCY_CHECK": "skipped",
+                                  "UNMASK": "skipped", "end": "failed"}
+    assert given_up.steps[0].seconds == 600
+    # (dropout pooled over attempts is unchanged by the step)
+    assert {d.stage: d.of for d in dropout_by_stage([released, given_up])}["SHARE_KEYS"] == 100

@@ -1,6 +1,8 @@
 """A round attempt as the operator follows it: check-in, the five secure-aggregation stages,
 then the release or the abort, each step with its status, its devices, its dropout and its
-duration; and the dropout of each stage over recent attempts.
+duration (after a wait for the aggregation service, a step of its own, when the service did
+not answer as the attempt began: docs/networked.md, "A round", step 0); and the dropout of
+each stage over recent attempts.
 
 The sources: the attempt's row (state, reason, contributors, the summary the link keeps at
 its end: the cohort's members, the steps seen and the devices each stage accepted, and the
@@ -29,6 +31,10 @@ STAGE_LABELS = {"ADVERTISE_KEYS": "advertise keys", "SHARE_KEYS": "share keys",
                 "UNMASK": "unmask"}
 CHECK_IN, END = "check-in", "end"
 STEPS = (CHECK_IN, *STAGES, END)
+# The step before check-in of an attempt that found the aggregation service silent; its phase
+# reads "waiting for the aggregator at ADDRESS" (``NetworkLink._await_aggregator``).
+WAIT = "aggregator"
+WAIT_PHASE = "waiting for the aggregator"
 # Phases of ``Progress`` and the step each begins.
 _PHASE_STEP = {"check-in": CHECK_IN, "secure aggregation": STAGES[0], "releasing": END}
 FINISHED = ("released", "aborted", "lost")
@@ -81,18 +87,21 @@ def attempt_view(row: RoundRow, n_min: int, live: Progress | None, pool: int,
                                   else s.get("stage_devices", {}))
     starts: dict[str, float] = {}
     for name, at in seen:
-        key = _PHASE_STEP.get(name, name)
-        if key in STEPS:
+        key = WAIT if name.startswith(WAIT_PHASE) else _PHASE_STEP.get(name, name)
+        if key in STEPS or key == WAIT:
             starts.setdefault(key, float(at))
-    starts.setdefault(CHECK_IN, row.started_at)
-    reached = max(STEPS.index(key) for key in starts)
+    # A wait for the aggregator is its own step, check-in not begun while it lasts (before,
+    # check-in showed as running through the wait).
+    keys = (WAIT, *STEPS) if WAIT in starts else STEPS
+    starts.setdefault(keys[0], row.started_at)
+    reached = max(keys.index(key) for key in starts)
     for stage in counts:
         if stage in STAGES:  # a closed stage: the next step was open
-            reached = max(reached, STEPS.index(stage) + 1)
+            reached = max(reached, keys.index(stage) + 1)
     released = row.state == "released"
     finished = row.state in FINISHED
     if released:
-        reached = len(STEPS) - 1
+        reached = len(keys) - 1
     members = stored_members(s)
     cohort = len(members) if members is not None else None
     if cohort is None and live is not None:
@@ -101,7 +110,7 @@ def attempt_view(row: RoundRow, n_min: int, live: Progress | None, pool: int,
 
     steps = []
     previous = cohort
-    for i, key in enumerate(STEPS):
+    for i, key in enumerate(keys):
         if released:
             status = "done"
         elif finished:
@@ -111,6 +120,8 @@ def attempt_view(row: RoundRow, n_min: int, live: Progress | None, pool: int,
             status = "done" if i < reached else "active" if i == reached else "pending"
         if key == CHECK_IN:
             devices = cohort
+        elif key == WAIT:
+            devices = None
         elif key == END:
             devices = row.participants if row.state in ("released", "lost") else None
         else:
@@ -122,10 +133,11 @@ def attempt_view(row: RoundRow, n_min: int, live: Progress | None, pool: int,
             previous = devices
         seconds = None
         if key in starts:
-            later = [starts[k] for k in STEPS[i + 1:] if k in starts]
+            later = [starts[k] for k in keys[i + 1:] if k in starts]
             stop = min(later) if later else end
             seconds = max(0.0, stop - starts[key])
-        label = (STAGE_LABELS.get(key, key) if key != END
+        label = (("waited for the aggregator" if status == "done" else WAIT_PHASE)
+                 if key == WAIT else STAGE_LABELS.get(key, key) if key != END
                  else "released" if released else row.state if finished else "release")
         steps.append(Step(key, label, status, devices, dropout, seconds))
 
