@@ -11,9 +11,11 @@ sent, and ends in one of these states:
   (the link calls the driver's charge hook in between), then the tree advanced, in one commit.
 - ``aborted``: nothing was unmasked (too few devices, an abort before unmasking, a lost
   aggregator that provably had not started unmasking). It costs nothing; the round is retried.
-- ``lost``: unmasking began but the sum never reached us (an abort after unmasking began, the
-  aggregator or the coordinator stopped in between, an outcome nobody can vouch for). Whoever
-  holds the sum, it exists: the attempt is charged like a release, and the round is retried.
+- ``lost``: unmasking began, or may have begun, and no sum reached us (an abort after unmasking
+  began, the aggregator or the coordinator stopped in between, an outcome nobody can vouch for).
+  Whoever holds the sum, it may exist: the attempt is charged like a release, and the round is
+  retried. Its reason ends "(unmasking may have begun: charged)": the driver is told only that a
+  sum may exist (``RoundAborted.reached_unmask``), not whether unmasking did begin.
 
 Charge on unmask: any attempt that reached unmasking is charged, whatever happens afterwards, at
 the number of contributors the link could verify (``n_min``, the floor every honest device
@@ -326,8 +328,8 @@ class RoundDriver:
 
     def _settle_abort(self, attempt: AttemptId, aborted: RoundAborted,
                       prior: AttemptState = AttemptState.OPEN) -> None:
-        """An attempt that released nothing usable: free unless unmasking began, else charged
-        (once: an attempt already charged before a restart is not charged again)."""
+        """An attempt that released nothing usable: free unless unmasking may have begun, else
+        charged (once: an attempt already charged before a restart is not charged again)."""
         if prior is AttemptState.RELEASING:
             self.store.charge_attempt(attempt.round, attempt.attempt, AttemptState.LOST, None,
                                       self._ledger_dict(), f"{aborted.reason} (charged)")
@@ -336,7 +338,7 @@ class RoundDriver:
             ledger = self._record(attempt, contributors, force=True)
             self.store.charge_attempt(attempt.round, attempt.attempt, AttemptState.LOST,
                                       contributors, ledger,
-                                      f"{aborted.reason} (unmasking began: charged)")
+                                      f"{aborted.reason} (unmasking may have begun: charged)")
         else:
             self.store.abort_attempt(attempt.round, attempt.attempt, aborted.reason)
         log.warning("%s of run %s released nothing: %s", attempt.label, self.run_id,

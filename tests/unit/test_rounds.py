@@ -224,3 +224,26 @@ def test_an_attempt_left_open_says_what_interrupted_it() -> None:
         run(d)
         assert store.attempts()[0].reason == f"{interrupted_by}; nothing to collect"
     assert RoundDriver.interrupted_by == "the coordinator stopped"
+
+
+@pytest.mark.parametrize("lost", ["abort-after-unmask", "restart-unknown"])
+def test_a_lost_attempts_reason_says_unmasking_may_have_begun(lost: str) -> None:
+    """The driver is told only that a sum may exist (``reached_unmask``), also when nobody can
+    say whether unmasking began (an aggregator silent past its patience, a restart that finds
+    the outcome unknown). Before, the reason ended "(unmasking began: charged)" in every such
+    case; the charge itself is unchanged (n_min)."""
+    store = MemoryRunStore()
+    recovered = Recovered(Recovery.NOTHING, "")
+    if lost == "restart-unknown":
+        store.open_attempt(1)  # left open by a process that stopped
+        recovered = Recovered(Recovery.LOST, "nobody can say whether unmasking began (-)")
+        script = ["release"]
+    else:
+        script = [lost, "release"]
+    d = driver(FakeLink(script, store, recovered), store)
+    run(d)
+    first = store.attempts()[0]
+    assert first.state is AttemptState.LOST
+    assert first.reason.endswith(" (unmasking may have begun: charged)"), first.reason
+    assert "unmasking began: charged" not in first.reason
+    assert spends(d)[0] == (0, N_MIN)
