@@ -117,6 +117,25 @@ def unfinished_results(results: Any) -> str:
                                 if results.state in ("pending", "running") else ""))
 
 
+def run_trim_note(run: Any) -> str | None:
+    """``fedhh.server.segment.trim_note`` for a run's released rounds (a ``Run`` reply): the
+    prefixes a round kept that the next round's segment left out (each round's ``trimmed``),
+    the next round's list and segment read from its own summary. None when none were."""
+    from fedhh.rpc.run_config import from_proto
+    from fedhh.server.segment import trim_note
+
+    released = {r.round: r for r in run.rounds if r.state == "released"}
+    nexts = {r.round: r for r in run.rounds}  # (the next round's list, whatever its outcome)
+    rows = [{"round": r.round, "trimmed": r.trimmed,
+             "continuing": nexts[r.round + 1].prefixes,
+             "next_segment_bits": nexts[r.round + 1].segment_bits}
+            for r in sorted(released.values(), key=lambda r: r.round)
+            if r.trimmed and r.round + 1 in nexts]
+    if not rows:
+        return None
+    return trim_note(rows, from_proto(run.config).resolved_dim_limit(Mode.NETWORK))
+
+
 def dropped_completions(asked: RunConfig, stored: RunConfig, devices_flags: str) -> str:
     """A note when the coordinator stored fewer completion rounds than were asked for (it
     drops the last ones when n_min devices cannot budget them: each round's own local
@@ -171,6 +190,9 @@ def run(args: argparse.Namespace) -> int:
             note = dropped_completions(config, from_proto(reply.config), "--min-devices")
             if note:
                 print(note, file=sys.stderr)
+            from fedhh.cli.simulate import warn_deadline
+
+            warn_deadline(from_proto(reply.config), "fedhh admin start", Mode.NETWORK)
         elif args.action == "mint-tokens":
             users = range(args.count) if args.users is None else args.users
             tokens = client.mint_tokens(len(users), (args.ttl_hours or 0) * 3600, args.label)
@@ -233,6 +255,11 @@ def run(args: argparse.Namespace) -> int:
     # it met a KeyError exactly when a round found nothing.
     print(json.dumps(MessageToDict(reply, always_print_fields_with_no_presence=True),
                      indent=2))
+    if args.action in ("wait", "status"):
+        # (a round's "trimmed" in the JSON above, said in words: before, nothing did)
+        trimmed = run_trim_note(reply)
+        if trimmed:
+            print(f"note: {trimmed}", file=sys.stderr)
     if args.action == "wait" and reply.state != "done":
         # (before: 0 whatever the run's end, so `wait r1 && results r1` and the k8s start-run
         # Job went on as if a failed run had found its heavy hitters)

@@ -34,7 +34,7 @@ from dataclasses import replace
 from typing import Any
 
 from fedhh.cli import options
-from fedhh.cli.admin import dropped_completions
+from fedhh.cli.admin import dropped_completions, run_trim_note
 from fedhh.cli.narrator import Narrator
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
 from fedhh.codec.shown import columns, ljust, printable
@@ -524,6 +524,9 @@ def _print_results(run: Any, results: Any) -> None:
               f"{r.finished:5d}  " + (f"{r.cut:3d}  " if cuts else "")
               + (f"{r.threshold:9,.0f}  " if r.state == "released" and math.isfinite(
                   r.threshold) else "        -  ") + r.reason)
+    trimmed = run_trim_note(run)  # (before, kept prefixes left out went unsaid)
+    if trimmed:
+        print(f"\n{trimmed}.")
     print()
     if run.state != "done":
         # (a run that failed or was cancelled: what its released rounds found so far; before,

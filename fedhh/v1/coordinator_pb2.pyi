@@ -259,7 +259,7 @@ class CancelRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class RoundSummary(_message.Message):
-    __slots__ = ("round", "attempt", "state", "reason", "participants", "prefixes", "segment_bits", "domain_size", "kept", "finished", "threshold", "expected_false_positives", "seconds", "cut")
+    __slots__ = ("round", "attempt", "state", "reason", "participants", "prefixes", "segment_bits", "domain_size", "kept", "finished", "threshold", "expected_false_positives", "seconds", "cut", "trimmed")
     ROUND_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -274,6 +274,7 @@ class RoundSummary(_message.Message):
     EXPECTED_FALSE_POSITIVES_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     CUT_FIELD_NUMBER: _ClassVar[int]
+    TRIMMED_FIELD_NUMBER: _ClassVar[int]
     round: int
     attempt: int
     state: str
@@ -288,7 +289,8 @@ class RoundSummary(_message.Message):
     expected_false_positives: float
     seconds: float
     cut: int
-    def __init__(self, round: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., participants: _Optional[int] = ..., prefixes: _Optional[int] = ..., segment_bits: _Optional[int] = ..., domain_size: _Optional[int] = ..., kept: _Optional[int] = ..., finished: _Optional[int] = ..., threshold: _Optional[float] = ..., expected_false_positives: _Optional[float] = ..., seconds: _Optional[float] = ..., cut: _Optional[int] = ...) -> None: ...
+    trimmed: int
+    def __init__(self, round: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., participants: _Optional[int] = ..., prefixes: _Optional[int] = ..., segment_bits: _Optional[int] = ..., domain_size: _Optional[int] = ..., kept: _Optional[int] = ..., finished: _Optional[int] = ..., threshold: _Optional[float] = ..., expected_false_positives: _Optional[float] = ..., seconds: _Optional[float] = ..., cut: _Optional[int] = ..., trimmed: _Optional[int] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("round", "attempt", "phase", "devices", "stage", "seconds")

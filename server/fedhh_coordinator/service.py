@@ -276,5 +276,5 @@ def _round_summary(r: RoundRow) -> pb.RoundSummary:
         finished=int(s.get("finished", 0)), threshold=float(s.get("threshold", 0.0)),
         expected_false_positives=float(s.get("expected_false_positives", 0.0)),
         seconds=(r.finished_at - r.started_at) if r.finished_at is not None else 0.0,
-        cut=int(s.get("cut", 0)),
+        cut=int(s.get("cut", 0)), trimmed=int(s.get("trimmed", 0)),
     )
