@@ -313,9 +313,14 @@ def dask_cluster(tmp_path: Path, *, victim: bool) -> Iterator[Cluster]:
     where.mkdir()
     try:
         scheduler_file = tmp_path / "scheduler.json"
+        # No work stealing: the runs Dask first gives the victim stay the victim's. (Seen once
+        # under load: the victim, slow to load fedhh and the dataset, never started a run, its
+        # queued runs stolen by the healthy worker, which did them all; "the victim worker
+        # never started a run".)
         processes.append(_dask("scheduler", "--host", "127.0.0.1", "--port", "0",
                                "--no-dashboard", "--scheduler-file", str(scheduler_file),
-                               env=env))
+                               env={**env,
+                                    "DASK_DISTRIBUTED__SCHEDULER__WORK_STEALING": "False"}))
         address = _address(scheduler_file, processes[0])
         started = tmp_path / "victim-started"
         worker = ["worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
