@@ -21,7 +21,7 @@ import collections
 import itertools
 import logging
 from array import array
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -70,6 +70,7 @@ log = logging.getLogger(__name__)
 
 _FINGERPRINT_BYTES = 4096
 REBUILD_BATCH = 512  # secrets rebuilt together at the close (bounds its temporary arrays)
+GATHER_BATCH = 64  # recipients whose shares are gathered together at the key sharing's close
 # One list of an unmask response: its owners and their SHARE_BYTES values in that order.
 _OwnerValues = tuple[tuple[int, ...], bytes]
 
@@ -347,36 +348,39 @@ class SecAggServer:
         self._require(len(u2) >= self.config.n_min, AbortReason.TOO_FEW_DEVICES,
                       f"|U2|={len(u2)} < n_min={self.config.n_min}")
         senders = sorted(u2)
-        uploads = [self._share_responses[u] for u in senders]
+        dsts = [self._share_responses[u].dsts for u in senders]
+        commitments = [self._share_responses[u].commitment for u in senders]
         # Every share of U2 to U2 at once, ordered by recipient, then sender.
-        src = np.repeat(np.asarray(senders, dtype=np.int64),
-                        [len(up.dsts) for up in uploads])
-        dst = np.concatenate([up.dsts for up in uploads]) if uploads else src
-        blob = np.frombuffer(b"".join(up.blob for up in uploads), dtype=np.uint8)
-        ciphertexts = blob.reshape(-1, SHARE_CIPHERTEXT_BYTES)
+        src = np.repeat(np.asarray(senders, dtype=np.int64), [len(d) for d in dsts])
+        dst = np.concatenate(dsts) if dsts else src
+        joined = b"".join(self._share_responses[u].blob for u in senders)
+        # (a closed stage's requests and messages are not kept: each request's roster is
+        # ~k references, a round's whole memory at a worker holding 50,000 devices; the
+        # uploads' ciphertexts, joined above, go before the requests' copies are made)
+        self._share_requests, self._share_responses, self._share_recipients = {}, {}, {}
         member = np.zeros(self.config.num_devices + 1, dtype=bool)
         member[senders] = True
         kept = np.flatnonzero(member[dst])
         kept = kept[np.lexsort((src[kept], dst[kept]))]
-        src, dst, ciphertexts = src[kept], dst[kept], ciphertexts[kept]
-        starts = np.searchsorted(dst, senders, side="left")
-        ends = np.searchsorted(dst, senders, side="right")
+        src, dst = src[kept], dst[kept]
+        starts = np.searchsorted(dst, senders, side="left").tolist()
+        ends = np.searchsorted(dst, senders, side="right").tolist()
+        routed = _gathered(joined, kept, starts, ends)
+        del joined  # (the generator holds the last reference: freed once it is done)
         requests: dict[int, ServerMessage] = {}
         points: dict[int, np.ndarray] = {}
-        for v, start, end, up in zip(senders, starts.tolist(), ends.tolist(), uploads,
-                                     strict=True):
+        for v, start, end, ciphertexts, sent_to, commitment in zip(
+                senders, starts, ends, routed, dsts, commitments, strict=True):
             partners = tuple(src[start:end].tolist())
             self._partners[v] = partners
-            points[v] = _share_points(up.dsts, src[start:end])
-            self._commitments[v] = up.commitment
+            points[v] = _share_points(sent_to, src[start:end])
+            self._commitments[v] = commitment
             req = MaskedInputRequest(self.session_id, v, ShareBundle(
-                v, partners, ciphertexts[start:end].tobytes(), SHARE_CIPHERTEXT_BYTES))
+                v, partners, ciphertexts, SHARE_CIPHERTEXT_BYTES))
             self._masked_requests[v] = req
             requests[v] = req
+        del routed
         self._holders = _ShareHolders(self._partners, points, self.config.num_devices)
-        # (a closed stage's requests and messages are not kept: each request's roster is
-        # ~k references, a round's whole memory at a worker holding 50,000 devices)
-        self._share_requests, self._share_responses, self._share_recipients = {}, {}, {}
         self._acc = self._masks.zeros()
         return requests
 
@@ -739,6 +743,24 @@ class _SharesOf:
             return False
         return (self.commitment == other.commitment and self.blob == other.blob
                 and np.array_equal(self.dsts, other.dsts))
+
+
+def _gathered(joined: bytes, rows: np.ndarray, starts: list[int], ends: list[int]
+              ) -> Iterator[bytes]:
+    """Each recipient's ciphertexts as one bytes object, in turn: rows ``rows[starts[i]:
+    ends[i]]`` of ``joined`` (the stage's uploads one after another, ``SHARE_CIPHERTEXT_BYTES``
+    a row), gathered :data:`GATHER_BATCH` recipients at a time. Gathering every row in
+    recipient order at once copied the stage's ciphertexts a third time (beside the uploads
+    and their join), a worker's largest allocation of the round: with 5,000 devices a worker,
+    its heap peaked at ~50 KB a device at the key sharing's close, of which ~16 KB stay
+    (docs/benchmarks.md, "What a worker holds per device")."""
+    ciphertexts = np.frombuffer(joined, dtype=np.uint8).reshape(-1, SHARE_CIPHERTEXT_BYTES)
+    for first in range(0, len(starts), GATHER_BATCH):
+        last = min(first + GATHER_BATCH, len(starts))
+        base = starts[first]
+        batch = ciphertexts[rows[base:ends[last - 1]]]
+        for start, end in zip(starts[first:last], ends[first:last], strict=True):
+            yield batch[start - base:end - base].tobytes()
 
 
 def _same_ids(ids: list[int], expected: array[int]) -> bool:

@@ -429,3 +429,30 @@ def test_each_holders_signatures_are_its_signing_partners_but_itself(n: int, k: 
                                               if i in signers]
     assert len(rings) == 1
     assert_correct(driver.run())
+
+
+def test_the_share_keys_close_copies_the_ciphertexts_twice_at_most() -> None:
+    """Closing the key sharing copies the stage's ciphertexts into one buffer and into the
+    masked-input requests, and gathers them in recipient order a batch at a time: it also
+    gathered them all at once, a third copy, a worker's largest allocation of the round (~50
+    KB a device at its peak with k ~ 90: docs/benchmarks.md, "What a worker holds per
+    device"; here the peak was 4.2 times the ciphertexts, now 2.8). The round still releases
+    the exact sum."""
+    cohort = make_cohort(300, 16, 40, 24, n_min=200, seed=3)
+    driver = drive_to(cohort, Stage.SHARE_KEYS)
+    driver.answer()
+    shares = sum(len(r.dsts) for r in driver.server._share_responses.values())
+    copied = shares * SHARE_CIPHERTEXT_BYTES
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        driver.close()
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert driver.server.stage == Stage.MASKED_INPUT
+    # (two copies, a batch, and per share the ids' integer arrays, 8 bytes each, and the
+    # partners' ids as Python ints, ~40 bytes; all deterministic sizes)
+    assert peak < 3.3 * copied, (peak, copied)
+    driver.run()
+    assert_correct(driver.outcome)
