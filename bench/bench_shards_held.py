@@ -21,6 +21,13 @@ Usage:
     .venv/bin/python bench/bench_shards_held.py            # 2,500 a shard; 1, 10, 10 in turn
     .venv/bin/python bench/bench_shards_held.py --shards 1,5,10,20 --repeats 5
     .venv/bin/python bench/bench_shards_held.py --out /tmp/shards-held.md
+    .venv/bin/python bench/bench_shards_held.py --memory --devices 2000,5000   # bytes held
+
+``--memory`` replays one shard under ``tracemalloc`` instead: for each stage, the bytes the
+server and its requests hold per device once every answer is handled (the handling traced),
+and during its close the peak above that and what is left, with the minor page faults of
+the close (``ru_minflt``). Bytes a worker's streams, TLS and protobuf's arenas hold are not
+in it (they are not the protocol's).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -188,6 +196,78 @@ def replay(devices: int, shards: int, interleaved: bool, answers: dict[Stage, di
     return out
 
 
+def held(devices: int, answers: dict[Stage, dict[int, bytes]]) -> dict[str, float]:
+    """Bytes per device one shard's server holds (its state, and its requests, which a
+    worker's streams read from it and encode as each is written), stage by stage, and the
+    peak and minor page faults of each close (``--memory``)."""
+    cohort = cohort_of(devices)
+    sid, bits = cohort.session_id, cohort.config.modulus_bits
+    server = cohort.server()
+    out: dict[str, float] = {}
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    for stage in (Stage.ADVERTISE_KEYS, *STAGES):
+        for u, wire in answers[stage].items():
+            message: DeviceMessage
+            if stage == Stage.ADVERTISE_KEYS:
+                message = keys_from_pb(sid, pb.DeviceKeys.FromString(wire))
+            elif stage == Stage.SHARE_KEYS:
+                message = shares_from_pb(u, pb.SessionMessage.FromString(wire).shares, sid)
+            elif stage == Stage.MASKED_INPUT:
+                message = MaskedInput.from_wire(sid, u, bytes(wire), bits)
+            elif stage == Stage.CONSISTENCY_CHECK:
+                message = ConsistencyResponse(sid, u, bytes(wire))
+            else:
+                message = unmask_from_pb(u, pb.SessionMessage.FromString(wire).unmask, sid)
+            server.handle(stage, message)
+        del message
+        before = tracemalloc.get_traced_memory()[0]
+        out[f"{stage.name} held"] = (before - base) / devices
+        tracemalloc.reset_peak()
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        requests = server.close_stage()
+        out[f"{stage.name} close faults"] = (
+            resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / devices
+        current, peak = tracemalloc.get_traced_memory()
+        out[f"{stage.name} close peak"] = (peak - before) / devices
+        out[f"{stage.name} after close"] = (current - base) / devices
+        del requests  # (the server keeps its own reference to each)
+    server.close_stage()
+    tracemalloc.stop()
+    if server.result is None:
+        raise AssertionError("the replayed round did not release")
+    return out
+
+
+def memory_report(sizes: list[int], out: Path) -> None:
+    """``--memory``: one replay per size, in a fresh process each."""
+    runs: dict[int, dict[str, float]] = {}
+    for devices in sizes:
+        start = time.perf_counter()
+        answers = record(devices)
+        made = time.perf_counter() - start
+        with tempfile.NamedTemporaryFile(suffix=".pickle") as scratch:
+            pickle.dump(answers, scratch)
+            scratch.flush()
+            child = subprocess.run(
+                [sys.executable, __file__, "--devices", str(devices), "--replay", scratch.name,
+                 "memory"], check=True, capture_output=True, text=True)
+        runs[devices] = json.loads(child.stdout.strip().splitlines()[-1])
+        print(f"{devices} devices: answers made in {made:.0f} s", file=sys.stderr)
+    lines = [f"bench_shards_held --memory: one shard, D = {DIMENSION}, {DROPOUT:.0%} dropped "
+             "after sharing keys; bytes per device traced by tracemalloc (the server, its "
+             "messages and requests), minor page faults per device", "",
+             "| devices | " + " | ".join(f"{s.name}: held, close peak, after, faults"
+                                         for s in (Stage.ADVERTISE_KEYS, *STAGES)) + " |",
+             "| --- | " + " | ".join("---" for _ in range(1 + len(STAGES))) + " |"]
+    for devices, r in runs.items():
+        cells = [f"{r[s.name + ' held']:,.0f}, {r[s.name + ' close peak']:,.0f}, "
+                 f"{r[s.name + ' after close']:,.0f}, {r[s.name + ' close faults']:.1f}"
+                 for s in (Stage.ADVERTISE_KEYS, *STAGES)]
+        lines.append(f"| {devices:,} | " + " | ".join(cells) + " |")
+    publish(lines, out)
+
+
 def _variant(spec: str) -> tuple[int, bool]:
     """``"10"``: 10 shards, arrivals shuffled across them; ``"10:in-turn"``: shard after shard."""
     count, _, order = spec.partition(":")
@@ -198,20 +278,31 @@ def _variant(spec: str) -> tuple[int, bool]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--devices", type=int, default=2500, help="devices per shard (2500)")
+    parser.add_argument("--devices", default="2500",
+                        help="devices per shard (2500; with --memory a list: 2000,5000)")
     parser.add_argument("--shards", default="1,10,10:in-turn",
                         help="shard counts to compare, N:in-turn for N shards fed one after "
                              "the other (1,10,10:in-turn)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each count (3)")
     parser.add_argument("--out", type=Path, default=OUT, help="report (docs/benchmarks/...)")
+    parser.add_argument("--memory", action="store_true",
+                        help="bytes held per device and each close's peak, by tracemalloc")
     parser.add_argument("--replay", nargs=2, metavar=("ANSWERS", "SHARDS"),
                         help=argparse.SUPPRESS)  # (one child run)
     args = parser.parse_args()
+    sizes = [int(n) for n in args.devices.split(",")]
     if args.replay:
         with open(args.replay[0], "rb") as f:
             answers = pickle.load(f)  # (this benchmark's own scratch file)
-        print(json.dumps(replay(args.devices, *_variant(args.replay[1]), answers)))
+        if args.replay[1] == "memory":
+            print(json.dumps(held(sizes[0], answers)))
+        else:
+            print(json.dumps(replay(sizes[0], *_variant(args.replay[1]), answers)))
         return
+    if args.memory:
+        memory_report(sizes, args.out if args.out != OUT else OUT.with_name("worker-memory.md"))
+        return
+    args.devices = sizes[0]
     variants = args.shards.split(",")
     for spec in variants:
         _variant(spec)
