@@ -26,9 +26,10 @@ def test_the_warning_names_the_settings_and_what_to_change() -> None:
     assert warning.startswith("3 rounds for --max-bits 48 force a round after the first to a "
                               "segment of at least 16 bits, and --dim-limit 65,536 "
                               "(prefixes x 2^s) fits only 1 prefix in it")
-    assert "--rounds 5 (each round then fits at least 64)" in warning
+    assert "--rounds 4 (each round then fits at least 16)" in warning
     assert "a larger --dim-limit, a smaller --max-bits, or --completion-rounds" in warning
     assert deadline_warning(4, 60, 10_000_000) is None  # 1,220 prefixes fit at 13 bits
+    assert deadline_warning(4, 60, 1_000_000) is None  # the paper's P = 10^6: 61 fit at 14
     assert deadline_warning(5, 48, 1 << 16) is None
 
 
