@@ -19,13 +19,13 @@ from fedhh.device import (
     Eligibility,
     RandomizedResponse,
     RandomSource,
+    RoundQuery,
     Selection,
     SelectionRule,
     select_block,
 )
 from fedhh.errors import ConfigError
 from fedhh.secagg import RoundConfig
-from fedhh.server import RoundQuery
 from fedhh.v1 import coordinator_pb2 as pb
 
 

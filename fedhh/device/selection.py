@@ -88,6 +88,38 @@ class RoundFilter:
 
 
 @dataclass(frozen=True)
+class RoundQuery:
+    """What every device receives for a round (the prefix tree, ``fedhh.server``, writes
+    it; a device reads it: it lives on the device side, so that the device process loads
+    none of the server's code)."""
+
+    round: int                 # 1-based
+    prefix_bits: int
+    prefixes: np.ndarray       # ascending prefix_bits-bit values (fedhh.codec.codes arrays)
+    segment_bits: int
+    deny: np.ndarray           # ascending item codes (max_bits-bit values)
+    max_bits: int
+    prefix_weights: np.ndarray | None = None  # the selection hint, one per prefix (simulation)
+
+    @property
+    def domain_size(self) -> int:
+        return int(self.prefixes.size) << self.segment_bits
+
+    def round_filter(self) -> RoundFilter:
+        return RoundFilter(self.prefixes, self.prefix_bits, self.deny, self.max_bits,
+                           self.prefix_weights)
+
+    def domain_index(self, codes: np.ndarray, prefix_index: np.ndarray | None = None
+                     ) -> np.ndarray:
+        """Domain element of each code (prefix index * 2^s + segment), or -1 off the list."""
+        codes = cw.check_array(codes, self.max_bits)
+        if prefix_index is None:
+            prefix_index = self.round_filter().prefix_index(codes)
+        segment = cw.field(codes, self.max_bits, self.prefix_bits, self.segment_bits)
+        return np.where(prefix_index >= 0, (prefix_index << self.segment_bits) + segment, -1)
+
+
+@dataclass(frozen=True)
 class Eligibility:
     """Per item (indexed by item id): may it be selected this round?
 

@@ -55,7 +55,7 @@ import numpy as np
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.codec.automaton import DEAD, ENDED
-from fedhh.device.selection import RoundFilter
+from fedhh.device.selection import RoundQuery
 from fedhh.errors import ConfigError
 from fedhh.server.consistency import Adjustment, ConsistentTail, adjust
 from fedhh.server.estimate import NullTail, rr_null_std, rr_variance
@@ -197,36 +197,6 @@ class TreeConfig:
 
     def _kept(self, gamma: float) -> float:
         return gamma / (1 + gamma) if self.fp_ratio_of == "discoveries" else gamma
-
-
-@dataclass(frozen=True)
-class RoundQuery:
-    """What every device receives for a round."""
-
-    round: int                 # 1-based
-    prefix_bits: int
-    prefixes: np.ndarray       # ascending prefix_bits-bit values (fedhh.codec.codes arrays)
-    segment_bits: int
-    deny: np.ndarray           # ascending item codes (max_bits-bit values)
-    max_bits: int
-    prefix_weights: np.ndarray | None = None  # the selection hint, one per prefix (simulation)
-
-    @property
-    def domain_size(self) -> int:
-        return int(self.prefixes.size) << self.segment_bits
-
-    def round_filter(self) -> RoundFilter:
-        return RoundFilter(self.prefixes, self.prefix_bits, self.deny, self.max_bits,
-                           self.prefix_weights)
-
-    def domain_index(self, codes: np.ndarray, prefix_index: np.ndarray | None = None
-                     ) -> np.ndarray:
-        """Domain element of each code (prefix index * 2^s + segment), or -1 off the list."""
-        codes = cw.check_array(codes, self.max_bits)
-        if prefix_index is None:
-            prefix_index = self.round_filter().prefix_index(codes)
-        segment = cw.field(codes, self.max_bits, self.prefix_bits, self.segment_bits)
-        return np.where(prefix_index >= 0, (prefix_index << self.segment_bits) + segment, -1)
 
 
 @dataclass(frozen=True)

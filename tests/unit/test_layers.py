@@ -10,14 +10,22 @@ including imports inside functions:
   library layer below or above the wire layer (the simulator, the studies) reaches for it;
 - no service imports the simulator, the studies or their plots (offline code, seeded
   randomness);
+- the device process (``fedhh_device``) reaches, through every import of every module it
+  imports, none of the server side: the prefix tree and its estimates (``fedhh.server``), the
+  round driver, the accountants, PI-RAPPOR's mechanism, the run configuration, the other
+  services;
 - the CLI imports the network stack and the services only inside its commands' functions;
 - no two modules import each other, directly or through others (no import cycle);
-- no public class name is defined twice across the packages (a name says which one it is)."""
+- no public class name is defined twice across the packages (a name says which one it is);
+- the folders read are every package the distribution installs (pyproject.toml's
+  ``packages.find``): a new service's package is checked as soon as it is added."""
 
 from __future__ import annotations
 
 import ast
+import fnmatch
 import shutil
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 
@@ -298,12 +306,12 @@ SERVER_FORBIDDEN = ("fedhh.simulation", "fedhh.rounds", "fedhh.rpc", "fedhh.seca
 
 def device_side_breaches(root: Path = ROOT) -> list[str]:
     return [i for i in _library_imports("device", root)
-            if not i.split(" imports ")[1].startswith(DEVICE_ALLOWED)]
+            if not _within(i.split(" imports ")[1], DEVICE_ALLOWED)]
 
 
 def server_side_breaches(root: Path = ROOT) -> list[str]:
     return [i for i in _library_imports("server", root)
-            if i.split(" imports ")[1].startswith(SERVER_FORBIDDEN)]
+            if _within(i.split(" imports ")[1], SERVER_FORBIDDEN)]
 
 
 def test_the_device_side_needs_only_the_codec() -> None:
@@ -376,3 +384,77 @@ def test_the_cli_imports_the_network_only_inside_its_commands(tmp_path: Path) ->
     (cli / "two.py").write_text("from fedhh.rpc import serving\nimport fedhh_device.main\n")
     assert cli_network_imports(tmp_path) == ["fedhh/cli/two.py:1 imports fedhh.rpc",
                                              "fedhh/cli/two.py:2 imports fedhh_device.main"]
+
+
+def test_the_folders_read_are_every_installed_package() -> None:
+    # setuptools' packages.find, read as it reads it: the top-level packages under each of its
+    # folders that its include patterns name.
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"][
+        "find"]
+    installed = {(folder, child.name) for folder in find["where"]
+                 for child in (ROOT / folder).iterdir()
+                 if (child / "__init__.py").exists()
+                 and any(fnmatch.fnmatch(child.name, pattern) for pattern in find["include"])}
+    read = {("." if folder == "fedhh" else folder, package) for folder, package in FOLDERS.items()}
+    assert installed == read
+    assert set(SERVICES) == {package for package in FOLDERS.values() if package != "fedhh"}
+
+
+def test_the_device_side_rules_match_whole_packages_only() -> None:
+    # (before, a prefix of the name: ``fedhh.codecs`` passed as ``fedhh.codec``)
+    assert _within("fedhh.codec.codes", DEVICE_ALLOWED)
+    assert not _within("fedhh.codecs", DEVICE_ALLOWED)
+    assert not _within("fedhh.errorsx", DEVICE_ALLOWED)
+    assert _within("fedhh.rpc.serving", SERVER_FORBIDDEN)
+    assert not _within("fedhh.rpcx", SERVER_FORBIDDEN)
+
+
+# What the device process may not load: the server side of the library and of the services.
+DEVICE_PROCESS_FORBIDDEN = ("fedhh.server", "fedhh.rounds", "fedhh.privacy", "fedhh.pirappor",
+                            "fedhh.config", "fedhh.metrics", *OFFLINE, "fedhh_coordinator",
+                            "fedhh_aggregator")
+
+
+def device_process_reaches(root: Path) -> list[str]:
+    """Each forbidden module the device process's modules reach through the import graph (at
+    module level or inside functions, through any module in between), as the chain that
+    reaches it: ``forbidden <- ... <- fedhh_device.x``."""
+    graph = import_graph(root)
+    reached: dict[str, str] = {}  # module -> the module that imported it first
+    work = sorted(m for m in graph if _within(m, ("fedhh_device",)))
+    seen = set(work)
+    while work:
+        module = work.pop()
+        for child in sorted(graph.get(module, ())):
+            if child not in seen:
+                seen.add(child)
+                reached[child] = module
+                work.append(child)
+    found = []
+    for module in sorted(reached):
+        if _within(module, DEVICE_PROCESS_FORBIDDEN):
+            chain = [module]
+            while chain[-1] in reached:
+                chain.append(reached[chain[-1]])
+            found.append(" <- ".join(chain))
+    return found
+
+
+def test_the_device_process_reaches_no_server_code() -> None:
+    # (before, fedhh_device.report took RoundQuery from fedhh.server, so every device process
+    # loaded the prefix tree, PruneHH, the estimates and the mechanisms; RoundQuery, what a
+    # device receives, is now fedhh.device's)
+    assert device_process_reaches(ROOT) == []
+
+
+def test_a_planted_server_import_on_the_device_path_is_reported(tmp_path: Path) -> None:
+    # Two hops away, inside a function: a device-side wire module the device process imports
+    # reaching for the prefix tree (a tree of three modules, not a copy of the packages).
+    for path, code in {"device/fedhh_device/main.py": "from fedhh.rpc import participation\n",
+                       "fedhh/rpc/participation.py":
+                           "def f():\n    from fedhh.server.prefixtree import PrefixTree\n",
+                       "fedhh/server/prefixtree.py": "class PrefixTree:\n    pass\n"}.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(code)
+    assert device_process_reaches(tmp_path) == [
+        "fedhh.server.prefixtree <- fedhh.rpc.participation <- fedhh_device.main"]
