@@ -50,8 +50,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import fedhh
 from fedhh.errors import ConfigError, DatasetError, FedhhError
-from fedhh.experiments.code import code_fingerprint
-from fedhh.experiments.runner import PlannedRun, ProgressCallback, ProgressEvent, Suite
+from fedhh.experiments.code import RESULT_LIBRARIES, code_fingerprint, library_versions
+from fedhh.experiments.runner import (
+    PlannedRun,
+    ProgressCallback,
+    ProgressEvent,
+    Suite,
+    this_worker,
+)
 from fedhh.experiments.spec import SuiteSettings
 from fedhh.experiments.store import RunRecord
 
@@ -363,11 +369,22 @@ def dask_setup(worker: object) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def _worker_code() -> tuple[str, str]:
+def _worker_code() -> tuple[str, str, dict[str, str]]:
     try:
-        return fedhh.__version__, code_fingerprint()
+        return fedhh.__version__, code_fingerprint(), library_versions()
     except OSError as error:  # (check_workers reads an OSError as a worker it cannot reach)
         raise ImportError(f"cannot read its fedhh package: {_error_line(error)}") from None
+
+
+def _code_words(code: tuple[str, ...] | Sequence[Any]) -> str:
+    """A worker's ``_worker_code`` in words: its fedhh and the result libraries whose versions
+    differ from this process's (each with this one's)."""
+    mine = library_versions()
+    theirs = code[2] if len(code) > 2 and isinstance(code[2], dict) else {}
+    # (an older fedhh tells no library versions)
+    differ = [f"{name} {theirs.get(name, 'not installed')} (here {version})"
+              for name, version in mine.items() if theirs and theirs.get(name) != version]
+    return f"fedhh {code[0]}, code {code[1][:12]}" + "".join(f", {d}" for d in differ)
 
 
 def _error_line(error: BaseException) -> str:
@@ -382,8 +399,8 @@ def check_workers(client: Client) -> None:
     load it, naming them; warn of workers that cannot be reached (ConfigError when none can)
     and of workers whose memory limit is below what a run over the default dataset may need."""
     mine = code_fingerprint()
-    found: dict[str, tuple[str, str] | BaseException] = client.run(_worker_code,
-                                                                    on_error="return")
+    found: dict[str, tuple[str, str, dict[str, str]] | BaseException] = client.run(
+        _worker_code, on_error="return")
     # on_error="return" also returns the scheduler's failure to reach a worker (an OSError:
     # refused, timed out, distributed's CommClosedError), as a worker that just died gives.
     # Dask gives a dead worker's runs to the others, and each run checks its worker's code
@@ -399,14 +416,15 @@ def check_workers(client: Client) -> None:
                     len(lost), len(found), listed)
     others = {address: (f"cannot load fedhh: {_error_line(code)}"
                         if isinstance(code, BaseException)
-                        else f"fedhh {code[0]}, code {code[1][:12]}")
+                        else _code_words(code))
               for address, code in found.items()
               if address not in lost and (isinstance(code, BaseException) or code[1] != mine)}
     if others:
         listed = ", ".join(f"{address} ({what})" for address, what in sorted(others.items()))
         raise ConfigError(f"{len(others)} of {len(found) - len(lost)} Dask workers do not run "
                           f"this client's fedhh (fedhh {fedhh.__version__}, code {mine[:12]}): "
-                          f"{listed}; install the same fedhh on every worker")
+                          f"{listed}; install the same fedhh, and the same versions of "
+                          f"{', '.join(RESULT_LIBRARIES)}, on every worker")
     workers = client.scheduler_info(n_workers=-1)["workers"]
     small = sorted(address for address, w in workers.items()
                    if 0 < float(w.get("memory_limit") or 0) < RUN_MEMORY_GIB * GIB)
@@ -575,16 +593,6 @@ def describe(client: Client) -> str:
 _SUITES: dict[SuiteSettings, Suite] = {}
 
 
-def _this_worker() -> str:
-    """This Dask worker's address, for the errors a run raises on it."""
-    from distributed import get_worker
-
-    try:
-        return f"worker {get_worker().address}"
-    except ValueError:  # not in a worker (a test calls compute_run directly)
-        return "this worker"
-
-
 def compute_run(settings: SuiteSettings, run: PlannedRun, identity: dict[str, Any],
                 code: str) -> RunRecord:
     """One run, on a worker whose fedhh is the client's (``code``: the client's
@@ -592,9 +600,11 @@ def compute_run(settings: SuiteSettings, run: PlannedRun, identity: dict[str, An
     worker process) and checked against the client's identity of it. The errors name the
     worker."""
     if code != code_fingerprint():
-        raise ConfigError(f"{_this_worker()} runs other fedhh code (fedhh {fedhh.__version__}, "
-                          f"code {code_fingerprint()[:12]}) than the client (code {code[:12]}): "
-                          "install the same fedhh on every worker")
+        libraries = ", ".join(f"{k} {v}" for k, v in library_versions().items())
+        raise ConfigError(f"{this_worker()} runs other fedhh code (fedhh {fedhh.__version__}, "
+                          f"code {code_fingerprint()[:12]}, with {libraries}) than the client "
+                          f"(code {code[:12]}): install the same fedhh, and the same versions "
+                          "of those libraries, on every worker")
     name = run.dataset or settings.dataset
     try:
         suite = _SUITES.get(settings)
@@ -603,18 +613,18 @@ def compute_run(settings: SuiteSettings, run: PlannedRun, identity: dict[str, An
             suite = _SUITES[settings] = Suite(settings, None, max_populations=1)
         found = suite.data(name).identity
     except DatasetError as error:
-        raise DatasetError(f"on {_this_worker()}: {error}") from error
+        raise DatasetError(f"on {this_worker()}: {error}") from error
     except OSError as error:
         # The worker's own cache cannot be used (FEDHH_CACHE under a file, not writable, a full
         # disk): the OS's error alone named a path on the worker's machine as if it were the
         # client's.
         from fedhh.data.registry import cache_root
 
-        raise DatasetError(f"on {_this_worker()}: cannot open the dataset {name!r} (the "
+        raise DatasetError(f"on {this_worker()}: cannot open the dataset {name!r} (the "
                            f"cache there: {cache_root()}, FEDHH_CACHE): "
                            f"{_error_line(error)}") from error
     if found != identity:
-        raise DatasetError(f"dataset {name!r} on {_this_worker()} is {found}, the client "
+        raise DatasetError(f"dataset {name!r} on {this_worker()} is {found}, the client "
                            f"planned with {identity}: the name or path must give the same "
                            "dataset on every machine")
     return suite.compute(run)

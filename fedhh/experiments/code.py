@@ -1,34 +1,122 @@
-"""The fedhh code a run is computed by: ``code_fingerprint``, a digest of the package's sources
-and data (codebooks), which tells a changed simulator apart even under one version number.
-Dask workers must run the client's (fedhh.experiments.cluster), and every stored run and report
-records the code that made it (``code_identity``)."""
+"""The code a run is computed by: ``code_fingerprint``, a digest of the fedhh package's sources
+and data (codebooks) and of the versions of the libraries its results depend on
+(``RESULT_LIBRARIES``: numpy's random streams, scipy's and dp-accounting's calibrations, the
+word lists of the built-in datasets), which tells a changed simulator apart even under one
+version number. Dask workers must run the client's (fedhh.experiments.cluster), and every
+stored run and report records the code that made it (``code_identity``).
+
+The fingerprint is taken once, when this module is first imported (with the rest of fedhh's
+experiments code, before any run), and stands for the code this process runs: a file of the
+package that changes afterwards (an update or a `git checkout` in place under an editable
+install) would leave the modules already loaded old and those imported later new, a mix that
+no digest describes, so ``check_unchanged`` (before and after each run) refuses to go on. (Before,
+the digest was read on its first use, possibly long after the modules were loaded, and never
+again.)"""
 
 from __future__ import annotations
 
-import functools
 import hashlib
+from importlib import metadata
 from pathlib import Path
 
 import fedhh
+from fedhh.errors import ConfigError
+
+# The distributions whose version can change a run's numbers: numpy (every random stream: the
+# simulator's noise, sampling, selection, the synthetic datasets), scipy and dp-accounting (the
+# privacy calibrations: eps_local, sigma, the Laplace scale), wordfreq and pyspellchecker (the
+# built-in datasets' word frequencies, the warm-start list). Others (grpc, cryptography, Dask)
+# do not touch a simulated run.
+RESULT_LIBRARIES = ("numpy", "scipy", "dp-accounting", "wordfreq", "pyspellchecker")
+
+_ROOT = Path(fedhh.__file__).resolve().parent
 
 
-@functools.lru_cache(maxsize=1)
-def code_fingerprint() -> str:
-    """SHA-256 over this process's fedhh package: every source and data file (codebooks
-    included), by path relative to the package, in path order."""
-    root = Path(fedhh.__file__).resolve().parent
+def _files() -> list[Path]:
+    return sorted(p for p in _ROOT.rglob("*") if p.is_file() and p.suffix in (".py", ".json")
+                  and "__pycache__" not in p.parts)
+
+
+def _library_versions() -> dict[str, str]:
+    versions = {}
+    for name in RESULT_LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def _state(files: list[Path]) -> dict[str, tuple[int, int]]:
+    """Each file's modification time and size, by path relative to the package."""
+    state = {}
+    for path in files:
+        try:
+            info = path.stat()
+        except OSError:  # (removed since it was listed)
+            continue
+        state[path.relative_to(_ROOT).as_posix()] = (info.st_mtime_ns, info.st_size)
+    return state
+
+
+def _fingerprint(files: list[Path], libraries: dict[str, str]) -> str:
+    """SHA-256 over the package's files (by path relative to the package, in path order) and
+    the library versions."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".py", ".json")
-                       and "__pycache__" not in p.parts):
+    for path in files:
         data = path.read_bytes()
-        digest.update(b"%s\0%d\0" % (path.relative_to(root).as_posix().encode(), len(data)))
+        digest.update(b"%s\0%d\0" % (path.relative_to(_ROOT).as_posix().encode(), len(data)))
         digest.update(data)
+    for name, version in sorted(libraries.items()):
+        digest.update(f"library\0{name}\0{version}\0".encode())
     return digest.hexdigest()
 
 
-def code_identity() -> dict[str, str]:
-    """This process's fedhh: its version and ``code_fingerprint``."""
-    return {"fedhh": fedhh.__version__, "digest": code_fingerprint()}
+_LISTED = _files()
+_STATE = _state(_LISTED)
+_LIBRARIES = _library_versions()
+_FINGERPRINT = _fingerprint(_LISTED, _LIBRARIES)
 
 
-__all__ = ["code_fingerprint", "code_identity"]
+def code_fingerprint() -> str:
+    """This process's code: SHA-256 over its fedhh package (every source and data file,
+    codebooks included) and the versions of ``RESULT_LIBRARIES``, as they were when fedhh's
+    experiments code was loaded."""
+    return _FINGERPRINT
+
+
+def library_versions() -> dict[str, str]:
+    """The versions of ``RESULT_LIBRARIES`` this process loaded (part of its fingerprint)."""
+    return dict(_LIBRARIES)
+
+
+def changed_files() -> list[str]:
+    """The package's files (relative paths) added, removed or modified since the fingerprint
+    was taken."""
+    now = _state(_files())
+    return sorted(path for path in now.keys() | _STATE.keys() if now.get(path) != _STATE.get(path))
+
+
+def check_unchanged(who: str = "this process", remedy: str = "") -> None:
+    """ConfigError when fedhh's files changed on disk since ``who`` loaded them (its runs
+    would be computed by a mix of the two codes and recorded under the old one's digest);
+    ``remedy``: what to do, said last."""
+    changed = changed_files()
+    if not changed:
+        return
+    shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    raise ConfigError(
+        f"fedhh's files changed on disk since {who} loaded fedhh ({shown}, under {_ROOT}: an "
+        "update or a checkout in place): a run computed now would mix the old code, already "
+        "loaded, with the new, and be recorded as the old"
+        + (f"; {remedy}" if remedy else ""))
+
+
+def code_identity() -> dict[str, object]:
+    """This process's code: the fedhh version, ``code_fingerprint`` and the library versions
+    it covers."""
+    return {"fedhh": fedhh.__version__, "digest": _FINGERPRINT, "libraries": library_versions()}
+
+
+__all__ = ["RESULT_LIBRARIES", "changed_files", "check_unchanged", "code_fingerprint",
+           "code_identity", "library_versions"]

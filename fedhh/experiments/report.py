@@ -229,12 +229,16 @@ def _informative(res: StudyResults, metric: str) -> bool:
 
 
 def _code_text(code: Any) -> str:
-    """The fedhh code of the report and of its runs, in words ('' when the meta has none)."""
+    """The fedhh code of the report and of its runs, in words ('' when the meta has none):
+    the digest covers the versions of the libraries results depend on, which are named."""
     if not isinstance(code, dict) or not code.get("digest"):
         return ""
     mine = str(code["digest"])
     runs = {str(k): int(v) for k, v in (code.get("runs") or {}).items()}
     text = f" Code: fedhh {code.get('fedhh', '?')}, digest `{mine[:12]}`"
+    libraries = code.get("libraries")
+    if isinstance(libraries, dict) and libraries:
+        text += " (its sources and " + ", ".join(f"{k} {v}" for k, v in libraries.items()) + ")"
     others = {d: n for d, n in runs.items() if d != mine}
     if not others:
         return text + " (every run)."

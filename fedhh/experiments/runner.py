@@ -25,7 +25,7 @@ from fedhh.config import RunConfig
 from fedhh.data.dataset import FederatedDataset
 from fedhh.data.truth import GroundTruth
 from fedhh.errors import ConfigError
-from fedhh.experiments.code import code_identity
+from fedhh.experiments.code import check_unchanged, code_identity
 from fedhh.experiments.spec import (
     SuiteSettings,
     command_line,
@@ -267,10 +267,24 @@ class Suite:
     def compute(self, run: PlannedRun, progress: ProgressCallback | None = None) -> RunRecord:
         """Compute one planned run (the store is neither read nor written); the record names
         the fedhh code that computed it (``code``: a stored run is reused by later code, whose
-        report tells them apart)."""
+        report tells them apart). ConfigError, before or after the run (then it is not
+        returned), when fedhh's files changed on disk since this process loaded them: the run
+        would be of neither code (``check_unchanged``)."""
+        self.check_code()
         record = self._computed(run, progress)
+        self.check_code()
         record.data["code"] = code_identity()
         return record
+
+    def check_code(self) -> None:
+        """``check_unchanged`` for this suite's process: a worker's suite (no store) says to
+        restart the worker, the client's to run the command again (what finished is stored)."""
+        if self.store is None:
+            check_unchanged(this_worker(), "restart the worker, then run the same command "
+                            "again (the runs that finished are stored)")
+        else:
+            check_unchanged("this process", "the runs that finished are stored: run the same "
+                            "command again to go on with the new code")
 
     def _computed(self, run: PlannedRun, progress: ProgressCallback | None) -> RunRecord:
         if run.static == WARM_START_ALONE:
@@ -352,6 +366,16 @@ class Suite:
                           "truth_codes": np.zeros(0, np.uint64), **none})
 
 
+def this_worker() -> str:
+    """This Dask worker's address in words ("this worker" outside one)."""
+    try:
+        from distributed import get_worker
+
+        return f"worker {get_worker().address}"
+    except (ImportError, ValueError):  # not in a worker (a test calls compute directly)
+        return "this worker"
+
+
 def _arrays(output_codes: np.ndarray, truth: Truth) -> dict[str, np.ndarray]:
     """The output codes and the truth restricted to them and to the true top |output|."""
     output = np.unique(truth.as_codes(output_codes))
@@ -375,4 +399,4 @@ def result_records(study: Study, suite: Suite, seeds: Sequence[int],
     return out
 
 
-__all__ = ["PlannedRun", "ProgressEvent", "Suite", "result_records"]
+__all__ = ["PlannedRun", "ProgressEvent", "Suite", "result_records", "this_worker"]

@@ -192,7 +192,8 @@ def test_workers_that_cannot_load_fedhh_are_refused_by_name() -> None:
     with pytest.raises(ConfigError, match=r"^1 of 2 Dask workers do not run this client's "
                        r"fedhh .*: tcp://10\.0\.0\.2:1 \(cannot load fedhh: "
                        r"ModuleNotFoundError\(\"No module named 'fedhh'\"\)\); install the same "
-                       r"fedhh on every worker$"):
+                       r"fedhh, and the same versions of numpy, scipy, dp-accounting, "
+                       r"wordfreq, pyspellchecker, on every worker$"):
         check_workers(_Workers({"tcp://10.0.0.1:1": mine, "tcp://10.0.0.2:1": lacking},
                                8.0))  # type: ignore[arg-type]
 
