@@ -28,7 +28,8 @@ A check-in whose window ends with fewer than ``min_size`` devices in the pool is
 while members of the latest cohort that got tasks have not asked again (they may still be busy
 with that round: a device process far behind on a loaded host winds down an aborted round's
 sessions for up to the round's last deadline plus its overrun), until that bound at most
-(``deliver``'s ``busy_until``); once held, it closes when they are all back, at the bound, or
+(``deliver``'s ``busy_until``; after a restart, the stored cohort of the run's latest
+attempt: ``expect``); once held, it closes when they are all back, at the bound, or
 after ``quiet_s`` without a join once the pool holds ``min_size``. Before, it closed at its
 window and the attempt aborted for too few devices while they were still on their way, which
 spent one of the run's attempts (docker compose at a load of 23: attempts 2 to 4 after an
@@ -47,7 +48,7 @@ import hashlib
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from fedhh.errors import ConfigError
@@ -156,6 +157,18 @@ class Lobby:
                 future.set_result(tasks.get(device_id))
         for listener in self.listeners:
             listener.delivered(self.checkin, tasks)
+
+    def expect(self, members: Iterable[int], busy_until: float) -> bool:
+        """Hold a check-in short of devices for ``members`` until ``busy_until`` (Unix time),
+        as ``deliver`` does for the cohort it hands tasks to: the cohort a previous process of
+        the coordinator drew, read back from the store on a restart (before, a restarted
+        coordinator knew no cohort, and its first check-in closed at its window while that
+        cohort's members were still winding down the round it had stopped in). Nothing, and
+        False, if this lobby already waits for a cohort at least as long."""
+        if self._busy and self._busy_until >= busy_until:
+            return False
+        self._busy, self._busy_until = set(members), busy_until
+        return True
 
     def clear(self) -> None:
         """Forget the cohort (the round is over or aborted); waiting devices get no task."""

@@ -203,3 +203,21 @@ def plan_from_annotation(annotation: Mapping[str, Any], store: Store, min_device
                            tuple(SignedCohort.from_stored(s, store, int(s["worker"]))
                                  for s in annotation["shards"]), min_devices)
     return UnshardedPlan(SignedCohort.from_stored(annotation, store))
+
+
+def stored_cohort(annotation: Mapping[str, Any]) -> tuple[frozenset[int], int] | None:
+    """The device ids an attempt's stored plan names (every shard's) and when its last stage
+    ends (``deadline_unix_ms``, Unix ms), as :meth:`RoundPlan.annotation` stored them; None
+    if it names none (an attempt that ended before its cohort was signed). A restarted
+    coordinator holds its first check-in for them (``Lobby.expect``)."""
+    if "deadline_unix_ms" not in annotation:
+        return None
+    parts = annotation.get("shards") if annotation.get("sharded") else [annotation]
+    members: set[int] = set()
+    for part in parts or ():
+        named = stored_members(part)
+        if named is not None:
+            members.update(named)
+    if not members:
+        return None
+    return frozenset(members), int(annotation["deadline_unix_ms"])

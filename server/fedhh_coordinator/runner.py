@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import FedhhError
 from fedhh.rounds import AttemptId, RoundDriver, RunCancelled
+from fedhh.rpc.device_client import OVERRUN_S
 from fedhh.server import RoundReport
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator import metrics
@@ -24,6 +25,7 @@ from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission
 from fedhh_coordinator.db.interface import StoreUnavailable
 from fedhh_coordinator.link import AGGREGATOR_PATIENCE_S, NetworkLink
 from fedhh_coordinator.lobby import Lobby
+from fedhh_coordinator.plans import stored_cohort
 from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.runs import RunParts
 from fedhh_coordinator.store import ACTIVE, RunAttempts, Store
@@ -193,6 +195,24 @@ class Runner:
         if row.error == CANCEL_ASKED:  # cancelled before a restart: stop at the first chance
             self._cancelled.add(run_id)
         parts = RunParts.load(row)
+        self._expect_last_cohort(run_id)
         await self.driver(parts).run(parts.state)
         self.store.set_run_state(run_id, "done")
         log.info("run done", extra={"run_id": run_id})
+
+    def _expect_last_cohort(self, run_id: str) -> None:
+        """Tell the lobby of the cohort the run's latest attempt drew, as stored (a previous
+        process's, after a restart): its first check-in, if short of min_devices, is held for
+        them until that attempt's last deadline plus the devices' overrun (``Lobby.expect``).
+        Before, a restarted coordinator knew no cohort, so the hold did nothing there."""
+        for row in reversed(self.store.rounds(run_id)):
+            cohort = stored_cohort(row.summary)
+            if cohort is None:
+                continue
+            members, deadline_ms = cohort
+            busy_until = deadline_ms / 1000 + OVERRUN_S
+            if time.time() < busy_until and self.lobby.expect(members, busy_until):
+                log.info("the next check-in may be held for the stored cohort", extra={
+                    "run_id": run_id, "round": row.round, "attempt": row.attempt,
+                    "members": len(members), "until_s": round(busy_until - time.time(), 1)})
+            return
