@@ -32,9 +32,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
+from fedhh.data.builder import DEFAULT_SHARD_ENTRIES
 from fedhh.data.progress import Meter
-from fedhh.data.text import Separators
+from fedhh.data.text import Separators, import_users
 from fedhh.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -216,22 +216,14 @@ def import_leaf(
     ``progress``, meters count the files read and the shards written; ``require_items``: refuse
     (DatasetError, ``target`` untouched) data in which no user holds an item."""
     source = Path(path)
-    files = len(leaf_files(source))
-    stats: dict[str, Any] = {"source_format": "leaf", "lowercase": lowercase}
-    separators = Separators()
 
-    def users(meter: Meter) -> Iterator[Counter[str]]:
-        for _user, counts in iter_leaf_users(source, lowercase=lowercase, meter=meter,
+    def users(path: Path, *, lowercase: bool, meter: Meter,
+              separators: Separators) -> Iterator[Counter[str]]:
+        for _user, counts in iter_leaf_users(path, lowercase=lowercase, meter=meter,
                                              separators=separators):
             yield counts
-        stats.update(separators.stats())  # (before the builder writes meta.json)
 
-    with Meter(progress, f"reading {source.name}", files, "file") as meter:
-        built = build_dataset(
-            users(meter), target, name=name or source.stem,
-            provenance=f"imported from LEAF JSON {source.resolve()}"
-            + (" (lowercased)" if lowercase else ""),
-            stats=stats, shard_entries=shard_entries, progress=progress,
-            require_items=require_items)
-    separators.warn(source, "LEAF", "string")
-    return built
+    return import_users(users, "leaf", "LEAF", source, target, lowercase=lowercase, name=name,
+                        shard_entries=shard_entries, progress=progress,
+                        require_items=require_items, splits=True, unit="string",
+                        files=len(leaf_files(source)), source_kind="LEAF JSON")

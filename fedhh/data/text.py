@@ -217,15 +217,24 @@ def _json_user(line: str) -> bool:
 def import_users(users: Callable[..., Iterator[Counter[str]]], fmt: str, kind: str,
                  path: str | os.PathLike[str], target: str | os.PathLike[str], *,
                  lowercase: bool, name: str | None, shard_entries: int, progress: bool,
-                 require_items: bool, splits: bool = False) -> Path:
-    """``import_text``'s work for the one-user-a-line format ``fmt`` (its ``--format``) whose
-    reader is ``users`` (``path``, ``lowercase``, ``meter``; ``separators`` when ``splits``:
-    a format that splits lines at whitespace), named ``kind`` in messages."""
+                 require_items: bool, splits: bool = False, unit: str = "line",
+                 files: int | None = None, source_kind: str | None = None) -> Path:
+    """``import_text``'s work for the format ``fmt`` (its ``--format``) whose reader is
+    ``users`` (``path``, ``lowercase``, ``meter``; ``separators`` when ``splits``: a format
+    that splits its ``unit``s, lines or strings, at whitespace), named ``kind`` in messages
+    and ``source_kind`` in the provenance (default "``kind`` file"). The meter counts the
+    bytes of a one-user-a-line file, or ``files`` files (LEAF's directory,
+    `fedhh.data.leaf`)."""
     source = Path(path)
-    try:
-        size = source.stat().st_size
-    except OSError as error:
-        raise DatasetError(f"cannot read {kind} dataset {source}: {error.strerror}") from None
+    if files is None:
+        try:
+            size = source.stat().st_size
+        except OSError as error:
+            raise DatasetError(f"cannot read {kind} dataset {source}: {error.strerror}"
+                               ) from None
+        metered: dict[str, Any] = {"total": size, "unit": "B", "unit_scale": True}
+    else:
+        metered = {"total": files, "unit": "file"}
     stats: dict[str, Any] = {"source_format": fmt, "lowercase": lowercase}
     separators = Separators() if splits else None
     extra = {} if separators is None else {"separators": separators}
@@ -235,15 +244,15 @@ def import_users(users: Callable[..., Iterator[Counter[str]]], fmt: str, kind: s
         if separators is not None:  # (before the builder writes meta.json, after the last user)
             stats.update(separators.stats())
 
-    with Meter(progress, f"reading {source.name}", size, "B", unit_scale=True) as meter:
+    with Meter(progress, f"reading {source.name}", **metered) as meter:
         built = build_dataset(
             read(meter), target, name=name or source.stem,
-            provenance=f"imported from {kind} file {source.resolve()}"
+            provenance=f"imported from {source_kind or f'{kind} file'} {source.resolve()}"
             + (" (lowercased)" if lowercase else ""),
             stats=stats, shard_entries=shard_entries, progress=progress,
             require_items=require_items)
     if separators is not None:
-        separators.warn(source, kind, "line")
+        separators.warn(source, kind, unit)
     return built
 
 

@@ -96,3 +96,6 @@ def test_leaf_strings_split_at_other_whitespace_are_reported(
     assert "at reddit.json: user 'u1': 'a\\xa0b' was read as the items 'a', 'b'" in messages[0]
     assert dataset.stats[KEY]["characters"] == ["U+00A0 NO-BREAK SPACE",
                                                 "U+202F NARROW NO-BREAK SPACE"]
+    # (LEAF's import is text's, with its own provenance, format and unit)
+    assert dataset.provenance == f"imported from LEAF JSON {source.resolve()}"
+    assert dataset.stats["source_format"] == "leaf" and dataset.stats["lowercase"] is False
