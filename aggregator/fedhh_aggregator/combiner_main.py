@@ -13,7 +13,6 @@ In-process use (tests)::
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +110,5 @@ async def serve(settings: CombinerSettings) -> None:
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, "combiner")
     settings = CombinerSettings.from_args(args)
-    serving.install_uvloop()
-    asyncio.run(serve(settings))
+    serving.run_service(serve(settings))
     return 0

@@ -11,7 +11,6 @@ In-process use (tests, launchers)::
 from __future__ import annotations
 
 import argparse
-import asyncio
 import functools
 import logging
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from fedhh.rpc import serving
 from fedhh.rpc.aggregator_wire import CONTROL_SERVICE, DEVICE_SERVICE
 from fedhh.rpc.credentials import load_public_key, read_secret
 from fedhh.rpc.framed.server import MAX_CONNECTIONS, FramedLimits, FramedServer, StreamMethod
-from fedhh.rpc.http_listener import raise_open_file_limit, split_listen
+from fedhh.rpc.http_listener import split_listen
 from fedhh.rpc.observability import configure_logging
 from fedhh.rpc.request_waits import RequestWaits
 from fedhh.rpc.tls import TlsFiles
@@ -242,8 +241,5 @@ def run(args: argparse.Namespace) -> int:
     """``fedhh aggregator``: configure logs, read secrets and keys, serve."""
     configure_logging(args.log_level, "aggregator")
     settings = AggregatorSettings.from_args(args)
-    serving.install_uvloop()
-    serving.tune_gc()
-    raise_open_file_limit()
-    asyncio.run(serve(settings))
+    serving.run_service(serve(settings))
     return 0

@@ -345,7 +345,5 @@ def _describe(users: range | list[int]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, "device")
-    serving.install_uvloop()
-    serving.tune_gc()
-    asyncio.run(serve(args))
+    serving.run_service(serve(args))
     return 0

@@ -27,7 +27,6 @@ from fedhh.rpc.credentials import (
     raw_public,
     read_secret,
 )
-from fedhh.rpc.http_listener import raise_open_file_limit
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
 from fedhh.rpc.serving import check_address, check_web_url
 from fedhh.rpc.tls import TlsFiles
@@ -383,7 +382,4 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, "coordinator")
     checked = check_startup(args)  # before the event loop, and before anything is written
-    serving.install_uvloop()
-    serving.tune_gc()
-    raise_open_file_limit()
-    return asyncio.run(serve(args, checked))
+    return serving.run_service(serve(args, checked))

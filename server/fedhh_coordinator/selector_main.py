@@ -12,7 +12,6 @@ from fedhh.errors import ConfigError
 from fedhh.rpc import serving
 from fedhh.rpc.control_client import open_channel
 from fedhh.rpc.credentials import load_public_key, read_secret
-from fedhh.rpc.http_listener import raise_open_file_limit
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
@@ -131,8 +130,5 @@ async def serve(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, "selector")
-    serving.install_uvloop()
-    serving.tune_gc()
-    raise_open_file_limit()
-    asyncio.run(serve(args))
+    serving.run_service(serve(args))
     return 0
