@@ -407,31 +407,33 @@ class NetworkLink:
     async def _patient_outcome(self, plan: RoundPlan) -> AggregatorOutcome:
         """The service's word on a round, waiting (with backoff) while it is unreachable;
         unknown if it stays silent for ``recovery_patience_s``. Meanwhile the progress's stage
-        reads "waiting for the aggregator at ADDRESS" (before, the stage it was last seen in,
-        for as long as the service was down)."""
+        reads "waiting for the aggregator at ADDRESS", a step of its own (``Progress.wait``),
+        and once the service answers the stage it interrupted is a step again
+        (``Progress.resume``); one given up stays the attempt's last step. (Before, the stage
+        text alone was overwritten, so the round's timeline kept the interrupted stage
+        running through the wait.)"""
         service = plan.service(self.aggregator)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.recovery_patience_s
-        delay, shown_stage = self.aggregator_poll_s, None
-        try:
-            while True:
-                try:
-                    return await service.outcome(plan.round_id)
-                except AggregatorUnavailable as error:
-                    if loop.time() >= give_up:
-                        return AggregatorOutcome("unknown", reason=f"the {plan.kind} at "
-                                                 f"{self._control_address()} stayed "
-                                                 f"unreachable for "
-                                                 f"{self.recovery_patience_s:g} s ({error})")
-                    if shown_stage is None:
-                        shown_stage = self.progress.stage
-                        self.progress.stage = (f"waiting for the aggregator at "
-                                               f"{self._control_address()}")
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, AGGREGATOR_POLL_MAX_S)
-        finally:
-            if shown_stage is not None:
-                self.progress.stage = shown_stage
+        delay, interrupted = self.aggregator_poll_s, None
+        while True:
+            try:
+                outcome = await service.outcome(plan.round_id)
+            except AggregatorUnavailable as error:
+                if loop.time() >= give_up:
+                    return AggregatorOutcome("unknown", reason=f"the {plan.kind} at "
+                                             f"{self._control_address()} stayed "
+                                             f"unreachable for "
+                                             f"{self.recovery_patience_s:g} s ({error})")
+                if interrupted is None:
+                    interrupted = self.progress.wait(
+                        f"waiting for the aggregator at {self._control_address()}")
+            else:
+                if interrupted is not None:
+                    self.progress.resume(interrupted)
+                return outcome
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, AGGREGATOR_POLL_MAX_S)
 
     def _deadlines(self) -> StageDeadlines:
         advertise, share, masked, consistency, unmask = self.config.stage_windows()

@@ -41,6 +41,22 @@ class Progress:
         if stage_devices:
             self.stage_devices = dict(stage_devices)
 
+    def wait(self, what: str) -> str:
+        """A wait within the attempt (``what``: "waiting for the aggregator at ADDRESS", the
+        aggregation service lost mid-round): the stage it shows and a step of its own; the
+        stage it interrupted is returned, for ``resume``. (Before, the link overwrote the
+        stage's text alone, and the timeline kept the interrupted stage running through it.)"""
+        interrupted = self.stage
+        self.stage = what
+        self.steps.append((what, time.time()))
+        return interrupted
+
+    def resume(self, stage: str) -> None:
+        """The wait is over and ``stage`` (what ``wait`` returned) goes on: a step again, so
+        the wait shows as ended (the phase, if no stage had been seen)."""
+        self.stage = stage
+        self.steps.append((stage or self.phase, time.time()))
+
     def summary(self) -> dict[str, Any]:
         """What the round summary keeps of this attempt for the operator."""
         return {"steps": [[name, at] for name, at in self.steps],

@@ -205,3 +205,49 @@ def test_a_finished_attempt_keeps_its_wait_and_one_given_up_in_it_fails_there() 
     assert given_up.steps[0].seconds == 600
     # (dropout pooled over attempts is unchanged by the step)
     assert {d.stage: d.of for d in dropout_by_stage([released, given_up])}["SHARE_KEYS"] == 100
+
+
+def test_a_wait_mid_round_is_its_own_step_after_the_stage_it_interrupted() -> None:
+    """The aggregation service lost mid-round (``NetworkLink._patient_outcome``): the wait is
+    a step after the stage it interrupted, which goes on once the service answers. Before,
+    the link overwrote the stage's text alone, so the timeline kept share keys running
+    through the wait (and a wait read back from a summary was put before check-in)."""
+    progress = Progress()
+    progress.enter(1, 1, "check-in")
+    progress.enter(1, 1, "secure aggregation", 100)
+    progress.observe_stage("SHARE_KEYS", {"ADVERTISE_KEYS": 100})
+    interrupted = progress.wait(WAITING)
+    assert progress.stage == WAITING
+    view = attempt_view(row("open", {}, finished=None), 80, progress, pool=0, now=T0)
+    assert [(s.key, s.status) for s in view.steps] == [
+        ("check-in", "done"), ("ADVERTISE_KEYS", "done"), ("SHARE_KEYS", "done"),
+        ("aggregator-1", "active"), ("MASKED_INPUT", "pending"),
+        ("CONSISTENCY_CHECK", "pending"), ("UNMASK", "pending"), ("end", "pending")]
+    assert view.steps[3].label == "waiting for the aggregator"
+    progress.resume(interrupted)
+    assert progress.stage == "SHARE_KEYS"
+    view = attempt_view(row("open", {}, finished=None), 80, progress, pool=0, now=T0)
+    assert statuses(view)["aggregator-1"] == "done"
+    assert statuses(view)["SHARE_KEYS"] == "active"
+    assert view.steps[3].label == "waited for the aggregator"
+
+
+def test_a_stored_wait_mid_round_counts_its_own_time_and_the_stage_both_sides() -> None:
+    steps = [["check-in", T0], ["secure aggregation", T0 + 4], ["SHARE_KEYS", T0 + 5],
+             [WAITING, T0 + 6], ["SHARE_KEYS", T0 + 36], ["MASKED_INPUT", T0 + 38],
+             ["releasing", T0 + 45]]
+    released = attempt_view(row("released", {"members": list(range(100)), "steps": steps,
+                                             "stage_devices": COUNTS}, participants=81,
+                                finished=T0 + 50), 80, None, 0, T0 + 100)
+    assert set(statuses(released).values()) == {"done"}
+    by_key = {s.key: s for s in released.steps}
+    assert [s.key for s in released.steps][2:5] == ["SHARE_KEYS", "aggregator-1",
+                                                   "MASKED_INPUT"]
+    assert by_key["aggregator-1"].seconds == 30 and by_key["SHARE_KEYS"].seconds == 3
+    assert by_key["check-in"].seconds == 4 and by_key["end"].seconds == 5
+    # Given up in it: the attempt fails at the wait, the later stages skipped.
+    lost = attempt_view(row("lost", {"steps": steps[:4]}, finished=T0 + 606), 80, None, 0,
+                        T0 + 700)
+    assert [(s.key, s.status) for s in lost.steps][2:5] == [
+        ("SHARE_KEYS", "done"), ("aggregator-1", "failed"), ("MASKED_INPUT", "skipped")]
+    assert lost.steps[3].seconds == 600

@@ -1,8 +1,9 @@
 """A round attempt as the operator follows it: check-in, the five secure-aggregation stages,
 then the release or the abort, each step with its status, its devices, its dropout and its
-duration (after a wait for the aggregation service, a step of its own, when the service did
-not answer as the attempt began: docs/networked.md, "A round", step 0); and the dropout of
-each stage over recent attempts.
+duration (a wait for the aggregation service, a step of its own: before check-in when the
+service did not answer as the attempt began, docs/networked.md, "A round", step 0; after the
+stage it interrupted when the service was lost mid-round, that stage going on after it once
+the service answers); and the dropout of each stage over recent attempts.
 
 The sources: the attempt's row (state, reason, contributors, the summary the link keeps at
 its end: the cohort's members, the steps seen and the devices each stage accepted, and the
@@ -32,7 +33,8 @@ STAGE_LABELS = {"ADVERTISE_KEYS": "advertise keys", "SHARE_KEYS": "share keys",
 CHECK_IN, END = "check-in", "end"
 STEPS = (CHECK_IN, *STAGES, END)
 # The step before check-in of an attempt that found the aggregation service silent; its phase
-# reads "waiting for the aggregator at ADDRESS" (``NetworkLink._await_aggregator``).
+# reads "waiting for the aggregator at ADDRESS" (``NetworkLink._await_aggregator``). A wait
+# mid-round (``NetworkLink._patient_outcome``) is step WAIT-1, WAIT-2... (``_step_keys``).
 WAIT = "aggregator"
 WAIT_PHASE = "waiting for the aggregator"
 # Phases of ``Progress`` and the step each begins.
@@ -85,19 +87,19 @@ def attempt_view(row: RoundRow, n_min: int, live: Progress | None, pool: int,
     seen = live.steps if live is not None else s.get("steps", [])
     counts: dict[str, int] = dict(live.stage_devices if live is not None
                                   else s.get("stage_devices", {}))
-    starts: dict[str, float] = {}
-    for name, at in seen:
-        key = WAIT if name.startswith(WAIT_PHASE) else _PHASE_STEP.get(name, name)
-        if key in STEPS or key == WAIT:
-            starts.setdefault(key, float(at))
-    # A wait for the aggregator is its own step, check-in not begun while it lasts (before,
-    # check-in showed as running through the wait).
-    keys = (WAIT, *STEPS) if WAIT in starts else STEPS
-    starts.setdefault(keys[0], row.started_at)
-    reached = max(keys.index(key) for key in starts)
-    for stage in counts:
-        if stage in STAGES:  # a closed stage: the next step was open
-            reached = max(reached, keys.index(stage) + 1)
+    keys, spans = _step_keys([(str(name), float(at)) for name, at in seen])
+    if keys[0] not in {key for key, _ in spans}:
+        spans.insert(0, (keys[0], row.started_at))
+    started = {key for key, _ in spans}
+    waits = {key for key in keys if key.startswith(WAIT)}
+    last = spans[-1][0]
+    if last in waits:
+        reached = keys.index(last)  # waiting now (or given up there)
+    else:
+        reached = max(keys.index(key) for key in started if key not in waits)
+        for stage in counts:
+            if stage in STAGES:  # a closed stage: the next stage (or the end) was open
+                reached = max(reached, keys.index(STEPS[STEPS.index(stage) + 1]))
     released = row.state == "released"
     finished = row.state in FINISHED
     if released:
@@ -107,20 +109,27 @@ def attempt_view(row: RoundRow, n_min: int, live: Progress | None, pool: int,
     if cohort is None and live is not None:
         cohort = pool if live.phase == "check-in" else live.devices or None
     end = row.finished_at if finished and row.finished_at is not None else now
+    # Each step's time: the spans it was the latest step seen (a stage a wait interrupted
+    # goes on after it).
+    seconds_of: dict[str, float] = {}
+    for (key, at), (_, stop) in zip(spans, [*spans[1:], ("", end)], strict=True):
+        seconds_of[key] = seconds_of.get(key, 0.0) + max(0.0, stop - at)
 
     steps = []
     previous = cohort
     for i, key in enumerate(keys):
+        seen_wait = key in waits and key != keys[reached]  # (one the stage went on after)
         if released:
             status = "done"
         elif finished:
-            status = ("done" if i < reached else "failed" if i == reached or key == END
-                      else "skipped")
+            status = ("done" if i < reached or seen_wait else "failed"
+                      if i == reached or key == END else "skipped")
         else:
-            status = "done" if i < reached else "active" if i == reached else "pending"
+            status = ("done" if i < reached or seen_wait else "active" if i == reached
+                      else "pending")
         if key == CHECK_IN:
             devices = cohort
-        elif key == WAIT:
+        elif key in waits:
             devices = None
         elif key == END:
             devices = row.participants if row.state in ("released", "lost") else None
@@ -131,13 +140,9 @@ def attempt_view(row: RoundRow, n_min: int, live: Progress | None, pool: int,
             dropout = 1 - devices / previous
         if key in STAGES and devices is not None:
             previous = devices
-        seconds = None
-        if key in starts:
-            later = [starts[k] for k in keys[i + 1:] if k in starts]
-            stop = min(later) if later else end
-            seconds = max(0.0, stop - starts[key])
+        seconds = seconds_of.get(key)
         label = (("waited for the aggregator" if status == "done" else WAIT_PHASE)
-                 if key == WAIT else STAGE_LABELS.get(key, key) if key != END
+                 if key in waits else STAGE_LABELS.get(key, key) if key != END
                  else "released" if released else row.state if finished else "release")
         steps.append(Step(key, label, status, devices, dropout, seconds))
 
@@ -154,6 +159,32 @@ def attempt_view(row: RoundRow, n_min: int, live: Progress | None, pool: int,
         kept=None if kept is None else int(kept), finished=None if found is None else int(found),
         threshold=figure("threshold"), expected_fp=figure("expected_false_positives"),
         provable_fp=provable, steps=tuple(steps))
+
+
+def _step_keys(seen: list[tuple[str, float]]
+               ) -> tuple[tuple[str, ...], list[tuple[str, float]]]:
+    """The attempt's steps in order and ``seen`` as (step, Unix time) spans. A wait for the
+    aggregation service seen first is the step before check-in (``WAIT``); one seen later
+    (the service lost mid-round: ``NetworkLink._patient_outcome``) is a step of its own,
+    ``WAIT-1``, ``WAIT-2``..., after the step it interrupted, which goes on after it."""
+    keys: list[str] = list(STEPS)
+    spans: list[tuple[str, float]] = []
+    for name, at in seen:
+        if name.startswith(WAIT_PHASE):
+            if not spans:
+                key = WAIT
+                keys.insert(0, key)
+            else:
+                key = f"{WAIT}-{sum(k.startswith(WAIT + '-') for k in keys) + 1}"
+                after = spans[-1][0]
+                keys.insert(min(keys.index(after) + 1, keys.index(END)), key)
+        else:
+            key = _PHASE_STEP.get(name, name)
+            if key not in STEPS:
+                continue
+        if not spans or spans[-1][0] != key:
+            spans.append((key, at))
+    return tuple(keys), spans
 
 
 @dataclass(frozen=True)

@@ -634,6 +634,12 @@ def test_a_service_lost_mid_round_shows_as_waited_for_and_is_resumed(tmp_path: P
     assert attempts(store, "run") == [(1, "released", DEVICES)]
     assert spends(store, "run") == [(0, 1, DEVICES)]
     assert "waiting for the aggregator at control.example:7100" in stages
+    # The wait is a step of its own and the stage it interrupted one again after it (before,
+    # the stage's text alone was overwritten: the timeline kept the stage running through it).
+    names = [name for name, _ in store.rounds("run")[0].summary["steps"]]
+    waits = [i for i, name in enumerate(names) if name.startswith("waiting for the aggregator")]
+    assert waits and waits[-1] + 1 < len(names)
+    assert not names[waits[-1] + 1].startswith("waiting"), names
 
 
 def test_a_combiner_whose_workers_all_restart_is_waited_for(tmp_path: Path) -> None:
