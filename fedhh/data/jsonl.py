@@ -64,7 +64,9 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
         detail = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
         column = f" (column {error.colno})" if isinstance(error, json.JSONDecodeError) else ""
         raise DatasetError(f"{where}: not JSON: {detail}{column}; each line is one user: a "
-                           "JSON array of items or an object of item counts") from None
+                           "JSON array of items or an object of item counts"
+                           + (_ONE_VALUE if number == 1 and line.lstrip()[:1] in ("[", "{")
+                              else "")) from None
     users: Counter[str] = Counter()
     if isinstance(value, _Pairs):
         for index, (item, count) in enumerate(value):
@@ -75,6 +77,8 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
                 record = (f"; an object is one user's item counts, not a record: to give the "
                           f"items under {_shown(lists[0])}, write that array alone on the line"
                           if lists else "")
+                if len(lists) > 1 and len(lists) == len(value):  # (users keyed by name)
+                    record = "; an object is one user's item counts" + _ONE_VALUE
                 raise DatasetError(
                     f"{where}: item {index} ({_shown(item)}): its count must be an integer "
                     f"from 1 to {MAX_COUNT:,}, got {_shown(_plain(count))}{record}")
@@ -85,6 +89,10 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
         return users
     if isinstance(value, list):
         for index, item in enumerate(value):
+            if isinstance(item, list):  # (an object parses as _Pairs, a list too)
+                raise DatasetError(f"{where}: item {index} ({_shown(_plain(item))}) is a JSON "
+                                   f"{_kind(item)}, not a string; a line is one user's items"
+                                   + _ONE_VALUE)
             _check(where, index, item)
             users[item] += 1
         return users
@@ -92,7 +100,18 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
                        "items (a repeated item counts again) or an object of item counts")
 
 
+# (a newcomer's JSON: json.dump(users, f) writes one array of every user on one line, with
+# indent= over many; before, "item 0 (['a', 'b']) is a list, not a string" and "not JSON:
+# Expecting value (column 2)" said nothing of the file's shape)
+_ONE_VALUE = ("; if the file is one JSON array (or object) of every user, as json.dump writes "
+              "it, write each user on a line of its own instead: one json.dumps(user) a line, "
+              "no indent (docs/datasets.md, 'JSON lines')")
+
+
 def _check(where: str, index: int, item: object) -> None:
+    if not isinstance(item, str):  # (JSON's names: before, "is a int", "is a list")
+        raise DatasetError(f"{where}: item {index} ({_shown(_plain(item))}) is a JSON "
+                           f"{_kind(item)}, not a string")
     if (defect := item_defect(_plain(item))) is not None:
         raise DatasetError(f"{where}: item {index} ({_shown(_plain(item))}) {defect}")
 
@@ -104,7 +123,8 @@ def _plain(value: object) -> object:
 
 def _kind(value: object) -> str:
     return {str: "string", int: "number", float: "number", bool: "boolean",
-            type(None): "null"}.get(type(value), type(value).__name__)
+            type(None): "null", list: "array", _Pairs: "object"}.get(type(value),
+                                                                      type(value).__name__)
 
 
 def iter_jsonl_users(

@@ -84,13 +84,14 @@ def read_leaf_file(path: Path) -> dict[str, Any]:
         raise DatasetError(f"{path}: JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise DatasetError(f"{path}: top level is {type(data).__name__}, expected a LEAF object"
-                           + (_JSON_LINES if isinstance(data, list) else ""))
+                           + (_every_user(data) or _JSON_LINES if isinstance(data, list)
+                              else ""))
     users = data.get("users")
     user_data = data.get("user_data")
     if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
         raise DatasetError(f"{path}: 'users' must be a list of strings"
-                           + (_JSON_LINES if "users" not in data and "user_data" not in data
-                              else ""))
+                           + (_every_user(data) or _JSON_LINES
+                              if "users" not in data and "user_data" not in data else ""))
     if not isinstance(user_data, dict):
         raise DatasetError(f"{path}: 'user_data' must be an object keyed by user id")
     if len(set(users)) != len(users):
@@ -109,6 +110,23 @@ def read_leaf_file(path: Path) -> dict[str, Any]:
 
 _JSON_LINES = ("; it reads as JSON lines, one user a line (an array of items or an object of "
                "item counts): name it .jsonl, or import it with --format jsonl")
+
+
+def _every_user(data: list[Any] | dict[str, Any]) -> str:
+    """The hint for one JSON value holding every user, as ``json.dump(users, f)`` writes a
+    list of users' item lists (or of their item-count objects) or an object of them keyed by
+    user; "" for anything else. (Before, such a file was told to be renamed ``.jsonl``, where
+    its one line read as one user whose items were lists.)"""
+    held = list(data.values()) if isinstance(data, dict) else data
+    if not held or not all(isinstance(user, (list, dict)) for user in held):
+        return ""
+    if isinstance(data, dict) and not all(isinstance(user, list) for user in held):
+        return ""  # (an object of objects: a record per user, no users' item lists)
+    kind = "array" if isinstance(data, list) else "object"
+    return (f"; it is one JSON {kind} holding {len(held):,} users' items: fedhh reads users as "
+            "JSON lines, each user's array of items (or object of item counts) on a line of "
+            "its own in a .jsonl file: one json.dumps(user) a line, no indent "
+            "(docs/datasets.md, 'JSON lines')")
 
 
 def _json_lines(text: str) -> bool:

@@ -1,0 +1,82 @@
+"""A newcomer's JSON file of every user at once (``json.dump(users, f)``: one line, or many with
+``indent=``, or an object keyed by user) is told what it is and how to write JSON lines, as a
+``.jsonl`` and as a ``.json`` (before: ``item 0 (['a', 'b']) is a list, not a string``,
+``not JSON: Expecting value``, and for a ``.json`` the advice to rename it ``.jsonl``, where it
+fails again). Files that are JSON lines, or a record a line, keep their own errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fedhh.data.jsonl import import_jsonl
+from fedhh.data.leaf import import_leaf
+from fedhh.errors import DatasetError
+
+USERS = [["new york", "café"], ["東京"], {"a": 2}]
+BY_NAME = {"alice": ["new york", "café"], "bob": ["東京"]}
+ONE_A_LINE = "one json.dumps(user) a line"
+
+
+@pytest.mark.parametrize("text", [
+    json.dumps(USERS),  # one line
+    json.dumps(USERS, indent=2),  # many: the first line is "["
+    json.dumps(USERS[:2], indent=None, separators=(",\n", ":")),  # '[["new york",'
+    json.dumps(BY_NAME),  # an object keyed by user
+    json.dumps(BY_NAME, indent=2),
+    json.dumps([{"a": 1}, {"b": 2}]),  # users' item-count objects
+])
+def test_every_user_in_one_value_as_jsonl(tmp_path: Path, text: str) -> None:
+    source = tmp_path / "users.jsonl"
+    source.write_text(text, encoding="utf-8")
+    with pytest.raises(DatasetError) as caught:
+        import_jsonl(source, tmp_path / "ds")
+    message = str(caught.value)
+    assert message.startswith(f"{source}: line 1: ") and ONE_A_LINE in message, message
+    assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize(("value", "shape"), [
+    (USERS, "one JSON array holding 3 users' items"),
+    (BY_NAME, "one JSON object holding 2 users' items"),
+])
+@pytest.mark.parametrize("indent", [None, 2])
+def test_every_user_in_one_value_as_json(tmp_path: Path, value: object, shape: str,
+                                         indent: int | None) -> None:
+    source = tmp_path / "users.json"
+    source.write_text(json.dumps(value, indent=indent), encoding="utf-8")
+    with pytest.raises(DatasetError) as caught:
+        import_leaf(source, tmp_path / "ds")
+    message = str(caught.value)
+    assert shape in message and ONE_A_LINE in message, message
+    assert "name it .jsonl" not in message  # (renamed, it would fail as above)
+    assert not (tmp_path / "ds").exists()
+
+
+def test_the_advice_reads_the_file(tmp_path: Path) -> None:
+    """The conversion the error and docs/datasets.md give makes a dataset of the same users."""
+    source = tmp_path / "users.jsonl"
+    source.write_text("".join(json.dumps(user, ensure_ascii=False) + "\n" for user in USERS),
+                      encoding="utf-8")
+    built = import_jsonl(source, tmp_path / "ds")
+    assert json.loads((built / "meta.json").read_text())["num_users"] == 3
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ('["a", "b"]\n', None),  # one user: a good JSON-lines file
+    ('["a", 3]\n', "item 1 (3) is a JSON number, not a string"),
+    ('{"a": 1, "b": [1]}\n', "write that array alone on the line"),
+    ('{"user": "7", "items": ["a"]}\n', "write that array alone on the line"),
+    ('["a"]\n[\n', "line 2: not JSON"),  # a broken later line is no file-shape question
+])
+def test_other_lines_keep_their_errors(tmp_path: Path, text: str, error: str | None) -> None:
+    source = tmp_path / "users.jsonl"
+    source.write_text(text, encoding="utf-8")
+    if error is None:
+        import_jsonl(source, tmp_path / "ds")
+        return
+    with pytest.raises(DatasetError) as caught:
+        import_jsonl(source, tmp_path / "ds")
+    assert error in str(caught.value) and ONE_A_LINE not in str(caught.value), caught.value
