@@ -57,6 +57,9 @@ class CombinerSettings:
     def from_args(cls, args: argparse.Namespace) -> CombinerSettings:
         if args.tls_dir and args.insecure:
             raise ConfigError("give either --tls-dir or --insecure, not both")
+        tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
+        serving.check_start(tls, args.ready_file,
+                            [("--listen", args.listen), serving.metrics_listener(args)])
         workers = [parse_worker(w) for w in args.worker]
         if not args.tls_dir:  # the control token would go to each worker in clear
             for worker in workers:
@@ -69,7 +72,7 @@ class CombinerSettings:
             coordinator_public=load_public_key(args.coordinator_key),
             control_token=read_secret(args.control_token_file, TOKEN_ENV, "control token"),
             workers=workers,
-            listen=args.listen, tls=TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None,
+            listen=args.listen, tls=tls,
             insecure=args.insecure, limits=limits, metrics_port=args.metrics_port,
             metrics_host=args.metrics_host,
             ready_file=Path(args.ready_file) if args.ready_file else None,

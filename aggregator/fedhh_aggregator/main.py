@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fedhh.errors import ConfigError
-from fedhh.output_paths import check_output
 from fedhh.rpc import serving
 from fedhh.rpc.aggregator_wire import CONTROL_SERVICE, DEVICE_SERVICE
 from fedhh.rpc.credentials import load_public_key, read_secret
@@ -75,16 +74,10 @@ class AggregatorSettings:
             raise ConfigError("give either --tls-dir or --insecure, not both")
         check_limit_options(args)
         tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
-        if tls is not None:
-            serving.check_tls_files(tls)  # (before binding: gRPC says only that it failed)
-        check_output("--ready-file", args.ready_file)
-        serving.check_listeners([
-            ("--listen", args.listen),
-            ("--metrics-port", None if args.metrics_port is None
-             else serving.host_port(args.metrics_host, args.metrics_port)),
-            ("--web-listen", args.web_listen),
-            ("--session-listen", args.session_listen),
-        ])
+        # (before binding: gRPC says only that it failed)
+        serving.check_start(tls, args.ready_file, [
+            ("--listen", args.listen), serving.metrics_listener(args),
+            ("--web-listen", args.web_listen), ("--session-listen", args.session_listen)])
         limits = Limits(max_rounds=args.max_rounds, max_wait_s=args.max_wait_ms / 1000,
                         result_ttl_s=args.result_ttl, max_round_s=args.max_round_seconds,
                         max_uploads=args.max_uploads,

@@ -21,11 +21,13 @@ from typing import Any, TypeVar
 
 import grpc
 from cryptography.exceptions import UnsupportedAlgorithm
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2_grpc
 
 from fedhh.errors import ConfigError, FedhhError
+from fedhh.output_paths import check_output
 from fedhh.rpc import task_census
+from fedhh.rpc.health import Health, Reflection
 from fedhh.rpc.http_listener import FILE_SHARE, open_file_limit, raise_open_file_limit
 from fedhh.rpc.request_waits import RequestWaits
 from fedhh.rpc.tls import TlsFiles, ca_credentials, read_tls_file
@@ -638,6 +640,27 @@ def check_listeners(listeners: Iterable[tuple[str, str | None]]) -> None:
             raise ConfigError(f"{option}: cannot listen on {address}: {problem}")
 
 
+def check_start(tls: TlsFiles | None, ready_file: str | os.PathLike[str] | None,
+                listeners: Iterable[tuple[str, str | None]]) -> None:
+    """What every service (coordinator, selector, aggregator, combiner) refuses before it
+    writes anything, binds a port or starts its loop, each refusal a ConfigError naming the
+    option: its TLS key and certificate (:func:`check_tls_files`), a ``--ready-file`` it could
+    not write once serving (``fedhh.output_paths.check_output``), and each (option, HOST:PORT)
+    of ``listeners`` it cannot bind now (:func:`check_listeners`). (Before, the selector and
+    the combiner checked none of them: a ready file in a missing folder failed once they
+    served, "No such file or directory: x.ready.tmp".)"""
+    if tls is not None:
+        check_tls_files(tls)
+    check_output("--ready-file", None if ready_file is None else os.fspath(ready_file))
+    check_listeners(listeners)
+
+
+def metrics_listener(args: Any) -> tuple[str, str | None]:
+    """A service's ("--metrics-port", HOST:PORT) for :func:`check_start` (None: off)."""
+    return ("--metrics-port", None if args.metrics_port is None
+            else host_port(args.metrics_host, args.metrics_port))
+
+
 def bind(server: grpc.aio.Server, address: str, tls: TlsFiles | None, insecure: bool) -> int:
     """Bind ``address`` with TLS, or in plaintext only when asked for and on loopback.
 
@@ -667,18 +690,18 @@ def bind(server: grpc.aio.Server, address: str, tls: TlsFiles | None, insecure: 
     return port
 
 
-def add_health_and_reflection(server: grpc.aio.Server, services: Iterable[str]
-                              ) -> health.aio.HealthServicer:
-    """Register gRPC health checking (every service SERVING) and reflection."""
+def add_health_and_reflection(server: grpc.aio.Server, services: Iterable[str]) -> Health:
+    """Register gRPC health checking (``set_serving`` reports every service SERVING) and
+    reflection, each bounded (``fedhh.rpc.health``: grpcio's own held any number of watches
+    and reflection streams of callers with no credential, for ever)."""
     names = list(services)
-    servicer = health.aio.HealthServicer()
+    servicer = Health(names)
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    reflection.enable_server_reflection([*names, health.SERVICE_NAME,
-                                         reflection.SERVICE_NAME], server)
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(Reflection(names), server)
     return servicer
 
 
-async def set_serving(servicer: health.aio.HealthServicer, services: Iterable[str]) -> None:
+async def set_serving(servicer: Health, services: Iterable[str]) -> None:
     for name in ["", *services]:
         await servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
 

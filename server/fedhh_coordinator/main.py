@@ -17,7 +17,7 @@ from typing import Any, cast
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import ConfigError
-from fedhh.output_paths import check_output, check_store_file, hold_lock
+from fedhh.output_paths import check_store_file, hold_lock
 from fedhh.privacy.sum_pld import import_accountant_libraries
 from fedhh.rpc import serving
 from fedhh.rpc.credentials import (
@@ -114,9 +114,7 @@ def check_startup(args: argparse.Namespace) -> Checked:
                           "or mint enrollment tokens")
     selector_token = read_selector_token(args, control_token, admin_token)
     tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
-    if tls is not None:
-        serving.check_tls_files(tls)
-    else:  # the control token would go to the aggregator in clear
+    if tls is None:  # the control token would go to the aggregator in clear
         serving.check_plaintext_peer(args.aggregator, "--aggregator", "--tls-dir")
     check_db(args.db)
     check_signing_key(args.signing_key)
@@ -124,8 +122,7 @@ def check_startup(args: argparse.Namespace) -> Checked:
         check_readable("--enrollment-tokens-file", args.enrollment_tokens_file)
     if args.attestation:
         attestation_factory(args.attestation)
-    check_output("--ready-file", args.ready_file)
-    check_listeners(args)
+    serving.check_start(tls, args.ready_file, listeners(args))
     return Checked(control_token, admin_token, tls, selector_token)
 
 
@@ -226,17 +223,12 @@ def attestation_factory(spec: str) -> Callable[..., Any]:
     return cast(Callable[..., Any], factory)
 
 
-def check_listeners(args: argparse.Namespace) -> None:
-    """Each address the coordinator will listen on can be bound now (``serving.unbindable``)."""
-    serving.check_listeners([
-        ("--listen", args.listen),
-        ("--metrics-port", None if args.metrics_port is None
-         else serving.host_port(args.metrics_host, args.metrics_port)),
-        ("--dashboard-port", None if args.dashboard_port is None
-         else serving.host_port(args.dashboard_host, args.dashboard_port)),
-        ("--web-listen", args.web_listen),
-        ("--session-listen", args.session_listen),
-    ])
+def listeners(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """Each (option, address) the coordinator will listen on (``serving.check_start``)."""
+    return [("--listen", args.listen), serving.metrics_listener(args),
+            ("--dashboard-port", None if args.dashboard_port is None
+             else serving.host_port(args.dashboard_host, args.dashboard_port)),
+            ("--web-listen", args.web_listen), ("--session-listen", args.session_listen)]
 
 
 def _written_files(args: argparse.Namespace) -> list[Path]:

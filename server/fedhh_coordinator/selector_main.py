@@ -128,7 +128,18 @@ async def serve(args: argparse.Namespace) -> None:
         store.close()
 
 
+def check_startup(args: argparse.Namespace) -> None:
+    """What the selector refuses before it opens its store or starts its loop
+    (``serving.check_start``): its TLS files, --ready-file, the addresses it will listen on."""
+    serving.check_start(TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None,
+                        args.ready_file,
+                        [("--listen", args.listen), serving.metrics_listener(args),
+                         ("--web-listen", args.web_listen),
+                         ("--session-listen", args.session_listen)])
+
+
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, "selector")
+    check_startup(args)  # before the event loop, and before anything is written
     serving.run_service(serve(args))
     return 0

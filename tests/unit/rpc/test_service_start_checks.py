@@ -1,0 +1,101 @@
+"""Every service refuses what it could only fail on once serving, before its event loop starts
+(``fedhh.rpc.serving.check_start``): a --ready-file it cannot write, a --listen it cannot
+bind. Before, the selector and the combiner checked neither: a ready file in a missing folder
+failed after the port served ("No such file or directory: x.ready.tmp"), and the combiner's
+gRPC server, never stopped, printed "Exception ignored ... Event loop is closed" at exit."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from fedhh.cli.main import build_parser
+from fedhh.errors import ConfigError
+from fedhh.rpc import serving
+
+SERVICES = {
+    "coordinator": "fedhh_coordinator.main",
+    "selector": "fedhh_coordinator.selector_main",
+    "aggregator": "fedhh_aggregator.main",
+    "combiner": "fedhh_aggregator.combiner_main",
+}
+
+
+def _args(service: str, tmp_path: Path, *extra: str) -> argparse.Namespace:
+    key = tmp_path / "coordinator.pub"
+    if not key.exists():
+        key.write_bytes(ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    common = ["--insecure", "--listen", "127.0.0.1:0"]
+    own = {
+        "coordinator": ["--aggregator", "127.0.0.1:7100", "--db", str(tmp_path / "c.sqlite"),
+                        "--signing-key", str(tmp_path / "signing.pem")],
+        "selector": ["--leader", "127.0.0.1:7000", "--db", str(tmp_path / "s.sqlite"),
+                     "--coordinator-key", str(key)],
+        "aggregator": ["--coordinator-key", str(key)],
+        "combiner": ["--coordinator-key", str(key), "--worker", "127.0.0.1:7101"],
+    }[service]
+    return build_parser(service).parse_args([service, *common, *own, *extra])
+
+
+@pytest.fixture
+def no_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The services' runs with logging left alone and no event loop: a run that gets past its
+    checks is recorded (and its coroutine closed) instead of serving."""
+    reached: list[str] = []
+    monkeypatch.setenv("FEDHH_CONTROL_TOKEN", "c" * 32)
+    monkeypatch.setenv("FEDHH_ADMIN_TOKEN", "a" * 32)
+    monkeypatch.setenv("FEDHH_SELECTOR_TOKEN", "s" * 32)
+
+    def run_service(main: Any) -> int:
+        main.close()
+        reached.append("served")
+        return 0
+
+    monkeypatch.setattr(serving, "run_service", run_service)
+    for module in SERVICES.values():
+        monkeypatch.setattr(importlib.import_module(module), "configure_logging",
+                            lambda *_: None)
+    yield reached
+
+
+@pytest.mark.parametrize("service", sorted(SERVICES))
+def test_a_ready_file_in_a_missing_folder_is_refused_before_serving(
+        service: str, tmp_path: Path, no_loop: list[str]) -> None:
+    ready = tmp_path / "missing" / "x.ready"
+    with pytest.raises(ConfigError, match=r"--ready-file .*the folder .* does not exist"):
+        importlib.import_module(SERVICES[service]).run(
+            _args(service, tmp_path, "--ready-file", str(ready)))
+    assert no_loop == []
+    assert not (tmp_path / "c.sqlite").exists() and not (tmp_path / "s.sqlite").exists()
+
+
+@pytest.mark.parametrize("service", sorted(SERVICES))
+def test_a_listen_address_in_use_is_refused_before_serving(
+        service: str, tmp_path: Path, no_loop: list[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = _args(service, tmp_path)
+        args.listen = f"127.0.0.1:{port}"
+        with pytest.raises(ConfigError, match=rf"--listen: cannot listen on 127.0.0.1:{port}"):
+            importlib.import_module(SERVICES[service]).run(args)
+    assert no_loop == []
+
+
+@pytest.mark.parametrize("service", sorted(SERVICES))
+def test_what_passes_the_checks_serves(service: str, tmp_path: Path,
+                                       no_loop: list[str]) -> None:
+    # (the checks refuse only what they name: the same arguments with a writable ready file)
+    importlib.import_module(SERVICES[service]).run(
+        _args(service, tmp_path, "--ready-file", str(tmp_path / "x.ready")))
+    assert no_loop == ["served"]
