@@ -71,22 +71,30 @@ async def serve_until_signalled(service: RunningService[Any], name: str,
                                 settings: ServiceSettings, **details: Any) -> None:
     """Announce a started ``service`` (its metrics endpoint, the ready file, one log line with
     ``details``), serve until SIGTERM/SIGINT, then stop it gracefully."""
-    metrics = await start_metrics(settings.metrics_port, settings.metrics_host, settings.tls)
-    metrics_port = metrics.port
-    web_port = service.web.port if service.web is not None else None
-    if settings.ready_file is not None:
-        write_ready(settings.ready_file, {"port": service.port, "metrics_port": metrics_port,
-                                          "web_port": web_port,
-                                          "session_port": service.session_port,
-                                          "pid": os.getpid()})
-    log.info(f"{name} serving", extra={"port": service.port, "metrics_port": metrics_port,
-                                       "web_port": web_port,
-                                       "session_port": service.session_port,
-                                       "tls": settings.tls is not None, **details})
+    metrics = None
     try:
+        metrics = await start_metrics(settings.metrics_port, settings.metrics_host, settings.tls)
+        metrics_port = metrics.port
+        web_port = service.web.port if service.web is not None else None
+        if settings.ready_file is not None:
+            write_ready(settings.ready_file, {"port": service.port, "metrics_port": metrics_port,
+                                              "web_port": web_port,
+                                              "session_port": service.session_port,
+                                              "pid": os.getpid()})
+        log.info(f"{name} serving", extra={"port": service.port, "metrics_port": metrics_port,
+                                           "web_port": web_port,
+                                           "session_port": service.session_port,
+                                           "tls": settings.tls is not None, **details})
         await serving.wait_for_signal(service.server, settings.grace_s)
     finally:
-        await metrics.close()
+        # A failure before the signal (the metrics port taken since the check, the ready
+        # file's folder gone) stops the server here, as the coordinator's does (before, it was
+        # left to the closing loop: "Exception ignored ... Event loop is closed"; the
+        # registry, its journal and the side ports were left open). After the signal's
+        # graceful stop this stops nothing.
+        await service.server.stop(None)
+        if metrics is not None:
+            await metrics.close()
         if service.web is not None:
             await service.web.close()
         if service.sessions is not None:

@@ -121,6 +121,10 @@ async def serve(args: argparse.Namespace) -> None:
             if error is not None:
                 raise error
     finally:
+        # (a failure before the signal, such as the ready file's, stops the server here, as
+        # the coordinator's does: left to the closing loop, gRPC's shutdown failed with "Event
+        # loop is closed"; after the signal's graceful stop this stops nothing)
+        await server.stop(None)
         link_task.cancel()
         await ports.close()
         await metrics.close()

@@ -7,6 +7,7 @@ gRPC server, never stopped, printed "Exception ignored ... Event loop is closed"
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import socket
 from collections.abc import Iterator
@@ -99,3 +100,43 @@ def test_what_passes_the_checks_serves(service: str, tmp_path: Path,
     importlib.import_module(SERVICES[service]).run(
         _args(service, tmp_path, "--ready-file", str(tmp_path / "x.ready")))
     assert no_loop == ["served"]
+
+
+def _refused(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.parametrize("service", ["aggregator", "combiner"])
+def test_a_failure_after_serving_began_stops_the_server(service: str, tmp_path: Path) -> None:
+    # The ready file's folder gone between the check and the write (the settings are built
+    # past the check): the error reaches the caller, and the port no longer listens (before,
+    # the gRPC server was left running to the closing loop).
+    from fedhh_aggregator.combiner_main import CombinerSettings
+    from fedhh_aggregator.combiner_main import start as start_combiner
+    from fedhh_aggregator.main import AggregatorSettings
+    from fedhh_aggregator.main import start as start_aggregator
+    from fedhh_aggregator.service import serve_until_signalled
+    from fedhh_aggregator.workers import parse_worker
+
+    public = ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    ready = tmp_path / "gone" / "x.ready"
+
+    async def main() -> bool:
+        if service == "aggregator":
+            settings: Any = AggregatorSettings(coordinator_public=public,
+                                               control_token=b"c" * 32, insecure=True,
+                                               ready_file=ready)
+            running: Any = await start_aggregator(settings)
+        else:
+            settings = CombinerSettings(coordinator_public=public, control_token=b"c" * 32,
+                                        insecure=True, ready_file=ready,
+                                        workers=[parse_worker("127.0.0.1:9")])
+            running = await start_combiner(settings)
+        assert not _refused(running.port)
+        with pytest.raises(FileNotFoundError):
+            await serve_until_signalled(running, service, settings)
+        return _refused(running.port)  # (while the loop and the server object live)
+
+    assert asyncio.run(main())
