@@ -155,6 +155,27 @@ def dropped_completions(asked: RunConfig, stored: RunConfig, devices_flags: str)
             "budget more")
 
 
+def fleet_note(client: Any, config: RunConfig) -> str | None:
+    """A note when fewer devices have enrolled than the run's min_devices, or None. (Before,
+    such a run was stored as pending and each attempt's check-in aborted short of it, the
+    run failing a minute or more later, with nothing said at the start.) Devices may still be
+    enrolling, so this is a note, and the run goes on; a coordinator that cannot answer the
+    count (an older one) gets no note."""
+    import grpc
+
+    try:
+        enrolled = client.enrollment().devices_enrolled
+    except grpc.RpcError:
+        return None
+    if enrolled >= config.min_devices:
+        return None
+    return (f"note: {enrolled:,} device{'s have' if enrolled != 1 else ' has'} enrolled so "
+            f"far, fewer than the run's --min-devices {config.min_devices:,}: each attempt's "
+            f"check-in aborts short of it until more enrol, and the run fails after its "
+            f"first round's {config.max_attempts} attempts (`fedhh admin ... devices` counts them; "
+            "devices enrol as their processes start with their enrollment tokens)")
+
+
 def run(args: argparse.Namespace) -> int:
     from google.protobuf.json_format import MessageToDict
 
@@ -193,6 +214,9 @@ def run(args: argparse.Namespace) -> int:
             from fedhh.cli.simulate import warn_deadline
 
             warn_deadline(from_proto(reply.config), "fedhh admin start", Mode.NETWORK)
+            few = fleet_note(client, from_proto(reply.config))
+            if few:
+                print(few, file=sys.stderr)
         elif args.action == "mint-tokens":
             users = range(args.count) if args.users is None else args.users
             tokens = client.mint_tokens(len(users), (args.ttl_hours or 0) * 3600, args.label)

@@ -9,6 +9,7 @@ class Recorder:
     """Stands in for AdminClient: mints predictable tokens and remembers its calls."""
 
     calls: ClassVar[list[tuple[str, Any]]] = []
+    enrolled: ClassVar[int] = 1_000_000  # (enrollment()'s count: more than any run needs)
 
     def __init__(self, address: str, token: bytes, ca: str | None) -> None:
         Recorder.calls.append(("connect", address))
@@ -22,6 +23,12 @@ class Recorder:
     def mint_tokens(self, count: int, ttl_s: float = 0.0, label: str = "") -> list[str]:
         Recorder.calls.append(("mint", count))
         return [f"{i:064x}" for i in range(count)]
+
+    def enrollment(self) -> Any:
+        from fedhh.v1 import coordinator_pb2 as pb
+
+        Recorder.calls.append(("enrollment", None))
+        return pb.Enrollment(devices_enrolled=Recorder.enrolled)
 
     def run(self, run_id: str) -> Any:
         """A run with a round that kept nothing (every figure of it 0)."""

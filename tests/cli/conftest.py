@@ -14,6 +14,7 @@ from fedhh.rpc import admin_client
 def recorder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """The admin client replaced by a ``Recorder``; returns an admin token file."""
     Recorder.calls = []
+    Recorder.enrolled = 1_000_000
     monkeypatch.setattr(admin_client, "AdminClient", Recorder)
     token = tmp_path / "admin.token"
     token.write_text("0123456789abcdef0123\n")
