@@ -18,6 +18,9 @@ from fedhh_coordinator.dashboard.views import BudgetView, FleetView, RunDetail, 
 FP_NOTE = ("Certain: kept items on the deny list, which devices never select, so false "
            "positives for sure (and never output); the other kept candidates cannot be told "
            "apart from true items without the data.")
+TRIM_NOTE = ("Prefixes this round kept that the next round's segment could not fit within the "
+             "dimension limit: only the top-estimated go on, and heavy items under the others "
+             "are not found (the note above the rounds says what to change).")
 ATTEMPT_NOTE = ("Round r.a is attempt a of round r: a round is tried again when an attempt "
                 "releases nothing (too few devices checked in, an abort, a lost aggregator).")
 NAV = (("runs", "/", "Runs"), ("budgets", "/budgets", "Budgets"), ("fleet", "/fleet", "Fleet"))
@@ -192,9 +195,14 @@ def attempt_card(a: AttemptView) -> Html:
     if a.expected_fp is not None:
         figures.append(f"false positives: expected {number(a.expected_fp, 2)}, "
                        f"certain {a.provable_fp}")
+    if a.trimmed:
+        figures.append(f"{a.trimmed} kept not queried next round")
     figures.append(duration(a.seconds))
     figure_html = join(((fmt('<span title="{t}">{f}</span>', t=FP_NOTE, f=f)
-                         if f.startswith("false") else esc(f)) for f in figures), " · ")
+                         if f.startswith("false") else
+                         fmt('<span class="trimmed" title="{t}">{f}</span>', t=TRIM_NOTE, f=f)
+                         if f.endswith("not queried next round") else esc(f))
+                        for f in figures), " · ")
     reason = fmt('<p class="reason">{r}</p>', r=a.reason) if a.reason else Html("")
     return fmt(
         '<article class="attempt {state}" data-round="{round}" data-attempt="{attempt}" '
@@ -208,8 +216,12 @@ def attempt_card(a: AttemptView) -> Html:
 def timeline(run: RunDetail) -> Html:
     if not run.attempts:
         return Html('<p class="empty">No round has started yet.</p>')
-    return fmt('<p class="legend">{note}</p>{cards}', note=ATTEMPT_NOTE,
-               cards=join(attempt_card(a) for a in reversed(run.attempts)))
+    # (a round's "kept not queried" in words, what to change included: before, the dashboard
+    # showed no trimmed count, which the API and fedhh admin status carry)
+    trimmed = (fmt('<p class="note trimmed">Note: {n}.</p>', n=run.trim_note) if run.trim_note
+               else Html(""))
+    return fmt('<p class="legend">{note}</p>{trimmed}{cards}', note=ATTEMPT_NOTE,
+               trimmed=trimmed, cards=join(attempt_card(a) for a in reversed(run.attempts)))
 
 
 def spend_section(run: RunDetail) -> Html:

@@ -73,6 +73,9 @@ class AttemptView:
     # adding them once showed 26,499 "observed" among 5 kept.)
     provable_fp: int | None
     steps: tuple[Step, ...]
+    # Prefixes a released round kept that the next round's segment left out (never queried
+    # again: ``RoundReport.trimmed``); None unless released.
+    trimmed: int | None = None
 
     @property
     def live(self) -> bool:
@@ -158,7 +161,8 @@ def attempt_view(row: RoundRow, n_min: int, live: Progress | None, pool: int,
         cohort=cohort, contributors=row.participants, n_min=n_min,
         kept=None if kept is None else int(kept), finished=None if found is None else int(found),
         threshold=figure("threshold"), expected_fp=figure("expected_false_positives"),
-        provable_fp=provable, steps=tuple(steps))
+        provable_fp=provable, steps=tuple(steps),
+        trimmed=int(s.get("trimmed", 0)) if released else None)
 
 
 def _step_keys(seen: list[tuple[str, float]]

@@ -7,8 +7,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from fedhh.config import RunConfig
+from fedhh.config import Mode, RunConfig
 from fedhh.errors import StoreDamaged
+from fedhh.server.segment import trim_note
 from fedhh_coordinator.budgets import SLACK, LifetimeBudget
 from fedhh_coordinator.dashboard.reader import (
     DeviceCharge,
@@ -88,6 +89,9 @@ class RunDetail:
     hits: tuple[Hit, ...]
     cut: tuple[Hit, ...]  # heavy prefixes the completion rounds could not complete
     deny: tuple[str, ...]
+    # What the released rounds' ``trimmed`` prefixes mean and what to change
+    # (``fedhh.server.segment.trim_note``, as ``fedhh admin status`` says it); "" if none.
+    trim_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,25 @@ def progress_text(progress: Progress | None, pool: int) -> str:
     if progress.phase == "releasing":
         return f"{where}: releasing the sum of {progress.devices} contributors"
     return f"{where}: {progress.phase}"
+
+
+def _trim_note(rounds: list[RoundRow], parts: RunParts) -> str:
+    """``trim_note`` for the released rounds that left kept prefixes unqueried (what
+    ``run_trim_note`` of fedhh admin says), the next round's list and segment read from its
+    released summary, or, for the round under way, from the tree's state (an attempt's summary
+    holds them only once it released)."""
+    nexts = {r.round: (int(r.summary.get("prefixes", 0)), int(r.summary.get("segment_bits", 0)))
+             for r in rounds if r.state == "released"}
+    state = parts.state
+    if not state.done:
+        nexts.setdefault(state.next_round, (len(state.prefixes), state.segment_bits))
+    rows = [{"round": r.round, "trimmed": int(r.summary.get("trimmed", 0)),
+             "continuing": nexts[r.round + 1][0], "next_segment_bits": nexts[r.round + 1][1]}
+            for r in rounds if r.state == "released" and r.summary.get("trimmed")
+            and r.round + 1 in nexts]
+    if not rows:
+        return ""
+    return trim_note(rows, parts.config.resolved_dim_limit(Mode.NETWORK)) or ""
 
 
 class Views:
@@ -178,7 +201,8 @@ class Views:
             attempts=tuple(self._attempts(row.run_id, parts.config.min_devices, now, rounds)),
             spend=self.spend(row), hits=tuple(heavy_hitters(parts, rounds)),
             cut=tuple(cut_prefixes(parts, rounds)),
-            deny=tuple(parts.tree.codec.display_item(c) for c in row.deny_codes))
+            deny=tuple(parts.tree.codec.display_item(c) for c in row.deny_codes),
+            trim_note=_trim_note(rounds, parts))
 
     def _attempts(self, run_id: str, n_min: int, now: float,
                   rounds: list[RoundRow] | None = None) -> list[AttemptView]:
