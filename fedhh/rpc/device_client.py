@@ -83,6 +83,7 @@ from fedhh.rpc.participation import (
     SessionResult,
     Transport,
     computed_in_turn,
+    given_up,
     stage_deadline_s,
 )
 from fedhh.secagg import (
@@ -357,7 +358,8 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
             if isinstance(request, SessionResult):
                 if request.outcome is ParticipationEnd.ROUND_ABORTED and computing is not None:
                     computing.round_aborted(session_id, request.detail or "aborted")
-                return SessionResult(stage, request.outcome, contributed, request.detail)
+                return given_up(SessionResult(stage, request.outcome, contributed,
+                                              request.detail), computing, session_id)
             session.patient_until = stage_deadline_s(device, stage)
             wait_next = poll_ms if stage != Stage.UNMASK else 0
             if isinstance(request, ShareKeysRequest):
@@ -388,8 +390,9 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
         outcome = CODE_OUTCOMES.get(error.code(), ParticipationEnd.REJECTED)
         if outcome is ParticipationEnd.ROUND_ABORTED and computing is not None:
             computing.round_aborted(session_id, error.details() or "aborted")
-        return SessionResult(current, outcome, contributed,
-                             f"{error.code().name}: {error.details()}")
+        return given_up(SessionResult(current, outcome, contributed,
+                                      f"{error.code().name}: {error.details()}"),
+                        computing, session_id)
 
 
 async def _wait_for_request(session: DeviceSession, stage: Stage, give_up_at: float,

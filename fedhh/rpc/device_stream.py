@@ -56,6 +56,7 @@ from fedhh.rpc.participation import (
     RoundOver,
     SessionResult,
     computed_in_turn,
+    given_up,
     stage_deadline_s,
 )
 from fedhh.secagg import (
@@ -408,11 +409,14 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
     except _Ended as ended:
         stream.close()
         if ended.code is None:
-            return SessionResult(current, ParticipationEnd.TIMED_OUT, contributed, ended.details)
+            return given_up(SessionResult(current, ParticipationEnd.TIMED_OUT, contributed,
+                                          ended.details), computing, device.session_id)
         outcome = CODE_OUTCOMES.get(ended.code, ParticipationEnd.REJECTED)
         if outcome is ParticipationEnd.ROUND_ABORTED and computing is not None:
             computing.round_aborted(device.session_id, ended.details or "aborted")
-        return SessionResult(current, outcome, contributed, f"{ended.code.name}: {ended.details}")
+        return given_up(SessionResult(current, outcome, contributed,
+                                      f"{ended.code.name}: {ended.details}"),
+                        computing, device.session_id)
 
 
 def _answer(device: SecAggDevice, answer: pb.AwaitStageResponse, ones: np.ndarray,

@@ -18,7 +18,8 @@ import grpc
 from fedhh.secagg import SecAggDevice, Stage
 
 __all__ = ["CODE_OUTCOMES", "RETRIED_CODES", "ComputeTurns", "ParticipationEnd", "RetryPolicy",
-           "RoundOver", "SessionResult", "Transport", "computed_in_turn", "stage_deadline_s"]
+           "RoundOver", "SessionResult", "Transport", "computed_in_turn", "given_up",
+           "stage_deadline_s"]
 
 _T = TypeVar("_T")
 # The aborted rounds a ComputeTurns remembers (a device process takes part in a few at once).
@@ -191,6 +192,22 @@ class ComputeTurns:
             asyncio.get_running_loop().call_soon(self._turn)
         else:
             self._scheduled = False
+
+
+def given_up(result: SessionResult, computing: ComputeTurns | None,
+             session_id: bytes) -> SessionResult:
+    """``result``, unless the device gave up waiting (``TIMED_OUT``: past its give-up time, or
+    its call's deadline) on a round that another device of its process was told aborted
+    (``ComputeTurns.round_aborted``): then it ends ``ROUND_ABORTED`` with that reason, which
+    is what happened to the round. (Before, such a device logged timed_out although the abort
+    was known in its process, waiting for it; only the label was wrong.)"""
+    if result.outcome is not ParticipationEnd.TIMED_OUT or computing is None:
+        return result
+    reason = computing.abort_reason(session_id)
+    if reason is None:
+        return result
+    return SessionResult(result.reached, ParticipationEnd.ROUND_ABORTED, result.contributed,
+                         f"{reason} (told to another device of this process)")
 
 
 async def computed_in_turn(turns: ComputeTurns | None, compute: Callable[[], _T],
