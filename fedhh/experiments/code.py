@@ -8,14 +8,17 @@ stored run and report records the code that made it (``code_identity``).
 The fingerprint is taken once, when this module is first imported (with the rest of fedhh's
 experiments code, before any run), and stands for the code this process runs: a file of the
 package that changes afterwards (an update or a `git checkout` in place under an editable
-install) would leave the modules already loaded old and those imported later new, a mix that
-no digest describes, so ``check_unchanged`` (before and after each run) refuses to go on. (Before,
-the digest was read on its first use, possibly long after the modules were loaded, and never
-again.)"""
+install) leaves the modules already loaded old, which the fingerprint describes, but a module
+imported later, or a codebook read later, would be the new one, a mix that no digest
+describes: ``check_unchanged`` (before and after each run) refuses to go on when a changed file
+may have reached the code (``changed_files``). (Before, the digest was read on its first use,
+possibly long after the modules were loaded, and never again.)"""
 
 from __future__ import annotations
 
 import hashlib
+import os
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -72,6 +75,18 @@ def _fingerprint(files: list[Path], libraries: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
+def _loaded() -> set[str]:
+    """The package's source files (relative paths) whose modules this process has loaded."""
+    prefix = os.path.dirname(fedhh.__file__) + os.sep  # (as the modules' __file__ spell it)
+    loaded = set()
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__file__", None)
+        if isinstance(name, str) and name.startswith(prefix):
+            loaded.add(name[len(prefix):].replace(os.sep, "/"))
+    return loaded
+
+
+_SEEN = _loaded()  # (grown by changed_files: the modules seen loaded unchanged)
 _LISTED = _files()
 _STATE = _state(_LISTED)
 _LIBRARIES = _library_versions()
@@ -92,9 +107,16 @@ def library_versions() -> dict[str, str]:
 
 def changed_files() -> list[str]:
     """The package's files (relative paths) added, removed or modified since the fingerprint
-    was taken."""
+    was taken that this process's code may hold: a data file (read when needed), or a source
+    whose module was loaded since the last look. A module seen loaded with its file unchanged
+    runs the code the fingerprint read, whatever its file holds later; one not loaded yet is
+    looked at once it is."""
     now = _state(_files())
-    return sorted(path for path in now.keys() | _STATE.keys() if now.get(path) != _STATE.get(path))
+    changed = {path for path in now.keys() | _STATE.keys() if now.get(path) != _STATE.get(path)}
+    new = _loaded() - _SEEN
+    flagged = sorted(path for path in changed if not path.endswith(".py") or path in new)
+    _SEEN.update(new - changed)
+    return flagged
 
 
 def check_unchanged(who: str = "this process", remedy: str = "") -> None:

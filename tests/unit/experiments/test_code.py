@@ -31,14 +31,20 @@ from fedhh.experiments.studies import get_study
 GIB = 1 << 30
 
 
-def test_the_digest_covers_the_libraries_results_depend_on() -> None:
+def test_the_digest_covers_the_libraries_results_depend_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     versions = library_versions()
     assert list(versions) == list(RESULT_LIBRARIES)
     assert versions["numpy"] == np.__version__
+    # (over a package of its own: this checkout's files may be edited meanwhile)
+    monkeypatch.setattr(code_module, "_ROOT", tmp_path)
+    (tmp_path / "a.py").write_text("x = 1\n")
     files = code_module._files()
-    assert code_fingerprint() == code_module._fingerprint(files, versions)
-    other = code_module._fingerprint(files, {**versions, "numpy": "1.26.4"})
-    assert other != code_fingerprint()
+    digest = code_module._fingerprint(files, versions)
+    assert code_module._fingerprint(files, {**versions, "numpy": "1.26.4"}) != digest
+    assert code_module._fingerprint(files, dict(reversed(versions.items()))) == digest
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert code_module._fingerprint(files, versions) != digest
     assert code_identity() == {"fedhh": fedhh.__version__, "digest": code_fingerprint(),
                                "libraries": versions}
 
@@ -55,25 +61,43 @@ def test_the_digest_is_taken_when_fedhh_is_loaded_not_on_first_use(
     assert code_fingerprint() == before
 
 
-def _changed(monkeypatch: pytest.MonkeyPatch) -> str:
-    """Pretend one of the package's files changed on disk since it was loaded."""
+def _changed(monkeypatch: pytest.MonkeyPatch, name: str = "codec/books/english.json",
+             seen: bool = False) -> str:
+    """Pretend one of the package's files changed on disk since it was loaded (``seen``: a
+    module this process had loaded before it changed)."""
     state = dict(code_module._STATE)
-    name = "simulation/runner.py"
     mtime, size = state[name]
     state[name] = (mtime - 1, size)
     monkeypatch.setattr(code_module, "_STATE", state)
+    loaded = set(code_module._SEEN)
+    (loaded.add if seen else loaded.discard)(name)
+    monkeypatch.setattr(code_module, "_SEEN", loaded)
     return name
 
 
 def test_files_changed_since_fedhh_was_loaded_are_named(
         monkeypatch: pytest.MonkeyPatch) -> None:
     check_unchanged()  # (nothing changed)
-    name = _changed(monkeypatch)
+    name = _changed(monkeypatch)  # a codebook: read when needed
     with pytest.raises(ConfigError, match=rf"^fedhh's files changed on disk since this process "
                        rf"loaded fedhh \({name}, under .*: an update or a checkout in place\): "
                        "a run computed now would mix the old code, already loaded, with the "
                        "new, and be recorded as the old; say so$"):
         check_unchanged(remedy="say so")
+
+
+def test_a_changed_module_matters_only_if_loaded_after_it_changed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Loaded before it changed: the process runs the code the digest read.
+    _changed(monkeypatch, "simulation/runner.py", seen=True)
+    check_unchanged()
+    # Loaded since the last look (maybe from the new file): refused.
+    _changed(monkeypatch, "simulation/runner.py", seen=False)
+    with pytest.raises(ConfigError, match=r"\(simulation/runner\.py, under"):
+        check_unchanged()
+    # Not loaded at all: nothing of it runs (yet).
+    monkeypatch.setattr(code_module, "_loaded", lambda: set(code_module._SEEN))
+    check_unchanged()
 
 
 def test_a_suite_stores_no_run_computed_after_its_code_changed(
