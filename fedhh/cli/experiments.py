@@ -61,7 +61,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from fedhh.cli import options
-from fedhh.errors import ConfigError
+from fedhh.errors import ConfigError, FedhhError
 from fedhh.experiments.cluster import RUN_MEMORY_GIB, ClusterOptions, local_workers
 from fedhh.experiments.studies import STUDIES, STUDY_NAMES
 
@@ -279,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
     from fedhh.experiments.report import study_results, write_report
     from fedhh.experiments.runner import Suite, result_records
     from fedhh.experiments.spec import SuiteSettings
-    from fedhh.experiments.store import ResultStore
+    from fedhh.experiments.store import ResultStore, StoreUnwritable, os_reason
     from fedhh.experiments.studies import PAPER_GROUP, UTILITY_GROUP, get_study, group_studies
 
     started = time.perf_counter()
@@ -324,6 +324,12 @@ def run(args: argparse.Namespace) -> int:
                 f"({suite.computed} computed by this invocation); the same command computes "
                 f"the other {len(plan) - stored} and writes the report\n")
         raise
+    except StoreUnwritable as error:
+        stored = suite.computed + suite.reused
+        raise StoreUnwritable(
+            f"{error}; {stored} of the {len(plan)} runs are stored there: once it can be "
+            f"written (space freed on its disk), the same command computes the other "
+            f"{len(plan) - stored} and writes the report") from error
     invocation = time.perf_counter() - started
     results = [study_results(s, seeds, result_records(s, suite, seeds, records),
                              suite.dataset.num_users) for s in studies]
@@ -345,7 +351,15 @@ def run(args: argparse.Namespace) -> int:
                           for r in records.values()),
         },
     }
-    report = write_report(args.out, results, meta)
+    try:
+        report = write_report(args.out, results, meta)
+    except OSError as error:
+        # (a full disk named nothing: "No space left on device" alone, after every run was
+        # stored, and nothing said that the runs were kept)
+        raise FedhhError(
+            f"cannot write the report in {args.out}: {os_reason(error)}; its {len(plan)} runs "
+            f"are stored in {store.root}, so once {args.out} can be written (or with another "
+            "--out) the same command only writes the report") from error
     if not args.quiet:
         width = max((len(c.verdict) for c in report.claims), default=0)
         for c in report.claims:

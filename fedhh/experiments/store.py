@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from fedhh.data.dataset import atomic_file
+from fedhh.errors import FedhhError
 from fedhh.experiments.studies import DECODE_TIMING, WARM_START_ALONE
 from fedhh.metrics import Truth
 
@@ -122,16 +123,37 @@ class ResultStore:
         return RunRecord(key, meta["seed"], meta["argv"], meta["command"], data, arrays)
 
     def save(self, record: RunRecord) -> None:
+        """Store ``record`` (its arrays, then its JSON, each atomically); StoreUnwritable
+        naming the store and the OS's reason when it cannot be written (a full disk, a
+        read-only folder): the run is not stored (an arrays file without its JSON is no
+        entry), the entries before it stay."""
         missing = [name for name in self.ARRAYS if name not in record.arrays]
         if missing:
             raise ValueError(f"run {record.key} lacks the arrays {missing}")
-        self.root.mkdir(parents=True, exist_ok=True)
         meta_path, array_path = self._paths(record.key)
-        with atomic_file(array_path) as out:
-            np.savez_compressed(out, allow_pickle=False,
-                                **{name: record.arrays[name] for name in self.ARRAYS})
-        with atomic_file(meta_path, "w") as meta:
-            meta.write(json.dumps(record.to_json(), indent=1, default=jsonable) + "\n")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with atomic_file(array_path) as out:
+                np.savez_compressed(out, allow_pickle=False,
+                                    **{name: record.arrays[name] for name in self.ARRAYS})
+            with atomic_file(meta_path, "w") as meta:
+                meta.write(json.dumps(record.to_json(), indent=1, default=jsonable) + "\n")
+        except OSError as error:
+            # (a full disk's ENOSPC names no file: the OS's "No space left on device" alone
+            # ended the suite, with no word of the store or of the runs it holds)
+            raise StoreUnwritable(f"cannot store run {record.key} in the result store "
+                                  f"{self.root}: {os_reason(error)}") from error
+
+
+class StoreUnwritable(FedhhError):
+    """The result store cannot be written (a full disk, a read-only folder, a quota)."""
+
+
+def os_reason(error: OSError) -> str:
+    """An OS error in words: its reason, and the file it names if it is not the one the
+    message names already."""
+    reason = error.strerror or " ".join(str(error).split()) or type(error).__name__
+    return reason + (f" ({error.filename})" if error.filename else "")
 
 
 def _warn_unreadable(path: Path, error: object) -> None:
