@@ -3,8 +3,14 @@
 No network stack and no event loop: the aggregator service and the device process are thin
 transports over :class:`SecAggServer` and :class:`SecAggDevice`, which exchange the frozen
 dataclasses of :mod:`fedhh.secagg.messages`. See docs/secagg.md for the protocol as built.
+
+``SecAggServer`` is imported on first use (PEP 562): a device process, which imports this
+package for its own state machine, loads none of the server's (``tests/unit/test_layers.py``).
 """
 
+from typing import TYPE_CHECKING
+
+from fedhh.lazy import lazy_names
 from fedhh.secagg.config import (
     Admission,
     IdentityTree,
@@ -67,7 +73,6 @@ from fedhh.secagg.params import (
 from fedhh.secagg.prg import MaskGenerator
 from fedhh.secagg.release import verify_release
 from fedhh.secagg.report import check_report, indices_from_dense
-from fedhh.secagg.server import SecAggServer
 
 __all__ = [
     "DEVICES_CHECK",
@@ -125,3 +130,8 @@ __all__ = [
     "verify_config",
     "verify_release",
 ]
+
+if TYPE_CHECKING:
+    from fedhh.secagg.server import SecAggServer
+
+__getattr__, __dir__ = lazy_names(__name__, {"SecAggServer": "server"}, globals())

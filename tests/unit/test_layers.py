@@ -79,14 +79,30 @@ def module_names(root: Path) -> dict[str, Path]:
     return found
 
 
-def imports(path: Path, name: str = "") -> list[tuple[int, str]]:
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """The ids of the nodes inside ``if TYPE_CHECKING:`` blocks (imported for the type checker
+    alone: at run time nothing there is imported)."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+                (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+                or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")):
+            inside.update(id(n) for child in node.body for n in ast.walk(child))
+    return inside
+
+
+def imports(path: Path, name: str = "", runtime: bool = False) -> list[tuple[int, str]]:
     """(line, module) for every import in ``path``, at any depth; relative imports resolved
     against the module's dotted ``name``; ``from m import x`` names ``m.x``, the submodule if
-    there is one (the import graph strips what is not a module: ``m.x`` -> ``m``)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    there is one (the import graph strips what is not a module: ``m.x`` -> ``m``). With
+    ``runtime``, those a run makes only: not the ``if TYPE_CHECKING:`` ones."""
+    tree = ast.parse(path.read_text())
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    skipped = _type_checking_only(tree) if runtime else set()
     found = []
     for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -410,16 +426,49 @@ def test_the_device_side_rules_match_whole_packages_only() -> None:
 
 
 # What the device process may not load: the server side of the library and of the services.
-DEVICE_PROCESS_FORBIDDEN = ("fedhh.server", "fedhh.rounds", "fedhh.privacy", "fedhh.pirappor",
-                            "fedhh.config", "fedhh.metrics", *OFFLINE, "fedhh_coordinator",
-                            "fedhh_aggregator")
+DEVICE_PROCESS_FORBIDDEN = ("fedhh.server", "fedhh.secagg.server", "fedhh.rounds",
+                            "fedhh.privacy", "fedhh.pirappor", "fedhh.config", "fedhh.metrics",
+                            *OFFLINE, "fedhh_coordinator", "fedhh_aggregator")
+
+
+def lazy_faces(root: Path) -> dict[str, str]:
+    """``package.Name`` -> the submodule a lazy package face imports it from on first use
+    (``fedhh.lazy``): the names its ``__init__`` imports under ``if TYPE_CHECKING:``."""
+    found = {}
+    for name, path in module_names(root).items():
+        if path.name != "__init__.py":
+            continue
+        tree = ast.parse(path.read_text())
+        inside = _type_checking_only(tree)
+        for node in ast.walk(tree):
+            if id(node) in inside and isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    found[f"{name}.{alias.asname or alias.name}"] = node.module
+    return found
+
+
+def runtime_import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the project's modules a run of it imports: as :func:`import_graph`, without
+    the type checker's imports, and a name taken from a lazy face (``from fedhh.secagg import
+    SecAggServer``) leading to the submodule that defines it."""
+    names = module_names(root)
+    lazy = lazy_faces(root)
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in names.items():
+        for _, module in imports(path, name, runtime=True):
+            module = lazy.get(module, module)
+            while module and module not in names:
+                module = module.rpartition(".")[0]
+            if module and module != name:
+                graph[name].add(module)
+    return graph
 
 
 def device_process_reaches(root: Path) -> list[str]:
-    """Each forbidden module the device process's modules reach through the import graph (at
-    module level or inside functions, through any module in between), as the chain that
-    reaches it: ``forbidden <- ... <- fedhh_device.x``."""
-    graph = import_graph(root)
+    """Each forbidden module the device process's modules load, as the chain of imports that
+    reaches it (at module level or inside functions, through any module in between, through
+    lazy faces): ``forbidden <- ... <- fedhh_device.x``."""
+    graph = runtime_import_graph(root)
     reached: dict[str, str] = {}  # module -> the module that imported it first
     work = sorted(m for m in graph if _within(m, ("fedhh_device",)))
     seen = set(work)
@@ -443,7 +492,8 @@ def device_process_reaches(root: Path) -> list[str]:
 def test_the_device_process_reaches_no_server_code() -> None:
     # (before, fedhh_device.report took RoundQuery from fedhh.server, so every device process
     # loaded the prefix tree, PruneHH, the estimates and the mechanisms; RoundQuery, what a
-    # device receives, is now fedhh.device's)
+    # device receives, is now fedhh.device's; and fedhh.secagg's face loaded SecAggServer,
+    # now imported on first use)
     assert device_process_reaches(ROOT) == []
 
 
@@ -458,3 +508,22 @@ def test_a_planted_server_import_on_the_device_path_is_reported(tmp_path: Path) 
         (tmp_path / path).write_text(code)
     assert device_process_reaches(tmp_path) == [
         "fedhh.server.prefixtree <- fedhh.rpc.participation <- fedhh_device.main"]
+
+
+def test_a_server_name_taken_from_a_lazy_face_is_reported(tmp_path: Path) -> None:
+    # The face's eager names are the device's to take; its lazy ones lead to their module,
+    # and what only the type checker imports is not followed.
+    for path, code in {
+            "fedhh/secagg/__init__.py":
+                "from typing import TYPE_CHECKING\n\nfrom fedhh.secagg.device import Stage\n\n"
+                "if TYPE_CHECKING:\n    from fedhh.secagg.server import SecAggServer\n",
+            "fedhh/secagg/device.py": "class Stage:\n    pass\n",
+            "fedhh/secagg/server.py": "class SecAggServer:\n    pass\n",
+            "device/fedhh_device/ok.py": "from fedhh.secagg import Stage\n",
+            "device/fedhh_device/bad.py":
+                "def f():\n    from fedhh.secagg import SecAggServer\n"}.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(code)
+    assert device_process_reaches(tmp_path) == ["fedhh.secagg.server <- fedhh_device.bad"]
+    (tmp_path / "device/fedhh_device/bad.py").unlink()
+    assert device_process_reaches(tmp_path) == []
