@@ -125,7 +125,10 @@ def run_trim_note(run: Any) -> str | None:
     from fedhh.server.segment import trim_note
 
     released = {r.round: r for r in run.rounds if r.state == "released"}
-    nexts = {r.round: r for r in run.rounds}  # (the next round's list, whatever its outcome)
+    # (the next round's list and segment, from its released attempt: an attempt's summary
+    # holds them only once it released, so a running run's open or aborted next attempt read
+    # "the next round queried 0 (0-bit segments ...)")
+    nexts = {r.round: r for r in run.rounds if r.state == "released"}
     rows = [{"round": r.round, "trimmed": r.trimmed,
              "continuing": nexts[r.round + 1].prefixes,
              "next_segment_bits": nexts[r.round + 1].segment_bits}

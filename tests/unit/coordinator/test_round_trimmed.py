@@ -39,3 +39,15 @@ def test_the_run_note_reads_the_next_rounds_list() -> None:
         "round queried 1 (16-bit segments: 1 x 2^16 within the dimension limit 65,536)")
     assert run_trim_note(pb.Run(run_id="r1", state="done", config=config,
                                 rounds=rounds[1:])) is None
+
+
+def test_a_running_runs_note_waits_for_the_next_round_to_release() -> None:
+    """An attempt's summary holds its list and segment only once it released: with round 2
+    open (or aborted) the note said "the next round queried 0 (0-bit segments: 0 x 2^0 ...)"
+    for round 1; now it says nothing of round 1 until round 2 releases."""
+    config = to_proto(RunConfig(rounds=3, max_bits=48, dim_limit=1 << 16, completion_rounds=0))
+    first = _row(1, 1, "released", prefixes=1, segment_bits=16, kept=20, trimmed=19)
+    for state in ("open", "aborted"):
+        rounds = [_round_summary(first), _round_summary(_row(2, 1, state))]
+        assert run_trim_note(pb.Run(run_id="r1", state="running", config=config,
+                                    rounds=rounds)) is None
