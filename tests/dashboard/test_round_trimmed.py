@@ -17,19 +17,16 @@ T0 = 1_800_000_000.0
 
 
 def _rounds() -> list[RoundRow]:
-    released = {"prefixes": 1, "segment_bits": 16, "kept": 25, "finished": 0, "trimmed": 24}
-    # (an attempt's summary holds its list and segment only once it released)
+    # (a released round's stored report holds its list, its trimmed prefixes, how many the
+    # next round queries and at what segment; an attempt's summary holds none of it before)
+    released = {"prefixes": 1, "segment_bits": 16, "kept": 25, "finished": 0, "trimmed": 24,
+                "continuing": 1, "next_segment_bits": 16}
     return [RoundRow("r", 1, 1, "released", "", 900, released, T0, T0 + 10),
             RoundRow("r", 2, 1, "aborted", "too few", 0, {"steps": []}, T0 + 11, T0 + 12),
             RoundRow("r", 2, 2, "open", "", 0, {"steps": []}, T0 + 13, None)]
 
 
-def _parts(next_round: int = 2) -> SimpleNamespace:
-    """A run's parts as the views read them: its config, and its tree's state (the round
-    under way queries one 16-bit segment under the one prefix round 1 could carry on)."""
-    return SimpleNamespace(config=RunConfig(rounds=4, max_bits=48),
-                           state=SimpleNamespace(done=False, next_round=next_round,
-                                                 prefixes=(7,), segment_bits=16))
+CONFIG = RunConfig(rounds=4, max_bits=48)
 
 
 def test_the_round_card_counts_the_prefixes_it_could_not_have_queried() -> None:
@@ -44,18 +41,17 @@ def test_the_round_card_counts_the_prefixes_it_could_not_have_queried() -> None:
 
 def test_the_rounds_carry_a_note_that_says_what_to_change() -> None:
     rows = _rounds()
-    note = _trim_note(rows, _parts())  # type: ignore[arg-type]
+    note = _trim_note(rows, CONFIG)
     assert note.startswith("24 kept prefixes could not be queried: round 1 kept 25 prefixes "
                            "to extend and the next round queried 1 (16-bit segments")
     assert "more --rounds" in note
-    # Once round 2 released, its own summary says what it queried.
-    done2 = RoundRow("r", 2, 3, "released", "", 900, {"prefixes": 1, "segment_bits": 16},
-                     T0 + 14, T0 + 20)
-    assert _trim_note([*rows, done2], _parts(3)) == note  # type: ignore[arg-type]
+    done2 = RoundRow("r", 2, 3, "released", "", 900, {"prefixes": 1, "segment_bits": 16,
+                                                      "trimmed": 0}, T0 + 14, T0 + 20)
+    assert _trim_note([*rows, done2], CONFIG) == note
     attempts = tuple(attempt_view(r, 800, None, 0, T0 + 20) for r in rows)
     page = timeline(SimpleNamespace(attempts=attempts, trim_note=note))  # type: ignore[arg-type]
     assert "Note: 24 kept prefixes could not be queried" in page
     # A run whose rounds queried every kept prefix (or a summary from before): no note.
     quiet = [RoundRow("r", 1, 1, "released", "", 900, {"prefixes": 1, "kept": 2}, T0, T0 + 1)]
-    assert _trim_note(quiet, _parts()) == ""  # type: ignore[arg-type]
+    assert _trim_note(quiet, CONFIG) == ""
     assert attempt_view(quiet[0], 800, None, 0, T0).trimmed == 0

@@ -133,23 +133,14 @@ def progress_text(progress: Progress | None, pool: int) -> str:
     return f"{where}: {progress.phase}"
 
 
-def _trim_note(rounds: list[RoundRow], parts: RunParts) -> str:
-    """``trim_note`` for the released rounds that left kept prefixes unqueried (what
-    ``run_trim_note`` of fedhh admin says), the next round's list and segment read from its
-    released summary, or, for the round under way, from the tree's state (an attempt's summary
-    holds them only once it released)."""
-    nexts = {r.round: (int(r.summary.get("prefixes", 0)), int(r.summary.get("segment_bits", 0)))
-             for r in rounds if r.state == "released"}
-    state = parts.state
-    if not state.done:
-        nexts.setdefault(state.next_round, (len(state.prefixes), state.segment_bits))
-    rows = [{"round": r.round, "trimmed": int(r.summary.get("trimmed", 0)),
-             "continuing": nexts[r.round + 1][0], "next_segment_bits": nexts[r.round + 1][1]}
-            for r in rounds if r.state == "released" and r.summary.get("trimmed")
-            and r.round + 1 in nexts]
-    if not rows:
+def _trim_note(rounds: list[RoundRow], config: RunConfig) -> str:
+    """``trim_note`` over the released rounds' stored reports (``RoundReport``: each holds its
+    ``trimmed``, the ``continuing`` prefixes the next round queries and its
+    ``next_segment_bits``); "" when no round left a kept prefix out."""
+    reports = [{**r.summary, "round": r.round} for r in rounds if r.state == "released"]
+    if not any(report.get("trimmed") for report in reports):
         return ""
-    return trim_note(rows, parts.config.resolved_dim_limit(Mode.NETWORK)) or ""
+    return trim_note(reports, config.resolved_dim_limit(Mode.NETWORK)) or ""
 
 
 class Views:
@@ -202,7 +193,7 @@ class Views:
             spend=self.spend(row), hits=tuple(heavy_hitters(parts, rounds)),
             cut=tuple(cut_prefixes(parts, rounds)),
             deny=tuple(parts.tree.codec.display_item(c) for c in row.deny_codes),
-            trim_note=_trim_note(rounds, parts))
+            trim_note=_trim_note(rounds, parts.config))
 
     def _attempts(self, run_id: str, n_min: int, now: float,
                   rounds: list[RoundRow] | None = None) -> list[AttemptView]:
