@@ -23,7 +23,8 @@ that round, and each device chooses among its items on that round's prefix list,
 from round to round, so the same item would count higher in a later round. An item that does
 not end within --max-bits is completed by the completion rounds (--completion-rounds); a
 prefix still unended after them is shown cut: its readable text, the bytes of a character it
-stops inside as \\xNN, the bits it holds of a codeword it stops inside (⟨+3 bits⟩), then …
+stops inside as \\xNN, the bits it holds of a codeword it stops inside (⟨+3 bits⟩; ⟨+0 bits⟩
+where it ends on a whole codeword but a token could have run on across that point), then …
 (docs/codecs.md).
 """
 
@@ -361,14 +362,19 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str) -> None:
 
 def open_note(cut: list[str]) -> str:
     """What ``⟨+N bits⟩`` before a cut item's ``…`` means, for a list that shows one
-    (`fedhh.codec.codec.open_marker`); else nothing."""
+    (`fedhh.codec.codec.open_marker`), and ``⟨+0 bits⟩`` where one shows that; else
+    nothing."""
     if not any(OPEN_MARK in item for item in cut):
         return ""
+    zero = ("; ⟨+0 bits⟩: it ends between two codewords where the codebook has a token that "
+            "could have run on across that point (55 after +1-5), and items so written are "
+            "not under it" if any(ZERO_MARK in item for item in cut) else "")
     return (", ⟨+N bits⟩ before the … the bits it holds of the next character's code, "
-            "not enough to tell which character")
+            f"not enough to tell which character{zero}")
 
 
 OPEN_MARK = "⟨+"  # (how fedhh.codec.codec.open_marker begins)
+ZERO_MARK = "⟨+0 bits⟩"  # (open_marker where a token could have run across the cut)
 
 
 def more_hitters(hitters: list[dict[str, Any]], top: int) -> str:

@@ -52,6 +52,8 @@ class Decoded:
     problem: str = ""
     partial: bytes = b""  # the bytes of a character the prefix stops inside
     open_bits: int = 0  # bits of a codeword the prefix stops inside, after its last whole byte
+    # A token could run across its end (``Codec.decode``): it shows ``⟨+0 bits⟩`` when cut.
+    token_across: bool = False
 
     @property
     def shown_cut(self) -> str:
@@ -66,19 +68,25 @@ class Decoded:
         and 3 bits of a codeword that is not ``c``'s, shown ``ab…``, read as the parent of
         ``abc…`` (every item starting ``ab``), though no item under it starts ``abc``; it
         shows ``ab⟨+3 bits⟩…``, and a shown text that begins another's (less its ``…``)
-        stands for bits that begin the other's."""
+        stands for bits that begin the other's. With tokens a text can be written two ways:
+        a prefix that ends on a whole codeword where a token could have run on across its end
+        (``token_across``: ``+1-5`` through a lone ``5``, where ``55`` is a token) holds no
+        item written with that token (``+1-55…``), so it shows ``⟨+0 bits⟩`` of the next
+        codeword (``+1-5⟨+0 bits⟩…``), and its text is not read as the other's parent."""
         escaped = "".join(f"\\x{b:02x}" for b in self.partial)
         # (an item's own ⟨ as \u27e8: the item x⟨+3 bits⟩y cut after its ⟩ showed as x and 3
         # bits of the next codeword)
         text = self.text.replace("\\", "\\\\").replace(OPEN_BRACKET, "\\u27e8")
-        return text + escaped + open_marker(self.open_bits) + ELLIPSIS
+        marker = open_marker(self.open_bits, self.token_across and not self.partial)
+        return text + escaped + marker + ELLIPSIS
 
 
-def open_marker(bits: int) -> str:
+def open_marker(bits: int, token_across: bool = False) -> str:
     """How a cut prefix shows the bits it holds of a codeword it stops inside (``⟨+1 bit⟩``,
-    ``⟨+3 bits⟩``); nothing for none."""
+    ``⟨+3 bits⟩``); for none, ``⟨+0 bits⟩`` where a token could have run across its end
+    (``Decoded.shown_cut``), else nothing."""
     if bits <= 0:
-        return ""
+        return f"{OPEN_BRACKET}+0 bits⟩" if token_across else ""
     return f"{OPEN_BRACKET}+{bits} bit{'' if bits == 1 else 's'}⟩"
 
 
@@ -328,8 +336,36 @@ class Codec:
             problem = "no code continues these bits (every completion is an invalid escape " \
                       "or not UTF-8)"
         text = reader.text()
+        across = (not reader.ended and not reader.open_bits and not reader.partial
+                  and self._token_across(reader.last_bytes()))
         return Decoded(text, reader.ended, possible, reader.trailing_bits,
-                       "" if possible else problem, reader.partial, reader.open_bits)
+                       "" if possible else problem, reader.partial, reader.open_bits, across)
+
+    @cached_property
+    def _max_token_bytes(self) -> int:
+        return self.book.max_token_bytes
+
+    def _token_across(self, data: bytes) -> bool:
+        """Whether a prefix whose whole symbols end with the bytes ``data`` could be written
+        otherwise by a token that runs on past them: some ending of ``data`` begins a longer
+        token (``5`` of ``55``, ``20`` of ``2017``, ``.`` of ``.com/``). Then an item written
+        with that token (``+1-55…``) has bits that do not begin the prefix's, though its text
+        begins the prefix's text (``Decoded.shown_cut``). Never for a codebook without
+        tokens, whose writing is one."""
+        node = self._trie
+        if node is None or not data:
+            return False
+        for start in range(max(0, len(data) - self._max_token_bytes + 1), len(data)):
+            children = node
+            for byte in data[start:]:
+                found = children.get(byte)
+                if found is None:
+                    break
+                children = found[0]
+            else:
+                if children:
+                    return True
+        return False
 
     def display(self, prefix: int, length: int) -> str:
         """Text of a prefix: exact for an ended item; anything else (an unfinished prefix, an
@@ -464,6 +500,16 @@ class _Reader:
             self.parts.append(("byte", (value, start)))
             if raw:
                 pending = continuations(value)
+
+    def last_bytes(self) -> bytes:
+        """The bytes read since the last shown impossible part (a token may begin only
+        after it)."""
+        out = []
+        for kind, payload in reversed(self.parts):
+            if kind != "byte":
+                break
+            out.append(payload[0])  # type: ignore[index]
+        return bytes(reversed(out))
 
     def text(self) -> str:
         """The parts as text; byte runs are decoded as UTF-8 (bytes that are not UTF-8 are shown

@@ -283,7 +283,7 @@ def columns(text: str) -> int:
 
 
 _BYTE_ESCAPE = re.compile(r"\\x[0-9a-f]{2}")
-_OPEN_MARKER = re.compile(r"⟨\+[1-9][0-9]* bits?⟩$")  # (as fedhh.codec.codec.open_marker)
+_OPEN_MARKER = re.compile(r"⟨\+(?:0|[1-9][0-9]*) bits?⟩$")  # (as fedhh.codec.codec.open_marker)
 _LRM = "\u200e"
 # The blocks whose unassigned code points are right-to-left (UAX #9's default Bidi_Class R or
 # AL): a character newer than this Python's Unicode tables (``bidirectional`` is '') there.

@@ -35,9 +35,10 @@ def _cut_prefixes(codec: Codec) -> dict[tuple[int, int], str]:
     return shown
 
 
-# (token codebooks write some texts in two ways: "+1-5" through a lone 5 begins "+1-55" in text
-# but not in bits, where 55 is a token; docs/codecs.md says so)
-@pytest.mark.parametrize("book", ["english", "bytes", "german", "huffman", "5bit"])
+# (token codebooks write some texts in two ways: "+1-5" through a lone 5 began "+1-55" in text
+# but not in bits, where 55 is a token; it now shows +1-5⟨+0 bits⟩…)
+@pytest.mark.parametrize("book", ["english", "bytes", "german", "huffman", "5bit", "unicode",
+                                  "general", "tokens"])
 def test_a_shown_text_begins_another_only_where_its_bits_do(book: str) -> None:
     shown = _cut_prefixes(Codec(book, WIDE))
     misread = [(a, b) for (p, n), a in shown.items() for (q, m), b in shown.items()
@@ -117,3 +118,41 @@ def test_an_items_own_bracket_is_not_the_count() -> None:
     x = len(codec.book.item_bits("x")) - len(codec.book.end)
     assert shown["x⟨+3 bits⟩…"] == x + 3
     assert len(shown) == lengths  # (no two prefixes show alike)
+
+
+@pytest.mark.parametrize("book", ["unicode", "general", "tokens"])
+def test_a_lone_codeword_a_token_could_run_across_shows_it(book: str) -> None:
+    """The defect: on token codebooks ``+1-5…``, a lone ``5`` codeword, read as the parent of
+    ``+1-55…`` (a token ``55``), whose bits it does not begin. It shows ``+1-5⟨+0 bits⟩…``;
+    ``+1-55``'s own prefix ends with a token that another (``555``?) may run across, or not,
+    and a prefix no token can run across shows no count (``+1-…`` has ``-`` before a digit)."""
+    codec = Codec(book, WIDE)
+    assert b"55" in codec.book.tokens
+
+    def cut_at(item: str, symbols: int) -> str:
+        bits = "".join(codec.book.symbol_bits(s)
+                       for s in codec.book.symbols_of(item.encode())[:symbols])
+        return codec.display(int(bits, 2), len(bits))
+
+    lone = cut_at("+1-5x", 4)
+    assert codec.book.symbols_of(b"+1-5x")[3] == b"5"
+    assert lone == "+1-5⟨+0 bits⟩…"
+    token = cut_at("+1-555-0100", 4)
+    assert token.startswith("+1-55") and not token.startswith(lone[:-1])
+    # (the count is the cut's tail: printable leaves it as it is)
+    assert printable(lone, cut=True) == lone
+    # (a whole item is shown as it is, and a byte codebook never shows the count)
+    assert codec.display(codec.encode("+1-5"), WIDE) == "+1-5"
+    english = Codec("english", WIDE)
+    bits = english.book.item_bits("+1-5x")[:-len(english.book.end)]
+    five = len(bits) - len(english.book.byte_bits(ord("x")))
+    assert english.display(int(bits[:five], 2), five) == "+1-5…"
+
+
+def test_the_consoles_note_says_what_the_zero_count_means() -> None:
+    """``fedhh simulate`` and ``fedhh up`` explain ``⟨+0 bits⟩`` under a list that shows it."""
+    from fedhh.cli.simulate import open_note
+
+    assert "⟨+0 bits⟩: it ends between two codewords" in open_note(["+1-5⟨+0 bits⟩…"])
+    assert "⟨+0 bits⟩" not in open_note(["ab⟨+3 bits⟩…"])
+    assert open_note(["ab…"]) == ""
