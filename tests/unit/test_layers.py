@@ -91,14 +91,25 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return inside
 
 
-def imports(path: Path, name: str = "", runtime: bool = False) -> list[tuple[int, str]]:
+def _in_functions(tree: ast.AST) -> set[int]:
+    """The ids of the nodes inside functions (run when called, not when the module loads)."""
+    return {id(n) for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            for child in ast.iter_child_nodes(node) for n in ast.walk(child)}
+
+
+def imports(path: Path, name: str = "", runtime: bool = False,
+            on_load: bool = False) -> list[tuple[int, str]]:
     """(line, module) for every import in ``path``, at any depth; relative imports resolved
     against the module's dotted ``name``; ``from m import x`` names ``m.x``, the submodule if
     there is one (the import graph strips what is not a module: ``m.x`` -> ``m``). With
-    ``runtime``, those a run makes only: not the ``if TYPE_CHECKING:`` ones."""
-    tree = ast.parse(path.read_text())
+    ``runtime``, those a run makes only: not the ``if TYPE_CHECKING:`` ones; with ``on_load``
+    as well, those loading the module makes: not the ones inside functions."""
+    tree = ast.parse(path.read_text(), filename=str(path))
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    skipped = _type_checking_only(tree) if runtime else set()
+    skipped = _type_checking_only(tree) if runtime or on_load else set()
+    if on_load:
+        skipped |= _in_functions(tree)
     found = []
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -447,34 +458,79 @@ def lazy_faces(root: Path) -> dict[str, str]:
     return found
 
 
-def runtime_import_graph(root: Path) -> dict[str, set[str]]:
-    """Module -> the project's modules a run of it imports: as :func:`import_graph`, without
-    the type checker's imports, and a name taken from a lazy face (``from fedhh.secagg import
-    SecAggServer``) leading to the submodule that defines it."""
-    names = module_names(root)
-    lazy = lazy_faces(root)
-    graph: dict[str, set[str]] = defaultdict(set)
-    for name, path in names.items():
-        for _, module in imports(path, name, runtime=True):
-            module = lazy.get(module, module)
-            while module and module not in names:
+class RuntimeImports:
+    """Module -> the project's modules a run of it imports, read on demand (a walk from a few
+    modules parses only what it reaches): as :func:`import_graph`, without the type checker's
+    imports, and a name taken from a lazy face (``from fedhh.secagg import SecAggServer``)
+    leading to the submodule that defines it; with ``on_load``, those that loading it imports
+    (not those inside its functions), and its package (loaded first)."""
+
+    def __init__(self, root: Path, on_load: bool = False) -> None:
+        self.names = module_names(root)
+        self.lazy = lazy_faces(root)
+        self.on_load = on_load
+
+    def __call__(self, name: str) -> set[str]:
+        found = set()
+        parent = name.rpartition(".")[0]
+        if self.on_load and parent in self.names:
+            found.add(parent)
+        for _, module in imports(self.names[name], name, runtime=True, on_load=self.on_load):
+            module = self.lazy.get(module, module)
+            while module and module not in self.names:
                 module = module.rpartition(".")[0]
             if module and module != name:
-                graph[name].add(module)
-    return graph
+                found.add(module)
+        return found
+
+
+def loaded_by(root: Path, module: str) -> set[str]:
+    """The project's modules that importing ``module`` loads (itself included)."""
+    edges = RuntimeImports(root, on_load=True)
+    seen, work = {module}, [module]
+    while work:
+        for child in edges(work.pop()):
+            if child not in seen:
+                seen.add(child)
+                work.append(child)
+    return seen
+
+
+def test_the_run_configuration_loads_the_server_vocabulary_only() -> None:
+    # docs/architecture.md: fedhh.config reads the server's choices from
+    # fedhh/server/vocabulary.py without loading the round logic (the face is lazy); the
+    # pieces it validates are imported inside the checks that need them.
+    loaded = loaded_by(ROOT, "fedhh.config")
+    assert {m for m in loaded if _within(m, ("fedhh.server",))} == {
+        "fedhh.server", "fedhh.server.vocabulary"}
+    assert not any(_within(m, ("fedhh.privacy", "fedhh.pirappor", "fedhh.secagg", "fedhh.data",
+                               "fedhh.device", "fedhh.codec")) for m in loaded)
+
+
+def test_what_loading_a_module_loads_is_read_from_its_top_level(tmp_path: Path) -> None:
+    for path, code in {
+            "fedhh/one.py": "from fedhh.two import x\n\n\ndef f():\n    from fedhh import three\n",
+            "fedhh/two.py": "x = 1\n",
+            "fedhh/three.py": "",
+            "fedhh/pkg/__init__.py": "",
+            "fedhh/pkg/sub.py": ""}.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(code)
+    assert loaded_by(tmp_path, "fedhh.one") == {"fedhh.one", "fedhh.two"}
+    assert loaded_by(tmp_path, "fedhh.pkg.sub") == {"fedhh.pkg.sub", "fedhh.pkg"}
 
 
 def device_process_reaches(root: Path) -> list[str]:
     """Each forbidden module the device process's modules load, as the chain of imports that
     reaches it (at module level or inside functions, through any module in between, through
     lazy faces): ``forbidden <- ... <- fedhh_device.x``."""
-    graph = runtime_import_graph(root)
+    edges = RuntimeImports(root)
     reached: dict[str, str] = {}  # module -> the module that imported it first
-    work = sorted(m for m in graph if _within(m, ("fedhh_device",)))
+    work = sorted(m for m in edges.names if _within(m, ("fedhh_device",)))
     seen = set(work)
     while work:
         module = work.pop()
-        for child in sorted(graph.get(module, ())):
+        for child in sorted(edges(module)):
             if child not in seen:
                 seen.add(child)
                 reached[child] = module
