@@ -119,6 +119,10 @@ class ResultStore:
         except _UNREADABLE as error:
             _warn_unreadable(array_path, error)
             return None
+        defect = arrays_defect(arrays)
+        if defect is not None:
+            _warn_unreadable(array_path, defect)
+            return None
         data = {k: v for k, v in meta.items() if k not in ("key", "seed", "argv", "command")}
         return RunRecord(key, meta["seed"], meta["argv"], meta["command"], data, arrays)
 
@@ -188,6 +192,26 @@ def record_defect(meta: object, key: str) -> str | None:
     if defect is None and not all(isinstance(a, str) for a in meta["argv"]):
         defect = "its argv holds a value that is no string"
     return defect
+
+
+def arrays_defect(arrays: dict[str, np.ndarray]) -> str | None:
+    """What makes a stored run's arrays no run's (a hand edit, or arrays of another run), or
+    None: each 1-D; the truth's codes ascending and of the output's kind (integers or byte
+    strings), with one weighted and one unweighted frequency each. (Read as they were, such
+    arrays gave curves of frequencies paired with other codes, without a word.)"""
+    for name, array in arrays.items():
+        if array.ndim != 1:
+            return f"{name!r} has {array.ndim} dimensions, not 1"
+    codes, output = arrays["truth_codes"], arrays["output_codes"]
+    if codes.dtype.kind not in "uS" or (output.size and output.dtype.kind != codes.dtype.kind):
+        return f"its codes are {output.dtype} and {codes.dtype}, not one kind of code"
+    if codes.size > 1 and not bool(np.all(codes[1:] > codes[:-1])):
+        return "'truth_codes' is not in ascending order"
+    for name in ("truth_weighted", "truth_unweighted"):
+        if arrays[name].dtype.kind != "f" or arrays[name].size != codes.size:
+            return (f"{name!r} holds {arrays[name].size} {arrays[name].dtype} values for "
+                    f"{codes.size} codes")
+    return None
 
 
 def jsonable(value: Any) -> Any:
