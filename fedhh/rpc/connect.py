@@ -47,6 +47,7 @@ from aiohttp import web
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.errors import details_of, status_of
 from fedhh.rpc.http_listener import (
+    HEAD_LIMITS,
     HEAD_TIMEOUT_S,
     Served,
     peer_name,
@@ -201,7 +202,7 @@ class ConnectServer:
         # connection is closed instead (aiohttp would read, and inflate, up to 10 s of it).
         runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
                                keepalive_timeout=HEAD_TIMEOUT_S, handler_cancellation=True,
-                               lingering_time=0, logger=RequestLog(self.name))
+                               lingering_time=0, logger=RequestLog(self.name), **HEAD_LIMITS)
         self._served = await serve_runner(runner, context, host, port, self.max_connections,
                                           self.name)
         self.port = self._served.port

@@ -41,7 +41,7 @@ import resource
 import socket
 import ssl
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from fedhh.errors import ConfigError
 
@@ -54,6 +54,19 @@ MAX_CONNECTIONS = 64
 # hold a connection for free.
 HEAD_TIMEOUT_S = 10.0
 BACKLOG = 128
+# A request head, as its runner parses it (``web.AppRunner(..., **HEAD_LIMITS)``; more lines
+# or a longer one is answered 400): aiohttp's default of 128 header lines of 8 KiB each let a
+# head hold 1 MiB, parsed and kept while its body was awaited (10 s), so that 500 connections
+# with 120 such lines to the coordinator's Connect port took it from 148 to 1,140 MiB at the
+# peak (with 28 lines, 534). A browser sends about 20 lines (a proxy adds a few), a device's
+# Connect call fewer; a line stays at 8 KiB (a Cookie).
+class HeadLimits(TypedDict):
+    max_headers: int
+    max_field_size: int
+    max_line_size: int
+
+
+HEAD_LIMITS: HeadLimits = {"max_headers": 48, "max_field_size": 8190, "max_line_size": 8190}
 # A listener's connections are at most 1 / FILE_SHARE of the process's open-file limit.
 FILE_SHARE = 4
 # What a plaintext HTTP request on a TLS port begins with (a TLS ClientHello begins 0x16).

@@ -99,7 +99,7 @@ class MetricsEndpoint:
         from prometheus_client import REGISTRY
         from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-        from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, serve_runner
+        from fedhh.rpc.http_listener import HEAD_LIMITS, HEAD_TIMEOUT_S, serve_runner
         from fedhh.rpc.request_log import RequestLog
 
         async def scrape(request: web.Request) -> web.Response:
@@ -112,7 +112,7 @@ class MetricsEndpoint:
         # dashboard: aiohttp's own logger wrote it at ERROR with a traceback quoting them.
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0,
                                keepalive_timeout=HEAD_TIMEOUT_S,
-                               logger=RequestLog("metrics endpoint"))
+                               logger=RequestLog("metrics endpoint"), **HEAD_LIMITS)
         context = tls.server_context("the metrics endpoint") if tls is not None else None
         self.served = await serve_runner(runner, context, host, port, METRICS_CONNECTIONS,
                                          name="metrics endpoint")

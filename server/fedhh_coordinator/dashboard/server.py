@@ -28,7 +28,7 @@ from aiohttp import web
 
 from fedhh.codec.shown import printable
 from fedhh.errors import NotFoundError, RateLimited, StoreDamaged, shown
-from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Served, serve_runner
+from fedhh.rpc.http_listener import HEAD_LIMITS, HEAD_TIMEOUT_S, Served, serve_runner
 from fedhh.rpc.request_log import RequestLog
 from fedhh.rpc.serving import check_plaintext_listener
 from fedhh.rpc.tls import TlsFiles
@@ -135,7 +135,8 @@ class Dashboard:
         # Keep-alive bounds how long a connection may wait for its next request head; the
         # listener bounds the first one and how many connections are held (http_listener.py).
         runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
-                               keepalive_timeout=HEAD_TIMEOUT_S, logger=RequestLog())
+                               keepalive_timeout=HEAD_TIMEOUT_S, logger=RequestLog(),
+                               **HEAD_LIMITS)
         self._served = await serve_runner(runner, context, host, port)
         self.port = self._served.port
         return self.port
