@@ -34,31 +34,21 @@ from fedhh_device.report import DeviceData
 from fedhh_device.secagg_run import DropPlan, Floors
 
 log = logging.getLogger(__name__)
-# A device's connections are pinged every KEEPALIVE_S while a call is open, and closed when a
-# ping goes unanswered for KEEPALIVE_TIMEOUT_S: a GetTask long-poll (held up to 30 minutes,
-# with no deadline) on a connection that went dead without a reset (the coordinator's host
-# lost, a network partition, a NAT or load balancer that dropped the idle flow) hung for good
-# before, the device never checking in again. The pings also keep such a flow from going
-# idle. The services accept a ping per fedhh.rpc.serving.MIN_PING_INTERVAL_MS (5 minutes)
-# during a call (more often, and past MAX_PING_STRIKES the connection is closed), hence the
-# margin above 300 s (tests/unit/test_probe36_fix_ping_policy.py holds the two together).
-KEEPALIVE_S = 320.0
-KEEPALIVE_TIMEOUT_S = 20.0
+# A device's connections are pinged as every client's are (``fedhh.rpc.serving.KEEPALIVE_S``,
+# why and how often), so a GetTask long-poll on a connection that went dead without a reset
+# fails and is made again.
+KEEPALIVE_S = serving.KEEPALIVE_S
+KEEPALIVE_TIMEOUT_S = serving.KEEPALIVE_TIMEOUT_S
 
 
 def channel_options(keepalive_s: float = KEEPALIVE_S,
                     timeout_s: float = KEEPALIVE_TIMEOUT_S) -> list[tuple[str, Any]]:
-    """The options of a device's gRPC channels. Each channel gets its own connection (grpc.aio
-    channels with equal arguments would share one): a fleet opens several to one aggregator
-    (--devices-per-connection). Keepalive: above (grpc 1.85 times an unanswered ping out by
-    ``grpc.http2.ping_timeout_ms``, not ``grpc.keepalive_timeout_ms`` alone, and by default
-    sends only 2 pings while no data flows: ``max_pings_without_data`` 0 lifts that)."""
-    keepalive_ms, timeout_ms = int(keepalive_s * 1000), int(timeout_s * 1000)
+    """The options of a device's gRPC channels: the message caps, the pings
+    (``serving.client_keepalive_options``), and a connection of its own for each channel
+    (grpc.aio channels with equal arguments would share one): a fleet opens several to one
+    aggregator (--devices-per-connection)."""
     return [*serving.OPTIONS, ("grpc.use_local_subchannel_pool", 1),
-            ("grpc.keepalive_time_ms", keepalive_ms), ("grpc.keepalive_timeout_ms", timeout_ms),
-            ("grpc.http2.ping_timeout_ms", timeout_ms),
-            ("grpc.http2.max_pings_without_data", 0),
-            ("grpc.keepalive_permit_without_calls", 0)]
+            *serving.client_keepalive_options(keepalive_s, timeout_s)]
 
 
 OPTIONS = channel_options()

@@ -31,7 +31,7 @@ from fedhh.errors import (
 )
 from fedhh.rpc.aggregator_wire import stage_from_pb
 from fedhh.rpc.credentials import bearer_metadata
-from fedhh.rpc.serving import OPTIONS, check_plaintext_peer
+from fedhh.rpc.serving import PEER_OPTIONS, check_plaintext_peer
 from fedhh.secagg import ReleaseEvidence, Stage
 from fedhh.secagg.config import MAX_COHORT
 from fedhh.secagg.prg import mask_dtype
@@ -125,13 +125,14 @@ def outcome_from_pb(response: pb.GetOutcomeResponse) -> RoundOutcome:
 
 def open_channel(address: str, credentials: grpc.ChannelCredentials | None = None
                  ) -> grpc.aio.Channel:
-    """A channel to the aggregator (TLS with ``credentials``, else plaintext to a loopback
-    address only: ConfigError otherwise), with the same message size limits as the
-    services."""
+    """A service's channel to a peer: the aggregator or combiner, a worker, a selector's
+    leader (TLS with ``credentials``, else plaintext to a loopback address only: ConfigError
+    otherwise), with the services' message size limits and the clients' pings
+    (``serving.PEER_OPTIONS``)."""
     if credentials is None:
         check_plaintext_peer(address)
-        return grpc.aio.insecure_channel(address, options=OPTIONS)
-    return grpc.aio.secure_channel(address, credentials, options=OPTIONS)
+        return grpc.aio.insecure_channel(address, options=PEER_OPTIONS)
+    return grpc.aio.secure_channel(address, credentials, options=PEER_OPTIONS)
 
 
 def check_header(header: pb.ResultHeader, *, sharded: bool) -> int | None:

@@ -465,8 +465,8 @@ def backlog_options(max_pending_calls: int = MAX_PENDING_CALLS) -> list[tuple[st
 HANDSHAKE_TIMEOUT_MS = 10_000
 # Client pings (HTTP/2 PING) a server takes: one per MIN_PING_INTERVAL_MS while no data flows,
 # only while a call is open; a ping sooner is a "strike", and past MAX_PING_STRIKES the
-# connection is closed (GOAWAY ENHANCE_YOUR_CALM). Devices ping every
-# fedhh_device.main.KEEPALIVE_S (320 s) during a call, so that a long-poll on a dead connection
+# connection is closed (GOAWAY ENHANCE_YOUR_CALM). Clients ping every KEEPALIVE_S (320 s,
+# below) during a call, so that a long-poll on a dead connection
 # fails: these were gRPC's defaults, relied on unsaid, so a change of either side (or of gRPC's
 # defaults) could close every device's long-poll for pinging too often, with no test to say.
 MIN_PING_INTERVAL_MS = 300_000
@@ -478,6 +478,39 @@ def keepalive_options() -> list[tuple[str, int]]:
     return [("grpc.http2.min_recv_ping_interval_without_data_ms", MIN_PING_INTERVAL_MS),
             ("grpc.http2.max_ping_strikes", MAX_PING_STRIKES),
             ("grpc.keepalive_permit_without_calls", 0)]
+
+
+# A client's connections are pinged every KEEPALIVE_S while a call is open, and closed when a
+# ping goes unanswered for KEEPALIVE_TIMEOUT_S: a call held on a connection that went dead
+# without a reset (the peer's host lost, a network partition, a NAT or load balancer that
+# dropped the idle flow) fails and is made again, where without pings it hung for good (a
+# device's GetTask long-poll, up to 30 minutes with no deadline; a selector's stream to its
+# leader, with none). The pings also keep such a flow from going idle. The services accept a
+# ping per MIN_PING_INTERVAL_MS (5 minutes) during a call (more often, and past
+# MAX_PING_STRIKES the connection is closed), hence the margin above 300 s
+# (tests/unit/test_probe36_fix_ping_policy.py holds the two together).
+KEEPALIVE_S = 320.0
+KEEPALIVE_TIMEOUT_S = 20.0
+
+
+def client_keepalive_options(keepalive_s: float = KEEPALIVE_S,
+                             timeout_s: float = KEEPALIVE_TIMEOUT_S) -> list[tuple[str, int]]:
+    """A client channel's pings (above), for the devices' channels and the services' channels
+    to their peers alike (grpc 1.85 times an unanswered ping out by
+    ``grpc.http2.ping_timeout_ms``, not ``grpc.keepalive_timeout_ms`` alone, and by default
+    sends only 2 pings while no data flows: ``max_pings_without_data`` 0 lifts that)."""
+    keepalive_ms, timeout_ms = int(keepalive_s * 1000), int(timeout_s * 1000)
+    return [("grpc.keepalive_time_ms", keepalive_ms), ("grpc.keepalive_timeout_ms", timeout_ms),
+            ("grpc.http2.ping_timeout_ms", timeout_ms),
+            ("grpc.http2.max_pings_without_data", 0),
+            ("grpc.keepalive_permit_without_calls", 0)]
+
+
+# A service's channels to its peers (the coordinator's to its aggregator or combiner, a
+# combiner's to its workers, a selector's stream to its leader): the message caps and the
+# devices' pings (before, no pings: a selector attached to a leader whose host vanished
+# without a reset waited on the stream for good, its devices told nothing).
+PEER_OPTIONS = [*OPTIONS, *client_keepalive_options()]
 
 
 def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,

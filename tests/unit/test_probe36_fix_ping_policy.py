@@ -8,7 +8,9 @@ as its server is built with them, are read here and held against the device's.""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import grpc
 import pytest
@@ -73,3 +75,42 @@ def test_a_device_pings_no_more_often_than_a_service_takes(monkeypatch: pytest.M
     # and any channel the device makes with its own interval keeps to the bound
     assert effective(device_main.channel_options())["grpc.keepalive_time_ms"] \
         >= server[MIN_RECV]
+
+
+def _peer_channel_options(monkeypatch: pytest.MonkeyPatch, user: str) -> dict[str, Any]:
+    """The options the ``user``'s channel to its peer is opened with (its own code path)."""
+    from fedhh_aggregator.workers import Worker, parse_worker
+    from fedhh_coordinator.control import GrpcAggregator
+
+    seen: list[Sequence[tuple[str, Any]]] = []
+
+    def insecure_channel(address: str, options: Sequence[tuple[str, Any]]) -> object:
+        seen.append(options)
+        return mock.MagicMock()  # (stubs are built on it; nothing is called)
+
+    monkeypatch.setattr(grpc.aio, "insecure_channel", insecure_channel)
+    if user == "the coordinator to its aggregator or combiner":
+        GrpcAggregator("127.0.0.1:7100", None, b"t" * 32)
+    elif user == "a combiner to its worker":
+        Worker(0, parse_worker("127.0.0.1:7101"), None, b"t" * 32)
+    else:  # a selector to its leader: selector_main opens it with control_client's
+        from fedhh.rpc.control_client import open_channel
+        assert "open_channel(args.leader" in Path(selector_main.__file__).read_text()
+        open_channel("127.0.0.1:7000")
+    (options,) = seen
+    return effective(options)
+
+
+@pytest.mark.parametrize("user", ["the coordinator to its aggregator or combiner",
+                                  "a combiner to its worker", "a selector to its leader"])
+def test_a_service_pings_its_peers_as_a_device_does(monkeypatch: pytest.MonkeyPatch,
+                                                    user: str) -> None:
+    # (before, the services' channels to their peers had no pings: a selector's stream to a
+    # leader whose host vanished without a reset was waited on for good)
+    peer = _peer_channel_options(monkeypatch, user)
+    device = effective(device_main.OPTIONS)
+    for key in ("grpc.keepalive_time_ms", "grpc.keepalive_timeout_ms",
+                "grpc.http2.ping_timeout_ms", "grpc.http2.max_pings_without_data",
+                "grpc.keepalive_permit_without_calls", "grpc.max_receive_message_length"):
+        assert peer[key] == device[key], key
+    assert peer["grpc.keepalive_time_ms"] >= serving.MIN_PING_INTERVAL_MS
