@@ -45,12 +45,15 @@ REFLECTION_IDLE_S = 10.0
 
 
 class Health(health_pb2_grpc.HealthServicer):
-    """The process's health: ``""`` (the process overall) SERVING from the start, as grpcio's
-    servicer had it; each of ``names`` NOT_FOUND to ``Check`` until ``set``."""
+    """The process's health: ``""`` (the process overall) NOT_SERVING until ``set`` (the
+    service's ``serving.set_serving``, once it serves), each of ``names`` NOT_FOUND to
+    ``Check`` until then. (grpcio's servicer had ``""`` SERVING from the port's start: a
+    selector, whose port starts before it attaches to its leader, answered SERVING unattached,
+    where its health check is to read healthy only once attached.)"""
 
     def __init__(self, names: Iterable[str]) -> None:
         self._status: dict[str, health_pb2.HealthCheckResponse.ServingStatus] = {
-            "": health_pb2.HealthCheckResponse.SERVING}
+            "": health_pb2.HealthCheckResponse.NOT_SERVING}
         self._watchable = frozenset(["", *names])
         self._changed = asyncio.Event()
         self.watching = 0

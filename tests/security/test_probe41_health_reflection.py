@@ -57,11 +57,16 @@ def test_watches_are_of_the_services_served_and_capped() -> None:
             health_pb2.HealthCheckRequest(service="x" * (1 << 20)))), BOUND_S)
         assert code == grpc.StatusCode.NOT_FOUND, (code, details)
         assert len(details) < 200 and "1048576 characters" in details, details
-        # The service's own name: SERVICE_UNKNOWN until it is set, then what it is set to.
+        # The service's own name: SERVICE_UNKNOWN until it is set, then what it is set to;
+        # the process overall NOT_SERVING until then (a selector before it attaches).
         watch = stub.Watch(health_pb2.HealthCheckRequest(service=SERVICE))
         first = await asyncio.wait_for(watch.read(), BOUND_S)
         assert first.status == health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+        overall = await stub.Check(health_pb2.HealthCheckRequest(), timeout=BOUND_S)
+        assert overall.status == health_pb2.HealthCheckResponse.NOT_SERVING
         await serving.set_serving(servicer, (SERVICE,))
+        overall = await stub.Check(health_pb2.HealthCheckRequest(), timeout=BOUND_S)
+        assert overall.status == health_pb2.HealthCheckResponse.SERVING
         assert (await asyncio.wait_for(watch.read(), BOUND_S)).status == \
             health_pb2.HealthCheckResponse.SERVING
         # At most MAX_WATCHES at once: one more is refused at once.
