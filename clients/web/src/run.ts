@@ -259,6 +259,27 @@ export function checkServiceUrl(url: string, what: string): void {
                          `its host (https://fedhh.example/fedhh behind a path prefix), not ` +
                          `${extra}: got ${JSON.stringify(redacted(parsed, url))}`);
   }
+  // A page served over https may not call a plain-http URL (mixed content) unless its host is
+  // loopback, which browsers trust over http: the browser blocks the call before it is sent,
+  // and the page sees "Failed to fetch", as from a coordinator that is down. Before, such a
+  // coordinator URL was enrolled at forever, and such an aggregator URL (the task's, signed)
+  // cost the device its report's epsilon each round, every call of which then failed.
+  const page = (globalThis as { location?: { protocol?: unknown } }).location?.protocol;
+  if (page === "https:" && parsed.protocol === "http:" && !loopbackHost(parsed.hostname)) {
+    throw new RangeError(`${what} is plain http (${JSON.stringify(url)}) and this page is ` +
+                         "served over https: the browser blocks such calls as mixed content " +
+                         "(each fails as \"Failed to fetch\"); give the service's https URL");
+  }
+}
+
+/**
+ * Whether a browser trusts `hostname` over plain http (W3C Secure Contexts, "potentially
+ * trustworthy" origins): localhost and its subdomains, 127.0.0.0/8 and ::1.
+ */
+function loopbackHost(hostname: string): boolean {
+  const host = hostname.toLowerCase();
+  return host === "localhost" || host.endsWith(".localhost") || host === "[::1]"
+    || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
 
 /** `url` with any password replaced by "***" (it is quoted in an error a page may show). */

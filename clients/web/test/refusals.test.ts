@@ -51,14 +51,15 @@ const SMALL_FLOORS: Floors = { ...DEFAULT_FLOORS, minCohort: 3 };
  * (as the coordinator admits the keys a check-in presents), signed by `signer`.
  */
 async function taskFor(request: GetTaskRequest, round: number, spec: RoundSpec,
-                       signer = COORDINATOR_SEED, forDevice = DEVICE_ID): Promise<SignedTask> {
+                       signer = COORDINATOR_SEED, forDevice = DEVICE_ID,
+                       webUrl = "https://aggregator.test"): Promise<SignedTask> {
   const signed = await signedRound(
     spec, [ed25519PublicFromSeed(identity.identitySeed), request.cPk, request.sPk],
     COORDINATOR_SEED);
   return signTask(create(TaskSchema, {
     runId: "run", round, attempt: 1, deviceId: forDevice, prefixBits: 4, prefixes: [3n],
     segmentBits: 6, epsLocal: 1, codec: "5bit", maxBits: 10, selection: "uniform",
-    aggregatorWebUrl: "https://aggregator.test", roundConfig: signed.config,
+    aggregatorWebUrl: webUrl, roundConfig: signed.config,
     roundConfigSignature: signed.signature, secaggId: 1, admission: signed.admission,
   }) as Task, signer);
 }
@@ -181,10 +182,13 @@ test("a refused task handed back again and again is asked for with a growing bac
   assert.deepEqual(aggregatorCalls, []);
 });
 
-/** The one result of a device given `spec`'s task under `floors`, and what it cost. */
-async function oneRound(spec: RoundSpec, floors: Floors = SMALL_FLOORS) {
+/** The one result of a device given `spec`'s task (naming the aggregator by `webUrl`) under
+ * `floors`, and what it cost. */
+async function oneRound(spec: RoundSpec, floors: Floors = SMALL_FLOORS,
+                        webUrl = "https://aggregator.test") {
   const { summary, events, aggregatorCalls } = await scenario(
-    async (request) => taskFor(request, 1, spec), { floors, tasks: 1 });
+    async (request) => taskFor(request, 1, spec, COORDINATOR_SEED, DEVICE_ID, webUrl),
+    { floors, tasks: 1 });
   const results = events.flatMap((e) => e.type === "result" ? [e.result] : []);
   assert.equal(results.length, 1);
   return { result: results[0]!, spent: summary.spent, sent: aggregatorCalls.length };
@@ -225,4 +229,23 @@ test("a round whose first stage closed beyond the patience by its clock costs no
   const within = await oneRound({ ...SMALL, deadlines: SMALL.deadlines.map((d) => d - 89_000n) });
   assert.equal(within.result.outcome, "round_aborted", within.result.detail);
   assert.deepEqual([within.spent, within.sent > 0], [1, true]);
+});
+
+test("a task naming a plain-http aggregator, in an https page, costs nothing", async () => {
+  // The browser would block every call to it as mixed content ("Failed to fetch"): before, the
+  // device spent its report's epsilon, then every call of the round failed, round after round.
+  const scope = globalThis as { location?: { origin: string; protocol: string } };
+  scope.location = { origin: "https://app.example", protocol: "https:" };
+  try {
+    const blocked = await oneRound(SMALL, SMALL_FLOORS, "http://aggregator.test:7180");
+    assert.equal(blocked.result.outcome, "device_aborted");
+    assert.match(blocked.result.detail, /^the Connect URL of aggregator .* is plain http .* mixed content/);
+    assert.deepEqual([blocked.spent, blocked.sent], [0, 0]);
+    // A loopback aggregator over http is allowed by browsers: the device takes part.
+    const loopback = await oneRound(SMALL, SMALL_FLOORS, "http://127.0.0.1:7180");
+    assert.equal(loopback.result.outcome, "round_aborted", loopback.result.detail);
+    assert.deepEqual([loopback.spent, loopback.sent > 0], [1, true]);
+  } finally {
+    delete scope.location;
+  }
 });

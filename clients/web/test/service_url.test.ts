@@ -90,3 +90,50 @@ test("a coordinator behind a path prefix is called under it, with or without a f
     assert.deepEqual(seen, ["https://fedhh.example/fedhh/fedhh.v1.DeviceService/Enroll"]);
   }
 });
+
+test("a plain-http URL that an https page may not call (mixed content) is refused before anything is sent", async () => {
+  // The browser blocks such a call before it leaves ("Failed to fetch"); before, the device
+  // took it for a coordinator that is down and sent its enrolment again, forever.
+  const scope = globalThis as { location?: { origin: string; protocol: string } };
+  scope.location = { origin: "https://app.example", protocol: "https:" };
+  try {
+    let fetched = 0;
+    const identities = new MemoryIdentityStore();
+    const stop = new AbortController();  // (before, the enrolment was sent again forever)
+    await assert.rejects(
+      runDevice({ coordinatorUrl: "http://fedhh.example:7080", enrollmentToken: "ab".repeat(32),
+                  items: ["a"], identityStore: identities, budgetStore: new MemoryBudgetStore(),
+                  signal: stop.signal, jitter: () => 0,
+                  fetch: async () => {
+                    fetched += 1;
+                    stop.abort(new Error("sent"));
+                    throw new TypeError("Failed to fetch");
+                  } }),
+      (error: Error) => {
+        assert.ok(error instanceof RangeError, String(error));
+        assert.equal(error.message, 'coordinatorUrl is plain http ("http://fedhh.example:7080") ' +
+                     "and this page is served over https: the browser blocks such calls as " +
+                     'mixed content (each fails as "Failed to fetch"); give the service\'s ' +
+                     "https URL");
+        return true;
+      });
+    assert.equal(fetched, 0);
+    assert.equal(await identities.loadPending(), null, "the token is not even pending");
+    for (const url of ["http://10.0.0.7", "http://127.0.0.1.example", "http://localhost.example",
+                       "http://[::2]:7080"]) {
+      assert.throws(() => checkServiceUrl(url, "coordinatorUrl"), /mixed content/, url);
+    }
+    // Loopback hosts, which browsers trust over http, and https are allowed.
+    for (const url of ["http://127.0.0.1:7080", "http://127.8.9.10", "http://localhost:7080",
+                       "http://LOCALHOST", "http://app.localhost/fedhh", "http://[::1]:7080",
+                       "https://fedhh.example:7080"]) {
+      checkServiceUrl(url, "coordinatorUrl");
+    }
+    // A page served over http (a secure context only on loopback) calls http URLs.
+    scope.location = { origin: "http://localhost:8000", protocol: "http:" };
+    checkServiceUrl("http://fedhh.example:7080", "coordinatorUrl");
+  } finally {
+    delete scope.location;
+  }
+  checkServiceUrl("http://fedhh.example:7080", "coordinatorUrl");  // outside a page (Node)
+});
