@@ -25,6 +25,7 @@ from fedhh.input_files import LIST_FILE_BYTES, read_whole
 from fedhh.v1 import coordinator_pb2 as pb
 
 TOKENS = "tokens"
+TOKEN_HEX_DIGITS = 64  # (a minted token: 32 random bytes in hex, fedhh_coordinator.enrollment)
 
 
 def shard_range(index: int, count: int, num_users: int) -> range:
@@ -78,12 +79,21 @@ def read_tokens(path: str | Path) -> dict[int, str]:
     except (OSError, UnicodeDecodeError) as error:
         raise tokens_file_error(path, error) from None
     fields = [line.split() for line in lines]
+    wide = next((i for i, f in enumerate(fields) if len(f) > 2), None)
+    if wide is not None:
+        # (before: "expected one token per line ... or USER TOKEN on every line, not both",
+        # for a file with a column too many on every line)
+        raise ConfigError(f"{path}:{wide + 1}: {len(fields[wide])} fields; expected one token "
+                          "per line (line u for user u) or USER TOKEN on every line")
     keyed = {len(f) for f in fields if f} == {2}
     if not keyed:
         bad = next((i for i, f in enumerate(fields) if len(f) > 1), None)
         if bad is not None:
             raise ConfigError(f"{path}:{bad + 1}: expected one token per line (line u for user "
                               "u) or USER TOKEN on every line, not both")
+        for number, f in enumerate(fields, start=1):
+            if f:
+                _check_token(path, number, f[0])
         return {u: f[0] for u, f in enumerate(fields) if f}
     tokens: dict[int, str] = {}
     for number, f in enumerate(fields, start=1):
@@ -95,8 +105,20 @@ def read_tokens(path: str | Path) -> dict[int, str]:
         user = int(f[0])
         if user in tokens:
             raise ConfigError(f"{path}:{number}: a second token for user {user}")
+        _check_token(path, number, f[1])
         tokens[user] = f[1]
     return tokens
+
+
+def _check_token(path: str | Path, number: int, token: str) -> None:
+    """ConfigError for a token that no coordinator minted (``USER,TOKEN`` with a comma, a
+    cut line): before, the process started and every device was refused at enrolment."""
+    if len(token) != TOKEN_HEX_DIGITS or any(c not in "0123456789abcdefABCDEF" for c in token):
+        shown = token if len(token) <= 24 else token[:20] + "..."
+        raise ConfigError(
+            f"{path}:{number}: {shown!r} ({len(token)} characters) is no enrollment token: "
+            f"a token is {TOKEN_HEX_DIGITS} hex digits, one a line or after a user number and "
+            "a space, as `fedhh certs` and `fedhh admin mint-tokens` write them")
 
 
 def tokens_for(path: str | None, users: list[int]) -> dict[int, str]:

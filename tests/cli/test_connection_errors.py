@@ -259,7 +259,7 @@ def device_argv(tmp_path: Path, coordinator: str, ca: Path) -> list[str]:
     users = tmp_path / "users.txt"
     users.write_text("apple banana\ncherry apple\n")
     tokens = tmp_path / "device.tokens"
-    tokens.write_text("0 0123456789abcdef0123\n1 abcdef0123456789abcd\n")
+    tokens.write_text(f"0 {'a' * 64}\n1 {'b' * 64}\n")
     return ["device", "--coordinator", coordinator, "--ca", str(ca), "--dataset", str(users),
             "--users", "tokens", "--enrollment-tokens-file", str(tokens), "--state-dir",
             str(tmp_path / "state")]

@@ -71,7 +71,7 @@ class _Refusing:
 
 def test_sigterm_stops_a_process_still_trying_to_enroll(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.txt"
-    tokens.write_text("0 aaaaaaaaaaaaaaaaaaaa\n1 bbbbbbbbbbbbbbbbbbbb\n", encoding="ascii")
+    tokens.write_text(f"0 {'a' * 64}\n1 {'b' * 64}\n", encoding="ascii")
     coordinator = _Refusing()
     process = subprocess.Popen(
         _device(tmp_path, "--enrollment-tokens-file", str(tokens), port=coordinator.port),

@@ -95,3 +95,45 @@ def test_a_range_past_the_dataset_names_its_users_and_the_largest_range() -> Non
     assert user_range("0:600", 600) == range(600)
     with pytest.raises(ConfigError, match=r"i/N \(shard i of N, 0 <= i < N\)"):
         user_range("5/4", 600)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    # a column too many (before: "expected one token per line ... or USER TOKEN on every
+    # line, not both", though no line held one field)
+    (f"0 {A} alice\n1 {B} bob\n", "tokens:1: 3 fields; expected one token per line (line u "
+     "for user u) or USER TOKEN on every line"),
+    (f"0 {A}\n1 {B} bob\n", "tokens:2: 3 fields;"),
+    # USER,TOKEN, a cut token, a word (before: read as tokens; the process started and every
+    # device was refused at enrolment)
+    (f"0,{A}\n1,{B}\n", f"tokens:1: '0,{A[:18]}...' (66 characters) is no enrollment token: "
+     "a token is 64 hex digits, one a line or after a user number and a space, as `fedhh "
+     "certs` and `fedhh admin mint-tokens` write them"),
+    (f"{A}\n{B[:63]}\n", "tokens:2: '" + "b" * 20 + "...' (63 characters) is no enrollment"),
+    (f"5 {A}\n6 {'g' * 64}\n", "tokens:2: '" + "g" * 20 + "...' (64 characters) is no"),
+    ("5 secret\n", "tokens:1: 'secret' (6 characters) is no enrollment token"),
+])
+def test_a_file_of_other_columns_or_tokens_is_refused_by_line(tmp_path: Path, text: str,
+                                                             said: str) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as refused:
+        read_tokens(path)
+    assert str(refused.value).startswith(f"{tmp_path}/{said}"), refused.value
+
+
+def test_the_token_length_is_the_coordinators() -> None:
+    from fedhh.rpc.device_users import TOKEN_HEX_DIGITS
+    from fedhh_coordinator.enrollment import TOKEN_BYTES
+
+    assert TOKEN_HEX_DIGITS == 2 * TOKEN_BYTES
+
+
+def test_minted_tokens_read_back(tmp_path: Path) -> None:
+    from fedhh_coordinator.enrollment import new_tokens
+
+    minted = new_tokens(3)
+    path = tmp_path / "tokens"
+    path.write_text("".join(f"{u} {t}\n" for u, t in enumerate(minted)))
+    assert read_tokens(path) == dict(enumerate(minted))
+    path.write_text("".join(f"{t.upper()}\n" for t in minted))
+    assert read_tokens(path) == {u: t.upper() for u, t in enumerate(minted)}
