@@ -315,9 +315,7 @@ class Listener:
         if not first.startswith(_HTTP_METHODS):
             return False
         host, port = conn.getsockname()[:2]  # (ours, not the client's Host header)
-        where = f"[{host}]" if ":" in str(host) else str(host)
-        body = (f"this port ({port}) speaks HTTPS, not plain HTTP: "
-                f"use https://{where}:{port}/\n").encode()
+        body = plain_http_answer(str(host), port).encode()
         reply = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
                  b"Connection: close\r\nContent-Length: " + str(len(body)).encode()
                  + b"\r\n\r\n" + body)
@@ -333,6 +331,25 @@ class Listener:
         elif not transport.is_closing():
             with contextlib.suppress(Exception):
                 transport.abort()  # type: ignore[attr-defined]
+
+
+def plain_http_answer(host: str, port: int) -> str:
+    """The 400's text for a plaintext request that reached ``host:port``, the listener's own
+    side of the connection (never the client's Host header). Only a loopback address is the
+    one the client opened: elsewhere a container's (compose publishes 127.0.0.1:7443 to
+    172.18.0.3:7443, a name no certificate holds), a NAT's or a proxy's may stand between, and
+    the URL named was one the browser could not use, so it says to change the scheme alone."""
+    import ipaddress
+
+    try:
+        loopback = ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        return (f"this port ({port}) speaks HTTPS, not plain HTTP: open the same address with "
+                "https:// instead of http://\n")
+    where = f"[{host}]" if ":" in host else host
+    return f"this port ({port}) speaks HTTPS, not plain HTTP: use https://{where}:{port}/\n"
 
 
 @dataclass(frozen=True)

@@ -52,3 +52,17 @@ def test_plain_http_on_a_tls_port_gets_a_400_naming_the_https_url(tmp_path: Path
             await endpoint.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_a_listener_behind_a_container_or_nat_names_no_address_the_client_cannot_use() -> None:
+    """Before: compose's dashboard, opened as http://127.0.0.1:7443/, answered "use
+    https://172.18.0.3:7443/", the container's own address (no certificate names it, and it is
+    not reachable through an ssh tunnel)."""
+    from fedhh.rpc.http_listener import plain_http_answer
+
+    for host in ("172.18.0.3", "10.0.0.7", "fe80::1%eth0", "0.0.0.0"):
+        said = plain_http_answer(host, 7443)
+        assert said == ("this port (7443) speaks HTTPS, not plain HTTP: open the same address "
+                        "with https:// instead of http://\n"), said
+    assert plain_http_answer("127.0.0.1", 7443).endswith("use https://127.0.0.1:7443/\n")
+    assert plain_http_answer("::1", 9100).endswith("use https://[::1]:9100/\n")
