@@ -463,6 +463,12 @@ def backlog_options(max_pending_calls: int = MAX_PENDING_CALLS) -> list[tuple[st
 # A connection's TLS and HTTP/2 handshakes, as the listeners' (http_listener.HEAD_TIMEOUT_S):
 # gRPC's default, 120 s, let a connection that never sends its preface hold its place long.
 HANDSHAKE_TIMEOUT_MS = 10_000
+# A connection with no call for this long is sent GOAWAY (its client reconnects at its next
+# call, as gRPC's clients do by themselves), as the framed port closes one with no stream
+# after 120 s: gRPC keeps an idle connection for ever by default, so that connections that
+# made one call and then nothing held every place of the port's connection cap, and no
+# newcomer (a device) could connect for as long as they stayed.
+MAX_CONNECTION_IDLE_MS = 120_000
 # Client pings (HTTP/2 PING) a server takes: one per MIN_PING_INTERVAL_MS while no data flows,
 # only while a call is open; a ping sooner is a "strike", and past MAX_PING_STRIKES the
 # connection is closed (GOAWAY ENHANCE_YOUR_CALM). Clients ping every KEEPALIVE_S (320 s,
@@ -522,8 +528,9 @@ def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,
     stream), at most a quarter of the open-file limit in connections (one more is closed as
     it arrives, before its handshake: gRPC has no cap of its own, and connections alone could
     take every file the service may open; each listener of ``http_listener`` has the same
-    share), the handshakes within ``HANDSHAKE_TIMEOUT_MS``, the client pings of
-    :func:`keepalive_options`, and ``extra``."""
+    share), the handshakes within ``HANDSHAKE_TIMEOUT_MS``, a connection with no call for
+    ``MAX_CONNECTION_IDLE_MS`` sent away, the client pings of :func:`keepalive_options`, and
+    ``extra``."""
     if not 1024 <= max_receive_bytes <= MAX_MESSAGE_BYTES:
         raise ConfigError(f"max_receive_bytes must be in [1024, {MAX_MESSAGE_BYTES}], got "
                           f"{max_receive_bytes}")
@@ -533,6 +540,7 @@ def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,
         ("grpc.so_reuseport", 0),
         ("grpc.max_allowed_incoming_connections", max(1, open_file_limit() // FILE_SHARE)),
         ("grpc.server_handshake_timeout_ms", HANDSHAKE_TIMEOUT_MS),
+        ("grpc.max_connection_idle_ms", MAX_CONNECTION_IDLE_MS),
         *keepalive_options(),
     ]
     if max_concurrent_streams is not None:
