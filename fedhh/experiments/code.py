@@ -50,15 +50,18 @@ def _library_versions() -> dict[str, str]:
     return versions
 
 
-def _state(files: list[Path]) -> dict[str, tuple[int, int]]:
-    """Each file's modification time and size, by path relative to the package."""
-    state = {}
+def _state(files: list[Path]) -> dict[str, tuple[int, ...]]:
+    """Each file's size, modification and change times and inode, by path relative to the
+    package (the modification time alone misses a file rewritten with its old time set back,
+    `cp -p`, `rsync -a`; a change time cannot be set back, and a copy is a new inode)."""
+    state: dict[str, tuple[int, ...]] = {}
     for path in files:
         try:
             info = path.stat()
         except OSError:  # (removed since it was listed)
             continue
-        state[path.relative_to(_ROOT).as_posix()] = (info.st_mtime_ns, info.st_size)
+        state[path.relative_to(_ROOT).as_posix()] = (info.st_size, info.st_mtime_ns,
+                                                     info.st_ctime_ns, info.st_ino)
     return state
 
 

@@ -66,8 +66,8 @@ def _changed(monkeypatch: pytest.MonkeyPatch, name: str = "codec/books/english.j
     """Pretend one of the package's files changed on disk since it was loaded (``seen``: a
     module this process had loaded before it changed)."""
     state = dict(code_module._STATE)
-    mtime, size = state[name]
-    state[name] = (mtime - 1, size)
+    size, *times = state[name]
+    state[name] = (size + 1, *times)
     monkeypatch.setattr(code_module, "_STATE", state)
     loaded = set(code_module._SEEN)
     (loaded.add if seen else loaded.discard)(name)
