@@ -12,6 +12,7 @@ configuration its flags describe.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -368,6 +369,8 @@ class Suite:
 
 def this_worker() -> str:
     """This Dask worker's address in words ("this worker" outside one)."""
+    if "distributed" not in sys.modules:  # (not a worker: no need to import it, ~1 s)
+        return "this worker"
     try:
         from distributed import get_worker
 
