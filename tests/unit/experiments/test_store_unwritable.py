@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from fedhh.cli.main import main
+from fedhh.experiments import Suite
 from fedhh.experiments import report as report_module
 from fedhh.experiments import store as store_module
 from fedhh.experiments.store import ResultStore, RunRecord, StoreUnwritable
@@ -40,39 +41,38 @@ def test_a_store_on_a_full_disk_is_named_and_keeps_its_entries(
     assert not list((tmp_path / "store").glob(".*.tmp"))  # (no temporary file left)
 
 
-def test_a_suite_whose_store_or_report_folder_fills_up_says_where_and_what_is_kept(
+def test_a_suite_whose_report_folder_or_store_fills_up_says_where_and_what_is_kept(
         tiny_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    saves = []
-    save = ResultStore.save
-
-    def fills_up(self: ResultStore, record: RunRecord) -> None:
-        saves.append(record.key)
-        with monkeypatch.context() as disk:
-            if len(saves) == 2:  # (the disk fills up after the first run)
-                disk.setattr(store_module.np, "savez_compressed", _full)
-            save(self, record)
-
+    # The report folder's disk is full.
     with monkeypatch.context() as full:
-        full.setattr(ResultStore, "save", fills_up)
+        full.setattr(report_module, "_write_all", _full)
         with pytest.raises(SystemExit) as ended:
             main(_study(tiny_path, tmp_path))
-    assert ended.value.code == 2
-    err = capsys.readouterr().err
-    assert err == (f"fedhh experiments: error: cannot store run {saves[1]} in the result "
-                   f"store {tmp_path / 'store'}: No space left on device; 1 of the 2 runs are "
-                   "stored there: once it can be written (space freed on its disk), the same "
-                   "command computes the other 1 and writes the report\n")
-    assert ResultStore(tmp_path / "store").has(saves[0])
-
-    # Space freed for the store; the report folder's disk is full.
-    monkeypatch.setattr(report_module, "_write_all", _full)
-    with pytest.raises(SystemExit) as ended:
-        main(_study(tiny_path, tmp_path))
     assert ended.value.code == 2
     err = capsys.readouterr().err
     assert err == (f"fedhh experiments: error: cannot write the report in {tmp_path / 'out'}: "
                    f"No space left on device; its 2 runs are stored in {tmp_path / 'store'}, "
                    f"so once {tmp_path / 'out'} can be written (or with another --out) the "
                    "same command only writes the report\n")
-    assert len(list((tmp_path / "store").glob("*.json"))) == 2
+    store = ResultStore(tmp_path / "store")
+    keys = sorted(p.stem for p in store.root.glob("*.json"))
+    assert len(keys) == 2
+
+    # One run to compute again (its record as computed before: no simulation), and the
+    # store's disk is full.
+    lost = store.load(keys[1])
+    assert lost is not None
+    for path in store.root.glob(f"{keys[1]}.*"):
+        path.unlink()
+    monkeypatch.setattr(Suite, "compute", lambda self, run, progress=None: lost)
+    monkeypatch.setattr(store_module.np, "savez_compressed", _full)
+    with pytest.raises(SystemExit) as ended:
+        main(_study(tiny_path, tmp_path))
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert err == (f"fedhh experiments: error: cannot store run {keys[1]} in the result "
+                   f"store {tmp_path / 'store'}: No space left on device; 1 of the 2 runs are "
+                   "stored there: once it can be written (space freed on its disk), the same "
+                   "command computes the other 1 and writes the report\n")
+    assert store.has(keys[0]) and not store.has(keys[1])
