@@ -235,10 +235,10 @@ def _code_text(code: Any) -> str:
         return ""
     mine = str(code["digest"])
     runs = {str(k): int(v) for k, v in (code.get("runs") or {}).items()}
-    text = f" Code: fedhh {code.get('fedhh', '?')}, digest `{mine[:12]}`"
     libraries = code.get("libraries")
-    if isinstance(libraries, dict) and libraries:
-        text += " (its sources and " + ", ".join(f"{k} {v}" for k, v in libraries.items()) + ")"
+    with_ = (" with " + ", ".join(f"{k} {v}" for k, v in libraries.items())
+             if isinstance(libraries, dict) and libraries else "")
+    text = f" Code: fedhh {code.get('fedhh', '?')}{with_}, digest `{mine[:12]}`"
     others = {d: n for d, n in runs.items() if d != mine}
     if not others:
         return text + " (every run)."

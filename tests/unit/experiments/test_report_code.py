@@ -36,8 +36,8 @@ def test_the_report_and_every_run_name_their_code(tiny_path: Path, tmp_path: Pat
                             "libraries": library_versions(), "runs": {mine: 2}}
     readme = (tmp_path / "out" / "README.md").read_text()
     libraries = ", ".join(f"{k} {v}" for k, v in library_versions().items())
-    assert (f" Code: fedhh {fedhh.__version__}, digest `{mine[:12]}` (its sources and "
-            f"{libraries}) (every run).\n") in readme
+    assert (f" Code: fedhh {fedhh.__version__} with {libraries}, digest `{mine[:12]}` "
+            "(every run).\n") in readme
 
     # A run stored by other code, and one stored before runs named their code, are told.
     first, second = (store / f"{key}.json" for key in keys)
@@ -53,8 +53,8 @@ def test_the_report_and_every_run_name_their_code(tiny_path: Path, tmp_path: Pat
     meta = json.loads((tmp_path / "out" / "report.json").read_text())
     assert meta["code"]["runs"] == {"f" * 64: 1, "unrecorded": 1}
     readme = (tmp_path / "out" / "README.md").read_text()
-    assert (f" Code: fedhh {fedhh.__version__}, digest `{mine[:12]}` (its sources and "
-            f"{libraries}) (0 runs); runs reused "
+    assert (f" Code: fedhh {fedhh.__version__} with {libraries}, digest `{mine[:12]}` "
+            "(0 runs); runs reused "
             "from the store were computed by other code: 1 by digest `ffffffffffff`, 1 "
             "unrecorded (stored before runs named their code). Recompute them with another "
             "--store.\n") in readme
