@@ -63,6 +63,9 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
     except ValueError as error:  # (json.JSONDecodeError too)
         detail = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
         column = f" (column {error.colno})" if isinstance(error, json.JSONDecodeError) else ""
+        if isinstance(error, json.JSONDecodeError) and error.pos >= len(line.rstrip()):
+            # (before, "(column 1)": the line's own "\n" is where JSON found it wanting)
+            column = " (the line ends before its JSON value does)"
         raise DatasetError(f"{where}: not JSON: {detail}{column}; each line is one user: a "
                            "JSON array of items or an object of item counts"
                            + (_ONE_VALUE if number == 1 and line.lstrip()[:1] in ("[", "{")

@@ -35,7 +35,23 @@ def test_every_user_in_one_value_as_jsonl(tmp_path: Path, text: str) -> None:
         import_jsonl(source, tmp_path / "ds")
     message = str(caught.value)
     assert message.startswith(f"{source}: line 1: ") and ONE_A_LINE in message, message
+    assert "(column 1)" not in message  # (the line's "\n", where a value was wanting)
     assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ("[", "(the line ends before its JSON value does)"),
+    ('["a", "b",   ', "(the line ends before its JSON value does)"),
+    ("new york", "(column 1)"),
+    ('["a" "b"]', "(column 6)"),
+])
+def test_a_line_cut_short_says_so(tmp_path: Path, line: str, said: str) -> None:
+    source = tmp_path / "users.jsonl"
+    source.write_text(f'["x"]\n{line}\n', encoding="utf-8")
+    with pytest.raises(DatasetError) as caught:
+        import_jsonl(source, tmp_path / "ds")
+    assert str(caught.value).startswith(f"{source}: line 2: not JSON: "), caught.value
+    assert said in str(caught.value), caught.value
 
 
 @pytest.mark.parametrize(("value", "shape"), [
