@@ -182,6 +182,13 @@ class ConnectServer:
         self.max_connections = max_connections
         self.body_timeout_s = body_timeout_s
         self._large_bodies = asyncio.Semaphore(large_bodies)
+        # Where a method's large bodies are read only for callers its head check knows (the
+        # masked vector), those of methods without one hold at most a quarter of the turns:
+        # nothing of their callers is known before they are read, and 32 outsiders trickling
+        # chunked AwaitStage bodies held every turn (before, up to the body timeout, 266 s at
+        # the aggregator's defaults), so admitted devices' vectors waited past their stage.
+        self._unchecked_bodies = (asyncio.Semaphore(max(1, large_bodies // 4))
+                                  if any(p.head_check for p in served) else None)
         self._large_callers: set[Hashable] = set()  # (whose large bodies are being read)
         self.port = 0
         self._served: Served | None = None
@@ -289,8 +296,9 @@ class ConnectServer:
         With a ``head_check``, a large body first has its caller known from its first bytes
         (:meth:`_head`), and is read only while no other of that caller's is: a caller nobody
         admitted, or one caller on many connections, cannot hold the turns that admitted
-        devices' masked vectors wait for. The body must arrive within ``body_timeout_s``, the
-        wait for its turn included."""
+        devices' masked vectors wait for; at such a port, large bodies of methods without a
+        head check hold at most a quarter of the turns. The body must arrive within
+        ``body_timeout_s``, the wait for its turn included."""
         cap = self.max_request_bytes
         length = request.content_length
         if length is not None and length > cap:
@@ -306,6 +314,8 @@ class ConnectServer:
                                                "upload of this caller is still being read")
                         self._large_callers.add(caller)
                         turn.callback(self._large_callers.discard, caller)
+                    elif self._unchecked_bodies is not None:
+                        await turn.enter_async_context(self._unchecked_bodies)
                     await turn.enter_async_context(self._large_bodies)
                 while chunk := await request.content.readany():
                     body += chunk
