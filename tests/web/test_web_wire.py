@@ -186,6 +186,15 @@ def _check_round(topo: LocalTopology, run: pb.Run, results: list[dict[str, Any]]
     assert set(SHORT) <= found
 
 
+def _check_audit(audit: dict[str, Any]) -> None:
+    """No call of the devices carried a secret they drew (test/web_devices.ts, `audit`): the
+    identity seed, the round keys' secrets and the self-mask seed, at least 4 a device, over
+    every call, masked vectors of 1,024 entries included."""
+    assert audit["leaks"] == [], audit
+    assert audit["secrets"] >= 4 * TS_DEVICES, audit
+    assert audit["calls"] >= 6 * TS_DEVICES and audit["bytesSent"] >= 1024 * TS_DEVICES, audit
+
+
 def test_typescript_devices_take_part_in_a_round_from_node(topo: LocalTopology, dist: Path
                                                           ) -> None:
     """5 TypeScript devices (src/loop.ts, src/round.ts over connect-web) in Node enrol, check
@@ -194,7 +203,7 @@ def test_typescript_devices_take_part_in_a_round_from_node(topo: LocalTopology, 
     with AdminClient(topo.address("coordinator"), topo.token("admin"), _ca(topo)) as admin:
         node = subprocess.Popen(
             [str(webkit.NODE), str(dist / "test" / "web_devices_node.js"),
-             json.dumps(_fleet(topo, admin))],
+             json.dumps({**_fleet(topo, admin), "audit": True})],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=webkit.WEB,
             env={**os.environ, "NODE_EXTRA_CA_CERTS": str(_ca(topo))})
         try:
@@ -208,6 +217,7 @@ def test_typescript_devices_take_part_in_a_round_from_node(topo: LocalTopology, 
                 node.wait()
     assert node.returncode == 0, err[-3000:]
     _check_round(topo, run, json.loads(out)["results"])
+    _check_audit(json.loads(out)["audit"])
 
 
 @pytest.mark.browser
@@ -222,7 +232,7 @@ def test_typescript_devices_take_part_in_a_round_from_a_chromium_page(
     (root / "devices.html").write_text(DEVICES_PAGE)
     with AdminClient(topo.address("coordinator"), topo.token("admin"), _ca(topo)) as admin, \
             webkit.chromium("--ignore-certificate-errors") as browser:
-        (root / "fleet.json").write_text(json.dumps(_fleet(topo, admin)))
+        (root / "fleet.json").write_text(json.dumps({**_fleet(topo, admin), "audit": True}))
         browser.get(f"{origin}/devices.html")
         state = WebDriverWait(browser, webkit.PATIENCE_S, poll_frequency=0.2).until(
             lambda driver: driver.execute_script("return window.fedhhDevices || null"))
@@ -233,3 +243,4 @@ def test_typescript_devices_take_part_in_a_round_from_a_chromium_page(
                 "const s = window.fedhhDevices; return s && (s.results || s.error) ? s : null"))
     assert "error" not in state, state
     _check_round(topo, run, state["results"])
+    _check_audit(state["audit"])

@@ -14,9 +14,15 @@
  * attempt was); `coordinators` and `aggregators` give each device its own URLs of the two
  * ports (a browser opens at most 6 HTTP/1.1 connections per host, and a device's long-polls
  * each hold one: many devices in one page reach the ports under several host names).
+ *
+ * `audit` (test only) records every 32-byte draw of crypto.getRandomValues (the identity
+ * seeds, the round keys' secrets, the self-mask seeds b_u) and every call the devices send
+ * (body and header values); `audit()` then names each call that carries 16 bytes of such a
+ * secret, raw or in hex: none may (the keys stay on the device, docs/web-devices.md).
  */
 
 import { MemoryBudgetStore } from "../src/budget.js";
+import { toHex } from "../src/bytes.js";
 import { DEFAULT_FLOORS } from "../src/floors.js";
 import { MemoryIdentityStore } from "../src/identity.js";
 import type { TaskResult } from "../src/loop.js";
@@ -39,6 +45,68 @@ export interface Fleet {
   coordinators?: string[]; aggregators?: string[];
   /** Keep each task's own-work milliseconds by step (src/round.ts `timings`). */
   timings?: boolean;
+  /** Record the secrets drawn and the calls sent, for `audit()`. */
+  audit?: boolean;
+}
+
+/** What `audit()` found: secrets drawn, calls and bytes sent, and each call that leaked. */
+export interface Audit { secrets: number; calls: number; bytesSent: number; leaks: string[] }
+
+const drawn: Uint8Array[] = [];
+const sent: Array<{ url: string; body: Uint8Array; headers: string[] }> = [];
+let watching = false;
+
+/** Keeps a copy of every 32-byte array crypto.getRandomValues fills from now on. */
+export function watchDraws(): void {
+  if (watching) return;
+  watching = true;
+  const source = globalThis.crypto;
+  const original = source.getRandomValues.bind(source);
+  Object.defineProperty(source, "getRandomValues", {
+    configurable: true,
+    value: <T extends ArrayBufferView | null>(array: T): T => {
+      const filled = original(array as unknown as Uint8Array) as unknown as T;
+      if (array !== null && array.byteLength === 32) {
+        drawn.push(new Uint8Array(array.buffer, array.byteOffset, 32).slice());
+      }
+      return filled;
+    },
+  });
+}
+
+/** `fetch`, keeping each call's URL, body and header values for `audit()`. */
+export const auditedFetch: typeof globalThis.fetch = async (input, init) => {
+  const body: unknown = init?.body;
+  const bytes: Uint8Array = body instanceof Uint8Array ? body.slice()
+    : body instanceof ArrayBuffer ? new Uint8Array(body.slice(0))
+    : typeof body === "string" ? new TextEncoder().encode(body) : new Uint8Array();
+  const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
+  const headers: string[] = [];
+  new Headers(init?.headers).forEach((value) => headers.push(value));
+  sent.push({ url, body: bytes, headers });
+  return globalThis.fetch(input, init);
+};
+
+/** Each recorded call that carries the first 16 bytes of a recorded secret, raw or in hex. */
+export function audit(): Audit {
+  const needles = new Set(drawn.map((secret) => toHex(secret.subarray(0, 16))));
+  const leaks: string[] = [];
+  let bytesSent = 0;
+  for (const call of sent) {
+    bytesSent += call.body.length;
+    const raw = toHex(call.body);
+    const text = new TextDecoder("latin1").decode(call.body).toLowerCase();
+    for (const needle of needles) {
+      let at = raw.indexOf(needle);
+      while (at >= 0 && at % 2 !== 0) at = raw.indexOf(needle, at + 1);  // byte-aligned only
+      if (at >= 0) leaks.push(`${call.url}: its body holds a secret's bytes at ${at / 2}`);
+      if (text.includes(needle)) leaks.push(`${call.url}: its body holds a secret in hex`);
+      if (call.headers.some((value) => value.toLowerCase().includes(needle))) {
+        leaks.push(`${call.url}: a header holds a secret in hex`);
+      }
+    }
+  }
+  return { secrets: drawn.length, calls: sent.length, bytesSent, leaks };
 }
 
 export type Timed = TaskResult & { timings?: Record<string, number> };
@@ -56,6 +124,7 @@ export async function runFleet(fleet: Fleet, onEnrolled: (n: number) => void,
     throw new Error("a fleet that runs until stopped needs a stop signal");
   }
   let enrolled = 0;
+  if (fleet.audit === true) watchDraws();
   return Promise.all(fleet.tokens.map(async (token, i) => {
     const items = fleet.items[i] ?? [];
     const user = fleet.users?.[i];
@@ -67,6 +136,7 @@ export async function runFleet(fleet: Fleet, onEnrolled: (n: number) => void,
       enrollmentToken: token, label: `web-${i}`, name: `test-fleet/${i}`,
       identityStore: new MemoryIdentityStore(), budgetStore: new MemoryBudgetStore(),
       items, counts: fleet.counts?.[i] ?? items.map(() => 1),
+      ...(fleet.audit === true ? { fetch: auditedFetch } : {}),
       ...(fleet.untilStopped === true && stop !== undefined ? { signal: stop }
         : { tasks: fleet.tasks ?? 1 }),
       // Each task names the aggregator by its Connect URL (the test's services name this
