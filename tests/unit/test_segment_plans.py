@@ -97,7 +97,7 @@ def test_first_round_greedy_unless_rounds_are_plentiful() -> None:
     assert plan_segment(1, 0, 5, 60, P, plan="spread").bits == 23  # 12-bit rounds: 2,441 < sqrt P
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(sizes=st.lists(st.integers(1, 200_000), min_size=12, max_size=12),
        rounds=st.integers(3, 12), dim_exp=st.integers(16, 24), plan=st.sampled_from(SEGMENT_PLANS))
 def test_every_plan_finishes_within_the_rounds_and_the_limit(sizes, rounds, dim_exp, plan):
@@ -106,7 +106,7 @@ def test_every_plan_finishes_within_the_rounds_and_the_limit(sizes, rounds, dim_
         return
     bits, count = 0, 1
     for t in range(rounds):
-        masses = np.sort(np.arange(count, 0, -1, dtype=float))[::-1]
+        masses = np.arange(count, 0, -1, dtype=float)
         step = plan_segment(count, bits, rounds - t, 60, dim, plan=plan, masses=masses)
         assert step.keep_prefixes * 2**step.bits <= dim
         assert 1 <= step.keep_prefixes <= count
