@@ -26,6 +26,17 @@ from fedhh.errors import ConfigError
 INSPECT_COLUMNS_MAX = 160  # `fedhh data inspect`'s item column at most
 
 
+def _import_format(text: str) -> str:
+    """--format's value, in any case (``JSONL``); a tabular one (``csv``) is told what to write
+    instead (before: "invalid choice: 'csv'", with no word of how to give such data)."""
+    value = text.strip().lower()
+    if value in ("csv", "tsv", "tab", "columns", "table", "xlsx", "parquet"):
+        raise argparse.ArgumentTypeError(
+            f"no format reads columns ({text!r}): write each user's items as one JSON array a "
+            "line, a .jsonl file, and give --format jsonl (docs/datasets.md, 'JSON lines')")
+    return value
+
+
 def register(subparsers: Any) -> None:
     """Add the ``data`` command and its actions to the top-level subparsers."""
     from fedhh.data.registry import BUILTINS
@@ -63,6 +74,7 @@ def register(subparsers: Any) -> None:
     imp.add_argument("path", type=Path, help="text file, JSON-lines file, LEAF .json file or LEAF "
                      "directory")
     imp.add_argument("--format", choices=("text", "jsonl", "leaf"), required=True, dest="fmt",
+                     type=_import_format,
                      help="input format (jsonl: one JSON array or object of counts a user, for "
                           "items with spaces; docs/datasets.md)")
     imp.add_argument("--out", type=options.output_path, required=True,
