@@ -25,7 +25,7 @@ def _items(seed: int, sizes: list[int]) -> list[str]:
 
 @pytest.mark.parametrize("book", BOOKS)
 def test_long_items_are_coded_as_the_reference_writes_them(book: str) -> None:
-    items = _items(BOOKS.index(book), [1, 3, 40, 120, 400, 1500, 3000, 3000])
+    items = _items(BOOKS.index(book), [1, 3, 40, 120, 400, 600, 1200, 1200])
     items[-1] = items[-2] + "x"  # (equal but for the end: one code when both are cut)
     reference = [Codec(book, 8).book.item_bits(item) for item in items]
     for width in (8, 64, 65, 200, 828, 1024):
