@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import importlib
@@ -255,6 +256,11 @@ def lock_sqlite_store(location: str, timeout_s: float = 60.0) -> int | None:
     if is_postgres_url(location):
         return None
     path = location + STORE_LOCK_SUFFIX
+    # (the store makes its folder, check_db allowed one to be made: before, the lock came
+    # first, and `--db data/coordinator.sqlite` without data/ failed with "cannot open its
+    # lock file data/coordinator.sqlite.lock: No such file or directory")
+    with contextlib.suppress(OSError):  # (hold_lock names what then fails)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
     return hold_lock(
         Path(path), timeout_s, cannot_open=f"--db {location}: cannot open its lock file {path}",
         busy=f"another coordinator holds --db {location} (its lock {path}) after "
