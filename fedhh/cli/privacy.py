@@ -83,10 +83,15 @@ _positive = _number(lambda x: x > 0, "positive and finite")
 
 def _integer(minimum: int, maximum: int | None = None, why: str = "") -> Callable[[str], int]:
     def parse(text: str) -> int:
+        # 1.6e6 as 1600000, as every other command takes it (options.positive_int; before,
+        # "must be an integer, got '1.6e6'" here alone)
         try:
-            value = int(text)
+            number = float(text) if any(c in text for c in ".eE") else int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if not math.isfinite(number) or number != int(number):
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}")
+        value = int(number)
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text}")
         if maximum is not None and value > maximum:
