@@ -786,7 +786,9 @@ def shown_items(codec: Codec, found: list[Found],
 
     Cut items (truncated at max_bits, or unended after the last round) that show the same text
     (they differ only after its last whole byte) are one row: their estimates summed, the
-    round of the first listed, and a note."""
+    round of the first listed, and a note; the row is placed by its sum (before, by its first
+    part's estimate, so that ``(555⟨+15 bits⟩…``, two parts summing 1,672, was listed after a
+    row of 1,661 in its round)."""
     r = codec.max_bits
     ordered = sorted(found, key=lambda f: (-f.round if latest_first else f.round,
                                            -f.estimate, f.code))
@@ -810,4 +812,7 @@ def shown_items(codec: Codec, found: list[Found],
         rows[where] = replace(first, estimate=first.estimate + f.estimate, parts=count, note=(
             f"{count} cut prefixes show this text (they differ only after its last byte); "
             "the estimate is their sum"))
-    return rows
+    if len(rows) == len(ordered):
+        return rows
+    return sorted(rows, key=lambda h: (-h.round if latest_first else h.round, -h.estimate,
+                                       h.code))

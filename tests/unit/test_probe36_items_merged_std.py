@@ -48,3 +48,22 @@ def test_a_merged_row_counts_its_parts() -> None:
     assert all(row.parts == int(row.note.split(" ", 1)[0]) for row in merged)
     assert sum(row.parts for row in rows) == len(found)
     assert all(row.parts == 1 for row in rows if not row.note)
+
+
+def test_a_merged_row_is_placed_by_its_sum() -> None:
+    """Two cut prefixes of one text, 10 and 8, are one row of 18 listed before a row of 15
+    in its round (before, after it: the row took its first part's place)."""
+    codec = Codec.from_spec("unicode", 64)
+    code = codec.encode("ab")
+    body = int(codec.encode_many(["ab"]).lengths[0]) - len(codec.book.end)
+    stem = code >> (64 - body)
+    tails = [t for t in range(4) if codec.possible((stem << 2) | t, body + 2)
+             and codec.display((stem << 2) | t, body + 2) == "ab⟨+2 bits⟩…"]
+    other = codec.encode("zz")
+    found = [Found(((stem << 2) | tails[0]) << (62 - body), 10.0, 5, body + 2),
+             Found(((stem << 2) | tails[1]) << (62 - body), 8.0, 5, body + 2),
+             Found(other >> 20 << 20, 15.0, 5, 44)]
+    for latest_first in (False, True):
+        rows = shown_items(codec, found, latest_first=latest_first)
+        assert [row.estimate for row in rows] == [18.0, 15.0]
+        assert rows[0].item == "ab⟨+2 bits⟩…" and rows[0].parts == 2
