@@ -186,13 +186,19 @@ export function checkBrowser(needs: { fetch?: boolean; indexedDb?: boolean } = {
 
 /**
  * What a call that got no answer at all says (`error.rawMessage`, "Failed to fetch"), and, in
- * a page, that a service which does not allow the page's origin looks the same: a browser
+ * a page, that the browser is offline if it knows so, else that a service which does not
+ * allow the page's origin looks the same: a browser
  * hides a refused CORS preflight from the page, so a page missing from the services'
  * `--web-origin` saw "Failed to fetch" forever, like a coordinator that is down.
  */
 export function noAnswerMessage(error: ConnectError): string {
   const origin = (globalThis as { location?: { origin?: unknown } }).location?.origin;
   if (!transportFailed(error) || typeof origin !== "string") return error.rawMessage;
+  // A browser that knows it has no network says so (navigator.onLine false): before, an
+  // offline page was told to check the service and its --web-origin.
+  if ((globalThis as { navigator?: { onLine?: unknown } }).navigator?.onLine === false) {
+    return `${error.rawMessage}: this browser is offline`;
+  }
   return `${error.rawMessage}: the service is down or out of reach, or does not allow this ` +
     `page's origin ${origin} (its --web-origin)`;
 }

@@ -75,3 +75,21 @@ test("a call with no answer names the page's origin as a cause, in a page", asyn
   assert.deepEqual(events.map((e) => e.type === "enroll-failed" ? e.message : e.type),
                    ["Failed to fetch"]);
 });
+
+test("a call with no answer from a browser that knows it is offline says so, not the origin", async () => {
+  // Before, an offline page was told that the service is down or does not allow its origin.
+  const page = globalThis as { location?: { origin: string }; navigator?: unknown };
+  const navigator = Object.getOwnPropertyDescriptor(globalThis, "navigator");
+  page.location = { origin: "https://app.example" };
+  Object.defineProperty(globalThis, "navigator", { configurable: true, writable: true,
+                                                   value: { onLine: false } });
+  try {
+    const { events } = await firstFailure();
+    assert.deepEqual(events.map((e) => e.type === "enroll-failed" ? e.message : e.type),
+                     ["Failed to fetch: this browser is offline"]);
+  } finally {
+    delete page.location;
+    if (navigator === undefined) delete page.navigator;
+    else Object.defineProperty(globalThis, "navigator", navigator);
+  }
+});
