@@ -26,18 +26,27 @@ from fedhh.errors import ConfigError, shown
 from fedhh.privacy import PrivacyLedger
 from fedhh.privacy.accountant import allocation_offsets
 from fedhh.server import LocalRandomizer, PrefixTree, TailKind, TreeState
+from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.store import RUN_ID, RUN_ID_RULE, RunRow, Store, decoded
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-async def create_run(store: Store, config: RunConfig, run_id: str = "") -> RunRow:
-    """Validate, plan and store a new run (pending); raises ConfigError or PrivacyError."""
+async def create_run(store: Store, config: RunConfig, run_id: str = "",
+                     budget: LifetimeBudget | None = None) -> RunRow:
+    """Validate, plan and store a new run (pending); raises ConfigError or PrivacyError.
+
+    The request is validated before ``budget`` (the coordinator's lifetime budget) is checked:
+    a malformed field is a ConfigError naming it, not a PrivacyError about the budget (before,
+    StartRun checked the budget first, and delta = 1.0 was "exceeds every device's lifetime
+    budget", FAILED_PRECONDITION, rather than "delta must be in (0, 1)")."""
     config.validate(Mode.NETWORK)
     run_id = run_id or secrets.token_hex(8)
     if not RUN_ID.fullmatch(run_id):
         raise ConfigError(f"run_id must be {RUN_ID_RULE}, got {shown(run_id)}")
+    if budget is not None:
+        budget.check_run(config.eps_agg, config.delta)
     # The solver takes a fraction of a second: keep the event loop free meanwhile. Too few
     # devices for the later completion rounds' weights (their local epsilon would not stay
     # positive): the run goes without them, and stores so.

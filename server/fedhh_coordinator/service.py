@@ -157,8 +157,7 @@ class AdminService(pb_grpc.AdminServiceServicer):
                        ) -> pb.Run:
         self._check(context)
         config = from_proto(request.config)
-        self.budget.check_run(config.eps_agg, config.delta)
-        row = await create_run(self.store, config, request.run_id)
+        row = await create_run(self.store, config, request.run_id, self.budget)
         self.runner.wake()
         return self._run(row.run_id)
 
