@@ -85,6 +85,16 @@ class LoadSpec:
         its default, 16, a round of 40 shards on 2 workers was refused before any device ran."""
         return max(16, 2 * math.ceil(self.shards / self.workers))
 
+    def aggregator_flags(self) -> list[str]:
+        """The options the load test gives its aggregator or workers."""
+        flags = ["--metrics-port", "0", "--quiet-close-ms", str(self.quiet_close_ms)]
+        if self.quiet_close_tail is not None:
+            flags += ["--quiet-close-tail", str(self.quiet_close_tail)]
+        # An aggregator refuses a round whose last deadline is further ahead than this.
+        flags += ["--max-round-seconds", str(5 * int(self.stage_ms or 0) / 1000 + 600),
+                  "--max-rounds", str(self.rounds_per_worker)]
+        return flags
+
     @property
     def cohort(self) -> int:
         """The devices n_min refers to: a shard's when sharded, else the round's."""
@@ -123,12 +133,7 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
     max_bits = min(bits * spec.rounds, 63)
     with LocalTopology(workdir) as topo:
         data = population(topo.workdir / "load.txt", spec.devices)
-        aggregator_flags = ["--metrics-port", "0", "--quiet-close-ms", str(spec.quiet_close_ms)]
-        if spec.quiet_close_tail is not None:
-            aggregator_flags += ["--quiet-close-tail", str(spec.quiet_close_tail)]
-        # An aggregator refuses a round whose last deadline is further ahead than this.
-        aggregator_flags += ["--max-round-seconds", str(5 * int(spec.stage_ms or 0) / 1000 + 600),
-                             "--max-rounds", str(spec.rounds_per_worker)]
+        aggregator_flags = spec.aggregator_flags()
         if spec.sharded:
             topo.start_workers(spec.workers, aggregator_flags)
             topo.start_combiner(["--metrics-port", "0"])

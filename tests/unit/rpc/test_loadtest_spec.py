@@ -16,9 +16,12 @@ def test_a_worker_may_hold_two_attempts_of_its_shards(shards: int, workers: int)
     # At the aggregator's default (16 rounds held at once) a round of 40 shards on 2 workers
     # was refused before any device ran; a retried attempt opens its shards while the last
     # attempt's may not be fetched yet.
-    held = LoadSpec(devices=1000 * shards, dim=4096, dropout=0.1, shards=shards,
-                    workers=workers).rounds_per_worker
+    spec = LoadSpec(devices=1000 * shards, dim=4096, dropout=0.1, shards=shards, workers=workers)
+    held = spec.rounds_per_worker
     assert held >= 16 and held >= 2 * math.ceil(shards / workers)
+    # ... and the workers are told so (the aggregator's own default is 16).
+    flags = spec.aggregator_flags()
+    assert flags[flags.index("--max-rounds") + 1] == str(held)
 
 
 def test_a_device_process_that_left_no_figures_is_named_with_its_log(tmp_path: Path) -> None:
