@@ -152,11 +152,18 @@ def _too_large(cap: int) -> ConnectError:
 
 
 def _timeout_s(header: str | None) -> float | None:
+    """The call's timeout: the protocol's grammar is a positive integer of at most 10 digits,
+    so 0 (or 000) is refused as malformed, before anything of the call runs. Before, 0 was
+    taken as a deadline already passed, which ended the call at its first wait: a call that
+    waited for nothing was answered, another one was deadline_exceeded."""
     if header is None:
         return None
     if not (header.isascii() and header.isdigit() and 1 <= len(header) <= 10):
         raise ConnectError(grpc.StatusCode.INVALID_ARGUMENT,
                            "Connect-Timeout-Ms must be 1 to 10 digits")
+    if int(header) == 0:
+        raise ConnectError(grpc.StatusCode.INVALID_ARGUMENT,
+                           "Connect-Timeout-Ms must be a positive number of milliseconds, got 0")
     return int(header) / 1000
 
 

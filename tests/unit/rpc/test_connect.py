@@ -177,6 +177,32 @@ def test_calls_reach_the_servicer_with_a_grpc_shaped_context() -> None:
     asyncio.run(scenario())
 
 
+def test_a_zero_timeout_is_refused_before_the_call_runs() -> None:
+    """Connect-Timeout-Ms is a positive integer in the protocol's grammar: 0 (however many
+    zeros) is invalid_argument and the servicer is not called. Before, 0 was a deadline already
+    passed, so Enroll (which waits for nothing) was answered and a long-poll was
+    deadline_exceeded."""
+    async def scenario() -> None:
+        echo = Echo()
+        server = await _server(echo)
+        try:
+            async with aiohttp.ClientSession() as session:
+                for zero in ("0", "000"):
+                    async with session.post(
+                            f"http://127.0.0.1:{server.port}/fedhh.v1.DeviceService/Enroll",
+                            data=pb.EnrollRequest(label="x").SerializeToString(),
+                            headers={**PROTO, "Connect-Timeout-Ms": zero}) as answer:
+                        assert answer.status == 400
+                        body = await answer.json()
+                        assert body["code"] == "invalid_argument"
+                        assert "Connect-Timeout-Ms" in body["message"]
+            assert echo.seen == []
+        finally:
+            await server.close()
+
+    asyncio.run(scenario())
+
+
 def test_large_bodies_are_read_a_few_at_a_time() -> None:
     """With room for one large body, a second waits for its turn (here past its deadline)
     while small calls go on."""
