@@ -31,7 +31,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from fedhh.errors import AuthenticationError, ConfigError, RateLimited
 from fedhh.input_files import LIST_FILE_BYTES, read_whole
@@ -143,16 +143,31 @@ class OneTimeTokens:
         return Attested(token_hash(parse_token(request.enrollment_token)))
 
 
-def load_verifier(spec: str | None, store: Store) -> AttestationVerifier:
-    """``MODULE:FACTORY`` -> ``FACTORY(store)``; the one-time token verifier for None."""
-    if not spec:
-        return OneTimeTokens()
-    module_name, _, factory_name = spec.partition(":")
+def attestation_factory(spec: str) -> Callable[..., Any]:
+    """The callable ``--attestation MODULE:FACTORY`` names (``load_verifier`` calls it with the
+    store); ConfigError for a spec that names none (``os:path`` named a module). The one parser
+    of the option: the coordinator checks it at start with this, and ``load_verifier`` (the
+    coordinator's and the selector's) uses it too (before, ``load_verifier`` parsed it again
+    without these checks, so the selector called a module, ``os:path``, and crashed with a
+    TypeError, and a spec without its colon was "module 'x' has no attribute ''")."""
+    module_name, sep, factory_name = spec.partition(":")
+    if not sep or not module_name or not factory_name:
+        raise ConfigError(f"--attestation {spec!r}: expected MODULE:FACTORY")
     try:
         factory = getattr(importlib.import_module(module_name), factory_name)
     except (ImportError, AttributeError, ValueError) as error:
         raise ConfigError(f"--attestation {spec!r}: {error}") from None
-    verifier = factory(store)
+    if not callable(factory):
+        raise ConfigError(f"--attestation {spec!r}: {factory_name} is a "
+                          f"{type(factory).__name__}, not a factory to call with the store")
+    return cast(Callable[..., Any], factory)
+
+
+def load_verifier(spec: str | None, store: Store) -> AttestationVerifier:
+    """``MODULE:FACTORY`` -> ``FACTORY(store)``; the one-time token verifier for None."""
+    if not spec:
+        return OneTimeTokens()
+    verifier = attestation_factory(spec)(store)
     if not callable(getattr(verifier, "verify", None)):
         raise ConfigError(f"--attestation {spec!r} made an object without verify()")
     return verifier

@@ -7,13 +7,10 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
-import importlib
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -37,7 +34,12 @@ from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.control import GrpcAggregator
 from fedhh_coordinator.db import is_postgres_url, redact
 from fedhh_coordinator.device_ports import start_device_ports
-from fedhh_coordinator.enrollment import RateLimiter, import_tokens, load_verifier
+from fedhh_coordinator.enrollment import (
+    RateLimiter,
+    attestation_factory,
+    import_tokens,
+    load_verifier,
+)
 from fedhh_coordinator.hub import SelectorHub
 from fedhh_coordinator.keys import KeyOwners
 from fedhh_coordinator.lobby import Lobby
@@ -206,22 +208,6 @@ def check_readable(option: str, location: str) -> None:
             pass
     except OSError as error:
         raise ConfigError(f"{option} {location}: {error.strerror or error}") from None
-
-
-def attestation_factory(spec: str) -> Callable[..., Any]:
-    """The callable ``--attestation MODULE:FACTORY`` names (``load_verifier`` calls it with the
-    store); ConfigError for a spec that names none (``os:path`` named a module)."""
-    module_name, sep, factory_name = spec.partition(":")
-    if not sep or not module_name or not factory_name:
-        raise ConfigError(f"--attestation {spec!r}: expected MODULE:FACTORY")
-    try:
-        factory = getattr(importlib.import_module(module_name), factory_name)
-    except (ImportError, AttributeError, ValueError) as error:
-        raise ConfigError(f"--attestation {spec!r}: {error}") from None
-    if not callable(factory):
-        raise ConfigError(f"--attestation {spec!r}: {factory_name} is a "
-                          f"{type(factory).__name__}, not a factory to call with the store")
-    return cast(Callable[..., Any], factory)
 
 
 def listeners(args: argparse.Namespace) -> list[tuple[str, str | None]]:

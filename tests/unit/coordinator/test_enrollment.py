@@ -15,7 +15,9 @@ from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission
 from fedhh_coordinator.enrollment import (
     OneTimeTokens,
     RateLimiter,
+    attestation_factory,
     import_tokens,
+    load_verifier,
     mint,
     new_tokens,
     token_hash,
@@ -174,3 +176,23 @@ def test_lifetime_budgets_keep_spent_devices_out(tmp_path: Path) -> None:
     assert again.eligible(ids[0])
     with pytest.raises(PrivacyError, match="lifetime budget"):
         RunAdmission(store, budget, "d", 3.0, 1e-6)
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    ("os:path", "path is a module, not a factory to call with the store"),
+    ("json", "expected MODULE:FACTORY"),
+    ("json:", "expected MODULE:FACTORY"),
+    (":loads", "expected MODULE:FACTORY"),
+    ("json:no_such_factory", "no attribute 'no_such_factory'"),
+])
+def test_load_verifier_refuses_what_the_start_check_refuses(tmp_path: Path, spec: str,
+                                                            says: str) -> None:
+    """The selector's and the coordinator's ``load_verifier`` parse --attestation with the
+    start check's parser (before, its own: ``os:path`` was called, a TypeError, and ``json``
+    was "module 'json' has no attribute ''")."""
+    store = Store(tmp_path / "c.sqlite")
+    for check in (lambda: attestation_factory(spec), lambda: load_verifier(spec, store)):
+        with pytest.raises(ConfigError) as refused:
+            check()
+        assert str(refused.value).startswith(f"--attestation {spec!r}: ")
+        assert says in str(refused.value)
