@@ -26,6 +26,7 @@ import contextlib
 import logging
 import random
 import secrets
+from collections.abc import Awaitable, Callable
 
 import grpc
 
@@ -231,14 +232,31 @@ class LeaderLink:
     """The selector's stream to the leader (module docstring)."""
 
     def __init__(self, lobby: SelectorLobby, channel: grpc.aio.Channel, token: bytes,
-                 name: str, coordinator_public: bytes) -> None:
+                 name: str, coordinator_public: bytes,
+                 on_link: Callable[[bool], Awaitable[None]] | None = None) -> None:
         self.lobby = lobby
         self.coordinator_public = coordinator_public  # the key devices enrolled here get
         self.stub = pb_grpc.SelectorControlStub(channel)
         self.metadata = bearer_metadata(token)
         self.name = name
         self.attached = asyncio.Event()  # set once the leader first answered
+        # Told True on each attach and False on each loss (the selector's gRPC health: before,
+        # it stayed SERVING once first attached, so compose's and k8s's readiness, which read
+        # it, kept a selector that had lost its leader, and serves no check-in, in service).
+        self._on_link = on_link
+        self._linked = False
         self._jitter = random.Random()
+
+    @property
+    def linked(self) -> bool:
+        """Whether the stream to the leader is attached now."""
+        return self._linked
+
+    async def _tell(self, linked: bool) -> None:
+        if linked != self._linked:
+            self._linked = linked
+            if self._on_link is not None:
+                await self._on_link(linked)
 
     async def serve(self) -> None:
         backoff = 0.2
@@ -255,6 +273,7 @@ class LeaderLink:
                 log.warning("lost the leader", extra={"code": error.code().name})
             finally:
                 self.lobby.detached()
+                await self._tell(False)
             await asyncio.sleep(backoff * (0.5 + self._jitter.random()))  # reconnect backoff
             backoff = min(backoff * 2, 5.0)
 
@@ -273,6 +292,7 @@ class LeaderLink:
         self.lobby.attached()
         self._handle(first)
         self.attached.set()
+        await self._tell(True)
         log.info("attached to the leader", extra={"selector": self.name})
         writer = asyncio.create_task(self._write(call))
         try:

@@ -85,7 +85,8 @@ async def serve(args: argparse.Namespace) -> None:
     health = serving.add_health_and_reflection(server, SERVICES)
     port = serving.bind(server, args.listen, tls, args.insecure)
     channel = open_channel(args.leader, tls.channel_credentials() if tls else None)
-    link = LeaderLink(lobby, channel, selector_token, name, public)
+    link = LeaderLink(lobby, channel, selector_token, name, public,
+                      lambda linked: serving.set_serving(health, SERVICES, linked))
     link_task = asyncio.create_task(link.serve(), name="leader link")
     metrics = await start_metrics(args.metrics_port, args.metrics_host, tls)
     metrics_port = metrics.port
@@ -99,7 +100,9 @@ async def serve(args: argparse.Namespace) -> None:
         await asyncio.wait({attached, link_task}, return_when=asyncio.FIRST_COMPLETED)
         attached.cancel()
         if not link_task.done():
-            await serving.set_serving(health, SERVICES)
+            # (the link set it on attaching, and sets it on each loss and attach from now on;
+            # set here too, as it stands now, for a loss before this line ran)
+            await serving.set_serving(health, SERVICES, link.linked)
             if args.ready_file:
                 write_ready(args.ready_file, {"port": port, "metrics_port": metrics_port,
                                               "web_port": ports.web_port,

@@ -355,3 +355,83 @@ def test_a_selector_that_dies_is_detached_however_its_end_and_the_cancel_interle
         await asyncio.gather(collecting, return_exceptions=True)
 
     run(scenario())
+
+
+class _Call:
+    """One Attach stream of a stand-in leader: what it reads comes from ``answers``."""
+
+    def __init__(self) -> None:
+        self.answers: asyncio.Queue[object] = asyncio.Queue()
+
+    async def write(self, message: pb.SelectorBatch) -> None:
+        return None
+
+    async def read(self) -> object:
+        return await self.answers.get()
+
+    def cancel(self) -> None:
+        return None
+
+
+class _Leader:
+    """A SelectorControl stub whose Attach calls the test answers one by one."""
+
+    def __init__(self) -> None:
+        self.calls: asyncio.Queue[_Call] = asyncio.Queue()
+
+    def Attach(self, metadata: object = None) -> _Call:
+        call = _Call()
+        self.calls.put_nowait(call)
+        return call
+
+
+def test_a_selectors_health_is_not_serving_while_it_has_lost_its_leader() -> None:
+    """The selector's gRPC health (what compose's and k8s's readiness read) follows its link
+    to the leader: SERVING once attached, NOT_SERVING when the stream ends, SERVING again on the
+    next attach. Before, it stayed SERVING once first attached. Each step waits for its event
+    (10 s bounds); the reconnect backoff is 0.1-0.3 s."""
+    import grpc
+    from grpc_health.v1 import health_pb2
+
+    from fedhh.rpc import serving
+    from fedhh.rpc.health import Health
+    from fedhh_coordinator.selector import LeaderLink
+
+    services = ("fedhh.v1.DeviceService",)
+    ok, down = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+
+    async def scenario() -> None:
+        health = Health(services)
+        told: asyncio.Queue[bool] = asyncio.Queue()
+
+        async def on_link(linked: bool) -> None:
+            await serving.set_serving(health, services, linked)
+            told.put_nowait(linked)
+
+        async def status() -> list[int]:
+            return [(await health.Check(health_pb2.HealthCheckRequest(service=name), None)
+                     ).status for name in ("", *services)]
+
+        async def next_told() -> bool:
+            return await asyncio.wait_for(told.get(), 10)
+
+        channel = grpc.aio.insecure_channel("127.0.0.1:9")  # never used: the stub is replaced
+        leader = _Leader()
+        link = LeaderLink(SelectorLobby(), channel, TOKEN, "s1", b"", on_link)
+        link.stub = leader  # type: ignore[assignment]
+        task = asyncio.create_task(link.serve())
+        try:
+            for _ in range(2):  # attach, lose the leader; attach again, lose it again
+                call = await asyncio.wait_for(leader.calls.get(), 10)
+                call.answers.put_nowait(pb.LeaderMessage(closed=0))
+                assert await next_told() is True
+                assert await status() == [ok, ok] and link.linked
+                call.answers.put_nowait(grpc.aio.EOF)
+                assert await next_told() is False
+                assert await status() == [down, down] and not link.linked
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await channel.close()
+
+    run(scenario())
