@@ -47,14 +47,12 @@ from aiohttp import web
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.errors import details_of, status_of
 from fedhh.rpc.http_listener import (
-    HEAD_LIMITS,
-    HEAD_TIMEOUT_S,
     Served,
+    app_runner,
     peer_name,
     serve_runner,
 )
 from fedhh.rpc.procedures import CallAbort, CallContext, HeadCheck, Procedure
-from fedhh.rpc.request_log import RequestLog
 from fedhh.rpc.serving import check_failure_status, check_plaintext_listener
 from fedhh.rpc.tls import TlsFiles
 
@@ -210,13 +208,7 @@ class ConnectServer:
             context = self.tls.server_context(f"the {self.name}")
         else:
             check_plaintext_listener(f"{host}:{port}", insecure, f"the {self.name}")
-        # handler_cancellation: a call whose client went away ends, as a gRPC call does (a
-        # device's GetTask long-poll would otherwise refuse its next one until it timed out).
-        # lingering_time 0: a body left unread (a refused call) is never read afterwards; the
-        # connection is closed instead (aiohttp would read, and inflate, up to 10 s of it).
-        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
-                               keepalive_timeout=HEAD_TIMEOUT_S, handler_cancellation=True,
-                               lingering_time=0, logger=RequestLog(self.name), **HEAD_LIMITS)
+        runner = app_runner(self.app, self.name)  # (its settings: http_listener.app_runner)
         self._served = await serve_runner(runner, context, host, port, self.max_connections,
                                           self.name)
         self.port = self._served.port

@@ -67,6 +67,31 @@ class HeadLimits(TypedDict):
 
 
 HEAD_LIMITS: HeadLimits = {"max_headers": 48, "max_field_size": 8190, "max_line_size": 8190}
+
+
+def app_runner(app: Any, name: str, shutdown_timeout_s: float = 2.0) -> Any:
+    """The ``web.AppRunner`` of each aiohttp server here (the Connect ports, the dashboard, the
+    metrics endpoint), one set of settings for all (before, each listener wrote its own, and
+    the dashboard's lacked the last two):
+
+    - no access log; errors of a client's request logged by ``RequestLog`` (warnings without
+      the client's bytes) under ``name``;
+    - the keep-alive (the wait for a next request head) ``HEAD_TIMEOUT_S``, heads within
+      ``HEAD_LIMITS``;
+    - ``handler_cancellation``: a request whose client went away ends, as a gRPC call does (a
+      device's GetTask long-poll would otherwise refuse its next one until it timed out; a
+      dashboard's live stream to a closed tab ran on until its next write);
+    - ``lingering_time`` 0: a body left unread (a refused request) is never read afterwards;
+      the connection is closed instead (aiohttp would read, and inflate, up to 10 s of it,
+      holding one of the listener's few connections). No handler here leaves a body unread
+      that it needs: each reads what it takes before it answers."""
+    from aiohttp import web  # (this module does not import aiohttp: module docstring)
+
+    from fedhh.rpc.request_log import RequestLog
+
+    return web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout_s,
+                         keepalive_timeout=HEAD_TIMEOUT_S, handler_cancellation=True,
+                         lingering_time=0, logger=RequestLog(name), **HEAD_LIMITS)
 # A listener's connections are at most 1 / FILE_SHARE of the process's open-file limit.
 FILE_SHARE = 4
 # What a plaintext HTTP request on a TLS port begins with (a TLS ClientHello begins 0x16).

@@ -99,8 +99,7 @@ class MetricsEndpoint:
         from prometheus_client import REGISTRY
         from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-        from fedhh.rpc.http_listener import HEAD_LIMITS, HEAD_TIMEOUT_S, serve_runner
-        from fedhh.rpc.request_log import RequestLog
+        from fedhh.rpc.http_listener import app_runner, serve_runner
 
         async def scrape(request: web.Request) -> web.Response:
             return web.Response(body=self.page(lambda: generate_latest(REGISTRY)),
@@ -110,9 +109,7 @@ class MetricsEndpoint:
         app.router.add_get("/{path:.*}", scrape)
         # A request that does not parse is one WARNING without the sender's bytes, as on the
         # dashboard: aiohttp's own logger wrote it at ERROR with a traceback quoting them.
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0,
-                               keepalive_timeout=HEAD_TIMEOUT_S,
-                               logger=RequestLog("metrics endpoint"), **HEAD_LIMITS)
+        runner = app_runner(app, "metrics endpoint", shutdown_timeout_s=1.0)
         context = tls.server_context("the metrics endpoint") if tls is not None else None
         self.served = await serve_runner(runner, context, host, port, METRICS_CONNECTIONS,
                                          name="metrics endpoint")

@@ -118,6 +118,27 @@ def test_bytes_that_are_not_utf8_are_refused_without_an_error_logged(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
+def test_a_body_left_unread_ends_its_connection_at_once(served: Served) -> None:
+    """A request answered without its body read (a POST to a page) closes its connection
+    with the answer, as the Connect port's do (``http_listener.app_runner``). Before, the
+    dashboard's runner lingered: it waited up to 10 s for the rest of the body, holding one of
+    its 64 connections (here the 5 s bound ran out)."""
+    import socket
+    import time
+
+    context = ssl.create_default_context(cafile=str(served.tls.ca))
+    with socket.create_connection((served.host, served.port), timeout=30) as raw, \
+            context.wrap_socket(raw, server_hostname=served.host) as tls:
+        tls.sendall(b"POST /budgets HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    b"Content-Type: application/octet-stream\r\n"
+                    b"Content-Length: 1000000\r\n\r\n" + b"x" * 10)
+        answer, began = b"", time.monotonic()
+        tls.settimeout(5.0)  # the answer and the close take ms; lingering took 10 s
+        while chunk := tls.recv(65536):
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 ") and time.monotonic() - began < 5.0
+
+
 def test_cross_origin_posts_are_refused(served: Served) -> None:
     status, headers, _ = served.request("POST", "/login", {"token": TOKEN.decode()},
                                         headers={"Origin": "https://evil.example"})

@@ -28,8 +28,7 @@ from aiohttp import web
 
 from fedhh.codec.shown import printable
 from fedhh.errors import NotFoundError, RateLimited, StoreDamaged, shown
-from fedhh.rpc.http_listener import HEAD_LIMITS, HEAD_TIMEOUT_S, Served, serve_runner
-from fedhh.rpc.request_log import RequestLog
+from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Served, app_runner, serve_runner
 from fedhh.rpc.serving import check_plaintext_listener
 from fedhh.rpc.tls import TlsFiles
 from fedhh_coordinator.dashboard import pages
@@ -134,9 +133,7 @@ class Dashboard:
             check_plaintext_listener(f"{host}:{port}", insecure, "the dashboard")
         # Keep-alive bounds how long a connection may wait for its next request head; the
         # listener bounds the first one and how many connections are held (http_listener.py).
-        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0,
-                               keepalive_timeout=HEAD_TIMEOUT_S, logger=RequestLog(),
-                               **HEAD_LIMITS)
+        runner = app_runner(self.app, "dashboard")
         self._served = await serve_runner(runner, context, host, port)
         self.port = self._served.port
         return self.port
