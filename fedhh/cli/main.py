@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -160,7 +161,20 @@ def os_error_line(error: OSError) -> str:
     return f"{reason}: {' -> '.join(paths)}" if paths else reason
 
 
+# A signal again within this many seconds of the first is the same request: timeout(1) sends
+# its signal to the command and then to the command's process group, so the command gets it
+# twice. Before, the second one interrupted the reporting of the first: "fedhh experiments:
+# interrupted", then a KeyboardInterrupt traceback (and once, a process that never exited).
+DUPLICATE_SIGNAL_S = 1.0
+_first_signal: dict[int, float] = {}
+
+
 def _interrupt(signum: int, frame: object) -> None:
+    now = time.monotonic()
+    first = _first_signal.setdefault(signum, now)
+    if first != now and now - first < DUPLICATE_SIGNAL_S:
+        return
+    _first_signal[signum] = now
     raise KeyboardInterrupt
 
 
@@ -196,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signals = (signal.SIGINT, signal.SIGTERM) if args.command in TERMINABLE else (signal.SIGINT,)
     previous = {signum: signal.getsignal(signum) for signum in signals}
     if computing:
+        _first_signal.clear()
         for signum in previous:
             signal.signal(signum, _interrupt)
     try:
