@@ -742,13 +742,9 @@ def add_health_and_reflection(server: grpc.aio.Server, services: Iterable[str]) 
     return servicer
 
 
-async def set_serving(servicer: Health, services: Iterable[str], serving: bool = True) -> None:
-    """The process and each of ``services`` SERVING, or NOT_SERVING (a selector that lost its
-    leader, until it attaches again)."""
-    status = (health_pb2.HealthCheckResponse.SERVING if serving
-              else health_pb2.HealthCheckResponse.NOT_SERVING)
+async def set_serving(servicer: Health, services: Iterable[str]) -> None:
     for name in ["", *services]:
-        await servicer.set(name, status)
+        await servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
 
 
 async def wait_for_signal(server: grpc.aio.Server, grace: float = 5.0) -> None:

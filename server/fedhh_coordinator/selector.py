@@ -240,9 +240,8 @@ class LeaderLink:
         self.metadata = bearer_metadata(token)
         self.name = name
         self.attached = asyncio.Event()  # set once the leader first answered
-        # Told True on each attach and False on each loss (the selector's gRPC health: before,
-        # it stayed SERVING once first attached, so compose's and k8s's readiness, which read
-        # it, kept a selector that had lost its leader, and serves no check-in, in service).
+        # Told True on each attach and False on each loss (selector_main.link_health: the
+        # device service's gRPC health, which readiness reads).
         self._on_link = on_link
         self._linked = False
         self._jitter = random.Random()

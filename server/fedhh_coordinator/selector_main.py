@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 import grpc
+from grpc_health.v1 import health_pb2
 
 from fedhh.errors import ConfigError
 from fedhh.rpc import serving
 from fedhh.rpc.control_client import open_channel
 from fedhh.rpc.credentials import load_public_key, read_secret
+from fedhh.rpc.health import Health
 from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
@@ -44,6 +47,21 @@ def selector_name(args: argparse.Namespace) -> str:
                           f"{MAX_NAME_BYTES} bytes, got {size}): give --name")
     raise ConfigError(f"--name must be 1 to {MAX_NAME_BYTES} printable bytes, got {size} "
                       f"bytes{'' if name.isprintable() else ' with unprintable characters'}")
+
+
+def link_health(health: Health) -> Callable[[bool], Awaitable[None]]:
+    """What the leader link tells the selector's gRPC health: the device service is SERVING
+    while attached to the leader and NOT_SERVING while not (readiness reads it: k8s's
+    readinessProbe, compose's healthcheck; before, it stayed SERVING once first attached, so a
+    selector that had lost its leader, and serves no check-in, stayed in service). The process
+    overall ("") stays SERVING once first attached: k8s's livenessProbe reads it, and a
+    selector whose leader is away is alive (restarting it would not bring the leader back)."""
+    async def tell(linked: bool) -> None:
+        status = (health_pb2.HealthCheckResponse.SERVING if linked
+                  else health_pb2.HealthCheckResponse.NOT_SERVING)
+        for service in SERVICES:
+            await health.set(service, status)
+    return tell
 
 
 def wrong_key(args: argparse.Namespace) -> ConfigError:
@@ -85,8 +103,7 @@ async def serve(args: argparse.Namespace) -> None:
     health = serving.add_health_and_reflection(server, SERVICES)
     port = serving.bind(server, args.listen, tls, args.insecure)
     channel = open_channel(args.leader, tls.channel_credentials() if tls else None)
-    link = LeaderLink(lobby, channel, selector_token, name, public,
-                      lambda linked: serving.set_serving(health, SERVICES, linked))
+    link = LeaderLink(lobby, channel, selector_token, name, public, link_health(health))
     link_task = asyncio.create_task(link.serve(), name="leader link")
     metrics = await start_metrics(args.metrics_port, args.metrics_host, tls)
     metrics_port = metrics.port
@@ -100,9 +117,8 @@ async def serve(args: argparse.Namespace) -> None:
         await asyncio.wait({attached, link_task}, return_when=asyncio.FIRST_COMPLETED)
         attached.cancel()
         if not link_task.done():
-            # (the link set it on attaching, and sets it on each loss and attach from now on;
-            # set here too, as it stands now, for a loss before this line ran)
-            await serving.set_serving(health, SERVICES, link.linked)
+            await serving.set_serving(health, SERVICES)
+            await link_health(health)(link.linked)  # (a loss before this line ran)
             if args.ready_file:
                 write_ready(args.ready_file, {"port": port, "metrics_port": metrics_port,
                                               "web_port": ports.web_port,

@@ -386,9 +386,10 @@ class _Leader:
 
 
 def test_a_selectors_health_is_not_serving_while_it_has_lost_its_leader() -> None:
-    """The selector's gRPC health (what compose's and k8s's readiness read) follows its link
-    to the leader: SERVING once attached, NOT_SERVING when the stream ends, SERVING again on the
-    next attach. Before, it stayed SERVING once first attached. Each step waits for its event
+    """The selector's device service health (what k8s's readiness and compose's healthcheck
+    read) follows its link to the leader: SERVING once attached, NOT_SERVING when the stream
+    ends, SERVING again on the next attach; the process overall (k8s's liveness) stays
+    SERVING. Before, all stayed SERVING once first attached. Each step waits for its event
     (10 s bounds); the reconnect backoff is 0.1-0.3 s."""
     import grpc
     from grpc_health.v1 import health_pb2
@@ -396,21 +397,23 @@ def test_a_selectors_health_is_not_serving_while_it_has_lost_its_leader() -> Non
     from fedhh.rpc import serving
     from fedhh.rpc.health import Health
     from fedhh_coordinator.selector import LeaderLink
+    from fedhh_coordinator.selector_main import SERVICES, link_health
 
-    services = ("fedhh.v1.DeviceService",)
     ok, down = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
 
     async def scenario() -> None:
-        health = Health(services)
+        health = Health(SERVICES)
+        await serving.set_serving(health, SERVICES)  # as the selector does on its first attach
         told: asyncio.Queue[bool] = asyncio.Queue()
+        tell = link_health(health)
 
         async def on_link(linked: bool) -> None:
-            await serving.set_serving(health, services, linked)
+            await tell(linked)
             told.put_nowait(linked)
 
         async def status() -> list[int]:
             return [(await health.Check(health_pb2.HealthCheckRequest(service=name), None)
-                     ).status for name in ("", *services)]
+                     ).status for name in ("", *SERVICES)]
 
         async def next_told() -> bool:
             return await asyncio.wait_for(told.get(), 10)
@@ -428,7 +431,7 @@ def test_a_selectors_health_is_not_serving_while_it_has_lost_its_leader() -> Non
                 assert await status() == [ok, ok] and link.linked
                 call.answers.put_nowait(grpc.aio.EOF)
                 assert await next_told() is False
-                assert await status() == [down, down] and not link.linked
+                assert await status() == [ok, down] and not link.linked
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
