@@ -33,29 +33,32 @@ class ServiceGroups(LoadScopeScheduling):
     ``--dist loadgroup`` cannot do it under pytest 9.2, which no longer reads ``Item._nodeid``)."""
 
     def _split_scope(self, nodeid: str) -> str:
-        for folder, group in SERVICE_FOLDERS.items():
-            if nodeid.startswith(folder):
-                return group
-        return nodeid.split("::", 1)[0]
+        return _group(nodeid) or nodeid.split("::", 1)[0]
+
+
+# The long units first, in this order, each to a worker of its own as the run starts; every
+# other file then goes to whichever worker is free.
+FIRST = ("services", "security", "docker", "browser")
+
+
+def _group(nodeid: str) -> str | None:
+    for folder, group in SERVICE_FOLDERS.items():
+        if nodeid.startswith(folder):
+            return group
+    return None
 
 
 def pytest_collection_modifyitems(items: list[Any]) -> None:
-    """The browser unit right after the docker unit, not where tests/web is collected (last):
-    there it started only when every other unit had, and ran alone at the end."""
-    browser = tuple(f for f, group in SERVICE_FOLDERS.items() if group == "browser")
-    moved = [item for item in items if item.nodeid.startswith(browser)]
-    if not moved:
-        return
-    rest = [item for item in items if not item.nodeid.startswith(browser)]
-    after = max((k for k, item in enumerate(rest) if item.nodeid.startswith("tests/deploy/")),
-                default=-1) + 1
-    items[:] = rest[:after] + moved + rest[after:]
+    """The service units ahead of every other file, the services' first: where they were
+    collected, after tests/cli (90 files, ~400 s of one worker by 2026-12-04), the services
+    unit, the suite's longest, started only once the workers had taken every file before it,
+    and the suite waited for it alone at the end."""
+    rank = {group: k for k, group in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(_group(item.nodeid) or "", len(FIRST)))
 
 
 def pytest_xdist_make_scheduler(config: Any, log: Any) -> ServiceGroups:
-    # Units in collection order, not largest first: tests/dashboard and tests/deploy come right
-    # after the few quick tests/cli files, so the two long units start at once, one per worker,
-    # the browser unit next (pytest_collection_modifyitems), and the short files fill in around
-    # them.
+    # Units in the order pytest_collection_modifyitems leaves them, not largest first: the
+    # service units count few tests each, so xdist's reordering would put them last.
     config.option.loadscopereorder = False
     return ServiceGroups(config, log)
