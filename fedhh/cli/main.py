@@ -171,8 +171,8 @@ _first_signal: dict[int, float] = {}
 
 def _interrupt(signum: int, frame: object) -> None:
     now = time.monotonic()
-    first = _first_signal.setdefault(signum, now)
-    if first != now and now - first < DUPLICATE_SIGNAL_S:
+    first = _first_signal.get(signum)
+    if first is not None and now - first < DUPLICATE_SIGNAL_S:
         return
     _first_signal[signum] = now
     raise KeyboardInterrupt
