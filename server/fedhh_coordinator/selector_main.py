@@ -19,7 +19,7 @@ from fedhh.rpc.observability import configure_logging, start_metrics, write_read
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator.device_ports import start_device_ports
-from fedhh_coordinator.enrollment import RateLimiter, load_verifier
+from fedhh_coordinator.enrollment import RateLimiter, attestation_factory, load_verifier
 from fedhh_coordinator.hub import MAX_NAME_BYTES
 from fedhh_coordinator.main import MAX_RECEIVE_BYTES, SELECTOR_TOKEN_ENV, SERVER_OPTIONS
 from fedhh_coordinator.selector import (
@@ -153,7 +153,10 @@ async def serve(args: argparse.Namespace) -> None:
 
 def check_startup(args: argparse.Namespace) -> None:
     """What the selector refuses before it opens its store or starts its loop
-    (``serving.check_start``): its TLS files, --ready-file, the addresses it will listen on."""
+    (``serving.check_start``): its TLS files, --ready-file, the addresses it will listen on,
+    and --attestation, as the coordinator's start does."""
+    if args.attestation:
+        attestation_factory(args.attestation)
     serving.check_start(TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None,
                         args.ready_file,
                         [("--listen", args.listen), serving.metrics_listener(args),

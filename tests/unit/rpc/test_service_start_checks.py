@@ -102,6 +102,17 @@ def test_what_passes_the_checks_serves(service: str, tmp_path: Path,
     assert no_loop == ["served"]
 
 
+@pytest.mark.parametrize("service", ["coordinator", "selector"])
+def test_an_attestation_that_is_no_factory_is_refused_before_serving(
+        service: str, tmp_path: Path, no_loop: list[str]) -> None:
+    # (before, the selector opened its store and started its loop, and refused it there)
+    with pytest.raises(ConfigError, match=r"--attestation 'os:path': path is a module"):
+        importlib.import_module(SERVICES[service]).run(
+            _args(service, tmp_path, "--attestation", "os:path"))
+    assert no_loop == []
+    assert not (tmp_path / "c.sqlite").exists() and not (tmp_path / "s.sqlite").exists()
+
+
 def _refused(port: int) -> bool:
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) != 0
