@@ -351,9 +351,14 @@ _MU_CACHE: dict[SyntheticShape, float] = {}
 _WORKER_TABLES: Tables | None = None
 
 
-def _init_worker(tables: Tables) -> None:
+def _set_tables(tables: Tables) -> None:
     global _WORKER_TABLES
     _WORKER_TABLES = tables
+
+
+def _init_worker(tables: Tables) -> None:
+    """A pool worker's start. Only there: this process's own handler stays as it is."""
+    _set_tables(tables)
     # A forked worker inherits the CLI's SIGTERM-as-Ctrl-C (``fedhh.cli.main``); the pool ends
     # its workers with SIGTERM, which must end them.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -408,7 +413,10 @@ def generate_synthetic(
     results: list[dict[str, Any]] = []
     try:
         if workers == 1 or n_shards == 1:
-            _init_worker(tables)
+            # (not _init_worker: here, in the caller's process, SIGTERM's default killed a
+            # `fedhh experiments` or `data` that had built a one-shard dataset, exit 143 with
+            # no line and nothing cancelled, instead of taking it as Ctrl-C)
+            _set_tables(tables)
             with Meter(progress, f"{name}: users", num_users, " users",
                        unit_scale=True) as meter:
                 for job in jobs:

@@ -65,3 +65,20 @@ def test_invalid_arguments(tmp_path: Path) -> None:
         generate_synthetic(tmp_path / "x", num_users=0)
     with pytest.raises(ValueError, match="seed must be >= 0, got -1"):
         generate_synthetic(tmp_path / "x", num_users=5, seed=-1)
+
+
+def test_serial_build_keeps_the_callers_sigterm_handler(tmp_path: Path) -> None:
+    """One shard is drawn in the caller's process: its SIGTERM handler (the CLI's SIGTERM as
+    Ctrl-C) must stay (before, the serial path reset it to the default, so a `fedhh
+    experiments` that had built a one-shard dataset was killed by SIGTERM, exit 143, no line)."""
+    import signal
+
+    def handler(signum: int, frame: object) -> None:  # pragma: no cover - never signalled
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        generate_synthetic(tmp_path / "one", num_users=50, seed=3, shape=SMALL, workers=1)
+        assert signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
