@@ -164,6 +164,7 @@ class Journal:
         self.records: dict[bytes, RoundRecord] = {}
         self._lines = 0
         self._fd: int | None = None
+        self._torn_at: int | None = None  # where a failed write's part begins, until cut
         self._closed = False
         self._worker = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="outcome-journal")
@@ -265,15 +266,32 @@ class Journal:
         if self._fd is not None:
             os.close(self._fd)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self._torn_at = None  # (a new file: nothing of a failed write is in it)
         self._lines = data.count(b"\n")
 
     # -- writing -------------------------------------------------------------------------------
 
     def _write(self, data: bytes) -> None:
+        """Append one line durably, or leave the file as it was and raise OSError: a write
+        that failed part way (the disk full: the part that fit was written) is cut off again.
+        Before, its part stayed, and the next line, once there was room, was appended to it:
+        one damaged line in the middle of the file, which the next start refused to load
+        (the operator told to move the journal away, with the record of every round)."""
         if self._fd is None:
             raise OSError("the journal is not open")
-        _write_all(self._fd, data)
-        os.fsync(self._fd)
+        if self._torn_at is not None:  # a failed write's part could not be cut off then
+            os.ftruncate(self._fd, self._torn_at)
+            self._torn_at = None
+        end = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            _write_all(self._fd, data)
+            os.fsync(self._fd)
+        except OSError:
+            try:
+                os.ftruncate(self._fd, end)
+            except OSError:
+                self._torn_at = end
+            raise
         self._lines += 1
 
     def _submit(self, line: bytes) -> concurrent.futures.Future[None]:

@@ -1,0 +1,88 @@
+"""The outcome journal on a disk that fills up (probe 42, stored state): a line whose write
+failed part way is cut off again, so the lines written once there is room again follow whole
+lines. Before, the part that fit stayed, the next line was appended to it, and the next start
+refused the journal as damaged in its middle ("move the file away": the record of every round
+lost). Seen on a 64 KiB tmpfs filled by another file; here the disk's answer is imitated (the
+part that fits is written, then ENOSPC), so the test needs no mount."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from fedhh_aggregator import journal as journal_module
+from fedhh_aggregator.journal import Journal
+
+SESSION = b"s" * 32
+
+
+def _fills_up(real=journal_module._write_all):  # type: ignore[no-untyped-def]
+    """A ``_write_all`` that writes half of the data, then fails as a full disk does."""
+    def write_all(fd: int, data: bytes) -> None:
+        real(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return write_all
+
+
+def _journal(directory: Path) -> Journal:
+    journal = Journal(directory)
+    journal.load()
+    journal.rewrite()  # as the registry's and the combiner's start do
+    return journal
+
+
+def test_a_write_the_disk_cut_short_leaves_no_part_behind(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    journal = _journal(tmp_path)
+
+    async def rounds() -> None:
+        await journal.opened(b"r1", SESSION)
+        with monkeypatch.context() as full:
+            full.setattr(journal_module, "_write_all", _fills_up())
+            with pytest.raises(OSError, match="No space left"):
+                await journal.opened(b"r2", SESSION)
+        journal.records.pop(b"r2")  # (the registry's answer to the refusal)
+        await journal.opened(b"r3", SESSION)
+        await journal.unmask_started(b"r3")
+
+    try:
+        asyncio.run(rounds())
+    finally:
+        journal.close()
+    assert (tmp_path / "outcomes.jsonl").read_bytes().count(b"\n") == 3
+    loaded = Journal(tmp_path).load()  # before: ConfigError, outcomes.jsonl:2 is damaged
+    assert sorted(loaded) == [b"r1", b"r3"] and loaded[b"r3"].unmask_started
+
+
+def test_a_part_that_could_not_be_cut_at_once_is_cut_before_the_next_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    journal = _journal(tmp_path)
+    real_truncate = os.ftruncate
+    refusals = []
+
+    def refuse_once(fd: int, length: int) -> None:
+        if not refusals:
+            refusals.append(length)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_truncate(fd, length)
+
+    async def rounds() -> None:
+        await journal.opened(b"r1", SESSION)
+        monkeypatch.setattr(journal_module.os, "ftruncate", refuse_once)
+        with monkeypatch.context() as full:
+            full.setattr(journal_module, "_write_all", _fills_up())
+            with pytest.raises(OSError, match="No space left"):
+                await journal.opened(b"r2", SESSION)
+        journal.records.pop(b"r2")
+        await journal.opened(b"r3", SESSION)
+
+    try:
+        asyncio.run(rounds())
+    finally:
+        journal.close()
+    assert len(refusals) == 1
+    assert sorted(Journal(tmp_path).load()) == [b"r1", b"r3"]
