@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import json
 import socket
-import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -40,6 +39,7 @@ from google.protobuf.message_factory import GetMessageClass
 from fedhh.errors import ConfigError
 from fedhh.rpc.connect import CODES, CONTENT_TYPE, PROTOCOL_VERSION
 from fedhh.rpc.serving import MAX_MESSAGE_BYTES, check_plaintext_peer
+from fedhh.rpc.tls import client_context
 
 _STATUS = {name: code for code, (name, _) in CODES.items()}
 # What a Connect client infers from an HTTP status when the body is no Connect error.
@@ -122,10 +122,7 @@ class ConnectChannel:
             self.base, self._ssl = f"http://{address}", None
         elif ca:
             self.base = f"https://{address}"
-            try:
-                self._ssl = ssl.create_default_context(cafile=ca)
-            except (OSError, ssl.SSLError) as error:
-                raise ConfigError(f"cannot read CA file {ca}: {error}") from None
+            self._ssl = client_context(ca)
         else:
             raise ConfigError("give the CA that signed the services' certificates, or ask "
                               "for plaintext on loopback")

@@ -30,7 +30,7 @@ from fedhh.rpc import task_census
 from fedhh.rpc.health import Health, Reflection
 from fedhh.rpc.http_listener import FILE_SHARE, open_file_limit, raise_open_file_limit
 from fedhh.rpc.request_waits import RequestWaits
-from fedhh.rpc.tls import TlsFiles, ca_credentials, read_tls_file
+from fedhh.rpc.tls import TlsFiles, ca_certificates, ca_credentials, read_tls_file
 
 log = logging.getLogger(__name__)
 
@@ -572,7 +572,10 @@ def new_server(max_receive_bytes: int = MAX_MESSAGE_BYTES,
 
 def check_tls_files(tls: TlsFiles) -> None:
     """ConfigError naming the file unless ``tls``'s key and certificate load and belong together
-    (gRPC would only fail to bind, with no word of why, and log OpenSSL's errors)."""
+    (gRPC would only fail to bind, with no word of why, and log OpenSSL's errors) and its
+    ca.pem holds a certificate (``tls.ca_certificates``: the service's channels to its peers
+    trust it; before, a combiner whose ca.pem held none started, and every call to its
+    workers failed their handshakes, UNAVAILABLE)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
 
@@ -593,6 +596,7 @@ def check_tls_files(tls: TlsFiles) -> None:
     if cert.public_key().public_bytes(*der) != key.public_key().public_bytes(*der):
         raise ConfigError(f"TLS key {tls.key} is not the key of the certificate {tls.cert}")
     check_certificate_dates(cert, tls.cert)
+    ca_certificates(tls.ca)
 
 
 # A certificate is refused while it is valid only from this far ahead of the machine's clock.

@@ -51,7 +51,8 @@ class TlsFiles:
         return grpc.ssl_server_credentials([(read_tls_file(self.key), read_tls_file(self.cert))])
 
     def channel_credentials(self) -> grpc.ChannelCredentials:
-        return grpc.ssl_channel_credentials(root_certificates=read_tls_file(self.ca))
+        """A service's credentials for its peers (:func:`ca_credentials` of this ca.pem)."""
+        return ca_credentials(self.ca)
 
     def server_context(self, what: str) -> ssl.SSLContext:
         """A server-side context for the HTTPS listeners (``what`` names one in errors): this
@@ -88,19 +89,42 @@ def read_tls_file(path: str | os.PathLike[str], what: str = "TLS file") -> bytes
                           f"{permission_remedy(path, error)}") from None
 
 
-def ca_credentials(ca: str | os.PathLike[str]) -> grpc.ChannelCredentials:
-    """Client credentials that trust the CA in ``ca``: a PEM file of certificates, refused
-    here when it holds none (gRPC would take it, fail every handshake and report the server
-    UNAVAILABLE)."""
-    from cryptography import x509
-
+def ca_certificates(ca: str | os.PathLike[str]) -> bytes:
+    """The PEM bytes of the CA file ``ca``, read to a bound (:func:`read_tls_file`), refused
+    when they hold no certificate: gRPC would take such a file, fail every handshake and
+    report the server UNAVAILABLE. Every client trusts its CA through here: gRPC's
+    (:func:`ca_credentials`) and the TLS contexts of the framed and Connect clients
+    (:func:`client_context`). (Before, the framed and Connect clients each loaded the file
+    with OpenSSL, saying "cannot load the CA" or "cannot read CA file" with OpenSSL's words,
+    and a service's channels to its peers took any ca.pem.)"""
     pem = read_tls_file(ca, "CA file")
     try:
         x509.load_pem_x509_certificates(pem)
     except ValueError:
-        raise ConfigError(f"CA file {ca} holds no PEM certificate (give the CA's certificate, "
-                          "ca.pem, not a key)") from None
-    return grpc.ssl_channel_credentials(root_certificates=pem)
+        raise ConfigError(f"CA file {os.fspath(ca)} holds no PEM certificate (give the CA's "
+                          "certificate, ca.pem, not a key)") from None
+    return pem
+
+
+def ca_credentials(ca: str | os.PathLike[str]) -> grpc.ChannelCredentials:
+    """gRPC client credentials that trust the CA in ``ca`` (:func:`ca_certificates`)."""
+    return grpc.ssl_channel_credentials(root_certificates=ca_certificates(ca))
+
+
+def client_context(ca: str | os.PathLike[str], alpn: str | None = None) -> ssl.SSLContext:
+    """A client's TLS context (the framed and Connect clients) trusting the CA in ``ca``
+    (:func:`ca_certificates`): TLS 1.2 or later, the host name checked, offering ``alpn``
+    where given."""
+    der = b"".join(certificate.public_bytes(serialization.Encoding.DER)
+                   for certificate in x509.load_pem_x509_certificates(ca_certificates(ca)))
+    try:
+        context = ssl.create_default_context(cadata=der)
+    except ssl.SSLError as error:  # (a certificate OpenSSL takes for no CA)
+        raise ConfigError(f"cannot load the CA file {os.fspath(ca)}: {error}") from None
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if alpn is not None:
+        context.set_alpn_protocols([alpn])
+    return context
 
 
 CA_DAYS = 3650  # a development CA's life: renewing the server certificate keeps it

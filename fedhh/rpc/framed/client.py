@@ -42,6 +42,7 @@ from google.protobuf.message import DecodeError, Message
 from google.protobuf.message_factory import GetMessageClass
 
 from fedhh.errors import ConfigError
+from fedhh.rpc import tls
 from fedhh.rpc.errors import CODES_BY_NUMBER
 from fedhh.rpc.framed.frames import (
     ALPN,
@@ -65,14 +66,9 @@ Metadata = tuple[tuple[str, str], ...]
 
 
 def client_context(ca: str | Path) -> ssl.SSLContext:
-    """TLS to a framed port: the services' CA, TLS 1.2 or later, the port's ALPN."""
-    try:
-        context = ssl.create_default_context(cafile=str(ca))
-    except (OSError, ssl.SSLError) as error:
-        raise ConfigError(f"cannot load the CA {ca}: {error}") from None
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.set_alpn_protocols([ALPN])
-    return context
+    """TLS to a framed port: the services' CA, TLS 1.2 or later, the port's ALPN
+    (``fedhh.rpc.tls.client_context``, every client's)."""
+    return tls.client_context(ca, ALPN)
 
 
 class FramedChannel:

@@ -151,3 +151,21 @@ def test_a_failure_after_serving_began_stops_the_server(service: str, tmp_path: 
         return _refused(running.port)  # (while the loop and the server object live)
 
     assert asyncio.run(main())
+
+
+@pytest.mark.parametrize("service", sorted(SERVICES))
+def test_a_ca_file_with_no_certificate_is_refused_before_serving(
+        service: str, tmp_path: Path, no_loop: list[str]) -> None:
+    # A --tls-dir whose ca.pem is a key (a copy gone wrong): the services' channels to their
+    # peers trust it, so every handshake would fail. Before, every service started with it,
+    # and the combiner (which has no preflight of its workers) served, its workers
+    # unreachable for good (UNAVAILABLE).
+    from fedhh.rpc.tls import make_dev_pki
+
+    pki = make_dev_pki(tmp_path / "tls", ["localhost"])
+    pki.ca.write_bytes(pki.key.read_bytes())
+    args = _args(service, tmp_path)
+    args.insecure, args.tls_dir = False, str(tmp_path / "tls")
+    with pytest.raises(ConfigError, match=rf"CA file {pki.ca} holds no PEM certificate"):
+        importlib.import_module(SERVICES[service]).run(args)
+    assert no_loop == []
