@@ -58,13 +58,11 @@ AGGREGATION = aggregator_pb2.DESCRIPTOR.services_by_name["SecureAggregation"]
 
 def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channel]:
     def make(address: str) -> grpc.aio.Channel:
-        if args.insecure:
-            serving.check_plaintext_peer(address, remedy="--ca")
-            return grpc.aio.insecure_channel(address, options=OPTIONS)
-        if not args.ca:
+        if not args.insecure and not args.ca:
             raise ConfigError("give --ca (the CA that signed the services' certificates) "
                               "or --insecure on loopback")
-        return grpc.aio.secure_channel(address, ca_credentials(args.ca), options=OPTIONS)
+        credentials = None if args.insecure else ca_credentials(args.ca)
+        return serving.open_channel(address, credentials, OPTIONS, remedy="--ca")
 
     return make
 

@@ -31,7 +31,7 @@ from fedhh.errors import (
 )
 from fedhh.rpc.aggregator_wire import stage_from_pb
 from fedhh.rpc.credentials import bearer_metadata
-from fedhh.rpc.serving import PEER_OPTIONS, check_plaintext_peer
+from fedhh.rpc.serving import open_channel
 from fedhh.secagg import ReleaseEvidence, Stage
 from fedhh.secagg.config import MAX_COHORT
 from fedhh.secagg.prg import mask_dtype
@@ -121,18 +121,6 @@ def outcome_from_pb(response: pb.GetOutcomeResponse) -> RoundOutcome:
                         response.abort_reason, response.delivered, response.sum_available,
                         int(response.num_contributors), response.durable,
                         stage_counts(response.stage_devices))
-
-
-def open_channel(address: str, credentials: grpc.ChannelCredentials | None = None
-                 ) -> grpc.aio.Channel:
-    """A service's channel to a peer: the aggregator or combiner, a worker, a selector's
-    leader (TLS with ``credentials``, else plaintext to a loopback address only: ConfigError
-    otherwise), with the services' message size limits and the clients' pings
-    (``serving.PEER_OPTIONS``)."""
-    if credentials is None:
-        check_plaintext_peer(address)
-        return grpc.aio.insecure_channel(address, options=PEER_OPTIONS)
-    return grpc.aio.secure_channel(address, credentials, options=PEER_OPTIONS)
 
 
 def check_header(header: pb.ResultHeader, *, sharded: bool) -> int | None:

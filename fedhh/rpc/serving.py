@@ -419,6 +419,21 @@ def check_plaintext_peer(address: str, option: str = "", remedy: str = "TLS") ->
                           f"calls carry tokens); it needs {remedy}")
 
 
+def open_channel(address: str, credentials: grpc.ChannelCredentials | None = None,
+                 options: Sequence[tuple[str, Any]] | None = None, remedy: str = "TLS"
+                 ) -> grpc.aio.Channel:
+    """A process's grpc.aio channel to a service: a service's to its peer (the aggregator or
+    combiner, a worker, a selector's leader; ``options`` by default ``PEER_OPTIONS``, the
+    message caps and the clients' pings) or a device's (its own options): TLS with
+    ``credentials``, else plaintext to a loopback address only (:func:`check_plaintext_peer`,
+    naming ``remedy``). (Before, the device process built its channels with a copy of this.)"""
+    chosen = list(PEER_OPTIONS if options is None else options)
+    if credentials is None:
+        check_plaintext_peer(address, remedy=remedy)
+        return grpc.aio.insecure_channel(address, options=chosen)
+    return grpc.aio.secure_channel(address, credentials, options=chosen)
+
+
 def command_channel(address: str, ca: str | os.PathLike[str] | None,
                     options: Sequence[tuple[str, Any]] = (), tls_name: str | None = None
                     ) -> grpc.Channel:

@@ -130,3 +130,31 @@ def test_a_device_takes_a_ca_or_plaintext_not_both(capsys: pytest.CaptureFixture
                       "--insecure"], capsys)
     assert code == 2
     assert "argument --insecure: not allowed with argument --ca" in err, err
+
+
+def test_a_device_dials_through_the_one_channel_opener(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The device process's gRPC channels are serving.open_channel's, with the device's own
+    # options and --ca as the remedy (before, fedhh_device.main kept a copy of the opener).
+    from fedhh_device import main as device_main
+
+    opened: list[tuple[str, object, object, str]] = []
+
+    def open_channel(address: str, credentials: object = None, options: object = None,
+                     remedy: str = "TLS") -> str:
+        opened.append((address, credentials, options, remedy))
+        return "channel"
+
+    monkeypatch.setattr(serving, "open_channel", open_channel)
+    make = device_main.channel_factory(argparse.Namespace(insecure=True, ca=None))
+    assert make("127.0.0.1:7100") == "channel"
+    assert opened == [("127.0.0.1:7100", None, device_main.OPTIONS, "--ca")]
+    monkeypatch.undo()
+
+    async def remote() -> None:
+        with pytest.raises(ConfigError, match=f"{REMOTE}: plaintext .* it needs --ca$"):
+            make(REMOTE)
+        await make("127.0.0.1:7100").close()
+    asyncio.run(remote())
+    with pytest.raises(ConfigError, match="give --ca"):
+        device_main.channel_factory(argparse.Namespace(insecure=False, ca=None))("x:1")
