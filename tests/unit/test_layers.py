@@ -583,3 +583,88 @@ def test_a_server_name_taken_from_a_lazy_face_is_reported(tmp_path: Path) -> Non
     assert device_process_reaches(tmp_path) == ["fedhh.secagg.server <- fedhh_device.bad"]
     (tmp_path / "device/fedhh_device/bad.py").unlink()
     assert device_process_reaches(tmp_path) == []
+
+
+# docs/architecture.md, "The network layer: one piece per rule": the network stack's
+# constructors, each called in the one module that holds its rule, so that a second copy (a
+# channel built beside serving.open_channel, a CA loaded beside tls.ca_certificates) fails here.
+ONE_PIECE = {
+    # gRPC channels and servers: the plaintext-on-loopback rule, the options and limits
+    "grpc.aio.secure_channel": ("fedhh.rpc.serving",),
+    "grpc.aio.insecure_channel": ("fedhh.rpc.serving",),
+    "grpc.secure_channel": ("fedhh.rpc.serving",),
+    "grpc.insecure_channel": ("fedhh.rpc.serving",),
+    "grpc.aio.server": ("fedhh.rpc.serving",),
+    "grpc.server": ("fedhh.rpc.serving",),
+    # TLS material: files read to a bound, a CA that holds a certificate, TLS 1.2 or later
+    "grpc.ssl_channel_credentials": ("fedhh.rpc.tls",),
+    "grpc.ssl_server_credentials": ("fedhh.rpc.tls",),
+    "ssl.create_default_context": ("fedhh.rpc.tls",),
+    # (and `fedhh.cli.options.certificate_names`, which reads a served certificate's names,
+    # unverified, to explain a host name mismatch: it trusts nothing it reads)
+    "ssl.SSLContext": ("fedhh.rpc.tls", "fedhh.cli.options"),
+    # the HTTP listeners' runner settings (Connect ports, dashboard, metrics)
+    "aiohttp.web.AppRunner": ("fedhh.rpc.http_listener",),
+}
+
+
+def _dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
+    """``node`` (a name or an attribute chain) as the dotted name it stands for, through the
+    module's imports (``from grpc import aio`` makes ``aio.server`` ``grpc.aio.server``)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in aliases:
+        return None
+    return ".".join([aliases[node.id], *reversed(parts)])
+
+
+def constructor_calls(root: Path) -> list[str]:
+    """Each call of a ``ONE_PIECE`` constructor (or one passed to a call, as to
+    ``functools.partial``) outside the module that holds it, in the layers that may use the
+    network stack (``NETWORKED``: no other imports it)."""
+    found = []
+    for name, path in module_names(root).items():
+        if layer_of(name) not in NETWORKED:
+            continue
+        tree = ast.parse(path.read_text())
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    aliases[alias.asname or alias.name.split(".")[0]] = (
+                        alias.name if alias.asname else alias.name.split(".")[0])
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            for used in (node.func, *node.args):
+                dotted = _dotted(used, aliases)
+                if dotted in ONE_PIECE and name not in ONE_PIECE[dotted]:
+                    found.append(f"{path.relative_to(root)}:{node.lineno} calls {dotted}")
+    return found
+
+
+def test_the_network_stacks_constructors_are_called_in_their_one_piece() -> None:
+    # (before: the device process built its gRPC channels with a copy of open_channel, and
+    # the framed and Connect clients each loaded their CA with ssl.create_default_context)
+    assert constructor_calls(ROOT) == []
+
+
+def test_a_constructor_called_outside_its_piece_is_reported(tmp_path: Path) -> None:
+    for path, code in {
+            "fedhh/rpc/serving.py": "import grpc\n\n\ndef f():\n    return grpc.aio.server()\n",
+            "fedhh/rpc/tls.py": "import ssl\n\nX: ssl.SSLContext | None = None\n",
+            "fedhh/rpc/connect_client.py":
+                "import ssl as s\n\n\ndef f():\n    return s.create_default_context()\n",
+            "device/fedhh_device/main.py":
+                "import functools\nfrom grpc import aio\n\n\ndef f():\n"
+                "    return functools.partial(aio.insecure_channel, 'x')\n"}.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(code)
+    assert sorted(constructor_calls(tmp_path)) == [
+        "device/fedhh_device/main.py:6 calls grpc.aio.insecure_channel",
+        "fedhh/rpc/connect_client.py:5 calls ssl.create_default_context"]
