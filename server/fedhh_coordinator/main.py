@@ -33,6 +33,7 @@ from fedhh_coordinator.aggregation import DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.control import GrpcAggregator
 from fedhh_coordinator.db import is_postgres_url, redact
+from fedhh_coordinator.db.interface import StoreCorrupt
 from fedhh_coordinator.device_ports import start_device_ports
 from fedhh_coordinator.enrollment import (
     RateLimiter,
@@ -344,8 +345,13 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
         if runner_task.done():  # (it ends by itself only on an error the runs did not catch)
             # Serving devices with no runner would leave every run pending, silently: stop,
             # so that the supervisor (restart policy) sees it and a restart resumes the runs.
+            stopped = runner_task.exception()
+            if isinstance(stopped, StoreCorrupt):  # (no bug: what the operator must do, said)
+                log.critical("the store is damaged; the coordinator stops",
+                             extra={"error": str(stopped)})
+                return 1
             log.critical("the runner stopped; the coordinator stops (the store is left as it "
-                         "is)", exc_info=runner_task.exception())
+                         "is)", exc_info=stopped)
             return 1
         return 0
     finally:

@@ -22,7 +22,7 @@ from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator import metrics
 from fedhh_coordinator.aggregation import AggregatorApi, DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission
-from fedhh_coordinator.db.interface import StoreUnavailable
+from fedhh_coordinator.db.interface import StoreCorrupt, StoreUnavailable
 from fedhh_coordinator.link import AGGREGATOR_PATIENCE_S, NetworkLink
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.plans import stored_cohort
@@ -123,6 +123,8 @@ class Runner:
             except StoreUnavailable:
                 self._interrupted.add(run_id)
                 raise  # the run is not at fault: it resumes once the store answers
+            except StoreCorrupt:
+                raise  # nor here; the coordinator stops, nothing more written to the file
             except RunCancelled as cancelled:
                 self.store.set_run_state(run_id, "cancelled", str(cancelled))
             except FedhhError as error:

@@ -12,10 +12,10 @@ from urllib.parse import unquote
 
 import grpc
 
-from fedhh.errors import FedhhError
+from fedhh.errors import FedhhError, StoreDamaged
 
-__all__ = ["Cursor", "Database", "StoreUnavailable", "Transaction", "is_postgres_url",
-           "redact", "redact_text"]
+__all__ = ["Cursor", "Database", "StoreCorrupt", "StoreUnavailable", "Transaction",
+           "is_postgres_url", "redact", "redact_text"]
 
 
 class StoreUnavailable(FedhhError):
@@ -24,6 +24,16 @@ class StoreUnavailable(FedhhError):
     a retry; it was INVALID_ARGUMENT), and a run waits for the database (``Runner``)."""
 
     grpc_status = grpc.StatusCode.UNAVAILABLE
+
+
+class StoreCorrupt(StoreDamaged):
+    """The database's file does not read back (SQLite's "database disk image is malformed": a
+    changed or lost page, a file cut short), found by an operation that read the damaged part
+    (DATA_LOSS). Unlike a damaged field of one run's row (``StoreDamaged``, which fails that
+    run alone), no run is at fault and no write should go to such a file: the runner stops the
+    coordinator, the store left as it is (before, the run under way was failed for good,
+    "internal error: database disk image is malformed", or the coordinator stopped with a
+    traceback; callers were told INTERNAL)."""
 
 
 class Cursor(Protocol):

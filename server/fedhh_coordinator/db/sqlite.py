@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConfigError
-from fedhh_coordinator.db.interface import Cursor, StoreUnavailable, Transaction
+from fedhh_coordinator.db.interface import Cursor, StoreCorrupt, StoreUnavailable, Transaction
 from fedhh_coordinator.db.tables import check_store_tables, no_store_there
 
 __all__ = ["SQLITE_SCHEMA", "SqliteDatabase"]
@@ -88,6 +88,23 @@ BUSY_TIMEOUT_S = 1.0
 # PostgreSQL store pauses its reconnections (``db.postgres.RECONNECT_PAUSE_S``).
 BUSY_PAUSE_S = 1.0
 BUSY_PAUSE_MAX_S = 30.0
+
+
+# SQLite's codes of a file whose pages do not read back as a database: SQLITE_CORRUPT ("database
+# disk image is malformed") and SQLITE_NOTADB. sqlite3 raises them as DatabaseError, which the
+# store's callers took for a bug.
+_CORRUPT_CODES = frozenset({11, 26})
+
+
+def corrupt(location: str, error: sqlite3.DatabaseError) -> StoreCorrupt | None:
+    """``StoreCorrupt`` for a file found damaged (``_CORRUPT_CODES``), else None."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is None or code & 0xFF not in _CORRUPT_CODES:
+        return None
+    return StoreCorrupt(
+        f"the store {location} is damaged ({error}): it is left as it is; stop what uses it, "
+        f"then restore it from a backup, or copy out what still reads (sqlite3 "
+        f"{location} .recover)")
 
 
 def unavailable(error: sqlite3.OperationalError) -> Exception:
@@ -169,7 +186,12 @@ class SqliteDatabase:
             self._db.execute(f"PRAGMA busy_timeout = {wait_ms}")
             self._waiting = waiting
 
-    def _failed(self, error: sqlite3.OperationalError) -> Exception:
+    def _failed(self, error: sqlite3.DatabaseError) -> Exception:
+        damaged = corrupt(self.location, error)
+        if damaged is not None:
+            return damaged
+        if not isinstance(error, sqlite3.OperationalError):
+            return error  # (a constraint's IntegrityError and the like: the statement's own)
         code = getattr(error, "sqlite_errorcode", None)
         if code is None or code & 0xFF not in _BUSY_CODES:
             return unavailable(error)
@@ -191,25 +213,38 @@ class SqliteDatabase:
             try:
                 self._set_waiting()
                 self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as error:
+            except sqlite3.DatabaseError as error:
                 raise self._failed(error) from None
             try:
                 yield _SqliteTransaction(self._db)
                 self._db.execute("COMMIT")
             except BaseException as error:
                 if self._db.in_transaction:  # (SQLite ends some failed ones itself)
-                    self._db.execute("ROLLBACK")
-                if isinstance(error, sqlite3.OperationalError):
+                    self._rollback(error)
+                if isinstance(error, sqlite3.DatabaseError):
                     raise self._failed(error) from None
                 raise
             self._succeeded()
+
+    def _rollback(self, error: BaseException) -> None:
+        """Roll back after ``error``; on a damaged file the rollback may fail too, and then
+        the file's damage is the error raised (not the rollback's own)."""
+        try:
+            self._db.execute("ROLLBACK")
+        except sqlite3.DatabaseError as failed:
+            damaged = corrupt(self.location, failed) or (
+                corrupt(self.location, error) if isinstance(error, sqlite3.DatabaseError)
+                else None)
+            if damaged is None:
+                raise
+            raise damaged from None
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             try:
                 self._set_waiting()
                 rows = list(self._db.execute(sql, tuple(params)).fetchall())
-            except sqlite3.OperationalError as error:
+            except sqlite3.DatabaseError as error:
                 raise self._failed(error) from None
             return rows
 
