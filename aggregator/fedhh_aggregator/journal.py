@@ -251,23 +251,30 @@ class Journal:
     def _rewrite(self, records: list[RoundRecord]) -> None:
         tmp = self.path.with_name(FILE_NAME + ".tmp")
         data = b"".join(line for record in records for line in _record_lines(record))
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # The descriptor that writes the new file is the one that appends to it once renamed
+        # (it follows the file): nothing can fail between the rename and the switch. Before,
+        # the directory and the renamed file were opened after the rename, and a failed open
+        # (EMFILE) left the appends going to the replaced file, unlinked: every later line
+        # lost, each of those rounds "never opened" to the coordinator after a restart.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
         try:
             _write_all(fd, data)
             os.fsync(fd)
-        finally:
+            os.replace(tmp, self.path)
+        except BaseException:
             os.close(fd)
-        os.replace(tmp, self.path)
+            raise
+        replaced, self._fd = self._fd, fd
+        self._torn_at = None  # (a new file: nothing of a failed write is in it)
+        self._lines = data.count(b"\n")
+        if replaced is not None:
+            with contextlib.suppress(OSError):
+                os.close(replaced)
         directory = os.open(self.directory, os.O_RDONLY)
         try:
             os.fsync(directory)  # the rename itself is durable
         finally:
             os.close(directory)
-        if self._fd is not None:
-            os.close(self._fd)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-        self._torn_at = None  # (a new file: nothing of a failed write is in it)
-        self._lines = data.count(b"\n")
 
     # -- writing -------------------------------------------------------------------------------
 

@@ -1,9 +1,11 @@
-"""The outcome journal on a disk that fills up (probe 42, stored state): a line whose write
-failed part way is cut off again, so the lines written once there is room again follow whole
-lines. Before, the part that fit stayed, the next line was appended to it, and the next start
-refused the journal as damaged in its middle ("move the file away": the record of every round
-lost). Seen on a 64 KiB tmpfs filled by another file; here the disk's answer is imitated (the
-part that fits is written, then ENOSPC), so the test needs no mount."""
+"""The outcome journal's writes when the system refuses one (probe 42, stored state).
+
+The disk full: a line whose write failed part way is cut off again, so the lines written once
+there is room again follow whole lines. Before, the part that fit stayed, the next line was
+appended to it, and the next start refused the journal as damaged in its middle ("move the
+file away": the record of every round lost). Seen on a 64 KiB tmpfs filled by another file;
+here the disk's answer is imitated (the part that fits is written, then ENOSPC), so the test
+needs no mount. And a compaction that fails after its rename (below)."""
 
 from __future__ import annotations
 
@@ -86,3 +88,35 @@ def test_a_part_that_could_not_be_cut_at_once_is_cut_before_the_next_line(
         journal.close()
     assert len(refusals) == 1
     assert sorted(Journal(tmp_path).load()) == [b"r1", b"r3"]
+
+
+def test_a_compaction_whose_directory_cannot_be_opened_keeps_appending_to_the_journal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rewrite renames its file over the journal, then opens the directory to fsync the
+    rename: that open failing (EMFILE, the process's descriptors all taken) left the appends
+    going to the replaced file, unlinked, so every later round was missing after a restart
+    (a journaling aggregator's unknown round is one it never opened, to the coordinator:
+    free, even if it reached unmasking)."""
+    journal = _journal(tmp_path)
+    real_open = os.open
+
+    def no_descriptors_for_the_directory(path, flags, *args):  # type: ignore[no-untyped-def]
+        if Path(path) == tmp_path:
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        return real_open(path, flags, *args)
+
+    async def rounds() -> None:
+        await journal.opened(b"r1", SESSION)
+        with monkeypatch.context() as short:
+            short.setattr(journal_module.os, "open", no_descriptors_for_the_directory)
+            with pytest.raises(OSError, match="Too many open files"):
+                journal.rewrite()
+        await journal.opened(b"r2", SESSION)
+        await journal.unmask_started(b"r2")
+
+    try:
+        asyncio.run(rounds())
+    finally:
+        journal.close()
+    loaded = Journal(tmp_path).load()
+    assert sorted(loaded) == [b"r1", b"r2"] and loaded[b"r2"].unmask_started
