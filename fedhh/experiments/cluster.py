@@ -488,9 +488,10 @@ def check_workers(client: Client) -> None:
     small = sorted(address for address, w in workers.items()
                    if 0 < float(w.get("memory_limit") or 0) < RUN_MEMORY_GIB * GIB)
     if small:
-        log.warning("%d Dask workers have a memory limit under %g GiB, what one run over the "
-                    "1.6M-user default dataset may need: %s", len(small), RUN_MEMORY_GIB,
-                    ", ".join(small))
+        log.warning("%s a memory limit under %g GiB, what one run over the 1.6M-user "
+                    "default dataset may need: %s",
+                    "1 Dask worker has" if len(small) == 1 else f"{len(small)} Dask workers have",
+                    RUN_MEMORY_GIB, ", ".join(small))
 
 
 def await_workers(client: Client, address: str, timeout_s: float,
@@ -643,10 +644,14 @@ def describe(client: Client) -> str:
                     "limit; start them with --nthreads 1", threads[-1])
     if not workers:  # (all of them left since await_workers)
         return "no Dask workers"
-    memory = "/".join(f"{m:.1f}" for m in limits)
+    # (a worker started with `--memory-limit 0` has none: it read "0.0 GiB"; a limit under
+    # 1 GiB keeps two digits: 150 MB read "0.1 GiB")
+    sized = [f"{m:.1f}" if m >= 1 else f"{m:.2g}" for m in limits if m > 0]
+    memory = " or ".join(([f"{'/'.join(sized)} GiB"] if sized else [])
+                         + (["no memory limit"] if 0 in limits else []))
     plural = "s" if len(workers) != 1 else ""
     return (f"{len(workers)} Dask worker{plural}, {'/'.join(map(str, threads))} thread(s), "
-            f"{memory} GiB")
+            f"{memory}")
 
 
 _SUITES: dict[SuiteSettings, Suite] = {}

@@ -178,7 +178,7 @@ def test_workers_with_other_fedhh_code_are_refused_by_name(
     check_workers(_Workers({"tcp://10.0.0.1:1": mine}, 8.0))  # type: ignore[arg-type]
     assert "memory limit" not in caplog.text
     check_workers(_Workers({"tcp://10.0.0.1:1": mine}, 1.0))  # type: ignore[arg-type]
-    assert "1 Dask workers have a memory limit under 4 GiB" in caplog.text
+    assert "1 Dask worker has a memory limit under 4 GiB" in caplog.text
     # A worker that joins later is checked by each task it runs.
     with pytest.raises(ConfigError, match="this worker runs other fedhh code"):
         compute_run(None, None, {}, "0" * 64)  # type: ignore[arg-type]
@@ -723,10 +723,10 @@ def test_a_warning_during_the_progress_bar_starts_a_line_of_its_own(
     assert process.returncode == 0, err
     # What a terminal shows of each line: the text after its last carriage return.
     shown = [line.rsplit("\r", 1)[-1] for line in err.split("\n")]
-    warning = [line for line in shown if "have a memory limit under 4 GiB" in line]
+    warning = [line for line in shown if "a memory limit under 4 GiB" in line]
     assert len(warning) == 1, err
     assert re.match(r"\d{4}-\d\d-\d\d [\d:,]+ WARNING fedhh\.experiments\.cluster: 1 Dask "
-                    r"workers have a memory limit", warning[0]), err
+                    r"worker has a memory limit", warning[0]), err
 
 
 def test_a_refused_address_is_told_while_it_is_retried(
