@@ -123,12 +123,19 @@ def test_a_discovery_with_web_devices_in_chromium_equals_the_all_python_run(
             admin.start_run(discovery_config, run_id="discovery")
             discovery = admin.wait("discovery", 900)
             results = admin.results("discovery")
-            # (The masked-input stage waits out its window for the dropped device, the others
-            # close early. 10 s windows lost 3 devices to lateness in a run under
-            # ci-under-load, and a round over 195 still releases, so no attempt is made again.)
+            # (The advertise stage waits out its window for the refusing device, the masked-input
+            # stage its deadline for the dropped one; the others close early. Deadlines add up
+            # from the round's opening, so this run takes about advertise + share keys + masked
+            # input: 15 + 30 + 10 s, where 30 s windows took 90 s. The live devices' work is
+            # well inside them: 0.9 s of advertisements, 5.4 s of key sharing and under a
+            # second of masked inputs at load 4 (twice the cores), and masked inputs have the
+            # key sharing's slack besides. 10 s windows for every stage (deadlines 10, 20,
+            # 30 s) lost 3 devices to lateness in a run under ci-under-load, and a round over
+            # 195 still releases, so no attempt is made again.)
             admin.start_run(run_config(rounds=1, max_bits=10, dim_limit=1 << 10,
                                        min_devices=USERS - 10, checkin_ms=60_000,
-                                       stage_ms=30_000),
+                                       stage_ms=30_000, advertise_ms=15_000,
+                                       masked_input_ms=10_000),
                             run_id="dropout")
             dropout = admin.wait("dropout", 900)
             # Every device has ended its task of each attempt that released before it stops.
