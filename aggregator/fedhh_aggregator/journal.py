@@ -245,8 +245,14 @@ class Journal:
 
     def rewrite(self) -> None:
         """Replace the file by the minimal lines of :attr:`records` (temporary file, fsync,
-        atomic rename, fsync of the directory) and open it for appends."""
-        self._rewrite(list(self.records.values()))
+        atomic rename, fsync of the directory) and open it for appends; ConfigError naming the
+        file if it cannot be (the disk full at a start: before, the aggregator stopped with
+        "error: No space left on device" alone)."""
+        try:
+            self._rewrite(list(self.records.values()))
+        except OSError as error:
+            raise ConfigError(f"cannot rewrite the outcome journal {self.path}: "
+                              f"{error.strerror or error} (it is left as it was)") from None
 
     def _rewrite(self, records: list[RoundRecord]) -> None:
         tmp = self.path.with_name(FILE_NAME + ".tmp")
@@ -263,6 +269,8 @@ class Journal:
             os.replace(tmp, self.path)
         except BaseException:
             os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)  # (its part takes room the journal's own lines need)
             raise
         replaced, self._fd = self._fd, fd
         self._torn_at = None  # (a new file: nothing of a failed write is in it)

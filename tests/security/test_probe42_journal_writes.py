@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from fedhh.errors import ConfigError
 from fedhh_aggregator import journal as journal_module
 from fedhh_aggregator.journal import Journal
 
@@ -110,7 +111,7 @@ def test_a_compaction_whose_directory_cannot_be_opened_keeps_appending_to_the_jo
         with monkeypatch.context() as short:
             short.setattr(journal_module.os, "open", no_descriptors_for_the_directory)
             with pytest.raises(OSError, match="Too many open files"):
-                journal.rewrite()
+                journal._rewrite(list(journal.records.values()))  # (as keep_only compacts)
         await journal.opened(b"r2", SESSION)
         await journal.unmask_started(b"r2")
 
@@ -120,3 +121,22 @@ def test_a_compaction_whose_directory_cannot_be_opened_keeps_appending_to_the_jo
         journal.close()
     loaded = Journal(tmp_path).load()
     assert sorted(loaded) == [b"r1", b"r2"] and loaded[b"r2"].unmask_started
+
+
+def test_a_start_that_cannot_rewrite_the_journal_says_which_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    journal = _journal(tmp_path)
+    asyncio.run(journal.opened(b"r1", SESSION))
+    journal.close()
+    before = (tmp_path / "outcomes.jsonl").read_bytes()
+    restarted = Journal(tmp_path)
+    restarted.load()
+    monkeypatch.setattr(journal_module, "_write_all", _fills_up())
+    with pytest.raises(ConfigError) as refused:  # before: OSError, "No space left on device"
+        restarted.rewrite()
+    restarted.close()
+    assert str(refused.value) == (f"cannot rewrite the outcome journal "
+                                  f"{tmp_path / 'outcomes.jsonl'}: No space left on device "
+                                  "(it is left as it was)")
+    assert (tmp_path / "outcomes.jsonl").read_bytes() == before
+    assert not (tmp_path / "outcomes.jsonl.tmp").exists()
