@@ -38,7 +38,7 @@ from typing import Any
 
 from fedhh.cli import options
 from fedhh.codec.codec import MAX_SUPPORTED_BITS
-from fedhh.codec.shown import columns, isolated, printable, rjust
+from fedhh.codec.shown import columns, isolated, printable, printable_rows, rjust
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError
@@ -279,9 +279,11 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
                 # (a row that stands for several cut prefixes says so, as the heavy hitters'
                 # list does: its estimate is their sum; after its cause, last, where it
                 # pushes no column of its own row)
-                (printable(h["item"], cut=True), f"{h['estimate']:,.0f}", _std(h), h["round"],
+                (item, f"{h['estimate']:,.0f}", _std(h), h["round"],
                  "; ".join(filter(None, (h.get("cause", ""), h.get("note", "")))))
-                for h in cut[:top]], item=0, tail=True)
+                for h, item in zip(cut[:top], printable_rows([(h["item"], True)
+                                                              for h in cut[:top]]),
+                                   strict=True)], item=0, tail=True)
             if len(cut) > top:
                 print(f"({len(cut) - top} more with --top {len(cut)} or in --json)")
             note = open_note([h["item"] for h in cut[:top]])
@@ -343,10 +345,11 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str) -> None:
     # (a row's note, if any row has one, in a last column: in the item's cell it pushed the
     # row's counts out of line with the other rows')
     notes = any(h.get("note") for h in hitters[:top])
+    shown = printable_rows([(h["item"], h["truncated"]) for h in hitters[:top]])
     _table([("#", "item", "estimate", "std", "round", *(("note",) if notes else ()))] + [
-        (i + 1, printable(h["item"], h["truncated"]), f"{h['estimate']:,.0f}", _std(h),
+        (i + 1, item, f"{h['estimate']:,.0f}", _std(h),
          h["round"], *((h.get("note", ""),) if notes else ()))
-        for i, h in enumerate(hitters[:top])
+        for i, (h, item) in enumerate(zip(hitters[:top], shown, strict=True))
     ], item=1, tail=notes)
     print("(by round, then estimate: a round's estimate counts the devices that chose the "
           "item that round, among their items on the round's narrowing prefix list, so "

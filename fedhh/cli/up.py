@@ -37,7 +37,7 @@ from fedhh.cli import options
 from fedhh.cli.admin import dropped_completions, run_trim_note
 from fedhh.cli.narrator import Narrator
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
-from fedhh.codec.shown import columns, ljust, printable
+from fedhh.codec.shown import columns, ljust, printable, printable_rows
 from fedhh.config import Mode, RunConfig, codec_value
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError, PrivacyError, StateError
@@ -401,7 +401,8 @@ def close_demo(demo: Any, run: Any, results: Any) -> None:
     demo.say(f"run {run.run_id}: {run.state}; eps_agg spent {run.eps_spent:.3f} over "
              f"{run.rounds_released} released rounds; heavy hitters: "
              # (as a JSON list: an item may hold ", ")
-             + (json.dumps([printable(h.item, h.truncated) for h in results.heavy_hitters],
+             + (json.dumps(printable_rows([(h.item, h.truncated)
+                                           for h in results.heavy_hitters]),
                            ensure_ascii=False) if results.heavy_hitters else "none"))
     # The page posts a device's last round a moment after the coordinator released it.
     demo.wait_settled(SETTLE_S)
@@ -536,8 +537,8 @@ def _print_results(run: Any, results: Any) -> None:
         print(unfinished_results(run))
     print(f"{len(results.heavy_hitters)} heavy hitters (by round, then estimate; estimates of "
           "different rounds are not comparable, `fedhh simulate --help` says why):")
-    listed = [printable(h.item, h.truncated) for h in results.heavy_hitters]
-    cut = [printable(h.item, cut=True) for h in results.cut_prefixes]
+    listed = printable_rows([(h.item, h.truncated) for h in results.heavy_hitters])
+    cut = printable_rows([(h.item, True) for h in results.cut_prefixes])
     # (the items' column fits the longest up to ITEM_COLUMNS_MAX; a longer item pushes only
     # its own row's count on, two spaces after it)
     width = min(ITEM_COLUMNS_MAX, max([ITEM_COLUMNS_MIN, *map(columns, listed + cut)]))

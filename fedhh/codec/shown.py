@@ -57,6 +57,9 @@ Greek ``ο`` and the Cyrillic ``о``), so an item that mixes letters of two of t
 Armenian ``օ``), and a letter's font, width or ligature variant, a kind of its own (``ﬁnance``
 with the ligature ``ﬁ``, ``ｐaypal`` with a fullwidth ``ｐ``: ``\\ufb01nance``,
 ``\\uff50aypal``); an item of variants alone (``ｐａｙｐａｌ``) shows as it is.
+So does an item all of whose letters look like Latin ones (``сосоа``, Cyrillic), unless the
+list it is shown in holds another row it reads as (``cocoa``): then its lookalike letters are
+escaped (``printable_rows``), where the consoles, the dashboard's page and its CSV list items.
 
 Items are kept as written, so ``café`` written with a combining accent (NFD) and with ``é``
 (NFC) are two items that look alike: in an item that is not in NFC, the marks, jamo and
@@ -83,7 +86,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["columns", "isolated", "ljust", "message_text", "printable", "rjust"]
+__all__ = ["columns", "isolated", "ljust", "message_text", "printable", "printable_rows",
+           "rjust"]
 
 ELLIPSIS = "…"  # (as fedhh.codec.codec writes a cut prefix's end)
 
@@ -340,14 +344,16 @@ def rjust(text: str, width: int) -> str:
     return " " * max(0, width - columns(text)) + isolated(text)
 
 
-def printable(text: str, cut: bool = False) -> str:
+def printable(text: str, cut: bool = False, latin: bool = False) -> str:
     """``text`` with every control, line-breaking, reordering or invisible character escaped,
     a space at either end and every space but U+0020 escaped, its backslashes doubled, and, in
     a text not in NFC, what NFC would change (module docstring); the text itself when it has
     none. An item of marks or joiners alone (``\u0652``, ``\u200d``) takes no room and would
     show as an empty cell, or join the cell before it: each of its characters is escaped, as is
     a mark that begins an item (``\\u0943taebno`` read ``taebno``). ``cut``: ``text`` is a cut
-    prefix as ``Decoded.shown_cut`` writes it, whose backslashes are escapes already."""
+    prefix as ``Decoded.shown_cut`` writes it, whose backslashes are escapes already.
+    ``latin``: every letter of Greek, Cyrillic and the other scripts that look like Latin, and
+    every font, width or ligature variant, is escaped too (``printable_rows``)."""
     if (text.isascii() and text.isprintable() and (cut or "\\" not in text)
             and not text.startswith(" ") and not text.endswith(" ")):
         return text
@@ -361,7 +367,7 @@ def printable(text: str, cut: bool = False) -> str:
     body = text[:_cut_tail(text)] if cut else text
     # (its own letters, not its tail's: the Latin "bits" of ⟨+2 bits⟩ outnumbered Моск's
     # Cyrillic, which showed escaped as the odd script out)
-    foreign = _foreign_letters(body)
+    foreign = _foreign_letters(body) | (_lookalike_letters(body) if latin else set())
     shown = []
     for i, char in enumerate(text):
         code = ord(char)
@@ -424,3 +430,43 @@ def _foreign_letters(text: str) -> set[int]:
     first = scripts[0][1]
     kept = max(kinds, key=lambda kind: (counts[kind], kind == "LATIN", kind == first))
     return {i for i, script in scripts if script != kept}
+
+
+# Letters that read as a Latin letter (the Latin letter, or letters, they show as), for
+# ``printable_rows``: Cyrillic, Greek, Armenian and Cherokee; a font, width or ligature variant
+# reads as its NFKC form (``_lookalike_script``).
+_READS_AS = str.maketrans(
+    "аеорсухіјѕԁһԛԝӏүАВЕКМНОРСТХУІЈЅԚԜӀҮ" "αικνορυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ" "օսցհոզՕՍ" "ᎪᏴᏟᎬᎻᎫᏦᎷᏢᏚᎢᏔᏃ",
+    "aeopcyxijsdhqwlyABEKMHOPCTXYIJSQWIY" "aikvopuxABEZHIKMNOPTYX" "oughnqOU" "ABCEHJKMPSTWZ")
+
+
+def _lookalike_letters(text: str) -> set[int]:
+    """The positions of ``text``'s letters of a script that looks like Latin, Latin's own
+    but not (``_lookalike_script``)."""
+    return {i for i, char in enumerate(text)
+            if not char.isascii() and _lookalike_script(char) not in (None, "LATIN")}
+
+
+def _reading(text: str) -> str:
+    """What ``text`` reads as where lookalike letters read as the Latin ones (``сосоа`` as
+    ``cocoa``, ``ｐａｙｐａｌ`` as ``paypal``)."""
+    text = "".join(unicodedata.normalize("NFKC", char)
+                   if _lookalike_script(char) == _VARIANT else char for char in text)
+    return text.translate(_READS_AS)
+
+
+def printable_rows(rows: list[tuple[str, bool]]) -> list[str]:
+    """``printable(text, cut)`` of each of a list's ``(text, cut)`` rows, except where two
+    rows would read alike: an item of Cyrillic letters that all look like Latin ones (``сосоа``)
+    shows as it is alone, and so read as ``cocoa`` in a list that holds both. A row whose
+    shown text reads as another row's different one (``_reading``) shows the letters of its
+    lookalike scripts escaped (``\\u0441\\u043e\\u0441\\u043e\\u0430``), as a row that mixes
+    scripts does (``printable``), so the list's rows read apart; a row that reads as no
+    other's, ``Москва`` or ``сосоа`` in a list without ``cocoa``, shows as ``printable`` shows
+    it. Rows of one text (a cut prefix and a whole item, or one item twice) are left alike."""
+    shown = [printable(text, cut) for text, cut in rows]
+    readings: dict[str, set[str]] = {}
+    for text in shown:
+        readings.setdefault(_reading(text), set()).add(text)
+    return [printable(text, cut, latin=True) if len(readings[_reading(seen)]) > 1 else seen
+            for (text, cut), seen in zip(rows, shown, strict=True)]

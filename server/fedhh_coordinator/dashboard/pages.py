@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from urllib.parse import quote
 
-from fedhh.codec.shown import printable
+from fedhh.codec.shown import printable, printable_rows
 from fedhh_coordinator.dashboard.charts import spend_chart
 from fedhh_coordinator.dashboard.markup import Html, duration, esc, fmt, join, number, percent
 from fedhh_coordinator.dashboard.results import Hit
@@ -266,14 +266,15 @@ def _hit_rows(hits: Sequence[Hit], what: str) -> Html:
     rows = join(fmt(
         '<tr data-item="{item}"><td>{rank}</td><td class="item">{shown}{cut}{note}</td>'
         '<td>{estimate} ± {std}</td><td>{round}</td></tr>',
-        rank=h.rank, item=h.item, shown=printable(h.item, h.truncated),
+        rank=h.rank, item=h.item, shown=shown,
         estimate=number(h.estimate, 1),
         std=number(h.std, 1), round=h.round,
         cut=fmt(' <span class="note">(cut at {bits} bits: every item starting so)</span>',
                 bits=h.bits) if h.truncated else Html(""),
         # (a row standing for several cut prefixes of one text: its estimate is their sum)
         note=fmt(' <span class="note">({note})</span>', note=h.note) if h.note else Html(""))
-        for h in hits)
+        for h, shown in zip(hits, printable_rows([(h.item, h.truncated) for h in hits]),
+                            strict=True))
     return fmt('<div class="scroll"><table class="hits"><thead><tr><th>#</th><th>Item</th>'
                '<th>Estimate ± std</th><th>Round found</th></tr></thead><tbody>{rows}</tbody>'
                '</table></div><p class="count">{n} {what}</p>', rows=rows, n=len(hits),

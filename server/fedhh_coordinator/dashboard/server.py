@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from fedhh.codec.shown import printable
+from fedhh.codec.shown import printable_rows
 from fedhh.errors import NotFoundError, RateLimited, StoreDamaged, shown
 from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Served, app_runner, serve_runner
 from fedhh.rpc.serving import check_plaintext_listener
@@ -329,8 +329,9 @@ def hits_csv(hits: list[Hit], cut: list[Hit], state: str = "done") -> str:
     writer.writerow(["rank", "item", "estimate", "std", "round", "truncated_at_bits", "kind",
                      "note", "run_state"])
     for label, rows in (("heavy hitter", hits), ("cut prefix", cut)):
-        for h in rows:
-            writer.writerow([h.rank, csv_cell(printable(h.item, h.truncated)), repr(h.estimate),
+        for h, item in zip(rows, printable_rows([(h.item, h.truncated) for h in rows]),
+                            strict=True):
+            writer.writerow([h.rank, csv_cell(item), repr(h.estimate),
                              "" if math.isnan(h.std) else repr(h.std), h.round,
                              h.bits if h.truncated else "", label, h.note, state])
     return out.getvalue()

@@ -1,0 +1,88 @@
+"""An item all of whose letters are Cyrillic (or Greek...) ones that look like Latin letters
+(``сосоа``) showed as it is, so a list that also held ``cocoa`` showed two rows that read alike,
+on the consoles, the dashboard's page and its CSV. Now such rows show their lookalike letters
+escaped (``fedhh.codec.shown.printable_rows``); a row that reads as no other's shows as
+before, so Russian or Greek text is not mangled."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from fedhh.codec.shown import printable, printable_rows
+
+COCOA_CYRILLIC = "\u0441\u043e\u0441\u043e\u0430"  # сосоа
+ESCAPED = "\\u0441\\u043e\\u0441\\u043e\\u0430"
+
+
+@pytest.mark.parametrize(("rows", "shown"), [
+    ([("cocoa", False), (COCOA_CYRILLIC, False)], ["cocoa", ESCAPED]),
+    ([(COCOA_CYRILLIC, False), ("cocoa", False)], [ESCAPED, "cocoa"]),
+    ([("a", False), ("\u0430", False)], ["a", "\\u0430"]),  # the Russian conjunction а
+    # Greek against Cyrillic, no Latin: both escaped, each its own way
+    ([("\u039a\u039f", False), ("\u041a\u041e", False)], ["\\u039a\\u039f", "\\u041a\\u041e"]),
+    # a fullwidth item against the plain one (a variant in a plain item was escaped already)
+    ([("\uff50\uff41\uff59", False), ("pay", False)], ["\\uff50\\uff41\\uff59", "pay"]),
+    # cut prefixes, whose text is already written with escapes
+    ([("\u0441\u043e\u0441\u043e\u27e8+2 bits\u27e9\u2026", True),
+      ("coco\u27e8+2 bits\u27e9\u2026", True)],
+     ["\\u0441\\u043e\\u0441\\u043e\u27e8+2 bits\u27e9\u2026", "coco\u27e8+2 bits\u27e9\u2026"]),
+])
+def test_rows_that_read_alike_show_their_lookalike_letters_escaped(
+        rows: list[tuple[str, bool]], shown: list[str]) -> None:
+    assert printable_rows(rows) == shown
+    assert len(set(shown)) == len(shown)
+
+
+def test_rows_that_read_apart_show_as_printable_shows_them() -> None:
+    """Russian and Greek words, and a mixed item already told apart by its own escapes."""
+    rows = [(COCOA_CYRILLIC, False), ("\u0445\u043e\u0440", False),  # сосоа, хор
+            ("\u041c\u043e\u0441\u043a\u0432\u0430", False),
+            ("\u0391\u03b8\u03ae\u03bd\u03b1", False),
+            ("\u0440\u0430\u0443\u0440\u0430l", False), ("paypal", False), ("choir", False),
+            ("\u6771\u4eac", False), ("", False)]
+    assert printable_rows(rows) == [printable(text, cut) for text, cut in rows]
+    # a row shown twice (one item, or a whole item and a cut prefix of one text) is not changed
+    assert printable_rows([(COCOA_CYRILLIC, False), (COCOA_CYRILLIC, True)]) == [
+        COCOA_CYRILLIC, COCOA_CYRILLIC]
+
+
+def test_the_simulate_tables_tell_them_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    from fedhh.cli.simulate import _hitters_table
+
+    hit = {"estimate": 10.0, "std": 1.0, "round": 1, "truncated": False}
+    _hitters_table([{**hit, "item": "cocoa"}, {**hit, "item": COCOA_CYRILLIC}], 20, "")
+    out = capsys.readouterr().out
+    assert ESCAPED in out and COCOA_CYRILLIC not in out
+
+
+def test_the_up_report_tells_them_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    from fedhh.cli.up import _print_results
+    from fedhh.v1 import coordinator_pb2 as pb
+
+    run = SimpleNamespace(run_id="demo", state="done", error="", eps_spent=1.0, eps_local=4.0,
+                          rounds_released=1, config=pb.RunConfig(eps_agg=2.0, delta=1e-6),
+                          rounds=[])
+    hits = [pb.HeavyHitter(item=item, estimate=97.0, round=1, ended=True)
+            for item in ("cocoa", COCOA_CYRILLIC)]
+    _print_results(run, SimpleNamespace(heavy_hitters=hits, cut_prefixes=[]))
+    out = capsys.readouterr().out
+    assert ESCAPED in out and COCOA_CYRILLIC not in out
+
+
+def test_the_dashboard_page_and_csv_tell_them_apart() -> None:
+    from fedhh_coordinator.dashboard.pages import hits_table
+    from fedhh_coordinator.dashboard.results import Hit
+    from fedhh_coordinator.dashboard.server import hits_csv
+
+    hits = [Hit(rank=i + 1, item=item, estimate=10.0, std=math.nan, round=1)
+            for i, item in enumerate(("cocoa", COCOA_CYRILLIC))]
+    page = str(hits_table("r1", hits))
+    assert f'data-item="{COCOA_CYRILLIC}"' in page  # (the filter's copy stays exact)
+    assert f'<td class="item">{ESCAPED}</td>' in page
+    cells = [row["item"] for row in csv.DictReader(io.StringIO(hits_csv(hits, [])))]
+    assert cells == ["cocoa", ESCAPED]
