@@ -51,8 +51,14 @@ def ledger_rounds(results) -> list[int]:  # type: ignore[no-untyped-def]
 def test_dropouts_at_every_stage(tmp_path: Path) -> None:
     topo, _ = start(tmp_path, ["--drop-rate", "0.15", "--drop-stage", "random", "--seed", "3"])
     with topo, admin(topo) as client:
+        # Every stage that lost a device waits for its deadline, and deadlines add up from the
+        # round's opening: 5 s to advertise (half a second's work), 10 s for key sharing (the
+        # heaviest, 3 s at load 9) and 5 s for masked inputs (under a second) end the masked
+        # inputs 20 s in, where 10 s stages took 30 s. A device later than that counts as
+        # dropped, which the bounds below allow.
         client.start_run(run_config(rounds=1, max_bits=10, dim_limit=1 << 10, min_devices=120,
-                                    stage_ms=10_000, checkin_ms=120_000), run_id="drops")
+                                    stage_ms=10_000, advertise_ms=5_000,
+                                    masked_input_ms=5_000, checkin_ms=120_000), run_id="drops")
         run = client.wait("drops", 240)
         results = client.results("drops")
         for i in range(2):  # (each writes its stats file as it stops)
