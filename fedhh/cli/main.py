@@ -59,7 +59,21 @@ class OneLineErrorParser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}{self._suggestion(message)}\n")
+        self.exit(2, f"{self.prog}: error: {self._missing_command(message)}"
+                     f"{self._suggestion(message)}\n")
+
+    def _missing_command(self, message: str) -> str:
+        """"name a command: simulate, data, ... (`fedhh --help` says what each does)" for a
+        command line that names none (before, `fedhh` alone, `fedhh admin` and `fedhh data`
+        said "the following arguments are required: command", naming none to choose from)."""
+        chosen = next((a for a in self._actions  # argparse keeps its actions private
+                       if isinstance(a, argparse._SubParsersAction)), None)
+        if chosen is None or message != ("the following arguments are required: "
+                                         f"{chosen.metavar or chosen.dest}"):
+            return message
+        what = "command" if self.prog == "fedhh" else chosen.dest
+        return (f"name {'an' if what[0] in 'aeiou' else 'a'} {what}: "
+                f"{', '.join(chosen.choices)} (`{self.prog} --help` says what each does)")
 
     def _misread(self, value: str) -> str:
         """" (--coordinatr is no option of fedhh admin: did you mean --coordinator?)" when the
@@ -73,11 +87,31 @@ class OneLineErrorParser(argparse.ArgumentParser):
         before = words[at - 1].split("=", 1)[0] if at > 0 else ""
         if before[:1] not in ("-", "\u2013", "\u2014") or before in self._option_string_actions:
             return ""
+        later = self._later_option(before, value, words[at + 1:])
+        if later:
+            return later
         known = [o for o in self._option_string_actions if o.startswith("--")]
         close = difflib.get_close_matches("--" + before.lstrip("-\u2013\u2014"), known, n=1,
                                           cutoff=0.75)
         return f" ({before} is no option of {self.prog}" + (
             f": did you mean {close[0]}?)" if close else ")")
+
+    def _later_option(self, option: str, value: str, rest: list[str]) -> str:
+        """" (--workers must come after the study, as in fedhh experiments all --workers 2)"
+        when ``option``, given before this command's subcommand with ``value``, is an option of
+        the subcommand (before, "invalid choice: '2' ... (--workers is no option of fedhh
+        experiments)", as if the option did not exist)."""
+        for action in self._actions:
+            if not isinstance(action, argparse._SubParsersAction):  # (argparse's, private)
+                continue
+            chosen = next((w for w in rest if w in action.choices), None)
+            owners = [action.choices[chosen]] if chosen else list(action.choices.values())
+            if not any(option in p._option_string_actions for p in owners):
+                return ""
+            noun = (action.metavar if isinstance(action.metavar, str) else action.dest).lower()
+            return (f" ({option} must come after the {noun}, as in {self.prog} "
+                    f"{chosen or noun.upper()} {option} {value})")
+        return ""
 
     def _suggestion(self, message: str) -> str:
         """" (did you mean --eps-agg?)" for a misspelt option or choice (``--eps-ag``,
@@ -89,8 +123,17 @@ class OneLineErrorParser(argparse.ArgumentParser):
             known = [o for o in self._option_string_actions if o.startswith("--")]
             # ("-dataset", and "—dataset" or "–dataset" pasted from a page that typeset the
             # two hyphens as a dash, are taken as the option they spell)
+            given = message.split(": ", 1)[1].split()
+            # An option of this (sub)command that reached it unrecognized was given before its
+            # name, where the command above has no such option (`fedhh experiments --quiet
+            # all`: before, "unrecognized arguments: --quiet (did you mean --quiet?)").
+            early = [w for w in given if w.split("=", 1)[0] in self._option_string_actions]
+            if early:
+                name = self.prog.rsplit(" ", 1)[-1]
+                return (f" ({' '.join(early)} must come after {name!r}, as in {self.prog} "
+                        f"{' '.join(early)})")
             words = ["--" + w.split("=", 1)[0].lstrip("-\u2013\u2014")
-                     for w in message.split(": ", 1)[1].split() if w[:1] in "-\u2013\u2014"]
+                     for w in given if w[:1] in "-\u2013\u2014"]
         else:
             choice = re.fullmatch(r"argument [^:]+: invalid choice: '([^']*)' "
                                   r"\(choose from (.*)\)", message)
@@ -128,7 +171,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     parser.add_argument("--version", action="version", version=f"fedhh {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
+    # (COMMAND in the usage line: the fourteen names, listed under it, made it 115 columns)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=OneLineErrorParser)
     for name in SUBCOMMANDS if only is None else (only,):
         importlib.import_module(f"fedhh.cli.{name}").register(sub)
     return parser
@@ -152,6 +197,30 @@ def _command(argv: Sequence[str]) -> str | None:
         if not word.startswith("-"):
             return word if word in SUBCOMMANDS else None
     return None
+
+
+# fedhh's own options, the only ones that may come before the command
+TOP_OPTIONS = ("-h", "--help", "-v", "--verbose", "--version")
+
+
+def misplaced_options(words: Sequence[str]) -> str | None:
+    """The error of a command's options written before the command (`fedhh --insecure up`,
+    `fedhh --eps-agg 2 up`), naming the line that works; None if there are none. Before,
+    argparse set them aside and the command refused them: "fedhh up: error: unrecognized
+    arguments: --insecure (did you mean --insecure?)", or took a value for the command:
+    "invalid choice: '2'"."""
+    import shlex
+
+    at = next((i for i, word in enumerate(words) if word in SUBCOMMANDS), None)
+    if at is None:
+        return None
+    before = [word for word in words[:at] if word.split("=", 1)[0] not in TOP_OPTIONS]
+    if not any(word.startswith("-") for word in before):
+        return None
+    ours = [word for word in words[:at] if word not in before]
+    line = shlex.join(["fedhh", *ours, words[at], *before, *words[at + 1:]])
+    return (f"{' '.join(w for w in before if w.startswith('-'))} before the command "
+            f"{words[at]}: a command's options go after it: {line}")
 
 
 def os_error_line(error: OSError) -> str:
@@ -185,13 +254,49 @@ def _quiet_stdout() -> None:
     os.close(devnull)
 
 
+def _escape_unencodable_output() -> None:
+    """Write a character stdout's encoding lacks as a backslash escape (\\xe9, \\U0001f600)
+    rather than fail: under a non-UTF-8 locale or PYTHONIOENCODING (a Latin-1 terminal, a
+    Windows console redirected to a file), an item holding such a character ended `fedhh
+    simulate` with a UnicodeEncodeError traceback in the middle of its table. stderr already
+    escapes them (Python's default there)."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None and (sys.stdout.encoding or "").lower().replace("-", "") \
+            not in ("utf8", "utf8sig"):
+        reconfigure(errors="backslashreplace")
+
+
+def cache_hint(error: OSError) -> str:
+    """" (the dataset cache: ...)" when ``error`` is about a folder or file in the dataset
+    cache, which is ./cache unless FEDHH_CACHE says otherwise (before, a read-only working
+    folder said only "Permission denied: /srv/ro/cache", not why fedhh writes there nor how
+    to choose another place)."""
+    registry = sys.modules.get("fedhh.data.registry")
+    if registry is None or error.filename is None:
+        return ""
+    try:
+        root = os.path.abspath(registry.cache_root())
+        where = os.path.abspath(os.fsdecode(error.filename))
+    except (OSError, TypeError, ValueError):
+        return ""
+    if os.path.commonpath([root, where]) != root:
+        return ""
+    return (f" (the dataset cache, where datasets are built and imported: "
+            f"{'$' + registry.CACHE_ENV if os.environ.get(registry.CACHE_ENV) else './cache'}"
+            f"; set {registry.CACHE_ENV} to a folder you can write; docs/datasets.md)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # gRPC's C core logs a failed TLS handshake (a scanner, a client without --ca, a wrong
     # CA) as a plain-text INFO line on stderr: in a service's log of JSON lines, and on an
     # operator's terminal above the one-line error that explains it. Errors only, unless the
     # caller asks otherwise; read when grpc is first imported, which is below.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    _escape_unencodable_output()
     words = sys.argv[1:] if argv is None else list(argv)
+    misplaced = misplaced_options(words)
+    if misplaced is not None:
+        usage_error("fedhh", misplaced)
     parser = build_parser(_command(words))
     args, unknown = parser.parse_known_args(words)
     if "-v" in unknown or "--verbose" in unknown:
@@ -230,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # gets; -v shows the traceback.
         if args.verbose:
             raise
-        usage_error(f"fedhh {args.command}", os_error_line(error))
+        usage_error(f"fedhh {args.command}", os_error_line(error) + cache_hint(error))
     except Exception as error:
         # A service's refusal (gRPC status) is an answer, not a crash. grpc is only looked up
         # here, so commands that never load the network stack do not import it.
