@@ -434,17 +434,23 @@ def _foreign_letters(text: str) -> set[int]:
 
 # Letters that read as a Latin letter (the Latin letter, or letters, they show as), for
 # ``printable_rows``: Cyrillic, Greek, Armenian and Cherokee; a font, width or ligature variant
-# reads as its NFKC form (``_lookalike_script``).
+# reads as its NFKC form (``_lookalike_script``). And the Persian digits that draw as the
+# Arabic-Indic ones (zero to three, seven to nine: ``۱۲۳`` and ``١٢٣`` read alike; four to six
+# differ in form).
 _READS_AS = str.maketrans(
-    "аеорсухіјѕԁһԛԝӏүАВЕКМНОРСТХУІЈЅԚԜӀҮ" "αικνορυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ" "օսցհոզՕՍ" "ᎪᏴᏟᎬᎻᎫᏦᎷᏢᏚᎢᏔᏃ",
-    "aeopcyxijsdhqwlyABEKMHOPCTXYIJSQWIY" "aikvopuxABEZHIKMNOPTYX" "oughnqOU" "ABCEHJKMPSTWZ")
+    "аеорсухіјѕԁһԛԝӏүАВЕКМНОРСТХУІЈЅԚԜӀҮ" "αικνορυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ" "օսցհոզՕՍ" "ᎪᏴᏟᎬᎻᎫᏦᎷᏢᏚᎢᏔᏃ"
+    "\u06f0\u06f1\u06f2\u06f3\u06f7\u06f8\u06f9",
+    "aeopcyxijsdhqwlyABEKMHOPCTXYIJSQWIY" "aikvopuxABEZHIKMNOPTYX" "oughnqOU" "ABCEHJKMPSTWZ"
+    "\u0660\u0661\u0662\u0663\u0667\u0668\u0669")
 
 
 def _lookalike_letters(text: str) -> set[int]:
     """The positions of ``text``'s letters of a script that looks like Latin, Latin's own
-    but not (``_lookalike_script``)."""
+    but not (``_lookalike_script``), and of the characters that read as others
+    (``_READS_AS``: the Persian digits)."""
     return {i for i, char in enumerate(text)
-            if not char.isascii() and _lookalike_script(char) not in (None, "LATIN")}
+            if not char.isascii() and (_lookalike_script(char) not in (None, "LATIN")
+                                       or char.translate(_READS_AS) != char)}
 
 
 def _reading(text: str) -> str:

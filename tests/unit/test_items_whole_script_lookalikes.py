@@ -1,6 +1,7 @@
 """An item all of whose letters are Cyrillic (or Greek...) ones that look like Latin letters
 (``сосоа``) showed as it is, so a list that also held ``cocoa`` showed two rows that read alike,
-on the consoles, the dashboard's page and its CSV. Now such rows show their lookalike letters
+on the consoles, the dashboard's page and its CSV; so did Persian digits beside the Arabic-Indic
+ones they draw as (``۱۲۳``, ``١٢٣``). Now such rows show their lookalike letters
 escaped (``fedhh.codec.shown.printable_rows``); a row that reads as no other's shows as
 before, so Russian or Greek text is not mangled."""
 
@@ -27,6 +28,11 @@ ESCAPED = "\\u0441\\u043e\\u0441\\u043e\\u0430"
     ([("\u039a\u039f", False), ("\u041a\u041e", False)], ["\\u039a\\u039f", "\\u041a\\u041e"]),
     # a fullwidth item against the plain one (a variant in a plain item was escaped already)
     ([("\uff50\uff41\uff59", False), ("pay", False)], ["\\uff50\\uff41\\uff59", "pay"]),
+    # Persian digits that draw as the Arabic-Indic ones (not four: ۴ and ٤ differ)
+    ([("\u0661\u0662\u0663", False), ("\u06f1\u06f2\u06f3", False),
+      ("\u0661\u0662\u0663\u0664", False), ("\u06f1\u06f2\u06f3\u06f4", False)],
+     ["\u0661\u0662\u0663", "\\u06f1\\u06f2\\u06f3", "\u0661\u0662\u0663\u0664",
+      "\u06f1\u06f2\u06f3\u06f4"]),
     # cut prefixes, whose text is already written with escapes
     ([("\u0441\u043e\u0441\u043e\u27e8+2 bits\u27e9\u2026", True),
       ("coco\u27e8+2 bits\u27e9\u2026", True)],
