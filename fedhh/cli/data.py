@@ -20,7 +20,7 @@ import numpy as np
 
 from fedhh.cli import options
 from fedhh.cli.main import usage_error
-from fedhh.codec.shown import columns, ljust, printable
+from fedhh.codec.shown import columns, ljust, printable_rows
 from fedhh.errors import ConfigError
 
 INSPECT_COLUMNS_MAX = 160  # `fedhh data inspect`'s item column at most
@@ -210,7 +210,7 @@ def _inspect(args: argparse.Namespace) -> int:
           + " / ".join(f"{v:g}" for v in report["distinct_words_per_user_quantiles"].values()))
     if "tail_token_share" in dataset.stats:
         print(f"  share of tokens from the rare tail: {dataset.stats['tail_token_share']:.4f}")
-    shown = [printable(row["item"]) for row in report["top_weighted"]]
+    shown = printable_rows([(row["item"], False) for row in report["top_weighted"]])
     # (the column fits the longest, a long URL too, up to 160 columns; a longer item, a blob of
     # 5,000 characters, pushes only its own row's figures on rather than padding every row)
     width = min(INSPECT_COLUMNS_MAX, max([24, *map(columns, shown)]))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -92,3 +93,15 @@ def test_the_dashboard_page_and_csv_tell_them_apart() -> None:
     assert f'<td class="item">{ESCAPED}</td>' in page
     cells = [row["item"] for row in csv.DictReader(io.StringIO(hits_csv(hits, [])))]
     assert cells == ["cocoa", ESCAPED]
+
+
+def test_data_inspect_tells_them_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from fedhh.cli.main import main
+
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "users.txt"
+    source.write_text(f"cocoa\n{COCOA_CYRILLIC}\n", encoding="utf-8")
+    assert main(["data", "inspect", str(source)]) == 0
+    out = capsys.readouterr().out
+    assert ESCAPED in out and COCOA_CYRILLIC not in out
