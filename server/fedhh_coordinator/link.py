@@ -167,6 +167,10 @@ class NetworkLink:
                                    f"answering before the round opened ({error})") from None
             except FedhhError as error:
                 raise RoundAborted(f"the {plan.kind} refused the round: {error}") from None
+            # The service has the round now: a restart that finds it without a record of it
+            # does not take the attempt as never opened (``_verdict``).
+            self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt,
+                                      {OPENED: True})
             # Charged before the devices hear of the round (their lifetime budgets), and
             # only once it opened: a round the service never opened asks nothing of them.
             # (Before, they were charged first, also for a round a lost service never ran.)
@@ -191,7 +195,7 @@ class NetworkLink:
         if "aggregator_round_id" not in annotation:
             return Recovered(Recovery.NOTHING, "the round never reached the aggregator")
         plan = plan_from_annotation(annotation, self.store, self.config.min_devices)
-        return _verdict(await self._patient_outcome(plan))
+        return _verdict(await self._patient_outcome(plan), opened=annotation.get(OPENED) is True)
 
     async def resume(self, attempt: AttemptId, query: RoundQuery,
                      charge: ChargeHook) -> Released:
@@ -374,7 +378,8 @@ class NetworkLink:
                         raise RoundAborted(f"lost the {plan.kind} while reading the sum "
                                            f"({error})", reached_unmask=True) from None
                     outcome = await self._patient_outcome(plan)
-                    if _verdict(outcome).verdict is not Recovery.RESUME or loop.time() >= until:
+                    if _verdict(outcome, opened=True).verdict is not Recovery.RESUME \
+                            or loop.time() >= until:
                         raise _aborted(f"lost the {plan.kind} ({error})", outcome) from None
                     log.info(f"the {plan.kind} answers again and still has the round",
                              extra={"round_id": round_id.decode(errors="replace")})
@@ -501,13 +506,26 @@ def _bounded(round_id: bytes) -> bytes:
     return b"h/" + hashlib.sha256(round_id).hexdigest()[:62].encode()
 
 
-def _verdict(outcome: AggregatorOutcome) -> Recovered:
+# The round summary's mark that the aggregation service accepted the attempt's round.
+OPENED = "service_opened"
+
+
+def _verdict(outcome: AggregatorOutcome, opened: bool = False) -> Recovered:
     """What an attempt left unsettled costs, from the aggregator's word on it.
 
     A lost attempt carries no count: the aggregator's ``contributors`` is its own unverified
     word, and a larger count would shrink the charge of a sum that exists. The driver charges
     such an attempt at n_min, the smallest survivor set an honest device unmasks for (issue 28:
-    charged at the aggregator's count before)."""
+    charged at the aggregator's count before).
+
+    ``opened``: the service accepted the round (``OPENED``). A journaling service that has no
+    record of a round it accepted lost its record (its journal replaced: a new --state-dir, a
+    volume lost, the file moved away as a damaged one; or the record pruned), so nobody can
+    say whether unmasking began: charged. Before, "never opened" was taken at its word also
+    then, and such an attempt was free whatever its devices had revealed."""
+    if outcome.state == "never" and opened:
+        return Recovered(Recovery.LOST, f"nobody can say whether unmasking began ({outcome.reason}"
+                         f", although it had accepted the round: its record of it is lost)")
     if outcome.state == "never":
         return Recovered(Recovery.NOTHING, outcome.reason)
     if outcome.state == "running":
@@ -550,7 +568,8 @@ def too_few_hint(stages: dict[str, int], cohort: int, n_min: int) -> str:
 
 
 def _aborted(reason: str, outcome: AggregatorOutcome) -> RoundAborted:
-    verdict = _verdict(outcome)
+    """An attempt whose round the service accepted, given up (``_await_sum``)."""
+    verdict = _verdict(outcome, opened=True)
     if verdict.verdict is Recovery.NOTHING:
         return RoundAborted(f"{reason}; {verdict.reason}")
     return RoundAborted(f"{reason}; {verdict.reason}", reached_unmask=True)

@@ -112,6 +112,10 @@ class FakeCombiner:
     refuses: bool = False  # workers() refuses the coordinator (its control token)
     on_down: Callable[[], None] = lambda: None
     workers_asked: int = 0
+    # Back without its journal (a new --state-dir, a lost volume): it knows no round, and
+    # says so as a journaling service does ("never").
+    forgets: bool = False
+    stalls: bool = False  # result calls wait (on ``hang``) before anything is released
 
     async def workers(self) -> list[tuple[int, DeviceAddresses]] | None:
         self.workers_asked += 1
@@ -185,6 +189,8 @@ class FakeCombiner:
     async def sharded_result(self, round_id: bytes, dimension: int, timeout_s: float,
                              on_release: Callable[[list[ShardRelease]], Awaitable[None]]
                              ) -> tuple[np.ndarray, int]:
+        if self.stalls:
+            await self.hang.wait()
         shards = self._shards_of(round_id)
         # (the round's own dimension is asked for, by a successor process too: it checks the
         # released header against it)
@@ -215,6 +221,9 @@ class FakeCombiner:
             self.silent_outcomes -= 1
             self.on_down()
             raise AggregatorUnavailable("UNAVAILABLE")
+        if self.forgets:
+            return AggregatorOutcome("never", reason="the combiner journals its rounds and has "
+                                     "no record of it")
         if self.holds_sum:
             return AggregatorOutcome("released", True, True)
         if self.calls <= self.plan.silent_calls and self.plan.claimed is None:
@@ -672,3 +681,50 @@ def test_a_service_that_refuses_the_coordinator_is_not_waited_for(tmp_path: Path
         "refused the coordinator (UNAUTHENTICATED" in str(raised)
     assert [state for _, state, _ in attempts(store, "run")] == ["aborted"] * 3
     assert spends(store, "run") == [] and store.device_spends(0.0) == {}
+
+
+# ---- a service back without the record of a round it accepted (probe 42) ---------------------
+def test_a_service_back_without_its_journal_mid_round_has_the_attempt_charged(
+        tmp_path: Path) -> None:
+    """The service drops the result stream and comes back knowing no round (its journal lost
+    with its volume, or moved away as damaged): the attempt it had accepted is charged at n_min
+    and the round retried (before, its "no record" was taken for never opened: free)."""
+    def setup(combiner: FakeCombiner, coordinator: Coordinator, store: Store) -> None:
+        def on_down() -> None:
+            combiner.forgets = combiner.calls <= 1  # (the retry's round it does know)
+        combiner.plan.silent_calls, combiner.silent_outcomes = 1, 1
+        combiner.on_down = on_down
+
+    store, _, raised = outage(tmp_path, setup)
+    assert raised is None, raised
+    assert [a[:2] for a in attempts(store, "run")] == [(1, "lost"), (2, "released")]
+    assert "its record of it is lost" in store.rounds("run")[0].reason
+    assert spends(store, "run") == [(0, 1, N_MIN), (0, 2, DEVICES)]  # before: [(0, 2, 24)]
+
+
+def test_a_restart_that_finds_the_service_without_its_journal_charges_the_attempt(
+        tmp_path: Path) -> None:
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store)
+    combiner = FakeCombiner(Plan(every("released")), fleet.keys, stalls=True)
+
+    async def first_life() -> None:
+        await create_run(store, config(max_attempts=1), "run")
+        coordinator = asyncio.create_task(Coordinator(store, fleet, combiner).drive("run"))
+        await asyncio.wait_for(combiner.task_arrived.wait(), 60)  # the round opened
+        coordinator.cancel()  # the process dies before anything is released
+        with pytest.raises(asyncio.CancelledError):
+            await coordinator
+
+    asyncio.run(first_life())
+    assert attempts(store, "run") == [(1, "open", 0)]
+    successor = FakeCombiner(Plan(every("released")), fleet.keys, forgets=True)
+
+    async def second_life() -> None:
+        coordinator = Coordinator(store, fleet, successor)
+        with pytest.raises(FedhhError, match="released nothing in 1 attempts"):
+            await asyncio.wait_for(coordinator.runner.drive("run"), 60)
+
+    asyncio.run(second_life())
+    assert [a[:2] for a in attempts(store, "run")] == [(1, "lost")]  # before: aborted
+    assert spends(store, "run") == [(0, 1, N_MIN)]  # before: nothing charged
