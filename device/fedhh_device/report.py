@@ -1,10 +1,11 @@
 """One device's report for a task: the same core functions the simulator uses.
 
-Selection (``fedhh.device.selection.select_block`` over the device's own items) then the local
-randomizer (``fedhh.device.randomizer.RandomizedResponse``), drawing from one random source in that
-order. A deployed device's source is ``SecureSource`` (OS entropy, AES-CTR); in test mode it is
-``fedhh.device.streams.device_stream(seed, round, user)``, the very stream the per-device simulation
-gives the same user, so a networked run reproduces the simulation exactly.
+Selection (``fedhh.device.selection.select_domain_index`` over the device's own items, the
+simulator's per-device draw) then the local randomizer
+(``fedhh.device.randomizer.RandomizedResponse``), drawing from one random source in that order.
+A deployed device's source is ``SecureSource`` (OS entropy, AES-CTR); in test mode it is
+``fedhh.device.streams.device_stream(seed, round, user)``, the very stream the per-device
+simulation gives the same user, so a networked run reproduces the simulation exactly.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from fedhh.device import (
     RoundQuery,
     Selection,
     SelectionRule,
-    select_block,
+    select_domain_index,
 )
 from fedhh.errors import ConfigError
 from fedhh.secagg import RoundConfig
@@ -83,13 +84,7 @@ def make_report(data: DeviceData, task: pb.Task, rng: RandomSource | np.random.G
     selection = Selection(rule, task.prefix_conditioning)
     codes = data.codes(codec)
     eligibility = Eligibility.of(codes, query.round_filter())
-    k = codes.size
-    chosen = select_block(np.array([0, k]), np.arange(k), data.counts, eligibility, selection,
-                          rng)
-    index: int | None = None
-    if k and chosen[0] >= 0:
-        position = int(chosen[0])
-        domain = query.domain_index(codes[position : position + 1],
-                                    eligibility.prefix_index[position : position + 1])
-        index = int(domain[0]) if domain[0] >= 0 else None
-    return RandomizedResponse(task.eps_local).randomize(index, query.domain_size, rng)
+    index = select_domain_index(query, np.arange(codes.size), data.counts, codes, eligibility,
+                                selection, rng)
+    return RandomizedResponse(task.eps_local).randomize(None if index < 0 else index,
+                                                        query.domain_size, rng)

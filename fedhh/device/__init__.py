@@ -2,6 +2,8 @@
 
 * ``select_block`` with ``Selection``/``SelectionRule``/``Eligibility``: data selection
   conditioned on the round's prefix list and deny list (``selection``).
+* ``select_domain_index``: one device's draw as the round's domain element, the networked
+  device's and the per-device simulator's alike (``selection``).
 * ``RandomizedResponse``: one-hot encoding + asymmetric binary randomized response
   (``randomizer``), with exact integer thresholds.
 * ``RandomSource``: where a device's randomness comes from: ``SecureSource`` (AES-256-CTR from the
@@ -23,6 +25,7 @@ from fedhh.device.selection import (
     Selection,
     SelectionRule,
     select_block,
+    select_domain_index,
     select_many,
 )
 
@@ -39,5 +42,6 @@ __all__ = [
     "SelectionRule",
     "as_source",
     "select_block",
+    "select_domain_index",
     "select_many",
 ]

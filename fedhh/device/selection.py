@@ -192,6 +192,33 @@ def select_block(
     return np.where(keep, chosen, NOTHING)
 
 
+def select_domain_index(
+    query: RoundQuery,
+    item_ids: np.ndarray,
+    counts: np.ndarray,
+    item_codes: np.ndarray,
+    eligibility: Eligibility,
+    selection: Selection,
+    rng: RandomSource | np.random.Generator,
+) -> int:
+    """One device's item for a round, as the round's domain element (NOTHING when it has
+    none to report): ``select_block`` over its items (``item_ids``, with their ``counts``,
+    indexing ``item_codes`` and ``eligibility``), drawn from ``rng``, the device's stream,
+    before its randomizer draws from it. The networked device (``fedhh_device.report``:
+    its own items, ``item_ids`` 0..k-1) and the simulator's per-device mode
+    (``fedhh.simulation.rounds``: the dataset's vocabulary) both draw here, so a networked
+    run reproduces the simulation (before, each kept a copy of these lines)."""
+    chosen = select_block(np.array([0, item_ids.size]), item_ids, counts, eligibility,
+                          selection, rng)
+    if chosen[0] < 0:
+        return NOTHING
+    item = int(item_ids[chosen[0]])
+    prefix_index = eligibility.prefix_index[item : item + 1]
+    if prefix_index[0] < 0:
+        return NOTHING
+    return int(query.domain_index(item_codes[item : item + 1], prefix_index)[0])
+
+
 def select_many(
     indptr: np.ndarray,
     item_ids: np.ndarray,

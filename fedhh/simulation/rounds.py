@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from fedhh.device import Eligibility, NumpySource, Selection, select_block, streams
+from fedhh.device import Eligibility, NumpySource, Selection, select_domain_index, streams
 from fedhh.pirappor.mechanism import PiRappor
 from fedhh.server import RoundQuery
 from fedhh.server.mechanisms import (
@@ -177,15 +177,14 @@ def device_domain_index(
     rng: np.random.Generator,
     eligibility: Eligibility,
 ) -> int:
-    """One device's selected domain element (-1 for nothing), drawn from its own stream."""
-    if population.single_items is not None:
-        item = int(population.single_items[user])
-    else:
+    """One device's selected domain element (-1 for nothing), drawn from its own stream: the
+    networked device's draw (``fedhh.device.select_domain_index``), or in single-item mode
+    the user's fixed item."""
+    if population.single_items is None:
         items, item_counts = population.dataset.user_items(user)
-        chosen = select_block(
-            np.array([0, items.size]), items, item_counts, eligibility, selection, rng,
-        )
-        item = int(items[chosen[0]]) if chosen[0] >= 0 else -1
+        return select_domain_index(query, items, item_counts, population.item_codes,
+                                   eligibility, selection, rng)
+    item = int(population.single_items[user])
     if item < 0 or eligibility.prefix_index[item] < 0:
         return -1
     code = population.item_codes[item : item + 1]

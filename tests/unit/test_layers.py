@@ -668,3 +668,33 @@ def test_a_constructor_called_outside_its_piece_is_reported(tmp_path: Path) -> N
     assert sorted(constructor_calls(tmp_path)) == [
         "device/fedhh_device/main.py:6 calls grpc.aio.insecure_channel",
         "fedhh/rpc/connect_client.py:5 calls ssl.create_default_context"]
+
+
+def calls_in(path: Path, function: str) -> set[str]:
+    """The names ``function`` (a top-level function or a method of ``path``) calls: a plain
+    name, or an attribute's last part (``rr.randomize(...)``: ``randomize``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function:
+            for call in ast.walk(node):
+                if isinstance(call, ast.Call):
+                    if isinstance(call.func, ast.Name):
+                        found.add(call.func.id)
+                    elif isinstance(call.func, ast.Attribute):
+                        found.add(call.func.attr)
+    return found
+
+
+def test_the_simulator_draws_a_report_through_the_devices_own_functions() -> None:
+    # docs/architecture.md: a networked run reproduces the per-device simulation because both
+    # draw a device's report with the same functions of fedhh.device, from the same stream:
+    # the item (select_domain_index), then the randomizer (RandomizedResponse.randomize).
+    # Before, the simulator and fedhh_device.report each kept a copy of the draw's lines
+    # around select_block.
+    device = ROOT / "device" / "fedhh_device" / "report.py"
+    simulator = ROOT / "fedhh" / "simulation" / "rounds.py"
+    assert {"select_domain_index", "randomize"} <= calls_in(device, "make_report")
+    assert "select_domain_index" in calls_in(simulator, "device_domain_index")
+    assert {"device_domain_index", "randomize"} <= calls_in(simulator, "_per_device")
+    for path, function in ((device, "make_report"), (simulator, "device_domain_index")):
+        assert "select_block" not in calls_in(path, function), f"{path.name}: a copy of the draw"
