@@ -1,7 +1,8 @@
 """An item all of whose letters are Cyrillic (or Greek...) ones that look like Latin letters
 (``сосоа``) showed as it is, so a list that also held ``cocoa`` showed two rows that read alike,
 on the consoles, the dashboard's page and its CSV; so did Persian digits beside the Arabic-Indic
-ones they draw as (``۱۲۳``, ``١٢٣``). Now such rows show their lookalike letters
+ones they draw as (``۱۲۳``, ``١٢٣``), and a URL whose slash is a division slash
+(``http://a.com∕x``) beside the one with ``/``. Now such rows show their lookalike letters
 escaped (``fedhh.codec.shown.printable_rows``); a row that reads as no other's shows as
 before, so Russian or Greek text is not mangled."""
 
@@ -34,6 +35,10 @@ ESCAPED = "\\u0441\\u043e\\u0441\\u043e\\u0430"
       ("\u0661\u0662\u0663\u0664", False), ("\u06f1\u06f2\u06f3\u06f4", False)],
      ["\u0661\u0662\u0663", "\\u06f1\\u06f2\\u06f3", "\u0661\u0662\u0663\u0664",
       "\u06f1\u06f2\u06f3\u06f4"]),
+    # punctuation that draws as ASCII's: a URL's division slash, a hyphen
+    ([("http://a.com/x", False), ("http://a.com\u2215x", False), ("e-mail", False),
+      ("e\u2010mail", False), ("1\u20132", False)],
+     ["http://a.com/x", "http://a.com\\u2215x", "e-mail", "e\\u2010mail", "1\u20132"]),
     # cut prefixes, whose text is already written with escapes
     ([("\u0441\u043e\u0441\u043e\u27e8+2 bits\u27e9\u2026", True),
       ("coco\u27e8+2 bits\u27e9\u2026", True)],
