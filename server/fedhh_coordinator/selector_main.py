@@ -15,10 +15,15 @@ from fedhh.rpc import serving
 from fedhh.rpc.control_client import open_channel
 from fedhh.rpc.credentials import load_public_key, read_secret
 from fedhh.rpc.health import Health
-from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
+from fedhh.rpc.observability import (
+    MetricsEndpoint,
+    configure_logging,
+    start_metrics,
+    write_ready,
+)
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
-from fedhh_coordinator.device_ports import start_device_ports
+from fedhh_coordinator.device_ports import DevicePorts, start_device_ports
 from fedhh_coordinator.enrollment import RateLimiter, attestation_factory, load_verifier
 from fedhh_coordinator.hub import MAX_NAME_BYTES
 from fedhh_coordinator.main import MAX_RECEIVE_BYTES, SELECTOR_TOKEN_ENV, SERVER_OPTIONS
@@ -33,6 +38,7 @@ from fedhh_coordinator.store import Store
 
 log = logging.getLogger(__name__)
 SERVICES = ("fedhh.v1.DeviceService",)
+LINK_STOP_S = 10.0  # the most a stop waits for the cancelled leader link to end
 
 
 def selector_name(args: argparse.Namespace) -> str:
@@ -92,25 +98,37 @@ async def serve(args: argparse.Namespace) -> None:
     if tls is None:  # the selector token would go to the leader in clear
         serving.check_plaintext_peer(args.leader, "--leader", "--tls-dir")
     store = Store(args.db, selector=True)
-    verifier = load_verifier(args.attestation, store)
-    lobby = SelectorLobby()
-    devices = DeviceService(store, lobby, public, verifier,
-                            RateLimiter(args.enroll_rate, args.enroll_burst))
-    credential_checks = {"/fedhh.v1.DeviceService/GetTask": devices.authenticate}
-    server = serving.new_server(MAX_RECEIVE_BYTES, extra_options=SERVER_OPTIONS,
-                                credential_checks=credential_checks)
-    pb_grpc.add_DeviceServiceServicer_to_server(devices, server)
-    health = serving.add_health_and_reflection(server, SERVICES)
-    port = serving.bind(server, args.listen, tls, args.insecure)
-    channel = open_channel(args.leader, tls.channel_credentials() if tls else None)
-    link = LeaderLink(lobby, channel, selector_token, name, public, link_health(health))
-    link_task = asyncio.create_task(link.serve(), name="leader link")
-    metrics = await start_metrics(args.metrics_port, args.metrics_host, tls)
-    metrics_port = metrics.port
-    ports = await start_device_ports(args, "selector", devices, credential_checks,
-                                     MAX_RECEIVE_BYTES, tls)
-    await server.start()
+    # Each part is closed in the finally below once it has started: a start-up failure (a
+    # port taken since check_startup, the verifier's factory) closes what started before it,
+    # in order, as a stop does (before, the leader link, the metrics endpoint, the device
+    # ports and the gRPC port started before the try and were left to the process's exit).
+    server: grpc.aio.Server | None = None
+    channel: grpc.aio.Channel | None = None
+    link_task: asyncio.Task[None] | None = None
+    metrics: MetricsEndpoint | None = None
+    ports: DevicePorts | None = None
     try:
+        verifier = load_verifier(args.attestation, store)
+        lobby = SelectorLobby()
+        devices = DeviceService(store, lobby, public, verifier,
+                                RateLimiter(args.enroll_rate, args.enroll_burst))
+        credential_checks = {"/fedhh.v1.DeviceService/GetTask": devices.authenticate}
+        server = serving.new_server(MAX_RECEIVE_BYTES, extra_options=SERVER_OPTIONS,
+                                    credential_checks=credential_checks)
+        pb_grpc.add_DeviceServiceServicer_to_server(devices, server)
+        health = serving.add_health_and_reflection(server, SERVICES)
+        channel = open_channel(args.leader, tls.channel_credentials() if tls else None)
+        link = LeaderLink(lobby, channel, selector_token, name, public, link_health(health))
+        link_task = asyncio.create_task(link.serve(), name="leader link")
+        metrics = await start_metrics(args.metrics_port, args.metrics_host, tls)
+        metrics_port = metrics.port
+        ports = await start_device_ports(args, "selector", devices, credential_checks,
+                                         MAX_RECEIVE_BYTES, tls)
+        # Bound last: a gRPC server listens from its bind, and its stop releases the port only
+        # once it has started (a failure between the two left the port taking connections
+        # that nothing served).
+        port = serving.bind(server, args.listen, tls, args.insecure)
+        await server.start()
         # Ready once the leader has answered: a selector without the leader serves no
         # check-in.
         attached = asyncio.create_task(link.attached.wait())
@@ -143,11 +161,18 @@ async def serve(args: argparse.Namespace) -> None:
         # (a failure before the signal, such as the ready file's, stops the server here, as
         # the coordinator's does: left to the closing loop, gRPC's shutdown failed with "Event
         # loop is closed"; after the signal's graceful stop this stops nothing)
-        await server.stop(None)
-        link_task.cancel()
-        await ports.close()
-        await metrics.close()
-        await channel.close()
+        if server is not None:
+            await server.stop(None)
+        if link_task is not None:
+            link_task.cancel()
+            # (its own finally tells the health service: done before the channel closes)
+            await asyncio.wait({link_task}, timeout=LINK_STOP_S)
+        if ports is not None:
+            await ports.close()
+        if metrics is not None:
+            await metrics.close()
+        if channel is not None:
+            await channel.close()
         store.close()
 
 
