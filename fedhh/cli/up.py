@@ -221,6 +221,46 @@ def refuse_over_lifetime(config: RunConfig) -> None:
             f"run: give at most --eps-agg {budget.eps:g} and --delta {budget.delta:g}") from None
 
 
+class TargetCheck:
+    """Whether the coordinator can budget the run's (eps_agg, delta) target, solved on a thread
+    while the services start (``refuse_if_unmet`` waits for it before any device starts).
+
+    The coordinator refuses a run exactly when no local epsilon meets the target even without
+    completion rounds (``with_most_completions`` over ``open_ledger``, its StartRun's own
+    plan): that plan is what is solved here. Before, `fedhh up --eps-agg 0.0001` started the
+    whole stack, every device included (~15 s), and then ended "FAILED_PRECONDITION: eps_agg=
+    0.0001, ... needs an eps_local below 0.001953"; solving first would add the solver's
+    0.5-2 s to every `up` (5 s at load 19 on 2 cores), while the aggregator's and the
+    coordinator's starts take longer than that."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self._error: PrivacyError | None = None
+        self._thread = threading.Thread(target=self._solve, name="fedhh-up-target-check",
+                                        daemon=True)  # (Ctrl-C does not wait for it)
+        self._thread.start()
+
+    def _solve(self) -> None:
+        from fedhh_coordinator.runs import open_ledger
+
+        try:
+            open_ledger(replace(self.config, completion_rounds=0))
+        except PrivacyError as error:
+            self._error = error
+        except Exception:  # (anything else is the coordinator's StartRun's to say)
+            pass
+
+    def refuse_if_unmet(self) -> None:
+        """ConfigError naming the options if the coordinator would refuse the target."""
+        while self._thread.is_alive():  # (timed: Ctrl-C reaches a timed join)
+            self._thread.join(0.5)
+        if self._error is not None:
+            raise ConfigError(f"--eps-agg {self.config.eps_agg:g} --delta "
+                              f"{self.config.delta:g}: the coordinator would refuse the run "
+                              f"({self.config.min_devices:,} devices are n_min, "
+                              f"{N_MIN_FLAGS} raise it): {self._error}")
+
+
 def _run(args: argparse.Namespace) -> int:
     from fedhh.data.registry import resolve_dataset, resolve_dataset_path
     from fedhh.rpc.admin_client import AdminClient
@@ -263,6 +303,7 @@ def _run(args: argparse.Namespace) -> int:
         Mode.NETWORK)
     refuse_shards(config)
     refuse_over_lifetime(config)
+    target = TargetCheck(config)
     web = args.web or bool(args.web_devices)
     dist = None
     if args.web_devices:
@@ -301,6 +342,7 @@ def _run(args: argparse.Namespace) -> int:
         topo.start_coordinator([*web_flags, *aggregator_web,
                                 *(["--dashboard-port", "0"] if args.dashboard else []),
                                 *(["--demo-url", demo.url] if demo is not None else [])])
+        target.refuse_if_unmet()  # (solved meanwhile: no device started yet)
         per = -(-python_end // processes)
         extra = ["--min-cohort", str(min_devices)]
         extra += ["--seed", str(args.seed)] if args.seed is not None else []
