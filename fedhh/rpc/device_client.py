@@ -84,6 +84,7 @@ from fedhh.rpc.participation import (
     Transport,
     computed_in_turn,
     given_up,
+    not_ready,
     stage_deadline_s,
 )
 from fedhh.secagg import (
@@ -414,10 +415,4 @@ async def _wait_for_request(session: DeviceSession, stage: Stage, give_up_at: fl
             return request
         if status == pb.AWAIT_STATUS_PENDING:
             continue
-        if status == pb.AWAIT_STATUS_NOT_SELECTED:
-            return SessionResult(stage, ParticipationEnd.NOT_SELECTED)
-        if status == pb.AWAIT_STATUS_CLOSED:
-            return SessionResult(stage, ParticipationEnd.LATE, detail="the stage closed")
-        if status == pb.AWAIT_STATUS_ABORTED:
-            return SessionResult(stage, ParticipationEnd.ROUND_ABORTED, detail=reason)
-        return SessionResult(stage, ParticipationEnd.REJECTED, detail=f"unexpected answer {status}")
+        return not_ready(stage, status, reason)

@@ -57,6 +57,7 @@ from fedhh.rpc.participation import (
     SessionResult,
     computed_in_turn,
     given_up,
+    not_ready,
     stage_deadline_s,
 )
 from fedhh.secagg import (
@@ -73,10 +74,6 @@ from fedhh.v1 import aggregator_pb2 as pb
 
 __all__ = ["SessionStream", "participate_stream"]
 
-_ANSWERS = {pb.AWAIT_STATUS_NOT_SELECTED: ParticipationEnd.NOT_SELECTED,
-            pb.AWAIT_STATUS_CLOSED: ParticipationEnd.LATE,
-            pb.AWAIT_STATUS_ABORTED: ParticipationEnd.ROUND_ABORTED}
-_DETAILS = {pb.AWAIT_STATUS_CLOSED: "the stage closed"}
 # What ``observe`` calls each stage's exchange on the stream (its message sent, the answer
 # received): the name of the unary call that does the same (each of which waits for the next
 # request), so that reports compare the two transports stage by stage.
@@ -372,9 +369,7 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
                 stream.close()
                 if answer.status == pb.AWAIT_STATUS_ABORTED and computing is not None:
                     computing.round_aborted(device.session_id, answer.abort_reason or "aborted")
-                return SessionResult(stage, _ANSWERS.get(answer.status, ParticipationEnd.REJECTED),
-                                     contributed, answer.abort_reason or _DETAILS.get(
-                                         answer.status, f"unexpected answer {answer.status}"))
+                return not_ready(stage, answer.status, answer.abort_reason, contributed)
             stream.patient_until = stage_deadline_s(device, stage)
             try:
                 messages = await computed_in_turn(computing, functools.partial(

@@ -16,10 +16,11 @@ from typing import Any, TypeVar
 import grpc
 
 from fedhh.secagg import SecAggDevice, Stage
+from fedhh.v1 import aggregator_pb2 as pb
 
 __all__ = ["CODE_OUTCOMES", "RETRIED_CODES", "ComputeTurns", "ParticipationEnd", "RetryPolicy",
            "RoundOver", "SessionResult", "Transport", "computed_in_turn", "given_up",
-           "stage_deadline_s"]
+           "not_ready", "stage_deadline_s"]
 
 _T = TypeVar("_T")
 # The aborted rounds a ComputeTurns remembers (a device process takes part in a few at once).
@@ -106,6 +107,30 @@ CODE_OUTCOMES = {
     grpc.StatusCode.CANCELLED: ParticipationEnd.UNAVAILABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED: ParticipationEnd.TIMED_OUT,
 }
+
+
+# An answer to a device's wait for its next request that holds no request (an AwaitStatus
+# other than READY and PENDING): how its participation ends, and the detail it reports.
+NOT_READY: dict[int, tuple[ParticipationEnd, str]] = {
+    pb.AWAIT_STATUS_NOT_SELECTED: (ParticipationEnd.NOT_SELECTED, ""),
+    pb.AWAIT_STATUS_CLOSED: (ParticipationEnd.LATE, "the stage closed"),
+    pb.AWAIT_STATUS_ABORTED: (ParticipationEnd.ROUND_ABORTED, ""),  # (the detail: its reason)
+}
+
+
+def not_ready(stage: Stage, status: int, abort_reason: str = "",
+              contributed: bool = False) -> SessionResult:
+    """Where a device stops at ``stage`` when its wait for the stage's request is answered
+    ``status`` (``NOT_READY``; any other is REJECTED, "unexpected answer N"), with the round's
+    ``abort_reason`` as the detail of an abort: the unary calls' reading and the session
+    stream's. (Before, each had its own table: the stream's gave a device that was not
+    selected, or a round aborted without a reason, the detail "unexpected answer 3" or "... 5",
+    which the device process's failure summary then listed.)"""
+    outcome, detail = NOT_READY.get(status, (ParticipationEnd.REJECTED,
+                                             f"unexpected answer {status}"))
+    if outcome is ParticipationEnd.ROUND_ABORTED:
+        detail = abort_reason
+    return SessionResult(stage, outcome, contributed, detail)
 
 
 def stage_deadline_s(device: SecAggDevice, stage: Stage) -> float:
