@@ -43,7 +43,9 @@ import { type DeviceData, reportForTask } from "./report.js";
 import { type RoundOptions, type Stage, codeOf, pause, transportFailed } from "./round.js";
 import { type DrawSource, systemDraws } from "./selection.js";
 import { StorageError, deviceDatabase } from "./storage.js";
-import { CoordinatorClient, type Identity, aggregatorClient, connectTransport } from "./wire.js";
+import {
+  BlockedByPagePolicy, CoordinatorClient, type Identity, aggregatorClient, connectTransport,
+} from "./wire.js";
 
 /** What the device tells the page, in order. */
 export type DeviceEvent =
@@ -194,6 +196,8 @@ export function checkBrowser(needs: { fetch?: boolean; indexedDb?: boolean } = {
 export function noAnswerMessage(error: ConnectError): string {
   const origin = (globalThis as { location?: { origin?: unknown } }).location?.origin;
   if (!transportFailed(error) || typeof origin !== "string") return error.rawMessage;
+  // The page's own policy refused the call: its message names the origin to allow.
+  if (error.cause instanceof BlockedByPagePolicy) return error.rawMessage;
   // A browser that knows it has no network says so (navigator.onLine false): before, an
   // offline page was told to check the service and its --web-origin.
   if ((globalThis as { navigator?: { onLine?: unknown } }).navigator?.onLine === false) {

@@ -57,6 +57,71 @@ function tooLarge(url: string, size: string, cap: number): ConnectError {
 }
 
 /**
+ * A call the page's own Content-Security-Policy kept from being sent (its `connect-src` does
+ * not name the service): a TypeError, as fetch's "Failed to fetch", so the device retries it as
+ * a call that got no answer, but its message says which origin the policy must allow.
+ */
+export class BlockedByPagePolicy extends TypeError {
+  constructor(message: string, readonly blockedOrigin: string) {
+    super(message);
+    this.name = "BlockedByPagePolicy";
+  }
+}
+
+interface Violation { effectiveDirective?: unknown; violatedDirective?: unknown;
+                      blockedURI?: unknown }
+
+// The origins whose calls the page's policy refused (`securitypolicyviolation` events), per
+// global that fired them (a page, a worker, a test's stand-in).
+const blockedOrigins = new WeakMap<object, Set<string>>();
+
+function originOf(url: string): string | undefined {
+  try {
+    const origin = new URL(url).origin;
+    return origin === "null" ? undefined : origin;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Starts recording the connect-src violations of this global (a page or a worker), once. */
+function watchPolicy(): Set<string> | undefined {
+  const scope = globalThis as { addEventListener?: (type: string, listener: (event: Violation) => void) => void };
+  if (typeof scope.addEventListener !== "function") return undefined; // Node: no policy
+  let seen = blockedOrigins.get(scope);
+  if (seen === undefined) {
+    const origins = new Set<string>();
+    seen = origins;
+    blockedOrigins.set(scope, origins);
+    scope.addEventListener("securitypolicyviolation", (event: Violation) => {
+      const directive = String(event.effectiveDirective ?? event.violatedDirective ?? "");
+      const origin = originOf(String(event.blockedURI ?? ""));
+      if (directive.startsWith("connect-src") && origin !== undefined) origins.add(origin);
+    });
+  }
+  return seen;
+}
+
+/**
+ * What a fetch that failed with a TypeError is: when the page's Content-Security-Policy
+ * refused it, a `BlockedByPagePolicy` naming the origin to add to `connect-src`; else the
+ * error as it came. The browser fires the violation as a task after the fetch's rejection, so
+ * this waits one task for it. (Before, such a call read "Failed to fetch", and the page was
+ * told the service was down or did not allow its origin: an operator whose CSP left out the
+ * coordinator's or the aggregator's port looked for the fault in the services.)
+ */
+async function policyRefusal(error: unknown, url: string, seen: Set<string> | undefined): Promise<unknown> {
+  if (!(error instanceof TypeError) || seen === undefined) return error;
+  const origin = originOf(url);
+  if (origin === undefined) return error;
+  if (!seen.has(origin)) await new Promise((resolve) => setTimeout(resolve, 0));
+  if (!seen.has(origin)) return error;
+  return new BlockedByPagePolicy(
+    `${error.message}: this page's Content-Security-Policy blocks calls to ${origin} ` +
+    `(add ${origin} to its connect-src)`, origin);
+}
+
+/**
  * `fetchImpl` whose answers are read at most `cap` bytes far: one whose Content-Length is
  * larger fails at once, unread, and one that streams past it fails there, as
  * `resource_exhausted` (the code a gRPC channel gives an answer over its cap, which the device's
@@ -69,9 +134,16 @@ function tooLarge(url: string, size: string, cap: number): ConnectError {
  */
 export function cappedFetch(fetchImpl: typeof globalThis.fetch,
                             cap = MAX_ANSWER_BYTES): typeof globalThis.fetch {
+  const refusals = watchPolicy();
   return async (input, init) => {
-    const answer = await fetchImpl(input, init);
-    const url = answer.url || String(input instanceof Request ? input.url : input);
+    const asked = String(input instanceof Request ? input.url : input);
+    let answer: Response;
+    try {
+      answer = await fetchImpl(input, init);
+    } catch (error) {
+      throw await policyRefusal(error, asked, refusals);
+    }
+    const url = answer.url || asked;
     const declared = Number(answer.headers.get("Content-Length") ?? "");
     if (declared > cap) {
       await answer.body?.cancel().catch(() => undefined);
@@ -101,7 +173,8 @@ export function cappedFetch(fetchImpl: typeof globalThis.fetch,
 
 /**
  * A Connect transport to one service's port (`https://host:port`), binary protobuf, its
- * answers capped at `MAX_ANSWER_BYTES` (`cappedFetch`). `fetch` is the global one unless given
+ * answers capped at `MAX_ANSWER_BYTES` (`cappedFetch`), a call the page's Content-Security-Policy
+ * refuses named so (`BlockedByPagePolicy`). `fetch` is the global one unless given
  * (a page's, or Node's).
  */
 export function connectTransport(baseUrl: string, fetchImpl?: typeof globalThis.fetch): Transport {

@@ -10,7 +10,9 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { DeviceBudget, IndexedDbBudgetStore, PrivacyError } from "../src/budget.js";
 import { fetchBooks } from "../src/codec.js";
 import { TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
-import { CoordinatorClient, MAX_ANSWER_BYTES, connectTransport } from "../src/wire.js";
+import {
+  BlockedByPagePolicy, CoordinatorClient, MAX_ANSWER_BYTES, connectTransport,
+} from "../src/wire.js";
 import { pythonChecks } from "./checks.js";
 
 interface Result {
@@ -71,6 +73,31 @@ async function answerCap(): Promise<void> {
   throw new Error("an answer over the cap was read");
 }
 
+/**
+ * The page is served with a strict Content-Security-Policy (tests/web/test_web_browser.py:
+ * `script-src 'self'`, `connect-src 'self'`), under which the whole library runs (no eval, no
+ * WebAssembly). A call to a service its connect-src leaves out (here another port) is refused
+ * by the browser, and the device's error names the origin to add (`BlockedByPagePolicy`), where
+ * it read "Failed to fetch" alone.
+ */
+async function pagePolicy(): Promise<void> {
+  const blocked = `${location.protocol}//${location.hostname}:1`;
+  const client = new CoordinatorClient(connectTransport(blocked));
+  const keys = { cPk: new Uint8Array(32), sPk: new Uint8Array(32) };
+  const identity = { deviceId: 1n, credential: new Uint8Array(32), identitySeed: new Uint8Array(32),
+                     coordinatorPublic: new Uint8Array(32) };
+  try {
+    await client.checkIn(identity, keys);
+  } catch (error) {
+    if (!(error instanceof ConnectError) || !(error.cause instanceof BlockedByPagePolicy)
+        || !error.rawMessage.includes(`(add ${blocked} to its connect-src)`)) {
+      throw new Error(`a call the page's policy refuses failed as ${String(error)}`);
+    }
+    return;
+  }
+  throw new Error("a call the page's policy refuses was answered");
+}
+
 async function run(): Promise<Result[]> {
   const vectors = await (await fetch("python.json")).json();
   const results: Result[] = [];
@@ -87,6 +114,7 @@ async function run(): Promise<Result[]> {
   const own: Record<string, () => Promise<void>> = {
     "lifetime budget in IndexedDB: a spend survives reopening": indexedDbBudget,
     "an answer over the device's cap is cut there": answerCap,
+    "a call the page's Content-Security-Policy refuses names its connect-src": pagePolicy,
   };
   for (const [name, check] of Object.entries(own)) {
     const start = performance.now();

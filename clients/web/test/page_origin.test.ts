@@ -93,3 +93,36 @@ test("a call with no answer from a browser that knows it is offline says so, not
     else Object.defineProperty(globalThis, "navigator", navigator);
   }
 });
+
+test("a call the page's Content-Security-Policy refuses names the origin to add to connect-src", async () => {
+  // A browser refuses the fetch ("Failed to fetch") and then fires `securitypolicyviolation`
+  // at the page, as a task. Before, the page was told the service was down or did not allow
+  // its origin, and the operator looked for the fault in the services.
+  const page = globalThis as { location?: { origin: string };
+                               addEventListener?: EventTarget["addEventListener"] };
+  const target = new EventTarget();
+  page.location = { origin: "https://app.example" };
+  page.addEventListener = target.addEventListener.bind(target);
+  try {
+    const stop = new AbortController();
+    const events: DeviceEvent[] = [];
+    await assert.rejects(runDevice({
+      coordinatorUrl: "https://fedhh.example:7080", enrollmentToken: "ab".repeat(32),
+      items: ["a"], identityStore: new MemoryIdentityStore(), budgetStore: new MemoryBudgetStore(),
+      signal: stop.signal, jitter: () => 0,
+      fetch: async (url) => {
+        setTimeout(() => target.dispatchEvent(Object.assign(
+          new Event("securitypolicyviolation"),
+          { effectiveDirective: "connect-src", blockedURI: String(url) })), 0);
+        throw new TypeError("Failed to fetch");
+      },
+      onEvent: (event) => { events.push(event); stop.abort(new Error("seen")); } }), /seen/);
+    assert.deepEqual(events, [{
+      type: "enroll-failed", code: Code.Unavailable, retryInMs: 0,
+      message: "Failed to fetch: this page's Content-Security-Policy blocks calls to " +
+               "https://fedhh.example:7080 (add https://fedhh.example:7080 to its connect-src)" }]);
+  } finally {
+    delete page.location;
+    delete page.addEventListener;
+  }
+});
