@@ -246,7 +246,7 @@ def hits_table(run_id: str, hits: Sequence[Hit], cut: Sequence[Hit] = ()) -> Htm
     """The heavy hitters, then the heavy prefixes the completion rounds could not complete
     (listed apart, as GetResults and the console list them). An item is shown with what
     could reorder or hide text escaped (``fedhh.codec.shown.printable``: ``\u202eevil`` read
-    "live"); ``data-item``, which the filter matches, keeps it exact."""
+    "live"); ``data-item``, which the filter matches, keeps it exact (``filter_copy``)."""
     if not hits and not cut:
         return Html('<p class="empty">No heavy hitter found yet.</p>')
     html = fmt('<p class="note">By the round that found them, then by estimate: estimates of '
@@ -262,11 +262,39 @@ def hits_table(run_id: str, hits: Sequence[Hit], cut: Sequence[Hit] = ()) -> Htm
     return html
 
 
+def filter_copy(item: str) -> str:
+    """``item`` as a heavy-hitter row's ``data-item`` carries it for the filter (static/app.js):
+    the body of a JSON string, in which each character that is not printable
+    (``str.isprintable``: the controls, NUL, ESC, DEL and C1 among them; the format characters,
+    U+202E and the other bidirectional controls, the joiners; U+2028 and U+2029; surrogates,
+    private-use and unassigned code points; every space but U+0020) is a ``\\uXXXX`` escape
+    (a pair of them past U+FFFF) and the quote and the backslash are ``\\"`` and ``\\\\``.
+    The script reads it back with ``JSON.parse``, so the filter matches the exact item; the
+    page holds no raw control or bidirectional character. (Before, the attribute held the
+    item raw: ``curl`` of the page printed ESC to the terminal, and the HTML parser read a NUL
+    there as U+FFFD and a CR as LF, so that a filter for such an item did not match it.)"""
+    if item.isprintable() and '"' not in item and "\\" not in item:
+        return item
+    return "".join(_JSON_ESCAPES.get(c, c) if c.isprintable() else _json_escape(c)
+                   for c in item)
+
+
+_JSON_ESCAPES = {'"': '\\"', "\\": "\\\\"}
+
+
+def _json_escape(c: str) -> str:
+    code = ord(c)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # (JSON writes a character past the BMP as its UTF-16 surrogate pair)
+    return f"\\u{0xD800 | code >> 10:04x}\\u{0xDC00 | code & 0x3FF:04x}"
+
+
 def _hit_rows(hits: Sequence[Hit], what: str) -> Html:
     rows = join(fmt(
         '<tr data-item="{item}"><td>{rank}</td><td class="item">{shown}{cut}{note}</td>'
         '<td>{estimate} ± {std}</td><td>{round}</td></tr>',
-        rank=h.rank, item=h.item, shown=shown,
+        rank=h.rank, item=filter_copy(h.item), shown=shown,
         estimate=number(h.estimate, 1),
         std=number(h.std, 1), round=h.round,
         cut=fmt(' <span class="note">(cut at {bits} bits: every item starting so)</span>',

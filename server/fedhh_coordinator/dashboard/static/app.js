@@ -5,6 +5,18 @@
 (function () {
   const body = document.body;
 
+  // A row's item: its data-item holds it as the body of a JSON string, every character that
+  // is not printable escaped (pages.filter_copy), so the page holds no raw control or
+  // bidirectional character and the filter matches the exact item.
+  function itemOf(row) {
+    const copy = row.getAttribute("data-item") || "";
+    try {
+      return JSON.parse("\"" + copy + "\"");
+    } catch (error) {
+      return copy;
+    }
+  }
+
   function applyFilter() {
     const input = document.getElementById("hh-filter");
     if (!input) {
@@ -13,7 +25,7 @@
     const needle = input.value.trim().toLowerCase();
     let shown = 0;
     document.querySelectorAll("table.hits tbody tr").forEach(function (row) {
-      const item = (row.getAttribute("data-item") || "").toLowerCase();
+      const item = itemOf(row).toLowerCase();
       const match = needle === "" || item.indexOf(needle) !== -1;
       row.hidden = !match;
       shown += match ? 1 : 0;
