@@ -258,20 +258,23 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
         print(f"\n{payload['trimmed_note']}.")
     hitters = payload["heavy_hitters"]
     earlier = payload.get("earlier_runs", [])
+    cut = payload.get("cut_prefixes", [])
+    # (every list's rows, each read against the others': a cut prefix сос… beside cocoa)
+    listed = [[(h["item"], h["truncated"]) for h in rows[:top]]
+              for rows in (earlier, hitters, [{**h, "truncated": True} for h in cut])]
     if earlier:
         # (--two-runs: the first run's items, the second run's deny list, are the run's output
         # too; each run's rounds count from 1, so each run is its own list)
         print(f"\n{len(earlier)} heavy hitters found by the first run (the second run's deny "
               "list)")
-        _hitters_table(earlier, top, hint)
+        _hitters_table(earlier, top, hint, listed[1] + listed[2])
     print(f"\n{len(hitters)} heavy hitters discovered"
           + (" by the second run" if earlier else "")
           + (f" (+{len(payload['deny_list'])} from the deny list)" if payload["deny_list"] else ""))
-    _hitters_table(hitters, top, hint)
+    _hitters_table(hitters, top, hint, listed[0] + listed[2])
     why = nothing_found(payload)
     if why:
         print(why)
-    cut = payload.get("cut_prefixes", [])
     if cut:
         print("\n" + cut_heading(len(cut)))
         if top:
@@ -281,8 +284,8 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
                 # pushes no column of its own row)
                 (item, f"{h['estimate']:,.0f}", _std(h), h["round"],
                  "; ".join(filter(None, (h.get("cause", ""), h.get("note", "")))))
-                for h, item in zip(cut[:top], printable_rows([(h["item"], True)
-                                                              for h in cut[:top]]),
+                for h, item in zip(cut[:top], printable_rows(listed[2],
+                                                             listed[0] + listed[1]),
                                    strict=True)], item=0, tail=True)
             if len(cut) > top:
                 print(f"({len(cut) - top} more with --top {len(cut)} or in --json)")
@@ -337,15 +340,17 @@ def _truncation_hint(payload: dict[str, Any], blocker: str | None) -> str:
     return "see --max-bits and --completion-rounds"
 
 
-def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str) -> None:
+def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str,
+                   context: list[tuple[str, bool]] | None = None) -> None:
     """A list of heavy hitters, by round then estimate, cut at ``top``, with its notes; a
-    truncated item's note ends with ``hint`` (`_truncation_hint`)."""
+    truncated item's note ends with ``hint`` (`_truncation_hint`); ``context``, the rows of
+    the lists shown beside it (``printable_rows``)."""
     if not top or not hitters:
         return
     # (a row's note, if any row has one, in a last column: in the item's cell it pushed the
     # row's counts out of line with the other rows')
     notes = any(h.get("note") for h in hitters[:top])
-    shown = printable_rows([(h["item"], h["truncated"]) for h in hitters[:top]])
+    shown = printable_rows([(h["item"], h["truncated"]) for h in hitters[:top]], context or [])
     _table([("#", "item", "estimate", "std", "round", *(("note",) if notes else ()))] + [
         (i + 1, item, f"{h['estimate']:,.0f}", _std(h),
          h["round"], *((h.get("note", ""),) if notes else ()))

@@ -579,8 +579,10 @@ def _print_results(run: Any, results: Any) -> None:
         print(unfinished_results(run))
     print(f"{len(results.heavy_hitters)} heavy hitters (by round, then estimate; estimates of "
           "different rounds are not comparable, `fedhh simulate --help` says why):")
-    listed = printable_rows([(h.item, h.truncated) for h in results.heavy_hitters])
-    cut = printable_rows([(h.item, True) for h in results.cut_prefixes])
+    # (one list's rows read against the other's: a cut prefix сос… beside cocoa)
+    every = printable_rows([*((h.item, h.truncated) for h in results.heavy_hitters),
+                            *((h.item, True) for h in results.cut_prefixes)])
+    listed, cut = every[:len(results.heavy_hitters)], every[len(results.heavy_hitters):]
     # (the items' column fits the longest up to ITEM_COLUMNS_MAX; a longer item pushes only
     # its own row's count on, two spaces after it)
     width = min(ITEM_COLUMNS_MAX, max([ITEM_COLUMNS_MIN, *map(columns, listed + cut)]))

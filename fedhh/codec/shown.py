@@ -82,8 +82,10 @@ left to right, so its columns stay in their order; the item's letters are laid o
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
+from collections.abc import Sequence
 from functools import lru_cache
 
 __all__ = ["columns", "isolated", "ljust", "message_text", "printable", "printable_rows",
@@ -466,18 +468,39 @@ def _reading(text: str) -> str:
     return text.translate(_READS_AS)
 
 
-def printable_rows(rows: list[tuple[str, bool]]) -> list[str]:
+def printable_rows(rows: Sequence[tuple[str, bool]],
+                   context: Sequence[tuple[str, bool]] = ()) -> list[str]:
     """``printable(text, cut)`` of each of a list's ``(text, cut)`` rows, except where two
     rows would read alike: an item of Cyrillic letters that all look like Latin ones (``сосоа``)
     shows as it is alone, and so read as ``cocoa`` in a list that holds both. A row whose
-    shown text reads as another row's different one (``_reading``) shows the letters of its
-    lookalike scripts escaped (``\\u0441\\u043e\\u0441\\u043e\\u0430``), as a row that mixes
-    scripts does (``printable``), so the list's rows read apart; a row that reads as no
-    other's, ``Москва`` or ``сосоа`` in a list without ``cocoa``, shows as ``printable`` shows
-    it. Rows of one text (a cut prefix and a whole item, or one item twice) are left alike."""
-    shown = [printable(text, cut) for text, cut in rows]
-    readings: dict[str, set[str]] = {}
-    for text in shown:
-        readings.setdefault(_reading(text), set()).add(text)
-    return [printable(text, cut, latin=True) if len(readings[_reading(seen)]) > 1 else seen
-            for (text, cut), seen in zip(rows, shown, strict=True)]
+    shown text reads as another row's different one (``_reading``), or a cut prefix whose text
+    (before its tail) reads as the beginning of another row it does not begin (``сос\\xd0…``,
+    which stands for items starting ``сос``, beside ``cocoa``: it read as ``cocoa``'s parent),
+    shows the letters of its lookalike scripts escaped (``\\u0441\\u043e\\u0441\\u043e\\u0430``),
+    as a row that mixes scripts does (``printable``), so the list's rows read apart; a row that
+    reads as no other's, ``Москва`` or ``сосоа`` in a list without ``cocoa``, shows as
+    ``printable`` shows it. Rows of one text (a cut prefix and a whole item, or one item twice)
+    are left alike. ``context``: the rows of the lists shown beside this one (the cut prefixes
+    beside the heavy hitters), read against, not returned."""
+    every = [*rows, *context]
+    shown = [printable(text, cut) for text, cut in every]
+    reading = [_reading(text) for text in shown]
+    flagged: set[int] = set()
+    texts: dict[str, set[str]] = {}
+    for text, read in zip(shown, reading, strict=True):
+        texts.setdefault(read, set()).add(text)
+    flagged.update(i for i, read in enumerate(reading) if len(texts[read]) > 1)
+    order = sorted(range(len(every)), key=reading.__getitem__)
+    keys = [reading[i] for i in order]
+    for i, (text, cut) in enumerate(every):
+        body = printable(text[:_cut_tail(text)], cut=True) if cut else ""
+        if not body:
+            continue
+        read = _reading(body)
+        for k in range(bisect.bisect_left(keys, read), len(keys)):
+            if not keys[k].startswith(read):
+                break
+            if not shown[order[k]].startswith(body):
+                flagged.update((i, order[k]))
+    return [printable(text, cut, latin=True) if i in flagged else shown[i]
+            for i, (text, cut) in enumerate(rows)]

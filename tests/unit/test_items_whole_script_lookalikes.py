@@ -2,9 +2,10 @@
 (``сосоа``) showed as it is, so a list that also held ``cocoa`` showed two rows that read alike,
 on the consoles, the dashboard's page and its CSV; so did Persian digits beside the Arabic-Indic
 ones they draw as (``۱۲۳``, ``١٢٣``), and a URL whose slash is a division slash
-(``http://a.com∕x``) beside the one with ``/``. Now such rows show their lookalike letters
-escaped (``fedhh.codec.shown.printable_rows``); a row that reads as no other's shows as
-before, so Russian or Greek text is not mangled."""
+(``http://a.com∕x``) beside the one with ``/``; and a cut prefix ``сос\\xd0…`` read as the
+parent of ``cocoa``, in the other list, whose text it does not begin. Now such rows show
+their lookalike letters escaped (``fedhh.codec.shown.printable_rows``); a row that reads as no
+other's shows as before, so Russian or Greek text is not mangled."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from fedhh.codec.shown import printable, printable_rows
 
 COCOA_CYRILLIC = "\u0441\u043e\u0441\u043e\u0430"  # сосоа
 ESCAPED = "\\u0441\\u043e\\u0441\\u043e\\u0430"
+CUT = "\u0441\u043e\u0441\\xd0\u27e8+1 bit\u27e9\u2026"  # сос\xd0⟨+1 bit⟩…, as shown_cut writes it
+CUT_ESCAPED = "\\u0441\\u043e\\u0441\\xd0\u27e8+1 bit\u27e9\u2026"
 
 
 @pytest.mark.parametrize(("rows", "shown"), [
@@ -50,6 +53,20 @@ def test_rows_that_read_alike_show_their_lookalike_letters_escaped(
     assert len(set(shown)) == len(shown)
 
 
+@pytest.mark.parametrize(("rows", "context", "shown"), [
+    ([(CUT, True)], [("cocoa", False)], [CUT_ESCAPED]),
+    ([("cocoa", False)], [(CUT, True)], ["cocoa"]),
+    ([(CUT, True), ("cocoa", False)], [], [CUT_ESCAPED, "cocoa"]),
+    # a cut prefix of the row's own text, or of one it does not read as, is left as it is
+    ([(CUT, True), (COCOA_CYRILLIC, False)], [], [CUT, COCOA_CYRILLIC]),
+    ([(CUT, True)], [("coal", False)], [CUT]),
+    ([("coc\\xd0\u2026", True)], [("cocoa", False)], ["coc\\xd0\u2026"]),
+])
+def test_a_cut_prefix_that_reads_as_another_rows_parent_is_escaped(
+        rows: list[tuple[str, bool]], context: list[tuple[str, bool]], shown: list[str]) -> None:
+    assert printable_rows(rows, context) == shown
+
+
 def test_rows_that_read_apart_show_as_printable_shows_them() -> None:
     """Russian and Greek words, and a mixed item already told apart by its own escapes."""
     rows = [(COCOA_CYRILLIC, False), ("\u0445\u043e\u0440", False),  # сосоа, хор
@@ -70,6 +87,9 @@ def test_the_simulate_tables_tell_them_apart(capsys: pytest.CaptureFixture[str])
     _hitters_table([{**hit, "item": "cocoa"}, {**hit, "item": COCOA_CYRILLIC}], 20, "")
     out = capsys.readouterr().out
     assert ESCAPED in out and COCOA_CYRILLIC not in out
+    _hitters_table([{**hit, "item": CUT, "truncated": True, "bits": 55}], 20, "",
+                   [("cocoa", False)])
+    assert CUT_ESCAPED in capsys.readouterr().out
 
 
 def test_the_up_report_tells_them_apart(capsys: pytest.CaptureFixture[str]) -> None:
@@ -81,6 +101,9 @@ def test_the_up_report_tells_them_apart(capsys: pytest.CaptureFixture[str]) -> N
                           rounds=[])
     hits = [pb.HeavyHitter(item=item, estimate=97.0, round=1, ended=True)
             for item in ("cocoa", COCOA_CYRILLIC)]
+    cut = pb.HeavyHitter(item=CUT, estimate=85.0, round=1, truncated=True, bits=55)
+    _print_results(run, SimpleNamespace(heavy_hitters=hits[:1], cut_prefixes=[cut]))
+    assert CUT_ESCAPED in capsys.readouterr().out
     _print_results(run, SimpleNamespace(heavy_hitters=hits, cut_prefixes=[]))
     out = capsys.readouterr().out
     assert ESCAPED in out and COCOA_CYRILLIC not in out
@@ -98,6 +121,11 @@ def test_the_dashboard_page_and_csv_tell_them_apart() -> None:
     assert f'<td class="item">{ESCAPED}</td>' in page
     cells = [row["item"] for row in csv.DictReader(io.StringIO(hits_csv(hits, [])))]
     assert cells == ["cocoa", ESCAPED]
+    # a cut prefix in the list below the heavy hitters, read against them
+    cut = [Hit(rank=1, item=CUT, estimate=5.0, std=math.nan, round=2, truncated=True, bits=55)]
+    assert f'<td class="item">{CUT_ESCAPED} <span' in str(hits_table("r1", hits[:1], cut))
+    cells = [row["item"] for row in csv.DictReader(io.StringIO(hits_csv(hits[:1], cut)))]
+    assert cells == ["cocoa", CUT_ESCAPED]
 
 
 def test_data_inspect_tells_them_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

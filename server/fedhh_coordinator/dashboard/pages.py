@@ -252,13 +252,13 @@ def hits_table(run_id: str, hits: Sequence[Hit], cut: Sequence[Hit] = ()) -> Htm
     html = fmt('<p class="note">By the round that found them, then by estimate: estimates of '
                'different rounds are not comparable (a round counts the devices that chose the '
                'item among their items on its narrowing prefix list).</p>{rows}',
-               rows=_hit_rows(hits, "heavy hitters")) if hits else Html(
+               rows=_hit_rows(hits, "heavy hitters", cut)) if hits else Html(
         '<p class="empty">No heavy hitter.</p>')
     if cut:
         html = fmt('{hits}<h3>Cut prefixes</h3><p class="note">Heavy prefixes the completion '
                    'rounds could not complete: each stands for every item starting so, and is '
                    'not counted as a heavy hitter.</p>{cut}', hits=html,
-                   cut=_hit_rows(cut, "cut prefixes"))
+                   cut=_hit_rows(cut, "cut prefixes", hits))
     return html
 
 
@@ -290,7 +290,9 @@ def _json_escape(c: str) -> str:
     return f"\\u{0xD800 | code >> 10:04x}\\u{0xDC00 | code & 0x3FF:04x}"
 
 
-def _hit_rows(hits: Sequence[Hit], what: str) -> Html:
+def _hit_rows(hits: Sequence[Hit], what: str, beside: Sequence[Hit] = ()) -> Html:
+    """The rows of ``hits``, read against those of ``beside``, the other list on the page
+    (``printable_rows``: a cut prefix сос… beside cocoa)."""
     rows = join(fmt(
         '<tr data-item="{item}"><td>{rank}</td><td class="item">{shown}{cut}{note}</td>'
         '<td>{estimate} ± {std}</td><td>{round}</td></tr>',
@@ -301,7 +303,8 @@ def _hit_rows(hits: Sequence[Hit], what: str) -> Html:
                 bits=h.bits) if h.truncated else Html(""),
         # (a row standing for several cut prefixes of one text: its estimate is their sum)
         note=fmt(' <span class="note">({note})</span>', note=h.note) if h.note else Html(""))
-        for h, shown in zip(hits, printable_rows([(h.item, h.truncated) for h in hits]),
+        for h, shown in zip(hits, printable_rows([(h.item, h.truncated) for h in hits],
+                                                 [(h.item, h.truncated) for h in beside]),
                             strict=True))
     return fmt('<div class="scroll"><table class="hits"><thead><tr><th>#</th><th>Item</th>'
                '<th>Estimate ± std</th><th>Round found</th></tr></thead><tbody>{rows}</tbody>'

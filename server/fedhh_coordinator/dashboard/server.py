@@ -328,9 +328,10 @@ def hits_csv(hits: list[Hit], cut: list[Hit], state: str = "done") -> str:
     writer = csv.writer(out)
     writer.writerow(["rank", "item", "estimate", "std", "round", "truncated_at_bits", "kind",
                      "note", "run_state"])
+    # (every row read against the others: a cut prefix сос… beside cocoa)
+    cells = iter(printable_rows([(h.item, h.truncated) for h in [*hits, *cut]]))
     for label, rows in (("heavy hitter", hits), ("cut prefix", cut)):
-        for h, item in zip(rows, printable_rows([(h.item, h.truncated) for h in rows]),
-                            strict=True):
+        for h, item in zip(rows, cells, strict=False):
             writer.writerow([h.rank, csv_cell(item), repr(h.estimate),
                              "" if math.isnan(h.std) else repr(h.std), h.round,
                              h.bits if h.truncated else "", label, h.note, state])
