@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import shutil
 import tomllib
 from collections import defaultdict
@@ -62,6 +63,17 @@ NETWORK = ("fedhh.v1", "fedhh.rpc", "grpc", "grpc_health", "grpc_reflection", "a
 NETWORKED = ("fedhh.v1", "fedhh.rpc", "fedhh.cli", *SERVICES)
 # Offline code no service imports: the simulator, the studies and their plots.
 OFFLINE = ("fedhh.simulation", "fedhh.experiments", "fedhh.plot")
+
+
+@functools.cache
+def _parse(text: str, filename: str) -> ast.Module:
+    return ast.parse(text, filename=filename)
+
+
+def parsed(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed once per text (the checks here walk every module several
+    times; none changes a tree)."""
+    return _parse(path.read_text(), str(path))
 
 
 def module_names(root: Path) -> dict[str, Path]:
@@ -105,7 +117,7 @@ def imports(path: Path, name: str = "", runtime: bool = False,
     there is one (the import graph strips what is not a module: ``m.x`` -> ``m``). With
     ``runtime``, those a run makes only: not the ``if TYPE_CHECKING:`` ones; with ``on_load``
     as well, those loading the module makes: not the ones inside functions."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parsed(path)
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     skipped = _type_checking_only(tree) if runtime or on_load else set()
     if on_load:
@@ -310,7 +322,7 @@ def test_the_cycle_check_sees_a_cycle(tmp_path: Path) -> None:
 def test_no_public_class_name_is_defined_twice() -> None:
     where = defaultdict(list)
     for name, path in module_names(ROOT).items():
-        for node in ast.parse(path.read_text()).body:
+        for node in parsed(path).body:
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                 where[node.name].append(f"{name}:{node.lineno}")
     assert len(where) > 100
@@ -391,7 +403,7 @@ def cli_network_imports(root: Path) -> list[str]:
     them inside their functions, so `fedhh simulate` and every --help load neither)."""
     found = []
     for path in (root / "fedhh" / "cli").rglob("*.py"):
-        for node in ast.parse(path.read_text()).body:
+        for node in parsed(path).body:
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
@@ -449,7 +461,7 @@ def lazy_faces(root: Path) -> dict[str, str]:
     for name, path in module_names(root).items():
         if path.name != "__init__.py":
             continue
-        tree = ast.parse(path.read_text())
+        tree = parsed(path)
         inside = _type_checking_only(tree)
         for node in ast.walk(tree):
             if id(node) in inside and isinstance(node, ast.ImportFrom) and node.module:
@@ -628,7 +640,7 @@ def constructor_calls(root: Path) -> list[str]:
     for name, path in module_names(root).items():
         if layer_of(name) not in NETWORKED:
             continue
-        tree = ast.parse(path.read_text())
+        tree = parsed(path)
         aliases: dict[str, str] = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -674,7 +686,7 @@ def calls_in(path: Path, function: str) -> set[str]:
     """The names ``function`` (a top-level function or a method of ``path``) calls: a plain
     name, or an attribute's last part (``rr.randomize(...)``: ``randomize``)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function:
             for call in ast.walk(node):
                 if isinstance(call, ast.Call):
@@ -698,3 +710,59 @@ def test_the_simulator_draws_a_report_through_the_devices_own_functions() -> Non
     assert {"device_domain_index", "randomize"} <= calls_in(simulator, "_per_device")
     for path, function in ((device, "make_report"), (simulator, "device_domain_index")):
         assert "select_block" not in calls_in(path, function), f"{path.name}: a copy of the draw"
+
+
+def private_reaches(root: Path) -> list[str]:
+    """Each use of another layer's (or service's) private name (one leading underscore): an
+    import of it (``from fedhh.secagg.server import _x``) or an attribute of an imported
+    module (``serving._guard``). A package's internals are its own; the services and the wire
+    layer use the core through its public names."""
+    names = module_names(root)
+    found = []
+    for name, path in names.items():
+        tree = parsed(path)
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        modules: dict[str, str] = {}  # a local name -> the project's module it is
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname and alias.name in names:
+                        modules[alias.asname] = alias.name
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level:
+                    module = ".".join([*package[:len(package) - node.level + 1],
+                                       *([module] if module else [])])
+                for alias in node.names:
+                    if f"{module}.{alias.name}" in names:
+                        modules[alias.asname or alias.name] = f"{module}.{alias.name}"
+                    elif (alias.name.startswith("_") and not alias.name.startswith("__")
+                          and layer_of(module) != layer_of(name)):
+                        found.append(f"{path.relative_to(root)}:{node.lineno} imports "
+                                     f"{module}.{alias.name}")
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in modules and node.attr.startswith("_")
+                    and not node.attr.startswith("__")
+                    and layer_of(modules[node.value.id]) != layer_of(name)):
+                found.append(f"{path.relative_to(root)}:{node.lineno} uses "
+                             f"{modules[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_layer_reaches_for_another_layers_private_names() -> None:
+    assert private_reaches(ROOT) == []
+
+
+def test_a_private_reach_is_reported(tmp_path: Path) -> None:
+    for path, code in {
+            "fedhh/rpc/serving.py": "def _guard():\n    pass\n\n\ndef guard():\n    _guard()\n",
+            "fedhh/rpc/connect.py": "from fedhh.rpc.serving import _guard\n",  # (one layer)
+            "server/fedhh_coordinator/main.py":
+                "from fedhh.rpc import serving\nfrom fedhh.rpc.serving import _guard, guard\n\n\n"
+                "def f():\n    return serving._guard, serving.guard, guard, _guard\n"}.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(code)
+    assert sorted(private_reaches(tmp_path)) == [
+        "server/fedhh_coordinator/main.py:2 imports fedhh.rpc.serving._guard",
+        "server/fedhh_coordinator/main.py:6 uses fedhh.rpc.serving._guard"]
