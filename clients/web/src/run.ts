@@ -42,7 +42,7 @@ import { systemJitter, systemRandom } from "./random.js";
 import { type DeviceData, reportForTask } from "./report.js";
 import { type RoundOptions, type Stage, codeOf, pause, transportFailed } from "./round.js";
 import { type DrawSource, systemDraws } from "./selection.js";
-import { StorageError, deviceDatabase } from "./storage.js";
+import { StorageError, describeError, deviceDatabase } from "./storage.js";
 import {
   BlockedByPagePolicy, CoordinatorClient, type Identity, aggregatorClient, connectTransport,
 } from "./wire.js";
@@ -335,7 +335,22 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
   const coordinator = options.coordinator
     ?? new CoordinatorClient(connectTransport(options.coordinatorUrl, options.fetch));
   const identities = options.identityStore ?? new IndexedDbIdentityStore(database);
-  let identity = await identities.load();
+  let identity: Identity | null;
+  try {
+    identity = await identities.load();
+  } catch (error) {
+    if (options.identityStore !== undefined) throw error;
+    // A browser that has IndexedDB but refuses this site its use: site data blocked
+    // (Firefox: "SecurityError: The operation is insecure."; Chromium: "UnknownError: The user
+    // denied permission to access the database."), or a private window of a browser that keeps
+    // no IndexedDB there ("InvalidStateError: A mutation operation was attempted on a database
+    // that did not allow mutations."). Before, the page got the store's words alone.
+    throw new UnsupportedBrowserError(
+      `this browser refuses the device's storage to this site (IndexedDB: ` +
+      `${describeError(error)}): the device keeps its identity and budget there. Allow the ` +
+      "site to store data (cookies and site data), or open the page outside a private window; " +
+      "nothing was sent", { cause: error });
+  }
   const fresh = identity === null;
   if (identity === null) {
     identity = await enrol(coordinator, identities, options, database);

@@ -16,7 +16,7 @@ import type { Bytes } from "../src/bytes.js";
 import { TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
 import { MemoryIdentityStore, type PendingEnrolment } from "../src/identity.js";
 import type { Coordinator } from "../src/loop.js";
-import { runDevice } from "../src/run.js";
+import { UnsupportedBrowserError, runDevice } from "../src/run.js";
 import { StorageError } from "../src/storage.js";
 import type { Identity } from "../src/wire.js";
 
@@ -109,4 +109,44 @@ test("an identity that cannot be kept after enrolling says how the same token en
   assert.equal(service.seeds.length, 2);
   assert.deepEqual(service.seeds[1], service.seeds[0]);
   assert.equal(await identities.loadPending(), null);
+});
+
+test("a browser that refuses the site IndexedDB (site data blocked, a private window) says so; nothing is sent", async () => {
+  // The database's open fails as Firefox fails it with site data blocked. Before, runDevice
+  // threw the store's "SecurityError: The operation is insecure." alone.
+  const page = globalThis as { indexedDB?: unknown; isSecureContext?: boolean };
+  const navigator = Object.getOwnPropertyDescriptor(globalThis, "navigator");
+  page.indexedDB = {
+    open: () => {
+      const request: { error?: DOMException; onerror?: () => void } = {};
+      setTimeout(() => {
+        request.error = new DOMException("The operation is insecure.", "SecurityError");
+        request.onerror?.();
+      }, 0);
+      return request;
+    },
+  };
+  Object.defineProperty(globalThis, "navigator", { configurable: true, writable: true, value: {
+    locks: { request: async (_name: string, _options: unknown, body: (lock: unknown) => unknown) =>
+      body({ name: _name }) } } });
+  let fetched = 0;
+  try {
+    await assert.rejects(runDevice({
+      coordinatorUrl: "https://fedhh.example:7080", enrollmentToken: "ab".repeat(32),
+      items: ["a"], fetch: async () => { fetched += 1; throw new TypeError("Failed to fetch"); },
+    }), (error: Error) => {
+      assert.ok(error instanceof UnsupportedBrowserError, String(error));
+      assert.equal(error.message, "this browser refuses the device's storage to this site " +
+        "(IndexedDB: SecurityError: The operation is insecure.): the device keeps its identity " +
+        "and budget there. Allow the site to store data (cookies and site data), or open the " +
+        "page outside a private window; nothing was sent");
+      assert.ok(error.cause instanceof DOMException);
+      return true;
+    });
+    assert.equal(fetched, 0);
+  } finally {
+    delete page.indexedDB;
+    if (navigator === undefined) delete (globalThis as { navigator?: unknown }).navigator;
+    else Object.defineProperty(globalThis, "navigator", navigator);
+  }
 });
