@@ -218,6 +218,10 @@ class RoundDriver:
     cancelled: Callable[[], bool] = field(default=lambda: False)
     # What left the attempts ``resume`` settles open, as their abort reasons begin.
     interrupted_by: str = "the coordinator stopped"
+    # How the charge that lets a sum be read is written (``_charge_hook``): given the write,
+    # it runs it; None, at once. The coordinator's runner retries it while its store is
+    # briefly unavailable, the sum waiting unread meanwhile (``Runner.write_charge``).
+    write_charge: Callable[[Callable[[], None]], Awaitable[None]] | None = None
 
     async def run(self, state: TreeState) -> TreeState:
         """Settle what a previous process left open, then run rounds until the tree is done."""
@@ -317,8 +321,14 @@ class RoundDriver:
                                           contributors, ledger, f"charged beyond the budget, "
                                           f"its sum never read: {refused}")
                 raise
-            self.store.charge_attempt(attempt.round, attempt.attempt, AttemptState.RELEASING,
-                                      contributors, ledger)
+            def write() -> None:
+                self.store.charge_attempt(attempt.round, attempt.attempt,
+                                          AttemptState.RELEASING, contributors, ledger)
+
+            if self.write_charge is None:
+                write()
+            else:
+                await self.write_charge(write)
 
         return charge
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -33,6 +34,11 @@ from fedhh_coordinator.store import ACTIVE, RunAttempts, Store
 log = logging.getLogger(__name__)
 # The longest wait between two polls of a store that is unavailable.
 STORE_RETRY_MAX_S = 30.0
+# How long a charge before a sum's read is retried while the store is unavailable, and the
+# longest pause between tries (Runner.write_charge): a PostgreSQL restart or failover takes
+# seconds, and the sum's stream waits for it unread.
+CHARGE_PATIENCE_S = 30.0
+CHARGE_RETRY_MAX_S = 4.0
 # A running run's error while its cancel waits for the round under way (Runner.cancel).
 CANCEL_ASKED = "cancelled by the operator: the run stops once the round under way ends"
 
@@ -57,6 +63,10 @@ class Runner:
         # (``NetworkLink._await_aggregator``, ``NetworkLink._patient_outcome``).
         self.aggregator_patience_s = AGGREGATOR_PATIENCE_S
         self.aggregator_poll_s = 0.2
+        # How long the charge before a sum's read is retried while the store is unavailable
+        # (``write_charge``), and the first pause between tries.
+        self.charge_patience_s = CHARGE_PATIENCE_S
+        self.charge_retry_s = 0.25
         self.progress: dict[str, Progress] = {}  # of the running runs
         self._outage_delay = 0.0  # the last store outage's last wait (_await_store)
         self._outage_ended_at = float("-inf")
@@ -139,6 +149,34 @@ class Runner:
                 self.lobby.clear()
                 self.progress.pop(run_id, None)
 
+    async def write_charge(self, write: Callable[[], None]) -> None:
+        """The charge that lets a released sum be read (``RoundDriver.write_charge``), tried
+        again while the store is unavailable, for up to ``charge_patience_s`` (a PostgreSQL
+        restart or failover, a SQLite file locked by another process), the sum waiting unread
+        at the service meanwhile. Before, it failed at once: the sum was dropped unread, and
+        the service, which had sent it, held it no more, so the attempt was charged as lost
+        and its round run again (two charges for one round; seen in 2 of 8 PostgreSQL
+        restarts during short runs). The write is the same each time: a try whose commit
+        reached the database before its connection was lost is rewritten as it stands."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.charge_patience_s
+        delay, warned = self.charge_retry_s, False
+        while True:
+            try:
+                write()
+                return
+            except StoreUnavailable as error:
+                if loop.time() + delay > give_up:
+                    raise
+                if not warned:
+                    warned = True
+                    log.warning("the store is unavailable while a released sum waits for its "
+                                "charge; trying again", extra={"error": str(error),
+                                                               "patience_s":
+                                                               self.charge_patience_s})
+            await asyncio.sleep(delay)  # a backoff against the database, not a sync
+            delay = min(2 * delay, CHARGE_RETRY_MAX_S)
+
     def progress_of(self, run_id: str) -> pb.Progress | None:
         """The run's progress now (None unless it is running); during check-in, the pool's
         size so far."""
@@ -185,7 +223,7 @@ class Runner:
             ledger=parts.ledger, min_contributors=parts.config.min_devices,
             max_attempts=parts.config.max_attempts, retry_delay_s=self.retry_delay_s,
             on_round=on_round, on_abort=on_abort,
-            cancelled=lambda: run_id in self._cancelled,
+            cancelled=lambda: run_id in self._cancelled, write_charge=self.write_charge,
             interrupted_by=("the store was unavailable" if run_id in self._interrupted
                             else RoundDriver.interrupted_by),
         )

@@ -41,6 +41,7 @@ from fedhh_coordinator.aggregation import (
     DeviceAddresses,
 )
 from fedhh_coordinator.budgets import LifetimeBudget
+from fedhh_coordinator.db.interface import StoreUnavailable
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.runs import create_run
@@ -728,3 +729,64 @@ def test_a_restart_that_finds_the_service_without_its_journal_charges_the_attemp
     asyncio.run(second_life())
     assert [a[:2] for a in attempts(store, "run")] == [(1, "lost")]  # before: aborted
     assert spends(store, "run") == [(0, 1, N_MIN)]  # before: nothing charged
+
+
+# ---- the store unavailable at the charge before a sum is read (probe 42) -----------------------
+def flaky_charges(store: Store, failures: int) -> list[str]:
+    """Make the store's charges before a read (state 'releasing') fail ``failures`` times as
+    a lost database connection does; the list of those failed."""
+    failed: list[str] = []
+    real = store.charge_round
+
+    def charge_round(run_id: str, round_: int, attempt: int, state: str,
+                     *args: Any, **kwargs: Any) -> None:
+        if state == "releasing" and len(failed) < failures:
+            failed.append(f"{round_}.{attempt}")
+            raise StoreUnavailable("the database is unavailable: server closed the connection")
+        real(run_id, round_, attempt, state, *args, **kwargs)
+
+    store.charge_round = charge_round  # type: ignore[method-assign]
+    return failed
+
+
+def test_a_store_lost_for_a_moment_at_the_charge_is_waited_for_and_the_sum_read(
+        tmp_path: Path) -> None:
+    """The database restarts while a released total waits for its charge: the charge is
+    tried again and the total read, one attempt, one charge (before, the total was dropped
+    unread and the attempt, whose total the service no longer held, charged as lost and the
+    round run again: two charges; seen in 2 of 8 PostgreSQL restarts of a kill loop)."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store)
+    combiner = FakeCombiner(Plan(every("released")), fleet.keys)
+    failed = flaky_charges(store, 2)
+
+    async def go() -> None:
+        await create_run(store, config(), "run")
+        coordinator = Coordinator(store, fleet, combiner)
+        coordinator.runner.charge_retry_s = 0.001
+        await asyncio.wait_for(coordinator.drive("run"), 60)
+
+    asyncio.run(go())
+    assert failed == ["1.1", "1.1"]
+    assert attempts(store, "run") == [(1, "released", DEVICES)]
+    assert spends(store, "run") == [(0, 1, DEVICES)]
+
+
+def test_a_store_that_stays_away_past_the_patience_leaves_the_sum_unread(
+        tmp_path: Path) -> None:
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store)
+    combiner = FakeCombiner(Plan(every("released")), fleet.keys)
+    flaky_charges(store, 1_000_000)
+
+    async def go() -> None:
+        await create_run(store, config(), "run")
+        coordinator = Coordinator(store, fleet, combiner)
+        coordinator.runner.charge_retry_s = coordinator.runner.charge_patience_s = 0.01
+        with pytest.raises(StoreUnavailable):  # (the runner waits for the store, then resumes)
+            await asyncio.wait_for(coordinator.drive("run"), 60)
+
+    asyncio.run(go())
+    assert attempts(store, "run") == [(1, "open", 0)]  # nothing read, nothing recorded
+    assert spends(store, "run") == []
+    assert combiner.cancelled  # the total dropped unread at the service
