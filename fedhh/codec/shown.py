@@ -27,6 +27,9 @@ draws them as nothing or a box: ``\\ue000pua`` read ``pua``), and the format cha
 draw only on their own script's letters, away from them (the Syriac abbreviation mark, the
 Egyptian hieroglyph format controls: ``a\\U00013430b`` read ``ab``).
 
+A nonspacing mark just after the same mark draws over it (``กิิ``, a Thai vowel sign twice,
+read ``กิ``; UTS #39 flags such a repeat), so the repeat is escaped (``กิ\\u0e34``).
+
 A cut prefix (``Decoded.shown_cut``) is already written with escapes: its backslashes doubled,
 the bytes of a character it stops inside as ``\\xNN``, then ``…``; ``printable(text, cut=True)``
 escapes the rest of it and leaves its backslashes as they are. A joiner just before that tail
@@ -384,6 +387,9 @@ def printable(text: str, cut: bool = False, latin: bool = False) -> str:
         elif (unnormal[i] and _unnormal(char)) or (
                 i == 0 and unicodedata.category(char) in ("Mn", "Mc", "Me")):
             # (a leading mark draws on whatever is before the item: a column's padding)
+            shown.append(_escape(char))
+        elif i and char == text[i - 1] and unicodedata.category(char) == "Mn":
+            # (a mark repeated draws over itself: กิิ read กิ, as UTS #39 flags it)
             shown.append(_escape(char))
         elif _within(code, _IGNORABLE):
             shown.append(char if i < len(body) and _kept_in_context(body, i) else _escape(char))
