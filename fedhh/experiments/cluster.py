@@ -50,7 +50,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import fedhh
 from fedhh.errors import ConfigError, DatasetError, FedhhError
-from fedhh.experiments.code import RESULT_LIBRARIES, code_fingerprint, library_versions
+from fedhh.experiments.code import (
+    RESULT_LIBRARIES,
+    changed_on_disk,
+    code_fingerprint,
+    library_versions,
+)
 from fedhh.experiments.runner import (
     PlannedRun,
     ProgressCallback,
@@ -428,9 +433,11 @@ def dask_setup(worker: object) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def _worker_code() -> tuple[str, str, dict[str, str]]:
+def _worker_code() -> tuple[str, str, dict[str, str], list[str]]:
+    """What a worker runs: fedhh's version, its code, the result libraries' versions, and the
+    fedhh files changed on disk since it loaded them (it runs the old ones: restart it)."""
     try:
-        return fedhh.__version__, code_fingerprint(), library_versions()
+        return fedhh.__version__, code_fingerprint(), library_versions(), changed_on_disk()
     except OSError as error:  # (check_workers reads an OSError as a worker it cannot reach)
         raise ImportError(f"cannot read its fedhh package: {_error_line(error)}") from None
 
@@ -443,7 +450,20 @@ def _code_words(code: tuple[str, ...] | Sequence[Any]) -> str:
     # (an older fedhh tells no library versions)
     differ = [f"{name} {theirs.get(name, 'not installed')} (here {version})"
               for name, version in mine.items() if theirs and theirs.get(name) != version]
-    return f"fedhh {code[0]}, code {code[1][:12]}" + "".join(f", {d}" for d in differ)
+    return (f"fedhh {code[0]}, code {code[1][:12]}" + "".join(f", {d}" for d in differ)
+            + (f", {_stale_words(code[3])}" if _stale(code) else ""))
+
+
+def _stale(code: tuple[str, ...] | Sequence[Any]) -> bool:
+    """Whether a worker's ``_worker_code`` says its fedhh files changed on disk since it
+    loaded them (an older fedhh does not say)."""
+    return len(code) > 3 and bool(code[3])
+
+
+def _stale_words(changed: Sequence[str]) -> str:
+    shown = ", ".join(changed[:2]) + (f" and {len(changed) - 2} more" if len(changed) > 2
+                                      else "")
+    return f"its fedhh files changed on disk since it started ({shown})"
 
 
 def _error_line(error: BaseException) -> str:
@@ -480,10 +500,22 @@ def check_workers(client: Client) -> None:
               if address not in lost and (isinstance(code, BaseException) or code[1] != mine)}
     if others:
         listed = ", ".join(f"{address} ({what})" for address, what in sorted(others.items()))
+        # A worker whose files were updated under it (a `git pull` or an edit in the checkout
+        # it runs from) keeps the code it loaded: restarting it is the remedy, not installing
+        # (before, "install the same fedhh" alone, to a researcher whose workers share the
+        # client's checkout).
+        stale = len([a for a, code in found.items()
+                     if a in others and not isinstance(code, BaseException) and _stale(code)])
+        remedy = (f"install the same fedhh, and the same versions of "
+                  f"{', '.join(RESULT_LIBRARIES)}, on every worker")
+        if stale == len(others):
+            remedy = (f"restart {'it' if stale == 1 else 'them'}: a Dask worker keeps running "
+                      "the fedhh it loaded when it started")
+        elif stale:
+            remedy += "; restart those whose files changed on disk since they started"
         raise ConfigError(f"{len(others)} of {len(found) - len(lost)} Dask workers do not run "
                           f"this client's fedhh (fedhh {fedhh.__version__}, code {mine[:12]}): "
-                          f"{listed}; install the same fedhh, and the same versions of "
-                          f"{', '.join(RESULT_LIBRARIES)}, on every worker")
+                          f"{listed}; {remedy}")
     workers = client.scheduler_info(n_workers=-1)["workers"]
     small = sorted(address for address, w in workers.items()
                    if 0 < float(w.get("memory_limit") or 0) < RUN_MEMORY_GIB * GIB)
@@ -665,10 +697,13 @@ def compute_run(settings: SuiteSettings, run: PlannedRun, identity: dict[str, An
     worker."""
     if code != code_fingerprint():
         libraries = ", ".join(f"{k} {v}" for k, v in library_versions().items())
+        changed = changed_on_disk()
         raise ConfigError(f"{this_worker()} runs other fedhh code (fedhh {fedhh.__version__}, "
                           f"code {code_fingerprint()[:12]}, with {libraries}) than the client "
-                          f"(code {code[:12]}): install the same fedhh, and the same versions "
-                          "of those libraries, on every worker")
+                          f"(code {code[:12]}): "
+                          + (f"{_stale_words(changed)}: restart it; " if changed else "")
+                          + "install the same fedhh, and the same versions of those "
+                          "libraries, on every worker")
     name = run.dataset or settings.dataset
     try:
         suite = _SUITES.get(settings)

@@ -122,6 +122,15 @@ def changed_files() -> list[str]:
     return flagged
 
 
+def changed_on_disk() -> list[str]:
+    """Every file of the package (relative paths) added, removed or modified on disk since the
+    fingerprint was taken, loaded or not: a long-running process (a Dask worker) whose files
+    were updated under it runs the old code, the fingerprint's, and a new process would run
+    the new (unlike ``changed_files``, this changes nothing in what it looks at later)."""
+    now = _state(_files())
+    return sorted(path for path in now.keys() | _STATE.keys() if now.get(path) != _STATE.get(path))
+
+
 def check_unchanged(who: str = "this process", remedy: str = "") -> None:
     """ConfigError when fedhh's files changed on disk since ``who`` loaded them (its runs
     would be computed by a mix of the two codes and recorded under the old one's digest);
@@ -143,5 +152,5 @@ def code_identity() -> dict[str, object]:
     return {"fedhh": fedhh.__version__, "digest": _FINGERPRINT, "libraries": library_versions()}
 
 
-__all__ = ["RESULT_LIBRARIES", "changed_files", "check_unchanged", "code_fingerprint",
-           "code_identity", "library_versions"]
+__all__ = ["RESULT_LIBRARIES", "changed_files", "changed_on_disk", "check_unchanged",
+           "code_fingerprint", "code_identity", "library_versions"]
