@@ -620,6 +620,27 @@ ONE_PIECE = {
 }
 
 
+def local_names(path: Path, name: str) -> dict[str, str]:
+    """What each name the module ``name`` (at ``path``) imports stands for, dotted: ``import
+    grpc.aio`` binds ``grpc``, ``from grpc import aio as a`` binds ``a`` to ``grpc.aio``,
+    relative imports resolved against the module's package."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found: dict[str, str] = {}
+    for node in ast.walk(parsed(path)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                first = alias.name.split(".")[0]
+                found[alias.asname or first] = alias.name if alias.asname else first
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                module = ".".join([*package[:len(package) - node.level + 1],
+                                   *([module] if module else [])])
+            for alias in node.names:
+                found[alias.asname or alias.name] = f"{module}.{alias.name}"
+    return found
+
+
 def _dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
     """``node`` (a name or an attribute chain) as the dotted name it stands for, through the
     module's imports (``from grpc import aio`` makes ``aio.server`` ``grpc.aio.server``)."""
@@ -640,17 +661,8 @@ def constructor_calls(root: Path) -> list[str]:
     for name, path in module_names(root).items():
         if layer_of(name) not in NETWORKED:
             continue
-        tree = parsed(path)
-        aliases: dict[str, str] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    aliases[alias.asname or alias.name.split(".")[0]] = (
-                        alias.name if alias.asname else alias.name.split(".")[0])
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                for alias in node.names:
-                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-        for node in ast.walk(tree):
+        aliases = local_names(path, name)
+        for node in ast.walk(parsed(path)):
             if not isinstance(node, ast.Call):
                 continue
             for used in (node.func, *node.args):
@@ -720,27 +732,15 @@ def private_reaches(root: Path) -> list[str]:
     names = module_names(root)
     found = []
     for name, path in names.items():
-        tree = parsed(path)
-        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-        modules: dict[str, str] = {}  # a local name -> the project's module it is
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.asname and alias.name in names:
-                        modules[alias.asname] = alias.name
-            elif isinstance(node, ast.ImportFrom):
-                module = node.module or ""
-                if node.level:
-                    module = ".".join([*package[:len(package) - node.level + 1],
-                                       *([module] if module else [])])
-                for alias in node.names:
-                    if f"{module}.{alias.name}" in names:
-                        modules[alias.asname or alias.name] = f"{module}.{alias.name}"
-                    elif (alias.name.startswith("_") and not alias.name.startswith("__")
-                          and layer_of(module) != layer_of(name)):
-                        found.append(f"{path.relative_to(root)}:{node.lineno} imports "
-                                     f"{module}.{alias.name}")
-        for node in ast.walk(tree):
+        # a local name -> the project's module it is
+        modules = {local: dotted for local, dotted in local_names(path, name).items()
+                   if dotted in names}
+        for line, dotted in imports(path, name):
+            module, _, imported = dotted.rpartition(".")
+            if (dotted not in names and imported.startswith("_")
+                    and not imported.startswith("__") and layer_of(module) != layer_of(name)):
+                found.append(f"{path.relative_to(root)}:{line} imports {dotted}")
+        for node in ast.walk(parsed(path)):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                     and node.value.id in modules and node.attr.startswith("_")
                     and not node.attr.startswith("__")
