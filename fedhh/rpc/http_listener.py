@@ -15,9 +15,10 @@ and more. Here
 - a TLS handshake must end within ``head_timeout_s``, and then the first request head must
   arrive within as long again (a connection that has not sent one is aborted); later heads are
   bounded by the keep-alive timeout the application runner gets (the same figure);
-- with ``fair`` (the aiohttp servers: the Connect ports, the dashboard), a connection that
-  arrives when all are held takes the place of an idle one of the address that holds the most,
-  when that address holds more than the newcomer's: one client that opened every connection
+- with ``fair`` (the aiohttp servers: the Connect ports, the dashboard; and the framed ports,
+  whose connection is idle while it has no stream open), a connection that arrives when all
+  are held takes the place of an idle one of the address that holds the most, when that
+  address holds more than the newcomer's: one client that opened every connection
   (520 keep-alive connections from one address, a request on each every 7 s) kept every web
   device out of the coordinator's Connect port for as long as it liked. Only a connection
   between requests is closed (as at the end of its keep-alive: its client opens another), so

@@ -18,7 +18,11 @@ What gRPC's server gave the session, built again here, each before work:
 
 - connections are accepted by ``fedhh.rpc.http_listener.Listener``: at most
   ``max_connections`` held, TLS handshakes included (one more is closed as soon as it is
-  accepted, before a byte is read); the handshake, then the preface, each within
+  accepted, before a byte is read, unless it takes the place of an idle connection, one with
+  no stream open, of the address that holds the most, when that address holds more than the
+  newcomer's: the listener's ``fair``, as on the Connect ports; before, one address that held
+  every connection, a cheap stream on each within ``idle_timeout_s``, kept every device of
+  every other address out); the handshake, then the preface, each within
   ``handshake_timeout_s``; a connection with no stream for ``idle_timeout_s`` is closed;
 - at most ``max_streams_per_connection`` streams at once on a connection (one more is ended
   RESOURCE_EXHAUSTED at once);
@@ -516,6 +520,17 @@ class _Connection(asyncio.Protocol):
             self._closed = True
             self.transport.abort()
 
+    # -- what the listener's fairness reads (``Listener(fair=True)``), as of aiohttp's handler --
+
+    @property
+    def _request_in_progress(self) -> bool:
+        """A connection with a stream open is in a call; one with none is idle, and closing it
+        cuts nothing (its client opens another, as after ``idle_timeout_s``)."""
+        return bool(self.streams)
+
+    def force_close(self) -> None:
+        self.close()
+
 
 class FramedServer:
     """The port: ``methods`` by path (``/package.Service/Method``), each a ``StreamMethod``
@@ -549,7 +564,7 @@ class FramedServer:
         else:
             check_plaintext_listener(f"{host}:{port}", insecure, self.name)
         listener = Listener(self, context, self.limits.max_connections,
-                            self.limits.handshake_timeout_s, self.name, BACKLOG)
+                            self.limits.handshake_timeout_s, self.name, BACKLOG, fair=True)
         bound = self.port = listener.bind(host, port)
         self.listener = listener
         listener.start()

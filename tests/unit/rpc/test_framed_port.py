@@ -198,9 +198,11 @@ class Port:
         return stub
 
     async def raw(self, *frames: bytes, preface: bool = True,
-                  context: ssl.SSLContext | None = None, sndbuf: int = 0, rcvbuf: int = 0
-                  ) -> Raw:
+                  context: ssl.SSLContext | None = None, sndbuf: int = 0, rcvbuf: int = 0,
+                  source: str = "") -> Raw:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if source:  # (another client address: 127.0.0.0/8 is all loopback)
+            sock.bind((source, 0))
         if rcvbuf:  # (before connecting: the window it advertises)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         sock.connect(("127.0.0.1", self.port))
@@ -518,6 +520,35 @@ async def test_one_connection_over_the_limit_is_closed_on_arrival(port: Port) ->
     assert listener.refused == 1
     second.send(open_frame(1), frame(1, Kind.MESSAGE, message(b"2").SerializeToString()))
     assert (await second.event(1)).challenge == b"2"
+
+
+@scenario(max_connections=3)
+async def test_a_newcomer_takes_an_idle_place_of_the_address_that_holds_every_one(
+        port: Port) -> None:
+    """When every connection is held, a connection from another address takes the place of an
+    idle one (no stream open) of the address that holds the most; one in a call keeps its
+    place. Before, one address that held every connection (a cheap stream on each within the
+    idle timeout) kept every device of every other address out."""
+    in_call = []
+    for held in range(1, 3):  # (each waited for: the listener counts one being set up twice)
+        in_call.append(await port.raw(open_frame(1)))
+        await until(functools.partial(lambda n: len(port.started) == n, held),
+                    f"the hog's call {held}")
+    idle = await port.raw()
+    await until(lambda: len(port.server.connections) == 3, "the hog's three connections")
+    listener = port.server.listener
+    assert listener is not None
+    newcomer = await port.raw(open_frame(1), source="127.0.0.2")
+    await idle.eof()
+    await until(lambda: len(port.started) == 3, "the newcomer's stream served")
+    assert listener.evicted == 1 and listener.refused == 0
+    # The hog's other two are in a call: one more newcomer finds no idle place, and is closed.
+    another = await port.raw(source="127.0.0.3")
+    await another.eof()
+    assert listener.refused == 1 and listener.evicted == 1
+    for raw in (*in_call, newcomer):
+        raw.send(frame(1, Kind.MESSAGE, message(b"on").SerializeToString()))
+        assert (await raw.event(1)).challenge == b"on"
 
 
 @scenario(max_connections=1)
