@@ -74,8 +74,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fedhh.cli.main import interrupt_once
     from fedhh.rpc.loadtest import LoadSpec, render, run_load
-    from fedhh.rpc.topology import interrupt_on_sigterm
 
     options.check_output("--json", args.json)
     windows = (args.advertise_ms, args.share_keys_ms, args.masked_input_ms, args.consistency_ms,
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                     coordinators=args.coordinators)
     check_limits(spec)
     check_cohort(spec)
-    interrupt_on_sigterm()
+    interrupt_once()
     report = run_load(spec, Path(args.workdir) if args.workdir else None)
     # (on standard error when standard output holds the JSON)
     print(render(report), file=sys.stderr if args.json == options.STDOUT else sys.stdout)

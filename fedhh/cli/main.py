@@ -247,6 +247,25 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _interrupt_once(signum: int, frame: object) -> None:
+    for each in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(each, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def interrupt_once() -> None:
+    """SIGINT and SIGTERM for the commands that start services (`up`, `loadtest`): the first
+    interrupts (KeyboardInterrupt: their ``with LocalTopology`` block stops every service and
+    removes its temporary folder), and every later one is ignored until the command ends, so
+    none cuts that clean-up short (each service's stop is bounded: SIGKILL after its grace).
+    Before, a second signal, timeout(1)'s to the process group 0.2 s after its first, or a
+    second Ctrl-C, struck inside the clean-up: `up` said "the services are stopped; their
+    temporary folder is removed" and left the aggregator, the coordinator and device
+    processes running, their folder gone. Call from the main thread."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _interrupt_once)
+
+
 def _quiet_stdout() -> None:
     """Point stdout at /dev/null, so that flushing it at exit does not fail again."""
     devnull = os.open(os.devnull, os.O_WRONLY)

@@ -165,10 +165,10 @@ def web_device_count(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     """``_run``, with SIGTERM (docker stop, kill, timeout) ending it as Ctrl-C does: the
     services stopped and the temporary workdir, with its keys and tokens, removed."""
-    from fedhh.rpc.topology import interrupt_on_sigterm
+    from fedhh.cli.main import interrupt_once
 
     previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
-    interrupt_on_sigterm()
+    interrupt_once()
     try:
         return _run(args)
     except KeyboardInterrupt:
@@ -181,8 +181,9 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr, flush=True)
         raise
     finally:
-        signal.signal(signal.SIGTERM, previous[0])
-        signal.signal(signal.SIGINT, previous[1])
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:  # (else interrupted: later
+            signal.signal(signal.SIGTERM, previous[0])  # signals stay ignored to the end)
+            signal.signal(signal.SIGINT, previous[1])
 
 
 def refuse_shards(config: Any) -> None:
