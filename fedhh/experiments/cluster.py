@@ -513,6 +513,14 @@ def check_workers(client: Client) -> None:
                       "the fedhh it loaded when it started")
         elif stale:
             remedy += "; restart those whose files changed on disk since they started"
+        mine_changed = changed_on_disk()
+        if mine_changed:
+            # The client is the one left behind (files updated while it planned or built a
+            # dataset, and the workers started after, or were restarted, with the new ones).
+            remedy = (f"this client's own fedhh files changed on disk since it started "
+                      f"({', '.join(mine_changed[:2])}"
+                      + (f" and {len(mine_changed) - 2} more" if len(mine_changed) > 2 else "")
+                      + f"): run the same command again; or {remedy}")
         raise ConfigError(f"{len(others)} of {len(found) - len(lost)} Dask workers do not run "
                           f"this client's fedhh (fedhh {fedhh.__version__}, code {mine[:12]}): "
                           f"{listed}; {remedy}")

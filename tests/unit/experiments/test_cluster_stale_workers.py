@@ -69,3 +69,15 @@ def test_changed_on_disk_lists_every_file_changed_since_the_fingerprint(
     assert code_module.changed_on_disk() == []  # (it changes nothing it looks at later)
     monkeypatch.setattr(code_module, "_STATE", {k: v for k, v in now.items() if k != one})
     assert code_module.changed_on_disk() == [one]  # (a source file, loaded or not)
+
+
+def test_a_client_whose_own_files_changed_is_told_to_run_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers started (a LocalCluster's, after a dataset was built) with files changed
+    since the client loaded its own: the client is the one to start again."""
+    monkeypatch.setattr("fedhh.experiments.cluster.changed_on_disk", lambda: ["rounds.py"])
+    newer: tuple[Any, ...] = ("0.1.0", "c" * 64, {}, [])
+    with pytest.raises(ConfigError, match=r"; this client's own fedhh files changed on disk "
+                                          r"since it started \(rounds\.py\): run the same "
+                                          r"command again; or install the same fedhh"):
+        check_workers(_Client({"tcp://10.0.0.1:1": newer}))  # type: ignore[arg-type]
