@@ -390,6 +390,22 @@ export function fetchBooks(baseUrl: string): BookLoader {
   };
 }
 
+// The characters Python's str.strip() removes (str.isspace(): Unicode's White_Space less
+// U+180E, plus the separators U+001C-U+001F and U+0085), which String.prototype.trim() does not
+// all remove (U+001C-U+001F, U+0085) and to which trim() adds U+FEFF.
+const PY_SPACE = "[\t\n\v\f\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]";
+const PY_STRIP = new RegExp(`^${PY_SPACE}+|${PY_SPACE}+$`, "g");
+
+/**
+ * `text.strip()` as Python writes it: a spec the coordinator took (it reads the spec with
+ * Python's strip) is read the same here. Before, trim() refused a task whose spec the Python
+ * devices took ("bytes" with U+0085 after it: unknown codebook), and took one they refuse
+ * ("bytes" with U+FEFF after it).
+ */
+export function pythonStrip(text: string): string {
+  return text.replace(PY_STRIP, "");
+}
+
 /**
  * The codebook a task's `codec` names (codebook_from_spec): a built-in name or a codebook's
  * inline JSON. Trained built-ins come from `load`, are checked against BUILTIN_BOOK_KEYS (or
@@ -397,11 +413,11 @@ export function fetchBooks(baseUrl: string): BookLoader {
  */
 export async function codebookFromSpec(spec: string, load?: BookLoader,
                                        expectedKey?: string): Promise<Codebook> {
-  if (typeof spec !== "string" || spec.trim() === "") {
+  if (typeof spec !== "string" || pythonStrip(spec) === "") {
     throw new CodecError(`a codec is a built-in codebook name (${BUILTIN_NAMES.join(", ")}) or a ` +
                          `codebook's JSON, got ${JSON.stringify(spec)}`);
   }
-  const text = spec.trim();
+  const text = pythonStrip(spec);
   let book: Codebook;
   if (text.startsWith("{")) {
     book = codebookFromJson(text, "inline codebook");

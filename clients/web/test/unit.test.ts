@@ -7,6 +7,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { bigToBytes, bytesToBig, fromHex, toHex, u32 } from "../src/bytes.js";
+import { codebookFromSpec, pythonStrip } from "../src/codec.js";
 import { addMask, zeros } from "../src/prg.js";
 import { isValidX25519Public } from "../src/primitives.js";
 import { systemJitter, systemRandom, systemWords } from "../src/random.js";
@@ -172,4 +173,20 @@ test("a shed call is made again, a refused one is not, a closed stage asks what 
     throw new ConnectError("server said unknown", Code.Unknown);
   }, fast), /server said unknown/);
   assert.equal(calls, 1);
+});
+
+test("a codec spec is stripped as Python's str.strip() strips it", async () => {
+  // [c for c in range(0x110000) if chr(c).isspace()] in Python 3.11 (codebook_from_spec strips
+  // with it). Before, trim() kept U+001C-U+001F and U+0085, and removed U+FEFF: a task whose
+  // spec the Python devices took was refused, and one they refuse taken.
+  const python = [0x9, 0xa, 0xb, 0xc, 0xd, 0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x85, 0xa0, 0x1680,
+                  0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009,
+                  0x200a, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000];
+  for (let c = 0; c < 0x110000; c++) {
+    if (c >= 0xd800 && c < 0xe000) continue;
+    const space = String.fromCodePoint(c);
+    assert.equal(pythonStrip(`${space}a${space}`) === "a", python.includes(c), `U+${c.toString(16)}`);
+  }
+  assert.equal((await codebookFromSpec("\x1cbytes\x85")).name, "bytes");
+  await assert.rejects(codebookFromSpec("bytes\ufeff"), /unknown codebook "bytes\ufeff"/);
 });
