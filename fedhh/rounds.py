@@ -55,9 +55,6 @@ class AttemptState(StrEnum):
     LOST = "lost"
 
 
-CHARGED = (AttemptState.RELEASING, AttemptState.RELEASED, AttemptState.LOST)
-
-
 @dataclass(frozen=True)
 class Released:
     """A round's sum as the link read it, after the charge hook accepted it."""
