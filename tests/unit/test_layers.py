@@ -766,3 +766,30 @@ def test_a_private_reach_is_reported(tmp_path: Path) -> None:
     assert sorted(private_reaches(tmp_path)) == [
         "server/fedhh_coordinator/main.py:2 imports fedhh.rpc.serving._guard",
         "server/fedhh_coordinator/main.py:6 uses fedhh.rpc.serving._guard"]
+
+
+# The protocol's pure core: the SecAgg+ state machines, what a device computes, the codes, what
+# follows from a round's sum, the accounting. The transports (fedhh.rpc, the services) and
+# the drivers (fedhh.rounds, the simulator) run them; they themselves run no event loop,
+# thread, process or socket (fedhh/secagg/__init__.py: "no network stack and no event loop").
+PURE_CORE = ("fedhh.secagg", "fedhh.device", "fedhh.codec", "fedhh.server", "fedhh.privacy")
+RUNTIME = ("asyncio", "socket", "ssl", "selectors", "threading", "concurrent",
+           "multiprocessing", "http", "urllib")
+
+
+def impure_core_imports(root: Path) -> list[str]:
+    return [f"{path.relative_to(root)}:{line} imports {module}"
+            for name, path in module_names(root).items() if _within(name, PURE_CORE)
+            for line, module in imports(path, name) if _within(module, RUNTIME)]
+
+
+def test_the_protocol_core_runs_no_event_loop_thread_or_socket(tmp_path: Path) -> None:
+    assert impure_core_imports(ROOT) == []
+    for path, code in {"fedhh/secagg/server.py": "def f():\n    import asyncio\n",
+                       "fedhh/device/streams.py": "from concurrent.futures import Future\n",
+                       "fedhh/rounds.py": "import asyncio\n"}.items():  # (a driver: allowed)
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(code)
+    assert sorted(impure_core_imports(tmp_path)) == [
+        "fedhh/device/streams.py:1 imports concurrent.futures.Future",
+        "fedhh/secagg/server.py:2 imports asyncio"]
