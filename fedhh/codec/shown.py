@@ -22,8 +22,9 @@ variation selector in Mongolian, the tag characters of the subdivision flags of 
 Scotland and Wales. Anywhere else they draw nothing (``a\\u200cb`` read ``ab``) and are
 escaped, as is every other default-ignorable character (the Hangul filler U+3164, the combining
 grapheme joiner U+034F...), a tag character anywhere else (after a black flag too: fonts draw any
-other tag sequence as the black flag alone), private-use characters and noncharacters (a font
-draws them as nothing or a box: ``\\ue000pua`` read ``pua``), and the format characters that
+other tag sequence as the black flag alone), private-use characters, noncharacters and the
+code points of planes 4 to 13, where nothing is assigned (a font draws them as nothing or a
+box: ``\\ue000pua`` read ``pua``), and the format characters that
 draw only on their own script's letters, away from them (the Syriac abbreviation mark, the
 Egyptian hieroglyph format controls: ``a\\U00013430b`` read ``ab``).
 
@@ -191,10 +192,13 @@ def _escaped(char: str) -> str:
     category = unicodedata.category(char)
     code = ord(char)
     # (not the unassigned: this Python's Unicode tables may predate an item's newest emoji;
-    # noncharacters are fixed for ever)
+    # noncharacters are fixed for ever, and so are planes 4 to 13 empty: nothing is assigned
+    # there nor planned, and a font draws their code points as one box, so that noise of the
+    # unicode codebook's raw continuations, http://\U00099ac4ai, showed as its neighbours did)
     if (category in ("Cc", "Zl", "Zp", "Co") or char in _HIDDEN_FORMAT
             or (category == "Zs" and char != " ")
-            or 0xFDD0 <= code < 0xFDF0 or code & 0xFFFE == 0xFFFE):
+            or 0xFDD0 <= code < 0xFDF0 or code & 0xFFFE == 0xFFFE
+            or 0x40000 <= code < 0xE0000):
         return _escape(char)
     return char
 
