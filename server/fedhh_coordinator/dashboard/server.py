@@ -271,9 +271,12 @@ class Dashboard:
             raise web.HTTPNotFound(text="no such run") from None
         except StoreDamaged as damage:
             raise web.HTTPInternalServerError(text=str(damage)) from None
-        needle = request.query.get("q", "")[:MAX_FILTER].casefold()
-        hits = [h for h in detail.hits if needle in h.item.casefold()]
-        cut = [h for h in detail.cut if needle in h.item.casefold()]
+        # (lowered as the page's filter lowers them, JavaScript's toLowerCase: the same Unicode
+        # mapping as str.lower; casefold also folds ß to ss and ﬁ to fi, so that a download
+        # filtered "ss" held the row "straße" the page had hidden)
+        needle = request.query.get("q", "")[:MAX_FILTER].lower()
+        hits = [h for h in detail.hits if needle in h.item.lower()]
+        cut = [h for h in detail.cut if needle in h.item.lower()]
         kind = request.match_info["kind"]
         state = detail.line.state
         # (a run not done: its list is its released rounds' so far, which the file's name says,
