@@ -23,6 +23,7 @@ apart from the later (warm) ones.
 Usage (from the repository root, Node >= 20.19, chromium and chromedriver installed):
     python bench/bench_web_device.py            # -> docs/benchmarks/web-device.md
     python bench/bench_web_device.py --web 4 --out /tmp/web.md
+    python bench/bench_web_device.py --cpu-throttle 20 --rounds 2 --out /tmp/web-slow.md
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def _host(address: str, user: int) -> str:
     return f"https://d{user}.{HOSTS}:{address.rsplit(':', 1)[1]}"
 
 
-def measure(total: int, web: int, dimension_bits: int, rounds: int) -> dict[str, Any]:
+def measure(total: int, web: int, dimension_bits: int, rounds: int,
+            cpu_throttle: float = 1.0, stage_ms: int = 20_000) -> dict[str, Any]:
     dist = webkit.build()
     with tempfile.TemporaryDirectory(prefix="fedhh-web-bench-") as tmp:
         work = Path(tmp)
@@ -116,13 +118,17 @@ def measure(total: int, web: int, dimension_bits: int, rounds: int) -> dict[str,
                     (root / "fleet.json").write_text(json.dumps(fleet))
                     browser.get(f"{origin}/devices.html")
                     _wait(browser, "return window.fedhhDevices || null", 60)
+                    if cpu_throttle != 1.0:  # a slow CPU, as DevTools' "CPU throttling"
+                        browser.execute_cdp_cmd("Emulation.setCPUThrottlingRate",
+                                                {"rate": cpu_throttle})
                     browser.execute_cdp_cmd("Performance.enable", {})
                     runs, cpu = [], []
                     for index in range(rounds):
                         before = _task_seconds(browser)
                         admin.start_run(run_config(rounds=1, max_bits=dimension_bits,
                                                    dim_limit=1 << dimension_bits,
-                                                   target_devices=total, min_devices=total),
+                                                   target_devices=total, min_devices=total,
+                                                   stage_ms=stage_ms),
                                         run_id=f"bench-{index}")
                         runs.append(admin.wait(f"bench-{index}", 600))
                         if runs[-1].state != "done":
@@ -149,7 +155,8 @@ def measure(total: int, web: int, dimension_bits: int, rounds: int) -> dict[str,
     # The first round of each device (cold: the page's code not yet optimised), the others.
     cold = [device["tasks"][0]["timings"] for device in state["results"]]
     warm = [t["timings"] for device in state["results"] for t in device["tasks"][1:]]
-    return {"total": total, "web": web, "rounds": rounds,
+    return {"total": total, "web": web, "rounds": rounds, "cpu_throttle": cpu_throttle,
+            "stage_ms": stage_ms,
             "dimension": released[0].domain_size,
             "participants": [r.participants for r in released],
             "round_s": [r.seconds for r in released],
@@ -194,7 +201,12 @@ def report(figures: dict[str, Any]) -> str:
         f"D = {figures['dimension']}: {figures['total'] - figures['web']} Python devices on "
         f"gRPC and {figures['web']} web device(s) in one Chromium page over the Connect ports "
         "(TLS); lying-server (k, t) and the consistency check, as the coordinator always "
-        "chooses. Rounds took " + ", ".join(f"{s:.1f}" for s in figures["round_s"])
+        "chooses."
+        + (f" The page's CPU slowed {figures['cpu_throttle']:g} times (DevTools' "
+           "Emulation.setCPUThrottlingRate), as a slow phone's."
+           if figures.get("cpu_throttle", 1.0) != 1.0 else "")
+        + f" Each stage's window was {figures.get('stage_ms', 20_000) / 1000:g} s."
+        + " Rounds took " + ", ".join(f"{s:.1f}" for s in figures["round_s"])
         + " s, released over " + ", ".join(map(str, figures["participants"])) + " devices.",
         "",
         "Own work of a web device by step (wall ms, the mean over devices): the first round "
@@ -220,10 +232,17 @@ def main() -> None:
     parser.add_argument("--web", type=int, default=1, help="of them, web devices in the page")
     parser.add_argument("--rounds", type=int, default=4, help="rounds, one run each (4)")
     parser.add_argument("--dimension-bits", type=int, default=12, help="D = 2^bits (12)")
+    parser.add_argument("--cpu-throttle", type=float, default=1.0,
+                        help="slow the page's CPU this many times (DevTools' CPU throttling)")
+    parser.add_argument("--stage-ms", type=int, default=20_000,
+                        help="each SecAgg+ stage's window (20000; a run's default is 10000)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     started = time.perf_counter()
-    figures = measure(args.total, args.web, args.dimension_bits, args.rounds)
+    if not 1.0 <= args.cpu_throttle <= 100.0:
+        parser.error(f"--cpu-throttle must be from 1 to 100, got {args.cpu_throttle:g}")
+    figures = measure(args.total, args.web, args.dimension_bits, args.rounds, args.cpu_throttle,
+                      args.stage_ms)
     text = report(figures)
     print(text)
     print(json.dumps(figures))
