@@ -562,6 +562,8 @@ def await_workers(client: Client, address: str, timeout_s: float,
 
 # The reason Dask gives the futures it cancels when the client loses its scheduler.
 LOST_REASON = "scheduler-connection-lost"
+# How many of the failed runs a suite's last lines name (the rest are counted).
+NAMED_FAILURES = 8
 # How often a run cancelled by another client of the scheduler is submitted again.
 CANCELS_RESUBMITTED = 3
 
@@ -760,6 +762,7 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
     pending = set(futures)
     cancels: dict[str, int] = {}
     failed: list[tuple[PlannedRun, Exception]] = []
+    told: set[str] = set()  # (the failures' words already logged)
     watch = None
     if say is not None:
         address = getattr(client.scheduler, "address", "") or "(this client's)"
@@ -807,8 +810,14 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
                         f"sent ({'once' if times == 1 else f'{times} times'}): another suite "
                         "or client stops the same runs (a run's task is shared by every "
                         "client that submits its key); the runs that finished are stored")
-                log.error("%s / %s / seed %d failed: %s", run.study, run.label, run.seed,
-                          _failure(error))
+                # An error told once: a worker that refuses every run (its dataset or cache
+                # missing, other code) failed each with the same words, a line per run (191
+                # lines for the paper's suite).
+                text = _failure(error)
+                if text not in told:
+                    told.add(text)
+                    log.error("%s / %s / seed %d failed: %s", run.study, run.label, run.seed,
+                              text)
                 failed.append((run, error))
                 continue
             finally:
@@ -834,9 +843,15 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
     if failed:
         order = {run.key: i for i, run in enumerate(runs)}
         failed.sort(key=lambda failure: order[failure[0].key])  # (in the plan's order)
-        names = ", ".join(f"{r.study} / {r.label} / seed {r.seed}" for r, _ in failed)
-        log.error("%d of %d runs failed (not stored; the next invocation retries them): %s",
-                  len(failed), len(runs), names)
+        names = ", ".join(f"{r.study} / {r.label} / seed {r.seed}" for r, _ in
+                          failed[:NAMED_FAILURES])
+        if len(failed) > NAMED_FAILURES:
+            names += f" and {len(failed) - NAMED_FAILURES} more"
+        repeated = len(failed) - len(told)
+        log.error("%d of %d runs failed (not stored; the next invocation retries them%s): %s",
+                  len(failed), len(runs),
+                  f"; {repeated} with an error told above, not told again" if repeated else "",
+                  names)
         from distributed.scheduler import KilledWorker
 
         killed = [(r, e) for r, e in failed if isinstance(e, KilledWorker)]

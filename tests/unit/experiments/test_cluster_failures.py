@@ -202,3 +202,28 @@ def test_a_worker_whose_cache_cannot_be_used_names_itself_and_its_cache(
     assert str(refused.value).startswith(
         f"on this worker: cannot open the dataset 'synthetic-reddit-small' (the cache there: "
         f"{blocker / 'cache'}, FEDHH_CACHE): NotADirectoryError: ")
+
+
+def test_runs_that_fail_with_the_same_error_are_told_once(
+        tiny_path: Path, tiny: FederatedDataset, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A worker that refuses every run (its cache unusable, the dataset missing there): before,
+    a log line per run, the same words each time (191 for the paper's suite), and every run
+    named in the last one."""
+    suite = Suite(SuiteSettings(str(tiny_path)), ResultStore(tmp_path / "store"), tiny)
+    plan = suite.plan([get_study("segmentation")], [0, 1, 2, 3, 4])  # 10 runs
+    refusal = "on worker tcp://10.0.0.7:4001: cannot open the dataset 'tiny'"
+
+    def refused(settings: Any, run: Any, identity: Any, code: str) -> Any:
+        raise DatasetError(refusal)
+
+    monkeypatch.setattr(cluster_module, "compute_run", refused)
+    with _cluster() as client, pytest.raises(DatasetError, match=refusal), \
+            caplog.at_level("ERROR", logger=cluster_module.__name__):
+        execute(suite, plan, client)
+    lines = [r.getMessage() for r in caplog.records if r.name == cluster_module.__name__]
+    assert len(lines) == 2, lines
+    assert lines[0].endswith(f"failed: DatasetError(\"{refusal}\")")
+    assert lines[1].startswith("10 of 10 runs failed (not stored; the next invocation retries "
+                               "them; 9 with an error told above, not told again): ")
+    assert lines[1].endswith(" and 2 more")
