@@ -502,15 +502,26 @@ def printable_rows(rows: Sequence[tuple[str, bool]],
     flagged.update(i for i, read in enumerate(reading) if len(texts[read]) > 1)
     order = sorted(range(len(every)), key=reading.__getitem__)
     keys = [reading[i] for i in order]
+    texts_sorted = sorted(shown)
     for i, (text, cut) in enumerate(every):
         body = printable(text[:_cut_tail(text)], cut=True) if cut else ""
         if not body:
             continue
         read = _reading(body)
-        for k in range(bisect.bisect_left(keys, read), len(keys)):
-            if not keys[k].startswith(read):
-                break
-            if not shown[order[k]].startswith(body):
-                flagged.update((i, order[k]))
+        # (every row that begins with the body reads as beginning with its reading, a prefix
+        # read character by character: when as many rows do each, none reads so apart)
+        lo, hi = _starting(keys, read)
+        first, last = _starting(texts_sorted, body)
+        if hi - lo == last - first:
+            continue
+        flagged.add(i)
+        flagged.update(order[k] for k in range(lo, hi) if not shown[order[k]].startswith(body))
     return [printable(text, cut, latin=True) if i in flagged else shown[i]
             for i, (text, cut) in enumerate(rows)]
+
+
+def _starting(texts: list[str], prefix: str) -> tuple[int, int]:
+    """The span of the sorted ``texts`` that begin with ``prefix`` (not empty; its last
+    character not U+10FFFF, a noncharacter, which ``printable`` escapes)."""
+    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    return bisect.bisect_left(texts, prefix), bisect.bisect_left(texts, end)
