@@ -174,14 +174,23 @@ class Listener:
         self._closing: set[Any] = set()  # evicted, until their connection is gone
         self._sock: socket.socket | None = None
         self._handshaking = 0
+        # Protocols made for connections still counted in ``_handshaking``: one joins the
+        # server's connections (its connection_made) before its ``_serve`` resumes to count it
+        # out, and is counted once (``held``).
+        self._made: set[Any] = set()
         self._answered: set[Any] = set()  # of those, the ones whose first head came
         self._pending_heads: set[Any] = set()  # connections waiting for their head deadline
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def held(self) -> int:
-        """Connections held now: in their TLS handshake, or handed to aiohttp."""
-        return self._handshaking + len(self.server.connections)
+        """Connections held now: in their TLS handshake, or handed to aiohttp. (Before, one
+        that had joined the server's connections was counted twice until its ``_serve`` went on,
+        so that a connection arriving then was refused with a place free: two at once of a cap
+        of three.)"""
+        connections = self.server.connections
+        joined = len(self._made.intersection(connections)) if self._made else 0
+        return self._handshaking + len(connections) - joined
 
     def bind(self, host: str, port: int) -> int:
         """Listen on host:port (0: OS-chosen); the bound port."""
@@ -284,6 +293,7 @@ class Listener:
         def protocol_factory() -> Any:
             protocol = self.server()
             made.append(protocol)
+            self._made.add(protocol)
             self._pending_heads.add(protocol)  # before any byte of a request can be read
             return protocol
 
@@ -311,6 +321,7 @@ class Listener:
             return
         finally:
             self._handshaking -= 1
+            self._made.difference_update(made)
         # (the protocol the factory made: with TLS, uvloop returns its SSL wrapper instead, so
         # a connection that had sent its head was cut at the deadline all the same)
         loop.call_later(self.head_timeout_s, self._head_deadline, transport,

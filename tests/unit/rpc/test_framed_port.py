@@ -530,7 +530,7 @@ async def test_a_newcomer_takes_an_idle_place_of_the_address_that_holds_every_on
     place. Before, one address that held every connection (a cheap stream on each within the
     idle timeout) kept every device of every other address out."""
     in_call = []
-    for held in range(1, 3):  # (each waited for: the listener counts one being set up twice)
+    for held in range(1, 3):  # (each call waited for: in a call before the newcomer comes)
         in_call.append(await port.raw(open_frame(1)))
         await until(functools.partial(lambda n: len(port.started) == n, held),
                     f"the hog's call {held}")
