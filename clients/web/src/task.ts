@@ -32,7 +32,12 @@ export function verifyTask(signed: Pick<SignedTask, "task" | "sharedSignature" |
   const shared = bytes.subarray(0, sharedLength);
   const ownBytes = bytes.subarray(sharedLength);
   if (!verifySharedTaskSignature(shared, sharedSignature, coordinatorPublic)) {
-    throw new AuthenticationError("the task's signature is invalid");
+    // (before, the reason stopped here, and a page whose coordinator had been started with a
+    // new signing key refused every task without saying why or what to do)
+    throw new AuthenticationError(
+      "the task's signature is invalid: it is not by the coordinator key this device pinned " +
+      "when it enrolled (a coordinator started with another signing key needs its devices " +
+      "enrolled again, each with a new token)");
   }
   let task: Task;
   let own: Task;
