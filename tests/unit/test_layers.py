@@ -28,7 +28,10 @@ import functools
 import shutil
 import tomllib
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("fedhh_coordinator", "fedhh_aggregator", "fedhh_device")
@@ -66,14 +69,28 @@ OFFLINE = ("fedhh.simulation", "fedhh.experiments", "fedhh.plot")
 
 
 @functools.cache
-def _parse(text: str, filename: str) -> ast.Module:
-    return ast.parse(text, filename=filename)
+def _parse(text: str, filename: str) -> tuple[ast.Module, tuple[ast.AST, ...]]:
+    tree = ast.parse(text, filename=filename)
+    return tree, tuple(ast.walk(tree))
 
 
 def parsed(path: Path) -> ast.Module:
     """``path``'s syntax tree, parsed once per text (the checks here walk every module several
     times; none changes a tree)."""
-    return _parse(path.read_text(), str(path))
+    return _parse(path.read_text(), str(path))[0]
+
+
+def walked(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of ``path``'s syntax tree (``ast.walk``'s order), listed once per text."""
+    return _parse(path.read_text(), str(path))[1]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _forget_the_trees() -> Iterator[None]:
+    """The trees are dropped after this module's tests: kept, their millions of nodes would
+    stay in the test process, each of the cycle collector's full passes walking them."""
+    yield
+    _parse.cache_clear()
 
 
 def module_names(root: Path) -> dict[str, Path]:
@@ -123,7 +140,7 @@ def imports(path: Path, name: str = "", runtime: bool = False,
     if on_load:
         skipped |= _in_functions(tree)
     found = []
-    for node in ast.walk(tree):
+    for node in walked(path):
         if id(node) in skipped:
             continue
         if isinstance(node, ast.Import):
@@ -626,7 +643,7 @@ def local_names(path: Path, name: str) -> dict[str, str]:
     relative imports resolved against the module's package."""
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found: dict[str, str] = {}
-    for node in ast.walk(parsed(path)):
+    for node in walked(path):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 first = alias.name.split(".")[0]
@@ -662,7 +679,7 @@ def constructor_calls(root: Path) -> list[str]:
         if layer_of(name) not in NETWORKED:
             continue
         aliases = local_names(path, name)
-        for node in ast.walk(parsed(path)):
+        for node in walked(path):
             if not isinstance(node, ast.Call):
                 continue
             for used in (node.func, *node.args):
@@ -698,7 +715,7 @@ def calls_in(path: Path, function: str) -> set[str]:
     """The names ``function`` (a top-level function or a method of ``path``) calls: a plain
     name, or an attribute's last part (``rr.randomize(...)``: ``randomize``)."""
     found: set[str] = set()
-    for node in ast.walk(parsed(path)):
+    for node in walked(path):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function:
             for call in ast.walk(node):
                 if isinstance(call, ast.Call):
@@ -740,7 +757,7 @@ def private_reaches(root: Path) -> list[str]:
             if (dotted not in names and imported.startswith("_")
                     and not imported.startswith("__") and layer_of(module) != layer_of(name)):
                 found.append(f"{path.relative_to(root)}:{line} imports {dotted}")
-        for node in ast.walk(parsed(path)):
+        for node in walked(path):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                     and node.value.id in modules and node.attr.startswith("_")
                     and not node.attr.startswith("__")
