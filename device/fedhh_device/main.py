@@ -56,11 +56,19 @@ DEVICES = coordinator_pb2.DESCRIPTOR.services_by_name["DeviceService"]
 AGGREGATION = aggregator_pb2.DESCRIPTOR.services_by_name["SecureAggregation"]
 
 
+def check_credentials(args: argparse.Namespace) -> None:
+    """ConfigError naming the options unless the device has --ca or --insecure: the one
+    refusal of its gRPC channels, framed ports and Connect calls alike (before, with
+    --connect it was "give the CA that signed the services' certificates, or ask for
+    plaintext on loopback", naming neither option)."""
+    if not args.insecure and not args.ca:
+        raise ConfigError("give --ca (the CA that signed the services' certificates) "
+                          "or --insecure on loopback")
+
+
 def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channel]:
     def make(address: str) -> grpc.aio.Channel:
-        if not args.insecure and not args.ca:
-            raise ConfigError("give --ca (the CA that signed the services' certificates) "
-                              "or --insecure on loopback")
+        check_credentials(args)
         credentials = None if args.insecure else ca_credentials(args.ca)
         return serving.open_channel(address, credentials, OPTIONS, remedy="--ca")
 
@@ -69,12 +77,8 @@ def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channe
 
 def framed_context(args: argparse.Namespace) -> ssl.SSLContext | None:
     """TLS to the services' framed ports, from the gRPC channels' CA (None: --insecure)."""
-    if args.insecure:
-        return None
-    if not args.ca:
-        raise ConfigError("give --ca (the CA that signed the services' certificates) "
-                          "or --insecure on loopback")
-    return client_context(args.ca)
+    check_credentials(args)
+    return None if args.insecure else client_context(args.ca)
 
 
 def session_factory(args: argparse.Namespace) -> Callable[[str, Any], FramedStub]:
@@ -118,6 +122,7 @@ def connect_stubs(args: argparse.Namespace) -> tuple[list[Any], Callable[[str], 
     service at the web addresses --connect-aggregator maps their gRPC addresses to."""
     from fedhh.rpc.connect_client import ConnectChannel, ConnectStub  # aiohttp
 
+    check_credentials(args)
     web: dict[str, str] = {}
     for pair in args.connect_aggregator:
         grpc_address, sep, web_address = pair.partition("=")

@@ -158,3 +158,19 @@ def test_a_device_dials_through_the_one_channel_opener(
     asyncio.run(remote())
     with pytest.raises(ConfigError, match="give --ca"):
         device_main.channel_factory(argparse.Namespace(insecure=False, ca=None))("x:1")
+
+
+def test_a_device_without_credentials_is_told_the_options_on_every_transport() -> None:
+    # (before, with --connect: "give the CA that signed the services' certificates, or ask
+    # for plaintext on loopback", naming neither option; gRPC and framed named them)
+    from fedhh_device import main as device_main
+
+    args = argparse.Namespace(insecure=False, ca=None, connect_aggregator=[],
+                              coordinator="127.0.0.1:7000")
+    for opening in (lambda: device_main.channel_factory(args)("127.0.0.1:7100"),
+                    lambda: device_main.framed_context(args),
+                    lambda: device_main.connect_stubs(args)):
+        with pytest.raises(ConfigError) as refused:
+            opening()
+        assert str(refused.value) == ("give --ca (the CA that signed the services' "
+                                      "certificates) or --insecure on loopback")
