@@ -69,7 +69,7 @@ export class BlockedByPagePolicy extends TypeError {
 }
 
 interface Violation { effectiveDirective?: unknown; violatedDirective?: unknown;
-                      blockedURI?: unknown }
+                      blockedURI?: unknown; disposition?: unknown }
 
 // The origins whose calls the page's policy refused (`securitypolicyviolation` events), per
 // global that fired them (a page, a worker, a test's stand-in).
@@ -94,6 +94,10 @@ function watchPolicy(): Set<string> | undefined {
     seen = origins;
     blockedOrigins.set(scope, origins);
     scope.addEventListener("securitypolicyviolation", (event: Violation) => {
+      // A Content-Security-Policy-Report-Only policy fires the same event (disposition
+      // "report") and blocks nothing: its fetch failed for another reason. (Before, such a
+      // report named the policy as the cause of any later failed call to that origin.)
+      if (event.disposition === "report") return;
       const directive = String(event.effectiveDirective ?? event.violatedDirective ?? "");
       const origin = originOf(String(event.blockedURI ?? ""));
       if (directive.startsWith("connect-src") && origin !== undefined) origins.add(origin);
