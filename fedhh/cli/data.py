@@ -2,7 +2,7 @@
 
     fedhh data describe
     fedhh data generate NAME [--users N] [--seed S] [--out DIR] [--workers W] [--force]
-    fedhh data import PATH --format {text,jsonl,leaf} --out DIR [--lowercase] [--name NAME]
+    fedhh data import PATH [--format {text,jsonl,leaf}] --out DIR [--lowercase] [--name NAME]
     fedhh data inspect PATH_OR_NAME [--top K] [--json]
     fedhh data warm-start --out FILE [--size 2000]
 """
@@ -21,7 +21,7 @@ import numpy as np
 from fedhh.cli import options
 from fedhh.cli.main import usage_error
 from fedhh.codec.shown import columns, ljust, printable_rows
-from fedhh.errors import ConfigError
+from fedhh.errors import ConfigError, DatasetError
 
 INSPECT_COLUMNS_MAX = 160  # `fedhh data inspect`'s item column at most
 
@@ -73,10 +73,12 @@ def register(subparsers: Any) -> None:
                              help="convert a text, JSON-lines or LEAF file into a dataset")
     imp.add_argument("path", type=Path, help="text file, JSON-lines file, LEAF .json file or LEAF "
                      "directory")
-    imp.add_argument("--format", choices=("text", "jsonl", "leaf"), required=True, dest="fmt",
+    imp.add_argument("--format", choices=("text", "jsonl", "leaf"), default=None, dest="fmt",
                      type=_import_format,
                      help="input format (jsonl: one JSON array or object of counts a user, for "
-                          "items with spaces; docs/datasets.md)")
+                          "items with spaces; docs/datasets.md); default: by the path, as "
+                          "--dataset reads it: .txt text, .jsonl jsonl, .json or a folder of "
+                          "them leaf")
     imp.add_argument("--out", type=options.output_path, required=True,
                      help="dataset directory to write (a new or empty folder, or an earlier "
                           "dataset with --force)")
@@ -161,6 +163,19 @@ def _import(args: argparse.Namespace) -> int:
         options.check_dataset_out(args.out, args.force, (args.path,))
     except ConfigError as error:
         usage_error("fedhh data import", str(error))
+    if args.fmt is None:
+        # (before, --format was required: `fedhh data import comments.txt --out mine` was
+        # refused "the following arguments are required: --format", though `--dataset
+        # comments.txt` reads the same file by its extension)
+        from fedhh.data.registry import source_format
+
+        try:
+            args.fmt = source_format(args.path)
+        except DatasetError as error:
+            usage_error("fedhh data import", str(error))
+        if args.fmt == "dataset":
+            usage_error("fedhh data import", f"PATH {args.path} is a dataset already (it holds "
+                        "meta.json): give it as --dataset as it is")
     convert = {"leaf": import_leaf, "jsonl": import_jsonl}.get(args.fmt, import_text)
     path = convert(args.path, args.out, lowercase=args.lowercase, name=args.name, progress=True,
                    require_items=True)
