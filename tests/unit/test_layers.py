@@ -93,6 +93,13 @@ def _forget_the_trees() -> Iterator[None]:
     _parse.cache_clear()
 
 
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    """A small tree of modules under ``root`` (path -> source), for a check to read."""
+    for path, code in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(code)
+
+
 def module_names(root: Path) -> dict[str, Path]:
     """Every module of the packages under ``root``, by dotted name."""
     found = {}
@@ -537,14 +544,12 @@ def test_the_run_configuration_loads_the_server_vocabulary_only() -> None:
 
 
 def test_what_loading_a_module_loads_is_read_from_its_top_level(tmp_path: Path) -> None:
-    for path, code in {
+    write_tree(tmp_path, {
             "fedhh/one.py": "from fedhh.two import x\n\n\ndef f():\n    from fedhh import three\n",
             "fedhh/two.py": "x = 1\n",
             "fedhh/three.py": "",
             "fedhh/pkg/__init__.py": "",
-            "fedhh/pkg/sub.py": ""}.items():
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(code)
+            "fedhh/pkg/sub.py": ""})
     assert loaded_by(tmp_path, "fedhh.one") == {"fedhh.one", "fedhh.two"}
     assert loaded_by(tmp_path, "fedhh.pkg.sub") == {"fedhh.pkg.sub", "fedhh.pkg"}
 
@@ -585,12 +590,10 @@ def test_the_device_process_reaches_no_server_code() -> None:
 def test_a_planted_server_import_on_the_device_path_is_reported(tmp_path: Path) -> None:
     # Two hops away, inside a function: a device-side wire module the device process imports
     # reaching for the prefix tree (a tree of three modules, not a copy of the packages).
-    for path, code in {"device/fedhh_device/main.py": "from fedhh.rpc import participation\n",
-                       "fedhh/rpc/participation.py":
-                           "def f():\n    from fedhh.server.prefixtree import PrefixTree\n",
-                       "fedhh/server/prefixtree.py": "class PrefixTree:\n    pass\n"}.items():
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(code)
+    write_tree(tmp_path, {"device/fedhh_device/main.py": "from fedhh.rpc import participation\n",
+                          "fedhh/rpc/participation.py":
+                              "def f():\n    from fedhh.server.prefixtree import PrefixTree\n",
+                          "fedhh/server/prefixtree.py": "class PrefixTree:\n    pass\n"})
     assert device_process_reaches(tmp_path) == [
         "fedhh.server.prefixtree <- fedhh.rpc.participation <- fedhh_device.main"]
 
@@ -598,7 +601,7 @@ def test_a_planted_server_import_on_the_device_path_is_reported(tmp_path: Path) 
 def test_a_server_name_taken_from_a_lazy_face_is_reported(tmp_path: Path) -> None:
     # The face's eager names are the device's to take; its lazy ones lead to their module,
     # and what only the type checker imports is not followed.
-    for path, code in {
+    write_tree(tmp_path, {
             "fedhh/secagg/__init__.py":
                 "from typing import TYPE_CHECKING\n\nfrom fedhh.secagg.device import Stage\n\n"
                 "if TYPE_CHECKING:\n    from fedhh.secagg.server import SecAggServer\n",
@@ -606,9 +609,7 @@ def test_a_server_name_taken_from_a_lazy_face_is_reported(tmp_path: Path) -> Non
             "fedhh/secagg/server.py": "class SecAggServer:\n    pass\n",
             "device/fedhh_device/ok.py": "from fedhh.secagg import Stage\n",
             "device/fedhh_device/bad.py":
-                "def f():\n    from fedhh.secagg import SecAggServer\n"}.items():
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(code)
+                "def f():\n    from fedhh.secagg import SecAggServer\n"})
     assert device_process_reaches(tmp_path) == ["fedhh.secagg.server <- fedhh_device.bad"]
     (tmp_path / "device/fedhh_device/bad.py").unlink()
     assert device_process_reaches(tmp_path) == []
@@ -696,16 +697,14 @@ def test_the_network_stacks_constructors_are_called_in_their_one_piece() -> None
 
 
 def test_a_constructor_called_outside_its_piece_is_reported(tmp_path: Path) -> None:
-    for path, code in {
+    write_tree(tmp_path, {
             "fedhh/rpc/serving.py": "import grpc\n\n\ndef f():\n    return grpc.aio.server()\n",
             "fedhh/rpc/tls.py": "import ssl\n\nX: ssl.SSLContext | None = None\n",
             "fedhh/rpc/connect_client.py":
                 "import ssl as s\n\n\ndef f():\n    return s.create_default_context()\n",
             "device/fedhh_device/main.py":
                 "import functools\nfrom grpc import aio\n\n\ndef f():\n"
-                "    return functools.partial(aio.insecure_channel, 'x')\n"}.items():
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(code)
+                "    return functools.partial(aio.insecure_channel, 'x')\n"})
     assert sorted(constructor_calls(tmp_path)) == [
         "device/fedhh_device/main.py:6 calls grpc.aio.insecure_channel",
         "fedhh/rpc/connect_client.py:5 calls ssl.create_default_context"]
@@ -772,14 +771,12 @@ def test_no_layer_reaches_for_another_layers_private_names() -> None:
 
 
 def test_a_private_reach_is_reported(tmp_path: Path) -> None:
-    for path, code in {
+    write_tree(tmp_path, {
             "fedhh/rpc/serving.py": "def _guard():\n    pass\n\n\ndef guard():\n    _guard()\n",
             "fedhh/rpc/connect.py": "from fedhh.rpc.serving import _guard\n",  # (one layer)
             "server/fedhh_coordinator/main.py":
                 "from fedhh.rpc import serving\nfrom fedhh.rpc.serving import _guard, guard\n\n\n"
-                "def f():\n    return serving._guard, serving.guard, guard, _guard\n"}.items():
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(code)
+                "def f():\n    return serving._guard, serving.guard, guard, _guard\n"})
     assert sorted(private_reaches(tmp_path)) == [
         "server/fedhh_coordinator/main.py:2 imports fedhh.rpc.serving._guard",
         "server/fedhh_coordinator/main.py:6 uses fedhh.rpc.serving._guard"]
@@ -802,11 +799,9 @@ def impure_core_imports(root: Path) -> list[str]:
 
 def test_the_protocol_core_runs_no_event_loop_thread_or_socket(tmp_path: Path) -> None:
     assert impure_core_imports(ROOT) == []
-    for path, code in {"fedhh/secagg/server.py": "def f():\n    import asyncio\n",
-                       "fedhh/device/streams.py": "from concurrent.futures import Future\n",
-                       "fedhh/rounds.py": "import asyncio\n"}.items():  # (a driver: allowed)
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(code)
+    write_tree(tmp_path, {"fedhh/secagg/server.py": "def f():\n    import asyncio\n",
+                          "fedhh/device/streams.py": "from concurrent.futures import Future\n",
+                          "fedhh/rounds.py": "import asyncio\n"})  # (a driver: allowed)
     assert sorted(impure_core_imports(tmp_path)) == [
         "fedhh/device/streams.py:1 imports concurrent.futures.Future",
         "fedhh/secagg/server.py:2 imports asyncio"]
