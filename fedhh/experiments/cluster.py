@@ -562,6 +562,8 @@ def await_workers(client: Client, address: str, timeout_s: float,
 
 # The reason Dask gives the futures it cancels when the client loses its scheduler.
 LOST_REASON = "scheduler-connection-lost"
+# How often a run refused by a worker (``refused_by``) is sent to the other workers.
+MOVES_ELSEWHERE = 3
 # How many of the failed runs a suite's last lines name (the rest are counted).
 NAMED_FAILURES = 8
 # How often a run cancelled by another client of the scheduler is submitted again.
@@ -704,7 +706,32 @@ def compute_run(settings: SuiteSettings, run: PlannedRun, identity: dict[str, An
     """One run, on a worker whose fedhh is the client's (``code``: the client's
     ``code_fingerprint``): its suite's dataset opened from this machine's cache (once per
     worker process) and checked against the client's identity of it. The errors name the
-    worker."""
+    worker; a refusal of this worker's (other code, its dataset or cache) carries its address
+    as ``refused_by``, so that ``execute`` sends the run to another worker."""
+    try:
+        suite = _worker_suite(settings, run, identity, code)
+    except FedhhError as error:
+        address = _worker_address()
+        if address is not None:
+            error.refused_by = address  # type: ignore[attr-defined]  # (pickled with it)
+        raise
+    return suite.compute(run)
+
+
+def _worker_address() -> str | None:
+    """This Dask worker's address, None outside one."""
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except (ImportError, ValueError):
+        return None
+
+
+def _worker_suite(settings: SuiteSettings, run: PlannedRun, identity: dict[str, Any],
+                  code: str) -> Suite:
+    """This worker's suite for ``settings``, once its code and dataset are checked against
+    the client's (``compute_run``)."""
     if code != code_fingerprint():
         libraries = ", ".join(f"{k} {v}" for k, v in library_versions().items())
         changed = changed_on_disk()
@@ -736,7 +763,7 @@ def compute_run(settings: SuiteSettings, run: PlannedRun, identity: dict[str, An
         raise DatasetError(f"dataset {name!r} on {this_worker()} is {found}, the client "
                            f"planned with {identity}: the name or path must give the same "
                            "dataset on every machine")
-    return suite.compute(run)
+    return suite
 
 
 def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
@@ -753,16 +780,18 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
     if not runs:
         return records
     check_workers(client)
-    def submit(run: PlannedRun, key: str) -> Any:
+    def submit(run: PlannedRun, key: str, **where: Any) -> Any:
         return client.submit(compute_run, suite.settings, run,
                              suite.data(run.dataset or suite.settings.dataset).identity,
-                             code_fingerprint(), key=key)
+                             code_fingerprint(), key=key, **where)
 
     futures = {submit(run, f"fedhh-run-{run.key}"): run for run in runs}
     pending = set(futures)
     cancels: dict[str, int] = {}
     failed: list[tuple[PlannedRun, Exception]] = []
     told: set[str] = set()  # (the failures' words already logged)
+    refusing: set[str] = set()  # workers that refused a run (their dataset, cache or code)
+    moves: dict[str, int] = {}
     watch = None
     if say is not None:
         address = getattr(client.scheduler, "address", "") or "(this client's)"
@@ -810,6 +839,25 @@ def execute(suite: Suite, runs: Sequence[PlannedRun], client: Client,
                         f"sent ({'once' if times == 1 else f'{times} times'}): another suite "
                         "or client stops the same runs (a run's task is shared by every "
                         "client that submits its key); the runs that finished are stored")
+                worker = getattr(error, "refused_by", None)
+                if isinstance(worker, str):
+                    # A worker that cannot compute any run (its cache or dataset missing,
+                    # another dataset, other code) fails each at once and takes the next: one
+                    # such worker among many failed most of a suite. Its runs go to the others.
+                    if worker not in refusing:
+                        refusing.add(worker)
+                        log.warning("Dask worker %s refuses the runs, which go to the other "
+                                    "workers: %s", worker, _error_line(error))
+                    elsewhere = [w for w in client.scheduler_info(n_workers=-1)["workers"]
+                                 if w not in refusing]
+                    moves[run.key] = moves.get(run.key, 0) + 1
+                    if elsewhere and moves[run.key] <= MOVES_ELSEWHERE:
+                        again = submit(run, f"fedhh-run-{run.key}-elsewhere-{moves[run.key]}",
+                                       workers=elsewhere, allow_other_workers=False)
+                        futures[again] = run
+                        pending.add(again)
+                        finished.add(again)
+                        continue
                 # An error told once: a worker that refuses every run (its dataset or cache
                 # missing, other code) failed each with the same words, a line per run (191
                 # lines for the paper's suite).

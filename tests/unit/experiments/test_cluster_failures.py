@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from fedhh.data.dataset import FederatedDataset
@@ -227,3 +228,49 @@ def test_runs_that_fail_with_the_same_error_are_told_once(
     assert lines[1].startswith("10 of 10 runs failed (not stored; the next invocation retries "
                                "them; 9 with an error told above, not told again): ")
     assert lines[1].endswith(" and 2 more")
+
+
+def test_the_runs_a_worker_refuses_go_to_the_other_workers(
+        tiny_path: Path, tiny: FederatedDataset, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """One worker whose dataset (or cache, or code) is not the client's: before, it failed
+    each run it was given at once and took the next, so most of a suite failed on it while
+    the other workers computed a few; now its runs go to the others, with one warning."""
+    from distributed import Client, LocalCluster, get_worker
+
+    suite = Suite(SuiteSettings(str(tiny_path)), ResultStore(tmp_path / "store"), tiny)
+    plan = suite.plan([get_study("segmentation")], [0, 1])
+    refusals: list[str] = []
+
+    class _Computed:
+        """Stands for a worker's suite: a record without a simulation (seconds saved)."""
+
+        def compute(self, run: Any) -> Any:
+            from fedhh.experiments.store import RunRecord
+
+            return RunRecord(run.key, run.seed, [], run.command, {}, {
+                name: np.zeros(0) for name in ResultStore.ARRAYS})
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
+                      host="127.0.0.1", dashboard_address=None,
+                      scheduler_kwargs=NO_HTTP) as cluster, Client(cluster) as client:
+        bad = sorted(client.scheduler_info(n_workers=-1)["workers"])[0]
+
+        def worker_suite(*args: Any) -> Any:
+            if get_worker().address == bad:
+                refusals.append(bad)
+                raise DatasetError(f"on worker {bad}: dataset directory {tiny_path} does "
+                                   "not exist")
+            return _Computed()
+
+        monkeypatch.setattr(cluster_module, "_worker_suite", worker_suite)
+        with caplog.at_level("WARNING", logger=cluster_module.__name__):
+            records = execute(suite, plan, client)
+    assert sorted(records) == sorted(r.key for r in plan)
+    store = suite.require_store()
+    assert all(store.has(r.key) for r in plan)
+    warned = [r.getMessage() for r in caplog.records if "refuses the runs" in r.getMessage()]
+    assert len(warned) == (1 if refusals else 0), caplog.text
+    if refusals:  # (the good worker may have been given every run: nothing to move then)
+        assert warned[0].startswith(f"Dask worker {bad} refuses the runs, which go to the other "
+                                    f"workers: DatasetError: on worker {bad}: dataset directory")
