@@ -299,8 +299,10 @@ def _hit_rows(hits: Sequence[Hit], what: str, beside: Sequence[Hit] = ()) -> Htm
         rank=h.rank, item=filter_copy(h.item), shown=shown,
         estimate=number(h.estimate, 1),
         std=number(h.std, 1), round=h.round,
-        cut=fmt(' <span class="note">(cut at {bits} bits: every item starting so)</span>',
-                bits=h.bits) if h.truncated else Html(""),
+        # (and why it was not completed, as the consoles and the JSON download say)
+        cut=fmt(' <span class="note">(cut at {bits} bits: every item starting so{cause})</span>',
+                bits=h.bits, cause=f"; {h.cause}" if h.cause else "")
+        if h.truncated else Html(""),
         # (a row standing for several cut prefixes of one text: its estimate is their sum)
         note=fmt(' <span class="note">({note})</span>', note=h.note) if h.note else Html(""))
         for h, shown in zip(hits, printable_rows([(h.item, h.truncated) for h in hits],

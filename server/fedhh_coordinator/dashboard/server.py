@@ -322,22 +322,25 @@ def hits_csv(hits: list[Hit], cut: list[Hit], state: str = "done") -> str:
     """The CSV download: heavy hitters, then cut prefixes (``kind``), items shown as on the
     page (``printable``: a terminal that prints the file, or a sheet, draws what it gets;
     every escape reads back one way, and the JSON download is exact) and kept from becoming
-    formulas (``csv_cell``); ``note`` says when a row stands for several cut prefixes that
+    formulas (``csv_cell``); ``cause``, beside ``truncated_at_bits``, why a truncated row was
+    not completed, as the JSON download and the consoles say it (before, the CSV did not);
+    ``note`` says when a row stands for several cut prefixes that
     show one text, its estimate their sum (before, the sum read as one prefix's);
     ``run_state``, last, the run's state (``state``) on every row: a run not ``done`` lists
     what its released rounds found so far, not a finished run's list (before, nothing in the
     file said so, where the JSON download has ``state``)."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["rank", "item", "estimate", "std", "round", "truncated_at_bits", "kind",
-                     "note", "run_state"])
+    writer.writerow(["rank", "item", "estimate", "std", "round", "truncated_at_bits", "cause",
+                     "kind", "note", "run_state"])
     # (every row read against the others: a cut prefix сос… beside cocoa)
     cells = iter(printable_rows([(h.item, h.truncated) for h in [*hits, *cut]]))
     for label, rows in (("heavy hitter", hits), ("cut prefix", cut)):
         for h, item in zip(rows, cells, strict=False):
             writer.writerow([h.rank, csv_cell(item), repr(h.estimate),
                              "" if math.isnan(h.std) else repr(h.std), h.round,
-                             h.bits if h.truncated else "", label, h.note, state])
+                             h.bits if h.truncated else "", h.cause if h.truncated else "",
+                             label, h.note, state])
     return out.getvalue()
 
 
