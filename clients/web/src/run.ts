@@ -329,6 +329,16 @@ export async function runDevice(options: RunDeviceOptions): Promise<DeviceSummar
   });
 }
 
+// The names of the errors with which a browser refuses a site its IndexedDB (`run`). Only
+// these are told as a refusal: before, every failure of the identity's load was, a stored
+// identity this device does not read (RangeError) and a database another tab holds open at an
+// older version among them, each with the advice to allow site data or leave a private window.
+const STORAGE_REFUSALS = new Set(["SecurityError", "UnknownError", "InvalidStateError"]);
+
+function nameOf(error: unknown): string {
+  return typeof error === "object" && error !== null && "name" in error ? String(error.name) : "";
+}
+
 async function run(options: RunDeviceOptions, database: string): Promise<DeviceSummary> {
   const tell = options.onEvent ?? (() => undefined);
   const floors = options.floors ?? DEFAULT_FLOORS;
@@ -339,7 +349,9 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
   try {
     identity = await identities.load();
   } catch (error) {
-    if (options.identityStore !== undefined) throw error;
+    // (a stored identity this device does not read, a database another tab holds open at an
+    // older version: the store's own words say what to do)
+    if (options.identityStore !== undefined || !STORAGE_REFUSALS.has(nameOf(error))) throw error;
     // A browser that has IndexedDB but refuses this site its use: site data blocked
     // (Firefox: "SecurityError: The operation is insecure."; Chromium: "UnknownError: The user
     // denied permission to access the database."), or a private window of a browser that keeps

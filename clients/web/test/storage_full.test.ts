@@ -150,3 +150,37 @@ test("a browser that refuses the site IndexedDB (site data blocked, a private wi
     else Object.defineProperty(globalThis, "navigator", navigator);
   }
 });
+
+test("a database another tab holds open at an older version is told in its own words, not as a refusal", async () => {
+  // Only the errors with which a browser refuses a site its IndexedDB are told as a refusal.
+  // Before, every failure of the identity's load was, this one with the advice to allow site
+  // data or leave a private window, though another tab of the page is what holds it.
+  const page = globalThis as { indexedDB?: unknown };
+  const navigator = Object.getOwnPropertyDescriptor(globalThis, "navigator");
+  page.indexedDB = {
+    open: () => {
+      const request: { onblocked?: () => void } = {};
+      setTimeout(() => request.onblocked?.(), 0);
+      return request;
+    },
+  };
+  Object.defineProperty(globalThis, "navigator", { configurable: true, writable: true, value: {
+    locks: { request: async (_name: string, _options: unknown, body: (lock: unknown) => unknown) =>
+      body({ name: _name }) } } });
+  let fetched = 0;
+  try {
+    await assert.rejects(runDevice({
+      coordinatorUrl: "https://fedhh.example:7080", enrollmentToken: "ab".repeat(32),
+      items: ["a"], fetch: async () => { fetched += 1; throw new TypeError("Failed to fetch"); },
+    }), (error: Error) => {
+      assert.ok(!(error instanceof UnsupportedBrowserError), String(error));
+      assert.equal(error.message, "fedhh-device is held open at an older version");
+      return true;
+    });
+    assert.equal(fetched, 0);
+  } finally {
+    delete page.indexedDB;
+    if (navigator === undefined) delete (globalThis as { navigator?: unknown }).navigator;
+    else Object.defineProperty(globalThis, "navigator", navigator);
+  }
+});
