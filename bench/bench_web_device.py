@@ -24,6 +24,7 @@ Usage (from the repository root, Node >= 20.19, chromium and chromedriver instal
     python bench/bench_web_device.py            # -> docs/benchmarks/web-device.md
     python bench/bench_web_device.py --web 4 --out /tmp/web.md
     python bench/bench_web_device.py --cpu-throttle 20 --rounds 2 --out /tmp/web-slow.md
+    python bench/bench_web_device.py --hidden 330 --rounds 3 --out /tmp/web-hidden.md
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def _host(address: str, user: int) -> str:
 
 
 def measure(total: int, web: int, dimension_bits: int, rounds: int,
-            cpu_throttle: float = 1.0, stage_ms: int = 20_000) -> dict[str, Any]:
+            cpu_throttle: float = 1.0, stage_ms: int = 20_000,
+            hidden_s: float | None = None) -> dict[str, Any]:
     dist = webkit.build()
     with tempfile.TemporaryDirectory(prefix="fedhh-web-bench-") as tmp:
         work = Path(tmp)
@@ -122,9 +124,19 @@ def measure(total: int, web: int, dimension_bits: int, rounds: int,
                         browser.execute_cdp_cmd("Emulation.setCPUThrottlingRate",
                                                 {"rate": cpu_throttle})
                     browser.execute_cdp_cmd("Performance.enable", {})
+                    page = browser.current_window_handle
+                    browser.execute_script(
+                        "window.fedhhVisibility = [document.visibilityState]; "
+                        "document.addEventListener('visibilitychange', "
+                        "() => window.fedhhVisibility.push(document.visibilityState))")
+                    if hidden_s is not None:
+                        # Another tab on top: the page is hidden (document.visibilityState),
+                        # and Chromium throttles a page hidden for 5 minutes the most.
+                        browser.switch_to.new_window("tab")
+                        time.sleep(hidden_s)
                     runs, cpu = [], []
                     for index in range(rounds):
-                        before = _task_seconds(browser)
+                        before = _task_seconds(browser) if hidden_s is None else 0.0
                         admin.start_run(run_config(rounds=1, max_bits=dimension_bits,
                                                    dim_limit=1 << dimension_bits,
                                                    target_devices=total, min_devices=total,
@@ -136,7 +148,9 @@ def measure(total: int, web: int, dimension_bits: int, rounds: int,
                                   (topo.workdir / "coordinator.log").read_text()[-3000:],
                                   file=sys.stderr)
                             break
-                        cpu.append(_task_seconds(browser) - before)
+                        cpu.append(_task_seconds(browser) - before if hidden_s is None else 0.0)
+                    browser.switch_to.window(page)
+                    visibility = browser.execute_script("return window.fedhhVisibility || null")
                     state = _wait(browser, "const s = window.fedhhDevices; "
                                   "return s && (s.results || s.error) ? s : null", 120)
         finally:
@@ -156,7 +170,7 @@ def measure(total: int, web: int, dimension_bits: int, rounds: int,
     cold = [device["tasks"][0]["timings"] for device in state["results"]]
     warm = [t["timings"] for device in state["results"] for t in device["tasks"][1:]]
     return {"total": total, "web": web, "rounds": rounds, "cpu_throttle": cpu_throttle,
-            "stage_ms": stage_ms,
+            "stage_ms": stage_ms, "hidden_s": hidden_s, "visibility": visibility,
             "dimension": released[0].domain_size,
             "participants": [r.participants for r in released],
             "round_s": [r.seconds for r in released],
@@ -206,6 +220,8 @@ def report(figures: dict[str, Any]) -> str:
            "Emulation.setCPUThrottlingRate), as a slow phone's."
            if figures.get("cpu_throttle", 1.0) != 1.0 else "")
         + f" Each stage's window was {figures.get('stage_ms', 20_000) / 1000:g} s."
+        + (f" The page was in a background tab (hidden) from {figures['hidden_s']:g} s before "
+           "the first round to the last." if figures.get("hidden_s") is not None else "")
         + " Rounds took " + ", ".join(f"{s:.1f}" for s in figures["round_s"])
         + " s, released over " + ", ".join(map(str, figures["participants"])) + " devices.",
         "",
@@ -218,9 +234,11 @@ def report(figures: dict[str, Any]) -> str:
         f"| **all steps** | **{mean([sum(v) for v in zip(*cold.values(), strict=True)])}** | "
         f"**{mean([sum(v) for v in zip(*warm.values(), strict=True)])}** |",
         "",
-        "Main-thread CPU of the page per device and round (Chromium's TaskDuration, which "
-        "includes the wire's encoding and fetch handling and excludes WebCrypto's AES work off "
-        "the main thread): " + ", ".join(f"{c:.0f}" for c in cpu) + " ms.",
+        ("Main-thread CPU of the page: not measured (the page was hidden, another tab the "
+         "current one)." if figures.get("hidden_s") is not None else
+         "Main-thread CPU of the page per device and round (Chromium's TaskDuration, which "
+         "includes the wire's encoding and fetch handling and excludes WebCrypto's AES work off "
+         "the main thread): " + ", ".join(f"{c:.0f}" for c in cpu) + " ms."),
         "",
     ]
     return "\n".join(lines)
@@ -236,13 +254,16 @@ def main() -> None:
                         help="slow the page's CPU this many times (DevTools' CPU throttling)")
     parser.add_argument("--stage-ms", type=int, default=20_000,
                         help="each SecAgg+ stage's window (20000; a run's default is 10000)")
+    parser.add_argument("--hidden", type=float, default=None, metavar="SECONDS",
+                        help="put the page in a background tab SECONDS before the first round "
+                        "(over 300: Chromium's intensive throttling of hidden pages)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     started = time.perf_counter()
     if not 1.0 <= args.cpu_throttle <= 100.0:
         parser.error(f"--cpu-throttle must be from 1 to 100, got {args.cpu_throttle:g}")
     figures = measure(args.total, args.web, args.dimension_bits, args.rounds, args.cpu_throttle,
-                      args.stage_ms)
+                      args.stage_ms, args.hidden)
     text = report(figures)
     print(text)
     print(json.dumps(figures))
