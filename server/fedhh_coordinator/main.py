@@ -11,7 +11,9 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import ConfigError
@@ -25,7 +27,12 @@ from fedhh.rpc.credentials import (
     raw_public,
     read_secret,
 )
-from fedhh.rpc.observability import configure_logging, start_metrics, write_ready
+from fedhh.rpc.observability import (
+    MetricsEndpoint,
+    configure_logging,
+    start_metrics,
+    write_ready,
+)
 from fedhh.rpc.serving import check_address, check_web_url
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
@@ -34,7 +41,7 @@ from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.control import GrpcAggregator
 from fedhh_coordinator.db import is_postgres_url, redact
 from fedhh_coordinator.db.interface import StoreCorrupt
-from fedhh_coordinator.device_ports import start_device_ports
+from fedhh_coordinator.device_ports import DevicePorts, start_device_ports
 from fedhh_coordinator.enrollment import (
     RateLimiter,
     attestation_factory,
@@ -47,6 +54,9 @@ from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.service import AdminService, DeviceService
 from fedhh_coordinator.store import Store
+
+if TYPE_CHECKING:
+    from fedhh_coordinator.dashboard.server import Dashboard  # (aiohttp: only when served)
 
 log = logging.getLogger(__name__)
 SELECTOR_TOKEN_ENV = "FEDHH_SELECTOR_TOKEN"
@@ -283,50 +293,64 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
         if store_lock is not None:
             os.close(store_lock)
         raise
-    budget = LifetimeBudget(args.lifetime_eps, args.lifetime_delta,
-                            args.budget_period_days * 86400)
-    lobby = Lobby()
-    aggregator = GrpcAggregator(args.aggregator, tls, control_token)
-    addresses = DeviceAddresses(args.aggregator_public_address or args.aggregator,
-                                check_web_url(args.aggregator_web_url, "--aggregator-web-url")
-                                if args.aggregator_web_url else "",
-                                check_address(args.aggregator_session_address,
-                                              "--aggregator-session-address")
-                                if args.aggregator_session_address else "")
-    runner = Runner(store, aggregator, key, addresses, lobby, budget)
-    # One registry of round-key owners for the devices asking here and at every selector.
-    owners = KeyOwners()
-    devices = DeviceService(store, lobby, key, verifier,
-                            RateLimiter(args.enroll_rate, args.enroll_burst), owners)
-    admin = AdminService(store, runner, admin_token, budget)
-    hub = SelectorHub(lobby, owners, checked.selector_token, key)
-    credential_checks = {"/fedhh.v1.DeviceService/GetTask": devices.authenticate,
-                         "/fedhh.v1.AdminService/": admin.authenticate,
-                         "/fedhh.v1.SelectorControl/": hub.authenticate}
-    server = serving.new_server(MAX_RECEIVE_BYTES, extra_options=SERVER_OPTIONS,
-                                credential_checks=credential_checks)
-    pb_grpc.add_DeviceServiceServicer_to_server(devices, server)
-    pb_grpc.add_AdminServiceServicer_to_server(admin, server)
-    pb_grpc.add_SelectorControlServicer_to_server(hub, server)
-    health = serving.add_health_and_reflection(server, SERVICES)
-    port = serving.bind(server, args.listen, tls, args.insecure)
-    metrics = await start_metrics(args.metrics_port, args.metrics_host, tls)
-    metrics_port = metrics.port
-    dashboard = None
-    if args.dashboard_port is not None:
-        from fedhh_coordinator.dashboard import start_dashboard  # aiohttp only when asked for
-
-        dashboard = await start_dashboard(store, runner, lobby, budget, args.db, admin_token,
-                                          tls, args.dashboard_host, args.dashboard_port,
-                                          args.insecure, demo_url=args.demo_url or "")
-    dashboard_port = dashboard.port if dashboard is not None else None
-    ports = await start_device_ports(args, "coordinator", devices, credential_checks,
-                                     MAX_RECEIVE_BYTES, tls)
-    import_accountant_libraries()
-    await server.start()
-    await serving.set_serving(health, SERVICES)
-    runner_task = asyncio.create_task(runner.serve(), name="runner")
+    # Each part is closed in the finally below once it has started: a start-up failure (a
+    # port taken since check_startup, a dashboard that cannot start) closes what started
+    # before it, in order, as a stop does (before, the aggregator's channel, the metrics
+    # endpoint, the dashboard, the device ports and the gRPC port started before the try and
+    # were left to the process's exit, the store and its lock held until then).
+    server: grpc.aio.Server | None = None
+    aggregator: GrpcAggregator | None = None
+    metrics: MetricsEndpoint | None = None
+    dashboard: Dashboard | None = None
+    ports: DevicePorts | None = None
+    runner_task: asyncio.Task[None] | None = None
     try:
+        budget = LifetimeBudget(args.lifetime_eps, args.lifetime_delta,
+                                args.budget_period_days * 86400)
+        lobby = Lobby()
+        aggregator = GrpcAggregator(args.aggregator, tls, control_token)
+        addresses = DeviceAddresses(args.aggregator_public_address or args.aggregator,
+                                    check_web_url(args.aggregator_web_url, "--aggregator-web-url")
+                                    if args.aggregator_web_url else "",
+                                    check_address(args.aggregator_session_address,
+                                                  "--aggregator-session-address")
+                                    if args.aggregator_session_address else "")
+        runner = Runner(store, aggregator, key, addresses, lobby, budget)
+        # One registry of round-key owners for the devices asking here and at every selector.
+        owners = KeyOwners()
+        devices = DeviceService(store, lobby, key, verifier,
+                                RateLimiter(args.enroll_rate, args.enroll_burst), owners)
+        admin = AdminService(store, runner, admin_token, budget)
+        hub = SelectorHub(lobby, owners, checked.selector_token, key)
+        credential_checks = {"/fedhh.v1.DeviceService/GetTask": devices.authenticate,
+                             "/fedhh.v1.AdminService/": admin.authenticate,
+                             "/fedhh.v1.SelectorControl/": hub.authenticate}
+        server = serving.new_server(MAX_RECEIVE_BYTES, extra_options=SERVER_OPTIONS,
+                                    credential_checks=credential_checks)
+        pb_grpc.add_DeviceServiceServicer_to_server(devices, server)
+        pb_grpc.add_AdminServiceServicer_to_server(admin, server)
+        pb_grpc.add_SelectorControlServicer_to_server(hub, server)
+        health = serving.add_health_and_reflection(server, SERVICES)
+        metrics = await start_metrics(args.metrics_port, args.metrics_host, tls)
+        metrics_port = metrics.port
+        if args.dashboard_port is not None:
+            from fedhh_coordinator.dashboard import start_dashboard  # aiohttp only when asked
+
+            dashboard = await start_dashboard(store, runner, lobby, budget, args.db,
+                                              admin_token, tls, args.dashboard_host,
+                                              args.dashboard_port, args.insecure,
+                                              demo_url=args.demo_url or "")
+        dashboard_port = dashboard.port if dashboard is not None else None
+        ports = await start_device_ports(args, "coordinator", devices, credential_checks,
+                                         MAX_RECEIVE_BYTES, tls)
+        import_accountant_libraries()
+        # Bound last: a gRPC server listens from its bind, and its stop releases the port only
+        # once it has started (before, it was bound first, and a failure of a later part left
+        # it taking connections that nothing served until the process exited).
+        port = serving.bind(server, args.listen, tls, args.insecure)
+        await server.start()
+        await serving.set_serving(health, SERVICES)
+        runner_task = asyncio.create_task(runner.serve(), name="runner")
         if args.ready_file:
             write_ready(args.ready_file, {"port": port, "metrics_port": metrics_port,
                                            "dashboard_port": dashboard_port,
@@ -357,13 +381,18 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
     finally:
         # (a failure before the signal, such as the ready file's, stops the server here: left
         # to the closing loop, gRPC's shutdown failed with "Event loop is closed")
-        await server.stop(None)
-        runner_task.cancel()
-        await ports.close()
+        if server is not None:
+            await server.stop(None)
+        if runner_task is not None:
+            runner_task.cancel()
+        if ports is not None:
+            await ports.close()
         if dashboard is not None:
             await dashboard.close()
-        await metrics.close()
-        await aggregator.close()
+        if metrics is not None:
+            await metrics.close()
+        if aggregator is not None:
+            await aggregator.close()
         store.close()
         if store_lock is not None:
             os.close(store_lock)
