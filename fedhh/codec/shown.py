@@ -451,14 +451,17 @@ def _foreign_letters(text: str) -> set[int]:
 # differ in form). And the marks that draw as ASCII punctuation, as a URL's spoof uses them
 # (``http://a.com∕x``, a division slash): the division, fraction and big solidus slashes, the
 # hyphens, figure and en dashes and the minus sign (a monospace font draws them as ``-``), the
-# letter ``ǃ``, the Armenian full stop, ratio and modifier colon, the one dot leader.
+# letter ``ǃ``, the Armenian full stop, ratio and modifier colon, the one dot leader. And the
+# Latin letters of other alphabets (IPA) that draw as a plain one: ``ɑ``, ``ɡ``, ``ǀ``
+# (``pɑypal``, all Latin, read ``paypal``).
 _READS_AS = str.maketrans(
     "аеорсухіјѕԁһԛԝӏүАВЕКМНОРСТХУІЈЅԚԜӀҮ" "αικνορυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ" "օսցհոզՕՍ" "ᎪᏴᏟᎬᎻᎫᏦᎷᏢᏚᎢᏔᏃ"
     "\u06f0\u06f1\u06f2\u06f3\u06f7\u06f8\u06f9"
-    "\u2215\u2044\u29f8\u2010\u2011\u2012\u2013\u2212\u01c3\u0589\u2236\ua789\u2024",
+    "\u2215\u2044\u29f8\u2010\u2011\u2012\u2013\u2212\u01c3\u0589\u2236\ua789\u2024"
+    "\u0251\u0261\u01c0",
     "aeopcyxijsdhqwlyABEKMHOPCTXYIJSQWIY" "aikvopuxABEZHIKMNOPTYX" "oughnqOU" "ABCEHJKMPSTWZ"
     "\u0660\u0661\u0662\u0663\u0667\u0668\u0669"
-    "///-----!:::.")
+    "///-----!:::." "agl")
 
 
 def _lookalike_letters(text: str) -> set[int]:

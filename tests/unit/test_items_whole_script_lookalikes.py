@@ -42,6 +42,9 @@ CUT_ESCAPED = "\\u0441\\u043e\\u0441\\xd0\u27e8+1 bit\u27e9\u2026"
     ([("http://a.com/x", False), ("http://a.com\u2215x", False), ("e-mail", False),
       ("e\u2010mail", False), ("1\u20132", False)],
      ["http://a.com/x", "http://a.com\\u2215x", "e-mail", "e\\u2010mail", "1\u20132"]),
+    # Latin letters of IPA that draw as plain ones: all Latin, so no mixed-script escape
+    ([("paypal", False), ("p\u0251ypal", False), ("\u0261o", False), ("go", False)],
+     ["paypal", "p\\u0251ypal", "\\u0261o", "go"]),
     # cut prefixes, whose text is already written with escapes
     ([("\u0441\u043e\u0441\u043e\u27e8+2 bits\u27e9\u2026", True),
       ("coco\u27e8+2 bits\u27e9\u2026", True)],
