@@ -33,7 +33,8 @@ PAGE = """<!doctype html>
 # under it (no inline script, eval or WebAssembly), and the page's check of a call it refuses
 # (another port) needs it.
 POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-          "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+          "base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
+          "require-trusted-types-for 'script'; trusted-types 'none'")
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
