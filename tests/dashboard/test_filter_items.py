@@ -24,8 +24,9 @@ import pytest
 from dashboard_kit import Served
 
 from fedhh.rpc.tls import make_dev_pki
-from fedhh_coordinator.dashboard.pages import filter_copy, hits_table
+from fedhh_coordinator.dashboard.pages import FILTER_MAX_LENGTH, filter_copy, hits_table
 from fedhh_coordinator.dashboard.results import Hit
+from fedhh_coordinator.dashboard.server import MAX_FILTER
 
 FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # (one emoji: three joined by ZWJ)
 ENGLAND = "\U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f"
@@ -121,3 +122,47 @@ def test_the_downloads_keep_what_the_pages_filter_keeps(served: Served) -> None:
         # (the page's filter: app.js lowers the item and the filter, as str.lower does, which
         # the browser test above holds it to)
         assert kept == [item for item in items if needle.lower() in item.lower()], needle
+
+
+def _utf16_units(text: str) -> int:
+    """A text's length as JavaScript (and an input's maxlength) counts it."""
+    return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
+
+
+def test_every_filter_the_box_takes_reaches_the_downloads_whole(served: Served) -> None:
+    # (before, the box had no maxlength: a filter past the downloads' cut of 200 characters
+    # was matched whole on the page and cut in the downloads, which then held rows it hid)
+    session = {"Cookie": served.sign_in()}
+    status, _, page = served.request("GET", "/runs/r1", headers=session)
+    assert status == 200
+    box = re.search(r'<input id="hh-filter"[^>]*>', page.decode())
+    assert box is not None
+    maxlength = re.search(r' maxlength="(\d+)"', box.group())
+    assert maxlength is not None, box.group()
+    longest = int(maxlength.group(1))
+    assert longest == FILTER_MAX_LENGTH
+    # Lowering (the page's toLowerCase, str.lower here) at most doubles a text's code units,
+    # and the downloads' cut counts code points, never more than the units: one character
+    # lowers to more units than it has, U+0130, to two from one.
+    chars = list(map(chr, range(0x110000)))
+    changed = [(c, low) for c, low in zip(chars, map(str.lower, chars), strict=True)
+               if low != c]
+    assert [(c, low) for c, low in changed if _utf16_units(low) > _utf16_units(c)] == [
+        ("\u0130", "i\u0307")]
+    assert 2 * longest <= MAX_FILTER
+    # The worst case: the longest filter, every character one that lowers to two.
+    needle = ("\u0130" * longest).lower()
+    assert len(needle) == 2 * longest
+    items = (needle + "x", needle[:-1] + "x", "\u0130" * longest, needle[2:])
+    real = served.views.run
+
+    def run(run_id: str) -> Any:
+        return dataclasses.replace(real(run_id), hits=tuple(
+            Hit(rank, item, 10.0, 1.0, 1) for rank, item in enumerate(items, 1)), cut=())
+
+    served.views.run = run
+    status, _, body = served.request(
+        "GET", f"/runs/r1/heavy-hitters.json?q={quote(needle)}", headers=session)
+    assert status == 200 and json.loads(body)["filter"] == needle
+    kept = [hit["item"] for hit in json.loads(body)["heavy_hitters"]]
+    assert kept == [item for item in items if needle in item.lower()] == [items[0], items[2]]

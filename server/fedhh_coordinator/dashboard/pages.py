@@ -24,6 +24,14 @@ TRIM_NOTE = ("Prefixes this round kept that the next round's segment could not f
 ATTEMPT_NOTE = ("Round r.a is attempt a of round r: a round is tried again when an attempt "
                 "releases nothing (too few devices checked in, an abort, a lost aggregator).")
 NAV = (("runs", "/", "Runs"), ("budgets", "/budgets", "Budgets"), ("fleet", "/fleet", "Fleet"))
+# The heavy-hitter filter box's longest value, in UTF-16 code units (what maxlength counts):
+# half of what the downloads keep of a filter (server.MAX_FILTER, 200 code points). The page
+# matches, and sends to the downloads, the filter lowered (static/app.js), and lowering at most
+# doubles a text's code units (U+0130, one unit, lowers to i and U+0307, two; no character
+# lowers to more), so every filter the box takes reaches the downloads whole.
+# (Before, the box took any length: a filter past 200 characters was cut there, and the
+# downloads held rows the page hid.)
+FILTER_MAX_LENGTH = 100
 
 
 def when(unix: float | None) -> str:
@@ -320,10 +328,12 @@ def run_page(run: RunDetail) -> Html:
         '<p class="crumbs"><a href="/">Runs</a> › {id}</p><h1>Run {id}</h1>{head}'
         '<h2>Rounds</h2>{timeline}<h2>Privacy spent</h2>{spend}'
         '<h2>Heavy hitters</h2><div class="tools"><label for="hh-filter">Filter</label>'
-        '<input id="hh-filter" type="search" placeholder="item contains…" autocomplete="off">'
+        '<input id="hh-filter" type="search" placeholder="item contains…" autocomplete="off"'
+        ' maxlength="{longest}">'
         '<a id="hh-csv" href="/runs/{q}/heavy-hitters.csv" download>CSV</a>'
         '<a id="hh-json" href="/runs/{q}/heavy-hitters.json" download>JSON</a></div>{hits}',
-        id=run.line.run_id, q=q, head=region("run-head", run_head(run)),
+        id=run.line.run_id, q=q, longest=FILTER_MAX_LENGTH,
+        head=region("run-head", run_head(run)),
         timeline=region("timeline", timeline(run)), spend=region("spend", spend_section(run)),
         hits=region("hits", hits_table(run.line.run_id, run.hits, run.cut)))
     return frame(f"Run {run.line.run_id}", body, nav="runs", live=f"/live/runs/{q}")
