@@ -481,13 +481,20 @@ class PrefixTree:
         del states
         codes = cw.widen(values[finished], bits, r)
         is_denied = np.isin(codes, self.deny)
-        denied = int(np.count_nonzero(is_denied))
         found = [Found(code, estimate, query.round) for code, estimate in
                  zip(cw.to_ints(codes[~is_denied]), estimates[finished][~is_denied].tolist(),
                      strict=True)]
+        # An element cut at the code's whole width is an item's code as devices compare it
+        # (a deny-listed item longer than the codes is denied by its first r bits), so one
+        # equal to a deny code is dropped as a finished one is; a shorter cut prefix stands
+        # for every item starting so, and is kept.
+        cut_codes = cw.widen(values[unended], bits, r)
+        cut_denied = (np.isin(cut_codes, self.deny) if bits >= r
+                      else np.zeros(cut_codes.size, dtype=bool))
+        denied = int(np.count_nonzero(is_denied)) + int(np.count_nonzero(cut_denied))
         found += [Found(code, estimate, query.round, bits) for code, estimate in
-                  zip(cw.to_ints(cw.widen(values[unended], bits, r)),
-                      estimates[unended].tolist(), strict=True)]
+                  zip(cw.to_ints(cut_codes[~cut_denied]),
+                      estimates[unended][~cut_denied].tolist(), strict=True)]
         if query.round - 2 >= cfg.main_rounds:
             found += self._lost(state, query, kept >> s,
                                 orphans_only=query.round - 2 == cfg.main_rounds)

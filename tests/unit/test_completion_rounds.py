@@ -94,6 +94,33 @@ def fading_run(fades_at: int) -> tuple[PrefixTree, object, list]:
     return tree, state, reports
 
 
+@pytest.mark.parametrize("completion, width", [(8, 60), (0, 20)])
+def test_an_element_at_the_codes_width_equal_to_a_deny_code_is_dropped(completion: int,
+                                                                       width: int) -> None:
+    """A deny-listed item longer than the codes is denied by its first ``width`` bits; an
+    element the noise keeps there is dropped whether the run has completion rounds (where it
+    is cut at the code's width) or not (where it is a truncated item). Before, with completion
+    rounds, it was listed as the cut prefix 'internationa…', the deny-listed item's text."""
+    codec = Codec("5bit", width)
+    config = (TreeConfig(rounds=2 + completion, dim_limit=2**12,
+                         completion_rounds=completion, main_bits=20) if completion
+              else TreeConfig(rounds=2, dim_limit=2**12))
+    tree = PrefixTree(config, codec, VoteThreshold(5, 1.0),
+                      deny_codes=codec.encode_many([LONG]).codes)
+    # The votes stand for noise: devices never report a denied code.
+    state, reports = run(tree, {LONG: 30, "cat": 20})
+    assert [h.item for h in tree.heavy_hitters(state)] == ["cat"]
+    assert tree.cut_prefixes(state) == []
+    assert sum(r.denied for r in reports) == 1
+    # A shorter cut prefix stands for every item starting so, and is still listed.
+    tree = PrefixTree(TreeConfig(rounds=3, dim_limit=2**12, completion_rounds=1,
+                                 main_bits=20), Codec("5bit", 120), VoteThreshold(5, 1.0),
+                      deny_codes=Codec("5bit", 120).encode_many([LONG]).codes)
+    state, _ = run(tree, {LONG: 30})
+    [cut] = tree.cut_prefixes(state)
+    assert cut.bits < 120 and cut.item.startswith("interna")
+
+
 OTHER = "uncharacteristically"
 
 
