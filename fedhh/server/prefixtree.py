@@ -374,8 +374,13 @@ class PrefixTree:
         r = codec.max_bits
         deny = cw.empty(r) if deny_codes is None else cw.check_array(deny_codes, r, "deny codes")
         self.deny = np.unique(deny)
-        self.possible = (PossibleCounts(codec.automaton.step, r) if config.domain == "possible"
-                         else None)
+        # The counts reach no further than the longest segment a round's full grid of
+        # GRID_FACTOR * P elements holds for one prefix: past it every capacity is 0 whatever
+        # the counts. So a codec of more than 62 bits (completion rounds' long items) needs no
+        # counts past 2^62.
+        reach = min(r, floor_log2(GRID_FACTOR * config.dim_limit))
+        self.possible = (PossibleCounts(codec.automaton.step, reach)
+                         if config.domain == "possible" else None)
 
     def capacity(self, values: np.ndarray, bits: int) -> Capacity | None:
         """With ``domain="possible"``: how many of these prefixes (``bits``-bit values, top

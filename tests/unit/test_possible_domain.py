@@ -104,3 +104,26 @@ def test_plans_without_capacity_are_the_full_grid() -> None:
             return min(c, 10**7 >> bits)
 
         assert plan_segment(count, 23, 3, 60, 10**7, plan="lookahead", capacity=fits) == plain
+
+
+def test_the_counts_reach_as_far_as_a_grid_and_no_further() -> None:
+    """A tree's counts stop at the longest segment a 2P grid holds for one prefix (past it no
+    prefix fits whatever the counts), so its capacities are those of counts to the full width
+    and a codec of more than 62 bits (completion rounds' long items) is planned alike (before,
+    it was refused: 'possible-element counts are exact up to 62 bits')."""
+    rng = np.random.default_rng(4)
+    automaton = CODEC.automaton
+    states = rng.choice(np.arange(2, automaton.num_states), 3000)
+    for dim_limit in (10**4, 10**5, 10**7):
+        tree = PrefixTree(TreeConfig(rounds=8, domain="possible", dim_limit=dim_limit), CODEC,
+                          MECHANISM)
+        assert tree.possible is not None
+        assert tree.possible.table.shape[0] < 60
+        capped = tree.possible.capacity(states, dim_limit, GRID_FACTOR * dim_limit)
+        whole = PossibleCounts(automaton.step, 60).capacity(states, dim_limit,
+                                                             GRID_FACTOR * dim_limit)
+        assert [capped(b) for b in range(1, 61)] == [whole(b) for b in range(1, 61)]
+    wide = Codec.from_spec("english", 828)
+    long_tree = PrefixTree(TreeConfig(rounds=40, domain="possible"), wide, MECHANISM)
+    query = long_tree.query(long_tree.initial_state())
+    assert query.domain_size <= GRID_FACTOR * 10**7
