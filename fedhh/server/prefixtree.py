@@ -477,7 +477,8 @@ class PrefixTree:
         # With completion rounds the width r is what the rounds can add, not the item's: an
         # element reaching it unended is as cut as one left unended after the last round.
         width_cut = bits >= r and bool(cfg.completion_rounds)
-        finished = (states[kept] == ENDED) | (complete_all and not width_cut)
+        ended = states[kept] == ENDED
+        finished = ended | (complete_all and not width_cut)
         # After the last completion round, what is still unended is output cut at its bits.
         unended = ~finished if last or width_cut else np.zeros(finished.size, dtype=bool)
         # The last main round's null law's domain for what goes on (``_lost_first``).
@@ -486,9 +487,10 @@ class PrefixTree:
         del states
         codes = cw.widen(values[finished], bits, r)
         is_denied = np.isin(codes, self.deny)
+        other = self._other_writings(codes, ended[finished] & ~is_denied)
         found = [Found(code, estimate, query.round) for code, estimate in
-                 zip(cw.to_ints(codes[~is_denied]), estimates[finished][~is_denied].tolist(),
-                     strict=True)]
+                 zip(cw.to_ints(codes[~is_denied & ~other]),
+                     estimates[finished][~is_denied & ~other].tolist(), strict=True)]
         # An element cut at the code's whole width is an item's code as devices compare it
         # (a deny-listed item longer than the codes is denied by its first r bits), so one
         # equal to a deny code is dropped as a finished one is; a shorter cut prefix stands
@@ -574,6 +576,25 @@ class PrefixTree:
             finished_threshold=cut.finished_threshold,
         )
         return new_state, report
+
+    def _other_writings(self, codes: np.ndarray, ended: np.ndarray) -> np.ndarray:
+        """Which of the ended ``codes`` (r-bit items) are not their text's canonical code.
+
+        With tokens an item can be written in several ways, and the automaton keeps every
+        writing possible (``fedhh.codec.automaton``), but a device sends only the canonical
+        one (``Codec.encode_many``): another writing's true count is 0, so only noise keeps
+        it. Such an element is dropped, as a deny-listed one is: left in, it listed its item
+        a second time beside the canonical code's row (don't, 30 and 9: the 9 all noise), and
+        a deny-listed item's text through a writing the deny codes did not hold. Dropping a
+        released coordinate is post-processing: privacy is unaffected."""
+        other = np.zeros(codes.size, dtype=bool)
+        where = np.flatnonzero(ended)
+        if not where.size:
+            return other
+        r = self.codec.max_bits
+        texts = [self.codec.decode(code, r).text for code in cw.to_ints(codes[where])]
+        other[where] = self.codec.encode_many(texts).codes != codes[where]
+        return other
 
     def _lost(self, state: TreeState, query: RoundQuery, parents: np.ndarray,
               orphans_only: bool) -> list[Found]:

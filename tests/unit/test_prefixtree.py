@@ -145,3 +145,27 @@ def test_finished_run_has_no_query() -> None:
     assert state.done
     with pytest.raises(ConfigError):
         tree.query(state)
+
+
+@pytest.mark.parametrize("deny", [(), ("don't",)])
+def test_another_writing_of_an_item_is_dropped(deny: tuple[str, ...]) -> None:
+    """With tokens "don't" is one token or d, o, n't: a device sends only the first (the
+    canonical writing), so only noise keeps the second. It is dropped: before, the list held
+    "don't" twice (30, and 9 of noise), and a deny-listed "don't" through the second."""
+    codec = Codec("unicode", 24)
+    book = codec.book
+    other = int((book.symbol_bits(b"d") + book.symbol_bits(b"o") + book.symbol_bits(b"n't")
+                  + book.end).ljust(24, "0"), 2)
+    canonical = int(codec.encode_many(["don't"]).codes[0])
+    assert other != canonical and codec.decode(other, 24).text == "don't"
+    tree = PrefixTree(TreeConfig(rounds=2, dim_limit=2**12), codec, VoteThreshold(5, 1.0),
+                      deny_codes=codec.encode_many(list(deny)).codes)
+    state = tree.initial_state()
+    while not state.done:
+        query = tree.query(state)
+        index = query.domain_index(cw.from_ints([canonical, other], 24))
+        sums = np.zeros(query.domain_size, dtype=np.int64)
+        sums[index[index >= 0]] += np.array([30, 9])[index >= 0]
+        state, _ = tree.advance(state, sums, 100)
+    assert [(h.item, h.estimate) for h in tree.heavy_hitters(state)] == (
+        [] if deny else [("don't", 30.0)])
