@@ -18,7 +18,8 @@ post-processing of the released sum, so privacy is unaffected.
 Finished items: a kept element is complete when it holds the end symbol or all ``max_bits``
 bits (a *truncated* item: it stands for every item with those bits and is shown cut). Elements
 equal to a deny-listed item are dropped (devices never report them, so only noise puts them
-there).
+there), and so are ended elements that are another writing of their text than the canonical one
+a device sends (with tokens: ``PrefixTree._other_writings``), so that an item is listed once.
 
 Completion rounds (``TreeConfig.completion_rounds`` C > 0; issue 27). Without them the
 segments are planned to reach ``max_bits`` in the T rounds, and when a long list cannot reach it
