@@ -250,13 +250,27 @@ def spend_section(run: RunDetail) -> Html:
         description=s.description, local=number(s.eps_local, 3), n_min=s.n_min, rows=rows)
 
 
-def hits_table(run_id: str, hits: Sequence[Hit], cut: Sequence[Hit] = ()) -> Html:
+def hits_table(run_id: str, hits: Sequence[Hit], cut: Sequence[Hit] = (),
+               state: str = "done", released: int = 0) -> Html:
     """The heavy hitters, then the heavy prefixes the completion rounds could not complete
     (listed apart, as GetResults and the console list them). An item is shown with what
     could reorder or hide text escaped (``fedhh.codec.shown.printable``: ``\u202eevil`` read
-    "live"); ``data-item``, which the filter matches, keeps it exact (``filter_copy``)."""
+    "live"); ``data-item``, which the filter matches, keeps it exact (``filter_copy``).
+    A run not ``done`` (``state``) lists what its ``released`` rounds found so far, which a
+    line above the list says, as the consoles, the CSV's run_state and the JSON's state do
+    (before, a failed or cancelled run's list read as a finished run's on the page)."""
+    so_far = Html("") if state == "done" else fmt(
+        '<p class="note so-far">The run {what}: these are what its {n} released '
+        'round{s} found so far, not a finished run\'s list.</p>',
+        what={"pending": "has not started", "running": "is still running",
+              "failed": "failed", "cancelled": "was cancelled"}.get(state, f"is {state}"),
+        n=released, s="" if released == 1 else "s")
     if not hits and not cut:
         return Html('<p class="empty">No heavy hitter found yet.</p>')
+    return fmt("{so_far}{table}", so_far=so_far, table=_hits_and_cut(hits, cut))
+
+
+def _hits_and_cut(hits: Sequence[Hit], cut: Sequence[Hit]) -> Html:
     html = fmt('<p class="note">By the round that found them, then by estimate: estimates of '
                'different rounds are not comparable (a round counts the devices that chose the '
                'item among their items on its narrowing prefix list).</p>{rows}',
@@ -335,7 +349,8 @@ def run_page(run: RunDetail) -> Html:
         id=run.line.run_id, q=q, longest=FILTER_MAX_LENGTH,
         head=region("run-head", run_head(run)),
         timeline=region("timeline", timeline(run)), spend=region("spend", spend_section(run)),
-        hits=region("hits", hits_table(run.line.run_id, run.hits, run.cut)))
+        hits=region("hits", hits_table(run.line.run_id, run.hits, run.cut,
+                                            run.line.state, run.line.released)))
     return frame(f"Run {run.line.run_id}", body, nav="runs", live=f"/live/runs/{q}")
 
 
