@@ -28,3 +28,10 @@ def test_a_run_not_done_says_its_list_is_so_far(state: str, what: str) -> None:
 def test_a_done_run_says_nothing_of_the_kind() -> None:
     assert "so far" not in str(hits_table("r1", [WHOLE], (), "done", 3))
     assert "so far" not in str(hits_table("r1", [WHOLE]))
+
+
+def test_an_empty_list_says_yet_only_of_a_run_that_may_still_find() -> None:
+    assert "No heavy hitter found yet." in str(hits_table("r1", [], (), "running", 1))
+    assert str(hits_table("r1", [], (), "failed", 2)) == (
+        '<p class="empty">No heavy hitter: the run failed after 2 released rounds.</p>')
+    assert str(hits_table("r1", [], (), "done", 3)) == '<p class="empty">No heavy hitter.</p>'

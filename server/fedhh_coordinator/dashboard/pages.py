@@ -259,14 +259,18 @@ def hits_table(run_id: str, hits: Sequence[Hit], cut: Sequence[Hit] = (),
     A run not ``done`` (``state``) lists what its ``released`` rounds found so far, which a
     line above the list says, as the consoles, the CSV's run_state and the JSON's state do
     (before, a failed or cancelled run's list read as a finished run's on the page)."""
-    so_far = Html("") if state == "done" else fmt(
-        '<p class="note so-far">The run {what}: these are what its {n} released '
-        'round{s} found so far, not a finished run\'s list.</p>',
-        what={"pending": "has not started", "running": "is still running",
-              "failed": "failed", "cancelled": "was cancelled"}.get(state, f"is {state}"),
-        n=released, s="" if released == 1 else "s")
+    what = {"pending": "has not started", "running": "is still running", "failed": "failed",
+            "cancelled": "was cancelled"}.get(state, f"is {state}")
+    rounds = f"{released} released round{'' if released == 1 else 's'}"
     if not hits and not cut:
-        return Html('<p class="empty">No heavy hitter found yet.</p>')
+        # (a failed or cancelled run finds nothing more: "yet" is for one that may)
+        return Html('<p class="empty">No heavy hitter found yet.</p>') if state in (
+            "pending", "running") else fmt('<p class="empty">No heavy hitter{end}.</p>',
+                                           end="" if state == "done"
+                                           else f": the run {what} after {rounds}")
+    so_far = Html("") if state == "done" else fmt(
+        '<p class="note so-far">The run {what}: these are what its {rounds} found so far, '
+        'not a finished run\'s list.</p>', what=what, rounds=rounds)
     return fmt("{so_far}{table}", so_far=so_far, table=_hits_and_cut(hits, cut))
 
 
