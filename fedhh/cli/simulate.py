@@ -34,6 +34,8 @@ import argparse
 import json
 import math
 import sys
+import unicodedata
+from collections.abc import Sequence
 from typing import Any
 
 from fedhh.cli import options
@@ -84,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     payload = result_payload(result, config, dataset.summary(progress))
     warn_over_target(payload["privacy"])
     warn_cut_deny(payload["deny_list_cut"], blocker=config.completion_blocker())
+    warn_deny_twins(config.deny_items(), dataset.vocabulary,
+                    None if truth is None else truth.unweighted)
     if args.json:
         # Items as they are (UTF-8, the file's encoding), not as \ud83d\ude02 escapes; standard
         # output keeps the escapes, whatever its encoding.
@@ -166,6 +170,43 @@ def warn_cut_deny(cut: list[dict[str, Any]], shown: int = 5, lines: int = 10,
               f"the codes, {sum(bool(e['also_denies']) for e in rest):,} of them denying other "
               "items of the dataset too (--json's deny_list_cut lists them all)",
               file=sys.stderr)
+
+
+def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = None,
+                    lines: int = 10) -> None:
+    """Say on stderr which deny-list items no user holds while their other Unicode
+    normalization form (NFC or NFD: ``café`` with é, or with e and U+0301) is an item of the
+    dataset: a deny list matches items exactly (docs/datasets.md), so that form is not denied
+    (before, nothing said so: a deny list written NFC let the data's NFD item through).
+    ``holding``: the share of the users holding each vocabulary item, or None. At most
+    ``lines`` lines, then one counting the rest."""
+    if not items:
+        return
+    twins: dict[str, list[tuple[str, str]]] = {}
+    for item in items:
+        for form in ("NFC", "NFD"):
+            other = unicodedata.normalize(form, item)
+            if other != item:
+                twins.setdefault(other, []).append((item, form))
+    if not twins:
+        return
+    denied = set(items)
+    held: dict[str, int] = {}
+    for index, entry in enumerate(vocabulary):
+        if entry in twins or entry in denied:
+            held[entry] = index
+    found = [(item, form, other) for other, of in twins.items() if other in held
+             and other not in denied for item, form in of if item not in held]
+    for item, form, other in found[:lines]:
+        share = ("" if holding is None
+                 else f", held by {float(holding[held[other]]):.1%} of the users")
+        print(f"fedhh simulate: warning: deny-list item {printable(item)} is no user's item, "
+              f"but its {form} form {printable(other)} is an item of the dataset{share}, and "
+              "is not denied: a deny list matches items exactly (docs/datasets.md); list that "
+              "form too", file=sys.stderr)
+    if len(found) > lines:
+        print(f"fedhh simulate: warning: {len(found) - lines:,} more deny-list items are no "
+              "user's item while their other normalization form is", file=sys.stderr)
 
 
 def write_plot(result: SimulationResult, config: RunConfig, path: str) -> None:

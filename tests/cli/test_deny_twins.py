@@ -1,0 +1,48 @@
+"""fedhh simulate names a deny-list item that no user holds while its other normalization form
+(NFC or NFD) is an item of the dataset: a deny list matches items exactly, so that form is not
+denied (before, nothing said so)."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import numpy as np
+import pytest
+
+from fedhh.cli.simulate import warn_deny_twins
+
+NFC = "caf\u00e9"
+NFD = unicodedata.normalize("NFD", NFC)
+
+
+def test_a_deny_item_whose_other_form_is_held_is_named(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    warn_deny_twins([NFC, "apple"], ("apple", NFD, "band"), np.array([0.5, 0.25, 0.25]))
+    err = capsys.readouterr().err
+    assert err == ("fedhh simulate: warning: deny-list item caf\u00e9 is no user's item, but "
+                   "its NFD form cafe\\u0301 is an item of the dataset, held by 25.0% of the "
+                   "users, and is not denied: a deny list matches items exactly "
+                   "(docs/datasets.md); list that form too\n")
+    warn_deny_twins([NFD], (NFC,), None)
+    assert "deny-list item cafe\\u0301 is no user's item, but its NFC form caf\u00e9 is an " \
+           "item of the dataset, and is not denied" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("items, vocabulary", [
+    ([NFC], (NFC, NFD)),      # the item is held: the deny list does what it says
+    ([NFC, NFD], (NFD,)),     # both forms denied
+    ([NFC], ("apple",)),      # no form held
+    (["apple"], ("apple",)),  # no other form
+    ([], (NFD,)),
+])
+def test_nothing_is_said_otherwise(items: list[str], vocabulary: tuple[str, ...],
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    warn_deny_twins(items, vocabulary)
+    assert capsys.readouterr().err == ""
+
+
+def test_many_are_counted_past_the_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    items = [f"caf\u00e9{i}" for i in range(12)]
+    warn_deny_twins(items, tuple(unicodedata.normalize("NFD", i) for i in items), lines=10)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 11 and err[-1].startswith("fedhh simulate: warning: 2 more deny-list")
