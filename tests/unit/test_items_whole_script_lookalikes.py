@@ -141,3 +141,51 @@ def test_data_inspect_tells_them_apart(tmp_path: Path, monkeypatch: pytest.Monke
     assert main(["data", "inspect", str(source)]) == 0
     out = capsys.readouterr().out
     assert ESCAPED in out and COCOA_CYRILLIC not in out
+
+
+def _printable_rows_brute_force(rows: list[tuple[str, bool]],
+                                context: list[tuple[str, bool]]) -> list[str]:
+    """The check ``printable_rows`` makes, written as its definition: every pair of rows
+    compared (quadratic), for the randomized test below (bc23b13 replaced the pairwise scan by
+    two binary searches)."""
+    from fedhh.codec.shown import _cut_tail, _reading
+
+    every = [*rows, *context]
+    shown = [printable(text, cut) for text, cut in every]
+    reading = [_reading(text) for text in shown]
+    flagged = {i for i in range(len(every)) for j in range(len(every))
+               if reading[i] == reading[j] and shown[i] != shown[j]}
+    for i, (text, cut) in enumerate(every):
+        body = printable(text[:_cut_tail(text)], cut=True) if cut else ""
+        if not body:
+            continue
+        for j in range(len(every)):
+            if reading[j].startswith(_reading(body)) and not shown[j].startswith(body):
+                flagged.update((i, j))
+    return [printable(text, cut, latin=True) if i in flagged else shown[i]
+            for i, (text, cut) in enumerate(rows)]
+
+
+def test_printable_rows_flags_exactly_the_rows_the_brute_force_check_does() -> None:
+    """Seeded random lists of whole items and cut prefixes over a small alphabet of Latin
+    letters and their lookalikes (Cyrillic, Greek, fullwidth, a division slash), so that many
+    rows read alike or read as another's beginning; deterministic, no false failures."""
+    import random
+
+    rng = random.Random(20261204)
+    letters = ["c", "o", "a", "p", "/", "\u0441", "\u043e", "\u0430", "\u0440", "\u03bf",
+               "\uff43", "\u2215", "\u0161"]
+    tails = ["\u2026", "\u27e8+1 bit\u27e9\u2026", "\\xd0\u2026", "\\xd0\u27e8+3 bits\u27e9\u2026"]
+    flagged_some = 0
+    for _ in range(200):
+        every = []
+        for _ in range(rng.randint(1, 14)):
+            text = "".join(rng.choice(letters) for _ in range(rng.randint(0, 5)))
+            cut = rng.random() < 0.5
+            every.append((text + rng.choice(tails) if cut else text, cut))
+        split = rng.randint(0, len(every))
+        rows, context = every[:split], every[split:]
+        expected = _printable_rows_brute_force(rows, context)
+        assert printable_rows(rows, context) == expected, (rows, context)
+        flagged_some += expected != [printable(text, cut) for text, cut in rows]
+    assert flagged_some > 20  # the lists did hold rows that read alike
