@@ -84,7 +84,10 @@ def test_the_filter_matches_each_kind_of_item_exactly(
         tmp_path: Path, chromium: Callable[..., Any]) -> None:
     script = (resources.files("fedhh_coordinator.dashboard") / "static" / "app.js").read_text()
     page = ('<!doctype html><html><head><meta charset="utf-8"></head><body>'
-            f'<input id="hh-filter" type="search">{_page()}<script>{script}</script>'
+            '<input id="hh-filter" type="search">'
+            '<a id="hh-csv" href="/runs/r1/heavy-hitters.csv">CSV</a>'
+            '<a id="hh-json" href="/runs/r1/heavy-hitters.json">JSON</a>'
+            f'{_page()}<script>{script}</script>'
             '</body></html>')
     tls = make_dev_pki(tmp_path / "tls", ["127.0.0.1"])  # (the fixture's drivers trust a key)
     driver = chromium(tls.cert)
@@ -102,6 +105,23 @@ def test_the_filter_matches_each_kind_of_item_exactly(
         expected = [i for i, other in enumerate(items) if needle.lower() in other.lower()]
         assert items.index(item) in expected
         assert shown == [needle, str(len(expected)), expected], repr(item)
+    # A lone surrogate (here the first half of the flag's tags) has no URL form: the downloads
+    # are withdrawn, not left on the previous filter, and the rows still follow the filter
+    # (before, encodeURIComponent threw after hiding them: links and count kept "ﬁn"'s).
+    filtering = """
+        const box = document.getElementById("hh-filter");
+        box.value = arguments[0] === null ? String.fromCharCode(0xdb40) : arguments[0];
+        box.dispatchEvent(new Event("input"));
+        return [document.body.getAttribute("data-shown"),
+                ["hh-csv", "hh-json"].map((id) => {
+                  const link = document.getElementById(id);
+                  return [link.getAttribute("href"), link.getAttribute("aria-disabled")];
+                })];"""
+    assert driver.execute_script(filtering, None) == [
+        str(sum("\U000e0067" in item for item in items)), [[None, "true"], [None, "true"]]]
+    assert driver.execute_script(filtering, "a&b") == ["0", [
+        ["/runs/r1/heavy-hitters.csv?q=a%26b", None],
+        ["/runs/r1/heavy-hitters.json?q=a%26b", None]]]
 
 
 def test_the_downloads_keep_what_the_pages_filter_keeps(served: Served) -> None:

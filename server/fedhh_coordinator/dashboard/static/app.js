@@ -23,19 +23,42 @@
       return;
     }
     const needle = input.value.trim().toLowerCase();
+    // A filter holding a lone surrogate (half of a UTF-16 pair) has no URL form: the download
+    // links are withdrawn until the filter has one, never left on the previous filter (before,
+    // encodeURIComponent threw after the rows were hidden, so the downloads kept the old one).
+    let query = "";
+    if (needle !== "") {
+      try {
+        query = "?q=" + encodeURIComponent(needle);
+      } catch (error) {
+        query = null;
+      }
+    }
+    ["hh-csv", "hh-json"].forEach(function (id) {
+      const link = document.getElementById(id);
+      if (!link) {
+        return;
+      }
+      if (!link.hasAttribute("data-base")) {
+        link.setAttribute("data-base", link.getAttribute("href").split("?")[0]);
+      }
+      if (query === null) {
+        link.removeAttribute("href");
+        link.setAttribute("aria-disabled", "true");
+        link.title = "This filter holds a lone surrogate (half of a UTF-16 pair), which a " +
+          "link cannot carry: no download until the filter changes.";
+      } else {
+        link.href = link.getAttribute("data-base") + query;
+        link.removeAttribute("aria-disabled");
+        link.removeAttribute("title");
+      }
+    });
     let shown = 0;
     document.querySelectorAll("table.hits tbody tr").forEach(function (row) {
       const item = itemOf(row).toLowerCase();
       const match = needle === "" || item.indexOf(needle) !== -1;
       row.hidden = !match;
       shown += match ? 1 : 0;
-    });
-    const query = needle === "" ? "" : "?q=" + encodeURIComponent(needle);
-    ["hh-csv", "hh-json"].forEach(function (id) {
-      const link = document.getElementById(id);
-      if (link) {
-        link.href = link.getAttribute("href").split("?")[0] + query;
-      }
     });
     body.setAttribute("data-shown", String(shown));
   }
