@@ -37,6 +37,7 @@ import grpc
 
 from fedhh.errors import RoundAborted, shown
 from fedhh.rpc.control_client import (
+    CALL_TIMEOUT_S,
     AggregatorBusy,
     AggregatorError,
     ControlClient,
@@ -97,7 +98,7 @@ class AggregatorControl(ControlClient):
     """The coordinator's calls: open a round, wait for its outcome, cancel it."""
 
     def __init__(self, channel: grpc.aio.Channel, token: str | bytes, *,
-                 call_timeout: float = 30.0) -> None:
+                 call_timeout: float = CALL_TIMEOUT_S) -> None:
         super().__init__(pb_grpc.AggregatorControlStub(channel), token, call_timeout)
 
     async def open_round(self, signed: SignedConfig) -> bytes:

@@ -30,6 +30,7 @@ import numpy as np
 
 from fedhh.rpc.aggregator_client import checked_stream
 from fedhh.rpc.control_client import (
+    CALL_TIMEOUT_S,
     ControlClient,
     RoundOutcome,
     outcome_from_pb,
@@ -81,7 +82,7 @@ class CombinedOutcome:
 
 class CombinerControl(ControlClient):
     def __init__(self, channel: grpc.aio.Channel, token: str | bytes, *,
-                 call_timeout: float = 30.0) -> None:
+                 call_timeout: float = CALL_TIMEOUT_S) -> None:
         super().__init__(pb_grpc.CombinerControlStub(channel), token, call_timeout)
 
     async def workers(self) -> list[WorkerInfo]:

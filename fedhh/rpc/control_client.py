@@ -39,6 +39,7 @@ from fedhh.secagg.shards import MAX_SHARDS
 from fedhh.v1 import aggregator_pb2 as pb
 
 __all__ = [
+    "CALL_TIMEOUT_S",
     "AggregatorBusy",
     "AggregatorError",
     "ControlClient",
@@ -55,6 +56,11 @@ __all__ = [
 
 R = TypeVar("R")
 _SERVER_WAIT_CAP_S = 30.0  # ask for at most this long per GetResult (the server caps it too)
+# A control call's deadline, by default: a unary call's whole time, and a GetResult's past the
+# wait it asks for (``ControlClient._result``). A released sum's header thus reaches its caller
+# with about this long left to read the sum, and what its ``on_release`` does first (the
+# coordinator's charge, ``Runner.write_charge``) spends it.
+CALL_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)

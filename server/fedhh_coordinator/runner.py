@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import FedhhError
 from fedhh.rounds import AttemptId, RoundDriver, RunCancelled
+from fedhh.rpc.control_client import CALL_TIMEOUT_S
 from fedhh.rpc.device_client import OVERRUN_S
 from fedhh.server import RoundReport
 from fedhh.v1 import coordinator_pb2 as pb
@@ -36,8 +37,14 @@ log = logging.getLogger(__name__)
 STORE_RETRY_MAX_S = 30.0
 # How long a charge before a sum's read is retried while the store is unavailable, and the
 # longest pause between tries (Runner.write_charge): a PostgreSQL restart or failover takes
-# seconds, and the sum's stream waits for it unread.
-CHARGE_PATIENCE_S = 30.0
+# seconds, and the sum's stream waits for it unread. A released sum's header arrives with
+# about CALL_TIMEOUT_S left on its GetResult's deadline (the wait it asked for plus
+# CALL_TIMEOUT_S; the service answers within the wait), and every try starts within the
+# patience: half of it, so that the other half holds the last try (PostgreSQL's 10 s connect
+# timeout and its 1 s lock wait at most) and the sum's read. Before, the patience was the whole
+# 30 s, and a charge written late in it found the call past its deadline: the sum lost unread
+# and the round run again, charged twice. Derived, so that the two cannot drift apart.
+CHARGE_PATIENCE_S = CALL_TIMEOUT_S / 2
 CHARGE_RETRY_MAX_S = 4.0
 # A running run's error while its cancel waits for the round under way (Runner.cancel).
 CANCEL_ASKED = "cancelled by the operator: the run stops once the round under way ends"
@@ -157,7 +164,11 @@ class Runner:
         the service, which had sent it, held it no more, so the attempt was charged as lost
         and its round run again (two charges for one round; seen in 2 of 8 PostgreSQL
         restarts during short runs). The write is the same each time: a try whose commit
-        reached the database before its connection was lost is rewritten as it stands."""
+        reached the database before its connection was lost is rewritten as it stands.
+
+        No try starts past ``charge_patience_s`` (``CHARGE_PATIENCE_S`` says why): a pause
+        that overran it (the event loop held by another task's synchronous call) ends the
+        tries with the last one's error. Before, the try after it was made all the same."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.charge_patience_s
         delay, warned = self.charge_retry_s, False
@@ -168,6 +179,7 @@ class Runner:
             except StoreUnavailable as error:
                 if loop.time() + delay > give_up:
                     raise
+                unavailable = error
                 if not warned:
                     warned = True
                     log.warning("the store is unavailable while a released sum waits for its "
@@ -175,6 +187,8 @@ class Runner:
                                                                "patience_s":
                                                                self.charge_patience_s})
             await asyncio.sleep(delay)  # a backoff against the database, not a sync
+            if loop.time() > give_up:
+                raise unavailable
             delay = min(2 * delay, CHARGE_RETRY_MAX_S)
 
     def progress_of(self, run_id: str) -> pb.Progress | None:
