@@ -32,6 +32,7 @@ import psycopg.errors
 from fedhh.errors import ConfigError
 from fedhh_coordinator.db.interface import (
     Cursor,
+    StoreCorrupt,
     StoreUnavailable,
     Transaction,
     redact,
@@ -114,6 +115,29 @@ CREATE TABLE IF NOT EXISTS device_spends (
 """
 
 
+# PostgreSQL's errors of a store whose pages do not read back: XX001 data_corrupted (a heap
+# page that fails its checks: "invalid page in block 7 of relation base/16384/16400"; "could
+# not read block") and XX002 index_corrupted. psycopg raises them as InternalError, which the
+# store's callers took for a bug (INTERNAL; the run under way failed for good, "internal
+# error: ..."), where the SQLite store's corruption is StoreCorrupt (DATA_LOSS, the runner
+# stops the coordinator and writes nothing more).
+_CORRUPT_ERRORS = (psycopg.errors.DataCorrupted, psycopg.errors.IndexCorrupted)
+
+
+def corrupt(location: str, url: str, error: psycopg.Error) -> StoreCorrupt:
+    """``StoreCorrupt`` for an error of ``_CORRUPT_ERRORS``, naming the database (``location``,
+    without its password) and what the operator can do."""
+    index = isinstance(error, psycopg.errors.IndexCorrupted)
+    what = f"an index of the store {location}" if index else f"the store {location}"
+    mend = ("rebuild the index the message names (REINDEX INDEX; the tables' rows are kept)"
+            if index else "restore it from a backup (or a standby), or copy out what still "
+            "reads (pg_dump per table)")
+    return StoreCorrupt(
+        f"{what} is damaged (SQLSTATE {error.sqlstate}: "
+        f"{redact_text(_first_line(error), url)}): it is left as it is; stop what uses it, "
+        f"then {mend}")
+
+
 def _sql(statement: str) -> str:
     """Our statements use ``?`` placeholders (SQLite's); psycopg's are ``%s``."""
     return statement.replace("%", "%%").replace("?", "%s")
@@ -160,6 +184,9 @@ class PostgresDatabase:
         except ConfigError:
             self._conn.close()
             raise
+        except _CORRUPT_ERRORS as error:  # (its catalog does not read back)
+            self._conn.close()
+            raise ConfigError(f"--db: {corrupt(self.location, url, error)}") from None
         if new:
             with self._conn.transaction():
                 self._conn.execute(POSTGRES_SCHEMA)
@@ -267,6 +294,8 @@ class PostgresDatabase:
                     yield _PostgresTransaction(conn)
             except psycopg.OperationalError as error:
                 raise self._failed(error) from None
+            except _CORRUPT_ERRORS as error:  # (rolled back: nothing of it was written)
+                raise corrupt(self.location, self.url, error) from None
             self._lock_pause_s, self._lock_wait_until = 0.0, 0.0
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -276,6 +305,8 @@ class PostgresDatabase:
                 return list(conn.execute(_sql(sql), tuple(params)).fetchall())
             except psycopg.OperationalError as error:
                 raise self._failed(error) from None
+            except _CORRUPT_ERRORS as error:
+                raise corrupt(self.location, self.url, error) from None
 
     def close(self) -> None:
         with self._lock:
