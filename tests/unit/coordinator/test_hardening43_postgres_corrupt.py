@@ -79,7 +79,7 @@ def _database(monkeypatch: pytest.MonkeyPatch, conn: _Connection) -> postgres.Po
 
 @pytest.mark.parametrize("error", [HEAP, INDEX], ids=["XX001", "XX002"])
 def test_a_damaged_page_or_index_is_the_store_corrupt(monkeypatch: pytest.MonkeyPatch,
-                                                      error: Exception) -> None:
+                                                      error: psycopg.Error) -> None:
     conn = _Connection()
     db = _database(monkeypatch, conn)
     conn.failing = error
