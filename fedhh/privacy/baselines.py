@@ -97,21 +97,47 @@ def _c_alpha(alpha: float) -> float:
     return -math.log(alpha) - 1.0 / (1.0 + alpha)
 
 
+def _c_log_alpha(u: float) -> float:
+    """C_alpha at alpha = e^u, for u <= 0 (ln(1/alpha) = -u: no log of an underflowed alpha)."""
+    return -u - 1.0 / (1.0 + math.exp(u))
+
+
 def triehhpp_alpha(theta: int, per_round_delta: float) -> float:
-    """alpha in (0, 1) with e^{-C_alpha theta} = delta_r (Cormode & Bharadwaj Lemma 3)."""
+    """alpha in (0, 1] with e^{-C_alpha theta} <= delta_r (Cormode & Bharadwaj Lemma 3), the
+    largest to 1e-15 relative.
+
+    C_alpha is decreasing, and with u = ln(alpha) it is -u - 1/(1 + e^u), between -u - 1 and
+    -u - 1/2, so the root lies in u in [-(target + 1), -(target + 1/2)] (target =
+    ln(1/delta_r) / theta) and is bisected there in u: alpha itself may be far below 1e-300
+    (theta = 1, a tiny delta), where a product of two alphas underflowed to 0 and math.log
+    raised 'math domain error'. An alpha below the smallest positive double (target above
+    ~744) is refused: the sampling rate alpha (1 - e^-eps) would be 0."""
+    if not per_round_delta > 0.0:  # (delta / T underflowed: math.log raised 'domain error')
+        raise PrivacyError(f"TrieHH++ (Lemma 3) with theta={theta}: the per-round delta is "
+                           f"{per_round_delta:.3g}, not positive (delta / T underflows); raise "
+                           "delta")
     target = -math.log(per_round_delta) / theta
     if target <= _c_alpha(1.0):
         return 1.0
-    lo, hi = 1e-300, 1.0  # C is decreasing: C(lo) > target > C(hi)
+    lo, hi = -(target + 1.0), min(0.0, -(target + 0.5))  # C(lo) >= target >= C(hi)
     for _ in range(200):
-        mid = math.sqrt(lo * hi) if lo < 1e-6 else 0.5 * (lo + hi)
-        if _c_alpha(mid) > target:
+        mid = 0.5 * (lo + hi)
+        if _c_log_alpha(mid) >= target:
             lo = mid
         else:
             hi = mid
-        if hi - lo <= 1e-15 * hi:
+        if hi - lo <= 1e-15:
             break
-    return lo  # C(lo) >= target: delta at lo is <= delta_r
+    alpha = math.exp(lo)
+    # exp rounds to nearest: step down until C(alpha) >= target holds for the double returned
+    while alpha > 0.0 and _c_alpha(alpha) < target:
+        alpha = math.nextafter(alpha, 0.0)
+    if alpha == 0.0:
+        raise PrivacyError(
+            f"TrieHH++ (Lemma 3) with theta={theta} and per-round delta {per_round_delta:.3g} "
+            f"needs alpha = e^-{-lo:.4g}, below the smallest positive double: the sampling "
+            "rate would be 0; raise theta or delta")
+    return alpha  # C(alpha) >= target: delta at alpha is <= delta_r
 
 
 def triehhpp_rate(theta: int, rounds: int, eps_agg: float, delta: float) -> BaselineRate:

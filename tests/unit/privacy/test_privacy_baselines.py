@@ -49,3 +49,23 @@ def test_rates_monotone_in_theta() -> None:
 def test_triehhpp_needs_per_round_eps_below_one() -> None:
     with pytest.raises(PrivacyError, match="eps < 1"):
         triehhpp_sampling_rate(10, 1, 1.0, 1e-6)
+
+
+def test_triehhpp_alpha_far_below_1e_150() -> None:
+    # theta = 1 with a small delta puts alpha near delta / e: the bisection on alpha multiplied
+    # two alphas, which underflowed to 0, and math.log(0) raised 'math domain error' (at
+    # delta 1e-250 and below). Bisected in ln(alpha) now; the double returned meets the delta.
+    for theta, delta in ((1, 1e-250), (1, 1e-300), (2, 1e-300)):
+        alpha = triehhpp_alpha(theta, delta)
+        assert 0 < alpha < 1e-150
+        assert -math.log(alpha) - 1 / (1 + alpha) >= -math.log(delta) / theta
+        assert alpha == pytest.approx(delta ** (1 / theta) / math.e, rel=1e-9)
+    assert triehhpp_rate(1, 4, 1.0, 1e-300).sampling_rate > 0
+
+
+def test_triehhpp_refuses_an_alpha_or_delta_that_underflows() -> None:
+    # (both raised ValueError('math domain error'), the CLI a traceback)
+    with pytest.raises(PrivacyError, match="below the smallest positive double"):
+        triehhpp_alpha(1, 1e-323)
+    with pytest.raises(PrivacyError, match="delta / T underflows"):
+        triehhpp_rate(1, 4, 1.0, 5e-324)
