@@ -282,10 +282,10 @@ def largest_sharded(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def main() -> int:
+    from fedhh.cli.main import interrupt_once
     from fedhh.errors import FedhhError
     from fedhh.rpc.loadtest import LoadSpec, run_load
     from fedhh.rpc.loadtest import render as render_report
-    from fedhh.rpc.topology import interrupt_on_sigterm
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("10k", "20k", "50k"), help="one group of configurations")
@@ -299,7 +299,9 @@ def main() -> int:
                              "subdirectory per configuration); default: a temporary one, "
                              "removed")
     args = parser.parse_args()
-    interrupt_on_sigterm()  # a killed benchmark stops the services it started
+    # A killed benchmark stops the services it started, and a second signal (timeout(1)'s to
+    # the process group, a second Ctrl-C) waits for that: `fedhh up` and `loadtest`'s handler.
+    interrupt_once()
     previous = json.loads(RAW.read_text()) if RAW.exists() else {}
     results: dict[str, Any] = dict(previous)
     for group, label, params in CONFIGS:
@@ -318,6 +320,9 @@ def main() -> int:
             others.stop()
             print(f"{label}: {error}", flush=True)
             continue
+        except KeyboardInterrupt:  # (the services are stopped; the runs before are in RAW)
+            others.stop()
+            raise
         ours = sum(u.get("cpu_s", 0.0) for u in report["usage"].values() if u)
         other = max(0.0, _busy_seconds() - before - ours) / report["wall_s"]
         text = render_report(report)

@@ -32,15 +32,6 @@ from fedhh.rpc.tls import make_dev_pki
 READY_TIMEOUT_S = 300.0
 
 
-def interrupt_on_sigterm() -> None:
-    """Make SIGTERM (docker stop, systemd, ``kill``) mean Ctrl-C in this process, so a
-    ``with LocalTopology()`` block stops every service it started instead of leaving them
-    running. SIGINT is installed too: a shell starts background jobs with it ignored, and
-    Python then leaves it ignored. Call from the main thread."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.default_int_handler)
-
-
 def _absolute_path_list(paths: str) -> str:
     """``paths`` (os.pathsep-separated) with each relative entry made absolute against the
     current directory; an empty entry, which Python reads as the current directory, too."""
