@@ -45,9 +45,21 @@ from fedhh.output_paths import hold_lock
 from fedhh.rpc.errors import MAX_DETAILS
 from fedhh_aggregator.rounds import MAX_ROUND_ID_BYTES
 
-__all__ = ["Journal", "RoundRecord"]
+__all__ = ["Journal", "RenameNotDurable", "RoundRecord"]
 
 log = logging.getLogger(__name__)
+
+
+class RenameNotDurable(OSError):
+    """A rewrite's new file replaced the journal (it is the one in use), but the folder could
+    not be synced: a crash before it is may bring back the previous file. Before, this failure
+    was reported as any other, "(it is left as it was)", which it no longer was."""
+
+    def __str__(self) -> str:
+        return (f"{self.strerror} syncing the journal's folder once its new file had replaced "
+                "it (the new file is in use; a crash before the folder is synced may bring "
+                "back the previous one)")
+
 
 FILE_NAME = "outcomes.jsonl"
 LOCK_NAME = "outcomes.lock"  # held by the one service of the directory (Journal.load)
@@ -247,9 +259,13 @@ class Journal:
         """Replace the file by the minimal lines of :attr:`records` (temporary file, fsync,
         atomic rename, fsync of the directory) and open it for appends; ConfigError naming the
         file if it cannot be (the disk full at a start: before, the aggregator stopped with
-        "error: No space left on device" alone)."""
+        "error: No space left on device" alone), saying whether it was left as it was or
+        replaced without its folder synced (``RenameNotDurable``)."""
         try:
             self._rewrite(list(self.records.values()))
+        except RenameNotDurable as error:
+            raise ConfigError(f"the outcome journal {self.path} was rewritten, but not "
+                              f"durably: {error}") from None
         except OSError as error:
             raise ConfigError(f"cannot rewrite the outcome journal {self.path}: "
                               f"{error.strerror or error} (it is left as it was)") from None
@@ -278,11 +294,14 @@ class Journal:
         if replaced is not None:
             with contextlib.suppress(OSError):
                 os.close(replaced)
-        directory = os.open(self.directory, os.O_RDONLY)
         try:
-            os.fsync(directory)  # the rename itself is durable
-        finally:
-            os.close(directory)
+            directory = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(directory)  # the rename itself is durable
+            finally:
+                os.close(directory)
+        except OSError as error:  # (past the rename: the journal is not as it was)
+            raise RenameNotDurable(error.errno, error.strerror or str(error)) from None
 
     # -- writing -------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,49 @@ def test_a_start_that_cannot_rewrite_the_journal_says_which_file(
                                   "(it is left as it was)")
     assert (tmp_path / "outcomes.jsonl").read_bytes() == before
     assert not (tmp_path / "outcomes.jsonl.tmp").exists()
+
+
+@pytest.mark.parametrize("failing", ["file", "folder"])
+def test_a_failed_rewrite_says_truly_whether_the_journal_was_replaced(
+        failing: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fsync of the new file fails (before the rename: the journal is left as it was), or
+    that of its folder (after it: the new file is the journal, not durably yet). Before, both
+    said "(it is left as it was)", though after the rename the journal had been replaced."""
+    journal = _journal(tmp_path)
+    asyncio.run(journal.opened(b"r1", SESSION))
+    journal.close()
+    path = tmp_path / "outcomes.jsonl"
+    before = path.read_bytes()
+    restarted = Journal(tmp_path)
+    restarted.load()
+    restarted.settle(b"r1", "lost at a restart")  # (what the rewrite writes)
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode) == (failing == "folder"):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_fsync(fd)
+
+    with monkeypatch.context() as failing_sync:
+        failing_sync.setattr(journal_module.os, "fsync", fsync)
+        with pytest.raises(ConfigError) as refused:
+            restarted.rewrite()
+    try:
+        if failing == "file":
+            assert str(refused.value) == (f"cannot rewrite the outcome journal {path}: "
+                                          "Input/output error (it is left as it was)")
+            assert path.read_bytes() == before
+        else:
+            assert str(refused.value) == (
+                f"the outcome journal {path} was rewritten, but not durably: Input/output "
+                "error syncing the journal's folder once its new file had replaced it (the "
+                "new file is in use; a crash before the folder is synced may bring back the "
+                "previous one)")
+            assert path.read_bytes() != before
+            asyncio.run(restarted.opened(b"r2", SESSION))  # (appended to the new file)
+        assert not (tmp_path / "outcomes.jsonl.tmp").exists()
+    finally:
+        restarted.close()
+    loaded = Journal(tmp_path).load()
+    assert (loaded[b"r1"].state == "aborted") == (failing == "folder")
+    assert (b"r2" in loaded) == (failing == "folder")
