@@ -66,17 +66,19 @@ def test_members_still_busy_with_an_aborted_attempt_are_counted_at_the_next(
         try:
             with admin_client(topo) as client:
                 # Attempt 1's check-in holds all 200 (its pool admits 300) until a quiet spell
-                # of 12 s: devices-1 is stopped meanwhile (the test sees the 200 and stops it
+                # of 9 s: devices-1 is stopped meanwhile (the test sees the 200 and stops it
                 # within that spell: milliseconds when quiet, seconds at most under load), so
                 # its 100 members never advertise and attempt 1 aborts below min_devices 150
-                # at the advertise deadline (10 s: 200 devices advertise in half a second).
-                # Attempt 2's check-in is then open for the whole 18 s window (it must outlast
-                # attempt 1's joins and quiet spell), the waiting that makes it held. (Windows
-                # of 30 s, a quiet spell of 20 s and 20 s stages took 82 s, now about 50.)
+                # at the advertise deadline (5 s: 200 devices advertise in half a second, and
+                # the attempt aborts whatever number of devices-0's got in). Attempt 2's
+                # check-in is then open for the whole 12 s window (it must outlast attempt 1's
+                # joins and quiet spell), the waiting that makes it held. (Windows of 30 s, a
+                # quiet spell of 20 s and 20 s stages took 82 s; 18 s, 12 s and a 10 s
+                # advertisement 53-55 s; now about 40.)
                 client.start_run(run_config(rounds=1, max_bits=10, dim_limit=1 << 10,
-                                            min_devices=150, checkin_ms=18_000,
-                                            checkin_quiet_ms=12_000, stage_ms=20_000,
-                                            advertise_ms=10_000, max_attempts=3),
+                                            min_devices=150, checkin_ms=12_000,
+                                            checkin_quiet_ms=9_000, stage_ms=20_000,
+                                            advertise_ms=5_000, max_attempts=3),
                                  run_id="late")
                 deadline = time.monotonic() + EVENT_TIMEOUT_S
                 while True:
