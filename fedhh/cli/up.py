@@ -23,6 +23,7 @@ so the default aggregate target is eps_agg = 2 (eps_local 4.85 per round for 4 r
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import math
@@ -232,7 +233,12 @@ class TargetCheck:
     whole stack, every device included (~15 s), and then ended "FAILED_PRECONDITION: eps_agg=
     0.0001, ... needs an eps_local below 0.001953"; solving first would add the solver's
     0.5-2 s to every `up` (5 s at load 19 on 2 cores), while the aggregator's and the
-    coordinator's starts take longer than that."""
+    coordinator's starts take longer than that.
+
+    An `up` that ends before it waited for the solve (a start that failed, Ctrl-C) leaves the
+    thread running, and the interpreter's exit waits for it (``_wait_at_exit``). Before, the
+    exit did not: a daemon thread still inside numpy or scipy when the interpreter finalizes
+    is stopped where it stands, which can abort the process or print noise."""
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
@@ -240,6 +246,7 @@ class TargetCheck:
         self._thread = threading.Thread(target=self._solve, name="fedhh-up-target-check",
                                         daemon=True)  # (Ctrl-C does not wait for it)
         self._thread.start()
+        atexit.register(self._wait_at_exit)
 
     def _solve(self) -> None:
         from fedhh_coordinator.runs import open_ledger
@@ -251,10 +258,20 @@ class TargetCheck:
         except Exception:  # (anything else is the coordinator's StartRun's to say)
             pass
 
-    def refuse_if_unmet(self) -> None:
-        """ConfigError naming the options if the coordinator would refuse the target."""
+    def _wait(self) -> None:
         while self._thread.is_alive():  # (timed: Ctrl-C reaches a timed join)
             self._thread.join(0.5)
+
+    def _wait_at_exit(self) -> None:
+        """At the interpreter's exit (atexit runs before daemon threads are stopped): wait for
+        the solve, a few seconds at most. A Ctrl-C meanwhile leaves it (the user insists)."""
+        with contextlib.suppress(KeyboardInterrupt):
+            self._wait()
+
+    def refuse_if_unmet(self) -> None:
+        """ConfigError naming the options if the coordinator would refuse the target."""
+        self._wait()
+        atexit.unregister(self._wait_at_exit)  # (solved: nothing left for the exit to wait for)
         if self._error is not None:
             raise ConfigError(f"--eps-agg {self.config.eps_agg:g} --delta "
                               f"{self.config.delta:g}: the coordinator would refuse the run "

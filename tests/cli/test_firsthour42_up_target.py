@@ -7,6 +7,9 @@ while the services start, and `up` waits for it before the first device process.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -71,3 +74,28 @@ def test_a_target_the_coordinator_can_budget_is_let_through() -> None:
     TargetCheck(config).refuse_if_unmet()
     with pytest.raises(ConfigError, match="needs an eps_local below"):
         TargetCheck(replace(config, eps_agg=1e-4)).refuse_if_unmet()
+
+
+def test_the_exit_waits_for_a_solve_up_left_running() -> None:
+    """`up` ended before it waited for the check (a start that failed, Ctrl-C): the
+    interpreter's exit waits for the solve rather than stop its daemon thread where it stands
+    (inside numpy or scipy, that can abort the process or print noise). Before, the process
+    exited under it: the solve below never finished."""
+    program = textwrap.dedent("""
+        import time
+        from dataclasses import replace
+        import fedhh_coordinator.runs as runs
+        from fedhh.cli.up import TargetCheck
+        from fedhh.config import RunConfig
+
+        def solving(config):
+            time.sleep(0.5)  # (still solving when the main thread ends)
+            print("solved", flush=True)
+
+        runs.open_ledger = solving
+        TargetCheck(replace(RunConfig(eps_agg=2.0), target_devices=1387, min_devices=1248))
+        print("exiting", flush=True)
+    """)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "exiting\nsolved\n", "")
