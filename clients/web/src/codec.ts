@@ -21,6 +21,7 @@
  */
 
 import { type Bytes, fromHex, toHex, utf8 } from "./bytes.js";
+import { OLDER_THAN_COORDINATOR } from "./config.js";
 import { sha256 } from "./primitives.js";
 
 export const FORMAT = "fedhh-codebook";
@@ -212,7 +213,10 @@ export function codebookFromDict(data: unknown, where = "codebook"): Codebook {
   // Python's `version not in (1, 2)` also admits 1.0 and true (== 1); JSON.parse gives 1 for 1.0.
   const v = version === true ? 1 : version;
   if (data.format !== FORMAT || (v !== VERSION && v !== TOKENS_VERSION)) {
-    throw new CodecError(`${where}: not a ${FORMAT} version ${VERSION} or ${TOKENS_VERSION} codebook`);
+    // (a format version past this code's is a codebook of a newer fedhh: say so)
+    const newer = data.format === FORMAT && Number.isInteger(v) && (v as number) > TOKENS_VERSION;
+    throw new CodecError(`${where}: not a ${FORMAT} version ${VERSION} or ${TOKENS_VERSION} codebook` +
+                         (newer ? ` (version ${v as number}: ${OLDER_THAN_COORDINATOR})` : ""));
   }
   if (("tokens" in data) !== (v === TOKENS_VERSION)) {
     throw new CodecError(`${where}: a codebook has 'tokens' exactly when it is version ${TOKENS_VERSION}`);
@@ -367,7 +371,13 @@ export const BUILTIN_BOOK_KEYS: Readonly<Record<string, string>> = {
  * "german"). */
 export type BookLoader = (name: string) => Promise<string>;
 
-/** A loader that fetches `<baseUrl><name>.json` (the operator serves fedhh/codec/books/). */
+/**
+ * A loader that fetches `<baseUrl><name>.json` (the operator serves fedhh/codec/books/). The
+ * browser's copy is checked with the server on each load (`cache: "no-cache"`: a 304 when it is
+ * current), since a book is loaded once per page: before, a copy the browser kept by heuristic
+ * freshness (a static server's Last-Modified and no Cache-Control) outlived an upgrade of the
+ * books, and every round was refused until it expired, though the server had the right one.
+ */
 export function fetchBooks(baseUrl: string): BookLoader {
   return async (name: string) => {
     // (the errors name the URL: a round refused for "codebook english: HTTP 404", or for
@@ -375,7 +385,7 @@ export function fetchBooks(baseUrl: string): BookLoader {
     const url = new URL(`${name}.json`, baseUrl).href;
     let response: Response;
     try {
-      response = await fetch(url);
+      response = await fetch(url, { cache: "no-cache" });
     } catch (error) {
       throw new CodecError(`codebook ${name} could not be fetched from ${url} ` +
                            `(${error instanceof Error ? error.message : String(error)}): is ` +
@@ -441,8 +451,11 @@ export async function codebookFromSpec(spec: string, load?: BookLoader,
     }
     return trainedBook(text, load, expectedKey ?? BUILTIN_BOOK_KEYS[text]!);
   } else {
+    // (the coordinator builds a run's codec before it hands out a task, so a task naming a
+    // book this code does not know comes from a newer fedhh)
     throw new CodecError(`unknown codebook ${JSON.stringify(text)}; built-in codebooks: ` +
-                         `${BUILTIN_NAMES.join(", ")}, or give a codebook's JSON`);
+                         `${BUILTIN_NAMES.join(", ")}, or give a codebook's JSON. A task that ` +
+                         `names it: ${OLDER_THAN_COORDINATOR}`);
   }
   if (expectedKey !== undefined && (await codebookKey(book)) !== expectedKey) {
     throw new CodecError(`codebook ${book.name} is not the expected ${expectedKey}`);
@@ -461,8 +474,14 @@ function trainedBook(name: string, load: BookLoader, key: string): Promise<Codeb
     book = (async () => {
       const parsed = codebookFromJson(await load(name), `built-in codebook ${name}`);
       if (parsed.name !== name) throw new CodecError(`built-in codebook ${name} is named ${parsed.name}`);
-      if ((await codebookKey(parsed)) !== key) {
-        throw new CodecError(`codebook ${name} is not the expected ${key}`);
+      const got = await codebookKey(parsed);
+      if (got !== key) {
+        // (before, "codebook english is not the expected english-57a9094fb7d6", every round:
+        // nothing said which book was served or what to change)
+        throw new CodecError(`codebook ${name} as loaded is ${got}, not the expected ${key} ` +
+                             "that this device's code pins: the served fedhh/codec/books/ and " +
+                             "the page's bundle come from different fedhh versions (serve both " +
+                             "from the coordinator's version, then reload the page)");
       }
       return parsed;
     })();
@@ -494,7 +513,9 @@ export class Codec {
 
   constructor(readonly book: Codebook, readonly maxBits: number) {
     if (!Number.isInteger(maxBits) || maxBits < 1 || maxBits > MAX_SUPPORTED_BITS) {
-      throw new CodecError(`max_bits must be an integer in [1, ${MAX_SUPPORTED_BITS}], got ${maxBits}`);
+      throw new CodecError(`max_bits must be an integer in [1, ${MAX_SUPPORTED_BITS}], got ${maxBits}` +
+                           (Number.isInteger(maxBits) && maxBits > MAX_SUPPORTED_BITS
+                             ? ` (from a task: ${OLDER_THAN_COORDINATOR})` : ""));
     }
     this.byteBits = Array.from({ length: 256 }, (_, b) =>
       book.rawContinuations && b >= CONTINUATION_FIRST && b < CONTINUATION_END

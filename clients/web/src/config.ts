@@ -25,6 +25,22 @@ export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
+/**
+ * What a refusal says when the coordinator sent what only a newer device understands (a
+ * RoundConfig version or flag, a codebook, a code width): the page runs an older bundle than
+ * the services, a cached one after they were upgraded. Such a round is refused before anything
+ * is spent or sent, as every refusal of the config; before, the page said only "unsupported
+ * RoundConfig version 5" (or "unknown codebook ..."), every round, with nothing on what to do.
+ */
+export const OLDER_THAN_COORDINATOR =
+  "this page's device code is older than the coordinator's: reload the page (if this persists, " +
+  "the site or a cache still serves an older bundle: the operator must serve the one built " +
+  "from the coordinator's fedhh version)";
+/** The same, for a coordinator older than this device's code (the upgrade went the other way). */
+export const NEWER_THAN_COORDINATOR =
+  "the coordinator is older than this page's device code: the operator must serve the bundle " +
+  "built from the coordinator's fedhh version, or upgrade the coordinator";
+
 export interface RoundConfig {
   readonly roundId: Bytes;
   readonly numDevices: number;
@@ -58,7 +74,11 @@ export function parseRoundConfig(data: Uint8Array): RoundConfig {
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
   const version = view.getUint16(offset, false);
   const idLength = view.getUint8(offset + 2);
-  if (version !== VERSION) throw new ConfigError(`unsupported RoundConfig version ${version}`);
+  if (version !== VERSION) {
+    throw new ConfigError(`unsupported RoundConfig version ${version} (this device reads ` +
+                          `version ${VERSION}): ` +
+                          (version > VERSION ? OLDER_THAN_COORDINATOR : NEWER_THAN_COORDINATOR));
+  }
   offset += 3;
   if (data.length !== offset + idLength + BODY_BYTES) {
     throw new ConfigError("RoundConfig encoding has the wrong length");
@@ -77,7 +97,8 @@ export function parseRoundConfig(data: Uint8Array): RoundConfig {
   const deadlines = [0, 1, 2, 3, 4].map((i) => view.getBigUint64(offset + 54 + 8 * i, false));
   const root = data.slice(offset + 94, offset + 126);
   if (flags & ~(FLAG_DEVICE_AUTH | FLAG_CONSISTENCY)) {
-    throw new ConfigError(`unknown RoundConfig flags 0x${flags.toString(16)}`);
+    throw new ConfigError(`unknown RoundConfig flags 0x${flags.toString(16)}: ` +
+                          OLDER_THAN_COORDINATOR);
   }
   const deviceAuth = (flags & FLAG_DEVICE_AUTH) !== 0;
   const consistencyCheck = (flags & FLAG_CONSISTENCY) !== 0;

@@ -23,7 +23,7 @@
 
 import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
 import { type Codec, CodecError, MAX_SUPPORTED_BITS } from "./codec.js";
-import { parseRoundConfig } from "./config.js";
+import { OLDER_THAN_COORDINATOR, parseRoundConfig } from "./config.js";
 import { type WordSource, systemWords } from "./random.js";
 import { randomize } from "./randomizer.js";
 
@@ -76,7 +76,8 @@ function strictlyAscending(values: readonly bigint[]): boolean {
 /** The query a task carries, validated as Python's `query_of` validates it. */
 export function queryOfTask(task: Task): RoundQuery {
   if (!(task.maxBits >= 1 && task.maxBits <= MAX_SUPPORTED_BITS)) {
-    throw new CodecError(`task max_bits ${task.maxBits} is outside [1, ${MAX_SUPPORTED_BITS}]`);
+    throw new CodecError(`task max_bits ${task.maxBits} is outside [1, ${MAX_SUPPORTED_BITS}]` +
+                         (task.maxBits > MAX_SUPPORTED_BITS ? `: ${OLDER_THAN_COORDINATOR}` : ""));
   }
   if (task.prefixBits + task.segmentBits > task.maxBits || task.segmentBits < 1) {
     throw new CodecError(`task has prefix_bits ${task.prefixBits} + segment_bits ` +
@@ -165,7 +166,8 @@ export function selectEntry(codes: readonly bigint[], counts: readonly number[],
     throw new CodecError(`${codes.length} codes with ${counts.length} counts`);
   }
   if (rule !== "uniform" && rule !== "weighted") {
-    throw new CodecError(`selection must be one of uniform, weighted, got ${JSON.stringify(rule)}`);
+    throw new CodecError(`selection must be one of uniform, weighted, got ${JSON.stringify(rule)}` +
+                         `: ${OLDER_THAN_COORDINATOR}`);
   }
   for (const c of counts) {
     if (!(Number.isSafeInteger(c) && c >= 0)) throw new CodecError(`counts must be integers >= 0, got ${c}`);

@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { CodecError, codebookFromSpec, fetchBooks } from "../src/codec.js";
+import { fileBooks } from "./vectors.js";
 
 async function withFetch(fake: typeof globalThis.fetch, body: () => Promise<void>): Promise<void> {
   const real = globalThis.fetch;
@@ -38,4 +39,23 @@ test("a book the page cannot fetch is refused naming its URL", async () => {
 
 test("a trained book without a loader names the option that gives one", async () => {
   await assert.rejects(codebookFromSpec("unicode"), /runDevice's `books`: fetchBooks/);
+});
+
+test("a book is checked with the server on each load, and a served book of another version says so",
+     async () => {
+  // A static server's Last-Modified without Cache-Control lets a browser keep a book by
+  // heuristic freshness: before, fetchBooks took the kept copy after the books were upgraded.
+  const modes: (RequestCache | undefined)[] = [];
+  // The English book as a newer fedhh might train it: two of its codewords swapped.
+  const book = JSON.parse(await fileBooks("english"));
+  [book.bytes.a, book.bytes.e] = [book.bytes.e, book.bytes.a];
+  const other = JSON.stringify(book);
+  await withFetch(async (_url, init) => {
+    modes.push(init?.cache);
+    return new Response(other, { status: 200 });
+  }, async () => {
+    await assert.rejects(codebookFromSpec("english", fetchBooks("https://app.test/books/")),
+                         (error: Error) => error instanceof CodecError && /^codebook english as loaded is english-[0-9a-f]{12}, not the expected english-[0-9a-f]{12} that this device's code pins: the served fedhh\/codec\/books\/ and the page's bundle come from different fedhh versions \(serve both from the coordinator's version, then reload the page\)$/.test(error.message));
+  });
+  assert.deepEqual(modes, ["no-cache"]);
 });

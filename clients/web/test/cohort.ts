@@ -25,6 +25,10 @@ export interface RoundSpec {
   dimension: number;
   /** The five stage deadlines, Unix ms. */
   deadlines: readonly bigint[];
+  /** The encoding's version (4, the current one, if left out) and flags (3 if left out): a
+   * coordinator of another fedhh version. */
+  version?: number;
+  flags?: number;
 }
 
 function u8(value: number): Bytes {
@@ -80,9 +84,10 @@ export async function signedRound(spec: RoundSpec, own: Member, coordinatorSeed:
   const member = (id: number): Member => id === 1 ? own : [key(id), key(id + 1), key(id + 2)];
   const { root, proof } = await rootAndProof(salt, spec.n, member, 1);
   const config = concat(
-    LABELS.config, u16(4), u8(roundId.length), roundId,
+    LABELS.config, u16(spec.version ?? 4), u8(roundId.length), roundId,
     u32(spec.n), u32(spec.dimension), u8(16), u32(spec.nMin), u32(spec.k), u32(spec.t),
-    graphSeed, u8(3 /* device_auth | consistency_check */), ...spec.deadlines.map(u64), root);
+    graphSeed, u8(spec.flags ?? 3 /* device_auth | consistency_check */),
+    ...spec.deadlines.map(u64), root);
   return { config, signature: ed25519Sign(coordinatorSeed, config), admission: proof };
 }
 

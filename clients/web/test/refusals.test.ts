@@ -52,7 +52,8 @@ const SMALL_FLOORS: Floors = { ...DEFAULT_FLOORS, minCohort: 3 };
  */
 async function taskFor(request: GetTaskRequest, round: number, spec: RoundSpec,
                        signer = COORDINATOR_SEED, forDevice = DEVICE_ID,
-                       webUrl = "https://aggregator.test"): Promise<SignedTask> {
+                       webUrl = "https://aggregator.test",
+                       fields: TaskFields = {}): Promise<SignedTask> {
   const signed = await signedRound(
     spec, [ed25519PublicFromSeed(identity.identitySeed), request.cPk, request.sPk],
     COORDINATOR_SEED);
@@ -61,8 +62,12 @@ async function taskFor(request: GetTaskRequest, round: number, spec: RoundSpec,
     segmentBits: 6, epsLocal: 1, codec: "5bit", maxBits: 10, selection: "uniform",
     aggregatorWebUrl: webUrl, roundConfig: signed.config,
     roundConfigSignature: signed.signature, secaggId: 1, admission: signed.admission,
+    ...fields,
   }) as Task, signer);
 }
+
+/** Task fields a test sets otherwise. */
+type TaskFields = { codec?: string; maxBits?: number; selection?: string };
 
 type Answer = (request: GetTaskRequest, n: number) => Promise<SignedTask | "hold">;
 
@@ -188,9 +193,9 @@ test("a refused task handed back again and again is asked for with a growing bac
 /** The one result of a device given `spec`'s task (naming the aggregator by `webUrl`) under
  * `floors`, and what it cost. */
 async function oneRound(spec: RoundSpec, floors: Floors = SMALL_FLOORS,
-                        webUrl = "https://aggregator.test") {
+                        webUrl = "https://aggregator.test", fields: TaskFields = {}) {
   const { summary, events, aggregatorCalls } = await scenario(
-    async (request) => taskFor(request, 1, spec, COORDINATOR_SEED, DEVICE_ID, webUrl),
+    async (request) => taskFor(request, 1, spec, COORDINATOR_SEED, DEVICE_ID, webUrl, fields),
     { floors, tasks: 1 });
   const results = events.flatMap((e) => e.type === "result" ? [e.result] : []);
   assert.equal(results.length, 1);
@@ -251,4 +256,32 @@ test("a task naming a plain-http aggregator, in an https page, costs nothing", a
   } finally {
     delete scope.location;
   }
+});
+
+test("a task of a coordinator newer than the page's code is refused at no cost, saying to reload",
+     async () => {
+  // A page holding a cached bundle after the services were upgraded: before, the round ended
+  // "unsupported RoundConfig version 5" (or "unknown codebook ..."), every round, with no word
+  // of what to do.
+  const reload = /this page's device code is older than the coordinator's: reload the page \(if this persists, the site or a cache still serves an older bundle/;
+  const cases: [string, RoundSpec, TaskFields, RegExp][] = [
+    ["a config version", { ...SMALL, version: 5 }, {},
+     /ConfigError: unsupported RoundConfig version 5 \(this device reads version 4\): /],
+    ["a config flag", { ...SMALL, flags: 7 }, {}, /ConfigError: unknown RoundConfig flags 0x7: /],
+    ["a codebook", SMALL, { codec: "french" }, /^unknown codebook "french"; .* A task that names it: /],
+    ["a code width", SMALL, { maxBits: 5000 }, /^max_bits must be .*, got 5000 \(from a task: /],
+    ["a selection rule", SMALL, { selection: "stratified" }, /^selection must be .*, got "stratified": /],
+  ];
+  for (const [what, spec, fields, detail] of cases) {
+    const { result, spent, sent } = await oneRound(spec, SMALL_FLOORS, "https://aggregator.test",
+                                                   fields);
+    assert.equal(result.outcome, "device_aborted", what);
+    assert.match(result.detail, detail, what);
+    assert.match(result.detail, reload, what);
+    assert.deepEqual([spent, sent], [0, 0], what);
+  }
+  // The other way round: a coordinator older than the page's code.
+  const older = await oneRound({ ...SMALL, version: 3 });
+  assert.match(older.result.detail, /ConfigError: unsupported RoundConfig version 3 \(this device reads version 4\): the coordinator is older than this page's device code: the operator must serve the bundle built from the coordinator's fedhh version, or upgrade the coordinator$/);
+  assert.deepEqual([older.spent, older.sent], [0, 0]);
 });
