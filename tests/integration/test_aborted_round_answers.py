@@ -54,8 +54,10 @@ class _HeldCall:
 
 def test_an_answer_queued_for_an_aborted_round_is_not_computed() -> None:
     # Six devices, n_min 6: device 6 holds its shares back, so the round aborts when the
-    # share-keys stage closes; devices 1-5 are told (their wait for the next request).
-    cohort = make_cohort(6, 64, 5, 4, n_min=6, windows_ms=(10_000, 2_000, 10_000, 10_000,
+    # share-keys stage closes; devices 1-5 are told (their wait for the next request). The
+    # deadlines add up: the key sharing, which only waiting fills, ends 5 s in (12 s before),
+    # where six devices of 64 coordinates advertise within milliseconds.
+    cohort = make_cohort(6, 64, 5, 4, n_min=6, windows_ms=(4_000, 1_000, 10_000, 10_000,
                                                            10_000), round_id=b"held/6")
     late = cohort.device(6)
     computed: list[int] = []
