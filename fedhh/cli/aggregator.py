@@ -16,6 +16,9 @@ from typing import Any
 
 from fedhh.cli import options
 
+# (a fraction of a stage's expected devices: 0 is "always the whole spell")
+QUIET_CLOSE_TAIL = options.number_in(lambda x: 0 <= x < 1, "in [0, 1)")
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("aggregator", help="run the secure-aggregation service",
@@ -39,48 +42,48 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     options.add_framed_options(p, "the session stream (SecureAggregation.Session), for about "
                                   "half of gRPC's CPU per device,")
     p.add_argument("--ready-file", help="write the bound ports as JSON once serving")
-    p.add_argument("--max-rounds", type=int, default=16,
+    p.add_argument("--max-rounds", type=options.positive_int, default=16,
                    help="rounds held at once, running or waiting to be fetched (default: 16)")
-    p.add_argument("--max-uploads", type=int, default=32,
+    p.add_argument("--max-uploads", type=options.positive_int, default=32,
                    help="masked vectors buffered at once (default: 32)")
-    p.add_argument("--max-pending-calls", type=int, default=16_384,
+    p.add_argument("--max-pending-calls", type=options.positive_int, default=16_384,
                    help="calls gRPC may queue before shedding them (default: 16384; gRPC's own "
                         "default of 1000 sheds the bursts of a large fleet)")
-    p.add_argument("--quiet-close-ms", type=int, default=0,
+    p.add_argument("--quiet-close-ms", type=options.non_negative_int, default=0,
                    help="close a stage before its deadline once n_min devices answered and "
                         "none for this long (default: 0, off: every stage that lost a device "
                         "waits for its deadline)")
-    p.add_argument("--quiet-close-tail", type=float, default=0.05,
+    p.add_argument("--quiet-close-tail", type=QUIET_CLOSE_TAIL, default=0.05,
                    help="with this fraction (or less) of a stage's expected devices missing, a "
                         "quarter of --quiet-close-ms of silence closes it; with more than four "
                         "times it missing, silence does not (default: 0.05; 0: always the whole "
                         "spell, whatever is missing)")
-    p.add_argument("--max-wait-ms", type=int, default=60_000,
+    p.add_argument("--max-wait-ms", type=options.positive_int, default=60_000,
                    help="cap of any long-poll (default: 60000)")
-    p.add_argument("--result-ttl", type=float, default=600.0,
+    p.add_argument("--result-ttl", type=options.positive_float, default=600.0,
                    help="seconds a finished round waits for its fetch (default: 600)")
-    p.add_argument("--max-round-seconds", type=float, default=3600.0,
+    p.add_argument("--max-round-seconds", type=options.positive_float, default=3600.0,
                    help="refuse configs whose last deadline is further ahead (default: 3600)")
     p.add_argument("--state-dir",
                    help="keep a durable journal of round outcomes here (opened, unmasking "
                         "started, released/aborted, delivered; fsync'd, compacted), so "
                         "GetOutcome still answers after a restart (default: none; a restart "
                         "forgets every round)")
-    p.add_argument("--max-tombstones", type=int, default=4096,
+    p.add_argument("--max-tombstones", type=options.positive_int, default=4096,
                    help="finished rounds remembered for GetOutcome (default: 4096)")
-    p.add_argument("--tombstone-ttl", type=float, default=7 * 24 * 3600.0,
+    p.add_argument("--tombstone-ttl", type=options.positive_float, default=7 * 24 * 3600.0,
                    help="seconds a finished round is remembered (default: 7 days; at least "
                         "--max-round-seconds)")
-    p.add_argument("--max-streams-per-connection", type=int, default=4096,
+    p.add_argument("--max-streams-per-connection", type=options.positive_int, default=4096,
                    help="concurrent calls one client connection may have open (default: 4096;"
                         " a device process multiplexes its devices over one connection)")
-    p.add_argument("--max-unopened-sessions", type=int, default=1 << 17,
+    p.add_argument("--max-unopened-sessions", type=options.positive_int, default=1 << 17,
                    help="session streams whose device has not sent its open yet, held at "
                         "once (default: 131072; one more is refused UNAVAILABLE, and devices "
                         "retry it)")
-    p.add_argument("--upload-idle-ms", type=int, default=5000,
+    p.add_argument("--upload-idle-ms", type=options.positive_int, default=5000,
                    help="cut off an upload whose next message takes longer (default: 5000)")
-    p.add_argument("--upload-min-rate", type=int, default=64 << 10,
+    p.add_argument("--upload-min-rate", type=options.positive_int, default=64 << 10,
                    help="bytes/s an upload must sustain after --upload-idle-ms of grace "
                         "(default: 65536)")
 

@@ -125,12 +125,7 @@ MAX_ID = (1 << 32) - 2  # uid_t and gid_t; 2^32 - 1 is -1, "no change"
 
 
 def _at_most(high: int, what: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = options.positive_int(text)
-        if value > high:
-            raise argparse.ArgumentTypeError(f"must be at most {high:,} {what}, got {text}")
-        return value
-    return parse
+    return options.integer_in(1, high, what)
 
 
 def _id(text: str) -> int:

@@ -47,6 +47,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from fedhh.cli import options
 from fedhh.config import MAX_ROUNDS
 from fedhh.errors import ConfigError, PrivacyError
 from fedhh.privacy.methods import DEFAULT_METHOD, LEGACY_NAMES, METHODS
@@ -64,42 +65,14 @@ MECHANISMS = (
 )
 
 
-def _number(check: Callable[[float], bool], what: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-        if not (math.isfinite(value) and check(value)):
-            raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
-        return value
-
-    return parse
-
-
-# inf passes "> 0": the wording says finite too (``_number`` refuses every non-finite value).
+# (the shared option types: every command words a bad number as these do)
+_number = options.number_in
+# inf passes "> 0": the wording says finite too (``number_in`` refuses every non-finite value).
 _positive = _number(lambda x: x > 0, "positive and finite")
 
 
 def _integer(minimum: int, maximum: int | None = None, why: str = "") -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        # 1.6e6 as 1600000, as every other command takes it (options.positive_int; before,
-        # "must be an integer, got '1.6e6'" here alone)
-        try:
-            number = float(text) if any(c in text for c in ".eE") else int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        if not math.isfinite(number) or number != int(number):
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}")
-        value = int(number)
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text}")
-        if maximum is not None and value > maximum:
-            raise argparse.ArgumentTypeError(
-                f"must be at most {maximum:,} ({why}), got {text}")
-        return value
-
-    return parse
+    return options.integer_in(minimum, maximum, f"({why})" if why else "")
 
 
 def register(subparsers: Any) -> None:

@@ -63,7 +63,8 @@ def register(subparsers: Any) -> None:
                    help="write the results as JSON (-: to standard output, without the summary)")
     p.add_argument("--plot", metavar="PATH", help="write the marginal discovered-frequency plot")
     p.add_argument("--top", type=options.non_negative_int, default=20,
-                   help="heavy hitters to list on the terminal (default 20)")
+                   help="heavy hitters to list on the terminal (default 20; 0: the summary "
+                        "without the list)")
     p.add_argument("--quiet", action="store_true", help="no progress meters, no summary")
     p.set_defaults(handler=run)
 

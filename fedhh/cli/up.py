@@ -121,14 +121,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_run_arguments(p, Mode.NETWORK, defaults=UP_DEFAULTS, exclude=DERIVED)
 
 
-def process_count(text: str) -> int:
-    count = options.positive_int(text)
-    if count > MAX_PROCESSES:
-        # (each is a Python process of ~80 MB: 1,387 of them, one per Shakespeare device,
-        # were being started on a 2-core machine)
-        raise argparse.ArgumentTypeError(f"at most {MAX_PROCESSES} device processes (each is "
-                                         f"a Python process hosting many devices), got {count}")
-    return count
+# (each is a Python process of ~80 MB: 1,387 of them, one per Shakespeare device, were being
+# started on a 2-core machine)
+process_count = options.integer_in(1, MAX_PROCESSES, "device processes (each is a Python "
+                                   "process hosting many devices)")
 
 
 def demo_run_id(runs: list[Any]) -> str:

@@ -480,5 +480,5 @@ def test_version_typos_and_counts_from_zero_are_answered(
     error = run_cli(["simulate", "--dataset", "shakespear"], capsys)[2]
     assert error.strip().endswith("did you mean 'shakespeare'?"), error
     assert "did you mean" not in run_cli(["simulate", "--dataset", "nothing.txt"], capsys)[2]
-    assert "expected a non-negative integer, got '-1'" in one_line_error(
+    assert "must be an integer >= 0, got -1" in one_line_error(
         ["up", "--web-devices", "-1"], capsys)

@@ -229,8 +229,11 @@ def test_the_aggregator_checks_its_tls_key_before_binding(
 
 
 @pytest.mark.parametrize(("args", "expected"), [
-    (["--quiet-close-ms", "-1"], "argument --quiet-close-ms: must be >= 0 (0: off), got -1"),
-    (["--max-wait-ms", "0"], "argument --max-wait-ms: must be positive, got 0"),
+    (["--quiet-close-ms", "-1"], "argument --quiet-close-ms: must be an integer >= 0, got -1"),
+    (["--max-wait-ms", "0"], "argument --max-wait-ms: must be an integer >= 1, got 0"),
+    # Before: accepted (a float option took inf), and "invalid int value: '1e3'".
+    (["--result-ttl", "inf"], "argument --result-ttl: expected a positive number, got 'inf'"),
+    (["--quiet-close-tail", "1"], "argument --quiet-close-tail: must be in [0, 1), got 1"),
     (["--tombstone-ttl", "5"],
      "argument --tombstone-ttl: must be at least --max-round-seconds (3600), got 5.0"),
 ])

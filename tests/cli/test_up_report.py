@@ -112,7 +112,7 @@ def test_up_starts_at_most_32_device_processes(capsys: pytest.CaptureFixture[str
     with pytest.raises(SystemExit) as exited:
         main(["up", "--processes", "33"])
     assert exited.value.code == 2
-    assert "argument --processes: at most 32 device processes" in capsys.readouterr().err
+    assert "argument --processes: must be at most 32 device processes" in capsys.readouterr().err
 
 
 def test_a_run_that_kept_nothing_says_nothing_of_noise_among_it(

@@ -1,0 +1,73 @@
+"""Every numeric option of every command is parsed by the shared option types
+(``fedhh.cli.options.integer_in``, ``number_in`` and the types built on them): the same text means
+the same number everywhere, and a value out of range is refused as it is parsed, naming the
+option and the range.
+
+Before, the aggregator took Python's int and float: `--max-rounds 1e3` was "invalid int value"
+(every other command reads it as 1000), and `--result-ttl inf`, `--max-round-seconds inf` and
+`--tombstone-ttl inf` were accepted; privacy, certs and up each had their own copy of the
+integer parse, each with its own wording."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+
+import pytest
+
+from fedhh.cli.main import build_parser
+
+AGGREGATOR = ["aggregator", "--coordinator-key", "k.pub"]
+
+
+def _actions(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.Action]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _actions(sub, f"{path} {name}")
+        else:
+            yield path, action
+
+
+def test_no_option_takes_pythons_own_int_or_float() -> None:
+    raw = [f"{path} {'/'.join(action.option_strings)}"
+           for path, action in _actions(build_parser(), "fedhh")
+           if action.type in (int, float)]
+    assert raw == []
+
+
+@pytest.mark.parametrize(("argv", "dest", "value"), [
+    ([*AGGREGATOR, "--max-rounds", "1e3"], "max_rounds", 1000),
+    ([*AGGREGATOR, "--quiet-close-ms", "0"], "quiet_close_ms", 0),
+    ([*AGGREGATOR, "--quiet-close-tail", "0"], "quiet_close_tail", 0.0),
+    (["privacy", "--delta", "1e-6", "--rounds", "4.0", "--devices", "1.6e6"], "devices",
+     1_600_000),
+])
+def test_the_same_text_is_the_same_number(argv: list[str], dest: str, value: float) -> None:
+    assert getattr(build_parser().parse_args(argv), dest) == value
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    ([*AGGREGATOR, "--max-rounds", "0"], "argument --max-rounds: must be an integer >= 1, got 0"),
+    ([*AGGREGATOR, "--max-rounds", "2.5"],
+     "argument --max-rounds: must be an integer, got '2.5'"),
+    ([*AGGREGATOR, "--max-round-seconds", "inf"],
+     "argument --max-round-seconds: expected a positive number, got 'inf'"),
+    ([*AGGREGATOR, "--tombstone-ttl", "nan"],
+     "argument --tombstone-ttl: expected a positive number, got 'nan'"),
+    ([*AGGREGATOR, "--quiet-close-tail", "-0.1"],
+     "argument --quiet-close-tail: must be in [0, 1), got -0.1"),
+    (["simulate", "--top", "-1"], "argument --top: must be an integer >= 0, got -1"),
+    (["data", "inspect", "x", "--top", "0"], "argument --top: must be an integer >= 1, got 0"),
+    (["certs", "--out", "t", "--days", "1e9"],
+     "argument --days: must be at most 36,500 days (100 years), got 1e9"),
+    (["up", "--processes", "99"], "argument --processes: must be at most 32 device processes"),
+    (["privacy", "--delta", "1e-6", "--rounds", "0"],
+     "argument --rounds: must be an integer >= 1, got 0"),
+])
+def test_a_value_out_of_range_names_the_option_and_the_range(
+        argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as refused:
+        build_parser().parse_args(argv)
+    assert refused.value.code == 2
+    assert said in capsys.readouterr().err
