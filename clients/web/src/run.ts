@@ -438,7 +438,9 @@ const ENROLL_TIMEOUT_MS = 30_000;
 /**
  * What a page's user or operator makes of the coordinator's refusal `why` of a token: an
  * expired token, one not as the coordinator issued it (its format: a stray space or newline, a
- * cut copy), or one it does not know or that was used (the browser lost the device's storage).
+ * cut copy), one it does not know or that was used (the browser lost the device's storage), an
+ * enrolment signature it could not verify (a page and a coordinator of different versions), or
+ * another reason (an attestation refused), left to the operator.
  * Before, every refusal was explained as the last, so an expired or mangled token, never used,
  * sent its operator looking for cleared site data.
  */
@@ -452,9 +454,24 @@ export function tokenRefusal(why: string): string {
       "`fedhh admin mint-tokens` wrote, no space or line break around them): check how the " +
       "page was given it. Nothing was enrolled";
   }
-  return "This browser holds no identity for that device: it never enrolled here, or the " +
-    "site's data (IndexedDB) was cleared since it did, and a token enrols one device once. " +
-    "It needs a new enrolment token";
+  if (/enrollment_signature/i.test(why)) {
+    // (checked before the token is looked at: before, this was explained as a used token and
+    // cleared site data, and the operator minted a new token that the same page spent no
+    // better)
+    return "The coordinator could not verify this device's enrolment signature: the page's " +
+      "device code and the coordinator come from different fedhh versions. Reload the page (if " +
+      "this persists, the operator must serve the bundle built from the coordinator's version); " +
+      "the token was not spent";
+  }
+  if (/unknown or already used/i.test(why)) {
+    return "This browser holds no identity for that device: it never enrolled here, or the " +
+      "site's data (IndexedDB) was cleared since it did, and a token enrols one device once. " +
+      "It needs a new enrolment token";
+  }
+  // (an attestation the coordinator's verifier refused, or another check of the request: not a
+  // used token, which before was said of every refusal)
+  return "The coordinator refused the enrolment for the reason it gives, not as a used token: " +
+    "the page's operator must resolve that reason before the device can enrol";
 }
 
 /**

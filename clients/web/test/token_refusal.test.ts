@@ -70,3 +70,27 @@ test("an unknown or used token is explained as lost storage", async () => {
   const message = await refusal("unknown or already used enrollment token", TOKEN);
   assert.match(message, /holds no identity .* the site's data \(IndexedDB\) was cleared .* needs a new enrolment token/);
 });
+
+test("an enrolment signature the coordinator cannot verify is explained as a version mismatch",
+     async () => {
+  // Before, as a used token and cleared site data: the token, checked after the signature, was
+  // never spent, and a new one met the same refusal from the same page.
+  for (const why of [
+    "enrollment_signature is missing: an enrollment request must be signed with the identity " +
+      "key it enrolls (proof that the caller holds it; a device older than this check must be " +
+      "updated)",
+    "enrollment_signature does not verify under identity_public_key: the request was not " +
+      "signed by the holder of that key (or token, label or attestation differ from what was " +
+      "signed)"]) {
+    const message = await refusal(why, TOKEN);
+    assert.match(message, /could not verify this device's enrolment signature: the page's device code and the coordinator come from different fedhh versions\. Reload the page .* the token was not spent$/);
+    assert.doesNotMatch(message, /IndexedDB|cleared|new enrolment token/);
+  }
+});
+
+test("another refusal (an attestation) is left to the operator, not explained as a used token",
+     async () => {
+  const message = await refusal("attestation refused: unknown app id", TOKEN);
+  assert.match(message, /\(attestation refused: unknown app id\)\. The coordinator refused the enrolment for the reason it gives, not as a used token/);
+  assert.doesNotMatch(message, /IndexedDB|cleared|new enrolment token/);
+});
