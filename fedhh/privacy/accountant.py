@@ -44,6 +44,7 @@ from fedhh.privacy.composition import (
     delta_splits,
     kov_epsilon,
     rdp_to_dp,
+    sum_up,
 )
 from fedhh.privacy.randomizer_class import covered_by_fmt21
 from fedhh.privacy.subsampling import subsampled_rdp
@@ -254,7 +255,7 @@ def aggregate_epsilon(
     n = participants_for(num_devices, sampling_rate, method)
     sampled = sampling_rate < 1.0
     round_eps = check_offsets(eps_local, offsets, rounds, method)
-    pure = sum(round_eps)  # basic composition of eps-LDP rounds: always valid
+    pure = sum_up(round_eps)  # basic composition of eps-LDP rounds (rounded up): always valid
 
     pld_eps = rdp_eps = adv_eps = math.inf
     rdp_order = eps_r = delta_r = slack = math.nan

@@ -29,8 +29,10 @@ them). A caller may pass its own grid.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -144,15 +146,33 @@ def delta_splits(delta: float, rounds: int) -> list[DeltaSplit]:
     return out
 
 
+def sum_up(values: Iterable[float]) -> float:
+    """The smallest double at or above the exact sum of ``values`` (finite doubles).
+
+    A bound composed by adding (basic composition, Dwork & Roth 2014, Theorem 3.16) must not
+    come out below the sum of its terms, and a float sum rounds to nearest: ten times 0.1 added
+    in floats is 0.9999999999999999, below the exact 10 x 0.1000000000000000055511151231257827.
+    Each double is a dyadic rational, so the sum is taken exactly (equal terms counted once)
+    and rounded up."""
+    counts = Counter(float(v) for v in values)
+    exact = sum((Fraction(v) * k for v, k in counts.items()), Fraction(0))
+    total = float(exact)  # correctly rounded to nearest
+    if Fraction(total) < exact:
+        total = math.nextafter(total, math.inf)
+    return total
+
+
 def basic_composition(guarantees: Sequence[tuple[float, float]]) -> tuple[float, float]:
     """(sum of eps, sum of delta) of several (eps, delta)-DP guarantees of one device.
 
     Dwork & Roth 2014, Theorem 3.16 (basic composition, adaptive): if each run is
     (eps_i, delta_i)-DP for the device, the runs together are (sum eps_i, sum delta_i)-DP.
     An empty sequence is (0, 0). Each eps must be a finite number >= 0 and each delta in [0, 1];
-    a total delta of 1 or more is refused (it guarantees nothing).
+    a total delta of 1 or more is refused (it guarantees nothing). Both sums are rounded up
+    (``sum_up``), never below the exact sums.
     """
-    total_eps, total_delta = 0.0, 0.0
+    epsilons: list[float] = []
+    deltas: list[float] = []
     for index, item in enumerate(guarantees):
         try:
             eps, delta = (float(x) for x in item)
@@ -163,8 +183,9 @@ def basic_composition(guarantees: Sequence[tuple[float, float]]) -> tuple[float,
             raise PrivacyError(f"guarantee {index}: eps must be finite and >= 0, got {eps}")
         if not 0.0 <= delta <= 1.0:
             raise PrivacyError(f"guarantee {index}: delta must be in [0, 1], got {delta}")
-        total_eps += eps
-        total_delta += delta
+        epsilons.append(eps)
+        deltas.append(delta)
+    total_eps, total_delta = sum_up(epsilons), sum_up(deltas)
     if total_delta >= 1.0:
         raise PrivacyError(f"the composed delta {total_delta} is >= 1: no guarantee")
     return total_eps, total_delta

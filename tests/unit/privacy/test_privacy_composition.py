@@ -60,3 +60,19 @@ def test_delta_splits_spend_exactly_delta(rounds: int) -> None:
         total = 1 - (1 - split.per_round) ** rounds * (1 - split.slack)
         assert total == pytest.approx(1e-6, rel=1e-9)
         assert split.per_round > 0
+
+
+def test_basic_composition_is_not_below_the_exact_sum() -> None:
+    # ten runs at 0.1: a float sum gave 0.9999999999999999, below the exact sum of the doubles
+    from fractions import Fraction
+
+    from fedhh.privacy import basic_composition
+    from fedhh.privacy.composition import sum_up
+
+    eps, delta = basic_composition([(0.1, 1e-7)] * 10)
+    assert Fraction(eps) >= 10 * Fraction(0.1) and eps == math.nextafter(1.0, 2.0)
+    assert Fraction(delta) >= 10 * Fraction(1e-7)
+    assert sum_up([0.5, 0.25]) == 0.75 and sum_up([]) == 0.0  # exact sums stay exact
+    values = [0.1, 0.2, 0.3, 1e-17, 7.7]
+    assert Fraction(sum_up(values)) >= sum(Fraction(v) for v in values)
+    assert Fraction(math.nextafter(sum_up(values), 0.0)) < sum(Fraction(v) for v in values)

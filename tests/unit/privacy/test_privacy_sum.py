@@ -244,3 +244,25 @@ def test_many_contributors_at_small_eps_are_accounted_at_fewer() -> None:
     assert fewer < n
     assert sum_pld.sum_epsilon(0.5, 1e-6, [n]) == sum_pld.sum_epsilon(0.5, 1e-6, [fewer])
     assert sum_pld.accounted_contributors(10.0, n) == n
+
+
+def test_effective_epsilon_is_not_below_the_coins_ratio() -> None:
+    # The cap of sum_epsilon (basic composition over the rounds) must be at least what the
+    # implemented coins guarantee: (2^32 - m) / m <= e^eps_eff, decided exactly. Before, the
+    # float difference of two logs was below it for ~60% of epsilons (eps_local = 2 among them).
+    from fractions import Fraction
+
+    from fedhh.device.randomizer import SCALE, a0_threshold
+    from fedhh.privacy.randomizer_class import at_most_exp
+
+    rng = np.random.default_rng(20261204)
+    for eps in [2.0, 1e-9, 22.0, 40.0, *rng.uniform(1e-6, 23.0, size=60)]:
+        eps = float(eps)
+        m = a0_threshold(eps)
+        effective = sum_pld.rates(eps).effective_epsilon
+        assert at_most_exp(Fraction(SCALE - m, m), effective), eps
+        assert effective <= math.log((SCALE - m) / m) + 1e-12  # (and not loose)
+    # the cap binds at two devices and a tiny delta: 3 rounds at 2 get at least 3 e_eff exactly
+    m = a0_threshold(2.0)
+    capped = sum_pld.sum_epsilon(2.0, 1e-300, [2, 2, 2])
+    assert at_most_exp(Fraction(SCALE - m, m) ** 3, capped)
