@@ -2,15 +2,20 @@
 in shards of 100. The coordinator gets one total per round with every shard's evidence and
 charges the round once; a shard whose worker restarts mid-round drops out and the rest still
 releases; a combiner killed mid-round is taken over by its successor; a coordinator killed
-mid-run resumes the sharded round."""
+mid-run resumes the sharded round.
+
+The tests share one topology (the module's), each a run of its own: a test that kills a
+service starts it again, and each reads only what the logs gained during its run (before, each
+started its own seven processes and enrolled its 200 devices)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import time
+from collections.abc import Iterator
 
 import pytest
-from networked_kit import COORDINATOR_FLAGS, SHORT, run_config, short_dataset, wait_for_line
+from networked_kit import COORDINATOR_FLAGS, SHORT, run_config, short_dataset
 
 from fedhh.rpc.admin_client import AdminClient
 from fedhh.rpc.topology import LocalTopology
@@ -23,16 +28,45 @@ DEVICE_FLAGS = ["--min-cohort", "50"]
 COMBINER_FLAGS = ["--slack-seconds", "5", "--patience-seconds", "5"]
 
 
-def start(root: Path, workers: int = 2) -> LocalTopology:
+@pytest.fixture(scope="module")
+def topo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTopology]:
+    root = tmp_path_factory.mktemp("sharded")
     data = short_dataset(root / "users.txt")
-    topo = LocalTopology(root / "topology", env={"FEDHH_CACHE": str(root / "cache")})
-    topo.start_workers(workers)
-    topo.start_combiner(COMBINER_FLAGS)
-    topo.start_coordinator(COORDINATOR_FLAGS)
-    for i, users in enumerate(("0:100", "100:200")):
-        topo.start_devices(f"devices-{i}", str(data), users, DEVICE_FLAGS)
-    topo.wait_for_devices()
-    return topo
+    with LocalTopology(root / "topology", env={"FEDHH_CACHE": str(root / "cache")}) as t:
+        t.start_workers(2)
+        t.start_combiner(COMBINER_FLAGS)
+        t.start_coordinator(COORDINATOR_FLAGS)
+        for i, users in enumerate(("0:100", "100:200")):
+            t.start_devices(f"devices-{i}", str(data), users, DEVICE_FLAGS)
+        t.wait_for_devices()
+        yield t
+
+
+class Logs:
+    """What each service's log gained since this was made (a restarted service appends to its
+    log): the lines of this test's run alone."""
+
+    def __init__(self, topo: LocalTopology) -> None:
+        self.topo = topo
+        self.offsets = {name: self._size(name) for name in topo.services}
+
+    def _size(self, name: str) -> int:
+        log = self.topo.services[name].log
+        return log.stat().st_size if log.exists() else 0
+
+    def new(self, name: str) -> str:
+        with open(self.topo.services[name].log, "rb") as f:
+            f.seek(self.offsets.get(name, 0))
+            return f.read().decode(errors="replace")
+
+    def wait_for(self, name: str, needle: str, timeout_s: float = 120.0) -> None:
+        """Block until ``name``'s log gains a line containing ``needle`` (the service's own
+        announcement of an event, not a guess at timing)."""
+        deadline = time.monotonic() + timeout_s
+        while needle not in self.new(name):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{needle!r} never appeared in {name}'s log")
+            time.sleep(0.05)
 
 
 def admin(topo: LocalTopology) -> AdminClient:
@@ -52,16 +86,12 @@ def spends(results) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
             for s in json.loads(results.ledger_json)["spends"]]
 
 
-def log_count(path: Path, needle: str) -> int:
-    return path.read_text(errors="replace").count(needle)
-
-
-def test_a_sharded_round_releases_one_total_charged_once(tmp_path: Path) -> None:
-    with start(tmp_path) as topo, admin(topo) as client:
+def test_a_sharded_round_releases_one_total_charged_once(topo: LocalTopology) -> None:
+    logs = Logs(topo)
+    with admin(topo) as client:
         client.start_run(sharded(), run_id="sharded")
         run = client.wait("sharded", 300)
         results = client.results("sharded")
-        logs = {name: service.log for name, service in topo.services.items()}
     assert run.state == "done", run.error
     released = [r for r in run.rounds if r.state == "released"]
     assert len(released) == 1 and released[0].participants == 200
@@ -70,24 +100,26 @@ def test_a_sharded_round_releases_one_total_charged_once(tmp_path: Path) -> None
     assert spends(results) == [(0, 200)]
     # Each worker ran one shard of 100 and handed its sum to the combiner, not the coordinator.
     for worker in ("worker-0", "worker-1"):
-        assert log_count(logs[worker], '"message": "round opened"') == 1
-        assert '"devices": 100' in logs[worker].read_text()
-        assert log_count(logs[worker], '"message": "round released"') == 1
-    assert log_count(logs["combiner"], '"message": "sharded round released"') == 1
-    assert log_count(logs["combiner"], '"message": "shard finished"') == 2
+        assert logs.new(worker).count('"message": "round opened"') == 1
+        assert '"devices": 100' in logs.new(worker)
+        assert logs.new(worker).count('"message": "round released"') == 1
+    assert logs.new("combiner").count('"message": "sharded round released"') == 1
+    assert logs.new("combiner").count('"message": "shard finished"') == 2
 
 
-def test_a_shard_whose_worker_restarts_drops_out_and_the_rest_releases(tmp_path: Path) -> None:
-    with start(tmp_path) as topo, admin(topo) as client:
+def test_a_shard_whose_worker_restarts_drops_out_and_the_rest_releases(
+        topo: LocalTopology) -> None:
+    logs = Logs(topo)
+    with admin(topo) as client:
         client.start_run(sharded(), run_id="half")
         # After the combiner has opened every shard: worker 1 logs its round opened before
         # its answer reaches the combiner, and a kill in between fails the open instead.
-        wait_for_line(topo.services["combiner"].log, '"message": "sharded round opened"')
+        logs.wait_for("combiner", '"message": "sharded round opened"')
         topo.kill("worker-1")
         topo.start_aggregator(name="worker-1")
         run = client.wait("half", 300)
         results = client.results("half")
-        combiner_log = topo.services["combiner"].log.read_text()
+        combiner_log = logs.new("combiner")
     assert run.state == "done", run.error
     first = run.rounds[0]
     # Worker 1's journal says its shard was lost in the restart before unmasking: it drops
@@ -97,15 +129,16 @@ def test_a_shard_whose_worker_restarts_drops_out_and_the_rest_releases(tmp_path:
     assert "aggregator_restarted" in combiner_log
 
 
-def test_a_combiner_killed_mid_round_is_taken_over(tmp_path: Path) -> None:
-    with start(tmp_path) as topo, admin(topo) as client:
+def test_a_combiner_killed_mid_round_is_taken_over(topo: LocalTopology) -> None:
+    logs = Logs(topo)
+    with admin(topo) as client:
         client.start_run(sharded(), run_id="leader")
-        wait_for_line(topo.services["combiner"].log, '"message": "sharded round opened"')
+        logs.wait_for("combiner", '"message": "sharded round opened"')
         topo.kill("combiner")
         topo.start_combiner(COMBINER_FLAGS)
         run = client.wait("leader", 300)
         results = client.results("leader")
-        combiner_log = topo.services["combiner"].log.read_text()
+        combiner_log = logs.new("combiner")
     assert run.state == "done", run.error
     assert "sharded round taken over after a restart" in combiner_log
     assert [r.state for r in run.rounds] == ["released"]
@@ -114,18 +147,17 @@ def test_a_combiner_killed_mid_round_is_taken_over(tmp_path: Path) -> None:
 
 
 def test_a_coordinator_killed_mid_sharded_round_resumes_with_an_exact_ledger(
-    tmp_path: Path,
-) -> None:
-    with start(tmp_path) as topo:
-        with admin(topo) as client:
-            client.start_run(sharded(), run_id="resume")
-            # The devices have their tasks and are in the protocol: the round outlives us.
-            wait_for_line(topo.services["worker-0"].log, '"stage": "ADVERTISE_KEYS"')
-        topo.kill("coordinator")
-        topo.start_coordinator(COORDINATOR_FLAGS)
-        with admin(topo) as client:
-            run = client.wait("resume", 300)
-            results = client.results("resume")
+        topo: LocalTopology) -> None:
+    logs = Logs(topo)
+    with admin(topo) as client:
+        client.start_run(sharded(), run_id="resume")
+        # The devices have their tasks and are in the protocol: the round outlives us.
+        logs.wait_for("worker-0", '"stage": "ADVERTISE_KEYS"')
+    topo.kill("coordinator")
+    topo.start_coordinator(COORDINATOR_FLAGS)
+    with admin(topo) as client:
+        run = client.wait("resume", 300)
+        results = client.results("resume")
     assert run.state == "done", run.error
     states = [(r.attempt, r.state, r.reason) for r in run.rounds]
     assert states[-1][1] == "released"
