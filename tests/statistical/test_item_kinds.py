@@ -36,9 +36,11 @@ found the longest item (218 bits) and that the run used completion rounds.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
+import pytest
 
 from fedhh.codec import Codec
 from fedhh.config import Mode, RunConfig
@@ -46,8 +48,9 @@ from fedhh.data.itemsets import sample_population
 from fedhh.data.lexicon import WeightedStrings
 from fedhh.data.truth import compute_truth
 from fedhh.data.wordlists import spellchecker_counts
+from fedhh.privacy import solver
 from fedhh.privacy.accountant import allocation_offsets
-from fedhh.privacy.solver import solve_allocation
+from fedhh.privacy.methods import DEFAULT_METHOD
 from fedhh.server import LocalRandomizer, TailKind, rr_variance
 from fedhh.simulation.runner import simulate
 
@@ -67,12 +70,39 @@ LONG = [
 ]
 
 
+@functools.cache
+def english() -> tuple[tuple[str, int], ...]:
+    """pyspellchecker's English counts, read once for both tests (~1 s a read)."""
+    return tuple(spellchecker_counts("en"))
+
+
+@pytest.fixture
+def solved_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``solve_allocation`` remembering its answers: the run's own solve of the allocation is
+    the margin check's, answered again rather than solved twice (~a fifth of the test, the
+    same solution)."""
+    solve = solver.solve_allocation
+    answers: dict[tuple[object, ...], solver.LocalEpsilonSolution] = {}
+
+    def remembered(eps_agg: float, delta: float, offsets: object, num_devices: int,
+                   sampling_rate: float = 1.0, method: str = DEFAULT_METHOD
+                   ) -> solver.LocalEpsilonSolution:
+        key = (eps_agg, delta, tuple(map(float, offsets)),  # type: ignore[call-overload]
+               num_devices, sampling_rate, method)
+        if key not in answers:
+            answers[key] = solve(eps_agg, delta, offsets, num_devices,  # type: ignore[arg-type]
+                                 sampling_rate, method)
+        return answers[key]
+
+    monkeypatch.setattr(solver, "solve_allocation", remembered)
+
+
 def population(top: list[str], share: float, extra: dict[str, float] | None = None
                ) -> WeightedStrings:
     """``top`` at ``share`` of the tokens each, ``extra`` items at theirs, English words Zipf
     over the rest."""
     extra = extra or {}
-    words = [w for w, _ in spellchecker_counts("en")[:20_000] if w not in top and w not in extra]
+    words = [w for w, _ in english()[:20_000] if w not in top and w not in extra]
     tail = 1.0 / np.arange(1, len(words) + 1)
     tail *= (1 - share * len(top) - sum(extra.values())) / tail.sum()
     return WeightedStrings(tuple(top + list(extra) + words),
@@ -88,7 +118,7 @@ def assert_found_whole(dataset, top: list[str]) -> None:  # type: ignore[no-unty
     assert weights is not None
     offsets = allocation_offsets(weights)
     n = dataset.num_users
-    eps = solve_allocation(config.eps_agg, config.delta, offsets, n).eps_local
+    eps = solver.solve_allocation(config.eps_agg, config.delta, offsets, n).eps_local
     gammas = config.tree().round_fp_ratios
     assert gammas is not None
     # (a main round holds the elements that finish an item to fp_ratio_finished)
@@ -123,6 +153,7 @@ def assert_found_whole(dataset, top: list[str]) -> None:  # type: ignore[no-unty
 
     truth = compute_truth(dataset)
     result = simulate(dataset, config, truth)
+    assert result.privacy["eps_local"] == eps  # the run's solve was the check's
     found = {h.item: h for h in result.heavy_hitters}
     for item in top:
         assert item in found, f"{item!r} was not found"
@@ -130,13 +161,15 @@ def assert_found_whole(dataset, top: list[str]) -> None:  # type: ignore[no-unty
     assert len(result.rounds) > config.rounds  # completion rounds did it
 
 
-def test_top_items_of_every_kind_are_found_exactly_at_the_defaults() -> None:
+def test_top_items_of_every_kind_are_found_exactly_at_the_defaults(
+        solved_once: None) -> None:
     dataset = sample_population(population(TOP, TOP_SHARE), USERS, TOKENS, 7, "kinds")
     assert Codec.from_spec(RunConfig().codec, 1024).encode_many([TOP[-1]]).lengths[0] == 218
     assert_found_whole(dataset, TOP)
 
 
-def test_long_items_among_a_tail_of_long_urls_are_found_whole() -> None:
+def test_long_items_among_a_tail_of_long_urls_are_found_whole(
+        solved_once: None) -> None:
     """Long heavy items while ~60 lighter long URLs are still going: with ~40 prefixes open a
     completion round adds ~17 bits, not 23, so seven rounds left the 45-letter word (218
     bits), the e-mail address (238) and the Korean word (233) cut."""
