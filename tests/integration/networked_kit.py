@@ -104,6 +104,35 @@ def wait_for_line(path: Path, needle: str, timeout_s: float = 120.0) -> None:
     raise TimeoutError(f"{needle!r} never appeared in {path}")
 
 
+class LogMarks:
+    """What each service's log gained since this was made (a restarted service appends to its
+    log): the lines of one test's run alone, where the tests of a module share a topology."""
+
+    def __init__(self, topo: LocalTopology) -> None:
+        self.topo = topo
+        self.offsets = {name: self._size(name) for name in topo.services}
+
+    def _size(self, name: str) -> int:
+        log = self.topo.services[name].log
+        return log.stat().st_size if log.exists() else 0
+
+    def new(self, name: str) -> str:
+        with open(self.topo.services[name].log, "rb") as f:
+            f.seek(self.offsets.get(name, 0))
+            return f.read().decode(errors="replace")
+
+    def wait_for(self, name: str, needle: str, timeout_s: float = 120.0) -> None:
+        """Block until ``name``'s log gains a line containing ``needle`` (as
+        :func:`wait_for_line`, of what was written since)."""
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while needle not in self.new(name):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{needle!r} never appeared in {name}'s log")
+            time.sleep(0.05)
+
+
 # How long a test lets a service stop after SIGTERM before it is killed (LocalTopology.stop's
 # default grace is 15 s): a deadline, not a window. What a process writes as it stops (a device
 # process's --stats-file, its count of refused rounds) is lost if the grace runs out first, as

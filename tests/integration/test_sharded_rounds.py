@@ -11,11 +11,10 @@ started its own seven processes and enrolled its 200 devices)."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 
 import pytest
-from networked_kit import COORDINATOR_FLAGS, SHORT, run_config, short_dataset
+from networked_kit import COORDINATOR_FLAGS, SHORT, LogMarks, run_config, short_dataset
 
 from fedhh.rpc.admin_client import AdminClient
 from fedhh.rpc.topology import LocalTopology
@@ -42,33 +41,6 @@ def topo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTopology]:
         yield t
 
 
-class Logs:
-    """What each service's log gained since this was made (a restarted service appends to its
-    log): the lines of this test's run alone."""
-
-    def __init__(self, topo: LocalTopology) -> None:
-        self.topo = topo
-        self.offsets = {name: self._size(name) for name in topo.services}
-
-    def _size(self, name: str) -> int:
-        log = self.topo.services[name].log
-        return log.stat().st_size if log.exists() else 0
-
-    def new(self, name: str) -> str:
-        with open(self.topo.services[name].log, "rb") as f:
-            f.seek(self.offsets.get(name, 0))
-            return f.read().decode(errors="replace")
-
-    def wait_for(self, name: str, needle: str, timeout_s: float = 120.0) -> None:
-        """Block until ``name``'s log gains a line containing ``needle`` (the service's own
-        announcement of an event, not a guess at timing)."""
-        deadline = time.monotonic() + timeout_s
-        while needle not in self.new(name):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{needle!r} never appeared in {name}'s log")
-            time.sleep(0.05)
-
-
 def admin(topo: LocalTopology) -> AdminClient:
     return AdminClient(topo.address("coordinator"), topo.token("admin"),
                        topo.workdir / "tls" / "ca.pem")
@@ -87,7 +59,7 @@ def spends(results) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
 
 
 def test_a_sharded_round_releases_one_total_charged_once(topo: LocalTopology) -> None:
-    logs = Logs(topo)
+    logs = LogMarks(topo)
     with admin(topo) as client:
         client.start_run(sharded(), run_id="sharded")
         run = client.wait("sharded", 300)
@@ -109,7 +81,7 @@ def test_a_sharded_round_releases_one_total_charged_once(topo: LocalTopology) ->
 
 def test_a_shard_whose_worker_restarts_drops_out_and_the_rest_releases(
         topo: LocalTopology) -> None:
-    logs = Logs(topo)
+    logs = LogMarks(topo)
     with admin(topo) as client:
         client.start_run(sharded(), run_id="half")
         # After the combiner has opened every shard: worker 1 logs its round opened before
@@ -130,7 +102,7 @@ def test_a_shard_whose_worker_restarts_drops_out_and_the_rest_releases(
 
 
 def test_a_combiner_killed_mid_round_is_taken_over(topo: LocalTopology) -> None:
-    logs = Logs(topo)
+    logs = LogMarks(topo)
     with admin(topo) as client:
         client.start_run(sharded(), run_id="leader")
         logs.wait_for("combiner", '"message": "sharded round opened"')
@@ -148,7 +120,7 @@ def test_a_combiner_killed_mid_round_is_taken_over(topo: LocalTopology) -> None:
 
 def test_a_coordinator_killed_mid_sharded_round_resumes_with_an_exact_ledger(
         topo: LocalTopology) -> None:
-    logs = Logs(topo)
+    logs = LogMarks(topo)
     with admin(topo) as client:
         client.start_run(sharded(), run_id="resume")
         # The devices have their tasks and are in the protocol: the round outlives us.
