@@ -1,12 +1,17 @@
 """Failures of the networked system, with real processes: devices dropping out at every stage,
 the coordinator killed with SIGKILL mid-run, the aggregator killed mid-round or stopped before a
 run (waited for), runs damaged in the store. Runs complete, nothing is released from a broken
-round, and the privacy ledger counts each released round exactly once."""
+round, and the privacy ledger counts each released round exactly once.
+
+The tests without dropouts on the short population share one topology (``plain``), each a run
+of its own that reads only what the logs gained during it; a test that stops a service starts
+it again (before, each started its own processes and enrolled its 200 devices)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -14,6 +19,7 @@ import pytest
 from networked_kit import (
     COORDINATOR_FLAGS,
     SHORT,
+    LogMarks,
     planted_dataset,
     run_config,
     short_dataset,
@@ -37,6 +43,13 @@ def start(root: Path, drop: list[str] | None = None, *, planted: bool = False,
         topo.start_devices(f"devices-{i}", str(data), users, drop)
     topo.wait_for_devices()
     return topo, data
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTopology]:
+    topo, _ = start(tmp_path_factory.mktemp("plain"))
+    with topo:
+        yield topo
 
 
 def admin(topo: LocalTopology) -> AdminClient:
@@ -107,14 +120,14 @@ def test_coordinator_killed_mid_run_resumes_with_an_exact_ledger(tmp_path: Path)
 
 
 def test_aggregator_killed_mid_round_releases_nothing_and_the_retry_succeeds(
-    tmp_path: Path,
+    plain: LocalTopology,
 ) -> None:
-    topo, _ = start(tmp_path)
-    with topo, admin(topo) as client:
+    topo, logs = plain, LogMarks(plain)
+    with admin(topo) as client:
         client.start_run(run_config(rounds=1, max_bits=10, dim_limit=1 << 10,
                                     min_devices=150, checkin_ms=120_000, stage_ms=10_000),
                          run_id="lost")
-        wait_for_line(topo.services["aggregator"].log, '"message": "round opened"')
+        logs.wait_for("aggregator", '"message": "round opened"')
         topo.kill("aggregator")
         topo.start_aggregator()
         run = client.wait("lost", 240)
@@ -127,20 +140,20 @@ def test_aggregator_killed_mid_round_releases_nothing_and_the_retry_succeeds(
 
 
 def test_a_run_waits_for_a_stopped_aggregator_and_completes_once_it_is_back(
-    tmp_path: Path,
+    plain: LocalTopology,
 ) -> None:
     """The aggregator is stopped before the run starts (a restart, an operator's stop): the
     run's first attempt waits for it, its progress naming the address, and runs once the
     aggregator is back on the same port; one attempt, one charge. Before, each attempt was
     aborted a second after the last ("did not answer") and the run failed within seconds."""
-    topo, _ = start(tmp_path)
-    with topo, admin(topo) as client:
+    topo, logs = plain, LogMarks(plain)
+    with admin(topo) as client:
         address = topo.address("aggregator")
         assert topo.stop("aggregator") == 0
         client.start_run(run_config(rounds=1, max_bits=10, dim_limit=1 << 10,
                                     min_devices=150, checkin_ms=120_000, stage_ms=10_000),
                          run_id="outage")
-        wait_for_line(topo.services["coordinator"].log, '"message": "waiting for the aggregator"')
+        logs.wait_for("coordinator", '"message": "waiting for the aggregator"')
         # (the progress is set with that line, before the coordinator polls again)
         waiting = client.run("outage")
         assert waiting.state == "running", waiting.error
@@ -156,14 +169,15 @@ def test_a_run_waits_for_a_stopped_aggregator_and_completes_once_it_is_back(
     assert set(SHORT) <= {h.item for h in results.heavy_hitters}
 
 
-def test_a_run_damaged_in_the_store_fails_alone(tmp_path: Path) -> None:
+def test_a_run_damaged_in_the_store_fails_alone(plain: LocalTopology) -> None:
     """Bytes changed in the store's rows (SQLite pages carry no checksum). Before: the runner
     read every run's row to pick the next one, one row did not decode, and its task ended
-    unseen: every later run stayed pending for ever, and ListRuns answered INTERNAL."""
-    topo, _ = start(tmp_path)
+    unseen: every later run stayed pending for ever, and ListRuns answered INTERNAL. (It damages
+    the shared store: the last of the tests that share it.)"""
+    topo = plain
     config = run_config(rounds=1, max_bits=10, dim_limit=1 << 10, min_devices=150,
                         checkin_ms=120_000, stage_ms=10_000)
-    with topo, admin(topo) as client:
+    with admin(topo) as client:
         client.start_run(config, run_id="old")
         assert client.wait("old", 240).state == "done"
         with sqlite3.connect(topo.database, timeout=60) as db:  # beside the running service
