@@ -330,9 +330,16 @@ def simulate(
             whole = np.union1d(np.union1d(found_codes[ended], known),
                                denied.codes[~denied.truncated])
             metrics["whole_recall_at"] = whole_recall(population.item_codes, truth_items, whole)
+    privacy = prepared.privacy
+    if ledger is not None:
+        # What the released rounds spent (the ledger's charges composed, as the coordinator
+        # reports eps_spent), beside the plan's eps_agg for every charged round: a run whose
+        # tree ends early spends less (before, only the plan was reported).
+        privacy = {**privacy, "eps_agg_spent": ledger.spent_epsilon(),
+                   "rounds_spent": ledger.rounds_recorded}
     timings["total_s"] = time.perf_counter() - clock
     return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output,
-                            prepared.privacy, truth, ledger, cut, earlier, deny_cut)
+                            privacy, truth, ledger, cut, earlier, deny_cut)
 
 
 def cut_deny_items(items: list[str], denied: Any, population: Population,
