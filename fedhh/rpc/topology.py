@@ -95,22 +95,29 @@ class LocalTopology:
     def enrollment_tokens(self, name: str, dataset: str, users: str) -> Path:
         """Device process ``name``'s own enrollment tokens: one minted through the coordinator's
         admin API for each user it hosts (``users``, as ``fedhh device --users`` takes it),
-        written the first time as ``USER TOKEN`` lines readable by their owner only. No
-        process gets another's tokens (issue 28: a process holding every token could enroll
-        the other processes' devices)."""
+        written as ``USER TOKEN`` lines readable by their owner only. No process gets another's
+        tokens (issue 28: a process holding every token could enroll the other processes'
+        devices). A file kept in the workdir keeps its tokens, and tokens are minted for the
+        hosted users it lacks: a rerun that splits the users otherwise (another dataset,
+        --devices or --processes) hosts others in the same process (before, the file was
+        written once, and that process stopped the rerun: "devices-1.tokens has no token for
+        users [25, 26, 27, 28, 29]")."""
         from fedhh.data.registry import resolve_dataset
         from fedhh.rpc.admin_client import AdminClient
         from fedhh.rpc.credentials import write_private
-        from fedhh.rpc.device_users import user_range
+        from fedhh.rpc.device_users import read_tokens, user_range
 
         path = self.workdir / f"{name}.tokens"
-        if not path.exists():
-            hosted = user_range(users, resolve_dataset(dataset).num_users)
+        hosted = user_range(users, resolve_dataset(dataset).num_users)
+        held = read_tokens(path) if path.exists() else {}
+        missing = [u for u in hosted if u not in held]
+        if missing:
             ca = self.workdir / "tls" / "ca.pem" if self.tls else None
             with AdminClient(self.address("coordinator"), self.token("admin"), ca) as admin:
-                tokens = admin.mint_tokens(len(hosted), label=f"local topology {name}")
-            write_private(path, "".join(f"{u} {t}\n" for u, t in zip(hosted, tokens,
-                                                                       strict=True)))
+                tokens = admin.mint_tokens(len(missing), label=f"local topology {name}")
+            held.update(zip(missing, tokens, strict=True))
+        if missing or not path.exists():
+            write_private(path, "".join(f"{u} {t}\n" for u, t in sorted(held.items())))
         return path
 
     def address(self, name: str) -> str:
