@@ -97,15 +97,16 @@ def test_an_enrollment_burst_is_rate_limited(tmp_path: Path) -> None:
 def test_honest_devices_past_the_limit_wait_and_enroll(tmp_path: Path) -> None:
     """Every device of one host shares the per-address limit. Before: a device stopped at the
     first RESOURCE_EXHAUSTED ("retry later"), so `fedhh up` with more than 2,000 users (the
-    default burst) failed at start. Now 200 devices against a burst of 40 at 40 per second
-    wait their turn and all enroll."""
+    default burst) failed at start. Now 100 devices against a burst of 20 at 40 per second
+    wait their turn and all enroll (200 against 40 before: the same 5 bursts' worth, twice the
+    enrollments and twice the 4 s of waiting)."""
     users = tmp_path / "users.txt"
-    users.write_text("".join(f"item{u % 7}\n" for u in range(200)))
+    users.write_text("".join(f"item{u % 7}\n" for u in range(100)))
     with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")}) \
             as topo:
         topo.start_aggregator()
-        topo.start_coordinator(["--enroll-rate", "40", "--enroll-burst", "40"])
-        device = topo.start_devices("devices", str(users), "0:200")
+        topo.start_coordinator(["--enroll-rate", "40", "--enroll-burst", "20"])
+        device = topo.start_devices("devices", str(users), "0:100")
         topo.wait_for_devices()
         assert device.process is not None and device.process.poll() is None
         log = device.log.read_text()
@@ -197,7 +198,7 @@ def test_runs_cannot_spend_a_device_twice_over(tmp_path: Path) -> None:
                        target_devices=200, min_devices=150, checkin_ms=120_000,
                        stage_ms=20_000, max_attempts=3)
     # The third run's check-in can only wait in vain: a short window, one attempt.
-    configs = [config, config, replace(config, checkin_ms=5_000, max_attempts=1)]
+    configs = [config, config, replace(config, checkin_ms=2_000, max_attempts=1)]
     with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")}) \
             as topo:
         topo.start_aggregator()
