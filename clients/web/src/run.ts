@@ -37,7 +37,7 @@ import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
 import { type IdentityStore, type PendingEnrolment, IndexedDbIdentityStore } from "./identity.js";
 import { type Coordinator, type TaskOptions, type TaskResult, newTaskMemory, nextRound
 } from "./loop.js";
-import { KEY_BYTES } from "./primitives.js";
+import { KEY_BYTES, ed25519PublicFromSeed } from "./primitives.js";
 import { systemJitter, systemRandom } from "./random.js";
 import { type DeviceData, reportForTask } from "./report.js";
 import { type RoundOptions, type Stage, codeOf, pause, transportFailed } from "./round.js";
@@ -48,9 +48,31 @@ import {
 } from "./wire.js";
 
 /** What the device tells the page, in order. */
+/**
+ * What a page may show or log of the device's identity: its id and the public keys. The
+ * credential and the identity seed stay in the device's storage (bearer secrets: "what the
+ * device stores" in docs/web-devices.md); before, the `enrolled` event and `runDevice`'s
+ * summary carried them, so a page that logged its events, or sent them to its analytics, handed
+ * over what acts as the device.
+ */
+export interface PublicIdentity {
+  deviceId: bigint;
+  /** The device's Ed25519 identity key (public). */
+  identityPublic: Uint8Array;
+  /** The coordinator's raw Ed25519 key, pinned at enrolment. */
+  coordinatorPublic: Uint8Array;
+}
+
+/** The public part of `identity` (PublicIdentity). */
+export function publicIdentity(identity: Identity): PublicIdentity {
+  return { deviceId: identity.deviceId,
+           identityPublic: ed25519PublicFromSeed(identity.identitySeed),
+           coordinatorPublic: identity.coordinatorPublic.slice() };
+}
+
 export type DeviceEvent =
   /** Enrolled now with the token (`fresh`), or found enrolled in its storage. */
-  | { type: "enrolled"; identity: Identity; fresh: boolean; spent: number }
+  | { type: "enrolled"; identity: PublicIdentity; fresh: boolean; spent: number }
   /**
    * An enrolment got no answer (`unavailable`: the coordinator is down or out of reach;
    * `deadline_exceeded`) or was shed (`resource_exhausted`, `canceled`); it is sent again, with
@@ -136,7 +158,7 @@ export interface RunDeviceOptions extends Omit<RoundOptions, "dropBefore" | "tim
 
 /** What a device did until it stopped. */
 export interface DeviceSummary {
-  identity: Identity;
+  identity: PublicIdentity;
   tasks: number;
   contributed: number;
   /** Local epsilon spent in the budget's period. */
@@ -372,7 +394,8 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
   }
   const budget = await DeviceBudget.open(options.budgetStore ?? new IndexedDbBudgetStore(database),
                                          floors.lifetimeEpsLocal, floors.budgetPeriodS);
-  tell({ type: "enrolled", identity, fresh, spent: budget.spent() });
+  const shown = publicIdentity(identity);
+  tell({ type: "enrolled", identity: shown, fresh, spent: budget.spent() });
   const data: DeviceData = { items: options.items,
                              counts: options.counts ?? options.items.map(() => 1) };
   const clients = new Map<string, Client<typeof SecureAggregation>>();
@@ -388,7 +411,8 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
     return client;
   };
   const memory = newTaskMemory();
-  const summary: DeviceSummary = { identity, tasks: 0, contributed: 0, spent: budget.spent() };
+  const summary: DeviceSummary = { identity: shown, tasks: 0, contributed: 0,
+                                   spent: budget.spent() };
   const { taskOptions, tasks, draws, onEvent: _onEvent, ...rest } = options;
   for (let n = 0; tasks === undefined || n < tasks; n++) {
     let result: TaskResult;

@@ -12,10 +12,11 @@ import { create } from "@bufbuild/protobuf";
 import { DeviceBudget, IndexedDbBudgetStore } from "../src/budget.js";
 import { DEFAULT_FLOORS } from "../src/floors.js";
 import { TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
+import { IndexedDbIdentityStore } from "../src/identity.js";
 import { systemRandom } from "../src/random.js";
 import { generateRoundKeys } from "../src/secagg.js";
 import { type Identity, CoordinatorClient, connectTransport } from "../src/wire.js";
-import { runDevice } from "../src/run.js";
+import { type PublicIdentity, runDevice } from "../src/run.js";
 import { deviceDatabase } from "../src/storage.js";
 
 const page = globalThis as unknown as { fedhhIdentity?: Record<string, unknown> };
@@ -25,7 +26,7 @@ async function main(): Promise<Record<string, unknown>> {
   const { coordinator, token } = await (await fetch("identity.json")).json() as
     { coordinator: string; token: string };
   const stop = new AbortController();
-  let seen: { identity: Identity; fresh: boolean; spent: number } | undefined;
+  let seen: { identity: PublicIdentity; fresh: boolean; spent: number } | undefined;
   await runDevice({ coordinatorUrl: coordinator, enrollmentToken: token, items: ["x"],
                     name: NAME, signal: stop.signal, onEvent: (event) => {
     if (event.type === "enrolled") {
@@ -40,8 +41,13 @@ async function main(): Promise<Record<string, unknown>> {
   await budget.report(create(TaskSchema, { runId: `load-${seen.spent}`, round: 1, epsLocal: 1.5,
                                            codec: "bytes", maxBits: 8 }), () => [3]);
   const keys = generateRoundKeys(systemRandom);
+  // (the stored credential: the page's events carry the public part of the identity only)
+  const identity: Identity | null = await new IndexedDbIdentityStore(deviceDatabase(NAME)).load();
+  if (identity === null || identity.deviceId !== seen.identity.deviceId) {
+    throw new Error("the stored identity is not the enrolled device's");
+  }
   const answer = await new CoordinatorClient(connectTransport(coordinator)).checkIn(
-    seen.identity, { cPk: keys.c.public, sPk: keys.s.public }, undefined, 1);
+    identity, { cPk: keys.c.public, sPk: keys.s.public }, undefined, 1);
   return { deviceId: seen.identity.deviceId.toString(), fresh: seen.fresh, spent: seen.spent,
            checkIn: answer.kind };
 }

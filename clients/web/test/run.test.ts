@@ -14,9 +14,10 @@ import type { Bytes } from "../src/bytes.js";
 import { Codec, CodecError } from "../src/codec.js";
 import { TaskSchema } from "../src/gen/fedhh/v1/coordinator_pb.js";
 import { MemoryIdentityStore } from "../src/identity.js";
+import { ed25519PublicFromSeed } from "../src/primitives.js";
 import { type Coordinator, checkClock } from "../src/loop.js";
 import { retrying } from "../src/round.js";
-import { type DeviceEvent, UnsupportedBrowserError, runDevice } from "../src/run.js";
+import { type DeviceEvent, UnsupportedBrowserError, publicIdentity, runDevice } from "../src/run.js";
 import type { CheckIn, Identity } from "../src/wire.js";
 
 const fast = { jitter: () => 0 };
@@ -146,8 +147,8 @@ test("runDevice enrols once, keeps its identity, takes each task once and stops 
                    [[1, "device_aborted"], [2, "device_aborted"]]);
   assert.match(results[0]!.detail, /eps_local 50, above this device's limit 10/);
   assert.deepEqual(events.filter((e) => e.type === "task").length, 2, "each task taken once");
-  assert.deepEqual(events[0], { type: "enrolled", identity: await identities.load(), fresh: true,
-                                spent: 0 });
+  assert.deepEqual(events[0], { type: "enrolled", identity: publicIdentity((await identities.load())!),
+                                fresh: true, spent: 0 });
 
   // The page again (a reload): the stored identity, not the spent token.
   const again = coordinator([task(3, 1)]);
@@ -276,11 +277,11 @@ test("an enrolment whose answer was lost is sent again with the same key: the sa
   assert.equal(seeds.length, 3);
   assert.equal(new Set(seeds).size, 1, "every try presents the same identity key");
   assert.equal(summary.identity.deviceId, 100n);
-  assert.equal(Buffer.from(summary.identity.identitySeed).toString("hex"), seeds[0]);
+  assert.equal(Buffer.from((await identities.load())!.identitySeed).toString("hex"), seeds[0]);
   assert.deepEqual(events.map((e) => e.type === "enroll-failed" ? [e.type, e.code] : [e.type]),
                    [["enroll-failed", Code.Unavailable], ["enroll-failed", Code.Unavailable],
                     ["enrolled"]]);
-  assert.deepEqual(await identities.load(), summary.identity);
+  assert.deepEqual(publicIdentity((await identities.load())!), summary.identity);
   assert.equal(await identities.loadPending(), null, "the pending enrolment is forgotten");
 });
 
@@ -391,4 +392,46 @@ test("a task whose first stage closed beyond the device's patience by its clock 
     /^the round's first stage closed 61 s ago by this device's clock: the clock is at least that far ahead/
       .test(error.message));
   assert.throws(() => checkClock(deadlines, 1_700_000_010_000, 5_000), /closed 10 s ago/);
+});
+
+/** Every byte array reachable from `value` (objects, arrays, Map values). */
+function byteArrays(value: unknown, out: Uint8Array[] = []): Uint8Array[] {
+  if (value instanceof Uint8Array) out.push(value);
+  else if (value instanceof Map) for (const v of value.values()) byteArrays(v, out);
+  else if (Array.isArray(value)) for (const v of value) byteArrays(v, out);
+  else if (typeof value === "object" && value !== null) {
+    for (const v of Object.values(value)) byteArrays(v, out);
+  }
+  return out;
+}
+
+test("the events and the summary a page gets carry no credential and no identity seed", async () => {
+  // Before, the `enrolled` event and the summary held the whole stored identity, so a page
+  // that logged its events (`onEvent: (event) => show(event)`, as the docs write it) or sent
+  // them to its analytics handed over the bearer secrets that act as the device.
+  const identities = new MemoryIdentityStore();
+  const events: DeviceEvent[] = [];
+  const stop = new AbortController();
+  const summary = await runDevice({
+    coordinatorUrl: "https://unused.test", enrollmentToken: "token-1", items: ["a"],
+    identityStore: identities, budgetStore: new MemoryBudgetStore(),
+    coordinator: coordinator([task(1, 50)]), jitter: () => 0, signal: stop.signal,
+    onEvent: (event) => {
+      events.push(event);
+      if (event.type === "result") stop.abort(new Error("closed"));
+    } });
+  const stored = (await identities.load())!;
+  const shown = byteArrays([events, summary]);
+  assert.ok(shown.length > 0);
+  for (const bytes of shown) {
+    for (const [name, secret] of [["credential", stored.credential],
+                                  ["identity seed", stored.identitySeed]] as const) {
+      assert.notDeepEqual(Buffer.from(bytes), Buffer.from(secret), `the ${name} is shown`);
+    }
+  }
+  const enrolled = events.find((e) => e.type === "enrolled");
+  assert.deepEqual(enrolled?.type === "enrolled" && enrolled.identity,
+                   { deviceId: 41n, identityPublic: ed25519PublicFromSeed(stored.identitySeed),
+                     coordinatorPublic: COORDINATOR_KEY });
+  assert.deepEqual(summary.identity, enrolled?.type === "enrolled" && enrolled.identity);
 });
