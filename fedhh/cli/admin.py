@@ -6,11 +6,13 @@
     fedhh admin ... devices        # how many devices are enrolled; tokens unused/used/expired
     fedhh admin ... mint-tokens --users 0:250 --out devices-a.tokens   # one device process's
 
-The admin token comes from --token-file or $FEDHH_ADMIN_TOKEN. Results print as JSON on
-stdout; wait tells each round's progress on stderr as it happens, prints the run as it ended,
-and exits 0 only for a run that is done: 1 (with the run's error on stderr) for one that failed
-or was cancelled, so that `wait r1 && results r1`, or a Kubernetes Job's `set -e` script, stops
-there instead of reporting success.
+The admin token comes from --token-file or $FEDHH_ADMIN_TOKEN. Results print as JSON on stdout
+(results' truncated rows, cut prefixes among them, each with its `cause`: `no rounds left`,
+`lost in round N` or the codes' limit, as the dashboard's JSON download says); wait tells each
+round's progress on stderr as it happens, prints the run as it ended, and exits 0 only for a
+run that is done: 1 (with the run's error on stderr) for one that failed or was cancelled, so
+that `wait r1 && results r1`, or a Kubernetes Job's `set -e` script, stops there instead of
+reporting success.
 Hand each device process only its own tokens: with --users START:END the file holds
 `USER TOKEN` lines for those users only, for `fedhh device --users tokens`; --count N writes N
 tokens, line u for dataset user u. An existing --out is replaced only with --force: it may hold
@@ -117,6 +119,25 @@ def unfinished_results(results: Any) -> str:
                                 if results.state in ("pending", "running") else ""))
 
 
+def add_causes(shown: dict[str, Any], results: Any, config: Any) -> None:
+    """Give each truncated row of ``shown`` (``results``, a ``Results`` reply, as JSON) its
+    ``cause``: why it was not completed, in the words of `fedhh simulate --json`, `fedhh up`
+    and the dashboard's downloads (``fedhh.server.causes.cut_cause``: ``no rounds left``,
+    ``lost in round N`` or the codes' limit), read against ``config``, the run's stored
+    ``RunConfig`` (its code width), and the last round it released. Before, these results
+    alone listed a cut prefix with no word of why, where every other surface says it."""
+    from fedhh.rpc.run_config import from_proto
+    from fedhh.server.causes import cut_cause
+
+    width = from_proto(config).code_bits(Mode.NETWORK)
+    last = max((r.round for r in results.rounds if r.state == "released"), default=0)
+    for key, rows in (("heavyHitters", results.heavy_hitters),
+                      ("cutPrefixes", results.cut_prefixes)):
+        for entry, hitter in zip(shown.get(key, []), rows, strict=True):
+            if hitter.truncated:
+                entry["cause"] = cut_cause(hitter.round, hitter.bits, width, last)
+
+
 def run_trim_note(run: Any) -> str | None:
     """``fedhh.server.segment.trim_note`` for a run's released rounds (a ``Run`` reply): the
     prefixes a round kept that the next round's segment left out (each round's ``trimmed``),
@@ -197,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
     if not ca and not serving.is_loopback(coordinator):
         raise ConfigError(f"--ca is required for a non-loopback coordinator ({coordinator})")
     token = read_secret(token_file, "FEDHH_ADMIN_TOKEN", "admin token", "--token-file")
+    stored: Any = None  # results with a truncated row: the run's RunConfig (add_causes)
     if args.action == "mint-tokens":
         # before minting: tokens the store holds that nobody received are lost seats
         options.check_output("--out", args.out)
@@ -247,6 +269,9 @@ def run(args: argparse.Namespace) -> int:
             reply = client.run(args.run_id)
         elif args.action == "results":
             reply = client.results(args.run_id)
+            if any(h.truncated for h in (*reply.heavy_hitters, *reply.cut_prefixes)):
+                # (the results carry no config: the run's, for its code width)
+                stored = client.run(args.run_id).config
             if reply.state != "done":
                 print(unfinished_results(reply), file=sys.stderr)
         elif args.action == "wait":
@@ -280,8 +305,10 @@ def run(args: argparse.Namespace) -> int:
                       "changed nothing", file=sys.stderr)
     # Every field, zeros too: a round with "kept": 0 left the key out, so a script reading
     # it met a KeyError exactly when a round found nothing.
-    print(json.dumps(MessageToDict(reply, always_print_fields_with_no_presence=True),
-                     indent=2))
+    shown = MessageToDict(reply, always_print_fields_with_no_presence=True)
+    if stored is not None:
+        add_causes(shown, reply, stored)
+    print(json.dumps(shown, indent=2))
     if args.action in ("wait", "status"):
         # (a round's "trimmed" in the JSON above, said in words: before, nothing did)
         trimmed = run_trim_note(reply)
