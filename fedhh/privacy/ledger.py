@@ -448,6 +448,12 @@ class PrivacyLedger:
                 ))
             offsets = tuple(float(o) for o in data.get("offsets", ()))
             rounds = check_rounds(data["rounds"])
+            for index, spend in enumerate(spends):
+                if spend.round_index >= rounds:
+                    # (an allocated ledger's composition raised IndexError; one without
+                    # offsets composed it as a charge of a round the run does not have)
+                    raise PrivacyError(f"spend {index} is of round {spend.round_index}, outside "
+                                       f"the declared rounds 0..{rounds - 1}")
             eps_local = check_eps(data["eps_local"], "eps_local")
             check_offsets(eps_local, offsets or None, rounds, method)
             items = _check_items(tuple(data.get("items", ())), offsets, method)

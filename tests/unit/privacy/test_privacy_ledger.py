@@ -208,3 +208,15 @@ def test_a_sampling_rate_that_leaves_rounds_without_two_contributors_is_refused(
                            "at least 2"):
             participants_for(1_387, rate)
     assert participants_for(1_387, 0.01) >= 2
+
+
+def test_a_stored_spend_outside_the_declared_rounds_is_refused(ledger: PrivacyLedger) -> None:
+    # (it loaded; an allocated ledger then raised IndexError when composing, one without offsets
+    # charged a round the run does not have)
+    data = ledger.record(0, N_MIN).to_dict()
+    data["spends"][0]["round_index"] = ledger.rounds
+    with pytest.raises(PrivacyError, match=r"malformed ledger: spend 0 is of round 3, outside "
+                                            r"the declared rounds 0\.\.2"):
+        PrivacyLedger.from_dict(data)
+    data["spends"][0]["round_index"] = ledger.rounds - 1
+    assert PrivacyLedger.from_dict(data).rounds_recorded == 1
