@@ -66,7 +66,13 @@ class LocalTopology:
         self.workdir = Path(workdir or self._tmp.name).resolve()  # type: ignore[union-attr]
         if self.workdir.exists() and not self.workdir.is_dir():
             raise ConfigError(f"workdir {self.workdir} is a file, not a folder")
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            # (before, the bare OSError: "Not a directory: /tmp/afile/sub", naming no option)
+            raise ConfigError(f"workdir {self.workdir} cannot be made: "
+                              f"{error.strerror or error}; give a folder that exists or can "
+                              "be created") from None
         self._lock = _lock_workdir(self.workdir)
         self.tls = tls
         from fedhh.data.registry import cache_root
