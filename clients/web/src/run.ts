@@ -236,11 +236,21 @@ export function noAnswerMessage(error: ConnectError): string {
  * by its text. Without this check a device took every task and refused each one when it
  * encoded its items, with the item's text in the round's outcome.
  */
+/** What kind of value `value` is, for a message that must not quote it: "null", "a number",
+ * "an object", "an array". */
+function kindOf(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  const type = typeof value;
+  return `${/^[aeiou]/.test(type) ? "an" : "a"} ${type}`;
+}
+
 export function checkDeviceData(items: readonly string[], counts?: readonly number[]): void {
   if (!Array.isArray(items)) throw new RangeError("items must be an array of strings");
   items.forEach((item: unknown, i) => {
     if (typeof item !== "string") {
-      throw new RangeError(`item ${i} of ${items.length} is a ${typeof item}, not a string`);
+      // (before, "is a object" for null and for an object)
+      throw new RangeError(`item ${i} of ${items.length} is ${kindOf(item)}, not a string`);
     }
     if (item === "") throw new RangeError(`item ${i} of ${items.length} is empty`);
     const at = loneSurrogate(item);
@@ -256,7 +266,10 @@ export function checkDeviceData(items: readonly string[], counts?: readonly numb
   }
   counts.forEach((count, i) => {
     if (!(Number.isSafeInteger(count) && count >= 0)) {
-      throw new RangeError(`count ${i} must be an integer >= 0, got ${String(count)}`);
+      // (a count that is not a number is named by its kind: before, the string "1" or the
+      // bigint 1n read "must be an integer >= 0, got 1", a valid count to whoever read it)
+      throw new RangeError(`count ${i} must be an integer >= 0, got ` +
+                           (typeof count === "number" ? String(count) : kindOf(count)));
     }
   });
 }

@@ -359,6 +359,14 @@ test("runDevice refuses items it cannot report before it sends anything, never q
     [["ok", "my secret"], [1], /^counts must have one count per item \(2\), got 1$/],
     [["ok", "my secret"], [1, -1], /^count 1 must be an integer >= 0, got -1$/],
     [["ok", "my secret"], [1, 0.5], /^count 1 must be an integer >= 0, got 0.5$/],
+    // Named by kind: before, "is a object" for null, and the string "1" or the bigint 1n read
+    // "got 1", a valid count to whoever read it (counts read from a page's data attributes).
+    [["ok", null as unknown as string], undefined, /^item 1 of 2 is null, not a string$/],
+    [[{} as unknown as string], undefined, /^item 0 of 1 is an object, not a string$/],
+    [["ok", "my secret"], [1, "1" as unknown as number],
+     /^count 1 must be an integer >= 0, got a string$/],
+    [["ok", "my secret"], [1n as unknown as number, 1],
+     /^count 0 must be an integer >= 0, got a bigint$/],
   ];
   for (const [items, counts, message] of refused) {
     await assert.rejects(runDevice({ ...base, items, ...(counts === undefined ? {} : { counts }) }),
