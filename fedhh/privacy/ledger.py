@@ -136,9 +136,14 @@ class PrivacyLedger:
         sampling_rate: float = 1.0,
         method: str = methods.DEFAULT_METHOD,
         eps_local: float | None = None,
+        population: int | None = None,
     ) -> PrivacyLedger:
-        """Declare a run; solve eps_local for n_min contributors unless it is given."""
-        return cls._open(eps_agg, delta, rounds, n_min, sampling_rate, method, eps_local, None)
+        """Declare a run; solve eps_local for n_min contributors unless it is given.
+
+        ``population``: the N devices a Poisson-sampled run (q < 1) samples from, when known
+        (default ceil(n_min / q)); a round's participants are charged as a sample of them."""
+        return cls._open(eps_agg, delta, rounds, n_min, sampling_rate, method, eps_local, None,
+                         population=population)
 
     @classmethod
     def open_allocated(
@@ -151,25 +156,35 @@ class PrivacyLedger:
         method: str = methods.DEFAULT_METHOD,
         eps_local: float | None = None,
         items: Sequence[int] = (),
+        population: int | None = None,
     ) -> PrivacyLedger:
         """``open`` for a per-round allocation (method "sum"), one round per offset: round i is
         charged, and must be run, at local epsilon eps_local + offsets[i] (``round_epsilon``).
         ``items``: how many elements a device reports in each round (default one); a round of
         k is charged as k compositions of the one-hot round (``accountant.repeat_offsets``)."""
         return cls._open(eps_agg, delta, len(offsets), n_min, sampling_rate, method, eps_local,
-                         offsets, tuple(items))
+                         offsets, tuple(items), population)
 
     @classmethod
     def _open(cls, eps_agg: float, delta: float, rounds: int, n_min: int, sampling_rate: float,
               method: str, eps_local: float | None, offsets: Sequence[float] | None,
-              items: tuple[int, ...] = ()) -> PrivacyLedger:
+              items: tuple[int, ...] = (), population: int | None = None) -> PrivacyLedger:
         eps_agg = check_eps(eps_agg, "eps_agg")
         delta = check_delta(delta)
         rounds = check_rounds(rounds)
         n_min = check_devices(n_min, "n_min")
         sampling_rate = check_rate(sampling_rate)
         method = methods.check_method(method)
-        population = n_min if sampling_rate == 1.0 else math.ceil(n_min / sampling_rate)
+        if population is not None and sampling_rate < 1.0:
+            # (derived from n_min = round(q N) it could come out above N: 1,387 devices at
+            # q = 0.5 gave n_min 694 and a population of 1,388, and each round's sampling
+            # probability m / N was charged below the real m / 1,387)
+            population = check_devices(population, "population")
+        elif population is not None and population != n_min:
+            raise PrivacyError(f"population {population} of a run without sampling must be "
+                               f"n_min ({n_min}), or not given")
+        else:
+            population = n_min if sampling_rate == 1.0 else math.ceil(n_min / sampling_rate)
         allocation = tuple(float(o) for o in offsets) if offsets is not None else ()
         items = _check_items(items, allocation, method)
         if eps_local is None and allocation:

@@ -150,16 +150,18 @@ def _prepare(config: RunConfig, num_devices: int) -> Prepared:
     if config.algorithm == "optprefixtree":
         q = choice.participation.rate
         n_min = num_devices if q >= 1 else max(2, round(q * num_devices))
+        population = num_devices if q < 1 else None  # (the devices a sampled round draws from)
 
         def open_ledger(budget: float) -> PrivacyLedger:
             if offsets:
                 return PrivacyLedger.open_allocated(
                     budget, config.delta, offsets, n_min, q,
                     eps_local=choice.privacy["eps_local"],
-                    items=() if items is None else items * config.runs)
+                    items=() if items is None else items * config.runs, population=population)
             return PrivacyLedger.open(
                 budget, config.delta, config.charged_rounds, n_min=n_min, sampling_rate=q,
-                eps_local=choice.privacy["eps_local"], **({"method": method} if method else {}))
+                eps_local=choice.privacy["eps_local"], population=population,
+                **({"method": method} if method else {}))
 
         if config.eps_local is None:
             ledger = open_ledger(config.eps_agg)

@@ -220,3 +220,22 @@ def test_a_stored_spend_outside_the_declared_rounds_is_refused(ledger: PrivacyLe
         PrivacyLedger.from_dict(data)
     data["spends"][0]["round_index"] = ledger.rounds - 1
     assert PrivacyLedger.from_dict(data).rounds_recorded == 1
+
+
+def test_a_sampled_run_is_charged_as_a_sample_of_its_real_population() -> None:
+    # 1,387 devices at q = 0.5: n_min = round(693.5) = 694, and ceil(694 / 0.5) = 1,388 was the
+    # ledger's population, one device more than the run had, so each round's sampling
+    # probability m / N was charged below the real m / 1,387. The simulation passes N now.
+    from fedhh.config import RunConfig
+    from fedhh.simulation.runner import prepare
+
+    ledger = prepare(RunConfig(eps_local=3.0, sampling_rate=0.5, rounds=4, completion_rounds=0),
+                     1387).ledger
+    assert ledger is not None and ledger.population == 1387
+    derived = PrivacyLedger.open(1e3, 1e-6, 4, 694, sampling_rate=0.5, eps_local=3.0)
+    given = PrivacyLedger.open(1e3, 1e-6, 4, 694, sampling_rate=0.5, eps_local=3.0,
+                               population=1387)
+    assert (derived.population, given.population) == (1388, 1387)
+    assert given.record(0, 705).spent_epsilon() > derived.record(0, 705).spent_epsilon()
+    with pytest.raises(PrivacyError, match="population 1387 of a run without sampling"):
+        PrivacyLedger.open(1e3, 1e-6, 4, 694, eps_local=3.0, population=1387)
