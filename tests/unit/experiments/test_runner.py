@@ -4,8 +4,10 @@ and the recorded command reproduces the run."""
 from __future__ import annotations
 
 import json
+import shutil
 import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,21 +35,52 @@ def suite(tiny_path: Path, tiny: FederatedDataset, store: Path, **kwargs: bool) 
     return Suite(SuiteSettings(str(tiny_path), eps_agg=4.0), ResultStore(store), tiny, **kwargs)
 
 
-def test_plan_deduplicates_and_resume_recomputes_nothing(
-        tiny_path: Path, tiny: FederatedDataset, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    first = suite(tiny_path, tiny, tmp_path / "store")
+@dataclass
+class Computed:
+    """The study's plan over seeds 0 and 1, computed once for the module into ``store``
+    (populations reused, the default): what its execution reported and returned."""
+
+    store: Path
+    plan: list[Any]
+    computed: int
+    reused: int
+    events: list[ProgressEvent]
+    records: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def computed(tiny_path: Path, tiny: FederatedDataset,
+             tmp_path_factory: pytest.TempPathFactory) -> Computed:
+    """(Before, four tests computed these runs, or some of them, each for itself: 22 of the 36
+    runs of the module.) The tests take copies of its store's entries and leave it as it is."""
+    store = tmp_path_factory.mktemp("computed") / "store"
+    first = suite(tiny_path, tiny, store)
     plan = first.plan([STUDY], [0, 1])
-    assert len(plan) == 6  # 3 distinct configurations x 2 seeds
     events: list[ProgressEvent] = []
     records = first.execute(plan, events.append)
-    assert (first.computed, first.reused) == (6, 0)
+    return Computed(store, plan, first.computed, first.reused, events, records)
+
+
+def copy_entry(computed: Computed, key: str, store: Path) -> None:
+    """The module's stored run ``key`` (both of its files) into ``store``."""
+    store.mkdir(parents=True, exist_ok=True)
+    for suffix in ("json", "npz"):
+        shutil.copy2(computed.store / f"{key}.{suffix}", store / f"{key}.{suffix}")
+
+
+def test_plan_deduplicates_and_resume_recomputes_nothing(
+        tiny_path: Path, tiny: FederatedDataset, tmp_path: Path, computed: Computed,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    plan, events, records = computed.plan, list(computed.events), computed.records
+    assert len(plan) == 6  # 3 distinct configurations x 2 seeds
+    assert (computed.computed, computed.reused) == (6, 0)
     assert sum(e.rounds for e in events) == sum(r.total_rounds for r in plan)
 
     def fail(*args: object, **kwargs: object) -> None:
         raise AssertionError("a stored run was recomputed")
 
     monkeypatch.setattr(experiments_runner, "simulate", fail)
+    shutil.copytree(computed.store, tmp_path / "store")
     again = suite(tiny_path, tiny, tmp_path / "store")
     events.clear()
     reloaded = again.execute(again.plan([STUDY], [0, 1]), events.append)
@@ -122,10 +155,11 @@ DAMAGES: dict[str, tuple[str, Callable[[Path], None]]] = {
 @pytest.mark.parametrize("damage", DAMAGES)
 def test_unreadable_entry_is_recomputed_with_a_warning_naming_its_file(
         damage: str, tiny_path: Path, tiny: FederatedDataset, tmp_path: Path,
-        caplog: pytest.LogCaptureFixture) -> None:
+        computed: Computed, caplog: pytest.LogCaptureFixture) -> None:
     s = suite(tiny_path, tiny, tmp_path / "store")
     plan = s.plan([STUDY], [0])[:1]
-    first = s.execute(plan)[plan[0].key]
+    first = computed.records[plan[0].key]  # as computed; its entry copied in
+    copy_entry(computed, plan[0].key, tmp_path / "store")
     suffix, spoil = DAMAGES[damage]
     damaged = tmp_path / "store" / f"{plan[0].key}.{suffix}"
     spoil(damaged)
@@ -139,22 +173,22 @@ def test_unreadable_entry_is_recomputed_with_a_warning_naming_its_file(
 
 
 def test_population_reuse_changes_no_result(tiny_path: Path, tiny: FederatedDataset,
-                                            tmp_path: Path) -> None:
+                                            tmp_path: Path, computed: Computed) -> None:
     plain = suite(tiny_path, tiny, tmp_path / "a", reuse_populations=False)
-    cached = suite(tiny_path, tiny, tmp_path / "b", reuse_populations=True)
     plan = plain.plan([STUDY], [0, 1])
-    a, b = plain.execute(plan), cached.execute(plan)
+    a, b = plain.execute(plan), computed.records  # b: the module's, populations reused
+    assert plain.computed == 6 and list(b) == [run.key for run in plan]
     for key in a:
         assert np.array_equal(a[key].output_codes, b[key].output_codes)
         assert a[key].metrics == b[key].metrics
 
 
 def test_recorded_command_reproduces_the_run(tiny_path: Path, tiny: FederatedDataset,
-                                             tmp_path: Path,
+                                             tmp_path: Path, computed: Computed,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     s = suite(tiny_path, tiny, tmp_path / "store")
     run = s.plan([STUDY], [1])[0]
-    record = s.execute([run])[run.key]
+    record = computed.records[run.key]  # as the module's suite computed it
     assert record.command.startswith("fedhh simulate ") and "--seed 1" in record.command
     out = tmp_path / "sim.json"
     assert main(["simulate", *record.argv, "--json", str(out), "--quiet"]) == 0
