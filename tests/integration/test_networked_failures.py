@@ -95,9 +95,12 @@ def test_coordinator_killed_mid_run_resumes_with_an_exact_ledger(tmp_path: Path)
     topo, _ = start(tmp_path, planted=True)
     with topo:
         with admin(topo) as client:
+            # Check-ins close once 150 of the 200 are in: after the restart the devices come
+            # back over their jittered reconnection backoffs (up to 10 s each), and the
+            # retry's check-in waited for the last of the 200 (~20 s).
             client.start_run(run_config(rounds=2, max_bits=20, dim_limit=1 << 10,
-                                        min_devices=150, checkin_ms=120_000, stage_ms=10_000),
-                             run_id="crash")
+                                        target_devices=150, min_devices=120,
+                                        checkin_ms=120_000, stage_ms=10_000), run_id="crash")
             wait_for_line(topo.services["coordinator"].log, '"message": "round released"')
         topo.kill("coordinator")  # round 2 is now open: checking in or aggregating
         topo.start_coordinator(COORDINATOR_FLAGS)
