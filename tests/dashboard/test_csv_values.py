@@ -1,6 +1,7 @@
 """The dashboard's CSV keeps an item a spreadsheet would read as a value as text: ``007`` showed
 as 7, ``1e5`` as 100000 and ``3/4`` as a date in a sheet, and pandas' read_csv made them
-numbers; such a cell gets the leading apostrophe a formula's gets (docs/dashboard.md), which a
+numbers, and read ``None``, ``<NA>`` and ``#N/A`` as missing (a sheet ``#N/A`` as an error
+value); such a cell gets the leading apostrophe a formula's gets (docs/dashboard.md), which a
 reader drops to have the item back."""
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ from fedhh_coordinator.dashboard.results import Hit
 from fedhh_coordinator.dashboard.server import csv_cell, hits_csv
 
 VALUES = ["007", "1e5", "-0", "3.14159", ".5", "(5)", "$5", "3/4", "2024-01-02", "12:30",
-          "jan 5", "March 2024", "TRUE", "false", "NaN", "N/A", "1password.com"]
-TEXT = ["apple", "東京", "hello 2", "may", "🇯🇵", "the", "user@example.com", "https://x.org/1"]
+          "jan 5", "March 2024", "TRUE", "false", "NaN", "N/A", "1password.com",
+          # (pandas' read_csv reads these as missing, a sheet the # ones as error values)
+          "None", "<NA>", "#N/A", "#NA", "#N/A N/A", "#n/a", "#DIV/0!", "#VALUE!", "#REF!",
+          "#NAME?", "#NUM!", "#NULL!", "#SPILL!", "#CALC!"]
+TEXT = ["apple", "東京", "hello 2", "may", "🇯🇵", "the", "user@example.com", "https://x.org/1",
+        "#NAS", "#nature", "none of it", "<NAME>", "#REF"]
 
 
 @pytest.mark.parametrize("item", VALUES)

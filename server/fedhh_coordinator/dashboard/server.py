@@ -58,10 +58,13 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 # What a spreadsheet (and pandas' read_csv) takes for a value and not text: a number, amount
 # or percentage (``007`` read 7, ``1e5`` 100000, ``.5``, ``(5)`` -5, ``$5``), a date or time
-# (``3/4``, ``2024-01-02``, ``12:30``, ``jan 5``, ``March 2024``), a truth value.
+# (``3/4``, ``2024-01-02``, ``12:30``, ``jan 5``, ``March 2024``), a truth value, a missing
+# value (pandas' defaults: ``None``, ``<NA>``, ``#N/A``, ``#NA`` read as NaN, the item lost) or
+# a sheet's error value (``#DIV/0!``, ``#N/A``).
 _SHEET_VALUE = re.compile(
     r"[(.$€£¥]*[0-9].*"
-    r"|(?:true|false|nan|inf|infinity|null|n/?a)"
+    r"|(?:true|false|nan|inf|infinity|null|n/?a|none|<na>)"
+    r"|#(?:n/?a|n/a n/a|div/0!|value!|ref!|name\?|num!|null!|spill!|calc!|getting_data)"
     r"|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?[ /-]?[0-9].*",
     re.IGNORECASE | re.DOTALL)
 
