@@ -39,6 +39,7 @@ import contextlib
 import json
 import logging
 import re
+import time
 from collections.abc import Hashable, Mapping, Sequence
 
 import grpc
@@ -57,6 +58,8 @@ from fedhh.rpc.serving import check_failure_status, check_plaintext_listener
 from fedhh.rpc.tls import TlsFiles
 
 log = logging.getLogger(__name__)
+# At most one warning of calls refused for their origin in this many seconds (_refused_origin).
+ORIGIN_WARNING_INTERVAL_S = 60.0
 
 CONTENT_TYPE = "application/proto"
 PROTOCOL_VERSION = "1"
@@ -195,6 +198,11 @@ class ConnectServer:
         self._unchecked_bodies = (asyncio.Semaphore(max(1, large_bodies // 4))
                                   if any(p.head_check for p in served) else None)
         self._large_callers: set[Hashable] = set()  # (whose large bodies are being read)
+        # Calls refused for their origin since the last warning of them, and when it was
+        # (_refused_origin).
+        self.clock = time.monotonic
+        self._origins_refused = 0
+        self._origin_warned_at: float | None = None
         self.port = 0
         self._served: Served | None = None
         self.app = web.Application(client_max_size=max_request_bytes)
@@ -251,6 +259,7 @@ class ConnectServer:
             raise ConnectError(grpc.StatusCode.UNIMPLEMENTED, "Connect calls are POSTs",
                                http_status=405, headers={"Allow": "POST"})
         if origin is not None and origin not in self.origins:
+            self._refused_origin(origin)
             raise ConnectError(grpc.StatusCode.PERMISSION_DENIED,
                                "this origin may not call the service")
         media = request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
@@ -349,12 +358,34 @@ class ConnectServer:
         asked = request.headers.get("Access-Control-Request-Method")
         if (origin is None or origin not in self.origins or asked != "POST"
                 or request.path not in self.procedures):
+            if origin is not None and origin not in self.origins:
+                self._refused_origin(origin)
             # (no Access-Control-Allow-Origin: _secure adds it for the configured origins only)
             return web.Response(status=403, text="this origin may not call the service")
         return web.Response(status=204, headers={
             "Access-Control-Allow-Methods": "POST",
             "Access-Control-Allow-Headers": ALLOWED_HEADERS,
             "Access-Control-Max-Age": str(PREFLIGHT_MAX_AGE_S)})
+
+    def _refused_origin(self, origin: str) -> None:
+        """Log a call (or its preflight) refused for its origin, at most once a
+        ORIGIN_WARNING_INTERVAL_S with the count since the last line. A browser hides the
+        refusal from its page, which sees only "Failed to fetch"; before, the operator saw
+        nothing either: a page served from an origin --web-origin left out (www. or not, a
+        port) enrolled no device, and no log said why. The origin is the caller's text:
+        shown as repr, cut at 200 characters."""
+        self._origins_refused += 1
+        now = self.clock()
+        if (self._origin_warned_at is not None
+                and now - self._origin_warned_at < ORIGIN_WARNING_INTERVAL_S):
+            return
+        log.warning("the %s refused %d browser call(s) from an origin not in --web-origin "
+                    "since the last such line, the latest from %s; it allows %s. If that page "
+                    "is yours, add its origin as the browser writes it (scheme://host[:port])",
+                    self.name, self._origins_refused, repr(origin[:200]),
+                    ", ".join(sorted(self.origins)) or "no origin")
+        self._origins_refused = 0
+        self._origin_warned_at = now
 
     def _error(self, code: grpc.StatusCode, message: str, http_status: int | None = None,
                headers: Mapping[str, str] | None = None) -> web.Response:

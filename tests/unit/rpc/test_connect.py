@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
@@ -410,3 +411,45 @@ def test_a_tls_connection_that_sent_its_head_outlives_the_head_deadline(tmp_path
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as loop:
         loop.run(asyncio.wait_for(scenario(), 30.0))
+
+
+def test_calls_refused_for_their_origin_are_logged_at_most_once_a_minute(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A browser hides a refused preflight from its page ("Failed to fetch"): before, the
+    operator saw nothing either, and a page on an origin --web-origin left out enrolled no
+    device with no line in any log saying why."""
+    async def scenario() -> None:
+        server = await _server(Echo())
+        now = [1000.0]
+        server.clock = lambda: now[0]
+        url = f"http://127.0.0.1:{server.port}/fedhh.v1.DeviceService/Enroll"
+        preflight = {"Access-Control-Request-Method": "POST"}
+        try:
+            async with aiohttp.ClientSession() as session:
+                async def call(method: str, origin: str) -> int:
+                    async with session.request(method, url, data=b"", headers={
+                            **PROTO, **preflight, "Origin": origin}) as answer:
+                        return answer.status
+
+                assert await call("OPTIONS", "https://www.ok.example") == 403
+                assert await call("POST", "https://www.ok.example") == 403
+                assert await call("OPTIONS", "https://ok.example") == 204  # allowed: not counted
+                now[0] += 59.0
+                assert await call("OPTIONS", "https://other.example") == 403
+                now[0] += 1.0
+                assert await call("OPTIONS", "https://" + "a" * 300 + ".example") == 403
+        finally:
+            await server.close()
+
+    with caplog.at_level(logging.WARNING, logger="fedhh.rpc.connect"):
+        asyncio.run(scenario())
+    lines = [r.getMessage() for r in caplog.records if r.name == "fedhh.rpc.connect"]
+    assert lines == [
+        "the test port refused 1 browser call(s) from an origin not in --web-origin since the "
+        "last such line, the latest from 'https://www.ok.example'; it allows "
+        "https://ok.example. If that page is yours, add its origin as the browser writes it "
+        "(scheme://host[:port])",
+        "the test port refused 3 browser call(s) from an origin not in --web-origin since the "
+        f"last such line, the latest from 'https://{'a' * 192}'; it allows "
+        "https://ok.example. If that page is yours, add its origin as the browser writes it "
+        "(scheme://host[:port])"]
