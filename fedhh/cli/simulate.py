@@ -279,8 +279,13 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
     passes = any(r["extra"].get("pass", 1) > 1 for r in payload["rounds"])
     cuts = any(r.get("cut") for r in payload["rounds"])
     trims = any(r.get("trimmed") for r in payload["rounds"])
+    # (threshold: the estimate an element had to clear, in devices, as `fedhh up`'s table
+    # gives it; a completion round's is many times a main round's, which is where long items
+    # are lost. Before, the table showed tau alone, the multiplier, while the cut prefixes'
+    # heading sent the reader to "the rounds table" for each round's threshold.)
     header = (*(("run",) if two_runs else ()), *(("pass",) if passes else ()), "round", "s",
-              "prefixes", "domain", "n", "tau", "kept", "found", *(("cut",) if cuts else ()),
+              "prefixes", "domain", "n", "tau", "threshold", "kept", "found",
+              *(("cut",) if cuts else ()),
               *(("not queried",) if trims else ()), "next s", "E[FP]", "FP")
     rows = [header]
     for r in payload["rounds"]:
@@ -288,7 +293,8 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
             *((r["extra"].get("run", 1),) if two_runs else ()),
             *((r["extra"].get("pass", 1),) if passes else ()), r["round"], r["segment_bits"],
             r["prefixes"],
-            r["domain_size"], r["participants"], _fmt(r["tau"]), r["kept"], r["finished"],
+            r["domain_size"], r["participants"], _fmt(r["tau"]), _count(r.get("threshold")),
+            r["kept"], r["finished"],
             *((r.get("cut", 0),) if cuts else ()),
             *((r.get("trimmed", 0),) if trims else ()),
             r["next_segment_bits"] if r["next_segment_bits"] is not None else "-",
@@ -452,6 +458,14 @@ def _std(hitter: dict[str, Any]) -> str:
     thresholds, central noise)."""
     std = hitter.get("std")
     return "-" if std is None else f"{std:,.0f}"
+
+
+def _count(value: Any) -> str:
+    """A threshold as the rounds table shows it: a count of devices, to the unit (- where a
+    round has none)."""
+    if not isinstance(value, int | float) or not math.isfinite(value):
+        return "-"
+    return f"{value:,.0f}"
 
 
 def _fmt(value: Any) -> str:
