@@ -372,6 +372,32 @@ export const BUILTIN_BOOK_KEYS: Readonly<Record<string, string>> = {
 export type BookLoader = (name: string) => Promise<string>;
 
 /**
+ * The folder `baseUrl` names, as an absolute URL ending in "/": resolved against the page's
+ * address, so "/books/" or "books" serve as in an <a href>, and a folder given without its
+ * final "/" is that folder. Before, a relative URL threw "Invalid URL" inside every round (a
+ * refusal each round, the book never fetched), and "https://app.example/books" fetched
+ * https://app.example/english.json, beside the folder. Throws a RangeError, when the page is
+ * set up, for what is not a URL.
+ */
+export function booksBase(baseUrl: string): string {
+  const page = (globalThis as { location?: { href?: string } }).location?.href;
+  let url: URL;
+  try {
+    url = new URL(baseUrl, page);
+  } catch {
+    throw new RangeError(`fetchBooks: ${JSON.stringify(baseUrl)} is not a URL` +
+                         (page === undefined ? " (outside a page, give an absolute one)" : "") +
+                         ": give where fedhh/codec/books/ is served, as \"/books/\" or " +
+                         "\"https://app.example/books/\"");
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    throw new RangeError(`fetchBooks: ${JSON.stringify(baseUrl)} is not an http(s) URL`);
+  }
+  if (!url.pathname.endsWith("/")) url.pathname += "/";
+  return url.href;
+}
+
+/**
  * A loader that fetches `<baseUrl><name>.json` (the operator serves fedhh/codec/books/). The
  * browser's copy is checked with the server on each load (`cache: "no-cache"`: a 304 when it is
  * current), since a book is loaded once per page: before, a copy the browser kept by heuristic
@@ -379,10 +405,11 @@ export type BookLoader = (name: string) => Promise<string>;
  * books, and every round was refused until it expired, though the server had the right one.
  */
 export function fetchBooks(baseUrl: string): BookLoader {
+  const base = booksBase(baseUrl);
   return async (name: string) => {
     // (the errors name the URL: a round refused for "codebook english: HTTP 404", or for
     // fetch's bare "Failed to fetch", did not say where the page looked for the book)
-    const url = new URL(`${name}.json`, baseUrl).href;
+    const url = new URL(`${name}.json`, base).href;
     let response: Response;
     try {
       response = await fetch(url, { cache: "no-cache" });

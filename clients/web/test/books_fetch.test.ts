@@ -59,3 +59,34 @@ test("a book is checked with the server on each load, and a served book of anoth
   });
   assert.deepEqual(modes, ["no-cache"]);
 });
+
+test("the books' folder is resolved against the page's address, with or without its final slash",
+     async () => {
+  // Before, fetchBooks("/books/") threw "Invalid URL" in every round, and
+  // fetchBooks("https://app.test/books") fetched https://app.test/english.json.
+  const asked: string[] = [];
+  const scope = globalThis as { location?: { href: string } };
+  scope.location = { href: "https://app.test/shop/index.html?x=1" };
+  try {
+    await withFetch(async (url) => {
+      asked.push(String(url));
+      return new Response("not here", { status: 404 });
+    }, async () => {
+      for (const base of ["/books/", "/books", "books", "https://cdn.test/books",
+                          "https://cdn.test/v2/books/"]) {
+        await assert.rejects(codebookFromSpec("english", fetchBooks(base)), /HTTP 404/);
+      }
+    });
+  } finally {
+    delete scope.location;
+  }
+  assert.deepEqual(asked, ["https://app.test/books/english.json",
+                           "https://app.test/books/english.json",
+                           "https://app.test/shop/books/english.json",
+                           "https://cdn.test/books/english.json",
+                           "https://cdn.test/v2/books/english.json"]);
+  // Outside a page a relative folder is no URL: said when the loader is made, not each round.
+  assert.throws(() => fetchBooks("/books/"), (error: Error) => error instanceof RangeError
+    && /^fetchBooks: "\/books\/" is not a URL \(outside a page, give an absolute one\)/.test(error.message));
+  assert.throws(() => fetchBooks("ftp://app.test/books/"), /is not an http\(s\) URL/);
+});
