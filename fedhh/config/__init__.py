@@ -768,13 +768,21 @@ def _positive(name: str, value: float) -> None:
 
 def _at_least(name: str, value: int, low: int) -> None:
     if value < low:
-        raise ConfigError(f"{name} must be >= {low}, got {value}")
+        raise ConfigError(f"{name} must be >= {low}, got {_shown(value)}")
 
 
 def _at_most(name: str, value: float, high: float, where: str = "") -> None:
     if value > high:
         raise ConfigError(f"{name} must be at most {high}{' ' + where if where else ''}, got "
-                          f"{value}")
+                          f"{_shown(value)}")
+
+
+def _shown(value: float) -> str:
+    """A value for a refusal: an integer past 19 digits as 1e+300 (a flag's 1e300 is that
+    integer, and the refusal printed all its 301 digits)."""
+    if isinstance(value, int) and abs(value) >= 10 ** 19:
+        return f"{float(value):.3g}"
+    return str(value)
 
 
 Planned = TypeVar("Planned")

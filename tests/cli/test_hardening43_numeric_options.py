@@ -71,3 +71,13 @@ def test_a_value_out_of_range_names_the_option_and_the_range(
         build_parser().parse_args(argv)
     assert refused.value.code == 2
     assert said in capsys.readouterr().err
+
+
+def test_a_huge_integer_is_refused_in_a_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, `simulate --dim-limit 1e300` was refused with all 301 digits of the integer."""
+    from fedhh.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["simulate", "--dim-limit", "1e300"])
+    err = capsys.readouterr().err
+    assert err.rstrip().endswith("dim_limit must be at most 67108864 in simulation, got 1e+300")
