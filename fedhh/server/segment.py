@@ -271,9 +271,12 @@ def check_feasible(
                 f"{dim_limit}, got {fixed_bits}"
             )
         if fixed_bits * rounds < max_bits:
+            # (what reaches them, as the adaptive case's message says: before, only the gap)
             raise ConfigError(
                 f"{rounds} rounds of {fixed_bits}-bit segments cover only "
-                f"{fixed_bits * rounds} of the {max_bits} bits of an item"
+                f"{fixed_bits * rounds} of the {max_bits} bits of an item: that takes at least "
+                f"{-(-max_bits // fixed_bits)} rounds of them, or longer segments (at most "
+                f"{floor_log2(dim_limit)} bits at dim_limit {dim_limit}), or fewer bits"
             )
     per_round = floor_log2(dim_limit)
     if rounds * per_round < max_bits:

@@ -58,7 +58,10 @@ def test_domain_never_exceeds_the_limit(prefixes, prefix_bits, rounds_left, dim_
 def test_infeasible_configurations_fail_early() -> None:
     with pytest.raises(ConfigError, match="cannot cover"):
         check_feasible(2, 60, 10**7)
-    with pytest.raises(ConfigError, match="cover only"):
+    # (and what reaches them: before, only the gap)
+    with pytest.raises(ConfigError, match=r"cover only 45 of the 60 bits of an item: that takes "
+                       r"at least 4 rounds of them, or longer segments \(at most 23 bits at "
+                       r"dim_limit 10000000\), or fewer bits"):
         check_feasible(3, 60, 10**7, fixed_bits=15)
     with pytest.raises(ConfigError, match="segment_bits"):
         check_feasible(2, 60, 10**7, fixed_bits=30)
