@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -32,6 +33,7 @@ import pytest
 from fedhh.codec import Codec, train_codebook
 from fedhh.codec import codes as cw
 from fedhh.config import RunConfig
+from fedhh.data import itemsets, wordlists
 from fedhh.data.itemsets import (
     ITEMSETS,
     sample_population,
@@ -53,6 +55,24 @@ GAMMA, ETA = 0.5, 0.5
 
 # The item distributions and codebooks are deterministic functions of installed data; the
 # tests below ask for some of them twice, so each is computed once per session.
+@functools.cache
+def _frequencies(lang: str, wordlist: str) -> tuple[list[str], np.ndarray]:
+    return wordlists.wordfreq_frequencies(lang, wordlist)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def frequencies_read_once() -> Iterator[None]:
+    """Each wordfreq list read once for the module, each caller given its own copy: the URL
+    population and the sites' codebook read the same 13 languages' lists (~0.5 s a list)."""
+    def read(lang: str = "en", wordlist: str = "large") -> tuple[list[str], np.ndarray]:
+        words, freqs = _frequencies(lang, wordlist)
+        return list(words), freqs.copy()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(itemsets, "wordfreq_frequencies", read)
+        yield
+
+
 @functools.cache
 def item_distribution(name: str) -> WeightedStrings:
     return ITEMSETS[name]()
