@@ -49,8 +49,26 @@ function open(database: string): Promise<IDBDatabase> {
       }
     };
     request.onsuccess = () => resolve(request.result);
-    request.onerror = () => reject(request.error);
-    request.onblocked = () => reject(new Error(`${database} is held open at an older version`));
+    request.onerror = () => {
+      // A database past this code's version was upgraded by a newer bundle of the page: this
+      // one is older (a cached copy, or the operator rolled the site back). Before, the page
+      // showed the browser's "VersionError: The requested version (2) is less than the
+      // existing version (3).", every load, and nothing on what to do.
+      const error = request.error;
+      reject(error?.name === "VersionError"
+        ? new Error(`${database} was last kept by a newer version of this page's device code ` +
+                    `(${describeError(error)}; this code reads version ${VERSION}): reload the ` +
+                    "page (if this persists, the site or a cache still serves an older bundle: " +
+                    "the operator must serve the current one); the storage is left as it is",
+                    { cause: error })
+        : error);
+    };
+    // (before, "... is held open at an older version", with nothing on what holds it or what to
+    // do)
+    request.onblocked = () => reject(new Error(
+      `${database} is held open at an older version by another tab of this site (one still ` +
+      "running an older version of this page): close the site's other tabs, then reload this " +
+      "one"));
   });
 }
 

@@ -174,7 +174,51 @@ test("a database another tab holds open at an older version is told in its own w
       items: ["a"], fetch: async () => { fetched += 1; throw new TypeError("Failed to fetch"); },
     }), (error: Error) => {
       assert.ok(!(error instanceof UnsupportedBrowserError), String(error));
-      assert.equal(error.message, "fedhh-device is held open at an older version");
+      assert.equal(error.message, "fedhh-device is held open at an older version by another " +
+        "tab of this site (one still running an older version of this page): close the site's " +
+        "other tabs, then reload this one");
+      return true;
+    });
+    assert.equal(fetched, 0);
+  } finally {
+    delete page.indexedDB;
+    if (navigator === undefined) delete (globalThis as { navigator?: unknown }).navigator;
+    else Object.defineProperty(globalThis, "navigator", navigator);
+  }
+});
+
+test("a database a newer bundle upgraded says the page's code is older and to reload", async () => {
+  // A cached bundle, or a site rolled back, after a newer one upgraded the device's database:
+  // before, the page showed the browser's VersionError alone, on every load.
+  const page = globalThis as { indexedDB?: unknown };
+  const navigator = Object.getOwnPropertyDescriptor(globalThis, "navigator");
+  page.indexedDB = {
+    open: () => {
+      const request: { error?: DOMException; onerror?: () => void } = {};
+      setTimeout(() => {
+        request.error = new DOMException(
+          "The requested version (2) is less than the existing version (3).", "VersionError");
+        request.onerror?.();
+      }, 0);
+      return request;
+    },
+  };
+  Object.defineProperty(globalThis, "navigator", { configurable: true, writable: true, value: {
+    locks: { request: async (_name: string, _options: unknown, body: (lock: unknown) => unknown) =>
+      body({ name: _name }) } } });
+  let fetched = 0;
+  try {
+    await assert.rejects(runDevice({
+      coordinatorUrl: "https://fedhh.example:7080", enrollmentToken: "ab".repeat(32),
+      items: ["a"], fetch: async () => { fetched += 1; throw new TypeError("Failed to fetch"); },
+    }), (error: Error) => {
+      assert.ok(!(error instanceof UnsupportedBrowserError), String(error));
+      assert.equal(error.message, "fedhh-device was last kept by a newer version of this " +
+        "page's device code (VersionError: The requested version (2) is less than the existing " +
+        "version (3).; this code reads version 2): reload the page (if this persists, the site " +
+        "or a cache still serves an older bundle: the operator must serve the current one); " +
+        "the storage is left as it is");
+      assert.ok(error.cause instanceof DOMException);
       return true;
     });
     assert.equal(fetched, 0);
