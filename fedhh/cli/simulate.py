@@ -74,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
     from fedhh.experiments.populations import resolve
 
     config = config_from_args(args, Mode.SIMULATION)
-    options.check_output("--json", args.json)
-    options.check_output("--plot", args.plot, options.PLOT_SUFFIXES)
+    inputs = {"--dataset": args.dataset, "--deny-list": args.deny_list, "--codec": args.codec}
+    options.check_output("--json", args.json, inputs=inputs)
+    options.check_output("--plot", args.plot, options.PLOT_SUFFIXES, inputs)
     # Meters on stderr for every long step, only on a terminal and never with --quiet.
     progress = not args.quiet
     # (also the utility studies' populations by name, docs/utility.md)
@@ -340,6 +341,8 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
             note = open_note([h["item"] for h in cut[:top]])
             if note:
                 print(f"({note.removeprefix(', ')})")
+        else:
+            print(TOP_ZERO)
     metrics = payload["metrics"]
     if metrics:
         w, u = metrics["weighted"], metrics["unweighted"]
@@ -393,7 +396,10 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str,
     """A list of heavy hitters, by round then estimate, cut at ``top``, with its notes; a
     truncated item's note ends with ``hint`` (`_truncation_hint`); ``context``, the rows of
     the lists shown beside it (``printable_rows``)."""
-    if not top or not hitters:
+    if not hitters:
+        return
+    if not top:
+        print(TOP_ZERO)
         return
     # (a row's note, if any row has one, in a last column: in the item's cell it pushed the
     # row's counts out of line with the other rows')
@@ -414,6 +420,11 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str,
         print(f"(an item ending in … was truncated at {'/'.join(map(str, widths))} bits, "
               f"the code's width: it stands for every item starting with those bits"
               f"{open_note([h['item'] for h in hitters[:top] if h['truncated']])}; {hint})")
+
+
+# (under a list's heading at --top 0: before, a heading such as "10 heavy prefixes ... (the
+# rounds table shows each round's):" ended the summary's section with nothing after it)
+TOP_ZERO = "(none listed at --top 0: --top N or --json lists them)"
 
 
 def open_note(cut: list[str]) -> str:
