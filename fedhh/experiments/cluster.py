@@ -57,10 +57,12 @@ from fedhh.experiments.code import (
     library_versions,
 )
 from fedhh.experiments.runner import (
+    CONTENTS,
     PlannedRun,
     ProgressCallback,
     ProgressEvent,
     Suite,
+    legacy_identity,
     this_worker,
 )
 from fedhh.experiments.spec import SuiteSettings
@@ -760,6 +762,13 @@ def _worker_suite(settings: SuiteSettings, run: PlannedRun, identity: dict[str, 
                            f"cache there: {cache_root()}, FEDHH_CACHE): "
                            f"{_error_line(error)}") from error
     if found != identity:
+        if legacy_identity(found) == legacy_identity(identity) is not None:
+            # (the same name, folder and sizes: before content digests, taken for the same)
+            raise DatasetError(
+                f"dataset {name!r} on {this_worker()} has the client's name, folder and sizes "
+                f"but other contents (SHA-256 {found.get(CONTENTS, '?')[:12]}, the client's "
+                f"{identity.get(CONTENTS, '?')[:12]}: another build, such as another seed, or "
+                "an edited file): the name or path must give the same dataset on every machine")
         raise DatasetError(f"dataset {name!r} on {this_worker()} is {found}, the client "
                            f"planned with {identity}: the name or path must give the same "
                            "dataset on every machine")

@@ -86,6 +86,11 @@ class ProgressEvent:
 ProgressCallback = Callable[[ProgressEvent], None]
 
 
+# The identity's digest of the dataset's contents (``fedhh.data.digest``). Keys made before it
+# was part of the identity (``legacy_identity``) are not reused: see ``Suite.load_stored``.
+CONTENTS = "contents_sha256"
+
+
 @dataclass
 class SuiteData:
     """A dataset the suite's runs use, its identity (part of every store key) and its ground
@@ -97,12 +102,19 @@ class SuiteData:
 
     @staticmethod
     def of(dataset: FederatedDataset) -> SuiteData:
+        """The dataset's identity: its name, folder, sizes and the SHA-256 of its contents
+        (before, the sizes alone: a dataset rebuilt in place with the same sizes, such as
+        another seed of a generator or a file edited to the same length, reused the runs
+        stored for the old one)."""
+        from fedhh.data.digest import content_digest
+
         return SuiteData(dataset, {
             "name": dataset.name,
             "directory": dataset.root.name if dataset.root is not None else None,
             "users": dataset.num_users,
             "entries": dataset.num_entries,
             "vocabulary": len(dataset.vocabulary),
+            CONTENTS: content_digest(dataset),
         })
 
     def truth_items(self) -> GroundTruth:
@@ -111,6 +123,14 @@ class SuiteData:
 
             self.truth = ground_truth(self.dataset)
         return self.truth
+
+
+def legacy_identity(identity: dict[str, Any]) -> dict[str, Any] | None:
+    """The identity a store key of fedhh before content digests held for this dataset (its
+    name, folder and sizes), or None for a stand-in identity (no digest)."""
+    if CONTENTS not in identity:
+        return None
+    return {k: v for k, v in identity.items() if k != CONTENTS}
 
 
 class Suite:
@@ -182,15 +202,27 @@ class Suite:
     def planned(self, study: Study, variant: StudyVariant, seed: int) -> PlannedRun:
         if variant.spec is None:
             static = variant.static or ""
-            target = (f"{static}@{self.settings.eps_agg:g},{self.settings.delta:g}"
-                      if static in PRIVACY_DEPENDENT else static)
-            key = static_key(target, PAPER.codec, PAPER.code_bits(), self.identity)
+            key = self._static_key(static, self.identity)
             return PlannedRun(key, study.name, variant.label, seed, None, static,
                               f"(not a simulation: {static})", self.settings.dataset)
         name = variant.dataset or self.settings.dataset
         config = run_config(variant.spec, self.settings, seed)
         return PlannedRun(run_key(config, self.identity_of(name)), study.name, variant.label,
                           seed, config, None, command_line(config, self.settings, name), name)
+
+    def _static_key(self, static: str, identity: dict[str, Any]) -> str:
+        target = (f"{static}@{self.settings.eps_agg:g},{self.settings.delta:g}"
+                  if static in PRIVACY_DEPENDENT else static)
+        return static_key(target, PAPER.codec, PAPER.code_bits(), identity)
+
+    def legacy_key(self, run: PlannedRun) -> str | None:
+        """The key ``run`` had before store keys held the dataset's content digest (None for a
+        run on a dataset a listing suite did not build)."""
+        if run.config is None:
+            old = legacy_identity(self.identity)
+            return None if old is None else self._static_key(run.static or "", old)
+        old = legacy_identity(self.identity_of(run.dataset or self.settings.dataset))
+        return None if old is None else run_key(run.config, old)
 
     def plan(self, studies: Sequence[Study], seeds: Sequence[int]) -> list[PlannedRun]:
         """Every distinct run of the studies, seed-major within each study, first use first."""
@@ -226,7 +258,22 @@ class Suite:
             self.reused += 1
             if progress is not None:
                 progress(ProgressEvent("cached", run, run.total_rounds))
+        self._warn_legacy(store, missing)
         return records, missing
+
+    def _warn_legacy(self, store: ResultStore, missing: Sequence[PlannedRun]) -> None:
+        """A warning when the store holds runs of ``missing`` under the keys of fedhh before
+        content digests (``legacy_key``): they are computed again, not reused, since nothing
+        tells whether their dataset was rebuilt since with the same sizes."""
+        old = [key for key in map(self.legacy_key, missing)
+               if key is not None and store.has(key)]
+        if old:
+            log.warning(
+                "%d of the runs to compute are stored in %s under keys made before a store "
+                "key held a digest of the dataset's contents (e.g. %s.json): they are not "
+                "reused, since their dataset may have been rebuilt since with the same sizes, "
+                "and are computed again under the new keys (the old entries stay; delete them "
+                "to free their space)", len(old), store.root, old[0])
 
     def require_store(self) -> ResultStore:
         """The suite's result store; ConfigError for a suite that only computes (a worker's)."""
