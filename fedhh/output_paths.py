@@ -15,6 +15,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from fedhh.errors import ConfigError
@@ -22,13 +23,24 @@ from fedhh.errors import ConfigError
 STDOUT = "-"  # an output path that means standard output
 
 
-def check_output(option: str, path: str | None, suffixes: tuple[str, ...] = ()) -> None:
+def check_output(option: str, path: str | None, suffixes: tuple[str, ...] = (),
+                 inputs: Mapping[str, str | None] | None = None) -> None:
     """Refuse an output file that cannot be written where it is asked for, before the work
     that produces it rather than after: a folder, a missing or unwritable parent folder, or
-    (with ``suffixes``) a name without one of them."""
+    (with ``suffixes``) a name without one of them; or one of the command's ``inputs`` (by
+    option), or a file inside an input folder, which writing would replace (before, `simulate
+    --dataset users.txt --json users.txt` overwrote the dataset with its results)."""
     if path is None or path == STDOUT:
         return
     target = Path(path)
+    for name, given in (inputs or {}).items():
+        if not given or not Path(given).exists():
+            continue  # (a built-in dataset's name, an option not given)
+        source, written = Path(given).resolve(), target.resolve()
+        if written == source or (source in written.parents and target.exists()):
+            held = "is" if written == source else "is a file of"
+            raise ConfigError(f"{option} {path} {held} the input {name} {given}: writing it "
+                              "would replace what the run reads; give another file")
     if target.is_dir():
         example = target / ("results" + (suffixes[0] if suffixes else ".json"))
         raise ConfigError(f"{option} {path} is a folder; give a file name, e.g. {example}")
