@@ -272,6 +272,13 @@ export function checkDeviceData(items: readonly string[], counts?: readonly numb
                            (typeof count === "number" ? String(count) : kindOf(count)));
     }
   });
+  // (a weighted selection draws below the total: before, counts each safe but adding up past
+  // 2^53 - 1 refused every weighted round, "the counts' total ... is too large", after the
+  // device had checked in and taken the task)
+  if (!Number.isSafeInteger(counts.reduce((sum, count) => sum + count, 0))) {
+    throw new RangeError(`the counts add up to more than ${Number.MAX_SAFE_INTEGER} (2^53 - 1), ` +
+                         "which this device cannot draw below: scale them down");
+  }
 }
 
 /**

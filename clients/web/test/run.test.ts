@@ -367,6 +367,9 @@ test("runDevice refuses items it cannot report before it sends anything, never q
      /^count 1 must be an integer >= 0, got a string$/],
     [["ok", "my secret"], [1n as unknown as number, 1],
      /^count 0 must be an integer >= 0, got a bigint$/],
+    // Each count safe, their total not (a weighted round draws below it).
+    [["ok", "my secret"], [2 ** 52, 2 ** 52],
+     /^the counts add up to more than 9007199254740991 \(2\^53 - 1\), .* scale them down$/],
   ];
   for (const [items, counts, message] of refused) {
     await assert.rejects(runDevice({ ...base, items, ...(counts === undefined ? {} : { counts }) }),
