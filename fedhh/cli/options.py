@@ -40,17 +40,28 @@ def integer_in(minimum: int, maximum: int | None = None,
             number = float(text) if any(c in text for c in ".eE") else int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        if not math.isfinite(number) or number != int(number):
+        # (an int is integral as it stands: math.isfinite of one past the largest double
+        # raised OverflowError, a traceback for `--top 1000...0` of 400 digits)
+        if isinstance(number, float) and not (math.isfinite(number) and number.is_integer()):
             raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}")
         value = int(number)
+        shown = text if len(text) <= 24 else _shown_integer(value)
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text}")
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {shown}")
         if maximum is not None and value > maximum:
             raise argparse.ArgumentTypeError(
-                f"must be at most {maximum:,}{' ' + why if why else ''}, got {text}")
+                f"must be at most {maximum:,}{' ' + why if why else ''}, got {shown}")
         return value
 
     return parse
+
+
+def _shown_integer(value: int) -> str:
+    """A long integer in a refusal as 1e+300 (not its hundreds of digits)."""
+    try:
+        return f"{float(value):.3g}"
+    except OverflowError:
+        return "less than -1e+308" if value < 0 else "more than 1e+308"
 
 
 #: An integer >= 1 (:func:`integer_in`).

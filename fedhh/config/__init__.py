@@ -781,7 +781,10 @@ def _shown(value: float) -> str:
     """A value for a refusal: an integer past 19 digits as 1e+300 (a flag's 1e300 is that
     integer, and the refusal printed all its 301 digits)."""
     if isinstance(value, int) and abs(value) >= 10 ** 19:
-        return f"{float(value):.3g}"
+        try:
+            return f"{float(value):.3g}"
+        except OverflowError:  # (past the largest double: float() raised, a traceback)
+            return "less than -1e+308" if value < 0 else "more than 1e+308"
     return str(value)
 
 

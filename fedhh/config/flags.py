@@ -24,7 +24,9 @@ def integer(text: str) -> int:
         value = float(text) if any(c in text for c in ".eE") else int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if not math.isfinite(value) or value != int(value):
+    # (an int is integral as it stands: math.isfinite of one past the largest double raised
+    # OverflowError, a traceback for `--dim-limit 1000...0` of 400 digits)
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
     return int(value)
 

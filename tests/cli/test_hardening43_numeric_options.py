@@ -81,3 +81,26 @@ def test_a_huge_integer_is_refused_in_a_line(capsys: pytest.CaptureFixture[str])
         main(["simulate", "--dim-limit", "1e300"])
     err = capsys.readouterr().err
     assert err.rstrip().endswith("dim_limit must be at most 67108864 in simulation, got 1e+300")
+
+
+def test_an_integer_past_the_largest_double_is_refused_not_a_traceback(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, math.isfinite of a 400-digit integer raised OverflowError in both option types
+    (a traceback from `simulate --dim-limit 1000...0` and `data inspect --top 1000...0`), and
+    the refusal's float() of it too."""
+    from fedhh.cli.main import main
+
+    huge = "1" + "0" * 400
+    with pytest.raises(SystemExit):
+        main(["simulate", "--dim-limit", huge])
+    err = capsys.readouterr().err
+    assert err.rstrip().endswith("in simulation, got more than 1e+308"), err
+    with pytest.raises(SystemExit) as refused:
+        build_parser().parse_args(["certs", "--out", "t", "--days", huge])
+    assert refused.value.code == 2
+    assert "argument --days: must be at most 36,500 days (100 years), got more than 1e+308" \
+        in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["simulate", "--top", "-" + huge])
+    assert "argument --top: must be an integer >= 0, got less than -1e+308" \
+        in capsys.readouterr().err
