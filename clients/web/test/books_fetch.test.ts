@@ -90,3 +90,15 @@ test("the books' folder is resolved against the page's address, with or without 
     && /^fetchBooks: "\/books\/" is not a URL \(outside a page, give an absolute one\)/.test(error.message));
   assert.throws(() => fetchBooks("ftp://app.test/books/"), /is not an http\(s\) URL/);
 });
+
+test("an inline codebook of a newer format version says the page's code is older", async () => {
+  // (the coordinator reads a task's codebook before it hands the task out: a format version
+  // this code does not know comes from a newer fedhh)
+  await assert.rejects(codebookFromSpec(JSON.stringify({ format: "fedhh-codebook", version: 3,
+                                                         name: "x", end: "1", bytes: {} })),
+                       /^CodecError: inline codebook: not a fedhh-codebook version 1 or 2 codebook \(version 3: this page's device code is older than the coordinator's: reload the page/);
+  // An older or malformed one is refused as before, with no such advice.
+  await assert.rejects(codebookFromSpec(JSON.stringify({ format: "fedhh-codebook", version: 0,
+                                                         name: "x", end: "1", bytes: {} })),
+                       (error: Error) => /not a fedhh-codebook version 1 or 2 codebook$/.test(error.message));
+});
