@@ -29,6 +29,7 @@ them). A caller may pass its own grid.
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -156,7 +157,11 @@ def sum_up(values: Iterable[float]) -> float:
     and rounded up."""
     counts = Counter(float(v) for v in values)
     exact = sum((Fraction(v) * k for v, k in counts.items()), Fraction(0))
-    total = float(exact)  # correctly rounded to nearest
+    try:
+        total = float(exact)  # correctly rounded to nearest
+    except OverflowError:  # past the largest double (before: OverflowError, a traceback;
+        # a float sum gave inf): rounded up, inf, or the most negative double below it
+        return math.inf if exact > 0 else -sys.float_info.max
     if Fraction(total) < exact:
         total = math.nextafter(total, math.inf)
     return total

@@ -76,3 +76,17 @@ def test_basic_composition_is_not_below_the_exact_sum() -> None:
     values = [0.1, 0.2, 0.3, 1e-17, 7.7]
     assert Fraction(sum_up(values)) >= sum(Fraction(v) for v in values)
     assert Fraction(math.nextafter(sum_up(values), 0.0)) < sum(Fraction(v) for v in values)
+
+
+def test_a_sum_past_the_largest_double_rounds_up_to_inf() -> None:
+    """Before, sum_up's float() of the exact sum raised OverflowError: basic_composition of
+    two guarantees of eps 1e308 was a traceback (a float sum gave inf, as now)."""
+    import sys
+
+    from fedhh.privacy import basic_composition
+    from fedhh.privacy.composition import sum_up
+
+    assert basic_composition([(1e308, 0.0), (1e308, 0.0)]) == (math.inf, 0.0)
+    big = sys.float_info.max
+    assert sum_up([big, big]) == math.inf and sum_up([-big, -big]) == -big
+    assert sum_up([big, -big, 1.0]) == 1.0
