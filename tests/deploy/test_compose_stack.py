@@ -14,6 +14,7 @@ test` installs them. Deselect with `-m "not docker"`. Timings: docs/testing.md.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -23,7 +24,7 @@ import string
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,9 @@ class Stack:
     project: Project
     root: Path
     data: Path
+    # `fedhh admin results` of the finished runs, by run id (a finished run's results never
+    # change: the later tests compare with run "planted" without another `compose run admin`)
+    finished: dict[str, Any] = field(default_factory=dict)
 
 
 def clean_env() -> dict[str, str]:
@@ -259,6 +263,14 @@ def admin(stack: Stack, *args: str) -> Any:
     return stack.project.admin(*args, timeout_s=RUN_TIMEOUT_S)
 
 
+def finished_results(stack: Stack, run_id: str) -> Any:
+    """`fedhh admin results RUN_ID` of a run that ended (awaited with `fedhh admin wait`), read
+    once per stack."""
+    if run_id not in stack.finished:
+        stack.finished[run_id] = admin(stack, "results", run_id)
+    return stack.finished[run_id]
+
+
 def released(run_: dict[str, Any]) -> list[int]:
     return [r["round"] for r in run_["rounds"] if r["state"] == "released"]
 
@@ -312,14 +324,15 @@ def test_services_are_healthy_and_replicas_host_disjoint_users(
 
 
 def test_each_service_mounts_only_the_secrets_it_needs(stack: Stack, fleet: list[str]) -> None:
-    def secrets_of(service: str) -> set[str]:
+    @functools.cache  # (each service's containers listed and inspected once: compose ps ~1 s)
+    def secrets_of(service: str) -> frozenset[str]:
         mounted = set()
         for container in stack.project.containers(service):
             mounts = json.loads(run(["docker", "inspect", "--format", "{{json .Mounts}}",
                                      container]).stdout)
             mounted |= {m["Destination"].removeprefix("/run/secrets/") for m in mounts
                         if m["Destination"].startswith("/run/secrets/")}
-        return mounted
+        return frozenset(mounted)
 
     for name in DEVICES:
         assert secrets_of(name) == {"ca.pem", "device-tokens.txt"}
@@ -361,7 +374,7 @@ def test_discovery_through_fedhh_admin_equals_the_per_device_simulation(
 ) -> None:
     admin(stack, "start", "--run-id", "planted", *RUN_SETTINGS)
     run_ = admin(stack, "wait", "planted")
-    results = admin(stack, "results", "planted")
+    results = finished_results(stack, "planted")
     assert run_["state"] == "done", run_.get("error")
     found = [(h["item"], h["estimate"], h["round"]) for h in results.get("heavyHitters", [])]
     assert set(PLANTED) <= {item for item, _, _ in found}
@@ -434,7 +447,7 @@ def test_a_run_survives_a_coordinator_crash(stack: Stack, fleet: list[str]) -> N
     aborted = [r for r in run_["rounds"] if r["state"] != "released"]
     assert all("coordinator stopped" in r.get("reason", "") for r in aborted), aborted
     # Seeded devices draw per (round, user): the resumed run finds what the first one did.
-    first = admin(stack, "results", "planted")
+    first = finished_results(stack, "planted")
     assert results.get("heavyHitters") == first.get("heavyHitters")
 
 
@@ -459,4 +472,4 @@ def test_a_second_selector_serves_the_fleet_when_the_first_stops(
     assert delivered.count(USERS) >= 3, delivered
     # The same seeded devices: the run finds what the first one did.
     assert admin(stack, "results", "moved").get("heavyHitters") == \
-        admin(stack, "results", "planted").get("heavyHitters")
+        finished_results(stack, "planted").get("heavyHitters")
