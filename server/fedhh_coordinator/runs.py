@@ -23,7 +23,7 @@ from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig, with_most_completions
 from fedhh.errors import ConfigError, shown
-from fedhh.privacy import PrivacyLedger
+from fedhh.privacy import PrivacyLedger, methods
 from fedhh.privacy.accountant import allocation_offsets
 from fedhh.server import LocalRandomizer, PrefixTree, TailKind, TreeState
 from fedhh_coordinator.budgets import LifetimeBudget
@@ -72,7 +72,7 @@ def open_ledger(config: RunConfig) -> PrivacyLedger:
     only get every task refused; a smaller epsilon spends less than the budget allows). With
     completion rounds the rounds are an allocation (``RunConfig.round_weights``): each round
     runs and is charged at its own local epsilon (``PrivacyLedger.round_epsilon``)."""
-    method = {"method": config.privacy_method} if config.privacy_method else {}
+    method = config.privacy_method or methods.DEFAULT_METHOD
     weights = config.round_weights()
 
     def ledger_at(eps_local: float | None) -> PrivacyLedger:
@@ -81,7 +81,7 @@ def open_ledger(config: RunConfig) -> PrivacyLedger:
                 config.eps_agg, config.delta, allocation_offsets(weights), config.min_devices,
                 1.0, eps_local=eps_local)
         return PrivacyLedger.open(config.eps_agg, config.delta, config.rounds,
-                                  config.min_devices, 1.0, **method, eps_local=eps_local)
+                                  config.min_devices, 1.0, method, eps_local=eps_local)
 
     ledger = ledger_at(config.eps_local)
     if ledger.eps_local > config.max_eps_local:
