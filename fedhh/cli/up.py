@@ -94,8 +94,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="TEST MODE: seeded device randomness (default: OS entropy)")
     p.add_argument("--workdir", help="keep logs, keys and the SQLite file here (default: a "
                    "temporary directory, removed at the end); a later `fedhh up` there "
-                   "reuses them, its devices' budgets included, with another dataset or "
-                   "--devices too (its users that have no token yet get one)")
+                   "reuses them, its devices' budgets included (a rerun that would move a user "
+                   "to another device process is refused; users new to it get a token)")
     p.add_argument("--timeout", type=options.positive_float, default=900.0,
                    help="give up after this many seconds in which the run made no progress "
                         "(no stage of a round began or ended; default 900)")

@@ -107,7 +107,9 @@ class LocalTopology:
         hosted users it lacks: a rerun that splits the users otherwise (another dataset,
         --devices or --processes) hosts others in the same process (before, the file was
         written once, and that process stopped the rerun: "devices-1.tokens has no token for
-        users [25, 26, 27, 28, 29]")."""
+        users [25, 26, 27, 28, 29]"). A user that another process's tokens file holds is
+        refused (ConfigError): its identity and device budget are in that process's state
+        folder, so here it would enrol afresh with a whole budget again."""
         from fedhh.data.registry import resolve_dataset
         from fedhh.rpc.admin_client import AdminClient
         from fedhh.rpc.credentials import write_private
@@ -116,6 +118,7 @@ class LocalTopology:
         path = self.workdir / f"{name}.tokens"
         hosted = user_range(users, resolve_dataset(dataset).num_users)
         held = read_tokens(path) if path.exists() else {}
+        self._refuse_moved_users(name, path, set(hosted))
         missing = [u for u in hosted if u not in held]
         if missing:
             ca = self.workdir / "tls" / "ca.pem" if self.tls else None
@@ -125,6 +128,23 @@ class LocalTopology:
         if missing or not path.exists():
             write_private(path, "".join(f"{u} {t}\n" for u, t in sorted(held.items())))
         return path
+
+    def _refuse_moved_users(self, name: str, path: Path, hosted: set[int]) -> None:
+        from fedhh.rpc.device_users import read_tokens
+
+        moved: dict[int, str] = {}
+        for other in sorted(self.workdir.glob("*.tokens")):
+            if other != path:
+                for user in hosted.intersection(read_tokens(other)):
+                    moved.setdefault(user, other.stem)
+        if moved:
+            user = min(moved)
+            raise ConfigError(
+                f"workdir {self.workdir}: {name} would host user {user}, which an earlier run "
+                f"there gave to {moved[user]} ({len(moved)} users move so); a moved user would "
+                "enrol afresh, its device budget whole again. Rerun with the earlier split of "
+                "the users (the same number of users, --devices and --processes) or use "
+                "another --workdir")
 
     def address(self, name: str) -> str:
         return f"127.0.0.1:{self.services[name].ready['port']}"

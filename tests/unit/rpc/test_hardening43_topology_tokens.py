@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import pytest
 
 import fedhh.rpc.admin_client
+from fedhh.errors import ConfigError
 from fedhh.rpc.device_users import read_tokens, tokens_for
 from fedhh.rpc.topology import LocalTopology
 
@@ -63,3 +64,24 @@ def test_a_rerun_that_hosts_other_users_gets_their_tokens(
         # nothing missing: nothing minted
         topo.enrollment_tokens("devices-1", str(data), "30:40")
         assert _Admin.minted == [25, 50]
+
+
+def test_a_rerun_that_moves_a_user_to_another_process_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user that devices-0 hosted keeps its identity and device budget in devices-0's state
+    folder; devices-1 would enrol it afresh with a whole budget. Before, devices-1 got a token
+    for it and the rerun went on."""
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(fedhh.rpc.admin_client, "AdminClient", _Admin)
+    monkeypatch.setattr(_Admin, "minted", [])
+    data = tmp_path / "users.txt"
+    data.write_text("".join(f"item{u % 7} other\n" for u in range(100)))
+    with LocalTopology(tmp_path / "work", tls=False) as topo:
+        monkeypatch.setattr(topo, "address", lambda name: "127.0.0.1:1")
+        topo.enrollment_tokens("devices-0", str(data), "0:50")
+        topo.enrollment_tokens("devices-1", str(data), "50:100")
+        with pytest.raises(ConfigError, match=r"devices-1 would host user 34, which an earlier "
+                           r"run there gave to devices-0 \(16 users move so\)"):
+            topo.enrollment_tokens("devices-1", str(data), "34:100")
+        assert sorted(read_tokens(topo.workdir / "devices-1.tokens")) == list(range(50, 100))
+        assert _Admin.minted == [50, 50]  # (nothing minted for the refused rerun)
