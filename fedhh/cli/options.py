@@ -4,6 +4,7 @@ argparse prefixes with the option's name."""
 from __future__ import annotations
 
 import argparse
+import decimal
 import math
 import sys
 from collections.abc import Callable
@@ -37,12 +38,16 @@ def integer_in(minimum: int, maximum: int | None = None,
     "invalid int value", and its float options took inf.)"""
     def parse(text: str) -> int:
         try:
-            number = float(text) if any(c in text for c in ".eE") else int(text)
-        except ValueError:
+            number = decimal.Decimal(text) if any(c in text for c in ".eE") else int(text)
+        except (ValueError, decimal.InvalidOperation):
             raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        # (an int is integral as it stands: math.isfinite of one past the largest double
-        # raised OverflowError, a traceback for `--top 1000...0` of 400 digits)
-        if isinstance(number, float) and not (math.isfinite(number) and number.is_integer()):
+        # Decimal, not float: 12345678901234567891.0 is that integer (a double is not); past
+        # the largest double (and its billion-digit exponents) it is refused as inf was. (An
+        # int is integral as it stands: math.isfinite of one past the largest double raised
+        # OverflowError, a traceback for `--top 1000...0` of 400 digits.)
+        if isinstance(number, decimal.Decimal) and not (
+                number.is_finite() and number.adjusted() <= 308
+                and number == number.to_integral_value()):
             raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}")
         value = int(number)
         shown = text if len(text) <= 24 else _shown_integer(value)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from fedhh.cli import options
 from fedhh.cli.main import build_parser
 
 AGGREGATOR = ["aggregator", "--coordinator-key", "k.pub"]
@@ -104,3 +105,17 @@ def test_an_integer_past_the_largest_double_is_refused_not_a_traceback(
         build_parser().parse_args(["simulate", "--top", "-" + huge])
     assert "argument --top: must be an integer >= 0, got less than -1e+308" \
         in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("12345678901234567891.0", 12345678901234567891), ("9007199254740993.0", 2**53 + 1),
+    ("1.6e6", 1_600_000), ("4.0", 4)])
+def test_a_decimal_integer_is_that_integer_exactly(text: str, value: int) -> None:
+    """Before, text with '.' or 'e' went through a double: 9007199254740993.0 was 2^53."""
+    assert options.integer_in(0)(text) == value
+
+
+@pytest.mark.parametrize("text", ["1e309", "1e999999999", "sNaN", "1.5", "1e-3"])
+def test_a_decimal_that_is_no_integer_a_double_holds_is_refused(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="must be an integer"):
+        options.integer_in(0)(text)
