@@ -363,6 +363,8 @@ def _run(args: argparse.Namespace) -> int:
         extra = ["--min-cohort", str(min_devices)]
         extra += ["--seed", str(args.seed)] if args.seed is not None else []
         starts = [i * per for i in range(processes) if i * per < python_end]
+        topo.refuse_moved_users({f"devices-{i}": range(lo, min(lo + per, python_end))
+                                 for i, lo in enumerate(starts)})
         for i, lo in enumerate(starts):
             topo.start_devices(f"devices-{i}", str(location),
                                f"{lo}:{min(lo + per, python_end)}", extra,

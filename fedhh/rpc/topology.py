@@ -107,9 +107,7 @@ class LocalTopology:
         hosted users it lacks: a rerun that splits the users otherwise (another dataset,
         --devices or --processes) hosts others in the same process (before, the file was
         written once, and that process stopped the rerun: "devices-1.tokens has no token for
-        users [25, 26, 27, 28, 29]"). A user that another process's tokens file holds is
-        refused (ConfigError): its identity and device budget are in that process's state
-        folder, so here it would enrol afresh with a whole budget again."""
+        users [25, 26, 27, 28, 29]"); `refuse_moved_users` keeps a user where it was."""
         from fedhh.data.registry import resolve_dataset
         from fedhh.rpc.admin_client import AdminClient
         from fedhh.rpc.credentials import write_private
@@ -118,7 +116,6 @@ class LocalTopology:
         path = self.workdir / f"{name}.tokens"
         hosted = user_range(users, resolve_dataset(dataset).num_users)
         held = read_tokens(path) if path.exists() else {}
-        self._refuse_moved_users(name, path, set(hosted))
         missing = [u for u in hosted if u not in held]
         if missing:
             ca = self.workdir / "tls" / "ca.pem" if self.tls else None
@@ -129,19 +126,25 @@ class LocalTopology:
             write_private(path, "".join(f"{u} {t}\n" for u, t in sorted(held.items())))
         return path
 
-    def _refuse_moved_users(self, name: str, path: Path, hosted: set[int]) -> None:
+    def refuse_moved_users(self, plan: dict[str, range]) -> None:
+        """ConfigError if a device process of ``plan`` (name: the users it is to host) would
+        host a user whose tokens file in the workdir is another process's: that user's identity
+        and device budget are in the other process's state folder, so it would enrol afresh,
+        its budget whole again (`fedhh up` calls this before it starts the device processes)."""
         from fedhh.rpc.device_users import read_tokens
 
-        moved: dict[int, str] = {}
-        for other in sorted(self.workdir.glob("*.tokens")):
-            if other != path:
-                for user in hosted.intersection(read_tokens(other)):
-                    moved.setdefault(user, other.stem)
+        moved: dict[int, tuple[str, str]] = {}
+        for path in sorted(self.workdir.glob("*.tokens")):
+            for name, users in plan.items():
+                if path.stem != name:
+                    for user in set(users).intersection(read_tokens(path)):
+                        moved.setdefault(user, (name, path.stem))
         if moved:
             user = min(moved)
+            name, earlier = moved[user]
             raise ConfigError(
                 f"workdir {self.workdir}: {name} would host user {user}, which an earlier run "
-                f"there gave to {moved[user]} ({len(moved)} users move so); a moved user would "
+                f"there gave to {earlier} ({len(moved)} users move so); a moved user would "
                 "enrol afresh, its device budget whole again. Rerun with the earlier split of "
                 "the users (the same number of users, --devices and --processes) or use "
                 "another --workdir")
