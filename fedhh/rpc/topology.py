@@ -135,9 +135,10 @@ class LocalTopology:
 
         moved: dict[int, tuple[str, str]] = {}
         for path in sorted(self.workdir.glob("*.tokens")):
+            held = read_tokens(path).keys()
             for name, users in plan.items():
                 if path.stem != name:
-                    for user in set(users).intersection(read_tokens(path)):
+                    for user in held & set(users):
                         moved.setdefault(user, (name, path.stem))
         if moved:
             user = min(moved)

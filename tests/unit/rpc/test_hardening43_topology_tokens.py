@@ -10,6 +10,7 @@ only its admin API's MintTokens is called."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
@@ -42,8 +43,11 @@ class _Admin:
         return [f"{next(_counter):064x}" for _ in range(count)]
 
 
-def test_a_rerun_that_hosts_other_users_gets_their_tokens(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def topology(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+             ) -> Iterator[tuple[LocalTopology, str]]:
+    """A topology whose coordinator is faked (only MintTokens, through _Admin) and a 100-user
+    dataset."""
     monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(fedhh.rpc.admin_client, "AdminClient", _Admin)
     monkeypatch.setattr(_Admin, "minted", [])
@@ -51,38 +55,38 @@ def test_a_rerun_that_hosts_other_users_gets_their_tokens(
     data.write_text("".join(f"item{u % 7} other\n" for u in range(100)))
     with LocalTopology(tmp_path / "work", tls=False) as topo:
         monkeypatch.setattr(topo, "address", lambda name: "127.0.0.1:1")
-        path = topo.enrollment_tokens("devices-1", str(data), "75:100")
-        before = read_tokens(path)
-        assert sorted(before) == list(range(75, 100))
-        # the rerun: the same process, other users (and some of the same)
-        assert topo.enrollment_tokens("devices-1", str(data), "25:80") == path
-        after = read_tokens(path)
-        assert sorted(after) == list(range(25, 100))
-        assert {u: after[u] for u in before} == before  # (kept: some may be enrolled)
-        assert len(tokens_for(str(path), list(range(25, 80)))) == 55  # (before: refused)
-        assert path.stat().st_mode & 0o777 == 0o600
-        # nothing missing: nothing minted
-        topo.enrollment_tokens("devices-1", str(data), "30:40")
-        assert _Admin.minted == [25, 50]
+        yield topo, str(data)
+
+
+def test_a_rerun_that_hosts_other_users_gets_their_tokens(
+        topology: tuple[LocalTopology, str]) -> None:
+    topo, data = topology
+    path = topo.enrollment_tokens("devices-1", data, "75:100")
+    before = read_tokens(path)
+    assert sorted(before) == list(range(75, 100))
+    # the rerun: the same process, other users (and some of the same)
+    assert topo.enrollment_tokens("devices-1", data, "25:80") == path
+    after = read_tokens(path)
+    assert sorted(after) == list(range(25, 100))
+    assert {u: after[u] for u in before} == before  # (kept: some may be enrolled)
+    assert len(tokens_for(str(path), list(range(25, 80)))) == 55  # (before: refused)
+    assert path.stat().st_mode & 0o777 == 0o600
+    # nothing missing: nothing minted
+    topo.enrollment_tokens("devices-1", data, "30:40")
+    assert _Admin.minted == [25, 50]
 
 
 def test_a_rerun_that_moves_a_user_to_another_process_is_refused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        topology: tuple[LocalTopology, str]) -> None:
     """A user that devices-0 hosted keeps its identity and device budget in devices-0's state
     folder; devices-1 would enrol it afresh with a whole budget. Before, devices-1 got a token
     for it and the rerun went on."""
-    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(fedhh.rpc.admin_client, "AdminClient", _Admin)
-    monkeypatch.setattr(_Admin, "minted", [])
-    data = tmp_path / "users.txt"
-    data.write_text("".join(f"item{u % 7} other\n" for u in range(100)))
-    with LocalTopology(tmp_path / "work", tls=False) as topo:
-        monkeypatch.setattr(topo, "address", lambda name: "127.0.0.1:1")
-        topo.enrollment_tokens("devices-0", str(data), "0:50")
-        topo.enrollment_tokens("devices-1", str(data), "50:100")
-        with pytest.raises(ConfigError, match=r"devices-1 would host user 34, which an earlier "
-                           r"run there gave to devices-0 \(16 users move so\)"):
-            topo.refuse_moved_users({"devices-0": range(34), "devices-1": range(34, 100)})
-        # the same split, or users new to the workdir: no refusal
-        topo.refuse_moved_users({"devices-0": range(50), "devices-1": range(50, 120)})
-        topo.refuse_moved_users({"devices-0": range(40)})
+    topo, data = topology
+    topo.enrollment_tokens("devices-0", data, "0:50")
+    topo.enrollment_tokens("devices-1", data, "50:100")
+    with pytest.raises(ConfigError, match=r"devices-1 would host user 34, which an earlier "
+                       r"run there gave to devices-0 \(16 users move so\)"):
+        topo.refuse_moved_users({"devices-0": range(34), "devices-1": range(34, 100)})
+    # the same split, or users new to the workdir: no refusal
+    topo.refuse_moved_users({"devices-0": range(50), "devices-1": range(50, 120)})
+    topo.refuse_moved_users({"devices-0": range(40)})
