@@ -61,6 +61,11 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
     try:
         value = json.loads(line, object_pairs_hook=_Pairs, parse_constant=_no_constant)
     except ValueError as error:  # (json.JSONDecodeError too)
+        if (isinstance(error, json.JSONDecodeError) and error.msg.startswith("Invalid control")
+                and error.pos < len(line)):
+            raise DatasetError(f"{where}: not JSON: {_raw_control(line[error.pos])} inside a "
+                               f"string (column {error.colno}); JSON holds a control character "
+                               "only escaped, as json.dumps writes it (\\t, \\u0000)") from None
         detail = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
         column = f" (column {error.colno})" if isinstance(error, json.JSONDecodeError) else ""
         if isinstance(error, json.JSONDecodeError) and error.pos >= len(line.rstrip()):
@@ -101,6 +106,16 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
         return users
     raise DatasetError(f"{where}: a JSON {_kind(value)}; each line is one user: a JSON array of "
                        "items (a repeated item counts again) or an object of item counts")
+
+
+def _raw_control(char: str) -> str:
+    """A control character JSON holds only escaped, named for a message: ``a raw tab
+    (\\x09)``, ``a raw control character (\\x00)`` (before, the line's error was "Invalid
+    control character at (column 4)", naming neither the character nor the fix, with advice
+    on files of one JSON array that did not apply)."""
+    name = {"\t": "tab", "\r": "carriage return", "\b": "backspace",
+            "\f": "form feed"}.get(char, "control character")
+    return f"a raw {name} (\\x{ord(char):02x})"
 
 
 # (a newcomer's JSON: json.dump(users, f) writes one array of every user on one line, with

@@ -200,12 +200,14 @@ def iter_text_users(
 def _json_user(line: str) -> bool:
     """Whether ``line`` is one user of the JSON-lines format (`fedhh.data.jsonl`): a non-empty
     JSON array of strings or object of integer counts. (A text line that is such JSON, its
-    items ``["a",`` and ``"b"]``, is a JSON-lines file given as text.)"""
+    items ``["a",`` and ``"b"]``, is a JSON-lines file given as text.) A raw control character
+    in a string (a tab, ESC) is taken as JSON writes it escaped: the line was still written as
+    JSON (before, ``["a<TAB>b"]`` was imported as the text items ``["a`` and ``b"]``))."""
     text = line.strip()
     if not text.startswith(("[", "{")):
         return False
     try:
-        value = json.loads(text)
+        value = json.loads(text, strict=False)
     except (ValueError, RecursionError):
         return False
     if isinstance(value, list):

@@ -1,0 +1,51 @@
+"""A JSON-lines user whose item holds a raw control character (a tab, NUL, ESC written into the
+string unescaped, which JSON does not allow) is refused naming the character, its column and
+how JSON writes it (before: "not JSON: Invalid control character at (column 4)", followed by
+advice on files of one JSON array that did not apply); the escaped form of the same item is
+read whole. Such a file named ``.txt`` is refused as the JSON lines it is (before, it was
+imported as the text items ``["a`` and ``b"]``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedhh.data.dataset import load_dataset
+from fedhh.data.jsonl import import_jsonl
+from fedhh.data.text import import_text
+from fedhh.errors import DatasetError
+
+
+@pytest.mark.parametrize(("raw", "named"), [
+    ("\t", "a raw tab (\\x09)"),
+    ("\x00", "a raw control character (\\x00)"),
+    ("\x1b", "a raw control character (\\x1b)"),
+    ("\r", "a raw carriage return (\\x0d)"),
+])
+def test_raw_control_in_a_string_is_named(tmp_path: Path, raw: str, named: str) -> None:
+    source = tmp_path / "users.jsonl"
+    source.write_text(f'["ok"]\n["a{raw}b", "c"]\n', encoding="utf-8")
+    with pytest.raises(DatasetError) as caught:
+        import_jsonl(source, tmp_path / "ds")
+    message = str(caught.value)
+    assert message.startswith(f"{source}: line 2: not JSON: {named} inside a string "
+                              "(column 4); "), message
+    assert "json.dumps" in message and "one JSON array" not in message
+    assert raw not in message  # (the message itself holds no raw control character)
+    assert not (tmp_path / "ds").exists()
+
+
+def test_escaped_controls_are_items(tmp_path: Path) -> None:
+    source = tmp_path / "users.jsonl"
+    source.write_text('["a\\tb", "x\\u0000y", "\\u001b[31m"]\n', encoding="utf-8")
+    dataset = load_dataset(import_jsonl(source, tmp_path / "ds"))
+    assert sorted(dataset.vocabulary) == sorted(["a\tb", "x\x00y", "\x1b[31m"])
+
+
+def test_json_lines_with_a_raw_tab_given_as_text_are_refused(tmp_path: Path) -> None:
+    source = tmp_path / "users.txt"
+    source.write_text('["a\tb", "c"]\n["d"]\n', encoding="utf-8")
+    with pytest.raises(DatasetError, match="line 1 is a JSON user"):
+        import_text(source, tmp_path / "ds")
+    assert not (tmp_path / "ds").exists()
