@@ -405,12 +405,20 @@ def _read_meta(root: Path) -> dict[str, Any]:
 
 def _read_vocab(path: Path) -> tuple[str, ...]:
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise DatasetError(f"{path} is missing") from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise DatasetError(f"{path} is not UTF-8: {error}") from None
-    lines = text.split("\n")
+        # (the line, as every other defect of the file is named: before, "position 81233")
+        start = raw.rfind(b"\n", 0, error.start) + 1
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise DatasetError(
+            f"{path}: line {line}: not UTF-8 (byte {error.start - start + 1} of the line: "
+            f"{raw[error.start:error.start + 1]!r})") from None
+    # (as read_text read it, in universal-newlines mode: a \r\n line end, or a \r, is a \n)
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return tuple(lines)

@@ -3,7 +3,9 @@ string unescaped, which JSON does not allow) is refused naming the character, it
 how JSON writes it (before: "not JSON: Invalid control character at (column 4)", followed by
 advice on files of one JSON array that did not apply); the escaped form of the same item is
 read whole. Such a file named ``.txt`` is refused as the JSON lines it is (before, it was
-imported as the text items ``["a`` and ``b"]``)."""
+imported as the text items ``["a`` and ``b"]``). A dataset folder's ``vocab.txt`` holding bytes
+that are not UTF-8 is refused naming the line, as its other defects are (before, "position
+2"); its ``\\r\\n`` line ends are read as before."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fedhh.data.dataset import load_dataset
+from fedhh.data.dataset import from_user_counts, load_dataset, save_dataset
 from fedhh.data.jsonl import import_jsonl
 from fedhh.data.text import import_text
 from fedhh.errors import DatasetError
@@ -49,3 +51,15 @@ def test_json_lines_with_a_raw_tab_given_as_text_are_refused(tmp_path: Path) -> 
     with pytest.raises(DatasetError, match="line 1 is a JSON user"):
         import_text(source, tmp_path / "ds")
     assert not (tmp_path / "ds").exists()
+
+
+def test_vocabulary_not_utf8_names_its_line(tmp_path: Path) -> None:
+    root = save_dataset(from_user_counts([{"a": 1, "b": 2}, {"c": 1}]), tmp_path / "ds")
+    vocab = root / "vocab.txt"
+    assert vocab.read_bytes() == b"a\nb\nc\n"
+    vocab.write_bytes(b"a\r\nb\r\nc\r\n")  # (read as before: \r\n is a line end)
+    assert load_dataset(root).vocabulary == ("a", "b", "c")
+    vocab.write_bytes(b"a\nb\nc\xed\xa0\x80\n")  # (a surrogate's bytes, on line 3)
+    with pytest.raises(DatasetError) as caught:
+        load_dataset(root)
+    assert str(caught.value) == f"{vocab}: line 3: not UTF-8 (byte 2 of the line: b'\\xed')"
