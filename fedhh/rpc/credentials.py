@@ -46,14 +46,22 @@ def bearer(metadata: Metadata) -> str:
     raise AuthenticationError("missing 'authorization: Bearer ...' metadata")
 
 
+def check_bearer(metadata: Metadata, token: bytes, refusal: str) -> None:
+    """The call's bearer is ``token``, compared in constant time; else AuthenticationError:
+    ``refusal`` for another token, :func:`bearer`'s words for none (or one too long). The one
+    comparison of a presented token (before, the coordinator's token checks made their own)."""
+    if not hmac.compare_digest(bearer(metadata).encode(), token):
+        raise AuthenticationError(refusal)
+
+
 def presents(metadata: Metadata, token: bytes) -> bool:
-    """Whether the call's bearer is ``token``, compared in constant time (False without a
-    bearer, or with one too long)."""
+    """Whether the call's bearer is ``token`` (:func:`check_bearer`; False without a bearer,
+    or with one too long)."""
     try:
-        presented = bearer(metadata)
+        check_bearer(metadata, token, "")
     except AuthenticationError:
         return False
-    return hmac.compare_digest(presented.encode(), token)
+    return True
 
 
 def permission_remedy(path: str | os.PathLike[str], error: OSError) -> str:

@@ -16,22 +16,15 @@ import hmac
 import os
 
 from fedhh.errors import AuthenticationError
-from fedhh.rpc.credentials import Metadata, bearer
+from fedhh.rpc.credentials import Metadata, bearer, check_bearer
 
 
 def credential_hash(credential: bytes) -> bytes:
     return hashlib.sha256(b"fedhh/v1/credential" + credential).digest()
 
 
-def check_token(metadata: Metadata, token: bytes, refusal: str) -> None:
-    """The call's bearer is ``token`` (constant time), else AuthenticationError: ``refusal``
-    for another token, what is wrong for none (or one too long)."""
-    if not hmac.compare_digest(bearer(metadata).encode(), token):
-        raise AuthenticationError(refusal)
-
-
 def check_admin(metadata: Metadata, token: bytes) -> None:
-    check_token(metadata, token, "invalid admin token")
+    check_bearer(metadata, token, "invalid admin token")
 
 
 MAX_DEVICE_ID = (1 << 63) - 1  # SQLite's INTEGER PRIMARY KEY

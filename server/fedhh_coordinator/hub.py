@@ -33,6 +33,7 @@ import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import AuthenticationError, ConfigError
+from fedhh.rpc.credentials import check_bearer
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator import auth
@@ -124,9 +125,9 @@ class SelectorHub(pb_grpc.SelectorControlServicer):
                 self._told = True
                 log.warning("a selector tried to attach; " + NO_SELECTOR_TOKEN)
             raise AuthenticationError(NO_SELECTOR_TOKEN)
-        auth.check_token(metadata, self._token,
-                         "invalid selector token (a selector presents the coordinator's "
-                         "selector token, not its control token)")
+        check_bearer(metadata, self._token,
+                     "invalid selector token (a selector presents the coordinator's "
+                     "selector token, not its control token)")
 
     # ---- the stream ------------------------------------------------------------------------
     async def Attach(self, request_iterator: object, context: grpc.aio.ServicerContext
