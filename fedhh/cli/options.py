@@ -4,7 +4,6 @@ argparse prefixes with the option's name."""
 from __future__ import annotations
 
 import argparse
-import decimal
 import math
 import sys
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fedhh.errors import ConfigError
+from fedhh.integers import read_integer
 from fedhh.output_paths import (  # noqa: F401 - the CLI's options, kept importable here
     STDOUT,
     check_output,
@@ -32,24 +32,16 @@ def integer_in(minimum: int, maximum: int | None = None,
     """The option type of an integer from ``minimum`` to ``maximum`` (None: no upper bound),
     the one every command's counts use, so that each says the same of the same mistake with
     the allowed range: "must be an integer >= 1, got 0", "must be at most 1,024 ``why``, got
-    5000". Integral scientific notation such as 1e7 or 1.6e6 is the integer (the notation the
+    5000". The text is read by ``fedhh.integers.read_integer``, as a run's integer knobs are:
+    integral scientific notation such as 1e7 or 1.6e6 is the integer, exactly (the notation the
     README writes populations in), and so is 4.0; 1.5, 1e-3, inf and nan are refused. (Before,
     each command had its own copy, and the aggregator took Python's int: --max-rounds 1e3 was
     "invalid int value", and its float options took inf.)"""
     def parse(text: str) -> int:
         try:
-            number = decimal.Decimal(text) if any(c in text for c in ".eE") else int(text)
-        except (ValueError, decimal.InvalidOperation):
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        # Decimal, not float: 12345678901234567891.0 is that integer (a double is not); past
-        # the largest double (and its billion-digit exponents) it is refused as inf was. (An
-        # int is integral as it stands: math.isfinite of one past the largest double raised
-        # OverflowError, a traceback for `--top 1000...0` of 400 digits.)
-        if isinstance(number, decimal.Decimal) and not (
-                number.is_finite() and number.adjusted() <= 308
-                and number == number.to_integral_value()):
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}")
-        value = int(number)
+            value = read_integer(text)  # (exact: fedhh/integers.py)
+        except ConfigError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
         shown = text if len(text) <= 24 else _shown_integer(value)
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {shown}")

@@ -41,6 +41,7 @@ FOLDERS = {"fedhh": "fedhh", "server": "fedhh_coordinator", "aggregator": "fedhh
 LIBRARY = (
     "fedhh.v1",          # generated wire code
     "fedhh.errors",      # one base class
+    "fedhh.integers",    # the one exact reader of an integer written as text
     "fedhh.lazy",        # packages' names imported on first use
     "fedhh.input_files",  # files read whole, to a bound
     "fedhh.codec",       # items <-> prefix codes

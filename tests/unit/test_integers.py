@@ -1,0 +1,83 @@
+"""One exact reader of integers written as text (fedhh/integers.py), and every surface that
+reads one gives the same answer: a run's integer knob (``fedhh.config.flags``: `simulate`,
+`admin start`, `up`, and the compose and Kubernetes variables that become those flags) and a
+command's integer option (``fedhh.cli.options.integer_in``).
+
+Before, ``fedhh.config.flags.integer`` was a float-based copy: `--seed 9007199254740993.0` was
+2^53 and `--rounds -1e25` -10000000000000000905969664, where every other option read them
+exactly."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from fedhh.cli import options
+from fedhh.config import Mode
+from fedhh.config.flags import add_run_arguments
+from fedhh.errors import ConfigError
+from fedhh.integers import read_integer
+
+# text -> the integer it writes, or None: refused
+CASES = {
+    "9007199254740993": 2**53 + 1,
+    "9007199254740993.0": 2**53 + 1,
+    "12345678901234567891.0": 12345678901234567891,
+    "1e3": 1000,
+    "1.6E6": 1_600_000,
+    "4.0": 4,
+    "-1e25": -10**25,
+    "1e308": 10**308,
+    " 7 ": 7,
+    "+7": 7,
+    "1_000": 1000,
+    "1" + "0" * 400: 10**400,  # plain integer text is int()'s, however long (to 4,300 digits)
+    "1e309": None,
+    "1e999999999": None,
+    "inf": None,
+    "-inf": None,
+    "Infinity": None,
+    "nan": None,
+    "sNaN": None,
+    "0x10": None,
+    "1.5": None,
+    "1e-3": None,
+    "": None,
+    "seven": None,
+}
+
+
+def _run_flag(text: str) -> int:
+    """``text`` as the value of a run's integer knob (--seed: no bound at parse time)."""
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_run_arguments(parser, Mode.SIMULATION)
+    return parser.parse_args(["--seed=" + text]).seed
+
+
+@pytest.mark.parametrize("text", list(CASES))
+def test_every_surface_reads_the_same_integer(text: str) -> None:
+    expected = CASES[text]
+    option = options.integer_in(-10**500)
+    if expected is None:
+        with pytest.raises(ConfigError, match="must be an integer, got ") as refused:
+            read_integer(text)
+        with pytest.raises(argparse.ArgumentTypeError) as by_option:
+            option(text)
+        with pytest.raises(argparse.ArgumentError) as by_flag:
+            _run_flag(text)
+        said = str(refused.value)
+        assert str(by_option.value) == said
+        assert str(by_flag.value) == f"argument --seed: {said}"
+        return
+    assert read_integer(text) == expected
+    assert type(read_integer(text)) is int
+    assert option(text) == expected
+    assert _run_flag(text) == expected
+
+
+def test_a_long_refused_text_is_shown_shortened() -> None:
+    with pytest.raises(ConfigError) as refused:
+        read_integer("1" * 5000)  # (past int()'s 4,300 digits)
+    assert str(refused.value) == ("must be an integer, got '11111111111111111111'... (5,000 "
+                                  "characters)")
