@@ -41,6 +41,10 @@ COMPUTING = ("simulate", "data", "privacy", "experiments", "up", "loadtest")
 TERMINABLE = ("simulate", "data", "privacy", "experiments")
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head`)
+# A negative number as the option types write one (fedhh/integers.py, float()): -7, -1_000,
+# -0.5, -.5, -1e25, -1.5E-3, -inf, -Infinity, -nan.
+NEGATIVE_NUMBER = re.compile(r"^-(?:(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][-+]?\d[\d_]*)?"
+                             r"|inf|infinity|nan)$", re.IGNORECASE)
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -51,6 +55,11 @@ class OneLineErrorParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        # A word that is a negative number is a value, not an option, in every notation the
+        # option types read: argparse's own pattern knows only -5 and -0.5, so `--rounds
+        # -1e25` and `--eps-agg -inf` were "expected one argument", naming no number. (The
+        # pattern is argparse's, private; no fedhh option is spelled like a negative number.)
+        self._negative_number_matcher = NEGATIVE_NUMBER
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None
