@@ -636,6 +636,16 @@ ONE_PIECE = {
     "ssl.SSLContext": ("fedhh.rpc.tls", "fedhh.cli.options"),
     # the HTTP listeners' runner settings (Connect ports, dashboard, metrics)
     "aiohttp.web.AppRunner": ("fedhh.rpc.http_listener",),
+    # the Connect client's HTTP sessions: plaintext to loopback only, the CA's context
+    "aiohttp.ClientSession": ("fedhh.rpc.connect_client",),
+    "aiohttp.TCPConnector": ("fedhh.rpc.connect_client",),
+    # a service process's start (serving.run_service): uvloop, the cycle collector run seldom,
+    # the soft open-file limit raised (an event loop run elsewhere would miss all three)
+    "asyncio.run": ("fedhh.rpc.serving",),
+    "asyncio.set_event_loop_policy": ("fedhh.rpc.serving",),
+    "gc.freeze": ("fedhh.rpc.serving",),
+    "gc.set_threshold": ("fedhh.rpc.serving",),
+    "resource.setrlimit": ("fedhh.rpc.http_listener",),
 }
 
 
@@ -705,10 +715,73 @@ def test_a_constructor_called_outside_its_piece_is_reported(tmp_path: Path) -> N
                 "import ssl as s\n\n\ndef f():\n    return s.create_default_context()\n",
             "device/fedhh_device/main.py":
                 "import functools\nfrom grpc import aio\n\n\ndef f():\n"
-                "    return functools.partial(aio.insecure_channel, 'x')\n"})
+                "    return functools.partial(aio.insecure_channel, 'x')\n",
+            # a service's own event loop, beside serving.run_service (the simulator's is not
+            # the network layer's: allowed)
+            "server/fedhh_coordinator/main.py": "import asyncio\n\n\ndef run(x):\n"
+                                                "    return asyncio.run(x)\n",
+            "fedhh/simulation/runner.py": "import asyncio\n\n\ndef run(x):\n"
+                                          "    return asyncio.run(x)\n"})
     assert sorted(constructor_calls(tmp_path)) == [
         "device/fedhh_device/main.py:6 calls grpc.aio.insecure_channel",
-        "fedhh/rpc/connect_client.py:5 calls ssl.create_default_context"]
+        "fedhh/rpc/connect_client.py:5 calls ssl.create_default_context",
+        "server/fedhh_coordinator/main.py:5 calls asyncio.run"]
+
+
+def one_piece_table(text: str) -> list[list[str]]:
+    """The names each row of docs/architecture.md's "The network layer: one piece per rule"
+    table gives as its one piece, in its second column's backquotes, ``@`` dropped."""
+    section = text.split("## The network layer: one piece per rule", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ", 1)[1] for line in section.splitlines()
+            if line.startswith("| ") and " | " in line and not line.startswith("| rule ")
+            and not line.startswith("| ---")]
+    return [[name.lstrip("@") for name in row.split("`")[1::2]] for row in rows]
+
+
+def unresolved_pieces(root: Path, text: str) -> list[str]:
+    """The table's names that no module defines at its top level: ``serving.bind`` is
+    ``fedhh.rpc.serving``'s, a full dotted name its module's, a bare name its row's previous
+    module's."""
+    names = module_names(root)
+    missing = []
+    for row in one_piece_table(text):
+        module = ""
+        for name in row:
+            dotted = name if "." in name else f"{module}.{name}"
+            if not any(dotted.startswith(m + ".") for m in names):
+                dotted = f"fedhh.rpc.{dotted}"
+            module, _, attribute = dotted.rpartition(".")
+            defined = set()
+            if module in names:
+                for node in parsed(names[module]).body:
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                        defined.add(node.name)
+                    elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                        defined.update(t.id for t in targets if isinstance(t, ast.Name))
+            if attribute not in defined:
+                missing.append(name)
+    return missing
+
+
+def test_the_one_piece_tables_names_are_defined_where_it_says() -> None:
+    # docs/architecture.md's table names, for each rule of the network layer, the one piece
+    # that holds it; a piece renamed or moved would leave the table pointing at nothing.
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rows = one_piece_table(text)
+    assert len(rows) >= 12 and all(rows), rows
+    assert unresolved_pieces(ROOT, text) == []
+
+
+def test_a_piece_the_code_does_not_define_is_reported(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"fedhh/rpc/serving.py": "X = 1\n\n\ndef bind():\n    pass\n",
+                          "server/fedhh_coordinator/auth.py": "class Gate:\n    pass\n"})
+    text = ("## The network layer: one piece per rule\n\n| rule | the one piece |\n"
+            "| --- | --- |\n| a | `serving.bind`, `X` and `Y` |\n"
+            "| b | `fedhh_coordinator.auth.Gate`, `@serving.gone` |\n\n## Next\n| c | `z` |\n")
+    assert one_piece_table(text) == [["serving.bind", "X", "Y"],
+                                     ["fedhh_coordinator.auth.Gate", "serving.gone"]]
+    assert unresolved_pieces(tmp_path, text) == ["Y", "serving.gone"]
 
 
 def calls_in(path: Path, function: str) -> set[str]:
