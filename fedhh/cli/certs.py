@@ -21,6 +21,10 @@ secret the services would refuse (a token under 16 bytes, a key that does not lo
 file not in the format above) is an error naming the file, and --out and --secrets stay as
 they were.
 
+--secrets is best a folder apart from --out: the same folder (or one inside the other) is
+written, as the Kubernetes overlays use it, with a warning that the secrets then lie beside
+the TLS files, whose ca.pem is handed to every device and operator.
+
 Every file a service reads (server.key and the secrets) is written mode 0600 for the caller.
 Containers run as uid 10001, gid 10001 (deploy/Dockerfile), so for docker compose either
   --owner 10001:10001   give those files to the image's user (needs root), or
@@ -37,6 +41,7 @@ import itertools
 import os
 import re
 import secrets
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,6 +225,14 @@ def run(args: argparse.Namespace) -> int:
         public = public_key_path(Path(args.secrets) / SIGNING_KEY)
         PUBLIC.apply(public)
         print(f"wrote {public} (public)")
+        shared = shared_folder(Path(args.out), Path(args.secrets))
+        if shared:
+            print(f"fedhh certs: warning: --secrets {args.secrets} {shared}: the tokens, the "
+                  "signing key and every device token lie beside ca.key and ca.pem. Hand out "
+                  "ca.pem alone, never the folder, and give each service its own files one by "
+                  "one (as compose's secrets and deploy/k8s's secretGenerator do); a --secrets "
+                  "folder apart from --out keeps them apart (docs/networked.md)",
+                  file=sys.stderr)
     if access == Access() and os.geteuid() != CONTAINER_UID:
         # The compose stack's services run as uid 10001 and stopped at their first secret
         # ("cannot read the control token file ...: Permission denied"), restarting for ever.
@@ -229,6 +242,23 @@ def run(args: argparse.Namespace) -> int:
               f"with --owner {CONTAINER_UID}:{CONTAINER_UID} (as root) or --group "
               f"{CONTAINER_UID}")
     return 0
+
+
+def shared_folder(out: Path, secrets_dir: Path) -> str:
+    """How the --secrets folder shares the --out folder ("is the --out folder", "is inside
+    the --out folder", "holds the --out folder"), or "" when they are apart. Shared, the
+    secrets go wherever the TLS folder goes: ca.pem is handed to every device and operator,
+    and a --tls-dir of the whole folder would give every service every secret. It is allowed
+    (the Kubernetes overlays build each Secret from files picked one by one in one folder),
+    so it is said, not refused."""
+    a, b = out.resolve(), secrets_dir.resolve()
+    if a == b:
+        return "is the --out folder"
+    if a in b.parents:
+        return "is inside the --out folder"
+    if b in a.parents:
+        return "holds the --out folder"
+    return ""
 
 
 def host_problem(host: str) -> str | None:
