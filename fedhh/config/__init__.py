@@ -753,12 +753,30 @@ def _check_types(config: RunConfig) -> None:
             value = float(value)
         ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
         if kind is tuple:
-            ok = isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+            ok = isinstance(value, tuple)
+            odd = next((i for i, v in enumerate(value) if not isinstance(v, str)), None) \
+                if ok else None
+            if odd is not None:  # (before, "deny_list must be a tuple, got (5,)": it was one)
+                raise ConfigError(f"{f.name} must hold strings only: element {odd} "
+                                  f"({shown(value[odd])}) is {_a_kind(value[odd])}")
         if not ok:
-            raise ConfigError(f"{f.name} must be {'an optional ' if optional else 'a '}"
-                              f"{kind.__name__}, got {shown(value)}")
+            # (before, "rounds must be a int", "must be an optional int")
+            raise ConfigError(f"{f.name} must be {_KIND_WORDS[kind]}"
+                              f"{' or None' if optional else ''}, got {shown(value)}")
         if kind is float and not math.isfinite(value):
             raise ConfigError(f"{f.name} must be finite, got {value!r}")
+
+
+_KIND_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+               tuple: "a list of strings"}
+
+
+def _a_kind(value: object) -> str:
+    """``value``'s type with its article: "an int", "a list", "None"."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 def _positive(name: str, value: float) -> None:

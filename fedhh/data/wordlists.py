@@ -202,6 +202,11 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
     return list(items)
 
 
+# What json.loads gives, by the names JSON has for it.
+_JSON_KINDS = {int: "number", float: "number", bool: "boolean", type(None): "null",
+               list: "array", dict: "object"}
+
+
 def _json_item_list(source: Path, raw: bytes) -> list[str]:
     """An item list written as one JSON array of strings (UTF-8, a leading byte-order mark
     dropped): each string an item exactly as written, spaces at its ends too; an element
@@ -220,6 +225,9 @@ def _json_item_list(source: Path, raw: bytes) -> list[str]:
                            f"{kind.get(type(value), 'a number')}")
     items: dict[str, None] = {}
     for index, item in enumerate(value):
+        if not isinstance(item, str):  # (JSON's names: before, "is a int", "is a list")
+            raise DatasetError(f"{source}: element {index} ({json.dumps(item)[:80]}) is a JSON "
+                               f"{_JSON_KINDS.get(type(item), 'value')}, not a string")
         if (defect := item_defect(item)) is not None:
             raise DatasetError(f"{source}: element {index} ({json.dumps(item)[:80]}) {defect}")
         items.setdefault(item, None)

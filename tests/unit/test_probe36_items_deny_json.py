@@ -34,7 +34,13 @@ def test_json_list_keeps_items_exact(tmp_path: Path) -> None:
     ('"a"', "not a string"),
     ("3", "not a number"),
     ('["a", ""]', 'element 1 ("") is empty'),
-    ('["a", 7]', "element 1 (7) is a"),
+    # (JSON's names, not Python's: before, "element 1 (7) is a int, not a string")
+    ('["a", 7]', "element 1 (7) is a JSON number, not a string"),
+    ('["a", 7.5]', "element 1 (7.5) is a JSON number, not a string"),
+    ('["a", null]', "element 1 (null) is a JSON null, not a string"),
+    ('["a", true]', "element 1 (true) is a JSON boolean, not a string"),
+    ('["a", ["b"]]', 'element 1 (["b"]) is a JSON array, not a string'),
+    ('["a", {"b": 1}]', 'element 1 ({"b": 1}) is a JSON object, not a string'),
     ('["a\\nb"]', "holds a line break"),
     ('["a", ', "not JSON"),
 ])

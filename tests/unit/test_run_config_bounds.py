@@ -150,3 +150,22 @@ def test_fp_ratio_finished_none_is_refused_on_the_network() -> None:
     with pytest.raises(ConfigError, match=r"fp_ratio_finished none .* simulation only"):
         config.validate(Mode.NETWORK)
     RunConfig(fp_ratio_finished=None).validate(Mode.SIMULATION)
+
+
+@pytest.mark.parametrize(("values", "said"), [
+    # (before: "rounds must be a int", "dim_limit must be an optional int")
+    ({"rounds": "4"}, "rounds must be an integer, got '4'"),
+    ({"rounds": True}, "rounds must be an integer, got True"),
+    ({"dim_limit": "x"}, "dim_limit must be an integer or None, got 'x'"),
+    ({"eps_agg": "1"}, "eps_agg must be a number, got '1'"),
+    ({"warm_start": 1}, "warm_start must be true or false, got 1"),
+    ({"algorithm": 3}, "algorithm must be a string, got 3"),
+    # (before: "deny_list must be a tuple, got (5,)", of a tuple)
+    ({"deny_list": [5]}, "deny_list must hold strings only: element 0 (5) is an int"),
+    ({"deny_list": ["a", None]}, "deny_list must hold strings only: element 1 (None) is None"),
+])
+def test_a_value_of_the_wrong_type_is_named_in_words(values: dict[str, object],
+                                                      said: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        RunConfig.from_dict(values)
+    assert str(refused.value) == said
