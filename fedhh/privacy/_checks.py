@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 from fedhh.errors import PrivacyError
 
 
+def _real(value: object, name: str) -> float:
+    """``value`` as a float if it is a real number: a bool, a string or None is refused (before,
+    ``float(True)`` made True an epsilon of 1.0 and ``float("2")`` one of 2.0)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise PrivacyError(f"{name} must be a real number, not {type(value).__name__}: "
+                           f"got {value!r}")
+    return float(value)
+
+
 def check_eps(value: float, name: str = "epsilon") -> float:
     """A positive finite epsilon."""
-    value = float(value)
+    value = _real(value, name)
     if not (math.isfinite(value) and value > 0):
         raise PrivacyError(f"{name} must be a positive finite number, got {value}")
     return value
@@ -17,7 +27,7 @@ def check_eps(value: float, name: str = "epsilon") -> float:
 
 def check_delta(value: float, name: str = "delta") -> float:
     """A delta strictly between 0 and 1."""
-    value = float(value)
+    value = _real(value, name)
     if not (math.isfinite(value) and 0.0 < value < 1.0):
         raise PrivacyError(f"{name} must be in (0, 1), got {value}")
     return value
@@ -64,7 +74,7 @@ def check_devices(value: int, name: str = "num_devices") -> int:
 
 def check_rate(value: float, name: str = "sampling_rate") -> float:
     """A sampling rate in (0, 1]."""
-    value = float(value)
+    value = _real(value, name)
     if not (math.isfinite(value) and 0.0 < value <= 1.0):
         raise PrivacyError(f"{name} must be in (0, 1], got {value}")
     return value
@@ -72,7 +82,7 @@ def check_rate(value: float, name: str = "sampling_rate") -> float:
 
 def check_positive(name: str, value: float) -> float:
     """A positive finite real (sensitivities, scales)."""
-    value = float(value)
+    value = _real(value, name)
     if not (math.isfinite(value) and value > 0):
         raise PrivacyError(f"{name} must be a positive finite number, got {value}")
     return value
