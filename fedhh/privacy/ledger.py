@@ -32,7 +32,13 @@ round's); every charge composes at its round's epsilon.
 The projection after a charge is every charge so far, this one, and the rounds not yet charged
 at n_min. A charge is refused (``PrivacyError`` naming the figures) when its round is outside
 [0, T), is charged again without a larger attempt number, or the projection would exceed
-eps_agg. ``check`` is the dry run; ``record`` returns a new ledger and never mutates.
+eps_agg. The projection (an upper bound, in floats) is compared with eps_agg as declared, with
+no tolerance (before, one 1e-9 of eps_agg above it was let through; docs/privacy.md, "Budgets
+are compared exactly"). ``check`` is the dry run; ``record`` returns a new ledger and never
+mutates.
+
+A sampled run's ``population`` is at least ``n_min`` (``PrivacyError`` otherwise, declared or
+stored): no round drawn from fewer devices reaches n_min contributors.
 
 Persistence: ``to_dict``/``from_dict`` (JSON-ready, ``version`` 2). Version-1 dicts (no
 ``version`` key, written before attempts existed) still load: method ``"exact"`` is the shuffle
@@ -62,7 +68,6 @@ from fedhh.privacy.composition import ORDERS, kov_epsilon, rdp_to_dp
 from fedhh.privacy.solver import solve_allocation, solve_local_epsilon
 from fedhh.privacy.subsampling import subsampled_rdp
 
-SLACK = 1e-9  # relative float tolerance when comparing a projected total with the target
 VERSION = 2
 
 
@@ -96,6 +101,14 @@ def _enc(x: float) -> float | None:
 
 def _dec(x: float | None) -> float:
     return math.inf if x is None else float(x)
+
+
+def _above(value: float, target: float) -> str:
+    """``value`` to 6 significant digits, or all of them where those 6 would not read as above
+    ``target`` (a projection refused for exceeding 0.4346634087730611 by 2e-10 read
+    "0.434663 > 0.4346634087730611")."""
+    short = f"{value:.6g}"
+    return short if float(short) > target else repr(value)
 
 
 def _int(value: Any, name: str, minimum: int) -> int:
@@ -180,6 +193,7 @@ class PrivacyLedger:
             # q = 0.5 gave n_min 694 and a population of 1,388, and each round's sampling
             # probability m / N was charged below the real m / 1,387)
             population = check_devices(population, "population")
+            _check_population(population, n_min)
         elif population is not None and population != n_min:
             raise PrivacyError(f"population {population} of a run without sampling must be "
                                f"n_min ({n_min}), or not given")
@@ -217,10 +231,11 @@ class PrivacyLedger:
             items=items,
         )
         planned = ledger.projected_epsilon()
-        if planned > eps_agg * (1.0 + SLACK):
+        if planned > eps_agg:
             raise PrivacyError(
                 f"plan exceeds the budget: eps_local={eps_local} over {rounds} rounds with "
-                f"n_min={ledger.n_min} gives eps_agg={planned:.6g} > {eps_agg} (delta={delta})"
+                f"n_min={ledger.n_min} gives eps_agg={_above(planned, eps_agg)} > {eps_agg} "
+                f"(delta={delta})"
             )
         return ledger
 
@@ -368,12 +383,12 @@ class PrivacyLedger:
                           f"the {self.population} devices of the sampled population")
         spend = replace(self._curve(contributors), round_index=round_index, attempt=attempt)
         projected = self.projected_epsilon(spend)
-        if projected > target * (1.0 + SLACK):
+        if projected > target:
             retry = (f" (attempt {attempt}, a retry: its report, sent again, is charged as "
                      "released alone)") if earlier else ""
             reason = (f"round {round_index}{retry} with {contributors} contributors "
                       f"(n_min={self.n_min}) would bring the projected eps_agg to "
-                      f"{projected:.6g} > budget {target} (delta={self.delta}, "
+                      f"{_above(projected, target)} > budget {target} (delta={self.delta}, "
                       f"eps_local={self.eps_local:.6g}, {len(self.spends)} charge(s) so far)")
             # The spend goes with the refusal: a charge that is a fact (an attempt that reached
             # unmasking) is recorded anyway (``record(..., force=True)``).
@@ -396,7 +411,7 @@ class PrivacyLedger:
     @property
     def overspent(self) -> bool:
         """True if the recorded charges alone exceed the budget (only forced charges can)."""
-        return self.spent_epsilon() > self.eps_agg * (1.0 + SLACK)
+        return self.spent_epsilon() > self.eps_agg
 
     # ---- persistence -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -448,6 +463,8 @@ class PrivacyLedger:
             else:
                 raw = data["population"]
                 population = None if raw is None else check_devices(raw, "population")
+                if population is not None:
+                    _check_population(population, n_min)
             per_round = data["per_round_delta"]
             slack = data["slack_delta"]
             spends = []
@@ -505,3 +522,12 @@ def _check_items(items: tuple[int, ...], offsets: tuple[float, ...], method: str
                            f"not {method!r}")
     repeat_offsets(offsets, items)  # checks the length and the counts
     return tuple(int(k) for k in items)
+
+
+def _check_population(population: int, n_min: int) -> None:
+    """A sampled run's population holds at least n_min devices: no round drawn from fewer can
+    reach n_min contributors (before, a population of 50 under an n_min of 100 was planned and
+    charged at round(q 50) participants, a figure the run could never release)."""
+    if population < n_min:
+        raise PrivacyError(f"population {population} is below n_min ({n_min}): no round sampled "
+                           f"from {population} devices can reach {n_min} contributors")
