@@ -7,12 +7,11 @@
  * m / 2^32 >= 1 / (e^eps + 1). Rounding a0 up keeps the randomizer eps-LDP exactly.
  *
  * m must be the integer the Python library computes, or the server's estimator (which uses the
- * implemented a0) would be biased for web devices. Python evaluates it in 120-digit decimal
- * arithmetic; here it is the exact ceiling, found with rigorous bigint interval bounds on
- * e^eps whose precision doubles until both ends of the interval give the same ceiling. The two
- * agree unless 2^32 / (e^eps + 1) lies within about 10^-110 of an integer (never, for the
- * epsilons the vectors and any deployment use). From eps 64 on, both give 1 without evaluating
- * e^eps (2^32 / (e^64 + 1) < 1; Python's decimal exp overflowed above eps ~2.3e6).
+ * implemented a0) would be biased for web devices. Both compute the exact ceiling: here with
+ * rigorous bigint interval bounds on e^eps, Python with decimal interval bounds, each doubling
+ * its precision until both ends of the interval give the same ceiling (so they agree for every
+ * double). From eps 64 on, both give 1 without evaluating e^eps (2^32 / (e^64 + 1) < 1;
+ * Python's decimal exp overflowed above eps ~2.3e6).
  */
 
 import type { WordSource } from "./random.js";
