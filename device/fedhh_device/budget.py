@@ -5,7 +5,11 @@ task, a device
 
 - refuses a report whose local epsilon would take the sum of its reports' local epsilons over
   the last ``period_s`` seconds above ``cap`` (each report is eps_local-LDP, and by basic
-  composition, Dwork and Roth 2014, Theorem 3.16, k such reports are (sum eps_i)-LDP);
+  composition, Dwork and Roth 2014, Theorem 3.16, k such reports are (sum eps_i)-LDP). The sum
+  is exact, of the binary values the randomizer runs at, and is compared with the cap without
+  tolerance (``fedhh.device.budget_sums``; docs/privacy.md, "Budgets are compared exactly"):
+  ten reports of 0.1 exceed a cap of 1.0, so the tenth is refused (before, a float sum was
+  compared with the cap times 1 + 1e-9);
 - answers every attempt of one round of one run with the *same* report: a retried round
   (after an abort, a lost aggregator, a restart of anything) never gets fresh randomness, so
   however many attempts are unmasked, together they reveal no more than one report does. A
@@ -51,10 +55,10 @@ from pathlib import Path
 
 import numpy as np
 
+from fedhh.device.budget_sums import exceeds
 from fedhh.errors import ConfigError, PrivacyError
 from fedhh.v1 import coordinator_pb2 as pb
 
-SLACK = 1e-9
 MAX_REPORTS = 256
 
 
@@ -182,10 +186,11 @@ class DeviceBudget:
             raise PrivacyError(f"round {task.round} of run {task.run_id} was answered and its "
                                "report is no longer kept; answering again would need a fresh "
                                "report")
-        spent = self.spent(now)
-        if spent + task.eps_local > self.cap * (1 + SLACK):
-            raise PrivacyError(f"this device's budget is spent: {spent:.4g} of {self.cap:g} "
-                               f"used in the period, the task asks for {task.eps_local:.4g}")
+        counted = [s.eps_local for s in self.spends if s.at >= now - self.period_s]
+        if exceeds([*counted, task.eps_local], self.cap):
+            raise PrivacyError(f"this device's budget is spent: {self.spent(now):.4g} of "
+                               f"{self.cap:g} used in the period, the task asks for "
+                               f"{task.eps_local:.4g}, and their exact sum is above the cap")
         ones = np.asarray(compute(), dtype=np.int64)
         now, at = self._times(task)
         self.spends.append(DeviceSpend(task.run_id, task.round, task.eps_local, at))

@@ -9,6 +9,8 @@
 * ``RandomSource``: where a device's randomness comes from: ``SecureSource`` (AES-256-CTR from the
   OS CSPRNG) on a deployed device, ``NumpySource`` (seeded, ``streams``) in simulation and tests
   (``randomness``).
+* ``exceeds``: whether a sum of epsilons is above a cap, compared exactly (``budget_sums``; the
+  device's own budget and the coordinator's lifetime budgets).
 
 The server side (what follows from a round's sum) is ``fedhh.server``.
 """

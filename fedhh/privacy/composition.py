@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import math
 import sys
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
+from fedhh.device.budget_sums import exact_sum
 from fedhh.errors import PrivacyError
 from fedhh.privacy._checks import check_delta, check_rounds
 
@@ -155,8 +155,7 @@ def sum_up(values: Iterable[float]) -> float:
     in floats is 0.9999999999999999, below the exact 10 x 0.1000000000000000055511151231257827.
     Each double is a dyadic rational, so the sum is taken exactly (equal terms counted once)
     and rounded up."""
-    counts = Counter(float(v) for v in values)
-    exact = sum((Fraction(v) * k for v, k in counts.items()), Fraction(0))
+    exact = exact_sum(values)
     try:
         total = float(exact)  # correctly rounded to nearest
     except OverflowError:  # past the largest double (before: OverflowError, a traceback;

@@ -3,8 +3,12 @@
  * fedhh_device/budget.py for the web. Whoever signed a task, a device
  *
  * - refuses a report whose local epsilon would take the sum of its reports' local epsilons
- *   over the last `periodS` seconds above `cap` (times 1 + 1e-9, Python's SLACK); by basic
- *   composition (Dwork and Roth 2014, Theorem 3.16) k reports are (sum eps_i)-LDP;
+ *   over the last `periodS` seconds above `cap`; by basic composition (Dwork and Roth 2014,
+ *   Theorem 3.16) k reports are (sum eps_i)-LDP. The sum is exact, of the binary values the
+ *   randomizer runs at, and compared with the cap without tolerance (`exceeds`, as Python's
+ *   fedhh.device.budget_sums; docs/privacy.md, "Budgets are compared exactly"): ten reports of
+ *   0.1 exceed a cap of 1.0, so the tenth is refused (before, a float sum was compared with the
+ *   cap times 1 + 1e-9);
  * - answers every attempt of one round of one run with the same report, and refuses an attempt
  *   whose query differs from the first's (`queryDigest`: it would need a fresh report).
  *
@@ -32,7 +36,6 @@ import type { Task } from "./gen/fedhh/v1/coordinator_pb.js";
 import { sha256 } from "./primitives.js";
 import { StorageError, deviceDatabase, idbGet, idbPut } from "./storage.js";
 
-export const SLACK = 1e-9;
 /** The most reports kept, one per run (budget.py's MAX_REPORTS). */
 export const MAX_REPORTS = 256;
 
@@ -172,6 +175,29 @@ function corruption(state: BudgetState): string | null {
   return null;
 }
 
+/** `x`, a finite double, in units of 2^-1074 (exact: every finite double is a multiple). */
+export function exactUnits(x: number): bigint {
+  if (!Number.isFinite(x)) throw new RangeError(`not a finite number: ${x}`);
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, x);
+  const biased = (view.getUint16(0) >> 4) & 0x7ff;
+  const fraction = view.getBigUint64(0) & ((1n << 52n) - 1n);
+  // a normal double is (2^52 + fraction) * 2^(biased - 1075), a subnormal fraction * 2^-1074
+  const magnitude = biased === 0 ? fraction : (fraction | (1n << 52n)) << BigInt(biased - 1);
+  return x < 0 ? -magnitude : magnitude;
+}
+
+/**
+ * Whether the exact sum of `charges` is above `cap` (fedhh.device.budget_sums.exceeds): by basic
+ * composition (Dwork and Roth 2014, Theorem 3.16) the charges are within the cap exactly
+ * when their sum is at most it, and each double is a dyadic rational, so no tolerance is needed.
+ */
+export function exceeds(charges: Iterable<number>, cap: number): boolean {
+  let total = 0n;
+  for (const charge of charges) total += exactUnits(charge);
+  return total > exactUnits(cap);
+}
+
 /** Python's sum() of floats in 3.11: left to right from 0. */
 function sum(values: Iterable<number>): number {
   let total = 0;
@@ -263,13 +289,14 @@ export class DeviceBudget {
       throw new PrivacyError(`round ${task.round} of run ${task.runId} was answered and its ` +
                              "report is no longer kept; answering again would need a fresh report");
     }
-    const spent = this.spent(now);
-    if (spent + task.epsLocal > this.cap * (1 + SLACK)) {
+    const since = now - this.periodS;
+    const counted = this.state.spends.filter((s) => s.at >= since).map((s) => s.eps_local);
+    if (exceeds([...counted, task.epsLocal], this.cap)) {
       // (as budget.py words it, to 4 significant digits: the page showed float sums such as
       // "95.99490000000001 of 100")
-      throw new PrivacyError(`this device's budget is spent: ${digits(spent, 4)} of ` +
+      throw new PrivacyError(`this device's budget is spent: ${digits(this.spent(now), 4)} of ` +
                              `${digits(this.cap, 6)} used in the period, the task asks for ` +
-                             `${digits(task.epsLocal, 4)}`);
+                             `${digits(task.epsLocal, 4)}, and their exact sum is above the cap`);
     }
     const ones = [...(await compute())];
     const [current, at] = this.times(task);

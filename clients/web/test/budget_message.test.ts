@@ -23,7 +23,8 @@ test("a spent budget's refusal reads as the Python device's", async () => {
       assert.ok(error instanceof PrivacyError);
       // (the message of fedhh_device.budget.DeviceBudget.report for the same spends)
       assert.equal(error.message, "this device's budget is spent: 95.99 of 100 used in the " +
-                                  "period, the task asks for 10.67");
+                                  "period, the task asks for 10.67, and their exact sum is " +
+                                  "above the cap");
       return true;
     });
 });

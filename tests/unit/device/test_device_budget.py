@@ -168,3 +168,27 @@ def test_a_round_whose_report_was_dropped_is_refused_while_its_spend_counts() ->
         budget.report(task(round_=2, attempt=2, eps=1.0), lambda: np.array([5]))
     budget.clock.now += 101  # the spends left the period: a fresh report, charged
     assert budget.report(task(round_=2, attempt=3, eps=1.0), lambda: np.array([6])).tolist() == [6]
+
+
+def test_the_cap_is_compared_with_the_exact_sum_of_the_reports() -> None:
+    """Ten reports of 0.1 (each 0.1000000000000000055511151231257827 in binary) exceed a cap of
+    1.0, and a sum 5e-10 over the cap is over it: before, a float sum (0.9999999999999999 for
+    the ten) was compared with the cap times 1 + 1e-9, and both were answered. The web device
+    decides the same (clients/web/test/budget_exact.test.ts); a dyadic sum may reach the cap."""
+    budget = DeviceBudget.load(None, cap=1.0, period_s=100)
+    for round_ in range(9):
+        budget.report(task(round_=round_, eps=0.1), lambda: np.array([1]))
+    with pytest.raises(PrivacyError, match=r"0\.9 of 1 used in the period, the task asks for "
+                                           r"0\.1, and their exact sum is above the cap"):
+        budget.report(task(round_=9, eps=0.1), lambda: np.array([1]))
+    assert len(budget.spends) == 9  # the refusal spent nothing
+
+    over = DeviceBudget.load(None, cap=1.0, period_s=100)
+    over.report(task(round_=1, eps=0.5), lambda: np.array([1]))
+    with pytest.raises(PrivacyError, match="budget is spent"):
+        over.report(task(round_=2, eps=0.5000000005), lambda: np.array([1]))
+
+    dyadic = DeviceBudget.load(None, cap=1.0, period_s=100)
+    for round_ in range(4):
+        dyadic.report(task(round_=round_, eps=0.25), lambda: np.array([1]))
+    assert dyadic.spent() == 1.0
