@@ -34,7 +34,7 @@ from typing import Any
 
 from fedhh.data.builder import DEFAULT_SHARD_ENTRIES
 from fedhh.data.progress import Meter
-from fedhh.data.text import Separators, import_users
+from fedhh.data.text import Separators, import_users, utf16_problem
 from fedhh.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -70,11 +70,13 @@ def read_leaf_file(path: Path) -> dict[str, Any]:
         raw = path.read_bytes()
     except OSError as error:
         raise DatasetError(f"cannot read LEAF file {path}: {error.strerror}") from None
+    if (problem := utf16_problem(raw)) is not None:
+        raise DatasetError(f"{path}: {problem}; a LEAF file is UTF-8: save it so")
     try:
         text = raw.decode("utf-8-sig")  # (a BOM, as the text reader allows)
         data = json.loads(text)
     except UnicodeDecodeError as error:
-        raise DatasetError(f"{path}: not UTF-8 at byte {error.start}") from None
+        raise DatasetError(f"{path}: not UTF-8 at byte {error.start + 1}") from None
     except json.JSONDecodeError as error:
         raise DatasetError(
             f"{path}: line {error.lineno} column {error.colno}: invalid JSON ({error.msg})"

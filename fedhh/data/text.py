@@ -119,6 +119,26 @@ def _named(char: str) -> str:
     return f"U+{ord(char):04X} {unicodedata.name(char, 'control')}"
 
 
+UTF16_HEAD_BYTES = 256  # (what `utf16_problem` reads: a UTF-8 file with so many NULs is none)
+
+
+def utf16_problem(head: bytes) -> str | None:
+    """Why a file that begins with ``head`` (its first bytes, a few hundred) is UTF-16, not
+    UTF-8, in words for an error; None when it is not: it starts with UTF-16's byte order mark
+    (FF FE, FE FF), or, without one, a NUL is every other byte, as UTF-16 writes ASCII
+    characters (a text file saved as Windows' "Unicode", or by PowerShell 5's ``>``: before,
+    its characters were read as items holding NUL, ``a\\x00``, and its JSON was "not JSON")."""
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return f"it is UTF-16 (it starts with the byte order mark {head[:2].hex(' ').upper()})"
+    head = head[:min(len(head), UTF16_HEAD_BYTES) // 2 * 2]  # (whole code units)
+    for order, chars, zeros in (("UTF-16LE", head[0::2], head[1::2]),
+                                ("UTF-16BE", head[1::2], head[0::2])):
+        if len(chars) >= 2 and not zeros.strip(b"\x00") and b"\x00" not in chars:
+            return (f"it looks {order} without a byte order mark (every other byte of its "
+                    "beginning is 0, as UTF-16 writes ASCII characters)")
+    return None
+
+
 def user_lines(source: Path, kind: str, meter: Meter | None,
                check: Callable[[int, bytes], None] | None = None) -> Iterator[tuple[int, str]]:
     """Each line of a one-user-a-line ``kind`` dataset file ("text", "JSON-lines") with its
@@ -129,6 +149,9 @@ def user_lines(source: Path, kind: str, meter: Meter | None,
     except OSError as error:
         raise DatasetError(f"cannot read {kind} dataset {source}: {error.strerror}") from None
     try:
+        # (the file's beginning, unread: peek, so that a pipe works as before)
+        if (problem := utf16_problem(handle.peek(UTF16_HEAD_BYTES))) is not None:
+            raise DatasetError(f"{source}: {problem}; a {kind} dataset is UTF-8: save it so")
         number = 0
         while raw := handle.readline(MAX_LINE_BYTES + 1):
             number += 1
@@ -137,18 +160,14 @@ def user_lines(source: Path, kind: str, meter: Meter | None,
                     f"{source}: line {number} is longer than {MAX_LINE_BYTES:,} bytes (one "
                     f"user's items on one line; is this a {kind} dataset?)")
             if number == 1:
-                if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-                    raise DatasetError(
-                        f"{source}: it is UTF-16 (it starts with the byte order mark "
-                        f"{raw[:2].hex(' ').upper()}); a {kind} dataset is UTF-8: save it so")
                 raw = raw.removeprefix(codecs.BOM_UTF8)  # an editor's mark, not an item's
             if check is not None:
                 check(number, raw)
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise DatasetError(
-                    f"{source}: line {number}: not UTF-8 (byte {error.start} of the line: "
+                raise DatasetError(  # (bytes counted from 1, as JSON's columns are)
+                    f"{source}: line {number}: not UTF-8 (byte {error.start + 1} of the line: "
                     f"{raw[error.start:error.start + 1]!r})"
                 ) from None
             if meter is not None:

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from fedhh.data.dataset import atomic_file, item_defect
+from fedhh.data.text import utf16_problem
 from fedhh.errors import DatasetError
 from fedhh.input_files import LIST_FILE_BYTES, read_whole
 
@@ -176,6 +177,8 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
         raw = read_whole(source, LIST_FILE_BYTES, "item list")
     except OSError as error:
         raise DatasetError(f"cannot read item list {source}: {error.strerror}") from None
+    if (problem := utf16_problem(raw)) is not None:
+        raise DatasetError(f"{source}: {problem}; an item list is UTF-8: save it so")
     if source.suffix.lower() == ".json":
         return _json_item_list(source, raw)
     lines = raw.removeprefix(codecs.BOM_UTF8).split(b"\n")
@@ -189,7 +192,8 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
             item = line.decode("utf-8")
         except UnicodeDecodeError as error:
             raise DatasetError(
-                f"{source}: line {number}: not UTF-8 (byte {error.start} of the line)"
+                f"{source}: line {number}: not UTF-8 (byte {error.start + 1} of the line: "
+                f"{line[error.start:error.start + 1]!r})"
             ) from None
         if not item:
             raise DatasetError(f"{source}: line {number} is empty; one item per line expected")
@@ -215,7 +219,7 @@ def _json_item_list(source: Path, raw: bytes) -> list[str]:
     try:
         value = json.loads(raw.removeprefix(codecs.BOM_UTF8).decode("utf-8"))
     except UnicodeDecodeError as error:
-        raise DatasetError(f"{source}: not UTF-8 (byte {error.start})") from None
+        raise DatasetError(f"{source}: not UTF-8 (byte {error.start + 1})") from None
     except (ValueError, RecursionError) as error:
         raise DatasetError(f"{source}: not JSON ({error}); a .json item list is one JSON "
                            'array of strings: ["new york", " new york"]') from None

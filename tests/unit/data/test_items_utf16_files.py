@@ -1,0 +1,74 @@
+"""A file saved as UTF-16 (Windows' "Unicode", PowerShell 5's ``>``) is refused saying so, by
+every reader of items: text, JSON lines, LEAF and item lists, with a byte order mark or
+without one. Before, without the mark, a text file's characters were read as items holding NUL
+(``a\\x00``), an item list's as deny-list items that match nothing, and JSON lines were "not
+JSON"; an item list or LEAF file with the mark was "not UTF-8 (byte 0 ...)". UTF-8 files that
+hold NUL in their items are read as before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedhh.data.dataset import load_dataset
+from fedhh.data.jsonl import import_jsonl
+from fedhh.data.leaf import import_leaf
+from fedhh.data.text import import_text
+from fedhh.data.wordlists import load_item_list
+from fedhh.errors import DatasetError
+
+LEAF = '{"users": ["u"], "num_samples": [1], "user_data": {"u": {"x": ["a b"], "y": [0]}}}'
+
+
+def _import(kind: str, source: Path, out: Path) -> list[str]:
+    if kind == "list":
+        return load_item_list(source)
+    reader = {"txt": import_text, "jsonl": import_jsonl, "json": import_leaf}[kind]
+    return list(load_dataset(reader(source, out)).vocabulary)
+
+
+@pytest.mark.parametrize(("kind", "text"), [
+    ("txt", "a b\nc\n"),
+    ("jsonl", '["a", "b"]\n["c"]\n'),
+    ("json", LEAF),
+    ("list", "a\nb\n"),  # (one character a line: the whole beginning is looked at)
+])
+@pytest.mark.parametrize(("encoding", "said"), [
+    ("utf-16", "it is UTF-16 (it starts with the byte order mark FF FE)"),
+    ("utf-16-le", "it looks UTF-16LE without a byte order mark"),
+    ("utf-16-be", "it looks UTF-16BE without a byte order mark"),
+])
+def test_utf16_files_are_refused_saying_so(tmp_path: Path, kind: str, text: str,
+                                           encoding: str, said: str) -> None:
+    source = tmp_path / f"users.{'txt' if kind == 'list' else kind}"
+    source.write_bytes(text.encode(encoding))
+    with pytest.raises(DatasetError) as caught:
+        _import(kind, source, tmp_path / "ds")
+    assert str(caught.value).startswith(f"{source}: {said}"), caught.value
+    assert "is UTF-8: save it so" in str(caught.value)
+    assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize(("kind", "text", "items"), [
+    ("txt", "a\x00b c\x00\n", {"a\x00b", "c\x00"}),
+    ("jsonl", '["a\\u0000", "b"]\n', {"a\x00", "b"}),
+    ("list", "x\x00\n", ["x\x00"]),
+])
+def test_utf8_items_holding_nul_are_read_as_before(tmp_path: Path, kind: str, text: str,
+                                                   items: object) -> None:
+    source = tmp_path / f"users.{'txt' if kind == 'list' else kind}"
+    source.write_bytes(text.encode("utf-8"))
+    got = _import(kind, source, tmp_path / "ds")
+    assert (set(got) if isinstance(items, set) else got) == items
+
+
+def test_bytes_that_are_not_utf8_are_counted_from_one(tmp_path: Path) -> None:
+    source = tmp_path / "users.txt"
+    source.write_bytes(b"a\nc \xff d\n")
+    with pytest.raises(DatasetError, match=r"line 2: not UTF-8 \(byte 3 of the line: b'\\xff'\)"):
+        import_text(source, tmp_path / "ds")
+    listed = tmp_path / "deny.txt"
+    listed.write_bytes(b"ok\n\xffx\n")
+    with pytest.raises(DatasetError, match=r"line 2: not UTF-8 \(byte 1 of the line: b'\\xff'\)"):
+        load_item_list(listed)
