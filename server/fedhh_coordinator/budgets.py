@@ -9,6 +9,12 @@ together (sum eps_i, sum delta_i)-DP), a device's guarantee over the period is t
 charges. A run whose own target exceeds the lifetime budget is refused when it is started; a
 device whose charges plus the run's target would exceed the budget is not admitted to the run's
 cohorts (it gets no task).
+
+The sums are exact, of the doubles stored, and compared with the budget without tolerance
+(``fedhh.device.budget_sums``; docs/privacy.md, "Budgets are compared exactly"): ten runs of
+eps 0.1 exceed a lifetime eps of 1.0, as the devices' own budgets decide. Before, SQL's SUM of
+the charges (rounded, and differently by SQLite and PostgreSQL) was compared with the budget
+times 1 + 1e-9.
 """
 
 from __future__ import annotations
@@ -16,10 +22,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from fedhh.device.budget_sums import exceeds
 from fedhh.errors import ConfigError, PrivacyError
 from fedhh_coordinator.store import Store
-
-SLACK = 1e-9  # relative float tolerance of a sum of charges against the budget
 
 
 @dataclass(frozen=True)
@@ -35,8 +40,15 @@ class LifetimeBudget:
             raise ConfigError(f"a lifetime budget needs eps > 0, 0 < delta < 1 and a positive "
                               f"period, got {self.eps}, {self.delta}, {self.period_s} s")
 
+    def over(self, charges: list[tuple[float, float, int]], eps_agg: float, delta: float
+             ) -> bool:
+        """Whether ``charges`` ((eps, delta, times) each) and a run of (eps_agg, delta) would
+        exceed the budget: either exact sum above its part (Theorem 3.16)."""
+        return (exceeds([eps_agg, *(e for e, _, k in charges for _ in range(k))], self.eps)
+                or exceeds([delta, *(d for _, d, k in charges for _ in range(k))], self.delta))
+
     def check_run(self, eps_agg: float, delta: float) -> None:
-        if eps_agg > self.eps * (1 + SLACK) or delta > self.delta * (1 + SLACK):
+        if eps_agg > self.eps or delta > self.delta:
             raise PrivacyError(f"a run of (eps {eps_agg}, delta {delta}) exceeds every device's "
                                f"lifetime budget (eps {self.eps}, delta {self.delta} per "
                                f"{self.period_s / 86400:g} days)")
@@ -50,11 +62,15 @@ class RunAdmission:
         budget.check_run(eps_agg, delta)
         self.store, self.run_id, self.budget = store, run_id, budget
         self.eps_agg, self.delta = eps_agg, delta
-        spends = store.device_spends(time.time() - budget.period_s, exclude_run=run_id)
-        eps_room = budget.eps * (1 + SLACK) - eps_agg
-        delta_room = budget.delta * (1 + SLACK) - delta
-        self.refused = {device for device, (eps, dl) in spends.items()
-                        if eps > eps_room or dl > delta_room}
+        terms = store.device_spend_terms(time.time() - budget.period_s, exclude_run=run_id)
+        decided: dict[tuple[tuple[float, float, int], ...], bool] = {}  # (devices share runs)
+        self.refused: set[int] = set()
+        for device, charges in terms.items():
+            key = tuple(sorted(charges))
+            if key not in decided:
+                decided[key] = budget.over(charges, eps_agg, delta)
+            if decided[key]:
+                self.refused.add(device)
 
     def eligible(self, device_id: int) -> bool:
         return device_id not in self.refused

@@ -244,6 +244,19 @@ class Store:
             "AND run_id != ? GROUP BY device_id", (since, exclude_run))
         return {int(d): (float(e), float(dl)) for d, e, dl in rows}
 
+    def device_spend_terms(self, since: float, exclude_run: str = ""
+                           ) -> dict[int, list[tuple[float, float, int]]]:
+        """Each device's charges since ``since`` as (eps, delta, runs charged them), for a sum
+        taken exactly (``budgets.RunAdmission``): SQL's SUM of doubles rounds each addition,
+        and SQLite and PostgreSQL round differently."""
+        rows = self.db.query(
+            "SELECT device_id, eps, delta, COUNT(*) FROM device_spends WHERE charged_at >= ? "
+            "AND run_id != ? GROUP BY device_id, eps, delta", (since, exclude_run))
+        terms: dict[int, list[tuple[float, float, int]]] = {}
+        for d, e, dl, k in rows:
+            terms.setdefault(int(d), []).append((float(e), float(dl), int(k)))
+        return terms
+
     def device(self, device_id: int) -> tuple[bytes, bytes] | None:
         """(credential hash, identity key) of an enrolled device."""
         rows = self.db.query(

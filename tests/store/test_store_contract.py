@@ -87,6 +87,12 @@ class StoreContract:
         assert spends[a] == pytest.approx((2.0, 2e-6)) and spends[b] == pytest.approx((1.5, 1e-6))
         assert store.device_spends(0.0, exclude_run="r2")[a] == pytest.approx((1.5, 1e-6))
         assert store.device_spends(time.time() + 60) == {}
+        # each device's charges as (eps, delta, runs), for budgets.py's exact sums
+        terms = store.device_spend_terms(0.0)
+        assert sorted(terms[a]) == [(0.5, 1e-6, 1), (1.5, 1e-6, 1)]
+        assert terms[b] == [(1.5, 1e-6, 1)]
+        assert store.device_spend_terms(0.0, exclude_run="r2") == {a: [(1.5, 1e-6, 1)],
+                                                                   b: [(1.5, 1e-6, 1)]}
 
     # ---- runs and attempts -------------------------------------------------------------------
     def test_a_damaged_run_row_is_named_and_spoils_only_itself(self, store: Store) -> None:

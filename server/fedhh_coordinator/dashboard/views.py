@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from fedhh.config import Mode, RunConfig
 from fedhh.errors import StoreDamaged
 from fedhh.server.segment import trim_note
-from fedhh_coordinator.budgets import SLACK, LifetimeBudget
+from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.dashboard.reader import (
     DeviceCharge,
     Enrolled,
@@ -42,6 +42,9 @@ FINAL = ("done", "failed", "cancelled")
 RECENT_RUNS = 5  # the fleet page's dropout covers the attempts of this many latest runs
 RECENT_ATTEMPTS = 20
 TOP_DEVICES = 25
+# A device within a billionth of its lifetime budget shows as exhausted: the sums shown are SQL's
+# (rounded); admission compares exact sums (budgets.py)
+FULL_SLACK = 1e-9
 
 
 @dataclass(frozen=True)
@@ -213,7 +216,7 @@ class Views:
         exhausted = 0
         for c in charges:
             used = max(c.eps / b.eps, c.delta / b.delta)
-            full = used >= 1 - SLACK
+            full = used >= 1 - FULL_SLACK
             shares[4 if full else min(3, int(used * 4))] += 1
             exhausted += full
         return BudgetView(b.eps, b.delta, b.period_s / 86400, self.reader.fleet().devices,
