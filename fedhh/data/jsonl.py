@@ -3,7 +3,8 @@
 The text format (`fedhh.data.text`) splits a line at whitespace, so ``new york`` there is two
 items. In this format each line is one JSON value, so an item is any JSON string: a phrase, a
 search query, ``1 000``, a name with a no-break space. Format (UTF-8, one JSON value a line;
-``\\n`` or ``\\r\\n`` line ends; a byte-order mark at the start of the file is ignored)::
+``\\n`` or ``\\r\\n`` line ends; a byte-order mark at the start of the file, or of any line as
+files joined with ``cat`` have, is ignored)::
 
     ["new york", "new york", "how to"]     <- user 0 holds new york:2, how to:1
     {"new york": 3, "san francisco": 1}    <- user 1 holds new york:3, san francisco:1
@@ -152,6 +153,10 @@ def iter_jsonl_users(
     ``meter`` counts the bytes read and is closed at the end of the file."""
     source = Path(path)
     for number, line in user_lines(source, "JSON-lines", meter):
+        # (a byte-order mark before a later line's JSON, as files joined with cat carry: no
+        # item's, as outside the value; before, "not JSON: Unexpected UTF-8 BOM (decode using
+        # utf-8-sig)")
+        line = line.removeprefix("\ufeff")
         if not line.strip():
             yield Counter()
             continue

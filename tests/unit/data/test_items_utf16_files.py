@@ -72,3 +72,12 @@ def test_bytes_that_are_not_utf8_are_counted_from_one(tmp_path: Path) -> None:
     listed.write_bytes(b"ok\n\xffx\n")
     with pytest.raises(DatasetError, match=r"line 2: not UTF-8 \(byte 1 of the line: b'\\xff'\)"):
         load_item_list(listed)
+
+
+def test_json_lines_joined_with_their_byte_order_marks(tmp_path: Path) -> None:
+    # (`cat a.jsonl b.jsonl`, each saved with a mark: before, line 2 was "not JSON:
+    # Unexpected UTF-8 BOM (decode using utf-8-sig)"); the mark is outside the JSON value, so
+    # it is no item's, and one inside a string is kept
+    source = tmp_path / "users.jsonl"
+    source.write_bytes(b'\xef\xbb\xbf["a"]\n\xef\xbb\xbf["b", "\\ufeffc"]\n')
+    assert set(_import("jsonl", source, tmp_path / "ds")) == {"a", "b", "\ufeffc"}
