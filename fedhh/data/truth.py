@@ -9,7 +9,10 @@
 
 Both are float64 arrays indexed by item id. They are cached in the dataset directory as
 ``truth_weighted.npy`` and ``truth_unweighted.npy`` with ``truth.json`` recording the dataset
-they belong to; a cache that fails validation is recomputed.
+they belong to: its sizes and the SHA-256 of its contents (``dataset_contents``); a cache that
+fails validation, or was counted from other contents, is recomputed. (Before, the sizes alone:
+a dataset edited in place to the same sizes, another seed of a generator or an item renamed,
+was given the truth of its former contents.)
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from fedhh.data.dataset import FederatedDataset, atomic_file, release_pages, user_chunks
+from fedhh.data.digest import content_digest
 from fedhh.data.progress import Meter
 from fedhh.errors import DatasetError
 
@@ -86,11 +91,27 @@ def _compute_truth(dataset: FederatedDataset, meter: Meter) -> GroundTruth:
     return GroundTruth(weighted, unweighted)
 
 
-def _meta(dataset: FederatedDataset) -> dict[str, int]:
+_CONTENTS: weakref.WeakKeyDictionary[FederatedDataset, str] = weakref.WeakKeyDictionary()
+
+
+def dataset_contents(dataset: FederatedDataset) -> str:
+    """The SHA-256 of ``dataset``'s contents (``fedhh.data.digest.content_digest``), the key of
+    every cache computed from them beside the dataset: this ground truth, and the simulator's
+    codes and per-code truth. Taken once per loaded dataset: a file changed less than
+    ``SETTLE_NS`` before it is digested is not kept in ``digest.json``, and a read-only
+    folder keeps none, so each cache would otherwise hash the files again."""
+    digest = _CONTENTS.get(dataset)
+    if digest is None:
+        digest = _CONTENTS[dataset] = content_digest(dataset)
+    return digest
+
+
+def _meta(dataset: FederatedDataset) -> dict[str, int | str]:
     return {
         "num_users": dataset.num_users,
         "num_entries": dataset.num_entries,
         "vocabulary_size": len(dataset.vocabulary),
+        "contents": dataset_contents(dataset),
     }
 
 
@@ -119,9 +140,16 @@ def load_truth(root: str | os.PathLike[str], dataset: FederatedDataset) -> Groun
                            "missing") from None
     except (ValueError, OSError, EOFError, UnicodeDecodeError) as error:
         raise DatasetError(f"{base}: ground truth files are unreadable: {error}") from None
-    if meta != _meta(dataset):
-        raise DatasetError(f"{base}/{TRUTH_META} describes {meta}, the dataset is "
-                           f"{_meta(dataset)}")
+    expected = _meta(dataset)
+    if isinstance(meta, dict) and {k: v for k, v in meta.items() if k != "contents"} \
+            == {k: v for k, v in expected.items() if k != "contents"} \
+            and meta.get("contents") != expected["contents"]:
+        raise DatasetError(f"{base}/{TRUTH_META} was counted from other contents of the "
+                           f"same sizes (SHA-256 {str(meta.get('contents'))[:12]}..., the "
+                           f"dataset's is {str(expected['contents'])[:12]}...): the dataset "
+                           "was changed since")
+    if meta != expected:
+        raise DatasetError(f"{base}/{TRUTH_META} describes {meta}, the dataset is {expected}")
     truth = GroundTruth(weighted, unweighted)
     _check(truth, dataset, str(base))
     return truth

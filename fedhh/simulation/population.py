@@ -7,6 +7,7 @@ empirical distribution and keeps it for every round.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,7 @@ import numpy as np
 from fedhh.codec import Codec
 from fedhh.data.dataset import FederatedDataset, atomic_file, release_pages, user_chunks
 from fedhh.data.progress import Meter
+from fedhh.data.truth import dataset_contents
 from fedhh.device import (
     NOTHING,
     Eligibility,
@@ -221,12 +223,19 @@ class Population:
 
 
 class _CodesCache:
-    """A dataset's vocabulary codes for one codec, in ``<dataset>/item_codes_v1_<key>.npy``
-    (a built dataset directory never changes; a file of another length or width is ignored;
-    a read-only directory is simply not written)."""
+    """A dataset's vocabulary codes for one codec, in ``<dataset>/item_codes_v2_<key>.npz``
+    beside the SHA-256 of the dataset's contents they were encoded from
+    (``fedhh.data.truth.dataset_contents``): a file of other contents, length or width is
+    ignored and rewritten (before, v1 files were kept by the vocabulary's size alone, and a
+    dataset whose items were edited in place to the same count was given its former items'
+    codes); a read-only directory is simply not written."""
 
     def __init__(self, dataset: FederatedDataset, codec: Codec) -> None:
+        self.dataset = dataset
         self.path = None if dataset.root is None else \
+            Path(dataset.root) / f"item_codes_v2_{codec.key}.npz"
+        # (the former file of this codec, kept by the vocabulary's size alone: never read now)
+        self.former = None if dataset.root is None else \
             Path(dataset.root) / f"item_codes_v1_{codec.key}.npy"
         self.size = len(dataset.vocabulary)
         self.dtype = codec.encode_many([]).codes.dtype
@@ -235,8 +244,11 @@ class _CodesCache:
         if self.path is None or not self.path.is_file():
             return None
         try:
-            codes = np.load(self.path, allow_pickle=False)
-        except (OSError, ValueError):
+            with np.load(self.path, allow_pickle=False) as data:
+                codes, contents = data["codes"], str(data["contents"])
+        except (OSError, ValueError, KeyError):
+            return None
+        if contents != dataset_contents(self.dataset):
             return None
         return codes if codes.shape == (self.size,) and codes.dtype == self.dtype else None
 
@@ -245,9 +257,13 @@ class _CodesCache:
             return
         try:
             with atomic_file(self.path) as out:
-                np.save(out, codes, allow_pickle=False)
+                np.savez(out, codes=codes, contents=np.array(dataset_contents(self.dataset)))
         except OSError as error:
             log.info("not caching item codes at %s: %s", self.path, error)
+            return
+        if self.former is not None:
+            with contextlib.suppress(OSError):
+                self.former.unlink(missing_ok=True)
 
 
 def _gather_rows(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

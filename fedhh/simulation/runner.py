@@ -27,7 +27,7 @@ from fedhh.codec.codec import MAX_SUPPORTED_BITS
 from fedhh.config import Mode, RunConfig, with_most_completions
 from fedhh.data.dataset import FederatedDataset, atomic_file
 from fedhh.data.progress import Meter
-from fedhh.data.truth import GroundTruth
+from fedhh.data.truth import GroundTruth, dataset_contents
 from fedhh.errors import ConfigError, DatasetError, StateError
 from fedhh.metrics import Truth, evaluate, whole_items, whole_recall
 from fedhh.pirappor.accounting import accounting_method
@@ -492,6 +492,9 @@ def ground_truth(population: Population, truth_items: GroundTruth | None,
     cache = None
     if ds.root is not None:
         # v2: codes of the lossless codecs (v1 files hold the old lossy codes of the same names).
+        # Kept with the SHA-256 of the dataset's contents (before, its sizes alone: a dataset
+        # edited in place to the same sizes was given its former truth); a file without it, or
+        # of other contents, is counted again and rewritten.
         cache = Path(ds.root) / f"truth_codes_v2_{codec.key}.npz"
         cached = _load_code_truth(cache, ds)
         if cached is not None:
@@ -502,7 +505,8 @@ def ground_truth(population: Population, truth_items: GroundTruth | None,
             with atomic_file(cache) as out:
                 np.savez(out, codes=truth.codes, weighted=truth.weighted,
                          unweighted=truth.unweighted,
-                         shape=np.array([ds.num_users, ds.num_entries, len(ds.vocabulary)]))
+                         shape=np.array([ds.num_users, ds.num_entries, len(ds.vocabulary)]),
+                         contents=np.array(dataset_contents(ds)))
         except OSError as error:  # a read-only dataset directory: just do not cache
             log.info("not caching code truth at %s: %s", cache, error)
     return truth
@@ -512,10 +516,12 @@ def _load_code_truth(path: Path, ds: FederatedDataset) -> Truth | None:
     try:
         with np.load(path, allow_pickle=False) as data:
             shape = data["shape"].tolist()
+            contents = str(data["contents"])
             truth = Truth(data["codes"], data["weighted"], data["unweighted"])
     except (OSError, KeyError, ValueError):
         return None
-    if shape != [ds.num_users, ds.num_entries, len(ds.vocabulary)]:
+    if shape != [ds.num_users, ds.num_entries, len(ds.vocabulary)] \
+            or contents != dataset_contents(ds):
         return None
     if not (truth.codes.size == truth.weighted.size == truth.unweighted.size):
         return None

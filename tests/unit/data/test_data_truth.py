@@ -11,6 +11,8 @@ from _data_helpers import TINY_USERS
 
 from fedhh.data.dataset import FederatedDataset, load_dataset, save_dataset
 from fedhh.data.truth import (
+    TRUTH_META,
+    UNWEIGHTED_FILE,
     WEIGHTED_FILE,
     compute_truth,
     ground_truth,
@@ -65,3 +67,28 @@ def test_cache_round_trip_and_recovery(tmp_path: Path, tiny: FederatedDataset) -
     with pytest.raises(DatasetError, match=r"truth.json describes"):
         load_truth(tmp_path / "ds", ds)
     np.testing.assert_array_equal(ground_truth(ds).unweighted, first.unweighted)
+
+
+
+def test_a_dataset_edited_in_place_to_the_same_sizes_is_counted_again(
+        tmp_path: Path, tiny: FederatedDataset) -> None:
+    """The cache is keyed by the dataset's contents (their SHA-256), not its sizes alone:
+    before, counts.npy rewritten with other counts of the same dtype and length left
+    truth.json's sizes true, and the next run was given the former truth."""
+    root = save_dataset(tiny, tmp_path / "ds")
+    before = ground_truth(load_dataset(root))
+    size = (root / "counts.npy").stat().st_size
+    np.save(root / "counts.npy", np.load(root / "counts.npy")[::-1].copy())
+    assert (root / "counts.npy").stat().st_size == size  # (the same dtype and length)
+    edited = load_dataset(root)
+    after = ground_truth(edited)
+    assert not np.array_equal(after.weighted, before.weighted)
+    np.testing.assert_array_equal(after.weighted, compute_truth(edited).weighted)
+    np.testing.assert_array_equal(load_truth(root, edited).weighted, after.weighted)  # rewritten
+    # The former contents beside the edited one's truth: refused, saying why.
+    former = save_dataset(tiny, tmp_path / "former")
+    for name in (TRUTH_META, WEIGHTED_FILE, UNWEIGHTED_FILE):
+        (former / name).write_bytes((root / name).read_bytes())
+    with pytest.raises(DatasetError, match=r"truth\.json was counted from other contents of "
+                                           r"the same sizes .*: the dataset was changed since"):
+        load_truth(former, load_dataset(former))
