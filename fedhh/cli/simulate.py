@@ -174,12 +174,18 @@ def warn_cut_deny(cut: list[dict[str, Any]], shown: int = 5, lines: int = 10,
               file=sys.stderr)
 
 
+BOM = "\ufeff"  # (a byte-order mark: U+FEFF, the zero-width no-break space)
+
+
 def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = None,
                     lines: int = 10) -> None:
     """Say on stderr which deny-list items no user holds while their other Unicode
     normalization form (NFC or NFD: ``café`` with é, or with e and U+0301) is an item of the
     dataset: a deny list matches items exactly (docs/datasets.md), so that form is not denied
     (before, nothing said so: a deny list written NFC let the data's NFD item through).
+    Likewise a deny-list item that begins with U+FEFF, as a list joined after another with
+    ``cat`` has its mark at the start of a line (the readers keep it, an item's own), while
+    the rest of it is an item (before, ``\\ufeffa`` denied nothing and ``a`` was found).
     ``holding``: the share of the users holding each vocabulary item, or None. At most
     ``lines`` lines, then one counting the rest."""
     if not items:
@@ -190,6 +196,9 @@ def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = 
             other = unicodedata.normalize(form, item)
             if other != item:
                 twins.setdefault(other, []).append((item, form))
+        if item.startswith(BOM) and item.lstrip(BOM):
+            # (a list joined after another with cat: its line holds the file's mark)
+            twins.setdefault(item.lstrip(BOM), []).append((item, BOM))
     if not twins:
         return
     denied = set(items)
@@ -202,13 +211,22 @@ def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = 
     for item, form, other in found[:lines]:
         share = ("" if holding is None
                  else f", held by {float(holding[held[other]]):.1%} of the users")
+        if form == BOM:
+            print(f"fedhh simulate: warning: deny-list item {printable(item)} is no user's "
+                  f"item, but {printable(other)}, the same without the byte-order mark "
+                  f"(U+FEFF) it begins with, is an item of the dataset{share}, and is not "
+                  "denied: a deny list matches items exactly (docs/datasets.md); delete the "
+                  "mark (a file joined after another, with cat, brings its own there)",
+                  file=sys.stderr)
+            continue
         print(f"fedhh simulate: warning: deny-list item {printable(item)} is no user's item, "
               f"but its {form} form {printable(other)} is an item of the dataset{share}, and "
               "is not denied: a deny list matches items exactly (docs/datasets.md); list that "
               "form too", file=sys.stderr)
     if len(found) > lines:
         print(f"fedhh simulate: warning: {len(found) - lines:,} more deny-list items are no "
-              "user's item while their other normalization form is", file=sys.stderr)
+              "user's item while their other normalization form (or the same without a "
+              "leading byte-order mark) is", file=sys.stderr)
 
 
 def write_plot(result: SimulationResult, config: RunConfig, path: str) -> None:
