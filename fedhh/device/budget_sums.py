@@ -16,6 +16,7 @@ load the accountants (tests/unit/test_layers.py). clients/web/src/budget.ts has 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable
 from fractions import Fraction
@@ -29,5 +30,12 @@ def exact_sum(values: Iterable[float]) -> Fraction:
 
 def exceeds(charges: Iterable[float], cap: float) -> bool:
     """True when the exact sum of ``charges`` is above ``cap`` (Theorem 3.16: the charges are
-    within the cap exactly when their sum is at most it)."""
-    return exact_sum(charges) > Fraction(float(cap))
+    within the cap exactly when their sum is at most it). A charge that is not finite (inf,
+    NaN) fits no cap, and every finite sum fits an infinite one."""
+    values = [float(v) for v in charges]
+    cap = float(cap)
+    if not all(math.isfinite(v) for v in values) or math.isnan(cap):
+        return True
+    if cap == math.inf:
+        return False
+    return exact_sum(values) > Fraction(cap)

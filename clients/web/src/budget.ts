@@ -191,10 +191,15 @@ export function exactUnits(x: number): bigint {
  * Whether the exact sum of `charges` is above `cap` (fedhh.device.budget_sums.exceeds): by basic
  * composition (Dwork and Roth 2014, Theorem 3.16) the charges are within the cap exactly
  * when their sum is at most it, and each double is a dyadic rational, so no tolerance is needed.
+ * A charge that is not finite (Infinity, NaN) fits no cap; every finite sum fits an infinite one.
  */
 export function exceeds(charges: Iterable<number>, cap: number): boolean {
+  const values = [...charges];
+  // a charge that is not finite fits no cap, and every finite sum fits an infinite one
+  if (!values.every((v) => Number.isFinite(v)) || Number.isNaN(cap)) return true;
+  if (cap === Number.POSITIVE_INFINITY) return false;
   let total = 0n;
-  for (const charge of charges) total += exactUnits(charge);
+  for (const value of values) total += exactUnits(value);
   return total > exactUnits(cap);
 }
 

@@ -49,4 +49,9 @@ test("exact units are the doubles' binary values", () => {
   assert.equal(exceeds(Array(9).fill(0.1), 0.9), true); // 9 x 0.1 is above the double 0.9
   assert.equal(exceeds([0.1, 0.2], 0.30000000000000004), false);
   assert.equal(exceeds([Number.MAX_VALUE, Number.MAX_VALUE], Number.MAX_VALUE), true);
+  // (as Python's exceeds: no exception for what cannot be summed exactly)
+  assert.equal(exceeds([1, Number.POSITIVE_INFINITY], 10), true);
+  assert.equal(exceeds([1, Number.NaN], 10), true);
+  assert.equal(exceeds([Number.MAX_VALUE], Number.POSITIVE_INFINITY), false);
+  assert.equal(exceeds([1], Number.NaN), true);
 });

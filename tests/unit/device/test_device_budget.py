@@ -3,11 +3,13 @@ gets none, spends age out of the period, and the record survives a restart."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from fedhh.device.budget_sums import exceeds
 from fedhh.errors import PrivacyError
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_device.budget import DeviceBudget
@@ -192,3 +194,13 @@ def test_the_cap_is_compared_with_the_exact_sum_of_the_reports() -> None:
     for round_ in range(4):
         dyadic.report(task(round_=round_, eps=0.25), lambda: np.array([1]))
     assert dyadic.spent() == 1.0
+
+
+def test_what_cannot_be_summed_exactly_is_decided_without_an_exception() -> None:
+    # (a rational sum cannot hold inf or NaN: Fraction(inf) raises OverflowError, which a task
+    # asking for eps_local inf must not turn into; the web device's exceeds is the same)
+    assert exceeds([1.0, math.inf], 10.0) and exceeds([1.0, math.nan], 10.0)
+    assert not exceeds([1.7976931348623157e308], math.inf) and exceeds([1.0], math.nan)
+    budget = DeviceBudget.load(None, cap=10, period_s=100)
+    with pytest.raises(PrivacyError, match="budget is spent"):
+        budget.report(task(eps=math.inf), lambda: np.array([1]))
