@@ -10,6 +10,14 @@ charges. A run whose own target exceeds the lifetime budget is refused when it i
 device whose charges plus the run's target would exceed the budget is not admitted to the run's
 cohorts (it gets no task).
 
+The charge is the run's target, made when a device is admitted, before anything is spent: the
+safe side while the run's spend stays within its target, which its ledger ensures for every
+charge it accepts. A charge that is a fact (an attempt that reached unmasking) is recorded even
+past the target (``PrivacyLedger.record(..., force=True)``; the run then stops), so a run can
+end ``overspent``; ``settle_run_charge``, called by the runner when a run ends however it ends,
+then raises its devices' charges to the ledger's ``spent_epsilon()`` (at the run's delta).
+Before, they stayed at the target, below what the ledger said the devices had spent.
+
 The sums are exact, of the doubles stored, and compared with the budget without tolerance
 (``fedhh.device.budget_sums``; docs/privacy.md, "Budgets are compared exactly"): ten runs of
 eps 0.1 exceed a lifetime eps of 1.0, as the devices' own budgets decide. Before, SQL's SUM of
@@ -24,6 +32,7 @@ from dataclasses import dataclass
 
 from fedhh.device.budget_sums import exceeds
 from fedhh.errors import ConfigError, PrivacyError
+from fedhh.privacy.ledger import PrivacyLedger
 from fedhh_coordinator.store import Store
 
 
@@ -88,3 +97,14 @@ class RunAdmission:
 
     def charge(self, device_ids: list[int]) -> None:
         self.store.charge_devices(self.run_id, device_ids, self.eps_agg, self.delta)
+
+
+def settle_run_charge(store: Store, run_id: str, ledger: PrivacyLedger | None) -> float | None:
+    """After a run: if its ledger ended above its target (``overspent``, a forced charge), raise
+    its devices' lifetime charges to its ``spent_epsilon()`` and return that figure; None when
+    the target covers the spend (module docstring; Theorem 3.16 then sums the real charges)."""
+    if ledger is None or not ledger.overspent:
+        return None
+    spent = ledger.spent_epsilon()
+    store.raise_run_charge(run_id, spent)
+    return spent

@@ -23,7 +23,7 @@ from fedhh.server import RoundReport
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator import metrics
 from fedhh_coordinator.aggregation import AggregatorApi, DeviceAddresses
-from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission
+from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission, settle_run_charge
 from fedhh_coordinator.db.interface import StoreCorrupt, StoreUnavailable
 from fedhh_coordinator.link import AGGREGATOR_PATIENCE_S, NetworkLink
 from fedhh_coordinator.lobby import Lobby
@@ -250,7 +250,15 @@ class Runner:
             self._cancelled.add(run_id)
         parts = RunParts.load(row)
         self._expect_last_cohort(run_id)
-        await self.driver(parts).run(parts.state)
+        driver = self.driver(parts)
+        try:
+            await driver.run(parts.state)
+        finally:
+            spent = settle_run_charge(self.store, run_id, driver.ledger)
+            if spent is not None:
+                log.warning("run over its budget: its devices are charged what it spent",
+                            extra={"run_id": run_id, "eps_spent": spent,
+                                   "eps_agg": parts.config.eps_agg})
         self.store.set_run_state(run_id, "done")
         log.info("run done", extra={"run_id": run_id})
 

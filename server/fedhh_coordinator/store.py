@@ -257,6 +257,13 @@ class Store:
             terms.setdefault(int(d), []).append((float(e), float(dl), int(k)))
         return terms
 
+    def raise_run_charge(self, run_id: str, eps: float) -> int:
+        """Raise each device's charge for ``run_id`` to ``eps`` where it is lower (a run whose
+        ledger ended above its target: ``budgets.settle_run_charge``); the rows raised."""
+        with self._tx() as db:
+            return int(db.execute("UPDATE device_spends SET eps = ? WHERE run_id = ? AND eps < ?",
+                                  (eps, run_id, eps)).rowcount)
+
     def device(self, device_id: int) -> tuple[bytes, bytes] | None:
         """(credential hash, identity key) of an enrolled device."""
         rows = self.db.query(

@@ -93,6 +93,10 @@ class StoreContract:
         assert terms[b] == [(1.5, 1e-6, 1)]
         assert store.device_spend_terms(0.0, exclude_run="r2") == {a: [(1.5, 1e-6, 1)],
                                                                    b: [(1.5, 1e-6, 1)]}
+        # a run that ended over its target: its charges raised, never lowered
+        assert store.raise_run_charge("r1", 2.5) == 2 and store.raise_run_charge("r1", 2.0) == 0
+        assert store.device_spend_terms(0.0, exclude_run="r2") == {a: [(2.5, 1e-6, 1)],
+                                                                   b: [(2.5, 1e-6, 1)]}
 
     # ---- runs and attempts -------------------------------------------------------------------
     def test_a_damaged_run_row_is_named_and_spoils_only_itself(self, store: Store) -> None:

@@ -3,12 +3,21 @@ tolerance, as the devices' own budgets do (tests/unit/device/test_device_budget.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fedhh.config import RunConfig
 from fedhh.errors import PrivacyError
-from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission
+from fedhh.privacy.ledger import PrivacyLedger
+from fedhh.rounds import RunCancelled
+from fedhh_coordinator.aggregation import DeviceAddresses
+from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission, settle_run_charge
+from fedhh_coordinator.lobby import Lobby
+from fedhh_coordinator.runner import CANCEL_ASKED, Runner
+from fedhh_coordinator.runs import create_run
 from fedhh_coordinator.store import Store
 
 
@@ -45,3 +54,53 @@ def test_a_run_a_billionth_over_the_lifetime_budget_is_refused() -> None:
         budget.check_run(1.0000000005, 1e-5)
     with pytest.raises(PrivacyError, match="exceeds every device's lifetime budget"):
         budget.check_run(1.0, 1.000000001e-5)
+
+
+def ledgers() -> tuple[PrivacyLedger, PrivacyLedger]:
+    """A two-round ledger at its target with both rounds charged at n_min (10), and the same
+    with its second round charged by force at 3 contributors: spent above its target."""
+    planned = PrivacyLedger.open(100.0, 1e-6, 2, 10, eps_local=0.5).projected_epsilon()
+    first = PrivacyLedger.open(planned, 1e-6, 2, 10, eps_local=0.5).record(0, 10)
+    with pytest.raises(PrivacyError):
+        first.record(1, 3)
+    return first.record(1, 10), first.record(1, 3, force=True)
+
+
+def test_a_run_that_ended_over_its_target_charges_its_devices_what_it_spent(
+        tmp_path: Path) -> None:
+    # (before, its devices stayed charged the target, below the ledger's spend)
+    store = Store(tmp_path / "c.sqlite")
+    device = store.add_device(b"c" * 32, b"k" * 32, "")
+    for run in ("over", "within"):
+        store.create_run(run, {}, 1.0, {}, {}, [])
+    within, over = ledgers()
+    store.charge_devices("over", [device], over.eps_agg, 1e-6)
+    store.charge_devices("within", [device], within.eps_agg, 1e-6)
+    assert not within.overspent and settle_run_charge(store, "within", within) is None
+    assert settle_run_charge(store, "within", None) is None
+    spent = settle_run_charge(store, "over", over)
+    assert spent is not None and spent == over.spent_epsilon() > over.eps_agg
+    assert sorted(store.device_spend_terms(0.0)[device]) == [(over.eps_agg, 1e-6, 1),
+                                                             (spent, 1e-6, 1)]
+
+
+def test_the_runner_settles_the_charge_of_a_run_however_it_ends(tmp_path: Path) -> None:
+    """A run stored over its target (a forced charge), cancelled when driven again: its devices
+    are charged what its ledger spent as it stops."""
+    store = Store(tmp_path / "c.sqlite")
+    device = store.add_device(b"c" * 32, b"k" * 32, "")
+    config = RunConfig(eps_agg=1.0, delta=1e-6, rounds=1, max_bits=10, dim_limit=1 << 10,
+                       target_devices=200, min_devices=150, completion_rounds=0)
+    row = asyncio.run(create_run(store, config, "plan"))  # (its ledger solved in ~2 s)
+    over = PrivacyLedger.from_dict(row.ledger).record(0, 2, force=True)
+    assert over.overspent
+    store.create_run("t", row.config, row.eps_local, row.tree, over.to_dict(), row.deny_codes)
+    store.charge_devices("t", [device], 1.0, 1e-6)
+    store.set_run_state("t", "running")
+    assert store.ask_cancel("t", CANCEL_ASKED)
+    runner = Runner(store, None, Ed25519PrivateKey.generate(),  # type: ignore[arg-type]
+                    DeviceAddresses("aggregator:7100", "https://aggregator:7180"), Lobby(),
+                    LifetimeBudget(eps=1e9, delta=0.5))
+    with pytest.raises(RunCancelled):
+        asyncio.run(asyncio.wait_for(runner.drive("t"), 60))
+    assert store.device_spend_terms(0.0) == {device: [(over.spent_epsilon(), 1e-6, 1)]}
