@@ -178,7 +178,7 @@ BOM = "\ufeff"  # (a byte-order mark: U+FEFF, the zero-width no-break space)
 
 
 def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = None,
-                    lines: int = 10) -> None:
+                    lines: int = 10, program: str = "fedhh simulate") -> None:
     """Say on stderr which deny-list items no user holds while their other Unicode
     normalization form (NFC or NFD: ``café`` with é, or with e and U+0301) is an item of the
     dataset: a deny list matches items exactly (docs/datasets.md), so that form is not denied
@@ -187,7 +187,8 @@ def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = 
     ``cat`` has its mark at the start of a line (the readers keep it, an item's own), while
     the rest of it is an item (before, ``\\ufeffa`` denied nothing and ``a`` was found).
     ``holding``: the share of the users holding each vocabulary item, or None. At most
-    ``lines`` lines, then one counting the rest."""
+    ``lines`` lines, then one counting the rest; ``program`` names the command (`fedhh up`
+    warns so too)."""
     if not items:
         return
     twins: dict[str, list[tuple[str, str]]] = {}
@@ -212,19 +213,19 @@ def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = 
         share = ("" if holding is None
                  else f", held by {float(holding[held[other]]):.1%} of the users")
         if form == BOM:
-            print(f"fedhh simulate: warning: deny-list item {printable(item)} is no user's "
+            print(f"{program}: warning: deny-list item {printable(item)} is no user's "
                   f"item, but {printable(other)}, the same without the byte-order mark "
                   f"(U+FEFF) it begins with, is an item of the dataset{share}, and is not "
                   "denied: a deny list matches items exactly (docs/datasets.md); delete the "
                   "mark (a file joined after another, with cat, brings its own there)",
                   file=sys.stderr)
             continue
-        print(f"fedhh simulate: warning: deny-list item {printable(item)} is no user's item, "
+        print(f"{program}: warning: deny-list item {printable(item)} is no user's item, "
               f"but its {form} form {printable(other)} is an item of the dataset{share}, and "
               "is not denied: a deny list matches items exactly (docs/datasets.md); list that "
               "form too", file=sys.stderr)
     if len(found) > lines:
-        print(f"fedhh simulate: warning: {len(found) - lines:,} more deny-list items are no "
+        print(f"{program}: warning: {len(found) - lines:,} more deny-list items are no "
               "user's item while their other normalization form (or the same without a "
               "leading byte-order mark) is", file=sys.stderr)
 

@@ -291,6 +291,11 @@ def _run(args: argparse.Namespace) -> int:
     # so a path relative to here still names it there (and they need not import it again).
     location = resolve_dataset_path(args.dataset).resolve()
     dataset = resolve_dataset(location)
+    # (as fedhh simulate: a deny-list item no user holds whose other form, NFC or NFD or
+    # without a leading byte-order mark, is the data's item; before, up said nothing of it)
+    from fedhh.cli.simulate import warn_deny_twins
+
+    warn_deny_twins(base.deny_items(), dataset.vocabulary, program="fedhh up")
     devices = min(args.devices or dataset.num_users, dataset.num_users)
     if args.devices and args.devices > dataset.num_users:
         print(f"fedhh up: --devices {args.devices:,}: {args.dataset} has {dataset.num_users:,} "

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedhh.cli.main import main
 from fedhh.cli.simulate import warn_deny_twins
 from fedhh.data.wordlists import load_item_list
 
@@ -70,3 +71,21 @@ def test_a_deny_item_held_without_its_leading_mark_is_named(
     warn_deny_twins(["\ufeffa"], ("a", "\ufeffa"))  # (the item with the mark is held)
     warn_deny_twins(["\ufeff"], ("a",))  # (a mark alone)
     assert capsys.readouterr().err == ""
+
+
+def test_fedhh_up_warns_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    # (before anything starts: here the two users are refused as too few for a round after it)
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "users.jsonl"
+    data.write_text(f'["{NFD}", "a"]\n["a"]\n', encoding="utf-8")
+    listed = tmp_path / "deny.txt"
+    listed.write_bytes(f"{NFC}\n".encode() + b"\xef\xbb\xbfa\n")
+    with pytest.raises(SystemExit):
+        main(["up", "--dataset", str(data), "--deny-list", str(listed), "--insecure"])
+    err = capsys.readouterr().err
+    assert (f"fedhh up: warning: deny-list item {NFC} is no user's item, but its NFD form "
+            "cafe\\u0301 is an item of the dataset, and is not denied") in err
+    assert ("fedhh up: warning: deny-list item \\ufeffa is no user's item, but a, the same "
+            "without the byte-order mark") in err
+    assert "a round needs at least 3 devices" in err
