@@ -21,7 +21,6 @@ import heapq
 import logging
 import os
 import shutil
-import tempfile
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -39,6 +38,7 @@ from fedhh.data.dataset import (
     write_vocabulary,
 )
 from fedhh.data.progress import Meter
+from fedhh.data.scratch import scratch_path
 from fedhh.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,9 @@ class ShardedBuilder:
         if shard_entries < 1:
             raise ValueError(f"shard_entries must be >= 1, got {shard_entries}")
         scratch_parent.mkdir(parents=True, exist_ok=True)
-        self._scratch = Path(tempfile.mkdtemp(prefix=".build-", dir=scratch_parent))
+        # Made by the first shard, inside the with block that removes it (`fedhh.data.scratch`;
+        # before, mkdtemp made it here, and a Ctrl-C before the with block began left it).
+        self._scratch = scratch_path(scratch_parent, ".build-")
         self._shard_entries = shard_entries
         self._shards: list[Path] = []
         self._index: dict[str, int] = {}
@@ -116,6 +118,7 @@ class ShardedBuilder:
         counts = np.frombuffer(self._counts, dtype=np.int64)
         owner = np.repeat(np.arange(lengths.size, dtype=np.int64), lengths)
         perm = np.argsort(owner * max(len(words), 1) + items, kind="stable")
+        self._scratch.mkdir(mode=0o700, exist_ok=True)
         shard = self._scratch / f"shard-{len(self._shards):06d}"
         shard.mkdir()
         write_vocabulary(shard / "vocab.txt", (words[i] for i in order))

@@ -39,7 +39,6 @@ import os
 import re
 import secrets
 import shutil
-import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from typing import IO, Any
 import numpy as np
 
 from fedhh.data.progress import Meter
+from fedhh.data.scratch import scratch_path, signals_held
 from fedhh.errors import DatasetError
 
 FORMAT = "fedhh-dataset"
@@ -306,16 +306,31 @@ def write_vocabulary(path: Path, vocabulary: Iterable[str]) -> None:
 
 @contextmanager
 def atomic_directory(target: Path) -> Iterator[Path]:
-    """Yield a temporary sibling directory that replaces ``target`` only if the block succeeds."""
+    """Yield a temporary sibling directory that replaces ``target`` only if the block succeeds.
+
+    However it ends (Ctrl-C or the CLI's SIGTERM included), no temporary folder stays: each is
+    named before it exists and made inside the ``try`` that removes it (`fedhh.data.scratch`;
+    before, ``mkdtemp`` made them outside it), and an existing ``target`` is swapped for the new
+    one with both signals held, so that the folder is never left without either."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    tmp = scratch_path(target.parent, f".{target.name}.")
     try:
+        tmp.mkdir(mode=0o700)
         yield tmp
         if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-            os.replace(target, old / target.name)
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
+            old = scratch_path(target.parent, f".{target.name}.old.")
+            try:
+                with signals_held():
+                    old.mkdir(mode=0o700)
+                    os.replace(target, old / target.name)
+                    try:
+                        os.replace(tmp, target)
+                    except BaseException:
+                        os.replace(old / target.name, target)  # (back as it was)
+                        raise
+            finally:
+                if target.exists() or not (old / target.name).exists():
+                    shutil.rmtree(old, ignore_errors=True)  # (else the only copy: kept)
         else:
             os.replace(tmp, target)
     except BaseException:

@@ -36,7 +36,6 @@ import multiprocessing
 import os
 import shutil
 import signal
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -47,6 +46,7 @@ import numpy as np
 from fedhh.data.builder import assemble_shards, assembly_steps
 from fedhh.data.lexicon import TAIL_KINDS, WeightedStrings, english_lexicon, rare_tail
 from fedhh.data.progress import Meter
+from fedhh.data.scratch import hold_signals, release_signals, scratch_path
 
 logger = logging.getLogger(__name__)
 
@@ -356,12 +356,18 @@ def _set_tables(tables: Tables) -> None:
     _WORKER_TABLES = tables
 
 
-def _init_worker(tables: Tables) -> None:
-    """A pool worker's start. Only there: this process's own handler stays as it is."""
+def _init_worker(tables: Tables, mask: frozenset[int] | None) -> None:
+    """A pool worker's start. Only there: this process's own handlers stay as they are."""
     _set_tables(tables)
     # A forked worker inherits the CLI's SIGTERM-as-Ctrl-C (``fedhh.cli.main``); the pool ends
-    # its workers with SIGTERM, which must end them.
+    # its workers with SIGTERM, which must end them. Ctrl-C reaches every process of the
+    # terminal's group: the caller stops the pool (before, each worker printed the traceback of
+    # its own KeyboardInterrupt under "fedhh data: interrupted").
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # It was started with both blocked (`hold_signals`, in the caller): a SIGTERM sent since,
+    # held, ends it here.
+    release_signals(mask)
 
 
 def _run_shard(job: tuple[int, int, int, str]) -> dict[str, Any]:
@@ -405,13 +411,17 @@ def generate_synthetic(
     logger.info("tables built in %.1f s", time.perf_counter() - started)
     n_shards = math.ceil(num_users / shard_users)
     out.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".gen-", dir=out.parent))
+    # Named before it exists and made inside the try (`fedhh.data.scratch`: before, mkdtemp made
+    # it before the try, and a Ctrl-C or SIGTERM in between, in mkdtemp's return or while the
+    # jobs were listed, left it behind).
+    scratch = scratch_path(out.parent, ".gen-")
     jobs = [
         (seed, k, min(shard_users, num_users - k * shard_users), str(scratch / f"shard-{k:06d}"))
         for k in range(n_shards)
     ]
     results: list[dict[str, Any]] = []
     try:
+        scratch.mkdir(mode=0o700)
         if workers == 1 or n_shards == 1:
             # (not _init_worker: here, in the caller's process, SIGTERM's default killed a
             # `fedhh experiments` or `data` that had built a one-shard dataset, exit 143 with
@@ -425,13 +435,24 @@ def generate_synthetic(
         else:
             methods = multiprocessing.get_all_start_methods()
             ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            # The pool forks its workers before the meter starts its drawing thread.
-            with ctx.Pool(workers, initializer=_init_worker, initargs=(tables,)) as pool, \
-                    Meter(progress, f"{name}: users", num_users, " users",
-                          unit_scale=True) as meter:
-                for result in pool.imap(_run_shard, jobs):
-                    results.append(result)
-                    meter.update(result["users"])
+            # The pool forks its workers before the meter starts its drawing thread, with Ctrl-C
+            # and SIGTERM held: one handled inside os.fork (its at-fork callbacks) was printed
+            # as "Exception ignored" and lost, and the build went on to the end (exit 0); one
+            # in Pool() left the workers it had started running. Held, it is raised once the
+            # pool is bound, and the with terminates the pool.
+            held = hold_signals()
+            try:
+                pool = ctx.Pool(workers, initializer=_init_worker, initargs=(tables, held))
+            except BaseException:
+                release_signals(held)
+                raise
+            with pool:
+                release_signals(held)
+                with Meter(progress, f"{name}: users", num_users, " users",
+                           unit_scale=True) as meter:
+                    for result in pool.imap(_run_shard, jobs):
+                        results.append(result)
+                        meter.update(result["users"])
         used = np.zeros(tables.vocab_size, dtype=bool)
         for r in results:
             used |= np.unpackbits(r["used"], count=tables.vocab_size).astype(bool)

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import os
+import signal
 import string
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from _data_helpers import fingerprint
+from _data_helpers import SigtermAsCtrlC, fingerprint, named, signal_after
 
+from fedhh.data import synthetic
 from fedhh.data.dataset import load_dataset
 from fedhh.data.synthetic import SyntheticShape, cached_tables, generate_shard, generate_synthetic
 
@@ -70,6 +75,80 @@ def test_serial_build_keeps_the_callers_sigterm_handler(tmp_path: Path) -> None:
         assert signal.getsignal(signal.SIGTERM) is handler
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_as_the_scratch_folder_is_made_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM as the ``.gen-`` folder's mkdir returns: nothing stays (before, mkdtemp made it
+    before the try that removes it; the signal in mkdtemp's return, or while the jobs were
+    listed, left it in the cache: `fedhh experiments` stopped by SIGTERM as it began a build)."""
+    monkeypatch.setattr(os, "mkdir", signal_after(os.mkdir, named(".gen-")))
+    with SigtermAsCtrlC(), pytest.raises(KeyboardInterrupt):
+        generate_synthetic(tmp_path / "d", num_users=50, seed=SEED, shape=SMALL, workers=1)
+    assert list(tmp_path.iterdir()) == []
+
+
+# Armed by the test below: the next fork of this process is signalled, once, from its at-fork
+# callback (a callback can be registered but never removed; disarmed, it does nothing).
+_SIGNAL_AT_FORK: list[bool] = []
+_REGISTERED: list[bool] = []
+
+
+def _signal_at_fork() -> None:
+    if _SIGNAL_AT_FORK:
+        _SIGNAL_AT_FORK.clear()
+        SigtermAsCtrlC.send()
+
+
+def test_sigterm_while_the_pool_forks_stops_the_build(tmp_path: Path) -> None:
+    """SIGTERM while the pool forks its workers: handled there (os.fork's at-fork callbacks) it
+    raised where Python prints "Exception ignored" and drops it, and the build went on to the
+    end, the command exiting 0 (a `fedhh experiments` that forked its pool as the signal came).
+    Now held while the pool starts: the build stops, its workers ended, nothing left."""
+    if not hasattr(os, "register_at_fork") or not hasattr(signal, "pthread_sigmask"):
+        pytest.skip("no fork here")
+    if not _REGISTERED:
+        os.register_at_fork(before=_signal_at_fork)
+        _REGISTERED.append(True)
+    with SigtermAsCtrlC(), pytest.raises(KeyboardInterrupt):
+        _SIGNAL_AT_FORK.append(True)
+        try:
+            generate_synthetic(tmp_path / "d", num_users=900, seed=SEED, shape=SMALL,
+                               workers=2, shard_users=400)
+        finally:
+            _SIGNAL_AT_FORK.clear()
+    assert list(tmp_path.iterdir()) == []
+    assert multiprocessing.active_children() == []  # (the pool terminated and joined them)
+    assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, ())
+
+
+def test_pool_workers_end_by_sigterm_and_leave_ctrl_c_to_the_caller(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each worker: SIGTERM (the pool's terminate) at its default, Ctrl-C ignored (it reaches
+    the terminal's whole group; the caller stops the pool), neither blocked (the caller held
+    both while it forked them). Before, a worker took Ctrl-C as KeyboardInterrupt and printed
+    its traceback under "fedhh data: interrupted"."""
+    if not hasattr(signal, "pthread_sigmask"):
+        pytest.skip("no signal masks here")
+    reports = tmp_path / "reports"
+    reports.mkdir()
+
+    def report_then_generate(tables: Any, seed: int, shard: int, users: int, out: Path
+                             ) -> dict[str, Any]:
+        """(in a worker: the pool's workers are forked, and call this module global)"""
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+        (reports / f"{os.getpid()}-{shard}").write_text(
+            f"{signal.getsignal(signal.SIGINT)!r} {signal.getsignal(signal.SIGTERM)!r} "
+            f"{sorted(int(s) for s in blocked)}")
+        return generate_shard(tables, seed, shard, users, out)
+
+    monkeypatch.setattr(synthetic, "generate_shard", report_then_generate)
+    with SigtermAsCtrlC():
+        generate_synthetic(tmp_path / "d", num_users=900, seed=SEED, shape=SMALL,
+                           workers=2, shard_users=400)
+    said = [p.read_text() for p in reports.iterdir()]
+    assert len(said) == 3  # (one a shard)
+    assert set(said) == {f"{signal.SIG_IGN!r} {signal.SIG_DFL!r} []"}
 
 
 def test_small_scale_statistics_are_calibrated(tmp_path: Path) -> None:
