@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,6 +49,7 @@ import numpy as np
 
 from fedhh.data.dataset import FederatedDataset, load_dataset, save_dataset
 from fedhh.data.lexicon import WeightedStrings
+from fedhh.data.scratch import scratch_path
 
 DEVELOPMENT = ("dev-reddit-400k", "dev-reddit-full", "dev-english-iid")
 HELD_OUT = ("synthetic-german", "heldout-spanish")
@@ -181,20 +182,27 @@ def _mixed_kinds(root: Path) -> Path:
 
 def _built(target: Path, words: Callable[[], WeightedStrings], users: int, tokens: float,
            seed: int, name: str, provenance: str) -> Path:
-    """The population's directory, sampled and saved on first use (atomically)."""
+    """The population's directory, sampled and saved on first use (atomically). Its scratch
+    folder in the cache is named before it exists and made inside the ``try`` that removes it
+    (`fedhh.data.scratch`; before, TemporaryDirectory made it first, and a Ctrl-C or SIGTERM
+    before its clean-up was set up left it in the cache)."""
     from fedhh.data.itemsets import sample_population
 
     root = target.parent
     if not (target / "meta.json").exists():
         dataset = sample_population(words(), users, tokens, seed, name, provenance)
         root.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=root) as scratch:
-            built = save_dataset(dataset, Path(scratch) / target.name)
+        scratch = scratch_path(root, ".build-")
+        try:
+            scratch.mkdir(mode=0o700)
+            built = save_dataset(dataset, scratch / target.name)
             try:
                 built.rename(target)
             except OSError:
                 if not (target / "meta.json").exists():  # not a concurrent build: a real error
                     raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     return target
 
 
