@@ -9,7 +9,6 @@ import fcntl
 import json
 import logging
 import os
-import signal
 import ssl
 from collections.abc import Callable
 from pathlib import Path
@@ -252,13 +251,10 @@ async def serve(args: argparse.Namespace) -> None:
     state_dir = check_state_dir(args.state_dir)
     check_output("--stats-file", args.stats_file)  # (written at exit, after the whole run)
     stats_file = Path(args.stats_file) if args.stats_file else None
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = serving.stop_event()
     if await hold_state_dir(state_dir, stop) is None:
         return  # (stopped while another process held the state directory: nothing was done)
-    task_census.install(loop)
+    task_census.install(asyncio.get_running_loop())
     dataset = resolve_dataset(args.dataset)
     if args.users == TOKENS:
         if not args.enrollment_tokens_file:

@@ -766,13 +766,21 @@ async def set_serving(servicer: Health, services: Iterable[str]) -> None:
         await servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
 
 
-async def wait_for_signal(server: grpc.aio.Server, grace: float = 5.0) -> None:
-    """Serve until SIGTERM or SIGINT, then stop gracefully (in-flight calls get ``grace`` s)."""
+def stop_event() -> asyncio.Event:
+    """An event the first SIGTERM or SIGINT sets: how every service process and the device
+    process learn to stop (before, the device process installed the same handlers itself)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    task_census.install(loop)
+    return stop
+
+
+async def wait_for_signal(server: grpc.aio.Server, grace: float = 5.0) -> None:
+    """Serve until SIGTERM or SIGINT (:func:`stop_event`), then stop gracefully (in-flight
+    calls get ``grace`` s)."""
+    stop = stop_event()
+    task_census.install(asyncio.get_running_loop())
     await stop.wait()
     log.info("shutting down")
     await server.stop(grace)

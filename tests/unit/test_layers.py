@@ -701,6 +701,43 @@ def constructor_calls(root: Path) -> list[str]:
     return found
 
 
+# Methods whose names say what they do whatever object they are called on, each called only
+# where its rule lives: a gRPC port bound (the plaintext-on-loopback rule, serving.bind), the
+# stop on SIGTERM or SIGINT (serving.stop_event; the task census' own signal), a certificate
+# and key loaded (tls), a raw connection dialed (the framed client; a certificate's names read
+# unverified by the CLI, as ONE_PIECE's ssl.SSLContext says).
+METHOD_PIECE = {
+    "add_insecure_port": ("fedhh.rpc.serving",),
+    "add_secure_port": ("fedhh.rpc.serving",),
+    "add_signal_handler": ("fedhh.rpc.serving", "fedhh.rpc.task_census"),
+    "load_cert_chain": ("fedhh.rpc.tls",),
+    "create_connection": ("fedhh.rpc.framed.client", "fedhh.cli.options"),
+}
+
+
+def method_calls(root: Path) -> list[str]:
+    """Each call of a ``METHOD_PIECE`` method outside the modules that hold it, in the layers
+    that may use the network stack."""
+    return [f"{path.relative_to(root)}:{node.lineno} calls .{node.func.attr}"
+            for name, path in module_names(root).items() if layer_of(name) in NETWORKED
+            for node in walked(path)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in METHOD_PIECE and name not in METHOD_PIECE[node.func.attr]]
+
+
+def test_ports_signals_and_certificates_are_handled_in_their_one_piece(tmp_path: Path) -> None:
+    # (before, the device process installed its own SIGTERM/SIGINT handlers beside
+    # serving.wait_for_signal's)
+    assert method_calls(ROOT) == []
+    write_tree(tmp_path, {
+            "fedhh/rpc/serving.py": "def bind(server):\n    server.add_insecure_port('x')\n",
+            "device/fedhh_device/main.py":
+                "def serve(loop, stop):\n    loop.add_signal_handler(15, stop.set)\n",
+            "fedhh/simulation/runner.py":  # (offline code: none of the network layer's rules)
+                "def run(loop, stop):\n    loop.add_signal_handler(15, stop.set)\n"})
+    assert method_calls(tmp_path) == ["device/fedhh_device/main.py:2 calls .add_signal_handler"]
+
+
 def test_the_network_stacks_constructors_are_called_in_their_one_piece() -> None:
     # (before: the device process built its gRPC channels with a copy of open_channel, and
     # the framed and Connect clients each loaded their CA with ssl.create_default_context)
