@@ -498,7 +498,19 @@ def codec_spec(value: str) -> str:
         raise ConfigError(f"codebook {value!r} is neither a built-in codebook "
                           f"({', '.join(BUILTIN_NAMES)}) nor a codebook JSON file")
     try:
-        content = read_whole(path, LIST_FILE_BYTES, "codebook file").decode("utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+        raw = read_whole(path, LIST_FILE_BYTES, "codebook file")
+    except OSError as error:
         raise ConfigError(f"cannot read codebook file {path}: {error}") from None
+    from fedhh.data.text import utf16_problem
+
+    if (problem := utf16_problem(raw)) is not None:
+        raise ConfigError(f"codebook file {path}: {problem}; a codebook is UTF-8: save it so")
+    try:
+        # (a leading byte-order mark, as an editor saves one, dropped as the item and dataset
+        # readers drop it: before, "not valid JSON: Unexpected UTF-8 BOM (decode using
+        # utf-8-sig)")
+        content = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"codebook file {path}: not UTF-8 (byte {error.start + 1}: "
+                          f"{raw[error.start:error.start + 1]!r})") from None
     return Codebook.from_json(content, str(path)).spec
