@@ -57,13 +57,15 @@ def test_a_run_a_billionth_over_the_lifetime_budget_is_refused() -> None:
 
 
 def ledgers() -> tuple[PrivacyLedger, PrivacyLedger]:
-    """A two-round ledger at its target with both rounds charged at n_min (10), and the same
+    """A two-round ledger at its target with both rounds charged at n_min (1,000), and the same
     with its second round charged by force at 3 contributors: spent above its target."""
-    planned = PrivacyLedger.open(100.0, 1e-6, 2, 10, eps_local=0.5).projected_epsilon()
-    first = PrivacyLedger.open(planned, 1e-6, 2, 10, eps_local=0.5).record(0, 10)
+    def open_at(target: float) -> PrivacyLedger:  # (closed-form: composed in milliseconds)
+        return PrivacyLedger.open(target, 1e-6, 2, 1000, eps_local=0.5, method="closed-form")
+
+    first = open_at(open_at(100.0).projected_epsilon()).record(0, 1000)
     with pytest.raises(PrivacyError):
         first.record(1, 3)
-    return first.record(1, 10), first.record(1, 3, force=True)
+    return first.record(1, 1000), first.record(1, 3, force=True)
 
 
 def test_a_run_that_ended_over_its_target_charges_its_devices_what_it_spent(
