@@ -32,6 +32,7 @@ from typing import Any
 from fedhh.cli import options
 from fedhh.config import DEFAULT_COMPLETION_ROUNDS, Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
+from fedhh.integers import read_integer
 
 
 def register(subparsers: Any) -> None:
@@ -96,8 +97,9 @@ def user_span(text: str) -> range:
     """START:END, dataset users START..END-1 (at least one)."""
     start, sep, end = text.partition(":")
     try:
-        span = range(int(start), int(end)) if sep else None
-    except ValueError:
+        # (read as every integer option is, fedhh/integers.py: 1e3:2e3 too; before, int())
+        span = range(read_integer(start), read_integer(end)) if sep else None
+    except ValueError:  # (ConfigError too)
         span = None
     if span is None or span.start < 0 or not span:
         raise argparse.ArgumentTypeError(f"expected START:END with 0 <= START < END, got "

@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import ConfigError
 from fedhh.input_files import LIST_FILE_BYTES, read_whole
+from fedhh.integers import read_integer
 from fedhh.v1 import coordinator_pb2 as pb
 
 TOKENS = "tokens"
@@ -40,14 +41,15 @@ def user_range(text: str, num_users: int) -> range:
     """``START:END`` (END exclusive, either may be empty) or ``i/N``."""
     try:
         if "/" in text:
-            index, count = (int(x) for x in text.split("/"))
+            index, count = (read_integer(x) for x in text.split("/"))
             if not 0 <= index < count:
                 raise ValueError
             return shard_range(index, count, num_users)
         start_text, _, end_text = text.partition(":")
-        start = int(start_text) if start_text else 0
-        end = int(end_text) if end_text else num_users
-    except ValueError:
+        # (read as every integer option is, fedhh/integers.py: 1e3:2e3 too; before, int())
+        start = read_integer(start_text) if start_text else 0
+        end = read_integer(end_text) if end_text else num_users
+    except ValueError:  # (ConfigError too)
         raise ConfigError(f"--users must be START:END, i/N (shard i of N, 0 <= i < N) or "
                           f"tokens, got {text!r}") from None
     if not 0 <= start <= end <= num_users:

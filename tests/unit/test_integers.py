@@ -81,3 +81,17 @@ def test_a_long_refused_text_is_shown_shortened() -> None:
         read_integer("1" * 5000)  # (past int()'s 4,300 digits)
     assert str(refused.value) == ("must be an integer, got '11111111111111111111'... (5,000 "
                                   "characters)")
+
+
+def test_user_spans_read_their_ends_as_integers() -> None:
+    """`admin mint-tokens --users` and `device --users` read START:END as every integer
+    option does (before, int(): 1e3:2e3 was refused where --count 1e3 was taken)."""
+    from fedhh.cli.admin import user_span
+    from fedhh.rpc.device_users import user_range
+
+    assert user_span("1e3:2.0e3") == range(1000, 2000) == user_range("1e3:2.0e3", 5000)
+    for text in ("0:1.5", "0:inf", "0x1:2"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            user_span(text)
+        with pytest.raises(ConfigError, match="--users"):
+            user_range(text, 5000)

@@ -26,10 +26,13 @@ def test_user_specs() -> None:
     assert user_range("10:20", 100) == range(10, 20)
     assert user_range(":", 100) == range(100)
     assert user_range("1/2", 100) == range(50, 100)
+    # (read as every integer option is, fedhh/integers.py; before, int(): "invalid")
+    assert user_range("1e1:2.0e1", 100) == range(10, 20)
+    assert user_range("1/2.0", 100) == range(50, 100)
 
 
 @pytest.mark.parametrize("text", ["2/2", "-1/2", "a:b", "5:200", "20:10", "3/101", "1/0",
-                                  "random:5", "auto/4"])
+                                  "random:5", "auto/4", "0.5:2", "0:inf", "0x1:2"])
 def test_bad_user_specs_are_refused_by_name(text: str) -> None:
     with pytest.raises(ConfigError, match=r"--users|shards"):
         user_range(text, 100)
