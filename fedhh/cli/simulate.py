@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import unicodedata
 from collections.abc import Sequence
@@ -95,12 +96,27 @@ def run(args: argparse.Namespace) -> int:
         # output keeps the escapes, whatever its encoding.
         text = json.dumps(payload, indent=2, default=_jsonable,
                           ensure_ascii=args.json == options.STDOUT)
-        options.write_output("--json", args.json, text + "\n")
+        options.write_output("--json", args.json, terminal_safe_json(text) + "\n")
     if args.plot:
         write_plot(result, config, args.plot)
     if not args.quiet and args.json != options.STDOUT:  # (standard output holds the JSON)
         print_summary(payload, args.top, config.completion_blocker())
     return 0
+
+
+# What JSON writes raw with ensure_ascii=False, and a terminal acts on: the C1 controls (U+0085,
+# CSI U+009B: ESC's 8-bit forms, which xterm and others obey), U+2028 and U+2029, and the bidi
+# embeddings, overrides and isolates (U+202E reverses the rest of the line).
+_ACTED_ON = re.compile("[\x80-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe_json(text: str) -> str:
+    """``text``, JSON written with ensure_ascii=False, with each character a terminal acts on
+    (``_ACTED_ON``) as its ``\\uXXXX`` escape: the same JSON values, items exact, but ``cat
+    out.json`` sends no control to the terminal (before, an item's U+009B was written raw, as
+    ESC, a C0 control, never is: JSON escapes those). They occur in strings only, as the rest
+    of the text is JSON's ASCII."""
+    return _ACTED_ON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def warn_deadline(config: RunConfig, command: str, mode: Mode = Mode.SIMULATION) -> None:
