@@ -194,16 +194,20 @@ def test_runs_cannot_spend_a_device_twice_over(tmp_path: Path) -> None:
     from fedhh.rpc.run_config import to_proto
 
     data = short_dataset(tmp_path / "users.txt")
+    # 100 devices (their floor on n_min lowered to the runs' 75, as test_sharded_rounds'
+    # devices lower it): what is charged and refused does not depend on how many there are.
+    # The quiet spell that closes a check-in counts only once the pool holds the target, all
+    # 100 devices here: it has nobody left to wait for, so 0.2 s (the default, 1 s, twice).
     config = RunConfig(eps_agg=1.0, rounds=1, codec="5bit", max_bits=10, dim_limit=1 << 10,
-                       target_devices=200, min_devices=150, checkin_ms=120_000,
-                       stage_ms=20_000, max_attempts=3)
+                       target_devices=100, min_devices=75, checkin_ms=120_000,
+                       checkin_quiet_ms=200, stage_ms=20_000, max_attempts=3)
     # The third run's check-in can only wait in vain: a short window, one attempt.
     configs = [config, config, replace(config, checkin_ms=2_000, max_attempts=1)]
     with LocalTopology(tmp_path / "topology", env={"FEDHH_CACHE": str(tmp_path / "cache")}) \
             as topo:
         topo.start_aggregator()
         topo.start_coordinator(["--lifetime-eps", "2.5"])
-        topo.start_devices("devices", str(data), "0:200")
+        topo.start_devices("devices", str(data), "0:100", ["--min-cohort", "50"])
         topo.wait_for_devices()
         with admin(topo) as client:
             states = []
@@ -214,7 +218,7 @@ def test_runs_cannot_spend_a_device_twice_over(tmp_path: Path) -> None:
     assert [s for s, _ in states] == ["done", "done", "failed"], states
     # (before: "only 0 devices checked in", while the 200 devices polled all along)
     assert "checked in" in states[2][1]
-    assert ("200 enrolled devices have too little of their lifetime budget left for this "
+    assert ("100 enrolled devices have too little of their lifetime budget left for this "
             "run's (eps 1, delta 1e-06): each may spend eps 2.5") in states[2][1]
 
 
