@@ -197,16 +197,9 @@ async def _nothing(round_: Round) -> None:
 NO_HOOKS = RoundHooks(_nothing, lambda round_: None, lambda round_: None)
 
 
-def _deadline_ms(config: RoundConfig, stage: Stage) -> int:
-    d = config.deadlines
-    return {Stage.ADVERTISE_KEYS: d.advertise_keys, Stage.SHARE_KEYS: d.share_keys,
-            Stage.MASKED_INPUT: d.masked_input, Stage.CONSISTENCY_CHECK: d.consistency_check,
-            Stage.UNMASK: d.unmask}.get(stage, d.unmask)
-
-
 def stage_deadline_s(config: RoundConfig, stage: Stage) -> float:
     """The Unix time at which ``stage`` closes at the latest."""
-    return _deadline_ms(config, stage) / 1000
+    return config.deadlines.of(stage) / 1000
 
 
 def round_label(round_id: bytes) -> str:
@@ -403,7 +396,7 @@ class Round:
 
     def upload_deadline(self) -> float:
         """Seconds until the masked-input stage's deadline (uploads must finish by then)."""
-        return _deadline_ms(self.config, Stage.MASKED_INPUT) / 1000 - time.time()
+        return self.config.deadlines.of(Stage.MASKED_INPUT) / 1000 - time.time()
 
     # -- coordinator side -------------------------------------------------------------------------
 
@@ -478,7 +471,7 @@ class Round:
         ``quiet_close_tail`` of the expected devices answered)."""
         quiet = self.limits.quiet_close_s
         while not self._wake.is_set():
-            timeout = _deadline_ms(self.config, self.stage) / 1000 - time.time()
+            timeout = self.config.deadlines.of(self.stage) / 1000 - time.time()
             if timeout <= 0:
                 return
             # (Not UNMASK: it closes as soon as every secret can be rebuilt; before that, a
@@ -502,7 +495,7 @@ class Round:
                 return
             self._wake.clear()
             stage = self.server.stage
-            early = time.time() * 1000 < _deadline_ms(self.config, stage)
+            early = time.time() * 1000 < self.config.deadlines.of(stage)
             started = time.perf_counter()
             try:
                 requests = await asyncio.to_thread(self.server.close_stage)

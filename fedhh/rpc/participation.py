@@ -135,11 +135,7 @@ def not_ready(stage: Stage, status: int, abort_reason: str = "",
 
 def stage_deadline_s(device: SecAggDevice, stage: Stage) -> float:
     """Unix time at which ``stage`` closes by the device's signed round config."""
-    d = device.config.deadlines
-    ms = {Stage.ADVERTISE_KEYS: d.advertise_keys, Stage.SHARE_KEYS: d.share_keys,
-          Stage.MASKED_INPUT: d.masked_input, Stage.CONSISTENCY_CHECK: d.consistency_check
-          }.get(stage, d.unmask)
-    return ms / 1000
+    return device.config.deadlines.of(stage) / 1000
 
 
 class ComputeTurns:

@@ -86,6 +86,13 @@ class StageDeadlines:
         return (self.advertise_keys, self.share_keys, self.masked_input,
                 self.consistency_check, self.unmask)
 
+    def of(self, stage: int) -> int:
+        """The deadline (Unix ms) of ``stage``, a ``Stage``, whose value is its place in
+        :meth:`as_tuple`; the last stage's for ``Stage.DONE``. The one reading of a stage's
+        deadline: the devices' (``fedhh.rpc.participation``) and the aggregator's
+        (``fedhh_aggregator.rounds``; before, each kept a table of its own)."""
+        return self.as_tuple()[min(int(stage), 4)]
+
     def __post_init__(self) -> None:
         values = self.as_tuple()
         for name, value in zip(("advertise_keys", "share_keys", "masked_input",

@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.rpc.device_client import participate
 from fedhh.rpc.participation import ComputeTurns, ParticipationEnd, SessionResult, given_up
 from fedhh.secagg import AdvertiseKeys, Stage
+from fedhh.secagg.config import StageDeadlines
 from fedhh.v1 import aggregator_pb2 as pb
 
 SESSION = b"r/1/1"
@@ -36,8 +37,7 @@ class _Stub:
 def _device() -> SimpleNamespace:
     """A device whose round's stages all closed a minute ago (its process far behind)."""
     closed = int((time.time() - 60) * 1000)
-    deadlines = SimpleNamespace(advertise_keys=closed, share_keys=closed, masked_input=closed,
-                                consistency_check=closed, unmask=closed)
+    deadlines = StageDeadlines(closed, closed, closed, closed, closed)
     return SimpleNamespace(
         session_id=SESSION, device_id=1,
         config=SimpleNamespace(dimension=8, deadlines=deadlines, consistency_check=True),

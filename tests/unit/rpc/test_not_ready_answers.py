@@ -22,7 +22,7 @@ from fedhh.rpc.device_client import participate
 from fedhh.rpc.device_stream import participate_stream
 from fedhh.rpc.participation import ParticipationEnd, RetryPolicy, SessionResult, not_ready
 from fedhh.secagg import AdvertiseKeys, Stage
-from fedhh.secagg.config import Admission
+from fedhh.secagg.config import Admission, StageDeadlines
 from fedhh.v1 import aggregator_pb2 as pb
 
 SESSION = b"r/1/1"
@@ -47,8 +47,7 @@ def test_the_one_reading() -> None:
 def _device() -> Any:
     """A device whose stages are open for a minute; its keys are all it computes here."""
     until = int((time.time() + 60) * 1000)
-    deadlines = SimpleNamespace(advertise_keys=until, share_keys=until, masked_input=until,
-                                consistency_check=until, unmask=until)
+    deadlines = StageDeadlines(until, until, until, until, until)
     return SimpleNamespace(
         session_id=SESSION, device_id=1,
         config=SimpleNamespace(dimension=8, deadlines=deadlines, consistency_check=False),
