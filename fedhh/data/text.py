@@ -68,12 +68,26 @@ class Separators:
     (``warn``) and records it in the dataset's ``stats`` (``STATS_KEY``)."""
 
     STATS_KEY = "split_at_other_whitespace"
+    MARKS_KEY = "lines_beginning_with_byte_order_mark"
 
     def __init__(self) -> None:
         self.count = 0            # the lines (text) or strings (LEAF) that held any
         self.first = ""           # where the first was: "line 7", "user 'u3'"
         self.example = ""         # its piece between plain spaces that held one
         self.characters: set[str] = set()
+        self.marks = 0            # the lines after the first that begin with U+FEFF (text)
+        self.first_mark = ""      # the first of them, and its first item
+        self.marked = ""
+
+    def see_mark(self, line: str, where: str) -> None:
+        """Tally a line after the first that begins with U+FEFF (``where``): a byte-order
+        mark, as a file joined after another with ``cat`` brings, kept as part of the line's
+        first item (an item may begin with U+FEFF), which is then another item than the one
+        the file shows (``\\ufeffword``, not ``word``): said (``warn_marks``), not dropped."""
+        self.marks += 1
+        if not self.first_mark:
+            self.first_mark = where
+            self.marked = line.split()[0] if line.split() else line
 
     def see(self, text: str, where: str) -> None:
         """Tally ``text`` (one line, one string) found at ``where``."""
@@ -87,15 +101,29 @@ class Separators:
                                 if _OTHER_SPACE.search(piece))
 
     def stats(self) -> dict[str, object]:
-        """The dataset's ``stats`` entry, ``{}`` when nothing was split so."""
-        if not self.count:
-            return {}
-        return {self.STATS_KEY: {"count": self.count, "first": self.first,
-                                 "example": self.example,
-                                 "characters": [_named(c) for c in sorted(self.characters)]}}
+        """The dataset's ``stats`` entries, ``{}`` when nothing was split so and no line
+        after the first began with a byte-order mark."""
+        stats: dict[str, object] = {}
+        if self.count:
+            stats[self.STATS_KEY] = {
+                "count": self.count, "first": self.first, "example": self.example,
+                "characters": [_named(c) for c in sorted(self.characters)]}
+        if self.marks:
+            stats[self.MARKS_KEY] = {"count": self.marks, "first": self.first_mark,
+                                     "item": self.marked}
+        return stats
 
     def warn(self, source: Path, kind: str, unit: str) -> None:
-        """One warning for the whole import (none when nothing was split so)."""
+        """One warning for the whole import (none when nothing was split so), and one for the
+        lines that began with a byte-order mark, if any."""
+        if self.marks:
+            logger.warning(
+                "%s: %d line%s after the first begin%s with a byte-order mark (U+FEFF), as a "
+                "file joined after another (cat) brings at its start (the first, %s: its item "
+                "%r); it is kept as part of the item, another item than the one without it: "
+                "remove it if it is a joined file's", source.name, self.marks,
+                "" if self.marks == 1 else "s", "s" if self.marks == 1 else "",
+                self.first_mark, _cut(self.marked))
         if not self.count:
             return
         pieces = self.example.split()
@@ -213,6 +241,8 @@ def iter_text_users(
                     "name the file .jsonl, or import it with --format jsonl")
         if separators is not None:
             separators.see(line, f"line {number}")
+            if number > 1 and line.startswith("\ufeff"):
+                separators.see_mark(line, f"line {number}")
         yield Counter(line.lower().split() if lowercase else line.split())
 
 

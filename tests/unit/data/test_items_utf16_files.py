@@ -7,6 +7,7 @@ hold NUL in their items are read as before."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,23 @@ def test_json_lines_joined_with_their_byte_order_marks(tmp_path: Path) -> None:
     source = tmp_path / "users.jsonl"
     source.write_bytes(b'\xef\xbb\xbf["a"]\n\xef\xbb\xbf["b", "\\ufeffc"]\n')
     assert set(_import("jsonl", source, tmp_path / "ds")) == {"a", "b", "\ufeffc"}
+
+
+def test_text_lines_joined_with_their_byte_order_marks_are_said(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # (`cat a.txt b.txt`, each saved with a mark: the second's begins line 2, where it is
+    # kept, as an item may begin with U+FEFF (fedhh's own write_text writes such lines), so
+    # its first item is another than the file shows; before, nothing said so)
+    source = tmp_path / "users.txt"
+    source.write_bytes(b"\xef\xbb\xbfa b\n\xef\xbb\xbfa c\nd\n\xef\xbb\xbfe\n")
+    with caplog.at_level("WARNING", logger="fedhh.data.text"):
+        root = import_text(source, tmp_path / "ds")
+    assert set(load_dataset(root).vocabulary) == {"a", "b", "\ufeffa", "c", "d", "\ufeffe"}
+    said = [r.getMessage() for r in caplog.records if "byte-order mark" in r.getMessage()]
+    assert said == ["users.txt: 2 lines after the first begin with a byte-order mark (U+FEFF), "
+                    "as a file joined after another (cat) brings at its start (the first, "
+                    "line 2: its item '\\ufeffa'); it is kept as part of the item, another item "
+                    "than the one without it: remove it if it is a joined file's"]
+    stats = json.loads((root / "meta.json").read_text(encoding="utf-8"))["stats"]
+    assert stats["lines_beginning_with_byte_order_mark"] == {
+        "count": 2, "first": "line 2", "item": "\ufeffa"}
