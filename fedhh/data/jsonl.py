@@ -64,7 +64,7 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
     except ValueError as error:  # (json.JSONDecodeError too)
         if (isinstance(error, json.JSONDecodeError) and error.msg.startswith("Invalid control")
                 and error.pos < len(line)):
-            raise DatasetError(f"{where}: not JSON: {_raw_control(line[error.pos])} inside a "
+            raise DatasetError(f"{where}: not JSON: {raw_control(line[error.pos])} inside a "
                                f"string (column {error.colno}); JSON holds a control character "
                                "only escaped, as json.dumps writes it (\\t, \\u0000)") from None
         detail = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
@@ -109,7 +109,7 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
                        "items (a repeated item counts again) or an object of item counts")
 
 
-def _raw_control(char: str) -> str:
+def raw_control(char: str) -> str:
     """A control character JSON holds only escaped, named for a message: ``a raw tab
     (\\x09)``, ``a raw control character (\\x00)`` (before, the line's error was "Invalid
     control character at (column 4)", naming neither the character nor the fix, with advice

@@ -78,6 +78,14 @@ def read_leaf_file(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as error:
         raise DatasetError(f"{path}: not UTF-8 at byte {error.start + 1}") from None
     except json.JSONDecodeError as error:
+        if error.msg.startswith("Invalid control") and error.pos < len(text):
+            # (before, "invalid JSON (Invalid control character at)", naming no character)
+            from fedhh.data.jsonl import raw_control
+
+            raise DatasetError(
+                f"{path}: line {error.lineno} column {error.colno}: invalid JSON: "
+                f"{raw_control(text[error.pos])} inside a string; JSON holds a control "
+                "character only escaped, as json.dumps writes it (\\t, \\u0000)") from None
         raise DatasetError(
             f"{path}: line {error.lineno} column {error.colno}: invalid JSON ({error.msg})"
             + (_JSON_LINES if error.msg == "Extra data" and _json_lines(text) else "")

@@ -15,6 +15,7 @@ import pytest
 
 from fedhh.data.dataset import from_user_counts, load_dataset, save_dataset
 from fedhh.data.jsonl import import_jsonl
+from fedhh.data.leaf import import_leaf
 from fedhh.data.text import import_text
 from fedhh.errors import DatasetError
 
@@ -63,3 +64,17 @@ def test_vocabulary_not_utf8_names_its_line(tmp_path: Path) -> None:
     with pytest.raises(DatasetError) as caught:
         load_dataset(root)
     assert str(caught.value) == f"{vocab}: line 3: not UTF-8 (byte 2 of the line: b'\\xed')"
+
+
+def test_raw_control_in_a_leaf_file_is_named(tmp_path: Path) -> None:
+    # (before: "invalid JSON (Invalid control character at)")
+    source = tmp_path / "leaf.json"
+    source.write_text('{"users": ["u"], "user_data": {"u": {"x": ["a\x1bb"], "y": [0]}}}',
+                      encoding="utf-8")
+    with pytest.raises(DatasetError) as caught:
+        import_leaf(source, tmp_path / "ds")
+    assert str(caught.value) == (
+        f"{source}: line 1 column 46: invalid JSON: a raw control character (\\x1b) inside a "
+        "string; JSON holds a control character only escaped, as json.dumps writes it (\\t, "
+        "\\u0000)")
+    assert not (tmp_path / "ds").exists()
