@@ -217,9 +217,21 @@ def _json_item_list(source: Path, raw: bytes) -> list[str]:
     that is not an item (`fedhh.data.dataset.item_defect`: not a string, empty, a line
     break) is a DatasetError naming its position. Repeated items are kept once."""
     try:
-        value = json.loads(raw.removeprefix(codecs.BOM_UTF8).decode("utf-8"))
+        text = raw.removeprefix(codecs.BOM_UTF8).decode("utf-8")
+        value = json.loads(text)
     except UnicodeDecodeError as error:
         raise DatasetError(f"{source}: not UTF-8 (byte {error.start + 1})") from None
+    except json.JSONDecodeError as error:
+        if not (error.msg.startswith("Invalid control") and error.pos < len(text)):
+            raise DatasetError(f"{source}: not JSON ({error}); a .json item list is one JSON "
+                               'array of strings: ["new york", " new york"]') from None
+        # (before, "Invalid control character at", naming no character)
+        from fedhh.data.jsonl import raw_control
+
+        raise DatasetError(
+            f"{source}: line {error.lineno} column {error.colno}: not JSON: "
+            f"{raw_control(text[error.pos])} inside a string; JSON holds a control character "
+            "only escaped, as json.dumps writes it (\\t, \\u0000)") from None
     except (ValueError, RecursionError) as error:
         raise DatasetError(f"{source}: not JSON ({error}); a .json item list is one JSON "
                            'array of strings: ["new york", " new york"]') from None

@@ -17,6 +17,7 @@ from fedhh.data.dataset import from_user_counts, load_dataset, save_dataset
 from fedhh.data.jsonl import import_jsonl
 from fedhh.data.leaf import import_leaf
 from fedhh.data.text import import_text
+from fedhh.data.wordlists import load_item_list
 from fedhh.errors import DatasetError
 
 
@@ -78,3 +79,16 @@ def test_raw_control_in_a_leaf_file_is_named(tmp_path: Path) -> None:
         "string; JSON holds a control character only escaped, as json.dumps writes it (\\t, "
         "\\u0000)")
     assert not (tmp_path / "ds").exists()
+
+
+def test_raw_control_in_a_json_item_list_is_named(tmp_path: Path) -> None:
+    # (before: "not JSON (Invalid control character at: line 1 column 4 (char 3))")
+    listed = tmp_path / "deny.json"
+    listed.write_text('["ok",\n "a\tb"]', encoding="utf-8")
+    with pytest.raises(DatasetError) as caught:
+        load_item_list(listed)
+    assert str(caught.value) == (
+        f"{listed}: line 2 column 4: not JSON: a raw tab (\\x09) inside a string; JSON holds "
+        "a control character only escaped, as json.dumps writes it (\\t, \\u0000)")
+    listed.write_text('["ok",\n "a\\tb"]', encoding="utf-8")
+    assert load_item_list(listed) == ["ok", "a\tb"]
