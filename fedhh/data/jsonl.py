@@ -165,6 +165,14 @@ def iter_jsonl_users(
             lowered: Counter[str] = Counter()
             for item, count in user.items():
                 lowered[item.lower()] += count
+                if lowered[item.lower()] > MAX_COUNT:
+                    # (before, the builder's "an item count of 4294967296 exceeds 2^32 - 1",
+                    # naming neither the file nor the line nor the items)
+                    merged = [key for key in user if key.lower() == item.lower()]
+                    raise DatasetError(
+                        f"{source}: line {number}: --lowercase makes "
+                        f"{', '.join(map(_shown, merged))} one item, {_shown(item.lower())}, "
+                        f"whose count, their sum, is above {MAX_COUNT:,}")
             user = lowered
         yield user
 

@@ -92,3 +92,15 @@ def test_raw_control_in_a_json_item_list_is_named(tmp_path: Path) -> None:
         "a control character only escaped, as json.dumps writes it (\\t, \\u0000)")
     listed.write_text('["ok",\n "a\\tb"]', encoding="utf-8")
     assert load_item_list(listed) == ["ok", "a\tb"]
+
+
+def test_lowercase_merging_past_the_largest_count_names_the_line(tmp_path: Path) -> None:
+    # (before: "an item count of 4294967296 exceeds 2^32 - 1", from the builder)
+    source = tmp_path / "users.jsonl"
+    source.write_text('["b"]\n{"A": 4294967295, "b": 1, "a": 1}\n', encoding="utf-8")
+    with pytest.raises(DatasetError) as caught:
+        import_jsonl(source, tmp_path / "ds", lowercase=True)
+    assert str(caught.value) == (f"{source}: line 2: --lowercase makes 'A', 'a' one item, 'a', "
+                                 "whose count, their sum, is above 4,294,967,295")
+    assert not (tmp_path / "ds").exists()
+    assert load_dataset(import_jsonl(source, tmp_path / "kept")).num_users == 2  # (as written)
