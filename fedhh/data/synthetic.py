@@ -33,9 +33,11 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing
+import multiprocessing.pool
 import os
 import shutil
 import signal
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -359,15 +361,42 @@ def _set_tables(tables: Tables) -> None:
 def _init_worker(tables: Tables, mask: frozenset[int] | None) -> None:
     """A pool worker's start. Only there: this process's own handlers stay as they are."""
     _set_tables(tables)
-    # A forked worker inherits the CLI's SIGTERM-as-Ctrl-C (``fedhh.cli.main``); the pool ends
-    # its workers with SIGTERM, which must end them. Ctrl-C reaches every process of the
-    # terminal's group: the caller stops the pool (before, each worker printed the traceback of
-    # its own KeyboardInterrupt under "fedhh data: interrupted").
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # A forked worker inherits the CLI's handlers (``fedhh.cli.main``: SIGTERM as Ctrl-C).
+    # Ctrl-C, and SIGTERM to the process group (`kill -TERM -PGID`, systemd, `timeout`), reach
+    # every worker too: only the caller acts on them, and its pool kills the workers (`_Pool`).
+    # (Before, SIGTERM's default ended a worker, and one waiting for a task died holding the
+    # pool's task-queue lock: the caller's terminate waited for that lock for ever, 3 times in
+    # 39 group SIGTERMs as the workers started. Ctrl-C printed a KeyboardInterrupt traceback.)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # It was started with both blocked (`hold_signals`, in the caller): a SIGTERM sent since,
-    # held, ends it here.
+    # It was started with both blocked (`hold_signals`, in the caller); ignored now, a signal
+    # held meanwhile is dropped here.
     release_signals(mask)
+
+
+class _Pool(multiprocessing.pool.Pool):
+    """A pool whose terminate (on the way out of its ``with``, however it ends) kills its
+    workers: they ignore SIGTERM (`_init_worker`). It does so once it holds the task-queue lock
+    and has stopped replacing workers, as Pool's terminate does."""
+
+    @staticmethod
+    def Process(ctx: Any, *args: Any, **kwds: Any) -> Any:  # (Pool's name for it)
+        return _KILLED_BY_TERMINATE[ctx.get_start_method()](*args, **kwds)
+
+
+class _SpawnWorker(multiprocessing.context.SpawnProcess):
+    def terminate(self) -> None:
+        self.kill()
+
+
+_KILLED_BY_TERMINATE: dict[str, type[multiprocessing.process.BaseProcess]] = {
+    "spawn": _SpawnWorker}
+if sys.platform != "win32":
+    class _ForkWorker(multiprocessing.context.ForkProcess):
+        def terminate(self) -> None:
+            self.kill()
+
+    _KILLED_BY_TERMINATE["fork"] = _ForkWorker
 
 
 def _run_shard(job: tuple[int, int, int, str]) -> dict[str, Any]:
@@ -442,7 +471,7 @@ def generate_synthetic(
             # pool is bound, and the with terminates the pool.
             held = hold_signals()
             try:
-                pool = ctx.Pool(workers, initializer=_init_worker, initargs=(tables, held))
+                pool = _Pool(workers, _init_worker, (tables, held), context=ctx)
             except BaseException:
                 release_signals(held)
                 raise
