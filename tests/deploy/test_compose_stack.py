@@ -174,7 +174,11 @@ def stack(image: Image, tmp_path_factory: pytest.TempPathFactory) -> Iterator[St
         "FEDHH_IMAGE": image.tag, "FEDHH_TLS_DIR": root / "tls",
         "FEDHH_SECRETS_DIR": root / "secrets", "FEDHH_DEVICE_DATASET": "/datasets/users.txt",
         "FEDHH_AGGREGATOR_PUBLIC_HOST": PUBLIC_HOST,
-        "FEDHH_HEALTHCHECK_INTERVAL": "1s", "FEDHH_BIND_ADDRESS": "127.0.0.1",
+        # Every check is a `fedhh health` run inside the container (~0.3 s of CPU at load 2),
+        # one per interval after the last ended, for the stack's whole life: at 1 s, ~0.5 of a
+        # core for the aggregator, coordinator and selector together. 3 s: a third of that, for
+        # a service found healthy ~1 s later on average (the test waits five times).
+        "FEDHH_HEALTHCHECK_INTERVAL": "3s", "FEDHH_BIND_ADDRESS": "127.0.0.1",
         # The test runs spend eps_agg 64 (an explicit eps_local 8 among 200 devices).
         "FEDHH_LIFETIME_EPS": "1e9",
     }.items()) + "\n")
