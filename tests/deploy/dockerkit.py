@@ -242,9 +242,14 @@ class Project:
         return json.loads(out[out.index("{"):])
 
     def containers(self, service: str) -> list[str]:
-        ids = self.compose("ps", "-q", service).stdout.split()
-        names = [inspect(cid, "{{.Name}}").lstrip("/") for cid in ids]
-        return sorted(names)
+        """The names of the service's containers, running or not (what `compose ps -q SERVICE`
+        lists), from the labels compose gives them: one `docker ps` (~0.01 s) rather than a
+        compose CLI process and an inspect per container (compose v1, ~0.5 s of CPU and ~1 s
+        at load 5 each time: the waits for health polled it)."""
+        return sorted(run(["docker", "ps", "--all", "--format", "{{.Names}}",
+                           "--filter", f"label=com.docker.compose.project={self.name}",
+                           "--filter", f"label=com.docker.compose.service={service}",
+                           "--filter", "label=com.docker.compose.oneoff=False"]).stdout.split())
 
     def logs(self) -> str:
         return self.compose("logs", "--no-color", "--tail=60", check=False).stdout
