@@ -82,7 +82,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConfigError
-from fedhh.input_files import LIST_FILE_BYTES, read_whole
+from fedhh.input_files import LIST_FILE_BYTES, read_whole, utf16_problem
 
 FORMAT = "fedhh-codebook"
 VERSION = 1          # byte codebooks
@@ -501,8 +501,6 @@ def codec_spec(value: str) -> str:
         raw = read_whole(path, LIST_FILE_BYTES, "codebook file")
     except OSError as error:
         raise ConfigError(f"cannot read codebook file {path}: {error}") from None
-    from fedhh.data.text import utf16_problem
-
     if (problem := utf16_problem(raw)) is not None:
         raise ConfigError(f"codebook file {path}: {problem}; a codebook is UTF-8: save it so")
     try:

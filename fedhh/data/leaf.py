@@ -34,8 +34,9 @@ from typing import Any
 
 from fedhh.data.builder import DEFAULT_SHARD_ENTRIES
 from fedhh.data.progress import Meter
-from fedhh.data.text import Separators, import_users, utf16_problem
+from fedhh.data.text import Separators, import_users
 from fedhh.errors import DatasetError
+from fedhh.input_files import utf16_problem
 
 logger = logging.getLogger(__name__)
 

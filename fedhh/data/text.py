@@ -45,6 +45,7 @@ from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
 from fedhh.data.dataset import FederatedDataset, atomic_file
 from fedhh.data.progress import Meter
 from fedhh.errors import DatasetError
+from fedhh.input_files import UTF16_HEAD_BYTES, utf16_problem
 
 logger = logging.getLogger(__name__)
 
@@ -145,26 +146,6 @@ def _cut(text: str, limit: int = 60) -> str:
 
 def _named(char: str) -> str:
     return f"U+{ord(char):04X} {unicodedata.name(char, 'control')}"
-
-
-UTF16_HEAD_BYTES = 256  # (what `utf16_problem` reads: a UTF-8 file with so many NULs is none)
-
-
-def utf16_problem(head: bytes) -> str | None:
-    """Why a file that begins with ``head`` (its first bytes, a few hundred) is UTF-16, not
-    UTF-8, in words for an error; None when it is not: it starts with UTF-16's byte order mark
-    (FF FE, FE FF), or, without one, a NUL is every other byte, as UTF-16 writes ASCII
-    characters (a text file saved as Windows' "Unicode", or by PowerShell 5's ``>``: before,
-    its characters were read as items holding NUL, ``a\\x00``, and its JSON was "not JSON")."""
-    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return f"it is UTF-16 (it starts with the byte order mark {head[:2].hex(' ').upper()})"
-    head = head[:min(len(head), UTF16_HEAD_BYTES) // 2 * 2]  # (whole code units)
-    for order, chars, zeros in (("UTF-16LE", head[0::2], head[1::2]),
-                                ("UTF-16BE", head[1::2], head[0::2])):
-        if len(chars) >= 2 and not zeros.strip(b"\x00") and b"\x00" not in chars:
-            return (f"it looks {order} without a byte order mark (every other byte of its "
-                    "beginning is 0, as UTF-16 writes ASCII characters)")
-    return None
 
 
 def user_lines(source: Path, kind: str, meter: Meter | None,

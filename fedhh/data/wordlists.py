@@ -35,9 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from fedhh.data.dataset import atomic_file, item_defect
-from fedhh.data.text import utf16_problem
 from fedhh.errors import DatasetError
-from fedhh.input_files import LIST_FILE_BYTES, read_whole
+from fedhh.input_files import LIST_FILE_BYTES, read_whole, utf16_problem
 
 logger = logging.getLogger(__name__)
 
