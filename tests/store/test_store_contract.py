@@ -327,3 +327,14 @@ class TestPostgresStore(StoreContract):
         with pytest.raises(StoreUnavailable, match="the database failed"):
             store.run("r")
         assert store.run("r").state == "pending"
+
+    def test_a_connection_left_mid_command_is_replaced_at_the_next_call(
+        self, store: Store
+    ) -> None:
+        # (the state a backend terminated while a query was sent can leave: before, every
+        # later call failed with "another command is already in progress")
+        store.create_run("r", {}, 1.0, {}, {}, [])
+        store.db._conn.pgconn.send_query(b"SELECT 1")  # sent, its result never read
+        with pytest.raises(StoreUnavailable, match="the database failed"):
+            store.run("r")
+        assert store.run("r").state == "pending"

@@ -275,6 +275,7 @@ class PostgresDatabase:
 
     def _failed(self, error: psycopg.OperationalError) -> StoreUnavailable:
         if not isinstance(error, psycopg.errors.LockNotAvailable):
+            self._drop_if_unusable(error)
             return StoreUnavailable(f"the database failed: {_first_line(error)}")
         if self._lock_waiting:  # (a statement of a pause that found the lock held: it goes on)
             self._lock_pause_s = min(2 * self._lock_pause_s, LOCK_PAUSE_MAX_S) \
@@ -284,6 +285,20 @@ class PostgresDatabase:
             f"the database failed: {_first_line(error)} (another session holds a lock the "
             f"store needs; statements fail at once for {self._lock_pause_s:g} s unless it is "
             f"free)")
+
+    def _drop_if_unusable(self, error: psycopg.OperationalError) -> None:
+        """Close the connection when ``error`` leaves it unusable, so that the next call
+        reconnects: a client-side failure (no SQLSTATE), a connection exception (class 08), the
+        server's shutdown of the session (57P01-57P03), or a session left mid-command. A
+        backend terminated while a query was being sent could leave psycopg's connection
+        neither closed nor broken but busy: every later call failed with "another command is
+        already in progress" and the store never reconnected. A statement's own error (disk
+        full, a timeout) keeps the session, and with it the advisory lock."""
+        state = error.sqlstate or ""
+        busy = self._conn.info.transaction_status in (psycopg.pq.TransactionStatus.ACTIVE,
+                                                      psycopg.pq.TransactionStatus.UNKNOWN)
+        if not state or state.startswith("08") or state in ("57P01", "57P02", "57P03") or busy:
+            self._conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
