@@ -1,13 +1,15 @@
 """Files that are read whole (secrets, keys, certificates, token files, item lists,
 codebooks), read to a bound: a path that never ends (``/dev/zero``, a pipe left open) or a
 file that is not the one meant (a disk image given as a deny list) is one line naming it, not
-a process that reads until memory runs out; and a file saved as UTF-16 where UTF-8 is
+a process that reads until memory runs out; and a file saved as UTF-16 or UTF-32 where UTF-8 is
 meant, told apart by its first bytes."""
 
 from __future__ import annotations
 
 import codecs
 import os
+import sys
+import unicodedata
 
 from fedhh.errors import ConfigError
 
@@ -33,18 +35,35 @@ def _size(count: int) -> str:
     return f"{count // MIB} MiB" if count >= MIB else f"{count // KIB} KiB"
 
 
-UTF16_HEAD_BYTES = 256  # (what `utf16_problem` reads: a UTF-8 file with so many NULs is none)
+HEAD_BYTES = 256  # (what `wide_encoding_problem` reads: a UTF-8 file with so many NULs is none)
 
 
-def utf16_problem(head: bytes) -> str | None:
-    """Why a file that begins with ``head`` (its first bytes, a few hundred) is UTF-16, not
-    UTF-8, in words for an error; None when it is not: it starts with UTF-16's byte order mark
-    (FF FE, FE FF), or, without one, a NUL is every other byte, as UTF-16 writes ASCII
-    characters (a text file saved as Windows' "Unicode", or by PowerShell 5's ``>``: before,
-    its characters were read as items holding NUL, ``a\\x00``, and its JSON was "not JSON")."""
+def wide_encoding_problem(head: bytes) -> str | None:
+    """Why a file that begins with ``head`` (its first bytes, a few hundred) is UTF-16 or
+    UTF-32, not UTF-8, in words for an error; None when it is not.
+
+    UTF-32 starts with its byte order mark (FF FE 00 00, 00 00 FE FF) or, without one, is
+    four-byte units each an assigned character's code point (so UTF-16 with a control
+    character after each CJK one, units of plane 10's unassigned points, is not taken for it).
+    Before, it was not told apart: a text file's characters were read as items holding NULs
+    (``a\\x00\\x00\\x00``), and a file with the little-endian mark was called UTF-16,
+    whose mark begins it. UTF-16 starts with its mark (FF FE, FE FF) or, without one, has a
+    NUL every other byte, as it writes ASCII characters (a text file saved as Windows'
+    "Unicode", or by PowerShell 5's ``>``)."""
+    if head.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        return f"it is UTF-32 (it starts with the byte order mark {head[:4].hex(' ').upper()})"
     if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return f"it is UTF-16 (it starts with the byte order mark {head[:2].hex(' ').upper()})"
-    head = head[:min(len(head), UTF16_HEAD_BYTES) // 2 * 2]  # (whole code units)
+    head = head[:min(len(head), HEAD_BYTES)]
+    units = head[:len(head) // 4 * 4]  # (whole UTF-32 code units)
+    for order in ("little", "big"):
+        points = [int.from_bytes(units[i:i + 4], order) for i in range(0, len(units), 4)]
+        if len(points) >= 2 and all(0 < p <= sys.maxunicode
+                                    and unicodedata.category(chr(p)) not in ("Cn", "Cs")
+                                    for p in points):
+            return (f"it looks UTF-32{order[0].upper()}E without a byte order mark (its "
+                    "beginning is characters of four bytes each, as UTF-32 writes them)")
+    head = head[:len(head) // 2 * 2]  # (whole UTF-16 code units)
     for order, chars, zeros in (("UTF-16LE", head[0::2], head[1::2]),
                                 ("UTF-16BE", head[1::2], head[0::2])):
         if len(chars) >= 2 and not zeros.strip(b"\x00") and b"\x00" not in chars:

@@ -82,7 +82,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConfigError
-from fedhh.input_files import LIST_FILE_BYTES, read_whole, utf16_problem
+from fedhh.input_files import LIST_FILE_BYTES, read_whole, wide_encoding_problem
 
 FORMAT = "fedhh-codebook"
 VERSION = 1          # byte codebooks
@@ -501,7 +501,7 @@ def codec_spec(value: str) -> str:
         raw = read_whole(path, LIST_FILE_BYTES, "codebook file")
     except OSError as error:
         raise ConfigError(f"cannot read codebook file {path}: {error}") from None
-    if (problem := utf16_problem(raw)) is not None:
+    if (problem := wide_encoding_problem(raw)) is not None:
         raise ConfigError(f"codebook file {path}: {problem}; a codebook is UTF-8: save it so")
     try:
         # (a leading byte-order mark, as an editor saves one, dropped as the item and dataset

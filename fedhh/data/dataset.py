@@ -50,6 +50,7 @@ import numpy as np
 from fedhh.data.progress import Meter
 from fedhh.data.scratch import scratch_path, signals_held
 from fedhh.errors import DatasetError
+from fedhh.input_files import wide_encoding_problem
 
 FORMAT = "fedhh-dataset"
 VERSION = 2  # the newest version written and read (`VERSIONS`)
@@ -423,6 +424,10 @@ def _read_vocab(path: Path) -> tuple[str, ...]:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise DatasetError(f"{path} is missing") from None
+    # (a vocab.txt edited and saved as UTF-16 or UTF-32 is refused as the readers refuse
+    # such a dataset: before, one without a byte order mark read as items holding NULs)
+    if (problem := wide_encoding_problem(raw)) is not None:
+        raise DatasetError(f"{path}: {problem}; a dataset's vocab.txt is UTF-8: save it so")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -36,7 +36,7 @@ from fedhh.data.builder import DEFAULT_SHARD_ENTRIES
 from fedhh.data.progress import Meter
 from fedhh.data.text import Separators, import_users
 from fedhh.errors import DatasetError
-from fedhh.input_files import utf16_problem
+from fedhh.input_files import wide_encoding_problem
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def read_leaf_file(path: Path) -> dict[str, Any]:
         raw = path.read_bytes()
     except OSError as error:
         raise DatasetError(f"cannot read LEAF file {path}: {error.strerror}") from None
-    if (problem := utf16_problem(raw)) is not None:
+    if (problem := wide_encoding_problem(raw)) is not None:
         raise DatasetError(f"{path}: {problem}; a LEAF file is UTF-8: save it so")
     try:
         text = raw.decode("utf-8-sig")  # (a BOM, as the text reader allows)

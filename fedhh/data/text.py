@@ -45,7 +45,7 @@ from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
 from fedhh.data.dataset import FederatedDataset, atomic_file
 from fedhh.data.progress import Meter
 from fedhh.errors import DatasetError
-from fedhh.input_files import UTF16_HEAD_BYTES, utf16_problem
+from fedhh.input_files import HEAD_BYTES, wide_encoding_problem
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def user_lines(source: Path, kind: str, meter: Meter | None,
         raise DatasetError(f"cannot read {kind} dataset {source}: {error.strerror}") from None
     try:
         # (the file's beginning, unread: peek, so that a pipe works as before)
-        if (problem := utf16_problem(handle.peek(UTF16_HEAD_BYTES))) is not None:
+        if (problem := wide_encoding_problem(handle.peek(HEAD_BYTES))) is not None:
             raise DatasetError(f"{source}: {problem}; a {kind} dataset is UTF-8: save it so")
         number = 0
         while raw := handle.readline(MAX_LINE_BYTES + 1):

@@ -36,7 +36,7 @@ import numpy as np
 
 from fedhh.data.dataset import atomic_file, item_defect
 from fedhh.errors import DatasetError
-from fedhh.input_files import LIST_FILE_BYTES, read_whole, utf16_problem
+from fedhh.input_files import LIST_FILE_BYTES, read_whole, wide_encoding_problem
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
         raw = read_whole(source, LIST_FILE_BYTES, "item list")
     except OSError as error:
         raise DatasetError(f"cannot read item list {source}: {error.strerror}") from None
-    if (problem := utf16_problem(raw)) is not None:
+    if (problem := wide_encoding_problem(raw)) is not None:
         raise DatasetError(f"{source}: {problem}; an item list is UTF-8: save it so")
     if source.suffix.lower() == ".json":
         return _json_item_list(source, raw)

@@ -1,7 +1,8 @@
 """A codebook JSON file (``--codec book.json``) saved with a UTF-8 byte-order mark, as editors
 on Windows save one, is read as the item lists and datasets are, the mark dropped (before:
 "not valid JSON: Unexpected UTF-8 BOM (decode using utf-8-sig)"); one saved as UTF-16 is
-refused saying so, and bytes that are not UTF-8 are named (before: Python's decoder's
+refused saying so, as is one saved as UTF-32 (before, called UTF-16 with the mark, and
+not UTF-8 without it), and bytes that are not UTF-8 are named (before: Python's decoder's
 words)."""
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ def test_a_byte_order_mark_is_dropped(tmp_path: Path) -> None:
     (BOOK.encode("utf-16"), "it is UTF-16 (it starts with the byte order mark FF FE); a "
                             "codebook is UTF-8: save it so"),
     (BOOK.encode("utf-16-le"), "it looks UTF-16LE without a byte order mark"),
+    (BOOK.encode("utf-32"), "it is UTF-32 (it starts with the byte order mark FF FE 00 00); "
+                            "a codebook is UTF-8: save it so"),
+    (BOOK.encode("utf-32-be"), "it looks UTF-32BE without a byte order mark"),
     (b'{"name": "x\xff"}', "not UTF-8 (byte 12: b'\\xff')"),
 ])
 def test_other_encodings_are_refused_saying_so(tmp_path: Path, data: bytes, said: str) -> None:

@@ -2,11 +2,15 @@
 every reader of items: text, JSON lines, LEAF and item lists, with a byte order mark or
 without one. Before, without the mark, a text file's characters were read as items holding NUL
 (``a\\x00``), an item list's as deny-list items that match nothing, and JSON lines were "not
-JSON"; an item list or LEAF file with the mark was "not UTF-8 (byte 0 ...)". UTF-8 files that
-hold NUL in their items are read as before."""
+JSON"; an item list or LEAF file with the mark was "not UTF-8 (byte 0 ...)". UTF-32, with its mark
+or without, is refused the same way by them and by a dataset folder's vocab.txt (before, a
+text file's characters were read as items holding three NULs, and one with the little-endian
+mark, FF FE 00 00, was called UTF-16). UTF-8 files that hold NUL in their items are read as
+before."""
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 
@@ -39,16 +43,53 @@ def _import(kind: str, source: Path, out: Path) -> list[str]:
     ("utf-16", "it is UTF-16 (it starts with the byte order mark FF FE)"),
     ("utf-16-le", "it looks UTF-16LE without a byte order mark"),
     ("utf-16-be", "it looks UTF-16BE without a byte order mark"),
+    ("utf-32", "it is UTF-32 (it starts with the byte order mark FF FE 00 00)"),
+    ("utf-32-be-marked", "it is UTF-32 (it starts with the byte order mark 00 00 FE FF)"),
+    ("utf-32-le", "it looks UTF-32LE without a byte order mark"),
+    ("utf-32-be", "it looks UTF-32BE without a byte order mark"),
 ])
-def test_utf16_files_are_refused_saying_so(tmp_path: Path, kind: str, text: str,
-                                           encoding: str, said: str) -> None:
+def test_wide_encodings_are_refused_saying_so(tmp_path: Path, kind: str, text: str,
+                                              encoding: str, said: str) -> None:
     source = tmp_path / f"users.{'txt' if kind == 'list' else kind}"
-    source.write_bytes(text.encode(encoding))
+    source.write_bytes(_encoded(text, encoding))
     with pytest.raises(DatasetError) as caught:
         _import(kind, source, tmp_path / "ds")
     assert str(caught.value).startswith(f"{source}: {said}"), caught.value
     assert "is UTF-8: save it so" in str(caught.value)
     assert not (tmp_path / "ds").exists()
+
+
+def _encoded(text: str, encoding: str) -> bytes:
+    if encoding == "utf-32-be-marked":  # (Python's "utf-32" writes the machine's order)
+        return codecs.BOM_UTF32_BE + text.encode("utf-32-be")
+    return text.encode(encoding)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32", "utf-32-le",
+                                      "utf-32-be"])
+def test_a_dataset_vocabulary_saved_wide_is_refused_saying_so(tmp_path: Path,
+                                                              encoding: str) -> None:
+    root = import_text(_written(tmp_path / "users.txt", "b a\nc\n"), tmp_path / "ds")
+    vocab = root / "vocab.txt"
+    vocab.write_bytes(vocab.read_text(encoding="utf-8").encode(encoding))
+    with pytest.raises(DatasetError) as caught:
+        load_dataset(root)
+    assert str(caught.value).startswith(f"{vocab}: it "), caught.value
+    assert "a dataset's vocab.txt is UTF-8: save it so" in str(caught.value)
+
+
+def test_utf32_is_told_from_utf16_holding_cjk(tmp_path: Path) -> None:
+    # (UTF-16 of a CJK character then a line end pairs into a plane-10 code point, unassigned:
+    # not UTF-32; it is read as the bytes it is, not UTF-8)
+    source = tmp_path / "users.txt"
+    source.write_bytes("中\n文\n".encode("utf-16-le"))
+    with pytest.raises(DatasetError, match="line 2: not UTF-8"):
+        import_text(source, tmp_path / "ds")
+
+
+def _written(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 @pytest.mark.parametrize(("kind", "text", "items"), [
