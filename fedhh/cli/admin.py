@@ -26,6 +26,7 @@ import contextlib
 import datetime
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -133,11 +134,29 @@ def add_causes(shown: dict[str, Any], results: Any, config: Any) -> None:
 
     width = from_proto(config).code_bits(Mode.NETWORK)
     last = max((r.round for r in results.rounds if r.state == "released"), default=0)
+    for entry, hitter in _rows(shown, results):
+        if hitter.truncated:
+            entry["cause"] = cut_cause(hitter.round, hitter.bits, width, last)
+
+
+def show_codes(shown: dict[str, Any], results: Any) -> None:
+    """Give each row of ``shown`` (``results``, a ``Results`` reply, as JSON) its whole code
+    as ``code``, the decimal string proto3's JSON writes a fixed64 as, read from its
+    ``code_bytes`` (the code's ceil(width / 8) big-endian bytes). The wire's fixed64 ``code``
+    holds a code of up to 64 bits and is 0 past them: before, once completion rounds made the
+    codes wider (576 bits with the default run config), every row showed ``"code": "0"``. A
+    row without ``code_bytes`` (a coordinator that sent none had codes of 64 bits at most)
+    keeps its ``code``."""
+    for entry, hitter in _rows(shown, results):
+        if hitter.code_bytes:
+            entry["code"] = str(int.from_bytes(hitter.code_bytes, "big"))
+
+
+def _rows(shown: dict[str, Any], results: Any) -> Iterator[tuple[dict[str, Any], Any]]:
+    """Each row of ``shown`` (``results`` as JSON) with the row of ``results`` it writes."""
     for key, rows in (("heavyHitters", results.heavy_hitters),
                       ("cutPrefixes", results.cut_prefixes)):
-        for entry, hitter in zip(shown.get(key, []), rows, strict=True):
-            if hitter.truncated:
-                entry["cause"] = cut_cause(hitter.round, hitter.bits, width, last)
+        yield from zip(shown.get(key, []), rows, strict=True)
 
 
 def run_trim_note(run: Any) -> str | None:
@@ -308,6 +327,8 @@ def run(args: argparse.Namespace) -> int:
     # Every field, zeros too: a round with "kept": 0 left the key out, so a script reading
     # it met a KeyError exactly when a round found nothing.
     shown = MessageToDict(reply, always_print_fields_with_no_presence=True)
+    if args.action == "results":
+        show_codes(shown, reply)
     if stored is not None:
         add_causes(shown, reply, stored)
     print(json.dumps(shown, indent=2))
