@@ -34,10 +34,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fedhh.data.builder import DEFAULT_SHARD_ENTRIES
 from fedhh.data.dataset import FederatedDataset, atomic_file, item_defect
 from fedhh.data.progress import Meter
-from fedhh.data.text import import_users, user_lines
+from fedhh.data.text import Importer, user_lines
 from fedhh.errors import DatasetError
 
 MAX_COUNT = (1 << 32) - 1  # (counts are stored as uint32 at most)
@@ -177,21 +176,7 @@ def iter_jsonl_users(
         yield user
 
 
-def import_jsonl(
-    path: str | os.PathLike[str],
-    target: str | os.PathLike[str],
-    *,
-    lowercase: bool = False,
-    name: str | None = None,
-    shard_entries: int = DEFAULT_SHARD_ENTRIES,
-    progress: bool = False,
-    require_items: bool = False,
-) -> Path:
-    """Convert a JSON-lines file into a dataset directory at ``target`` (atomically); the
-    arguments are `fedhh.data.text.import_text`'s."""
-    return import_users(iter_jsonl_users, "jsonl", "JSON-lines", path, target,
-                        lowercase=lowercase, name=name, shard_entries=shard_entries,
-                        progress=progress, require_items=require_items)
+import_jsonl = Importer(iter_jsonl_users, "jsonl", "JSON-lines")
 
 
 def write_jsonl(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:

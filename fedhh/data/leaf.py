@@ -32,9 +32,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from fedhh.data.builder import DEFAULT_SHARD_ENTRIES
 from fedhh.data.progress import Meter
-from fedhh.data.text import Separators, import_users
+from fedhh.data.text import Importer, Separators
 from fedhh.errors import DatasetError
 from fedhh.input_files import wide_encoding_problem
 
@@ -231,28 +230,12 @@ def _leaf_users(path: str | os.PathLike[str], lowercase: bool, drop_tokens: froz
         yield from merged.items()
 
 
-def import_leaf(
-    path: str | os.PathLike[str],
-    target: str | os.PathLike[str],
-    *,
-    lowercase: bool = False,
-    name: str | None = None,
-    shard_entries: int = DEFAULT_SHARD_ENTRIES,
-    progress: bool = False,
-    require_items: bool = False,
-) -> Path:
-    """Convert a LEAF JSON file or directory into a dataset directory at ``target``; with
-    ``progress``, meters count the files read and the shards written; ``require_items``: refuse
-    (DatasetError, ``target`` untouched) data in which no user holds an item."""
-    source = Path(path)
+def _leaf_counts(path: Path, *, lowercase: bool, meter: Meter,
+                 separators: Separators) -> Iterator[Counter[str]]:
+    for _user, counts in iter_leaf_users(path, lowercase=lowercase, meter=meter,
+                                         separators=separators):
+        yield counts
 
-    def users(path: Path, *, lowercase: bool, meter: Meter,
-              separators: Separators) -> Iterator[Counter[str]]:
-        for _user, counts in iter_leaf_users(path, lowercase=lowercase, meter=meter,
-                                             separators=separators):
-            yield counts
 
-    return import_users(users, "leaf", "LEAF", source, target, lowercase=lowercase, name=name,
-                        shard_entries=shard_entries, progress=progress,
-                        require_items=require_items, splits=True, unit="string",
-                        files=len(leaf_files(source)), source_kind="LEAF JSON")
+import_leaf = Importer(_leaf_counts, "leaf", "LEAF", splits=True, unit="string",
+                       source_kind="LEAF JSON", files=lambda source: len(leaf_files(source)))

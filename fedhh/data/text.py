@@ -38,6 +38,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -246,64 +247,65 @@ def _json_user(line: str) -> bool:
         isinstance(count, int) for count in value.values())
 
 
-def import_users(users: Callable[..., Iterator[Counter[str]]], fmt: str, kind: str,
-                 path: str | os.PathLike[str], target: str | os.PathLike[str], *,
-                 lowercase: bool, name: str | None, shard_entries: int, progress: bool,
-                 require_items: bool, splits: bool = False, unit: str = "line",
-                 files: int | None = None, source_kind: str | None = None) -> Path:
-    """``import_text``'s work for the format ``fmt`` (its ``--format``) whose reader is
-    ``users`` (``path``, ``lowercase``, ``meter``; ``separators`` when ``splits``: a format
-    that splits its ``unit``s, lines or strings, at whitespace), named ``kind`` in messages
-    and ``source_kind`` in the provenance (default "``kind`` file"). The meter counts the
-    bytes of a one-user-a-line file, or ``files`` files (LEAF's directory,
-    `fedhh.data.leaf`)."""
-    source = Path(path)
-    if files is None:
-        try:
-            size = source.stat().st_size
-        except OSError as error:
-            raise DatasetError(f"cannot read {kind} dataset {source}: {error.strerror}"
-                               ) from None
-        metered: dict[str, Any] = {"total": size, "unit": "B", "unit_scale": True}
-    else:
-        metered = {"total": files, "unit": "file"}
-    stats: dict[str, Any] = {"source_format": fmt, "lowercase": lowercase}
-    separators = Separators() if splits else None
-    extra = {} if separators is None else {"separators": separators}
+@dataclass(frozen=True)
+class Importer:
+    """A format's conversion into a dataset directory (``import_text``, ``import_jsonl``,
+    ``import_leaf``): one signature and one body for every format, so they cannot drift.
 
-    def read(meter: Meter) -> Iterator[Counter[str]]:
-        yield from users(source, lowercase=lowercase, meter=meter, **extra)
-        if separators is not None:  # (before the builder writes meta.json, after the last user)
-            stats.update(separators.stats())
+    ``users`` reads a file of format ``fmt`` (its ``--format``): ``path``, ``lowercase``,
+    ``meter``, and ``separators`` when ``splits`` (a format that splits its ``unit``s, lines
+    or strings, at whitespace). ``kind`` names the format in messages and ``source_kind`` in
+    the provenance (default "``kind`` file"). ``files`` counts the files a source is (LEAF's
+    directory, `fedhh.data.leaf`): the meter counts them, or else the bytes of a
+    one-user-a-line file."""
 
-    with Meter(progress, f"reading {source.name}", **metered) as meter:
-        built = build_dataset(
-            read(meter), target, name=name or source.stem,
-            provenance=f"imported from {source_kind or f'{kind} file'} {source.resolve()}"
-            + (" (lowercased)" if lowercase else ""),
-            stats=stats, shard_entries=shard_entries, progress=progress,
-            require_items=require_items)
-    if separators is not None:
-        separators.warn(source, kind, unit)
-    return built
+    users: Callable[..., Iterator[Counter[str]]]
+    fmt: str
+    kind: str
+    splits: bool = False
+    unit: str = "line"
+    source_kind: str | None = None
+    files: Callable[[Path], int] | None = None
+
+    def __call__(self, path: str | os.PathLike[str], target: str | os.PathLike[str], *,
+                 lowercase: bool = False, name: str | None = None,
+                 shard_entries: int = DEFAULT_SHARD_ENTRIES, progress: bool = False,
+                 require_items: bool = False) -> Path:
+        """Convert ``path`` into a dataset directory at ``target`` (atomically); with
+        ``progress``, meters count what is read and the shards written; ``require_items``:
+        refuse (DatasetError, ``target`` untouched) a source in which no user holds an item."""
+        source = Path(path)
+        if self.files is None:
+            try:
+                size = source.stat().st_size
+            except OSError as error:
+                raise DatasetError(f"cannot read {self.kind} dataset {source}: "
+                                   f"{error.strerror}") from None
+            metered: dict[str, Any] = {"total": size, "unit": "B", "unit_scale": True}
+        else:
+            metered = {"total": self.files(source), "unit": "file"}
+        stats: dict[str, Any] = {"source_format": self.fmt, "lowercase": lowercase}
+        separators = Separators() if self.splits else None
+        extra = {} if separators is None else {"separators": separators}
+
+        def read(meter: Meter) -> Iterator[Counter[str]]:
+            yield from self.users(source, lowercase=lowercase, meter=meter, **extra)
+            if separators is not None:  # (before the builder writes meta.json, after the last)
+                stats.update(separators.stats())
+
+        with Meter(progress, f"reading {source.name}", **metered) as meter:
+            built = build_dataset(
+                read(meter), target, name=name or source.stem,
+                provenance=f"imported from {self.source_kind or f'{self.kind} file'} "
+                f"{source.resolve()}" + (" (lowercased)" if lowercase else ""),
+                stats=stats, shard_entries=shard_entries, progress=progress,
+                require_items=require_items)
+        if separators is not None:
+            separators.warn(source, self.kind, self.unit)
+        return built
 
 
-def import_text(
-    path: str | os.PathLike[str],
-    target: str | os.PathLike[str],
-    *,
-    lowercase: bool = False,
-    name: str | None = None,
-    shard_entries: int = DEFAULT_SHARD_ENTRIES,
-    progress: bool = False,
-    require_items: bool = False,
-) -> Path:
-    """Convert a text-format file into a dataset directory at ``target`` (atomically); with
-    ``progress``, meters count the bytes read and the shards written; ``require_items``:
-    refuse (DatasetError, ``target`` untouched) a file in which no user holds an item."""
-    return import_users(iter_text_users, "text", "text", path, target, lowercase=lowercase,
-                        name=name, shard_entries=shard_entries, progress=progress,
-                        require_items=require_items, splits=True)
+import_text = Importer(iter_text_users, "text", "text", splits=True)
 
 
 def write_text(dataset: FederatedDataset, path: str | os.PathLike[str]) -> Path:
