@@ -35,6 +35,10 @@ from fedhh.config import DEFAULT_COMPLETION_ROUNDS, Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.integers import read_integer
 
+# The longest --ttl-hours, a year: the coordinator's MAX_TOKEN_TTL_S (fedhh_coordinator.service)
+# in hours. Before, --ttl-hours 1e306 was inf seconds, minted as a token that never expired.
+MAX_TTL_HOURS = 365 * 24
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("admin", help="operate the coordinator (start, inspect runs)",
@@ -72,8 +76,12 @@ def register(subparsers: Any) -> None:
     how_many.add_argument("--users", type=user_span, metavar="START:END",
                           help="one token for each dataset user START..END-1, written as "
                                "USER TOKEN lines (one device process's share)")
-    mint.add_argument("--ttl-hours", type=options.positive_float, default=None,
-                      help="tokens expire after this long (default: valid until used)")
+    mint.add_argument("--ttl-hours", default=None, type=options.number_in(
+                          lambda hours: 0 < hours <= MAX_TTL_HOURS,
+                          f"in (0, {MAX_TTL_HOURS:,}] (a year; leave it out for tokens valid "
+                          "until used)"),
+                      help=f"tokens expire after this long, at most {MAX_TTL_HOURS:,} "
+                           "(a year) (default: valid until used)")
     mint.add_argument("--label", default="", help="a note kept with the tokens")
     mint.add_argument("--out", required=True, metavar="PATH",
                       help="write the tokens here, one per line (mode 0600); not an existing "

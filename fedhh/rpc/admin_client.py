@@ -16,7 +16,7 @@ from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 
 FINAL = ("done", "failed", "cancelled")
 # The most tokens one MintEnrollmentTokens call may ask for (the coordinator's MAX_MINT).
-MINT_PER_CALL = 100_000
+MINT_PER_CALL = 50_000
 
 
 class AdminClient:

@@ -39,7 +39,15 @@ from fedhh_coordinator.store import RoundRow, Store, decoded
 MAX_WAIT_MS = 30 * 60_000
 RETRY_AFTER_MS = 1_000
 MAX_ATTESTATION_BYTES = 16 * 1024
-MAX_MINT = 100_000
+# The most tokens one MintEnrollmentTokens call mints. Its answer (66 bytes a token on the wire)
+# must fit the 4 MiB a gRPC client receives by default, 63,550 tokens: before, 100,000 made a
+# 6.6 MB answer that such a client refused (RESOURCE_EXHAUSTED) after the tokens were stored.
+# `fedhh admin mint-tokens` asks for more in several calls (fedhh.rpc.admin_client).
+MAX_MINT = 50_000
+# The longest lifetime a token is minted with, a year (ttl_s 0: valid until used). Before,
+# ttl_s inf or 1e308 passed as a lifetime, stored as an expiry of inf: a token that never
+# expired said to expire.
+MAX_TOKEN_TTL_S = 365 * 86_400
 
 
 def check_label(label: str) -> None:
@@ -168,8 +176,9 @@ class AdminService(pb_grpc.AdminServiceServicer):
         self._check(context)
         if not 1 <= request.count <= MAX_MINT:
             raise ConfigError(f"count must be in [1, {MAX_MINT}], got {request.count}")
-        if not request.ttl_s >= 0:
-            raise ConfigError(f"ttl_s must be >= 0 (0: valid until used), got {request.ttl_s}")
+        if not 0 <= request.ttl_s <= MAX_TOKEN_TTL_S:
+            raise ConfigError(f"ttl_s must be in [0, {MAX_TOKEN_TTL_S:,}] (a year; 0: valid "
+                              f"until used), got {request.ttl_s}")
         check_label(request.label)
         tokens = mint(self.store, request.count, request.ttl_s or None, request.label)
         return pb.MintEnrollmentTokensResponse(tokens=tokens)

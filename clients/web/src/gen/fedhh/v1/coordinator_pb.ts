@@ -436,14 +436,14 @@ export const EnrollmentSchema: GenMessage<Enrollment> = /*@__PURE__*/
  */
 export type MintEnrollmentTokensRequest = Message<"fedhh.v1.MintEnrollmentTokensRequest"> & {
   /**
-   * 1..100000
+   * 1..50000 (an answer within gRPC's default 4 MiB)
    *
    * @generated from field: uint32 count = 1;
    */
   count: number;
 
   /**
-   * 0: valid until used
+   * 0: valid until used; else seconds, at most 31536000 (a year)
    *
    * @generated from field: double ttl_s = 2;
    */

@@ -1,0 +1,121 @@
+"""MintEnrollmentTokens' bounds, served by the coordinator's own AdminService on a port from the
+OS to a client with gRPC's default options.
+
+Before: a call could ask for 100,000 tokens, a 6.6 MB answer that a client at gRPC's default
+4 MiB receive limit refused (RESOURCE_EXHAUSTED) after the coordinator had stored the tokens:
+the store changed, the answer was lost. And ttl_s inf or 1e308 was taken as a lifetime (an
+expiry of inf), as was `fedhh admin mint-tokens --ttl-hours 1e306` (inf seconds). Now a call
+mints at most MAX_MINT tokens, whose answer fits that limit, a lifetime is at most a year, and
+a refused call stores nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from fedhh.cli.admin import MAX_TTL_HOURS
+from fedhh.cli.main import main
+from fedhh.rpc import serving
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+from fedhh_coordinator.budgets import LifetimeBudget
+from fedhh_coordinator.service import MAX_MINT, MAX_TOKEN_TTL_S, AdminService
+from fedhh_coordinator.store import Store
+
+ADMIN_TOKEN = b"admin-token-of-the-test"
+METADATA = (("authorization", f"Bearer {ADMIN_TOKEN.decode()}"),)
+GRPC_DEFAULT_RECEIVE_BYTES = 4 * 1024 * 1024
+
+
+def _served(store: Store, calls: Callable[[Any], Any]) -> Any:
+    """``calls(stub)`` against an AdminService over ``store``, from a channel with gRPC's
+    default options (the receive limit of a client other than fedhh's own)."""
+    async def serve() -> Any:
+        admin = AdminService(store, None, ADMIN_TOKEN, LifetimeBudget())  # type: ignore[arg-type]
+        server = serving.new_server()
+        pb_grpc.add_AdminServiceServicer_to_server(admin, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                return await calls(pb_grpc.AdminServiceStub(channel))
+        finally:
+            await server.stop(None)
+
+    return asyncio.run(serve())
+
+
+def _mint(count: int, ttl_s: float = 0.0) -> Callable[[Any], Any]:
+    async def call(stub: Any) -> Any:
+        try:
+            return await stub.MintEnrollmentTokens(
+                pb.MintEnrollmentTokensRequest(count=count, ttl_s=ttl_s), metadata=METADATA,
+                timeout=60)
+        except grpc.aio.AioRpcError as error:
+            return error.code(), error.details()
+
+    return call
+
+
+def _unused(store: Store) -> int:
+    return store.enrollment().tokens_unused
+
+
+def test_the_most_tokens_a_call_mints_reach_a_client_with_grpcs_default_limit(
+        tmp_path: Path) -> None:
+    # (66 bytes a token: its 64 hex digits, their tag and length)
+    largest = pb.MintEnrollmentTokensResponse(tokens=["0" * 64] * MAX_MINT).ByteSize()
+    assert largest <= GRPC_DEFAULT_RECEIVE_BYTES, largest
+    store = Store(tmp_path / "c.sqlite")
+    answer = _served(store, _mint(MAX_MINT))
+    assert isinstance(answer, pb.MintEnrollmentTokensResponse), answer
+    assert len(set(answer.tokens)) == MAX_MINT == _unused(store)
+
+
+def test_more_tokens_than_a_call_mints_are_refused_before_any_is_stored(
+        tmp_path: Path) -> None:
+    store = Store(tmp_path / "c.sqlite")
+    code, details = _served(store, _mint(MAX_MINT + 1))
+    assert code is grpc.StatusCode.INVALID_ARGUMENT
+    assert details == f"count must be in [1, {MAX_MINT}], got {MAX_MINT + 1}"
+    assert _unused(store) == 0
+
+
+@pytest.mark.parametrize("ttl_s", [math.inf, 1e308, MAX_TOKEN_TTL_S + 1.0, math.nan, -1.0,
+                                   -math.inf])
+def test_a_lifetime_past_a_year_or_not_a_number_is_refused_and_mints_nothing(
+        tmp_path: Path, ttl_s: float) -> None:
+    store = Store(tmp_path / "c.sqlite")
+    code, details = _served(store, _mint(3, ttl_s))
+    assert code is grpc.StatusCode.INVALID_ARGUMENT
+    assert details == (f"ttl_s must be in [0, {MAX_TOKEN_TTL_S:,}] (a year; 0: valid until "
+                       f"used), got {ttl_s}")
+    assert _unused(store) == 0
+
+
+@pytest.mark.parametrize("ttl_s", [0.0, 1e-3, float(MAX_TOKEN_TTL_S)])
+def test_a_lifetime_up_to_a_year_is_minted(tmp_path: Path, ttl_s: float) -> None:
+    store = Store(tmp_path / "c.sqlite")
+    answer = _served(store, _mint(2, ttl_s))
+    assert len(answer.tokens) == 2
+
+
+@pytest.mark.parametrize("hours", ["1e306", "inf", "8761", "nan", "0", "-1"])
+def test_mint_tokens_refuses_a_ttl_past_a_year_before_it_connects(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], hours: str) -> None:
+    out = tmp_path / "t.tokens"
+    with pytest.raises(SystemExit) as exit_:
+        # (port 1 on loopback: nothing listens there, and the parse refuses first)
+        main(["admin", "--coordinator", "127.0.0.1:1", "mint-tokens", "--count", "1",
+              f"--ttl-hours={hours}", "--out", str(out)])
+    assert exit_.value.code == 2
+    assert (f"argument --ttl-hours: must be in (0, 8,760] (a year; leave it out for tokens "
+            f"valid until used), got {hours}") in capsys.readouterr().err
+    assert not out.exists()
+    assert MAX_TTL_HOURS * 3600 == MAX_TOKEN_TTL_S  # (the CLI's bound is the coordinator's)
