@@ -237,5 +237,9 @@ def _leaf_counts(path: Path, *, lowercase: bool, meter: Meter,
         yield counts
 
 
+def _leaf_file_count(source: Path) -> int:
+    return len(leaf_files(source))
+
+
 import_leaf = Importer(_leaf_counts, "leaf", "LEAF", splits=True, unit="string",
-                       source_kind="LEAF JSON", files=lambda source: len(leaf_files(source)))
+                       source_kind="LEAF JSON", files=_leaf_file_count)
