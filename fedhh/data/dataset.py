@@ -39,6 +39,8 @@ import os
 import re
 import secrets
 import shutil
+import zipfile
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -356,6 +358,20 @@ def atomic_file(target: Path, mode: str = "wb") -> Iterator[IO[Any]]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+#: What reading a damaged .npz raises: besides the OS's and numpy's errors, a truncated or
+#: bit-flipped file fails inside zipfile and zlib, and a flipped flag in its directory asks for
+#: a compression method zipfile lacks (NotImplementedError) or a password (RuntimeError).
+NPZ_UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error,
+                  NotImplementedError, RuntimeError)
+
+
+def read_npz(path: Path, names: Iterable[str]) -> dict[str, np.ndarray]:
+    """The arrays ``names`` of the .npz at ``path`` (a cache beside a dataset, a stored run),
+    read whole; one of ``NPZ_UNREADABLE`` when it cannot be read."""
+    with np.load(path, allow_pickle=False) as data:
+        return {name: data[name] for name in names}
 
 
 def load_dataset(path: str | os.PathLike[str], validate: bool = True,

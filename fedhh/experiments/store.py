@@ -14,15 +14,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import zipfile
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fedhh.data.dataset import atomic_file
+from fedhh.data.dataset import NPZ_UNREADABLE, atomic_file, read_npz
 from fedhh.errors import FedhhError
 from fedhh.experiments.studies import DECODE_TIMING, WARM_START_ALONE
 from fedhh.metrics import Truth
@@ -45,8 +43,6 @@ FIELDS: dict[str | None, dict[str, type | tuple[type, ...]]] = {
 METRICS: dict[str, type | tuple[type, ...]] = {
     "discovered": int, "true_positives": int, "false_positives": int,
     "false_positive_ratio": _NUMBER, "weighted": dict, "unweighted": dict}
-# Reading a damaged .npz fails inside zipfile and zlib, not only with OSError or ValueError.
-_UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error)
 
 
 @dataclass
@@ -104,7 +100,7 @@ class ResultStore:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
-        except _UNREADABLE as error:
+        except (OSError, ValueError) as error:  # (UnicodeDecodeError, JSONDecodeError)
             _warn_unreadable(meta_path, error)
             return None
         defect = record_defect(meta, key)
@@ -112,11 +108,10 @@ class ResultStore:
             _warn_unreadable(meta_path, defect)
             return None
         try:
-            with np.load(array_path, allow_pickle=False) as npz:
-                arrays = {name: npz[name] for name in self.ARRAYS}
+            arrays = read_npz(array_path, self.ARRAYS)
         except FileNotFoundError:
             return None
-        except _UNREADABLE as error:
+        except NPZ_UNREADABLE as error:
             _warn_unreadable(array_path, error)
             return None
         defect = arrays_defect(arrays)

@@ -17,7 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from fedhh.codec import Codec
-from fedhh.data.dataset import FederatedDataset, atomic_file, release_pages, user_chunks
+from fedhh.data.dataset import (
+    NPZ_UNREADABLE,
+    FederatedDataset,
+    atomic_file,
+    read_npz,
+    release_pages,
+    user_chunks,
+)
 from fedhh.data.progress import Meter
 from fedhh.data.truth import dataset_contents
 from fedhh.device import (
@@ -244,10 +251,10 @@ class _CodesCache:
         if self.path is None or not self.path.is_file():
             return None
         try:
-            with np.load(self.path, allow_pickle=False) as data:
-                codes, contents = data["codes"], str(data["contents"])
-        except (OSError, ValueError, KeyError):
+            arrays = read_npz(self.path, ("codes", "contents"))
+        except NPZ_UNREADABLE:  # (before, a damaged file's BadZipFile ended the run)
             return None
+        codes, contents = arrays["codes"], str(arrays["contents"])
         if contents != dataset_contents(self.dataset):
             return None
         return codes if codes.shape == (self.size,) and codes.dtype == self.dtype else None
