@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.cli import options
-from fedhh.config import DEFAULT_COMPLETION_ROUNDS, Mode, RunConfig
+from fedhh.config import DEFAULT_COMPLETION_ROUNDS, MAX_DEVICES, Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.integers import read_integer
 
@@ -70,7 +70,8 @@ def register(subparsers: Any) -> None:
     mint = actions.add_parser("mint-tokens", help="one-time enrollment tokens, one per device",
                               parents=[common])
     how_many = mint.add_mutually_exclusive_group(required=True)
-    how_many.add_argument("--count", type=options.positive_int,
+    how_many.add_argument("--count", type=options.integer_in(
+                              1, MAX_DEVICES, "tokens (fedhh's most devices)"),
                           help="how many tokens (one enrolls one device, once), line u for "
                                "dataset user u")
     how_many.add_argument("--users", type=user_span, metavar="START:END",
@@ -113,6 +114,10 @@ def user_span(text: str) -> range:
     if span is None or span.start < 0 or not span:
         raise argparse.ArgumentTypeError(f"expected START:END with 0 <= START < END, got "
                                          f"{text!r}")
+    users = span.stop - span.start  # (len() of a range past 2**63 raised OverflowError)
+    if users > MAX_DEVICES:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_DEVICES:,} users, one token "
+                                         f"each (fedhh's most devices), got {users:,}")
     return span
 
 

@@ -20,7 +20,7 @@ import grpc
 import pytest
 
 from fedhh.cli.admin import MAX_TTL_HOURS
-from fedhh.cli.main import main
+from fedhh.cli.main import build_parser, main
 from fedhh.rpc import serving
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
@@ -119,3 +119,32 @@ def test_mint_tokens_refuses_a_ttl_past_a_year_before_it_connects(
             f"valid until used), got {hours}") in capsys.readouterr().err
     assert not out.exists()
     assert MAX_TTL_HOURS * 3600 == MAX_TOKEN_TTL_S  # (the CLI's bound is the coordinator's)
+
+
+@pytest.mark.parametrize(("how_many", "refusal"), [
+    (["--count", "1e12"], "argument --count: must be at most 10,000,000 tokens (fedhh's most "
+                          "devices), got 1e12"),
+    (["--count", "10000001"], "argument --count: must be at most 10,000,000 tokens"),
+    # (before, len() of this range raised OverflowError: a traceback)
+    (["--users", "0:1e30"], "argument --users: must be at most 10,000,000 users, one token "
+                            "each (fedhh's most devices), got 1,000,000,000,000,000,000,000,000,"
+                            "000,000"),
+    (["--users", "5:10000006"], "argument --users: must be at most 10,000,000 users"),
+])
+def test_mint_tokens_asks_for_at_most_fedhhs_most_devices(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], how_many: list[str],
+        refusal: str) -> None:
+    """As `fedhh certs --device-tokens`: before, --count 1e12 asked the coordinator for 20
+    million calls' worth of tokens, each held in memory until the last came."""
+    out = tmp_path / "t.tokens"
+    with pytest.raises(SystemExit) as exit_:
+        main(["admin", "--coordinator", "127.0.0.1:1", "mint-tokens", *how_many, "--out",
+              str(out)])
+    assert exit_.value.code == 2
+    said = capsys.readouterr().err
+    assert refusal in said and "Traceback" not in said
+    assert not out.exists()
+    parser = build_parser("admin")
+    for most in (["--count", "1e7"], ["--users", "5:10000005"]):
+        args = parser.parse_args(["admin", "mint-tokens", *most, "--out", str(out)])
+        assert len(args.users if args.users is not None else range(args.count)) == 10**7
