@@ -1,4 +1,5 @@
-"""Shared helpers for the dataset tests: tiny datasets, file fingerprints, SIGTERM on cue."""
+"""Shared helpers for the dataset tests: tiny datasets, file fingerprints, refused imports,
+SIGTERM on cue."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from fedhh.data.dataset import FederatedDataset
+from fedhh.errors import DatasetError
 
 TINY_USERS: list[dict[str, int]] = [
     {"the": 3, "cat": 1, "sat": 1},
@@ -27,6 +31,18 @@ def fingerprint(root: Path) -> dict[str, str]:
         for p in sorted(root.rglob("*"))
         if p.is_file()
     }
+
+
+def import_refused(importer: Callable[..., Path], source: Path, text: str,
+                   **options: Any) -> str:
+    """The message of the DatasetError ``importer`` (import_jsonl, import_text, ...) raises for
+    ``source`` holding ``text``, having written no dataset (its target, ``ds`` beside it)."""
+    source.write_text(text, encoding="utf-8")
+    target = source.parent / "ds"
+    with pytest.raises(DatasetError) as caught:
+        importer(source, target, **options)
+    assert not target.exists()
+    return str(caught.value)
 
 
 def as_dicts(ds: FederatedDataset) -> list[dict[str, int]]:

@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
+from _data_helpers import import_refused
 
 from fedhh.data.jsonl import import_jsonl
 from fedhh.data.leaf import import_leaf
-from fedhh.errors import DatasetError
 
 USERS = [["new york", "café"], ["東京"], {"a": 2}]
 BY_NAME = {"alice": ["new york", "café"], "bob": ["東京"]}
@@ -30,13 +30,9 @@ ONE_A_LINE = "one json.dumps(user) a line"
 ])
 def test_every_user_in_one_value_as_jsonl(tmp_path: Path, text: str) -> None:
     source = tmp_path / "users.jsonl"
-    source.write_text(text, encoding="utf-8")
-    with pytest.raises(DatasetError) as caught:
-        import_jsonl(source, tmp_path / "ds")
-    message = str(caught.value)
+    message = import_refused(import_jsonl, source, text)
     assert message.startswith(f"{source}: line 1: ") and ONE_A_LINE in message, message
     assert "(column 1)" not in message  # (the line's "\n", where a value was wanting)
-    assert not (tmp_path / "ds").exists()
 
 
 @pytest.mark.parametrize(("line", "said"), [
@@ -47,11 +43,9 @@ def test_every_user_in_one_value_as_jsonl(tmp_path: Path, text: str) -> None:
 ])
 def test_a_line_cut_short_says_so(tmp_path: Path, line: str, said: str) -> None:
     source = tmp_path / "users.jsonl"
-    source.write_text(f'["x"]\n{line}\n', encoding="utf-8")
-    with pytest.raises(DatasetError) as caught:
-        import_jsonl(source, tmp_path / "ds")
-    assert str(caught.value).startswith(f"{source}: line 2: not JSON: "), caught.value
-    assert said in str(caught.value), caught.value
+    message = import_refused(import_jsonl, source, f'["x"]\n{line}\n')
+    assert message.startswith(f"{source}: line 2: not JSON: "), message
+    assert said in message, message
 
 
 @pytest.mark.parametrize(("value", "shape"), [
@@ -61,14 +55,10 @@ def test_a_line_cut_short_says_so(tmp_path: Path, line: str, said: str) -> None:
 @pytest.mark.parametrize("indent", [None, 2])
 def test_every_user_in_one_value_as_json(tmp_path: Path, value: object, shape: str,
                                          indent: int | None) -> None:
-    source = tmp_path / "users.json"
-    source.write_text(json.dumps(value, indent=indent), encoding="utf-8")
-    with pytest.raises(DatasetError) as caught:
-        import_leaf(source, tmp_path / "ds")
-    message = str(caught.value)
+    message = import_refused(import_leaf, tmp_path / "users.json",
+                             json.dumps(value, indent=indent))
     assert shape in message and ONE_A_LINE in message, message
     assert "name it .jsonl" not in message  # (renamed, it would fail as above)
-    assert not (tmp_path / "ds").exists()
 
 
 def test_the_advice_reads_the_file(tmp_path: Path) -> None:
@@ -89,10 +79,9 @@ def test_the_advice_reads_the_file(tmp_path: Path) -> None:
 ])
 def test_other_lines_keep_their_errors(tmp_path: Path, text: str, error: str | None) -> None:
     source = tmp_path / "users.jsonl"
-    source.write_text(text, encoding="utf-8")
     if error is None:
+        source.write_text(text, encoding="utf-8")
         import_jsonl(source, tmp_path / "ds")
         return
-    with pytest.raises(DatasetError) as caught:
-        import_jsonl(source, tmp_path / "ds")
-    assert error in str(caught.value) and ONE_A_LINE not in str(caught.value), caught.value
+    message = import_refused(import_jsonl, source, text)
+    assert error in message and ONE_A_LINE not in message, message

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _data_helpers import import_refused
 
 from fedhh.data.dataset import from_user_counts, load_dataset, save_dataset
 from fedhh.data.jsonl import import_jsonl
@@ -29,15 +30,11 @@ from fedhh.errors import DatasetError
 ])
 def test_raw_control_in_a_string_is_named(tmp_path: Path, raw: str, named: str) -> None:
     source = tmp_path / "users.jsonl"
-    source.write_text(f'["ok"]\n["a{raw}b", "c"]\n', encoding="utf-8")
-    with pytest.raises(DatasetError) as caught:
-        import_jsonl(source, tmp_path / "ds")
-    message = str(caught.value)
+    message = import_refused(import_jsonl, source, f'["ok"]\n["a{raw}b", "c"]\n')
     assert message.startswith(f"{source}: line 2: not JSON: {named} inside a string "
                               "(column 4); "), message
     assert "json.dumps" in message and "one JSON array" not in message
     assert raw not in message  # (the message itself holds no raw control character)
-    assert not (tmp_path / "ds").exists()
 
 
 def test_escaped_controls_are_items(tmp_path: Path) -> None:
@@ -48,11 +45,8 @@ def test_escaped_controls_are_items(tmp_path: Path) -> None:
 
 
 def test_json_lines_with_a_raw_tab_given_as_text_are_refused(tmp_path: Path) -> None:
-    source = tmp_path / "users.txt"
-    source.write_text('["a\tb", "c"]\n["d"]\n', encoding="utf-8")
-    with pytest.raises(DatasetError, match="line 1 is a JSON user"):
-        import_text(source, tmp_path / "ds")
-    assert not (tmp_path / "ds").exists()
+    message = import_refused(import_text, tmp_path / "users.txt", '["a\tb", "c"]\n["d"]\n')
+    assert "line 1 is a JSON user" in message
 
 
 def test_vocabulary_not_utf8_names_its_line(tmp_path: Path) -> None:
@@ -70,15 +64,12 @@ def test_vocabulary_not_utf8_names_its_line(tmp_path: Path) -> None:
 def test_raw_control_in_a_leaf_file_is_named(tmp_path: Path) -> None:
     # (before: "invalid JSON (Invalid control character at)")
     source = tmp_path / "leaf.json"
-    source.write_text('{"users": ["u"], "user_data": {"u": {"x": ["a\x1bb"], "y": [0]}}}',
-                      encoding="utf-8")
-    with pytest.raises(DatasetError) as caught:
-        import_leaf(source, tmp_path / "ds")
-    assert str(caught.value) == (
+    message = import_refused(
+        import_leaf, source, '{"users": ["u"], "user_data": {"u": {"x": ["a\x1bb"], "y": [0]}}}')
+    assert message == (
         f"{source}: line 1 column 46: invalid JSON: a raw control character (\\x1b) inside a "
         "string; JSON holds a control character only escaped, as json.dumps writes it (\\t, "
         "\\u0000)")
-    assert not (tmp_path / "ds").exists()
 
 
 def test_raw_control_in_a_json_item_list_is_named(tmp_path: Path) -> None:
@@ -97,10 +88,8 @@ def test_raw_control_in_a_json_item_list_is_named(tmp_path: Path) -> None:
 def test_lowercase_merging_past_the_largest_count_names_the_line(tmp_path: Path) -> None:
     # (before: "an item count of 4294967296 exceeds 2^32 - 1", from the builder)
     source = tmp_path / "users.jsonl"
-    source.write_text('["b"]\n{"A": 4294967295, "b": 1, "a": 1}\n', encoding="utf-8")
-    with pytest.raises(DatasetError) as caught:
-        import_jsonl(source, tmp_path / "ds", lowercase=True)
-    assert str(caught.value) == (f"{source}: line 2: --lowercase makes 'A', 'a' one item, 'a', "
-                                 "whose count, their sum, is above 4,294,967,295")
-    assert not (tmp_path / "ds").exists()
+    message = import_refused(import_jsonl, source, '["b"]\n{"A": 4294967295, "b": 1, "a": 1}\n',
+                             lowercase=True)
+    assert message == (f"{source}: line 2: --lowercase makes 'A', 'a' one item, 'a', "
+                       "whose count, their sum, is above 4,294,967,295")
     assert load_dataset(import_jsonl(source, tmp_path / "kept")).num_users == 2  # (as written)
