@@ -16,7 +16,7 @@ from typing import Any
 
 from fedhh.config import Mode, RunConfig, field_type, knobs
 from fedhh.errors import ConfigError
-from fedhh.integers import read_integer
+from fedhh.integers import read_integer, shown_text
 
 
 def number(text: str) -> float:
@@ -75,12 +75,18 @@ def add_run_arguments(parser: argparse.ArgumentParser, mode: Mode, *,
 
 
 def _argparse_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """``parse`` with its ConfigError turned into argparse's one-line error for the flag."""
+    """``parse`` with its ConfigError, or the OSError of a file it reads (``--codec FILE``),
+    turned into argparse's one-line error for the flag. (Before, a --codec of 300 characters
+    ended the command in a traceback: the OS's "File name too long" as it looked for a file
+    of that name, before any command's own error handling began.)"""
     def convert(text: str) -> Any:
         try:
             return parse(text)
         except ConfigError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
+        except OSError as error:
+            raise argparse.ArgumentTypeError(
+                f"cannot read {shown_text(text)}: {error.strerror or error}") from None
 
     return convert
 
