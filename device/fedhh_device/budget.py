@@ -137,7 +137,8 @@ class DeviceBudget:
                 budget.spends = [DeviceSpend(**s) for s in data["spends"]]
                 budget.reports = {k: SavedReport(**r) for k, r in data["reports"].items()}
                 _check_record(budget)
-            except (ValueError, KeyError, TypeError, AttributeError) as error:
+            # (RecursionError: arrays nested thousands deep; before, a traceback)
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
                 raise ConfigError(f"{path} is corrupt: {error}") from None
         return budget
 

@@ -255,8 +255,12 @@ class Fleet:
             return {}
         try:
             data = json.loads(self.state_file.read_text())
+            if not isinstance(data, dict):
+                raise TypeError(f"not a JSON object of users' identities but {type(data).__name__}")
             return {int(u): Identity.from_json(v) for u, v in data.items()}
-        except (ValueError, KeyError, TypeError) as error:
+        # (before, JSON other than an object, a device id of 1e400 and arrays nested thousands
+        # deep ended the process in a traceback: AttributeError, OverflowError, RecursionError)
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as error:
             raise ConfigError(f"{self.state_file} is corrupt: {error}") from None
 
     def _save_state(self) -> None:
