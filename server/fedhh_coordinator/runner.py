@@ -253,14 +253,32 @@ class Runner:
         driver = self.driver(parts)
         try:
             await driver.run(parts.state)
-        finally:
-            spent = settle_run_charge(self.store, run_id, driver.ledger)
-            if spent is not None:
-                log.warning("run over its budget: its devices are charged what it spent",
-                            extra={"run_id": run_id, "eps_spent": spent,
-                                   "eps_agg": parts.config.eps_agg})
+        except BaseException as stopped:
+            self._settle(run_id, driver, parts.config.eps_agg, stopped)
+            raise
+        self._settle(run_id, driver, parts.config.eps_agg)
         self.store.set_run_state(run_id, "done")
         log.info("run done", extra={"run_id": run_id})
+
+    def _settle(self, run_id: str, driver: RoundDriver, eps_agg: float,
+                stopped: BaseException | None = None) -> None:
+        """``settle_run_charge`` as the run ends, however it ends. A settlement that fails
+        (the store unavailable) after the run stopped with ``stopped`` logs that first error
+        and chains it (``raise ... from``): before, the store's error replaced it, and the
+        operator saw only 'the store is unavailable', not why the run had stopped. The
+        settlement is made again when the run resumes."""
+        try:
+            spent = settle_run_charge(self.store, run_id, driver.ledger)
+        except Exception as error:
+            if stopped is None:
+                raise
+            log.error("the run stopped, and its lifetime charge could not be settled",
+                      extra={"run_id": run_id, "stopped_by": f"{type(stopped).__name__}: "
+                             f"{stopped}", "error": f"{type(error).__name__}: {error}"})
+            raise error from stopped
+        if spent is not None:
+            log.warning("run over its budget: its devices are charged what it spent",
+                        extra={"run_id": run_id, "eps_spent": spent, "eps_agg": eps_agg})
 
     def _expect_last_cohort(self, run_id: str) -> None:
         """Tell the lobby of the cohort the run's latest attempt drew, as stored (a previous

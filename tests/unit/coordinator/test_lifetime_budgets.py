@@ -15,6 +15,7 @@ from fedhh.privacy.ledger import PrivacyLedger
 from fedhh.rounds import RunCancelled
 from fedhh_coordinator.aggregation import DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission, settle_run_charge
+from fedhh_coordinator.db.interface import StoreUnavailable
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import CANCEL_ASKED, Runner
 from fedhh_coordinator.runs import create_run
@@ -86,10 +87,9 @@ def test_a_run_that_ended_over_its_target_charges_its_devices_what_it_spent(
                                                              (spent, 1e-6, 1)]
 
 
-def test_the_runner_settles_the_charge_of_a_run_however_it_ends(tmp_path: Path) -> None:
-    """A run stored over its target (a forced charge), cancelled when driven again: its devices
-    are charged what its ledger spent as it stops."""
-    store = Store(tmp_path / "c.sqlite")
+def cancelled_overspent_run(store: Store) -> tuple[Runner, PrivacyLedger, int]:
+    """A runner, and a run "t" stored over its target (a forced charge) whose cancellation
+    was asked, one device charged its target: driving it stops it with RunCancelled."""
     device = store.add_device(b"c" * 32, b"k" * 32, "")
     config = RunConfig(eps_agg=1.0, delta=1e-6, rounds=1, max_bits=10, dim_limit=1 << 10,
                        target_devices=200, min_devices=150, completion_rounds=0)
@@ -103,6 +103,35 @@ def test_the_runner_settles_the_charge_of_a_run_however_it_ends(tmp_path: Path) 
     runner = Runner(store, None, Ed25519PrivateKey.generate(),  # type: ignore[arg-type]
                     DeviceAddresses("aggregator:7100", "https://aggregator:7180"), Lobby(),
                     LifetimeBudget(eps=1e9, delta=0.5))
+    return runner, over, device
+
+
+def test_the_runner_settles_the_charge_of_a_run_however_it_ends(tmp_path: Path) -> None:
+    """A run stored over its target, cancelled when driven again: its devices are charged what
+    its ledger spent as it stops."""
+    store = Store(tmp_path / "c.sqlite")
+    runner, over, device = cancelled_overspent_run(store)
     with pytest.raises(RunCancelled):
         asyncio.run(asyncio.wait_for(runner.drive("t"), 60))
     assert store.device_spend_terms(0.0) == {device: [(over.spent_epsilon(), 1e-6, 1)]}
+
+
+def test_a_settlement_the_store_refuses_keeps_why_the_run_stopped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # (before, the store's error raised in the settlement replaced the cancellation, and the
+    # operator's log said only that the store was unavailable)
+    store = Store(tmp_path / "c.sqlite")
+    runner, _, _ = cancelled_overspent_run(store)
+
+    def unavailable(run_id: str, eps: float) -> int:
+        raise StoreUnavailable("database connection lost")
+
+    monkeypatch.setattr(store, "raise_run_charge", unavailable)
+    with pytest.raises(StoreUnavailable) as raised:
+        asyncio.run(asyncio.wait_for(runner.drive("t"), 60))
+    assert isinstance(raised.value.__cause__, RunCancelled)
+    settled = [r for r in caplog.records if r.getMessage().startswith("the run stopped")]
+    assert len(settled) == 1
+    assert settled[0].stopped_by.startswith("RunCancelled: ")  # type: ignore[attr-defined]
+    assert "database connection lost" in settled[0].error  # type: ignore[attr-defined]
