@@ -225,9 +225,9 @@ def test_downloads_are_the_heavy_hitters_filtered(served: Served) -> None:
     status, _, body = served.request("GET", "/runs/r1/heavy-hitters.csv", headers=session)
     lines = body.decode().splitlines()
     assert lines[0] == ("rank,item,estimate,std,round,truncated_at_bits,cause,kind,note,"
-                        "run_state")
+                        "run_id,run_state")
     assert lines[1].startswith("1,apple,61.5,") and lines[2].startswith("2,berry,48.25,")
-    assert all(line.endswith(",done") for line in lines[1:])
+    assert all(line.endswith(",r1,done") for line in lines[1:])
     status, headers, _ = served.request("GET", "/runs/r1/heavy-hitters.csv", headers=session)
     assert headers["Content-Disposition"] == 'attachment; filename="r1-heavy-hitters.csv"'
 
@@ -348,7 +348,7 @@ def test_a_run_not_done_downloads_as_a_list_so_far(served: Served) -> None:
     session = {"Cookie": served.sign_in()}
     status, headers, body = served.request("GET", "/runs/r2/heavy-hitters.csv", headers=session)
     assert status == 200
-    assert body.decode().splitlines()[0].endswith(",note,run_state")
+    assert body.decode().splitlines()[0].endswith(",note,run_id,run_state")
     name = headers["Content-Disposition"]
     assert name.startswith('attachment; filename="r2-heavy-hitters-')
     assert name.endswith('-so-far.csv"') and "-done-" not in name

@@ -294,7 +294,7 @@ class Dashboard:
                                "cut_prefixes": [_hit_json(h) for h in cut]},
                               indent=2)
             return web.Response(text=body, content_type="application/json", headers=headers)
-        return web.Response(text=hits_csv(hits, cut, state), content_type="text/csv",
+        return web.Response(text=hits_csv(hits, cut, state, run_id), content_type="text/csv",
                             headers=headers)
 
     # ---- live ------------------------------------------------------------------------------
@@ -322,7 +322,7 @@ class Dashboard:
         return await self.live.serve(request, regions, HEADERS)
 
 
-def hits_csv(hits: list[Hit], cut: list[Hit], state: str = "done") -> str:
+def hits_csv(hits: list[Hit], cut: list[Hit], state: str = "done", run_id: str = "") -> str:
     """The CSV download: heavy hitters, then cut prefixes (``kind``), items shown as on the
     page (``printable``: a terminal that prints the file, or a sheet, draws what it gets;
     every escape reads back one way, and the JSON download is exact) and kept from becoming
@@ -330,13 +330,15 @@ def hits_csv(hits: list[Hit], cut: list[Hit], state: str = "done") -> str:
     not completed, as the JSON download and the consoles say it (before, the CSV did not);
     ``note`` says when a row stands for several cut prefixes that
     show one text, its estimate their sum (before, the sum read as one prefix's);
-    ``run_state``, last, the run's state (``state``) on every row: a run not ``done`` lists
-    what its released rounds found so far, not a finished run's list (before, nothing in the
-    file said so, where the JSON download has ``state``)."""
+    ``run_id``, the run's id on every row, so that rows of two runs' files put together
+    (``cat``, one sheet) still say which run found them, as each says its round (before, only
+    the file's name said it); ``run_state``, last, the run's state (``state``) on every row: a
+    run not ``done`` lists what its released rounds found so far, not a finished run's list
+    (before, nothing in the file said so, where the JSON download has ``state``)."""
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["rank", "item", "estimate", "std", "round", "truncated_at_bits", "cause",
-                     "kind", "note", "run_state"])
+                     "kind", "note", "run_id", "run_state"])
     # (every row read against the others: a cut prefix сос… beside cocoa)
     cells = iter(printable_rows([(h.item, h.truncated) for h in [*hits, *cut]]))
     for label, rows in (("heavy hitter", hits), ("cut prefix", cut)):
@@ -344,7 +346,7 @@ def hits_csv(hits: list[Hit], cut: list[Hit], state: str = "done") -> str:
             writer.writerow([h.rank, csv_cell(item), repr(h.estimate),
                              "" if math.isnan(h.std) else repr(h.std), h.round,
                              h.bits if h.truncated else "", h.cause if h.truncated else "",
-                             label, h.note, state])
+                             label, h.note, csv_cell(run_id), state])
     return out.getvalue()
 
 
