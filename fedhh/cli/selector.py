@@ -33,7 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--leader", required=True, type=options.remote_address,
                    help="the leader coordinator's address HOST:PORT (its --listen)")
     p.add_argument("--name", default="",
-                   help="this selector's name in the leader's logs (default: its --listen)")
+                   help="this selector's name in the leader's logs (default: its --listen, "
+                        "with the port it is bound to)")
     options.add_listen_options(p, "127.0.0.1:7000")
     p.add_argument("--db", "--store", required=True,
                    help="the coordinator's store: its SQLite file (on the same host) or its "

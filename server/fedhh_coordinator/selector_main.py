@@ -39,12 +39,16 @@ from fedhh_coordinator.store import Store
 log = logging.getLogger(__name__)
 SERVICES = ("fedhh.v1.DeviceService",)
 LINK_STOP_S = 10.0  # the most a stop waits for the cancelled leader link to end
+MAX_PORT = 65535
 
 
-def selector_name(args: argparse.Namespace) -> str:
-    """--name, else --listen: checked here as the leader checks it, since a leader that
-    refuses the name refuses each reconnection too, and the selector would retry forever."""
-    name = args.name or args.listen
+def selector_name(args: argparse.Namespace, port: int = MAX_PORT) -> str:
+    """--name, else --listen's host with ``port``, the one the selector is bound to (before,
+    the --listen text: every selector on port 0 was "127.0.0.1:0" in the leader's logs).
+    Checked here as the leader checks it, since a leader that refuses the name refuses each
+    reconnection too, and the selector would retry forever; the default ``port`` is the
+    widest, so a check before the bind refuses whatever the bound port would."""
+    name = args.name or f"{args.listen.rpartition(':')[0]}:{port}"
     size = len(name.encode())
     if 1 <= size <= MAX_NAME_BYTES and name.isprintable():
         return name
@@ -90,7 +94,7 @@ def refused(args: argparse.Namespace, error: LeaderRefused) -> ConfigError:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    name = selector_name(args)
+    selector_name(args)  # (refused before anything starts)
     public = load_public_key(args.coordinator_key)
     selector_token = read_secret(args.selector_token_file, SELECTOR_TOKEN_ENV,
                                  "selector token")
@@ -118,8 +122,6 @@ async def serve(args: argparse.Namespace) -> None:
         pb_grpc.add_DeviceServiceServicer_to_server(devices, server)
         health = serving.add_health_and_reflection(server, SERVICES)
         channel = open_channel(args.leader, tls.channel_credentials() if tls else None)
-        link = LeaderLink(lobby, channel, selector_token, name, public, link_health(health))
-        link_task = asyncio.create_task(link.serve(), name="leader link")
         metrics = await start_metrics(args.metrics_port, args.metrics_host, tls)
         metrics_port = metrics.port
         ports = await start_device_ports(args, "selector", devices, credential_checks,
@@ -129,6 +131,10 @@ async def serve(args: argparse.Namespace) -> None:
         # that nothing served).
         port = serving.bind(server, args.listen, tls, args.insecure)
         await server.start()
+        # (attaches once bound: its name holds the bound port)
+        link = LeaderLink(lobby, channel, selector_token, selector_name(args, port), public,
+                          link_health(health))
+        link_task = asyncio.create_task(link.serve(), name="leader link")
         # Ready once the leader has answered: a selector without the leader serves no
         # check-in.
         attached = asyncio.create_task(link.attached.wait())

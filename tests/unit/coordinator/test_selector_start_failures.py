@@ -11,13 +11,16 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from fedhh.cli.main import build_parser
+from fedhh.errors import ConfigError
 from fedhh.rpc import serving
 from fedhh_coordinator import selector_main
+from fedhh_coordinator.selector import LeaderRefused
 from fedhh_coordinator.store import Store
 
 
@@ -94,3 +97,21 @@ def test_a_verifier_that_fails_closes_the_store(tmp_path: Path, started: dict[st
     with pytest.raises(RuntimeError, match="the verifier's factory failed"):
         asyncio.run(selector_main.serve(_args(tmp_path, 9)))
     assert started["store_closed"] == 1 and "port" not in started
+
+
+def test_a_selector_on_port_0_without_a_name_is_named_by_its_bound_port(
+        tmp_path: Path, started: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # (before, by its --listen text: every such selector was "127.0.0.1:0" at the leader)
+    names: list[str] = []
+
+    class Link(selector_main.LeaderLink):
+        async def serve(self) -> None:
+            names.append(self.name)
+            raise LeaderRefused(grpc.StatusCode.INVALID_ARGUMENT, "seen")
+
+    monkeypatch.setattr(selector_main, "LeaderLink", Link)
+    with pytest.raises(ConfigError, match="refused this selector"):
+        asyncio.run(selector_main.serve(_args(tmp_path, 9)))
+    assert started["port"] > 0 and names == [f"127.0.0.1:{started['port']}"]
+    given = _args(tmp_path, 9, "--name", "east-1")
+    assert selector_main.selector_name(given, started["port"]) == "east-1"
