@@ -44,7 +44,7 @@ URL_LANGUAGES = ("en", "de", "es", "fr", "pt", "it", "nl", "pl", "ru", "ja", "sv
 EMOJI_LANGUAGES = ("en", "de", "es", "fr", "pt", "it", "nl", "pl", "ru", "ja", "ar")
 MAX_DOMAINS = 1000
 PATHS_PER_DOMAIN = 30
-_LETTER_WORD = re.compile(r"[^\W\d_]+(?:[-'][^\W\d_]+)*")
+LETTER_WORD = re.compile(r"[^\W\d_]+(?:[-'][^\W\d_]+)*")
 _DOMAIN = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+([a-z]{2,})")
 _PATH_WORD = re.compile(r"[a-z]{4,}")
 
@@ -54,16 +54,24 @@ def _table(table: dict[str, float]) -> WeightedStrings:
     return WeightedStrings(tuple(order), np.array([table[s] for s in order], dtype=np.float64))
 
 
-def german_words(limit: int = 200_000) -> WeightedStrings:
-    """wordfreq's German letter words, most frequent first (at most ``limit``)."""
-    words, freqs = wordfreq_frequencies("de")
+def letter_words(lang: str, limit: int) -> dict[str, float]:
+    """wordfreq's letter words of ``lang`` (no digit, no punctuation but an inner ``-`` or
+    ``'``) with their frequencies, in wordfreq's order, most frequent first (at most
+    ``limit``): the German population's words here, the English ones of
+    ``fedhh.experiments.populations``."""
+    words, freqs = wordfreq_frequencies(lang)
     table: dict[str, float] = {}
     for word, freq in zip(words, freqs.tolist(), strict=True):
-        if _LETTER_WORD.fullmatch(word) and word not in table:
+        if LETTER_WORD.fullmatch(word) and word not in table:
             table[word] = freq
             if len(table) >= limit:
                 break
-    return _table(table)
+    return table
+
+
+def german_words(limit: int = 200_000) -> WeightedStrings:
+    """wordfreq's German letter words, most frequent first (at most ``limit``)."""
+    return _table(letter_words("de", limit))
 
 
 def _is_domain(token: str) -> bool:
