@@ -120,8 +120,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fedhh.rpc import serving
     from fedhh_device.main import run as run_process  # imports grpc: only when running
 
+    # As every service's start (before, a --ready-file in a missing folder failed the process
+    # once every device had enrolled, their tokens spent).
+    serving.check_start(None, args.ready_file, [serving.metrics_listener(args)])
     check_coordinators(args)
     return run_process(args)
 

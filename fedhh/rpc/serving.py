@@ -702,13 +702,14 @@ def check_listeners(listeners: Iterable[tuple[str, str | None]]) -> None:
 
 def check_start(tls: TlsFiles | None, ready_file: str | os.PathLike[str] | None,
                 listeners: Iterable[tuple[str, str | None]]) -> None:
-    """What every service (coordinator, selector, aggregator, combiner) refuses before it
-    writes anything, binds a port or starts its loop, each refusal a ConfigError naming the
-    option: its TLS key and certificate (:func:`check_tls_files`), a ``--ready-file`` it could
-    not write once serving (``fedhh.output_paths.check_output``), and each (option, HOST:PORT)
-    of ``listeners`` it cannot bind now (:func:`check_listeners`). (Before, the selector and
-    the combiner checked none of them: a ready file in a missing folder failed once they
-    served, "No such file or directory: x.ready.tmp".)"""
+    """What every service (coordinator, selector, aggregator, combiner) and the device process
+    refuse before they write anything, bind a port or start a loop, each refusal a ConfigError
+    naming the option: its TLS key and certificate (:func:`check_tls_files`), a
+    ``--ready-file`` it could not write once serving (``fedhh.output_paths.check_output``), and
+    each (option, HOST:PORT) of ``listeners`` it cannot bind now (:func:`check_listeners`).
+    (Before, the selector and the combiner checked none of them: a ready file in a missing
+    folder failed once they served, "No such file or directory: x.ready.tmp"; the device
+    process, its ready file once every device had enrolled.)"""
     if tls is not None:
         check_tls_files(tls)
     check_output("--ready-file", None if ready_file is None else os.fspath(ready_file))
