@@ -15,8 +15,9 @@ is (eps, delta)-DP for eps < 1 and delta = e^{-C_alpha theta}, C_alpha = ln(1/al
 0 < alpha <= 1; the heavy-hitters paper takes the per-round eps from advanced composition
 (KOV Theorem 3.4) and sets alpha from delta. Choice (per PRIVACY.md): the total delta is split
 evenly over the rounds, delta_r = delta / T, with basic composition eps_r = eps_agg / T (KOV's
-first term, no slack needed); when KOV's other terms are tighter (many rounds) part of delta is
-kept as KOV slack and the rest split evenly. The best rate over these splits is returned.
+first term, no slack needed), both rounded down so that T shares add up to at most the whole
+exactly (``composition.share_down``); when KOV's other terms are tighter (many rounds) part of
+delta is kept as KOV slack and the rest split evenly. The best rate over these splits is returned.
 C_alpha is decreasing on (0, 1), so alpha solves C_alpha = ln(1/delta_r) / theta by bisection.
 """
 
@@ -24,11 +25,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Any
 
 from fedhh.errors import PrivacyError
 from fedhh.privacy._checks import check_delta, check_devices, check_eps, check_rounds
-from fedhh.privacy.composition import SLACK_FRACTIONS, kov_inverse
+from fedhh.privacy.composition import SLACK_FRACTIONS, kov_inverse, share_down
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ def triehh_rate(
         raise PrivacyError(
             f"TrieHH with theta={theta} needs delta >= {floor_delta:.3g}, got delta={delta}"
         )
-    eps_r = eps_agg / rounds
+    eps_r = share_down(eps_agg, rounds)
     if theta < math.expm1(eps_r):
         raise PrivacyError(f"TrieHH needs theta >= e^(eps/T) - 1 = {math.expm1(eps_r):.3g}")
     rate = -math.expm1(-eps_r) / theta
@@ -152,7 +154,8 @@ def triehhpp_rate(theta: int, rounds: int, eps_agg: float, delta: float) -> Base
             continue
         slack = f * delta
         eps_r = kov_inverse(eps_agg, rounds, slack)
-        delta_r = (delta - slack) / rounds  # sum of per-round deltas plus slack = delta
+        # T per-round deltas plus the slack: at most delta, exactly
+        delta_r = share_down(Fraction(delta) - Fraction(slack), rounds)
         if eps_r >= 1.0:
             continue  # Lemma 3 needs eps < 1
         alpha = triehhpp_alpha(theta, delta_r)

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 from fedhh.errors import PrivacyError
 from fedhh.privacy._checks import check_delta, check_eps, check_positive, check_rounds
-from fedhh.privacy.composition import ORDERS, kov_inverse
+from fedhh.privacy.composition import ORDERS, kov_inverse, share_down
 
 if TYPE_CHECKING:
     from dp_accounting import dp_event
@@ -262,9 +262,10 @@ def laplace_calibration(
         lambda z: _rdp_epsilon(dp_event.LaplaceDpEvent(z), rounds, delta), eps_agg
     )
     # Pure per-round: all of delta is KOV slack. KOV's first term is basic composition
-    # (k eps_r <= eps_agg needs no slack), so eps_agg / T is always a valid per-round epsilon;
-    # kov_inverse stops at an absolute 1e-13 and returns 0 below it (eps_agg = 1e-300).
-    eps_r = max(kov_inverse(eps_agg, rounds, delta), eps_agg / rounds)
+    # (k eps_r <= eps_agg needs no slack), so eps_agg / T rounded down is always a valid
+    # per-round epsilon; kov_inverse stops at an absolute 1e-13 and returns 0 below it
+    # (eps_agg = 1e-300).
+    eps_r = max(kov_inverse(eps_agg, rounds, delta), share_down(eps_agg, rounds))
     z_adv = 1.0 / eps_r
     routes = {"pld": z_pld, "rdp": z_rdp, "advanced-composition": z_adv}
     tightest = min(routes, key=routes.__getitem__)

@@ -88,7 +88,9 @@ def kov_epsilon(eps: float, k: int, delta_slack: float) -> float:
     """
     if eps <= 0:
         return 0.0
-    basic = k * eps
+    # (rounded up, as ``sum_up``: k * eps in floats can land below the exact product, and
+    # kov_inverse's shares then added back to above eps_total)
+    basic = sum_up([eps] * k) if math.isfinite(eps) else math.inf
     if delta_slack <= 0:
         return basic
     head = math.expm1(eps) * eps * k / (math.exp(eps) + 1.0)
@@ -103,7 +105,8 @@ def kov_inverse(eps_total: float, k: int, delta_slack: float) -> float:
     """Largest per-round eps whose KOV composition stays within ``eps_total`` (bisection).
 
     KOV's bound is increasing in the per-round eps, so bisection on [0, eps_total] is exact to
-    1e-12 relative.
+    1e-12 relative. Its basic term is compared exactly (``kov_epsilon``): k of the eps
+    returned add up to at most ``eps_total`` (before, 10 of 0.1 were taken within 1.0).
     """
     lo, hi = 0.0, eps_total
     if kov_epsilon(hi, k, delta_slack) <= eps_total:
@@ -164,6 +167,19 @@ def sum_up(values: Iterable[float]) -> float:
     if Fraction(total) < exact:
         total = math.nextafter(total, math.inf)
     return total
+
+
+def share_down(total: float | Fraction, parts: int) -> float:
+    """The largest double whose exact ``parts``-fold sum is at most ``total``: ``total`` split
+    into equal per-round shares that basic composition (Dwork & Roth 2014, Theorem 3.16) adds
+    back to no more than it. ``total / parts`` rounds to nearest, and can round up: 1.0 / 10 is
+    0.1000000000000000055, and ten of those exceed 1.0 (docs/privacy.md, "Budgets are
+    compared exactly")."""
+    exact = Fraction(total) / parts
+    share = float(exact)  # correctly rounded to nearest
+    if Fraction(share) > exact:
+        share = math.nextafter(share, -math.inf)
+    return share
 
 
 def basic_composition(guarantees: Sequence[tuple[float, float]]) -> tuple[float, float]:

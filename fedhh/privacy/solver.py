@@ -3,7 +3,7 @@
 ``aggregate_epsilon`` is non-decreasing in eps_local (a randomizer with a smaller epsilon is a
 post-processing-equivalent special case for the reductions used), so the answer is found by a
 safeguarded bisection on eps_local: the bracket [lo, hi] always has lo feasible
-(aggregate <= target) and hi infeasible; each step tries the regula-falsi point of
+(aggregate <= target, compared exactly) and hi infeasible; each step tries the regula-falsi point of
 log(aggregate) - log(target) (Illinois variant) and falls back to the midpoint whenever the
 bracket did not halve, until hi - lo <= 1e-3. The returned eps_local is the feasible end, so
 plugging it back gives an aggregate epsilon at most the target.
@@ -35,7 +35,7 @@ from fedhh.privacy.accountant import (
     useful_orders,
     window_order,
 )
-from fedhh.privacy.composition import ORDERS
+from fedhh.privacy.composition import ORDERS, share_down
 
 TOLERANCE = 1e-3
 EPS_LOCAL_MAX = 40.0
@@ -157,15 +157,21 @@ def _solve(eps_agg: float, delta: float, rounds: int, num_devices: int, sampling
     def gap(x: float) -> float:
         return math.log(max(evaluate(x).eps_agg, 1e-300)) - math.log(eps_agg)
 
+    def fits(x: float) -> bool:
+        # Compared exactly, as the ledger compares its plan (``PrivacyLedger.open``): the
+        # gap's logs round, and an aggregate a few units in the last place above the target
+        # had a gap of 0 (log(10.000000000000002) == log(10.0)) and was taken as feasible.
+        return evaluate(x).eps_agg <= eps_agg
+
     # Bracket: lo feasible, hi infeasible (gap is log(aggregate / target)).
     floor = -min(offsets) if offsets else 0.0  # every round's epsilon stays positive
     x = max(_initial_guess(eps_agg, delta, effective_rounds, n, method), floor + 0.25)
     step = 0.25 if method == "sum" else 1.0
-    if gap(x) <= 0:
+    if fits(x):
         lo = x
         while True:
             x = min(EPS_LOCAL_MAX, lo + step)
-            if gap(x) > 0:
+            if not fits(x):
                 hi = x
                 break
             lo = x
@@ -180,7 +186,7 @@ def _solve(eps_agg: float, delta: float, rounds: int, num_devices: int, sampling
             if x - floor < TOLERANCE:
                 raise _below_resolution(eps_agg, delta, rounds, num_devices, sampling_rate,
                                         floor, hi)
-            if gap(x) <= 0:
+            if fits(x):
                 lo = x
                 break
             hi = x
@@ -197,7 +203,7 @@ def _solve(eps_agg: float, delta: float, rounds: int, num_devices: int, sampling
         else:
             x = 0.5 * (lo + hi)
         fx = gap(x)
-        if fx <= 0:
+        if fits(x):
             lo, f_lo = x, fx
             if side == -1:
                 f_hi *= 0.5
@@ -209,7 +215,7 @@ def _solve(eps_agg: float, delta: float, rounds: int, num_devices: int, sampling
             side = 1
         if hi - lo > 0.5 * width:  # did not halve: bisect
             mid = 0.5 * (lo + hi)
-            if gap(mid) <= 0:
+            if fits(mid):
                 lo, f_lo = mid, gap(mid)
             else:
                 hi, f_hi = mid, gap(mid)
@@ -235,8 +241,8 @@ def _below_resolution(eps_agg: float, delta: float, rounds: int, num_devices: in
     return PrivacyError(
         f"{setting} needs an eps_local below {smallest:.4g} (the smallest tried), at the "
         f"solver's resolution of {TOLERANCE:g}; basic composition meets it at eps_local = "
-        f"eps_agg / rounds = {eps_agg / rounds:.4g} (check any value with `fedhh privacy "
-        f"amplify --eps-local`), or raise eps_agg")
+        f"eps_agg / rounds = {share_down(eps_agg, rounds):.4g} (check any value with "
+        f"`fedhh privacy amplify --eps-local`), or raise eps_agg")
 
 
 def _solution(
