@@ -137,10 +137,41 @@ export async function queryDigest(task: Task): Promise<string> {
   return toHex(await sha256(concat(...parts.flatMap((p) => [u32(p.length), p]))));
 }
 
-/** `x` to `precision` significant digits, trailing zeros dropped (Python's `:.{precision}g`
- * for the magnitudes a budget holds). */
-function digits(x: number, precision: number): string {
-  return String(Number(x.toPrecision(precision)));
+/**
+ * Python's `format(x, f".{precision}g")`, so that a refusal reads as the Python device's: the
+ * double's exact decimal value rounded half to even, in exponent notation when its exponent is
+ * below -4 or at least `precision`, trailing zeros dropped. Before, toPrecision, which rounds a
+ * tie up and writes no exponent where Python does: 10.125 read "10.13" (Python: 10.12), a cap
+ * of 1e6 "1000000" (1e+06), an eps_local of 1e-5 "0.00001" (1e-05), of Infinity "Infinity".
+ */
+export function pythonG(x: number, precision: number): string {
+  if (Number.isNaN(x)) return "nan";
+  const sign = x < 0 || Object.is(x, -0) ? "-" : "";
+  if (!Number.isFinite(x)) return `${sign}inf`;
+  if (x === 0) return `${sign}0`;
+  // |x| = units * 2^-1074 = units * 5^1074 * 10^-1074: its decimal digits, exactly
+  const exact = (exactUnits(Math.abs(x)) * 5n ** 1074n).toString();
+  let exponent = exact.length - 1 - 1074;
+  let head = BigInt(exact.slice(0, precision));
+  const rest = exact.slice(precision);
+  const half = "5".padEnd(rest.length, "0");
+  if (rest > half || (rest === half && head % 2n === 1n)) head += 1n;
+  let shown = head.toString();
+  if (shown.length > precision) {  // 9.99.. rounded up to 10.0..
+    shown = shown.slice(0, precision);
+    exponent += 1;
+  }
+  shown = shown.padEnd(precision, "0");
+  const point = (whole: string, fraction: string) => {
+    const kept = fraction.replace(/0+$/, "");
+    return kept === "" ? whole : `${whole}.${kept}`;
+  };
+  if (exponent < -4 || exponent >= precision) {
+    const e = Math.abs(exponent).toString().padStart(2, "0");
+    return `${sign}${point(shown[0]!, shown.slice(1))}e${exponent < 0 ? "-" : "+"}${e}`;
+  }
+  if (exponent < 0) return `${sign}${point("0", "0".repeat(-exponent - 1) + shown)}`;
+  return `${sign}${point(shown.slice(0, exponent + 1), shown.slice(exponent + 1))}`;
 }
 
 /**
@@ -299,9 +330,9 @@ export class DeviceBudget {
     if (exceeds([...counted, task.epsLocal], this.cap)) {
       // (as budget.py words it, to 4 significant digits: the page showed float sums such as
       // "95.99490000000001 of 100")
-      throw new PrivacyError(`this device's budget is spent: ${digits(this.spent(now), 4)} of ` +
-                             `${digits(this.cap, 6)} used in the period, the task asks for ` +
-                             `${digits(task.epsLocal, 4)}, and their exact sum is above the cap`);
+      throw new PrivacyError(`this device's budget is spent: ${pythonG(this.spent(now), 4)} of ` +
+                             `${pythonG(this.cap, 6)} used in the period, the task asks for ` +
+                             `${pythonG(task.epsLocal, 4)}, and their exact sum is above the cap`);
     }
     const ones = [...(await compute())];
     const [current, at] = this.times(task);

@@ -479,6 +479,29 @@ async function budget(V: Json): Promise<void> {
     });
     equal(await queryDigest(task), d.digest, `query digest at eps ${f.eps_local}`);
   }
+  // A spent budget's refusal, worded as the Python device's to the character (its numbers in
+  // Python's :.4g and :g).
+  const number = (x: number | string) =>
+    (typeof x === "string" ? Number(x.replace("inf", "Infinity")) : x);
+  for (const r of B.refusals) {
+    const refusing = await DeviceBudget.open(new MemoryBudgetStore(), r.cap, B.period_s, () => 0);
+    const made = (runId: string, epsLocal: number) => create(TaskSchema, {
+      runId, round: 1, epsLocal, codec: base.codec, maxBits: base.max_bits,
+      prefixBits: base.prefix_bits, prefixes: base.prefixes.map(BigInt),
+      segmentBits: base.segment_bits, selection: base.selection,
+      prefixConditioning: base.prefix_conditioning,
+    });
+    for (const [i, eps] of (r.spends as number[]).entries()) {
+      await refusing.report(made(`s${i}`, eps), () => [i]);
+    }
+    let message = "(taken)";
+    try {
+      await refusing.report(made("ask", number(r.eps_local)), () => [0]);
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    equal(message, r.message, `the refusal of ${r.eps_local} after ${r.spends} under ${r.cap}`);
+  }
 }
 
 /** Every check, by name (what the test runners report); `load` reads the trained books. */

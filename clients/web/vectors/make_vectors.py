@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.codec import BUILTIN_NAMES, MAX_SUPPORTED_BITS, Codebook, Codec, train_codebook
 from fedhh.device.randomizer import RandomizedResponse, a0_threshold
 from fedhh.device.randomness import NumpySource
-from fedhh.errors import AuthenticationError
+from fedhh.errors import AuthenticationError, PrivacyError
 from fedhh.rpc.tasks import COHORT_TASK_CONTEXT, CohortTasks, verify_task
 from fedhh.secagg import shamir
 from fedhh.secagg.config import RoundConfig, SignedConfig, StageDeadlines, verify_config
@@ -445,6 +445,16 @@ CODEC_ITEMS = [
     "\u2067مرحبا\u2069 ok", "https://example.com/\u05e9\u05dc\u05d5\u05dd?\u0642=\u0633",
     # a long URL as a browser's address bar holds it (3,000 characters)
     "https://www.example.com/search?q=" + "long%20query%20" * 198 + "&utm=1",
+    # astral CJK, a tag-sequence flag, variation selectors (VS15; VS17 in plane 14), combining
+    # stacks and a lone mark, decomposed Hangul, a lone ZWJ and a ZWNJ, C0 and C1 controls
+    # (U+0085 is whitespace to Python's str.split, not to JavaScript's), private use, a
+    # noncharacter, Arabic with harakat, a Devanagari conjunct, and 240 bytes of emoji
+    "\U00020bb7野家", "\U00029e3d",
+    "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f",
+    "\u263a\ufe0e", "\u845b\U000e0100", "Z\u0324\u0354\u0367a\u0308\u0356", "\u0301",
+    "\u1112\u1161\u11ab", "\u200d", "a\u200cb", "\x01\x1b[31m\x1f", "\x85", "\x9f", "a\x00b",
+    "\ue000\U000f0000", "\ufdd0", "\u0645\u064e\u0631\u0652\u062d\u064e\u0628\u064b\u0627",
+    "\u0915\u094d\u0937", "\U0001f600" * 60,
 ]
 CODEC_BITS = (8, 20, 60, 64, 65, 128, 300, 1500)
 
@@ -799,7 +809,37 @@ def budget_vectors() -> dict[str, Any]:
                                  "prefix_conditioning": task.prefix_conditioning},
                         "repr": repr(eps), "digest": query_digest(task)})
     return {"cap": 3.0, "period_s": 100.0, "steps": out, "digests": digests,
-            "clock_steps": budget_clock_steps(base)}
+            "clock_steps": budget_clock_steps(base), "refusals": budget_refusals(base)}
+
+
+def budget_refusals(base: dict[str, Any]) -> list[dict[str, Any]]:
+    """A spent budget's refusal as the Python device words it (its numbers formatted by
+    ``:.4g`` and ``:g``), for caps, spends and asks whose formatting is Python's own: exponents
+    below -4 and past the precision, ties rounded half to even, subnormals, infinity (a string:
+    JSON has none)."""
+    from fedhh_device.budget import DeviceBudget
+    cases: list[tuple[float, list[float], float]] = [
+        (100.0, [10.6661] * 9, 10.6661), (1e-05, [1e-05], 1e-05), (1e6, [999999.5], 10.0),
+        (3.0, [2.5], 10.125), (2.5, [1.0, 1.0625], 1.0), (1e300, [1e300], 1e300),
+        (3.0, [2.0], math.inf), (123456.7, [123456.7], 0.1), (5e-324, [5e-324], 5e-324),
+        (0.3001, [0.1, 0.2], 0.00012345), (9.9999999, [9.9999], 0.099995)]
+    out = []
+    for cap, spends, ask in cases:
+        budget = DeviceBudget.load(None, cap, 100.0)
+        budget.clock = lambda: 0.0
+        for i, eps in enumerate(spends):
+            budget.report(pb.Task(run_id=f"s{i}", round=1, eps_local=eps, **base),
+                          functools.partial(np.array, [i]))
+        try:
+            budget.report(pb.Task(run_id="ask", round=1, eps_local=ask, **base),
+                          functools.partial(np.array, [0]))
+        except PrivacyError as error:
+            message = str(error)
+        else:
+            raise SystemExit(f"the budget of {cap} took {ask} after {spends}")
+        out.append({"cap": cap, "spends": spends,
+                    "eps_local": ask if math.isfinite(ask) else repr(ask), "message": message})
+    return out
 
 
 def budget_clock_steps(base: dict[str, Any]) -> list[dict[str, Any]]:
