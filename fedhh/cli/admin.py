@@ -205,11 +205,17 @@ def dropped_completions(asked: RunConfig, stored: RunConfig, devices_flags: str)
     # (the default's rounds are not "asked for": a user who never named them read so)
     which = ("(the default)" if asked.completion_rounds == DEFAULT_COMPLETION_ROUNDS
              else "asked for")
+    # (without completion rounds the main rounds' segments are planned to reach max_bits; with
+    # any, each takes the adaptive segment, which reaches as far as its list allows: 52 bits of
+    # a 60-bit max_bits for 1,200 devices of odd items, 74 for 20,000. Before, the note said
+    # "the 60 bits the main rounds cover" either way)
+    cut = (f"items longer than the {stored.max_bits} bits the main rounds then cover come back "
+           "cut" if not stored.completion() else "items the main rounds leave unended (the "
+           "long ones: URLs, e-mail addresses) that these rounds cannot complete come back cut")
     return (f"note: {stored.completion()} of the {asked.completion()} completion rounds {which} "
             f"can be budgeted with {stored.min_devices} devices at eps_agg "
             f"{stored.eps_agg:g} (each round's local epsilon, eps_local + ln(its weight), must "
-            f"stay positive): items longer than the {stored.max_bits} bits the main rounds "
-            f"cover may come back cut; more devices ({devices_flags}) or a larger --eps-agg "
+            f"stay positive): {cut}; more devices ({devices_flags}) or a larger --eps-agg "
             "budget more")
 
 
