@@ -13,22 +13,32 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# A child that, like `fedhh up`, takes its time to clean up after Ctrl-C.
+# A child that, like `fedhh up`, takes its time to clean up after Ctrl-C: until bootstrap has
+# taken the signal and waits again (asleep, nothing pending). A bootstrap that kills its child
+# on Ctrl-C has done so by then: subprocess.run's grace before the kill (0.25 s) is 0 here.
 CHILD = """
-import signal, sys, time
+import os, signal, sys, time
 stop = []
 signal.signal(signal.SIGINT, lambda *_: stop.append(1))
 print("ready", flush=True)
 while not stop:
     time.sleep(0.01)
-time.sleep(1.0)  # cleaning up, longer than subprocess.run's 0.25 s grace
+
+def parent_waits():
+    status = dict(line.split(":", 1) for line in open(f"/proc/{os.getppid()}/status"))
+    return (status["State"].split()[0] == "S"
+            and int(status["SigPnd"], 16) == int(status["ShdPnd"], 16) == 0)
+
+while not parent_waits():  # cleaning up
+    time.sleep(0.01)
 print("child cleaned up", flush=True)
 sys.exit(130)
 """
 PARENT = f"""
-import sys
+import subprocess, sys
 sys.path.insert(0, {str(ROOT)!r})
 import bootstrap
+subprocess.Popen._sigint_wait_secs = 0
 sys.exit(bootstrap.run_child([sys.executable, "-c", {CHILD!r}]))
 """
 

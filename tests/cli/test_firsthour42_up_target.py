@@ -82,14 +82,27 @@ def test_the_exit_waits_for_a_solve_up_left_running() -> None:
     (inside numpy or scipy, that can abort the process or print noise). Before, the process
     exited under it: the solve below never finished."""
     program = textwrap.dedent("""
-        import time
+        import sys, threading, time
         from dataclasses import replace
         import fedhh_coordinator.runs as runs
         from fedhh.cli.up import TargetCheck
         from fedhh.config import RunConfig
 
+        def joined():
+            # Whether the main thread is joining this one (the exit waiting for the solve).
+            frame = sys._current_frames().get(threading.main_thread().ident)
+            while frame is not None:
+                if frame.f_code.co_name == "join" \\
+                        and frame.f_locals.get("self") is threading.current_thread():
+                    return True
+                frame = frame.f_back
+            return False
+
         def solving(config):
-            time.sleep(0.5)  # (still solving when the main thread ends)
+            # Still solving when the main thread ends, until the exit waits for it: an exit
+            # that does not wait stops this thread first, "solved" unprinted.
+            while not joined():
+                time.sleep(0.005)
             print("solved", flush=True)
 
         runs.open_ledger = solving

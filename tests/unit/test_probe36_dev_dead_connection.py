@@ -36,14 +36,47 @@ class Coordinator(pb_grpc.DeviceServiceServicer):
 
     def __init__(self) -> None:
         self.calls = 0
-        self.second = asyncio.Event()
+        self.first, self.second = asyncio.Event(), asyncio.Event()
 
     async def GetTask(self, request: pb.GetTaskRequest, context: Any) -> pb.GetTaskResponse:
         self.calls += 1
-        if self.calls >= 2:
-            self.second.set()
+        (self.first if self.calls == 1 else self.second).set()
         await asyncio.sleep(3600)
         return pb.GetTaskResponse()
+
+
+class Pings:
+    """Counts the HTTP/2 PING frames (not their acknowledgements) in a client's byte stream."""
+
+    PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seen = asyncio.Event()  # set at each ping
+        self._buffer = b""
+        self._preface = True
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+        if self._preface:
+            if len(self._buffer) < len(self.PREFACE):
+                return
+            assert self._buffer.startswith(self.PREFACE)
+            self._buffer, self._preface = self._buffer[len(self.PREFACE):], False
+        # A frame: a 9-byte header (length 24 bits, type, flags, stream id), then its payload.
+        while len(self._buffer) >= 9:
+            end = 9 + int.from_bytes(self._buffer[:3], "big")
+            if len(self._buffer) < end:
+                return
+            if self._buffer[3] == 0x6 and not self._buffer[4] & 0x1:  # PING, not ACK
+                self.count += 1
+                self.seen.set()
+            self._buffer = self._buffer[end:]
+
+    async def reach(self, count: int) -> None:
+        while self.count < count:
+            self.seen.clear()
+            await self.seen.wait()
 
 
 class Proxy:
@@ -54,7 +87,7 @@ class Proxy:
         self.port = port
         self.dead: set[int] = set()
         self.opened = 0
-        self.chunks_up = 0  # reads from the device (its pings among them)
+        self.pings = Pings()  # the device's pings on its first connection
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.opened += 1
@@ -64,7 +97,8 @@ class Proxy:
         async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter,
                        up: bool) -> None:
             while data := await source.read(65536):
-                self.chunks_up += up
+                if up and number == 1:
+                    self.pings.feed(data)
                 if number in self.dead:
                     continue
                 sink.write(data)
@@ -111,17 +145,15 @@ def test_a_check_in_held_on_a_dead_connection_is_made_again() -> None:
         fleet._identities[1] = Identity(7, b"credential", Ed25519PrivateKey.generate(), b"")
         device = asyncio.create_task(fleet._device(1, data))
         try:
-            deadline = time.monotonic() + DEADLINE_S
-            while coordinator.calls < 1:
-                assert time.monotonic() < deadline, "the first check-in never arrived"
-                await asyncio.sleep(0.05)
+            await asyncio.wait_for(coordinator.first.wait(), DEADLINE_S)
             # The held call lives on while the device pings, past the 2 pings gRPC sends by
-            # default while no data flows, and the server tolerates them (chunks: pings and
-            # their acknowledgements).
-            first = proxy.chunks_up
-            while proxy.chunks_up < first + 6:
-                assert time.monotonic() < deadline, "the device stopped pinging"
-                await asyncio.sleep(0.05)
+            # default while no data flows, and the server tolerates them: a third ping and its
+            # answer (the fourth ping is sent only once the third was answered in time).
+            try:
+                await asyncio.wait_for(proxy.pings.reach(4), DEADLINE_S)
+            except TimeoutError:
+                raise AssertionError(f"the device stopped pinging after "
+                                     f"{proxy.pings.count} pings") from None
             assert coordinator.calls == 1 and proxy.opened == 1
             proxy.black_hole()
             dead_at = time.monotonic()

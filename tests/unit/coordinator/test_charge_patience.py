@@ -9,7 +9,6 @@ unread and the round ran again (a second charge, the bug of 6734439, in a narrow
 from __future__ import annotations
 
 import asyncio
-import time
 
 from fedhh.rpc.control_client import CALL_TIMEOUT_S
 from fedhh_coordinator.control import GrpcAggregator
@@ -35,6 +34,19 @@ def test_the_patience_leaves_the_last_try_and_the_read_room_within_the_calls_sla
     assert asyncio.run(clients()) == [CALL_TIMEOUT_S, CALL_TIMEOUT_S]
 
 
+class SkippingLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock can be moved on: a pause of ``skip`` seconds held in a
+    synchronous call, without the wait."""
+
+    skipped = 0.0
+
+    def time(self) -> float:
+        return super().time() + self.skipped
+
+    def skip(self, seconds: float) -> None:
+        self.skipped += seconds
+
+
 def test_no_try_starts_past_the_patience_when_a_pause_overran_it() -> None:
     """The bound the derivation rests on. Another task holds the event loop (a synchronous
     call) through the pause after the first try, past the patience: the tries end there with
@@ -44,15 +56,17 @@ def test_no_try_starts_past_the_patience_when_a_pause_overran_it() -> None:
     started: list[float] = []
 
     def unavailable() -> None:
-        started.append(time.monotonic())
+        started.append(asyncio.get_running_loop().time())
         raise StoreUnavailable("the database is unavailable")
 
     async def holds_the_loop() -> None:
         await asyncio.sleep(0)
-        time.sleep(0.5)  # (blocking on purpose: the loop is held, as a slow store call does)
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, SkippingLoop)
+        loop.skip(0.5)  # (the loop held 0.5 s, as a slow store call holds it)
 
     async def go() -> tuple[float, BaseException | None]:
-        begun = time.monotonic()
+        begun = asyncio.get_running_loop().time()
         holder = asyncio.create_task(holds_the_loop())
         try:
             await runner.write_charge(unavailable)
@@ -62,7 +76,8 @@ def test_no_try_starts_past_the_patience_when_a_pause_overran_it() -> None:
             await holder
         return begun, None
 
-    begun, error = asyncio.run(go())
+    with asyncio.Runner(loop_factory=SkippingLoop) as loop_runner:
+        begun, error = loop_runner.run(go())
     assert isinstance(error, StoreUnavailable)
     assert started and all(at - begun <= runner.charge_patience_s for at in started), \
         [at - begun for at in started]
