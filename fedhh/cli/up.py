@@ -49,11 +49,8 @@ N_MIN_FLAGS = "--devices or --min-fraction"
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("up", help="run the whole system locally for one discovery",
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(p)
-    p.set_defaults(handler=run)
+    options.add_command(subparsers, "up", "run the whole system locally for one discovery",
+                        __doc__, add_arguments, run)
 
 
 # The demo's own defaults (the rest are RunConfig's). The accountant charges each round for its
@@ -208,14 +205,17 @@ def refuse_over_lifetime(config: RunConfig) -> None:
     refuses such a run. Before, the services and every device started (35 s on 2 busy cores)
     and then the run was refused with "FAILED_PRECONDITION: a run of (eps 1000000.0, ...)
     exceeds every device's lifetime budget", naming no option."""
+    from fedhh.privacy.ledger import shown_above
     from fedhh_coordinator.budgets import LifetimeBudget
 
     budget = LifetimeBudget()
     try:
         budget.check_run(config.eps_agg, config.delta)
     except PrivacyError:
+        # (with :g alone, --eps-agg 10.000000000000002 read "--eps-agg 10: more than ... eps 10")
         raise ConfigError(
-            f"--eps-agg {config.eps_agg:g} --delta {config.delta:g}: more than the lifetime "
+            f"--eps-agg {shown_above(config.eps_agg, budget.eps)} --delta "
+            f"{shown_above(config.delta, budget.delta)}: more than the lifetime "
             f"budget each device of the local coordinator holds (eps {budget.eps:g}, delta "
             f"{budget.delta:g} per {budget.period_s / 86400:g} days), so it would refuse the "
             f"run: give at most --eps-agg {budget.eps:g} and --delta {budget.delta:g}") from None

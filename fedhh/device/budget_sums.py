@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
+from decimal import ROUND_DOWN, Context, Decimal, Inexact
 from fractions import Fraction
 
 
@@ -39,3 +40,27 @@ def exceeds(charges: Iterable[float], cap: float) -> bool:
     if cap == math.inf:
         return False
     return exact_sum(values) > Fraction(cap)
+
+
+def exceeds_in_words(charges: Iterable[float], cap: float) -> str:
+    """Why finite ``charges`` exceed ``cap`` (``exceeds``), in figures a user can check: their
+    exact sum and by how much it is above the cap, and, where their float sum reads as within
+    it, a charge's binary value (a refusal of ten charges of 0.1 under a cap of 1.0 that showed
+    only their float sum, 0.9999999999999999, left the user guessing why)."""
+    values = [float(v) for v in charges]
+    total = exact_sum(values)
+    words = (f"their exact sum, {_decimal(total)}, is above the cap {cap!r} by "
+             f"{float(total - Fraction(cap)):.4g}")
+    inexact = next((v for v in values if Fraction(v) != Fraction(repr(v))), None)
+    if inexact is not None and math.fsum(values) <= cap:
+        words += (f" (a charge is the binary value of its double: {inexact!r} is "
+                  f"{_decimal(Fraction(inexact))})")
+    return words
+
+
+def _decimal(value: Fraction, digits: int = 34) -> str:
+    """``value`` to ``digits`` significant digits, cut towards zero, '...' where cut."""
+    context = Context(prec=digits, rounding=ROUND_DOWN, Emin=-99999, Emax=99999)
+    shown = context.divide(Decimal(value.numerator), Decimal(value.denominator))
+    text = str(shown)
+    return text + ("..." if context.flags[Inexact] else "")

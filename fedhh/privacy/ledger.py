@@ -103,12 +103,12 @@ def _dec(x: float | None) -> float:
     return math.inf if x is None else float(x)
 
 
-def _above(value: float, target: float) -> str:
-    """``value`` to 6 significant digits, or all of them where those 6 would not read as above
-    ``target`` (a projection refused for exceeding 0.4346634087730611 by 2e-10 read
+def shown_above(value: float, target: float) -> str:
+    """``value`` to 6 significant digits, or all of them where it is above ``target`` and those
+    6 would not read so (a projection refused for exceeding 0.4346634087730611 by 2e-10 read
     "0.434663 > 0.4346634087730611")."""
     short = f"{value:.6g}"
-    return short if float(short) > target else repr(value)
+    return short if float(short) > target or not value > target else repr(value)
 
 
 def _int(value: Any, name: str, minimum: int) -> int:
@@ -234,7 +234,7 @@ class PrivacyLedger:
         if planned > eps_agg:
             raise PrivacyError(
                 f"plan exceeds the budget: eps_local={eps_local} over {rounds} rounds with "
-                f"n_min={ledger.n_min} gives eps_agg={_above(planned, eps_agg)} > {eps_agg} "
+                f"n_min={ledger.n_min} gives eps_agg={shown_above(planned, eps_agg)} > {eps_agg} "
                 f"(delta={delta})"
             )
         return ledger
@@ -388,7 +388,7 @@ class PrivacyLedger:
                      "released alone)") if earlier else ""
             reason = (f"round {round_index}{retry} with {contributors} contributors "
                       f"(n_min={self.n_min}) would bring the projected eps_agg to "
-                      f"{_above(projected, target)} > budget {target} (delta={self.delta}, "
+                      f"{shown_above(projected, target)} > budget {target} (delta={self.delta}, "
                       f"eps_local={self.eps_local:.6g}, {len(self.spends)} charge(s) so far)")
             # The spend goes with the refusal: a charge that is a fact (an attempt that reached
             # unmasking) is recorded anyway (``record(..., force=True)``).

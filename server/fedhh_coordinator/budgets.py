@@ -27,10 +27,11 @@ times 1 + 1e-9.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
-from fedhh.device.budget_sums import exceeds
+from fedhh.device.budget_sums import exceeds, exceeds_in_words
 from fedhh.errors import ConfigError, PrivacyError
 from fedhh.privacy.ledger import PrivacyLedger
 from fedhh_coordinator.store import Store
@@ -53,8 +54,22 @@ class LifetimeBudget:
              ) -> bool:
         """Whether ``charges`` ((eps, delta, times) each) and a run of (eps_agg, delta) would
         exceed the budget: either exact sum above its part (Theorem 3.16)."""
-        return (exceeds([eps_agg, *(e for e, _, k in charges for _ in range(k))], self.eps)
-                or exceeds([delta, *(d for _, d, k in charges for _ in range(k))], self.delta))
+        return any(exceeds(terms, cap) for terms, cap, _ in self._parts(charges, eps_agg, delta))
+
+    def hidden_excess(self, charges: list[tuple[float, float, int]], eps_agg: float,
+                      delta: float) -> str | None:
+        """Where ``charges`` and the run exceed the budget only exactly, their float sum
+        within it (ten runs of 0.1 under 1.0: 0.9999999999999999), that excess in words
+        (``exceeds_in_words``); None otherwise."""
+        for terms, cap, name in self._parts(charges, eps_agg, delta):
+            if exceeds(terms, cap) and math.fsum(terms) <= cap:
+                return f"{name}: {exceeds_in_words(terms, cap)}"
+        return None
+
+    def _parts(self, charges: list[tuple[float, float, int]], eps_agg: float, delta: float
+               ) -> list[tuple[list[float], float, str]]:
+        return [([eps_agg, *(e for e, _, k in charges for _ in range(k))], self.eps, "eps"),
+                ([delta, *(d for _, d, k in charges for _ in range(k))], self.delta, "delta")]
 
     def check_run(self, eps_agg: float, delta: float) -> None:
         if eps_agg > self.eps or delta > self.delta:
@@ -74,10 +89,14 @@ class RunAdmission:
         terms = store.device_spend_terms(time.time() - budget.period_s, exclude_run=run_id)
         decided: dict[tuple[tuple[float, float, int], ...], bool] = {}  # (devices share runs)
         self.refused: set[int] = set()
+        self.hidden: tuple[int, int, str] | None = None  # (device, runs, hidden_excess)
         for device, charges in terms.items():
             key = tuple(sorted(charges))
             if key not in decided:
                 decided[key] = budget.over(charges, eps_agg, delta)
+                hidden = budget.hidden_excess(charges, eps_agg, delta)
+                if hidden is not None and self.hidden is None:
+                    self.hidden = device, sum(k for _, _, k in charges), hidden
             if decided[key]:
                 self.refused.add(device)
 
@@ -93,7 +112,15 @@ class RunAdmission:
         return (f"; {len(self.refused)} enrolled devices have too little of their lifetime "
                 f"budget left for this run's (eps {self.eps_agg:g}, delta {self.delta:g}): "
                 f"each may spend eps {self.budget.eps:g}, delta {self.budget.delta:g} per "
-                f"{self.budget.period_s / 86400:g} days (--lifetime-eps, --lifetime-delta)")
+                f"{self.budget.period_s / 86400:g} days (--lifetime-eps, --lifetime-delta)"
+                + self._hidden_words())
+
+    def _hidden_words(self) -> str:
+        if self.hidden is None:
+            return ""
+        device, runs, words = self.hidden
+        return (f"; device {device}'s {runs} charges and this run's are compared exactly, "
+                f"{words}")
 
     def charge(self, device_ids: list[int]) -> None:
         self.store.charge_devices(self.run_id, device_ids, self.eps_agg, self.delta)

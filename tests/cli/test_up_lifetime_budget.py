@@ -19,6 +19,8 @@ from fedhh_coordinator.budgets import LifetimeBudget
     (["--eps-agg", "1e6"], "--eps-agg 1e+06 --delta 1e-06"),
     (["--eps-agg", "10.5"], "--eps-agg 10.5 --delta 1e-06"),
     (["--delta", "1e-4"], "--eps-agg 2 --delta 0.0001"),
+    # (before, "--eps-agg 10 --delta 1e-06: more than ... (eps 10, ...)")
+    (["--eps-agg", "10.000000000000002"], "--eps-agg 10.000000000000002 --delta 1e-06"),
 ])
 def test_a_target_over_the_lifetime_budget_is_refused_before_anything_starts(
         flags: list[str], shown: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

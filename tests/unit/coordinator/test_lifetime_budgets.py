@@ -48,6 +48,27 @@ def test_ten_runs_of_a_tenth_exceed_a_lifetime_eps_of_one(tmp_path: Path) -> Non
     assert RunAdmission(store, deltas, "r9", 0.1, 0.05).refused == {fresh}
     assert RunAdmission(store, deltas, "r9", 0.1, 0.04).refused == set()
 
+def test_a_shortfall_that_only_the_exact_sum_shows_says_so_in_figures(tmp_path: Path) -> None:
+    # (before, the check-in's abort said "each may spend eps 1": nine runs of 0.1 and this
+    # one's 0.1, 1 in floats, left the operator guessing why the device was refused)
+    store = Store(tmp_path / "c.sqlite")
+    tenths, whole = (store.add_device(b"c" * 32, bytes([k]) * 32, "") for k in range(2))
+    for run in range(10):
+        store.create_run(f"r{run}", {}, 1.0, {}, {}, [])
+    for run in range(9):
+        store.charge_devices(f"r{run}", [tenths], 0.1, 1e-7)
+    store.charge_devices("r0", [whole], 2.0, 1e-7)
+    admission = RunAdmission(store, LifetimeBudget(eps=1.0, delta=1e-5), "r9", 0.1, 1e-7)
+    assert admission.refused == {tenths, whole}
+    assert admission.shortfall().endswith(
+        f"; device {tenths}'s 9 charges and this run's are compared exactly, eps: their exact "
+        "sum, 1.000000000000000055511151231257827..., is above the cap 1.0 by 5.551e-17 (a "
+        "charge is the binary value of its double: 0.1 is "
+        "0.1000000000000000055511151231257827...)")
+    plain = RunAdmission(store, LifetimeBudget(eps=1.0, delta=1e-5), "r9", 0.5, 1e-7)
+    assert plain.refused == {tenths, whole} and "exact" not in plain.shortfall()
+
+
 def test_a_run_a_billionth_over_the_lifetime_budget_is_refused() -> None:
     budget = LifetimeBudget(eps=1.0, delta=1e-5)
     budget.check_run(1.0, 1e-5)
