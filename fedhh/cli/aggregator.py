@@ -21,11 +21,8 @@ QUIET_CLOSE_TAIL = options.number_in(lambda x: 0 <= x < 1, "in [0, 1)")
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("aggregator", help="run the secure-aggregation service",
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(p)
-    p.set_defaults(handler=run)
+    options.add_command(subparsers, "aggregator", "run the secure-aggregation service",
+                        __doc__, add_arguments, run)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,8 +32,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "and device admissions")
     p.add_argument("--control-token-file",
                    help="bearer token of the control API (default: $FEDHH_CONTROL_TOKEN)")
-    p.add_argument("--metrics-port", type=options.port_number, default=None,
-                   help="serve Prometheus metrics on this port (0: any; default: off)")
     options.add_service_options(p)
     options.add_web_options(p, "the device calls (fedhh.v1.SecureAggregation)")
     options.add_framed_options(p, "the session stream (SecureAggregation.Session), for about "
@@ -69,11 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "started, released/aborted, delivered; fsync'd, compacted), so "
                         "GetOutcome still answers after a restart (default: none; a restart "
                         "forgets every round)")
-    p.add_argument("--max-tombstones", type=options.positive_int, default=4096,
-                   help="finished rounds remembered for GetOutcome (default: 4096)")
-    p.add_argument("--tombstone-ttl", type=options.positive_float, default=7 * 24 * 3600.0,
-                   help="seconds a finished round is remembered (default: 7 days; at least "
-                        "--max-round-seconds)")
+    options.add_outcome_options(p, "--max-round-seconds")
     p.add_argument("--max-streams-per-connection", type=options.positive_int, default=4096,
                    help="concurrent calls one client connection may have open (default: 4096;"
                         " a device process multiplexes its devices over one connection)")

@@ -23,11 +23,8 @@ from fedhh.cli import options
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("combiner", help="run the aggregation leader for sharded rounds",
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(p)
-    p.set_defaults(handler=run)
+    options.add_command(subparsers, "combiner", "run the aggregation leader for sharded rounds",
+                        __doc__, add_arguments, run)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,12 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: 120)")
     p.add_argument("--patience-seconds", type=options.positive_float, default=120.0,
                    help="seconds past that to wait for an unreachable worker (default: 120)")
-    p.add_argument("--max-tombstones", type=options.positive_int, default=4096,
-                   help="finished rounds remembered for GetOutcome (default: 4096)")
-    p.add_argument("--tombstone-ttl", type=options.positive_float, default=7 * 24 * 3600.0,
-                   help="seconds a finished round is remembered (default: 7 days)")
-    p.add_argument("--metrics-port", type=options.port_number, default=None,
-                   help="serve Prometheus metrics on this port (0: any; default: off)")
+    options.add_outcome_options(p)
     options.add_service_options(p)
     p.add_argument("--ready-file", help="write the bound ports as JSON once serving")
 

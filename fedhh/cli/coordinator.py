@@ -17,11 +17,8 @@ from fedhh.cli import options
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("coordinator", help="run the coordinator service",
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(p)
-    p.set_defaults(handler=run)
+    options.add_command(subparsers, "coordinator", "run the coordinator service",
+                        __doc__, add_arguments, run)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,12 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--enrollment-tokens-file",
                    help="one-time enrollment tokens to accept, one per line (imported at start; "
                         "only their hashes are stored)")
-    p.add_argument("--attestation", metavar="MODULE:FACTORY",
-                   help="attestation verifier factory(store) (default: one-time tokens)")
-    p.add_argument("--enroll-rate", type=options.positive_float, default=200.0,
-                   help="enrollments per second, overall and per peer address (default 200)")
-    p.add_argument("--enroll-burst", type=options.positive_int, default=2000,
-                   help="enrollments allowed in a burst (default 2000)")
+    options.add_enrollment_options(p)
     p.add_argument("--lifetime-eps", type=options.positive_float, default=10.0,
                    help="each device's aggregate epsilon across runs per period (default 10)")
     p.add_argument("--lifetime-delta", type=options.open_unit, default=1e-5,
@@ -71,9 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--selector-token-file", help="the token selectors (`fedhh selector`) "
                    "attach with, never the control token (default: $FEDHH_SELECTOR_TOKEN; "
                    "without either, every selector is refused)")
-    p.add_argument("--metrics-port", type=options.port_number, default=None,
-                   help="Prometheus port (0: any)")
-    options.add_service_options(p)
+    options.add_service_options(p, "Prometheus port (0: any)")
     p.add_argument("--dashboard-port", type=options.port_number, default=None,
                    help="serve the read-only web dashboard on this HTTPS port, with the same "
                         "TLS files, signed in with the admin token (0: any; default: off)")

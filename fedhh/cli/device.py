@@ -24,10 +24,8 @@ TASK_TRANSPORT_ENV = "FEDHH_TASK_TRANSPORT"
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("device", help="run a device process", description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(p)
-    p.set_defaults(handler=run)
+    options.add_command(subparsers, "device", "run a device process",
+                        __doc__, add_arguments, run)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -112,10 +110,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget-period-days", type=options.positive_float, default=30.0,
                    help="the period of --lifetime-eps-local in days (default 30)")
     p.add_argument("--stats-file", help="write counters and latencies as JSON on exit")
-    p.add_argument("--metrics-port", type=options.port_number, default=None,
-                   help="serve Prometheus metrics (plain HTTP: a device process has no server "
-                        "certificate) on this port (0: any; default: off)")
-    options.add_service_options(p)
+    options.add_service_options(p, "serve Prometheus metrics (plain HTTP: a device process "
+                                   "has no server certificate) on this port (0: any; default: "
+                                   "off)")
     p.add_argument("--ready-file", help="write {'devices': N} once every device is enrolled")
 
 

@@ -8,7 +8,7 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fedhh.errors import ConfigError
 from fedhh.integers import read_integer
@@ -351,13 +351,51 @@ def add_listen_options(parser: argparse.ArgumentParser, default: str,
                            help="plaintext gRPC; only allowed on loopback addresses")
 
 
-def add_service_options(parser: argparse.ArgumentParser) -> None:
-    """The options every service process shares: where its metrics listen and its log level."""
+def add_command(subparsers: Any, name: str, summary: str, description: str,
+                add_arguments: Callable[[argparse.ArgumentParser], None],
+                handler: Callable[[argparse.Namespace], int]) -> None:
+    """A process's subcommand (a service, the device process, `fedhh up`): ``summary`` in
+    `fedhh --help`'s list, its module docstring ``description`` as written (line breaks and
+    all) atop its own --help, its options from ``add_arguments``, run by ``handler``."""
+    p = subparsers.add_parser(name, help=summary, description=description,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    p.set_defaults(handler=handler)
+
+
+def add_service_options(parser: argparse.ArgumentParser,
+                        metrics: str = "serve Prometheus metrics on this port (0: any; "
+                                       "default: off)") -> None:
+    """The options every service process shares: its metrics port (``metrics``: its help),
+    where its metrics listen and its log level."""
+    parser.add_argument("--metrics-port", type=port_number, default=None, help=metrics)
     parser.add_argument("--metrics-host", default="127.0.0.1",
                         help="address of the Prometheus metrics listener (with --metrics-port; "
                              "default 127.0.0.1)")
     parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS,
                         help="least severe level logged, as JSON lines on stderr (default INFO)")
+
+
+def add_enrollment_options(parser: argparse.ArgumentParser) -> None:
+    """How the device service admits enrollments, wherever it is served (the coordinator, each
+    selector): the attestation verifier and the rate limit."""
+    parser.add_argument("--attestation", metavar="MODULE:FACTORY",
+                        help="attestation verifier factory(store) (default: one-time tokens)")
+    parser.add_argument("--enroll-rate", type=positive_float, default=200.0,
+                        help="enrollments per second, overall and per peer address (default "
+                             "200)")
+    parser.add_argument("--enroll-burst", type=positive_int, default=2000,
+                        help="enrollments allowed in a burst (default 2000)")
+
+
+def add_outcome_options(parser: argparse.ArgumentParser, ttl_bound: str = "") -> None:
+    """How long an aggregation service (an aggregator, the combiner) remembers its finished
+    rounds for GetOutcome; ``ttl_bound``: what --tombstone-ttl must be at least, if anything."""
+    parser.add_argument("--max-tombstones", type=positive_int, default=4096,
+                        help="finished rounds remembered for GetOutcome (default: 4096)")
+    parser.add_argument("--tombstone-ttl", type=positive_float, default=7 * 24 * 3600.0,
+                        help="seconds a finished round is remembered (default: 7 days"
+                             + (f"; at least {ttl_bound})" if ttl_bound else ")"))
 
 
 def _origins(text: str) -> list[str]:

@@ -22,11 +22,8 @@ from fedhh.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("selector", help="serve devices for a leader coordinator",
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(p)
-    p.set_defaults(handler=run)
+    options.add_command(subparsers, "selector", "serve devices for a leader coordinator",
+                        __doc__, add_arguments, run)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,15 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(its --selector-token-file; default: $FEDHH_SELECTOR_TOKEN)")
     # (before: selectors attached with the control token, which the aggregation workers hold)
     p.add_argument("--control-token-file", help=argparse.SUPPRESS)
-    p.add_argument("--attestation", metavar="MODULE:FACTORY",
-                   help="attestation verifier factory(store) (default: one-time tokens)")
-    p.add_argument("--enroll-rate", type=options.positive_float, default=200.0,
-                   help="enrollments per second, overall and per peer address (default 200)")
-    p.add_argument("--enroll-burst", type=options.positive_int, default=2000,
-                   help="enrollments allowed in a burst (default 2000)")
-    p.add_argument("--metrics-port", type=options.port_number, default=None,
-                   help="Prometheus port (0: any)")
-    options.add_service_options(p)
+    options.add_enrollment_options(p)
+    options.add_service_options(p, "Prometheus port (0: any)")
     options.add_web_options(p, "the device calls (fedhh.v1.DeviceService)")
     options.add_framed_options(p, "the device calls (fedhh.v1.DeviceService: GetTask, "
                                   "Enroll), for about half of gRPC's CPU per call,")
