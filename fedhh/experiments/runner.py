@@ -24,7 +24,7 @@ from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.config import RunConfig
 from fedhh.data.dataset import FederatedDataset
-from fedhh.data.truth import GroundTruth
+from fedhh.data.truth import GroundTruth, dataset_contents
 from fedhh.errors import ConfigError
 from fedhh.experiments.code import check_unchanged, code_identity
 from fedhh.experiments.spec import (
@@ -105,16 +105,15 @@ class SuiteData:
         """The dataset's identity: its name, folder, sizes and the SHA-256 of its contents
         (before, the sizes alone: a dataset rebuilt in place with the same sizes, such as
         another seed of a generator or a file edited to the same length, reused the runs
-        stored for the old one)."""
-        from fedhh.data.digest import content_digest
-
+        stored for the old one). The digest is the one the ground truth and the simulator's
+        caches key on (``dataset_contents``), so the dataset is hashed once for all of them."""
         return SuiteData(dataset, {
             "name": dataset.name,
             "directory": dataset.root.name if dataset.root is not None else None,
             "users": dataset.num_users,
             "entries": dataset.num_entries,
             "vocabulary": len(dataset.vocabulary),
-            CONTENTS: content_digest(dataset),
+            CONTENTS: dataset_contents(dataset),
         })
 
     def truth_items(self) -> GroundTruth:

@@ -81,3 +81,33 @@ def test_a_worker_whose_dataset_has_other_contents_is_refused_saying_so(
     with pytest.raises(DatasetError, match=r"has the client's name, folder and sizes but other "
                        r"contents \(SHA-256 \w{12}, the client's 000000000000: another build"):
         compute_run(suite.settings, run, theirs, code_fingerprint())
+
+
+def test_the_identity_and_the_runs_caches_hash_the_dataset_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The identity's digest is the one the simulator's caches beside the dataset key on (before,
+    the identity hashed the dataset for itself: twice per suite where digest.json cannot keep the
+    digest, a read-only folder or files written under 2 s before)."""
+    import fedhh.data.digest
+    import fedhh.data.truth
+
+    hashed: list[Path | None] = []
+    real = fedhh.data.digest.content_digest
+
+    def counted(dataset: FederatedDataset) -> str:
+        hashed.append(dataset.root)
+        return real(dataset)
+
+    monkeypatch.setattr(fedhh.data.digest, "content_digest", counted)
+    monkeypatch.setattr(fedhh.data.truth, "content_digest", counted)
+    path = save_dataset(from_user_counts(users(200), name="tiny"), tmp_path / "data")
+    suite = Suite(SuiteSettings(str(path), eps_agg=4.0), ResultStore(tmp_path / "store"))
+    # (not single-item: the run's ground truth and code truth are cached beside the dataset)
+    study = Study("tiny", 0, "tiny", "test study", "-", (StudyVariant("5bit", RunConfig(
+        dim_limit=1 << 16, codec="5bit", rounds=6, segment_bits=10)),))
+    [run] = suite.plan([study], [0])
+    suite.execute([run])
+    assert suite.computed == 1
+    cached = {p.name for p in path.iterdir()}
+    assert "truth.json" in cached and any(n.startswith("truth_codes_v2_") for n in cached)
+    assert hashed == [path]
