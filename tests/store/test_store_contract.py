@@ -6,6 +6,7 @@ the same data through a connection that cannot write."""
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -97,6 +98,11 @@ class StoreContract:
         assert store.raise_run_charge("r1", 2.5) == 2 and store.raise_run_charge("r1", 2.0) == 0
         assert store.device_spend_terms(0.0, exclude_run="r2") == {a: [(2.5, 1e-6, 1)],
                                                                    b: [(2.5, 1e-6, 1)]}
+        # the charge is the ledger's double, stored as it is: one unit in the last place above
+        # reads back above (the exact sums are of what is stored)
+        above = math.nextafter(2.5, math.inf)
+        assert store.raise_run_charge("r1", above) == 2
+        assert store.device_spend_terms(0.0, exclude_run="r2")[a] == [(above, 1e-6, 1)]
 
     # ---- runs and attempts -------------------------------------------------------------------
     def test_a_damaged_run_row_is_named_and_spoils_only_itself(self, store: Store) -> None:
