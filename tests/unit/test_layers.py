@@ -836,6 +836,55 @@ def calls_in(path: Path, function: str) -> set[str]:
     return found
 
 
+def bearer_readers(root: Path) -> list[str]:
+    """The modules of the network layers, but ``fedhh.rpc.credentials``, that name a call's
+    ``authorization`` metadata (a string constant, any case): each would read or write a
+    bearer token beside the one piece (``credentials.bearer``, ``check_bearer``,
+    ``bearer_metadata``), without its 512-character bound or its constant-time compare."""
+    return sorted(name for name, path in module_names(root).items()
+                  if layer_of(name) in NETWORKED and name != "fedhh.rpc.credentials"
+                  and any(isinstance(node, ast.Constant) and isinstance(node.value, str)
+                          and node.value.lower() == "authorization" for node in walked(path)))
+
+
+def test_a_calls_bearer_token_is_read_in_its_one_piece(tmp_path: Path) -> None:
+    # docs/architecture.md, the one-piece table's ``credentials.bearer``
+    assert bearer_readers(ROOT) == []
+    write_tree(tmp_path, {
+        "fedhh/rpc/credentials.py": "KEY = 'authorization'\n",
+        "aggregator/fedhh_aggregator/auth.py":
+            "def token(metadata):\n    return dict(metadata).get('Authorization')\n",
+        "fedhh/simulation/runner.py": "KEY = 'authorization'\n"})  # (offline: not the wire's)
+    assert bearer_readers(tmp_path) == ["fedhh_aggregator.auth"]
+
+
+# docs/architecture.md, the one-piece table's ``serving.check_start``: each process that
+# listens or writes a ready file refuses its TLS files, ready file and listeners there, in the
+# function that checks its start.
+STARTS = {
+    "server/fedhh_coordinator/main.py": "check_startup",
+    "server/fedhh_coordinator/selector_main.py": "check_startup",
+    "aggregator/fedhh_aggregator/main.py": "from_args",
+    "aggregator/fedhh_aggregator/combiner_main.py": "from_args",
+    "fedhh/cli/device.py": "run",
+}
+
+
+def unchecked_starts(root: Path) -> list[str]:
+    """The ``STARTS`` whose start function does not call ``check_start``."""
+    return [path for path, function in STARTS.items()
+            if "check_start" not in calls_in(root / path, function)]
+
+
+def test_every_process_checks_its_start_in_the_one_piece(tmp_path: Path) -> None:
+    # (before, the device process checked neither its --ready-file nor its metrics listener:
+    # an unwritable ready file failed it once every device had enrolled)
+    assert unchecked_starts(ROOT) == []
+    write_tree(tmp_path, {path: (ROOT / path).read_text() for path in STARTS})
+    (tmp_path / "fedhh/cli/device.py").write_text("def run(args):\n    return start(args)\n")
+    assert unchecked_starts(tmp_path) == ["fedhh/cli/device.py"]
+
+
 def test_the_simulator_draws_a_report_through_the_devices_own_functions() -> None:
     # docs/architecture.md: a networked run reproduces the per-device simulation because both
     # draw a device's report with the same functions of fedhh.device, from the same stream:
