@@ -231,6 +231,19 @@ def window_order(orders: np.ndarray) -> float:
     return float(min(256.0, max(32.0, 4.0 * float(np.min(orders)))))
 
 
+def checked_setting(delta: float, rounds: int, num_devices: int, sampling_rate: float,
+                    method: str) -> tuple[float, int, int, float, str, int]:
+    """A run's setting as every accountant takes it, checked (``PrivacyError`` naming the
+    figure), and its participants per round (``participants_for``)."""
+    delta = check_delta(delta)
+    rounds = check_rounds(rounds)
+    num_devices = check_devices(num_devices)
+    sampling_rate = check_rate(sampling_rate)
+    method = methods.check_method(method)
+    return (delta, rounds, num_devices, sampling_rate, method,
+            participants_for(num_devices, sampling_rate, method))
+
+
 def aggregate_epsilon(
     eps_local: float,
     delta: float,
@@ -247,12 +260,8 @@ def aggregate_epsilon(
     ``offsets``: a per-round allocation, round i at local epsilon eps_local + offsets[i]
     (``allocation_offsets``); accounted by the ``"sum"`` method only."""
     eps_local = check_eps_local(eps_local, "eps_local")
-    delta = check_delta(delta)
-    rounds = check_rounds(rounds)
-    num_devices = check_devices(num_devices)
-    sampling_rate = check_rate(sampling_rate)
-    method = methods.check_method(method)
-    n = participants_for(num_devices, sampling_rate, method)
+    delta, rounds, num_devices, sampling_rate, method, n = checked_setting(
+        delta, rounds, num_devices, sampling_rate, method)
     sampled = sampling_rate < 1.0
     round_eps = check_offsets(eps_local, offsets, rounds, method)
     pure = sum_up(round_eps)  # basic composition of eps-LDP rounds (rounded up): always valid

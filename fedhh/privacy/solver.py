@@ -26,12 +26,12 @@ import numpy as np
 
 from fedhh.errors import PrivacyError
 from fedhh.privacy import methods
-from fedhh.privacy._checks import check_delta, check_devices, check_eps, check_rate, check_rounds
+from fedhh.privacy._checks import check_eps
 from fedhh.privacy.accountant import (
     AggregateEpsilon,
     aggregate_epsilon,
     check_offsets,
-    participants_for,
+    checked_setting,
     useful_orders,
     window_order,
 )
@@ -128,12 +128,8 @@ def solve_allocation(
 def _solve(eps_agg: float, delta: float, rounds: int, num_devices: int, sampling_rate: float,
            method: str, offsets: Sequence[float] | None) -> LocalEpsilonSolution:
     eps_agg = check_eps(eps_agg, "eps_agg")
-    delta = check_delta(delta)
-    rounds = check_rounds(rounds)
-    num_devices = check_devices(num_devices)
-    sampling_rate = check_rate(sampling_rate)
-    method = methods.check_method(method)
-    n = participants_for(num_devices, sampling_rate, method)
+    delta, rounds, num_devices, sampling_rate, method, n = checked_setting(
+        delta, rounds, num_devices, sampling_rate, method)
     if offsets is not None and len(offsets):
         check_offsets(EPS_LOCAL_MAX, offsets, rounds, method)
         if max(offsets) > 0:
