@@ -3,12 +3,13 @@
 Shows the progress of every long step on stderr when it is a terminal (building the dataset on
 first use, checking it, its ground truth, the rounds) and prints a summary; ``--json PATH``
 writes machine-readable results with the keys ``heavy_hitters`` (list of {"item", "estimate",
-"std", "round", "code", "ended", "truncated"}; ``std``, the estimate's standard deviation at its
-round's randomizer and contributors, null for a mechanism without one; a truncated item, cut
-at the code's width, with ``bits`` and ``cause`` as a cut prefix's), ``cut_prefixes`` (the
-same, for heavy prefixes the rounds could not complete, each with its ``cause``: ``no rounds
-left``, ``lost in round N`` or ``the codes' limit, 4,096 bits``), ``earlier_runs`` (the same,
-for what the first run of --two-runs found), ``deny_list`` (as given),
+"std", "run", "round", "code", "ended", "truncated"}; ``run``, 2 for the second of --two-runs,
+else 1; ``std``, the estimate's standard deviation at its round's randomizer and contributors,
+null for a mechanism without one; a truncated item, cut at the code's width, with ``bits``
+and ``cause`` as a cut prefix's), ``cut_prefixes`` (the same, for heavy prefixes the rounds
+could not complete, each with its ``cause``: ``no rounds left``, ``lost in round N`` or ``the
+codes' limit, 4,096 bits``), ``earlier_runs`` (the same, for what the first run of
+--two-runs found), ``deny_list`` (as given),
 ``deny_list_cut`` (its items longer than the codes, each with the dataset's items it also
 denies: ``also_denies``, each's ``item`` and ``users_holding``; ``needs_bits``, its whole
 code's, null past 4,096), ``metrics``,
@@ -275,6 +276,13 @@ def result_payload(result: SimulationResult, config: RunConfig,
         for entry, hitter in zip(payload[key], hitters, strict=True):
             if hitter.truncated:
                 entry["cause"] = cut_cause(hitter.round, hitter.bits, hitter.max_bits, end)
+    # (each row names its run, as it names its round, which counts from 1 in each run of
+    # --two-runs: before, a row taken out of its list, or the lists joined, no longer said
+    # which run found it)
+    for key, run in (("heavy_hitters", config.runs), ("cut_prefixes", config.runs),
+                     ("earlier_runs", 1)):
+        for entry in payload[key]:
+            entry["run"] = run
     payload["config"] = config.to_dict()
     payload["dataset"] = dataset_summary
     # (kept prefixes a round's segment left out: before, only each round's "trimmed" said so)
