@@ -57,6 +57,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from fedhh.errors import PrivacyError
@@ -266,7 +267,7 @@ def laplace_calibration(
     # per-round epsilon; kov_inverse stops at an absolute 1e-13 and returns 0 below it
     # (eps_agg = 1e-300).
     eps_r = max(kov_inverse(eps_agg, rounds, delta), share_down(eps_agg, rounds))
-    z_adv = 1.0 / eps_r
+    z_adv = _laplace_scale(eps_r)
     routes = {"pld": z_pld, "rdp": z_rdp, "advanced-composition": z_adv}
     tightest = min(routes, key=routes.__getitem__)
     _refuse_unusable("Laplace", routes[tightest], eps_agg, delta, rounds)
@@ -282,6 +283,18 @@ def laplace_calibration(
         rounds=rounds,
         sensitivity=sens,
     )
+
+
+def _laplace_scale(eps: float) -> float:
+    """The smallest double at or above 1 / ``eps``: Laplace noise of that scale per unit of L1
+    sensitivity is at most eps-DP (Dwork & Roth 2014, Theorem 3.6). 1 / eps rounds to
+    nearest, below it for about one in four shares: 0.6 / 3 rounded down is
+    0.19999999999999998, 1 / that rounds to 5.0, and 3 rounds at scale 5 are 3 / 5 > 0.6
+    exactly."""
+    scale = 1.0 / eps
+    if Fraction(scale) * Fraction(eps) < 1:
+        scale = math.nextafter(scale, math.inf)
+    return scale
 
 
 def gaussian_calibration(

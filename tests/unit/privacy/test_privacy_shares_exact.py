@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from fedhh.privacy import solver
 from fedhh.privacy.accountant import aggregate_epsilon
 from fedhh.privacy.baselines import triehh_rate, triehhpp_rate
+from fedhh.privacy.central import laplace_calibration
 from fedhh.privacy.composition import kov_epsilon, kov_inverse, share_down
 from fedhh.privacy.ledger import PrivacyLedger
 
@@ -56,6 +57,13 @@ def test_triehhpp_shares_fit_eps_and_delta_exactly() -> None:
     assert rate.per_round_delta < 1e-3 / 10
     assert Fraction(rate.per_round_epsilon) * 10 <= 1
     assert Fraction(rate.per_round_delta) * 10 <= Fraction(1e-3)
+
+
+def test_the_central_laplace_scale_of_a_share_fits_exactly() -> None:
+    # (before, 1 / 0.19999999999999998 rounded to 5.0: three rounds of Laplace(5) are
+    # 3 / 5 = 0.6-DP, above the double 0.6, 0.59999999999999997780)
+    scale = laplace_calibration(0.6, 1e-6, 3, 1.0).advanced_noise_scale
+    assert 3 / Fraction(scale) <= Fraction(0.6)
 
 
 def test_the_ledger_rounds_its_basic_composition_up() -> None:
