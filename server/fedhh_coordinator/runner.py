@@ -265,7 +265,9 @@ class Runner:
         """``settle_run_charge`` as the run ends, however it ends. A settlement that fails
         (the store unavailable) after the run stopped with ``stopped`` logs that first error
         and chains it (``raise ... from``): before, the store's error replaced it, and the
-        operator saw only 'the store is unavailable', not why the run had stopped. The
+        operator saw only 'the store is unavailable', not why the run had stopped. A
+        cancellation of the task (the service stopping) goes on as it was, the store's error
+        logged: replaced, it left the runner waiting for the store instead of stopping. The
         settlement is made again when the run resumes."""
         try:
             spent = settle_run_charge(self.store, run_id, driver.ledger)
@@ -275,7 +277,9 @@ class Runner:
             log.error("the run stopped, and its lifetime charge could not be settled",
                       extra={"run_id": run_id, "stopped_by": f"{type(stopped).__name__}: "
                              f"{stopped}", "error": f"{type(error).__name__}: {error}"})
-            raise error from stopped
+            if isinstance(stopped, Exception):
+                raise error from stopped
+            return  # (drive raises ``stopped`` itself)
         if spent is not None:
             log.warning("run over its budget: its devices are charged what it spent",
                         extra={"run_id": run_id, "eps_spent": spent, "eps_agg": eps_agg})

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.config import RunConfig
 from fedhh.errors import PrivacyError
 from fedhh.privacy.ledger import PrivacyLedger
-from fedhh.rounds import RunCancelled
+from fedhh.rounds import RoundDriver, RunCancelled
 from fedhh_coordinator.aggregation import DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission, settle_run_charge
 from fedhh_coordinator.db.interface import StoreUnavailable
@@ -156,3 +156,22 @@ def test_a_settlement_the_store_refuses_keeps_why_the_run_stopped(
     assert len(settled) == 1
     assert settled[0].stopped_by.startswith("RunCancelled: ")  # type: ignore[attr-defined]
     assert "database connection lost" in settled[0].error  # type: ignore[attr-defined]
+
+
+def test_a_settlement_the_store_refuses_does_not_stop_a_cancelled_task_stopping(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (before, the store's error replaced the task's cancellation: the service, stopping,
+    # waited for the store instead)
+    store = Store(tmp_path / "c.sqlite")
+    runner, _, _ = cancelled_overspent_run(store)
+
+    async def stopping(self: RoundDriver, state: object) -> None:
+        raise asyncio.CancelledError
+
+    def unavailable(run_id: str, eps: float) -> int:
+        raise StoreUnavailable("database connection lost")
+
+    monkeypatch.setattr(RoundDriver, "run", stopping)
+    monkeypatch.setattr(store, "raise_run_charge", unavailable)
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(runner.drive("t"))
