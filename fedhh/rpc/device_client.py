@@ -74,7 +74,6 @@ from fedhh.rpc.aggregator_wire import (
 from fedhh.rpc.device_stream import participate_stream
 from fedhh.rpc.framed.client import FramedStub
 from fedhh.rpc.participation import (
-    CODE_OUTCOMES,
     RETRIED_CODES,
     ComputeTurns,
     ParticipationEnd,
@@ -83,6 +82,7 @@ from fedhh.rpc.participation import (
     SessionResult,
     Transport,
     computed_in_turn,
+    ended_by_status,
     given_up,
     not_ready,
     stage_deadline_s,
@@ -388,12 +388,8 @@ async def participate(channel: grpc.aio.Channel | Any, device: SecAggDevice, one
         return SessionResult(current, ParticipationEnd.ROUND_ABORTED, contributed,
                              f"{over.reason} (told to another device of this process)")
     except grpc.aio.AioRpcError as error:
-        outcome = CODE_OUTCOMES.get(error.code(), ParticipationEnd.REJECTED)
-        if outcome is ParticipationEnd.ROUND_ABORTED and computing is not None:
-            computing.round_aborted(session_id, error.details() or "aborted")
-        return given_up(SessionResult(current, outcome, contributed,
-                                      f"{error.code().name}: {error.details()}"),
-                        computing, session_id)
+        return ended_by_status(current, error.code(), error.details(), contributed, computing,
+                               session_id)
 
 
 async def _wait_for_request(session: DeviceSession, stage: Stage, give_up_at: float,

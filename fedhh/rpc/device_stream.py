@@ -48,7 +48,6 @@ from fedhh.rpc.aggregator_wire import (
 )
 from fedhh.rpc.errors import CODES_BY_NUMBER
 from fedhh.rpc.participation import (
-    CODE_OUTCOMES,
     RETRIED_CODES,
     ComputeTurns,
     ParticipationEnd,
@@ -56,6 +55,7 @@ from fedhh.rpc.participation import (
     RoundOver,
     SessionResult,
     computed_in_turn,
+    ended_by_status,
     given_up,
     not_ready,
     stage_deadline_s,
@@ -406,12 +406,8 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
         if ended.code is None:
             return given_up(SessionResult(current, ParticipationEnd.TIMED_OUT, contributed,
                                           ended.details), computing, device.session_id)
-        outcome = CODE_OUTCOMES.get(ended.code, ParticipationEnd.REJECTED)
-        if outcome is ParticipationEnd.ROUND_ABORTED and computing is not None:
-            computing.round_aborted(device.session_id, ended.details or "aborted")
-        return given_up(SessionResult(current, outcome, contributed,
-                                      f"{ended.code.name}: {ended.details}"),
-                        computing, device.session_id)
+        return ended_by_status(current, ended.code, ended.details, contributed, computing,
+                               device.session_id)
 
 
 def _answer(device: SecAggDevice, answer: pb.AwaitStageResponse, ones: np.ndarray,

@@ -231,6 +231,21 @@ def given_up(result: SessionResult, computing: ComputeTurns | None,
                          f"{reason} (told to another device of this process)")
 
 
+def ended_by_status(stage: Stage, code: grpc.StatusCode, details: str | None,
+                    contributed: bool, computing: ComputeTurns | None,
+                    session_id: bytes) -> SessionResult:
+    """Where a device stops at ``stage`` when its aggregator ends a call (unary) or its
+    session stream with a final status ``code`` (``CODE_OUTCOMES``; any other is REJECTED):
+    an abort is told to the other devices of its process (``ComputeTurns.round_aborted``), and
+    a timeout read as the abort they were told of (``given_up``). The unary calls' reading and
+    the session stream's (before, each had its own copy)."""
+    outcome = CODE_OUTCOMES.get(code, ParticipationEnd.REJECTED)
+    if outcome is ParticipationEnd.ROUND_ABORTED and computing is not None:
+        computing.round_aborted(session_id, details or "aborted")
+    return given_up(SessionResult(stage, outcome, contributed, f"{code.name}: {details}"),
+                    computing, session_id)
+
+
 async def computed_in_turn(turns: ComputeTurns | None, compute: Callable[[], _T],
                            session_id: bytes | None = None) -> _T:
     """``compute()`` (a stage's answer: the device's cryptography), in the turns of the devices
