@@ -90,7 +90,7 @@ def kov_epsilon(eps: float, k: int, delta_slack: float) -> float:
         return 0.0
     # (rounded up, as ``sum_up``: k * eps in floats can land below the exact product, and
     # kov_inverse's shares then added back to above eps_total)
-    basic = sum_up([eps] * k) if math.isfinite(eps) else math.inf
+    basic = times_up(k, eps) if math.isfinite(eps) else math.inf
     if delta_slack <= 0:
         return basic
     head = math.expm1(eps) * eps * k / (math.exp(eps) + 1.0)
@@ -158,7 +158,17 @@ def sum_up(values: Iterable[float]) -> float:
     in floats is 0.9999999999999999, below the exact 10 x 0.1000000000000000055511151231257827.
     Each double is a dyadic rational, so the sum is taken exactly (equal terms counted once)
     and rounded up."""
-    exact = exact_sum(values)
+    return _rounded_up(exact_sum(values))
+
+
+def times_up(k: int, value: float) -> float:
+    """The smallest double at or above the exact ``k * value`` (finite): k rounds of one
+    term composed by adding (Theorem 3.16), as ``sum_up`` of k copies without the k copies
+    (kov_inverse calls it up to 200 times, for up to 2^20 rounds)."""
+    return _rounded_up(Fraction(value) * k)
+
+
+def _rounded_up(exact: Fraction) -> float:
     try:
         total = float(exact)  # correctly rounded to nearest
     except OverflowError:  # past the largest double (before: OverflowError, a traceback;

@@ -64,7 +64,7 @@ from fedhh.privacy.accountant import (
     participants_for,
     repeat_offsets,
 )
-from fedhh.privacy.composition import ORDERS, kov_epsilon, rdp_to_dp, sum_up
+from fedhh.privacy.composition import ORDERS, kov_epsilon, rdp_to_dp, times_up
 from fedhh.privacy.solver import solve_allocation, solve_local_epsilon
 from fedhh.privacy.subsampling import subsampled_rdp
 
@@ -314,7 +314,7 @@ class PrivacyLedger:
                 [s.contributors for s in charged], self.population
             )
         grid = np.asarray(self.orders, dtype=float)
-        best = sum_up([self.eps_local] * len(spends))  # (Theorem 3.16, rounded up)
+        best = times_up(len(spends), self.eps_local)  # (Theorem 3.16, rounded up)
         if all(len(s.rdp) == len(grid) for s in spends):
             total = np.sum([np.asarray(s.rdp) for s in spends], axis=0)
             if np.any(np.isfinite(total)):
