@@ -122,6 +122,24 @@ def test_dropouts_of_either_kind(bridge: NodeDevices) -> None:
     assert outcome.revealed[5] == {"s"} and outcome.revealed[2] == {"b"}
 
 
+def test_a_device_lost_at_each_stage(bridge: NodeDevices) -> None:
+    """A TypeScript device falls silent before each of the five stages (a tab closed there),
+    and Python devices before their masked input and before unmasking: the round is released
+    over those that sent a masked input, the lost ones' reports are not in the sum, and each
+    device's seeds are revealed as the protocol allows (s for those lost after sharing keys but
+    before their masked input, b for every contributor, nothing for the rest)."""
+    cohort = make_cohort(n=16, dimension=40, k=15, t=4, device_auth=True,
+                         consistency_check=True, seed=b"web-drop-every-stage")
+    lost = {Stage.ADVERTISE_KEYS: {1}, Stage.SHARE_KEYS: {2}, Stage.MASKED_INPUT: {3, 10},
+            Stage.CONSISTENCY_CHECK: {4}, Stage.UNMASK: {5, 12}}
+    dropouts = DropoutPlan({stage: frozenset(ids) for stage, ids in lost.items()})
+    outcome = _round(bridge, cohort, {1, 2, 3, 4, 5, 6, 7}, dropouts=dropouts)
+    _assert_released_sum(outcome)
+    assert outcome.contributors == frozenset(range(1, 17)) - {1, 2, 3, 10}
+    assert {u for u, kinds in outcome.revealed.items() if kinds == {"s"}} == {3, 10}
+    assert {u for u, kinds in outcome.revealed.items() if kinds == {"b"}} == outcome.contributors
+
+
 TARGET = 3  # the device whose requests are tampered with
 N, K, T = 8, 4, 3
 
