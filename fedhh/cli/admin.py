@@ -283,11 +283,26 @@ def run(args: argparse.Namespace) -> int:
             if few:
                 print(few, file=sys.stderr)
         elif args.action == "mint-tokens":
+            from fedhh.errors import StateError
+            from fedhh.rpc.admin_client import PartlyMinted
+
             users = range(args.count) if args.users is None else args.users
-            tokens = client.mint_tokens(len(users), (args.ttl_hours or 0) * 3600, args.label)
-            lines = tokens if args.users is None else [f"{u} {t}" for u, t in zip(
-                users, tokens, strict=True)]
-            write_private(args.out, "".join(f"{line}\n" for line in lines))
+
+            def write(tokens: list[str]) -> None:
+                lines = tokens if args.users is None else [f"{u} {t}" for u, t in zip(
+                    users, tokens, strict=False)]
+                write_private(args.out, "".join(f"{line}\n" for line in lines))
+
+            try:
+                tokens = client.mint_tokens(len(users), (args.ttl_hours or 0) * 3600, args.label)
+            except PartlyMinted as partly:
+                # Those minted are valid at the coordinator: written, not lost with the error
+                write(partly.tokens)
+                rest = users[len(partly.tokens):]
+                raise StateError(f"{partly}: those are written to {args.out} (users "
+                                 f"{users.start}..{rest.start - 1}); mint the rest with "
+                                 f"--users {rest.start}:{rest.stop} and another --out") from None
+            write(tokens)
             print(f"{len(tokens)} enrollment tokens written to {args.out}")
             return 0
         elif args.action == "list":

@@ -19,6 +19,17 @@ FINAL = ("done", "failed", "cancelled")
 MINT_PER_CALL = 50_000
 
 
+class PartlyMinted(StateError):
+    """A mint of several calls that failed after some: ``tokens``, the first of the ``count``
+    asked for, are stored at the coordinator and valid, and must reach whoever asked (before,
+    the failure's RpcError dropped them); ``error`` is the call that failed."""
+
+    def __init__(self, tokens: list[str], count: int, error: grpc.RpcError) -> None:
+        super().__init__(f"{len(tokens):,} of {count:,} tokens were minted before a call failed "
+                         f"({error.code().name}: {error.details()})")
+        self.tokens, self.count, self.error = tokens, count, error
+
+
 class AdminClient:
     def __init__(self, address: str, token: bytes, ca: str | Path | None = None) -> None:
         self.channel = serving.command_channel(address, ca, serving.OPTIONS)
@@ -61,13 +72,19 @@ class AdminClient:
 
     def mint_tokens(self, count: int, ttl_s: float = 0.0, label: str = "") -> list[str]:
         """``count`` one-time enrollment tokens (valid ``ttl_s`` seconds; 0: until used), in
-        calls of at most ``MINT_PER_CALL``."""
+        calls of at most ``MINT_PER_CALL``; PartlyMinted, holding those minted, when a call
+        after the first fails."""
         tokens: list[str] = []
         while len(tokens) < count:
             request = pb.MintEnrollmentTokensRequest(
                 count=min(count - len(tokens), MINT_PER_CALL), ttl_s=ttl_s, label=label)
-            tokens += self.stub.MintEnrollmentTokens(request, metadata=self.metadata,
-                                                     timeout=60).tokens
+            try:
+                tokens += self.stub.MintEnrollmentTokens(request, metadata=self.metadata,
+                                                         timeout=60).tokens
+            except grpc.RpcError as error:
+                if not tokens:
+                    raise  # (nothing minted)
+                raise PartlyMinted(tokens, count, error) from error
         return tokens
 
     def wait(self, run_id: str, timeout_s: float, on_change: Any = None,

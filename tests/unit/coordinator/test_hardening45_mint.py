@@ -148,3 +148,63 @@ def test_mint_tokens_asks_for_at_most_fedhhs_most_devices(
     for most in (["--count", "1e7"], ["--users", "5:10000005"]):
         args = parser.parse_args(["admin", "mint-tokens", *most, "--out", str(out)])
         assert len(args.users if args.users is not None else range(args.count)) == 10**7
+
+
+class _Unavailable(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return "the coordinator went away"
+
+
+class _FailsSecond:
+    """MintEnrollmentTokens that mints on its first call and fails on its second."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def MintEnrollmentTokens(self, request: pb.MintEnrollmentTokensRequest, **_: Any
+                             ) -> pb.MintEnrollmentTokensResponse:
+        self.calls += 1
+        if self.calls > 1:
+            raise _Unavailable()
+        return pb.MintEnrollmentTokensResponse(
+            tokens=[f"{i:064x}" for i in range(request.count)])
+
+
+@pytest.mark.parametrize("how_many", [["--count", str(MAX_MINT + 5)],
+                                      ["--users", f"7:{7 + MAX_MINT + 5}"]])
+def test_tokens_minted_before_a_later_call_fails_are_written_not_lost(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        how_many: list[str]) -> None:
+    """Before, the second call's error dropped the first call's MAX_MINT tokens, stored at the
+    coordinator (valid, counted as unused) and written nowhere."""
+    from fedhh.rpc import admin_client
+    from fedhh.rpc.device_users import read_tokens
+
+    class Client(admin_client.AdminClient):
+        def __init__(self, address: str, token: bytes, ca: str | Path | None = None) -> None:
+            super().__init__(address, token, ca)  # (a channel never dialled)
+            self.stub = _FailsSecond()
+
+    monkeypatch.setattr(admin_client, "AdminClient", Client)
+    token_file = tmp_path / "admin.token"
+    token_file.write_text("0123456789abcdef0123\n")
+    out = tmp_path / "t.tokens"
+    with pytest.raises(SystemExit) as exit_:
+        main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(token_file),
+              "mint-tokens", *how_many, "--out", str(out)])
+    assert exit_.value.code == 2
+    first = 0 if how_many[0] == "--count" else 7
+    assert capsys.readouterr().err == (
+        f"fedhh admin: error: {MAX_MINT:,} of {MAX_MINT + 5:,} tokens were minted before a call "
+        f"failed (UNAVAILABLE: the coordinator went away): those are written to {out} (users "
+        f"{first}..{first + MAX_MINT - 1}); mint the rest with --users {first + MAX_MINT}:"
+        f"{first + MAX_MINT + 5} and another --out\n")
+    lines = out.read_text().splitlines()
+    assert len(lines) == MAX_MINT and lines[-1].endswith(f"{MAX_MINT - 1:064x}")
+    if how_many[0] == "--users":
+        tokens = read_tokens(out)
+        assert sorted(tokens) == list(range(7, 7 + MAX_MINT))
+        assert tokens[7] == f"{0:064x}"
