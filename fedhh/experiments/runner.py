@@ -365,7 +365,13 @@ class Suite:
             "segments": [r["segment_bits"] for r in result.rounds],
             "rounds": result.rounds,
             "timings": {**result.timings, "wall_s": wall},
-            "top_hitters": [h.to_dict() for h in result.heavy_hitters[:TOP_HITTERS]],
+            # (each run's, each row naming its run, as `fedhh simulate --json` does: with
+            # --two-runs, before, only the second run's, whose rounds count from 1 again,
+            # though the first finds most items and the metrics count both)
+            "top_hitters": [{**h.to_dict(), "run": run_number}
+                            for run_number, hitters in ((1, result.earlier_runs),
+                                                        (config.runs, result.heavy_hitters))
+                            for h in hitters[:TOP_HITTERS]],
         }
         if config.warm_start:
             # What the run itself found beyond the public list.
