@@ -380,8 +380,11 @@ def budgets_page(b: BudgetView) -> Html:
     body = fmt(
         '<h1>Lifetime budgets</h1><p>Each device may spend at most eps {eps} and delta '
         '{delta} over any {days} days; a device is charged each run\'s target once when it '
-        'joins one of its cohorts (basic composition), and a device that cannot pay is not '
-        'admitted.</p><dl class="facts"><div><dt>Enrolled devices</dt><dd>{enrolled}</dd></div>'
+        'joins one of its cohorts (basic composition), or what the run spent where it ended '
+        'above its target, and a device that cannot pay is not admitted. The charges are '
+        'added exactly, as the binary numbers they are stored as: 0.1 is '
+        '0.1000000000000000055…, so ten runs of 0.1 are above a budget of 1 and the tenth '
+        'is refused.</p><dl class="facts"><div><dt>Enrolled devices</dt><dd>{enrolled}</dd></div>'
         '<div><dt>Charged in the period</dt><dd>{charged}</dd></div>'
         '<div><dt>Budget used up</dt><dd>{exhausted}</dd></div></dl>'
         '<h2>Share of the budget used</h2>{chart}<p class="legend">The larger of the shares '

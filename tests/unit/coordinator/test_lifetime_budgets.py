@@ -15,6 +15,8 @@ from fedhh.privacy.ledger import PrivacyLedger
 from fedhh.rounds import RoundDriver, RunCancelled
 from fedhh_coordinator.aggregation import DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission, settle_run_charge
+from fedhh_coordinator.dashboard.pages import budgets_page
+from fedhh_coordinator.dashboard.views import BudgetView
 from fedhh_coordinator.db.interface import StoreUnavailable
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import CANCEL_ASKED, Runner
@@ -175,3 +177,12 @@ def test_a_settlement_the_store_refuses_does_not_stop_a_cancelled_task_stopping(
     monkeypatch.setattr(store, "raise_run_charge", unavailable)
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(runner.drive("t"))
+
+
+def test_the_budgets_page_says_charges_are_added_exactly() -> None:
+    # (before, it said nothing of it, nor of an overspent run's charge: a device at nine runs
+    # of 0.1 under a budget of 1 showed room for a tenth the coordinator refuses)
+    page = str(budgets_page(BudgetView(1.0, 1e-5, 30.0, 3, 1, 0, (0, 0, 0, 1, 0), ())))
+    assert "or what the run spent where it ended above its target" in page
+    assert ("0.1 is 0.1000000000000000055…, so ten runs of 0.1 are above a budget of 1 and the "
+            "tenth is refused") in page
