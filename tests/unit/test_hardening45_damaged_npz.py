@@ -16,13 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedhh.codec import Codec
-from fedhh.data.dataset import from_user_counts, load_dataset, save_dataset
-from fedhh.data.truth import ground_truth as item_truth
+from test_population_codes_cache import pets
+
 from fedhh.experiments.store import ResultStore, RunRecord
 from fedhh.experiments.studies import WARM_START_ALONE
-from fedhh.simulation.population import Population
-from fedhh.simulation.runner import ground_truth
 
 # how -> (what reading the file raised before)
 DAMAGES = {
@@ -52,17 +49,7 @@ def damaged(data: bytes, how: str) -> bytes:
 
 @pytest.mark.parametrize("how", list(DAMAGES))
 def test_damaged_caches_beside_a_dataset_are_computed_again(tmp_path: Path, how: str) -> None:
-    root = save_dataset(from_user_counts([{"cat": 2, "dog": 1}, {"cat": 1}], name="pets"),
-                        tmp_path / "d")
-    codec = Codec("general", 120)
-
-    def run() -> tuple[np.ndarray, np.ndarray]:
-        dataset = load_dataset(root)
-        population = Population.build(dataset, codec)
-        truth = ground_truth(population, item_truth(dataset))
-        assert truth is not None
-        return population.item_codes, truth.codes
-
+    root, run = pets(tmp_path)
     codes, truth_codes = run()
     caches = sorted(root.glob("*_v2_*.npz"))
     assert [p.name.split("_v2_")[0] for p in caches] == ["item_codes", "truth_codes"]

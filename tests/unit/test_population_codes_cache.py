@@ -4,6 +4,7 @@ fit the dataset or the codec is ignored."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -35,11 +36,9 @@ def test_codes_are_cached_and_a_stale_file_is_ignored(tmp_path: Path) -> None:
     assert not list(Path(dataset.root).glob("item_codes_*english*"))  # byte codes: no file
 
 
-def test_items_edited_in_place_to_the_same_sizes_are_encoded_and_counted_again(
-        tmp_path: Path) -> None:
-    """Before, the codes were kept by the vocabulary's size and the per-code truth by the
-    dataset's sizes: vocab.txt edited to other items of the same lengths ("cat" to "cow")
-    was given the former items' codes and truth on the next run."""
+def pets(tmp_path: Path) -> tuple[Path, Callable[[], tuple[np.ndarray, np.ndarray]]]:
+    """A small dataset's folder, and a run over it: the item codes and the per-code truth's
+    codes of a population built from the folder as it is then (through the caches)."""
     root = save_dataset(from_user_counts([{"cat": 2, "dog": 1}, {"cat": 1}], name="pets"),
                         tmp_path / "d")
     codec = Codec("general", 120)
@@ -51,6 +50,16 @@ def test_items_edited_in_place_to_the_same_sizes_are_encoded_and_counted_again(
         assert truth is not None
         return population.item_codes, truth.codes
 
+    return root, run
+
+
+def test_items_edited_in_place_to_the_same_sizes_are_encoded_and_counted_again(
+        tmp_path: Path) -> None:
+    """Before, the codes were kept by the vocabulary's size and the per-code truth by the
+    dataset's sizes: vocab.txt edited to other items of the same lengths ("cat" to "cow")
+    was given the former items' codes and truth on the next run."""
+    root, run = pets(tmp_path)
+    codec = Codec("general", 120)
     codes, truth_codes = run()
     vocab = (root / "vocab.txt").read_text(encoding="utf-8")
     (root / "vocab.txt").write_text(vocab.replace("cat", "cow"), encoding="utf-8")
