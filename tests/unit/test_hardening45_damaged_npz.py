@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from test_population_codes_cache import pets
 
 from fedhh.experiments.store import ResultStore, RunRecord
