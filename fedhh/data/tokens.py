@@ -58,7 +58,6 @@ Training (``train_tokens_codebook``, ``train_general_codebook``), deterministic:
 from __future__ import annotations
 
 import math
-import re
 import string
 import unicodedata
 from collections import defaultdict
@@ -75,6 +74,7 @@ from fedhh.codec.codebook import (
     Codebook,
     huffman_codewords,
 )
+from fedhh.data.itemsets import letter_words
 from fedhh.errors import ConfigError
 
 VOCABULARY = 8192           # BPE vocabulary (characters and merges) before pruning
@@ -119,7 +119,6 @@ UNICODE_DESCRIPTION = (
     "with every continuation byte of a multi-byte character written as its six payload bits: "
     "a character costs its first byte's codeword and 6 bits per further byte"
 )
-_LETTER_WORD = re.compile(r"[^\W\d_]+(?:[-'][^\W\d_]+)*")
 
 Sample = list[tuple[str, float]]
 
@@ -146,19 +145,6 @@ def _spellchecker_words(lang: str) -> Sample:
     from fedhh.data.wordlists import spellchecker_counts
 
     return [(w, float(n)) for w, n in spellchecker_counts(lang)[:WORDS_PER_LANGUAGE]]
-
-
-def _wordfreq_words(lang: str) -> Sample:
-    from fedhh.data.wordlists import wordfreq_frequencies
-
-    words, freqs = wordfreq_frequencies(lang)
-    out: Sample = []
-    for word, freq in zip(words, freqs.tolist(), strict=True):
-        if _LETTER_WORD.fullmatch(word):
-            out.append((word, freq))
-            if len(out) >= WORDS_PER_LANGUAGE:
-                break
-    return out
 
 
 def _zipf_picker(words: list[str], rng: np.random.Generator) -> Iterator[str]:
@@ -241,8 +227,8 @@ def training_parts(seed: int = SEED) -> dict[str, Sample]:
         "english": _words(_spellchecker_words("en")),
         "languages": [pair for lang in SPELLCHECKER_LANGUAGES[1:]
                       for pair in _share(_words(_spellchecker_words(lang)), 1.0)],
-        "wordfreq": [pair for lang in WORDFREQ_LANGUAGES
-                     for pair in _share(_words(_wordfreq_words(lang)), 1.0)],
+        "wordfreq": [pair for lang in WORDFREQ_LANGUAGES for pair in _share(
+            _words(list(letter_words(lang, WORDS_PER_LANGUAGE).items())), 1.0)],
         "pictographs": _pictographs(),
         "numbers": _numbers(rng),
         "urls": _urls(english, rng),
