@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import mmap
 import os
 import re
@@ -53,6 +54,8 @@ from fedhh.data.progress import Meter
 from fedhh.data.scratch import scratch_path, signals_held
 from fedhh.errors import DatasetError
 from fedhh.input_files import wide_encoding_problem
+
+log = logging.getLogger(__name__)
 
 FORMAT = "fedhh-dataset"
 VERSION = 2  # the newest version written and read (`VERSIONS`)
@@ -372,6 +375,21 @@ def read_npz(path: Path, names: Iterable[str]) -> dict[str, np.ndarray]:
     read whole; one of ``NPZ_UNREADABLE`` when it cannot be read."""
     with np.load(path, allow_pickle=False) as data:
         return {name: data[name] for name in names}
+
+
+def read_cache(path: Path, names: Iterable[str]) -> dict[str, np.ndarray] | None:
+    """``read_npz`` of a cache kept beside a dataset, None where it is missing or cannot be
+    read: the caller computes it again and rewrites it. One that cannot be read is a warning
+    naming it and the error (before, it was rebuilt without a word, and a cache that reads
+    back damaged can be the first sign of a failing disk, the dataset's own)."""
+    try:
+        return read_npz(path, names)
+    except FileNotFoundError:
+        return None
+    except NPZ_UNREADABLE as error:
+        log.warning("ignoring unreadable cache %s (it is computed again): %s: %s", path,
+                    type(error).__name__, error)
+        return None
 
 
 def load_dataset(path: str | os.PathLike[str], validate: bool = True,

@@ -18,10 +18,9 @@ import numpy as np
 
 from fedhh.codec import Codec
 from fedhh.data.dataset import (
-    NPZ_UNREADABLE,
     FederatedDataset,
     atomic_file,
-    read_npz,
+    read_cache,
     release_pages,
     user_chunks,
 )
@@ -250,9 +249,8 @@ class _CodesCache:
     def load(self) -> np.ndarray | None:
         if self.path is None or not self.path.is_file():
             return None
-        try:
-            arrays = read_npz(self.path, ("codes", "contents"))
-        except NPZ_UNREADABLE:  # (before, a damaged file's BadZipFile ended the run)
+        arrays = read_cache(self.path, ("codes", "contents"))
+        if arrays is None:
             return None
         codes, contents = arrays["codes"], str(arrays["contents"])
         if contents != dataset_contents(self.dataset):

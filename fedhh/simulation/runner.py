@@ -25,7 +25,7 @@ from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.codec.codec import MAX_SUPPORTED_BITS
 from fedhh.config import Mode, RunConfig, with_most_completions
-from fedhh.data.dataset import NPZ_UNREADABLE, FederatedDataset, atomic_file, read_npz
+from fedhh.data.dataset import FederatedDataset, atomic_file, read_cache
 from fedhh.data.progress import Meter
 from fedhh.data.truth import GroundTruth, dataset_contents
 from fedhh.errors import ConfigError, DatasetError, StateError
@@ -513,9 +513,8 @@ def ground_truth(population: Population, truth_items: GroundTruth | None,
 
 
 def _load_code_truth(path: Path, ds: FederatedDataset) -> Truth | None:
-    try:
-        data = read_npz(path, ("shape", "contents", "codes", "weighted", "unweighted"))
-    except NPZ_UNREADABLE:  # (before, a damaged file's BadZipFile ended the run)
+    data = read_cache(path, ("shape", "contents", "codes", "weighted", "unweighted"))
+    if data is None:
         return None
     shape, contents = data["shape"].tolist(), str(data["contents"])
     truth = Truth(data["codes"], data["weighted"], data["unweighted"])

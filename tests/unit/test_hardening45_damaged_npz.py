@@ -1,6 +1,6 @@
 """.npz files kept beside a dataset (a codebook's item codes, the per-code truth) or in an
 experiments store (a stored run), damaged on disk, are read as missing: the cache is computed
-again and rewritten, the run computed again with a warning naming the file.
+again and rewritten, the run computed again, each with a warning naming the file.
 
 Before, only OSError, ValueError and KeyError were taken as unreadable beside the dataset (the
 store took EOFError, zipfile's and zlib's errors too): a truncated or bit-flipped cache raised
@@ -47,14 +47,24 @@ def damaged(data: bytes, how: str) -> bytes:
 
 
 @pytest.mark.parametrize("how", list(DAMAGES))
-def test_damaged_caches_beside_a_dataset_are_computed_again(tmp_path: Path, how: str) -> None:
+def test_damaged_caches_beside_a_dataset_are_computed_again_with_a_warning(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, how: str) -> None:
     root, run = pets(tmp_path)
-    codes, truth_codes = run()
+    with caplog.at_level(logging.WARNING, logger="fedhh.data.dataset"):
+        codes, truth_codes = run()  # (missing caches: computed without a word)
+    assert caplog.messages == []
     caches = sorted(root.glob("*_v2_*.npz"))
     assert [p.name.split("_v2_")[0] for p in caches] == ["item_codes", "truth_codes"]
     for path in caches:
         path.write_bytes(damaged(path.read_bytes(), how))
-    again, truth_again = run()
+    with caplog.at_level(logging.WARNING, logger="fedhh.data.dataset"):
+        again, truth_again = run()
+    # (before, rebuilt silently: a cache read back damaged may be a failing disk's first sign)
+    said = sorted(caplog.messages)
+    assert len(said) == 2
+    for path, message in zip(caches, said, strict=True):
+        assert message.startswith(
+            f"ignoring unreadable cache {path} (it is computed again): {DAMAGES[how]}: ")
     assert np.array_equal(again, codes) and np.array_equal(truth_again, truth_codes)
     with np.load(caches[0]) as data:  # (rewritten)
         assert np.array_equal(data["codes"], codes)
