@@ -9,6 +9,7 @@
  *   through the DevicePolicy that `policyOf` gives to SecAggDevice.create.
  */
 
+import { pythonFloatRepr } from "./budget.js";
 import { ConfigError } from "./config.js";
 import type { DevicePolicy } from "./device.js";
 import { MAX_DIMENSION } from "./prg.js";
@@ -38,10 +39,15 @@ export function policyOf(floors: Floors): DevicePolicy {
   };
 }
 
-/** The local epsilon cap, checked before any report is computed (fleet.py `_perform`). */
+/**
+ * The local epsilon cap, checked before any report is computed (fleet.py `_perform`), its
+ * refusal worded as the Python device's: both numbers as Python writes a float (before, as
+ * JavaScript does: "eps_local 12, above this device's limit 10" where Python says "12.0" and
+ * "10.0", "0.00001" for 1e-05, "Infinity" for inf).
+ */
 export function checkEpsLocal(epsLocal: number, floors: Floors): void {
   if (!(epsLocal > 0 && epsLocal <= floors.maxEpsLocal)) {
-    throw new ConfigError(`task asks for eps_local ${epsLocal}, above this device's limit ` +
-                          `${floors.maxEpsLocal}`);
+    throw new ConfigError(`task asks for eps_local ${pythonFloatRepr(epsLocal)}, above this ` +
+                          `device's limit ${pythonFloatRepr(floors.maxEpsLocal)}`);
   }
 }

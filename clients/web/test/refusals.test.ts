@@ -222,7 +222,7 @@ test("a round below the device's floors spends none of its budget and sends noth
   assert.deepEqual([weak.spent, weak.sent], [0, 0]);
   // eps_local above the device's cap (10).
   const eps = await oneRound(SMALL, { ...SMALL_FLOORS, maxEpsLocal: 0.5 });
-  assert.match(eps.result.detail, /eps_local 1, above this device's limit 0.5/);
+  assert.match(eps.result.detail, /eps_local 1.0, above this device's limit 0.5/);
   assert.deepEqual([eps.spent, eps.sent], [0, 0]);
 });
 

@@ -145,7 +145,7 @@ test("runDevice enrols once, keeps its identity, takes each task once and stops 
   const results = events.flatMap((e) => e.type === "result" ? [e.result] : []);
   assert.deepEqual(results.map((r) => [r.round, r.outcome]),
                    [[1, "device_aborted"], [2, "device_aborted"]]);
-  assert.match(results[0]!.detail, /eps_local 50, above this device's limit 10/);
+  assert.match(results[0]!.detail, /eps_local 50.0, above this device's limit 10.0/);
   assert.deepEqual(events.filter((e) => e.type === "task").length, 2, "each task taken once");
   assert.deepEqual(events[0], { type: "enrolled", identity: publicIdentity((await identities.load())!),
                                 fresh: true, spent: 0 });
