@@ -86,7 +86,8 @@ interface Scenario {
  * at the first hold.
  */
 async function scenario(answer: Answer, options: { floors?: Floors; tasks?: number;
-                                                   jitter?: () => number } = {}
+                                                   jitter?: () => number;
+                                                   budgetStore?: MemoryBudgetStore } = {}
 ): Promise<Scenario> {
   const stop = new AbortController();
   const requests: GetTaskRequest[] = [];
@@ -110,7 +111,8 @@ async function scenario(answer: Answer, options: { floors?: Floors; tasks?: numb
   const events: DeviceEvent[] = [];
   const summary = await runDevice({
     coordinatorUrl: "https://unused.test", items: ["ab"], identityStore: identities,
-    budgetStore: new MemoryBudgetStore(), coordinator: new CoordinatorClient(transport),
+    budgetStore: options.budgetStore ?? new MemoryBudgetStore(),
+    coordinator: new CoordinatorClient(transport),
     floors: options.floors ?? SMALL_FLOORS, now: () => NOW, jitter: options.jitter ?? (() => 0),
     signal: stop.signal, ...(options.tasks === undefined ? {} : { tasks: options.tasks }),
     fetch: async (url) => {
@@ -207,6 +209,27 @@ test("a round the device takes part in is spent and sent (the tests' control)", 
   assert.equal(result.outcome, "round_aborted", result.detail);
   assert.equal(spent, 1);
   assert.ok(sent > 0);
+});
+
+test("a page reloaded mid-round, handed the round's task again, spends nothing more", async () => {
+  // The first load takes the task, spends its report's epsilon and is lost before the round
+  // ends (every aggregator call refused: the tab closed). The reload, with the same budget, is
+  // handed the same task, whose admission is for the first load's round keys: it must neither
+  // spend again nor send anything.
+  const budgetStore = new MemoryBudgetStore();
+  let first: SignedTask | undefined;
+  const handed: Answer = async (request) =>
+    (first ??= await taskFor(request, 1, SMALL, COORDINATOR_SEED, DEVICE_ID));
+  const before = await scenario(handed, { tasks: 1, budgetStore });
+  assert.equal(before.summary.spent, 1);
+  assert.ok(before.aggregatorCalls.length > 0);
+  const reloaded = await scenario(handed, { tasks: 1, budgetStore });
+  const results = reloaded.events.flatMap((e) => e.type === "result" ? [e.result] : []);
+  assert.deepEqual(results.map((r) => r.outcome), ["device_aborted"]);
+  assert.match(results[0]!.detail, /before the page was reloaded/);
+  assert.equal(reloaded.summary.spent, 1, "the reload spent nothing more");
+  assert.deepEqual(reloaded.aggregatorCalls, []);
+  assert.equal((await budgetStore.load())!.spends.length, 1);
 });
 
 test("a round below the device's floors spends none of its budget and sends nothing", async () => {
