@@ -50,8 +50,10 @@ if REASON is not None:
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 WEB_USERS = range(176, USERS)  # 24 web devices; users 0..175 are Python devices on gRPC
 ROUNDS = 2
-DROPPER, REFUSER = 0, 1  # web devices (indices into WEB_USERS) in the "dropout" run
-MASKED_INPUT = 2  # src/round.ts Stage.MASKED_INPUT
+# web devices (indices into WEB_USERS) in the "dropout" run: lost before their masked input and
+# before unmasking (a tab closed there), and refusing the config
+DROPPER, LATE_DROPPER, REFUSER = 0, 2, 1
+MASKED_INPUT, UNMASK = 2, 4  # src/round.ts Stage
 # A browser opens at most 6 HTTP/1.1 connections per host and each device's long-polls hold one:
 # 24 devices in one page reach the ports each under its own name, as devices in 24 browsers would.
 HOSTS = "devices.test"
@@ -108,6 +110,7 @@ def test_a_discovery_with_web_devices_in_chromium_equals_the_all_python_run(
             held = [dataset.user_items(user) for user in WEB_USERS]
             plans: list[dict[str, dict[str, int]]] = [{} for _ in WEB_USERS]
             plans[DROPPER]["dropout"] = {"dropBefore": MASKED_INPUT}
+            plans[LATE_DROPPER]["dropout"] = {"dropBefore": UNMASK}
             plans[REFUSER]["dropout"] = {"minCohort": 1000}
             fleet = {
                 "coordinator": f"https://{topo.web_address('coordinator')}",
@@ -202,10 +205,15 @@ def test_a_discovery_with_web_devices_in_chromium_equals_the_all_python_run(
     dropped, refused = released_task(devices[DROPPER]), released_task(devices[REFUSER])
     assert (dropped["runId"], dropped["outcome"], dropped["contributed"]) == \
         ("dropout", "dropped", False), dropped
+    # lost after its masked input: its report is in the sum, its mask removed by the others'
+    # shares of its seed
+    late = released_task(devices[LATE_DROPPER])
+    assert (late["outcome"], late["contributed"]) == ("dropped", True), late
     assert (refused["runId"], refused["outcome"]) == ("dropout", "device_aborted"), refused
     assert "< floor 1000" in refused["detail"] and "n_min=" in refused["detail"], refused
     eps = cfg.eps_local
     assert devices[DROPPER]["spent"] == pytest.approx(eps * (ROUNDS + 1))
+    assert devices[LATE_DROPPER]["spent"] == pytest.approx(eps * (ROUNDS + 1))
     assert devices[REFUSER]["spent"] == pytest.approx(eps * ROUNDS)
-    others = [d for i, d in enumerate(devices) if i not in (DROPPER, REFUSER)]
+    others = [d for i, d in enumerate(devices) if i not in (DROPPER, LATE_DROPPER, REFUSER)]
     assert all(released_task(d)["contributed"] for d in others), others
