@@ -13,13 +13,16 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.slow
+# Check-in closes 0.2 s after the pool holds every device (up's target_devices is every device
+# holding an item, so nobody is left to join), not after the default 1 s quiet spell a round.
+WINDOWS = ["--checkin-ms", "20000", "--checkin-quiet-ms", "200", "--stage-ms", "20000"]
 
 
 def test_fedhh_up_runs_a_discovery_and_shuts_down(tmp_path) -> None:  # type: ignore[no-untyped-def]
     done = subprocess.run(
         [sys.executable, "-m", "fedhh.cli.main", "up", "--devices", "150", "--processes", "2",
          "--insecure", "--workdir", str(tmp_path / "up"), "--rounds", "4",
-         "--checkin-ms", "20000", "--stage-ms", "20000"],
+         *WINDOWS],
         capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -34,7 +37,7 @@ def test_fedhh_up_takes_a_dataset_path_relative_to_where_it_runs(tmp_path) -> No
     done = subprocess.run(
         [sys.executable, "-m", "fedhh.cli.main", "up", "--dataset", "users.txt",
          "--processes", "2", "--insecure", "--workdir", "up", "--rounds", "4",
-         "--checkin-ms", "20000", "--stage-ms", "20000", "--devices", "9999"],
+         *WINDOWS, "--devices", "9999"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
         env={**os.environ, "FEDHH_CACHE": str(tmp_path / "cache")},
     )
@@ -64,7 +67,7 @@ def test_fedhh_up_web_runs_devices_over_the_connect_ports(tmp_path) -> None:  # 
     done = subprocess.run(
         [sys.executable, "-m", "fedhh.cli.main", "up", "--devices", "150", "--processes", "2",
          "--insecure", "--web", "--workdir", str(tmp_path / "up"), "--rounds", "4",
-         "--checkin-ms", "20000", "--stage-ms", "20000"],
+         *WINDOWS],
         capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
