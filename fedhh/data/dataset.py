@@ -429,7 +429,9 @@ def _read_meta(root: Path) -> dict[str, Any]:
         meta = json.loads((root / "meta.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DatasetError(f"{root}/meta.json is missing; not a fedhh dataset") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    # (RecursionError: arrays nested thousands deep, which json reads by recursion; before, a
+    # traceback out of every command that opened the dataset)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise DatasetError(f"{root}/meta.json is not valid JSON: {error}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise DatasetError(f"{root}/meta.json does not describe a {FORMAT} directory")

@@ -113,7 +113,9 @@ def _read_cache(base: Path) -> dict[str, dict[str, Any]]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as error:
+    # (RecursionError: arrays nested thousands deep; before, a traceback out of every command
+    # that digested the dataset)
+    except (OSError, ValueError, RecursionError) as error:
         log.info("ignoring the digest cache %s (the files are hashed again): %s", path, error)
         return {}
     if not isinstance(data, dict) or data.get("version") != CACHE_VERSION \

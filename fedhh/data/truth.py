@@ -138,7 +138,8 @@ def load_truth(root: str | os.PathLike[str], dataset: FederatedDataset) -> Groun
     except FileNotFoundError as error:
         raise DatasetError(f"{base}: ground truth file {Path(str(error.filename)).name} is "
                            "missing") from None
-    except (ValueError, OSError, EOFError, UnicodeDecodeError) as error:
+    except (ValueError, OSError, EOFError, RecursionError) as error:  # (RecursionError: a
+        # truth.json nested thousands deep; before, a traceback instead of a recount)
         raise DatasetError(f"{base}: ground truth files are unreadable: {error}") from None
     expected = _meta(dataset)
     if isinstance(meta, dict) and {k: v for k, v in meta.items() if k != "contents"} \
