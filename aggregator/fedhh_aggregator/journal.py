@@ -240,7 +240,8 @@ class Journal:
                         "op") not in _OPS:
                     raise ValueError("not a journal record")
                 _apply(records, entry)
-            except (ValueError, KeyError, TypeError) as error:
+            # (RecursionError: a line nested thousands deep; before, a traceback at the start)
+            except (ValueError, KeyError, TypeError, RecursionError) as error:
                 raise ConfigError(f"{self.path}:{number} is damaged ({error}); move the file "
                                   "away to start without the record of earlier rounds") from None
         self.records = records

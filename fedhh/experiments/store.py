@@ -100,7 +100,8 @@ class ResultStore:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as error:  # (UnicodeDecodeError, JSONDecodeError)
+        # (UnicodeDecodeError, JSONDecodeError; RecursionError: JSON nested thousands deep)
+        except (OSError, ValueError, RecursionError) as error:
             _warn_unreadable(meta_path, error)
             return None
         defect = record_defect(meta, key)

@@ -442,7 +442,8 @@ def decoded(record: str, field: str, decode: Callable[[Any], T], raw: Any) -> T:
     ``decode``, they describe stored bytes, not a caller's request.)"""
     try:
         return decode(raw)
-    except (ValueError, TypeError, KeyError) as error:
+    # (RecursionError: JSON nested thousands deep, which json reads by recursion)
+    except (ValueError, TypeError, KeyError, RecursionError) as error:
         what = f"no {error}" if isinstance(error, KeyError) else str(error)
         raise StoreDamaged(f"the stored {record} is damaged: {field}: {what}") from None
 
