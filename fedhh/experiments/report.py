@@ -109,7 +109,8 @@ def _remove_previous(root: Path, studies: set[str]) -> None:
     had been left the other studies' folders of another invocation, maybe of another dataset,
     beside its README). A folder holding anything but report files is left, with a warning."""
     previous: list[str] = []
-    with contextlib.suppress(OSError, ValueError):
+    # (RecursionError: a report.json nested thousands deep; before, a traceback out of the run)
+    with contextlib.suppress(OSError, ValueError, RecursionError):
         meta = json.loads((root / "report.json").read_text(encoding="utf-8"))
         if isinstance(meta, dict) and isinstance(meta.get("studies"), list):
             previous = [s for s in meta["studies"] if isinstance(s, str)]

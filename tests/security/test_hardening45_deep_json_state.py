@@ -44,3 +44,15 @@ def test_a_stored_experiment_run_nested_too_deep_is_computed_again(
     [said] = caplog.messages
     assert said.startswith(f"ignoring unreadable stored run {tmp_path / 'k.json'} (it is "
                            "computed again): RecursionError: ")
+
+
+def test_a_previous_report_nested_too_deep_is_written_over(tmp_path: Path) -> None:
+    """`fedhh experiments` writing a report where one was: a report.json nested too deep names
+    no study folders to remove (as one that is not JSON), and the new report goes on."""
+    from fedhh.experiments.report import _remove_previous
+
+    (tmp_path / "report.json").write_text(DEEP)
+    (tmp_path / "README.md").write_text("the previous report")
+    (tmp_path / "segmentation").mkdir()
+    _remove_previous(tmp_path, set())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "segmentation"]
