@@ -22,12 +22,12 @@ MINT_PER_CALL = 50_000
 class PartlyMinted(StateError):
     """A mint of several calls that failed after some: ``tokens``, the first of the ``count``
     asked for, are stored at the coordinator and valid, and must reach whoever asked (before,
-    the failure's RpcError dropped them); ``error`` is the call that failed."""
+    the failure's RpcError dropped them); ``why``: how the call failed."""
 
-    def __init__(self, tokens: list[str], count: int, error: grpc.RpcError) -> None:
+    def __init__(self, tokens: list[str], count: int, why: str) -> None:
         super().__init__(f"{len(tokens):,} of {count:,} tokens were minted before a call failed "
-                         f"({error.code().name}: {error.details()})")
-        self.tokens, self.count, self.error = tokens, count, error
+                         f"({why})")
+        self.tokens, self.count = tokens, count
 
 
 class AdminClient:
@@ -76,15 +76,24 @@ class AdminClient:
         after the first fails."""
         tokens: list[str] = []
         while len(tokens) < count:
-            request = pb.MintEnrollmentTokensRequest(
-                count=min(count - len(tokens), MINT_PER_CALL), ttl_s=ttl_s, label=label)
+            asked = min(count - len(tokens), MINT_PER_CALL)
+            request = pb.MintEnrollmentTokensRequest(count=asked, ttl_s=ttl_s, label=label)
             try:
-                tokens += self.stub.MintEnrollmentTokens(request, metadata=self.metadata,
-                                                         timeout=60).tokens
+                got = self.stub.MintEnrollmentTokens(request, metadata=self.metadata,
+                                                     timeout=60).tokens
             except grpc.RpcError as error:
                 if not tokens:
                     raise  # (nothing minted)
-                raise PartlyMinted(tokens, count, error) from error
+                raise PartlyMinted(tokens, count, f"{error.code().name}: {error.details()}"
+                                   ) from error
+            tokens += got[:asked]
+            if len(got) != asked:
+                # (before, an answer short of the count was asked for again, for ever if the
+                # coordinator answered none)
+                why = f"the coordinator answered {len(got):,} tokens to a call for {asked:,}"
+                if not tokens:
+                    raise StateError(f"no tokens were minted: {why}")
+                raise PartlyMinted(tokens, count, why)
         return tokens
 
     def wait(self, run_id: str, timeout_s: float, on_change: Any = None,

@@ -208,3 +208,46 @@ def test_tokens_minted_before_a_later_call_fails_are_written_not_lost(
         tokens = read_tokens(out)
         assert sorted(tokens) == list(range(7, 7 + MAX_MINT))
         assert tokens[7] == f"{0:064x}"
+
+
+class _Answers:
+    """MintEnrollmentTokens that answers ``short`` tokens fewer than each call asks for."""
+
+    def __init__(self, short: int) -> None:
+        self.short, self.calls = short, 0
+
+    def MintEnrollmentTokens(self, request: pb.MintEnrollmentTokensRequest, **_: Any
+                             ) -> pb.MintEnrollmentTokensResponse:
+        self.calls += 1
+        return pb.MintEnrollmentTokensResponse(
+            tokens=[f"{i:064x}" for i in range(max(request.count - self.short, 0))])
+
+
+def _client_answering(short: int) -> Any:
+    from fedhh.rpc import admin_client
+
+    client = admin_client.AdminClient("127.0.0.1:7000", b"0" * 20)  # (a channel never dialled)
+    client.stub = _Answers(short)
+    return client
+
+
+def test_an_answer_of_no_tokens_is_an_error_not_a_call_made_for_ever() -> None:
+    """Before, mint_tokens asked again while it held fewer than the count: a coordinator that
+    answered none was called for ever."""
+    from fedhh.errors import StateError
+
+    client = _client_answering(short=10**9)
+    with pytest.raises(StateError, match=r"^no tokens were minted: the coordinator answered 0 "
+                       r"tokens to a call for 3$"):
+        client.mint_tokens(3)
+    assert client.stub.calls == 1
+
+
+def test_a_short_answer_keeps_the_tokens_it_brought() -> None:
+    from fedhh.rpc.admin_client import PartlyMinted
+
+    client = _client_answering(short=1)
+    with pytest.raises(PartlyMinted, match="^2 of 3 tokens were minted before a call failed "
+                       r"\(the coordinator answered 2 tokens to a call for 3\)$") as partly:
+        client.mint_tokens(3)
+    assert partly.value.tokens == [f"{0:064x}", f"{1:064x}"] and client.stub.calls == 1
