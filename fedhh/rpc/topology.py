@@ -340,9 +340,10 @@ class LocalTopology:
             self.stop(name)
         for name in ("coordinator", "combiner", "aggregator"):
             self.stop(name)
-        for name in reversed(list(self.services)):
-            if name.startswith("worker-"):
-                self.stop(name)
+        # The rest, workers last, and whatever the names above do not cover: before, a
+        # selector started under another name than "selector-i" was left running, orphaned.
+        for name in sorted(reversed(list(self.services)), key=lambda n: n.startswith("worker-")):
+            self.stop(name)
         for service in self.services.values():
             _release(service.held)
 

@@ -48,3 +48,17 @@ def test_a_workdir_that_is_a_file_is_named(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("")
     with pytest.raises(ConfigError, match=r"afile is a file, not a folder"):
         LocalTopology(workdir=tmp_path / "afile", tls=False)
+
+
+def test_close_stops_every_service_whatever_its_name(tmp_path: Path) -> None:
+    """Before, close() stopped services by name (devices*, selector-i, the coordinator, ...):
+    a selector started under another name was left running, orphaned."""
+    from fedhh.rpc.topology import Service
+
+    topo = LocalTopology(workdir=tmp_path / "work", tls=False)
+    for name in ("s1", "worker-0"):
+        process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        topo.services[name] = Service(name, [], tmp_path / f"{name}.log", None, process)
+    topo.close()
+    assert all(s.process is not None and s.process.poll() is not None
+               for s in topo.services.values())
