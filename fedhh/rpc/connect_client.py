@@ -171,20 +171,27 @@ class ConnectChannel:
             except Exception as error:  # protobuf's DecodeError
                 raise _error(grpc.StatusCode.INTERNAL, f"the answer does not parse: {error}") \
                     from None
-        code, details = _HTTP.get(status, grpc.StatusCode.UNKNOWN), f"HTTP {status}"
-        if media == "application/json":
-            try:
-                parsed = json.loads(body)
-                code = _STATUS.get(str(parsed.get("code")), grpc.StatusCode.UNKNOWN)
-                details = str(parsed.get("message", ""))
-            except (ValueError, AttributeError):
-                pass
-        raise _error(code, details)
+        raise _error(*error_of_answer(status, media, body))
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def error_of_answer(status: int, media: str, body: bytes) -> tuple[grpc.StatusCode, str]:
+    """The status and details of a Connect answer that is not a message: its JSON error body's
+    ``code`` and ``message``, else its HTTP status's. A body that is not such an object (not
+    JSON, not an object, nested too deep to parse: before, a RecursionError ended the device
+    process) gives the HTTP status's."""
+    if media == "application/json":
+        try:
+            parsed = json.loads(body)
+            return (_STATUS.get(str(parsed.get("code")), grpc.StatusCode.UNKNOWN),
+                    str(parsed.get("message", "")))
+        except (ValueError, AttributeError, RecursionError):
+            pass
+    return _HTTP.get(status, grpc.StatusCode.UNKNOWN), f"HTTP {status}"
 
 
 class ConnectStub:

@@ -82,3 +82,18 @@ def test_answers_over_the_cap_are_refused_unread(monkeypatch: pytest.MonkeyPatch
     assert "is over 1000 bytes" in (errors[1].details() or "")
     # (the writes stop once the client closed; loopback's socket buffers hold some MB at most)
     assert chunks < CHUNKS, f"{chunks} of {CHUNKS} chunks written: the answer was read whole"
+
+
+@pytest.mark.parametrize("body", [b"[" * 100_000 + b"]" * 100_000,
+                                  b'{"code": "internal", "message": ' + b"[" * 100_000
+                                  + b"]" * 100_000 + b"}"])
+def test_an_error_body_nested_too_deep_is_its_http_status(body: bytes) -> None:
+    """Before, json.loads' RecursionError escaped the client and ended the device process."""
+    assert connect_client.error_of_answer(503, "application/json", body) == (
+        grpc.StatusCode.UNAVAILABLE, "HTTP 503")
+
+
+def test_an_error_body_gives_its_code_and_message() -> None:
+    assert connect_client.error_of_answer(
+        400, "application/json", b'{"code": "invalid_argument", "message": "no"}') == (
+        grpc.StatusCode.INVALID_ARGUMENT, "no")
