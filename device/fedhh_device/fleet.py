@@ -475,9 +475,7 @@ class Fleet:
         self.stats.tasks += 1
         started = time.perf_counter()
         try:
-            if not 0 < task.eps_local <= self.floors.max_eps_local:
-                raise ConfigError(f"task asks for eps_local {task.eps_local}, above this "
-                                  f"device's limit {self.floors.max_eps_local}")
+            self.floors.check_eps_local(task.eps_local)
             rng, budget, drop_at = await self._computing.run(
                 functools.partial(self._prepare, user, task))
         except FedhhError as error:

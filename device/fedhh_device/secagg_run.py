@@ -164,6 +164,16 @@ class Floors:
     lifetime_eps_local: float = 100.0
     budget_period_s: float = 30 * 24 * 3600.0
 
+    def check_eps_local(self, eps_local: float) -> None:
+        """ConfigError unless 0 < ``eps_local`` <= ``max_eps_local``, checked before any report
+        is computed. Zero, a negative or NaN is not "above the limit" (before, each was refused
+        so); it is no local guarantee at all."""
+        if not eps_local > 0:
+            raise ConfigError(f"task asks for eps_local {eps_local}, not a positive number")
+        if not eps_local <= self.max_eps_local:
+            raise ConfigError(f"task asks for eps_local {eps_local}, above this device's limit "
+                              f"{self.max_eps_local}")
+
     def policy(self) -> DevicePolicy:
         return DevicePolicy(min_threshold=2, min_n_min=self.min_cohort,
                             require_device_auth=True, require_consistency_check=True,

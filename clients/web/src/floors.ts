@@ -46,7 +46,12 @@ export function policyOf(floors: Floors): DevicePolicy {
  * "10.0", "0.00001" for 1e-05, "Infinity" for inf).
  */
 export function checkEpsLocal(epsLocal: number, floors: Floors): void {
-  if (!(epsLocal > 0 && epsLocal <= floors.maxEpsLocal)) {
+  // Zero, a negative or NaN is no local guarantee, not "above the limit" (Floors.check_eps_local)
+  if (!(epsLocal > 0)) {
+    throw new ConfigError(`task asks for eps_local ${pythonFloatRepr(epsLocal)}, not a ` +
+                          "positive number");
+  }
+  if (!(epsLocal <= floors.maxEpsLocal)) {
     throw new ConfigError(`task asks for eps_local ${pythonFloatRepr(epsLocal)}, above this ` +
                           `device's limit ${pythonFloatRepr(floors.maxEpsLocal)}`);
   }

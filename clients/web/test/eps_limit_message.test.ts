@@ -16,7 +16,6 @@ test("an eps_local above the limit is refused with Python's numbers", () => {
     [12, 10, "task asks for eps_local 12.0, above this device's limit 10.0"],
     [1e-5, 1e-6, "task asks for eps_local 1e-05, above this device's limit 1e-06"],
     [Number.POSITIVE_INFINITY, 10, "task asks for eps_local inf, above this device's limit 10.0"],
-    [0, 10, "task asks for eps_local 0.0, above this device's limit 10.0"],
     [1e16, 1e15, "task asks for eps_local 1e+16, above this device's limit 1000000000000000.0"],
   ];
   for (const [eps, limit, message] of cases) {
@@ -25,4 +24,18 @@ test("an eps_local above the limit is refused with Python's numbers", () => {
                   `eps_local ${eps} under ${limit}`);
   }
   checkEpsLocal(10, DEFAULT_FLOORS);
+});
+
+test("an eps_local of zero, below zero or NaN is refused as not positive", () => {
+  // (Floors.check_eps_local's messages for the same eps_local)
+  const cases: [number, string][] = [
+    [0, "task asks for eps_local 0.0, not a positive number"],
+    [-1, "task asks for eps_local -1.0, not a positive number"],
+    [Number.NaN, "task asks for eps_local nan, not a positive number"],
+  ];
+  for (const [eps, message] of cases) {
+    assert.throws(() => checkEpsLocal(eps, DEFAULT_FLOORS),
+                  (error: Error) => error instanceof ConfigError && error.message === message,
+                  `eps_local ${eps}`);
+  }
 });
