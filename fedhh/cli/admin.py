@@ -99,6 +99,10 @@ def _connection(parser: argparse.ArgumentParser, default: Any) -> None:
                         help="the coordinator's address (required)")
     parser.add_argument("--ca", default=default,
                         help="CA certificate (default: plaintext, loopback only)")
+    # (the services and devices take --insecure for plaintext; an operator of a plaintext
+    # stack wrote it here too and was refused "unrecognized arguments")
+    parser.add_argument("--insecure", action="store_true", default=default,
+                        help="plaintext, loopback only: what no --ca means, said outright")
     parser.add_argument("--token-file", default=default,
                         help="admin token file (default: $FEDHH_ADMIN_TOKEN)")
 
@@ -255,6 +259,8 @@ def run(args: argparse.Namespace) -> int:
     ca, token_file = getattr(args, "ca", None), getattr(args, "token_file", None)
     if not coordinator:
         raise ConfigError("--coordinator HOST:PORT is required (before or after the action)")
+    if ca and getattr(args, "insecure", False):
+        raise ConfigError("give --ca (TLS) or --insecure (plaintext on loopback), not both")
     if not ca and not serving.is_loopback(coordinator):
         raise ConfigError(f"--ca is required for a non-loopback coordinator ({coordinator})")
     token = read_secret(token_file, "FEDHH_ADMIN_TOKEN", "admin token", "--token-file")

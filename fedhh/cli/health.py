@@ -21,7 +21,13 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("health", help="check a service's gRPC health",
                               description=__doc__)
     p.add_argument("--address", required=True, type=options.remote_address, help="HOST:PORT")
-    p.add_argument("--ca", help="CA certificate for TLS (default: plaintext, loopback only)")
+    # (--insecure as the services and devices spell plaintext; before, "unrecognized
+    # arguments")
+    transport = p.add_mutually_exclusive_group()
+    transport.add_argument("--ca",
+                           help="CA certificate for TLS (default: plaintext, loopback only)")
+    transport.add_argument("--insecure", action="store_true",
+                           help="plaintext, loopback only: what no --ca means, said outright")
     p.add_argument("--tls-name", help="expected name in the server certificate")
     p.add_argument("--service", default="", help="service name (default: the server overall)")
     p.add_argument("--timeout", type=timeout_s, default=5.0,
