@@ -41,7 +41,8 @@ class Narrator:
             # round before it moves its progress on, so one answer can hold both, and
             # "releasing" was told after "released")
             return
-        what = {"check-in": f"check-in ({p.devices} devices so far)",
+        what = {"check-in": f"check-in ({p.devices} device{'' if p.devices == 1 else 's'} "
+                            "so far)",
                 "secure aggregation": f"secure aggregation with {p.devices} devices"
                                       + (f": {p.stage.lower().replace('_', ' ')}"
                                          if p.stage else ""),

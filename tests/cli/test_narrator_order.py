@@ -36,3 +36,14 @@ def test_the_release_of_a_round_not_yet_stored_is_told(capsys: pytest.CaptureFix
         round=1, attempt=2, phase="releasing", devices=900)))
     assert capsys.readouterr().out == "  round 1 attempt 2: releasing the sum of 900 proven " \
                                       "contributors\n"
+
+
+@pytest.mark.parametrize(("devices", "told"), [(0, "0 devices"), (1, "1 device"),
+                                               (2, "2 devices")])
+def test_a_check_in_counts_its_devices_in_words(devices: int, told: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `fedhh admin wait` told a check-in its first device had joined as
+    "check-in (1 devices so far)" (docs/networked.md's sequence, round 4)."""
+    Narrator()(pb.Run(run_id="r", state="running", progress=pb.Progress(
+        round=4, attempt=1, phase="check-in", devices=devices)))
+    assert capsys.readouterr().out == f"  round 4 attempt 1: check-in ({told} so far)\n"
