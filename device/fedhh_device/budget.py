@@ -55,7 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedhh.device.budget_sums import exceeds
+from fedhh.device.budget_sums import exceeds, exceeds_in_words
 from fedhh.errors import ConfigError, PrivacyError
 from fedhh.v1 import coordinator_pb2 as pb
 
@@ -112,6 +112,19 @@ def _check_record(budget: DeviceBudget) -> None:
                 and all(isinstance(i, int) and not isinstance(i, bool) for i in report.ones)):
             raise ValueError(f"the report of run {key!r} is not a run id, a round, a digest "
                              "and a list of positions")
+
+
+def _why_above(charges: list[float], cap: float) -> str:
+    """Why ``charges``, which exceed ``cap`` (``exceeds``), do. Where their float sum is within
+    the cap (ten of 0.1 under 1.0), the exact sum, the excess and a charge's binary value
+    (``exceeds_in_words``, the coordinator's words): before, "their exact sum is above the
+    cap" beside "0.9 of 1 used" and "asks for 0.1" left the user to find why. Web devices word
+    it alike (clients/web/src/budget.ts ``whyAbove``; the vectors' ``budget_refusals``)."""
+    try:
+        within = math.fsum(charges) <= cap
+    except OverflowError:  # (fsum's sum past the largest double: above every finite cap)
+        within = False
+    return exceeds_in_words(charges, cap) if within else "their exact sum is above the cap"
 
 
 @dataclass
@@ -187,11 +200,12 @@ class DeviceBudget:
             raise PrivacyError(f"round {task.round} of run {task.run_id} was answered and its "
                                "report is no longer kept; answering again would need a fresh "
                                "report")
-        counted = [s.eps_local for s in self.spends if s.at >= now - self.period_s]
-        if exceeds([*counted, task.eps_local], self.cap):
+        charges = [s.eps_local for s in self.spends if s.at >= now - self.period_s]
+        charges.append(task.eps_local)
+        if exceeds(charges, self.cap):
             raise PrivacyError(f"this device's budget is spent: {self.spent(now):.4g} of "
                                f"{self.cap:g} used in the period, the task asks for "
-                               f"{task.eps_local:.4g}, and their exact sum is above the cap")
+                               f"{task.eps_local:.4g}, and {_why_above(charges, self.cap)}")
         ones = np.asarray(compute(), dtype=np.int64)
         now, at = self._times(task)
         self.spends.append(DeviceSpend(task.run_id, task.round, task.eps_local, at))

@@ -229,9 +229,116 @@ export function exceeds(charges: Iterable<number>, cap: number): boolean {
   // a charge that is not finite fits no cap, and every finite sum fits an infinite one
   if (!values.every((v) => Number.isFinite(v)) || Number.isNaN(cap)) return true;
   if (cap === Number.POSITIVE_INFINITY) return false;
+  return exactSum(values) > exactUnits(cap);
+}
+
+/** The exact sum of finite doubles, in units of 2^-1074 (budget_sums.exact_sum). */
+function exactSum(values: Iterable<number>): bigint {
   let total = 0n;
   for (const value of values) total += exactUnits(value);
-  return total > exactUnits(cap);
+  return total;
+}
+
+/** 2^k as a double, exactly, for -1022 <= k <= 1023 (its exponent field alone). */
+function powerOfTwo(k: number): number {
+  const view = new DataView(new ArrayBuffer(8));
+  view.setUint16(0, (k + 1023) << 4);
+  return view.getFloat64(0);
+}
+
+/**
+ * `units` * 2^-1074 rounded to the nearest double, ties to even, Infinity past the largest (as
+ * Python's float(Fraction) and math.fsum round an exact sum; fsum raises OverflowError there).
+ */
+function unitsToDouble(units: bigint): number {
+  const magnitude = units < 0n ? -units : units;
+  const bits = magnitude.toString(2).length;
+  // Number(bigint) rounds to 53 bits, ties to even. Past 64 bits, the bits below the top 64
+  // fold into one sticky bit, far below where it rounds, so that it rounds the same; below
+  // 2^52 units (subnormals) Number is exact and so is the scaling.
+  const shift = Math.max(0, bits - 64);
+  const low = magnitude & ((1n << BigInt(shift)) - 1n);
+  const head = Number((magnitude >> BigInt(shift)) | (low === 0n ? 0n : 1n));
+  const exponent = shift - 1074;
+  if (exponent > 1023) return units < 0n ? -Infinity : Infinity;
+  // two exact scalings, each factor and the product between them a normal double
+  const half = Math.trunc(exponent / 2);
+  const value = head * powerOfTwo(half) * powerOfTwo(exponent - half);
+  return units < 0n ? -value : value;
+}
+
+/**
+ * `units` * 2^-1074 as Python's budget_sums._decimal writes it: str() of a Decimal quotient at
+ * 34 significant digits cut towards zero ("1.000000000000000055511151231257827",
+ * "9007199254740993", "1.000000000000000052504760255204420E+300"), "..." after it where cut.
+ */
+function decimalOfUnits(units: bigint): string {
+  if (units === 0n) return "0";
+  const sign = units < 0n ? "-" : "";
+  // the exact decimal: |units| * 5^1074 * 10^-1074; an exact quotient takes the ideal
+  // exponent 0 where it can (trailing zeros dropped only after the point)
+  let digits = ((units < 0n ? -units : units) * 5n ** 1074n).toString();
+  let exponent = -1074;
+  const zeros = digits.length - digits.replace(/0+$/, "").length;
+  const dropped = Math.min(zeros, -exponent);
+  digits = digits.slice(0, digits.length - dropped);
+  exponent += dropped;
+  let cut = false;
+  if (digits.length > 34) {
+    cut = !/^0*$/.test(digits.slice(34));
+    exponent += digits.length - 34;
+    digits = digits.slice(0, 34);
+  }
+  // Decimal.__str__: positional while the exponent is at most 0 and the first digit's place
+  // is above 10^-7, else one digit before the point and "E" with a signed exponent
+  const left = exponent + digits.length;
+  const point = exponent <= 0 && left > -6 ? left : 1;
+  let text: string;
+  if (point <= 0) text = `0.${"0".repeat(-point)}${digits}`;
+  else if (point >= digits.length) text = digits + "0".repeat(point - digits.length);
+  else text = `${digits.slice(0, point)}.${digits.slice(point)}`;
+  if (left !== point) text += `E${left - point < 0 ? "-" : "+"}${Math.abs(left - point)}`;
+  return sign + text + (cut ? "..." : "");
+}
+
+/** Whether finite `x` is exactly the decimal its Python repr writes (0.5 is, 0.1 is not). */
+function reprIsExact(x: number): boolean {
+  const [mantissa, exponentText] = pythonFloatRepr(Math.abs(x)).split("e") as [string, string?];
+  const [whole, fraction = ""] = mantissa.split(".") as [string, string?];
+  const scale = Number(exponentText ?? "0") - fraction.length;
+  // repr = digits * 10^scale, the double = units * 2^-1074
+  const digits = BigInt(whole + fraction) << 1074n;
+  const units = exactUnits(Math.abs(x));
+  return scale >= 0 ? digits * 10n ** BigInt(scale) === units
+    : digits === units * 10n ** BigInt(-scale);
+}
+
+/**
+ * Why finite `charges` exceed `cap` (`exceeds`), in figures, word for word as Python's
+ * fedhh.device.budget_sums.exceeds_in_words: their exact sum and its excess over the cap, and,
+ * where their float sum is within the cap, a charge's binary value.
+ */
+function exceedsInWords(charges: readonly number[], cap: number): string {
+  const total = exactSum(charges);
+  let words = `their exact sum, ${decimalOfUnits(total)}, is above the cap ` +
+    `${pythonFloatRepr(cap)} by ${pythonG(unitsToDouble(total - exactUnits(cap)), 4)}`;
+  const inexact = charges.find((v) => !reprIsExact(v));
+  if (inexact !== undefined && unitsToDouble(total) <= cap) {
+    words += ` (a charge is the binary value of its double: ${pythonFloatRepr(inexact)} is ` +
+      `${decimalOfUnits(exactUnits(inexact))})`;
+  }
+  return words;
+}
+
+/**
+ * Why `charges`, which exceed `cap`, do (budget.py `_why_above`): where their float sum (math.fsum,
+ * correctly rounded) is within the cap, as ten of 0.1 under 1.0 are, in figures
+ * (`exceedsInWords`); before, only "their exact sum is above the cap" beside "0.9 of 1 used".
+ */
+function whyAbove(charges: readonly number[], cap: number): string {
+  const within = charges.every((v) => Number.isFinite(v))
+    && unitsToDouble(exactSum(charges)) <= cap;
+  return within ? exceedsInWords(charges, cap) : "their exact sum is above the cap";
 }
 
 /** Python's sum() of floats in 3.11: left to right from 0. */
@@ -326,13 +433,14 @@ export class DeviceBudget {
                              "report is no longer kept; answering again would need a fresh report");
     }
     const since = now - this.periodS;
-    const counted = this.state.spends.filter((s) => s.at >= since).map((s) => s.eps_local);
-    if (exceeds([...counted, task.epsLocal], this.cap)) {
+    const charges = this.state.spends.filter((s) => s.at >= since).map((s) => s.eps_local);
+    charges.push(task.epsLocal);
+    if (exceeds(charges, this.cap)) {
       // (as budget.py words it, to 4 significant digits: the page showed float sums such as
       // "95.99490000000001 of 100")
       throw new PrivacyError(`this device's budget is spent: ${pythonG(this.spent(now), 4)} of ` +
                              `${pythonG(this.cap, 6)} used in the period, the task asks for ` +
-                             `${pythonG(task.epsLocal, 4)}, and their exact sum is above the cap`);
+                             `${pythonG(task.epsLocal, 4)}, and ${whyAbove(charges, this.cap)}`);
     }
     const ones = [...(await compute())];
     const [current, at] = this.times(task);

@@ -816,13 +816,20 @@ def budget_refusals(base: dict[str, Any]) -> list[dict[str, Any]]:
     """A spent budget's refusal as the Python device words it (its numbers formatted by
     ``:.4g`` and ``:g``), for caps, spends and asks whose formatting is Python's own: exponents
     below -4 and past the precision, ties rounded half to even, subnormals, infinity (a string:
-    JSON has none)."""
+    JSON has none). Then refusals whose float sum is within the cap, which give the exact sum,
+    the excess and a charge's binary value (``exceeds_in_words``): ten of 0.1 under 1.0, a sum
+    whose digits all fit, sums in Decimal's exponent notation, a subnormal excess, a first
+    charge that is its decimal; and a sum past the largest double (math.fsum's OverflowError),
+    worded as a float sum above the cap."""
     from fedhh_device.budget import DeviceBudget
     cases: list[tuple[float, list[float], float]] = [
         (100.0, [10.6661] * 9, 10.6661), (1e-05, [1e-05], 1e-05), (1e6, [999999.5], 10.0),
         (3.0, [2.5], 10.125), (2.5, [1.0, 1.0625], 1.0), (1e300, [1e300], 1e300),
         (3.0, [2.0], math.inf), (123456.7, [123456.7], 0.1), (5e-324, [5e-324], 5e-324),
-        (0.3001, [0.1, 0.2], 0.00012345), (9.9999999, [9.9999], 0.099995)]
+        (0.3001, [0.1, 0.2], 0.00012345), (9.9999999, [9.9999], 0.099995),
+        (1.0, [0.1] * 9, 0.1), (2.0**53, [2.0**53], 1.0), (1e300, [1e300], 1e283),
+        (1e-300, [1e-300], 1e-320), (1.0, [0.5, 0.4], 0.1),
+        (sys.float_info.max, [sys.float_info.max], sys.float_info.max)]
     out = []
     for cap, spends, ask in cases:
         budget = DeviceBudget.load(None, cap, 100.0)
