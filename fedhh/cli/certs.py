@@ -204,8 +204,11 @@ def run(args: argparse.Namespace) -> int:
     PUBLIC.apply(files.cert)
     ca_until = x509.load_pem_x509_certificate(files.ca.read_bytes()).not_valid_after_utc
     until = x509.load_pem_x509_certificate(files.cert.read_bytes()).not_valid_after_utc
+    # (before, ca.key went unnamed, and the --out folder beside ca.pem read as the thing to
+    # hand out: whoever holds ca.key makes certificates every device trusts)
     print(f"{'kept ' if kept_ca else 'wrote'} {files.ca} (the CA, valid until "
-          f"{ca_until:%Y-%m-%d})")
+          f"{ca_until:%Y-%m-%d}; hand out this file alone: {files.ca.with_name('ca.key')}, "
+          "its signing key, stays with you)")
     print(f"wrote {files.cert} and {files.key} for {', '.join(hosts)}; valid until "
           f"{until:%Y-%m-%d} (rerun to renew)")
     if renewal:
