@@ -62,7 +62,7 @@ class LifetimeBudget:
         within it (ten runs of 0.1 under 1.0: 0.9999999999999999), that excess in words
         (``exceeds_in_words``); None otherwise."""
         for terms, cap, name in self._parts(charges, eps_agg, delta):
-            if exceeds(terms, cap) and math.fsum(terms) <= cap:
+            if exceeds(terms, cap) and _float_sum_within(terms, cap):
                 return f"{name}: {exceeds_in_words(terms, cap)}"
         return None
 
@@ -135,3 +135,12 @@ def settle_run_charge(store: Store, run_id: str, ledger: PrivacyLedger | None) -
     spent = ledger.spent_epsilon()
     store.raise_run_charge(run_id, spent)
     return spent
+
+
+def _float_sum_within(terms: list[float], cap: float) -> bool:
+    """Whether the correctly rounded sum of ``terms`` is at most ``cap``. A sum past the largest
+    double is not (before, fsum's OverflowError ended the check-in's refusal)."""
+    try:
+        return math.fsum(terms) <= cap
+    except OverflowError:
+        return False
