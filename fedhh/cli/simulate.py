@@ -346,6 +346,9 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
             r["actual_false_positives"] if r["actual_false_positives"] is not None else "-",
         ))
     _table(rows)
+    unused = unused_baseline_rounds(payload)
+    if unused:
+        print(f"\n{unused}")
     if payload.get("trimmed_note"):
         print(f"\n{payload['trimmed_note']}.")
     hitters = payload["heavy_hitters"]
@@ -397,6 +400,26 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
         print(f"recall (weighted ranking): {recall}")
     t = payload["timings"]
     print(f"\ntime: {t['total_s']:.1f} s ({t['rounds_s']:.1f} s in rounds)")
+
+
+def unused_baseline_rounds(payload: dict[str, Any]) -> str | None:
+    """A baseline's tree that ended before its rounds did: its sampling rate or noise was set
+    for all of them, so the budget of those not run was lost (OptPrefixTree charges only the
+    rounds it runs). Before, nothing said so: the README's TrieHH++ line, adaptive segments
+    at --rounds 12, ran 4 rounds and found 240 items; with --segment-bits 5 (a letter a
+    round, the paper's) it ran 12 and found 573."""
+    config = payload.get("config", {})  # (a payload made by hand may hold no config)
+    algorithm = config.get("algorithm", "optprefixtree")
+    charged, ran = payload["privacy"].get("charged_rounds"), len(payload["rounds"])
+    if algorithm == "optprefixtree" or charged is None or ran >= charged:
+        return None
+    segments = ("" if config.get("segment_bits") is not None else
+                " Fixed segments take every round: --segment-bits 5, a letter a round of the "
+                "5bit code as in the paper." if config.get("codec") == "5bit" else
+                " Fixed segments (--segment-bits B) take every round.")
+    return (f"The tree finished after {ran} of {charged} rounds, and {algorithm}'s "
+            f"privacy was set for all {charged}: the budget of the {charged - ran} not run "
+            f"went unused.{segments}")
 
 
 def nothing_found(payload: dict[str, Any]) -> str | None:
