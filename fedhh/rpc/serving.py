@@ -509,7 +509,7 @@ def keepalive_options() -> list[tuple[str, int]]:
 # leader, with none). The pings also keep such a flow from going idle. The services accept a
 # ping per MIN_PING_INTERVAL_MS (5 minutes) during a call (more often, and past
 # MAX_PING_STRIKES the connection is closed), hence the margin above 300 s
-# (tests/unit/test_probe36_fix_ping_policy.py holds the two together).
+# (tests/unit/test_ping_policy.py holds the two together).
 KEEPALIVE_S = 320.0
 KEEPALIVE_TIMEOUT_S = 20.0
 

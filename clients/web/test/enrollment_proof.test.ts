@@ -3,7 +3,7 @@
  * the enrolment proof (wire.ts `enrollmentProof`) with it, byte for byte as the Python device
  * (fedhh/rpc/device_users.py). The coordinator refuses an unsigned or badly signed enrolment,
  * so without this the web device could not enrol at all; the vector below is the one
- * tests/security/test_probe36_enrol_pop.py pins for the Python side.
+ * tests/security/test_enrol_pop.py pins for the Python side.
  */
 
 import assert from "node:assert/strict";

@@ -3,7 +3,7 @@ past the busy timeout: a backup, an operator's `sqlite3` shell): before, the sto
 sqlite3.OperationalError "database is locked", the runner failed the run in progress for good
 ("internal error: database is locked") and every caller was told INTERNAL. Now it is
 ``StoreUnavailable`` (UNAVAILABLE, and the runner waits for the store,
-test_probe35_store_outage.py), nothing of the transaction is kept, and the store works as
+test_store_outage.py), nothing of the transaction is kept, and the store works as
 soon as the lock is released; a statement's own mistake stays what it was."""
 
 from __future__ import annotations

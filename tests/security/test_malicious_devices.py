@@ -160,7 +160,7 @@ def test_a_corrupt_unmask_share_aborts_before_any_mask_is_removed() -> None:
     """A wrong share is caught by the owner's commitment (b_u) or public key (s_u^SK): the
     secret is rebuilt around it from spare shares when the stage closed with some, else the
     round aborts; either way no wrong sum is released (which of the two depends on how many
-    answers arrived before the early close: tests/security/test_probe36_malicious_shares.py
+    answers arrived before the early close: tests/security/test_malicious_shares.py
     drives each case)."""
     cohort = _cohort("corrupt_share")
     outcome, state = run(_round(cohort,
