@@ -126,7 +126,7 @@ def progress_text(progress: Progress | None, pool: int) -> str:
         return ""
     where = f"round {progress.round}.{progress.attempt}"
     if progress.phase == "check-in":
-        return f"{where}: check-in, {pool} devices so far"
+        return f"{where}: check-in, {pool} device{'' if pool == 1 else 's'} so far"
     if progress.phase == "secure aggregation":
         stage = STAGE_LABELS.get(progress.stage, progress.stage.lower().replace("_", " "))
         return f"{where}: secure aggregation with {progress.devices} devices" + (
