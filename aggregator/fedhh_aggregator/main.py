@@ -21,7 +21,7 @@ from fedhh.errors import ConfigError
 from fedhh.rpc import serving
 from fedhh.rpc.aggregator_wire import CONTROL_SERVICE, DEVICE_SERVICE
 from fedhh.rpc.credentials import load_public_key, read_secret
-from fedhh.rpc.framed.server import MAX_CONNECTIONS, FramedLimits, FramedServer, StreamMethod
+from fedhh.rpc.framed.server import FramedLimits, FramedServer, StreamMethod
 from fedhh.rpc.http_listener import split_listen
 from fedhh.rpc.observability import configure_logging
 from fedhh.rpc.request_waits import RequestWaits
@@ -63,10 +63,12 @@ class AggregatorSettings:
     # The Connect port of the device calls (fedhh.rpc.connect), for web devices; None: off.
     web_listen: str | None = None
     web_origins: tuple[str, ...] = ()
-    web_max_connections: int = 512
+    # Each port's connections as the operator asked, None where not asked: the port's default,
+    # up to what the open-file limit allows (http_listener.connection_cap).
+    web_max_connections: int | None = None
     # The framed session port (fedhh.rpc.framed), the session stream without gRPC; None: off.
     session_listen: str | None = None
-    session_max_connections: int = MAX_CONNECTIONS
+    session_max_connections: int | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AggregatorSettings:

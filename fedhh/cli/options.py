@@ -410,11 +410,13 @@ def add_framed_options(parser: argparse.ArgumentParser, what: str) -> None:
                              "(docs/secagg.md, 'The framed port'): the same messages and "
                              "checks; TLS from --tls-dir, plaintext only with --insecure on "
                              "loopback (port 0: OS-chosen; default: off)")
-    parser.add_argument("--session-max-connections", type=positive_int, default=16384,
+    parser.add_argument("--session-max-connections", type=positive_int,
                         help="connections the framed port holds at once, TLS handshakes "
-                             "included (default: 16384; each is an open file, and a port "
-                             "holds at most a quarter of the open-file limit, which the "
-                             "service raises to its hard limit as it starts)")
+                             "included (default: 16384, or a quarter of the open-file limit "
+                             "where that is fewer; each is an open file, and a port holds at "
+                             "most that quarter, warning when asked for more: the service "
+                             "raises its limit to the hard one as it starts, ulimit -n raises "
+                             "that)")
 
 
 def check_web_options(args: argparse.Namespace) -> None:
@@ -438,7 +440,8 @@ def add_web_options(parser: argparse.ArgumentParser, what: str) -> None:
                         help="origins (https://host[:port]) whose pages may call the Connect "
                              "port (CORS), comma-separated or repeated; empty: none (default: "
                              "none, so only callers that are not browser pages)")
-    parser.add_argument("--web-max-connections", type=positive_int, default=512,
+    parser.add_argument("--web-max-connections", type=positive_int,
                         help="connections the Connect port holds at once (one per device in a "
-                             "long-poll; default 512; at most a quarter of the open-file "
-                             "limit)")
+                             "long-poll; default 512, or a quarter of the open-file limit "
+                             "where that is fewer; at most that quarter, warning when asked "
+                             "for more)")

@@ -173,13 +173,13 @@ class ConnectServer:
 
     def __init__(self, name: str, served: Sequence[Procedure], max_request_bytes: int,
                  tls: TlsFiles | None, origins: Sequence[str] = (),
-                 max_connections: int = MAX_CONNECTIONS,
+                 max_connections: int | None = None,
                  body_timeout_s: float = BODY_TIMEOUT_S,
                  large_bodies: int = LARGE_BODIES) -> None:
         if not 1024 <= max_request_bytes <= 16 << 20:
             raise ConfigError(f"max_request_bytes must be in [1 KiB, 16 MiB], got "
                               f"{max_request_bytes}")
-        if not 1 <= max_connections <= 1 << 20:
+        if max_connections is not None and not 1 <= max_connections <= 1 << 20:
             raise ConfigError(f"max_connections must be in [1, {1 << 20}], got "
                               f"{max_connections}")
         self.name = name
@@ -218,7 +218,7 @@ class ConnectServer:
             check_plaintext_listener(f"{host}:{port}", insecure, f"the {self.name}")
         runner = app_runner(self.app, self.name)  # (its settings: http_listener.app_runner)
         self._served = await serve_runner(runner, context, host, port, self.max_connections,
-                                          self.name)
+                                          self.name, default_connections=MAX_CONNECTIONS)
         self.port = self._served.port
         return self.port
 

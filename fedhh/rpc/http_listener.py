@@ -27,7 +27,9 @@ and more. Here
   a coordinator serves three such listeners (dashboard, Connect, framed) beside gRPC, its
   store and its logs. With the framed port's default of 16,384 under a limit of 1,024, 1,100
   connections that sent only the preface took every file, and the aggregator's own gRPC port
-  could no longer accept. A listener asked for more holds the share, and says so once.
+  could no longer accept. A port's default is held to the share without a word (it is what
+  the port holds under that limit); a figure the operator asked for above it holds the share
+  and is warned about once (``connection_cap``).
 
 Such a server logs with ``fedhh.rpc.request_log.RequestLog``. This module does not import
 aiohttp: the framed port's services (a worker, a selector) start without it.
@@ -117,6 +119,25 @@ def raise_open_file_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def connection_cap(asked: int | None, default: int, name: str) -> int:
+    """The connections the listener ``name`` holds: ``asked``, the operator's figure (None:
+    none was given, the port's ``default``), at most ``1 / FILE_SHARE`` of the open-file limit.
+    Only a figure asked for above that share is warned about: a warning is for what the
+    operator asked or must do (before, every aggregator start warned that its framed port held
+    "not the 16384 asked for", its default, which nobody had asked for)."""
+    files = open_file_limit()
+    share = max(1, files // FILE_SHARE)
+    if asked is None:
+        return min(default, share)
+    if asked > share:
+        log.warning(f"the {name} holds at most {share} connections, a quarter of the "
+                    f"process's open-file limit ({files}), not the {asked} asked for: raise "
+                    f"the limit (ulimit -n, or the container's nofile) to hold more",
+                    extra={"asked": asked, "held": share})
+        return share
+    return asked
+
+
 def split_listen(address: str) -> tuple[str, int]:
     """(host, port) of ``HOST:PORT`` (``[::1]:PORT`` for IPv6)."""
     host, sep, port = address.rpartition(":")
@@ -147,27 +168,20 @@ def peer_name(transport: asyncio.BaseTransport | None) -> str:
 class Listener:
     """Accepts connections for aiohttp's ``server`` (a protocol factory) under the limits above.
     ``saw_request(request.protocol)`` marks a connection whose first head arrived
-    (``serve_runner``'s middleware; the framed port's own protocol)."""
+    (``serve_runner``'s middleware; the framed port's own protocol). ``max_connections`` is
+    the operator's figure, None where none was given (``connection_cap``)."""
 
     def __init__(self, server: Any, context: ssl.SSLContext | None,
-                 max_connections: int = MAX_CONNECTIONS,
+                 max_connections: int | None = None,
                  head_timeout_s: float = HEAD_TIMEOUT_S, name: str = "dashboard",
-                 backlog: int = BACKLOG, fair: bool = False) -> None:
+                 backlog: int = BACKLOG, fair: bool = False,
+                 default_connections: int = MAX_CONNECTIONS) -> None:
         self.server = server
         self.fair = fair
         self.backlog = backlog
         self.name = name
         self.context = context
-        self.max_connections = max_connections
-        files = open_file_limit()
-        share = max(1, files // FILE_SHARE)
-        if max_connections > share:
-            log.warning(f"the {name} holds at most {share} connections, a quarter of the "
-                        f"process's open-file limit ({files}), not the "
-                        f"{max_connections} asked for: raise the limit (ulimit -n, or the "
-                        f"container's nofile) to hold more",
-                        extra={"asked": max_connections, "held": share})
-            self.max_connections = share
+        self.max_connections = connection_cap(max_connections, default_connections, name)
         self.head_timeout_s = head_timeout_s
         self.refused = 0  # connections closed on arrival, over the limit
         self.evicted = 0  # idle connections closed for a newcomer (``fair``)
@@ -404,8 +418,8 @@ class Served:
 
 
 async def serve_runner(runner: Any, context: ssl.SSLContext | None, host: str, port: int,
-                       max_connections: int = MAX_CONNECTIONS, name: str = "dashboard"
-                       ) -> Served:
+                       max_connections: int | None = None, name: str = "dashboard",
+                       default_connections: int = MAX_CONNECTIONS) -> Served:
     """Set up aiohttp's ``runner`` (an ``AppRunner``) and serve it on host:port (0: OS-chosen)
     behind a fair :class:`Listener`, which its application tells of each request head (its
     first middleware). A port that cannot be bound leaves nothing set up."""
@@ -418,7 +432,8 @@ async def serve_runner(runner: Any, context: ssl.SSLContext | None, host: str, p
 
     runner.app.middlewares.insert(0, head_seen)
     await runner.setup()
-    listener = Listener(runner.server, context, max_connections, name=name, fair=True)
+    listener = Listener(runner.server, context, max_connections, name=name, fair=True,
+                        default_connections=default_connections)
     try:
         bound = listener.bind(host, port)
     except ConfigError:

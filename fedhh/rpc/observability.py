@@ -111,8 +111,8 @@ class MetricsEndpoint:
         # dashboard: aiohttp's own logger wrote it at ERROR with a traceback quoting them.
         runner = app_runner(app, "metrics endpoint", shutdown_timeout_s=1.0)
         context = tls.server_context("the metrics endpoint") if tls is not None else None
-        self.served = await serve_runner(runner, context, host, port, METRICS_CONNECTIONS,
-                                         name="metrics endpoint")
+        self.served = await serve_runner(runner, context, host, port, name="metrics endpoint",
+                                         default_connections=METRICS_CONNECTIONS)
         self.port = self.served.port
         return self.port
 

@@ -109,7 +109,7 @@ CALLS = Counter("fedhh_framed_calls_total", "Calls opened on the framed port", [
 class FramedLimits:
     max_message_bytes: int
     max_streams_per_connection: int
-    max_connections: int = MAX_CONNECTIONS
+    max_connections: int | None = None  # the operator's figure; None: MAX_CONNECTIONS
     handshake_timeout_s: float = 10.0
     idle_timeout_s: float = 120.0
     max_unread_bytes: int = 1 << 20
@@ -118,7 +118,7 @@ class FramedLimits:
     def __post_init__(self) -> None:
         for name in ("max_message_bytes", "max_streams_per_connection", "max_connections",
                      "max_unread_bytes", "max_waiting_requests"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("handshake_timeout_s", "idle_timeout_s"):
             if not getattr(self, name) > 0:
@@ -564,7 +564,8 @@ class FramedServer:
         else:
             check_plaintext_listener(f"{host}:{port}", insecure, self.name)
         listener = Listener(self, context, self.limits.max_connections,
-                            self.limits.handshake_timeout_s, self.name, BACKLOG, fair=True)
+                            self.limits.handshake_timeout_s, self.name, BACKLOG, fair=True,
+                            default_connections=MAX_CONNECTIONS)
         bound = self.port = listener.bind(host, port)
         self.listener = listener
         listener.start()
