@@ -406,24 +406,34 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
 
 
 def completion_weight_note(payload: dict[str, Any]) -> str | None:
-    """A note when the completion rounds lost many prefixes (at least 20, and a quarter of the
-    items found): they run at ``completion_weight`` of a main round's budget, a default set for
-    words, few of which need them, and their threshold is many times the main rounds'. Before,
-    nothing said so: synthetic-urls at the defaults found 320 URLs whole and lost 353 prefixes
-    in its first completion round (threshold 429 against 50), where --completion-weight 0.2
-    found 567 (README.md)."""
-    config, rounds = payload.get("config", {}), payload["rounds"]
+    """``lost_in_completion_note`` of a simulation's ``payload`` (its first run's rounds)."""
+    config = payload.get("config", {})
     main, weight = config.get("rounds"), config.get("completion_weight")
     if not isinstance(main, int) or not isinstance(weight, int | float):
         return None
+    thresholds = {r["round"]: r.get("threshold") for r in payload["rounds"]
+                  if r["extra"].get("run", 1) == 1}
+    return lost_in_completion_note([str(c.get("cause", "")) for c in
+                                    payload.get("cut_prefixes", [])],
+                                   len(payload["heavy_hitters"]), main, weight, thresholds)
+
+
+def lost_in_completion_note(causes: list[str], found: int, main: int, weight: float,
+                            thresholds: dict[int, Any]) -> str | None:
+    """A note when the completion rounds (those after the ``main`` ones) lost many prefixes
+    (``causes``, the cut prefixes' ``lost in round N``: at least 20, and a quarter of the
+    ``found`` items): they run at ``weight`` of a main round's budget, a default set for
+    words, few of which need them, and their threshold (``thresholds``, by round) is many times
+    the main rounds'. Before, nothing said so: synthetic-urls at the defaults found 320 URLs
+    whole and lost 353 prefixes in its first completion round (threshold 429 against 50),
+    where --completion-weight 0.2 found 567 (README.md)."""
     lost = 0
-    for cut in payload.get("cut_prefixes", []):
-        where = str(cut.get("cause", "")).removeprefix("lost in round ")
+    for cause in causes:
+        where = cause.removeprefix("lost in round ")
         lost += where.isdigit() and int(where) > main
-    if lost < max(20, len(payload["heavy_hitters"]) / 4):
+    if lost < max(20, found / 4):
         return None
-    by_round = {r["round"]: r.get("threshold") for r in rounds if r["extra"].get("run", 1) == 1}
-    last, first = by_round.get(main), by_round.get(main + 1)
+    last, first = thresholds.get(main), thresholds.get(main + 1)
     against = (f" (threshold {first:,.0f} against the last main round's {last:,.0f})"
                if isinstance(last, int | float) and isinstance(first, int | float) else "")
     return (f"{lost:,} prefixes were lost in the completion rounds{against}: they run at "

@@ -623,17 +623,24 @@ def _print_results(run: Any, results: Any) -> None:
               f"(round {h.round}{_noted(h)})")
     if results.cut_prefixes:
         # (not on the parse path: they load numpy)
-        from fedhh.cli.simulate import cut_cause, cut_heading
+        from fedhh.cli.simulate import cut_cause, cut_heading, lost_in_completion_note
         from fedhh.config import Mode
         from fedhh.rpc.run_config import from_proto
 
-        code_bits = from_proto(run.config).code_bits(Mode.NETWORK)
+        stored = from_proto(run.config)
+        code_bits = stored.code_bits(Mode.NETWORK)
         last = max((r.round for r in run.rounds if r.state == "released"), default=0)
         print(cut_heading(len(results.cut_prefixes)))
-        for h, item in zip(results.cut_prefixes, cut, strict=True):
+        causes = [cut_cause(h.round, h.bits, code_bits, last) for h in results.cut_prefixes]
+        for h, item, cause in zip(results.cut_prefixes, cut, causes, strict=True):
             print(f"       {ljust(item, width)}  estimated count "
-                  f"{h.estimate:8.1f}  (round {h.round}; "
-                  f"{cut_cause(h.round, h.bits, code_bits, last)}{_noted(h)})")
+                  f"{h.estimate:8.1f}  (round {h.round}; {cause}{_noted(h)})")
+        # (as fedhh simulate says it: before, a networked run of URLs was not told either)
+        note = lost_in_completion_note(
+            causes, len(results.heavy_hitters), stored.rounds, stored.completion_weight,
+            {r.round: r.threshold for r in run.rounds if r.state == "released"})
+        if note:
+            print(note)
     widths = sorted({h.bits for h in [*results.heavy_hitters, *results.cut_prefixes]
                      if h.truncated})
     if widths:

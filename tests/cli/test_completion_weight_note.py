@@ -3,9 +3,16 @@ of the budget (--completion-weight); where they lost few, it says nothing."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from fedhh.cli.simulate import completion_weight_note
+from fedhh.cli.up import _print_results
+from fedhh.config import Mode, RunConfig
+from fedhh.rpc.run_config import to_proto
+from fedhh.v1 import coordinator_pb2 as pb
 
 
 def _payload(lost: int, found: int, lost_in: int = 5) -> dict[str, Any]:
@@ -30,3 +37,20 @@ def test_few_lost_or_lost_in_main_rounds_say_nothing() -> None:
     assert completion_weight_note(_payload(lost=100, found=9_400)) is None
     assert completion_weight_note(_payload(lost=355, found=327, lost_in=3)) is None
     assert completion_weight_note({"rounds": [], "heavy_hitters": []}) is None
+
+
+def test_fedhh_up_gives_the_note_of_a_run_that_lost_many_prefixes_in_completion_rounds(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    config = RunConfig(rounds=4, completion_rounds=4).validate(Mode.NETWORK)
+    rounds = [pb.RoundSummary(round=i, attempt=1, state="released", participants=1000,
+                              prefixes=1, segment_bits=16, domain_size=65536, kept=1,
+                              threshold=50.0 if i <= 4 else 429.0)
+              for i in range(1, 9)]
+    run = SimpleNamespace(run_id="demo", state="done", error="", eps_spent=1.0, eps_local=4.0,
+                          rounds_released=8, config=to_proto(config), rounds=rounds)
+    cut = [pb.HeavyHitter(item=f"https://example{i}…", estimate=500.0, round=4, truncated=True,
+                          bits=52) for i in range(30)]
+    found = [pb.HeavyHitter(item=f"https://site{i}/", estimate=900.0, round=8) for i in range(10)]
+    _print_results(run, SimpleNamespace(heavy_hitters=found, cut_prefixes=cut))
+    assert ("30 prefixes were lost in the completion rounds (threshold 429 against the last "
+            "main round's 50): they run at --completion-weight 0.02") in capsys.readouterr().out
