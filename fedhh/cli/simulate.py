@@ -46,7 +46,7 @@ from fedhh.codec.shown import columns, isolated, printable, printable_rows, rjus
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError
-from fedhh.server.causes import cut_cause
+from fedhh.server.causes import cut_cause, lost_in_completion_note
 from fedhh.server.segment import trim_note
 from fedhh.simulation.runner import SimulationResult, check_discoverable, simulate
 
@@ -416,30 +416,6 @@ def completion_weight_note(payload: dict[str, Any]) -> str | None:
     return lost_in_completion_note([str(c.get("cause", "")) for c in
                                     payload.get("cut_prefixes", [])],
                                    len(payload["heavy_hitters"]), main, weight, thresholds)
-
-
-def lost_in_completion_note(causes: list[str], found: int, main: int, weight: float,
-                            thresholds: dict[int, Any]) -> str | None:
-    """A note when the completion rounds (those after the ``main`` ones) lost many prefixes
-    (``causes``, the cut prefixes' ``lost in round N``: at least 20, and a quarter of the
-    ``found`` items): they run at ``weight`` of a main round's budget, a default set for
-    words, few of which need them, and their threshold (``thresholds``, by round) is many times
-    the main rounds'. Before, nothing said so: synthetic-urls at the defaults found 320 URLs
-    whole and lost 353 prefixes in its first completion round (threshold 429 against 50),
-    where --completion-weight 0.2 found 567 (README.md)."""
-    lost = 0
-    for cause in causes:
-        where = cause.removeprefix("lost in round ")
-        lost += where.isdigit() and int(where) > main
-    if lost < max(20, found / 4):
-        return None
-    last, first = thresholds.get(main), thresholds.get(main + 1)
-    against = (f" (threshold {first:,.0f} against the last main round's {last:,.0f})"
-               if isinstance(last, int | float) and isinstance(first, int | float) else "")
-    return (f"{lost:,} prefixes were lost in the completion rounds{against}: they run at "
-            f"--completion-weight {weight:g} of a main round's budget, set for words. A larger "
-            "weight (0.2, 0.5) completes more long items (URLs, e-mail addresses) at the main "
-            "rounds' cost; docs/codecs.md.")
 
 
 def unused_baseline_rounds(payload: dict[str, Any]) -> str | None:
