@@ -160,10 +160,10 @@ def show_codes(shown: dict[str, Any], results: Any) -> None:
     """Give each row of ``shown`` (``results``, a ``Results`` reply, as JSON) its whole code
     as ``code``, the decimal string proto3's JSON writes a fixed64 as, read from its
     ``code_bytes`` (the code's ceil(width / 8) big-endian bytes). The wire's fixed64 ``code``
-    holds a code of up to 64 bits and is 0 past them: before, once completion rounds made the
-    codes wider (576 bits with the default run config), every row showed ``"code": "0"``. A
-    row without ``code_bytes`` (a coordinator that sent none had codes of 64 bits at most)
-    keeps its ``code``."""
+    holds a code of up to 64 bits and is absent past them (an older coordinator sent 0): before,
+    once completion rounds made the codes wider (576 bits with the default run config), every
+    row showed ``"code": "0"``. A row without ``code_bytes`` (a coordinator that sent none had
+    codes of 64 bits at most) keeps its ``code``."""
     for entry, hitter in _rows(shown, results):
         if hitter.code_bytes:
             entry["code"] = str(int.from_bytes(hitter.code_bytes, "big"))

@@ -214,12 +214,17 @@ class AdminService(pb_grpc.AdminServiceServicer):
         row = self.store.run(request.run_id)
         parts = RunParts.load(row)
         codec = parts.tree.codec
+
         def wire(h: HeavyHitter) -> pb.HeavyHitter:
-            return pb.HeavyHitter(
-                item=h.item, estimate=h.estimate, round=h.round,
-                code=h.code if codec.max_bits <= 64 else 0, code_bytes=h.code_bytes,
+            wired = pb.HeavyHitter(
+                item=h.item, estimate=h.estimate, round=h.round, code_bytes=h.code_bytes,
                 ended=h.ended, truncated=h.truncated, note=h.note,
                 bits=h.bits if h.truncated else 0)
+            if codec.max_bits <= 64:
+                # (wider codes leave the fixed64 unset, and a client sees it absent: before,
+                # it held 0, which no client could tell from a code of 0)
+                wired.code = h.code
+            return wired
 
         return pb.Results(
             run_id=row.run_id, state=row.state,

@@ -21,13 +21,13 @@ ITEMS = ["https://例え.jp/a?q=%E2%9C%93&x=1", "👩🏽‍💻", "-1.5e+10", "
 
 
 def _wire(item: str, config: RunConfig) -> tuple[pb.HeavyHitter, int]:
-    """The row as the coordinator sends it (server/fedhh_coordinator/service.py) and its
-    code."""
+    """The row as the coordinator sends it (server/fedhh_coordinator/service.py: ``code``
+    absent past 64 bits) and its code."""
     codec = Codec.from_spec(config.codec, config.code_bits(Mode.NETWORK))
     code = codec.encode(item)
     hitter = HeavyHitter(item, 40.0, code, 3, max_bits=codec.max_bits, bits=codec.max_bits)
     return pb.HeavyHitter(item=item, estimate=40.0, round=3, ended=True,
-                          code=code if codec.max_bits <= 64 else 0,
+                          code=code if codec.max_bits <= 64 else None,
                           code_bytes=hitter.code_bytes), code
 
 
