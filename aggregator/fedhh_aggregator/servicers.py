@@ -42,7 +42,12 @@ from fedhh_aggregator.auth import (
 )
 from fedhh_aggregator.control import RoundControl
 from fedhh_aggregator.control_wire import ControlCalls
-from fedhh_aggregator.device_messages import accept_vector, await_response, declared_upload
+from fedhh_aggregator.device_messages import (
+    accept_vector,
+    await_response,
+    check_share_count,
+    declared_upload,
+)
 from fedhh_aggregator.errors import UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Limits, Round
@@ -100,6 +105,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
                            context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
         round_ = self._round(request.session_id, "SubmitShares", request.ByteSize())
         admission = device_admission(round_, request.credentials)
+        check_share_count(round_, request)
         message = shares_from_pb(admission.device_id, request)
         device_id = check_call(round_, admission, request.credentials, CallKind.SHARES,
                                shares_digest(message))
@@ -206,6 +212,7 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
                            context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
         round_ = self._round(request.session_id, "SubmitUnmask", request.ByteSize())
         admission = device_admission(round_, request.credentials)
+        check_share_count(round_, request)
         message = unmask_from_pb(admission.device_id, request)
         check_call(round_, admission, request.credentials, CallKind.UNMASK,
                    unmask_digest(message))

@@ -73,7 +73,12 @@ from fedhh.secagg.config import Admission
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh.v1 import aggregator_pb2 as pb
 from fedhh_aggregator import metrics
-from fedhh_aggregator.device_messages import accept_vector, await_response, declared_upload
+from fedhh_aggregator.device_messages import (
+    accept_vector,
+    await_response,
+    check_share_count,
+    declared_upload,
+)
 from fedhh_aggregator.errors import OpenTimeout, SessionsBusy, UploadTimeout
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Round, stage_deadline_s
@@ -305,6 +310,7 @@ class _Session:
                 await round_.submit(stage, keys)
             elif part == "shares":
                 stage = Stage.SHARE_KEYS
+                check_share_count(round_, message.shares)
                 await round_.submit(stage, shares_from_pb(device_id, message.shares,
                                                           round_.session_id))
             elif part == "masked_vector":
@@ -315,6 +321,7 @@ class _Session:
                 await round_.submit(stage, ConsistencyResponse(
                     round_.session_id, device_id, bytes(message.consistency_signature)))
             elif part == "unmask":
+                check_share_count(round_, message.unmask)
                 accepted = await round_.submit(Stage.UNMASK, unmask_from_pb(
                     device_id, message.unmask, round_.session_id))
                 if self.unmask_in_status:

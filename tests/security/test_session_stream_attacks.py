@@ -36,6 +36,7 @@ from fedhh.rpc.device_client import participate
 from fedhh.rpc.framed.frames import HEADER, PREFACE, Kind
 from fedhh.secagg.primitives import ed25519_from_seed
 from fedhh.v1 import aggregator_pb2 as pb
+from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh.v1.framed_pb2 import FramedOpen
 from fedhh_aggregator.errors import OpenTimeout
 from fedhh_aggregator.rounds import Limits
@@ -360,5 +361,82 @@ def test_streams_waiting_for_their_opens_are_capped_over_both_ports() -> None:
                 await asyncio.sleep(0.01)
             await _released_exactly(channel, framed_stub, a)
             assert unopened.waiting == 0
+
+    run(scenario(), timeout=120)
+
+
+MANY = 200_000  # empty share entries: 400 KB, under the receive cap
+
+
+def _long_lists(count: int) -> list[pb.SessionMessage]:
+    """Session messages of ``count`` share entries, one of each list a device sends."""
+    out = []
+    for part, name in (("shares", "shares"), ("shares", "dsts"), ("unmask", "b_shares"),
+                       ("unmask", "s_shares"), ("unmask", "b_owners"),
+                       ("unmask", "s_owners")):
+        message = pb.SessionMessage()
+        entries = getattr(getattr(message, part), name)
+        if name == "dsts" or name.endswith("owners"):
+            entries.extend([1] * count)
+        else:
+            for _ in range(count):
+                entries.add()
+        out.append(message)
+    return out
+
+
+def _refused_for_length(details: str, count: int) -> None:
+    assert f"{count} share entries" in details and f"k = {N - 1}" in details, details
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_share_list_longer_than_k_is_refused_before_it_is_converted(transport: str) -> None:
+    """A device's shares go to its roster neighbours and its unmask shares name some of them,
+    at most k (an arc of k + 1 ring positions of H(k, n)). On device 1's authenticated stream,
+    each list of 200,000 entries (shares one by one or packed, unmask shares of either kind,
+    one by one or packed), and one of k + 1, is refused INVALID_ARGUMENT naming its length and
+    k, before its entries are made into objects: before, a 1 MiB message of 520,000 empty
+    shares held the worker's event loop 1 to 3 s before the library refused it (or found its
+    stage not open), once per stream the device opened. The round then releases exactly."""
+    a = _cohort(b"stream-sec/share-lists", seed=8)
+
+    async def scenario() -> None:
+        async with aggregator() as (agg, channel):
+            await AggregatorControl(channel, TOKEN).open_round(a.signed)
+            stub = session_stub(agg, channel, transport)
+            for count, message in [(MANY, m) for m in _long_lists(MANY)] + [
+                    (N, _long_lists(N)[0])]:
+                call, challenge = await _challenge(stub)
+                await call.write(_open(a, 1, challenge))
+                code, details = await _refused(call, message)
+                assert code == grpc.StatusCode.INVALID_ARGUMENT
+                _refused_for_length(details, count)
+            await _released_exactly(channel, stub, a)
+
+    run(scenario(), timeout=120)
+
+
+def test_a_unary_share_list_longer_than_k_is_refused_before_it_is_converted() -> None:
+    """The same lists on the unary calls (SubmitShares, SubmitUnmask) with device 1's
+    admission: refused INVALID_ARGUMENT naming the length and k (before, the entries were
+    converted, and only then the call's signature checked)."""
+    a = _cohort(b"stream-sec/unary-share-lists", seed=9)
+
+    async def scenario() -> None:
+        async with aggregator() as (agg, channel):
+            await AggregatorControl(channel, TOKEN).open_round(a.signed)
+            stub = pb_grpc.SecureAggregationStub(channel)
+            creds = pb.DeviceCredentials(admission=admission_to_pb(a.admissions[1]),
+                                         signature=bytes(64))
+            shares = pb.SubmitSharesRequest(session_id=a.session_id, credentials=creds,
+                                            b_commitment=bytes(32))
+            unmask = pb.SubmitUnmaskRequest(session_id=a.session_id, credentials=creds)
+            for _ in range(MANY):
+                shares.shares.add()
+                unmask.s_shares.add()
+            for call in (stub.SubmitShares(shares), stub.SubmitUnmask(unmask)):
+                _refused_for_length(
+                    await expect_status(grpc.StatusCode.INVALID_ARGUMENT, call), MANY)
+            await _released_exactly(channel, session_stub(agg, channel, "grpc"), a)
 
     run(scenario(), timeout=120)
