@@ -8,7 +8,8 @@
 
 The admin token comes from --token-file or $FEDHH_ADMIN_TOKEN. Results print as JSON on stdout
 (results' truncated rows, cut prefixes among them, each with its `cause`: `no rounds left`,
-`lost in round N` or the codes' limit, as the dashboard's JSON download says); wait tells each
+`lost in round N` or the codes' limit, as the dashboard's JSON download says, and its
+`completionNote` when the completion rounds lost many prefixes, "" otherwise); wait tells each
 round's progress on stderr as it happens, prints the run as it ended, and exits 0 only for a
 run that is done: 1 (with the run's error on stderr) for one that failed or was cancelled, so
 that `wait r1 && results r1`, or a Kubernetes Job's `set -e` script, stops there instead of
@@ -154,6 +155,26 @@ def add_causes(shown: dict[str, Any], results: Any, config: Any) -> None:
     for entry, hitter in _rows(shown, results):
         if hitter.truncated:
             entry["cause"] = cut_cause(hitter.round, hitter.bits, width, last)
+
+
+def completion_note(shown: dict[str, Any], results: Any, config: Any) -> str:
+    """``fedhh.server.causes.lost_in_completion_note`` of ``results`` (a ``Results`` reply;
+    ``shown``, it as JSON, its cut prefixes' causes given by ``add_causes``) read against
+    ``config``, the run's stored ``RunConfig`` (its main rounds and completion weight, None
+    when no row was truncated: nothing lost), with its released rounds' thresholds; "" when
+    none. The JSON's ``completionNote``: before, `fedhh simulate` and `fedhh up` printed it,
+    and a user reading these results' JSON of the same run was told nothing of
+    --completion-weight."""
+    if config is None:
+        return ""
+    from fedhh.rpc.run_config import from_proto
+    from fedhh.server.causes import lost_in_completion_note
+
+    stored = from_proto(config)
+    causes = [str(row.get("cause", "")) for row in shown.get("cutPrefixes", [])]
+    thresholds = {r.round: r.threshold for r in results.rounds if r.state == "released"}
+    return lost_in_completion_note(causes, len(results.heavy_hitters), stored.rounds,
+                                   stored.completion_weight, thresholds) or ""
 
 
 def show_codes(shown: dict[str, Any], results: Any) -> None:
@@ -371,6 +392,9 @@ def run(args: argparse.Namespace) -> int:
         show_codes(shown, reply)
     if stored is not None:
         add_causes(shown, reply, stored)
+    if args.action == "results":
+        # (a field of the JSON, always there: a line printed into it would break its reading)
+        shown["completionNote"] = completion_note(shown, reply, stored)
     print(json.dumps(shown, indent=2))
     if args.action in ("wait", "status"):
         # (a round's "trimmed" in the JSON above, said in words: before, nothing did)
