@@ -289,9 +289,12 @@ class Dashboard:
         headers = {"Content-Disposition":
                    f'attachment; filename="{run_id}-heavy-hitters{so_far}.{kind}"'}
         if kind == "json":  # every item exact
+            # (completion_note: the whole run's, whatever the filter; before, only the consoles
+            # of fedhh simulate and fedhh up said it)
             body = json.dumps({"run_id": run_id, "state": detail.line.state, "filter": needle,
                                "heavy_hitters": [_hit_json(h) for h in hits],
-                               "cut_prefixes": [_hit_json(h) for h in cut]},
+                               "cut_prefixes": [_hit_json(h) for h in cut],
+                               "completion_note": detail.completion_note},
                               indent=2)
             return web.Response(text=body, content_type="application/json", headers=headers)
         return web.Response(text=hits_csv(hits, cut, state, run_id), content_type="text/csv",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from fedhh.config import Mode, RunConfig
 from fedhh.errors import StoreDamaged
+from fedhh.server.causes import lost_in_completion_note
 from fedhh.server.segment import trim_note
 from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.dashboard.reader import (
@@ -95,6 +96,9 @@ class RunDetail:
     # What the released rounds' ``trimmed`` prefixes mean and what to change
     # (``fedhh.server.segment.trim_note``, as ``fedhh admin status`` says it); "" if none.
     trim_note: str = ""
+    # Many prefixes lost in the completion rounds, and what to change (``_completion_note``,
+    # as `fedhh up` prints it and `fedhh admin results` gives it); "" if few were.
+    completion_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,16 @@ def _trim_note(rounds: list[RoundRow], config: RunConfig) -> str:
     return trim_note(reports, config.resolved_dim_limit(Mode.NETWORK)) or ""
 
 
+def _completion_note(rounds: list[RoundRow], config: RunConfig, hits: tuple[Hit, ...],
+                     cut: tuple[Hit, ...]) -> str:
+    """``lost_in_completion_note`` of the run: its cut prefixes' causes against its heavy
+    hitters, its main rounds and completion weight, its released rounds' thresholds (their
+    stored reports'); "" when few prefixes were lost."""
+    thresholds = {r.round: r.summary.get("threshold") for r in rounds if r.state == "released"}
+    return lost_in_completion_note([h.cause for h in cut], len(hits), config.rounds,
+                                   config.completion_weight, thresholds) or ""
+
+
 class Views:
     def __init__(self, store: Store, runner: Runner, lobby: Lobby, budget: LifetimeBudget,
                  reader: Reader) -> None:
@@ -189,14 +203,15 @@ class Views:
         row = self.store.run(run_id)
         parts = RunParts.load(row)
         rounds = self.store.rounds(run_id)
+        hits, cut = tuple(heavy_hitters(parts, rounds)), tuple(cut_prefixes(parts, rounds))
         return RunDetail(
             line=self._line(row, now, self.reader.run_times().get(run_id)),
             config=parts.config, eps_local=row.eps_local,
             attempts=tuple(self._attempts(row.run_id, parts.config.min_devices, now, rounds)),
-            spend=self.spend(row), hits=tuple(heavy_hitters(parts, rounds)),
-            cut=tuple(cut_prefixes(parts, rounds)),
+            spend=self.spend(row), hits=hits, cut=cut,
             deny=tuple(parts.tree.codec.display_item(c) for c in row.deny_codes),
-            trim_note=_trim_note(rounds, parts.config))
+            trim_note=_trim_note(rounds, parts.config),
+            completion_note=_completion_note(rounds, parts.config, hits, cut))
 
     def _attempts(self, run_id: str, n_min: int, now: float,
                   rounds: list[RoundRow] | None = None) -> list[AttemptView]:
