@@ -15,7 +15,8 @@ denies: ``also_denies``, each's ``item`` and ``users_holding``; ``needs_bits``, 
 code's, null past 4,096), ``metrics``,
 ``rounds`` (per-round diagnostics; ``trimmed``: the prefixes it kept that the next round's
 segment left out), ``trimmed_prefixes`` (their total) and ``trimmed_note`` (what the summary
-says of them, or null), ``privacy``, ``config``, ``dataset`` and ``timings``;
+says of them, or null), ``completion_note`` (the note on prefixes lost in the completion
+rounds, or ""), ``privacy``, ``config``, ``dataset`` and ``timings``;
 ``--plot PATH`` draws the paper's marginal discovered-frequency plot.
 
 The heavy hitters are listed by the round that found them, then by estimate: estimates of
@@ -289,6 +290,9 @@ def result_payload(result: SimulationResult, config: RunConfig,
     payload["trimmed_prefixes"] = sum(int(r.get("trimmed", 0)) for r in payload["rounds"])
     payload["trimmed_note"] = trim_note(payload["rounds"],
                                         config.resolved_dim_limit(Mode.SIMULATION))
+    # (the note the console prints after the lists, a field of the JSON: before, --json alone
+    # said nothing of --completion-weight)
+    payload["completion_note"] = completion_weight_note(payload) or ""
     return payload
 
 
