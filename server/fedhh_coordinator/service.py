@@ -125,13 +125,17 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         if request.device_id != device_id:
             raise AuthenticationError("device_id does not match the credential")
         round_keys = (bytes(request.c_pk), bytes(request.s_pk))
-        if self.owners.current(device_id) != round_keys:
+        new_keys = self.owners.current(device_id) != round_keys
+        if new_keys:
             check_round_keys(*round_keys)
-            self.owners.claim(device_id, round_keys)
         if len(request.known_task) not in (0, 32):
             raise ConfigError("known_task is the 32-byte SHA-256 of a task, or empty")
         if device_id in self._polling:
             raise RateLimited("this device already has a GetTask waiting; one at a time")
+        # (claimed last: a refused call changes nothing, so the keys of a call of the device
+        # still waiting stay its own)
+        if new_keys:
+            self.owners.claim(device_id, round_keys)
         wait_s = min(request.wait_ms or MAX_WAIT_MS, MAX_WAIT_MS) / 1000
         self._polling.add(device_id)
         try:
