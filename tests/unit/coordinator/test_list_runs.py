@@ -9,32 +9,18 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
-import grpc
+from admin_service_kit import METADATA, admin_stub
 
 import fedhh.codec
 from fedhh.codec.codebook import codec_spec
 from fedhh.config import RunConfig
-from fedhh.rpc import serving
 from fedhh.v1 import coordinator_pb2 as pb
-from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
-from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.runs import create_run
-from fedhh_coordinator.service import AdminService
 from fedhh_coordinator.store import Store
 
 RUNS = 18
 DENY_ITEMS = 1000
-ADMIN_TOKEN = b"admin-token-of-the-test"
-METADATA = (("authorization", f"Bearer {ADMIN_TOKEN.decode()}"),)
-
-
-class Idle:
-    """A runner with nothing in progress (all ListRuns asks of it)."""
-
-    def progress_of(self, run_id: str) -> pb.Progress | None:
-        return None
 
 
 def stored_runs(store: Store) -> None:
@@ -51,20 +37,10 @@ def stored_runs(store: Store) -> None:
 
 
 async def list_and_get(store: Store) -> tuple[list[pb.Run], pb.Run]:
-    admin = AdminService(store, Idle(), ADMIN_TOKEN, LifetimeBudget())  # type: ignore[arg-type]
-    server = serving.new_server()
-    pb_grpc.add_AdminServiceServicer_to_server(admin, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}",
-                                             options=serving.OPTIONS) as channel:
-            stub: Any = pb_grpc.AdminServiceStub(channel)
-            listed = await stub.ListRuns(pb.ListRunsRequest(), metadata=METADATA, timeout=60)
-            whole = await stub.GetRun(pb.GetRunRequest(run_id="run-3"), metadata=METADATA,
-                                      timeout=60)
-    finally:
-        await server.stop(None)
+    async with admin_stub(store) as stub:
+        listed = await stub.ListRuns(pb.ListRunsRequest(), metadata=METADATA, timeout=60)
+        whole = await stub.GetRun(pb.GetRunRequest(run_id="run-3"), metadata=METADATA,
+                                  timeout=60)
     return list(listed.runs), whole
 
 

@@ -8,34 +8,21 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
-import grpc
+from admin_service_kit import METADATA, admin_stub
 
 from fedhh.codec import codes as cw
 from fedhh.config import RunConfig
-from fedhh.rpc import serving
 from fedhh.server.prefixtree import Found, TreeState
 from fedhh.v1 import coordinator_pb2 as pb
-from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
-from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.runs import RunParts, create_run
 from fedhh_coordinator.store import Store
 
-ADMIN_TOKEN = b"admin-token-of-the-test"
-METADATA = (("authorization", f"Bearer {ADMIN_TOKEN.decode()}"),)
 # Completion rounds that 100 devices can budget: 128-bit codes, which hold LONG whole
 WIDE = RunConfig(completion_rounds=4, completion_weight=0.5)
 LONG = ["👩🏽‍💻", "-1.5e+10", "a+tag@example.com"]
 NARROW = RunConfig(completion_rounds=0, max_bits=60)
 SHORT = ["cocoa", "42", "é"]
-
-
-class Idle:
-    """A runner with nothing in progress (all GetResults asks of it)."""
-
-    def progress_of(self, run_id: str) -> pb.Progress | None:
-        return None
 
 
 def finished_run(store: Store, config: RunConfig, items: list[str]) -> list[int]:
@@ -54,21 +41,9 @@ def finished_run(store: Store, config: RunConfig, items: list[str]) -> list[int]
 
 
 async def results(store: Store) -> pb.Results:
-    from fedhh_coordinator.service import AdminService
-
-    admin = AdminService(store, Idle(), ADMIN_TOKEN, LifetimeBudget())  # type: ignore[arg-type]
-    server = serving.new_server()
-    pb_grpc.add_AdminServiceServicer_to_server(admin, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}",
-                                             options=serving.OPTIONS) as channel:
-            stub: Any = pb_grpc.AdminServiceStub(channel)
-            return await stub.GetResults(pb.GetResultsRequest(run_id="r1"),
-                                         metadata=METADATA, timeout=60)
-    finally:
-        await server.stop(None)
+    async with admin_stub(store) as stub:
+        return await stub.GetResults(pb.GetResultsRequest(run_id="r1"), metadata=METADATA,
+                                     timeout=60)
 
 
 def served(tmp_path: Path, config: RunConfig, items: list[str]

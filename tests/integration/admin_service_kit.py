@@ -1,0 +1,44 @@
+"""The coordinator's own AdminService served over a test's store on a port from the OS, and a
+stub of it, for the tests that call the admin API through gRPC."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import grpc
+
+from fedhh.rpc import serving
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+from fedhh_coordinator.budgets import LifetimeBudget
+from fedhh_coordinator.service import AdminService
+from fedhh_coordinator.store import Store
+
+ADMIN_TOKEN = b"admin-token-of-the-test"
+METADATA = (("authorization", f"Bearer {ADMIN_TOKEN.decode()}"),)
+
+
+class Idle:
+    """A runner with nothing in progress (all the read-only calls ask of it)."""
+
+    def progress_of(self, run_id: str) -> pb.Progress | None:
+        return None
+
+
+@asynccontextmanager
+async def admin_stub(store: Store) -> AsyncIterator[Any]:
+    """An ``AdminServiceStub`` on a plaintext loopback channel to the service over ``store``
+    (its calls take ``metadata=METADATA``); the server stops on leaving."""
+    admin = AdminService(store, Idle(), ADMIN_TOKEN, LifetimeBudget())  # type: ignore[arg-type]
+    server = serving.new_server()
+    pb_grpc.add_AdminServiceServicer_to_server(admin, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}",
+                                             options=serving.OPTIONS) as channel:
+            yield pb_grpc.AdminServiceStub(channel)
+    finally:
+        await server.stop(None)
