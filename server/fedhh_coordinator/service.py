@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, Protocol
 
@@ -10,7 +11,14 @@ import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.codec.codebook import BUILTIN_NAMES
-from fedhh.errors import AuthenticationError, ConfigError, RateLimited, StoreDamaged, shown
+from fedhh.errors import (
+    AuthenticationError,
+    ConfigError,
+    ConflictError,
+    RateLimited,
+    StoreDamaged,
+    shown,
+)
 from fedhh.rpc.credentials import raw_public
 from fedhh.rpc.errors import status_errors
 from fedhh.rpc.run_config import from_proto, to_proto
@@ -86,7 +94,10 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
         # the same keys at every poll until a task uses them, so each pair costs its X25519
         # checks once.
         self.owners = owners if owners is not None else KeyOwners()  # (an empty one is falsy)
-        self._polling: set[int] = set()  # devices with a GetTask in flight
+        # Each device's GetTask in flight: its connection (the peer) and its handler's task;
+        # and the handlers a newer call of their device replaced (ended ALREADY_EXISTS).
+        self._polling: dict[int, tuple[str, asyncio.Task[Any]]] = {}
+        self._replaced: set[asyncio.Task[Any]] = set()
 
     @status_errors
     async def Enroll(self, request: pb.EnrollRequest, context: grpc.aio.ServicerContext
@@ -130,19 +141,40 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
             check_round_keys(*round_keys)
         if len(request.known_task) not in (0, 32):
             raise ConfigError("known_task is the 32-byte SHA-256 of a task, or empty")
-        if device_id in self._polling:
-            raise RateLimited("this device already has a GetTask waiting; one at a time")
+        # One call of a device at a time: a second on the same connection is refused; one on
+        # another connection replaces the waiting one, as a session stream replaces its
+        # device's older stream. The device reconnected, and its old connection may have died
+        # without a reset, which nothing here sees: refusing the new call locked the device
+        # out for the old one's wait (30 minutes as devices ask) and every round meanwhile.
+        peer = context.peer() or ""
+        waiting = self._polling.get(device_id)
+        if waiting is not None and waiting[0] == peer:
+            raise RateLimited("this device already has a GetTask waiting on this connection; "
+                              "one at a time")
         # (claimed last: a refused call changes nothing, so the keys of a call of the device
         # still waiting stay its own)
         if new_keys:
             self.owners.claim(device_id, round_keys)
+        if waiting is not None:
+            self._replaced.add(waiting[1])
+            waiting[1].cancel()
         wait_s = min(request.wait_ms or MAX_WAIT_MS, MAX_WAIT_MS) / 1000
-        self._polling.add(device_id)
+        handler = asyncio.current_task()
+        assert handler is not None  # (a coroutine's call always runs in a task)
+        self._polling[device_id] = (peer, handler)
         try:
             task = await self.lobby.wait_for_task(device_id, round_keys, wait_s,
                                                   bytes(request.known_task))
+        except asyncio.CancelledError:
+            if handler not in self._replaced:
+                raise
+            handler.uncancel()
+            raise ConflictError("replaced by a newer GetTask of this device on another "
+                                "connection") from None
         finally:
-            self._polling.discard(device_id)
+            self._replaced.discard(handler)
+            if self._polling.get(device_id, (peer, None))[1] is handler:
+                del self._polling[device_id]
         if task is None:
             metrics.TASKS.labels("wait").inc()
             return pb.GetTaskResponse(retry_after_ms=RETRY_AFTER_MS)

@@ -1,8 +1,11 @@
-"""A GetTask the device service refuses changes nothing (``DeviceService.GetTask``): the round
-keys a device owns stay those of its last call that was taken. Before, the keys were claimed
-before the call's other checks, so a call refused for its ``known_task`` or for a GetTask of
-the device already waiting (the same credential in a second process) made its keys the
-device's and let the keys of the waiting call go: another device could then present those."""
+"""One GetTask of a device at a time (``DeviceService.GetTask``): a second on the same
+connection is refused, and a refused call changes nothing: the round keys a device owns stay
+those of its last call that was taken. Before, the keys were claimed before the call's other
+checks, so a call refused for its ``known_task`` or for a GetTask of the device already
+waiting made its keys the device's and let the keys of the waiting call go: another device
+could then present those. A GetTask on another connection replaces the waiting one (the
+device reconnected: its old connection may have died without a reset, which the service does
+not see)."""
 
 from __future__ import annotations
 
@@ -48,9 +51,9 @@ def _keys(seed: int) -> tuple[bytes, bytes]:
 
 
 async def _get_task(service: DeviceService, device_id: int, keys: tuple[bytes, bytes],
-                    **fields: Any) -> pb.GetTaskResponse:
+                    peer: str = "ipv4:127.0.0.1:1", **fields: Any) -> pb.GetTaskResponse:
     bearer = f"Bearer {device_id}.{CREDENTIALS[device_id].hex()}"
-    context = CallContext((("authorization", bearer),), "ipv4:127.0.0.1:1", None)
+    context = CallContext((("authorization", bearer),), peer, None)
     return await service.GetTask(pb.GetTaskRequest(device_id=device_id, c_pk=keys[0],
                                                    s_pk=keys[1], **fields), context)
 
@@ -71,10 +74,10 @@ def test_a_refused_get_task_leaves_the_devices_round_keys() -> None:
         while not lobby.waiting:
             await asyncio.sleep(0)
         assert owners.current(1) == first
-        # The same device's second process, with keys of its own: one call at a time.
+        # A second call on the same connection, with keys of its own: one at a time.
         code, details = await _refused(_get_task(service, 1, second))
         assert (code, details) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "this device already "
-                                   "has a GetTask waiting; one at a time")
+                                   "has a GetTask waiting on this connection; one at a time")
         # A known_task that is no SHA-256.
         code, details = await _refused(_get_task(service, 1, second, known_task=b"12345"))
         assert code == grpc.StatusCode.INVALID_ARGUMENT and "known_task" in details, details
@@ -84,5 +87,35 @@ def test_a_refused_get_task_leaves_the_devices_round_keys() -> None:
         assert (code, details) == (grpc.StatusCode.INVALID_ARGUMENT, COPIED)
         lobby.answer.set()
         assert (await waiting).retry_after_ms > 0
+
+    asyncio.run(asyncio.wait_for(scenario(), 20))
+
+
+def test_a_get_task_on_another_connection_replaces_the_waiting_one() -> None:
+    """Device 1 waits on one connection and asks again on another (it reconnected after its
+    connection died without a reset): the new call waits, with its keys; the old one ends
+    ALREADY_EXISTS at once. Before, the new call was refused RESOURCE_EXHAUSTED for as long
+    as the old one's wait (a device asks for 30 minutes), so the device sat out every round
+    meanwhile."""
+    async def scenario() -> None:
+        owners, lobby = KeyOwners(), Lobby()
+        service = DeviceService(Store(), lobby, b"k" * 32, None, None,  # type: ignore[arg-type]
+                                owners)
+        first, second = _keys(1), _keys(2)
+        old = asyncio.create_task(_get_task(service, 1, first, "ipv4:10.0.0.1:1000"))
+        while lobby.waiting < 1:
+            await asyncio.sleep(0)
+        new = asyncio.create_task(_get_task(service, 1, second, "ipv4:10.0.0.1:2000"))
+        code, details = await _refused(old)
+        assert code == grpc.StatusCode.ALREADY_EXISTS and "replaced" in details, details
+        while lobby.waiting < 2:
+            await asyncio.sleep(0)
+        assert owners.current(1) == second and not new.done()
+        # The first connection's call, if it comes back, is refused only as a second one.
+        code, _ = await _refused(_get_task(service, 1, second, "ipv4:10.0.0.1:2000"))
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        lobby.answer.set()
+        assert (await new).retry_after_ms > 0
+        assert not service._polling
 
     asyncio.run(asyncio.wait_for(scenario(), 20))
