@@ -1,11 +1,13 @@
 """The dashboard's JSON download carries ``completion_note``: the note `fedhh simulate` and
 `fedhh up` print when the completion rounds lost many prefixes (``lost_in_completion_note``),
-for the whole run whatever the filter; "" when few were lost. Before, a user reading the
-download of a run of URLs was told nothing of --completion-weight."""
+for the whole run whatever the filter; "" when few were lost. The run's page says it after the
+cut prefixes. Before, a user reading the download or the page of a run of URLs was told nothing
+of --completion-weight."""
 
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 from pathlib import Path
 
@@ -54,10 +56,14 @@ def stored_run(db: Path, run_id: str, lost: int) -> None:
         store.close()
 
 
-def downloaded(served: Served, path: str) -> dict:
+def fetched(served: Served, path: str) -> str:
     status, _, body = served.request("GET", path, headers={"Cookie": served.sign_in()})
     assert status == 200, body[:300]
-    return json.loads(body)
+    return body.decode()
+
+
+def downloaded(served: Served, path: str) -> dict:
+    return json.loads(fetched(served, path))
 
 
 def test_many_prefixes_lost_in_completion_rounds_are_noted(served: Served) -> None:
@@ -71,9 +77,12 @@ def test_many_prefixes_lost_in_completion_rounds_are_noted(served: Served) -> No
     # (the run's note, not the filtered rows')
     filtered = downloaded(served, "/runs/urls/heavy-hitters.json?q=a07")
     assert len(filtered["cut_prefixes"]) == 1 and filtered["completion_note"] == expected
+    assert f'<p class="note completion">Note: {html.escape(expected)}</p>' in fetched(
+        served, "/runs/urls")
 
 
 def test_few_prefixes_lost_leave_the_field_empty(served: Served) -> None:
     stored_run(served.db, "few", 19)
     assert downloaded(served, "/runs/few/heavy-hitters.json")["completion_note"] == ""
     assert downloaded(served, "/runs/r1/heavy-hitters.json")["completion_note"] == ""
+    assert 'class="note completion"' not in fetched(served, "/runs/few")

@@ -251,14 +251,16 @@ def spend_section(run: RunDetail) -> Html:
 
 
 def hits_table(run_id: str, hits: Sequence[Hit], cut: Sequence[Hit] = (),
-               state: str = "done", released: int = 0) -> Html:
+               state: str = "done", released: int = 0, completion_note: str = "") -> Html:
     """The heavy hitters, then the heavy prefixes the completion rounds could not complete
     (listed apart, as GetResults and the console list them). An item is shown with what
     could reorder or hide text escaped (``fedhh.codec.shown.printable``: ``\u202eevil`` read
     "live"); ``data-item``, which the filter matches, keeps it exact (``filter_copy``).
     A run not ``done`` (``state``) lists what its ``released`` rounds found so far, which a
     line above the list says, as the consoles, the CSV's run_state and the JSON's state do
-    (before, a failed or cancelled run's list read as a finished run's on the page)."""
+    (before, a failed or cancelled run's list read as a finished run's on the page).
+    ``completion_note`` (``RunDetail.completion_note``) follows the cut prefixes, as the
+    consoles print it after theirs (before, the page did not say it)."""
     what = {"pending": "has not started", "running": "is still running", "failed": "failed",
             "cancelled": "was cancelled"}.get(state, f"is {state}")
     rounds = f"{released} released round{'' if released == 1 else 's'}"
@@ -271,7 +273,10 @@ def hits_table(run_id: str, hits: Sequence[Hit], cut: Sequence[Hit] = (),
     so_far = Html("") if state == "done" else fmt(
         '<p class="note so-far">The run {what}: these are what its {rounds} found so far, '
         'not a finished run\'s list.</p>', what=what, rounds=rounds)
-    return fmt("{so_far}{table}", so_far=so_far, table=_hits_and_cut(hits, cut))
+    lost = (fmt('<p class="note completion">Note: {n}</p>', n=completion_note)
+            if completion_note else Html(""))
+    return fmt("{so_far}{table}{lost}", so_far=so_far, table=_hits_and_cut(hits, cut),
+               lost=lost)
 
 
 def _hits_and_cut(hits: Sequence[Hit], cut: Sequence[Hit]) -> Html:
@@ -354,7 +359,8 @@ def run_page(run: RunDetail) -> Html:
         head=region("run-head", run_head(run)),
         timeline=region("timeline", timeline(run)), spend=region("spend", spend_section(run)),
         hits=region("hits", hits_table(run.line.run_id, run.hits, run.cut,
-                                            run.line.state, run.line.released)))
+                                            run.line.state, run.line.released,
+                                            run.completion_note)))
     return frame(f"Run {run.line.run_id}", body, nav="runs", live=f"/live/runs/{q}")
 
 

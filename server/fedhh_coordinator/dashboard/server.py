@@ -313,7 +313,8 @@ class Dashboard:
             return {"run-head": pages.run_head(detail), "timeline": pages.timeline(detail),
                     "spend": pages.spend_section(detail),
                     "hits": pages.hits_table(run_id, detail.hits, detail.cut,
-                                             detail.line.state, detail.line.released)}
+                                             detail.line.state, detail.line.released,
+                                             detail.completion_note)}
         return await self.live.serve(request, regions, HEADERS)
 
     async def live_fleet(self, request: web.Request) -> web.StreamResponse:
