@@ -32,7 +32,9 @@ Laplace: the smallest noise of three valid routes:
 * Advanced composition (KOV Theorem 3.4) of per-round guarantees: the Laplace mechanism is
   (Delta/b, 0)-DP, so the whole delta is KOV slack.
 
-The Laplace scale is found by bisection (to 1e-6 relative) on the noise multiplier. The RDP and
+The Laplace scale is found by bisection (to 1e-6 relative) on the noise multiplier, and each
+scale (and the Gaussian sigma, sqrt(T) sigma_aGM x sensitivity) is the exact product rounded up
+to a double, never to nearest (``_scale_up``, ``_sigma_up``). The RDP and
 KOV routes see only the L1 sensitivity (one coordinate shifted by all of it, the worst case a
 histogram of unknown shape can have); at T = 12, eps_agg = 1, delta = 1e-6 and two coordinates
 the PLD route needs 19.3 where they need 23.9 (basic composition is as good as either there).
@@ -62,7 +64,7 @@ from typing import TYPE_CHECKING, Any
 
 from fedhh.errors import PrivacyError
 from fedhh.privacy._checks import check_delta, check_eps, check_positive, check_rounds
-from fedhh.privacy.composition import ORDERS, kov_inverse, share_down
+from fedhh.privacy.composition import ORDERS, kov_inverse, rounded_up, share_down
 
 if TYPE_CHECKING:
     from dp_accounting import dp_event
@@ -255,28 +257,32 @@ def laplace_calibration(
     from dp_accounting import dp_event
 
     # In units of the per-coordinate shift: the PLD route's multiplier is b / (sens / coords).
+    # Each route's multiplier is exact (a Fraction), and so is its product with sens; only the
+    # scale itself is rounded, up (``_scale_up``).
     interval = _pld_interval(eps_agg)
-    z_pld = _smallest_multiplier(
+    z_pld = _exact(_smallest_multiplier(
         lambda z: _pld_laplace_epsilon(z, coordinates * rounds, delta, interval), eps_agg
-    ) / coordinates
-    z_rdp = _smallest_multiplier(
+    )) / coordinates
+    z_rdp = _exact(_smallest_multiplier(
         lambda z: _rdp_epsilon(dp_event.LaplaceDpEvent(z), rounds, delta), eps_agg
-    )
+    ))
     # Pure per-round: all of delta is KOV slack. KOV's first term is basic composition
     # (k eps_r <= eps_agg needs no slack), so eps_agg / T rounded down is always a valid
     # per-round epsilon; kov_inverse stops at an absolute 1e-13 and returns 0 below it
-    # (eps_agg = 1e-300).
+    # (eps_agg = 1e-300). Laplace noise of scale sens / eps_r is eps_r-DP (Dwork & Roth 2014,
+    # Theorem 3.6).
     eps_r = max(kov_inverse(eps_agg, rounds, delta), share_down(eps_agg, rounds))
-    z_adv = _laplace_scale(eps_r)
+    z_adv = 1 / Fraction(eps_r) if eps_r > 0 else math.inf
     routes = {"pld": z_pld, "rdp": z_rdp, "advanced-composition": z_adv}
     tightest = min(routes, key=routes.__getitem__)
-    _refuse_unusable("Laplace", routes[tightest], eps_agg, delta, rounds)
+    _refuse_unusable("Laplace", float(routes[tightest]), eps_agg, delta, rounds)
+    scales = {route: _scale_up(z, sens) for route, z in routes.items()}
     return CentralCalibration(
         mechanism="laplace",
-        noise_scale=routes[tightest] * sens,
-        pld_noise_scale=z_pld * sens,
-        rdp_noise_scale=z_rdp * sens,
-        advanced_noise_scale=z_adv * sens,
+        noise_scale=scales[tightest],
+        pld_noise_scale=scales["pld"],
+        rdp_noise_scale=scales["rdp"],
+        advanced_noise_scale=scales["advanced-composition"],
         tightest=tightest,
         eps_agg=eps_agg,
         delta=delta,
@@ -285,16 +291,23 @@ def laplace_calibration(
     )
 
 
-def _laplace_scale(eps: float) -> float:
-    """The smallest double at or above 1 / ``eps``: Laplace noise of that scale per unit of L1
-    sensitivity is at most eps-DP (Dwork & Roth 2014, Theorem 3.6). 1 / eps rounds to
-    nearest, below it for about one in four shares: 0.6 / 3 rounded down is
-    0.19999999999999998, 1 / that rounds to 5.0, and 3 rounds at scale 5 are 3 / 5 > 0.6
-    exactly."""
-    scale = 1.0 / eps
-    if Fraction(scale) * Fraction(eps) < 1:
-        scale = math.nextafter(scale, math.inf)
-    return scale
+def _exact(multiplier: float) -> Fraction | float:
+    """A searched multiplier as an exact Fraction; inf (no multiplier up to
+    ``MAX_MULTIPLIER`` found) stays inf, which no Fraction holds."""
+    return Fraction(multiplier) if math.isfinite(multiplier) else multiplier
+
+
+def _scale_up(multiplier: Fraction | float, sensitivity: float) -> float:
+    """The smallest double at or above ``multiplier x sensitivity``, exactly: a noise scale
+    that rounds to nearest can come out below the one its route proved private (Dwork & Roth
+    2014, Theorem 3.6: Laplace noise of scale Delta / eps is eps-DP, and no less). Before, the
+    product rounded to nearest: at eps_agg = 700.5, one round and sensitivity 1.3, the scale was
+    0.0018558172733761599, below 1.3 / 700.5 exactly. 1 / eps_r alone rounds below too: 0.6 / 3
+    rounded down is 0.19999999999999998, 1 / that rounds to 5.0, and 3 rounds at scale 5 are
+    3 / 5 > 0.6 exactly."""
+    if isinstance(multiplier, float):  # inf (``_exact``)
+        return multiplier
+    return rounded_up(multiplier * Fraction(sensitivity))
 
 
 def gaussian_calibration(
@@ -305,9 +318,9 @@ def gaussian_calibration(
     delta = check_delta(delta)
     rounds = check_rounds(rounds)
     sens = check_positive("l2_sensitivity", l2_sensitivity)
-    multiplier = math.sqrt(rounds) * analytic_gaussian_multiplier(eps_agg, delta)
-    _refuse_unusable("Gaussian", multiplier, eps_agg, delta, rounds)
-    sigma = multiplier * sens
+    one_round = analytic_gaussian_multiplier(eps_agg, delta)
+    _refuse_unusable("Gaussian", math.sqrt(rounds) * one_round, eps_agg, delta, rounds)
+    sigma = _sigma_up(rounds, one_round, sens)
     return CentralCalibration(
         mechanism="gaussian",
         noise_scale=sigma,
@@ -320,6 +333,21 @@ def gaussian_calibration(
         rounds=rounds,
         sensitivity=sens,
     )
+
+
+def _sigma_up(rounds: int, one_round: float, sensitivity: float) -> float:
+    """The smallest double at or above sqrt(rounds) x one_round x sensitivity, exactly: T
+    rounds at sigma compose to one Gaussian mechanism of sigma / sqrt(T) (Dong, Roth, Su 2022,
+    Corollary 3.3), which must be at least the one-round noise the exact profile (Balle & Wang
+    2018, Theorem 8) found. Compared squared, in Fractions, since sqrt(T) is irrational; the
+    float product rounds to nearest, below it about half the time."""
+    sigma = math.sqrt(rounds) * one_round * sensitivity
+    if not math.isfinite(sigma):
+        return sigma
+    floor = rounds * (Fraction(one_round) * Fraction(sensitivity)) ** 2
+    while Fraction(sigma) ** 2 < floor:
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma
 
 
 def central_laplace_scale(

@@ -158,17 +158,19 @@ def sum_up(values: Iterable[float]) -> float:
     in floats is 0.9999999999999999, below the exact 10 x 0.1000000000000000055511151231257827.
     Each double is a dyadic rational, so the sum is taken exactly (equal terms counted once)
     and rounded up."""
-    return _rounded_up(exact_sum(values))
+    return rounded_up(exact_sum(values))
 
 
 def times_up(k: int, value: float) -> float:
     """The smallest double at or above the exact ``k * value`` (finite): k rounds of one
     term composed by adding (Theorem 3.16), as ``sum_up`` of k copies without the k copies
     (kov_inverse calls it up to 200 times, for up to 2^20 rounds)."""
-    return _rounded_up(Fraction(value) * k)
+    return rounded_up(Fraction(value) * k)
 
 
-def _rounded_up(exact: Fraction) -> float:
+def rounded_up(exact: Fraction) -> float:
+    """The smallest double at or above ``exact``: a bound (an epsilon, a noise scale) that
+    must not come out on the wrong side of its exact value when rounded to a double."""
     try:
         total = float(exact)  # correctly rounded to nearest
     except OverflowError:  # past the largest double (before: OverflowError, a traceback;

@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 from fedhh.privacy import solver
 from fedhh.privacy.accountant import aggregate_epsilon
 from fedhh.privacy.baselines import triehh_rate, triehhpp_rate
-from fedhh.privacy.central import laplace_calibration
+from fedhh.privacy.central import (
+    analytic_gaussian_multiplier,
+    gaussian_calibration,
+    laplace_calibration,
+)
 from fedhh.privacy.composition import kov_epsilon, kov_inverse, share_down
 from fedhh.privacy.ledger import PrivacyLedger
 
@@ -105,3 +109,26 @@ def test_every_solved_plan_is_one_the_ledger_accepts(target: float, rounds: int,
     fixed = PrivacyLedger.open(target, delta, rounds, n_min, method="closed-form",
                                eps_local=share_down(target, rounds))
     assert fixed.projected_epsilon() <= target
+
+
+def test_the_central_laplace_scale_times_a_sensitivity_is_rounded_up() -> None:
+    # At eps_agg = 700.5 and one round the KOV route (b = sensitivity / eps_agg) is the
+    # tightest; before, b was 1 / 700.5 rounded up, then times the sensitivity rounded to
+    # nearest: 0.0018558172733761599 for 1.3, below 1.3 / 700.5 exactly
+    for sensitivity in (1.3, 2.9, 0.3):
+        cal = laplace_calibration(700.5, 1e-6, 1, sensitivity)
+        assert cal.tightest == "advanced-composition"
+        assert Fraction(cal.noise_scale) * Fraction(700.5) >= Fraction(sensitivity)
+        below = math.nextafter(cal.noise_scale, 0.0)
+        assert Fraction(below) * Fraction(700.5) < Fraction(sensitivity)  # the smallest
+
+
+def test_the_central_gaussian_sigma_over_rounds_is_rounded_up() -> None:
+    # sqrt(3) x sigma_aGM(1, 1e-6) rounded to nearest was 7.317358487720216, below the exact
+    # product: three rounds at it compose to less noise than one round of sigma_aGM
+    one_round = analytic_gaussian_multiplier(1.0, 1e-6)
+    for rounds, sensitivity in ((3, 1.0), (3, 1.3), (6, 2.0)):
+        sigma = gaussian_calibration(1.0, 1e-6, rounds, sensitivity).noise_scale
+        exact_squared = rounds * (Fraction(one_round) * Fraction(sensitivity)) ** 2
+        assert Fraction(sigma) ** 2 >= exact_squared
+        assert Fraction(math.nextafter(sigma, 0.0)) ** 2 < exact_squared
