@@ -203,8 +203,10 @@ class DeviceBudget:
         charges = [s.eps_local for s in self.spends if s.at >= now - self.period_s]
         charges.append(task.eps_local)
         if exceeds(charges, self.cap):
+            # (the cap as repr, the form the exact comparison's words give it: before, "0.9 of
+            # 1 used" and "above the cap 1.0" in one refusal)
             raise PrivacyError(f"this device's budget is spent: {self.spent(now):.4g} of "
-                               f"{self.cap:g} used in the period, the task asks for "
+                               f"{self.cap!r} used in the period, the task asks for "
                                f"{task.eps_local:.4g}, and {_why_above(charges, self.cap)}")
         ones = np.asarray(compute(), dtype=np.int64)
         now, at = self._times(task)

@@ -436,10 +436,11 @@ export class DeviceBudget {
     const charges = this.state.spends.filter((s) => s.at >= since).map((s) => s.eps_local);
     charges.push(task.epsLocal);
     if (exceeds(charges, this.cap)) {
-      // (as budget.py words it, to 4 significant digits: the page showed float sums such as
-      // "95.99490000000001 of 100")
+      // (as budget.py words it, sums to 4 significant digits: the page showed float sums such
+      // as "95.99490000000001 of 100"; the cap as Python's repr, the form the exact
+      // comparison's words give it: before, "0.9 of 1 used" and "above the cap 1.0" in one)
       throw new PrivacyError(`this device's budget is spent: ${pythonG(this.spent(now), 4)} of ` +
-                             `${pythonG(this.cap, 6)} used in the period, the task asks for ` +
+                             `${pythonFloatRepr(this.cap)} used in the period, the task asks for ` +
                              `${pythonG(task.epsLocal, 4)}, and ${whyAbove(charges, this.cap)}`);
     }
     const ones = [...(await compute())];

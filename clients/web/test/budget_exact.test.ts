@@ -24,7 +24,7 @@ test("ten reports of 0.1 exceed a cap of 1.0; a sum 5e-10 over the cap is over i
   await assert.rejects(budget.report(task(9, 0.1), () => [1]), (error: Error) => {
     assert.ok(error instanceof PrivacyError);
     // (the float sum, 1.0, is within the cap: the refusal says why in figures, as Python's)
-    assert.equal(error.message, "this device's budget is spent: 0.9 of 1 used in the period, " +
+    assert.equal(error.message, "this device's budget is spent: 0.9 of 1.0 used in the period, " +
                                 "the task asks for 0.1, and their exact sum, " +
                                 "1.000000000000000055511151231257827..., is above the cap 1.0 " +
                                 "by 5.551e-17 (a charge is the binary value of its double: 0.1 " +

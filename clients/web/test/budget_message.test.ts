@@ -1,7 +1,7 @@
 /**
  * A refused report's reason is worded as the Python device words it (budget.py: 4 significant
  * digits), since a page shows it to its user: it showed the float sum, "95.99490000000001 of
- * 100", where the Python device says "95.99 of 100".
+ * 100", where the Python device says "95.99 of 100.0" (the cap as repr).
  */
 
 import assert from "node:assert/strict";
@@ -22,7 +22,7 @@ test("a spent budget's refusal reads as the Python device's", async () => {
     (error: Error) => {
       assert.ok(error instanceof PrivacyError);
       // (the message of fedhh_device.budget.DeviceBudget.report for the same spends)
-      assert.equal(error.message, "this device's budget is spent: 95.99 of 100 used in the " +
+      assert.equal(error.message, "this device's budget is spent: 95.99 of 100.0 used in the " +
                                   "period, the task asks for 10.67, and their exact sum is " +
                                   "above the cap");
       return true;

@@ -182,9 +182,10 @@ def test_the_cap_is_compared_with_the_exact_sum_of_the_reports() -> None:
         budget.report(task(round_=round_, eps=0.1), lambda: np.array([1]))
     with pytest.raises(PrivacyError) as refused:
         budget.report(task(round_=9, eps=0.1), lambda: np.array([1]))
-    # (the float sum, 1.0, is within the cap: the refusal says why in figures)
+    # (the float sum, 1.0, is within the cap: the refusal says why in figures; the cap reads
+    # 1.0 in both places, before "0.9 of 1 used" beside "above the cap 1.0")
     assert str(refused.value) == (
-        "this device's budget is spent: 0.9 of 1 used in the period, the task asks for 0.1, "
+        "this device's budget is spent: 0.9 of 1.0 used in the period, the task asks for 0.1, "
         "and their exact sum, 1.000000000000000055511151231257827..., is above the cap 1.0 by "
         "5.551e-17 (a charge is the binary value of its double: 0.1 is "
         "0.1000000000000000055511151231257827...)")
