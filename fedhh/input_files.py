@@ -44,7 +44,9 @@ def wide_encoding_problem(head: bytes) -> str | None:
 
     UTF-32 starts with its byte order mark (FF FE 00 00, 00 00 FE FF) or, without one, is
     four-byte units each an assigned character's code point (so UTF-16 with a control
-    character after each CJK one, units of plane 10's unassigned points, is not taken for it).
+    character after each CJK one, units of plane 10's unassigned points, is not taken for it;
+    nor is UTF-16 whose every other character is a control character, which pairs into
+    supplementary points only, ``_plausible_text``).
     Before, it was not told apart: a text file's characters were read as items holding NULs
     (``a\\x00\\x00\\x00``), and a file with the little-endian mark was called UTF-16,
     whose mark begins it. UTF-16 starts with its mark (FF FE, FE FF) or, without one, has a
@@ -56,17 +58,42 @@ def wide_encoding_problem(head: bytes) -> str | None:
         return f"it is UTF-16 (it starts with the byte order mark {head[:2].hex(' ').upper()})"
     head = head[:min(len(head), HEAD_BYTES)]
     units = head[:len(head) // 4 * 4]  # (whole UTF-32 code units)
+    beyond_bmp = None  # a UTF-16 order whose text reads as UTF-32 of supplementary points only
     for order in ("little", "big"):
         points = [int.from_bytes(units[i:i + 4], order) for i in range(0, len(units), 4)]
         if len(points) >= 2 and all(0 < p <= sys.maxunicode
                                     and unicodedata.category(chr(p)) not in ("Cn", "Cs")
                                     for p in points):
-            return (f"it looks UTF-32{order[0].upper()}E without a byte order mark (its "
-                    "beginning is characters of four bytes each, as UTF-32 writes them)")
+            utf16 = f"UTF-16{order[0].upper()}E"
+            if min(points) <= 0xFFFF or not _plausible_text(units, utf16):
+                return (f"it looks UTF-32{order[0].upper()}E without a byte order mark (its "
+                        "beginning is characters of four bytes each, as UTF-32 writes them)")
+            beyond_bmp = beyond_bmp or utf16
     head = head[:len(head) // 2 * 2]  # (whole UTF-16 code units)
     for order, chars, zeros in (("UTF-16LE", head[0::2], head[1::2]),
                                 ("UTF-16BE", head[1::2], head[0::2])):
         if len(chars) >= 2 and not zeros.strip(b"\x00") and b"\x00" not in chars:
             return (f"it looks {order} without a byte order mark (every other byte of its "
                     "beginning is 0, as UTF-16 writes ASCII characters)")
+    if beyond_bmp is not None:
+        return (f"it looks {beyond_bmp} without a byte order mark (its beginning is assigned "
+                "characters of two bytes each, a control character every other one)")
     return None
+
+
+def _plausible_text(data: bytes, encoding: str) -> bool:
+    """Whether ``data`` (a file's beginning) decodes as ``encoding`` to assigned characters,
+    none of them NUL, a private-use character or a lone surrogate.
+
+    UTF-16 text whose every other character is a control character U+0001 to U+0010 (text
+    made of control characters, or a character and a control in turn) pairs into four-byte
+    units that are all assigned supplementary code points, the shape of UTF-32 without a mark:
+    "\\x02\\x02" in UTF-16BE is U+20002 in UTF-32BE, and was called UTF-32. Text written in
+    UTF-32 that holds no character of the Basic Multilingual Plane (a space, a line end) in its
+    first 64 is rare, and when its UTF-16 reading is not text (emoji read as UTF-16 are private
+    use characters: U+1F600 is F600 0001) it is still UTF-32."""
+    try:
+        text = codecs.getincrementaldecoder(encoding.lower())().decode(data, final=False)
+    except UnicodeDecodeError:
+        return False
+    return all(c != "\x00" and unicodedata.category(c) not in ("Cn", "Co", "Cs") for c in text)
