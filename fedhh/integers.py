@@ -10,6 +10,9 @@ same integer everywhere, or the same refusal.
   -10^25 itself (a double made them 2^53 and -10000000000000000905969664); ``1.5``, ``1e-3``,
   ``inf`` and ``nan`` are refused. A decimal past 1e308 (the largest double) is refused, as
   ``inf`` is, without building its integer (``1e999999999`` would have a billion digits).
+- Only ASCII text is read: Python's ``int`` and ``Decimal`` take any script's decimal digits
+  and blanks (``int("١٢٣")`` is 123, ``"１e３"`` 1000), which a person reading the command or
+  its log would not take for the number the run used; they are refused, as are letters.
 - A refusal is ConfigError: "must be an integer, got '2.5'", the text shortened when long.
 
 A range is the caller's to check (its wording names its option and its bound).
@@ -30,6 +33,9 @@ SHOWN_CHARS = 24
 
 def read_integer(text: str) -> int:
     """The integer ``text`` writes exactly (module docstring), else ConfigError."""
+    if not text.isascii():
+        raise ConfigError(f"must be an integer written with the digits 0-9, got "
+                          f"{shown_text(text)}")
     try:
         if any(c in text for c in ".eE"):
             number = decimal.Decimal(text)

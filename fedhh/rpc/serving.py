@@ -387,7 +387,8 @@ def check_web_url(url: str, what: str) -> str:
     scheme, sep, rest = url.partition("://")
     host, colon, port = rest.rpartition(":")
     if (sep != "://" or scheme not in ("https", "http") or not host or not colon
-            or not port.isdigit() or not 0 < int(port) < 65536 or "/" in rest):
+            or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536
+            or "/" in rest):
         raise ConfigError(f"{what} is https://HOST:PORT, got {url!r}")
     if scheme == "http" and not is_loopback(rest):
         raise ConfigError(f"{what}: plaintext http:// only to a loopback host, got {url!r}")

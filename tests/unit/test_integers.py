@@ -95,3 +95,23 @@ def test_user_spans_read_their_ends_as_integers() -> None:
             user_span(text)
         with pytest.raises(ConfigError, match="--users"):
             user_range(text, 5000)
+
+
+# Python's int and Decimal read any script's decimal digits and blanks
+FOREIGN = ["١٢٣", "１２", "1e٣", "٤.0", "१०", "7\u00a0", "\u20037"]
+
+
+@pytest.mark.parametrize("text", FOREIGN)
+def test_digits_of_other_scripts_are_refused_everywhere(text: str) -> None:
+    # (before, int("١٢٣") made --seed 123, "1e٣" 1000 and "7\xa0" 7)
+    said = f"must be an integer written with the digits 0-9, got {text!r}"
+    with pytest.raises(ConfigError) as refused:
+        read_integer(text)
+    assert str(refused.value) == said
+    with pytest.raises(argparse.ArgumentTypeError) as by_option:
+        options.integer_in(0)(text)
+    assert str(by_option.value) == said
+    with pytest.raises(argparse.ArgumentError) as by_flag:
+        _run_flag(text)
+    assert str(by_flag.value) == f"argument --seed: {said}"
+

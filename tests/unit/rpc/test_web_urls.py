@@ -19,7 +19,8 @@ def test_a_connect_url_is_https_or_loopback_http_to_a_port(url: str) -> None:
 @pytest.mark.parametrize("url", ["agg.example.org:7180", "https://agg.example.org",
                                  "https://agg.example.org:7180/path", "ftp://agg:21",
                                  "http://agg.example.org:7180", "https://:7180",
-                                 "https://agg:0", "https://agg:70000"])
+                                 "https://agg:0", "https://agg:70000",
+                                 "https://agg:٤٤٣"])  # (other scripts' digits: were taken)
 def test_anything_else_is_refused_with_the_flag_named(url: str) -> None:
     with pytest.raises(ConfigError, match="--aggregator-web-url"):
         check_web_url(url, "--aggregator-web-url")
