@@ -315,21 +315,38 @@ def run(args: argparse.Namespace) -> int:
 
             users = range(args.count) if args.users is None else args.users
 
-            def write(tokens: list[str]) -> None:
+            def write(tokens: list[str]) -> str | None:
+                """None when the minted ``tokens`` are written to --out; when it cannot be
+                written after all (its folder gone, the disk full), printed to standard error
+                as the file would hold them, and the words that say so: tokens valid at the
+                coordinator are not lost with the error (before: the OS's error alone, naming
+                the temporary file, and the tokens nowhere)."""
                 lines = tokens if args.users is None else [f"{u} {t}" for u, t in zip(
                     users, tokens, strict=False)]
-                write_private(args.out, "".join(f"{line}\n" for line in lines))
+                text = "".join(f"{line}\n" for line in lines)
+                try:
+                    write_private(args.out, text)
+                except OSError as error:
+                    sys.stderr.write(text)
+                    sys.stderr.flush()
+                    return (f"--out {args.out} could not be written ({error.strerror or error}); "
+                            f"the {len(tokens):,} tokens minted, valid at the coordinator, are "
+                            "printed above on standard error, as the file would hold them: "
+                            "save them")
+                return None
 
             try:
                 tokens = client.mint_tokens(len(users), (args.ttl_hours or 0) * 3600, args.label)
             except PartlyMinted as partly:
-                # Those minted are valid at the coordinator: written, not lost with the error
-                write(partly.tokens)
+                # Those minted are valid at the coordinator: kept, not lost with the error
+                where = write(partly.tokens) or f"those are written to {args.out}"
                 rest = users[len(partly.tokens):]
-                raise StateError(f"{partly}: those are written to {args.out} (users "
-                                 f"{users.start}..{rest.start - 1}); mint the rest with "
-                                 f"--users {rest.start}:{rest.stop} and another --out") from None
-            write(tokens)
+                raise StateError(f"{partly}: {where} (users {users.start}..{rest.start - 1}); "
+                                 f"mint the rest with --users {rest.start}:{rest.stop} and "
+                                 "another --out") from None
+            failed = write(tokens)
+            if failed is not None:
+                raise StateError(failed)
             print(f"{len(tokens)} enrollment tokens written to {args.out}")
             return 0
         elif args.action == "list":

@@ -198,10 +198,16 @@ def raw_public(key: Ed25519PrivateKey | Ed25519PublicKey) -> bytes:
 
 
 def write_private(path: str | Path, text: str) -> None:
-    """Write a secret file readable by its owner only (created 0600, replaced atomically)."""
+    """Write a secret file readable by its owner only (created 0600, replaced atomically).
+    A write that fails removes its temporary file: before, a disk that filled mid-write, or
+    a ``path`` that is a folder, left the secret, whole or in part, in ``.NAME.tmp``."""
     target = Path(path)
     tmp = target.with_name(f".{target.name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    os.replace(tmp, target)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

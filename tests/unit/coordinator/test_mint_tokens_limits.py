@@ -251,3 +251,60 @@ def test_a_short_answer_keeps_the_tokens_it_brought() -> None:
                        r"\(the coordinator answered 2 tokens to a call for 3\)$") as partly:
         client.mint_tokens(3)
     assert partly.value.tokens == [f"{0:064x}", f"{1:064x}"] and client.stub.calls == 1
+
+
+class _MintsThenLosesTheFolder:
+    """MintEnrollmentTokens that mints, then removes ``folder`` (--out's, checked before): the
+    write after the last call fails."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def MintEnrollmentTokens(self, request: pb.MintEnrollmentTokensRequest, **_: Any
+                             ) -> pb.MintEnrollmentTokensResponse:
+        self.folder.rmdir()
+        return pb.MintEnrollmentTokensResponse(
+            tokens=[f"{i:064x}" for i in range(request.count)])
+
+
+@pytest.mark.parametrize(("how_many", "lines"), [
+    (["--count", "3"], [f"{i:064x}" for i in range(3)]),
+    (["--users", "5:7"], [f"{5 + i} {i:064x}" for i in range(2)]),
+])
+def test_tokens_minted_when_out_cannot_be_written_are_printed_not_lost(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        how_many: list[str], lines: list[str]) -> None:
+    """Before, the tokens were minted and stored at the coordinator (valid, unused) and the
+    failed write lost them: shown nowhere, said nowhere."""
+    from fedhh.rpc import admin_client
+
+    folder = tmp_path / "gone"
+    folder.mkdir()
+
+    class Client(admin_client.AdminClient):
+        def __init__(self, address: str, token: bytes, ca: str | Path | None = None) -> None:
+            super().__init__(address, token, ca)  # (a channel never dialled)
+            self.stub = _MintsThenLosesTheFolder(folder)
+
+    monkeypatch.setattr(admin_client, "AdminClient", Client)
+    token_file = tmp_path / "admin.token"
+    token_file.write_text("0123456789abcdef0123\n")
+    out = folder / "t.tokens"
+    with pytest.raises(SystemExit) as exit_:
+        main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(token_file),
+              "mint-tokens", *how_many, "--out", str(out)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err == "".join(f"{line}\n" for line in lines) + (
+        f"fedhh admin: error: --out {out} could not be written (No such file or directory); "
+        f"the {len(lines)} tokens minted, valid at the coordinator, are printed above on "
+        "standard error, as the file would hold them: save them\n")
+
+
+def test_a_secret_file_that_cannot_replace_its_target_leaves_no_copy(tmp_path: Path) -> None:
+    from fedhh.rpc.credentials import write_private
+
+    (tmp_path / "d").mkdir()  # (os.replace of a file onto a folder fails)
+    with pytest.raises(OSError):
+        write_private(tmp_path / "d", "secret\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]  # (was also .d.tmp)
