@@ -26,7 +26,7 @@ import numpy as np
 from fedhh.errors import ConfigError, FedhhError, NotFoundError, StateError
 from fedhh.rpc.aggregator_client import RoundAborted, RoundOutcome
 from fedhh.secagg import RoundConfig, SignedConfig
-from fedhh_aggregator.rounds import RoundState, round_label, wait_capped
+from fedhh_aggregator.rounds import RoundState, check_tombstone_ttl, round_label, wait_capped
 from fedhh_aggregator.workers import WorkerPool
 
 __all__ = ["CombinedRound", "CombinerLimits", "Shard", "plan_id"]
@@ -41,17 +41,20 @@ class CombinerLimits:
     result_ttl_s: float = 600.0  # a finished round's total waits this long for its fetch
     slack_s: float = 120.0  # past a shard's last deadline, for its unmasking and the transfer
     patience_s: float = 120.0  # past that, for an unreachable worker to answer again
+    max_round_s: float = 3600.0  # a shard config's last deadline may be at most this far ahead
     max_tombstones: int = 4096
-    tombstone_ttl_s: float = 7 * 24 * 3600.0
+    tombstone_ttl_s: float = 7 * 24 * 3600.0  # at least max_round_s (check_tombstone_ttl)
 
     def __post_init__(self) -> None:
         for name in ("max_rounds", "max_tombstones"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("max_wait_s", "result_ttl_s", "slack_s", "patience_s", "tombstone_ttl_s"):
+        for name in ("max_wait_s", "result_ttl_s", "slack_s", "patience_s", "max_round_s",
+                     "tombstone_ttl_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
+        check_tombstone_ttl(self.tombstone_ttl_s, self.max_round_s)
 
 
 @dataclass

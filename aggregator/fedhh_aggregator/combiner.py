@@ -33,7 +33,7 @@ from fedhh_aggregator.errors import CapacityError, JournalError
 from fedhh_aggregator.journal import Journal, RoundRecord
 from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome, RoundBook, Tombstone
 from fedhh_aggregator.registry import RESTARTED
-from fedhh_aggregator.rounds import RoundState, check_round_id, round_label
+from fedhh_aggregator.rounds import RoundState, check_last_deadline, check_round_id, round_label
 from fedhh_aggregator.workers import WorkerPool
 
 __all__ = ["CombinerRegistry", "Placement"]
@@ -150,6 +150,7 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
             if not (config.device_auth and config.consistency_check):
                 raise ConfigError(f"shard {index} needs device_auth and the consistency check "
                                   "(the coordinator verifies its contributors)")
+            check_last_deadline(config, self.limits.max_round_s, f"shard {index}")
             if config.round_id in seen:
                 raise ConfigError(f"shard {index} repeats the round id "
                                   f"{round_label(config.round_id)!r}")

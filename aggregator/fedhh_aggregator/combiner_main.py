@@ -28,6 +28,7 @@ from fedhh_aggregator.combined import CombinerLimits
 from fedhh_aggregator.combiner import CombinerRegistry
 from fedhh_aggregator.combiner_service import CombinerServicer
 from fedhh_aggregator.journal import Journal
+from fedhh_aggregator.rounds import check_tombstone_ttl
 from fedhh_aggregator.service import RunningService, serve_until_signalled
 from fedhh_aggregator.workers import WorkerPool, WorkerSpec, parse_worker
 
@@ -64,8 +65,11 @@ class CombinerSettings:
         if not args.tls_dir:  # the control token would go to each worker in clear
             for worker in workers:
                 serving.check_plaintext_peer(worker.control_address, "--worker", "--tls-dir")
+        check_tombstone_ttl(args.tombstone_ttl, args.max_round_seconds,
+                            ("argument --tombstone-ttl:", "--max-round-seconds"))
         limits = CombinerLimits(max_rounds=args.max_rounds, result_ttl_s=args.result_ttl,
                                 slack_s=args.slack_seconds, patience_s=args.patience_seconds,
+                                max_round_s=args.max_round_seconds,
                                 max_tombstones=args.max_tombstones,
                                 tombstone_ttl_s=args.tombstone_ttl)
         return cls(

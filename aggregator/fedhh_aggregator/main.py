@@ -31,7 +31,7 @@ from fedhh.v1 import aggregator_pb2_grpc as pb_grpc
 from fedhh_aggregator.auth import TOKEN_ENV, ControlAuth
 from fedhh_aggregator.journal import Journal
 from fedhh_aggregator.registry import RoundRegistry
-from fedhh_aggregator.rounds import Limits
+from fedhh_aggregator.rounds import Limits, check_tombstone_ttl
 from fedhh_aggregator.service import RunningService, serve_until_signalled
 from fedhh_aggregator.servicers import ControlServicer, DeviceServicer, add_device_service
 from fedhh_aggregator.session_stream import parse_message, run_session
@@ -144,8 +144,8 @@ def check_limit_options(args: argparse.Namespace) -> None:
         refuse("quiet_close_ms", ">= 0 (0: off)")
     if not 0 <= args.quiet_close_tail < 1:
         refuse("quiet_close_tail", "in [0, 1)")
-    if not args.tombstone_ttl >= args.max_round_seconds:
-        refuse("tombstone_ttl", f"at least --max-round-seconds ({args.max_round_seconds:g})")
+    check_tombstone_ttl(args.tombstone_ttl, args.max_round_seconds,
+                        ("argument --tombstone-ttl:", "--max-round-seconds"))
 
 
 def server_options(limits: Limits) -> list[tuple[str, int]]:

@@ -29,7 +29,15 @@ from fedhh_aggregator import metrics
 from fedhh_aggregator.errors import CapacityError, JournalError
 from fedhh_aggregator.journal import Journal, RoundRecord
 from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome, RoundBook, Tombstone
-from fedhh_aggregator.rounds import STOPPED, Limits, Round, RoundHooks, RoundState, round_label
+from fedhh_aggregator.rounds import (
+    STOPPED,
+    Limits,
+    Round,
+    RoundHooks,
+    RoundState,
+    check_last_deadline,
+    round_label,
+)
 
 __all__ = ["RESTARTED", "RoundRegistry"]
 
@@ -105,13 +113,7 @@ class RoundRegistry(RoundBook[Round, Tombstone]):
         if not config.device_auth:
             raise ConfigError("the aggregator admits only authenticated devices: the round "
                               "config needs device_auth")
-        now_ms = time.time() * 1000
-        last = config.deadlines.unmask
-        if last <= now_ms:
-            raise ConfigError(f"the round's last deadline ({last} ms) has already passed")
-        if last > now_ms + self.limits.max_round_s * 1000:
-            raise ConfigError(f"the round's last deadline is more than {self.limits.max_round_s}"
-                              " s ahead")
+        check_last_deadline(config, self.limits.max_round_s, "the round")
         if len(self._rounds) >= self.limits.max_rounds:
             raise CapacityError(f"the aggregator already holds {self.limits.max_rounds} rounds")
         server = SecAggServer(signed, self.coordinator_public)

@@ -95,6 +95,29 @@ class AwaitOutcome:
     abort_reason: str = ""
 
 
+def check_tombstone_ttl(tombstone_ttl_s: float, max_round_s: float,
+                        names: tuple[str, str] = ("tombstone_ttl_s", "max_round_s")) -> None:
+    """ConfigError unless finished rounds are remembered at least as long as a config's last
+    deadline may be ahead: a tombstone refuses its round's reopening, so it must outlive every
+    deadline the config holds. One rule for an aggregator and the combiner (``Limits``,
+    ``CombinerLimits`` and both commands' options, ``names`` naming them); before, the combiner
+    had no --max-round-seconds and remembered a round for any --tombstone-ttl."""
+    if not tombstone_ttl_s >= max_round_s:
+        raise ConfigError(f"{names[0]} must be at least {names[1]} ({max_round_s:g}), got "
+                          f"{tombstone_ttl_s!r}")
+
+
+def check_last_deadline(config: RoundConfig, max_round_s: float, what: str) -> None:
+    """ConfigError when ``what``'s (a round's, a shard's) last deadline has passed or is more
+    than ``max_round_s`` ahead (``check_tombstone_ttl``: its tombstone outlives it)."""
+    now_ms = time.time() * 1000
+    last = config.deadlines.unmask
+    if last <= now_ms:
+        raise ConfigError(f"{what}'s last deadline ({last} ms) has already passed")
+    if last > now_ms + max_round_s * 1000:
+        raise ConfigError(f"{what}'s last deadline is more than {max_round_s} s ahead")
+
+
 @dataclass(frozen=True)
 class Limits:
     """Resource bounds of the service (the CLI exposes each)."""
@@ -167,9 +190,7 @@ class Limits:
                      "tombstone_ttl_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
-        if self.tombstone_ttl_s < self.max_round_s:
-            raise ConfigError(f"tombstone_ttl_s ({self.tombstone_ttl_s}) must be at least "
-                              f"max_round_s ({self.max_round_s})")
+        check_tombstone_ttl(self.tombstone_ttl_s, self.max_round_s)
 
     @property
     def body_timeout_s(self) -> float:

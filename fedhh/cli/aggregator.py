@@ -57,14 +57,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="cap of any long-poll (default: 60000)")
     p.add_argument("--result-ttl", type=options.positive_float, default=600.0,
                    help="seconds a finished round waits for its fetch (default: 600)")
-    p.add_argument("--max-round-seconds", type=options.positive_float, default=3600.0,
-                   help="refuse configs whose last deadline is further ahead (default: 3600)")
     p.add_argument("--state-dir",
                    help="keep a durable journal of round outcomes here (opened, unmasking "
                         "started, released/aborted, delivered; fsync'd, compacted), so "
                         "GetOutcome still answers after a restart (default: none; a restart "
                         "forgets every round)")
-    options.add_outcome_options(p, "--max-round-seconds")
+    options.add_outcome_options(p)
     p.add_argument("--max-streams-per-connection", type=options.positive_int, default=4096,
                    help="concurrent calls one client connection may have open (default: 4096;"
                         " a device process multiplexes its devices over one connection)")

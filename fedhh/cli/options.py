@@ -388,14 +388,18 @@ def add_enrollment_options(parser: argparse.ArgumentParser) -> None:
                         help="enrollments allowed in a burst (default 2000)")
 
 
-def add_outcome_options(parser: argparse.ArgumentParser, ttl_bound: str = "") -> None:
-    """How long an aggregation service (an aggregator, the combiner) remembers its finished
-    rounds for GetOutcome; ``ttl_bound``: what --tombstone-ttl must be at least, if anything."""
+def add_outcome_options(parser: argparse.ArgumentParser) -> None:
+    """How far ahead an aggregation service (an aggregator, the combiner) takes a round's last
+    deadline, and how long it remembers its finished rounds for GetOutcome; both check the
+    two together (fedhh_aggregator.rounds.check_tombstone_ttl)."""
+    parser.add_argument("--max-round-seconds", type=positive_float, default=3600.0,
+                        help="refuse configs whose last deadline is further ahead (default: "
+                             "3600)")
     parser.add_argument("--max-tombstones", type=positive_int, default=4096,
                         help="finished rounds remembered for GetOutcome (default: 4096)")
     parser.add_argument("--tombstone-ttl", type=positive_float, default=7 * 24 * 3600.0,
-                        help="seconds a finished round is remembered (default: 7 days"
-                             + (f"; at least {ttl_bound})" if ttl_bound else ")"))
+                        help="seconds a finished round is remembered (default: 7 days; at "
+                             "least --max-round-seconds)")
 
 
 def _origins(text: str) -> list[str]:
