@@ -365,9 +365,10 @@ def atomic_file(target: Path, mode: str = "wb") -> Iterator[IO[Any]]:
 
 #: What reading a damaged .npz raises: besides the OS's and numpy's errors, a truncated or
 #: bit-flipped file fails inside zipfile and zlib, and a flipped flag in its directory asks for
-#: a compression method zipfile lacks (NotImplementedError) or a password (RuntimeError).
+#: a password (RuntimeError) or a compression method zipfile lacks (NotImplementedError, a
+#: RuntimeError, so not listed again).
 NPZ_UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error,
-                  NotImplementedError, RuntimeError)
+                  RuntimeError)
 
 
 def read_npz(path: Path, names: Iterable[str]) -> dict[str, np.ndarray]:
