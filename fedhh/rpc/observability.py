@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedhh.errors import ConfigError
 from fedhh.rpc.tls import TlsFiles
 
 if TYPE_CHECKING:
@@ -129,12 +128,13 @@ async def start_metrics(port: int | None, host: str = "127.0.0.1",
     endpoint's port is None), over HTTPS with the service's certificate when it has one, like
     every other listener; ``close()`` it at shutdown. A service that has certificates but runs
     without them (``--insecure``) serves plaintext on loopback only, as its other listeners
-    do; a device process (``has_certificate=False``) has none to serve with."""
-    from fedhh.rpc.serving import is_loopback
+    do (``serving.check_plaintext_listener``, the one rule: before, a copy here, worded its
+    own way); a device process (``has_certificate=False``) has none to serve with."""
+    from fedhh.rpc.serving import check_plaintext_listener, host_port
 
-    if port is not None and tls is None and has_certificate and not is_loopback(f"{host}:0"):
-        raise ConfigError(f"--metrics-host {host}: the metrics are served in plaintext only "
-                          f"on loopback without TLS (--insecure)")
+    if port is not None and tls is None and has_certificate:
+        # (without TLS files a service runs only with --insecure: it would not start otherwise)
+        check_plaintext_listener(host_port(host, port), True, "the metrics (--metrics-host)")
     endpoint = MetricsEndpoint()
     if port is not None:
         await endpoint.start(port, host, tls)

@@ -91,10 +91,16 @@ def test_no_port_serves_nothing_and_closes() -> None:
 def test_without_tls_a_service_serves_its_metrics_on_loopback_only() -> None:
     """As its gRPC, Connect and dashboard listeners (before: --insecure with --metrics-host
     0.0.0.0 served the metrics in plaintext to any network). A device process has no
-    certificate to serve them with."""
+    certificate to serve them with. The rule and its words are the other listeners'
+    (``check_plaintext_listener``; before, a copy: "--metrics-host 0.0.0.0: the metrics are
+    served in plaintext only on loopback without TLS (--insecure)")."""
     async def scenario() -> None:
-        with pytest.raises(ConfigError, match=r"--metrics-host 0\.0\.0\.0: .*loopback"):
-            await start_metrics(0, "0.0.0.0")
+        for host, address in (("0.0.0.0", "0.0.0.0:0"), ("::", "[::]:0")):
+            with pytest.raises(ConfigError) as refused:
+                await start_metrics(0, host)
+            assert str(refused.value) == (
+                f"the metrics (--metrics-host) on {address}: plaintext is allowed on loopback "
+                "addresses only; it needs TLS files (--tls-dir)")
         endpoint = await start_metrics(0, "0.0.0.0", has_certificate=False)
         assert endpoint.port is not None
         await endpoint.close()
