@@ -173,6 +173,26 @@ class _FailsSecond:
             tokens=[f"{i:064x}" for i in range(request.count)])
 
 
+def _mint_against(stub: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                  how_many: list[str], out: Path) -> object:
+    """The exit code of `fedhh admin mint-tokens` against a coordinator answering as ``stub``
+    (a channel never dialled)."""
+    from fedhh.rpc import admin_client
+
+    class Client(admin_client.AdminClient):
+        def __init__(self, address: str, token: bytes, ca: str | Path | None = None) -> None:
+            super().__init__(address, token, ca)
+            self.stub = stub
+
+    monkeypatch.setattr(admin_client, "AdminClient", Client)
+    token_file = tmp_path / "admin.token"
+    token_file.write_text("0123456789abcdef0123\n")
+    with pytest.raises(SystemExit) as exit_:
+        main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(token_file),
+              "mint-tokens", *how_many, "--out", str(out)])
+    return exit_.value.code
+
+
 @pytest.mark.parametrize("how_many", [["--count", str(MAX_MINT + 5)],
                                       ["--users", f"7:{7 + MAX_MINT + 5}"]])
 def test_tokens_minted_before_a_later_call_fails_are_written_not_lost(
@@ -180,22 +200,10 @@ def test_tokens_minted_before_a_later_call_fails_are_written_not_lost(
         how_many: list[str]) -> None:
     """Before, the second call's error dropped the first call's MAX_MINT tokens, stored at the
     coordinator (valid, counted as unused) and written nowhere."""
-    from fedhh.rpc import admin_client
     from fedhh.rpc.device_users import read_tokens
 
-    class Client(admin_client.AdminClient):
-        def __init__(self, address: str, token: bytes, ca: str | Path | None = None) -> None:
-            super().__init__(address, token, ca)  # (a channel never dialled)
-            self.stub = _FailsSecond()
-
-    monkeypatch.setattr(admin_client, "AdminClient", Client)
-    token_file = tmp_path / "admin.token"
-    token_file.write_text("0123456789abcdef0123\n")
     out = tmp_path / "t.tokens"
-    with pytest.raises(SystemExit) as exit_:
-        main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(token_file),
-              "mint-tokens", *how_many, "--out", str(out)])
-    assert exit_.value.code == 2
+    assert _mint_against(_FailsSecond(), monkeypatch, tmp_path, how_many, out) == 2
     first = 0 if how_many[0] == "--count" else 7
     assert capsys.readouterr().err == (
         f"fedhh admin: error: {MAX_MINT:,} of {MAX_MINT + 5:,} tokens were minted before a call "
@@ -276,24 +284,11 @@ def test_tokens_minted_when_out_cannot_be_written_are_printed_not_lost(
         how_many: list[str], lines: list[str]) -> None:
     """Before, the tokens were minted and stored at the coordinator (valid, unused) and the
     failed write lost them: shown nowhere, said nowhere."""
-    from fedhh.rpc import admin_client
-
     folder = tmp_path / "gone"
     folder.mkdir()
-
-    class Client(admin_client.AdminClient):
-        def __init__(self, address: str, token: bytes, ca: str | Path | None = None) -> None:
-            super().__init__(address, token, ca)  # (a channel never dialled)
-            self.stub = _MintsThenLosesTheFolder(folder)
-
-    monkeypatch.setattr(admin_client, "AdminClient", Client)
-    token_file = tmp_path / "admin.token"
-    token_file.write_text("0123456789abcdef0123\n")
     out = folder / "t.tokens"
-    with pytest.raises(SystemExit) as exit_:
-        main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(token_file),
-              "mint-tokens", *how_many, "--out", str(out)])
-    assert exit_.value.code == 2
+    assert _mint_against(_MintsThenLosesTheFolder(folder), monkeypatch, tmp_path, how_many,
+                         out) == 2
     err = capsys.readouterr().err
     assert err == "".join(f"{line}\n" for line in lines) + (
         f"fedhh admin: error: --out {out} could not be written (No such file or directory); "
