@@ -90,10 +90,19 @@ class LoadSpec:
         flags = ["--metrics-port", "0", "--quiet-close-ms", str(self.quiet_close_ms)]
         if self.quiet_close_tail is not None:
             flags += ["--quiet-close-tail", str(self.quiet_close_tail)]
-        # An aggregator refuses a round whose last deadline is further ahead than this.
-        flags += ["--max-round-seconds", str(5 * int(self.stage_ms or 0) / 1000 + 600),
-                  "--max-rounds", str(self.rounds_per_worker)]
-        return flags
+        return [*flags, *self._max_round_flags(), "--max-rounds", str(self.rounds_per_worker)]
+
+    def combiner_flags(self) -> list[str]:
+        """The options the load test gives its combiner: its workers' --max-round-seconds,
+        since it refuses a shard config whose last deadline is further ahead as they do (at its
+        default, 3600 s, it refused the shards of a round whose stage_ms is above 720 s: 69,000
+        devices at the default stage_ms)."""
+        return ["--metrics-port", "0", *self._max_round_flags()]
+
+    def _max_round_flags(self) -> list[str]:
+        # A round's last deadline is five stages ahead; an aggregator or combiner refuses a
+        # round whose last deadline is further ahead than this.
+        return ["--max-round-seconds", str(5 * int(self.stage_ms or 0) / 1000 + 600)]
 
     @property
     def cohort(self) -> int:
@@ -136,7 +145,7 @@ def run_load(spec: LoadSpec, workdir: Path | None = None) -> dict[str, Any]:
         aggregator_flags = spec.aggregator_flags()
         if spec.sharded:
             topo.start_workers(spec.workers, aggregator_flags)
-            topo.start_combiner(["--metrics-port", "0"])
+            topo.start_combiner(spec.combiner_flags())
         else:
             topo.start_aggregator(aggregator_flags)
         # The load test's run is charged eps_agg 1e6 (its local epsilon is set, not solved):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from fedhh.cli import aggregator, combiner
+from fedhh.rpc import loadtest
 from fedhh.rpc.loadtest import LoadSpec
 
 
@@ -37,3 +41,57 @@ def test_a_device_process_that_left_no_figures_is_named_with_its_log(tmp_path: P
         _device_stats(tmp_path, 2)
     (tmp_path / "devices-0.stats.json").write_text('{"tasks": 3}')
     assert _device_stats(tmp_path, 0) == {"tasks": 3}
+
+
+class _Started(Exception):
+    """Ends run_load once the aggregation services are started (nothing is run)."""
+
+
+class _RecordingTopology:
+    """Stands for LocalTopology: records the options each aggregation service is started
+    with."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.options: dict[str, list[str]] = {}
+
+    def __enter__(self) -> _RecordingTopology:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def start_workers(self, count: int, extra: list[str] | None = None) -> None:
+        self.options["workers"] = list(extra or [])
+
+    def start_combiner(self, extra: list[str] | None = None) -> None:
+        self.options["combiner"] = list(extra or [])
+        raise _Started
+
+
+def _max_round_seconds(parser_of: Callable[[argparse.ArgumentParser], None],
+                       options: list[str]) -> float:
+    """The --max-round-seconds the service's own command line reads from ``options``."""
+    parser = argparse.ArgumentParser()
+    parser_of(parser)
+    required = ["--coordinator-key", "k.pem"]
+    if parser_of is combiner.add_arguments:
+        required += ["--worker", "127.0.0.1:1"]
+    return float(parser.parse_args([*required, *options]).max_round_seconds)
+
+
+def test_the_combiner_takes_the_rounds_its_workers_take(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sharded load test's combiner is told the workers' --max-round-seconds: it refuses a
+    shard config whose last deadline (five stages ahead) is further ahead, as they do. Before,
+    it kept its default, 3600 s, and refused every shard of a round of stage_ms above 720 s
+    (69,000 devices at the default stage_ms) that the workers would have taken."""
+    topology = _RecordingTopology(tmp_path)
+    monkeypatch.setattr(loadtest, "LocalTopology", lambda workdir: topology)
+    spec = LoadSpec(devices=2000, dim=4096, dropout=0.1, shards=2, workers=2, stage_ms=800_000)
+    with pytest.raises(_Started):
+        loadtest.run_load(spec, tmp_path)
+    last_deadline_s = 5 * 800
+    workers = _max_round_seconds(aggregator.add_arguments, topology.options["workers"])
+    combined = _max_round_seconds(combiner.add_arguments, topology.options["combiner"])
+    assert combined == workers >= last_deadline_s
