@@ -111,7 +111,7 @@ def test_a_get_task_on_another_connection_replaces_the_waiting_one() -> None:
         while lobby.waiting < 2:
             await asyncio.sleep(0)
         assert owners.current(1) == second and not new.done()
-        # The first connection's call, if it comes back, is refused only as a second one.
+        # A second call on the waiting call's own connection (2000) is still refused.
         code, _ = await _refused(_get_task(service, 1, second, "ipv4:10.0.0.1:2000"))
         assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
         lobby.answer.set()
