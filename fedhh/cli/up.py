@@ -134,8 +134,8 @@ def completion_clause(stored: RunConfig) -> str:
     if not stored.completion():
         return ""
     return (f", the last {stored.completion()} completing the items the main rounds leave "
-            f"unended at eps_local + ln {stored.completion_weight} (halved after the third, "
-            "again after the seventh)")
+            f"unended, the first at eps_local + ln {stored.completion_weight} (a quarter of it "
+            "for the 2nd and 3rd, less after)")
 
 
 def demo_run_id(runs: list[Any]) -> str:

@@ -32,11 +32,11 @@ def lost_in_completion_note(causes: list[str], found: int, main: int, weight: fl
                             thresholds: dict[int, Any]) -> str | None:
     """A note when the completion rounds (those after the ``main`` ones) lost many prefixes
     (``causes``, the cut prefixes' ``lost in round N``: at least 20, and a quarter of the
-    ``found`` items): they run at ``weight`` of a main round's budget, a default set for
-    words, few of which need them, and their threshold (``thresholds``, by round) is many times
-    the main rounds'. Before, nothing said so: synthetic-urls at the defaults found 320 URLs
-    whole and lost 353 prefixes in its first completion round (threshold 429 against 50),
-    where --completion-weight 0.2 found 567 (README.md)."""
+    ``found`` items): the first runs at ``weight`` of a main round's budget, the later ones at
+    less (``RunConfig.completion_weights``), and their threshold (``thresholds``, by round) is
+    several times the main rounds'. Before, nothing said so: synthetic-urls at the weights
+    before 2026-12-05 found 320 URLs whole and lost 353 prefixes in its first completion round
+    (threshold 429 against 50); at the defaults since, 494 whole and ~180 lost (README.md)."""
     lost = 0
     for cause in causes:
         where = cause.removeprefix("lost in round ")
@@ -46,7 +46,7 @@ def lost_in_completion_note(causes: list[str], found: int, main: int, weight: fl
     last, first = thresholds.get(main), thresholds.get(main + 1)
     against = (f" (threshold {first:,.0f} against the last main round's {last:,.0f})"
                if isinstance(last, int | float) and isinstance(first, int | float) else "")
-    return (f"{lost:,} prefixes were lost in the completion rounds{against}: they run at "
-            f"--completion-weight {weight:g} of a main round's budget, set for words. A larger "
-            "weight (0.2, 0.5) completes more long items (URLs, e-mail addresses) at the main "
-            "rounds' cost; docs/codecs.md.")
+    return (f"{lost:,} prefixes were lost in the completion rounds{against}: the first runs "
+            f"at --completion-weight {weight:g} of a main round's budget, the later ones at "
+            "less. A larger weight (0.5, 1) completes more long items (URLs, e-mail addresses) "
+            "at the main rounds' cost; docs/codecs.md.")

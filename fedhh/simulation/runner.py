@@ -87,7 +87,7 @@ def prepare(config: RunConfig, num_devices: int) -> Prepared:
     if run.completion() < config.completion():
         prepared.privacy["completion_rounds"] = (
             f"{run.completion()} of {config.completion()}: the later completion rounds' "
-            f"weights (from {config.completion_weight}, halved as the round's index doubles) "
+            f"weights (from {config.completion_weight}, less as the round's index grows) "
             f"cannot be budgeted among {num_devices} devices")
     return prepared
 

@@ -27,9 +27,9 @@ def _payload(lost: int, found: int, lost_in: int = 5) -> dict[str, Any]:
 def test_many_prefixes_lost_in_completion_rounds_are_told_with_the_remedy() -> None:
     assert completion_weight_note(_payload(lost=355, found=327)) == (
         "355 prefixes were lost in the completion rounds (threshold 429 against the last main "
-        "round's 50): they run at --completion-weight 0.02 of a main round's budget, set for "
-        "words. A larger weight (0.2, 0.5) completes more long items (URLs, e-mail addresses) "
-        "at the main rounds' cost; docs/codecs.md.")
+        "round's 50): the first runs at --completion-weight 0.02 of a main round's budget, "
+        "the later ones at less. A larger weight (0.5, 1) completes more long items (URLs, "
+        "e-mail addresses) at the main rounds' cost; docs/codecs.md.")
 
 
 def test_few_lost_or_lost_in_main_rounds_say_nothing() -> None:
@@ -53,4 +53,5 @@ def test_fedhh_up_gives_the_note_of_a_run_that_lost_many_prefixes_in_completion_
     found = [pb.HeavyHitter(item=f"https://site{i}/", estimate=900.0, round=8) for i in range(10)]
     _print_results(run, SimpleNamespace(heavy_hitters=found, cut_prefixes=cut))
     assert ("30 prefixes were lost in the completion rounds (threshold 429 against the last "
-            "main round's 50): they run at --completion-weight 0.02") in capsys.readouterr().out
+            "main round's 50): the first runs at --completion-weight 0.2"
+            ) in capsys.readouterr().out

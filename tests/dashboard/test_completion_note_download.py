@@ -20,8 +20,9 @@ from fedhh.server.prefixtree import Found, TreeState
 from fedhh_coordinator.runs import RunParts, create_run
 from fedhh_coordinator.store import Store
 
-# Completion rounds that 100 devices can budget (128-bit codes)
-CONFIG = RunConfig(completion_rounds=4, completion_weight=0.5)
+# Completion rounds that 100 devices can budget (128-bit codes): all four at eps_agg 3 (at 1,
+# since the completion weights of 2026-12-05, only the first)
+CONFIG = RunConfig(completion_rounds=4, completion_weight=1.0, eps_agg=3.0)
 MAIN = CONFIG.rounds
 THRESHOLDS = {r: 50.0 if r <= MAIN else 429.0 for r in range(1, MAIN + 3)}
 WHOLE = [f"w{i}" for i in range(10)]

@@ -18,8 +18,9 @@ from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator.runs import RunParts, create_run
 from fedhh_coordinator.store import Store
 
-# Completion rounds that 100 devices can budget: 128-bit codes, which hold LONG whole
-WIDE = RunConfig(completion_rounds=4, completion_weight=0.5)
+# Completion rounds that 100 devices can budget: 128-bit codes, which hold LONG whole (all four
+# at eps_agg 3; at 1, since the completion weights of 2026-12-05, only the first)
+WIDE = RunConfig(completion_rounds=4, completion_weight=1.0, eps_agg=3.0)
 LONG = ["👩🏽‍💻", "-1.5e+10", "a+tag@example.com"]
 NARROW = RunConfig(completion_rounds=0, max_bits=60)
 SHORT = ["cocoa", "42", "é"]
