@@ -48,6 +48,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fedhh.errors import ConfigError, PrivacyError, shown
+from fedhh.integers import read_integer
 from fedhh.server.vocabulary import DOMAINS, FP_RATIO_OF, SEGMENT_PLANS, THRESHOLD_WEIGHTS
 
 if TYPE_CHECKING:
@@ -391,8 +392,8 @@ class RunConfig:
         if len(parts) != self.rounds:
             raise ConfigError(f"round_items has {len(parts)} counts for {self.rounds} rounds")
         try:
-            counts = tuple(int(p) for p in parts)
-        except ValueError:
+            counts = tuple(read_integer(p) for p in parts)  # (as every integer option)
+        except ConfigError:
             raise ConfigError(f"round_items must be a count or comma-separated counts, got "
                               f"{shown(text)}") from None
         if not all(c >= 1 for c in counts):

@@ -115,3 +115,12 @@ def test_digits_of_other_scripts_are_refused_everywhere(text: str) -> None:
         _run_flag(text)
     assert str(by_flag.value) == f"argument --seed: {said}"
 
+
+
+def test_a_runs_items_per_round_are_read_as_integer_options_are() -> None:
+    # (before, int(): "1,٢" was (1, 2) and "1,1e1" refused)
+    from fedhh.config import RunConfig
+
+    assert RunConfig(rounds=2, round_items="1,1e1").items_per_round() == (1, 10)
+    with pytest.raises(ConfigError, match="round_items must be a count or comma-separated"):
+        RunConfig(rounds=2, round_items="1,٢").items_per_round()
