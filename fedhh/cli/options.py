@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fedhh.errors import ConfigError
-from fedhh.integers import read_integer
+from fedhh.integers import read_integer, read_number
 from fedhh.output_paths import (  # noqa: F401 - the CLI's options, kept importable here
     STDOUT,
     check_output,
@@ -72,10 +72,7 @@ def number_in(check: Callable[[float], bool], what: str) -> Callable[[str], floa
     ("positive and finite", "in (0, 1]"): "must be in (0, 1], got 2". inf and nan are always
     refused (inf passes "> 0": a ``what`` of an unbounded range says finite)."""
     def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        value = _number(text)
         if not (math.isfinite(value) and check(value)):
             raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
         return value
@@ -83,21 +80,24 @@ def number_in(check: Callable[[float], bool], what: str) -> Callable[[str], floa
     return parse
 
 
-def positive_float(text: str) -> float:
+def _number(text: str) -> float:
+    """``text`` read by ``fedhh.integers.read_number`` (ASCII digits, no '_'), its refusal
+    argparse's."""
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+        return read_number(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def positive_float(text: str) -> float:
+    value = _number(text)
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
 
 
 def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    value = _number(text)
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value

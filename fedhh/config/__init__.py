@@ -48,7 +48,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fedhh.errors import ConfigError, PrivacyError, shown
-from fedhh.integers import read_integer
+from fedhh.integers import read_integer, read_number
 from fedhh.server.vocabulary import DOMAINS, FP_RATIO_OF, SEGMENT_PLANS, THRESHOLD_WEIGHTS
 
 if TYPE_CHECKING:
@@ -96,10 +96,7 @@ def _knob(default: Any, help: str, mode: Mode = Mode.BOTH, *,
 
 
 def _finite(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ConfigError(f"expected a number or 'none', got {text!r}") from None
+    value = read_number(text)
     if not math.isfinite(value):
         raise ConfigError(f"expected a finite number, got {text!r}")
     return value
@@ -411,8 +408,8 @@ class RunConfig:
         if text == "equal":
             return None
         try:
-            values = tuple(float(v) for v in text.split(","))
-        except ValueError:
+            values = tuple(read_number(v) for v in text.split(","))
+        except ConfigError:
             raise ConfigError(f"{name} must be 'equal' or comma-separated {what}, got "
                               f"{shown(text)}") from None
         if len(values) != self.rounds:

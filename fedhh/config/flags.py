@@ -16,14 +16,11 @@ from typing import Any
 
 from fedhh.config import Mode, RunConfig, field_type, knobs
 from fedhh.errors import ConfigError
-from fedhh.integers import read_integer, shown_text
+from fedhh.integers import read_integer, read_number, shown_text
 
 
 def number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = read_number(text)  # (its ConfigError is the flag's refusal: _argparse_type)
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value

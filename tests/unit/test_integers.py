@@ -17,7 +17,7 @@ from fedhh.cli import options
 from fedhh.config import Mode
 from fedhh.config.flags import add_run_arguments
 from fedhh.errors import ConfigError
-from fedhh.integers import read_integer
+from fedhh.integers import read_integer, read_number
 
 # text -> the integer it writes, or None: refused
 CASES = {
@@ -31,7 +31,6 @@ CASES = {
     "1e308": 10**308,
     " 7 ": 7,
     "+7": 7,
-    "1_000": 1000,
     "1" + "0" * 400: 10**400,  # plain integer text is int()'s, however long (to 4,300 digits)
     "1e309": None,
     "1e999999999": None,
@@ -124,3 +123,72 @@ def test_a_runs_items_per_round_are_read_as_integer_options_are() -> None:
     assert RunConfig(rounds=2, round_items="1,1e1").items_per_round() == (1, 10)
     with pytest.raises(ConfigError, match="round_items must be a count or comma-separated"):
         RunConfig(rounds=2, round_items="1,٢").items_per_round()
+
+
+# Python reads '_' between digits; an operator's number has none (fedhh/integers.py)
+GROUPED = ["1_000", "1_0e2", "-1_000", "1_0.5"]
+
+
+@pytest.mark.parametrize("text", GROUPED)
+def test_underscores_are_refused_in_integers_and_numbers(text: str) -> None:
+    # (before, int('1_000') and Decimal('1_0e2') were 1000, float('1_0.5') 10.5)
+    for reader, what in ((read_integer, "an integer"), (read_number, "a number")):
+        with pytest.raises(ConfigError) as refused:
+            reader(text)
+        assert str(refused.value) == f"must be {what} written without '_', got {text!r}"
+    with pytest.raises(argparse.ArgumentTypeError, match="without '_'"):
+        options.integer_in(-10**5)(text)
+    with pytest.raises(argparse.ArgumentTypeError, match="without '_'"):
+        options.number_in(lambda x: True, "any")(text)
+
+
+def test_blanks_around_a_value_are_ignored_by_both_readers() -> None:
+    assert read_integer(" 7\n") == 7
+    assert read_number("\t1.5 ") == 1.5
+
+
+# float() reads any script's digits and blanks: float("١.٥") is 1.5, "１e３" 1000.0
+FOREIGN_NUMBERS = ["١.٥", "١", "１e３", "0.٥", "1.5\u00a0", "\u20031"]
+
+
+def _flag(argv: list[str], dest: str) -> float:
+    from fedhh.cli.main import build_parser
+
+    return getattr(build_parser().parse_args(argv), dest)
+
+
+@pytest.mark.parametrize("text", FOREIGN_NUMBERS)
+def test_numbers_in_other_scripts_digits_are_refused_everywhere(
+        text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every float option and knob reads its text by read_number: a run's --eps-agg (a knob),
+    the coordinator's --lifetime-eps (positive_float), the aggregator's --quiet-close-tail
+    (number_in), privacy --eps-agg and a run's per-round list."""
+    from fedhh.config import RunConfig
+
+    said = f"must be a number written with the digits 0-9, got {text!r}"
+    with pytest.raises(ConfigError) as refused:
+        read_number(text)
+    assert str(refused.value) == said
+    for argv, option in (
+            (["simulate", "--eps-agg", text], "--eps-agg"),
+            (["simulate", "--fp-ratio-finished", text], "--fp-ratio-finished"),
+            (["coordinator", "--aggregator", "a:1", "--lifetime-eps", text], "--lifetime-eps"),
+            (["aggregator", "--coordinator-key", "k.pub", "--quiet-close-tail", text],
+             "--quiet-close-tail"),
+            (["privacy", "--delta", "1e-6", "--eps-agg", text], "--eps-agg")):
+        with pytest.raises(SystemExit) as exit_:
+            _flag(argv, "unused")
+        assert exit_.value.code == 2
+        assert f"argument {option}: {said}" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="round_budget must be 'equal' or comma-separated"):
+        RunConfig(rounds=2, round_budget=f"1,{text}").round_weights()
+
+
+def test_the_float_readers_still_read_what_they_read() -> None:
+    """inf and nan are each option's to take or refuse, as before; plain numbers unchanged."""
+    assert read_number("-Infinity") == float("-inf")
+    assert read_number("1.5E-3") == 0.0015
+    assert _flag(["simulate", "--eps-agg", "2.5"], "eps_agg") == 2.5
+    for refuse in (options.positive_float, options.non_negative_float):
+        with pytest.raises(argparse.ArgumentTypeError, match="got 'inf'"):
+            refuse("inf")
