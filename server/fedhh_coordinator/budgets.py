@@ -109,9 +109,12 @@ class RunAdmission:
         abort said only "0 devices checked in" while 2,000 devices were there)."""
         if not self.refused:
             return ""
+        # (the figures as repr, as the exact comparison's words and check_run write them:
+        # before, "may spend eps 1" and "above the cap 1.0" in one abort, and a run of eps
+        # 1.0000001 read as "eps 1")
         return (f"; {len(self.refused)} enrolled devices have too little of their lifetime "
-                f"budget left for this run's (eps {self.eps_agg:g}, delta {self.delta:g}): "
-                f"each may spend eps {self.budget.eps:g}, delta {self.budget.delta:g} per "
+                f"budget left for this run's (eps {self.eps_agg!r}, delta {self.delta!r}): "
+                f"each may spend eps {self.budget.eps!r}, delta {self.budget.delta!r} per "
                 f"{self.budget.period_s / 86400:g} days (--lifetime-eps, --lifetime-delta)"
                 + self._hidden_words())
 

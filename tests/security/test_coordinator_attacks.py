@@ -219,7 +219,7 @@ def test_runs_cannot_spend_a_device_twice_over(tmp_path: Path) -> None:
     # (before: "only 0 devices checked in", while the 200 devices polled all along)
     assert "checked in" in states[2][1]
     assert ("100 enrolled devices have too little of their lifetime budget left for this "
-            "run's (eps 1, delta 1e-06): each may spend eps 2.5") in states[2][1]
+            "run's (eps 1.0, delta 1e-06): each may spend eps 2.5") in states[2][1]
 
 
 def test_a_device_presenting_anothers_round_keys_is_refused_and_the_owner_is_not(

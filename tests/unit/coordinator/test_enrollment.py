@@ -170,7 +170,7 @@ def test_lifetime_budgets_keep_spent_devices_out(tmp_path: Path) -> None:
     assert second.shortfall() == ""
     assert third.shortfall() == (
         "; 1 enrolled devices have too little of their lifetime budget left for this run's "
-        "(eps 1, delta 1e-06): each may spend eps 2, delta 1e-05 per 0.0416667 days "
+        "(eps 1.0, delta 1e-06): each may spend eps 2.0, delta 1e-05 per 0.0416667 days "
         "(--lifetime-eps, --lifetime-delta)")
     again = RunAdmission(store, budget, "b", 1.0, 1e-6)  # a restart of run b
     assert again.eligible(ids[0])

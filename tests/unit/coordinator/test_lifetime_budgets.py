@@ -71,6 +71,22 @@ def test_a_shortfall_that_only_the_exact_sum_shows_says_so_in_figures(tmp_path: 
     assert plain.refused == {tenths, whole} and "exact" not in plain.shortfall()
 
 
+def test_a_shortfall_writes_the_budget_as_the_exact_words_do(tmp_path: Path) -> None:
+    # (before, "each may spend eps 1" beside "above the cap 1.0", and a run of eps 0.30000001
+    # read "eps 0.3": the figures were :g, the exact comparison's repr)
+    store = Store(tmp_path / "c.sqlite")
+    tenths = store.add_device(b"c" * 32, b"t" * 32, "")
+    for run in range(10):
+        store.create_run(f"r{run}", {}, 1.0, {}, {}, [])
+    for run in range(9):
+        store.charge_devices(f"r{run}", [tenths], 0.1, 1e-7)
+    said = RunAdmission(store, LifetimeBudget(eps=1.0, delta=1e-5), "r9", 0.1, 1e-7).shortfall()
+    assert "(eps 0.1, delta 1e-07): each may spend eps 1.0, delta 1e-05 per 30 days" in said
+    assert "is above the cap 1.0 by" in said
+    odd = RunAdmission(store, LifetimeBudget(eps=1.0, delta=1e-5), "r9", 0.30000001, 1e-7)
+    assert "this run's (eps 0.30000001, delta 1e-07)" in odd.shortfall()
+
+
 def test_a_run_a_billionth_over_the_lifetime_budget_is_refused() -> None:
     budget = LifetimeBudget(eps=1.0, delta=1e-5)
     budget.check_run(1.0, 1e-5)
