@@ -41,8 +41,9 @@ COMPUTING = ("simulate", "data", "privacy", "experiments", "up", "loadtest")
 TERMINABLE = ("simulate", "data", "privacy", "experiments")
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head`)
-# A negative number as the option types write one (fedhh/integers.py, float()): -7, -1_000,
-# -0.5, -.5, -1e25, -1.5E-3, -inf, -Infinity, -nan.
+# A word shaped as a negative number: -7, -0.5, -.5, -1e25, -1.5E-3, -inf, -Infinity, -nan, and
+# -1_000, which reaches the option's type (fedhh/integers.py) to be refused there by name (an
+# underscore is Python's syntax, not an operator's number), not taken for an unknown option.
 NEGATIVE_NUMBER = re.compile(r"^-(?:(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][-+]?\d[\d_]*)?"
                              r"|inf|infinity|nan)$", re.IGNORECASE)
 
