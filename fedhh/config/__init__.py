@@ -102,6 +102,14 @@ def _finite(text: str) -> float:
     return value
 
 
+def _finite_or_none(text: str) -> float:
+    """``_finite`` for a knob that also takes 'none': its refusal names both forms."""
+    try:
+        return _finite(text)
+    except ConfigError as error:
+        raise ConfigError(f"{error} (or 'none')") from None
+
+
 def codec_value(text: str) -> str:
     """A ``--codec`` value (a built-in codebook, a codebook JSON file, or inline JSON) as the
     codec spec a run carries (``fedhh.codec.codec_spec``)."""
@@ -181,7 +189,7 @@ class RunConfig:
         0.1, "false-positive target of the elements that finish an item (they become output), "
         "relative to those kept: about this share of the output is expected to be noise; the "
         "other elements keep fp_ratio ('none': fp_ratio for all, the paper's; simulation only)",
-        parse=lambda text: None if text.strip().lower() == "none" else _finite(text))
+        parse=lambda text: None if text.strip().lower() == "none" else _finite_or_none(text))
     round_fp_ratio: str = _knob(
         "equal", "false-positive target per round: equal (fp_ratio in every round, the "
         "paper's) or one gamma per round, comma-separated, for the elements that do not "

@@ -367,6 +367,8 @@ def test_a_health_timeout_past_a_day_is_refused(capsys: pytest.CaptureFixture[st
      "argument --round-fp-ratio: round_fp_ratio targets must be > 0, got nan"),
     (["--fp-ratio-finished", "0"], "argument --fp-ratio-finished: fp_ratio_finished must be "
      "in (0, 1)"),
+    (["--fp-ratio-finished", "abc"], "argument --fp-ratio-finished: must be a number, got "
+     "'abc' (or 'none')"),
     (["--algorithm", "triehh", "--theta", "3"], "argument --theta: theta must be >= 4, got 3"),
     (["--rounds", "1"], "argument --max-bits: max_bits 60 is more than the 1 main rounds can "
      "add (23 bits each at dim_limit 10000000): run at least 3 main rounds (--rounds), or "
