@@ -47,12 +47,7 @@ from aiohttp import web
 
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.errors import details_of, status_of
-from fedhh.rpc.http_listener import (
-    Served,
-    app_runner,
-    peer_name,
-    serve_runner,
-)
+from fedhh.rpc.http_listener import Served, peer_name, serve_app
 from fedhh.rpc.procedures import CallAbort, CallContext, HeadCheck, Procedure
 from fedhh.rpc.serving import check_failure_status, check_plaintext_listener
 from fedhh.rpc.tls import TlsFiles
@@ -216,9 +211,9 @@ class ConnectServer:
             context = self.tls.server_context(f"the {self.name}")
         else:
             check_plaintext_listener(f"{host}:{port}", insecure, f"the {self.name}")
-        runner = app_runner(self.app, self.name)  # (its settings: http_listener.app_runner)
-        self._served = await serve_runner(runner, context, host, port, self.max_connections,
-                                          self.name, default_connections=MAX_CONNECTIONS)
+        self._served = await serve_app(self.app, self.name, context, host, port,
+                                       self._security_headers(), self.max_connections,
+                                       default_connections=MAX_CONNECTIONS)
         self.port = self._served.port
         return self.port
 
@@ -394,12 +389,17 @@ class ConnectServer:
         return web.Response(text=body, status=http_status or status,
                             content_type="application/json", headers=headers)
 
-    def _secure(self, response: web.Response, origin: str | None) -> None:
-        headers = response.headers
-        headers["X-Content-Type-Options"] = "nosniff"
-        headers["Cache-Control"] = "no-store"
+    def _security_headers(self) -> dict[str, str]:
+        """What every answer of the port carries, whatever the request (aiohttp's own 400s
+        included: ``http_listener.serve_app``)."""
+        headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
         if self.tls is not None:
             headers["Strict-Transport-Security"] = "max-age=31536000"
+        return headers
+
+    def _secure(self, response: web.Response, origin: str | None) -> None:
+        headers = response.headers
+        headers.update(self._security_headers())
         if origin is not None and origin in self.origins:
             headers["Access-Control-Allow-Origin"] = origin
         headers["Vary"] = "Origin"

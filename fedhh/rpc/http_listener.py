@@ -43,6 +43,7 @@ import logging
 import resource
 import socket
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -72,7 +73,7 @@ class HeadLimits(TypedDict):
 HEAD_LIMITS: HeadLimits = {"max_headers": 48, "max_field_size": 8190, "max_line_size": 8190}
 
 
-def app_runner(app: Any, name: str, shutdown_timeout_s: float = 2.0) -> Any:
+def _runner(app: Any, name: str, shutdown_timeout_s: float) -> tuple[Any, dict[str, Any]]:
     """The ``web.AppRunner`` of each aiohttp server here (the Connect ports, the dashboard, the
     metrics endpoint), one set of settings for all (before, each listener wrote its own, and
     the dashboard's lacked the last two):
@@ -87,14 +88,55 @@ def app_runner(app: Any, name: str, shutdown_timeout_s: float = 2.0) -> Any:
     - ``lingering_time`` 0: a body left unread (a refused request) is never read afterwards;
       the connection is closed instead (aiohttp would read, and inflate, up to 10 s of it,
       holding one of the listener's few connections). No handler here leaves a body unread
-      that it needs: each reads what it takes before it answers."""
+      that it needs: each reads what it takes before it answers.
+
+    Returns the runner and those settings: ``_Protocols`` makes each connection's protocol with
+    them."""
     from aiohttp import web  # (this module does not import aiohttp: module docstring)
 
     from fedhh.rpc.request_log import RequestLog
 
-    return web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_timeout_s,
-                         keepalive_timeout=HEAD_TIMEOUT_S, handler_cancellation=True,
-                         lingering_time=0, logger=RequestLog(name), **HEAD_LIMITS)
+    settings: dict[str, Any] = {"access_log": None, "keepalive_timeout": HEAD_TIMEOUT_S,
+                                "lingering_time": 0, "logger": RequestLog(name),
+                                **HEAD_LIMITS}
+    runner = web.AppRunner(app, shutdown_timeout=shutdown_timeout_s,
+                           handler_cancellation=True, **settings)
+    return runner, settings
+
+
+class _Protocols:
+    """Makes a connection's protocol for the aiohttp ``server``: aiohttp's, whose own answers
+    (a request that does not parse: a bad chunk size, Content-Length beside Transfer-Encoding,
+    a repeated Content-Length; a handler's uncaught error) carry ``headers`` as the port's
+    other answers do. Before, such a 400 was sent before any handler or middleware ran, and
+    aiohttp runs no ``on_response_prepare`` for it (aio-libs/aiohttp#3287, #6463, open), so it
+    had neither nosniff nor no-store. aiohttp's one hook for those answers is
+    ``RequestHandler.handle_error``, overridden here."""
+
+    def __init__(self, server: Any, settings: Mapping[str, Any],
+                 headers: Mapping[str, str]) -> None:
+        from aiohttp import web
+
+        class Answering(web.RequestHandler):
+            def handle_error(self, request: Any, status: int = 500,
+                             exc: BaseException | None = None,
+                             message: str | None = None) -> Any:
+                response = super().handle_error(request, status, exc, message)
+                response.headers.update(headers)
+                return response
+
+        self.server = server
+        self._make = Answering
+        self._settings = dict(settings)
+
+    @property
+    def connections(self) -> list[Any]:
+        return self.server.connections
+
+    def __call__(self) -> Any:
+        return self._make(self.server, loop=asyncio.get_running_loop(), **self._settings)
+
+
 # A listener's connections are at most 1 / FILE_SHARE of the process's open-file limit.
 FILE_SHARE = 4
 # What a plaintext HTTP request on a TLS port begins with (a TLS ClientHello begins 0x16).
@@ -168,15 +210,18 @@ def peer_name(transport: asyncio.BaseTransport | None) -> str:
 class Listener:
     """Accepts connections for aiohttp's ``server`` (a protocol factory) under the limits above.
     ``saw_request(request.protocol)`` marks a connection whose first head arrived
-    (``serve_runner``'s middleware; the framed port's own protocol). ``max_connections`` is
-    the operator's figure, None where none was given (``connection_cap``)."""
+    (``serve_app``'s middleware; the framed port's own protocol). ``max_connections`` is
+    the operator's figure, None where none was given (``connection_cap``). ``headers`` go on
+    its own answer to plain HTTP on a TLS port (``_plain_http``)."""
 
     def __init__(self, server: Any, context: ssl.SSLContext | None,
                  max_connections: int | None = None,
                  head_timeout_s: float = HEAD_TIMEOUT_S, name: str = "dashboard",
                  backlog: int = BACKLOG, fair: bool = False,
-                 default_connections: int = MAX_CONNECTIONS) -> None:
+                 default_connections: int = MAX_CONNECTIONS,
+                 headers: Mapping[str, str] | None = None) -> None:
         self.server = server
+        self.headers = dict(headers or {})
         self.fair = fair
         self.backlog = backlog
         self.name = name
@@ -367,9 +412,10 @@ class Listener:
             return False
         host, port = conn.getsockname()[:2]  # (ours, not the client's Host header)
         body = plain_http_answer(str(host), port).encode()
+        extra = "".join(f"{key}: {value}\r\n" for key, value in self.headers.items())
         reply = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                 b"Connection: close\r\nContent-Length: " + str(len(body)).encode()
-                 + b"\r\n\r\n" + body)
+                 + extra.encode() + b"Connection: close\r\nContent-Length: "
+                 + str(len(body)).encode() + b"\r\n\r\n" + body)
         with contextlib.suppress(OSError):  # one send into an empty buffer; never waits
             conn.send(reply)
             conn.shutdown(socket.SHUT_WR)
@@ -417,12 +463,16 @@ class Served:
         await self.runner.cleanup()
 
 
-async def serve_runner(runner: Any, context: ssl.SSLContext | None, host: str, port: int,
-                       max_connections: int | None = None, name: str = "dashboard",
-                       default_connections: int = MAX_CONNECTIONS) -> Served:
-    """Set up aiohttp's ``runner`` (an ``AppRunner``) and serve it on host:port (0: OS-chosen)
-    behind a fair :class:`Listener`, which its application tells of each request head (its
-    first middleware). A port that cannot be bound leaves nothing set up."""
+async def serve_app(app: Any, name: str, context: ssl.SSLContext | None, host: str,
+                    port: int, headers: Mapping[str, str], max_connections: int | None = None,
+                    default_connections: int = MAX_CONNECTIONS,
+                    shutdown_timeout_s: float = 2.0) -> Served:
+    """Serve the aiohttp application ``app`` on host:port (0: OS-chosen) behind a fair
+    :class:`Listener`, which the application tells of each request head (its first
+    middleware), with the runner's settings (``_runner``). ``headers``: those every answer of
+    the port carries whatever it answers, set also on aiohttp's own answers (``_Protocols``)
+    and on the listener's to plain HTTP on a TLS port. A port that cannot be bound leaves
+    nothing set up."""
     from aiohttp import web  # (the aiohttp servers alone come here)
 
     @web.middleware
@@ -430,10 +480,12 @@ async def serve_runner(runner: Any, context: ssl.SSLContext | None, host: str, p
         listener.saw_request(request.protocol)
         return await handler(request)
 
-    runner.app.middlewares.insert(0, head_seen)
+    app.middlewares.insert(0, head_seen)
+    runner, settings = _runner(app, name, shutdown_timeout_s)
     await runner.setup()
-    listener = Listener(runner.server, context, max_connections, name=name, fair=True,
-                        default_connections=default_connections)
+    listener = Listener(_Protocols(runner.server, settings, headers), context, max_connections,
+                        name=name, fair=True, default_connections=default_connections,
+                        headers=headers)
     try:
         bound = listener.bind(host, port)
     except ConfigError:

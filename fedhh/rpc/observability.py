@@ -98,7 +98,7 @@ class MetricsEndpoint:
         from prometheus_client import REGISTRY
         from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-        from fedhh.rpc.http_listener import app_runner, serve_runner
+        from fedhh.rpc.http_listener import serve_app
 
         async def scrape(request: web.Request) -> web.Response:
             return web.Response(body=self.page(lambda: generate_latest(REGISTRY)),
@@ -108,10 +108,11 @@ class MetricsEndpoint:
         app.router.add_get("/{path:.*}", scrape)
         # A request that does not parse is one WARNING without the sender's bytes, as on the
         # dashboard: aiohttp's own logger wrote it at ERROR with a traceback quoting them.
-        runner = app_runner(app, "metrics endpoint", shutdown_timeout_s=1.0)
         context = tls.server_context("the metrics endpoint") if tls is not None else None
-        self.served = await serve_runner(runner, context, host, port, name="metrics endpoint",
-                                         default_connections=METRICS_CONNECTIONS)
+        # (its scrapes carry no headers of their own: nor do aiohttp's answers here)
+        self.served = await serve_app(app, "metrics endpoint", context, host, port, {},
+                                      default_connections=METRICS_CONNECTIONS,
+                                      shutdown_timeout_s=1.0)
         self.port = self.served.port
         return self.port
 

@@ -120,7 +120,7 @@ def test_bytes_that_are_not_utf8_are_refused_without_an_error_logged(
 
 def test_a_body_left_unread_ends_its_connection_at_once(served: Served) -> None:
     """A request answered without its body read (a POST to a page) closes its connection
-    with the answer, as the Connect port's do (``http_listener.app_runner``). Before, the
+    with the answer, as the Connect port's do (``http_listener._runner``). Before, the
     dashboard's runner lingered: it waited up to 10 s for the rest of the body, holding one of
     its 64 connections (here the 9 s bound ran out)."""
     import socket

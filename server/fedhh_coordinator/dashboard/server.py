@@ -28,7 +28,7 @@ from aiohttp import web
 
 from fedhh.codec.shown import printable_rows
 from fedhh.errors import NotFoundError, RateLimited, StoreDamaged, shown
-from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Served, app_runner, serve_runner
+from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Served, serve_app
 from fedhh.rpc.serving import check_plaintext_listener
 from fedhh.rpc.tls import TlsFiles
 from fedhh_coordinator.dashboard import pages
@@ -136,8 +136,9 @@ class Dashboard:
             check_plaintext_listener(f"{host}:{port}", insecure, "the dashboard")
         # Keep-alive bounds how long a connection may wait for its next request head; the
         # listener bounds the first one and how many connections are held (http_listener.py).
-        runner = app_runner(self.app, "dashboard")
-        self._served = await serve_runner(runner, context, host, port)
+        answers: dict[str, str] = {}  # (every answer's, aiohttp's own 400s included)
+        self._secure(answers)
+        self._served = await serve_app(self.app, "dashboard", context, host, port, answers)
         self.port = self._served.port
         return self.port
 

@@ -8,7 +8,7 @@ import asyncio
 
 from aiohttp import web
 
-from fedhh.rpc.http_listener import serve_runner
+from fedhh.rpc.http_listener import serve_app
 
 CAP = 4
 REQUEST = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -33,8 +33,7 @@ def test_a_newcomer_takes_an_idle_place_of_the_address_that_holds_every_one() ->
             return web.Response(text="ok")
 
         app.router.add_get("/", hello)
-        runner = web.AppRunner(app)
-        served = await serve_runner(runner, None, "127.0.0.1", 0, CAP, "test port")
+        served = await serve_app(app, "test port", None, "127.0.0.1", 0, {}, CAP)
         listener, port = served.listener, served.port
         try:
             hog = [await answered("127.0.0.1", port) for _ in range(CAP)]
