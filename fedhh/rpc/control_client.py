@@ -43,6 +43,7 @@ __all__ = [
     "AggregatorBusy",
     "AggregatorError",
     "ControlClient",
+    "ReportedAbort",
     "ResultBuffer",
     "RoundOutcome",
     "check_header",
@@ -129,6 +130,10 @@ def outcome_from_pb(response: pb.GetOutcomeResponse) -> RoundOutcome:
                         stage_counts(response.stage_devices))
 
 
+class ReportedAbort(RoundAborted):
+    """The service's own report that the round aborted (not a release this client refused)."""
+
+
 def check_header(header: pb.ResultHeader, *, sharded: bool) -> int | None:
     """The checks of a result stream's header, in order: the shard list (one to ``MAX_SHARDS``
     shards for a sharded round, none otherwise), then the state. Returns None while the round
@@ -141,8 +146,8 @@ def check_header(header: pb.ResultHeader, *, sharded: bool) -> int | None:
     if not sharded and len(header.shards):
         raise AggregatorError("an unsharded result lists no shards")
     if header.state == pb.AGGREGATION_STATE_ABORTED:
-        raise RoundAborted(header.abort_reason or "unknown reason",
-                           reached_unmask=header.reached_unmask)
+        raise ReportedAbort(header.abort_reason or "unknown reason",
+                            reached_unmask=header.reached_unmask)
     if header.state != pb.AGGREGATION_STATE_RELEASED or header.modulus_bits not in (16, 32):
         raise AggregatorError(f"unexpected result header (state {header.state})")
     expected = int(header.dimension * header.modulus_bits // 8)
@@ -280,6 +285,13 @@ class ControlClient:
                 result = await read(call)
             except grpc.aio.AioRpcError as error:
                 raise domain_error(error) from error
+            except ReportedAbort:
+                # The service forgets an aborted round when its handler resumes after writing
+                # the report; cancelling the call at once could cancel the handler first (it
+                # did on a loaded machine), leaving the round held until its outcome expired.
+                # The report is its stream's one message: the call ends right after it.
+                await call.code()
+                raise
             except BaseException:
                 call.cancel()
                 raise
