@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import logging
 import resource
+import select
 import socket
 import ssl
 from collections.abc import Mapping
@@ -57,6 +58,8 @@ MAX_CONNECTIONS = 64
 # Enough for a TLS handshake or a request head on a slow link; far below what lets a script
 # hold a connection for free.
 HEAD_TIMEOUT_S = 10.0
+# Once, when the head deadline finds bytes not read yet: the loop reads them well within it.
+HEAD_GRACE_S = 1.0
 BACKLOG = 128
 # A request head, as its runner parses it (``web.AppRunner(..., **HEAD_LIMITS)``; more lines
 # or a longer one is answered 400): aiohttp's default of 128 header lines of 8 KiB each let a
@@ -421,13 +424,49 @@ class Listener:
             conn.shutdown(socket.SHUT_WR)
         return True
 
-    def _head_deadline(self, transport: asyncio.BaseTransport, protocol: Any) -> None:
-        self._pending_heads.discard(protocol)
-        if protocol in self._answered:
+    def _head_deadline(self, transport: asyncio.BaseTransport, protocol: Any,
+                       extended: bool = False) -> None:
+        """Abort the connection unless its first head came. A head already parsed whose
+        request has not reached the middleware yet counts (aiohttp's queue, or its request
+        under way), and so do bytes the loop has not read yet, once, for ``HEAD_GRACE_S``:
+        on a loaded machine the deadline fell due in the same loop iteration as the head's
+        bytes, and the request was cut after its client had sent it in time (Chromium keeps a
+        preconnected socket unused for up to 10 s, the deadline's length: most likely why a
+        CI run's dashboard download failed with 'Failed to fetch')."""
+        if protocol in self._answered or _head_parsed(protocol):
             self._answered.discard(protocol)
-        elif not transport.is_closing():
-            with contextlib.suppress(Exception):
-                transport.abort()  # type: ignore[attr-defined]
+            self._pending_heads.discard(protocol)
+            return
+        if transport.is_closing():
+            self._pending_heads.discard(protocol)
+            return
+        if not extended and _unread(transport):
+            asyncio.get_running_loop().call_later(HEAD_GRACE_S, self._head_deadline, transport,
+                                                  protocol, True)
+            return
+        self._pending_heads.discard(protocol)
+        with contextlib.suppress(Exception):
+            transport.abort()  # type: ignore[attr-defined]
+
+
+def _head_parsed(protocol: Any) -> bool:
+    """Whether aiohttp has parsed a request head on ``protocol`` (aiohttp keeps no public word
+    of it: its queue of parsed requests, and its flag for one under way)."""
+    return bool(getattr(protocol, "_messages", None)) or \
+        bool(getattr(protocol, "_request_in_progress", False))
+
+
+def _unread(transport: asyncio.BaseTransport) -> bool:
+    """Whether the connection's socket holds bytes the loop has not read yet (uvloop runs the
+    due timers of an iteration before it reads the sockets that became readable)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        readable, _, _ = select.select([sock.fileno()], [], [], 0)
+    except (OSError, ValueError):  # closed meanwhile
+        return False
+    return bool(readable)
 
 
 def plain_http_answer(host: str, port: int) -> str:
