@@ -72,7 +72,9 @@ def test_the_heavy_hitter_table_matches_fedhh_admin_results(live_run: LiveRun) -
     assert [r[3] for r in rows] == [str(h["round"]) for h in cli]
     downloaded = driver.execute_async_script("""
         const done = arguments[arguments.length - 1];
-        fetch(document.getElementById("hh-json").href).then(r => r.json()).then(done);""")
+        fetch(document.getElementById("hh-json").href).then(r => r.json()).then(
+          done, error => done({fetch_failed: String(error)}));""")
+    assert "fetch_failed" not in downloaded, downloaded
     assert [(h["item"], h["estimate"], h["round"]) for h in downloaded["heavy_hitters"]] == \
         [(h["item"], h["estimate"], h["round"]) for h in cli]
     screenshot(driver, "run")
@@ -98,7 +100,8 @@ def test_the_filter_narrows_the_table_and_the_downloads(live_run: LiveRun) -> No
         "/heavy-hitters.csv?q=err")
     csv_text = driver.execute_async_script("""
         const done = arguments[arguments.length - 1];
-        fetch(document.getElementById("hh-csv").href).then(r => r.text()).then(done);""")
+        fetch(document.getElementById("hh-csv").href).then(r => r.text()).then(
+          done, error => done("fetch failed: " + error));""")
     lines = csv_text.splitlines()
     assert lines[0] == ("rank,item,estimate,std,round,truncated_at_bits,cause,kind,note,"
                         "run_id,run_state")
@@ -143,7 +146,8 @@ def test_without_a_token_or_with_a_wrong_one_there_is_only_the_sign_in_page(
         assert "apple" not in source and "<table" not in source
     status = driver.execute_async_script("""
         const done = arguments[arguments.length - 1];
-        fetch("/runs/planted/heavy-hitters.json").then(r => done(r.status));""")
+        fetch("/runs/planted/heavy-hitters.json").then(r => done(r.status),
+                                                       error => done(String(error)));""")
     assert status == 401
     screenshot(driver, "sign-in")
     driver.find_element(By.ID, "token").send_keys("not-the-admin-token-at-all")
