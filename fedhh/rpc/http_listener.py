@@ -74,6 +74,9 @@ class HeadLimits(TypedDict):
 
 
 HEAD_LIMITS: HeadLimits = {"max_headers": 48, "max_field_size": 8190, "max_line_size": 8190}
+# Every answer's Server header: aiohttp's default, "Python/3.11 aiohttp/3.14.5", told anyone
+# who asked which versions to look up advisories for.
+SERVER = "fedhh"
 
 
 def _runner(app: Any, name: str, shutdown_timeout_s: float) -> tuple[Any, dict[str, Any]]:
@@ -509,17 +512,27 @@ async def serve_app(app: Any, name: str, context: ssl.SSLContext | None, host: s
     """Serve the aiohttp application ``app`` on host:port (0: OS-chosen) behind a fair
     :class:`Listener`, which the application tells of each request head (its first
     middleware), with the runner's settings (``_runner``). ``headers``: those every answer of
-    the port carries whatever it answers, set also on aiohttp's own answers (``_Protocols``)
-    and on the listener's to plain HTTP on a TLS port. A port that cannot be bound leaves
-    nothing set up."""
+    the port carries whatever it answers (where its handler set none of its own), set also on
+    aiohttp's own answers (``_Protocols``) and on the listener's to plain HTTP on a TLS port;
+    with them ``Server: fedhh`` (``SERVER``), never aiohttp's version banner. A port that
+    cannot be bound leaves nothing set up."""
     from aiohttp import web  # (the aiohttp servers alone come here)
+
+    headers = {**headers, "Server": SERVER}
 
     @web.middleware
     async def head_seen(request: Any, handler: Any) -> Any:
         listener.saw_request(request.protocol)
         return await handler(request)
 
+    async def carry_headers(request: Any, response: Any) -> None:
+        # A handler's own value of a header wins, but aiohttp has set Server by now.
+        for key, value in headers.items():
+            response.headers.setdefault(key, value)
+        response.headers["Server"] = SERVER
+
     app.middlewares.insert(0, head_seen)
+    app.on_response_prepare.append(carry_headers)
     runner, settings = _runner(app, name, shutdown_timeout_s)
     await runner.setup()
     listener = Listener(_Protocols(runner.server, settings, headers), context, max_connections,
