@@ -59,6 +59,9 @@ def configure_logging(level: str = "INFO", service: str = "") -> None:
 METRICS_CONNECTIONS = 16
 # Prometheus scrapes every 15 s by default; a second-old page is as good to it as a fresh one.
 RENDER_MAX_AGE_S = 1.0
+# On every answer of the endpoint (aiohttp's own 400s too). A scraper ignores them; a browser
+# opened on the port would otherwise sniff the page's type and keep it in its cache.
+METRICS_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
 
 
 class MetricsEndpoint:
@@ -109,8 +112,8 @@ class MetricsEndpoint:
         # A request that does not parse is one WARNING without the sender's bytes, as on the
         # dashboard: aiohttp's own logger wrote it at ERROR with a traceback quoting them.
         context = tls.server_context("the metrics endpoint") if tls is not None else None
-        # (its scrapes carry no headers of their own: nor do aiohttp's answers here)
-        self.served = await serve_app(app, "metrics endpoint", context, host, port, {},
+        self.served = await serve_app(app, "metrics endpoint", context, host, port,
+                                      METRICS_HEADERS,
                                       default_connections=METRICS_CONNECTIONS,
                                       shutdown_timeout_s=1.0)
         self.port = self.served.port

@@ -132,3 +132,28 @@ def test_a_flood_of_scrapes_renders_the_page_once_per_max_age() -> None:
             await endpoint.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+@pytest.mark.parametrize(("request_line", "answer"), [("GET /metrics HTTP/1.1", "200"),
+                                                      ("POST /metrics HTTP/1.1", "405"),
+                                                      ("G@T /metrics HTTP/1.1", "400")])
+def test_every_answer_carries_nosniff_and_no_store(request_line: str, answer: str) -> None:
+    """A scrape (200), a refused method (405) and the parser's own 400: before, none carried
+    either header (a browser opened on the port sniffed the page and cached it)."""
+    async def scenario() -> None:
+        endpoint = MetricsEndpoint()
+        port = await endpoint.start(0, "127.0.0.1", None)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(f"{request_line}\r\nHost: x\r\nContent-Length: 0\r\n\r\n".encode())
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 20)
+            writer.transport.abort()
+        finally:
+            await endpoint.close()
+        status, *lines = head.decode("latin-1").split("\r\n")[:-2]
+        headers = dict(line.split(": ", 1) for line in lines)
+        assert status.split()[1] == answer, status
+        assert headers.get("X-Content-Type-Options") == "nosniff", (status, headers)
+        assert headers.get("Cache-Control") == "no-store", (status, headers)
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
