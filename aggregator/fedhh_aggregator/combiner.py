@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 
-from fedhh.errors import AuthenticationError, ConfigError, ConflictError, FedhhError, StateError
+from fedhh.errors import AuthenticationError, ConfigError, FedhhError, StateError
 from fedhh.secagg import RoundConfig, SignedConfig
 from fedhh.secagg.primitives import ed25519_verify
 from fedhh.secagg.shards import MAX_SHARDS
@@ -33,7 +33,7 @@ from fedhh_aggregator.errors import CapacityError, JournalError
 from fedhh_aggregator.journal import Journal, RoundRecord
 from fedhh_aggregator.outcomes import OutcomeState, RecordedOutcome, RoundBook, Tombstone
 from fedhh_aggregator.registry import RESTARTED
-from fedhh_aggregator.rounds import RoundState, check_last_deadline, check_round_id, round_label
+from fedhh_aggregator.rounds import RoundState, check_round_id, round_label
 from fedhh_aggregator.workers import WorkerPool
 
 __all__ = ["CombinerRegistry", "Placement"]
@@ -99,16 +99,12 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
     async def open(self, round_id: bytes, placements: list[Placement]
                    ) -> tuple[CombinedRound, bool]:
         shards = self._check(check_round_id(round_id), placements)
-        existing = self._rounds.get(round_id)
+        plan = [(s.signed, s.worker) for s in shards]
+        existing = self.retried_open(
+            round_id, lambda round_: [(s.signed, s.worker) for s in round_.shards] == plan,
+            "plan", [(s.config, f"shard {s.index}") for s in shards], self.limits.max_round_s)
         if existing is not None:
-            if [(s.signed, s.worker) for s in existing.shards] == [
-                    (s.signed, s.worker) for s in shards]:
-                return existing, False
-            raise ConflictError(f"round {round_label(round_id)!r} is already open with another "
-                                "plan")
-        self._tombstones.prune()
-        if round_id in self._tombstones:
-            raise ConflictError(f"round {round_label(round_id)!r} has already finished")
+            return existing, False
         if len(self._rounds) >= self.limits.max_rounds:
             raise CapacityError(f"the combiner already holds {self.limits.max_rounds} rounds")
         round_ = self._new_round(round_id, shards)
@@ -150,7 +146,6 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
             if not (config.device_auth and config.consistency_check):
                 raise ConfigError(f"shard {index} needs device_auth and the consistency check "
                                   "(the coordinator verifies its contributors)")
-            check_last_deadline(config, self.limits.max_round_s, f"shard {index}")
             if config.round_id in seen:
                 raise ConfigError(f"shard {index} repeats the round id "
                                   f"{round_label(config.round_id)!r}")

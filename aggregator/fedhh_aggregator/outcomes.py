@@ -12,15 +12,15 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Generic, Protocol, TypeVar
 
-from fedhh.errors import FedhhError, NotFoundError, StateError
-from fedhh.secagg import Stage
+from fedhh.errors import ConflictError, FedhhError, NotFoundError, StateError
+from fedhh.secagg import RoundConfig, Stage
 from fedhh_aggregator.journal import Journal
-from fedhh_aggregator.rounds import RoundState, round_label
+from fedhh_aggregator.rounds import RoundState, check_last_deadline, round_label
 
 __all__ = ["OutcomeState", "RecordedOutcome", "RoundBook", "ShardOutcome", "Tombstone",
            "Tombstones"]
@@ -178,6 +178,28 @@ class RoundBook(ABC, Generic[R, T]):
     def durable(self) -> bool:
         """True iff outcomes survive a restart (a journal is kept)."""
         return self.journal is not None
+
+    def retried_open(self, round_id: bytes, same: Callable[[R], bool], what: str,
+                     deadlines: Iterable[tuple[RoundConfig, str]], max_round_s: float
+                     ) -> R | None:
+        """The round an open of ``round_id`` retries (``same``: it brings the round's own
+        ``what``, config or plan), or None where a new round may open. One order for the
+        aggregator and the combiner: a retry and a finished round are answered before the
+        ``deadlines`` (each config's, named) are checked, so a retried open after the last
+        deadline gets its round or 'has already finished', not 'the last deadline has passed'
+        (before, the combiner checked the deadlines first, the aggregator after)."""
+        existing = self._rounds.get(round_id)
+        if existing is not None:
+            if same(existing):
+                return existing
+            raise ConflictError(f"round {round_label(round_id)!r} is already open with "
+                                f"another {what}")
+        self._tombstones.prune()
+        if round_id in self._tombstones:
+            raise ConflictError(f"round {round_label(round_id)!r} has already finished")
+        for config, name in deadlines:
+            check_last_deadline(config, max_round_s, name)
+        return None
 
     def by_round(self, round_id: bytes) -> R:
         round_ = self._rounds.get(round_id)

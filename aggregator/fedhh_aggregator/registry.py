@@ -21,7 +21,7 @@ import asyncio
 import logging
 import time
 
-from fedhh.errors import AuthenticationError, ConfigError, ConflictError, NotFoundError, StateError
+from fedhh.errors import AuthenticationError, ConfigError, NotFoundError, StateError
 from fedhh.rpc.request_waits import RequestWaits
 from fedhh.secagg import ProtocolViolation, RoundConfig, SecAggServer, SignedConfig, Violation
 from fedhh.secagg.primitives import ed25519_verify
@@ -35,7 +35,6 @@ from fedhh_aggregator.rounds import (
     Round,
     RoundHooks,
     RoundState,
-    check_last_deadline,
     round_label,
 )
 
@@ -101,19 +100,13 @@ class RoundRegistry(RoundBook[Round, Tombstone]):
             raise AuthenticationError("the round config is not signed by the coordinator")
         config = RoundConfig.from_bytes(payload)
         signed = SignedConfig(payload, signature)
-        existing = self._rounds.get(config.round_id)
+        existing = self.retried_open(config.round_id, lambda round_: round_.signed == signed,
+                                     "config", [(config, "the round")], self.limits.max_round_s)
         if existing is not None:
-            if existing.signed == signed:
-                return existing, False
-            raise ConflictError(f"round {round_label(config.round_id)!r} is already open with "
-                                "another config")
-        self._tombstones.prune()
-        if config.round_id in self._tombstones:
-            raise ConflictError(f"round {round_label(config.round_id)!r} has already finished")
+            return existing, False
         if not config.device_auth:
             raise ConfigError("the aggregator admits only authenticated devices: the round "
                               "config needs device_auth")
-        check_last_deadline(config, self.limits.max_round_s, "the round")
         if len(self._rounds) >= self.limits.max_rounds:
             raise CapacityError(f"the aggregator already holds {self.limits.max_rounds} rounds")
         server = SecAggServer(signed, self.coordinator_public)
