@@ -33,7 +33,8 @@ half-open leftover the aggregator had not noticed yet; refusing the new one inst
 the device out until then). A device that reconnects sends its last message again marked
 ``resent``: an identical duplicate, answered with the next stage's request, or, if that
 message's stage has closed since, with what its stage after says (READY if an earlier copy
-got in, NOT_SELECTED if none did), as a repeated unary submission is.
+got in, NOT_SELECTED if none did), as a repeated unary submission is; if its stage has not
+started (the aggregator recovered to an earlier one), it is refused FAILED_PRECONDITION.
 """
 
 from __future__ import annotations
@@ -338,8 +339,10 @@ class _Session:
                 raise _malformed("an empty session message")
         except StateError:
             # A message sent again after a reconnect whose stage closed meanwhile may have got
-            # in on the broken stream: the stage after it tells (as for a unary repeat).
-            if not message.resent or part == "unmask":
+            # in on the broken stream: the stage after it tells (as for a unary repeat). One
+            # whose stage has not started (an aggregator recovered to an earlier stage) is
+            # refused as any early message is: the stage after it would never be answered.
+            if not message.resent or part == "unmask" or round_.stage < stage:
                 raise
         self._push(round_.stage_after(stage))
         return False

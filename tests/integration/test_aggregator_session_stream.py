@@ -930,3 +930,30 @@ def test_a_stream_waits_for_its_next_request_without_waking_up() -> None:
     assert {u for u, o in outcomes.items() if o.contributed} == set(range(2, n + 1))
     assert result.survivors == tuple(range(2, n + 1))
     assert np.array_equal(result.total.astype(np.int64), cohort.plaintext_sum(set(range(2, n + 1))))
+
+
+def test_a_resent_message_whose_stage_has_not_started_is_refused_naming_it() -> None:
+    """A message marked resent for a stage the round has not reached (a device that saw a
+    later stage before its aggregator recovered to an earlier one) is refused
+    FAILED_PRECONDITION, naming the stage, as an early message not marked resent is. Before,
+    the stream waited for the request of the stage after it, which never came: no answer."""
+    cohort = make_cohort(4, 64, 3, 2, n_min=3, windows_ms=(600_000,) * 5,
+                         consistency_check=True, round_id=b"stream/resent-early")
+
+    async def scenario() -> tuple[Any, grpc.StatusCode]:
+        async with aggregator() as (_, channel):
+            await AggregatorControl(channel, TOKEN).open_round(cohort.signed)
+            call = pb_grpc.SecureAggregationStub(channel).Session(timeout=30)
+            challenge = (await call.read()).challenge
+            await call.write(pb.SessionMessage(open=session_open(
+                cohort.identity_keys[1], cohort.admissions[1], cohort.session_id, challenge)))
+            await call.write(pb.SessionMessage(consistency_signature=bytes(64), resent=True))
+            refused = await asyncio.wait_for(call.read(), 20)  # (before: nothing came)
+            await call.done_writing()
+            return refused.refused, await call.code()
+
+    refused, code = run(scenario())
+    assert refused.code == grpc.StatusCode.FAILED_PRECONDITION.value[0], refused
+    assert refused.details == "message rejected (early): CONSISTENCY_CHECK has not started", \
+        refused
+    assert code == grpc.StatusCode.FAILED_PRECONDITION
