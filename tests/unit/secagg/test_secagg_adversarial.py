@@ -20,6 +20,7 @@ from secagg_testkit import (
     small_cohort,
 )
 
+from fedhh.secagg import device as device_module
 from fedhh.secagg import server as server_module
 from fedhh.secagg import shamir
 from fedhh.secagg.device import DevicePolicy, SecAggDevice
@@ -766,7 +767,7 @@ def test_10_share_value_at_or_above_p_inside_a_ciphertext_aborts_the_device() ->
     driver = drive_to(small_cohort(), Stage.MASKED_INPUT)
     request: MaskedInputRequest = driver.pending[1]  # type: ignore[assignment]
     sid = driver.server.session_id
-    key = driver.devices[1]._neighbours[2].key_in  # the 2 -> 1 channel key, as 1 holds it
+    key = driver.devices[1]._pair_keys[2][device_module._KEY_IN]  # the 2 -> 1 key, as 1 holds it
     plain = u32(2) + u32(1) + shamir.PRIME.to_bytes(33, "big") + bytes(33)
     blob = aead_encrypt(key, plain, sid + u32(2) + u32(1), lambda n: bytes(n))
     shares = tuple(EncryptedShare(2, 1, blob) if s.src == 2 else s for s in request.shares)

@@ -352,11 +352,13 @@ def test_a_devices_jth_roster_neighbour_holds_its_shares_at_the_point_j() -> Non
     gone = 7
     driver = drive_to(cohort, Stage.UNMASK, DropoutPlan.at(Stage.SHARE_KEYS, {gone}))
     owner = next(u for u in driver.server.graph.neighbours(gone)
-                 if max(driver.devices[u]._neighbours) != gone)
-    roster = sorted(driver.devices[owner]._neighbours)
+                 if max(driver.devices[u]._pair_keys) != gone)
+    roster = sorted(driver.devices[owner]._pair_keys)
     assert gone in roster
     holders = [v for v in roster if v != gone]
-    points = [(roster.index(v) + 1, driver.devices[v]._received[owner][0]) for v in holders]
+    points = [(roster.index(v) + 1,
+               shamir.decode_share(driver.devices[v]._received[owner][:shamir.SHARE_BYTES]))
+              for v in holders]
     secret = int.from_bytes(driver.devices[owner]._b, "big")
     t = cohort.config.t
     assert shamir.reconstruct(points[-t:]) == secret
