@@ -289,8 +289,17 @@ class ControlClient:
                 # The service forgets an aborted round when its handler resumes after writing
                 # the report; cancelling the call at once could cancel the handler first (it
                 # did on a loaded machine), leaving the round held until its outcome expired.
-                # The report is its stream's one message: the call ends right after it.
-                await call.code()
+                # The report is its stream's one message: the call ends right after it. A
+                # service that hung after the report, or trailers lost in a partition, cost the
+                # call's whole deadline (up to _SERVER_WAIT_CAP_S + call_timeout) before the
+                # abort was told; the wait for the end is one call's time, and a wait cut short
+                # (this bound, or this task cancelled) cancels the call.
+                try:
+                    await asyncio.wait_for(call.code(), self._call_timeout)
+                except TimeoutError:
+                    pass
+                finally:
+                    call.cancel()  # nothing to do once the service ended it
                 raise
             except BaseException:
                 call.cancel()

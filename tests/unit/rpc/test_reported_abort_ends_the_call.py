@@ -82,3 +82,49 @@ async def read_abort(sharded: bool) -> str:
 @pytest.mark.parametrize("sharded", [False, True])
 def test_the_handler_ends_the_call_after_an_abort(sharded: bool) -> None:
     assert asyncio.run(read_abort(sharded)) == "finished"
+
+
+class HungAggregator(pb_grpc.AggregatorControlServicer):
+    """GetResult: the abort report, then a handler that never ends the call (a hung service,
+    or one whose trailers a partition lost)."""
+
+    def __init__(self) -> None:
+        self.ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def GetResult(self, request: Any, context: Any) -> None:
+        header = pb.ResultHeader(state=pb.AGGREGATION_STATE_ABORTED, round_id=ROUND,
+                                 abort_reason="too_few_devices")
+        try:
+            await context.write(pb.ResultChunk(header=header))
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.ended.set_result("cancelled")
+            raise
+
+
+async def read_hung_abort() -> tuple[str, float]:
+    server = serving.new_server()
+    fake = HungAggregator()
+    pb_grpc.add_AggregatorControlServicer_to_server(fake, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channel = serving.open_channel(f"127.0.0.1:{port}", None)
+    loop = asyncio.get_running_loop()
+    try:
+        # call_timeout 1 s against a wait of 30 s: the call's own deadline is 31 s away
+        control = AggregatorControl(channel, TOKEN, call_timeout=1.0)
+        start = loop.time()
+        with pytest.raises(RoundAborted, match="too_few_devices"):
+            await asyncio.wait_for(control.result(ROUND, 30.0), 10)
+        elapsed = loop.time() - start
+        return await asyncio.wait_for(fake.ended, 10), elapsed
+    finally:
+        await channel.close()
+        await server.stop(None)
+
+
+def test_a_service_that_never_ends_the_call_after_an_abort_costs_one_call_timeout() -> None:
+    # Before, the client waited out the call's whole deadline (31 s here, 60 s at the defaults).
+    ended, elapsed = asyncio.run(read_hung_abort())
+    assert ended == "cancelled"
+    assert 1.0 <= elapsed < 10
