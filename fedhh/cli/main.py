@@ -153,9 +153,16 @@ class OneLineErrorParser(argparse.ArgumentParser):
             if misread:
                 return misread
             known, words = re.findall(r"'([^']*)'", choice[2]), [choice[1]]
-        guesses = [g for w in words for g in difflib.get_close_matches(w, known, n=1,
-                                                                       cutoff=0.75)]
+        guesses = [g for w in words for g in _beginning(w, known)
+                   or difflib.get_close_matches(w, known, n=1, cutoff=0.75)]
         return f" (did you mean {' or '.join(dict.fromkeys(guesses))}?)" if guesses else ""
+
+
+def _beginning(word: str, known: list[str]) -> list[str]:
+    """The one known name ``word`` begins, if only one does: a name cut short is that name,
+    however close another is (``stat`` was answered "did you mean start?", not status)."""
+    begun = [name for name in known if name.startswith(word)]
+    return begun if len(begun) == 1 else []
 
 
 def usage_error(parser_prog: str, message: str) -> NoReturn:

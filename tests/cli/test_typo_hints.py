@@ -40,6 +40,19 @@ def test_a_misspelt_choice_gets_the_closest_one(argv: list[str], suggestion: str
     assert "invalid choice" in line and line.endswith(f") {suggestion}")
 
 
+@pytest.mark.parametrize("argv, suggestion", [
+    (["admin", "stat"], "(did you mean status?)"),
+    (["admin", "mint"], "(did you mean mint-tokens?)"),
+    (["privacy", "amp"], "(did you mean amplify?)"),
+])
+def test_a_choice_cut_short_gets_the_one_it_begins(argv: list[str], suggestion: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `admin stat` got "did you mean start?" (closer by letters than status), and
+    `admin mint`, `privacy amp` nothing (too short to be close to any)."""
+    line = one_line_error(argv, capsys)
+    assert "invalid choice" in line and line.endswith(f") {suggestion}")
+
+
 @pytest.mark.parametrize("argv, hint", [
     (["admin", "--coordinatr", "127.0.0.1:7000", "list"],
      "(--coordinatr is no option of fedhh admin: did you mean --coordinator?)"),
