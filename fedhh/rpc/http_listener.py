@@ -461,15 +461,18 @@ def _head_parsed(protocol: Any) -> bool:
 
 def _unread(transport: asyncio.BaseTransport) -> bool:
     """Whether the connection's socket holds bytes the loop has not read yet (uvloop runs the
-    due timers of an iteration before it reads the sockets that became readable)."""
+    due timers of an iteration before it reads the sockets that became readable). Asked of
+    poll, not select: select refuses a descriptor from 1,024 up (ValueError), and a service
+    holds more files than that (``raise_open_file_limit``), so the grace was lost there."""
     sock = transport.get_extra_info("socket")
     if sock is None:
         return False
-    try:
-        readable, _, _ = select.select([sock.fileno()], [], [], 0)
-    except (OSError, ValueError):  # closed meanwhile
+    fd = sock.fileno()
+    if fd < 0:  # closed meanwhile
         return False
-    return bool(readable)
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return any(events & select.POLLIN for _, events in poller.poll(0))
 
 
 def plain_http_answer(host: str, port: int) -> str:

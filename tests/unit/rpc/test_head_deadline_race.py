@@ -9,10 +9,13 @@ preconnected socket unused for up to 10 s, the deadline's length."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import resource
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 import uvloop
@@ -87,7 +90,27 @@ def test_a_head_sent_before_the_deadline_of_a_busy_loop_is_answered(
     assert answers["late"].endswith(b"ok")
 
 
-def test_a_head_in_the_socket_at_the_deadline_gets_a_grace() -> None:
+@contextlib.contextmanager
+def files_open(count: int) -> Iterator[None]:
+    """``count`` more files held open: the sockets opened meanwhile get descriptors above them."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = count + 256
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        assert hard == resource.RLIM_INFINITY or hard >= needed, (soft, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+# 0, and past select's limit of 1,024 descriptors (a service raises its open-file limit and
+# holds more: the grace was lost there, as select refused the descriptor)
+@pytest.mark.parametrize("files", [0, 1100], ids=["few-files", "over-1024-files"])
+def test_a_head_in_the_socket_at_the_deadline_gets_a_grace(files: int) -> None:
     """The loop held past the deadline by a callback, and the head sent during a timer that
     runs just before the deadline's in the same iteration: at the deadline its bytes are in the
     socket, not read yet (the order uvloop gives to every iteration)."""
@@ -105,7 +128,7 @@ def test_a_head_in_the_socket_at_the_deadline_gets_a_grace() -> None:
         served = await serve_app(app, "test port", None, "127.0.0.1", 0, {})
         served.listener.head_timeout_s = HEAD_TIMEOUT_S
         try:
-            with socket.create_connection(("127.0.0.1", served.port)) as late:
+            with files_open(files), socket.create_connection(("127.0.0.1", served.port)) as late:
                 while served.listener.held < 1:  # accepted: its deadline is set
                     await asyncio.sleep(0.01)
                 past_deadline = time.monotonic() + HEAD_TIMEOUT_S + 0.1
