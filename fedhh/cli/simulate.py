@@ -501,7 +501,9 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str,
           "estimates of different rounds are not comparable)")
     if len(hitters) > top:
         print(more_hitters(hitters, top))
-    widths = sorted({h["bits"] for h in hitters[:top] if h["truncated"]})
+    # (every truncated item's width and the hint, those below --top too: a list whose truncated
+    # items all fell below the cut, as the last rounds' do, said nothing of them before)
+    widths = sorted({h["bits"] for h in hitters if h["truncated"]})
     if widths:
         print(f"(an item ending in … was truncated at {'/'.join(map(str, widths))} bits, "
               f"the code's width: it stands for every item starting with those bits"
@@ -533,11 +535,16 @@ ZERO_MARK = "⟨+0 bits⟩"  # (open_marker where a token could have run across 
 def more_hitters(hitters: list[dict[str, Any]], top: int) -> str:
     """The line under a heavy-hitter list cut at --top: how many more, and the rounds that
     found them (the list is by round, so a later round's heaviest items can all be below the
-    cut, unseen: at the default --top a dataset's most held item, found in round 6, was)."""
+    cut, unseen: at the default --top a dataset's most held item, found in round 6, was), and
+    how many of them came back truncated (the last rounds find those, so all can be below the
+    cut: before, a --two-runs first run's 16 truncated items of 43 went unmentioned)."""
     rest = hitters[top:]
     first, last = min(h["round"] for h in rest), max(h["round"] for h in rest)
     rounds = f"round {first}" if first == last else f"rounds {first} to {last}"
-    return f"({len(rest):,} more, found in {rounds}: --top {len(hitters)} or --json lists them)"
+    truncated = sum(1 for h in rest if h["truncated"])
+    of_them = f", {truncated:,} of them truncated" if truncated else ""
+    return (f"({len(rest):,} more, found in {rounds}{of_them}: --top {len(hitters)} or --json "
+            "lists them)")
 
 
 def cut_heading(count: int) -> str:
