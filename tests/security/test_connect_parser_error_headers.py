@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from raw_http_kit import Enrolls, raw_head
 
 from fedhh.rpc.connect import ConnectServer
 from fedhh.rpc.procedures import procedures
 from fedhh.v1 import coordinator_pb2 as pb
 
-BOUND_S = 30.0  # (each answer comes at once: generous, for a busy machine)
 DEVICES = pb.DESCRIPTOR.services_by_name["DeviceService"]
 CALL = ("POST /fedhh.v1.DeviceService/Enroll HTTP/1.1\r\nHost: localhost\r\n"
         "Content-Type: application/proto\r\n")
@@ -32,36 +32,16 @@ MALFORMED = {
 }
 
 
-class _Enrolls:
-    async def Enroll(self, request: pb.EnrollRequest, context: object) -> pb.EnrollResponse:
-        return pb.EnrollResponse(device_id=7)
-
-    async def GetTask(self, request: pb.GetTaskRequest, context: object) -> pb.GetTaskResponse:
-        return pb.GetTaskResponse()
-
-
-async def _head(port: int, request: str) -> tuple[bytes, dict[str, str]]:
-    """The status line and the headers answering ``request``."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(request.encode())
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
-    finally:
-        writer.transport.abort()
-    status, *lines = head.decode("latin-1").split("\r\n")[:-2]
-    return status.encode(), dict(line.split(": ", 1) for line in lines)
-
-
 @pytest.mark.parametrize("kind", MALFORMED)
 def test_the_parsers_400_carries_the_ports_security_headers(kind: str) -> None:
     async def scenario() -> None:
-        server = ConnectServer("connect port", procedures(DEVICES, _Enrolls()), 4096, None)
+        server = ConnectServer("connect port", procedures(DEVICES, Enrolls()), 4096, None)
         port = await server.start("127.0.0.1", 0, insecure=True)
         try:
-            status, headers = await _head(port, MALFORMED[kind])
+            status, headers = await raw_head(port, MALFORMED[kind])
         finally:
             await server.close()
-        assert status.endswith(b" 400 Bad Request"), (kind, status)
+        assert status.endswith(" 400 Bad Request"), (kind, status)
         assert headers.get("X-Content-Type-Options") == "nosniff", (kind, headers)
         assert headers.get("Cache-Control") == "no-store", (kind, headers)
 

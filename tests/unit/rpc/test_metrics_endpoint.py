@@ -10,6 +10,7 @@ import ssl
 from pathlib import Path
 
 import pytest
+from raw_http_kit import raw_head
 
 from fedhh.errors import ConfigError
 from fedhh.rpc.observability import (
@@ -144,14 +145,10 @@ def test_every_answer_carries_nosniff_and_no_store(request_line: str, answer: st
         endpoint = MetricsEndpoint()
         port = await endpoint.start(0, "127.0.0.1", None)
         try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(f"{request_line}\r\nHost: x\r\nContent-Length: 0\r\n\r\n".encode())
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 20)
-            writer.transport.abort()
+            status, headers = await raw_head(
+                port, f"{request_line}\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
         finally:
             await endpoint.close()
-        status, *lines = head.decode("latin-1").split("\r\n")[:-2]
-        headers = dict(line.split(": ", 1) for line in lines)
         assert status.split()[1] == answer, status
         assert headers.get("X-Content-Type-Options") == "nosniff", (status, headers)
         assert headers.get("Cache-Control") == "no-store", (status, headers)

@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 from aiohttp import web
+from raw_http_kit import Enrolls, raw_head
 
 from fedhh.rpc.connect import ConnectServer
 from fedhh.rpc.http_listener import SERVER, serve_app
@@ -17,7 +18,6 @@ from fedhh.rpc.observability import start_metrics
 from fedhh.rpc.procedures import procedures
 from fedhh.v1 import coordinator_pb2 as pb
 
-BOUND_S = 30.0  # (each answer comes at once: generous, for a busy machine)
 REQUESTS = {
     "a handler's answer": "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
     "a route's 404": "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -27,26 +27,6 @@ REQUESTS = {
 
 STATUS = {"a handler's answer": 200, "a route's 404": 404, "a handler's uncaught error": 500,
           "the parser's 400": 400}
-
-
-class _Enrolls:
-    async def Enroll(self, request: pb.EnrollRequest, context: object) -> pb.EnrollResponse:
-        return pb.EnrollResponse(device_id=7)
-
-    async def GetTask(self, request: pb.GetTaskRequest, context: object) -> pb.GetTaskResponse:
-        return pb.GetTaskResponse()
-
-
-async def head(port: int, request: str) -> tuple[int, dict[str, str]]:
-    """The status and the headers answering ``request``."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(request.encode())
-        raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
-    finally:
-        writer.transport.abort()
-    status, *lines = raw.decode("latin-1").split("\r\n")[:-2]
-    return int(status.split()[1]), dict(line.split(": ", 1) for line in lines)
 
 
 @pytest.mark.parametrize("kind", REQUESTS)
@@ -65,10 +45,10 @@ def test_no_answer_names_the_softwares_versions(kind: str) -> None:
         served = await serve_app(app, "test port", None, "127.0.0.1", 0,
                                  {"X-Content-Type-Options": "nosniff"})
         try:
-            status, headers = await head(served.port, REQUESTS[kind])
+            status, headers = await raw_head(served.port, REQUESTS[kind])
         finally:
             await served.close()
-        assert status == STATUS[kind], (kind, status)
+        assert int(status.split()[1]) == STATUS[kind], (kind, status)
         assert headers.get("Server") == SERVER == "fedhh", (kind, headers)
         assert headers.get("X-Content-Type-Options") == "nosniff", (kind, headers)
 
@@ -79,14 +59,14 @@ def test_the_connect_port_and_the_metrics_endpoint_send_no_banner() -> None:
     devices = pb.DESCRIPTOR.services_by_name["DeviceService"]
 
     async def scenario() -> None:
-        connect = ConnectServer("connect port", procedures(devices, _Enrolls()), 4096, None)
+        connect = ConnectServer("connect port", procedures(devices, Enrolls()), 4096, None)
         connect_port = await connect.start("127.0.0.1", 0, insecure=True)
         metrics = await start_metrics(0, "127.0.0.1", None, has_certificate=False)
         assert metrics.port is not None
         try:
             for port in (connect_port, metrics.port):
                 for request in (REQUESTS["a route's 404"], REQUESTS["the parser's 400"]):
-                    _, headers = await head(port, request)
+                    _, headers = await raw_head(port, request)
                     assert headers.get("Server") == "fedhh", (port, request, headers)
         finally:
             await metrics.close()
