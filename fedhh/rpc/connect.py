@@ -49,7 +49,7 @@ from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.errors import details_of, status_of
 from fedhh.rpc.http_listener import Served, peer_name, serve_app
 from fedhh.rpc.procedures import CallAbort, CallContext, HeadCheck, Procedure
-from fedhh.rpc.serving import check_failure_status, check_plaintext_listener
+from fedhh.rpc.serving import check_failure_status, check_plaintext_listener, does_not_parse
 from fedhh.rpc.tls import TlsFiles
 
 log = logging.getLogger(__name__)
@@ -284,8 +284,8 @@ class ConnectServer:
             try:
                 message = procedure.request_type.FromString(body)
             except Exception as error:  # protobuf's DecodeError, or anything a parser raises
-                raise ConnectError(grpc.StatusCode.INVALID_ARGUMENT, "the request does not "
-                                   f"parse: {' '.join(str(error).split())[:200]}") from None
+                raise ConnectError(grpc.StatusCode.INVALID_ARGUMENT,
+                                   does_not_parse(error)) from None
             del body
             context = CallContext(metadata, peer_of(request), deadline)
             answer = await procedure.handler(message, context)

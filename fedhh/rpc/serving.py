@@ -44,14 +44,22 @@ OPTIONS = [
 ]
 
 
+def does_not_parse(error: BaseException) -> str:
+    """The words a request that did not parse is refused with, INVALID_ARGUMENT: the same on
+    every port a device reaches (gRPC, Connect, framed), in a call or a stream. The parser's
+    reason on one line, cut to 200 characters (it may quote the sender's bytes)."""
+    return f"the request does not parse: {' '.join(str(error).split())[:200]}"
+
+
 class Unparsable:
     """Stands in for a request message that did not parse; the call is answered
-    INVALID_ARGUMENT before its handler sees it (:class:`ParseErrors`)."""
+    INVALID_ARGUMENT (with ``details``, :func:`does_not_parse`'s words) before its handler
+    sees it (:class:`ParseErrors`)."""
 
-    __slots__ = ("detail",)
+    __slots__ = ("details",)
 
-    def __init__(self, detail: str) -> None:
-        self.detail = detail
+    def __init__(self, details: str) -> None:
+        self.details = details
 
 
 def response_bytes(response: Any) -> bytes:
@@ -82,7 +90,7 @@ class _CheckedReads:
     async def read(self) -> Any:
         message = await self._context.read()
         if isinstance(message, Unparsable):
-            raise UnparsableRequest(f"the request does not parse: {message.detail}")
+            raise UnparsableRequest(message.details)
         return message
 
     def __getattr__(self, name: str) -> Any:
@@ -94,13 +102,12 @@ def _tolerant(deserializer: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
         try:
             return deserializer(data)
         except Exception as error:  # protobuf's DecodeError, or anything a parser raises
-            return Unparsable(" ".join(str(error).split())[:200])
+            return Unparsable(does_not_parse(error))
     return parse
 
 
 async def _reject(context: grpc.aio.ServicerContext, bad: Unparsable) -> None:
-    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                        f"the request does not parse: {bad.detail}")
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, bad.details)
 
 
 def _checked_stream(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext

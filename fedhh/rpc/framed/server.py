@@ -83,6 +83,7 @@ from fedhh.rpc.serving import (
     UnparsableRequest,
     check_failure_status,
     check_plaintext_listener,
+    does_not_parse,
     response_bytes,
 )
 from fedhh.rpc.tls import TlsFiles
@@ -209,8 +210,8 @@ class ServerStream:
         self._connection.consumed(len(data))
         try:
             return self._parse(data)
-        except DecodeError as error:
-            raise UnparsableRequest(f"the message does not parse: {error}") from None
+        except Exception as error:  # protobuf's DecodeError, or anything a parser raises
+            raise UnparsableRequest(does_not_parse(error)) from None
 
     async def write(self, event: Message | bytes | Callable[[], Message | bytes]) -> None:
         """Send ``event``; a function that makes it is called when the connection's turn comes

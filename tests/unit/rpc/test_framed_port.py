@@ -694,7 +694,7 @@ async def test_an_unparsable_message_ends_its_stream_invalid_argument(port: Port
                          open_frame(2))
     code, details = await raw.end(1)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
-    assert details.startswith("the message does not parse"), details
+    assert details.startswith("the request does not parse"), details
     assert len(port.notes) == 1 and isinstance(port.notes[0], UnparsableRequest)
     assert port.connection()._unread == 0
     # The connection's other stream is served (and the refused one's late frames ignored).
@@ -1233,7 +1233,7 @@ async def test_a_unary_call_without_a_request_that_parses(port: Port) -> None:
     raw.send(unary_frames(2, b"\xff\xff\xff\xff", authorization="Bearer ok"))
     code, details = await raw.end(2)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
-    assert details.startswith("the message does not parse"), details
+    assert details.startswith("the request does not parse"), details
     assert not port.devices.seen and len(port.devices.checked) == 2
     assert calls_opened(GET_TASK) == before + 2
     raw.send(unary_frames(3, get_task(3).SerializeToString(), authorization="Bearer ok"))

@@ -1,0 +1,155 @@
+"""The same bad request gets the same answer, code and words, on each port a device reaches:
+gRPC, Connect (the browser) and the framed port. One servicer of the device service is served
+on all three, as the services serve it (``serving.new_server``'s interceptors, and
+``procedures`` for the other two), with one credential check; each row of ``BAD`` is sent to
+each port by the port's own client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, TypeVar
+
+import grpc
+import pytest
+import uvloop
+
+from fedhh.errors import AuthenticationError, NotFoundError
+from fedhh.rpc import serving
+from fedhh.rpc.connect import ConnectServer
+from fedhh.rpc.connect_client import ConnectChannel
+from fedhh.rpc.errors import status_errors
+from fedhh.rpc.framed.client import FramedChannel
+from fedhh.rpc.framed.server import FramedLimits, FramedServer
+from fedhh.rpc.procedures import procedures
+from fedhh.v1 import coordinator_pb2 as pb
+from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+
+T = TypeVar("T")
+BOUND_S = 20.0  # how long any call may take on a busy machine
+DEVICES = pb.DESCRIPTOR.services_by_name["DeviceService"]
+ENROLL = "/fedhh.v1.DeviceService/Enroll"
+GET_TASK = "/fedhh.v1.DeviceService/GetTask"
+TOKEN = (("authorization", "Bearer ok"),)
+PORTS = ("grpc", "connect", "framed")
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(asyncio.wait_for(coro, 60))
+
+
+class Devices(pb_grpc.DeviceServiceServicer):
+    """GetTask: device 1 is unknown (a domain error), any other gets a task."""
+
+    @status_errors
+    async def GetTask(self, request: pb.GetTaskRequest, context: Any) -> pb.GetTaskResponse:
+        if request.device_id == 1:
+            raise NotFoundError("no device 1")
+        return pb.GetTaskResponse(retry_after_ms=5)
+
+
+def _gate(metadata: tuple[tuple[str, str | bytes], ...]) -> None:
+    if TOKEN[0] not in metadata:
+        raise AuthenticationError("a bearer token is required")
+
+
+class Raw:
+    """Bytes sent as they are, where each client asks a message for its bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def SerializeToString(self) -> bytes:
+        return self.data
+
+
+Call = Callable[[Any, tuple[tuple[str, str], ...]], Coroutine[Any, Any, Any]]
+
+
+@contextlib.asynccontextmanager
+async def port(kind: str) -> AsyncIterator[Call]:
+    """A port of ``kind`` serving ``Devices``' GetTask; a function that calls it."""
+    devices, checks = Devices(), {GET_TASK: _gate}
+    call: Call
+    async with contextlib.AsyncExitStack() as closing:
+        if kind == "grpc":
+            server = serving.new_server(credential_checks=checks)
+            pb_grpc.add_DeviceServiceServicer_to_server(devices, server)
+            number = server.add_insecure_port("127.0.0.1:0")
+            await server.start()
+            closing.push_async_callback(server.stop, None)
+            channel = grpc.aio.insecure_channel(f"127.0.0.1:{number}")
+            closing.push_async_callback(channel.close)
+            method = channel.unary_unary(
+                GET_TASK, request_serializer=lambda message: message.SerializeToString(),
+                response_deserializer=pb.GetTaskResponse.FromString)
+            call = lambda request, metadata: method(  # noqa: E731
+                request, metadata=metadata, timeout=BOUND_S)
+        elif kind == "connect":
+            connect = ConnectServer("test port", procedures(DEVICES, devices, checks),
+                                    1 << 16, None, [])
+            number = await connect.start("127.0.0.1", 0, insecure=True)
+            closing.push_async_callback(connect.close)
+            client = ConnectChannel(f"127.0.0.1:{number}", insecure=True)
+            closing.push_async_callback(client.close)
+            call = lambda request, metadata: client.call(  # noqa: E731
+                GET_TASK, request, pb.GetTaskResponse, metadata, BOUND_S)
+        else:
+            limits = FramedLimits(max_message_bytes=1 << 16, max_streams_per_connection=4,
+                                  max_connections=8, handshake_timeout_s=5.0,
+                                  idle_timeout_s=30.0, max_unread_bytes=1 << 17)
+            framed = FramedServer("test port", {p.path: p for p in procedures(
+                DEVICES, devices, checks)}, limits, None)
+            number = await framed.start("127.0.0.1", 0, insecure=True)
+            closing.push_async_callback(framed.close)
+            framed_channel = FramedChannel(f"127.0.0.1:{number}", None)
+            closing.push_async_callback(framed_channel.close)
+            call = lambda request, metadata: framed_channel.unary(  # noqa: E731
+                GET_TASK, request, pb.GetTaskResponse, metadata, BOUND_S)
+        yield call
+
+
+# (what is sent, with or without the token) -> the code every port answers and how its words
+# open (the rest is the protobuf parser's reason, which differs between its builds)
+BAD: dict[str, tuple[Any, tuple[tuple[str, str], ...], grpc.StatusCode, str]] = {
+    "bytes that are no message": (
+        Raw(b"\xff\xff\xff\xff"), TOKEN, grpc.StatusCode.INVALID_ARGUMENT,
+        "the request does not parse: Error parsing message with type "
+        "'fedhh.v1.GetTaskRequest'"),
+    "a field cut short": (
+        Raw(b"\x0a\x05ab"), TOKEN, grpc.StatusCode.INVALID_ARGUMENT,
+        "the request does not parse: Error parsing message with type "
+        "'fedhh.v1.GetTaskRequest'"),
+    "no credentials": (
+        pb.GetTaskRequest(device_id=3), (), grpc.StatusCode.UNAUTHENTICATED,
+        "a bearer token is required"),
+    "an unknown device": (
+        pb.GetTaskRequest(device_id=1), TOKEN, grpc.StatusCode.NOT_FOUND, "no device 1"),
+}
+
+
+def answer(kind: str, request: Any, metadata: tuple[tuple[str, str], ...]
+           ) -> tuple[grpc.StatusCode, str]:
+    async def main() -> tuple[grpc.StatusCode, str]:
+        async with port(kind) as call:
+            try:
+                await call(request, metadata)
+            except grpc.aio.AioRpcError as error:
+                return error.code(), error.details() or ""
+            raise AssertionError(f"{kind}: the bad request was answered OK")
+    return run(main())
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_a_bad_request_gets_the_same_code_and_words_on_every_port(case: str) -> None:
+    """Before, the framed port said "the message does not parse: ..." (the parser's words
+    unbounded, on several lines) where gRPC and Connect said "the request does not parse:
+    ..." on one line of at most 200 characters: ``serving.does_not_parse`` words all three."""
+    request, metadata, code, opening = BAD[case]
+    answers = {kind: answer(kind, request, metadata) for kind in PORTS}
+    assert len(set(answers.values())) == 1, answers
+    got_code, details = answers["grpc"]
+    assert got_code == code and details.startswith(opening), answers
+    assert "\n" not in details and len(details) <= len("the request does not parse: ") + 200
