@@ -49,7 +49,12 @@ from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.errors import details_of, status_of
 from fedhh.rpc.http_listener import Served, peer_name, serve_app
 from fedhh.rpc.procedures import CallAbort, CallContext, HeadCheck, Procedure
-from fedhh.rpc.serving import check_failure_status, check_plaintext_listener, does_not_parse
+from fedhh.rpc.serving import (
+    check_failure_status,
+    check_plaintext_listener,
+    does_not_parse,
+    too_large,
+)
 from fedhh.rpc.tls import TlsFiles
 
 log = logging.getLogger(__name__)
@@ -143,8 +148,7 @@ class ConnectError(Exception):
 def _too_large(cap: int) -> ConnectError:
     # (Made where it is raised: an exception held in a local of a frame its traceback holds is
     # a reference cycle, which the services' collector settings keep for long, per refusal.)
-    return ConnectError(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                        f"the request is larger than this service's {cap} bytes")
+    return ConnectError(grpc.StatusCode.RESOURCE_EXHAUSTED, too_large(cap))
 
 
 def _timeout_s(header: str | None) -> float | None:

@@ -51,6 +51,13 @@ def does_not_parse(error: BaseException) -> str:
     return f"the request does not parse: {' '.join(str(error).split())[:200]}"
 
 
+def too_large(cap: int) -> str:
+    """The words a request above a port's receive cap of ``cap`` bytes is refused with,
+    RESOURCE_EXHAUSTED, on the Connect and framed ports. gRPC's port refuses it in gRPC's own
+    words ("Received message larger than max (N vs. cap)"), before any code of ours runs."""
+    return f"a request above the {cap}-byte receive cap"
+
+
 class Unparsable:
     """Stands in for a request message that did not parse; the call is answered
     INVALID_ARGUMENT (with ``details``, :func:`does_not_parse`'s words) before its handler

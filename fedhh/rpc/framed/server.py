@@ -85,6 +85,7 @@ from fedhh.rpc.serving import (
     check_plaintext_listener,
     does_not_parse,
     response_bytes,
+    too_large,
 )
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import framed_pb2
@@ -342,8 +343,8 @@ class _Connection(asyncio.Protocol):
             return  # (a stream that ended while the client still wrote to it)
         if kind == Kind.MESSAGE:
             if payload is None:
-                stream.force_end(grpc.StatusCode.RESOURCE_EXHAUSTED, f"a message above the "
-                                 f"{self.limits.max_message_bytes}-byte receive cap")
+                stream.force_end(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                 too_large(self.limits.max_message_bytes))
                 return
             if stream.half_closed:
                 raise FrameError(f"a message on stream {stream_id} after its CLOSE")

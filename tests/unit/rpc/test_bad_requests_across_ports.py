@@ -23,6 +23,7 @@ from fedhh.rpc.errors import status_errors
 from fedhh.rpc.framed.client import FramedChannel
 from fedhh.rpc.framed.server import FramedLimits, FramedServer
 from fedhh.rpc.procedures import procedures
+from fedhh.rpc.serving import too_large
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 
@@ -33,6 +34,7 @@ ENROLL = "/fedhh.v1.DeviceService/Enroll"
 GET_TASK = "/fedhh.v1.DeviceService/GetTask"
 TOKEN = (("authorization", "Bearer ok"),)
 PORTS = ("grpc", "connect", "framed")
+CAP = 1 << 16  # every port's receive cap here
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
@@ -75,7 +77,7 @@ async def port(kind: str) -> AsyncIterator[Call]:
     call: Call
     async with contextlib.AsyncExitStack() as closing:
         if kind == "grpc":
-            server = serving.new_server(credential_checks=checks)
+            server = serving.new_server(CAP, credential_checks=checks)
             pb_grpc.add_DeviceServiceServicer_to_server(devices, server)
             number = server.add_insecure_port("127.0.0.1:0")
             await server.start()
@@ -89,7 +91,7 @@ async def port(kind: str) -> AsyncIterator[Call]:
                 request, metadata=metadata, timeout=BOUND_S)
         elif kind == "connect":
             connect = ConnectServer("test port", procedures(DEVICES, devices, checks),
-                                    1 << 16, None, [])
+                                    CAP, None, [])
             number = await connect.start("127.0.0.1", 0, insecure=True)
             closing.push_async_callback(connect.close)
             client = ConnectChannel(f"127.0.0.1:{number}", insecure=True)
@@ -97,9 +99,9 @@ async def port(kind: str) -> AsyncIterator[Call]:
             call = lambda request, metadata: client.call(  # noqa: E731
                 GET_TASK, request, pb.GetTaskResponse, metadata, BOUND_S)
         else:
-            limits = FramedLimits(max_message_bytes=1 << 16, max_streams_per_connection=4,
+            limits = FramedLimits(max_message_bytes=CAP, max_streams_per_connection=4,
                                   max_connections=8, handshake_timeout_s=5.0,
-                                  idle_timeout_s=30.0, max_unread_bytes=1 << 17)
+                                  idle_timeout_s=30.0, max_unread_bytes=2 * CAP)
             framed = FramedServer("test port", {p.path: p for p in procedures(
                 DEVICES, devices, checks)}, limits, None)
             number = await framed.start("127.0.0.1", 0, insecure=True)
@@ -153,3 +155,15 @@ def test_a_bad_request_gets_the_same_code_and_words_on_every_port(case: str) -> 
     got_code, details = answers["grpc"]
     assert got_code == code and details.startswith(opening), answers
     assert "\n" not in details and len(details) <= len("the request does not parse: ") + 200
+
+
+def test_a_request_above_the_cap_is_refused_alike_on_every_port() -> None:
+    """RESOURCE_EXHAUSTED on each port; Connect and framed in one set of words
+    (``serving.too_large``), gRPC in gRPC's own (its core refuses the message before any code
+    of ours runs). Before, Connect said "the request is larger than this service's 65536
+    bytes" and the framed port "a message above the 65536-byte receive cap"."""
+    over = Raw(b"\x0a\x80\x80\x08" + b"x" * (2 * CAP))  # a 131,072-byte field
+    answers = {kind: answer(kind, over, TOKEN) for kind in PORTS}
+    assert {code for code, _ in answers.values()} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+    assert answers["connect"][1] == answers["framed"][1] == too_large(CAP)
+    assert answers["grpc"][1].endswith(f"vs. {CAP})"), answers

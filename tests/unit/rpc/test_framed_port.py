@@ -314,7 +314,7 @@ async def test_an_oversize_message_ends_only_its_stream(port: Port) -> None:
     big = message(b"x" * 5000).SerializeToString()
     raw.send(HEADER.pack(1, Kind.MESSAGE, len(big)), big[:100])  # (the header, a little more)
     assert await raw.end(1) == (grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                "a message above the 1024-byte receive cap")
+                                "a request above the 1024-byte receive cap")
     await until(lambda: port.cancelled == [1], "stream 1's handler cancelled")
     # The rest of the payload, in two writes, the second with stream 2's message right after.
     raw.send(big[100:3000])
@@ -338,7 +338,7 @@ async def test_an_oversize_message_through_the_channel(port: Port) -> None:
     assert (await small.read()).challenge == b"1"
     await big.write(message(b"x" * 2000))
     assert await refused(big) == (grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                  "a message above the 1024-byte receive cap")
+                                  "a request above the 1024-byte receive cap")
     await small.write(message(b"2"))
     assert (await small.read()).challenge == b"2"
     # (the big call's stream 2 opened in the same write as its message: its handler was
@@ -354,7 +354,7 @@ async def test_a_stream_ended_in_the_read_that_opened_it_is_forgotten(port: Port
     connection never went idle."""
     raw = await port.raw(open_frame(1), frame(1, Kind.MESSAGE, b"x" * 2000))
     assert await raw.end(1) == (grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                "a message above the 1024-byte receive cap")
+                                "a request above the 1024-byte receive cap")
     connection = port.connection()
     assert not connection.streams and connection._unread == 0
     raw.send(open_frame(2), frame(2, Kind.MESSAGE, b"\x2a\x01y"), frame(2, Kind.CANCEL))
