@@ -100,11 +100,20 @@ class ControlHandler(ABC, Generic[R]):
                          send: Callable[[ResultReport], Awaitable[None]]) -> None:
         """Wait up to ``wait_s`` for the round to finish and ``send`` its report. Once a
         finished round's report was sent whole (every chunk handed to the transport), the
-        coordinator has it: the round is forgotten, leaving its tombstone."""
+        coordinator has it: the round is forgotten, leaving its tombstone. An aborted round is
+        forgotten also when its report could not be sent (the call cancelled or cut: the
+        coordinator crashed or left): the report carries no sum, and its tombstone answers
+        GetOutcome; before, the round stayed held until its outcome expired."""
         round_ = self._registry.by_round(round_id)
         state = await round_.wait_finished(wait_s)
         report = self._report(round_, state)
-        await send(report)
+        try:
+            await send(report)
+        except BaseException:
+            if state == RoundState.ABORTED:
+                self._registry.forget(round_, "its abort report was not read; its outcome "
+                                      "is kept for GetOutcome")
+            raise
         if state == RoundState.ABORTED:
             self._registry.forget(round_, "its abort was reported to the coordinator")
             self._count("aborted")

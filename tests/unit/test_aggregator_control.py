@@ -109,6 +109,36 @@ def test_a_delivered_sum_is_not_sent_twice(kind: str) -> None:
     assert registry.forgotten == []
 
 
+@pytest.mark.parametrize("kind", ["aggregator", "combiner"])
+@pytest.mark.parametrize("cut", [asyncio.CancelledError, ConnectionResetError])
+def test_an_abort_report_not_read_still_forgets_the_round(kind: str,
+                                                           cut: type[BaseException]) -> None:
+    """The coordinator left while its abort report was written (its call cancelled, or the
+    write cut): the round is forgotten all the same, and not counted as reported."""
+    registry = _FakeRegistry(_round(RoundState.ABORTED))
+    before = _count(kind, "aborted")
+
+    async def send(report: ResultReport) -> None:
+        raise cut
+
+    with pytest.raises(cut):
+        asyncio.run(_handler(kind, registry).get_result(b"r", 0, send))
+    assert [d for _, d in registry.forgotten] == [False]
+    assert _count(kind, "aborted") == before
+
+
+@pytest.mark.parametrize("kind", ["aggregator", "combiner"])
+def test_a_released_sum_not_read_is_kept(kind: str) -> None:
+    registry = _FakeRegistry(_round(RoundState.RELEASED, released=True))
+
+    async def send(report: ResultReport) -> None:
+        raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(_handler(kind, registry).get_result(b"r", 0, send))
+    assert registry.forgotten == []  # the coordinator asks again for the sum
+
+
 def test_the_combiners_outcome_merges_its_shards() -> None:
     signed = SignedConfig(b"", b"")
     shards = [Shard(i, signed, SimpleNamespace(round_id=b"r/%d" % i), i)  # type: ignore[arg-type]
