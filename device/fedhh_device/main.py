@@ -319,6 +319,8 @@ async def serve(args: argparse.Namespace) -> None:
         await coordinator.close()
     if stats_file is not None:
         write_stats(stats_file, len(hosted), fleet.stats)
+    # (the other services log their stop; before, a device process's last line was its start)
+    log.info("device process stopped", extra={"devices": len(hosted), "asked_to_stop": stopped})
     if not stopped and isinstance(outcome, Exception):
         # Its devices could not enroll or run (no token, a refused token, an unwritable state
         # directory): the process fails with the reason, so a supervisor sees it.

@@ -303,8 +303,9 @@ def _says_once_that_it_waits(pki: Pki, tmp_path: Path, free: int) -> None:
     try:
         assert device.stderr is not None
         read: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [read.put(line) for line in device.stderr or ()],
-                         daemon=True).start()
+        reader = threading.Thread(target=lambda: [read.put(line) for line in device.stderr or ()],
+                                  daemon=True)
+        reader.start()
         # (a deadline, not a window: a process that imports numpy and grpc can take tens of
         # seconds to start on a busy machine; LocalTopology gives a service 300 s)
         deadline = time.monotonic() + START_BOUND_S
@@ -323,6 +324,13 @@ def _says_once_that_it_waits(pki: Pki, tmp_path: Path, free: int) -> None:
         # one warning, and nothing from gRPC's C core: every line is one of the log's
         assert all(line.startswith('{"time": ') for line in lines), lines
         assert sum("cannot reach" in line for line in lines) == 1, lines
+        # Stopped, it says so last (before, its last line was the start's).
+        device.send_signal(signal.SIGTERM)
+        device.wait(START_BOUND_S)
+        reader.join(START_BOUND_S)
+        rest = [read.get() for _ in range(read.qsize())]
+        assert rest and '"message": "device process stopped"' in rest[-1], rest
+        assert '"asked_to_stop": true' in rest[-1], rest
     finally:
         device.send_signal(signal.SIGTERM)
         try:
