@@ -160,17 +160,25 @@ def coordinator_addresses(text: str) -> list[tuple[str, str]]:
 
 
 def check_state_dir(text: str) -> Path:
-    """--state-dir, made if missing, once it is known to be a folder this process can write.
+    """--state-dir, made if missing, once it is known to be a folder this process can write
+    in a folder that exists.
 
     Checked before any device enrolls: an enrollment token enrolls once, so an identity that
     cannot be kept is a token lost (a rerun is refused UNAUTHENTICATED). It is required for
     the same reason: without it the identities, and the devices' privacy budgets
     (``fedhh_device.budget``), would live in memory only, and a restart would neither re-enroll
-    (the tokens are used) nor remember what its devices have spent."""
+    (the tokens are used) nor remember what its devices have spent. Only the last folder is
+    made: a mistyped parent (/data/devcies/state) made a whole new tree, and the process
+    enrolled fresh identities there with budgets spent from zero, beside the ones it meant."""
     check_output_dir("--state-dir", text)
     folder = Path(text)
+    parent = folder.resolve().parent
+    if not parent.is_dir():
+        raise ConfigError(f"--state-dir {folder}: the folder {parent} does not exist; only the "
+                          "last folder of the path is made (a mistyped path would start new "
+                          "identities and budgets): check the path, or make its parent first")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(exist_ok=True)
     except OSError as error:
         raise ConfigError(f"--state-dir {folder}: cannot make this folder "
                           f"({error.strerror or error})") from None
