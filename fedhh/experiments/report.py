@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fedhh.data.dataset import atomic_file
 from fedhh.experiments.analysis import SCALARS, StudyResults, VariantResult
 from fedhh.experiments.claims import ClaimResult, evaluate_claims
 from fedhh.experiments.plots import draw_figure, draw_summary, figure_specs, study_figures
@@ -141,8 +142,7 @@ def _write_all(root: Path, results: Sequence[StudyResults], meta: dict[str, Any]
     _write_csv(root / "claims.csv", [c.to_dict() for c in all_claims])
     _write_json(root / "claims.json", [c.to_dict() for c in all_claims])
     utility = bool(results) and all(r.study.group == UTILITY_GROUP for r in results)
-    (root / "README.md").write_text(_header(meta, all_claims, utility) + "\n".join(sections),
-                                    encoding="utf-8")
+    _write_text(root / "README.md", _header(meta, all_claims, utility) + "\n".join(sections))
     log.info("report written to %s", root)
     return WrittenReport(root / "README.md", all_claims)
 
@@ -316,7 +316,7 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     fields: dict[str, None] = {}
     for row in rows:
         fields.update(dict.fromkeys(row))
-    with open(path, "w", newline="", encoding="utf-8") as out:
+    with atomic_file(path, "w") as out:
         writer = csv.DictWriter(out, fieldnames=list(fields))
         writer.writeheader()
         for row in rows:
@@ -332,8 +332,16 @@ def _cell(value: Any) -> Any:
 def _write_json_lines(path: Path, items: list[Any]) -> None:
     """A JSON array with one compact item per line (small and diff-friendly)."""
     body = ",\n".join(json.dumps(item, default=jsonable, separators=(",", ":")) for item in items)
-    path.write_text(f"[\n{body}\n]\n", encoding="utf-8")
+    _write_text(path, f"[\n{body}\n]\n")
 
 
 def _write_json(path: Path, payload: Any) -> None:
-    path.write_text(json.dumps(payload, indent=1, default=jsonable) + "\n", encoding="utf-8")
+    _write_text(path, json.dumps(payload, indent=1, default=jsonable) + "\n")
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Whole or not at all: README.md is the mark of a complete report, so a write cut short
+    (a full disk, a kill) must not leave part of one under that name (nor half a CSV or JSON
+    another tool reads as whole)."""
+    with atomic_file(path, "w") as out:
+        out.write(text)

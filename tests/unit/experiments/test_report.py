@@ -259,6 +259,38 @@ def test_a_report_cut_short_leaves_no_readme_of_the_previous_one(
     assert json.loads((out / "report.json").read_text())["studies"] == ["segmentation"]
 
 
+def test_a_readme_whose_write_is_cut_short_is_not_left_as_a_complete_report(
+        tiny_path: Path, report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # README.md marks a complete report. Before, it was written in place, so a write cut
+    # short (here the file-size limit, as a full disk would) left part of one under that name.
+    import resource
+    import signal
+
+    from fedhh.experiments import report as report_module
+
+    header = report_module._header
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+
+    def cut_after_half(*args: object) -> str:
+        text = header(*args)  # type: ignore[arg-type]
+        # (every other file is written by now: the limit meets the README alone)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (len(text.encode()) // 2, limits[1]))
+        return text
+
+    monkeypatch.setattr(report_module, "_header", cut_after_half)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, not death
+    try:
+        out, code, _ = _segmentation_over(report / "deny-list", tiny_path, report, tmp_path,
+                                          capsys)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, previous)
+    assert code != 0
+    assert not (out / "README.md").exists()
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
 def test_two_reports_in_one_folder_are_written_one_after_the_other(
         tiny_path: Path, report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
