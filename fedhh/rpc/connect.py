@@ -44,6 +44,7 @@ from collections.abc import Hashable, Mapping, Sequence
 
 import grpc
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.errors import details_of, status_of
@@ -241,6 +242,16 @@ class ConnectServer:
         except TimeoutError:
             response = self._error(grpc.StatusCode.DEADLINE_EXCEEDED,
                                    "the call's Connect-Timeout-Ms passed")
+        except (HttpProcessingError, web.RequestPayloadError) as error:  # the sender's fault
+            # (the framing of the body broke as it was read: the compiled parser raises the
+            # first, the pure-Python one either; the second's text is the first's, "400,
+            # message: <reason>")
+            said = error.message if isinstance(error, HttpProcessingError) else str(error)
+            reason = does_not_parse("its HTTP body is malformed: "
+                                    + said.removeprefix("400, message:").strip())
+            log.info("Connect call refused", extra={"path": request.path[:200],
+                                                    "peer": peer_of(request), "why": reason})
+            response = self._error(grpc.StatusCode.INVALID_ARGUMENT, reason)
         except Exception:  # a bug: a generic answer, the traceback in the log
             log.exception("Connect call failed", extra={"path": request.path[:200]})
             response = self._error(grpc.StatusCode.INTERNAL, "internal error")

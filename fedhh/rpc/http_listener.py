@@ -117,11 +117,18 @@ class _Protocols:
     other answers do. Before, such a 400 was sent before any handler or middleware ran, and
     aiohttp runs no ``on_response_prepare`` for it (aio-libs/aiohttp#3287, #6463, open), so it
     had neither nosniff nor no-store. aiohttp's one hook for those answers is
-    ``RequestHandler.handle_error``, overridden here."""
+    ``RequestHandler.handle_error``, overridden here.
+
+    A body whose framing breaks while its handler reads it (a bad chunk size after a good
+    chunk) is ended with the parser's error, which the handler's read then raises. aiohttp's
+    compiled parser queued the error as a next request and left the body waiting: the handler
+    read on until its body timeout (10 s on a Connect port, then 504 deadline_exceeded); its
+    pure-Python parser (AIOHTTP_NO_EXTENSIONS) sets the error on the body itself."""
 
     def __init__(self, server: Any, settings: Mapping[str, Any],
                  headers: Mapping[str, str]) -> None:
         from aiohttp import web
+        from aiohttp.http_exceptions import HttpProcessingError
 
         class Answering(web.RequestHandler):
             def handle_error(self, request: Any, status: int = 500,
@@ -130,6 +137,24 @@ class _Protocols:
                 response = super().handle_error(request, status, exc, message)
                 response.headers.update(headers)
                 return response
+
+            def data_received(self, data: bytes) -> None:
+                queued = len(self._messages)
+                super().data_received(data)
+                if len(self._messages) <= queued:
+                    return
+                error = getattr(self._messages[-1][0], "exc", None)
+                # The body these bytes went on: the last request queued before them, or the
+                # one being handled if none waits.
+                if queued:
+                    body = self._messages[queued - 1][1]
+                elif self._current_request is not None:
+                    body = self._current_request.content
+                else:
+                    return
+                if (isinstance(error, HttpProcessingError) and not body.is_eof()
+                        and body.exception() is None):
+                    body.set_exception(error)
 
         self.server = server
         self._make = Answering

@@ -44,7 +44,7 @@ OPTIONS = [
 ]
 
 
-def does_not_parse(error: BaseException) -> str:
+def does_not_parse(error: BaseException | str) -> str:
     """The words a request that did not parse is refused with, INVALID_ARGUMENT: the same on
     every port a device reaches (gRPC, Connect, framed), in a call or a stream. The parser's
     reason on one line, cut to 200 characters (it may quote the sender's bytes)."""

@@ -15,7 +15,17 @@ from aiohttp import web
 
 def test_the_request_handler_has_the_fields_the_listener_reads() -> None:
     slots = set(getattr(web.RequestHandler, "__slots__", ()))
-    assert {"_messages", "_request_in_progress"} <= slots, sorted(slots)
+    assert {"_messages", "_request_in_progress", "_current_request"} <= slots, sorted(slots)
+
+
+def test_a_parser_error_is_queued_as_a_message_carrying_it() -> None:
+    """What the listener's data_received looks for to end a body whose framing broke
+    (test_connect_malformed_body)."""
+    from aiohttp.http_exceptions import BadHttpMessage
+    from aiohttp.web_protocol import _ErrInfo
+
+    error = BadHttpMessage("x")
+    assert _ErrInfo(status=400, exc=error, message="x").exc is error
 
 
 def test_handle_error_takes_what_the_override_passes_on() -> None:
