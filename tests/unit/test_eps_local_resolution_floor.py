@@ -1,0 +1,45 @@
+"""An explicit eps_local too small for a device's coins (they resolve 2^-32) is refused by name
+wherever a run is configured: the command line, a config file and the admin API all validate
+through RunConfig.validate. Below ~9.31e-10 the implemented randomized response turns a 0 into a
+1 with probability 1/2 and keeps a 1 with probability 1/2, so reports carry nothing. Before, it
+was accepted, and the estimator's 1 / (a1 - a0) divided by zero after the first round
+(`fedhh simulate --eps-local 1e-10`: a ZeroDivisionError traceback)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedhh.config import Mode, RunConfig
+from fedhh.device.randomizer import SCALE, a0_threshold
+from fedhh.errors import ConfigError
+from fedhh.rpc.run_config import from_proto, to_proto
+
+# The two neighbouring doubles around the floor (found by bisection on a0_threshold).
+LARGEST_REFUSED = 9.313225746154785e-10
+SMALLEST_KEPT = 9.313225746154787e-10
+NETWORK = dict(target_devices=1000, min_devices=100)
+
+
+def test_the_floor_is_where_the_coins_stop_telling_a_0_from_a_1() -> None:
+    assert 2 * a0_threshold(LARGEST_REFUSED) == SCALE
+    assert 2 * a0_threshold(SMALLEST_KEPT) < SCALE
+
+
+@pytest.mark.parametrize("eps", [5e-324, 1e-10, LARGEST_REFUSED])
+@pytest.mark.parametrize("mode", [Mode.SIMULATION, Mode.NETWORK])
+def test_an_eps_local_below_the_coins_resolution_is_refused_by_name(eps: float,
+                                                                   mode: Mode) -> None:
+    with pytest.raises(ConfigError, match=(
+            f"^eps_local {eps:g} is below what a device's coins resolve \\(2\\^-32\\): ")):
+        RunConfig(eps_local=eps, **NETWORK).validate(mode)
+
+
+def test_the_admin_apis_config_is_refused_the_same() -> None:
+    wired = from_proto(to_proto(RunConfig(eps_local=1e-10, **NETWORK)))
+    with pytest.raises(ConfigError, match=r"^eps_local 1e-10 is below"):
+        wired.validate(Mode.NETWORK)
+
+
+def test_the_smallest_eps_local_the_coins_resolve_is_kept() -> None:
+    config = RunConfig(eps_local=SMALLEST_KEPT, **NETWORK)
+    assert config.validate(Mode.NETWORK).eps_local == SMALLEST_KEPT
