@@ -89,7 +89,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", required=True, metavar="DIR",
                    help="keep the devices' enrolled identities and privacy budgets here across "
                         "restarts (required: a token enrolls once, and a budget forgotten at "
-                        "exit would start again from zero)")
+                        "exit would start again from zero); made if missing, but only as the "
+                        "last folder of the path: its parent must exist")
     p.add_argument("--seed", type=options.non_negative_int, default=None,
                    help="TEST MODE: seeded randomness instead of OS entropy")
     p.add_argument("--drop-rate", "--dropout", dest="drop_rate", metavar="RATE",
