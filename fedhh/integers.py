@@ -15,7 +15,9 @@ same number everywhere, or the same refusal.
   ``inf`` and ``nan`` are refused. A decimal past 1e308 (the largest double) is refused, as
   ``inf`` is, without building its integer (``1e999999999`` would have a billion digits).
 - ``read_number`` is Python's ``float`` of the text otherwise: ``inf`` and ``nan`` are read,
-  each caller decides whether its option takes them.
+  each caller decides whether its option takes them. A number other than 0 that no double holds
+  (``1e-400``, nearer 0 than 4.9e-324) is refused as such: ``float`` makes it 0, and the
+  caller's range refusal then spoke of a 0 nobody typed ("delta must be in (0, 1), got 0.0").
 - Only ASCII text is read: Python's ``int``, ``Decimal`` and ``float`` take any script's decimal
   digits and blanks (``int("١٢٣")`` is 123, ``"１e３"`` 1000, ``float("١.٥")`` 1.5), which a
   person reading the command or its log would not take for the number the run used; they are
@@ -61,9 +63,13 @@ def read_number(text: str) -> float:
     ConfigError."""
     _check_written(text, "a number")
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise ConfigError(f"must be a number, got {shown_text(text)}") from None
+    if value == 0 and decimal.Decimal(text) != 0:
+        raise ConfigError(f"must be 0 or a number a double holds, got {shown_text(text)}: it is "
+                          "nearer 0 than the smallest double (4.9e-324) and would be read as 0")
+    return value
 
 
 def _check_written(text: str, what: str) -> None:

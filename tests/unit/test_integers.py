@@ -192,3 +192,28 @@ def test_the_float_readers_still_read_what_they_read() -> None:
     for refuse in (options.positive_float, options.non_negative_float):
         with pytest.raises(argparse.ArgumentTypeError, match="got 'inf'"):
             refuse("inf")
+
+
+@pytest.mark.parametrize("text", ["1e-400", "-1e-400", "2e-324", "0.1e-330"])
+def test_a_number_no_double_holds_is_refused_as_typed_not_as_0(
+        text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A number nearer 0 than the smallest double was read as 0, and the option's range check
+    refused the 0 nobody typed: `simulate --delta 1e-400` said 'delta must be in (0, 1), got
+    0.0'. Now the refusal quotes the text, on a knob and on a command's own option."""
+    said = (f"must be 0 or a number a double holds, got {text!r}: it is nearer 0 than the "
+            "smallest double (4.9e-324) and would be read as 0")
+    with pytest.raises(ConfigError) as refused:
+        read_number(text)
+    assert str(refused.value) == said
+    for argv, option in ((["simulate", "--delta", text], "--delta"),
+                         (["privacy", "--eps-agg", "1", "--rounds", "1", "--delta", text],
+                          "--delta")):
+        with pytest.raises(SystemExit):
+            _flag(argv, "unused")
+        assert f"argument {option}: {said}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, value", [("0", 0.0), ("-0.0", -0.0), ("0e-400", 0.0),
+                                         ("3e-324", 5e-324), ("5e-324", 5e-324)])
+def test_zero_and_the_smallest_doubles_are_still_read(text: str, value: float) -> None:
+    assert read_number(text) == value
