@@ -464,7 +464,7 @@ class RunConfig:
             _at_most("eps_local", self.eps_local, EPS_LOCAL_MAX,
                      "(the largest the accountants solve for; a device's coins resolve 2^-32, "
                      "so any eps_local above 22.18 randomizes as that one)")
-            _tells_bits_apart(self.eps_local)
+            _tells_bits_apart(self.eps_local, self.randomizer)
         _at_least("rounds", self.rounds, 1)
         if self.dim_limit is not None:
             _at_least("dim_limit", self.dim_limit, 2)
@@ -799,19 +799,33 @@ def _a_kind(value: object) -> str:
     return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
-def _tells_bits_apart(eps_local: float) -> None:
+def _tells_bits_apart(eps_local: float, randomizer: str) -> None:
     """Refuse an explicit eps_local whose implemented randomizer sends a 0 and a 1 to 1 with
     the same probability (``fedhh.device.randomizer.a0_threshold``: P[0 -> 1] = m / 2^32, and
     P[1 -> 1] = 1 - m / 2^32): at m = 2^31, below eps_local ~9.31e-10, a report carries
     nothing, and the estimator's scale 1 / (a1 - a0) divided by zero after the first round
-    (a ZeroDivisionError traceback in `fedhh simulate`, a failed run on the coordinator)."""
+    (a ZeroDivisionError traceback in `fedhh simulate`, a failed run on the coordinator).
+
+    PI-RAPPOR keeps the same floor, for its own reason: its alpha_1 is rounded down to a
+    multiple of 2^-32 (``fedhh.pirappor.params``, Lemma 4.2's rates), and near the floor some
+    segment lengths admit no set S with alpha_1 above the rate a of other elements (30 bits
+    below 9.3132257418e-10 by bisection; 28 and 29 bits at 5e-10 too), so a round at such a
+    segment ended the run in an AssertionError. Its own floor over 1 to 30 bits lies 4.3e-19
+    below this one; one floor for both keeps the refusal independent of the segment plan."""
     from fedhh.device.randomizer import SCALE, a0_threshold
 
-    if 2 * a0_threshold(eps_local) >= SCALE:
-        raise ConfigError(f"eps_local {eps_local:g} is below what a device's coins resolve "
-                          "(2^-32): its randomized response keeps a 1 as often as it turns a "
-                          "0 into one, so reports carry nothing; give at least 9.32e-10, or "
-                          "leave eps_local out to have it solved from eps_agg")
+    if 2 * a0_threshold(eps_local) < SCALE:
+        return
+    if randomizer == "pi-rappor":
+        why = ("PI-RAPPOR's chance of putting a device's own element in S, in steps of "
+               "2^-32, is then no more than another element's at some segment lengths (at 30 "
+               "bits below 9.3132257418e-10), and a round at such a segment ends the run")
+    else:
+        why = ("its randomized response keeps a 1 as often as it turns a 0 into one, so "
+               "reports carry nothing")
+    raise ConfigError(f"eps_local {eps_local:g} is below what a device's coins resolve "
+                      f"(2^-32): {why}; give at least 9.32e-10, or leave eps_local out to "
+                      "have it solved from eps_agg")
 
 
 def _positive(name: str, value: float) -> None:

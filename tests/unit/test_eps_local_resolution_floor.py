@@ -43,3 +43,21 @@ def test_the_admin_apis_config_is_refused_the_same() -> None:
 def test_the_smallest_eps_local_the_coins_resolve_is_kept() -> None:
     config = RunConfig(eps_local=SMALLEST_KEPT, **NETWORK)
     assert config.validate(Mode.NETWORK).eps_local == SMALLEST_KEPT
+
+
+def test_pi_rappors_refusal_gives_pi_rappors_reason() -> None:
+    """The refusal spoke of the randomized response's coins (a 1 kept as often as a 0 is
+    turned into one) also for a PI-RAPPOR run, whose reports are field vectors: below the
+    floor, PI-RAPPOR at 30-bit segments finds no set S with the device's element more likely
+    in it than another's, and the round ended in an AssertionError."""
+    from fedhh.pirappor.params import round_parameters
+
+    with pytest.raises(AssertionError, match="no admissible PI-RAPPOR set"):
+        round_parameters(1e-10, 30)
+    with pytest.raises(ConfigError) as refused:
+        RunConfig(eps_local=1e-10, randomizer="pi-rappor", **NETWORK).validate(Mode.NETWORK)
+    said = str(refused.value)
+    assert "PI-RAPPOR's chance of putting a device's own element in S" in said
+    assert "keeps a 1 as often" not in said
+    with pytest.raises(ConfigError, match="keeps a 1 as often as it turns a 0 into one"):
+        RunConfig(eps_local=1e-10, randomizer="ohe-rr", **NETWORK).validate(Mode.NETWORK)
