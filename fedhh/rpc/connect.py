@@ -218,7 +218,8 @@ class ConnectServer:
             check_plaintext_listener(f"{host}:{port}", insecure, f"the {self.name}")
         self._served = await serve_app(self.app, self.name, context, host, port,
                                        self._security_headers(), self.max_connections,
-                                       default_connections=MAX_CONNECTIONS)
+                                       default_connections=MAX_CONNECTIONS,
+                                       error_answer=self._refused_by_aiohttp)
         self.port = self._served.port
         return self.port
 
@@ -403,6 +404,18 @@ class ConnectServer:
         body = json.dumps({"code": name, "message": message})
         return web.Response(text=body, status=http_status or status,
                             content_type="application/json", headers=headers)
+
+    def _refused_by_aiohttp(self, status: int, exc: BaseException | None,
+                            message: str | None) -> web.Response | None:
+        """A request aiohttp's parser refused before any handler (a bad request line, a
+        Content-Length that is no number), answered 400 invalid_argument in Connect's shape.
+        aiohttp's plain-text 400 is read by a Connect client from its status alone, which the
+        Connect protocol maps to internal: the server's fault, for the sender's. Its other
+        answers (500, a handler that failed past ours) are kept."""
+        if status != 400:
+            return None
+        return self._error(grpc.StatusCode.INVALID_ARGUMENT,
+                           does_not_parse(message or exc or "a malformed HTTP request"))
 
     def _security_headers(self) -> dict[str, str]:
         """What every answer of the port carries, whatever the request (aiohttp's own 400s

@@ -44,13 +44,16 @@ import resource
 import select
 import socket
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from fedhh.errors import ConfigError
 
 log = logging.getLogger(__name__)
+
+#: A port's own answer to a request aiohttp refused (status, exception, message), or None.
+ErrorAnswer = Callable[[int, BaseException | None, str | None], Any]
 
 # The dashboard's figure: an operator's browser holds a few connections per tab (pages, assets,
 # one live stream). The Connect port passes its own.
@@ -123,10 +126,14 @@ class _Protocols:
     chunk) is ended with the parser's error, which the handler's read then raises. aiohttp's
     compiled parser queued the error as a next request and left the body waiting: the handler
     read on until its body timeout (10 s on a Connect port, then 504 deadline_exceeded); its
-    pure-Python parser (AIOHTTP_NO_EXTENSIONS) sets the error on the body itself."""
+    pure-Python parser (AIOHTTP_NO_EXTENSIONS) sets the error on the body itself.
+
+    ``error_answer`` (status, aiohttp's exception, its message) may put the port's own answer
+    in place of aiohttp's (None keeps aiohttp's): a Connect port answers in Connect's error
+    shape, which its clients read; aiohttp's plain text is read by its status alone."""
 
     def __init__(self, server: Any, settings: Mapping[str, Any],
-                 headers: Mapping[str, str]) -> None:
+                 headers: Mapping[str, str], error_answer: ErrorAnswer | None = None) -> None:
         from aiohttp import web
         from aiohttp.http_exceptions import HttpProcessingError
 
@@ -135,6 +142,10 @@ class _Protocols:
                              exc: BaseException | None = None,
                              message: str | None = None) -> Any:
                 response = super().handle_error(request, status, exc, message)
+                if error_answer is not None and (
+                        own := error_answer(status, exc, message)) is not None:
+                    own.force_close()  # (aiohttp's answer closes: the stream is not in step)
+                    response = own
                 response.headers.update(headers)
                 return response
 
@@ -536,14 +547,16 @@ class Served:
 async def serve_app(app: Any, name: str, context: ssl.SSLContext | None, host: str,
                     port: int, headers: Mapping[str, str], max_connections: int | None = None,
                     default_connections: int = MAX_CONNECTIONS,
-                    shutdown_timeout_s: float = 2.0) -> Served:
+                    shutdown_timeout_s: float = 2.0,
+                    error_answer: ErrorAnswer | None = None) -> Served:
     """Serve the aiohttp application ``app`` on host:port (0: OS-chosen) behind a fair
     :class:`Listener`, which the application tells of each request head (its first
     middleware), with the runner's settings (``_runner``). ``headers``: those every answer of
     the port carries whatever it answers (where its handler set none of its own), set also on
     aiohttp's own answers (``_Protocols``) and on the listener's to plain HTTP on a TLS port;
-    with them ``Server: fedhh`` (``SERVER``), never aiohttp's version banner. A port that
-    cannot be bound leaves nothing set up."""
+    with them ``Server: fedhh`` (``SERVER``), never aiohttp's version banner.
+    ``error_answer``: the port's own answer in place of aiohttp's to a request it refused
+    itself (``_Protocols``). A port that cannot be bound leaves nothing set up."""
     from aiohttp import web  # (the aiohttp servers alone come here)
 
     headers = {**headers, "Server": SERVER}
@@ -563,9 +576,9 @@ async def serve_app(app: Any, name: str, context: ssl.SSLContext | None, host: s
     app.on_response_prepare.append(carry_headers)
     runner, settings = _runner(app, name, shutdown_timeout_s)
     await runner.setup()
-    listener = Listener(_Protocols(runner.server, settings, headers), context, max_connections,
-                        name=name, fair=True, default_connections=default_connections,
-                        headers=headers)
+    listener = Listener(_Protocols(runner.server, settings, headers, error_answer), context,
+                        max_connections, name=name, fair=True,
+                        default_connections=default_connections, headers=headers)
     try:
         bound = listener.bind(host, port)
     except ConfigError:
