@@ -1,0 +1,82 @@
+"""A combiner's journal whose rounds do not fit the combiner it restarts (a shard naming a
+worker past its --worker list, a running round's configs signed by another coordinator) is
+refused at start, naming the file and the round, the file unchanged. Before, the running round
+was taken over: its collector failed on the missing worker (an ERROR traceback, the round
+aborted "the combiner failed collecting it"), and configs another coordinator signed were
+collected for this one; a finished round's missing worker was GetOutcome's IndexError."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import pytest
+from aggregator_testkit import COORDINATOR_PUBLIC, make_cohort
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fedhh.errors import ConfigError
+from fedhh_aggregator.combiner import CombinerRegistry
+from fedhh_aggregator.journal import Journal
+
+ROUND = b"run/1/combined"
+
+
+def _journal(directory: Path, worker: int, finished: bool, other_key: bool = False) -> Path:
+    key = Ed25519PrivateKey.from_private_bytes(b"\x02" * 32) if other_key else None
+    cohort = make_cohort(4, 16, 3, 2, n_min=3, consistency_check=True, round_id=b"run/1/s0",
+                         **({"coordinator_key": key} if key else {}))
+    shard = {"config": cohort.signed.payload.hex(), "signature": cohort.signed.signature.hex(),
+             "worker": worker}
+    lines = [{"v": 1, "op": "open", "round": ROUND.hex(), "session": "00" * 32, "at": time.time(),
+              "detail": {"shards": [shard]}}]
+    if finished:
+        lines.append({"v": 1, "op": "finish", "round": ROUND.hex(), "state": "released",
+                      "reason": "", "reached_unmask": True, "contributors": 4, "at": time.time()})
+    directory.mkdir()
+    path = directory / "outcomes.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+@pytest.mark.parametrize(("worker", "finished", "other_key", "why"), [
+    (3, False, False, "shard 0 names worker 3; there are 2"),
+    (3, True, False, "shard 0 names worker 3; there are 2"),
+    (1, False, True, "shard 0's config is not signed by the coordinator"),
+])
+def test_a_journal_that_does_not_fit_the_combiner_is_refused_unchanged(
+        tmp_path: Path, worker: int, finished: bool, other_key: bool, why: str) -> None:
+    path = _journal(tmp_path / "state", worker, finished, other_key)
+    before = hashlib.md5(path.read_bytes()).hexdigest()
+
+    async def restore() -> None:
+        combiner = CombinerRegistry(COORDINATOR_PUBLIC, [object(), object()],  # type: ignore[arg-type]
+                            journal=Journal(tmp_path / "state"))
+        try:
+            combiner.restore()
+        finally:
+            combiner.close()
+
+    with pytest.raises(ConfigError) as refused:
+        asyncio.run(restore())
+    said = str(refused.value)
+    assert said.startswith(f"{path}: round 'run/1/combined' does not fit this combiner ({why})")
+    assert "move the file away" in said
+    assert hashlib.md5(path.read_bytes()).hexdigest() == before
+
+
+def test_a_finished_round_of_another_coordinator_key_is_kept_as_its_tombstone(
+        tmp_path: Path) -> None:
+    """Its signatures are not checked: the tombstone only answers for it."""
+    _journal(tmp_path / "state", 1, finished=True, other_key=True)
+
+    async def restore() -> None:
+        combiner = CombinerRegistry(COORDINATOR_PUBLIC, [object(), object()],  # type: ignore[arg-type]
+                            journal=Journal(tmp_path / "state"))
+        combiner.restore()
+        assert ROUND in combiner._tombstones
+        combiner.close()
+
+    asyncio.run(restore())
