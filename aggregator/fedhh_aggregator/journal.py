@@ -188,6 +188,9 @@ class Journal:
         this journal holds the directory (:meth:`_lock`)."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:  # (strerror "File exists" read as if the folder were fine)
+            raise ConfigError(f"the state directory {self.directory} is a file, not a "
+                              "folder") from None
         except OSError as error:
             raise ConfigError(f"cannot read the state directory {self.directory}: "
                               f"{error.strerror}") from None
@@ -225,9 +228,8 @@ class Journal:
     def _replay(self) -> dict[bytes, RoundRecord]:
         try:
             data = self.path.read_bytes() if self.path.exists() else b""
-        except OSError as error:
-            raise ConfigError(f"cannot read the state directory {self.directory}: "
-                              f"{error.strerror}") from None
+        except OSError as error:  # (the file's name: "Is a directory" is about it)
+            raise ConfigError(f"cannot read the journal {self.path}: {error.strerror}") from None
         records: dict[bytes, RoundRecord] = {}
         lines = data.split(b"\n")
         if lines.pop():  # not b"": the last write was interrupted before its newline

@@ -187,3 +187,18 @@ def test_a_failed_rewrite_says_truly_whether_the_journal_was_replaced(
     loaded = Journal(tmp_path).load()
     assert (loaded[b"r1"].state == "aborted") == (failing == "folder")
     assert (b"r2" in loaded) == (failing == "folder")
+
+
+def test_a_state_path_of_the_wrong_kind_is_named_for_what_it_is(tmp_path: Path) -> None:
+    """Before: a --state-dir that is a file was 'cannot read the state directory D: File
+    exists', and a journal that is a folder 'cannot read the state directory D: Is a
+    directory', naming the folder that is one."""
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(ConfigError) as refused:
+        Journal(tmp_path / "file").load()
+    assert str(refused.value) == f"the state directory {tmp_path / 'file'} is a file, not a folder"
+    (tmp_path / "state" / "outcomes.jsonl").mkdir(parents=True)
+    with pytest.raises(ConfigError) as refused:
+        Journal(tmp_path / "state").load()
+    assert str(refused.value) == (f"cannot read the journal {tmp_path / 'state' / 'outcomes.jsonl'}"
+                                  ": Is a directory")
