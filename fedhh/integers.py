@@ -67,8 +67,8 @@ def read_number(text: str) -> float:
     except ValueError:
         raise ConfigError(f"must be a number, got {shown_text(text)}") from None
     if value == 0 and decimal.Decimal(text) != 0:
-        raise ConfigError(f"must be 0 or a number a double holds, got {shown_text(text)}: it is "
-                          "nearer 0 than the smallest double (4.9e-324) and would be read as 0")
+        raise ConfigError(f"got {shown_text(text)}, nearer 0 than the smallest double "
+                          "(4.9e-324): it would be read as 0, not as written")
     return value
 
 

@@ -200,8 +200,8 @@ def test_a_number_no_double_holds_is_refused_as_typed_not_as_0(
     """A number nearer 0 than the smallest double was read as 0, and the option's range check
     refused the 0 nobody typed: `simulate --delta 1e-400` said 'delta must be in (0, 1), got
     0.0'. Now the refusal quotes the text, on a knob and on a command's own option."""
-    said = (f"must be 0 or a number a double holds, got {text!r}: it is nearer 0 than the "
-            "smallest double (4.9e-324) and would be read as 0")
+    said = (f"got {text!r}, nearer 0 than the smallest double (4.9e-324): it would be read "
+            "as 0, not as written")
     with pytest.raises(ConfigError) as refused:
         read_number(text)
     assert str(refused.value) == said
