@@ -173,7 +173,8 @@ def completion_note(shown: dict[str, Any], results: Any, config: Any) -> str:
     stored = from_proto(config)
     causes = [str(row.get("cause", "")) for row in shown.get("cutPrefixes", [])]
     thresholds = {r.round: r.threshold for r in results.rounds if r.state == "released"}
-    return lost_in_completion_note(causes, len(results.heavy_hitters), stored.rounds,
+    return lost_in_completion_note(causes, [(h.round, h.truncated) for h in results.heavy_hitters],
+                                   stored.rounds,
                                    stored.completion_weight, thresholds) or ""
 
 

@@ -419,7 +419,8 @@ def completion_weight_note(payload: dict[str, Any]) -> str | None:
                   if r["extra"].get("run", 1) == 1}
     return lost_in_completion_note([str(c.get("cause", "")) for c in
                                     payload.get("cut_prefixes", [])],
-                                   len(payload["heavy_hitters"]), main, weight, thresholds)
+                                   [(int(h.get("round", 0)), bool(h.get("truncated")))
+                                    for h in payload["heavy_hitters"]], main, weight, thresholds)
 
 
 def unused_baseline_rounds(payload: dict[str, Any]) -> str | None:

@@ -637,7 +637,8 @@ def _print_results(run: Any, results: Any) -> None:
                   f"{h.estimate:8.1f}  (round {h.round}; {cause}{_noted(h)})")
         # (as fedhh simulate says it: before, a networked run of URLs was not told either)
         note = lost_in_completion_note(
-            causes, len(results.heavy_hitters), stored.rounds, stored.completion_weight,
+            causes, [(h.round, h.truncated) for h in results.heavy_hitters], stored.rounds,
+            stored.completion_weight,
             {r.round: r.threshold for r in run.rounds if r.state == "released"})
         if note:
             print(note)

@@ -6,6 +6,7 @@ import the CLI)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fedhh.codec.codec import MAX_SUPPORTED_BITS
@@ -28,20 +29,27 @@ def cut_cause(round_: int, bits: int, width: int, last: int) -> str:
     return f"lost in round {round_ + 1}"
 
 
-def lost_in_completion_note(causes: list[str], found: int, main: int, weight: float,
-                            thresholds: dict[int, Any]) -> str | None:
+def lost_in_completion_note(causes: list[str], found: Sequence[tuple[int, bool]], main: int,
+                            weight: float, thresholds: dict[int, Any]) -> str | None:
     """A note when the completion rounds (those after the ``main`` ones) lost many prefixes
     (``causes``, the cut prefixes' ``lost in round N``: at least 20, and a quarter of the
-    ``found`` items): the first runs at ``weight`` of a main round's budget, the later ones at
-    less (``RunConfig.completion_weights``), and their threshold (``thresholds``, by round) is
-    several times the main rounds'. Before, nothing said so: synthetic-urls at the weights
-    before 2026-12-05 found 320 URLs whole and lost 353 prefixes in its first completion round
-    (threshold 429 against 50); at the defaults since, 494 whole and ~180 lost (README.md)."""
+    ``found`` items, each its round and whether it is truncated), or lost some and completed
+    none (no found item whole from a completion round): the first runs at ``weight`` of a main
+    round's budget, the later ones at less (``RunConfig.completion_weights``), and their
+    threshold (``thresholds``, by round) is several times the main rounds'. Before, nothing said
+    so: synthetic-urls at the weights before 2026-12-05 found 320 URLs whole and lost 353
+    prefixes in its first completion round (threshold 429 against 50); at the defaults since,
+    494 whole and ~180 lost (README.md).
+    A run of few long items lost them all unnoted below 20: 2,000 users, 7 long items held by
+    200 each, found 3 words and lost 5 long prefixes in the completion rounds, completing none.
+    A prefix lost with none completed is the completion rounds' whole yield lost, however few;
+    where some were completed, a few lost are the usual noise at a cheaper round's threshold."""
+    completed = sum(round_ > main and not truncated for round_, truncated in found)
     lost = 0
     for cause in causes:
         where = cause.removeprefix("lost in round ")
         lost += where.isdigit() and int(where) > main
-    if lost < max(20, found / 4):
+    if not lost or (completed and lost < max(20, len(found) / 4)):
         return None
     last, first = thresholds.get(main), thresholds.get(main + 1)
     against = (f" (threshold {first:,.0f} against the last main round's {last:,.0f})"

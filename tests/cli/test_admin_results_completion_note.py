@@ -27,10 +27,11 @@ ROUNDS = [pb.RoundSummary(round=r, attempt=1, state="released", participants=400
 FOUND = 10
 
 
-def _results(lost: int) -> pb.Results:
-    """FOUND whole items, and ``lost`` prefixes that the first completion round kept and the
-    second lost (each of them ``lost in round MAIN + 2``)."""
-    hitters = [pb.HeavyHitter(item=f"w{i}", estimate=90.0 - i, round=2, ended=True)
+def _results(lost: int, found_in: int = MAIN + 1) -> pb.Results:
+    """FOUND whole items found in round ``found_in`` (by default the first completion round),
+    and ``lost`` prefixes that the first completion round kept and the second lost (each of
+    them ``lost in round MAIN + 2``)."""
+    hitters = [pb.HeavyHitter(item=f"w{i}", estimate=90.0 - i, round=found_in, ended=True)
                for i in range(FOUND)]
     prefixes = [pb.HeavyHitter(item=f"https://e{i}…", estimate=70.0 - i, round=MAIN + 1,
                                truncated=True, bits=96) for i in range(lost)]
@@ -53,7 +54,8 @@ def test_many_prefixes_lost_in_completion_rounds_are_noted(
         capsys: pytest.CaptureFixture[str]) -> None:
     shown = _admin(recorder, monkeypatch, capsys, _results(24))
     assert {h["cause"] for h in shown["cutPrefixes"]} == {f"lost in round {MAIN + 2}"}
-    expected = lost_in_completion_note([f"lost in round {MAIN + 2}"] * 24, FOUND, MAIN,
+    expected = lost_in_completion_note([f"lost in round {MAIN + 2}"] * 24,
+                                       [(MAIN + 1, False)] * FOUND, MAIN,
                                        CONFIG.completion_weight, THRESHOLDS)
     assert expected and shown["completionNote"] == expected
 
@@ -64,3 +66,12 @@ def test_few_or_no_prefixes_lost_leave_the_field_empty(
         lost: int) -> None:
     shown = _admin(recorder, monkeypatch, capsys, _results(lost))
     assert shown["completionNote"] == ""
+
+
+def test_prefixes_lost_with_none_completed_are_noted_however_few(
+        recorder: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Every item found in a main round (round 2), 7 long prefixes lost in the completion rounds:
+    the completion rounds lost all they took in. Before, below 20 lost nothing was said."""
+    shown = _admin(recorder, monkeypatch, capsys, _results(7, found_in=2))
+    assert shown["completionNote"].startswith("7 prefixes were lost in the completion rounds")

@@ -29,9 +29,10 @@ WHOLE = [f"w{i}" for i in range(10)]
 CUT_BITS = 80  # the prefixes the first completion round kept: "https://aNN.examp…"
 
 
-def stored_run(db: Path, run_id: str, lost: int) -> None:
-    """A done run: WHOLE found in round 2, and ``lost`` URL prefixes the first completion round
-    kept and the second lost (each ``lost in round MAIN + 2``)."""
+def stored_run(db: Path, run_id: str, lost: int, found_in: int = MAIN + 1) -> None:
+    """A done run: WHOLE found in round ``found_in`` (by default the first completion round),
+    and ``lost`` URL prefixes the first completion round kept and the second lost (each
+    ``lost in round MAIN + 2``)."""
     store = Store(db)
     try:
         row = asyncio.run(create_run(store, CONFIG, run_id))
@@ -41,7 +42,7 @@ def stored_run(db: Path, run_id: str, lost: int) -> None:
         whole = cw.to_ints(codec.encode_many(WHOLE).codes)
         cut = [code >> (codec.max_bits - CUT_BITS) << (codec.max_bits - CUT_BITS)
                for code in (cw.to_ints(codec.encode_many(urls).codes) if urls else [])]
-        found = (*(Found(c, 90.0 - i, 2) for i, c in enumerate(whole)),
+        found = (*(Found(c, 90.0 - i, found_in) for i, c in enumerate(whole)),
                  *(Found(c, 70.0 - i, MAIN + 1, CUT_BITS) for i, c in enumerate(cut)))
         for round_, threshold in THRESHOLDS.items():
             attempt = store.open_round(run_id, round_)
@@ -72,7 +73,8 @@ def test_many_prefixes_lost_in_completion_rounds_are_noted(served: Served) -> No
     shown = downloaded(served, "/runs/urls/heavy-hitters.json")
     assert len(shown["heavy_hitters"]) == len(WHOLE) and len(shown["cut_prefixes"]) == 24
     assert {h["cause"] for h in shown["cut_prefixes"]} == {f"lost in round {MAIN + 2}"}
-    expected = lost_in_completion_note([f"lost in round {MAIN + 2}"] * 24, len(WHOLE), MAIN,
+    expected = lost_in_completion_note([f"lost in round {MAIN + 2}"] * 24,
+                                       [(MAIN + 1, False)] * len(WHOLE), MAIN,
                                        CONFIG.completion_weight, THRESHOLDS)
     assert expected and shown["completion_note"] == expected
     # (the run's note, not the filtered rows')
@@ -87,3 +89,12 @@ def test_few_prefixes_lost_leave_the_field_empty(served: Served) -> None:
     assert downloaded(served, "/runs/few/heavy-hitters.json")["completion_note"] == ""
     assert downloaded(served, "/runs/r1/heavy-hitters.json")["completion_note"] == ""
     assert 'class="note completion"' not in fetched(served, "/runs/few")
+
+
+def test_prefixes_lost_with_none_completed_are_noted_however_few(served: Served) -> None:
+    """WHOLE found in a main round, 5 URL prefixes lost in the completion rounds: they lost all
+    they took in. Before, below 20 lost the page and the download said nothing."""
+    stored_run(served.db, "all-lost", 5, found_in=2)
+    note = downloaded(served, "/runs/all-lost/heavy-hitters.json")["completion_note"]
+    assert note.startswith("5 prefixes were lost in the completion rounds")
+    assert 'class="note completion"' in fetched(served, "/runs/all-lost")

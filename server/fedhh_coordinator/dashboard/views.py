@@ -156,7 +156,8 @@ def _completion_note(rounds: list[RoundRow], config: RunConfig, hits: tuple[Hit,
     hitters, its main rounds and completion weight, its released rounds' thresholds (their
     stored reports'); "" when few prefixes were lost."""
     thresholds = {r.round: r.summary.get("threshold") for r in rounds if r.state == "released"}
-    return lost_in_completion_note([h.cause for h in cut], len(hits), config.rounds,
+    return lost_in_completion_note([h.cause for h in cut], [(h.round, h.truncated) for h in hits],
+                                   config.rounds,
                                    config.completion_weight, thresholds) or ""
 
 
