@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from fedhh.config import RunConfig
+from fedhh.data.dataset import atomic_file
 from fedhh.experiments.analysis import StudyResults
 from fedhh.experiments.store import RunRecord
 from fedhh.experiments.studies import BASELINES, CENTRAL, COMPARISON_ROUNDS, NAMES
@@ -162,9 +163,17 @@ def draw_figure(spec: FigureSpec, results: StudyResults, path: str | os.PathLike
     fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center",
                ncol=min(4, len(records) + 1), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.06 + 0.035 * ((len(records) + 1) // 4), 1, 0.95))
-    fig.savefig(path)
+    save_png(fig, path)
     plt.close(fig)
     return rows
+
+
+def save_png(fig: Any, path: str | os.PathLike[str]) -> None:
+    """Write ``fig`` as a PNG whole or not at all, as the report's CSV and JSON: savefig writes
+    in place, so a write cut short (a full disk, a kill) left part of a PNG under the name the
+    README links, which a viewer shows as a broken or cropped figure."""
+    with atomic_file(Path(path)) as out:
+        fig.savefig(out, format="png")
 
 
 SEQUENTIAL = ("dimension", "fp-ratio", "sampling", "rounds")
@@ -238,7 +247,7 @@ def draw_summary(results: StudyResults, path: str | os.PathLike[str]) -> None:
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    save_png(fig, path)
     plt.close(fig)
 
 
@@ -283,7 +292,7 @@ def _pi_rappor_figures(results: StudyResults, folder: str | os.PathLike[str]
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(Path(folder) / "pi-rappor-bytes.png")
+    save_png(fig, Path(folder) / "pi-rappor-bytes.png")
     plt.close(fig)
     out.append(("Bytes per device per round", "pi-rappor-bytes.png"))
     timing = results["decode timing"].records
@@ -317,7 +326,7 @@ def _pi_rappor_figures(results: StudyResults, folder: str | os.PathLike[str]
                      f"x; appendix: ~{timing[0].data['predicted_speedup']:.0f}x)", fontsize=10)
         np.atleast_1d(axes)[0].legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(Path(folder) / "pi-rappor-decode.png")
+        save_png(fig, Path(folder) / "pi-rappor-decode.png")
         plt.close(fig)
         out.append(("Server decoding time against the domain size",
                     "pi-rappor-decode.png"))

@@ -18,7 +18,9 @@ the folder is the last one's whole, never files of both. It first removes the pr
 README.md (written last, it marks a complete report: a write cut short leaves none, not an old
 README over new numbers) and the study folders the previous report.json named that this report
 does not have (they would read as part of it); report.json, which names the studies, is
-written before them.
+written before them. Every file is written to a temporary name and renamed; the temporaries of
+report files that a killed writer left (SIGKILL: its clean-up never ran) are removed then too,
+in the folder and in the study folders of both reports.
 """
 
 from __future__ import annotations
@@ -83,13 +85,53 @@ def write_report(out: str | Path, results: Sequence[StudyResults], meta: dict[st
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     with _report_lock(root):
-        _remove_previous(root, {res.study.name for res in results})
+        studies = {res.study.name for res in results}
+        _remove_stale_temporaries(root, ROOT_FILES)
+        for name in studies:
+            _remove_stale_temporaries(root / name)
+        _remove_previous(root, studies)
         return _write_all(root, results, meta)
 
 
 # What a study folder of a report holds (``_write_study``): a folder of these files only is
 # removed when the next report in the folder lacks its study.
 REPORT_SUFFIXES = (".csv", ".json", ".png")
+# What the folder itself holds of a report (``_write_all``).
+ROOT_FILES = frozenset({"README.md", "report.json", "claims.csv", "claims.json"})
+# atomic_file's temporary for ``name``: ``.<name>.<writer's pid>.<8 hex digits>.tmp``.
+TEMPORARY = re.compile(r"\.(?P<name>[^/]+)\.(?P<pid>[0-9]+)\.[0-9a-f]{8}\.tmp")
+
+
+def _stale_temporary(path: Path, names: frozenset[str] | None = None) -> bool:
+    """Whether ``path`` is the temporary of a report file (one of ``names``, or any name with
+    a report suffix when None) whose writer is gone. Called under the folder's lock, so no
+    other report writer is alive; that its pid names no process keeps what another program
+    that writes this way (a result store put inside --out) is writing."""
+    match = TEMPORARY.fullmatch(path.name)
+    if match is None or path.is_symlink() or not path.is_file():
+        return False
+    name = match["name"]
+    if not (name in names if names is not None else Path(name).suffix in REPORT_SUFFIXES):
+        return False
+    try:
+        os.kill(int(match["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False  # (alive under another user; a pid no process can have is not ours)
+    return False
+
+
+def _remove_stale_temporaries(folder: Path, names: frozenset[str] | None = None) -> None:
+    """Remove what a writer of this folder's report killed mid-write left (``_stale_temporary``):
+    before, it stayed for good, and in a study folder the next report dropped kept the folder,
+    with a warning that it held files other than the report's."""
+    if not folder.is_dir() or folder.is_symlink():
+        return
+    for path in folder.iterdir():
+        if _stale_temporary(path, names):
+            path.unlink(missing_ok=True)
+            log.info("removed %s: a temporary file of a report whose writer was killed", path)
 
 
 @contextlib.contextmanager
@@ -121,6 +163,7 @@ def _remove_previous(root: Path, studies: set[str]) -> None:
         if name in studies or not name or "/" in name or name.startswith(".") \
                 or not folder.is_dir() or folder.is_symlink():
             continue
+        _remove_stale_temporaries(folder)
         files = list(folder.iterdir())
         if all(f.is_file() and f.suffix in REPORT_SUFFIXES for f in files):
             shutil.rmtree(folder)

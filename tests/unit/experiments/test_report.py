@@ -3,10 +3,12 @@ the PNGs, CSV/JSON of every number and the exact command and configuration of ev
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import json
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -259,36 +261,117 @@ def test_a_report_cut_short_leaves_no_readme_of_the_previous_one(
     assert json.loads((out / "report.json").read_text())["studies"] == ["segmentation"]
 
 
+@contextlib.contextmanager
+def _size_limited_writes() -> Iterator[Callable[[int | None], None]]:
+    """Within, ``cap(n)`` makes a write past n bytes fail with EFBIG, as a full disk would,
+    rather than kill the process (SIGXFSZ ignored); ``cap(None)`` lifts it. Both are restored
+    on leaving."""
+    import resource
+    import signal
+
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+
+    def cap(size: int | None) -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE,
+                           (limits[0] if size is None else size, limits[1]))
+
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        yield cap
+    finally:
+        cap(None)
+        signal.signal(signal.SIGXFSZ, previous)
+
+
 def test_a_readme_whose_write_is_cut_short_is_not_left_as_a_complete_report(
         tiny_path: Path, report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     # README.md marks a complete report. Before, it was written in place, so a write cut
     # short (here the file-size limit, as a full disk would) left part of one under that name.
-    import resource
-    import signal
-
     from fedhh.experiments import report as report_module
 
     header = report_module._header
-    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    with _size_limited_writes() as cap:
+        def cut_after_half(*args: object) -> str:
+            text = header(*args)  # type: ignore[arg-type]
+            cap(len(text.encode()) // 2)  # (every other file is written: the README alone)
+            return text
 
-    def cut_after_half(*args: object) -> str:
-        text = header(*args)  # type: ignore[arg-type]
-        # (every other file is written by now: the limit meets the README alone)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (len(text.encode()) // 2, limits[1]))
-        return text
-
-    monkeypatch.setattr(report_module, "_header", cut_after_half)
-    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, not death
-    try:
+        monkeypatch.setattr(report_module, "_header", cut_after_half)
         out, code, _ = _segmentation_over(report / "deny-list", tiny_path, report, tmp_path,
                                           capsys)
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
-        signal.signal(signal.SIGXFSZ, previous)
     assert code != 0
     assert not (out / "README.md").exists()
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_figure_whose_write_is_cut_short_leaves_the_previous_png_whole(
+        tiny_path: Path, report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before, savefig wrote over the previous report's PNG in place: a write cut short (here
+    # the file-size limit, as a full disk would) left its first 1,000 bytes under the name.
+    # (Pillow removes a PNG it created and could not finish, not one it wrote over.)
+    from fedhh.experiments import report as report_module
+
+    draw = report_module.draw_figure
+    with _size_limited_writes() as cap:
+        def cut_short(*args: object) -> object:
+            cap(1000)  # (a figure is ~50 kB)
+            try:
+                return draw(*args)  # type: ignore[arg-type]
+            finally:
+                cap(None)
+
+        monkeypatch.setattr(report_module, "draw_figure", cut_short)
+        out, code, _ = _segmentation_over(report / "segmentation", tiny_path, report,
+                                          tmp_path, capsys)
+    assert code != 0
+    figures = sorted((report / "segmentation" / "segmentation").glob("*.png"))
+    assert figures
+    for figure in figures:
+        assert (out / "segmentation" / figure.name).read_bytes() == figure.read_bytes()
+    assert not [p.name for p in (out / "segmentation").iterdir() if p.suffix == ".tmp"]
+
+
+KILLED_WRITER = """
+import contextlib, os, signal, sys
+from pathlib import Path
+from fedhh.data.dataset import atomic_file
+with contextlib.ExitStack() as stack:
+    for target in sys.argv[1:]:
+        stack.enter_context(atomic_file(Path(target), "w")).write("part of it")
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_report_removes_the_temporaries_a_killed_writer_left(
+        tiny_path: Path, report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Before, a report writer SIGKILLed mid-write left its temporaries for good, and a study
+    # folder holding one was kept, with a warning, when the next report dropped its study.
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    previous = tmp_path / "previous"
+    shutil.copytree(report / "deny-list", previous)
+    killed = subprocess.run([sys.executable, "-c", KILLED_WRITER,
+                             str(previous / "README.md"),
+                             str(previous / "deny-list" / "runs.csv"),
+                             str(previous / "segmentation" / "found.png")], check=False)
+    assert killed.returncode == -signal.SIGKILL
+    left = sorted(p.relative_to(previous) for p in previous.rglob("*.tmp"))
+    assert len(left) == 3
+    # A temporary whose writer is alive (this process) is not the report's to remove.
+    alive = previous / "segmentation" / f".runs.csv.{os.getpid()}.0123abcd.tmp"
+    alive.write_text("being written")
+    out, code, err = _segmentation_over(previous, tiny_path, report, tmp_path, capsys)
+    assert code == 0, err
+    assert not (out / "deny-list").exists()
+    assert sorted(p.relative_to(out) for p in out.rglob("*.tmp")) \
+        == [alive.relative_to(previous)]
+    assert "left as it is" not in caplog.text
 
 
 def test_two_reports_in_one_folder_are_written_one_after_the_other(
