@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import resource
 import select
@@ -152,20 +153,18 @@ class _Protocols:
             def data_received(self, data: bytes) -> None:
                 queued = len(self._messages)
                 super().data_received(data)
-                if len(self._messages) <= queued:
+                # The body broken bytes land on is the last request's the parser queued, which
+                # may have left the queue for a handler not yet running (Python 3.11 schedules
+                # it a loop iteration later): neither the queue nor _current_request names it.
+                for message, body in itertools.islice(self._messages, queued, None):
+                    error = getattr(message, "exc", None)
+                    if not isinstance(error, HttpProcessingError):
+                        self._fedhh_last_body = body
+                        continue
+                    last = getattr(self, "_fedhh_last_body", None)
+                    if last is not None and not last.is_eof() and last.exception() is None:
+                        last.set_exception(error)
                     return
-                error = getattr(self._messages[-1][0], "exc", None)
-                # The body these bytes went on: the last request queued before them, or the
-                # one being handled if none waits.
-                if queued:
-                    body = self._messages[queued - 1][1]
-                elif self._current_request is not None:
-                    body = self._current_request.content
-                else:
-                    return
-                if (isinstance(error, HttpProcessingError) and not body.is_eof()
-                        and body.exception() is None):
-                    body.set_exception(error)
 
         self.server = server
         self._make = Answering

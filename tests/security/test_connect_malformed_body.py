@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 
 import aiohttp.web_protocol
 import pytest
@@ -71,3 +72,49 @@ def test_a_body_whose_framing_breaks_is_answered_400_once_without_a_traceback(
     assert [(r.levelname, r.getMessage(), r.exc_info) for r in ours] == [
         ("INFO", "Connect call refused", None)], ours
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.records
+
+
+@pytest.mark.parametrize("parser", ["compiled", "pure-Python"])
+def test_a_body_broken_before_its_handler_first_runs_raises_in_the_handler(
+        parser: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bad chunk read in the loop iteration between aiohttp's ``start`` taking the request
+    off its queue and the handler's first step (Python 3.11 runs a new task one iteration
+    later): the queue is empty and no request is current, yet the body is the request's.
+    Before, the error was dropped there and the read waited for the body timeout."""
+    if parser == "pure-Python":
+        monkeypatch.setattr(aiohttp.web_protocol, "HttpRequestParser", HttpRequestParserPy)
+    from aiohttp import web
+
+    from fedhh.rpc.http_listener import serve_app
+
+    async def scenario() -> str:
+        loop = asyncio.get_running_loop()
+        said: asyncio.Future[str] = loop.create_future()
+
+        async def post(request: web.Request) -> web.Response:
+            try:
+                await request.read()
+                said.set_result("read whole")
+            except Exception as error:  # (the parser's error, whichever class it is)
+                said.set_result(f"raised {type(error).__name__}")
+            return web.Response(text="x")
+
+        app = web.Application()
+        app.router.add_post("/", post)
+        served = await serve_app(app, "window", None, "127.0.0.1", 0, {})
+        ours, theirs = socket.socketpair()
+        transport, protocol = await loop.connect_accepted_socket(served.listener.server,
+                                                                 theirs)
+        try:
+            protocol.data_received(b"POST / HTTP/1.1\r\nHost: x\r\n"
+                                   b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+            # (after start()'s wake-up, before the handler task's first step: FIFO callbacks)
+            loop.call_soon(protocol.data_received, BROKEN["bad chunk size"])
+            return await asyncio.wait_for(said, BOUND_S)
+        finally:
+            transport.abort()
+            ours.close()
+            await served.close()
+
+    assert asyncio.run(scenario()) in {
+        "raised BadHttpMessage", "raised RequestPayloadError"}  # (compiled, pure-Python)

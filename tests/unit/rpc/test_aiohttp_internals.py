@@ -15,7 +15,7 @@ from aiohttp import web
 
 def test_the_request_handler_has_the_fields_the_listener_reads() -> None:
     slots = set(getattr(web.RequestHandler, "__slots__", ()))
-    assert {"_messages", "_request_in_progress", "_current_request"} <= slots, sorted(slots)
+    assert {"_messages", "_request_in_progress"} <= slots, sorted(slots)
 
 
 def test_a_parser_error_is_queued_as_a_message_carrying_it() -> None:
