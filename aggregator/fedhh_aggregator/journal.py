@@ -184,10 +184,18 @@ class Journal:
     # -- loading -------------------------------------------------------------------------------
 
     def load(self) -> dict[bytes, RoundRecord]:
-        """Replay the file (the directory is created if needed) into :attr:`records`, once
-        this journal holds the directory (:meth:`_lock`)."""
+        """Replay the file (the directory is created if needed, as the path's last folder
+        only) into :attr:`records`, once this journal holds the directory (:meth:`_lock`).
+        Before, every missing folder was made: a mistyped parent started an empty journal,
+        and the service forgot every round it had finished (what it answers GetOutcome from)."""
+        parent = self.directory.resolve().parent
+        if not parent.is_dir():
+            raise ConfigError(
+                f"the state directory {self.directory}: the folder {parent} does not exist; "
+                "only the last folder of the path is made (a mistyped path would start an "
+                "empty journal): check the path, or make its parent first")
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self.directory.mkdir(exist_ok=True)
         except FileExistsError:  # (strerror "File exists" read as if the folder were fine)
             raise ConfigError(f"the state directory {self.directory} is a file, not a "
                               "folder") from None

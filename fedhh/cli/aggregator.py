@@ -61,7 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep a durable journal of round outcomes here (opened, unmasking "
                         "started, released/aborted, delivered; fsync'd, compacted), so "
                         "GetOutcome still answers after a restart (default: none; a restart "
-                        "forgets every round)")
+                        "forgets every round); only its last folder is made, its parent must "
+                        "exist")
     options.add_outcome_options(p)
     p.add_argument("--max-streams-per-connection", type=options.positive_int, default=4096,
                    help="concurrent calls one client connection may have open (default: 4096;"

@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="bearer token of the control APIs (default: $FEDHH_CONTROL_TOKEN)")
     p.add_argument("--state-dir",
                    help="journal the rounds here, so a restarted combiner takes its running "
-                        "rounds over and still answers GetOutcome (default: none)")
+                        "rounds over and still answers GetOutcome; its parent folder must "
+                        "exist (default: none)")
     p.add_argument("--max-rounds", type=options.positive_int, default=64,
                    help="sharded rounds held at once (default: 64)")
     p.add_argument("--result-ttl", type=options.positive_float, default=600.0,
