@@ -80,19 +80,20 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
                 shards = _shards_of(record)
             except (ConfigError, KeyError, TypeError, ValueError) as error:
                 raise ConfigError(f"{label} has unreadable shards ({error})") from None
-            # Checked as an open is: before, a shard naming a worker past --worker's count
-            # (the combiner restarted with fewer) failed in its collector, a traceback and the
-            # round aborted, or GetOutcome's INTERNAL for a finished one; a running round's
-            # configs signed by another coordinator were taken over. A finished round's
-            # signatures are not checked: its tombstone only answers for it.
-            try:
-                self._check(record.round_id, [Placement(s.signed, s.worker) for s in shards],
-                            verify=not record.state)
-            except (AuthenticationError, ConfigError) as error:
-                raise ConfigError(f"{label} does not fit this combiner ({error}); start it with "
-                                  "the coordinator key and --worker list the round opened with, "
-                                  "or move the file away to start without the record of "
-                                  "earlier rounds") from None
+            # A running round is checked as an open is: before, a shard naming a worker past
+            # --worker's count (the combiner restarted with fewer) failed in its collector, a
+            # traceback and the round aborted; configs signed by another coordinator were
+            # taken over. A finished round is not: its tombstone only answers for it (a shard
+            # on a worker no longer listed answers as unknown), and refusing it would leave an
+            # operator who shrank --worker only the choice of dropping every round's record.
+            if not record.state:
+                try:
+                    self._check(record.round_id, [Placement(s.signed, s.worker) for s in shards])
+                except (AuthenticationError, ConfigError) as error:
+                    raise ConfigError(
+                        f"{label} does not fit this combiner ({error}); start it with the "
+                        "coordinator key and --worker list the round opened with, or move the "
+                        "file away to start without the record of earlier rounds") from None
             if record.state:
                 self._tombstones.bury(record.round_id, _tombstone_of(record, shards),
                                       prune=False)
@@ -144,16 +145,15 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
             "workers": sorted({s.worker for s in shards})})
         return round_, True
 
-    def _check(self, round_id: bytes, placements: list[Placement],
-               verify: bool = True) -> list[Shard]:
+    def _check(self, round_id: bytes, placements: list[Placement]) -> list[Shard]:
         if not 1 <= len(placements) <= MAX_SHARDS:
             raise ConfigError(f"a sharded round has 1..{MAX_SHARDS} shards, got "
                               f"{len(placements)}")
         shards: list[Shard] = []
         seen = {round_id}
         for index, placement in enumerate(placements):
-            if verify and not ed25519_verify(self.coordinator_public, placement.signed.signature,
-                                             placement.signed.payload):
+            if not ed25519_verify(self.coordinator_public, placement.signed.signature,
+                                  placement.signed.payload):
                 raise AuthenticationError(f"shard {index}'s config is not signed by the "
                                           "coordinator")
             config = RoundConfig.from_bytes(placement.signed.payload)

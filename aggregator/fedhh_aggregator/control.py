@@ -231,7 +231,8 @@ class ShardedRoundControl(ControlHandler[CombinedRound]):
                 return await round_.live_outcomes()
 
         async def ask(shard: Shard) -> RoundOutcome | None:
-            if shard.state != RoundState.RUNNING:
+            # (a restarted combiner's --worker list may have left a finished round's worker out)
+            if shard.state != RoundState.RUNNING or shard.worker >= len(self.rounds.pool):
                 return None
             with contextlib.suppress(grpc.aio.AioRpcError, FedhhError):
                 return await self.rounds.pool[shard.worker].control.outcome(shard.round_id)
