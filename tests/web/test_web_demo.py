@@ -1,7 +1,8 @@
 """`fedhh up --web-devices 3`: the demo page's browser devices take part in the run.
 
 `fedhh up` starts the services, 57 Python devices and the demo page, and prints the page's
-address; the test opens it in headless Chromium. The page's three devices (the dataset's users
+address; the test opens it in headless Chromium (and a second tab of it, whose devices wait for
+the first tab's). The page's three devices (the dataset's users
 57-59, each with its own token, identity and IndexedDB budget) enrol, so `fedhh up` starts the
 run with them in its target; every round is then released over all 60 devices (the coordinator
 counts the browser devices among the contributors), the page shows each browser device as
@@ -161,7 +162,26 @@ def test_fedhh_up_web_devices_take_part_in_the_released_rounds(tmp_path: Path) -
         assert page is not None and dashboard is not None, line
         browser.get(page.group(0))
         out.until(f"browser devices: {WEB_DEVICES} of {WEB_DEVICES} enrolled")
+        # A second tab of the page opened while the first runs the rounds: the same devices
+        # (identities and budgets in the same IndexedDB) wait for the first tab's locks, so
+        # none contributes twice (every round below is released over exactly 60).
+        first = browser.current_window_handle
+        browser.switch_to.new_window("tab")
+        browser.get(page.group(0))
+
+        def waiting(driver: Any) -> list[dict[str, Any]] | None:
+            state = driver.execute_script("return window.fedhhDemo || null")
+            devices = (state or {}).get("devices") or []
+            return devices if len(devices) == WEB_DEVICES and all(
+                d["state"] == "waiting for another tab" for d in devices) else None
+
+        WebDriverWait(browser, webkit.PATIENCE_S, poll_frequency=0.2).until(waiting)
         out.until("press Ctrl-C")  # the run is over; the stack stays up
+        second = waiting(browser)
+        assert second is not None and not any(d["tasks"] for d in second), second
+        # (closed before the first tab is read: a tab behind another draws no frames)
+        browser.close()
+        browser.switch_to.window(first)
         output = out.text()
 
         # The page: each browser device enrolled and contributed to a round of the run.
