@@ -33,23 +33,24 @@ def lost_in_completion_note(causes: list[str], found: Sequence[tuple[int, bool]]
                             weight: float, thresholds: dict[int, Any]) -> str | None:
     """A note when the completion rounds (those after the ``main`` ones) lost many prefixes
     (``causes``, the cut prefixes' ``lost in round N``: at least 20, and a quarter of the
-    ``found`` items, each its round and whether it is truncated), or lost some and completed
-    none (no found item whole from a completion round): the first runs at ``weight`` of a main
+    ``found`` items, each its round and whether it is truncated), or more than they completed
+    (found whole in a completion round): the first runs at ``weight`` of a main
     round's budget, the later ones at less (``RunConfig.completion_weights``), and their
     threshold (``thresholds``, by round) is several times the main rounds'. Before, nothing said
     so: synthetic-urls at the weights before 2026-12-05 found 320 URLs whole and lost 353
     prefixes in its first completion round (threshold 429 against 50); at the defaults since,
     494 whole and ~180 lost (README.md).
-    A run of few long items lost them all unnoted below 20: 2,000 users, 7 long items held by
-    200 each, found 3 words and lost 5 long prefixes in the completion rounds, completing none.
-    A prefix lost with none completed is the completion rounds' whole yield lost, however few;
-    where some were completed, a few lost are the usual noise at a cheaper round's threshold."""
+    A run of few long items lost most of them unnoted below 20: 2,000 users, 7 long items held
+    by 200 each, at eps_agg 1 found 3 words and lost 5 long prefixes in the completion rounds,
+    completing none (`fedhh simulate`); over the network at n_min 1,800, lost 5 and completed
+    one short word. Losing more than they completed is most of their yield lost, however few;
+    a few lost beside more completed are the usual noise at a cheaper round's threshold."""
     completed = sum(round_ > main and not truncated for round_, truncated in found)
     lost = 0
     for cause in causes:
         where = cause.removeprefix("lost in round ")
         lost += where.isdigit() and int(where) > main
-    if not lost or (completed and lost < max(20, len(found) / 4)):
+    if not lost or (lost <= completed and lost < max(20, len(found) / 4)):
         return None
     last, first = thresholds.get(main), thresholds.get(main + 1)
     against = (f" (threshold {first:,.0f} against the last main round's {last:,.0f})"

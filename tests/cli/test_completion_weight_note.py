@@ -35,19 +35,24 @@ def test_many_prefixes_lost_in_completion_rounds_are_told_with_the_remedy() -> N
 
 
 def test_few_lost_or_lost_in_main_rounds_say_nothing() -> None:
-    assert completion_weight_note(_payload(lost=19, found=10)) is None
+    assert completion_weight_note(_payload(lost=19, found=20)) is None
     assert completion_weight_note(_payload(lost=100, found=9_400)) is None
     assert completion_weight_note(_payload(lost=355, found=327, lost_in=3)) is None
     assert completion_weight_note({"rounds": [], "heavy_hitters": []}) is None
     assert completion_weight_note(_payload(lost=0, found=3, found_in=2)) is None
 
 
-def test_a_few_lost_with_none_completed_are_told() -> None:
-    """Every long item the completion rounds took in was lost (none found whole from them):
-    noted however few. Before, below 20 lost nothing was said: 2,000 users holding 7 long
-    items (a URL, an e-mail address, a ZWJ family) found 3 words and lost 5 prefixes."""
+def test_losing_more_than_completed_is_told_however_few() -> None:
+    """The completion rounds lost more prefixes than they completed items: noted however few.
+    Before, below 20 lost nothing was said: 2,000 users holding 7 long items (URLs, e-mail
+    addresses, a ZWJ family) found 3 words and lost 5 prefixes (simulate), or completed one
+    short word and lost 5 (over the network)."""
     note = completion_weight_note(_payload(lost=5, found=3, found_in=2))
     assert note and note.startswith("5 prefixes were lost in the completion rounds")
+    one_completed = _payload(lost=5, found=4, found_in=2)
+    one_completed["heavy_hitters"][-1] = {"round": 5}
+    assert completion_weight_note(one_completed) is not None
+    assert completion_weight_note(_payload(lost=5, found=5)) is None
     assert completion_weight_note(_payload(lost=19, found=10, found_in=4)) is not None
     # (a truncated row from round 5 was not completed)
     truncated = _payload(lost=5, found=3)

@@ -25,7 +25,7 @@ from fedhh_coordinator.store import Store
 CONFIG = RunConfig(completion_rounds=4, completion_weight=1.0, eps_agg=3.0)
 MAIN = CONFIG.rounds
 THRESHOLDS = {r: 50.0 if r <= MAIN else 429.0 for r in range(1, MAIN + 3)}
-WHOLE = [f"w{i}" for i in range(10)]
+WHOLE = [f"w{i}" for i in range(20)]  # (19 lost beside 20 completed are not most)
 CUT_BITS = 80  # the prefixes the first completion round kept: "https://aNN.examp…"
 
 
