@@ -504,10 +504,12 @@ def announce_web(topo: Any, secure: bool, devices: int) -> None:
 
 def hold_until_interrupted(what: str = "the dashboard") -> None:
     """Keep the services (and so the dashboard or the demo page) up until Ctrl-C."""
-    print(f"\nThe stack stays up for {what}; press Ctrl-C to stop it.", flush=True)
     # (SIGTERM already means Ctrl-C here: ``run`` installed it for the whole command)
     forever = threading.Event()
     try:
+        # Inside the try: a script that sends SIGINT once it reads this line could land it
+        # before the try, and a run that had finished ended 130 as "left unfinished".
+        print(f"\nThe stack stays up for {what}; press Ctrl-C to stop it.", flush=True)
         # A timed wait, because a process-directed SIGINT may land on one of gRPC's threads:
         # the handler then runs only when the main thread next returns to the interpreter,
         # which an untimed wait never does.
