@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
+from fedhh.data.dataset import atomic_file
 from fedhh.metrics import WINDOW, Truth, marginal_curve
 
 
@@ -19,7 +21,8 @@ def plot_marginal(
     title: str | None = None,
     counts_scale: float | None = None,
 ) -> None:
-    """One line per (label, output codes) plus the TruHist line; PNG written to ``path``.
+    """One line per (label, output codes) plus the TruHist line, written to ``path`` in the
+    format its suffix names (PNG without one).
 
     With ``counts_scale`` (the number of users) frequencies are shown as counts instead.
     """
@@ -48,5 +51,8 @@ def plot_marginal(
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    # Whole or not at all, as the --json beside it: savefig writes in place, so a write cut
+    # short (a full disk, a kill) left part of a figure under the name asked for.
+    with atomic_file(Path(path)) as out:
+        fig.savefig(out, format=Path(path).suffix.lstrip(".").lower() or "png")
     plt.close(fig)
