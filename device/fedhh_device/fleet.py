@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fedhh.device import RandomSource, SecureSource, streams
 from fedhh.errors import AuthenticationError, ConfigError, FedhhError
 from fedhh.rpc.credentials import bearer_metadata
+from fedhh.rpc.crowd_event import CrowdEvent
 from fedhh.rpc.device_client import RetryPolicy, Transport
 from fedhh.rpc.device_users import enroll_request
 from fedhh.rpc.participation import ComputeTurns
@@ -248,6 +249,11 @@ class Fleet:
         self._moved: dict[int, int] = {}  # user -> coordinators skipped (unavailable)
         self._rejected: dict[int, str] = {}  # user -> why its credential was rejected
         self._identities: dict[int, Identity] = self._load_state()
+        # The pauses wait on this, which ``stop`` sets through one waiter of its own (_relay):
+        # a pause that runs out leaves an asyncio.Event's deque by a scan from the front, so a
+        # fleet of thousands of devices in backoff paid O(devices) per pause.
+        self._stopped = CrowdEvent()
+        self._relay: asyncio.Task[None] | None = None
 
     # ---- identities ----------------------------------------------------------------------
     def _load_state(self) -> dict[int, Identity]:
@@ -545,6 +551,8 @@ class Fleet:
         return self._aggregators[key][1]
 
     async def close(self) -> None:
+        if self._relay is not None:
+            self._relay.cancel()
         for channel, _ in self._aggregators.values():
             await channel.close()
 
@@ -552,8 +560,17 @@ class Fleet:
         await self._pause(seconds * (0.5 + self._jitter.random()))
 
     async def _pause(self, seconds: float) -> None:
+        """``seconds``, or until ``stop`` is set."""
+        if self.stop.is_set():
+            return
+        if self._relay is None:
+            self._relay = asyncio.create_task(self._relay_stop())
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.stop.wait(), seconds)
+            await asyncio.wait_for(self._stopped.wait(), seconds)
+
+    async def _relay_stop(self) -> None:
+        await self.stop.wait()
+        self._stopped.set()
 
     def _stub(self, user: int) -> Any:
         """The coordinator (or selector) stub ``user`` asks now."""
