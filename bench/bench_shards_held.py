@@ -49,7 +49,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reporting import publish, spread  # noqa: E402
+from reporting import publish, spread, take_turns  # noqa: E402
 
 from fedhh.rpc.aggregator_wire import (  # noqa: E402
     RequestEncoder,
@@ -309,17 +309,9 @@ def main() -> None:
     start = time.perf_counter()
     answers = record(args.devices)
     made = time.perf_counter() - start
-    runs: dict[str, list[dict[str, float]]] = {spec: [] for spec in variants}
-    with tempfile.NamedTemporaryFile(suffix=".pickle") as scratch:
-        pickle.dump(answers, scratch)
-        scratch.flush()
-        for repeat in range(args.repeats):
-            for spec in variants if repeat % 2 == 0 else reversed(variants):
-                child = subprocess.run(
-                    [sys.executable, __file__, "--devices", str(args.devices),
-                     "--replay", scratch.name, spec],
-                    check=True, capture_output=True, text=True)
-                runs[spec].append(json.loads(child.stdout.strip().splitlines()[-1]))
+    runs = take_turns(answers, lambda scratch, spec: [
+        __file__, "--devices", str(args.devices), "--replay", scratch, spec],
+        variants, args.repeats)
     parts = [p for p in runs[variants[0]][0] if p not in ("total", "peak_mib")]
     lines = [f"bench_shards_held: {args.devices} devices a shard, D = {DIMENSION}, "
              f"{DROPOUT:.0%} dropped after sharing keys; {args.repeats} fresh processes per "

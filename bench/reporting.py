@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import pickle
 import statistics
-from collections.abc import Sequence
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 
@@ -17,3 +22,22 @@ def publish(lines: list[str], out: Path) -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     out.write_text(text)
+
+
+def take_turns(data: object, argv: Callable[[str, str], list[str]], variants: list[str],
+               repeats: int) -> dict[str, list[dict[str, float]]]:
+    """Each variant's rows: ``repeats`` fresh processes of ``argv(scratch, variant)`` (this
+    Python's arguments; ``scratch`` names a file holding ``data`` pickled), the variants
+    taking turns, forwards then backwards; a row is the JSON object a child prints last."""
+    runs: dict[str, list[dict[str, float]]] = {variant: [] for variant in variants}
+    with tempfile.NamedTemporaryFile(suffix=".pickle") as scratch:
+        pickle.dump(data, scratch)
+        scratch.flush()
+        for repeat in range(repeats):
+            for variant in variants if repeat % 2 == 0 else reversed(variants):
+                child = subprocess.run([sys.executable, *argv(scratch.name, variant)],
+                                       check=True, capture_output=True, text=True)
+                runs[variant].append(json.loads(child.stdout.strip().splitlines()[-1]))
+                print(variant, {k: round(v, 1) for k, v in runs[variant][-1].items()},
+                      file=sys.stderr, flush=True)
+    return runs
