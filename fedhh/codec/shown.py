@@ -12,10 +12,11 @@ Only characters that do harm or hide are escaped, and the backslash itself (``\\
 every escape reads back one way: two items never show alike, and ``a\\x1b`` (four characters)
 is not shown as an item holding ESC. The joiners and selectors that make up emoji sequences,
 Indic and Persian words are shown as they are where they do that (``_kept_in_context``): a
-joiner (U+200C, U+200D) between an emoji or a letter of a script that joins and a further
-character, a variation selector after a character that has variants (an emoji, a symbol, an
-ideograph; not a cased letter, nor an ASCII character but a keycap's digit; the text and emoji
-selectors VS15 and VS16 after no letter but ``ℹ``, which alone of them has an emoji form:
+joiner (U+200C, U+200D) between two emoji or two characters of a script that joins (not
+``👨\\u200d7``, which read ``👨7``), a variation selector after a character that has variants
+(an emoji, a symbol, an ideograph; not a cased letter, nor an ASCII character but a keycap's
+digit; the text and emoji selectors VS15 and VS16 after no letter but ``ℹ``, which alone of
+them has an emoji form:
 ``東\\ufe0f``, ``ש\\ufe0e``, which read ``東`` and ``ש``; VS16 not after an emoji drawn as
 one without it, ``👍\\ufe0f``, which read ``👍``), a Mongolian
 variation selector in Mongolian, the tag characters of the subdivision flags of England,
@@ -158,9 +159,8 @@ def _within(code: int, ranges: tuple[tuple[int, int], ...]) -> bool:
 
 def _kept_in_context(text: str, i: int) -> bool:
     """Whether the default-ignorable ``text[i]`` acts on its neighbours, so is shown as it is
-    (module docstring): a joiner between an emoji or a letter of a joining script and a further
-    character; a variation selector after a character with variants; a Mongolian one in
-    Mongolian."""
+    (module docstring): a joiner between two emoji or two characters of a joining script; a
+    variation selector after a character with variants; a Mongolian one in Mongolian."""
     char = text[i]
     if i == 0:
         return False
@@ -169,9 +169,13 @@ def _kept_in_context(text: str, i: int) -> bool:
     if _within(code, _IGNORABLE) and before != _EMOJI_PRESENTATION:
         return False
     if char in _JOINERS:
-        return i + 1 < len(text) and (
-            unicodedata.category(before) in ("So", "Sk") or before == _EMOJI_PRESENTATION
-            or _within(code, _JOINING_SCRIPTS))
+        # (a joiner draws only between two characters it joins: 👨‍7 and क‍a read 👨7 and कa)
+        if i + 1 == len(text):
+            return False
+        after = text[i + 1]
+        if unicodedata.category(before) in ("So", "Sk") or before == _EMOJI_PRESENTATION:
+            return unicodedata.category(after) in ("So", "Sk")
+        return _within(code, _JOINING_SCRIPTS) and _within(ord(after), _JOINING_SCRIPTS)
     if 0x180B <= ord(char) <= 0x180F:
         return code in _MONGOLIAN
     if 0xFE00 <= ord(char) <= 0xFE0F or 0xE0100 <= ord(char) <= 0xE01EF:

@@ -1,0 +1,39 @@
+"""A joiner (U+200D, U+200C) is shown as it is only between two characters it joins: two
+emoji (a ZWJ sequence), or two characters of a script whose words hold joiners (a conjunct, a
+Persian half-space). Before, one after an emoji or such a letter was kept whatever followed:
+``👨\\u200d7`` (the unicode codebook's noise after the man and the joiner, a cut prefix of a
+networked run) showed as ``👨‍7``, which a terminal, the dashboard and a sheet draw as ``👨7``,
+another item; so did ``क\\u200da`` as ``कa``."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedhh.codec.shown import printable, printable_rows
+
+
+@pytest.mark.parametrize(("joined", "plain", "shown"), [
+    ("👨\u200d7", "👨7", "👨\\u200d7"),
+    ("👨\u200dab", "👨ab", "👨\\u200dab"),
+    ("👍🏽\u200dx", "👍🏽x", "👍🏽\\u200dx"),  # (after a skin tone)
+    ("❤️\u200d1", "❤️1", "❤️\\u200d1"),  # (after VS16)
+    ("क\u200da", "कa", "क\\u200da"),
+    ("می\u200c7", "می7", "می\\u200c7"),
+    # (before, the first joiner was kept before the second's escape: 👨‍\u200c7 read as
+    # 👨\u200c7, the item 👨 ZWNJ 7 as shown)
+    ("👨\u200d\u200c7", "👨\u200c7", "👨\\u200d\\u200c7"),
+])
+def test_a_joiner_that_joins_nothing_is_escaped(joined: str, plain: str, shown: str
+                                                 ) -> None:
+    # (``plain`` is what the joined item read as before)
+    assert printable(joined) == shown
+    assert printable_rows([(joined, False), (plain, False)]) == [shown, printable(plain)]
+
+
+@pytest.mark.parametrize("item", [
+    "👨\u200d👩\u200d👧\u200d👦", "🏳️\u200d🌈", "🏳️\u200d⚧️", "🤷\u200d♂️", "👨🏽\u200d🦰",
+    "🧑\u200d🤝\u200d🧑", "👁️\u200d🗨️", "❤️\u200d🔥", "🐻\u200d❄️", "😮\u200d💨",
+    "क्\u200dष", "می\u200cخواهم",
+])
+def test_a_joiner_that_joins_is_kept(item: str) -> None:
+    assert printable(item) == item
