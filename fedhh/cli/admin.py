@@ -8,7 +8,8 @@
 
 The admin token comes from --token-file or $FEDHH_ADMIN_TOKEN. Results print as JSON on stdout
 (results' truncated rows, cut prefixes among them, each with its `cause`: `no rounds left`,
-`lost in round N` or the codes' limit, as the dashboard's JSON download says, and its
+`lost in round N`, the codes' limit or a privacy budget that fits no completion round more,
+as the dashboard's JSON download says, and its
 `completionNote` when the completion rounds lost many prefixes, "" otherwise); wait tells each
 round's progress on stderr as it happens, prints the run as it ended, and exits 0 only for a
 run that is done: 1 (with the run's error on stderr) for one that failed or was cancelled, so
@@ -140,42 +141,48 @@ def unfinished_results(results: Any) -> str:
                                 if results.state in ("pending", "running") else ""))
 
 
-def add_causes(shown: dict[str, Any], results: Any, config: Any) -> None:
+def add_causes(shown: dict[str, Any], results: Any, run: Any) -> None:
     """Give each truncated row of ``shown`` (``results``, a ``Results`` reply, as JSON) its
     ``cause``: why it was not completed, in the words of `fedhh simulate --json`, `fedhh up`
     and the dashboard's downloads (``fedhh.server.causes.cut_cause``: ``no rounds left``,
-    ``lost in round N`` or the codes' limit), read against ``config``, the run's stored
-    ``RunConfig`` (its code width), and the last round it released. Before, these results
-    alone listed a cut prefix with no word of why, where every other surface says it."""
+    ``lost in round N``, the codes' limit, or no completion round in the privacy budget),
+    read against ``run``, the run (a ``Run`` reply: its stored ``RunConfig``, for the code
+    width and completion rounds, and its eps_local), and the last round it released. Before,
+    these results alone listed a cut prefix with no word of why, where every other surface
+    says it."""
     from fedhh.rpc.run_config import from_proto
-    from fedhh.server.causes import cut_cause
+    from fedhh.server.causes import cut_cause, ran_out_cause
 
-    width = from_proto(config).code_bits(Mode.NETWORK)
+    stored = from_proto(run.config)
+    width = stored.code_bits(Mode.NETWORK)
+    ran_out = ran_out_cause(stored, run.eps_local)
     last = max((r.round for r in results.rounds if r.state == "released"), default=0)
     for entry, hitter in _rows(shown, results):
         if hitter.truncated:
-            entry["cause"] = cut_cause(hitter.round, hitter.bits, width, last)
+            entry["cause"] = cut_cause(hitter.round, hitter.bits, width, last, ran_out)
 
 
-def completion_note(shown: dict[str, Any], results: Any, config: Any) -> str:
+def completion_note(shown: dict[str, Any], results: Any, run: Any) -> str:
     """``fedhh.server.causes.lost_in_completion_note`` of ``results`` (a ``Results`` reply;
     ``shown``, it as JSON, its cut prefixes' causes given by ``add_causes``) read against
-    ``config``, the run's stored ``RunConfig`` (its main rounds and completion weight, None
-    when no row was truncated: nothing lost), with its released rounds' thresholds; "" when
-    none. The JSON's ``completionNote``: before, `fedhh simulate` and `fedhh up` printed it,
-    and a user reading these results' JSON of the same run was told nothing of
-    --completion-weight."""
-    if config is None:
+    ``run``, the run (a ``Run`` reply: its stored ``RunConfig``, for its main rounds and
+    completion weight, and its eps_local; None when no row was truncated: nothing lost), with
+    its released rounds' thresholds, then ``completion_budget_note`` when a row's cause is the
+    privacy budget; "" when none. The JSON's ``completionNote``: before, `fedhh simulate` and
+    `fedhh up` printed it, and a user reading these results' JSON of the same run was told
+    nothing of --completion-weight."""
+    if run is None:
         return ""
     from fedhh.rpc.run_config import from_proto
-    from fedhh.server.causes import lost_in_completion_note
+    from fedhh.server.causes import completion_budget_note, lost_in_completion_note
 
-    stored = from_proto(config)
+    stored = from_proto(run.config)
     causes = [str(row.get("cause", "")) for row in shown.get("cutPrefixes", [])]
     thresholds = {r.round: r.threshold for r in results.rounds if r.state == "released"}
-    return lost_in_completion_note(causes, [(h.round, h.truncated) for h in results.heavy_hitters],
-                                   stored.rounds,
-                                   stored.completion_weight, thresholds) or ""
+    lost = lost_in_completion_note(causes, [(h.round, h.truncated) for h in results.heavy_hitters],
+                                   stored.rounds, stored.completion_weight, thresholds)
+    every = causes + [str(row.get("cause", "")) for row in shown.get("heavyHitters", [])]
+    return " ".join(filter(None, (lost, completion_budget_note(stored, run.eps_local, every))))
 
 
 def show_codes(shown: dict[str, Any], results: Any) -> None:
@@ -286,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
     if not ca and not serving.is_loopback(coordinator):
         raise ConfigError(f"--ca is required for a non-loopback coordinator ({coordinator})")
     token = read_secret(token_file, "FEDHH_ADMIN_TOKEN", "admin token", "--token-file")
-    stored: Any = None  # results with a truncated row: the run's RunConfig (add_causes)
+    stored: Any = None  # results with a truncated row: the run (a Run reply; add_causes)
     if args.action == "mint-tokens":
         # before minting: tokens the store holds that nobody received are lost seats
         options.check_output("--out", args.out)
@@ -370,8 +377,9 @@ def run(args: argparse.Namespace) -> int:
         elif args.action == "results":
             reply = client.results(args.run_id)
             if any(h.truncated for h in (*reply.heavy_hitters, *reply.cut_prefixes)):
-                # (the results carry no config: the run's, for its code width)
-                stored = client.run(args.run_id).config
+                # (the results carry no config: the run's, for its code width, and its
+                # eps_local, for what its budget left of the completion rounds)
+                stored = client.run(args.run_id)
             if reply.state != "done":
                 print(unfinished_results(reply), file=sys.stderr)
         elif args.action == "wait":

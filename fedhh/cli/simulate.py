@@ -7,8 +7,10 @@ writes machine-readable results with the keys ``heavy_hitters`` (list of {"item"
 else 1; ``std``, the estimate's standard deviation at its round's randomizer and contributors,
 null for a mechanism without one; a truncated item, cut at the code's width, with ``bits``
 and ``cause`` as a cut prefix's), ``cut_prefixes`` (the same, for heavy prefixes the rounds
-could not complete, each with its ``cause``: ``no rounds left``, ``lost in round N`` or ``the
-codes' limit, 4,096 bits``), ``earlier_runs`` (the same, for what the first run of
+could not complete, each with its ``cause``: ``no rounds left``, ``lost in round N``, ``the
+codes' limit, 4,096 bits``, or the privacy budget when it fits no completion round more:
+``no completion round in the privacy budget``, ``no rounds left; no more in the privacy
+budget``), ``earlier_runs`` (the same, for what the first run of
 --two-runs found), ``deny_list`` (as given),
 ``deny_list_cut`` (its items longer than the codes, each with the dataset's items it also
 denies: ``also_denies``, each's ``item`` and ``users_holding``; ``needs_bits``, its whole
@@ -267,7 +269,8 @@ def result_payload(result: SimulationResult, config: RunConfig,
     payload = result.to_dict()
     last = last_round(payload["rounds"])
     for entry, hitter in zip(payload["cut_prefixes"], result.cut_prefixes, strict=True):
-        entry["cause"] = cut_cause(hitter.round, hitter.bits, hitter.max_bits, last)
+        entry["cause"] = cut_cause(hitter.round, hitter.bits, hitter.max_bits, last,
+                                   result.ran_out)
     # (an item truncated at the code's width, as the baselines and runs without completion
     # rounds list among the heavy hitters, says why as a cut prefix does: before, only
     # OptPrefixTree's cut prefixes carried a cause)
@@ -276,7 +279,8 @@ def result_payload(result: SimulationResult, config: RunConfig,
                               ("earlier_runs", result.earlier_runs, first)):
         for entry, hitter in zip(payload[key], hitters, strict=True):
             if hitter.truncated:
-                entry["cause"] = cut_cause(hitter.round, hitter.bits, hitter.max_bits, end)
+                entry["cause"] = cut_cause(hitter.round, hitter.bits, hitter.max_bits, end,
+                                           result.ran_out)
     # (each row names its run, as it names its round, which counts from 1 in each run of
     # --two-runs: before, a row taken out of its list, or the lists joined, no longer said
     # which run found it)
@@ -292,7 +296,11 @@ def result_payload(result: SimulationResult, config: RunConfig,
                                         config.resolved_dim_limit(Mode.SIMULATION))
     # (the note the console prints after the lists, a field of the JSON: before, --json alone
     # said nothing of --completion-weight)
-    payload["completion_note"] = completion_weight_note(payload) or ""
+    # (and, when the budget fitted no completion round more and a row says so, its figures)
+    budgeted = any(entry.get("cause") == result.ran_out for key in
+                   ("heavy_hitters", "cut_prefixes", "earlier_runs") for entry in payload[key])
+    payload["completion_note"] = " ".join(filter(None, (
+        completion_weight_note(payload), result.budget_note if budgeted else "")))
     return payload
 
 
@@ -393,7 +401,7 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
                 print(f"({note.removeprefix(', ')})")
         else:
             print(TOP_ZERO)
-    weight_note = completion_weight_note(payload)
+    weight_note = payload.get("completion_note", completion_weight_note(payload))
     if weight_note:
         print(f"\n{weight_note}")
     metrics = payload["metrics"]

@@ -628,12 +628,15 @@ def _print_results(run: Any, results: Any) -> None:
         from fedhh.cli.simulate import cut_cause, cut_heading, lost_in_completion_note
         from fedhh.config import Mode
         from fedhh.rpc.run_config import from_proto
+        from fedhh.server.causes import completion_budget_note, ran_out_cause
 
         stored = from_proto(run.config)
         code_bits = stored.code_bits(Mode.NETWORK)
+        ran_out = ran_out_cause(stored, run.eps_local)
         last = max((r.round for r in run.rounds if r.state == "released"), default=0)
         print(cut_heading(len(results.cut_prefixes)))
-        causes = [cut_cause(h.round, h.bits, code_bits, last) for h in results.cut_prefixes]
+        causes = [cut_cause(h.round, h.bits, code_bits, last, ran_out)
+                  for h in results.cut_prefixes]
         for h, item, cause in zip(results.cut_prefixes, cut, causes, strict=True):
             print(f"       {ljust(item, width)}  estimated count "
                   f"{h.estimate:8.1f}  (round {h.round}; {cause}{_noted(h)})")
@@ -644,6 +647,9 @@ def _print_results(run: Any, results: Any) -> None:
             {r.round: r.threshold for r in run.rounds if r.state == "released"})
         if note:
             print(note)
+        budget = completion_budget_note(stored, run.eps_local, causes)
+        if budget:
+            print(budget)
     widths = sorted({h.bits for h in [*results.heavy_hitters, *results.cut_prefixes]
                      if h.truncated})
     if widths:

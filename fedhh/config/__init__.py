@@ -388,6 +388,25 @@ class RunConfig:
         return tuple(self.completion_weight / (1 << octave + min(octave, 2))
                      for octave in (i.bit_length() - 1 for i in range(1, self.completion() + 1)))
 
+    def next_completion(self, eps_local: float) -> tuple[float, bool] | None:
+        """The weight of one completion round more than this run has, and whether it would
+        get a positive local epsilon at ``eps_local``: eps_local + ln(w / the largest weight)
+        > 0, the accountant's own test of every round (``allocation_offsets``, then
+        ``check_offsets``). Adding a round only lowers eps_local (``with_most_completions``),
+        so False means no more can be budgeted at this run's eps_agg and n_min, whatever
+        --completion-rounds asks. None when completion rounds cannot run or no more can be
+        asked (``MAX_ROUNDS``)."""
+        if self.completion_blocker() or self.completion_rounds >= MAX_ROUNDS:
+            return None
+        from fedhh.privacy.accountant import allocation_offsets
+
+        grown = replace(self, completion_rounds=self.completion() + 1)
+        weights = grown.round_weights() or ()
+        try:
+            return weights[-1], eps_local + allocation_offsets(weights)[-1] > 0
+        except ConfigError:  # (a weight e^40 below the largest: no eps_local reaches it)
+            return weights[-1], False
+
     def items_per_round(self) -> tuple[int, ...] | None:
         """Items per device of each round (``round_items``; None: one in every round)."""
         text = self.round_items

@@ -11,21 +11,74 @@ from typing import Any
 
 from fedhh.codec.codec import MAX_SUPPORTED_BITS
 
-__all__ = ["cut_cause", "lost_in_completion_note"]
+__all__ = ["NO_COMPLETION", "NO_MORE_COMPLETION", "RAN_OUT", "completion_budget_note",
+           "cut_cause", "lost_in_completion_note", "ran_out_cause"]
+
+RAN_OUT = "no rounds left"
+NO_COMPLETION = "no completion round in the privacy budget"
+NO_MORE_COMPLETION = f"{RAN_OUT}; no more in the privacy budget"
 
 
-def cut_cause(round_: int, bits: int, width: int, last: int) -> str:
+def _next_refused(config: Any, eps_local: float | None) -> float | None:
+    """The weight of one completion round more than ``config`` (a ``RunConfig``, as run: with
+    the completion rounds its budget kept) has, when at ``eps_local`` it would get no positive
+    local epsilon (``RunConfig.next_completion``: eps_local + ln(its weight) <= 0, the
+    accountant's test); None when it would, or none can run. Adding a round also lowers
+    eps_local, so this is sufficient, not necessary; the planner's drops fall where the weights
+    step down (the 2nd, 4th, 8th... round), where it holds: eps_agg 1 at n_min 100, 1,000 and
+    5,000 budgets 0, 3 and 7 completion rounds, eps_agg 2, 4, 8 at 100 budget 1, 3 and 15,
+    and each next one fails the test. An ``eps_local`` of None or 0 (a reply's unset field: a
+    run's is positive) is unknown: None."""
+    if not eps_local or eps_local < 0:
+        return None
+    next_completion = config.next_completion(eps_local)
+    return None if next_completion is None or next_completion[1] else next_completion[0]
+
+
+def ran_out_cause(config: Any, eps_local: float | None) -> str:
+    """The cause of a prefix the rounds ran out on in a run of ``config`` at ``eps_local``:
+    ``RAN_OUT``, which more --completion-rounds extend, unless the privacy budget fits no
+    completion round more (``_next_refused``): then more rounds add none, and the cause says
+    the budget (``NO_COMPLETION``, or ``NO_MORE_COMPLETION`` where some ran;
+    ``completion_budget_note`` gives the figures once, below the list, where a row's width
+    allows no more). Before, the networked defaults (eps_agg 1, n_min 100: eps_local 1.524,
+    the first completion round at 1.524 + ln 0.2 < 0) budgeted none, cut every long item, and
+    each read "no rounds left": a user raised --completion-rounds, which changed nothing."""
+    if _next_refused(config, eps_local) is None:
+        return RAN_OUT
+    return NO_MORE_COMPLETION if config.completion() else NO_COMPLETION
+
+
+def completion_budget_note(config: Any, eps_local: float | None,
+                           causes: Sequence[str]) -> str | None:
+    """The note, after a list some of whose ``causes`` are ``ran_out_cause``'s budget, that
+    names the figures: the next completion round's eps_local + ln(weight) and what raises it;
+    None when no cause is."""
+    weight = _next_refused(config, eps_local)
+    if weight is None or not {NO_COMPLETION, NO_MORE_COMPLETION} & set(causes):
+        return None
+    ran = config.completion()
+    fit = (f"No more than {ran} completion round{'s fit' if ran > 1 else ' fits'} the privacy "
+           "budget: the next" if ran else "No completion round fits the privacy budget: the first")
+    return (f"{fit} would run at eps_local {eps_local:.4g} + ln {weight:.4g} <= 0 (a round's "
+            "local epsilon must be positive), so more --completion-rounds add none and long "
+            "items (URLs, e-mail addresses) come back cut. A larger --eps-agg or more devices "
+            "(a larger n_min) budget more; docs/codecs.md.")
+
+
+def cut_cause(round_: int, bits: int, width: int, last: int, ran_out: str = RAN_OUT) -> str:
     """Why a cut prefix was not completed, as its row says: the rounds (or the code's width)
     ran out while it was still heavy, which more --completion-rounds extend, or the round after
     the one that kept it lost every extension (its count fell below that cheaper round's
     threshold, which more devices or a larger --eps-agg lower); or it reached the codes' limit
     (``MAX_SUPPORTED_BITS``), which nothing extends: before, that read "no rounds left" with
-    rounds left. ``width``: the code's width; ``last``: the last round the run ran."""
+    rounds left. ``width``: the code's width; ``last``: the last round the run ran;
+    ``ran_out``: the words for rounds (or width) run out (``ran_out_cause``)."""
     if width >= MAX_SUPPORTED_BITS and bits >= width:
         # (more --completion-rounds add nothing: codes end there, rounds were left or not)
         return f"the codes' limit, {MAX_SUPPORTED_BITS:,} bits"
     if round_ >= last or (width and bits >= width):
-        return "no rounds left"
+        return ran_out
     return f"lost in round {round_ + 1}"
 
 

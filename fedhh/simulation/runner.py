@@ -51,6 +51,7 @@ from fedhh.server import (
     TailKind,
     TreeState,
 )
+from fedhh.server.causes import RAN_OUT, completion_budget_note, ran_out_cause
 from fedhh.server.mechanisms import LocalRandomizer, estimate_std
 from fedhh.server.prefixtree import Found
 from fedhh.server.segment import check_feasible
@@ -196,6 +197,10 @@ class SimulationResult:
     # the deny-list items longer than the codes, and the dataset's items each also denies
     # (`cut_deny_items`)
     deny_list_cut: list[dict[str, Any]] = field(default_factory=list)
+    # the cause of a prefix the rounds ran out on, and the figures when it is the privacy
+    # budget (``fedhh.server.causes.ran_out_cause``, ``completion_budget_note``)
+    ran_out: str = RAN_OUT
+    budget_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -340,8 +345,12 @@ def simulate(
         privacy = {**privacy, "eps_agg_spent": ledger.spent_epsilon(),
                    "rounds_spent": ledger.rounds_recorded}
     timings["total_s"] = time.perf_counter() - clock
+    eps_local = privacy.get("eps_local")
+    eps_local = float(eps_local) if isinstance(eps_local, int | float) else None
+    ran_out = ran_out_cause(config, eps_local)
+    budget_note = completion_budget_note(config, eps_local, [ran_out]) or ""
     return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output,
-                            privacy, truth, ledger, cut, earlier, deny_cut)
+                            privacy, truth, ledger, cut, earlier, deny_cut, ran_out, budget_note)
 
 
 def cut_deny_items(items: list[str], denied: Any, population: Population,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from fedhh.privacy import PrivacyLedger
 from fedhh.server import HeavyHitter
-from fedhh.server.causes import cut_cause
+from fedhh.server.causes import cut_cause, ran_out_cause
 from fedhh.server.mechanisms import estimate_std
 from fedhh_coordinator.runs import RunParts, stored_ledger
 from fedhh_coordinator.store import RoundRow, RunRow
@@ -59,6 +59,7 @@ def cut_prefixes(parts: RunParts, rounds: list[RoundRow]) -> list[Hit]:
 def _hits(parts: RunParts, rounds: list[RoundRow], found: list[HeavyHitter]) -> list[Hit]:
     contributors = {r.round: r.participants for r in rounds if r.state == "released"}
     last = max(contributors, default=0)
+    ran_out = ran_out_cause(parts.config, parts.ledger.eps_local)
     # (each round's own mechanism: a completion round runs at a smaller share of the budget,
     # whose noise the main rounds' mechanism understated; a truncated row's cause as
     # `fedhh simulate --json` and `fedhh up` give it)
@@ -66,7 +67,7 @@ def _hits(parts: RunParts, rounds: list[RoundRow], found: list[HeavyHitter]) -> 
                 estimate_std(parts.tree.mechanism_for(h.round), h.estimate,
                              contributors.get(h.round, 0), h.parts),
                 h.round, h.truncated, h.bits if h.truncated else 0, h.note,
-                cut_cause(h.round, h.bits, h.max_bits, last) if h.truncated else "",
+                cut_cause(h.round, h.bits, h.max_bits, last, ran_out) if h.truncated else "",
                 h.code_hex)
             for rank, h in enumerate(found, start=1)]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from fedhh.config import Mode, RunConfig
 from fedhh.errors import StoreDamaged
-from fedhh.server.causes import lost_in_completion_note
+from fedhh.server.causes import completion_budget_note, lost_in_completion_note
 from fedhh.server.segment import trim_note
 from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.dashboard.reader import (
@@ -150,15 +150,19 @@ def _trim_note(rounds: list[RoundRow], config: RunConfig) -> str:
     return trim_note(reports, config.resolved_dim_limit(Mode.NETWORK)) or ""
 
 
-def _completion_note(rounds: list[RoundRow], config: RunConfig, hits: tuple[Hit, ...],
+def _completion_note(rounds: list[RoundRow], parts: RunParts, hits: tuple[Hit, ...],
                      cut: tuple[Hit, ...]) -> str:
     """``lost_in_completion_note`` of the run: its cut prefixes' causes against its heavy
     hitters, its main rounds and completion weight, its released rounds' thresholds (their
-    stored reports'); "" when few prefixes were lost."""
+    stored reports'), then ``completion_budget_note`` when a row's cause is the privacy budget;
+    "" when neither says anything."""
+    config = parts.config
     thresholds = {r.round: r.summary.get("threshold") for r in rounds if r.state == "released"}
-    return lost_in_completion_note([h.cause for h in cut], [(h.round, h.truncated) for h in hits],
-                                   config.rounds,
-                                   config.completion_weight, thresholds) or ""
+    lost = lost_in_completion_note([h.cause for h in cut], [(h.round, h.truncated) for h in hits],
+                                   config.rounds, config.completion_weight, thresholds)
+    budget = completion_budget_note(config, parts.ledger.eps_local,
+                                    [h.cause for h in (*hits, *cut)])
+    return " ".join(filter(None, (lost, budget)))
 
 
 class Views:
@@ -212,7 +216,7 @@ class Views:
             spend=self.spend(row), hits=hits, cut=cut,
             deny=tuple(parts.tree.codec.display_item(c) for c in row.deny_codes),
             trim_note=_trim_note(rounds, parts.config),
-            completion_note=_completion_note(rounds, parts.config, hits, cut))
+            completion_note=_completion_note(rounds, parts, hits, cut))
 
     def _attempts(self, run_id: str, n_min: int, now: float,
                   rounds: list[RoundRow] | None = None) -> list[AttemptView]:
