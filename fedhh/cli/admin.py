@@ -33,7 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.cli import options
-from fedhh.config import DEFAULT_COMPLETION_ROUNDS, MAX_DEVICES, Mode, RunConfig
+from fedhh.config import (
+    DEFAULT_COMPLETION_ROUNDS,
+    MAX_DEVICES,
+    Mode,
+    RunConfig,
+    eps_agg_for_completions,
+)
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.integers import read_integer
 
@@ -245,11 +251,17 @@ def dropped_completions(asked: RunConfig, stored: RunConfig, devices_flags: str)
     cut = (f"items longer than the {stored.max_bits} bits the main rounds then cover come back "
            "cut" if not stored.completion() else "items the main rounds leave unended (the "
            "long ones: URLs, e-mail addresses) that these rounds cannot complete come back cut")
+    # (the eps_agg that budgets one round more: before, the note named no figure, and a user
+    # tried values until one did)
+    needed = eps_agg_for_completions(stored, stored.completion() + 1)
+    which_more = "one more" if stored.completion() else "the first"
+    raise_to = (f" (--eps-agg {needed:g} budgets {which_more} at {stored.min_devices} devices)"
+                if needed is not None else "")
     return (f"note: {stored.completion()} of the {asked.completion()} completion rounds {which} "
             f"can be budgeted with {stored.min_devices} devices at eps_agg "
             f"{stored.eps_agg:g} (each round's local epsilon, eps_local + ln(its weight), must "
             f"stay positive): {cut}; more devices ({devices_flags}) or a larger --eps-agg "
-            "budget more")
+            f"budget more{raise_to}")
 
 
 def fleet_note(client: Any, config: RunConfig) -> str | None:

@@ -877,6 +877,32 @@ def _shown(value: float) -> str:
 Planned = TypeVar("Planned")
 
 
+def eps_agg_for_completions(config: RunConfig, count: int) -> float | None:
+    """An aggregate epsilon at which ``config``'s n_min devices budget ``count`` completion
+    rounds (``with_most_completions``), for the note that says what to raise; None where no
+    eps_agg does (the smallest weight's round past ``max_eps_local``, or more rounds than the
+    accountants' eps_local reaches). The last round, at the smallest weight w, needs eps_local
+    > -ln w (``next_completion``); the accountant's own forward bound (Zhu, Dong, Wang 2022,
+    through ``aggregate_epsilon``'s PLD of the released sums) gives the eps_agg that eps_local
+    spends with those rounds, and the solve for eps_agg lands within its relative tolerance
+    (0.001) below its target, so 1% more, rounded up to two decimals, budgets them: n_min 10,
+    20, 50, 100 at delta 1e-6 and 300 at 1e-8 need 3.72, 2.58, 1.58, 1.09 and 0.75, each
+    checked by the planner to budget the first round."""
+    from fedhh.privacy.accountant import aggregate_epsilon, allocation_offsets
+    from fedhh.privacy.solver import EPS_LOCAL_MAX
+
+    grown = replace(config, completion_rounds=count)
+    if not count or grown.completion() != count:
+        return None
+    offsets = allocation_offsets(grown.round_weights() or ())
+    needed = -min(offsets) + 1e-6
+    if needed > min(config.max_eps_local, EPS_LOCAL_MAX):
+        return None
+    spent = aggregate_epsilon(needed, config.delta, len(offsets), config.min_devices,
+                              offsets=offsets).eps_agg
+    return math.ceil(spent * 1.01 * 100) / 100
+
+
 def with_most_completions(config: RunConfig, plan: Callable[[RunConfig], Planned],
                           eps_local_of: Callable[[Planned], float]
                           ) -> tuple[RunConfig, Planned]:

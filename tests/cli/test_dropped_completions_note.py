@@ -7,10 +7,14 @@ max_bits (52 of 60 for 1,200 devices of odd items under `fedhh up`, 74 for 20,00
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
+import pytest
+
 from fedhh.cli.admin import dropped_completions
-from fedhh.config import RunConfig
+from fedhh.config import RunConfig, with_most_completions
+from fedhh_coordinator.runs import open_ledger
 
 
 def test_with_some_completion_rounds_left_no_main_width_is_claimed() -> None:
@@ -25,3 +29,22 @@ def test_with_none_left_the_main_rounds_cover_max_bits() -> None:
     asked = RunConfig(max_bits=48)
     note = dropped_completions(asked, replace(asked, completion_rounds=0), "--devices")
     assert "items longer than the 48 bits the main rounds then cover come back cut" in note
+
+
+@pytest.mark.parametrize(("n_min", "budgeted"), [(100, 0), (1000, 3)])
+def test_the_note_names_an_eps_agg_that_budgets_one_more(n_min: int, budgeted: int) -> None:
+    """The note names the --eps-agg that budgets one completion round more at the run's
+    n_min, and the coordinator's planner, given it, budgets it (before, no figure: at the
+    networked defaults a user tried values until one did). 100 devices at eps_agg 1 budget
+    none, 1,000 budget 3."""
+    asked = RunConfig(min_devices=n_min)
+    stored, _ = with_most_completions(asked, open_ledger, lambda ledger: ledger.eps_local)
+    assert stored.completion() == budgeted
+    note = dropped_completions(asked, stored, "--devices")
+    which = "one more" if budgeted else "the first"
+    named = re.search(rf"\(--eps-agg ([0-9.]+) budgets {which} at {n_min} devices\)$", note)
+    assert named, note
+    raised = replace(asked, eps_agg=float(named.group(1)))
+    assert raised.eps_agg > asked.eps_agg
+    rerun, _ = with_most_completions(raised, open_ledger, lambda ledger: ledger.eps_local)
+    assert rerun.completion() > budgeted
