@@ -548,7 +548,10 @@ def too_few_hint(stages: dict[str, int], cohort: int, n_min: int) -> str:
     """What an abort for too few devices adds to its reason (``RoundLink._too_few``): the
     devices each stage accepted, the cohort and n_min, and where to look. Devices that refuse
     a round never reach the aggregator; devices that took part and then fell short at a later
-    stage were late or dropped out. Before, the hint named refusals alone, also for a round
+    stage were late or dropped out. (The refusals are the device's: ``fedhh_device.budget``
+    for the spent budget; before 2026-12-05 the list left out the budget and
+    --max-eps-local, the reasons of a device that had taken part in earlier rounds.)
+    Before, the hint named refusals alone, also for a round
     whose 400 devices all advertised keys and then mostly missed the 10 s key-sharing window
     on a loaded machine: their logs said "late", not "refused the round"."""
     counts = ", ".join(f"{stage.lower()} {n}" for stage, n in stages.items())
@@ -560,11 +563,13 @@ def too_few_hint(stages: dict[str, int], cohort: int, n_min: int) -> str:
             "aggregation failed\", outcome late or timed_out, and longer windows "
             "(--stage-ms, or the stage's own) give them time") if fell else ""
     return (f" ({accepted}{cohort} devices in the cohort, n_min {n_min}; "
-            "devices that refuse a round (n_min below their --min-cohort, an (n, k, t) "
-            "failing the lying-server bound they check at 5% corrupt and 30% dropout, as "
-            "a low expected_dropout can choose, a task not signed by the coordinator key "
-            "they enrolled with) never contact the aggregator: their logs say \"refused "
-            f"the round\" and why{late})")
+            "devices that refuse a round (n_min below their --min-cohort, a local epsilon "
+            "above their --max-eps-local, their own privacy budget spent: the report would "
+            "take their local epsilons' sum past --lifetime-eps-local in the period, an "
+            "(n, k, t) failing the lying-server bound they check at 5% corrupt and 30% "
+            "dropout, as a low expected_dropout can choose, a task not signed by the "
+            "coordinator key they enrolled with) never contact the aggregator: their logs "
+            f"say \"refused the round\" and why{late})")
 
 
 def _aborted(reason: str, outcome: AggregatorOutcome) -> RoundAborted:

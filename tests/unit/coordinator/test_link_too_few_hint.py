@@ -23,3 +23,12 @@ def test_a_round_no_device_reached_names_the_refusals_alone() -> None:
         assert '"refused the round" and why)' in hint
         assert "late" not in hint and "--stage-ms" not in hint
     assert "accepted per stage" not in too_few_hint({}, 400, 300)
+
+
+def test_the_refusals_name_the_devices_privacy_budget_and_epsilon_cap() -> None:
+    """A device refuses a report that would take its local epsilons' sum past its lifetime
+    cap, or a task above its --max-eps-local: the list of refusals left both out, the usual
+    reasons once the devices have taken part in earlier runs."""
+    hint = too_few_hint({}, 400, 300)
+    assert "privacy budget spent" in hint and "--lifetime-eps-local" in hint
+    assert "--max-eps-local" in hint
