@@ -21,6 +21,7 @@ from pathlib import Path
 from fedhh.errors import ConfigError
 
 STDOUT = "-"  # an output path that means standard output
+LAST_FOLDER_MADE = "only the last folder of the path is made"  # (check_parent_folder's made)
 
 
 def check_output(option: str, path: str | None, suffixes: tuple[str, ...] = (),
@@ -82,6 +83,18 @@ def check_output_dir(option: str, path: str | Path | None) -> None:
     if not existing.is_dir():
         raise ConfigError(f"{option} {path}: {existing} is not a folder")
     _check_writable(option, path, existing)
+
+
+def check_parent_folder(subject: str, path: str | Path, made: str, lost: str) -> None:
+    """Refuse ``path`` when the folder it would be made in does not exist, naming that folder:
+    state a service keeps (a store, a state directory) is made in an existing folder only,
+    never with a tree of folders above it, since a typo in a parent would start the state
+    afresh (``lost``) beside the real one. ``subject`` opens the message (the option and the
+    path), ``made`` says what is made."""
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise ConfigError(f"{subject}: the folder {parent} does not exist; {made} (a mistyped "
+                          f"path would {lost}): check the path, or make its parent first")
 
 
 def check_store_file(option: str, path: str | Path) -> None:

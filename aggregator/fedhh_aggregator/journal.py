@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConfigError
-from fedhh.output_paths import hold_lock
+from fedhh.output_paths import LAST_FOLDER_MADE, check_parent_folder, hold_lock
 from fedhh.rpc.errors import MAX_DETAILS
 from fedhh_aggregator.rounds import MAX_ROUND_ID_BYTES
 
@@ -188,12 +188,8 @@ class Journal:
         only) into :attr:`records`, once this journal holds the directory (:meth:`_lock`).
         Before, every missing folder was made: a mistyped parent started an empty journal,
         and the service forgot every round it had finished (what it answers GetOutcome from)."""
-        parent = self.directory.resolve().parent
-        if not parent.is_dir():
-            raise ConfigError(
-                f"the state directory {self.directory}: the folder {parent} does not exist; "
-                "only the last folder of the path is made (a mistyped path would start an "
-                "empty journal): check the path, or make its parent first")
+        check_parent_folder(f"the state directory {self.directory}", self.directory,
+                            LAST_FOLDER_MADE, "start an empty journal")
         try:
             self.directory.mkdir(exist_ok=True)
         except FileExistsError:  # (strerror "File exists" read as if the folder were fine)

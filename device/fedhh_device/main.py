@@ -19,7 +19,12 @@ import numpy as np
 
 from fedhh.data.registry import resolve_dataset
 from fedhh.errors import ConfigError
-from fedhh.output_paths import check_output, check_output_dir
+from fedhh.output_paths import (
+    LAST_FOLDER_MADE,
+    check_output,
+    check_output_dir,
+    check_parent_folder,
+)
 from fedhh.rpc import serving, task_census
 from fedhh.rpc.device_client import Transport
 from fedhh.rpc.device_users import TOKENS, read_tokens, tokens_for, user_range
@@ -172,11 +177,8 @@ def check_state_dir(text: str) -> Path:
     enrolled fresh identities there with budgets spent from zero, beside the ones it meant."""
     check_output_dir("--state-dir", text)
     folder = Path(text)
-    parent = folder.resolve().parent
-    if not parent.is_dir():
-        raise ConfigError(f"--state-dir {folder}: the folder {parent} does not exist; only the "
-                          "last folder of the path is made (a mistyped path would start new "
-                          "identities and budgets): check the path, or make its parent first")
+    check_parent_folder(f"--state-dir {folder}", folder, LAST_FOLDER_MADE,
+                        "start new identities and budgets")
     try:
         folder.mkdir(exist_ok=True)
     except OSError as error:

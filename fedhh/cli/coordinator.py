@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "postgresql://USER@HOST:PORT/DB (password from $PGPASSWORD or a "
                         "PGPASSFILE, not in the URL; needs psycopg: pip install "
                         "fedhh[postgresql]; default fedhh-coordinator.sqlite in the working "
-                        "directory)")
+                        "directory); a SQLite file's folder must exist")
     p.add_argument("--signing-key", default="coordinator-signing.pem",
                    help="Ed25519 key signing tasks and round configs (created if missing; the "
                         "public key is written to <file>.pub for the aggregator; default "

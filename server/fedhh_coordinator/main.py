@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import logging
@@ -41,6 +40,7 @@ from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.control import GrpcAggregator
 from fedhh_coordinator.db import is_postgres_url, redact
 from fedhh_coordinator.db.interface import StoreCorrupt
+from fedhh_coordinator.db.sqlite import check_store_folder
 from fedhh_coordinator.device_ports import DevicePorts, start_device_ports
 from fedhh_coordinator.enrollment import (
     RateLimiter,
@@ -147,7 +147,9 @@ def check_db(location: str) -> None:
     """``--db``: a PostgreSQL URL (``fedhh_coordinator.db.is_postgres_url``) or the path of a
     SQLite file that is, or can be made. Refused: an empty value and ``:memory:`` (SQLite
     would keep the store, the privacy ledger with it, in a throwaway database), another URL
-    (``mysql://x`` made a folder ``mysql:``), a folder."""
+    (``mysql://x`` made a folder ``mysql:``), a folder, a file in a folder that does not
+    exist: before, the missing folders were made, so a typo in one started an empty store
+    and the runs, devices and privacy spent seemed lost."""
     if is_postgres_url(location):
         return
     if not location.strip() or location == ":memory:":
@@ -162,6 +164,8 @@ def check_db(location: str) -> None:
     if path.is_dir():
         raise ConfigError(f"--db {location} is a folder; give the SQLite file's path, e.g. "
                           f"{path / 'fedhh-coordinator.sqlite'}")
+    if not path.exists():
+        check_store_folder(location)
     check_store_file("--db", path)
 
 
@@ -256,11 +260,6 @@ def lock_sqlite_store(location: str, timeout_s: float = 60.0) -> int | None:
     if is_postgres_url(location):
         return None
     path = location + STORE_LOCK_SUFFIX
-    # (the store makes its folder, check_db allowed one to be made: before, the lock came
-    # first, and `--db data/coordinator.sqlite` without data/ failed with "cannot open its
-    # lock file data/coordinator.sqlite.lock: No such file or directory")
-    with contextlib.suppress(OSError):  # (hold_lock names what then fails)
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
     return hold_lock(
         Path(path), timeout_s, cannot_open=f"--db {location}: cannot open its lock file {path}",
         busy=f"another coordinator holds --db {location} (its lock {path}) after "

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConfigError
+from fedhh.output_paths import check_parent_folder
 from fedhh_coordinator.db.interface import Cursor, StoreCorrupt, StoreUnavailable, Transaction
 from fedhh_coordinator.db.tables import check_store_tables, no_store_there
 
-__all__ = ["SQLITE_SCHEMA", "SqliteDatabase"]
+__all__ = ["SQLITE_SCHEMA", "SqliteDatabase", "check_store_folder"]
 
 SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS devices (
@@ -116,6 +117,14 @@ def unavailable(error: sqlite3.OperationalError) -> Exception:
     return error
 
 
+def check_store_folder(location: str | Path) -> None:
+    """Refuse a store file whose folder does not exist (``--db``): only the file is made.
+    Before, every missing folder was made, so a typo in one started an empty store, and the
+    runs, enrolled devices and privacy spent seemed lost."""
+    check_parent_folder(f"--db {location}", location, "the store's file is made, never a "
+                        "folder", "start an empty store: no devices, runs or privacy spent")
+
+
 class _SqliteTransaction:
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
@@ -149,7 +158,10 @@ class SqliteDatabase:
                 # would start again with no devices and no privacy spent.
                 raise ConfigError(f"--db {self.location} is an empty file, not a store (a new "
                                   "store is made where no file is); it is left as it is")
-            file.parent.mkdir(parents=True, exist_ok=True)
+            if not file.exists():
+                if not create and not file.absolute().parent.is_dir():
+                    raise ConfigError(no_store_there(self.location))
+                check_store_folder(self.location)
         self._db = sqlite3.connect(self.location, check_same_thread=False,
                                    isolation_level=None, timeout=BUSY_TIMEOUT_S)
         self._lock = threading.Lock()
