@@ -132,6 +132,7 @@ class NetworkLink:
         self.aggregator_patience_s = AGGREGATOR_PATIENCE_S
         self.aggregator_poll_s = 0.2  # the first pause; it doubles up to AGGREGATOR_POLL_MAX_S
         self._down_since: float | None = None  # (loop time) the outage under way began
+        self._tag: str | None = None  # run_tag of the run, read from the store once
 
     # ---- AggregatorLink -------------------------------------------------------------------
     async def collect(self, attempt: AttemptId, query: RoundQuery,
@@ -267,10 +268,13 @@ class NetworkLink:
         A single aggregator takes the whole cohort; a combiner's workers take it split at
         random into shards (``fedhh.secagg.shards``)."""
         deadlines = self._deadlines()
+        if self._tag is None:
+            self._tag = run_tag(attempt.run_id, self.store.run_created_at(attempt.run_id))
+        round_id = _round_id(attempt, self._tag)
         if workers is None:
-            groups = [(list(members), _round_id(attempt), 0, self.aggregator_address)]
+            groups = [(list(members), round_id, 0, self.aggregator_address)]
         else:
-            groups = [(shard, _shard_round_id(attempt, j), *workers[j % len(workers)])
+            groups = [(shard, _shard_round_id(attempt, self._tag, j), *workers[j % len(workers)])
                       for j, shard in enumerate(split_cohort(list(members),
                                                              self.config.shard_size,
                                                              len(workers)))]
@@ -286,7 +290,7 @@ class NetworkLink:
         except SecAggConfigError as error:
             raise RoundAborted(f"no secure-aggregation parameters: {error}") from None
         plan: RoundPlan = (UnshardedPlan(cohorts[0]) if workers is None else
-                           ShardedPlan(_round_id(attempt), tuple(cohorts),
+                           ShardedPlan(round_id, tuple(cohorts),
                                        self.config.min_devices))
         return plan, signed
 
@@ -491,12 +495,22 @@ class NetworkLink:
                 for secagg_id, device_id in enumerate(cohort.members, start=1)}
 
 
-def _round_id(attempt: AttemptId) -> bytes:
-    return _bounded(f"{attempt.run_id}/{attempt.round}/{attempt.attempt}".encode())
+def run_tag(run_id: str, created_at: float) -> str:
+    """What a run's round ids at the aggregation service carry beside its id: a digest of the
+    id and when this store created the run. The service refuses an id it has seen finish
+    (tombstones, its journal): before, ids were run/round/attempt alone, so a fresh store
+    (or another coordinator) reusing a run id against the same service had each round's
+    first attempt refused, 'has already finished'."""
+    return hashlib.sha256(f"{run_id}\x00{created_at!r}".encode()).hexdigest()[:8]
 
 
-def _shard_round_id(attempt: AttemptId, shard: int) -> bytes:
-    return _bounded(f"{attempt.run_id}/{attempt.round}/{attempt.attempt}/s{shard}".encode())
+def _round_id(attempt: AttemptId, tag: str) -> bytes:
+    return _bounded(f"{attempt.run_id}/{attempt.round}/{attempt.attempt}/{tag}".encode())
+
+
+def _shard_round_id(attempt: AttemptId, tag: str, shard: int) -> bytes:
+    return _bounded(f"{attempt.run_id}/{attempt.round}/{attempt.attempt}/{tag}/s{shard}"
+                    .encode())
 
 
 def _bounded(round_id: bytes) -> bytes:

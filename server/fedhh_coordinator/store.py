@@ -296,6 +296,14 @@ class Store:
             raise NotFoundError(f"unknown run {shown(run_id)}")
         return _run_row(rows[0])
 
+    def run_created_at(self, run_id: str) -> float:
+        """When the run was created in this store (unix seconds): what tells it from a run of
+        the same id in another store (``link.run_tag``)."""
+        rows = self.db.query("SELECT created_at FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
+            raise NotFoundError(f"unknown run {shown(run_id)}")
+        return float(rows[0][0])
+
     def run_states(self, states: Sequence[str] | None = None) -> list[tuple[str, str]]:
         """(run id, state) of every run, or of those in one of ``states``, oldest first: what
         a list needs before it reads each run (``run``), so that one damaged run spoils only

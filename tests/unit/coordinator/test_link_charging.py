@@ -42,6 +42,7 @@ from fedhh_coordinator.aggregation import (
 )
 from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.db.interface import StoreUnavailable
+from fedhh_coordinator.link import run_tag
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.runs import create_run
@@ -790,3 +791,22 @@ def test_a_store_that_stays_away_past_the_patience_leaves_the_sum_unread(
     assert attempts(store, "run") == [(1, "open", 0)]  # nothing read, nothing recorded
     assert spends(store, "run") == []
     assert combiner.cancelled  # the total dropped unread at the service
+
+
+def test_a_run_id_reused_in_a_fresh_store_opens_rounds_of_new_ids(tmp_path: Path) -> None:
+    # The aggregation service refuses a round id it has seen finish ('has already finished');
+    # before, the ids were run/round/attempt alone, so the same run id in a fresh store (a
+    # coordinator started again on a new --db, against the same service) opened the ids of
+    # the earlier run's rounds, and each round's first attempt was refused.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, before = scenario(tmp_path / "a", Plan(every("released")))
+    again, after = scenario(tmp_path / "b", Plan(every("released")))
+    assert attempts(first, "run") == attempts(again, "run") == [(1, "released", DEVICES)]
+    (old, old_shards), = before.opened
+    (new, new_shards), = after.opened
+    assert old != new
+    assert not {s.config.round_id for s in old_shards} & {s.config.round_id for s in new_shards}
+    # Within one store the ids stay what a restarted coordinator recomputes: the run's tag.
+    tag = run_tag("run", first.run_created_at("run"))
+    assert old.startswith(f"run/1/1/{tag}".encode())
