@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import itertools
 import json
 import logging
 import math
@@ -236,9 +237,12 @@ class Journal:
             raise ConfigError(f"cannot read the journal {self.path}: {error.strerror}") from None
         records: dict[bytes, RoundRecord] = {}
         lines = data.split(b"\n")
-        if lines.pop():  # not b"": the last write was interrupted before its newline
-            log.warning("dropping an interrupted last journal line",
-                        extra={"path": str(self.path)})
+        torn = lines.pop()
+        if torn:  # not b"": the last write was interrupted before its newline
+            kept = self._keep_torn(torn)
+            log.warning("dropping an interrupted last journal line; its bytes are kept in %s",
+                        kept, extra={"path": str(self.path), "bytes": len(torn),
+                                     "kept": str(kept)})
         for number, raw in enumerate(lines, start=1):
             try:
                 entry = json.loads(raw)
@@ -252,6 +256,40 @@ class Journal:
                                   "away to start without the record of earlier rounds") from None
         self.records = records
         return records
+
+    def _keep_torn(self, torn: bytes) -> Path:
+        """A copy of an interrupted last line, made (fsync'd) before the start's rewrite drops
+        it from the journal: ``outcomes.jsonl.torn.N``, the first N free or holding the same
+        bytes (a start that failed after keeping them). A write cut short is a record's
+        prefix, but a damaged file can end the same way: before, the bytes were dropped and
+        only a warning said so, and whatever they were went with them."""
+        for n in itertools.count(1):
+            kept = self.path.with_name(f"{FILE_NAME}.torn.{n}")
+            try:
+                fd = os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                with contextlib.suppress(OSError):
+                    if kept.read_bytes() == torn:
+                        return kept
+                continue
+            except OSError as error:
+                raise ConfigError(self._torn_unkept(torn, kept, error)) from None
+            try:
+                _write_all(fd, torn)
+                os.fsync(fd)
+            except OSError as error:
+                with contextlib.suppress(OSError):
+                    os.unlink(kept)
+                raise ConfigError(self._torn_unkept(torn, kept, error)) from None
+            finally:
+                os.close(fd)
+            return kept
+        raise AssertionError("unreachable")  # (itertools.count never ends)
+
+    def _torn_unkept(self, torn: bytes, kept: Path, error: OSError) -> str:
+        return (f"{self.path} ends in an interrupted line ({len(torn)} bytes) that cannot be "
+                f"kept in {kept} before it is dropped: {error.strerror or error}; the journal "
+                "is left as it is")
 
     def settle(self, round_id: bytes, reason: str) -> RoundRecord:
         """Record, in memory only (the next :meth:`rewrite` writes it), that a round without
