@@ -280,9 +280,9 @@ class NetworkLink:
                                                              len(workers)))]
         cohorts, signed = [], []
         try:
-            for devices, round_id, worker, address in groups:
+            for devices, group_id, worker, address in groups:
                 config, identities = self._round_config(query, [members[d] for d in devices],
-                                                        round_id, deadlines)
+                                                        group_id, deadlines)
                 cohorts.append(SignedCohort(
                     config, tuple(devices),
                     {i: members[d][0] for i, d in enumerate(devices, start=1)}, worker))

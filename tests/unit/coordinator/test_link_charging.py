@@ -809,4 +809,8 @@ def test_a_run_id_reused_in_a_fresh_store_opens_rounds_of_new_ids(tmp_path: Path
     assert not {s.config.round_id for s in old_shards} & {s.config.round_id for s in new_shards}
     # Within one store the ids stay what a restarted coordinator recomputes: the run's tag.
     tag = run_tag("run", first.run_created_at("run"))
-    assert old.startswith(f"run/1/1/{tag}".encode())
+    assert old == f"run/1/1/{tag}".encode()
+    # (the combined round's id is none of its shards': the loop over the shards once left
+    # the last shard's id in its place, and the combiner refused every sharded round,
+    # "shard 1 repeats the round id")
+    assert old not in {s.config.round_id for s in old_shards}
