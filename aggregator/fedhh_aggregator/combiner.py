@@ -77,7 +77,7 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
         for record in sorted(records.values(), key=lambda r: r.finished_at or r.opened_at):
             label = f"{self.journal.path}: round {round_label(record.round_id)!r}"
             try:
-                shards = _shards_of(record)
+                shards, unlisted = _shards_of(record, self.pool)
             except (ConfigError, KeyError, TypeError, ValueError) as error:
                 raise ConfigError(f"{label} has unreadable shards ({error})") from None
             # A running round is checked as an open is: before, a shard naming a worker past
@@ -88,6 +88,11 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
             # operator who shrank --worker only the choice of dropping every round's record.
             if not record.state:
                 try:
+                    if unlisted:
+                        index, address = next(iter(unlisted.items()))
+                        listed = ", ".join(w.spec.control_address for w in self.pool.workers)
+                        raise ConfigError(f"shard {index} runs on the worker {address}, which "
+                                          f"--worker no longer lists ({listed})")
                     self._check(record.round_id, [Placement(s.signed, s.worker) for s in shards])
                 except (AuthenticationError, ConfigError) as error:
                     raise ConfigError(
@@ -125,7 +130,8 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
         self._rounds[round_id] = round_
         if self.journal is not None:
             try:
-                await self.journal.opened(round_id, round_.session_id, _detail(shards))
+                await self.journal.opened(round_id, round_.session_id,
+                                          _detail(shards, self.pool))
             except OSError as error:
                 del self._rounds[round_id]
                 self.journal.records.pop(round_id, None)
@@ -256,22 +262,40 @@ class CombinerRegistry(RoundBook[CombinedRound, _Tombstone]):
             self.journal.close()
 
 
-def _detail(shards: list[Shard]) -> dict[str, Any]:
+def _detail(shards: list[Shard], pool: WorkerPool) -> dict[str, Any]:
+    """What the journal keeps of a round's shards: each one's signed config and its worker,
+    by position in --worker's list and by control address (``_shards_of``)."""
     return {"shards": [{"config": s.signed.payload.hex(), "signature": s.signed.signature.hex(),
-                        "worker": s.worker} for s in shards]}
+                        "worker": s.worker, "address": pool[s.worker].spec.control_address}
+                       for s in shards]}
 
 
-def _shards_of(record: RoundRecord) -> list[Shard]:
+def _shards_of(record: RoundRecord, pool: WorkerPool) -> tuple[list[Shard], dict[int, str]]:
+    """A journaled round's shards, each on its worker as --worker lists it now, found by its
+    control address; and the shards (index: address) whose worker it no longer lists, given
+    the index past the list (as a shrunk list's: GetOutcome does not ask). Before, a shard
+    kept its position alone, so a list given in another order at a restart sent each shard's
+    questions to another worker: a running round's collector asked a worker that never had
+    it, and the round was lost. A record written before the address was kept has its
+    position only."""
     if record.detail is None:
         raise ValueError("no shards recorded")
-    shards = []
+    shards, unlisted = [], {}
+    where: dict[str, int] | None = None
     for index, entry in enumerate(record.detail["shards"]):
         signed = SignedConfig(bytes.fromhex(entry["config"]), bytes.fromhex(entry["signature"]))
-        shards.append(Shard(index, signed, RoundConfig.from_bytes(signed.payload),
-                            int(entry["worker"])))
+        worker = int(entry["worker"])
+        if "address" in entry:
+            if where is None:
+                where = {w.spec.control_address: w.index for w in pool.workers}
+            address = str(entry["address"])
+            worker = where.get(address, len(pool))
+            if worker == len(pool):
+                unlisted[index] = address
+        shards.append(Shard(index, signed, RoundConfig.from_bytes(signed.payload), worker))
     if not shards:
         raise ValueError("no shards recorded")
-    return shards
+    return shards, unlisted
 
 
 def _tombstone_of(record: RoundRecord, shards: list[Shard]) -> _Tombstone:
