@@ -64,6 +64,7 @@ class Runner:
         self.lobby = lobby
         self._wake = asyncio.Event()
         self._cancelled: set[str] = set()
+        self._cancelled_by: dict[str, str] = {}  # who asked, for the log of the run's end
         self.retry_delay_s = 1.0
         # How long an unreachable aggregation service is waited for, before an attempt or
         # once it ran the attempt's round, and the first pause between polls
@@ -84,12 +85,14 @@ class Runner:
     def wake(self) -> None:
         self._wake.set()
 
-    def cancel(self, run_id: str) -> None:
+    def cancel(self, run_id: str, by: str = "the operator") -> None:
         """Cancel a running run once the round under way ends. The request is stored with the
         run (``CANCEL_ASKED``): before, it was held in this process alone, so a coordinator
-        stopped before the round ended resumed the run on restart as if never cancelled."""
+        stopped before the round ended resumed the run on restart as if never cancelled.
+        ``by``: who asked, named in the log when the run ends."""
         self.store.ask_cancel(run_id, CANCEL_ASKED)
         self._cancelled.add(run_id)
+        self._cancelled_by.setdefault(run_id, by)
         self._wake.set()
 
     async def serve(self) -> None:
@@ -144,6 +147,7 @@ class Runner:
                 raise  # nor here; the coordinator stops, nothing more written to the file
             except RunCancelled as cancelled:
                 self.store.set_run_state(run_id, "cancelled", str(cancelled))
+                self._log_cancelled(run_id)
             except FedhhError as error:
                 log.error("run failed", extra={"run_id": run_id, "error": str(error)})
                 self.store.set_run_state(run_id, "failed", str(error))
@@ -155,6 +159,17 @@ class Runner:
             finally:
                 self.lobby.clear()
                 self.progress.pop(run_id, None)
+
+    def _log_cancelled(self, run_id: str) -> None:
+        """Say that a run ended cancelled: the round it stopped after and who asked. Before,
+        the run went to "cancelled" in the store, and the coordinator's log said nothing."""
+        progress = self.progress.get(run_id)
+        ran = progress is not None and progress.round > 0  # (0: no round entered yet)
+        by = self._cancelled_by.pop(run_id, "the operator, before this coordinator started")
+        self._cancelled.discard(run_id)
+        log.info("run cancelled", extra={
+            "run_id": run_id, "round": progress.round if ran and progress else None,
+            "attempt": progress.attempt if ran and progress else None, "by": by})
 
     async def write_charge(self, write: Callable[[], None]) -> None:
         """The charge that lets a released sum be read (``RoundDriver.write_charge``), tried

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any, Protocol
 
 import grpc
@@ -38,6 +39,8 @@ from fedhh_coordinator.keys import KeyOwners, check_round_keys
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.runs import RunParts, create_run, stored_config, stored_ledger
 from fedhh_coordinator.store import RoundRow, Store, decoded
+
+log = logging.getLogger(__name__)
 
 # A GetTask long-poll is held at most this long: it returns when the device's task changes
 # (lobby.py), so the bound only ends a call that nothing answers, and it must outlast a round.
@@ -275,10 +278,14 @@ class AdminService(pb_grpc.AdminServiceServicer):
                         ) -> pb.Run:
         self._check(context)
         row = self.store.run(request.run_id)
+        by = f"the admin API's caller at {context.peer()}"
         if row.state == "pending":
             self.store.set_run_state(row.run_id, "cancelled", "cancelled by the operator")
+            log.info("run cancelled", extra={"run_id": row.run_id, "round": None, "by": by})
         elif row.state == "running":
-            self.runner.cancel(row.run_id)
+            self.runner.cancel(row.run_id, by)
+            log.info("run cancel asked: the run stops once its round ends",
+                     extra={"run_id": row.run_id, "by": by})
         return self._run(row.run_id)
 
     def _listed(self, run_id: str, state: str) -> pb.Run:

@@ -28,10 +28,11 @@ class Idle:
 
 
 @asynccontextmanager
-async def admin_stub(store: Store) -> AsyncIterator[Any]:
+async def admin_stub(store: Store, runner: Any = None) -> AsyncIterator[Any]:
     """An ``AdminServiceStub`` on a plaintext loopback channel to the service over ``store``
-    (its calls take ``metadata=METADATA``); the server stops on leaving."""
-    admin = AdminService(store, Idle(), ADMIN_TOKEN, LifetimeBudget())  # type: ignore[arg-type]
+    and ``runner`` (default: ``Idle``; its calls take ``metadata=METADATA``); the server
+    stops on leaving."""
+    admin = AdminService(store, runner or Idle(), ADMIN_TOKEN, LifetimeBudget())
     server = serving.new_server()
     pb_grpc.add_AdminServiceServicer_to_server(admin, server)
     port = server.add_insecure_port("127.0.0.1:0")
