@@ -256,3 +256,20 @@ class AggregatorProcess:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         self.kill()
+
+
+def combiner_journal(directory: Path, round_id: bytes, shard: dict[str, Any],
+                     finished: bool) -> Path:
+    """A combiner's journal, ``outcomes.jsonl`` in ``directory`` (made), of one round
+    (``round_id``) of one shard (``shard``: its journal entry, config, signature and worker),
+    opened, and released by 4 contributors if ``finished``."""
+    lines = [{"v": 1, "op": "open", "round": round_id.hex(), "session": "00" * 32,
+              "at": time.time(), "detail": {"shards": [shard]}}]
+    if finished:
+        lines.append({"v": 1, "op": "finish", "round": round_id.hex(), "state": "released",
+                      "reason": "", "reached_unmask": True, "contributors": 4,
+                      "at": time.time()})
+    directory.mkdir()
+    path = directory / "outcomes.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
-import time
 from pathlib import Path
 
 import pytest
-from aggregator_testkit import COORDINATOR_PUBLIC, make_cohort
+from aggregator_testkit import COORDINATOR_PUBLIC, combiner_journal, make_cohort
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import ConfigError
@@ -35,15 +33,7 @@ def _journal(directory: Path, worker: int, finished: bool, other_key: bool = Fal
                          **({"coordinator_key": key} if key else {}))
     shard = {"config": cohort.signed.payload.hex(), "signature": cohort.signed.signature.hex(),
              "worker": worker}
-    lines = [{"v": 1, "op": "open", "round": ROUND.hex(), "session": "00" * 32, "at": time.time(),
-              "detail": {"shards": [shard]}}]
-    if finished:
-        lines.append({"v": 1, "op": "finish", "round": ROUND.hex(), "state": "released",
-                      "reason": "", "reached_unmask": True, "contributors": 4, "at": time.time()})
-    directory.mkdir()
-    path = directory / "outcomes.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return path
+    return combiner_journal(directory, ROUND, shard, finished)
 
 
 @pytest.mark.parametrize(("worker", "finished", "other_key", "why"), [

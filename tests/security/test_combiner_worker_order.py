@@ -8,13 +8,11 @@ naming the worker and the list."""
 from __future__ import annotations
 
 import asyncio
-import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from aggregator_testkit import COORDINATOR_PUBLIC, make_cohort
+from aggregator_testkit import COORDINATOR_PUBLIC, combiner_journal, make_cohort
 
 from fedhh.errors import ConfigError
 from fedhh.rpc.control_client import RoundOutcome
@@ -62,15 +60,7 @@ def _journal(directory: Path, finished: bool) -> Path:
     cohort = make_cohort(4, 16, 3, 2, n_min=3, consistency_check=True, round_id=SHARD)
     shard = {"config": cohort.signed.payload.hex(), "signature": cohort.signed.signature.hex(),
              "worker": 0, "address": "a:7100"}
-    lines = [{"v": 1, "op": "open", "round": ROUND.hex(), "session": "00" * 32, "at": time.time(),
-              "detail": {"shards": [shard]}}]
-    if finished:
-        lines.append({"v": 1, "op": "finish", "round": ROUND.hex(), "state": "released",
-                      "reason": "", "reached_unmask": True, "contributors": 4, "at": time.time()})
-    directory.mkdir()
-    path = directory / "outcomes.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return path
+    return combiner_journal(directory, ROUND, shard, finished)
 
 
 def test_a_finished_rounds_shard_is_asked_of_its_own_worker_in_a_reordered_list(
