@@ -33,7 +33,8 @@ def test_many_prefixes_lost_in_completion_rounds_are_told_with_the_remedy() -> N
         "main round's budget, the 2nd and 3rd at a quarter of that, the 4th to 7th at a "
         "sixteenth, the later ones at less. A larger weight (up to 1) raises each completion "
         "round's budget at the main rounds' cost (synthetic-urls: 494 URLs whole at 0.2, 686 "
-        "at 1); more devices or a larger --eps-agg lower every threshold; docs/codecs.md.")
+        "at 1); a larger --eps-agg lowers every round's threshold, and more devices holding the "
+        "items raise their counts faster than the thresholds; docs/codecs.md.")
 
 
 def test_the_note_names_the_round_that_lost_most_and_no_larger_weight_at_1() -> None:
@@ -47,7 +48,7 @@ def test_the_note_names_the_round_that_lost_most_and_no_larger_weight_at_1() -> 
     note = completion_weight_note(payload)
     assert note is not None and "(most in round 8, at threshold 415 against" in note, note
     assert "larger weight" not in note and "(0.5, 1)" not in note
-    assert "More devices or a larger --eps-agg lower every threshold" in note
+    assert "A larger --eps-agg lowers every round's threshold, and more devices" in note
 
 
 def test_few_lost_or_lost_in_main_rounds_say_nothing() -> None:
