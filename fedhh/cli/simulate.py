@@ -546,14 +546,23 @@ def more_hitters(hitters: list[dict[str, Any]], top: int) -> str:
     found them (the list is by round, so a later round's heaviest items can all be below the
     cut, unseen: at the default --top a dataset's most held item, found in round 6, was), and
     how many of them came back truncated (the last rounds find those, so all can be below the
-    cut: before, a --two-runs first run's 16 truncated items of 43 went unmentioned)."""
+    cut: before, a --two-runs first run's 16 truncated items of 43 went unmentioned), and
+    how many of them show the last listed row's estimate in its round: a cut inside such a tie
+    kept one row of it and hid the next for an order the reader cannot see (a smaller
+    unrounded estimate, or the item's code where they are equal)."""
     rest = hitters[top:]
     first, last = min(h["round"] for h in rest), max(h["round"] for h in rest)
     rounds = f"round {first}" if first == last else f"rounds {first} to {last}"
     truncated = sum(1 for h in rest if h["truncated"])
     of_them = f", {truncated:,} of them truncated" if truncated else ""
-    return (f"({len(rest):,} more, found in {rounds}{of_them}: --top {len(hitters)} or --json "
-            "lists them)")
+    shown = hitters[top - 1]
+    tied = sum(1 for h in rest if h["round"] == shown["round"]
+               and f"{h['estimate']:,.0f}" == f"{shown['estimate']:,.0f}")
+    verb = "shows" if tied == 1 else "show"
+    tie = (f"; {tied:,} of them also {verb} {shown['estimate']:,.0f} in round {shown['round']}, "
+           "as the last row listed: the cut falls inside that tie" if tied else "")
+    return (f"({len(rest):,} more, found in {rounds}{of_them}{tie}: --top {len(hitters)} or "
+            "--json lists them)")
 
 
 def cut_heading(count: int) -> str:

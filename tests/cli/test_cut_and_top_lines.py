@@ -48,7 +48,8 @@ def test_a_cut_prefixes_cause() -> None:
 
 
 def test_the_line_under_a_list_cut_at_top() -> None:
-    hitters = [{"round": r, "item": str(r), "truncated": False} for r in (1, 1, 2, 6, 6)]
+    hitters = [{"round": r, "item": str(r), "truncated": False, "estimate": 50.0 - 10 * i}
+               for i, r in enumerate((1, 1, 2, 6, 6))]
     assert more_hitters(hitters, 2) == "(3 more, found in rounds 2 to 6: --top 5 or --json " \
         "lists them)"
     assert more_hitters(hitters, 4) == "(1 more, found in round 6: --top 5 or --json lists them)"

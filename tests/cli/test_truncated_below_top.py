@@ -19,7 +19,9 @@ def _hitters() -> list[dict[str, Any]]:
 
 def test_the_line_under_a_list_counts_the_truncated_it_hides() -> None:
     assert more_hitters(_hitters(), 2) == (
-        "(3 more, found in rounds 1 to 4, 2 of them truncated: --top 5 or --json lists them)")
+        "(3 more, found in rounds 1 to 4, 2 of them truncated; 1 of them also shows 500 in "
+        "round 1, as the last row listed: the cut falls inside that tie: --top 5 or --json "
+        "lists them)")
     assert more_hitters(_hitters(), 3) == (
         "(2 more, found in round 4, 2 of them truncated: --top 5 or --json lists them)")
 
