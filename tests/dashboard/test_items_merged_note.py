@@ -11,8 +11,13 @@ from types import SimpleNamespace
 
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
+from fedhh.config import RunConfig
 from fedhh.server.mechanisms import LocalRandomizer, TailKind
 from fedhh.server.prefixtree import Found, PrefixTree, TreeConfig, TreeState
+
+# (a run whose eps_local the fake does not know: a cut row the rounds ran out on reads "no
+# rounds left", fedhh.server.causes.ran_out_cause)
+UNKNOWN_BUDGET = {"config": RunConfig(), "ledger": SimpleNamespace(eps_local=None)}
 
 WIDTH = 200
 
@@ -31,7 +36,7 @@ def _parts() -> SimpleNamespace:
     state = TreeState(discovered=(Found(whole, 40.0, 1),
                                   Found(a >> keep << keep, 300.0, 6, bits=bits),
                                   Found(b >> keep << keep, 200.0, 6, bits=bits)))
-    return SimpleNamespace(tree=tree, state=state)
+    return SimpleNamespace(tree=tree, state=state, **UNKNOWN_BUDGET)
 
 
 def test_the_dashboard_says_a_rows_estimate_is_the_sum_of_its_prefixes() -> None:

@@ -4,9 +4,15 @@ and every time carries its zone."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
+from fedhh.config import RunConfig
 from fedhh_coordinator.dashboard.pages import rounds_text, when
 from fedhh_coordinator.dashboard.views import RunLine
+
+# (a run whose eps_local the fake does not know: a cut row the rounds ran out on reads "no
+# rounds left", fedhh.server.causes.ran_out_cause)
+UNKNOWN_BUDGET = {"config": RunConfig(), "ledger": SimpleNamespace(eps_local=None)}
 
 
 def line(state: str, released: int, rounds: int = 4) -> RunLine:
@@ -54,7 +60,7 @@ def test_a_truncated_heavy_hitter_is_marked_cut_everywhere_it_is_shown() -> None
                       LocalRandomizer(3.0, TailKind.BINOMIAL))
     whole, cut = codec.encode_many(["tea", "internationalisation"]).codes.tolist()
     state = TreeState(discovered=(Found(int(whole), 40.0, 1), Found(int(cut), 30.0, 2)))
-    hits = heavy_hitters(SimpleNamespace(tree=tree, state=state), [])  # type: ignore[arg-type]
+    hits = heavy_hitters(SimpleNamespace(tree=tree, state=state, **UNKNOWN_BUDGET), [])  # type: ignore[arg-type]
     assert [(h.item, h.truncated, h.bits) for h in hits] == [
         ("tea", False, 0), ("intern…", True, 30)]
     page = hits_table("r1", hits)
@@ -87,7 +93,7 @@ def test_cut_prefixes_are_listed_apart_and_hidden_characters_are_escaped() -> No
                       LocalRandomizer(3.0, TailKind.BINOMIAL))
     state = TreeState(discovered=(Found(int(hidden), 40.0, 1), Found(int(esc), 35.0, 1),
                                   Found(cut_code, 300.0, 2, bits=prefix_bits)))
-    parts = SimpleNamespace(tree=tree, state=state)
+    parts = SimpleNamespace(tree=tree, state=state, **UNKNOWN_BUDGET)
     hits = heavy_hitters(parts, [])  # type: ignore[arg-type]
     cut = cut_prefixes(parts, [])  # type: ignore[arg-type]
     assert [h.item for h in hits] == ["\u202eevil", "red\x1b[31m"]

@@ -9,9 +9,14 @@ from typing import Any
 
 import pytest
 
+from fedhh.config import RunConfig
 from fedhh.server.mechanisms import LocalRandomizer, estimate_std
 from fedhh.server.prefixtree import HeavyHitter
 from fedhh_coordinator.dashboard.results import cut_prefixes
+
+# (a run whose eps_local the fake does not know: a cut row the rounds ran out on reads "no
+# rounds left", fedhh.server.causes.ran_out_cause)
+UNKNOWN_BUDGET = {"config": RunConfig(), "ledger": SimpleNamespace(eps_local=None)}
 
 
 def test_a_merged_cut_row_has_its_sums_std() -> None:
@@ -23,7 +28,7 @@ def test_a_merged_cut_row_has_its_sums_std() -> None:
                          truncated=True, max_bits=64, bits=18)
     tree: Any = SimpleNamespace(mechanism_for=lambda _round: mechanism,
                                 cut_prefixes=lambda _state: [merged, single])
-    parts: Any = SimpleNamespace(tree=tree, state=None)
+    parts: Any = SimpleNamespace(tree=tree, state=None, **UNKNOWN_BUDGET)
     rounds: Any = [SimpleNamespace(round=4, state="released", participants=5000)]
     hits = cut_prefixes(parts, rounds)
     assert hits[0].std == pytest.approx(estimate_std(mechanism, 300.0, 5000, 3), rel=1e-12)

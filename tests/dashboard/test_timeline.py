@@ -10,6 +10,7 @@ import pytest
 
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
+from fedhh.config import RunConfig
 from fedhh.device import RandomizedResponse
 from fedhh.server import LocalRandomizer, PrefixTree, TreeConfig
 from fedhh.server.prefixtree import Found, TreeState
@@ -17,6 +18,10 @@ from fedhh_coordinator.dashboard.results import estimate_std, heavy_hitters
 from fedhh_coordinator.dashboard.timeline import attempt_view, dropout_by_stage
 from fedhh_coordinator.progress import Progress
 from fedhh_coordinator.store import RoundRow, stored_members_field
+
+# (a run whose eps_local the fake does not know: a cut row the rounds ran out on reads "no
+# rounds left", fedhh.server.causes.ran_out_cause)
+UNKNOWN_BUDGET = {"config": RunConfig(), "ledger": SimpleNamespace(eps_local=None)}
 
 T0 = 1_800_000_000.0
 COUNTS = {"ADVERTISE_KEYS": 100, "SHARE_KEYS": 90, "MASKED_INPUT": 90,
@@ -155,7 +160,7 @@ def test_a_hitters_standard_deviation_is_its_rounds_mechanisms() -> None:
                       (main, completion))
     [code] = cw.to_ints(codec.encode_many(["cat"]).codes)
     state = TreeState(discovered=(Found(code, 100.0, 2),), done=True)
-    parts = SimpleNamespace(tree=tree, state=state)
+    parts = SimpleNamespace(tree=tree, state=state, **UNKNOWN_BUDGET)
     rounds = [SimpleNamespace(round=i, state="released", participants=1000) for i in (1, 2)]
     [hit] = heavy_hitters(parts, rounds)  # type: ignore[arg-type]
     assert hit.std == estimate_std(completion, 100.0, 1000) > estimate_std(main, 100.0, 1000)
