@@ -186,6 +186,32 @@ def test_a_scheduler_lost_while_waiting_for_a_worker_is_said_to_be_lost() -> Non
                                     "again, then run the same command")
 
 
+class _ClientLosingItsScheduler:
+    """A Dask client whose wait for a worker fails as a reconnect under load did: asyncio's
+    "Cannot change state of expiring Timeout", the scheduler gone (status "connecting")."""
+
+    def __init__(self, status: str) -> None:
+        self.status = status
+
+    def scheduler_info(self, n_workers: int) -> dict[str, Any]:
+        return {"workers": {}}
+
+    def wait_for_workers(self, n: int, timeout: float) -> None:
+        raise RuntimeError("Cannot change state of expiring Timeout")
+
+
+def test_an_internal_error_of_a_reconnect_is_a_lost_scheduler() -> None:
+    """The suite under load (2026-12-05) failed the test above once with that RuntimeError,
+    raised out of the client's reconnect instead of the connection error Dask gives alone."""
+    client: Any = _ClientLosingItsScheduler("connecting")
+    with pytest.raises(SchedulerLost, match="Cannot change state of expiring Timeout"):
+        await_workers(client, "tcp://127.0.0.1:1", 1.0, lambda line: None)
+    # (with the scheduler there, it is no lost scheduler: raised as it is)
+    client.status = "running"
+    with pytest.raises(RuntimeError, match="expiring Timeout"):
+        await_workers(client, "tcp://127.0.0.1:1", 1.0, lambda line: None)
+
+
 def test_a_worker_whose_cache_cannot_be_used_names_itself_and_its_cache(
         tiny_path: Path, tiny: FederatedDataset, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
