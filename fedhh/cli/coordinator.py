@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "fedhh[postgresql]; default fedhh-coordinator.sqlite in the working "
                         "directory); a SQLite file's folder must exist")
     p.add_argument("--signing-key", default="coordinator-signing.pem",
-                   help="Ed25519 key signing tasks and round configs (created if missing; the "
+                   help="Ed25519 key signing tasks and round configs (created if missing, in a "
+                        "folder that exists; the "
                         "public key is written to <file>.pub for the aggregator; default "
                         "coordinator-signing.pem in the working directory)")
     p.add_argument("--aggregator", required=True, type=options.remote_address,

@@ -168,13 +168,14 @@ def load_signing_key(path: str | Path, what: str | None = None) -> Ed25519Privat
 
 
 def load_or_create_signing_key(path: str | Path) -> Ed25519PrivateKey:
-    """The coordinator's signing key from ``path`` (created if missing) and ``path.pub``."""
+    """The coordinator's signing key from ``path`` (created if missing, in a folder that must
+    exist: a mistyped folder would otherwise hold a new key the devices refuse) and
+    ``path.pub``."""
     key_path = Path(path)
     if key_path.exists():
         key = load_signing_key(key_path)
     else:
         key = Ed25519PrivateKey.generate()
-        key_path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as out:
             out.write(key.private_bytes(serialization.Encoding.PEM,

@@ -16,7 +16,7 @@ import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import ConfigError
-from fedhh.output_paths import check_store_file, hold_lock
+from fedhh.output_paths import check_parent_folder, check_store_file, hold_lock
 from fedhh.privacy.sum_pld import import_accountant_libraries
 from fedhh.rpc import serving
 from fedhh.rpc.credentials import (
@@ -170,11 +170,16 @@ def check_db(location: str) -> None:
 
 
 def check_signing_key(location: str) -> None:
-    """``--signing-key``: an Ed25519 private key in PEM, or a file that can be made."""
+    """``--signing-key``: an Ed25519 private key in PEM, or a file that can be made in a folder
+    that exists. Before, the missing folders were made, so a typo in one made a new key beside
+    the real one, and the devices that pinned the real key refused every task it signed."""
     path = Path(location)
     if path.is_dir():
         raise ConfigError(f"--signing-key {location} is a folder; give the key file's path")
     if not path.exists():
+        check_parent_folder(f"--signing-key {location}", path, "the key's file is made, never "
+                            "a folder", "make a new key, whose tasks the devices that pinned "
+                            "the coordinator's key refuse")
         check_store_file("--signing-key", path)
         return
     load_signing_key(path, f"--signing-key {location}")

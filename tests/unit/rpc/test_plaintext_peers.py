@@ -77,6 +77,7 @@ def test_the_services_refuse_it_before_anything_is_written(
     for name in ("CONTROL", "ADMIN", "SELECTOR"):
         monkeypatch.setenv(f"FEDHH_{name}_TOKEN", name.lower() * 4 + "-0123456789abcdef")
     signing = tmp_path / "keys" / "signing.pem"
+    signing.parent.mkdir()
     load_or_create_signing_key(signing)
     key = str(public_key_path(signing))
     store = tmp_path / "store.sqlite"
