@@ -66,7 +66,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", type=options.non_negative_int,
                    help="test mode: seed the devices' randomness and dropout draws (never in "
                         "a deployment: a known seed voids the local privacy guarantee)")
-    p.add_argument("--workdir", help="keep logs and stats here")
+    p.add_argument("--workdir", help="keep logs and stats here (only the last folder of "
+                   "the path is made)")
     p.add_argument("--json", metavar="PATH",
                    help="write the report as JSON (-: to standard output, the table to standard "
                         "error)")

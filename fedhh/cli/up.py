@@ -90,7 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=options.non_negative_int, default=None,
                    help="TEST MODE: seeded device randomness (default: OS entropy)")
     p.add_argument("--workdir", help="keep logs, keys and the SQLite file here (default: a "
-                   "temporary directory, removed at the end); a later `fedhh up` there "
+                   "temporary directory, removed at the end; only the last folder of the path "
+                   "is made); a later `fedhh up` there "
                    "reuses them, its devices' budgets included (a rerun that would move a user "
                    "to another device process is refused; users new to it get a token)")
     p.add_argument("--timeout", type=options.positive_float, default=900.0,

@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from fedhh.errors import ConfigError, StateError
+from fedhh.output_paths import LAST_FOLDER_MADE, check_parent_folder
 from fedhh.rpc.credentials import load_or_create_signing_key
 from fedhh.rpc.tls import make_dev_pki
 
@@ -66,8 +67,14 @@ class LocalTopology:
         self.workdir = Path(workdir or self._tmp.name).resolve()  # type: ignore[union-attr]
         if self.workdir.exists() and not self.workdir.is_dir():
             raise ConfigError(f"workdir {self.workdir} is a file, not a folder")
+        # A later `fedhh up` in the workdir reuses its store, keys and devices' budgets: a
+        # mistyped parent made a whole new tree, and the run started afresh beside them.
+        if not self.workdir.parent.exists():  # (a file there: mkdir says so, below)
+            check_parent_folder(f"--workdir {self.workdir}", self.workdir, LAST_FOLDER_MADE,
+                                "start afresh beside the earlier workdir: a new store, keys "
+                                "and device budgets")
         try:
-            self.workdir.mkdir(parents=True, exist_ok=True)
+            self.workdir.mkdir(exist_ok=True)
         except OSError as error:
             # (before, the bare OSError: "Not a directory: /tmp/afile/sub", naming no option)
             raise ConfigError(f"workdir {self.workdir} cannot be made: "
