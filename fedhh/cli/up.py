@@ -16,8 +16,9 @@ run's progress, and the dashboard links to it.
 
 The defaults fit the small real corpus (Shakespeare: about 1,400 speaking characters, each a
 device). A sum over so few devices hides each report less than one over the paper's 1.6 million,
-so the default aggregate target is eps_agg = 2 (eps_local 4.85 per round for 4 rounds among the
-1,248 contributors n_min allows); at 1.6 million devices eps_agg = 1 allows eps_local 10.7.
+so the default aggregate target is eps_agg = 2 (eps_local 4.79 per round for the 4 main rounds
+and the 7 completion rounds that the 1,248 contributors n_min allows can budget); at 1.6 million
+devices eps_agg = 1 allows eps_local 10.7 (10.60 beside the 32 completion rounds).
 """
 
 from __future__ import annotations
