@@ -647,8 +647,11 @@ class RunConfig:
                               "paper's) is simulation only: a networked run keeps a target for "
                               "the elements that finish an item; give one in (0, 1)")
         if not 3 <= self.min_devices <= self.target_devices:
-            raise ConfigError(f"need 3 <= min_devices <= target_devices, got "
-                              f"{self.min_devices} and {self.target_devices}")
+            # (opening with the field lets the command line name both flags,
+            # flags._name_the_flag; "need 3 <= min_devices <= ..." named neither)
+            raise ConfigError(f"min_devices {self.min_devices} must be from 3 to target_devices "
+                              f"({self.target_devices}): a round releases only with "
+                              "min_devices of the devices it draws")
         if not self.oversubscription >= 1:
             raise ConfigError(f"oversubscription must be >= 1, got {self.oversubscription}")
         for name in ("checkin_ms", "checkin_quiet_ms", "stage_ms", "max_attempts"):

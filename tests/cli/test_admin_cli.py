@@ -164,3 +164,18 @@ def test_a_refusal_is_one_line_with_escapes_but_its_backslashes_as_sent(
     err = capsys.readouterr().err
     assert err == ("fedhh admin: error: INVALID_ARGUMENT: label must be printable text, got "
                    "'a\\tb'\\x1b[31m red\\x0asecond line\n")
+
+
+def test_min_devices_above_target_devices_names_the_flag(recorder: Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    """Before: "fedhh admin: error: need 3 <= min_devices <= target_devices, got 500 and 400",
+    naming no option; nothing is sent to the coordinator."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
+              "start", "--run-id", "r1", "--target-devices", "400", "--min-devices", "500"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "fedhh admin: error: argument --min-devices: min_devices 500 must be from 3 to "
+        "target_devices (400): a round releases only with min_devices of the devices it draws"]
+    assert not any(call[0] == "start" for call in Recorder.calls)
