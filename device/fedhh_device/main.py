@@ -164,9 +164,9 @@ def coordinator_addresses(text: str) -> list[tuple[str, str]]:
     return addresses
 
 
-def check_state_dir(text: str) -> Path:
-    """--state-dir, made if missing, once it is known to be a folder this process can write
-    in a folder that exists.
+def check_state_dir(text: str, make: bool = True) -> Path:
+    """--state-dir, made if missing (unless not ``make``), once it is known to be a folder this
+    process can write in a folder that exists.
 
     Checked before any device enrolls: an enrollment token enrolls once, so an identity that
     cannot be kept is a token lost (a rerun is refused UNAUTHENTICATED). It is required for
@@ -179,6 +179,8 @@ def check_state_dir(text: str) -> Path:
     folder = Path(text)
     check_parent_folder(f"--state-dir {folder}", folder, LAST_FOLDER_MADE,
                         "start new identities and budgets")
+    if not make:
+        return folder
     try:
         folder.mkdir(exist_ok=True)
     except OSError as error:
@@ -258,12 +260,13 @@ def write_stats(path: Path, devices: int, stats: Any) -> None:
 
 async def serve(args: argparse.Namespace) -> None:
     # The local paths first: nothing below may enroll a device whose identity cannot be kept.
-    state_dir = check_state_dir(args.state_dir)
+    # The state directory is made (and locked) only once the inputs read: before, a missing
+    # --dataset or tokens file, or a --users outside the dataset, was refused after it, and
+    # left a new folder holding a lock file.
+    check_state_dir(args.state_dir, make=False)
     check_output("--stats-file", args.stats_file)  # (written at exit, after the whole run)
     stats_file = Path(args.stats_file) if args.stats_file else None
     stop = serving.stop_event()
-    if await hold_state_dir(state_dir, stop) is None:
-        return  # (stopped while another process held the state directory: nothing was done)
     task_census.install(asyncio.get_running_loop())
     dataset = resolve_dataset(args.dataset)
     if args.users == TOKENS:
@@ -282,6 +285,9 @@ async def serve(args: argparse.Namespace) -> None:
         words = tuple(dataset.vocabulary[i] for i in items.tolist())
         hosted.append((user, DeviceData(words, np.asarray(counts, dtype=np.int64))))
     tokens = tokens_for(args.enrollment_tokens_file, [user for user, _ in hosted])
+    state_dir = check_state_dir(args.state_dir)
+    if await hold_state_dir(state_dir, stop) is None:
+        return  # (stopped while another process held the state directory: nothing was done)
     make_channel: Callable[[str], Any]
     coordinators: list[Any]
     if args.connect:

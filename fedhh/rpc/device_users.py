@@ -69,7 +69,8 @@ def tokens_file_error(path: str | Path, error: OSError | UnicodeDecodeError) -> 
             f"(0x{error.object[error.start]:02x}), so this is not a tokens file (tokens are hex "
             "digits, one a line or after a user number, as `fedhh certs` and `fedhh admin "
             "mint-tokens` write them): is it another file, a dataset?")
-    return ConfigError(f"cannot read the enrollment tokens file {path}: {error}")
+    return ConfigError(f"cannot read the enrollment tokens file {path}: "
+                       f"{getattr(error, 'strerror', None) or error}")
 
 
 def read_tokens(path: str | Path) -> dict[int, str]:
