@@ -154,13 +154,23 @@ def load_signing_key(path: str | Path, what: str | None = None) -> Ed25519Privat
     from cryptography.exceptions import UnsupportedAlgorithm
 
     what = what or str(path)
+    pem = b""
     try:
-        key = serialization.load_pem_private_key(read_whole(path, SECRET_FILE_BYTES, "key"),
-                                                 password=None)
+        pem = read_whole(path, SECRET_FILE_BYTES, "key")
+        key = serialization.load_pem_private_key(pem, password=None)
     except OSError as error:
         raise ConfigError(f"cannot read {what}: {error.strerror or error}"
                           f"{permission_remedy(path, error)}") from None
     except (ValueError, TypeError, UnsupportedAlgorithm):  # (TypeError: a password is needed)
+        if b"-----BEGIN PUBLIC KEY-----" in pem:
+            # (the .pub given for the signing key: before, "is not an unencrypted PEM private
+            # key", which did not say which file was wanted)
+            private = Path(path).name.removesuffix(".pub") if str(path).endswith(".pub") else ""
+            raise ConfigError(f"{what} holds a public key, where the coordinator's private "
+                              "signing key is wanted: give "
+                              + (f"{private}, the file beside it" if private else "the signing key")
+                              + " (its .pub is what the aggregator, combiner and selectors take)"
+                              ) from None
         raise ConfigError(f"{what} is not an unencrypted PEM private key") from None
     if not isinstance(key, Ed25519PrivateKey):
         raise ConfigError(f"{what} does not hold an Ed25519 key")
