@@ -145,7 +145,7 @@ def hold_lock(path: Path, timeout_s: float, *, cannot_open: str, busy: str, wait
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError as error:
         raise ConfigError(f"{cannot_open}: {error.strerror}") from None
-    until, delay = time.monotonic() + timeout_s, 0.1
+    until, delay, said = time.monotonic() + timeout_s, 0.1, False
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -154,6 +154,8 @@ def hold_lock(path: Path, timeout_s: float, *, cannot_open: str, busy: str, wait
             if time.monotonic() >= until:
                 os.close(fd)
                 raise ConfigError(busy) from None
-            logger.warning(waiting, extra=context)
+            if not said:  # (once: each poll said it, some 30 lines over a minute's wait)
+                logger.warning(waiting, extra=context)
+                said = True
             time.sleep(delay)  # polling the lock: flock has no timeout of its own
             delay = min(delay * 2, 2.0)
