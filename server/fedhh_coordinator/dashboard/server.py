@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import re
+import unicodedata
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
@@ -62,10 +63,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # value (pandas' defaults: ``None``, ``<NA>``, ``#N/A``, ``#NA`` read as NaN, the item lost) or
 # a sheet's error value (``#DIV/0!``, ``#N/A``).
 _SHEET_VALUE = re.compile(
-    r"[(.$€£¥]*[0-9].*"
+    r"[(.$€£¥]*\d.*"
     r"|(?:true|false|nan|inf|infinity|null|n/?a|none|<na>)"
     r"|#(?:n/?a|n/a n/a|div/0!|value!|ref!|name\?|num!|null!|spill!|calc!|getting_data)"
-    r"|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?[ /-]?[0-9].*",
+    r"|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?[ /-]?\d.*",
     re.IGNORECASE | re.DOTALL)
 
 
@@ -75,8 +76,17 @@ def csv_cell(text: str) -> str:
     read as a number, date or truth value (``_SHEET_VALUE``: the item ``007`` showed as 7 and
     ``1e5`` as 100000), and one that starts with an apostrophe, so that ``-5`` and ``'-5``
     stay two cells (``'-5`` and ``''-5``): a reader drops one leading apostrophe, if any, and
-    has the text back."""
-    if text[:1] in ("=", "+", "-", "@", "\t", "\r", "'") or _SHEET_VALUE.fullmatch(text):
+    has the text back.
+
+    Both tests read the cell's NFKC form, as sheets do: Apple Numbers normalizes a cell so,
+    and so runs ``＝2+2`` (fullwidth ``＝``, U+FF1D) as a formula, Japanese Excel runs ``＝``,
+    ``＋``, ``－`` and ``＠`` as their ASCII forms (OWASP www-community issue 1088, whose CSV
+    Injection page now lists them), and a Japanese sheet reads ``１２３`` as the number 123;
+    the small forms (``﹦``) fold the same way, and ``⁼`` and ``₊``. A digit of any
+    script (``٧``) counts as a digit: a sheet in that script's locale may read it as a number,
+    and the apostrophe costs a reader nothing."""
+    folded = unicodedata.normalize("NFKC", text)
+    if folded[:1] in ("=", "+", "-", "@", "\t", "\r", "'") or _SHEET_VALUE.fullmatch(folded):
         return "'" + text
     return text
 
