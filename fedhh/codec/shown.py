@@ -89,6 +89,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import sys
 import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
@@ -267,13 +268,33 @@ _JOINER = "\u200d"
 _SKIN_TONES = range(0x1F3FB, 0x1F400)  # Fitzpatrick modifiers, drawn into the emoji before
 
 
+def _as_written(text: str) -> str:
+    """``text`` as standard output writes it. Where its encoding is not Unicode (a Latin-1 or
+    ASCII locale, a Windows console redirected to a file), the characters it lacks are written
+    as backslash escapes (``fedhh.cli.main`` sets its errors so: ``\\xe9``, ``\\u6771``), and the
+    consoles' columns are those of the escapes: before, ``東京`` was padded as 4 columns and
+    written as 12, and every row holding such an item stood out of line."""
+    encoding = getattr(sys.stdout, "encoding", None)
+    if text.isascii() or not encoding:
+        return text
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:
+        pass
+    return text
+
+
 def columns(text: str) -> int:
-    """The columns a terminal gives ``text``: two for an East Asian wide or fullwidth character
+    """The columns a terminal gives ``text`` (``_as_written``: as stdout writes it):
+    two for an East Asian wide or fullwidth character
     (CJK, Hangul, most emoji), none for a combining mark or a format character, one otherwise;
     and for emoji sequences one emoji's two (UTS #51): a character made an emoji by VS16
     (``❤️``, ``1️⃣``), an emoji and its skin tone (``👍🏽``), emoji joined by U+200D (``👨‍👩‍👧``,
     ``🏳️‍🌈``), as wcwidth and the terminals that draw such sequences as one glyph count them.
     A joiner between letters (Indic conjuncts) joins nothing here: they keep their columns."""
+    text = _as_written(text)
     if text.isascii():
         return len(text)
     total = 0
@@ -340,8 +361,11 @@ def isolated(text: str) -> str:
     """``text`` between two left-to-right marks (U+200E) when it holds a right-to-left letter
     (module docstring: a terminal that lays out bidirectional text would otherwise carry the
     numbers after it into the item's direction and show a row's columns in reverse); else
-    ``text``. The marks take no column."""
-    if text.isascii() or not any(map(_rtl, text)):
+    ``text``. The marks take no column. Both as stdout writes them (``_as_written``): where it
+    cannot write the letters, they are escapes, and neither are marks it cannot write set
+    around them (before, an ASCII console showed ``\\u200e\\u05e9...\\u200e``)."""
+    text = _as_written(text)
+    if text.isascii() or not any(map(_rtl, text)) or _as_written(_LRM) != _LRM:
         return text
     return f"{_LRM}{text}{_LRM}"
 
