@@ -176,7 +176,7 @@ class PostgresDatabase:
         self._lock_wait_until = 0.0  # while the clock is below it, statements do not wait
         self._lock_pause_s = 0.0
         self._lock_waiting = True  # the connection's lock_timeout is LOCK_WAIT_MS (else 1 ms)
-        self._conn = self._connect()
+        self._conn = self._connect(at_start=True)
         try:
             new = check_store_tables(self._tables(), self.location)
             if new and (read_only or selector):
@@ -200,7 +200,9 @@ class PostgresDatabase:
             tables.setdefault(str(table), set()).add(str(column))
         return tables
 
-    def _connect(self) -> psycopg.Connection[Any]:
+    def _connect(self, *, at_start: bool = False) -> psycopg.Connection[Any]:
+        """A new connection; ``at_start``: the first, whose failure names the option to mend
+        (--db), where a later one's is an outage of a database that was there."""
         options = f"-c lock_timeout={LOCK_WAIT_MS}"
         if self.read_only:
             options += " -c default_transaction_read_only=on"
@@ -211,7 +213,8 @@ class PostgresDatabase:
         except psycopg.Error as error:
             # (the driver's message may quote the URL or its password: a token it could not
             # parse)
-            raise ConfigError(f"cannot connect to {self.location}: "
+            option = "--db: " if at_start else ""
+            raise ConfigError(f"{option}cannot connect to {self.location}: "
                               f"{redact_text(_first_line(error), self.url)}") from None
         if not (self.read_only or self.selector):
             self._take_lock(conn)
