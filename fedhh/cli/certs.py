@@ -51,6 +51,7 @@ from fedhh.cli import options
 from fedhh.config import MAX_DEVICES
 from fedhh.errors import ConfigError
 from fedhh.input_files import LIST_FILE_BYTES, read_whole
+from fedhh.output_paths import LAST_FOLDER_MADE, check_parent_folder
 
 DEFAULT_HOSTS = "localhost,127.0.0.1,coordinator,selector,aggregator"
 # selector.token apart from control.token: the aggregation workers hold the control token, and
@@ -189,7 +190,8 @@ def run(args: argparse.Namespace) -> int:
                           f"{args.device_tokens} --device-tokens: every replica needs some")
     access = access_of(args)
     # Every input is checked before the first write, so that a refusal changes nothing.
-    options.check_output_dir("--out", args.out)
+    check_folder("--out", args.out, "make a new CA, which the devices and services that "
+                 "trust the earlier one's ca.pem refuse")
     for name in TLS_FILES:
         _check_rewritable(Path(args.out) / name)
     existing_tokens = (check_secrets(Path(args.secrets), args.device_tokens,
@@ -245,6 +247,15 @@ def run(args: argparse.Namespace) -> int:
               f"with --owner {CONTAINER_UID}:{CONTAINER_UID} (as root) or --group "
               f"{CONTAINER_UID}")
     return 0
+
+
+def check_folder(option: str, path: str | Path, lost: str) -> None:
+    """An output folder of certs (--out, --secrets) that can be written, made only as the
+    last folder of its path. Before, every missing folder was made, so a typo in a parent
+    made a new tree, and keys and tokens in it, silently (``lost``: what that would make)."""
+    options.check_output_dir(option, path)
+    if not Path(path).exists():
+        check_parent_folder(f"{option} {path}", path, LAST_FOLDER_MADE, lost)
 
 
 def shared_folder(out: Path, secrets_dir: Path) -> str:
@@ -306,7 +317,8 @@ def check_secrets(root: Path, device_tokens: int, replicas: int) -> list[str]:
     file it rewrites that is not a regular file. Returns the existing device tokens."""
     from fedhh.rpc.credentials import load_signing_key, public_key_path, read_secret
 
-    options.check_output_dir("--secrets", root)
+    check_folder("--secrets", root, "make a new signing key and service tokens, which the "
+                 "services given the earlier ones refuse")
     values = {}
     for name in TOKENS:
         path = root / f"{name}.token"

@@ -155,6 +155,7 @@ def test_a_ca_key_that_is_not_the_cas_is_refused_before_anything_is_written(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     make(tmp_path)
     other = tmp_path / "other"
+    other.mkdir()  # (certs makes the last folder of --out alone)
     make(other)
     (tmp_path / "tls/ca.key").write_bytes((other / "tls/ca.key").read_bytes())
     before = (tmp_path / "tls/server.pem").read_bytes()
