@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from fedhh.cli import options
@@ -162,6 +163,43 @@ def cancel_unfinished(admin: Any, runs: list[Any]) -> list[str]:
     return left
 
 
+def unfinished_runs(workdir: str) -> list[str] | None:
+    """The runs the store in ``workdir`` holds pending or running, oldest first: those a
+    rerun there cancels (``cancel_unfinished``). Read once the services are stopped; [] when
+    no coordinator made its store, None when the store does not read."""
+    import sqlite3
+
+    from fedhh.rpc.topology import STORE_FILE
+
+    store = Path(workdir, STORE_FILE)
+    if not store.is_file():
+        return []
+    try:
+        with contextlib.closing(sqlite3.connect(f"{store.resolve().as_uri()}?mode=ro",
+                                                uri=True)) as db:
+            rows = db.execute("SELECT run_id FROM runs WHERE state IN ('pending', 'running') "
+                              "ORDER BY created_at").fetchall()
+    except sqlite3.Error:
+        return None
+    return [str(run_id) for (run_id,) in rows]
+
+
+def rerun_note(left: list[str] | None) -> str:
+    """What a `fedhh up --workdir` rerun does with the runs an interrupted one left (``left``:
+    ``unfinished_runs``). Before, it said the rerun "cancels the run left unfinished" also
+    when Ctrl-C came before any run was started."""
+    if left is None:
+        return " (a `fedhh up --workdir` there cancels any run left unfinished before it " \
+               "starts its own)"
+    if not left:
+        return " (no run was left unfinished: a `fedhh up --workdir` there starts its own " \
+               "with them)"
+    named = ", ".join(printable(run_id) for run_id in left)
+    return (f" (run{'s' if len(left) > 1 else ''} {named} left unfinished: a `fedhh up "
+            "--workdir` there cancels " + ("them" if len(left) > 1 else "it")
+            + " before it starts its own)")
+
+
 def web_device_count(text: str) -> int:
     count = options.non_negative_int(text)
     if count > MAX_WEB_DEVICES:
@@ -185,8 +223,8 @@ def run(args: argparse.Namespace) -> int:
         # (before, Ctrl-C said only "interrupted": not whether the store, and the run it left
         # unfinished, were kept, nor what a rerun does with that run)
         print("fedhh up: the services are stopped; "
-              + (f"their store, logs and keys are kept in {args.workdir} (a `fedhh up "
-                 "--workdir` there cancels the run left unfinished before it starts its own)"
+              + (f"their store, logs and keys are kept in {args.workdir}"
+                 + rerun_note(unfinished_runs(args.workdir))
                  if args.workdir else "their temporary folder is removed"),
               file=sys.stderr, flush=True)
         raise

@@ -57,6 +57,9 @@ class Service:
         return self.process.pid
 
 
+STORE_FILE = "coordinator.sqlite"  # the coordinator's store in the workdir, by default
+
+
 class LocalTopology:
     """Start with ``with LocalTopology(...) as topo:``; every process stops on exit."""
 
@@ -99,7 +102,7 @@ class LocalTopology:
         self.signing_key = self.workdir / "coordinator-signing.pem"
         load_or_create_signing_key(self.signing_key)
         # The coordinator's store: a SQLite file here, or a postgresql:// URL.
-        self.database = database or str(self.workdir / "coordinator.sqlite")
+        self.database = database or str(self.workdir / STORE_FILE)
 
     # ---- addresses and secrets -------------------------------------------------------------
     def token(self, name: str) -> bytes:
