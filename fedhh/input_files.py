@@ -97,3 +97,34 @@ def _plausible_text(data: bytes, encoding: str) -> bool:
     except UnicodeDecodeError:
         return False
     return all(c != "\x00" and unicodedata.category(c) not in ("Cn", "Co", "Cs") for c in text)
+
+
+def not_utf8(error: UnicodeDecodeError, line: int | None = None) -> str:
+    """Where the bytes ``error`` was raised for stop being UTF-8, in words for an error that
+    names the file: the line (``line``, when the bytes are that line; else the bytes are the
+    whole file, past any byte-order mark, and the line is counted here), the byte counted from
+    1 in its line and shown, and the fix.
+
+    The bytes are taken from ``error`` itself: a ``utf-8-sig`` decode reports its positions in
+    the bytes after the mark, and before, the codebook and LEAF readers looked them up in the
+    file's bytes, so a file with a mark was said to fail 3 bytes early, at a byte that is not
+    the one. A byte that Latin-1 or Windows-1252 reads as a character is named as that
+    character (what a file saved by an older Windows or Mac editor, or Excel's "CSV", holds),
+    unless it begins what reads as a UTF-8 sequence cut short or damaged (a lead byte and a
+    continuation byte): before, such a file was "not UTF-8 (byte 4 of the line: b'\\xe9')",
+    naming neither the é nor the fix."""
+    data, start = error.object, error.start
+    if line is None:
+        line = data.count(b"\n", 0, start) + 1
+        start -= data.rfind(b"\n", 0, start) + 1
+    byte = data[error.start:error.start + 1]
+    continued = b"\x80" <= data[error.start + 1:error.start + 2] <= b"\xbf"
+    reading = ""
+    if byte >= b"\xc0" and continued:
+        pass  # (UTF-8's shape: a damaged character, an encoded surrogate, not Latin-1 text)
+    elif byte >= b"\xa0":  # (Latin-1 and Windows-1252 agree from A0 on)
+        reading = f", which Latin-1 and Windows-1252 read as {byte.decode('latin-1')!r}"
+    elif (char := byte.decode("cp1252", "replace")) != "\ufffd":
+        reading = f", which Windows-1252 reads as {char!r}"
+    return (f"line {line}: not UTF-8 (byte {start + 1} of the line: {byte!r}{reading}); "
+            "save it as UTF-8")

@@ -82,7 +82,7 @@ from pathlib import Path
 from typing import Any
 
 from fedhh.errors import ConfigError
-from fedhh.input_files import LIST_FILE_BYTES, read_whole, wide_encoding_problem
+from fedhh.input_files import LIST_FILE_BYTES, not_utf8, read_whole, wide_encoding_problem
 
 FORMAT = "fedhh-codebook"
 VERSION = 1          # byte codebooks
@@ -509,6 +509,5 @@ def codec_spec(value: str) -> str:
         # utf-8-sig)")
         content = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise ConfigError(f"codebook file {path}: not UTF-8 (byte {error.start + 1}: "
-                          f"{raw[error.start:error.start + 1]!r})") from None
+        raise ConfigError(f"codebook file {path}: {not_utf8(error)}") from None
     return Codebook.from_json(content, str(path)).spec

@@ -53,7 +53,7 @@ import numpy as np
 from fedhh.data.progress import Meter
 from fedhh.data.scratch import scratch_path, signals_held
 from fedhh.errors import DatasetError
-from fedhh.input_files import wide_encoding_problem
+from fedhh.input_files import not_utf8, wide_encoding_problem
 
 log = logging.getLogger(__name__)
 
@@ -427,12 +427,14 @@ def load_dataset(path: str | os.PathLike[str], validate: bool = True,
 
 def _read_meta(root: Path) -> dict[str, Any]:
     try:
-        meta = json.loads((root / "meta.json").read_text(encoding="utf-8"))
+        meta = json.loads((root / "meta.json").read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise DatasetError(f"{root}/meta.json is missing; not a fedhh dataset") from None
+    except UnicodeDecodeError as error:
+        raise DatasetError(f"{root}/meta.json: {not_utf8(error)}") from None
     # (RecursionError: arrays nested thousands deep, which json reads by recursion; before, a
     # traceback out of every command that opened the dataset)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+    except (json.JSONDecodeError, RecursionError) as error:
         raise DatasetError(f"{root}/meta.json is not valid JSON: {error}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise DatasetError(f"{root}/meta.json does not describe a {FORMAT} directory")
@@ -469,11 +471,7 @@ def _read_vocab(path: Path) -> tuple[str, ...]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         # (the line, as every other defect of the file is named: before, "position 81233")
-        start = raw.rfind(b"\n", 0, error.start) + 1
-        line = raw.count(b"\n", 0, error.start) + 1
-        raise DatasetError(
-            f"{path}: line {line}: not UTF-8 (byte {error.start - start + 1} of the line: "
-            f"{raw[error.start:error.start + 1]!r})") from None
+        raise DatasetError(f"{path}: {not_utf8(error)}") from None
     # (as read_text read it, in universal-newlines mode: a \r\n line end, or a \r, is a \n)
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines and lines[-1] == "":

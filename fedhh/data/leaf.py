@@ -35,7 +35,7 @@ from typing import Any
 from fedhh.data.progress import Meter
 from fedhh.data.text import Importer, Separators
 from fedhh.errors import DatasetError
-from fedhh.input_files import wide_encoding_problem
+from fedhh.input_files import not_utf8, wide_encoding_problem
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def read_leaf_file(path: Path) -> dict[str, Any]:
         text = raw.decode("utf-8-sig")  # (a BOM, as the text reader allows)
         data = json.loads(text)
     except UnicodeDecodeError as error:
-        raise DatasetError(f"{path}: not UTF-8 at byte {error.start + 1}") from None
+        raise DatasetError(f"{path}: {not_utf8(error)}") from None
     except json.JSONDecodeError as error:
         if error.msg.startswith("Invalid control") and error.pos < len(text):
             # (before, "invalid JSON (Invalid control character at)", naming no character)

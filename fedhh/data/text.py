@@ -46,7 +46,7 @@ from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
 from fedhh.data.dataset import FederatedDataset, atomic_file
 from fedhh.data.progress import Meter
 from fedhh.errors import DatasetError
-from fedhh.input_files import HEAD_BYTES, wide_encoding_problem
+from fedhh.input_files import HEAD_BYTES, not_utf8, wide_encoding_problem
 
 logger = logging.getLogger(__name__)
 
@@ -176,10 +176,7 @@ def user_lines(source: Path, kind: str, meter: Meter | None,
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise DatasetError(  # (bytes counted from 1, as JSON's columns are)
-                    f"{source}: line {number}: not UTF-8 (byte {error.start + 1} of the line: "
-                    f"{raw[error.start:error.start + 1]!r})"
-                ) from None
+                raise DatasetError(f"{source}: {not_utf8(error, number)}") from None
             if meter is not None:
                 meter.update(len(raw))
             yield number, line

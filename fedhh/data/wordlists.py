@@ -36,7 +36,7 @@ import numpy as np
 
 from fedhh.data.dataset import atomic_file, item_defect
 from fedhh.errors import DatasetError
-from fedhh.input_files import LIST_FILE_BYTES, read_whole, wide_encoding_problem
+from fedhh.input_files import LIST_FILE_BYTES, not_utf8, read_whole, wide_encoding_problem
 
 logger = logging.getLogger(__name__)
 
@@ -190,10 +190,7 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
         try:
             item = line.decode("utf-8")
         except UnicodeDecodeError as error:
-            raise DatasetError(
-                f"{source}: line {number}: not UTF-8 (byte {error.start + 1} of the line: "
-                f"{line[error.start:error.start + 1]!r})"
-            ) from None
+            raise DatasetError(f"{source}: {not_utf8(error, number)}") from None
         if not item:
             raise DatasetError(f"{source}: line {number} is empty; one item per line expected")
         if (defect := listed_item_defect(item)) is not None:
@@ -219,7 +216,7 @@ def _json_item_list(source: Path, raw: bytes) -> list[str]:
         text = raw.removeprefix(codecs.BOM_UTF8).decode("utf-8")
         value = json.loads(text)
     except UnicodeDecodeError as error:
-        raise DatasetError(f"{source}: not UTF-8 (byte {error.start + 1})") from None
+        raise DatasetError(f"{source}: {not_utf8(error)}") from None
     except json.JSONDecodeError as error:
         if not (error.msg.startswith("Invalid control") and error.pos < len(text)):
             raise DatasetError(f"{source}: not JSON ({error}); a .json item list is one JSON "

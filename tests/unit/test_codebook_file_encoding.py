@@ -33,7 +33,8 @@ def test_a_byte_order_mark_is_dropped(tmp_path: Path) -> None:
     (BOOK.encode("utf-32"), "it is UTF-32 (it starts with the byte order mark FF FE 00 00); "
                             "a codebook is UTF-8: save it so"),
     (BOOK.encode("utf-32-be"), "it looks UTF-32BE without a byte order mark"),
-    (b'{"name": "x\xff"}', "not UTF-8 (byte 12: b'\\xff')"),
+    (b'{"name": "x\xff"}', "line 1: not UTF-8 (byte 12 of the line: b'\\xff', which "
+                            "Latin-1 and Windows-1252 read as 'ÿ'); save it as UTF-8"),
 ])
 def test_other_encodings_are_refused_saying_so(tmp_path: Path, data: bytes, said: str) -> None:
     path = tmp_path / "book.json"

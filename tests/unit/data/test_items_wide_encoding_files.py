@@ -108,11 +108,11 @@ def test_utf8_items_holding_nul_are_read_as_before(tmp_path: Path, kind: str, te
 def test_bytes_that_are_not_utf8_are_counted_from_one(tmp_path: Path) -> None:
     source = tmp_path / "users.txt"
     source.write_bytes(b"a\nc \xff d\n")
-    with pytest.raises(DatasetError, match=r"line 2: not UTF-8 \(byte 3 of the line: b'\\xff'\)"):
+    with pytest.raises(DatasetError, match=r"line 2: not UTF-8 \(byte 3 of the line: b'\\xff', "):
         import_text(source, tmp_path / "ds")
     listed = tmp_path / "deny.txt"
     listed.write_bytes(b"ok\n\xffx\n")
-    with pytest.raises(DatasetError, match=r"line 2: not UTF-8 \(byte 1 of the line: b'\\xff'\)"):
+    with pytest.raises(DatasetError, match=r"line 2: not UTF-8 \(byte 1 of the line: b'\\xff', "):
         load_item_list(listed)
 
 
