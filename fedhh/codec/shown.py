@@ -12,11 +12,11 @@ Only characters that do harm or hide are escaped, and the backslash itself (``\\
 every escape reads back one way: two items never show alike, and ``a\\x1b`` (four characters)
 is not shown as an item holding ESC. The joiners and selectors that make up emoji sequences,
 Indic and Persian words are shown as they are where they do that (``_kept_in_context``): a
-joiner (U+200C, U+200D) between two emoji or two characters of a script that joins (not
-``👨\\u200d7``, which read ``👨7``), a variation selector after a character that has variants
-(an emoji, a symbol, an ideograph; not a cased letter, nor an ASCII character but a keycap's
-digit; the text and emoji selectors VS15 and VS16 after no letter but ``ℹ``, which alone of
-them has an emoji form:
+ZWJ (U+200D) between two emoji, a joiner (U+200D, U+200C) between two characters of a script
+that joins (not ``👨\\u200d7``, which read ``👨7``, nor ``👨\\u200c👩``), a variation selector
+after a character that has variants (an emoji, a symbol, an ideograph; not a cased letter, nor
+an ASCII character but a keycap's digit; the text and emoji selectors VS15 and VS16 after no
+letter but ``ℹ``, which alone of them has an emoji form:
 ``東\\ufe0f``, ``ש\\ufe0e``, which read ``東`` and ``ש``; VS16 not after an emoji drawn as
 one without it, ``👍\\ufe0f``, which read ``👍``), a Mongolian
 variation selector in Mongolian, the tag characters of the subdivision flags of England,
@@ -27,7 +27,9 @@ other tag sequence as the black flag alone), private-use characters, noncharacte
 code points of planes 4 to 13, where nothing is assigned (a font draws them as nothing or a
 box: ``\\ue000pua`` read ``pua``), and the format characters that
 draw only on their own script's letters, away from them (the Syriac abbreviation mark, the
-Egyptian hieroglyph format controls: ``a\\U00013430b`` read ``ab``).
+Egyptian hieroglyph format controls: ``a\\U00013430b`` read ``ab``). The replacement character
+U+FFFD is escaped too (``caf\\ufffd``): it draws, but as what a viewer draws for bytes it could
+not read, and in an item it marks text a decoder lost before the item was counted.
 
 A nonspacing mark just after the same mark draws over it (``กิิ``, a Thai vowel sign twice,
 read ``กิ``; UTS #39 flags such a repeat), so the repeat is escaped (``กิ\\u0e34``).
@@ -104,6 +106,10 @@ ELLIPSIS = "…"  # (as fedhh.codec.codec writes a cut prefix's end)
 # that draw blank, as a space does (not category Zs, nor default-ignorable): the braille pattern
 # blank U+2800 (``new\u2800york`` read ``new york``) and the musical null notehead U+1D159.
 _HIDDEN_FORMAT = frozenset("\ufff9\ufffa\ufffb\u2800\U0001d159")
+# U+FFFD, what a decoder writes for bytes it cannot read: in an item, the mark of text lost
+# before it was counted. Terminals, browsers and sheets draw the same glyph for bytes they cannot
+# read themselves, so a raw one does not say whether the item holds it or the viewer failed.
+_REPLACEMENT = "\ufffd"
 
 # Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties.txt): drawn as nothing, whatever
 # the font, unless they act on the characters around them (``_kept_in_context``).
@@ -158,10 +164,25 @@ def _within(code: int, ranges: tuple[tuple[int, int], ...]) -> bool:
     return any(lo <= code <= hi for lo, hi in ranges)
 
 
+# The emoji whose category is not So or Sk (UTS #51's emoji-data.txt): their ZWJ sequences
+# (🙂‍↔️, head shaking) are emoji sequences too.
+_EMOJI_OTHER = frozenset("\u203c\u2049\u303d\u2139\u2194\u25fb\u25fc\u25fd\u25fe\u2934\u2935"
+                         "\u3030")
+
+
+def _emoji(char: str) -> bool:
+    """Whether ``char`` is what a ZWJ sequence joins: an emoji or a symbol (So, Sk: the skin
+    tones, ♀); not one shown escaped (U+FFFD, the braille blank), which a joiner before it
+    would join to nothing drawn."""
+    return ((unicodedata.category(char) in ("So", "Sk") or char in _EMOJI_OTHER)
+            and _escaped(char) == char)
+
+
 def _kept_in_context(text: str, i: int) -> bool:
     """Whether the default-ignorable ``text[i]`` acts on its neighbours, so is shown as it is
-    (module docstring): a joiner between two emoji or two characters of a joining script; a
-    variation selector after a character with variants; a Mongolian one in Mongolian."""
+    (module docstring): a ZWJ between two emoji, a joiner between two characters of a joining
+    script; a variation selector after a character with variants; a Mongolian one in
+    Mongolian."""
     char = text[i]
     if i == 0:
         return False
@@ -169,13 +190,16 @@ def _kept_in_context(text: str, i: int) -> bool:
     code = ord(before)
     if _within(code, _IGNORABLE) and before != _EMOJI_PRESENTATION:
         return False
+    if _escaped(before) != before:
+        return False  # (shown after an escape, it acts on nothing drawn: \ufffd️ read \ufffd)
     if char in _JOINERS:
         # (a joiner draws only between two characters it joins: 👨‍7 and क‍a read 👨7 and कa)
         if i + 1 == len(text):
             return False
         after = text[i + 1]
-        if unicodedata.category(before) in ("So", "Sk") or before == _EMOJI_PRESENTATION:
-            return unicodedata.category(after) in ("So", "Sk")
+        if _emoji(before) or before == _EMOJI_PRESENTATION:
+            # (no emoji sequence holds ZWNJ: 👨 ZWNJ 👩 read 👨👩)
+            return char == _JOINER and _emoji(after)
         return _within(code, _JOINING_SCRIPTS) and _within(ord(after), _JOINING_SCRIPTS)
     if 0x180B <= ord(char) <= 0x180F:
         return code in _MONGOLIAN
@@ -200,7 +224,7 @@ def _escaped(char: str) -> str:
     # noncharacters are fixed for ever, and so are planes 4 to 13 empty: nothing is assigned
     # there nor planned, and a font draws their code points as one box, so that noise of the
     # unicode codebook's raw continuations, http://\U00099ac4ai, showed as its neighbours did)
-    if (category in ("Cc", "Zl", "Zp", "Co") or char in _HIDDEN_FORMAT
+    if (category in ("Cc", "Zl", "Zp", "Co") or char in _HIDDEN_FORMAT or char == _REPLACEMENT
             or (category == "Zs" and char != " ")
             or 0xFDD0 <= code < 0xFDF0 or code & 0xFFFE == 0xFFFE
             or 0x40000 <= code < 0xE0000):

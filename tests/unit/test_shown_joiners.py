@@ -22,6 +22,13 @@ from fedhh.codec.shown import printable, printable_rows
     # (before, the first joiner was kept before the second's escape: 👨‍\u200c7 read as
     # 👨\u200c7, the item 👨 ZWNJ 7 as shown)
     ("👨\u200d\u200c7", "👨\u200c7", "👨\\u200d\\u200c7"),
+    # (no emoji sequence holds ZWNJ: between two emoji it was kept, and read 👨👩)
+    ("👨\u200c👩", "👨👩", "👨\\u200c👩"), ("❤️\u200c🔥", "❤️🔥", "❤️\\u200c🔥"),
+    # (beside a symbol shown escaped a joiner joins nothing drawn: before, kept, it read as the
+    # item without it)
+    ("\u2800\u200d👨", "\u2800👨", "\\u2800\\u200d👨"),
+    ("👨\u200d\u2800", "👨\u2800", "👨\\u200d\\u2800"),
+    ("\ufffd\u200d👨", "\ufffd👨", "\\ufffd\\u200d👨"),
 ])
 def test_a_joiner_that_joins_nothing_is_escaped(joined: str, plain: str, shown: str
                                                  ) -> None:
@@ -34,6 +41,9 @@ def test_a_joiner_that_joins_nothing_is_escaped(joined: str, plain: str, shown: 
     "👨\u200d👩\u200d👧\u200d👦", "🏳️\u200d🌈", "🏳️\u200d⚧️", "🤷\u200d♂️", "👨🏽\u200d🦰",
     "🧑\u200d🤝\u200d🧑", "👁️\u200d🗨️", "❤️\u200d🔥", "🐻\u200d❄️", "😮\u200d💨",
     "क्\u200dष", "می\u200cخواهم",
+    # (emoji whose category is Sm, not So: ↔ of head shaking, RGI since Emoji 15.1; before,
+    # its joiner was escaped)
+    "🙂\u200d↔️", "🙂\u200d↕️", "🏃\u200d➡️", "👩🏽\u200d💻", "🧑🏿\u200d🤝\u200d🧑🏻",
 ])
 def test_a_joiner_that_joins_is_kept(item: str) -> None:
     assert printable(item) == item
