@@ -257,11 +257,14 @@ def dropped_completions(asked: RunConfig, stored: RunConfig, devices_flags: str)
     which_more = "one more" if stored.completion() else "the first"
     raise_to = (f" (--eps-agg {needed:g} budgets {which_more} at {stored.min_devices} devices)"
                 if needed is not None else "")
+    from fedhh.server.causes import past_max_eps_local
+
+    remedy = past_max_eps_local(stored) or (
+        f"more devices ({devices_flags}) or a larger --eps-agg budget more{raise_to}")
     return (f"note: {stored.completion()} of the {asked.completion()} completion rounds {which} "
             f"can be budgeted with {stored.min_devices} devices at eps_agg "
             f"{stored.eps_agg:g} (each round's local epsilon, eps_local + ln(its weight), must "
-            f"stay positive): {cut}; more devices ({devices_flags}) or a larger --eps-agg "
-            f"budget more{raise_to}")
+            f"stay positive): {cut}; {remedy}")
 
 
 def fleet_note(client: Any, config: RunConfig) -> str | None:

@@ -13,7 +13,7 @@ from typing import Any
 from fedhh.codec.codec import MAX_SUPPORTED_BITS
 
 __all__ = ["NO_COMPLETION", "NO_MORE_COMPLETION", "RAN_OUT", "completion_budget_note",
-           "cut_cause", "lost_in_completion_note", "ran_out_cause"]
+           "cut_cause", "lost_in_completion_note", "past_max_eps_local", "ran_out_cause"]
 
 RAN_OUT = "no rounds left"
 NO_COMPLETION = "no completion round in the privacy budget"
@@ -50,21 +50,43 @@ def ran_out_cause(config: Any, eps_local: float | None) -> str:
     return NO_MORE_COMPLETION if config.completion() else NO_COMPLETION
 
 
-def completion_budget_note(config: Any, eps_local: float | None,
-                           causes: Sequence[str]) -> str | None:
+def past_max_eps_local(config: Any) -> str | None:
+    """Why neither a larger --eps-agg nor more devices budget one completion round more than
+    ``config`` (a networked ``RunConfig``, as run) has: even at ``max_eps_local``, where the
+    coordinator caps eps_local (``open_ledger``: the devices refuse more), that round's own
+    epsilon, eps_local + ln(its weight), would not be positive (``RunConfig.next_completion``,
+    the accountant's test); None where the cap is not what ends them. Before, the notes
+    advised --eps-agg and devices there: --max-eps-local 4 at n_min 1,000 budgets 3
+    completion rounds at eps_agg 8 and at 16 (the 4th's weight is 0.0125, 4 + ln 0.0125 < 0)."""
+    next_completion = config.next_completion(config.max_eps_local)
+    if next_completion is None or next_completion[1]:
+        return None
+    cap = config.max_eps_local
+    return (f"one completion round more gets no positive epsilon even at --max-eps-local "
+            f"{cap:g}, the most eps_local the run may take ({cap:g} + ln "
+            f"{next_completion[0]:.4g} <= 0), so a larger --eps-agg or more devices budget no "
+            "more until --max-eps-local is raised, where the devices' own (fedhh device "
+            "--max-eps-local) allows it")
+
+
+def completion_budget_note(config: Any, eps_local: float | None, causes: Sequence[str], *,
+                           capped: bool = True) -> str | None:
     """The note, after a list some of whose ``causes`` are ``ran_out_cause``'s budget, that
-    names the figures: the next completion round's eps_local + ln(weight) and what raises it;
-    None when no cause is."""
+    names the figures: the next completion round's eps_local + ln(weight) and what raises it
+    (``past_max_eps_local`` where ``capped``: eps_local held to ``config.max_eps_local``, as
+    the coordinator holds it; a simulation's is not); None when no cause is."""
     weight = _next_refused(config, eps_local)
     if weight is None or not {NO_COMPLETION, NO_MORE_COMPLETION} & set(causes):
         return None
     ran = config.completion()
     fit = (f"No more than {ran} completion round{'s fit' if ran > 1 else ' fits'} the privacy "
            "budget: the next" if ran else "No completion round fits the privacy budget: the first")
+    cap = past_max_eps_local(config) if capped else None
+    remedy = (cap[0].upper() + cap[1:] if cap else
+              "A larger --eps-agg or more devices (a larger n_min) budget more")
     return (f"{fit} would run at eps_local {eps_local:.4g} + ln {weight:.4g} <= 0 (a round's "
             "local epsilon must be positive), so more --completion-rounds add none and long "
-            "items (URLs, e-mail addresses) come back cut. A larger --eps-agg or more devices "
-            "(a larger n_min) budget more; docs/codecs.md.")
+            f"items (URLs, e-mail addresses) come back cut. {remedy}; docs/codecs.md.")
 
 
 def cut_cause(round_: int, bits: int, width: int, last: int, ran_out: str = RAN_OUT) -> str:

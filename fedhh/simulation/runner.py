@@ -348,7 +348,8 @@ def simulate(
     eps_local = privacy.get("eps_local")
     eps_local = float(eps_local) if isinstance(eps_local, int | float) else None
     ran_out = ran_out_cause(config, eps_local)
-    budget_note = completion_budget_note(config, eps_local, [ran_out]) or ""
+    # (a simulation solves eps_local uncapped: max_eps_local is the networked devices')
+    budget_note = completion_budget_note(config, eps_local, [ran_out], capped=False) or ""
     return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output,
                             privacy, truth, ledger, cut, earlier, deny_cut, ran_out, budget_note)
 
