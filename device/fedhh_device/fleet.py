@@ -168,6 +168,44 @@ class Identity:
                         bytes.fromhex(data["coordinator_public"]))
 
 
+STATE_FILE = "devices.json"  # the enrolled identities in a --state-dir
+
+
+def load_identities(state_file: Path | None) -> dict[int, Identity]:
+    """The identities enrolled in ``state_file`` (none if there is none), by user."""
+    if state_file is None or not state_file.exists():
+        return {}
+    try:
+        data = json.loads(state_file.read_text())
+        if not isinstance(data, dict):
+            raise TypeError(f"not a JSON object of users' identities but {type(data).__name__}")
+        return {int(u): Identity.from_json(v) for u, v in data.items()}
+    # (before, JSON other than an object, a device id of 1e400 and arrays nested thousands
+    # deep ended the process in a traceback: AttributeError, OverflowError, RecursionError)
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as error:
+        raise ConfigError(f"{state_file} is corrupt: {error}") from None
+
+
+def no_token(user: int, state_dir: Path | None) -> ConfigError:
+    """The refusal of ``user``, who has no identity in ``state_dir`` and no enrollment token.
+    (Before: "no enrollment token for user 0" alone, for a first start without
+    --enrollment-tokens-file.)"""
+    where = f"no identity in {state_dir}" if state_dir else "no identity (no --state-dir)"
+    return ConfigError(
+        f"no enrollment token for user {user}: it has {where} and --enrollment-tokens-file "
+        "gives it no token (a device enrolls once, with a token: `fedhh certs` writes "
+        "device-tokens.txt, `fedhh admin mint-tokens` mints more)")
+
+
+def check_tokens(users: list[int], tokens: dict[int, str], state_dir: Path) -> None:
+    """Refuse, before any service is asked, the first of ``users`` that could not enroll:
+    neither an identity in ``state_dir`` nor a token (``no_token``)."""
+    enrolled = load_identities(state_dir / STATE_FILE)
+    for user in users:
+        if user not in enrolled and user not in tokens:
+            raise no_token(user, state_dir)
+
+
 @dataclass
 class FleetStats:
     """Counters and per-stage latencies the load test reads."""
@@ -230,7 +268,7 @@ class Fleet:
         # looked at in between: fedhh.rpc.participation.ComputeTurns)
         self._computing = ComputeTurns()
         self.state_dir = None if state_dir is None else Path(state_dir)
-        self.state_file = None if state_dir is None else Path(state_dir) / "devices.json"
+        self.state_file = None if state_dir is None else Path(state_dir) / STATE_FILE
         self._budgets: dict[int, DeviceBudget] = {}
         self.seed = seed
         self.drop = drop or DropPlan()
@@ -257,17 +295,7 @@ class Fleet:
 
     # ---- identities ----------------------------------------------------------------------
     def _load_state(self) -> dict[int, Identity]:
-        if self.state_file is None or not self.state_file.exists():
-            return {}
-        try:
-            data = json.loads(self.state_file.read_text())
-            if not isinstance(data, dict):
-                raise TypeError(f"not a JSON object of users' identities but {type(data).__name__}")
-            return {int(u): Identity.from_json(v) for u, v in data.items()}
-        # (before, JSON other than an object, a device id of 1e400 and arrays nested thousands
-        # deep ended the process in a traceback: AttributeError, OverflowError, RecursionError)
-        except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as error:
-            raise ConfigError(f"{self.state_file} is corrupt: {error}") from None
+        return load_identities(self.state_file)
 
     def _save_state(self) -> None:
         if self.state_file is None:
@@ -287,15 +315,7 @@ class Fleet:
             key = Ed25519PrivateKey.generate()
             token = self.enrollment_tokens.get(user)
             if token is None:
-                # (before: "no enrollment token for user 0" alone, for a first start without
-                # --enrollment-tokens-file)
-                where = (f"no identity in {self.state_file.parent}" if self.state_file
-                         else "no identity (no --state-dir)")
-                raise ConfigError(
-                    f"no enrollment token for user {user}: it has {where} and "
-                    "--enrollment-tokens-file gives it no token (a device enrolls once, with a "
-                    "token: `fedhh certs` writes device-tokens.txt, `fedhh admin mint-tokens` "
-                    "mints more)")
+                raise no_token(user, self.state_dir)
             # (signed with the key it enrolls; a retry sends these same bytes again)
             request = enroll_request(key, token.encode(), label=f"user-{user}")
 

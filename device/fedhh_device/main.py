@@ -11,6 +11,7 @@ import logging
 import os
 import ssl
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from fedhh.rpc.observability import configure_logging, start_metrics, write_read
 from fedhh.rpc.tls import ca_credentials
 from fedhh.v1 import aggregator_pb2, coordinator_pb2
 from fedhh.v1.coordinator_pb2_grpc import DeviceServiceStub
-from fedhh_device.fleet import Fleet
+from fedhh_device.fleet import Fleet, check_tokens
 from fedhh_device.report import DeviceData
 from fedhh_device.secagg_run import DropPlan, Floors
 
@@ -258,16 +259,26 @@ def write_stats(path: Path, devices: int, stats: Any) -> None:
                           f"({error.strerror or error})") from None
 
 
-async def serve(args: argparse.Namespace) -> None:
-    # The local paths first: nothing below may enroll a device whose identity cannot be kept.
-    # The state directory is made (and locked) only once the inputs read: before, a missing
-    # --dataset or tokens file, or a --users outside the dataset, was refused after it, and
-    # left a new folder holding a lock file.
+@dataclass(frozen=True)
+class Inputs:
+    """What a device process hosts, read from its local inputs (``read_inputs``)."""
+
+    users: range | list[int]
+    hosted: list[tuple[int, DeviceData]]
+    tokens: dict[int, str]
+    stats_file: Path | None
+
+
+def read_inputs(args: argparse.Namespace) -> Inputs:
+    """The local inputs, each refusal naming its option, before the state directory is made
+    and before any service is asked (``run``'s ``check_peers``): --state-dir as it can be made
+    (``check_state_dir``), --stats-file, --dataset, --users and --enrollment-tokens-file
+    (a token for each hosted user not enrolled in --state-dir).
+    Before, the coordinator was asked first, so its "cannot reach the coordinator ... yet"
+    warning came above a refused --dataset; and earlier still the folder and its lock file
+    were made first and left behind."""
     check_state_dir(args.state_dir, make=False)
     check_output("--stats-file", args.stats_file)  # (written at exit, after the whole run)
-    stats_file = Path(args.stats_file) if args.stats_file else None
-    stop = serving.stop_event()
-    task_census.install(asyncio.get_running_loop())
     dataset = resolve_dataset(args.dataset)
     if args.users == TOKENS:
         if not args.enrollment_tokens_file:
@@ -285,6 +296,17 @@ async def serve(args: argparse.Namespace) -> None:
         words = tuple(dataset.vocabulary[i] for i in items.tolist())
         hosted.append((user, DeviceData(words, np.asarray(counts, dtype=np.int64))))
     tokens = tokens_for(args.enrollment_tokens_file, [user for user, _ in hosted])
+    check_tokens([user for user, _ in hosted], tokens, Path(args.state_dir))
+    return Inputs(users, hosted, tokens,
+                  Path(args.stats_file) if args.stats_file else None)
+
+
+async def serve(args: argparse.Namespace, inputs: Inputs) -> None:
+    # Nothing below may enroll a device whose identity cannot be kept: the state directory is
+    # made and locked first.
+    hosted, users, stats_file = inputs.hosted, inputs.users, inputs.stats_file
+    stop = serving.stop_event()
+    task_census.install(asyncio.get_running_loop())
     state_dir = check_state_dir(args.state_dir)
     if await hold_state_dir(state_dir, stop) is None:
         return  # (stopped while another process held the state directory: nothing was done)
@@ -297,7 +319,7 @@ async def serve(args: argparse.Namespace) -> None:
         make_channel = channel_factory(args)
         coordinators, closing = coordinator_stubs(args, make_channel)
     framed = args.aggregator_transport == "framed" and not args.connect
-    fleet = Fleet(hosted, coordinators, tokens, make_channel, state_dir, args.seed,
+    fleet = Fleet(hosted, coordinators, inputs.tokens, make_channel, state_dir, args.seed,
                   DropPlan(args.drop_rate, args.drop_stage), stop,
                   Floors(max_eps_local=args.max_eps_local, min_cohort=args.min_cohort,
                          lifetime_eps_local=args.lifetime_eps_local,
@@ -350,7 +372,11 @@ def _describe(users: range | list[int]) -> str:
     return f"{len(users)} users {users[0]}..{users[-1]}" if users else "no users"
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, check_peers: Callable[[], None] = lambda: None) -> int:
+    """Run the device process: its local inputs read, then ``check_peers`` (the CLI asks the
+    coordinators' health), then the devices."""
     configure_logging(args.log_level, "device")
-    serving.run_service(serve(args))
+    inputs = read_inputs(args)
+    check_peers()
+    serving.run_service(serve(args, inputs))
     return 0

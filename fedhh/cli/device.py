@@ -124,8 +124,9 @@ def run(args: argparse.Namespace) -> int:
     # As every service's start (before, a --ready-file in a missing folder failed the process
     # once every device had enrolled, their tokens spent).
     serving.check_start(None, args.ready_file, [serving.metrics_listener(args)])
-    check_coordinators(args)
-    return run_process(args)
+    # The coordinators are asked once the local inputs are read (before, their "cannot reach
+    # ... yet" warning came above a refused --dataset or --state-dir)
+    return run_process(args, lambda: check_coordinators(args))
 
 
 def check_coordinators(args: argparse.Namespace) -> None:

@@ -62,11 +62,16 @@ def run(args: argparse.Namespace) -> int:
                           "--selector-token-file, the file the coordinator's "
                           "--selector-token-file names (`fedhh certs` writes selector.token)")
     options.check_web_options(args)
-    if args.tls_dir or args.insecure:
+
+    def check_leader() -> None:
         # (before: "lost the leader", code UNAVAILABLE, every few seconds, for a wrong CA, a
         # name the certificate lacks, the leader's dashboard port as well as a stopped one)
-        ca = tls_ca(args.tls_dir) if args.tls_dir else None
-        options.check_service(args.leader, ca, "--leader", "the leader", "the selector "
-                              "keeps trying", args.log_level, "selector",
-                              ca_option="--tls-dir")
-    return run_service(args)
+        if args.tls_dir or args.insecure:
+            ca = tls_ca(args.tls_dir) if args.tls_dir else None
+            options.check_service(args.leader, ca, "--leader", "the leader", "the selector "
+                                  "keeps trying", args.log_level, "selector",
+                                  ca_option="--tls-dir")
+
+    # (asked once the selector's own inputs are checked: before, its "cannot reach the leader
+    # ... yet" warning came above a missing --coordinator-key or --db)
+    return run_service(args, check_leader)

@@ -23,6 +23,7 @@ from fedhh.rpc.observability import (
 )
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
+from fedhh_coordinator.db import check_selector_store
 from fedhh_coordinator.device_ports import DevicePorts, start_device_ports
 from fedhh_coordinator.enrollment import RateLimiter, attestation_factory, load_verifier
 from fedhh_coordinator.hub import MAX_NAME_BYTES
@@ -183,9 +184,18 @@ async def serve(args: argparse.Namespace) -> None:
 
 
 def check_startup(args: argparse.Namespace) -> None:
-    """What the selector refuses before it opens its store or starts its loop
-    (``serving.check_start``): its TLS files, --ready-file, the addresses it will listen on,
-    and --attestation, as the coordinator's start does."""
+    """What the selector refuses before it opens its store, asks the leader (``run``'s
+    ``check_peers``) or starts its loop (``serving.check_start``): a plaintext --leader off
+    loopback, --name, --coordinator-key, the selector token, a SQLite --db that is no file,
+    its TLS files, --ready-file, the addresses it will listen on, and --attestation, as the
+    coordinator's start does. (Before, the leader was asked first: its "cannot reach the
+    leader ... yet" warning came above a missing --coordinator-key or --db.)"""
+    if not args.tls_dir:  # the selector token would go to the leader in clear
+        serving.check_plaintext_peer(args.leader, "--leader", "--tls-dir")
+    selector_name(args)
+    load_public_key(args.coordinator_key)
+    read_secret(args.selector_token_file, SELECTOR_TOKEN_ENV, "selector token")
+    check_selector_store(args.db)
     if args.attestation:
         attestation_factory(args.attestation)
     serving.check_start(TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None,
@@ -195,8 +205,11 @@ def check_startup(args: argparse.Namespace) -> None:
                          ("--session-listen", args.session_listen)])
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, check_peers: Callable[[], None] = lambda: None) -> int:
+    """Run the selector: its local inputs checked (``check_startup``), then ``check_peers``
+    (the CLI asks the leader's health), then the service."""
     configure_logging(args.log_level, "selector")
     check_startup(args)  # before the event loop, and before anything is written
+    check_peers()
     serving.run_service(serve(args))
     return 0

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from pathlib import Path
 
@@ -268,7 +268,8 @@ def device_argv(tmp_path: Path, coordinator: str, ca: Path) -> list[str]:
 def test_a_device_refuses_a_coordinator_it_can_never_trust(
         pki: Pki, tls_server: int, https_port: int, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    def started(args: object) -> int:
+    def started(args: object, check_peers: Callable[[], None]) -> int:
+        check_peers()  # (the real run reads the inputs first, then asks this)
         raise AssertionError("the device process started")  # (and would run for ever)
 
     monkeypatch.setattr(fedhh_device.main, "run", started)
@@ -316,11 +317,13 @@ def _says_once_that_it_waits(pki: Pki, tmp_path: Path, free: int) -> None:
             except queue.Empty:
                 raise AssertionError(f"no start line in {START_BOUND_S:g} s: {lines}") from None
             assert device.poll() is None or not read.empty(), lines  # it must not end
-        assert lines[0].startswith('{"time": ')  # a JSON log line, as the service's others
-        assert '"level": "WARNING"' in lines[0]
+        # (after the dataset's import line: the inputs are read before the health is asked)
+        warning = next(line for line in lines if "cannot reach" in line)
+        assert warning.startswith('{"time": ')  # a JSON log line, as the service's others
+        assert '"level": "WARNING"' in warning
         assert (f'"message": "cannot reach the coordinator at localhost:{free} yet, the '
                 f'devices keep trying: nothing listens at localhost:{free}: is the service '
-                'running, and is this its address and port?"') in lines[0]
+                'running, and is this its address and port?"') in warning
         # one warning, and nothing from gRPC's C core: every line is one of the log's
         assert all(line.startswith('{"time": ') for line in lines), lines
         assert sum("cannot reach" in line for line in lines) == 1, lines
@@ -349,7 +352,8 @@ def test_a_selector_refuses_a_leader_it_can_never_trust(
     """Before: "lost the leader", code UNAVAILABLE, every few seconds, whatever the cause."""
     import fedhh_coordinator.selector_main
 
-    def started(args: object) -> int:
+    def started(args: object, check_peers: Callable[[], None]) -> int:
+        check_peers()  # (the real run checks its own inputs first, then asks this)
         raise AssertionError("the selector started")
 
     monkeypatch.setattr(fedhh_coordinator.selector_main, "run", started)

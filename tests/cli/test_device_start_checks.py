@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ def _args(tmp_path: Path, *extra: str) -> argparse.Namespace:
 def started(monkeypatch: pytest.MonkeyPatch) -> list[argparse.Namespace]:
     runs: list[argparse.Namespace] = []
 
-    def run(args: argparse.Namespace) -> int:
+    def run(args: argparse.Namespace, check_peers: Callable[[], None]) -> int:
+        check_peers()
         runs.append(args)
         return 0
 

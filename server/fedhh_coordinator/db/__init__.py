@@ -24,8 +24,8 @@ from fedhh_coordinator.db.interface import (
 from fedhh_coordinator.db.sqlite import SqliteDatabase
 from fedhh_coordinator.db.tables import no_store_there
 
-__all__ = ["Cursor", "Database", "SqliteDatabase", "Transaction", "is_postgres_url",
-           "open_database", "redact"]
+__all__ = ["Cursor", "Database", "SqliteDatabase", "Transaction", "check_selector_store",
+           "is_postgres_url", "open_database", "redact"]
 
 
 def open_database(location: str | Path, *, selector: bool = False) -> Database:
@@ -40,8 +40,14 @@ def open_database(location: str | Path, *, selector: bool = False) -> Database:
             raise ConfigError(f"--db {redact(str(location))} needs the PostgreSQL driver: "
                               f"pip install 'psycopg[binary]' ({error})") from None
         return PostgresDatabase(str(location), selector=selector)
-    if selector and not Path(location).is_file():
-        # A selector reads the coordinator's store: a path with a typo would otherwise make a
-        # new, empty one (and its folders) and serve devices nobody enrolled.
-        raise ConfigError(no_store_there(str(location)))
+    if selector:
+        check_selector_store(location)
     return SqliteDatabase(location, create=not selector)
+
+
+def check_selector_store(location: str | Path) -> None:
+    """A selector's --db, as far as it is checked without a connection: a SQLite path is a
+    file. A selector reads the coordinator's store: a path with a typo would otherwise make a
+    new, empty one (and its folders) and serve devices nobody enrolled."""
+    if not is_postgres_url(location) and not Path(location).is_file():
+        raise ConfigError(no_store_there(str(location)))

@@ -6,14 +6,13 @@ system's reason, not Python's ("[Errno 2] No such file or directory: 'nope.txt'"
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
 from fedhh.cli.main import build_parser
 from fedhh.errors import FedhhError
-from fedhh_device.main import serve
+from fedhh_device.main import read_inputs
 
 
 @pytest.mark.parametrize(("inputs", "refusal"), [
@@ -33,5 +32,5 @@ def test_a_refused_input_makes_no_state_dir(inputs: list[str], refusal: str, tmp
         "device", "--insecure", "--coordinator", "127.0.0.1:9", "--state-dir", str(state),
         *(part.format(root=tmp_path) for part in inputs)])
     with pytest.raises(FedhhError, match=refusal.format(root=tmp_path)):
-        asyncio.run(serve(args))
+        read_inputs(args)
     assert not state.exists()
