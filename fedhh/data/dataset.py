@@ -432,9 +432,13 @@ def _read_meta(root: Path) -> dict[str, Any]:
         raise DatasetError(f"{root}/meta.json is missing; not a fedhh dataset") from None
     except UnicodeDecodeError as error:
         raise DatasetError(f"{root}/meta.json: {not_utf8(error)}") from None
+    except json.JSONDecodeError as error:
+        # (before, Python's words, "line 1 column 9 (char 8)": a third position, from 0)
+        raise DatasetError(f"{root}/meta.json: line {error.lineno} column {error.colno}: not "
+                           f"valid JSON ({error.msg})") from None
     # (RecursionError: arrays nested thousands deep, which json reads by recursion; before, a
     # traceback out of every command that opened the dataset)
-    except (json.JSONDecodeError, RecursionError) as error:
+    except RecursionError as error:
         raise DatasetError(f"{root}/meta.json is not valid JSON: {error}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise DatasetError(f"{root}/meta.json does not describe a {FORMAT} directory")

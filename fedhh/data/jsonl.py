@@ -21,7 +21,9 @@ exactly as written, spaces at either end included (``" new york"`` is its own it
 Reading is strict: anything else (not JSON, a number or string as the line, an item that is not
 a string, a count that is not a positive integer, ``1.0`` and ``true`` included, a key given
 twice in one object, NaN) is a DatasetError naming the file, the line and the item's position
-in it. Line ``i`` is always user ``i - 1``, so the population size is the number of lines.
+in it, both counted from 1 as an editor counts lines (before, items were counted from 0: the
+second item of line 2 was "line 2: item 1"). Line ``i`` is always user ``i - 1``, so the
+population size is the number of lines.
 Reading streams the file line by line into `ShardedBuilder`, as the text format does.
 """
 
@@ -77,8 +79,8 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
                               else "")) from None
     users: Counter[str] = Counter()
     if isinstance(value, _Pairs):
-        for index, (item, count) in enumerate(value):
-            _check(where, index, item)
+        for nth, (item, count) in enumerate(value, start=1):
+            _check(where, nth, item)
             if isinstance(count, bool) or not isinstance(count, int) or not (
                     1 <= count <= MAX_COUNT):
                 lists = [key for key, held in value if isinstance(held, list)]
@@ -88,20 +90,20 @@ def _parse(source: Path, number: int, line: str) -> Counter[str]:
                 if len(lists) > 1 and len(lists) == len(value):  # (users keyed by name)
                     record = "; an object is one user's item counts" + _ONE_VALUE
                 raise DatasetError(
-                    f"{where}: item {index} ({_shown(item)}): its count must be an integer "
+                    f"{where}: item {nth} ({_shown(item)}): its count must be an integer "
                     f"from 1 to {MAX_COUNT:,}, got {_shown(_plain(count))}{record}")
             if item in users:
-                raise DatasetError(f"{where}: item {index} ({_shown(item)}) is a key given "
+                raise DatasetError(f"{where}: item {nth} ({_shown(item)}) is a key given "
                                    "before in this object; give each item once, with its count")
             users[item] = count
         return users
     if isinstance(value, list):
-        for index, item in enumerate(value):
+        for nth, item in enumerate(value, start=1):
             if isinstance(item, list):  # (an object parses as _Pairs, a list too)
-                raise DatasetError(f"{where}: item {index} ({_shown(_plain(item))}) is a JSON "
+                raise DatasetError(f"{where}: item {nth} ({_shown(_plain(item))}) is a JSON "
                                    f"{_kind(item)}, not a string; a line is one user's items"
                                    + _ONE_VALUE)
-            _check(where, index, item)
+            _check(where, nth, item)
             users[item] += 1
         return users
     raise DatasetError(f"{where}: a JSON {_kind(value)}; each line is one user: a JSON array of "
@@ -126,12 +128,12 @@ _ONE_VALUE = ("; if the file is one JSON array (or object) of every user, as jso
               "no indent (docs/datasets.md, 'JSON lines')")
 
 
-def _check(where: str, index: int, item: object) -> None:
+def _check(where: str, nth: int, item: object) -> None:
     if not isinstance(item, str):  # (JSON's names: before, "is a int", "is a list")
-        raise DatasetError(f"{where}: item {index} ({_shown(_plain(item))}) is a JSON "
+        raise DatasetError(f"{where}: item {nth} ({_shown(_plain(item))}) is a JSON "
                            f"{_kind(item)}, not a string")
     if (defect := item_defect(_plain(item))) is not None:
-        raise DatasetError(f"{where}: item {index} ({_shown(_plain(item))}) {defect}")
+        raise DatasetError(f"{where}: item {nth} ({_shown(_plain(item))}) {defect}")
 
 
 def _plain(value: object) -> object:

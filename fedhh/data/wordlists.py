@@ -219,8 +219,10 @@ def _json_item_list(source: Path, raw: bytes) -> list[str]:
         raise DatasetError(f"{source}: {not_utf8(error)}") from None
     except json.JSONDecodeError as error:
         if not (error.msg.startswith("Invalid control") and error.pos < len(text)):
-            raise DatasetError(f"{source}: not JSON ({error}); a .json item list is one JSON "
-                               'array of strings: ["new york", " new york"]') from None
+            # (before, Python's words, "line 1 column 6 (char 5)": a third position, from 0)
+            raise DatasetError(f"{source}: line {error.lineno} column {error.colno}: not JSON "
+                               f"({error.msg}); a .json item list is one JSON array of "
+                               'strings: ["new york", " new york"]') from None
         # (before, "Invalid control character at", naming no character)
         from fedhh.data.jsonl import raw_control
 
@@ -236,11 +238,29 @@ def _json_item_list(source: Path, raw: bytes) -> list[str]:
         raise DatasetError(f"{source}: a .json item list is one JSON array of strings, not "
                            f"{kind.get(type(value), 'a number')}")
     items: dict[str, None] = {}
-    for index, item in enumerate(value):
-        if not isinstance(item, str):  # (JSON's names: before, "is a int", "is a list")
-            raise DatasetError(f"{source}: element {index} ({json.dumps(item)[:80]}) is a JSON "
-                               f"{_JSON_KINDS.get(type(item), 'value')}, not a string")
-        if (defect := item_defect(item)) is not None:
-            raise DatasetError(f"{source}: element {index} ({json.dumps(item)[:80]}) {defect}")
-        items.setdefault(item, None)
+    for nth, item in enumerate(value, start=1):
+        defect = (f"is a JSON {_JSON_KINDS.get(type(item), 'value')}, not a string"
+                  if not isinstance(item, str)  # (JSON's names: before, "is a int")
+                  else item_defect(item))
+        if defect is None:
+            items.setdefault(item, None)
+            continue
+        raise DatasetError(f"{source}: line {_element_line(text, nth)}: element {nth} "
+                           f"({json.dumps(item)[:80]}) {defect}")
     return list(items)
+
+
+def _element_line(text: str, nth: int) -> int:
+    """The line (from 1) on which element ``nth`` (from 1) of the JSON array ``text`` begins:
+    a list written with indent= has one element a line, which an editor finds by its line.
+    (Only for an error: it decodes the elements before it again.)"""
+    def past_space(at: int) -> int:
+        while at < len(text) and text[at] in " \t\n\r":  # (JSON's whitespace)
+            at += 1
+        return at
+
+    decoder = json.JSONDecoder()
+    at = text.index("[") + 1
+    for _ in range(nth - 1):
+        at = past_space(decoder.raw_decode(text, past_space(at))[1]) + 1  # (past its comma)
+    return text.count("\n", 0, past_space(at)) + 1

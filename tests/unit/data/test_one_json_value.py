@@ -72,7 +72,7 @@ def test_the_advice_reads_the_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "error"), [
     ('["a", "b"]\n', None),  # one user: a good JSON-lines file
-    ('["a", 3]\n', "item 1 (3) is a JSON number, not a string"),
+    ('["a", 3]\n', "item 2 (3) is a JSON number, not a string"),
     ('{"a": 1, "b": [1]}\n', "write that array alone on the line"),
     ('{"user": "7", "items": ["a"]}\n', "write that array alone on the line"),
     ('["a"]\n[\n', "line 2: not JSON"),  # a broken later line is no file-shape question
