@@ -70,20 +70,21 @@ def past_max_eps_local(config: Any) -> str | None:
 
 
 def completion_budget_note(config: Any, eps_local: float | None, causes: Sequence[str], *,
-                           capped: bool = True) -> str | None:
+                           networked: bool = True) -> str | None:
     """The note, after a list some of whose ``causes`` are ``ran_out_cause``'s budget, that
-    names the figures: the next completion round's eps_local + ln(weight) and what raises it
-    (``past_max_eps_local`` where ``capped``: eps_local held to ``config.max_eps_local``, as
-    the coordinator holds it; a simulation's is not); None when no cause is."""
+    names the figures: the next completion round's eps_local + ln(weight) and what raises it;
+    None when no cause is. A ``networked`` run's eps_local is held to ``config.max_eps_local``
+    (``past_max_eps_local``) and solved at n_min devices; a simulation's is solved uncapped at
+    the dataset's users (before, it was told of n_min, which `fedhh simulate` has no flag for)."""
     weight = _next_refused(config, eps_local)
     if weight is None or not {NO_COMPLETION, NO_MORE_COMPLETION} & set(causes):
         return None
     ran = config.completion()
     fit = (f"No more than {ran} completion round{'s fit' if ran > 1 else ' fits'} the privacy "
            "budget: the next" if ran else "No completion round fits the privacy budget: the first")
-    cap = past_max_eps_local(config) if capped else None
-    remedy = (cap[0].upper() + cap[1:] if cap else
-              "A larger --eps-agg or more devices (a larger n_min) budget more")
+    cap = past_max_eps_local(config) if networked else None
+    remedy = (cap[0].upper() + cap[1:] if cap else "A larger --eps-agg or more devices "
+              f"({'a larger n_min' if networked else 'users in the dataset'}) budget more")
     return (f"{fit} would run at eps_local {eps_local:.4g} + ln {weight:.4g} <= 0 (a round's "
             "local epsilon must be positive), so more --completion-rounds add none and long "
             f"items (URLs, e-mail addresses) come back cut. {remedy}; docs/codecs.md.")

@@ -47,7 +47,11 @@ def test_the_start_note_names_the_cap_and_no_eps_agg() -> None:
     assert "a larger --eps-agg budget more" not in note and "(--eps-agg " not in note, note
 
 
-def test_a_simulation_has_no_cap_and_keeps_the_advice() -> None:
-    # (fedhh simulate solves eps_local uncapped: max_eps_local is the networked devices')
-    note = completion_budget_note(KEPT, 4.0, [NO_MORE_COMPLETION], capped=False)
-    assert note is not None and note.endswith(f"{OLD_ADVICE}; docs/codecs.md."), note
+def test_a_simulation_has_no_cap_and_no_n_min() -> None:
+    # (fedhh simulate solves eps_local uncapped at the dataset's users: max_eps_local and
+    # n_min are the networked run's, and simulate has no flag for either; before, its note
+    # said "(a larger n_min)")
+    note = completion_budget_note(KEPT, 4.0, [NO_MORE_COMPLETION], networked=False)
+    assert note is not None and note.endswith(
+        "A larger --eps-agg or more devices (users in the dataset) budget more; "
+        "docs/codecs.md."), note
