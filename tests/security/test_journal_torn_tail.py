@@ -7,8 +7,11 @@ A complete (newline-terminated) line that does not read is refused, naming file 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +79,62 @@ def test_a_complete_last_line_that_does_not_read_is_refused_naming_it(tmp_path: 
         Journal(tmp_path).load()
     assert (tmp_path / "outcomes.jsonl").read_bytes().endswith(b'"fini\n')
     assert not list(tmp_path.glob("outcomes.jsonl.torn.*"))
+
+
+
+class _TornCopyFails:
+    """os.open and os.write as they are, but the torn line's copy fails with OSError
+    ``error`` at its ``call``: at "open" (a folder not writable), or at "write" after part of
+    the line is written (a disk filling up mid-write)."""
+
+    def __init__(self, call: str, error: int) -> None:
+        self.call, self.error = call, error
+        self.open, self.write = os.open, os.write
+        self.copies: set[int] = set()
+
+    def _fail(self, name: object) -> OSError:
+        return OSError(self.error, os.strerror(self.error), str(name))
+
+    def fake_open(self, path: Any, *args: Any) -> int:
+        if not str(path).endswith(".torn.1"):
+            return self.open(path, *args)
+        if self.call == "open":
+            raise self._fail(path)
+        fd = self.open(path, *args)
+        self.copies.add(fd)
+        return fd
+
+    def fake_write(self, fd: int, data: Any) -> int:
+        if fd not in self.copies:
+            return self.write(fd, data)
+        self.write(fd, bytes(data[:5]))
+        raise self._fail(fd)
+
+
+@pytest.mark.parametrize(("call", "error"), [("write", errno.ENOSPC), ("open", errno.EACCES)])
+def test_a_torn_line_that_cannot_be_kept_refuses_the_start_and_loses_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str, error: int) -> None:
+    # The disk full, or the folder not writable: the start is refused naming the journal, the
+    # copy and the reason, the journal keeps its last line, no part of a copy is left, and the
+    # state directory's lock is let go (a start once the disk has room goes on at once).
+    whole = _journal_of_one_round(tmp_path)
+    damaged = whole + b'{"v": 1, "op": "finish", "round": "7232", "sta'
+    (tmp_path / "outcomes.jsonl").write_bytes(damaged)
+    fails = _TornCopyFails(call, error)
+    monkeypatch.setattr(os, "open", fails.fake_open)
+    monkeypatch.setattr(os, "write", fails.fake_write)
+    with pytest.raises(ConfigError) as refused:
+        Journal(tmp_path).load()
+    monkeypatch.undo()
+    assert str(refused.value) == (
+        f"{tmp_path / 'outcomes.jsonl'} ends in an interrupted line (46 bytes) that cannot be "
+        f"kept in {tmp_path / 'outcomes.jsonl.torn.1'} before it is dropped: "
+        f"{os.strerror(error)}; the journal is left as it is")
+    assert (tmp_path / "outcomes.jsonl").read_bytes() == damaged
+    assert not list(tmp_path.glob("outcomes.jsonl.torn.*"))
+    again = Journal(tmp_path, lock_timeout_s=0.0)
+    again.load()
+    again.rewrite()
+    again.close()
+    assert (tmp_path / "outcomes.jsonl.torn.1").read_bytes() == damaged[len(whole):]
+    assert (tmp_path / "outcomes.jsonl").read_bytes() == whole
