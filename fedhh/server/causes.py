@@ -146,7 +146,10 @@ def lost_in_completion_note(causes: list[str], found: Sequence[tuple[int, bool]]
     remedy = ("A larger weight (up to 1) raises each completion round's budget at the main "
               f"rounds' cost (synthetic-urls: 494 URLs whole at 0.2, 686 at 1); {others}"
               if weight < 1 else others[0].upper() + others[1:])
-    return (f"{lost:,} prefixes were lost in the completion rounds (most in round {most}"
+    # (one lost beside none completed is noted too: it read "1 prefixes were lost in the
+    # completion rounds (most in round 5")
+    return (f"{lost:,} prefix{'es were' if lost > 1 else ' was'} lost in the completion rounds "
+            f"({'most in' if lost > 1 else 'in'} round {most}"
             f"{against}): the first runs at --completion-weight {weight:g} of a main round's "
             "budget, the 2nd and 3rd at a quarter of that, the 4th to 7th at a sixteenth, "
             f"the later ones at less. {remedy}; docs/codecs.md.")

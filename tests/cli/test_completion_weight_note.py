@@ -59,6 +59,14 @@ def test_few_lost_or_lost_in_main_rounds_say_nothing() -> None:
     assert completion_weight_note(_payload(lost=0, found=3, found_in=2)) is None
 
 
+def test_one_prefix_lost_is_told_as_one() -> None:
+    # (one lost, none completed: before, "1 prefixes were lost in the completion rounds (most
+    # in round 5", as `fedhh simulate` printed it for 400 users holding one long URL)
+    note = completion_weight_note(_payload(lost=1, found=0))
+    assert note and note.startswith(
+        "1 prefix was lost in the completion rounds (in round 5, at threshold 429 "), note
+
+
 def test_losing_more_than_completed_is_told_however_few() -> None:
     """The completion rounds lost more prefixes than they completed items: noted however few.
     Before, below 20 lost nothing was said: 2,000 users holding 7 long items (URLs, e-mail
