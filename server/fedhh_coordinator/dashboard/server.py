@@ -62,12 +62,14 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # (``3/4``, ``2024-01-02``, ``12:30``, ``jan 5``, ``March 2024``), a truth value, a missing
 # value (pandas' defaults: ``None``, ``<NA>``, ``#N/A``, ``#NA`` read as NaN, the item lost) or
 # a sheet's error value (``#DIV/0!``, ``#N/A``).
+_NUMBER = r"[(.$€£¥]*\d.*"
 _SHEET_VALUE = re.compile(
-    r"[(.$€£¥]*\d.*"
-    r"|(?:true|false|nan|inf|infinity|null|n/?a|none|<na>)"
+    _NUMBER
+    + r"|(?:true|false|nan|inf|infinity|null|n/?a|none|<na>)"
     r"|#(?:n/?a|n/a n/a|div/0!|value!|ref!|name\?|num!|null!|spill!|calc!|getting_data)"
     r"|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?[ /-]?\d.*",
     re.IGNORECASE | re.DOTALL)
+_MINUS_NUMBER = re.compile("\u2212" + _NUMBER, re.DOTALL)  # (U+2212: `csv_cell`)
 
 
 def csv_cell(text: str) -> str:
@@ -84,9 +86,16 @@ def csv_cell(text: str) -> str:
     Injection page now lists them), and a Japanese sheet reads ``１２３`` as the number 123;
     the small forms (``﹦``) fold the same way, and ``⁼`` and ``₊``. A digit of any
     script (``٧``) counts as a digit: a sheet in that script's locale may read it as a number,
-    and the apostrophe costs a reader nothing."""
+    and the apostrophe costs a reader nothing.
+
+    The minus sign U+2212 (``−5``; ``⁻5`` and ``₋5`` fold to it) is a sign before a number:
+    LibreOffice's number scanner takes it for ``-`` (tdf#117037), so ``−5`` read as the number
+    -5 (before, it reached the file bare). It starts no formula: a sheet reads ``−A1`` as text,
+    as it reads the other dashes (``–5``, ``‐5``, ``ー1``, U+30FC, which OWASP's page does not
+    list beside ``－``), and those are left as they are."""
     folded = unicodedata.normalize("NFKC", text)
-    if folded[:1] in ("=", "+", "-", "@", "\t", "\r", "'") or _SHEET_VALUE.fullmatch(folded):
+    if (folded[:1] in ("=", "+", "-", "@", "\t", "\r", "'") or _SHEET_VALUE.fullmatch(folded)
+            or _MINUS_NUMBER.fullmatch(folded)):
         return "'" + text
     return text
 
