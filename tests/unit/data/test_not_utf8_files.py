@@ -67,6 +67,7 @@ def test_a_latin1_file_is_named_with_its_line_byte_and_fix(
         read(path, dataset)
     where = dataset / "vocab.txt" if name == "vocab.txt" else path
     assert str(caught.value) == f"{where}: line 2: not UTF-8 {LATIN1.format(byte)}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["ds", name])  # (nothing made)
 
 
 def test_a_latin1_meta_json_is_named_so(dataset: Path) -> None:
