@@ -44,15 +44,20 @@ log = logging.getLogger(__name__)
 # fails and is made again.
 KEEPALIVE_S = serving.KEEPALIVE_S
 KEEPALIVE_TIMEOUT_S = serving.KEEPALIVE_TIMEOUT_S
+# A channel whose service went away tries to connect again at least this often. gRPC's own
+# backoff grows to 120 s: after a coordinator restart (20 s down) a device process's channel
+# next tried 4-6 s after the coordinator served again, and its devices came back only then.
+RECONNECT_MAX_MS = 2_000
 
 
 def channel_options(keepalive_s: float = KEEPALIVE_S,
                     timeout_s: float = KEEPALIVE_TIMEOUT_S) -> list[tuple[str, Any]]:
     """The options of a device's gRPC channels: the message caps, the pings
-    (``serving.client_keepalive_options``), and a connection of its own for each channel
-    (grpc.aio channels with equal arguments would share one): a fleet opens several to one
-    aggregator (--devices-per-connection)."""
+    (``serving.client_keepalive_options``), reconnection at least every ``RECONNECT_MAX_MS``,
+    and a connection of its own for each channel (grpc.aio channels with equal arguments
+    would share one): a fleet opens several to one aggregator (--devices-per-connection)."""
     return [*serving.OPTIONS, ("grpc.use_local_subchannel_pool", 1),
+            ("grpc.max_reconnect_backoff_ms", RECONNECT_MAX_MS),
             *serving.client_keepalive_options(keepalive_s, timeout_s)]
 
 

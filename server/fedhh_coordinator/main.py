@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,7 +51,7 @@ from fedhh_coordinator.enrollment import (
 )
 from fedhh_coordinator.hub import SelectorHub
 from fedhh_coordinator.keys import KeyOwners
-from fedhh_coordinator.lobby import Lobby
+from fedhh_coordinator.lobby import RETURN_S, Lobby
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.service import AdminService, DeviceService
 from fedhh_coordinator.store import Store
@@ -380,6 +381,8 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
         # it taking connections that nothing served until the process exited).
         port = serving.bind(server, args.listen, tls, args.insecure)
         await server.start()
+        # (devices that asked a previous process come back over their retry bound)
+        lobby.expect_return(time.time() + RETURN_S)
         await serving.set_serving(health, SERVICES)
         runner_task = asyncio.create_task(runner.serve(), name="runner")
         if args.ready_file:
