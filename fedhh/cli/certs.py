@@ -73,7 +73,9 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("certs", help="make development TLS certificates and secrets",
                               description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, help="directory for the CA and server certificate")
+    p.add_argument("--out", required=True,
+                   help="directory for the CA and server certificate (made if missing, as the "
+                        "last folder of the path only: its parent must exist)")
     p.add_argument("--hosts", default=DEFAULT_HOSTS,
                    help=f"comma-separated names and addresses the server certificate is valid "
                         f"for (default {DEFAULT_HOSTS}); add the public names devices use")
@@ -83,7 +85,8 @@ def register(subparsers: Any) -> None:
                    help="make a new CA even if --out holds one (every device and operator then "
                         "needs the new ca.pem)")
     p.add_argument("--secrets", "--tokens", dest="secrets", metavar="DIR",
-                   help="also write the service tokens and the coordinator signing key here")
+                   help="also write the service tokens and the coordinator signing key here "
+                        "(made as --out is)")
     p.add_argument("--device-tokens", type=_at_most(MAX_DEVICES, "tokens (fedhh's most devices)"),
                    default=None, metavar="N",
                    help="one-time enrollment tokens to write with --secrets, for dataset users "

@@ -46,3 +46,12 @@ def test_the_last_folder_is_made(tmp_path: Path) -> None:
                  "--device-replicas", "1"]) == 0
     assert (tmp_path / "tls" / "ca.pem").is_file()
     assert (tmp_path / "secrets" / "control.token").is_file()
+
+
+def test_the_help_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["certs", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert ("directory for the CA and server certificate (made if missing, as the last folder "
+            "of the path only: its parent must exist)") in shown
+    assert "the coordinator signing key here (made as --out is)" in shown
