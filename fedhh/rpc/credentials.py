@@ -125,26 +125,28 @@ def read_secret(path: str | Path | None, env: str, what: str = "secret",
     return value
 
 
-def load_public_key(path: str | Path) -> bytes:
+def load_public_key(path: str | Path, option: str = "--coordinator-key") -> bytes:
     """A raw Ed25519 public key from a PEM (SubjectPublicKeyInfo) file, such as the
-    coordinator's ``<signing key>.pub``."""
+    coordinator's ``<signing key>.pub``; ConfigError, opening with ``option`` (the flag that
+    gave the path: every service that takes this key takes it as --coordinator-key), for a
+    file that cannot be read or holds anything else."""
     try:
-        pem = read_whole(path, SECRET_FILE_BYTES, "the public key")
+        pem = read_whole(path, SECRET_FILE_BYTES, f"{option}: the public key")
         key = serialization.load_pem_public_key(pem)
     except OSError as error:
-        raise ConfigError(f"cannot read the public key {path}: {error.strerror}"
+        raise ConfigError(f"{option}: cannot read the public key {path}: {error.strerror}"
                           f"{permission_remedy(path, error)}") from None
     except ValueError as error:
         if b"PRIVATE KEY-----" in pem:
             # (the coordinator's signing key given for its .pub: before, "is not a PEM public
             # key: Valid PEM but no BEGIN PUBLIC KEY/END PUBLIC KEY delimiters. ...")
             raise ConfigError(
-                f"{path} holds a private key, where the coordinator's public key is wanted: "
-                f"give {public_key_path(path)} (`fedhh certs` writes it beside the signing "
-                "key), and keep the private key with the coordinator alone") from None
-        raise ConfigError(f"{path} is not a PEM public key: {error}") from None
+                f"{option}: {path} holds a private key, where the coordinator's public key is "
+                f"wanted: give {public_key_path(path)} (`fedhh certs` writes it beside the "
+                "signing key), and keep the private key with the coordinator alone") from None
+        raise ConfigError(f"{option}: {path} is not a PEM public key: {error}") from None
     if not isinstance(key, Ed25519PublicKey):
-        raise ConfigError(f"{path} does not hold an Ed25519 public key")
+        raise ConfigError(f"{option}: {path} does not hold an Ed25519 public key")
     return key.public_bytes_raw()
 
 

@@ -83,7 +83,8 @@ def _selector(root: Path, leader: str, key: bool = True, store: bool = True) -> 
 
 
 @pytest.mark.parametrize(("case", "refusal"), [
-    ("key", "cannot read the public key {root}/signing.pem.pub: No such file or directory"),
+    ("key", "--coordinator-key: cannot read the public key {root}/signing.pem.pub: "
+            "No such file or directory"),
     ("store", "--db {root}/store.sqlite: no coordinator store there"),
     ("token", "no selector token"),
 ])

@@ -25,9 +25,9 @@ def test_the_private_signing_key_is_named_and_the_public_one_asked_for(tmp_path:
     with pytest.raises(ConfigError) as refused:
         load_public_key(private)
     assert str(refused.value) == (
-        f"{private} holds a private key, where the coordinator's public key is wanted: give "
-        f"{private}.pub (`fedhh certs` writes it beside the signing key), and keep the private "
-        "key with the coordinator alone")
+        f"--coordinator-key: {private} holds a private key, where the coordinator's public key "
+        f"is wanted: give {private}.pub (`fedhh certs` writes it beside the signing key), and "
+        "keep the private key with the coordinator alone")
     public = tmp_path / "coordinator-signing.pem.pub"
     public.write_bytes(key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))

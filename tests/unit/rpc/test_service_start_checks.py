@@ -35,6 +35,11 @@ def _args(service: str, tmp_path: Path, *extra: str) -> argparse.Namespace:
     if not key.exists():
         key.write_bytes(ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    if service == "selector" and not (tmp_path / "s.sqlite").exists():
+        # (a selector reads the coordinator's store and refuses a --db with none there)
+        from fedhh_coordinator.store import Store
+
+        Store(tmp_path / "s.sqlite").db.close()
     common = ["--insecure", "--listen", "127.0.0.1:0"]
     own = {
         "coordinator": ["--aggregator", "127.0.0.1:7100", "--db", str(tmp_path / "c.sqlite"),
@@ -76,7 +81,7 @@ def test_a_ready_file_in_a_missing_folder_is_refused_before_serving(
         importlib.import_module(SERVICES[service]).run(
             _args(service, tmp_path, "--ready-file", str(ready)))
     assert no_loop == []
-    assert not (tmp_path / "c.sqlite").exists() and not (tmp_path / "s.sqlite").exists()
+    assert not (tmp_path / "c.sqlite").exists()
 
 
 @pytest.mark.parametrize("service", sorted(SERVICES))
@@ -90,6 +95,33 @@ def test_a_listen_address_in_use_is_refused_before_serving(
         args.listen = f"127.0.0.1:{port}"
         with pytest.raises(ConfigError, match=rf"--listen: cannot listen on 127.0.0.1:{port}"):
             importlib.import_module(SERVICES[service]).run(args)
+    assert no_loop == []
+
+
+@pytest.mark.parametrize("service", ["selector", "aggregator", "combiner"])
+@pytest.mark.parametrize("mistake", ["missing", "private", "garbage"])
+def test_a_bad_coordinator_key_is_refused_naming_the_flag(
+        service: str, mistake: str, tmp_path: Path, no_loop: list[str]) -> None:
+    """Before, "cannot read the public key PATH: No such file or directory" named no flag: an
+    operator of three services that each take a key file had to guess which one meant it."""
+    args = _args(service, tmp_path)
+    if mistake == "missing":
+        args.coordinator_key = str(tmp_path / "typo.pub")
+    elif mistake == "private":
+        args.coordinator_key = str(tmp_path / "signing.pem")
+        Path(args.coordinator_key).write_bytes(
+            ed25519.Ed25519PrivateKey.generate().private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption()))
+    else:
+        args.coordinator_key = str(tmp_path / "ca.pem")
+        Path(args.coordinator_key).write_text("not a key\n")
+    with pytest.raises(ConfigError) as refused:
+        importlib.import_module(SERVICES[service]).run(args)
+    assert str(refused.value).startswith(f"--coordinator-key: {args.coordinator_key} "
+                                         if mistake != "missing" else
+                                         f"--coordinator-key: cannot read the public key "
+                                         f"{args.coordinator_key}: "), str(refused.value)
     assert no_loop == []
 
 
@@ -110,7 +142,7 @@ def test_an_attestation_that_is_no_factory_is_refused_before_serving(
         importlib.import_module(SERVICES[service]).run(
             _args(service, tmp_path, "--attestation", "os:path"))
     assert no_loop == []
-    assert not (tmp_path / "c.sqlite").exists() and not (tmp_path / "s.sqlite").exists()
+    assert not (tmp_path / "c.sqlite").exists()
 
 
 def _refused(port: int) -> bool:
