@@ -139,6 +139,8 @@ class _Protocols:
         from aiohttp.http_exceptions import HttpProcessingError
 
         class Answering(web.RequestHandler):
+            _fedhh_last_body: Any = None  # (data_received)
+
             def handle_error(self, request: Any, status: int = 500,
                              exc: BaseException | None = None,
                              message: str | None = None) -> Any:
@@ -161,10 +163,16 @@ class _Protocols:
                     if not isinstance(error, HttpProcessingError):
                         self._fedhh_last_body = body
                         continue
-                    last = getattr(self, "_fedhh_last_body", None)
+                    last = self._fedhh_last_body
                     if last is not None and not last.is_eof() and last.exception() is None:
                         last.set_exception(error)
                     return
+
+            def connection_lost(self, exc: BaseException | None) -> None:
+                # (the body refers back to this protocol: kept, the two and the body's unread
+                # bytes outlived the connection until the cyclic collector ran)
+                self._fedhh_last_body = None
+                super().connection_lost(exc)
 
         self.server = server
         self._make = Answering
