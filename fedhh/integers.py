@@ -66,7 +66,9 @@ def read_number(text: str) -> float:
         value = float(text)
     except ValueError:
         raise ConfigError(f"must be a number, got {shown_text(text)}") from None
-    if value == 0 and decimal.Decimal(text) != 0:
+    # (its digits decide, not its exponent: Decimal refuses an exponent past 10^18 with
+    # InvalidOperation, and 1e-99999999999999999999, which float reads as 0, was a traceback)
+    if value == 0 and decimal.Decimal(text.lower().partition("e")[0]) != 0:
         raise ConfigError(f"got {shown_text(text)}, nearer 0 than the smallest double "
                           "(4.9e-324): it would be read as 0, not as written")
     return value

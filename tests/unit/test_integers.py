@@ -194,7 +194,9 @@ def test_the_float_readers_still_read_what_they_read() -> None:
             refuse("inf")
 
 
-@pytest.mark.parametrize("text", ["1e-400", "-1e-400", "2e-324", "0.1e-330"])
+@pytest.mark.parametrize("text", ["1e-400", "-1e-400", "2e-324", "0.1e-330",
+                                  # (an exponent Decimal refuses: before, a traceback)
+                                  "1e-99999999999999999999", "-2E-9999999999999999999"])
 def test_a_number_no_double_holds_is_refused_as_typed_not_as_0(
         text: str, capsys: pytest.CaptureFixture[str]) -> None:
     """A number nearer 0 than the smallest double was read as 0, and the option's range check
@@ -214,6 +216,7 @@ def test_a_number_no_double_holds_is_refused_as_typed_not_as_0(
 
 
 @pytest.mark.parametrize("text, value", [("0", 0.0), ("-0.0", -0.0), ("0e-400", 0.0),
-                                         ("3e-324", 5e-324), ("5e-324", 5e-324)])
+                                         ("3e-324", 5e-324), ("5e-324", 5e-324),
+                                         ("0e-99999999999999999999", 0.0), (" -0.0E-7 ", -0.0)])
 def test_zero_and_the_smallest_doubles_are_still_read(text: str, value: float) -> None:
     assert read_number(text) == value
