@@ -31,6 +31,11 @@ Egyptian hieroglyph format controls: ``a\\U00013430b`` read ``ab``). The replace
 U+FFFD is escaped too (``caf\\ufffd``): it draws, but as what a viewer draws for bytes it could
 not read, and in an item it marks text a decoder lost before the item was counted.
 
+A Malayalam chillu spelt as before Unicode 5.1, a consonant, the virama and ZWJ (``ന്‍``), draws
+as the atomic chillu (``ൻ``) that has replaced that spelling, wherever it stands: its ZWJ is
+escaped (``ന്\\u200dറ``, which read as ``ൻറ``), as NFC's changes are below, and the atomic
+letter shows as it is.
+
 A nonspacing mark just after the same mark draws over it (``กิิ``, a Thai vowel sign twice,
 read ``กิ``; UTS #39 flags such a repeat), so the repeat is escaped (``กิ\\u0e34``).
 
@@ -128,6 +133,12 @@ _JOINING_SCRIPTS = ((0x0600, 0x08FF), (0x0900, 0x0DFF), (0x0F00, 0x109F), (0x178
                     (0xA800, 0xA8FF), (0xA980, 0xAAFF), (0xABC0, 0xABFF), (0xFB50, 0xFDFF),
                     (0xFE70, 0xFEFF), (0x10A00, 0x10A5F), (0x11000, 0x11FFF))
 
+# The Malayalam consonants that have an atomic chillu (U+0D7A-U+0D7F since Unicode 5.1, U+0D54-
+# U+0D56 since 9.0): ണ ന ര ല ള ക മ യ ഴ. Before, a chillu was spelt the consonant, the virama
+# and ZWJ, which fonts draw as the atomic letter: ന്‍ as ൻ.
+_CHILLU_BASES = frozenset("\u0d23\u0d28\u0d30\u0d32\u0d33\u0d15\u0d2e\u0d2f\u0d34")
+_MALAYALAM_VIRAMA = "\u0d4d"
+
 _TAGS = range(0xE0000, 0xE0080)  # invisible, but in the three subdivision flags fonts draw
 # 🏴 and the tags of gbeng, gbsct, gbwls, then the cancel tag: the flags of England, Scotland and
 # Wales, the only tag sequences recommended for display (UTS #51, RGI_Emoji_Tag_Sequence).
@@ -200,6 +211,9 @@ def _kept_in_context(text: str, i: int) -> bool:
         if _emoji(before) or before == _EMOJI_PRESENTATION:
             # (no emoji sequence holds ZWNJ: 👨 ZWNJ 👩 read 👨👩)
             return char == _JOINER and _emoji(after)
+        if (char == _JOINER and before == _MALAYALAM_VIRAMA
+                and text[i - 2:i - 1] in _CHILLU_BASES):
+            return False  # (the chillu's old spelling: ന്‍റ read as ൻറ, module docstring)
         return _within(code, _JOINING_SCRIPTS) and _within(ord(after), _JOINING_SCRIPTS)
     if 0x180B <= ord(char) <= 0x180F:
         return code in _MONGOLIAN

@@ -47,3 +47,24 @@ def test_a_joiner_that_joins_nothing_is_escaped(joined: str, plain: str, shown: 
 ])
 def test_a_joiner_that_joins_is_kept(item: str) -> None:
     assert printable(item) == item
+
+
+@pytest.mark.parametrize(("old", "atomic", "shown"), [
+    ("ന്\u200dറ", "ൻറ", "ന്\\u200dറ"),  # (before: both shown as ൻറ)
+    ("ക്\u200dഷ", "ൿഷ", "ക്\\u200dഷ"),
+    ("അവന്\u200d", "അവൻ", "അവന്\\u200d"), ("അവന്\u200d വന്നു", "അവൻ വന്നു", "അവന്\\u200d വന്നു"),
+])
+def test_a_chillus_old_spelling_shows_its_joiner(old: str, atomic: str, shown: str) -> None:
+    """A Malayalam chillu spelt as before Unicode 5.1 (consonant, virama, ZWJ) draws as the
+    atomic chillu: its ZWJ is escaped wherever it stands, the atomic letter shows as it is.
+    Before, only one at the end of a word or before a space was; inside a word the two
+    spellings showed alike."""
+    assert printable(old) == shown
+    assert printable(atomic) == atomic
+    assert printable_rows([(old, False), (atomic, False)]) == [shown, atomic]
+
+
+@pytest.mark.parametrize("item", ["ന്\u200cറ", "ച്\u200dച", "ന്റ"])
+def test_a_malayalam_joiner_that_spells_no_chillu_is_kept(item: str) -> None:
+    # (ZWNJ keeps the virama visible; ച has no chillu)
+    assert printable(item) == item
