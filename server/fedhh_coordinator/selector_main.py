@@ -186,20 +186,22 @@ async def serve(args: argparse.Namespace) -> None:
 def check_startup(args: argparse.Namespace) -> None:
     """What the selector refuses before it opens its store, asks the leader (``run``'s
     ``check_peers``) or starts its loop (``serving.check_start``): a plaintext --leader off
-    loopback, --name, --coordinator-key, the selector token, a SQLite --db that is no file,
-    its TLS files, --ready-file, the addresses it will listen on, and --attestation, as the
+    loopback, its TLS files, --name, --coordinator-key, the selector token, a SQLite --db that
+    is no file, --ready-file, the addresses it will listen on, and --attestation, as the
     coordinator's start does. (Before, the leader was asked first: its "cannot reach the
     leader ... yet" warning came above a missing --coordinator-key or --db.)"""
     if not args.tls_dir:  # the selector token would go to the leader in clear
         serving.check_plaintext_peer(args.leader, "--leader", "--tls-dir")
+    # (the TLS folder first, as the aggregator and combiner read theirs: a --tls-dir given the
+    # secrets folder, which holds no ca.pem, is named before the key file it does hold)
+    tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
     selector_name(args)
     load_public_key(args.coordinator_key)
     read_secret(args.selector_token_file, SELECTOR_TOKEN_ENV, "selector token")
     check_selector_store(args.db)
     if args.attestation:
         attestation_factory(args.attestation)
-    serving.check_start(TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None,
-                        args.ready_file,
+    serving.check_start(tls, args.ready_file,
                         [("--listen", args.listen), serving.metrics_listener(args),
                          ("--web-listen", args.web_listen),
                          ("--session-listen", args.session_listen)])
