@@ -147,9 +147,9 @@ def lost_in_completion_note(causes: list[str], found: Sequence[tuple[int, bool]]
               f"rounds' cost (synthetic-urls: 494 URLs whole at 0.2, 686 at 1); {others}"
               if weight < 1 else others[0].upper() + others[1:])
     # (one lost beside none completed is noted too: it read "1 prefixes were lost in the
-    # completion rounds (most in round 5")
+    # completion rounds (most in round 5"; and all lost in one round read "most in" it)
     return (f"{lost:,} prefix{'es were' if lost > 1 else ' was'} lost in the completion rounds "
-            f"({'most in' if lost > 1 else 'in'} round {most}"
+            f"({'most in' if len(lost_by_round) > 1 else 'in'} round {most}"
             f"{against}): the first runs at --completion-weight {weight:g} of a main round's "
             "budget, the 2nd and 3rd at a quarter of that, the 4th to 7th at a sixteenth, "
             f"the later ones at less. {remedy}; docs/codecs.md.")

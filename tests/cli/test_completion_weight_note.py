@@ -28,7 +28,7 @@ def _payload(lost: int, found: int, lost_in: int = 5, found_in: int = 5) -> dict
 
 def test_many_prefixes_lost_in_completion_rounds_are_told_with_the_remedy() -> None:
     assert completion_weight_note(_payload(lost=355, found=327)) == (
-        "355 prefixes were lost in the completion rounds (most in round 5, at threshold 429 "
+        "355 prefixes were lost in the completion rounds (in round 5, at threshold 429 "
         "against the last main round's 50): the first runs at --completion-weight 0.02 of a "
         "main round's budget, the 2nd and 3rd at a quarter of that, the 4th to 7th at a "
         "sixteenth, the later ones at less. A larger weight (up to 1) raises each completion "
@@ -46,7 +46,7 @@ def test_the_note_names_the_round_that_lost_most_and_no_larger_weight_at_1() -> 
     payload["config"]["completion_weight"] = 1.0
     payload["rounds"][7]["threshold"] = 415.0
     note = completion_weight_note(payload)
-    assert note is not None and "(most in round 8, at threshold 415 against" in note, note
+    assert note is not None and "(in round 8, at threshold 415 against" in note, note
     assert "larger weight" not in note and "(0.5, 1)" not in note
     assert "A larger --eps-agg lowers every round's threshold, and more devices" in note
 
@@ -65,6 +65,18 @@ def test_one_prefix_lost_is_told_as_one() -> None:
     note = completion_weight_note(_payload(lost=1, found=0))
     assert note and note.startswith(
         "1 prefix was lost in the completion rounds (in round 5, at threshold 429 "), note
+
+
+def test_most_in_a_round_only_where_other_rounds_lost_some_too() -> None:
+    # (before, every prefix lost in round 5 alone read "(most in round 5")
+    spread = _payload(lost=30, found=10)
+    spread["cut_prefixes"] += [{"cause": "lost in round 8"}] * 12
+    note = completion_weight_note(spread)
+    assert note and note.startswith(
+        "42 prefixes were lost in the completion rounds (most in round 5, at threshold 429 "), note
+    note = completion_weight_note(_payload(lost=30, found=10))
+    assert note and note.startswith(
+        "30 prefixes were lost in the completion rounds (in round 5, at threshold 429 "), note
 
 
 def test_losing_more_than_completed_is_told_however_few() -> None:
@@ -98,6 +110,6 @@ def test_fedhh_up_gives_the_note_of_a_run_that_lost_many_prefixes_in_completion_
                           bits=52) for i in range(30)]
     found = [pb.HeavyHitter(item=f"https://site{i}/", estimate=900.0, round=8) for i in range(10)]
     _print_results(run, SimpleNamespace(heavy_hitters=found, cut_prefixes=cut))
-    assert ("30 prefixes were lost in the completion rounds (most in round 5, at threshold 429 "
+    assert ("30 prefixes were lost in the completion rounds (in round 5, at threshold 429 "
             "against the last main round's 50): the first runs at --completion-weight 0.2"
             ) in capsys.readouterr().out
