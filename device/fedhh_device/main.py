@@ -44,10 +44,7 @@ log = logging.getLogger(__name__)
 # fails and is made again.
 KEEPALIVE_S = serving.KEEPALIVE_S
 KEEPALIVE_TIMEOUT_S = serving.KEEPALIVE_TIMEOUT_S
-# A channel whose service went away tries to connect again at least this often. gRPC's own
-# backoff grows to 120 s: after a coordinator restart (20 s down) a device process's channel
-# next tried 4-6 s after the coordinator served again, and its devices came back only then.
-RECONNECT_MAX_MS = 2_000
+RECONNECT_MAX_MS = serving.RECONNECT_MAX_MS
 
 
 def channel_options(keepalive_s: float = KEEPALIVE_S,

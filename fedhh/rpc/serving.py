@@ -542,6 +542,15 @@ def client_keepalive_options(keepalive_s: float = KEEPALIVE_S,
             ("grpc.keepalive_permit_without_calls", 0)]
 
 
+# A device's channel, or a selector's to its leader, whose service went away tries to connect
+# again at least this often. gRPC's own backoff grows 1.6x to 120 s: after a coordinator
+# restart (20 s down) a device process's channel next tried 4-6 s after the coordinator served
+# again, a selector's 8.7 s after (24.8 s after 150 s down), where the coordinator's first
+# check-in waits for them 20 s (fedhh_coordinator.lobby.RETURN_S). A fleet or a selector opens
+# a few such channels, not one a device.
+RECONNECT_MAX_MS = 2_000
+
+
 # A service's channels to its peers (the coordinator's to its aggregator or combiner, a
 # combiner's to its workers, a selector's stream to its leader): the message caps and the
 # devices' pings (before, no pings: a selector attached to a leader whose host vanished

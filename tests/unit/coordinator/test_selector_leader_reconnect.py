@@ -1,0 +1,60 @@
+"""A selector comes back to a leader that restarted within the hold the leader's first check-in
+keeps for the devices of its previous process (``fedhh_coordinator.lobby.RETURN_S``): its
+channel to the leader reconnects at least every ``serving.RECONNECT_MAX_MS``, as a device's
+does. Before, it had gRPC's own backoff (1.6x up to 120 s): with the leader down 150 s, a
+client on PEER_OPTIONS that retried as LeaderLink does (at most 5 s apart) was back 24.8 s
+after the leader served again, its devices past the hold; 2.9 s with the cap."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from fedhh.cli.main import build_parser
+from fedhh.errors import ConfigError
+from fedhh.rpc import serving
+from fedhh_coordinator import selector_main
+from fedhh_coordinator.lobby import RETURN_S
+from fedhh_coordinator.selector import LeaderRefused
+from fedhh_coordinator.store import Store
+
+
+def test_the_selectors_channel_to_its_leader_reconnects_within_the_return_hold(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[Any] = []
+    open_channel = selector_main.open_channel
+
+    def recording(address: str, credentials: Any = None, options: Any = None) -> Any:
+        opened.append(options)
+        return open_channel(address, credentials, options)
+
+    class Link(selector_main.LeaderLink):
+        async def serve(self) -> None:  # (the channel is opened: the start ends here)
+            raise LeaderRefused(grpc.StatusCode.INVALID_ARGUMENT, "seen")
+
+    monkeypatch.setattr(selector_main, "open_channel", recording)
+    monkeypatch.setattr(selector_main, "LeaderLink", Link)
+    monkeypatch.setenv("FEDHH_SELECTOR_TOKEN", "s" * 32)
+    key = tmp_path / "coordinator.pub"
+    key.write_bytes(ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    Store(tmp_path / "s.sqlite").db.close()  # (the coordinator's, which a selector reads)
+    args = build_parser("selector").parse_args([
+        "selector", "--insecure", "--listen", "127.0.0.1:0", "--metrics-port", "0",
+        "--leader", "127.0.0.1:9", "--db", str(tmp_path / "s.sqlite"),
+        "--coordinator-key", str(key)])
+    with pytest.raises(ConfigError, match="refused this selector"):
+        asyncio.run(selector_main.serve(args))
+    (options,) = opened
+    assert dict(options or serving.PEER_OPTIONS).get(
+        "grpc.max_reconnect_backoff_ms") == serving.RECONNECT_MAX_MS
+    # (LeaderLink's longest pause between tries, 5 s, and a reconnection: within the hold)
+    assert 5.0 + serving.RECONNECT_MAX_MS / 1000 < RETURN_S
+    # (the pings and message caps of every peer channel are kept)
+    assert set(serving.PEER_OPTIONS) <= set(options)
