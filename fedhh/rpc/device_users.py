@@ -62,13 +62,17 @@ def user_range(text: str, num_users: int) -> range:
 def tokens_file_error(path: str | Path, error: OSError | UnicodeDecodeError) -> ConfigError:
     """Why a tokens file cannot be read. A file that is not ASCII is no tokens file (a dataset
     given in its place, say): said so, where Python's words were "'ascii' codec can't decode
-    byte 0xf0 in position 0: ordinal not in range(128)"."""
+    byte 0xf0 in position 0: ordinal not in range(128)". Its place is counted from 1, the line
+    and the byte in it, as every input file's (before, "byte 0", from the file's start)."""
     if isinstance(error, UnicodeDecodeError):
+        data, start = error.object, error.start
+        line = data.count(b"\n", 0, start) + 1
+        byte = start - data.rfind(b"\n", 0, start)
         return ConfigError(
-            f"cannot read the enrollment tokens file {path}: byte {error.start} is not ASCII "
-            f"(0x{error.object[error.start]:02x}), so this is not a tokens file (tokens are hex "
-            "digits, one a line or after a user number, as `fedhh certs` and `fedhh admin "
-            "mint-tokens` write them): is it another file, a dataset?")
+            f"cannot read the enrollment tokens file {path}: line {line}: byte {byte} of the "
+            f"line is not ASCII (0x{data[start]:02x}), so this is not a tokens file (tokens "
+            "are hex digits, one a line or after a user number, as `fedhh certs` and `fedhh "
+            "admin mint-tokens` write them): is it another file, a dataset?")
     return ConfigError(f"cannot read the enrollment tokens file {path}: "
                        f"{getattr(error, 'strerror', None) or error}")
 

@@ -76,16 +76,25 @@ def test_a_file_that_is_not_ascii_is_said_to_be_no_tokens_file(tmp_path: Path) -
 
     path = tmp_path / "users.txt"
     path.write_text("\U0001f642 caf\u00e9 hello\n", encoding="utf-8")
-    said = (f"cannot read the enrollment tokens file {path}: byte 0 is not ASCII (0xf0), so "
-            "this is not a tokens file (tokens are hex digits, one a line or after a user "
-            "number, as `fedhh certs` and `fedhh admin mint-tokens` write them): is it another "
-            "file, a dataset?")
+    said = (f"cannot read the enrollment tokens file {path}: line 1: byte 1 of the line is not "
+            "ASCII (0xf0), so this is not a tokens file (tokens are hex digits, one a line or "
+            "after a user number, as `fedhh certs` and `fedhh admin mint-tokens` write them): is "
+            "it another file, a dataset?")
     with pytest.raises(ConfigError) as refused:
         read_tokens(path)
     assert str(refused.value) == said
     with pytest.raises(ConfigError) as refused:
         import_tokens(None, str(path))  # type: ignore[arg-type]  # (refused before the store)
     assert str(refused.value) == said
+
+
+def test_a_byte_not_ascii_is_placed_by_its_line_and_byte_from_1(tmp_path: Path) -> None:
+    # (before, "byte 6 is not ASCII": counted from 0, from the file's start)
+    path = tmp_path / "tokens"
+    path.write_bytes(b"ab\nxy\xe9z\n")
+    with pytest.raises(ConfigError, match=r"tokens: line 2: byte 3 of the line is not ASCII "
+                                          r"\(0xe9\), so"):
+        read_tokens(path)
 
 
 def test_a_range_past_the_dataset_names_its_users_and_the_largest_range() -> None:
