@@ -212,7 +212,7 @@ def iter_text_users(
     for number, line in user_lines(source, "text", meter, line_ends):
         if not looked and line.strip():
             looked = True
-            if _json_user(line):
+            if json_user(line):
                 raise DatasetError(
                     f"{source}: line {number} is a JSON user (an array of items or an object "
                     "of item counts), whose brackets, quotes and commas the text format would "
@@ -225,12 +225,14 @@ def iter_text_users(
         yield Counter(line.lower().split() if lowercase else line.split())
 
 
-def _json_user(line: str) -> bool:
+def json_user(line: str) -> bool:
     """Whether ``line`` is one user of the JSON-lines format (`fedhh.data.jsonl`): a non-empty
     JSON array of strings or object of integer counts. (A text line that is such JSON, its
-    items ``["a",`` and ``"b"]``, is a JSON-lines file given as text.) A raw control character
-    in a string (a tab, ESC) is taken as JSON writes it escaped: the line was still written as
-    JSON (before, ``["a<TAB>b"]`` was imported as the text items ``["a`` and ``b"]``))."""
+    items ``["a",`` and ``"b"]``, is a JSON-lines file given as text; an item list's first
+    line that is, JSON given as one item a line: `fedhh.data.wordlists.load_item_list`.) A
+    raw control character in a string (a tab, ESC) is taken as JSON writes it escaped: the
+    line was still written as JSON (before, ``["a<TAB>b"]`` was imported as the text items
+    ``["a`` and ``b"]``))."""
     text = line.strip()
     if not text.startswith(("[", "{")):
         return False

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from fedhh.data.dataset import atomic_file, item_defect
+from fedhh.data.text import json_user
 from fedhh.errors import DatasetError
 from fedhh.input_files import LIST_FILE_BYTES, not_utf8, read_whole, wide_encoding_problem
 
@@ -161,6 +162,10 @@ def write_item_list(items: list[str], path: str | os.PathLike[str]) -> Path:
     return out
 
 
+_FORMATS = ('one item a line, or one JSON array of strings in a file named .json (["new york", '
+            '" new york"])')
+
+
 def load_item_list(path: str | os.PathLike[str]) -> list[str]:
     """Read an item list: one item per line, UTF-8 (a leading byte-order mark, as some editors
     write, is not part of the first item); a final newline is optional.
@@ -169,7 +174,9 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
     whitespace at either end of it, a line break other than the line's end (``\\v``, U+2028),
     or bytes that are not UTF-8 give a DatasetError naming the file and the line. Repeated items
     are kept once (first occurrence order). A ``.json`` file is one JSON array of item strings
-    (`_json_item_list`), for items that begin or end with whitespace.
+    (`_json_item_list`), for items that begin or end with whitespace; a ``.jsonl`` file, or
+    one whose first line is a JSON user (`fedhh.data.text.json_user`), is refused: read one
+    item a line, it would deny the JSON's text, not the items it names.
     """
     source = Path(path)
     try:
@@ -180,6 +187,10 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
         raise DatasetError(f"{source}: {problem}; an item list is UTF-8: save it so")
     if source.suffix.lower() == ".json":
         return _json_item_list(source, raw)
+    if source.suffix.lower() == ".jsonl":
+        # (read one item a line, its lines' brackets and quotes were parts of items that no
+        # user holds: the list denied nothing, silently)
+        raise DatasetError(f"{source}: an item list is {_FORMATS}, not JSON lines")
     lines = raw.removeprefix(codecs.BOM_UTF8).split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -193,6 +204,11 @@ def load_item_list(path: str | os.PathLike[str]) -> list[str]:
             raise DatasetError(f"{source}: {not_utf8(error, number)}") from None
         if not item:
             raise DatasetError(f"{source}: line {number} is empty; one item per line expected")
+        if number == 1 and json_user(item):
+            raise DatasetError(
+                f"{source}: line 1 is JSON (an array of strings or an object of counts): read "
+                f"as one item a line, it would deny the one item {item[:60]!r}, not the items "
+                f"it names; an item list is {_FORMATS}")
         if (defect := listed_item_defect(item)) is not None:
             if item[0].isspace() or item[-1].isspace():
                 defect += ("; to name such an item, write the list as one JSON array of strings "
