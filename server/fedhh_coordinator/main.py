@@ -381,8 +381,11 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
         # it taking connections that nothing served until the process exited).
         port = serving.bind(server, args.listen, tls, args.insecure)
         await server.start()
-        # (devices that asked a previous process come back over their retry bound)
-        lobby.expect_return(time.time() + RETURN_S)
+        # (devices that asked a previous process come back over their retry bound; a store
+        # with none enrolled had none that could, and a first start's check-in closes at its
+        # window as before, not held "for the devices reconnecting")
+        if store.enrollment().devices:
+            lobby.expect_return(time.time() + RETURN_S)
         await serving.set_serving(health, SERVICES)
         runner_task = asyncio.create_task(runner.serve(), name="runner")
         if args.ready_file:
