@@ -326,7 +326,9 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
     is a budget that fitted none of them (the privacy figures' ``completion_rounds``)."""
     hint = _truncation_hint(payload, blocker)
     ds = payload["dataset"]
-    print(f"dataset {ds['name']}: {ds['users']:,} users, {ds['vocabulary']:,} distinct items")
+    users, items = ds["users"], ds["vocabulary"]
+    print(f"dataset {ds['name']}: {users:,} user{'' if users == 1 else 's'}, {items:,} distinct "
+          f"item{'' if items == 1 else 's'}")
     privacy = payload["privacy"]
     shown = {k: v for k, v in privacy.items() if isinstance(v, int | float | str)}
     print("privacy: " + ", ".join(f"{k}={_fmt(v)}" for k, v in shown.items()))
@@ -372,10 +374,10 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
     if earlier:
         # (--two-runs: the first run's items, the second run's deny list, are the run's output
         # too; each run's rounds count from 1, so each run is its own list)
-        print(f"\n{len(earlier)} heavy hitters found by the first run (the second run's deny "
+        print(f"\n{_hitters(len(earlier))} found by the first run (the second run's deny "
               "list)")
         _hitters_table(earlier, top, hint, listed[1] + listed[2])
-    print(f"\n{len(hitters)} heavy hitters discovered"
+    print(f"\n{_hitters(len(hitters))} discovered"
           + (" by the second run" if earlier else "")
           + (f" (+{len(payload['deny_list'])} from the deny list)" if payload["deny_list"] else ""))
     _hitters_table(hitters, top, hint, listed[0] + listed[2])
@@ -563,6 +565,11 @@ def more_hitters(hitters: list[dict[str, Any]], top: int) -> str:
            "as the last row listed: the cut falls inside that tie" if tied else "")
     return (f"({len(rest):,} more, found in {rounds}{of_them}{tie}: --top {len(hitters)} or "
             "--json lists them)")
+
+
+def _hitters(count: int) -> str:
+    # (a data set of one item finds one: before, "1 heavy hitters discovered")
+    return f"{count} heavy hitter{'' if count == 1 else 's'}"
 
 
 def cut_heading(count: int) -> str:

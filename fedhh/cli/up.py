@@ -513,7 +513,7 @@ def close_demo(demo: Any, run: Any, results: Any) -> None:
     from fedhh.cli.webdemo import summary
 
     demo.say(f"run {run.run_id}: {run.state}; eps_agg spent {run.eps_spent:.3f} over "
-             f"{run.rounds_released} released rounds; heavy hitters: "
+             f"{_released(run)}; heavy hitters: "
              # (as a JSON list: an item may hold ", ")
              + (json.dumps(printable_rows([(h.item, h.truncated)
                                            for h in results.heavy_hitters]),
@@ -622,11 +622,16 @@ def _noted(hitter: Any) -> str:
     return f"; {hitter.note}" if hitter.note else ""
 
 
+def _released(run: Any) -> str:
+    # (an item that ends in the first round's segment takes one: before, "1 released rounds")
+    return f"{run.rounds_released} released round{'' if run.rounds_released == 1 else 's'}"
+
+
 def _print_results(run: Any, results: Any) -> None:
     print()
     print(f"run {run.run_id}: {run.state}" + (f" ({run.error})" if run.error else ""))
     print(f"privacy spent: eps_agg {run.eps_spent:.3f} of {run.config.eps_agg} at delta "
-          f"{run.config.delta} over {run.rounds_released} released rounds "
+          f"{run.config.delta} over {_released(run)} "
           f"(eps_local {run.eps_local:.3f})")
     print()
     cuts = any(r.cut for r in run.rounds)  # (a column only when a round cut something)
@@ -651,8 +656,9 @@ def _print_results(run: Any, results: Any) -> None:
         from fedhh.cli.admin import unfinished_results
 
         print(unfinished_results(run))
-    print(f"{len(results.heavy_hitters)} heavy hitters (by round, then estimate; estimates of "
-          "different rounds are not comparable, `fedhh simulate --help` says why):")
+    count = len(results.heavy_hitters)
+    print(f"{count} heavy hitter{'' if count == 1 else 's'} (by round, then estimate; estimates "
+          "of different rounds are not comparable, `fedhh simulate --help` says why):")
     # (one list's rows read against the other's: a cut prefix сос… beside cocoa)
     every = printable_rows([*((h.item, h.truncated) for h in results.heavy_hitters),
                             *((h.item, True) for h in results.cut_prefixes)])

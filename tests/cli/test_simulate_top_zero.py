@@ -33,7 +33,7 @@ def test_each_list_says_it_lists_none_at_top_zero(
     assert ("alice+news@example.com" in out) == (top > 0)
     if top == 0:
         lines = out.splitlines()
-        for heading in ("heavy hitters found by the first run", "heavy hitters discovered",
+        for heading in ("heavy hitter found by the first run", "heavy hitters discovered",
                         "heavy prefix"):
             at = next(i for i, line in enumerate(lines) if heading in line)
             assert lines[at + 1] == TOP_ZERO

@@ -122,7 +122,7 @@ def test_up_says_a_failed_runs_list_is_its_released_rounds_so_far(capsys) -> Non
         if says is None:
             assert "released so far" not in out
         else:
-            assert note + "\n1 heavy hitters" in out
+            assert note + "\n1 heavy hitter (by round" in out
 
 
 def test_the_json_download_says_why_each_cut_row_was_not_completed() -> None:
