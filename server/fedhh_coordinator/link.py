@@ -149,7 +149,11 @@ class NetworkLink:
                 s.target_devices, s.checkin_ms / 1000,
                 pool_size=math.ceil(s.oversubscription * s.target_devices),
                 quiet_s=s.checkin_quiet_ms / 1000, eligible=self.admission.eligible,
-                min_size=s.min_devices)
+                min_size=s.min_devices, stop=self.cancelled)
+            if self.cancelled():
+                # Before, the check-in ran its window (up to a day) and the round then opened,
+                # charged and released as if the cancel had come after it.
+                raise RoundAborted("cancelled during check-in: no device was drawn or charged")
             if len(cohort) < s.min_devices:
                 raise RoundAborted(f"only {len(cohort)} devices checked in (min_devices "
                                    f"{s.min_devices}){self.admission.shortfall()}")

@@ -102,10 +102,11 @@ class Lobby:
 
     async def collect(self, capacity: int, window_s: float, *, pool_size: int | None = None,
                       quiet_s: float = 1.0, eligible: Callable[[int], bool] | None = None,
-                      min_size: int = 0) -> list[int]:
+                      min_size: int = 0, stop: Callable[[], bool] = lambda: False) -> list[int]:
         """Open check-in (module docstring); the cohort, sorted, when it closes. ``min_size``:
         the fewest devices the round can run with (the window is held for the latest cohort's
-        members while the pool holds fewer)."""
+        members while the pool holds fewer). ``stop``: close it now (the run was cancelled);
+        asked as it opens and whenever ``recheck`` or a join wakes it."""
         self.clear()
         self._pool_size = max(capacity, pool_size or capacity)
         self._eligible = eligible or (lambda device_id: True)
@@ -120,7 +121,7 @@ class Lobby:
         busy_until = loop.time() + self._busy_until - time.time()
         returning_until = loop.time() + self._returning_until - time.time()
         self._held = False
-        while len(self._cohort) < self._pool_size:
+        while len(self._cohort) < self._pool_size and not stop():
             now = loop.time()
             remaining, enough = until - now, len(self._cohort) >= capacity
             if remaining <= 0:
@@ -191,6 +192,10 @@ class Lobby:
         window: 218 of 450 devices were back in its 10 s, and the attempt aborted for too few
         (one of the round's attempts spent)."""
         self._returning_until = max(self._returning_until, until)
+
+    def recheck(self) -> None:
+        """Wake the open check-in to ask its ``stop`` again."""
+        self._joined.set()
 
     def clear(self) -> None:
         """Forget the cohort (the round is over or aborted); waiting devices get no task."""

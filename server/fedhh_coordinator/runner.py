@@ -86,14 +86,16 @@ class Runner:
         self._wake.set()
 
     def cancel(self, run_id: str, by: str = "the operator") -> None:
-        """Cancel a running run once the round under way ends. The request is stored with the
-        run (``CANCEL_ASKED``): before, it was held in this process alone, so a coordinator
-        stopped before the round ended resumed the run on restart as if never cancelled.
-        ``by``: who asked, named in the log when the run ends."""
+        """Cancel a running run once the round under way ends; a round still in its check-in
+        (or waiting for the aggregation service) ends at once, nothing drawn or charged. The
+        request is stored with the run (``CANCEL_ASKED``): before, it was held in this process
+        alone, so a coordinator stopped before the round ended resumed the run on restart as
+        if never cancelled. ``by``: who asked, named in the log when the run ends."""
         self.store.ask_cancel(run_id, CANCEL_ASKED)
         self._cancelled.add(run_id)
         self._cancelled_by.setdefault(run_id, by)
         self._wake.set()
+        self.lobby.recheck()
 
     async def serve(self) -> None:
         """Drive the active runs, oldest first. The database lost for a while (a PostgreSQL

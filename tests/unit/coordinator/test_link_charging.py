@@ -814,3 +814,41 @@ def test_a_run_id_reused_in_a_fresh_store_opens_rounds_of_new_ids(tmp_path: Path
     # the last shard's id in its place, and the combiner refused every sharded round,
     # "shard 1 repeats the round id")
     assert old not in {s.config.round_id for s in old_shards}
+
+
+def test_a_run_cancelled_during_its_check_in_stops_at_once_at_no_cost(tmp_path: Path) -> None:
+    """Six of eight devices in the pool, the check-in's window 20 s: the operator's cancel
+    closes it at once, the attempt aborts, nothing is opened, charged or sent a task. Before,
+    the check-in ran out its window and the round then opened, charged every device and
+    released, and the run ended done (seen: `fedhh admin cancel` 7 s into a 10 s check-in,
+    eps 0.33 spent)."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    fleet = Fleet(store, 6)
+    combiner = FakeCombiner(Plan(lambda a: ["released"]), fleet.keys, sharded=False)
+    raised: list[BaseException] = []
+
+    async def go() -> None:
+        await create_run(store, config(shard_size=None, target_devices=SHARD,
+                                       checkin_ms=20_000), "run")
+        coordinator = Coordinator(store, fleet, combiner)
+
+        async def cancel_once_pooled() -> None:
+            while coordinator.lobby.cohort_size < 6:  # (a readiness wait)
+                await asyncio.sleep(0.001)
+            coordinator.runner.cancel("run")
+
+        canceller = asyncio.create_task(cancel_once_pooled())
+        try:
+            await asyncio.wait_for(coordinator.drive("run"), 60)
+        except RunCancelled as error:
+            raised.append(error)
+        await canceller
+
+    asyncio.run(go())
+    assert len(raised) == 1
+    (attempt, state, _), = attempts(store, "run")
+    assert (attempt, state) == (1, "aborted")
+    assert store.rounds("run")[0].reason == \
+        "cancelled during check-in: no device was drawn or charged"
+    assert spends(store, "run") == [] and store.device_spends(0.0) == {}
+    assert combiner.opened == [] and combiner.tasks == {}
