@@ -289,8 +289,15 @@ def source_format(path: Path) -> str:
                                "was made from")
         if found:
             return "leaf"
+        # (a folder of the one-file formats, say users.jsonl alone: before, refused without
+        # naming the file that a folder cannot be read for)
+        files = sorted(f for f in path.rglob("*") if f.suffix.lower() in (".txt", ".jsonl")
+                       and f.is_file())
+        held_files = (f"; it holds {len(files)} text or JSON-lines file"
+                      f"{'' if len(files) == 1 else 's'}, which a folder is not read for: give "
+                      f"the file itself, such as {files[0]}" if files else "")
         raise DatasetError(f"{path} is neither a dataset directory (no meta.json) nor a "
-                           "directory of LEAF .json files")
+                           f"directory of LEAF .json files{held_files}")
     if not path.exists():
         raise DatasetError(f"{path} does not exist and is not a built-in dataset "
                            f"({', '.join(BUILTINS)}){_did_you_mean(str(path))}")
