@@ -145,25 +145,41 @@ def listed_item_defect(item: str) -> str | None:
     return None
 
 
+_FORMATS = ('one item a line, or one JSON array of strings in a file named .json (["new york", '
+            '" new york"])')
+
+
 def write_item_list(items: list[str], path: str | os.PathLike[str]) -> Path:
-    """Write items one per line (UTF-8), atomically; each must pass `listed_item_defect`. A
-    first item that begins with U+FEFF gets a byte-order mark before it, which
-    `load_item_list` drops as an editor's mark, keeping the item's own."""
-    for i, item in enumerate(items):
-        if (defect := listed_item_defect(item)) is not None:
-            raise DatasetError(f"item {i} ({item!r}) {defect}")
+    """Write items atomically in the format `load_item_list` reads for the path's name: one
+    JSON array of strings for a ``.json`` file (each item passing
+    `fedhh.data.dataset.item_defect`), else one item a line (each passing
+    `listed_item_defect`, the first not a JSON user); a ``.jsonl`` name is refused. A first
+    item that begins with U+FEFF gets a byte-order mark before it, which `load_item_list`
+    drops as an editor's mark, keeping the item's own."""
     out = Path(path)
+    suffix = out.suffix.lower()
+    if suffix == ".jsonl":
+        # (before, written one a line: read back so then, refused since)
+        raise DatasetError(f"{out}: an item list is {_FORMATS}, not JSON lines")
+    for i, item in enumerate(items):
+        defect = item_defect(item) if suffix == ".json" else listed_item_defect(item)
+        if defect is None and suffix != ".json" and i == 0 and json_user(item):
+            defect = "would read back as JSON on the list's first line; write it to a .json file"
+        if defect is not None:
+            raise DatasetError(f"item {i} ({item!r}) {defect}")
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(out, "w") as handle:
+        if suffix == ".json":
+            # (before, one a line here too: `fedhh data warm-start --out warm.json` wrote a
+            # file that --deny-list warm.json refused as not JSON)
+            json.dump(items, handle, ensure_ascii=False, indent=0)
+            handle.write("\n")
+            return out
         if items and items[0].startswith("\ufeff"):
             handle.write("\ufeff")  # (read as a mark: the item's own U+FEFF is kept after it)
         for item in items:
             handle.write(item + "\n")
     return out
-
-
-_FORMATS = ('one item a line, or one JSON array of strings in a file named .json (["new york", '
-            '" new york"])')
 
 
 def load_item_list(path: str | os.PathLike[str]) -> list[str]:

@@ -2,7 +2,10 @@
 ``deny.jsonl`` holding ``["a"]`` and ``["ab"]``, or ``deny.txt`` holding the one line
 ``["a", "ab"]`` (``json.dump(items, f)``), was read one item a line: it denied the items
 ``["a"]`` and ``["a", "ab"]``, brackets and quotes included, which no user holds, and let
-``a`` and ``ab`` through, silently. Lines that only look like JSON are items as before."""
+``a`` and ``ab`` through, silently. Lines that only look like JSON are items as before. And
+`write_item_list` writes what `load_item_list` reads back for the name it is given: before,
+``fedhh data warm-start --out warm.json`` wrote one item a line, which ``--deny-list
+warm.json`` refused as not JSON."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fedhh.data.wordlists import load_item_list
+from fedhh.data.wordlists import load_item_list, write_item_list
 from fedhh.errors import DatasetError
 
 
@@ -54,3 +57,19 @@ def test_the_same_items_as_a_json_array_are_read(tmp_path: Path) -> None:
     source = tmp_path / "deny.json"
     source.write_text('["a", "ab"]\n', encoding="utf-8")
     assert load_item_list(source) == ["a", "ab"]
+
+
+@pytest.mark.parametrize("items", [["the", "you"], [" new york", "\ufeffword", '["a"]', "é"]])
+def test_an_item_list_written_as_json_reads_back(tmp_path: Path, items: list[str]) -> None:
+    path = write_item_list(items, tmp_path / "warm.json")
+    assert load_item_list(path) == items
+
+
+def test_an_item_list_is_not_written_where_it_would_not_read_back(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="not JSON lines"):
+        write_item_list(["the"], tmp_path / "warm.jsonl")
+    with pytest.raises(DatasetError, match=r"item 0 .* would read back as JSON"):
+        write_item_list(['["a"]', "b"], tmp_path / "warm.txt")
+    assert not list(tmp_path.iterdir())
+    path = write_item_list(["b", '["a"]'], tmp_path / "warm.txt")  # (not first: read so)
+    assert load_item_list(path) == ["b", '["a"]']
