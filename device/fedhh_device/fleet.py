@@ -91,6 +91,26 @@ NO_TASK_HELD_S = 5.0
 REMEMBERED_TASKS = 64
 
 
+
+def refused_tokens_message(refused: dict[int, str], state_dir: Path | None) -> str:
+    """The error for the users whose enrollment tokens the coordinator refused (``refused``:
+    each user's reason; ``state_dir``: the --state-dir that holds no identity for them), in
+    the singular for one user (before, "the enrollment tokens of 1 users")."""
+    users = sorted(refused)
+    shown = ", ".join(map(str, users[:5])) + (", ..." if len(users) > 5 else "")
+    one = len(users) == 1
+    here = (f" ({state_dir} holds none for {'it' if one else 'them'})"
+            if state_dir is not None else "")
+    if one:
+        return (f"the coordinator refused the enrollment token of user {shown}: "
+                f"{refused[users[0]]}. A token enrolls one identity once: if this user enrolled "
+                f"before, its identity is in the --state-dir that enrolled it{here}; otherwise "
+                "mint a new token (fedhh admin mint-tokens --users)")
+    return (f"the coordinator refused the enrollment tokens of {len(users)} users ({shown}): "
+            f"{refused[users[0]]}. A token enrolls one identity once: if these users "
+            f"enrolled before, their identities are in the --state-dir that enrolled them"
+            f"{here}; otherwise mint new tokens (fedhh admin mint-tokens --users)")
+
 class TakenTasks:
     """The (run, round, attempt) of the last ``bound`` tasks a device took, the oldest forgotten
     first. Before, a set of every task grew for as long as the process ran; a task forgotten
@@ -371,15 +391,8 @@ class Fleet:
             if isinstance(outcome, BaseException):
                 raise outcome
         if refused:
-            users = sorted(refused)
-            shown = ", ".join(map(str, users[:5])) + (", ..." if len(users) > 5 else "")
-            here = (f" ({self.state_file.parent} holds none for them)"
-                    if self.state_file is not None else "")
-            raise ConfigError(
-                f"the coordinator refused the enrollment tokens of {len(users)} users ({shown}): "
-                f"{refused[users[0]]}. A token enrolls one identity once: if these users "
-                f"enrolled before, their identities are in the --state-dir that enrolled them"
-                f"{here}; otherwise mint new tokens (fedhh admin mint-tokens --users)")
+            raise ConfigError(refused_tokens_message(
+                refused, self.state_file.parent if self.state_file is not None else None))
 
     # ---- the device loop -----------------------------------------------------------------
     async def run(self, on_enrolled: Callable[[], None] | None = None) -> None:

@@ -156,11 +156,10 @@ def test_a_used_token_names_its_users_and_the_others_enroll_and_are_kept(
     again = tmp_path / "again"
     line = one_line_error(run_devices(topology, "devices-reused", data, "--state-dir",
                                       str(again)), "device")
-    assert line.startswith("the coordinator refused the enrollment tokens of 1 users (0): "
+    assert line.startswith("the coordinator refused the enrollment token of user 0: "
                            "unknown or already used enrollment token. A token enrolls one "
-                           f"identity once: if these users enrolled before, their identities "
-                           f"are in the --state-dir that enrolled them ({again} holds none "
-                           "for them)")
+                           "identity once: if this user enrolled before, its identity is in "
+                           f"the --state-dir that enrolled it ({again} holds none for it)")
     # User 1 enrolled beside it, and is kept: the next start does not spend its token again.
     assert list(json.loads((again / "devices.json").read_text())) == ["1"]
 
