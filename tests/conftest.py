@@ -9,8 +9,11 @@ goes to whichever worker is free."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 SERVICE_FOLDERS = {"tests/integration/": "services", "tests/dashboard/": "services",
@@ -72,3 +75,20 @@ def pytest_xdist_make_scheduler(config: Any, log: Any) -> ServiceGroups:
     # service units count few tests each, so xdist's reordering would put them last.
     config.option.loadscopereorder = False
     return ServiceGroups(config, log)
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_restored() -> Iterator[None]:
+    """The root logger's handlers, level and record factory put back after each test. A
+    command run in-process (``fedhh device``, ``fedhh selector``...) configures logging as
+    its process's own (``fedhh.rpc.observability.configure_logging``): a handler on the test's
+    captured stderr, closed after the test, to which a later test's log records went as
+    "--- Logging error --- ValueError: I/O operation on closed file" on its own stderr (the
+    selector case of test_tls_dir_errors left one since d14125b, and seven `fedhh up` tests
+    that read their stderr's one line failed after it on the same xdist worker)."""
+    root = logging.getLogger()
+    handlers, level, factory = root.handlers[:], root.level, logging.getLogRecordFactory()
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.setLogRecordFactory(factory)

@@ -7,7 +7,6 @@ selector token. With good inputs the health is still asked, once, before the ser
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,16 +19,11 @@ from fedhh.rpc import serving
 
 
 @pytest.fixture(autouse=True)
-def _logging_restored(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """The commands configure the root logger as a process's own; it is put back after."""
+def _environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A cache of the test's own and no selector token (the root logger the commands
+    configure is put back by tests/conftest.py)."""
     monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("FEDHH_SELECTOR_TOKEN", raising=False)
-    root = logging.getLogger()
-    handlers, level, factory = root.handlers[:], root.level, logging.getLogRecordFactory()
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    logging.setLogRecordFactory(factory)
 
 
 @pytest.fixture
