@@ -67,7 +67,8 @@ def register(subparsers: Any) -> None:
                          ("wait", "wait until a run is done, failed or cancelled (each round's "
                                   "progress on stderr)"),
                          ("cancel", "cancel a pending or running run (a running one stops "
-                                    "when its attempt in progress ends)")):
+                                    "when its round under way ends, at once while that round "
+                                    "is still in its check-in, nothing charged)")):
         sub = actions.add_parser(action, help=text, parents=[common])
         sub.add_argument("run_id", help="the run's id")
     actions.add_parser("list", help="every run, without its rounds, deny list or codebook "
@@ -418,9 +419,10 @@ def run(args: argparse.Namespace) -> int:
             reply = client.cancel(args.run_id)
             if reply.state == "running":
                 # (the reply said "running" and nothing else: the coordinator stops the run
-                # at its next check, when the attempt in progress ends)
-                print(f"note: run {args.run_id} stops when its attempt in progress ends; "
-                      f"`fedhh admin ... wait {args.run_id}` returns once it has",
+                # when the round under way ends, or at once in its check-in, ac88ad6)
+                print(f"note: run {args.run_id} stops when its round under way ends (at once "
+                      "if the round is still in its check-in, nothing charged); `fedhh admin "
+                      f"... wait {args.run_id}` returns once it has",
                       file=sys.stderr)
             elif reply.state in ("done", "failed"):
                 # (before, the run came back as it was and nothing said the cancel did nothing)

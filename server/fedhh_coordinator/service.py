@@ -284,7 +284,9 @@ class AdminService(pb_grpc.AdminServiceServicer):
             log.info("run cancelled", extra={"run_id": row.run_id, "round": None, "by": by})
         elif row.state == "running":
             self.runner.cancel(row.run_id, by)
-            log.info("run cancel asked: the run stops once its round ends",
+            # (a round in its check-in ends at once, nothing charged: Runner.cancel)
+            log.info("run cancel asked: the run stops once its round under way ends, at once "
+                     "if the round is still in its check-in",
                      extra={"run_id": row.run_id, "by": by})
         return self._run(row.run_id)
 

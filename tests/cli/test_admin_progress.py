@@ -66,8 +66,11 @@ def test_cancel_of_a_running_run_says_when_it_stops(
                  "cancel", "r3"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["state"] == state
-    assert (captured.err == "note: run r3 stops when its attempt in progress ends; `fedhh "
-            "admin ... wait r3` returns once it has\n") is noted
+    # (at once in a check-in since ac88ad6: before, the note said only "when its attempt in
+    # progress ends", which a cancel during the check-in's window no longer waits for)
+    assert (captured.err == "note: run r3 stops when its round under way ends (at once if "
+            "the round is still in its check-in, nothing charged); `fedhh admin ... wait r3` "
+            "returns once it has\n") is noted
     assert (captured.err == "") is not noted
 
 
