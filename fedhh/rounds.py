@@ -233,6 +233,12 @@ class RoundDriver:
         """Attempts of the state's next round until one releases; the new state."""
         query = self.tree.query(state)
         while True:
+            # (a cancel asked during the pause after an abort: before, the loop opened one
+            # more attempt only to abort it in its check-in, and where the aborted attempt
+            # was the round's last allowed one, the run ended failed, "released nothing in N
+            # attempts", instead of cancelled)
+            if self.cancelled():
+                raise RunCancelled("cancelled by the operator")
             tried = [r for r in self.store.attempts() if r.round == query.round]
             if len(tried) >= self.max_attempts:
                 last = f" (the last: {tried[-1].reason})" if tried[-1].reason else ""

@@ -24,6 +24,7 @@ from fedhh.rounds import (
     Released,
     RoundAborted,
     RoundDriver,
+    RunCancelled,
 )
 from fedhh.server import LocalRandomizer, PrefixTree, RoundQuery, TailKind, TreeConfig, TreeState
 
@@ -247,3 +248,22 @@ def test_a_lost_attempts_reason_says_unmasking_may_have_begun(lost: str) -> None
     assert first.reason.endswith(" (unmasking may have begun: charged)"), first.reason
     assert "unmasking began: charged" not in first.reason
     assert spends(d)[0] == (0, N_MIN)
+
+
+@pytest.mark.parametrize("max_attempts", [1, 3])
+def test_a_cancel_during_the_pause_after_an_abort_opens_no_attempt_more(
+        max_attempts: int) -> None:
+    """The cancel is asked while the driver waits to retry an aborted attempt. Before, the
+    next attempt was opened only to abort in its check-in, and where the aborted one was the
+    round's last allowed attempt the run failed ("released nothing in 1 attempts") instead of
+    ending cancelled."""
+    store = MemoryRunStore()
+    link = FakeLink(["abort", "release"], store)
+    asked = iter([False, False])  # the run's first check, and the one right after the abort
+    d = driver(link, store, max_attempts=max_attempts)
+    d.cancelled = lambda: next(asked, True)  # (then asked during the pause)
+    with pytest.raises(RunCancelled, match="cancelled by the operator"):
+        run(d)
+    assert link.log == ["abort round 1 attempt 1"]
+    assert [(r.attempt, r.state) for r in store.attempts()] == [(1, AttemptState.ABORTED)]
+    assert spends(d) == []
