@@ -165,23 +165,26 @@ def cancel_unfinished(admin: Any, runs: list[Any]) -> list[str]:
 
 def unfinished_runs(workdir: str) -> list[str] | None:
     """The runs the store in ``workdir`` holds pending or running, oldest first: those a
-    rerun there cancels (``cancel_unfinished``). Read once the services are stopped; [] when
-    no coordinator made its store, None when the store does not read."""
+    rerun there cancels (``cancel_unfinished``). Read once the services are stopped, as a
+    selector reads the coordinator's store (no lock, no schema made); [] when no coordinator
+    made its store, None when the store does not read."""
     import sqlite3
 
+    from fedhh.errors import FedhhError
     from fedhh.rpc.topology import STORE_FILE
+    from fedhh_coordinator.store import ACTIVE, Store
 
-    store = Path(workdir, STORE_FILE)
-    if not store.is_file():
+    location = Path(workdir, STORE_FILE)
+    if not location.is_file():
         return []
     try:
-        with contextlib.closing(sqlite3.connect(f"{store.resolve().as_uri()}?mode=ro",
-                                                uri=True)) as db:
-            rows = db.execute("SELECT run_id FROM runs WHERE state IN ('pending', 'running') "
-                              "ORDER BY created_at").fetchall()
-    except sqlite3.Error:
+        store = Store(location, selector=True)
+        try:
+            return [run_id for run_id, _ in store.run_states(ACTIVE)]
+        finally:
+            store.close()
+    except (FedhhError, sqlite3.Error):
         return None
-    return [str(run_id) for (run_id,) in rows]
 
 
 def rerun_note(left: list[str] | None) -> str:
