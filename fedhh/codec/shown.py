@@ -101,8 +101,8 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-__all__ = ["columns", "isolated", "ljust", "message_text", "printable", "printable_rows",
-           "rjust"]
+__all__ = ["columns", "cut_item", "isolated", "ljust", "message_text", "printable",
+           "printable_rows", "rjust"]
 
 ELLIPSIS = "…"  # (as fedhh.codec.codec writes a cut prefix's end)
 
@@ -393,6 +393,22 @@ def _cut_tail(text: str) -> int:
             break
         end -= 4
     return end
+
+
+_CUT_ESCAPE = re.compile(r"\\(\\|u27e8)")
+_BITS_ONLY = re.compile(r"⟨[01]*⟩")  # (``Codec.display`` of a prefix without a whole byte)
+
+
+def cut_item(text: str) -> str:
+    """The characters of the items a cut prefix (``Decoded.shown_cut``) stands for, as they
+    begin: its text before its tail (``_cut_tail``), its doubled backslashes and its ``⟨``
+    escaped ``\\u27e8`` read back; empty for a prefix without a whole byte (``⟨0110⟩…``).
+    What a filter of the heavy hitters matches a cut row by, so that ``bits``, ``…`` or ``\\x``
+    do not match the marks of every cut row and ``a\\b`` matches the cut ``a\\\\b…``."""
+    body = text[:_cut_tail(text)]
+    if _BITS_ONLY.fullmatch(body):
+        return ""
+    return _CUT_ESCAPE.sub(lambda m: "\\" if m.group(1) == "\\" else "⟨", body)
 
 
 def isolated(text: str) -> str:

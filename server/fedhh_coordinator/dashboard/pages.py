@@ -255,7 +255,8 @@ def hits_table(run_id: str, hits: Sequence[Hit], cut: Sequence[Hit] = (),
     """The heavy hitters, then the heavy prefixes the completion rounds could not complete
     (listed apart, as GetResults and the console list them). An item is shown with what
     could reorder or hide text escaped (``fedhh.codec.shown.printable``: ``\u202eevil`` read
-    "live"); ``data-item``, which the filter matches, keeps it exact (``filter_copy``).
+    "live"); ``data-item``, which the filter matches, keeps it exact (``filter_copy``), and a
+    cut prefix's the characters it stands for (``Hit.text``).
     A run not ``done`` (``state``) lists what its ``released`` rounds found so far, which a
     line above the list says, as the consoles, the CSV's run_state and the JSON's state do
     (before, a failed or cancelled run's list read as a finished run's on the page).
@@ -327,7 +328,7 @@ def _hit_rows(hits: Sequence[Hit], what: str, beside: Sequence[Hit] = ()) -> Htm
     rows = join(fmt(
         '<tr data-item="{item}"><td>{rank}</td><td class="item">{shown}{cut}{note}</td>'
         '<td>{estimate} ± {std}</td><td>{round}</td></tr>',
-        rank=h.rank, item=filter_copy(h.item), shown=shown,
+        rank=h.rank, item=filter_copy(h.text), shown=shown,
         estimate=number(h.estimate, 1),
         std=number(h.std, 1), round=h.round,
         # (and why it was not completed, as the consoles and the JSON download say)

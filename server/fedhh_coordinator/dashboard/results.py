@@ -13,6 +13,7 @@ import json
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
+from fedhh.codec.shown import cut_item
 from fedhh.privacy import PrivacyLedger
 from fedhh.server import HeavyHitter
 from fedhh.server.causes import cut_cause, ran_out_cause
@@ -42,6 +43,13 @@ class Hit:
     note: str = ""  # several cut prefixes show this text: the estimate is their sum
     cause: str = ""  # truncated: why it was not completed (``fedhh.server.causes.cut_cause``)
     code: str = ""  # the code in fixed-width hex (``HeavyHitter.code_hex``): the bits it holds
+
+    @property
+    def text(self) -> str:
+        """What the heavy-hitter filter matches (the page's and the downloads'): the item; for a
+        cut prefix, the characters it stands for (``cut_item``), not its marks. Before, the
+        shown text: ``?q=bits`` kept every row cut inside a codeword (``ab⟨+3 bits⟩…``)."""
+        return cut_item(self.item) if self.truncated else self.item
 
 
 def heavy_hitters(parts: RunParts, rounds: list[RoundRow]) -> list[Hit]:

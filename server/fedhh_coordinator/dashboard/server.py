@@ -298,8 +298,8 @@ class Dashboard:
         # mapping as str.lower; casefold also folds ß to ss and ﬁ to fi, so that a download
         # filtered "ss" held the row "straße" the page had hidden)
         needle = request.query.get("q", "")[:MAX_FILTER].lower()
-        hits = [h for h in detail.hits if needle in h.item.lower()]
-        cut = [h for h in detail.cut if needle in h.item.lower()]
+        hits = [h for h in detail.hits if needle in h.text.lower()]
+        cut = [h for h in detail.cut if needle in h.text.lower()]
         kind = request.match_info["kind"]
         state = detail.line.state
         # (a run not done: its list is its released rounds' so far, which the file's name says,
