@@ -182,8 +182,9 @@ def build_dataset(users: Iterable[Mapping[str, int]], target: str | os.PathLike[
 
 
 def read_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 file written by `write_vocabulary`."""
-    text = path.read_text(encoding="utf-8")
+    """The lines of a UTF-8 file written by `write_vocabulary` (its byte-order mark, written
+    before a first item that begins with U+FEFF, dropped)."""
+    text = path.read_text(encoding="utf-8-sig")
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

@@ -32,6 +32,7 @@ renamed into place).
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import json
 import logging
@@ -303,9 +304,13 @@ def write_meta(root: Path, meta: dict[str, Any]) -> None:
 
 
 def write_vocabulary(path: Path, vocabulary: Iterable[str]) -> None:
-    """Write vocab.txt: one item per line, UTF-8, '\\n' line ends."""
+    """Write vocab.txt: one item per line, UTF-8, '\\n' line ends; a byte-order mark first
+    where the first item begins with U+FEFF, which the reader drops as an editor's mark
+    (`_read_vocab`), keeping the item's own."""
     with open(path, "w", encoding="utf-8", newline="\n") as out:
-        for item in vocabulary:
+        for i, item in enumerate(vocabulary):
+            if i == 0 and item.startswith("\ufeff"):
+                out.write("\ufeff")
             out.write(item)
             out.write("\n")
 
@@ -472,7 +477,10 @@ def _read_vocab(path: Path) -> tuple[str, ...]:
     if (problem := wide_encoding_problem(raw)) is not None:
         raise DatasetError(f"{path}: {problem}; a dataset's vocab.txt is UTF-8: save it so")
     try:
-        text = raw.decode("utf-8")
+        # (a leading byte-order mark is the file's, as every other input file's: before, a
+        # vocab.txt saved by an editor that writes one read '\ufeffapple' as its first item,
+        # which no user's 'apple' matched)
+        text = raw.removeprefix(codecs.BOM_UTF8).decode("utf-8")
     except UnicodeDecodeError as error:
         # (the line, as every other defect of the file is named: before, "position 81233")
         raise DatasetError(f"{path}: {not_utf8(error)}") from None
