@@ -18,7 +18,8 @@ after a character that has variants (an emoji, a symbol, an ideograph; not a cas
 an ASCII character but a keycap's digit; the text and emoji selectors VS15 and VS16 after no
 letter but ``ℹ``, which alone of them has an emoji form:
 ``東\\ufe0f``, ``ש\\ufe0e``, which read ``東`` and ``ש``; VS16 not after an emoji drawn as
-one without it, ``👍\\ufe0f``, which read ``👍``), a Mongolian
+one without it, ``👍\\ufe0f``, which read ``👍``; VS15 only after such an emoji, whose text
+glyph it asks for: ``☺\\ufe0e``, ``→\\ufe0e``, which read ``☺`` and ``→``), a Mongolian
 variation selector in Mongolian, the tag characters of the subdivision flags of England,
 Scotland and Wales. Anywhere else they draw nothing (``a\\u200cb`` read ``ab``) and are
 escaped, as is every other default-ignorable character (the Hangul filler U+3164, the combining
@@ -221,9 +222,13 @@ def _kept_in_context(text: str, i: int) -> bool:
         if before.isascii():  # a keycap (1️⃣): the digit, # or *, VS16, U+20E3
             return before in "0123456789#*" and text[i + 1:i + 2] == _KEYCAP
         if char in _EMOJI_SELECTORS and unicodedata.category(before).startswith("L"):
-            return before == _INFORMATION  # (no other letter has an emoji form: 東️ read 東)
-        if (char == _EMOJI_PRESENTATION and unicodedata.east_asian_width(before) in ("W", "F")
-                and ord(before) not in _WIDE_TEXT_DEFAULT):
+            # (no other letter has an emoji form: 東️ read 東; and ℹ is text without VS15)
+            return before == _INFORMATION and char == _EMOJI_PRESENTATION
+        if char == _TEXT_PRESENTATION:
+            # (text is how a character is drawn without it unless it is an emoji drawn as one:
+            # ☺︎ read ☺, →︎ →; after 👍 it asks for the text glyph, which differs)
+            return _emoji_by_default(before)
+        if char == _EMOJI_PRESENTATION and _emoji_by_default(before):
             return False  # (drawn as an emoji already: 👍️ read 👍)
         return before != _EMOJI_PRESENTATION and unicodedata.category(before) not in (
             "Lu", "Ll", "Lt", "Mn", "Me", "Mc", "Zs")
@@ -297,10 +302,21 @@ def _width(char: str) -> int:
 
 
 _EMOJI_PRESENTATION = "\ufe0f"  # VS16: the character before it drawn as an emoji
+_TEXT_PRESENTATION = "\ufe0e"  # VS15: the character before it drawn as text
 _EMOJI_SELECTORS = "\ufe0e\ufe0f"  # VS15 and VS16: text or emoji presentation
 # The wide characters that are drawn as text unless VS16 follows (Emoji_Presentation=No): every
 # other wide one is drawn as an emoji (or has no emoji form), so VS16 after it changes nothing.
 _WIDE_TEXT_DEFAULT = frozenset((0x3030, 0x303D, 0x3297, 0x3299, 0x1F202, 0x1F237))
+
+
+def _emoji_by_default(char: str) -> bool:
+    """Whether ``char`` is drawn as an emoji without a selector (Emoji_Presentation=Yes, as
+    East Asian width tells it apart from the text-default emoji, ``_WIDE_TEXT_DEFAULT`` but):
+    VS16 after it changes nothing, VS15 makes it text."""
+    return (unicodedata.east_asian_width(char) in ("W", "F")
+            and ord(char) not in _WIDE_TEXT_DEFAULT)
+
+
 _INFORMATION = "\u2139"  # ℹ, the one letter with an emoji presentation (ℹ️; UTS #51)
 _JOINER = "\u200d"
 _SKIN_TONES = range(0x1F3FB, 0x1F400)  # Fitzpatrick modifiers, drawn into the emoji before
