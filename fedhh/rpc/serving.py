@@ -542,20 +542,25 @@ def client_keepalive_options(keepalive_s: float = KEEPALIVE_S,
             ("grpc.keepalive_permit_without_calls", 0)]
 
 
-# A device's channel, or a selector's to its leader, whose service went away tries to connect
-# again at least this often. gRPC's own backoff grows 1.6x to 120 s: after a coordinator
-# restart (20 s down) a device process's channel next tried 4-6 s after the coordinator served
-# again, a selector's 8.7 s after (24.8 s after 150 s down), where the coordinator's first
-# check-in waits for them 20 s (fedhh_coordinator.lobby.RETURN_S). A fleet or a selector opens
-# a few such channels, not one a device.
+# A channel whose service went away (a device's, or any of PEER_OPTIONS') tries to connect
+# again at least this often. gRPC's own backoff grows 1.6x to 120 s, and between its tries a
+# call fails at once: after a coordinator restart (20 s down) a device process's channel next
+# tried 4-6 s after the coordinator served again, a selector's 8.7 s after (24.8 s after 150 s
+# down), where the coordinator's first check-in waits for them 20 s
+# (fedhh_coordinator.lobby.RETURN_S); a combiner saw a worker restarted after 20 / 60 / 150 s
+# down serving again 9.0 / 12.0 / 22.1 s later (2.0 s after 3 s down), and a coordinator its
+# aggregator likewise, the round waiting meanwhile. A process opens a few such channels, not
+# one a device, so a try every 2 s costs nothing.
 RECONNECT_MAX_MS = 2_000
 
 
 # A service's channels to its peers (the coordinator's to its aggregator or combiner, a
-# combiner's to its workers, a selector's stream to its leader): the message caps and the
+# combiner's to its workers, a selector's stream to its leader): the message caps, the
 # devices' pings (before, no pings: a selector attached to a leader whose host vanished
-# without a reset waited on the stream for good, its devices told nothing).
-PEER_OPTIONS = [*OPTIONS, *client_keepalive_options()]
+# without a reset waited on the stream for good, its devices told nothing) and the devices'
+# reconnection bound (before, the selector's channel alone had it).
+PEER_OPTIONS = [*OPTIONS, *client_keepalive_options(),
+                ("grpc.max_reconnect_backoff_ms", RECONNECT_MAX_MS)]
 
 
 def server_options(max_receive_bytes: int = MAX_MESSAGE_BYTES,

@@ -41,13 +41,6 @@ log = logging.getLogger(__name__)
 SERVICES = ("fedhh.v1.DeviceService",)
 LINK_STOP_S = 10.0  # the most a stop waits for the cancelled leader link to end
 MAX_PORT = 65535
-# The stream to the leader is made again within RETURN_S of a restarted leader's serving, as
-# the devices' GetTask is: its channel reconnects at least every RECONNECT_MAX_MS, and
-# LeaderLink pauses at most 5 s between tries. Before, with gRPC's own backoff, a selector was
-# back 24.8 s after a leader down 150 s served again (measured with PEER_OPTIONS; 2.9 s now),
-# and its devices missed the first check-in's hold for them.
-LEADER_OPTIONS = [*serving.PEER_OPTIONS, ("grpc.max_reconnect_backoff_ms",
-                                          serving.RECONNECT_MAX_MS)]
 
 
 def selector_name(args: argparse.Namespace, port: int = MAX_PORT) -> str:
@@ -129,8 +122,9 @@ async def serve(args: argparse.Namespace) -> None:
                                     credential_checks=credential_checks)
         pb_grpc.add_DeviceServiceServicer_to_server(devices, server)
         health = serving.add_health_and_reflection(server, SERVICES)
-        channel = open_channel(args.leader, tls.channel_credentials() if tls else None,
-                               LEADER_OPTIONS)
+        # (PEER_OPTIONS: the stream to a restarted leader is made again within RETURN_S, as
+        # the devices' GetTask is, LeaderLink pausing at most 5 s between tries)
+        channel = open_channel(args.leader, tls.channel_credentials() if tls else None)
         metrics = await start_metrics(args.metrics_port, args.metrics_host, tls)
         metrics_port = metrics.port
         ports = await start_device_ports(args, "selector", devices, credential_checks,

@@ -52,8 +52,8 @@ def test_the_selectors_channel_to_its_leader_reconnects_within_the_return_hold(
     with pytest.raises(ConfigError, match="refused this selector"):
         asyncio.run(selector_main.serve(args))
     (options,) = opened
-    assert dict(options or serving.PEER_OPTIONS).get(
-        "grpc.max_reconnect_backoff_ms") == serving.RECONNECT_MAX_MS
+    options = options or serving.PEER_OPTIONS  # (open_channel's default)
+    assert dict(options).get("grpc.max_reconnect_backoff_ms") == serving.RECONNECT_MAX_MS
     # (LeaderLink's longest pause between tries, 5 s, and a reconnection: within the hold)
     assert 5.0 + serving.RECONNECT_MAX_MS / 1000 < RETURN_S
     # (the pings and message caps of every peer channel are kept)
