@@ -252,9 +252,11 @@ def dropped_completions(asked: RunConfig, stored: RunConfig, devices_flags: str)
     cut = (f"items longer than the {stored.max_bits} bits the main rounds then cover come back "
            "cut" if not stored.completion() else "items the main rounds leave unended (the "
            "long ones: URLs, e-mail addresses) that these rounds cannot complete come back cut")
-    # (the eps_agg that budgets one round more: before, the note named no figure, and a user
-    # tried values until one did)
-    needed = eps_agg_for_completions(stored, stored.completion() + 1)
+    # (the least eps_agg, to 3 significant digits, that budgets one round more, checked by the
+    # coordinator's own planner: before, a figure ~2% above it, and before that none)
+    from fedhh_coordinator.runs import open_ledger
+
+    needed = eps_agg_for_completions(stored, stored.completion() + 1, open_ledger)
     which_more = "one more" if stored.completion() else "the first"
     raise_to = (f" (--eps-agg {needed:g} budgets {which_more} at {stored.min_devices} devices)"
                 if needed is not None else "")

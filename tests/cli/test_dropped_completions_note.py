@@ -7,6 +7,7 @@ max_bits (52 of 60 for 1,200 devices of odd items under `fedhh up`, 74 for 20,00
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 
@@ -48,3 +49,22 @@ def test_the_note_names_an_eps_agg_that_budgets_one_more(n_min: int, budgeted: i
     assert raised.eps_agg > asked.eps_agg
     rerun, _ = with_most_completions(raised, open_ledger, lambda ledger: ledger.eps_local)
     assert rerun.completion() > budgeted
+
+
+@pytest.mark.parametrize(("n_min", "eps_agg", "named"),
+                         [(100, 1.0, 1.08), (300, 0.5, 0.596)])
+def test_the_eps_agg_named_is_the_least_to_three_digits(n_min: int, eps_agg: float,
+                                                        named: float) -> None:
+    """The figure is the least of 3 significant digits at which the planner budgets one round
+    more: one unit less in its third digit budgets none more. Before, the forward bound with
+    1% more, rounded up to two decimals: 1.09 and 0.61, 0.9% and 2.3% above the least."""
+    asked = RunConfig(min_devices=n_min, eps_agg=eps_agg)
+    stored, _ = with_most_completions(asked, open_ledger, lambda ledger: ledger.eps_local)
+    note = dropped_completions(asked, stored, "--devices")
+    found = re.search(r"\(--eps-agg ([0-9.]+) budgets", note)
+    assert found and float(found.group(1)) == named, note
+    unit = 10 ** (math.floor(math.log10(named)) - 2)
+    for eps, more in ((named, True), (named - unit, False)):
+        rerun, _ = with_most_completions(replace(asked, eps_agg=eps), open_ledger,
+                                         lambda ledger: ledger.eps_local)
+        assert (rerun.completion() > stored.completion()) is more, eps
