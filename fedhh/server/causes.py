@@ -6,11 +6,15 @@ import the CLI)."""
 
 from __future__ import annotations
 
+import functools
+import math
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from fedhh.codec.codec import MAX_SUPPORTED_BITS
+from fedhh.errors import PrivacyError
 
 __all__ = ["NO_COMPLETION", "NO_MORE_COMPLETION", "RAN_OUT", "completion_budget_note",
            "cut_cause", "lost_in_completion_note", "past_max_eps_local", "ran_out_cause"]
@@ -20,32 +24,68 @@ NO_COMPLETION = "no completion round in the privacy budget"
 NO_MORE_COMPLETION = f"{RAN_OUT}; no more in the privacy budget"
 
 
-def _next_refused(config: Any, eps_local: float | None) -> float | None:
+def _next_refused(config: Any, eps_local: float | None,
+                  networked: bool = True) -> tuple[float, bool] | None:
     """The weight of one completion round more than ``config`` (a ``RunConfig``, as run: with
-    the completion rounds its budget kept) has, when at ``eps_local`` it would get no positive
-    local epsilon (``RunConfig.next_completion``: eps_local + ln(its weight) <= 0, the
-    accountant's test); None when it would, or none can run. Adding a round also lowers
-    eps_local, so this is sufficient, not necessary; the planner's drops fall where the weights
-    step down (the 2nd, 4th, 8th... round), where it holds: eps_agg 1 at n_min 100, 1,000 and
-    5,000 budgets 0, 3 and 7 completion rounds, eps_agg 2, 4, 8 at 100 budget 1, 3 and 15,
-    and each next one fails the test. An ``eps_local`` of None or 0 (a reply's unset field: a
-    run's is positive) is unknown: None."""
+    the completion rounds its budget kept) has, when the privacy budget cannot fund it, with
+    whether that is only the solver's to say; None when it can, or none can run. At
+    ``eps_local`` the round would get no positive local epsilon (``RunConfig.next_completion``:
+    eps_local + ln(its weight) <= 0, the accountant's test): False. Adding a round also lowers
+    eps_local, so that test is sufficient, not necessary; the planner's drops mostly fall where
+    the weights step down (the 2nd, 4th, 8th... round), where it holds: eps_agg 1 at n_min
+    100, 1,000 and 5,000 budgets 0, 3 and 7 completion rounds, eps_agg 2, 4, 8 at 100 budget
+    1, 3 and 15, and each next one fails it. Where it passes, a ``networked`` run whose
+    eps_local was solved (none given) asks the coordinator's planner (``_solver_refuses``):
+    True where it refuses. Before, "no rounds left" there: eps_agg 2.7705 to 2.7735 at n_min
+    100 keeps 1 completion round at eps_local 2.9958 to 2.9977, which the 2nd (ln 0.05 =
+    -2.9957) passes, but with it the eps_local that meets eps_agg lies within the solver's
+    resolution (``TOLERANCE``) of 2.9957, where that round's epsilon is 0. An ``eps_local`` of
+    None or 0 (a reply's unset field: a run's is positive) is unknown: None."""
     if not eps_local or eps_local < 0:
         return None
     next_completion = config.next_completion(eps_local)
-    return None if next_completion is None or next_completion[1] else next_completion[0]
+    if next_completion is None:
+        return None
+    weight, positive = next_completion
+    if not positive:
+        return weight, False
+    if not networked or config.eps_local is not None:
+        return None
+    from fedhh.privacy.accountant import allocation_offsets
+
+    grown = replace(config, completion_rounds=config.completion() + 1)
+    offsets = tuple(float(o) for o in allocation_offsets(grown.round_weights() or ()))
+    if _solver_refuses(config.eps_agg, config.delta, offsets, config.min_devices):
+        return weight, True
+    return None
 
 
-def ran_out_cause(config: Any, eps_local: float | None) -> str:
+@functools.lru_cache(maxsize=64)
+def _solver_refuses(eps_agg: float, delta: float, offsets: tuple[float, ...],
+                    n_min: int) -> bool:
+    """Whether the coordinator's planner (``open_ledger``: ``PrivacyLedger.open_allocated`` at
+    n_min devices) finds no eps_local for these rounds; cached, as a results page asks again
+    (one solve: 0.1 to 0.7 s)."""
+    from fedhh.privacy.ledger import PrivacyLedger
+
+    try:
+        PrivacyLedger.open_allocated(eps_agg, delta, offsets, n_min, 1.0)
+    except PrivacyError:
+        return True
+    return False
+
+
+def ran_out_cause(config: Any, eps_local: float | None, networked: bool = True) -> str:
     """The cause of a prefix the rounds ran out on in a run of ``config`` at ``eps_local``:
     ``RAN_OUT``, which more --completion-rounds extend, unless the privacy budget fits no
-    completion round more (``_next_refused``): then more rounds add none, and the cause says
-    the budget (``NO_COMPLETION``, or ``NO_MORE_COMPLETION`` where some ran;
-    ``completion_budget_note`` gives the figures once, below the list, where a row's width
-    allows no more). Before, the networked defaults (eps_agg 1, n_min 100: eps_local 1.524,
-    the first completion round at 1.524 + ln 0.2 < 0) budgeted none, cut every long item, and
-    each read "no rounds left": a user raised --completion-rounds, which changed nothing."""
-    if _next_refused(config, eps_local) is None:
+    completion round more (``_next_refused``; ``networked`` as there): then more rounds add
+    none, and the cause says the budget (``NO_COMPLETION``, or ``NO_MORE_COMPLETION`` where
+    some ran; ``completion_budget_note`` gives the figures once, below the list, where a row's
+    width allows no more). Before, the networked defaults (eps_agg 1, n_min 100: eps_local
+    1.524, the first completion round at 1.524 + ln 0.2 < 0) budgeted none, cut every long
+    item, and each read "no rounds left": a user raised --completion-rounds, which changed
+    nothing."""
+    if _next_refused(config, eps_local, networked) is None:
         return RAN_OUT
     return NO_MORE_COMPLETION if config.completion() else NO_COMPLETION
 
@@ -76,18 +116,28 @@ def completion_budget_note(config: Any, eps_local: float | None, causes: Sequenc
     None when no cause is. A ``networked`` run's eps_local is held to ``config.max_eps_local``
     (``past_max_eps_local``) and solved at n_min devices; a simulation's is solved uncapped at
     the dataset's users (before, it was told of n_min, which `fedhh simulate` has no flag for)."""
-    weight = _next_refused(config, eps_local)
-    if weight is None or not {NO_COMPLETION, NO_MORE_COMPLETION} & set(causes):
+    refused = _next_refused(config, eps_local, networked)
+    if refused is None or not {NO_COMPLETION, NO_MORE_COMPLETION} & set(causes):
         return None
+    weight, solver = refused
     ran = config.completion()
     fit = (f"No more than {ran} completion round{'s fit' if ran > 1 else ' fits'} the privacy "
            "budget: the next" if ran else "No completion round fits the privacy budget: the first")
     cap = past_max_eps_local(config) if networked else None
     remedy = (cap[0].upper() + cap[1:] if cap else "A larger --eps-agg or more devices "
               f"({'a larger n_min' if networked else 'users in the dataset'}) budget more")
-    return (f"{fit} would run at eps_local {eps_local:.4g} + ln {weight:.4g} <= 0 (a round's "
-            "local epsilon must be positive), so more --completion-rounds add none and long "
-            f"items (URLs, e-mail addresses) come back cut. {remedy}; docs/codecs.md.")
+    if solver:
+        from fedhh.privacy.solver import TOLERANCE
+
+        # (its epsilon at this run's eps_local, eps_local + ln w, is positive: the round itself
+        # lowers eps_local, there to where the planner cannot tell it from 0)
+        why = (f"would lower eps_local to within {TOLERANCE:g} (the planner's resolution) of "
+               f"-ln {weight:.4g} = {-math.log(weight):.4g}, where its own local epsilon is 0")
+    else:
+        why = f"would run at eps_local {eps_local:.4g} + ln {weight:.4g} <= 0"
+    return (f"{fit} {why} (a round's local epsilon must be positive), so more "
+            "--completion-rounds add none and long items (URLs, e-mail addresses) come back "
+            f"cut. {remedy}; docs/codecs.md.")
 
 
 def cut_cause(round_: int, bits: int, width: int, last: int, ran_out: str = RAN_OUT) -> str:

@@ -126,3 +126,32 @@ def test_up_names_the_budget(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert f"(round 5; {NO_COMPLETION})" in out
     assert str(completion_budget_note(run, eps_local, [NO_COMPLETION])) in out
+
+
+def test_where_the_planner_alone_refuses_the_next_round_the_cause_is_the_budget() -> None:
+    """eps_agg 2.772 at n_min 100 keeps 1 completion round at eps_local 2.9966, which the 2nd
+    (weight 0.05: 2.9966 + ln 0.05 > 0) passes; but with it the eps_local that meets eps_agg
+    lies within the solver's resolution of -ln 0.05, and the planner keeps 1 however many are
+    asked. Before, the rows read "no rounds left" and the note was missing: more
+    --completion-rounds, which add none."""
+    run, eps_local = _planned(eps_agg=2.772)
+    assert run.completion() == 1
+    assert run.next_completion(eps_local) == (0.05, True)
+    asked_more, _ = with_most_completions(RunConfig(min_devices=100, eps_agg=2.772,
+                                                    completion_rounds=2), open_ledger,
+                                          lambda ledger: ledger.eps_local)
+    assert asked_more.completion() == 1
+    cause = ran_out_cause(run, eps_local)
+    assert cause == NO_MORE_COMPLETION
+    note = completion_budget_note(run, eps_local, [cause])
+    assert note is not None and note.startswith(
+        "No more than 1 completion round fits the privacy budget: the next would lower "
+        "eps_local to within 0.001 (the planner's resolution) of -ln 0.05 = 2.996, where its "
+        "own local epsilon is 0"), note
+    # (a simulation's eps_local is solved at its users, not n_min: the test alone says)
+    assert ran_out_cause(run, eps_local, networked=False) == RAN_OUT
+    # (where the planner funds the next round, more rounds extend: eps_agg 4 funds a 2nd)
+    from dataclasses import replace
+
+    fewer = replace(RunConfig(min_devices=100, eps_agg=4.0), completion_rounds=1)
+    assert ran_out_cause(fewer, open_ledger(fewer).eps_local) == RAN_OUT
