@@ -65,6 +65,19 @@ log = logging.getLogger(__name__)
 RETURN_S = 20.0
 
 
+def _held_for(cohort: bool, returning_longer: bool) -> str:
+    """The log line of a check-in held past its window, naming what bounds the hold: the
+    latest cohort's members still in their round (``cohort``), the devices of a previous
+    process (``returning_longer``: their bound ends later), or both. Before, a hold with a
+    cohort read "for the last cohort" alone, even where the hold lasted to the later bound of
+    the returning devices, or the cohort's had already passed."""
+    if cohort and returning_longer:
+        return "check-in held for the last cohort and the devices reconnecting after the start"
+    if cohort:
+        return "check-in held for the last cohort"
+    return "check-in held for the devices reconnecting after the start"
+
+
 class LobbyListener(Protocol):
     """Told of each check-in's life (the leader's selector hub)."""
 
@@ -127,13 +140,13 @@ class Lobby:
             if remaining <= 0:
                 # The window is over: held while the latest cohort's members, or the devices
                 # of a previous process, may still come.
-                bound = max(busy_until if self._busy else now, returning_until)
+                cohort_until = busy_until if self._busy else now
+                bound = max(cohort_until, returning_until)
                 if not (now < bound and (self._held or len(self._cohort) < min_size)):
                     break
                 if not self._held:
                     self._held = True
-                    log.info("check-in held for the last cohort" if self._busy else
-                             "check-in held for the devices reconnecting after the start",
+                    log.info(_held_for(cohort_until > now, returning_until > cohort_until),
                              extra={"checkin": self.checkin, "pool": len(self._cohort),
                                     "min_devices": min_size,
                                     "members_not_back": len(self._busy),
