@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from fedhh.rpc.tally import CountFamily, LevelFamily
 from fedhh.secagg import AbortReason, Stage
 
 SERVER_REASONS = frozenset({
@@ -46,22 +47,24 @@ CLOSE_SECONDS = Histogram("fedhh_aggregator_stage_close_seconds",
 EARLY_CLOSES = Counter("fedhh_aggregator_stage_early_closes_total",
                        "Stages closed before their deadline (every expected device answered)",
                        ["stage"])
-MESSAGES = Counter("fedhh_aggregator_device_messages_total",
-                   "Device submissions, by stage and outcome (accepted, duplicate, or the "
-                   "rejection reason)", ["stage", "outcome"])
+# The metrics a worker counts for every device's every message or stream are tallies
+# (``fedhh.rpc.tally``: one call, no lock), exported as prometheus_client's own would be.
+MESSAGES = CountFamily("fedhh_aggregator_device_messages_total",
+                       "Device submissions, by stage and outcome (accepted, duplicate, or the "
+                       "rejection reason)", ["stage", "outcome"])
 # Bound once (every stage's series then starts at 0): a worker counts each device's every
-# message, and ``labels()`` (label checks, a lock, a lookup) cost more than the count.
+# message, and ``labels()`` (a lookup) costs more than the count.
 MESSAGES_ACCEPTED = {stage: MESSAGES.labels(stage.name, "accepted") for stage in Stage}
 MESSAGES_DUPLICATE = {stage: MESSAGES.labels(stage.name, "duplicate") for stage in Stage}
-BYTES_RECEIVED = Counter("fedhh_aggregator_received_bytes_total",
-                         "Request payload bytes received, by RPC", ["rpc"])
-SESSION_STREAMS = Gauge("fedhh_aggregator_session_streams",
-                        "Devices' session streams open (authenticated)")
-SESSIONS_OPENED = Counter("fedhh_aggregator_session_opens_total",
-                          "Session streams opened (before authentication), by port: grpc, or "
-                          "framed (the framed session port)", ["port"])
-UPLOADS_ACTIVE = Gauge("fedhh_aggregator_uploads_active",
-                       "Masked vectors being received (each holds one vector's buffer)")
+BYTES_RECEIVED = CountFamily("fedhh_aggregator_received_bytes_total",
+                             "Request payload bytes received, by RPC", ["rpc"])
+SESSION_STREAMS = LevelFamily("fedhh_aggregator_session_streams",
+                              "Devices' session streams open (authenticated)")
+SESSIONS_OPENED = CountFamily("fedhh_aggregator_session_opens_total",
+                              "Session streams opened (before authentication), by port: grpc, or "
+                              "framed (the framed session port)", ["port"])
+UPLOADS_ACTIVE = LevelFamily("fedhh_aggregator_uploads_active",
+                             "Masked vectors being received (each holds one vector's buffer)")
 
 # The combiner (fedhh combiner): sharded rounds, by how they ended for the coordinator.
 COMBINED_ROUNDS = Counter("fedhh_combiner_rounds_total",

@@ -2,6 +2,8 @@
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from fedhh.rpc.tally import CountFamily
+
 ROUNDS = Counter("fedhh_coordinator_rounds_total", "Round attempts by outcome", ["outcome"])
 for _outcome in ("released", "aborted"):  # at 0 from the start, for dashboards' queries
     ROUNDS.labels(_outcome)
@@ -14,5 +16,8 @@ STORE_OUTAGES = Counter("fedhh_coordinator_store_outages_total",
 AGGREGATOR_WAITS = Counter("fedhh_coordinator_aggregator_waits_total",
                            "Times an attempt found the aggregation service unreachable and "
                            "waited for it")
-ENROLLED = Counter("fedhh_coordinator_enrolled_total", "Devices enrolled")
-TASKS = Counter("fedhh_coordinator_tasks_total", "GetTask answers", ["outcome"])
+# Counted for every device (each enrollment, each GetTask answer): tallies (``fedhh.rpc.tally``:
+# one call, no lock), the answers' children bound once.
+ENROLLED = CountFamily("fedhh_coordinator_enrolled_total", "Devices enrolled")
+TASKS = CountFamily("fedhh_coordinator_tasks_total", "GetTask answers", ["outcome"])
+TASKS_WAIT, TASKS_GIVEN = TASKS.labels("wait"), TASKS.labels("task")

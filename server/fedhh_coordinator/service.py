@@ -179,9 +179,9 @@ class DeviceService(pb_grpc.DeviceServiceServicer):
             if self._polling.get(device_id, (peer, None))[1] is handler:
                 del self._polling[device_id]
         if task is None:
-            metrics.TASKS.labels("wait").inc()
+            metrics.TASKS_WAIT.inc()
             return pb.GetTaskResponse(retry_after_ms=RETRY_AFTER_MS)
-        metrics.TASKS.labels("task").inc()
+        metrics.TASKS_GIVEN.inc()
         return pb.GetTaskResponse(task=task)
 
 

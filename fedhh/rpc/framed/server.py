@@ -64,7 +64,6 @@ from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError, Message
-from prometheus_client import Counter
 
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.errors import details_of, status_of
@@ -87,6 +86,7 @@ from fedhh.rpc.serving import (
     response_bytes,
     too_large,
 )
+from fedhh.rpc.tally import Count, CountFamily
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import framed_pb2
 
@@ -104,7 +104,8 @@ MAX_CONNECTIONS = 16384
 # (grpc.max_metadata_size), so a stream held open costs no more here than there.
 MAX_OPEN_BYTES = 8 << 10
 # (A process serves one framed port; its methods are the port's routes, a bounded set.)
-CALLS = Counter("fedhh_framed_calls_total", "Calls opened on the framed port", ["method"])
+# (a tally, fedhh.rpc.tally: every device's every call is counted)
+CALLS = CountFamily("fedhh_framed_calls_total", "Calls opened on the framed port", ["method"])
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ class _Route:
     parse: Callable[[bytes], Message]
     check: Callable[[tuple[tuple[str, str], ...]], object] | None
     unary: bool
-    opened: Counter  # (CALLS's child for the route's path: looked up once, not per call)
+    opened: Count  # (CALLS's child for the route's path: looked up once, not per call)
 
 
 def _route(path: str, method: StreamMethod | Procedure) -> _Route:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from fedhh.secagg.messages import Stage
+from fedhh.secagg.device import SHARE_CIPHERTEXT_BYTES
+from fedhh.secagg.messages import ShareBundle, ShareKeysResponse, Stage
 from fedhh.secagg.simulate import Cohort, DropoutPlan, SimulatedOutcome, SimulatedRound, make_cohort
 
 
@@ -46,3 +49,11 @@ def assert_correct(outcome: SimulatedOutcome) -> None:
 def assert_one_secret_each(outcome: SimulatedOutcome) -> None:
     """No device had both kinds of its secrets' shares revealed by honest devices."""
     assert all(len(kinds) == 1 for kinds in outcome.revealed.values()), outcome.revealed
+
+
+def packed_shares(response: ShareKeysResponse) -> ShareKeysResponse:
+    """``response`` with its shares as the ShareBundle a worker takes off the session stream."""
+    shares = response.shares
+    return dataclasses.replace(response, shares=ShareBundle.sent_by(
+        response.device_id, tuple(s.dst for s in shares),
+        b"".join(s.ciphertext for s in shares), SHARE_CIPHERTEXT_BYTES))

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from secagg_testkit import assert_correct, drive_to, reports_for, small_cohort
+from secagg_testkit import assert_correct, drive_to, packed_shares, reports_for, small_cohort
 
 from fedhh.secagg import shamir
 from fedhh.secagg.device import SHARE_CIPHERTEXT_BYTES
@@ -164,14 +164,6 @@ def test_unmask_can_close_as_soon_as_every_secret_has_t_shares() -> None:
     assert np.array_equal(server.result.total, expected)
 
 
-def _packed(response: ShareKeysResponse) -> ShareKeysResponse:
-    """``response`` with its shares as the ShareBundle a worker takes off the session stream."""
-    shares = response.shares
-    return dataclasses.replace(response, shares=ShareBundle.sent_by(
-        response.device_id, tuple(s.dst for s in shares),
-        b"".join(s.ciphertext for s in shares), SHARE_CIPHERTEXT_BYTES))
-
-
 @pytest.mark.parametrize("packed", [False, True])
 def test_the_server_routes_each_share_to_its_recipient_in_sender_order(packed: bool) -> None:
     """The masked-input requests (ShareBundles, packed by the server) hold exactly the shares
@@ -185,7 +177,7 @@ def test_the_server_routes_each_share_to_its_recipient_in_sender_order(packed: b
         response = driver.devices[u].share_keys(request)  # type: ignore[arg-type]
         sent.extend(response.shares)
         if packed and u % 2:
-            response = _packed(response)
+            response = packed_shares(response)
             assert tuple(response.shares) == tuple(s for s in sent if s.src == u)
         assert driver.server.handle_share_keys(response)
     requests = driver.server.close_stage()
@@ -213,7 +205,7 @@ def test_packed_shares_are_checked_as_shares_one_by_one_are() -> None:
     driver = drive_to(small_cohort(), Stage.SHARE_KEYS)
     server = driver.server
     response = driver.devices[2].share_keys(driver.pending[2])  # type: ignore[arg-type]
-    packed = _packed(response)
+    packed = packed_shares(response)
     bundle = packed.shares
     assert isinstance(bundle, ShareBundle)
     dsts, blob, width = bundle.recipients, bundle.blob, SHARE_CIPHERTEXT_BYTES
@@ -254,7 +246,7 @@ def test_a_round_whose_devices_send_everything_packed_releases_the_sum() -> None
     dropouts at every stage: the release is exactly the sum of the survivors' reports."""
     def pack(stage: Stage, u: int, message: DeviceMessage) -> DeviceMessage:
         if u % 2 and isinstance(message, ShareKeysResponse):
-            return _packed(message)
+            return packed_shares(message)
         if u % 2 and isinstance(message, UnmaskResponse):
             return _packed_unmask(message)
         return message
