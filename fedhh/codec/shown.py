@@ -39,6 +39,11 @@ letter shows as it is.
 
 A nonspacing mark just after the same mark draws over it (``กิิ``, a Thai vowel sign twice,
 read ``กิ``; UTS #39 flags such a repeat), so the repeat is escaped (``กิ\\u0e34``).
+And a run of nonspacing or enclosing marks stacks as high as it is long: past the few that
+real text puts on one letter, it draws over the rows above and below (the "zalgo" text of a
+letter and 50 marks covered its neighbours on the page and in a terminal). UTS #39 (section
+5.4) flags a run of more than 4, so each mark of a run past its 4th is escaped
+(``q̴̵̶̷\\u0338...``).
 
 A cut prefix (``Decoded.shown_cut``) is already written with escapes: its backslashes doubled,
 the bytes of a character it stops inside as ``\\xNN``, then ``…``; ``printable(text, cut=True)``
@@ -476,8 +481,11 @@ def printable(text: str, cut: bool = False, latin: bool = False) -> str:
     # Cyrillic, which showed escaped as the odd script out)
     foreign = _foreign_letters(body) | (_lookalike_letters(body) if latin else set())
     shown = []
+    marks = 0  # (of the run of nonspacing or enclosing marks just before text[i])
     for i, char in enumerate(text):
         code = ord(char)
+        mark = unicodedata.category(char) in ("Mn", "Me")
+        marks, stacked = (marks + 1 if mark else 0), marks >= _MARKS_STACKED
         if char == "\\":
             shown.append(char if cut else "\\\\")
         elif char == " " and (i == 0 or i == len(body) - 1):
@@ -493,6 +501,8 @@ def printable(text: str, cut: bool = False, latin: bool = False) -> str:
         elif i and char == text[i - 1] and unicodedata.category(char) == "Mn":
             # (a mark repeated draws over itself: กิิ read กิ, as UTS #39 flags it)
             shown.append(_escape(char))
+        elif mark and stacked:
+            shown.append(_escape(char))  # (module docstring: a stack that covers other rows)
         elif _within(code, _IGNORABLE):
             shown.append(char if i < len(body) and _kept_in_context(body, i) else _escape(char))
         elif i in foreign or _script_format_hides(text, i):
@@ -500,6 +510,11 @@ def printable(text: str, cut: bool = False, latin: bool = False) -> str:
         else:
             shown.append(_escaped(char))
     return "".join(shown)
+
+
+# The longest run of nonspacing or enclosing marks shown as it is (UTS #39, section 5.4:
+# "forbid sequences of more than 4 nonspacing marks (gc=Mn or gc=Me)").
+_MARKS_STACKED = 4
 
 
 _LOOKALIKE_SCRIPTS = ("LATIN", "GREEK", "CYRILLIC", "ARMENIAN", "CHEROKEE", "LISU", "COPTIC")
