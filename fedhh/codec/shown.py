@@ -39,6 +39,10 @@ letter shows as it is.
 
 A nonspacing mark just after the same mark draws over it (``กิิ``, a Thai vowel sign twice,
 read ``กิ``; UTS #39 flags such a repeat), so the repeat is escaped (``กิ\\u0e34``).
+The combining dot above on i, j or another soft-dotted letter draws as the letter's own dot,
+which it replaces (``i̇``, as ``"İ".lower()`` writes the Turkish capital, read ``i``), and on the
+dotless ``ı`` it reads as ``i``: it is escaped there (``i\\u0307stanbul``).
+
 And a run of nonspacing or enclosing marks stacks as high as it is long: past the few that
 real text puts on one letter, it draws over the rows above and below (the "zalgo" text of a
 letter and 50 marks covered its neighbours on the page and in a terminal). UTS #39 (section
@@ -501,6 +505,8 @@ def printable(text: str, cut: bool = False, latin: bool = False) -> str:
         elif i and char == text[i - 1] and unicodedata.category(char) == "Mn":
             # (a mark repeated draws over itself: กิิ read กิ, as UTS #39 flags it)
             shown.append(_escape(char))
+        elif char == _DOT_ABOVE and _dot_hidden(text, i):
+            shown.append(_escape(char))  # (i̇ read i: module docstring)
         elif mark and stacked:
             shown.append(_escape(char))  # (module docstring: a stack that covers other rows)
         elif _within(code, _IGNORABLE):
@@ -510,6 +516,32 @@ def printable(text: str, cut: bool = False, latin: bool = False) -> str:
         else:
             shown.append(_escaped(char))
     return "".join(shown)
+
+
+# Soft_Dotted (Unicode's PropList.txt): letters whose dot a mark above replaces, so that one of
+# them and U+0307, the combining dot above, draws as the letter alone (``i\u0307``, which
+# ``"İ".lower()`` writes: ``i̇stanbul`` read ``istanbul``); and the dotless ı and ȷ, which a dot
+# above makes read as i and j.
+_SOFT_DOTTED = frozenset(
+    "ij\u012f\u0249\u0268\u029d\u02b2\u03f3\u0456\u0458\u1d62\u1d96\u1da4\u1da8\u1e2d"
+    "\u1ecb\u2071\u2148\u2149\u2c7c\U0001df1a\U0001e04c\U0001e04d\U0001e068\u0131\u0237"
+    + "".join(chr(code + j) for code in range(0x1D422, 0x1D6A4, 0x34) for j in (0, 1)))
+_DOT_ABOVE = "\u0307"
+
+
+def _dot_hidden(text: str, i: int) -> bool:
+    """Whether ``text[i]``, U+0307, stands on a soft-dotted letter (``_SOFT_DOTTED``), only marks
+    that are not above between them (Unicode's condition for the dot to be replaced, as CLDR's
+    Lithuanian casing reads it), so that it draws as the letter's own dot; not where a mark
+    above follows it, whose accent would have taken the letter's dot (Lithuanian ``i̇́``)."""
+    j = i - 1
+    while j >= 0 and unicodedata.combining(text[j]) not in (0, 230):
+        j -= 1
+    k = i + 1
+    while k < len(text) and unicodedata.combining(text[k]) not in (0, 230):
+        k += 1
+    return (j >= 0 and text[j] in _SOFT_DOTTED
+            and not (k < len(text) and unicodedata.combining(text[k]) == 230))
 
 
 # The longest run of nonspacing or enclosing marks shown as it is (UTS #39, section 5.4:
