@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -852,3 +853,95 @@ def test_a_run_cancelled_during_its_check_in_stops_at_once_at_no_cost(tmp_path: 
         "cancelled during check-in: no device was drawn or charged"
     assert spends(store, "run") == [] and store.device_spends(0.0) == {}
     assert combiner.opened == [] and combiner.tasks == {}
+
+
+# ---- a cancel at each stage of an attempt ------------------------------------------------------
+STAGES = ["held for returning devices", "opening", "secure aggregation", "released"]
+
+
+def cancelled_at(tmp_path: Path, stage: str) -> tuple[Store, FakeCombiner, list[BaseException]]:
+    """A run of one unsharded attempt a round whose operator cancels it at ``stage``: while
+    its check-in, short of min_devices, is held for the devices of a previous process
+    (``Lobby.expect_return``); as the round opens at the service; while the service runs it;
+    or once its sum's charge is written. What the drive raised."""
+    store = Store(tmp_path / "coordinator.sqlite")
+    held = stage == "held for returning devices"
+    fleet = Fleet(store, N_MIN - 1 if held else SHARD)
+    combiner = FakeCombiner(Plan(lambda a: ["released"]), fleet.keys, sharded=False)
+    raised: list[BaseException] = []
+    open_single, single_result = combiner.open_single, combiner.single_result
+
+    async def go() -> None:
+        await create_run(store, config(shard_size=None, target_devices=SHARD, rounds=2,
+                                       checkin_ms=50 if held else 20_000), "run")
+        coordinator = Coordinator(store, fleet, combiner)
+
+        def cancel() -> None:
+            coordinator.runner.cancel("run")
+
+        async def opening(signed: SignedConfig) -> None:
+            cancel()
+            await open_single(signed)
+
+        async def aggregating(round_id: bytes, dimension: int, timeout_s: float,
+                              on_release: Callable[[ReleaseEvidence], Awaitable[None]]
+                              ) -> tuple[np.ndarray, int]:
+            async def charged_then_cancelled(evidence: ReleaseEvidence) -> None:
+                await on_release(evidence)
+                cancel()
+
+            if stage == "secure aggregation":
+                cancel()
+            total, contributors = await single_result(
+                round_id, dimension, timeout_s,
+                charged_then_cancelled if stage == "released" else on_release)
+            total[:] = 1 << 20  # (every prefix heavy: the tree goes on to a second round)
+            return total, contributors
+
+        async def once_held() -> None:
+            while not coordinator.lobby.is_held:  # (a readiness wait)
+                await asyncio.sleep(0.001)
+            cancel()
+
+        canceller = None
+        if held:
+            coordinator.lobby.expect_return(bound)
+            canceller = asyncio.create_task(once_held())
+        combiner.open_single = opening  # type: ignore[method-assign]
+        combiner.single_result = aggregating  # type: ignore[method-assign]
+        try:
+            await asyncio.wait_for(coordinator.drive("run"), 60)
+        except RunCancelled as error:
+            raised.append(error)
+        if canceller is not None:
+            await canceller
+            # (ended by the cancel: with the hold kept to its bound, the attempt would abort
+            # as cancelled all the same, only 30 s on)
+            assert time.time() < bound
+
+    bound = time.time() + 30
+    asyncio.run(go())
+    return store, combiner, raised
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_a_cancel_at_any_stage_of_an_attempt_charges_it_at_most_once(
+        tmp_path: Path, stage: str) -> None:
+    """A cancel before the round opened (its check-in held for the devices reconnecting after
+    a restart, which it ends at once, not at its bound, 30 s on) aborts the attempt free; one
+    after (the opening, the service's stages, the written charge) lets the round end: it is
+    charged once, at its contributors, to the run's ledger and to each member's lifetime
+    budget, and no attempt follows it."""
+    store, combiner, raised = cancelled_at(tmp_path, stage)
+    assert len(raised) == 1
+    if stage == "held for returning devices":
+        (attempt, state, _), = attempts(store, "run")
+        assert (attempt, state) == (1, "aborted")
+        assert store.rounds("run")[0].reason == \
+            "cancelled during check-in: no device was drawn or charged"
+        assert spends(store, "run") == [] and store.device_spends(0.0) == {}
+        assert combiner.opened == []
+        return
+    assert attempts(store, "run") == [(1, "released", SHARD)]
+    assert spends(store, "run") == [(0, 1, SHARD)]
+    assert len(combiner.opened) == 1 and len(store.device_spends(0.0)) == SHARD
