@@ -432,7 +432,10 @@ def load_dataset(path: str | os.PathLike[str], validate: bool = True,
 
 def _read_meta(root: Path) -> dict[str, Any]:
     try:
-        meta = json.loads((root / "meta.json").read_bytes().decode("utf-8"))
+        # (a leading byte-order mark is the file's, as vocab.txt's: before, a meta.json saved
+        # again by an editor that writes one was "not valid JSON (Unexpected UTF-8 BOM ...)")
+        meta = json.loads((root / "meta.json").read_bytes().removeprefix(codecs.BOM_UTF8)
+                          .decode("utf-8"))
     except FileNotFoundError:
         raise DatasetError(f"{root}/meta.json is missing; not a fedhh dataset") from None
     except UnicodeDecodeError as error:

@@ -50,3 +50,11 @@ def test_a_first_item_beginning_with_u_feff_reads_back_as_written(
     source.write_text("".join(json.dumps(user) + "\n" for user in users), encoding="utf-8")
     imported = resolve_dataset(str(source), cache_dir=tmp_path / "cache")
     assert imported.vocabulary == dataset.vocabulary
+
+
+def test_a_meta_json_saved_with_a_byte_order_mark_reads(tmp_path: Path) -> None:
+    # (before: "meta.json: line 1 column 1: not valid JSON (Unexpected UTF-8 BOM ...)")
+    root = save_dataset(from_user_counts(USERS), tmp_path / "ds")
+    meta = root / "meta.json"
+    meta.write_bytes(codecs.BOM_UTF8 + meta.read_bytes())
+    assert load_dataset(root).vocabulary == ("apple", "pear")
