@@ -12,8 +12,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from in_process_coordinator_kit import in_process
 
-from fedhh.cli.main import build_parser
 from fedhh.rpc import serving
 from fedhh_coordinator import main as coordinator_main
 from fedhh_coordinator.runner import Runner
@@ -54,11 +54,7 @@ def test_a_stop_waits_for_the_runner_before_it_closes_the_store(
     monkeypatch.setattr(Store, "close", store_closed)
     monkeypatch.setattr(coordinator_main, "RUNNER_STOP_S", 0.3)
     monkeypatch.setattr(coordinator_main, "import_accountant_libraries", lambda: None)
-    args = build_parser().parse_args([
-        "coordinator", "--insecure", "--aggregator", "127.0.0.1:9",
-        "--db", str(tmp_path / "c.sqlite"), "--signing-key", str(tmp_path / "signing.pem"),
-        "--listen", "127.0.0.1:0", "--metrics-port", "0"])
-    checked = coordinator_main.Checked(b"c" * 32, b"a" * 32, None)
+    args, checked = in_process(tmp_path)
 
     async def main() -> int:
         stopped = await coordinator_main.serve(args, checked)

@@ -11,8 +11,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from in_process_coordinator_kit import in_process
 
-from fedhh.cli.main import build_parser
 from fedhh.rpc import serving
 from fedhh_coordinator import main as coordinator_main
 from fedhh_coordinator.lobby import Lobby
@@ -39,11 +39,7 @@ def _holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[float]:
     monkeypatch.setattr(Runner, "serve", idle)
     monkeypatch.setattr(serving, "wait_for_signal", signalled)
     monkeypatch.setattr(coordinator_main, "import_accountant_libraries", lambda: None)
-    args = build_parser().parse_args([
-        "coordinator", "--insecure", "--aggregator", "127.0.0.1:9",
-        "--db", str(tmp_path / "c.sqlite"), "--signing-key", str(tmp_path / "signing.pem"),
-        "--listen", "127.0.0.1:0", "--metrics-port", "0"])
-    checked = coordinator_main.Checked(b"c" * 32, b"a" * 32, None)
+    args, checked = in_process(tmp_path)
     assert asyncio.run(coordinator_main.serve(args, checked)) == 0
     return asked
 
