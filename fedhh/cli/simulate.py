@@ -197,6 +197,9 @@ def warn_cut_deny(cut: list[dict[str, Any]], shown: int = 5, lines: int = 10,
 BOM = "\ufeff"  # (a byte-order mark: U+FEFF, the zero-width no-break space)
 
 
+_CASE = "case"  # (warn_deny_twins: a twin the same but for case)
+
+
 def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = None,
                     lines: int = 10, program: str = "fedhh simulate") -> None:
     """Say on stderr which deny-list items no user holds while their other Unicode
@@ -206,6 +209,11 @@ def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = 
     Likewise a deny-list item that begins with U+FEFF, as a list joined after another with
     ``cat`` has its mark at the start of a line (the readers keep it, an item's own), while
     the rest of it is an item (before, ``\\ufeffa`` denied nothing and ``a`` was found).
+    And one whose only difference from items of the dataset is case (Unicode's default
+    caseless matching, ``str.casefold``: ``Paris`` and ``paris``, ``STRASSE`` and ``straße``,
+    ``ΟΔΟΣ`` and ``οδος``, ``İstanbul`` and what ``--lowercase`` makes of it): before, a deny
+    list written in the data's original case let the items of a ``--lowercase`` import
+    through, unsaid.
     ``holding``: the share of the users holding each vocabulary item, or None. At most
     ``lines`` lines, then one counting the rest; ``program`` names the command (`fedhh up`
     warns so too)."""
@@ -220,18 +228,38 @@ def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = 
         if item.startswith(BOM) and item.lstrip(BOM):
             # (a list joined after another with cat: its line holds the file's mark)
             twins.setdefault(item.lstrip(BOM), []).append((item, BOM))
-    if not twins:
-        return
+    folded: dict[str, list[str]] = {}
+    for item in items:
+        folded.setdefault(item.casefold(), []).append(item)
     denied = set(items)
+    twins_folded = {other.casefold() for other in twins}
     held: dict[str, int] = {}
-    for index, entry in enumerate(vocabulary):
-        if entry in twins or entry in denied:
+    cased: list[tuple[str, str]] = []  # (a deny-list item, an entry the same but for case)
+    # (the entries to look at picked first, in one pass that does no more than test each)
+    for index in [i for i, fold in enumerate(map(str.casefold, vocabulary)) if fold in folded
+                  or fold in twins_folded]:
+        entry = vocabulary[index]
+        if entry in denied:
+            held[entry] = index
+        elif (same := folded.get(entry.casefold())) is not None:
+            held[entry] = index
+            cased += [(item, entry) for item in same]
+        elif entry in twins:
             held[entry] = index
     found = [(item, form, other) for other, of in twins.items() if other in held
              and other not in denied for item, form in of if item not in held]
+    paired = {(item, other) for item, _, other in found}
+    found += [(item, _CASE, entry) for item, entry in cased
+              if item not in held and (item, entry) not in paired]
     for item, form, other in found[:lines]:
         share = ("" if holding is None
                  else f", held by {float(holding[held[other]]):.1%} of the users")
+        if form == _CASE:
+            print(f"{program}: warning: deny-list item {printable(item)} is no user's "
+                  f"item, but {printable(other)}, the same but for case, is an item of the "
+                  f"dataset{share}, and is not denied: a deny list matches items exactly, "
+                  "case too (docs/datasets.md); list that form too", file=sys.stderr)
+            continue
         if form == BOM:
             print(f"{program}: warning: deny-list item {printable(item)} is no user's "
                   f"item, but {printable(other)}, the same without the byte-order mark "
@@ -246,8 +274,8 @@ def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = 
               "form too", file=sys.stderr)
     if len(found) > lines:
         print(f"{program}: warning: {len(found) - lines:,} more deny-list items are no "
-              "user's item while their other normalization form (or the same without a "
-              "leading byte-order mark) is", file=sys.stderr)
+              "user's item while their other normalization form (or the same but for case, "
+              "or without a leading byte-order mark) is", file=sys.stderr)
 
 
 def write_plot(result: SimulationResult, config: RunConfig, path: str) -> None:
