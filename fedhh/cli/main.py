@@ -392,6 +392,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "coordinator's gRPC address, in the compose stack port 7000; 7100 is "
                         "the aggregator's" if args.command == "admin" else
                         f"the service at {address} does not serve this call")
+            elif code == grpc.StatusCode.UNAUTHENTICATED and args.command == "admin":
+                # (a scratch folder's token against another's coordinator: the words named
+                # neither the file nor which token the coordinator holds)
+                given = getattr(args, "token_file", None)
+                hint = (f"{'the token in --token-file ' + given if given else '$FEDHH_ADMIN_TOKEN'}"
+                        " is not this coordinator's admin token: give the file its "
+                        "--admin-token-file reads, admin.token in the --secrets folder of the "
+                        "`fedhh certs` that set it up; in the compose stack, "
+                        "deploy/secrets/admin.token")
             # (the details are the server's words, whoever sent them: one line, escaped)
             from fedhh.codec.shown import message_text
 
