@@ -273,7 +273,10 @@ class LeaderLink:
             finally:
                 self.lobby.detached()
                 await self._tell(False)
-            await asyncio.sleep(backoff * (0.5 + self._jitter.random()))  # reconnect backoff
+            # (0.2 s doubling to 5 s, drawn from half to one and a half times it: at most
+            # 7.5 s, which with a channel's reconnection fits the hold a restarted leader
+            # keeps for its returning devices, lobby.RETURN_S)
+            await asyncio.sleep(backoff * (0.5 + self._jitter.random()))
             backoff = min(backoff * 2, 5.0)
 
     async def _attach(self) -> None:

@@ -123,7 +123,7 @@ async def serve(args: argparse.Namespace) -> None:
         pb_grpc.add_DeviceServiceServicer_to_server(devices, server)
         health = serving.add_health_and_reflection(server, SERVICES)
         # (PEER_OPTIONS: the stream to a restarted leader is made again within RETURN_S, as
-        # the devices' GetTask is, LeaderLink pausing at most 5 s between tries)
+        # the devices' GetTask is, LeaderLink pausing at most 7.5 s between tries)
         channel = open_channel(args.leader, tls.channel_credentials() if tls else None)
         metrics = await start_metrics(args.metrics_port, args.metrics_host, tls)
         metrics_port = metrics.port
