@@ -856,18 +856,23 @@ def test_a_run_cancelled_during_its_check_in_stops_at_once_at_no_cost(tmp_path: 
 
 
 # ---- a cancel at each stage of an attempt ------------------------------------------------------
-STAGES = ["held for returning devices", "opening", "secure aggregation", "released"]
+STAGES = ["held for returning devices", "opening", "secure aggregation", "released",
+          "aborted before unmasking", "lost after unmasking"]
+# What the service makes of the round, by stage: "aborted" and "lost" end it without a sum.
+FATES = {"aborted before unmasking": "aborted", "lost after unmasking": "lost"}
 
 
 def cancelled_at(tmp_path: Path, stage: str) -> tuple[Store, FakeCombiner, list[BaseException]]:
     """A run of one unsharded attempt a round whose operator cancels it at ``stage``: while
     its check-in, short of min_devices, is held for the devices of a previous process
-    (``Lobby.expect_return``); as the round opens at the service; while the service runs it;
-    or once its sum's charge is written. What the drive raised."""
+    (``Lobby.expect_return``); as the round opens at the service; while the service runs it
+    (to its release, or to an abort before or after unmasking began); or once its sum's
+    charge is written. What the drive raised."""
     store = Store(tmp_path / "coordinator.sqlite")
     held = stage == "held for returning devices"
     fleet = Fleet(store, N_MIN - 1 if held else SHARD)
-    combiner = FakeCombiner(Plan(lambda a: ["released"]), fleet.keys, sharded=False)
+    fate = FATES.get(stage, "released")
+    combiner = FakeCombiner(Plan(lambda a: [fate]), fleet.keys, sharded=False)
     raised: list[BaseException] = []
     open_single, single_result = combiner.open_single, combiner.single_result
 
@@ -890,7 +895,7 @@ def cancelled_at(tmp_path: Path, stage: str) -> tuple[Store, FakeCombiner, list[
                 await on_release(evidence)
                 cancel()
 
-            if stage == "secure aggregation":
+            if stage == "secure aggregation" or stage in FATES:
                 cancel()
             total, contributors = await single_result(
                 round_id, dimension, timeout_s,
@@ -930,8 +935,9 @@ def test_a_cancel_at_any_stage_of_an_attempt_charges_it_at_most_once(
     """A cancel before the round opened (its check-in held for the devices reconnecting after
     a restart, which it ends at once, not at its bound, 30 s on) aborts the attempt free; one
     after (the opening, the service's stages, the written charge) lets the round end: it is
-    charged once, at its contributors, to the run's ledger and to each member's lifetime
-    budget, and no attempt follows it."""
+    charged once, at its contributors (n_min where it was lost after unmasking began, nothing
+    to the ledger where it aborted before), to the run's ledger and to each member's lifetime
+    budget (charged as the round opened), and no attempt follows it."""
     store, combiner, raised = cancelled_at(tmp_path, stage)
     assert len(raised) == 1
     if stage == "held for returning devices":
@@ -942,6 +948,13 @@ def test_a_cancel_at_any_stage_of_an_attempt_charges_it_at_most_once(
         assert spends(store, "run") == [] and store.device_spends(0.0) == {}
         assert combiner.opened == []
         return
-    assert attempts(store, "run") == [(1, "released", SHARD)]
-    assert spends(store, "run") == [(0, 1, SHARD)]
     assert len(combiner.opened) == 1 and len(store.device_spends(0.0)) == SHARD
+    if stage == "aborted before unmasking":
+        assert [(a, s) for a, s, _ in attempts(store, "run")] == [(1, "aborted")]
+        assert spends(store, "run") == []
+    elif stage == "lost after unmasking":  # (charged at n_min, as no sum proves more)
+        assert [(a, s) for a, s, _ in attempts(store, "run")] == [(1, "lost")]
+        assert spends(store, "run") == [(0, 1, N_MIN)]
+    else:
+        assert attempts(store, "run") == [(1, "released", SHARD)]
+        assert spends(store, "run") == [(0, 1, SHARD)]
