@@ -197,7 +197,30 @@ def warn_cut_deny(cut: list[dict[str, Any]], shown: int = 5, lines: int = 10,
 BOM = "\ufeff"  # (a byte-order mark: U+FEFF, the zero-width no-break space)
 
 
-_CASE = "case"  # (warn_deny_twins: a twin the same but for case)
+_CASE = "case"  # (warn_deny_twins: a twin the same but for case, width or invisibles)
+# Default-ignorable characters that are not format characters (Unicode's
+# DerivedCoreProperties.txt): the combining grapheme joiner, the Hangul fillers, the Khmer
+# inherent vowels, the variation selectors.
+_IGNORABLE_MARKS = frozenset(map(chr, (0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0,
+                                       *range(0x180B, 0x1810), *range(0xFE00, 0xFE10),
+                                       *range(0xE0100, 0xE01F0))))
+_TAGS = range(0xE0000, 0xE0080)  # (format characters, but they draw a subdivision flag)
+
+
+def _loose(text: str) -> str:
+    """``text`` as Unicode's NFKC_Casefold maps it, near enough (UAX #44; the Unicode Standard,
+    section 3.13, D145's compatibility caseless match, less the default-ignorable characters):
+    case folded, compatibility forms replaced (fullwidth ``ａ``, ligature ``ﬁ``, the no-break
+    and ideographic spaces), and the invisible characters dropped (U+200B, U+2060, U+FEFF,
+    the joiners and the variation selectors; not the tags of a flag). Two items with one
+    ``_loose`` form read alike, or nearly."""
+    if text.isascii():
+        return text.lower()
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    if folded.isprintable() and _IGNORABLE_MARKS.isdisjoint(folded):
+        return folded  # (every format character is unprintable: nothing to drop)
+    return "".join(c for c in folded if not (
+        (unicodedata.category(c) == "Cf" and ord(c) not in _TAGS) or c in _IGNORABLE_MARKS))
 
 
 def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = None,
@@ -209,11 +232,12 @@ def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = 
     Likewise a deny-list item that begins with U+FEFF, as a list joined after another with
     ``cat`` has its mark at the start of a line (the readers keep it, an item's own), while
     the rest of it is an item (before, ``\\ufeffa`` denied nothing and ``a`` was found).
-    And one whose only difference from items of the dataset is case (Unicode's default
-    caseless matching, ``str.casefold``: ``Paris`` and ``paris``, ``STRASSE`` and ``straße``,
-    ``ΟΔΟΣ`` and ``οδος``, ``İstanbul`` and what ``--lowercase`` makes of it): before, a deny
-    list written in the data's original case let the items of a ``--lowercase`` import
-    through, unsaid.
+    And one whose only differences from items of the dataset are of case, compatibility forms
+    or invisible characters (``_loose``: ``Paris`` and ``paris``, ``STRASSE`` and ``straße``,
+    ``ΟΔΟΣ`` and ``οδος``, ``İstanbul`` and what ``--lowercase`` makes of it; ``new\\xa0york``
+    and ``new york``, ``x\\u200b`` and ``x``, as a list copied from a web page holds them):
+    before, a deny list written in the data's original case let the items of a
+    ``--lowercase`` import through, unsaid.
     ``holding``: the share of the users holding each vocabulary item, or None. At most
     ``lines`` lines, then one counting the rest; ``program`` names the command (`fedhh up`
     warns so too)."""
@@ -230,18 +254,18 @@ def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = 
             twins.setdefault(item.lstrip(BOM), []).append((item, BOM))
     folded: dict[str, list[str]] = {}
     for item in items:
-        folded.setdefault(item.casefold(), []).append(item)
+        folded.setdefault(_loose(item), []).append(item)
     denied = set(items)
-    twins_folded = {other.casefold() for other in twins}
+    twins_folded = {_loose(other) for other in twins}
     held: dict[str, int] = {}
     cased: list[tuple[str, str]] = []  # (a deny-list item, an entry the same but for case)
     # (the entries to look at picked first, in one pass that does no more than test each)
-    for index in [i for i, fold in enumerate(map(str.casefold, vocabulary)) if fold in folded
+    for index in [i for i, fold in enumerate(map(_loose, vocabulary)) if fold in folded
                   or fold in twins_folded]:
         entry = vocabulary[index]
         if entry in denied:
             held[entry] = index
-        elif (same := folded.get(entry.casefold())) is not None:
+        elif (same := folded.get(_loose(entry))) is not None:
             held[entry] = index
             cased += [(item, entry) for item in same]
         elif entry in twins:
@@ -255,10 +279,14 @@ def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = 
         share = ("" if holding is None
                  else f", held by {float(holding[held[other]]):.1%} of the users")
         if form == _CASE:
+            what = ("case" if item.casefold() == other.casefold() and all(
+                unicodedata.is_normalized("NFKC", text) for text in (item, other)) else
+                    "case, compatibility forms (width, ligatures, spaces) or invisible "
+                    "characters")
             print(f"{program}: warning: deny-list item {printable(item)} is no user's "
-                  f"item, but {printable(other)}, the same but for case, is an item of the "
-                  f"dataset{share}, and is not denied: a deny list matches items exactly, "
-                  "case too (docs/datasets.md); list that form too", file=sys.stderr)
+                  f"item, but {printable(other)}, the same but for {what}, is an item of "
+                  f"the dataset{share}, and is not denied: a deny list matches items exactly "
+                  "(docs/datasets.md); list that form too", file=sys.stderr)
             continue
         if form == BOM:
             print(f"{program}: warning: deny-list item {printable(item)} is no user's "
@@ -275,7 +303,8 @@ def warn_deny_twins(items: list[str], vocabulary: Sequence[str], holding: Any = 
     if len(found) > lines:
         print(f"{program}: warning: {len(found) - lines:,} more deny-list items are no "
               "user's item while their other normalization form (or the same but for case, "
-              "or without a leading byte-order mark) is", file=sys.stderr)
+              "width or invisible characters, or without a leading byte-order mark) is",
+              file=sys.stderr)
 
 
 def write_plot(result: SimulationResult, config: RunConfig, path: str) -> None:

@@ -1,8 +1,9 @@
 """fedhh simulate (and fedhh up) names a deny-list item that no user holds while an item of the
-dataset is the same but for case (``str.casefold``, Unicode's default caseless matching): a
-deny list matches items exactly, case too, so a list written in the data's original case
-denied nothing of a ``--lowercase`` import, unsaid (before: ``Paris`` listed, ``paris`` found
-with no word)."""
+dataset is the same but for case, compatibility forms or invisible characters (Unicode's
+NFKC_Casefold, near enough): a deny list matches items exactly, so a list written in the
+data's original case denied nothing of a ``--lowercase`` import, and one copied from a web page
+with a no-break space or a zero-width space denied nothing, unsaid (before: ``Paris`` listed,
+``paris`` found with no word)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,7 @@ def test_a_deny_item_held_in_another_case_is_named(capsys: pytest.CaptureFixture
     assert capsys.readouterr().err == (
         "fedhh simulate: warning: deny-list item Paris is no user's item, but paris, the same "
         "but for case, is an item of the dataset, held by 25.0% of the users, and is not "
-        "denied: a deny list matches items exactly, case too (docs/datasets.md); list that "
-        "form too\n")
+        "denied: a deny list matches items exactly (docs/datasets.md); list that form too\n")
 
 
 @pytest.mark.parametrize("listed, held", [
@@ -33,6 +33,17 @@ def test_full_case_folding_is_what_pairs_them(
     warn_deny_twins([listed], (held,))
     assert (f"deny-list item {listed} is no user's item, but {held}, the same but for case"
             in capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("listed, held", [
+    ("new\xa0york", "new york"), ("x\u200b", "x"), ("\u2060x", "x"), ("ｐａｙｐａｌ", "paypal"),
+    ("\ufb01nance", "Finance"), ("\u263a\ufe0e", "\u263a"),
+])
+def test_compatibility_forms_and_invisible_characters_pair_them(
+        listed: str, held: str, capsys: pytest.CaptureFixture[str]) -> None:
+    warn_deny_twins([listed], (held,))
+    assert (", the same but for case, compatibility forms (width, ligatures, spaces) or "
+            "invisible characters, is an item of the dataset" in capsys.readouterr().err)
 
 
 def test_a_lowercase_import_of_turkish_is_named(
@@ -52,6 +63,8 @@ def test_a_lowercase_import_of_turkish_is_named(
     (["paris"], ("Paris", "paris")),  # the item is held: the list does what it says
     (["Paris", "paris"], ("paris",)),  # both denied
     (["Paris"], ("london",)),
+    (["\U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f"],
+     ("\U0001f3f4",)),  # (a flag's tags draw it: the black flag alone is another item)
 ])
 def test_nothing_is_said_otherwise(items: list[str], vocabulary: tuple[str, ...],
                                    capsys: pytest.CaptureFixture[str]) -> None:
