@@ -38,7 +38,7 @@ from typing import Any
 
 from fedhh.data.dataset import FederatedDataset, atomic_file, item_defect
 from fedhh.data.progress import Meter
-from fedhh.data.text import Importer, user_lines
+from fedhh.data.text import Importer, refuse_classic_mac, user_lines
 from fedhh.errors import DatasetError
 
 MAX_COUNT = (1 << 32) - 1  # (counts are stored as uint32 at most)
@@ -153,7 +153,13 @@ def iter_jsonl_users(
     """Yield each line's items as a Counter, in file order (blank lines yield empty Counters);
     ``meter`` counts the bytes read and is closed at the end of the file."""
     source = Path(path)
-    for number, line in user_lines(source, "JSON-lines", meter):
+
+    def line_ends(number: int, raw: bytes) -> None:
+        # (before, "line 1: not JSON: Extra data (column 11)", then how to split one JSON
+        # array of every user into lines, which it was not)
+        refuse_classic_mac(source, "JSON-lines", number, raw)
+
+    for number, line in user_lines(source, "JSON-lines", meter, line_ends):
         # (a byte-order mark before a later line's JSON, as files joined with cat carry: no
         # item's, as outside the value; before, "not JSON: Unexpected UTF-8 BOM (decode using
         # utf-8-sig)")

@@ -186,6 +186,16 @@ def user_lines(source: Path, kind: str, meter: Meter | None,
             meter.close()
 
 
+def refuse_classic_mac(source: Path, kind: str, number: int, raw: bytes) -> None:
+    """DatasetError naming the line ends where line ``number`` (``raw``, its bytes) is the
+    first and ends in no \\n while it holds a \\r before its end: a file whose lines end with
+    \\r alone, as classic Mac OS wrote them, read as one line."""
+    if number == 1 and not raw.endswith(b"\n") and b"\r" in raw.rstrip(b"\r"):
+        raise DatasetError(
+            f"{source}: its lines end with \\r alone (classic Mac OS line ends); a {kind} "
+            "dataset has one user per line, each ending with \\n or \\r\\n")
+
+
 def iter_text_users(
     path: str | os.PathLike[str], *, lowercase: bool = False, meter: Meter | None = None,
     separators: Separators | None = None,
@@ -196,11 +206,8 @@ def iter_text_users(
     source = Path(path)
 
     def line_ends(number: int, raw: bytes) -> None:
-        if number == 1 and not raw.endswith(b"\n") and b"\r" in raw.rstrip(b"\r"):
-            # (split() would take the breaks for spaces: every user one user)
-            raise DatasetError(
-                f"{source}: its lines end with \\r alone (classic Mac OS line ends); "
-                "a text dataset has one user per line, each ending with \\n or \\r\\n")
+        # (split() would take the breaks for spaces: every user one user)
+        refuse_classic_mac(source, "text", number, raw)
         if b"\r" in raw.rstrip(b"\r\n"):
             # (split() takes it for a space: the lines it ends would be one user's)
             raise DatasetError(
