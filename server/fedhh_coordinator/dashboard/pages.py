@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from urllib.parse import quote
 
-from fedhh.codec.shown import printable, printable_rows
+from fedhh.codec.shown import printable_rows
 from fedhh_coordinator.dashboard.charts import spend_chart
 from fedhh_coordinator.dashboard.markup import Html, duration, esc, fmt, join, number, percent
 from fedhh_coordinator.dashboard.results import Hit
@@ -172,8 +172,10 @@ def run_head(run: RunDetail) -> Html:
     if run.deny:
         # One element an item: an item may hold ", " (items with spaces: docs/datasets.md);
         # dir="auto" isolates each, so right-to-left items keep their order on the line.
+        # (read against each other: сосоа, Cyrillic, beside cocoa showed as a second cocoa)
         facts.append(("Deny list", join((fmt('<code class="listed" dir="auto">{i}</code>',
-                                             i=printable(i)) for i in run.deny), " ")))
+                                             i=shown) for shown in printable_rows(
+                                                 [(i, False) for i in run.deny])), " ")))
     items = join(fmt("<div><dt>{k}</dt><dd>{v}</dd></div>", k=k, v=v) for k, v in facts)
     return fmt('<dl class="facts">{items}</dl>', items=items)
 
