@@ -134,36 +134,42 @@ class Lobby:
         busy_until = loop.time() + self._busy_until - time.time()
         returning_until = loop.time() + self._returning_until - time.time()
         self._held = False
-        while len(self._cohort) < self._pool_size and not stop():
-            now = loop.time()
-            remaining, enough = until - now, len(self._cohort) >= capacity
-            if remaining <= 0:
-                # The window is over: held while the latest cohort's members, or the devices
-                # of a previous process, may still come.
-                cohort_until = busy_until if self._busy else now
-                bound = max(cohort_until, returning_until)
-                if not (now < bound and (self._held or len(self._cohort) < min_size)):
-                    break
-                if not self._held:
-                    self._held = True
-                    log.info(_held_for(cohort_until > now, returning_until > cohort_until),
-                             extra={"checkin": self.checkin, "pool": len(self._cohort),
-                                    "min_devices": min_size,
-                                    "members_not_back": len(self._busy),
-                                    "until_s": round(bound - now, 1)})
-                remaining, enough = bound - now, len(self._cohort) >= min_size
-            joined = self._joined = asyncio.Event()
-            try:
-                await asyncio.wait_for(joined.wait(), min(remaining, quiet_s) if enough
-                                       else remaining)
-            except TimeoutError:
-                if enough:
-                    break  # a quiet spell with enough devices in the pool
-        self._open = self._held = False
-        self._closed.set()
-        self._opened = CrowdEvent()
-        for listener in self.listeners:
-            listener.closed(self.checkin)
+        try:
+            while len(self._cohort) < self._pool_size and not stop():
+                now = loop.time()
+                remaining, enough = until - now, len(self._cohort) >= capacity
+                if remaining <= 0:
+                    # The window is over: held while the latest cohort's members, or the devices
+                    # of a previous process, may still come.
+                    cohort_until = busy_until if self._busy else now
+                    bound = max(cohort_until, returning_until)
+                    if not (now < bound and (self._held or len(self._cohort) < min_size)):
+                        break
+                    if not self._held:
+                        self._held = True
+                        log.info(_held_for(cohort_until > now, returning_until > cohort_until),
+                                 extra={"checkin": self.checkin, "pool": len(self._cohort),
+                                        "min_devices": min_size,
+                                        "members_not_back": len(self._busy),
+                                        "until_s": round(bound - now, 1)})
+                    remaining, enough = bound - now, len(self._cohort) >= min_size
+                joined = self._joined = asyncio.Event()
+                try:
+                    await asyncio.wait_for(joined.wait(), min(remaining, quiet_s) if enough
+                                           else remaining)
+                except TimeoutError:
+                    if enough:
+                        break  # a quiet spell with enough devices in the pool
+        finally:
+            # Also where collect is cancelled (the coordinator stops, a caller's timeout):
+            # before, the check-in stayed open and ``_opened`` set past the caller's
+            # ``clear``, so a device waiting for the next check-in was told "none" at once,
+            # again and again.
+            self._open = self._held = False
+            self._closed.set()
+            self._opened = CrowdEvent()
+            for listener in self.listeners:
+                listener.closed(self.checkin)
         pool = sorted(self._cohort)
         chosen = set(secrets.SystemRandom().sample(pool, capacity)) if len(pool) > capacity \
             else set(pool)

@@ -286,3 +286,68 @@ def test_a_check_in_is_not_held_past_the_members_bound_nor_without_a_cohort() ->
         await waiter
 
     run(scenario())
+
+
+class _Told:
+    """A listener that records each check-in's life (as the leader's selector hub hears it)."""
+
+    def __init__(self) -> None:
+        self.said: list[tuple[str, int]] = []
+
+    def opened(self, checkin: int) -> None:
+        self.said.append(("opened", checkin))
+
+    def closed(self, checkin: int) -> None:
+        self.said.append(("closed", checkin))
+
+    def delivered(self, checkin: int, tasks: dict[int, pb.SignedTask]) -> None:
+        self.said.append(("delivered", checkin))
+
+    def cleared(self, checkin: int) -> None:
+        self.said.append(("cleared", checkin))
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_a_check_in_whose_collect_is_cancelled_is_closed_as_at_its_end(held: bool) -> None:
+    """``collect`` cancelled in its window, or while held for the last cohort (the coordinator
+    stops, a caller's timeout), then its caller's ``clear``: the check-in is closed, not held,
+    its listeners told so, its pool told "none", and a device asking next waits for the next
+    check-in and joins it. Before, ``_opened`` stayed set and listeners heard no close: such a
+    device was told "none" at once, again and again (test_link_charging's fake devices spun
+    without end at teardown)."""
+    async def scenario() -> None:
+        lobby = Lobby()
+        told = _Told()
+        if held:
+            await _seated_cohort(lobby, (1, 2), busy_s=60)
+        lobby.listeners.append(told)
+        collecting = asyncio.create_task(lobby.collect(capacity=2, window_s=0.05 if held
+                                                       else 60, min_size=2))
+        await asyncio.sleep(0)
+        pooled = asyncio.create_task(lobby.wait_for_task(1, keys(11), 30))
+        if held:
+            await _held(lobby)
+        while lobby.cohort_size < 1:  # (a readiness wait)
+            await asyncio.sleep(0)
+        for _ in range(10):
+            # (collect back in its wait: a cancel that comes as the join wakes it is lost in
+            # Python 3.11's wait_for, gh-86296, and collect would run out its window)
+            await asyncio.sleep(0)
+        collecting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await collecting
+        lobby.clear()
+        assert await pooled is None
+        assert not lobby.is_open and not lobby.is_held and lobby.cohort_size == 0
+        checkin = lobby.checkin
+        assert told.said == [("cleared", checkin - 1),  # (collect's own clear, as it opens)
+                             ("opened", checkin), ("closed", checkin), ("cleared", checkin)]
+        asking = asyncio.create_task(lobby.wait_for_task(3, keys(3), 30))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not asking.done()  # waits for the next check-in...
+        assert await lobby.collect(capacity=1, window_s=60) == [3]  # ...and joins it
+        lobby.clear()
+        assert await asking is None
+
+    run(scenario())
