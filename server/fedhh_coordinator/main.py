@@ -53,6 +53,7 @@ from fedhh_coordinator.hub import SelectorHub
 from fedhh_coordinator.keys import KeyOwners
 from fedhh_coordinator.lobby import RETURN_S, Lobby
 from fedhh_coordinator.runner import Runner
+from fedhh_coordinator.runs import check_unfinished_runs
 from fedhh_coordinator.service import AdminService, DeviceService
 from fedhh_coordinator.store import Store
 
@@ -186,15 +187,15 @@ def check_signing_key(location: str) -> None:
     load_signing_key(path, f"--signing-key {location}")
 
 
-def store_signing_key(store: Store, location: str) -> Ed25519PrivateKey:
+def store_signing_key(store: Store, location: str) -> tuple[Ed25519PrivateKey, int]:
     """The signing key at ``location`` (made if missing), if it is the key the store's devices
-    pinned when they enrolled; ConfigError otherwise, before anything is written. Devices
-    refuse every task signed by another key: a coordinator whose key file was lost (a volume
-    not kept) made a new key in its place, and each run then failed with "too_few_devices"
-    after its attempts, while every device refused every task. The store records the key
-    (``Store.signing_key``); a store of enrolled devices that recorded none (made before it
-    did) takes the key it is next served with, if that key's file exists; so does a store
-    with no enrolled device."""
+    pinned when they enrolled, and how many devices are enrolled; ConfigError otherwise, before
+    anything is written. Devices refuse every task signed by another key: a coordinator whose
+    key file was lost (a volume not kept) made a new key in its place, and each run then failed
+    with "too_few_devices" after its attempts, while every device refused every task. The
+    store records the key (``Store.signing_key``); a store of enrolled devices that recorded
+    none (made before it did) takes the key it is next served with, if that key's file exists;
+    so does a store with no enrolled device."""
     path = Path(location)
     recorded, devices = store.signing_key()
     if not devices:
@@ -218,7 +219,7 @@ def store_signing_key(store: Store, location: str) -> Ed25519PrivateKey:
             f"signed by any other, such as a new key made here. {advice}")
     key = load_or_create_signing_key(path)
     store.record_signing_key(raw_public(key))
-    return key
+    return key, devices
 
 
 def key_fingerprint(public: bytes) -> str:
@@ -307,7 +308,10 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
     try:
         store_lock = lock_sqlite_store(args.db)
         store = Store(args.db)
-        key = store_signing_key(store, args.signing_key)
+        check_unfinished_runs(store, redact(args.db))
+        # (the enrolled devices read here, before serving: a store lost after the server
+        # started failed the start with devices already served)
+        key, enrolled = store_signing_key(store, args.signing_key)
         if args.enrollment_tokens_file:
             added = import_tokens(store, args.enrollment_tokens_file)
             log.info("enrollment tokens imported", extra={"new": added})
@@ -384,7 +388,7 @@ async def serve(args: argparse.Namespace, checked: Checked | None = None) -> int
         # (devices that asked a previous process come back over their retry bound; a store
         # with none enrolled had none that could, and a first start's check-in closes at its
         # window as before, not held "for the devices reconnecting")
-        if store.enrollment().devices:
+        if enrolled:
             lobby.expect_return(time.time() + RETURN_S)
         await serving.set_serving(health, SERVICES)
         runner_task = asyncio.create_task(runner.serve(), name="runner")

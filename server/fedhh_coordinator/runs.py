@@ -13,21 +13,22 @@ import json
 import logging
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any, TypeVar
 
 import numpy as np
 
+from fedhh import __version__
 from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig, with_most_completions
-from fedhh.errors import ConfigError, shown
+from fedhh.errors import ConfigError, NotFoundError, StoreDamaged, shown
 from fedhh.privacy import PrivacyLedger, methods
 from fedhh.privacy.accountant import allocation_offsets
 from fedhh.server import LocalRandomizer, PrefixTree, TailKind, TreeState
 from fedhh_coordinator.budgets import LifetimeBudget
-from fedhh_coordinator.store import RUN_ID, RUN_ID_RULE, RunRow, Store, decoded
+from fedhh_coordinator.store import ACTIVE, RUN_ID, RUN_ID_RULE, RunRow, Store, decoded
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -128,8 +129,48 @@ class RunParts:
 def stored_config(row: RunRow) -> RunConfig:
     """The run's configuration, as valid as when it was stored (StartRun validated it): a
     figure out of bounds (``rounds: -5``) is damage, named here, not an error of whatever
-    calculation met it first."""
+    calculation met it first. A configuration a later fedhh wrote (``newer_settings``) is
+    StoreDamaged too, which says so: this fedhh cannot read it, but nothing in it is damaged.
+    """
+    newer = newer_settings(row.config)
+    if newer:
+        raise StoreDamaged(f"the stored run {row.run_id!r} {newer_text(newer)}")
     return _read(row, "config", lambda data: _valid_config(json.dumps(data, sort_keys=True)))
+
+
+def newer_settings(config: dict[str, Any]) -> list[str]:
+    """The settings of a stored run configuration that this fedhh does not know, where it
+    holds every one this fedhh knows: a configuration a later fedhh wrote (each writes every
+    setting it knows, ``RunConfig.to_dict``) in a store that an earlier one now opens (a
+    rollback). [] otherwise, an unknown name beside a missing one included: a name changed in
+    the file is damage."""
+    known = {f.name for f in fields(RunConfig)}
+    unknown = sorted(set(config) - known)
+    return unknown if unknown and known <= set(config) else []
+
+
+def newer_text(settings: list[str]) -> str:
+    return (f"was written by a newer fedhh: its settings {', '.join(map(shown, settings))} are "
+            f"unknown to this one ({__version__})")
+
+
+def check_unfinished_runs(store: Store, location: str) -> None:
+    """ConfigError, before the runner drives anything, where an unfinished run was written by
+    a later fedhh (``newer_settings``): this one would fail it for good as damaged (seen: a
+    run 'running' under a later fedhh, the earlier one started on its store, was 'failed'
+    at once, "the stored run is damaged: config: unknown run settings: new_knob", and the
+    later fedhh, started again, found it failed). The store is left as it is. A run damaged
+    otherwise fails alone, as the runner finds it."""
+    for run_id, _ in store.run_states(ACTIVE):
+        try:
+            config = store.run(run_id).config
+        except (StoreDamaged, NotFoundError):
+            continue
+        newer = newer_settings(config)
+        if newer:
+            raise ConfigError(f"--db {location}: the unfinished run {run_id!r} "
+                              f"{newer_text(newer)}; start the fedhh that wrote it to finish "
+                              "or cancel the run. The store is left as it is")
 
 
 @lru_cache(maxsize=64)
