@@ -162,7 +162,7 @@ def add_causes(shown: dict[str, Any], results: Any, run: Any) -> None:
 
     stored = from_proto(run.config)
     width = stored.code_bits(Mode.NETWORK)
-    ran_out = ran_out_cause(stored, run.eps_local)
+    ran_out = ran_out_cause(stored, run.eps_local, planner=True)
     last = max((r.round for r in results.rounds if r.state == "released"), default=0)
     for entry, hitter in _rows(shown, results):
         if hitter.truncated:
@@ -189,7 +189,8 @@ def completion_note(shown: dict[str, Any], results: Any, run: Any) -> str:
     lost = lost_in_completion_note(causes, [(h.round, h.truncated) for h in results.heavy_hitters],
                                    stored.rounds, stored.completion_weight, thresholds)
     every = causes + [str(row.get("cause", "")) for row in shown.get("heavyHitters", [])]
-    return " ".join(filter(None, (lost, completion_budget_note(stored, run.eps_local, every))))
+    return " ".join(filter(None, (lost, completion_budget_note(stored, run.eps_local, every,
+                                                                  planner=True))))
 
 
 def show_codes(shown: dict[str, Any], results: Any) -> None:

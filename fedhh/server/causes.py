@@ -25,7 +25,7 @@ NO_MORE_COMPLETION = f"{RAN_OUT}; no more in the privacy budget"
 
 
 def _next_refused(config: Any, eps_local: float | None,
-                  networked: bool = True) -> tuple[float, bool] | None:
+                  planner: bool = False) -> tuple[float, bool] | None:
     """The weight of one completion round more than ``config`` (a ``RunConfig``, as run: with
     the completion rounds its budget kept) has, when the privacy budget cannot fund it, with
     whether that is only the solver's to say; None when it can, or none can run. At
@@ -34,13 +34,16 @@ def _next_refused(config: Any, eps_local: float | None,
     eps_local, so that test is sufficient, not necessary; the planner's drops mostly fall where
     the weights step down (the 2nd, 4th, 8th... round), where it holds: eps_agg 1 at n_min
     100, 1,000 and 5,000 budgets 0, 3 and 7 completion rounds, eps_agg 2, 4, 8 at 100 budget
-    1, 3 and 15, and each next one fails it. Where it passes, a ``networked`` run whose
-    eps_local was solved (none given) asks the coordinator's planner (``_solver_refuses``):
-    True where it refuses. Before, "no rounds left" there: eps_agg 2.7705 to 2.7735 at n_min
-    100 keeps 1 completion round at eps_local 2.9958 to 2.9977, which the 2nd (ln 0.05 =
-    -2.9957) passes, but with it the eps_local that meets eps_agg lies within the solver's
-    resolution (``TOLERANCE``) of 2.9957, where that round's epsilon is 0. An ``eps_local`` of
-    None or 0 (a reply's unset field: a run's is positive) is unknown: None."""
+    1, 3 and 15, and each next one fails it. Where it passes, with ``planner`` (a networked
+    run, whose eps_local the coordinator solved at n_min) the coordinator's planner is asked
+    (``_solver_refuses``): True where it refuses. Before, "no rounds left" there: eps_agg
+    2.7705 to 2.7735 at n_min 100 keeps 1 completion round at eps_local 2.9958 to 2.9977,
+    which the 2nd (ln 0.05 = -2.9957) passes, but with it the eps_local that meets eps_agg
+    lies within the solver's resolution (``TOLERANCE``) of 2.9957, where that round's epsilon
+    is 0. One solve takes 0.1 to 0.7 s (1.7 s at 1.6 million devices): the CLI can spend it,
+    the coordinator's event loop (the dashboard) cannot, and without ``planner`` the test
+    alone decides. An ``eps_local`` of None or 0 (a reply's unset field: a run's is
+    positive) is unknown: None."""
     if not eps_local or eps_local < 0:
         return None
     next_completion = config.next_completion(eps_local)
@@ -49,7 +52,7 @@ def _next_refused(config: Any, eps_local: float | None,
     weight, positive = next_completion
     if not positive:
         return weight, False
-    if not networked or config.eps_local is not None:
+    if not planner or config.eps_local is not None:
         return None
     from fedhh.privacy.accountant import allocation_offsets
 
@@ -64,8 +67,8 @@ def _next_refused(config: Any, eps_local: float | None,
 def _solver_refuses(eps_agg: float, delta: float, offsets: tuple[float, ...],
                     n_min: int) -> bool:
     """Whether the coordinator's planner (``open_ledger``: ``PrivacyLedger.open_allocated`` at
-    n_min devices) finds no eps_local for these rounds; cached, as a results page asks again
-    (one solve: 0.1 to 0.7 s)."""
+    n_min devices) finds no eps_local for these rounds; cached, as `fedhh admin results` asks
+    for the cause and then the note."""
     from fedhh.privacy.ledger import PrivacyLedger
 
     try:
@@ -75,17 +78,17 @@ def _solver_refuses(eps_agg: float, delta: float, offsets: tuple[float, ...],
     return False
 
 
-def ran_out_cause(config: Any, eps_local: float | None, networked: bool = True) -> str:
+def ran_out_cause(config: Any, eps_local: float | None, planner: bool = False) -> str:
     """The cause of a prefix the rounds ran out on in a run of ``config`` at ``eps_local``:
     ``RAN_OUT``, which more --completion-rounds extend, unless the privacy budget fits no
-    completion round more (``_next_refused``; ``networked`` as there): then more rounds add
+    completion round more (``_next_refused``; ``planner`` as there): then more rounds add
     none, and the cause says the budget (``NO_COMPLETION``, or ``NO_MORE_COMPLETION`` where
     some ran; ``completion_budget_note`` gives the figures once, below the list, where a row's
     width allows no more). Before, the networked defaults (eps_agg 1, n_min 100: eps_local
     1.524, the first completion round at 1.524 + ln 0.2 < 0) budgeted none, cut every long
     item, and each read "no rounds left": a user raised --completion-rounds, which changed
     nothing."""
-    if _next_refused(config, eps_local, networked) is None:
+    if _next_refused(config, eps_local, planner) is None:
         return RAN_OUT
     return NO_MORE_COMPLETION if config.completion() else NO_COMPLETION
 
@@ -110,13 +113,14 @@ def past_max_eps_local(config: Any) -> str | None:
 
 
 def completion_budget_note(config: Any, eps_local: float | None, causes: Sequence[str], *,
-                           networked: bool = True) -> str | None:
+                           networked: bool = True, planner: bool = False) -> str | None:
     """The note, after a list some of whose ``causes`` are ``ran_out_cause``'s budget, that
     names the figures: the next completion round's eps_local + ln(weight) and what raises it;
     None when no cause is. A ``networked`` run's eps_local is held to ``config.max_eps_local``
     (``past_max_eps_local``) and solved at n_min devices; a simulation's is solved uncapped at
-    the dataset's users (before, it was told of n_min, which `fedhh simulate` has no flag for)."""
-    refused = _next_refused(config, eps_local, networked)
+    the dataset's users (before, it was told of n_min, which `fedhh simulate` has no flag for).
+    ``planner``: as ``ran_out_cause``'s, for a ``networked`` run."""
+    refused = _next_refused(config, eps_local, planner and networked)
     if refused is None or not {NO_COMPLETION, NO_MORE_COMPLETION} & set(causes):
         return None
     weight, solver = refused

@@ -347,7 +347,7 @@ def simulate(
     timings["total_s"] = time.perf_counter() - clock
     eps_local = privacy.get("eps_local")
     eps_local = float(eps_local) if isinstance(eps_local, int | float) else None
-    ran_out = ran_out_cause(config, eps_local, networked=False)
+    ran_out = ran_out_cause(config, eps_local)
     budget_note = completion_budget_note(config, eps_local, [ran_out], networked=False) or ""
     return SimulationResult(hitters, deny_display, all_rounds, metrics, timings, output,
                             privacy, truth, ledger, cut, earlier, deny_cut, ran_out, budget_note)

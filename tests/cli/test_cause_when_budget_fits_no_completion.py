@@ -128,11 +128,13 @@ def test_up_names_the_budget(capsys: pytest.CaptureFixture[str]) -> None:
     assert str(completion_budget_note(run, eps_local, [NO_COMPLETION])) in out
 
 
-def test_where_the_planner_alone_refuses_the_next_round_the_cause_is_the_budget() -> None:
+def test_where_the_planner_alone_refuses_the_next_round_the_cause_is_the_budget(
+        recorder: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """eps_agg 2.772 at n_min 100 keeps 1 completion round at eps_local 2.9966, which the 2nd
     (weight 0.05: 2.9966 + ln 0.05 > 0) passes; but with it the eps_local that meets eps_agg
     lies within the solver's resolution of -ln 0.05, and the planner keeps 1 however many are
-    asked. Before, the rows read "no rounds left" and the note was missing: more
+    asked. Before, `fedhh admin results` said "no rounds left" and no note: more
     --completion-rounds, which add none."""
     run, eps_local = _planned(eps_agg=2.772)
     assert run.completion() == 1
@@ -141,17 +143,26 @@ def test_where_the_planner_alone_refuses_the_next_round_the_cause_is_the_budget(
                                                     completion_rounds=2), open_ledger,
                                           lambda ledger: ledger.eps_local)
     assert asked_more.completion() == 1
-    cause = ran_out_cause(run, eps_local)
-    assert cause == NO_MORE_COMPLETION
-    note = completion_budget_note(run, eps_local, [cause])
-    assert note is not None and note.startswith(
+    released = [pb.RoundSummary(round=r, attempt=1, state="released", participants=100)
+                for r in range(1, 6)]
+    results = pb.Results(run_id="r1", state="done", rounds=released, heavy_hitters=[
+        pb.HeavyHitter(item="https://example.com/ab⟨+2 bits⟩…", estimate=80.0, round=5,
+                       truncated=True, bits=60)])
+    monkeypatch.setattr(Recorder, "results", lambda self, run_id: results, raising=False)
+    monkeypatch.setattr(Recorder, "run", lambda self, run_id: pb.Run(
+        run_id=run_id, state="done", config=to_proto(run), eps_local=eps_local), raising=False)
+    assert main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
+                 "results", "r1"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["heavyHitters"][0]["cause"] == NO_MORE_COMPLETION
+    assert shown["completionNote"].startswith(
         "No more than 1 completion round fits the privacy budget: the next would lower "
         "eps_local to within 0.001 (the planner's resolution) of -ln 0.05 = 2.996, where its "
-        "own local epsilon is 0"), note
-    # (a simulation's eps_local is solved at its users, not n_min: the test alone says)
-    assert ran_out_cause(run, eps_local, networked=False) == RAN_OUT
+        "own local epsilon is 0"), shown["completionNote"]
+    # (without the planner, as on the coordinator's event loop, the test alone decides)
+    assert ran_out_cause(run, eps_local) == RAN_OUT
     # (where the planner funds the next round, more rounds extend: eps_agg 4 funds a 2nd)
     from dataclasses import replace
 
     fewer = replace(RunConfig(min_devices=100, eps_agg=4.0), completion_rounds=1)
-    assert ran_out_cause(fewer, open_ledger(fewer).eps_local) == RAN_OUT
+    assert ran_out_cause(fewer, open_ledger(fewer).eps_local, planner=True) == RAN_OUT
