@@ -15,11 +15,12 @@ Indic and Persian words are shown as they are where they do that (``_kept_in_con
 ZWJ (U+200D) between two emoji, a joiner (U+200D, U+200C) between two characters of a script
 that joins (not ``👨\\u200d7``, which read ``👨7``, nor ``👨\\u200c👩``), a variation selector
 after a character that has variants (an emoji, a symbol, an ideograph; not a cased letter, nor
-an ASCII character but a keycap's digit; the text and emoji selectors VS15 and VS16 after no
-letter but ``ℹ``, which alone of them has an emoji form:
-``東\\ufe0f``, ``ש\\ufe0e``, which read ``東`` and ``ש``; VS16 not after an emoji drawn as
-one without it, ``👍\\ufe0f``, which read ``👍``; VS15 only after such an emoji, whose text
-glyph it asks for: ``☺\\ufe0e``, ``→\\ufe0e``, which read ``☺`` and ``→``), a Mongolian
+an ASCII character but a keycap's digit; the text and emoji selectors VS15 and VS16 only
+after a character with emoji variation sequences, ``_EMOJI_VARIANTS``, not ``東\\ufe0f``,
+``ש\\ufe0e``, ``→\\ufe0f``, which read ``東``, ``ש``, ``→``; there VS16 only after one drawn
+as text without it, ``☺️``, not ``👍\\ufe0f``, which read ``👍``, and VS15 only after one
+drawn as an emoji, whose text glyph it asks for, ``👍︎``, not ``☺\\ufe0e``, which read ``☺``),
+a Mongolian
 variation selector in Mongolian, the tag characters of the subdivision flags of England,
 Scotland and Wales. Anywhere else they draw nothing (``a\\u200cb`` read ``ab``) and are
 escaped, as is every other default-ignorable character (the Hangul filler U+3164, the combining
@@ -230,15 +231,13 @@ def _kept_in_context(text: str, i: int) -> bool:
     if 0xFE00 <= ord(char) <= 0xFE0F or 0xE0100 <= ord(char) <= 0xE01EF:
         if before.isascii():  # a keycap (1️⃣): the digit, # or *, VS16, U+20E3
             return before in "0123456789#*" and text[i + 1:i + 2] == _KEYCAP
-        if char in _EMOJI_SELECTORS and unicodedata.category(before).startswith("L"):
-            # (no other letter has an emoji form: 東️ read 東; and ℹ is text without VS15)
-            return before == _INFORMATION and char == _EMOJI_PRESENTATION
-        if char == _TEXT_PRESENTATION:
-            # (text is how a character is drawn without it unless it is an emoji drawn as one:
-            # ☺︎ read ☺, →︎ →; after 👍 it asks for the text glyph, which differs)
-            return _emoji_by_default(before)
-        if char == _EMOJI_PRESENTATION and _emoji_by_default(before):
-            return False  # (drawn as an emoji already: 👍️ read 👍)
+        if char in _EMOJI_SELECTORS:
+            # (a character without an emoji variation sequence is drawn alike with either:
+            # 東️ read 東, →️ →; text is how one is drawn without VS15 unless it is an emoji
+            # drawn as one, ☺︎ read ☺, after 👍 it asks for the text glyph; and VS16 changes
+            # nothing after an emoji drawn as one, 👍️ read 👍)
+            return _emoji_variants(before) and _emoji_by_default(before) == (
+                char == _TEXT_PRESENTATION)
         return before != _EMOJI_PRESENTATION and unicodedata.category(before) not in (
             "Lu", "Ll", "Lt", "Mn", "Me", "Mc", "Zs")
     return False
@@ -326,7 +325,35 @@ def _emoji_by_default(char: str) -> bool:
             and ord(char) not in _WIDE_TEXT_DEFAULT)
 
 
-_INFORMATION = "\u2139"  # ℹ, the one letter with an emoji presentation (ℹ️; UTS #51)
+# The characters that have emoji variation sequences, the only ones VS15 and VS16 act on
+# (Unicode's emoji-variation-sequences.txt, UTS #51; the ASCII ones, keycap bases, apart).
+_EMOJI_VARIANT_RANGES = (
+    "A9 AE 203C 2049 2122 2139 2194-2199 21A9-21AA 231A-231B 2328 23CF 23E9-23F3 "
+    "23F8-23FA 24C2 25AA-25AB 25B6 25C0 25FB-25FE 2600-2604 260E 2611 2614-2615 2618 261D "
+    "2620 2622-2623 2626 262A 262E-262F 2638-263A 2640 2642 2648-2653 265F-2660 2663 "
+    "2665-2666 2668 267B 267E-267F 2692-2697 2699 269B-269C 26A0-26A1 26A7 26AA-26AB "
+    "26B0-26B1 26BD-26BE 26C4-26C5 26C8 26CE-26CF 26D1 26D3-26D4 26E9-26EA 26F0-26F5 "
+    "26F7-26FA 26FD 2702 2705 2708-270D 270F 2712 2714 2716 271D 2721 2728 2733-2734 2744 "
+    "2747 274C 274E 2753-2755 2757 2763-2764 2795-2797 27A1 27B0 27BF 2934-2935 "
+    "2B05-2B07 2B1B-2B1C 2B50 2B55 3030 303D 3297 3299 1F004 1F170-1F171 1F17E-1F17F "
+    "1F202 1F21A 1F22F 1F237 1F30D-1F30F 1F315 1F31C 1F321 1F324-1F32C 1F336 1F378 1F37D "
+    "1F393 1F396-1F397 1F399-1F39B 1F39E-1F39F 1F3A7 1F3AC-1F3AE 1F3C2 1F3C4 1F3C6 "
+    "1F3CA-1F3CE 1F3D4-1F3E0 1F3ED 1F3F3 1F3F5 1F3F7 1F408 1F415 1F41F 1F426 1F43F "
+    "1F441-1F442 1F446-1F449 1F44D-1F44E 1F453 1F46A 1F47D 1F4A3 1F4B0 1F4B3 1F4BB 1F4BF "
+    "1F4CB 1F4DA 1F4DF 1F4E4-1F4E6 1F4EA-1F4ED 1F4F7 1F4F9-1F4FB 1F4FD 1F508 1F50D "
+    "1F512-1F513 1F549-1F54A 1F550-1F567 1F56F-1F570 1F573-1F579 1F587 1F58A-1F58D 1F590 "
+    "1F5A5 1F5A8 1F5B1-1F5B2 1F5BC 1F5C2-1F5C4 1F5D1-1F5D3 1F5DC-1F5DE 1F5E1 1F5E3 1F5E8 "
+    "1F5EF 1F5F3 1F5FA 1F610 1F687 1F68D 1F691 1F694 1F698 1F6AD 1F6B2 1F6B9-1F6BA 1F6BC "
+    "1F6CB 1F6CD-1F6CF 1F6E0-1F6E5 1F6E9 1F6F0 1F6F3")
+_EMOJI_VARIANTS = tuple((int(lo, 16), int(hi or lo, 16)) for lo, _, hi in (
+    part.partition("-") for part in _EMOJI_VARIANT_RANGES.split()))
+_EMOJI_VARIANT_STARTS = [lo for lo, _ in _EMOJI_VARIANTS]
+
+
+def _emoji_variants(char: str) -> bool:
+    """Whether ``char`` has emoji variation sequences (``_EMOJI_VARIANTS``)."""
+    at = bisect.bisect_right(_EMOJI_VARIANT_STARTS, ord(char)) - 1
+    return at >= 0 and ord(char) <= _EMOJI_VARIANTS[at][1]
 _JOINER = "\u200d"
 _SKIN_TONES = range(0x1F3FB, 0x1F400)  # Fitzpatrick modifiers, drawn into the emoji before
 
