@@ -15,6 +15,7 @@ from in_process_coordinator_kit import in_process
 
 from fedhh.rpc import serving
 from fedhh_coordinator import main as coordinator_main
+from fedhh_coordinator.db.interface import StoreUnavailable
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.runner import Runner
 from fedhh_coordinator.store import Store
@@ -51,4 +52,33 @@ def test_a_first_start_holds_nothing_a_restart_with_devices_holds(
     store = Store(tmp_path / "c.sqlite")
     store.add_device(b"h" * 32, b"k" * 32, "device 1")
     store.close()
+    assert len(_holds(tmp_path, monkeypatch)) == 1
+
+
+def test_what_the_hold_needs_is_read_before_serving_begins(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store lost from the moment the server is about to start (a database restarting):
+    the start goes on, the hold asked, and the runner meets the outage as it meets any (it
+    waits for the store). Before, the enrolled devices were read after the server had started
+    (``store.enrollment()``), and the start failed with devices already served."""
+    assert _holds(tmp_path, monkeypatch) == []  # (the first start: the store, its key)
+    store = Store(tmp_path / "c.sqlite")
+    store.add_device(b"h" * 32, b"k" * 32, "device 1")
+    store.close()
+    lost = False
+    bind, transaction = serving.bind, Store._tx
+
+    def binding(*args: object) -> int:
+        nonlocal lost
+        port = bind(*args)  # type: ignore[arg-type]
+        lost = True  # (the server starts next)
+        return port
+
+    def losing(self: Store) -> object:
+        if lost:
+            raise StoreUnavailable("the database connection was lost")
+        return transaction(self)
+
+    monkeypatch.setattr(serving, "bind", binding)
+    monkeypatch.setattr(Store, "_tx", losing)
     assert len(_holds(tmp_path, monkeypatch)) == 1
