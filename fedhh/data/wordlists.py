@@ -166,7 +166,7 @@ def write_item_list(items: list[str], path: str | os.PathLike[str]) -> Path:
         if defect is None and suffix != ".json" and i == 0 and json_user(item):
             defect = "would read back as JSON on the list's first line; write it to a .json file"
         if defect is not None:
-            raise DatasetError(f"item {i} ({item!r}) {defect}")
+            raise DatasetError(f"{out}: item {i + 1} ({item!r}) {defect}")
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(out, "w") as handle:
         if suffix == ".json":

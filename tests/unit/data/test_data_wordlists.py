@@ -60,9 +60,9 @@ def test_item_list_errors(tmp_path: Path, content: bytes, message: str) -> None:
         load_item_list(path)
     with pytest.raises(DatasetError, match="cannot read"):
         load_item_list(tmp_path / "missing.txt")
-    with pytest.raises(DatasetError, match=r"item 1 \('fine '\) ends with whitespace"):
+    with pytest.raises(DatasetError, match=r"item 2 \('fine '\) ends with whitespace"):
         write_item_list(["fine", "fine "], tmp_path / "out.txt")
-    with pytest.raises(DatasetError, match=r"item 0 \('a\\nb'\) holds a line break"):
+    with pytest.raises(DatasetError, match=r"item 1 \('a\\nb'\) holds a line break"):
         write_item_list(["a\nb"], tmp_path / "out.txt")
     assert not (tmp_path / "out.txt").exists()
 

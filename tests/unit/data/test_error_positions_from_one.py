@@ -3,7 +3,8 @@ lines and columns: a JSON-lines item (before, ``line 2: item 1 (3)`` for the sec
 line 2), a .json item list's element, now with the line it begins on (before, ``element 1``
 and no line, in a list written one element a line), and a JSON syntax error in a .json item
 list or a dataset's meta.json (before, Python's ``line 1 column 6 (char 5)``, the third
-position counted from 0)."""
+position counted from 0), and an item ``write_item_list`` refuses, now with the file it was
+to write (before, ``item 0`` for the first, and no file)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from fedhh.data.dataset import from_user_counts, load_dataset, save_dataset
 from fedhh.data.jsonl import import_jsonl
-from fedhh.data.wordlists import load_item_list
+from fedhh.data.wordlists import load_item_list, write_item_list
 from fedhh.errors import DatasetError
 
 
@@ -67,3 +68,16 @@ def test_a_meta_json_that_is_not_json_names_its_line_and_column(tmp_path: Path) 
         load_dataset(root)
     assert str(caught.value) == (f"{root}/meta.json: line {line} column {column}: not valid "
                                  "JSON (Expecting property name enclosed in double quotes)")
+
+
+@pytest.mark.parametrize("name", ["deny.txt", "deny.json"])
+def test_an_item_that_cannot_be_written_is_counted_from_one_and_names_the_file(
+        tmp_path: Path, name: str) -> None:
+    out = tmp_path / name
+    with pytest.raises(DatasetError) as caught:
+        write_item_list(["a", "b", ""], out)
+    assert str(caught.value) == f"{out}: item 3 ('') is empty"
+    with pytest.raises(DatasetError) as caught:
+        write_item_list(["a\nb"], out)
+    assert str(caught.value).startswith(f"{out}: item 1 ('a\\nb') holds a line break")
+    assert not out.exists()

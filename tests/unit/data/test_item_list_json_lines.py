@@ -68,7 +68,7 @@ def test_an_item_list_written_as_json_reads_back(tmp_path: Path, items: list[str
 def test_an_item_list_is_not_written_where_it_would_not_read_back(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="not JSON lines"):
         write_item_list(["the"], tmp_path / "warm.jsonl")
-    with pytest.raises(DatasetError, match=r"item 0 .* would read back as JSON"):
+    with pytest.raises(DatasetError, match=r"item 1 .* would read back as JSON"):
         write_item_list(['["a"]', "b"], tmp_path / "warm.txt")
     assert not list(tmp_path.iterdir())
     path = write_item_list(["b", '["a"]'], tmp_path / "warm.txt")  # (not first: read so)
