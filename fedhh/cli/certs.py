@@ -123,6 +123,31 @@ class Access:
                 f"--group needs a group you belong to)") from None
 
 
+def check_access(access: Access) -> None:
+    """Refuse, before anything is written, an --owner or --group this process cannot give
+    files to: chown to another user needs root, and chgrp a group the caller belongs to (the
+    kernel's rule, without CAP_CHOWN). Before, the CA and the server certificate and key were
+    written first, and the chown of server.key then failed ("cannot give tls/server.key to
+    10001:10001: permission denied"), leaving them there and no secrets."""
+    euid = os.geteuid()
+    if euid == 0 or access == Access():
+        return
+    if access.uid not in (-1, euid):
+        raise ConfigError(
+            f"--owner {access.uid}{'' if access.gid == -1 else f':{access.gid}'} needs root "
+            f"(this is uid {euid}): run `fedhh certs` as root, or give --group "
+            f"{CONTAINER_UID} as a member of that group (docs/networked.md); nothing was "
+            "written")
+    groups = {os.getegid(), *os.getgroups()}
+    if access.gid not in (-1, *groups):
+        option = "--group" if access.uid == -1 else "--owner"
+        raise ConfigError(
+            f"{option}: this user (uid {euid}) is not in group {access.gid} (its groups: "
+            f"{', '.join(map(str, sorted(groups)))}): as root, `groupadd -g {access.gid} fedhh "
+            f"&& usermod -aG fedhh $USER` and log in again, or run `fedhh certs` as root with "
+            f"--owner {CONTAINER_UID}:{CONTAINER_UID}; nothing was written")
+
+
 # Certificates and the public key: readable by every container user, whatever the umask.
 PUBLIC = Access(mode=0o644)
 # The user the image's services run as (deploy/Dockerfile).
@@ -193,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
                           f"{args.device_tokens} --device-tokens: every replica needs some")
     access = access_of(args)
     # Every input is checked before the first write, so that a refusal changes nothing.
+    check_access(access)
     check_folder("--out", args.out, "make a new CA, which the devices and services that "
                  "trust the earlier one's ca.pem refuse")
     for name in TLS_FILES:

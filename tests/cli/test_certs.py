@@ -73,6 +73,32 @@ def test_a_refused_chown_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.
     assert len(err) == 1 and "--owner needs root" in err[0] and "server.key" in err[0]
 
 
+@pytest.mark.parametrize(("given", "said"), [
+    (["--owner", "10001:10001"], "--owner 10001:10001 needs root (this is uid 1000): run "
+                                 "`fedhh certs` as root, or give --group 10001"),
+    (["--group", "10001"], "--group: this user (uid 1000) is not in group 10001 (its groups: "
+                           "1000, 1001): as root, `groupadd -g 10001 fedhh && usermod -aG "
+                           "fedhh $USER` and log in again"),
+    (["--owner", "1000:10001"], "--owner: this user (uid 1000) is not in group 10001"),
+])
+def test_an_owner_or_group_out_of_reach_is_refused_before_anything_is_written(
+        given: list[str], said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Not root, in groups 1000 and 1001. Before, the CA, server.pem and server.key were
+    written, and then the chown of server.key refused ("cannot give tls/server.key to
+    10001:10001: permission denied"), the secrets not written."""
+    monkeypatch.setattr(certs.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(certs.os, "getegid", lambda: 1000)
+    monkeypatch.setattr(certs.os, "getgroups", lambda: [1001])
+    with pytest.raises(SystemExit) as exit_:
+        make(tmp_path, *given)
+    assert exit_.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"fedhh certs: error: {said}") and line.endswith(
+        "; nothing was written"), line
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("value", ["x", "1:y", "-1", "1:2:3"])
 def test_bad_owner_is_refused_by_name(value: str, tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
