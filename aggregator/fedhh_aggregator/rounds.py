@@ -62,6 +62,10 @@ __all__ = ["STOPPED", "AwaitOutcome", "AwaitStatus", "Limits", "Round", "RoundHo
 
 # Rejections that are about timing or membership, not about the message: FAILED_PRECONDITION.
 _NOT_NOW = frozenset({Violation.EARLY, Violation.LATE, Violation.NOT_IN_ROUND})
+# The stage whose request follows a submission, where that does not depend on the round (a
+# table: Stage(stage + 1) was three calls of the enum's, for every device's every message).
+_NEXT_STAGE = {Stage.ADVERTISE_KEYS: Stage.SHARE_KEYS, Stage.SHARE_KEYS: Stage.MASKED_INPUT,
+               Stage.CONSISTENCY_CHECK: Stage.UNMASK}
 STOPPED = "aggregator_stopped"  # abort reason of the rounds running when the service stops
 # The largest legitimate message: a vector chunk (1 MiB) plus its header (session, credentials
 # with the admission's Merkle proof: well under 2 KiB). Share lists stay far below it (k * 112 B).
@@ -411,9 +415,10 @@ class Round:
         """The stage whose request follows a submission for ``stage`` (not UNMASK, the last)."""
         if stage == Stage.MASKED_INPUT:
             return Stage.CONSISTENCY_CHECK if self.config.consistency_check else Stage.UNMASK
-        if stage in (Stage.ADVERTISE_KEYS, Stage.SHARE_KEYS, Stage.CONSISTENCY_CHECK):
-            return Stage(stage + 1)
-        raise ProtocolViolation(Violation.MALFORMED, f"no request follows {stage.name}")
+        after = _NEXT_STAGE.get(stage)
+        if after is None:
+            raise ProtocolViolation(Violation.MALFORMED, f"no request follows {stage.name}")
+        return after
 
     def upload_deadline(self) -> float:
         """Seconds until the masked-input stage's deadline (uploads must finish by then)."""
