@@ -213,6 +213,9 @@ class RoundDriver:
     on_round: RoundCallback | None = None
     on_abort: AbortCallback | None = None
     cancelled: Callable[[], bool] = field(default=lambda: False)
+    # Awaited by the pause after an aborted attempt beside its timer: it returns once a cancel
+    # may have been asked, and ``cancelled`` is asked again. None: the pause runs its length.
+    cancel_asked: Callable[[], Awaitable[object]] | None = None
     # What left the attempts ``resume`` settles open, as their abort reasons begin.
     interrupted_by: str = "the coordinator stopped"
     # How the charge that lets a sum be read is written (``_charge_hook``): given the write,
@@ -255,9 +258,27 @@ class RoundDriver:
                 self._settle_abort(attempt, aborted, self._stored_state(attempt))
                 if self.cancelled():
                     raise RunCancelled("cancelled by the operator") from None
-                await asyncio.sleep(self.retry_delay_s)
+                await self._pause()
                 continue
             return self._advance(attempt, query, state, released)
+
+    async def _pause(self) -> None:
+        """Wait ``retry_delay_s`` before the next attempt, or until a cancel is asked
+        (``cancel_asked``; the loop then ends the run). Before, a cancel waited the pause out,
+        up to ``retry_delay_s`` (the coordinator's: 1 s)."""
+        if self.cancel_asked is None:
+            await asyncio.sleep(self.retry_delay_s)
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.retry_delay_s
+        while not self.cancelled() and (left := until - loop.time()) > 0:
+            # (asyncio.wait, not wait_for: Python 3.11's wait_for can lose a cancel of this
+            # task that comes as the cancel is asked, gh-86296)
+            asked = asyncio.ensure_future(self.cancel_asked())
+            try:
+                await asyncio.wait({asked}, timeout=left)
+            finally:
+                asked.cancel()
 
     async def resume(self, state: TreeState) -> TreeState:
         """Settle every attempt left open or releasing by a previous process; the state after

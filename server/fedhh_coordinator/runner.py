@@ -65,6 +65,9 @@ class Runner:
         self._wake = asyncio.Event()
         self._cancelled: set[str] = set()
         self._cancelled_by: dict[str, str] = {}  # who asked, for the log of the run's end
+        # Set, and replaced, at each cancel: a driver's pause after an aborted attempt waits on
+        # it (``RoundDriver.cancel_asked``).
+        self._cancel_asked = asyncio.Event()
         self.retry_delay_s = 1.0
         # How long an unreachable aggregation service is waited for, before an attempt or
         # once it ran the attempt's round, and the first pause between polls
@@ -96,6 +99,8 @@ class Runner:
         self._cancelled_by.setdefault(run_id, by)
         self._wake.set()
         self.lobby.recheck()
+        self._cancel_asked.set()
+        self._cancel_asked = asyncio.Event()
 
     async def serve(self) -> None:
         """Drive the active runs, oldest first. The database lost for a while (a PostgreSQL
@@ -254,7 +259,8 @@ class Runner:
             ledger=parts.ledger, min_contributors=parts.config.min_devices,
             max_attempts=parts.config.max_attempts, retry_delay_s=self.retry_delay_s,
             on_round=on_round, on_abort=on_abort,
-            cancelled=lambda: run_id in self._cancelled, write_charge=self.write_charge,
+            cancelled=lambda: run_id in self._cancelled,
+            cancel_asked=lambda: self._cancel_asked.wait(), write_charge=self.write_charge,
             interrupted_by=("the store was unavailable" if run_id in self._interrupted
                             else RoundDriver.interrupted_by),
         )
