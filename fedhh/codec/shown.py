@@ -38,6 +38,10 @@ as the atomic chillu (``ൻ``) that has replaced that spelling, wherever it stan
 escaped (``ന്\\u200dറ``, which read as ``ൻറ``), as NFC's changes are below, and the atomic
 letter shows as it is.
 
+A mark after a character shown escaped would draw on the escape's last character (``\\x1b́``,
+``a\\u200b́b``, the accent over the ``b`` of the escape), so it is escaped too
+(``\\x1b\\u0301``).
+
 A nonspacing mark just after the same mark draws over it (``กิิ``, a Thai vowel sign twice,
 read ``กิ``; UTS #39 flags such a repeat), so the repeat is escaped (``กิ\\u0e34``).
 The combining dot above on i, j or another soft-dotted letter draws as the letter's own dot,
@@ -528,6 +532,9 @@ def printable(text: str, cut: bool = False, latin: bool = False) -> str:
         elif (unnormal[i] and _unnormal(char)) or (
                 i == 0 and unicodedata.category(char) in ("Mn", "Mc", "Me")):
             # (a leading mark draws on whatever is before the item: a column's padding)
+            shown.append(_escape(char))
+        elif i and unicodedata.category(char) in ("Mn", "Mc", "Me") and shown[-1] != text[i - 1]:
+            # (after an escape it draws on the escape's last character: \x1b́, \u200b́)
             shown.append(_escape(char))
         elif i and char == text[i - 1] and unicodedata.category(char) == "Mn":
             # (a mark repeated draws over itself: กิิ read กิ, as UTS #39 flags it)
