@@ -155,8 +155,11 @@ class Lobby:
                     remaining, enough = bound - now, len(self._cohort) >= min_size
                 joined = self._joined = asyncio.Event()
                 try:
-                    await asyncio.wait_for(joined.wait(), min(remaining, quiet_s) if enough
-                                           else remaining)
+                    # (asyncio.timeout, not wait_for: Python 3.11's wait_for lost a cancel
+                    # that came as a join woke it, gh-86296, and collect ran out its window)
+                    async with asyncio.timeout(min(remaining, quiet_s) if enough
+                                               else remaining):
+                        await joined.wait()
                 except TimeoutError:
                     if enough:
                         break  # a quiet spell with enough devices in the pool
