@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import json
 import math
 import signal
 import sys
@@ -511,16 +510,23 @@ def open_demo(demo: Any, topo: Any, admin: Any, dataset: Any, users: list[int],
     return enrolled
 
 
+def _quoted_list(shown: list[str]) -> str:
+    """Shown items (``printable``) as a list on one line, each quoted (an item may hold ", "),
+    a quote inside one written ``\\x22``, as ``printable`` writes its escapes. Before, the
+    list was JSON, which doubled the backslash of every escape: ``\\u202eevil`` read
+    ``\\\\u202eevil``, which by the escapes' rule is an item holding a backslash."""
+    return "[" + ", ".join('"' + text.replace('"', "\\x22") + '"' for text in shown) + "]"
+
+
 def close_demo(demo: Any, run: Any, results: Any) -> None:
     """The run's end on the page, and what each browser device did in the terminal."""
     from fedhh.cli.webdemo import summary
 
     demo.say(f"run {run.run_id}: {run.state}; eps_agg spent {run.eps_spent:.3f} over "
              f"{_released(run)}; heavy hitters: "
-             # (as a JSON list: an item may hold ", ")
-             + (json.dumps(printable_rows([(h.item, h.truncated)
-                                           for h in results.heavy_hitters]),
-                           ensure_ascii=False) if results.heavy_hitters else "none"))
+             + (_quoted_list(printable_rows([(h.item, h.truncated)
+                                             for h in results.heavy_hitters]))
+                if results.heavy_hitters else "none"))
     # The page posts a device's last round a moment after the coordinator released it.
     demo.wait_settled(SETTLE_S)
     print("\nbrowser devices (as the page last reported them):")
