@@ -687,7 +687,9 @@ def _print_results(run: Any, results: Any) -> None:
 
         stored = from_proto(run.config)
         code_bits = stored.code_bits(Mode.NETWORK)
-        ran_out = ran_out_cause(stored, run.eps_local)
+        # (the planner asked, as `fedhh admin results` asks it: a console can wait the solve,
+        # up to 1.7 s, that the coordinator's event loop cannot)
+        ran_out = ran_out_cause(stored, run.eps_local, planner=True)
         last = max((r.round for r in run.rounds if r.state == "released"), default=0)
         print(cut_heading(len(results.cut_prefixes)))
         causes = [cut_cause(h.round, h.bits, code_bits, last, ran_out)
@@ -702,7 +704,7 @@ def _print_results(run: Any, results: Any) -> None:
             {r.round: r.threshold for r in run.rounds if r.state == "released"})
         if note:
             print(note)
-        budget = completion_budget_note(stored, run.eps_local, causes)
+        budget = completion_budget_note(stored, run.eps_local, causes, planner=True)
         if budget:
             print(budget)
     widths = sorted({h.bits for h in [*results.heavy_hitters, *results.cut_prefixes]

@@ -166,3 +166,24 @@ def test_where_the_planner_alone_refuses_the_next_round_the_cause_is_the_budget(
 
     fewer = replace(RunConfig(min_devices=100, eps_agg=4.0), completion_rounds=1)
     assert ran_out_cause(fewer, open_ledger(fewer).eps_local, planner=True) == RAN_OUT
+
+
+def test_up_asks_the_planner_where_it_alone_refuses_the_next_round(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """fedhh up's cut list at eps_agg 2.772 (the band above): the cause and the note are the
+    planner's, as `fedhh admin results` gives them. Before, "no rounds left" and no note."""
+    run, eps_local = _planned(eps_agg=2.772)
+    rounds = [pb.RoundSummary(round=r, attempt=1, state="released", participants=100,
+                              prefixes=1, segment_bits=12, domain_size=4096, kept=1)
+              for r in range(1, 7)]
+    reply = SimpleNamespace(run_id="demo", state="done", error="", eps_spent=2.772,
+                            eps_local=eps_local, rounds_released=6, config=to_proto(run),
+                            rounds=rounds)
+    cut = [pb.HeavyHitter(item="https://example…", estimate=85.0, round=6, truncated=True,
+                          bits=60)]
+    _print_results(reply, SimpleNamespace(heavy_hitters=[], cut_prefixes=cut))
+    out = capsys.readouterr().out
+    assert f"(round 6; {NO_MORE_COMPLETION})" in out, out
+    note = completion_budget_note(run, eps_local, [NO_MORE_COMPLETION], planner=True)
+    assert note and "(the planner's resolution)" in note
+    assert note in out, out
