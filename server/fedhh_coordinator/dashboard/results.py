@@ -52,22 +52,26 @@ class Hit:
         return cut_item(self.item) if self.truncated else self.item
 
 
-def heavy_hitters(parts: RunParts, rounds: list[RoundRow]) -> list[Hit]:
-    """The run's heavy hitters in the order of GetResults, each with its standard deviation."""
-    return _hits(parts, rounds, parts.tree.heavy_hitters(parts.state))
+def heavy_hitters(parts: RunParts, rounds: list[RoundRow], ran_out: str | None = None) -> list[Hit]:
+    """The run's heavy hitters in the order of GetResults, each with its standard deviation.
+    ``ran_out``: a truncated row's cause where the rounds ran out on it (``ran_out_cause``,
+    which the caller asked the planner for off the event loop); None: the test alone."""
+    return _hits(parts, rounds, parts.tree.heavy_hitters(parts.state), ran_out)
 
 
-def cut_prefixes(parts: RunParts, rounds: list[RoundRow]) -> list[Hit]:
+def cut_prefixes(parts: RunParts, rounds: list[RoundRow], ran_out: str | None = None) -> list[Hit]:
     """The heavy prefixes the completion rounds could not complete, as GetResults lists them
     apart from the heavy hitters (``PrefixTree.cut_prefixes``): each stands for every item
-    starting so."""
-    return _hits(parts, rounds, parts.tree.cut_prefixes(parts.state))
+    starting so. ``ran_out`` as ``heavy_hitters``'."""
+    return _hits(parts, rounds, parts.tree.cut_prefixes(parts.state), ran_out)
 
 
-def _hits(parts: RunParts, rounds: list[RoundRow], found: list[HeavyHitter]) -> list[Hit]:
+def _hits(parts: RunParts, rounds: list[RoundRow], found: list[HeavyHitter],
+          ran_out: str | None) -> list[Hit]:
     contributors = {r.round: r.participants for r in rounds if r.state == "released"}
     last = max(contributors, default=0)
-    ran_out = ran_out_cause(parts.config, parts.ledger.eps_local)
+    if ran_out is None:
+        ran_out = ran_out_cause(parts.config, parts.ledger.eps_local)
     # (each round's own mechanism: a completion round runs at a smaller share of the budget,
     # whose noise the main rounds' mechanism understated; a truncated row's cause as
     # `fedhh simulate --json` and `fedhh up` give it)

@@ -272,6 +272,7 @@ class Dashboard:
 
     async def run(self, request: web.Request) -> web.Response:
         run_id = self._run_id(request)
+        await self.views.ask_planner(run_id)
         try:
             detail = self.views.run(run_id)
         except NotFoundError:
@@ -288,6 +289,7 @@ class Dashboard:
 
     async def download(self, request: web.Request) -> web.Response:
         run_id = self._run_id(request)
+        await self.views.ask_planner(run_id)
         try:
             detail = self.views.run(run_id)
         except NotFoundError:
@@ -327,6 +329,7 @@ class Dashboard:
 
     async def live_run(self, request: web.Request) -> web.StreamResponse:
         run_id = self._run_id(request)
+        await self.views.ask_planner(run_id)
 
         def regions() -> dict[str, Html]:
             detail = self.views.run(run_id)
