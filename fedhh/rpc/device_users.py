@@ -14,6 +14,7 @@ token and the device's public key are not enough to enroll in its place.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def user_range(text: str, num_users: int) -> range:
     return range(start, end)
 
 
-def tokens_file_error(path: str | Path, error: OSError | UnicodeDecodeError) -> ConfigError:
+def _tokens_file_error(path: str | Path, error: OSError | UnicodeDecodeError) -> ConfigError:
     """Why a tokens file cannot be read. A file that is not ASCII is no tokens file (a dataset
     given in its place, say): said so, where Python's words were "'ascii' codec can't decode
     byte 0xf0 in position 0: ordinal not in range(128)". Its place is counted from 1, the line
@@ -77,14 +78,23 @@ def tokens_file_error(path: str | Path, error: OSError | UnicodeDecodeError) -> 
                        f"{getattr(error, 'strerror', None) or error}")
 
 
+def tokens_file_text(path: str | Path) -> str:
+    """The text of a tokens file, the device's and the coordinator's alike: ASCII, after a
+    leading UTF-8 byte-order mark, which is the file's (an editor's), as every other input
+    file's reader takes it; before, such a file was "line 1: byte 1 of the line is not ASCII
+    (0xef), so this is not a tokens file". A byte not ASCII is placed past the mark, as
+    `fedhh.input_files.not_utf8` places one."""
+    try:
+        return read_whole(path, LIST_FILE_BYTES, "enrollment tokens file").removeprefix(
+            codecs.BOM_UTF8).decode("ascii")
+    except (OSError, UnicodeDecodeError) as error:
+        raise _tokens_file_error(path, error) from None
+
+
 def read_tokens(path: str | Path) -> dict[int, str]:
     """Every token of a tokens file (module docstring), by dataset user; blank lines name no
     user in a keyed file and stand for a user without a token in a positional one."""
-    try:
-        lines = read_whole(path, LIST_FILE_BYTES, "enrollment tokens file").decode(
-            "ascii").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise tokens_file_error(path, error) from None
+    lines = tokens_file_text(path).splitlines()
     fields = [line.split() for line in lines]
     wide = next((i for i, f in enumerate(fields) if len(f) > 2), None)
     if wide is not None:

@@ -34,8 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from fedhh.errors import AuthenticationError, ConfigError, RateLimited
-from fedhh.input_files import LIST_FILE_BYTES, read_whole
-from fedhh.rpc.device_users import enrollment_proof, tokens_file_error
+from fedhh.rpc.device_users import enrollment_proof, tokens_file_text
 from fedhh.secagg.primitives import SIGNATURE_BYTES, ed25519_verify
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh_coordinator.store import Store
@@ -115,10 +114,7 @@ def mint(store: Store, count: int, ttl_s: float | None = None, label: str = "") 
 def import_tokens(store: Store, path: str) -> int:
     """Register the tokens of a file (one per line; blank lines ignored); returns how many
     were new."""
-    try:
-        text = read_whole(path, LIST_FILE_BYTES, "enrollment tokens file").decode("ascii")
-    except (OSError, UnicodeDecodeError) as error:
-        raise tokens_file_error(path, error) from None
+    text = tokens_file_text(path)
     for number, line in enumerate(text.splitlines(), start=1):
         fields = line.split()
         if len(fields) == 2 and fields[0].isdigit():
