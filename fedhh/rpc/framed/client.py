@@ -22,7 +22,10 @@ before the port sent anything: a port of another version, one at its connection 
 the framed ones: a call is the same on both, so a device that cannot reach the port still takes
 part, and tries the port again afterwards. A unary call that found the port unreachable so is
 made on the fallback at once, as a retry would be (on a connection never made its request
-never left; on one closed before the port sent anything it may have arrived).
+never left; on one closed before the port sent anything it may have arrived). The first time
+the port proves unreachable, and again only after the port has been heard from, a stub with a
+fallback logs one warning naming the port: the calls go on over gRPC, so without it an
+operator would not see a firewall dropping the port.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import logging
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -63,6 +67,7 @@ FALLBACK_S = 60.0
 SILENT_LOSS_S = 10.0
 _EMPTY = grpc.aio.Metadata()
 Metadata = tuple[tuple[str, str], ...]
+log = logging.getLogger(__name__)
 
 
 def client_context(ca: str | Path) -> ssl.SSLContext:
@@ -85,14 +90,28 @@ class FramedChannel:
         self._connection: _Connection | None = None
         self._connecting: asyncio.Future[_Connection] | None = None
         self._unreachable_until = 0.0  # (time.monotonic(): the port could not be reached)
+        self.falls_back = False  # (a stub's calls go to its fallback while unreachable)
+        self._warned = False  # (of the port unreachable, and not heard from since)
 
     def unreachable(self) -> bool:
         """Whether the port could not be reached in the last ``FALLBACK_S`` (module
         docstring)."""
         return time.monotonic() < self._unreachable_until
 
-    def mark_unreachable(self) -> None:
+    def mark_unreachable(self, why: str) -> None:
         self._unreachable_until = time.monotonic() + FALLBACK_S
+        if self.falls_back and not self._warned:
+            self._warned = True
+            log.warning("the framed port %s cannot be reached (%s): its calls go over gRPC, to "
+                        "the service's gRPC port, until the port answers (tried again every "
+                        "%g s); a firewall that lets only the gRPC port through does this",
+                        self.address, why, FALLBACK_S)
+
+    def heard(self) -> None:
+        """The port sent a frame: a later unreachable port is told again."""
+        if self._warned:
+            self._warned = False
+            log.info("the framed port %s answers again: its calls go over it", self.address)
 
     def stream(self, method: str, response_type: type[Message], timeout: float | None = None,
                metadata: Metadata = ()) -> FramedCall:
@@ -143,10 +162,13 @@ class FramedChannel:
                     _Connection, self._host, self._port, ssl=self._context,
                     server_hostname=self._host if self._context else None)
         except (OSError, TimeoutError) as error:
-            self.mark_unreachable()
+            self.mark_unreachable(f"no connection in {CONNECT_TIMEOUT_S:g} s"
+                                  if isinstance(error, TimeoutError) else str(error))
             raise ConnectionError(f"cannot reach the framed port {self.address}: "
                                   f"{error}") from None
-        connection.on_silent_loss = self.mark_unreachable
+        connection.on_silent_loss = functools.partial(
+            self.mark_unreachable, "it closed the connection before sending anything")
+        connection.on_heard = self.heard
         self._connection = connection
         return connection
 
@@ -166,6 +188,7 @@ class _Connection(asyncio.Protocol):
         self._made_at = time.monotonic()
         self._heard = False  # (a frame from the port)
         self.on_silent_loss: Callable[[], None] | None = None
+        self.on_heard: Callable[[], None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
@@ -175,7 +198,10 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             for stream_id, kind, payload in self.splitter.feed(data):
-                self._heard = True
+                if not self._heard:
+                    self._heard = True
+                    if self.on_heard is not None:
+                        self.on_heard()
                 call = self.calls.get(stream_id)
                 if call is None:
                     continue  # (a stream this side left)
@@ -414,6 +440,7 @@ class FramedStub:
                  framed: Iterable[str], fallback: Any | None = None) -> None:
         self.channel = channel
         self.fallback = fallback
+        channel.falls_back = fallback is not None
         self._methods: dict[str, Callable[..., Any]] = {}
         by_name = {method.name: method for method in service.methods}
         for name in framed:
