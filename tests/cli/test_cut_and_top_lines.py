@@ -84,13 +84,14 @@ def test_simulate_says_what_top_hides_and_why_each_prefix_is_cut(
 
 
 def test_up_says_why_each_prefix_is_cut(capsys: pytest.CaptureFixture[str]) -> None:
-    config = RunConfig(completion_rounds=4).validate(Mode.NETWORK)
+    config = RunConfig(completion_rounds=4, eps_agg=8.0).validate(Mode.NETWORK)
     rounds = [pb.RoundSummary(round=i, attempt=1, state="released", participants=1000,
                               prefixes=1, segment_bits=16, domain_size=65536, kept=1)
               for i in range(1, 8)]
-    # (at eps_local 5 a 5th completion round would still fit, 5 + ln 0.0125 > 0: the rounds
-    # asked for, not the budget, ran out; test_cause_when_budget_fits_no_completion.py has the
-    # budget's words)
+    # (at eps_local 5 a 5th completion round would still fit, 5 + ln 0.0125 > 0, and the
+    # planner, which fedhh up asks, funds it at eps_agg 8 (at 1, eps_local 5 is no run's and
+    # it refuses): the rounds asked for, not the budget, ran out;
+    # test_cause_when_budget_fits_no_completion.py has the budget's words)
     run = SimpleNamespace(run_id="demo", state="done", error="", eps_spent=1.0, eps_local=5.0,
                           rounds_released=7, config=to_proto(config), rounds=rounds)
     cut = [pb.HeavyHitter(item="https://example…", estimate=285.0, round=7, truncated=True,
