@@ -174,9 +174,12 @@ def warn_cut_deny(cut: list[dict[str, Any]], shown: int = 5, lines: int = 10,
         rest = []
     for entry in ordered:
         also = entry["also_denies"]
+        # (each name isolated: a right-to-left one took the share after it into its direction,
+        # "(40.0%" shown before the item's letters, and two side by side swapped)
         names = ", ".join(
-            printable(other["item"]) + ("" if other["users_holding"] is None
-                                        else f" ({other['users_holding']:.1%} of the users)")
+            isolated(printable(other["item"]))
+            + ("" if other["users_holding"] is None
+               else f" ({other['users_holding']:.1%} of the users)")
             for other in also[:shown]) + (f" and {len(also) - shown:,} more" if len(also) > shown
                                           else "")
         print(f"fedhh simulate: warning: deny-list item {printable(entry['item'])} is longer "

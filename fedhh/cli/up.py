@@ -39,7 +39,7 @@ from fedhh.cli import options
 from fedhh.cli.admin import dropped_completions, run_trim_note
 from fedhh.cli.narrator import Narrator
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
-from fedhh.codec.shown import columns, ljust, printable, printable_rows
+from fedhh.codec.shown import columns, ljust, page_isolated, printable, printable_rows
 from fedhh.config import Mode, RunConfig, codec_value
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError, PrivacyError, StateError
@@ -512,10 +512,13 @@ def open_demo(demo: Any, topo: Any, admin: Any, dataset: Any, users: list[int],
 
 def _quoted_list(shown: list[str]) -> str:
     """Shown items (``printable``) as a list on one line, each quoted (an item may hold ", "),
-    a quote inside one written ``\\x22``, as ``printable`` writes its escapes. Before, the
+    a quote inside one written ``\\x22``, as ``printable`` writes its escapes, and isolated
+    (``page_isolated``: before, two right-to-left items side by side were listed in reverse,
+    the quotes and comma between them taken into their direction). Before, the
     list was JSON, which doubled the backslash of every escape: ``\\u202eevil`` read
     ``\\\\u202eevil``, which by the escapes' rule is an item holding a backslash."""
-    return "[" + ", ".join('"' + text.replace('"', "\\x22") + '"' for text in shown) + "]"
+    return "[" + ", ".join('"' + page_isolated(text.replace('"', "\\x22")) + '"'
+                           for text in shown) + "]"
 
 
 def close_demo(demo: Any, run: Any, results: Any) -> None:

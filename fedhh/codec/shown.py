@@ -105,6 +105,10 @@ word's direction: the row ``שלום  2,666  53  4`` showed as ``4  53  2,666  �
 read as the estimate and the item in the round's column; and a row whose first letter is
 right-to-left it lays out right to left whole. The marks end the item's run and start the row
 left to right, so its columns stay in their order; the item's letters are laid out as before.
+On a web page (the demo page's list, a line of plain text) such an item is set between a
+first-strong isolate and its pop (U+2068, U+2069; ``page_isolated``), what ``<bdi>`` is in
+markup: two right-to-left items side by side took the quotes and the comma between them into
+their direction, so that the line listed them in reverse.
 """
 
 from __future__ import annotations
@@ -116,8 +120,8 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-__all__ = ["columns", "cut_item", "isolated", "ljust", "message_text", "printable",
-           "printable_rows", "rjust"]
+__all__ = ["columns", "cut_item", "isolated", "ljust", "message_text", "page_isolated",
+           "printable", "printable_rows", "rjust"]
 
 ELLIPSIS = "…"  # (as fedhh.codec.codec writes a cut prefix's end)
 
@@ -478,6 +482,16 @@ def isolated(text: str) -> str:
     if text.isascii() or not any(map(_rtl, text)) or _as_written(_LRM) != _LRM:
         return text
     return f"{_LRM}{text}{_LRM}"
+
+
+def page_isolated(text: str) -> str:
+    """``text`` between U+2068 and U+2069 (first-strong isolate, pop directional isolate) when it
+    holds a right-to-left letter, for plain text that a browser lays out (module docstring):
+    the item takes its own direction, its first strong letter's, and what stands around it
+    keeps the line's, as ``<bdi>`` does. Not for a terminal (``isolated``): few lay out the
+    isolates. ``text`` is shown (``printable``): an item's own isolates are escapes, so these
+    two are the page's alone."""
+    return f"\u2068{text}\u2069" if any(map(_rtl, text)) else text
 
 
 def ljust(text: str, width: int) -> str:

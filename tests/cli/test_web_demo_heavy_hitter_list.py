@@ -22,4 +22,4 @@ def test_the_demo_page_lists_the_items_as_the_consoles_show_them() -> None:
     close_demo(demo, run, SimpleNamespace(heavy_hitters=found))
     assert said[0].endswith(
         'heavy hitters: ["\\u202eevil", "say \\x22hi\\x22, bye", "a\\\\b", '
-        '"\u05e9\u05dc\u05d5\u05dd"]')
+        '"\u2068\u05e9\u05dc\u05d5\u05dd\u2069"]')  # (page_isolated)

@@ -189,8 +189,10 @@ def test_a_heavy_hitter_item_renders_as_text(served: Served,
         synced(driver)  # the live stream rendered the table again: that copy is checked too
         shown = driver.execute_script("""
             const cells = [...document.querySelectorAll("table.hits td.item")];
-            return cells.map(c => [c.textContent, c.querySelectorAll("*").length]);""")
-        assert [HTML_ITEM, 0] in shown
+            return cells.map(c => [c.textContent, c.querySelectorAll("*").length,
+                                   c.querySelectorAll("bdi > *").length]);""")
+        # (one element, the <bdi> that isolates the item's direction; none from the item)
+        assert [HTML_ITEM, 1, 0] in shown
         assert problems(driver) == []
     finally:
         # The page's live stream ends with the page: the dashboard's close then has no

@@ -121,12 +121,13 @@ def test_the_dashboard_page_and_csv_tell_them_apart() -> None:
             for i, item in enumerate(("cocoa", COCOA_CYRILLIC))]
     page = str(hits_table("r1", hits))
     assert f'data-item="{COCOA_CYRILLIC}"' in page  # (the filter's copy stays exact)
-    assert f'<td class="item">{ESCAPED}</td>' in page
+    assert f'<td class="item"><bdi>{ESCAPED}</bdi></td>' in page
     cells = [row["item"] for row in csv.DictReader(io.StringIO(hits_csv(hits, [])))]
     assert cells == ["cocoa", ESCAPED]
     # a cut prefix in the list below the heavy hitters, read against them
     cut = [Hit(rank=1, item=CUT, estimate=5.0, std=math.nan, round=2, truncated=True, bits=55)]
-    assert f'<td class="item">{CUT_ESCAPED} <span' in str(hits_table("r1", hits[:1], cut))
+    assert (f'<td class="item"><bdi>{CUT_ESCAPED}</bdi> <span'
+            in str(hits_table("r1", hits[:1], cut)))
     cells = [row["item"] for row in csv.DictReader(io.StringIO(hits_csv(hits[:1], cut)))]
     assert cells == ["cocoa", CUT_ESCAPED]
 

@@ -326,9 +326,13 @@ def _json_escape(c: str) -> str:
 
 def _hit_rows(hits: Sequence[Hit], what: str, beside: Sequence[Hit] = ()) -> Html:
     """The rows of ``hits``, read against those of ``beside``, the other list on the page
-    (``printable_rows``: a cut prefix сос… beside cocoa)."""
+    (``printable_rows``: a cut prefix сос… beside cocoa). The item is isolated (``<bdi>``)
+    from the note after it in its cell: before, a right-to-left cut prefix's ``⟨+N bits⟩…``
+    took the cell's direction and stood right of its letters, at their start, where it read
+    as the item's beginning cut off."""
     rows = join(fmt(
-        '<tr data-item="{item}"><td>{rank}</td><td class="item">{shown}{cut}{note}</td>'
+        '<tr data-item="{item}"><td>{rank}</td><td class="item"><bdi>{shown}</bdi>{cut}{note}'
+        '</td>'
         '<td>{estimate} ± {std}</td><td>{round}</td></tr>',
         rank=h.rank, item=filter_copy(h.text), shown=shown,
         estimate=number(h.estimate, 1),
