@@ -19,10 +19,13 @@ demo on loopback, not a deployment (docs/web-devices.md, "Demo page").
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import math
+import os
 import secrets
+import socket
 import ssl
 import threading
 import time
@@ -39,6 +42,9 @@ HOSTS = ("127.0.0.1", "localhost")  # the names the development certificate cove
 PER_HOST = 5  # a browser's 6 connections per host and port, one to spare
 MAX_WEB_DEVICES = PER_HOST * len(HOSTS)
 MAX_STATUS_BYTES = 256 * 1024
+# A request arrives whole within this (the head deadline of the services' listeners,
+# fedhh.rpc.http_listener, which the command line does not import at its top).
+HEAD_TIMEOUT_S = 10.0
 PROGRESS_LINES = 60
 WAITING = "waiting for another tab"  # demo.ts's state of a device another tab of the page runs
 BOOKS = ROOT / "fedhh" / "codec" / "books"
@@ -248,7 +254,29 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the demo's terminal is for the run
 
+    def handle_one_request(self) -> None:
+        """A request (a connection's TLS handshake, made at its first read, its head and its
+        body) arrives within ``HEAD_TIMEOUT_S``, as the services' listeners want their heads,
+        or the connection is cut. ``timeout`` bounds each read alone: a client that sent a
+        header line every 20 s, never ending its head, held its thread for ever (59 such
+        connections still held theirs after 80 s)."""
+        self._cut = threading.Timer(HEAD_TIMEOUT_S, self._cut_off)
+        self._cut.daemon = True
+        self._cut.start()
+        try:
+            super().handle_one_request()
+        finally:
+            self._cut.cancel()
+
+    def _cut_off(self) -> None:
+        # (through a second descriptor: shutting the TLS socket itself down here would change
+        # its state under the handler's thread, which is reading it)
+        with contextlib.suppress(OSError), \
+                socket.socket(fileno=os.dup(self.connection.fileno())) as other:
+            other.shutdown(socket.SHUT_RDWR)
+
     def _send(self, status: int, body: bytes, kind: str = "text/plain; charset=utf-8") -> None:
+        self._cut.cancel()  # (the answer is bounded by ``timeout`` and its size)
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
