@@ -486,12 +486,15 @@ def isolated(text: str) -> str:
 
 def page_isolated(text: str) -> str:
     """``text`` between U+2068 and U+2069 (first-strong isolate, pop directional isolate) when it
-    holds a right-to-left letter, for plain text that a browser lays out (module docstring):
-    the item takes its own direction, its first strong letter's, and what stands around it
-    keeps the line's, as ``<bdi>`` does. Not for a terminal (``isolated``): few lay out the
-    isolates. ``text`` is shown (``printable``): an item's own isolates are escapes, so these
-    two are the page's alone."""
-    return f"\u2068{text}\u2069" if any(map(_rtl, text)) else text
+    holds a right-to-left letter or an Arabic number (``٣٤``: the neutrals between two such
+    numbers take the right-to-left direction too, so ``"٣٤", "٥٦"`` was drawn swapped), for
+    plain text that a browser lays out (module docstring): the item takes its own direction,
+    its first strong letter's, and what stands around it keeps the line's, as ``<bdi>`` does.
+    Not for a terminal (``isolated``): few lay out the isolates. ``text`` is shown
+    (``printable``): an item's own isolates are escapes, so these two are the page's alone."""
+    if any(_rtl(c) or unicodedata.bidirectional(c) == "AN" for c in text):
+        return f"\u2068{text}\u2069"
+    return text
 
 
 def ljust(text: str, width: int) -> str:
