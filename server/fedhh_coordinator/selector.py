@@ -119,15 +119,19 @@ class SelectorLobby:
             if not self._open and self.connected and self._sent.get(device_id) != round_keys:
                 self._queue(self._presented, device_id, round_keys)
             if not self._open:
+                # (timeouts around the waits, not wait_for: that made a task more of every
+                # device's wait for the opening, and a timer and callbacks more of each wait)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._opened.wait(), wait_s)
+                    async with asyncio.timeout(wait_s):
+                        await self._opened.wait()
             if not (self._open and self.connected):
                 return None
             future = loop.create_future()
             self._pool[device_id] = future
             self._queue(self._joined, device_id, round_keys)
         try:
-            task = await asyncio.wait_for(asyncio.shield(future), until - loop.time())
+            async with asyncio.timeout_at(until):
+                task = await asyncio.shield(future)
         except TimeoutError:
             return None
         self._check_refused(device_id, round_keys)

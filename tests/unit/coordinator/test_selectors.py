@@ -257,6 +257,30 @@ def test_a_selectors_devices_wait_join_and_get_their_tasks_or_none() -> None:
     run(scenario())
 
 
+def test_a_device_waiting_for_the_check_in_is_its_call_alone() -> None:
+    """A device's wait for the check-in to open, then for its task, runs in its call's own
+    task: before, asyncio.wait_for made a task more of each device waiting for the opening (3
+    more for 3 devices), a selector's whole pool of them."""
+    async def scenario() -> None:
+        lobby = SelectorLobby()
+        lobby.attached()
+        mine = len(asyncio.all_tasks())
+        waiting = [asyncio.create_task(lobby.wait_for_task(d, keys(d), 10)) for d in (1, 2, 3)]
+        await asyncio.sleep(0)
+        assert len(asyncio.all_tasks()) == mine + len(waiting)
+        lobby.handle(pb.LeaderMessage(opened=4))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert lobby.pool_size == 3 and len(asyncio.all_tasks()) == mine + len(waiting)
+        lobby.handle(pb.LeaderMessage(tasks=pb.SelectorTasks(
+            checkin=4, tasks={2: pb.SignedTask(task=b"two")}, last=True)))
+        assert await asyncio.gather(*waiting) == [None, pb.SignedTask(task=b"two"), None]
+        # A wait that runs out says none, as before.
+        assert await lobby.wait_for_task(1, keys(1), 0.01) is None
+
+    run(scenario())
+
+
 def test_a_selector_that_loses_the_leader_tells_its_devices_none_and_presents_again() -> None:
     async def scenario() -> None:
         lobby = SelectorLobby()

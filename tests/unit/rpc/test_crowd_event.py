@@ -46,3 +46,23 @@ def test_waits_that_run_out_or_are_cancelled_leave_no_waiter_behind() -> None:
         assert not event._waiters
 
     asyncio.run(main())
+
+
+def test_set_wakes_the_waiters_in_the_order_they_came() -> None:
+    """As asyncio.Event: a selector's devices, woken by the check-in's opening, join it in the
+    order they began to wait. Before, the waiters were a set, woken in their hashes' order."""
+    async def main() -> None:
+        event = CrowdEvent()
+        woken: list[int] = []
+
+        async def wait(i: int) -> None:
+            await event.wait()
+            woken.append(i)
+
+        waiters = [asyncio.create_task(wait(i)) for i in range(200)]
+        await asyncio.sleep(0)
+        event.set()
+        await asyncio.gather(*waiters)
+        assert woken == list(range(200))
+
+    asyncio.run(main())
