@@ -15,11 +15,13 @@
   but not at either end: what an editor shows as ``new york`` may end in a space no one sees
   (or that the editor trims on save), and a deny list that silently named another item than the
   one meant would let that item through, so such a line is refused (`listed_item_defect`), as
-  is one that begins or ends with an invisible direction mark (U+200E, U+200F, U+061C): the
-  console sets a Hebrew or Arabic item between two (`fedhh.codec.shown.isolated`), and an item
-  copied from there would carry them. A file named ``.json`` is read as one JSON array of item
-  strings instead, each item exact (``[" new york", "new york "]``): a JSON-lines dataset's
-  items may begin or end with a space, and the one-a-line form cannot name them.
+  is one that begins or ends with an invisible direction mark (U+200E, U+200F, U+061C) or
+  isolate (U+2066 to U+2069): the console sets a Hebrew or Arabic item between two marks
+  (`fedhh.codec.shown.isolated`), the web demo page between two isolates
+  (`fedhh.codec.shown.page_isolated`), and an item copied from either would carry them. A
+  file named ``.json`` is read as one JSON array of item strings instead, each item exact
+  (``[" new york", "new york "]``): a JSON-lines dataset's items may begin or end with a space,
+  and the one-a-line form cannot name them.
 """
 
 from __future__ import annotations
@@ -120,8 +122,9 @@ def warm_start_list(n: int = 2000) -> list[str]:
     return [word.lower() for word, _ in pairs[:n]]
 
 
-# Left-to-right, right-to-left and Arabic letter marks: none draws anything.
-_DIRECTION_MARKS = "\u200e\u200f\u061c"
+# Left-to-right, right-to-left and Arabic letter marks, and the four isolates: none draws
+# anything.
+_DIRECTION_MARKS = "\u200e\u200f\u061c\u2066\u2067\u2068\u2069"
 
 
 def listed_item_defect(item: str) -> str | None:
@@ -139,8 +142,9 @@ def listed_item_defect(item: str) -> str | None:
         end = "begins" if item[0] in _DIRECTION_MARKS else "ends"
         char = item[0] if end == "begins" else item[-1]
         return (f"{end} with an invisible direction mark ({ascii(char)[1:-1]}), as the "
-                "console sets around a Hebrew or Arabic item (fedhh.codec.shown.isolated): "
-                "copied from there, it names another item; take the item from --json, or "
+                "console and the web demo page set around a Hebrew or Arabic item "
+                "(fedhh.codec.shown.isolated, page_isolated): copied from there, it names "
+                "another item; take the item from --json, or "
                 "delete the mark")
     return None
 

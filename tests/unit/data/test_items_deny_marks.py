@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fedhh.codec.shown import ljust, printable
+from fedhh.codec.shown import ljust, page_isolated, printable
 from fedhh.data.wordlists import load_item_list, write_item_list
 from fedhh.errors import DatasetError
 
@@ -25,7 +25,19 @@ def test_an_item_copied_from_a_console_row_is_refused(tmp_path: Path, item: str)
         load_item_list(path)
 
 
-@pytest.mark.parametrize("mark", ["\u200e", "\u200f", "\u061c"])
+@pytest.mark.parametrize("item", ["שלום", "٣٤"])
+def test_an_item_copied_from_the_web_demo_page_is_refused(tmp_path: Path, item: str) -> None:
+    copied = page_isolated(printable(item))  # (the demo page's list sets it between isolates)
+    assert copied != item
+    path = tmp_path / "deny.txt"
+    path.write_text(f"plain\n{copied}\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"line 2: .* begins with an invisible direction "
+                                           r"mark \(\\u2068\).*web demo page"):
+        load_item_list(path)
+
+
+@pytest.mark.parametrize("mark", ["\u200e", "\u200f", "\u061c", "\u2066", "\u2067", "\u2068",
+                                  "\u2069"])
 def test_direction_marks_at_either_end_are_refused_inside_kept(tmp_path: Path,
                                                                mark: str) -> None:
     for item, end in ((f"{mark}abc", "begins"), (f"abc{mark}", "ends")):
