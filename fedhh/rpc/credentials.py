@@ -4,6 +4,7 @@ its public half is written beside it, ``<file>.pub``, for the aggregator)."""
 
 from __future__ import annotations
 
+import codecs
 import hmac
 import os
 import stat
@@ -99,7 +100,10 @@ def read_secret(path: str | Path | None, env: str, what: str = "secret",
     the file (default ``--<what>-file``)."""
     if path:
         try:
-            value = read_whole(path, SECRET_FILE_BYTES, f"the {what} file").strip()
+            # (a leading UTF-8 byte-order mark is the file's, an editor's, as every other input
+            # file's reader takes it: kept, it was "not printable ASCII text (byte 0xef)")
+            value = read_whole(path, SECRET_FILE_BYTES, f"the {what} file").removeprefix(
+                codecs.BOM_UTF8).strip()
         except OSError as error:
             raise ConfigError(f"cannot read the {what} file {path}: {error.strerror}"
                               f"{permission_remedy(path, error)}") from None

@@ -33,6 +33,19 @@ def test_a_file_that_never_ends_is_read_to_the_bound() -> None:
         read_secret("/dev/zero", "FEDHH_CONTROL_TOKEN", "control token")
 
 
+def test_a_secret_file_saved_with_a_byte_order_mark_reads_as_its_token(tmp_path: Path) -> None:
+    """An editor that writes a UTF-8 byte-order mark (Notepad) made the token file
+    'not printable ASCII text (byte 0xef)'; the mark is the file's, as every other input file's
+    reader takes it. A byte-order mark inside the token is still refused."""
+    token = "ab" * 20
+    path = tmp_path / "admin-token"
+    path.write_bytes(b"\xef\xbb\xbf" + token.encode() + b"\r\n")
+    assert read_secret(path, "FEDHH_ADMIN_TOKEN", "admin token") == token.encode()
+    path.write_bytes(token.encode() + b"\xef\xbb\xbf" + token.encode())
+    with pytest.raises(ConfigError, match=r"not printable ASCII text \(it holds byte 0xef\)"):
+        read_secret(path, "FEDHH_ADMIN_TOKEN", "admin token")
+
+
 def test_a_deny_list_that_never_ends_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     """Before: ``fedhh admin start --deny-list /dev/zero`` died of a MemoryError at 881 MB
     under ``ulimit -v``; without a limit, the OOM killer."""
