@@ -45,6 +45,7 @@ MAX_STATUS_BYTES = 256 * 1024
 # A request arrives whole within this (the head deadline of the services' listeners,
 # fedhh.rpc.http_listener, which the command line does not import at its top).
 HEAD_TIMEOUT_S = 10.0
+TLS_HANDSHAKE = 0x16  # the first byte of every TLS connection (a handshake record)
 PROGRESS_LINES = 60
 WAITING = "waiting for another tab"  # demo.ts's state of a device another tab of the page runs
 BOOKS = ROOT / "fedhh" / "codec" / "books"
@@ -253,6 +254,46 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the demo's terminal is for the run
+
+    def handle(self) -> None:
+        if isinstance(self.connection, ssl.SSLSocket) and self._plain_http_sent_on():
+            return
+        super().handle()
+
+    def _plain_http_sent_on(self) -> bool:
+        """Whether the connection was plain HTTP to the HTTPS page (the address typed with
+        http://), now answered with a redirect to the page and a line naming its https
+        address, or sent nothing within ``HEAD_TIMEOUT_S``. Before, the failed handshake
+        closed it unanswered, which Chromium shows as 'ERR_EMPTY_RESPONSE', not a word of
+        https. The head is read whole first: closing on unread bytes would send a reset the
+        browser shows instead of the answer."""
+        deadline = time.monotonic() + HEAD_TIMEOUT_S
+        # (through a second descriptor: the TLS socket has read nothing, and must not)
+        with socket.socket(fileno=os.dup(self.connection.fileno())) as raw:
+            try:
+                raw.settimeout(HEAD_TIMEOUT_S)
+                first = raw.recv(1, socket.MSG_PEEK)
+                if first and first[0] == TLS_HANDSHAKE:
+                    return False
+                head = first and raw.recv(4096)
+                while head and b"\r\n\r\n" not in head and len(head) < MAX_STATUS_BYTES:
+                    raw.settimeout(max(deadline - time.monotonic(), 0.001))
+                    more = raw.recv(4096)
+                    if not more:
+                        return True
+                    head += more
+                if head:
+                    body = (f"fedhh up's demo page is served over HTTPS: open {self.page.url}"
+                            "\n").encode()
+                    raw.sendall(b"HTTP/1.1 307 Temporary Redirect\r\n"
+                                + f"Location: {self.page.url}\r\n".encode()
+                                + b"Content-Type: text/plain; charset=utf-8\r\n"
+                                + f"Content-Length: {len(body)}\r\n".encode()
+                                + b"Cache-Control: no-store\r\nConnection: close\r\n\r\n"
+                                + body)
+            except OSError:  # (a timeout among them: cut, as a request too slow over TLS is)
+                pass
+        return True
 
     def handle_one_request(self) -> None:
         """A request (a connection's TLS handshake, made at its first read, its head and its

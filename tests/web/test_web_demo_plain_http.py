@@ -1,0 +1,66 @@
+"""The demo page's server (fedhh/cli/webdemo.py, `fedhh up --web-devices`) serves HTTPS; a
+browser that opens its address as http:// is sent to the https address, and told it in words.
+Before, the failed TLS handshake closed the connection unanswered (Chromium: 'This page isn't
+working: 127.0.0.1 didn't send any data. ERR_EMPTY_RESPONSE', not a word of https). Over
+https the page is served as before, and a connection that sends nothing is still cut at the
+head deadline."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fedhh.cli import webdemo
+from fedhh.cli.webdemo import DemoPage
+from fedhh.rpc.tls import TlsFiles, client_context, make_dev_pki
+
+DEADLINE_S = 0.5
+
+
+@pytest.fixture
+def page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DemoPage]:
+    monkeypatch.setattr(webdemo, "HEAD_TIMEOUT_S", DEADLINE_S)
+    (tmp_path / "browser").mkdir()
+    (tmp_path / "browser" / "demo.js").write_text("// the bundle")
+    make_dev_pki(tmp_path / "tls", list(webdemo.HOSTS))
+    context = TlsFiles.from_dir(tmp_path / "tls").server_context("the demo page")
+    with DemoPage(tmp_path, context) as page:
+        yield page
+
+
+def test_the_page_opened_over_http_is_sent_to_its_https_address(page: DemoPage) -> None:
+    assert page.url.startswith("https://")
+    plain = http.client.HTTPConnection("127.0.0.1", page.port, timeout=10)
+    try:
+        plain.request("GET", "/", headers={"X-Padding": "x" * 10_000})  # (a head of 3 reads)
+        answer = plain.getresponse()
+        assert answer.status == 307
+        assert answer.getheader("Location") == page.url
+        assert answer.read().decode() == (f"fedhh up's demo page is served over HTTPS: open "
+                                          f"{page.url}\n")
+    finally:
+        plain.close()
+
+
+def test_the_page_is_served_over_https_as_before(page: DemoPage, tmp_path: Path) -> None:
+    secure = http.client.HTTPSConnection(
+        "localhost", page.port, timeout=10, context=client_context(tmp_path / "tls" / "ca.pem"))
+    try:
+        secure.request("GET", "/demo.js")
+        answer = secure.getresponse()
+        assert (answer.status, answer.read()) == (200, b"// the bundle")
+    finally:
+        secure.close()
+
+
+def test_a_connection_that_sends_nothing_is_cut_at_the_deadline(page: DemoPage) -> None:
+    with socket.create_connection(("127.0.0.1", page.port)) as conn:
+        started = time.monotonic()
+        conn.settimeout(10 * DEADLINE_S)
+        assert conn.recv(1) == b""
+        assert DEADLINE_S <= time.monotonic() - started < 10 * DEADLINE_S
