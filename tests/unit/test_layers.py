@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import functools
+import re
 import shutil
 import tomllib
 from collections import defaultdict
@@ -965,3 +966,51 @@ def test_the_protocol_core_runs_no_event_loop_thread_or_socket(tmp_path: Path) -
     assert sorted(impure_core_imports(tmp_path)) == [
         "fedhh/device/streams.py:1 imports concurrent.futures.Future",
         "fedhh/secagg/server.py:2 imports asyncio"]
+
+
+def drawn_layers(text: str) -> list[str]:
+    """The library layers docs/architecture.md's drawing ("## The layers") names at the start
+    of its rows, lowest first (a row drawn higher is a layer above; within a row, left is
+    higher), the CLI's box left out."""
+    drawing = text.split("## The layers", 1)[1].split("```", 2)[1]
+    rows = [re.match(r"\s*\| (fedhh\.\w+(?:, fedhh\.\w+)*)", line)
+            for line in drawing.splitlines()]
+    names = [name for row in rows if row for name in row.group(1).split(", ")]
+    return [name for name in reversed(names) if name != "fedhh.cli"]
+
+
+def test_the_drawing_of_the_layers_is_the_checked_order() -> None:
+    # The doc says the test holds its drawing's order in LIBRARY; before, the drawing had
+    # no box for fedhh.lazy, fedhh.input_files or fedhh.output_paths, which LIBRARY orders.
+    assert drawn_layers((ROOT / "docs" / "architecture.md").read_text()) == list(LIBRARY)
+    text = ("## The layers\n\n```\n   | fedhh.cli     the CLI |\n   | fedhh.plot, fedhh.rpc x |\n"
+            "   |             above fedhh.codec |\n   | fedhh.codec   codes |\n```\n| fedhh.v1 |\n")
+    assert drawn_layers(text) == ["fedhh.codec", "fedhh.rpc", "fedhh.plot"]
+
+
+# Packages docs/architecture.md says the privacy face loads none of until a name is used (a
+# second of every start that reads a run's budget but never solves one).
+PRIVACY_FACE_DEFERS = ("scipy", "dp_accounting")
+
+
+def loads_of(root: Path, module: str, packages: tuple[str, ...]) -> list[str]:
+    """Each import of ``packages`` that loading ``module`` makes, through the project's modules
+    it loads (at module level, through lazy faces' eager names)."""
+    names = module_names(root)
+    return [f"{names[m].relative_to(root)}:{line} imports {imported}"
+            for m in sorted(loaded_by(root, module))
+            for line, imported in imports(names[m], m, runtime=True, on_load=True)
+            if _within(imported, packages)]
+
+
+def test_the_privacy_face_loads_neither_scipy_nor_dp_accounting(tmp_path: Path) -> None:
+    assert "fedhh.privacy" in loaded_by(ROOT, "fedhh.privacy")
+    assert loads_of(ROOT, "fedhh.privacy", PRIVACY_FACE_DEFERS) == []
+    write_tree(tmp_path, {
+            "fedhh/privacy/__init__.py": "from fedhh.privacy.ledger import Ledger\n",
+            "fedhh/privacy/ledger.py": "from fedhh.privacy import solver\n\n\nclass Ledger:\n"
+                                       "    pass\n",
+            "fedhh/privacy/solver.py": "from scipy.special import ndtr\n\n\ndef f():\n"
+                                       "    import dp_accounting\n"})
+    assert loads_of(tmp_path, "fedhh.privacy", PRIVACY_FACE_DEFERS) == [
+        "fedhh/privacy/solver.py:1 imports scipy.special.ndtr"]
