@@ -529,6 +529,10 @@ def printable(text: str, cut: bool = False, latin: bool = False) -> str:
     # (a cut prefix's joiner before its tail joins nothing: 👨 and a joiner, then …, showed as
     # the cut prefix 👨…, which stands for other items)
     body = text[:_cut_tail(text)] if cut else text
+    # (a cut prefix's own escapes, \\ and \u27e8, are characters of its text here: a mark
+    # after one draws on the escape's last character, as after one printable writes)
+    after_escape = ({m.end() for m in _CUT_ESCAPE.finditer(body)} if cut and "\\" in body
+                    else set())
     # (its own letters, not its tail's: the Latin "bits" of ⟨+2 bits⟩ outnumbered Моск's
     # Cyrillic, which showed escaped as the odd script out)
     foreign = _foreign_letters(body) | (_lookalike_letters(body) if latin else set())
@@ -550,7 +554,8 @@ def printable(text: str, cut: bool = False, latin: bool = False) -> str:
                 i == 0 and unicodedata.category(char) in ("Mn", "Mc", "Me")):
             # (a leading mark draws on whatever is before the item: a column's padding)
             shown.append(_escape(char))
-        elif i and unicodedata.category(char) in ("Mn", "Mc", "Me") and shown[-1] != text[i - 1]:
+        elif i and unicodedata.category(char) in ("Mn", "Mc", "Me") and (
+                shown[-1] != text[i - 1] or i in after_escape):
             # (after an escape it draws on the escape's last character: \x1b́, \u200b́)
             shown.append(_escape(char))
         elif i and char == text[i - 1] and unicodedata.category(char) == "Mn":
