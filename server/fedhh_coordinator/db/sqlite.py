@@ -13,58 +13,12 @@ from typing import Any
 from fedhh.errors import ConfigError
 from fedhh.output_paths import check_parent_folder
 from fedhh_coordinator.db.interface import Cursor, StoreCorrupt, StoreUnavailable, Transaction
-from fedhh_coordinator.db.tables import check_store_tables, no_store_there
+from fedhh_coordinator.db.tables import check_store_tables, no_store_there, store_schema
 
 __all__ = ["SQLITE_SCHEMA", "SqliteDatabase", "check_store_folder"]
 
-SQLITE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS devices (
-    device_id INTEGER PRIMARY KEY AUTOINCREMENT,
-    credential_hash BLOB NOT NULL,
-    identity_key BLOB NOT NULL UNIQUE,
-    label TEXT NOT NULL DEFAULT '',
-    enrolled_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    config TEXT NOT NULL,
-    state TEXT NOT NULL,
-    eps_local REAL NOT NULL,
-    tree TEXT NOT NULL,
-    ledger TEXT NOT NULL,
-    deny_codes TEXT NOT NULL,
-    error TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS rounds (
-    run_id TEXT NOT NULL REFERENCES runs(run_id),
-    round INTEGER NOT NULL,
-    attempt INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    reason TEXT NOT NULL DEFAULT '',
-    participants INTEGER NOT NULL DEFAULT 0,
-    summary TEXT NOT NULL DEFAULT '{}',
-    started_at REAL NOT NULL,
-    finished_at REAL,
-    PRIMARY KEY (run_id, round, attempt)
-);
-CREATE TABLE IF NOT EXISTS enrollment_tokens (
-    token_hash BLOB PRIMARY KEY,
-    label TEXT NOT NULL DEFAULT '',
-    expires_at REAL,
-    used_by INTEGER REFERENCES devices(device_id),
-    used_at REAL
-);
-CREATE TABLE IF NOT EXISTS device_spends (
-    device_id INTEGER NOT NULL REFERENCES devices(device_id),
-    run_id TEXT NOT NULL REFERENCES runs(run_id),
-    eps REAL NOT NULL,
-    delta REAL NOT NULL,
-    charged_at REAL NOT NULL,
-    PRIMARY KEY (device_id, run_id)
-);
-"""
+SQLITE_SCHEMA = store_schema(generated_id="INTEGER PRIMARY KEY AUTOINCREMENT",
+                             device_ref="INTEGER", blob="BLOB", real="REAL")
 
 
 # SQLite's primary result codes for a file that cannot be used for now: busy or locked (another

@@ -7,6 +7,7 @@ other's missing table again, empty, dropping the attempts it held without a word
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
+from string import Template
 
 from fedhh.errors import ConfigError
 
@@ -21,6 +22,67 @@ STORE_COLUMNS: dict[str, frozenset[str]] = {
                                     "used_at"}),
     "device_spends": frozenset({"device_id", "run_id", "eps", "delta", "charged_at"}),
 }
+
+
+# The schema both stores make, in their own words for the four kinds of column that differ
+# (store_schema); written once, so that a column added to one store is in the other.
+_SCHEMA = Template("""
+CREATE TABLE IF NOT EXISTS devices (
+    device_id $generated_id,
+    credential_hash $blob NOT NULL,
+    identity_key $blob NOT NULL UNIQUE,
+    label TEXT NOT NULL DEFAULT '',
+    enrolled_at $real NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    config TEXT NOT NULL,
+    state TEXT NOT NULL,
+    eps_local $real NOT NULL,
+    tree TEXT NOT NULL,
+    ledger TEXT NOT NULL,
+    deny_codes TEXT NOT NULL,
+    error TEXT NOT NULL DEFAULT '',
+    created_at $real NOT NULL,
+    updated_at $real NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rounds (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    round INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    participants INTEGER NOT NULL DEFAULT 0,
+    summary TEXT NOT NULL DEFAULT '{}',
+    started_at $real NOT NULL,
+    finished_at $real,
+    PRIMARY KEY (run_id, round, attempt)
+);
+CREATE TABLE IF NOT EXISTS enrollment_tokens (
+    token_hash $blob PRIMARY KEY,
+    label TEXT NOT NULL DEFAULT '',
+    expires_at $real,
+    used_by $device_ref REFERENCES devices(device_id),
+    used_at $real
+);
+CREATE TABLE IF NOT EXISTS device_spends (
+    device_id $device_ref NOT NULL REFERENCES devices(device_id),
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    eps $real NOT NULL,
+    delta $real NOT NULL,
+    charged_at $real NOT NULL,
+    PRIMARY KEY (device_id, run_id)
+);
+""")
+
+
+def store_schema(*, generated_id: str, device_ref: str, blob: str, real: str) -> str:
+    """The DDL that makes ``STORE_COLUMNS``' tables (each ``IF NOT EXISTS``), given the
+    database's column types: ``generated_id`` the devices' key the database numbers,
+    ``device_ref`` a column naming a device, ``blob`` bytes, ``real`` a float (a Unix time
+    or an epsilon)."""
+    return _SCHEMA.substitute(generated_id=generated_id, device_ref=device_ref, blob=blob,
+                              real=real)
 
 
 def check_store_tables(found: Mapping[str, Set[str]], location: str) -> bool:
