@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import numpy as np
 from google.protobuf.message import Message
@@ -31,6 +32,8 @@ _AWAIT_STATUS = {
 
 # The repeated fields of a device's shares and unmask shares: one by one, and packed.
 _SHARE_ENTRIES = (("shares", "b_shares", "s_shares"), ("dsts", "b_owners", "s_owners"))
+# Each message type's fields of each form (a handful of types: those the calls take).
+_FORMS: dict[Any, tuple[tuple[str, ...], ...]] = {}
 
 
 def check_share_count(round_: Round, message: Message) -> None:
@@ -41,9 +44,19 @@ def check_share_count(round_: Round, message: Message) -> None:
     message of 520,000 empty shares held the worker's event loop 1 to 3 s before the library
     refused it, or found its stage not open. (Each form is counted alone: a message of both
     is refused as such by the converter.)"""
-    fields = message.DESCRIPTOR.fields_by_name
-    count = max(sum(len(getattr(message, name)) for name in form if name in fields)
-                for form in _SHARE_ENTRIES)
+    forms = _FORMS.get(message.DESCRIPTOR)
+    if forms is None:
+        fields = message.DESCRIPTOR.fields_by_name
+        forms = _FORMS[message.DESCRIPTOR] = tuple(
+            tuple(name for name in form if name in fields) for form in _SHARE_ENTRIES)
+    # (loops, not generators: this runs for every device's shares and unmask shares)
+    count = 0
+    for form in forms:
+        entries = 0
+        for name in form:
+            entries += len(getattr(message, name))
+        if entries > count:
+            count = entries
     k = round_.config.k
     if count > k:
         raise ProtocolViolation(Violation.MALFORMED, f"{count} share entries; a device's "
