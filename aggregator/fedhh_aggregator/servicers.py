@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
 import grpc
 
@@ -57,6 +58,10 @@ from fedhh_aggregator.session_stream import parse_message, run_session
 # a signature), two numbers and a digest; a few hundred bytes at the largest cohorts.
 MAX_HEADER_BYTES = 8 * 1024
 
+_M = TypeVar("_M")
+# The device calls whose body comes whole, in one message with the credentials.
+_SignedBody = pb.SubmitSharesRequest | pb.SubmitConsistencyRequest | pb.SubmitUnmaskRequest
+
 
 def _malformed(detail: str) -> ProtocolViolation:
     return ProtocolViolation(Violation.MALFORMED, detail)
@@ -103,12 +108,9 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
     @status_errors
     async def SubmitShares(self, request: pb.SubmitSharesRequest,
                            context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
-        round_ = self._round(request.session_id, "SubmitShares", request.ByteSize())
-        admission = device_admission(round_, request.credentials)
-        check_share_count(round_, request)
-        message = shares_from_pb(admission.device_id, request)
-        device_id = check_call(round_, admission, request.credentials, CallKind.SHARES,
-                               shares_digest(message))
+        round_, device_id, message = self._signed_body(
+            request, "SubmitShares", CallKind.SHARES,
+            lambda _, device: shares_from_pb(device, request), shares_digest)
         accepted = await round_.submit(Stage.SHARE_KEYS, message)
         return await _submitted(round_, device_id, Stage.SHARE_KEYS, accepted,
                                 _wait_budget(request.wait_next_ms, context))
@@ -197,12 +199,11 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
     @status_errors
     async def SubmitConsistency(self, request: pb.SubmitConsistencyRequest,
                                 context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
-        round_ = self._round(request.session_id, "SubmitConsistency", request.ByteSize())
-        admission = device_admission(round_, request.credentials)
-        message = ConsistencyResponse(round_.session_id, admission.device_id,
-                                      bytes(request.signature))
-        device_id = check_call(round_, admission, request.credentials, CallKind.CONSISTENCY,
-                               consistency_digest(message))
+        round_, device_id, message = self._signed_body(
+            request, "SubmitConsistency", CallKind.CONSISTENCY,
+            lambda round_, device: ConsistencyResponse(round_.session_id, device,
+                                                       bytes(request.signature)),
+            consistency_digest)
         accepted = await round_.submit(Stage.CONSISTENCY_CHECK, message)
         return await _submitted(round_, device_id, Stage.CONSISTENCY_CHECK, accepted,
                                 _wait_budget(request.wait_next_ms, context))
@@ -210,13 +211,25 @@ class DeviceServicer(pb_grpc.SecureAggregationServicer):
     @status_errors
     async def SubmitUnmask(self, request: pb.SubmitUnmaskRequest,
                            context: grpc.aio.ServicerContext) -> pb.SubmitResponse:
-        round_ = self._round(request.session_id, "SubmitUnmask", request.ByteSize())
+        round_, _, message = self._signed_body(
+            request, "SubmitUnmask", CallKind.UNMASK,
+            lambda _, device: unmask_from_pb(device, request), unmask_digest)
+        return pb.SubmitResponse(accepted=await round_.submit(Stage.UNMASK, message))
+
+    def _signed_body(self, request: _SignedBody, rpc: str, kind: CallKind,
+                     parse: Callable[[Round, int], _M], digest: Callable[[_M], bytes]
+                     ) -> tuple[Round, int, _M]:
+        """The round, the device and the message (``parse(round, device id)``) of a device
+        call whose body comes whole (shares, a consistency signature, unmask shares), checked
+        in this order: the round, the admission, the share lists' length (before a share is
+        converted: ``check_share_count``; a consistency response has none), the call's
+        signature over the message's ``digest``. Nothing reaches the round before all pass."""
+        round_ = self._round(request.session_id, rpc, request.ByteSize())
         admission = device_admission(round_, request.credentials)
         check_share_count(round_, request)
-        message = unmask_from_pb(admission.device_id, request)
-        check_call(round_, admission, request.credentials, CallKind.UNMASK,
-                   unmask_digest(message))
-        return pb.SubmitResponse(accepted=await round_.submit(Stage.UNMASK, message))
+        message = parse(round_, admission.device_id)
+        device_id = check_call(round_, admission, request.credentials, kind, digest(message))
+        return round_, device_id, message
 
     @status_errors
     async def Session(self, request: AsyncIterator[pb.SessionMessage],
