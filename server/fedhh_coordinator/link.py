@@ -96,8 +96,10 @@ from fedhh_coordinator.store import Store
 log = logging.getLogger(__name__)
 
 # How long an aggregation service that does not answer is waited for before an attempt opens
-# (step 0 of the module docstring), and the longest pause between two of its polls.
+# (step 0 of the module docstring), and the first and the longest pause between two of its
+# polls (each pause doubles the last).
 AGGREGATOR_PATIENCE_S = 600.0
+AGGREGATOR_POLL_S = 0.2
 AGGREGATOR_POLL_MAX_S = 5.0
 # How long a link waits for a lost aggregator to answer again, once it ran the attempt's
 # round, before it gives the attempt up as unknown (and so charged at n_min): the same
@@ -130,7 +132,7 @@ class NetworkLink:
         self.recovery_patience_s = RECOVERY_PATIENCE_S
         self.cancelled = cancelled
         self.aggregator_patience_s = AGGREGATOR_PATIENCE_S
-        self.aggregator_poll_s = 0.2  # the first pause; it doubles up to AGGREGATOR_POLL_MAX_S
+        self.aggregator_poll_s = AGGREGATOR_POLL_S
         self._down_since: float | None = None  # (loop time) the outage under way began
         self._tag: str | None = None  # run_tag of the run, read from the store once
 

@@ -25,7 +25,7 @@ from fedhh_coordinator import metrics
 from fedhh_coordinator.aggregation import AggregatorApi, DeviceAddresses
 from fedhh_coordinator.budgets import LifetimeBudget, RunAdmission, settle_run_charge
 from fedhh_coordinator.db.interface import StoreCorrupt, StoreUnavailable
-from fedhh_coordinator.link import AGGREGATOR_PATIENCE_S, NetworkLink
+from fedhh_coordinator.link import AGGREGATOR_PATIENCE_S, AGGREGATOR_POLL_S, NetworkLink
 from fedhh_coordinator.lobby import Lobby
 from fedhh_coordinator.plans import stored_cohort
 from fedhh_coordinator.progress import Progress
@@ -73,7 +73,7 @@ class Runner:
         # once it ran the attempt's round, and the first pause between polls
         # (``NetworkLink._await_aggregator``, ``NetworkLink._patient_outcome``).
         self.aggregator_patience_s = AGGREGATOR_PATIENCE_S
-        self.aggregator_poll_s = 0.2
+        self.aggregator_poll_s = AGGREGATOR_POLL_S
         # How long the charge before a sum's read is retried while the store is unavailable
         # (``write_charge``), and the first pause between tries.
         self.charge_patience_s = CHARGE_PATIENCE_S
