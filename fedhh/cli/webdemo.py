@@ -277,7 +277,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     return False
                 head = first and raw.recv(4096)
                 while head and b"\r\n\r\n" not in head and len(head) < MAX_STATUS_BYTES:
-                    raw.settimeout(max(deadline - time.monotonic(), 0.001))
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return True
+                    raw.settimeout(left)
                     more = raw.recv(4096)
                     if not more:
                         return True

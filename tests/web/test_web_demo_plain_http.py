@@ -64,3 +64,25 @@ def test_a_connection_that_sends_nothing_is_cut_at_the_deadline(page: DemoPage) 
         conn.settimeout(10 * DEADLINE_S)
         assert conn.recv(1) == b""
         assert DEADLINE_S <= time.monotonic() - started < 10 * DEADLINE_S
+
+
+def test_a_plain_head_sent_a_line_at_a_time_is_cut_at_the_deadline(page: DemoPage) -> None:
+    with socket.create_connection(("127.0.0.1", page.port)) as conn:
+        started = time.monotonic()
+        conn.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        conn.settimeout(DEADLINE_S / 5)
+        answer = b""
+        while time.monotonic() - started < 10 * DEADLINE_S:
+            try:
+                conn.sendall(b"X-Slow: 1\r\n")
+                more = conn.recv(4096)
+            except TimeoutError:
+                continue
+            except ConnectionError:
+                break
+            if not more:
+                break
+            answer += more
+        took = time.monotonic() - started
+    assert answer == b""  # (cut, not answered: its head never ended)
+    assert DEADLINE_S <= took < 10 * DEADLINE_S, took
