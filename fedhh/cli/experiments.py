@@ -134,9 +134,20 @@ _SCHEDULER = re.compile(r"((tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-
 def scheduler_address(text: str) -> str:
     """A Dask scheduler's address: [tcp:// or tls://]HOST:PORT."""
     if not _SCHEDULER.fullmatch(text) or not 0 < int(text.rsplit(":", 1)[1]) < 65536:
-        raise argparse.ArgumentTypeError(f"a scheduler is [tcp://]HOST:PORT, e.g. "
-                                         f"tcp://10.0.0.5:8786, got {text!r}")
+        scheme = text.partition("://")[0].lower() if "://" in text else ""
+        raise argparse.ArgumentTypeError(
+            f"a scheduler is [tcp://]HOST:PORT (or tls://HOST:PORT), e.g. tcp://10.0.0.5:8786, "
+            f"got {text!r}" + _SCHEME_HINTS.get(scheme, ""))
     return text
+
+
+# (the dashboard's http:// link is the one address `dask scheduler` prints as a link)
+_SCHEME_HINTS = {
+    **dict.fromkeys(("http", "https"), ": that is a web page (a scheduler's dashboard?); give "
+                    "the address its log prints as 'Scheduler at:'"),
+    **dict.fromkeys(("ws", "wss", "ucx", "inproc"), ": fedhh connects over tcp:// or tls:// "
+                    "only; start the scheduler with --protocol tcp"),
+}
 
 
 def suite_command(args: argparse.Namespace) -> str:
