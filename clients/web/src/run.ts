@@ -213,9 +213,12 @@ export function checkBrowser(needs: { fetch?: boolean; indexedDb?: boolean } = {
  * a page, that the browser is offline if it knows so, else that a service which does not
  * allow the page's origin looks the same: a browser
  * hides a refused CORS preflight from the page, so a page missing from the services'
- * `--web-origin` saw "Failed to fetch" forever, like a coordinator that is down.
+ * `--web-origin` saw "Failed to fetch" forever, like a coordinator that is down. An https
+ * service's certificate that the browser does not trust fails the same way (the reason only in
+ * the console: a development CA not trusted, or in Firefox a warning accepted for the page's
+ * port alone, where its exceptions are per port), so for an https `url` that is named too.
  */
-export function noAnswerMessage(error: ConnectError): string {
+export function noAnswerMessage(error: ConnectError, url = ""): string {
   const origin = (globalThis as { location?: { origin?: unknown } }).location?.origin;
   if (!transportFailed(error) || typeof origin !== "string") return error.rawMessage;
   // The page's own policy refused the call: its message names the origin to allow.
@@ -225,8 +228,10 @@ export function noAnswerMessage(error: ConnectError): string {
   if ((globalThis as { navigator?: { onLine?: unknown } }).navigator?.onLine === false) {
     return `${error.rawMessage}: this browser is offline`;
   }
-  return `${error.rawMessage}: the service is down or out of reach, or does not allow this ` +
-    `page's origin ${origin} (its --web-origin)`;
+  const certificate = /^https:/i.test(url)
+    ? " its certificate is not one this browser trusts," : "";
+  return `${error.rawMessage}: the service is down or out of reach,${certificate} or it does not ` +
+    `allow this page's origin ${origin} (its --web-origin)`;
 }
 
 /**
@@ -442,7 +447,8 @@ async function run(options: RunDeviceOptions, database: string): Promise<DeviceS
         ...(taskOptions === undefined ? {} : { forTask: (task: Task) => taskOptions(task, n) }),
         onCheckIn: (failures) => tell({ type: "checking-in", failures }),
         onCheckInFailed: (code, error, retryInMs) =>
-          tell({ type: "check-in-failed", code, message: noAnswerMessage(error), retryInMs }),
+          tell({ type: "check-in-failed", code,
+                 message: noAnswerMessage(error, options.coordinatorUrl), retryInMs }),
         onTask: (task) => tell({ type: "task", task }),
         onTaskRefused: (error, refusals, retryInMs) =>
           tell({ type: "task-refused", reason: error.message, refusals, retryInMs }),
@@ -575,7 +581,7 @@ async function enrol(coordinator: Coordinator, identities: IdentityStore,
       const retryInMs = (options.jitter ?? systemJitter)()
         * Math.min(cap, 200 * 2 ** Math.min(failures, 30));
       options.onEvent?.({ type: "enroll-failed", code: codeOf(error),
-                          message: noAnswerMessage(error), retryInMs });
+                          message: noAnswerMessage(error, options.coordinatorUrl), retryInMs });
       await pause(retryInMs, options.signal);
       continue;
     }

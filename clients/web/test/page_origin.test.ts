@@ -20,12 +20,13 @@ import { type DeviceEvent, UnsupportedBrowserError, runDevice } from "../src/run
 
 const scope = globalThis as { location?: { origin: string } };
 
-async function firstFailure(): Promise<{ events: DeviceEvent[]; fetched: number }> {
+async function firstFailure(coordinatorUrl = "https://fedhh.example:7080"
+): Promise<{ events: DeviceEvent[]; fetched: number }> {
   const stop = new AbortController();
   const events: DeviceEvent[] = [];
   let fetched = 0;
   await assert.rejects(runDevice({
-    coordinatorUrl: "https://fedhh.example:7080", enrollmentToken: "ab".repeat(32),
+    coordinatorUrl, enrollmentToken: "ab".repeat(32),
     items: ["a"], identityStore: new MemoryIdentityStore(), budgetStore: new MemoryBudgetStore(),
     signal: stop.signal, jitter: () => 0,
     fetch: async () => { fetched += 1; throw new TypeError("Failed to fetch"); },
@@ -65,8 +66,9 @@ test("a call with no answer names the page's origin as a cause, in a page", asyn
     assert.equal(fetched, 1);
     assert.deepEqual(events, [{
       type: "enroll-failed", code: Code.Unavailable, retryInMs: 0,
-      message: "Failed to fetch: the service is down or out of reach, or does not allow this " +
-               "page's origin https://app.example (its --web-origin)" }]);
+      message: "Failed to fetch: the service is down or out of reach, its certificate is not " +
+               "one this browser trusts, or it does not allow this page's origin " +
+               "https://app.example (its --web-origin)" }]);
   } finally {
     delete scope.location;
   }
@@ -74,6 +76,20 @@ test("a call with no answer names the page's origin as a cause, in a page", asyn
   const { events } = await firstFailure();
   assert.deepEqual(events.map((e) => e.type === "enroll-failed" ? e.message : e.type),
                    ["Failed to fetch"]);
+});
+
+test("a call with no answer from a plain-http service names no certificate", async () => {
+  // (an https service's untrusted certificate fails as "Failed to fetch" too, its reason in
+  // the console alone: before, the page was told only of a service down or an origin refused)
+  scope.location = { origin: "http://localhost:8000" };
+  try {
+    const { events } = await firstFailure("http://localhost:7080");
+    assert.deepEqual(events.map((e) => e.type === "enroll-failed" ? e.message : e.type), [
+      "Failed to fetch: the service is down or out of reach, or it does not allow this page's " +
+      "origin http://localhost:8000 (its --web-origin)"]);
+  } finally {
+    delete scope.location;
+  }
 });
 
 test("a call with no answer from a browser that knows it is offline says so, not the origin", async () => {
