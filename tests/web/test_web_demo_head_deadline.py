@@ -22,11 +22,9 @@ DEADLINE_S = 0.5
 
 
 @pytest.fixture
-def page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DemoPage]:
+def page(demo_dist: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DemoPage]:
     monkeypatch.setattr(webdemo, "HEAD_TIMEOUT_S", DEADLINE_S)
-    (tmp_path / "browser").mkdir()
-    (tmp_path / "browser" / "demo.js").write_text("// the bundle")
-    with DemoPage(tmp_path, None) as page:
+    with DemoPage(demo_dist, None) as page:
         yield page
 
 

@@ -23,13 +23,11 @@ DEADLINE_S = 0.5
 
 
 @pytest.fixture
-def page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DemoPage]:
+def page(demo_dist: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DemoPage]:
     monkeypatch.setattr(webdemo, "HEAD_TIMEOUT_S", DEADLINE_S)
-    (tmp_path / "browser").mkdir()
-    (tmp_path / "browser" / "demo.js").write_text("// the bundle")
-    make_dev_pki(tmp_path / "tls", list(webdemo.HOSTS))
-    context = TlsFiles.from_dir(tmp_path / "tls").server_context("the demo page")
-    with DemoPage(tmp_path, context) as page:
+    make_dev_pki(demo_dist / "tls", list(webdemo.HOSTS))
+    context = TlsFiles.from_dir(demo_dist / "tls").server_context("the demo page")
+    with DemoPage(demo_dist, context) as page:
         yield page
 
 
@@ -47,9 +45,9 @@ def test_the_page_opened_over_http_is_sent_to_its_https_address(page: DemoPage) 
         plain.close()
 
 
-def test_the_page_is_served_over_https_as_before(page: DemoPage, tmp_path: Path) -> None:
+def test_the_page_is_served_over_https_as_before(page: DemoPage, demo_dist: Path) -> None:
     secure = http.client.HTTPSConnection(
-        "localhost", page.port, timeout=10, context=client_context(tmp_path / "tls" / "ca.pem"))
+        "localhost", page.port, timeout=10, context=client_context(demo_dist / "tls" / "ca.pem"))
     try:
         secure.request("GET", "/demo.js")
         answer = secure.getresponse()
