@@ -8,8 +8,10 @@ every long item came back cut, and each read "no rounds left"."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from _admin_recorder import Recorder
@@ -76,9 +78,11 @@ def test_rounds_that_would_fit_keep_the_old_words() -> None:
     assert ran_out_cause(RunConfig(completion_rounds=0), 0.0) == RAN_OUT
 
 
-def test_admin_results_name_the_budget(recorder: Path, monkeypatch: pytest.MonkeyPatch,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
-    run, eps_local = _planned()
+def _admin_results(run: RunConfig, eps_local: float, recorder: Path,
+                   monkeypatch: pytest.MonkeyPatch,
+                   capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """What `fedhh admin results r1` prints for a done run of ``run``, five rounds released and
+    one cut prefix in the last."""
     released = [pb.RoundSummary(round=r, attempt=1, state="released", participants=100)
                 for r in range(1, 6)]
     results = pb.Results(run_id="r1", state="done", rounds=released, heavy_hitters=[
@@ -89,7 +93,14 @@ def test_admin_results_name_the_budget(recorder: Path, monkeypatch: pytest.Monke
         run_id=run_id, state="done", config=to_proto(run), eps_local=eps_local), raising=False)
     assert main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
                  "results", "r1"]) == 0
-    shown = json.loads(capsys.readouterr().out)
+    shown: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return shown
+
+
+def test_admin_results_name_the_budget(recorder: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    run, eps_local = _planned()
+    shown = _admin_results(run, eps_local, recorder, monkeypatch, capsys)
     assert shown["heavyHitters"][0]["cause"] == NO_COMPLETION
     assert shown["completionNote"] == completion_budget_note(run, eps_local, [NO_COMPLETION])
 
@@ -143,17 +154,7 @@ def test_where_the_planner_alone_refuses_the_next_round_the_cause_is_the_budget(
                                                     completion_rounds=2), open_ledger,
                                           lambda ledger: ledger.eps_local)
     assert asked_more.completion() == 1
-    released = [pb.RoundSummary(round=r, attempt=1, state="released", participants=100)
-                for r in range(1, 6)]
-    results = pb.Results(run_id="r1", state="done", rounds=released, heavy_hitters=[
-        pb.HeavyHitter(item="https://example.com/ab⟨+2 bits⟩…", estimate=80.0, round=5,
-                       truncated=True, bits=60)])
-    monkeypatch.setattr(Recorder, "results", lambda self, run_id: results, raising=False)
-    monkeypatch.setattr(Recorder, "run", lambda self, run_id: pb.Run(
-        run_id=run_id, state="done", config=to_proto(run), eps_local=eps_local), raising=False)
-    assert main(["admin", "--coordinator", "127.0.0.1:7000", "--token-file", str(recorder),
-                 "results", "r1"]) == 0
-    shown = json.loads(capsys.readouterr().out)
+    shown = _admin_results(run, eps_local, recorder, monkeypatch, capsys)
     assert shown["heavyHitters"][0]["cause"] == NO_MORE_COMPLETION
     assert shown["completionNote"].startswith(
         "No more than 1 completion round fits the privacy budget: the next would lower "
@@ -162,8 +163,6 @@ def test_where_the_planner_alone_refuses_the_next_round_the_cause_is_the_budget(
     # (without the planner, as on the coordinator's event loop, the test alone decides)
     assert ran_out_cause(run, eps_local) == RAN_OUT
     # (where the planner funds the next round, more rounds extend: eps_agg 4 funds a 2nd)
-    from dataclasses import replace
-
     fewer = replace(RunConfig(min_devices=100, eps_agg=4.0), completion_rounds=1)
     assert ran_out_cause(fewer, open_ledger(fewer).eps_local, planner=True) == RAN_OUT
 
