@@ -18,6 +18,7 @@ from fedhh.config import RunConfig
 from fedhh.server import causes
 from fedhh.server.causes import NO_COMPLETION, NO_MORE_COMPLETION, completion_budget_note
 from fedhh.server.prefixtree import Found, TreeState
+from fedhh_coordinator.dashboard.views import Views
 from fedhh_coordinator.runs import RunParts, create_run
 from fedhh_coordinator.store import Store
 
@@ -100,3 +101,34 @@ def test_where_the_planner_alone_refuses_the_next_round_the_dashboard_asks_it_of
     assert note and "(the planner's resolution)" in note
     assert shown["completion_note"] == note
     assert html.escape(note) in page.decode()
+
+
+def test_requests_that_come_while_the_planner_solves_await_that_solve(
+        served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three requests for a run's page at once: one solve, not three (each of up to 1.7 s in
+    a thread of its own: before, ``ask_planner`` kept the answer only once a solve ended)."""
+    solves: list[tuple[Any, ...]] = []
+    solve = causes._solver_refuses.__wrapped__  # (uncached: each call counted)
+
+    def solver(*args: Any) -> bool:
+        solves.append(args)
+        return bool(solve(*args))
+
+    monkeypatch.setattr(causes, "_solver_refuses", solver)
+    _run_to_its_end(served, RunConfig(min_devices=100, eps_agg=2.772), "band")
+
+    async def ask(times: int) -> tuple[str, str]:
+        store = Store(served.db)
+        try:
+            views = Views(store, None, None, None, None)  # type: ignore[arg-type]
+            await asyncio.gather(*(views.ask_planner("band") for _ in range(times)))
+            return views._planned["band"]  # (what ``run`` then gives)
+        finally:
+            store.close()
+
+    alone = asyncio.run(ask(1))
+    one_solve = len(solves)
+    assert one_solve
+    together = asyncio.run(ask(3))
+    assert len(solves) == 2 * one_solve, len(solves)
+    assert together == alone and "(the planner's resolution)" in alone[1]

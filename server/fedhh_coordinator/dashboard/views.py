@@ -186,6 +186,8 @@ class Views:
         # run id -> ``_budget_words`` with the planner (``ask_planner``): a run's config and
         # eps_local are fixed when it is created, so its answer never changes
         self._planned: dict[str, tuple[str, str]] = {}
+        # run id -> its solve under way: the requests that come meanwhile await that one
+        self._solving: dict[str, asyncio.Future[tuple[str, str]]] = {}
 
     # ---- runs ------------------------------------------------------------------------------
     def _line(self, row: RunRow, now: float, times: RunTimes | None) -> RunLine:
@@ -222,15 +224,24 @@ class Views:
         completion round, so that ``run`` gives a cut prefix's cause and the budget note as
         `fedhh admin results` does (before, "no rounds left" at eps_agg 2.7705 to 2.7735 at
         n_min 100). One solve takes up to 1.7 s: a thread's, not the event loop's, where the
-        devices' calls are served. A run not found or damaged is left to ``run`` to say."""
+        devices' calls are served, and one a run however many requests come while it runs
+        (each started its own before). A request that goes away leaves the solve to the others
+        (shielded). A run not found or damaged is left to ``run`` to say."""
         if run_id in self._planned:
             return
-        try:
-            row = self.store.run(run_id)
-            config, eps_local = stored_config(row), stored_ledger(row).eps_local
-        except (NotFoundError, StoreDamaged):
-            return
-        self._planned[run_id] = await asyncio.to_thread(_budget_words, config, eps_local, True)
+        solving = self._solving.get(run_id)
+        if solving is None:
+            try:
+                row = self.store.run(run_id)
+                config, eps_local = stored_config(row), stored_ledger(row).eps_local
+            except (NotFoundError, StoreDamaged):
+                return
+            solving = asyncio.ensure_future(
+                asyncio.to_thread(_budget_words, config, eps_local, True))
+            self._solving[run_id] = solving
+            solving.add_done_callback(lambda _: self._solving.pop(run_id, None))
+        words = await asyncio.shield(solving)
+        self._planned[run_id] = words
 
     def run(self, run_id: str) -> RunDetail:
         """One run (NotFoundError if there is none of that id); its budget words the planner's
