@@ -238,6 +238,7 @@ class FleetStats:
     tasks: int = 0
     completed: int = 0
     dropped: int = 0
+    late: int = 0  # a stage closed before the device's message, its masked input not in
     failed: int = 0
     report_seconds: list[float] = field(default_factory=list)
     outcome_seconds: dict[str, list[float]] = field(default_factory=dict)
@@ -547,6 +548,8 @@ class Fleet:
             self.stats.completed += 1
         elif outcome == "dropped":
             self.stats.dropped += 1
+        elif outcome == "late":
+            self.stats.late += 1
         else:
             self.stats.failed += 1
 

@@ -251,7 +251,7 @@ def write_stats(path: Path, devices: int, stats: Any) -> None:
     try:
         tmp.write_text(json.dumps({
             "devices": devices, "tasks": stats.tasks, "completed": stats.completed,
-            "dropped": stats.dropped, "failed": stats.failed,
+            "dropped": stats.dropped, "late": stats.late, "failed": stats.failed,
             "report_seconds": stats.report_seconds, "outcome_seconds": stats.outcome_seconds,
             "rpc_seconds": stats.calls.seconds, "rpc_bytes_sent": stats.calls.bytes_sent,
         }))

@@ -25,7 +25,9 @@ class FleetCollector(Collector):
                 ("tasks", "Tasks received", stats.tasks),
                 ("completed", "Tasks whose unmask shares were accepted", stats.completed),
                 ("dropped", "Tasks on which a device dropped out (--drop-rate)", stats.dropped),
-                ("failed", "Tasks that ended otherwise (aborted, refused, late, unreachable)",
+                ("late", "Tasks on which a stage closed before the device's message, its "
+                         "masked input not in (the round went on without it)", stats.late),
+                ("failed", "Tasks that ended otherwise (aborted, refused, unreachable)",
                  stats.failed)):
             yield CounterMetricFamily(f"fedhh_device_{name}", text, value=value)
 

@@ -206,7 +206,10 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
                                  transport: Transport | None = None,
                                  opening: asyncio.Semaphore | None = None,
                                  computing: ComputeTurns | None = None) -> str:
-    """Run the round; returns "completed", "dropped" or "failed". ``ones``: the report, or
+    """Run the round; returns "completed", "dropped", "late" (a stage closed before the
+    device's message, its masked input not in: the round went on without it, as a secure
+    aggregation round goes on without a device that dropped out) or "failed". ``ones``: the
+    report, or
     what makes it (and spends the device's budget on it), awaited only once the round's
     config has passed the device's checks and floors, so that a round the device refuses
     costs it nothing (a coordinator sending configs below the devices' floors drained their
@@ -261,5 +264,5 @@ async def _run(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519Priva
     if result.outcome is ParticipationEnd.DROPPED:
         return "dropped"
     failures.failed(result.outcome.value, result.reached.name, task.secagg_id, result.detail)
-    return "failed"
+    return "late" if result.outcome is ParticipationEnd.LATE else "failed"
 

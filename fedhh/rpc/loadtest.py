@@ -356,6 +356,7 @@ def _report(spec: LoadSpec, run: pb.Run, wall: float, usage: dict[str, dict[str,
                     "reason": r.reason} for r in run.rounds],
         "devices": {"tasks": tasks, "completed": sum(s["completed"] for s in stats),
                     "dropped": sum(s["dropped"] for s in stats),
+                    "late": sum(s["late"] for s in stats),
                     "failed": sum(s["failed"] for s in stats)},
         "rpc_latency_ms": {name: _percentiles(v) for name, v in sorted(rpc.items())},
         "stages": stages,
@@ -383,7 +384,8 @@ def render(report: dict[str, Any]) -> str:
                      f"(check-in + secure aggregation + server) {r['reason']}".rstrip())
     d = report["devices"]
     lines.append(f"  devices: {d['tasks']} tasks, {d['completed']} completed, "
-                 f"{d['dropped']} dropped (injected), {d['failed']} failed")
+                 f"{d['dropped']} dropped (injected), {d['late']} late (a stage closed "
+                 f"before their message, as after a dropout), {d['failed']} failed")
     lines.append(f"  bytes sent per device per round: {report['bytes_per_device_round']:,.0f}")
     if report["stages"]:
         lines.append("  stages at the aggregator(s) (wall s; CPU s of all aggregators / "

@@ -113,6 +113,17 @@ def test_any_other_failure_of_one_task_fails_that_task_not_the_process(
     assert record.exc_info is not None and "no check foresaw" in str(record.exc_info[1])
 
 
+def test_a_task_a_stage_closed_on_is_counted_late_not_failed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    async def cut(*args: Any, **kwargs: Any) -> str:
+        return "late"  # (a stage closed before the device's message: run_secure_aggregation)
+
+    monkeypatch.setattr(fleet_module, "run_secure_aggregation", cut)
+    _, fleet = _run_device(_task("uniform"), monkeypatch)
+    stats = fleet.stats
+    assert (stats.tasks, stats.completed, stats.late, stats.failed) == (1, 0, 1, 0)
+
+
 def test_make_report_refuses_an_unknown_selection_with_a_config_error() -> None:
     data = DeviceData(("apple",), np.array([1]))
     for selection in ("greedy", "", "Uniform"):

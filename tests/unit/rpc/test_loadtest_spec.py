@@ -95,3 +95,21 @@ def test_the_combiner_takes_the_rounds_its_workers_take(
     workers = _max_round_seconds(aggregator.add_arguments, topology.options["workers"])
     combined = _max_round_seconds(combiner.add_arguments, topology.options["combiner"])
     assert combined == workers >= last_deadline_s
+
+
+def test_the_report_counts_late_devices_apart_from_failed_ones() -> None:
+    # A device whose message came after its stage closed (a quiet close on a loaded host) is
+    # late, not failed: the round went on without it (before, both counted as "failed").
+    from fedhh.v1 import coordinator_pb2 as pb
+
+    def stats(late: int, failed: int) -> dict[str, object]:
+        return {"tasks": 100, "completed": 90 - late - failed, "dropped": 10, "late": late,
+                "failed": failed, "rpc_seconds": {}, "rpc_bytes_sent": {}}
+
+    spec = LoadSpec(devices=200, dim=4096, dropout=0.1)
+    report = loadtest._report(spec, pb.Run(state="done"), 1.0, {}, [stats(3, 0), stats(2, 1)],
+                              [])
+    assert report["devices"] == {"tasks": 200, "completed": 174, "dropped": 20, "late": 5,
+                                 "failed": 1}
+    assert ("20 dropped (injected), 5 late (a stage closed before their message, as after a "
+            "dropout), 1 failed") in loadtest.render(report)
