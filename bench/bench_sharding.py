@@ -201,7 +201,8 @@ def summarise(label: str, params: dict[str, Any], report: dict[str, Any], other:
         "label": label, "command": command(params), "state": report["state"],
         "round_s": released[0]["seconds"] if released else None,
         "contributors": released[0]["participants"] if released else 0,
-        "failed_devices": report["devices"]["failed"], "other_cores": other,
+        "failed_devices": report["devices"]["failed"],
+        "late_devices": report["devices"].get("late", 0), "other_cores": other,
         "cpu_s": run_cpu, "worker_cpu_s": workers,
         "per_device_ms": {
             "devices": 1000 * run_cpu.get("devices (all processes)", 0.0) / devices,

@@ -209,8 +209,7 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
     """Run the round; returns "completed", "dropped", "late" (a stage closed before the
     device's message, its masked input not in: the round went on without it, as a secure
     aggregation round goes on without a device that dropped out) or "failed". ``ones``: the
-    report, or
-    what makes it (and spends the device's budget on it), awaited only once the round's
+    report, or what makes it (and spends the device's budget on it), awaited only once the round's
     config has passed the device's checks and floors, so that a round the device refuses
     costs it nothing (a coordinator sending configs below the devices' floors drained their
     lifetime budgets: each refused round was charged its eps_local all the same). ``channel``: the
