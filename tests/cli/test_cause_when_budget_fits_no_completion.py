@@ -123,18 +123,25 @@ def test_simulate_names_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             "eps_local 2.556 + ln 0.05 <= 0") in payload["completion_note"]
 
 
-def test_up_names_the_budget(capsys: pytest.CaptureFixture[str]) -> None:
-    run, eps_local = _planned()
+def _up_output(run: RunConfig, eps_local: float, released: int, eps_spent: float,
+               capsys: pytest.CaptureFixture[str]) -> str:
+    """What `fedhh up` prints at the end of a done run of ``run`` with ``released`` rounds
+    released and one cut prefix in the last."""
     rounds = [pb.RoundSummary(round=r, attempt=1, state="released", participants=100,
                               prefixes=1, segment_bits=12, domain_size=4096, kept=1)
-              for r in range(1, 6)]
-    reply = SimpleNamespace(run_id="demo", state="done", error="", eps_spent=1.0,
-                            eps_local=eps_local, rounds_released=5, config=to_proto(run),
-                            rounds=rounds)
-    cut = [pb.HeavyHitter(item="https://example…", estimate=85.0, round=5, truncated=True,
-                          bits=60)]
+              for r in range(1, released + 1)]
+    reply = SimpleNamespace(run_id="demo", state="done", error="", eps_spent=eps_spent,
+                            eps_local=eps_local, rounds_released=released,
+                            config=to_proto(run), rounds=rounds)
+    cut = [pb.HeavyHitter(item="https://example…", estimate=85.0, round=released,
+                          truncated=True, bits=60)]
     _print_results(reply, SimpleNamespace(heavy_hitters=[], cut_prefixes=cut))
-    out = capsys.readouterr().out
+    return capsys.readouterr().out
+
+
+def test_up_names_the_budget(capsys: pytest.CaptureFixture[str]) -> None:
+    run, eps_local = _planned()
+    out = _up_output(run, eps_local, 5, 1.0, capsys)
     assert f"(round 5; {NO_COMPLETION})" in out
     assert str(completion_budget_note(run, eps_local, [NO_COMPLETION])) in out
 
@@ -172,16 +179,7 @@ def test_up_asks_the_planner_where_it_alone_refuses_the_next_round(
     """fedhh up's cut list at eps_agg 2.772 (the band above): the cause and the note are the
     planner's, as `fedhh admin results` gives them. Before, "no rounds left" and no note."""
     run, eps_local = _planned(eps_agg=2.772)
-    rounds = [pb.RoundSummary(round=r, attempt=1, state="released", participants=100,
-                              prefixes=1, segment_bits=12, domain_size=4096, kept=1)
-              for r in range(1, 7)]
-    reply = SimpleNamespace(run_id="demo", state="done", error="", eps_spent=2.772,
-                            eps_local=eps_local, rounds_released=6, config=to_proto(run),
-                            rounds=rounds)
-    cut = [pb.HeavyHitter(item="https://example…", estimate=85.0, round=6, truncated=True,
-                          bits=60)]
-    _print_results(reply, SimpleNamespace(heavy_hitters=[], cut_prefixes=cut))
-    out = capsys.readouterr().out
+    out = _up_output(run, eps_local, 6, 2.772, capsys)
     assert f"(round 6; {NO_MORE_COMPLETION})" in out, out
     note = completion_budget_note(run, eps_local, [NO_MORE_COMPLETION], planner=True)
     assert note and "(the planner's resolution)" in note
