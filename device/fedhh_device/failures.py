@@ -108,7 +108,7 @@ class RoundFailures:
                      "secagg_id": secagg_id, "outcome": outcome, "stage": stage,
                      self._owner._detail_field: detail, **fields}
             if failed.devices == 1:
-                extra["others"] = ("further devices of this process failing so in this round "
+                extra["others"] = ("further devices of this process ending so in this round "
                                    "are logged at debug level, and counted once it has moved on")
                 self._owner._log.warning(self._owner._message, extra=extra)
             else:

@@ -114,12 +114,19 @@ class RoundChecks:
 _ROUND_CHECKS = RoundChecks()
 # The failed and the refused rounds of this process's devices, logged once per round and cause.
 _FAILURES = RoundFailures(log)
+# Devices a stage closed on before their message: not failures, the protocol goes on without
+# them as without a dropout (run_secure_aggregation's "late"); logged apart so that a loaded
+# host's stragglers do not read as "secure aggregation failed".
+_LATE = RoundFailures(log, "late for the round (a stage closed before this device's message; "
+                           "the round goes on without it, as after a dropout)")
 _REFUSALS = RoundFailures(log, "refused the round", detail_field="reason")
 
 
 def log_round_counts() -> None:
-    """Log the counts of the failed and refused rounds not yet counted (as the process stops)."""
+    """Log the counts of the failed, late and refused rounds not yet counted (as the process
+    stops)."""
     _FAILURES.flush()
+    _LATE.flush()
     _REFUSALS.flush()
 
 STAGES = {"advertise": Stage.ADVERTISE_KEYS, "share": Stage.SHARE_KEYS,
@@ -222,10 +229,11 @@ async def run_secure_aggregation(channel: grpc.aio.Channel | Any, task: pb.Task,
         public = key.public_key().public_bytes(serialization.Encoding.Raw,
                                                serialization.PublicFormat.Raw)
     round_key = (task.run_id, task.round, task.attempt)
-    with _FAILURES.of(round_key) as failures, _REFUSALS.of(round_key) as refusals:
+    with (_FAILURES.of(round_key) as failures, _LATE.of(round_key) as late,
+          _REFUSALS.of(round_key) as refusals):
         return await _run(channel, task, key, round_keys, coordinator_public, ones, drop_at,
                           stats, floors, public, rng, transport, opening, computing, failures,
-                          refusals)
+                          late, refusals)
 
 
 async def _run(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519PrivateKey,
@@ -234,7 +242,7 @@ async def _run(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519Priva
                stats: Any, floors: Floors, public: bytes, rng: random.Random | None,
                transport: Transport | None, opening: asyncio.Semaphore | None,
                computing: ComputeTurns | None, failures: RoundFailures.Reporter,
-               refusals: RoundFailures.Reporter) -> str:
+               late: RoundFailures.Reporter, refusals: RoundFailures.Reporter) -> str:
     started = time.perf_counter()
     try:
         signed = SignedConfig(task.round_config, task.round_config_signature)
@@ -262,6 +270,9 @@ async def _run(channel: grpc.aio.Channel | Any, task: pb.Task, key: Ed25519Priva
         return "completed"
     if result.outcome is ParticipationEnd.DROPPED:
         return "dropped"
+    if result.outcome is ParticipationEnd.LATE:
+        late.failed(result.outcome.value, result.reached.name, task.secagg_id, result.detail)
+        return "late"
     failures.failed(result.outcome.value, result.reached.name, task.secagg_id, result.detail)
-    return "late" if result.outcome is ParticipationEnd.LATE else "failed"
+    return "failed"
 

@@ -330,6 +330,10 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
     stream = SessionStream(stub, device, identity_key, admission, retry, rng,
                            stage_deadline_s(device, Stage.UNMASK) + overrun_s, observe, opening)
     current, contributed, uploaded = Stage.ADVERTISE_KEYS, False, False
+    # The stage whose message the aggregator has not answered yet: a refusal that ends the
+    # stream meanwhile is that message's (it comes while the device waits for the next stage's
+    # request, where ``current`` has moved on), as the unary calls' submission reports it.
+    unanswered: Stage | None = None
     sent_at, sent_bytes, sent_as = 0.0, 0, ""
 
     def observed() -> None:
@@ -343,7 +347,7 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
         keys = pb.SessionMessage(keys=keys_to_pb(device.advertise_keys()))
         sent_at, sent_bytes, sent_as = time.perf_counter(), keys.ByteSize(), "AdvertiseKeys"
         await stream.send([keys])
-        previous = Stage.ADVERTISE_KEYS
+        previous = unanswered = Stage.ADVERTISE_KEYS
         for stage in stages:
             current = stage
             give_up_at = stage_deadline_s(device, previous) + overrun_s
@@ -357,6 +361,7 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
                                          "an unmask answer before the unmask shares")
                 if event.WhichOneof("event") == "next" and event.stage == wanted:
                     break  # (anything else is a repeat for a stage already answered)
+            unanswered = None
             observed()
             # The aggregator answers a message only once it accepted it (or an identical
             # copy): the masked input is in, as a unary call's answer would have said.
@@ -390,7 +395,7 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
             sent_as = _AS_CALLS[stage] if len(messages) == 1 else "SubmitMaskedInput"
             await stream.send(messages)
             uploaded = uploaded or stage == Stage.MASKED_INPUT
-            previous = stage
+            previous = unanswered = stage
         while True:
             event = await stream.event(stage_deadline_s(device, Stage.UNMASK) + overrun_s)
             if event.WhichOneof("event") == "unmask":
@@ -406,8 +411,8 @@ async def participate_stream(stub: Any, device: SecAggDevice, ones: np.ndarray, 
         if ended.code is None:
             return given_up(SessionResult(current, ParticipationEnd.TIMED_OUT, contributed,
                                           ended.details), computing, device.session_id)
-        return ended_by_status(current, ended.code, ended.details, contributed, computing,
-                               device.session_id)
+        return ended_by_status(current if unanswered is None else unanswered, ended.code,
+                               ended.details, contributed, computing, device.session_id)
 
 
 def _answer(device: SecAggDevice, answer: pb.AwaitStageResponse, ones: np.ndarray,

@@ -23,6 +23,8 @@ from fedhh_device.timing import CallStats
 
 LOGGER = "fedhh_device.secagg_run"
 UNREACHABLE = "UNAVAILABLE: failed to connect to all addresses (the test's)"
+LATE = ("late for the round (a stage closed before this device's message; the round goes on "
+        "without it, as after a dropout)")
 
 
 class Stats:
@@ -203,7 +205,7 @@ def test_a_device_a_stage_closed_on_is_late_not_failed(
     # (FAILED_PRECONDITION "message rejected (late)"): the round went on without them, as
     # without a dropout, and the load test counted them "failed" (2-62 of 5,000 devices).
     late = "FAILED_PRECONDITION: message rejected (late): SHARE_KEYS has closed"
-    ends[1] = SessionResult(Stage.MASKED_INPUT, ParticipationEnd.LATE, detail=late)
+    ends[1] = SessionResult(Stage.SHARE_KEYS, ParticipationEnd.LATE, detail=late)
     ends[2] = SessionResult(Stage.UNMASK, ParticipationEnd.LATE, contributed=True,
                             detail="FAILED_PRECONDITION: message rejected (late): UNMASK has "
                                    "closed")
@@ -211,6 +213,25 @@ def test_a_device_a_stage_closed_on_is_late_not_failed(
     caplog.set_level(logging.WARNING, LOGGER)
     outcomes = asyncio.run(_devices([_task(u) for u in (1, 2, 3)]))
     assert outcomes == ["late", "completed", "failed"]
-    # (the cut device is still told in the log, with its cause)
-    assert {(r.outcome, r.detail) for r in _lines(caplog, logging.WARNING)} == {  # type: ignore[attr-defined]
-        ("late", late), ("timed_out", "no request")}
+    # The cut device is still told in the log, with its cause and the stage whose message was
+    # refused, as late for the round (which goes on without it) where a failure is a failure.
+    # (Before, both lines read "secure aggregation failed".)
+    lines = {(r.getMessage(), r.outcome, r.stage, r.detail)  # type: ignore[attr-defined]
+             for r in _lines(caplog, logging.WARNING)}
+    assert lines == {(LATE, "late", "SHARE_KEYS", late),
+                     ("secure aggregation failed", "timed_out", "SHARE_KEYS", "no request")}
+
+
+def test_late_devices_alike_are_counted_apart_from_failed_ones(
+        ends: dict[int, SessionResult], caplog: pytest.LogCaptureFixture) -> None:
+    late = "FAILED_PRECONDITION: message rejected (late): SHARE_KEYS has closed"
+    for secagg_id in (1, 2, 3):
+        ends[secagg_id] = SessionResult(Stage.SHARE_KEYS, ParticipationEnd.LATE, detail=late)
+    ends[4] = SessionResult(Stage.SHARE_KEYS, ParticipationEnd.TIMED_OUT, detail="no request")
+    caplog.set_level(logging.WARNING, LOGGER)
+    assert asyncio.run(_devices([_task(u) for u in (1, 2, 3, 4)])) == ["late"] * 3 + ["failed"]
+    summary = next(r for r in _lines(caplog, logging.WARNING)
+                   if getattr(r, "devices", 0) == 3)
+    assert summary.getMessage() == (f"{LATE}: 3 devices of this process in round 3 (attempt 0), "
+                                    "late at SHARE_KEYS")
+    assert len(secagg_run._LATE) == 0

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fedhh.rpc import device_stream
 from fedhh.rpc.aggregator_wire import CHALLENGE_BYTES
 from fedhh.rpc.device_client import participate
 from fedhh.rpc.device_stream import participate_stream
@@ -68,11 +69,11 @@ class _Unary:
 
 
 class _Call:
-    """A session stream: its challenge (the keys ride in the open), then ``answer``."""
+    """A session stream: its challenge (the keys ride in the open), then ``events``."""
 
-    def __init__(self, answer: pb.AwaitStageResponse) -> None:
+    def __init__(self, events: list[pb.SessionEvent]) -> None:
         self.events = [pb.SessionEvent(challenge=b"c" * CHALLENGE_BYTES, keys_in_open=True),
-                       pb.SessionEvent(next=answer, stage=pb.SECAGG_STAGE_SHARE_KEYS)]
+                       *events]
         self.written: list[pb.SessionMessage] = []
 
     async def read(self) -> Any:
@@ -86,22 +87,28 @@ class _Call:
 
 
 class _Stream:
-    def __init__(self, answer: pb.AwaitStageResponse) -> None:
-        self.answer = answer
+    def __init__(self, events: list[pb.SessionEvent]) -> None:
+        self.events = events
 
     def Session(self, timeout: float) -> _Call:
-        return _Call(self.answer)
+        return _Call(self.events)
 
 
-def _over(transport: str, answer: pb.AwaitStageResponse) -> SessionResult:
+def _over(transport: str, answer: pb.AwaitStageResponse | list[pb.SessionEvent]
+          ) -> SessionResult:
+    """How a device ends whose wait for the share-keys request is answered ``answer`` (or,
+    over the stream, whose stream's events after the challenge are ``answer``)."""
     key = Ed25519PrivateKey.generate()
     admission = Admission(1, b"k" * 32, b"c" * 32, b"s" * 32, b"")
     ones = np.array([3], dtype=np.int64)
     if transport == "unary":
+        assert isinstance(answer, pb.AwaitStageResponse)
         run = participate(_Unary(answer), _device(), ones, identity_key=key,
                           admission=admission, transport="unary")
     else:
-        run = participate_stream(_Stream(answer), _device(), ones, identity_key=key,
+        events = answer if isinstance(answer, list) else [
+            pb.SessionEvent(next=answer, stage=pb.SECAGG_STAGE_SHARE_KEYS)]
+        run = participate_stream(_Stream(events), _device(), ones, identity_key=key,
                                  admission=admission, drop_at=None, retry=RetryPolicy(),
                                  overrun_s=0.0, chunk_bytes=1024, rng=random.Random(1),
                                  observe=None)
@@ -122,3 +129,26 @@ def test_an_abort_reports_its_reason(transport: str) -> None:
                                    abort_reason="too_few_devices")
     assert _over(transport, answer) == SessionResult(
         Stage.SHARE_KEYS, ParticipationEnd.ROUND_ABORTED, False, "too_few_devices")
+
+
+def test_a_refused_message_ends_the_stream_at_that_messages_stage(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The share-keys message refused late (its stage closed before it got in) ends the device
+    at SHARE_KEYS, as the unary call that submits it does, though the stream has moved on to
+    wait for the masked-input request when the refusal comes. Before, it said MASKED_INPUT, and
+    the device process logged "late at MASKED_INPUT" for a refused share-keys message."""
+    monkeypatch.setattr(device_stream, "_answer", lambda *args: [pb.SessionMessage()])
+
+    def refused(stage: str) -> pb.SessionEvent:
+        return pb.SessionEvent(refused=pb.SessionRefusal(
+            code=grpc.StatusCode.FAILED_PRECONDITION.value[0],
+            details=f"message rejected (late): {stage} has closed"))
+
+    ready = pb.SessionEvent(next=pb.AwaitStageResponse(status=pb.AWAIT_STATUS_READY),
+                            stage=pb.SECAGG_STAGE_SHARE_KEYS)
+    late = "FAILED_PRECONDITION: message rejected (late): {} has closed"
+    assert _over("stream", [ready, refused("SHARE_KEYS")]) == SessionResult(
+        Stage.SHARE_KEYS, ParticipationEnd.LATE, False, late.format("SHARE_KEYS"))
+    # (the keys, which ride in the open: refused so, the device ends at ADVERTISE_KEYS)
+    assert _over("stream", [refused("ADVERTISE_KEYS")]) == SessionResult(
+        Stage.ADVERTISE_KEYS, ParticipationEnd.LATE, False, late.format("ADVERTISE_KEYS"))
