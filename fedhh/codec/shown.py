@@ -87,6 +87,9 @@ with the ligature ``ﬁ``, ``ｐaypal`` with a fullwidth ``ｐ``: ``\\ufb01nance
 So does an item all of whose letters look like Latin ones (``сосоа``, Cyrillic), unless the
 list it is shown in holds another row it reads as (``cocoa``): then its lookalike letters are
 escaped (``printable_rows``), where the consoles, the dashboard's page and its CSV list items.
+So are the font and width variants of digits and ASCII symbols and the Roman numerals beside
+the row they read as (``１２３``, ``𝟷𝟸𝟹`` beside ``123``, ``Ⅻ`` beside ``XII``:
+``\\uff11\\uff12\\uff13``, ``\\u216b``); alone they show as they are.
 
 Items are kept as written, so ``café`` written with a combining accent (NFD) and with ``é``
 (NFC) are two items that look alike: in an item that is not in NFC, the marks, jamo and
@@ -665,20 +668,39 @@ _READS_AS = str.maketrans(
     "///-----!:::." "agl")
 
 
+@lru_cache(maxsize=4096)
+def _ascii_variant(char: str) -> str | None:
+    """The ASCII text that a digit's, number's or symbol's font, width or compatibility
+    variant reads as, its NFKC form (``𝟷``, ``１``, ``𝟏`` as ``1``; the Roman numeral ``Ⅻ`` as
+    ``XII``; ``＠`` as ``@``); None for any other character. Letters are
+    ``_lookalike_script``'s; the ellipsis, which reads as ``...``, is a cut prefix's mark with
+    its own rule (module docstring)."""
+    if char.isascii() or char == ELLIPSIS or unicodedata.category(char).startswith("L"):
+        return None
+    if unicodedata.decomposition(char).partition(" ")[0] not in ("<font>", "<wide>",
+                                                                "<compat>"):
+        return None  # (a superscript, a circled or a small form draws unlike its base)
+    base = unicodedata.normalize("NFKC", char)
+    return base if base.isascii() and base.isprintable() and not base.isspace() else None
+
+
 def _lookalike_letters(text: str) -> set[int]:
     """The positions of ``text``'s letters of a script that looks like Latin, Latin's own
     but not (``_lookalike_script``), and of the characters that read as others
-    (``_READS_AS``: the Persian digits)."""
+    (``_READS_AS``: the Persian digits; ``_ascii_variant``: ``１``, ``Ⅻ``)."""
     return {i for i, char in enumerate(text)
             if not char.isascii() and (_lookalike_script(char) not in (None, "LATIN")
-                                       or char.translate(_READS_AS) != char)}
+                                       or char.translate(_READS_AS) != char
+                                       or _ascii_variant(char) is not None)}
 
 
 def _reading(text: str) -> str:
     """What ``text`` reads as where lookalike letters read as the Latin ones (``сосоа`` as
-    ``cocoa``, ``ｐａｙｐａｌ`` as ``paypal``)."""
+    ``cocoa``, ``ｐａｙｐａｌ`` as ``paypal``), and variants of ASCII digits and symbols as
+    those (``１２３`` and ``𝟷𝟸𝟹`` as ``123``, ``Ⅻ`` as ``XII``)."""
     text = "".join(unicodedata.normalize("NFKC", char)
-                   if _lookalike_script(char) == _VARIANT else char for char in text)
+                   if _lookalike_script(char) == _VARIANT else _ascii_variant(char) or char
+                   for char in text)
     return text.translate(_READS_AS)
 
 

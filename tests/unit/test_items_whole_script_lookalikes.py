@@ -45,6 +45,20 @@ CUT_ESCAPED = "\\u0441\\u043e\\u0441\\xd0\u27e8+1 bit\u27e9\u2026"
     # Latin letters of IPA that draw as plain ones: all Latin, so no mixed-script escape
     ([("paypal", False), ("p\u0251ypal", False), ("\u0261o", False), ("go", False)],
      ["paypal", "p\\u0251ypal", "\\u0261o", "go"]),
+    # font and width variants of digits and symbols, Roman numerals, beside their NFKC forms'
+    # rows; alone, or beside other rows, as they are; superscripts and circled digits draw
+    # unlike their bases, and a whole item's ellipsis is escaped by its own rule
+    ([("123", False), ("\uff11\uff12\uff13", False), ("\U0001d7f7\U0001d7f8\U0001d7f9", False),
+      ("XII", False), ("\u216b", False), ("\u2161", False), ("\u00b9", False),
+      ("\u2460", False), ("a@b.com", False), ("a\uff20b\uff0ecom", False),
+      ("\uff14\uff15", False), ("x...", False), ("x\u2026", False)],
+     ["123", "\\uff11\\uff12\\uff13", "\\U0001d7f7\\U0001d7f8\\U0001d7f9", "XII", "\\u216b",
+      "\u2161", "\u00b9", "\u2460", "a@b.com", "a\\uff20b\\uff0ecom", "\uff14\uff15",
+      "x...", "x\\u2026"]),
+    ([("\u2160\u2160", False), ("II", False)], ["\\u2160\\u2160", "II"]),
+    # a cut prefix of a mathematical digit read as the parent of 123
+    ([("\U0001d7f7\\xf0\\x9d\\x9f\u2026", True), ("123", False)],
+     ["\\U0001d7f7\\xf0\\x9d\\x9f\u2026", "123"]),
     # cut prefixes, whose text is already written with escapes
     ([("\u0441\u043e\u0441\u043e\u27e8+2 bits\u27e9\u2026", True),
       ("coco\u27e8+2 bits\u27e9\u2026", True)],
@@ -169,13 +183,14 @@ def _printable_rows_brute_force(rows: list[tuple[str, bool]],
 
 def test_printable_rows_flags_exactly_the_rows_the_brute_force_check_does() -> None:
     """Seeded random lists of whole items and cut prefixes over a small alphabet of Latin
-    letters and their lookalikes (Cyrillic, Greek, fullwidth, a division slash), so that many
+    letters and their lookalikes (Cyrillic, Greek, fullwidth, a division slash), a digit and
+    a Roman numeral and theirs (fullwidth; the letter I), so that many
     rows read alike or read as another's beginning; deterministic, no false failures."""
     import random
 
     rng = random.Random(20261204)
     letters = ["c", "o", "a", "p", "/", "\u0441", "\u043e", "\u0430", "\u0440", "\u03bf",
-               "\uff43", "\u2215", "\u0161"]
+               "\uff43", "\u2215", "\u0161", "1", "\uff11", "\u2160", "I"]
     tails = ["\u2026", "\u27e8+1 bit\u27e9\u2026", "\\xd0\u2026", "\\xd0\u27e8+3 bits\u27e9\u2026"]
     flagged_some = 0
     for _ in range(200):
