@@ -254,20 +254,27 @@ class Lobby:
         loop = asyncio.get_running_loop()
         wait_s, until = left, loop.time() + left
         future = self._cohort.get(device_id)
+        # (asyncio.timeout around the waits, not wait_for: Python 3.11's wait_for returns what
+        # it waited for and loses a cancel that comes in the same step, gh-86296, so a call
+        # that went away as the check-in opened still joined the cohort, as a member that
+        # would never get its task)
         if future is None:
             if not self._open:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._opened.wait(), wait_s)
+                    async with asyncio.timeout(wait_s):
+                        await self._opened.wait()
             future = self.join(device_id, round_keys)
             if future is None:
                 if self._open:
                     # Refused by this check-in (full, or the device is not eligible): told once,
                     # when it closes, instead of asking again and again while it stays open.
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._closed.wait(), until - loop.time())
+                        async with asyncio.timeout_at(until):
+                            await self._closed.wait()
                 return None
         try:
-            return await asyncio.wait_for(asyncio.shield(future), wait_s)
+            async with asyncio.timeout(wait_s):
+                return await asyncio.shield(future)
         except TimeoutError:
             return None
 
@@ -336,7 +343,8 @@ async def wait_out_held_task(seat: asyncio.Future[pb.SignedTask | None] | None, 
         task = seat.result()
         if task is not None and hashlib.sha256(task.task).digest() == known:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(round_over.wait(), wait_s)
+                async with asyncio.timeout(wait_s):  # (not wait_for: Lobby.wait_for_task)
+                    await round_over.wait()
             wait_s = until - loop.time()
             if wait_s <= 0 or still_seated():
                 return None

@@ -369,3 +369,92 @@ def test_a_cancel_that_comes_as_a_device_joins_ends_collect() -> None:
         lobby.clear()
 
     run(scenario())
+
+
+class _CancelAt:
+    """A lobby listener that cancels ``task`` when the lobby tells it ``hook``: in the same
+    step as the lobby sets the event the task waits on, as a gRPC handler whose call goes
+    away then is cancelled."""
+
+    def __init__(self, hook: str) -> None:
+        self.hook = hook
+        self.task: asyncio.Task[object] | None = None
+
+    def _told(self, hook: str) -> None:
+        if hook == self.hook and self.task is not None:
+            self.task.cancel()
+
+    def opened(self, checkin: int) -> None:
+        self._told("opened")
+
+    def closed(self, checkin: int) -> None:
+        self._told("closed")
+
+    def delivered(self, checkin: int, tasks: dict[int, pb.SignedTask]) -> None:
+        self._told("delivered")
+
+    def cleared(self, checkin: int) -> None:
+        self._told("cleared")
+
+
+async def _waiting(event: object) -> None:
+    # (a readiness wait: a waiter is on the lobby's event)
+    while not event._waiters:  # type: ignore[attr-defined]
+        await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("hook", ["opened", "closed", "delivered", "cleared"])
+def test_a_cancel_that_comes_as_its_wait_ends_ends_wait_for_task(hook: str) -> None:
+    """A device's GetTask cancelled (its call went away, or a newer call replaced it) in the
+    same step as the event it waits on: the check-in opening, closing on a device it refused,
+    its task delivered, the round it holds a task of cleared. Before, Python 3.11's wait_for
+    returned and lost the cancel (gh-86296, as in Lobby.collect, e64bf6c): a call gone as the
+    check-in opened joined the cohort, as a member that would never get its task, and the
+    others answered the call that was gone or waited on for the next check-in."""
+    async def scenario() -> None:
+        lobby = Lobby()
+        cancel = _CancelAt(hook)
+        lobby.listeners.append(cancel)
+        task = pb.SignedTask(task=b"task-1")
+        collecting: asyncio.Task[list[int]] | None = None
+        if hook != "opened":
+            collecting = asyncio.create_task(lobby.collect(
+                capacity=1, window_s=60, eligible=lambda device_id: device_id != 2))
+            while not lobby.is_open:  # (a readiness wait)
+                await asyncio.sleep(0)
+        if hook == "opened":
+            waiter = asyncio.create_task(lobby.wait_for_task(1, keys(1), 30))
+            await _waiting(lobby._opened)
+        elif hook == "closed":  # (device 2 is refused, and told when the check-in closes)
+            waiter = asyncio.create_task(lobby.wait_for_task(2, keys(2), 30))
+            await _waiting(lobby._closed)
+        else:
+            waiter = asyncio.create_task(lobby.wait_for_task(1, keys(1), 30))
+            assert collecting is not None and await collecting == [1]
+            if hook == "cleared":
+                lobby.deliver({1: task})
+                assert await waiter == task
+                known = hashlib.sha256(task.task).digest()
+                waiter = asyncio.create_task(lobby.wait_for_task(1, keys(1), 30, known))
+                await _waiting(lobby._cleared)
+        cancel.task = waiter
+        if hook == "opened":
+            collecting = asyncio.create_task(lobby.collect(capacity=1, window_s=60))
+        elif hook == "closed":
+            joined = lobby.join(1, keys(1))  # (fills the pool: the check-in closes)
+            assert joined is not None
+        elif hook == "delivered":
+            lobby.deliver({1: task})
+        else:
+            lobby.clear()
+        # (5 s only bounds a failure: the cancel ends the wait in the next steps)
+        await asyncio.wait({waiter}, timeout=5)
+        assert waiter.cancelled()
+        if hook == "opened":
+            assert lobby.cohort_size == 0  # (the call that went away did not join)
+        assert collecting is not None
+        collecting.cancel()
+        await asyncio.gather(collecting, return_exceptions=True)
+        lobby.clear()
+
+    run(scenario())
