@@ -29,7 +29,8 @@ other tag sequence as the black flag alone), private-use characters, noncharacte
 code points of planes 4 to 13, where nothing is assigned (a font draws them as nothing or a
 box: ``\\ue000pua`` read ``pua``), and the format characters that
 draw only on their own script's letters, away from them (the Syriac abbreviation mark, the
-Egyptian hieroglyph format controls: ``a\\U00013430b`` read ``ab``). The replacement character
+Egyptian hieroglyph format controls, the Khitan small script filler: ``a\\U00013430b`` read
+``ab``). The replacement character
 U+FFFD is escaped too (``caf\\ufffd``): it draws, but as what a viewer draws for bytes it could
 not read, and in an item it marks text a decoder lost before the item was counted.
 
@@ -170,27 +171,25 @@ _SUBDIVISION_FLAGS = re.compile("\U0001f3f4\U000e0067\U000e0062(?:"
 
 
 # Format characters that draw only on the letters of their own script, so nothing elsewhere
-# (``a\U00013430b`` read ``ab``): the Syriac abbreviation mark over the Syriac letters after
-# it, and the Egyptian hieroglyph format controls between hieroglyphs.
-_SCRIPT_FORMAT = {0x070F: (0x0710, 0x074F)} | {
-    code: (0x13000, 0x1345F) for code in range(0x13430, 0x13440)}
+# (``a\U00013430b`` read ``ab``), each with its script's span and the sides its letters must
+# stand on: the Syriac abbreviation mark over the Syriac letters after it, the Egyptian
+# hieroglyph format controls between hieroglyphs, and the Khitan small script filler, a mark
+# that places the Khitan character before it in its cluster and draws nothing itself
+# (``a\U00016fe4b`` read ``ab``; a mark, not default-ignorable, so it was shown raw).
+_SCRIPT_FORMAT = {0x070F: (0x0710, 0x074F, (1,)), 0x16FE4: (0x18B00, 0x18CFF, (-1,))} | {
+    code: (0x13000, 0x1345F, (-1, 1)) for code in range(0x13430, 0x13440)}
 
 
 def _script_format_hides(text: str, i: int) -> bool:
-    """Whether ``text[i]`` is one of ``_SCRIPT_FORMAT`` without a letter of its script beside
-    it (the Syriac mark: after it; the hieroglyph controls: before and after, or another
-    control)."""
+    """Whether ``text[i]`` is one of ``_SCRIPT_FORMAT`` without a letter of its script on a
+    side it needs one (the Syriac mark: after it; the Khitan filler: before it; the
+    hieroglyph controls: before and after, or another control)."""
     span = _SCRIPT_FORMAT.get(ord(text[i]))
     if span is None:
         return False
-    lo, hi = span
-
-    def ours(j: int) -> bool:
-        return 0 <= j < len(text) and lo <= ord(text[j]) <= hi
-
-    if ord(text[i]) == 0x070F:
-        return not ours(i + 1)
-    return not (ours(i - 1) and ours(i + 1))
+    lo, hi, sides = span
+    return not all(0 <= i + side < len(text) and lo <= ord(text[i + side]) <= hi
+                   for side in sides)
 
 
 def _within(code: int, ranges: tuple[tuple[int, int], ...]) -> bool:

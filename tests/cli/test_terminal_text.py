@@ -55,6 +55,9 @@ from fedhh.codec.shown import columns, ljust, printable, rjust
         # format characters away from their script's letters (before: read ab)
         ("a\U00013430b", "a\\U00013430b"), ("\U00013000\U00013430", "\U00013000\\U00013430"),
         ("a\u070fb", "a\\u070fb"), ("\u0710\u070f", "\u0710\\u070f"),
+        # the Khitan small script filler, a mark that draws nothing (before: read ab, a)
+        ("a\U00016fe4b", "a\\U00016fe4b"), ("a\U00016fe4", "a\\U00016fe4"),
+        ("\U00016fe4\U00018b00", "\\U00016fe4\U00018b00"),
         # ... nor at an end, nor twice: "👨" and "👨\u200d" read alike
         ("\U0001f468\u200d", "\U0001f468\\u200d"), ("\u200d\U0001f468", "\\u200d\U0001f468"),
         # (both: the first joins nothing it draws beside, test_shown_joiners.py)
@@ -73,6 +76,7 @@ def test_what_drives_or_hides_is_escaped(item: str, shown: str) -> None:
     "\U0001f3f3\ufe0f\u200d\U0001f308", "\U0001f469\U0001f3fd\u200d\U0001f4bb", "#\ufe0f\u20e3",
     "\u203c\ufe0f", "\u2139\ufe0f", "\u0915\u094d\u200d\u0937", "\u1820\u180b\u1821",
     "\u845b\U000e0100", "\U00013000\U00013430\U00013001", "\u070f\u0710\u0712",
+    "\U00018b00\U00016fe4\U00018b01",  # the Khitan filler in its cluster
     "\u303d\ufe0f", "\U0001f237\ufe0f", "\U0001f43b\u200d\u2744\ufe0f",  # (text by default)
     "café", "한국", "Ω", "שָׁלוֹם", "ﬁ",  # in NFC, as items usually are
 ])
