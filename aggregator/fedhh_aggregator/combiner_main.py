@@ -29,7 +29,7 @@ from fedhh_aggregator.combiner import CombinerRegistry
 from fedhh_aggregator.combiner_service import CombinerServicer
 from fedhh_aggregator.journal import Journal
 from fedhh_aggregator.rounds import check_tombstone_ttl
-from fedhh_aggregator.service import RunningService, serve_until_signalled
+from fedhh_aggregator.service import RunningService, serve_until_signalled, start_service
 from fedhh_aggregator.workers import WorkerPool, WorkerSpec, parse_worker
 
 log = logging.getLogger(__name__)
@@ -87,26 +87,33 @@ Combiner = RunningService[CombinerRegistry]
 
 
 async def start(settings: CombinerSettings) -> Combiner:
+    """Build and start the combiner (``start_service``: a failure closes what had started,
+    its channels to the workers with the rest). With a state directory, its journal's rounds
+    are restored first: the finished as tombstones, the running taken over."""
     limits = settings.limits
+    pool = WorkerPool(settings.workers, settings.tls, settings.control_token)
     journal = None
     if settings.state_dir is not None:
-        journal = Journal.sized(settings.state_dir, limits.max_tombstones, limits.max_rounds)
-    pool = WorkerPool(settings.workers, settings.tls, settings.control_token)
+        try:
+            journal = Journal.sized(settings.state_dir, limits.max_tombstones, limits.max_rounds)
+        except BaseException:
+            await pool.close()
+            raise
     registry = CombinerRegistry(settings.coordinator_public, pool, limits, journal)
-    registry.restore()
     control_auth = ControlAuth(settings.control_token)
     # Every method is the coordinator's: its token is checked from the metadata before the
     # request is read (a caller without it costs its metadata, not a 4 MiB message).
     server = serving.new_server(
         max_receive_bytes=MAX_RECEIVE_BYTES,
         credential_checks={f"/{COMBINER_SERVICE}/": control_auth.check_metadata})
-    pb_grpc.add_CombinerControlServicer_to_server(
-        CombinerServicer(registry, control_auth), server)
-    health = serving.add_health_and_reflection(server, (COMBINER_SERVICE,))
-    port = serving.bind(server, settings.listen, settings.tls, settings.insecure)
-    await server.start()
-    await serving.set_serving(health, (COMBINER_SERVICE,))
-    return Combiner(server, registry, port, release=pool.close)
+    service = Combiner(server, registry, release=pool.close)
+
+    async def parts() -> None:
+        registry.restore()
+        pb_grpc.add_CombinerControlServicer_to_server(
+            CombinerServicer(registry, control_auth), server)
+
+    return await start_service(service, settings, (COMBINER_SERVICE,), parts)
 
 
 async def serve(settings: CombinerSettings) -> None:

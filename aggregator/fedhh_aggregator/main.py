@@ -32,7 +32,7 @@ from fedhh_aggregator.auth import TOKEN_ENV, ControlAuth
 from fedhh_aggregator.journal import Journal
 from fedhh_aggregator.registry import RoundRegistry
 from fedhh_aggregator.rounds import Limits, check_tombstone_ttl
-from fedhh_aggregator.service import RunningService, serve_until_signalled
+from fedhh_aggregator.service import RunningService, serve_until_signalled, start_service
 from fedhh_aggregator.servicers import ControlServicer, DeviceServicer, add_device_service
 from fedhh_aggregator.session_stream import parse_message, run_session
 
@@ -159,8 +159,9 @@ def server_options(limits: Limits) -> list[tuple[str, int]]:
 
 
 async def start(settings: AggregatorSettings) -> RunningAggregator:
-    """Build, bind and start the service (health SERVING once it returns). With a state
-    directory, the outcomes of earlier rounds are restored from its journal first."""
+    """Build and start the service (health SERVING once it returns; ``start_service``: a
+    failure closes what had started). With a state directory, the outcomes of earlier rounds
+    are restored from its journal first."""
     limits = settings.limits
     control_auth = ControlAuth(settings.control_token)
     # The control API's token is checked from the metadata, before the request is read (its
@@ -172,36 +173,32 @@ async def start(settings: AggregatorSettings) -> RunningAggregator:
         extra_options=server_options(limits),
         credential_checks={f"/{CONTROL_SERVICE}/": control_auth.check_metadata},
         request_waits=RequestWaits("grpc", timeout_s=limits.body_timeout_s))
-    # Bound first (its TLS files checked), so an address or key it cannot use is refused
-    # before the journal is created.
-    port = serving.bind(server, settings.listen, settings.tls, settings.insecure)
     journal = None
     if settings.state_dir is not None:
         journal = Journal.sized(settings.state_dir, limits.max_tombstones, limits.max_rounds)
     registry = RoundRegistry(settings.coordinator_public, limits, journal)
-    registry.restore()
-    devices = DeviceServicer(registry)
-    add_device_service(devices, server)
-    pb_grpc.add_AggregatorControlServicer_to_server(
-        ControlServicer(registry, control_auth), server)
-    health = serving.add_health_and_reflection(server, SERVICES)
-    web = await _start_web(settings, devices, settings.web_listen) if settings.web_listen \
-        else None
-    sessions, session_port = None, None
-    if settings.session_listen:
-        sessions = FramedServer(
-            "aggregator's session port",
-            {SESSION: StreamMethod(functools.partial(run_session, registry, port="framed"),
-                                   parse_message)},
-            FramedLimits(
-                limits.max_message_bytes, limits.max_streams_per_connection,
-                settings.session_max_connections), settings.tls)
-        session_port = await sessions.start(*split_listen(settings.session_listen),
-                                            settings.insecure)
-    await server.start()
-    await serving.set_serving(health, SERVICES)
-    return RunningAggregator(server, registry, port, web=web, sessions=sessions,
-                             session_port=session_port)
+    service = RunningAggregator(server, registry)
+
+    async def parts() -> None:
+        registry.restore()
+        devices = DeviceServicer(registry)
+        add_device_service(devices, server)
+        pb_grpc.add_AggregatorControlServicer_to_server(
+            ControlServicer(registry, control_auth), server)
+        if settings.web_listen:
+            service.web = await _start_web(settings, devices, settings.web_listen)
+        if settings.session_listen:
+            service.sessions = FramedServer(
+                "aggregator's session port",
+                {SESSION: StreamMethod(functools.partial(run_session, registry, port="framed"),
+                                       parse_message)},
+                FramedLimits(
+                    limits.max_message_bytes, limits.max_streams_per_connection,
+                    settings.session_max_connections), settings.tls)
+            service.session_port = await service.sessions.start(
+                *split_listen(settings.session_listen), settings.insecure)
+
+    return await start_service(service, settings, SERVICES, parts)
 
 
 async def _start_web(settings: AggregatorSettings, devices: DeviceServicer, address: str
