@@ -19,9 +19,13 @@ VALUES = ["007", "1e5", "-0", "3.14159", ".5", "(5)", "$5", "3/4", "2024-01-02",
           "jan 5", "March 2024", "TRUE", "false", "NaN", "N/A", "1password.com",
           # (pandas' read_csv reads these as missing, a sheet the # ones as error values)
           "None", "<NA>", "#N/A", "#NA", "#N/A N/A", "#n/a", "#DIV/0!", "#VALUE!", "#REF!",
-          "#NAME?", "#NUM!", "#NULL!", "#SPILL!", "#CALC!"]
+          "#NAME?", "#NUM!", "#NULL!", "#SPILL!", "#CALC!",
+          # amounts in any currency, as locales write them
+          "\u20b9500", "\u20a9500", "\u20bd5", "\u20bf1", "\xa250", "\u20c05", "\u20ac 5",
+          "$ 5", "R$ 5", "US$5", "($5)", "5 \u20ac", "\uffe55"]
 TEXT = ["apple", "東京", "hello 2", "may", "🇯🇵", "the", "user@example.com", "https://x.org/1",
-        "#NAS", "#nature", "none of it", "<NAME>", "#REF"]
+        "#NAS", "#nature", "none of it", "<NAME>", "#REF", "\u20ac", "$", "USD", "abcd$5",
+        "\u20acuro 5"]
 
 
 @pytest.mark.parametrize("item", VALUES)

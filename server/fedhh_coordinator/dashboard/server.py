@@ -62,7 +62,14 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # (``3/4``, ``2024-01-02``, ``12:30``, ``jan 5``, ``March 2024``), a truth value, a missing
 # value (pandas' defaults: ``None``, ``<NA>``, ``#N/A``, ``#NA`` read as NaN, the item lost) or
 # a sheet's error value (``#DIV/0!``, ``#N/A``).
-_NUMBER = r"[(.$€£¥]*\d.*"
+# An amount's currency is any (category Sc: the Currency Symbols block whole, for those still
+# to come, and the others), with up to three letters before it and spaces around it, as
+# locales write amounts (``₹500`` in India, ``€ 5`` in the Netherlands, ``R$ 5`` in Brazil,
+# ``US$5``): a sheet in that locale reads them as numbers, and skips a leading space (before,
+# only ``$``, ``€``, ``£``, ``¥`` right before a digit counted: ``₹500`` and ``€ 5`` stayed bare).
+_CURRENCY = ("$\xa2-\xa5\u058f\u060b\u07fe\u07ff\u09f2\u09f3\u09fb\u0af1\u0bf9\u0e3f\u17db"
+             "\u20a0-\u20cf\ua838\U00011fdd-\U00011fe0\U0001e2ff\U0001ecb0")
+_NUMBER = rf"[(.\s]*(?:[a-z]{{0,3}}[{_CURRENCY}][(.\s]*)*\d.*"
 _SHEET_VALUE = re.compile(
     _NUMBER
     + r"|(?:true|false|nan|inf|infinity|null|n/?a|none|<na>)"
