@@ -705,14 +705,25 @@ def constructor_calls(root: Path) -> list[str]:
 # Methods whose names say what they do whatever object they are called on, each called only
 # where its rule lives: a gRPC port bound (the plaintext-on-loopback rule, serving.bind), the
 # stop on SIGTERM or SIGINT (serving.stop_event; the task census' own signal), a certificate
-# and key loaded (tls), a raw connection dialed (the framed client; a certificate's names read
-# unverified by the CLI, as ONE_PIECE's ssl.SSLContext says).
-METHOD_PIECE = {
+# and key loaded (tls), a CA trusted (tls.ca_certificates: read to a bound, refused when it
+# holds no certificate), a raw connection dialed (the framed client; a certificate's names read
+# unverified by the CLI, as ONE_PIECE's ssl.SSLContext says), a socket listened on and its
+# connections accepted (http_listener.Listener: the connection cap, the head deadline, the
+# fairness of every HTTP and framed port); asyncio's own servers and dials, nowhere.
+METHOD_PIECE: dict[str, tuple[str, ...]] = {
     "add_insecure_port": ("fedhh.rpc.serving",),
     "add_secure_port": ("fedhh.rpc.serving",),
     "add_signal_handler": ("fedhh.rpc.serving", "fedhh.rpc.task_census"),
     "load_cert_chain": ("fedhh.rpc.tls",),
+    "load_verify_locations": ("fedhh.rpc.tls",),
+    "load_default_certs": ("fedhh.rpc.tls",),
+    "set_default_verify_paths": ("fedhh.rpc.tls",),
     "create_connection": ("fedhh.rpc.framed.client", "fedhh.cli.options"),
+    "listen": ("fedhh.rpc.http_listener",),
+    "sock_accept": ("fedhh.rpc.http_listener",),
+    **{method: () for method in ("create_server", "start_server", "create_unix_server",
+                                 "start_unix_server", "open_connection", "sock_connect",
+                                 "create_unix_connection", "open_unix_connection")},
 }
 
 
@@ -735,8 +746,21 @@ def test_ports_signals_and_certificates_are_handled_in_their_one_piece(tmp_path:
             "device/fedhh_device/main.py":
                 "def serve(loop, stop):\n    loop.add_signal_handler(15, stop.set)\n",
             "fedhh/simulation/runner.py":  # (offline code: none of the network layer's rules)
-                "def run(loop, stop):\n    loop.add_signal_handler(15, stop.set)\n"})
-    assert method_calls(tmp_path) == ["device/fedhh_device/main.py:2 calls .add_signal_handler"]
+                "def run(loop, stop):\n    loop.add_signal_handler(15, stop.set)\n",
+            # a port of its own beside the listener's, a CA beside tls's, a dial beside the
+            # framed client's
+            "server/fedhh_coordinator/hub.py":
+                "import asyncio\n\n\nasync def f(sock, context, handle):\n"
+                "    sock.listen(8)\n    context.load_verify_locations('ca.pem')\n"
+                "    await asyncio.start_server(handle, '0.0.0.0', 7000)\n"
+                "    await asyncio.open_connection('10.0.0.1', 7000)\n",
+            "fedhh/rpc/http_listener.py": "def bind(sock):\n    sock.listen(8)\n"})
+    assert sorted(method_calls(tmp_path)) == [
+        "device/fedhh_device/main.py:2 calls .add_signal_handler",
+        "server/fedhh_coordinator/hub.py:5 calls .listen",
+        "server/fedhh_coordinator/hub.py:6 calls .load_verify_locations",
+        "server/fedhh_coordinator/hub.py:7 calls .start_server",
+        "server/fedhh_coordinator/hub.py:8 calls .open_connection"]
 
 
 def test_the_network_stacks_constructors_are_called_in_their_one_piece() -> None:
@@ -857,6 +881,67 @@ def test_a_calls_bearer_token_is_read_in_its_one_piece(tmp_path: Path) -> None:
             "def token(metadata):\n    return dict(metadata).get('Authorization')\n",
         "fedhh/simulation/runner.py": "KEY = 'authorization'\n"})  # (offline: not the wire's)
     assert bearer_readers(tmp_path) == ["fedhh_aggregator.auth"]
+
+
+# docs/architecture.md, the one-piece table's ``tls.ca_certificates``: a client trusts its CA
+# file, and checks the peer's name. A check turned off (CERT_NONE or CERT_OPTIONAL, the host
+# name not checked, an unverified context) only where the CLI reads a served certificate's
+# names to explain a mismatch (``fedhh.cli.options.certificate_names``: nothing is sent, and it
+# trusts nothing it reads); the name gRPC checks replaced only by ``serving.command_channel``'s
+# ``tls_name`` (a command that dials an address its certificate does not name).
+UNVERIFYING = {f"ssl.{name}": ("fedhh.cli.options",)
+               for name in ("CERT_NONE", "CERT_OPTIONAL", "VerifyMode.CERT_NONE",
+                            "VerifyMode.CERT_OPTIONAL", "_create_unverified_context",
+                            "_create_stdlib_context")}
+NAME_OVERRIDE = "grpc.ssl_target_name_override"
+
+
+def unverified_tls(root: Path) -> list[str]:
+    """Each place of the network layers, outside the one that may, that turns a TLS peer's
+    check off or replaces the name it is checked against (``UNVERIFYING``, ``check_hostname``
+    set false, ``NAME_OVERRIDE``)."""
+    found = []
+    for name, path in module_names(root).items():
+        if layer_of(name) not in NETWORKED:
+            continue
+        aliases = local_names(path, name)
+        where = path.relative_to(root)
+        for node in walked(path):
+            dotted = _dotted(node, aliases) if isinstance(node, (ast.Attribute, ast.Name)) \
+                else None
+            if dotted in UNVERIFYING and name not in UNVERIFYING[dotted]:
+                found.append(f"{where}:{node.lineno} uses {dotted}")
+            elif (isinstance(node, ast.Assign) and name != "fedhh.cli.options"
+                  and any(isinstance(t, ast.Attribute) and t.attr == "check_hostname"
+                          for t in node.targets)
+                  and not (isinstance(node.value, ast.Constant) and node.value.value is True)):
+                found.append(f"{where}:{node.lineno} sets check_hostname")
+            elif (isinstance(node, ast.Constant) and node.value == NAME_OVERRIDE
+                  and name != "fedhh.rpc.serving"):
+                found.append(f"{where}:{node.lineno} names {NAME_OVERRIDE}")
+    return found
+
+
+def test_a_tls_peer_is_checked_but_where_the_one_piece_says(tmp_path: Path) -> None:
+    assert unverified_tls(ROOT) == []
+    write_tree(tmp_path, {
+            "fedhh/cli/options.py": "import ssl\n\n\ndef names(context):\n"
+                                    "    context.check_hostname = False\n"
+                                    "    context.verify_mode = ssl.CERT_NONE\n",
+            "fedhh/rpc/connect_client.py":
+                "import ssl\nfrom ssl import CERT_NONE\n\n\ndef f(context, on):\n"
+                "    context.check_hostname = on\n    context.verify_mode = CERT_NONE\n"
+                "    return ssl._create_unverified_context()\n",
+            "device/fedhh_device/main.py":
+                "OPTIONS = [('grpc.ssl_target_name_override', 'x')]\n",
+            "fedhh/rpc/serving.py": "OVERRIDE = 'grpc.ssl_target_name_override'\n",
+            "fedhh/simulation/runner.py":  # (offline code: none of the network layer's rules)
+                "import ssl\n\nMODE = ssl.CERT_NONE\n"})
+    assert sorted(unverified_tls(tmp_path)) == [
+        "device/fedhh_device/main.py:1 names grpc.ssl_target_name_override",
+        "fedhh/rpc/connect_client.py:6 sets check_hostname",
+        "fedhh/rpc/connect_client.py:7 uses ssl.CERT_NONE",
+        "fedhh/rpc/connect_client.py:8 uses ssl._create_unverified_context"]
 
 
 # docs/architecture.md, the one-piece table's ``serving.check_start``: each process that
