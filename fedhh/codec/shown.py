@@ -57,7 +57,10 @@ letter and 50 marks covered its neighbours on the page and in a terminal). UTS #
 
 A cut prefix (``Decoded.shown_cut``) is already written with escapes: its backslashes doubled,
 the bytes of a character it stops inside as ``\\xNN``, then ``…``; ``printable(text, cut=True)``
-escapes the rest of it and leaves its backslashes as they are. A joiner just before that tail
+escapes the rest of it and leaves its backslashes as they are. A character of its text that it
+escapes below U+0100 is written ``\\u00NN``, so that ``\\xNN`` in a cut prefix is always a
+byte: ``οο\\u00c3…`` (a Latin ``Ã`` among Greek letters) and ``οο\\xc3…`` (cut inside a
+character whose first byte is c3) read apart. A joiner just before that tail
 joins nothing, so it is escaped: ``👨\\u200d…`` (the prefix of a family emoji), not ``👨‍…``,
 which read as the cut prefix ``👨…`` (every item starting with the man, ``👨🏽`` too).
 
@@ -573,6 +576,10 @@ def printable(text: str, cut: bool = False, latin: bool = False) -> str:
             shown.append(_escape(char))
         else:
             shown.append(_escaped(char))
+        if cut and 0x80 <= code < 0x100 and i < len(body) and shown[-1] != char:
+            # (a cut prefix's \xNN is a byte of its tail: the text οοÃ, its Latin Ã escaped
+            # as the odd script out, showed as οο and the byte c3, οο\xc3…)
+            shown[-1] = f"\\u{code:04x}"
     return "".join(shown)
 
 
