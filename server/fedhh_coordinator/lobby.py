@@ -273,7 +273,9 @@ class Lobby:
                             await self._closed.wait()
                 return None
         try:
-            async with asyncio.timeout(wait_s):
+            # (within the call's bound as a whole, as a selector's wait: before, a whole
+            # ``wait_s`` again once the device had waited for the opening and joined)
+            async with asyncio.timeout_at(until):
                 return await asyncio.shield(future)
         except TimeoutError:
             return None
