@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.errors import AuthenticationError, ConfigError
 from fedhh.rpc.credentials import check_bearer
+from fedhh.rpc.errors import status_errors
 from fedhh.v1 import coordinator_pb2 as pb
 from fedhh.v1 import coordinator_pb2_grpc as pb_grpc
 from fedhh_coordinator import auth
@@ -130,19 +131,17 @@ class SelectorHub(pb_grpc.SelectorControlServicer):
                      "selector token, not its control token)")
 
     # ---- the stream ------------------------------------------------------------------------
+    # (Its refusals are the servicers' one mapping, ``status_errors``: before, it aborted with
+    # codes of its own, and a reader that failed for another reason than a bad batch ended the
+    # stream OK, unlogged, the selector attaching again and again.)
+    @status_errors
     async def Attach(self, request_iterator: object, context: grpc.aio.ServicerContext
                      ) -> None:
-        try:
-            self.authenticate(context.invocation_metadata())
-        except AuthenticationError as error:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(error))
-        try:
-            hello = await context.read()
-            if hello is grpc.aio.EOF:
-                return
-            check_batch(hello, self.lobby.checkin, hello=True)
-        except ConfigError as error:  # (also a hello that does not parse)
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        self.authenticate(context.invocation_metadata())
+        hello = await context.read()
+        if hello is grpc.aio.EOF:
+            return
+        check_batch(hello, self.lobby.checkin, hello=True)  # (a ConfigError, as one not parsed)
         session = Session(hello.name)
         self.sessions.add(session)
         log.info("selector attached", extra={"selector": session.name,
@@ -171,7 +170,8 @@ class SelectorHub(pb_grpc.SelectorControlServicer):
         if isinstance(bad, ConfigError):
             log.warning("selector sent a bad batch", extra={"selector": session.name,
                                                             "error": str(bad)[:200]})
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(bad)[:1000])
+        if bad is not None:
+            raise bad
 
     async def _read(self, session: Session, context: grpc.aio.ServicerContext) -> None:
         try:

@@ -883,6 +883,45 @@ def test_a_calls_bearer_token_is_read_in_its_one_piece(tmp_path: Path) -> None:
     assert bearer_readers(tmp_path) == ["fedhh_aggregator.auth"]
 
 
+# docs/architecture.md, the one-piece table's ``@status_errors``: every gRPC method a service
+# serves (a method named in CamelCase, as the proto names them; Python's are snake_case) ends
+# on an error through the one mapping, a domain error with its code and its message on one
+# bounded line, any other INTERNAL and logged.
+def unmapped_methods(root: Path) -> list[str]:
+    """Each service method named in CamelCase that ``status_errors`` does not wrap."""
+    found = []
+    for name, path in module_names(root).items():
+        if layer_of(name) not in SERVICES:
+            continue
+        for node in walked(path):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for method in node.body:
+                if (isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and method.name[:1].isupper()
+                        and not any(ast.unparse(d).split(".")[-1] == "status_errors"
+                                    for d in method.decorator_list)):
+                    found.append(f"{path.relative_to(root)}:{method.lineno} "
+                                 f"{node.name}.{method.name}")
+    return found
+
+
+def test_every_service_method_maps_its_errors_in_the_one_piece(tmp_path: Path) -> None:
+    # (before, the leader's selector stream, SelectorHub.Attach, aborted with codes of its own,
+    # and a failure of its reader other than a bad batch ended the stream OK, unlogged)
+    assert unmapped_methods(ROOT) == []
+    write_tree(tmp_path, {
+            "server/fedhh_coordinator/hub.py":
+                "from fedhh.rpc import errors\nfrom fedhh.rpc.errors import status_errors\n\n\n"
+                "class Hub:\n    async def Attach(self, it, context):\n        pass\n\n"
+                "    @status_errors\n    async def Get(self, request, context):\n        pass\n\n"
+                "    @errors.status_errors\n    async def Put(self, request, context):\n"
+                "        pass\n\n    def apply(self, batch):\n        pass\n",
+            "fedhh/rpc/health.py":  # (grpc's own services, answered in their own codes)
+                "class Health:\n    async def Check(self, request, context):\n        pass\n"})
+    assert unmapped_methods(tmp_path) == ["server/fedhh_coordinator/hub.py:6 Hub.Attach"]
+
+
 # docs/architecture.md, the one-piece table's ``tls.ca_certificates``: a client trusts its CA
 # file, and checks the peer's name. A check turned off (CERT_NONE or CERT_OPTIONAL, the host
 # name not checked, an unverified context) only where the CLI reads a served certificate's
