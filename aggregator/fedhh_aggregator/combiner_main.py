@@ -17,7 +17,6 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedhh.errors import ConfigError
 from fedhh.rpc import serving
 from fedhh.rpc.credentials import load_public_key, read_secret
 from fedhh.rpc.observability import configure_logging
@@ -56,8 +55,6 @@ class CombinerSettings:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CombinerSettings:
-        if args.tls_dir and args.insecure:
-            raise ConfigError("give either --tls-dir or --insecure, not both")
         tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
         serving.check_start(tls, args.ready_file,
                             [("--listen", args.listen), serving.metrics_listener(args)])

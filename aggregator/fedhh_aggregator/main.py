@@ -72,8 +72,6 @@ class AggregatorSettings:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> AggregatorSettings:
-        if args.tls_dir and args.insecure:
-            raise ConfigError("give either --tls-dir or --insecure, not both")
         check_limit_options(args)
         tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
         # (before binding: gRPC says only that it failed)
