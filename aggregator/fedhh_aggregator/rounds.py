@@ -117,7 +117,11 @@ def check_last_deadline(config: RoundConfig, max_round_s: float, what: str) -> N
     now_ms = time.time() * 1000
     last = config.deadlines.unmask
     if last <= now_ms:
-        raise ConfigError(f"{what}'s last deadline ({last} ms) has already passed")
+        # (the deadline's own epoch milliseconds, which this said alone, name no cause)
+        raise ConfigError(f"{what}'s last deadline passed {now_ms - last:.0f} ms before it "
+                          "reached this service, by its clock: the round's stage windows are "
+                          "shorter than its opening took, or the coordinator's clock is "
+                          "behind this host's")
     if last > now_ms + max_round_s * 1000:
         raise ConfigError(f"{what}'s last deadline is more than {max_round_s} s ahead")
 

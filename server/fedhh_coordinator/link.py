@@ -52,7 +52,8 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fedhh.codec import codes as cw
-from fedhh.config import RunConfig
+from fedhh.config import WINDOW_FIELDS, RunConfig
+from fedhh.config.flags import flag
 from fedhh.errors import FedhhError, RoundAborted
 from fedhh.rounds import AttemptId, ChargeHook, Recovered, Recovery, Released
 from fedhh.rpc.device_client import OVERRUN_S
@@ -163,6 +164,7 @@ class NetworkLink:
                        for device_id in cohort
                        if (record := self.store.device(device_id)) is not None}
             plan, signed = self._plan(attempt, query, members, workers)
+            self._check_windows_ahead(plan, len(members))
             # What a restart needs to settle or collect the attempt, stored before the
             # aggregation service hears of it.
             self.store.annotate_round(attempt.run_id, attempt.round, attempt.attempt,
@@ -408,7 +410,8 @@ class NetworkLink:
         with contextlib.suppress(FedhhError):
             outcome = await service.outcome(plan.round_id)
             stages = dict(outcome.stage_devices)
-        return too_few_hint(stages, cohort, self.config.min_devices)
+        return too_few_hint(stages, cohort, self.config.min_devices,
+                            self.config.stage_windows()[0])
 
     async def _watch_stage(self, plan: RoundPlan, service: RoundService[Any]) -> None:
         """Show the service's stage in the run's progress while the round runs."""
@@ -449,6 +452,25 @@ class NetworkLink:
                 return outcome
             await asyncio.sleep(delay)
             delay = min(delay * 2, AGGREGATOR_POLL_MAX_S)
+
+    def _check_windows_ahead(self, plan: RoundPlan, devices: int) -> None:
+        """RoundAborted when the plan's last deadline passed while it was drawn and signed:
+        the stage windows are shorter than that work (``--stage-ms 5``, meant as seconds). The
+        aggregation service would refuse the opening by the deadline's epoch milliseconds
+        alone, which names neither the windows nor their unit."""
+        windows = self.config.stage_windows()
+        last = max(c.config.deadlines.unmask for c in plan.cohorts)
+        now = int(time.time() * 1000)
+        if now < last:
+            return
+        took = now - (last - sum(windows))
+        each = ", ".join(f"{flag(name)} {ms}" for name, ms in zip(WINDOW_FIELDS, windows,
+                                                                 strict=True))
+        raise RoundAborted(
+            f"the round's stage windows ended before it could open: they last {sum(windows)} "
+            f"ms in all ({each}), and drawing and signing its cohort of {devices} devices "
+            f"took {took} ms; the windows are milliseconds: give longer ones (--stage-ms sets "
+            "all five)")
 
     def _deadlines(self) -> StageDeadlines:
         advertise, share, masked, consistency, unmask = self.config.stage_windows()
@@ -564,7 +586,8 @@ def _verdict(outcome: AggregatorOutcome, opened: bool = False) -> Recovered:
                      f"({outcome.reason or 'the aggregator does not know the round'})")
 
 
-def too_few_hint(stages: dict[str, int], cohort: int, n_min: int) -> str:
+def too_few_hint(stages: dict[str, int], cohort: int, n_min: int,
+                 advertise_ms: int | None = None) -> str:
     """What an abort for too few devices adds to its reason (``RoundLink._too_few``): the
     devices each stage accepted, the cohort and n_min, and where to look. Devices that refuse
     a round never reach the aggregator; devices that took part and then fell short at a later
@@ -573,7 +596,10 @@ def too_few_hint(stages: dict[str, int], cohort: int, n_min: int) -> str:
     --max-eps-local, the reasons of a device that had taken part in earlier rounds.)
     Before, the hint named refusals alone, also for a round
     whose 400 devices all advertised keys and then mostly missed the 10 s key-sharing window
-    on a loaded machine: their logs said "late", not "refused the round"."""
+    on a loaded machine: their logs said "late", not "refused the round". ``advertise_ms``, the
+    first stage's window, is named when that stage missed devices: one shorter than a task's
+    way to its device (``--stage-ms 5``, meant as seconds) leaves every device late, the
+    refusals alone named before."""
     counts = ", ".join(f"{stage.lower()} {n}" for stage, n in stages.items())
     accepted = f"accepted per stage: {counts}; " if counts else ""
     numbers = list(stages.values())
@@ -582,6 +608,10 @@ def too_few_hint(stages: dict[str, int], cohort: int, n_min: int) -> str:
             "loaded machine, or a large cohort) or dropped out: their logs say \"secure "
             "aggregation failed\", outcome late or timed_out, and longer windows "
             "(--stage-ms, or the stage's own) give them time") if fell else ""
+    if advertise_ms is not None and (numbers[:1] or [0])[0] < cohort:
+        late += (f"; a device whose task reached it after the key-advertisement window "
+                 f"closed, {advertise_ms} ms after the round opened (--advertise-ms, or "
+                 "--stage-ms for every stage: milliseconds), was late")
     return (f" ({accepted}{cohort} devices in the cohort, n_min {n_min}; "
             "devices that refuse a round (n_min below their --min-cohort, a local epsilon "
             "above their --max-eps-local, their own privacy budget spent: the report would "

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -958,3 +960,27 @@ def test_a_cancel_at_any_stage_of_an_attempt_charges_it_at_most_once(
     else:
         assert attempts(store, "run") == [(1, "released", SHARD)]
         assert spends(store, "run") == [(0, 1, SHARD)]
+
+
+def test_stage_windows_that_end_before_the_round_opens_abort_it_naming_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows of 1 ms each (`--stage-ms 1`, meant as seconds) end while the attempt is drawn
+    and signed (a clock that moves 1 s a reading stands for that work): each attempt aborts
+    naming the windows and their unit, no round opened, nothing charged. Before, the round was
+    opened, and the aggregator refused it as "the round's last deadline (1796509769014 ms) has
+    already passed"."""
+    from fedhh_coordinator import link
+
+    readings = itertools.count()
+    monkeypatch.setattr(link, "time", SimpleNamespace(time=lambda: 1e9 + next(readings)))
+    store, combiner, raised = outage(tmp_path, lambda *_: None, stage_ms=1)
+    assert isinstance(raised, FedhhError)
+    reasons = [r.reason for r in store.rounds("run")]
+    assert len(reasons) == 3
+    assert reasons[0] == (
+        "the round's stage windows ended before it could open: they last 5 ms in all "
+        "(--advertise-ms 1, --share-keys-ms 1, --masked-input-ms 1, --consistency-ms 1, "
+        "--unmask-ms 1), and drawing and signing its cohort of 24 devices took 1000 ms; the "
+        "windows are milliseconds: give longer ones (--stage-ms sets all five)")
+    assert combiner.opened == [] and combiner.tasks == {}
+    assert spends(store, "run") == [] and store.device_spends(0.0) == {}

@@ -32,3 +32,15 @@ def test_the_refusals_name_the_devices_privacy_budget_and_epsilon_cap() -> None:
     hint = too_few_hint({}, 400, 300)
     assert "privacy budget spent" in hint and "--lifetime-eps-local" in hint
     assert "--max-eps-local" in hint
+
+
+def test_a_first_stage_that_missed_devices_names_its_window() -> None:
+    """`--stage-ms 5` (meant as seconds) on 100 devices: the round opened, and every task
+    came after its 5 ms advertisement window; the reason named refusals alone."""
+    for stages in ({"ADVERTISE_KEYS": 0}, {}):
+        hint = too_few_hint(stages, 100, 90, advertise_ms=5)
+        assert ("a device whose task reached it after the key-advertisement window closed, "
+                "5 ms after the round opened (--advertise-ms, or --stage-ms for every stage: "
+                "milliseconds), was late") in hint
+    assert "key-advertisement" not in too_few_hint({"ADVERTISE_KEYS": 100}, 100, 90,
+                                                   advertise_ms=5)
