@@ -13,9 +13,9 @@ Long-polls: a call is cut only by its own deadline. aiohttp's default (300 s for
 request) cut the device's 30-minute GetTask long-poll every 5 minutes, each cut a failed
 check-in and a backoff. What protects a call from a connection that went dead without a reset
 (the port's host lost, a partition, a NAT or load balancer that dropped the flow), as gRPC's
-pings do (``fedhh_device.main.KEEPALIVE_S``): the socket's TCP keepalive (probes after
-``TCP_KEEPIDLE_S`` of silence, the connection closed after ``TCP_KEEPCNT`` unanswered, about two
-minutes; the probes also keep such a flow from going idle), and a read deadline: the call's
+pings do (``fedhh_device.main.KEEPALIVE_S``): the socket's TCP keepalive
+(``fedhh.rpc.serving.tcp_keepalive``, as the framed client's: the connection closed after about
+two minutes of unanswered probes), and a read deadline: the call's
 timeout, or for a call without one, the wait it asked the server for (a request's ``wait_ms``)
 plus ``HOLD_GRACE_S``, else ``DEFAULT_READ_S``; past it the call fails UNAVAILABLE (the
 connection went silent), as a gRPC call on a connection whose ping went unanswered.
@@ -24,7 +24,6 @@ connection went silent), as a gRPC call on a connection whose ping went unanswer
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import socket
 from collections.abc import Awaitable, Callable, Sequence
@@ -38,7 +37,7 @@ from google.protobuf.message_factory import GetMessageClass
 
 from fedhh.errors import ConfigError
 from fedhh.rpc.connect import CODES, CONTENT_TYPE, PROTOCOL_VERSION
-from fedhh.rpc.serving import MAX_MESSAGE_BYTES, check_plaintext_peer
+from fedhh.rpc.serving import MAX_MESSAGE_BYTES, check_plaintext_peer, tcp_keepalive
 from fedhh.rpc.tls import client_context
 
 _STATUS = {name: code for code, (name, _) in CODES.items()}
@@ -54,11 +53,6 @@ Metadata = Sequence[tuple[str, str]]
 CONNECT_TIMEOUT_S = 30.0
 HOLD_GRACE_S = 60.0
 DEFAULT_READ_S = 300.0
-# TCP keepalive: the first probe after this much silence, then one every TCP_KEEPINTVL_S; the
-# connection is closed after TCP_KEEPCNT unanswered probes.
-TCP_KEEPIDLE_S = 60
-TCP_KEEPINTVL_S = 15
-TCP_KEEPCNT = 4
 # The most bytes of one answer a call reads (after decompression): the gRPC channels' cap
 # (``grpc.max_receive_message_length``). A larger answer fails RESOURCE_EXHAUSTED, as on gRPC,
 # not read past the cap; before, aiohttp read an answer of any size into memory.
@@ -70,16 +64,11 @@ def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
 
 
 def keepalive_socket(addr_info: tuple[Any, ...]) -> socket.socket:
-    """A client socket (aiohttp's ``socket_factory``) with TCP keepalive (module docstring)."""
+    """A client socket (aiohttp's ``socket_factory``) with TCP keepalive
+    (``serving.tcp_keepalive``, the framed client's too)."""
     family, type_, proto = addr_info[:3]
     sock = socket.socket(family=family, type=type_, proto=proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for name, value in (("TCP_KEEPIDLE", TCP_KEEPIDLE_S), ("TCP_KEEPALIVE", TCP_KEEPIDLE_S),
-                        ("TCP_KEEPINTVL", TCP_KEEPINTVL_S), ("TCP_KEEPCNT", TCP_KEEPCNT)):
-        option = getattr(socket, name, None)  # (TCP_KEEPALIVE: macOS's TCP_KEEPIDLE)
-        if option is not None:  # (a platform refusing it: the system's keepalive timing)
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, option, value)
+    tcp_keepalive(sock)
     return sock
 
 

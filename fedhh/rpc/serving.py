@@ -6,6 +6,7 @@ INVALID_ARGUMENT), and graceful shutdown on SIGTERM/SIGINT."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import errno
 import gc
@@ -527,6 +528,29 @@ def keepalive_options() -> list[tuple[str, int]]:
 # (tests/unit/test_ping_policy.py holds the two together).
 KEEPALIVE_S = 320.0
 KEEPALIVE_TIMEOUT_S = 20.0
+
+
+# The framed and Connect clients' connections carry no HTTP/2 pings: TCP keepalive does their
+# work. The first probe after TCP_KEEPIDLE_S of silence, then one every TCP_KEEPINTVL_S; after
+# TCP_KEEPCNT unanswered the kernel closes the connection (about two minutes), and its calls
+# fail UNAVAILABLE and are made again, as a gRPC call's on a connection whose ping went
+# unanswered. The probes also keep such a flow from going idle.
+TCP_KEEPIDLE_S = 60
+TCP_KEEPINTVL_S = 15
+TCP_KEEPCNT = 4
+
+
+def tcp_keepalive(sock: Any) -> None:
+    """Probe ``sock``'s peer when the connection is silent (above): a client socket of the
+    framed or the Connect port, or the socket of an asyncio transport. A platform that refuses
+    a timing keeps the system's."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", TCP_KEEPIDLE_S), ("TCP_KEEPALIVE", TCP_KEEPIDLE_S),
+                        ("TCP_KEEPINTVL", TCP_KEEPINTVL_S), ("TCP_KEEPCNT", TCP_KEEPCNT)):
+        option = getattr(socket, name, None)  # (TCP_KEEPALIVE: macOS's TCP_KEEPIDLE)
+        if option is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, option, value)
 
 
 def client_keepalive_options(keepalive_s: float = KEEPALIVE_S,

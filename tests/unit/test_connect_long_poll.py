@@ -9,7 +9,6 @@ overdue (the wait it asked for plus a grace), instead of hanging for ever."""
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import aiohttp
 import aiohttp.client
@@ -113,14 +112,3 @@ def test_a_callers_deadline_still_cuts_the_call() -> None:
             await runner.cleanup()
 
     assert asyncio.run(main()).code() == grpc.StatusCode.DEADLINE_EXCEEDED
-
-
-def test_the_sockets_probe_a_silent_peer() -> None:
-    sock = connect_client.keepalive_socket((socket.AF_INET, socket.SOCK_STREAM, 0, "", ()))
-    try:
-        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
-        if hasattr(socket, "TCP_KEEPIDLE"):
-            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) \
-                == connect_client.TCP_KEEPIDLE_S
-    finally:
-        sock.close()

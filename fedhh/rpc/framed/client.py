@@ -57,7 +57,12 @@ from fedhh.rpc.framed.frames import (
     FrameWriter,
     Kind,
 )
-from fedhh.rpc.serving import MAX_MESSAGE_BYTES, check_address, check_plaintext_peer
+from fedhh.rpc.serving import (
+    MAX_MESSAGE_BYTES,
+    check_address,
+    check_plaintext_peer,
+    tcp_keepalive,
+)
 from fedhh.v1 import framed_pb2
 
 __all__ = ["FramedCall", "FramedChannel", "FramedStub"]
@@ -158,7 +163,7 @@ class FramedChannel:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                _, connection = await loop.create_connection(
+                transport, connection = await loop.create_connection(
                     _Connection, self._host, self._port, ssl=self._context,
                     server_hostname=self._host if self._context else None)
         except (OSError, TimeoutError) as error:
@@ -166,6 +171,9 @@ class FramedChannel:
                                   if isinstance(error, TimeoutError) else str(error))
             raise ConnectionError(f"cannot reach the framed port {self.address}: "
                                   f"{error}") from None
+        # (a long-poll on a connection that went dead without a reset fails and is made again,
+        # as on the Connect port: before, it hung for good, a GetTask without a deadline)
+        tcp_keepalive(transport.get_extra_info("socket"))
         connection.on_silent_loss = functools.partial(
             self.mark_unreachable, "it closed the connection before sending anything")
         connection.on_heard = self.heard
