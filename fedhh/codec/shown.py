@@ -93,7 +93,10 @@ list it is shown in holds another row it reads as (``cocoa``): then its lookalik
 escaped (``printable_rows``), where the consoles, the dashboard's page and its CSV list items.
 So are the font and width variants of digits and ASCII symbols and the Roman numerals beside
 the row they read as (``１２３``, ``𝟷𝟸𝟹`` beside ``123``, ``Ⅻ`` beside ``XII``:
-``\\uff11\\uff12\\uff13``, ``\\u216b``); alone they show as they are.
+``\\uff11\\uff12\\uff13``, ``\\u216b``); alone they show as they are. So is what draws as the
+backslash every escape begins with beside the row it reads as (``⧵x1b``, the reverse solidus
+operator, beside the item ESC, shown ``\\x1b``: ``\\u29f5x1b``; ``a⑊b``, the OCR double
+backslash, beside ``a\\b``, shown ``a\\\\b``).
 
 Items are kept as written, so ``café`` written with a combining accent (NFD) and with ``é``
 (NFC) are two items that look alike: in an item that is not in NFC, the marks, jamo and
@@ -663,15 +666,18 @@ def _foreign_letters(text: str) -> set[int]:
 # hyphens, figure and en dashes and the minus sign (a monospace font draws them as ``-``), the
 # letter ``ǃ``, the Armenian full stop, ratio and modifier colon, the one dot leader. And the
 # Latin letters of other alphabets (IPA) that draw as a plain one: ``ɑ``, ``ɡ``, ``ǀ``
-# (``pɑypal``, all Latin, read ``paypal``).
+# (``pɑypal``, all Latin, read ``paypal``). And what draws as the backslash every escape
+# begins with: the reverse solidus operator, the big and small reverse solidus, the set minus,
+# and the OCR double backslash as the doubled one (``⧵x1b`` read as the item ESC, shown
+# ``\\x1b``; ``a⑊b`` as ``a\\b``, shown ``a\\\\b``).
 _READS_AS = str.maketrans(
     "аеорсухіјѕԁһԛԝӏүАВЕКМНОРСТХУІЈЅԚԜӀҮ" "αικνορυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ" "օսցհոզՕՍ" "ᎪᏴᏟᎬᎻᎫᏦᎷᏢᏚᎢᏔᏃ"
     "\u06f0\u06f1\u06f2\u06f3\u06f7\u06f8\u06f9"
     "\u2215\u2044\u29f8\u2010\u2011\u2012\u2013\u2212\u01c3\u0589\u2236\ua789\u2024"
-    "\u0251\u0261\u01c0",
+    "\u0251\u0261\u01c0" "\u29f5\u29f9\ufe68\u2216",
     "aeopcyxijsdhqwlyABEKMHOPCTXYIJSQWIY" "aikvopuxABEZHIKMNOPTYX" "oughnqOU" "ABCEHJKMPSTWZ"
     "\u0660\u0661\u0662\u0663\u0667\u0668\u0669"
-    "///-----!:::." "agl")
+    "///-----!:::." "agl" "\\\\\\\\") | {0x244A: "\\\\"}
 
 
 @lru_cache(maxsize=4096)
