@@ -101,10 +101,11 @@ class OneLineErrorParser(argparse.ArgumentParser):
         if later:
             return later
         known = [o for o in self._option_string_actions if o.startswith("--")]
-        close = difflib.get_close_matches("--" + before.lstrip("-\u2013\u2014"), known, n=1,
-                                          cutoff=0.75)
+        word = "--" + before.lstrip("-\u2013\u2014")
+        close = _beginning(word, known) or difflib.get_close_matches(word, known, n=1,
+                                                                     cutoff=0.75)
         return f" ({before} is no option of {self.prog}" + (
-            f": did you mean {close[0]}?)" if close else ")")
+            f": did you mean {' or '.join(close)}?)" if close else ")")
 
     def _later_option(self, option: str, value: str, rest: list[str]) -> str:
         """" (--workers must come after the study, as in fedhh experiments all --workers 2)"
@@ -155,14 +156,50 @@ class OneLineErrorParser(argparse.ArgumentParser):
             known, words = re.findall(r"'([^']*)'", choice[2]), [choice[1]]
         guesses = [g for w in words for g in _beginning(w, known)
                    or difflib.get_close_matches(w, known, n=1, cutoff=0.75)]
-        return f" (did you mean {' or '.join(dict.fromkeys(guesses))}?)" if guesses else ""
+        if guesses:
+            return f" (did you mean {' or '.join(dict.fromkeys(guesses))}?)"
+        if message.startswith("unrecognized arguments: "):
+            return _elsewhere(words, self.prog)
+        return ""
+
+
+def _elsewhere(options: list[str], prog: str) -> str:
+    """" (--json is an option of fedhh simulate and fedhh loadtest, not of fedhh up)" for
+    options close to none of this command's that other commands take: one copied from another
+    command's example got the refusal alone, as if misspelt."""
+    parts = []
+    for option in dict.fromkeys(options):
+        owners = [name for name in _commands_taking(option)
+                  if not prog.startswith(name)]  # (`fedhh admin start`'s own `fedhh admin`)
+        if owners:
+            shown = owners if len(owners) <= 3 else [*owners[:2],
+                                                     f"{len(owners) - 2} other commands"]
+            parts.append(f"{option} is an option of {', '.join(shown[:-1])}"
+                         f"{' and ' if len(shown) > 1 else ''}{shown[-1]}, not of {prog}")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _commands_taking(option: str) -> list[str]:
+    """The `fedhh` commands (``fedhh experiments`` for any of its studies) that take
+    ``option`` (the whole parser is built: an error's path only)."""
+    found: dict[str, None] = {}
+    parsers = [build_parser()]
+    while parsers:
+        parser = parsers.pop(0)
+        if parser.prog != "fedhh" and option in parser._option_string_actions:
+            found[" ".join(parser.prog.split()[:2])] = None
+        for action in parser._actions:  # (argparse keeps its actions private)
+            if isinstance(action, argparse._SubParsersAction):
+                parsers += action.choices.values()
+    return list(found)
 
 
 def _beginning(word: str, known: list[str]) -> list[str]:
-    """The one known name ``word`` begins, if only one does: a name cut short is that name,
-    however close another is (``stat`` was answered "did you mean start?", not status)."""
+    """The known names ``word`` begins, if one to three do: a name cut short is that name,
+    however close another is (``stat`` was answered "did you mean start?", not status), and
+    ``--eps`` is --eps-agg or --eps-local (it was answered with nothing)."""
     begun = [name for name in known if name.startswith(word)]
-    return begun if len(begun) == 1 else []
+    return begun if 1 <= len(begun) <= 3 else []
 
 
 def usage_error(parser_prog: str, message: str) -> NoReturn:

@@ -67,6 +67,36 @@ def test_a_value_read_as_the_action_after_an_unknown_option_names_that_option(
                            "'127.0.0.1:7000'") and line.endswith(f") {hint}")
 
 
+@pytest.mark.parametrize("argv, suggestion", [
+    (["up", "--eps", "2"], "(did you mean --eps-agg or --eps-local?)"),
+    (["privacy", "--eps", "1"],
+     "(--eps is no option of fedhh privacy: did you mean --eps-agg or --eps-local?)"),
+])
+def test_an_option_cut_short_gets_the_few_it_begins(argv: list[str], suggestion: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `--eps` got no hint (two options begin it, and it is close to neither)."""
+    assert one_line_error(argv, capsys).endswith(f" {suggestion}")
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["up", "--json", "x.json"],
+     "fedhh up: error: unrecognized arguments: --json x.json (--json is an option of fedhh "
+     "simulate, fedhh privacy and 2 other commands, not of fedhh up)"),
+    (["simulate", "--workdir", "w", "--tls-dir", "t"],
+     "fedhh simulate: error: unrecognized arguments: --workdir w --tls-dir t (--workdir is an "
+     "option of fedhh up and fedhh loadtest, not of fedhh simulate; --tls-dir is an option of "
+     "fedhh coordinator, fedhh selector and 2 other commands, not of fedhh simulate)"),
+    (["up", "--scheduler", "tcp://h:8786"],  # (each study of experiments takes it)
+     "fedhh up: error: unrecognized arguments: --scheduler tcp://h:8786 (--scheduler is an "
+     "option of fedhh experiments, not of fedhh up)"),
+])
+def test_another_commands_option_names_the_commands_that_take_it(
+        argv: list[str], line: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """An option copied from another command's example, close to none of this command's:
+    before, the refusal named it alone, as if misspelt."""
+    assert one_line_error(argv, capsys) == line
+
+
 def test_nothing_is_guessed_for_a_word_close_to_no_option(capsys: pytest.CaptureFixture[str]
                                                           ) -> None:
     assert one_line_error(["up", "--bogus"], capsys) == \
