@@ -52,8 +52,8 @@ from fedhh.rpc.http_listener import Served, peer_name, serve_app
 from fedhh.rpc.procedures import CallAbort, CallContext, HeadCheck, Procedure
 from fedhh.rpc.serving import (
     check_failure_status,
-    check_plaintext_listener,
     does_not_parse,
+    listener_context,
     too_large,
 )
 from fedhh.rpc.tls import TlsFiles
@@ -211,11 +211,7 @@ class ConnectServer:
     async def start(self, host: str, port: int, insecure: bool = False) -> int:
         """Serve on host:port (0: OS-chosen) with the TLS files, or in plaintext on loopback
         when ``insecure``; returns the bound port."""
-        context = None
-        if self.tls is not None:
-            context = self.tls.server_context(f"the {self.name}")
-        else:
-            check_plaintext_listener(f"{host}:{port}", insecure, f"the {self.name}")
+        context = listener_context(self.tls, f"{host}:{port}", insecure, f"the {self.name}")
         self._served = await serve_app(self.app, self.name, context, host, port,
                                        self._security_headers(), self.max_connections,
                                        default_connections=MAX_CONNECTIONS,

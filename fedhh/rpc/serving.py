@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import traceback
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -421,6 +422,19 @@ def check_plaintext_listener(address: str, insecure: bool, what: str = "") -> No
     if not is_loopback(address):
         raise ConfigError(f"{where}: plaintext is allowed on loopback addresses only; it needs "
                           "TLS files (--tls-dir)")
+
+
+def listener_context(tls: TlsFiles | None, address: str, insecure: bool, what: str
+                     ) -> ssl.SSLContext | None:
+    """An HTTP or framed listener's TLS context from the service's files (HTTP/1.1 by ALPN), or
+    None for plaintext, allowed only when asked for and on loopback
+    (:func:`check_plaintext_listener`); ``what`` ("the ...") names the listener in a refusal.
+    (Before, the framed and Connect ports each wrote these lines, and the framed port's
+    refusals named it without its article.)"""
+    if tls is not None:
+        return tls.server_context(what)
+    check_plaintext_listener(address, insecure, what)
+    return None
 
 
 def check_plaintext_peer(address: str, option: str = "", remedy: str = "TLS") -> None:

@@ -57,7 +57,6 @@ import asyncio
 import collections
 import functools
 import logging
-import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -81,8 +80,8 @@ from fedhh.rpc.request_waits import MAX_WAITING_REQUESTS, RequestWaits
 from fedhh.rpc.serving import (
     UnparsableRequest,
     check_failure_status,
-    check_plaintext_listener,
     does_not_parse,
+    listener_context,
     response_bytes,
     too_large,
 )
@@ -560,12 +559,9 @@ class FramedServer:
     async def start(self, host: str, port: int, insecure: bool) -> int:
         """Listen on ``host:port`` with TLS, or in plaintext only when asked for and on
         loopback (as ``fedhh.rpc.serving.bind``); returns the bound port."""
-        context: ssl.SSLContext | None = None
-        if self.tls is not None:
-            context = self.tls.server_context(self.name)
+        context = listener_context(self.tls, f"{host}:{port}", insecure, f"the {self.name}")
+        if context is not None:
             context.set_alpn_protocols([ALPN])
-        else:
-            check_plaintext_listener(f"{host}:{port}", insecure, self.name)
         listener = Listener(self, context, self.limits.max_connections,
                             self.limits.handshake_timeout_s, self.name, BACKLOG, fair=True,
                             default_connections=MAX_CONNECTIONS)
