@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from fedhh.errors import PrivacyError
+from fedhh.errors import PrivacyError, shown
 from fedhh.privacy import methods, shuffle, sum_pld
 from fedhh.privacy._checks import check_delta, check_devices, check_eps, check_rate, check_rounds
 from fedhh.privacy.accountant import (
@@ -69,6 +69,12 @@ from fedhh.privacy.solver import solve_allocation, solve_local_epsilon
 from fedhh.privacy.subsampling import subsampled_rdp
 
 VERSION = 2
+# The fields ``to_dict`` writes, and those of each of its spends: a stored ledger with others
+# is not one this fedhh wrote (a later fedhh's, or damage), and is refused, not read in part.
+FIELDS = ("version", "eps_agg", "delta", "rounds", "n_min", "population", "sampling_rate",
+          "eps_local", "method", "per_round_delta", "slack_delta", "orders", "offsets", "items",
+          "spends")
+SPEND_FIELDS = ("round_index", "contributors", "attempt", "rdp", "epsilon")
 
 
 @dataclass(frozen=True)
@@ -454,6 +460,7 @@ class PrivacyLedger:
                 f"ledger version {version!r} is not readable by this version of fedhh "
                 f"(reads 1 and {VERSION})"
             )
+        _check_fields(data, FIELDS, "")
         try:
             method = methods.check_method(data["method"])
             rate = check_rate(data["sampling_rate"])
@@ -469,6 +476,7 @@ class PrivacyLedger:
             slack = data["slack_delta"]
             spends = []
             for s in data["spends"]:
+                _check_fields(s, SPEND_FIELDS, "a spend's ")
                 attempt = s.get("attempt") if version > 1 else None
                 eps = s["epsilon"]
                 spends.append(RoundSpend(
@@ -509,6 +517,14 @@ class PrivacyLedger:
             if isinstance(error, PrivacyError):
                 raise PrivacyError(f"malformed ledger: {error}") from error
             raise PrivacyError(f"malformed ledger: {error!r}") from error
+
+
+def _check_fields(data: Any, known: tuple[str, ...], whose: str) -> None:
+    if isinstance(data, dict):
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise PrivacyError(f"malformed ledger: {whose}fields "
+                               f"{', '.join(map(shown, unknown))} are unknown")
 
 
 def _check_items(items: tuple[int, ...], offsets: tuple[float, ...], method: str

@@ -48,7 +48,7 @@ Python integers (JSON keeps integers of any size).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -57,7 +57,7 @@ from fedhh.codec import Codec
 from fedhh.codec import codes as cw
 from fedhh.codec.automaton import DEAD, ENDED
 from fedhh.device.selection import RoundQuery
-from fedhh.errors import ConfigError
+from fedhh.errors import ConfigError, shown
 from fedhh.server.consistency import Adjustment, ConsistentTail, adjust
 from fedhh.server.estimate import NullTail, rr_null_std, rr_variance
 from fedhh.server.evidence import real_probability, weight_levels
@@ -250,6 +250,11 @@ class TreeState:
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> TreeState:
+        """Inverse of ``to_dict`` (a state written before a field was added reads it as its
+        default); ValueError on a field this fedhh does not write, which would be lost."""
+        _check_fields(data, TreeState, "tree state")
+        for found in data["discovered"]:
+            _check_fields(found, Found, "discovered item")
         return TreeState(
             next_round=int(data["next_round"]),
             prefix_bits=int(data["prefix_bits"]),
@@ -268,6 +273,12 @@ class TreeState:
             listing_domain=int(data.get("listing_domain", 0)),
             listing_participants=int(data.get("listing_participants", 0)),
         )
+
+
+def _check_fields(data: dict[str, Any], kind: type, what: str) -> None:
+    unknown = sorted(set(data) - {f.name for f in fields(kind)})
+    if unknown:
+        raise ValueError(f"{what} fields {', '.join(map(shown, unknown))} are unknown")
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,10 @@ from fedhh.codec import codes as cw
 from fedhh.config import Mode, RunConfig, with_most_completions
 from fedhh.errors import ConfigError, NotFoundError, StoreDamaged, shown
 from fedhh.privacy import PrivacyLedger, methods
+from fedhh.privacy import ledger as ledger_format
 from fedhh.privacy.accountant import allocation_offsets
 from fedhh.server import LocalRandomizer, PrefixTree, TailKind, TreeState
+from fedhh.server.prefixtree import Found
 from fedhh_coordinator.budgets import LifetimeBudget
 from fedhh_coordinator.store import ACTIVE, RUN_ID, RUN_ID_RULE, RunRow, Store, decoded
 
@@ -129,48 +131,87 @@ class RunParts:
 def stored_config(row: RunRow) -> RunConfig:
     """The run's configuration, as valid as when it was stored (StartRun validated it): a
     figure out of bounds (``rounds: -5``) is damage, named here, not an error of whatever
-    calculation met it first. A configuration a later fedhh wrote (``newer_settings``) is
+    calculation met it first. A configuration a later fedhh wrote (``newer_records``) is
     StoreDamaged too, which says so: this fedhh cannot read it, but nothing in it is damaged.
-    """
-    newer = newer_settings(row.config)
-    if newer:
-        raise StoreDamaged(f"the stored run {row.run_id!r} {newer_text(newer)}")
+    So are the run's ledger and tree state."""
     return _read(row, "config", lambda data: _valid_config(json.dumps(data, sort_keys=True)))
 
 
+# What each stored record of a run holds as this fedhh writes it: its fields, and those of the
+# entries of its lists of records.
+_RECORDS: dict[str, tuple[str, frozenset[str], dict[str, frozenset[str]]]] = {
+    "config": ("settings", frozenset(f.name for f in fields(RunConfig)), {}),
+    "tree": ("tree state fields", frozenset(f.name for f in fields(TreeState)),
+             {"discovered": frozenset(f.name for f in fields(Found))}),
+    "ledger": ("ledger fields", frozenset(ledger_format.FIELDS),
+               {"spends": frozenset(ledger_format.SPEND_FIELDS)}),
+}
+
+
+def newer_fields(record: Any, known: frozenset[str],
+                 lists: dict[str, frozenset[str]] | None = None) -> list[str]:
+    """The fields of a stored record (a JSON object) that this fedhh does not know, where it
+    holds every one this fedhh knows, and so does each entry of its ``lists`` (a list field's
+    entries: their fields, shown as ``field[].name``, read in the first, since a writer writes
+    each alike): a record a later fedhh wrote (each writes every field it knows:
+    ``RunConfig.to_dict``, ``TreeState.to_dict``, ``PrivacyLedger.to_dict``) in a store that
+    an earlier one now opens (a rollback). [] otherwise, an unknown name beside a missing one
+    included: a name changed in the file is damage, which the record's reader refuses, as it
+    refuses a field it does not know in a record this fedhh could have written."""
+    if not isinstance(record, dict):
+        return []
+    unknown, complete = sorted(set(record) - known), known <= set(record)
+    for name, entry_known in (lists or {}).items():
+        entries = record.get(name)
+        if isinstance(entries, list) and entries and isinstance(entries[0], dict):
+            unknown += [f"{name}[].{field}" for field in sorted(set(entries[0]) - entry_known)]
+            complete = complete and entry_known <= set(entries[0])
+    return unknown if unknown and complete else []
+
+
 def newer_settings(config: dict[str, Any]) -> list[str]:
-    """The settings of a stored run configuration that this fedhh does not know, where it
-    holds every one this fedhh knows: a configuration a later fedhh wrote (each writes every
-    setting it knows, ``RunConfig.to_dict``) in a store that an earlier one now opens (a
-    rollback). [] otherwise, an unknown name beside a missing one included: a name changed in
-    the file is damage."""
-    known = {f.name for f in fields(RunConfig)}
-    unknown = sorted(set(config) - known)
-    return unknown if unknown and known <= set(config) else []
+    """``newer_fields`` of a stored run configuration."""
+    _, known, lists = _RECORDS["config"]
+    return newer_fields(config, known, lists)
 
 
-def newer_text(settings: list[str]) -> str:
-    return (f"was written by a newer fedhh: its settings {', '.join(map(shown, settings))} are "
-            f"unknown to this one ({__version__})")
+def newer_records(row: RunRow, records: tuple[str, ...] = tuple(_RECORDS)) -> str:
+    """What says that a later fedhh wrote the run's ``records`` (``newer_fields`` of its
+    config, tree state and ledger; a ledger version past the one this fedhh writes), as the
+    end of a sentence naming the run; "" if nothing does."""
+    parts = []
+    version = row.ledger.get("version") if isinstance(row.ledger, dict) else None
+    if "ledger" in records and isinstance(version, int) and version > ledger_format.VERSION:
+        parts.append(f"its ledger is version {version}, past the {ledger_format.VERSION} this "
+                     "one reads")
+    for record in records:
+        what, known, lists = _RECORDS[record]
+        unknown = newer_fields(getattr(row, record), known, lists)
+        if unknown:
+            parts.append(f"its {what} {', '.join(map(shown, unknown))} are unknown to this one")
+    if not parts:
+        return ""
+    return f"was written by a newer fedhh: {'; '.join(parts)} ({__version__})"
 
 
 def check_unfinished_runs(store: Store, location: str) -> None:
     """ConfigError, before the runner drives anything, where an unfinished run was written by
-    a later fedhh (``newer_settings``): this one would fail it for good as damaged (seen: a
+    a later fedhh (``newer_records``): this one would fail it for good as damaged (seen: a
     run 'running' under a later fedhh, the earlier one started on its store, was 'failed'
     at once, "the stored run is damaged: config: unknown run settings: new_knob", and the
-    later fedhh, started again, found it failed). The store is left as it is. A run damaged
-    otherwise fails alone, as the runner finds it."""
+    later fedhh, started again, found it failed), or, where its reader took the fields it
+    knows, drive it on and write its tree state and ledger back without the others. The store
+    is left as it is. A run damaged otherwise fails alone, as the runner finds it."""
     for run_id, _ in store.run_states(ACTIVE):
         try:
-            config = store.run(run_id).config
+            row = store.run(run_id)
         except (StoreDamaged, NotFoundError):
             continue
-        newer = newer_settings(config)
+        newer = newer_records(row)
         if newer:
-            raise ConfigError(f"--db {location}: the unfinished run {run_id!r} "
-                              f"{newer_text(newer)}; start the fedhh that wrote it to finish "
-                              "or cancel the run. The store is left as it is")
+            raise ConfigError(f"--db {location}: the unfinished run {run_id!r} {newer}; start "
+                              "the fedhh that wrote it to finish or cancel the run. The store "
+                              "is left as it is")
 
 
 @lru_cache(maxsize=64)
@@ -186,5 +227,9 @@ def stored_ledger(row: RunRow) -> PrivacyLedger:
 
 
 def _read(row: RunRow, field: str, decode: Callable[[Any], T]) -> T:
-    """``decode`` of one field of a stored run, or StoreDamaged naming the run and the field."""
+    """``decode`` of one field of a stored run, or StoreDamaged naming the run and the field,
+    or saying that a later fedhh wrote it (``newer_records``)."""
+    newer = newer_records(row, (field,)) if field in _RECORDS else ""
+    if newer:
+        raise StoreDamaged(f"the stored run {row.run_id!r} {newer}")
     return decoded(f"run {row.run_id!r}", field, decode, getattr(row, field))
