@@ -687,9 +687,12 @@ class RunConfig:
             choose_parameters(cohort, self.expected_dropout, self.corrupt_fraction,
                               Threat.LYING, devices=DEVICES_CHECK)
         except SecAggConfigError as error:
+            # (by the flags of fedhh up and fedhh admin start; the field
+            # names, which this said, are no option of any)
             raise ConfigError(f"a cohort of {cohort} devices cannot run secure aggregation: "
-                              f"{error}; use more devices, or a lower expected_dropout or "
-                              "corrupt_fraction") from None
+                              f"{error}; use more devices, or a lower --expected-dropout or "
+                              "--corrupt-fraction (the dropout rate and the share of corrupt "
+                              "devices it is made to withstand)") from None
 
     # ---- views used by the library --------------------------------------------------------
     def tree(self, mode: Mode = Mode.SIMULATION) -> TreeConfig:

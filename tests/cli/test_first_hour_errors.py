@@ -238,7 +238,7 @@ def test_up_with_too_few_devices_says_so_at_once(tmp_path: Path, cache: Path,
     line = one_line_error(["up", "--dataset", str(data), "--workdir", str(tmp_path / "w")],
                           capsys)
     assert "a cohort of 5 devices cannot run secure aggregation" in line
-    assert "use more devices, or a lower expected_dropout or corrupt_fraction" in line
+    assert "use more devices, or a lower --expected-dropout or --corrupt-fraction" in line
     assert not (tmp_path / "w").exists() and time.monotonic() - started < 30
 
 
