@@ -7,9 +7,14 @@ meant, told apart by its first bytes."""
 from __future__ import annotations
 
 import codecs
+import errno
+import io
 import os
+import select
+import stat
 import sys
 import unicodedata
+from typing import Any
 
 from fedhh.errors import ConfigError
 
@@ -19,11 +24,79 @@ CERTIFICATE_FILE_BYTES = 16 * MIB  # a CA bundle: the system's is ~200 KiB
 LIST_FILE_BYTES = 256 * MIB  # tokens files, item lists, codebooks: millions of lines
 
 
+# How long a named pipe is waited on for a process that writes to it. Opening one for reading
+# waits for a writer, and before, a pipe that nobody wrote to (a FIFO left in place of a token
+# file or a dataset) held the command or service silently for ever.
+PIPE_WRITER_WAIT_S = 10.0
+
+
+def open_input(path: str | os.PathLike[str], what: str) -> io.BufferedReader:
+    """The file at ``path`` open for reading (buffered, binary); for a named pipe, once a
+    process writes to it or holds it open to write, else ConfigError after
+    ``PIPE_WRITER_WAIT_S`` naming it (``what``: "deny list", "text dataset"). A pipe whose
+    writer is there works as before: process substitution, ``<(zcat items.gz)``. Errors of
+    opening are the caller's to word: OSError passes through."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # (a pipe's open waits no more)
+    try:
+        head = b""
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(mode):  # (a folder opens; its read would fail, past the caller's words)
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+        if stat.S_ISFIFO(mode):
+            head = _await_writer(descriptor, path, what)
+        os.set_blocking(descriptor, True)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return io.BufferedReader(_Headed(descriptor, head)) if head else open(descriptor, "rb")
+
+
+def _await_writer(descriptor: int, path: str | os.PathLike[str], what: str) -> bytes:
+    """What was read to learn that the pipe open at ``descriptor`` has a writer (its first
+    byte, or nothing); ConfigError when none came within ``PIPE_WRITER_WAIT_S``. Linux's poll
+    tells a reader that opened before any writer nothing until one writes or leaves; then a
+    read tells the rest apart: EOF while nobody writes, EAGAIN while a writer is silent."""
+    if select.select([descriptor], [], [], PIPE_WRITER_WAIT_S)[0]:
+        return b""
+    try:
+        head = os.read(descriptor, 1)
+    except BlockingIOError:
+        return b""  # (a writer holds it open: its bytes are waited for as a file's are read)
+    if not head:
+        raise ConfigError(
+            f"{what} {os.fspath(path)} is a named pipe (FIFO) that no process wrote to within "
+            f"{PIPE_WRITER_WAIT_S:g} s; give a file, or write to the pipe as the command starts")
+    return head  # (a byte that came after the wait ran out)
+
+
+class _Headed(io.RawIOBase):
+    """A descriptor's bytes read after ``head``, the bytes already taken from it."""
+
+    def __init__(self, descriptor: int, head: bytes) -> None:
+        self._file = io.FileIO(descriptor, "rb")
+        self._head = head
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        if self._head:
+            count = min(len(buffer), len(self._head))
+            buffer[:count] = self._head[:count]
+            self._head = self._head[count:]
+            return count
+        return self._file.readinto(buffer)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
 def read_whole(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
     """The bytes of the file at ``path``, or ConfigError when it holds more than ``limit``
-    (``what`` names it: "deny list", "TLS file"). Errors of opening and reading are the
-    caller's to word: OSError passes through."""
-    with open(path, "rb") as file:
+    (``what`` names it: "deny list", "TLS file"); a named pipe as ``open_input`` opens it.
+    Errors of opening and reading are the caller's to word: OSError passes through."""
+    with open_input(path, what) as file:
         data = file.read(limit + 1)
     if len(data) > limit:
         raise ConfigError(f"{what} {os.fspath(path)} holds more than {_size(limit)}; is it the "

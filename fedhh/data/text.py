@@ -45,8 +45,8 @@ from typing import Any
 from fedhh.data.builder import DEFAULT_SHARD_ENTRIES, build_dataset
 from fedhh.data.dataset import FederatedDataset, atomic_file
 from fedhh.data.progress import Meter
-from fedhh.errors import DatasetError
-from fedhh.input_files import HEAD_BYTES, not_utf8, wide_encoding_problem
+from fedhh.errors import ConfigError, DatasetError
+from fedhh.input_files import HEAD_BYTES, not_utf8, open_input, wide_encoding_problem
 
 logger = logging.getLogger(__name__)
 
@@ -155,9 +155,11 @@ def user_lines(source: Path, kind: str, meter: Meter | None,
     number, decoded; its UTF-8 byte-order mark dropped. ``check`` sees each line's bytes first
     (the format's own refusals); ``meter`` counts the bytes read and is closed at the end."""
     try:
-        handle = open(source, "rb")  # noqa: SIM115 - closed in the finally below
+        handle = open_input(source, f"{kind} dataset")
     except OSError as error:
         raise DatasetError(f"cannot read {kind} dataset {source}: {error.strerror}") from None
+    except ConfigError as error:  # (a named pipe nobody writes to)
+        raise DatasetError(str(error)) from None
     try:
         # (the file's beginning, unread: peek, so that a pipe works as before)
         if (problem := wide_encoding_problem(handle.peek(HEAD_BYTES))) is not None:

@@ -3,12 +3,16 @@ line naming it, at the bound, not a process that reads until memory runs out."""
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
 
+from fedhh import input_files
 from fedhh.cli.main import main
-from fedhh.errors import ConfigError
+from fedhh.data.text import user_lines
+from fedhh.errors import ConfigError, DatasetError
 from fedhh.input_files import read_whole
 from fedhh.rpc.credentials import read_secret
 
@@ -54,3 +58,65 @@ def test_a_deny_list_that_never_ends_is_one_line(capsys: pytest.CaptureFixture[s
     assert end.value.code == 2
     assert capsys.readouterr().err == ("fedhh simulate: error: item list /dev/zero holds more "
                                        "than 256 MiB; is it the right file?\n")
+
+
+@pytest.fixture
+def pipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A named pipe, waited on for a writer for 0.05 s."""
+    monkeypatch.setattr(input_files, "PIPE_WRITER_WAIT_S", 0.05)
+    path = tmp_path / "items.txt"
+    os.mkfifo(path)
+    return path
+
+
+def _write_when_opened(path: Path, data: bytes) -> threading.Thread:
+    """A writer of ``path`` (its open waits for the reader), then closing it."""
+    def write() -> None:
+        with open(path, "wb") as file:
+            file.write(data)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    return writer
+
+
+def test_a_named_pipe_nobody_writes_to_is_refused_by_name(pipe: Path) -> None:
+    """Before, opening it waited for a writer for ever: `fedhh admin --token-file fifo`,
+    `fedhh simulate --dataset fifo.txt` and a service's token file hung without a word."""
+    with pytest.raises(ConfigError, match=rf"^item list {pipe} is a named pipe \(FIFO\) that "
+                                          r"no process wrote to within 0.05 s; give a file"):
+        read_whole(pipe, 1024, "item list")
+
+
+def test_a_dataset_pipe_nobody_writes_to_is_a_dataset_error(pipe: Path) -> None:
+    with pytest.raises(DatasetError, match=rf"^text dataset {pipe} is a named pipe \(FIFO\)"):
+        list(user_lines(pipe, "text", None))
+
+
+def test_a_named_pipe_with_a_writer_is_read_as_before(pipe: Path) -> None:
+    """Process substitution and a writer that opens the pipe as the command starts."""
+    writer = _write_when_opened(pipe, b"a b\nc\n")
+    assert read_whole(pipe, 1024, "item list") == b"a b\nc\n"
+    writer.join()
+    writer = _write_when_opened(pipe, b"a b\nc\n")
+    assert list(user_lines(pipe, "text", None)) == [(1, "a b\n"), (2, "c\n")]
+    writer.join()
+
+
+def test_a_byte_that_comes_as_the_wait_runs_out_is_kept(
+        pipe: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The read that tells a writer from none takes a byte when one came just then."""
+    keep = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)  # (lets the writer open without waiting)
+    writer = os.open(pipe, os.O_WRONLY)
+    os.write(writer, b"first line\n")
+    os.close(writer)
+    monkeypatch.setattr(input_files.select, "select", lambda *_: ([], [], []))
+    try:
+        assert read_whole(pipe, 1024, "item list") == b"first line\n"
+    finally:
+        os.close(keep)
+
+
+def test_a_folder_is_refused_as_it_is_opened(tmp_path: Path) -> None:
+    with pytest.raises(IsADirectoryError):
+        input_files.open_input(tmp_path, "item list")
