@@ -539,12 +539,21 @@ def close_demo(demo: Any, run: Any, results: Any) -> None:
 
 
 def announce_dashboard(topo: Any, secure: bool) -> None:
+    """The dashboard's address, and the `fedhh admin` line that reaches the coordinator while
+    the stack stays up (before, its gRPC port was in the workdir's coordinator.ready.json
+    alone, and the README's admin commands named the compose stack's)."""
+    import shlex
+
     port = topo.services["coordinator"].ready["dashboard_port"]
     scheme = "https" if secure else "http"
     print(f"dashboard: {scheme}://127.0.0.1:{port}/ (sign in with the admin token in "
           f"{topo.workdir / 'admin.token'}"
           + (f"; its certificate is signed by {topo.workdir / 'tls' / 'ca.pem'}" if secure
              else "") + ")", flush=True)
+    transport = ["--ca", str(topo.workdir / "tls" / "ca.pem")] if secure else ["--insecure"]
+    line = shlex.join(["fedhh", "admin", "--coordinator", topo.address("coordinator"),
+                       *transport, "--token-file", str(topo.workdir / "admin.token"), "list"])
+    print(f"admin: {line} (or status, results RUN: `fedhh admin --help`)", flush=True)
 
 
 def announce_web(topo: Any, secure: bool, devices: int) -> None:
