@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from fedhh.config import Mode, RunConfig
@@ -48,6 +49,9 @@ FINAL = ("done", "failed", "cancelled")
 RECENT_RUNS = 5  # the fleet page's dropout covers the attempts of this many latest runs
 RECENT_ATTEMPTS = 20
 TOP_DEVICES = 25
+# The runs whose planner answers (Views.ask_planner) are kept, the latest viewed: a few hundred
+# bytes each, as many runs as the spend cache keeps ledgers (results.SpendCache).
+PLANNED_RUNS = 128
 # A device within a billionth of its lifetime budget shows as exhausted: the sums shown are SQL's
 # (rounded); admission compares exact sums (budgets.py)
 FULL_SLACK = 1e-9
@@ -184,8 +188,10 @@ class Views:
         self.budget, self.reader = budget, reader
         self.spend = SpendCache()
         # run id -> ``_budget_words`` with the planner (``ask_planner``): a run's config and
-        # eps_local are fixed when it is created, so its answer never changes
-        self._planned: dict[str, tuple[str, str]] = {}
+        # eps_local are fixed when it is created, so its answer never changes. The runs viewed
+        # latest (one entry each, and runs are made without end over a coordinator's life).
+        self._planned: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self.planned_size = PLANNED_RUNS
         # run id -> its solve under way: the requests that come meanwhile await that one
         self._solving: dict[str, asyncio.Future[tuple[str, str]]] = {}
 
@@ -227,7 +233,7 @@ class Views:
         devices' calls are served, and one a run however many requests come while it runs
         (each started its own before). A request that goes away leaves the solve to the others
         (shielded). A run not found or damaged is left to ``run`` to say."""
-        if run_id in self._planned:
+        if self._planned_words(run_id) is not None:
             return
         solving = self._solving.get(run_id)
         if solving is None:
@@ -242,6 +248,16 @@ class Views:
             solving.add_done_callback(lambda _: self._solving.pop(run_id, None))
         words = await asyncio.shield(solving)
         self._planned[run_id] = words
+        self._planned.move_to_end(run_id)
+        while len(self._planned) > self.planned_size:
+            self._planned.popitem(last=False)
+
+    def _planned_words(self, run_id: str) -> tuple[str, str] | None:
+        """The planner's answer for ``run_id`` if it is kept (now the latest used)."""
+        words = self._planned.get(run_id)
+        if words is not None:
+            self._planned.move_to_end(run_id)
+        return words
 
     def run(self, run_id: str) -> RunDetail:
         """One run (NotFoundError if there is none of that id); its budget words the planner's
@@ -250,7 +266,7 @@ class Views:
         row = self.store.run(run_id)
         parts = RunParts.load(row)
         rounds = self.store.rounds(run_id)
-        ran_out, budget = (self._planned.get(run_id)
+        ran_out, budget = (self._planned_words(run_id)
                            or _budget_words(parts.config, parts.ledger.eps_local, False))
         hits = tuple(heavy_hitters(parts, rounds, ran_out))
         cut = tuple(cut_prefixes(parts, rounds, ran_out))
