@@ -167,9 +167,10 @@ class RunConfig:
         DEFAULT_COMPLETION_ROUNDS, "cheaper rounds after the main ones (--rounds) for the items "
         "the main rounds left unended (URLs, e-mail addresses, long words); every round then "
         "takes the adaptive segment, with no deadline to trim the list for; skipped when "
-        "nothing is left. They need --algorithm optprefixtree, --randomizer ohe-rr, the "
-        "sum accountant (--privacy-method sum), --round-items 1, one run (no --two-runs), "
-        "--leftover-rounds idle and adaptive segments (no --segment-bits): 0 otherwise; when "
+        "nothing is left. They need --algorithm optprefixtree, the sum accountant "
+        "(--privacy-method sum) and adaptive segments (no --segment-bits), and in `fedhh "
+        "simulate` also --randomizer ohe-rr, --round-items 1, one run (no --two-runs) and "
+        "--leftover-rounds idle (simulation's options, their defaults): 0 otherwise; when "
         "too few devices can budget them all, the last are dropped, said in the output")
     completion_weight: float = _knob(
         0.2, "the first completion round's share of the budget, relative to a main round (a "
