@@ -113,7 +113,13 @@ class SecAggServer:
         self._share_responses: dict[int, _SharesOf] = {}
         # Stage 2
         self._masked_requests: dict[int, MaskedInputRequest] = {}
-        self._partners: dict[int, tuple[int, ...]] = {}  # P_v = N(v) ∩ U2 for v in U2
+        # P_v = N(v) ∩ U2 for v in U2 (ascending), each increasing: runs of one array. The
+        # requests' id tuples hold the ids' objects from _id_objects (k ints a device in each
+        # request, made at one close and read at the next, were half the objects a worker
+        # held a device from the key sharing's close on).
+        self._partner_ids = np.zeros(0, dtype=np.int64)
+        self._partners: dict[int, np.ndarray] = {}  # views of _partner_ids
+        self._id_objects = np.zeros(0, dtype=object)
         self._holders = _ShareHolders({}, {}, self.config.num_devices)  # the same, as a table
         self._commitments: dict[int, bytes] = {}
         self._acc: np.ndarray | None = None
@@ -386,14 +392,15 @@ class SecAggServer:
         del joined  # (the generator holds the last reference: freed once it is done)
         requests: dict[int, ServerMessage] = {}
         points: dict[int, np.ndarray] = {}
+        self._partner_ids, self._id_objects = src, _id_objects(self.config.num_devices)
+        shared = self._id_objects[src].tolist()
         for v, start, end, ciphertexts, sent_to, commitment in zip(
                 senders, starts, ends, routed, dsts, commitments, strict=True):
-            partners = tuple(src[start:end].tolist())
-            self._partners[v] = partners
-            points[v] = _share_points(sent_to, src[start:end])
+            partners = self._partners[v] = src[start:end]
+            points[v] = _share_points(sent_to, partners)
             self._commitments[v] = commitment
             req = MaskedInputRequest(self.session_id, v, ShareBundle(
-                v, partners, ciphertexts, SHARE_CIPHERTEXT_BYTES))
+                v, tuple(shared[start:end]), ciphertexts, SHARE_CIPHERTEXT_BYTES))
             self._masked_requests[v] = req
             requests[v] = req
         del routed
@@ -526,11 +533,20 @@ class SecAggServer:
                              signers: Mapping[int, bytes]) -> dict[int, ServerMessage]:
         requests: dict[int, ServerMessage] = {}
         with_check = self.config.consistency_check
-        # (filter and map walk each device's ~k partners in C: three generator expressions
-        # took 22 us per device at k = 83 on a 2.1 GHz core, these 15. Each signer's
-        # (id, signature) pair is made once and shared by its neighbours' requests: a pair per
-        # neighbour was 187,000 tuples a shard of 2,500 devices, 21 -> 12 us per device.)
-        survivor = u3.__contains__
+        # Every partner of U2 split into survivors and the dropped at once, each side's ids
+        # gathered from _id_objects in one C loop: a holder's alive and dropped are slices of
+        # those, as its partners are a run of _partner_ids. (Each signer's (id, signature)
+        # pair is made once and shared by its neighbours' requests: a pair per neighbour was
+        # 187,000 tuples a shard of 2,500 devices, 21 -> 12 us per device.)
+        ids, survivor = self._partner_ids, np.zeros(self.config.num_devices + 1, dtype=bool)
+        survivor[list(u3)] = True
+        lives = survivor[ids]
+        alive_ids = self._id_objects[ids[lives]].tolist()
+        dropped_ids = self._id_objects[ids[~lives]].tolist()
+        alive_before = np.concatenate(([0], np.cumsum(lives))).tolist()  # survivors in ids[:i]
+        ends = itertools.accumulate(map(len, self._partners.values()))
+        runs_of = {v: (end - len(partners), end)
+                   for (v, partners), end in zip(self._partners.items(), ends, strict=True)}
         # A holder's neighbours' signatures are a run of the signers in ring order, its own
         # left out (signers are in U3 and U2, so its signing partners are its signing
         # neighbours): a view of one tuple of (id, signature) pairs shared by the round.
@@ -539,9 +555,10 @@ class SecAggServer:
         runs = {u: (at, start, stop) for at, (u, start, stop) in enumerate(zip(
             order, starts.tolist(), stops.tolist(), strict=True))}
         for v in sorted(self._unmask_holders(u3, signers)):
-            partners = self._partners[v]
-            alive = tuple(filter(survivor, partners))
-            dropped = tuple(itertools.filterfalse(survivor, partners))
+            start, end = runs_of[v]
+            a0, a1 = alive_before[start], alive_before[end]
+            alive = tuple(alive_ids[a0:a1])
+            dropped = tuple(dropped_ids[start - a0:end - a1])
             sigs: tuple[tuple[int, bytes], ...] | RingRun[tuple[int, bytes]] = ()
             if with_check:
                 at, start, stop = runs[v]
@@ -690,7 +707,8 @@ class SecAggServer:
         remove_masks(self._acc, self._masks, self.session_id,
                      self_keys=self_keys.values(), dropped=dropped,
                      s_public={u: self._adverts[u].s_pk for u in self._partners},
-                     partners=self._partners, survivors=set(u3))
+                     partners={u: self._partners[u].tolist() for u in dropped},
+                     survivors=set(u3))
         total = self._acc
         self._require(int(total.max(initial=0)) <= len(u3), AbortReason.OUTPUT_OUT_OF_RANGE,
                       "a coordinate of the sum exceeds the number of contributors")
@@ -732,6 +750,14 @@ class SecAggServer:
         else:
             self.stage = Stage(self.stage + 1)
         return requests
+
+
+def _id_objects(num_devices: int) -> np.ndarray:
+    """The ids 0..num_devices as one int object each: tuples of ids gathered from it
+    (``table[ids].tolist()``) share them, where an int per entry each was k a device."""
+    table = np.empty(num_devices + 1, dtype=object)
+    table[:] = range(num_devices + 1)
+    return table
 
 
 @dataclass(frozen=True, eq=False)
@@ -813,7 +839,7 @@ class _ShareHolders:
     shards of 6,000 devices. Beside it, the Shamir point of each holder's share
     (``points``, by owner: :func:`_share_points`)."""
 
-    def __init__(self, partners: Mapping[int, tuple[int, ...]],
+    def __init__(self, partners: Mapping[int, Sequence[int] | np.ndarray],
                  points: Mapping[int, np.ndarray], num_devices: int) -> None:
         self._num_devices = num_devices
         self._ids = np.fromiter(partners, dtype=np.int64, count=len(partners))
