@@ -92,6 +92,22 @@ class _Headed(io.RawIOBase):
         super().close()
 
 
+def missing_reason(path: str | os.PathLike[str]) -> str:
+    """Why ``path`` names no file or folder to read, in words that follow it: "does not exist",
+    a symbolic link to nothing or in a loop, a path that cannot be searched, or something else
+    there (a device, a pipe, a socket). Before, ``Path.exists`` answered False for each, and a
+    symbolic link loop or a link to a moved file was said not to exist."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno != errno.ENOENT:  # (ELOOP: a loop; EACCES, ENOTDIR: its folders)
+            return f"cannot be read: {error.strerror}"
+        if os.path.islink(path):
+            return f"is a symbolic link to {os.readlink(path)}, which does not exist"
+        return "does not exist"
+    return "is neither a file nor a folder"
+
+
 def read_whole(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
     """The bytes of the file at ``path``, or ConfigError when it holds more than ``limit``
     (``what`` names it: "deny list", "TLS file"); a named pipe as ``open_input`` opens it.

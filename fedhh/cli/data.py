@@ -22,6 +22,7 @@ from fedhh.cli import options
 from fedhh.cli.main import usage_error
 from fedhh.codec.shown import columns, ljust, printable_rows
 from fedhh.errors import ConfigError, DatasetError
+from fedhh.input_files import missing_reason
 
 INSPECT_COLUMNS_MAX = 160  # `fedhh data inspect`'s item column at most
 
@@ -158,7 +159,7 @@ def _import(args: argparse.Namespace) -> int:
     from fedhh.data.text import import_text
 
     if not args.path.exists():
-        usage_error("fedhh data import", f"PATH {args.path} does not exist")
+        usage_error("fedhh data import", f"PATH {args.path} {missing_reason(args.path)}")
     try:
         options.check_dataset_out(args.out, args.force, (args.path,))
     except ConfigError as error:

@@ -35,7 +35,7 @@ from typing import Any
 from fedhh.data.progress import Meter
 from fedhh.data.text import Importer, Separators
 from fedhh.errors import DatasetError
-from fedhh.input_files import not_utf8, wide_encoding_problem
+from fedhh.input_files import missing_reason, not_utf8, wide_encoding_problem
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def leaf_files(path: str | os.PathLike[str]) -> list[Path]:
     if root.is_file():
         return [root]
     if not root.is_dir():
-        raise DatasetError(f"LEAF input {root} does not exist")
+        raise DatasetError(f"LEAF input {root} {missing_reason(root)}")
     files = sorted(p for p in root.rglob("*.json") if p.is_file() and not p.name.startswith("."))
     if not files:
         raise DatasetError(f"LEAF directory {root} holds no .json files")

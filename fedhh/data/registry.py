@@ -34,6 +34,7 @@ from fedhh.data.dataset import FederatedDataset, load_dataset, save_dataset
 from fedhh.data.itemsets import ITEMSETS_VERSION
 from fedhh.data.progress import announce
 from fedhh.errors import DatasetError
+from fedhh.input_files import missing_reason
 
 logger = logging.getLogger(__name__)
 
@@ -299,6 +300,8 @@ def source_format(path: Path) -> str:
         raise DatasetError(f"{path} is neither a dataset directory (no meta.json) nor a "
                            f"directory of LEAF .json files{held_files}")
     if not path.exists():
+        if (reason := missing_reason(path)) != "does not exist":
+            raise DatasetError(f"{path} {reason}")
         raise DatasetError(f"{path} does not exist and is not a built-in dataset "
                            f"({', '.join(BUILTINS)}){_did_you_mean(str(path))}")
     if path.suffix.lower() == ".json":
