@@ -287,7 +287,7 @@ def code_of(records: dict[str, RunRecord]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from fedhh.data.registry import cache_root
     from fedhh.experiments.populations import absolute
-    from fedhh.experiments.report import study_results, write_report
+    from fedhh.experiments.report import check_report_folder, study_results, write_report
     from fedhh.experiments.runner import Suite, result_records
     from fedhh.experiments.spec import SuiteSettings
     from fedhh.experiments.store import ResultStore, StoreUnwritable, os_reason
@@ -313,6 +313,7 @@ def run(args: argparse.Namespace) -> int:
         studies = group_studies(PAPER_GROUP if args.study == "all" else UTILITY_GROUP)
     else:
         studies = [get_study(args.study)]
+    check_report_folder(args.out, [s.name for s in studies])
     seeds = list(range(args.seeds))
     store = ResultStore(args.store or cache_root() / "experiments")
     # A worker resolves a relative path in its own directory, not in this one.

@@ -33,12 +33,13 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fedhh.data.dataset import atomic_file
+from fedhh.errors import ConfigError
 from fedhh.experiments.analysis import SCALARS, StudyResults, VariantResult
 from fedhh.experiments.claims import ClaimResult, evaluate_claims
 from fedhh.experiments.plots import draw_figure, draw_summary, figure_specs, study_figures
@@ -86,6 +87,7 @@ def write_report(out: str | Path, results: Sequence[StudyResults], meta: dict[st
     root.mkdir(parents=True, exist_ok=True)
     with _report_lock(root):
         studies = {res.study.name for res in results}
+        check_report_folder(root, studies)  # (again: another program may have written since)
         _remove_stale_temporaries(root, ROOT_FILES)
         for name in studies:
             _remove_stale_temporaries(root / name)
@@ -146,17 +148,38 @@ def _report_lock(root: Path) -> Iterator[None]:
         os.close(descriptor)  # (releases the lock)
 
 
+def _previous_studies(root: Path) -> list[str] | None:
+    """The studies the report.json in ``root`` names, or None when it holds no report's."""
+    # (RecursionError: a report.json nested thousands deep; before, a traceback out of the run)
+    with contextlib.suppress(OSError, ValueError, RecursionError):
+        meta = json.loads((root / "report.json").read_text(encoding="utf-8"))
+        if isinstance(meta, dict) and isinstance(meta.get("studies"), list):
+            return [s for s in meta["studies"] if isinstance(s, str)]
+    return None
+
+
+def check_report_folder(out: str | Path, studies: Iterable[str]) -> None:
+    """Refuse a folder that is not a report's (no report.json of one) but holds a file or
+    folder the report of ``studies`` writes, which the report would replace: before, `--out .`
+    in a project replaced its README.md, unasked and for good."""
+    root = Path(out)
+    if not root.is_dir() or _previous_studies(root) is not None:
+        return
+    taken = sorted(name for name in (*ROOT_FILES, *studies)
+                   if os.path.lexists(root / name))
+    if taken:
+        raise ConfigError(
+            f"--out {out} holds {', '.join(taken)} but no report of fedhh experiments (its "
+            "report.json names the studies), and the report would replace them: give a new "
+            "or empty folder, or one a report was written to")
+
+
 def _remove_previous(root: Path, studies: set[str]) -> None:
     """Remove the previous report's README (its completion mark) and the study folders its
     report.json named that the new report lacks (before, `segmentation` written where `all`
     had been left the other studies' folders of another invocation, maybe of another dataset,
     beside its README). A folder holding anything but report files is left, with a warning."""
-    previous: list[str] = []
-    # (RecursionError: a report.json nested thousands deep; before, a traceback out of the run)
-    with contextlib.suppress(OSError, ValueError, RecursionError):
-        meta = json.loads((root / "report.json").read_text(encoding="utf-8"))
-        if isinstance(meta, dict) and isinstance(meta.get("studies"), list):
-            previous = [s for s in meta["studies"] if isinstance(s, str)]
+    previous = _previous_studies(root) or []
     (root / "README.md").unlink(missing_ok=True)
     for name in previous:
         folder = root / name

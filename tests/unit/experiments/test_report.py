@@ -403,3 +403,35 @@ def test_two_reports_in_one_folder_are_written_one_after_the_other(
                                       capsys)
     assert code == 0, err
     assert tried == [False]
+
+
+def test_a_folder_that_holds_no_report_is_not_written_over(
+        tiny_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before, `--out .` in a project replaced its README.md (and would its claims.csv or a
+    # folder named as a study) with the report's, unasked: now refused before any run.
+    out = tmp_path / "project"
+    out.mkdir()
+    (out / "README.md").write_text("# my project\n")
+    (out / "main.py").write_text("print()\n")
+    (out / "segmentation").mkdir()  # (a folder named as the study: its files would be mixed in)
+    code, _, err = run_cli(["experiments", "segmentation", "--dataset", str(tiny_path),
+                            "--out", str(out), "--store", str(tmp_path / "store"),
+                            "--seeds", "1", "--quiet"], capsys)
+    assert code != 0
+    assert f"--out {out} holds README.md, segmentation but no report of fedhh" in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "main.py", "segmentation"]
+    assert (out / "README.md").read_text() == "# my project\n"
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").iterdir())
+
+
+def test_the_report_writer_checks_the_folder_again_under_its_lock(tmp_path: Path) -> None:
+    # Another program may write the folder between the command's check and the report.
+    from fedhh.errors import ConfigError
+    from fedhh.experiments.report import write_report
+
+    (tmp_path / "claims.csv").write_text("theirs\n")
+    with pytest.raises(ConfigError, match=r"holds claims\.csv but no report"):
+        write_report(tmp_path, [], {"command": "fedhh experiments segmentation"})
+    assert (tmp_path / "claims.csv").read_text() == "theirs\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["claims.csv"]
