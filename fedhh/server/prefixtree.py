@@ -253,7 +253,7 @@ class TreeState:
         """Inverse of ``to_dict`` (a state written before a field was added reads it as its
         default); ValueError on a field this fedhh does not write, which would be lost."""
         _check_fields(data, TreeState, "tree state")
-        for found in data["discovered"]:
+        for found in data.get("discovered", ()):  # (one missing is named below, in order)
             _check_fields(found, Found, "discovered item")
         return TreeState(
             next_round=int(data["next_round"]),
