@@ -20,7 +20,7 @@ import numpy as np
 
 from fedhh.cli import options
 from fedhh.cli.main import usage_error
-from fedhh.codec.shown import columns, ljust, printable_rows
+from fedhh.codec.shown import columns, fitted, ljust, printable_rows
 from fedhh.errors import ConfigError, DatasetError
 from fedhh.input_files import missing_reason
 
@@ -226,15 +226,20 @@ def _inspect(args: argparse.Namespace) -> int:
           + " / ".join(map(str, report["distinct_words_per_user_quantiles"].values())))
     if "tail_token_share" in dataset.stats:
         print(f"  share of tokens from the rare tail: {dataset.stats['tail_token_share']:.4f}")
-    shown = printable_rows([(row["item"], False) for row in report["top_weighted"]])
     # (the column fits the longest, a long URL too, up to 160 columns; a longer item, a blob of
-    # 5,000 characters, pushes only its own row's figures on rather than padding every row)
+    # 5,000 characters, is cut to them, a cut item's … at its end: before, it pushed its own
+    # row's figures thousands of columns on, and widened every other row to the 160)
+    rows = [fitted(row["item"], INSPECT_COLUMNS_MAX) for row in report["top_weighted"]]
+    shown = printable_rows(rows)
     width = min(INSPECT_COLUMNS_MAX, max([24, *map(columns, shown)]))
     print(f"  {'rank':>4}  {ljust('item', width)} {'weighted':>10} {'users holding':>14}")
     for rank, (row, item) in enumerate(zip(report["top_weighted"], shown, strict=True),
                                        start=1):
         print(f"  {rank:>4}  {ljust(item, width)} {row['weighted']:>10.5f} "
               f"{row['unweighted']:>14.4f}")
+    if any(cut for _, cut in rows):
+        print(f"  (an item ending in … is cut to {INSPECT_COLUMNS_MAX} columns: it stands for "
+              "the item that begins so; --json gives it whole)")
     return 0
 
 

@@ -27,6 +27,7 @@ from fedhh.codec.codebook import (
     Codebook,
     codebook_from_spec,
 )
+from fedhh.codec.shown import cut_text
 from fedhh.errors import ConfigError
 
 MAX_SUPPORTED_BITS = 4096
@@ -74,11 +75,8 @@ class Decoded:
         item written with that token (``+1-55…``), so it shows ``⟨+0 bits⟩`` of the next
         codeword (``+1-5⟨+0 bits⟩…``), and its text is not read as the other's parent."""
         escaped = "".join(f"\\x{b:02x}" for b in self.partial)
-        # (an item's own ⟨ as \u27e8: the item x⟨+3 bits⟩y cut after its ⟩ showed as x and 3
-        # bits of the next codeword)
-        text = self.text.replace("\\", "\\\\").replace(OPEN_BRACKET, "\\u27e8")
         marker = open_marker(self.open_bits, self.token_across and not self.partial)
-        return text + escaped + marker + ELLIPSIS
+        return cut_text(self.text) + escaped + marker + ELLIPSIS
 
 
 def open_marker(bits: int, token_across: bool = False) -> str:

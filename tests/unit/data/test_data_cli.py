@@ -136,23 +136,31 @@ def test_writing_a_dataset_replaces_nothing_but_an_earlier_dataset(
                 "--force"]) == 0
 
 
-def test_inspect_keeps_its_item_column_at_160(tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
-    """A 5,000-character item in the top pushes only its own row on (the column fits items up
-    to 160 columns: tests/cli/test_terminal_text.py); before, every row of the
-    list was padded to 5,034 characters."""
+def test_inspect_cuts_an_item_longer_than_its_column(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A 5,000-character item in the top is cut to the column's 160 columns (which fit a long
+    URL: tests/cli/test_terminal_text.py), its … at the end, and every row is as wide. Before
+    the item widened every row's column to 160 and pushed its own row 5,000 columns on (and
+    before that, every row of the list was padded to 5,034 characters). An item of its own
+    ending in … shows it escaped, so the two read apart; --json keeps the item whole."""
     src = tmp_path / "long.jsonl"
-    src.write_text(('["' + "B" * 5000 + '"]\n') * 3 + '["short"]\n["short"]\n["x"]\n',
+    src.write_text(('["' + "B" * 5000 + '"]\n') * 3 + '["short…"]\n["short…"]\n["x"]\n',
                    encoding="utf-8")
     out = tmp_path / "ds"
     assert run(["data", "import", str(src), "--format", "jsonl", "--out", str(out)]) == 0
     capsys.readouterr()
     assert run(["data", "inspect", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    short = next(line for line in lines if " short " in line)
-    assert len(short) < 200 and short.split() == ["2", "short", "0.33333", "0.3333"]
-    long_row = next(line for line in lines if "B" * 5000 in line)
-    assert long_row.split() == ["1", "B" * 5000, "0.50000", "0.5000"]
+    table = lines[next(i for i, line in enumerate(lines) if "rank" in line):]
+    long_row, short_row, _, note = table[1:]
+    assert long_row.split() == ["1", "B" * 159 + "…", "0.50000", "0.5000"]
+    assert short_row.split() == ["2", "short\\u2026", "0.33333", "0.3333"]
+    assert len({len(row) for row in table[:-1]}) == 1 and len(long_row) < 200
+    assert note == ("  (an item ending in … is cut to 160 columns: it stands for the item that "
+                    "begins so; --json gives it whole)")
+    assert run(["data", "inspect", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["top_weighted"][0]["item"] == "B" * 5000
 
 
 def test_data_counts_are_read_as_every_other_command_reads_them() -> None:

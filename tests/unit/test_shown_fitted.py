@@ -1,0 +1,60 @@
+"""``fedhh.codec.shown.fitted``: an item shown in at most a column's width, cut where it is wider
+as a cut prefix is (``Decoded.shown_cut``: its characters, then ``…``), so that the cut reads
+as the beginning of the item and its ``…`` never as the item's own text."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedhh.codec import Decoded
+from fedhh.codec.shown import columns, cut_item, fitted, printable, printable_rows
+
+
+def _shown(text: str, width: int) -> str:
+    return printable_rows([fitted(text, width)])[0]
+
+
+@pytest.mark.parametrize("item", ["short", "東京", "x" * 24, "new york", "a\\b", "wait…"])
+def test_an_item_that_fits_is_left_whole(item: str) -> None:
+    assert fitted(item, 24) == (item, False)
+
+
+@pytest.mark.parametrize(("item", "shown"), [
+    ("x" * 40, "x" * 23 + "…"),
+    ("東京" * 20, "東京" * 5 + "東…"),  # (a wide character is not split across the width)
+    ("a\x1b" * 20, "a\\x1ba\\x1ba\\x1ba\\x1ba…"),  # (nor an escape: \x1 is no escape)
+    ("a\\" * 20, "a\\\\a\\\\a\\\\a\\\\a\\\\a\\\\a\\\\a…"),  # (the item's \ shown \\ as ever)
+    ("ab⟨+3 bits⟩cd" * 3, "ab\\u27e8+3 bits⟩cdab…"),  # (no tail: its ⟨ is the item's)
+    ("wait…" * 9, "wait…wait…wait…wait…wai…"),  # (the … of the cut alone at the end)
+])
+def test_a_wider_item_is_cut_as_a_prefix_is(item: str, shown: str) -> None:
+    cut, is_cut = fitted(item, 24)
+    assert is_cut and _shown(item, 24) == shown and columns(shown) <= 24
+    # (the cut reads back as the beginning of the item, as a cut prefix does)
+    assert item.startswith(cut_item(cut)) and cut_item(cut)
+    assert cut == Decoded(cut_item(cut), False, True, 0).shown_cut
+
+
+def test_the_cut_reads_apart_from_an_item_of_that_text_ending_in_its_own_ellipsis() -> None:
+    item = "x" * 40
+    whole = "x" * 23 + "…"  # (an item: what the cut of ``item`` shows, as text)
+    assert printable(whole) == "x" * 23 + "\\u2026"
+    assert printable_rows([fitted(item, 24), fitted(whole, 30)]) == [
+        "x" * 23 + "…", "x" * 23 + "\\u2026"]
+
+
+@pytest.mark.parametrize("width", range(3, 30))
+def test_what_the_cut_ends_on_shows_as_a_cut_prefix_shows_it(width: int) -> None:
+    """A space before the … shows ``\\x20`` (it draws nothing there), a joiner that joins
+    nothing ``\\u200d`` (``👨‍…`` read as ``👨…``); an emoji sequence is not split into more
+    columns than the width."""
+    for item in ("new york " * 5, "👨\u200d👩\u200d👧\u200d👦" * 20, "👨\u200d" + "x" * 40):
+        shown = _shown(item, width)
+        assert columns(shown) <= width, (item, shown)
+        assert not shown.endswith((" …", "\u200d…")), shown
+    assert _shown("👨\u200d" + "x" * 40, 9) == "👨\\u200d…"
+    assert _shown("ab \x1b" * 3, 7) == "ab\\x20…"
+
+
+def test_a_huge_item_is_cut_without_reading_it_all() -> None:
+    assert fitted("B" * 1_000_000, 160) == ("B" * 159 + "…", True)
