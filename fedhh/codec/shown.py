@@ -91,12 +91,18 @@ with the ligature ``ﬁ``, ``ｐaypal`` with a fullwidth ``ｐ``: ``\\ufb01nance
 So does an item all of whose letters look like Latin ones (``сосоа``, Cyrillic), unless the
 list it is shown in holds another row it reads as (``cocoa``): then its lookalike letters are
 escaped (``printable_rows``), where the consoles, the dashboard's page and its CSV list items.
-So are the font and width variants of digits and ASCII symbols and the Roman numerals beside
-the row they read as (``１２３``, ``𝟷𝟸𝟹`` beside ``123``, ``Ⅻ`` beside ``XII``:
-``\\uff11\\uff12\\uff13``, ``\\u216b``); alone they show as they are. So is what draws as the
-backslash every escape begins with beside the row it reads as (``⧵x1b``, the reverse solidus
-operator, beside the item ESC, shown ``\\x1b``: ``\\u29f5x1b``; ``a⑊b``, the OCR double
-backslash, beside ``a\\b``, shown ``a\\\\b``).
+What a row reads as is its skeleton by Unicode's confusables (UTS #39, section 4; the table is
+``confusables.txt``, read when a list is first shown), so the same holds for every character
+Unicode lists as reading as another: the font and width variants of digits and ASCII symbols
+and the Roman numerals (``１２３``, ``𝟷𝟸𝟹`` beside ``123``, ``Ⅻ`` beside ``XII``:
+``\\uff11\\uff12\\uff13``, ``\\u216b``), the slashes, colons, dots and dashes that draw as
+ASCII's (``http://a.com╱x`` beside ``http://a.com/x``: ``http://a.com\\u2571x``; ``ノ``, ``˸``,
+``׃``, ``٠``, ``˗``), what draws as the backslash every escape begins with (``⧵x1b``, the
+reverse solidus operator, beside the item ESC, shown ``\\x1b``: ``\\u29f5x1b``; ``a⑊b``, the
+OCR double backslash, beside ``a\\b``, shown ``a\\\\b``); alone they show as they are. In
+such a row the non-ASCII characters that read as other text are escaped, and those that an
+ASCII character reads as (``º/₀``, as ``%`` reads); ASCII is never escaped, since escapes are
+written in it, so ``rn`` and ``m``, which UTS #39 reads alike, show as they are.
 
 Items are kept as written, so ``café`` written with a combining accent (NFD) and with ``é``
 (NFC) are two items that look alike: in an item that is not in NFC, the marks, jamo and
@@ -124,6 +130,7 @@ their direction, so that the line listed them in reverse.
 from __future__ import annotations
 
 import bisect
+import os
 import re
 import sys
 import unicodedata
@@ -555,7 +562,7 @@ def rjust(text: str, width: int) -> str:
     return " " * max(0, width - columns(text)) + isolated(text)
 
 
-def printable(text: str, cut: bool = False, latin: bool = False) -> str:
+def printable(text: str, cut: bool = False, confusable: bool = False) -> str:
     """``text`` with every control, line-breaking, reordering or invisible character escaped,
     a space at either end and every space but U+0020 escaped, its backslashes doubled, and, in
     a text not in NFC, what NFC would change (module docstring); the text itself when it has
@@ -563,8 +570,8 @@ def printable(text: str, cut: bool = False, latin: bool = False) -> str:
     show as an empty cell, or join the cell before it: each of its characters is escaped, as is
     a mark that begins an item (``\\u0943taebno`` read ``taebno``). ``cut``: ``text`` is a cut
     prefix as ``Decoded.shown_cut`` writes it, whose backslashes are escapes already.
-    ``latin``: every letter of Greek, Cyrillic and the other scripts that look like Latin, and
-    every font, width or ligature variant, is escaped too (``printable_rows``)."""
+    ``confusable``: every non-ASCII character that reads as other text, or that ASCII reads
+    as, is escaped too (``_confusable``, for ``printable_rows``)."""
     if (text.isascii() and text.isprintable() and (cut or "\\" not in text)
             and not text.startswith(" ") and not text.endswith(" ")):
         return text
@@ -582,7 +589,7 @@ def printable(text: str, cut: bool = False, latin: bool = False) -> str:
                     else set())
     # (its own letters, not its tail's: the Latin "bits" of ⟨+2 bits⟩ outnumbered Моск's
     # Cyrillic, which showed escaped as the odd script out)
-    foreign = _foreign_letters(body) | (_lookalike_letters(body) if latin else set())
+    foreign = _foreign_letters(body) | (_confusable_chars(body) if confusable else set())
     shown = []
     marks = 0  # (of the run of nonspacing or enclosing marks just before text[i])
     for i, char in enumerate(text):
@@ -696,27 +703,50 @@ def _foreign_letters(text: str) -> set[int]:
     return {i for i, script in scripts if script != kept}
 
 
-# Letters that read as a Latin letter (the Latin letter, or letters, they show as), for
-# ``printable_rows``: Cyrillic, Greek, Armenian and Cherokee; a font, width or ligature variant
-# reads as its NFKC form (``_lookalike_script``). And the Persian digits that draw as the
-# Arabic-Indic ones (zero to three, seven to nine: ``۱۲۳`` and ``١٢٣`` read alike; four to six
-# differ in form). And the marks that draw as ASCII punctuation, as a URL's spoof uses them
-# (``http://a.com∕x``, a division slash): the division, fraction and big solidus slashes, the
-# hyphens, figure and en dashes and the minus sign (a monospace font draws them as ``-``), the
-# letter ``ǃ``, the Armenian full stop, ratio and modifier colon, the one dot leader. And the
-# Latin letters of other alphabets (IPA) that draw as a plain one: ``ɑ``, ``ɡ``, ``ǀ``
-# (``pɑypal``, all Latin, read ``paypal``). And what draws as the backslash every escape
-# begins with: the reverse solidus operator, the big and small reverse solidus, the set minus,
-# and the OCR double backslash as the doubled one (``⧵x1b`` read as the item ESC, shown
-# ``\\x1b``; ``a⑊b`` as ``a\\b``, shown ``a\\\\b``).
-_READS_AS = str.maketrans(
-    "аеорсухіјѕԁһԛԝӏүАВЕКМНОРСТХУІЈЅԚԜӀҮ" "αικνορυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ" "օսցհոզՕՍ" "ᎪᏴᏟᎬᎻᎫᏦᎷᏢᏚᎢᏔᏃ"
-    "\u06f0\u06f1\u06f2\u06f3\u06f7\u06f8\u06f9"
-    "\u2215\u2044\u29f8\u2010\u2011\u2012\u2013\u2212\u01c3\u0589\u2236\ua789\u2024"
-    "\u0251\u0261\u01c0" "\u29f5\u29f9\ufe68\u2216",
-    "aeopcyxijsdhqwlyABEKMHOPCTXYIJSQWIY" "aikvopuxABEZHIKMNOPTYX" "oughnqOU" "ABCEHJKMPSTWZ"
-    "\u0660\u0661\u0662\u0663\u0667\u0668\u0669"
-    "///-----!:::." "agl" "\\\\\\\\") | {0x244A: "\\\\"}
+_CONFUSABLES = os.path.join(os.path.dirname(__file__), "confusables.txt")
+
+
+class _Readings(dict[int, str]):
+    """Unicode's confusables.txt (UTS #39, section 4), as ``confusables.txt`` beside this module
+    holds it (``gen_confusables.py`` writes it): each character that reads as other text, and
+    the prototype it reads as (``с`` as ``c``, ``╱`` as ``/``, ``m`` as ``rn``); for the few
+    font, width and compatibility variants it leaves out (``＠``, ``．``: identifiers, its use,
+    are NFKC'd first), their NFKC form's prototypes, found when first met (``_variant``). For
+    ``str.translate``."""
+
+    def __init__(self) -> None:
+        with open(_CONFUSABLES, encoding="utf-8") as lines:
+            super().__init__(
+                (int(char, 16), "".join(chr(int(code, 16)) for code in target.split()))
+                for char, _, target in (line.partition(";") for line in lines
+                                        if not line.startswith("#")))
+        # (so that ASCII, most of most items, is found without __missing__'s LookupError)
+        for code in range(0x80):
+            self.setdefault(code, chr(code))
+
+    def __missing__(self, code: int) -> str:
+        base = _variant(chr(code))
+        if base is None:
+            raise LookupError(code)  # (translate leaves it as it is; not kept: items are many)
+        self[code] = reading = base.translate(self)
+        return reading
+
+
+_CONFUSABLES = os.path.join(os.path.dirname(__file__), "confusables.txt")
+
+
+@lru_cache(maxsize=1)
+def _prototypes() -> _Readings:
+    """The ``_Readings``, read when a list is first shown, not when the module is imported."""
+    return _Readings()
+
+
+def _variant(char: str) -> str | None:
+    """The NFKC form of a font, width or ligature variant of a letter (``_lookalike_script``)
+    or of ``_ascii_variant``; None for any other character."""
+    if _lookalike_script(char) == _VARIANT:
+        return unicodedata.normalize("NFKC", char)
+    return _ascii_variant(char)
 
 
 @lru_cache(maxsize=4096)
@@ -735,24 +765,34 @@ def _ascii_variant(char: str) -> str | None:
     return base if base.isascii() and base.isprintable() and not base.isspace() else None
 
 
-def _lookalike_letters(text: str) -> set[int]:
-    """The positions of ``text``'s letters of a script that looks like Latin, Latin's own
-    but not (``_lookalike_script``), and of the characters that read as others
-    (``_READS_AS``: the Persian digits; ``_ascii_variant``: ``１``, ``Ⅻ``)."""
-    return {i for i, char in enumerate(text)
-            if not char.isascii() and (_lookalike_script(char) not in (None, "LATIN")
-                                       or char.translate(_READS_AS) != char
-                                       or _ascii_variant(char) is not None)}
-
-
 def _reading(text: str) -> str:
-    """What ``text`` reads as where lookalike letters read as the Latin ones (``сосоа`` as
-    ``cocoa``, ``ｐａｙｐａｌ`` as ``paypal``), and variants of ASCII digits and symbols as
-    those (``１２３`` and ``𝟷𝟸𝟹`` as ``123``, ``Ⅻ`` as ``XII``)."""
-    text = "".join(unicodedata.normalize("NFKC", char)
-                   if _lookalike_script(char) == _VARIANT else _ascii_variant(char) or char
-                   for char in text)
-    return text.translate(_READS_AS)
+    """What ``text`` reads as: its skeleton (UTS #39, section 4: its NFD form, each character
+    mapped to its prototype, ``_prototypes``, then NFD again). So ``сосоа`` reads as
+    ``cocoa``, ``１２３`` and ``𝟷𝟸𝟹`` as ``123``, ``Ⅻ`` as ``XII``, ``http://a.com╱x`` as
+    ``http://a.com/x``; and ASCII as ASCII: ``1``, ``I`` and ``l`` alike, ``m`` as ``rn``."""
+    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", text)
+                                 .translate(_prototypes()))
+
+
+@lru_cache(maxsize=4096)
+def _confusable(char: str) -> bool:
+    """Whether the non-ASCII ``char`` reads as other text (``_reading`` changes it: ``с``,
+    ``１``, ``ё``), or other text reads as it where ASCII does (``%`` as ``º/₀``); not a letter
+    whose NFD form alone differs (``é``)."""
+    return not char.isascii() and (
+        _reading(char) != unicodedata.normalize("NFD", char) or char in _ascii_prototypes())
+
+
+@lru_cache(maxsize=1)
+def _ascii_prototypes() -> frozenset[str]:
+    """The non-ASCII characters that an ASCII one reads as (``%`` as ``º/₀``)."""
+    return frozenset(char for code in range(0x20, 0x7F) for char in _reading(chr(code))
+                     if not char.isascii())
+
+
+def _confusable_chars(text: str) -> set[int]:
+    """The positions of ``text``'s characters that ``_confusable`` escapes."""
+    return {i for i, char in enumerate(text) if _confusable(char)}
 
 
 def printable_rows(rows: Sequence[tuple[str, bool]],
@@ -763,12 +803,14 @@ def printable_rows(rows: Sequence[tuple[str, bool]],
     shown text reads as another row's different one (``_reading``), or a cut prefix whose text
     (before its tail) reads as the beginning of another row it does not begin (``сос\\xd0…``,
     which stands for items starting ``сос``, beside ``cocoa``: it read as ``cocoa``'s parent),
-    shows the letters of its lookalike scripts escaped (``\\u0441\\u043e\\u0441\\u043e\\u0430``),
-    as a row that mixes scripts does (``printable``), so the list's rows read apart; a row that
-    reads as no other's, ``Москва`` or ``сосоа`` in a list without ``cocoa``, shows as
-    ``printable`` shows it. Rows of one text (a cut prefix and a whole item, or one item twice)
-    are left alike. ``context``: the rows of the lists shown beside this one (the cut prefixes
-    beside the heavy hitters), read against, not returned."""
+    shows its non-ASCII characters that read as other text, or that ASCII reads as, escaped
+    (``\\u0441\\u043e\\u0441\\u043e\\u0430``; ``_confusable``), so the list's rows read apart;
+    a row that reads as no other's, ``Москва`` or ``сосоа`` in a list without ``cocoa``, shows
+    as ``printable`` shows it. ASCII is never escaped: it is what escapes are written in, so
+    ASCII rows that read alike by UTS #39 (``rn`` and ``m``, ``l`` and ``1``) stay alike. Rows
+    of one text (a cut prefix and a whole item, or one item twice) are left alike.
+    ``context``: the rows of the lists shown beside this one (the cut prefixes beside the heavy
+    hitters), read against, not returned."""
     every = [*rows, *context]
     shown = [printable(text, cut) for text, cut in every]
     reading = [_reading(text) for text in shown]
@@ -793,7 +835,7 @@ def printable_rows(rows: Sequence[tuple[str, bool]],
             continue
         flagged.add(i)
         flagged.update(order[k] for k in range(lo, hi) if not shown[order[k]].startswith(body))
-    return [printable(text, cut, latin=True) if i in flagged else shown[i]
+    return [printable(text, cut, confusable=True) if i in flagged else shown[i]
             for i, (text, cut) in enumerate(rows)]
 
 

@@ -33,11 +33,12 @@ CUT_ESCAPED = "\\u0441\\u043e\\u0441\\xd0\u27e8+1 bit\u27e9\u2026"
     ([("\u039a\u039f", False), ("\u041a\u041e", False)], ["\\u039a\\u039f", "\\u041a\\u041e"]),
     # a fullwidth item against the plain one (a variant in a plain item was escaped already)
     ([("\uff50\uff41\uff59", False), ("pay", False)], ["\\uff50\\uff41\\uff59", "pay"]),
-    # Persian digits that draw as the Arabic-Indic ones (not four: ۴ and ٤ differ)
+    # Persian digits that draw as the Arabic-Indic ones (UTS #39: four too), and both ones
+    # as the Latin l: what reads as other text is escaped, the prototypes ٢, ٣, ٤ are not
     ([("\u0661\u0662\u0663", False), ("\u06f1\u06f2\u06f3", False),
       ("\u0661\u0662\u0663\u0664", False), ("\u06f1\u06f2\u06f3\u06f4", False)],
-     ["\u0661\u0662\u0663", "\\u06f1\\u06f2\\u06f3", "\u0661\u0662\u0663\u0664",
-      "\u06f1\u06f2\u06f3\u06f4"]),
+     ["\\u0661\u0662\u0663", "\\u06f1\\u06f2\\u06f3", "\\u0661\u0662\u0663\u0664",
+      "\\u06f1\\u06f2\\u06f3\\u06f4"]),
     # punctuation that draws as ASCII's: a URL's division slash, a hyphen
     ([("http://a.com/x", False), ("http://a.com\u2215x", False), ("e-mail", False),
       ("e\u2010mail", False), ("1\u20132", False)],
@@ -177,7 +178,7 @@ def _printable_rows_brute_force(rows: list[tuple[str, bool]],
         for j in range(len(every)):
             if reading[j].startswith(_reading(body)) and not shown[j].startswith(body):
                 flagged.update((i, j))
-    return [printable(text, cut, latin=True) if i in flagged else shown[i]
+    return [printable(text, cut, confusable=True) if i in flagged else shown[i]
             for i, (text, cut) in enumerate(rows)]
 
 
