@@ -80,9 +80,17 @@ def _create_venv() -> None:
             "python3-venv), then run this again" + (f"\n{said[-1500:]}" if said else ""))
 
 
+# setuptools' box for every editable install ("Editable installation. ... Please be careful with
+# folders in your working directory with the same name as your package"), on a new operator's
+# first screen: information only, and nothing the operator can act on. A warnings filter
+# (matched at the message's start, in pip's process and its build backend's) drops it alone.
+QUIET_EDITABLE = "ignore:Editable installation"
+
+
 def _pip(python: Path, *args: str) -> None:
     command = [str(python), "-m", "pip", "install", "-q", *args]
-    done = subprocess.run(command)
+    filters = [f for f in (os.environ.get("PYTHONWARNINGS"), QUIET_EDITABLE) if f]
+    done = subprocess.run(command, env={**os.environ, "PYTHONWARNINGS": ",".join(filters)})
     if done.returncode != 0:
         raise SetupError(
             f"`pip install {' '.join(args)}` failed (exit {done.returncode}; pip's words are "

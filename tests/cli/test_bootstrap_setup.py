@@ -92,3 +92,30 @@ def test_ctrl_c_during_the_install_ends_without_a_traceback(
     assert bootstrap.main(["up"]) == 130
     assert capsys.readouterr().err == ("bootstrap: interrupted; run it again to finish the "
                                        "install\n")
+
+
+@pytest.mark.parametrize("before, after", [
+    (None, "ignore:Editable installation"),
+    ("error::DeprecationWarning", "error::DeprecationWarning,ignore:Editable installation")])
+def test_pip_runs_without_setuptools_editable_installation_box(
+        before: str | None, after: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: the first `python3 bootstrap.py up` showed setuptools' box ("Editable
+    installation. ... Please be careful with folders in your working directory with the same
+    name as your package"), information no operator can act on. The operator's own filters
+    stay, before the one that drops it (the last matching filter acts)."""
+    import subprocess
+
+    if before is None:
+        monkeypatch.delenv("PYTHONWARNINGS", raising=False)
+    else:
+        monkeypatch.setenv("PYTHONWARNINGS", before)
+    seen: list[dict[str, str]] = []
+
+    def run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+        seen.append(env)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(bootstrap.subprocess, "run", run)
+    bootstrap._pip(Path("python"), "-e", ".")
+    assert seen[0]["PYTHONWARNINGS"] == after
+    assert seen[0]["PATH"] == bootstrap.os.environ["PATH"]
