@@ -345,15 +345,21 @@ def connect(options: ClusterOptions, say: Callable[[str], None] | None = None
     nanny = logging.getLogger("distributed.nanny")
     level = nanny.level
     hold = SignalsHeld(say)
+    # A signal while the workers start is held until they have (it then stops the suite, the
+    # cluster closing as after any other): before, it interrupted LocalCluster's start, and
+    # distributed's own close at exit failed on the workers still starting, with a traceback
+    # of 28 lines under "interrupted".
+    starting = SignalsHeld(say, START_HOLD_S, STARTING, quiet_s=0.0)
     try:
-        with hold, spawn, LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       memory_limit=int(options.worker_memory_gib * GIB),
-                                       host="127.0.0.1", scheduler_port=0,
-                                       dashboard_address=None, worker_dashboard_address=None,
-                                       scheduler_kwargs=scheduler, preload=[__name__],
-                                       silence_logs=logging.ERROR
-                                       ) as cluster, Client(cluster) as client:
+        starting.start()
+        with starting, hold, spawn, LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True,
+                memory_limit=int(options.worker_memory_gib * GIB), host="127.0.0.1",
+                scheduler_port=0, dashboard_address=None, worker_dashboard_address=None,
+                scheduler_kwargs=scheduler, preload=[__name__], silence_logs=logging.ERROR
+        ) as cluster, Client(cluster) as client:
             try:
+                starting.release()
                 yield client
             finally:
                 # The cluster closes: a worker still computing a run (Ctrl-C, SIGTERM, a
@@ -374,6 +380,12 @@ CLOSE_HOLD_S = 30.0
 # A signal within this long of the hold's start is the one that stopped the suite, sent again
 # (timeout(1) signals the command and then its group), not a second request: not answered.
 SAME_SIGNAL_S = 1.0
+# How long a signal is held while the LocalCluster's workers start (a few seconds, more on a
+# loaded machine); one after that interrupts the start, should it never end.
+START_HOLD_S = 60.0
+STOPPING = ("stopping the LocalCluster's Dask workers first (a few seconds; a run in progress "
+            "is abandoned)")
+STARTING = "stopping once the LocalCluster's Dask workers have started (a few seconds)"
 
 
 class SignalsHeld:
@@ -385,8 +397,10 @@ class SignalsHeld:
     12.5 s instead of 4.6 s. On the main thread only (elsewhere, no handler can be set)."""
 
     def __init__(self, say: Callable[[str], None] | None = None,
-                 hold_s: float = CLOSE_HOLD_S) -> None:
-        self.say, self.hold_s = say, hold_s
+                 hold_s: float = CLOSE_HOLD_S, line: str = STOPPING,
+                 quiet_s: float | None = None) -> None:
+        self.say, self.hold_s, self.line = say, hold_s, line
+        self.quiet_s = quiet_s  # (None: SAME_SIGNAL_S, read when a signal comes)
         self.began: float | None = None
         self.signalled = False
         self.told = False
@@ -408,19 +422,29 @@ class SignalsHeld:
         if waited >= self.hold_s:
             raise KeyboardInterrupt
         self.signalled = True
-        if self.told or waited < SAME_SIGNAL_S or self.say is None:
+        quiet_s = SAME_SIGNAL_S if self.quiet_s is None else self.quiet_s
+        if self.told or waited < quiet_s or self.say is None:
             return
         self.told = True
         with contextlib.suppress(RuntimeError):  # (a write it interrupted: the line is lost)
-            self.say("stopping the LocalCluster's Dask workers first (a few seconds; a run in "
-                     "progress is abandoned)")
+            self.say(self.line)
 
-    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+    def release(self) -> None:
+        """The handlers from before ``start`` again, and KeyboardInterrupt if a signal was held
+        (once: the ``with`` block's end raises it no more)."""
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous.clear()
-        if kind is None and self.signalled:
-            raise KeyboardInterrupt  # (the signal held during the close: the suite stops)
+        if self.signalled:
+            self.signalled = False
+            raise KeyboardInterrupt  # (the signal held: the suite stops)
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is None:
+            self.release()
+        else:
+            with contextlib.suppress(KeyboardInterrupt):  # (an exception already leaves)
+                self.release()
 
 
 def dask_setup(worker: object) -> None:

@@ -91,3 +91,32 @@ def test_a_signal_past_the_hold_interrupts_at_once() -> None:
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class _StartingCluster(_Cluster):
+    """Stands for LocalCluster: Ctrl-C while its workers start."""
+
+    started = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        signal.raise_signal(signal.SIGINT)
+        _StartingCluster.started = True
+
+    def __exit__(self, *args: object) -> None:
+        _Cluster.closed = True
+
+
+def test_a_ctrl_c_while_the_workers_start_stops_the_suite_once_they_have(
+        stand_in: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before, it interrupted the start: the cluster was never closed here, and distributed's
+    # close at exit failed on the workers still starting (AssertionError: Status.init).
+    monkeypatch.setattr(distributed, "LocalCluster", _StartingCluster)
+    _StartingCluster.started = False
+    said: list[str] = []
+    with pytest.raises(KeyboardInterrupt), connect(ClusterOptions(workers=1,
+                                                                  worker_memory_gib=0.5),
+                                                   said.append):
+        pytest.fail("the suite went on after the Ctrl-C")
+    assert _StartingCluster.started and _Cluster.closed
+    assert said == ["stopping once the LocalCluster's Dask workers have started (a few seconds)"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
