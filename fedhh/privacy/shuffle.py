@@ -57,12 +57,19 @@ def closed_form_epsilon(eps0: float, n: int, delta: float) -> float:
     """FMT21 Theorem 3.1 (arXiv 2012.12803 v4), the closed-form amplified epsilon.
 
     Valid for ``eps0 <= log(n / (16 log(2/delta)))``; outside that regime the shuffled output is
-    still eps0-DP (post-processing of eps0-LDP reports), which is returned.
+    still eps0-DP (post-processing of eps0-LDP reports), which is returned. So it is for
+    ``delta`` = 0, where the regime is empty (a per-round share of a delta near the smallest
+    float rounds to 0). The logarithms of ``c/delta`` are taken as ``log c - log delta``:
+    ``2/delta`` overflows to infinity for delta below ~1.1e-308, and the regime's bound was then
+    log(0), a ValueError that a coordinator answered as INTERNAL.
     """
-    if eps0 > math.log(n / (16.0 * math.log(2.0 / delta))):
+    if delta <= 0.0:
+        return eps0
+    log_of = math.log(delta)
+    if eps0 > math.log(n / (16.0 * (math.log(2.0) - log_of))):
         return eps0
     e = math.exp(eps0)
-    inner = 8.0 * math.sqrt(e * math.log(4.0 / delta)) / math.sqrt(n) + 8.0 * e / n
+    inner = 8.0 * math.sqrt(e * (math.log(4.0) - log_of)) / math.sqrt(n) + 8.0 * e / n
     return min(eps0, math.log1p((e - 1.0) / (e + 1.0) * inner))
 
 

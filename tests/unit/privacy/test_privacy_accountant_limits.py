@@ -7,6 +7,7 @@ import pytest
 from fedhh.errors import PrivacyError
 from fedhh.privacy._checks import EPS_LOCAL_LIMIT, MAX_ACCOUNTED_ROUNDS, check_rounds
 from fedhh.privacy.accountant import aggregate_epsilon
+from fedhh.privacy.shuffle import closed_form_epsilon
 
 METHODS = ("sum", "clones", "closed-form", "paper")
 
@@ -31,3 +32,20 @@ def test_limits_themselves_are_accepted() -> None:
     assert check_rounds(MAX_ACCOUNTED_ROUNDS) == MAX_ACCOUNTED_ROUNDS
     assert aggregate_epsilon(EPS_LOCAL_LIMIT, 1e-6, 2, 1000, method="closed-form").eps_agg \
         == pytest.approx(2 * EPS_LOCAL_LIMIT)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("delta", [1e-308, 5e-324])
+def test_a_delta_near_the_smallest_float_composes(method: str, delta: float) -> None:
+    """Before, closed-form raised ValueError (log of 0: 2/delta overflows below ~1.1e-308) or
+    ZeroDivisionError (a per-round share of 5e-324 rounds to 0): `fedhh privacy`, `fedhh
+    simulate --privacy-method closed-form --delta 1e-308` and StartRun (INTERNAL) failed."""
+    eps = aggregate_epsilon(2.0, delta, 4, 10**8, method=method).eps_agg
+    assert 0.0 < eps <= 4 * 2.0
+
+
+def test_the_closed_form_is_continuous_down_to_the_smallest_delta() -> None:
+    deltas = [1e-300, 1e-307, 1.2e-308, 1e-308, 5e-324]
+    amplified = [closed_form_epsilon(1.0, 10**12, d) for d in deltas]
+    assert amplified == sorted(amplified) and amplified[-1] < 2 * amplified[0] < 1.0
+    assert closed_form_epsilon(1.0, 10**12, 0.0) == 1.0  # (delta 0: no amplification)
