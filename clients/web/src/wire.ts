@@ -221,8 +221,9 @@ export type CheckIn =
   | { kind: "refused"; error: AuthenticationError; digest: Bytes }
   | { kind: "wait"; retryAfterMs: number };
 
-// A GetTask long-poll asks to be held this long (the coordinator caps it at 60 s); the call's
-// own deadline leaves room for the answer to travel back.
+// A GetTask long-poll asks to be held this long (the coordinator holds one at most 30 min,
+// service.py's MAX_WAIT_MS; a browser asks for less, under the idle timeouts of proxies on the
+// way); the call's own deadline leaves room for the answer to travel back.
 export const GET_TASK_WAIT_MS = 55_000;
 const ANSWER_MARGIN_MS = 10_000;
 
