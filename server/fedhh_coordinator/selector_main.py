@@ -99,9 +99,8 @@ async def serve(args: argparse.Namespace) -> None:
     public = load_public_key(args.coordinator_key)
     selector_token = read_secret(args.selector_token_file, SELECTOR_TOKEN_ENV,
                                  "selector token")
+    # (a plaintext --leader off loopback was refused by check_startup, which run calls first)
     tls = TlsFiles.from_dir(args.tls_dir) if args.tls_dir else None
-    if tls is None:  # the selector token would go to the leader in clear
-        serving.check_plaintext_peer(args.leader, "--leader", "--tls-dir")
     store = Store(args.db, selector=True)
     # Each part is closed in the finally below once it has started: a start-up failure (a
     # port taken since check_startup, the verifier's factory) closes what started before it,

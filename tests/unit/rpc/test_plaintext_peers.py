@@ -86,9 +86,9 @@ def test_the_services_refuse_it_before_anything_is_written(
                              "--aggregator", REMOTE, "--db", str(store),
                              "--signing-key", str(tmp_path / "new.pem")]))
     with pytest.raises(ConfigError, match=f"--leader {REMOTE}: plaintext"):
-        asyncio.run(selector_main.serve(_args(
+        selector_main.check_startup(_args(
             ["selector", "--insecure", "--listen", "127.0.0.1:0", "--leader", REMOTE,
-             "--db", str(store), "--coordinator-key", key])))
+             "--db", str(store), "--coordinator-key", key]))
     with pytest.raises(ConfigError, match=f"--worker {REMOTE}: plaintext"):
         CombinerSettings.from_args(_args(
             ["combiner", "--insecure", "--listen", "127.0.0.1:0", "--worker", "127.0.0.1:7101",
