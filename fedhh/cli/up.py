@@ -667,6 +667,12 @@ def _print_results(run: Any, results: Any) -> None:
               f"{r.finished:5d}  " + (f"{r.cut:3d}  " if cuts else "")
               + (f"{r.threshold:9,.0f}  " if r.state == "released" and math.isfinite(
                   r.threshold) else "        -  ") + r.reason)
+    # (the columns were explained nowhere: a new operator's first table)
+    print("(s: the bits a round adds to each prefix; domain: prefixes x 2^s, the entries each "
+          "device reports; kept: elements over the threshold, the count in devices an "
+          "element's estimate had to clear; exp-fp: how many of the kept noise alone is "
+          "expected to lift; found: items that ended there, listed below"
+          + ("; cut: prefixes listed unfinished, ending in …" if cuts else "") + ")")
     trimmed = run_trim_note(run)  # (before, kept prefixes left out went unsaid)
     if trimmed:
         print(f"\n{trimmed}.")

@@ -175,3 +175,20 @@ def test_a_rerun_in_the_same_workdir_cancels_the_run_left_unfinished() -> None:
     assert cancel_unfinished(admin, runs) == ["demo", "demo-5"]
     assert cancelled == ["demo", "demo-5"]
     assert cancel_unfinished(admin, []) == []
+
+
+@pytest.mark.parametrize("cut", [0, 5])
+def test_the_rounds_table_says_what_its_columns_count(
+        cut: int, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `fedhh up`'s table of rounds had columns s, domain, kept, exp-fp and found that
+    neither its output nor a doc explained (a new operator's first table)."""
+    run = _run()
+    run.rounds[2].CopyFrom(_round(3, 5, 0.75, cut=cut))
+    _print_results(run, SimpleNamespace(heavy_hitters=[], cut_prefixes=[]))
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("round  attempt"))
+    legend = lines[header + 4]
+    assert legend.startswith("(s: the bits a round adds to each prefix; domain: prefixes x "
+                             "2^s, the entries each device reports; kept: ")
+    named = re.findall(r"(?:^\(|; )([a-z-]+): ", legend)
+    assert named == ["s", "domain", "kept", "exp-fp", "found"] + (["cut"] if cut else [])
