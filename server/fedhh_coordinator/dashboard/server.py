@@ -30,7 +30,7 @@ from aiohttp import web
 from fedhh.codec.shown import printable_rows
 from fedhh.errors import NotFoundError, RateLimited, StoreDamaged, shown
 from fedhh.rpc.http_listener import HEAD_TIMEOUT_S, Served, serve_app
-from fedhh.rpc.serving import check_plaintext_listener
+from fedhh.rpc.serving import listener_context
 from fedhh.rpc.tls import TlsFiles
 from fedhh_coordinator.dashboard import pages
 from fedhh_coordinator.dashboard.auth import COOKIE, Sessions
@@ -155,11 +155,7 @@ class Dashboard:
     async def start(self, host: str, port: int, insecure: bool = False) -> int:
         """Serve on host:port (0: OS-chosen) with the TLS files, or in plaintext on loopback
         when ``insecure``; returns the bound port."""
-        context = None
-        if self.tls is not None:
-            context = self.tls.server_context("the dashboard")
-        else:
-            check_plaintext_listener(f"{host}:{port}", insecure, "the dashboard")
+        context = listener_context(self.tls, f"{host}:{port}", insecure, "the dashboard")
         # Keep-alive bounds how long a connection may wait for its next request head; the
         # listener bounds the first one and how many connections are held (http_listener.py).
         answers: dict[str, str] = {}  # (every answer's, aiohttp's own 400s included)

@@ -1,4 +1,4 @@
-"""The framed and Connect ports decide TLS or plaintext by one piece
+"""The framed and Connect ports and the dashboard decide TLS or plaintext by one piece
 (``fedhh.rpc.serving.listener_context``): plaintext only when asked for and on a loopback
 address, each refusal naming the port as every listener's does ("the ... on HOST:PORT").
 Before, each port wrote these lines, and the framed port's refusals read "aggregator's session
@@ -19,6 +19,7 @@ from fedhh.rpc.framed.server import FramedLimits, FramedServer
 from fedhh.rpc.procedures import procedures
 from fedhh.rpc.tls import TlsFiles
 from fedhh.v1 import coordinator_pb2 as pb
+from fedhh_coordinator.dashboard.server import Dashboard
 
 DEVICES = pb.DESCRIPTOR.services_by_name["DeviceService"]
 
@@ -30,6 +31,8 @@ class _Devices:
 
 
 def _port(kind: str, tls: TlsFiles | None) -> Any:
+    if kind == "dashboard":  # (its views and sessions are not reached: it refuses first)
+        return Dashboard(None, None, tls)  # type: ignore[arg-type]
     served = procedures(DEVICES, _Devices())
     if kind == "framed":
         return FramedServer("x's framed port", {p.path: p for p in served},
@@ -47,20 +50,24 @@ def _refusal(kind: str, host: str, insecure: bool, tls: TlsFiles | None = None) 
     return asyncio.run(start())
 
 
-@pytest.mark.parametrize("kind", ["framed", "Connect"])
+NAMES = {"framed": "the x's framed port", "Connect": "the x's Connect port",
+         "dashboard": "the dashboard"}
+
+
+@pytest.mark.parametrize("kind", NAMES)
 def test_a_plaintext_port_off_loopback_is_refused_naming_it(kind: str) -> None:
     assert _refusal(kind, "0.0.0.0", True) == (
-        f"the x's {kind} port on 0.0.0.0:0: plaintext is allowed on loopback addresses only; "
+        f"{NAMES[kind]} on 0.0.0.0:0: plaintext is allowed on loopback addresses only; "
         "it needs TLS files (--tls-dir)")
     assert _refusal(kind, "127.0.0.1", False) == (
-        f"the x's {kind} port on 127.0.0.1:0: give TLS files (--tls-dir) or ask for --insecure "
+        f"{NAMES[kind]} on 127.0.0.1:0: give TLS files (--tls-dir) or ask for --insecure "
         "on loopback")
 
 
-@pytest.mark.parametrize("kind", ["framed", "Connect"])
+@pytest.mark.parametrize("kind", NAMES)
 def test_a_certificate_that_does_not_load_is_named_with_the_port(kind: str,
                                                                   tmp_path: Path) -> None:
     for name in ("server.pem", "server.key", "ca.pem"):
         (tmp_path / name).write_text("not PEM\n")
     refused = _refusal(kind, "127.0.0.1", False, TlsFiles.from_dir(tmp_path))
-    assert refused.startswith(f"the x's {kind} port cannot load {tmp_path / 'server.pem'}")
+    assert refused.startswith(f"{NAMES[kind]} cannot load {tmp_path / 'server.pem'}")
