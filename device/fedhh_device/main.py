@@ -77,7 +77,7 @@ def channel_factory(args: argparse.Namespace) -> Callable[[str], grpc.aio.Channe
     def make(address: str) -> grpc.aio.Channel:
         check_credentials(args)
         credentials = None if args.insecure else ca_credentials(args.ca)
-        return serving.open_channel(address, credentials, OPTIONS, remedy="--ca")
+        return serving.open_channel(address, credentials, OPTIONS, remedy=serving.CA_REMEDY)
 
     return make
 

@@ -37,7 +37,7 @@ from google.protobuf.message_factory import GetMessageClass
 
 from fedhh.errors import ConfigError
 from fedhh.rpc.connect import CODES, CONTENT_TYPE, PROTOCOL_VERSION
-from fedhh.rpc.serving import MAX_MESSAGE_BYTES, check_plaintext_peer, tcp_keepalive
+from fedhh.rpc.serving import CA_REMEDY, MAX_MESSAGE_BYTES, check_plaintext_peer, tcp_keepalive
 from fedhh.rpc.tls import client_context
 
 _STATUS = {name: code for code, (name, _) in CODES.items()}
@@ -107,7 +107,7 @@ class ConnectChannel:
 
     def __init__(self, address: str, ca: str | None = None, insecure: bool = False) -> None:
         if insecure:
-            check_plaintext_peer(address, remedy="--ca")
+            check_plaintext_peer(address, remedy=CA_REMEDY)
             self.base, self._ssl = f"http://{address}", None
         elif ca:
             self.base = f"https://{address}"

@@ -437,6 +437,12 @@ def listener_context(tls: TlsFiles | None, address: str, insecure: bool, what: s
     return None
 
 
+# What a client that trusts the services' CA by --ca (a device's gRPC, framed and Connect
+# channels, fedhh admin and health) is told its plaintext needs off loopback: one word for all
+# (before, the framed client's read "it needs TLS (--ca)", the others' "it needs --ca").
+CA_REMEDY = "--ca"
+
+
 def check_plaintext_peer(address: str, option: str = "", remedy: str = "TLS") -> None:
     """ConfigError, naming ``option`` and the ``remedy``, unless ``address`` is on loopback: the
     rule of every client that dials in plaintext (a device, a coordinator its aggregator, a
@@ -471,7 +477,7 @@ def command_channel(address: str, ca: str | os.PathLike[str] | None,
     preflight): TLS trusting the CA in ``ca`` (checking the name ``tls_name`` instead of the
     address's, if given), else plaintext to a loopback address only."""
     if not ca:
-        check_plaintext_peer(address, remedy="--ca")
+        check_plaintext_peer(address, remedy=CA_REMEDY)
         return grpc.insecure_channel(address, options=list(options))
     extra = [("grpc.ssl_target_name_override", tls_name)] if tls_name else []
     return grpc.secure_channel(address, ca_credentials(ca), options=[*options, *extra])

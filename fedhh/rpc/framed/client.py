@@ -58,6 +58,7 @@ from fedhh.rpc.framed.frames import (
     Kind,
 )
 from fedhh.rpc.serving import (
+    CA_REMEDY,
     MAX_MESSAGE_BYTES,
     check_address,
     check_plaintext_peer,
@@ -88,7 +89,7 @@ class FramedChannel:
     def __init__(self, address: str, context: ssl.SSLContext | None) -> None:
         host, _, port = check_address(address, "a framed port").rpartition(":")
         if context is None:
-            check_plaintext_peer(address, remedy="TLS (--ca)")
+            check_plaintext_peer(address, remedy=CA_REMEDY)
         self.address = address
         self._host, self._port = host.strip("[]"), int(port)
         self._context = context

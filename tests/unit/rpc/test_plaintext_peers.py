@@ -107,6 +107,23 @@ def test_the_commands_channel_is_one_and_keeps_the_rule() -> None:
         assert client.channel is not None
 
 
+def test_the_clients_given_a_ca_refuse_alike() -> None:
+    # A device's framed and Connect channels, and the commands', are told the one remedy
+    # (before, the framed channel's read "it needs TLS (--ca)", the others' "it needs --ca").
+    from fedhh.rpc.connect_client import ConnectChannel
+    from fedhh.rpc.framed.client import FramedChannel
+
+    said = []
+    for dial in (lambda: FramedChannel(REMOTE, None),
+                 lambda: ConnectChannel(REMOTE, insecure=True),
+                 lambda: serving.command_channel(REMOTE, None)):
+        with pytest.raises(ConfigError) as refused:
+            dial()
+        said.append(str(refused.value))
+    assert said == [f"{REMOTE}: plaintext is allowed to loopback addresses only (the calls "
+                    "carry tokens); it needs --ca"] * 3
+
+
 @pytest.mark.parametrize("service", ["coordinator", "selector", "aggregator", "combiner"])
 def test_every_service_takes_tls_or_plaintext_not_both(
         service: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
