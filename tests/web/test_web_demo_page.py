@@ -33,13 +33,15 @@ DEADLINE_S = 60  # a hung page fails the test, never hangs it
 class FakeUp:
     """The page's server and the coordinator's Connect port in one, on a port of the OS's
     choice. ``hold_enroll``: the first Enroll is answered only when the test ends (the tab
-    that sent it holds the device's lock meanwhile). ``down``: every request is dropped
+    that sent it holds the device's lock meanwhile). ``refuse_enroll``: every Enroll is refused
+    as the coordinator refuses a used token. ``down``: every request is dropped
     unanswered, as by a `fedhh up` that is gone; ``dropped`` counts the progress polls it
     dropped."""
 
-    def __init__(self, dist: Path, *, hold_enroll: bool = False) -> None:
+    def __init__(self, dist: Path, *, hold_enroll: bool = False,
+                 refuse_enroll: bool = False) -> None:
         self.bundle = dist / "browser" / "demo.js"
-        self.hold_enroll = hold_enroll
+        self.hold_enroll, self.refuse_enroll = hold_enroll, refuse_enroll
         self.changed = threading.Condition()
         self.down = False
         self.ending = False
@@ -52,10 +54,13 @@ class FakeUp:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    def demo_json(self) -> bytes:
+    def demo_json(self, host: str | None = None) -> bytes:
+        """The page's demo.json; its calls go to ``host`` (the name the page was loaded by:
+        the stand-in answers no CORS preflight), by default 127.0.0.1."""
+        origin = f"http://{host}" if host else self.origin
         return json.dumps({
-            "aggregator": self.origin, "coordinators": [self.origin],
-            "aggregators": [self.origin], "tokens": ["token"], "users": [USER],
+            "aggregator": origin, "coordinators": [origin],
+            "aggregators": [origin], "tokens": ["token"], "users": [USER],
             "items": [["a"]], "counts": [[1]], "minCohort": 2, "books": "books/",
             "session": "fake"}).encode()
 
@@ -116,7 +121,7 @@ class _FakeHandler(http.server.BaseHTTPRequestHandler):
             path, kind = files[self.path]
             self._send(200, path.read_bytes(), kind)
         elif self.path == "/demo.json":
-            self._send(200, self.up.demo_json(), "application/json")
+            self._send(200, self.up.demo_json(self.headers.get("Host")), "application/json")
         elif self.path == "/progress.json":
             self._send(200, json.dumps({"lines": PROGRESS}).encode(), "application/json")
         else:
@@ -137,6 +142,11 @@ class _FakeHandler(http.server.BaseHTTPRequestHandler):
                     up.changed.wait_for(lambda: up.ending, DEADLINE_S)
                     self.close_connection = True
                     return
+            if up.refuse_enroll:  # (Connect's error answer, as the coordinator's port gives it)
+                self._send(401, json.dumps({"code": "unauthenticated", "message":
+                                            "unknown or already used enrollment token"}).encode(),
+                           "application/json")
+                return
             answer = coordinator_pb2.EnrollResponse(device_id=41, credential=bytes(32),
                                                     coordinator_public_key=bytes(range(32)))
             self._send(200, answer.SerializeToString(), "application/proto")
@@ -247,6 +257,25 @@ def test_while_fedhh_up_is_not_answering_the_page_says_so_once(dist: Path) -> No
         until(browser, lambda b: (d := device(b)) and d["state"] == "checking in"
               and d["note"] == "", "the device is in contact again")
         assert "no answer" not in row_text(browser)
+
+
+@pytest.mark.browser
+def test_a_page_at_another_address_than_the_one_that_enrolled_says_to_open_that_one(
+        dist: Path) -> None:
+    # A browser keeps each origin's data apart: the demo opened at localhost after 127.0.0.1
+    # enrolled its devices holds no identity, and the coordinator refuses the spent token.
+    # Before, the page asked for a new token only, as if the site's data had been cleared.
+    with fake_up(dist, refuse_enroll=True) as up, webkit.chromium() as browser:
+        page = up.origin.replace("127.0.0.1", "localhost")
+        browser.get(page + "/")
+        state = until(browser, lambda b: (d := device(b)) and d["state"] == "failed" and d,
+                      "the device's enrolment is refused")
+        assert f"holds no identity for that device at {page}:" in state["error"], state
+        assert ("if the page enrolled it at another address (another host name, port or "
+                "scheme: a browser keeps each one's data apart), open the page there instead"
+                in state["error"]), state
+        until(browser, lambda b: "open the page there instead" in row_text(b), "the row says so")
+        assert up.enrolls == 1
 
 
 def post(port: int, devices: list[dict[str, Any]]) -> int:

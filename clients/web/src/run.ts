@@ -494,6 +494,12 @@ const ENROLL_TIMEOUT_MS = 30_000;
  * Before, every refusal was explained as the last, so an expired or mangled token, never used,
  * sent its operator looking for cleared site data.
  */
+/** The page's origin, or "" outside a page (Node) or in a page without one ("null"). */
+function pageOrigin(): string {
+  const origin = (globalThis as { location?: { origin?: unknown } }).location?.origin;
+  return typeof origin === "string" && origin !== "null" ? origin : "";
+}
+
 export function tokenRefusal(why: string): string {
   if (/expired/i.test(why)) {
     return "The token expired before this device enrolled with it: it needs a new enrolment " +
@@ -514,9 +520,15 @@ export function tokenRefusal(why: string): string {
       "the token was not spent";
   }
   if (/unknown or already used/i.test(why)) {
-    return "This browser holds no identity for that device: it never enrolled here, or the " +
-      "site's data (IndexedDB) was cleared since it did, and a token enrols one device once. " +
-      "It needs a new enrolment token";
+    // A browser keeps each origin's data apart: a page opened at another address of the site
+    // than the one that enrolled (localhost for 127.0.0.1, www. for the bare name, another
+    // port) holds none of it. Before, only a new token was asked for.
+    const origin = pageOrigin();
+    return `This browser holds no identity for that device${origin ? ` at ${origin}` : ""}: ` +
+      "it never enrolled here, or the site's data (IndexedDB) was cleared since it did, and a " +
+      "token enrols one device once. It needs a new enrolment token; if the page enrolled it " +
+      "at another address (another host name, port or scheme: a browser keeps each one's data " +
+      "apart), open the page there instead";
   }
   // (an attestation the coordinator's verifier refused, or another check of the request: not a
   // used token, which before was said of every refusal)
