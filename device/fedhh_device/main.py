@@ -197,8 +197,9 @@ LOCK_POLL_S = 0.5
 
 
 async def hold_state_dir(folder: Path, stop: asyncio.Event) -> int | None:
-    """An open descriptor holding the exclusive lock of ``folder`` (released when the process
-    ends), once no other ``fedhh device`` process holds it; None if ``stop`` is set first.
+    """An open descriptor holding the exclusive lock of ``folder`` (released when ``serve``
+    returns or the process ends), once no other ``fedhh device`` process holds it; None if
+    ``stop`` is set first.
 
     Two processes over one --state-dir (a restart begun before the old process ended, a
     rolling update whose new replica mounts the old one's volume, the same command run twice)
@@ -306,12 +307,23 @@ def read_inputs(args: argparse.Namespace) -> Inputs:
 async def serve(args: argparse.Namespace, inputs: Inputs) -> None:
     # Nothing below may enroll a device whose identity cannot be kept: the state directory is
     # made and locked first.
-    hosted, users, stats_file = inputs.hosted, inputs.users, inputs.stats_file
     stop = serving.stop_event()
     task_census.install(asyncio.get_running_loop())
     state_dir = check_state_dir(args.state_dir)
-    if await hold_state_dir(state_dir, stop) is None:
+    held = await hold_state_dir(state_dir, stop)
+    if held is None:
         return  # (stopped while another process held the state directory: nothing was done)
+    try:
+        await _serve_held(args, inputs, state_dir, stop)
+    finally:
+        # (a process's end lets go of it too; this is for a serve that failed or stopped in a
+        # process that goes on, which would otherwise wait for its own lock)
+        os.close(held)
+
+
+async def _serve_held(args: argparse.Namespace, inputs: Inputs, state_dir: Path,
+                      stop: asyncio.Event) -> None:
+    hosted, users, stats_file = inputs.hosted, inputs.users, inputs.stats_file
     make_channel: Callable[[str], Any]
     coordinators: list[Any]
     if args.connect:
@@ -331,11 +343,22 @@ async def serve(args: argparse.Namespace, inputs: Inputs) -> None:
                   session_factory=session_factory(args) if framed else None,
                   devices_per_connection=args.devices_per_connection,
                   opens_in_flight=args.opens_in_flight)
-    if args.metrics_port is not None:
+
+    async def close() -> None:
+        await fleet.close()
+        for coordinator in closing:
+            await coordinator.close()
+
+    try:
+        endpoint = await start_metrics(args.metrics_port, args.metrics_host,
+                                       has_certificate=False)
+    except BaseException:  # (a --metrics-port taken since the start's check)
+        await close()
+        raise
+    if args.metrics_port is not None:  # (registered once the endpoint serves: no await between)
         from fedhh_device import metrics
 
         metrics.register(fleet, len(hosted))
-    endpoint = await start_metrics(args.metrics_port, args.metrics_host, has_certificate=False)
     metrics_port = endpoint.port
     log.info("device process started",
              extra={"devices": len(hosted), "users": _describe(users),
@@ -353,10 +376,8 @@ async def serve(args: argparse.Namespace, inputs: Inputs) -> None:
     stop.set()
     runner.cancel()
     (outcome,) = await asyncio.gather(runner, return_exceptions=True)
-    await fleet.close()
     await endpoint.close()
-    for coordinator in closing:
-        await coordinator.close()
+    await close()
     if stats_file is not None:
         write_stats(stats_file, len(hosted), fleet.stats)
     # (the other services log their stop; before, a device process's last line was its start)
