@@ -317,7 +317,8 @@ class RoundDriver:
         """Refuse to open an attempt that the budget could not pay for at n_min."""
         if self.ledger is None:
             return
-        check = self.ledger.check(self._index(round_), self.min_contributors, attempt=attempt)
+        check = self.ledger.check(self._index(round_), self.min_contributors, attempt=attempt,
+                                  shown_round=round_)
         if not check.accepted:
             raise PrivacyError(f"privacy budget refused round {round_} before it opened: "
                                f"{check.reason}")
@@ -327,7 +328,8 @@ class RoundDriver:
         if self.ledger is None:
             return {}
         self.ledger = self.ledger.record(self._index(attempt.round), contributors,
-                                         attempt=attempt.attempt, force=force)
+                                         attempt=attempt.attempt, force=force,
+                                         shown_round=attempt.round)
         return self.ledger.to_dict()
 
     def _charge_hook(self, attempt: AttemptId,

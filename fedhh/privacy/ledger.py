@@ -355,11 +355,15 @@ class PrivacyLedger:
                    if i not in charged]
         return self._compose(spends)
 
-    def check(self, round_index: int, contributors: int, *, attempt: int | None = None
-              ) -> SpendCheck:
-        """Dry run of ``record``: whether the charge would be accepted, and the figures."""
+    def check(self, round_index: int, contributors: int, *, attempt: int | None = None,
+              shown_round: int | None = None) -> SpendCheck:
+        """Dry run of ``record``: whether the charge would be accepted, and the figures.
+        ``shown_round``: the round's number in the caller's words (a run's rounds count from
+        1), for the reason; by default its index here, from 0. Before, the round driver's
+        refusal read "refused round 1 before it opened: round 0 (attempt 2, ...)"."""
         target = self.eps_agg
         round_index = _int(round_index, "round_index", -(2**62))
+        shown = round_index if shown_round is None else shown_round
         contributors = _int(contributors, "contributors", 1)
         if attempt is not None:
             attempt = _int(attempt, "attempt", 0)
@@ -374,25 +378,25 @@ class PrivacyLedger:
         earlier = [s.attempt for s in self.spends if s.round_index == round_index]
         if earlier:
             if attempt is None:
-                return refuse(f"round {round_index} was already recorded (a retried attempt "
+                return refuse(f"round {shown} was already recorded (a retried attempt "
                               "must give its attempt number)")
             if any(a is None or a >= attempt for a in earlier):
                 last = "an unnumbered attempt" if None in earlier else (
                     f"attempt {max(a for a in earlier if a is not None)}")
-                return refuse(f"round {round_index} was already charged for {last}; "
+                return refuse(f"round {shown} was already charged for {last}; "
                               f"attempt {attempt} must be larger")
         if contributors < 2:
-            return refuse(f"round {round_index} has {contributors} contributor(s): "
+            return refuse(f"round {shown} has {contributors} contributor(s): "
                           "no aggregation")
         if self.population is not None and contributors > self.population:
-            return refuse(f"round {round_index} has {contributors} participants, more than "
+            return refuse(f"round {shown} has {contributors} participants, more than "
                           f"the {self.population} devices of the sampled population")
         spend = replace(self._curve(contributors), round_index=round_index, attempt=attempt)
         projected = self.projected_epsilon(spend)
         if projected > target:
             retry = (f" (attempt {attempt}, a retry: its report, sent again, is charged as "
                      "released alone)") if earlier else ""
-            reason = (f"round {round_index}{retry} with {contributors} contributors "
+            reason = (f"round {shown}{retry} with {contributors} contributors "
                       f"(n_min={self.n_min}) would bring the projected eps_agg to "
                       f"{shown_above(projected, target)} > budget {target} (delta={self.delta}, "
                       f"eps_local={self.eps_local:.6g}, {len(self.spends)} charge(s) so far)")
@@ -403,13 +407,13 @@ class PrivacyLedger:
         return SpendCheck(True, "ok", round_index, contributors, projected, target, spend)
 
     def record(self, round_index: int, contributors: int, *, attempt: int | None = None,
-               force: bool = False) -> PrivacyLedger:
+               force: bool = False, shown_round: int | None = None) -> PrivacyLedger:
         """A new ledger with the charge recorded; PrivacyError if it would not fit.
 
         ``force``: record it even if it takes the projection over the budget (what already
         happened must be on the books: an attempt that reached unmasking); a malformed charge
         (round out of range, a repeated attempt, too few contributors) is refused still."""
-        result = self.check(round_index, contributors, attempt=attempt)
+        result = self.check(round_index, contributors, attempt=attempt, shown_round=shown_round)
         if result.spend is None or not (result.accepted or force):
             raise PrivacyError(f"privacy budget refused: {result.reason}")
         return replace(self, spends=(*self.spends, result.spend))

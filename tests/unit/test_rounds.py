@@ -176,6 +176,19 @@ def test_no_attempt_opens_on_credit() -> None:
     assert d.ledger is not None and d.ledger.spent_epsilon() <= 1.0 * (1 + 1e-9)
 
 
+def test_a_budget_refusal_names_the_round_as_the_run_counts_it() -> None:
+    """The ledger counts rounds from 0, the run from 1: the refusal said "refused round 1
+    before it opened: round 0 (attempt 2, ...)" (seen on a coordinator whose disk was full)."""
+    store = MemoryRunStore()
+    d = driver(FakeLink(["abort-after-unmask", "release"], store), store,
+               PrivacyLedger.open(1.0, 1e-6, 2, N_MIN))
+    with pytest.raises(PrivacyError) as refused:
+        run(d)
+    assert str(refused.value).startswith("privacy budget refused round 1 before it opened: "
+                                         "round 1 (attempt 2, a retry: ")
+    assert PrivacyLedger.open(1.0, 1e-6, 2, N_MIN).check(0, 1).reason.startswith("round 0 has")
+
+
 @pytest.mark.parametrize("verdict,expected_state,charges", [
     (Recovery.NOTHING, AttemptState.ABORTED, 1),  # free; the retry is charged
     (Recovery.LOST, AttemptState.LOST, 2),  # charged; the retry too
