@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,31 @@ from fedhh.output_paths import (  # noqa: F401 - the CLI's options, kept importa
 
 if TYPE_CHECKING:
     from fedhh.config import RunConfig
+
+# What each column of the tables of rounds (`fedhh up`'s, `fedhh simulate`'s) counts: their
+# headings were explained nowhere, a new operator's first table.
+ROUND_COLUMNS = {
+    "s": "the bits a round adds to each prefix",
+    "domain": "prefixes x 2^s, the entries each device reports",
+    "n": "the devices that reported",
+    "tau": "PruneHH's threshold multiplier",
+    "kept": "elements over the threshold, the count in devices an element's estimate had to "
+            "clear",
+    "exp-fp": "how many of the kept noise alone is expected to lift",
+    "found": "items that ended there, listed below",
+    "cut": "prefixes listed unfinished, ending in \u2026",
+    "not queried": "kept prefixes the next round left out (below)",
+    "next s": "the segment the round chose for the next",
+    "FP": "kept elements no device holds (the simulation knows the data)",
+}
+ROUND_COLUMNS["E[FP]"] = ROUND_COLUMNS["exp-fp"]
+
+
+def round_columns_legend(headings: Sequence[str]) -> str:
+    """One line saying what the ``headings`` of a table of rounds that need saying count."""
+    return "(" + "; ".join(f"{name}: {ROUND_COLUMNS[name]}" for name in headings
+                           if name in ROUND_COLUMNS) + ")"
+
 
 # What matplotlib can write, by file suffix (--plot); without one it would append ".png".
 PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff",

@@ -420,6 +420,7 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
             r["actual_false_positives"] if r["actual_false_positives"] is not None else "-",
         ))
     _table(rows)
+    print(options.round_columns_legend(header))
     unused = unused_baseline_rounds(payload)
     if unused:
         print(f"\n{unused}")

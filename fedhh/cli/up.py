@@ -658,8 +658,9 @@ def _print_results(run: Any, results: Any) -> None:
     cuts = any(r.cut for r in run.rounds)  # (a column only when a round cut something)
     # (threshold: the estimate an element had to clear, in devices; a completion round's is
     # many times a main round's, which is where long items are lost with few devices)
-    print("round  attempt  state     devices  prefixes  s   domain   kept  exp-fp  found"
-          + ("  cut" if cuts else "") + "  threshold")
+    headings = "round  attempt  state     devices  prefixes  s   domain   kept  exp-fp  found" \
+        + ("  cut" if cuts else "") + "  threshold"
+    print(headings)
     for r in run.rounds:
         print(f"{r.round:5d}  {r.attempt:7d}  {r.state:8s}  {r.participants:7d}  "
               f"{r.prefixes:8d}  {r.segment_bits:2d}  {r.domain_size:7d}  {r.kept:5d}  "
@@ -667,12 +668,7 @@ def _print_results(run: Any, results: Any) -> None:
               f"{r.finished:5d}  " + (f"{r.cut:3d}  " if cuts else "")
               + (f"{r.threshold:9,.0f}  " if r.state == "released" and math.isfinite(
                   r.threshold) else "        -  ") + r.reason)
-    # (the columns were explained nowhere: a new operator's first table)
-    print("(s: the bits a round adds to each prefix; domain: prefixes x 2^s, the entries each "
-          "device reports; kept: elements over the threshold, the count in devices an "
-          "element's estimate had to clear; exp-fp: how many of the kept noise alone is "
-          "expected to lift; found: items that ended there, listed below"
-          + ("; cut: prefixes listed unfinished, ending in …" if cuts else "") + ")")
+    print(options.round_columns_legend(headings.split()))
     trimmed = run_trim_note(run)  # (before, kept prefixes left out went unsaid)
     if trimmed:
         print(f"\n{trimmed}.")

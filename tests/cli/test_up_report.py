@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -192,3 +193,24 @@ def test_the_rounds_table_says_what_its_columns_count(
                              "2^s, the entries each device reports; kept: ")
     named = re.findall(r"(?:^\(|; )([a-z-]+): ", legend)
     assert named == ["s", "domain", "kept", "exp-fp", "found"] + (["cut"] if cut else [])
+
+
+def test_simulate_s_table_of_rounds_says_what_its_columns_count(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """fedhh simulate's table (tau, n, next s, E[FP], FP beside up's columns) is explained by
+    the same words, one line under it."""
+    from cli_kit import run_cli
+
+    data = tmp_path / "users.txt"
+    data.write_text("".join(f"apple pear w{u % 7}\n" for u in range(40)))
+    monkeypatch.setenv("FEDHH_CACHE", str(tmp_path / "cache"))
+    code, out, err = run_cli(["simulate", "--dataset", str(data), "--eps-agg", "5",
+                              "--dim-limit", "65536", "--seed", "1"], capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("round "))
+    legend = next(line for line in lines[header:] if line.startswith("("))
+    assert re.findall(r"(?:^\(|; )([a-zA-Z\[\] -]+): ", legend) == [
+        "s", "domain", "n", "tau", "kept", "found", "next s", "E[FP]", "FP"]
+    assert "E[FP]: how many of the kept noise alone is expected to lift" in legend
