@@ -246,7 +246,7 @@ class RoundDriver:
             if len(tried) >= self.max_attempts:
                 last = f" (the last: {tried[-1].reason})" if tried[-1].reason else ""
                 raise StateError(f"round {query.round} released nothing in {len(tried)} "
-                                 f"attempts{last}; giving up")
+                                 f"attempt{'' if len(tried) == 1 else 's'}{last}; giving up")
             self._check_budget(query.round, 1 + max((r.attempt for r in tried), default=0))
             number = self.store.open_attempt(query.round)
             attempt = AttemptId(self.run_id, query.round, number)
