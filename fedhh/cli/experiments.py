@@ -313,7 +313,8 @@ def run(args: argparse.Namespace) -> int:
         studies = group_studies(PAPER_GROUP if args.study == "all" else UTILITY_GROUP)
     else:
         studies = [get_study(args.study)]
-    check_report_folder(args.out, [s.name for s in studies])
+    if not args.dry_run:  # (before the dataset is built or hashed; a dry run writes no report)
+        check_report_folder(args.out, [s.name for s in studies])
     seeds = list(range(args.seeds))
     store = ResultStore(args.store or cache_root() / "experiments")
     # A worker resolves a relative path in its own directory, not in this one.

@@ -435,3 +435,13 @@ def test_the_report_writer_checks_the_folder_again_under_its_lock(tmp_path: Path
         write_report(tmp_path, [], {"command": "fedhh experiments segmentation"})
     assert (tmp_path / "claims.csv").read_text() == "theirs\n"
     assert [p.name for p in tmp_path.iterdir()] == ["claims.csv"]
+
+
+def test_a_dry_run_lists_the_runs_whatever_the_folder_holds(
+        tiny_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "README.md").write_text("# my project\n")
+    code, out, _ = run_cli(["experiments", "segmentation", "--dataset", str(tiny_path),
+                            "--out", str(tmp_path), "--store", str(tmp_path / "store"),
+                            "--seeds", "1", "--dry-run"], capsys)
+    assert code == 0 and "2 to run" in out, out
+    assert (tmp_path / "README.md").read_text() == "# my project\n"
