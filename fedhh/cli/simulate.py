@@ -45,7 +45,14 @@ from typing import Any
 
 from fedhh.cli import options
 from fedhh.codec.codec import MAX_SUPPORTED_BITS
-from fedhh.codec.shown import columns, isolated, printable, printable_rows, rjust
+from fedhh.codec.shown import (
+    columns,
+    fitted_row,
+    isolated,
+    printable,
+    printable_rows,
+    rjust,
+)
 from fedhh.config import Mode, RunConfig
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError
@@ -429,8 +436,9 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
     hitters = payload["heavy_hitters"]
     earlier = payload.get("earlier_runs", [])
     cut = payload.get("cut_prefixes", [])
-    # (every list's rows, each read against the others': a cut prefix сос… beside cocoa)
-    listed = [[(h["item"], h["truncated"]) for h in rows[:top]]
+    # (every list's rows, each read against the others': a cut prefix сос… beside cocoa; each
+    # cut to the item column, ``column_cut_note``)
+    listed = [[fitted_row(h["item"], h["truncated"], ITEM_COLUMNS_MAX) for h in rows[:top]]
               for rows in (earlier, hitters, [{**h, "truncated": True} for h in cut])]
     if earlier:
         # (--two-runs: the first run's items, the second run's deny list, are the run's output
@@ -457,9 +465,12 @@ def print_summary(payload: dict[str, Any], top: int, blocker: str | None = None)
                 for h, item in zip(cut[:top], printable_rows(listed[2],
                                                              listed[0] + listed[1]),
                                    strict=True)], item=0, tail=True)
+            note = column_cut_note(cut[:top], listed[2])
+            if note:
+                print(note)
             if len(cut) > top:
                 print(f"({len(cut) - top} more with --top {len(cut)} or in --json)")
-            note = open_note([h["item"] for h in cut[:top]])
+            note = open_note([text for text, _ in listed[2]])  # (as shown: cut to the column)
             if note:
                 print(f"({note.removeprefix(', ')})")
         else:
@@ -562,7 +573,8 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str,
     # (a row's note, if any row has one, in a last column: in the item's cell it pushed the
     # row's counts out of line with the other rows')
     notes = any(h.get("note") for h in hitters[:top])
-    shown = printable_rows([(h["item"], h["truncated"]) for h in hitters[:top]], context or [])
+    rows = [fitted_row(h["item"], h["truncated"], ITEM_COLUMNS_MAX) for h in hitters[:top]]
+    shown = printable_rows(rows, context or [])
     _table([("#", "item", "estimate", "std", "round", *(("note",) if notes else ()))] + [
         (i + 1, item, f"{h['estimate']:,.0f}", _std(h),
          h["round"], *((h.get("note", ""),) if notes else ()))
@@ -571,6 +583,9 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str,
     print("(by round, then estimate: a round's estimate counts the devices that chose the "
           "item that round, among their items on the round's narrowing prefix list, so "
           "estimates of different rounds are not comparable)")
+    note = column_cut_note(hitters[:top], rows)
+    if note:
+        print(note)
     if len(hitters) > top:
         print(more_hitters(hitters, top))
     # (every truncated item's width and the hint, those below --top too: a list whose truncated
@@ -579,7 +594,7 @@ def _hitters_table(hitters: list[dict[str, Any]], top: int, hint: str,
     if widths:
         print(f"(an item ending in … was truncated at {'/'.join(map(str, widths))} bits, "
               f"the code's width: it stands for every item starting with those bits"
-              f"{open_note([h['item'] for h in hitters[:top] if h['truncated']])}; {hint})")
+              f"{open_note([text for text, truncated in rows if truncated])}; {hint})")
 
 
 # (under a list's heading at --top 0: before, a heading such as "10 heavy prefixes ... (the
@@ -666,6 +681,21 @@ def _fmt(value: Any) -> str:
 
 
 ITEM_COLUMNS_MAX = 48  # the lists' item column, as `fedhh up`'s
+
+
+def column_cut_note(hitters: Sequence[Any], rows: Sequence[tuple[str, bool]],
+                    width: int = ITEM_COLUMNS_MAX, whole: str = "--json") -> str:
+    """The line under a list whose ``rows`` (``fitted_row`` of the ``hitters``, dicts or
+    messages) cut an item or prefix wider than the item column: which of its ``…`` are the
+    column's, and where the item is whole. Else nothing."""
+    items = [h["item"] if isinstance(h, dict) else h.item for h in hitters]
+    cut = [row for item, row in zip(items, rows, strict=True) if row[0] != item]
+    if not cut:
+        return ""
+    return (f"({len(cut):,} listed here {'is' if len(cut) == 1 else 'are'} wider than the item "
+            f"column's {width} columns, cut to them ending in …: each stands for "
+            f"its item, which begins so; {whole} gives {'it' if len(cut) == 1 else 'them'} "
+            "whole)")
 
 
 def _table(rows: list[tuple], item: int | None = None, tail: bool = False) -> None:

@@ -39,7 +39,14 @@ from fedhh.cli import options
 from fedhh.cli.admin import dropped_completions, run_trim_note
 from fedhh.cli.narrator import Narrator
 from fedhh.cli.webdemo import MAX_WEB_DEVICES
-from fedhh.codec.shown import columns, ljust, page_isolated, printable, printable_rows
+from fedhh.codec.shown import (
+    columns,
+    fitted_row,
+    ljust,
+    page_isolated,
+    printable,
+    printable_rows,
+)
 from fedhh.config import Mode, RunConfig, codec_value
 from fedhh.config.flags import add_run_arguments, config_from_args
 from fedhh.errors import ConfigError, PrivacyError, StateError
@@ -682,16 +689,23 @@ def _print_results(run: Any, results: Any) -> None:
     count = len(results.heavy_hitters)
     print(f"{count} heavy hitter{'' if count == 1 else 's'} (by round, then estimate; estimates "
           "of different rounds are not comparable, `fedhh simulate --help` says why):")
-    # (one list's rows read against the other's: a cut prefix сос… beside cocoa)
-    every = printable_rows([*((h.item, h.truncated) for h in results.heavy_hitters),
-                            *((h.item, True) for h in results.cut_prefixes)])
-    listed, cut = every[:len(results.heavy_hitters)], every[len(results.heavy_hitters):]
-    # (the items' column fits the longest up to ITEM_COLUMNS_MAX; a longer item pushes only
-    # its own row's count on, two spaces after it)
+    # (one list's rows read against the other's: a cut prefix сос… beside cocoa; an item or
+    # prefix wider than ITEM_COLUMNS_MAX cut to it: before, it pushed its own row's count and
+    # round on, past the others', by thousands of columns for a long URL)
+    from fedhh.cli.simulate import column_cut_note
+
+    rows = [fitted_row(h.item, h.truncated, ITEM_COLUMNS_MAX) for h in results.heavy_hitters]
+    cut_rows = [fitted_row(h.item, True, ITEM_COLUMNS_MAX) for h in results.cut_prefixes]
+    every = printable_rows([*rows, *cut_rows])
+    listed, cut = every[:len(rows)], every[len(rows):]
+    whole = f"`fedhh admin ... results {printable(run.run_id)}`"
     width = min(ITEM_COLUMNS_MAX, max([ITEM_COLUMNS_MIN, *map(columns, listed + cut)]))
     for i, (h, item) in enumerate(zip(results.heavy_hitters, listed, strict=True), start=1):
         print(f"  {i:3d}. {ljust(item, width)}  estimated count {h.estimate:8.1f}  "
               f"(round {h.round}{_noted(h)})")
+    cut_note = column_cut_note(results.heavy_hitters, rows, ITEM_COLUMNS_MAX, whole)
+    if cut_note:
+        print(cut_note)
     if results.cut_prefixes:
         # (not on the parse path: they load numpy)
         from fedhh.cli.simulate import cut_cause, cut_heading, lost_in_completion_note
@@ -711,6 +725,9 @@ def _print_results(run: Any, results: Any) -> None:
         for h, item, cause in zip(results.cut_prefixes, cut, causes, strict=True):
             print(f"       {ljust(item, width)}  estimated count "
                   f"{h.estimate:8.1f}  (round {h.round}; {cause}{_noted(h)})")
+        cut_note = column_cut_note(results.cut_prefixes, cut_rows, ITEM_COLUMNS_MAX, whole)
+        if cut_note:
+            print(cut_note)
         # (as fedhh simulate says it: before, a networked run of URLs was not told either)
         note = lost_in_completion_note(
             causes, [(h.round, h.truncated) for h in results.heavy_hitters], stored.rounds,
@@ -728,6 +745,6 @@ def _print_results(run: Any, results: Any) -> None:
 
         print(f"(an item ending in … is a prefix of {'/'.join(map(str, widths))} bits: it "
               "stands for every item starting so"
-              f"{open_note([h.item for h in [*results.heavy_hitters, *results.cut_prefixes]])}"
+              f"{open_note([text for text, _ in [*rows, *cut_rows]])}"
               "; see --max-bits and --completion-rounds)")
     sys.stdout.flush()

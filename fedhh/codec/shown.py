@@ -137,8 +137,8 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-__all__ = ["columns", "cut_item", "cut_text", "fitted", "isolated", "ljust", "message_text",
-           "page_isolated", "printable", "printable_rows", "rjust"]
+__all__ = ["columns", "cut_item", "cut_text", "fitted", "fitted_row", "isolated", "ljust",
+           "message_text", "page_isolated", "printable", "printable_rows", "rjust"]
 
 ELLIPSIS = "…"  # (as fedhh.codec.codec writes a cut prefix's end)
 
@@ -844,3 +844,55 @@ def _starting(texts: list[str], prefix: str) -> tuple[int, int]:
     character not U+10FFFF, a noncharacter, which ``printable`` escapes)."""
     end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
     return bisect.bisect_left(texts, prefix), bisect.bisect_left(texts, end)
+
+
+# What a cut between two characters would split: a mark, a selector, a skin tone, a tag or a
+# keycap on the character before, a joiner and the emoji it joins (UAX #29's extend rules).
+_CLUSTER_GLUE = frozenset((0x200D, 0x20E3, *range(0xFE00, 0xFE10), *_SKIN_TONES,
+                           *range(0xE0020, 0xE0080), *range(0xE0100, 0xE01F0)))
+_REGIONAL = range(0x1F1E6, 0x1F200)  # (a flag is two of them)
+
+
+def _joins_previous(text: str, n: int) -> bool:
+    """Whether ``text[n]`` is drawn as one with the character before it, so that a cut
+    before it would show part of a grapheme cluster (a flag's first letter, a letter without
+    its accent)."""
+    char, before = text[n], text[n - 1]
+    if ord(char) in _CLUSTER_GLUE or before == _JOINER or unicodedata.category(char) in (
+            "Mn", "Me", "Mc"):
+        return True
+    if ord(char) in _REGIONAL:
+        run = n
+        while run > 0 and ord(text[run - 1]) in _REGIONAL:
+            run -= 1
+        return (n - run) % 2 == 1
+    return False
+
+
+def fitted_row(text: str, cut: bool, width: int) -> tuple[str, bool]:
+    """A row ``(text, cut)`` of ``printable_rows`` shown in at most ``width`` columns
+    (``fitted``), a cut prefix (``Decoded.shown_cut``) too: one wider is cut further, to the
+    beginning of its text that fits with its ``…``. Either is cut between grapheme clusters
+    (not between a flag's two letters, a letter and its marks, an emoji and its joiner), unless
+    the first cluster is itself wider (a letter under 500 marks): then between two of its
+    characters, whose escapes are never split."""
+    if not cut:
+        if not fitted(text, width)[1]:
+            return text, False
+        body = text
+    else:
+        if columns(printable(text, cut=True)) <= width:
+            return text, True
+        body = cut_item(text)
+    # (a cluster's start may show wider than the characters after it, a joiner before the …
+    # escaped: narrow until it fits)
+    for narrower in range(width, 2, -1):
+        shown, was_cut = fitted(body, narrower)
+        n = len(cut_item(shown)) if was_cut else len(body)
+        start = n
+        while 0 < start < len(body) and _joins_previous(body, start):
+            start -= 1
+        shown = cut_text(body[:start or n]) + ELLIPSIS
+        if columns(printable(shown, cut=True)) <= width:
+            return shown, True
+    return cut_text(body[:1]) + ELLIPSIS, True

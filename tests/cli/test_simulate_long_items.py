@@ -1,8 +1,9 @@
 """``fedhh simulate``'s lists keep their item column at most 48 columns wide (or the heading's):
-a long item (a URL the completion rounds found whole, up to 1,024 bits) pushes only its own
-row on, and a row's note comes last, pushing nothing. Before, every row was padded to the
-longest, so one 150-column URL made each row of the list 160 columns, wrapped on any
-terminal."""
+a longer item (a URL the completion rounds found whole, up to 1,024 bits) or cut prefix is cut
+to it, ending in … (``fitted_row``), with a line saying so, and a row's note comes last,
+pushing nothing. Before, every row was padded to the longest, so one 150-column URL made each
+row of the list 160 columns, wrapped on any terminal; then the long item pushed its own row's
+figures on, out of line with the others'."""
 
 from __future__ import annotations
 
@@ -30,21 +31,54 @@ def _payload() -> dict:
             "timings": {"total_s": 1.0, "rounds_s": 1.0}}
 
 
-def test_a_long_item_pushes_only_its_own_row(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_long_item_is_cut_to_the_column(capsys: pytest.CaptureFixture[str]) -> None:
     print_summary(_payload(), top=20)
     lines = capsys.readouterr().out.splitlines()
     new = next(line for line in lines if " new " in line)
-    assert len(new) <= ITEM_COLUMNS_MAX + 30
-    assert next(line for line in lines if LONG in line).split(LONG)[1].split() == [
-        "95", "9", "20"]
-    # the short rows keep their columns: their counts end where the heading's do
     head = next(line for line in lines if line.lstrip().startswith("#"))
-    assert len(new) == len(head)
+    long = next(line for line in lines if "https://example.com/" in line)
+    # (every row's counts end where the heading's do: the long one's too)
+    assert len(new) == len(head) == columns(long)
+    assert long.split()[1:] == [LONG[:ITEM_COLUMNS_MAX - 1] + "…", "95", "9", "20"]
+    assert LONG not in "\n".join(lines)
+    assert ("(1 listed here is wider than the item column's 48 columns, cut to them ending in "
+            "…: each stands for its item, which begins so; --json gives it whole)") in lines
     cut_head = next(line for line in lines if line.rstrip().endswith("why"))
     tokyo = next(line for line in lines if "東京\\xe9…" in line)
     assert tokyo.index("東京") < ITEM_COLUMNS_MAX
     assert len(cut_head) <= ITEM_COLUMNS_MAX + 50
     assert "the estimate is their sum" in next(line for line in lines if "wait…" in line)
+
+
+# (a 2 kB URL, 300 flags, a letter under 500 marks after two, CJK, and a cut prefix of 300
+# characters with a character's first byte and 3 bits of the next codeword)
+@pytest.mark.parametrize(("item", "truncated", "shown"), [
+    ("http://x.io/" + "q" * 2000, False, "http://x.io/" + "q" * 35 + "…"),
+    ("\U0001f1fa\U0001f1f8" * 300, False, "\U0001f1fa\U0001f1f8" * 11 + "…"),
+    ("ab" + "z" + "\u0300\u0301\u0302\u0303" * 125, False, "ab…"),
+    ("東京" * 40, False, "東京" * 11 + "東…"),
+    ("x" * 300 + "\\xc3⟨+3 bits⟩…", True, "x" * 47 + "…"),
+])
+def test_each_long_row_keeps_its_figures_in_line(capsys: pytest.CaptureFixture[str],
+                                                 item: str, truncated: bool,
+                                                 shown: str) -> None:
+    payload = _payload()
+    hitters = payload["heavy_hitters"] if not truncated else payload["cut_prefixes"]
+    hitters[0].update(item=item, truncated=truncated)
+    payload["heavy_hitters"][1]["item"] = "short"
+    print_summary(payload, top=20)
+    lines = capsys.readouterr().out.splitlines()
+    row = next(line for line in lines if shown in line)
+    assert columns(shown) <= ITEM_COLUMNS_MAX
+    if truncated:
+        head = next(line for line in lines if line.rstrip().endswith("why"))
+        assert columns(row[:row.index("lost in round 9")]) == columns(head[:head.index("why")])
+        assert row.split()[1:4] == ["90", "9", "8"]
+    else:
+        head = next(line for line in lines if line.lstrip().startswith("#"))
+        assert columns(row) == len(head) and row.split()[-3:] == ["100", "9", "1"]
+    assert sum(line.startswith("(1 listed here is wider than the item column's 48 columns")
+               for line in lines) == 1
 
 
 def test_a_rows_note_keeps_its_counts_in_line(capsys: pytest.CaptureFixture[str]) -> None:

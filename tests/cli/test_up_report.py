@@ -67,16 +67,44 @@ def test_the_results_keep_their_counts_in_one_column_past_20_columns(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Items wider than 20 columns (a URL, an e-mail address) ran into "estimated count" with
     one space, each row's count elsewhere; the column now fits the widest item up to 48
-    columns, and a wider item pushes only its own count on, two spaces after it."""
+    columns, and a wider item is cut to them, ending in … (before, it pushed its own count
+    on), with a line saying how to see it whole."""
     items = ["ab", "jane.doe@example.org", "https://example.com/a/b?q=1", "東京タワー", "x" * 60]
     listed = [pb.HeavyHitter(item=item, estimate=50.0 + i, round=1, ended=True)
               for i, item in enumerate(items)]
     _print_results(_run(), SimpleNamespace(heavy_hitters=listed, cut_prefixes=[]))
-    rows = [line for line in capsys.readouterr().out.splitlines() if "estimated count" in line]
+    out = capsys.readouterr().out.splitlines()
+    rows = [line for line in out if "estimated count" in line]
     assert len(rows) == 5
     starts = [columns(row[:row.index("  estimated count")]) for row in rows]
-    assert starts == [7 + 48] * 4 + [7 + 60]  # ("  NNN. ", then the item's column)
-    assert re.search(r"\bx{60}  estimated count +54\.0  \(round 1\)$", rows[4]), rows[4]
+    assert starts == [7 + 48] * 5  # ("  NNN. ", then the item's column)
+    assert re.search(r"\. x{47}…  estimated count +54\.0  \(round 1\)$", rows[4]), rows[4]
+    assert ("(1 listed here is wider than the item column's 48 columns, cut to them ending in "
+            "…: each stands for its item, which begins so; `fedhh admin ... results demo` "
+            "gives it whole)") in out
+
+
+@pytest.mark.parametrize("item", [
+    "http://x.io/" + "q" * 2000, "\U0001f1fa\U0001f1f8" * 300, "東京" * 40,
+    "ab" + "z" + "\u0300\u0301\u0302\u0303" * 125])
+def test_a_long_item_or_cut_prefix_keeps_the_counts_in_line(
+        capsys: pytest.CaptureFixture[str], item: str) -> None:
+    """A 2 kB URL, 300 flags, CJK, a letter under 500 marks, as a heavy hitter and as a cut
+    prefix (with a character's first byte after it): each is cut to the item column, the
+    counts of every row start in one column."""
+    run = _run()
+    run.rounds[2].CopyFrom(_round(3, 2, 0.75, cut=1))
+    whole = pb.HeavyHitter(item=item, estimate=97.0, round=1, ended=True)
+    cut = pb.HeavyHitter(item=item + "\\xc3…", estimate=285.0, round=3, truncated=True,
+                         bits=121)
+    short = pb.HeavyHitter(item="ab", estimate=9.0, round=1, ended=True)
+    _print_results(run, SimpleNamespace(heavy_hitters=[whole, short], cut_prefixes=[cut]))
+    out = capsys.readouterr().out.splitlines()
+    rows = [line for line in out if "estimated count" in line]
+    starts = {columns(row[:row.index("  estimated count")]) for row in rows}
+    assert len(starts) == 1 and max(map(columns, rows)) < 7 + 48 + 100, rows
+    assert all(row.split("estimated count")[0].rstrip().endswith("…") for row in rows[::2])
+    assert sum("wider than the item column's 48 columns" in line for line in out) == 2
 
 
 def test_cut_prefixes_line_up_with_the_heavy_hitters_counts(

@@ -7,7 +7,14 @@ from __future__ import annotations
 import pytest
 
 from fedhh.codec import Decoded
-from fedhh.codec.shown import columns, cut_item, fitted, printable, printable_rows
+from fedhh.codec.shown import (
+    columns,
+    cut_item,
+    fitted,
+    fitted_row,
+    printable,
+    printable_rows,
+)
 
 
 def _shown(text: str, width: int) -> str:
@@ -58,3 +65,37 @@ def test_what_the_cut_ends_on_shows_as_a_cut_prefix_shows_it(width: int) -> None
 
 def test_a_huge_item_is_cut_without_reading_it_all() -> None:
     assert fitted("B" * 1_000_000, 160) == ("B" * 159 + "…", True)
+
+
+@pytest.mark.parametrize(("item", "cut", "shown"), [
+    ("short", False, "short"),
+    ("ab\\\\xc3…", True, "ab\\\\xc3…"),  # (a cut prefix that fits is left as it is)
+    ("x" * 40 + "\\xc3⟨+3 bits⟩…", True, "x" * 23 + "…"),  # (cut further, its tail dropped)
+    ("a\\\\" * 20 + "…", True, "a\\\\a\\\\a\\\\a\\\\a\\\\a\\\\a\\\\a…"),
+])
+def test_a_row_fits_its_column(item: str, cut: bool, shown: str) -> None:
+    assert fitted_row(item, cut, 24) == (shown, cut or shown != item)
+
+
+# (a flag is two regional indicators; an e under three marks; an emoji and its skin tone; a
+# family joined by ZWJ; a keycap)
+@pytest.mark.parametrize(("head", "cluster"), [
+    ("", "\U0001f1fa\U0001f1f8"), ("x", "\U0001f1fa\U0001f1f8"), ("abc", "e\u0300\u0301\u0302"),
+    ("ab", "👍🏽"), ("", "👨\u200d👩\u200d👧"), ("", "1\ufe0f\u20e3")])
+def test_a_row_is_cut_between_grapheme_clusters(head: str, cluster: str) -> None:
+    row = fitted_row(head + cluster * 30, False, 24)
+    body = cut_item(row[0])
+    assert row[1] and body.startswith(head)
+    kept = body[len(head):]
+    assert kept == cluster * (len(kept) // len(cluster)), row
+    # (fitted's search takes the widths of the prefixes as growing with their length, which a
+    # joiner before the … breaks: the family's cut is not always the longest)
+    assert 12 <= columns(printable_rows([row])[0]) <= 24
+
+
+def test_a_first_cluster_wider_than_the_column_is_cut_inside_it() -> None:
+    """A letter under 500 marks: its marks past the 4th show as escapes, each cut whole."""
+    row = fitted_row("q" + "\u0334\u0335\u0336\u0337\u0338" * 100, False, 24)
+    shown = printable_rows([row])[0]
+    assert row[1] and shown == "q\u0334\u0335\u0336\u0337\\u0338\\u0334\\u0335…"
+    assert columns(shown) <= 24

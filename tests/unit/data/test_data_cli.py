@@ -163,6 +163,24 @@ def test_inspect_cuts_an_item_longer_than_its_column(tmp_path: Path,
     assert report["top_weighted"][0]["item"] == "B" * 5000
 
 
+def test_inspect_cuts_a_long_item_between_grapheme_clusters(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """300 flags (two regional indicators each) after two letters: cut at 160 columns, the
+    cut keeps whole flags (before: 78 flags and the first letter of the 79th, which draws as
+    a boxed U, read as a flag of its own)."""
+    src = tmp_path / "flags.jsonl"
+    src.write_text('["xy' + "\U0001f1fa\U0001f1f8" * 300 + '"]\n["y"]\n', encoding="utf-8")
+    out = tmp_path / "ds"
+    assert run(["data", "import", str(src), "--format", "jsonl", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert run(["data", "inspect", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    row = next(line for line in lines if "\U0001f1fa" in line)
+    shown = row.split()[1]
+    assert shown.startswith("xy") and shown.endswith("…")
+    assert shown[2:-1] == "\U0001f1fa\U0001f1f8" * ((len(shown) - 3) // 2), shown
+
+
 def test_data_counts_are_read_as_every_other_command_reads_them() -> None:
     # One parser per rule: `data` used its own copies, which refused 1e3 (every other
     # command takes an integral 1e3 as 1000) and named a seed "an integer >= 0".
