@@ -47,6 +47,7 @@ class FakeUp:
         self.ending = False
         self.enrolls = 0
         self.dropped = 0
+        self.lines = PROGRESS  # (progress.json's)
         handler = type("Handler", (_FakeHandler,), {"up": self})
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
@@ -123,7 +124,7 @@ class _FakeHandler(http.server.BaseHTTPRequestHandler):
         elif self.path == "/demo.json":
             self._send(200, self.up.demo_json(self.headers.get("Host")), "application/json")
         elif self.path == "/progress.json":
-            self._send(200, json.dumps({"lines": PROGRESS}).encode(), "application/json")
+            self._send(200, json.dumps({"lines": self.up.lines}).encode(), "application/json")
         else:
             self._send(404, b"not found", "text/plain")
 
@@ -257,6 +258,24 @@ def test_while_fedhh_up_is_not_answering_the_page_says_so_once(dist: Path) -> No
         until(browser, lambda b: (d := device(b)) and d["state"] == "checking in"
               and d["note"] == "", "the device is in contact again")
         assert "no answer" not in row_text(browser)
+
+
+@pytest.mark.browser
+def test_a_long_item_in_the_progress_wraps_inside_the_page(dist: Path) -> None:
+    """The run's end lists its heavy hitters on one line, each item whole (it is not a table:
+    nothing to keep in line, so nothing cut). A 2,000-character URL has no space to wrap at:
+    before, it ran on past the progress box and the page, which scrolled sideways 2,000
+    characters wide."""
+    line = 'run demo: done; heavy hitters: ["http://x.io/' + "q" * 2000 + '", "ab"]'
+    with fake_up(dist) as up, webkit.chromium() as browser:
+        up.lines = [line]
+        browser.get(up.origin + "/")
+        until(browser, lambda b: progress(b) == line, "the progress is shown")
+        box, page, view = browser.execute_script(
+            "const box = document.getElementById('progress');"
+            "return [box.scrollWidth <= box.clientWidth,"
+            " document.documentElement.scrollWidth, window.innerWidth]")
+        assert box and page <= view, (page, view)
 
 
 @pytest.mark.browser
