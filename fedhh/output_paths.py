@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from fedhh.backoff import Backoff
 from fedhh.errors import ConfigError
 
 STDOUT = "-"  # an output path that means standard output
@@ -145,7 +146,7 @@ def hold_lock(path: Path, timeout_s: float, *, cannot_open: str, busy: str, wait
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError as error:
         raise ConfigError(f"{cannot_open}: {error.strerror}") from None
-    until, delay, said = time.monotonic() + timeout_s, 0.1, False
+    until, backoff, said = time.monotonic() + timeout_s, Backoff(0.1, 2.0), False
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -157,5 +158,4 @@ def hold_lock(path: Path, timeout_s: float, *, cannot_open: str, busy: str, wait
             if not said:  # (once: each poll said it, some 30 lines over a minute's wait)
                 logger.warning(waiting, extra=context)
                 said = True
-            time.sleep(delay)  # polling the lock: flock has no timeout of its own
-            delay = min(delay * 2, 2.0)
+            time.sleep(backoff.pause())  # polling the lock: flock has no timeout of its own

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import grpc
 import numpy as np
 
+from fedhh.backoff import Backoff
 from fedhh.errors import ConfigError, FedhhError, NotFoundError, StateError
 from fedhh.rpc.aggregator_client import RoundAborted, RoundOutcome
 from fedhh.secagg import RoundConfig, SignedConfig
@@ -169,7 +170,7 @@ class CombinedRound:
         worker = self.pool[shard.worker].control
         deadline = shard.config.deadlines.unmask / 1000 + self.limits.slack_s
         give_up = deadline + self.limits.patience_s
-        delay = 0.2
+        backoff = Backoff(0.2, 5.0)
         while shard.state == RoundState.RUNNING:
             remaining = deadline - time.time()
             try:
@@ -193,8 +194,7 @@ class CombinedRound:
                     self._shard_finished(shard, RoundState.ABORTED, "worker unreachable: "
                                          f"{_describe(error)}", True)
                     return
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                await backoff.sleep()
             else:
                 fault = _sum_fault(shard, result.total)
                 if fault:  # a sum the shard's devices could not have made: the worker lies

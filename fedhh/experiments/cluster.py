@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import fedhh
+from fedhh.backoff import Backoff
 from fedhh.errors import ConfigError, DatasetError, FedhhError
 from fedhh.experiments.code import (
     RESULT_LIBRARIES,
@@ -236,15 +237,14 @@ async def _reach(address: str, host: str, port: int, timeout_s: float,
 
     async def attempts() -> None:
         nonlocal failure, said
-        pause = 0.01
+        backoff = Backoff(0.01, 1.0)
         while True:
             try:
                 _, writer = await asyncio.open_connection(host, port)
             except socket.gaierror as error:
                 if error.errno != socket.EAI_NONAME:  # (EAI_AGAIN: DNS may answer later)
                     failure = error
-                    await asyncio.sleep(pause)
-                    pause = min(2 * pause, 1.0)
+                    await backoff.sleep()
                     continue
                 # The name server says no such host: no retry will change that (a typo in
                 # --scheduler waited 30 s for it).
@@ -258,8 +258,7 @@ async def _reach(address: str, host: str, port: int, timeout_s: float,
                     say(f"the Dask scheduler {address} does not accept the connection "
                         f"({_cause(error)}); retrying for up to {timeout_s:g} s in case it is "
                         "starting (a wrong address? Ctrl-C stops)")
-                await asyncio.sleep(pause)
-                pause = min(2 * pause, 1.0)
+                await backoff.sleep()
                 continue
             writer.close()
             return

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from fedhh.backoff import full_jitter
 from fedhh.secagg import SecAggDevice, Stage
 from fedhh.v1 import aggregator_pb2 as pb
 
@@ -54,8 +55,7 @@ class RetryPolicy:
     def backoff(self, attempt: int, rng: random.Random) -> float:
         cap = self.max_backoff_s if attempt < self.attempts else max(self.max_backoff_s,
                                                                      self.patient_max_backoff_s)
-        # (the exponent is capped: a patient call may be retried thousands of times)
-        return rng.uniform(0, min(cap, self.initial_backoff_s * 2 ** min(attempt, 30)))
+        return full_jitter(self.initial_backoff_s, cap, attempt, rng)
 
 
 class Transport(StrEnum):

@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fedhh.backoff import Backoff
 from fedhh.codec import codes as cw
 from fedhh.config import WINDOW_FIELDS, RunConfig
 from fedhh.config.flags import flag
@@ -227,7 +228,7 @@ class NetworkLink:
         the attempt at once, and a run's attempts were all spent within seconds. A service
         that refuses the coordinator (its control token) is not waited for."""
         loop = asyncio.get_running_loop()
-        delay, waiting = self.aggregator_poll_s, False
+        backoff, waiting = Backoff(self.aggregator_poll_s, AGGREGATOR_POLL_MAX_S), False
         where = self._control_address()
         while True:
             try:
@@ -257,8 +258,7 @@ class NetworkLink:
                         "attempt": attempt.attempt, "address": where, "error": str(error)})
                     self.progress.enter(attempt.round, attempt.attempt,
                                         f"waiting for the aggregator at {where}")
-                await asyncio.sleep(min(delay, self.aggregator_patience_s - down))
-                delay = min(2 * delay, AGGREGATOR_POLL_MAX_S)
+                await asyncio.sleep(min(backoff.pause(), self.aggregator_patience_s - down))
                 continue
             if self._down_since is not None:
                 log.warning("the aggregator answers again", extra={
@@ -433,7 +433,8 @@ class NetworkLink:
         service = plan.service(self.aggregator)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.recovery_patience_s
-        delay, interrupted = self.aggregator_poll_s, None
+        backoff = Backoff(self.aggregator_poll_s, AGGREGATOR_POLL_MAX_S)
+        interrupted = None
         while True:
             try:
                 outcome = await service.outcome(plan.round_id)
@@ -450,8 +451,7 @@ class NetworkLink:
                 if interrupted is not None:
                     self.progress.resume(interrupted)
                 return outcome
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, AGGREGATOR_POLL_MAX_S)
+            await backoff.sleep()
 
     def _check_windows_ahead(self, plan: RoundPlan, devices: int) -> None:
         """RoundAborted when the plan's last deadline passed while it was drawn and signed:

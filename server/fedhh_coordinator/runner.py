@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fedhh.backoff import Backoff
 from fedhh.errors import FedhhError
 from fedhh.rounds import AttemptId, RoundDriver, RunCancelled
 from fedhh.rpc.control_client import CALL_TIMEOUT_S
@@ -79,7 +80,9 @@ class Runner:
         self.charge_patience_s = CHARGE_PATIENCE_S
         self.charge_retry_s = 0.25
         self.progress: dict[str, Progress] = {}  # of the running runs
-        self._outage_delay = 0.0  # the last store outage's last wait (_await_store)
+        # The last store outage's pauses (_await_store), which the next one within
+        # STORE_RETRY_MAX_S goes on from
+        self._outage_backoff: Backoff | None = None
         self._outage_ended_at = float("-inf")
         # The runs a store outage interrupted: their open attempts are settled as left by it
         # (as by a stopped coordinator, but this one went on).
@@ -123,17 +126,16 @@ class Runner:
         metrics.STORE_OUTAGES.inc()
         log.error("the store is unavailable; the runs wait for it", extra={"error": str(error)})
         recent = time.monotonic() - self._outage_ended_at < STORE_RETRY_MAX_S
-        delay = min(2 * self._outage_delay, STORE_RETRY_MAX_S) if recent \
-            else self.retry_delay_s
+        if not recent or self._outage_backoff is None:
+            self._outage_backoff = Backoff(self.retry_delay_s, STORE_RETRY_MAX_S)
         while True:
-            await asyncio.sleep(delay)  # a backoff against the database, not a sync
+            await self._outage_backoff.sleep()
             try:
                 self.store.run_states(ACTIVE)
             except StoreUnavailable:
-                delay = min(2 * delay, STORE_RETRY_MAX_S)
                 continue
             log.warning("the store answers again; the runs resume from it")
-            self._outage_delay, self._outage_ended_at = delay, time.monotonic()
+            self._outage_ended_at = time.monotonic()
             return
 
     async def _serve_one(self) -> None:
@@ -193,12 +195,13 @@ class Runner:
         tries with the last one's error. Before, the try after it was made all the same."""
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.charge_patience_s
-        delay, warned = self.charge_retry_s, False
+        backoff, warned = Backoff(self.charge_retry_s, CHARGE_RETRY_MAX_S), False
         while True:
             try:
                 write()
                 return
             except StoreUnavailable as error:
+                delay = backoff.pause()
                 if loop.time() + delay > give_up:
                     raise
                 unavailable = error
@@ -208,10 +211,9 @@ class Runner:
                                 "charge; trying again", extra={"error": str(error),
                                                                "patience_s":
                                                                self.charge_patience_s})
-            await asyncio.sleep(delay)  # a backoff against the database, not a sync
+            await asyncio.sleep(delay)
             if loop.time() > give_up:
                 raise unavailable
-            delay = min(2 * delay, CHARGE_RETRY_MAX_S)
 
     def progress_of(self, run_id: str) -> pb.Progress | None:
         """The run's progress now (None unless it is running); during check-in, the pool's

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
+from fedhh.backoff import Backoff
 from fedhh.errors import ConfigError, FedhhError
 from fedhh.rpc.credentials import bearer_metadata
 from fedhh.rpc.crowd_event import CrowdEvent
@@ -262,11 +263,14 @@ class LeaderLink:
                 await self._on_link(linked)
 
     async def serve(self) -> None:
-        backoff = 0.2
+        # (0.2 s doubling to 7.5 s, full jitter: at most 7.5 s, which with a channel's
+        # reconnection fits the hold a restarted leader keeps for its returning devices,
+        # lobby.RETURN_S)
+        backoff = Backoff(0.2, 7.5, self._jitter)
         while True:
             try:
                 await self._attach()
-                backoff = 0.2
+                backoff.reset()
             except grpc.aio.AioRpcError as error:
                 if error.code() in (grpc.StatusCode.UNAUTHENTICATED,
                                     grpc.StatusCode.INVALID_ARGUMENT):
@@ -277,11 +281,7 @@ class LeaderLink:
             finally:
                 self.lobby.detached()
                 await self._tell(False)
-            # (0.2 s doubling to 5 s, drawn from half to one and a half times it: at most
-            # 7.5 s, which with a channel's reconnection fits the hold a restarted leader
-            # keeps for its returning devices, lobby.RETURN_S)
-            await asyncio.sleep(backoff * (0.5 + self._jitter.random()))
-            backoff = min(backoff * 2, 5.0)
+            await asyncio.sleep(backoff.pause())
 
     async def _attach(self) -> None:
         call = self.stub.Attach(metadata=self.metadata)

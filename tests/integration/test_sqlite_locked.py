@@ -8,6 +8,7 @@ soon as the lock is released; a statement's own mistake stays what it was."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from pathlib import Path
 
@@ -50,12 +51,19 @@ def test_a_held_write_lock_is_the_store_unavailable_and_changes_nothing(tmp_path
 def test_the_runner_waits_longer_for_a_store_that_fails_again_at_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A store that reads but cannot write (a full disk) answers the runner's poll at once and
-    fails the resumed run's first write: each such outage waits twice the last (to 30 s), and
-    one long after the last starts again from the runner's retry delay."""
+    fails the resumed run's first write: each such outage may wait twice the last (to 30 s),
+    and one long after the last starts again from the runner's retry delay. Each pause is drawn
+    from zero to that bound (full jitter; the draws here at its middle): before, the pauses
+    were the bounds themselves, the same for every coordinator that lost the database."""
     import asyncio
 
+    from fedhh import backoff
     from fedhh_coordinator import runner as runner_module
     from fedhh_coordinator.runner import STORE_RETRY_MAX_S, Runner
+
+    class Middle(random.Random):
+        def random(self) -> float:
+            return 0.5
 
     class Reads:
         def __init__(self) -> None:
@@ -76,6 +84,7 @@ def test_the_runner_waits_longer_for_a_store_that_fails_again_at_once(
 
     monkeypatch.setattr(runner_module.asyncio, "sleep", sleep)
     monkeypatch.setattr(runner_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(backoff, "JITTER", Middle())
     store = Reads()
     runner = Runner(store, None, None, None, None, None)  # type: ignore[arg-type]
     outage = StoreUnavailable("the database failed: database or disk is full")
@@ -86,10 +95,10 @@ def test_the_runner_waits_longer_for_a_store_that_fails_again_at_once(
         asyncio.run(runner._await_store(outage))
         return list(slept)
 
-    assert waits(0) == [1.0]
-    assert waits(0) == [2.0]  # failed again at once: twice the last wait
-    assert waits(2) == [4.0, 8.0, 16.0]
-    assert waits(0) == [STORE_RETRY_MAX_S]
-    assert waits(0) == [STORE_RETRY_MAX_S]
+    assert waits(0) == [0.5]
+    assert waits(0) == [1.0]  # failed again at once: twice the last bound
+    assert waits(2) == [2.0, 4.0, 8.0]
+    assert waits(0) == [STORE_RETRY_MAX_S / 2]
+    assert waits(0) == [STORE_RETRY_MAX_S / 2]
     clock[0] += STORE_RETRY_MAX_S  # a while without an outage
-    assert waits(1) == [1.0, 2.0]
+    assert waits(1) == [0.5, 1.0]

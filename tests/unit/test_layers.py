@@ -44,6 +44,7 @@ LIBRARY = (
     "fedhh.errors",      # one base class
     "fedhh.integers",    # the one exact reader of an integer written as text
     "fedhh.lazy",        # packages' names imported on first use
+    "fedhh.backoff",     # the pauses between a retry loop's tries
     "fedhh.input_files",  # files read whole, to a bound
     "fedhh.codec",       # items <-> prefix codes
     "fedhh.data",        # datasets; the codebooks' training data
@@ -1138,3 +1139,59 @@ def test_the_privacy_face_loads_neither_scipy_nor_dp_accounting(tmp_path: Path) 
                                        "    import dp_accounting\n"})
     assert loads_of(tmp_path, "fedhh.privacy", PRIVACY_FACE_DEFERS) == [
         "fedhh/privacy/solver.py:1 imports scipy.special.ndtr"]
+
+
+# docs/architecture.md, the one-piece table's ``backoff.Backoff``: a retry loop's pauses are
+# drawn from it (full jitter), not doubled by hand beside a sleep, where no jitter was drawn and
+# each loop had its own caps. Before, five service loops doubled their own pause.
+BACKOFF = "fedhh.backoff"
+
+
+def _doubles(node: ast.AST) -> bool:
+    """``x *= 2``, or an assignment whose value multiplies by 2 (``min(2 * delay, CAP)``)."""
+    if isinstance(node, ast.AugAssign):
+        return isinstance(node.op, ast.Mult) and isinstance(node.value, ast.Constant) \
+            and node.value.value == 2
+    if not isinstance(node, ast.Assign):
+        return False
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
+               and any(isinstance(side, ast.Constant) and side.value == 2
+                       for side in (n.left, n.right))
+               for n in ast.walk(node.value))
+
+
+def hand_written_backoffs(root: Path) -> list[str]:
+    """Each function, outside ``BACKOFF``, that sleeps and doubles a value: a retry loop's
+    pause written by hand."""
+    found = []
+    for name, path in module_names(root).items():
+        if name == BACKOFF:
+            continue
+        for node in walked(path):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            inner = list(ast.walk(node))
+            sleeps = any(isinstance(n, ast.Call) and (
+                (isinstance(n.func, ast.Attribute) and n.func.attr == "sleep")
+                or (isinstance(n.func, ast.Name) and n.func.id == "sleep")) for n in inner)
+            doubled = [n.lineno for n in inner if _doubles(n)]
+            if sleeps and doubled:
+                found.append(f"{path.relative_to(root)}:{doubled[0]} doubles a pause by hand "
+                             f"in {node.name}")
+    return found
+
+
+def test_every_retry_pause_is_drawn_from_the_one_backoff(tmp_path: Path) -> None:
+    assert hand_written_backoffs(ROOT) == []
+    write_tree(tmp_path, {
+        "server/fedhh_coordinator/poll.py":
+            "import asyncio\n\n\nasync def poll(f):\n    delay = 0.1\n    while not f():\n"
+            "        await asyncio.sleep(delay)\n        delay = min(delay * 2, 5.0)\n",
+        "aggregator/fedhh_aggregator/wait.py":
+            "import time\n\n\ndef wait(f, d=1.0):\n    while not f():\n        time.sleep(d)\n"
+            "        d *= 2\n",
+        "fedhh/backoff.py":
+            "import asyncio\n\n\nasync def sleep(c):\n    await asyncio.sleep(c * 2)\n"})
+    assert sorted(hand_written_backoffs(tmp_path)) == [
+        "aggregator/fedhh_aggregator/wait.py:7 doubles a pause by hand in wait",
+        "server/fedhh_coordinator/poll.py:8 doubles a pause by hand in poll"]

@@ -29,6 +29,7 @@ from typing import Any
 import psycopg
 import psycopg.errors
 
+from fedhh.backoff import Backoff
 from fedhh.errors import ConfigError
 from fedhh_coordinator.db.interface import (
     Cursor,
@@ -179,7 +180,7 @@ class PostgresDatabase:
         """The advisory lock of the one coordinator (module docstring), waiting for a previous
         holder's session to end."""
         until = time.monotonic() + self.lock_timeout_s
-        delay = 0.1
+        backoff = Backoff(0.1, 2.0)
         while True:
             row = conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,)).fetchone()
             if row is not None and row[0]:
@@ -190,8 +191,7 @@ class PostgresDatabase:
                                   f"{LOCK_KEY:#x}) after {self.lock_timeout_s:g} s")
             log.warning("waiting for another coordinator to release the database",
                         extra={"database": self.location})
-            time.sleep(delay)  # polling the server's lock table
-            delay = min(delay * 2, 2.0)
+            time.sleep(backoff.pause())  # polling the server's lock table
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn.closed or self._conn.broken:

@@ -69,9 +69,11 @@ class _Top(random.Random):
 
 def test_the_selectors_longest_pause_between_tries_and_a_reconnection_fit_the_hold(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """LeaderLink's pause after a lost leader doubles from 0.2 s to 5 s and is drawn from half
-    to one and a half times that: 7.5 s at the most, which with a reconnection (2 s) is back
-    within the leader's hold for its returning devices (20 s). 8b23fd7 said and tested 5 s."""
+    """LeaderLink's pause after a lost leader is drawn from zero to a bound that doubles from
+    0.2 s to 7.5 s (full jitter, fedhh.backoff): 7.5 s at the most, which with a reconnection
+    (2 s) is back within the leader's hold for its returning devices (20 s). 8b23fd7 said and
+    tested 5 s; until the one backoff, the pause was drawn from half to one and a half times a
+    bound doubling to 5 s."""
     pauses: list[float] = []
 
     async def sleep(seconds: float) -> None:
