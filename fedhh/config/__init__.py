@@ -42,6 +42,7 @@ with rounds = 2*10^7 took the coordinator to 7.6 GB, 2^32 - 1 rounds raised a Me
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
@@ -117,6 +118,17 @@ def codec_value(text: str) -> str:
 
     return codec_spec(text)
 
+
+
+def _weight_divisor(index: int) -> int:
+    """The ``index``-th completion round's weight is completion_weight over this (from 1)."""
+    octave = index.bit_length() - 1
+    return 1 << octave + min(octave, 2)
+
+
+def _fp_ratio_divisor(index: int) -> int:
+    """The ``index``-th completion round's false-positive target is gamma over this."""
+    return index * (index + 1)
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -355,7 +367,7 @@ class RunConfig:
         held to it (not only the finishing ones), so noise prefixes do not crowd the next
         round's domain."""
         gamma = self.fp_ratio if self.fp_ratio_finished is None else self.fp_ratio_finished
-        return tuple(gamma / (i * (i + 1)) for i in range(1, self.completion() + 1))
+        return tuple(gamma / _fp_ratio_divisor(i) for i in range(1, self.completion() + 1))
 
     def completion_weights(self) -> tuple[float, ...]:
         """The completion rounds' weights: ``completion_weight`` (w) for the first, w/4 for
@@ -386,8 +398,8 @@ class RunConfig:
         devices. Few distinct weights keep the accountant's solve short: each distinct
         epsilon is a privacy loss distribution of its own (3/i, all distinct, tripled the
         solve's time); these are six."""
-        return tuple(self.completion_weight / (1 << octave + min(octave, 2))
-                     for octave in (i.bit_length() - 1 for i in range(1, self.completion() + 1)))
+        return tuple(self.completion_weight / _weight_divisor(i)
+                     for i in range(1, self.completion() + 1))
 
     def next_completion(self, eps_local: float) -> tuple[float, bool] | None:
         """The weight of one completion round more than this run has, and whether it would
@@ -521,6 +533,7 @@ class RunConfig:
                                      and self.sampling_rate in (None, 1.0)):
             raise ConfigError("consistency holds in the single-item mode of optprefixtree with "
                               "every device taking part (single_item, no sampling)")
+        self._check_completion_shares()
         if (weights := self.round_weights()) is not None:
             from fedhh.privacy.accountant import allocation_offsets
 
@@ -552,6 +565,42 @@ class RunConfig:
         if mode is Mode.NETWORK:
             self._validate_network()
         return self
+
+    def _check_completion_shares(self) -> None:
+        """A completion round's weight and false-positive target are shares of
+        completion_weight and of the finishing gamma (``completion_weights``,
+        ``completion_fp_ratios``), the last round's the smallest. A weight more than
+        e^``MAX_LOG_WEIGHT_RATIO`` below a main round's gets no positive epsilon at any
+        eps_local, and a gamma's share below the smallest normal float rounds to 0. Before,
+        they were refused naming settings not given: "round_budget weights must be within a
+        factor e^40 ...", "allocation weights must be positive numbers, got (1.0, ..., 0.0)",
+        or the option --round-fp-ratio ("targets must be > 0, got 0.0")."""
+        rounds = self.completion()
+        if not rounds:
+            return
+        from fedhh.privacy.accountant import MAX_LOG_WEIGHT_RATIO
+
+        divisor = _weight_divisor(rounds)
+        weight = self.completion_weight
+        if self.round_budget == "equal" and (
+                math.log(weight) - math.log(divisor) <= -MAX_LOG_WEIGHT_RATIO):
+            least = divisor * math.exp(-MAX_LOG_WEIGHT_RATIO)
+            self._too_small("completion_weight", rounds, divisor, least,
+                            f"weighs {weight / divisor:.3g}, more than e^"
+                            f"{MAX_LOG_WEIGHT_RATIO:g} below a main round: no eps_local gives "
+                            "it a positive epsilon")
+        name = "fp_ratio" if self.fp_ratio_finished is None else "fp_ratio_finished"
+        gamma, divisor = getattr(self, name), _fp_ratio_divisor(rounds)
+        if math.isfinite(gamma) and 0 < gamma < divisor * sys.float_info.min:
+            self._too_small(name, rounds, divisor, divisor * sys.float_info.min,
+                            "rounds to 0")
+
+    def _too_small(self, name: str, rounds: int, divisor: int, least: float, why: str) -> None:
+        # (the least is shown rounded up: 3 digits are within 5e-4 of it)
+        raise ConfigError(
+            f"{name} {getattr(self, name)!r} is too small: the last of the {rounds} completion "
+            f"rounds takes 1/{divisor:,} of it, which {why}; give more than "
+            f"{least * 1.001:.3g}, or fewer completion rounds")
 
     def _check_bounds(self, mode: Mode) -> None:
         """The upper bounds of the module docstring, each refused by name before anything is
