@@ -119,6 +119,9 @@ class SecAggServer:
         # held a device from the key sharing's close on).
         self._partner_ids = np.zeros(0, dtype=np.int64)
         self._partners: dict[int, np.ndarray] = {}  # views of _partner_ids
+        # U2 ascending, and where each one's run starts and ends in _partner_ids
+        self._partner_runs: tuple[np.ndarray, np.ndarray, np.ndarray] = (
+            np.zeros(0, dtype=np.int64),) * 3
         self._id_objects = np.zeros(0, dtype=object)
         self._holders = _ShareHolders({}, {}, self.config.num_devices)  # the same, as a table
         self._commitments: dict[int, bytes] = {}
@@ -393,6 +396,8 @@ class SecAggServer:
         requests: dict[int, ServerMessage] = {}
         points: dict[int, np.ndarray] = {}
         self._partner_ids, self._id_objects = src, _id_objects(self.config.num_devices)
+        self._partner_runs = (np.asarray(senders, dtype=np.int64),
+                              np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
         shared = self._id_objects[src].tolist()
         for v, start, end, ciphertexts, sent_to, commitment in zip(
                 senders, starts, ends, routed, dsts, commitments, strict=True):
@@ -543,10 +548,15 @@ class SecAggServer:
         lives = survivor[ids]
         alive_ids = self._id_objects[ids[lives]].tolist()
         dropped_ids = self._id_objects[ids[~lives]].tolist()
-        alive_before = np.concatenate(([0], np.cumsum(lives))).tolist()  # survivors in ids[:i]
-        ends = itertools.accumulate(map(len, self._partners.values()))
-        runs_of = {v: (end - len(partners), end)
-                   for (v, partners), end in zip(self._partners.items(), ends, strict=True)}
+        holders = np.asarray(sorted(self._unmask_holders(u3, signers)), dtype=np.int64)
+        owners, all_starts, all_ends = self._partner_runs
+        rows = np.searchsorted(owners, holders)
+        run_starts, run_ends = all_starts[rows], all_ends[rows]
+        alive_before = np.concatenate(([0], np.cumsum(lives)))  # survivors in ids[:i]
+        alive_starts, alive_ends = alive_before[run_starts], alive_before[run_ends]
+        slices = zip(alive_starts.tolist(), alive_ends.tolist(),
+                     (run_starts - alive_starts).tolist(), (run_ends - alive_ends).tolist(),
+                     strict=True)
         # A holder's neighbours' signatures are a run of the signers in ring order, its own
         # left out (signers are in U3 and U2, so its signing partners are its signing
         # neighbours): a view of one tuple of (id, signature) pairs shared by the round.
@@ -554,11 +564,8 @@ class SecAggServer:
         pairs = tuple((i, signers[i]) for i in order)
         runs = {u: (at, start, stop) for at, (u, start, stop) in enumerate(zip(
             order, starts.tolist(), stops.tolist(), strict=True))}
-        for v in sorted(self._unmask_holders(u3, signers)):
-            start, end = runs_of[v]
-            a0, a1 = alive_before[start], alive_before[end]
-            alive = tuple(alive_ids[a0:a1])
-            dropped = tuple(dropped_ids[start - a0:end - a1])
+        for v, (a0, a1, d0, d1) in zip(holders.tolist(), slices, strict=True):
+            alive, dropped = tuple(alive_ids[a0:a1]), tuple(dropped_ids[d0:d1])
             sigs: tuple[tuple[int, bytes], ...] | RingRun[tuple[int, bytes]] = ()
             if with_check:
                 at, start, stop = runs[v]
